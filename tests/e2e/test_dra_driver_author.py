@@ -146,3 +146,63 @@ def test_a_true_binding_failure_condition_fails_the_binding_and_frees_the_claim(
                 if 'binding failed: reason=NoPath, message="no PCIe path"' in e.message]
     assert wait_for(failed, what="FailedScheduling of the failed binding")
     assert core_api.read_namespaced_pod(name, "default").spec.node_name is None
+
+
+FABRIC = "fabric.author.example.com"
+
+
+def _selector(key: str, values: list[str]) -> dict:
+    return {"nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": values}]}]}
+
+
+@pytest.fixture(scope="module")
+def fabric(resource_api, core_api, node):
+    """Network-attached devices: a pool reachable from every node, whose device 0 binds to
+    the node it is allocated for, and two pools each reachable from the nodes a selector picks."""
+    zone = core_api.read_node(node).metadata.labels["topology.kubernetes.io/zone"]
+    resource_api.create_device_class({"metadata": {"name": FABRIC}, "spec": {
+        "selectors": [{"cel": {"expression": f"device.driver == '{FABRIC}'"}}]}})
+    pools = {"everywhere": {"allNodes": True}, "zonal": {"nodeSelector": _selector("topology.kubernetes.io/zone", [zone])},
+             "hosted": {"nodeSelector": _selector("kubernetes.io/hostname", [node])}}
+    for pool, where in pools.items():
+        devices = [{"name": f"dev-{i}", "attributes": {"pool": {"string": pool}, "index": {"int": i}},
+                    **({"bindsToNode": True} if i == 0 and pool == "everywhere" else {})} for i in range(2)]
+        resource_api.create_resource_slice({"metadata": {"name": f"{FABRIC}-{pool}"}, "spec": {
+            "driver": FABRIC, **where, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1}, "devices": devices}})
+    return zone
+
+
+def _fabric_allocation(resource_api, core_api, *devices: tuple[str, int]) -> tuple[dict, str]:
+    """A pod's claim on these (pool, index) devices; its allocation and node once scheduled."""
+    name = f"author-{next(_names)}"
+    attr = f"device.attributes['{FABRIC}']"
+    requests = [{"name": f"r{i}", "exactly": {"deviceClassName": FABRIC, "selectors": [
+        {"cel": {"expression": f"{attr}.pool == '{pool}' && {attr}.index == {index}"}}]}}
+        for i, (pool, index) in enumerate(devices)]
+    resource_api.create_namespaced_resource_claim("default", {"metadata": {"name": name}, "spec": {
+        "devices": {"requests": requests}}})
+    core_api.create_namespaced_pod("default", {"metadata": {"name": name}, "spec": {
+        "terminationGracePeriodSeconds": 0, "resourceClaims": [{"name": "net", "resourceClaimName": name}],
+        "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "net"}]}}]}})
+    _allocated(resource_api, name)
+    node = wait_for(lambda: core_api.read_namespaced_pod(name, "default").spec.node_name, what=f"{name} scheduled")
+    return resource_api.read_namespaced_resource_claim(name, "default").to_dict()["status"]["allocation"], node
+
+
+def _by_name(node: str) -> dict:
+    return {"node_selector_terms": [{"match_expressions": None, "match_fields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+
+
+def test_allocation_node_selector_follows_where_the_devices_are(resource_api, core_api, node, fabric):
+    """createNodeSelector: nil for devices every node reaches; pinned to the node for a device
+    that binds to it (bindsToNode); one term holding each selector's requirements for devices
+    of pools with different node selectors."""
+    anywhere, _ = _fabric_allocation(resource_api, core_api, ("everywhere", 1))
+    assert anywhere["node_selector"] is None
+    bound, on = _fabric_allocation(resource_api, core_api, ("everywhere", 0))
+    assert bound["node_selector"] == _by_name(on)
+    merged, _ = _fabric_allocation(resource_api, core_api, ("zonal", 0), ("hosted", 0))
+    assert merged["node_selector"] == {"node_selector_terms": [{"match_fields": None, "match_expressions": [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [fabric]},
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}

@@ -825,16 +825,26 @@ class Allocator:
 
 
 def _node_selector(devices: list[Device], node: dict) -> dict | None:
-    """matchFields on the node name if any device is node-local (or the
-    devices' selectors differ); the one shared selector; nil for allNodes."""
+    """Upstream's createNodeSelector: matchFields on the node name if any device is node-local
+    or binds to the node it is allocated for (bindsToNode); nil when every device comes from
+    allNodes; else the one node selector, or the requirements of the devices' one-term selectors
+    gathered into one term, each once (any other shape pins the node)."""
     name = (node.get("metadata") or {}).get("name", "")
     by_name = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}]}
     selectors = []
     for d in devices:
-        if d.node_name is not None:
+        if d.node_name is not None or d.binds_to_node:
             return by_name
         if d.node_selector is not None and d.node_selector not in selectors:
             selectors.append(d.node_selector)
-    if not selectors:
-        return None
-    return selectors[0] if len(selectors) == 1 else by_name
+    if len(selectors) < 2:
+        return selectors[0] if selectors else None
+    term: dict[str, list] = {}
+    for sel in selectors:
+        terms = sel.get("nodeSelectorTerms") or []
+        if len(terms) != 1:
+            return by_name
+        for kind in ("matchFields", "matchExpressions"):
+            have = term.setdefault(kind, [])
+            have += [r for r in terms[0].get(kind) or [] if r not in have]
+    return {"nodeSelectorTerms": [{k: v for k, v in term.items() if v}]}

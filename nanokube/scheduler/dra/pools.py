@@ -61,6 +61,7 @@ class Device:
     node_name: str | None  # node-local device
     node_selector: dict | None
     all_nodes: bool
+    binds_to_node: bool  # the allocation is pinned to the node it was made for
     slice_selector: dict | None  # nodeSelector of the slice, for allocation.nodeSelector
     extra: dict  # result fields copied as-is (bindingConditions, ...)
     cel: DeviceInput
@@ -141,7 +142,7 @@ def _device(driver: str, pool: str, spec: dict, dev: dict, rules: list[dict]) ->
     return Device(
         id=did, attributes=attrs, capacity=cap, capacity_text=cap_text, policies=policies, consumes=consumes, taints=taints,
         allow_multiple=multi, node_name=src.get("nodeName") or None, node_selector=src.get("nodeSelector"),
-        all_nodes=bool(src.get("allNodes")), slice_selector=src.get("nodeSelector"), extra=extra,
+        all_nodes=bool(src.get("allNodes")), binds_to_node=bool(dev.get("bindsToNode")), slice_selector=src.get("nodeSelector"), extra=extra,
         cel=DeviceInput(driver, cel_attrs, cel_cap, multi),
         capacity_key=(driver, tuple(sorted(cap.items())), orjson.dumps(policies, option=orjson.OPT_SORT_KEYS)),
     )
