@@ -851,7 +851,7 @@ async def _decode_body(raw: bytes, ctype: str) -> Any:
         if ctype in ("application/yaml", "application/x-yaml"):
             return await serializer.off_loop(serializer.loads_yaml, raw)
         if ctype == _JSON:
-            return serializer.loads_json(raw)
+            return serializer.loads_json(raw, lenient=True)
         if ctype == _PROTOBUF:
             return protobuf.decode(raw)
     except (orjson.JSONDecodeError, yaml.YAMLError, protobuf.ProtobufError) as e:

@@ -21,7 +21,7 @@ from .. import schema as schemas
 from ..clock import Clock
 from ..registry.base import STATUS_META, Resource, Strategy
 from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
-from ..machinery import errors
+from ..machinery import errors, gojson
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
@@ -308,7 +308,10 @@ class GenericREST:
                 f"{type(obj['metadata']).__name__} into Go struct field {res.kind}.metadata of type v1.ObjectMeta"
             )
         sch = None
+        number = gojson.find_out_of_range(obj) if serializer.OUT_OF_RANGE.get() else None
         unknown = res.strategy.decode(obj, version)
+        if number is not None and unknown is not None:  # a custom resource's body: no struct skips it
+            raise _out_of_range(res, version, number)
         if unknown is None:
             sch = schemas.kind_schema(res.group, version, res.kind)
             if sch is None:
@@ -326,6 +329,8 @@ class GenericREST:
             pruned = structural.prune(obj, sch)
             obj.clear()
             obj.update(pruned)
+        if number is not None and (number := gojson.find_out_of_range(obj)) is not None:  # in a raw field
+            raise _out_of_range(res, version, number)
         return warnings
 
     def _manager(self, opts: WriteOptions, default: str) -> str:
@@ -1465,6 +1470,12 @@ def _untyped_apply_configuration(res: Resource, version: str, applied: dict, fou
     detail = found[0] if len(found) == 1 else "\n  ".join(["errors:", *found])
     return errors.bad_request(f"failed to create typed patch object ({meta.get('namespace', '')}/{meta.get('name', '')}; "
                               f"{res.group}/{version}, Kind={res.kind}): {detail}")
+
+
+def _out_of_range(res: Resource, version: str, number: gojson.OutOfRange) -> errors.APIError:
+    """A number past float64's range where Go's decoder keeps it (a custom resource's JSON, a raw field)."""
+    return errors.bad_request(structural.decode_error_message(
+        res.kind, version, f"json: cannot unmarshal number {number} into Go value of type float64"))
 
 
 def _json_kind(v: Any) -> str:

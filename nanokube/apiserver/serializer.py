@@ -16,6 +16,7 @@ which `duplicate_fields` finds only when a cheap count says there is one.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import math
 import re
@@ -25,7 +26,7 @@ from typing import Any, Callable
 import orjson
 import yaml
 
-from ..machinery import errors
+from ..machinery import errors, gojson
 
 #: deepest nesting of objects and arrays a body may have
 MAX_DEPTH = 100
@@ -78,18 +79,41 @@ def check_depth(obj: Any) -> None:
         stack.extend((c, depth + 1) for c in children if type(c) is dict or type(c) is list)
 
 
-def loads_json(raw: bytes | str) -> Any:
-    """A JSON body (400 when it is not JSON or too deep)."""
+#: whether the JSON body this request decoded last had a number past float64's range (read by
+#: the typed decoding, in the same task, to refuse one a kind's fields keep)
+OUT_OF_RANGE: contextvars.ContextVar[bool] = contextvars.ContextVar("out_of_range", default=False)
+
+
+def loads_json(raw: bytes | str, lenient: bool = False) -> Any:
+    """A JSON body (400 when it is not JSON or too deep). `lenient`: a body a kind's Go struct
+    decodes, where a number past float64's range (which orjson refuses) is an OutOfRange that
+    typed decoding drops with its unknown field or refuses (OUT_OF_RANGE says there was one)."""
+    if lenient:
+        OUT_OF_RANGE.set(False)
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         if "depth" in str(e) or "recursion" in str(e).lower():
             raise too_deep() from None
-        if "UTF-8" not in str(e) and "surrogate" not in str(e):
+        if lenient and "infinity" in str(e):
+            obj = _loads_out_of_range(raw, e)
+        elif "UTF-8" not in str(e) and "surrogate" not in str(e):
             raise
-        obj = _loads_replacing(raw, e)
+        else:
+            obj = _loads_replacing(raw, e)
     if _containers(raw) > MAX_DEPTH:  # a value cannot nest deeper than the body has brackets
         check_depth(obj)
+    return obj
+
+
+def _loads_out_of_range(raw: bytes | str, refused: orjson.JSONDecodeError) -> Any:
+    """A body orjson refuses for a number float64 cannot hold, with each such number an OutOfRange
+    (`refused` is raised when the text is not JSON either)."""
+    try:
+        obj = json.loads(raw, parse_float=gojson.float_or_out_of_range, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise refused from None
+    OUT_OF_RANGE.set(True)
     return obj
 
 

@@ -34,7 +34,7 @@ import re
 from typing import Any, Callable
 
 from nanokube import schema as k8s
-from nanokube.machinery import quantity
+from nanokube.machinery import gojson, quantity
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
@@ -230,13 +230,13 @@ def _integer(go: str, bounds: tuple[int, int]) -> Checker:
         elif type(v) is float:
             res.mismatch(v, go, path, literal=True)
         else:
-            res.mismatch(v, go, path)
+            res.mismatch(v, go, path, literal=type(v) is gojson.OutOfRange)
     return check
 
 
 def _number(v: Any, path: Path, res: _Result) -> None:
     if type(v) is not float and type(v) is not int:
-        res.mismatch(v, "float64", path)
+        res.mismatch(v, "float64", path, literal=type(v) is gojson.OutOfRange)
 
 
 def _int_or_string(v: Any, path: Path, res: _Result) -> None:

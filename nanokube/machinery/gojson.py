@@ -190,3 +190,41 @@ def map_decode_error(data: bytes) -> str | None:
     if kind in ("object", "null"):
         return None
     return f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
+
+
+class OutOfRange(float):
+    """A JSON number past float64's range (1e400) as decoded leniently: Go's struct decoder skips
+    one in a field its type lacks (an unknown field is only warned of) and refuses one anywhere
+    else, naming its text ("cannot unmarshal number 1e400 into ..."). Its float value is infinite."""
+
+    text: str
+
+    def __new__(cls, text: str) -> "OutOfRange":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+
+def float_or_out_of_range(text: str) -> float:
+    """json.loads' parse_float: the number, or an OutOfRange where float64 cannot hold it."""
+    number = float(text)
+    return number if number not in (float("inf"), float("-inf")) else OutOfRange(text)
+
+
+def find_out_of_range(value: object) -> OutOfRange | None:
+    """The first OutOfRange number left in a decoded value (an explicit stack: any depth)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            stack.extend(v.values())
+        elif type(v) is list:
+            stack.extend(v)
+        elif type(v) is OutOfRange:
+            return v
+    return None

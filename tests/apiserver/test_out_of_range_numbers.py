@@ -1,0 +1,72 @@
+"""A JSON number past float64's range (1e400) in a request body: Go's struct decoder skips it in a
+field the kind lacks (an unknown field, warned of or refused per fieldValidation) and refuses it in
+a field it keeps, as it does anywhere in a custom resource's body (decoded as plain JSON)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from tests.apiserver.patch.test_typed import _install
+from tests.apiserver.test_rest_managedfields import call
+from tests.served import served
+
+CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+HEAD = 'ConfigMap in version "v1" cannot be handled as a ConfigMap: '
+
+
+async def _post(api, path: str, body: str) -> tuple[int, dict, str | None]:
+    """POST the JSON text as it is (the client would encode a str as a JSON string): the status,
+    the decoded answer and its Warning header."""
+    def send():
+        r = api.rest_client.pool_manager.request("POST", api.configuration.host + path, body=body.encode(),
+                                                 headers={"Content-Type": "application/json"})
+        return r.status, json.loads(r.data), r.headers.get("Warning")
+    return await asyncio.to_thread(send)
+
+
+def _configmap(name: str, extra: str) -> str:
+    return f'{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"a":"b"}},{extra}}}'
+
+
+async def test_an_unknown_field_holding_one_is_dropped_with_a_warning(tmp_path):
+    async with served(tmp_path) as (_, api):
+        code, created, warning = await _post(api, CONFIGMAPS, _configmap("cm", '"x":1e400,"y":[-1E999]'))
+        assert code == 201 and created["data"] == {"a": "b"} and "x" not in created
+        assert warning == '299 - "unknown field \\"x\\"", 299 - "unknown field \\"y\\""'
+        code, status, _ = await _post(api, f"{CONFIGMAPS}?fieldValidation=Strict", _configmap("cm2", '"x":1e400'))
+        assert (code, status["message"]) == (400, HEAD + 'strict decoding error: unknown field "x"')
+
+
+async def test_a_field_the_kind_keeps_refuses_one(tmp_path):
+    async with served(tmp_path) as (_, api):
+        pod = ('{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c",'
+               '"image":"busybox"}],"terminationGracePeriodSeconds":1e400}}')
+        code, status, _ = await _post(api, "/api/v1/namespaces/default/pods", pod)
+        assert (code, status["message"]) == (
+            400, 'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal number 1e400 into Go struct '
+                 "field PodSpec.spec.terminationGracePeriodSeconds of type int64")
+        body = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm"},"data":{"a":1e400}}'
+        code, status, _ = await _post(api, CONFIGMAPS, body)
+        assert (code, status["message"]) == (
+            400, HEAD + "json: cannot unmarshal number into Go struct field ConfigMap.data of type string")
+
+
+async def test_a_custom_resource_refuses_one_anywhere(tmp_path):
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                            "size": {"type": "number"}}}}}}}]}}
+    path = "/apis/example.com/v1/namespaces/default/widgets"
+    async with served(tmp_path) as (_, api):
+        await _install(api, crd, path)
+        for spec in ('{"size":1e400}', '{"size":1,"unknown":1e400}'):
+            body = f'{{"apiVersion":"example.com/v1","kind":"Widget","metadata":{{"name":"w"}},"spec":{spec}}}'
+            code, status, _ = await _post(api, path, body)
+            assert (code, status["message"]) == (
+                400, 'Widget in version "v1" cannot be handled as a Widget: '
+                     "json: cannot unmarshal number 1e400 into Go value of type float64")
+        assert (await call(api, "GET", path))["items"] == []
