@@ -705,8 +705,6 @@ class GenericREST:
             md.pop(f, None)
         if res.strategy.track_generation:
             md["generation"] = 1
-        else:
-            md.pop("generation", None)
         if "status" in res.subresources and not res.strategy.keep_status_on_create:
             obj.pop("status", None)
         res.strategy.prepare_for_create(obj)

@@ -485,6 +485,8 @@ def validate_object_meta(
                 errs.append(invalid(f"{path}.namespace", ns, msg))
     elif ns:
         errs.append(forbidden(f"{path}.namespace", "not allowed on this type"))
+    if type(generation := meta.get("generation")) is int and generation < 0:  # as sent, where a kind does not track it
+        errs.append(invalid(f"{path}.generation", generation, "must be greater than or equal to 0"))
     errs += validate_labels(meta.get("labels"), f"{path}.labels")
     errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
     if refs := meta.get("ownerReferences"):

@@ -1,0 +1,41 @@
+"""metadata.generation of a kind without generation semantics (a ConfigMap): upstream's create
+keeps what the client sent (only strategies with a spec set 1), ValidateObjectMeta refuses a
+negative one, and an update cannot change it (BeforeUpdate keeps the stored one)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+
+def _configmap(name: str, generation: int | None = None) -> dict:
+    meta = {"name": name} if generation is None else {"name": name, "generation": generation}
+    return {"metadata": meta, "data": {"k": "v"}}
+
+
+async def test_a_configmap_keeps_the_generation_it_was_created_with(core):
+    created = await asyncio.to_thread(core.create_namespaced_config_map, "default", _configmap("cm", 5))
+    assert created.metadata.generation == 5
+    body = {"metadata": {"name": "cm", "generation": 9, "resourceVersion": created.metadata.resource_version},
+            "data": {"k": "w"}}
+    updated = await asyncio.to_thread(core.replace_namespaced_config_map, "cm", "default", body)
+    assert (updated.data, updated.metadata.generation) == ({"k": "w"}, 5)
+    plain = await asyncio.to_thread(core.create_namespaced_config_map, "default", _configmap("plain"))
+    assert plain.metadata.generation is None
+
+
+async def test_a_negative_generation_is_refused(core):
+    with pytest.raises(ApiException) as e:
+        await asyncio.to_thread(core.create_namespaced_config_map, "default", _configmap("cm", -1))
+    assert e.value.status == 422
+    assert json.loads(e.value.body)["message"] == (
+        'ConfigMap "cm" is invalid: metadata.generation: Invalid value: -1: must be greater than or equal to 0')
+
+
+async def test_a_kind_that_tracks_generation_starts_at_one(core):
+    pod = {"metadata": {"name": "p", "generation": 7}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    created = await asyncio.to_thread(core.create_namespaced_pod, "default", pod)
+    assert created.metadata.generation == 1
