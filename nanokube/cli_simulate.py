@@ -12,8 +12,13 @@ import sys
 
 def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help="replay a workload trace through the control plane in virtual time")
-    p.add_argument("--cluster", required=True, metavar="FILE",
-                   help="nodes: a cluster file (YAML node pools) or an openb node list (*.csv)")
+    p.add_argument("--cluster", required=True, action="append", metavar="FILE",
+                   help="nodes: a cluster file (YAML node pools) or an openb node list (*.csv); repeat to add the "
+                        "pools of several (e.g. an openb list and a YAML file of new node types)")
+    p.add_argument("--add-nodes", action="append", default=[], metavar="POOL=COUNT",
+                   help="what-if: COUNT more nodes of the cluster's pool POOL (repeatable)")
+    p.add_argument("--drop-nodes", default=None, metavar="COUNT|PERCENT%",
+                   help="what-if: take that many nodes (or that share of them) away, drawn across pools by --seed")
     p.add_argument("--trace", required=True, metavar="FILE",
                    help="workload: an openb pod list (*.csv) or JSON Lines of {time, verb, object}")
     p.add_argument("--scheduler-config", action="append", default=[], metavar="FILE",
@@ -43,7 +48,13 @@ def _load(args):
     from .sim import openb
     from .sim.trace import load_jsonl
 
-    cluster = openb.load_nodes(args.cluster) if args.cluster.endswith(".csv") else load_cluster(args.cluster)
+    from .sim.capacity import add_nodes, drop_nodes, merge
+
+    cluster = merge([(p, openb.load_nodes(p) if p.endswith(".csv") else load_cluster(p)) for p in args.cluster])
+    if args.drop_nodes is not None:  # of the cluster as its files have it, before any added
+        cluster = drop_nodes(cluster, args.drop_nodes, args.seed)
+    for spec in args.add_nodes:
+        cluster = add_nodes(cluster, spec)
     trace = openb.load_pods(args.trace, untimed=bool(args.inflate)) if args.trace.endswith(".csv") \
         else load_jsonl(args.trace)
     return cluster, trace
@@ -107,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
         print("nanokube simulate: --serve-port needs --speed (virtual time otherwise outruns any client)",
               file=sys.stderr)
         return 2
+    if not args.quiet:
+        from .sim.capacity import describe
+
+        print(f"cluster: {describe(cluster)}", file=sys.stderr, flush=True)
     controllers = args.controllers
     if controllers is None:
         controllers = "resourceclaim" if args.trace.endswith(".csv") else "*,-node-lifecycle"
@@ -158,10 +173,11 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
           f"{r.wall_s:.1f}s, {r.cpu_s:.1f} CPU-s ({r.events / r.wall_s:,.0f} events/s, {m['pods'] / r.wall_s:,.1f} pods/s), "
           f"placements {r.placement_hash}", flush=True)
     if last or r.interrupted:
-        inputs = {"cluster": args.cluster, "trace": args.trace, "seed": args.seed, "inflate": args.inflate,
+        inputs = {"cluster": ", ".join(args.cluster), "add_nodes": args.add_nodes, "drop_nodes": args.drop_nodes,
+                  "trace": args.trace, "seed": args.seed, "inflate": args.inflate,
                   "until": args.until}
         doc = write_report(args.out, results, inputs) if args.out else results_doc(results, inputs)
-        print("\n" + table(doc["runs"]), flush=True)
+        print("\n" + table(doc["runs"], inflate=args.inflate), flush=True)
         if args.out:
             print(f"report: {os.path.join(args.out, 'report.html')}", flush=True)
     if ends or (r.interrupted and _ends_process):

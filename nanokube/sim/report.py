@@ -8,7 +8,7 @@ import html
 import json
 import os
 
-from .summary import duration, headline, ratio
+from .summary import arrival_points, duration, headline, ratio
 
 CHART_JS = os.path.join(os.path.dirname(__file__), "static", "chart-4.4.7.umd.min.js")
 #: points per line a chart draws at most (series are thinned evenly, keeping the last point)
@@ -20,7 +20,7 @@ def results_doc(results, inputs: dict) -> dict:
              "virtual_s": r.virtual_s, "events": r.events, "events_per_s": r.events / r.wall_s if r.wall_s else 0.0,
              "placement_hash": r.placement_hash, "placements": r.placements, **r.metrics} for r in results]
     for run in runs:
-        run["summary"] = headline(run)
+        run["summary"] = headline(run, arrival_points(inputs.get("inflate")))
     return {"inputs": inputs, "runs": runs}
 
 
@@ -63,7 +63,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .6em;
 const consoleError = console.error; console.error = (...a) => {{ pageErrors.push(a.join(' ')); consoleError(...a); }};</script>
 <script>{chartjs}</script></head><body>
 <h1>nanokube simulate</h1>
-<p>cluster <code>{cluster}</code>, trace <code>{trace}</code>, seed {seed}</p>
+<p>cluster <code>{cluster}</code>{edits}, trace <code>{trace}</code>, seed {seed}</p>
 <table><tr><th>configuration</th><th>pods</th><th>scheduled</th><th>pending at end</th><th>GPU alloc mean</th>
 <th>GPU frag mean</th><th>delay p50</th><th>delay p90</th><th>delay p99</th><th>makespan</th><th>evicted</th>
 <th>virtual time</th><th>wall s</th><th>events/s</th><th>placements</th></tr>{rows}</table>
@@ -122,8 +122,16 @@ def render(doc: dict) -> str:
     data = json.dumps(chart_data(doc)).replace("</", "<\\/")
     inputs = doc["inputs"]
     return PAGE.format(title=e(os.path.basename(str(inputs.get("trace", "")))), chartjs=chartjs,
-                       cluster=e(str(inputs.get("cluster"))), trace=e(str(inputs.get("trace"))),
+                       cluster=e(str(inputs.get("cluster"))), edits=e(_edits(inputs)), trace=e(str(inputs.get("trace"))),
                        seed=e(str(inputs.get("seed"))), rows=rows, evicted=evicted, data=data)
+
+
+def _edits(inputs: dict) -> str:
+    """The what-if edits of the cluster, as the options that made them."""
+    parts = [f"--add-nodes {a}" for a in inputs.get("add_nodes") or []]
+    if inputs.get("drop_nodes"):
+        parts.append(f"--drop-nodes {inputs['drop_nodes']}")
+    return f" with {' '.join(parts)}" if parts else ""
 
 
 def _row(r: dict) -> str:

@@ -13,6 +13,13 @@ PERCENTILES = (50, 90, 99)
 ARRIVED = (1.0, 1.3)
 
 
+def arrival_points(inflate: float | None) -> tuple[float, ...]:
+    """Where an inflation to `inflate` x the cluster reports its allocation: ARRIVED up to there, and its end."""
+    if not inflate:
+        return ()
+    return tuple(sorted({a for a in ARRIVED if a <= inflate + 1e-9} | {round(inflate, 2)}))
+
+
 def time_mean(t: list[float], v: list[float], end: float) -> float | None:
     """Mean of a step series (each value holds until the next point) from its first point to `end`."""
     if not t:
@@ -30,8 +37,9 @@ def percentile(sorted_values: list[float], p: float) -> float | None:
     return sorted_values[max(math.ceil(p / 100 * len(sorted_values)) - 1, 0)]
 
 
-def headline(run: dict) -> dict:
-    """From one run of results.json (or a RunResult's metrics with its `virtual_s`)."""
+def headline(run: dict, arrived: tuple[float, ...] = ()) -> dict:
+    """From one run of results.json (or a RunResult's metrics with its `virtual_s`); `arrived`:
+    arrival_points'."""
     s, end = run["series"], run["virtual_s"]
     delays = sorted(run["scheduling_delay_s"])
     timeline = run.get("timeline") or {}
@@ -39,14 +47,14 @@ def headline(run: dict) -> dict:
     ended = [v[3] for v in timeline.values()]
     running = sum(1 for v in timeline.values() if v[1] is not None and v[3] is None)
     pending = sum(1 for v in timeline.values() if v[1] is None and v[3] is None)
-    arrival = dict(zip(run["by_arrival"]["arrived_ratio"], run["by_arrival"]["gpu_alloc_ratio"]))
+    arrival = {round(a, 2): v for a, v in zip(run["by_arrival"]["arrived_ratio"], run["by_arrival"]["gpu_alloc_ratio"])}
     gpus = bool(run.get("total_gpu_milli"))  # a cluster without GPUs has no GPU ratios (not 0%)
     return {
         "pods": run["pods"], "scheduled": run["scheduled"], "pending_at_end": pending, "running_at_end": running,
         "gpu_alloc_ratio_mean": time_mean(s["t"], s["gpu_alloc_ratio"], end) if gpus else None,
         "gpu_alloc_ratio_max": max(s["gpu_alloc_ratio"], default=None) if gpus else None,
         "fragmentation_ratio_mean": time_mean(s["t"], s["fragmentation_ratio"], end) if gpus else None,
-        "gpu_alloc_ratio_at_arrived": {str(a): arrival[a] for a in ARRIVED if a in arrival},
+        "gpu_alloc_ratio_at_arrived": {str(a): arrival.get(a) for a in arrived},
         "scheduling_delay_s": {**{f"p{p}": percentile(delays, p) for p in PERCENTILES},
                                "max": delays[-1] if delays else None,
                                "mean": sum(delays) / len(delays) if delays else None},
@@ -74,13 +82,16 @@ def ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.1%}"
 
 
-def table(runs: list[dict]) -> str:
-    """One row per configuration, the columns of `headline`, then what each column means."""
-    heads = [headline(r) for r in runs]
-    inflated = any(h["gpu_alloc_ratio_at_arrived"] for h in heads)
+def table(runs: list[dict], inflate: float | None = None) -> str:
+    """One row per configuration, the columns of `headline`, then what each column means.
+    `inflate`: an inflation experiment's factor, for the allocation at its arrived workload (in
+    a replay pods end, so what has arrived in all says nothing of what is asked for at once)."""
+    arrived = arrival_points(inflate)
+    heads = [headline(r, arrived) for r in runs]
+    inflated = bool(arrived)
     cols = ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "GPU ALLOC MEAN", "GPU ALLOC MAX", "GPU FRAG MEAN"]
     if inflated:
-        cols += [f"ALLOC AT {a:.0%} ARRIVED" for a in ARRIVED]
+        cols += [f"ALLOC AT {a:.0%} ARRIVED" for a in arrived]
     cols += [f"DELAY P{p}" for p in PERCENTILES] + ["DELAY MAX", "MAKESPAN", "EVICTED"]
     rows = []
     for r, h in zip(runs, heads):
@@ -89,7 +100,7 @@ def table(runs: list[dict]) -> str:
                str(h["pending_at_end"]), ratio(h["gpu_alloc_ratio_mean"]), ratio(h["gpu_alloc_ratio_max"]),
                ratio(h["fragmentation_ratio_mean"])]
         if inflated:
-            row += [ratio(h["gpu_alloc_ratio_at_arrived"].get(str(a))) for a in ARRIVED]
+            row += [ratio(h["gpu_alloc_ratio_at_arrived"][str(a)]) for a in arrived]
         row += [duration(d[f"p{p}"]) for p in PERCENTILES] + [duration(d["max"]), duration(h["makespan_s"]),
                                                               str(h["evicted"])]
         rows.append(row)

@@ -120,6 +120,8 @@ def test_an_untimed_task_list_is_sampled_by_inflation(tmp_path):
     assert line.startswith("default: ") and " pods scheduled" in line
     scheduled, arrived = line.split()[1].split("/")
     assert int(arrived) >= 8 and int(scheduled) >= 8  # sampled until they ask for the node's 8 GPUs
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("CONFIGURATION"))
+    assert "ALLOC AT 100% ARRIVED" in header and "ALLOC AT 130% ARRIVED" not in header  # the run stops at 100%
 
 
 def test_the_table_compares_configurations_with_units(tmp_path):
@@ -179,3 +181,40 @@ def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path):
     [run] = json.loads((out / "results.json").read_text())["runs"]
     assert run["interrupted"] is True and run["pods"] == 1 and run["virtual_s"] < 60
     assert (out / "report.html").exists()
+
+
+def test_what_if_more_fewer_or_other_nodes(tmp_path):
+    """Four 3-CPU pods on 4-CPU nodes: one pod a node, so the pods scheduled count the nodes."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "big.yaml").write_text(CLUSTER.replace("name: n", "name: big").replace("count: 2", "count: 1")
+                                       .replace('cpu: "4"', 'cpu: "8"'))
+    pods = [{"time": 0, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}}} for i in range(4)]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
+
+    def nodes(*args: str) -> list[str]:
+        out = tmp_path / "out"
+        proc = _simulate(tmp_path, "--until", "5", "--out", str(out), *args)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return sorted(set(json.loads((out / "results.json").read_text())["runs"][0]["placements"].values()))
+
+    assert nodes() == ["n-0", "n-1"]
+    assert nodes("--add-nodes", "n=2") == ["n-0", "n-1", "n-2", "n-3"]
+    assert nodes("--drop-nodes", "1") == ["n-0"]
+    assert nodes("--drop-nodes", "50%", "--add-nodes", "n=1") == ["n-0", "n-1"]
+    assert nodes("--cluster", str(tmp_path / "big.yaml")) == ["big-0", "n-0", "n-1"]
+
+    proc = subprocess.run([sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
+                           "--trace", str(tmp_path / "trace.jsonl"), "--add-nodes", "n=1", "--until", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "cluster: 3 nodes, 0 GPUs in 1 pools" in proc.stderr, proc.stderr[-2000:]
+    for args, message in [
+        (("--add-nodes", "gpu=3"), "--add-nodes: no pool 'gpu'; the cluster's pools: n"),
+        (("--add-nodes", "n"), "--add-nodes 'n': want POOL=COUNT, e.g. n=10"),
+        (("--drop-nodes", "2"), "--drop-nodes 2: 2 of the cluster's 2 nodes would leave none"),
+        (("--drop-nodes", "0.1"), "--drop-nodes '0.1': want a number of nodes (50) or a percentage of them (10%)"),
+        (("--cluster", str(tmp_path / "cluster.yaml")), "cluster.yaml: pool 'n' is also in"),
+    ]:
+        proc = _simulate(tmp_path, *args)
+        assert proc.returncode == 2 and "nanokube simulate: " in proc.stderr and message in proc.stderr, \
+            (args, proc.stderr[-2000:])
