@@ -38,11 +38,16 @@ def keep_ephemeral_containers(new: dict, old: dict) -> dict:
 
 
 def keep_resize(new: dict, old: dict) -> dict:
-    """dropNonResizeUpdates: the stored pod with the request's container resources and resize
+    """dropNonResizeUpdates: the stored pod with the request's pod-level resources
+    (InPlacePodLevelResourcesVerticalScaling, beta since 1.36) and container resources and resize
     policies. A request that adds, removes, reorders or renames containers keeps its lists as
     sent, for validation to refuse."""
     ns, os_ = new.get("spec") or {}, old.get("spec") or {}
     spec = {**os_}
+    if "resources" in ns:
+        spec["resources"] = ns["resources"]
+    else:
+        spec.pop("resources", None)
     for key in ("containers", "initContainers"):
         sent, stored = ns.get(key) or [], os_.get(key) or []
         if len(sent) != len(stored):
@@ -98,11 +103,7 @@ def _diff(old: dict, new: dict) -> str:
 
 
 def resize_refusal(new: dict, old: dict) -> FieldError | None:
-    """What refuses a resize whatever else is wrong: pod-level resources, a static or a Windows pod."""
-    for spec in (old.get("spec") or {}, new.get("spec") or {}):
-        res = spec.get("resources") or {}
-        if res.get("requests") or res.get("limits"):
-            return forbidden(_WHOLE, "pods with pod-level resources cannot be resized")
+    """What refuses a resize whatever else is wrong: a static or a Windows pod."""
     if _mirror(old):
         return forbidden(_WHOLE, "static pods cannot be resized")
     if ((old.get("spec") or {}).get("os") or {}).get("name") == "windows":
@@ -113,8 +114,9 @@ def resize_refusal(new: dict, old: dict) -> FieldError | None:
 def validate_resize(new: dict, old: dict, old_qos: str, new_qos: str, errs: list[FieldError]) -> list[FieldError]:
     """ValidatePodResize past the pod's own checks (`errs`, which come first): the QoS class
     stays, the node reports container resources, no requests or limits go, and nothing but cpu and
-    memory changes, of containers and of init containers, sidecars or not (InPlacePodVerticalScaling-
-    InitContainers, beta in 1.36 and GA in 1.37: kubernetes#137352, #140728)."""
+    memory changes, of the pod's own resources (which a resize may add, KEP-5419), of containers
+    and of init containers, sidecars or not (InPlacePodVerticalScalingInitContainers, beta in 1.36
+    and GA in 1.37: kubernetes#137352, #140728)."""
     ns, os_ = new.get("spec") or {}, old.get("spec") or {}
     errs = list(errs)
     if old_qos != new_qos:
@@ -122,6 +124,9 @@ def validate_resize(new: dict, old: dict, old_qos: str, new_qos: str, errs: list
                             "Pod QOS Class may not change as a result of resizing"))
     if not _resize_supported(old):
         errs.append(forbidden("spec", "Pod running on node without support for resize"))
+    errs += _container_resize(ns, os_, "spec.resources")
+    if not _only_cpu_memory_changed({"resources": ns.get("resources")}, {"resources": os_.get("resources")}):
+        errs.append(forbidden("spec", _ONLY_CPU_MEMORY))
     containers, inits = ns.get("containers") or [], ns.get("initContainers") or []
     old_containers, old_inits = os_.get("containers") or [], os_.get("initContainers") or []
     same_shape = len(containers) == len(old_containers) and len(inits) == len(old_inits)
@@ -140,7 +145,7 @@ def validate_resize(new: dict, old: dict, old_qos: str, new_qos: str, errs: list
     if errs:
         return errs
     if not same_shape or any(ns.get(k) != os_.get(k) for k in set(ns) | set(os_)
-                             if k not in ("containers", "initContainers")):
+                             if k not in ("containers", "initContainers", "resources")):
         return [forbidden("spec", _ONLY_CPU_MEMORY)]
     return []
 

@@ -181,3 +181,31 @@ async def test_resize_policies_are_validated_on_create(core, policies, restart, 
     pod = _pod("x", restartPolicy=restart)
     pod["spec"]["containers"][0]["resizePolicy"] = policies
     assert await _refused(core.create_namespaced_pod, "default", pod) == f'Pod "x" is invalid: {message}'
+
+
+async def test_pod_level_resources_are_resized_in_place(core):
+    """InPlacePodLevelResourcesVerticalScaling (beta, on since 1.36): a resize changes the pod's own
+    cpu and memory, or adds them; it removes none, changes nothing else and keeps the QoS class."""
+    pod = _pod("pl", resources={"requests": {"cpu": "200m", "memory": "128Mi"},
+                                "limits": {"cpu": "400m", "memory": "256Mi", "hugepages-2Mi": "2Mi"}})
+    await _call(core.create_namespaced_pod, "default", pod)
+    body = {"spec": {"resources": {"requests": {"cpu": "300m", "memory": "128Mi"},
+                                   "limits": {"cpu": "600m", "memory": "256Mi", "hugepages-2Mi": "2Mi"}}}}
+    got = await _call(core.patch_namespaced_pod_resize, "pl", "default", body)
+    assert (got.spec.resources.requests, got.spec.resources.limits) == (  # (hugepages requests defaulted)
+        {"cpu": "300m", "memory": "128Mi", "hugepages-2Mi": "2Mi"}, {"cpu": "600m", "memory": "256Mi", "hugepages-2Mi": "2Mi"})
+    assert got.metadata.generation == 2
+    hugepages = {"spec": {"resources": {"requests": {"hugepages-2Mi": "4Mi"}, "limits": {"hugepages-2Mi": "4Mi"}}}}
+    assert await _refused(core.patch_namespaced_pod_resize, "pl", "default", hugepages) == (
+        'Pod "pl" is invalid: spec: Forbidden: only cpu and memory resources are mutable')
+    gone = [{"op": "remove", "path": "/spec/resources/limits/memory"}]
+    assert await _refused(core.patch_namespaced_pod_resize, "pl", "default", gone) == (
+        'Pod "pl" is invalid: spec.resources.limits: Forbidden: resource limits cannot be removed')
+    below = {"spec": {"resources": {"requests": {"cpu": "50m"}}}}  # under the container's own 100m
+    assert await _refused(core.patch_namespaced_pod_resize, "pl", "default", below) == (
+        'Pod "pl" is invalid: spec.resources.requests[cpu]: Invalid value: "50m": '
+        "must be greater than or equal to aggregate container requests of 100m")
+    await _call(core.create_namespaced_pod, "default", _pod("plain"))
+    added = {"spec": {"resources": {"requests": {"cpu": "500m"}}}}
+    got = await _call(core.patch_namespaced_pod_resize, "plain", "default", added)
+    assert got.spec.resources.requests == {"cpu": "500m"}
