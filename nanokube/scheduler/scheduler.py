@@ -320,14 +320,20 @@ class Scheduler:
         if st is None:
             st = fwk.run_permit(state, info, node)
         if st is not None and st.code != Code.WAIT:
-            fwk.run_unreserve(state, info, node)
-            self.cache.forget(info)
-            if st.unschedulable:
-                info.unschedulable_plugins = {st.plugin}
-            self._failed(fwk, info, "Unschedulable" if st.unschedulable else "SchedulerError",
-                         st.message(), start, error=not st.unschedulable)
+            self._unreserved(fwk, state, info, node, st, start)
             return
         self.spawn(self._bind(fwk, state, info, node, start))
+
+    def _unreserved(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, st: Status,
+                    start: float) -> None:
+        """A reserved pod's Reserve, Permit or binding failed: its reservations are undone and the
+        attempt fails, Unschedulable by the plugin that said so or a SchedulerError."""
+        fwk.run_unreserve(state, info, node)
+        self.cache.forget(info)
+        if st.unschedulable:
+            info.unschedulable_plugins = {st.plugin}
+        self._failed(fwk, info, "Unschedulable" if st.unschedulable else "SchedulerError",
+                     st.message(), start, error=not st.unschedulable)
 
     async def _bind(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, start: float) -> None:
         try:
@@ -343,12 +349,7 @@ class Scheduler:
                           info.pod["metadata"]["name"], node)
             st = Status(Code.ERROR, [f"binding failed: {e}"])
         if st is not None:
-            fwk.run_unreserve(state, info, node)
-            self.cache.forget(info)
-            if st.unschedulable:
-                info.unschedulable_plugins = {st.plugin}
-            self._failed(fwk, info, "Unschedulable" if st.unschedulable else "SchedulerError",
-                         st.message(), start, error=not st.unschedulable)
+            self._unreserved(fwk, state, info, node, st, start)
             return
         now = self.clock.monotonic()
         prof = fwk.profile.scheduler_name

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nanokube.scheduler.cache import NodeInfo
-from nanokube.scheduler.framework import PodInfo
+from nanokube.scheduler.framework import CycleState, PodInfo
 
 
 class FakeClock:
@@ -63,3 +63,23 @@ def node_info(n: dict, *pods: dict) -> NodeInfo:
     for p in pods:
         ni.add_pod(info(p))
     return ni
+
+
+def scores(plugin, p: dict, nodes: list) -> list | None:
+    """A score plugin's normalized scores of `nodes` for pod `p`; None when its PreScore skips."""
+    st = CycleState()
+    if plugin.pre_score(st, info(p), nodes) is not None:
+        return None
+    out = plugin.score_nodes(st, info(p), nodes)
+    plugin.normalize_score(st, info(p), out)
+    return out
+
+
+def unschedulable(pods, name: str):
+    """A check for `eventually`: the message of the pod's PodScheduled=False condition, once written."""
+    async def check():
+        for c in (await pods.get(name, "default")).get("status", {}).get("conditions", []):
+            if c["type"] == "PodScheduled" and c["status"] == "False":
+                return c["message"]
+        return None
+    return check

@@ -11,7 +11,7 @@ from nanokube.scheduler.framework import CycleState
 from nanokube.dra.resourceclaim import FINALIZER
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
-from tests.scheduler import info, node, pod
+from tests.scheduler import info, node, pod, unschedulable
 from tests.scheduler.test_scheduler import add_node
 
 NO_DEVICE = ("0/3 nodes are available: 3 cannot allocate all claims. "
@@ -97,15 +97,6 @@ async def claim_pods(claims, pods, n):
         await pods.create(claim_pod(f"p{i}", f"c{i}"))
 
 
-def condition(pods, name):
-    async def check():
-        for c in (await pods.get(name, "default")).get("status", {}).get("conditions", []):
-            if c["type"] == "PodScheduled" and c["status"] == "False":
-                return c["message"]
-        return None
-    return check
-
-
 async def test_gpu_pods_land_where_devices_are_free_and_never_share_one(env):
     client, _ = env
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
@@ -114,7 +105,7 @@ async def test_gpu_pods_land_where_devices_are_free_and_never_share_one(env):
     for i in range(3):
         placed[f"p{i}"] = await eventually(bound(pods, f"p{i}"))
     assert sorted(placed.values()) == ["one-gpu", "two-gpus", "two-gpus"]
-    assert await eventually(condition(pods, "p3")) == NO_DEVICE
+    assert await eventually(unschedulable(pods, "p3")) == NO_DEVICE
     devices = set()
     for i in range(3):
         c = await claims.get(f"c{i}", "default")
@@ -137,7 +128,7 @@ async def test_deleting_a_pod_frees_its_device_for_a_waiting_pod(env):
     await claim_pods(claims, pods, 4)
     for i in range(3):
         await eventually(bound(pods, f"p{i}"))
-    await eventually(condition(pods, "p3"))
+    await eventually(unschedulable(pods, "p3"))
     freed_node = (await pods.get("p0", "default"))["spec"]["nodeName"]
     await pods.delete("p0", "default", grace_period_seconds=0)
 
@@ -199,7 +190,7 @@ async def test_device_taint_rule_is_avoided_unless_tolerated(env):
     assert await eventually(bound(pods, "plain")) == "one-gpu"
     await claims.create(claim("plain2"))
     await pods.create(claim_pod("plain2", "plain2"))
-    assert await eventually(condition(pods, "plain2")) == NO_DEVICE
+    assert await eventually(unschedulable(pods, "plain2")) == NO_DEVICE
     tol = [{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}]
     await claims.create(claim("tolerant", tolerations=tol))
     await pods.create(claim_pod("tolerant", "tolerant"))
@@ -213,7 +204,7 @@ async def test_missing_device_class_fails_scheduling_with_a_reason(env):
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
     await claims.create(claim("orphan", klass="nope"))
     await pods.create(claim_pod("orphan", "orphan"))
-    msg = await eventually(condition(pods, "orphan"))
+    msg = await eventually(unschedulable(pods, "orphan"))
     assert 'could not retrieve device class nope: deviceclass.resource.k8s.io "nope" not found' in msg
 
 
@@ -292,7 +283,7 @@ async def test_claim_events_requeue_only_the_pods_naming_the_claim_or_after_a_de
     client, sched = env
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
     await claim_pods(claims, pods, 4)
-    await eventually(condition(pods, "p3"))
+    await eventually(unschedulable(pods, "p3"))
     [reg] = [r for r in sched.queue.registrations["DynamicResources"] if r.event.resource == "ResourceClaim"]
     hint = reg.hint
     waiting = sched.pods.get("default/p3")

@@ -12,7 +12,7 @@ from nanokube.scheduler.plugins.inter_pod_affinity import (
     InterPodAffinity,
 )
 from nanokube.registry.core_pods import merge_label_keys
-from tests.scheduler import info, node, node_info, pod
+from tests.scheduler import info, node, node_info, pod, scores
 
 NAMESPACES = {"default": {"metadata": {"name": "default", "labels": {"team": "blue"}}},
               "other": {"metadata": {"name": "other", "labels": {"team": "red"}}}}
@@ -125,15 +125,6 @@ def test_pre_filter_skips_when_nothing_constrains():
     plugin = plugin_for(zoned("a1", "a", labelled("db", {"app": "db"})))
     _, st = plugin.pre_filter(CycleState(), info(labelled("w", {"app": "web"})))
     assert st.code == Code.SKIP
-
-
-def scores(plugin, p, nodes):
-    st = CycleState()
-    if plugin.pre_score(st, info(p), nodes) is not None:
-        return None
-    out = plugin.score_nodes(st, info(p), nodes)
-    plugin.normalize_score(st, info(p), out)
-    return out
 
 
 def preferred(kind, weight, t):

@@ -11,7 +11,7 @@ from nanokube.scheduler.plugins.pod_topology_spread import (
     PodTopologySpread,
 )
 from nanokube.registry.core_pods import merge_label_keys
-from tests.scheduler import info, node, node_info, pod
+from tests.scheduler import info, node, node_info, pod, scores
 
 
 def labelled(name, labels, **spec):
@@ -154,15 +154,6 @@ def test_pre_filter_skips_without_hard_constraints():
     _, st = plugin.pre_filter(CycleState(), info(labelled("new", {"app": "web"},
                                                           topologySpreadConstraints=[spread(when="ScheduleAnyway")])))
     assert st.code == Code.SKIP
-
-
-def scores(plugin, p, nodes):
-    st = CycleState()
-    if plugin.pre_score(st, info(p), nodes) is not None:
-        return None
-    out = plugin.score_nodes(st, info(p), nodes)
-    plugin.normalize_score(st, info(p), out)
-    return out
 
 
 def test_schedule_anyway_prefers_emptier_zones_and_zeroes_unlabelled_nodes():

@@ -10,7 +10,7 @@ from nanokube.controllers.persistentvolume import PersistentVolumeController
 from nanokube.node.storage import LocalPathProvisioner
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
-from tests.scheduler import node, pod
+from tests.scheduler import node, pod, unschedulable
 from tests.scheduler.test_scheduler import add_node, bound
 
 
@@ -54,15 +54,6 @@ def pinned(name, node_name):
         "capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
         "local": {"path": f"/tmp/{name}"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]}]}}}}
-
-
-def unschedulable(pods, name):
-    async def check():
-        for c in (await pods.get(name, "default")).get("status", {}).get("conditions", []):
-            if c["type"] == "PodScheduled" and c["status"] == "False":
-                return c["message"]
-        return None
-    return check
 
 
 async def test_wait_for_first_consumer_claim_is_provisioned_on_the_pods_node(env):
