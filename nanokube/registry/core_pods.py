@@ -1406,6 +1406,7 @@ class PodStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         spec = obj.setdefault("spec", {})
+        spec.pop("evictionResponders", None)  # dropDisabledPodFields: EvictionRequestAPI is alpha (off) in 1.37
         add_default_tolerations(spec)
         merge_label_keys(spec, (obj.get("metadata") or {}).get("labels") or {})
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}

@@ -242,3 +242,11 @@ async def test_hostname_override_is_a_short_subdomain_of_the_pods_own(core):
     assert await _refused(core, _pod("q", hostnameOverride="h", setHostnameAsFQDN=True, hostNetwork=True)) == (
         'Pod "q" is invalid: [spec.hostnameOverride: Forbidden: may not be specified when setHostnameAsFQDN is true, '
         "spec.hostnameOverride: Forbidden: may not be specified when hostNetwork is true]")
+
+
+async def test_eviction_responders_are_dropped_while_their_gate_is_off(core):
+    """dropDisabledPodFields: spec.evictionResponders belongs to the EvictionRequestAPI gate, alpha and
+    off in 1.37 (no lifecycle.k8s.io/v1alpha1 served), so a create keeps none of it."""
+    created = await asyncio.to_thread(core.create_namespaced_pod, "default",
+                                      _pod("p", evictionResponders=[{"name": "acme.io/drainer", "priority": 10000}]))
+    assert created.spec.eviction_responders is None
