@@ -180,6 +180,19 @@ class ResourceClaimStrategy(Strategy):
             return [immutable("spec", new.get("spec"))]
         return []
 
+    def prepare_for_status_update(self, new, old):
+        """dropDeallocatedStatusDevices: the status.devices entries of devices the write takes
+        out of the allocation go with them."""
+        def ids(status: dict) -> set:
+            results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+            return {(r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID")) for r in results}
+        status = new.get("status") or {}
+        freed = ids(old.get("status") or {}) - ids(status)
+        devices = status.get("devices")
+        if freed and devices:
+            kept = [d for d in devices if (d.get("driver"), d.get("pool"), d.get("device"), d.get("shareID")) not in freed]
+            new["status"] = {k: v for k, v in status.items() if k != "devices"} | ({"devices": kept} if kept else {})
+
     def validate_status_update(self, new, old):
         names = rv.request_names((new.get("spec") or {}).get("devices") or {})
         deleting = bool(new["metadata"].get("deletionTimestamp"))

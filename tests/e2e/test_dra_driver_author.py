@@ -206,3 +206,25 @@ def test_allocation_node_selector_follows_where_the_devices_are(resource_api, co
     assert merged["node_selector"] == {"node_selector_terms": [{"match_fields": None, "match_expressions": [
         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [fabric]},
         {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}
+
+
+def test_deallocation_drops_the_device_status_of_the_freed_devices(resource_api, shared_gpus):
+    """The status strategy's dropDeallocatedStatusDevices: a status write that clears the
+    allocation drops the status.devices entries of its devices, so whoever deallocates (the
+    resourceclaim controller, a scheduler's PostFilter) need not know about a driver's entries."""
+    name = f"author-{next(_names)}"
+    resource_api.create_namespaced_resource_claim("default", {"metadata": {"name": name}, "spec": {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER, "count": 2}}]}}})
+    claim = resource_api.read_namespaced_resource_claim(name, "default")
+    results = [{"request": "gpu", "driver": DRIVER, "pool": shared_gpus, "device": f"gpu-{i}"} for i in range(2)]
+    ready = [{"type": "Ready", "status": "True", "reason": "Configured", "message": "",
+              "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    body = client.ApiClient().sanitize_for_serialization(claim)
+    body["status"] = {"allocation": {"devices": {"results": results}},
+                      "devices": [{"driver": DRIVER, "pool": shared_gpus, "device": f"gpu-{i}", "conditions": ready} for i in range(2)]}
+    body = client.ApiClient().sanitize_for_serialization(resource_api.replace_namespaced_resource_claim_status(name, "default", body))
+    assert len(body["status"]["devices"]) == 2
+
+    del body["status"]["allocation"]
+    freed = resource_api.replace_namespaced_resource_claim_status(name, "default", body)
+    assert freed.status.allocation is None and freed.status.devices is None
