@@ -26,7 +26,9 @@ from nanokube.scheduler.plugins.taint_toleration import TaintToleration
 from nanokube.scheduler.plugins.volume_binding import VolumeBinding
 from nanokube.scheduler.plugins.volume_restrictions import VolumeRestrictions
 from nanokube.scheduler.plugins.volume_zone import VolumeZone
-from nanokube.scheduler.resources import pod_requests, pod_requests_pair
+from nanokube.machinery import podresources
+from nanokube.machinery.podresources import QUANTITIES
+from nanokube.scheduler.resources import pod_limits, pod_requests, pod_requests_pair
 from tests.scheduler import info, node, node_info, pod
 
 
@@ -88,11 +90,21 @@ def test_pod_requests_init_sidecars_and_overhead():
                     {"name": "b", "resources": {"requests": {"memory": "1Gi", "example.com/gpu": "2"}}}]},
     {"containers": [{"name": "a", "resources": {"requests": {"cpu": "0", "memory": "0", "pods": "1"}}}]},
     {"containers": [{"name": "a"}], "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}]},
-    {"containers": [{"name": "a"}], "overhead": {"memory": "10Mi"}},
-    {"containers": [{"name": "a"}], "resources": {"requests": {"cpu": "1"}}},
+    {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1500m", "memory": "1G"}, "limits": {"cpu": "2"}}}],
+     "initContainers": [{"name": "s", "restartPolicy": "Always", "resources": {"requests": {"memory": "1Gi"},
+                                                                              "limits": {"memory": "2Gi"}}},
+                        {"name": "i", "resources": {"requests": {"cpu": "2500m", "ephemeral-storage": "1Gi"}}}],
+     "overhead": {"cpu": "250m", "memory": "120Mi"}},
+    {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}], "resources": {"requests": {"cpu": "3"}}},
 ])
-def test_pod_requests_pair_is_both_totals(spec):
+def test_pod_requests_pair_is_both_totals_and_quota_counts_the_same(spec):
+    """One computation (machinery.podresources) in two kinds of numbers: the scheduler's integers
+    are quota's exact quantities, CPU in thousandths and the rest rounded up."""
     assert pod_requests_pair(spec) == (pod_requests(spec), pod_requests(spec, nonzero=True))
+    for mine, exact in ((pod_requests(spec), podresources.pod_requests(spec, QUANTITIES)),
+                        (pod_limits(spec), podresources.pod_limits(spec, QUANTITIES))):
+        assert {name: mine.get(name) for name in exact if name != "pods"} == {
+            name: q.milli() if name == "cpu" else q.ceil() for name, q in exact.items() if name != "pods"}
 
 
 def test_least_allocated_score_counts_node_and_pod_requests():
