@@ -106,6 +106,32 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
+def prune_embedded_metadata(obj: Any, node: dict[str, Any] | None, known: frozenset[str], path: str = "") -> list[str]:
+    """objectmeta.Coerce: the metadata of each `x-kubernetes-embedded-resource` object below the
+    root keeps only ObjectMeta's fields (`known`), as its round trip through an ObjectMeta leaves
+    them, in place; returns the dropped fields' paths (`spec.template.metadata.foo`), which
+    upstream reports after the schema's unknown fields. Walks the declared schema only."""
+    out: list[str] = []
+    if not isinstance(node, dict):
+        return out
+    if isinstance(obj, dict):
+        md = obj.get("metadata")
+        if path and node.get("x-kubernetes-embedded-resource") is True and isinstance(md, dict):
+            for k in [k for k in md if k not in known]:
+                out.append(f"{path}.metadata.{k}")
+                del md[k]
+        props, ap = node.get("properties") or {}, node.get("additionalProperties")
+        for k, v in obj.items():
+            if k in props:
+                out += prune_embedded_metadata(v, props[k], known, _join(path, k))
+            elif isinstance(ap, dict):
+                out += prune_embedded_metadata(v, ap, known, f"{path}[{k}]")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += prune_embedded_metadata(v, node.get("items"), known, f"{path}[{i}]")
+    return out
+
+
 def _prune(obj: Any, node: dict[str, Any] | None, path: str, resource: bool, out: list[str], drop: bool) -> None:
     if not isinstance(node, dict):
         return

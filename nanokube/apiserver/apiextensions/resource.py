@@ -237,8 +237,9 @@ class CustomResourceStrategy(Strategy):
         return self.versions.get(v) or self.versions[self.storage]
 
     def decode(self, obj: Obj, version: str) -> list[str] | None:
-        """Unknown fields: metadata's are those ObjectMeta lacks, the rest the schema's. Metadata
-        of the wrong types is a 400, as upstream's unmarshalling of it into an ObjectMeta fails."""
+        """Unknown fields: metadata's are those ObjectMeta lacks, then the schema's, then those
+        embedded resources' metadata lack. Metadata of the wrong types is a 400, as upstream's
+        unmarshalling of it into an ObjectMeta fails."""
         md = obj.get("metadata")
         unknown = []
         if isinstance(md, dict):
@@ -248,7 +249,9 @@ class CustomResourceStrategy(Strategy):
             unknown = [f"metadata.{k}" for k in md if k not in _object_meta_fields()]
             for path in unknown:
                 del md[path[len("metadata."):]]
-        return unknown + defaulting.prune(obj, self._info(version).schema)
+        schema = self._info(version).schema
+        return (unknown + defaulting.prune(obj, schema)
+                + defaulting.prune_embedded_metadata(obj, schema, _object_meta_fields()))
 
     def default(self, obj: Obj, version: str) -> None:
         info = self._info(version)
