@@ -69,6 +69,7 @@ from ..machinery.validation import (
     validate_node_selector_term,
 )
 from . import pod_subresources as subresources
+from .pod_disabled_fields import drop_disabled_pod_fields
 from . import pod_warnings
 from .kind_warnings import ip_warnings
 
@@ -1406,7 +1407,7 @@ class PodStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         spec = obj.setdefault("spec", {})
-        spec.pop("evictionResponders", None)  # dropDisabledPodFields: EvictionRequestAPI is alpha (off) in 1.37
+        drop_disabled_pod_fields(spec)
         add_default_tolerations(spec)
         merge_label_keys(spec, (obj.get("metadata") or {}).get("labels") or {})
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}

@@ -244,9 +244,26 @@ async def test_hostname_override_is_a_short_subdomain_of_the_pods_own(core):
         "spec.hostnameOverride: Forbidden: may not be specified when hostNetwork is true]")
 
 
-async def test_eviction_responders_are_dropped_while_their_gate_is_off(core):
-    """dropDisabledPodFields: spec.evictionResponders belongs to the EvictionRequestAPI gate, alpha and
-    off in 1.37 (no lifecycle.k8s.io/v1alpha1 served), so a create keeps none of it."""
-    created = await asyncio.to_thread(core.create_namespaced_pod, "default",
-                                      _pod("p", evictionResponders=[{"name": "acme.io/drainer", "priority": 10000}]))
-    assert created.spec.eviction_responders is None
+async def test_fields_of_alpha_features_are_dropped_on_create(core):
+    """dropDisabledPodFields: evictionResponders (EvictionRequestAPI, no lifecycle.k8s.io/v1alpha1
+    served), emptyDir.mode (EmptyDirVolumeMode), files' owner UIDs (AtomicWriteVolumeUserFields) and
+    bindMountOptions (VolumeBindMountOptions) are alpha, off in 1.37: a create keeps none of them."""
+    volumes = [{"name": "scratch", "emptyDir": {"mode": 448}},
+               {"name": "conf", "configMap": {"name": "c", "defaultUser": 1000, "items": [
+                   {"key": "k", "path": "k", "user": 1001}]}},
+               {"name": "all", "projected": {"defaultUser": 1000, "sources": [
+                   {"secret": {"name": "s", "items": [{"key": "k", "path": "s", "user": 7}]}},
+                   {"serviceAccountToken": {"path": "token", "user": 8}}]}}]
+    pod = _pod("p", evictionResponders=[{"name": "acme.io/drainer", "priority": 10000}], volumes=volumes,
+               serviceAccountName="default")
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/s", "bindMountOptions": ["noexec"]}]
+    created = (await asyncio.to_thread(core.api_client.sanitize_for_serialization,
+                                       await asyncio.to_thread(core.create_namespaced_pod, "default", pod)))["spec"]
+    assert "evictionResponders" not in created
+    assert created["volumes"][:2] == [
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "conf", "configMap": {"name": "c", "items": [{"key": "k", "path": "k"}], "defaultMode": 420}}]
+    assert created["volumes"][2]["projected"] == {"sources": [
+        {"secret": {"name": "s", "items": [{"key": "k", "path": "s"}]}},
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}], "defaultMode": 420}
+    assert created["containers"][0]["volumeMounts"] == [{"name": "scratch", "mountPath": "/s"}]
