@@ -8,13 +8,16 @@ by update either). nanokube implements none of these features, so they are alway
 - the owner UIDs of atomic-writer volumes' files (configMap, secret, downwardAPI and projected
   defaultUser; an item's and a projected token's, trust bundle's or pod certificate's user):
   AtomicWriteVolumeUserFields;
-- a volume mount's bindMountOptions: VolumeBindMountOptions."""
+- a volume mount's bindMountOptions: VolumeBindMountOptions;
+- an httpGet action's protocol (a probe's or a lifecycle hook's): HTTPProbeProtocol (KEP-5999);
+- a grpc probe's mode: GRPCContainerProbeTLS (KEP-4939)."""
 
 from __future__ import annotations
 
 _ATOMIC_WRITERS = ("configMap", "secret", "downwardAPI", "projected")
 _PROJECTED_USERS = ("serviceAccountToken", "clusterTrustBundle", "podCertificate")
 _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 
 
 def drop_disabled_pod_fields(spec: dict) -> None:
@@ -31,6 +34,12 @@ def drop_disabled_pod_fields(spec: dict) -> None:
             for mount in c.get("volumeMounts") or ():
                 if type(mount) is dict:
                     mount.pop("bindMountOptions", None)
+            handlers = [c.get(probe) for probe in _PROBES] + list((c.get("lifecycle") or {}).values())
+            for handler in handlers:
+                if type(handler) is dict:
+                    for action, field in (("httpGet", "protocol"), ("grpc", "mode")):
+                        if type(body := handler.get(action)) is dict:
+                            body.pop(field, None)
 
 
 def _drop_users(source: dict) -> None:

@@ -246,8 +246,9 @@ async def test_hostname_override_is_a_short_subdomain_of_the_pods_own(core):
 
 async def test_fields_of_alpha_features_are_dropped_on_create(core):
     """dropDisabledPodFields: evictionResponders (EvictionRequestAPI, no lifecycle.k8s.io/v1alpha1
-    served), emptyDir.mode (EmptyDirVolumeMode), files' owner UIDs (AtomicWriteVolumeUserFields) and
-    bindMountOptions (VolumeBindMountOptions) are alpha, off in 1.37: a create keeps none of them."""
+    served), emptyDir.mode (EmptyDirVolumeMode), files' owner UIDs (AtomicWriteVolumeUserFields),
+    bindMountOptions (VolumeBindMountOptions), httpGet's protocol (HTTPProbeProtocol) and grpc's mode
+    (GRPCContainerProbeTLS) are alpha, off in 1.37: a create keeps none of them."""
     volumes = [{"name": "scratch", "emptyDir": {"mode": 448}},
                {"name": "conf", "configMap": {"name": "c", "defaultUser": 1000, "items": [
                    {"key": "k", "path": "k", "user": 1001}]}},
@@ -256,7 +257,11 @@ async def test_fields_of_alpha_features_are_dropped_on_create(core):
                    {"serviceAccountToken": {"path": "token", "user": 8}}]}}]
     pod = _pod("p", evictionResponders=[{"name": "acme.io/drainer", "priority": 10000}], volumes=volumes,
                serviceAccountName="default")
-    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/s", "bindMountOptions": ["noexec"]}]
+    pod["spec"]["containers"][0].update(
+        volumeMounts=[{"name": "scratch", "mountPath": "/s", "bindMountOptions": ["noexec"]}],
+        livenessProbe={"httpGet": {"path": "/", "port": 80, "protocol": "HTTP2"}},
+        readinessProbe={"grpc": {"port": 9000, "mode": "TLS"}},
+        lifecycle={"preStop": {"httpGet": {"path": "/stop", "port": 80, "protocol": "HTTP2"}}})
     created = (await asyncio.to_thread(core.api_client.sanitize_for_serialization,
                                        await asyncio.to_thread(core.create_namespaced_pod, "default", pod)))["spec"]
     assert "evictionResponders" not in created
@@ -266,4 +271,8 @@ async def test_fields_of_alpha_features_are_dropped_on_create(core):
     assert created["volumes"][2]["projected"] == {"sources": [
         {"secret": {"name": "s", "items": [{"key": "k", "path": "s"}]}},
         {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}], "defaultMode": 420}
-    assert created["containers"][0]["volumeMounts"] == [{"name": "scratch", "mountPath": "/s"}]
+    c = created["containers"][0]
+    assert c["volumeMounts"] == [{"name": "scratch", "mountPath": "/s"}]
+    assert (c["livenessProbe"]["httpGet"], c["lifecycle"]["preStop"]["httpGet"]) == (
+        {"path": "/", "port": 80, "scheme": "HTTP"}, {"path": "/stop", "port": 80, "scheme": "HTTP"})
+    assert "mode" not in c["readinessProbe"]["grpc"]
