@@ -8,6 +8,7 @@ deletes generated claims whose pod is gone or done."""
 
 from __future__ import annotations
 
+from ..client.record import CoreEventRecorder
 from ..machinery.errors import APIError
 from ..dra.resourceclaim import ClaimError, claim_name
 from ..dra.resourceclaim import FINALIZER, GROUP, VERSION
@@ -62,6 +63,7 @@ class ResourceClaimController(Controller):
                                     self._podgroup_deleted)
         #: generated claims by the uid of the pod or PodGroup that controls them
         self._by_owner: dict[str, dict[str, dict]] = {}
+        self.recorder = CoreEventRecorder(client, self.name, self.clock)
 
     def informers(self):
         return [self.pods, self.claims, self.podgroups]
@@ -161,7 +163,12 @@ class ResourceClaimController(Controller):
                 if shared is not None:  # else the PodGroup's sync generates it, then requeues the pod
                     statuses.append({"name": pc["name"], "resourceClaimName": shared})
                 continue
-            claim = self._existing_claim(pod, pc["name"]) or await self._create_claim(pod, pc)
+            try:
+                claim = self._existing_claim(pod, pc["name"]) or await self._create_claim(pod, pc)
+            except APIError as e:  # the sync is retried; the pod says why it waits
+                await self.recorder.emit({**pod, "kind": "Pod"}, "Warning", "FailedResourceClaimCreation",
+                                         f"PodResourceClaim {pc['name']}: {e.message}")
+                raise
             statuses.append({"name": pc["name"], "resourceClaimName": claim["metadata"]["name"]})
         if statuses:
             await self.pods_api.patch(name, {"status": {"resourceClaimStatuses": statuses}},
@@ -179,7 +186,12 @@ class ResourceClaimController(Controller):
                             annotation: str = POD_CLAIM_ANNOTATION) -> dict:
         """A claim from the entry's template, named after and controlled by its owner (a Pod or PodGroup)."""
         md = owner["metadata"]
-        tmpl = await self.templates_api.get(entry["resourceClaimTemplateName"], md.get("namespace"))
+        try:
+            tmpl = await self.templates_api.get(entry["resourceClaimTemplateName"], md.get("namespace"))
+        except APIError as e:  # upstream reads its lister, whose NotFound names the resource in the singular
+            name = entry["resourceClaimTemplateName"]
+            why = f'resourceclaimtemplate.{GROUP} "{name}" not found' if e.code == 404 else e.message
+            raise APIError(e.code, e.reason, f'resource claim template "{name}": {why}') from None
         tmeta = (tmpl.get("spec") or {}).get("metadata") or {}
         # the template's labels, none where it has none (upstream copies its nil map, which is not sent)
         labels = {"labels": dict(tmeta["labels"])} if tmeta.get("labels") else {}
@@ -193,7 +205,10 @@ class ResourceClaimController(Controller):
             },
             "spec": (tmpl.get("spec") or {}).get("spec") or {},
         }
-        return await self.claims_api.create(claim)
+        try:
+            return await self.claims_api.create(claim)
+        except APIError as e:  # upstream names the claim it asked for, which has no name yet
+            raise APIError(e.code, e.reason, f"create ResourceClaim : {e.message}") from None
 
     # --- claims for PodGroups --------------------------------------------------
 
