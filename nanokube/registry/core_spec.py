@@ -70,13 +70,16 @@ def image_pull_policy(image: str) -> str:
 
 
 def _default_probe(probe: dict | None) -> None:
-    """SetDefaults_Probe: int32 fields, so a zero is unset too."""
+    """SetDefaults_Probe: int32 fields, so a zero is unset too; a grpc action's service is "" (its
+    +default marker: the field is a pointer Go encodes without omitempty)."""
     if probe is None:
         return
     for k, v in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)):
         if not probe.get(k):
             probe[k] = v
     _default_http_get(probe.get("httpGet"))
+    if type(grpc := probe.get("grpc")) is dict and grpc.get("service") is None:
+        grpc["service"] = ""
 
 
 def _default_http_get(action: dict | None) -> None:

@@ -275,4 +275,4 @@ async def test_fields_of_alpha_features_are_dropped_on_create(core):
     assert c["volumeMounts"] == [{"name": "scratch", "mountPath": "/s"}]
     assert (c["livenessProbe"]["httpGet"], c["lifecycle"]["preStop"]["httpGet"]) == (
         {"path": "/", "port": 80, "scheme": "HTTP"}, {"path": "/stop", "port": 80, "scheme": "HTTP"})
-    assert "mode" not in c["readinessProbe"]["grpc"]
+    assert c["readinessProbe"]["grpc"] == {"port": 9000, "service": ""}  # (the service defaulted, as upstream's)
