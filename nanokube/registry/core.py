@@ -193,8 +193,15 @@ class NodeStrategy(Strategy):
     ]
 
     def prepare_for_create(self, obj):
-        """Dynamic kubelet config is gone: a create may not set status.config."""
+        """Dynamic kubelet config is gone: a create may not set status.config. spec.podPreemptionPolicy
+        is dropped while its gate (InPlacePodVerticalScalingSchedulerPreemption, alpha in 1.37) is off."""
         (obj.get("status") or {}).pop("config", None)
+        _spec(obj).pop("podPreemptionPolicy", None)
+
+    def prepare_for_update(self, new, old):
+        """dropDisabledFields: an update may keep the podPreemptionPolicy a node already has, not add one."""
+        if _spec(old).get("podPreemptionPolicy") is None:
+            _spec(new).pop("podPreemptionPolicy", None)
 
     def default(self, obj, version):
         status = obj.get("status")
