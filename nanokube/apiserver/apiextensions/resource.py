@@ -22,7 +22,7 @@ import orjson
 from ... import schema as schemas
 from ...machinery import errors, gofmt
 from ...machinery.conditions import is_condition_true
-from ...machinery.validation import FieldError, custom_finalizer_warnings
+from ...machinery.validation import FieldError, custom_finalizer_warnings, invalid
 from ...registry.base import AGE, STORED_DELETION, Age, Column, Obj, Resource, Strategy
 from .. import structural
 from ..rest import version_priority
@@ -193,6 +193,68 @@ def _set_path(obj: Obj, path: str, value: Any) -> None:
     cur[steps[-1]] = value
 
 
+def _go_value(v: Any) -> str:
+    """fmt's %v of a decoded JSON value, as unstructured's accessor errors print it."""
+    if v is None:
+        return "<nil>"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return gofmt.format_float(v)
+    return str(v) if isinstance(v, (int, str)) else orjson.dumps(v).decode()
+
+
+def _go_type(v: Any) -> str:
+    """fmt's %T of a decoded JSON value."""
+    if v is None:
+        return "<nil>"
+    if isinstance(v, bool):
+        return "bool"
+    return {str: "string", int: "int64", float: "float64", list: "[]interface {}"}.get(
+        type(v), "map[string]interface {}")
+
+
+def _nested(obj: Obj, path: str, want: type) -> tuple[Any, str | None]:
+    """unstructured.NestedInt64 / NestedString at a CRD's `.a.b` path: the value (None where the
+    path leads nowhere), or the accessor error where a step or the value has another type."""
+    steps = path.lstrip(".").split(".")
+    cur: Any = obj
+    for i, name in enumerate(steps):
+        if not isinstance(cur, dict):
+            at = "." + ".".join(steps[:i])
+            return None, f"{at} accessor error: {_go_value(cur)} is of the type {_go_type(cur)}, expected map[string]interface{{}}"
+        if name not in cur:
+            return None, None
+        cur = cur[name]
+    if not isinstance(cur, want) or isinstance(cur, bool):
+        return None, f"{path} accessor error: {_go_value(cur)} is of the type {_go_type(cur)}, expected {'int64' if want is int else 'string'}"
+    return cur, None
+
+
+def _scale_errors(obj: Obj, scale: dict[str, Any] | None, spec: bool) -> list[FieldError]:
+    """customResourceValidator's ValidateScaleSpec (`spec`) and ValidateScaleStatus: the replicas
+    paths hold integers from 0 to MaxInt32 and the label selector path a string, each error at
+    the path as the CRD names it (`.spec.replicas`)."""
+    if scale is None:
+        return []
+    errs = []
+    paths = ([scale.get("specReplicasPath", ".spec.replicas")] if spec else []) + [
+        scale.get("statusReplicasPath", ".status.replicas")]
+    for path in paths:
+        n, problem = _nested(obj, path, int)
+        if problem:
+            errs.append(invalid(path, 0, problem))
+        elif n is not None and n < 0:
+            errs.append(invalid(path, n, "should be a non-negative integer"))
+        elif n is not None and n > 2147483647:
+            errs.append(invalid(path, n, "should be less than or equal to 2147483647"))
+    if scale.get("labelSelectorPath"):
+        _, problem = _nested(obj, scale["labelSelectorPath"], str)
+        if problem:
+            errs.append(invalid(scale["labelSelectorPath"], "", problem))
+    return errs
+
+
 class CustomResourceStrategy(Strategy):
     strategic_merge = False
     generic_meta = True
@@ -335,7 +397,7 @@ class CustomResourceStrategy(Strategy):
                 and (old.get("metadata") or {}).get("generation") is not None:
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
 
-    def _validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
+    def _validate(self, obj: Obj, old: Obj | None, spec: bool = True) -> list[FieldError]:
         info = self._info(obj)
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
         if (info.schema.get("properties") or {}).get("metadata"):
@@ -347,6 +409,7 @@ class CustomResourceStrategy(Strategy):
                                                                        if r not in ("apiVersion", "kind", "metadata")]})
         if old is not None:
             errs = [e for e in errs if not _unchanged(e, obj, old)]
+        errs += _scale_errors(obj, info.scale, spec)  # not ratcheted
         if info.rules is not None:
             if cel_rules.has_blocking_errors(errs):
                 errs.append(cel_rules.not_checked_error())
@@ -369,7 +432,7 @@ class CustomResourceStrategy(Strategy):
         return self._validate(new, old)
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return self._validate(new, old)
+        return self._validate(new, old, spec=False)
 
     def warnings_on_create(self, obj: Obj) -> list[str]:
         return custom_finalizer_warnings(obj.get("metadata") or {}, None)
