@@ -218,6 +218,8 @@ class NodeAgent:
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
+        #: prober_probe_total: (probe_type, result, container, pod, namespace, pod_uid) -> probes run
+        self.probe_results: dict[tuple[str, str, str, str, str, str], int] = {}
         #: the images pulled to this node (their fully qualified references): IfNotPresent pulls once
         self.images: set[str] = set()
         self.streaming = NodeStreamingServer(self)
@@ -524,8 +526,16 @@ class NodeAgent:
             if w.resize_conditions:
                 w.changed.set()
 
+    def count_probe(self, kind: str, result: str, container: str, pod: dict) -> None:
+        md = pod["metadata"]
+        key = (kind, result, container, md["name"], md.get("namespace", ""), md.get("uid", ""))
+        self.probe_results[key] = self.probe_results.get(key, 0) + 1
+
     async def _release(self, w: PodWorker) -> None:
-        """A deleted pod's worker stops, then its claims are unprepared and its volumes removed."""
+        """A deleted pod's worker stops, then its claims are unprepared, its volumes removed and its
+        probes' series dropped (the prober's workers delete theirs)."""
         await w.stop()
+        for key in [k for k in self.probe_results if k[5] == w.uid]:
+            del self.probe_results[key]
         await self.claims.unprepare(w.uid)
         self.volumes.unmount(w.uid)

@@ -132,6 +132,13 @@ class ContainerLog:
                 self._subscribers.discard(q)
 
 
+def cri_line(rec: LogRecord) -> bytes:
+    """The record as one line of a CRI log file: `<RFC3339Nano> <stream> <F|P> <content>`."""
+    tag = b"F" if rec.line.endswith(b"\n") else b"P"
+    content = rec.line[:-1] if tag == b"F" else rec.line
+    return rfc3339nano(rec.time).encode() + b" " + rec.stream.encode() + b" " + tag + b" " + content + b"\n"
+
+
 def _render(rec: LogRecord, timestamps: bool) -> bytes:
     return (rfc3339nano(rec.time).encode() + b" " + rec.line) if timestamps else rec.line
 
@@ -149,9 +156,7 @@ class FileContainerLog(ContainerLog):
         self._size = self._file.tell()
 
     def _store(self, rec: LogRecord) -> None:
-        tag = b"F" if rec.line.endswith(b"\n") else b"P"
-        content = rec.line[:-1] if tag == b"F" else rec.line
-        entry = rfc3339nano(rec.time).encode() + b" " + rec.stream.encode() + b" " + tag + b" " + content + b"\n"
+        entry = cri_line(rec)
         if self._size + len(entry) > self.max_size and self._size:
             self._rotate()
         self._file.write(entry)

@@ -1,14 +1,20 @@
 """The kubelet's HTTP endpoints a node agent answers (pkg/kubelet/server), which
-the API server's nodes/proxy reaches: /healthz, /pods, /configz, /stats/summary,
-/metrics, /metrics/resource, /metrics/cadvisor and /containerLogs/. Usage is the pods' usage as `kubectl top` reads it
+the API server's nodes/proxy reaches: /healthz, /pods, /runningpods/, /configz, /stats/summary,
+/metrics, /metrics/resource, /metrics/cadvisor, /metrics/probes, /containerLogs/ and /logs/ (the
+node's /var/log as the system log handler, on by default, lists it: the pods' log files). Exec,
+attach and port-forward are served to the API server's pods/exec, pods/attach and
+pods/portforward in-process (streaming.py); through nodes/proxy they are checked as the kubelet
+checks them, then refused with the way that works. Usage is the pods' usage as `kubectl top` reads it
 (metrics/usage.py's model, or what the process runtime measures), integrated
 over the time each pod has run for the cumulative CPU counters; the node adds
 the system's share."""
 
 from __future__ import annotations
 
+import html
 import json
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from aiohttp import web
 from prometheus_client.utils import floatToGoString as _float
@@ -18,6 +24,7 @@ from ..machinery.errors import APIError
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
+from .containerlog import cri_line
 from .streaming import log_options
 
 if TYPE_CHECKING:
@@ -69,10 +76,15 @@ class KubeletServer:
         """`request` as the API server's proxy received it; `path` the kubelet path it asks for."""
         if path.startswith("/containerLogs/"):
             return await self._container_logs(request, path.split("/")[2:])
+        if path.split("/")[1] in _STREAMING:
+            return self._streaming(request, path.split("/")[1:])
+        if path.startswith("/logs/") and request.method in ("GET", "HEAD"):
+            return self._logs(path[len("/logs/"):])
         handler = {"/healthz": self._healthz, "/pods": self._pods, "/pods/": self._pods, "/configz": self._configz,
+                   "/runningpods/": self._running_pods,
                    "/stats/summary": self._summary, "/stats/summary/": self._summary,
                    "/metrics": self._metrics, "/metrics/resource": self._resource_metrics,
-                   "/metrics/cadvisor": self._cadvisor}.get(path)
+                   "/metrics/cadvisor": self._cadvisor, "/metrics/probes": self._probe_metrics}.get(path)
         if handler is None:
             return _text(404, "404 page not found\n")
         if request.method not in ("GET", "HEAD"):
@@ -107,6 +119,93 @@ class KubeletServer:
             await resp.write(chunk)
         await resp.write_eof()
         return resp
+
+    def _worker(self, namespace: str, name: str, uid: str = ""):
+        return next((w for w in list(self.agent.workers.values())
+                     if w.pod["metadata"].get("namespace") == namespace and w.pod["metadata"]["name"] == name
+                     and (not uid or w.uid == uid)), None)
+
+    def _streaming(self, request: web.Request, parts: list[str]) -> web.Response:
+        """/exec|/attach/{namespace}/{pod}[/{uid}]/{container} and /portForward/{namespace}/{pod}[/{uid}]:
+        the kubelet's checks before it upgrades (the pod and container exist, a stream is asked
+        for), then a refusal naming the subresource the API server serves these streams on."""
+        kind, args = parts[0], parts[1:]
+        if request.method not in ("GET", "POST"):
+            return _text(405, "405: Method Not Allowed")
+        if len(args) not in ((2, 3) if kind == "portForward" else (3, 4)) or not all(args):
+            return _text(404, "404 page not found\n")
+        worker = self._worker(args[0], args[1], args[2] if len(args) == (3 if kind == "portForward" else 4) else "")
+        if worker is None:
+            return _text(404, "pod does not exist\n")
+        sub = {"exec": "exec", "attach": "attach", "portForward": "portforward"}[kind]
+        if kind != "portForward":
+            container, q = args[-1], request.query
+            if not worker.has_container(container):
+                return _text(404, f'container not found ("{container}")')
+            if not any(q.get(k) in ("1", "true", "True") for k in ("stdin", "stdout", "stderr")):
+                return _text(400, "you must specify at least 1 of stdin, stdout, stderr\n")
+            if kind == "exec" and not q.getall("command", []):
+                return _text(400, "you must specify at least one command for the container\n")
+        return _text(501, f"{kind} through nodes/proxy is not served by nanokube's node agents: use "
+                          f"pods/{sub} (kubectl {'port-forward' if sub == 'portforward' else sub})\n")
+
+    def _logs(self, sub: str) -> web.Response:
+        """The kubelet's /logs/ file server over the node's /var/log: `pods/` holds each pod's
+        directory (NAMESPACE_NAME_UID), a directory per container, and the current instance's
+        CRI log file (RESTARTS.log), as the kubelet lays them out under podLogsDir."""
+        parts = sub.split("/")
+        is_dir = sub == "" or sub.endswith("/")
+        names = parts[:-1] if is_dir else parts
+        if names == []:
+            return _listing(["pods/"])
+        if names[0] != "pods":
+            return _text(404, "404 page not found\n")
+        pods = {f"{w.namespace}_{w.name}_{w.uid}": w for w in list(self.agent.workers.values())}
+        if len(names) == 1:
+            return _listing(sorted(f"{d}/" for d in pods)) if is_dir else _moved(sub)
+        worker = pods.get(names[1])
+        if worker is None:
+            return _text(404, "404 page not found\n")
+        logs = {name: log for name, log in worker.container_logs().items() if log is not None}
+        if len(names) == 2:
+            return _listing(sorted(f"{c}/" for c in logs)) if is_dir else _moved(sub)
+        found = logs.get(names[2])
+        if found is None or len(names) > 4:
+            return _text(404, "404 page not found\n")
+        restarts, log = found
+        if len(names) == 3:
+            return _listing([f"{restarts}.log"]) if is_dir else _moved(sub)
+        if is_dir or names[3] != f"{restarts}.log":
+            return _text(404, "404 page not found\n")
+        return web.Response(body=b"".join(cri_line(r) for r in log.records()), content_type="text/plain",
+                            charset="utf-8")
+
+    def _running_pods(self) -> web.Response:
+        """The runtime's pods with a running container (the kubelet's GetRunningPods): each as
+        ToAPIPod builds it, its name, namespace and uid and each running container's name and image."""
+        items = []
+        for w in sorted(list(self.agent.workers.values()), key=lambda w: (w.namespace, w.name)):
+            st = w.pod.get("status") or {}
+            running = [{"name": cs["name"], "image": cs.get("image", ""), "resources": {}}
+                       for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
+                       for cs in st.get(key) or () if "running" in (cs.get("state") or {})]
+            if running:
+                items.append({"metadata": {"name": w.name, "namespace": w.namespace, "uid": w.uid,
+                                           "creationTimestamp": None},
+                              "spec": {"containers": running}, "status": {}})
+        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+    def _probe_metrics(self) -> web.Response:
+        """prober_probe_total: each probe run of the pods here, by type and result (the prober's
+        series of a pod go with it)."""
+        live = {w.uid for w in list(self.agent.workers.values())}
+        lines = ["# HELP prober_probe_total [BETA] Cumulative number of a liveness, readiness or startup probe for a "
+                 "container by result.", "# TYPE prober_probe_total counter"]
+        for (kind, result, container, pod, namespace, uid), n in sorted(self.agent.probe_results.items()):
+            if uid in live:
+                lines.append(f'prober_probe_total{{container="{container}",namespace="{namespace}",pod="{pod}",'
+                             f'pod_uid="{uid}",probe_type="{kind}",result="{result}"}} {n}')
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 
     # --- what runs here -----------------------------------------------------------------
 
@@ -286,6 +385,22 @@ def _bytes(q) -> int:
         return int(parse_quantity(str(q))) if q is not None else 0
     except QuantityError:
         return 0
+
+
+#: the kubelet's streaming endpoints (its server's /exec, /attach, /portForward)
+_STREAMING = frozenset(("exec", "attach", "portForward"))
+
+
+def _listing(entries: list[str]) -> web.Response:
+    """A directory as Go's http.FileServer lists it."""
+    rows = "".join(f'<a href="{html.escape(quote(e), quote=True)}">{html.escape(e)}</a>\n' for e in entries)
+    return web.Response(text=f'<!doctype html>\n<meta name="viewport" content="width=device-width">\n<pre>\n{rows}'
+                             "</pre>\n", content_type="text/html", charset="utf-8")
+
+
+def _moved(sub: str) -> web.Response:
+    """http.FileServer's redirect of a directory asked for without its slash (relative, as Go's)."""
+    return web.Response(status=301, headers={"Location": sub.rsplit("/", 1)[-1] + "/"})
 
 
 def _text(status: int, text: str) -> web.Response:

@@ -326,6 +326,15 @@ class PodWorker:
     async def logs(self, container: str, options):
         return self.io.serve_log(container, options)
 
+    def container_logs(self) -> dict:
+        """Each container's current log and its restart count (the log file's name), as the
+        kubelet's /logs/ lists them."""
+        st = self.pod.get("status") or {}
+        restarts = {cs.get("name"): cs.get("restartCount", 0) for key in
+                    ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
+                    for cs in st.get(key) or ()}
+        return {name: (restarts.get(name, 0), logs[-1]) for name, logs in self.io.logs.items() if logs}
+
     # --- helpers -------------------------------------------------------------------
 
     @property

@@ -59,3 +59,39 @@ def test_a_pod_past_its_deadline_while_its_image_is_pulled_is_deadline_exceeded(
     assert wait_for(status_is(c, "slow", "ContainerStatusUnknown"))[1] == "0/1"
     got = c.kubectl("get", "pod", "slow", "-o", "jsonpath={.status.phase} {.status.reason}")
     assert got.stdout == "Failed DeadlineExceeded"
+
+
+def _node_of(c, pod: str) -> str:
+    return wait_for(lambda: c.kubectl("get", "pod", pod, "-o", "jsonpath={.spec.nodeName}").stdout)
+
+
+def test_kubelet_endpoints_through_nodes_proxy(kubelet_cluster):
+    """/runningpods/, /logs/ (the pods' log files), /metrics/probes and the streaming endpoints, read
+    with `kubectl get --raw` on nodes/proxy as on a real cluster."""
+    c = kubelet_cluster
+    create(c, {"metadata": {"name": "talker", "annotations": {"sim.nanokube.io/log": "hello\nworld"}},
+               "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}})
+    c.kubectl("wait", "pod/talker", "--for=condition=Ready", "--timeout=60s")
+    node, uid = _node_of(c, "talker"), c.kubectl("get", "pod", "talker", "-o", "jsonpath={.metadata.uid}").stdout
+    proxy = f"/api/v1/nodes/{node}/proxy"
+    running = json.loads(c.kubectl("get", "--raw", f"{proxy}/runningpods/").stdout)
+    assert running["kind"] == "PodList"
+    mine = [p for p in running["items"] if p["metadata"]["name"] == "talker"]
+    assert mine == [{"metadata": {"name": "talker", "namespace": "default", "uid": uid, "creationTimestamp": None},
+                     "spec": {"containers": [{"name": "app", "image": "docker.io/library/busybox:1.36",
+                                              "resources": {}}]}, "status": {}}]
+    assert "local" not in {p["metadata"]["name"] for p in running["items"]}  # never started
+    assert '<a href="pods/">pods/</a>' in c.kubectl("get", "--raw", f"{proxy}/logs/").stdout
+    pod_dir = f"default_talker_{uid}"
+    assert f'<a href="{pod_dir}/">{pod_dir}/</a>' in c.kubectl("get", "--raw", f"{proxy}/logs/pods/").stdout
+    assert '<a href="0.log">0.log</a>' in c.kubectl("get", "--raw", f"{proxy}/logs/pods/{pod_dir}/app/").stdout
+    log = c.kubectl("get", "--raw", f"{proxy}/logs/pods/{pod_dir}/app/0.log").stdout.splitlines()
+    assert [line.split(" ", 1)[1] for line in log][-2:] == ["stdout F hello", "stdout F world"], log
+    assert c.kubectl("logs", "talker").stdout.splitlines() == [line.split(" ", 3)[3] for line in log]
+    probes = c.kubectl("get", "--raw", f"{proxy}/metrics/probes").stdout
+    assert probes.startswith("# HELP prober_probe_total [BETA] Cumulative number of a liveness, readiness or "
+                             "startup probe for a container by result.\n# TYPE prober_probe_total counter\n")
+    refused = c.kubectl("get", "--raw", f"{proxy}/exec/default/talker/app?command=ls&stdout=1", check=False)
+    assert refused.returncode != 0 and "use pods/exec (kubectl exec)" in refused.stderr, refused.stderr
+    missing = c.kubectl("get", "--raw", f"{proxy}/exec/default/talker/other?command=ls&stdout=1", check=False)
+    assert missing.returncode != 0 and "(NotFound)" in missing.stderr, missing.stderr  # the kubelet's 404

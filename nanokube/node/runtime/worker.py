@@ -426,8 +426,9 @@ class ProcessPodWorker(PodWorker):
         while True:
             passed, output = await run_probe(p, c.spec, node_ns, self.ip, lambda argv, t: self._exec(c, argv, t))
             ok, fail = (ok + 1, 0) if passed else (0, fail + 1)
+            kind = "Readiness" if until_success is None else "Startup" if until_success else "Liveness"
+            self.agent.count_probe(kind, "successful" if passed else "failed", c.name, self.pod)
             if not passed:  # the prober's Unhealthy, for every failed attempt
-                kind = "Readiness" if until_success is None else "Startup" if until_success else "Liveness"
                 await self._event("Warning", "Unhealthy", f"{kind} probe failed: {output}", field_path(self.pod, c.name))
             if until_success is not None:
                 if until_success and passed:
@@ -502,6 +503,9 @@ class ProcessPodWorker(PodWorker):
     def has_container(self, container: str) -> bool:
         c = self._named(container)
         return c is not None and c.instances > 0
+
+    def container_logs(self) -> dict:
+        return {c.name: (c.restarts, c.logs[-1]) for c in [*self._all(), *self.debug.values()] if c.logs}
 
     def _running(self, container: str) -> Container:
         c = self._named(container)

@@ -5,12 +5,14 @@ import os
 import secrets
 import shutil
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from nanokube.apiserver.loopback import connector
 from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
+from nanokube.node.kubelet_server import KubeletServer
 from nanokube.node.lifecycle import pulled_message
 from nanokube.node.manager import NodeManager
 from nanokube.node.runtime.netns import list_netns
@@ -374,3 +376,37 @@ async def test_an_init_container_waiting_for_its_image_shows_why_and_a_deletion_
         return False
     assert await eventually(gone, ATTEMPTS)
     assert not (tmp / "init-ran").exists() and not (tmp / "app-ran").exists()
+
+
+async def test_each_probe_run_is_counted_on_the_kubelets_metrics_probes(env):
+    """prober_probe_total, as nodes/proxy reads the kubelet's /metrics/probes: one series per probe
+    type and result of each container, dropped with the pod."""
+    client, rt, _ = env
+    pods = client.resource("", "v1", "pods")
+    p = pod("probed", ["sleep", "300"], restart="Always",
+            readinessProbe={"exec": {"command": ["true"]}, "periodSeconds": 1},
+            livenessProbe={"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 100})
+    await pods.create(p)
+    agent = (await eventually(lambda: _worker(rt, "probed"), ATTEMPTS)).agent
+    server = KubeletServer(agent, time.time())
+    uid = (await pods.get("probed", "default"))["metadata"]["uid"]
+    labels = f'container="main",namespace="default",pod="probed",pod_uid="{uid}"'
+
+    async def counted():
+        text = (await server.serve(SimpleNamespace(method="GET", query={}), "/metrics/probes")).text
+        series = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if line.startswith("prober_probe_total{")}
+        want = [f'prober_probe_total{{{labels},probe_type="Readiness",result="successful"}}',
+                f'prober_probe_total{{{labels},probe_type="Liveness",result="failed"}}']
+        return series if all(series.get(k, 0) >= 2 for k in want) and len(series) == 2 else None
+    await eventually(counted, ATTEMPTS)
+    await pods.delete("probed", "default", grace_period_seconds=0)
+
+    async def dropped():
+        text = (await server.serve(SimpleNamespace(method="GET", query={}), "/metrics/probes")).text
+        return "prober_probe_total{" not in text
+    assert await eventually(dropped, ATTEMPTS)
+
+
+async def _worker(rt, name):
+    return rt.pods.get(("default", name))
