@@ -91,7 +91,10 @@ _MUTABLE_MESSAGE = (
 
 
 def default_pod_spec(spec: dict) -> None:
-    """SetDefaults_PodSpec and the per-container/volume defaulters."""
+    """SetDefaults_PodSpec and the per-container/volume defaulters, after the fields of features
+    that are off are dropped (upstream's PrepareForCreate/Update drop them from a pod and from every
+    kind's pod template, DropDisabledTemplateFields; every such write defaults its spec here first)."""
+    drop_disabled_pod_fields(spec)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
@@ -1407,7 +1410,6 @@ class PodStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         spec = obj.setdefault("spec", {})
-        drop_disabled_pod_fields(spec)
         add_default_tolerations(spec)
         merge_label_keys(spec, (obj.get("metadata") or {}).get("labels") or {})
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}

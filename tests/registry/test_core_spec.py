@@ -276,3 +276,18 @@ async def test_fields_of_alpha_features_are_dropped_on_create(core):
     assert (c["livenessProbe"]["httpGet"], c["lifecycle"]["preStop"]["httpGet"]) == (
         {"path": "/", "port": 80, "scheme": "HTTP"}, {"path": "/stop", "port": 80, "scheme": "HTTP"})
     assert c["readinessProbe"]["grpc"] == {"port": 9000, "service": ""}  # (the service defaulted, as upstream's)
+
+
+async def test_a_workload_template_drops_them_too(core):
+    """DropDisabledTemplateFields: a Deployment's pod template keeps no field of an alpha feature either."""
+    from kubernetes import client
+
+    apps = client.AppsV1Api(core.api_client)
+    template = {"metadata": {"labels": {"app": "d"}}, "spec": {
+        "volumes": [{"name": "scratch", "emptyDir": {"mode": 448}}],
+        "containers": [{"name": "c", "image": "busybox",
+                        "volumeMounts": [{"name": "scratch", "mountPath": "/s", "bindMountOptions": ["nodev"]}]}]}}
+    body = {"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": template}}
+    created = await asyncio.to_thread(apps.create_namespaced_deployment, "default", body)
+    spec = created.spec.template.spec
+    assert (spec.volumes[0].empty_dir.mode, spec.containers[0].volume_mounts[0].bind_mount_options) == (None, None)
