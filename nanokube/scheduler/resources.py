@@ -57,10 +57,6 @@ class Resources:
         return not (self.milli_cpu or self.memory or self.ephemeral or any(self.scalars.values()))
 
 
-def _value(name: str, q) -> int:
-    return _scaled(str(q), name == CPU)
-
-
 @functools.lru_cache(maxsize=4096)
 def _scaled(text: str, milli: bool) -> int:
     """A quantity in thousandths (CPU) or rounded up to an integer: the rounding is exact
@@ -70,22 +66,6 @@ def _scaled(text: str, milli: bool) -> int:
     except QuantityError:
         return 0
     return parsed.milli() if milli else parsed.ceil()
-
-
-def from_list(rl: dict | None) -> Resources:
-    """A Resources from a ResourceList ({"cpu": "100m", ...}); `pods` is skipped."""
-    r = Resources()
-    for name, q in (rl or {}).items():
-        v = _value(name, q)
-        if name == CPU:
-            r.milli_cpu = v
-        elif name == MEMORY:
-            r.memory = v
-        elif name == EPHEMERAL:
-            r.ephemeral = v
-        elif name != PODS:
-            r.scalars[name] = v
-    return r
 
 
 @functools.lru_cache(maxsize=4096)
@@ -104,6 +84,11 @@ NON_ZERO = {CPU: DEFAULT_MILLI_CPU, MEMORY: DEFAULT_MEMORY}
 def _vector(amounts: dict[str, int]) -> Resources:
     """A Resources of `amounts`, which it takes over (its scalars are what is left)."""
     return Resources(amounts.pop(CPU, 0), amounts.pop(MEMORY, 0), amounts.pop(EPHEMERAL, 0), amounts)
+
+
+def from_list(rl: dict | None) -> Resources:
+    """A Resources from a ResourceList ({"cpu": "100m", ...}); `pods` is skipped."""
+    return _vector(podresources.amounts(rl, INTEGERS))
 
 
 def pod_requests(spec: dict, nonzero: bool = False) -> Resources:
