@@ -75,6 +75,7 @@ def _status(o: dict) -> dict:
 
 
 class NamespaceStrategy(Strategy):
+    track_generation = False  # upstream's strategy neither sets nor bumps it
     name_validator = staticmethod(dns1123_label)
     field_selectors = {"status.phase": lambda o: _status(o).get("phase", "")}
     metadata_field_selectors = ("metadata.name",)

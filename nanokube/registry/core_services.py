@@ -675,6 +675,7 @@ class ServiceStrategy(Strategy):
     create), `restore(objs)` at startup.
     """
     return_deleted_object = True
+    track_generation = False  # svcStrategy neither sets nor bumps it: a create keeps what was sent
     name_validator = staticmethod(dns1035_label)  # a Service's name is its DNS label
     #: values picked dynamically, remembered per owner while `reservations` records them
     _PICKS_KEPT = 256

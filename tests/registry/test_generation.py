@@ -1,4 +1,4 @@
-"""metadata.generation of a kind without generation semantics (a ConfigMap): upstream's create
+"""metadata.generation of a kind without generation semantics (a ConfigMap, a Service): upstream's create
 keeps what the client sent (only strategies with a spec set 1), ValidateObjectMeta refuses a
 negative one, and an update cannot change it (BeforeUpdate keeps the stored one)."""
 
@@ -39,3 +39,18 @@ async def test_a_kind_that_tracks_generation_starts_at_one(core):
     pod = {"metadata": {"name": "p", "generation": 7}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
     created = await asyncio.to_thread(core.create_namespaced_pod, "default", pod)
     assert created.metadata.generation == 1
+
+
+async def test_services_and_namespaces_have_no_generation_of_their_own(core):
+    """svcStrategy and the namespace strategy neither set nor bump metadata.generation."""
+    svc = {"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}
+    created = await asyncio.to_thread(core.create_namespaced_service, "default", svc)
+    assert created.metadata.generation is None
+    patched = await asyncio.to_thread(core.patch_namespaced_service, "web", "default",
+                                      {"spec": {"selector": {"app": "web"}}})
+    assert (patched.spec.selector, patched.metadata.generation) == ({"app": "web"}, None)
+    kept = await asyncio.to_thread(core.create_namespaced_service, "default",
+                                   {"metadata": {"name": "api", "generation": 3}, "spec": {"ports": [{"port": 80}]}})
+    assert kept.metadata.generation == 3
+    ns = await asyncio.to_thread(core.create_namespace, {"metadata": {"name": "team-a"}})
+    assert ns.metadata.generation is None
