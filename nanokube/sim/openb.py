@@ -165,9 +165,14 @@ def load_pods(path: str, untimed: bool = False) -> Trace:
             pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
             sizes[(*shape[:2], row.number("cpu_milli"))] += 1
             gpu_milli[f"{NAMESPACE}/{name}"] = shape[0] * milli
-        created, deleted = row.number("creation_time", float), row.number("deletion_time", float)
+        created = row.number("creation_time", float)
+        # no deletion_time: the task never ends; one equal to creation_time lived no time (openb-pod-7285,
+        # Pending in the trace), deleted right after it is created rather than kept to the trace's end
+        deleted = row.number("deletion_time", float) if row.text("deletion_time") else None
         events.append(TraceEvent(created, len(events), "create", pod))
-        if deleted > created:
+        if deleted is not None:
+            if deleted < created:
+                raise TraceError(f"{path}:{row.line}: deletion_time: {deleted:g} is before creation_time {created:g}")
             events.append(TraceEvent(deleted, len(events), "delete", {"apiVersion": "v1", "kind": "Pod", "metadata": {
                 "name": name, "namespace": NAMESPACE}}))
     # the templates come first, so no pod waits for its template
