@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..client.record import CoreEventRecorder
 from ..machinery.errors import APIError
+from ..dra.extended_resources import claim_name as extended_claim_name
 from ..dra.resourceclaim import ClaimError, claim_name
 from ..dra.resourceclaim import FINALIZER, GROUP, VERSION
 from ..dra.podgroup_claims import API_GROUP, PODGROUP_CLAIM_ANNOTATION, generated_claim, group_entry
@@ -17,6 +18,12 @@ from ..machinery.podgroups import POD_GROUP_INDEX, group_key
 from .base import Controller
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+
+
+def claim_names_extended(pod: dict) -> set[str]:
+    """The pod's extended resource claim (DRAExtendedResource), as a set of at most one name."""
+    name = extended_claim_name(pod)
+    return {name} if name else set()
 
 
 def pod_done(pod: dict) -> bool:
@@ -91,14 +98,15 @@ class ResourceClaimController(Controller):
     def _pod_changed(self, pod: dict) -> None:
         claims = (pod.get("spec") or {}).get("resourceClaims")
         statuses = (pod.get("status") or {}).get("resourceClaimStatuses")
-        if not claims and not statuses:  # most pods: every write of each is handed here
+        extended = claim_names_extended(pod)
+        if not claims and not statuses and not extended:  # most pods: every write of each is handed here
             return
         md = pod["metadata"]
         ns = md.get("namespace", "")
         if claims:
             self.queue.add(("pod", ns, md["name"]))
         names = {st.get("resourceClaimName") for st in statuses or []}
-        names |= {pc.get("resourceClaimName") for pc in claims or []}
+        names |= {pc.get("resourceClaimName") for pc in claims or []} | extended
         for name in names - {None}:
             self.queue.add(("claim", ns, name))
 

@@ -29,12 +29,20 @@ def claim_name(pod: dict, pod_claim: dict) -> tuple[str | None, bool]:
     return None, False
 
 
+#: what pod_claims calls the claim the scheduler made for the pod's DRA-backed extended resources
+EXTENDED_CLAIM_REF = "<extended-resources>"
+
+
 def pod_claims(pod: dict) -> list[tuple[str, str | None]]:
-    """(pod claim name, ResourceClaim name, or None while not generated yet) of every entry."""
-    generated = {s["name"]: s.get("resourceClaimName")
-                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-    return [(ref["name"], ref.get("resourceClaimName") or generated.get(ref["name"]))
-            for ref in (pod.get("spec") or {}).get("resourceClaims") or []]
+    """(pod claim name, ResourceClaim name, or None while not generated yet) of every entry, and
+    the pod's extended resource claim once the scheduler recorded it (EXTENDED_CLAIM_REF)."""
+    status = pod.get("status") or {}
+    generated = {s["name"]: s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+    out = [(ref["name"], ref.get("resourceClaimName") or generated.get(ref["name"]))
+           for ref in (pod.get("spec") or {}).get("resourceClaims") or []]
+    if extended := (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"):
+        out.append((EXTENDED_CLAIM_REF, extended))
+    return out
 
 
 def claim_names(pod: dict) -> set[str]:

@@ -34,3 +34,62 @@ def test_a_missing_claim_template_is_a_warning_on_the_pod_until_it_exists(cluste
              what="needs-template running")
     [status] = cluster.kubectl_json("get", "pod", "needs-template")["status"]["resourceClaimStatuses"]
     assert status["name"] == "gpu" and status["resourceClaimName"].startswith("needs-template-gpu-")
+
+
+def _gpu_pod(cluster, name: str, resource: str, count: int) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"terminationGracePeriodSeconds": 0, "containers": [
+               {"name": "main", "image": "busybox:1.36", "resources": {"limits": {resource: str(count), "cpu": "1"}}}]}}
+    cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
+
+
+def test_extended_resource_backed_by_a_device_class_gets_a_claim_made_by_the_scheduler(cluster):
+    """DRAExtendedResource (GA in 1.37): a container asking for a DeviceClass's implicit extended
+    resource on nodes that do not advertise it is scheduled by DynamicResources, which creates one
+    claim for the pod (<pod>-extended-resources-*, owned by it, annotated) with a request per
+    container and resource, allocated and reserved for it, and records it in the pod's
+    status.extendedResourceClaimStatus; the claim goes with the pod."""
+    resource = "deviceclass.resource.kubernetes.io/gpu.nanokube.io"
+    _gpu_pod(cluster, "ext-gpus", resource, 2)
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "ext-gpus")["status"].get("phase") == "Running",
+             what="ext-gpus running")
+    pod = cluster.kubectl_json("get", "pod", "ext-gpus")
+    status = pod["status"]["extendedResourceClaimStatus"]
+    assert status["requestMappings"] == [{"containerName": "main", "resourceName": resource,
+                                          "requestName": "container-0-request-1"}]
+    claim = cluster.kubectl_json("get", "resourceclaim", status["resourceClaimName"])
+    md = claim["metadata"]
+    assert md["generateName"] == "ext-gpus-extended-resources-" and md["name"].startswith("ext-gpus-extended-resources-")
+    assert md["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert md["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "ext-gpus",
+                                      "uid": pod["metadata"]["uid"], "controller": True}]
+    assert claim["spec"]["devices"]["requests"] == [{"name": "container-0-request-1", "exactly": {
+        "deviceClassName": "gpu.nanokube.io", "allocationMode": "ExactCount", "count": 2}}]
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert [r["request"] for r in results] == ["container-0-request-1"] * 2
+    assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "ext-gpus", "uid": pod["metadata"]["uid"]}]
+
+    cluster.kubectl("delete", "pod", "ext-gpus", "--wait=false")
+    wait_for(lambda: cluster.kubectl("get", "resourceclaim", md["name"], check=False).returncode != 0,
+             what="extended resource claim gone")
+
+
+def test_explicit_extended_resource_name_and_too_many_devices(cluster):
+    """A DeviceClass's spec.extendedResourceName is requested like a device plugin's resource;
+    asking for more devices than a node has leaves the pod Pending on DRA's verdict, not on
+    NodeResourcesFit's 'Insufficient'."""
+    cls = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "ext-example-gpu"},
+           "spec": {"extendedResourceName": "example.com/gpu",
+                    "selectors": [{"cel": {"expression": "device.driver == 'gpu.nanokube.io'"}}]}}
+    cluster.kubectl("create", "-f", "-", input=json.dumps(cls))
+    _gpu_pod(cluster, "ext-named", "example.com/gpu", 1)
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "ext-named")["status"].get("phase") == "Running",
+             what="ext-named running")
+    name = cluster.kubectl_json("get", "pod", "ext-named")["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    [request] = cluster.kubectl_json("get", "resourceclaim", name)["spec"]["devices"]["requests"]
+    assert request["exactly"]["deviceClassName"] == "ext-example-gpu" and request["exactly"]["count"] == 1
+
+    _gpu_pod(cluster, "ext-too-many", "example.com/gpu", 9)
+    [event] = wait_for(lambda: _events(cluster, "ext-too-many", "FailedScheduling"), what="FailedScheduling")
+    assert "cannot allocate all claims" in event["message"] and "Insufficient" not in event["message"]

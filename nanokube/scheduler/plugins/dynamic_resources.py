@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -37,6 +38,7 @@ from ..framework import (
 )
 from ...machinery.scheduling import selector_matches, tolerates
 from ...dra.podgroup_claims import consumer, group_entry, owned_by_group
+from ...dra import extended_resources
 from ...machinery.podgroups import group_key
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,9 @@ TIMED_OUT = "timed out trying to allocate devices"
 #: upstream's BindingTimeoutDefaultSeconds and the interval PreBind polls binding conditions at
 BINDING_TIMEOUT = 600.0
 BINDING_POLL = 5.0
+#: CycleState key of the DRA-backed extended resources the pod asks for (name -> DeviceClass),
+#: which NodeResourcesFit leaves to this plugin on nodes that do not advertise them
+EXTENDED_RESOURCES = "DynamicResources/extendedResources"
 _STATE = "DynamicResources"
 _name = attrgetter("name")
 
@@ -140,6 +145,9 @@ class DRAState:
             inf.add_handlers(*self._pool_handlers(kind))
         self.classes.add_handlers(lambda o: self._event(DEVICE_CLASS, Action.ADD, None, o),
                                   lambda o, n: self._event(DEVICE_CLASS, Action.UPDATE, o, n))
+        #: extended resource name -> DeviceClass (DRAExtendedResource), rebuilt after a class change
+        self._mapping: dict[str, str] | None = None
+        self.classes.add_handlers(*[lambda *_: setattr(self, "_mapping", None)] * 3)
         #: (namespace, claim name) -> keys of the pods naming it (spec or status), and back:
         #: a claim's arrival retries only the pods that can be waiting for it
         self._users: dict[tuple[str, str], dict[str, None]] = {}
@@ -282,6 +290,11 @@ class DRAState:
             self._index = PoolIndex(self.slices.list(), self.rules.list())
         return self._index
 
+    def extended_mapping(self) -> dict[str, str]:
+        if self._mapping is None:
+            self._mapping = extended_resources.class_mapping(self.classes.list())
+        return self._mapping
+
     def device_taints(self, did: tuple[str, str, str]) -> list[dict]:
         if self._devices is None:
             self._devices = {d.id: d for p in self.index().pools for d in p.devices}
@@ -312,6 +325,14 @@ class _Cycle:
     group: dict | None = None  # the pod's PodGroup, when some claims are the group's
     shared: set[str] = field(default_factory=set)  # uids of the claims reserved for the PodGroup
     written: list[dict] = field(default_factory=list)  # claims whose reservedFor PreBind extended
+    #: DRAExtendedResource: the DRA-backed resources the pod asks for (name -> class), the claim
+    #: Filter made for each node that lacks some of them, its in-flight uid, and PreBind's claim
+    backed: dict[str, str] = field(default_factory=dict)
+    extended: dict[str, dict] = field(default_factory=dict)  # node -> its claim
+    extended_by_lack: dict[tuple, dict] = field(default_factory=dict)  # resources lacking -> claim
+    extended_uid: str = ""
+    created: dict | None = None
+    extended_written: dict | None = None
 
     def answer(self, node: str) -> Placement | None:
         """Filter's Placement for `node` from the chunks `filter_nodes` answered (the latest wins)."""
@@ -365,16 +386,27 @@ class DynamicResources:
             return unschedulable(str(e), resolvable=False)
         return None
 
+    def _backed(self, info) -> dict[str, str]:
+        """The DRA-backed extended resources the pod asks for (name -> DeviceClass)."""
+        scalars = info.requests.scalars
+        if not scalars:
+            return {}
+        mapping = self.dra.extended_mapping()
+        return {name: mapping[name] for name, q in scalars.items() if q and name in mapping}
+
     def pre_filter(self, state, info):
-        if not info.spec.get("resourceClaims"):
+        backed = self._backed(info)
+        if not info.spec.get("resourceClaims") and not backed:
             return None, SKIP
         try:
             claims = self._claims(info.pod)
         except ClaimError as e:
             return None, unschedulable(str(e), resolvable=False)
-        if not claims:
+        if not claims and not backed:
             return None, SKIP
-        cyc = _Cycle(claims)
+        cyc = _Cycle(claims, backed=backed)
+        if backed:
+            state[EXTENDED_RESOURCES] = backed
         self._group_claims(cyc, info.pod)
         uid = info.uid
         for c in claims:
@@ -396,7 +428,7 @@ class DynamicResources:
                         f"{{{taint[1].get('key', '')}: {taint[1].get('value', '')}}}", resolvable=False)
             if alloc.get("nodeSelector"):
                 cyc.selectors.append((name, alloc["nodeSelector"]))
-        if cyc.pending:
+        if cyc.pending or backed:
             classes = {c["metadata"]["name"]: c for c in self.dra.classes.list()}
             cyc.allocator = Allocator(classes, self.dra.index(), self.dra.allocated)
         state[_STATE] = cyc
@@ -427,8 +459,15 @@ class DynamicResources:
                 return unschedulable(NOT_ON_NODE, resolvable=False)
         if cyc.allocator is None:
             return None
+        claims = cyc.pending
+        if cyc.backed:
+            extended = self._extended_claim(cyc, info.pod, node)
+            if extended is not None:
+                claims = [*claims, extended]
+            if not claims:
+                return None
         try:
-            found = cyc.allocator.find(node.node, cyc.pending)
+            found = cyc.allocator.find(node.node, claims)
         except AllocationError as e:
             return unschedulable(str(e), resolvable=False)
         except SearchLimitExceeded:
@@ -441,7 +480,7 @@ class DynamicResources:
     def filter_nodes(self, state, info, nodes) -> dict:
         """`filter` over many nodes, asking the allocator about all of them at once."""
         cyc: _Cycle = state[_STATE]
-        if cyc.selectors or cyc.allocator is None:
+        if cyc.selectors or cyc.allocator is None or cyc.backed:
             fn = self.filter
             return {i: st for i, n in enumerate(nodes) if (st := fn(state, info, n)) is not None}
         hits = cyc.allocator.find_each(nodes, cyc.pending)
@@ -457,9 +496,33 @@ class DynamicResources:
                     out[i] = unschedulable(TIMED_OUT)
         return out
 
+    def _extended_claim(self, cyc: _Cycle, pod: dict, node) -> dict | None:
+        """The pod's extended resource claim for `node`: requests for the DRA-backed resources the
+        node does not advertise itself (one a device plugin serves is NodeResourcesFit's), None when
+        it advertises them all. Nodes alike share one claim, kept for Reserve."""
+        own = node.allocatable.scalars
+        lacking = {name: cls for name, cls in cyc.backed.items() if not own.get(name)}
+        if not lacking:
+            cyc.extended.pop(node.name, None)
+            return None
+        key = tuple(sorted(lacking))
+        claim = cyc.extended_by_lack.get(key)
+        if claim is None:
+            md = pod["metadata"]
+            cyc.extended_uid = cyc.extended_uid or str(uuid.uuid4())
+            claim = cyc.extended_by_lack[key] = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaim", "metadata": {
+                "name": "<extended-resources>", "namespace": md.get("namespace", ""), "uid": cyc.extended_uid,
+                "generateName": f"{md['name']}-extended-resources-",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": md["name"], "uid": md.get("uid", ""),
+                                     "controller": True}],
+                "annotations": {extended_resources.ANNOTATION: "true"}},
+                "spec": {"devices": {"requests": extended_resources.device_requests(pod.get("spec") or {}, lacking)}}}
+        cyc.extended[node.name] = claim
+        return claim
+
     def reserve(self, state, info, node: str):
         cyc: _Cycle | None = state.get(_STATE)
-        if cyc is None or not cyc.pending:
+        if cyc is None or not cyc.pending and node not in cyc.extended:
             return None
         found = cyc.found.get(node) or cyc.answer(node)
         if found is None:
@@ -469,7 +532,8 @@ class DynamicResources:
         except AllocationError as e:
             return Status(Code.ERROR, [str(e)])
         stamp = self.handle.clock.rfc3339()
-        for claim, alloc in zip(cyc.pending, results):
+        claims = [*cyc.pending, cyc.extended[node]] if node in cyc.extended else cyc.pending
+        for claim, alloc in zip(claims, results):
             uid = claim["metadata"].get("uid", "")
             status = {**(claim.get("status") or {}), "allocation": {**alloc, "allocationTimestamp": stamp}}
             self.dra.set_in_flight(uid, {**claim, "status": status})
@@ -486,6 +550,22 @@ class DynamicResources:
         if cyc.written:
             written, cyc.written = cyc.written, []
             asyncio.get_running_loop().create_task(self._release(written, info.uid))
+        if cyc.created is not None:
+            created, cyc.created = cyc.created, None
+            asyncio.get_running_loop().create_task(self._delete_extended(created))
+
+    async def _delete_extended(self, claim: dict) -> None:
+        """Unreserve's end of an extended resource claim PreBind created: without its finalizer,
+        then gone, so its devices are free again."""
+        md = claim["metadata"]
+        try:
+            cur = await self.api.get(md["name"], md.get("namespace"))
+            fins = cur["metadata"].get("finalizers") or []
+            if FINALIZER in fins:
+                await self.api.update({**cur, "metadata": {**cur["metadata"], "finalizers": [f for f in fins if f != FINALIZER]}})
+            await self.api.delete(md["name"], md.get("namespace"))
+        except APIError as e:
+            log.info("deleting extended resource claim %s/%s: %s", md.get("namespace"), md["name"], e.message)
 
     async def _release(self, claims: list[dict], pod_uid: str) -> None:
         """Takes the pod back out of reservedFor after a failed binding."""
@@ -511,7 +591,35 @@ class DynamicResources:
                 return Status(Code.ERROR, [f"binding resourceclaim {claim['metadata']['name']}: {e.message}"])
             if st is not None:
                 return st
+        if node in cyc.extended:
+            try:
+                await self._bind_extended(cyc, cyc.extended[node], info.pod)
+            except APIError as e:
+                return Status(Code.ERROR, [f"binding extended resource claim: {e.message}"])
         return await self._await_binding_conditions(cyc, info.pod, node)
+
+    async def _bind_extended(self, cyc: _Cycle, claim: dict, pod: dict) -> None:
+        """Creates the pod's extended resource claim, writes its in-flight allocation with the pod
+        in reservedFor (after the delete-protection finalizer), and records the claim and which
+        container each request serves in the pod's status.extendedResourceClaimStatus."""
+        md = claim["metadata"]
+        alloc = self.dra.in_flight[md["uid"]]["status"]["allocation"]
+        meta = {k: v for k, v in md.items() if k not in ("name", "uid")}
+        created = cyc.created = await self.api.create({"apiVersion": claim["apiVersion"], "kind": claim["kind"],
+                                                       "metadata": {**meta, "finalizers": [FINALIZER]},
+                                                       "spec": claim["spec"]})
+        written = await self.api.update({**created, "status": {"allocation": alloc, "reservedFor": [consumer(pod, None)]}},
+                                        subresource="status")
+        uid = written["metadata"]["uid"]
+        self.dra.set_in_flight(uid, written)
+        self.dra.drop_in_flight(md["uid"])
+        cyc.reserved.append(uid)
+        cyc.extended_written = written
+        pmd = pod["metadata"]
+        mappings = extended_resources.request_mappings(pod.get("spec") or {}, claim["spec"]["devices"]["requests"])
+        await self.handle.api.pods.patch(pmd["name"], {"status": {"extendedResourceClaimStatus": {
+            "requestMappings": mappings, "resourceClaimName": written["metadata"]["name"]}}},
+            "application/merge-patch+json", namespace=pmd.get("namespace"), subresource="status")
 
     async def _await_binding_conditions(self, cyc: _Cycle, pod: dict, node: str) -> Status | None:
         """Holds the binding until the devices with binding conditions report them all True, as
@@ -524,6 +632,8 @@ class DynamicResources:
             return self.dra.claims.get(f"{md.get('namespace', '')}/{md['name']}") or c
 
         claims = [written.get(c["metadata"].get("uid")) or latest(c) for c in cyc.claims]
+        if cyc.extended_written is not None:
+            claims.append(cyc.extended_written)
         if not any(r.get("bindingConditions") for c in claims for r in _devices((c.get("status") or {}).get("allocation") or {})):
             return None
         await self.handle.api.event(pod, "Normal", "BindingConditionsPending",

@@ -20,6 +20,7 @@ from ..framework import (
     own_update,
 )
 from ..resources import CPU, EPHEMERAL, MEMORY
+from .dynamic_resources import EXTENDED_RESOURCES
 
 TOO_MANY_PODS = "Too many pods"
 LEAST, MOST, RATIO = "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"
@@ -226,7 +227,11 @@ class NodeResourcesFit:
         if (node.free_pods > 0 and not req.scalars and req.milli_cpu <= node.free_cpu
                 and req.memory <= node.free_memory and req.ephemeral <= node.free_ephemeral):
             return None
-        return _fit_status(info, node, self.ignored, self.ignored_groups)
+        ignored = self.ignored
+        if req.scalars and (backed := state.get(EXTENDED_RESOURCES)):
+            # DRA-backed extended resources a node does not advertise are DynamicResources' to fit
+            ignored = ignored | {name for name in backed if not node.allocatable.scalars.get(name)}
+        return _fit_status(info, node, ignored, self.ignored_groups)
 
     def filter_nodes(self, state, info, nodes) -> dict:
         """`filter` over many nodes: the common fit is checked inline, and
