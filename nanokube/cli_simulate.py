@@ -26,6 +26,10 @@ def add_parser(sub) -> None:
                         "default profile)")
     p.add_argument("--seed", type=int, default=0, help="seed of the scheduler's tie-breaking (and sampling)")
     p.add_argument("--until", type=float, default=None, metavar="SECONDS", help="stop at this trace time")
+    p.add_argument("--drain", action="store_true",
+                   help="after the trace's last write, keep going until every pod has ended (or none runs and nothing "
+                        "changed for 10 virtual minutes: what still waits fits nowhere), for a makespan; pods that "
+                        "never end (a Deployment's) need --until too")
     p.add_argument("--speed", type=float, default=None, metavar="X",
                    help="pace virtual time at X times real time (default: as fast as possible)")
     p.add_argument("--serve-port", type=int, default=None, metavar="PORT",
@@ -165,7 +169,8 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     ends = last and _ends_process
     r = await simulate(name, cluster, trace, cfg, seed=args.seed, until=args.until, speed=args.speed,
                        controllers=controllers, progress=not args.quiet, serve_port=args.serve_port,
-                       stop=not (ends or stopping.is_set()), event_ttl=args.event_ttl, interrupt=stopping)
+                       stop=not (ends or stopping.is_set()), event_ttl=args.event_ttl, interrupt=stopping,
+                       drain=args.drain)
     results.append(r)
     m = r.metrics
     cut = f" (interrupted at virtual {r.virtual_s:.0f}s)" if r.interrupted else ""

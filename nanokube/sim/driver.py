@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,9 @@ from .recorder import Recorder
 from .stack import DEFAULT_CONTROLLERS, SimulatedControlPlane
 from .trace import Trace, TraceEvent
 
+#: draining, how long nothing may change while no pod runs before what still waits is taken to fit nowhere: two
+#: of the scheduler's 5-minute retries of unschedulable pods, and more than a Job's longest pod-failure backoff (6m)
+DRAIN_QUIET = 600.0
 #: where virtual time starts (2027-01-15T08:00:00Z): any fixed instant keeps runs reproducible
 EPOCH = 1_800_000_000.0
 
@@ -75,7 +79,8 @@ class Progress:
         self.t0 = time.perf_counter()
         self._last = 0.0
 
-    def update(self, virtual: float, events: int, force: bool = False) -> None:
+    def update(self, virtual: float, events: int, force: bool = False, draining: str = "") -> None:
+        """`draining`: past the trace's end, what the run still waits for."""
         now = time.perf_counter()
         if not self.enabled or (not force and now - self._last < 1.0):
             return
@@ -83,8 +88,9 @@ class Progress:
         wall = now - self.t0
         frac = min(virtual / self.span, 1.0) if self.span else 1.0
         eta = wall * (1 - frac) / frac if frac > 0 else float("inf")
+        rest = f"draining: {draining}" if draining else f"ETA {eta:.0f}s"
         self.out.write(f"\r{self.label}: virtual {_dur(virtual)} / {_dur(self.span)} ({frac:5.1%}) "
-                       f"{events / wall if wall else 0:,.0f} events/s, wall {wall:.0f}s, ETA {eta:.0f}s   ")
+                       f"{events / wall if wall else 0:,.0f} events/s, wall {wall:.0f}s, {rest}   ")
         self.out.flush()
 
     def done(self, virtual: float, events: int) -> None:
@@ -137,13 +143,15 @@ async def _replay(client, clock: VirtualClock, trace: Trace, t0: float, until: f
 async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig | None, seed: int = 0,
               until: float | None = None, speed: float | None = None, controllers: str = DEFAULT_CONTROLLERS,
               progress: bool = True, tail: float = 0.0, serve_port: int | None = None, stop: bool = True,
-              event_ttl: float = DEFAULT_TTL, interrupt: asyncio.Event | None = None) -> RunResult:
+              event_ttl: float = DEFAULT_TTL, interrupt: asyncio.Event | None = None, drain: bool = False) -> RunResult:
     """Replay `trace` on `cluster` with `config`; stop at `until` (seconds of
     trace time) or once the trace is replayed and `tail` more seconds passed,
-    or early, at the virtual instant it is set, once `interrupt` is set (the
-    result then measures what ran). `stop=False` is for a caller that ends
-    its process right after: the components are left as they are (only the
-    run's directory is removed)."""
+    or with `drain` once it is replayed and every pod has ended (or none runs
+    and nothing changed for DRAIN_QUIET: what waits can no longer fit), at
+    `until` at the latest; or early, at the virtual instant it is set, once
+    `interrupt` is set (the result then measures what ran). `stop=False` is
+    for a caller that ends its process right after: the components are left
+    as they are (only the run's directory is removed)."""
     clock = PacedClock(EPOCH, speed) if speed else VirtualClock(start=EPOCH, max_turns=1 << 62)
     plane = SimulatedControlPlane(cluster, clock, config, seed, controllers, serve_port=serve_port, event_ttl=event_ttl)
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -167,23 +175,37 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     bar = Progress(name, span, enabled=progress)
     end = t0 + span
     interrupt = interrupt or asyncio.Event()
+
+    def limit() -> float:
+        """Where the run stops, as things stand."""
+        if not drain or until is not None and until <= trace.span or not replay.done():
+            return end
+        if recorder.drained():
+            stop = clock.monotonic()
+        else:
+            stop = math.inf if recorder.running() else t0 + recorder.changed + DRAIN_QUIET
+        return stop if until is None else min(stop, end)
+
+    def waiting() -> str:
+        return f"{recorder.running()} pods running, {len(recorder.pending)} pending" \
+            if drain and clock.monotonic() > t0 + trace.span else ""
     if speed:
-        while (left := end - clock.monotonic()) > 0 and not interrupt.is_set():
+        while (left := limit() - clock.monotonic()) > 0 and not interrupt.is_set():
             try:
                 await asyncio.wait_for(interrupt.wait(), min(left, speed) / speed)
             except asyncio.TimeoutError:
                 pass
-            bar.update(clock.monotonic() - t0, counter[0])
+            bar.update(clock.monotonic() - t0, counter[0], draining=waiting())
     else:
         while not interrupt.is_set():
             await clock._settle()
             due = clock.next_due()
-            if due is None or due > end:
+            if due is None or due > limit():
                 break
             await clock.advance(due - clock.monotonic())
-            bar.update(clock.monotonic() - t0, clock.wakeups + counter[0])
-        if not interrupt.is_set():
-            await clock.advance(max(end - clock.monotonic(), 0.0))
+            bar.update(clock.monotonic() - t0, clock.wakeups + counter[0], draining=waiting())
+        if not interrupt.is_set() and (last := limit()) < math.inf:
+            await clock.advance(max(last - clock.monotonic(), 0.0))
     events = counter[0] + getattr(clock, "wakeups", 0)
     bar.done(clock.monotonic() - t0, events)
     if not replay.done():

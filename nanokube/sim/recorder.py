@@ -43,6 +43,9 @@ class Recorder:
         self.allocated = 0
         self.arrived = 0
         self.pending: set[str] = set()
+        #: when a pod last changed (arrived, was bound, started or ended), in seconds from the start
+        self.changed = 0.0
+        self._running = 0
         self.series: list[tuple] = []  # (t, gpu alloc ratio, frag ratio, pending)
         self.by_arrival: list[tuple] = []  # (arrived ratio, gpu alloc ratio)
         self._next_pct = 0.0
@@ -68,7 +71,16 @@ class Recorder:
         md = pod["metadata"]
         return f"{md['namespace']}/{md['name']}"
 
+    def running(self) -> int:
+        """Pods bound and not ended."""
+        return self._running
+
+    def drained(self) -> bool:
+        """Every pod that arrived has ended."""
+        return len(self.ended) == len(self.created)
+
     def _pod(self, pod: dict) -> None:
+        self.changed = self._t()
         k = self._key(pod)
         if k not in self.created:
             self.created[k] = self._t()
@@ -83,6 +95,7 @@ class Recorder:
         if node and k not in self.bound:
             self.bound[k] = self._t()
             self.placements[k] = node
+            self._running += 1
             self.pending.discard(k)
             self.allocated += self.trace.gpu_milli.get(k, 0)
             self._pod_cpu[k] = _cpu_request(pod)
@@ -105,6 +118,7 @@ class Recorder:
         self.ended[k] = self._t()
         self.pending.discard(k)
         if k in self.bound:
+            self._running -= 1
             self.allocated -= self.trace.gpu_milli.get(k, 0)
             node = self.placements[k]
             self.cpu_used[node] -= self._pod_cpu.get(k, 0)
@@ -112,6 +126,7 @@ class Recorder:
         self._sample()
 
     def _pod_gone(self, pod: dict) -> None:
+        self.changed = self._t()
         k = self._key(pod)
         if k not in self.ended:
             self._end(k)

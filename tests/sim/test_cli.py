@@ -218,3 +218,31 @@ def test_what_if_more_fewer_or_other_nodes(tmp_path):
         proc = _simulate(tmp_path, *args)
         assert proc.returncode == 2 and "nanokube simulate: " in proc.stderr and message in proc.stderr, \
             (args, proc.stderr[-2000:])
+
+
+def test_drain_runs_on_until_the_pods_end(tmp_path):
+    """Without --drain the run ends at the trace's last write (2 s), the pods still waiting;
+    with it, at the last pod's end, or 10 quiet minutes after it when a pod fits nowhere."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace("count: 2", "count: 1"))
+    pod = lambda name, secs, cpu="3": {"apiVersion": "v1", "kind": "Pod", "metadata": {  # noqa: E731
+        "name": name, "annotations": {"sim.nanokube.io/run-seconds": str(secs)}}, "spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+                                                  "resources": {"requests": {"cpu": cpu}}}]}}
+    events = [{"time": 0, "object": pod("hog", 100)}, {"time": 1, "object": pod("a", 50)},
+              {"time": 2, "object": pod("b", 50)}]
+    out = tmp_path / "out"
+
+    def run(*args: str) -> dict:
+        (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+        proc = _simulate(tmp_path, "--out", str(out), *args)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads((out / "results.json").read_text())["runs"][0]
+
+    cut = run()
+    assert cut["virtual_s"] == 2 and cut["summary"]["pending_at_end"] == 2 and cut["summary"]["makespan_s"] is None
+    drained = run("--drain")
+    assert drained["virtual_s"] == 200 and drained["scheduled"] == 3 and drained["summary"]["makespan_s"] == 200
+    events.append({"time": 2, "object": pod("too-big", 10, cpu="5")})
+    stuck = run("--drain")
+    assert stuck["virtual_s"] == 200 + 600 and stuck["summary"]["pending_at_end"] == 1
+    assert run("--drain", "--until", "150")["virtual_s"] == 150
