@@ -104,5 +104,17 @@ def pod_limits(spec: dict) -> Resources:
 
 def pod_requests_pair(spec: dict) -> tuple[Resources, Resources]:
     """`pod_requests(spec)` and `pod_requests(spec, nonzero=True)`: every pod that enters the
-    queue needs both."""
-    return pod_requests(spec), pod_requests(spec, nonzero=True)
+    queue needs both. Without init containers or pod-level requests the containers' requests are
+    a plain sum, so the second is the first with the defaults of each container that names no
+    CPU or memory added (one pass over the requests instead of two)."""
+    requests = pod_requests(spec)
+    if spec.get("initContainers") or spec.get("resources"):
+        return requests, pod_requests(spec, nonzero=True)
+    nonzero = requests.copy()
+    for c in spec.get("containers") or ():
+        named = (c.get("resources") or {}).get("requests") or ()
+        if CPU not in named:
+            nonzero.milli_cpu += DEFAULT_MILLI_CPU
+        if MEMORY not in named:
+            nonzero.memory += DEFAULT_MEMORY
+    return requests, nonzero
