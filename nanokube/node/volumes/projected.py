@@ -4,12 +4,14 @@ directory) and the `downwardAPI` volume.
 
 Each source yields its files and, where its content expires, when it next
 needs to run; the volume's refresh time is the earliest of them. Tokens are
-renewed at 80% of their lifetime, trust bundles and config re-read every
-`RESYNC` seconds, certificates follow pod_certificate's state machine.
+renewed at 80% of their lifetime (24 hours at most), trust bundles and config re-read every
+`RESYNC` seconds, certificates follow pod_certificate's state machine; the files are rewritten
+only when what they hold changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from typing import TYPE_CHECKING
@@ -31,27 +33,46 @@ if TYPE_CHECKING:
 RESYNC = 60.0
 TOKEN_EXPIRATION = 3600
 TOKEN_REFRESH_SHARE = 0.8
+#: a token is renewed once this old even when its lifetime is longer (the token manager's maxTTL)
+TOKEN_MAX_AGE = 24 * 3600
 _KEYED = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
 
 
 async def projected(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float | None:
-    """Set up a projected volume; returns when it wants to be set up again."""
+    """Set up a projected volume; returns when it wants to be set up again. The files are
+    written only when their content changed since the last setup (the digest of what was
+    written is kept): a resync that finds the same token, bundle and config touches no file."""
     src = vol["projected"]
     out: dict[str, bytes] = {}
     again: list[float] = []
-    certs = pod_certificate.PodCertificates(mgr)
-    first = not mgr.state.get(pod["metadata"]["uid"], {}).get(("mounted", vol["name"]))
+    state = mgr.state.setdefault(pod["metadata"]["uid"], {})
+    written = ("written", vol["name"])
+    certs = None
     for i, s in enumerate(src.get("sources") or []):
-        files, when = await _one(mgr, certs, pod, vol["name"], i, s, first)
+        if "podCertificate" in s and certs is None:
+            certs = pod_certificate.PodCertificates(mgr)
+        files, when = await _one(mgr, certs, pod, vol["name"], i, s, written not in state)
         out |= files
         if when is not None:
             again.append(when)
-    write_atomic(target, out, src.get("defaultMode", DEFAULT_MODE))
-    mgr.state.setdefault(pod["metadata"]["uid"], {})[("mounted", vol["name"])] = True
+    mode = src.get("defaultMode", DEFAULT_MODE)
+    digest = _digest(out, mode)
+    if state.get(written) != digest:
+        write_atomic(target, out, mode)
+        state[written] = digest
     return min(again) if again else None
 
 
-async def _one(mgr: VolumeManager, certs: pod_certificate.PodCertificates, pod: dict, volume: str, index: int,
+def _digest(files: dict[str, bytes], mode: int) -> bytes:
+    h = hashlib.sha256(str(mode).encode())
+    for path in sorted(files):
+        h.update(b"\0%d\0%s\0" % (len(path), path.encode()))
+        h.update(b"%d\0" % len(files[path]))
+        h.update(files[path])
+    return h.digest()
+
+
+async def _one(mgr: VolumeManager, certs: pod_certificate.PodCertificates | None, pod: dict, volume: str, index: int,
                s: dict, first: bool) -> tuple[dict[str, bytes], float | None]:
     ns = pod["metadata"]["namespace"]
     now = mgr.clock.now()
@@ -65,7 +86,7 @@ async def _one(mgr: VolumeManager, certs: pod_certificate.PodCertificates, pod: 
         return await downward_files(mgr, pod, s["downwardAPI"].get("items") or []), None
     if "clusterTrustBundle" in s:
         return await _trust_bundle(mgr, volume, s["clusterTrustBundle"]), now + RESYNC
-    if "podCertificate" in s:
+    if "podCertificate" in s and certs is not None:
         src = s["podCertificate"]
         creds, when = await certs.credentials(pod, volume, index, src, pod_certificate.FIRST_WAIT if first else 0.0)
         return pod_certificate.files(src, creds), when
@@ -75,7 +96,7 @@ async def _one(mgr: VolumeManager, certs: pod_certificate.PodCertificates, pod: 
 async def _token(mgr: VolumeManager, pod: dict, volume: str, index: int, src: dict
                  ) -> tuple[dict[str, bytes], float]:
     """A token bound to the pod from the TokenRequest API (serviceaccounts/NAME/token, as the
-    kubelet asks it), kept until 80% of its lifetime."""
+    kubelet asks it), kept until 80% of its lifetime or 24 hours, whichever comes first."""
     md = pod["metadata"]
     cache = mgr.state.setdefault(md["uid"], {})
     key = ("serviceAccountToken", volume, index)
@@ -91,7 +112,7 @@ async def _token(mgr: VolumeManager, pod: dict, volume: str, index: int, src: di
                                                                                          md["namespace"])
         except APIError as e:
             raise MountError(volume, f"failed to fetch token: {e.message}") from None
-        held = cache[key] = (tr["status"]["token"].encode(), now + seconds * TOKEN_REFRESH_SHARE)
+        held = cache[key] = (tr["status"]["token"].encode(), now + min(seconds * TOKEN_REFRESH_SHARE, TOKEN_MAX_AGE))
     return {src["path"]: held[0]}, held[1]
 
 

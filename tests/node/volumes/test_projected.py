@@ -249,3 +249,32 @@ async def test_a_refresh_failing_again_and_again_is_one_counted_failed_mount_eve
 async def _async_when(fetch, done):
     got = await fetch()
     return got if done(got) else None
+
+
+async def test_a_long_lived_token_is_renewed_after_a_day_and_unchanged_files_are_not_rewritten(env):
+    """The token manager renews a token at 80% of its lifetime but after 24 hours at the latest;
+    the minute resyncs of the projection's config find the same content and leave the files'
+    directory as it was, a changed ConfigMap is written at the next one."""
+    client, clock, mgr, _ = env
+    cms = client.resource("", "v1", "configmaps")
+    await cms.create({"metadata": {"name": "kube-root-ca.crt", "namespace": "default"}, "data": {"ca.crt": "one"}})
+    p = await pod(client, "week", {"serviceAccountToken": {"path": "token", "expirationSeconds": 7 * 24 * 3600}},
+                  {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}})
+    vol = (await mgr.mount(p))["identity"]
+    token, data = read(vol, "token"), (Path(vol) / "..data").readlink()
+    for _ in range(3):
+        await clock.advance(60)
+    assert (Path(vol) / "..data").readlink() == data and read(vol, "token") == token
+    await cms.patch("kube-root-ca.crt", {"data": {"ca.crt": "two"}}, "application/merge-patch+json",
+                    namespace="default")
+    await clock.advance(60)
+    await eventually(lambda: _async_when(lambda: _read_async(vol, "ca.crt"), lambda got: got == b"two"))
+    assert read(vol, "token") == token
+    await clock.advance(24 * 3600 - 4 * 60 - 1)
+    assert read(vol, "token") == token
+    await clock.advance(61)
+    await eventually(lambda: _async_when(lambda: _read_async(vol, "token"), lambda got: got != token))
+
+
+async def _read_async(vol: str, name: str) -> bytes:
+    return read(vol, name)
