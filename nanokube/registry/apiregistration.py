@@ -38,6 +38,7 @@ def _name(name: str) -> list[str]:
 
 
 class APIServiceStrategy(Strategy):
+    track_generation = False  # apiServerStrategy neither sets nor bumps it
     status_metadata = ()  # apiServerStatusStrategy keeps the stored labels, annotations, finalizers, owners
     generic_meta = True
     name_validator = staticmethod(_name)

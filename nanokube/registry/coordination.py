@@ -19,6 +19,7 @@ from ..machinery.validation import (
 
 class LeaseStrategy(Strategy):
     allow_create_on_update = True
+    track_generation = False  # leaseStrategy neither sets nor bumps it
     columns = [
         Column("Name", "string", lambda o: o["metadata"]["name"], format="name"),
         Column("Holder", "string", lambda o: (o.get("spec") or {}).get("holderIdentity", "")),
@@ -80,6 +81,7 @@ class LeaseCandidateStrategy(Strategy):
     """LeaseCandidate (coordinated leader election): a component offers itself
     for the Lease `spec.leaseName` with its versions and preferred strategy."""
 
+    track_generation = False  # as Lease's, its strategy neither sets nor bumps it
     allow_create_on_update = True
     name_validator = staticmethod(config_key)  # ValidLeaseCandidateName: IsConfigMapKey
     columns = [

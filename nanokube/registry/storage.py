@@ -262,6 +262,7 @@ def _topology_keys(keys: list, path: str) -> list[FieldError]:
 
 class CSINodeStrategy(Strategy):
     return_deleted_object = True
+    track_generation = False  # csiNodeStrategy neither sets nor bumps it
     columns = [
         _NAME,
         Column("Drivers", "integer", lambda o: len((o.get("spec") or {}).get("drivers") or []),
@@ -303,6 +304,7 @@ class CSINodeStrategy(Strategy):
 
 
 class VolumeAttachmentStrategy(Strategy):
+    track_generation = False  # volumeAttachmentStrategy neither sets nor bumps it
     status_metadata = ()  # ResetObjectMetaForStatus
     status_deletion_kept = RESET_DELETION
     return_deleted_object = True

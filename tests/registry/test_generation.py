@@ -54,3 +54,20 @@ async def test_services_and_namespaces_have_no_generation_of_their_own(core):
     assert kept.metadata.generation == 3
     ns = await asyncio.to_thread(core.create_namespace, {"metadata": {"name": "team-a"}})
     assert ns.metadata.generation is None
+
+
+async def test_leases_and_storage_attachments_have_no_generation_of_their_own(core):
+    """leaseStrategy, csiNodeStrategy and volumeAttachmentStrategy neither set nor bump it either."""
+    from kubernetes import client
+
+    coordination, storage = client.CoordinationV1Api(core.api_client), client.StorageV1Api(core.api_client)
+    lease = await asyncio.to_thread(coordination.create_namespaced_lease, "default",
+                                    {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
+    renewed = await asyncio.to_thread(coordination.patch_namespaced_lease, "l", "default",
+                                      {"spec": {"holderIdentity": "b"}})
+    assert (lease.metadata.generation, renewed.metadata.generation) == (None, None)
+    node = await asyncio.to_thread(storage.create_csi_node, {"metadata": {"name": "n1", "generation": 2},
+                                                             "spec": {"drivers": []}})
+    attachment = await asyncio.to_thread(storage.create_volume_attachment, {
+        "metadata": {"name": "va"}, "spec": {"attacher": "x.io", "nodeName": "n1", "source": {"persistentVolumeName": "pv"}}})
+    assert (node.metadata.generation, attachment.metadata.generation) == (2, None)
