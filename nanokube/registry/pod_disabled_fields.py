@@ -10,7 +10,8 @@ by update either). nanokube implements none of these features, so they are alway
   AtomicWriteVolumeUserFields;
 - a volume mount's bindMountOptions: VolumeBindMountOptions;
 - an httpGet action's protocol (a probe's or a lifecycle hook's): HTTPProbeProtocol (KEP-5999);
-- a grpc probe's mode: GRPCContainerProbeTLS (KEP-4939)."""
+- a grpc probe's mode: GRPCContainerProbeTLS (KEP-4939);
+- a container's lifecycle.stopSignal: ContainerStopSignals (KEP-4960, alpha since 1.33, beta in 1.38)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def drop_disabled_pod_fields(spec: dict) -> None:
             for mount in c.get("volumeMounts") or ():
                 if type(mount) is dict:
                     mount.pop("bindMountOptions", None)
+            if type(lifecycle := c.get("lifecycle")) is dict:
+                lifecycle.pop("stopSignal", None)
             handlers = [c.get(probe) for probe in _PROBES] + list((c.get("lifecycle") or {}).values())
             for handler in handlers:
                 if type(handler) is dict:

@@ -247,8 +247,9 @@ async def test_hostname_override_is_a_short_subdomain_of_the_pods_own(core):
 async def test_fields_of_alpha_features_are_dropped_on_create(core):
     """dropDisabledPodFields: evictionResponders (EvictionRequestAPI, no lifecycle.k8s.io/v1alpha1
     served), emptyDir.mode (EmptyDirVolumeMode), files' owner UIDs (AtomicWriteVolumeUserFields),
-    bindMountOptions (VolumeBindMountOptions), httpGet's protocol (HTTPProbeProtocol) and grpc's mode
-    (GRPCContainerProbeTLS) are alpha, off in 1.37: a create keeps none of them."""
+    bindMountOptions (VolumeBindMountOptions), httpGet's protocol (HTTPProbeProtocol), grpc's mode
+    (GRPCContainerProbeTLS) and lifecycle.stopSignal (ContainerStopSignals) are alpha, off in 1.37: a
+    create keeps none of them."""
     volumes = [{"name": "scratch", "emptyDir": {"mode": 448}},
                {"name": "conf", "configMap": {"name": "c", "defaultUser": 1000, "items": [
                    {"key": "k", "path": "k", "user": 1001}]}},
@@ -261,7 +262,7 @@ async def test_fields_of_alpha_features_are_dropped_on_create(core):
         volumeMounts=[{"name": "scratch", "mountPath": "/s", "bindMountOptions": ["noexec"]}],
         livenessProbe={"httpGet": {"path": "/", "port": 80, "protocol": "HTTP2"}},
         readinessProbe={"grpc": {"port": 9000, "mode": "TLS"}},
-        lifecycle={"preStop": {"httpGet": {"path": "/stop", "port": 80, "protocol": "HTTP2"}}})
+        lifecycle={"preStop": {"httpGet": {"path": "/stop", "port": 80, "protocol": "HTTP2"}}, "stopSignal": "SIGUSR1"})
     created = (await asyncio.to_thread(core.api_client.sanitize_for_serialization,
                                        await asyncio.to_thread(core.create_namespaced_pod, "default", pod)))["spec"]
     assert "evictionResponders" not in created
@@ -273,8 +274,8 @@ async def test_fields_of_alpha_features_are_dropped_on_create(core):
         {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}], "defaultMode": 420}
     c = created["containers"][0]
     assert c["volumeMounts"] == [{"name": "scratch", "mountPath": "/s"}]
-    assert (c["livenessProbe"]["httpGet"], c["lifecycle"]["preStop"]["httpGet"]) == (
-        {"path": "/", "port": 80, "scheme": "HTTP"}, {"path": "/stop", "port": 80, "scheme": "HTTP"})
+    assert (c["livenessProbe"]["httpGet"], c["lifecycle"]) == (
+        {"path": "/", "port": 80, "scheme": "HTTP"}, {"preStop": {"httpGet": {"path": "/stop", "port": 80, "scheme": "HTTP"}}})
     assert c["readinessProbe"]["grpc"] == {"port": 9000, "service": ""}  # (the service defaulted, as upstream's)
 
 
