@@ -26,11 +26,13 @@ SIDECAR = "Always"
 @dataclass(frozen=True, slots=True)
 class Arithmetic(Generic[V]):
     """How a caller counts: `value(name, quantity)` is one entry of a resource list in its
-    numbers (None leaves the entry out), `add` sums two, `more` tells whether the first is larger."""
+    numbers (None leaves the entry out), `add` sums two, `more` tells whether the first is larger,
+    `zero` whether one is nothing."""
 
     value: Callable[[str, object], V | None]
     add: Callable[[V, V], V]
     more: Callable[[V, V], bool]
+    zero: Callable[[V], bool]
 
 
 def amounts(rl: Mapping | None, arith: Arithmetic[V]) -> dict[str, V]:
@@ -52,7 +54,7 @@ def _quantity(name: str, q) -> Quantity | None:
 
 
 #: exact quantities, each keeping its format (a sum the first non-zero term's, as Go's)
-QUANTITIES: Arithmetic[Quantity] = Arithmetic(_quantity, add, lambda a, b: a.value > b.value)
+QUANTITIES: Arithmetic[Quantity] = Arithmetic(_quantity, add, lambda a, b: a.value > b.value, lambda q: not q.value)
 
 
 def _sum_into(into: dict, more: dict, plus: Callable) -> None:
@@ -135,13 +137,13 @@ def pod_requests(spec: dict, arith: Arithmetic[V], non_missing: Mapping[str, V] 
 
 def pod_limits(spec: dict, arith: Arithmetic[V]) -> dict[str, V]:
     """PodLimits: `aggregate` of the limits, pod-level limits over it, and overhead added to each
-    limit that is set (a resource without one stays unlimited)."""
+    limit that is set and not zero (a resource without one stays unlimited)."""
     total = aggregate(spec, "limits", arith)
     if spec.get("resources"):
         _pod_level(total, spec, "limits", arith)
     if overhead := spec.get("overhead"):
-        plus = arith.add
+        plus, zero = arith.add, arith.zero
         for name, v in amounts(overhead, arith).items():
-            if name in total:
+            if name in total and not zero(total[name]):
                 total[name] = plus(total[name], v)
     return total

@@ -76,7 +76,7 @@ def _count(name: str, q) -> int | None:
 
 
 #: how the scheduler counts a pod's requests and limits (machinery.podresources)
-INTEGERS: Arithmetic[int] = Arithmetic(_count, operator.add, operator.gt)
+INTEGERS: Arithmetic[int] = Arithmetic(_count, operator.add, operator.gt, operator.not_)
 #: NonMissingContainerRequests: what Score counts for a container that names no CPU or memory
 NON_ZERO = {CPU: DEFAULT_MILLI_CPU, MEMORY: DEFAULT_MEMORY}
 

@@ -223,3 +223,17 @@ async def test_quota_charges_an_init_container_beside_the_sidecars_before_it(sta
         await rc(stack, "pods").create(p)
     assert e.value.message == ('pods "init" is forbidden: exceeded quota: q, requested: requests.memory=3073741824, '
                                "used: requests.memory=0, limited: requests.memory=1Gi")
+
+
+async def test_quota_adds_pod_overhead_to_a_limit_only_where_one_is_set_and_not_zero(stack):
+    """PodLimits: the RuntimeClass's overhead raises a container limit that is set, but an explicit
+    zero limit (no limit) stays zero."""
+    await rc(stack, "runtimeclasses", "node.k8s.io").create({
+        "metadata": {"name": "vm"}, "handler": "kata", "overhead": {"podFixed": {"cpu": "250m"}}})
+    await quota(stack, {"limits.cpu": "100m"})
+    pods = rc(stack, "pods")
+    await pods.create(pod("zero", {"limits": {"cpu": "0"}}, runtimeClassName="vm"))
+    with pytest.raises(APIError) as e:
+        await pods.create(pod("some", {"limits": {"cpu": "50m"}}, runtimeClassName="vm"))
+    assert e.value.message == ('pods "some" is forbidden: exceeded quota: q, requested: limits.cpu=300m, '
+                               "used: limits.cpu=0, limited: limits.cpu=100m")

@@ -82,6 +82,9 @@ def test_pod_requests_init_sidecars_and_overhead():
             "overhead": {"cpu": "10m"}}
     assert pod_requests(spec).milli_cpu == 1210  # max(100+200, 1000+200) + overhead
     assert pod_requests({"containers": [{"name": "a"}]}, nonzero=True).milli_cpu == 100
+    limits = pod_limits({"containers": [{"name": "a", "resources": {"limits": {"cpu": "0", "memory": "1Gi"}}}],
+                         "overhead": {"cpu": "250m", "memory": "64Mi"}})
+    assert (limits.milli_cpu, limits.memory) == (0, (1024 + 64) * 2**20)  # overhead only on a limit that is set, not zero
 
 
 @pytest.mark.parametrize("spec", [
@@ -96,6 +99,8 @@ def test_pod_requests_init_sidecars_and_overhead():
                         {"name": "i", "resources": {"requests": {"cpu": "2500m", "ephemeral-storage": "1Gi"}}}],
      "overhead": {"cpu": "250m", "memory": "120Mi"}},
     {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}], "resources": {"requests": {"cpu": "3"}}},
+    {"containers": [{"name": "a", "resources": {"limits": {"cpu": "0", "memory": "1Gi"}}}],
+     "overhead": {"cpu": "250m", "memory": "64Mi"}},
 ])
 def test_pod_requests_pair_is_both_totals_and_quota_counts_the_same(spec):
     """One computation (machinery.podresources) in two kinds of numbers: the scheduler's integers
