@@ -15,7 +15,7 @@ import re
 
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
-from ...dra.resourceclaim import pod_claims, reserved_for_pod
+from ...dra.resourceclaim import EXTENDED_CLAIM_REF, pod_claims, reserved_for_pod
 from ..cluster import NodeSpec
 from . import nvidia
 from .driver import GPU_DRIVER, NIC_DRIVER, nic_address
@@ -156,6 +156,12 @@ class ClaimPreparer:
                 want = ref.get("request")
                 if not want or d["request"] == want or d["request"].startswith(want + "/"):
                     out.append(d)
+        # extended resources backed by DRA: the requests of the pod's extended resource claim
+        # that serve this container
+        extended = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+        mine = {m.get("requestName") for m in extended.get("requestMappings") or [] if m.get("containerName") == container}
+        uid = uid_of.get((ns, by_ref.get(EXTENDED_CLAIM_REF)))
+        out += [d for d in self.nvidia_devices.get(uid, []) if d["request"] in mine]
         return out
 
     def _network_status(self, claim: dict) -> list[dict]:
