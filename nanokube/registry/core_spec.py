@@ -268,7 +268,7 @@ def validate_containers(spec: dict, path: str, volume_names: set[str], claim_nam
             errs += _validate_container(c, p, key, volume_names, claim_names, spec.get("restartPolicy"),
                                         spec.get("hostUsers") is not False, block_volumes)
             if key == "initContainers":
-                errs += validate_container_restart(c, p)
+                errs += validate_container_restart(c, p, init=True)
             elif key == "ephemeralContainers":
                 errs += image_whitespace_errors((c,), f"{path}.{key}", i)
             if name in seen:

@@ -84,6 +84,10 @@ async def test_init_containers_take_any_container_restart_policy(core):
               "restartPolicyRules": [_rule("RestartAllContainers")]}]
     created = await _create(core, _pod("p", initContainers=inits))
     assert [c.restart_policy for c in created.spec.init_containers] == ["Never", "OnFailure", "Always"]
+    sidecar = {"name": "s", "image": "busybox", "restartPolicy": "Always", "restartPolicyRules": [_rule()]}
+    assert await _refused(core, _pod("q", initContainers=[sidecar])) == (
+        'Pod "q" is invalid: spec.initContainers[0].restartPolicyRules[0].action: Unsupported value: "Restart": '
+        'supported values: "RestartAllContainers"')
     bad = {"name": "i", "image": "busybox", "restartPolicy": "Sometimes"}
     assert await _refused(core, _pod("q", initContainers=[bad])) == (
         'Pod "q" is invalid: spec.initContainers[0].restartPolicy: Unsupported value: "Sometimes": '
