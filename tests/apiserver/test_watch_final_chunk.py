@@ -18,6 +18,18 @@ async def _open_watch(port: int, query: str):
     return reader, writer
 
 
+async def _watching(server: APIServer):
+    """The watch cache's ConfigMap watcher, once the watch request has registered it (a loaded
+    machine can take seconds to get there)."""
+    for _ in range(3000):
+        ws = [w for ws in server.cache._watchers.values() for w in ws if w.prefix.startswith("/registry/configmaps/")]
+        if ws:
+            (w,) = ws
+            return w
+        await asyncio.sleep(0.01)
+    raise AssertionError("the watch was never registered")
+
+
 async def _chunks(reader: asyncio.StreamReader) -> tuple[list[bytes], bool]:
     """The chunked body's chunks, and whether the zero-length final chunk came."""
     head = await reader.readuntil(b"\r\n\r\n")
@@ -44,9 +56,8 @@ async def test_watch_ends_with_final_chunk_on_timeout_and_shutdown():
         writer.close()
         assert final
         reader, writer = await _open_watch(server.port, "")
-        await asyncio.sleep(0.2)
+        await _watching(server)
         read = asyncio.ensure_future(_chunks(reader))
-        await asyncio.sleep(0.1)
         await server.stop()
         stopped = True
         chunks, final = await asyncio.wait_for(read, 10)
@@ -63,7 +74,7 @@ async def test_failing_event_ends_the_stream_with_an_error_event_and_final_chunk
     try:
         reader, writer = await _open_watch(server.port, "")
         read = asyncio.ensure_future(_chunks(reader))
-        await asyncio.sleep(0.2)
+        await _watching(server)
 
         def broken(typ, obj):
             raise RuntimeError("encoder broke")
@@ -93,8 +104,7 @@ async def test_slow_watcher_is_ended_cleanly(monkeypatch):
     await server.start()
     try:
         reader, writer = await _open_watch(server.port, "")
-        await asyncio.sleep(0.2)
-        (w,) = [w for ws in server.cache._watchers.values() for w in ws if w.prefix.startswith("/registry/configmaps/")]
+        w = await _watching(server)
         obj = {"kind": "ConfigMap", "apiVersion": "v1",
                "metadata": {"name": "a", "namespace": "default", "resourceVersion": "999999"}}
         for _ in range(3):  # arrive faster than the watcher is served
