@@ -3,7 +3,7 @@ as upstream's component-helpers resource package does (PodRequests, PodLimits an
 AggregateContainerRequests/Limits with their PodResourcesOptions): regular containers and
 restartable (sidecar) init containers run together, each other init container runs next to
 the sidecars started before it and the larger wins; pod-level resources replace the
-containers' cpu and memory; pod overhead is added. Each caller counts in its own numbers (an
+containers' cpu, memory and hugepages; pod overhead is added. Each caller counts in its own numbers (an
 `Arithmetic`): the scheduler in integers (milli-CPU, bytes), quota and validation in exact
 quantities that keep their format as Go's Quantity.Add does. UseStatusResources (a pod resized
 in place) is `podresize.resources_spec`, whose result is the spec these functions take."""
@@ -20,6 +20,7 @@ V = TypeVar("V")
 
 #: what pod-level requests and limits (spec.resources) set for the whole pod (IsSupportedPodLevelResource)
 POD_LEVEL = ("cpu", "memory")
+HUGEPAGES = "hugepages-"
 SIDECAR = "Always"
 
 
@@ -116,12 +117,10 @@ def aggregate(spec: dict, bag: str, arith: Arithmetic[V], non_missing: Mapping[s
 
 
 def _pod_level(total: dict, spec: dict, bag: str, arith: Arithmetic) -> None:
-    """Pod-level requests or limits replace the containers' cpu and memory."""
-    pod_level = (spec.get("resources") or {}).get(bag)
-    if pod_level:
-        for name in POD_LEVEL:
-            if name in pod_level and (v := arith.value(name, pod_level[name])) is not None:
-                total[name] = v
+    """Pod-level requests or limits replace the containers' cpu, memory and hugepages."""
+    for name, q in ((spec.get("resources") or {}).get(bag) or {}).items():
+        if (name in POD_LEVEL or name.startswith(HUGEPAGES)) and (v := arith.value(name, q)) is not None:
+            total[name] = v
 
 
 def pod_requests(spec: dict, arith: Arithmetic[V], non_missing: Mapping[str, V] | None = None) -> dict[str, V]:

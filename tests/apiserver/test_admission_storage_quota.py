@@ -237,3 +237,16 @@ async def test_quota_adds_pod_overhead_to_a_limit_only_where_one_is_set_and_not_
         await pods.create(pod("some", {"limits": {"cpu": "50m"}}, runtimeClassName="vm"))
     assert e.value.message == ('pods "some" is forbidden: exceeded quota: q, requested: limits.cpu=300m, '
                                "used: limits.cpu=0, limited: limits.cpu=100m")
+
+
+async def test_quota_charges_pod_level_hugepages_over_the_containers(stack):
+    """PodRequests: pod-level resources (cpu, memory and hugepages, IsSupportedPodLevelResource)
+    replace what the containers ask."""
+    await quota(stack, {"requests.hugepages-2Mi": "4Mi"})
+    whole = {"memory": "1Gi", "hugepages-2Mi": "6Mi"}
+    p = pod("huge", {"limits": {"memory": "512Mi", "hugepages-2Mi": "2Mi"}})
+    p["spec"]["resources"] = {"requests": whole, "limits": whole}
+    with pytest.raises(APIError) as e:
+        await rc(stack, "pods").create(p)
+    assert e.value.message == ('pods "huge" is forbidden: exceeded quota: q, requested: requests.hugepages-2Mi=6Mi, '
+                               "used: requests.hugepages-2Mi=0, limited: requests.hugepages-2Mi=4Mi")

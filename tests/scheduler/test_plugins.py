@@ -85,6 +85,9 @@ def test_pod_requests_init_sidecars_and_overhead():
     limits = pod_limits({"containers": [{"name": "a", "resources": {"limits": {"cpu": "0", "memory": "1Gi"}}}],
                          "overhead": {"cpu": "250m", "memory": "64Mi"}})
     assert (limits.milli_cpu, limits.memory) == (0, (1024 + 64) * 2**20)  # overhead only on a limit that is set, not zero
+    huge = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "hugepages-2Mi": "2Mi"}}}],
+            "resources": {"requests": {"memory": "1Gi", "hugepages-2Mi": "6Mi"}}}
+    assert pod_requests(huge).scalars == {"hugepages-2Mi": 6 * 2**20}  # pod-level hugepages count over the containers'
 
 
 @pytest.mark.parametrize("spec", [
