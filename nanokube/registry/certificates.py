@@ -789,6 +789,7 @@ def trust_bundle(value: str, path: str = "spec.trustBundle") -> Errors:
 
 
 class ClusterTrustBundleStrategy(Strategy):
+    track_generation = False  # its upstream strategy neither sets nor bumps it
     columns = [NAME, Column("SignerName", "string", lambda o: (o.get("spec") or {}).get("signerName", ""), "The name of the signer associated with this trust bundle.")]
     field_selectors = {"spec.signerName": lambda o: (o.get("spec") or {}).get("signerName", "")}
     #: the name rule depends on spec.signerName, so `validate` checks it

@@ -413,6 +413,7 @@ def _parameters(p: dict | None) -> str:
 
 
 class ServiceCIDRStrategy(Strategy):
+    track_generation = False  # serviceCIDRStrategy neither sets nor bumps it
     status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
     status_deletion_kept = RESET_DELETION
     status_owns_dropped_metadata = True

@@ -10,6 +10,8 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
+from tests.registry.test_certificates import CA_A as CA
+
 
 def _configmap(name: str, generation: int | None = None) -> dict:
     meta = {"name": name} if generation is None else {"name": name, "generation": generation}
@@ -71,3 +73,18 @@ async def test_leases_and_storage_attachments_have_no_generation_of_their_own(co
     attachment = await asyncio.to_thread(storage.create_volume_attachment, {
         "metadata": {"name": "va"}, "spec": {"attacher": "x.io", "nodeName": "n1", "source": {"persistentVolumeName": "pv"}}})
     assert (node.metadata.generation, attachment.metadata.generation) == (2, None)
+
+
+async def test_service_cidrs_and_trust_bundles_have_no_generation_of_their_own(core):
+    """serviceCIDRStrategy and the ClusterTrustBundle strategy neither set nor bump it either."""
+    from kubernetes import client
+
+    cidr = await asyncio.to_thread(client.NetworkingV1Api(core.api_client).create_service_cidr,
+                                   {"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.200.0.0/24"]}})
+    assert cidr.metadata.generation is None
+    created = await asyncio.to_thread(core.api_client.call_api, *core.api_client.param_serialize(
+        "POST", "/apis/certificates.k8s.io/v1/clustertrustbundles", body={
+            "apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle", "metadata": {"name": "b"},
+            "spec": {"trustBundle": CA}}, header_params={"Content-Type": "application/json"})[:4])
+    created.read()
+    assert "generation" not in json.loads(created.data)["metadata"]
