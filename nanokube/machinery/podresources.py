@@ -3,10 +3,10 @@ as upstream's component-helpers resource package does (PodRequests, PodLimits an
 AggregateContainerRequests/Limits with their PodResourcesOptions): regular containers and
 restartable (sidecar) init containers run together, each other init container runs next to
 the sidecars started before it and the larger wins; pod-level resources replace the
-containers' cpu, memory and hugepages; pod overhead is added. Each caller counts in its own numbers (an
-`Arithmetic`): the scheduler in integers (milli-CPU, bytes), quota and validation in exact
-quantities that keep their format as Go's Quantity.Add does. UseStatusResources (a pod resized
-in place) is `podresize.resources_spec`, whose result is the spec these functions take."""
+containers' cpu, memory and hugepages; pod overhead is added. Each caller counts in its own
+numbers (an `Arithmetic`): the scheduler in integers (milli-CPU, bytes), quota and validation
+in exact quantities that keep their format as Go's Quantity.Add does. UseStatusResources (a pod
+resized in place) is `podresize.resources_spec`, whose result is the spec these functions take."""
 
 from __future__ import annotations
 
