@@ -300,8 +300,9 @@ class CustomResourceStrategy(Strategy):
 
     def decode(self, obj: Obj, version: str) -> list[str] | None:
         """Unknown fields: metadata's are those ObjectMeta lacks, then the schema's, then those
-        embedded resources' metadata lack. Metadata of the wrong types is a 400, as upstream's
-        unmarshalling of it into an ObjectMeta fails."""
+        embedded resources' metadata lack (sorted, as objectmeta.Coerce sorts them). Metadata of
+        the wrong types, the root's or an embedded resource's, is a 400, as upstream's decoder
+        fails to unmarshal it into an ObjectMeta."""
         md = obj.get("metadata")
         unknown = []
         if isinstance(md, dict):
@@ -312,8 +313,10 @@ class CustomResourceStrategy(Strategy):
             for path in unknown:
                 del md[path[len("metadata."):]]
         schema = self._info(version).schema
-        return (unknown + defaulting.prune(obj, schema)
-                + defaulting.prune_embedded_metadata(obj, schema, _object_meta_fields()))
+        unknown += defaulting.prune(obj, schema)
+        if (bad := validator.coerce_error(obj, schema)) is not None:
+            raise errors.bad_request(structural.decode_error_message(self.kind, version, str(bad)))
+        return unknown + sorted(defaulting.prune_embedded_metadata(obj, schema, _object_meta_fields()))
 
     def default(self, obj: Obj, version: str) -> None:
         info = self._info(version)

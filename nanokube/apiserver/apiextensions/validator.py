@@ -378,6 +378,39 @@ def _embedded_metadata(meta: Any, path: str) -> list[FieldError]:
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
+def coerce_error(obj: Any, node: dict[str, Any] | None, path: str = "") -> FieldError | None:
+    """objectmeta.Coerce's error as a request body is decoded (its invalid fields not dropped): the
+    first x-kubernetes-embedded-resource object below the root whose apiVersion or kind is no
+    string, or whose metadata does not decode as an ObjectMeta. Upstream's decoder fails on it, a
+    400, before any validation runs. Walks the declared schema only."""
+    from .. import structural
+
+    if not isinstance(node, dict):
+        return None
+    if isinstance(obj, dict):
+        if path and node.get("x-kubernetes-embedded-resource") is True:
+            for k in ("apiVersion", "kind"):
+                if k in obj and not isinstance(obj[k], str):
+                    return invalid(_join(path, k), obj[k], "must be a string")
+            if "metadata" in obj and obj["metadata"] is not None:
+                meta = obj["metadata"]
+                go = "bool" if isinstance(meta, bool) else {str: "string", list: "array"}.get(type(meta), "number")
+                errs = structural.definition_errors(meta, _OBJECT_META) if isinstance(meta, dict) else [
+                    f"json: cannot unmarshal {go} into Go value of type v1.ObjectMeta"]
+                if errs:
+                    return invalid(_join(path, "metadata"), meta, errs[0])
+        props, ap = node.get("properties") or {}, node.get("additionalProperties")
+        for k, v in obj.items():
+            sub = props.get(k) if k in props else ap if isinstance(ap, dict) else None
+            if sub is not None and (e := coerce_error(v, sub, _join(path, k) if k in props else f"{path}[{k}]")):
+                return e
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            if e := coerce_error(v, node.get("items"), f"{path}[{i}]"):
+                return e
+    return None
+
+
 def _junctors(v: Any, node: dict[str, Any], path: str, errs: list[FieldError], root: str) -> int:
     """schemaPropsValidator: anyOf, oneOf, allOf, then not (upstream allows only value validations
     inside them). Its own errors are no kube-openapi Validation, so the apiextensions-apiserver

@@ -1,8 +1,9 @@
 """The metadata of an x-kubernetes-embedded-resource object keeps only ObjectMeta's fields, as
 kube-apiserver's objectmeta.Coerce round-trips it through an ObjectMeta: over HTTP, an unknown
 field there is dropped and reported like any other unknown field (a Warning with
-fieldValidation=Warn, after the schema's own; a 400 strict decoding error with Strict), under
-x-kubernetes-preserve-unknown-fields too."""
+fieldValidation=Warn, after the schema's own and sorted; a 400 strict decoding error with Strict),
+under x-kubernetes-preserve-unknown-fields too. Metadata that does not decode as an ObjectMeta, or an
+apiVersion that is no string, fails the decoding: a 400 before any validation."""
 
 from __future__ import annotations
 
@@ -56,13 +57,38 @@ async def test_unknown_embedded_metadata_fields_are_dropped_and_reported(tmp_pat
         assert spec["templates"][0]["metadata"] == {"annotations": {"k": "v"}}
         assert spec["free"] == {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "f"}, "kept": 3}
         assert warnings == [", ".join(f'299 - "unknown field \\"{p}\\""' for p in (
-            "spec.template.spec.b", "spec.template.metadata.bogus", "spec.templates[0].metadata.nope",
-            "spec.free.metadata.other"))]
+            "spec.template.spec.b", "spec.free.metadata.other", "spec.template.metadata.bogus",
+            "spec.templates[0].metadata.nope"))]
 
         with pytest.raises(ApiException) as e:
             await call(c, "POST", f"{THINGS}?fieldValidation=Strict", thing("b"))
         assert e.value.status == 400
         assert json.loads(e.value.body)["message"] == (
             'Thing in version "v1" cannot be handled as a Thing: strict decoding error: '
-            'unknown field "spec.template.spec.b", unknown field "spec.template.metadata.bogus", '
-            'unknown field "spec.templates[0].metadata.nope", unknown field "spec.free.metadata.other"')
+            'unknown field "spec.template.spec.b", unknown field "spec.free.metadata.other", '
+            'unknown field "spec.template.metadata.bogus", unknown field "spec.templates[0].metadata.nope"')
+
+
+async def test_embedded_metadata_that_does_not_decode_is_a_bad_request(tmp_path):
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", CRDS, CRD)
+        body = thing("a")
+        body["spec"]["templates"][0]["metadata"] = {"labels": "app"}
+        for _ in range(100):
+            with pytest.raises(ApiException) as e:
+                await call(c, "POST", THINGS, body)
+            if e.value.status != 404:  # not served yet
+                break
+            await asyncio.sleep(0.05)
+        assert e.value.status == 400
+        assert json.loads(e.value.body)["message"] == (
+            'Thing in version "v1" cannot be handled as a Thing: spec.templates[0].metadata: Invalid value: '
+            '{"labels":"app"}: json: cannot unmarshal string into Go struct field ObjectMeta.labels of type '
+            'map[string]string')
+        body = thing("b")
+        body["spec"]["free"]["apiVersion"] = 1
+        with pytest.raises(ApiException) as e:
+            await call(c, "POST", THINGS, body)
+        assert (e.value.status, json.loads(e.value.body)["message"]) == (
+            400, 'Thing in version "v1" cannot be handled as a Thing: spec.free.apiVersion: Invalid value: 1: '
+                 'must be a string')
