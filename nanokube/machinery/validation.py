@@ -55,9 +55,16 @@ _REASON_TEXT = {
 _VALUELESS = frozenset(("FieldValueRequired", "FieldValueForbidden", "FieldValueTooLong", "InternalError"))
 
 
+class Stringer(str):
+    """A bad value upstream holds as a fmt.Stringer of its own type (resource.k8s.io's device IDs):
+    ErrorBody prints its String() as it is, unquoted."""
+
+
 def _render(v: Any) -> str:
-    """A bad value as ErrorBody prints it: strings %q, bools, ints and floats %v, anything else
-    (nil, lists, maps) as json.Marshal writes it."""
+    """A bad value as ErrorBody prints it: strings %q, Stringers as they are, bools, ints and
+    floats %v, anything else (nil, lists, maps) as json.Marshal writes it."""
+    if isinstance(v, Stringer):
+        return str(v)
     if isinstance(v, str):
         return gofmt.quote(v)
     if isinstance(v, float):

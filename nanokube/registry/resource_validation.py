@@ -18,6 +18,7 @@ from ..cel import CELError, Environment
 from ..cel.types import DYN
 from ..machinery.validation import (
     FieldError,
+    Stringer,
     dns1123_label,
     dns1123_subdomain,
     duplicate,
@@ -342,9 +343,10 @@ def _device_id(d: dict) -> tuple:
     return (d.get("driver", ""), d.get("pool", ""), d.get("device", ""), d.get("shareID"))
 
 
-def _device_id_text(d: dict) -> str:
+def _device_id_text(d: dict) -> Stringer:
+    """structured.SharedDeviceID's String(): driver/pool/device[/shareID]."""
     base = f"{d.get('driver', '')}/{d.get('pool', '')}/{d.get('device', '')}"
-    return f"{base}/{d['shareID']}" if d.get("shareID") else base
+    return Stringer(f"{base}/{d['shareID']}" if d.get("shareID") else base)
 
 
 def binding_parameters(item: dict, path: str) -> Errors:
@@ -428,7 +430,7 @@ def claim_status(status: dict, old_status: dict, names: dict, deleting: bool, pa
             e += raw_object(d["data"], f"{p}.data", DEVICE_STATUS_DATA_MAX)
         return e + network_data(d.get("networkData"), f"{p}.networkData")
 
-    errs += each_unique(status.get("devices"), f"{path}.devices", -1, device_status, _device_id)
+    errs += each_unique(status.get("devices"), f"{path}.devices", -1, device_status, _device_id_text)
     if reserved:
         if alloc is None:
             errs.append(forbidden(f"{path}.reservedFor", "may not be specified when `allocated` is not set"))

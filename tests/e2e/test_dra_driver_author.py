@@ -6,6 +6,7 @@ claim status a kubelet plugin writes."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from kubernetes import client
@@ -228,3 +229,24 @@ def test_deallocation_drops_the_device_status_of_the_freed_devices(resource_api,
     del body["status"]["allocation"]
     freed = resource_api.replace_namespaced_resource_claim_status(name, "default", body)
     assert freed.status.allocation is None and freed.status.devices is None
+
+
+def test_device_status_errors_print_the_device_id_as_go_prints_it(resource_api, shared_gpus):
+    """structured.SharedDeviceID is a fmt.Stringer: field.Error prints its String(),
+    driver/pool/device, unquoted, both for a device the claim was not allocated and for
+    a second entry of the same device."""
+    name = f"author-{next(_names)}"
+    resource_api.create_namespaced_resource_claim("default", {"metadata": {"name": name}, "spec": {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}})
+    body = client.ApiClient().sanitize_for_serialization(resource_api.read_namespaced_resource_claim(name, "default"))
+    body["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": shared_gpus, "device": "gpu-0"}]}}}
+    body = client.ApiClient().sanitize_for_serialization(resource_api.replace_namespaced_resource_claim_status(name, "default", body))
+    entry = {"driver": DRIVER, "pool": shared_gpus}
+    body["status"]["devices"] = [{**entry, "device": "gpu-0"}, {**entry, "device": "gpu-0"}, {**entry, "device": "gpu-9"}]
+    with pytest.raises(client.ApiException) as e:
+        resource_api.replace_namespaced_resource_claim_status(name, "default", body)
+    assert e.value.status == 422
+    causes = {c["field"]: c["message"] for c in json.loads(e.value.body)["details"]["causes"]}
+    assert causes == {"status.devices[1]": f"Duplicate value: {DRIVER}/{shared_gpus}/gpu-0",
+                      "status.devices[2]": f"Invalid value: {DRIVER}/{shared_gpus}/gpu-9: must be an allocated device in the claim"}
