@@ -93,3 +93,17 @@ def test_explicit_extended_resource_name_and_too_many_devices(cluster):
     _gpu_pod(cluster, "ext-too-many", "example.com/gpu", 9)
     [event] = wait_for(lambda: _events(cluster, "ext-too-many", "FailedScheduling"), what="FailedScheduling")
     assert "cannot allocate all claims" in event["message"] and "Insufficient" not in event["message"]
+
+
+def test_a_pod_waiting_for_an_extended_resource_runs_once_a_device_class_provides_it(cluster):
+    """NodeResourcesFit turns the pod away ('Insufficient') while no DeviceClass backs the
+    resource; the class's creation is a cluster event that retries it (upstream registers
+    DeviceClass events for DRAExtendedResource), not the five-minute flush."""
+    _gpu_pod(cluster, "ext-late", "deviceclass.resource.kubernetes.io/ext-late-class", 1)
+    [event] = wait_for(lambda: _events(cluster, "ext-late", "FailedScheduling"), what="FailedScheduling")
+    assert "Insufficient deviceclass.resource.kubernetes.io/ext-late-class" in event["message"]
+    cls = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "ext-late-class"},
+           "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nanokube.io'"}}]}}
+    cluster.kubectl("create", "-f", "-", input=json.dumps(cls))
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "ext-late")["status"].get("phase") == "Running",
+             what="ext-late running", timeout=30)
