@@ -27,7 +27,7 @@ from .dra.driver import NodeDriver
 from .dra.prepare import ClaimPreparer
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
-from .lifecycle import SMP, PodWorker, SimulatedRuntime, resource_version
+from .lifecycle import SMP, PodWorker, SimulatedRuntime, image_ref, resource_version
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
 
@@ -220,8 +220,9 @@ class NodeAgent:
         self.workers: dict[str, PodWorker] = {}
         #: prober_probe_total: (probe_type, result, container, pod, namespace, pod_uid) -> probes run
         self.probe_results: dict[tuple[str, str, str, str, str, str], int] = {}
-        #: the images pulled to this node (their fully qualified references): IfNotPresent pulls once
-        self.images: set[str] = set()
+        #: the images on this node (their fully qualified references): the pool's preloaded ones and
+        #: those pulled here; IfNotPresent pulls once, Never finds only these
+        self.images: set[str] = {image_ref(i) for i in spec.images}
         self.streaming = NodeStreamingServer(self)
         self._lease: dict | None = None
         self._conditions: list[dict] = []

@@ -66,6 +66,8 @@ class NodeSpec:
     labels: dict
     taints: list
     devices: list[Device] = field(default_factory=list)
+    #: the images the node holds from the start (as a kind node's image carries preloaded ones)
+    images: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class Pool:
     topology: dict
     gpus: dict | None
     nics: dict | None
+    images: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def _expand(pool: Pool, i: int, index: int) -> NodeSpec:
         labels[NVLINK_LABEL] = f"{pool.name}-nvl-{i // topo['nodesPerNVLinkDomain']}"
     gpus = _gpus(name, pool.gpus)
     return NodeSpec(name, index, dict(pool.capacity), dict(pool.allocatable), labels, list(pool.taints),
-                    gpus + _nics(name, pool.nics, gpus, pool.gpus["numaNodes"] if pool.gpus else 1))
+                    gpus + _nics(name, pool.nics, gpus, pool.gpus["numaNodes"] if pool.gpus else 1), pool.images)
 
 
 def _numa(i: int, count: int, numa_nodes: int) -> int:
@@ -377,7 +380,7 @@ class _Reader:
 
     def pool(self, node: yaml.Node, path: str) -> Pool:
         m = self.mapping(node, path, ("name", "count", "capacity", "allocatable", "labels", "taints", "topology",
-                                      "gpus", "nics"))
+                                      "gpus", "nics", "images"))
         for k in ("name", "count", "capacity"):
             if k not in m:
                 self.fail(node, f"{path}.{k}", "required field is missing")
@@ -396,7 +399,20 @@ class _Reader:
                     self.taints(m["taints"], f"{path}.taints") if "taints" in m else [],
                     self.topology(m["topology"], f"{path}.topology") if "topology" in m else {},
                     self.gpus(m["gpus"], f"{path}.gpus") if "gpus" in m else None,
-                    self.nics(m["nics"], f"{path}.nics") if "nics" in m else None)
+                    self.nics(m["nics"], f"{path}.nics") if "nics" in m else None,
+                    self.images(m["images"], f"{path}.images") if "images" in m else ())
+
+    def images(self, node: yaml.Node, path: str) -> tuple[str, ...]:
+        """Image references, each one word (`imagePullPolicy: Never` finds them on the pool's nodes)."""
+        if not isinstance(node, yaml.SequenceNode):
+            self.fail(node, path, "must be a list")
+        out = []
+        for i, item in enumerate(node.value):
+            image = self.scalar(item, f"{path}[{i}]")
+            if image != image.strip() or " " in image:
+                self.fail(item, f"{path}[{i}]", f"must be an image reference without spaces, got {image!r}")
+            out.append(image)
+        return tuple(out)
 
 
 def _discovers(gpus: yaml.Node | None) -> bool:

@@ -611,11 +611,11 @@ class PodWorker:
         """The image manager's EnsureImageExists for container `c`: pulled when its policy is Always,
         or IfNotPresent and the node does not hold the image (Pulling; the pod's pull-seconds on the
         clock; Pulled with the time it took and the image's size), else Pulled "already present".
-        A Never policy naming an image the node does not hold (none pulled it here) fails the
-        sync with ErrImageNeverPull, tried again each SYNC_RETRY until another pod's pull brings
-        it. True if the pod was deleted or ran past its active deadline meanwhile; a pull that is
-        not `interruptible` (a container restarted while the pod runs) holds up the
-        pod's worker until it is done, as SyncPod's does."""
+        A Never policy naming an image the node does not hold (its pool did not preload it, no pod
+        pulled it here) fails the sync with ErrImageNeverPull, tried again each SYNC_RETRY until
+        another pod's pull brings it. True if the pod was deleted or ran past its active deadline
+        meanwhile; a pull that is not `interruptible` (a container restarted while the pod runs)
+        holds up the pod's worker until it is done, as SyncPod's does."""
         image, path = c.get("image", ""), field_path(self.pod, c["name"])
         policy = c.get("imagePullPolicy") or "IfNotPresent"
         if policy == "Never" and interruptible:

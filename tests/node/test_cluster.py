@@ -178,3 +178,13 @@ def test_up_refuses_when_nvml_is_unavailable_naming_the_cause(tmp_path, capsys, 
     assert f"{f}:6: pools[0].gpus.discover: cannot discover this machine's GPUs: NVML: Driver Not Loaded" \
         in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
+
+
+def test_a_pools_preloaded_images_are_on_its_nodes_and_malformed_ones_are_refused():
+    text = "pools:\n  - name: a\n    count: 2\n    capacity: {cpu: 1, memory: 1Gi}\n    images: [app:dev, nginx]\n"
+    assert [n.images for n in parse_cluster(text).nodes()] == [("app:dev", "nginx")] * 2
+    for images, where in (("app:dev", "f.yaml:5: pools[0].images: must be a list"),
+                          ("['a b']", "f.yaml:5: pools[0].images[0]: must be an image reference without spaces")):
+        with pytest.raises(ClusterFileError) as e:
+            parse_cluster(text.replace("[app:dev, nginx]", images), "f.yaml")
+        assert str(e.value).startswith(where), str(e.value)

@@ -2,8 +2,12 @@
 imagePullPolicy and the images the node holds, Created, Started, Killing, on each container's
 fieldPath, in the order a real kubelet records them."""
 
+from nanokube.apiserver.loopback import connector
+from nanokube.node.cluster import parse_cluster
 from nanokube.node.lifecycle import image_size, pulled_message
-from tests.controllers import eventually
+from nanokube.node.manager import NodeManager
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
 from tests.node.test_lifecycle import cond, conds, env, gone, phase_is, pod  # noqa: F401 (env is a fixture)
 
 PRESENT = 'Container image "{}" already present on machine and can be accessed by the pod'
@@ -265,3 +269,27 @@ async def test_a_pod_with_init_containers_starts_not_initialized(env):  # noqa: 
     assert conds({"status": st})["Initialized"] == "False"
     await clock.advance(5)
     await eventually(phase_is(pods, "slow", "Running"))
+
+
+async def test_a_pools_preloaded_image_is_present_for_a_never_pull_policy():
+    """A cluster file's `images:` are on the pool's nodes from the start, as a kind node's image
+    carries preloaded ones: Never finds them, IfNotPresent does not pull them."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    cluster = parse_cluster("pools:\n  - name: dev\n    count: 1\n    capacity: {cpu: 8, memory: 16Gi}\n"
+                            "    images: [registry.local/app:dev]\n")
+    mgr = NodeManager(connector(s.rest), cluster, ManualClock())
+    await mgr.start()
+    try:
+        pods = s.client.resource("", "v1", "pods")
+        p = pod("local", node="dev-0", containers=("never", "ifnotpresent"))
+        p["spec"]["containers"][0].update(image="registry.local/app:dev", imagePullPolicy="Never")
+        p["spec"]["containers"][1]["image"] = "registry.local/app:dev"
+        await pods.create(p)
+        await eventually(phase_is(pods, "local", "Running"))
+        ev = await eventually(reasons_are(pods, "local", 6))
+        assert [(r, m) for _, r, _, m, _ in ev if r == "Pulled"] == [
+            ("Pulled", PRESENT.format("registry.local/app:dev"))] * 2
+    finally:
+        await mgr.stop()
+        await s.close()
