@@ -279,6 +279,8 @@ class PodWorker:
         self.deadline_exceeded = False
         #: the container whose start (its image) is under way, or was last
         self.starting = ""
+        #: when each (non-sidecar) init container ran: (startedAt, finishedAt), kept across writes
+        self.init_ran: dict[str, tuple[str, str]] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -454,7 +456,8 @@ class PodWorker:
                     if running else {"waiting": {"reason": "PodInitializing"}}
                 out.append(self._status_of(c, state, running, running))
             else:
-                term = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
+                started, finished = self.init_ran.get(c["name"], (now, now))
+                term = {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": finished}
                 out.append(self._status_of(c, {"terminated": term}, False, False) | {"restartCount": 0,
                                                                                       "lastState": {}})
         return out
@@ -695,6 +698,9 @@ class PodWorker:
             path = field_path(self.pod, c["name"])
             await self._event("Normal", "Created", "Container created", path)
             await self._event("Normal", "Started", "Container started", path)
+            if path.startswith("spec.initContainers") and c.get("restartPolicy") != "Always":
+                now = self.clock.rfc3339()  # a simulated init container ends as it starts
+                self.init_ran.setdefault(c["name"], (now, now))
         return False
 
     async def _kill_events(self, containers: list[dict]) -> None:
@@ -754,6 +760,9 @@ class PodWorker:
         self.start_time = st.get("startTime") or self.clock.rfc3339()
         adopted = st.get("phase") == "Running" and st.get("containerStatuses")
         if adopted:
+            for ics in st.get("initContainerStatuses") or ():
+                if term := (ics.get("state") or {}).get("terminated"):
+                    self.init_ran[ics["name"]] = (term.get("startedAt", ""), term.get("finishedAt", ""))
             self.restarts = max(c.get("restartCount", 0) for c in st["containerStatuses"])
             self.started_at = next((c["state"]["running"]["startedAt"] for c in st["containerStatuses"]
                                     if "running" in (c.get("state") or {})), "")

@@ -359,6 +359,23 @@ async def test_the_status_observes_the_generation_of_the_spec_acted_on(env):
     assert [c.get("observedGeneration") for c in p["status"]["conditions"]] == [2] * 5
 
 
+async def test_an_init_containers_run_times_stay_as_later_status_writes_come(env):
+    """A completed init container's startedAt and finishedAt are when it ran, not rewritten by each
+    later status write (here: the one observing a new generation)."""
+    pods, clock = env
+    p = pod("inits")
+    p["spec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.36"}]
+    await pods.create(p)
+    ran = (await eventually(phase_is(pods, "inits", "Running")))["status"]["initContainerStatuses"][0]["state"]
+    await clock.advance(5)
+    await pods.patch("inits", {"spec": {"activeDeadlineSeconds": 600}}, namespace="default")
+
+    async def observed():
+        p = await pods.get("inits", "default")
+        return p if p["status"].get("observedGeneration") == 2 else None
+    assert (await eventually(observed))["status"]["initContainerStatuses"][0]["state"] == ran
+
+
 # --- the status patch ---------------------------------------------------------------------
 
 NOW, LATER = "2027-01-15T08:00:00Z", "2027-01-15T08:00:05Z"
