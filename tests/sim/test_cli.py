@@ -246,3 +246,18 @@ def test_drain_runs_on_until_the_pods_end(tmp_path):
     stuck = run("--drain")
     assert stuck["virtual_s"] == 200 + 600 and stuck["summary"]["pending_at_end"] == 1
     assert run("--drain", "--until", "150")["virtual_s"] == 150
+
+
+def test_progress_counts_the_trace_writes_replayed(tmp_path):
+    """The ETA follows the writes replayed, not virtual time (most of a trace's time can be empty)."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    pods = [{"time": t, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{t}"},
+                                   "spec": {"containers": [{"name": "c", "image": "busybox"}]}}} for t in (0, 1, 86400)]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
+    cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
+           "--trace", str(tmp_path / "trace.jsonl"), "--until", "90000"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stderr.splitlines()[-1]  # text mode reads the line's carriage returns as line ends
+    assert last.startswith("default: virtual 1d01:00:00 / 1d01:00:00 (100.0%) writes 3/3, "), last
+    assert "ETA 0s" in last
