@@ -1107,18 +1107,26 @@ def hugepages_alone(res: dict) -> bool:
 
 
 def _validate_claim_refs(claims: list, path: str, claim_names: set[str]) -> list[FieldError]:
+    """validateResourceClaimNames: a name (and request, a DNS label) once each, and a name of the
+    pod's claims, else Not found with the names it could be."""
     errs: list[FieldError] = []
     seen: set[str] = set()
     for i, c in enumerate(claims):
         name = c.get("name", "")
-        key = f"{name}/{c['request']}" if c.get("request") else name
         if not name:
             errs.append(required(f"{path}[{i}].name"))
-        elif key in seen:
+            continue
+        key = name
+        if c.get("request"):
+            errs += [invalid(f"{path}[{i}].request", c["request"], m) for m in dns1123_label(c["request"])]
+            key = f"{name}/{c['request']}"
+        if key in seen:
             errs.append(duplicate(f"{path}[{i}]", key))
-        elif name not in claim_names:
-            errs.append(not_supported(f"{path}[{i}]", name, sorted(claim_names)))
         seen.add(key)
+        if name not in claim_names:
+            names = ": " + ", ".join(sorted(claim_names)) if claim_names else " which is empty"
+            errs.append(FieldError("FieldValueNotFound", f"{path}[{i}]",
+                                   f"must be one of the names in pod.spec.resourceClaims{names}", name, True))
     return errs
 
 

@@ -107,3 +107,28 @@ def test_a_pod_waiting_for_an_extended_resource_runs_once_a_device_class_provide
     cluster.kubectl("create", "-f", "-", input=json.dumps(cls))
     wait_for(lambda: cluster.kubectl_json("get", "pod", "ext-late")["status"].get("phase") == "Running",
              what="ext-late running", timeout=30)
+
+
+def test_a_container_claim_naming_no_pod_claim_is_not_found(cluster):
+    """validateResourceClaimNames: a container's claim that names none of the pod's is 'Not found'
+    with the names it could have been (or that there are none); its request must be a DNS label."""
+    def create(name: str, claims: list, pod_claims: list) -> str:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+               "spec": {"resourceClaims": pod_claims, "containers": [
+                   {"name": "main", "image": "busybox:1.36", "resources": {"claims": claims}}]}}
+        r = cluster.kubectl("create", "-f", "-", input=json.dumps(pod), check=False)
+        assert r.returncode != 0
+        return r.stderr.strip()
+
+    assert create("ref-none", [{"name": "gpu"}], []) == (
+        'The Pod "ref-none" is invalid: spec.containers[0].resources.claims[0]: Not found: "gpu": '
+        'must be one of the names in pod.spec.resourceClaims which is empty')
+    two = [{"name": "nic", "resourceClaimName": "n"}, {"name": "gpu", "resourceClaimName": "g"}]
+    assert create("ref-other", [{"name": "gpus"}], two) == (
+        'The Pod "ref-other" is invalid: spec.containers[0].resources.claims[0]: Not found: "gpus": '
+        'must be one of the names in pod.spec.resourceClaims: gpu, nic')
+    assert create("ref-request", [{"name": "gpu", "request": "Big_GPU"}], two) == (
+        'The Pod "ref-request" is invalid: spec.containers[0].resources.claims[0].request: Invalid value: "Big_GPU": '
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+        "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")

@@ -273,7 +273,7 @@ def test_resource_claims():
     msgs = {e.field: e.message for e in errs}
     assert msgs["spec.resourceClaims[2]"].endswith("at least one of `resourceClaimName` or `resourceClaimTemplateName` must be set")
     assert msgs["spec.resourceClaims[3]"].endswith("at most one of `resourceClaimName` or `resourceClaimTemplateName` may be set")
-    assert ("spec.containers[0].resources.claims[1]", "FieldValueNotSupported") in got
+    assert ("spec.containers[0].resources.claims[1]", "FieldValueNotFound") in got
 
 
 def test_pod_update_allows_image_and_rejects_other_changes():
