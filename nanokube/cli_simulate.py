@@ -79,11 +79,23 @@ def reexecuted(argv: list[str]) -> None:
     _ends_process = True
     from .cli import main
 
-    _exit(main(argv))
+    try:
+        rc = main(argv)
+    except BrokenPipeError:
+        rc = BROKEN_PIPE
+    _exit(rc)
+
+
+#: the exit status when stdout's reader has gone (`| head -1`), as a process SIGPIPE ends
+BROKEN_PIPE = 141
 
 
 def _exit(rc: int | None) -> None:
-    sys.stdout.flush()
+    """Stops the process; a reader gone from stdout ends it as SIGPIPE would, without a traceback."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        rc = rc or BROKEN_PIPE
     sys.stderr.flush()
     os._exit(rc or 0)
 

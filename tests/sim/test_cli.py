@@ -261,3 +261,18 @@ def test_progress_counts_the_trace_writes_replayed(tmp_path):
     last = proc.stderr.splitlines()[-1]  # text mode reads the line's carriage returns as line ends
     assert last.startswith("default: virtual 1d01:00:00 / 1d01:00:00 (100.0%) writes 3/3, "), last
     assert "ETA 0s" in last
+
+
+def test_a_reader_gone_from_stdout_ends_the_command_without_a_traceback(tmp_path):
+    """`nanokube simulate ... | head -1`: the reader goes; here before the first line."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "trace.jsonl").write_text(json.dumps({"time": 0, "object": {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}) + "\n")
+    cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--quiet", "--cluster", str(tmp_path / "cluster.yaml"),
+           "--trace", str(tmp_path / "trace.jsonl"), "--until", "1", "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 141, stderr[-2000:]
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr[-2000:]
