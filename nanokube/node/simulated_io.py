@@ -31,6 +31,7 @@ import socket
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from .containerlog import ContainerLog
+from .streaming import no_log
 
 LOG = "sim.nanokube.io/log"
 EXEC_PREFIX = "sim.nanokube.io/exec."
@@ -148,7 +149,7 @@ class SimulatedIO:
         instances = self.logs.get(container) or []
         pod = self.worker.name
         if not instances:
-            raise errors.bad_request(f'container "{container}" in pod "{pod}" is waiting to start: ContainerCreating')
+            raise no_log(self.worker.pod, container)
         if opts.previous:
             # as the kubelet's validateContainerLogStatus: previous is lastState.terminated's instance,
             # which while a crashed container waits out its back-off is the one that just ended

@@ -51,6 +51,24 @@ class NodeStreamingServer:
         return await w.logs(container, options)
 
 
+#: the kubelet's words for the image pull failures a container without a log waits in
+_NO_LOG_REASONS = {"ErrImagePull": "image can't be pulled", "ImagePullBackOff": "trying and failing to pull image"}
+
+
+def no_log(pod: dict, container: str) -> errors.APIError:
+    """Why a container that has not run has no log, as the kubelet's validateContainerLogStatus
+    words it from the container's status (400 through pods/log)."""
+    st = pod.get("status") or {}
+    cs = next((s for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
+               for s in st.get(key) or () if s.get("name") == container), {})
+    state = cs.get("state") or {}
+    where = f'container "{container}" in pod "{pod["metadata"]["name"]}"'
+    if "terminated" in state:
+        return errors.bad_request(f"{where} is terminated")
+    reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+    return errors.bad_request(f"{where} is waiting to start: {_NO_LOG_REASONS.get(reason, reason)}")
+
+
 def log_options(query, now: float, pod: str = "") -> LogOptions:
     """PodLogOptions from the pods/log query, checked as kube-apiserver checks them
     (422 `PodLogOptions "<pod>" is invalid`)."""

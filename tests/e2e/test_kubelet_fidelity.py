@@ -38,6 +38,8 @@ def test_never_pull_of_an_image_the_node_lacks_is_err_image_never_pull(kubelet_c
     assert "ErrImageNeverPull" in out and message in out, out
     waiting = c.kubectl("get", "pod", "local", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.message}")
     assert waiting.stdout == message
+    logs = c.kubectl("logs", "local", check=False)
+    assert 'container "app" in pod "local" is waiting to start: ErrImageNeverPull' in logs.stderr, logs.stderr
 
 
 def test_an_init_container_whose_pull_fails_is_init_err_image_pull(kubelet_cluster):
@@ -49,6 +51,12 @@ def test_an_init_container_whose_pull_fails_is_init_err_image_pull(kubelet_clust
     assert wait_for(status_is(c, "init-pull", "Init:ImagePullBackOff"))[1] == "0/1"
     reason = c.kubectl("get", "pod", "init-pull", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}")
     assert reason.stdout == "PodInitializing"
+    # kubectl logs says why there is no log yet, in the kubelet's words
+    logs = c.kubectl("logs", "init-pull", "-c", "setup", check=False)
+    assert 'container "setup" in pod "init-pull" is waiting to start: trying and failing to pull image' in \
+        logs.stderr, logs.stderr
+    logs = c.kubectl("logs", "init-pull", "-c", "app", check=False)
+    assert 'container "app" in pod "init-pull" is waiting to start: PodInitializing' in logs.stderr, logs.stderr
 
 
 def test_a_pod_past_its_deadline_while_its_image_is_pulled_is_deadline_exceeded(kubelet_cluster):

@@ -33,6 +33,7 @@ from ...machinery import errors
 from ...machinery.streaming import StreamFailed, executable_not_found
 from ...clock import parse_time
 from .. import inplace
+from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, PodWorker, field_path, image_id, image_ref
 from .netns import NetnsError
 from .probes import run_probe
@@ -532,8 +533,7 @@ class ProcessPodWorker(PodWorker):
     async def logs(self, container: str, options):
         c = self._named(container)
         if c is None or not c.logs:
-            raise errors.bad_request(f'container "{container}" in pod "{self.name}" is waiting to start: '
-                                     f"ContainerCreating")
+            raise no_log(self.pod, container)
         if options.previous:
             if len(c.logs) < 2:
                 raise errors.bad_request(f'previous terminated container "{container}" in pod "{self.name}" not found')
