@@ -101,6 +101,12 @@ def test_controllers_do_not_import_the_scheduler():
     assert not bad
 
 
+def test_node_agents_do_not_import_the_scheduler():
+    bad = {m: sorted(d) for m, d in GRAPH.items() if _package(m) == "node"
+           for d in [{x for x in d if _package(x) == "scheduler"}] if d}
+    assert not bad
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}

@@ -10,8 +10,8 @@ to take a new cpu, or memory limit (computeContainerResizeActions)."""
 from __future__ import annotations
 
 from ..machinery.gofmt import Struct, marshal
-from ..machinery.quantity import canonical
-from ..scheduler.resources import Resources, from_list, pod_requests
+from ..machinery.podresources import QUANTITIES, amounts, pod_requests
+from ..machinery.quantity import Quantity, canonical
 
 PENDING = "PodResizePending"
 IN_PROGRESS = "PodResizeInProgress"
@@ -41,30 +41,35 @@ def status_resources(actuated: dict) -> dict:
     return out
 
 
-def requests_with(pod: dict, allocation: dict[str, dict]) -> Resources:
-    """The pod's requests (scheduler's PodRequests) with each container's `allocation`."""
+def requests_with(pod: dict, allocation: dict[str, dict]) -> dict[str, Quantity]:
+    """The pod's requests (PodRequests) with each container's `allocation`."""
     spec = pod.get("spec") or {}
     with_alloc = {**spec}
     for key in ("initContainers", "containers"):
         if spec.get(key):
             with_alloc[key] = [{**c, "resources": allocation.get(c["name"], {})} for c in spec[key]]
-    return pod_requests(with_alloc)
+    return pod_requests(with_alloc, QUANTITIES)
 
 
-def refusal(wanted: Resources, allocatable: dict, others: list[Resources]) -> tuple[str, str] | None:
+def _cpu_memory(rl: dict[str, Quantity]) -> tuple[int, int]:
+    """Milli-CPU and bytes of memory, as the kubelet's canResizePod compares them."""
+    cpu, memory = rl.get("cpu"), rl.get("memory")
+    return (cpu.milli() if cpu else 0), (memory.ceil() if memory else 0)
+
+
+def refusal(wanted: dict[str, Quantity], allocatable: dict,
+            others: list[dict[str, Quantity]]) -> tuple[str, str] | None:
     """(reason, message) when a resize to `wanted` cannot be allocated now beside the `others` pods'
     allocations, as the kubelet's canResizePod words it; None when it fits."""
-    capacity = from_list(allocatable)
-    used = Resources()
-    for r in others:
-        used.add(r)
-    if wanted.memory > capacity.memory:
-        return "Infeasible", f"Node didn't have enough capacity: memory, requested: {wanted.memory}, capacity: {capacity.memory}"
-    if wanted.milli_cpu > capacity.milli_cpu:
-        return "Infeasible", (f"Node didn't have enough capacity: cpu, requested: {wanted.milli_cpu}, "
-                              f"capacity: {capacity.milli_cpu}")
-    for name, want, have, cap in (("cpu", wanted.milli_cpu, used.milli_cpu, capacity.milli_cpu),
-                                  ("memory", wanted.memory, used.memory, capacity.memory)):
+    cap_cpu, cap_memory = _cpu_memory(amounts(allocatable, QUANTITIES))
+    want_cpu, want_memory = _cpu_memory(wanted)
+    used = [_cpu_memory(r) for r in others]
+    used_cpu, used_memory = sum(u[0] for u in used), sum(u[1] for u in used)
+    if want_memory > cap_memory:
+        return "Infeasible", f"Node didn't have enough capacity: memory, requested: {want_memory}, capacity: {cap_memory}"
+    if want_cpu > cap_cpu:
+        return "Infeasible", f"Node didn't have enough capacity: cpu, requested: {want_cpu}, capacity: {cap_cpu}"
+    for name, want, have, cap in (("cpu", want_cpu, used_cpu, cap_cpu), ("memory", want_memory, used_memory, cap_memory)):
         if want + have > cap:
             return "Deferred", f"Node didn't have enough resource: {name}, requested: {want}, used: {have}, capacity: {cap}"
     return None

@@ -8,15 +8,19 @@ import pytest
 
 from nanokube.apiserver.loopback import connector
 from nanokube.clock import Clock
+from nanokube.machinery.podresources import QUANTITIES, amounts
 from nanokube.node import inplace
 from nanokube.node.cluster import default_cluster
 from nanokube.node.lifecycle import PodWorker
 from nanokube.node.manager import NodeManager
-from nanokube.scheduler.resources import from_list
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 
 NODE = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+
+
+def from_list(rl: dict) -> dict:
+    return amounts(rl, QUANTITIES)
 
 
 def test_a_resize_beyond_the_node_is_infeasible_and_beyond_its_room_deferred():
@@ -39,8 +43,8 @@ def test_the_pods_requests_take_each_containers_allocation():
                                         "resources": {"requests": {"cpu": "250m"}}}]}}
     allocation = {"a": {"requests": {"cpu": "2", "memory": "1Gi"}}, "side": {"requests": {"cpu": "500m"}}}
     got = inplace.requests_with(pod, allocation)
-    assert (got.milli_cpu, got.memory) == (2500, 1 << 30)
-    assert inplace.requests_with(pod, inplace.desired(pod)).milli_cpu == 1250
+    assert (got["cpu"].milli(), got["memory"].ceil()) == (2500, 1 << 30)
+    assert inplace.requests_with(pod, inplace.desired(pod))["cpu"].milli() == 1250
 
 
 def test_a_container_reports_its_resources_while_it_runs():
