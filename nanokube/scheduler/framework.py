@@ -410,7 +410,8 @@ class Framework:
         return [p for p in self.points["filter"] if p.name not in state.skip_filter]
 
     def run_post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
-        """Runs PostFilter until a plugin succeeds (its nominated node) or
+        """Runs PostFilter until a plugin succeeds (its nominated node, and
+        its status where it says something, for the FitError message) or
         gives an unresolvable or error verdict; when every plugin says
         Unschedulable, their reasons are joined into one Unschedulable status
         attributed to the first of them, for the FitError message."""
@@ -418,7 +419,7 @@ class Framework:
         for p in self.points["post_filter"]:
             nominated, st = p.post_filter(state, info, statuses)
             if st is None or st.code == Code.SUCCESS:
-                return nominated, None
+                return nominated, st if st is not None and st.reasons else None
             st.plugin = p.name
             if st.code != Code.UNSCHEDULABLE:
                 return None, st

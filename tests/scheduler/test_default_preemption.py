@@ -83,6 +83,22 @@ async def test_high_priority_pod_preempts_lowest_victim_then_schedules_there(sta
         "Pod", "high", high["metadata"]["uid"])
 
 
+async def test_preemptor_waiting_for_its_victims_says_where_it_will_go(stack):
+    """Until the victims are gone the preemptor's PodScheduled condition (and
+    FailedScheduling event) names the node and the victim count, as upstream's
+    DefaultPreemption success message (kubernetes#140180)."""
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    await start(client, sched, [node("n1", "2", "8Gi")],
+                [running("a", "n1", 1, finalizers=["test/hold"]), running("b", "n1", 1, finalizers=["test/hold"])])
+    await pods.create(pending("big", 10, cpu="2"))
+    cond = await scheduled_condition(pods, "big")
+    assert cond["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
+                               "preemption: found a potential placement for pod on node n1, preempting 2 victims")
+    events, _ = await client.resource("", "v1", "events").list("default")
+    assert [e["message"] for e in events if e["reason"] == "FailedScheduling"] == [cond["message"]]
+
+
 async def test_preemption_policy_never_does_not_preempt(stack):
     client, sched = stack
     pods = client.resource("", "v1", "pods")

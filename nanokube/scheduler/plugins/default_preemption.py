@@ -131,7 +131,10 @@ class DefaultPreemption:
         best = pick_one(candidates)
         self._nominate(info, best.node)
         self.handle.spawn(self._preempt(info, best))
-        return best.node, Status(Code.SUCCESS)
+        # upstream's success message (kubernetes#140180), kept in the FailedScheduling event and
+        # PodScheduled condition until the preemptor lands
+        return best.node, Status(Code.SUCCESS, [f"preemption: found a potential placement for pod on node "
+                                                f"{best.node}, preempting {len(best.victims)} victims"])
 
     def pod_group_post_filter(self, group: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
         """Workload-aware preemption for a failed group: (preemptor pod uid ->
