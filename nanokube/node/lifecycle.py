@@ -637,7 +637,8 @@ class PodWorker:
                 seconds = _annotation(self.pod, PULL_SECONDS, 0.0) or 0.0
                 if seconds > 0 and not interruptible:
                     await self.clock.sleep(seconds)
-                elif seconds > 0 and await self._wait(began + seconds, active=self.enforces_active_deadline):
+                elif seconds > 0 and (await self._initialized(c) or
+                                      await self._wait(began + seconds, active=self.enforces_active_deadline)):
                     return True
                 if not (interruptible and (error := pull_error(self.pod, image))):
                     break
@@ -649,6 +650,17 @@ class PodWorker:
         else:
             await self._event("Normal", "Pulled", f'Container image "{image}" already present on machine and can be '
                                                   "accessed by the pod", path)
+        return False
+
+    async def _initialized(self, c: dict) -> bool:
+        """Before the first pull of an app container's image in a pod whose init containers just
+        ran: the pod is Initialized and its containers wait PodInitializing (kubectl: PodInitializing),
+        as the kubelet reports it while the pull takes. Always False (a step of `_ensure_image`'s)."""
+        first = not (self.started_at or self.restarts)
+        if first and field_path(self.pod, c["name"]).startswith("spec.containers") and \
+                (self.pod.get("spec") or {}).get("initContainers"):
+            statuses = [self._status_of(x, self._default_waiting(), False, False) for x in self._containers()]
+            await self._write("Pending", statuses, False, self.clock.rfc3339(), "ContainersNotReady", running=True)
         return False
 
     async def _pull_failed(self, c: dict, error: str, retry_at: float) -> bool:

@@ -293,3 +293,25 @@ async def test_a_pools_preloaded_image_is_present_for_a_never_pull_policy():
     finally:
         await mgr.stop()
         await s.close()
+
+
+async def test_while_an_app_image_is_pulled_after_the_init_containers_the_pod_is_initialized(env):  # noqa: F811
+    """kubectl: Init:0/1 while the init container's image is pulled, then PodInitializing while the
+    app container's is: the init container completed, the pod Initialized, the app container waiting."""
+    pods, clock = env
+    p = pod("two-pulls", annotations={"sim.nanokube.io/pull-seconds": "5"})
+    p["spec"]["initContainers"] = [{"name": "setup", "image": "alpine:3.20"}]
+    p["spec"]["containers"][0]["image"] = "nginx:1.27"
+    await pods.create(p)
+    await eventually(reasons_are(pods, "two-pulls", 1))
+    await clock.advance(5)  # the init container's image pulled, it ran; the app's is pulled next
+
+    async def initialized():
+        st = (await pods.get("two-pulls", "default"))["status"]
+        return st if conds({"status": st})["Initialized"] == "True" else None
+    st = await eventually(initialized)
+    assert st["phase"] == "Pending"
+    assert st["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+    assert st["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    await clock.advance(5)
+    await eventually(phase_is(pods, "two-pulls", "Running"))
