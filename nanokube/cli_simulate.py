@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--scheduler-config", action="append", default=[], metavar="FILE",
                    help="KubeSchedulerConfiguration; repeat to compare several on the same inputs (default: the "
                         "default profile)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the scheduler's tie-breaking (and sampling)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the scheduler's tie-breaking, --inflate's sampling and --drop-nodes' choice")
     p.add_argument("--until", type=float, default=None, metavar="SECONDS", help="stop at this trace time")
     p.add_argument("--drain", action="store_true",
                    help="after the trace's last write, keep going until every pod has ended (or none runs and nothing "
@@ -110,10 +110,17 @@ def run(args: argparse.Namespace) -> int:
     from .scheduler.config import ConfigError, load as load_config
     from .sim.trace import TraceError
 
+    for bad, why in ((args.serve_port is not None and not args.speed,
+                      "--serve-port needs --speed (virtual time otherwise outruns any client)"),
+                     (args.inflate is not None and args.inflate <= 0, f"--inflate {args.inflate}: must be above 0"),
+                     (args.drain and args.inflate, "--drain with --inflate: inflated pods never end")):
+        if bad:
+            print(f"nanokube simulate: {why}", file=sys.stderr)
+            return 2
     try:
         args.event_ttl = parse_ttl(args.event_ttl)
         cluster, trace = _load(args)
-        configs = [(os.path.splitext(os.path.basename(p))[0], load_config(p)) for p in args.scheduler_config] \
+        configs = [(name, load_config(p)) for name, p in zip(_names(args.scheduler_config), args.scheduler_config)] \
             or [("default", None)]
     except (ClusterFileError, TraceError, ConfigError, OSError, KeyError, ValueError) as e:
         print(f"nanokube simulate: {e}", file=sys.stderr)
@@ -130,10 +137,6 @@ def run(args: argparse.Namespace) -> int:
     for _, cfg in configs:
         if cfg is not None:
             _fill_workload(cfg, trace)
-    if args.serve_port is not None and not args.speed:
-        print("nanokube simulate: --serve-port needs --speed (virtual time otherwise outruns any client)",
-              file=sys.stderr)
-        return 2
     if not args.quiet:
         from .sim.capacity import describe
 
@@ -200,6 +203,12 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     if ends or (r.interrupted and _ends_process):
         _exit(INTERRUPTED if r.interrupted else 0)
     return r.interrupted
+
+
+def _names(paths: list[str]) -> list[str]:
+    """Each configuration's name in the lines and the table: its file's name, numbered where two are alike."""
+    names = [os.path.splitext(os.path.basename(p))[0] for p in paths]
+    return [f"{n}#{names[:i].count(n) + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 
 def _fill_workload(cfg, trace) -> None:

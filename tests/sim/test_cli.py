@@ -55,7 +55,7 @@ def test_output_and_exit_status_survive_the_fast_exit(tmp_path):
     proc = _simulate(tmp_path, "--until", "5", "--out", str(out), "--scheduler-config", str(tmp_path / "most.yaml"),
                      "--scheduler-config", str(tmp_path / "most.yaml"))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.count("most: 3/3 pods scheduled") == 2
+    assert "most#1: 3/3 pods scheduled" in proc.stdout and "most#2: 3/3 pods scheduled" in proc.stdout
     assert [r["pods"] for r in json.loads((out / "results.json").read_text())["runs"]] == [3, 3]
     assert list((tmp_path / "tmp").iterdir()) == []
 
@@ -214,6 +214,8 @@ def test_what_if_more_fewer_or_other_nodes(tmp_path):
         (("--drop-nodes", "2"), "--drop-nodes 2: 2 of the cluster's 2 nodes would leave none"),
         (("--drop-nodes", "0.1"), "--drop-nodes '0.1': want a number of nodes (50) or a percentage of them (10%)"),
         (("--cluster", str(tmp_path / "cluster.yaml")), "cluster.yaml: pool 'n' is also in"),
+        (("--inflate", "-1"), "--inflate -1.0: must be above 0"),
+        (("--inflate", "1.3", "--drain"), "--drain with --inflate: inflated pods never end"),
     ]:
         proc = _simulate(tmp_path, *args)
         assert proc.returncode == 2 and "nanokube simulate: " in proc.stderr and message in proc.stderr, \
