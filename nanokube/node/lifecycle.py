@@ -885,6 +885,8 @@ class PodWorker:
         self.agent.ips.release(self.uid)
         await self.agent.claims.unprepare(self.uid)
         self.agent.volumes.unmount(self.uid)
+        if self.deleting():  # deleted as the deadline passed: nothing is left to stop
+            await self._delete()
 
     async def _terminate(self) -> None:
         """Graceful deletion: containers stop after min(grace, stop-seconds), exiting as
