@@ -489,3 +489,5 @@ async def test_the_active_deadline_also_ends_a_pod_that_never_got_its_containers
     assert (await pods.get("slow-pull", "default"))["status"]["phase"] == "Failed"
     assert "Started" not in {e["reason"] for e in (await pods.c.resource("", "v1", "events").list(
         namespace="default"))[0]}
+    await pods.delete("slow-pull", "default")
+    assert await eventually(gone(pods, "slow-pull"))
