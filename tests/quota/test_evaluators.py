@@ -66,6 +66,37 @@ def test_a_pod_being_resized_is_charged_what_it_holds_meanwhile():
         ("1", "2Gi", "1", "2Gi")
 
 
+def test_a_resize_moving_resources_between_containers_is_charged_the_larger_pod_total():
+    """The spec, allocated and running totals are each summed over the containers before the larger
+    is taken (kubernetes#140047): a moves from 2 CPUs to 1 and b from 1 to 2, so the pod holds 3
+    (not 4); memory grows in a alone, so the spec's total wins there."""
+    spec = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}},
+                           {"name": "b", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}
+    status = {"phase": "Running", "containerStatuses": [
+        {"name": n, "allocatedResources": r, "resources": {"requests": r}}
+        for n, r in (("a", {"cpu": "2", "memory": "1Gi"}), ("b", {"cpu": "1", "memory": "1Gi"}))]}
+    got = text(pod_usage({"metadata": {"name": "p"}, "spec": spec, "status": status}, 0))
+    assert (got["requests.cpu"], got["requests.memory"]) == ("3", "3Gi")
+
+
+def test_the_pod_level_status_stands_for_the_containers_and_the_pod_level_spec():
+    """With InPlacePodLevelResourcesVerticalScaling the pod's status.allocatedResources and
+    status.resources are the allocated and running totals; pod-level requests are the larger of
+    the spec's and the status' less overhead; once Infeasible the spec's drops out."""
+    spec = {"containers": [{"name": "a"}], "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
+            "overhead": {"cpu": "100m"}}
+    status = {"phase": "Running", "allocatedResources": {"cpu": "2100m"},
+              "resources": {"requests": {"cpu": "2100m"}, "limits": {"cpu": "2100m"}}}
+    got = text(pod_usage({"metadata": {"name": "p"}, "spec": spec, "status": status}, 0))
+    assert (got["requests.cpu"], got["limits.cpu"]) == ("2100m", "2100m")
+    grown = {**spec, "resources": {"requests": {"cpu": "3"}, "limits": {"cpu": "3"}}}
+    got = text(pod_usage({"metadata": {"name": "p"}, "spec": grown, "status": status}, 0))
+    assert (got["requests.cpu"], got["limits.cpu"]) == ("3100m", "3100m")
+    infeasible = {**status, "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]}
+    got = text(pod_usage({"metadata": {"name": "p"}, "spec": grown, "status": infeasible}, 0))
+    assert (got["requests.cpu"], got["limits.cpu"]) == ("2100m", "2100m")
+
+
 def test_claim_usage_per_device_class():
     claim = {"spec": {"devices": {"requests": [
         {"name": "a", "exactly": {"deviceClassName": "gpu", "count": 2}},

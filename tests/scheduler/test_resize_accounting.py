@@ -70,3 +70,26 @@ async def test_a_growth_holds_the_new_size_unless_the_node_reports_it_infeasible
     await parked(sched, pods, "other", {"NodeResourcesFit"})
     await write_status(pods, "grower", running_status("1", [{**pending, "reason": "Infeasible"}]))
     assert await eventually(bound(pods, "other")) == "n"
+
+
+async def test_a_resize_that_moves_cpu_between_containers_holds_the_larger_pod_total(stack):
+    """A resize is allocated and actuated for the whole pod at once (kubernetes#140047): a pod whose
+    container a shrinks from 2 CPUs to 1 while b grows from 1 to 2 holds 3 (spec, allocated and
+    running totals are all 3), not the 4 of each container's larger size; a pod asking 1 CPU fits
+    beside it on a 4-CPU node."""
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    await add_node(client, node("n", cpu="4"))
+    two = strip_uid(pod("two", nodeName="n"))
+    two["spec"]["containers"] = [{"name": n, "image": "pause", "resources": {"requests": {"cpu": cpu}}}
+                                 for n, cpu in (("a", "2"), ("b", "1"))]
+    await pods.create(two)
+    await pods.patch("two", {"spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}},
+                                                     {"name": "b", "resources": {"requests": {"cpu": "2"}}}]}},
+                     "application/strategic-merge-patch+json", namespace="default", subresource="resize")
+    statuses = [{**running_status(cpu)["containerStatuses"][0], "name": n} for n, cpu in (("a", "2"), ("b", "1"))]
+    await write_status(pods, "two", {"phase": "Running", "containerStatuses": statuses, "conditions": [
+        {"type": "PodResizeInProgress", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+    await sched.start()
+    await pods.create(strip_uid(pod("small", "1")))
+    assert await eventually(bound(pods, "small")) == "n"
