@@ -431,13 +431,14 @@ class Framework:
     def run_pod_group_post_filter(self, group) -> tuple[dict[str, str] | None, Status | None]:
         """Runs PodGroupPostFilter once for a group whose workload cycle
         failed, in order until a plugin succeeds (its nominations, pod uid
-        -> node); otherwise the plugins' reasons as one Unschedulable
-        status, or None when no plugin takes part."""
+        -> node, and its status where it says something); otherwise the
+        plugins' reasons as one Unschedulable status, or None when no
+        plugin takes part."""
         reasons: list[str] = []
         for p in self.points["pod_group_post_filter"]:
             nominated, st = p.pod_group_post_filter(group)
             if st is None or st.code == Code.SUCCESS:
-                return nominated or {}, None
+                return nominated or {}, st if st is not None and st.reasons else None
             reasons.extend(st.reasons)
         return None, Status(Code.UNSCHEDULABLE, reasons) if reasons else None
 

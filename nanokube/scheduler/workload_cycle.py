@@ -155,7 +155,8 @@ class WorkloadCycle:
     def _post_filter(self, g: GroupPreemptor) -> tuple[bool, str]:
         """Runs the PodGroupPostFilter plugins in order until one succeeds,
         unless the group preempted on its previous cycle. Returns whether
-        victims were chosen, and the plugins' Unschedulable reasons."""
+        victims were chosen, and what the plugins said (the placement found,
+        or their Unschedulable reasons)."""
         if g.key in self.preempted:
             self.preempted.discard(g.key)
             return False, ""
@@ -163,7 +164,7 @@ class WorkloadCycle:
         if nominated is not None:
             self.preempted.add(g.key)
             self.nominated[g.key] = [(i, nominated[i.uid]) for i in g.pods if i.uid in nominated]
-            return True, ""
+            return True, st.message() if st is not None else ""
         self.nominated.pop(g.key, None)
         self._clear_nominations(g.pods)
         return False, st.message() if st is not None else ""
@@ -279,9 +280,12 @@ class WorkloadCycle:
 
     def reject(self, entry: QueuedPodGroupInfo, pg: dict, reason: str, message: str, failures: dict[str, FitError],
                post: str = "", error: bool = False, preemptor: GroupPreemptor | None = None) -> None:
-        """Every member gets FailedScheduling and PodScheduled=False (with
-        the PostFilter verdict, if any); the group waits for an event its
-        members' rejecting plugins registered. After a preemption
+        """Every member gets FailedScheduling and PodScheduled=False: a
+        member that did not fit its own FitError, the others the group's
+        message with the PodGroupPostFilter's verdict appended (upstream's
+        AppendReason, joined by ", "), which the group's condition carries
+        too; the group waits for an event its members' rejecting plugins
+        registered. After a preemption
         (`preemptor`), each member's nomination goes in the same status
         patch, as upstream's updatePod writes it, once the victims are
         evicted."""
@@ -290,11 +294,11 @@ class WorkloadCycle:
         s.metrics.schedule_attempts.labels("error" if error else "unschedulable", prof).inc(len(entry.members))
         entry.unschedulable_plugins = {p for e in failures.values() for p in e.plugins()}
         nominated = {info.uid: node for info, node in self.nominated[entry.group]} if preemptor else {}
+        message = f"{message}, {post}" if post else message
         reports = []
         for info in entry.members.values():
             fit = failures.get(info.key)
-            text = f"{message}; {fit}" if fit else message
-            reports.append((info.pod, reason, f"{text} {post}" if post else text, nominated.get(info.uid)))
+            reports.append((info.pod, reason, str(fit) if fit else message, nominated.get(info.uid)))
         waits = [e for e in (self.reporting.get(entry.group), preemptor and preemptor.evicted) if e is not None]
         if waits:
             done = self.reporting[entry.group] = asyncio.Event()

@@ -49,4 +49,5 @@ def test_gang_too_large_stays_pending_with_events_on_every_pod(cluster):
     pg = cluster.kubectl_json("get", "podgroup", "huge", "-n", "default")
     cond = next(c for c in pg["status"]["conditions"] if c["type"] == "PodGroupInitiallyScheduled")
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
-    assert cond["message"] == "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
+    assert cond["message"] == ("minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
+                               "pod group preemption: No preemption victims found for incoming preemptor")

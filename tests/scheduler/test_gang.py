@@ -82,7 +82,9 @@ async def test_gang_that_does_not_fit_binds_nothing_and_keeps_no_reservation(sch
     pods, names = await gang(client, "g", 4)
     cond = await eventually(condition(client, "g"))
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
-    assert cond["message"] == "minCount (4) cannot be satisfied: 3 scheduled, 0 remaining"
+    # the group's failure, then (upstream's AppendReason) what workload-aware preemption said
+    assert cond["message"] == ("minCount (4) cannot be satisfied: 3 scheduled, 0 remaining, "
+                               "pod group preemption: No preemption victims found for incoming preemptor")
     for n in names:
         assert await eventually(lambda n=n: failed_scheduling(client, n))
     assert await nodes_of(pods, names) == [None] * 4

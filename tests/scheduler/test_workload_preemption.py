@@ -111,6 +111,15 @@ async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
         got = [(await pods.get(f"hi-{i}", "default"))["status"].get("nominatedNodeName") for i in range(2)]
         return got if all(got) else None
     assert sorted(await eventually(nominated)) == ["n1", "n2"]
+    # the preemptor group's condition says a placement was found (upstream's AppendReason, kubernetes#140311)
+    async def hi_condition():
+        hi = await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").get("hi", "default")
+        return next((c for c in (hi.get("status") or {}).get("conditions", [])
+                     if c["type"] == "PodGroupInitiallyScheduled"), None)
+    cond = await eventually(hi_condition)
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False", "Unschedulable", "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining, "
+        "pod group preemption: found a placement for podgroup, preempting 2 victims")
     await release(pods, sorted(got))
 
     async def bound():
@@ -201,11 +210,13 @@ async def test_preemption_policy_never_does_not_preempt(env):
     await gang_of(client, "polite", 2, 100, preemptionPolicy="Never")
 
     async def failed():
-        p = await pods.get("polite-0", "default")
+        p = await pods.get("polite-1", "default")
         c = [c for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled"]
         return c and c[0]["status"] == "False" and c[0]
     cond = await eventually(failed)
-    assert cond["message"].endswith("preemption: not eligible due to preemptionPolicy=Never.")
+    # polite-0 did not fit (its own FitError); polite-1, never tried, has the group's message
+    assert cond["message"] == ("minCount (2) cannot be satisfied: 0 scheduled, 1 remaining, "
+                               "pod group preemption: not eligible due to preemptionPolicy=Never.")
     assert await doomed(pods) == set()
     metric = sched.metrics.registry.get_sample_value
     assert metric("scheduler_workload_preemption_attempts_total", {"result": "Unschedulable"}) >= 1
@@ -221,14 +232,21 @@ async def test_equal_priority_and_hopeless_groups_preempt_nothing(env):
     await gang_of(client, "same", 2, 100)
     await gang_of(client, "huge", 3, 1000)
 
+    groups = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+
     async def both_failed():
         out = []
-        for n in ("same-0", "huge-0"):
-            c = [c for c in (await pods.get(n, "default"))["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+        for n in ("same", "huge"):
+            c = [c for c in ((await groups.get(n, "default")).get("status") or {}).get("conditions", [])
+                 if c["type"] == "PodGroupInitiallyScheduled"]
             out.append(c and c[0]["status"] == "False" and c[0]["message"])
         return out if all(out) else None
     same, huge = await eventually(both_failed)
-    assert "preemption: not helpful" in same and "preemption: not helpful" in huge
+    # as upstream: nothing of lower priority to remove, or the group's failure with all of it removed
+    assert same == ("minCount (2) cannot be satisfied: 0 scheduled, 1 remaining, "
+                    "pod group preemption: No preemption victims found for incoming preemptor")
+    assert huge == ("minCount (3) cannot be satisfied: 0 scheduled, 2 remaining, "
+                    "pod group preemption: minCount (3) cannot be satisfied: 2 scheduled, 0 remaining")
     assert await doomed(pods) == set()
 
 

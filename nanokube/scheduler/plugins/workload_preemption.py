@@ -25,8 +25,10 @@ from ..framework import Code, CycleState, Framework, PodInfo, Status, unschedula
 from ...machinery.conditions import find_condition, remove_condition, transition_time
 from ...machinery.podgroups import group_key, group_priority
 
+#: upstream's PodGroupPostFilter prefixes each message of the group evaluator with this
+PREFIX = "pod group preemption: "
 NEVER = "not eligible due to preemptionPolicy=Never."
-NO_DOMAIN = "not helpful: the pod group does not fit even with every lower-priority workload removed."
+NO_VICTIMS = "No preemption victims found for incoming preemptor"
 DISRUPTION_TARGET = "DisruptionTarget"
 REASON = "PreemptionByScheduler"
 #: keeps summed priorities positive so fewer victims always cost less (upstream's MaxInt32 + 1)
@@ -212,6 +214,7 @@ class PodGroupPreemption:
         self.plugin = plugin
         self.handle = plugin.handle
         self.going: dict[str, set[str]] = {}  # preemptor group -> its victims not yet gone
+        self.unfit = ""  # the message of the last placement `_try` found infeasible
 
     def run(self, g: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
         """Chooses and evicts victims; each run is counted by its status, and
@@ -225,7 +228,7 @@ class PodGroupPreemption:
     def _run(self, g: GroupPreemptor) -> tuple[dict[str, str] | None, Status, Plan | None]:
         spec = g.pg.get("spec") or {}
         if spec.get("preemptionPolicy") == "Never" or any(p.spec.get("preemptionPolicy") == "Never" for p in g.pods):
-            return None, unschedulable(f"preemption: {NEVER}"), None
+            return None, unschedulable(PREFIX + NEVER), None
         below = group_priority(g.pg)
         all_nodes = self.handle.snapshot.nodes
         for key in list(self.going):
@@ -233,17 +236,21 @@ class PodGroupPreemption:
             if not self.going[key]:
                 del self.going[key]
         pdbs = self.plugin._pdbs(None)
-        plans = [plan for nodes in g.domains
-                 if (plan := self._plan(g, nodes, all_nodes, below, pdbs)) is not None]
+        outcomes = [self._plan(g, nodes, all_nodes, below, pdbs) for nodes in g.domains]
+        plans = [o for o in outcomes if isinstance(o, Plan)]
         if not plans:
-            return None, unschedulable(f"preemption: {NO_DOMAIN}"), None
+            # as upstream: no lower-priority pod at all, else why the group does not fit without them
+            why = next((o for o in outcomes if o), NO_VICTIMS)
+            return None, unschedulable(PREFIX + why), None
         best = min(plans, key=Plan.cost)
         self.going.setdefault(g.key, set()).update(p.uid for u in best.victims for p in u.pods)
         g.evicted = asyncio.Event()
         self.handle.spawn(self._actuate(g, best))
-        return best.nominations, Status(Code.SUCCESS), best
+        victims = sum(len(u.pods) for u in best.victims)
+        return best.nominations, Status(Code.SUCCESS, [
+            f"{PREFIX}found a placement for podgroup, preempting {victims} victims"]), best
 
-    def _plan(self, g: GroupPreemptor, nodes: list[NodeInfo], all_nodes, below: int, pdbs) -> Plan | None:
+    def _plan(self, g: GroupPreemptor, nodes: list[NodeInfo], all_nodes, below: int, pdbs) -> Plan | str:
         """Takes pods already on their way out off the domain and keeps the
         space other groups were promised (on copies of the nodes that
         changes); then tries candidate placements and keeps the one whose
@@ -254,7 +261,8 @@ class PodGroupPreemption:
         placed with each single unit removed alone (cheapest first, while one
         could still cost less) and, if that does not do, with only the least
         important units removed (the fewest that let it fit, found by
-        bisection, then reprieved)."""
+        bisection, then reprieved). Without a plan, why: "" where no unit
+        could be removed, else the group's failure with all of them removed."""
         chosen = set().union(*self.going.values())
         units = victim_units(nodes, all_nodes, below, g.key, self.handle.podgroups, chosen)
         base = _Nodes(nodes)
@@ -271,7 +279,9 @@ class PodGroupPreemption:
         if free is not None:  # the room earlier victims are leaving is enough
             return free
         best = self._try(g, base, units, breaking)
-        if best is None or len(best.victims) <= 1:
+        if best is None:
+            return self.unfit if units else ""
+        if len(best.victims) <= 1:
             return best
         singles = sorted(units, key=lambda u: Plan([u], pdb_violations=int(id(u) in breaking)).cost())
         for u in singles[:MAX_SINGLE_CANDIDATES]:
@@ -313,6 +323,7 @@ class PodGroupPreemption:
             view.drop(node, uids)
         attempt = g.place(list(view.infos.values()))
         if not attempt.feasible:
+            self.unfit = attempt.message
             return None
         placed = attempt.assigned
         for info, node, _ in placed:
