@@ -184,7 +184,7 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     ends = last and _ends_process
     r = await simulate(name, cluster, trace, cfg, seed=args.seed, until=args.until, speed=args.speed,
                        controllers=controllers, progress=not args.quiet, serve_port=args.serve_port,
-                       stop=not (ends or stopping.is_set()), event_ttl=args.event_ttl, interrupt=stopping,
+                       stop=not ends, event_ttl=args.event_ttl, interrupt=stopping,
                        drain=args.drain)
     results.append(r)
     m = r.metrics
@@ -194,8 +194,8 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
           f"placements {r.placement_hash}", flush=True)
     if last or r.interrupted:
         inputs = {"cluster": ", ".join(args.cluster), "add_nodes": args.add_nodes, "drop_nodes": args.drop_nodes,
-                  "trace": args.trace, "seed": args.seed, "inflate": args.inflate,
-                  "until": args.until}
+                  "trace": args.trace, "seed": args.seed, "inflate": args.inflate, "until": args.until,
+                  "drain": args.drain}
         doc = write_report(args.out, results, inputs) if args.out else results_doc(results, inputs)
         print("\n" + table(doc["runs"], inflate=args.inflate), flush=True)
         if args.out:

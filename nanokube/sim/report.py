@@ -63,7 +63,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .6em;
 const consoleError = console.error; console.error = (...a) => {{ pageErrors.push(a.join(' ')); consoleError(...a); }};</script>
 <script>{chartjs}</script></head><body>
 <h1>nanokube simulate</h1>
-<p>cluster <code>{cluster}</code>{edits}, trace <code>{trace}</code>, seed {seed}</p>
+<p>cluster <code>{cluster}</code>{edits}, trace <code>{trace}</code>{how}, seed {seed}</p>
 <table><tr><th>configuration</th><th>pods</th><th>scheduled</th><th>pending at end</th><th>GPU alloc mean</th>
 <th>GPU frag mean</th><th>delay p50</th><th>delay p90</th><th>delay p99</th><th>makespan</th><th>evicted</th>
 <th>virtual time</th><th>wall s</th><th>events/s</th><th>placements</th></tr>{rows}</table>
@@ -122,7 +122,7 @@ def render(doc: dict) -> str:
     data = json.dumps(chart_data(doc)).replace("</", "<\\/")
     inputs = doc["inputs"]
     return PAGE.format(title=e(os.path.basename(str(inputs.get("trace", "")))), chartjs=chartjs,
-                       cluster=e(str(inputs.get("cluster"))), edits=e(_edits(inputs)), trace=e(str(inputs.get("trace"))),
+                       cluster=e(str(inputs.get("cluster"))), edits=e(_edits(inputs)), how=e(_how(inputs)), trace=e(str(inputs.get("trace"))),
                        seed=e(str(inputs.get("seed"))), rows=rows, evicted=evicted, data=data)
 
 
@@ -132,6 +132,14 @@ def _edits(inputs: dict) -> str:
     if inputs.get("drop_nodes"):
         parts.append(f"--drop-nodes {inputs['drop_nodes']}")
     return f" with {' '.join(parts)}" if parts else ""
+
+
+def _how(inputs: dict) -> str:
+    """How the trace was run, as the options that said so."""
+    parts = [f"--{k} {inputs[k]}" for k in ("inflate", "until") if inputs.get(k) is not None]
+    if inputs.get("drain"):
+        parts.append("--drain")
+    return f" ({' '.join(parts)})" if parts else ""
 
 
 def _row(r: dict) -> str:

@@ -200,6 +200,8 @@ def test_what_if_more_fewer_or_other_nodes(tmp_path):
 
     assert nodes() == ["n-0", "n-1"]
     assert nodes("--add-nodes", "n=2") == ["n-0", "n-1", "n-2", "n-3"]
+    assert "<code>" + str(tmp_path / "cluster.yaml") + "</code> with --add-nodes n=2," in \
+        (tmp_path / "out" / "report.html").read_text()
     assert nodes("--drop-nodes", "1") == ["n-0"]
     assert nodes("--drop-nodes", "50%", "--add-nodes", "n=1") == ["n-0", "n-1"]
     assert nodes("--cluster", str(tmp_path / "big.yaml")) == ["big-0", "n-0", "n-1"]
@@ -248,6 +250,7 @@ def test_drain_runs_on_until_the_pods_end(tmp_path):
     stuck = run("--drain")
     assert stuck["virtual_s"] == 200 + 600 and stuck["summary"]["pending_at_end"] == 1
     assert run("--drain", "--until", "150")["virtual_s"] == 150
+    assert "</code> (--until 150.0 --drain), seed 0" in (out / "report.html").read_text()
 
 
 def test_progress_counts_the_trace_writes_replayed(tmp_path):
