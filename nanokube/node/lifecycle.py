@@ -48,6 +48,9 @@ SIGTERM_EXIT = 143
 PULL_SECONDS = "sim.nanokube.io/pull-seconds"
 #: the kubelet's activeDeadlineHandler's message (status.message and its DeadlineExceeded Event)
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+#: the state the status manager's TerminatePod gives a container that had not finished when its pod ended
+UNKNOWN_STATE = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                                "message": "The container could not be located when the pod was terminated"}}
 PULL_ERROR = "sim.nanokube.io/pull-error"
 #: how soon after a failed pull the pod is synced again and reported backing off
 PULL_RESYNC = 1.0
@@ -233,10 +236,6 @@ def _list_patch(live: list[dict], new: list[dict], key: str) -> list[dict]:
 class PodWorker:
     """Drives one pod; `update` feeds it newer copies of the pod from the informer."""
 
-    #: whether spec.activeDeadlineSeconds stops the pod, also while its claims, volumes and images
-    #: are set up (the process runtime does not enforce it)
-    enforces_active_deadline = True
-
     def __init__(self, agent, pod: dict):
         self.agent = agent
         self.clock = agent.clock
@@ -364,8 +363,8 @@ class PodWorker:
 
     async def _wait(self, deadline: float | None, active: bool = False) -> bool:
         """Sleep until the monotonic `deadline` (None: forever); True if cut
-        short by deletion, or (`active`: the containers run or wait to restart) by
-        the pod's activeDeadlineSeconds running out, which sets deadline_exceeded.
+        short by deletion, or (`active`: the pod is being set up, its containers run or wait to
+        restart) by the pod's activeDeadlineSeconds running out, which sets deadline_exceeded.
         Deadlines are fixed before the status write so the API round trip counts as run time."""
         timer = waiter = limit = None
         if deadline is not None:
@@ -627,7 +626,7 @@ class PodWorker:
                 await self._event("Warning", "ErrImageNeverPull", message, path)
                 await self._event("Warning", "Failed", "Error: ErrImageNeverPull", path)
                 await self._image_waiting(c, "ErrImageNeverPull", message)
-                if await self._wait(self.clock.monotonic() + SYNC_RETRY, active=self.enforces_active_deadline):
+                if await self._wait(self.clock.monotonic() + SYNC_RETRY, active=True):
                     return True
         if policy == "Always" or (policy == "IfNotPresent" and image_ref(image) not in self.agent.images):
             delay = BACKOFF_INITIAL
@@ -638,7 +637,7 @@ class PodWorker:
                 if seconds > 0 and not interruptible:
                     await self.clock.sleep(seconds)
                 elif seconds > 0 and (await self._initialized(c) or
-                                      await self._wait(began + seconds, active=self.enforces_active_deadline)):
+                                      await self._wait(began + seconds, active=True)):
                     return True
                 if not (interruptible and (error := pull_error(self.pod, image))):
                     break
@@ -677,7 +676,7 @@ class PodWorker:
                 await self._event("Normal", "BackOff", f'Back-off pulling image "{image}"', path)
             await self._event("Warning", "Failed", f"Error: {reason}", path)
             await self._image_waiting(c, reason, message)
-            if await self._wait(resync, active=self.enforces_active_deadline):
+            if await self._wait(resync, active=True):
                 return True
         return False
 
@@ -742,7 +741,7 @@ class PodWorker:
                 return True
             except not_ready as e:
                 await self._event("Warning", reason, message.format(e))
-            if await self._wait(self.clock.monotonic() + delay, active=self.enforces_active_deadline):
+            if await self._wait(self.clock.monotonic() + delay, active=True):
                 return False
             delay = min(delay * 2, CLAIM_RETRY_MAX)
 
@@ -868,8 +867,7 @@ class PodWorker:
         manager's TerminatePod leaves it (ContainerStatusUnknown, 137)."""
         await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
         now = self.clock.rfc3339()
-        unknown = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
-                                  "message": "The container could not be located when the pod was terminated"}}
+        unknown = UNKNOWN_STATE
 
         def ended(status: dict) -> dict:
             if "terminated" in status["state"]:

@@ -34,7 +34,7 @@ from ...machinery.streaming import StreamFailed, executable_not_found
 from ...clock import parse_time
 from .. import inplace
 from ..streaming import no_log
-from ..lifecycle import BACKOFF_MAX, PodWorker, field_path, image_id, image_ref
+from ..lifecycle import BACKOFF_MAX, DEADLINE_MESSAGE, UNKNOWN_STATE, PodWorker, field_path, image_id, image_ref
 from .netns import NetnsError
 from .probes import run_probe
 from . import stdio
@@ -94,8 +94,6 @@ class Container:
 class ProcessPodWorker(PodWorker):
     """A pod whose containers are processes; reuses PodWorker's status writes,
     claim and volume set-up, events and deletion."""
-
-    enforces_active_deadline = False
 
     def __init__(self, agent, pod: dict, runtime: ProcessRuntime):
         super().__init__(agent, pod)
@@ -243,22 +241,39 @@ class ProcessPodWorker(PodWorker):
         while not self.deleting() and not flow.done():
             self.changed.clear()
             await self._sync_spec()  # an ephemeral container added, a resize
-            waiter = asyncio.ensure_future(self.changed.wait())
-            await asyncio.wait([flow, waiter], return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
-        if not flow.done():
+            left = self._active_deadline_left()
+            if left is not None and left <= 0:
+                self.deadline_exceeded = True
+                break
+            waits = [flow, asyncio.ensure_future(self.changed.wait())]
+            if left is not None:
+                waits.append(asyncio.ensure_future(self.clock.sleep(left)))
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for t in waits[1:]:
+                t.cancel()
+        if self.deadline_exceeded and not self.deleting():
+            # activeDeadlineHandler: stopped with the pod's grace period; what never ran ends unknown
+            await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
+            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            await self._kill_gracefully([*self._all(), *self.debug.values()], self.clock.now() + grace)
+        elif not flow.done():
             md = self.pod["metadata"]
             await self._kill_gracefully([*self._all(), *self.debug.values()], parse_time(md["deletionTimestamp"]))
         for c in self.debug.values():  # the app containers are done: what is left of a debug session goes
             _kill(c, signal.SIGKILL)
         await asyncio.gather(*self._children)
+        if self.deadline_exceeded:
+            for c in self._all():
+                if "terminated" not in c.state:
+                    c.state = dict(UNKNOWN_STATE)
         ended = [c for c in self._all() if not c.sidecar]
         codes = [(c.state.get("terminated") or c.last_state.get("terminated") or {}).get("exitCode", 0)
                  for c in ended]
         now = self.clock.rfc3339()
         try:
-            await self._write("Succeeded" if all(code == 0 for code in codes) else "Failed", self._statuses(), False,
-                              now, "PodCompleted", initialized=not self._initializing)
+            succeeded = all(code == 0 for code in codes) and not self.deadline_exceeded
+            await self._write("Succeeded" if succeeded else "Failed", self._statuses(), False,
+                              now, "PodCompleted" if succeeded else "PodFailed", initialized=not self._initializing)
         except errors.APIError as e:
             if e.code != 404:
                 raise
@@ -275,7 +290,7 @@ class ProcessPodWorker(PodWorker):
         stopped once the app containers are done."""
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
         for c in self.inits.values():
-            if self._stopping.is_set():
+            if self._stopping.is_set() or self.deadline_exceeded:
                 return
             if c.sidecar:
                 self._children.append(asyncio.create_task(self._container_loop(c, lambda _code: True)))
@@ -283,7 +298,7 @@ class ProcessPodWorker(PodWorker):
             code = await self._container_loop(c, lambda code: code != 0 and policy != "Never")
             if code != 0:
                 return
-        if self._stopping.is_set():
+        if self._stopping.is_set() or self.deadline_exceeded:
             return
         self._initializing = False
 

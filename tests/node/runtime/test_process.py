@@ -410,3 +410,30 @@ async def test_each_probe_run_is_counted_on_the_kubelets_metrics_probes(env):
 
 async def _worker(rt, name):
     return rt.pods.get(("default", name))
+
+
+async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
+    """activeDeadlineSeconds in the process runtime: a running pod's processes get SIGTERM once it
+    passes and the pod is Failed with reason DeadlineExceeded; one whose image is still being
+    pulled then never starts, its container ending ContainerStatusUnknown."""
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    running = pod("capped", ["sleep", "300"])
+    pulling = pod("pulling", ["sh", "-c", f"touch {tmp}/pulled-ran"])
+    pulling["metadata"]["annotations"] = {"sim.nanokube.io/pull-seconds": "600"}
+    pulling["spec"]["containers"][0]["image"] = "registry.local/big:1"
+    for p in (running, pulling):
+        p["spec"]["activeDeadlineSeconds"] = 2
+        await pods.create(p)
+    for name in ("capped", "pulling"):
+        st = (await eventually(status_of(pods, name, phase("Failed")), ATTEMPTS))["status"]
+        assert (st["reason"], st["message"]) == ("DeadlineExceeded",
+                                                 "Pod was active on the node longer than the specified deadline")
+    term = (await pods.get("capped", "default"))["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["exitCode"] == 143  # sleep ends on SIGTERM
+    term = (await pods.get("pulling", "default"))["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (137, "ContainerStatusUnknown")
+    assert not (tmp / "pulled-ran").exists()
+    items, _ = await client.resource("", "v1", "events").list(namespace="default")
+    assert sorted(e["involvedObject"]["name"] for e in items if e["reason"] == "DeadlineExceeded") == [
+        "capped", "pulling"]
