@@ -26,6 +26,9 @@ def add_parser(sub) -> None:
                         "default profile)")
     p.add_argument("--seed", type=int, default=0, help="seed of the scheduler's tie-breaking, --inflate's sampling and --drop-nodes' choice")
     p.add_argument("--until", type=float, default=None, metavar="SECONDS", help="stop at this trace time")
+    p.add_argument("--limit-pods", type=int, default=None, metavar="N",
+                   help="replay only the trace's first N pods created (their deletions and every other write stay), "
+                        "for a quick run; with --inflate, sample from them")
     p.add_argument("--drain", action="store_true",
                    help="after the trace's last write, keep going until every pod has ended (or none runs and nothing "
                         "changed for 10 virtual minutes: what still waits fits nowhere), for a makespan; pods that "
@@ -113,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     for bad, why in ((args.serve_port is not None and not args.speed,
                       "--serve-port needs --speed (virtual time otherwise outruns any client)"),
                      (args.inflate is not None and args.inflate <= 0, f"--inflate {args.inflate}: must be above 0"),
-                     (args.drain and args.inflate, "--drain with --inflate: inflated pods never end")):
+                     (args.drain and args.inflate, "--drain with --inflate: inflated pods never end"),
+                     (args.limit_pods is not None and args.limit_pods < 1, f"--limit-pods {args.limit_pods}: must be 1 or more")):
         if bad:
             print(f"nanokube simulate: {why}", file=sys.stderr)
             return 2
@@ -125,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
     except (ClusterFileError, TraceError, ConfigError, OSError, KeyError, ValueError) as e:
         print(f"nanokube simulate: {e}", file=sys.stderr)
         return 2
+    if args.limit_pods is not None:
+        from .sim.trace import first_pods
+
+        trace = first_pods(trace, args.limit_pods)
     if args.inflate:
         from .sim.trace import inflate
 
@@ -195,7 +203,7 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     if last or r.interrupted:
         inputs = {"cluster": ", ".join(args.cluster), "add_nodes": args.add_nodes, "drop_nodes": args.drop_nodes,
                   "trace": args.trace, "seed": args.seed, "inflate": args.inflate, "until": args.until,
-                  "drain": args.drain}
+                  "drain": args.drain, "limit_pods": args.limit_pods}
         doc = write_report(args.out, results, inputs) if args.out else results_doc(results, inputs)
         print("\n" + table(doc["runs"], inflate=args.inflate), flush=True)
         if args.out:

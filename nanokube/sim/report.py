@@ -136,7 +136,8 @@ def _edits(inputs: dict) -> str:
 
 def _how(inputs: dict) -> str:
     """How the trace was run, as the options that said so."""
-    parts = [f"--{k} {inputs[k]}" for k in ("inflate", "until") if inputs.get(k) is not None]
+    parts = [f"--{k.replace('_', '-')} {inputs[k]}" for k in ("limit_pods", "inflate", "until")
+             if inputs.get(k) is not None]
     if inputs.get("drain"):
         parts.append("--drain")
     return f" ({' '.join(parts)})" if parts else ""

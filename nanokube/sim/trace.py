@@ -37,6 +37,26 @@ class Trace:
         return self.events[-1].time if self.events else 0.0
 
 
+def first_pods(trace: Trace, n: int) -> Trace:
+    """The trace cut to its first `n` pods created, for a quick run: their writes (creation,
+    deletion) and every write of another kind (claim templates, Jobs...) stay."""
+    kept: set[tuple[str, str]] = set()
+    events = []
+    for e in trace.events:
+        if e.obj["kind"] == "Pod":
+            md = e.obj["metadata"]
+            key = (md.get("namespace") or "default", md["name"])
+            if e.verb == "create" and key not in kept:
+                if len(kept) >= n:
+                    continue
+                kept.add(key)
+            elif key not in kept:
+                continue
+        events.append(e)
+    gpu_milli = {k: v for k, v in trace.gpu_milli.items() if tuple(k.split("/", 1)) in kept}
+    return Trace(events, trace.task_sizes, gpu_milli)
+
+
 def load_jsonl(path: str) -> Trace:
     events = []
     with open(path, encoding="utf-8") as f:

@@ -281,3 +281,13 @@ def test_a_reader_gone_from_stdout_ends_the_command_without_a_traceback(tmp_path
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 141, stderr[-2000:]
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr[-2000:]
+
+
+def test_limit_pods_replays_the_first_pods_created(tmp_path):
+    proc = _csv(tmp_path, NODES, PODS, "--limit-pods", "1", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("default: 1/1 pods scheduled"), proc.stdout
+    [run] = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
+    assert list(run["placements"]) == ["default/openb-pod-0000"] and run["virtual_s"] == 100  # its deletion
+    proc = _csv(tmp_path, NODES, PODS, "--limit-pods", "0")
+    assert proc.returncode == 2 and "nanokube simulate: --limit-pods 0: must be 1 or more" in proc.stderr
