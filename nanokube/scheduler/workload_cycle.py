@@ -149,7 +149,8 @@ class WorkloadCycle:
         preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk,
                                    lambda nodes: self.try_placement(fwk, nodes, pending, need, len(placed), held), held)
         preempted, post = self._post_filter(preemptor)
-        self.reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, post, preemptor=preemptor if preempted else None)
+        self.reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, post, preemptor=preemptor if preempted else None,
+                    fitted={info.key for info, _, _ in best.assigned})
         return (WAITING_ON_PREEMPTION if preempted else "unschedulable"), PODGROUP
 
     def _post_filter(self, g: GroupPreemptor) -> tuple[bool, str]:
@@ -279,13 +280,16 @@ class WorkloadCycle:
         return True
 
     def reject(self, entry: QueuedPodGroupInfo, pg: dict, reason: str, message: str, failures: dict[str, FitError],
-               post: str = "", error: bool = False, preemptor: GroupPreemptor | None = None) -> None:
-        """Every member gets FailedScheduling and PodScheduled=False: a
-        member that did not fit its own FitError, the others the group's
-        message with the PodGroupPostFilter's verdict appended (upstream's
-        AppendReason, joined by ", "), which the group's condition carries
-        too; the group waits for an event its members' rejecting plugins
-        registered. After a preemption
+               post: str = "", error: bool = False, preemptor: GroupPreemptor | None = None,
+               fitted: frozenset[str] | set[str] = frozenset()) -> None:
+        """Every member gets FailedScheduling and PodScheduled=False, as
+        upstream's submitPodGroupResult: a member that did not fit its own
+        FitError; one that fitted (`fitted`) the group's message with the
+        PodGroupPostFilter's verdict appended (AppendReason, joined by ", "),
+        which the group's condition carries too; one never tried (the
+        attempt stopped early) the group's message as it was before that
+        verdict. The group waits for an event its members' rejecting
+        plugins registered. After a preemption
         (`preemptor`), each member's nomination goes in the same status
         patch, as upstream's updatePod writes it, once the victims are
         evicted."""
@@ -294,11 +298,12 @@ class WorkloadCycle:
         s.metrics.schedule_attempts.labels("error" if error else "unschedulable", prof).inc(len(entry.members))
         entry.unschedulable_plugins = {p for e in failures.values() for p in e.plugins()}
         nominated = {info.uid: node for info, node in self.nominated[entry.group]} if preemptor else {}
-        message = f"{message}, {post}" if post else message
+        verdict = f"{message}, {post}" if post else message
         reports = []
         for info in entry.members.values():
             fit = failures.get(info.key)
-            reports.append((info.pod, reason, str(fit) if fit else message, nominated.get(info.uid)))
+            text = str(fit) if fit else verdict if info.key in fitted else message
+            reports.append((info.pod, reason, text, nominated.get(info.uid)))
         waits = [e for e in (self.reporting.get(entry.group), preemptor and preemptor.evicted) if e is not None]
         if waits:
             done = self.reporting[entry.group] = asyncio.Event()
@@ -306,7 +311,7 @@ class WorkloadCycle:
         else:
             for report in reports:
                 s.spawn(self._report(*report))
-        s.spawn(self.set_condition(pg, "False", reason, message))
+        s.spawn(self.set_condition(pg, "False", reason, verdict))
         s.queue.group_done(entry, error=error)
 
     async def _report(self, pod: dict, reason: str, message: str, node: str | None) -> None:

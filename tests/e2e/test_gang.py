@@ -51,3 +51,7 @@ def test_gang_too_large_stays_pending_with_events_on_every_pod(cluster):
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
     assert cond["message"] == ("minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
                                "pod group preemption: No preemption victims found for incoming preemptor")
+    # the two members that fitted carry the group's message, the one that did not its own diagnosis
+    events = cluster.kubectl_json("get", "events", "-n", "default", "--field-selector", "reason=FailedScheduling")["items"]
+    said = {e["involvedObject"]["name"]: e["message"] for e in events if e["involvedObject"]["name"].startswith("huge-")}
+    assert sorted(said.values()) == sorted([cond["message"]] * 2 + ["0/2 nodes are available: 2 Insufficient cpu."])

@@ -57,12 +57,9 @@ def test_preemption_policy_never_preempts_nothing(full):
     full.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(gang("polite", 2, "32", "high-polite")))
 
     def failed():
-        events = full.kubectl_json("get", "events", "-n", "default", "--field-selector",
-                                   "involvedObject.name=polite-1,reason=FailedScheduling")["items"]
-        return events
-    [event, *_] = wait_for(failed)
-    # polite-0 did not fit (its own FitError); polite-1, never tried, carries the group's verdict
-    assert event["message"].endswith(", pod group preemption: not eligible due to preemptionPolicy=Never.")
+        return full.kubectl("get", "podgroup", "polite", "-n", "default", "-o",
+                            "jsonpath={.status.conditions[?(@.type=='PodGroupInitiallyScheduled')].message}").stdout
+    assert wait_for(failed).endswith(", pod group preemption: not eligible due to preemptionPolicy=Never.")
     got = pods(full)
     assert all(not got[n]["metadata"].get("deletionTimestamp") for n in LOW)
     assert [got[f"polite-{i}"]["spec"].get("nodeName") for i in range(2)] == [None, None]

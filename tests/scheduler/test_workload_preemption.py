@@ -210,11 +210,10 @@ async def test_preemption_policy_never_does_not_preempt(env):
     await gang_of(client, "polite", 2, 100, preemptionPolicy="Never")
 
     async def failed():
-        p = await pods.get("polite-1", "default")
-        c = [c for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+        pg = await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").get("polite", "default")
+        c = [c for c in (pg.get("status") or {}).get("conditions", []) if c["type"] == "PodGroupInitiallyScheduled"]
         return c and c[0]["status"] == "False" and c[0]
     cond = await eventually(failed)
-    # polite-0 did not fit (its own FitError); polite-1, never tried, has the group's message
     assert cond["message"] == ("minCount (2) cannot be satisfied: 0 scheduled, 1 remaining, "
                                "pod group preemption: not eligible due to preemptionPolicy=Never.")
     assert await doomed(pods) == set()
