@@ -458,7 +458,12 @@ class WatchCache:
             if old.get(k) is v:  # the previous version's own (a binding copies the spec shallowly): shared already
                 fresh[k] = v
                 continue
-            fresh[k] = self._shared_list(v, prefix, k) if type(v) is list else self._shared_value(v, (prefix, k))
+            t = type(v)
+            if t is list:
+                v = self._shared_list(v, prefix, k)
+            elif t is dict:
+                v = self._shared_value(v, (prefix, k))
+            fresh[k] = v
         obj["spec"] = fresh
         json_memo.alias(spec, fresh)  # the written spec's JSON, encoded for the store, is the shared copy's
 
@@ -484,7 +489,13 @@ class WatchCache:
         return hit
 
     def _shared_fields(self, d: dict, prefix: str, field: str) -> dict:
-        return {k: self._shared_value(v, (prefix, field, k)) for k, v in d.items()}
+        """A list's object with its maps and lists shared one by one (its strings, numbers and
+        booleans are taken as they are, without a call each)."""
+        shared = {}
+        for k, v in d.items():
+            t = type(v)
+            shared[k] = self._shared_value(v, (prefix, field, k)) if t is dict or t is list else v
+        return shared
 
     def _shared_value(self, v: Any, where: tuple[str, ...]) -> Any:
         if type(v) is not dict and type(v) is not list:
