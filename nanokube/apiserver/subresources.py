@@ -398,12 +398,17 @@ def _scale_of(res: Resource, obj: dict, unset: int | None = None) -> dict:
         selector = ",".join(f"{k}={sel[k]}" for k in sorted(sel or {}))
     else:
         selector = selector_to_string(sel) if isinstance(sel, dict) else (st.get("selector") or "")
+    # autoscaling/v1's JSON: spec.replicas and status.selector are omitempty, status.replicas is not
+    replicas = spec.get("replicas", 0)
+    status = {"replicas": st.get("replicas", 0)}
+    if selector:
+        status["selector"] = selector
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in md},
-        "spec": {"replicas": spec.get("replicas", 0)},
-        "status": {"replicas": st.get("replicas", 0), "selector": selector},
+        "spec": {"replicas": replicas} if replicas else {},
+        "status": status,
     }
 
 

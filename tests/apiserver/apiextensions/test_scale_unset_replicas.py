@@ -80,3 +80,27 @@ async def test_a_write_that_leaves_the_replicas_unset_is_a_bad_request(tmp_path)
         assert await _refused(c, "PATCH", f"{WIDGETS}/a/scale", {"metadata": {"labels": {"x": "y"}}},
                               content_type="application/merge-patch+json") == empty
         assert (await call(c, "GET", f"{WIDGETS}/a"))["spec"] == {}
+
+
+async def test_a_scale_at_zero_without_a_selector_leaves_out_spec_replicas_and_the_selector(tmp_path):
+    """autoscaling/v1 Scale's JSON: spec.replicas and status.selector are omitempty (status.replicas
+    is not), so a custom resource at 0 replicas with no labelSelectorPath reads, through kubectl get
+    --raw, as spec {} and status {replicas: 0}; scaled up, its replicas are written."""
+    async with served(tmp_path) as (_, c):
+        await _widgets(c, "served")
+        await call(c, "POST", WIDGETS, {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": "z"},
+                                        "spec": {"size": 0}})
+
+        async def raw() -> dict:
+            out = await asyncio.to_thread(subprocess.run, [
+                KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), "get", "--raw", f"{WIDGETS}/z/scale"],
+                capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            return json.loads(out.stdout)
+
+        got = await raw()
+        assert (got["spec"], got["status"]) == ({}, {"replicas": 0})
+        await call(c, "PATCH", f"{WIDGETS}/z/scale", {"spec": {"replicas": 2}},
+                   content_type="application/merge-patch+json")
+        got = await raw()
+        assert (got["spec"], got["status"]) == ({"replicas": 2}, {"replicas": 0})
