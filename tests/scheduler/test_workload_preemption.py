@@ -216,6 +216,10 @@ async def test_preemption_policy_never_does_not_preempt(env):
     cond = await eventually(failed)
     assert cond["message"] == ("minCount (2) cannot be satisfied: 0 scheduled, 1 remaining, "
                                "pod group preemption: not eligible due to preemptionPolicy=Never.")
+    # polite-1, never tried (the attempt stopped at polite-0), has the group's message without the verdict
+    p = await pods.get("polite-1", "default")
+    [scheduled] = [c for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+    assert scheduled["message"] == "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
     assert await doomed(pods) == set()
     metric = sched.metrics.registry.get_sample_value
     assert metric("scheduler_workload_preemption_attempts_total", {"result": "Unschedulable"}) >= 1
