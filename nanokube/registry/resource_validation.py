@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
-from ..cel import CELError, Environment
-from ..cel.types import DYN
+from ..cel import CELError
+from ..dra import device_cel
 from ..machinery.validation import (
     FieldError,
     Stringer,
@@ -215,7 +215,7 @@ def selectors(items: Any, path: str) -> Errors:
     return each(items, path, SELECTORS_MAX, one)
 
 
-_SELECTOR_ENV = Environment({"device": DYN})
+_SELECTOR_ENV = device_cel.environment()
 
 
 def _compile_selector(expression: Any, path: str) -> Errors:

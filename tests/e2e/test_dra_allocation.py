@@ -257,7 +257,7 @@ def test_selector_that_does_not_compile_is_refused_at_create(cluster):
 
 @pytest.mark.parametrize("request_, problem", [
     (exactly("gpu", "no-such-class"), 'deviceclass.resource.k8s.io "no-such-class" not found'),
-    (exactly("gpu", GPU, "device.driver"), "selector #0: CEL runtime error: must evaluate to bool"),
+    (exactly("gpu", GPU, attr("model")), "selector #0: CEL runtime error: must evaluate to bool"),
     (exactly("gpu", GPU, f"{attr('nosuch')} == 'x'"), "selector #0: CEL runtime error: no such key: nosuch"),
 ], ids=["missing-class", "not-bool", "unknown-attribute"])
 def test_bad_claim_is_reported_and_scheduling_goes_on(cluster, request_, problem):

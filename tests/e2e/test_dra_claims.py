@@ -132,3 +132,30 @@ def test_a_container_claim_naming_no_pod_claim_is_not_found(cluster):
         "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
         "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
         "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def test_selectors_are_type_checked_against_the_device(cluster):
+    """The `device` of a CEL selector is upstream's kubernetes.DRADevice object: a field it
+    lacks, a comparison of the wrong type or a result that is not a bool is refused when a claim
+    or a DeviceClass is written, not found out at each scheduling attempt."""
+    def create(kind: str, name: str, expression: str) -> str:
+        sel = {"selectors": [{"cel": {"expression": expression}}]}
+        spec = sel if kind == "DeviceClass" else {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nanokube.io", **sel}}]}}
+        obj = {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": {"name": name, "namespace": "default"},
+               "spec": spec}
+        r = cluster.kubectl("create", "-f", "-", input=json.dumps(obj), check=False)
+        return r.stderr.strip() if r.returncode else ""
+
+    assert create("ResourceClaim", "typo", "device.drivr == 'gpu.nanokube.io'") == (
+        'The ResourceClaim "typo" is invalid: spec.devices.requests[0].exactly.selectors[0].cel.expression: '
+        """Invalid value: "device.drivr == 'gpu.nanokube.io'": compilation failed: ERROR: <input>:1:8: """
+        "undefined field 'drivr'\n | device.drivr == 'gpu.nanokube.io'\n | .......^")
+    assert "found no matching overload for '_==_' applied to '(kubernetes.Quantity, string)'" in create(
+        "ResourceClaim", "quantity", "device.capacity['gpu.nanokube.io'].memory == '80Gi'")
+    assert create("DeviceClass", "not-bool", "device.driver") == (
+        'The DeviceClass "not-bool" is invalid: spec.selectors[0].cel.expression: Invalid value: "device.driver": '
+        "must evaluate to bool")
+    assert create("ResourceClaim", "fine", "device.attributes['gpu.nanokube.io'].model.startsWith('H100') && "
+                  "device.capacity['gpu.nanokube.io'].memory.compareTo(quantity('40Gi')) >= 0 && "
+                  "!device.allowMultipleAllocations") == ""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 
-from ...cel import CELError, Environment
+from ...cel import CELError
+from ...dra import device_cel
 from ...cel.environment import COST_LIMIT_ERROR
 from ...cel.library.quantity import quantity_value
 from ...cel.library.semver import semver_value
-from ...cel.types import DYN, Type
+from ...cel.types import Type
 
 __all__ = ["COST_LIMIT_ERROR", "CELError", "DeviceInput", "Selector", "compile_selector", "quantity_value",
            "semver_value"]
@@ -27,7 +28,7 @@ MAX_STRING = 64
 
 _DOMAIN_REF = re.compile(r"""device\s*\.\s*(attributes|capacity)\s*\[\s*("[^"]*"|'[^']*')\s*\]""")
 _DOMAIN_TEST = re.compile(r"""("[^"]*"|'[^']*')\s+in\s+device\s*\.\s*(attributes|capacity)\b""")
-_ENV = Environment({"device": DYN})
+_ENV = device_cel.environment()
 
 
 def _sizes(entries: int, longest: int):
