@@ -20,7 +20,8 @@ from ..framework import (
     own_update,
 )
 from ..resources import CPU, EPHEMERAL, MEMORY
-from .dynamic_resources import EXTENDED_RESOURCES
+from ...dra import extended_resources
+from .dynamic_resources import DEVICE_CLASS, EXTENDED_RESOURCES
 
 TOO_MANY_PODS = "Too many pods"
 LEAST, MOST, RATIO = "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"
@@ -306,6 +307,17 @@ class NodeResourcesFit:
             before, after = PodInfo(old, 0.0).requests, PodInfo(new, 0.0).requests
             return Hint.QUEUE if _shrank(want, before, after) else Hint.SKIP
 
+        def class_hint(pod: dict, old, new) -> Hint:
+            """isSchedulableAfterDeviceClassEvent (DRAExtendedResource): a new class, or a class
+            whose extendedResourceName changed, backs an extended resource the pod asks for."""
+            name = (new.get("spec") or {}).get("extendedResourceName")
+            if old is not None and (old.get("spec") or {}).get("extendedResourceName") == name:
+                return Hint.SKIP
+            wanted = PodInfo(pod, 0.0).requests.scalars
+            backs = {extended_resources.IMPLICIT_PREFIX + new["metadata"]["name"], name}
+            return Hint.QUEUE if any(wanted.get(n) for n in backs if n) else Hint.SKIP
+
         return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE | Action.UPDATE_POD_SCALE_DOWN), pod_hint),
                 Registration(ClusterEvent(UNSCHEDULED_POD, Action.UPDATE_POD_SCALE_DOWN), own_update),
-                Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_ALLOCATABLE), node_hint)]
+                Registration(ClusterEvent(NODE, Action.ADD | Action.UPDATE_NODE_ALLOCATABLE), node_hint),
+                Registration(ClusterEvent(DEVICE_CLASS, Action.ADD | Action.UPDATE), class_hint)]
