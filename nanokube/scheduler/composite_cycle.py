@@ -85,8 +85,7 @@ class CompositeCycle:
                                  att.failures if att else {})
             for comp in root.composites():
                 if comp.key in plan.satisfied:
-                    self.s.spawn(self.wc.set_condition(comp.obj, "True", "Scheduled",
-                                                        "the composite pod group was scheduled", CONDITION,
+                    self.s.spawn(self.wc.set_condition(comp.obj, "True", "Scheduled", "", CONDITION,
                                                         composite=True))
             return "scheduled", COMPOSITE
         self.s.spawn(self.wc.set_condition(root.obj, "False", UNSCHEDULABLE, message, CONDITION, composite=True))

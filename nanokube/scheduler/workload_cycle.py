@@ -273,9 +273,8 @@ class WorkloadCycle:
                 s.queue.in_flight[info.key] = info
                 s.spawn(s._bind(fwk, state, info, node, start) if reported is None
                         else self._bind_after(reported, fwk, state, info, node, start))
-            if assigned:
-                s.spawn(self.set_condition(pg, "True", "Scheduled",
-                                            f"{len(assigned)} pod(s) of the group were scheduled"))
+            if assigned:  # upstream's message is its Success status's: none
+                s.spawn(self.set_condition(pg, "True", "Scheduled", ""))
             s.queue.group_done(entry)
         return True
 

@@ -68,7 +68,7 @@ async def test_tree_is_placed_whole(schedulers):
                  *[member(n, n[0]) for n in pods_of("a", "b")])
     assert set((await eventually(bound_names(client, pods_of("a", "b")))).values()) == {"n1"}
     cond = await eventually(composite_condition(client, "root"))
-    assert (cond["status"], cond["reason"]) == ("True", "Scheduled")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("True", "Scheduled", "")
     metric = sched.metrics.registry.get_sample_value
     assert metric("scheduler_podgroup_schedule_attempts_total",
                   {"result": "scheduled", "profile": "default-scheduler", "type": "compositepodgroup"}) >= 1
