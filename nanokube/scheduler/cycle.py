@@ -128,6 +128,14 @@ class Algorithm:
                 self.next_start = 0
                 raise FitError(len(snap.nodes), NodeToStatus(absent=absent, num_absent=num_absent))
         filters = fwk.filters(state)
+        nominated = (info.pod.get("status") or {}).get("nominatedNodeName")
+        if nominated:
+            # upstream's evaluateNominatedNode: the node a preemption made room on is tried
+            # first, and taken without scoring when every Filter passes there
+            ni = snap.infos.get(nominated)
+            if ni is not None and (narrowed is None or nominated in narrowed) and not any(
+                    _rejections(p, state, info, [ni]) for p in filters):
+                return [ni]
         n = len(nodes)
         want = num_feasible_nodes_to_find(n, fwk.profile.percentage_of_nodes_to_score)
         feasible: list = []

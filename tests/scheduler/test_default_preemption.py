@@ -188,3 +188,21 @@ def test_split_by_pdb_uses_up_allowed_disruptions_in_order():
     violating, fine = split_by_pdb(pods, [("default", sel, 1, set())])
     assert [p.pod["metadata"]["name"] for p in violating] == ["b"]
     assert [p.pod["metadata"]["name"] for p in fine] == ["a", "c"]
+
+
+async def test_a_nominated_pod_goes_to_its_nominated_node_when_it_fits_there(stack):
+    """Upstream's evaluateNominatedNode: the node named in status.nominatedNodeName
+    (where a preemption made room) is tried first and taken without scoring,
+    though the emptier node would score higher."""
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    await start(client, sched, [node("n1", "4", "8Gi"), node("n2", "4", "8Gi")], [running("busy", "n2", 0, cpu="3")])
+    created = await pods.create(pending("p", 10, schedulingGates=[{"name": "test/hold"}]))
+    await pods.update({**created, "status": {**created.get("status", {}), "nominatedNodeName": "n2"}},
+                      subresource="status")
+    p = await pods.get("p", "default")
+    await pods.update({**p, "spec": {**p["spec"], "schedulingGates": []}})
+
+    async def bound():
+        return (await pods.get("p", "default"))["spec"].get("nodeName")
+    assert await eventually(bound) == "n2"
