@@ -107,11 +107,13 @@ def table(runs: list[dict], inflate: float | None = None) -> str:
     widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
     lines = ["   ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in [cols, *rows]]
     total = runs[0].get("total_gpu_milli", 0) / 1000 if runs else 0
+    gpus = (f"GPU ALLOC / GPU FRAG: share of the cluster's {total:g} GPUs allocated / fragmented (free but too small "
+            "for the trace's tasks, as FGD measures it), time-weighted over the run's virtual time"
+            if total else "GPU ALLOC / GPU FRAG: '-', the cluster has no GPUs")
+    if inflated:
+        gpus += "; AT N% ARRIVED: when the GPUs the arrived pods ask for reach N% of the cluster's"
     lines += [
-        f"GPU ALLOC / GPU FRAG: share of the cluster's {total:g} GPUs allocated / fragmented (free but too small for "
-        "the trace's tasks, as FGD measures it), time-weighted over the run's virtual time" + ("; AT N% ARRIVED: when the GPUs the arrived "
-                                                                      "pods ask for reach N% of the cluster's"
-                                                                      if inflated else ""),
+        gpus,
         "DELAY: a scheduled pod's creation to its binding, in virtual time (pods never scheduled are left out)",
         "MAKESPAN: first pod created to last pod ended, in virtual time ('-': pods still running or pending at the end)",
     ]

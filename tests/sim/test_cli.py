@@ -146,6 +146,7 @@ def test_the_table_compares_configurations_with_units(tmp_path):
     assert lines[header + 1].split() == ["most", "3", "3", "0", "-", "-", "-", "1m39s", "2m28s", "2m28s", "2m28s",
                                          "3m20s", "0"]
     assert any(line.startswith("DELAY: a scheduled pod's creation to its binding") for line in lines)
+    assert "GPU ALLOC / GPU FRAG: '-', the cluster has no GPUs" in lines
     summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
     assert summary["scheduling_delay_s"] == {"p50": 99.0, "p90": 148.0, "p99": 148.0, "max": 148.0,
                                              "mean": (0 + 99 + 148) / 3}
