@@ -17,8 +17,8 @@ value is the zero value of its type (`{}`, `""`, `0`, `false`), so
 required scalar, which Go keeps as its zero value (`value: null` is `0`), or
 a time, which Go encodes as null either way (but ObjectMeta's creationTimestamp,
 omitzero since 1.34: a template's `creationTimestamp: null` is dropped).
-Likewise an omitempty value field of the types a Pod is made of, sent as its
-zero (`hostNetwork: false`, `nodeName: ""`), decodes as unset (_omitempty).
+Likewise an omitempty value field of a built-in type, sent as its zero
+(`hostNetwork: false`, `nodeName: ""`, `paused: false`), decodes as unset (omitempty.py).
 
 A schema is compiled once into a tree of closures (cached per definition), so
 the per-request cost is one walk of the object. Paths are built only when
@@ -393,44 +393,12 @@ def _map(value: Checker, go: str) -> Checker:
 
 
 def _omitempty(name: str) -> frozenset[str]:
-    """The omitempty value scalars (bool, string, integer fields that are not pointers) of the Go
-    type behind built-in definition `name`: Go's decoder stores a zero sent for one as the zero
-    value, which encodes as absent, so `hostNetwork: false` is never stored. They are
-    protobuf_fields.json's "o" fields (upstream's generated.proto marks them non-nullable; the
-    OpenAPI required lists tell the omitempty ones, scripts/gen_protobuf_fields.py), for the types
-    a Pod is made of (ObjectMeta, PodSpec and all below it, PodStatus), whose tags were checked
-    against core/v1 types.go. Elsewhere some schema definitions lack their required list
-    (policy/v1 PodDisruptionBudgetStatus: its counts are not omitempty), so other types keep
-    their zeros."""
-    if name not in _pod_types():
-        return frozenset()
-    from .protobuf import TABLE
+    """The omitempty value scalars of the Go type behind built-in definition `name` (omitempty.py):
+    Go's decoder stores a zero sent for one as the zero value, which encodes as absent, so
+    `hostNetwork: false` is never stored."""
+    from . import omitempty
 
-    fields = TABLE.get("k8s.io." + name.removeprefix("io.k8s."), {})
-    return frozenset(f for f, _type, flags in fields.values() if flags == "o")
-
-
-@functools.cache
-def _pod_types() -> frozenset[str]:
-    """The definitions a core/v1 Pod refers to, directly or not, and the Pod itself."""
-    defs = k8s.definitions()
-    seen: set[str] = set()
-    todo = ["io.k8s.api.core.v1.Pod"]
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in defs:
-            continue
-        seen.add(name)
-        stack: list[Any] = [defs[name]]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, dict):
-                if "$ref" in node:
-                    todo.append(node["$ref"][len(k8s.REF_PREFIX):])
-                stack.extend(node.values())
-            elif isinstance(node, list):
-                stack.extend(node)
-    return frozenset(seen)
+    return omitempty.fields(name)
 
 
 def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str],
