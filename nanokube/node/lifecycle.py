@@ -9,7 +9,7 @@ process runtime (runtime/process.py) returns one that runs real processes.
 
 How long simulated containers run and how they exit is declared on the pod:
 `sim.nanokube.io/run-seconds` (default: forever), `sim.nanokube.io/exit-code`
-(default 0), `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
+(default 0; a list `42,1` gives each run of the containers its own, the last repeating), `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
 default 0), `sim.nanokube.io/stop-exit-code` (how SIGTERM ends it, default
 143), `sim.nanokube.io/pull-seconds` (how long pulling one of its images
 takes, default 0) and `sim.nanokube.io/pull-error` (while set, pulling its
@@ -30,6 +30,7 @@ import logging
 
 from ..machinery.goduration import string as go_duration
 from ..machinery.conditions import transition_time
+from ..machinery import restartrules
 from ..machinery.errors import APIError
 from ..clock import parse_time
 from .dra.prepare import NotReady
@@ -81,6 +82,22 @@ _NUMERIC_DEFAULTS = {RUN_SECONDS: "run until stopped", EXIT_CODE: "0", STOP_SECO
                      STOP_EXIT_CODE: str(SIGTERM_EXIT), PULL_SECONDS: "0"}
 
 
+def _exit_codes(value: str) -> list[int]:
+    """The codes of an exit-code annotation, one per run: `3`, or `42,1` (ValueError if one is not a number)."""
+    return [int(float(v)) for v in value.split(",")]
+
+
+def exit_code(pod: dict, run: int) -> int:
+    """How the containers' `run`th run (0: the first) exits: the exit-code annotation's code for it,
+    its last one for every later run; 0 without one or with one that is not a number."""
+    given = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXIT_CODE)
+    try:
+        codes = _exit_codes(given) if given is not None else [0]
+    except ValueError:
+        return 0
+    return codes[min(run, len(codes) - 1)]
+
+
 def invalid_annotations(pod: dict) -> list[str]:
     """Why each numeric simulation annotation that is not a number is ignored (its default is used)."""
     given = (pod.get("metadata") or {}).get("annotations") or {}
@@ -88,7 +105,7 @@ def invalid_annotations(pod: dict) -> list[str]:
     for key, default in _NUMERIC_DEFAULTS.items():
         if key in given:
             try:
-                float(given[key])
+                _exit_codes(given[key]) if key == EXIT_CODE else float(given[key])
             except ValueError:
                 out.append(f'annotation {key}="{given[key]}" is not a number; using the default ({default})')
     return out
@@ -165,7 +182,7 @@ def field_path(pod: dict, name: str) -> str:
 
 #: the pod conditions a kubelet owns (upstream's PodConditionByKubelet); other writers' conditions are kept
 KUBELET_CONDITIONS = frozenset({"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled",
-                                inplace.PENDING, inplace.IN_PROGRESS})
+                                inplace.PENDING, inplace.IN_PROGRESS, restartrules.CONDITION})
 #: the status lists a strategic merge patch merges by key (patchMergeKey); the kubelet's other lists are atomic
 _MERGE_KEYS = {"conditions": "type", "podIPs": "ip", "hostIPs": "ip"}
 
@@ -181,7 +198,8 @@ def _owned(status: dict) -> tuple:
                                              if c.get("type") in KUBELET_CONDITIONS))
 
 
-def _condition(ctype: str, ok: bool, now: str, live: dict, generation: int | None, reason: str = "") -> dict:
+def _condition(ctype: str, ok: bool, now: str, live: dict, generation: int | None, reason: str = "",
+               message: str = "") -> dict:
     """A kubelet condition for the pod's `generation`; its lastTransitionTime stays the live one's
     while its status does not change (upstream's updateLastTransitionTime)."""
     status = "True" if ok else "False"
@@ -190,6 +208,8 @@ def _condition(ctype: str, ok: bool, now: str, live: dict, generation: int | Non
         c["observedGeneration"] = generation
     if reason:
         c["reason"] = reason
+    if message:
+        c["message"] = message
     return c
 
 
@@ -280,6 +300,13 @@ class PodWorker:
         self.starting = ""
         #: when each (non-sidecar) init container ran: (startedAt, finishedAt), kept across writes
         self.init_ran: dict[str, tuple[str, str]] = {}
+        #: app containers that exited for good while others restart (their own policy or rules): their final status
+        self.ended: dict[str, dict] = {}
+        #: the pod's containers are stopped to restart them all (a RestartAllContainers rule matched),
+        #: how many times that happened, and the init containers' runs before the last time
+        self.restarting_all = False
+        self.all_restarts = 0
+        self.init_last: dict[str, dict] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -405,6 +432,8 @@ class PodWorker:
 
     def _status_of(self, c: dict, state: dict, ready: bool, started: bool) -> dict:
         name = c["name"]
+        if name in self.ended:
+            return self.ended[name]
         restarts = self.restarts + self.own_restarts.get(name, 0)
         s = {"name": name, "state": state, "lastState": self.own_last_state.get(name, self.last_state),
              "ready": ready, "restartCount": restarts, "image": image_ref(c.get("image", "")),
@@ -443,9 +472,17 @@ class PodWorker:
         names = [c["name"] for c in inits]
         done = names.index(current) if current in names else len(names) if current else 0
         ran = self._init_statuses(now, True)[:done]
-        return ran + [self._status_of(c, state if c["name"] == current and state else
-                                      {"waiting": {"reason": "PodInitializing"}}, False, False)
+        return ran + [self._init_run(c, self._status_of(c, state if c["name"] == current and state else
+                                                        {"waiting": {"reason": "PodInitializing"}}, False, False))
                       for c in inits[done:]]
+
+    def _init_run(self, c: dict, status: dict) -> dict:
+        """An init container that runs to completion restarts only with the whole pod: its
+        restartCount and lastState are those of the pod's restarts in place (not its app containers')."""
+        if c.get("restartPolicy") == "Always":
+            return status
+        status = {k: v for k, v in status.items() if k != "containerID" or "waiting" not in status["state"]}
+        return status | {"restartCount": self.all_restarts, "lastState": self.init_last.get(c["name"], {})}
 
     def _init_statuses(self, now: str, running: bool) -> list[dict]:
         out = []
@@ -457,8 +494,9 @@ class PodWorker:
             else:
                 started, finished = self.init_ran.get(c["name"], (now, now))
                 term = {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": finished}
-                out.append(self._status_of(c, {"terminated": term}, False, False) | {"restartCount": 0,
-                                                                                      "lastState": {}})
+                out.append(self._status_of(c, {"terminated": term}, False, False) | {
+                    "restartCount": self.all_restarts, "lastState": self.init_last.get(c["name"], {}),
+                    "containerID": self._container_id(c["name"], self.all_restarts)})
         return out
 
     # --- what changes of a running pod's spec --------------------------------------
@@ -560,8 +598,9 @@ class PodWorker:
         """The status of the pod's containers running since `started_at` (or their own restart)."""
         def running(c: dict) -> dict:
             return {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}}
-        await self._write("Running", [self._status_of(c, running(c), True, True) for c in self._containers()], True, now,
-                          running=True)
+        ready = not self.ended  # a container that exited for good is not ready, nor then is the pod
+        await self._write("Running", [self._status_of(c, running(c), True, True) for c in self._containers()], ready,
+                          now, "" if ready else "ContainersNotReady", running=True)
 
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
                      running: bool = False, initialized: bool = True, inits: list[dict] | None = None) -> None:
@@ -584,6 +623,9 @@ class PodWorker:
             ],
             "containerStatuses": containers,
         }
+        if restartrules.restarts_all(self.pod):
+            ok, why, message = restartrules.condition_status(self.restarting_all, phase)
+            st["conditions"].append(_condition(restartrules.CONDITION, ok, now, kept, gen, why, message))
         if gen:
             st["observedGeneration"] = gen
         if self.deadline_exceeded:
@@ -788,10 +830,12 @@ class PodWorker:
         await self._run_containers(bool(adopted))
 
     async def _run_containers(self, adopted: bool) -> None:
+        """Start the containers, then, each time they exit, restart those their own policy, rules
+        or the pod's policy restart (restartrules.on_exit), with crash-loop back-off, until none is
+        left running, or restart the whole pod in place when a RestartAllContainers rule matches."""
         for message in invalid_annotations(self.pod):
             await self._event("Warning", "InvalidSimulationAnnotation", message)
         run = _annotation(self.pod, RUN_SECONDS, None)
-        code = int(_annotation(self.pod, EXIT_CODE, 0) or 0)
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
         inits = (self.pod.get("spec") or {}).get("initContainers") or []
         starting = [] if adopted else inits + self._containers()  # first the init containers, in order
@@ -800,9 +844,9 @@ class PodWorker:
                 first = not (adopted or self.started_at or self.restarts)
                 await (self._never_started() if first and self.deadline_exceeded else self._terminate())
                 return
-            starting = self._containers()  # a restart starts the app containers again
+            running = [c for c in self._containers() if c["name"] not in self.ended]
             deadline = None if run is None else self.clock.monotonic() + max(run, 0.0)
-            self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + self._containers()},
+            self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + running},
                             {c["name"]: image_ref(c.get("image", "")) for c in inits
                              if c.get("restartPolicy") != "Always"})
             if not (adopted and self.started_at):
@@ -814,15 +858,25 @@ class PodWorker:
             stopped = await self._wait(deadline, active=True)
             self.live = False
             if stopped:
-                await self._kill_events(self._containers() + self._sidecars()[::-1])
+                await self._kill_events(running + self._sidecars()[::-1])
                 await self._terminate()
                 return
+            code = exit_code(self.pod, self.restarts)
             self.io.exited(code)
             now = self.clock.rfc3339()
             term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                     "startedAt": self.started_at, "finishedAt": now}
-            restart = policy == "Always" or (policy == "OnFailure" and code != 0)
-            if not restart:
+            actions = {c["name"]: restartrules.on_exit(c, policy, code) for c in running}
+            if restartrules.RESTART_ALL in actions.values():
+                if await self._restart_all(term, now):
+                    return
+                starting = inits + self._containers()
+                continue
+            for c in running:
+                if not actions[c["name"]]:
+                    self.ended[c["name"]] = self._status_of(c, {"terminated": term}, False, False)
+            starting = [c for c in running if actions[c["name"]]]
+            if not starting:
                 await self._finish(term, now)
                 return
             delay = min(BACKOFF_INITIAL * 2 ** self.restarts, BACKOFF_MAX)
@@ -838,15 +892,51 @@ class PodWorker:
                            f"pod={self.name}_{self.namespace}({self.uid})"}}, False, False)
                 for c in self._containers()]
             await self._write("Running", statuses, False, now, "ContainersNotReady", running=True)
-            for c in self._containers():  # the kubelet's BackOff, counted on one Event per container
+            for c in starting:  # the kubelet's BackOff, counted on one Event per container
                 await self._event("Warning", "BackOff", f"Back-off restarting failed container {c['name']} in pod "
                                   f"{self.name}_{self.namespace}({self.uid})", f"spec.containers{{{c['name']}}}")
             if await self._wait(deadline, active=True):
                 await self._terminate()
                 return
 
+    async def _restart_all(self, term: dict, now: str) -> bool:
+        """A RestartAllContainers rule matched (KEP-5532): the pod reports AllContainersRestarting
+        while its containers stop (the sidecars killed, without their grace period), then, that
+        condition False, waits Pending with every container's restartCount one more (the init
+        containers' too) for the crash-loop back-off (the KEP's guard against restart loops), and
+        starts over from its init containers, keeping its UID, IP, volumes and node. True if the
+        pod was deleted or ran past its active deadline meanwhile (it is then terminated)."""
+        self.restarting_all = True
+        await self._write("Running", [self._status_of(c, {"terminated": term}, False, False)
+                                      for c in self._containers()], False, now, "ContainersNotReady")
+        await self._kill_events(self._sidecars()[::-1])
+        self.restarting_all = False
+        self.ended.clear()
+        self.last_state = {"terminated": term}
+        delay = min(BACKOFF_INITIAL * 2 ** self.restarts, BACKOFF_MAX)
+        self.restarts += 1
+        self.all_restarts += 1
+        self.started_at = ""
+        self.own_started.clear()
+        self.own_last_state.clear()
+        self.init_last = {name: {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
+                                                "finishedAt": finished}}
+                          for name, (started, finished) in self.init_ran.items()}
+        self.init_ran.clear()
+        now = self.clock.rfc3339()
+        inits = bool((self.pod.get("spec") or {}).get("initContainers"))
+        await self._write("Pending", [self._status_of(c, self._default_waiting(), False, False)
+                                      for c in self._containers()], False, now, "ContainersNotReady",
+                          inits=self._init_progress(now) if inits else None)
+        if await self._wait(self.clock.monotonic() + delay, active=True):
+            await self._terminate()
+            return True
+        return False
+
     async def _finish(self, term: dict, now: str) -> None:
-        phase = "Succeeded" if term["exitCode"] == 0 and not self.deadline_exceeded else "Failed"
+        """The pod ends: Succeeded when each of its containers exited 0 (the last ones with `term`)."""
+        codes = [term["exitCode"]] + [s["state"]["terminated"]["exitCode"] for s in self.ended.values()]
+        phase = "Succeeded" if not any(codes) and not self.deadline_exceeded else "Failed"
         statuses = [self._status_of(c, {"terminated": term}, False, False) for c in self._containers()]
         for name, s in self.ephemeral.items():  # they stop with the pod
             if running := s["state"].get("running"):

@@ -39,6 +39,7 @@ from .core_spec import (
 from ..machinery.conditions import find_condition, is_condition_true
 from ..machinery.gofmt import Struct, quote
 from ..machinery.podresources import QUANTITIES, aggregate
+from ..machinery import restartrules
 from ..machinery.quantity import (
     QuantityError,
     canonical,
@@ -1049,9 +1050,10 @@ def _validate_state_transitions(statuses: tuple, ost: dict, spec: dict) -> list[
     Never) and ValidateInitContainerStateTransition (sidecars may restart): a terminated container
     may leave that state only where it would be restarted."""
     errs: list[FieldError] = []
-    if (policy := spec.get("restartPolicy", "")) != "Always":
+    # a pod with a RestartAllContainers rule may restart every container (AllContainersCouldRestart)
+    if (policy := spec.get("restartPolicy", "")) != "Always" and not restartrules.restarts_all({"spec": spec}):
         if statuses[0]:
-            errs += _transitions("containerStatuses", statuses[0], ost, policy, ())
+            errs += _transitions("containerStatuses", statuses[0], ost, policy, (), spec.get("containers") or ())
         if statuses[1]:
             sidecars = {c.get("name") for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"}
             errs += _transitions("initContainerStatuses", statuses[1], ost, policy, sidecars)
@@ -1060,14 +1062,19 @@ def _validate_state_transitions(statuses: tuple, ost: dict, spec: dict) -> list[
     return errs
 
 
-def _transitions(key: str, new_statuses: list, ost: dict, policy: str, restartable: Any) -> list[FieldError]:
+def _transitions(key: str, new_statuses: list, ost: dict, policy: str, restartable: Any,
+                 containers: Any = ()) -> list[FieldError]:
     """Each old terminated status (by index) that a new status of its name leaves, unless its
-    container restarts: on failure under OnFailure, always where `restartable` names it."""
+    container restarts: on failure under OnFailure, always where `restartable` names it, or as
+    one of `containers`' own policy and rules say for its exit code (ContainerShouldRestart)."""
     errs: list[FieldError] = []
+    own = {c.get("name"): c for c in containers}
     for i, o in enumerate(ost.get(key) or ()):
         term = _terminated(o)
         name = o.get("name", "")
         if term is None or (policy == "OnFailure" and term.get("exitCode", 0) != 0) or name in restartable:
+            continue
+        if name in own and restartrules.on_exit(own[name], policy, term.get("exitCode", 0)):
             continue
         errs += [forbidden(f"status.{key}[{i}].state", "may not be transitioned to non-terminated state")
                  for n in new_statuses if n.get("name", "") == name and _terminated(n) is None]

@@ -4,7 +4,8 @@ env, working directory and volumes.
 
 Init containers run one after another first (sidecars, restartPolicy
 Always, start in order and keep running until the app containers are done);
-then the containers run, exit and restart on their own (restartPolicy,
+then the containers run, exit and restart on their own (restartPolicy, or the
+container's own restartPolicy and restartPolicyRules,
 crash-loop backoff). Exit codes, restart counts and probes (startup,
 readiness, liveness; exec, httpGet, tcpSocket) make the container statuses
 and the pod's Ready condition; a failed liveness or startup probe kills the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -29,7 +31,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ...machinery import errors
+from ...machinery import errors, restartrules
 from ...machinery.streaming import StreamFailed, executable_not_found
 from ...clock import parse_time
 from .. import inplace
@@ -289,22 +291,21 @@ class ProcessPodWorker(PodWorker):
         the pod), then the app containers until none restarts; sidecars are
         stopped once the app containers are done."""
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        init_policy = "OnFailure" if policy == "Always" else policy  # an init container must complete
         for c in self.inits.values():
             if self._stopping.is_set() or self.deadline_exceeded:
                 return
             if c.sidecar:
                 self._children.append(asyncio.create_task(self._container_loop(c, lambda _code: True)))
                 continue
-            code = await self._container_loop(c, lambda code: code != 0 and policy != "Never")
+            code = await self._container_loop(c, functools.partial(_restarts, c, init_policy))
             if code != 0:
                 return
         if self._stopping.is_set() or self.deadline_exceeded:
             return
         self._initializing = False
-
-        def restart(code: int) -> bool:
-            return policy == "Always" or (policy == "OnFailure" and code != 0)
-        await asyncio.gather(*(self._container_loop(c, restart) for c in self.containers.values()))
+        await asyncio.gather(*(self._container_loop(c, functools.partial(_restarts, c, policy))
+                               for c in self.containers.values()))
         sidecars = [c for c in self.inits.values() if c.sidecar]
         if sidecars:
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
@@ -610,6 +611,13 @@ class ProcessPodWorker(PodWorker):
             except errors.APIError as e:
                 if e.code != 404:
                     raise
+
+
+def _restarts(c: Container, policy: str, code: int) -> bool:
+    """Whether the container is restarted in place after exiting with `code`: its own policy and
+    rules, else the pod's `policy` (restartrules.on_exit). A RestartAllContainers rule's match is not
+    carried out by this runtime (the simulated one does): the container then stays as it ended."""
+    return restartrules.on_exit(c.spec, policy, code) == restartrules.RESTART
 
 
 def _kill(c: Container, sig: int) -> None:

@@ -122,6 +122,21 @@ async def test_exit_codes_and_restarts_drive_container_statuses(env):
     assert await log_of(rt, "retries", previous="true") == b"attempt\n"
 
 
+async def test_a_containers_restart_rule_restarts_it_on_its_exit_code_alone(env):
+    """KEP-5307: in a Never pod, a rule restarts the container on exit code 42; its next exit (1)
+    matches no rule and its own Never policy ends the pod."""
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    marker = str(tmp / "ran-once")
+    p = pod("ruled", ["sh", "-c", f"[ -e {marker} ] && exit 1; touch {marker}; exit 42"], restartPolicy="Never",
+            restartPolicyRules=[{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}])
+    await pods.create(p)
+    failed = await eventually(status_of(pods, "ruled", phase("Failed")), ATTEMPTS)
+    cs = failed["status"]["containerStatuses"][0]
+    assert cs["restartCount"] == 1 and cs["state"]["terminated"]["exitCode"] == 1
+    assert cs["lastState"]["terminated"]["exitCode"] == 42
+
+
 async def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(env):
     client, rt, _ = env
     pods = client.resource("", "v1", "pods")
