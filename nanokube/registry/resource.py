@@ -161,6 +161,7 @@ def claim_state(obj: Obj) -> str:
 
 
 class ResourceClaimStrategy(Strategy):
+    track_generation = False  # resourceclaimStrategy neither sets nor bumps it
     status_metadata = ()  # ResetObjectMetaForStatus, which its reset fields do not name
     status_deletion_kept = RESET_DELETION
     status_owns_dropped_metadata = True
@@ -206,6 +207,7 @@ class ResourceClaimStrategy(Strategy):
 
 
 class ResourceClaimTemplateStrategy(Strategy):
+    track_generation = False  # resourceClaimTemplateStrategy neither sets nor bumps it
     columns = [NAME, AGE_COLUMN]
 
     def default(self, obj, version):

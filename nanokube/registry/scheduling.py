@@ -242,6 +242,7 @@ class _GroupStrategy(Strategy):
     fields are immutable, and which scheduling policy is set never changes."""
 
     immutable_spec: tuple[str, ...] = ()
+    track_generation = False  # podGroupStrategy and compositePodGroupStrategy neither set nor bump it
     status_metadata = ()  # ResetObjectMetaForStatus
     status_deletion_kept = RESET_DELETION
 
@@ -398,6 +399,7 @@ def _strip_min_count(templates: Any) -> Any:
 
 
 class WorkloadStrategy(Strategy):
+    track_generation = False  # workloadStrategy neither sets nor bumps it
     columns = [
         NAME,
         Column("Pod-Group-Templates", "integer", lambda o: len((o.get("spec") or {}).get("podGroupTemplates") or []), "Number of pod group templates."),

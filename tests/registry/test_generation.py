@@ -88,3 +88,32 @@ async def test_service_cidrs_and_trust_bundles_have_no_generation_of_their_own(c
             "spec": {"trustBundle": CA}}, header_params={"Content-Type": "application/json"})[:4])
     created.read()
     assert "generation" not in json.loads(created.data)["metadata"]
+
+
+async def _send(core, method: str, path: str, body: dict, ctype: str = "application/json") -> dict:
+    response = await asyncio.to_thread(core.api_client.call_api, *core.api_client.param_serialize(
+        method, path, body=body, header_params={"Content-Type": ctype, "Accept": "application/json"})[:4])
+    response.read()
+    assert response.status < 300, response.data
+    return json.loads(response.data)
+
+
+async def test_claims_templates_workloads_and_pod_groups_have_no_generation_while_dra_classes_slices_and_rules_do(core):
+    """resourceclaimStrategy, resourceClaimTemplateStrategy, workloadStrategy and podGroupStrategy
+    neither set nor bump metadata.generation (a created one has none); deviceClassStrategy, resourceSliceStrategy and
+    deviceTaintRuleStrategy set 1 on create and add one on each spec change."""
+    spec = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}
+    ns = "/apis/resource.k8s.io/v1/namespaces/default"
+    claim = await _send(core, "POST", f"{ns}/resourceclaims", {"metadata": {"name": "c"}, "spec": spec})
+    template = await _send(core, "POST", f"{ns}/resourceclaimtemplates", {"metadata": {"name": "t"}, "spec": {"spec": spec}})
+    sched = "/apis/scheduling.k8s.io/v1beta1/namespaces/default"
+    workload = await _send(core, "POST", f"{sched}/workloads", {"metadata": {"name": "w"}, "spec": {
+        "podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}]}})
+    group = await _send(core, "POST", f"{sched}/podgroups", {"metadata": {"name": "g"}, "spec": {
+        "workloadRef": {"workloadName": "w", "templateName": "workers"}, "schedulingPolicy": {"gang": {"minCount": 2}}}})
+    assert [("generation" in o["metadata"]) for o in (claim, template, workload, group)] == [False] * 4
+    cls = await _send(core, "POST", "/apis/resource.k8s.io/v1/deviceclasses", {"metadata": {"name": "gpu.example.com"},
+                                                                             "spec": {}})
+    changed = await _send(core, "PATCH", "/apis/resource.k8s.io/v1/deviceclasses/gpu.example.com",
+                          {"spec": {"selectors": [{"cel": {"expression": "true"}}]}}, "application/merge-patch+json")
+    assert (cls["metadata"]["generation"], changed["metadata"]["generation"]) == (1, 2)
