@@ -1,0 +1,50 @@
+"""A container's restart rules (KEP-5307) and RestartAllContainers (KEP-5532), as kubectl shows a
+simulated node carrying them out: kubectl's STATUS and RESTARTS columns and the statuses it reads."""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.conftest import wait_for
+
+
+def create(c, name: str, exit_codes: str, action: str, inits: bool = False) -> None:
+    spec = {"restartPolicy": "Never",
+            "containers": [{"name": "app", "image": "busybox:1.36", "restartPolicy": "Never",
+                            "restartPolicyRules": [{"action": action,
+                                                    "exitCodes": {"operator": "In", "values": [42]}}]}]}
+    if inits:
+        spec["initContainers"] = [{"name": "setup", "image": "busybox:1.36"}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": {
+        "name": name, "annotations": {"sim.nanokube.io/run-seconds": "1", "sim.nanokube.io/exit-code": exit_codes}}}
+    c.kubectl("create", "-f", "-", input=json.dumps(pod))
+
+
+def row(c, name: str, status: str):
+    def check():
+        cols = c.kubectl("get", "pod", name, "--no-headers").stdout.split()
+        return cols if len(cols) > 3 and cols[2] == status else None
+    return check
+
+
+def test_a_rule_restarts_the_container_then_its_never_policy_ends_the_pod(cluster):
+    c = cluster
+    create(c, "ruled", "42,1", "Restart")
+    create(c, "gang", "42,0", "RestartAllContainers", inits=True)
+    cols = wait_for(row(c, "ruled", "Error"), what="ruled Error after one restart")  # 1 s, back-off 10 s, 1 s
+    assert cols[3] == "1", cols
+    got = c.kubectl("get", "pod", "ruled", "-o", "jsonpath={.status.phase} "
+                    "{.status.containerStatuses[0].lastState.terminated.exitCode} "
+                    "{.status.containerStatuses[0].state.terminated.exitCode}").stdout
+    assert got == "Failed 42 1"
+
+    cols = wait_for(row(c, "gang", "Completed"), what="gang Completed after restarting in place")
+    assert cols[3] == "1", cols
+    got = c.kubectl_json("get", "pod", "gang")
+    setup = got["status"]["initContainerStatuses"][0]
+    assert setup["restartCount"] == 1 and setup["lastState"]["terminated"]["reason"] == "Completed"
+    restarting = next(x for x in got["status"]["conditions"] if x["type"] == "AllContainersRestarting")
+    assert (restarting["status"], restarting["reason"]) == ("False", "PodCompleted")
+    events = c.kubectl("get", "events", "--field-selector", "involvedObject.name=gang,reason=Started",
+                       "-o", "jsonpath={range .items[*]}{.involvedObject.fieldPath}={.count} {end}").stdout
+    assert "spec.initContainers{setup}=2" in events, events
