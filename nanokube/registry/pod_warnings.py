@@ -46,6 +46,8 @@ _VOLUME_PLUGINS = (
     ("cephfs", "cephfs", "deprecated in v1.28, non-functional in v1.31+"),
     ("rbd", "rbd", "deprecated in v1.28, non-functional in v1.31+"),
 )
+#: each of them by its v1 key: (its place among them, its field name, the message)
+_PLUGIN_ORDER = {key: (i, name, msg) for i, (key, name, msg) in enumerate(_VOLUME_PLUGINS)}
 _SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
 _SECCOMP_CONTAINER = "container.seccomp.security.alpha.kubernetes.io/"
 _APPARMOR_CONTAINER = "container.apparmor.security.beta.kubernetes.io/"
@@ -257,9 +259,11 @@ def _early_warnings(prefix: str, spec: dict, annotations: dict) -> list[str]:
             out.append(f"{prefix}metadata.annotations[{key}]: {msg}")
     volumes = spec.get("volumes") or ()
     for i, v in enumerate(volumes):
-        for key, name, msg in _VOLUME_PLUGINS:
-            if v.get(key) is None:
-                continue
+        plugins = [key for key in v if key in _PLUGIN_ORDER and v[key] is not None]
+        if len(plugins) > 1:
+            plugins.sort(key=_PLUGIN_ORDER.__getitem__)
+        for key in plugins:
+            name, msg = _PLUGIN_ORDER[key][1:]
             if name:
                 out.append(f"{prefix}spec.volumes[{i}].{name}: {msg}")
             elif (claim := v[key].get("volumeClaimTemplate")) is not None:
