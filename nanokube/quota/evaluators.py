@@ -11,6 +11,7 @@ from fractions import Fraction
 from ..machinery.podresize import resize_parts, resources_spec
 from ..machinery.podresources import QUANTITIES, pod_limits, pod_requests
 from ..machinery.quantity import DECIMAL_SI, Quantity, parse_list
+from ..dra.extended_resources import ANNOTATION as EXTENDED_CLAIM_ANNOTATION
 from ..volume.classes import claim_class
 from .resources import (
     ALLOCATION_RESULTS_MAX,
@@ -107,9 +108,26 @@ def _devices(req: dict) -> tuple[str, int]:
     return req.get("deviceClassName", ""), count
 
 
+def _extended_resource_claim(claim: dict) -> bool:
+    """The claim the scheduler made for a pod's extended resources (annotated,
+    controlled by a Pod), whose devices the pod's own requests already charge
+    as requests.<name>. Upstream's verifyOwner also reads the pod and matches
+    its requests; without a pod lister here the annotation and controller
+    reference are taken as they are."""
+    md = claim.get("metadata") or {}
+    if (md.get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) != "true":
+        return False
+    return any(r.get("controller") and r.get("kind") == "Pod" and r.get("apiVersion") == "v1"
+               for r in md.get("ownerReferences") or [])
+
+
 def claim_usage(claim: dict) -> Usage:
     """A ResourceClaim charges its devices per DeviceClass; a request with
-    alternatives (firstAvailable) charges the most any alternative could take."""
+    alternatives (firstAvailable) charges the most any alternative could take.
+    With DRAExtendedResource (GA) the same count is also charged as the class's
+    implicit extended resource, requests.deviceclass.resource.kubernetes.io/<class>
+    (kubernetes#134210), so a quota on it holds for claims as for pods, except
+    for a pod's extended-resource claim, which the pod's requests charge."""
     out: Usage = {"count/resourceclaims.resource.k8s.io": ONE}
     totals: dict[str, int] = {}
     for req in (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []:
@@ -123,8 +141,11 @@ def claim_usage(claim: dict) -> Usage:
             most = {cls: n}
         for cls, n in most.items():
             totals[cls] = totals.get(cls, 0) + n
+    implicit = not _extended_resource_claim(claim)
     for cls, n in totals.items():
         out[device_class_resource(cls)] = Quantity(Fraction(n), DECIMAL_SI)
+        if implicit:
+            out[f"requests.{IMPLICIT_DEVICE_CLASS_PREFIX}{cls}"] = Quantity(Fraction(n), DECIMAL_SI)
     return out
 
 

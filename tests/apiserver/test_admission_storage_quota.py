@@ -13,13 +13,6 @@ from tests.controllers import make_stack
 NS = "default"
 
 
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
-
-
 def rc(stack, plural, group="", version="v1"):
     return stack.client.resource(group, version, plural)
 
@@ -116,6 +109,27 @@ async def test_quota_refuses_fifth_gpu_pod_and_claim(stack):
     q = await rc(stack, "resourcequotas").get("q", NS)
     assert q["status"]["used"] == {"requests.nvidia.com/gpu": "4",
                                    "gpu.nanokube.io.deviceclass.resource.k8s.io/devices": "3"}
+
+
+async def test_a_claim_charges_its_class_as_the_implicit_extended_resource(stack):
+    """DRAExtendedResource: a claim's devices of class C also count as
+    requests.deviceclass.resource.kubernetes.io/C (kubernetes#134210), so a quota
+    on the extended resource cannot be sidestepped with a ResourceClaim."""
+    await quota(stack, {"requests.deviceclass.resource.kubernetes.io/gpu.nanokube.io": "2"})
+    claims = rc(stack, "resourceclaims", "resource.k8s.io")
+
+    def claim(name, count):
+        return {"metadata": {"name": name, "namespace": NS}, "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nanokube.io", "count": count}}]}}}
+
+    await claims.create(claim("two", 2))
+    with pytest.raises(APIError) as e:
+        await claims.create(claim("more", 1))
+    assert (e.value.code, e.value.message) == (403, 'resourceclaims.resource.k8s.io "more" is forbidden: exceeded '
+                                               'quota: q, requested: requests.deviceclass.resource.kubernetes.io/'
+                                               'gpu.nanokube.io=1, used: requests.deviceclass.resource.kubernetes.io/'
+                                               'gpu.nanokube.io=2, limited: requests.deviceclass.resource.kubernetes'
+                                               '.io/gpu.nanokube.io=2')
 
 
 @pytest.fixture

@@ -106,7 +106,16 @@ def test_claim_usage_per_device_class():
                                          {"name": "z", "deviceClassName": "gpu", "count": 1}]}]}}}
     assert text(claim_usage(claim)) == {"count/resourceclaims.resource.k8s.io": "1",
                                         "gpu.deviceclass.resource.k8s.io/devices": "35",
-                                        "nic.deviceclass.resource.k8s.io/devices": "3"}
+                                        "nic.deviceclass.resource.k8s.io/devices": "3",
+                                        "requests.deviceclass.resource.kubernetes.io/gpu": "35",
+                                        "requests.deviceclass.resource.kubernetes.io/nic": "3"}
+    # a pod's extended-resource claim: the pod's requests charge the implicit extended resource
+    made = {**claim, "metadata": {"annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                                  "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u",
+                                                       "controller": True}]}}
+    assert text(claim_usage(made)) == {"count/resourceclaims.resource.k8s.io": "1",
+                                       "gpu.deviceclass.resource.k8s.io/devices": "35",
+                                       "nic.deviceclass.resource.k8s.io/devices": "3"}
 
 
 def test_generic_and_legacy_object_counts():
