@@ -817,6 +817,8 @@ class PodWorker:
                 if term := (ics.get("state") or {}).get("terminated"):
                     self.init_ran[ics["name"]] = (term.get("startedAt", ""), term.get("finishedAt", ""))
             self.restarts = max(c.get("restartCount", 0) for c in st["containerStatuses"])
+            # a container that exited for good while others restart (its own policy or rules) stays so
+            self.ended = {c["name"]: c for c in st["containerStatuses"] if "terminated" in (c.get("state") or {})}
             self.started_at = next((c["state"]["running"]["startedAt"] for c in st["containerStatuses"]
                                     if "running" in (c.get("state") or {})), "")
         else:

@@ -1,7 +1,11 @@
 """A container's own restartPolicy and restartPolicyRules (KEP-5307) and the RestartAllContainers
 action (KEP-5532), as a simulated node carries them out, seen through the pods' API."""
 
-from tests.controllers import eventually
+from nanokube.apiserver.loopback import connector
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
 from tests.node.test_lifecycle import cond, env, phase_is, pod  # noqa: F401 (env is a fixture)
 
 RUN = "sim.nanokube.io/run-seconds"
@@ -131,3 +135,31 @@ async def test_restart_all_containers_reruns_the_init_containers_in_place(env): 
     done = await eventually(phase_is(pods, "gang", "Succeeded"))
     assert (cond(done, "AllContainersRestarting")["status"], cond(done, "AllContainersRestarting")["reason"]) == \
         ("False", "PodCompleted")
+
+
+async def test_a_restarted_node_agent_keeps_a_container_that_ended_for_good_as_it_ended():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    s.rest.clock = clock
+    pods = s.client.resource("", "v1", "pods")
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    try:
+        await pods.create(with_rules(pod("mixed", restart="Never", containers=("worker", "helper"),
+                                         annotations={RUN: "5", EXIT: "42"}), [("Restart", "In", [42])]))
+        await eventually(phase_is(pods, "mixed", "Running"))
+        await clock.advance(5)
+        await eventually(state_is(pods, "mixed", "worker", "waiting", "CrashLoopBackOff"))
+        await clock.advance(10)
+        ended = status(await eventually(state_is(pods, "mixed", "worker", "running")), "helper")
+        await mgr.stop()
+        mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+        await mgr.start()  # the new agent adopts the running pod
+        await clock.advance(5)  # the worker exits 42 again and backs off; the helper is not touched
+        p = await eventually(state_is(pods, "mixed", "worker", "waiting", "CrashLoopBackOff"))
+        assert status(p, "worker")["restartCount"] == 2 and p["status"]["phase"] == "Running"
+        assert status(p, "helper") == ended
+    finally:
+        await mgr.stop()
+        await s.close()
