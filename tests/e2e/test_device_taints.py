@@ -65,10 +65,12 @@ def device_taints(c, node: str, device: str) -> list[dict]:
 
 
 def test_a_tainted_gpu_evicts_its_pod_after_exactly_its_toleration_seconds(cluster):
-    tol = [{"key": f"{GPU}/xid", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}]
+    # 10 s: the look at 3 s is well before them, though a loaded machine's kubectl (and the poll
+    # that sees the taint) can each take a second or more
+    tol = [{"key": f"{GPU}/xid", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 10}]
     node, device = gpu_pod(cluster, "e2e-tolerant", tol)
     fault(cluster, "gpu", node, device, "--kind", "xid")
-    [taint] = wait_for(lambda: device_taints(cluster, node, device), timeout=5)
+    [taint] = wait_for(lambda: device_taints(cluster, node, device))
     added = parse_time(taint["timeAdded"])
     time.sleep(max(0.0, added + 3 - time.time()))
     early = cluster.kubectl_json("get", "pod", "e2e-tolerant")
@@ -78,7 +80,7 @@ def test_a_tainted_gpu_evicts_its_pod_after_exactly_its_toleration_seconds(clust
     cond = disruption(pod)
     assert (cond["status"], cond["reason"], cond["message"]) == (
         "True", "DeletionByDeviceTaintManager", "Device Taint manager: deleting due to NoExecute taint")
-    assert parse_time(cond["lastTransitionTime"]) - added == 5
+    assert parse_time(cond["lastTransitionTime"]) - added == 10
     events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=e2e-tolerant")["items"]
     assert [e["message"] for e in events if e["reason"] == "DeviceTaintManagerEviction"] == ["Marking for deletion"]
     release(cluster, "e2e-tolerant")
