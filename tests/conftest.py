@@ -131,6 +131,18 @@ def etcd_server():
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+@pytest.fixture
+async def stack():
+    """An in-process API server with its loopback client (`tests.controllers.make_stack`), closed
+    after the test; a package or module needing more (a started scheduler, a namespace) defines
+    its own."""
+    from tests.controllers import make_stack
+
+    s = await make_stack()
+    yield s
+    await s.close()
+
+
 @pytest.fixture(autouse=True)
 def _no_cache_mutations():
     """Fails a test after which an object that the loopback client or an informer handed out was

@@ -6,16 +6,8 @@ import pytest
 
 from nanokube.machinery.errors import APIError
 from tests.apiserver.test_admission_storage_quota import NS, pod, quota, rc
-from tests.controllers import make_stack
 
 SMP = "application/strategic-merge-patch+json"
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
 
 
 async def resize(pods, name, resources):

@@ -13,13 +13,6 @@ from tests.controllers import make_stack
 NS = "default"
 
 
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
-
-
 def rc(stack, plural, group="", version="v1"):
     return stack.client.resource(group, version, plural)
 

@@ -6,19 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-import pytest
 
 from nanokube.apiserver.ipaddresses import GROUP, IPAddressRepair, ip_address_for
 from nanokube.clock import VirtualClock
 from nanokube.machinery.errors import APIError
-from tests.controllers import eventually, make_stack
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
+from tests.controllers import eventually
 
 
 async def _orphan(stack, ip: str, service: str):

@@ -8,14 +8,6 @@ import copy
 import pytest
 
 from nanokube.machinery.errors import APIError
-from tests.controllers import make_stack
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
 
 
 def binding(name: str, node: str, uid: str | None = None) -> dict:

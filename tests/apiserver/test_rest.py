@@ -12,13 +12,6 @@ NS = "default"
 
 
 @pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
-
-
-@pytest.fixture
 def cms(stack):
     return stack.client.resource("", "v1", "configmaps")
 

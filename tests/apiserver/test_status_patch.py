@@ -14,20 +14,12 @@ from nanokube.apiserver.cache import stored_value
 from nanokube.apiserver.rest import MERGE_PATCH, STRATEGIC_PATCH, WriteOptions
 from nanokube.machinery import encoded
 from nanokube.machinery.fieldorder import in_upstream_order
-from tests.controllers import make_stack
 
 NS = "default"
 POD = {"metadata": {"name": "p", "namespace": NS, "labels": {"app": "a"}},
        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"cpu": "1"}}}]}}
 COND = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available",
         "lastProbeTime": None, "lastTransitionTime": "2026-12-03T08:00:00Z"}
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
 
 
 def _same_but_identity(a: dict, b: dict) -> dict:

@@ -19,18 +19,11 @@ from nanokube.controllers.replicaset import ReplicaSetController
 from nanokube.controllers.replicationcontroller import ReplicationControllerController
 from nanokube.controllers.resourcequota import ResourceQuotaController
 from nanokube.controllers.statefulset import StatefulSetController
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 
 NS = "default"
 WEB = {"app": "web"}
 UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
 
 
 async def informing(ctrl):

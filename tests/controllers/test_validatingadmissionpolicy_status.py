@@ -6,19 +6,11 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 
 from nanokube.controllers.validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 
 G = "admissionregistration.k8s.io"
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
 
 
 def policy(name, rules, *validations, param_kind=None):

@@ -16,7 +16,6 @@ from nanokube.metrics.api import MetricsAPI
 from nanokube.metrics.prometheus import PrometheusMetrics
 from nanokube.metrics.provider import CUSTOM_PREFIX, MetricsProvider, MetricsUnavailable
 from nanokube.metrics.rules import DEFAULT_RULES, load_rules
-from tests.controllers import make_stack
 from tests.metrics.test_provider import configmap, running_pod
 
 RULES = """
@@ -77,13 +76,6 @@ async def prom():
     fake.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     yield fake
     await runner.cleanup()
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
 
 
 def provider(stack, prom, rules=DEFAULT_RULES, timeout=5.0):

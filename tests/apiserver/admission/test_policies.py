@@ -14,7 +14,6 @@ import pytest
 from nanokube.apiserver.admission import AUDIT_ANNOTATIONS
 from nanokube.apiserver.rest import WriteOptions
 from nanokube.machinery.errors import APIError
-from tests.controllers import make_stack
 
 G = "admissionregistration.k8s.io"
 
@@ -45,13 +44,6 @@ def gpu_binding(actions=("Deny",), **param_ref):
 def claim(name, count, cls="gpu.example.com"):
     return {"metadata": {"name": name, "namespace": "default"},
             "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": cls, "count": count}}]}}}
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
 
 
 def api(stack, plural, group=G, version="v1"):

@@ -5,7 +5,6 @@ import pytest
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.dra.deviceclasses import ensure_device_classes
 from nanokube.node.dra.driver import NodeDriver, nic_address, semver
-from tests.controllers import make_stack
 from tests.node import ManualClock
 
 CLUSTER = """\
@@ -22,13 +21,6 @@ pools:
 def node(name="n", gpus=2, mig=0):
     text = CLUSTER.format(name=name, gpus=gpus, mig=f", migSlices: {mig}" if mig else "")
     return parse_cluster(text).nodes()[0]
-
-
-@pytest.fixture
-async def stack():
-    s = await make_stack()
-    yield s
-    await s.close()
 
 
 async def slices_of(client, node_name):

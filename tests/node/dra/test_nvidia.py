@@ -185,15 +185,6 @@ def test_nvidia_smi_list_groups_mig_devices_under_their_gpu():
     ]
 
 
-@pytest.fixture
-async def stack():
-    from tests.controllers import make_stack
-
-    s = await make_stack()
-    yield s
-    await s.close()
-
-
 async def test_node_driver_publishes_gpu_nvidia_com_and_a_fault_on_a_static_mig_gpu_taints_its_devices(stack):
     from nanokube.node.dra.deviceclasses import ensure_device_classes
     from nanokube.node.dra.driver import NodeDriver
