@@ -20,12 +20,16 @@ from dataclasses import dataclass
 from ..machinery.errors import APIError
 from .base import Controller
 
-#: seconds between looks for resources to monitor
-MONITOR_PERIOD = 1.0
+#: seconds between looks for resources to monitor: kube-controller-manager's garbage collector Sync
+#: period (syncPeriod = 30 s in startGarbageCollectorController), which resyncs its monitors
+MONITOR_PERIOD = 30.0
 #: resources the collector never monitors, as upstream's graph builder ignores them (ignoredResources):
 #: events, which upstream leaves to the API server's event TTL. Every pod that fits nowhere gets one,
 #: and each was handed to a monitor's informer and kept in the owner graph for nothing.
 IGNORED = frozenset({"events", "events.events.k8s.io"})
+#: the resources whose objects add served resources: a change of one looks for new resources at once
+#: instead of at the next `MONITOR_PERIOD` (a custom resource's dependents are collected from its start)
+SERVING = frozenset({"customresourcedefinitions.apiextensions.k8s.io"})
 
 
 @dataclass(slots=True)
@@ -55,6 +59,7 @@ class GarbageCollector(Controller):
         self.dependents: dict[str, set[str]] = {}
         self._infs = []
         self._monitored: set[str] = set()
+        self._started = False
         self._add_monitors()
 
     def _add_monitors(self) -> list:
@@ -70,6 +75,8 @@ class GarbageCollector(Controller):
             inf.add_handlers(on_add=lambda o, rc=rc: self._observe(rc, o),
                              on_update=lambda old, o, rc=rc: self._observe(rc, o),
                              on_delete=lambda o, rc=rc: self._forget(o))
+            if r.group_resource in SERVING:
+                inf.add_handlers(on_add=lambda o: self._rediscover(), on_update=lambda old, o: self._rediscover())
             added.append(inf)
         self._infs.extend(added)
         return added
@@ -77,13 +84,19 @@ class GarbageCollector(Controller):
     def informers(self):
         return self._infs
 
+    def _rediscover(self) -> None:
+        if self._started:
+            self.informer_factory.start(self._add_monitors())
+
     async def start(self) -> None:
         await super().start()
+        self._started = True
         self._tasks.append(asyncio.create_task(self._resync_monitors()))
 
     async def _resync_monitors(self) -> None:
-        """Upstream's GC rediscovers resources every 30 s; the in-process index is cheap to scan
-        every `MONITOR_PERIOD`. A monitor of a resource no longer served just sees no events."""
+        """Rediscovers resources every `MONITOR_PERIOD`, as upstream's GC Sync does: a custom
+        resource's monitor starts at the next look. A monitor of a resource no longer served
+        just sees no events."""
         while True:
             await self.clock.sleep(MONITOR_PERIOD)
             self.informer_factory.start(self._add_monitors())
