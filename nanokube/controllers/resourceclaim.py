@@ -179,8 +179,12 @@ class ResourceClaimController(Controller):
                 raise
             statuses.append({"name": pc["name"], "resourceClaimName": claim["metadata"]["name"]})
         if statuses:
-            await self.pods_api.patch(name, {"status": {"resourceClaimStatuses": statuses}},
-                                      "application/strategic-merge-patch+json", namespace=ns, subresource="status")
+            try:
+                await self.pods_api.patch(name, {"status": {"resourceClaimStatuses": statuses}},
+                                          "application/strategic-merge-patch+json", namespace=ns, subresource="status")
+            except APIError as e:  # deleted since the informer saw it: nothing to do, as upstream's syncPod
+                if e.code != 404:  # for a pod that is gone (its claims go with it: `_sync_claim`)
+                    raise
 
     def _existing_claim(self, owner: dict, claim: str, annotation: str = POD_CLAIM_ANNOTATION) -> dict | None:
         """A claim generated earlier whose name never made it into the owner's status."""

@@ -1,6 +1,9 @@
 """ResourceClaim controller: claims generated from templates for pods, and
 reservedFor cleanup, deallocation and finalizer removal once pods go."""
 
+import asyncio
+import logging
+
 import pytest
 
 from nanokube.controllers.resourceclaim import POD_CLAIM_ANNOTATION, ResourceClaimController, pod_done
@@ -154,3 +157,27 @@ async def test_a_podgroups_members_are_read_from_the_pod_index():
 
 async def _async(value):
     return value
+
+
+async def test_a_pod_deleted_right_after_its_creation_is_nothing_to_do(env, caplog):
+    """The pod goes while its claim is generated: recording the claim finds it gone, which upstream's
+    syncPod takes as nothing to do (no failed sync, no retry); the claim it made for it is deleted."""
+    client = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await client.resource(R, "v1", "resourceclaimtemplates").create({
+        "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"spec": SPEC}})
+    caplog.set_level(logging.WARNING, logger="nanokube.controllers")
+    _, rv = await claims.list("default")
+    stream = await claims.watch("default", rv)
+    await pods.create(a_pod("brief", [{"name": "gpu", "resourceClaimTemplateName": "t"}]))
+    await pods.delete("brief", "default", grace_period_seconds=0)
+
+    async def made_then_deleted():
+        seen = []
+        async for typ, c in stream:
+            seen.append((typ, c["metadata"]["ownerReferences"][0]["name"]))
+            if typ == "DELETED":
+                return seen
+    assert await asyncio.wait_for(made_then_deleted(), 30) == [("ADDED", "brief"), ("DELETED", "brief")]
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("nanokube.controllers")] == []
