@@ -33,6 +33,11 @@ ROOTS = (
     "apps.v1.Deployment", "apps.v1.ReplicaSet", "apps.v1.StatefulSet", "apps.v1.DaemonSet",
     "apps.v1.ControllerRevision", "batch.v1.Job", "batch.v1.CronJob", "policy.v1.PodDisruptionBudget",
     "autoscaling.v1.HorizontalPodAutoscaler", "autoscaling.v2.HorizontalPodAutoscaler",
+    "core.v1.Node", "core.v1.PersistentVolume", "core.v1.PersistentVolumeClaim", "core.v1.Endpoints",
+    "core.v1.LimitRange", "core.v1.ResourceQuota", "discovery.v1.EndpointSlice", "networking.v1.Ingress",
+    "networking.v1.IngressClass", "networking.v1.NetworkPolicy", "rbac.v1.Role", "rbac.v1.ClusterRole",
+    "rbac.v1.RoleBinding", "rbac.v1.ClusterRoleBinding", "scheduling.v1.PriorityClass",
+    "certificates.v1.CertificateSigningRequest", "coordination.v1.Lease", "storage.v1.StorageClass",
 )
 
 _CONDITION = frozenset({"type", "status"})
@@ -48,6 +53,10 @@ NOT_OMITEMPTY: dict[str, frozenset[str]] = {
     "io.k8s.api.policy.v1.PodDisruptionBudgetStatus": frozenset(
         {"disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"}),
     "io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern": frozenset({"status"}),
+    "io.k8s.api.rbac.v1.RoleRef": frozenset({"apiGroup"}),
+    "io.k8s.api.scheduling.v1.PriorityClass": frozenset({"value"}),
+    # the default runtime handler is the one named "": a node reports `name: ""`
+    "io.k8s.api.core.v1.NodeRuntimeHandler": frozenset({"name"}),
 }
 
 

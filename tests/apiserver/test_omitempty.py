@@ -54,3 +54,11 @@ async def test_status_zeros_that_upstream_encodes_are_kept(tmp_path):
                         {"status": {"conditions": [condition], "replicas": 0, "readyReplicas": 0}})
         assert d["status"]["conditions"] == [{"type": "Progressing", "status": ""}]
         assert not {"replicas", "readyReplicas"} & set(d["status"])
+
+
+async def test_a_priority_class_keeps_its_zero_value_and_drops_its_zero_default(tmp_path):
+    async with served(tmp_path) as (_, api):
+        scheduling = client.SchedulingV1Api(api)
+        pc = await _json(scheduling.create_priority_class,
+                         {"metadata": {"name": "zero"}, "value": 0, "globalDefault": False, "description": ""})
+        assert pc["value"] == 0 and not {"globalDefault", "description"} & set(pc)
