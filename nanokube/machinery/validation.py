@@ -233,7 +233,9 @@ def remembers_clean(check):
     carries the same projected token volume but for its name, and checking its sources on each
     create cost about as much as the rest of its volumes. The further arguments only word a
     finding, so a clean value is clean wherever it is; findings are worked out each time. A value
-    orjson cannot encode (an integer past 64 bits) is checked every time."""
+    orjson cannot encode (an integer past 64 bits) is checked every time, and so is one whose JSON
+    holds a null, since orjson writes a NaN or an infinity as null too (the body decoders refuse
+    them, but the key would not tell them apart)."""
     clean: set[bytes] = set()
 
     @functools.wraps(check)
@@ -241,6 +243,8 @@ def remembers_clean(check):
         try:
             key = orjson.dumps(value)
         except orjson.JSONEncodeError:
+            return check(value, *where)
+        if b"null" in key:
             return check(value, *where)
         if key in clean:
             return []
