@@ -26,6 +26,8 @@ from ..machinery.podgroups import group_key
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
 MAX_IN_UNSCHEDULABLE = 300.0  # podMaxInUnschedulablePodsDuration
+#: the backoffQ flush ticks every second; every 30th tick also flushes the unschedulable leftovers
+FLUSH_UNSCHEDULABLE_TICKS = 30
 #: cluster events kept for the pods in flight; past this, a failing pod backs off instead of
 #: having each event's hint checked (a bound on memory while one pod waits long in Permit)
 MAX_IN_FLIGHT_EVENTS = 10_000
@@ -238,6 +240,10 @@ class SchedulingQueue:
         #: set whenever backoffQ or the unschedulable pool may hold a pod for the flushers
         self._flushable = asyncio.Event()
         self._flush_woken = False
+        #: while the flushers sleep towards a tick: the tick before it (a pod whose backoff ends by
+        #: then must wake them) and the future that wakes them early
+        self._nap_before = float("inf")
+        self._nap: asyncio.Future | None = None
         self._closed = False
         metrics.pending_from(self._pending_counts)
         #: queue_incoming's labels(queue, event), bound once: each pod's arrival and failure count here,
@@ -250,10 +256,14 @@ class SchedulingQueue:
 
     def _gauge(self) -> None:
         """Wakes the flushers once backoffQ or the unschedulable pool holds a pod they may move
-        (`_flush_woken` mirrors the event, so a call while it is set costs no `Event.set`)."""
-        if not self._flush_woken and (self.backoff or len(self.unschedulable) > self.unschedulable.gated):
-            self._flush_woken = True
-            self._flushable.set()
+        (`_flush_woken` mirrors the event, so a call while it is set costs no `Event.set`), and
+        the sleeping flushers once both are empty."""
+        if self.backoff or len(self.unschedulable) > self.unschedulable.gated:
+            if not self._flush_woken:
+                self._flush_woken = True
+                self._flushable.set()
+        elif self._nap is not None and not self._nap.done():  # emptied: the next tick sends them idle
+            self._nap.set_result(None)
 
     def _pending_counts(self) -> tuple[int, int, int, int]:
         gated = self.unschedulable.gated
@@ -449,6 +459,7 @@ class SchedulingQueue:
         if best is None:
             return None
         del self.backoff[best.key]
+        self._gauge()
         return self._start_attempt(best)
 
     def _start_attempt(self, info: PodInfo) -> PodInfo:
@@ -517,6 +528,7 @@ class SchedulingQueue:
             self.backoff[info.key] = info
             self._incoming("backoff", event).inc()
             self._wake.set()
+            self._backed_off(info)
         else:
             self._push_active(info, event)
 
@@ -537,6 +549,7 @@ class SchedulingQueue:
             self.backoff[info.key] = info
             self._incoming("backoff", "ScheduleAttemptFailure").inc()
             self._wake.set()
+            self._backed_off(info)
         else:
             self.unschedulable[info.key] = info
             (self._series.get(("unschedulable", "ScheduleAttemptFailure"))
@@ -627,23 +640,66 @@ class SchedulingQueue:
             self._requeue(info, event.label or f"{event.resource}{event.action.name}")
         self._gauge()
 
+    def _backed_off(self, info: PodInfo) -> None:
+        """Wakes the sleeping flushers when the pod's backoff ends before the tick they sleep towards."""
+        if info.backoff_expires <= self._nap_before and self._nap is not None and not self._nap.done():
+            self._nap.set_result(None)
+
+    def _next_flush(self, last: float, ticks: int) -> tuple[float, float, int]:
+        """The first tick after tick number `ticks` (at `last`) that may do something: one at or
+        past the earliest backoff expiry, a 30th past the oldest unschedulable pod's 5 minutes,
+        or, both queues being empty, the next one (where a 1-s loop goes idle). Returns the
+        tick before it, its time and its number; the ticks passed over move no pod."""
+        expiry = min((info.backoff_expires for info in self.backoff.values()), default=float("inf"))
+        oldest = min((info.timestamp for info in self.unschedulable.values() if not info.gated_by),
+                     default=float("inf"))
+        now = self.clock.monotonic()
+        empty = expiry == oldest == float("inf")
+        before = t = last
+        for _ in range(2 * FLUSH_UNSCHEDULABLE_TICKS + int(MAX_IN_UNSCHEDULABLE)):
+            t = before + 1.0
+            ticks += 1
+            if t >= expiry or empty and t > now or \
+                    ticks % FLUSH_UNSCHEDULABLE_TICKS == 0 and t - oldest > MAX_IN_UNSCHEDULABLE:
+                break
+            before = t
+        return before, t, ticks
+
     async def run_flushers(self) -> None:
         """Upstream's two periodic flushes: backoffQ every second, pods left in
-        the unschedulable pool too long every 30. While both are empty no tick
-        could move a pod, so the loop waits for one to arrive instead of
-        ticking: an idle scheduler sets no timer (a virtual clock then jumps
-        straight to the next real event)."""
-        ticks = 0
+        the unschedulable pool too long every 30, with every pod moved at the
+        tick a 1-s loop moves it at, but ticks that can move none slept through:
+        the loop sleeps to the first tick that reaches a backoff expiry or a
+        5-minute deadline, woken early by a pod whose backoff ends sooner or by
+        both queues emptying (a 1-s loop goes idle at the next tick). A virtual
+        clock is thus not woken 300 times for one pod left waiting. While both
+        are empty the loop waits for a pod to arrive: an idle scheduler sets no timer."""
+        loop = asyncio.get_running_loop()
+        ticks, last = 0, self.clock.monotonic()
+        idle = not self.backoff and len(self.unschedulable) == self.unschedulable.gated
         while True:
-            if not self.backoff and len(self.unschedulable) == self.unschedulable.gated:
+            if idle:
                 self._flush_woken = False
                 self._flushable.clear()
                 await self._flushable.wait()
-            await self.clock.sleep(1.0)
+                last = self.clock.monotonic()
+            before, due, n = self._next_flush(last, ticks)
+            self._nap_before, self._nap = before, loop.create_future()
+            sleeper = asyncio.ensure_future(self.clock.sleep(due - self.clock.monotonic()))
+            sleeper.add_done_callback(lambda _, nap=self._nap: nap.done() or nap.set_result(None))
+            try:
+                await self._nap
+            finally:
+                sleeper.cancel()
+                self._nap_before, self._nap = float("inf"), None
+            idle = False
+            if self.clock.monotonic() < due:  # woken early: the ticks up to now moved nothing
+                continue
+            ticks, last = n, due
             self.flush_backoff_completed()
-            ticks += 1
-            if ticks % 30 == 0:
+            if ticks % FLUSH_UNSCHEDULABLE_TICKS == 0:
                 self.flush_unschedulable_leftover()
+            idle = not self.backoff and len(self.unschedulable) == self.unschedulable.gated
 
     def close(self) -> None:
         self._closed = True

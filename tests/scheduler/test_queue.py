@@ -1,3 +1,6 @@
+import asyncio
+
+from nanokube.clock import VirtualClock
 from nanokube.scheduler import plugins
 from nanokube.scheduler.framework import NODE, Action, ClusterEvent, Framework, Hint, PodInfo, Registration
 from nanokube.scheduler.metrics import Metrics
@@ -245,3 +248,31 @@ def test_an_event_asks_the_hint_only_of_the_pods_its_targets_name_and_moves_the_
     assert [s[0] for s in narrowed] == [["p3", "p30", "m0"], ["m0"], [], [f"p{i}" for i in range(40) if i not in (3, 30)]]
     assert narrowed[1][1] == ["default/p3", "default/p30", "podgroup/default/g"]
     assert narrowed[3][2] == []
+
+
+async def test_the_flushers_move_pods_at_the_ticks_of_a_one_second_loop_without_waking_each_second():
+    """Upstream flushes backoffQ every second and the unschedulable leftovers every 30; the loop sleeps
+    through the ticks that move no pod. A pod left unschedulable at 0 moves at tick 330 (the first 30th
+    tick more than 5 minutes on); one backing off until 101.5 at tick 102, waking the loop early."""
+    clock = VirtualClock()
+    m = Metrics()
+    prof = plugins.default_profile()
+    q = SchedulingQueue({"default-scheduler": Framework(prof, plugins.build(prof, None), m, clock)}, clock, m)
+    flushers = asyncio.create_task(q.run_flushers())
+    try:
+        q.add(pod("a"))
+        info = await q.pop()
+        info.unschedulable_plugins = {"TaintToleration"}
+        q.add_unschedulable(info)
+        await clock.advance(100.5)
+        q.add(pod("b"))
+        q.add_unschedulable(await q.pop(), error=True)
+        where = {}
+        for t in (101.9, 102, 329.9, 330):
+            await clock.advance(t - clock.monotonic())
+            where[t] = sorted(q.active_keys), sorted(q.backoff), sorted(q.unschedulable)
+        assert where == {101.9: ([], ["default/b"], ["default/a"]), 102: (["default/b"], [], ["default/a"]),
+                         329.9: (["default/b"], [], ["default/a"]), 330: (["default/a", "default/b"], [], [])}
+        assert clock.wakeups <= 4  # a 1-s loop: 330
+    finally:
+        flushers.cancel()
