@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 CLUSTER = """\
 pools:
   - name: n
@@ -184,6 +186,7 @@ def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path):
     assert (out / "report.html").exists()
 
 
+@pytest.mark.timeout(600)  # thirteen simulate processes: a loaded machine takes up to ~10 s to start each
 def test_what_if_more_fewer_or_other_nodes(tmp_path):
     """Four 3-CPU pods on 4-CPU nodes: one pod a node, so the pods scheduled count the nodes."""
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
