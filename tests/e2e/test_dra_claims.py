@@ -106,7 +106,7 @@ def test_a_pod_waiting_for_an_extended_resource_runs_once_a_device_class_provide
            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nanokube.io'"}}]}}
     cluster.kubectl("create", "-f", "-", input=json.dumps(cls))
     wait_for(lambda: cluster.kubectl_json("get", "pod", "ext-late")["status"].get("phase") == "Running",
-             what="ext-late running", timeout=30)
+             what="ext-late running")
 
 
 def test_a_container_claim_naming_no_pod_claim_is_not_found(cluster):
