@@ -15,7 +15,7 @@ wins, so podresources' PodRequests and PodLimits of it are those maxima in any c
 from __future__ import annotations
 
 from .podresources import POD_LEVEL, QUANTITIES, aggregate
-from .quantity import Quantity, QuantityError, parse
+from .quantity import Quantity, QuantityError, parse, parse_list
 
 RESIZE_PENDING = "PodResizePending"
 INFEASIBLE = "Infeasible"
@@ -94,7 +94,7 @@ def _winning(spec: dict, views: list[dict]) -> dict[str, list] | None:
     puts its amount on the first container and an explicit zero on the others, so the sum is the
     total and no default for a missing request is added. None when the first view wins throughout
     and is the spec's own."""
-    totals = [_total(spec, v) if _is_containers(v) else _parsed(v) for v in views]
+    totals = [_total(spec, v) if _is_containers(v) else parse_list(v) for v in views]
     best: dict[str, int] = {}
     for i, t in enumerate(totals):
         for name, q in t.items():
@@ -115,21 +115,11 @@ def _winning(spec: dict, views: list[dict]) -> dict[str, list] | None:
     return out
 
 
-def _parsed(rl: dict | None) -> dict[str, Quantity]:
-    out = {}
-    for name, q in (rl or {}).items():
-        try:
-            out[name] = parse(str(q))
-        except QuantityError:
-            continue
-    return out
-
-
 def _less_overhead(rl: dict | None, overhead: dict | None) -> dict | None:
     """A pod-level status list without the pod's overhead (never below zero)."""
     if rl is None or not overhead:
         return rl
-    minus = _parsed(overhead)
+    minus = parse_list(overhead)
     out = {}
     for name, q in rl.items():
         if name in minus:
@@ -149,7 +139,7 @@ def _max_list(*lists: dict | None) -> dict:
     out: dict = {}
     values: dict = {}
     for rl in lists:
-        for name, q in _parsed(rl).items():
+        for name, q in parse_list(rl).items():
             if name not in values or q.value > values[name]:
                 out[name], values[name] = (rl or {})[name], q.value
     return out
