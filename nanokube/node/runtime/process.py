@@ -4,18 +4,31 @@ hands each bound pod to a ProcessPodWorker (worker.py), keeps the mount
 targets it had to create so they go away with their pods (and after a
 crash, on the next start). Each worker serves its containers' logs and
 streams (stdio.py).
+
+Mount targets live on the host's file system, which every runtime on the
+host shares (two `nanokube up` at once, each with pods mounting
+/var/run/secrets/kubernetes.io/serviceaccount): who uses each target is
+kept in one host-wide record, under a lock, so a runtime whose last pod
+goes never removes a target that another runtime's pods still bind.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
+import tempfile
 
 from ..containerlog import MAX_FILES, MAX_SIZE
 from .netns import ClusterNetwork
 from .usage import measure
 from .worker import ProcessPodWorker
+
+
+#: the host-wide record of mount targets: target -> {"users": {runtime: pods}, "created": [paths, deepest first]}
+MOUNTPOINTS = os.path.join(tempfile.gettempdir(), "nanokube-mountpoints.json")
 
 
 class ProcessRuntime:
@@ -24,19 +37,17 @@ class ProcessRuntime:
     name = "process"
 
     def __init__(self, state_dir: str, tag: str, *, backoff_initial: float = 10.0,
-                 log_max_size: int = MAX_SIZE, log_max_files: int = MAX_FILES):
+                 log_max_size: int = MAX_SIZE, log_max_files: int = MAX_FILES,
+                 mountpoints: str = MOUNTPOINTS):
         self.state_dir = state_dir
         #: each container instance's log rotates at this size, keeping this many files (the kubelet's defaults)
         self.log_max_size, self.log_max_files = log_max_size, log_max_files
         self.net = ClusterNetwork(tag)
         self.backoff_initial = backoff_initial
         self.pods: dict[tuple[str, str], ProcessPodWorker] = {}
-        #: mount target -> [pods using it, paths created for it, deepest first]
-        self._mountpoints: dict[str, list] = {}
-
-    @property
-    def _mountpoint_record(self) -> str:
-        return os.path.join(self.state_dir, "mountpoints.json")
+        #: the host-wide mount target record, and this runtime's name in it (pid: a crashed runtime's entries are found)
+        self.mountpoints = mountpoints
+        self._user = f"{os.getpid()}:{id(self):x}"
 
     def start(self, nodes: list[tuple[str, int, str, str]]) -> None:
         """Remove what a crashed run left, then build the network of `nodes`
@@ -65,65 +76,85 @@ class ProcessRuntime:
 
     # --- mount targets created for volumes ---------------------------------------------
 
+    @contextlib.contextmanager
+    def _record(self):
+        """The host-wide record, locked against the other runtimes, written back on exit."""
+        with open(self.mountpoints + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with open(self.mountpoints) as f:
+                    record = json.load(f)
+            except (OSError, ValueError):
+                record = {}
+            yield record
+            tmp = f"{self.mountpoints}.{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump(record, f)
+            os.replace(tmp, self.mountpoints)
+
     def claim_mountpoint(self, target: str, is_file: bool) -> None:
-        """Make sure `target` exists; what this runtime had to create for it
-        (the target and missing parents) is removed again when no pod uses it."""
-        if target in self._mountpoints:
-            self._mountpoints[target][0] += 1
-            return
-        created, d = [], os.path.dirname(target)
-        while not os.path.exists(d):
-            created.append(d)
-            d = os.path.dirname(d)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        if not os.path.exists(target):
-            if is_file:
-                open(target, "a").close()
-            else:
-                os.mkdir(target)
-            created.insert(0, target)
-        self._mountpoints[target] = [1, created]
-        self._save_mountpoints()
+        """Make sure `target` exists; what had to be created for it (the target
+        and missing parents) is removed again when no pod of any runtime uses it.
+        A target some other process removed is made again."""
+        with self._record() as record:
+            entry = record.setdefault(target, {"users": {}, "created": []})
+            entry["users"][self._user] = entry["users"].get(self._user, 0) + 1
+            created, d = [], os.path.dirname(target)
+            while not os.path.exists(d):
+                created.append(d)
+                d = os.path.dirname(d)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if not os.path.exists(target):
+                if is_file:
+                    open(target, "a").close()
+                else:
+                    os.mkdir(target)
+                created.insert(0, target)
+            entry["created"] = sorted({*entry["created"], *created}, key=len, reverse=True)
 
     def release_mountpoint(self, target: str) -> None:
-        entry = self._mountpoints.get(target)
-        if entry is None:
-            return
-        entry[0] -= 1
-        if entry[0] <= 0:
-            del self._mountpoints[target]
-            for path in entry[1]:
-                _remove_empty(path)
-                if os.path.lexists(path):
-                    self._hand_over(path)
-        self._save_mountpoints()
-
-    def _hand_over(self, path: str) -> None:
-        """A directory created for one target that still holds another target
-        becomes that target's to remove (mount paths sharing a new parent)."""
-        for other, (_, created) in self._mountpoints.items():
-            if other.startswith(path.rstrip("/") + "/") and path not in created:
-                created.append(path)
-                created.sort(key=len, reverse=True)
+        with self._record() as record:
+            entry = record.get(target)
+            if entry is None or self._user not in entry["users"]:
                 return
-
-    def _save_mountpoints(self) -> None:
-        os.makedirs(self.state_dir, exist_ok=True)
-        with open(self._mountpoint_record, "w") as f:
-            json.dump([path for _, created in self._mountpoints.values() for path in created], f)
+            entry["users"][self._user] -= 1
+            if entry["users"][self._user] <= 0:
+                del entry["users"][self._user]
+            _remove_unused(record)
 
     def _remove_mountpoints(self) -> None:
-        try:
-            with open(self._mountpoint_record) as f:
-                paths = json.load(f)
-        except (OSError, ValueError):
-            paths = []
-        paths += [path for _, created in self._mountpoints.values() for path in created]
-        for path in sorted(set(paths), key=len, reverse=True):
+        """Drop this runtime's uses and those of runtimes whose process is gone, then
+        remove what no one uses."""
+        with self._record() as record:
+            for entry in record.values():
+                entry["users"] = {user: n for user, n in entry["users"].items()
+                                  if user != self._user and _alive(int(user.split(":")[0]))}
+            _remove_unused(record)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _remove_unused(record: dict) -> None:
+    """Remove the paths created for targets no one uses; a directory created for one
+    target that still holds another becomes that target's to remove (mount paths
+    sharing a new parent)."""
+    for target in [t for t, entry in record.items() if not entry["users"]]:
+        for path in record.pop(target)["created"]:
             _remove_empty(path)
-        self._mountpoints.clear()
-        if os.path.exists(self._mountpoint_record):
-            os.unlink(self._mountpoint_record)
+            if not os.path.lexists(path):
+                continue
+            for other, entry in record.items():
+                if other.startswith(path.rstrip("/") + "/") and path not in entry["created"]:
+                    entry["created"] = sorted([*entry["created"], path], key=len, reverse=True)
+                    break
 
 
 def _remove_empty(target: str) -> None:

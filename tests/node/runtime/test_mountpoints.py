@@ -5,7 +5,7 @@ from nanokube.node.runtime.process import ProcessRuntime
 
 
 def test_shared_new_parent_is_removed_with_the_last_target(tmp_path):
-    rt = ProcessRuntime(str(tmp_path / "state"), "mtest")
+    rt = ProcessRuntime(str(tmp_path / "state"), "mtest", mountpoints=str(tmp_path / "mountpoints.json"))
     base = tmp_path / "run" / "app"
     rt.claim_mountpoint(str(base / "identity"), False)
     rt.claim_mountpoint(str(base / "scripts"), False)
@@ -19,3 +19,22 @@ def test_shared_new_parent_is_removed_with_the_last_target(tmp_path):
     rt.release_mountpoint(str(base / "scripts"))
     assert not (tmp_path / "run").exists(), "every directory the runtime made is gone"
     assert tmp_path.exists()
+
+
+def test_a_target_another_runtime_still_uses_stays(tmp_path):
+    """Two clusters on one host share its file system: the one whose last pod using
+    /var/run/secrets/... goes must leave the target to the other's running pods (whose
+    execs and restarts bind it again); the last user of all removes it."""
+    record = str(tmp_path / "mountpoints.json")
+    first = ProcessRuntime(str(tmp_path / "one"), "mone", mountpoints=record)
+    second = ProcessRuntime(str(tmp_path / "two"), "mtwo", mountpoints=record)
+    target = tmp_path / "run" / "secrets" / "serviceaccount"
+    first.claim_mountpoint(str(target), False)
+    second.claim_mountpoint(str(target), False)
+
+    first.release_mountpoint(str(target))
+    assert target.is_dir(), "the second runtime's pod still binds it"
+    first.close()
+    assert target.is_dir()
+    second.release_mountpoint(str(target))
+    assert not (tmp_path / "run").exists(), "what the first runtime made goes with the last user"
