@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ from ...machinery.selectors import matches_labels, selector_from_object
 from ...pki.trustbundle import certificates
 from ...machinery.quantity import parse_quantity
 from . import pod_certificate
-from .atomic_writer import write_atomic
+from .atomic_writer import DATA, write_atomic
 from .sources import DEFAULT_MODE, MountError, config_map_files, secret_files
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ _KEYED = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
 async def projected(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float | None:
     """Set up a projected volume; returns when it wants to be set up again. The files are
     written only when their content changed since the last setup (the digest of what was
-    written is kept): a resync that finds the same token, bundle and config touches no file."""
+    written is kept): a resync that finds the same token, bundle and config touches no file,
+    unless the files are gone (no `..data` link), which it writes again."""
     src = vol["projected"]
     out: dict[str, bytes] = {}
     again: list[float] = []
@@ -57,7 +59,7 @@ async def projected(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> fl
             again.append(when)
     mode = src.get("defaultMode", DEFAULT_MODE)
     digest = _digest(out, mode)
-    if state.get(written) != digest:
+    if state.get(written) != digest or not os.path.lexists(os.path.join(target, DATA)):
         write_atomic(target, out, mode)
         state[written] = digest
     return min(again) if again else None

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import datetime as dt
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -278,3 +279,22 @@ async def test_a_long_lived_token_is_renewed_after_a_day_and_unchanged_files_are
 
 async def _read_async(vol: str, name: str) -> bytes:
     return read(vol, name)
+
+
+async def test_a_removed_volume_directory_is_written_again_at_the_next_resync(env):
+    """Files that are gone (the volume's directory removed under the pod) are not 'unchanged':
+    the next resync writes them again."""
+    client, clock, mgr, _ = env
+    cms = client.resource("", "v1", "configmaps")
+    await cms.create({"metadata": {"name": "kube-root-ca.crt", "namespace": "default"}, "data": {"ca.crt": "one"}})
+    p = await pod(client, "healed", {"serviceAccountToken": {"path": "token"}},
+                  {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}})
+    vol = (await mgr.mount(p))["identity"]
+    shutil.rmtree(vol)
+    await clock.advance(60)
+    await eventually(lambda: _present(vol, "ca.crt"))
+    assert read(vol, "ca.crt") == b"one" and read(vol, "token")
+
+
+async def _present(vol: str, name: str) -> bool:
+    return (Path(vol) / name).exists()
