@@ -79,10 +79,14 @@ def test_the_python_client_connects(c):
     assert api.connect_get_namespaced_service_proxy_with_path("web:http", "default", "status") == ANSWER
     assert api.connect_get_namespaced_pod_proxy("web", "default") == ANSWER
     assert api.connect_post_namespaced_pod_proxy_with_path("web:8000", "default", "submit") == ANSWER
-    # a POST through the proxy is a create of pods/proxy, audited as the writes are
-    audited = [e for e in c.audit_events() if (e.get("objectRef") or {}).get("subresource") == "proxy"]
-    assert [(e["verb"], e["objectRef"]["resource"], e["objectRef"]["name"], e["responseStatus"]["code"])
-            for e in audited] == [("create", "pods", "web:8000", 200)]
+    # a POST through the proxy is a create of pods/proxy, audited as the writes are (the audit
+    # log is written after the response, so it is read until the event is there)
+
+    def audited():
+        return [(e["verb"], e["objectRef"]["resource"], e["objectRef"]["name"], e["responseStatus"]["code"])
+                for e in c.audit_events() if (e.get("objectRef") or {}).get("subresource") == "proxy"]
+    wait_for(audited, 30, "the proxy request's audit event")
+    assert audited() == [("create", "pods", "web:8000", 200)]
 
 
 def test_rbac_on_the_proxy_subresource(c):
