@@ -5,47 +5,25 @@ tears the resource's storage (and with it every watch) down once the CRD is gone
 from __future__ import annotations
 
 import asyncio
-import threading
 
-from kubernetes import client, watch
-from kubernetes.client.rest import ApiException
-
+from tests.apiserver.apiextensions import CRDS, install, watched
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
 
 GROUP = "gone.example.com"
-CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 async def test_the_watch_ends_when_the_crd_is_deleted(tmp_path):
     async with served(tmp_path) as (_, c):
-        await call(c, "POST", CRDS, {
+        things = f"/apis/{GROUP}/v1/namespaces/default/things"
+        await install(c, {
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": f"things.{GROUP}"},
             "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
                      "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
-        things = f"/apis/{GROUP}/v1/namespaces/default/things"
-        for _ in range(100):
-            try:
-                await call(c, "POST", things, {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "t"}})
-                break
-            except ApiException as e:
-                assert e.status == 404  # not served yet
-                await asyncio.sleep(0.05)
-        seen: list[tuple[str, str]] = []
-        done = threading.Event()
-
-        def watching() -> None:
-            api = client.CustomObjectsApi(c)
-            for ev in watch.Watch().stream(api.list_namespaced_custom_object, GROUP, "v1", "default", "things",
-                                           timeout_seconds=60):
-                seen.append((ev["type"], ev["object"]["metadata"]["name"]))
-            done.set()
-
-        threading.Thread(target=watching, daemon=True).start()
-        while not seen:
-            await asyncio.sleep(0.02)
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}, things)
+        await call(c, "POST", things, {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "t"}})
+        seen, done = await watched(c, GROUP, "things")
         await call(c, "DELETE", f"{CRDS}/things.{GROUP}")
         # the stream ends long before the watch's own 60 s timeout
         assert await asyncio.to_thread(done.wait, 30)

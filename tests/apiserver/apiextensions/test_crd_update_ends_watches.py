@@ -6,16 +6,12 @@ them open. The client then lists again and sees the objects under the new schema
 from __future__ import annotations
 
 import asyncio
-import threading
 
-from kubernetes import client, watch
-from kubernetes.client.rest import ApiException
-
+from tests.apiserver.apiextensions import CRDS, install, watched
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
 
 GROUP = "changing.example.com"
-CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 THINGS = f"/apis/{GROUP}/v1/namespaces/default/things"
 
 
@@ -29,32 +25,14 @@ def _crd() -> dict:
 
 
 async def _create(c, name: str) -> None:
-    for _ in range(100):
-        try:
-            await call(c, "POST", THINGS, {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": name}})
-            return
-        except ApiException as e:
-            assert e.status == 404  # not served yet
-            await asyncio.sleep(0.05)
+    await call(c, "POST", THINGS, {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": name}})
 
 
 async def test_a_spec_change_ends_the_watch_and_a_label_change_does_not(tmp_path):
     async with served(tmp_path) as (_, c):
-        await call(c, "POST", CRDS, _crd())
+        await install(c, _crd(), THINGS)
         await _create(c, "a")
-        seen: list[tuple[str, str]] = []
-        done = threading.Event()
-
-        def watching() -> None:
-            api = client.CustomObjectsApi(c)
-            for ev in watch.Watch().stream(api.list_namespaced_custom_object, GROUP, "v1", "default", "things",
-                                           timeout_seconds=60):
-                seen.append((ev["type"], ev["object"]["metadata"]["name"]))
-            done.set()
-
-        threading.Thread(target=watching, daemon=True).start()
-        while not seen:
-            await asyncio.sleep(0.02)
+        seen, done = await watched(c, GROUP, "things")
         # metadata only: the storage stays, the same stream delivers the next object
         await call(c, "PATCH", f"{CRDS}/things.{GROUP}", {"metadata": {"labels": {"team": "a"}}},
                    content_type="application/merge-patch+json")

@@ -5,12 +5,12 @@ schema, metadata included, so a name too long or not matching the pattern is a 4
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from kubernetes.client.rest import ApiException
 
+from tests.apiserver.apiextensions import install
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
 
@@ -39,14 +39,8 @@ async def _causes(c, metadata: dict) -> list[tuple[str, str]]:
 
 async def test_the_schemas_name_restrictions_hold_for_objects(tmp_path):
     async with served(tmp_path) as (_, c):
-        await call(c, "POST", CRDS, _crd(5))
-        for _ in range(100):
-            try:
-                await call(c, "POST", THINGS, {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "abc"}})
-                break
-            except ApiException as e:
-                assert e.status == 404  # not served yet
-                await asyncio.sleep(0.05)
+        await install(c, _crd(5), THINGS)
+        await call(c, "POST", THINGS, {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "abc"}})
         assert await _causes(c, {"name": "abcdefg"}) == [("metadata.name", "Too long: may not be more than 5 bytes")]
         assert await _causes(c, {"name": "bcd"}) == [
             ("metadata.name", "Invalid value: \"bcd\": metadata.name in body should match '^a'")]

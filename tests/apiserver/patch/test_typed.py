@@ -5,8 +5,8 @@ kubernetes#139253, with the same text), and nothing is written."""
 
 from __future__ import annotations
 
-import asyncio
 
+from tests.apiserver.apiextensions import install
 from tests.apiserver.test_rest_managedfields import call, refused
 from tests.served import served
 
@@ -21,17 +21,6 @@ def deployment(spec: dict | None = None, container: dict | None = None) -> dict:
                      "template": {"metadata": {"labels": {"app": "web"}},
                                   "spec": {"containers": [{"name": "app", "image": "nginx", **(container or {})}]}},
                      **(spec or {})}}
-
-
-async def _install(api, crd: dict, path: str) -> None:
-    """Create `crd` and wait until its resource at `path` is served."""
-    await call(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-    for _ in range(100):
-        try:
-            await call(api, "GET", path)
-            return
-        except Exception:
-            await asyncio.sleep(0.05)
 
 
 async def test_wrong_types_and_undeclared_fields_of_a_built_in_kind(tmp_path):
@@ -114,7 +103,7 @@ async def test_wrong_types_in_a_custom_resource(tmp_path):
                             "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
     path = f"/apis/{group}/v1/namespaces/default/gadgets"
     async with served(tmp_path) as (_, api):
-        await _install(api, crd, path)
+        await install(api, crd, path)
         head = "failed to create typed patch object (default/g; typed.example.com/v1, Kind=Gadget): "
 
         def gadget(spec: dict) -> dict:
@@ -163,7 +152,7 @@ async def test_field_sets_of_an_apply(tmp_path):
                             "gone": {"type": "object", "properties": {"a": {"type": "string"}}}}}}}}}]}}
     path = f"/apis/{group}/v1/namespaces/default/routers"
     async with served(tmp_path) as (_, api):
-        await _install(api, crd, path)
+        await install(api, crd, path)
         router = {"apiVersion": f"{group}/v1", "kind": "Router", "metadata": {"name": "r", "namespace": "default"},
                   "spec": {"ports": [80, 443], "labels": {"a": "b"}, "limits": {"cpu": "1"},
                            "routes": [{"host": "a", "port": 80, "weight": 1}, {"host": "b"}], "tags": {"x": "1"},
