@@ -159,6 +159,11 @@ def _resource_prefix(key: str) -> str:
     return key[: i + 1]
 
 
+def _bucket(prefix: str) -> str:
+    """The resource prefix a list or watch of `prefix` (a resource's, a namespace's or one key) is kept under."""
+    return _resource_prefix(prefix) if prefix.count("/") > 2 else prefix
+
+
 def compact_dumps(obj: Any) -> bytes:
     """orjson.dumps for bytes that are kept: orjson's result holds a buffer of at least 4 KiB, or
     twice what a pod needs, so kept encodings are copied to their exact size (about 1 us)."""
@@ -386,6 +391,15 @@ class WatchCache:
             return
         try:
             w.queue.put_nowait(cev)
+        except asyncio.QueueFull:
+            w.overflowed = True
+            self._end(w)
+
+    @staticmethod
+    def _end(w: Watcher) -> None:
+        """End `w`'s stream after what its queue holds; a full queue is dropped for the end alone."""
+        try:
+            w.queue.put_nowait(None)
         except asyncio.QueueFull:
             w.overflowed = True
             w.queue = asyncio.Queue()
@@ -638,7 +652,7 @@ class WatchCache:
         entries as they were at that revision (a continued list is one snapshot, as upstream's):
         the current ones, less what the window's events since `rev` changed, plus the versions
         those events replaced; Compacted once the window no longer reaches back to `rev`."""
-        rp = _resource_prefix(prefix) if prefix.count("/") > 2 else prefix
+        rp = _bucket(prefix)
         if rev and rev < self.rev:
             return self._scan_at(rp, prefix, after, limit, rev)
         keys = self._keys.get(rp)
@@ -717,24 +731,18 @@ class WatchCache:
         return [e for e in reversed(tail) if e.key.startswith(prefix)]
 
     def add_watcher(self, w: Watcher) -> None:
-        self._watchers.setdefault(_resource_prefix(w.prefix) if w.prefix.count("/") > 2 else w.prefix, set()).add(w)
+        self._watchers.setdefault(_bucket(w.prefix), set()).add(w)
 
     def remove_watcher(self, w: Watcher) -> None:
-        p = _resource_prefix(w.prefix) if w.prefix.count("/") > 2 else w.prefix
-        self._watchers.get(p, set()).discard(w)
+        self._watchers.get(_bucket(w.prefix), set()).discard(w)
 
     def end_watches(self, prefix: str) -> None:
         """End every watch of what lies under `prefix` after the events it holds (a custom
         resource whose CRD is gone: upstream's crdHandler tears its storage, and so its watches, down)."""
-        bucket = self._watchers.get(_resource_prefix(prefix) if prefix.count("/") > 2 else prefix, set())
+        bucket = self._watchers.get(_bucket(prefix), set())
         for w in [w for w in bucket if w.prefix.startswith(prefix)]:
             bucket.discard(w)
-            try:
-                w.queue.put_nowait(None)
-            except asyncio.QueueFull:
-                w.overflowed = True
-                w.queue = asyncio.Queue()
-                w.queue.put_nowait(None)
+            self._end(w)
 
     @property
     def watcher_count(self) -> int:
