@@ -81,6 +81,22 @@ def format_float(f: float) -> str:
     return "-" + body if f < 0 else body
 
 
+def value(v: Any) -> str:
+    """%v of a decoded JSON value (interface{}): maps as map[k:v ...] with sorted keys, slices as
+    [a b], nil as <nil>."""
+    if v is None:
+        return "<nil>"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return format_float(v)
+    if isinstance(v, list):
+        return "[" + " ".join(value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "map[" + " ".join(f"{k}:{value(v[k])}" for k in sorted(v)) + "]"
+    return str(v)
+
+
 def _json_float(f: float) -> str:
     """encoding/json's float64: fixed form from 1e-6 up to 1e21, else 'e' form without a padded
     negative exponent (1e-7, 1e+21)."""

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import schema as schemas
+from ...machinery import gofmt
 from . import PatchError, copy_to_patch, json_copy
 from . import merge as merge_patch
 
@@ -89,7 +90,7 @@ def _map_directive(patch: dict) -> dict:
         return {k: v for k, v in patch.items() if k != DIRECTIVE}
     if _is(directive, DELETE):
         return {}
-    raise PatchError(f"unknown patch type: {_gofmt(directive)} in map: {_gofmt(patch)}", 400)
+    raise PatchError(f"unknown patch type: {gofmt.value(directive)} in map: {gofmt.value(patch)}", 400)
 
 
 def _apply_retain_keys(original: dict, patch: dict) -> None:
@@ -159,7 +160,7 @@ def _validate_against_order(patched: list, order: list, merge_key: str) -> None:
         o += 1
     if p < len(items):
         raise PatchError(
-            f"the order in patch list:\n{_gofmt(patched)}\n doesn't match {SET_ELEMENT_ORDER} list:\n{_gofmt(order)}",
+            f"the order in patch list:\n{gofmt.value(patched)}\n doesn't match {SET_ELEMENT_ORDER} list:\n{gofmt.value(order)}",
             400,
         )
 
@@ -232,7 +233,7 @@ def _apply_element_directives(original: list, patch: list, merge_key: str) -> tu
         elif _is(directive, MERGE):
             raise PatchError("merging lists cannot yet be specified in the patch", 400)
         else:
-            raise PatchError(f"unknown patch type: {_gofmt(directive)} in map: {_gofmt(item)}", 400)
+            raise PatchError(f"unknown patch type: {gofmt.value(directive)} in map: {gofmt.value(item)}", 400)
     if replace:
         return plain, []
     if gone or gone_other:
@@ -398,7 +399,7 @@ def _element_type(*lists: list) -> type:
                 if found is list:
                     raise PatchError(ERR_LIST_OF_LISTS, 422)
             elif type(item) is not found:
-                raise PatchError(f"list element types are not identical: {_gofmt(list(lists))}", 400)
+                raise PatchError(f"list element types are not identical: {gofmt.value(list(lists))}", 400)
     if found is None:
         raise PatchError("no elements in any of the given slices", 400)
     return found
@@ -418,7 +419,7 @@ def _strategy(prop: dict | None) -> str:
     strategies = [s for s in (raw or "").split(",") if s]
     rest = [s for s in strategies if s != "retainKeys"]
     if len(strategies) > 2 or len(rest) > 1:
-        raise PatchError(f"unexpected patch strategy: {_gofmt(strategies)}", 400)
+        raise PatchError(f"unexpected patch strategy: {gofmt.value(strategies)}", 400)
     return rest[0] if rest else ""
 
 
@@ -498,7 +499,7 @@ def _dedupe(items: list) -> list:
 
 
 def _no_merge_key(item: dict, merge_key: str) -> str:
-    return f"map: {_gofmt(item)} does not contain declared merge key: {merge_key}"
+    return f"map: {gofmt.value(item)} does not contain declared merge key: {merge_key}"
 
 
 def _bad_arg_type(expected: str, actual: Any) -> str:
@@ -521,16 +522,3 @@ def _json_type(value: Any) -> str:
     return {str: "string", list: "array"}.get(type(value), "object")
 
 
-def _gofmt(value: Any) -> str:
-    """Go's %v rendering of decoded JSON, as upstream's error messages show it."""
-    if value is None:
-        return "<nil>"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_gofmt(value[k])}" for k in sorted(value)) + "]"
-    if isinstance(value, list):
-        return "[" + " ".join(_gofmt(v) for v in value) + "]"
-    return str(value)

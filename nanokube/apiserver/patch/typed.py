@@ -10,10 +10,10 @@ what a user sees in the message."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from nanokube import schema as sch
+from nanokube.machinery import gofmt
 from nanokube.apiserver.patch import fieldpath as fp
 from nanokube.apiserver.patch.apply import _OBJECT_META, _item_element, _shape, _Shape, _TypeError
 from nanokube.apiserver.patch.fieldpath import Path
@@ -52,7 +52,7 @@ def _walk(v: Any, raw: dict[str, Any] | None, path: Path, out: list[str]) -> Non
     if node.get("x-kubernetes-int-or-string") or (
             not kinds and "properties" not in node and "items" not in node and ("oneOf" in node or "anyOf" in node)):
         if isinstance(v, (dict, list)):  # IntOrString, Quantity: an untyped scalar
-            out.append(_at(path, f"expected any scalar, got &{{{_go_v(v)}}}"))
+            out.append(_at(path, f"expected any scalar, got &{{{gofmt.value(v)}}}"))
         return
     if "properties" in node or "object" in kinds:
         _walk_map(v, node, path, out)
@@ -65,7 +65,7 @@ def _walk(v: Any, raw: dict[str, Any] | None, path: Path, out: list[str]) -> Non
         if type(v) not in (int, float):
             out.append(_at(path, f"expected numeric (int or float), got {_go_type(v)}"))
     elif "boolean" in kinds and type(v) is not bool:
-        out.append(_at(path, f"expected boolean, got &{{{_go_v(v)}}}"))
+        out.append(_at(path, f"expected boolean, got &{{{gofmt.value(v)}}}"))
 
 
 def _walk_map(v: Any, node: dict[str, Any], path: Path, out: list[str]) -> None:
@@ -75,7 +75,7 @@ def _walk_map(v: Any, node: dict[str, Any], path: Path, out: list[str]) -> None:
                                            or node.get("additionalProperties") is True):
         return
     if not isinstance(v, dict):
-        out.append(_at(path, f"expected map, got &{{{_go_v(v)}}}"))
+        out.append(_at(path, f"expected map, got &{{{gofmt.value(v)}}}"))
         return
     props = props or {}
     open_ = node.get("x-kubernetes-preserve-unknown-fields") or node.get("additionalProperties") is True
@@ -94,7 +94,7 @@ def _walk_map(v: Any, node: dict[str, Any], path: Path, out: list[str]) -> None:
 
 def _walk_list(v: Any, raw: dict[str, Any], node: dict[str, Any], path: Path, out: list[str]) -> None:
     if not isinstance(v, list):
-        out.append(_at(path, f"expected list, got &{{{_go_v(v)}}}"))
+        out.append(_at(path, f"expected list, got &{{{gofmt.value(v)}}}"))
         return
     shape = _shape(raw, v)
     for i, item in enumerate(v):
@@ -144,39 +144,6 @@ def _element(pe: tuple) -> fp.PathElement:
 # ---------------------------------------------------------------- Go's fmt of unstructured values
 
 
-def _go_float(f: float) -> str:
-    """strconv.FormatFloat(f, 'g', -1, 64), which %v and %#v print."""
-    if f == 0:
-        return "-0" if str(f).startswith("-") else "0"
-    sign, digits, exponent = Decimal(repr(f)).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    exp = len(text) + int(exponent) - 1
-    lead = "-" if sign else ""
-    if exp < -4 or exp >= 6:  # shortest 'g' switches to an exponent at precision 6
-        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
-        return f"{lead}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
-    if exp < 0:
-        return f"{lead}0.{'0' * (-exp - 1)}{text}"
-    whole = text[: exp + 1].ljust(exp + 1, "0")
-    frac = text[exp + 1:]
-    return lead + whole + ("." + frac if frac else "")
-
-
-def _go_v(v: Any) -> str:
-    """fmt's %v of a decoded JSON value."""
-    if v is None:
-        return "<nil>"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return _go_float(v)
-    if isinstance(v, list):
-        return "[" + " ".join(_go_v(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "map[" + " ".join(f"{k}:{_go_v(v[k])}" for k in sorted(v)) + "]"
-    return str(v)
-
-
 def _go_sharp_v(v: Any) -> str:
     """fmt's %#v of a decoded JSON value (an interface{} in a map or slice)."""
     if v is None:
@@ -188,7 +155,7 @@ def _go_sharp_v(v: Any) -> str:
     if isinstance(v, dict):
         return "map[string]interface {}{" + ", ".join(
             f"{fp.encode_json(k)}:{_go_sharp_v(v[k])}" for k in sorted(v)) + "}"
-    return _go_v(v)
+    return gofmt.value(v)
 
 
 def _go_type(v: Any) -> str:
