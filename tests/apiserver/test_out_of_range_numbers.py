@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tests.apiserver.patch.test_typed import _install
+from tests.apiserver.apiextensions import install
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
 
@@ -62,7 +62,7 @@ async def test_a_custom_resource_refuses_one_anywhere(tmp_path):
                             "size": {"type": "number"}}}}}}}]}}
     path = "/apis/example.com/v1/namespaces/default/widgets"
     async with served(tmp_path) as (_, api):
-        await _install(api, crd, path)
+        await install(api, crd, path)
         for spec in ('{"size":1e400}', '{"size":1,"unknown":1e400}'):
             body = f'{{"apiVersion":"example.com/v1","kind":"Widget","metadata":{{"name":"w"}},"spec":{spec}}}'
             code, status, _ = await _post(api, path, body)
