@@ -4,6 +4,7 @@ admission without the ServiceAccount plugin, no sockets) shared by the core and 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from nanokube.apiserver.admission import Admission
@@ -45,15 +46,21 @@ async def make_stack(window: int = 50_000, store=None) -> Stack:
     return Stack(store, cache, rest, client)
 
 
-async def eventually(check, attempts: int = 400):
-    """Poll `check` (an async callable returning a truthy value when done) a
-    bounded number of times, yielding to the loop in between; returns its value."""
-    for _ in range(attempts):
-        got = await check()
-        if got:
+#: how long `eventually` and `settled` poll before giving up: far beyond what any condition needs on an idle
+#: machine, so a loaded one (CI's two workers on two cores) only makes a passing test slower, never failing
+DEADLINE = 30.0
+
+
+async def eventually(check, timeout: float = DEADLINE):
+    """Poll `check` (an async callable returning a truthy value when done) until it holds or
+    `timeout` seconds passed, yielding to the loop in between; returns its value as soon as it holds."""
+    end = time.monotonic() + timeout
+    while True:
+        if got := await check():
             return got
+        if time.monotonic() > end:
+            raise AssertionError(f"condition never held in {timeout:g} s")
         await asyncio.sleep(0.01)
-    raise AssertionError("condition never held")
 
 
 async def turns_during(awaitable, on_tick=None) -> tuple[int, object]:
@@ -79,15 +86,17 @@ async def turns_during(awaitable, on_tick=None) -> tuple[int, object]:
         task.cancel()
 
 
-async def settled(clock, check, attempts: int = 200):
+async def settled(clock, check, timeout: float = DEADLINE):
     """`eventually` for a controller on a VirtualClock: each try first lets the work already due at
     the current virtual instant run (`advance(0)`), never moving time on."""
-    for _ in range(attempts):
+    end = time.monotonic() + timeout
+    while True:
         await clock.advance(0)
         if got := await check():
             return got
+        if time.monotonic() > end:
+            raise AssertionError(f"condition never held in {timeout:g} s")
         await asyncio.sleep(0.005)
-    raise AssertionError("condition never held")
 
 
 async def ticking(clock, check, step: float = 1.0, attempts: int = 400):

@@ -36,7 +36,7 @@ async def test_type_checking_warnings_and_observed_generation(stack):
         got = await vaps.get("typed")
         return got if (got.get("status") or {}).get("observedGeneration") == 1 else None
 
-    got = await eventually(checked, attempts=1500)
+    got = await eventually(checked)
     assert got["status"]["typeChecking"]["expressionWarnings"] == [{
         "fieldRef": "spec.validations[1].expression",
         "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:13: undefined field 'replica'\n"
@@ -49,7 +49,7 @@ async def test_type_checking_warnings_and_observed_generation(stack):
         got = await vaps.get("typed")
         return got if (got.get("status") or {}).get("observedGeneration") == 2 else None
 
-    got = await eventually(rechecked, attempts=1500)
+    got = await eventually(rechecked)
     assert [w["fieldRef"] for w in got["status"]["typeChecking"]["expressionWarnings"]] == [
         "spec.validations[0].messageExpression"]
     wild = [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["*"]}]
@@ -59,5 +59,5 @@ async def test_type_checking_warnings_and_observed_generation(stack):
         got = await vaps.get("wild")
         return got if (got.get("status") or {}).get("observedGeneration") == 1 else None
 
-    assert (await eventually(wild_checked, attempts=1500))["status"]["typeChecking"] == {"expressionWarnings": []}
+    assert (await eventually(wild_checked))["status"]["typeChecking"] == {"expressionWarnings": []}
     await ctrl.stop()

@@ -137,7 +137,7 @@ async def test_deleting_a_pod_frees_its_device_for_a_waiting_pod(env):
         return not c["metadata"].get("finalizers") and "allocation" not in c.get("status", {}) and c
     c0 = await eventually(released)
     assert not c0["status"].get("reservedFor")
-    assert await eventually(bound(pods, "p3"), attempts=1500) == freed_node
+    assert await eventually(bound(pods, "p3")) == freed_node
 
 
 async def test_shared_claim_puts_both_pods_on_its_node(env):

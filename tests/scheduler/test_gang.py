@@ -164,7 +164,7 @@ async def test_gang_schedules_once_capacity_is_added(schedulers):
     assert (await eventually(condition(client, "g")))["status"] == "False"
     await add_node(client, node("b", "2"))
     for n in names:
-        await eventually(node_of(pods, n), attempts=1500)
+        await eventually(node_of(pods, n))
     assert (await eventually(condition(client, "g")))["status"] == "True"
 
 

@@ -87,7 +87,7 @@ async def test_assumed_pods_count_against_the_node(env):
     pods = client.resource("", "v1", "pods")
     for i in range(3):
         await pods.create(strip_uid(pod(f"p{i}", "2", nodeSelector={"zone": "a"})))
-    got = [await eventually(bound(pods, f"p{i}"), attempts=100) if i < 2 else None for i in range(3)]
+    got = [await eventually(bound(pods, f"p{i}")) if i < 2 else None for i in range(3)]
     assert got[:2] == ["big", "big"]
     p2 = await pods.get("p2", "default")
     assert not p2["spec"].get("nodeName")

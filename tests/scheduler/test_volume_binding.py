@@ -98,7 +98,7 @@ async def test_missing_and_unbound_immediate_claims_keep_the_pod_pending(env):
     await client.resource("", "v1", "persistentvolumes").create({"metadata": {"name": "fits"}, "spec": {
         "capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
         "hostPath": {"path": "/tmp/fits"}}})
-    assert await eventually(bound(pods, "waiting"), attempts=1500)  # after the pod's backoff
+    assert await eventually(bound(pods, "waiting"))  # after the pod's backoff
 
 
 
@@ -116,7 +116,7 @@ async def test_generic_ephemeral_volume_gets_its_own_claim(env):
             "metadata": {"labels": {"tier": "scratch"}},
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]
         created = await pods.create(p)
-        assert await eventually(bound(pods, "scratch"), attempts=1500)  # the claim appears after a first try
+        assert await eventually(bound(pods, "scratch"))  # the claim appears after a first try
         pvc = await client.resource("", "v1", "persistentvolumeclaims").get("scratch-work", "default")
         assert pvc["metadata"]["labels"] == {"tier": "scratch"} and pvc["status"]["phase"] == "Bound"
         assert pvc["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
@@ -134,7 +134,7 @@ async def test_read_write_once_pod_claim_serves_one_pod(env):
     assert "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode" in \
         await eventually(unschedulable(pods, "second"))
     await pods.delete("first", "default", grace_period_seconds=0)
-    assert await eventually(bound(pods, "second"), attempts=1500)
+    assert await eventually(bound(pods, "second"))
 
 
 async def test_zonal_volume_keeps_its_pod_in_the_zone(env):
@@ -149,4 +149,4 @@ async def test_zonal_volume_keeps_its_pod_in_the_zone(env):
     await client.resource("", "v1", "persistentvolumeclaims").create(claim("z", storageClassName="", volumeName="zonal"))
     pods = client.resource("", "v1", "pods")
     await pods.create(claim_pod("zoned", "z"))
-    assert await eventually(bound(pods, "zoned"), attempts=1500) == "n1"
+    assert await eventually(bound(pods, "zoned")) == "n1"

@@ -63,7 +63,7 @@ async def test_the_wal_is_checkpointed_by_the_thread_not_by_a_commit(tmp_path, m
             # runners saw every one partial), so what counts is that the thread's copied frames
             return any(r and r[1] > 0 for _, r in done)
 
-        await eventually(copied_frames, attempts=500)
+        await eventually(copied_frames)
         assert {name for name, _ in done} == {"sqlite-checkpoint"}
     finally:
         await store.close()

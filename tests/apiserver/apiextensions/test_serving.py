@@ -134,7 +134,7 @@ async def test_deletion_removes_objects_then_the_crd(env):
             return err.code == 404
         return False
 
-    await eventually(gone, attempts=1000)
+    await eventually(gone)
     assert env.index.get(GROUP, "v1", "widgets") is None
 
 
