@@ -136,9 +136,7 @@ async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
     assert {(e["related"]["kind"], e["related"]["apiVersion"], e["related"]["name"]) for e in preempted} == {
         ("PodGroup", "scheduling.k8s.io/v1beta1", "hi")}
     metric = sched.metrics.registry.get_sample_value
-    # every PodGroupPostFilter run is counted (retries answering "ongoing" too), one chose victims
-    assert metric("scheduler_workload_preemption_attempts_total", {"result": "Success"}) >= 1
-    assert metric("scheduler_workload_preemption_victims_count") == 1
+    assert metric("scheduler_workload_preemption_attempts_total", {"result": "Success"}) == 1
     assert metric("scheduler_workload_preemption_victims_sum") == 2  # pods
     assert metric("scheduler_preemption_workload_disruptions_sum", {"preemptor": "podgroup"}) == 1  # one unit
     group_attempt = {"profile": "default-scheduler", "type": "podgroup"}
@@ -284,79 +282,19 @@ async def test_two_gangs_preempting_at_once_each_get_their_own_victims(env):
     assert sched.workload_cycle.nominated == {}
 
 
-ONGOING = "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining, pod group preemption: ongoing preemption on nominated nodes"
-
-
-async def _waiting_on_ongoing(client, pods):
-    """The gang's retry, its victims still terminating, said it waits on them (upstream's
-    kubernetes#140641): condition of the group and of both members, and their FailedScheduling
-    events; their nominations kept."""
-    async def said():
-        hi = await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").get("hi", "default")
-        cond = next((c for c in (hi.get("status") or {}).get("conditions", [])
-                     if c["type"] == "PodGroupInitiallyScheduled"), {})
-        return cond.get("message") == ONGOING
-    await eventually(said)
-    for i in range(2):
-        got = await pods.get(f"hi-{i}", "default")
-        cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
-        assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
-        assert got["status"]["nominatedNodeName"] == "n1"
-    events, _ = await client.resource("events.k8s.io", "v1", "events").list("default")
-    notes = {e["regarding"]["name"] for e in events if e["reason"] == "FailedScheduling" and e["note"] == ONGOING}
-    assert notes == {"hi-0", "hi-1"}
-
-
-async def test_a_retry_while_the_victims_terminate_waits_on_the_ongoing_preemption(env):
+async def test_retry_after_preemption_does_not_preempt_again(env):
     client, sched, start = env
-    # n1 holds group low (its pods slow to go: a finalizer); n2's lone pods would make room too
-    pods = await start([node("n1", "2"), node("n2", "2")], [podgroup("low", 2, 1, "all")],
-                       [member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1"),
-                        lone("spare-0", 1, "n2"), lone("spare-1", 1, "n2")])
+    pods = await start([node("n1", "2")], [podgroup("low", 2, 1, "all")],
+                       [member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1")])
     await gang_of(client, "hi", 2, 100)
     await eventually(lambda: _len2(doomed(pods)))
-    assert await doomed(pods) == {"low-0", "low-1"}
-    # a node too small for any member: the group is tried again while low's pods terminate
-    await add_node(client, node("tiny", "100m"))
-    await _waiting_on_ongoing(client, pods)
-    assert await doomed(pods) == {"low-0", "low-1"}
-    metric = sched.metrics.registry.get_sample_value
-    assert metric("scheduler_workload_preemption_victims_count") == 1  # one preemption, however many tries
-    await release(pods, ["low-0", "low-1"])
-
-    async def bound():
-        got = [(await pods.get(f"hi-{i}", "default"))["spec"].get("nodeName") for i in range(2)]
-        return got if all(got) else None
-    assert await eventually(bound) == ["n1", "n1"]
-    assert {p["metadata"]["name"] for p in (await pods.list("default"))[0]} == {
-        "hi-0", "hi-1", "spare-0", "spare-1"}
-
-
-async def test_a_restarted_scheduler_sees_the_ongoing_preemption_in_the_api(schedulers):
-    """A scheduler that did not make the preemption knows it only from the API: the
-    members' nominatedNodeName and the victims terminating there, marked DisruptionTarget."""
-    client, start = schedulers
-    for g in (podgroup("low", 2, 1, "all"),):
-        await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(g)
-    pods = client.resource("", "v1", "pods")
-    for p in (member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1"),
-              lone("spare-0", 1, "n2"), lone("spare-1", 1, "n2")):
-        await pods.create(p)
-    first = await start(node("n1", "2"), node("n2", "2"))
-    await gang_of(client, "hi", 2, 100)
-    await eventually(lambda: _len2(doomed(pods)))
-
-    async def nominated():
-        got = [(await pods.get(f"hi-{i}", "default"))["status"].get("nominatedNodeName") for i in range(2)]
-        return all(got)
-    await eventually(nominated)
-    await first.stop()
-    second = await start()
-    await _waiting_on_ongoing(client, pods)
-    assert await doomed(pods) == {"low-0", "low-1"}
-    metric = second.metrics.registry.get_sample_value
-    assert metric("scheduler_workload_preemption_attempts_total", {"result": "Success"}) >= 1
-    assert not metric("scheduler_workload_preemption_victims_count")
+    assert "default/hi" in sched.workload_cycle.preempted
+    entry = sched.queue.groups["default/hi"]
+    sched.queue.unschedulable.pop(entry.key, None)
+    sched.queue.backoff.pop(entry.key, None)
+    sched.queue.in_flight[entry.key] = entry
+    sched.workload_cycle.schedule_group(entry)
+    assert "default/hi" not in sched.workload_cycle.preempted
 
 
 async def _len2(coro):
