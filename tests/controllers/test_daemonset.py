@@ -235,12 +235,18 @@ async def test_adopts_a_matching_orphan_on_its_node(env):
     assert got["node-1"]["metadata"]["ownerReferences"][0]["uid"] == ds["metadata"]["uid"]
 
 
-async def test_failed_pods_are_replaced_with_backoff(env):
-    client, kubelets = env
-    await client.resource("apps", "v1", "daemonsets").create(daemonset())
-    pods = client.resource("", "v1", "pods")
+async def test_failed_pods_are_replaced_with_backoff():
+    """A pod failing again on its node within the 1 s backoff is replaced only once the backoff ends
+    (virtual time: the controller's clock, moved on by the test)."""
+    s = await make_stack()
+    for i in range(3):
+        await s.client.resource("", "v1", "nodes").create({"metadata": {"name": f"node-{i}"}})
+    clock = VirtualClock()
+    ctrl = DaemonSetController(s.client, clock=clock)
+    await ctrl.start()
+    kubelets = Kubelets(s.client)
     kubelets.hold = {"node-0", "node-1", "node-2"}
-    first = (await eventually(lambda: by_node(client, 3)))["node-0"]
+    client, pods = s.client, s.client.resource("", "v1", "pods")
 
     async def fail(pod):
         cur = await pods.get(pod["metadata"]["name"], "default")
@@ -249,15 +255,29 @@ async def test_failed_pods_are_replaced_with_backoff(env):
     async def replacement(old_uid):
         pod = (await by_node(client, 3) or {}).get("node-0")
         return pod if pod and pod["metadata"]["uid"] != old_uid else None
-    await fail(first)
-    second = await eventually(lambda: replacement(first["metadata"]["uid"]))
-    await fail(second)
-    await asyncio.sleep(0.5)
-    live = await live_pods(client)
-    assert second["metadata"]["uid"] in {p["metadata"]["uid"] for p in live}, "the second failure waits out 1 s"
-    await eventually(lambda: replacement(second["metadata"]["uid"]))
-    events, _ = await client.resource("", "v1", "events").list("default")
-    assert sum(e["reason"] == "FailedDaemonPod" for e in events) == 2
+
+    async def seen_failed(pod):
+        """The controller's informer has the failure (or the pod is gone already)."""
+        cur = ctrl.pod_inf.get(f"default/{pod['metadata']['name']}")
+        return cur is None or cur["status"].get("phase") == "Failed"
+    try:
+        await client.resource("apps", "v1", "daemonsets").create(daemonset())
+        first = (await settled(clock, lambda: by_node(client, 3)))["node-0"]
+        await fail(first)
+        second = await settled(clock, lambda: replacement(first["metadata"]["uid"]))
+        await fail(second)
+        await settled(clock, lambda: seen_failed(second))
+        await clock.advance(0.9)
+        live = await live_pods(client)
+        assert second["metadata"]["uid"] in {p["metadata"]["uid"] for p in live}, "the second failure waits out 1 s"
+        await clock.advance(0.2)
+        await settled(clock, lambda: replacement(second["metadata"]["uid"]))
+        events, _ = await client.resource("", "v1", "events").list("default")
+        assert sum(e["reason"] == "FailedDaemonPod" for e in events) == 2
+    finally:
+        kubelets.task.cancel()
+        await stop(ctrl)
+        await s.close()
 
 
 async def test_on_delete_replaces_only_deleted_pods(env):
