@@ -206,9 +206,10 @@ class Checker:
         return self.call(n, name, args, member=False)
 
     def call(self, n: Node, name: str, args: list[Type], member: bool) -> Type:
-        cands = [o for o in self.overloads.get(name, ()) if o.member == member and len(o.args) == len(args)]
-        if not self.overloads.get(name):
+        declared = [o for o in self.overloads.get(name, ()) if self.stored or not o.stored_only]
+        if not declared:
             return self.issue(n, f"undeclared reference to '{name}' (in container '')")
+        cands = [o for o in declared if o.member == member and len(o.args) == len(args)]
         results = []
         for o in cands:
             bound: dict[str, Type] = {}
