@@ -6,6 +6,10 @@ another node verifies the server in turn, and both name the peer's SPIFFE
 ID; a third pod, with a self-signed certificate and then with none, is
 refused and the server logs each refusal.
 
+The manifests' host paths (/var/run/mtls-*: the process runtime mounts the
+volumes there on the host) are moved under a directory of the module's own,
+so two suites running it at once do not share them.
+
 Skipped (loudly) only without root, `ip` or `nft`, as the process runtime
 needs them; `nanokube up` removes every namespace and process on exit and
 the fixture checks that nothing is left.
@@ -28,7 +32,8 @@ from tests.e2e.manifests import to_yaml
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mtls"
 CLUSTER_FILE = "examples/clusters/process-3cpu.yaml"
 NS = "mtls-demo"
-MOUNTS = ("/var/run/mtls-identity", "/var/run/mtls-scripts")
+#: where the manifests mount the pods' identity and scripts, moved to the `mounts` fixture's directory
+HOST_PATHS = "/var/run/mtls-"
 SERVER_ID = f"spiffe://cluster.local/ns/{NS}/sa/mtls-server"
 CLIENT_ID = f"spiffe://cluster.local/ns/{NS}/sa/mtls-client"
 
@@ -40,19 +45,31 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def mtls_cluster(store_url):
+def mounts():
+    """This module's directory for the pods' host paths."""
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-mtls-mounts-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def mtls_cluster(store_url, mounts):
     d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-mtls-"))
     c = start_cluster(d, store_url, ("--cluster", CLUSTER_FILE, "--runtime", "process"))
     prefix = f"{PREFIX}{cluster_tag(str(d))}-"
-    existed = {m for m in MOUNTS if os.path.exists(m)}
     try:
         yield c
     finally:
         c.stop()
         leftovers = [n for n in list_netns() if n.startswith(prefix)]
-        leftovers += [m for m in MOUNTS if m not in existed and os.path.exists(m)]
+        leftovers += [str(m) for m in mounts.iterdir()]
         shutil.rmtree(d, ignore_errors=True)
         assert leftovers == [], f"namespaces or mount points left after shutdown: {leftovers}"
+
+
+def manifest(name: str, mounts: Path) -> str:
+    """An example's text with its host paths under `mounts`."""
+    return (EXAMPLES / name).read_text().replace(HOST_PATHS, f"{mounts}/mtls-")
 
 
 def pod(c, name: str) -> dict:
@@ -78,14 +95,14 @@ def finished(c, name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def demo(mtls_cluster):
+def demo(mtls_cluster, mounts):
     """The demo run once: server up, then the client and the intruder, each
     on a node of its own, pointed at the server pod's IP."""
     c = mtls_cluster
-    c.kubectl("apply", "-f", str(EXAMPLES / "server.yaml"))
+    c.kubectl("apply", "-f", "-", input=manifest("server.yaml", mounts))
     server = pod_when(c, "mtls-server", lambda st: st.get("phase") == "Running" and st.get("podIP"))
     wait_for(lambda: "serving on :8443" in logs(c, "mtls-server"), 30, "mtls-server listening")
-    callers = list(yaml.safe_load_all((EXAMPLES / "clients.yaml").read_text()))
+    callers = list(yaml.safe_load_all(manifest("clients.yaml", mounts)))
     for p in callers:
         args = p["spec"]["containers"][0]["args"]
         args[args.index("SERVER_IP")] = server["status"]["podIP"]
