@@ -1,10 +1,9 @@
 """The kubelet's HTTP endpoints a node agent answers (pkg/kubelet/server), which
 the API server's nodes/proxy reaches: /healthz, /pods, /runningpods/, /configz, /stats/summary,
 /metrics, /metrics/resource, /metrics/cadvisor, /metrics/probes, /containerLogs/ and /logs/ (the
-node's /var/log as the system log handler, on by default, lists it: the pods' log files). Exec,
-attach and port-forward are served to the API server's pods/exec, pods/attach and
-pods/portforward in-process (streaming.py); through nodes/proxy they are checked as the kubelet
-checks them, then refused with the way that works. Usage is the pods' usage as `kubectl top` reads it
+node's /var/log as the system log handler, on by default, lists it: the pods' log files), and the
+streaming endpoints /exec/, /attach/, /portForward/ (upgraded to the WebSocket channel protocols or
+SPDY, by the API server's streaming code, as the kubelet's streaming server) and /run/. Usage is the pods' usage as `kubectl top` reads it
 (metrics/usage.py's model, or what the process runtime measures), integrated
 over the time each pod has run for the cumulative CPU counters; the node adds
 the system's share."""
@@ -19,9 +18,11 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client.utils import floatToGoString as _float
 
+from ..apiserver.streaming.pods import serve_command, serve_port_forward
 from ..clock import parse_time
 from ..machinery.errors import APIError
 from ..machinery.quantity import QuantityError, parse_quantity
+from ..machinery.streaming import StreamFailed, StreamSession
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
 from .containerlog import cri_line
@@ -77,7 +78,7 @@ class KubeletServer:
         if path.startswith("/containerLogs/"):
             return await self._container_logs(request, path.split("/")[2:])
         if path.split("/")[1] in _STREAMING:
-            return self._streaming(request, path.split("/")[1:])
+            return await self._streaming(request, path.split("/")[1:])
         if path.startswith("/logs/") and request.method in ("GET", "HEAD"):
             return self._logs(path[len("/logs/"):])
         handler = {"/healthz": self._healthz, "/pods": self._pods, "/pods/": self._pods, "/configz": self._configz,
@@ -125,29 +126,70 @@ class KubeletServer:
                      if w.pod["metadata"].get("namespace") == namespace and w.pod["metadata"]["name"] == name
                      and (not uid or w.uid == uid)), None)
 
-    def _streaming(self, request: web.Request, parts: list[str]) -> web.Response:
+    async def _streaming(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
         """/exec|/attach/{namespace}/{pod}[/{uid}]/{container} and /portForward/{namespace}/{pod}[/{uid}]:
-        the kubelet's checks before it upgrades (the pod and container exist, a stream is asked
-        for), then a refusal naming the subresource the API server serves these streams on."""
+        the kubelet's checks (a stream asked for, the pod and container exist), then the streams over
+        the upgrade the client asks for, served by the same code as the API server's pods/exec,
+        pods/attach and pods/portforward. A request that does not upgrade is refused as the kubelet's
+        proxy to its streaming server refuses it (500 `Upgrade request required`)."""
         kind, args = parts[0], parts[1:]
+        if kind == "run":
+            return await self._run(request, args)
         if request.method not in ("GET", "POST"):
             return _text(405, "405: Method Not Allowed")
-        if len(args) not in ((2, 3) if kind == "portForward" else (3, 4)) or not all(args):
+        forward = kind == "portForward"
+        if len(args) not in ((2, 3) if forward else (3, 4)) or not all(args):
             return _text(404, "404 page not found\n")
-        worker = self._worker(args[0], args[1], args[2] if len(args) == (3 if kind == "portForward" else 4) else "")
+        q = request.query
+        if not forward and not any(q.get(k) in ("1", "true", "True") for k in ("stdin", "stdout", "stderr")):
+            return _text(400, "you must specify at least 1 of stdin, stdout, stderr\n")
+        worker = self._worker(args[0], args[1], args[2] if len(args) == (3 if forward else 4) else "")
         if worker is None:
             return _text(404, "pod does not exist\n")
-        sub = {"exec": "exec", "attach": "attach", "portForward": "portforward"}[kind]
-        if kind != "portForward":
-            container, q = args[-1], request.query
-            if not worker.has_container(container):
-                return _text(404, f'container not found ("{container}")')
-            if not any(q.get(k) in ("1", "true", "True") for k in ("stdin", "stdout", "stderr")):
-                return _text(400, "you must specify at least 1 of stdin, stdout, stderr\n")
+        if not forward:
+            if not worker.has_container(args[-1]):
+                return _text(404, f'container not found ("{args[-1]}")')
             if kind == "exec" and not q.getall("command", []):
                 return _text(400, "you must specify at least one command for the container\n")
-        return _text(501, f"{kind} through nodes/proxy is not served by nanokube's node agents: use "
-                          f"pods/{sub} (kubectl {'port-forward' if sub == 'portforward' else sub})\n")
+        if "upgrade" not in request.headers.get("Connection", "").lower():
+            return _text(500, "Upgrade request required\n")
+        try:
+            if forward:
+                return await serve_port_forward(request, self.agent.streaming, args[0], args[1], worker.uid, "port")
+            return await serve_command(request, self.agent.streaming, args[0], args[1], worker.uid, args[-1], kind)
+        except APIError as e:
+            return _text(e.code, e.message + "\n")
+
+    async def _run(self, request: web.Request, args: list[str]) -> web.Response:
+        """POST /run/{namespace}/{pod}[/{uid}]/{container}?cmd=...: the command (the query's `cmd`
+        split at spaces) run to its end, its stdout then its stderr answered (the kubelet's
+        RunInContainer); one that cannot run or exits non-zero is a 500 with the runtime's error."""
+        if request.method != "POST":
+            return _text(405, "405: Method Not Allowed")
+        if len(args) not in (3, 4) or not all(args):
+            return _text(404, "404 page not found\n")
+        worker = self._worker(args[0], args[1], args[2] if len(args) == 4 else "")
+        if worker is None:
+            return _text(404, "pod does not exist\n")
+        container, command = args[-1], request.query.get("cmd", "").split(" ")
+        if not worker.has_container(container):
+            return _text(500, f'container not found ("{container}")')
+        out: dict[int, list[bytes]] = {1: [], 2: []}
+
+        def sink(fd: int):
+            async def write(data: bytes) -> None:
+                out[fd].append(data)
+            return write
+
+        session = StreamSession(False, True, True, False, sink(1), sink(2))
+        try:
+            code = await worker.exec(container, command, session)
+        except StreamFailed as e:
+            return _text(500, str(e))
+        stdout, stderr = b"".join(out[1]), b"".join(out[2])
+        if code:
+            return _text(500, f"command '{' '.join(command)}' exited with {code}: {stderr.decode(errors='replace')}")
+        return web.Response(body=stdout + stderr, content_type="application/json")
 
     def _logs(self, sub: str) -> web.Response:
         """The kubelet's /logs/ file server over the node's /var/log: `pods/` holds each pod's
@@ -387,8 +429,8 @@ def _bytes(q) -> int:
         return 0
 
 
-#: the kubelet's streaming endpoints (its server's /exec, /attach, /portForward)
-_STREAMING = frozenset(("exec", "attach", "portForward"))
+#: the kubelet's streaming endpoints (its server's /exec, /attach, /portForward) and /run
+_STREAMING = frozenset(("exec", "attach", "portForward", "run"))
 
 
 def _listing(entries: list[str]) -> web.Response:

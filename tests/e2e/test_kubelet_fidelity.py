@@ -100,6 +100,6 @@ def test_kubelet_endpoints_through_nodes_proxy(kubelet_cluster):
     assert probes.startswith("# HELP prober_probe_total [BETA] Cumulative number of a liveness, readiness or "
                              "startup probe for a container by result.\n# TYPE prober_probe_total counter\n")
     refused = c.kubectl("get", "--raw", f"{proxy}/exec/default/talker/app?command=ls&stdout=1", check=False)
-    assert refused.returncode != 0 and "use pods/exec (kubectl exec)" in refused.stderr, refused.stderr
+    assert refused.returncode != 0 and "Upgrade request required" in refused.stderr, refused.stderr
     missing = c.kubectl("get", "--raw", f"{proxy}/exec/default/talker/other?command=ls&stdout=1", check=False)
     assert missing.returncode != 0 and "(NotFound)" in missing.stderr, missing.stderr  # the kubelet's 404

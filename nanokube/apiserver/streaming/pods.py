@@ -99,8 +99,8 @@ class PodStreaming:
             await self.admit(sub, namespace, name, connect_options(sub, request.query), user)
         pod = self.get_pod(namespace, name)
         if sub == "portforward":
-            node = self._node(pod)
-            return await self._port_forward(request, node, pod)
+            md = pod["metadata"]
+            return await serve_port_forward(request, self._node(pod), md["namespace"], md["name"], md.get("uid", ""))
         q = request.query
         container = pod_container(pod, q.get("container", ""))
         node = self._node(pod)
@@ -111,41 +111,11 @@ class PodStreaming:
         if not node.has_container(namespace, name, pod["metadata"].get("uid", ""), container):
             # the kubelet's answer, which clients print as "unable to upgrade connection: ..."
             return web.Response(status=404, text=f'container not found ("{container}")')
-        stdin, stdout, stderr, tty = (_bool(q.get(k)) for k in ("stdin", "stdout", "stderr", "tty"))
-        command = q.getall("command", [])
-        if sub == "exec" and not command:
+        if sub == "exec" and not q.getall("command", []):
             raise errors.bad_request("you must specify at least one command for the container")
-        if not (stdin or stdout or stderr):
+        if not any(_bool(q.get(k)) for k in ("stdin", "stdout", "stderr")):
             raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
-        if tty:
-            stderr = False
-        ns, uid = namespace, pod["metadata"].get("uid", "")
-
-        async def run(session: StreamSession) -> dict:
-            try:
-                if sub == "exec":
-                    return exit_status(await node.exec(ns, name, uid, container, command, session), command)
-                await node.attach(ns, name, uid, container, session)
-                return exit_status(0, [])  # the kubelet reports success however the container ended
-            except StreamFailed as e:
-                what = "executing command in" if sub == "exec" else "attaching to"
-                return failure_status(f"error {what} container: {e}")
-
-        flags = (stdin, stdout, stderr, tty)
-        if is_websocket(request):
-            proto = next((p for p in offered(request, "Sec-WebSocket-Protocol") if p in (V5, V4, V4_BASE64)), None)
-            if proto is None:
-                raise errors.bad_request(f"unable to upgrade: no supported channel protocol ({V5}, {V4}, "
-                                         f"{V4_BASE64}) requested")
-            return await _command_over_websocket(request, proto, flags, run)
-        if is_spdy(request):
-            protos = offered(request, "X-Stream-Protocol-Version")
-            proto = next((p for p in (V4, V5) if p in protos), None)
-            if proto is None:
-                raise errors.bad_request(f"unable to upgrade: unable to negotiate protocol: client supports {protos}, "
-                                         f"server supports [{V4} {V5}]")
-            return await _command_over_spdy(request, proto, flags, run)
-        raise errors.bad_request("Upgrade request required")
+        return await serve_command(request, node, namespace, name, pod["metadata"].get("uid", ""), container, sub)
 
     # --- checks -------------------------------------------------------------------------
 
@@ -160,46 +130,88 @@ class PodStreaming:
         raise errors.APIError(500, "InternalError", f"Internal error occurred: error dialing backend: no node agent "
                                                     f"serves streaming for node \"{node}\"")
 
-    # --- port-forward -------------------------------------------------------------------
 
-    async def _port_forward(self, request: web.Request, node: NodeStreaming, pod: dict) -> web.StreamResponse:
-        ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"].get("uid", "")
-        if is_websocket(request):
-            protos = offered(request, "Sec-WebSocket-Protocol")
-            if TUNNELED_PORT_FORWARD in protos:
-                ws = web.WebSocketResponse(protocols=(TUNNELED_PORT_FORWARD,), max_msg_size=0)
-                await ws.prepare(request)
-                spdy, pump = spdy_over_websocket(ws)
-                try:
-                    await _spdy_port_forward(spdy, node, ns, name, uid)
-                finally:
-                    pump.cancel()
-                    with contextlib.suppress(ConnectionError, RuntimeError):
-                        await ws.close()
-                return ws
-            if any(p.startswith("SPDY/") for p in protos):
-                raise errors.bad_request("unable to upgrade: no tunneling spdy protocols provided")
-            ports = []
-            for p in request.query.getall("ports", []):
-                for part in p.split(","):
-                    if not part.strip().isdigit() or not 0 < int(part) < 65536:
-                        raise errors.bad_request(f'invalid port "{part}"')
-                    ports.append(int(part))
-            if not ports:
-                raise errors.bad_request('query parameter "port" is required')
-            ws = web.WebSocketResponse(protocols=(V4,), max_msg_size=0)
+# --- the upgraded streams, as the kubelet's streaming server serves them -------------------
+
+async def serve_command(request: web.Request, node: NodeStreaming, ns: str, name: str, uid: str, container: str,
+                        sub: str) -> web.StreamResponse:
+    """exec (`sub` "exec": the query's `command`) or attach to a checked container, over the WebSocket
+    channel protocol or SPDY the client upgrades to (the kubelet's remotecommand server, which the
+    API server's pods/exec and pods/attach and the kubelet's own /exec and /attach reach)."""
+    q = request.query
+    stdin, stdout, stderr, tty = (_bool(q.get(k)) for k in ("stdin", "stdout", "stderr", "tty"))
+    if tty:
+        stderr = False
+    command = q.getall("command", [])
+
+    async def run(session: StreamSession) -> dict:
+        try:
+            if sub == "exec":
+                return exit_status(await node.exec(ns, name, uid, container, command, session), command)
+            await node.attach(ns, name, uid, container, session)
+            return exit_status(0, [])  # the kubelet reports success however the container ended
+        except StreamFailed as e:
+            what = "executing command in" if sub == "exec" else "attaching to"
+            return failure_status(f"error {what} container: {e}")
+
+    flags = (stdin, stdout, stderr, tty)
+    if is_websocket(request):
+        proto = next((p for p in offered(request, "Sec-WebSocket-Protocol") if p in (V5, V4, V4_BASE64)), None)
+        if proto is None:
+            raise errors.bad_request(f"unable to upgrade: no supported channel protocol ({V5}, {V4}, "
+                                     f"{V4_BASE64}) requested")
+        return await _command_over_websocket(request, proto, flags, run)
+    if is_spdy(request):
+        protos = offered(request, "X-Stream-Protocol-Version")
+        proto = next((p for p in (V4, V5) if p in protos), None)
+        if proto is None:
+            raise errors.bad_request(f"unable to upgrade: unable to negotiate protocol: client supports {protos}, "
+                                     f"server supports [{V4} {V5}]")
+        return await _command_over_spdy(request, proto, flags, run)
+    raise errors.bad_request("Upgrade request required")
+
+
+async def serve_port_forward(request: web.Request, node: NodeStreaming, ns: str, name: str, uid: str,
+                             ports_param: str = "ports") -> web.StreamResponse:
+    """Port-forward to the pod over kubectl's SPDY-in-WebSocket tunnel, the native WebSocket
+    protocol (the ports from the query's `ports_param`: the API server's `ports`, the kubelet's
+    `port`), or SPDY/3.1."""
+    if is_websocket(request):
+        protos = offered(request, "Sec-WebSocket-Protocol")
+        if TUNNELED_PORT_FORWARD in protos:
+            ws = web.WebSocketResponse(protocols=(TUNNELED_PORT_FORWARD,), max_msg_size=0)
             await ws.prepare(request)
-            await _websocket_port_forward(WebSocketChannels(ws), node, ns, name, uid, ports)
+            spdy, pump = spdy_over_websocket(ws)
+            try:
+                await _spdy_port_forward(spdy, node, ns, name, uid)
+            finally:
+                pump.cancel()
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    await ws.close()
             return ws
-        if is_spdy(request):
-            if PORT_FORWARD not in offered(request, "X-Stream-Protocol-Version"):
-                raise errors.bad_request("unable to upgrade: unable to negotiate protocol: client supports "
-                                         f"{offered(request, 'X-Stream-Protocol-Version')}, server supports "
-                                         f"[{PORT_FORWARD}]")
-            spdy, resp = await upgrade_to_spdy(request, PORT_FORWARD)
-            await _spdy_port_forward(spdy, node, ns, name, uid)
-            return resp
-        raise errors.bad_request("Upgrade request required")
+        if any(p.startswith("SPDY/") for p in protos):
+            raise errors.bad_request("unable to upgrade: no tunneling spdy protocols provided")
+        ports = []
+        for p in request.query.getall(ports_param, []):
+            for part in p.split(","):
+                if not part.strip().isdigit() or not 0 < int(part) < 65536:
+                    raise errors.bad_request(f'invalid port "{part}"')
+                ports.append(int(part))
+        if not ports:
+            raise errors.bad_request('query parameter "port" is required')
+        ws = web.WebSocketResponse(protocols=(V4,), max_msg_size=0)
+        await ws.prepare(request)
+        await _websocket_port_forward(WebSocketChannels(ws), node, ns, name, uid, ports)
+        return ws
+    if is_spdy(request):
+        if PORT_FORWARD not in offered(request, "X-Stream-Protocol-Version"):
+            raise errors.bad_request("unable to upgrade: unable to negotiate protocol: client supports "
+                                     f"{offered(request, 'X-Stream-Protocol-Version')}, server supports "
+                                     f"[{PORT_FORWARD}]")
+        spdy, resp = await upgrade_to_spdy(request, PORT_FORWARD)
+        await _spdy_port_forward(spdy, node, ns, name, uid)
+        return resp
+    raise errors.bad_request("Upgrade request required")
 
 
 # --- exec and attach over the transports ------------------------------------------------

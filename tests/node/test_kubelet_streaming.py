@@ -1,0 +1,184 @@
+"""The kubelet's own streaming endpoints through nodes/proxy (/exec, /attach, /portForward, /run),
+driven over HTTP as a client of a real cluster would: a WebSocket speaking v5.channel.k8s.io, the
+kubelet's port-forward channels, and plain requests for its refusals; for the simulated runtime
+and, where root and iproute2 allow, the process runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+
+import aiohttp
+import orjson
+import pytest
+
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.loopback import LocalClient, connector
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from nanokube.store.memory import MemoryStore
+from tests.controllers import eventually
+
+SCRIPTED = {"sim.nanokube.io/exec.hostname": "web\n",
+            "sim.nanokube.io/exec.fail": '{"stderr": "bad\\n", "exitCode": 4}'}
+
+
+@pytest.fixture(params=["simulated", "process"])
+async def cluster(request, tmp_path):
+    """An API server on a port and the default cluster's node agents behind its nodes/proxy."""
+    runtime = None
+    if request.param == "process":
+        if os.geteuid() != 0 or not shutil.which("ip"):
+            pytest.skip("SKIPPED LOUDLY: the process runtime needs root and iproute2")
+        from nanokube.node.runtime.process import ProcessRuntime
+        runtime = ProcessRuntime(str(tmp_path / "runtime"), "k" + secrets.token_hex(3), backoff_initial=0.05)
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    nodes = NodeManager(connector(server.rest), default_cluster(), server.clock, runtime=runtime, pods_dir=str(tmp_path / "pods"))
+    server.handlers.streams.node_servers.append(nodes.streaming_for)
+    server.handlers.proxies.kubelets.append(nodes.kubelet_for)
+    try:
+        if runtime is not None:
+            runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in nodes.agents.values()])
+        await nodes.start()
+        yield server, request.param
+    finally:
+        await nodes.stop()
+        if runtime is not None:
+            runtime.close()
+        await server.stop()
+
+
+async def running_pod(server, kind: str, name: str, **spec) -> str:
+    """A pod on gpu-0 with container `main` (a shell that waits, for the process runtime), once
+    Running: its uid."""
+    container = {"name": "main", "image": "busybox:1.36"}
+    if kind == "process":
+        container["command"] = ["sh", "-c", "echo started; exec sleep 300"]
+    pod = {"metadata": {"name": name, "namespace": "default", "annotations": SCRIPTED},
+           "spec": {"nodeName": "gpu-0", "containers": [container], **spec}}
+    client = LocalClient(server.rest)
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod, "default")
+
+    async def running():
+        p = await pods.get(name, "default")
+        return p["metadata"]["uid"] if (p.get("status") or {}).get("phase") == "Running" else None
+    return await eventually(running)
+
+
+def url(server, path: str, ws: bool = False) -> str:
+    return f"{'ws' if ws else 'http'}://127.0.0.1:{server.port}/api/v1/nodes/gpu-0/proxy{path}"
+
+
+def channels(frames: list[bytes]) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    for f in frames:
+        out[f[0]] = out.get(f[0], b"") + f[1:]
+    return out
+
+
+async def ws_frames(server, path: str, send: list[bytes] = (), protocol: str = "v5.channel.k8s.io"):
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url(server, path, ws=True), protocols=(protocol,)) as ws:
+            assert ws.protocol == protocol
+            for frame in send:
+                await ws.send_bytes(frame)
+            return [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
+
+
+async def test_exec_through_the_kubelet_over_a_v5_websocket(cluster):
+    server, kind = cluster
+    uid = await running_pod(server, kind, "web")
+    if kind == "process":
+        command, want = "command=sh&command=-c&command=tr%20a-z%20A-Z;%20echo%20oops%20%3E%262;%20exit%203", b"HELLO"
+        send = [b"\x00hello", bytes([255, 0])]  # stdin, then v5's CLOSE of it
+        query = "&stdin=1"
+    else:
+        command, want, send, query = "command=fail", b"", [], ""
+    got = channels(await ws_frames(server, f"/exec/default/web/main?{command}&stdout=1&stderr=1{query}", send))
+    assert got.get(1, b"") == want
+    assert got[2] == (b"oops\n" if kind == "process" else b"bad\n")
+    code = "3" if kind == "process" else "4"
+    status = orjson.loads(got[3])
+    assert status["reason"] == "NonZeroExitCode" and status["details"]["causes"] == [
+        {"reason": "ExitCode", "message": code}], status
+    # the pod's uid in the path names the instance; the kubelet answers a stale one as a missing pod
+    ok = channels(await ws_frames(server, f"/exec/default/web/{uid}/main?command=hostname&stdout=1"))
+    assert ok[3] == orjson.dumps({"metadata": {}, "status": "Success"})
+    if kind == "simulated":
+        assert ok[1] == b"web\n"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url(server, "/exec/default/web/not-the-uid/main?command=hostname&stdout=1")) as r:
+            assert (r.status, await r.text()) == (404, "pod does not exist\n")
+
+
+async def test_what_the_kubelet_answers_before_an_upgrade(cluster):
+    server, kind = cluster
+    await running_pod(server, kind, "web")
+    async with aiohttp.ClientSession() as http:
+        for path, method, want in (
+                ("/exec/default/web/main?command=hostname&stdout=1", "GET", (500, "Upgrade request required\n")),
+                ("/attach/default/web/main?stdout=1", "POST", (500, "Upgrade request required\n")),
+                ("/portForward/default/web", "GET", (500, "Upgrade request required\n")),
+                ("/exec/default/web/main?command=hostname", "GET",
+                 (400, "you must specify at least 1 of stdin, stdout, stderr\n")),
+                ("/exec/default/gone/main?command=hostname&stdout=1", "GET", (404, "pod does not exist\n")),
+                ("/exec/default/web/other?command=hostname&stdout=1", "GET", (404, 'container not found ("other")')),
+                ("/exec/default/web/main?command=hostname&stdout=1", "PUT", (405, "405: Method Not Allowed")),
+                ("/run/default/web/main?cmd=hostname", "GET", (405, "405: Method Not Allowed"))):
+            async with http.request(method, url(server, path)) as r:
+                assert (r.status, await r.text()) == want, path
+
+
+async def test_run_answers_the_commands_output(cluster):
+    server, kind = cluster
+    await running_pod(server, kind, "web")
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url(server, "/run/default/web/main?cmd=hostname")) as r:
+            assert r.status == 200 and r.content_type == "application/json"
+            assert await r.text() == "web\n"
+        # the query's cmd split at spaces; a non-zero exit is the runtime's error, stderr in it
+        cmd = "ls /not-here" if kind == "process" else "fail"
+        async with http.post(url(server, f"/run/default/web/main?cmd={cmd.replace(' ', '%20')}")) as r:
+            text = await r.text()
+            want = "command 'ls /not-here' exited with 2: ls: " if kind == "process" else \
+                "command 'fail' exited with 4: bad\n"
+            assert r.status == 500 and text.startswith(want), text
+        async with http.post(url(server, "/run/default/web/main?cmd=no-such-binary")) as r:
+            assert r.status == 500 and 'exec: "no-such-binary": executable file not found in $PATH' in await r.text()
+
+
+async def test_attach_through_the_kubelet_streams_the_containers_output(cluster):
+    server, kind = cluster
+    await running_pod(server, kind, "web")
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url(server, "/attach/default/web/main?stdout=1", ws=True),
+                                   protocols=("v5.channel.k8s.io",)) as ws:
+            assert ws.protocol == "v5.channel.k8s.io"
+            first = await asyncio.wait_for(ws.receive(), 10)
+            assert first.type == aiohttp.WSMsgType.BINARY and first.data == b"\x01"  # the empty stdout frame
+
+
+async def test_port_forward_through_the_kubelet_speaks_its_websocket_channels(cluster):
+    server, kind = cluster
+    await running_pod(server, kind, "web")
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url(server, "/portForward/default/web"), headers={
+                "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol": "v4.channel.k8s.io"}) as r:
+            assert (r.status, await r.text()) == (400, 'query parameter "port" is required\n')
+        async with http.ws_connect(url(server, "/portForward/default/web?port=9", ws=True),
+                                   protocols=("v4.channel.k8s.io",)) as ws:
+            assert ws.protocol == "v4.channel.k8s.io"
+            frames = []
+            while len(frames) < 3:
+                msg = await asyncio.wait_for(ws.receive(), 10)
+                if msg.type != aiohttp.WSMsgType.BINARY:
+                    break
+                frames.append(msg.data)
+    # the port on both channels, as two little-endian bytes; then why port 9 refused
+    assert frames[:2] == [b"\x00\x09\x00", b"\x01\x09\x00"]
+    assert frames[2][0] == 1 and b"error forwarding port 9 to pod web" in frames[2], frames
