@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 
 from tests.e2e.conftest import start_cluster  # noqa: E402
-from tests.e2e.fuzzing import Fuzzer, requests  # noqa: E402
+from tests.e2e.fuzzing import NO_ANSWER, Fuzzer, requests  # noqa: E402
 from tests.e2e.logscan import component_failures, read_from  # noqa: E402
 from tests.e2e.test_hardening import Raw  # noqa: E402
 
@@ -87,7 +87,7 @@ def main() -> int:
 
 def fuzz(args) -> tuple[bool, collections.Counter]:
     """Run the property; whether it failed, and the broken requests --keep-going counted."""
-    fuzzer = Fuzzer(Raw(args.kubeconfig), args.kinds.split(",") if args.kinds else None)
+    fuzzer = Fuzzer(Raw(args.kubeconfig, timeout=NO_ANSWER), args.kinds.split(",") if args.kinds else None)
     fuzzer.ensure_seeds()
     start = time.monotonic()
     broken: collections.Counter = collections.Counter()

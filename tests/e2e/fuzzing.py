@@ -22,7 +22,8 @@ garbage, and a CertificateSigningRequest's /approval and /status.
 `Fuzzer.check` sends it and asserts the server's contract:
 
 - no 5xx, and no answer slower than `SLOW` seconds (nor the probe's, which
-  runs an accepted change's expressions: an admission policy's, a CRD's rules);
+  runs an accepted change's expressions: an admission policy's, a CRD's rules):
+  a hang or a blocked loop, generous enough for a loaded machine;
 - every 4xx is a `metav1.Status` with that code;
 - a refused write changes nothing (the target's stored state is as before);
 - an accepted object re-validates (the stored object PUT back with dryRun=All is accepted; a custom
@@ -49,7 +50,10 @@ from .test_hardening import Raw
 
 NS = "fuzz"
 MANAGER = "nanokube-fuzz"  # the field manager of the fuzzer's writes (from its User-Agent)
-SLOW = 2.0
+SLOW = 20.0
+#: how long a connection waits for an answer (the `Raw` the fuzzer is given should wait as long): past `SLOW`,
+#: so a slow answer is reported with its time
+NO_ANSWER = 30.0
 REF = "#/components/schemas/"
 
 HOSTILE_STRINGS = ["", " ", "\n", "a\n", "A", "\u212a", "\x00", "\u202e", "é", "a" * 64, "a" * 254, "x" * 70_000,
@@ -724,7 +728,7 @@ class Fuzzer:
     def _watch(self, url: str):
         """A watch's answer up to its headers (its error body when refused), on a connection of its own that is
         then closed: the stream is not read, so the server must notice the client going away."""
-        conn = http.client.HTTPSConnection(self.raw.host, self.raw.port, context=self.raw.ctx, timeout=10)
+        conn = http.client.HTTPSConnection(self.raw.host, self.raw.port, context=self.raw.ctx, timeout=NO_ANSWER)
         try:
             conn.request("GET", url, headers={"User-Agent": f"{MANAGER}/1", "Accept": "application/json"})
             r = conn.getresponse()

@@ -12,7 +12,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from .fuzzing import Fuzzer, requests
+from .fuzzing import NO_ANSWER, Fuzzer, requests
 from .logscan import component_failures, read_from, records
 from .test_hardening import Raw
 
@@ -27,7 +27,7 @@ def log_start(cluster) -> int:
 
 @pytest.fixture(scope="module")
 def fuzzer(cluster, log_start):
-    f = Fuzzer(Raw(cluster.kubeconfig))
+    f = Fuzzer(Raw(cluster.kubeconfig, timeout=NO_ANSWER))
     f.ensure_seeds()
     return f
 

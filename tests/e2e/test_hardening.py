@@ -19,9 +19,10 @@ NS = "harden"
 
 class Raw:
     """One keep-alive HTTPS connection with the admin certificate; answers are
-    (status, headers, parsed JSON body or raw bytes)."""
+    (status, headers, parsed JSON body or raw bytes); `timeout`: the most seconds
+    the socket waits for the server."""
 
-    def __init__(self, kubeconfig: str):
+    def __init__(self, kubeconfig: str, timeout: float = 10):
         cfg = yaml.safe_load(open(kubeconfig))
         cluster, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
         url = urllib.parse.urlsplit(cluster["server"])
@@ -31,11 +32,11 @@ class Raw:
             open(f"{d}/{k}", "wb").write(base64.b64decode(user[k]))
         self.ctx = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
         self.ctx.load_cert_chain(f"{d}/client-certificate-data", f"{d}/client-key-data")
-        self.conn = None
+        self.conn, self.timeout = None, timeout
 
     def connect(self) -> http.client.HTTPSConnection:
         if self.conn is None:
-            self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=10)
+            self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=self.timeout)
         return self.conn
 
     def request(self, method: str, path: str, body=None, ctype: str | None = "application/json",
