@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -47,11 +46,10 @@ def _established(ext: client.ApiextensionsV1Api) -> bool:
 def installed(cluster):
     out = cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE)).stdout
     assert "serverside-applied" in out
-    acked = time.monotonic()
     api = cluster.client()
     ext = client.ApiextensionsV1Api(api)
-    wait_for(lambda: _established(ext), timeout=5, what="LeaderWorkerSet CRD Established", every=0.1)
-    cluster.lws_established_after = time.monotonic() - acked
+    # how soon is test_crd_is_established_within_a_second's, on the server's clock
+    wait_for(lambda: _established(ext), what="LeaderWorkerSet CRD Established", every=0.1)
     cluster.kubectl("create", "namespace", NS)
     return api
 
@@ -68,7 +66,6 @@ def test_crd_is_established_within_a_second(cluster, installed):
     # within a second by the server's own clock (RFC 3339 seconds), however busy the test machine
     est = next(c for c in crd.status.conditions if c.type == "Established")
     assert (est.last_transition_time - crd.metadata.creation_timestamp).total_seconds() <= 1
-    assert cluster.lws_established_after < 5.0
     res = cluster.kubectl("api-resources", "--api-group", GROUP).stdout
     assert "leaderworkersets" in res and "lws" in res and "LeaderWorkerSet" in res
 
