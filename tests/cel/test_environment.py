@@ -66,6 +66,11 @@ def run(src, self=None):
     # cel-go extensions, optionals
     ("'hello'.charAt(1) + 'hello'.substring(3) + 'a,b'.split(',').join('-')", "eloa-b"),
     ("'%s has %d items'.format(['list', 3])", "list has 3 items"),
+    # cel-go's v2 formatter: %e takes its precision as a width; %b a bool; %f the words for infinities
+    ("'%e|%.2e|%.14e'.format([1234.5, 1234.5, 1.0])", "1.234500e+03|1.234500e+03|  1.000000e+00"),
+    ("'%b %x %X %o'.format([true, b'\\x01', 'hi', 8])", "1 01 6869 10"),
+    ("'%.1f %f'.format(['-Infinity', double('NaN')])", "-Inf NaN"),
+    ("'%s %s %s'.format([[1.0, double('inf')], {1: null}, 0.0001])", '[1.000000, "+Inf"] {1:null} 0.0001'),
     ("[3, 1, 2].sort() == [1, 2, 3] && [1, 1, 2].distinct() == [1, 2]", True),
     ("sets.contains([1, 2, 3], [1, 2]) && sets.intersects([1], [1, 5])", True),
     ("math.greatest([1, 5, 3]) == 5 && math.abs(-2) == 2", True),
@@ -109,6 +114,10 @@ def test_compile_error_shows_the_caret():
     ("quantity('bogus').sign() == 1", "quantities must match the regular expression"),
     ("ip('1.2.3') == ip('1.2.3.4')", "IP Address '1.2.3' parse error during conversion from string"),
     ("url('relative').getHost() == ''", "URL parse error during conversion from string"),
+    ("'%d'.format([1.5]) == ''", "decimal clause can only be used on integers, was given double"),
+    ("'%f'.format([1]) == ''", "fixed-point clause can only be used on doubles, was given int"),
+    ("'%s'.format([quantity('1')]) == ''", "string clause can only be used on .* was given kubernetes.Quantity"),
+    ("'%s and %s'.format(['a']) == ''", "index 1 out of range"),
 ])
 def test_runtime_errors(src, err):
     with pytest.raises(CELError, match=err):

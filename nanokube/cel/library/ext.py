@@ -10,9 +10,10 @@ from typing import Any
 import cel
 from cel import stdlib
 
-from ..cost import RANGE_LIMIT, STRING_LIMIT
+from ..cost import RANGE_LIMIT
 from ..errors import COST_LIMIT_ERROR, CELError
 from ..types import BOOL, BYTES, DOUBLE, DYN, INT, PARAM_A, STRING, UINT, list_of, optional_of
+from . import formatting
 from .overload import Overload
 
 LIST_A, LIST_S, OPT_A = list_of(PARAM_A), list_of(STRING), optional_of(PARAM_A)
@@ -31,64 +32,6 @@ def _range(n: int) -> list[int]:
     if n > RANGE_LIMIT:
         raise CELError(COST_LIMIT_ERROR)
     return stdlib.lists_range(n)
-
-
-def _strings_format(fmt: str, args: list) -> str:
-    out, i, n = [], 0, 0
-    while i < len(fmt):
-        c = fmt[i]
-        if c != "%":
-            out.append(c)
-            i += 1
-            continue
-        verb = fmt[i + 1] if i + 1 < len(fmt) else ""
-        prec = None
-        j = i + 1
-        if verb == ".":
-            k = j + 1
-            while k < len(fmt) and fmt[k].isdigit():
-                k += 1
-            prec, verb, j = int(fmt[j + 1:k] or 0), fmt[k] if k < len(fmt) else "", k
-            if prec > STRING_LIMIT:  # as many digits as the string would cost over the limit to build
-                raise CELError(COST_LIMIT_ERROR)
-        if verb == "%":
-            out.append("%")
-        else:
-            if n >= len(args):
-                raise CELError(f"index {n} out of range")
-            a = args[n]
-            n += 1
-            if verb == "s":
-                out.append(_to_str(a))
-            elif verb == "d":
-                out.append(str(int(a)))
-            elif verb == "f":
-                out.append(f"{float(a):.{6 if prec is None else prec}f}")
-            elif verb == "e":
-                out.append(f"{float(a):.{6 if prec is None else prec}e}")
-            elif verb in "xX":
-                s = a.encode().hex() if isinstance(a, str) else format(int(a), "x")
-                out.append(s.upper() if verb == "X" else s)
-            elif verb == "o":
-                out.append(format(int(a), "o"))
-            elif verb == "b":
-                out.append(format(int(a), "b"))
-            else:
-                raise CELError(f'could not parse formatting clause: unrecognized formatting clause "{verb}"')
-        i = j + 1
-    return "".join(out)
-
-
-def _to_str(a: Any) -> str:
-    if isinstance(a, bool):
-        return "true" if a else "false"
-    if a is None:
-        return "null"
-    if isinstance(a, list):
-        return "[" + ", ".join(_to_str(x) for x in a) + "]"
-    if isinstance(a, dict):
-        return "{" + ", ".join(f"{_to_str(k)}: {_to_str(v)}" for k, v in a.items()) + "}"
-    return str(a)
 
 
 def _first(xs: list) -> Any:
@@ -118,7 +61,7 @@ OVERLOADS = [
     _m("join", (LIST_S,), STRING, stdlib.join),
     _m("join", (LIST_S, STRING), STRING, stdlib.join),
     _m("reverse", (STRING,), STRING, stdlib.reverse),
-    _m("format", (STRING, list_of(DYN)), STRING, _strings_format),
+    _m("format", (STRING, list_of(DYN)), STRING, formatting.format_string),
     _g("strings.quote", (STRING,), STRING, stdlib.quote),
     # lists (ext.Lists v3)
     _m("distinct", (LIST_A,), LIST_A, stdlib.distinct),
