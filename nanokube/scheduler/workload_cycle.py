@@ -6,8 +6,9 @@ the group is rejected as a whole, so a gang never holds capacity it cannot
 use. A feasible group goes to binding at once. With a topology constraint
 each distinct value of the label is one candidate placement. A group that
 fails runs the PodGroupPostFilter plugins once (workload-aware
-preemption); after a preemption its next cycle may not preempt again, and
-its nominated pods hold their nodes against groups of no higher priority
+preemption); while its victims are still terminating its next cycles
+start no new preemption (the plugin answers that one is ongoing), and its
+nominated pods hold their nodes against groups of no higher priority
 (upstream's nominator, for groups) until it is placed or gives up.
 
 A PodGroup inside a CompositePodGroup tree is scheduled with its whole tree
@@ -60,7 +61,6 @@ class WorkloadCycle:
         self.composites = composite_index(sched)
         self.composite_client = sched.client.resource(*COMPOSITE_API)
         self.scheduled_uids: set[str] = set()  # groups already set True: never revert
-        self.preempted: set[str] = set()  # groups whose retry may not start new preemptions
         self.nominated: dict[str, list[tuple[PodInfo, str]]] = {}  # group -> its pods' nominated nodes
         #: group -> set once its members' failure reports waiting on a preemption are written;
         #: its binds and later reports wait for it
@@ -130,14 +130,13 @@ class WorkloadCycle:
                 # PartialSuccess: a running gang whose new pods do not all fit tries preemption first
                 everyone = len(placed) + len(pending)
                 preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk, lambda nodes: self.try_placement(
-                    fwk, nodes, pending, everyone, len(placed), held), held)
+                    fwk, nodes, pending, everyone, len(placed), held), held, self._own_nominations(entry.group))
                 preempted, _ = self._post_filter(preemptor)
                 if preempted:
                     self.reject(entry, pg, UNSCHEDULABLE, f"{len(pending) - len(best.assigned)} pod(s) of the "
                                  "group did not fit; waiting for preemption to make room for all of them",
                                  best.failures, preemptor=preemptor)
                     return WAITING_ON_PREEMPTION, PODGROUP
-            self.preempted.discard(entry.group)
             self.nominated.pop(entry.group, None)
             ok = self.commit(fwk, [(entry, pg, best.assigned)])
             return (SCHEDULED if ok else "unschedulable"), PODGROUP
@@ -147,23 +146,25 @@ class WorkloadCycle:
             return "unschedulable", PODGROUP
         best = max(attempts, key=lambda a: len(a.assigned))
         preemptor = GroupPreemptor(entry.group, pg, pending, domains, fwk,
-                                   lambda nodes: self.try_placement(fwk, nodes, pending, need, len(placed), held), held)
+                                   lambda nodes: self.try_placement(fwk, nodes, pending, need, len(placed), held), held,
+                                   self._own_nominations(entry.group))
         preempted, post = self._post_filter(preemptor)
         self.reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, post, preemptor=preemptor if preempted else None,
                     fitted={info.key for info, _, _ in best.assigned})
         return (WAITING_ON_PREEMPTION if preempted else "unschedulable"), PODGROUP
 
+    def _own_nominations(self, group: str) -> dict[str, str]:
+        """The group's nominations from its last preemption, pod uid -> node."""
+        return {info.uid: node for info, node in self.nominated.get(group, ())}
+
     def _post_filter(self, g: GroupPreemptor) -> tuple[bool, str]:
-        """Runs the PodGroupPostFilter plugins in order until one succeeds,
-        unless the group preempted on its previous cycle. Returns whether
-        victims were chosen, and what the plugins said (the placement found,
-        or their Unschedulable reasons)."""
-        if g.key in self.preempted:
-            self.preempted.discard(g.key)
-            return False, ""
+        """Runs the PodGroupPostFilter plugins in order until one succeeds.
+        Returns whether the group waits on a preemption (victims chosen now,
+        or an earlier preemption still ongoing), and what the plugins said
+        (the placement found, that one is ongoing, or their Unschedulable
+        reasons)."""
         nominated, st = g.fwk.run_pod_group_post_filter(g)
         if nominated is not None:
-            self.preempted.add(g.key)
             self.nominated[g.key] = [(i, nominated[i.uid]) for i in g.pods if i.uid in nominated]
             return True, st.message() if st is not None else ""
         self.nominated.pop(g.key, None)
@@ -188,7 +189,6 @@ class WorkloadCycle:
             entry = self.s.queue.groups.get(key)
             if entry is None:
                 del self.nominated[key]
-                self.preempted.discard(key)
                 continue
             if key == group or group_priority(self.s.podgroups.get(key) or {}) < priority:
                 continue

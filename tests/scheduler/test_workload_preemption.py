@@ -2,7 +2,8 @@
 evicts whole lower-priority `all` groups (never part of one), the fewest
 and least important victims, single pods one by one; `Never` and equal
 priority are respected; victims are marked DisruptionTarget, preemptors
-are nominated, and the retry after a preemption does not preempt again."""
+are nominated, and a retry while the victims terminate waits on that
+preemption instead of starting another."""
 
 import asyncio
 
@@ -136,11 +137,14 @@ async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
     assert {(e["related"]["kind"], e["related"]["apiVersion"], e["related"]["name"]) for e in preempted} == {
         ("PodGroup", "scheduling.k8s.io/v1beta1", "hi")}
     metric = sched.metrics.registry.get_sample_value
-    assert metric("scheduler_workload_preemption_attempts_total", {"result": "Success"}) == 1
+    # every PodGroupPostFilter run is counted (retries answering "ongoing" too), one chose victims
+    assert metric("scheduler_workload_preemption_attempts_total", {"result": "Success"}) >= 1
+    assert metric("scheduler_workload_preemption_victims_count") == 1
     assert metric("scheduler_workload_preemption_victims_sum") == 2  # pods
     assert metric("scheduler_preemption_workload_disruptions_sum", {"preemptor": "podgroup"}) == 1  # one unit
     group_attempt = {"profile": "default-scheduler", "type": "podgroup"}
-    assert metric("scheduler_podgroup_schedule_attempts_total", {"result": "waiting_on_preemption", **group_attempt}) == 1
+    # its retries while the victims terminate wait on the same preemption
+    assert metric("scheduler_podgroup_schedule_attempts_total", {"result": "waiting_on_preemption", **group_attempt}) >= 1
     assert metric("scheduler_podgroup_schedule_attempts_total", {"result": "scheduled", **group_attempt}) == 1
     assert metric("scheduler_podgroup_scheduling_attempt_duration_seconds_count",
                   {"result": "scheduled", **group_attempt}) == 1
@@ -282,19 +286,86 @@ async def test_two_gangs_preempting_at_once_each_get_their_own_victims(env):
     assert sched.workload_cycle.nominated == {}
 
 
-async def test_retry_after_preemption_does_not_preempt_again(env):
+ONGOING = "minCount (3) cannot be satisfied: {}, pod group preemption: ongoing preemption on nominated nodes"
+#: n1 full of group low (its pods slow to go: a finalizer); n2 one CPU free beside a pod no gang
+#: may evict; n3 full of lone low pods, which would make room too but cost more than low
+CLUSTER = [node("n1", "2"), node("n2", "2"), node("n3", "2")]
+OCCUPANTS = [member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1"), lone("busy", 1000, "n2"),
+             lone("spare-0", 1, "n3"), lone("spare-1", 1, "n3")]
+GANG = ["hi-0", "hi-1", "hi-2"]
+
+
+async def _nominated(pods):
+    """The gang's nominations once every member has one."""
+    got = {n: (await pods.get(n, "default"))["status"].get("nominatedNodeName") for n in GANG}
+    return got if all(got.values()) else None
+
+
+async def _waiting_on_ongoing(client, pods, nominated, counts):
+    """The gang's retry, its victims still terminating, said it waits on them (upstream's
+    kubernetes#140641) in the group's condition and in the condition and FailedScheduling event of
+    the member that fitted; every member kept its nomination."""
+    async def said():
+        hi = await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").get("hi", "default")
+        cond = next((c for c in (hi.get("status") or {}).get("conditions", [])
+                     if c["type"] == "PodGroupInitiallyScheduled"), {})
+        if cond.get("message") != ONGOING.format(counts):
+            return False
+        events, _ = await client.resource("events.k8s.io", "v1", "events").list("default")
+        return {e["regarding"]["name"] for e in events
+                if e["reason"] == "FailedScheduling" and e["note"] == ONGOING.format(counts)}
+    told = await eventually(said)
+
+    async def condition():
+        got = await pods.get(next(iter(told)), "default")
+        cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
+        return (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", ONGOING.format(counts))
+    await eventually(condition)
+    assert await _nominated(pods) == nominated
+
+
+async def test_a_retry_while_the_victims_terminate_waits_on_the_ongoing_preemption(env):
     client, sched, start = env
-    pods = await start([node("n1", "2")], [podgroup("low", 2, 1, "all")],
-                       [member("low-0", "low", 1, on="n1"), member("low-1", "low", 1, on="n1")])
-    await gang_of(client, "hi", 2, 100)
+    pods = await start(CLUSTER, [podgroup("low", 2, 1, "all")], OCCUPANTS)
+    await gang_of(client, "hi", 3, 100)
     await eventually(lambda: _len2(doomed(pods)))
-    assert "default/hi" in sched.workload_cycle.preempted
-    entry = sched.queue.groups["default/hi"]
-    sched.queue.unschedulable.pop(entry.key, None)
-    sched.queue.backoff.pop(entry.key, None)
-    sched.queue.in_flight[entry.key] = entry
-    sched.workload_cycle.schedule_group(entry)
-    assert "default/hi" not in sched.workload_cycle.preempted
+    assert await doomed(pods) == {"low-0", "low-1"}
+    nominated = await eventually(lambda: _nominated(pods))
+    # a node with room for one member: the group is tried again while low's pods terminate,
+    # and still does not fit
+    await add_node(client, node("n4", "1"))
+    await _waiting_on_ongoing(client, pods, nominated, "2 scheduled, 0 remaining")
+    assert await doomed(pods) == {"low-0", "low-1"}
+    metric = sched.metrics.registry.get_sample_value
+    assert metric("scheduler_workload_preemption_victims_count") == 1  # one preemption, however many tries
+    await release(pods, ["low-0", "low-1"])
+
+    async def bound():
+        got = {n: (await pods.get(n, "default"))["spec"].get("nodeName") for n in GANG}
+        return got if all(got.values()) else None
+    await eventually(bound)
+    assert {p["metadata"]["name"] for p in (await pods.list("default"))[0]} == {*GANG, "busy", "spare-0", "spare-1"}
+
+
+async def test_a_restarted_scheduler_sees_the_ongoing_preemption_in_the_api(schedulers):
+    """A scheduler that did not make the preemption knows it only from the API: the
+    members' nominatedNodeName and the victims terminating there, marked DisruptionTarget."""
+    client, start = schedulers
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("low", 2, 1, "all"))
+    pods = client.resource("", "v1", "pods")
+    for p in OCCUPANTS:
+        await pods.create(p)
+    first = await start(*CLUSTER)
+    await gang_of(client, "hi", 3, 100)
+    await eventually(lambda: _len2(doomed(pods)))
+    nominated = await eventually(lambda: _nominated(pods))
+    await first.stop()
+    second = await start()
+    await _waiting_on_ongoing(client, pods, nominated, "1 scheduled, 1 remaining")
+    assert await doomed(pods) == {"low-0", "low-1"}
+    metric = second.metrics.registry.get_sample_value
+    assert metric("scheduler_workload_preemption_attempts_total", {"result": "Success"}) >= 1
+    assert not metric("scheduler_workload_preemption_victims_count")
 
 
 async def _len2(coro):

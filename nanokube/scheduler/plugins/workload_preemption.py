@@ -29,6 +29,7 @@ from ...machinery.podgroups import group_key, group_priority
 PREFIX = "pod group preemption: "
 NEVER = "not eligible due to preemptionPolicy=Never."
 NO_VICTIMS = "No preemption victims found for incoming preemptor"
+ONGOING = "ongoing preemption on nominated nodes"
 DISRUPTION_TARGET = "DisruptionTarget"
 REASON = "PreemptionByScheduler"
 #: keeps summed priorities positive so fewer victims always cost less (upstream's MaxInt32 + 1)
@@ -68,6 +69,9 @@ class GroupPreemptor:
     place: Callable[[list[NodeInfo]], object]
     #: other groups' nominated pods and their nodes: space already promised
     held: list[tuple[PodInfo, str]] = field(default_factory=list)
+    #: this group's own nominations from its last preemption (pod uid -> node), which its
+    #: pods' nominatedNodeName may not show yet
+    nominations: dict[str, str] = field(default_factory=dict)
     #: set by the plugin that preempted once its victims are marked and deleted; the members'
     #: failure reports carry the nominations and wait for it, so a nomination is never seen
     #: before the evictions it counts on
@@ -91,6 +95,15 @@ class Plan:
         return (self.pdb_violations, top, len(self.victims),
                 sum((u.priority + PRIORITY_SHIFT) * len(u.pods) for u in self.victims),
                 sum(len(u.pods) for u in self.victims))
+
+
+def terminating_by_preemption(pod: dict) -> bool:
+    """Upstream's PodTerminatingByPreemption: being deleted after a
+    scheduler marked it DisruptionTarget=True (PreemptionByScheduler)."""
+    if not pod["metadata"].get("deletionTimestamp"):
+        return False
+    cond = find_condition((pod.get("status") or {}).get("conditions"), DISRUPTION_TARGET)
+    return cond is not None and cond.get("status") == "True" and cond.get("reason") == REASON
 
 
 def _start(info: PodInfo) -> str:
@@ -235,6 +248,11 @@ class PodGroupPreemption:
             self.going[key] &= self.handle.cache.pod_nodes.keys()
             if not self.going[key]:
                 del self.going[key]
+        current = self._nominations(g)
+        if self._ongoing(g, current.values(), below):
+            # as upstream (kubernetes#140641): Success with the nominations as they are, so
+            # the group waits for its victims instead of preempting more or losing its nodes
+            return current, Status(Code.SUCCESS, [PREFIX + ONGOING]), None
         pdbs = self.plugin._pdbs(None)
         outcomes = [self._plan(g, nodes, all_nodes, below, pdbs) for nodes in g.domains]
         plans = [o for o in outcomes if isinstance(o, Plan)]
@@ -249,6 +267,32 @@ class PodGroupPreemption:
         victims = sum(len(u.pods) for u in best.victims)
         return best.nominations, Status(Code.SUCCESS, [
             f"{PREFIX}found a placement for podgroup, preempting {victims} victims"]), best
+
+    @staticmethod
+    def _nominations(g: GroupPreemptor) -> dict[str, str]:
+        """The members' nominated nodes (pod uid -> node): their
+        nominatedNodeName, or the nomination not yet written."""
+        out = {i.uid: (i.pod.get("status") or {}).get("nominatedNodeName") for i in g.pods}
+        out.update((uid, node) for uid, node in g.nominations.items() if uid in out)
+        return {uid: node for uid, node in out.items() if node}
+
+    def _ongoing(self, g: GroupPreemptor, nodes, below: int) -> bool:
+        """Upstream's isOngoingPreemption: a node a member is nominated to
+        holds a lower-priority pod terminating by preemption. The victims
+        this scheduler chose for the group count too while it has not seen
+        them go (their marks and deletions may not have landed yet)."""
+        if self.going.get(g.key):
+            return True
+        infos = self.handle.snapshot.infos
+        for name in set(nodes):
+            ni = infos.get(name)
+            for p in (ni.pods.values() if ni is not None else ()):
+                if terminating_by_preemption(p.pod):
+                    key = group_key(p.pod)
+                    pg = self.handle.podgroups.get(key) if key else None
+                    if (group_priority(pg) if pg else p.priority) < below:
+                        return True
+        return False
 
     def _plan(self, g: GroupPreemptor, nodes: list[NodeInfo], all_nodes, below: int, pdbs) -> Plan | str:
         """Takes pods already on their way out off the domain and keeps the
