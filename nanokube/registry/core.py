@@ -481,6 +481,10 @@ class EndpointsStrategy(Strategy):
         _AGE_COLUMN,
     ]
 
+    def deprecation(self, version):
+        """KEP-4974: v1 Endpoints is deprecated in 1.33, with no removal planned."""
+        return "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
+
     def warnings_on_create(self, obj):
         return kind_warnings.endpoints_warnings(obj)
 

@@ -56,3 +56,13 @@ def test_endpointslices_follow_ready_pods(cluster):
     wait_for(lambda: not cluster.kubectl_json("get", "endpointslices", "-l",
                                               "kubernetes.io/service-name=echo")["items"])
     cluster.kubectl("delete", "pods", "-l", "app=echo", "--wait=false")
+
+
+def test_reading_or_writing_v1_endpoints_is_warned_as_deprecated(cluster):
+    """KEP-4974: every request for v1 Endpoints carries the deprecation Warning (1.33+), as
+    `kubectl get endpoints` prints it on a real cluster; EndpointSlices do not."""
+    warning = "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
+    assert warning in cluster.kubectl("get", "endpoints").stderr
+    ep = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "by-hand", "namespace": "default"}}
+    assert warning in cluster.kubectl("apply", "-f", "-", input=json.dumps(ep)).stderr
+    assert "Warning" not in cluster.kubectl("get", "endpointslices").stderr
