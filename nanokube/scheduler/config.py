@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..client.leaderelection import LeaderElectionConfig
+from ..machinery import goduration
 from ..machinery.validation import invalid, not_supported
 from . import plugins as registry
 from .framework import Profile
@@ -157,6 +158,8 @@ def defaulted_args(pc: dict) -> dict:
         args.setdefault("minCandidateNodesAbsolute", 100)
     elif name == "VolumeBinding":
         args.setdefault("bindTimeoutSeconds", 600)
+    elif name == "DynamicResources":
+        args.setdefault("bindingTimeout", "10m0s")
     return {**pc, "args": args}
 
 
@@ -385,6 +388,24 @@ def _volume_binding_args(path: str, args: dict) -> list[str]:
     return []
 
 
+def _dra_args(path: str, args: dict) -> list[str]:
+    """DynamicResourcesArgs' durations: filterTimeout zero or more, bindingTimeout at least 1 s."""
+    errs = []
+    for name, least, why in (("filterTimeout", 0.0, "must be zero or positive"),
+                             ("bindingTimeout", 1.0, "must be at least 1 second")):
+        value = args.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = goduration.parse(str(value))
+        except ValueError as e:
+            errs.append(_invalid(f"{path}.{name}", value, str(e)))
+            continue
+        if seconds < least:
+            errs.append(_invalid(f"{path}.{name}", value, why))
+    return errs
+
+
 def _fgd_args(path: str, args: dict) -> list[str]:
     """GPUFragmentationGradient's `workload`: task sizes (GPUs, thousandths of each, millicores) and their weights."""
     errs = []
@@ -411,7 +432,7 @@ def _fgd_args(path: str, args: dict) -> list[str]:
 _ARG_CHECKS = {"NodeResourcesFit": _fit_args, "NodeResourcesBalancedAllocation": _balanced_args,
                "PodTopologySpread": _spread_args, "InterPodAffinity": _affinity_args,
                "DefaultPreemption": _preemption_args, "VolumeBinding": _volume_binding_args,
-               "GPUFragmentationGradient": _fgd_args}
+               "GPUFragmentationGradient": _fgd_args, "DynamicResources": _dra_args}
 
 
 # --- profiles -----------------------------------------------------------------------

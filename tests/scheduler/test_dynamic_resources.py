@@ -5,6 +5,8 @@ placement, and a missing claim or class keeps the pod pending with a reason."""
 
 import pytest
 
+from nanokube.clock import REAL
+
 from nanokube.client.informer import InformerFactory
 from nanokube.controllers.resourceclaim import ResourceClaimController
 from nanokube.scheduler.framework import CycleState
@@ -14,7 +16,7 @@ from tests.controllers import eventually, make_stack
 from tests.scheduler import info, node, pod, unschedulable
 from tests.scheduler.test_scheduler import add_node
 
-NO_DEVICE = ("0/3 nodes are available: 3 cannot allocate all claims. "
+NO_DEVICE = ("0/3 nodes are available: 3 cannot allocate all claims. still not schedulable, "
              "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
 
 DRIVER = "gpu.example.com"
@@ -371,3 +373,64 @@ async def test_the_claim_controller_can_share_the_schedulers_informers_which_the
         await sched.stop()
         await factory.stop()
         await s.close()
+
+
+async def allocate_on(claims, name: str, node_name: str, reserved_for=()) -> dict:
+    """Claim `name` as an earlier attempt left it: gpu-0 of `node_name` allocated (with the
+    finalizer), reserved for `reserved_for` (consumer references) only."""
+    created = await claims.create({**claim(name), "metadata": {"name": name, "namespace": "default", "finalizers": [FINALIZER]}})
+    alloc = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node_name, "device": "gpu-0"}]},
+             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                 {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]},
+             "allocationTimestamp": REAL.rfc3339()}
+    status = {"allocation": alloc, **({"reservedFor": list(reserved_for)} if reserved_for else {})}
+    return await claims.update({**created, "status": status}, subresource="status")
+
+
+@pytest.mark.parametrize("unusable", ["deleted", "tainted"])
+async def test_an_allocation_nobody_holds_on_an_unusable_node_is_dropped_and_made_again_elsewhere(env, unusable):
+    """Upstream's PostFilter: the claim was allocated on one-gpu for an attempt whose binding never
+    happened; with that node gone (or tainted NoSchedule) no node fits, so the scheduler
+    deallocates the claim and the next attempt allocates it on two-gpus."""
+    client, _ = env
+    pods, claims, nodes = (client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims"),
+                           client.resource("", "v1", "nodes"))
+    await allocate_on(claims, "stuck", "one-gpu")
+    if unusable == "deleted":
+        await nodes.delete("one-gpu")
+    else:
+        await nodes.patch("one-gpu", {"spec": {"taints": [{"key": "drain", "effect": "NoSchedule"}]}})
+    await pods.create(claim_pod("stuck", "stuck"))
+    assert await eventually(bound(pods, "stuck")) == "two-gpus"
+    c = await claims.get("stuck", "default")
+    [result] = c["status"]["allocation"]["devices"]["results"]
+    assert result["pool"] == "two-gpus"
+    assert c["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["two-gpus"]
+    p = await pods.get("stuck", "default")
+    assert c["status"]["reservedFor"] == [{"resource": "pods", "name": "stuck", "uid": p["metadata"]["uid"]}]
+    events, _ = await client.resource("", "v1", "events").list(namespace="default")
+    assert any(e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "stuck"
+               and "resourceclaim not available on the node. deallocation of ResourceClaim completed" in e["message"]
+               for e in events)
+
+
+async def test_an_allocation_another_pod_holds_is_left_alone(env):
+    """A claim reserved for a running pod is in use: PostFilter must not deallocate it, however
+    unusable its node is for a newcomer."""
+    client, _ = env
+    pods, claims, nodes = (client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims"),
+                           client.resource("", "v1", "nodes"))
+    holder = claim_pod("holder", "held")
+    holder["spec"]["nodeName"] = "one-gpu"
+    holder = await pods.create(holder)
+    await allocate_on(claims, "held", "one-gpu",
+                      [{"resource": "pods", "name": "holder", "uid": holder["metadata"]["uid"]}])
+    await nodes.patch("one-gpu", {"spec": {"taints": [{"key": "drain", "effect": "NoSchedule"}]}})
+    await pods.create(claim_pod("newcomer", "held"))
+    msg = await eventually(unschedulable(pods, "newcomer"))
+    assert msg == ("0/3 nodes are available: 1 node(s) had untolerated taint {drain: }, "
+                   "2 resourceclaim not available on the node. still not schedulable, "
+                   "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
+    c = await claims.get("held", "default")
+    assert c["status"]["allocation"]["devices"]["results"][0]["pool"] == "one-gpu"
+    assert [r["name"] for r in c["status"]["reservedFor"]] == ["holder"]

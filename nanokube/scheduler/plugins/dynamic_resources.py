@@ -1,10 +1,13 @@
 """DynamicResources: schedules pods that use ResourceClaims. PreEnqueue
 waits for the pod's claims to exist; Filter runs the structured allocator
 per node for unallocated claims (allocated ones only constrain the node by
-their nodeSelector); Reserve keeps the chosen allocations in flight so no
-other pod can take those devices; PreBind adds the delete-protection
-finalizer, then writes allocation and reservedFor in one status update, and
-waits for the binding conditions of devices that have them (KEP-5007)."""
+their nodeSelector, or not at all once their binding failed or timed out);
+PostFilter deallocates such an unavailable claim nobody else holds, so the
+next attempt can allocate elsewhere; Reserve keeps the chosen allocations in
+flight so no other pod can take those devices; PreBind adds the
+delete-protection finalizer, then writes allocation and reservedFor in one
+status update, and waits for the binding conditions of devices that have
+them (KEP-5007), at most the configured bindingTimeout."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from ...machinery import gofmt
+from ...clock import parse_time
+from ...machinery import gofmt, goduration
 from ...machinery.errors import APIError
 from ...dra.resourceclaim import FINALIZER, GROUP, VERSION, ClaimError, claim_name, claim_names
 from ..dra.allocator import (
@@ -48,7 +52,10 @@ CLAIM, SLICE, DEVICE_CLASS, TAINT_RULE = "ResourceClaim", "ResourceSlice", "Devi
 NOT_ON_NODE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 TIMED_OUT = "timed out trying to allocate devices"
-#: upstream's BindingTimeoutDefaultSeconds and the interval PreBind polls binding conditions at
+#: PostFilter's verdicts: a claim was deallocated, or none it may deallocate stands in the way
+DEALLOCATED = "deallocation of ResourceClaim completed"
+STILL_UNSCHEDULABLE = "still not schedulable"
+#: DynamicResourcesArgs.bindingTimeout's default and the interval PreBind polls binding conditions at
 BINDING_TIMEOUT = 600.0
 BINDING_POLL = 5.0
 #: CycleState key of the DRA-backed extended resources the pod asks for (name -> DeviceClass),
@@ -316,6 +323,10 @@ class _Cycle:
     claims: list[dict]
     pending: list[dict] = field(default_factory=list)  # to allocate, in claims order
     selectors: list[tuple[str, dict]] = field(default_factory=list)  # allocated: (claim, nodeSelector)
+    #: allocated claims whose binding failed or timed out: no node can use their allocation
+    expired: list[str] = field(default_factory=list)
+    #: allocated claims some node could not use (upstream's unavailableClaims), for PostFilter
+    unavailable: set[str] = field(default_factory=set)
     allocator: Allocator | None = None
     found: dict[str, Placement] = field(default_factory=dict)  # node -> devices for the pending claims
     #: (nodes, find_each's answers) per chunk `filter_nodes` saw: Reserve looks up its one node
@@ -356,6 +367,8 @@ class DynamicResources:
             shared = handle.shared[self.name] = DRAState(handle)
         self.dra: DRAState = shared
         self.api = handle.client.resource(GROUP, VERSION, "resourceclaims")
+        timeout = args.get("bindingTimeout")
+        self.binding_timeout = BINDING_TIMEOUT if timeout is None else goduration.parse(timeout)
 
     def _claims(self, pod: dict) -> list[dict]:
         """The pod's claims (each once), or ClaimError."""
@@ -428,6 +441,8 @@ class DynamicResources:
                         f"{{{taint[1].get('key', '')}: {taint[1].get('value', '')}}}", resolvable=False)
             if alloc.get("nodeSelector"):
                 cyc.selectors.append((name, alloc["nodeSelector"]))
+            if self._binding_expired(c):
+                cyc.expired.append(name)
         if cyc.pending or backed:
             classes = {c["metadata"]["name"]: c for c in self.dra.classes.list()}
             cyc.allocator = Allocator(classes, self.dra.index(), self.dra.allocated)
@@ -444,6 +459,21 @@ class DynamicResources:
         cyc.shared = {c["metadata"].get("uid", "") for c in cyc.claims if c["metadata"]["name"] in names}
         cyc.group = pg if cyc.shared else None
 
+    def _binding_expired(self, claim: dict) -> bool:
+        """Upstream's Filter check of an allocated claim: a binding failure condition is True, or
+        its devices' binding conditions are not all True bindingTimeout after allocationTimestamp
+        (read on the injected clock)."""
+        try:
+            if ready_for_binding(claim):
+                return False
+        except BindingFailed:
+            return True
+        alloc = claim["status"]["allocation"]
+        stamp = alloc.get("allocationTimestamp")
+        if not stamp or not any(r.get("bindingConditions") for r in _devices(alloc)):
+            return False
+        return parse_time(stamp) + self.binding_timeout < self.handle.clock.now()
+
     def _untolerated_no_execute(self, alloc: dict) -> tuple[str, dict] | None:
         for r in (alloc.get("devices") or {}).get("results") or []:
             did = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
@@ -454,8 +484,10 @@ class DynamicResources:
 
     def filter(self, state, info, node):
         cyc: _Cycle = state[_STATE]
-        for _, selector in cyc.selectors:
-            if not selector_matches(selector, node.labels, node.name):
+        if cyc.selectors or cyc.expired:
+            away = [name for name, selector in cyc.selectors if not selector_matches(selector, node.labels, node.name)]
+            if away or cyc.expired:
+                cyc.unavailable.update(away, cyc.expired)
                 return unschedulable(NOT_ON_NODE, resolvable=False)
         if cyc.allocator is None:
             return None
@@ -480,7 +512,7 @@ class DynamicResources:
     def filter_nodes(self, state, info, nodes) -> dict:
         """`filter` over many nodes, asking the allocator about all of them at once."""
         cyc: _Cycle = state[_STATE]
-        if cyc.selectors or cyc.allocator is None or cyc.backed:
+        if cyc.selectors or cyc.expired or cyc.allocator is None or cyc.backed:
             fn = self.filter
             return {i: st for i, n in enumerate(nodes) if (st := fn(state, info, n)) is not None}
         hits = cyc.allocator.find_each(nodes, cyc.pending)
@@ -519,6 +551,58 @@ class DynamicResources:
                 "spec": {"devices": {"requests": extended_resources.device_requests(pod.get("spec") or {}, lacking)}}}
         cyc.extended[node.name] = claim
         return claim
+
+    def post_filter(self, state, info, statuses):
+        """Upstream's PostFilter: when no node fits, one allocated claim some node could not use
+        (its nodeSelector left the node out, or its binding failed or timed out) that no other
+        pod holds loses its allocation, its reservation by this pod and its device status, so the
+        next attempt can allocate it anew; the informer's update of it retries the pod. Nothing
+        to say for a pod without claims."""
+        cyc: _Cycle | None = state.get(_STATE)
+        if cyc is None:
+            return None, unschedulable()
+        uid = info.uid
+        for claim in cyc.claims:
+            md = claim["metadata"]
+            if md["name"] not in cyc.unavailable or md.get("uid") in self.dra.in_flight:
+                continue
+            reserved = (claim.get("status") or {}).get("reservedFor") or []
+            if not reserved or len(reserved) == 1 and reserved[0].get("uid") == uid:
+                self.handle.spawn(self._deallocate(claim))
+                return None, unschedulable(DEALLOCATED)
+        return None, unschedulable(STILL_UNSCHEDULABLE)
+
+    def pod_group_post_filter(self, group):
+        """PostFilter's rule for a pod group that failed as a whole: the first allocated claim of a
+        pending member that nobody holds and some node cannot use as allocated (its nodeSelector
+        leaves the node out, or its binding failed or timed out) is deallocated."""
+        nodes = self.handle.snapshot.nodes
+        for info in group.pods:
+            try:
+                claims = self._claims(info.pod)
+            except ClaimError:
+                continue
+            for claim in claims:
+                status = claim.get("status") or {}
+                alloc = status.get("allocation")
+                if alloc is None or status.get("reservedFor") or claim["metadata"].get("uid") in self.dra.in_flight:
+                    continue
+                selector = alloc.get("nodeSelector")
+                if self._binding_expired(claim) or selector and any(
+                        not selector_matches(selector, n.labels, n.name) for n in nodes):
+                    self.handle.spawn(self._deallocate(claim))
+                    return None, unschedulable(DEALLOCATED)
+        return None, unschedulable()
+
+    async def _deallocate(self, claim: dict) -> None:
+        """The claim as this cycle saw it (its resourceVersion a precondition) without allocation,
+        reservedFor and devices; a conflict leaves it to the next attempt."""
+        md = claim["metadata"]
+        status = {k: v for k, v in (claim.get("status") or {}).items() if k not in ("allocation", "reservedFor", "devices")}
+        try:
+            await self.api.update({**claim, "status": status}, subresource="status")
+        except APIError as e:
+            log.info("deallocating claim %s/%s: %s", md.get("namespace"), md["name"], e.message)
 
     def reserve(self, state, info, node: str):
         cyc: _Cycle | None = state.get(_STATE)
@@ -639,7 +723,7 @@ class DynamicResources:
         await self.handle.api.event(pod, "Normal", "BindingConditionsPending",
                                     f"waiting for binding conditions for device on node {node}")
         clock = self.handle.clock
-        deadline = clock.monotonic() + BINDING_TIMEOUT
+        deadline = clock.monotonic() + self.binding_timeout
         while True:
             try:
                 if all(ready_for_binding(c) for c in claims):

@@ -1,0 +1,116 @@
+"""DRA binding conditions and DynamicResourcesArgs.bindingTimeout (KEP-5007), in virtual time:
+a pod whose device never reports its binding conditions True is not bound; once bindingTimeout
+has passed since the claim's allocationTimestamp, the pod is taken out of reservedFor, the
+claim is deallocated, and the next attempt allocates it anew (binding once the driver reports
+the condition)."""
+
+import asyncio
+
+import pytest
+
+from nanokube.clock import VirtualClock, parse_time
+from nanokube.scheduler.config import ConfigError, load
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import make_stack
+from tests.scheduler import node
+from tests.scheduler.test_dynamic_resources import R, claim_pod
+from tests.scheduler.test_scheduler import add_node
+
+DRIVER = "fpga.example.com"
+
+
+async def until(clock: VirtualClock, check, step: float = 1.0, limit: float = 2000.0):
+    """Advance virtual time `step` seconds at a time (letting the in-process API server's real
+    work run in between) until `check()` holds; its value. At most `limit` virtual seconds."""
+    end = clock.monotonic() + limit
+    while clock.monotonic() < end:
+        if got := await check():
+            return got
+        await clock.advance(step)
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"condition never held in {limit:g} virtual seconds")
+
+
+@pytest.fixture
+async def fpgas():
+    s = await make_stack()
+    await add_node(s.client, node("n"))
+    await s.client.resource(R, "v1", "deviceclasses").create({
+        "apiVersion": f"{R}/v1", "kind": "DeviceClass", "metadata": {"name": "fpga"},
+        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})
+    await s.client.resource(R, "v1", "resourceslices").create({
+        "apiVersion": f"{R}/v1", "kind": "ResourceSlice", "metadata": {"name": "n-fpgas"},
+        "spec": {"driver": DRIVER, "nodeName": "n", "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": f"fpga-{i}", "bindingConditions": ["attached"],
+                              "bindingFailureConditions": ["attach-failed"]} for i in range(2)]}})
+    clock = VirtualClock()
+    sched = Scheduler(s.client, clock=clock, seed=1)
+    await sched.start()
+    yield s.client, clock
+    await sched.stop()
+    await s.close()
+
+
+async def test_an_attachment_that_never_happens_is_given_up_after_the_binding_timeout(fpgas):
+    client, clock = fpgas
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {"name": "f", "namespace": "default"},
+                         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "fpga"}}]}}})
+    await pods.create(claim_pod("p", "f"))
+
+    async def waiting():
+        c = await claims.get("f", "default")
+        return (c.get("status") or {}).get("reservedFor") and c["status"]["allocation"]
+    first = await until(clock, waiting)
+    allocated_at = parse_time(first["allocationTimestamp"])
+
+    async def events(fragment):
+        items, _ = await client.resource("", "v1", "events").list(namespace="default")
+        return [e for e in items if e["involvedObject"]["name"] == "p" and fragment in e["message"]]
+    assert await until(clock, lambda: events("waiting for binding conditions for device on node n"))
+    # 599 virtual seconds on the pod still waits, unbound, in reservedFor
+    await clock.advance(allocated_at + 599 - clock.now())
+    assert not (await pods.get("p", "default"))["spec"].get("nodeName")
+    assert (await claims.get("f", "default"))["status"]["allocation"] == first
+
+    async def reallocated():
+        c = await claims.get("f", "default")
+        alloc = (c.get("status") or {}).get("allocation")
+        return alloc is not None and alloc != first and c["status"].get("reservedFor") and alloc
+    again = await until(clock, reallocated)
+    assert parse_time(again["allocationTimestamp"]) > allocated_at + 600
+    assert await events("device binding timeout")
+    assert await events("resourceclaim not available on the node. deallocation of ResourceClaim completed")
+    assert not (await pods.get("p", "default"))["spec"].get("nodeName")
+
+    [r] = again["devices"]["results"]
+    await claims.patch("f", {"status": {"devices": [{
+        "driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [{
+            "type": "attached", "status": "True", "reason": "Attached", "message": "", "observedGeneration": 1,
+            "lastTransitionTime": clock.rfc3339()}]}]}}, namespace="default", subresource="status")
+
+    async def bound():
+        return (await pods.get("p", "default"))["spec"].get("nodeName")
+    assert await until(clock, bound, limit=30) == "n"
+
+
+@pytest.mark.parametrize(("timeout", "message"), [
+    ("500ms", 'profiles[0].pluginConfig[0].args.bindingTimeout: Invalid value: "500ms": must be at least 1 second'),
+    ("soon", 'profiles[0].pluginConfig[0].args.bindingTimeout: Invalid value: "soon": time: invalid duration \"soon\"'),
+])
+def test_a_binding_timeout_under_a_second_or_not_a_duration_is_refused(tmp_path, timeout, message):
+    path = tmp_path / "config.yaml"
+    path.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+                    f"- pluginConfig:\n  - name: DynamicResources\n    args: {{bindingTimeout: {timeout}}}\n")
+    with pytest.raises(ConfigError) as e:
+        load(path)
+    assert message in str(e.value)
+
+
+def test_the_binding_timeout_defaults_to_ten_minutes_and_takes_a_duration(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+                    "- schedulerName: default-scheduler\n  pluginConfig:\n  - name: DynamicResources\n    args: {filterTimeout: 5s}\n"
+                    "- schedulerName: quick\n  pluginConfig:\n  - name: DynamicResources\n    args: {bindingTimeout: 1m30s}\n")
+    cfg = load(path)
+    assert [p.args["DynamicResources"]["bindingTimeout"] for p in cfg.profiles] == ["10m0s", "1m30s"]
