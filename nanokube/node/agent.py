@@ -214,7 +214,7 @@ class NodeAgent:
         self._posted_rv = 0  # the Node's resourceVersion our last status write returned
         self._event_tasks: set[asyncio.Task] = set()
         self.dra = NodeDriver(client, spec, clock)
-        self.claims = ClaimPreparer(client, spec, clock)
+        self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock)
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}

@@ -1,7 +1,9 @@
 """The kubelet's half of DRA on one simulated node: before a pod starts,
 check that each of its claims is allocated and reserved for it (or for its
-PodGroup) and prepare the devices this node's drivers own; after it ends,
-unprepare them once no other pod on the node still uses the claim.
+PodGroup) and that the kubelet plugin of every driver of its devices runs on
+this node (upstream's "DRA driver ... is not registered" otherwise), and
+prepare the devices this node's drivers own; after it ends, unprepare them
+once no other pod on the node still uses the claim.
 
 Preparing a NIC configures it: the driver reports the interface name, its
 rail address and MAC in the claim's `status.devices[]` with `Ready=True`,
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
@@ -39,9 +42,11 @@ def _key(d: dict) -> tuple:
 class ClaimPreparer:
     """Prepared claims of one node, counted by the pods that use them."""
 
-    def __init__(self, client, spec: NodeSpec, clock: Clock = REAL):
+    def __init__(self, client, spec: NodeSpec, drivers: Collection[str], clock: Clock = REAL):
         self.claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
         self.spec = spec
+        #: the drivers whose kubelet plugin runs (is registered) on this node
+        self.drivers = frozenset(drivers)
         self.clock = clock
         self.nics = {d.name: (i, d) for i, d in enumerate(x for x in spec.devices if x.kind == "nic")}
         self.gpus = {d.name: d for d in spec.devices if d.kind == "gpu" and d.attributes.get("driver") == "nvidia"}
@@ -78,6 +83,9 @@ class ClaimPreparer:
             if not reserved_for_pod(claim, pod):
                 raise NotReady(f"pod {md['name']}({md['uid']}) is not allowed to use resource claim "
                                f"{name}({claim['metadata']['uid']})")
+            for r in claim["status"]["allocation"].get("devices", {}).get("results") or []:
+                if r["driver"] not in self.drivers and not r.get("skipNodeOperations"):
+                    raise NotReady(f"prepare dynamic resources: DRA driver {r['driver']} is not registered")
             ready.append(claim)
         uids = []
         for claim in ready:

@@ -214,7 +214,7 @@ async def test_prepare_refuses_devices_the_node_does_not_publish_and_gives_mig_d
 
     text = CLUSTER.replace("count: 1, mig: true", "count: 2, mig: {gpus: 1, devices: [7g.40gb]}")
     [spec] = parse_cluster(text).nodes()
-    preparer = ClaimPreparer(stack.client, spec)
+    preparer = ClaimPreparer(stack.client, spec, [DRIVER])
 
     def claim(*devices):
         return {"metadata": {"namespace": "ns", "name": "c", "uid": "u1"}, "status": {"allocation": {"devices": {

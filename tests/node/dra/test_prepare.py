@@ -147,3 +147,34 @@ async def test_shared_claim_is_unprepared_only_after_the_last_pod_ends(env):
     await eventually(a_gone)
     assert mgr.agents["gpu-0"].claims.is_prepared("default", "shared")
     assert (await claims.get("shared", "default"))["status"]["devices"]
+
+
+async def test_a_device_of_a_driver_no_plugin_serves_on_the_node_keeps_the_pod_creating(env):
+    """Upstream's kubelet asks each result's driver for its kubelet plugin: a driver that never
+    registered on the node fails NodePrepareResources, and the pod waits in ContainerCreating."""
+    client, clock, mgr = env
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    events = client.resource("", "v1", "events")
+    await claims.create({"metadata": {"name": "fpga", "namespace": "default"}, "spec": {"devices": {"requests": [
+        {"name": "fpga", "exactly": {"deviceClassName": "fpga.example.com"}}]}}})
+    pod = await pods.create(pod_body("fpga-user", "fpga"))
+    c = {**await claims.get("fpga", "default")}
+    c["status"] = {"allocation": {"devices": {"results": [
+        {"request": "fpga", "driver": "fpga.example.com", "pool": "gpu-0", "device": "fpga-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "fpga-user", "uid": pod["metadata"]["uid"]}]}
+    await claims.update(c, subresource="status")
+
+    async def warned():
+        items, _ = await events.list("default")
+        return [e for e in items if e["reason"] == "FailedPrepareDynamicResources"
+                and e["involvedObject"]["name"] == "fpga-user"]
+    [ev] = await eventually(warned)
+    assert ev["type"] == "Warning"
+    assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: "
+                             "DRA driver fpga.example.com is not registered")
+    await clock.advance(5)
+    p = await pods.get("fpga-user", "default")
+    assert p["status"]["phase"] == "Pending"
+    assert p["status"]["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert not mgr.agents["gpu-0"].claims.prepared
