@@ -298,7 +298,7 @@ class Subresources:
         pod = self.rest._entry(pods, namespace, name).obj
         container = pod_container(pod, query.get("container") or "")
         if not (pod.get("spec") or {}).get("nodeName"):
-            raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
+            return b""  # LogLocation: no host, no location, an empty log (no kubelet to say more)
         for reader in self.log_readers:
             data = await reader(namespace, name, container, query)
             if data is not None:
