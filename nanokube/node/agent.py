@@ -186,9 +186,10 @@ def _conditions(now: str) -> list[dict]:
 class NodeAgent:
     def __init__(self, client, spec: NodeSpec, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  lease_duration: int = 40, status_interval: float = 300.0,
-                 pods_dir: str = "", runtime=None, throttle: Throttle | None = None):
+                 pods_dir: str = "", runtime=None, throttle: Throttle | None = None, watched: dict | None = None):
         """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
-        `throttle` is shared by the agents of one process."""
+        `throttle` and `watched` (the ConfigMap and Secret watches volumes read, see
+        volumes/watch_based_manager.py) are shared by the agents of one process."""
         self.client = client
         self.runtime = runtime or SimulatedRuntime()
         self.spec = spec
@@ -215,7 +216,8 @@ class NodeAgent:
         self._event_tasks: set[asyncio.Task] = set()
         self.dra = NodeDriver(client, spec, clock)
         self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock)
-        self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder)
+        self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
+                                     watched)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
         #: prober_probe_total: (probe_type, result, container, pod, namespace, pod_uid) -> probes run
@@ -501,6 +503,7 @@ class NodeAgent:
             if t:
                 t.cancel()
                 await asyncio.gather(t, return_exceptions=True)
+        await self.volumes.close()
         await self.recorder.close()
 
     # --- pods -----------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ..clock import REAL, Clock
 from .agent import NodeAgent, Throttle
 from .kubelet_server import KubeletServer
 from .streaming import NodeStreamingServer, log_options
+from .volumes.watch_based_manager import WatchBasedManager
 from .cluster import Cluster
 from .dra.deviceclasses import ensure_device_classes
 from .faults import ANNOTATION as FAULT_ANNOTATION
@@ -88,10 +89,13 @@ class NodeManager:
         #: the agents' kubelet endpoints (nodes/proxy), made when first asked for; they started with this manager
         self._kubelets: dict[str, KubeletServer] = {}
         self._started = clock.now()
+        #: the ConfigMaps and Secrets the agents' pods' volumes name, one watch each for all agents
+        self.watched = {p: WatchBasedManager(self.client, p, clock) for p in ("configmaps", "secrets")}
         with _full_collections_deferred(sum(p.count for p in cluster.pools)):
             self.agents = {
                 s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
-                                  pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle)
+                                  pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle,
+                                  watched=self.watched)
                 for s in cluster.nodes()
             }
         _freeze(len(self.agents))
@@ -138,6 +142,8 @@ class NodeManager:
                 t.cancel()
                 await asyncio.gather(t, return_exceptions=True)
         await asyncio.gather(*(a.stop() for a in self.agents.values()), return_exceptions=True)
+        for manager in self.watched.values():
+            await manager.close()
         if self._own_pods_dir:
             shutil.rmtree(self.pods_dir, ignore_errors=True)
 

@@ -5,8 +5,9 @@ A source that cannot be set up yet (a ConfigMap that does not exist) raises
 `MountError`; the pod stays in ContainerCreating and the lifecycle reports
 a `FailedMount` event with the kubelet's wording, then retries.
 
-A source whose content expires (tokens, certificates, trust bundles) returns
-when it next wants to run; the manager then keeps one refresher task per
+A source whose content expires (tokens, certificates, trust bundles) or is
+projected again (ConfigMaps and Secrets, read from the node's watches of them)
+returns when it next wants to run; the manager then keeps one refresher task per
 (pod, volume) that sets the volume up again at that time, in place, so the
 pod keeps running while its files change. Unmounting stops the refreshers.
 """
@@ -25,6 +26,7 @@ from ...clock import REAL, Clock
 from .persistent import persistent_volume_claim
 from .projected import downward_api, projected
 from .sources import MountError, config_map, empty_dir, secret
+from .watch_based_manager import WatchBasedManager
 
 log = logging.getLogger(__name__)
 #: a refresh that failed is tried again after this many seconds
@@ -43,8 +45,12 @@ class VolumeManager:
     """One node's pod volume directories."""
 
     def __init__(self, client, node_name: str, root: str, clock: Clock = REAL,
-                 recorder: CoreEventRecorder | None = None):
+                 recorder: CoreEventRecorder | None = None, watched: dict[str, WatchBasedManager] | None = None):
+        """`watched`: the ConfigMap and Secret managers ("configmaps", "secrets") the pods' volumes
+        read through, shared by the node agents of a process; this node's own when None."""
         self.client = client
+        self._own_watched = watched is None
+        self.watched = watched or {p: WatchBasedManager(client, p, clock) for p in ("configmaps", "secrets")}
         self.node_name = node_name
         #: the kubelet's recorder (its own when none is given): repeats are counted, spam filtered
         self.recorder = recorder or CoreEventRecorder(client, "kubelet", clock, host=node_name)
@@ -65,6 +71,8 @@ class VolumeManager:
         Kinds a simulated node cannot provide (cloud disks, hostPath) get an empty
         directory, as an image is recorded rather than pulled."""
         uid = pod["metadata"]["uid"]
+        for manager in self.watched.values():
+            manager.register(pod)
         out = {}
         for vol in (pod.get("spec") or {}).get("volumes") or []:
             target = self.volume_dir(uid, vol["name"])
@@ -93,8 +101,16 @@ class VolumeManager:
     def unmount(self, uid: str) -> None:
         for task in self._refreshers.pop(uid, {}).values():
             task.cancel()
+        for manager in self.watched.values():
+            manager.unregister(uid)
         self.state.pop(uid, None)
         shutil.rmtree(self.pod_dir(uid), ignore_errors=True)
+
+    async def close(self) -> None:
+        """Stop the watches of a manager of this node's own."""
+        if self._own_watched:
+            for manager in self.watched.values():
+                await manager.close()
 
     async def event(self, pod: dict, type_: str, reason: str, message: str) -> None:
         """A core/v1 Event about the pod from this node's kubelet (best effort)."""

@@ -4,8 +4,8 @@ directory) and the `downwardAPI` volume.
 
 Each source yields its files and, where its content expires, when it next
 needs to run; the volume's refresh time is the earliest of them. Tokens are
-renewed at 80% of their lifetime (24 hours at most), trust bundles and config re-read every
-`RESYNC` seconds, certificates follow pod_certificate's state machine; the files are rewritten
+renewed at 80% of their lifetime (24 hours at most), trust bundles re-read and config (from the
+node's watches, watch_based_manager.py) projected again every `RESYNC` seconds, certificates follow pod_certificate's state machine; the files are rewritten
 only when what they hold changed.
 """
 
@@ -25,13 +25,11 @@ from ...pki.trustbundle import certificates
 from ...machinery.quantity import parse_quantity
 from . import pod_certificate
 from .atomic_writer import DATA, write_atomic
-from .sources import DEFAULT_MODE, MountError, config_map_files, secret_files
+from .sources import DEFAULT_MODE, RESYNC, MountError, config_map_files, secret_files
 
 if TYPE_CHECKING:
     from .manager import VolumeManager
 
-#: how often trust bundles, config maps and secrets in a projection are read again
-RESYNC = 60.0
 TOKEN_EXPIRATION = 3600
 TOKEN_REFRESH_SHARE = 0.8
 #: a token is renewed once this old even when its lifetime is longer (the token manager's maxTTL)

@@ -7,13 +7,15 @@ import base64
 import os
 from typing import TYPE_CHECKING
 
-from ...machinery.errors import APIError
 from .atomic_writer import write_atomic
 
 if TYPE_CHECKING:
     from .manager import VolumeManager
 
 DEFAULT_MODE = 0o644
+#: how often ConfigMap, Secret and trust bundle contents are projected again (the kubelet's pod
+#: resync, which remounts them): an edit reaches the files within this long
+RESYNC = 60.0
 
 
 class MountError(Exception):
@@ -36,15 +38,13 @@ def _select(data: dict[str, bytes], items: list[dict] | None, kind: str, volume:
 
 
 async def config_map_files(mgr: VolumeManager, namespace: str, src: dict, volume: str) -> dict[str, bytes]:
-    """The files a configMap source (volume or projection) yields; none for a missing optional one."""
-    try:
-        cm = await mgr.client.resource("", "v1", "configmaps").get(src["name"], namespace)
-    except APIError as e:
-        if e.code != 404:
-            raise
+    """The files a configMap source (volume or projection) yields, read from the node's watch of
+    it; none for a missing optional one."""
+    cm = await mgr.watched["configmaps"].get(namespace, src["name"])
+    if cm is None:
         if src.get("optional"):
             return {}
-        raise MountError(volume, f'configmap "{src["name"]}" not found') from None
+        raise MountError(volume, f'configmap "{src["name"]}" not found')
     data = {k: v.encode() for k, v in (cm.get("data") or {}).items()}
     data |= {k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()}
     return _select(data, src.get("items"), "configmap", volume)
@@ -52,29 +52,30 @@ async def config_map_files(mgr: VolumeManager, namespace: str, src: dict, volume
 
 async def secret_files(mgr: VolumeManager, namespace: str, src: dict, volume: str, name_key: str = "secretName"
                        ) -> dict[str, bytes]:
-    """The files a secret source yields (`secretName` in a volume, `name` in a projection)."""
-    try:
-        sec = await mgr.client.resource("", "v1", "secrets").get(src[name_key], namespace)
-    except APIError as e:
-        if e.code != 404:
-            raise
+    """The files a secret source yields (`secretName` in a volume, `name` in a projection), read
+    from the node's watch of it."""
+    sec = await mgr.watched["secrets"].get(namespace, src[name_key])
+    if sec is None:
         if src.get("optional"):
             return {}
-        raise MountError(volume, f'secret "{src[name_key]}" not found') from None
+        raise MountError(volume, f'secret "{src[name_key]}" not found')
     data = {k: base64.b64decode(v) for k, v in (sec.get("data") or {}).items()}
     return _select(data, src.get("items"), "secret", volume)
 
 
-async def config_map(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
+async def config_map(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float:
+    """The ConfigMap's keys as files, projected again every RESYNC (files rewritten only when changed)."""
     src = vol["configMap"]
     write_atomic(target, await config_map_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
                  src.get("defaultMode", DEFAULT_MODE))
+    return mgr.clock.now() + RESYNC
 
 
-async def secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
+async def secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float:
     src = vol["secret"]
     write_atomic(target, await secret_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
                  src.get("defaultMode", DEFAULT_MODE))
+    return mgr.clock.now() + RESYNC
 
 
 async def empty_dir(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:

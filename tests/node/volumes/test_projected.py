@@ -49,6 +49,7 @@ async def env(tmp_path, monkeypatch):
     yield s.client, clock, mgr, signer
     for uid in list(mgr._refreshers):
         mgr.unmount(uid)
+    await mgr.close()
     for sg in signers:
         await sg.stop()
     await s.close()

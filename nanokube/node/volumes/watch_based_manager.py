@@ -1,0 +1,117 @@
+"""The kubelet's ConfigMap and Secret managers in Watch mode (pkg/kubelet/util/manager's
+watch-based manager, what the default configMapAndSecretChangeDetectionStrategy picks): each
+object the pods' volumes name is kept by a watch of that one object (fieldSelector
+metadata.name, the only list and watch the node authorizer grants a node), shared by every pod
+that names it and stopped when the last such pod is gone. Volume setups and their periodic
+resyncs read from here, so a resync costs no request and an edit reaches the files at the next
+one. The node agents of one process share one manager per resource, as they share one client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from ...client.informer import Informer
+from ...clock import REAL, Clock
+from ...machinery.errors import APIError
+
+#: how long a read waits for a new watch's first list before it reads the server (the manager's
+#: wait for its reflector to sync)
+SYNC_WAIT = 1.0
+
+
+def referenced(pod: dict, plural: str) -> set[str]:
+    """The names of the ConfigMaps (`plural` "configmaps") or Secrets ("secrets") the pod's
+    volumes and projected volume sources name."""
+    kind, name_key = ("configMap", "name") if plural == "configmaps" else ("secret", "secretName")
+    out = set()
+    for vol in (pod.get("spec") or {}).get("volumes") or []:
+        if (vol.get(kind) or {}).get(name_key):
+            out.add(vol[kind][name_key])
+        for s in (vol.get("projected") or {}).get("sources") or []:
+            if (s.get(kind) or {}).get("name"):
+                out.add(s[kind]["name"])
+    return out
+
+
+@dataclass
+class _Watched:
+    informer: Informer
+    task: asyncio.Task
+    pods: set[str] = field(default_factory=set)
+
+
+class WatchBasedManager:
+    def __init__(self, client, plural: str, clock: Clock = REAL):
+        self.plural = plural
+        self.rc = client.resource("", "v1", plural)
+        self.clock = clock
+        #: pod uid -> the (namespace, name) objects it names
+        self._pods: dict[str, set[tuple[str, str]]] = {}
+        self._objects: dict[tuple[str, str], _Watched] = {}
+
+    def register(self, pod: dict) -> None:
+        """Watch what `pod` names from now on (again for a changed pod: what it no longer names
+        is released)."""
+        md = pod["metadata"]
+        uid, ns = md["uid"], md.get("namespace") or ""
+        now = {(ns, name) for name in referenced(pod, self.plural)}
+        before = self._pods.get(uid, set())
+        if now:
+            self._pods[uid] = now
+        else:
+            self._pods.pop(uid, None)
+        for key in now - before:
+            w = self._objects.get(key)
+            if w is None:
+                informer = Informer(self.rc, key[0], field_selector=f"metadata.name={key[1]}", clock=self.clock)
+                w = self._objects[key] = _Watched(informer, asyncio.create_task(informer.run()))
+            w.pods.add(uid)
+        for key in before - now:
+            self._release(key, uid)
+
+    def unregister(self, uid: str) -> None:
+        for key in self._pods.pop(uid, set()):
+            self._release(key, uid)
+
+    def _release(self, key: tuple[str, str], uid: str) -> None:
+        w = self._objects.get(key)
+        if w is None:
+            return
+        w.pods.discard(uid)
+        if not w.pods:
+            del self._objects[key]
+            w.task.cancel()
+
+    def watching(self) -> list[tuple[str, str]]:
+        """The (namespace, name) objects watched now."""
+        return sorted(self._objects)
+
+    async def get(self, namespace: str, name: str) -> dict | None:
+        """The object as its watch last saw it (None: it does not exist). One no registered pod
+        names, or whose watch has not listed within SYNC_WAIT, is read from the server."""
+        w = self._objects.get((namespace, name))
+        if w is not None and not w.informer.synced.is_set():
+            waiting = asyncio.ensure_future(w.informer.synced.wait())
+            timer = asyncio.ensure_future(self.clock.sleep(SYNC_WAIT))
+            await asyncio.wait((waiting, timer), return_when=asyncio.FIRST_COMPLETED)
+            for t in (waiting, timer):
+                t.cancel()
+        if w is not None and w.informer.synced.is_set():
+            return w.informer.get(f"{namespace}/{name}")
+        try:
+            return await self.rc.get(name, namespace)
+        except APIError as e:
+            if e.code != 404:
+                raise
+            return None
+
+    async def close(self) -> None:
+        tasks = [w.task for w in self._objects.values()]
+        self._objects.clear()
+        self._pods.clear()
+        for t in tasks:
+            t.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)

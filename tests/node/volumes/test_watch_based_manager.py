@@ -1,0 +1,96 @@
+"""The ConfigMaps pods' volumes name reach their files through one watch per object, shared by
+the node agents, not a GET per pod volume per resync: node agents talking to an API server over
+HTTP, the requests counted by the server's apiserver_request_total, the resyncs in virtual time."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import aiohttp
+import pytest
+
+from nanokube.apiserver.app import APIServer
+from nanokube.client.http import HTTPClient
+from nanokube.client.kubeconfig import Credentials
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from nanokube.node.volumes.sources import RESYNC
+from nanokube.store.memory import MemoryStore
+from tests.controllers import eventually
+from tests.node import ManualClock
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    clock = ManualClock()
+    server = APIServer(MemoryStore(), None, port=0, clock=clock)
+    await server.start()
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
+    await client.start()
+    nodes = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
+                        pods_dir=str(tmp_path))
+    await nodes.start()
+    yield client, nodes, clock, tmp_path, server
+    await nodes.stop()
+    await client.close()
+    await server.stop()
+
+
+async def configmap_requests(server) -> tuple[float, float, float]:
+    """The server's count of GETs and LISTs of configmaps (apiserver_request_total, all codes) and its
+    ConfigMap watchers now (apiserver_registered_watchers)."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{server.port}/metrics") as r:
+        text = await r.text()
+
+    def total(series: str, labels: str) -> float:
+        return sum(float(m.group(1)) for m in re.finditer(rf"^{series}{{{labels}}} (\S+)$", text, re.M))
+    return (total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",subresource="",verb="GET"[^}]*'),
+            total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",subresource="",verb="LIST"[^}]*'),
+            total("apiserver_registered_watchers", r'group="",kind="ConfigMap",version="v1"'))
+
+
+def pod(name: str, node: str) -> dict:
+    """A pod whose projected volume (as the service account admission adds, without the token) and
+    plain configMap volume name ConfigMap root-ca."""
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "nodeName": node, "containers": [{"name": "app", "image": "busybox"}],
+        "volumes": [{"name": "api-access", "projected": {"sources": [
+                        {"configMap": {"name": "root-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                        {"downwardAPI": {"items": [{"path": "namespace",
+                                                    "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}},
+                    {"name": "conf", "configMap": {"name": "root-ca"}}]}}
+
+
+async def test_an_edit_reaches_every_pods_files_through_one_watch_without_a_get(cluster):
+    client, nodes, clock, root, server = cluster
+    cms, pods = client.resource("", "v1", "configmaps"), client.resource("", "v1", "pods")
+    await cms.create({"metadata": {"name": "root-ca", "namespace": "default"}, "data": {"ca.crt": "one"}})
+    uids = {}
+    for name, node in (("a", "gpu-0"), ("b", "gpu-1"), ("c", "gpu-0")):
+        uids[name] = ((await pods.create(pod(name, node)))["metadata"]["uid"], node)
+
+    def files(volume: str, path: str):
+        return [(root / node / uid / "volumes" / volume / path) for uid, node in uids.values()]
+
+    async def holding(text: str):
+        return all(f.exists() and f.read_text() == text for f in files("api-access", "ca.crt") + files("conf", "ca.crt"))
+    await eventually(lambda: holding("one"))
+    # one list and one watch of the object for the three pods on two nodes; no GET
+    assert await configmap_requests(server) == (0, 1, 1)
+    assert nodes.watched["configmaps"].watching() == [("default", "root-ca")]
+
+    await cms.patch("root-ca", {"data": {"ca.crt": "two"}}, namespace="default")
+    for _ in range(3):  # pod resyncs come and go: the files change at the next one, read from the watch
+        await clock.advance(RESYNC)
+        await asyncio.sleep(0.05)
+    await eventually(lambda: holding("two"))
+    assert await configmap_requests(server) == (0, 1, 1)
+
+    for name in uids:
+        await pods.delete(name, "default", grace_period_seconds=0)
+
+    async def released():
+        return nodes.watched["configmaps"].watching() == []
+    await eventually(released)
+    assert (await configmap_requests(server))[2] == 0, "the watch ends with the last pod naming the object"
