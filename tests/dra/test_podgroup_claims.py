@@ -11,7 +11,7 @@ from nanokube.dra.podgroup_claims import PODGROUP_CLAIM_ANNOTATION, consumer, gr
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
 from tests.scheduler import node
-from tests.scheduler.test_dynamic_resources import R, claim, device_class, gpu_slice
+from tests.scheduler.test_dynamic_resources import R, allocate_on, claim, device_class, gpu_slice
 from tests.scheduler.test_gang import member, podgroup
 from tests.scheduler.test_scheduler import add_node
 
@@ -124,3 +124,21 @@ async def test_a_pod_claim_not_matching_the_group_entry_stays_the_pods_own(env):
     await eventually(all_bound(pods, ["m0"]))
     c = await claims.get("mine", "default")
     assert [r["resource"] for r in c["status"]["reservedFor"]] == ["pods"]
+
+
+async def test_a_gang_member_claim_allocated_for_nobody_on_an_unusable_node_is_deallocated(env):
+    """PodGroupPostFilter: m0's claim was left allocated on one-gpu for nobody; with that node
+    tainted the gang cannot be placed, so the scheduler deallocates the claim and the group's next
+    cycle puts both members, each with its own GPU, on two-gpus."""
+    client = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await allocate_on(claims, "c0", "one-gpu")
+    await claims.create(claim("c1"))
+    await client.resource("", "v1", "nodes").patch("one-gpu", {"spec": {"taints": [{"key": "drain", "effect": "NoSchedule"}]}})
+    await client.resource(S, "v1beta1", "podgroups").create(podgroup("g", 2))
+    for i in range(2):
+        await pods.create(gpu_member(f"m{i}", "g", {"resourceClaimName": f"c{i}"}))
+    assert await eventually(all_bound(pods, ["m0", "m1"])) == ["two-gpus", "two-gpus"]
+    results = [(await claims.get(f"c{i}", "default"))["status"]["allocation"]["devices"]["results"] for i in range(2)]
+    assert {r["pool"] for [r] in results} == {"two-gpus"}
+    assert len({r["device"] for [r] in results}) == 2
