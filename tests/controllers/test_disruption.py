@@ -148,8 +148,9 @@ async def test_pods_without_a_controller_are_left_out_with_an_unmanaged_pods_war
          'please set ".spec.minAvailable" field of the PDB to an integer value.')}
     await pod(client, "web-a", owner=rs)
     await pod(client, "web-b", owner=rs)
-    st = await status_when(client, lambda s: s.get("expectedPods") == 2)
-    assert (st["desiredHealthy"], st["currentHealthy"], st["disruptionsAllowed"]) == (1, 3, 2)
+    # the ReplicaSet's scale counts from its first pod on, before either is Ready: wait for all three Ready
+    st = await status_when(client, lambda s: s.get("expectedPods") == 2 and s.get("currentHealthy") == 3)
+    assert (st["desiredHealthy"], st["disruptionsAllowed"]) == (1, 2)
 
 
 async def test_recently_disrupted_pods_do_not_count_until_they_expire(env):
