@@ -3,7 +3,8 @@ and an external-metrics adapter would answer, derived from API objects so that
 every process (API server, controller manager) sees the same values.
 
 Sources (all values are Kubernetes quantities):
-- Resource metrics (metrics.k8s.io): every running pod and every node, as
+- Resource metrics (metrics.k8s.io): every running pod (its running
+  containers; none if none runs) and every node, as
   metrics-server reports them: measured for pods a usage source knows (the
   process runtime), else the usage model of `usage.py` (a share of the
   requests; the pod annotations `sim.nanokube.io/cpu-usage` and
@@ -126,7 +127,7 @@ class MetricsProvider:
         return self.clock.rfc3339(scraped_at(self.clock.now())), f"{WINDOW:g}s"
 
     async def pod_metrics(self, namespace: str | None, selector: str = "", name: str = "") -> list[dict]:
-        """PodMetrics objects (metrics.k8s.io/v1beta1) of running pods."""
+        """PodMetrics objects (metrics.k8s.io/v1beta1) of running pods with a running container."""
         pods = await self._pods(namespace, selector)
         timestamp, window = self._stamp()
         out = []
@@ -135,6 +136,8 @@ class MetricsProvider:
             if not _running(pod) or (name and md["name"] != name):
                 continue
             usage = self.usage(pod)
+            if not usage:  # no container running (crash-looping, say): metrics-server has no point for it
+                continue
             out.append({
                 "kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
                 "metadata": {"name": md["name"], "namespace": md.get("namespace"), "creationTimestamp":

@@ -11,6 +11,11 @@ alone, so every process (API server, a separate controller manager) agrees:
   pod's total instead, split over its containers in proportion to their
   requests (evenly when none request). `nanokube metrics usage` writes them
   at run time.
+- Only running containers use anything, as the kubelet has stats only for
+  them: one waiting (crash-looping, pulling) or terminated counts for
+  nothing, a running sidecar (restartable init container) counts, and a pod
+  with no container running has no metrics, as metrics-server has none.
+  A pod that reports no container statuses at all counts its containers.
 - A node uses what its running pods use plus `SYSTEM_CPU` and
   `SYSTEM_MEMORY` for the system (kubelet, runtime, OS).
 
@@ -60,9 +65,28 @@ def _resources(c: dict, kind: str) -> tuple[int | None, int | None]:
     return _amount(r.get("cpu"), 1000), _amount(r.get("memory"), 1)
 
 
+def _running(statuses: list[dict]) -> set[str]:
+    return {cs.get("name") for cs in statuses if "running" in (cs.get("state") or {})}
+
+
+def running_containers(pod: dict) -> list[dict]:
+    """The containers the kubelet would report stats for: each app
+    container and sidecar whose status says running (every app container
+    of a pod with no container statuses)."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    statuses = status.get("containerStatuses")
+    apps = spec.get("containers") or []
+    if statuses:
+        running = _running(statuses)
+        apps = [c for c in apps if c["name"] in running]
+    sidecars = _running(status.get("initContainerStatuses") or [])
+    return [c for c in spec.get("initContainers") or []
+            if c.get("restartPolicy") == "Always" and c["name"] in sidecars] + apps
+
+
 def simulated_usage(pod: dict) -> dict[str, Usage]:
-    """Each container's usage under the model above."""
-    containers = (pod.get("spec") or {}).get("containers") or []
+    """Each running container's usage under the model above."""
+    containers = running_containers(pod)
     ann = (pod.get("metadata") or {}).get("annotations") or {}
     out: dict[str, Usage] = {}
     for c in containers:

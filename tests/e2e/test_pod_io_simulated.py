@@ -1,7 +1,8 @@
 """What a user sees of simulated pods in their first minutes, through kubectl:
 lifecycle log lines, exec as a runtime answers it for an image without the
 binary (or as the pod's sim.nanokube.io/exec.* annotations script it),
-port-forward to a declared port, `kubectl top` following the usage model,
+port-forward to a declared port, `kubectl top` following the usage model
+(a crash-looping container counting for nothing),
 an HPA on CPU utilization scaling when `nanokube metrics usage` raises the
 usage, and `kubectl auth whoami`."""
 
@@ -124,6 +125,31 @@ def test_top_follows_the_usage_model(c):
     assert nodes[node][1] == "1100m", "the pod plus the system's 100m"
     other = next(n for n in nodes if n != node)
     assert nodes[other][1] == "100m" and nodes[other][3] == "512Mi"
+
+
+def test_top_leaves_out_a_crash_looping_container(c):
+    """metrics-server has stats only for running containers: a pod whose only container is in
+    CrashLoopBackOff has no metrics, and its node's usage does not count it."""
+    node = c.kubectl_json("get", "pod", "trainer")["spec"]["nodeName"]
+    other = next(n["metadata"]["name"] for n in c.kubectl_json("get", "nodes")["items"] if n["metadata"]["name"] != node)
+    crasher = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crasher", "namespace": "default", "annotations": {
+        "sim.nanokube.io/run-seconds": "0", "sim.nanokube.io/exit-code": "1"}},
+        "spec": {"nodeName": other, "containers": [{"name": "main", "image": "trainer:1.0", "resources": {
+            "requests": {"cpu": "4", "memory": "2Gi"}}}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(crasher))
+    try:
+        def backing_off():
+            st = (c.kubectl_json("get", "pod", "crasher").get("status") or {}).get("containerStatuses") or [{}]
+            waiting = (st[0].get("state") or {}).get("waiting") or {}
+            return waiting.get("reason") == "CrashLoopBackOff" and st[0]["restartCount"] >= 2
+        wait_for(backing_off, 60, "crasher in CrashLoopBackOff (a 20 s back-off)")
+        r = c.kubectl("top", "pod", "crasher", check=False)
+        assert r.returncode == 1
+        assert 'podmetrics.metrics.k8s.io "default/crasher" not found' in r.stderr
+        nodes = {line.split()[0]: line.split() for line in c.kubectl("top", "nodes", "--no-headers").stdout.splitlines()}
+        assert (nodes[other][1], nodes[other][3]) == ("100m", "512Mi"), "the system's share only"
+    finally:
+        c.kubectl("delete", "pod", "crasher", "--wait=false")
 
 
 def test_hpa_scales_when_the_simulated_usage_rises(c):

@@ -55,6 +55,38 @@ async def test_node_metrics_add_the_systems_share(env):
     assert await prov.node_metrics("pool=cpu") == []
 
 
+CRASHING = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"}}
+
+
+async def test_only_running_containers_use_anything(env):
+    """As the kubelet has stats only for running containers: a crash-looping one counts for
+    nothing, a running sidecar counts, and a pod with none running has no metrics at all."""
+    client, prov = env
+    await client.resource("", "v1", "nodes").create({"metadata": {"name": "n1"}})
+    pods = client.resource("", "v1", "pods")
+    req = {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+    for name, states in (("mixed", {"app": {"running": {}}, "crasher": CRASHING}),
+                         ("down", {"app": CRASHING, "crasher": {"terminated": {"exitCode": 1}}})):
+        p = await pods.create({"metadata": {"name": name, "namespace": "default", "labels": {"app": "x"}}, "spec": {
+            "nodeName": "n1",
+            "initContainers": [{"name": "proxy", "image": "x", "restartPolicy": "Always", **req},
+                               {"name": "setup", "image": "x", **req}],
+            "containers": [{"name": "app", "image": "x", **req}, {"name": "crasher", "image": "x", **req}]}})
+        await pods.update({**p, "status": {
+            "phase": "Running",
+            "initContainerStatuses": [
+                {"name": "proxy", "state": {"running": {}} if name == "mixed" else CRASHING},
+                {"name": "setup", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+            "containerStatuses": [{"name": c, "state": st} for c, st in states.items()]}}, subresource="status")
+    (pm,) = await prov.pod_metrics("default", "app=x")
+    assert pm["metadata"]["name"] == "mixed"
+    assert [(c["name"], c["usage"]) for c in pm["containers"]] == [
+        ("proxy", {"cpu": "500m", "memory": "512Mi"}), ("app", {"cpu": "500m", "memory": "512Mi"})]
+    assert await prov.pod_metrics("default", "", "down") == []
+    (nm,) = await prov.node_metrics()
+    assert nm["usage"] == {"cpu": "1100m", "memory": "1536Mi"}  # mixed's two running containers and the system
+
+
 async def test_external_metric_plain_and_series(env):
     client, prov = env
     await configmap(client, {"queue": "12", "lag": '[{"labels": {"topic": "a"}, "value": "3"}, {"labels": {"topic": "b"}, "value": "500m"}]'})
