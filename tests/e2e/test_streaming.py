@@ -195,6 +195,24 @@ def test_logs_follow_streams_lines_as_printed(c):
     assert c.kubectl("logs", "ticker", "--limit-bytes", "8").stdout == "tick 1\nt"
 
 
+def test_logs_of_a_container_backing_off_are_its_last_run(c):
+    """The kubelet's validateContainerLogStatus: while a crashed container waits out its back-off
+    (state waiting, lastState terminated), both `kubectl logs` and `kubectl logs --previous` read
+    the run that just ended, the one lastState names."""
+    crasher = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crasher", "namespace": "default"},
+               "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+                   "name": "main", "image": "busybox", "command": ["sh", "-c", "echo about to fail; exit 2"]}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(crasher))
+
+    def backing_off():
+        [cs] = c.kubectl_json("get", "pod", "crasher")["status"].get("containerStatuses") or [{}]
+        return (cs.get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
+    wait_for(backing_off, 60, "crasher in CrashLoopBackOff (a 10 s back-off)")
+    assert c.kubectl("logs", "crasher", "--previous").stdout == "about to fail\n"
+    assert c.kubectl("logs", "crasher").stdout == "about to fail\n"
+    c.kubectl("delete", "pod", "crasher", "--wait=false")
+
+
 def test_python_client_stream_and_portforward(c):
     api = client.CoreV1Api(c.client())
     out = stream(api.connect_get_namespaced_pod_exec, "web", "default", command=["sh", "-c", "echo $HOSTNAME"],

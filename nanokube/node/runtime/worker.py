@@ -551,9 +551,12 @@ class ProcessPodWorker(PodWorker):
         if c is None or not c.logs:
             raise no_log(self.pod, container)
         if options.previous:
-            if len(c.logs) < 2:
+            # lastState.terminated's instance: while the container waits to start again (its
+            # back-off, a pull) the one that just ended, else the one before the current
+            ended = 1 if "waiting" in c.state else 2
+            if len(c.logs) < ended:
                 raise errors.bad_request(f'previous terminated container "{container}" in pod "{self.name}" not found')
-            return c.logs[-2].serve(replace(options, follow=False))
+            return c.logs[-ended].serve(replace(options, follow=False))
         return c.logs[-1].serve(options)
 
     # --- status -----------------------------------------------------------------------
