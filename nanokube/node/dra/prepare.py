@@ -68,21 +68,23 @@ class ClaimPreparer:
         first one that stops it. Idempotent: a retry re-checks everything."""
         md = pod["metadata"]
         ns = md["namespace"]
+        recorded = {s["name"] for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
         ready: list[dict] = []
         for ref, name in pod_claims(pod):
             if name is None:
-                raise NotReady(f"waiting for the resource claim of pod claim {ref!r} to be created")
+                if ref in recorded:  # the controller recorded that no claim is needed
+                    continue
+                raise NotReady(f'prepare dynamic resources: pod "{ns}/{md["name"]}": ResourceClaim not created yet')
             try:
                 claim = await self.claims.get(name, ns)
             except APIError as e:
                 if e.code != 404:
                     raise
-                raise NotReady(f"resource claim {ns}/{name} not found") from None
-            if not (claim.get("status") or {}).get("allocation"):
-                raise NotReady(f"resource claim {ns}/{name} is not allocated")
-            if not reserved_for_pod(claim, pod):
-                raise NotReady(f"pod {md['name']}({md['uid']}) is not allowed to use resource claim "
-                               f"{name}({claim['metadata']['uid']})")
+                raise NotReady(f"prepare dynamic resources: fetch ResourceClaim {name}: {e.message}") from None
+            # an unallocated claim is reserved for nobody
+            if not (claim.get("status") or {}).get("allocation") or not reserved_for_pod(claim, pod):
+                raise NotReady(f"prepare dynamic resources: pod {md['name']} ({md['uid']}) is not allowed to use "
+                               f"ResourceClaim {name} ({claim['metadata']['uid']})")
             for r in claim["status"]["allocation"].get("devices", {}).get("results") or []:
                 if r["driver"] not in self.drivers and not r.get("skipNodeOperations"):
                     raise NotReady(f"prepare dynamic resources: DRA driver {r['driver']} is not registered")

@@ -98,7 +98,9 @@ async def test_unallocated_claim_keeps_the_pod_creating_with_a_warning(env):
         return [e for e in items if e["reason"] == "FailedPrepareDynamicResources"]
     [ev] = await eventually(warned)
     assert ev["type"] == "Warning" and ev["involvedObject"]["name"] == "waiter"
-    assert ev["message"] == "Failed to prepare dynamic resources: resource claim default/late is not allocated"
+    late = await claims.get("late", "default")
+    assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: pod waiter "
+                             f"({pod['metadata']['uid']}) is not allowed to use ResourceClaim late ({late['metadata']['uid']})")
     assert ev["source"] == {"component": "kubelet", "host": "gpu-0"}
     await clock.advance(5)
     p = await pods.get("waiter", "default")
@@ -124,8 +126,9 @@ async def test_claim_reserved_for_another_pod_blocks_this_one(env):
         items, _ = await events.list("default")
         return [e for e in items if e["involvedObject"]["name"] == "intruder"]
     [ev] = await eventually(refused)
-    assert ev["message"].endswith(f"pod intruder({intruder['metadata']['uid']}) is not allowed to use resource "
-                                  f"claim theirs({(await claims.get('theirs', 'default'))['metadata']['uid']})")
+    assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: pod intruder "
+                             f"({intruder['metadata']['uid']}) is not allowed to use ResourceClaim theirs "
+                             f"({(await claims.get('theirs', 'default'))['metadata']['uid']})")
     await clock.advance(3)
     assert (await pods.get("intruder", "default"))["status"]["phase"] == "Pending"
 
@@ -178,3 +181,23 @@ async def test_a_device_of_a_driver_no_plugin_serves_on_the_node_keeps_the_pod_c
     assert p["status"]["phase"] == "Pending"
     assert p["status"]["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
     assert not mgr.agents["gpu-0"].claims.prepared
+
+
+async def test_a_missing_or_ungenerated_claim_is_named_as_the_kubelet_names_it(env):
+    client, clock, _ = env
+    pods = client.resource("", "v1", "pods")
+    events = client.resource("", "v1", "events")
+    await pods.create(pod_body("ghostly", "ghost"))
+    templated = pod_body("templated", "unused")
+    templated["spec"]["resourceClaims"] = [{"name": "acc", "resourceClaimTemplateName": "gpus"}]
+    await pods.create(templated)
+
+    async def warned():
+        items, _ = await events.list("default")
+        got = {e["involvedObject"]["name"]: e["message"] for e in items if e["reason"] == "FailedPrepareDynamicResources"}
+        return got if len(got) == 2 else None
+    assert await eventually(warned) == {
+        "ghostly": "Failed to prepare dynamic resources: prepare dynamic resources: fetch ResourceClaim ghost: "
+                   'resourceclaims.resource.k8s.io "ghost" not found',
+        "templated": 'Failed to prepare dynamic resources: prepare dynamic resources: pod "default/templated": '
+                     "ResourceClaim not created yet"}
