@@ -49,6 +49,14 @@ SORT_BY_KEYS, ZIP_MAP, MERGE_MAPS = "__sort_by_keys__", "__zip_map__", "__merge_
 OPT_FIELD, OPT_INDEX = "__opt_field__", "__opt_index__"
 #: a list's indices, for a two-variable comprehension (free: cel-go builds no such list)
 INDICES = "__nk_indices__"
+#: CEL's string() of a timestamp, a duration or a double as cel-go converts them (the engine's
+#: reads '+00:00' for 'Z', '1h30m0s' for '5400s', '100000000000000000000' for '1e+20')
+STRING = "__nk_string__"
+_OWN_STRING = frozenset({"timestamp", "duration", "double", "dyn"})
+#: a timestamp's accessors, which without a time zone read UTC in Kubernetes (the engine: the
+#: timestamp's own offset); printed with "UTC", the form `library.timestamps` implements
+_ACCESSORS = frozenset({"getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear",
+                        "getHours", "getMinutes", "getSeconds", "getMilliseconds"})
 #: the comprehensions that stop at the first element deciding them
 SHORT_CIRCUITS = frozenset({"all", "exists"})
 #: the comprehensions whose list is built by `collect` (the engine's own is quadratic)
@@ -109,8 +117,14 @@ def _opt_index(coll, key):
 
 
 #: the engine functions behind the rewrites
+def _string(v):
+    from .library.formatting import convert
+
+    return convert(v)
+
+
 RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_maps, INDICES: stdlib.lists_range,
-           OPT_FIELD: _opt_index, OPT_INDEX: _opt_index, **meter.RUNTIME, **collect.RUNTIME}
+           OPT_FIELD: _opt_index, OPT_INDEX: _opt_index, STRING: _string, **meter.RUNTIME, **collect.RUNTIME}
 
 _INFIX = {"_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_==_": "==", "_!=_": "!=", "_<_": "<",
           "_<=_": "<=", "_>_": ">", "_>=_": ">=", "_&&_": "&&", "_||_": "||", "@in": "in"}
@@ -119,14 +133,30 @@ _PRECEDENCE = {"_||_": 1, "_&&_": 2, **{f: 3 for f in ("_==_", "_!=_", "_<_", "_
                "_+_": 4, "_-_": 4, "_*_": 5, "_/_": 5, "_%_": 5}
 
 
-def needs_rewrite(n: Node, builds: bool = True) -> bool:
-    """Whether the engine needs the printed form: for syntax it lacks, or (`builds`) for a map or
-    filter it would build in quadratic time."""
+def needs_rewrite(n: Node, builds: bool = True, types: dict[int, Type] | None = None) -> bool:
+    """Whether the engine needs the printed form: for syntax it lacks, for a call it answers
+    differently (`types`: the checker's, which tell them), or (`builds`) for a map or filter
+    it would build in quadratic time."""
     if n.kind in ("bind", "struct") or n.optional or (n.kind == "call" and n.name == "_[?_]") or (
             n.kind == "comprehension" and (len(n.vars) == 2 or n.name == "sortBy" or (builds and n.name in _BUILT))):
         return True
+    if types is not None and _restated(n, types):
+        return True
     children = ([n.target] if n.target is not None else []) + n.args
-    return any(needs_rewrite(c, builds) for c in children)
+    return any(needs_rewrite(c, builds, types) for c in children)
+
+
+def _restated(n: Node, types: dict[int, Type]) -> str | None:
+    """The printed form of a call of ours that stands for `n`, given its operands' printed forms
+    (a format string: {0} the receiver or argument), where the engine's own answers differently."""
+    if n.kind != "call":
+        return None
+    if n.name == "string" and n.target is None and len(n.args) == 1 and \
+            types.get(id(n.args[0]), DYN).name in _OWN_STRING:
+        return STRING + "({0})"
+    if n.name in _ACCESSORS and n.target is not None and not n.args and types.get(id(n.target), DYN).name == "timestamp":
+        return '{0}.%s("UTC")' % n.name
+    return None
 
 
 def _str(s: str) -> str:
@@ -341,6 +371,8 @@ class Printer:
             return f"{self.receiver(a[0])}[{self(a[1])}]"
         if name in ("_[_]", "_[?_]"):
             return self._optional_index(n)
+        if (form := _restated(n, self.types)) is not None:
+            return form.format(self.receiver(n.target) if n.target is not None else self(a[0]))
         operands = ([n.target] if n.target is not None else []) + a
         if self.metered and name == "matches" and len(operands) == 2:
             return self._both(*operands, lambda t, p: f"{meter.MATCHES}({t}, {p}) ? {t}.matches({p}) : null")

@@ -333,7 +333,7 @@ def _engine_program(source: str, ast: Node, checked: Checked) -> Any:
     def printed() -> str:
         return desugar.rewrite(ast, checked.types)
 
-    if desugar.needs_rewrite(ast, builds=False):
+    if desugar.needs_rewrite(ast, builds=False, types=checked.types):
         forms = [printed]
     elif desugar.needs_rewrite(ast):
         forms = [printed, lambda: source]

@@ -86,10 +86,13 @@ def _tokenize(src: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def _unescape(body: str, raw: bool, pos: int) -> str:
+def _unescape(body: str, raw: bool, pos: int, as_bytes: bool = False) -> str | bytes:
+    """A literal's text; `as_bytes`: a bytes literal's, where `\\xHH` and octal escapes are
+    single bytes (b'\\xff' is one byte) and everything else is its UTF-8."""
     if raw:
-        return body
-    out, i = [], 0
+        return body.encode("utf-8", "surrogateescape") if as_bytes else body
+    out: list[str | bytes] = []
+    i = 0
     while i < len(body):
         c = body[i]
         if c != "\\":
@@ -101,7 +104,8 @@ def _unescape(body: str, raw: bool, pos: int) -> str:
             out.append(_ESCAPES[n])
             i += 2
         elif n in "xX":
-            out.append(chr(int(body[i + 2:i + 4], 16)))
+            code = int(body[i + 2:i + 4], 16)
+            out.append(bytes([code]) if as_bytes else chr(code))
             i += 4
         elif n == "u":
             out.append(chr(int(body[i + 2:i + 6], 16)))
@@ -110,10 +114,13 @@ def _unescape(body: str, raw: bool, pos: int) -> str:
             out.append(chr(int(body[i + 2:i + 10], 16)))
             i += 10
         elif n in "0123":
-            out.append(chr(int(body[i + 1:i + 4], 8)))
+            code = int(body[i + 1:i + 4], 8)
+            out.append(bytes([code]) if as_bytes else chr(code))
             i += 4
         else:
             raise ParseError(f"Syntax error: invalid escape sequence '\\{n}'", pos)
+    if as_bytes:
+        return b"".join(x if isinstance(x, bytes) else x.encode("utf-8", "surrogateescape") for x in out)
     return "".join(out)
 
 
@@ -121,10 +128,9 @@ def _string_literal(tok: str, pos: int) -> Node:
     prefix = re.match(r"[rRbB]*", tok).group().lower()
     body = tok[len(prefix):]
     q = 3 if body[:3] in ("'''", '"""') else 1
-    text = _unescape(body[q:-q], "r" in prefix, pos)
     if "b" in prefix:
-        return Node("lit", pos, "bytes", value=text.encode("utf-8", "surrogateescape"))
-    return Node("lit", pos, "string", value=text)
+        return Node("lit", pos, "bytes", value=_unescape(body[q:-q], "r" in prefix, pos, as_bytes=True))
+    return Node("lit", pos, "string", value=_unescape(body[q:-q], "r" in prefix, pos))
 
 
 def _number_literal(tok: str, pos: int) -> Node:

@@ -66,6 +66,13 @@ def run(src, self=None):
     # cel-go extensions, optionals
     ("'hello'.charAt(1) + 'hello'.substring(3) + 'a,b'.split(',').join('-')", "eloa-b"),
     ("'%s has %d items'.format(['list', 3])", "list has 3 items"),
+    # string() as cel-go converts; accessors in UTC or a given zone
+    ("[string(duration('-1.5s')), string(dyn(b'ok')), string(0.0001), string(dyn(123456789.0))].join(' ')",
+     "-1.5s ok 0.0001 1.23456789e+08"),
+    ("string(timestamp('2024-03-10T00:30:00-08:00'))", "2024-03-10T00:30:00-08:00"),
+    ("[timestamp('2024-03-10T00:30:00-08:00')].map(t, [t.getDate(), t.getHours(), t.getMonth('-08:00'),"
+     " t.getDayOfMonth('America/Los_Angeles'), t.getDayOfYear('UTC'), t.getMilliseconds('Asia/Kolkata')])[0]",
+     [10, 8, 2, 9, 69, 0]),
     # cel-go's v2 formatter: %e takes its precision as a width; %b a bool; %f the words for infinities
     ("'%e|%.2e|%.14e'.format([1234.5, 1234.5, 1.0])", "1.234500e+03|1.234500e+03|  1.000000e+00"),
     ("'%b %x %X %o'.format([true, b'\\x01', 'hi', 8])", "1 01 6869 10"),
@@ -115,6 +122,8 @@ def test_compile_error_shows_the_caret():
     ("ip('1.2.3') == ip('1.2.3.4')", "IP Address '1.2.3' parse error during conversion from string"),
     ("url('relative').getHost() == ''", "URL parse error during conversion from string"),
     ("'%d'.format([1.5]) == ''", "decimal clause can only be used on integers, was given double"),
+    ("timestamp('2024-01-01T00:00:00Z').getHours('Mars/Olympus') == 1", "unknown time zone Mars/Olympus"),
+    ("string(dyn(b'\\xff')) == ''", "invalid UTF-8 in bytes, cannot convert to string"),
     ("'%f'.format([1]) == ''", "fixed-point clause can only be used on doubles, was given int"),
     ("'%s'.format([quantity('1')]) == ''", "string clause can only be used on .* was given kubernetes.Quantity"),
     ("'%s and %s'.format(['a']) == ''", "index 1 out of range"),

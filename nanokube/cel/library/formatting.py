@@ -52,10 +52,15 @@ def _clause_error(what: str, a: Any) -> CELError:
 
 
 def timestamp_text(t: datetime.datetime) -> str:
-    """Go's time.RFC3339Nano of the instant in UTC: fractional seconds without trailing zeros."""
-    t = t.astimezone(datetime.timezone.utc) if t.tzinfo else t
+    """Go's time.RFC3339Nano: fractional seconds without trailing zeros, the offset the timestamp
+    was written with ('Z' for none)."""
     frac = f".{t.microsecond:06d}".rstrip("0") if t.microsecond else ""
-    return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+    offset = t.utcoffset() or datetime.timedelta(0)
+    if not offset:
+        return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+    minutes = int(abs(offset).total_seconds()) // 60
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + f"{'-' if offset < datetime.timedelta(0) else '+'}" \
+        f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def duration_text(d: datetime.timedelta) -> str:
@@ -64,6 +69,21 @@ def duration_text(d: datetime.timedelta) -> str:
     whole, rest = divmod(abs(micros), 1_000_000)
     text = str(whole) + (f".{rest:06d}".rstrip("0") if rest else "")
     return ("-" if micros < 0 else "") + text + "s"
+
+
+def convert(a: Any) -> str:
+    """CEL's string(a) (cel-go's conversions: a double as Go's %g, a duration in seconds, a
+    timestamp in RFC 3339, bytes as UTF-8 text; an IP, a CIDR or a URL as written)."""
+    if isinstance(a, bytes):
+        try:
+            return a.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CELError("invalid UTF-8 in bytes, cannot convert to string") from None
+    if isinstance(a, (list, type(None))) or (isinstance(a, dict) and marker(a) not in ("@ip", "@cidr", "@url")):
+        raise CELError("no such overload")
+    if isinstance(a, dict):
+        return next(iter(a.values()))
+    return string_of(a)
 
 
 def string_of(a: Any) -> str:

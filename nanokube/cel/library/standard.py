@@ -46,7 +46,7 @@ def _functions() -> list[Overload]:
     out.append(Overload("matches", (STRING, STRING), BOOL))
     for name in ("getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear",
                  "getHours", "getMinutes", "getSeconds", "getMilliseconds"):
-        out += [Overload(name, (TIMESTAMP,), INT, member=True), Overload(name, (TIMESTAMP, STRING), INT, member=True)]
+        out.append(Overload(name, (TIMESTAMP,), INT, member=True))  # in a time zone: see `timestamps`
     for name in ("getHours", "getMinutes", "getSeconds", "getMilliseconds"):
         out.append(Overload(name, (DURATION,), INT, member=True))
     return out
