@@ -94,6 +94,34 @@ async def test_an_attachment_that_never_happens_is_given_up_after_the_binding_ti
     assert await until(clock, bound, limit=30) == "n"
 
 
+async def test_a_true_binding_failure_condition_gets_the_claim_deallocated_at_once(fpgas):
+    """A failure condition needs no timeout: the failed binding's retry finds the claim unusable,
+    deallocates it (its device status with it), and allocates again, well before 600 s."""
+    client, clock = fpgas
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {"name": "f", "namespace": "default"},
+                         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "fpga"}}]}}})
+    await pods.create(claim_pod("p", "f"))
+
+    async def waiting():
+        c = await claims.get("f", "default")
+        return (c.get("status") or {}).get("reservedFor") and c["status"]["allocation"]
+    first = await until(clock, waiting)
+    [r] = first["devices"]["results"]
+    await claims.patch("f", {"status": {"devices": [{
+        "driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [{
+            "type": "attach-failed", "status": "True", "reason": "NoPath", "message": "no PCIe path",
+            "observedGeneration": 1, "lastTransitionTime": clock.rfc3339()}]}]}}, namespace="default", subresource="status")
+
+    async def reallocated():
+        c = await claims.get("f", "default")
+        st = c.get("status") or {}
+        return st.get("allocation") not in (None, first) and st.get("reservedFor") and c
+    again = await until(clock, reallocated, limit=60)
+    assert "devices" not in again["status"]
+    assert not (await pods.get("p", "default"))["spec"].get("nodeName")
+
+
 @pytest.mark.parametrize(("timeout", "message"), [
     ("500ms", 'profiles[0].pluginConfig[0].args.bindingTimeout: Invalid value: "500ms": must be at least 1 second'),
     ("soon", 'profiles[0].pluginConfig[0].args.bindingTimeout: Invalid value: "soon": time: invalid duration \"soon\"'),
