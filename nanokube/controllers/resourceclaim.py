@@ -238,8 +238,12 @@ class ResourceClaimController(Controller):
             statuses.append({"name": entry["name"], "resourceClaimName": claim["metadata"]["name"]})
         if statuses:
             kept = (pg.get("status") or {}).get("resourceClaimStatuses") or []
-            await self.podgroups_api.patch(name, {"status": {"resourceClaimStatuses": kept + statuses}},
-                                           "application/merge-patch+json", namespace=ns, subresource="status")
+            try:
+                await self.podgroups_api.patch(name, {"status": {"resourceClaimStatuses": kept + statuses}},
+                                               "application/merge-patch+json", namespace=ns, subresource="status")
+            except APIError as e:  # deleted since the informer saw it: nothing to do, as for a pod (its
+                if e.code != 404:  # claims, which it controls, go with it)
+                    raise
 
     # --- reservations and deallocation -----------------------------------------
 

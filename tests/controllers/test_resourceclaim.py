@@ -181,3 +181,40 @@ async def test_a_pod_deleted_right_after_its_creation_is_nothing_to_do(env, capl
                 return seen
     assert await asyncio.wait_for(made_then_deleted(), 30) == [("ADDED", "brief"), ("DELETED", "brief")]
     assert [r.getMessage() for r in caplog.records if r.name.startswith("nanokube.controllers")] == []
+
+
+async def test_a_podgroup_deleted_right_after_its_creation_is_nothing_to_do(caplog):
+    """As for a pod: the PodGroup goes while its template claim is generated, and recording the
+    claim in its status finds it gone; that is nothing to do (no failed sync, no retry)."""
+    s = await make_stack()
+    ctrl = ResourceClaimController(s.client)
+    await ctrl.start()
+    try:
+        groups = s.client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+        claims = s.client.resource(R, "v1", "resourceclaims")
+        await s.client.resource(R, "v1", "resourceclaimtemplates").create({
+            "apiVersion": f"{R}/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t", "namespace": "default"},
+            "spec": {"spec": SPEC}})
+        caplog.set_level(logging.WARNING, logger="nanokube.controllers")
+        _, rv = await claims.list("default")
+        stream = await claims.watch("default", rv)
+        pg = await groups.create({
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "brief", "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]}})
+        if pg["metadata"].get("finalizers"):  # no protection controller runs here to take it off
+            pg = await groups.update({**pg, "metadata": {**pg["metadata"], "finalizers": []}})
+        await groups.delete("brief", "default")
+
+        async def made():
+            async for typ, c in stream:
+                return typ, c["metadata"]["ownerReferences"][0]["kind"], c["metadata"]["ownerReferences"][0]["name"]
+        assert await asyncio.wait_for(made(), 30) == ("ADDED", "PodGroup", "brief")
+        key = ("podgroup", "default", "brief")
+        # the claim was made by the sync of the group; once that sync is over, it has said all it says
+        await eventually(lambda: _async(key not in ctrl.queue._processing))
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("nanokube.controllers")] == []
+    finally:
+        await ctrl.stop()
+        await s.close()
