@@ -809,7 +809,9 @@ class PodWorker:
         if self.deleting():
             await self._delete()
             return
-        self.ip = self.agent.ips.allocate(self.uid, st.get("podIP"))
+        # a hostNetwork pod has the node's IP, as the kubelet reports it; no pod IP is taken for it
+        host_network = (self.pod.get("spec") or {}).get("hostNetwork")
+        self.ip = self.agent.host_ip if host_network else self.agent.ips.allocate(self.uid, st.get("podIP"))
         self.start_time = st.get("startTime") or self.clock.rfc3339()
         adopted = st.get("phase") == "Running" and st.get("containerStatuses")
         if adopted:

@@ -103,3 +103,20 @@ def test_kubelet_endpoints_through_nodes_proxy(kubelet_cluster):
     assert refused.returncode != 0 and "Upgrade request required" in refused.stderr, refused.stderr
     missing = c.kubectl("get", "--raw", f"{proxy}/exec/default/talker/other?command=ls&stdout=1", check=False)
     assert missing.returncode != 0 and "(NotFound)" in missing.stderr, missing.stderr  # the kubelet's 404
+
+
+def test_a_host_network_pod_has_its_nodes_ip(kubelet_cluster):
+    """The kubelet reports a hostNetwork pod's IPs as its node's (`kubectl debug node/N` makes one;
+    `kubectl get pods -o wide` shows the node's address), taking no address from the node's podCIDR."""
+    c = kubelet_cluster
+    out = c.kubectl("debug", "node/gpu-0", "--image=busybox", "--", "sleep", "600").stdout
+    name = out.split("Creating debugging pod ")[1].split()[0]
+    node_ip = next(a["address"] for a in c.kubectl_json("get", "node", "gpu-0")["status"]["addresses"]
+                   if a["type"] == "InternalIP")
+    st = wait_for(lambda: (s := c.kubectl_json("get", "pod", name)["status"]).get("podIP") and s, 60, "a pod IP")
+    assert (st["podIP"], st["podIPs"], st["hostIP"]) == (node_ip, [{"ip": node_ip}], node_ip)
+    create(c, {"metadata": {"name": "beside"}, "spec": {"nodeName": "gpu-0", "containers": [
+        {"name": "app", "image": "busybox"}]}})
+    ip = wait_for(lambda: c.kubectl_json("get", "pod", "beside")["status"].get("podIP"), 60, "a pod IP")
+    assert ip.startswith("10.244.") and ip != node_ip
+    c.kubectl("delete", "pod", name, "beside", "--wait=false")

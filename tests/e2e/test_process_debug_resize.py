@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from nanokube.node.runtime.netns import list_netns
 from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, wait_for
 
 pytestmark = PROCESS_RUNTIME
@@ -55,3 +56,21 @@ def test_kubectl_patch_resize_is_actuated_by_the_process_node(c):
         return s if (s.get("resources") or {}).get("limits", {}).get("cpu") == "300m" else None
     s = wait_for(resized, 60, "the resize actuated")
     assert s["allocatedResources"] == {"cpu": "150m", "memory": "64Mi"} and s["restartCount"] == 0
+
+
+def test_kubectl_debug_node_runs_in_the_nodes_network(c):
+    """`kubectl debug node/N` makes a hostNetwork pod: the kubelet gives it the node's IP (podIP is
+    the hostIP) and runs it in the node's network and UTS namespaces, so it sees the node's address
+    and hostname, and reaches the node's own listeners (kube-proxy's /healthz on :10256)."""
+    node = c.kubectl_json("get", "pod", "app")["spec"]["nodeName"]
+    out = c.kubectl("debug", "-i", f"node/{node}", "--image=busybox", "--",
+                    "sh", "-c", "hostname; ip -4 -o addr show dev eth0; wget -q -O- http://127.0.0.1:10256/healthz",
+                    input="", timeout=90).stdout
+    node_ip = next(a["address"] for a in c.kubectl_json("get", "node", node)["status"]["addresses"]
+                   if a["type"] == "InternalIP")
+    assert f"{node}\n" in out and f" inet {node_ip}/" in out and '"nodeEligible":true' in out, out
+    pod = next(p for p in c.kubectl_json("get", "pods")["items"] if p["metadata"]["name"].startswith("node-debugger-"))
+    st = pod["status"]
+    assert (st["podIP"], st["podIPs"], st["hostIP"]) == (node_ip, [{"ip": node_ip}], node_ip)
+    c.kubectl("delete", "pod", pod["metadata"]["name"], "--timeout=60s")
+    assert {f"{c.prefix}n{i}" for i in range(3)} <= set(list_netns()), "the nodes' namespaces outlive the pod"

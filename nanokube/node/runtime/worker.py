@@ -119,7 +119,11 @@ class ProcessPodWorker(PodWorker):
 
     async def _sandbox(self, _pod: dict) -> None:
         """Create the pod's namespace; shielded, as the thread that builds it
-        runs on when the worker is cancelled, and teardown waits for it."""
+        runs on when the worker is cancelled, and teardown waits for it. A hostNetwork
+        pod runs in its node's namespace, which outlives it."""
+        if (self.pod.get("spec") or {}).get("hostNetwork"):
+            self.netns = self.runtime.net.nodes[self.agent.name][0]
+            return
         self._creating = asyncio.ensure_future(
             asyncio.to_thread(self.runtime.net.add_pod, self.agent.name, self.uid, self.ip))
         self.netns = await asyncio.shield(self._creating)
@@ -336,7 +340,8 @@ class ProcessPodWorker(PodWorker):
         return argv or ["sleep", "infinity"]
 
     def _launch_argv(self, c: Container, argv: list[str]) -> list[str]:
-        spec = {"hostname": self.name, "mounts": self._mounts[c.name], "workdir": c.spec.get("workingDir") or "/",
+        hostname = self.agent.name if (self.pod.get("spec") or {}).get("hostNetwork") else self.name
+        spec = {"hostname": hostname, "mounts": self._mounts[c.name], "workdir": c.spec.get("workingDir") or "/",
                 "env": self._env[c.name], "argv": argv}
         return ["ip", "netns", "exec", self.netns, sys.executable, "-I", LAUNCHER, json.dumps(spec)]
 
