@@ -5,7 +5,8 @@ in `status.typeChecking.expressionWarnings` with `status.observedGeneration`
 
 `object` and `oldObject` are typed from release-1.37's OpenAPI of each
 matched kind (a CustomResourceDefinition's schema for custom kinds) and
-`params` from the paramKind's; rules with wildcards name no kind and are not
+`params` from the paramKind's; `authorizer` is declared for every expression,
+as upstream's checker declares it; rules with wildcards name no kind and are not
 checked. A warning reads as upstream's: `apps/v1, Kind=Deployment: ERROR:
 <input>:1:13: undefined field 'replica'` with the source lines.
 """
@@ -16,6 +17,7 @@ import orjson
 
 from .. import schema as schemas
 from ..cel import CELError, Environment
+from ..cel.library.authz import AUTHORIZER
 from ..cel.openapi import field_type, schema_type
 from ..cel.types import DYN, Type
 from ..client.informer import key_of
@@ -80,7 +82,7 @@ class ValidatingAdmissionPolicyStatusController(Controller):
             params = await self._kind_type(group, version, pk.get("kind", "")) or DYN
         envs = [(gvk_string(g, v, k), Environment({
             "object": t, "oldObject": t, "params": params, "request": DYN, "namespaceObject": DYN,
-            "variables": DYN}, field_type)) for (g, v, k), t in kinds]
+            "variables": DYN, "authorizer": AUTHORIZER}, field_type)) for (g, v, k), t in kinds]
         out = []
         for i, v in enumerate(spec.get("validations") or []):
             for fld in ("expression", "messageExpression"):

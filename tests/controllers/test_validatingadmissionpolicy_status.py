@@ -59,5 +59,27 @@ async def test_type_checking_warnings_and_observed_generation(stack):
         got = await vaps.get("wild")
         return got if (got.get("status") or {}).get("observedGeneration") == 1 else None
 
-    assert (await eventually(wild_checked))["status"]["typeChecking"] == {"expressionWarnings": []}
+    # no warnings: an empty list, which upstream's omitempty leaves out
+    assert (await eventually(wild_checked))["status"]["typeChecking"].get("expressionWarnings", []) == []
+    await ctrl.stop()
+
+
+async def test_the_authorizer_is_declared_for_every_expression(stack):
+    """upstream's type checker declares `authorizer` for all of a policy's expressions (buildEnvSet's
+    hasAuthorizer is always true): a check through it is no warning, a misspelt field beside it is."""
+    ctrl = ValidatingAdmissionPolicyStatusController(stack.client)
+    await ctrl.start()
+    vaps = stack.client.resource(G, "v1", "validatingadmissionpolicies")
+    await vaps.create(policy("authz", DEPLOYMENTS,
+                             "authorizer.group('apps').resource('deployments').check('delete').allowed()",
+                             "authorizer.requestResource.check('update').allowed()",
+                             "authorizer.requestResource.check('get').allowed() && object.spec.replica > 0"))
+
+    async def checked():
+        got = await vaps.get("authz")
+        return got if (got.get("status") or {}).get("observedGeneration") == 1 else None
+
+    warnings = (await eventually(checked))["status"]["typeChecking"].get("expressionWarnings", [])
+    assert [w["fieldRef"] for w in warnings] == ["spec.validations[2].expression"]
+    assert warnings[0]["warning"].startswith("apps/v1, Kind=Deployment: ERROR: <input>:1:66: undefined field 'replica'")
     await ctrl.stop()
