@@ -142,3 +142,21 @@ async def test_a_gang_member_claim_allocated_for_nobody_on_an_unusable_node_is_d
     results = [(await claims.get(f"c{i}", "default"))["status"]["allocation"]["devices"]["results"] for i in range(2)]
     assert {r["pool"] for [r] in results} == {"two-gpus"}
     assert len({r["device"] for [r] in results}) == 2
+
+
+async def test_a_group_claim_reserved_for_its_idle_group_on_an_unusable_node_is_deallocated(env):
+    """The group's own claim, reserved for the PodGroup while none of its pods is bound, on a node
+    since tainted: PodGroupPostFilter deallocates it and the gang lands on two-gpus, the claim
+    allocated there and reserved for the group again."""
+    client = env
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    pg = await client.resource(S, "v1beta1", "podgroups").create(group_with_claim("g", {"resourceClaimName": "shared"}))
+    ref = {"apiGroup": S, "resource": "podgroups", "name": "g", "uid": pg["metadata"]["uid"]}
+    await allocate_on(claims, "shared", "one-gpu", [ref])
+    await client.resource("", "v1", "nodes").patch("one-gpu", {"spec": {"taints": [{"key": "drain", "effect": "NoSchedule"}]}})
+    for i in range(2):
+        await pods.create(gpu_member(f"m{i}", "g", {"resourceClaimName": "shared"}))
+    assert await eventually(all_bound(pods, ["m0", "m1"])) == ["two-gpus", "two-gpus"]
+    c = await claims.get("shared", "default")
+    assert [r["pool"] for r in c["status"]["allocation"]["devices"]["results"]] == ["two-gpus"]
+    assert c["status"]["reservedFor"] == [ref]

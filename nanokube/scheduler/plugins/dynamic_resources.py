@@ -574,9 +574,11 @@ class DynamicResources:
 
     def pod_group_post_filter(self, group):
         """PostFilter's rule for a pod group that failed as a whole: the first allocated claim of a
-        pending member that nobody holds and some node cannot use as allocated (its nodeSelector
-        leaves the node out, or its binding failed or timed out) is deallocated."""
+        pending member that some node cannot use as allocated (its nodeSelector leaves the node
+        out, or its binding failed or timed out) is deallocated, if nobody holds it or only this
+        group does while none of the pods using it is bound."""
         nodes = self.handle.snapshot.nodes
+        uid = group.pg["metadata"].get("uid")
         for info in group.pods:
             try:
                 claims = self._claims(info.pod)
@@ -585,7 +587,10 @@ class DynamicResources:
             for claim in claims:
                 status = claim.get("status") or {}
                 alloc = status.get("allocation")
-                if alloc is None or status.get("reservedFor") or claim["metadata"].get("uid") in self.dra.in_flight:
+                if alloc is None or claim["metadata"].get("uid") in self.dra.in_flight:
+                    continue
+                reserved = status.get("reservedFor") or []
+                if reserved and (len(reserved) > 1 or reserved[0].get("uid") != uid or self._bound_user(claim)):
                     continue
                 selector = alloc.get("nodeSelector")
                 if self._binding_expired(claim) or selector and any(
@@ -593,6 +598,13 @@ class DynamicResources:
                     self.handle.spawn(self._deallocate(claim))
                     return None, unschedulable(DEALLOCATED)
         return None, unschedulable()
+
+    def _bound_user(self, claim: dict) -> bool:
+        """Whether a pod naming the claim is bound to a node."""
+        md = claim["metadata"]
+        pods = self.handle.pods
+        return any(((pods.get(key) or {}).get("spec") or {}).get("nodeName")
+                   for key in self.dra._users.get((md.get("namespace", ""), md["name"]), ()))
 
     async def _deallocate(self, claim: dict) -> None:
         """The claim as this cycle saw it (its resourceVersion a precondition) without allocation,
