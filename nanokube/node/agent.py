@@ -27,7 +27,7 @@ from .dra.driver import NodeDriver
 from .dra.prepare import ClaimPreparer
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
-from .lifecycle import SMP, PodWorker, SimulatedRuntime, image_ref, resource_version
+from .lifecycle import SMP, PodWorker, SimulatedRuntime, image_id, image_ref, image_size, resource_version
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
 
@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 
 KUBELET_VERSION = "v1.37.0"
 LEASE_NAMESPACE = "kube-node-lease"
+#: the most images status.images lists, the largest first (the kubelet's nodeStatusMaxImages)
+NODE_STATUS_MAX_IMAGES = 50
+#: the most names one image lists there (MaxNamesPerImageInNodeStatus)
+MAX_NAMES_PER_IMAGE = 5
 _POD_NET = int(ipaddress.IPv4Address("10.244.0.0"))
 _NODE_NET = int(ipaddress.IPv4Address("172.18.0.0"))
 _DNS_NAMESPACE = uuid.NAMESPACE_DNS.bytes
@@ -183,6 +187,15 @@ def _conditions(now: str) -> list[dict]:
             for t, s, r, m in rows]
 
 
+def image_list(images) -> list[dict]:
+    """status.images as the kubelet's images setter lists the runtime's: each image's names (its
+    digest reference, then its tag), its size; the largest first, at most NODE_STATUS_MAX_IMAGES."""
+    out = [{"names": ([ref] if "@" in ref else [image_id(ref), ref])[:MAX_NAMES_PER_IMAGE],
+            "sizeBytes": image_size(ref)} for ref in images]
+    out.sort(key=lambda i: (-i["sizeBytes"], i["names"][0]))
+    return out[:NODE_STATUS_MAX_IMAGES]
+
+
 class NodeAgent:
     def __init__(self, client, spec: NodeSpec, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  lease_duration: int = 40, status_interval: float = 300.0,
@@ -225,6 +238,8 @@ class NodeAgent:
         #: the images on this node (their fully qualified references): the pool's preloaded ones and
         #: those pulled here; IfNotPresent pulls once, Never finds only these
         self.images: set[str] = {image_ref(i) for i in spec.images}
+        #: the images the last post of status.images listed (a pull since makes the next heartbeat post)
+        self._posted_images: frozenset[str] = frozenset()
         self.streaming = NodeStreamingServer(self)
         self._lease: dict | None = None
         self._conditions: list[dict] = []
@@ -258,6 +273,7 @@ class NodeAgent:
             "conditions": self._conditions,
             "addresses": [{"type": "InternalIP", "address": self.host_ip}, {"type": "Hostname", "address": self.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "images": image_list(self.images),
             "nodeInfo": {
                 "machineID": ident, "systemUUID": _dashed(ident), "bootID": _dashed(ident[::-1]),
                 "kernelVersion": "6.8.0-nanokube", "osImage": "nanokube simulated node",
@@ -276,7 +292,9 @@ class NodeAgent:
         self._conditions = _conditions(self.clock.rfc3339())
         self._announced = {}
         try:
+            images = frozenset(self.images)
             node = await self.nodes.create({**self.node_object(), "status": self.status()})
+            self._posted_images = images
             self._last_status = self.clock.monotonic()
             self._posted_rv = resource_version(node)
             await self._announce_conditions()
@@ -308,7 +326,8 @@ class NodeAgent:
         those whose status the server's copy has otherwise (Unknown back to True is
         a transition, as the kubelet's setters compute it). Like the kubelet, only
         registration sends the whole status; later posts carry the
-        conditions alone, since capacity, addresses and nodeInfo do not change.
+        conditions alone, since capacity, addresses and nodeInfo do not change,
+        and the images when one was pulled since.
         A strategic merge patch, as the kubelet sends: conditions merge by type,
         so other writers' (NetworkUnavailable, a node problem detector's) stay."""
         now = self.clock.rfc3339()
@@ -318,7 +337,11 @@ class NodeAgent:
             if theirs.get(c["type"], c["status"]) != c["status"]:
                 c["lastTransitionTime"] = now
         status = self.status() if full else {"conditions": self._conditions}
+        images = frozenset(self.images)
+        if images != self._posted_images:
+            status["images"] = image_list(images)
         node = await self.nodes.patch(self.name, {"status": status}, SMP, subresource="status")
+        self._posted_images = images
         self._posted_rv = resource_version(node)
         self._last_status = self.clock.monotonic()
         if self._theirs is theirs:  # else a copy seen meanwhile decides
@@ -408,7 +431,8 @@ class NodeAgent:
             try:
                 async with self.throttle.slot(Throttle.HEARTBEAT):
                     await self.renew_lease()
-                    if self._theirs or self.clock.monotonic() - self._last_status >= self.status_interval:
+                    if self._theirs or self.images != self._posted_images or \
+                            self.clock.monotonic() - self._last_status >= self.status_interval:
                         async with self._fault_lock:  # in order with a fault's post
                             await self.post_status()
             except asyncio.CancelledError:

@@ -373,3 +373,35 @@ async def test_ready_transitions_and_cordoning_are_recorded_on_the_node(env):
     await nodes.patch("gpu-0", {"spec": {"unschedulable": False}}, merge)
     await eventually(recorded(healed + [("NodeNotSchedulable", 1), ("NodeSchedulable", 1)]))
     assert await _node_events(client, "gpu-1") == other
+
+
+async def test_node_status_lists_the_images_pulled_largest_first_at_most_fifty():
+    """status.images as the kubelet's setter lists them: each image's digest reference and tag
+    and its size, posted at the next heartbeat after a pull; of a node holding more than
+    nodeStatusMaxImages (50), the 50 largest."""
+    from nanokube.node.lifecycle import image_id, image_size
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    preloaded = [f"registry.example/app-{i}:v1" for i in range(60)]
+    cluster = parse_cluster("pools:\n  - {name: big, count: 1, capacity: {cpu: '4', memory: 8Gi}, images: ["
+                            + ", ".join(preloaded) + "]}\n  - {name: w, count: 1, capacity: {cpu: '4', memory: 8Gi}}\n")
+    clock = ManualClock()
+    mgr = NodeManager(connector(s.rest), cluster, clock)
+    await mgr.start()
+    try:
+        nodes, pods = s.client.resource("", "v1", "nodes"), s.client.resource("", "v1", "pods")
+        listed = (await nodes.get("big-0"))["status"]["images"]
+        largest = sorted(preloaded, key=lambda i: -image_size(i))[:50]
+        assert listed == [{"names": [image_id(i), i], "sizeBytes": image_size(i)} for i in largest]
+        assert "images" not in (await nodes.get("w-0"))["status"]  # omitempty
+        await pods.create({"metadata": {"name": "web", "namespace": "default"}, "spec": {
+            "nodeName": "w-0", "containers": [{"name": "app", "image": "nginx:1.27"}]}})
+
+        async def pulled():
+            await clock.advance(1)
+            return (await nodes.get("w-0"))["status"].get("images")
+        want = {"names": [image_id("nginx:1.27"), "docker.io/library/nginx:1.27"], "sizeBytes": image_size("nginx:1.27")}
+        assert await eventually(pulled) == [want]
+    finally:
+        await mgr.stop()
+        await s.close()
