@@ -111,6 +111,23 @@ def invalid_annotations(pod: dict) -> list[str]:
     return out
 
 
+def terminate_pod(inits: list[dict], containers: list[dict], initialized: bool) -> tuple[list[dict], list[dict]]:
+    """The init and app container statuses as the status manager's TerminatePod leaves a pod that
+    ended with containers whose end is not known (never started, or waiting to restart): once the
+    pod initialized, each app container not terminated is ContainerStatusUnknown (137, no
+    containerID); of the init containers, those up to the last one that ever started (the first
+    one at least) are, and the ones after it keep waiting."""
+    def unknown(s: dict) -> dict:
+        if "terminated" in s["state"]:
+            return s
+        return {k: v for k, v in s.items() if k not in ("containerID", "resources", "allocatedResources")} | {
+            "state": UNKNOWN_STATE, "ready": False, "started": False}
+    last = next((i for i in range(len(inits) - 1, -1, -1) if "waiting" not in inits[i]["state"]
+                 or (inits[i].get("lastState") or {}).get("terminated")), 0)
+    return ([unknown(s) if i <= last else s for i, s in enumerate(inits)],
+            [unknown(s) for s in containers] if initialized else containers)
+
+
 def stop_exit_code(pod: dict, grace: float) -> int:
     """How a container SIGTERM stops exits: killed (137) when it takes longer than the grace period,
     else `stop-exit-code`, by default 143, a process the signal ends (0 for one that handles it and
@@ -211,6 +228,20 @@ def _condition(ctype: str, ok: bool, now: str, live: dict, generation: int | Non
     if message:
         c["message"] = message
     return c
+
+
+def unready_message(spec: dict, containers: list[dict], inits: list[dict] | None) -> str:
+    """Why ContainersReady (and so Ready) is False, as the kubelet's GenerateContainersReadyCondition
+    words it: the sidecars (restartable init containers), then the app containers, that have no
+    status ("containers with unknown status: [a]") or are not ready ("containers with unready
+    status: [a b]")."""
+    have = {s["name"]: s for s in [*(inits or ()), *containers]}
+    named = [c["name"] for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"] + \
+        [c["name"] for c in spec.get("containers") or ()]
+    unknown = [n for n in named if n not in have]
+    unready = [n for n in named if n in have and not have[n].get("ready")]
+    return ", ".join(f"containers with {what} status: [{' '.join(names)}]"
+                     for what, names in (("unknown", unknown), ("unready", unready)) if names)
 
 
 def status_patch(live: dict, new: dict) -> dict:
@@ -611,14 +642,18 @@ class PodWorker:
         gen = self.pod["metadata"].get("generation")
         conditions = live.get("conditions") or []
         kept = {c.get("type"): c for c in conditions}
+        spec = self.pod.get("spec") or {}
+        init_statuses = (self._init_statuses(now, running) if inits is None else inits) \
+            if spec.get("initContainers") else None
+        message = unready_message(spec, containers, init_statuses) if reason == "ContainersNotReady" else ""
         st = {
             "phase": phase, "hostIP": self.agent.host_ip, "hostIPs": [{"ip": self.agent.host_ip}],
             "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
             "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS] + self.resize_conditions + [
                 _condition("PodReadyToStartContainers", True, now, kept, gen),
                 _condition("Initialized", initialized, now, kept, gen, "" if initialized else "ContainersNotInitialized"),
-                _condition("Ready", ready, now, kept, gen, reason),
-                _condition("ContainersReady", ready, now, kept, gen, reason),
+                _condition("Ready", ready, now, kept, gen, reason, message),
+                _condition("ContainersReady", ready, now, kept, gen, reason, message),
                 _condition("PodScheduled", True, now, kept, gen),
             ],
             "containerStatuses": containers,
@@ -630,8 +665,8 @@ class PodWorker:
             st["observedGeneration"] = gen
         if self.deadline_exceeded:
             st["reason"], st["message"] = "DeadlineExceeded", DEADLINE_MESSAGE
-        if (self.pod.get("spec") or {}).get("initContainers"):
-            st["initContainerStatuses"] = self._init_statuses(now, running) if inits is None else inits
+        if init_statuses is not None:
+            st["initContainerStatuses"] = init_statuses
         if self.ephemeral:
             st["ephemeralContainerStatuses"] = list(self.ephemeral.values())
         patch = status_patch(live, st)
@@ -829,7 +864,7 @@ class PodWorker:
                                           for c in self._containers()], False, now, "ContainersNotReady",
                               initialized=not inits, inits=self._init_progress(now) if inits else None)
             if not (await self._prepare_claims() and await self._mount_volumes()):
-                await (self._never_started() if self.deadline_exceeded else self._delete())
+                await self._never_started()
                 return
         await self._run_containers(bool(adopted))
 
@@ -846,7 +881,7 @@ class PodWorker:
         while True:
             if await self._start_events(starting):
                 first = not (adopted or self.started_at or self.restarts)
-                await (self._never_started() if first and self.deadline_exceeded else self._terminate())
+                await (self._never_started() if first else self._terminate())
                 return
             running = [c for c in self._containers() if c["name"] not in self.ended]
             deadline = None if run is None else self.clock.monotonic() + max(run, 0.0)
@@ -955,24 +990,21 @@ class PodWorker:
             await self._delete()
 
     async def _never_started(self) -> None:
-        """The active deadline passed before the pod's containers ran (its claims, volumes or an
-        image were not ready yet), as the kubelet's sync loop checks it first: DeadlineExceeded,
-        and the pod Failed with each container that did not finish terminated as the status
-        manager's TerminatePod leaves it (ContainerStatusUnknown, 137)."""
-        await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
+        """The pod ended before its containers ran (its claims, volumes or an image were not ready
+        yet): deleted, or past the active deadline, which the kubelet's sync loop checks first
+        (DeadlineExceeded). The pod is Failed with each container that did not finish terminated
+        as the status manager's TerminatePod leaves it (ContainerStatusUnknown, 137, no
+        containerID), not as a container a SIGTERM stopped."""
+        if self.deadline_exceeded:
+            await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
         now = self.clock.rfc3339()
-        unknown = UNKNOWN_STATE
-
-        def ended(status: dict) -> dict:
-            if "terminated" in status["state"]:
-                return status
-            return {k: v for k, v in status.items() if k not in ("containerID", "resources", "allocatedResources")} | {
-                "state": unknown, "ready": False, "started": False}
-        statuses = [ended(self._status_of(c, {}, False, False)) for c in self._containers()]
         inits = (self.pod.get("spec") or {}).get("initContainers") or []
         initializing = bool(inits) and self.starting in ("", *(c["name"] for c in inits))
+        init_statuses, statuses = terminate_pod(
+            self._init_progress(now, self.starting) if inits else [],
+            [self._status_of(c, self._default_waiting(), False, False) for c in self._containers()], not initializing)
         await self._write("Failed", statuses, False, now, "PodFailed", initialized=not initializing,
-                          inits=[ended(s) for s in self._init_progress(now, self.starting)] if inits else None)
+                          inits=init_statuses if inits else None)
         self.agent.retry_resizes()
         self.agent.ips.release(self.uid)
         await self.agent.claims.unprepare(self.uid)

@@ -207,6 +207,70 @@ async def test_graceful_deletion_stops_containers_then_removes_the_pod(env):
     assert await eventually(gone(pods, "slow"))
 
 
+async def test_ready_conditions_name_the_unready_containers_as_the_kubelet_does(env):
+    """ContainersReady and Ready, False while containers start: reason ContainersNotReady and
+    GenerateContainersReadyCondition's message listing the sidecars, then the app containers, not
+    ready; once all are ready, True with neither."""
+    pods, clock = env
+    p = pod("pair", annotations={"sim.nanokube.io/pull-seconds": "5"}, containers=("a", "b"))
+    p["spec"]["initContainers"] = [{"name": "log", "image": "busybox:1.36", "restartPolicy": "Always"}]
+    await pods.create(p)
+
+    async def pending():
+        got = await pods.get("pair", "default")
+        return got if "conditions" in (got.get("status") or {}) else None
+    got = await eventually(pending)
+    for ctype in ("Ready", "ContainersReady"):
+        c = cond(got, ctype)
+        assert (c["status"], c["reason"], c["message"]) == (
+            "False", "ContainersNotReady", "containers with unready status: [log a b]"), c
+    for _ in range(20):
+        await clock.advance(1)
+    got = await eventually(phase_is(pods, "pair", "Running"))
+    got = await eventually(lambda: _ready(pods, "pair"))
+    assert {k for k in cond(got, "Ready") if k in ("reason", "message")} == set()
+
+
+async def _ready(pods, name):
+    got = await pods.get(name, "default")
+    return got if cond(got, "Ready")["status"] == "True" else None
+
+
+async def test_a_pod_deleted_before_its_containers_ran_ends_container_status_unknown(env):
+    """Deleted while an image is pulled or a volume waits for its ConfigMap, nothing received a
+    SIGTERM: the pod is Failed with each container as TerminatePod leaves it (ContainerStatusUnknown,
+    137), not 143 Error; with init containers not done, the app containers keep waiting and the
+    first init container is the unknown one."""
+    pods, clock = env
+    keep = ["test.nanokube.io/keep"]
+    await pods.create(pod("pulling", annotations={"sim.nanokube.io/pull-seconds": "600"}, grace=30, finalizers=keep))
+    volume = pod("no-volume", grace=30, finalizers=keep)
+    volume["spec"]["volumes"] = [{"name": "config", "configMap": {"name": "missing"}}]
+    init = pod("init-pulling", annotations={"sim.nanokube.io/pull-seconds": "600"}, grace=30, finalizers=keep)
+    init["spec"]["initContainers"] = [{"name": "setup", "image": "registry.example/setup:1"},
+                                      {"name": "later", "image": "registry.example/setup:1"}]
+    await pods.create(volume)
+    await pods.create(init)
+    await clock.advance(2)
+    for name in ("pulling", "no-volume", "init-pulling"):
+        assert (await pods.get(name, "default"))["status"]["phase"] == "Pending"
+        await pods.delete(name, "default")
+    unknown = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                              "message": "The container could not be located when the pod was terminated"}}
+    for name in ("pulling", "no-volume"):
+        got = (await eventually(phase_is(pods, name, "Failed")))["status"]
+        assert [c["state"] for c in got["containerStatuses"]] == [unknown], name
+        assert "reason" not in got and cond({"status": got}, "Ready")["reason"] == "PodFailed"
+    got = (await eventually(phase_is(pods, "init-pulling", "Failed")))["status"]
+    assert [c["state"] for c in got["initContainerStatuses"]] == [unknown, {"waiting": {"reason": "PodInitializing"}}]
+    assert [c["state"] for c in got["containerStatuses"]] == [{"waiting": {"reason": "PodInitializing"}}]
+    events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+    assert not [e for e in events if e["reason"] in ("Killing", "Started", "DeadlineExceeded")]
+    for name in ("pulling", "no-volume", "init-pulling"):
+        await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
+        assert await eventually(gone(pods, name))
+
+
 async def test_sigterm_ends_a_container_with_143_unless_it_says_otherwise(env):
     """A deleted (or evicted) pod's container ends by SIGTERM: exit 143, reason Error, the pod Failed
     (a Job counts it failed and replaces it; deleting a Job's pod no longer completes the Job);
@@ -476,7 +540,9 @@ async def test_the_active_deadline_also_ends_a_pod_that_never_got_its_containers
         got = (await eventually(phase_is(pods, name, "Failed")))["status"]
         assert (got["reason"], got["message"]) == ("DeadlineExceeded",
                                                    "Pod was active on the node longer than the specified deadline")
-        assert [c["state"] for c in got["containerStatuses"]] == [unknown], name
+        # a pod not initialized keeps its app containers waiting (TerminatePod's hasPodInitialized)
+        want = {"waiting": {"reason": "PodInitializing"}} if name == "init-pull" else unknown
+        assert [c["state"] for c in got["containerStatuses"]] == [want], name
         assert "containerID" not in got["containerStatuses"][0]
         assert conds({"status": got})["Ready"] == "False"
     got = (await pods.get("init-pull", "default"))["status"]

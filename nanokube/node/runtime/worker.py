@@ -36,7 +36,7 @@ from ...machinery.streaming import StreamFailed, executable_not_found
 from ...clock import parse_time
 from .. import inplace
 from ..streaming import no_log
-from ..lifecycle import BACKOFF_MAX, DEADLINE_MESSAGE, UNKNOWN_STATE, PodWorker, field_path, image_id, image_ref
+from ..lifecycle import BACKOFF_MAX, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from .netns import NetnsError
 from .probes import run_probe
 from . import stdio
@@ -268,18 +268,18 @@ class ProcessPodWorker(PodWorker):
         for c in self.debug.values():  # the app containers are done: what is left of a debug session goes
             _kill(c, signal.SIGKILL)
         await asyncio.gather(*self._children)
-        if self.deadline_exceeded:
-            for c in self._all():
-                if "terminated" not in c.state:
-                    c.state = dict(UNKNOWN_STATE)
-        ended = [c for c in self._all() if not c.sidecar]
-        codes = [(c.state.get("terminated") or c.last_state.get("terminated") or {}).get("exitCode", 0)
-                 for c in ended]
         now = self.clock.rfc3339()
+        inits, statuses = self._init_statuses(now, False) if self.inits else [], self._statuses()
+        if self.deadline_exceeded or self.deleting():  # stopped: what never ran (or waited to restart) is unknown
+            inits, statuses = terminate_pod(inits, statuses, not self._initializing)
+        sidecars = {c.name for c in self.inits.values() if c.sidecar}
+        codes = [(s["state"].get("terminated") or (s.get("lastState") or {}).get("terminated") or {}).get("exitCode", 0)
+                 for s in inits + statuses if s["name"] not in sidecars]
         try:
             succeeded = all(code == 0 for code in codes) and not self.deadline_exceeded
-            await self._write("Succeeded" if succeeded else "Failed", self._statuses(), False,
-                              now, "PodCompleted" if succeeded else "PodFailed", initialized=not self._initializing)
+            await self._write("Succeeded" if succeeded else "Failed", statuses, False, now,
+                              "PodCompleted" if succeeded else "PodFailed", initialized=not self._initializing,
+                              inits=inits if self.inits else None)
         except errors.APIError as e:
             if e.code != 404:
                 raise
@@ -397,6 +397,8 @@ class ProcessPodWorker(PodWorker):
                                    "message": f"back-off {int(delay)}s restarting failed container={c.name} "
                                               f"pod={self.name}_{self.namespace}({self.uid})"}}
             await self._publish()
+            await self._event("Warning", "BackOff", f"Back-off restarting failed container {c.name} in pod "
+                              f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, c.name))
             try:
                 await asyncio.wait_for(self._stopping.wait(), delay)
                 return code

@@ -452,3 +452,23 @@ async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
     items, _ = await client.resource("", "v1", "events").list(namespace="default")
     assert sorted(e["involvedObject"]["name"] for e in items if e["reason"] == "DeadlineExceeded") == [
         "capped", "pulling"]
+
+
+async def test_a_pod_deleted_while_its_image_is_pulled_ends_container_status_unknown(env):
+    """Nothing ran, so nothing exited: the pod is Failed with its container as TerminatePod leaves
+    it (ContainerStatusUnknown, 137), not Succeeded with a container still waiting."""
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    pulling = pod("pulling", ["sh", "-c", f"touch {tmp}/pulled-ran"])
+    pulling["metadata"]["annotations"] = {"sim.nanokube.io/pull-seconds": "600"}
+    pulling["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+    pulling["spec"]["containers"][0]["image"] = "registry.local/big:1"
+    await pods.create(pulling)
+    await eventually(status_of(pods, "pulling", lambda st: st.get("containerStatuses")), ATTEMPTS)
+    await pods.delete("pulling", "default")
+    st = (await eventually(status_of(pods, "pulling", phase("Failed")), ATTEMPTS))["status"]
+    assert st["containerStatuses"][0]["state"] == {"terminated": {
+        "exitCode": 137, "reason": "ContainerStatusUnknown",
+        "message": "The container could not be located when the pod was terminated"}}
+    assert not (tmp / "pulled-ran").exists()
+    await pods.patch("pulling", {"metadata": {"finalizers": None}}, namespace="default")
