@@ -10,6 +10,7 @@ from nanokube.apiserver.apf import FlowControl, PriorityLevel
 from nanokube.apiserver.auth.authorizer import USER, attributes_for
 from nanokube.apiserver.flowcontrol import FLOW_SCHEMAS, PRIORITY_LEVELS
 from nanokube.machinery.user import User
+from tests.controllers import tries
 
 
 class Inf:
@@ -154,7 +155,7 @@ async def test_a_flow_schema_moved_to_another_priority_level_gets_a_dangling_mes
             "priorityLevelConfiguration": {"name": "pl-a"}, "matchingPrecedence": 5000}})
 
         async def dangling(naming: str) -> dict:
-            for _ in range(400):
+            for _ in tries():
                 raw = await asyncio.to_thread(fc.read_flow_schema, "fs", _preload_content=False)
                 conds = orjson.loads(raw.data).get("status", {}).get("conditions") or []
                 if conds and f'"{naming}"' in conds[0]["message"]:

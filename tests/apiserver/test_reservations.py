@@ -23,6 +23,7 @@ from nanokube.clock import Clock
 from nanokube.machinery.errors import APIError
 from nanokube.registry.base import all_resources
 from nanokube.store.memory import MemoryStore
+from tests.controllers import tries
 
 NS = "default"
 
@@ -206,7 +207,7 @@ async def test_a_request_cancelled_while_its_records_are_undone_still_removes_th
         await request
     go_on.set()
     ip_key = a.index.get("networking.k8s.io", "v1", "ipaddresses").key(None, "10.96.9.9")
-    for _ in range(200):  # the undo goes on in a task of its own
+    for _ in tries():  # the undo goes on in a task of its own
         if await store.get(f"{NODE_PORTS}30999") is None and await store.get(ip_key) is None:
             break
         await asyncio.sleep(0.01)
@@ -236,7 +237,7 @@ async def test_a_request_cancelled_while_a_record_is_written_has_it_removed(work
     with pytest.raises(asyncio.CancelledError):
         await request
     answer.set()
-    for _ in range(200):
+    for _ in tries():
         if await _records(a) == ([], []):
             break
         await asyncio.sleep(0.01)

@@ -6,7 +6,7 @@ import pytest
 from nanokube.machinery.errors import APIError
 from nanokube.apiserver.cache import served_json
 from nanokube.apiserver.rest import MERGE_PATCH, WriteOptions
-from tests.controllers import make_stack
+from tests.controllers import make_stack, tries
 
 NS = "default"
 
@@ -567,7 +567,7 @@ async def test_applying_a_field_a_custom_resource_schema_does_not_declare_is_a_b
                                            [("fieldManager", "m"), ("fieldValidation", validation)])
 
         assert (await asyncio.to_thread(call, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd))[0] == 201
-        for _ in range(100):
+        for _ in tries():
             if (await asyncio.to_thread(call, "GET", path, None))[0] == 200:
                 break
             await asyncio.sleep(0.05)

@@ -12,6 +12,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from tests.served import served
+from tests.controllers import tries
 
 EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
 CORE_EVENTS = "/api/v1/namespaces/default/events"
@@ -133,7 +134,7 @@ async def in_force(api_client, policy: dict, applied) -> None:
     ConfigMap's create."""
     await call(api_client, "POST", f"{ADMISSION}/mutatingadmissionpolicies", policy)
     await call(api_client, "POST", f"{ADMISSION}/mutatingadmissionpolicybindings", BINDING)
-    for i in range(200):
+    for i in tries():
         warned: list[str] = []
         probe = await call(api_client, "POST", CONFIGMAPS, {"metadata": {"name": f"probe-{i}"}, "data": {"k": "v"}},
                            "prober", warnings=warned)

@@ -16,6 +16,7 @@ from nanokube.machinery.selectors import (
     selector_to_string,
 )
 from tests.served import served
+from tests.controllers import tries
 
 LABELS = {"app": "web", "tier": "front", "env": "prod"}
 
@@ -236,7 +237,7 @@ async def test_over_http_each_kind_offers_its_field_labels_in_its_words(tmp_path
             (lambda sel: objs.list_cluster_custom_object("example.com", "v1", "tiles", field_selector=sel),
              "metadata.namespace=x", "field label not supported: metadata.namespace"),
         ]
-        for _ in range(100):  # until the new kind is served
+        for _ in tries():  # until the new kind is served
             try:
                 await asyncio.to_thread(objs.list_cluster_custom_object, "example.com", "v1", "tiles")
                 break
@@ -269,7 +270,7 @@ async def test_over_http_a_custom_resource_version_selects_on_its_own_selectable
         await asyncio.to_thread(client.ApiextensionsV1Api(api_client).create_custom_resource_definition, crd)
         objs = client.CustomObjectsApi(api_client)
         dot = {"apiVersion": "example.com/v1", "kind": "Dot", "metadata": {"name": "d"}, "spec": {"color": "red", "size": 3}}
-        for _ in range(100):  # until the new kind is served
+        for _ in tries():  # until the new kind is served
             try:
                 await asyncio.to_thread(objs.create_namespaced_custom_object, "example.com", "v1", "default", "dots", dot)
                 break

@@ -17,6 +17,7 @@ from nanokube.pki.ca import ensure_pki
 from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.registry.core_services import NodePortAllocator, ServiceIPAllocator
 from nanokube.store.memory import MemoryStore
+from tests.controllers import tries
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ async def core(tmp_path):
         kubeconfig = str(tmp_path / "kubeconfig")
         write_kubeconfig(kubeconfig, server.url, pki)
         api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
-        for _ in range(500):  # the kubernetes Service holds the range's first address before the test takes any
+        for _ in tries():  # the kubernetes Service holds the range's first address before the test takes any
             if await _names(api) == {"kubernetes"}:
                 break
             await asyncio.sleep(0.01)

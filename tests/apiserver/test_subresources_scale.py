@@ -13,6 +13,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.apiserver.test_rest_managedfields import call, refused
 from tests.served import served
+from tests.controllers import tries
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 APPLY = "application/apply-patch+yaml"
@@ -93,7 +94,7 @@ async def test_a_custom_resource_scale_writer_owns_its_replicas_path(tmp_path):
     async with served(tmp_path) as (_, c):
         await call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
         widgets = f"/apis/{group}/v1/namespaces/default/widgets"
-        for _ in range(100):
+        for _ in tries():
             try:
                 await call(c, "POST", widgets, {"apiVersion": f"{group}/v1", "kind": "Widget",
                                                 "metadata": {"name": "d"}, "spec": {"size": 1}}, "app")

@@ -9,6 +9,7 @@ from kubernetes import client
 
 from nanokube.apiserver import systemnamespaces
 from tests.served import served
+from tests.controllers import tries
 
 
 async def test_a_deleted_system_namespace_comes_back_once_gone(tmp_path, monkeypatch):
@@ -23,7 +24,7 @@ async def test_a_deleted_system_namespace_comes_back_once_gone(tmp_path, monkeyp
         # no namespace controller runs here: finalize it by hand, as that controller would
         terminating.spec.finalizers = []
         await asyncio.to_thread(core.replace_namespace_finalize, "kube-node-lease", terminating)
-        for _ in range(100):
+        for _ in tries():
             await asyncio.sleep(0.05)
             names = {ns.metadata.name: ns for ns in (await asyncio.to_thread(core.list_namespace)).items}
             if "kube-node-lease" in names and names["kube-node-lease"].metadata.uid != old.metadata.uid:

@@ -12,6 +12,7 @@ from nanokube.client.informer import Informer
 from nanokube.pki.ca import ensure_pki
 from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.store.memory import MemoryStore
+from tests.controllers import tries
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ async def test_informer_over_http_sees_adds_updates_and_deletes(client):
         await cms.create(cm("w", k="1"))
         await cms.patch("w", {"data": {"k": "2"}}, namespace="default")
         await cms.delete("w", "default")
-        for _ in range(500):
+        for _ in tries():
             if len(seen) == 3:
                 break
             await asyncio.sleep(0.01)

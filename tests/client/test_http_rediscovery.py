@@ -9,6 +9,7 @@ from nanokube.clock import VirtualClock
 from nanokube.pki.ca import ensure_pki
 from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.store.memory import MemoryStore
+from tests.controllers import tries
 
 CRD = {"metadata": {"name": "widgets.example.com"},
        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
@@ -28,14 +29,14 @@ async def test_custom_resources_created_later_are_discovered(tmp_path):
     try:
         crds = c.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         await crds.create(CRD)
-        for _ in range(500):
+        for _ in tries():
             conds = (await crds.get("widgets.example.com")).get("status", {}).get("conditions") or []
             if any(x["type"] == "Established" and x["status"] == "True" for x in conds):
                 break
             await asyncio.sleep(0.01)
         assert c.index.by_kind("example.com", "Widget") is None
         await clock.advance(REDISCOVERY_PERIOD)
-        for _ in range(500):
+        for _ in tries():
             if c.index.by_kind("example.com", "Widget") is not None:
                 break
             await asyncio.sleep(0.01)

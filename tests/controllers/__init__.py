@@ -4,6 +4,7 @@ admission without the ServiceAccount plugin, no sockets) shared by the core and 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -49,6 +50,16 @@ async def make_stack(window: int = 50_000, store=None) -> Stack:
 #: how long `eventually` and `settled` poll before giving up: far beyond what any condition needs on an idle
 #: machine, so a loaded one (CI's two workers on two cores) only makes a passing test slower, never failing
 DEADLINE = 30.0
+
+
+def tries(timeout: float = DEADLINE):
+    """The tries of a polling loop bounded by time, not by their count: 0, 1, 2, ... until `timeout`
+    seconds have passed (at least one), for a `for` loop that breaks or returns when its condition holds."""
+    end = time.monotonic() + timeout
+    for n in itertools.count():
+        yield n
+        if time.monotonic() > end:
+            return
 
 
 async def eventually(check, timeout: float = DEADLINE):

@@ -9,6 +9,7 @@ import logging
 
 from nanokube.controllers.base import TURN, Controller, in_turns
 from nanokube.machinery.errors import APIError
+from tests.controllers import tries
 
 
 class NotYet(Exception):
@@ -34,7 +35,7 @@ async def _run(error: Exception, caplog) -> list[logging.LogRecord]:
     caplog.set_level(logging.WARNING, logger="nanokube.controllers.base")
     await c.start()
     c.queue.add("ns/a")
-    for _ in range(200):
+    for _ in tries():
         if c.calls >= 2:
             break
         await asyncio.sleep(0.01)

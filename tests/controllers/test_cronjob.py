@@ -18,7 +18,7 @@ from nanokube.controllers.cronjob import CronJobController, most_recent_schedule
 from nanokube.machinery import cron
 from nanokube.registry.base import all_resources
 from nanokube.store.memory import MemoryStore
-from tests.controllers import eventually
+from tests.controllers import eventually, tries
 from tests.controllers.test_replicaset import stop
 
 #: the controller the running test's env started
@@ -65,7 +65,7 @@ def cronjob(name="tick", schedule="*/1 * * * *", **spec):
 async def soon(check):
     """`eventually` with a short poll: in virtual time the work is already due,
     only the loop has to run it."""
-    for _ in range(2000):
+    for _ in tries():
         if got := await check():
             return got
         await asyncio.sleep(0.001)

@@ -7,7 +7,7 @@ import pytest
 from nanokube.clock import format_time
 from nanokube.controllers.base import TURN
 from nanokube.controllers.disruption import DisruptionController, scaled_value
-from tests.controllers import eventually, make_stack, turns_during
+from tests.controllers import eventually, make_stack, tries, turns_during
 from tests.node import ManualClock
 
 P = "policy"
@@ -265,7 +265,7 @@ async def test_over_http_conditions_are_set_in_place_and_a_stale_disruption_targ
             return orjson.loads((await asyncio.to_thread(call, *args, _preload_content=False)).data)
 
         async def until(call, args, check):
-            for _ in range(400):
+            for _ in tries():
                 got = await raw(call, *args)
                 if check(got):
                     return got

@@ -11,6 +11,7 @@ from nanokube.client.http import HTTPClient
 from nanokube.clock import Clock
 from nanokube.controllers.taint_eviction import TaintEvictionController
 from tests.served import served
+from tests.controllers import tries
 
 THEN = "2020-01-01T00:00:00Z"
 
@@ -35,7 +36,7 @@ async def test_a_pod_already_disruption_target_keeps_its_transition_time(tmp_pat
         try:
             await asyncio.to_thread(core.patch_node, "n1", {"spec": {"taints": [
                 {"key": "example.com/drain", "effect": "NoExecute"}]}})
-            for _ in range(400):
+            for _ in tries():
                 raw = await asyncio.to_thread(core.read_namespaced_pod, "victim", "default", _preload_content=False)
                 pod = orjson.loads(raw.data)
                 if pod["metadata"].get("deletionTimestamp"):

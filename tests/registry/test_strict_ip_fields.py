@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 from nanokube.apiserver.app import APIServer
 from nanokube.machinery.validation import interface_address_errors
 from tests.served import served
+from tests.controllers import tries
 
 
 class Cluster:
@@ -35,7 +36,7 @@ class Cluster:
         obj = orjson.loads(kv.value)
         change(obj)
         planted = await self.server.store.update(key, orjson.dumps(obj), kv.mod_revision)
-        for _ in range(200):
+        for _ in tries():
             if (entry := self.server.cache.get(key)) is not None and entry.rev >= planted.mod_revision:
                 return
             await asyncio.sleep(0.01)

@@ -10,7 +10,7 @@ from nanokube.pki.ca import ensure_pki
 from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.scheduler.api import SchedulerAPI
 from nanokube.store.memory import MemoryStore
-from tests.controllers import make_stack
+from tests.controllers import make_stack, tries
 from tests.scheduler import pod
 
 
@@ -102,7 +102,7 @@ async def test_a_new_failure_message_keeps_pod_scheduleds_transition_time(tmp_pa
             await asyncio.to_thread(core.patch_node_status, name, {"status": n["status"]})
 
         async def scheduled_condition(unlike: str | None) -> dict:
-            for _ in range(400):
+            for _ in tries():
                 got = await asyncio.to_thread(core.read_namespaced_pod, "huge", "default", _preload_content=False)
                 conds = [c for c in orjson.loads(got.data)["status"].get("conditions") or []
                          if c["type"] == "PodScheduled"]

@@ -13,6 +13,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.cel_work import count_cel_work
 from tests.served import served
+from tests.controllers import tries
 
 TEN = "[1,2,3,4,5,6,7,8,9,10]"
 #: a million iterations (seconds of the server's loop before)
@@ -54,7 +55,7 @@ async def _create(api, name: str, value: str = "x") -> tuple[int, str]:
 
 
 async def _active(api) -> None:
-    for _ in range(100):
+    for _ in tries():
         if (await _create(api, "probe"))[0] == 422:
             return
         await asyncio.sleep(0.05)

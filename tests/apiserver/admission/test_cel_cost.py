@@ -12,6 +12,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.served import served
+from tests.controllers import tries
 
 RULES = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]
 
@@ -63,7 +64,7 @@ async def _create(core, name: str, label: str, data: dict) -> tuple[int, str]:
 
 async def _until_denied(core, label: str, data: dict) -> None:
     """Policies take effect once the source has seen them."""
-    for _ in range(100):
+    for _ in tries():
         if (await _create(core, "probe", label, data))[0] == 422:
             return
         await asyncio.sleep(0.05)
@@ -186,7 +187,7 @@ async def test_flatten_is_charged_what_it_builds(tmp_path):
         admission, core = client.AdmissionregistrationV1Api(api_client), client.CoreV1Api(api_client)
         await bind(admission, "flat", flat)
         bad = {"metadata": {"name": "q"}, "spec": {"containers": [{"name": "a", "image": "i", "args": [""]}]}}
-        for _ in range(100):
+        for _ in tries():
             try:
                 await asyncio.to_thread(core.create_namespaced_pod, "default", bad, dry_run="All")
             except ApiException as e:
@@ -267,7 +268,7 @@ async def test_a_mutations_expression_and_the_variables_it_reads_share_a_budget(
         await asyncio.to_thread(admission.create_mutating_admission_policy_binding, {
             "metadata": {"name": "budget"}, "spec": {"policyName": "budget"}})
         cm = {"metadata": {"name": "small", "labels": {"set": "budget"}}, "data": {"s": "x"}}
-        for _ in range(100):
+        for _ in tries():
             made = await asyncio.to_thread(core.create_namespaced_config_map, "default", cm, dry_run="All")
             if "seen" in made.metadata.labels:
                 break

@@ -10,6 +10,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from tests.apiserver.test_rest_managedfields import call
+from tests.controllers import tries
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -17,7 +18,7 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 async def install(api, crd: dict, path: str) -> None:
     """Create `crd` and wait until its resources' list at `path` is served (404 until then)."""
     await call(api, "POST", CRDS, crd)
-    for _ in range(100):
+    for _ in tries():
         try:
             await call(api, "GET", path)
             return

@@ -14,6 +14,7 @@ from kubernetes.client.rest import ApiException
 from tests.apiserver.apiextensions.test_cel_equality_types import CRDS, crd
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+from tests.controllers import tries
 
 NAME = "things.eq.example.com"
 THINGS = "/apis/eq.example.com/v1/namespaces/default/things"
@@ -49,7 +50,7 @@ async def _stored_by_a_newer_server(server, c) -> None:
 
 async def _create(c, name: str, spec: dict) -> dict:
     body = {"apiVersion": "eq.example.com/v1", "kind": "Thing", "metadata": {"name": name}, "spec": spec}
-    for _ in range(100):
+    for _ in tries():
         try:
             return await call(c, "POST", THINGS, body)
         except ApiException as err:

@@ -16,6 +16,7 @@ from kubernetes.client.rest import ApiException
 from tests.apiserver.apiextensions.test_cel_equality_types import CRDS, crd
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+from tests.controllers import tries
 
 THINGS = "/apis/eq.example.com/v1/namespaces/default/things"
 PRINTED = ("'%s replicas at %s, %s later, ratio %s, sizes %s, tags %s, raw %s, flags %s'.format(["
@@ -39,7 +40,7 @@ async def test_message_expressions_print_values_as_cel_go_formats_them(tmp_path)
         await call(c, "POST", CRDS, _crd())
         thing = {"apiVersion": "eq.example.com/v1", "kind": "Thing", "metadata": {"name": "t"},
                  "spec": {"replicas": 5, "mode": "fast", "sizes": [1, 2], "at": "2024-01-01T00:00:00.5Z"}}
-        for _ in range(100):
+        for _ in tries():
             try:
                 await call(c, "POST", THINGS, copy.deepcopy(thing))
             except ApiException as e:

@@ -16,6 +16,7 @@ from tests.cel_work import count_cel_work
 from tests.served import served
 
 from .test_serving import GROUP, crd
+from tests.controllers import tries
 
 BASE = "spec.versions[0].schema.openAPIV3Schema"
 
@@ -337,7 +338,7 @@ async def test_over_http_a_rule_over_the_per_call_limit_is_stopped_at_the_limit(
     objs = client.CustomObjectsApi(api)
     widget = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}}
     work = count_cel_work(monkeypatch)
-    for _ in range(100):  # until the new kind is served
+    for _ in tries():  # until the new kind is served
         try:
             await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "widgets", widget)
         except ApiException as e:
@@ -377,7 +378,7 @@ async def test_over_http_a_rule_is_stopped_at_runtime_not_refused_for_its_bound(
             return e.status, json.loads(e.body)["message"]
         return 201, ""
 
-    for _ in range(100):  # until the new kind is served
+    for _ in tries():  # until the new kind is served
         code, _ = await create("probe", [1])
         if code != 404:
             break

@@ -16,6 +16,7 @@ from kubernetes.client.rest import ApiException
 from tests.apiserver.apiextensions.test_cel_equality_types import CRDS, crd
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+from tests.controllers import tries
 
 NAME = "things.eq.example.com"
 THINGS = "/apis/eq.example.com/v1/namespaces/default/things"
@@ -85,7 +86,7 @@ async def test_objects_are_validated_with_the_stored_rule(tmp_path):
     async with served(tmp_path) as (server, c):
         await _stored_by_an_older_server(server, c)
         with pytest.raises(ApiException) as e:
-            for _ in range(100):
+            for _ in tries():
                 try:
                     await call(c, "POST", THINGS, {"apiVersion": "eq.example.com/v1", "kind": "Thing",
                                                    "metadata": {"name": "t"}, "spec": {"replicas": 1, "mode": "", "on": True}})

@@ -15,6 +15,7 @@ from kubernetes.client.rest import ApiException
 from tests.apiserver.apiextensions.test_cel_equality_types import CRDS, crd
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+from tests.controllers import tries
 
 THINGS = "/apis/eq.example.com/v1/namespaces/default/things"
 MESSAGE = ("[string(self.at), string(self.at.getHours()), string(self.at.getHours('America/New_York')), "
@@ -36,7 +37,7 @@ def _crd() -> dict:
 
 async def _refused(c, spec: dict) -> list[tuple[str, str]]:
     thing = {"apiVersion": "eq.example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": spec}
-    for _ in range(100):
+    for _ in tries():
         try:
             await call(c, "POST", THINGS, copy.deepcopy(thing))
         except ApiException as e:

@@ -12,6 +12,7 @@ from kubernetes.client.rest import ApiException
 from tests.apiserver.admission.server import WebhookServer
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+from tests.controllers import tries
 
 GROUP = "prune.example.com"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -37,7 +38,7 @@ def box(name: str, **spec) -> dict:
 
 
 async def create_when_served(c, path: str, body: dict) -> dict:
-    for _ in range(100):
+    for _ in tries():
         try:
             return await call(c, "POST", path, body)
         except ApiException as e:

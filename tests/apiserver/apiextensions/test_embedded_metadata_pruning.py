@@ -15,6 +15,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+from tests.controllers import tries
 
 GROUP = "embedded.example.com"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -44,7 +45,7 @@ async def test_unknown_embedded_metadata_fields_are_dropped_and_reported(tmp_pat
     async with served(tmp_path) as (_, c):
         await call(c, "POST", CRDS, CRD)
         warnings: list[str] = []
-        for _ in range(100):
+        for _ in tries():
             try:
                 made = await call(c, "POST", f"{THINGS}?fieldValidation=Warn", thing("a"), warnings=warnings)
                 break
@@ -74,7 +75,7 @@ async def test_embedded_metadata_that_does_not_decode_is_a_bad_request(tmp_path)
         await call(c, "POST", CRDS, CRD)
         body = thing("a")
         body["spec"]["templates"][0]["metadata"] = {"labels": "app"}
-        for _ in range(100):
+        for _ in tries():
             with pytest.raises(ApiException) as e:
                 await call(c, "POST", THINGS, body)
             if e.value.status != 404:  # not served yet

@@ -7,6 +7,7 @@ import asyncio
 from kubernetes import client
 
 from tests.served import served
+from tests.controllers import tries
 
 NAME = "gizmos.example.com"
 
@@ -20,8 +21,8 @@ def _crd() -> dict:
 
 
 async def _conditions(ext, ready) -> dict:
-    """The CRD's conditions by type, once `ready` holds of them (or after 10 s, as they are)."""
-    for _ in range(200):
+    """The CRD's conditions by type, once `ready` holds of them (or after `tries`' 30 s, as they are)."""
+    for _ in tries():
         got = await asyncio.to_thread(ext.read_custom_resource_definition, NAME)
         conds = {c.type: c for c in got.status.conditions or []}
         if ready(conds):

@@ -15,6 +15,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+from tests.controllers import tries
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 GROUP = "cols.example.com"
@@ -43,7 +44,7 @@ async def test_cells_take_the_first_value_of_the_columns_type(tmp_path):
         body = {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "t"},
                 "spec": {"ports": [{"name": "http"}, {"name": "https"}], "tags": ["a", "b"], "count": 3,
                          "size": "50%", "ratio": 2.7, "flag": "yes"}}
-        for _ in range(100):
+        for _ in tries():
             try:
                 await call(c, "POST", things, body)
                 break

@@ -18,6 +18,7 @@ from nanokube.cel.library.regex import _find, _find_all
 from tests.served import served
 
 from .test_serving import GROUP, SCHEMA, crd
+from tests.controllers import tries
 
 DNS = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
@@ -120,7 +121,7 @@ async def test_over_http_a_refused_pattern_is_gos_error_and_a_pathological_one_c
 
     async def create(name: str, s: str):
         body = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"s": s}}
-        for _ in range(100):  # until the new kind is served
+        for _ in tries():  # until the new kind is served
             try:
                 return await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default",
                                                "widgets", body)

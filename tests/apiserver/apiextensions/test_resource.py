@@ -11,6 +11,7 @@ from nanokube.machinery.errors import APIError
 from tests.served import served
 
 from .test_serving import GROUP, crd, env, established  # noqa: F401 - env is the fixture
+from tests.controllers import tries
 
 DECODE = 'Widget in version "v1" cannot be handled as a Widget: json: cannot unmarshal '
 
@@ -53,7 +54,7 @@ async def test_added_finalizers_are_warned_about_not_refused(tmp_path):
         path = f"/apis/{GROUP}/v1/namespaces/default/widgets"
         body = {"apiVersion": f"{GROUP}/v1", "kind": "Widget",
                 "metadata": {"name": "w", "finalizers": ["zeta", "example.com/ok", "orphan"]}}
-        for _ in range(100):  # until the new kind is served
+        for _ in tries():  # until the new kind is served
             status, warned = await asyncio.to_thread(write, api, "POST", path, body)
             if status != 404:
                 break

@@ -13,6 +13,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+from tests.controllers import tries
 
 GROUP = "replicas.example.com"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -43,7 +44,7 @@ async def _refused(c, method: str, path: str, body: dict) -> list[tuple[str, str
 async def test_replicas_and_selector_are_checked(tmp_path):
     async with served(tmp_path) as (_, c):
         await call(c, "POST", CRDS, CRD)
-        for _ in range(100):
+        for _ in tries():
             try:
                 await call(c, "POST", THINGS, thing("a", 1))
                 break

@@ -17,6 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+from tests.controllers import tries
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 GROUP = "unset.example.com"
@@ -35,7 +36,7 @@ CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitio
 async def _widgets(c, *names: str) -> None:
     await call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
     for name in names:
-        for _ in range(100):
+        for _ in tries():
             try:
                 await call(c, "POST", WIDGETS, {"apiVersion": f"{GROUP}/v1", "kind": "Widget",
                                                 "metadata": {"name": name}, "spec": {}})

@@ -16,6 +16,7 @@ from nanokube.apiserver.apiextensions.validator import validate
 from tests.served import served
 
 from .test_serving import GROUP, SCHEMA, crd
+from tests.controllers import tries
 
 SPEC = {"type": "object", "properties": {
     "ratio": {"type": "number", "maximum": 1000000},
@@ -48,7 +49,7 @@ async def test_over_http_values_print_by_their_json_types(api):
     objs = client.CustomObjectsApi(api)
     widget = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": "w"},
               "spec": {"ratio": 1500000.5, "level": 3, "tags": ["a", "b"], "mode": "xyz"}}
-    for _ in range(100):  # until the new kind is served
+    for _ in tries():  # until the new kind is served
         with pytest.raises(ApiException) as e:
             await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "widgets", widget)
         if e.value.status != 404:
@@ -165,7 +166,7 @@ async def test_over_http_a_failed_any_of_reports_the_best_alternative_in_node_or
     await asyncio.to_thread(client.ApiextensionsV1Api(api).create_custom_resource_definition, body)
     objs = client.CustomObjectsApi(api)
     gizmo = {"apiVersion": f"{GROUP}/v1", "kind": "Gizmo", "metadata": {"name": "g"}, "spec": {"a": 1, "b": "xxxx"}}
-    for _ in range(100):  # until the new kind is served
+    for _ in tries():  # until the new kind is served
         with pytest.raises(ApiException) as e:
             await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "gizmos", gizmo)
         if e.value.status != 404:
@@ -193,7 +194,7 @@ async def test_over_http_an_embedded_resource_gets_validate_embedded_resources_w
     objs = client.CustomObjectsApi(api)
     box = {"apiVersion": f"{GROUP}/v1", "kind": "Box", "metadata": {"name": "b"},
            "spec": {"inner": {"apiVersion": "a/b/c"}, "other": {"apiVersion": "v1", "kind": "Not_A_Kind"}, "size": 0}}
-    for _ in range(100):  # until the new kind is served
+    for _ in tries():  # until the new kind is served
         with pytest.raises(ApiException) as e:
             await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "boxes", box)
         if e.value.status != 404:
@@ -226,7 +227,7 @@ async def test_over_http_an_update_is_judged_by_the_junctors_of_the_nodes_it_cha
     await asyncio.to_thread(crds.create_custom_resource_definition, body)
     objs = client.CustomObjectsApi(api)
     chooser = {"apiVersion": f"{GROUP}/v1", "kind": "Chooser", "metadata": {"name": "c"}, "spec": {"choice": {"a": "x"}}}
-    for _ in range(100):  # until the new kind is served
+    for _ in tries():  # until the new kind is served
         try:
             await asyncio.to_thread(objs.create_namespaced_custom_object, GROUP, "v1", "default", "choosers", chooser)
             break
@@ -254,7 +255,7 @@ async def test_over_http_an_update_is_judged_by_the_junctors_of_the_nodes_it_cha
     choice = crd_now.spec.versions[0].schema.open_apiv3_schema.properties["spec"].properties["choice"]
     choice.any_of = [client.V1JSONSchemaProps(required=["b"])]
     await asyncio.to_thread(crds.replace_custom_resource_definition, f"choosers.{GROUP}", crd_now)
-    for _ in range(100):  # until the tighter schema serves
+    for _ in tries():  # until the tighter schema serves
         try:
             await asyncio.to_thread(patch, {"choice": {"a": "y"}})
         except ApiException as e:
