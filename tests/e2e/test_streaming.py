@@ -195,10 +195,11 @@ def test_logs_follow_streams_lines_as_printed(c):
     assert c.kubectl("logs", "ticker", "--limit-bytes", "8").stdout == "tick 1\nt"
 
 
-def test_logs_of_a_container_backing_off_are_its_last_run(c):
-    """The kubelet's validateContainerLogStatus: while a crashed container waits out its back-off
-    (state waiting, lastState terminated), both `kubectl logs` and `kubectl logs --previous` read
-    the run that just ended, the one lastState names."""
+def test_a_container_backing_off_is_warned_and_its_logs_are_its_last_run(c):
+    """What `kubectl describe`/`events` and `kubectl logs` show of a crash-looping container: the
+    kubelet's Warning BackOff Event, and (its validateContainerLogStatus) while it waits out its
+    back-off (state waiting, lastState terminated), both `kubectl logs` and `kubectl logs
+    --previous` read the run that just ended, the one lastState names."""
     crasher = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crasher", "namespace": "default"},
                "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
                    "name": "main", "image": "busybox", "command": ["sh", "-c", "echo about to fail; exit 2"]}]}}
@@ -210,6 +211,11 @@ def test_logs_of_a_container_backing_off_are_its_last_run(c):
     wait_for(backing_off, 60, "crasher in CrashLoopBackOff (a 10 s back-off)")
     assert c.kubectl("logs", "crasher", "--previous").stdout == "about to fail\n"
     assert c.kubectl("logs", "crasher").stdout == "about to fail\n"
+    warnings = c.kubectl("events", "--for", "pod/crasher", "--types", "Warning").stdout
+    assert re.search(r"Warning\s+BackOff\s+Pod/crasher\s+Back-off restarting failed container main in pod "
+                     r"crasher_default\([0-9a-f-]{36}\)", warnings), warnings
+    assert "spec.containers{main}: Back-off restarting failed container main" in c.kubectl("describe", "pod",
+                                                                                          "crasher").stdout
     c.kubectl("delete", "pod", "crasher", "--wait=false")
 
 

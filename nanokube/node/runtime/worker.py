@@ -399,6 +399,8 @@ class ProcessPodWorker(PodWorker):
             await self._publish()
             await self._event("Warning", "BackOff", f"Back-off restarting failed container {c.name} in pod "
                               f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, c.name))
+            await self._event("Warning", "BackOff", f"Back-off restarting failed container {c.name} in pod "
+                              f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, c.name))
             try:
                 await asyncio.wait_for(self._stopping.wait(), delay)
                 return code
