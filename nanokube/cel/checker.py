@@ -95,10 +95,11 @@ class Checker:
         if n.optional:
             inner = target.params[0] if target.name == "optional" else target
             return optional_of(self.select(n, inner, n.name))
-        if n.test_only:
-            if target.name == "object" and self.field_type(target, n.name) is None:
+        if n.test_only:  # has(): of an optional value's field too, as cel-go unwraps it
+            inner = target.params[0] if target.name == "optional" else target
+            if inner.name == "object" and self.field_type(inner, n.name) is None:
                 self.issue(n, f"undefined field '{n.name}'")
-            elif target.name not in ("object", "map", "dyn"):
+            elif inner.name not in ("object", "map", "dyn"):
                 self.issue(n, f"invalid type for field selection: {target}")
             return BOOL
         if target.name == "optional":  # after `.?`, a selection is optional too (cel-go's checkSelectField)

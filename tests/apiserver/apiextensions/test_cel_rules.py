@@ -137,6 +137,19 @@ def test_optional_old_self_runs_on_create():
     assert validate(s, obj({"replicas": 3}), obj({"replicas": 1})) == []
 
 
+def test_has_of_an_optional_old_self_field():
+    """cel-go unwraps an optional for has() as for a selection: `has(oldSelf.mode)` compiles (it read
+    'invalid type for field selection: optional(object)') and is false on create."""
+    s = crd_schema({"mode": {"type": "string", "maxLength": 8}}, [
+        {"rule": "!has(oldSelf.mode) || self.mode == oldSelf.mode.value()", "optionalOldSelf": True,
+         "message": "mode is immutable"}])
+    assert errors_of(s) == []
+    assert validate(s, obj({"mode": "a"})) == []
+    assert validate(s, obj({"mode": "a"}), obj({})) == []
+    assert validate(s, obj({"mode": "a"}), obj({"mode": "a"})) == []
+    assert validate(s, obj({"mode": "b"}), obj({"mode": "a"})) == ["spec: Invalid value: mode is immutable"]
+
+
 def test_unchanged_values_ratchet_to_warnings():
     s = crd_schema({"name": {"type": "string", "maxLength": 16, "x-kubernetes-validations": [
         {"rule": "self.size() < 3", "message": "short names"}]}, "other": {"type": "integer"}})
