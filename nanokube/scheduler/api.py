@@ -20,6 +20,15 @@ def reference(obj: dict, kind: str = "Pod", api_version: str = "v1") -> dict:
             "resourceVersion": md.get("resourceVersion")}
 
 
+def observed_generation(pod: dict) -> dict:
+    """The observedGeneration a condition the scheduler writes on a pod
+    carries (CalculatePodConditionObservedGeneration with
+    PodObservedGenerationTracking GA since 1.35: the pod's generation), as a
+    field to merge into it; none where the pod has no generation."""
+    gen = pod["metadata"].get("generation")
+    return {"observedGeneration": gen} if gen else {}
+
+
 class SchedulerAPI:
     """Writes over any client (LocalClient or HTTPClient); binding is a
     POST to pods/binding, as kube-scheduler makes it."""
@@ -43,8 +52,9 @@ class SchedulerAPI:
         updatePod through podutil.UpdatePodCondition: a new message alone moves no time)."""
         md = pod["metadata"]
         old = find_condition((pod.get("status") or {}).get("conditions"), "PodScheduled")
-        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastProbeTime": None, "lastTransitionTime": transition_time(old, "False", self.clock.rfc3339())}
+        cond = {"type": "PodScheduled", **observed_generation(pod), "status": "False", "reason": reason,
+                "message": message, "lastProbeTime": None,
+                "lastTransitionTime": transition_time(old, "False", self.clock.rfc3339())}
         await self.pods.patch(md["name"], {"status": {"conditions": [cond]}}, "application/strategic-merge-patch+json",
                               namespace=md.get("namespace"), subresource="status", field_manager=SCHEDULER_FIELD_MANAGER)
 

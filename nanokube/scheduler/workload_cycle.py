@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .api import SCHEDULER_FIELD_MANAGER
+from .api import SCHEDULER_FIELD_MANAGER, observed_generation
 from .cache import NodeInfo, Snapshot
 from .composite_cycle import CompositeCycle
 from .composites import API as COMPOSITE_API
@@ -322,8 +322,8 @@ class WorkloadCycle:
             await s._report_failure(pod, reason, message)
             return
         await s._write(s.api.event(pod, "Warning", "FailedScheduling", message))
-        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastProbeTime": None, "lastTransitionTime": s.clock.rfc3339()}
+        cond = {"type": "PodScheduled", **observed_generation(pod), "status": "False", "reason": reason,
+                "message": message, "lastProbeTime": None, "lastTransitionTime": s.clock.rfc3339()}
         await s._write(s.api.pods.patch(md["name"], {"status": {"conditions": [cond], "nominatedNodeName": node}},
                                         "application/strategic-merge-patch+json", namespace=md.get("namespace"),
                                         subresource="status", field_manager=SCHEDULER_FIELD_MANAGER))

@@ -60,6 +60,7 @@ async def test_high_priority_pod_preempts_lowest_victim_then_schedules_there(sta
     cond = await eventually(marked)
     assert cond["status"] == "True" and cond["reason"] == "PreemptionByScheduler"
     assert cond["message"] == "default-scheduler: preempting to accommodate a higher priority pod"
+    assert cond["observedGeneration"] == 1  # the victim's generation, as upstream's executor writes it
 
     async def nominated():
         return (await pods.get("high", "default")).get("status", {}).get("nominatedNodeName")

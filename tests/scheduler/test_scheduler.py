@@ -73,6 +73,8 @@ async def test_unschedulable_pod_gets_event_and_condition_then_fits_a_new_node(e
     msg = ("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
            "2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
     assert cond["reason"] == "Unschedulable" and cond["message"] == msg
+    # the generation it was judged at, as upstream's handleSchedulingFailure writes it (PodObservedGenerationTracking)
+    assert cond["observedGeneration"] == 1
     events = client.resource("", "v1", "events")
     items, _ = await events.list("default")
     assert any(e["reason"] == "FailedScheduling" and e["message"] == msg and e["type"] == "Warning" for e in items)

@@ -73,12 +73,12 @@ async def gang_of(client, name, size, priority, mode="single", **spec):
 
 
 async def doomed(pods):
-    """Names of pods marked DisruptionTarget and being deleted."""
+    """Names of pods marked DisruptionTarget (at their generation) and being deleted."""
     out = set()
     for p in (await pods.list("default"))[0]:
         conds = [c for c in p["status"].get("conditions", []) if c["type"] == "DisruptionTarget"]
         if p["metadata"].get("deletionTimestamp") and conds:
-            assert conds[0]["reason"] == "PreemptionByScheduler"
+            assert (conds[0]["reason"], conds[0]["observedGeneration"]) == ("PreemptionByScheduler", 1)
             out.add(p["metadata"]["name"])
     return out
 
@@ -319,7 +319,8 @@ async def _waiting_on_ongoing(client, pods, nominated, counts):
     async def condition():
         got = await pods.get(next(iter(told)), "default")
         cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
-        return (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", ONGOING.format(counts))
+        return (cond["status"], cond["reason"], cond["message"], cond.get("observedGeneration")) == (
+            "False", "Unschedulable", ONGOING.format(counts), 1)
     await eventually(condition)
     assert await _nominated(pods) == nominated
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ...machinery.conditions import find_condition, transition_time
 from ...machinery.errors import APIError
 from ...machinery.selectors import matches_labels, selector_from_object
-from ..api import SCHEDULER_FIELD_MANAGER, reference
+from ..api import SCHEDULER_FIELD_MANAGER, observed_generation, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, PodInfo, Status, unschedulable
 from .workload_preemption import GroupPreemptor, PodGroupPreemption
@@ -223,7 +223,8 @@ class DefaultPreemption:
         for v in cand.victims:
             md = v.pod["metadata"]
             old = find_condition((v.pod.get("status") or {}).get("conditions"), "DisruptionTarget")
-            cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            cond = {"type": "DisruptionTarget", **observed_generation(v.pod), "status": "True",
+                    "reason": "PreemptionByScheduler",
                     "message": f"{scheduler}: preempting to accommodate a higher priority pod",
                     "lastTransitionTime": transition_time(old, "True", self.handle.clock.rfc3339())}
             await self._quiet(api.pods.patch(md["name"], {"status": {"conditions": [cond]}},

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..api import SCHEDULER_FIELD_MANAGER, reference
+from ..api import SCHEDULER_FIELD_MANAGER, observed_generation, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, Framework, PodInfo, Status, unschedulable
 from ...machinery.conditions import find_condition, remove_condition, transition_time
@@ -447,7 +447,7 @@ class PodGroupPreemption:
         h = self.handle
         md = p.pod["metadata"]
         old = find_condition((p.pod.get("status") or {}).get("conditions"), DISRUPTION_TARGET)
-        cond = {"type": DISRUPTION_TARGET, "status": "True", "reason": REASON,
+        cond = {"type": DISRUPTION_TARGET, **observed_generation(p.pod), "status": "True", "reason": REASON,
                 "message": f"{scheduler}: preempting to accommodate a higher priority pod group",
                 "lastTransitionTime": transition_time(old, "True", h.clock.rfc3339())}
         await self.plugin._quiet(h.api.pods.patch(md["name"], {"status": {"conditions": [cond]}},
