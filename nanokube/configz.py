@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 
+from .machinery import goduration
 from .machinery.goduration import string as go_duration
 from .client.leaderelection import LeaderElectionConfig
 from .controllers import endpointslice, garbagecollector, nodelifecycle, persistentvolume, resourcequota
@@ -37,6 +38,7 @@ _POINTS = [*scheduler_config.POINTS, "multiPoint"]
 #: args leave unset is zero there. The scheduler's defaulting adds args for each of them a profile enables.
 _ARGS = {
     "DefaultPreemption": {"MinCandidateNodesPercentage": 0, "MinCandidateNodesAbsolute": 0},
+    "DynamicResources": {"FilterTimeout": None, "BindingTimeout": None},
     "InterPodAffinity": {"HardPodAffinityWeight": 0, "IgnorePreferredTermsOfExistingPods": False},
     "NodeAffinity": {"AddedAffinity": None},
     "NodeResourcesBalancedAllocation": {"Resources": None},
@@ -47,6 +49,8 @@ _ARGS = {
 _SCORING_STRATEGY = {"Type": "", "Resources": None, "RequestedToCapacityRatio": None}
 #: args fields of core/v1 types, which keep the v1 JSON names inside the internal args
 _CORE_TYPED = frozenset({"addedAffinity", "defaultConstraints"})
+#: args fields of type *metav1.Duration: whatever the file wrote, encoded as time.Duration text
+_DURATIONS = frozenset({"FilterTimeout", "BindingTimeout"})
 
 
 def _duration(seconds: float) -> str:
@@ -79,6 +83,9 @@ def _args(name: str, args: dict) -> dict:
         return go
     if isinstance(go.get("ScoringStrategy"), dict):
         go["ScoringStrategy"] = _complete(go["ScoringStrategy"], _SCORING_STRATEGY)
+    for key in _DURATIONS.intersection(go):
+        if go[key] is not None:
+            go[key] = _duration(goduration.parse(str(go[key])))
     return _complete(go, _ARGS[name])
 
 

@@ -121,3 +121,17 @@ def test_the_controller_manager_serves_its_flags(monkeypatch):
     shortened = configz.controller_manager(args, LeaderElectionConfig(resource_name="kube-controller-manager"))
     assert shortened["kubecontrollermanager.config.k8s.io"]["KubeCloudShared"]["NodeMonitorPeriod"] == "2s"
     assert shortened["kubecontrollermanager.config.k8s.io"]["NodeLifecycleController"]["NodeMonitorGracePeriod"] == "10s"
+
+
+def test_dynamic_resources_args_are_served_with_their_timeouts():
+    """DynamicResourcesArgs is defaulted for every profile that enables the plugin (filterTimeout
+    10s, bindingTimeout 10m), and a file's durations are served as time.Duration text."""
+    [p] = configz.scheduler(None, ELECTION, "")["componentconfig"]["Profiles"]
+    args = {pc["Name"]: pc["Args"] for pc in p["PluginConfig"]}
+    assert args["DynamicResources"] == {"FilterTimeout": "10s", "BindingTimeout": "10m0s"}
+    cfg = parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                 "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+                     {"name": "DynamicResources", "args": {"filterTimeout": "0s", "bindingTimeout": "90s"}}]}]})
+    [p] = configz.scheduler(cfg, ELECTION, "")["componentconfig"]["Profiles"]
+    assert p["PluginConfig"][0] == {"Name": "DynamicResources",
+                                    "Args": {"FilterTimeout": "0s", "BindingTimeout": "1m30s"}}

@@ -159,6 +159,7 @@ def defaulted_args(pc: dict) -> dict:
     elif name == "VolumeBinding":
         args.setdefault("bindTimeoutSeconds", 600)
     elif name == "DynamicResources":
+        args.setdefault("filterTimeout", "10s")  # DRASchedulerFilterTimeout, beta and on since 1.34
         args.setdefault("bindingTimeout", "10m0s")
     return {**pc, "args": args}
 
