@@ -208,11 +208,30 @@ def resource_version(obj: dict) -> int:
     return int(obj["metadata"].get("resourceVersion") or 0)
 
 
-def _owned(status: dict) -> tuple:
+def _owned(status: dict, gates: frozenset[str] = frozenset()) -> tuple:
     """What of a pod's status the kubelet owns and another writer may have changed: the phase and
-    its conditions' statuses (the node lifecycle controller marks Ready False)."""
+    its conditions' statuses (the node lifecycle controller marks Ready False), and those of the
+    conditions its readiness gates name, which its Ready follows."""
     return status.get("phase"), tuple(sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or ()
-                                             if c.get("type") in KUBELET_CONDITIONS))
+                                             if c.get("type") in KUBELET_CONDITIONS or c.get("type") in gates))
+
+
+def _gates(spec: dict) -> frozenset[str]:
+    return frozenset(g.get("conditionType") for g in spec.get("readinessGates") or ())
+
+
+def readiness_gates_message(spec: dict, conditions: list[dict]) -> str:
+    """Why the pod's readiness gates keep Ready False though its containers are ready, as the
+    kubelet's GeneratePodReadyCondition words it ('' when every gate's condition is True)."""
+    have = {c.get("type"): c.get("status") for c in conditions}
+    out = []
+    for g in spec.get("readinessGates") or ():
+        name = g.get("conditionType")
+        if name not in have:
+            out.append(f'corresponding condition of pod readiness gate "{name}" does not exist.')
+        elif have[name] != "True":
+            out.append(f'the status of pod readiness gate "{name}" is not "True", but {have[name]}')
+    return ", ".join(out)
 
 
 def _condition(ctype: str, ok: bool, now: str, live: dict, generation: int | None, reason: str = "",
@@ -357,7 +376,8 @@ class PodWorker:
         ended there (a terminal phase is never left)."""
         st = self.pod.get("status") or {}
         if self._wrote is not None and not self.agent.faults.lease_stop and \
-                st.get("phase") not in ("Succeeded", "Failed") and _owned(st) != self._wrote:
+                st.get("phase") not in ("Succeeded", "Failed") and \
+                _owned(st, _gates(self.pod.get("spec") or {})) != self._wrote:
             self.reconcile = True
             self.changed.set()
 
@@ -646,13 +666,17 @@ class PodWorker:
         init_statuses = (self._init_statuses(now, running) if inits is None else inits) \
             if spec.get("initContainers") else None
         message = unready_message(spec, containers, init_statuses) if reason == "ContainersNotReady" else ""
+        # Ready also waits for the conditions the readiness gates name (other writers')
+        gated = readiness_gates_message(spec, conditions) if ready else ""
+        pod_ready, ready_reason, ready_message = (False, "ReadinessGatesNotReady", gated) if gated else \
+            (ready, reason, message)
         st = {
             "phase": phase, "hostIP": self.agent.host_ip, "hostIPs": [{"ip": self.agent.host_ip}],
             "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
             "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS] + self.resize_conditions + [
                 _condition("PodReadyToStartContainers", True, now, kept, gen),
                 _condition("Initialized", initialized, now, kept, gen, "" if initialized else "ContainersNotInitialized"),
-                _condition("Ready", ready, now, kept, gen, reason, message),
+                _condition("Ready", pod_ready, now, kept, gen, ready_reason, ready_message),
                 _condition("ContainersReady", ready, now, kept, gen, reason, message),
                 _condition("PodScheduled", True, now, kept, gen),
             ],
@@ -675,7 +699,7 @@ class PodWorker:
                                                    namespace=self.namespace, subresource="status")
         self._last_write = {"phase": phase, "containers": containers, "ready": ready, "reason": reason,
                             "running": running, "initialized": initialized, "inits": inits}
-        self._wrote = _owned(self.pod.get("status") or {})
+        self._wrote = _owned(self.pod.get("status") or {}, _gates(self.pod.get("spec") or {}))
 
     async def _event(self, type_: str, reason: str, message: str, field_path: str = "") -> None:
         """A core/v1 Event about the pod (or, by `field_path`, one of its containers) from this

@@ -231,6 +231,34 @@ async def test_ready_conditions_name_the_unready_containers_as_the_kubelet_does(
     assert {k for k in cond(got, "Ready") if k in ("reason", "message")} == set()
 
 
+async def test_ready_waits_for_the_readiness_gates_conditions(env):
+    """A pod whose containers are ready stays not Ready until every condition its readinessGates
+    name is True (another writer's, a load balancer controller's say): ReadinessGatesNotReady with
+    GeneratePodReadyCondition's message, following each change of that condition."""
+    pods, clock = env
+    gate = "example.com/lb-ready"
+    p = pod("gated")
+    p["spec"]["readinessGates"] = [{"conditionType": gate}]
+    await pods.create(p)
+    got = await eventually(phase_is(pods, "gated", "Running"))
+
+    async def ready_says(status, message):
+        got = await pods.get("gated", "default")
+        c = cond(got, "Ready")
+        return got if (c["status"], c.get("message")) == (status, message) else None
+    got = await eventually(lambda: ready_says("False", f'corresponding condition of pod readiness gate "{gate}" '
+                                                       "does not exist."))
+    assert cond(got, "Ready")["reason"] == "ReadinessGatesNotReady" and cond(got, "ContainersReady")["status"] == "True"
+    smp = "application/strategic-merge-patch+json"
+    await pods.patch("gated", {"status": {"conditions": [{"type": gate, "status": "False"}]}}, smp,
+                     namespace="default", subresource="status")
+    await eventually(lambda: ready_says("False", f'the status of pod readiness gate "{gate}" is not "True", but False'))
+    await pods.patch("gated", {"status": {"conditions": [{"type": gate, "status": "True"}]}}, smp,
+                     namespace="default", subresource="status")
+    got = await eventually(lambda: ready_says("True", None))
+    assert "reason" not in cond(got, "Ready") and cond(got, gate)["status"] == "True"
+
+
 async def _ready(pods, name):
     got = await pods.get(name, "default")
     return got if cond(got, "Ready")["status"] == "True" else None

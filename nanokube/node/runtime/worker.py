@@ -246,6 +246,9 @@ class ProcessPodWorker(PodWorker):
         self._children.append(flow)
         while not self.deleting() and not flow.done():
             self.changed.clear()
+            if self.reconcile and self._last_write:  # another writer changed what the status says (resync)
+                self.reconcile = False
+                await self._write(**self._last_write, now=self.clock.rfc3339())
             await self._sync_spec()  # an ephemeral container added, a resize
             left = self._active_deadline_left()
             if left is not None and left <= 0:
@@ -397,8 +400,6 @@ class ProcessPodWorker(PodWorker):
                                    "message": f"back-off {int(delay)}s restarting failed container={c.name} "
                                               f"pod={self.name}_{self.namespace}({self.uid})"}}
             await self._publish()
-            await self._event("Warning", "BackOff", f"Back-off restarting failed container {c.name} in pod "
-                              f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, c.name))
             await self._event("Warning", "BackOff", f"Back-off restarting failed container {c.name} in pod "
                               f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, c.name))
             try:

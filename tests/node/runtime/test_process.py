@@ -472,3 +472,22 @@ async def test_a_pod_deleted_while_its_image_is_pulled_ends_container_status_unk
         "message": "The container could not be located when the pod was terminated"}}
     assert not (tmp / "pulled-ran").exists()
     await pods.patch("pulling", {"metadata": {"finalizers": None}}, namespace="default")
+
+
+async def test_ready_follows_the_readiness_gates_condition(env):
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    gated = pod("gated", ["sleep", "300"])
+    gated["spec"]["readinessGates"] = [{"conditionType": "example.com/lb-ready"}]
+    await pods.create(gated)
+
+    def ready(status, message):
+        def check(st):
+            c = next((c for c in st.get("conditions") or () if c["type"] == "Ready"), {})
+            return (c.get("status"), c.get("message")) == (status, message)
+        return check
+    await eventually(status_of(pods, "gated", ready(
+        "False", 'corresponding condition of pod readiness gate "example.com/lb-ready" does not exist.')), ATTEMPTS)
+    await pods.patch("gated", {"status": {"conditions": [{"type": "example.com/lb-ready", "status": "True"}]}},
+                     "application/strategic-merge-patch+json", namespace="default", subresource="status")
+    await eventually(status_of(pods, "gated", ready("True", None)), ATTEMPTS)
