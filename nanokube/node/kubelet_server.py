@@ -143,8 +143,12 @@ class KubeletServer:
         q = request.query
         if not forward and not any(q.get(k) in ("1", "true", "True") for k in ("stdin", "stdout", "stderr")):
             return _text(400, "you must specify at least 1 of stdin, stdout, stderr\n")
-        worker = self._worker(args[0], args[1], args[2] if len(args) == (3 if forward else 4) else "")
+        uid = args[2] if len(args) == (3 if forward else 4) else ""
+        worker = self._worker(args[0], args[1], uid)
         if worker is None:
+            if uid and self._worker(args[0], args[1]) is not None:  # the pod, but not the instance the uid names
+                return _text(404, f'pod not found ("{args[1]}_{args[0]}")' if forward
+                             else f'container not found ("{args[-1]}")')
             return _text(404, "pod does not exist\n")
         if not forward:
             if not worker.has_container(args[-1]):

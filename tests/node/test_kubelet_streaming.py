@@ -105,14 +105,16 @@ async def test_exec_through_the_kubelet_over_a_v5_websocket(cluster):
     status = orjson.loads(got[3])
     assert status["reason"] == "NonZeroExitCode" and status["details"]["causes"] == [
         {"reason": "ExitCode", "message": code}], status
-    # the pod's uid in the path names the instance; the kubelet answers a stale one as a missing pod
+    # the pod's uid in the path names the instance; the kubelet finds no container in a stale one
     ok = channels(await ws_frames(server, f"/exec/default/web/{uid}/main?command=hostname&stdout=1"))
     assert ok[3] == orjson.dumps({"metadata": {}, "status": "Success"})
     if kind == "simulated":
         assert ok[1] == b"web\n"
     async with aiohttp.ClientSession() as http:
         async with http.get(url(server, "/exec/default/web/not-the-uid/main?command=hostname&stdout=1")) as r:
-            assert (r.status, await r.text()) == (404, "pod does not exist\n")
+            assert (r.status, await r.text()) == (404, 'container not found ("main")')
+        async with http.get(url(server, "/portForward/default/web/not-the-uid")) as r:
+            assert (r.status, await r.text()) == (404, 'pod not found ("web_default")')
 
 
 async def test_what_the_kubelet_answers_before_an_upgrade(cluster):
