@@ -13,7 +13,6 @@ from typing import Any
 
 from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
 from .resource_validation import each, each_unique
-from ..machinery.conditions import find_condition
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -205,33 +204,37 @@ def _policy_kind(spec: dict) -> str | None:
     return next((k for k in ("basic", "gang") if policy.get(k) is not None), None)
 
 
-def scheduled_condition(obj: Obj, condition: str) -> str:
-    return (find_condition((obj.get("status") or {}).get("conditions"), condition) or {}).get("status", "Unknown")
-
-
-def group_phase(obj: Obj, condition: str) -> str:
-    """A one-word summary of the group's conditions (the API has no phase):
-    Disrupted once preempted, else Scheduled, the reason it is not
-    (Unschedulable, SchedulerError, Invalid), or Pending before any attempt."""
+def group_status(obj: Obj, condition: str) -> str:
+    """upstream's printPodGroup status cell: Pending before any attempt,
+    Scheduled or Unschedulable by the `condition` (whatever its reason),
+    and the reason of a DisruptionTarget condition once there is one."""
     conds = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
-    if (conds.get("DisruptionTarget") or {}).get("status") == "True":
-        return "Disrupted"
-    scheduled = conds.get(condition)
-    if scheduled is None:
-        return "Pending"
-    return "Scheduled" if scheduled.get("status") == "True" else scheduled.get("reason") or "Pending"
+    status = "Pending"
+    if condition in conds:
+        status = "Scheduled" if conds[condition].get("status") == "True" else "Unschedulable"
+    if "DisruptionTarget" in conds:
+        status = conds["DisruptionTarget"].get("reason", "")
+    return status
 
 
 def _policy_column(o: Obj) -> str:
-    return {"gang": "Gang", "basic": "Basic"}.get(_policy_kind(o.get("spec") or {}) or "", "<none>")
+    """Gang when the gang policy is set, else Basic (printPodGroup's)."""
+    return "Gang" if ((o.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") is not None else "Basic"
 
 
-def _min_column(field: str):
-    def cell(o: Obj) -> Any:
-        gang = ((o.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
-        return str(gang.get(field)) if gang and gang.get(field) is not None else "<none>"
+def _workload_column(o: Obj) -> str:
+    return ((o.get("spec") or {}).get("workloadRef") or {}).get("workloadName") or "<none>"
 
-    return cell
+
+def _group_columns(condition: str) -> list[Column]:
+    """upstream's podGroupColumnDefinitions (CompositePodGroup's by analogy, with its own condition)."""
+    return [
+        NAME,
+        Column("Policy", "string", _policy_column, "SchedulingPolicy defines the scheduling policy for this instance of the group."),
+        Column("Workload", "string", _workload_column, "Name of the referenced Workload object"),
+        Column("Status", "string", lambda o: group_status(o, condition), "Status of the PodGroup"),
+        AGE_COLUMN,
+    ]
 
 
 # --- PodGroup / CompositePodGroup ----------------------------------------------
@@ -255,14 +258,7 @@ class _GroupStrategy(Strategy):
 
 
 class PodGroupStrategy(_GroupStrategy):
-    columns = [
-        NAME,
-        Column("Policy", "string", _policy_column, "The scheduling policy: Gang or Basic."),
-        Column("Min-Count", "string", _min_column("minCount"), "Minimum number of pods a gang needs."),
-        Column("Scheduled", "string", lambda o: scheduled_condition(o, "PodGroupInitiallyScheduled"), "Status of the PodGroupInitiallyScheduled condition."),
-        Column("Phase", "string", lambda o: group_phase(o, "PodGroupInitiallyScheduled"), "Pending, Scheduled, Disrupted, or why the group is not scheduled."),
-        AGE_COLUMN,
-    ]
+    columns = _group_columns("PodGroupInitiallyScheduled")
     immutable_spec = ("workloadRef", "schedulingConstraints", "resourceClaims", "disruptionMode", "priorityClassName", "priority", "preemptionPolicy", "parentCompositePodGroupName")
 
     def default(self, obj, version):
@@ -300,14 +296,7 @@ class PodGroupStrategy(_GroupStrategy):
 
 
 class CompositePodGroupStrategy(_GroupStrategy):
-    columns = [
-        NAME,
-        Column("Policy", "string", _policy_column, "The scheduling policy: Gang or Basic."),
-        Column("Min-Group-Count", "string", _min_column("minGroupCount"), "Minimum number of child groups a gang needs."),
-        Column("Scheduled", "string", lambda o: scheduled_condition(o, "CompositePodGroupInitiallyScheduled"), "Status of the CompositePodGroupInitiallyScheduled condition."),
-        Column("Phase", "string", lambda o: group_phase(o, "CompositePodGroupInitiallyScheduled"), "Pending, Scheduled, Disrupted, or why the group is not scheduled."),
-        AGE_COLUMN,
-    ]
+    columns = _group_columns("CompositePodGroupInitiallyScheduled")
     immutable_spec = ("workloadRef", "schedulingConstraints", "disruptionMode", "priorityClassName", "priority", "preemptionPolicy", "parentCompositePodGroupName")
 
     def prepare_for_create(self, obj):
@@ -400,11 +389,7 @@ def _strip_min_count(templates: Any) -> Any:
 
 class WorkloadStrategy(Strategy):
     track_generation = False  # workloadStrategy neither sets nor bumps it
-    columns = [
-        NAME,
-        Column("Pod-Group-Templates", "integer", lambda o: len((o.get("spec") or {}).get("podGroupTemplates") or []), "Number of pod group templates."),
-        AGE_COLUMN,
-    ]
+    columns = [NAME, AGE_COLUMN]  # upstream's workloadColumnDefinitions
 
     def validate(self, obj):
         spec = obj.get("spec") or {}

@@ -39,6 +39,11 @@ def test_gang_job_gets_workload_and_pod_group_and_completes(cluster):
     assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
     table = cluster.kubectl("get", "workloads,podgroups", "-n", "default").stdout
     assert wl["metadata"]["name"] in table and pg["metadata"]["name"] in table
+    # upstream's printers: a Workload is its name and age; a PodGroup names its Workload
+    workloads, groups = table.split("\n\n")
+    assert workloads.splitlines()[0].split() == ["NAME", "AGE"]
+    assert groups.splitlines()[0].split() == ["NAME", "POLICY", "WORKLOAD", "STATUS", "AGE"]
+    assert groups.splitlines()[1].split()[1:3] == ["Gang", wl["metadata"]["name"]]
 
     def all_bound():
         pods = job_pods(cluster, "trio")

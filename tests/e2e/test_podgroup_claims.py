@@ -50,5 +50,5 @@ def test_gang_shares_one_group_claim_and_both_pods_run(cluster):
     assert claim["status"]["reservedFor"] == [{"apiGroup": S, "resource": "podgroups", "name": "pair",
                                                "uid": pg["metadata"]["uid"]}]
     out = cluster.kubectl("get", "podgroup", "pair", "-n", "default").stdout
-    assert out.split("\n")[0].split()[:5] == ["NAME", "POLICY", "MIN-COUNT", "SCHEDULED", "PHASE"]
-    assert out.split("\n")[1].split()[:5] == ["pair", "Gang", "2", "True", "Scheduled"]
+    assert out.split("\n")[0].split()[:4] == ["NAME", "POLICY", "WORKLOAD", "STATUS"]
+    assert out.split("\n")[1].split()[:4] == ["pair", "Gang", "<none>", "Scheduled"]

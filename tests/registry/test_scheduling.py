@@ -139,15 +139,17 @@ def test_pod_group_status_and_columns():
     obj = pod_group()
     obj["status"] = {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "lastTransitionTime": "2026-07-01T00:00:00Z"}]}
     assert s.validate_status_update(obj, pod_group()) == []
-    assert [c.fn(obj) for c in s.columns if c.name != "Age"] == ["train-workers", "Gang", "3", "True", "Scheduled"]
-    basic = pod_group(schedulingPolicy={"basic": {}})
-    assert [c.fn(basic) for c in s.columns[1:5]] == ["Basic", "<none>", "Unknown", "Pending"]
+    # upstream's printPodGroup: Name, Policy, Workload, Status (then Age)
+    assert [c.name for c in s.columns] == ["Name", "Policy", "Workload", "Status", "Age"]
+    assert [c.fn(obj) for c in s.columns if c.name != "Age"] == ["train-workers", "Gang", "train", "Scheduled"]
+    basic = pod_group(schedulingPolicy={"basic": {}}, workloadRef=None)
+    assert [c.fn(basic) for c in s.columns[1:4]] == ["Basic", "<none>", "Pending"]
     failed = {**pod_group(), "status": {"conditions": [
-        {"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable"}]}}
-    assert s.columns[4].fn(failed) == "Unschedulable"
+        {"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "SchedulerError"}]}}
+    assert s.columns[3].fn(failed) == "Unschedulable"  # whatever the reason
     preempted = {**pod_group(), "status": {"conditions": [
         *obj["status"]["conditions"], {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}}
-    assert s.columns[4].fn(preempted) == "Disrupted"
+    assert s.columns[3].fn(preempted) == "PreemptionByScheduler"
     obj["status"]["conditions"][0]["status"] = "Maybe"
     assert ("status.conditions[0].status", "FieldValueNotSupported") in errors(s.validate_status_update(obj, pod_group()))
     created = pod_group()
@@ -164,7 +166,7 @@ def test_composite_pod_group():
         "workloadRef": {"workloadName": "train", "templateName": "root"},
         "schedulingPolicy": {"gang": {"minGroupCount": 2}}, "disruptionMode": {"all": {}}}}
     assert s.validate(obj) == []
-    assert s.columns[2].fn(obj) == "2"
+    assert [c.fn(obj) for c in s.columns[1:4]] == ["Gang", "train", "Pending"]
     no_ref = copy.deepcopy(obj)
     del no_ref["spec"]["workloadRef"]
     assert errors(s.validate(no_ref)) == [("spec.workloadRef", "FieldValueRequired")]
@@ -187,7 +189,7 @@ def test_workload_valid():
     s = WorkloadStrategy()
     obj = workload(controllerRef={"apiGroup": "batch", "kind": "Job", "name": "train"}, podGroupTemplates=[template("workers"), template("ps")])
     assert s.validate(obj) == []
-    assert s.columns[1].fn(obj) == 2
+    assert [c.name for c in s.columns] == ["Name", "Age"]  # upstream's printWorkload
     nested = workload(compositePodGroupTemplates=[{
         "name": "root", "schedulingPolicy": {"basic": {}}, "disruptionMode": {"single": {}},
         "podGroupTemplates": [template("leaf", disruptionMode={"all": {}})]}])
