@@ -53,6 +53,8 @@ INDICES = "__nk_indices__"
 #: reads '+00:00' for 'Z', '1h30m0s' for '5400s', '100000000000000000000' for '1e+20')
 STRING = "__nk_string__"
 _OWN_STRING = frozenset({"timestamp", "duration", "double", "dyn"})
+#: size() of a string: its code points (the engine's counts UTF-8 bytes: 'héllo' was 6)
+SIZE = "__nk_size__"
 #: a timestamp's accessors, which without a time zone read UTC in Kubernetes (the engine: the
 #: timestamp's own offset); printed with "UTC", the form `library.timestamps` implements
 _ACCESSORS = frozenset({"getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear",
@@ -123,8 +125,17 @@ def _string(v):
     return convert(v)
 
 
+def _size(v):
+    from .errors import CELError
+    from .library.values import marker
+
+    if isinstance(v, (str, bytes, list)) or (isinstance(v, dict) and marker(v) is None):
+        return len(v)
+    raise CELError("no such overload")
+
+
 RUNTIME = {SORT_BY_KEYS: _sort_by_keys, ZIP_MAP: _zip_map, MERGE_MAPS: _merge_maps, INDICES: stdlib.lists_range,
-           OPT_FIELD: _opt_index, OPT_INDEX: _opt_index, STRING: _string, **meter.RUNTIME, **collect.RUNTIME}
+           OPT_FIELD: _opt_index, OPT_INDEX: _opt_index, STRING: _string, SIZE: _size, **meter.RUNTIME, **collect.RUNTIME}
 
 _INFIX = {"_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "_==_": "==", "_!=_": "!=", "_<_": "<",
           "_<=_": "<=", "_>_": ">", "_>=_": ">=", "_&&_": "&&", "_||_": "||", "@in": "in"}
@@ -154,6 +165,9 @@ def _restated(n: Node, types: dict[int, Type]) -> str | None:
     if n.name == "string" and n.target is None and len(n.args) == 1 and \
             types.get(id(n.args[0]), DYN).name in _OWN_STRING:
         return STRING + "({0})"
+    if n.name == "size" and len(operands := ([n.target] if n.target is not None else []) + n.args) == 1 and \
+            types.get(id(operands[0]), DYN).name in ("string", "dyn"):
+        return SIZE + "({0})"
     if n.name in _ACCESSORS and n.target is not None and not n.args and types.get(id(n.target), DYN).name == "timestamp":
         return '{0}.%s("UTC")' % n.name
     return None
