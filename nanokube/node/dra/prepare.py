@@ -18,6 +18,7 @@ from collections.abc import Collection
 
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
+from ...dra.podgroup_claims import owned_by_group
 from ...dra.resourceclaim import EXTENDED_CLAIM_REF, pod_claims, reserved_for_pod
 from ..cluster import NodeSpec
 from . import nvidia
@@ -29,6 +30,16 @@ DRIVERS = (GPU_DRIVER, NIC_DRIVER, nvidia.NVIDIA_DRIVER)
 _MIG_NAME = re.compile(r"(gpu-\d+)-mig-.+-(\d+)-(\d+)")
 STATUS_RETRIES = 6
 STATUS_BACKOFF = 0.05
+
+
+def _made_for(claim: dict, pod: dict) -> bool:
+    """Upstream's resourceclaim.IsForPod, which the kubelet asks of a claim the pod does not name
+    itself (generated from a template, or the scheduler's extended resource claim,
+    kubernetes#135404): the pod, or its PodGroup for a claim the group shares, controls it. A
+    claim of the same name that another pod owns must not be prepared for this one."""
+    uid = pod["metadata"]["uid"]
+    return any(r.get("controller") and r.get("uid") == uid for r in claim["metadata"].get("ownerReferences") or []) \
+        or owned_by_group(claim, pod)
 
 
 class NotReady(Exception):
@@ -69,6 +80,7 @@ class ClaimPreparer:
         md = pod["metadata"]
         ns = md["namespace"]
         recorded = {s["name"] for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+        named = {ref["name"] for ref in pod["spec"].get("resourceClaims") or [] if ref.get("resourceClaimName")}
         ready: list[dict] = []
         for ref, name in pod_claims(pod):
             if name is None:
@@ -81,6 +93,9 @@ class ClaimPreparer:
                 if e.code != 404:
                     raise
                 raise NotReady(f"prepare dynamic resources: fetch ResourceClaim {name}: {e.message}") from None
+            if ref not in named and not _made_for(claim, pod):
+                raise NotReady(f"prepare dynamic resources: ResourceClaim {ns}/{name} was not created for pod "
+                               f"{ns}/{md['name']} (pod is not owner)")
             # an unallocated claim is reserved for nobody
             if not (claim.get("status") or {}).get("allocation") or not reserved_for_pod(claim, pod):
                 raise NotReady(f"prepare dynamic resources: pod {md['name']} ({md['uid']}) is not allowed to use "

@@ -201,3 +201,35 @@ async def test_a_missing_or_ungenerated_claim_is_named_as_the_kubelet_names_it(e
                    'resourceclaims.resource.k8s.io "ghost" not found',
         "templated": 'Failed to prepare dynamic resources: prepare dynamic resources: pod "default/templated": '
                      "ResourceClaim not created yet"}
+
+
+async def test_a_generated_claim_another_pod_owns_is_not_prepared(env):
+    """The kubelet checks the owner of a claim the pod names through its status (resourceclaim
+    IsForPod): a claim recorded for a template entry but controlled by another pod is refused,
+    even reserved for this one, as it was not made for it."""
+    client, clock, mgr = env
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    events = client.resource("", "v1", "events")
+    owner = await pods.create(pod_body("owner", "unused", node="gpu-1"))
+    body = claim_body("owner-acc")
+    body["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "owner",
+                                            "uid": owner["metadata"]["uid"], "controller": True}]
+    await claims.create(body)
+    taker = pod_body("taker", "unused")
+    taker["spec"]["resourceClaims"] = [{"name": "acc", "resourceClaimTemplateName": "gpus"}]
+    taker = await pods.create(taker)
+    await allocate(claims, "owner-acc", owner, taker)
+    await pods.patch("taker", {"status": {"resourceClaimStatuses": [{"name": "acc", "resourceClaimName": "owner-acc"}]}},
+                     "application/strategic-merge-patch+json", namespace="default", subresource="status")
+
+    async def refused():
+        await clock.advance(1)  # the worker re-checks the pod's claims on its retry
+        items, _ = await events.list("default")
+        return [e for e in items if e["involvedObject"]["name"] == "taker" and "owner" in e["message"]]
+    [ev] = await eventually(refused)
+    assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: ResourceClaim "
+                             "default/owner-acc was not created for pod default/taker (pod is not owner)")
+    await clock.advance(3)
+    assert (await pods.get("taker", "default"))["status"]["phase"] == "Pending"
+    assert not mgr.agents["gpu-0"].claims.is_prepared("default", "owner-acc")
