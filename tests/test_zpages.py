@@ -240,7 +240,8 @@ async def test_apiserver_metrics_reset_on_delete(apiserver):
         async with admin.get(base + "/api/v1/namespaces"):
             pass
         async with admin.get(base + "/metrics") as r:
-            assert 'apiserver_request_total{code="200",group="",resource="namespaces"' in await r.text()
+            assert ('apiserver_request_total{code="200",component="apiserver",dry_run="",group="",'
+                    'resource="namespaces"') in await r.text()
         async with admin.delete(base + "/metrics", headers={"Impersonate-User": "prometheus",
                                                             "Impersonate-Group": "system:monitoring"}) as r:
             assert r.status == 403

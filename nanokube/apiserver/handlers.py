@@ -265,7 +265,7 @@ class APIHandlers:
         if "%" in path:  # the route's unquoting: path_safe keeps only these two escaped
             path = path.replace("%2F", "/").replace("%25", "%")
         t0 = time.perf_counter()
-        labels = ["", "", "", "", "", None]
+        labels = ["", "", "", "", "", None, "", ""]  # verb, group, version, resource, sub, warnings, scope, dry run
         code = 500
         try:
             resp = await self._route(request, path, labels)
@@ -285,10 +285,10 @@ class APIHandlers:
             code = 500
             return error_response(errors.internal(str(e)))
         finally:
-            verb, g, v, r, s, _ = labels
+            verb, g, v, r, s, _, scope, dry = labels
             if verb and verb != "WATCH":
-                self.metrics.request_count(verb, g, v, r, s, str(code)).inc()
-                self.metrics.request_latency(verb, g, v, r, s).observe(time.perf_counter() - t0)
+                self.metrics.request_count(verb, dry, g, v, r, s, scope, "apiserver", str(code)).inc()
+                self.metrics.request_latency(verb, dry, g, v, r, s, scope, "apiserver").observe(time.perf_counter() - t0)
 
     async def _route(self, request: web.Request, path: str, labels: list) -> web.StreamResponse:
         parts = [p for p in path.split("/") if p]
@@ -347,7 +347,13 @@ class APIHandlers:
             verb = m
         if sub in ("exec", "attach", "portforward", "proxy") and not group:
             verb = "CONNECT"  # the connect routes are instrumented under their action's verb
+        elif m == "PATCH" and request.content_type == "application/apply-patch+yaml":
+            verb = "APPLY"  # cleanVerb: a server-side apply is reported as its own verb
         labels[:5] = verb, group, version, plural, sub
+        labels[6] = "resource" if name or m == "POST" else ("namespace" if namespace else "cluster")  # CleanScope
+        if "dryRun" in request.query_string:  # cleanDryRun: the distinct values, sorted, or "invalid"
+            dry = sorted(set(q.getall("dryRun", [])))
+            labels[7] = ",".join(dry) if set(dry) <= {"All"} else "invalid"
         deprecated = res.strategy.deprecation(version)
         if deprecated:
             request[_WARNINGS] = labels[5] = [deprecated]

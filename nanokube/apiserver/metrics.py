@@ -7,6 +7,10 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from ..machinery.metrics import Family
 
 
+#: kube-apiserver's request labels (endpoints/metrics): `scope` is resource, namespace or cluster
+#: (CleanScope), `dry_run` the query's dryRun values ("All", "invalid", or ""), `component` the
+#: server that answered ("apiserver": nanokube serves what an aggregator would relay itself)
+_REQUEST_LABELS = ["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"]
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -14,11 +18,13 @@ class APIMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Family(
-            "counter", "apiserver_request_total", "Counter of apiserver requests broken out for each verb, group, version, resource and HTTP response code.",
-            ["verb", "group", "version", "resource", "subresource", "code"], self.registry)
+            "counter", "apiserver_request_total", "Counter of apiserver requests broken out for each verb, dry run value, "
+            "group, version, resource, scope, component, and HTTP response code.",
+            [*_REQUEST_LABELS, "code"], self.registry)
         self.latency = Family(
-            "histogram", "apiserver_request_duration_seconds", "Response latency distribution in seconds for each verb, group, version, resource and subresource.",
-            ["verb", "group", "version", "resource", "subresource"], self.registry, _BUCKETS)
+            "histogram", "apiserver_request_duration_seconds", "Response latency distribution in seconds for each verb, "
+            "dry run value, group, version, resource, subresource, scope and component.",
+            _REQUEST_LABELS, self.registry, _BUCKETS)
         self.watchers = Family(
             "gauge", "apiserver_registered_watchers", "Number of currently registered watchers for a given resource.",
             ["group", "version", "kind"], self.registry)

@@ -14,8 +14,8 @@ from nanokube.apiserver.worker_metrics import merge
 def _worker(requests: int, objects: int, latency: float) -> tuple[APIMetrics, bytes]:
     m = APIMetrics()
     for _ in range(requests):
-        m.request_count("GET", "", "v1", "pods", "", "200").inc()
-        m.request_latency("GET", "", "v1", "pods", "").observe(latency)
+        m.request_count("GET", "", "", "v1", "pods", "", "namespace", "apiserver", "200").inc()
+        m.request_latency("GET", "", "", "v1", "pods", "", "namespace", "apiserver").observe(latency)
     m.storage_objects.labels("pods").set(objects)
     m.watchers.labels("", "v1", "Pod").set(requests)
     m.inflight.labels("mutating").set(1)
@@ -29,7 +29,7 @@ def _samples(body: bytes) -> dict:
 
 def test_one_worker_comes_back_as_it_was():
     m, body = _worker(3, 7, 0.002)
-    m.request_count("POST", "", "v1", "pods", "", "201").inc()
+    m.request_count("POST", "", "", "v1", "pods", "", "resource", "apiserver", "201").inc()
     component = CollectorRegistry()  # a component's prometheus_client metrics, rendered after the server's
     Counter("webhook_rejections", "doc", ["name"], registry=component).labels("w").inc()
     Histogram("webhook_seconds", "doc", registry=component).observe(0.3)
@@ -42,7 +42,8 @@ def test_counters_histograms_and_gauges_of_work_add_up_the_store_is_counted_once
     time.sleep(0.01)
     b, body_b = _worker(5, 9, 0.2)
     got = _samples(merge([body_a, body_b]))
-    pods = (("code", "200"), ("group", ""), ("resource", "pods"), ("subresource", ""), ("verb", "GET"), ("version", "v1"))
+    pods = (("code", "200"), ("component", "apiserver"), ("dry_run", ""), ("group", ""), ("resource", "pods"),
+            ("scope", "namespace"), ("subresource", ""), ("verb", "GET"), ("version", "v1"))
     assert got[("apiserver_request_total", pods)] == 8
     created = _samples(body_a)[("apiserver_request_created", pods)]
     assert got[("apiserver_request_created", pods)] == created < _samples(body_b)[("apiserver_request_created", pods)]
@@ -55,6 +56,7 @@ def test_counters_histograms_and_gauges_of_work_add_up_the_store_is_counted_once
     assert got[("apiserver_current_inflight_requests", (("request_kind", "mutating"),))] == 2
     assert got[("apiserver_storage_objects", (("resource", "pods"),))] == 9
     # a series only one worker has is kept as it is
-    b.request_count("DELETE", "", "v1", "pods", "", "200").inc()
-    deletes = (("code", "200"), ("group", ""), ("resource", "pods"), ("subresource", ""), ("verb", "DELETE"), ("version", "v1"))
+    b.request_count("DELETE", "", "", "v1", "pods", "", "resource", "apiserver", "200").inc()
+    deletes = (("code", "200"), ("component", "apiserver"), ("dry_run", ""), ("group", ""), ("resource", "pods"),
+               ("scope", "resource"), ("subresource", ""), ("verb", "DELETE"), ("version", "v1"))
     assert _samples(merge([body_a, b.render()]))[("apiserver_request_total", deletes)] == 1

@@ -3,6 +3,7 @@ restart on the same data dir."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import tempfile
@@ -27,13 +28,13 @@ def test_health_version_metrics(cluster):
     client.CoreV1Api(cluster.client()).list_namespaced_config_map("default")
     with urllib.request.urlopen(urllib.request.Request(h.server + "/metrics"), context=h.ctx) as r:
         text = r.read().decode()
-    assert 'apiserver_request_total{code="200",group="",resource="configmaps",subresource="",verb="LIST",version="v1"}' in text
+    assert ('apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",'
+            'scope="namespace",subresource="",verb="LIST",version="v1"}') in text
     assert "apiserver_request_duration_seconds_bucket" in text
     assert "apiserver_storage_request_duration_seconds_bucket" in text
 
 
 def test_anonymous_gets_health_but_not_resources(cluster):
-    import json
     import ssl
     import urllib.error
     import urllib.request
@@ -70,3 +71,31 @@ def test_sigterm_then_restart_keeps_objects_and_revisions(store_url):
             c2.stop()
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_request_metrics_carry_kube_apiservers_labels(cluster):
+    """apiserver_request_total and apiserver_request_duration_seconds (STABLE) are broken out as
+    kube-apiserver's: verb (a server-side apply is APPLY), dry_run, group, version, resource,
+    subresource, scope (resource for a named object or a create, namespace, cluster) and
+    component, so dashboards and SLO rules that select on them find the series."""
+    cluster.kubectl("get", "pods", "-A")
+    cluster.kubectl("get", "pods", "-n", "default")
+    cluster.kubectl("get", "namespace", "default")
+    cluster.kubectl("create", "configmap", "dry", "--dry-run=server")
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied", "namespace": "default"}}
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(cm))
+    text = cluster.kubectl("get", "--raw", "/metrics").stdout
+
+    def series(name, code=None, dry_run="", resource="pods", scope="cluster", verb="LIST"):
+        labels = (f'code="{code}",' if code else "") + (f'component="apiserver",dry_run="{dry_run}",group="",'
+                                                         f'resource="{resource}",scope="{scope}",subresource="",'
+                                                         f'verb="{verb}",version="v1"')
+        return f"{name}{{{labels}}} "
+    assert series("apiserver_request_total", "200") in text
+    assert series("apiserver_request_total", "200", scope="namespace") in text
+    assert series("apiserver_request_total", "200", resource="namespaces", scope="resource", verb="GET") in text
+    assert series("apiserver_request_total", "201", "All", "configmaps", "resource", "POST") in text
+    assert series("apiserver_request_total", "201", resource="configmaps", scope="resource", verb="APPLY") in text
+    assert series("apiserver_request_duration_seconds_count") in text
+    assert ("# HELP apiserver_request_total Counter of apiserver requests broken out for each verb, dry run value, "
+            "group, version, resource, scope, component, and HTTP response code.") in text

@@ -45,8 +45,8 @@ async def configmap_requests(server) -> tuple[float, float, float]:
 
     def total(series: str, labels: str) -> float:
         return sum(float(m.group(1)) for m in re.finditer(rf"^{series}{{{labels}}} (\S+)$", text, re.M))
-    return (total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",subresource="",verb="GET"[^}]*'),
-            total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",subresource="",verb="LIST"[^}]*'),
+    return (total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",[^}]*subresource="",verb="GET"[^}]*'),
+            total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",[^}]*subresource="",verb="LIST"[^}]*'),
             total("apiserver_registered_watchers", r'group="",kind="ConfigMap",version="v1"'))
 
 
