@@ -1,17 +1,20 @@
 """The discrete-event driver against real time: the same trace run on the
-virtual clock and on the wall clock (`speed=1`, components sleeping for
-real) places every pod alike and starts and ends each within the
-scheduler's own tick (its backoff flush, 1 s) of the other; and the same
-seed gives the same placements, generated names included.
+virtual clock and on a real one (`speed=0.5`, components sleeping for
+real, at half the wall clock's pace) places every pod alike and starts
+and ends each within the scheduler's own tick (its backoff flush, 1 s) of
+the other; and the same seed gives the same placements, generated names
+included.
 
-The trace (durations scaled down so the real-time run takes about half a
-minute): 50 nodes (4 of them tainted for big jobs), 165 short pods in
+The trace (durations scaled down so the real-time run takes about 75 s):
+50 nodes (4 of them tainted for big jobs), 165 short pods in
 bursts, two gangs (one fits at once, one waits three seconds for two hogs
 to end), and a Deployment that an HPA scales on a Pods metric. Bursts of 15
 pods two seconds apart, each pod running half a second or one: a pod ends
 at least a second before the next burst, and a loaded machine (load 9 on
-two cores) works through a burst in under a second, so the real-time run
-lags by less than that and nothing happens in another order. Nothing ends
+two cores) works through a burst in under a second of real time, half a
+second of the trace's at half speed, so the real-time run lags by less
+than that and nothing happens in another order, with no check of the
+machine's load. Nothing ends
 while the big gang waits, so it is retried as often in both runs (each
 retry draws from the scheduler's tie-breaking random numbers). A burst's
 pods only go to the untainted nodes, so the big gang's end, on the tainted
@@ -21,7 +24,6 @@ ones, may coincide with one.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 
@@ -46,8 +48,8 @@ BIG = {"nodeSelector": {"pool": "big"}, "tolerations": [{"key": "dedicated", "op
 UNTIL = 37.0
 #: the scheduler's tick: backoffQ is flushed once a second
 TICK = 1.0
-#: runnable processes per CPU beyond which the machine cannot keep real time (measured: fine at 4.5, 5+ s late at 5.5)
-OVERLOAD = 4.5
+#: the real-time run's pace: the trace's second is two of the wall clock's, doubling its margins for a loaded machine
+SPEED = 0.5
 
 
 def _pod(name: str, cpu: str, seconds: float, **spec) -> dict:
@@ -116,6 +118,7 @@ def _placements(result) -> dict:
     return out
 
 
+@pytest.mark.timeout(300)
 async def test_virtual_time_agrees_with_real_time():
     virtual = await run("virtual", CLUSTER, _trace(), None, seed=5, until=UNTIL, progress=False)
     again = await run("again", CLUSTER, _trace(), None, seed=5, until=UNTIL, progress=False)
@@ -131,21 +134,17 @@ async def test_virtual_time_agrees_with_real_time():
     assert waits["small"] < TICK and 3 <= waits["big"] <= 3 + TICK, m["gang_wait_s"]
     assert sum(1 for t in m["timeline"].values() if t[3] is not None) >= 150, "most short pods ran to completion"
 
-    stall, load = [0.0], os.getloadavg()[0]
+    stall = [0.0]
     watch = asyncio.create_task(_loop_stalls(stall))
-    real = await run("real", CLUSTER, _trace(), None, seed=5, until=UNTIL, speed=1.0, progress=False)
+    real = await run("real", CLUSTER, _trace(), None, seed=5, until=UNTIL, speed=SPEED, progress=False)
     watch.cancel()
-    load = max(load, os.getloadavg()[0])
-    if load > OVERLOAD * (os.cpu_count() or 1):
-        pytest.skip(f"load average {load:.1f} on {os.cpu_count()} CPUs: the real-time run gets too little CPU "
-                    f"to keep within the trace's one-second margins, so it cannot be compared")
-    assert real.wall_s >= UNTIL
+    assert real.wall_s >= UNTIL / SPEED
     lag = max(r - v for pod, t in m["timeline"].items() for v, r in zip(t, real.metrics["timeline"][pod])
               if v is not None and r is not None)
     assert _placements(real) == _placements(virtual), \
         f"the real-time run lagged by up to {lag:.2f} s (loop stalled up to {stall[0]:.2f} s)"
-    # the scheduler's tick, plus the longest stretch the process was starved of CPU
-    tolerance = TICK + stall[0]
+    # the scheduler's tick, plus the longest stretch the process was starved of CPU (in the trace's seconds)
+    tolerance = TICK + stall[0] * SPEED
     late = {}
     for pod, (created, bound, started, ended) in m["timeline"].items():
         other = real.metrics["timeline"][pod]
