@@ -34,6 +34,7 @@ from ..machinery import restartrules
 from ..machinery.errors import APIError
 from ..clock import parse_time
 from .dra.prepare import NotReady
+from .envvars import environment_error
 from . import inplace
 from .simulated_io import SimulatedIO
 from .volumes import MountError
@@ -752,6 +753,18 @@ class PodWorker:
                                                   "accessed by the pod", path)
         return False
 
+    async def _ensure_config(self, c: dict) -> bool:
+        """The ConfigMaps and Secrets container `c`'s environment names (envvars.py): while one, or
+        a key of it, that is not optional is missing, its start fails with CreateContainerConfigError
+        (Warning Failed 'Error: ...'), tried again each SYNC_RETRY. True if the pod was deleted or ran
+        past its active deadline meanwhile."""
+        while error := await environment_error(self.agent.volumes.watched, self.namespace, c):
+            await self._event("Warning", "Failed", f"Error: {error}", field_path(self.pod, c["name"]))
+            await self._image_waiting(c, "CreateContainerConfigError", error)
+            if await self._wait(self.clock.monotonic() + SYNC_RETRY, active=True):
+                return True
+        return False
+
     async def _initialized(self, c: dict) -> bool:
         """Before the first pull of an app container's image in a pod whose init containers just
         ran: the pod is Initialized and its containers wait PodInitializing (kubectl: PodInitializing),
@@ -783,7 +796,7 @@ class PodWorker:
 
     async def _image_waiting(self, c: dict, reason: str, message: str) -> None:
         """Report container `c` waiting for its image (ErrImagePull, ImagePullBackOff,
-        ErrImageNeverPull) with `message`, the others in their default waiting state. An init
+        ErrImageNeverPull) or its configuration (CreateContainerConfigError) with `message`, the others in their default waiting state. An init
         container's keeps the pod Pending and not Initialized (kubectl: Init:ErrImagePull)."""
         now, state = self.clock.rfc3339(), {"waiting": {"reason": reason, "message": message}}
         path = field_path(self.pod, c["name"])
@@ -805,7 +818,7 @@ class PodWorker:
         deadline meanwhile."""
         for c in containers:
             self.starting = c["name"]
-            if await self._ensure_image(c, interruptible):
+            if await self._ensure_image(c, interruptible) or (interruptible and await self._ensure_config(c)):
                 return True
             path = field_path(self.pod, c["name"])
             await self._event("Normal", "Created", "Container created", path)

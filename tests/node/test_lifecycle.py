@@ -207,6 +207,37 @@ async def test_graceful_deletion_stops_containers_then_removes_the_pod(env):
     assert await eventually(gone(pods, "slow"))
 
 
+async def test_a_missing_config_map_or_key_in_the_environment_is_create_container_config_error(env):
+    """makeEnvironmentVariables' errors: a ConfigMap (or Secret) the environment names that does not
+    exist, or lacks the key, and is not optional keeps the container waiting in
+    CreateContainerConfigError with a Warning Failed 'Error: ...', tried again at each sync; once
+    it is there the container starts. Optional ones missing are skipped."""
+    pods, clock = env
+    configmaps = pods.c.resource("", "v1", "configmaps")
+    p = pod("configured")
+    p["spec"]["containers"][0]["env"] = [
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "mode"}}},
+        {"name": "EXTRA", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k", "optional": True}}}]
+    p["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "absent-too", "optional": True}}]
+    await pods.create(p)
+
+    async def waiting(message):
+        got = await pods.get("configured", "default")
+        state = ((got.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {}
+        return got if state == {"waiting": {"reason": "CreateContainerConfigError", "message": message}} else None
+    await eventually(lambda: waiting('configmap "app-config" not found'))
+    await configmaps.create({"metadata": {"name": "app-config", "namespace": "default"}, "data": {"other": "x"}})
+    await clock.advance(10)
+    await eventually(lambda: waiting("couldn't find key mode in ConfigMap default/app-config"))
+    await configmaps.patch("app-config", {"data": {"mode": "fast"}}, namespace="default")
+    await clock.advance(10)
+    await eventually(phase_is(pods, "configured", "Running"))
+    events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+    failed = sorted(e["message"] for e in events if e["reason"] == "Failed" and e["involvedObject"]["name"] == "configured")
+    assert failed == ["Error: configmap \"app-config\" not found",
+                      "Error: couldn't find key mode in ConfigMap default/app-config"]
+
+
 async def test_ready_conditions_name_the_unready_containers_as_the_kubelet_does(env):
     """ContainersReady and Ready, False while containers start: reason ContainersNotReady and
     GenerateContainersReadyCondition's message listing the sidecars, then the app containers, not

@@ -168,6 +168,13 @@ class ProcessPodWorker(PodWorker):
 
     async def _environment(self, spec: dict) -> dict[str, str]:
         env = {"PATH": DEFAULT_PATH, "HOSTNAME": self.name, "HOME": "/root"}
+        for src in spec.get("envFrom") or []:  # first, so that env overrides what they bring
+            for kind, plural in (("configMapRef", "configmaps"), ("secretRef", "secrets")):
+                if (src.get(kind) or {}).get("name"):
+                    obj = await self.agent.volumes.watched[plural].get(self.namespace, src[kind]["name"]) or {}
+                    for k, v in (obj.get("data") or {}).items():
+                        env[src.get("prefix", "") + k] = base64.b64decode(v).decode(errors="replace") \
+                            if plural == "secrets" else v
         for e in spec.get("env") or []:
             if "value" in e or not e.get("valueFrom"):
                 env[e["name"]] = expand(e.get("value", ""), env)
@@ -198,9 +205,8 @@ class ProcessPodWorker(PodWorker):
         for kind, plural in (("configMapKeyRef", "configmaps"), ("secretKeyRef", "secrets")):
             if kind in ref:
                 r = ref[kind]
-                try:
-                    obj = await self.agent.client.resource("", "v1", plural).get(r["name"], self.namespace)
-                except errors.APIError:
+                obj = await self.agent.volumes.watched[plural].get(self.namespace, r["name"])  # the node's watch
+                if obj is None:
                     return None
                 if kind == "secretKeyRef":
                     raw = (obj.get("data") or {}).get(r["key"])
@@ -355,9 +361,9 @@ class ProcessPodWorker(PodWorker):
         c.logs = [*c.logs[-1:], log]
         c.io = ContainerIO()
         c.cpu = CPUSamples(self.clock.monotonic())
-        if any("fileKeyRef" in (e.get("valueFrom") or ()) for e in c.spec.get("env") or ()):
-            # an env file is read as the container starts: an init container may have just written it
-            self._env[c.name] = await self._environment(c.spec)
+        # the environment is made as each instance starts (makeEnvironmentVariables): an init container
+        # may have just written an env file, a ConfigMap or Secret it names may have appeared or changed
+        self._env[c.name] = await self._environment(c.spec)
         c.proc = await stdio.spawn(self._launch_argv(c, self._argv(c)), c.spec, log, c.io, self.clock.now)
         c.instances += 1
 
@@ -365,8 +371,9 @@ class ProcessPodWorker(PodWorker):
         """Run `c` until it exits and `restart(exit code)` says no (or the pod
         stops), with crash-loop backoff in between; returns the last exit code."""
         while True:
-            if await self._ensure_image(c.spec) or self._stopping.is_set():
-                return 0  # deleted while waiting for its image: never started
+            if await self._ensure_image(c.spec) or self._stopping.is_set() or await self._ensure_config(c.spec) \
+                    or self._stopping.is_set():
+                return 0  # deleted while waiting for its image or configuration: never started
             await self._spawn(c)
             for reason in ("Created", "Started"):
                 await self._event("Normal", reason, f"Container {reason.lower()}", field_path(self.pod, c.name))

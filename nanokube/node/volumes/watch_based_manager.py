@@ -1,6 +1,6 @@
 """The kubelet's ConfigMap and Secret managers in Watch mode (pkg/kubelet/util/manager's
 watch-based manager, what the default configMapAndSecretChangeDetectionStrategy picks): each
-object the pods' volumes name is kept by a watch of that one object (fieldSelector
+object the pods' volumes and containers' environment name is kept by a watch of that one object (fieldSelector
 metadata.name, the only list and watch the node authorizer grants a node), shared by every pod
 that names it and stopped when the last such pod is gone. Volume setups and their periodic
 resyncs read from here, so a resync costs no request and an edit reaches the files at the next
@@ -23,15 +23,21 @@ SYNC_WAIT = 1.0
 
 def referenced(pod: dict, plural: str) -> set[str]:
     """The names of the ConfigMaps (`plural` "configmaps") or Secrets ("secrets") the pod's
-    volumes and projected volume sources name."""
+    volumes, projected volume sources and containers' environment (env valueFrom, envFrom) name."""
     kind, name_key = ("configMap", "name") if plural == "configmaps" else ("secret", "secretName")
+    key_ref, ref = ("configMapKeyRef", "configMapRef") if plural == "configmaps" else ("secretKeyRef", "secretRef")
+    spec = pod.get("spec") or {}
     out = set()
-    for vol in (pod.get("spec") or {}).get("volumes") or []:
+    for vol in spec.get("volumes") or []:
         if (vol.get(kind) or {}).get(name_key):
             out.add(vol[kind][name_key])
         for s in (vol.get("projected") or {}).get("sources") or []:
             if (s.get(kind) or {}).get("name"):
                 out.add(s[kind]["name"])
+    for c in (c for key in ("initContainers", "containers", "ephemeralContainers") for c in spec.get(key) or ()):
+        out |= {e["valueFrom"][key_ref]["name"] for e in c.get("env") or ()
+                if ((e.get("valueFrom") or {}).get(key_ref) or {}).get("name")}
+        out |= {e[ref]["name"] for e in c.get("envFrom") or () if (e.get(ref) or {}).get("name")}
     return out
 
 

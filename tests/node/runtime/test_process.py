@@ -491,3 +491,27 @@ async def test_ready_follows_the_readiness_gates_condition(env):
     await pods.patch("gated", {"status": {"conditions": [{"type": "example.com/lb-ready", "status": "True"}]}},
                      "application/strategic-merge-patch+json", namespace="default", subresource="status")
     await eventually(status_of(pods, "gated", ready("True", None)), ATTEMPTS)
+
+
+async def test_env_from_config_maps_and_secrets_and_a_missing_one_waits(env):
+    """envFrom brings a ConfigMap's and a Secret's keys (with the prefix), env entries override them;
+    a ConfigMap the environment names that does not exist keeps the container in
+    CreateContainerConfigError (nothing runs) until it is created."""
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    await client.resource("", "v1", "secrets").create({"metadata": {"name": "creds", "namespace": "default"},
+                                                       "data": {"TOKEN": "czNjcmV0"}})  # s3cret
+    p = pod("env-from", ["sh", "-c", 'echo "$CFG_MODE $CFG_LEVEL $TOKEN"'])
+    p["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "settings"}, "prefix": "CFG_"},
+                                             {"secretRef": {"name": "creds"}}]
+    p["spec"]["containers"][0]["env"] = [{"name": "CFG_LEVEL", "value": "override"}]
+    await pods.create(p)
+
+    def config_error(st):
+        state = (st.get("containerStatuses") or [{}])[0].get("state") or {}
+        return state.get("waiting") == {"reason": "CreateContainerConfigError", "message": 'configmap "settings" not found'}
+    await eventually(status_of(pods, "env-from", config_error), ATTEMPTS)
+    await client.resource("", "v1", "configmaps").create({"metadata": {"name": "settings", "namespace": "default"},
+                                                          "data": {"MODE": "fast", "LEVEL": "3"}})
+    await eventually(status_of(pods, "env-from", phase("Succeeded")), ATTEMPTS)
+    assert (await log_of(rt, "env-from")) == b"fast override s3cret\n"
