@@ -43,6 +43,13 @@ _WRITTEN_MAX = 1024
 # JSON bytes of the distinct spec values kept for sharing (see WatchCache._share_spec), values
 # that may outlive their objects; past it the table starts over.
 _SHARED_MAX = 8 << 20
+# A value joins that table only once a second object holds it: the values seen in one object so
+# far are noted by the hash of their JSON, this many at most (then the notes start over; they hold
+# the values, which may outlive their objects too). A pod's own token volume and its mounts in each
+# container (ServiceAccount admission names it kube-api-access-<random>) never repeat in another
+# pod, and each filled the table by ~110 bytes per pod until it started over, dropping every pod's
+# shared values with them.
+_SEEN_ONCE = 4096
 # A spec field of a resource whose values found in that table come to under a quarter of the
 # JSON its new values added, once they added this many bytes, is no longer shared until the
 # table starts over: a ResourceSlice's devices and their attributes (GPUs' UUIDs) never
@@ -211,8 +218,12 @@ class WatchCache:
         self._shared: dict[bytes, Any] = {}
         self._shared_size = 0
         #: per (resource prefix, spec field[, field of its list's items]): [JSON bytes found in
-        #: self._shared, JSON bytes added to it]
+        #: self._shared or seen before in another object, JSON bytes seen for the first time]
         self._share_gain: dict[tuple[str, ...], list[int]] = {}
+        #: hash of the JSON of a value seen in one object only -> (that object's number, `_share_seq`;
+        #: the value) (see _SEEN_ONCE)
+        self._seen_once: dict[int, tuple[int, Any]] = {}
+        self._share_seq = 0
         #: per resource prefix, its `decoder`
         self._decoders: dict[str, Callable[[bytes, int], dict]] = {}
         self._written: dict[str, tuple[bytes, dict]] = {}
@@ -444,6 +455,7 @@ class WatchCache:
             self._shared.clear()
             self._shared_size = 0
             self._share_gain.clear()
+            self._seen_once.clear()
 
     def _share_spec(self, obj: dict, prev: dict | None, prefix: str) -> None:
         """Objects made from one template (a Deployment's pods) repeat most of their spec: an
@@ -452,10 +464,12 @@ class WatchCache:
         lists: a container's ports, env, resources, probes), so a pod's spec costs its few own
         values instead of about 7 KB. Readers never change cached objects, and a value is shared
         only with values of identical JSON (key order and number types included), so every
-        object encodes as before. A field whose values do not repeat stops at _SHARE_PROBE:
+        object encodes as before. A value is kept for sharing once a second object holds it
+        (`_keep_if_seen`), and a field whose values do not repeat stops at _SHARE_PROBE:
         encoding ResourceSlices' device lists and attributes only to miss cost a 5000-node
         start-up ~9% of its instructions, and their JSON filled the table, which then dropped
         the pods' shared values too."""
+        self._share_seq += 1
         spec = obj.get("spec")
         if type(spec) is not dict:
             return
@@ -496,11 +510,7 @@ class WatchCache:
         if hit is not None:
             gain[0] += len(key)
             return hit
-        hit = self._shared[memoryview(key).tobytes()] = [
-            self._shared_fields(x, prefix, field) if type(x) is dict else x for x in v]
-        self._shared_size += len(key)
-        gain[1] += len(key)
-        return hit
+        return self._keep_if_seen(key, [self._shared_fields(x, prefix, field) if type(x) is dict else x for x in v], gain)
 
     def _shared_fields(self, d: dict, prefix: str, field: str) -> dict:
         """A list's object with its maps and lists shared one by one (its strings, numbers and
@@ -522,12 +532,31 @@ class WatchCache:
         key = orjson.dumps(v)
         hit = self._shared.get(key)
         if hit is None:
-            hit = self._shared[memoryview(key).tobytes()] = v
-            self._shared_size += len(key)
-            gain[1] += len(key)
-        else:
-            gain[0] += len(key)
+            return self._keep_if_seen(key, v, gain)
+        gain[0] += len(key)
         return hit
+
+    def _keep_if_seen(self, key: bytes, v: Any, gain: list[int]) -> Any:
+        """`v`, whose JSON `key` is not in the table, or the value of that JSON another object held
+        before, which then joins the table (found by the hash of `key`, and checked: a collision
+        only notes `v` instead). A value repeated within one object (a pod's token mount in each
+        of its containers) is noted once and not kept."""
+        h = hash(key)
+        once = self._seen_once
+        seen = once.get(h)
+        if seen is None or (seen[0] != self._share_seq and orjson.dumps(seen[1]) != key):
+            if len(once) >= _SEEN_ONCE:
+                once.clear()
+            once[h] = (self._share_seq, v)
+            gain[1] += len(key)
+            return v
+        if seen[0] == self._share_seq:
+            return v
+        del once[h]
+        v = self._shared[memoryview(key).tobytes()] = seen[1]
+        self._shared_size += len(key)
+        gain[0] += len(key)
+        return v
 
     def _hand(self, w: Watcher, cev: CacheEvent) -> bool:
         """Whether `w.direct` took the event: only while the watch's task waits on an empty queue."""

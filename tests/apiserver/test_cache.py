@@ -373,8 +373,10 @@ async def test_the_shared_values_are_bounded_by_their_json_size(env, monkeypatch
     store, cache = env
     monkeypatch.setattr(cache_module, "_SHARED_MAX", 64)
     for i in range(20):
-        kv = await store.create(PREFIX + f"ns/s{i}", orjson.dumps({"metadata": {"name": f"s{i}"}, "spec": {"v": [i] * 20}}))
-        await cache.wait_for(kv.mod_revision)
+        for name in (f"s{i}", f"t{i}"):  # a value is kept once a second object holds it
+            kv = await store.create(PREFIX + f"ns/{name}", orjson.dumps({"metadata": {"name": name}, "spec": {"v": [i] * 20}}))
+            await cache.wait_for(kv.mod_revision)
+        assert cache.get(PREFIX + f"ns/s{i}").obj["spec"]["v"] is cache.get(PREFIX + f"ns/t{i}").obj["spec"]["v"]
         assert cache._shared_size <= 64 + len(orjson.dumps([i] * 20))
     assert cache.get(PREFIX + "ns/s7").obj["spec"] == {"v": [7] * 20}
 
@@ -396,16 +398,42 @@ async def test_spec_fields_whose_values_never_repeat_stop_sharing_and_others_kee
     for i, spec in enumerate(unique[:20]):
         await put(slices, f"s{i}", spec)
     size = cache._shared_size
-    assert size > 1000
+    assert size == len(b'{"memory":{"value":"80Gi"}}')  # the capacity, which repeats; no device list or attribute
+    encoded = cache._share_gain[(slices, "devices")][1]  # JSON bytes of the device lists seen
+    assert encoded > 500
     for i, spec in enumerate(unique[20:], 20):
         assert (await put(slices, f"s{i}", spec))["spec"] == spec
-    assert cache._shared_size == size  # stopped: neither the device lists nor the attributes were kept
+    assert cache._shared_size == size
+    assert cache._share_gain[(slices, "devices")][1] == encoded  # stopped: the device lists are not even encoded
     capacities = [cache.get(slices + f"s{i}").obj["spec"]["devices"][0]["capacity"] for i in (0, 39)]
     assert capacities[0] is capacities[1]  # the field whose values repeat is still shared
     template = {"containers": [{"name": "app", "image": "app:1", "ports": [{"containerPort": 80}]}]}
     first, second = await put(pods, "a", template), await put(pods, "b", template)
     assert second["spec"]["containers"] is first["spec"]["containers"]
     assert orjson.loads(cache.get(slices + "s39").raw)["spec"] == unique[39]
+
+
+async def test_values_that_one_object_holds_are_not_kept_for_sharing(env):
+    store, cache = env
+
+    async def put(name, token):  # a pod as ServiceAccount admission leaves it: its own token volume, mounted twice
+        mounts = [{"name": token, "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+        spec = {"containers": [{"name": "app", "image": "app:1", "ports": [{"containerPort": 80}], "volumeMounts": mounts},
+                               {"name": "side", "image": "side:1", "volumeMounts": mounts}],
+                "volumes": [{"name": token, "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]}
+        kv = await store.create(PREFIX + name, orjson.dumps({"metadata": {"name": name[3:]}, "spec": spec}))
+        await cache.wait_for(kv.mod_revision)
+        return cache.get(PREFIX + name)
+
+    a = await put("ns/a", "kube-api-access-aaaaa")
+    assert cache._shared_size == 0  # nothing seen in a second object yet
+    b = await put("ns/b", "kube-api-access-bbbbb")
+    assert b'[{"containerPort":80}]' in cache._shared  # the ports both pods hold, kept, and b's are a's
+    assert b.obj["spec"]["containers"][0]["ports"] is a.obj["spec"]["containers"][0]["ports"]
+    assert b.obj["spec"]["volumes"][0]["projected"] is a.obj["spec"]["volumes"][0]["projected"]
+    assert not any(b"kube-api-access-" in k for k in cache._shared)  # each pod's own mounts and volume are not kept
+    assert b.obj["spec"]["containers"][0]["volumeMounts"][0]["name"] == "kube-api-access-bbbbb"
+    assert orjson.loads(b.raw)["spec"]["containers"][1]["volumeMounts"][0]["name"] == "kube-api-access-bbbbb"
 
 
 @pytest.fixture
