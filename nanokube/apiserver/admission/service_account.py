@@ -13,12 +13,14 @@ reference neither an account nor a Secret.
 The account is read from the watch cache (upstream's informer); a miss is read again after a
 consistent read of storage, and `default`, which the serviceaccount controller makes shortly
 after its namespace, up to ten times 100-200 ms apart, as kube-apiserver does: a pod created
-right after its namespace waits for the account instead of failing.
+right after its namespace waits for the account instead of failing. The validating phase checks
+the account the mutating phase read for the same request and name, without a second lookup.
 """
 
 from __future__ import annotations
 
 import random
+import weakref
 
 from ...machinery import errors
 from .lookup import get, object_name
@@ -143,6 +145,8 @@ class ServiceAccount:
 
     def __init__(self, rest) -> None:
         self.rest = rest
+        #: the last account read: (its request's attributes, weakly; namespace; name; the account)
+        self._read: tuple[weakref.ref, str, str, dict] | None = None
 
     @staticmethod
     def applies(a) -> bool:
@@ -153,10 +157,18 @@ class ServiceAccount:
         return errors.forbidden(a.res.group, a.res.plural, object_name(a), why)
 
     async def _account(self, a, name: str) -> dict:
-        """The account from the cache, else after a consistent read (several, for `default`)."""
+        """The account from the cache, else after a consistent read (several, for `default`); once
+        per request (`a`) and name."""
+        read = self._read
+        if read is not None and read[0]() is a and read[1] == a.namespace and read[2] == name:
+            return read[3]
         sa = get(self.rest, "", "serviceaccounts", a.namespace, name)
-        if sa is not None:
-            return sa
+        if sa is None:
+            sa = await self._account_after_sync(a, name)
+        self._read = (weakref.ref(a), a.namespace, name, sa)
+        return sa
+
+    async def _account_after_sync(self, a, name: str) -> dict:
         interval = random.uniform(*RETRY_INTERVAL)
         for attempt in range(DEFAULT_ATTEMPTS if name == DEFAULT else 1):
             if attempt:
@@ -181,11 +193,11 @@ class ServiceAccount:
                 _mount_token(spec, self.rest.name_suffix)
             if not spec.get("imagePullSecrets") and sa.get("imagePullSecrets"):
                 spec["imagePullSecrets"] = [{"name": s.get("name", "")} for s in sa["imagePullSecrets"]]
-        await self.validate(a, sa)
+        await self.validate(a)
 
-    async def validate(self, a, sa: dict | None = None) -> None:
-        """`sa`: the pod's account as admit just read it (the validating phase reads it again: a
-        webhook may have named another)."""
+    async def validate(self, a) -> None:
+        """Run at the end of admit, as upstream's Admit does, and again in the validating phase (a
+        webhook may have named another account meanwhile)."""
         if not self.applies(a):
             return
         spec = a.obj.get("spec") or {}
@@ -200,8 +212,7 @@ class ServiceAccount:
         name = spec.get("serviceAccountName")
         if not name:
             raise self._refuse(a, f"no service account specified for pod {a.namespace}/{a.obj['metadata'].get('name', '')}")
-        if sa is None or sa["metadata"]["name"] != name:
-            sa = await self._account(a, name)
+        sa = await self._account(a, name)
         if self._enforces(sa):
             why = _unlisted_secret(sa, spec)
             if why:

@@ -13,6 +13,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from nanokube.apiserver.admission.service_account import ServiceAccount
+from nanokube.machinery import errors
 from tests.controllers import make_stack
 from tests.served import served
 
@@ -180,3 +181,35 @@ async def test_ephemeral_containers_are_held_to_an_enforcing_account(core):
     got = json.loads((await call(core.patch_namespaced_pod_ephemeralcontainers, "debugged", "default",
                                  debug("dbg", "ok"))).data)
     assert "volumeMounts" not in got["spec"]["ephemeralContainers"][0]
+
+
+async def test_an_account_a_policy_names_after_admit_is_looked_up_and_held_to():
+    """The account read for a request is not read again for the same name, but one a mutating
+    policy names after admit ran (here an enforcing one) is looked up and checked."""
+    s = await make_stack()
+    s.rest.admission.service_account = ServiceAccount(s.rest)
+    try:
+        c = s.client
+        await c.resource("", "v1", "serviceaccounts").create({"metadata": {"name": "default"}}, "default")
+        await c.resource("", "v1", "serviceaccounts").create({"metadata": {
+            "name": "strict", "annotations": {"kubernetes.io/enforce-mountable-secrets": "true"}}}, "default")
+        group = "admissionregistration.k8s.io"
+        await c.resource(group, "v1beta1", "mutatingadmissionpolicies").create({"metadata": {"name": "move"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                    "resources": ["pods"]}]},
+            "matchConditions": [{"name": "moved", "expression": "object.metadata.name.startsWith('moved')"}],
+            "reinvocationPolicy": "Never",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+                "expression": '[JSONPatch{op: "replace", path: "/spec/serviceAccountName", value: "strict"}]'}}]}})
+        await c.resource(group, "v1beta1", "mutatingadmissionpolicybindings").create(
+            {"metadata": {"name": "move"}, "spec": {"policyName": "move"}})
+        pods = c.resource("", "v1", "pods")
+        secret = {"volumes": [{"name": "s", "secret": {"secretName": "other"}}]}
+        assert (await pods.create(pod("stays", **secret), "default"))["spec"]["serviceAccountName"] == "default"
+        with pytest.raises(errors.APIError) as e:
+            await pods.create(pod("moved", **secret), "default")
+        assert (e.value.code, e.value.message) == (403, 'pods "moved" is forbidden: volume with secret.secretName="other" '
+                                                        "is not allowed because service account strict does not "
+                                                        "reference that secret")
+    finally:
+        await s.close()
