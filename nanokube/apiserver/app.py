@@ -138,6 +138,8 @@ class APIServer:
         #: Prometheus registries of in-process components (scheduler...) served on /metrics too
         self.component_metrics: list = [self.rest.admission.webhooks.metrics.registry]
         self.ready = False
+        #: set once stop() begins: readyz's `shutdown` check fails from then on, as genericapiserver's
+        self.shutting_down = False
         #: the command line's flags, which /flagz shows (none served without them)
         self.flags: dict[str, str] | None = None
         self.audit_log_path = audit_log_path
@@ -176,7 +178,9 @@ class APIServer:
         middlewares.insert(1 if self.audit_log_path else 0, http_exceptions)
         app = web.Application(middlewares=middlewares, client_max_size=4 * 1024 * 1024)
         live = [healthz.PING, healthz.Check("log", _passes), healthz.Check("etcd", _passes)]
-        ready = [*live, healthz.Check("informer-sync", lambda: None if self.ready else "not ready")]
+        ready = [*live, healthz.Check("etcd-readiness", _passes),
+                 healthz.Check("informer-sync", lambda: None if self.ready else "not ready"),
+                 healthz.Check("shutdown", lambda: "process is shutting down" if self.shutting_down else None)]
         self._health_checks = {"/healthz": live, "/livez": live, "/readyz": ready}
         for path, checks in self._health_checks.items():
             healthz.install(app, path, lambda checks=checks: checks, self.slis)
@@ -215,6 +219,7 @@ class APIServer:
         self.ready = True
 
     async def stop(self) -> None:
+        self.shutting_down = True
         self.ready = False
         for loop in self._loops:
             await loop.stop()

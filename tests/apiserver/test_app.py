@@ -91,7 +91,9 @@ async def test_health_endpoints_record_their_checks_at_metrics_slis(server):
             async with admin.request(method, base + path) as r:
                 return r.status, await r.text()
         assert await call("GET", "/readyz?verbose") == (
-            200, "[+]ping ok\n[+]log ok\n[+]etcd ok\n[+]informer-sync ok\nreadyz check passed\n")
+            200, "[+]ping ok\n[+]log ok\n[+]etcd ok\n[+]etcd-readiness ok\n[+]informer-sync ok\n[+]shutdown ok\n"
+                 "readyz check passed\n")
+        assert await call("GET", "/readyz/shutdown") == (200, "ok")
         assert await call("GET", "/livez") == (200, "ok")
         assert await call("GET", "/healthz/etcd") == (200, "ok")
         code, slis = await call("GET", "/metrics/slis")
@@ -101,6 +103,7 @@ async def test_health_endpoints_record_their_checks_at_metrics_slis(server):
         assert 'type="healthz"' not in slis, "a check's own path is not counted"
         assert await call("DELETE", "/metrics/slis") == (200, "metrics reset\n")
         assert "kubernetes_healthcheck{" not in (await call("GET", "/metrics/slis"))[1]
+        assert await call("GET", "/livez?verbose") == (200, "[+]ping ok\n[+]log ok\n[+]etcd ok\nlivez check passed\n")
     anonymous = ssl.create_default_context(cafile=None)
     anonymous.check_hostname, anonymous.verify_mode = False, ssl.CERT_NONE
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=anonymous)) as nobody:
