@@ -1,10 +1,11 @@
 """The kubelet's ConfigMap and Secret managers in Watch mode (pkg/kubelet/util/manager's
 watch-based manager, what the default configMapAndSecretChangeDetectionStrategy picks): each
-object the pods' volumes and containers' environment name is kept by a watch of that one object (fieldSelector
-metadata.name, the only list and watch the node authorizer grants a node), shared by every pod
-that names it and stopped when the last such pod is gone. Volume setups and their periodic
-resyncs read from here, so a resync costs no request and an edit reaches the files at the next
-one. The node agents of one process share one manager per resource, as they share one client."""
+object the pods' volumes and containers' environment name is kept by a watch of that one object
+(fieldSelector metadata.name, the only list and watch the node authorizer grants a node), shared
+by every pod that names it and stopped when the last such pod is gone, or once the object is
+seen immutable. Volume setups and their periodic resyncs read from here, so a resync costs no
+request and an edit reaches the files at the next one. The node agents of one process share one
+manager per resource, as they share one client."""
 
 from __future__ import annotations
 
@@ -73,9 +74,18 @@ class WatchBasedManager:
             if w is None:
                 informer = Informer(self.rc, key[0], field_selector=f"metadata.name={key[1]}", clock=self.clock)
                 w = self._objects[key] = _Watched(informer, asyncio.create_task(informer.run()))
+                informer.add_handlers(on_add=lambda obj, w=w: self._seen(w, obj),
+                                      on_update=lambda _old, obj, w=w: self._seen(w, obj))
             w.pods.add(uid)
         for key in before - now:
             self._release(key, uid)
+
+    @staticmethod
+    def _seen(w: _Watched, obj: dict) -> None:
+        """An immutable object cannot change: its watch ends and the copy is kept (the manager
+        stops the reflector of an immutable object, sparing the server the watch)."""
+        if obj.get("immutable"):
+            w.task.cancel()
 
     def unregister(self, uid: str) -> None:
         for key in self._pods.pop(uid, set()):

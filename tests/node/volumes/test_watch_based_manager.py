@@ -94,3 +94,26 @@ async def test_an_edit_reaches_every_pods_files_through_one_watch_without_a_get(
         return nodes.watched["configmaps"].watching() == []
     await eventually(released)
     assert (await configmap_requests(server))[2] == 0, "the watch ends with the last pod naming the object"
+
+
+async def test_an_immutable_config_map_is_not_watched_once_seen(cluster):
+    """The manager ends the watch of an object it has seen immutable: it cannot change, so the
+    files keep its content and the server holds no watch for it."""
+    client, nodes, clock, root, server = cluster
+    cms, pods = client.resource("", "v1", "configmaps"), client.resource("", "v1", "pods")
+    await cms.create({"metadata": {"name": "root-ca", "namespace": "default"}, "data": {"ca.crt": "fixed"},
+                      "immutable": True})
+    uid = (await pods.create(pod("a", "gpu-0")))["metadata"]["uid"]
+    file = root / "gpu-0" / uid / "volumes" / "api-access" / "ca.crt"
+
+    async def written():
+        return file.exists() and file.read_text() == "fixed"
+    await eventually(written)
+
+    async def unwatched():
+        return (await configmap_requests(server))[2] == 0
+    await eventually(unwatched)
+    assert nodes.watched["configmaps"].watching() == [("default", "root-ca")], "still held for the pod"
+    await clock.advance(RESYNC)  # a resync reads the kept copy
+    await asyncio.sleep(0.05)
+    assert file.read_text() == "fixed" and (await configmap_requests(server))[:2] == (0, 1)
