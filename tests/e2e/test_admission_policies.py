@@ -135,7 +135,7 @@ def test_policy_status_is_type_checked(policies):
     got = wait_for(lambda: (policies.kubectl_json("get", "validatingadmissionpolicy", "gpu-quota").get("status") or {})
                    .get("observedGeneration") == 1 and policies.kubectl_json("get", "validatingadmissionpolicy",
                                                                              "gpu-quota"),
-                   timeout=10, what="gpu-quota policy status", every=0.1)
+                   timeout=60, what="gpu-quota policy status", every=0.1)
     # the rule names every version ("*"), so there is no single kind to check against
     assert got["status"]["typeChecking"] == {"expressionWarnings": []}
 
@@ -152,7 +152,7 @@ QUOTA_CRD = {
 
 def test_params_from_a_custom_resource(policies):
     policies.kubectl("apply", "-f", "-", input=json.dumps(QUOTA_CRD))
-    wait_for(lambda: policies.kubectl("get", "replicalimits", check=False).returncode == 0, timeout=10,
+    wait_for(lambda: policies.kubectl("get", "replicalimits", check=False).returncode == 0, timeout=60,
              what="ReplicaLimit served", every=0.1)
     policies.kubectl("apply", "-f", "-", input=json.dumps(
         {"apiVersion": "policy.example.com/v1", "kind": "ReplicaLimit", "metadata": {"name": "small"}, "maxReplicas": 3}))
@@ -174,7 +174,7 @@ def test_params_from_a_custom_resource(policies):
     policies.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                           "items": [policy, binding]}))
     status = wait_for(lambda: (policies.kubectl_json("get", "validatingadmissionpolicy", "replica-limit")
-                               .get("status") or {}).get("typeChecking"), timeout=10, what="type checking", every=0.1)
+                               .get("status") or {}).get("typeChecking"), timeout=60, what="type checking", every=0.1)
     assert status["expressionWarnings"] == [{
         "fieldRef": "spec.validations[1].expression",
         "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:13: undefined field 'replica'\n"

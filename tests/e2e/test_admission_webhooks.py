@@ -164,7 +164,7 @@ WIDGET_CRD = {
 
 def test_webhooks_on_a_custom_resource(cluster, api, server):
     cluster.kubectl("apply", "-f", "-", input=json.dumps(WIDGET_CRD))
-    wait_for(lambda: cluster.kubectl("get", "widgets", "-n", NS, check=False).returncode == 0, 10, "widgets served")
+    wait_for(lambda: cluster.kubectl("get", "widgets", "-n", NS, check=False).returncode == 0, 60, "widgets served")
 
     def owner(review):
         user = review["request"]["userInfo"]["username"]

@@ -112,12 +112,12 @@ class ExtensionServer:
 
 def test_builtin_group_versions_are_local_apiservices(cluster):
     reg = client.ApiregistrationV1Api(cluster.client())
-    apps = wait_for(lambda: _available(reg, "v1.apps"), 10, "v1.apps Available")
+    apps = wait_for(lambda: _available(reg, "v1.apps"), 60, "v1.apps Available")
     assert apps.spec.service is None and (apps.spec.group_priority_minimum, apps.spec.version_priority) == (17800, 15)
     cond = next(c for c in apps.status.conditions if c.type == "Available")
     assert (cond.status, cond.reason, cond.message) == ("True", "Local", "Local APIServices are always available")
     assert reg.read_api_service("v1.").metadata.labels["kube-aggregator.kubernetes.io/automanaged"] == "onstart"
-    wait_for(lambda: _available(reg, "v1beta1.metrics.k8s.io"), 10, "metrics APIService Available")
+    wait_for(lambda: _available(reg, "v1beta1.metrics.k8s.io"), 60, "metrics APIService Available")
     rows = [line.split() for line in cluster.kubectl("get", "apiservices", "--no-headers").stdout.splitlines()]
     assert ["v1.networking.k8s.io", "Local", "True"] == rows[[r[0] for r in rows].index("v1.networking.k8s.io")][:3]
 
@@ -133,7 +133,7 @@ def _available(reg, name):
 @pytest.fixture
 def wardle(cluster):
     core = client.CoreV1Api(cluster.client())
-    cm = wait_for(lambda: _configmap(core), 10, "extension-apiserver-authentication")
+    cm = wait_for(lambda: _configmap(core), 60, "extension-apiserver-authentication")
     assert json.loads(cm.data["requestheader-allowed-names"]) == ["front-proxy-client"]
     server = ExtensionServer(cm.data["requestheader-client-ca-file"])
     try:
@@ -163,7 +163,7 @@ def test_extension_api_server_through_an_apiservice(cluster, wardle):
         "group": GROUP, "version": VERSION, "groupPriorityMinimum": 1000, "versionPriority": 15,
         "service": {"namespace": "wardle", "name": "api"},
         "caBundle": base64.b64encode(wardle.ca.cert_pem).decode()}})
-    got = wait_for(lambda: _available(reg, f"{VERSION}.{GROUP}"), 20, "the wardle APIService Available")
+    got = wait_for(lambda: _available(reg, f"{VERSION}.{GROUP}"), 60, "the wardle APIService Available")
     assert got.spec.service.port == 443
     cond = next(c for c in got.status.conditions if c.type == "Available")
     assert (cond.reason, cond.message) == ("Passed", "all checks passed")
@@ -171,7 +171,7 @@ def test_extension_api_server_through_an_apiservice(cluster, wardle):
         f"{VERSION}.{GROUP}", "wardle/api", "True"]
 
     rows = wait_for(lambda: [r.split() for r in cluster.kubectl("api-resources", f"--api-group={GROUP}",
-                                                                "--no-headers").stdout.splitlines()], 10, "discovery")
+                                                                "--no-headers").stdout.splitlines()], 60, "discovery")
     assert rows == [["flunders", "fl", f"{GROUP}/{VERSION}", "true", "Flunder"]]
     index = json.loads(cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"]
     assert index[f"apis/{GROUP}/{VERSION}"]["serverRelativeURL"].startswith(f"/openapi/v3/apis/{GROUP}/{VERSION}?hash=")
@@ -183,7 +183,7 @@ def test_extension_api_server_through_an_apiservice(cluster, wardle):
 
     reg.delete_api_service(f"{VERSION}.{GROUP}")
     wait_for(lambda: cluster.kubectl("get", "--raw", f"/apis/{GROUP}/{VERSION}", check=False).returncode != 0,
-             10, "the group gone")
+             60, "the group gone")
     core.delete_namespace("wardle")
 
 
@@ -193,7 +193,7 @@ def test_unavailable_apiservice(cluster):
         "group": "nowhere.example.com", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
         "service": {"namespace": "default", "name": "missing"}, "insecureSkipTLSVerify": True}})
     cond = wait_for(lambda: next((c for c in reg.read_api_service("v1.nowhere.example.com").status.conditions or []
-                                  if c.type == "Available"), None), 10, "a condition")
+                                  if c.type == "Available"), None), 60, "a condition")
     assert (cond.status, cond.reason, cond.message) == (
         "False", "ServiceNotFound", 'service/missing in "default" is not present')
     r = cluster.kubectl("get", "--raw", "/apis/nowhere.example.com/v1", check=False)
@@ -210,10 +210,10 @@ def test_custom_resource_definitions_get_local_apiservices(cluster):
     ext = client.ApiextensionsV1Api(cluster.client())
     ext.create_custom_resource_definition(crd)
     reg = client.ApiregistrationV1Api(cluster.client())
-    a = wait_for(lambda: _available(reg, "v1.example.com"), 10, "v1.example.com Available")
+    a = wait_for(lambda: _available(reg, "v1.example.com"), 60, "v1.example.com Available")
     assert (a.spec.group_priority_minimum, a.spec.version_priority) == (1000, 100)
     assert a.metadata.labels == {"kube-aggregator.kubernetes.io/automanaged": "true"}
-    assert wait_for(lambda: _available(reg, "v1beta1.example.com"), 10, "v1beta1.example.com Available")
+    assert wait_for(lambda: _available(reg, "v1beta1.example.com"), 60, "v1beta1.example.com Available")
     ext.delete_custom_resource_definition("widgets.example.com")
-    wait_for(lambda: "v1.example.com" not in {x.metadata.name for x in reg.list_api_service().items}, 20,
+    wait_for(lambda: "v1.example.com" not in {x.metadata.name for x in reg.list_api_service().items}, 60,
              "the CRD's APIService removed")

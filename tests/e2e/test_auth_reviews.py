@@ -51,7 +51,7 @@ def test_can_i_list(cluster):
 def test_token_review(cluster):
     core = client.CoreV1Api(cluster.client())
     wait_for(lambda: core.list_namespaced_service_account("default", field_selector="metadata.name=default").items,
-             10, "the default ServiceAccount")
+             60, "the default ServiceAccount")
     tr = core.create_namespaced_service_account_token("default", "default", {"spec": {"audiences": ["vault"]}})
     auth = client.AuthenticationV1Api(cluster.client())
     review = auth.create_token_review({"spec": {"token": tr.status.token, "audiences": ["vault", "other"]}})
@@ -72,7 +72,7 @@ def test_impersonation(cluster):
                                   'resource "pods" in API group "" in the namespace "default"') in r.stderr
     core = client.CoreV1Api(cluster.client())
     wait_for(lambda: core.list_namespaced_service_account("default", field_selector="metadata.name=default").items,
-             10, "the default ServiceAccount")
+             60, "the default ServiceAccount")
     token = core.create_namespaced_service_account_token("default", "default", {"spec": {}}).status.token
     sa_config = Path(cluster.data_dir) / "sa-kubeconfig"
     sa_config.write_text(json.dumps({

@@ -17,7 +17,7 @@ def test_flowcontrol_bootstrap_configuration(cluster):
     pl = api.read_priority_level_configuration("workload-low")
     assert pl.spec.limited.nominal_concurrency_shares == 100 and pl.spec.limited.lendable_percent == 90
     assert pl.metadata.annotations["apf.kubernetes.io/autoupdate-spec"] == "true"
-    fs = wait_for(lambda: (s := api.read_flow_schema("global-default")).status.conditions and s, 10, "Dangling condition")
+    fs = wait_for(lambda: (s := api.read_flow_schema("global-default")).status.conditions and s, 60, "Dangling condition")
     assert [(c.type, c.status, c.reason) for c in fs.status.conditions] == [("Dangling", "False", "Found")]
     rows = [r.split() for r in cluster.kubectl("get", "flowschemas", "--no-headers").stdout.splitlines()]
     assert [r[0] for r in rows][:3] == ["exempt", "probes", "system-leader-election"]  # by matchingPrecedence
@@ -25,14 +25,14 @@ def test_flowcontrol_bootstrap_configuration(cluster):
     api.create_flow_schema({"metadata": {"name": "orphan"}, "spec": {
         "priorityLevelConfiguration": {"name": "nope"}, "rules": [{"subjects": [{"kind": "Group", "group": {"name": "x"}}],
                                                                    "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/x"]}]}]}})
-    fs = wait_for(lambda: (s := api.read_flow_schema("orphan")).status.conditions and s, 10, "Dangling condition")
+    fs = wait_for(lambda: (s := api.read_flow_schema("orphan")).status.conditions and s, 60, "Dangling condition")
     assert fs.status.conditions[0].status == "True" and fs.spec.matching_precedence == 1000
     api.delete_flow_schema("orphan")
 
 
 def test_component_statuses(cluster):
     rows = wait_for(lambda: [r.split() for r in cluster.kubectl("get", "componentstatuses", "--no-headers").stdout.splitlines()],
-                    10, "componentstatuses")
+                    60, "componentstatuses")
     assert sorted(r[0] for r in rows) == ["controller-manager", "etcd-0", "scheduler"]
     assert ["etcd-0", "Healthy"] in [r[:2] for r in rows]
     assert "Warning: v1 ComponentStatus is deprecated in v1.19+" in cluster.kubectl("get", "cs").stderr
@@ -86,7 +86,7 @@ def test_storage_version_migration(cluster):
     def finished():
         s = svm_api.read_storage_version_migration("configmaps")
         return s if any(c.type == "Succeeded" and c.status == "True" for c in s.status.conditions or []) else None
-    done = wait_for(finished, 20, "the migration succeeded")
+    done = wait_for(finished, 60, "the migration succeeded")
     assert done.status.resource_version
     by_type = {c.type: (c.status, c.reason) for c in done.status.conditions}
     assert by_type == {"Running": ("False", "StorageVersionMigrationInProgress"),
@@ -121,14 +121,14 @@ def test_identity_lease_and_storage_versions(cluster):
     assert len(leases) == 1 and leases[0].metadata.name.startswith("apiserver-")
     assert leases[0].spec.holder_identity.startswith(leases[0].metadata.name + "_")
     internal = client.InternalApiserverV1alpha1Api(cluster.client())
-    sv = wait_for(lambda: _storage_version(internal, "apps.deployments"), 20, "apps.deployments StorageVersion")
+    sv = wait_for(lambda: _storage_version(internal, "apps.deployments"), 60, "apps.deployments StorageVersion")
     assert sv.status.common_encoding_version == "apps/v1"
     [entry] = sv.status.storage_versions
     assert (entry.api_server_id, entry.encoding_version, entry.decodable_versions) == (
         leases[0].metadata.name, "apps/v1", ["apps/v1"])
     assert [(c.type, c.status, c.reason) for c in sv.status.conditions] == [
         ("AllEncodingVersionsEqual", "True", "CommonEncodingVersionSet")]
-    core = wait_for(lambda: _storage_version(internal, "core.pods"), 20, "core.pods StorageVersion")
+    core = wait_for(lambda: _storage_version(internal, "core.pods"), 60, "core.pods StorageVersion")
     assert core.status.common_encoding_version == "v1"
     names = {s.metadata.name for s in internal.list_storage_version().items}
     assert "core.componentstatuses" not in names and "authorization.k8s.io.subjectaccessreviews" not in names
@@ -154,7 +154,7 @@ def test_priority_and_fairness_classifies_requests(cluster):
         assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uids["exempt"]
     core = client.CoreV1Api(cluster.client())
     wait_for(lambda: core.list_namespaced_service_account("default", field_selector="metadata.name=default").items,
-             10, "the default ServiceAccount")
+             60, "the default ServiceAccount")
     token = core.create_namespaced_service_account_token("default", "default", {"spec": {}}).status.token
     anonymous_tls = ssl.create_default_context()  # no client certificate: the token is the identity
     anonymous_tls.check_hostname, anonymous_tls.verify_mode = False, ssl.CERT_NONE
@@ -169,9 +169,9 @@ def test_priority_and_fairness_classifies_requests(cluster):
 
 def test_resource_pool_status_request(cluster):
     api = client.ResourceV1alpha3Api(cluster.client())
-    wait_for(lambda: client.ResourceV1Api(cluster.client()).list_resource_slice().items, 20, "the GPU driver's slices")
+    wait_for(lambda: client.ResourceV1Api(cluster.client()).list_resource_slice().items, 60, "the GPU driver's slices")
     api.create_resource_pool_status_request({"metadata": {"name": "gpus"}, "spec": {"driver": "gpu.nanokube.io"}})
-    done = wait_for(lambda: (r := api.read_resource_pool_status_request("gpus")).status and r, 20, "the answer")
+    done = wait_for(lambda: (r := api.read_resource_pool_status_request("gpus")).status and r, 60, "the answer")
     assert [(c.type, c.status, c.reason) for c in done.status.conditions] == [("Complete", "True", "CalculationComplete")]
     assert done.status.pool_count == len(done.status.pools) >= 1
     pool = done.status.pools[0]

@@ -218,7 +218,7 @@ def test_deleting_the_crd_deletes_its_objects_first(cluster, installed):
     co = client.CustomObjectsApi(installed)
     ext = client.ApiextensionsV1Api(installed)
     cluster.kubectl("delete", "crd", CRD_NAME, "--wait=false")
-    wait_for(lambda: _gone(ext), timeout=20, what="CRD removed after its objects")
+    wait_for(lambda: _gone(ext), timeout=60, what="CRD removed after its objects")
     with pytest.raises(ApiException) as e:
         co.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)
     assert e.value.status == 404

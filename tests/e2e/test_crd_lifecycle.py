@@ -103,7 +103,7 @@ def test_names_conflict_between_crds(c):
         got = c.kubectl_json("get", "crd", f"inferenceendpoints.{GROUP}")
         return next((x for x in got.get("status", {}).get("conditions", []) if x["type"] == "NamesAccepted"), None)
 
-    cond = wait_for(names_cond, timeout=10, what="NamesAccepted set")
+    cond = wait_for(names_cond, timeout=60, what="NamesAccepted set")
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "ShortNamesConflict", '"isvc" is already in use')
     c.kubectl("delete", "crd", f"inferenceendpoints.{GROUP}")
 
@@ -116,7 +116,7 @@ def test_custom_resource_owning_pods_is_garbage_collected(c):
            "spec": {"containers": [{"name": "c", "image": "pause"}]}}
     c.kubectl("apply", "-f", "-", input=json.dumps(pod))
     c.kubectl("delete", "isvc", "a")
-    wait_for(lambda: c.kubectl("get", "pod", "a-worker", check=False).returncode != 0, timeout=20,
+    wait_for(lambda: c.kubectl("get", "pod", "a-worker", check=False).returncode != 0, timeout=60,
              what="pod owned by the custom resource collected")
 
 
@@ -152,7 +152,7 @@ def test_cluster_scoped_kind(c):
     assert "namespace" not in got["metadata"]
     assert c.kubectl("get", "gc").stdout.splitlines()[1].split()[:2] == ["h100", "H100"]
     c.kubectl("delete", "crd", f"gpuclasses.{GROUP}")
-    wait_for(lambda: c.kubectl("get", "crd", f"gpuclasses.{GROUP}", check=False).returncode != 0, timeout=20,
+    wait_for(lambda: c.kubectl("get", "crd", f"gpuclasses.{GROUP}", check=False).returncode != 0, timeout=60,
              what="cluster-scoped CRD and its objects removed")
 
 

@@ -53,7 +53,7 @@ def widgets(cluster):
                                        "schema": {"openAPIV3Schema": WIDGET_SCHEMA}}])
     cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
     api = cluster.client()
-    wait_for(lambda: _established(client.ApiextensionsV1Api(api), f"widgets.{GROUP}"), timeout=10,
+    wait_for(lambda: _established(client.ApiextensionsV1Api(api), f"widgets.{GROUP}"), timeout=60,
              what="widgets CRD Established", every=0.05)
     return api
 
@@ -166,7 +166,7 @@ def hook():
 def boxes(cluster, hook):
     cluster.kubectl("apply", "-f", "-", input=json.dumps(_box_crd(hook, "v1")))
     api = cluster.client()
-    wait_for(lambda: _established(client.ApiextensionsV1Api(api), f"boxes.{GROUP}"), timeout=10,
+    wait_for(lambda: _established(client.ApiextensionsV1Api(api), f"boxes.{GROUP}"), timeout=60,
              what="boxes CRD Established", every=0.05)
     return api
 
@@ -199,7 +199,7 @@ def test_storage_version_change_updates_stored_versions(cluster, hook, boxes):
     assert ext.read_custom_resource_definition(f"boxes.{GROUP}").status.stored_versions == ["v1"]
     cluster.kubectl("apply", "-f", "-", input=json.dumps(_box_crd(hook, "v2")))
     wait_for(lambda: ext.read_custom_resource_definition(f"boxes.{GROUP}").status.stored_versions == ["v1", "v2"],
-             timeout=10, what="storedVersions [v1, v2]", every=0.05)
+             timeout=60, what="storedVersions [v1, v2]", every=0.05)
     cluster.kubectl("apply", "-f", "-", input=json.dumps(_box("v1", "new", 4)))
     co = client.CustomObjectsApi(boxes)
     assert co.get_namespaced_custom_object(GROUP, "v1", "default", "boxes", "new")["spec"] == {"size": 4}

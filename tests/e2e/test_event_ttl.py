@@ -74,7 +74,7 @@ def test_after_a_restart_an_event_past_its_ttl_is_deleted_at_once(store_url):
         c = start_cluster(d, store_url, ("--event-ttl", "1s", *QUIET))
         try:
             api = client.CoreV1Api(c.client())
-            wait_for(lambda: "from-before" not in event_names(api), timeout=20, what="the restored event expired")
+            wait_for(lambda: "from-before" not in event_names(api), timeout=60, what="the restored event expired")
             assert "from-before" not in event_names(api)
         finally:
             c.stop()

@@ -109,7 +109,7 @@ def test_proxy_programs_its_namespace_serves_health_and_metrics_and_keeps_rules_
     assert code == 200 and doc["lastUpdated"] and doc["currentTime"] and doc["nodeEligible"] is True
     assert get(f"{healthz}/livez")[0] == 200
     text = wait_for(lambda: (t := get(f"{metrics}/metrics")[1]) and
-                    "kubeproxy_sync_proxy_rules_duration_seconds_count" in t and t, 10, "sync metrics")
+                    "kubeproxy_sync_proxy_rules_duration_seconds_count" in t and t, 60, "sync metrics")
     assert "kubeproxy_sync_proxy_rules_nftables_sync_failures_total 0.0" in text
     assert get(f"{metrics}/proxyMode")[1] == "nftables"
 

@@ -11,7 +11,7 @@ import time
 import pytest
 import yaml
 
-from .conftest import KUBECTL
+from .conftest import KUBECTL, wait_for
 from .manifests import all_kinds, to_yaml
 
 #: the outcome depends on the store: this module runs again on etcd
@@ -206,11 +206,12 @@ def test_watch_sees_each_change(cluster, applied):
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
     try:
-        time.sleep(1.0)
         _create_cm(cluster, "watched", {"v": "1"})
+        # once kubectl's list has it, its watch goes on from that list's resourceVersion: it sees what follows
+        wait_for(lambda: any("watched" in line for line in lines), 60, "kubectl listing the ConfigMap")
         cluster.kubectl("patch", "cm", "watched", "-n", NS, "-p", '{"data":{"v":"2"}}')
         cluster.kubectl("delete", "cm", "watched", "-n", NS)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and sum("watched" in line for line in lines) < 3:
             time.sleep(0.1)
     finally:
@@ -252,7 +253,7 @@ def test_delete_wait_and_cascading(cluster, applied):
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(dependent))
     out = cluster.kubectl("delete", "cm", "owner", "-n", NS, "--wait=true").stdout
     assert 'configmap "owner" deleted' in out
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if cluster.kubectl("get", "cm", "dependent", "-n", NS, check=False).returncode != 0:
             break

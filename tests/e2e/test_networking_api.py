@@ -26,19 +26,19 @@ def test_default_service_cidr_and_ip_addresses(cluster):
     assert cidr.spec.cidrs == ["10.96.0.0/12"]
     assert [(c.type, c.status) for c in cidr.status.conditions] == [("Ready", "True")]
     wait_for(lambda: net.read_service_cidr("kubernetes").metadata.finalizers == ["networking.k8s.io/service-cidr-finalizer"],
-             10, "the service-cidr-controller's finalizer")
+             60, "the service-cidr-controller's finalizer")
     core = client.CoreV1Api(cluster.client())
     svc = core.create_namespaced_service("default", {"metadata": {"name": "ipa"},
                                                      "spec": {"ports": [{"port": 80}], "selector": {"app": "x"}}})
     ip = svc.spec.cluster_ip
-    addr = wait_for(lambda: _read_ip(net, ip), 10, f"IPAddress {ip}")
+    addr = wait_for(lambda: _read_ip(net, ip), 60, f"IPAddress {ip}")
     assert addr.spec.parent_ref.to_dict() == {"group": "", "resource": "services", "namespace": "default", "name": "ipa"}
     assert addr.metadata.labels == {"ipaddress.kubernetes.io/ip-family": "IPv4",
                                     "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"}
     out = cluster.kubectl("get", "ipaddress", ip).stdout.split()
     assert out[:4] == ["NAME", "PARENTREF", ip, "services/default/ipa"]
     core.delete_namespaced_service("ipa", "default")
-    wait_for(lambda: _read_ip(net, ip) is None, 10, f"IPAddress {ip} removed")
+    wait_for(lambda: _read_ip(net, ip) is None, 60, f"IPAddress {ip} removed")
     out = cluster.kubectl("get", "servicecidr").stdout
     assert out.split()[:5] == ["NAME", "CIDRS", "AGE", "kubernetes", "10.96.0.0/12"]
 
@@ -115,15 +115,15 @@ def test_extra_service_cidr_extends_the_cluster_ip_range(cluster):
         core.create_namespaced_service("default", svc)
     assert e.value.status == 422 and "is not in the valid range" in json.loads(e.value.body)["message"]
     net.create_service_cidr({"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.200.0.0/24"]}})
-    ready = wait_for(lambda: (c := net.read_service_cidr("extra")).status and c.status.conditions and c, 10, "extra Ready")
+    ready = wait_for(lambda: (c := net.read_service_cidr("extra")).status and c.status.conditions and c, 60, "extra Ready")
     assert [(c.type, c.status, c.message) for c in ready.status.conditions] == [
         ("Ready", "True", "Kubernetes Service CIDR is ready")]
-    got = wait_for(lambda: _create(core, svc), 10, "a ClusterIP from the new ServiceCIDR")
+    got = wait_for(lambda: _create(core, svc), 60, "a ClusterIP from the new ServiceCIDR")
     assert got.spec.cluster_ip == "10.200.0.10"
-    assert wait_for(lambda: _read_ip(net, "10.200.0.10"), 10, "its IPAddress").spec.parent_ref.name == "extra-ip"
+    assert wait_for(lambda: _read_ip(net, "10.200.0.10"), 60, "its IPAddress").spec.parent_ref.name == "extra-ip"
 
     net.delete_service_cidr("extra")
-    held = wait_for(lambda: (c := net.read_service_cidr("extra")).status.conditions[0].status == "False" and c, 10,
+    held = wait_for(lambda: (c := net.read_service_cidr("extra")).status.conditions[0].status == "False" and c, 60,
                     "extra Terminating")
     assert (held.status.conditions[0].reason, held.status.conditions[0].message) == (
         "Terminating", "There are still IPAddresses referencing the ServiceCIDR, please remove them or create a new ServiceCIDR")
@@ -155,22 +155,22 @@ def test_an_ip_address_object_reserves_its_address(cluster):
             return e.status == 422 and json.loads(e.body)["message"]
         core.delete_namespaced_service("wants-77", "default")
         return None
-    message = wait_for(refused, 10, "the reserved address refused")
+    message = wait_for(refused, 60, "the reserved address refused")
     assert message.endswith("failed to allocate IP 10.96.0.77: provided IP is already allocated")
     assert net.read_ip_address("10.96.0.77").spec.parent_ref.resource == "gateways"  # not the allocator's to remove
     net.delete_ip_address("10.96.0.77")
-    assert wait_for(lambda: _create(core, svc), 10, "the address free again").spec.cluster_ip == "10.96.0.77"
+    assert wait_for(lambda: _create(core, svc), 60, "the address free again").spec.cluster_ip == "10.96.0.77"
     core.delete_namespaced_service("wants-77", "default")
 
 
 def test_the_kubernetes_service(cluster):
     core = client.CoreV1Api(cluster.client())
-    svc = wait_for(lambda: _read_service(core), 10, "the kubernetes Service")
+    svc = wait_for(lambda: _read_service(core), 60, "the kubernetes Service")
     assert svc.spec.cluster_ip == "10.96.0.1" and svc.metadata.labels == {"component": "apiserver", "provider": "kubernetes"}
     port = svc.spec.ports[0]
     assert (port.name, port.port, port.target_port) == ("https", 443, int(cluster.url.rsplit(":", 1)[1]))
     net = client.NetworkingV1Api(cluster.client())
-    addr = wait_for(lambda: _read_ip(net, "10.96.0.1"), 10, "its IPAddress")
+    addr = wait_for(lambda: _read_ip(net, "10.96.0.1"), 60, "its IPAddress")
     assert addr.spec.parent_ref.name == "kubernetes"
     row = cluster.kubectl("get", "svc", "kubernetes", "--no-headers").stdout.split()
     assert row[:5] == ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]

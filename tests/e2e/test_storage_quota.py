@@ -58,7 +58,7 @@ def test_wait_for_first_consumer_claim_binds_when_its_pod_is_scheduled(cluster):
     assert claim["spec"]["storageClassName"] == "standard"
     assert claim["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
     wait_for(lambda: "waiting for first consumer to be created before binding" in
-             c.kubectl("get", "events", "--field-selector", "involvedObject.name=wffc").stdout, 20, "WFFC event")
+             c.kubectl("get", "events", "--field-selector", "involvedObject.name=wffc").stdout, 60, "WFFC event")
     assert phase(c, "pvc", "wffc") == "Pending"
     c.kubectl("apply", "-f", "-", input=POD.format(name="wffc-user", claim="wffc"))
     wait_for(lambda: phase(c, "pod", "wffc-user") == "Running", 30, "pod running")
@@ -101,17 +101,17 @@ def test_static_volume_binds_to_matching_claim(cluster):
           "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
                    "storageClassName": "", "hostPath": {"path": str(c.data_dir / "static")}}}
     c.kubectl("apply", "-f", "-", input=json.dumps(pv))
-    wait_for(lambda: phase(c, "pv", "static-10g") == "Available", 20, "volume available")
+    wait_for(lambda: phase(c, "pv", "static-10g") == "Available", 60, "volume available")
     c.kubectl("apply", "-f", "-", input=CLAIM.format(
         name="static", extra='  storageClassName: ""\n  selector: {matchLabels: {tier: ssd}}'))
-    wait_for(lambda: phase(c, "pvc", "static") == "Bound", 20, "static claim bound")
+    wait_for(lambda: phase(c, "pvc", "static") == "Bound", 60, "static claim bound")
     claim = c.kubectl_json("get", "pvc", "static")
     assert claim["spec"]["volumeName"] == "static-10g" and claim["status"]["capacity"] == {"storage": "10Gi"}
     assert claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
     assert c.kubectl("get", "pvc", "static", "--no-headers").stdout.split()[:5] == \
         ["static", "Bound", "static-10g", "10Gi", "RWO,ROX"]
     c.kubectl("delete", "pvc", "static")
-    wait_for(lambda: phase(c, "pv", "static-10g") == "Released", 20, "volume released")
+    wait_for(lambda: phase(c, "pv", "static-10g") == "Released", 60, "volume released")
 
 
 def test_bad_claim_gets_upstream_message(cluster):
@@ -138,7 +138,7 @@ def test_quota_of_four_gpus_refuses_the_fifth(cluster):
     c.kubectl("create", "namespace", "gpus")
     c.kubectl("create", "quota", "gpus", "-n", "gpus",
               "--hard=requests.nvidia.com/gpu=4,gpu.nanokube.io.deviceclass.resource.k8s.io/devices=4,pods=10")
-    wait_for(lambda: (c.kubectl_json("get", "quota", "gpus", "-n", "gpus").get("status") or {}).get("used"), 20,
+    wait_for(lambda: (c.kubectl_json("get", "quota", "gpus", "-n", "gpus").get("status") or {}).get("used"), 60,
              "quota status")
     for i in range(4):
         c.kubectl("apply", "-f", "-", input=json.dumps(gpu_pod(f"train-{i}")))
@@ -162,7 +162,7 @@ def test_quota_of_four_gpus_refuses_the_fifth(cluster):
     # deleting a pod gives its GPU back (the controller recounts)
     c.kubectl("delete", "pod", "train-0", "-n", "gpus", "--grace-period=0", "--force")
     wait_for(lambda: c.kubectl_json("get", "quota", "gpus", "-n", "gpus")["status"]["used"]
-             ["requests.nvidia.com/gpu"] == "3", 20, "quota replenished")
+             ["requests.nvidia.com/gpu"] == "3", 60, "quota replenished")
     c.kubectl("apply", "-f", "-", input=json.dumps(gpu_pod("train-4")))
 
 

@@ -47,7 +47,7 @@ def test_token_is_authorized_by_rbac(cluster):
                "roleRef": {"apiGroup": g, "kind": "ClusterRole", "name": "view"},
                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]}
     cluster.kubectl("apply", "-f", "-", input=to_yaml([binding]))
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while (code := _get(cluster, PODS, token)[0]) == 403 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert code == 200
