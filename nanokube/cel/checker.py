@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from .cost import UNKNOWN_RANGE
 from .library.overload import Overload
 from .parser import Node
+from .validators import validate
 from .types import (
     BOOL, BYTES, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, list_of, map_of, optional_of,
 )
@@ -54,6 +55,8 @@ class Checker:
         out = Checked(DYN)
         self.out, self.scopes = out, [dict(variables)]
         out.result = self.visit(root)
+        if not out.issues and not self.stored:
+            out.issues = validate(root, out.types)
         return out
 
     # -- helpers -----------------------------------------------------------

@@ -372,3 +372,23 @@ async def test_mutating_policy_reinvoked_after_a_webhook_changes_the_object(stac
         assert created["metadata"]["labels"] == {"added-by": "webhook"}
     finally:
         server.stop()
+
+
+async def test_literals_are_validated_when_a_policy_is_written(stack):
+    """cel-go's AST validators in the policy's environment: a bad regex literal and a list mixing
+    types are compilation errors, while a format call's arguments may mix them."""
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+    with pytest.raises(APIError) as e:
+        await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "p"}, "spec": {
+            "matchConstraints": {"resourceRules": rules},
+            "validations": [{"expression": "object.metadata.name.matches('[')"},
+                            {"expression": "object.metadata.name in ['a', 1]",
+                             "messageExpression": "'%s has %d'.format([object.metadata.name, 1])"}]}})
+    assert e.value.message == (
+        'ValidatingAdmissionPolicy.admissionregistration.k8s.io "p" is invalid: ['
+        'spec.validations[0].expression: Invalid value: "object.metadata.name.matches(\'[\')": compilation failed: '
+        "ERROR: <input>:1:30: invalid matches argument\n | object.metadata.name.matches('[')\n"
+        " | .............................^, "
+        'spec.validations[1].expression: Invalid value: "object.metadata.name in [\'a\', 1]": compilation failed: '
+        "ERROR: <input>:1:31: expected type 'string' but found 'int'\n | object.metadata.name in ['a', 1]\n"
+        " | ..............................^]")
