@@ -48,6 +48,8 @@ async def cluster(request, tmp_path):
         await nodes.stop()
         if runtime is not None:
             runtime.close()
+            from nanokube.node.runtime.netns import list_netns
+            assert [n for n in list_netns() if n.startswith(runtime.net.prefix)] == []
         await server.stop()
 
 
