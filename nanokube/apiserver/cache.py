@@ -50,12 +50,15 @@ _SHARED_MAX = 8 << 20
 # pod, and each filled the table by ~110 bytes per pod until it started over, dropping every pod's
 # shared values with them.
 _SEEN_ONCE = 4096
-# A spec field of a resource whose values found in that table come to under a quarter of the
-# JSON its new values added, once they added this many bytes, is no longer shared until the
-# table starts over: a ResourceSlice's devices and their attributes (GPUs' UUIDs) never
-# repeat, their capacities and a pod's containers do. At most _SHARE_FIELDS are tracked.
+# A spec field of a resource whose values found in that table (or held by an object before) come
+# to under a quarter of the JSON of its values seen for the first time, once those come to this
+# many bytes, is no longer shared until the table starts over, or until _SHARE_REPROBE more objects were shared (the table no longer fills
+# with values that never repeat, so it seldom starts over): a ResourceSlice's devices and their
+# attributes (GPUs' UUIDs) never repeat, their capacities and a pod's containers do. At most
+# _SHARE_FIELDS are tracked.
 _SHARE_PROBE = 1 << 20
 _SHARE_FIELDS = 4096
+_SHARE_REPROBE = 200_000
 #: the metadata fields a decoded object shares with the objects cached before it (see WatchCache._decoded):
 #: those that the objects made from one template (a ReplicaSet's pods) repeat
 _SHARED_META = ("labels", "annotations", "ownerReferences", "finalizers")
@@ -470,6 +473,8 @@ class WatchCache:
         start-up ~9% of its instructions, and their JSON filled the table, which then dropped
         the pods' shared values too."""
         self._share_seq += 1
+        if not self._share_seq % _SHARE_REPROBE:
+            self._share_gain.clear()
         spec = obj.get("spec")
         if type(spec) is not dict:
             return

@@ -413,6 +413,26 @@ async def test_spec_fields_whose_values_never_repeat_stop_sharing_and_others_kee
     assert orjson.loads(cache.get(slices + "s39").raw)["spec"] == unique[39]
 
 
+async def test_a_field_that_stopped_sharing_is_probed_again_later(env, monkeypatch):
+    from nanokube.apiserver import cache as cache_module
+
+    store, cache = env
+    monkeypatch.setattr(cache_module, "_SHARE_PROBE", 100)
+    monkeypatch.setattr(cache_module, "_SHARE_REPROBE", 10)
+
+    async def put(name, value):
+        kv = await store.create(PREFIX + name, orjson.dumps({"metadata": {"name": name[3:]}, "spec": {"v": {"x": value}}}))
+        await cache.wait_for(kv.mod_revision)
+        return cache.get(PREFIX + name).obj["spec"]["v"]
+
+    for i in range(5):  # values that never repeat: the field stops
+        await put(f"ns/u{i}", "u" * 40 + str(i))
+    assert (await put("ns/a", "same")) is not (await put("ns/b", "same"))  # stopped: not shared
+    for i in range(10):  # the objects after which the fields are probed again
+        await put(f"ns/n{i}", None)
+    assert (await put("ns/c", "again")) is (await put("ns/d", "again"))
+
+
 async def test_values_that_one_object_holds_are_not_kept_for_sharing(env):
     store, cache = env
 
