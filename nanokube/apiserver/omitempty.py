@@ -1,22 +1,24 @@
-"""Which fields of a built-in type decode as unset when sent as their zero (json `omitempty`).
+"""Which fields of a built-in type decode as unset when sent as their zero or empty (json `omitempty`).
 
 kube-apiserver decodes a body into Go structs and encodes them back: a value scalar tagged
 `omitempty` holding its zero (`""`, `0`, `false`) is the same as one never sent, so a client's
-`paused: false` is neither stored nor served. A pointer keeps its zero (`replicas: 0`), and so does
-a field without `omitempty` (a PodDisruptionBudget's `disruptionsAllowed: 0`, a condition's
-`status`).
+`paused: false` is neither stored nor served, and so is an omitempty list or map sent empty
+(`args: []`, `labels: {}`). A pointer keeps its zero (`replicas: 0`), and so does a field without
+`omitempty` (a PodDisruptionBudget's `disruptionsAllowed: 0`, a condition's `status`, a Role's
+`rules: []`).
 
-Which fields are omitempty is a json tag that no shipped data carries, so it is approximated and
-corrected: a candidate is a scalar protobuf_fields.json flags "o" (a non-nullable generated.proto
-field the OpenAPI schema does not require); NOT_OMITEMPTY takes out the optional ones upstream's
-types.go tags without `omitempty`, each checked against the upstream json tag. The OpenAPI
-required lists are not exact enough to go without that list (apps/v1 conditions and
-PodDisruptionBudgetStatus carry none), so only the types the kinds in ROOTS are made of, whose
-tags were reviewed, are normalized; other kinds keep the zeros they are sent.
+Which fields are omitempty is a json tag that no shipped data carries (machinery/jsontags.py):
+a value scalar is omitempty when the protobuf table flags it "o" (a non-nullable field the OpenAPI
+schema does not require) or jsontags lists it for a type the table lacks, less the optional ones
+upstream tags without it (NOT_OMITEMPTY); a list or map is omitempty when the schema does not
+require it, less KEEP_EMPTY. Only the types of the reviewed kinds (jsontags.ROOTS and all they
+refer to) are normalized; other kinds keep what they are sent.
 
-Empty lists and maps are not dropped here: Go decodes `[]` as a non-nil slice, which validation
-tells from an absent one (validateWindows forbids `supplementalGroups: []`), and only the encoding
-for storage leaves it out; dropping it on decode would change validation.
+Empty lists and maps go on decode, before validation, as the zeros do: validation and the
+field manager then compare an update with the stored object as upstream's do (apimachinery's
+semantic equality and the unstructured converter read an empty omitempty list as none). The few
+a create's validation reads empty (jsontags.VALIDATED_EMPTY: validateWindows' supplementalGroups)
+are held through it and dropped after it (`drop`).
 """
 
 from __future__ import annotations
@@ -25,44 +27,38 @@ import functools
 from typing import Any
 
 from nanokube import schema as k8s
-
-#: kinds whose types (and all they refer to) are normalized
-ROOTS = (
-    "core.v1.Pod", "core.v1.PodTemplate", "core.v1.ReplicationController", "core.v1.Service",
-    "core.v1.ConfigMap", "core.v1.Secret", "core.v1.ServiceAccount", "core.v1.Namespace",
-    "apps.v1.Deployment", "apps.v1.ReplicaSet", "apps.v1.StatefulSet", "apps.v1.DaemonSet",
-    "apps.v1.ControllerRevision", "batch.v1.Job", "batch.v1.CronJob", "policy.v1.PodDisruptionBudget",
-    "autoscaling.v1.HorizontalPodAutoscaler", "autoscaling.v2.HorizontalPodAutoscaler",
-    "core.v1.Node", "core.v1.PersistentVolume", "core.v1.PersistentVolumeClaim", "core.v1.Endpoints",
-    "core.v1.LimitRange", "core.v1.ResourceQuota", "discovery.v1.EndpointSlice", "networking.v1.Ingress",
-    "networking.v1.IngressClass", "networking.v1.NetworkPolicy", "rbac.v1.Role", "rbac.v1.ClusterRole",
-    "rbac.v1.RoleBinding", "rbac.v1.ClusterRoleBinding", "scheduling.v1.PriorityClass",
-    "certificates.v1.CertificateSigningRequest", "coordination.v1.Lease", "storage.v1.StorageClass",
-)
-
-_CONDITION = frozenset({"type", "status"})
-#: optional fields (by definition) that upstream tags without omitempty: their zero is kept
-NOT_OMITEMPTY: dict[str, frozenset[str]] = {
-    "io.k8s.api.apps.v1.DeploymentCondition": _CONDITION,
-    "io.k8s.api.apps.v1.ReplicaSetCondition": _CONDITION,
-    "io.k8s.api.apps.v1.StatefulSetCondition": _CONDITION,
-    "io.k8s.api.apps.v1.DaemonSetCondition": _CONDITION,
-    "io.k8s.api.apps.v1.ControllerRevision": frozenset({"revision"}),
-    "io.k8s.api.apps.v1.StatefulSetStatus": frozenset({"availableReplicas"}),
-    "io.k8s.api.apps.v1.StatefulSetOrdinals": frozenset({"start"}),
-    "io.k8s.api.policy.v1.PodDisruptionBudgetStatus": frozenset(
-        {"disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"}),
-    "io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern": frozenset({"status"}),
-    "io.k8s.api.rbac.v1.RoleRef": frozenset({"apiGroup"}),
-    "io.k8s.api.scheduling.v1.PriorityClass": frozenset({"value"}),
-    # the default runtime handler is the one named "": a node reports `name: ""`
-    "io.k8s.api.core.v1.NodeRuntimeHandler": frozenset({"name"}),
-}
+from nanokube.machinery.jsontags import KEEP_EMPTY, NOT_OMITEMPTY, OMITEMPTY_SCALARS, ROOTS, VALIDATED_EMPTY
 
 
 def fields(name: str) -> frozenset[str]:
     """The omitempty value scalars of built-in definition `name`; none outside the reviewed types."""
     return _fields().get(name, frozenset())
+
+
+def kept(name: str) -> frozenset[str]:
+    """The optional value scalars of built-in definition `name` tagged without omitempty: a zero
+    there is a value, encoded and compared as one."""
+    return NOT_OMITEMPTY.get(name, frozenset()) if name in _scope() else frozenset()
+
+
+def empties(name: str) -> dict[str, type]:
+    """The omitempty lists (`list`) and maps (`dict`) of built-in definition `name`, by field: sent
+    empty, one is unset. None outside the reviewed types."""
+    return _empties().get(name, {})
+
+
+def held(name: str) -> frozenset[str]:
+    """The omitempty lists of built-in definition `name` a create's validation reads empty."""
+    return VALIDATED_EMPTY.get(name, frozenset()) if name in _scope() else frozenset()
+
+
+def drop(found: list[tuple[dict, str]]) -> None:
+    """Leave out the held empty lists and maps a create's decoding found (`held`), where the object
+    still holds them empty once validated."""
+    for parent, key in found:
+        value = parent.get(key)
+        if not value and type(value) in (list, dict):
+            del parent[key]
 
 
 @functools.cache
@@ -72,13 +68,37 @@ def _fields() -> dict[str, frozenset[str]]:
     out = {}
     for name in _scope():
         table = TABLE.get("k8s.io." + name.removeprefix("io.k8s."))
-        if not table:
-            continue
-        omit = frozenset(json_name for json_name, _type, flags in table.values() if flags == "o")
-        out[name] = omit - NOT_OMITEMPTY.get(name, frozenset())
+        if table:
+            omit = frozenset(json_name for json_name, _type, flags in table.values() if flags == "o")
+            out[name] = omit - NOT_OMITEMPTY.get(name, frozenset())
+        elif name in OMITEMPTY_SCALARS:
+            out[name] = OMITEMPTY_SCALARS[name]
     return out
 
 
+@functools.cache
+def _empties() -> dict[str, dict[str, type]]:
+    defs = k8s.definitions()
+    out = {}
+    for name in _scope():
+        d = defs[name]
+        required = set(d.get("required") or ()) | KEEP_EMPTY.get(name, frozenset())
+        found: dict[str, type] = {}
+        for k, prop in (d.get("properties") or {}).items():
+            if k in required:
+                continue
+            types = prop.get("type")
+            types = {types} if isinstance(types, str) else set(types or ())
+            if "array" in types:
+                found[k] = list
+            elif "object" in types and isinstance(prop.get("additionalProperties"), dict):
+                found[k] = dict
+        if found:
+            out[name] = found
+    return out
+
+
+@functools.cache
 def _scope() -> frozenset[str]:
     """The ROOTS definitions and those they refer to, directly or not."""
     defs = k8s.definitions()

@@ -27,7 +27,7 @@ from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 from ..machinery.validation import immutable
-from . import continuetoken, options, serializer, structural
+from . import continuetoken, omitempty, options, serializer, structural
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
@@ -291,10 +291,11 @@ class GenericREST:
         return out
 
     def _decode_checks(self, res: Resource, version: str, obj: Any, opts: WriteOptions,
-                       changed: set[str] | None = None) -> list[str]:
+                       changed: set[str] | None = None, held: list | None = None) -> list[str]:
         """Generic decoding: a JSON object, the right kind, sane types; unknown
         fields per fieldValidation. Returns warnings. `changed` (a patch's result): the only
-        top-level fields that can hold what the body brought in."""
+        top-level fields that can hold what the body brought in. `held` (a create's): where the
+        empty lists its validation reads are (omitempty.drop)."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"Object '{res.kind}' is invalid: the body must be a JSON object")
         api_version = res.api_version(version)
@@ -325,7 +326,7 @@ class GenericREST:
             if sch is None:
                 return []
             # a remembered status patch's result: only apiVersion and kind, just set, are left to check
-            errs, unknown = ([], []) if changed is _NO_FIELDS else _check_fields(obj, sch, changed)
+            errs, unknown = ([], []) if changed is _NO_FIELDS else _check_fields(obj, sch, changed, held)
             if errs:
                 raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
         warnings: list[str] = []
@@ -682,7 +683,8 @@ class GenericREST:
 
     async def create(self, res: Resource, version: str, namespace: str | None, body: Any, opts: WriteOptions,
                      managed_fields: list | None = None) -> Result:
-        warnings = self._decode_checks(res, version, body, opts)
+        held: list = []
+        warnings = self._decode_checks(res, version, body, opts, held=held)
         obj = body
         md = _meta(obj)
         if res.namespaced:
@@ -717,18 +719,21 @@ class GenericREST:
             obj.pop("status", None)
         res.strategy.prepare_for_create(obj)
         try:
-            return await self._create_prepared(res, version, obj, opts, warnings, admission, generated)
+            return await self._create_prepared(res, version, obj, opts, warnings, admission, generated, held)
         except BaseException:
             res.strategy.release(obj)
             raise
 
     async def _create_prepared(self, res, version, obj, opts, warnings, admission=None,
-                               generated: bool = False) -> Result:
-        """`generated`: the name is generateName's, and one taken is drawn again (RetryGenerateName)."""
+                               generated: bool = False, held: list | None = None) -> Result:
+        """`generated`: the name is generateName's, and one taken is drawn again (RetryGenerateName);
+        `held`: the empty lists validation reads, left out once it passed."""
         md = obj["metadata"]
         errs = res.validate_create(obj)
         if errs:
             raise self._invalid(res, obj, errs)
+        if held:
+            omitempty.drop(held)
         warnings = warnings + self._warned(admission, res.strategy.warnings_on_create(obj)) \
             + await self._validating_admission(admission, obj)
         if opts.dry_run:
@@ -1350,11 +1355,12 @@ def _patched_fields(patch: dict, smp: bool) -> set[str] | None:
     return out
 
 
-def _check_fields(obj: dict, sch: dict, changed: set[str] | None) -> tuple[list[str], list[str]]:
+def _check_fields(obj: dict, sch: dict, changed: set[str] | None,
+                  held: list | None = None) -> tuple[list[str], list[str]]:
     """`structural.check` of `obj`, or with `changed` of its top-level fields in it (a status
     patch leaves the pod's spec and metadata unchecked: they are the live object's)."""
     if changed is None:
-        return structural.check(obj, sch, True)
+        return structural.check(obj, sch, True, held=held)
     names = [k for k in obj if k in changed or k in _ALWAYS_CHECKED]
     view = {k: obj[k] for k in names}
     out = structural.check(view, sch, True)

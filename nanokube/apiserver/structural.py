@@ -18,7 +18,8 @@ required scalar, which Go keeps as its zero value (`value: null` is `0`), or
 a time, which Go encodes as null either way (but ObjectMeta's creationTimestamp,
 omitzero since 1.34: a template's `creationTimestamp: null` is dropped).
 Likewise an omitempty value field of a built-in type, sent as its zero
-(`hostNetwork: false`, `nodeName: ""`, `paused: false`), decodes as unset (omitempty.py).
+(`hostNetwork: false`, `nodeName: ""`, `paused: false`), and an omitempty list
+or map sent empty (`args: []`, `labels: {}`) decode as unset (omitempty.py).
 
 A schema is compiled once into a tree of closures (cached per definition), so
 the per-request cost is one walk of the object. Paths are built only when
@@ -63,13 +64,14 @@ Checker = Callable[[Any, Path, "_Result"], None]
 
 
 class _Result:
-    __slots__ = ("errors", "unknown", "strict", "nulls")
+    __slots__ = ("errors", "unknown", "strict", "nulls", "held")
 
-    def __init__(self, strict: bool, nulls: bool = True) -> None:
+    def __init__(self, strict: bool, nulls: bool = True, held: list | None = None) -> None:
         self.errors: list[str] = []
         self.unknown: list[str] = []
         self.strict = strict
         self.nulls = nulls  # replace nulls by Go's zero values
+        self.held = held  # where the empty lists a create's validation reads are (omitempty.held)
 
     def mismatch(self, value: Any, go_type: str, path: Path, literal: bool = False) -> None:
         self.errors.append(_type_error(_json_kind(value, literal), go_type, path))
@@ -151,11 +153,17 @@ class _Compiler:
             return _zero(_quantity, lambda: "0")
         if name == _MICRO_TIME:
             return _micro_time
-        return self.node(k8s.definitions()[name], _go_name(name), _omitempty(name))[0]
+        from . import omitempty
 
-    def node(self, node: dict[str, Any], struct: str = "", omit: frozenset[str] = frozenset()) -> tuple[Checker, str]:
+        return self.node(k8s.definitions()[name], _go_name(name), omitempty.fields(name), omitempty.empties(name),
+                         omitempty.held(name))[0]
+
+    def node(self, node: dict[str, Any], struct: str = "", omit: frozenset[str] = frozenset(),
+             empty: dict[str, type] | None = None, hold: frozenset[str] = frozenset()) -> tuple[Checker, str]:
         """A checker for a schema node, and the Go type name errors show for it; `omit`: a Go
-        struct's omitempty value fields (a zero one decodes as unset)."""
+        struct's omitempty value fields (a zero one decodes as unset), `empty`: its omitempty lists
+        and maps, by field (list or dict: an empty one decodes as unset), `hold`: those of them a
+        create's validation reads."""
         if "$ref" in node:
             return self.ref(node["$ref"][len(k8s.REF_PREFIX):])
         if node.get("x-kubernetes-int-or-string"):
@@ -190,7 +198,8 @@ class _Compiler:
             go = struct or "struct"
             fields = {k: self.node(v) for k, v in (props or {}).items()}
             required = set(node.get("required") or ())
-            return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit - required), dict), go
+            return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit - required, empty or {},
+                                 hold), dict), go
         return _accept, "interface {}"
 
 
@@ -392,17 +401,10 @@ def _map(value: Checker, go: str) -> Checker:
     return check
 
 
-def _omitempty(name: str) -> frozenset[str]:
-    """The omitempty value scalars of the Go type behind built-in definition `name` (omitempty.py):
-    Go's decoder stores a zero sent for one as the zero value, which encodes as absent, so
-    `hostNetwork: false` is never stored."""
-    from . import omitempty
-
-    return omitempty.fields(name)
-
-
 def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str],
-            omit: frozenset[str] = frozenset()) -> Checker:
+            omit: frozenset[str] = frozenset(), empty: dict[str, type] | None = None,
+            hold: frozenset[str] = frozenset()) -> Checker:
+    empty = empty or {}
     simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
     nested = {k: c for k, (c, _) in fields.items()}
     # what a null field becomes: a required scalar's zero value, a time's null, else nothing;
@@ -435,6 +437,11 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
                     v[k] = r  # a value in canonical form (same key: safe while iterating)
                 elif x == 0 and type(x) is int and k in omit:
                     nulls = (nulls or []) + [k]
+                elif not x and type(x) is empty.get(k):  # an omitempty list or map sent empty
+                    if k in hold and res.held is not None:
+                        res.held.append((v, k))
+                    else:
+                        nulls = (nulls or []) + [k]
         if nulls and res.nulls:
             for k in nulls:
                 if k in omit:
@@ -469,15 +476,18 @@ def compiled(schema: dict[str, Any]) -> Checker:
 # --- public API ---------------------------------------------------------------
 
 
-def check(obj: dict[str, Any], schema: dict[str, Any], strict: bool, nulls: bool = True) -> tuple[list[str], list[str]]:
+def check(obj: dict[str, Any], schema: dict[str, Any], strict: bool, nulls: bool = True,
+          held: list | None = None) -> tuple[list[str], list[str]]:
     """(decoding errors, unknown field paths) of `obj` against `schema`.
 
     `strict` collects unknown fields (fieldValidation Strict or Warn); with
     Ignore pass False. `nulls` replaces nulls in `obj` as Go's decoder does
     (pass False to check a value whose nulls mean something, an apply
-    configuration). Errors are in document order; upstream reports the first.
+    configuration). `held` (a create's body): where the empty lists its
+    validation reads are, left in `obj` for it (omitempty.drop). Errors are in
+    document order; upstream reports the first.
     """
-    res = _Result(strict, nulls)
+    res = _Result(strict, nulls, held)
     compiled(schema)(obj, None, res)
     return res.errors, res.unknown
 

@@ -5,10 +5,17 @@ PodDisruptionBudget's counts, a condition's status) keep theirs."""
 
 import asyncio
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 from kubernetes import client
 
+from tests.apiserver.test_protobuf import body, lfield, meta, vfield
+from tests.apiserver.test_rest_managedfields import call, entries
 from tests.served import served
+
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
 
 
 async def _json(f, *args):
@@ -62,3 +69,177 @@ async def test_a_priority_class_keeps_its_zero_value_and_drops_its_zero_default(
         pc = await _json(scheduling.create_priority_class,
                          {"metadata": {"name": "zero"}, "value": 0, "globalDefault": False, "description": ""})
         assert pc["value"] == 0 and not {"globalDefault", "description"} & set(pc)
+
+
+def _helm_like(name: str) -> dict:
+    """A Deployment as chart templates render one: empty lists and maps wherever a value is optional."""
+    pod = {"containers": [{"name": "c", "image": "busybox", "args": [], "env": [], "envFrom": [],
+                           "ports": [], "volumeMounts": [], "resources": {"limits": {}, "requests": {}}}],
+           "nodeSelector": {}, "tolerations": [], "volumes": [], "imagePullSecrets": [],
+           "securityContext": {"sysctls": []}}
+    return {"metadata": {"name": name, "labels": {}, "annotations": {}}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}, "annotations": {}}, "spec": pod}}}
+
+
+async def test_empty_omitempty_lists_and_maps_are_neither_stored_nor_served(tmp_path):
+    async with served(tmp_path) as (_, api):
+        apps = client.AppsV1Api(api)
+        created = await _json(apps.create_namespaced_deployment, "default", _helm_like("web"))
+        for got in (created, await _json(apps.read_namespaced_deployment, "web", "default")):
+            assert not {"labels", "annotations"} & set(got["metadata"])
+            template = got["spec"]["template"]
+            assert template["metadata"] == {"labels": {"app": "web"}}
+            assert not {"nodeSelector", "tolerations", "volumes", "imagePullSecrets"} & set(template["spec"])
+            assert template["spec"]["securityContext"] == {}
+            container = template["spec"]["containers"][0]
+            assert not {"args", "env", "envFrom", "ports", "volumeMounts"} & set(container)
+            assert container["resources"] == {}  # a struct, not a pointer: always encoded
+        # the same manifest again is no change: no new generation, the same resourceVersion
+        replaced = await _json(apps.replace_namespaced_deployment, "web", "default",
+                               {**_helm_like("web"), "metadata": {**_helm_like("web")["metadata"]}})
+        assert replaced["metadata"]["generation"] == 1
+        assert replaced["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+async def test_lists_upstream_encodes_without_omitempty_keep_their_empty_value(tmp_path):
+    async with served(tmp_path) as (_, api):
+        rbac, discovery = client.RbacAuthorizationV1Api(api), client.DiscoveryV1Api(api)
+        role = await _json(rbac.create_namespaced_role, "default",
+                           {"metadata": {"name": "r", "labels": {}}, "rules": []})
+        assert role["rules"] == [] and "labels" not in role["metadata"]
+        cluster_role = await _json(rbac.create_cluster_role, {
+            "metadata": {"name": "agg"}, "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"],
+                                                    "resourceNames": [], "nonResourceURLs": []}]})
+        assert cluster_role["rules"] == [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]
+        slice_ = await _json(discovery.create_namespaced_endpoint_slice, "default", {
+            "metadata": {"name": "s"}, "addressType": "IPv4", "ports": [],
+            "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {}, "deprecatedTopology": {}}]})
+        assert slice_["ports"] == [] and slice_["endpoints"] == [{"addresses": ["10.0.0.1"], "conditions": {}}]
+
+
+async def test_an_empty_list_a_creates_validation_reads_is_left_for_it_then_dropped(tmp_path):
+    """validateWindows tells `supplementalGroups: []` from none and ValidateIngressSpec prints the
+    empty rules it refuses, so a create's decoding leaves them for validation, which drops them
+    once passed."""
+    async with served(tmp_path) as (_, api):
+        core, net = client.CoreV1Api(api), client.NetworkingV1Api(api)
+
+        def pod(os: str) -> dict:
+            return {"metadata": {"name": os}, "spec": {"os": {"name": os}, "containers": [{"name": "c", "image": "i"}],
+                                                       "securityContext": {"supplementalGroups": []}}}
+        try:
+            await _json(core.create_namespaced_pod, "default", pod("windows"))
+        except client.ApiException as e:
+            assert e.status == 422 and "spec.securityContext.supplementalGroups" in e.body
+        else:
+            raise AssertionError("created")
+        linux = await _json(core.create_namespaced_pod, "default", pod("linux"))
+        assert linux["spec"]["securityContext"] == {}
+        try:
+            await _json(net.create_namespaced_ingress, "default", {"metadata": {"name": "i"}, "spec": {"rules": []}})
+        except client.ApiException as e:
+            assert "Invalid value: []: either `defaultBackend` or `rules` must be specified" in e.body
+        else:
+            raise AssertionError("created")
+        backend = {"service": {"name": "s", "port": {"number": 80}}}
+        ingress = await _json(net.create_namespaced_ingress, "default",
+                              {"metadata": {"name": "i"}, "spec": {"defaultBackend": backend, "rules": [], "tls": []}})
+        assert ingress["spec"] == {"defaultBackend": backend}
+
+
+async def test_dra_flowcontrol_admission_and_storage_kinds_drop_their_omitempty_zeros(tmp_path):
+    async with served(tmp_path) as (_, api):
+        claim = {"metadata": {"name": "c"}, "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.example.com", "selectors": [], "allocationMode": "ExactCount", "count": 1,
+            "tolerations": [{"key": "", "operator": "Exists", "value": "", "effect": ""}]}}],
+            "constraints": [], "config": []}}}
+        got = await _json(client.ResourceV1Api(api).create_namespaced_resource_claim, "default", claim)
+        assert got["spec"]["devices"] == {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1,
+            "tolerations": [{"operator": "Exists"}]}}]}
+        empty = await _json(client.ResourceV1Api(api).create_namespaced_resource_claim, "default",
+                            {"metadata": {"name": "none"}, "spec": {"devices": {"requests": []}}})
+        assert empty["spec"]["devices"] == {"requests": []}  # DeviceClaim.requests is not omitempty
+
+        schema = await _json(client.FlowcontrolApiserverV1Api(api).create_flow_schema, {
+            "metadata": {"name": "f"}, "spec": {
+                "priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 500,
+                "rules": [{"subjects": [{"kind": "Group", "group": {"name": "g"}}],
+                           "resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"],
+                                              "clusterScope": True, "namespaces": []}], "nonResourceRules": []}]}})
+        assert schema["spec"]["rules"] == [{"subjects": [{"kind": "Group", "group": {"name": "g"}}], "resourceRules": [
+            {"verbs": ["get"], "apiGroups": [""], "resources": ["pods"], "clusterScope": True, "namespaces": []}]}]
+
+        policy = await _json(client.AdmissionregistrationV1Api(api).create_validating_admission_policy, {
+            "metadata": {"name": "p"}, "spec": {
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                        "resources": ["pods"], "resourceNames": []}]},
+                "validations": [{"expression": "true", "message": "", "messageExpression": ""}],
+                "auditAnnotations": [], "variables": []}})
+        assert policy["spec"]["validations"] == [{"expression": "true"}]
+        assert not {"auditAnnotations", "variables"} & set(policy["spec"])
+        assert "resourceNames" not in policy["spec"]["matchConstraints"]["resourceRules"][0]
+
+        storage = client.StorageV1Api(api)
+        node = await _json(storage.create_csi_node, {"metadata": {"name": "n"}, "spec": {"drivers": [
+            {"name": "csi.example.com", "nodeID": "n", "topologyKeys": []}]}})
+        assert node["spec"]["drivers"] == [{"name": "csi.example.com", "nodeID": "n", "topologyKeys": []}]
+        driver = await _json(storage.create_csi_driver, {"metadata": {"name": "csi.example.com"}, "spec": {
+            "volumeLifecycleModes": [], "tokenRequests": []}})
+        assert "tokenRequests" not in driver["spec"] and driver["spec"]["volumeLifecycleModes"] == ["Persistent"]
+
+
+async def test_a_status_writer_owns_a_count_it_sets_to_zero(tmp_path):
+    """PodDisruptionBudgetStatus's counts are tagged without omitempty: the field manager reads a
+    change to 0 as a change (the writer owns it), not as a removal."""
+    pdbs = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+    async with served(tmp_path) as (_, api):
+        await call(api, "POST", pdbs, {"metadata": {"name": "p"}, "spec": {
+            "minAvailable": 1, "selector": {"matchLabels": {"a": "b"}}}}, "creator")
+        counts = {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}
+        await call(api, "PATCH", f"{pdbs}/p/status", {"status": counts}, "first",
+                   content_type="application/merge-patch+json")
+        got = await call(api, "PATCH", f"{pdbs}/p/status", {"status": {"disruptionsAllowed": 0}}, "second",
+                         content_type="application/merge-patch+json")
+        assert got["status"]["disruptionsAllowed"] == 0
+        owners = entries(got)
+        assert owners["second"][2] == {"f:status": {"f:disruptionsAllowed": {}}}
+        assert "f:disruptionsAllowed" not in owners["first"][2]["f:status"]
+
+
+async def test_kubectl_apply_serves_what_kube_apiserver_would(tmp_path):
+    async with served(tmp_path) as (_, api):
+        manifest = {"apiVersion": "apps/v1", "kind": "Deployment", **_helm_like("k")}
+        manifest["spec"]["template"]["spec"]["containers"][0].update(tty=False, workingDir="")
+        for args in (("apply", "-f", "-"), ("apply", "--server-side", "-f", "-")):
+            r = await asyncio.to_thread(subprocess.run, [KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), *args],
+                                        input=json.dumps(manifest), capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            r = await asyncio.to_thread(
+                subprocess.run, [KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), "get", "deploy/k", "-o", "json"],
+                capture_output=True, text=True, timeout=60)
+            got = json.loads(r.stdout)
+            assert got["metadata"]["generation"] == 1
+            spec = got["spec"]["template"]["spec"]
+            assert spec["containers"][0] == {
+                "name": "c", "image": "busybox", "imagePullPolicy": "Always", "resources": {},
+                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}
+            assert not {"nodeSelector", "tolerations", "volumes", "imagePullSecrets"} & set(spec)
+
+
+async def test_a_protobuf_priority_class_keeps_its_zero_value(tmp_path):
+    """kubectl create priorityclass sends protobuf, where a zero value is on the wire; upstream's
+    PriorityClass.value has no omitempty, so `value: 0` is stored and served."""
+    raw = meta("zero") + vfield(2, 0) + vfield(3, 0) + lfield(4, "")
+    async with served(tmp_path) as (_, api):
+        def send():
+            request = api.param_serialize("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                                          body=body("scheduling.k8s.io/v1", "PriorityClass", raw),
+                                          header_params={"Content-Type": "application/vnd.kubernetes.protobuf",
+                                                         "Accept": "application/json"})
+            response = api.call_api(*request[:4])
+            response.read()
+            return response.status, json.loads(response.data)
+        status, got = await asyncio.to_thread(send)
+        assert status == 201 and got["value"] == 0 and not {"globalDefault", "description"} & set(got), got

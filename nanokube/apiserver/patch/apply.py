@@ -28,7 +28,7 @@ from nanokube.machinery import shape
 from nanokube.apiserver.patch import PatchError, json_copy
 from nanokube.apiserver.patch import fieldpath as fp
 from nanokube.apiserver.patch.fieldpath import Path
-from nanokube.apiserver.patch.value_fields import omitted
+from nanokube.apiserver.patch.value_fields import kept, omitted
 
 MISSING: Any = object()
 
@@ -117,6 +117,8 @@ class _Shape:
     key_defaults: dict[str, Any] = dc_field(default_factory=dict)
     #: a struct's omitempty value fields (value_fields.py), whose zeros an Update's comparison leaves out
     omit: tuple[str, ...] = ()
+    #: its value fields tagged without omitempty, whose zeros the empty struct a create is compared with holds
+    kept: tuple[str, ...] = ()
 
 
 _LEAF = _Shape("leaf")
@@ -177,6 +179,7 @@ def _compile(raw: dict[str, Any]) -> dict[str, _Shape]:
             fields=r.get("properties") or {},
             elem=sch.additional(r),
             omit=omitted(r) if "properties" in r else (),
+            kept=kept(r) if "properties" in r else (),
         )
         return {"dict": container, "none": container, "list": _LEAF, "other": _LEAF}
     if "items" in r or "array" in kinds:
@@ -566,7 +569,8 @@ def _zero_like(v: Any, raw: dict[str, Any] | None, decoded: bool = False) -> Any
     required lists and maps, approximate that. A field sent as null decodes
     to its zero value, which the zero object holds alike (an unset time is
     null in both, an unset pointer absent from both): nobody owns it.
-    `decoded`: a struct holding only omitempty zeros is empty (`compare`)."""
+    `decoded`: a struct holding only omitempty zeros is empty (`compare`), and
+    one tagged without omitempty holds its zero as the value sent (`kept`)."""
     shape = _shape(raw, v)
     out: dict[str, Any] = {}
     if shape.kind != "struct" or shape.atomic:
@@ -583,6 +587,8 @@ def _zero_like(v: Any, raw: dict[str, Any] | None, decoded: bool = False) -> Any
             child = _unset_zeros(child, child_shape.omit)
         if kind == "struct" and child:
             out[k] = _zero_like(child, child_raw, decoded)
+        elif decoded and k in shape.kept and not child and type(child) in _SCALARS:
+            out[k] = child
         elif kind in ("list", "map") and k in required:
             out[k] = None
     return out

@@ -1,0 +1,130 @@
+"""What upstream's Go json tags say about built-in fields where no shipped data says it.
+
+kube-apiserver decodes a body into Go structs and encodes them back with encoding/json, so a
+field's `omitempty` decides what is served: an omitempty value scalar at its zero (`""`, `0`,
+`false`) and an omitempty list or map that is empty are left out, while a field tagged without it
+is always written. The tag is in no schema nanokube ships. The protobuf table tells value scalars
+from pointers (its "o" flag: non-nullable and not required) for the packages it covers, the
+OpenAPI schema tells optional fields from required ones, and the tables below correct both where
+upstream's types.go says otherwise; each entry was read from k8s.io/api's types.go (json tags).
+apiserver/omitempty.py turns them into what the decoder and the field manager use.
+"""
+
+from __future__ import annotations
+
+#: kinds whose types (and all they refer to) were reviewed; other kinds keep what they are sent
+ROOTS = (
+    "core.v1.Pod", "core.v1.PodTemplate", "core.v1.ReplicationController", "core.v1.Service",
+    "core.v1.ConfigMap", "core.v1.Secret", "core.v1.ServiceAccount", "core.v1.Namespace",
+    "apps.v1.Deployment", "apps.v1.ReplicaSet", "apps.v1.StatefulSet", "apps.v1.DaemonSet",
+    "apps.v1.ControllerRevision", "batch.v1.Job", "batch.v1.CronJob", "policy.v1.PodDisruptionBudget",
+    "autoscaling.v1.HorizontalPodAutoscaler", "autoscaling.v2.HorizontalPodAutoscaler",
+    "core.v1.Node", "core.v1.PersistentVolume", "core.v1.PersistentVolumeClaim", "core.v1.Endpoints",
+    "core.v1.LimitRange", "core.v1.ResourceQuota", "discovery.v1.EndpointSlice", "networking.v1.Ingress",
+    "networking.v1.IngressClass", "networking.v1.NetworkPolicy", "rbac.v1.Role", "rbac.v1.ClusterRole",
+    "rbac.v1.RoleBinding", "rbac.v1.ClusterRoleBinding", "scheduling.v1.PriorityClass",
+    "certificates.v1.CertificateSigningRequest", "coordination.v1.Lease", "storage.v1.StorageClass",
+    "core.v1.Event", "events.v1.Event", "autoscaling.v1.Scale", "scheduling.v1beta1.PriorityClass",
+    "resource.v1.ResourceClaim", "resource.v1.ResourceClaimTemplate", "resource.v1.ResourceSlice",
+    "resource.v1.DeviceClass", "resource.v1beta2.ResourceClaim", "resource.v1beta2.ResourceClaimTemplate",
+    "resource.v1beta2.ResourceSlice", "resource.v1beta2.DeviceClass", "resource.v1beta1.ResourceClaim",
+    "resource.v1beta1.ResourceClaimTemplate", "resource.v1beta1.ResourceSlice", "resource.v1beta1.DeviceClass",
+    "admissionregistration.v1.ValidatingWebhookConfiguration", "admissionregistration.v1.MutatingWebhookConfiguration",
+    "admissionregistration.v1.ValidatingAdmissionPolicy", "admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+    "admissionregistration.v1.MutatingAdmissionPolicy", "admissionregistration.v1.MutatingAdmissionPolicyBinding",
+    "flowcontrol.v1.FlowSchema", "flowcontrol.v1.PriorityLevelConfiguration",
+    "storage.v1.CSIDriver", "storage.v1.CSINode", "storage.v1.VolumeAttachment", "storage.v1.VolumeAttributesClass",
+    "storage.v1.CSIStorageCapacity", "coordination.v1beta1.LeaseCandidate",
+    "certificates.v1beta1.ClusterTrustBundle", "certificates.v1beta1.PodCertificateRequest",
+    "scheduling.v1beta1.Workload", "scheduling.v1beta1.PodGroup",
+    "scheduling.v1alpha3.Workload", "scheduling.v1alpha3.PodGroup",
+)
+
+_CONDITION = frozenset({"type", "status"})
+#: optional value scalars the protobuf table flags "o" that upstream tags without omitempty: their
+#: zero is encoded, so it is kept
+NOT_OMITEMPTY: dict[str, frozenset[str]] = {
+    "io.k8s.api.apps.v1.DeploymentCondition": _CONDITION,
+    "io.k8s.api.apps.v1.ReplicaSetCondition": _CONDITION,
+    "io.k8s.api.apps.v1.StatefulSetCondition": _CONDITION,
+    "io.k8s.api.apps.v1.DaemonSetCondition": _CONDITION,
+    "io.k8s.api.apps.v1.ControllerRevision": frozenset({"revision"}),
+    "io.k8s.api.apps.v1.StatefulSetStatus": frozenset({"availableReplicas"}),
+    "io.k8s.api.apps.v1.StatefulSetOrdinals": frozenset({"start"}),
+    "io.k8s.api.policy.v1.PodDisruptionBudgetStatus": frozenset(
+        {"disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"}),
+    "io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern": frozenset({"status"}),
+    "io.k8s.api.rbac.v1.RoleRef": frozenset({"apiGroup"}),
+    "io.k8s.api.scheduling.v1.PriorityClass": frozenset({"value"}),
+    "io.k8s.api.scheduling.v1beta1.PriorityClass": frozenset({"value"}),
+    # the default runtime handler is the one named "": a node reports `name: ""`
+    "io.k8s.api.core.v1.NodeRuntimeHandler": frozenset({"name"}),
+    "io.k8s.api.core.v1.Event": frozenset({"reportingComponent", "reportingInstance"}),
+}
+
+#: the omitempty value scalars of reviewed types the protobuf table lacks (their other optional
+#: scalars are pointers, or tagged without omitempty: flowcontrol's matchingPrecedence and queuing)
+_RESOURCE = {
+    "DeviceTaint": {"value"},
+    "ExactDeviceRequest": {"allocationMode", "count"},
+    "DeviceSubRequest": {"allocationMode", "count"},
+    "DeviceToleration": {"key", "operator", "value", "effect"},
+    "ResourceClaimConsumerReference": {"apiGroup"},
+    "NetworkDeviceData": {"interfaceName", "hardwareAddress"},
+}
+_FLOW_CONDITION = {"type", "status", "reason", "message"}
+_SCHEDULING = {
+    "TypedLocalObjectReference": {"apiGroup"},
+    "PodGroupTemplate": {"priorityClassName"},
+    "CompositePodGroupTemplate": {"priorityClassName"},
+    "PodGroupSpec": {"priorityClassName"},
+}
+OMITEMPTY_SCALARS: dict[str, frozenset[str]] = {
+    **{f"io.k8s.api.resource.{v}.{t}": frozenset(f) for v in ("v1", "v1beta2") for t, f in _RESOURCE.items()},
+    **{f"io.k8s.api.scheduling.{v}.{t}": frozenset(f) for v in ("v1beta1", "v1alpha3")
+       for t, f in _SCHEDULING.items()},
+    "io.k8s.api.admissionregistration.v1.ParamKind": frozenset({"apiVersion", "kind"}),
+    "io.k8s.api.admissionregistration.v1.ParamRef": frozenset({"name", "namespace"}),
+    "io.k8s.api.admissionregistration.v1.Validation": frozenset({"message", "messageExpression"}),
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus": frozenset({"observedGeneration"}),
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": frozenset({"policyName"}),
+    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec": frozenset({"policyName"}),
+    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec": frozenset({"reinvocationPolicy"}),
+    "io.k8s.api.admissionregistration.v1.ApplyConfiguration": frozenset({"expression"}),
+    "io.k8s.api.admissionregistration.v1.JSONPatch": frozenset({"expression"}),
+    "io.k8s.api.flowcontrol.v1.FlowSchemaCondition": frozenset(_FLOW_CONDITION),
+    "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition": frozenset(_FLOW_CONDITION),
+    "io.k8s.api.flowcontrol.v1.ResourcePolicyRule": frozenset({"clusterScope"}),
+    "io.k8s.api.storage.v1.VolumeError": frozenset({"message"}),
+    "io.k8s.api.coordination.v1beta1.LeaseCandidateSpec": frozenset({"emulationVersion"}),
+    "io.k8s.api.certificates.v1beta1.ClusterTrustBundleSpec": frozenset({"signerName"}),
+    "io.k8s.api.certificates.v1beta1.PodCertificateRequestStatus": frozenset({"certificateChain"}),
+}
+
+#: optional lists and maps upstream tags without omitempty: an empty one is encoded as sent
+#: (every other optional list or map of a reviewed type is omitempty: an empty one is left out)
+KEEP_EMPTY: dict[str, frozenset[str]] = {
+    "io.k8s.api.rbac.v1.Role": frozenset({"rules"}),
+    "io.k8s.api.rbac.v1.ClusterRole": frozenset({"rules"}),
+    "io.k8s.api.discovery.v1.EndpointSlice": frozenset({"endpoints", "ports"}),
+    "io.k8s.api.core.v1.ContainerImage": frozenset({"names"}),
+    "io.k8s.api.core.v1.ProjectedVolumeSource": frozenset({"sources"}),
+    "io.k8s.api.batch.v1.PodFailurePolicyRule": frozenset({"onPodConditions"}),
+    "io.k8s.api.flowcontrol.v1.ResourcePolicyRule": frozenset({"namespaces"}),
+    "io.k8s.api.storage.v1.CSINodeDriver": frozenset({"topologyKeys"}),
+    **{f"io.k8s.api.resource.{v}.DeviceClaim": frozenset({"requests"}) for v in ("v1", "v1beta2", "v1beta1")},
+    **{f"io.k8s.api.resource.{v}.AllocatedDeviceStatus": frozenset({"conditions"})
+       for v in ("v1", "v1beta2", "v1beta1")},
+    **{f"io.k8s.api.scheduling.{v}.WorkloadSpec": frozenset({"podGroupTemplates"}) for v in ("v1beta1", "v1alpha3")},
+    # not a tag: the field manager reads an empty list sent as a request to reset the field's owners
+    "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": frozenset({"managedFields"}),
+}
+
+#: omitempty lists whose emptiness upstream's validation of a create reads (it runs on the decoded
+#: struct, where `[]` is not nil): they are left for it and dropped after it
+VALIDATED_EMPTY: dict[str, frozenset[str]] = {
+    # validateWindows forbids `supplementalGroups: []` on a windows pod
+    "io.k8s.api.core.v1.PodSecurityContext": frozenset({"supplementalGroups"}),
+    # ValidateIngressSpec prints the rules it finds empty: `Invalid value: []`
+    "io.k8s.api.networking.v1.IngressSpec": frozenset({"rules"}),
+}
