@@ -140,6 +140,7 @@ class Subresources:
                 raise errors.conflict("", "pods/binding", name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}")
             new = _bound(pod, target["name"], (binding.get("metadata") or {}).get("annotations"))
             st = new["status"]
+            st.pop("nominatedNodeName", None)  # ClearingNominatedNodeNameAfterBinding, beta and on since 1.35
             # podutil.UpdatePodCondition: in its place, its transition time only on a change
             st["conditions"] = set_condition(st.get("conditions"), {
                 "type": "PodScheduled", "status": "True", "lastProbeTime": None,

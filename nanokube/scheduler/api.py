@@ -47,6 +47,16 @@ class SchedulerAPI:
                 "target": {"kind": "Node", "name": node}}
         await self.pods.create_subresource(name, "binding", body, namespace)
 
+    async def nominate(self, pod: dict, node: str) -> None:
+        """status.nominatedNodeName = node unless the pod names it already (upstream's updatePod
+        with a ModeOverride NominatingInfo and no condition)."""
+        if (pod.get("status") or {}).get("nominatedNodeName") == node:
+            return
+        md = pod["metadata"]
+        await self.pods.patch(md["name"], {"status": {"nominatedNodeName": node}},
+                              "application/strategic-merge-patch+json", namespace=md.get("namespace"),
+                              subresource="status", field_manager=SCHEDULER_FIELD_MANAGER)
+
     async def set_unschedulable(self, pod: dict, reason: str, message: str) -> None:
         """PodScheduled=False, its lastTransitionTime kept when it was False already (upstream's
         updatePod through podutil.UpdatePodCondition: a new message alone moves no time)."""

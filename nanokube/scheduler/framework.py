@@ -546,6 +546,19 @@ class Framework:
             timer.cancel()
             self.waiting.pop(info.uid, None)
 
+    def will_wait_on_permit(self, info: PodInfo) -> bool:
+        """Whether a Permit plugin asked the pod to wait (upstream's WillWaitOnPermit)."""
+        return info.uid in self.waiting
+
+    def run_pre_bind_pre_flights(self, state: CycleState, info: PodInfo, node: str) -> bool:
+        """Upstream's RunPreBindPreFlights: whether some PreBind plugin has work to do for the pod
+        on `node` (one without `pre_bind_pre_flight` is taken to have)."""
+        for p in self.points["pre_bind"]:
+            flight = getattr(p, "pre_bind_pre_flight", None)
+            if flight is None or flight(state, info, node):
+                return True
+        return False
+
     async def run_pre_bind(self, state: CycleState, info: PodInfo, node: str) -> Status | None:
         for p in self.points["pre_bind"]:
             st = await p.pre_bind(state, info, node)

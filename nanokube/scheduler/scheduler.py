@@ -337,6 +337,8 @@ class Scheduler:
 
     async def _bind(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, start: float) -> None:
         try:
+            if fwk.will_wait_on_permit(info) or fwk.run_pre_bind_pre_flights(state, info, node):
+                await self._expect(info.pod, node)
             st: Status | None = await fwk.wait_on_permit(info)
             if st is None:
                 st = await fwk.run_pre_bind(state, info, node)
@@ -363,6 +365,17 @@ class Scheduler:
         md = info.pod["metadata"]
         await self._write(self.api.event(info.pod, "Normal", "Scheduled",
                                          f"Successfully assigned {md.get('namespace')}/{md['name']} to {node}"))
+
+    async def _expect(self, pod: dict, node: str) -> None:
+        """NominatedNodeNameForExpectation (beta, on since 1.35): before a Permit wait or a PreBind
+        with work to do, status.nominatedNodeName tells other components (an autoscaler, a
+        restarted scheduler) where the pod is going; the binding clears it. A failed write does
+        not stop the binding."""
+        try:
+            await self.api.nominate(pod, node)
+        except APIError as e:
+            log.info("nominating %s/%s to %s: %s", pod["metadata"].get("namespace"), pod["metadata"]["name"], node,
+                     e.message)
 
     def _failed(self, fwk: Framework, info: PodInfo, reason: str, message: str, start: float,
                 error: bool = False) -> None:

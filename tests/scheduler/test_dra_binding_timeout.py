@@ -142,3 +142,46 @@ def test_the_binding_timeout_defaults_to_ten_minutes_and_takes_a_duration(tmp_pa
                     "- schedulerName: quick\n  pluginConfig:\n  - name: DynamicResources\n    args: {bindingTimeout: 1m30s}\n")
     cfg = load(path)
     assert [p.args["DynamicResources"]["bindingTimeout"] for p in cfg.profiles] == ["10m0s", "1m30s"]
+
+
+async def test_a_pod_waiting_for_binding_conditions_is_nominated_to_its_node(fpgas):
+    """NominatedNodeNameForExpectation: a pod whose PreBind has work (it has a claim) carries
+    status.nominatedNodeName while its binding conditions are pending, so other components see
+    where it is going; the binding clears it (ClearingNominatedNodeNameAfterBinding). A pod
+    without claims, whose PreBind has nothing to do, is bound without a nomination."""
+    client, clock = fpgas
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {"name": "f", "namespace": "default"},
+                         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "fpga"}}]}}})
+    await pods.create(claim_pod("p", "f"))
+
+    async def nominated():
+        p = await pods.get("p", "default")
+        return p["status"].get("nominatedNodeName") and p
+    p = await until(clock, nominated)
+    assert p["status"]["nominatedNodeName"] == "n" and not p["spec"].get("nodeName")
+    managers = {m["manager"] for m in p["metadata"]["managedFields"] if m.get("subresource") == "status"}
+    assert "kube-scheduler" in managers
+
+    [r] = (await claims.get("f", "default"))["status"]["allocation"]["devices"]["results"]
+    await claims.patch("f", {"status": {"devices": [{
+        "driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [{
+            "type": "attached", "status": "True", "reason": "Attached", "message": "", "observedGeneration": 1,
+            "lastTransitionTime": clock.rfc3339()}]}]}}, namespace="default", subresource="status")
+
+    async def bound():
+        return (await pods.get("p", "default"))["spec"].get("nodeName") and await pods.get("p", "default")
+    p = await until(clock, bound, limit=30)
+    assert p["spec"]["nodeName"] == "n" and "nominatedNodeName" not in p["status"]
+
+    plain = claim_pod("plain", "f")
+    plain["spec"].pop("resourceClaims")
+    for c in plain["spec"]["containers"]:
+        c.get("resources", {}).pop("claims", None)
+    await pods.create(plain)
+
+    async def plain_bound():
+        return (await pods.get("plain", "default"))["spec"].get("nodeName") and await pods.get("plain", "default")
+    p = await until(clock, plain_bound, limit=30)
+    assert not [m for m in p["metadata"]["managedFields"] if m.get("subresource") == "status"
+                and "f:nominatedNodeName" in (m.get("fieldsV1") or {}).get("f:status", {})]

@@ -676,6 +676,11 @@ class DynamicResources:
             except APIError as e:
                 log.info("unreserving claim %s/%s: %s", md.get("namespace"), md["name"], e.message)
 
+    def pre_bind_pre_flight(self, state, info, node: str) -> bool:
+        """PreBind has work for a pod with claims, or with an extended resource claim to make for `node`."""
+        cyc: _Cycle | None = state.get(_STATE)
+        return cyc is not None and bool(cyc.claims or node in cyc.extended)
+
     async def pre_bind(self, state, info, node: str):
         cyc: _Cycle | None = state.get(_STATE)
         if cyc is None:

@@ -164,6 +164,11 @@ class VolumeBinding:
             self.in_flight.discard(name)
         cyc.assumed.clear()
 
+    def pre_bind_pre_flight(self, state, info, node: str) -> bool:
+        """PreBind has work unless all the pod's claims are bound (upstream's allBound)."""
+        cyc: _Cycle | None = state.get(_STATE)
+        return cyc is not None and bool(cyc.delayed)
+
     async def pre_bind(self, state, info, node: str):
         cyc: _Cycle | None = state.get(_STATE)
         if cyc is None or not cyc.delayed:
