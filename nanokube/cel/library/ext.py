@@ -34,6 +34,60 @@ def _range(n: int) -> list[int]:
     return stdlib.lists_range(n)
 
 
+def _char_at(s: str, i: int) -> str:
+    try:
+        return stdlib.char_at(s, i)
+    except IndexError:
+        raise CELError(f"index out of range: {i}") from None
+
+
+def _index_of(s: str, sub: str, offset: int = 0) -> int:
+    try:
+        return stdlib.index_of(s, sub, offset)
+    except IndexError:
+        raise CELError(f"index out of range: {offset}") from None
+
+
+def _last_index_of(s: str, sub: str, offset: int | None = None) -> int:
+    try:
+        return stdlib.last_index_of(s, sub, offset)
+    except IndexError:
+        raise CELError(f"index out of range: {offset}") from None
+
+
+def _substring(s: str, start: int, end: int | None = None) -> str:
+    try:
+        return stdlib.substring(s, start, end)
+    except IndexError:
+        if end is not None and start > end:
+            raise CELError(f"invalid substring range. start: {start}, end: {end}") from None
+        raise CELError(f"index out of range: {start if start < 0 or start > len(s) else end}") from None
+
+
+def _slice(xs: list, start: int, end: int) -> list:
+    if start < 0 or end < 0:
+        raise CELError(f"cannot slice({start}, {end}), negative indexes not supported")
+    if start > end:
+        raise CELError(f"cannot slice({start}, {end}), start index must be less than or equal to end index")
+    if len(xs) < end:
+        raise CELError(f"cannot slice({start}, {end}), list is length {len(xs)}")
+    return xs[start:end]
+
+
+def _flatten(xs: list, depth: int = 1) -> list:
+    if depth < 0:
+        raise CELError("level must be non-negative")
+    return stdlib.flatten(xs, depth)
+
+
+def _shift(name: str, impl: Any) -> Any:
+    def shift(a: int, n: int) -> int:
+        if n < 0:
+            raise CELError(f"math.{name}() negative offset: {n}")
+        return impl(a, n)
+    return shift
+
+
 def _first(xs: list) -> Any:
     return cel.OptionalValue.of(xs[0]) if xs else cel.OptionalValue.none()
 
@@ -44,19 +98,19 @@ def _last(xs: list) -> Any:
 
 OVERLOADS = [
     # strings
-    _m("charAt", (STRING, INT), STRING, stdlib.char_at),
-    _m("indexOf", (STRING, STRING), INT, stdlib.index_of),
-    _m("indexOf", (STRING, STRING, INT), INT, stdlib.index_of),
-    _m("lastIndexOf", (STRING, STRING), INT, stdlib.last_index_of),
-    _m("lastIndexOf", (STRING, STRING, INT), INT, stdlib.last_index_of),
+    _m("charAt", (STRING, INT), STRING, _char_at),
+    _m("indexOf", (STRING, STRING), INT, _index_of),
+    _m("indexOf", (STRING, STRING, INT), INT, _index_of),
+    _m("lastIndexOf", (STRING, STRING), INT, _last_index_of),
+    _m("lastIndexOf", (STRING, STRING, INT), INT, _last_index_of),
     _m("lowerAscii", (STRING,), STRING, stdlib.lower_ascii),
     _m("upperAscii", (STRING,), STRING, stdlib.upper_ascii),
     _m("replace", (STRING, STRING, STRING), STRING, stdlib.replace),
     _m("replace", (STRING, STRING, STRING, INT), STRING, stdlib.replace),
     _m("split", (STRING, STRING), LIST_S, stdlib.split),
     _m("split", (STRING, STRING, INT), LIST_S, stdlib.split),
-    _m("substring", (STRING, INT), STRING, stdlib.substring),
-    _m("substring", (STRING, INT, INT), STRING, stdlib.substring),
+    _m("substring", (STRING, INT), STRING, _substring),
+    _m("substring", (STRING, INT, INT), STRING, _substring),
     _m("trim", (STRING,), STRING, stdlib.trim),
     _m("join", (LIST_S,), STRING, stdlib.join),
     _m("join", (LIST_S, STRING), STRING, stdlib.join),
@@ -65,9 +119,9 @@ OVERLOADS = [
     _g("strings.quote", (STRING,), STRING, stdlib.quote),
     # lists (ext.Lists v3)
     _m("distinct", (LIST_A,), LIST_A, stdlib.distinct),
-    _m("flatten", (list_of(DYN),), list_of(DYN), stdlib.flatten),
-    _m("flatten", (list_of(DYN), INT), list_of(DYN), stdlib.flatten),
-    _m("slice", (LIST_A, INT, INT), LIST_A, stdlib.slice_),
+    _m("flatten", (list_of(DYN),), list_of(DYN), _flatten),
+    _m("flatten", (list_of(DYN), INT), list_of(DYN), _flatten),
+    _m("slice", (LIST_A, INT, INT), LIST_A, _slice),
     _m("sort", (LIST_A,), LIST_A, stdlib.sort),
     _m("reverse", (LIST_A,), LIST_A, stdlib.reverse),
     _m("first", (LIST_A,), OPT_A, _first),
@@ -91,7 +145,7 @@ OVERLOADS = [
     *[_g(f"math.{n}", (t, t), t, getattr(stdlib, f"math_{p}")) for n, p in
       (("bitOr", "bit_or"), ("bitAnd", "bit_and"), ("bitXor", "bit_xor")) for t in (INT, UINT)],
     *[_g("math.bitNot", (t,), t, stdlib.math_bit_not) for t in (INT, UINT)],
-    *[_g(f"math.{n}", (t, INT), t, getattr(stdlib, f"math_{p}")) for n, p in
+    *[_g(f"math.{n}", (t, INT), t, _shift(n, getattr(stdlib, f"math_{p}"))) for n, p in
       (("bitShiftLeft", "bit_shift_left"), ("bitShiftRight", "bit_shift_right")) for t in (INT, UINT)],
     # encoders
     _g("base64.encode", (BYTES,), STRING, stdlib.base64_encode),
