@@ -6,6 +6,7 @@ and, where root and iproute2 allow, the process runtime."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import secrets
 import shutil
@@ -83,12 +84,15 @@ def channels(frames: list[bytes]) -> dict[int, bytes]:
 
 
 async def ws_frames(server, path: str, send: list[bytes] = (), protocol: str = "v5.channel.k8s.io"):
+    """The binary frames of the session (text frames decoded for the base64 protocols)."""
     async with aiohttp.ClientSession() as http:
-        async with http.ws_connect(url(server, path, ws=True), protocols=(protocol,)) as ws:
-            assert ws.protocol == protocol
+        async with http.ws_connect(url(server, path, ws=True), protocols=(protocol,) if protocol else ()) as ws:
+            assert ws.protocol == (protocol or None)
             for frame in send:
                 await ws.send_bytes(frame)
-            return [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
+            return [m.data if m.type == aiohttp.WSMsgType.BINARY else
+                    bytes([ord(m.data[0]) - ord("0")]) + base64.b64decode(m.data[1:]) async for m in ws
+                    if m.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT)]
 
 
 async def test_exec_through_the_kubelet_over_a_v5_websocket(cluster):
@@ -117,6 +121,22 @@ async def test_exec_through_the_kubelet_over_a_v5_websocket(cluster):
             assert (r.status, await r.text()) == (404, 'container not found ("main")')
         async with http.get(url(server, "/portForward/default/web/not-the-uid")) as r:
             assert (r.status, await r.text()) == (404, 'pod not found ("web_default")')
+
+
+@pytest.mark.parametrize("protocol", ["channel.k8s.io", "base64.channel.k8s.io", ""])
+async def test_the_channel_protocols_before_v4_report_a_failure_as_its_message(protocol, cluster):
+    """The kubelet's WebSocket server also speaks channel.k8s.io (also when no protocol is asked
+    for) and base64.channel.k8s.io: the error channel carries a failed command's message alone,
+    and nothing for one that succeeded."""
+    server, kind = cluster
+    await running_pod(server, kind, "web")
+    failing = "command=sh&command=-c&command=exit%204" if kind == "process" else "command=fail"
+    got = channels(await ws_frames(server, f"/exec/default/web/main?{failing}&stdout=1", protocol=protocol))
+    command = "[sh -c exit 4]" if kind == "process" else "[fail]"
+    assert got[3] == f"command terminated with non-zero exit code: error executing command {command}, exit code " \
+                     f"4".encode()
+    got = channels(await ws_frames(server, "/exec/default/web/main?command=hostname&stdout=1", protocol=protocol))
+    assert got.get(3, b"") == b"" and got[1] == b"web\n"
 
 
 async def test_what_the_kubelet_answers_before_an_upgrade(cluster):

@@ -26,6 +26,9 @@ from .transports import (WebSocketChannels, is_spdy, is_websocket, offered, resi
 
 log = logging.getLogger(__name__)
 
+#: the channel protocols before v4 (wsstream's; no protocol at all is the first): the error channel
+#: carries a failure's message alone, and nothing on success
+_PRE_V4, _PRE_V4_BASE64 = "channel.k8s.io", "base64.channel.k8s.io"
 #: how long the client has to open the streams it asked for (the kubelet's streamCreationTimeout)
 STREAM_CREATION_TIMEOUT = 30.0
 _COPY = 32 * 1024
@@ -156,10 +159,11 @@ async def serve_command(request: web.Request, node: NodeStreaming, ns: str, name
 
     flags = (stdin, stdout, stderr, tty)
     if is_websocket(request):
-        proto = next((p for p in offered(request, "Sec-WebSocket-Protocol") if p in (V5, V4, V4_BASE64)), None)
+        asked = offered(request, "Sec-WebSocket-Protocol")
+        proto = next((p for p in asked if p in (V5, V4, V4_BASE64, _PRE_V4, _PRE_V4_BASE64)), None if asked else "")
         if proto is None:
             raise errors.bad_request(f"unable to upgrade: no supported channel protocol ({V5}, {V4}, "
-                                     f"{V4_BASE64}) requested")
+                                     f"{V4_BASE64}, {_PRE_V4}, {_PRE_V4_BASE64}) requested")
         return await _command_over_websocket(request, proto, flags, run)
     if is_spdy(request):
         protos = offered(request, "X-Stream-Protocol-Version")
@@ -218,9 +222,9 @@ async def serve_port_forward(request: web.Request, node: NodeStreaming, ns: str,
 
 async def _command_over_websocket(request: web.Request, proto: str, flags, run) -> web.StreamResponse:
     stdin, stdout, stderr, tty = flags
-    ws = web.WebSocketResponse(protocols=(proto,), max_msg_size=0)
+    ws = web.WebSocketResponse(protocols=(proto,) if proto else (), max_msg_size=0)
     await ws.prepare(request)
-    ch = WebSocketChannels(ws, base64=proto == V4_BASE64)
+    ch = WebSocketChannels(ws, base64=proto in (V4_BASE64, _PRE_V4_BASE64))
     session = StreamSession(stdin, stdout, stderr, tty, lambda d: ch.send(STDOUT, d), lambda d: ch.send(STDERR, d))
     await ch.send(STDOUT if stdout else STDERR if stderr else ERROR, b"")
     pump = asyncio.ensure_future(ch.pump_into(session))
@@ -228,7 +232,11 @@ async def _command_over_websocket(request: web.Request, proto: str, flags, run) 
     try:
         await asyncio.wait([runner, pump], return_when=asyncio.FIRST_COMPLETED)
         if runner.done():
-            await ch.send(ERROR, orjson.dumps(runner.result()))
+            status = runner.result()
+            if proto in (V5, V4, V4_BASE64):
+                await ch.send(ERROR, orjson.dumps(status))
+            elif status["status"] != "Success":
+                await ch.send(ERROR, status["message"].encode())
     finally:
         runner.cancel()
         pump.cancel()
