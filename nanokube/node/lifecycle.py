@@ -189,6 +189,20 @@ def pull_error(pod: dict, image: str) -> str:
     return error
 
 
+def volume_mount_statuses(container: dict) -> list[dict]:
+    """The kubelet's VolumeMountStatus of each of a container's mounts (convertToAPIContainerStatuses,
+    RecursiveReadOnlyMounts GA): a read-only one's recursiveReadOnly is Enabled where asked for
+    (Enabled, or IfPossible: the runtime supports it), else Disabled."""
+    out = []
+    for m in container.get("volumeMounts") or ():
+        s = {"name": m.get("name", ""), "mountPath": m.get("mountPath", "")}
+        if m.get("readOnly"):
+            rro = m.get("recursiveReadOnly") in ("Enabled", "IfPossible")
+            s |= {"readOnly": True, "recursiveReadOnly": "Enabled" if rro else "Disabled"}
+        out.append(s)
+    return out
+
+
 def field_path(pod: dict, name: str) -> str:
     """The fieldPath of a container's events: spec.containers{NAME}, spec.initContainers{NAME}."""
     spec = pod.get("spec") or {}
@@ -490,6 +504,8 @@ class PodWorker:
         s = {"name": name, "state": state, "lastState": self.own_last_state.get(name, self.last_state),
              "ready": ready, "restartCount": restarts, "image": image_ref(c.get("image", "")),
              "imageID": image_id(c.get("image", "")), "started": started}
+        if mounts := volume_mount_statuses(c):
+            s["volumeMounts"] = mounts
         if "running" in state or "terminated" in state:
             s["containerID"] = self._container_id(name, restarts)
         elif "terminated" in s["lastState"] and restarts:  # waiting to restart: the instance that ended
@@ -643,6 +659,8 @@ class PodWorker:
             self.ephemeral[name] = {"name": name, "state": {"running": {"startedAt": now}}, "lastState": {},
                                     "ready": False, "restartCount": 0, "image": image_ref(image),
                                     "imageID": image_id(image), "containerID": f"containerd://{cid}", "resources": {}}
+            if mounts := volume_mount_statuses(c):
+                self.ephemeral[name]["volumeMounts"] = mounts
             started = True
         return started
 

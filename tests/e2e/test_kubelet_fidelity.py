@@ -120,3 +120,26 @@ def test_a_host_network_pod_has_its_nodes_ip(kubelet_cluster):
     ip = wait_for(lambda: c.kubectl_json("get", "pod", "beside")["status"].get("podIP"), 60, "a pod IP")
     assert ip.startswith("10.244.") and ip != node_ip
     c.kubectl("delete", "pod", name, "beside", "--wait=false")
+
+
+def test_container_statuses_list_the_volume_mounts(kubelet_cluster):
+    """The kubelet reports each container's mounts in its status (VolumeMountStatus, RecursiveReadOnlyMounts
+    GA): name and path, and for a read-only one whether it is recursively read-only."""
+    c = kubelet_cluster
+    c.kubectl("create", "configmap", "settings", "--from-literal=a=b")
+    create(c, {"metadata": {"name": "mounts"}, "spec": {
+        "volumes": [{"name": "cfg", "configMap": {"name": "settings"}}, {"name": "scratch", "emptyDir": {}}],
+        "containers": [{"name": "app", "image": "busybox", "volumeMounts": [
+            {"name": "cfg", "mountPath": "/etc/cfg", "readOnly": True},
+            {"name": "cfg", "mountPath": "/etc/cfg-rro", "readOnly": True, "recursiveReadOnly": "Enabled"},
+            {"name": "scratch", "mountPath": "/scratch"}]}]}})
+    wait_for(status_is(c, "mounts", "Running"))
+    [cs] = c.kubectl_json("get", "pod", "mounts")["status"]["containerStatuses"]
+    token = next(m for m in cs["volumeMounts"] if m["name"].startswith("kube-api-access-"))
+    assert cs["volumeMounts"] == [
+        {"name": "cfg", "mountPath": "/etc/cfg", "readOnly": True, "recursiveReadOnly": "Disabled"},
+        {"name": "cfg", "mountPath": "/etc/cfg-rro", "readOnly": True, "recursiveReadOnly": "Enabled"},
+        {"name": "scratch", "mountPath": "/scratch"},
+        {"name": token["name"], "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True,
+         "recursiveReadOnly": "Disabled"}]
+    c.kubectl("delete", "pod", "mounts", "--wait=false")

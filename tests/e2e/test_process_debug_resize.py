@@ -74,3 +74,12 @@ def test_kubectl_debug_node_runs_in_the_nodes_network(c):
     assert (st["podIP"], st["podIPs"], st["hostIP"]) == (node_ip, [{"ip": node_ip}], node_ip)
     c.kubectl("delete", "pod", pod["metadata"]["name"], "--timeout=60s")
     assert {f"{c.prefix}n{i}" for i in range(3)} <= set(list_netns()), "the nodes' namespaces outlive the pod"
+
+
+def test_the_process_node_reports_the_volume_mounts(c):
+    """A process container's status lists its mounts as the kubelet's does (VolumeMountStatus)."""
+    [cs] = c.kubectl_json("get", "pod", "app")["status"]["containerStatuses"]
+    [token] = cs["volumeMounts"]
+    assert token["name"].startswith("kube-api-access-")
+    assert token | {"name": ""} == {"name": "", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                                    "readOnly": True, "recursiveReadOnly": "Disabled"}

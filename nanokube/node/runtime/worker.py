@@ -37,6 +37,7 @@ from ...clock import parse_time
 from .. import inplace
 from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
+from ..lifecycle import volume_mount_statuses
 from .netns import NetnsError
 from .probes import run_probe
 from . import stdio
@@ -589,6 +590,8 @@ class ProcessPodWorker(PodWorker):
             s = {"name": c.name, "state": c.state, "lastState": c.last_state, "ready": c.ready,
                  "restartCount": c.restarts, "image": image_ref(c.spec.get("image", "")),
                  "imageID": image_id(c.spec.get("image", "")), "started": c.started}
+            if mounts := volume_mount_statuses(c.spec):
+                s["volumeMounts"] = mounts
             if c.instances:
                 s["containerID"] = self._container_id(c)
             if resources and "running" in c.state:
