@@ -16,6 +16,7 @@ from nanokube.apiserver.rest import SYSTEM, WriteOptions
 from nanokube.apiserver.streaming.spdy import DICTIONARY, SpdySession
 from nanokube.machinery.streaming import StreamFailed
 from nanokube.store.memory import MemoryStore
+from tests.controllers import eventually
 
 
 class FakeNode:
@@ -164,14 +165,23 @@ async def test_open_sessions_end_when_the_server_stops():
     url = f"ws://127.0.0.1:{s.port}/api/v1/namespaces/default/pods/one/exec?command=sleep&stdout=true"
     async with aiohttp.ClientSession() as http:
         async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
-            frames = asyncio.ensure_future(_frames(ws))
-            await asyncio.sleep(0.2)
+            seen: list[bytes] = []
+            frames = asyncio.ensure_future(_frames(ws, seen))
+            await eventually(lambda: _true(seen))  # the session is open: its exec waits forever
             await asyncio.wait_for(s.stop(), 10)
             assert await asyncio.wait_for(frames, 5) == [b"\x01"], "the opening frame, then the close"
 
 
-async def _frames(ws) -> list[bytes]:
-    return [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
+async def _frames(ws, into: list[bytes]) -> list[bytes]:
+    """The binary frames of `ws` until it closes, each added to `into` as it comes."""
+    async for m in ws:
+        if m.type == aiohttp.WSMsgType.BINARY:
+            into.append(m.data)
+    return into
+
+
+async def _true(value):
+    return value
 
 
 async def test_a_container_not_yet_created_is_not_found_before_the_upgrade(server):
