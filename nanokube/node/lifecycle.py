@@ -278,6 +278,23 @@ def unready_message(spec: dict, containers: list[dict], inits: list[dict] | None
                      for what, names in (("unknown", unknown), ("unready", unready)) if names)
 
 
+def uninitialized_message(spec: dict, inits: list[dict] | None) -> str:
+    """Why Initialized is False, as the kubelet's GeneratePodInitializedCondition words it: the init
+    containers with no status ("containers with unknown status: [a]") or not done ("containers
+    with incomplete status: [a b]"; done: exited 0, or, for a sidecar, started)."""
+    have = {s["name"]: s for s in inits or ()}
+    unknown, incomplete = [], []
+    for c in spec.get("initContainers") or ():
+        s = have.get(c["name"])
+        if s is None:
+            unknown.append(c["name"])
+        elif not (s.get("started") if c.get("restartPolicy") == "Always"
+                  else (s["state"].get("terminated") or {}).get("exitCode") == 0):
+            incomplete.append(c["name"])
+    return ", ".join(f"containers with {what} status: [{' '.join(names)}]"
+                     for what, names in (("unknown", unknown), ("incomplete", incomplete)) if names)
+
+
 def status_patch(live: dict, new: dict) -> dict:
     """The strategic merge patch from the live status to `new`, as upstream's status manager sends
     one (statusutil.PatchPodStatus) for the fields in `new`: changed scalars and atomic lists whole,
@@ -694,7 +711,8 @@ class PodWorker:
             "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
             "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS] + self.resize_conditions + [
                 _condition("PodReadyToStartContainers", True, now, kept, gen),
-                _condition("Initialized", initialized, now, kept, gen, "" if initialized else "ContainersNotInitialized"),
+                _condition("Initialized", initialized, now, kept, gen, "" if initialized else "ContainersNotInitialized",
+                           "" if initialized else uninitialized_message(spec, init_statuses)),
                 _condition("Ready", pod_ready, now, kept, gen, ready_reason, ready_message),
                 _condition("ContainersReady", ready, now, kept, gen, reason, message),
                 _condition("PodScheduled", True, now, kept, gen),

@@ -241,7 +241,7 @@ async def test_a_missing_config_map_or_key_in_the_environment_is_create_containe
 async def test_ready_conditions_name_the_unready_containers_as_the_kubelet_does(env):
     """ContainersReady and Ready, False while containers start: reason ContainersNotReady and
     GenerateContainersReadyCondition's message listing the sidecars, then the app containers, not
-    ready; once all are ready, True with neither."""
+    ready; once all are ready, True with neither. Initialized names the init containers not done."""
     pods, clock = env
     p = pod("pair", annotations={"sim.nanokube.io/pull-seconds": "5"}, containers=("a", "b"))
     p["spec"]["initContainers"] = [{"name": "log", "image": "busybox:1.36", "restartPolicy": "Always"}]
@@ -255,11 +255,15 @@ async def test_ready_conditions_name_the_unready_containers_as_the_kubelet_does(
         c = cond(got, ctype)
         assert (c["status"], c["reason"], c["message"]) == (
             "False", "ContainersNotReady", "containers with unready status: [log a b]"), c
+    c = cond(got, "Initialized")  # GeneratePodInitializedCondition's: the sidecar has not started
+    assert (c["status"], c["reason"], c["message"]) == (
+        "False", "ContainersNotInitialized", "containers with incomplete status: [log]"), c
     for _ in range(20):
         await clock.advance(1)
     got = await eventually(phase_is(pods, "pair", "Running"))
     got = await eventually(lambda: _ready(pods, "pair"))
     assert {k for k in cond(got, "Ready") if k in ("reason", "message")} == set()
+    assert {k for k in cond(got, "Initialized") if k in ("reason", "message")} == set()
 
 
 async def test_ready_waits_for_the_readiness_gates_conditions(env):
