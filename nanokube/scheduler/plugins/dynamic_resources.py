@@ -3,11 +3,13 @@ waits for the pod's claims to exist; Filter runs the structured allocator
 per node for unallocated claims (allocated ones only constrain the node by
 their nodeSelector, or not at all once their binding failed or timed out);
 PostFilter deallocates such an unavailable claim nobody else holds, so the
-next attempt can allocate elsewhere; Reserve keeps the chosen allocations in
-flight so no other pod can take those devices; PreBind adds the
-delete-protection finalizer, then writes allocation and reservedFor in one
-status update, and waits for the binding conditions of devices that have
-them (KEP-5007), at most the configured bindingTimeout."""
+next attempt can allocate elsewhere, or deletes the pod's extended resource
+claim an earlier cycle left behind, for which Filter refuses every node;
+Reserve keeps the chosen allocations in flight so no other pod can take
+those devices; PreBind adds the delete-protection finalizer, then writes
+allocation and reservedFor in one status update, and waits for the binding
+conditions of devices that have them (KEP-5007), at most the configured
+bindingTimeout."""
 
 from __future__ import annotations
 
@@ -54,6 +56,9 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 TIMED_OUT = "timed out trying to allocate devices"
 #: PostFilter's verdicts: a claim was deallocated, or none it may deallocate stands in the way
 DEALLOCATED = "deallocation of ResourceClaim completed"
+DELETED = "deletion of ResourceClaim completed"
+#: Filter's verdict on every node while an extended resource claim of an earlier cycle is left over
+STALE_EXTENDED = "cannot schedule extended resource claim"
 STILL_UNSCHEDULABLE = "still not schedulable"
 #: DynamicResourcesArgs.bindingTimeout's default and the interval PreBind polls binding conditions at
 BINDING_TIMEOUT = 600.0
@@ -118,6 +123,16 @@ def ready_for_binding(claim: dict) -> bool:
     return True
 
 
+def _extended_owner(claim: dict) -> str | None:
+    """The uid of the pod controlling an extended resource claim (upstream's
+    findExtendedResourceClaim: the annotation set to "true", the pod its controller), else None."""
+    md = claim["metadata"]
+    if (md.get("annotations") or {}).get(extended_resources.ANNOTATION) != "true":
+        return None
+    return next((r.get("uid") for r in md.get("ownerReferences") or [] if r.get("controller") and r.get("kind") == "Pod"),
+                None)
+
+
 def _key(pod: dict) -> str:
     """The scheduling queue's key of a pod."""
     return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
@@ -138,6 +153,9 @@ class DRAState:
         self.classes = handle.informer(GROUP, VERSION, "deviceclasses")
         self.rules = handle.informer(GROUP, VERSION, "devicetaintrules")
         self.in_flight: dict[str, dict] = {}
+        #: pod uid -> the extended resource claim (annotated, controlled by the pod) the informer has
+        #: for it: one an earlier cycle's PreBind created that a restart or a lost Unreserve left behind
+        self.extended_claims: dict[str, dict] = {}
         #: claim uid -> lock serialising PreBind writes of pods sharing a PodGroup claim
         self.locks: dict[str, asyncio.Lock] = {}
         self.allocated = AllocatedDevices()
@@ -225,6 +243,10 @@ class DRAState:
         self._event(CLAIM, Action.UPDATE, old, new)
 
     def _claim_deleted(self, claim: dict) -> None:
+        owner = _extended_owner(claim)
+        if owner is not None and (self.extended_claims.get(owner) or {}).get("metadata", {}).get("uid") == \
+                claim["metadata"].get("uid"):
+            del self.extended_claims[owner]
         uid = claim["metadata"].get("uid", "")
         self.in_flight.pop(uid, None)
         self.locks.pop(uid, None)
@@ -233,6 +255,9 @@ class DRAState:
         self._event(CLAIM, Action.DELETE, claim, None)
 
     def _observe(self, claim: dict) -> None:
+        owner = _extended_owner(claim)
+        if owner is not None:
+            self.extended_claims[owner] = claim
         uid = claim["metadata"].get("uid", "")
         alloc = (claim.get("status") or {}).get("allocation")
         if alloc is None:
@@ -342,6 +367,8 @@ class _Cycle:
     extended: dict[str, dict] = field(default_factory=dict)  # node -> its claim
     extended_by_lack: dict[tuple, dict] = field(default_factory=dict)  # resources lacking -> claim
     extended_uid: str = ""
+    #: the pod's extended resource claim an earlier cycle left in the API (PostFilter deletes it)
+    stale_extended: dict | None = None
     created: dict | None = None
     extended_written: dict | None = None
 
@@ -420,6 +447,7 @@ class DynamicResources:
         cyc = _Cycle(claims, backed=backed)
         if backed:
             state[EXTENDED_RESOURCES] = backed
+            cyc.stale_extended = self.dra.extended_claims.get(info.uid)
         self._group_claims(cyc, info.pod)
         uid = info.uid
         for c in claims:
@@ -484,6 +512,8 @@ class DynamicResources:
 
     def filter(self, state, info, node):
         cyc: _Cycle = state[_STATE]
+        if cyc.stale_extended is not None:
+            return unschedulable(STALE_EXTENDED, resolvable=False)
         if cyc.selectors or cyc.expired:
             away = [name for name, selector in cyc.selectors if not selector_matches(selector, node.labels, node.name)]
             if away or cyc.expired:
@@ -556,8 +586,10 @@ class DynamicResources:
         """Upstream's PostFilter: when no node fits, one allocated claim some node could not use
         (its nodeSelector left the node out, or its binding failed or timed out) that no other
         pod holds loses its allocation, its reservation by this pod and its device status, so the
-        next attempt can allocate it anew; the informer's update of it retries the pod. Nothing
-        to say for a pod without claims."""
+        next attempt can allocate it anew; the informer's update of it retries the pod. Else the
+        pod's extended resource claim an earlier cycle left behind (a scheduler restart between its
+        PreBind and the binding) is deleted, its deletion retrying the pod. Nothing to say for a
+        pod without claims."""
         cyc: _Cycle | None = state.get(_STATE)
         if cyc is None:
             return None, unschedulable()
@@ -570,6 +602,11 @@ class DynamicResources:
             if not reserved or len(reserved) == 1 and reserved[0].get("uid") == uid:
                 self.handle.spawn(self._deallocate(claim))
                 return None, unschedulable(DEALLOCATED)
+        if cyc.stale_extended is not None:
+            # upstream's brute force for an allocation that may be stale: delete the claim, and the
+            # pod's next cycle (its deletion retries the pod) allocates anew
+            self.handle.spawn(self._delete_extended(cyc.stale_extended))
+            return None, unschedulable(DELETED)
         return None, unschedulable(STILL_UNSCHEDULABLE)
 
     def pod_group_post_filter(self, group):
@@ -796,9 +833,12 @@ class DynamicResources:
             was created or its status changed (an allocation, reservedFor; not a finalizer or a
             label). Whether it is the pod's is read from the index of claim users (one lookup), as
             the queue asks this of every pod DynamicResources turned away, once per claim event.
-            A pod waiting in PreEnqueue for its claim is retried apart (DRAState._retry_gated)."""
+            A pod waiting in PreEnqueue for its claim is retried apart (DRAState._retry_gated); one
+            whose leftover extended resource claim PostFilter deleted is retried by its deletion."""
             if _allocated(old) and not _allocated(new):
                 return Hint.QUEUE  # devices were freed
+            if new is None:
+                return Hint.QUEUE if _extended_owner(old) == pod["metadata"].get("uid") else Hint.SKIP
             if not _created_or_status_changed(old, new):
                 return Hint.SKIP
             md = new["metadata"]
@@ -811,9 +851,13 @@ class DynamicResources:
 
         def claim_targets(old, new):
             """The pods claim_hint can queue: any when devices were freed, else those naming the claim
-            when it is new or its status changed."""
+            when it is new or its status changed, the owner of a deleted extended resource claim."""
             if _allocated(old) and not _allocated(new):
                 return None
+            if new is None:
+                owner = _extended_owner(old)
+                return () if owner is None else [f"{old['metadata'].get('namespace', '')}/{r['name']}" for r in
+                                                 old["metadata"]["ownerReferences"] if r.get("uid") == owner]
             if not _created_or_status_changed(old, new):
                 return ()
             md = new["metadata"]
