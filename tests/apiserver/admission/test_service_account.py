@@ -12,7 +12,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from nanokube.apiserver.admission.service_account import ServiceAccount
+from nanokube.apiserver.admission.service_account import RETRY_INTERVAL, ServiceAccount
+from nanokube.clock import VirtualClock
 from nanokube.machinery import errors
 from tests.controllers import make_stack
 from tests.served import served
@@ -148,15 +149,18 @@ async def test_mirror_pods_are_left_alone_and_may_reference_no_account_or_secret
 
 async def test_a_pod_created_right_after_its_namespace_waits_for_the_default_account():
     """The default account is looked up again (upstream: up to ten times, 100-200 ms apart) while its
-    controller has not made it yet: the create succeeds once it exists, instead of a 403."""
+    controller has not made it yet: the create succeeds once it exists, instead of a 403. The
+    server's clock is virtual: the retries wait for the test to move it on."""
     s = await make_stack()
+    clock = s.rest.clock = VirtualClock()
     s.rest.admission.service_account = ServiceAccount(s.rest)
     try:
         pods = s.client.resource("", "v1", "pods")
         waiting = asyncio.create_task(pods.create(pod("early"), "default"))
-        await asyncio.sleep(0.05)  # the create has missed the account once and waits to look again
-        assert not waiting.done()
+        await clock.advance(0)
+        assert not waiting.done() and clock.next_due() is not None, "the create missed the account and waits"
         await s.client.resource("", "v1", "serviceaccounts").create({"metadata": {"name": "default"}}, "default")
+        await clock.advance(RETRY_INTERVAL[1])
         assert (await waiting)["spec"]["serviceAccountName"] == "default"
     finally:
         await s.close()
