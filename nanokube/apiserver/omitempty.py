@@ -2,10 +2,10 @@
 
 kube-apiserver decodes a body into Go structs and encodes them back: a value scalar tagged
 `omitempty` holding its zero (`""`, `0`, `false`) is the same as one never sent, so a client's
-`paused: false` is neither stored nor served, and so is an omitempty list or map sent empty
-(`args: []`, `labels: {}`). A pointer keeps its zero (`replicas: 0`), and so does a field without
-`omitempty` (a PodDisruptionBudget's `disruptionsAllowed: 0`, a condition's `status`, a Role's
-`rules: []`).
+`paused: false` is neither stored nor served, and so is an omitempty list, map or []byte sent
+empty (`args: []`, `labels: {}`, `caBundle: ""`). A pointer keeps its zero (`replicas: 0`), and
+so does a field without `omitempty` (a PodDisruptionBudget's `disruptionsAllowed: 0`, a
+condition's `status`, a Role's `rules: []`).
 
 Which fields are omitempty is a json tag that no shipped data carries (machinery/jsontags.py):
 a value scalar is omitempty when the protobuf table flags it "o" (a non-nullable field the OpenAPI
@@ -42,8 +42,8 @@ def kept(name: str) -> frozenset[str]:
 
 
 def empties(name: str) -> dict[str, type]:
-    """The omitempty lists (`list`) and maps (`dict`) of built-in definition `name`, by field: sent
-    empty, one is unset. None outside the reviewed types."""
+    """The omitempty lists (`list`), maps (`dict`) and byte strings (`str`: base64 of a []byte) of
+    built-in definition `name`, by field: sent empty, one is unset. None outside the reviewed types."""
     return _empties().get(name, {})
 
 
@@ -93,6 +93,8 @@ def _empties() -> dict[str, dict[str, type]]:
                 found[k] = list
             elif "object" in types and isinstance(prop.get("additionalProperties"), dict):
                 found[k] = dict
+            elif "string" in types and prop.get("format") == "byte":
+                found[k] = str
         if found:
             out[name] = found
     return out

@@ -29,6 +29,7 @@ ROOTS = (
     "resource.v1.DeviceClass", "resource.v1beta2.ResourceClaim", "resource.v1beta2.ResourceClaimTemplate",
     "resource.v1beta2.ResourceSlice", "resource.v1beta2.DeviceClass", "resource.v1beta1.ResourceClaim",
     "resource.v1beta1.ResourceClaimTemplate", "resource.v1beta1.ResourceSlice", "resource.v1beta1.DeviceClass",
+    "resource.v1.DeviceTaintRule", "resource.v1beta2.DeviceTaintRule", "resource.v1alpha3.DeviceTaintRule",
     "admissionregistration.v1.ValidatingWebhookConfiguration", "admissionregistration.v1.MutatingWebhookConfiguration",
     "admissionregistration.v1.ValidatingAdmissionPolicy", "admissionregistration.v1.ValidatingAdmissionPolicyBinding",
     "admissionregistration.v1.MutatingAdmissionPolicy", "admissionregistration.v1.MutatingAdmissionPolicyBinding",
@@ -101,9 +102,10 @@ OMITEMPTY_SCALARS: dict[str, frozenset[str]] = {
     "io.k8s.api.certificates.v1beta1.PodCertificateRequestStatus": frozenset({"certificateChain"}),
 }
 
-#: optional lists and maps upstream tags without omitempty: an empty one is encoded as sent
-#: (every other optional list or map of a reviewed type is omitempty: an empty one is left out)
+#: optional lists, maps and byte strings upstream tags without omitempty: an empty one is encoded
+#: as sent (every other optional one of a reviewed type is omitempty: an empty one is left out)
 KEEP_EMPTY: dict[str, frozenset[str]] = {
+    "io.k8s.api.certificates.v1beta1.PodCertificateRequestSpec": frozenset({"pkixPublicKey", "proofOfPossession"}),
     "io.k8s.api.rbac.v1.Role": frozenset({"rules"}),
     "io.k8s.api.rbac.v1.ClusterRole": frozenset({"rules"}),
     "io.k8s.api.discovery.v1.EndpointSlice": frozenset({"endpoints", "ports"}),

@@ -243,3 +243,15 @@ async def test_a_protobuf_priority_class_keeps_its_zero_value(tmp_path):
             return response.status, json.loads(response.data)
         status, got = await asyncio.to_thread(send)
         assert status == 201 and got["value"] == 0 and not {"globalDefault", "description"} & set(got), got
+
+
+async def test_an_empty_ca_bundle_is_left_out(tmp_path):
+    """WebhookClientConfig.caBundle is an omitempty []byte: `""` decodes as an empty slice, left out."""
+    async with served(tmp_path) as (_, api):
+        hook = {"name": "v.example.com", "clientConfig": {"url": "https://example.com/v", "caBundle": ""},
+                "sideEffects": "None", "admissionReviewVersions": ["v1"], "rules": [], "matchConditions": []}
+        got = await _json(client.AdmissionregistrationV1Api(api).create_validating_webhook_configuration,
+                          {"metadata": {"name": "w"}, "webhooks": [hook]})
+        webhook = got["webhooks"][0]
+        assert webhook["clientConfig"] == {"url": "https://example.com/v"}
+        assert webhook["admissionReviewVersions"] == ["v1"] and not {"rules", "matchConditions"} & set(webhook)
