@@ -392,3 +392,28 @@ async def test_literals_are_validated_when_a_policy_is_written(stack):
         'spec.validations[1].expression: Invalid value: "object.metadata.name in [\'a\', 1]": compilation failed: '
         "ERROR: <input>:1:31: expected type 'string' but found 'int'\n | object.metadata.name in ['a', 1]\n"
         " | ..............................^]")
+
+
+async def test_request_and_namespace_object_are_typed(stack):
+    """`request` and `namespaceObject` carry upstream's declared types (BuildRequestType,
+    BuildNamespaceType), so a misspelt field is refused when the policy is written, in a
+    validation and a matchCondition alike; the fields they declare compile."""
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+    with pytest.raises(APIError) as e:
+        await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "p"}, "spec": {
+            "matchConstraints": {"resourceRules": rules},
+            "matchConditions": [{"name": "users", "expression": "request.userinfo.username != ''"}],
+            "validations": [{"expression": "namespaceObject.metadata.uid != ''"}]}})
+    assert e.value.message == (
+        'ValidatingAdmissionPolicy.admissionregistration.k8s.io "p" is invalid: ['
+        'spec.matchConditions[0].expression: Invalid value: "request.userinfo.username != \'\'": compilation failed: '
+        "ERROR: <input>:1:9: undefined field 'userinfo'\n | request.userinfo.username != ''\n | ........^, "
+        'spec.validations[0].expression: Invalid value: "namespaceObject.metadata.uid != \'\'": compilation failed: '
+        "ERROR: <input>:1:26: undefined field 'uid'\n | namespaceObject.metadata.uid != ''\n"
+        " | .........................^]")
+    await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "ok"}, "spec": {
+        "matchConstraints": {"resourceRules": rules},
+        "matchConditions": [{"name": "users", "expression": "!request.userInfo.groups.exists(g, g == 'x')"}],
+        "validations": [{"expression": "request.operation == 'CREATE' && request.kind.kind == 'Pod' && "
+                                       "namespaceObject.metadata.labels.all(k, k != '') && "
+                                       "namespaceObject.status.phase != 'Terminating'"}]}})
