@@ -711,7 +711,9 @@ class PodWorker:
             "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
             "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS] + self.resize_conditions + [
                 _condition("PodReadyToStartContainers", True, now, kept, gen),
-                _condition("Initialized", initialized, now, kept, gen, "" if initialized else "ContainersNotInitialized",
+                # a Succeeded pod's is PodCompleted (GeneratePodInitializedCondition)
+                _condition("Initialized", initialized, now, kept, gen,
+                           ("PodCompleted" if phase == "Succeeded" else "") if initialized else "ContainersNotInitialized",
                            "" if initialized else uninitialized_message(spec, init_statuses)),
                 _condition("Ready", pod_ready, now, kept, gen, ready_reason, ready_message),
                 _condition("ContainersReady", ready, now, kept, gen, reason, message),

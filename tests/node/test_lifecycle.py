@@ -351,6 +351,9 @@ async def test_sigterm_ends_a_container_with_143_unless_it_says_otherwise(env):
     assert (t["exitCode"], t["reason"]) == (143, "Error") and cond(plain, "Ready")["reason"] == "PodFailed"
     t = clean["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (t["exitCode"], t["reason"]) == (0, "Completed") and cond(clean, "Ready")["reason"] == "PodCompleted"
+    # GeneratePodInitializedCondition: a Succeeded pod's Initialized is True with reason PodCompleted
+    assert (cond(clean, "Initialized")["status"], cond(clean, "Initialized")["reason"]) == ("True", "PodCompleted")
+    assert "reason" not in cond(plain, "Initialized")
     for name in ("plain", "clean"):
         await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
 
