@@ -64,11 +64,12 @@ def test_kubectl_debug_node_runs_in_the_nodes_network(c):
     and hostname, and reaches the node's own listeners (kube-proxy's /healthz on :10256)."""
     node = c.kubectl_json("get", "pod", "app")["spec"]["nodeName"]
     out = c.kubectl("debug", "-i", f"node/{node}", "--image=busybox", "--",
-                    "sh", "-c", "hostname; ip -4 -o addr show dev eth0; wget -q -O- http://127.0.0.1:10256/healthz",
+                    "sh", "-c", "hostname; echo HOSTNAME=$HOSTNAME; ip -4 -o addr show dev eth0; "
+                    "wget -q -O- http://127.0.0.1:10256/healthz",
                     input="", timeout=90).stdout
     node_ip = next(a["address"] for a in c.kubectl_json("get", "node", node)["status"]["addresses"]
                    if a["type"] == "InternalIP")
-    assert f"{node}\n" in out and f" inet {node_ip}/" in out and '"nodeEligible":true' in out, out
+    assert f"{node}\nHOSTNAME={node}\n" in out and f" inet {node_ip}/" in out and '"nodeEligible":true' in out, out
     pod = next(p for p in c.kubectl_json("get", "pods")["items"] if p["metadata"]["name"].startswith("node-debugger-"))
     st = pod["status"]
     assert (st["podIP"], st["podIPs"], st["hostIP"]) == (node_ip, [{"ip": node_ip}], node_ip)

@@ -252,6 +252,28 @@ def test_exec_with_a_terminal_and_resize(c):
     assert ws.returncode == 5
 
 
+def test_a_terminal_sets_term_as_containerd_does(c):
+    """containerd sets TERM=xterm for a process given a terminal: an exec with a tty, and a container
+    whose spec asks for one (before its own env, which may set it otherwise); none without."""
+    api = client.CoreV1Api(c.client())
+    ws = stream(api.connect_get_namespaced_pod_exec, "web", "default", command=["sh", "-c", "echo TERM=$TERM"],
+                stderr=True, stdin=False, stdout=True, tty=True, _preload_content=False)
+    ws.run_forever(timeout=10)
+    assert ws.read_stdout() == "TERM=xterm\r\n"
+    assert c.kubectl("exec", "web", "--", "sh", "-c", "echo TERM=$TERM").stdout == "TERM=\n"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "terminal", "namespace": "default"},
+           "spec": {"terminationGracePeriodSeconds": 0, "containers": [
+               {"name": "tty", "image": "busybox", "tty": True, "stdin": True,
+                "command": ["sh", "-c", "echo TERM=$TERM; sleep 600"]},
+               {"name": "own", "image": "busybox", "tty": True, "env": [{"name": "TERM", "value": "vt100"}],
+                "command": ["sh", "-c", "echo TERM=$TERM; sleep 600"]}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: c.kubectl("logs", "terminal", "-c", "own", check=False).stdout, 60, "the containers ran")
+    assert c.kubectl("logs", "terminal", "-c", "tty").stdout.rstrip("\r\n") == "TERM=xterm"
+    assert c.kubectl("logs", "terminal", "-c", "own").stdout.rstrip("\r\n") == "TERM=vt100"
+    c.kubectl("delete", "pod", "terminal", "--wait=false")
+
+
 def test_port_forward_to_a_closed_port_reports_the_error(c):
     api = client.CoreV1Api(c.client())
     pf = portforward(api.connect_get_namespaced_pod_portforward, "web", "default", ports="9999")

@@ -168,7 +168,9 @@ class ProcessPodWorker(PodWorker):
         return c
 
     async def _environment(self, spec: dict) -> dict[str, str]:
-        env = {"PATH": DEFAULT_PATH, "HOSTNAME": self.name, "HOME": "/root"}
+        env = {"PATH": DEFAULT_PATH, "HOSTNAME": self._hostname(), "HOME": "/root"}
+        if spec.get("tty"):  # containerd's WithTTY, before the image's and the container's own env
+            env["TERM"] = "xterm"
         for src in spec.get("envFrom") or []:  # first, so that env overrides what they bring
             for kind, plural in (("configMapRef", "configmaps"), ("secretRef", "secrets")):
                 if (src.get(kind) or {}).get("name"):
@@ -349,10 +351,13 @@ class ProcessPodWorker(PodWorker):
         argv = [expand(a, env) for a in (c.spec.get("command") or []) + (c.spec.get("args") or [])]
         return argv or ["sleep", "infinity"]
 
-    def _launch_argv(self, c: Container, argv: list[str]) -> list[str]:
-        hostname = self.agent.name if (self.pod.get("spec") or {}).get("hostNetwork") else self.name
-        spec = {"hostname": hostname, "mounts": self._mounts[c.name], "workdir": c.spec.get("workingDir") or "/",
-                "env": self._env[c.name], "argv": argv}
+    def _hostname(self) -> str:
+        """The pod's hostname: its node's for a hostNetwork pod, which shares the node's UTS namespace."""
+        return self.agent.name if (self.pod.get("spec") or {}).get("hostNetwork") else self.name
+
+    def _launch_argv(self, c: Container, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+        spec = {"hostname": self._hostname(), "mounts": self._mounts[c.name],
+                "workdir": c.spec.get("workingDir") or "/", "env": env or self._env[c.name], "argv": argv}
         return ["ip", "netns", "exec", self.netns, sys.executable, "-I", LAUNCHER, json.dumps(spec)]
 
     async def _spawn(self, c: Container) -> None:
@@ -553,7 +558,8 @@ class ProcessPodWorker(PodWorker):
         if "/" not in command[0] and shutil.which(command[0], path=self._env[c.name].get("PATH")) is None:
             exec_id = hashlib.sha256(f"{self.uid}/{container}/{command}/{self.clock.now()}".encode()).hexdigest()
             raise executable_not_found(exec_id, command[0])
-        return await stdio.run(self._launch_argv(c, command), session, exit_code)
+        env = {**self._env[c.name], "TERM": "xterm"} if session.tty else None  # containerd's exec with a tty
+        return await stdio.run(self._launch_argv(c, command, env), session, exit_code)
 
     async def attach(self, container: str, session):
         c = self._running(container)
