@@ -100,6 +100,76 @@ async def test_preemptor_waiting_for_its_victims_says_where_it_will_go(stack):
     assert [e["message"] for e in events if e["reason"] == "FailedScheduling"] == [cond["message"]]
 
 
+async def nominated_to(pods, name, priority, node_name, cpu):
+    """A pending pod already nominated to `node_name` (held by a gate while its status is written)."""
+    await pods.create(pending(name, priority, cpu=cpu, schedulingGates=[{"name": "test/hold"}]))
+    await pods.patch(name, {"status": {"nominatedNodeName": node_name}}, namespace="default", subresource="status")
+    p = await pods.get(name, "default")
+    await pods.update({**p, "spec": {**p["spec"], "schedulingGates": []}})
+
+
+async def test_a_pod_deleted_by_its_user_on_the_nominated_node_does_not_hold_preemption_back(stack):
+    """Upstream's PodEligibleToPreemptOthers waits only for pods terminating by preemption
+    (DisruptionTarget PreemptionByScheduler): one its user deleted is not an earlier victim."""
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    await start(client, sched, [node("n1", "2", "8Gi")],
+                [running("leaving", "n1", 1, finalizers=["test/hold"]),
+                 running("staying", "n1", 1, finalizers=["test/hold"])])
+    await pods.delete("leaving", "default")
+    await nominated_to(pods, "big", 10, "n1", "2")
+
+    async def marked():
+        p = await pods.get("staying", "default")
+        return p["metadata"].get("deletionTimestamp") and any(
+            c["type"] == "DisruptionTarget" for c in p["status"].get("conditions", []))
+    await eventually(marked)
+
+
+async def test_a_victim_terminating_on_the_nominated_node_holds_preemption_back(stack):
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    victim = running("victim", "n1", 1, finalizers=["test/hold"])
+    await start(client, sched, [node("n1", "2", "8Gi")], [victim, running("staying", "n1", 1)])
+    await pods.patch("victim", {"status": {"conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}},
+        namespace="default", subresource="status")
+    await pods.delete("victim", "default")
+    await nominated_to(pods, "big", 10, "n1", "2")
+
+    async def judged():
+        c = [c for c in (await pods.get("big", "default"))["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+        return c and c[0].get("reason") == "Unschedulable" and c[0]["message"]
+    assert await eventually(judged) == ("0/1 nodes are available: 1 Insufficient cpu. "
+                                        "preemption: not eligible due to a terminating pod on the nominated node.")
+    assert not (await pods.get("staying", "default"))["metadata"].get("deletionTimestamp")
+
+
+async def test_a_nominated_node_that_can_no_longer_take_the_pod_does_not_hold_preemption_back(stack):
+    """Its earlier victims still terminate on n1, but n1 now has a taint the pod does not
+    tolerate (UnschedulableAndUnresolvable there): the pod may preempt elsewhere."""
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    taint = [{"key": "maintenance", "effect": "NoSchedule"}]
+    await start(client, sched, [node("n1", "2", "8Gi", taints=taint), node("n2", "2", "8Gi")],
+                [running("victim", "n1", 1, finalizers=["test/hold"]),
+                 running("other", "n2", 1, finalizers=["test/hold"]), running("more", "n2", 1, finalizers=["test/hold"])])
+    await pods.patch("victim", {"status": {"conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}},
+        namespace="default", subresource="status")
+    await pods.delete("victim", "default")
+    await nominated_to(pods, "big", 10, "n1", "2")
+
+    async def nominated_elsewhere():
+        return (await pods.get("big", "default"))["status"].get("nominatedNodeName") == "n2"
+    await eventually(nominated_elsewhere)
+
+    async def doomed():
+        return {p["metadata"]["name"] for p in (await pods.list("default"))[0]
+                if p["metadata"].get("deletionTimestamp")} == {"victim", "other", "more"}
+    await eventually(doomed)
+
+
 async def test_preemption_policy_never_does_not_preempt(stack):
     client, sched = stack
     pods = client.resource("", "v1", "pods")

@@ -18,7 +18,7 @@ from ...machinery.selectors import matches_labels, selector_from_object
 from ..api import SCHEDULER_FIELD_MANAGER, observed_generation, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, PodInfo, Status, unschedulable
-from .workload_preemption import GroupPreemptor, PodGroupPreemption
+from .workload_preemption import GroupPreemptor, PodGroupPreemption, terminating_by_preemption
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,6 @@ def _start_time(info: PodInfo) -> str:
 def _importance(info: PodInfo) -> tuple:
     """Sort key: higher priority first, then the pod running longer first."""
     return (-info.priority, _start_time(info))
-
-
-def _terminating(info: PodInfo) -> bool:
-    return bool(info.pod["metadata"].get("deletionTimestamp"))
 
 
 class DefaultPreemption:
@@ -94,7 +90,7 @@ class DefaultPreemption:
     def post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
         if info.group:
             return None, unschedulable()
-        eligible, why = self._eligible(info)
+        eligible, why = self._eligible(info, statuses)
         if not eligible:
             return None, unschedulable(f"preemption: {why}")
         snap = self.handle.snapshot
@@ -145,13 +141,24 @@ class DefaultPreemption:
     def split_by_pdb(pods: list[PodInfo], pdbs) -> tuple[list[PodInfo], list[PodInfo]]:
         return split_by_pdb(pods, pdbs)
 
-    def _eligible(self, info: PodInfo) -> tuple[bool, str]:
-        """Upstream's PodEligibleToPreemptOthers."""
+    def _eligible(self, info: PodInfo, statuses) -> tuple[bool, str]:
+        """Upstream's PodEligibleToPreemptOthers: not with preemptionPolicy
+        Never; not while a lower-priority pod on the node the pod is
+        nominated to is terminating by preemption (its earlier victims are
+        still going), unless that node can no longer take it at all
+        (UnschedulableAndUnresolvable there). A pod being deleted for any
+        other reason holds nothing back."""
         if info.spec.get("preemptionPolicy") == "Never":
             return False, POLICY_NEVER
         nominated = (info.pod.get("status") or {}).get("nominatedNodeName")
-        node = self.handle.snapshot.infos.get(nominated) if nominated else None
-        if node is not None and any(_terminating(p) and p.priority < info.priority for p in node.pods.values()):
+        if not nominated:
+            return True, ""
+        st = statuses.get(nominated)
+        if st is not None and st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return True, ""
+        node = self.handle.snapshot.infos.get(nominated)
+        if node is not None and any(p.priority < info.priority and terminating_by_preemption(p.pod)
+                                    for p in node.pods.values()):
             return False, TERMINATING
         return True, ""
 
