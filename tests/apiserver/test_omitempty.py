@@ -49,8 +49,10 @@ async def test_a_deployments_zero_values_are_dropped_its_replicas_zero_kept(tmp_
 async def test_status_zeros_that_upstream_encodes_are_kept(tmp_path):
     async with served(tmp_path) as (_, api):
         apps, policy = client.AppsV1Api(api), client.PolicyV1Api(api)
-        await _json(policy.create_namespaced_pod_disruption_budget, "default",
-                    {"metadata": {"name": "p"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"a": "b"}}}})
+        created = await _json(policy.create_namespaced_pod_disruption_budget, "default", {
+            "metadata": {"name": "p"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"a": "b"}}}})
+        # PrepareForCreate's empty status, encoded
+        assert created["status"] == {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
         status = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0,
                   "observedGeneration": 0}
         pdb = await _json(policy.patch_namespaced_pod_disruption_budget_status, "p", "default", {"status": status})

@@ -54,7 +54,7 @@ def test_prepare_for_create_resets_status():
     obj = pdb()
     obj["status"] = {"disruptionsAllowed": 3}
     S.prepare_for_create(obj)
-    assert obj["status"] == {}
+    assert obj["status"] == {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
 
 
 def test_columns():
