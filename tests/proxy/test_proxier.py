@@ -116,8 +116,7 @@ async def test_a_failed_transaction_is_counted_and_retried_as_a_full_sync(netns,
             await slices.update({**cur, "endpoints": endpoint_slice(["10.244.1.1", "10.244.1.2", "10.244.1.3"])[
                 "endpoints"]})
             assert await eventually(lambda: _async(p.registry.get_sample_value(
-                "kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1 and p.tables["ip"].last_report.failures),
-                attempts=3000)
+                "kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1 and p.tables["ip"].last_report.failures))
         assert endpoints_of(nft) == 3
         report = p.tables["ip"].last_report
         assert report.full and report.ok and report.failures == 1
