@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from .cost import UNKNOWN_RANGE
 from .library.overload import Overload
-from .parser import Node
+from .parser import OPTIONAL_MACROS, Node
 from .validators import validate
 from .types import (
     BOOL, BYTES, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, list_of, map_of, optional_of,
@@ -140,6 +140,8 @@ class Checker:
         return DYN
 
     def visit_comprehension(self, n: Node) -> Type:
+        if n.name in OPTIONAL_MACROS:
+            return self.optional_macro(n)
         rng = self.visit(n.target)
         if rng.name == "list":
             kinds = (INT, rng.params[0])
@@ -173,6 +175,24 @@ class Checker:
                 self.issue(n.args[-1], f"expected type 'map' but found '{body}'")
             return body if body.name == "map" else map_of(DYN, DYN, rng.max_size)
         return list_of(body, rng.max_size, rng.exact)
+
+    def optional_macro(self, n: Node) -> Type:
+        """optMap and optFlatMap: the body reads the optional's value as the variable."""
+        target = self.visit(n.target)
+        if target.name not in ("optional", "dyn"):
+            return self.issue(n, f"found no matching overload for 'hasValue' applied to '{target}.()'")
+        inner = target.params[0] if target.name == "optional" else DYN
+        self.scopes.append({n.vars[0]: inner})
+        try:
+            body = self.visit(n.args[0])
+        finally:
+            self.scopes.pop()
+        if n.name == "optMap":
+            return optional_of(body)
+        if body.name not in ("optional", "dyn"):
+            return self.issue(n.args[0], f"found no matching overload for '_?_:_' applied to "
+                                         f"'(bool, {body}, optional(dyn))'")
+        return body
 
     def visit_bind(self, n: Node) -> Type:
         init = self.visit(n.args[0])

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from .parser import Node
+from .parser import OPTIONAL_MACROS, Node
 from .types import DYN, MAX_REQUEST_SIZE, Type
 
 #: the most integers lists.range builds: more would cost over the per-call limit to walk
@@ -159,6 +159,8 @@ class Estimator:
             return 30 + sum(self.cost(e.args[0]) + self.cost(e.args[1]) for e in n.args)
         if k == "struct":
             return 40 + sum(self.cost(f.args[0]) for f in n.args)
+        if k == "comprehension" and n.name in OPTIONAL_MACROS:  # hasValue, value, optional.of and the body
+            return self.cost(n.target) + 3 + sum(self.cost(a) for a in n.args)
         if k == "comprehension":
             body = sum(self.cost(a) for a in n.args)
             if self.metered:

@@ -41,7 +41,7 @@ from cel import stdlib
 
 from . import collect, meter
 from .cost import priced_at_runtime, self_comparing
-from .parser import Node
+from .parser import OPTIONAL_MACROS, Node
 from .types import DYN, Type
 
 #: functions the rewrites call (not callable from source: the checker knows no such names)
@@ -149,7 +149,8 @@ def needs_rewrite(n: Node, builds: bool = True, types: dict[int, Type] | None = 
     differently (`types`: the checker's, which tell them), or (`builds`) for a map or filter
     it would build in quadratic time."""
     if n.kind in ("bind", "struct") or n.optional or (n.kind == "call" and n.name == "_[?_]") or (
-            n.kind == "comprehension" and (len(n.vars) == 2 or n.name == "sortBy" or (builds and n.name in _BUILT))):
+            n.kind == "comprehension" and (len(n.vars) == 2 or n.name in ("sortBy", *OPTIONAL_MACROS) or
+                                           (builds and n.name in _BUILT))):
         return True
     if types is not None and _restated(n, types):
         return True
@@ -266,9 +267,22 @@ class Printer:
         return f"[{self(n.args[0])}].map({n.vars[0]}, {self(n.args[1])})[0]"
 
     def p_comprehension(self, n: Node) -> str:
+        if n.name in OPTIONAL_MACROS:
+            return self._optional_macro(n)
         if self.metered:
             return self._metered_comprehension(n)
         return self._comprehension(n)
+
+    def _optional_macro(self, n: Node) -> str:
+        """`o.optMap(v, e)`: `o.hasValue() ? optional.of(e) : optional.none()` with `v` read as
+        `o.value()` (optFlatMap: e itself, an optional)."""
+        def use(o: str) -> str:
+            value = Node("call", n.pos, "value", target=Node("ident", n.pos, f"({o})"))
+            inner = self.type_of(n.target)
+            self.types[id(value)] = inner.params[0] if inner.name == "optional" else DYN
+            body = self(substitute(n.args[0], n.vars[0], value, self.types))
+            return f"({o}.hasValue() ? {f'optional.of({body})' if n.name == 'optMap' else body} : optional.none())"
+        return use(self(n.target))
 
     def _metered_comprehension(self, n: Node) -> str:
         """`all` and `exists`, which stop early, report each iteration as it starts (as cel-go

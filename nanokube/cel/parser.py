@@ -61,7 +61,9 @@ RESERVED = frozenset({
     "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop",
     "package", "namespace", "return", "var", "void", "while"})
 MACROS = {"all": (2, 3), "exists": (2, 3), "exists_one": (2, 3), "map": (2, 3), "filter": 2, "sortBy": 2,
-          "transformList": (3, 4), "transformMap": (3, 4), "transformMapEntry": (3, 4)}
+          "transformList": (3, 4), "transformMap": (3, 4), "transformMapEntry": (3, 4), "optMap": 2, "optFlatMap": 2}
+#: the optional types' macros: `o.optMap(v, e)` is e of o's value (none stays none), optFlatMap's e an optional
+OPTIONAL_MACROS = frozenset({"optMap", "optFlatMap"})
 _RELOPS = {"<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "==": "_==_", "!=": "_!=_", "in": "@in"}
 #: binary operator -> (precedence, function): relations, additions, multiplications
 _BINARY = {**{op: (1, f) for op, f in _RELOPS.items()}, "+": (2, "_+_"), "-": (2, "_-_"),
@@ -305,7 +307,7 @@ class _Parser:
         arity = MACROS.get(name)
         if arity is not None and len(args) in ((arity,) if isinstance(arity, int) else arity):
             # map(x, filter, transform) binds one variable; all(i, v, p) and the like two
-            bound = 1 if name in ("map", "filter", "sortBy") or len(args) == 2 else 2
+            bound = 1 if name in ("map", "filter", "sortBy", *OPTIONAL_MACROS) or len(args) == 2 else 2
             for v in args[:bound]:
                 if v.kind != "ident":
                     raise ParseError("argument must be a simple name", v.pos)

@@ -83,6 +83,10 @@ def run(src, self=None):
     ("math.greatest([1, 5, 3]) == 5 && math.abs(-2) == 2", True),
     ("optional.of(1).orValue(2) + optional.none().orValue(3)", 4),
     ("[1, 2].first().value()", 1),
+    # the optional types' macros
+    ("{'a': {'b': 2}}.?a.optMap(m, m.b * 10).orValue(0) + {'a': 1}.?z.optMap(m, m * 10).orValue(-1)", 19),
+    ("optional.of(2).optFlatMap(x, x > 1 ? optional.none() : optional.of(x)).hasValue()", False),
+    ("optional.of('a').optFlatMap(x, optional.of(x + 'b')).value()", "ab"),
 ])
 def test_libraries(src, want):
     assert run(src) == want
