@@ -21,7 +21,6 @@ from nanokube.node.runtime.worker import expand
 from nanokube.node.streaming import log_options
 from tests.controllers import eventually, make_stack
 
-ATTEMPTS = 3000  # 30 s of polling: processes start for real
 
 
 def test_variable_expansion_follows_kubernetes():
@@ -94,14 +93,14 @@ async def test_container_gets_env_workdir_hostname_and_volumes(env):
     p["spec"]["volumes"] = [{"name": "cfg", "configMap": {"name": "cfg"}}]
     pods = client.resource("", "v1", "pods")
     await pods.create(p)
-    done = await eventually(status_of(pods, "env", phase("Succeeded")), ATTEMPTS)
+    done = await eventually(status_of(pods, "env", phase("Succeeded")))
     assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     lines = (await log_of(rt, "env")).decode().splitlines()
     assert lines == ["hello env", str(tmp), "env", "from-configmap"]
 
     async def target_removed():
         return not os.path.exists(os.path.dirname(target))
-    await eventually(target_removed, ATTEMPTS)  # what the runtime created for the mount goes with the pod
+    await eventually(target_removed)  # what the runtime created for the mount goes with the pod
 
 
 async def test_exit_codes_and_restarts_drive_container_statuses(env):
@@ -109,14 +108,14 @@ async def test_exit_codes_and_restarts_drive_container_statuses(env):
     pods = client.resource("", "v1", "pods")
     await pods.create(pod("fails", ["sh", "-c", "exit 3"]))
     await pods.create(pod("retries", ["sh", "-c", "echo attempt; exit 4"], restart="OnFailure"))
-    failed = await eventually(status_of(pods, "fails", phase("Failed")), ATTEMPTS)
+    failed = await eventually(status_of(pods, "fails", phase("Failed")))
     t = failed["status"]["containerStatuses"][0]["state"]["terminated"]
     assert t["exitCode"] == 3 and t["reason"] == "Error"
 
     def restarted_twice(st):
         cs = (st.get("containerStatuses") or [{}])[0]
         return cs.get("restartCount", 0) >= 2 and cs["lastState"].get("terminated")
-    p = await eventually(status_of(pods, "retries", restarted_twice), ATTEMPTS)
+    p = await eventually(status_of(pods, "retries", restarted_twice))
     cs = p["status"]["containerStatuses"][0]
     assert cs["lastState"]["terminated"]["exitCode"] == 4 and p["status"]["phase"] == "Running"
     assert await log_of(rt, "retries", previous="true") == b"attempt\n"
@@ -131,7 +130,7 @@ async def test_a_containers_restart_rule_restarts_it_on_its_exit_code_alone(env)
     p = pod("ruled", ["sh", "-c", f"[ -e {marker} ] && exit 1; touch {marker}; exit 42"], restartPolicy="Never",
             restartPolicyRules=[{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}])
     await pods.create(p)
-    failed = await eventually(status_of(pods, "ruled", phase("Failed")), ATTEMPTS)
+    failed = await eventually(status_of(pods, "ruled", phase("Failed")))
     cs = failed["status"]["containerStatuses"][0]
     assert cs["restartCount"] == 1 and cs["state"]["terminated"]["exitCode"] == 1
     assert cs["lastState"]["terminated"]["exitCode"] == 42
@@ -143,12 +142,12 @@ async def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(env):
     await pods.create(pod("polite", ["sleep", "300"], grace=5))
     await pods.create(pod("stubborn", ["sh", "-c", "trap '' TERM; echo trapped; sleep 300"], grace=1))
     running = lambda st: st.get("phase") == "Running" and st["containerStatuses"][0]["state"].get("running")
-    await eventually(status_of(pods, "polite", running), ATTEMPTS)
-    await eventually(status_of(pods, "stubborn", running), ATTEMPTS)
+    await eventually(status_of(pods, "polite", running))
+    await eventually(status_of(pods, "stubborn", running))
 
     async def trapped():
         return await log_of(rt, "stubborn") == b"trapped\n"
-    await eventually(trapped, ATTEMPTS)
+    await eventually(trapped)
     workers = {n: rt.pods[("default", n)] for n in ("polite", "stubborn")}
     await pods.delete("polite", "default")
     await pods.delete("stubborn", "default")
@@ -161,7 +160,7 @@ async def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(env):
             except APIError:
                 pass
         return True
-    await eventually(gone, ATTEMPTS)
+    await eventually(gone)
     assert workers["polite"].containers["main"].state["terminated"]["exitCode"] == 143
     assert workers["stubborn"].containers["main"].state["terminated"]["exitCode"] == 137
 
@@ -184,12 +183,12 @@ async def test_readiness_probes_drive_ready(env):
             conds = {c["type"]: c["status"] for c in st.get("conditions") or []}
             return st.get("phase") == "Running" and conds.get("Ready") == want
         return check
-    await eventually(status_of(pods, "tcp-probe", ready("True")), ATTEMPTS)
-    p = await eventually(status_of(pods, "exec-probe", ready("False")), ATTEMPTS)
+    await eventually(status_of(pods, "tcp-probe", ready("True")))
+    p = await eventually(status_of(pods, "exec-probe", ready("False")))
     assert p["status"]["containerStatuses"][0]["ready"] is False
     agent = next(iter(rt.pods.values())).agent
     os.mknod(os.path.join(agent.volumes.volume_dir(p["metadata"]["uid"], "f"), "ok"))
-    p = await eventually(status_of(pods, "exec-probe", ready("True")), ATTEMPTS)
+    p = await eventually(status_of(pods, "exec-probe", ready("True")))
     assert p["status"]["containerStatuses"][0]["ready"] is True
 
 
@@ -197,9 +196,9 @@ async def test_logs_follow_tail_and_limit(env):
     client, rt, _ = env
     pods = client.resource("", "v1", "pods")
     await pods.create(pod("talker", ["sh", "-c", "echo one; echo two; sleep 1; echo three"]))
-    await eventually(status_of(pods, "talker", lambda st: st.get("phase") == "Running"), ATTEMPTS)
+    await eventually(status_of(pods, "talker", lambda st: st.get("phase") == "Running"))
     assert await log_of(rt, "talker", follow="true") == b"one\ntwo\nthree\n"
-    await eventually(status_of(pods, "talker", phase("Succeeded")), ATTEMPTS)
+    await eventually(status_of(pods, "talker", phase("Succeeded")))
     assert await log_of(rt, "talker", tailLines="1") == b"three\n"
     assert await log_of(rt, "talker", limitBytes="5") == b"one\nt"
     with pytest.raises(APIError) as e:
@@ -219,14 +218,14 @@ async def test_init_containers_run_in_order_before_the_app(env):
         {"name": f"init-{i}", "image": "busybox", "command": ["sh", "-c", f"echo {i} >> {shared}/order"],
          "volumeMounts": mount} for i in (1, 2)]
     await pods.create(p)
-    done = await eventually(status_of(pods, "inits", phase("Succeeded")), ATTEMPTS)
+    done = await eventually(status_of(pods, "inits", phase("Succeeded")))
     assert [s["state"]["terminated"]["exitCode"] for s in done["status"]["initContainerStatuses"]] == [0, 0]
     assert await log_of(rt, "inits") == b"1\n2\n"
 
     failing = pod("init-fails", ["sh", "-c", "echo never"])
     failing["spec"]["initContainers"] = [{"name": "setup", "image": "busybox", "command": ["sh", "-c", "exit 7"]}]
     await pods.create(failing)
-    done = await eventually(status_of(pods, "init-fails", phase("Failed")), ATTEMPTS)
+    done = await eventually(status_of(pods, "init-fails", phase("Failed")))
     assert done["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 7
     assert done["status"]["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
     assert {c["type"]: c["status"] for c in done["status"]["conditions"]}["Initialized"] == "False"
@@ -243,8 +242,8 @@ async def test_a_sidecar_runs_beside_the_app_and_stops_after_it(env):
     def both_running(st):
         return st.get("phase") == "Running" and all(
             "running" in s["state"] for s in st.get("initContainerStatuses", []) + st.get("containerStatuses", []))
-    await eventually(status_of(pods, "with-sidecar", both_running), ATTEMPTS)
-    done = await eventually(status_of(pods, "with-sidecar", phase("Succeeded")), ATTEMPTS)
+    await eventually(status_of(pods, "with-sidecar", both_running))
+    done = await eventually(status_of(pods, "with-sidecar", phase("Succeeded")))
     assert done["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
 
 
@@ -259,7 +258,7 @@ async def test_liveness_failures_restart_and_startup_probes_gate_readiness(env):
     live["spec"]["volumes"] = [{"name": "f", "emptyDir": {}}]
     await pods.create(live)
     restarted = await eventually(status_of(pods, "liveness", lambda st: (st.get("containerStatuses") or [{}])[0]
-                                           .get("restartCount", 0) >= 1), ATTEMPTS)
+                                           .get("restartCount", 0) >= 1))
     assert restarted["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 143
 
     gated = pod("startup", ["sleep", "300"], restart="Always", volumeMounts=mount,
@@ -270,11 +269,11 @@ async def test_liveness_failures_restart_and_startup_probes_gate_readiness(env):
 
     def container(started):
         return lambda st: st.get("phase") == "Running" and st["containerStatuses"][0]["started"] is started
-    waiting = await eventually(status_of(pods, "startup", container(False)), ATTEMPTS)
+    waiting = await eventually(status_of(pods, "startup", container(False)))
     assert waiting["status"]["containerStatuses"][0]["ready"] is False
     agent = next(iter(rt.pods.values())).agent
     os.mknod(os.path.join(agent.volumes.volume_dir(p["metadata"]["uid"], "f"), "up"))
-    up = await eventually(status_of(pods, "startup", container(True)), ATTEMPTS)
+    up = await eventually(status_of(pods, "startup", container(True)))
     assert up["status"]["containerStatuses"][0]["ready"] is True
 
 
@@ -295,7 +294,7 @@ async def test_env_from_a_file_an_init_container_wrote(env):
                                     "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]
     pods = client.resource("", "v1", "pods")
     await pods.create(p)
-    await eventually(status_of(pods, "envfile", phase("Succeeded")), ATTEMPTS)
+    await eventually(status_of(pods, "envfile", phase("Succeeded")))
     assert (await log_of(rt, "envfile")).decode().splitlines() == ["db:5432|fast mode|unset"]
 
 
@@ -328,7 +327,7 @@ async def test_container_events_and_an_unhealthy_event_for_each_failed_probe(env
         ev = await kubelet_events(client, "sick")
         return ev if any(r == "Killing" for _, r, _, _, _ in ev) and \
             any(r == "Unhealthy" and n >= 2 and "Readiness" in m for _, r, _, m, n in ev) else None
-    ev = await eventually(killed, ATTEMPTS)
+    ev = await eventually(killed)
     assert [e[:4] for e in ev[:4]] == [("Normal", "Pulling", path, 'Pulling image "busybox:1.36"'),
                                        ("Normal", "Pulled", path, pulled_message("busybox:1.36", 0)),
                                        ("Normal", "Created", path, "Container created"),
@@ -351,7 +350,7 @@ async def test_a_refused_probe_says_what_go_would_and_deletion_kills(env):
     async def unhealthy():
         ev = await kubelet_events(client, "refused")
         return [m for _, r, _, m, _ in ev if r == "Unhealthy"] or None
-    messages = await eventually(unhealthy, ATTEMPTS)
+    messages = await eventually(unhealthy)
     ip = (await pods.get("refused", "default"))["status"]["podIP"]
     assert messages == [f"Startup probe failed: dial tcp {ip}:9: connect: connection refused"]
     await pods.delete("refused", "default")  # (before the spam filter's 25 Events on the pod are spent)
@@ -360,7 +359,7 @@ async def test_a_refused_probe_says_what_go_would_and_deletion_kills(env):
         ev = await kubelet_events(client, "refused")
         return ev if ("Normal", "Killing", "spec.containers{main}", "Stopping container main") in \
             [e[:4] for e in ev] else None
-    await eventually(stopped, ATTEMPTS)
+    await eventually(stopped)
 
 
 async def test_an_init_container_waiting_for_its_image_shows_why_and_a_deletion_starts_nothing(env):
@@ -377,7 +376,7 @@ async def test_an_init_container_waiting_for_its_image_shows_why_and_a_deletion_
     def waiting(st):
         return ((st.get("initContainerStatuses") or [{}])[0].get("state") or {}).get("waiting", {}).get(
             "reason") == "ErrImageNeverPull"
-    st = (await eventually(status_of(pods, "no-image", waiting), ATTEMPTS))["status"]
+    st = (await eventually(status_of(pods, "no-image", waiting)))["status"]
     assert st["phase"] == "Pending" and st["initContainerStatuses"][0]["state"]["waiting"]["message"] == \
         'Container image "registry.local/setup:dev" is not present with pull policy of Never'
     assert {c["type"]: c["status"] for c in st["conditions"]}["Initialized"] == "False"
@@ -389,7 +388,7 @@ async def test_an_init_container_waiting_for_its_image_shows_why_and_a_deletion_
         except APIError as e:
             return e.code == 404
         return False
-    assert await eventually(gone, ATTEMPTS)
+    assert await eventually(gone)
     assert not (tmp / "init-ran").exists() and not (tmp / "app-ran").exists()
 
 
@@ -402,7 +401,7 @@ async def test_each_probe_run_is_counted_on_the_kubelets_metrics_probes(env):
             readinessProbe={"exec": {"command": ["true"]}, "periodSeconds": 1},
             livenessProbe={"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 100})
     await pods.create(p)
-    agent = (await eventually(lambda: _worker(rt, "probed"), ATTEMPTS)).agent
+    agent = (await eventually(lambda: _worker(rt, "probed"))).agent
     server = KubeletServer(agent, time.time())
     uid = (await pods.get("probed", "default"))["metadata"]["uid"]
     labels = f'container="main",namespace="default",pod="probed",pod_uid="{uid}"'
@@ -414,13 +413,13 @@ async def test_each_probe_run_is_counted_on_the_kubelets_metrics_probes(env):
         want = [f'prober_probe_total{{{labels},probe_type="Readiness",result="successful"}}',
                 f'prober_probe_total{{{labels},probe_type="Liveness",result="failed"}}']
         return series if all(series.get(k, 0) >= 2 for k in want) and len(series) == 2 else None
-    await eventually(counted, ATTEMPTS)
+    await eventually(counted)
     await pods.delete("probed", "default", grace_period_seconds=0)
 
     async def dropped():
         text = (await server.serve(SimpleNamespace(method="GET", query={}), "/metrics/probes")).text
         return "prober_probe_total{" not in text
-    assert await eventually(dropped, ATTEMPTS)
+    assert await eventually(dropped)
 
 
 async def _worker(rt, name):
@@ -441,7 +440,7 @@ async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
         p["spec"]["activeDeadlineSeconds"] = 2
         await pods.create(p)
     for name in ("capped", "pulling"):
-        st = (await eventually(status_of(pods, name, phase("Failed")), ATTEMPTS))["status"]
+        st = (await eventually(status_of(pods, name, phase("Failed"))))["status"]
         assert (st["reason"], st["message"]) == ("DeadlineExceeded",
                                                  "Pod was active on the node longer than the specified deadline")
     term = (await pods.get("capped", "default"))["status"]["containerStatuses"][0]["state"]["terminated"]
@@ -464,9 +463,9 @@ async def test_a_pod_deleted_while_its_image_is_pulled_ends_container_status_unk
     pulling["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
     pulling["spec"]["containers"][0]["image"] = "registry.local/big:1"
     await pods.create(pulling)
-    await eventually(status_of(pods, "pulling", lambda st: st.get("containerStatuses")), ATTEMPTS)
+    await eventually(status_of(pods, "pulling", lambda st: st.get("containerStatuses")))
     await pods.delete("pulling", "default")
-    st = (await eventually(status_of(pods, "pulling", phase("Failed")), ATTEMPTS))["status"]
+    st = (await eventually(status_of(pods, "pulling", phase("Failed"))))["status"]
     assert st["containerStatuses"][0]["state"] == {"terminated": {
         "exitCode": 137, "reason": "ContainerStatusUnknown",
         "message": "The container could not be located when the pod was terminated"}}
@@ -487,10 +486,10 @@ async def test_ready_follows_the_readiness_gates_condition(env):
             return (c.get("status"), c.get("message")) == (status, message)
         return check
     await eventually(status_of(pods, "gated", ready(
-        "False", 'corresponding condition of pod readiness gate "example.com/lb-ready" does not exist.')), ATTEMPTS)
+        "False", 'corresponding condition of pod readiness gate "example.com/lb-ready" does not exist.')))
     await pods.patch("gated", {"status": {"conditions": [{"type": "example.com/lb-ready", "status": "True"}]}},
                      "application/strategic-merge-patch+json", namespace="default", subresource="status")
-    await eventually(status_of(pods, "gated", ready("True", None)), ATTEMPTS)
+    await eventually(status_of(pods, "gated", ready("True", None)))
 
 
 async def test_env_from_config_maps_and_secrets_and_a_missing_one_waits(env):
@@ -510,8 +509,8 @@ async def test_env_from_config_maps_and_secrets_and_a_missing_one_waits(env):
     def config_error(st):
         state = (st.get("containerStatuses") or [{}])[0].get("state") or {}
         return state.get("waiting") == {"reason": "CreateContainerConfigError", "message": 'configmap "settings" not found'}
-    await eventually(status_of(pods, "env-from", config_error), ATTEMPTS)
+    await eventually(status_of(pods, "env-from", config_error))
     await client.resource("", "v1", "configmaps").create({"metadata": {"name": "settings", "namespace": "default"},
                                                           "data": {"MODE": "fast", "LEVEL": "3"}})
-    await eventually(status_of(pods, "env-from", phase("Succeeded")), ATTEMPTS)
+    await eventually(status_of(pods, "env-from", phase("Succeeded")))
     assert (await log_of(rt, "env-from")) == b"fast override s3cret\n"

@@ -5,7 +5,7 @@ through pods/ephemeralcontainers (`kubectl debug`) runs as a process of the pod 
 
 from nanokube.node.streaming import log_options
 from tests.controllers import eventually
-from tests.node.runtime.test_process import ATTEMPTS, status_of
+from tests.node.runtime.test_process import status_of
 from tests.node.runtime.test_process import env  # noqa: F401 (the fixture)
 
 SMP = "application/strategic-merge-patch+json"
@@ -27,7 +27,7 @@ async def test_a_resize_is_allocated_and_reported_and_a_restart_policy_restarts_
     client, rt, _ = env
     pods = client.resource("", "v1", "pods")
     await pods.create(sleeper("rs", resizePolicy=[{"resourceName": "memory", "restartPolicy": "RestartContainer"}]))
-    p = await eventually(status_of(pods, "rs", running_main), ATTEMPTS)
+    p = await eventually(status_of(pods, "rs", running_main))
     [main] = p["status"]["containerStatuses"]
     assert main["allocatedResources"] == RESOURCES["requests"] and main["resources"] == RESOURCES
     await pods.patch("rs", {"spec": {"containers": [{"name": "main", "resources": {
@@ -39,7 +39,7 @@ async def test_a_resize_is_allocated_and_reported_and_a_restart_policy_restarts_
                               for c in st.get("containerStatuses") or ()) and not any(
             c["type"].startswith("PodResize") for c in st.get("conditions") or ())
 
-    p = await eventually(status_of(pods, "rs", resized("150m", "300m")), ATTEMPTS)
+    p = await eventually(status_of(pods, "rs", resized("150m", "300m")))
     assert p["status"]["containerStatuses"][0]["restartCount"] == 0
     await pods.patch("rs", {"spec": {"containers": [{"name": "main", "resources": {
         "requests": {"memory": "96Mi"}, "limits": {"memory": "96Mi"}}}]}}, SMP, namespace="default",
@@ -50,21 +50,21 @@ async def test_a_resize_is_allocated_and_reported_and_a_restart_policy_restarts_
         return c.get("restartCount") == 1 and "running" in (c.get("state") or {}) and \
             (c.get("resources") or {}).get("limits", {}).get("memory") == "96Mi"
 
-    await eventually(status_of(pods, "rs", restarted), ATTEMPTS)
+    await eventually(status_of(pods, "rs", restarted))
 
     async def recorded():
         items, _ = await client.resource("", "v1", "events").list(namespace="default")
         reasons = [(e["reason"], e["message"]) for e in items if e["involvedObject"].get("name") == "rs"]
         return ("Killing", "Container main resize requires restart") in reasons and \
             [r for r, _ in reasons].count("ResizeCompleted") == 2
-    assert await eventually(recorded, ATTEMPTS)
+    assert await eventually(recorded)
 
 
 async def test_an_ephemeral_container_runs_once_beside_the_pods_containers(env):  # noqa: F811 (the fixture)
     client, rt, _ = env
     pods = client.resource("", "v1", "pods")
     await pods.create(sleeper("dbg"))
-    await eventually(status_of(pods, "dbg", running_main), ATTEMPTS)
+    await eventually(status_of(pods, "dbg", running_main))
     await pods.patch("dbg", {"spec": {"ephemeralContainers": [{
         "name": "debugger", "image": "busybox:1.36", "targetContainerName": "main",
         "command": ["sh", "-c", "echo hello from $HOSTNAME"]}]}}, SMP, namespace="default",
@@ -74,7 +74,7 @@ async def test_an_ephemeral_container_runs_once_beside_the_pods_containers(env):
         return any((c.get("state") or {}).get("terminated", {}).get("exitCode") == 0
                    for c in st.get("ephemeralContainerStatuses") or ())
 
-    p = await eventually(status_of(pods, "dbg", finished), ATTEMPTS)
+    p = await eventually(status_of(pods, "dbg", finished))
     [debugger] = p["status"]["ephemeralContainerStatuses"]
     assert debugger["name"] == "debugger" and debugger["restartCount"] == 0 and "resources" not in debugger
     assert p["status"]["phase"] == "Running" and p["status"]["containerStatuses"][0]["restartCount"] == 0
