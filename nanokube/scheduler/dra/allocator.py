@@ -19,8 +19,10 @@ from ...machinery.scheduling import tolerates
 from .cel import CELError, compile_selector
 from .pools import Device, DeviceID, Pool, PoolIndex, exact
 
-#: search steps before giving up on a node (upstream bounds it by a timeout)
+#: search steps before giving up on a node, whatever the time (upstream bounds it by filterTimeout alone)
 MAX_STEPS = 200_000
+#: search steps between two readings of the clock against filterTimeout's deadline
+CLOCK_EVERY = 16
 _BLOCKING = ("NoSchedule", "NoExecute")
 #: pool changes an AllocatedDevices remembers for `NodeMemo` (one who fell further behind forgets all)
 CHANGES_KEPT = 8192
@@ -206,8 +208,11 @@ class _Constraint:
 
 class _Search:
     def __init__(self, claims: list[dict], alts: list[list[_Alt]], pools: list[tuple[Pool, list[Device]]],
-                 allocated: AllocatedDevices, max_steps: int) -> None:
+                 allocated: AllocatedDevices, max_steps: int, clock=None, timeout: float = 0.0) -> None:
         self.alts = alts
+        #: filterTimeout: the search gives up on the node once `clock` passes the deadline
+        self.clock, self.timeout = clock, timeout
+        self.deadline = clock.monotonic() + timeout if clock is not None and timeout > 0 else None
         self.allocated = allocated
         exclusive, consumed = allocated.exclusive, allocated.consumed
         for alt in (a for options in alts for a in options):
@@ -299,6 +304,8 @@ class _Search:
         self.steps += 1
         if self.steps > self.max_steps:
             raise SearchLimitExceeded(f"device allocation gave up after {self.max_steps} steps")
+        if self.deadline is not None and not self.steps % CLOCK_EVERY and self.clock.monotonic() >= self.deadline:
+            raise SearchLimitExceeded(f"device allocation gave up after {self.timeout:g}s")
 
     def solve(self, i: int = 0) -> bool:
         if i == len(self.alts):
@@ -474,11 +481,17 @@ class Allocator:
     `classes` maps DeviceClass names to objects; `index` is the PoolIndex of
     the current slices and taint rules; `allocated` what other claims hold.
     One Allocator serves one scheduling cycle: what it derives from the
-    claims is kept across the nodes it is asked about."""
+    claims is kept across the nodes it is asked about. With a `clock` and a
+    `timeout` (DynamicResourcesArgs.filterTimeout, seconds; 0 for none) the
+    search on each node gives up once `timeout` has passed on the clock, as
+    upstream's Filter bounds each node's allocation; the counted answer of
+    the common shape takes no search, and no time."""
 
     def __init__(self, classes: dict[str, dict], index: PoolIndex, allocated: AllocatedDevices,
-                 new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()), max_steps: int = MAX_STEPS) -> None:
+                 new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()), max_steps: int = MAX_STEPS,
+                 clock=None, timeout: float = 0.0) -> None:
         self.classes = classes
+        self.clock, self.timeout = clock, timeout
         self.index = index
         self.allocated = allocated
         self.new_share_id = new_share_id
@@ -579,7 +592,7 @@ class Allocator:
 
     def _search(self, node: dict, claims: list[dict], pools, node_name: str) -> Placement | None:
         flat = [req for ci, c in enumerate(claims) for req in self._alternatives(ci, c, pools, node_name)]
-        search = _Search(claims, flat, pools, self.allocated, self.max_steps)
+        search = _Search(claims, flat, pools, self.allocated, self.max_steps, self.clock, self.timeout)
         return Placement(node, claims, search) if search.solve() else None
 
     def _simple(self, claims: list[dict]) -> tuple[_Request, int] | None:

@@ -62,6 +62,8 @@ STALE_EXTENDED = "cannot schedule extended resource claim"
 STILL_UNSCHEDULABLE = "still not schedulable"
 #: DynamicResourcesArgs.bindingTimeout's default and the interval PreBind polls binding conditions at
 BINDING_TIMEOUT = 600.0
+#: DynamicResourcesArgs.filterTimeout's default: the longest Filter searches one node for devices
+FILTER_TIMEOUT = 10.0
 BINDING_POLL = 5.0
 #: CycleState key of the DRA-backed extended resources the pod asks for (name -> DeviceClass),
 #: which NodeResourcesFit leaves to this plugin on nodes that do not advertise them
@@ -396,6 +398,8 @@ class DynamicResources:
         self.api = handle.client.resource(GROUP, VERSION, "resourceclaims")
         timeout = args.get("bindingTimeout")
         self.binding_timeout = BINDING_TIMEOUT if timeout is None else goduration.parse(timeout)
+        timeout = args.get("filterTimeout")
+        self.filter_timeout = FILTER_TIMEOUT if timeout is None else goduration.parse(timeout)
 
     def _claims(self, pod: dict) -> list[dict]:
         """The pod's claims (each once), or ClaimError."""
@@ -473,7 +477,8 @@ class DynamicResources:
                 cyc.expired.append(name)
         if cyc.pending or backed:
             classes = {c["metadata"]["name"]: c for c in self.dra.classes.list()}
-            cyc.allocator = Allocator(classes, self.dra.index(), self.dra.allocated)
+            cyc.allocator = Allocator(classes, self.dra.index(), self.dra.allocated, clock=self.handle.clock,
+                                      timeout=self.filter_timeout)
         state[_STATE] = cyc
         return None, None
 
@@ -662,7 +667,7 @@ class DynamicResources:
             return Status(Code.ERROR, [f"no allocation was computed for node {node}"])
         try:
             results = cyc.allocator.results(found)
-        except AllocationError as e:
+        except (AllocationError, SearchLimitExceeded) as e:
             return Status(Code.ERROR, [str(e)])
         stamp = self.handle.clock.rfc3339()
         claims = [*cyc.pending, cyc.extended[node]] if node in cyc.extended else cyc.pending
