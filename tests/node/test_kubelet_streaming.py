@@ -10,6 +10,7 @@ import base64
 import os
 import secrets
 import shutil
+import sys
 
 import aiohttp
 import orjson
@@ -54,21 +55,26 @@ async def cluster(request, tmp_path):
         await server.stop()
 
 
-async def running_pod(server, kind: str, name: str, **spec) -> str:
-    """A pod on gpu-0 with container `main` (a shell that waits, for the process runtime), once
-    Running: its uid."""
-    container = {"name": "main", "image": "busybox:1.36"}
+async def running_pod(server, kind: str, name: str, ready: bool = False, **container) -> str:
+    """A pod on gpu-0 with container `main` (for the process runtime, by default a shell that
+    waits), once Running (and, with `ready`, Ready): its uid."""
+    container = {"name": "main", "image": "busybox:1.36", **container}
     if kind == "process":
-        container["command"] = ["sh", "-c", "echo started; exec sleep 300"]
+        container.setdefault("command", ["sh", "-c", "echo started; exec sleep 300"])
+    else:
+        container.pop("command", None)
     pod = {"metadata": {"name": name, "namespace": "default", "annotations": SCRIPTED},
-           "spec": {"nodeName": "gpu-0", "containers": [container], **spec}}
+           "spec": {"nodeName": "gpu-0", "containers": [container]}}
     client = LocalClient(server.rest)
     pods = client.resource("", "v1", "pods")
     await pods.create(pod, "default")
 
     async def running():
         p = await pods.get(name, "default")
-        return p["metadata"]["uid"] if (p.get("status") or {}).get("phase") == "Running" else None
+        st = p.get("status") or {}
+        up = st.get("phase") == "Running" and (not ready or any(
+            c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions") or ()))
+        return p["metadata"]["uid"] if up else None
     return await eventually(running)
 
 
@@ -206,3 +212,24 @@ async def test_port_forward_through_the_kubelet_speaks_its_websocket_channels(cl
     # the port on both channels, as two little-endian bytes; then why port 9 refused
     assert frames[:2] == [b"\x00\x09\x00", b"\x01\x09\x00"]
     assert frames[2][0] == 1 and b"error forwarding port 9 to pod web" in frames[2], frames
+
+
+async def test_port_forward_through_the_kubelet_reaches_the_pods_server(cluster):
+    """A request on port 8080's data channel reaches the pod's HTTP server (the simulated one
+    behind a declared port; a real one in the process runtime) and its answer comes back there."""
+    server, kind = cluster
+    await running_pod(server, kind, "web", ready=True, ports=[{"containerPort": 8080}],
+                      command=[sys.executable, "-m", "http.server", "8080"],
+                      readinessProbe={"tcpSocket": {"port": 8080}, "periodSeconds": 1})
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url(server, "/portForward/default/web?port=8080", ws=True),
+                                   protocols=("v4.channel.k8s.io",)) as ws:
+            got = [(await asyncio.wait_for(ws.receive(), 10)).data for _ in range(2)]
+            assert got == [b"\x00\x90\x1f", b"\x01\x90\x1f"]  # 8080, little-endian
+            await ws.send_bytes(b"\x00GET / HTTP/1.0\r\nHost: web\r\n\r\n")
+            answer = b""
+            while not answer.startswith(b"HTTP/1."):
+                msg = await asyncio.wait_for(ws.receive(), 10)
+                assert msg.type == aiohttp.WSMsgType.BINARY and msg.data[0] == 0, msg
+                answer += msg.data[1:]
+    assert answer.split(b"\r\n", 1)[0].endswith(b"200 OK"), answer
