@@ -227,6 +227,9 @@ class PodGroupPreemption:
         self.plugin = plugin
         self.handle = plugin.handle
         self.going: dict[str, set[str]] = {}  # preemptor group -> its victims not yet gone
+        #: preemptor group -> set once its victims are marked and deleted (upstream's executor
+        #: `preempting` set: the preemption is running until then)
+        self.actuating: dict[str, asyncio.Event] = {}
         self.unfit = ""  # the message of the last placement `_try` found infeasible
 
     def run(self, g: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
@@ -248,6 +251,8 @@ class PodGroupPreemption:
             self.going[key] &= self.handle.cache.pod_nodes.keys()
             if not self.going[key]:
                 del self.going[key]
+        for key in [k for k, done in self.actuating.items() if done.is_set()]:
+            del self.actuating[key]
         current = self._nominations(g)
         if self._ongoing(g, current.values(), below):
             # as upstream (kubernetes#140641): Success with the nominations as they are, so
@@ -262,7 +267,7 @@ class PodGroupPreemption:
             return None, unschedulable(PREFIX + why), None
         best = min(plans, key=Plan.cost)
         self.going.setdefault(g.key, set()).update(p.uid for u in best.victims for p in u.pods)
-        g.evicted = asyncio.Event()
+        g.evicted = self.actuating[g.key] = asyncio.Event()
         self.handle.spawn(self._actuate(g, best))
         victims = sum(len(u.pods) for u in best.victims)
         return best.nominations, Status(Code.SUCCESS, [
@@ -278,10 +283,12 @@ class PodGroupPreemption:
 
     def _ongoing(self, g: GroupPreemptor, nodes, below: int) -> bool:
         """Upstream's isOngoingPreemption: a node a member is nominated to
-        holds a lower-priority pod terminating by preemption. The victims
-        this scheduler chose for the group count too while it has not seen
-        them go (their marks and deletions may not have landed yet)."""
-        if self.going.get(g.key):
+        holds a lower-priority pod terminating by preemption. Also while
+        this scheduler is still marking and deleting the group's victims
+        (upstream's executor keeps such a group out of its cycle); once that
+        is done, only what the API shows counts, so a failed eviction does
+        not hold the group back for ever."""
+        if g.key in self.actuating:
             return True
         infos = self.handle.snapshot.infos
         for name in set(nodes):
