@@ -33,7 +33,7 @@ CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitio
 @pytest.fixture(scope="module")
 def operator(cluster):
     cluster.kubectl("apply", "-f", "-", input=json.dumps(CRD))
-    cluster.kubectl("wait", "--for", "condition=Established", f"crd/trainingjobs.{GROUP}", "--timeout=10s")
+    cluster.kubectl("wait", "--for", "condition=Established", f"crd/trainingjobs.{GROUP}", "--timeout=50s")
     log = open(cluster.data_dir / "kopf.log", "wb")
     env = {**os.environ, "KUBECONFIG": cluster.kubeconfig}
     proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", "default", str(OPERATOR)],

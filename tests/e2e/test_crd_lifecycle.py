@@ -56,7 +56,7 @@ def c(store_url):
     env = {"NANOKUBE_HPA_SYNC_PERIOD": "1", "NANOKUBE_HPA_DOWNSCALE_STABILIZATION": "0"}
     with running_cluster("crd-lifecycle", env=env, store=store_url) as cl:
         cl.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(crd()))
-        cl.kubectl("wait", "--for", "condition=Established", f"crd/inferenceservices.{GROUP}", "--timeout=10s")
+        cl.kubectl("wait", "--for", "condition=Established", f"crd/inferenceservices.{GROUP}", "--timeout=50s")
         yield cl
 
 
@@ -145,7 +145,7 @@ def test_cluster_scoped_kind(c):
     cluster = crd(plural="gpuclasses", kind="GPUClass", short=("gc",), scope="Cluster",
                   versions=[version("v1", True)])
     c.kubectl("apply", "-f", "-", input=json.dumps(cluster))
-    c.kubectl("wait", "--for", "condition=Established", f"crd/gpuclasses.{GROUP}", "--timeout=10s")
+    c.kubectl("wait", "--for", "condition=Established", f"crd/gpuclasses.{GROUP}", "--timeout=50s")
     obj = {"apiVersion": f"{GROUP}/v1", "kind": "GPUClass", "metadata": {"name": "h100"}, "spec": {"model": "H100"}}
     c.kubectl("apply", "-f", "-", input=json.dumps(obj))
     got = c.kubectl_json("get", "gpuclass", "h100")

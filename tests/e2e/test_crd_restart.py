@@ -23,7 +23,7 @@ def test_custom_resources_are_served_right_after_restart(store_url):
     c = start_cluster(d, store_url)
     try:
         c.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(crd()))
-        c.kubectl("wait", "--for", "condition=Established", f"crd/inferenceservices.{GROUP}", "--timeout=10s")
+        c.kubectl("wait", "--for", "condition=Established", f"crd/inferenceservices.{GROUP}", "--timeout=50s")
         c.kubectl("apply", "-f", "-", input=json.dumps(isvc("kept")))
         rv = c.kubectl_json("get", "isvc", "kept")["metadata"]["resourceVersion"]
         c.stop()
