@@ -5,9 +5,9 @@ in `status.typeChecking.expressionWarnings` with `status.observedGeneration`
 
 `object` and `oldObject` are typed from release-1.37's OpenAPI of each
 matched kind (a CustomResourceDefinition's schema for custom kinds) and
-`params` from the paramKind's; `authorizer` is declared for every expression,
-as upstream's checker declares it; rules with wildcards name no kind and are not
-checked. A warning reads as upstream's: `apps/v1, Kind=Deployment: ERROR:
+`params` from the paramKind's; `request`, `namespaceObject` and `authorizer`
+are typed as admission declares them, for every expression, as upstream's
+checker does; rules with wildcards name no kind and are not checked. A warning reads as upstream's: `apps/v1, Kind=Deployment: ERROR:
 <input>:1:13: undefined field 'replica'` with the source lines.
 """
 
@@ -17,7 +17,7 @@ import orjson
 
 from .. import schema as schemas
 from ..cel import CELError, Environment
-from ..cel.library.authz import AUTHORIZER
+from ..cel import admission
 from ..cel.openapi import field_type, schema_type
 from ..cel.types import DYN, Type
 from ..client.informer import key_of
@@ -26,6 +26,8 @@ from .base import Controller
 
 GROUP = "admissionregistration.k8s.io"
 FIELD_MANAGER = "validatingadmissionpolicy-status"
+#: schema objects' fields, and those of request and namespaceObject as admission declares them
+_FIELD_TYPE = admission.field_type(field_type)
 CRD_GROUP = "apiextensions.k8s.io"
 
 
@@ -81,8 +83,8 @@ class ValidatingAdmissionPolicyStatusController(Controller):
             group, _, version = (pk.get("apiVersion") or "").rpartition("/")
             params = await self._kind_type(group, version, pk.get("kind", "")) or DYN
         envs = [(gvk_string(g, v, k), Environment({
-            "object": t, "oldObject": t, "params": params, "request": DYN, "namespaceObject": DYN,
-            "variables": DYN, "authorizer": AUTHORIZER}, field_type)) for (g, v, k), t in kinds]
+            "object": t, "oldObject": t, "params": params, "variables": DYN, **admission.TYPED},
+            _FIELD_TYPE)) for (g, v, k), t in kinds]
         out = []
         for i, v in enumerate(spec.get("validations") or []):
             for fld in ("expression", "messageExpression"):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 
+import orjson
+
 
 from nanokube.controllers.validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
 from tests.controllers import eventually
@@ -82,4 +84,34 @@ async def test_the_authorizer_is_declared_for_every_expression(stack):
     warnings = (await eventually(checked))["status"]["typeChecking"].get("expressionWarnings", [])
     assert [w["fieldRef"] for w in warnings] == ["spec.validations[2].expression"]
     assert warnings[0]["warning"].startswith("apps/v1, Kind=Deployment: ERROR: <input>:1:66: undefined field 'replica'")
+    await ctrl.stop()
+
+
+async def test_request_and_namespace_object_are_typed(stack):
+    """upstream's checker types `request` and `namespaceObject` (BuildRequestType,
+    BuildNamespaceType): a field they lack is a warning. Today's server refuses such a policy
+    when it is written, so the policy is one an older server stored (written to the store)."""
+    ctrl = ValidatingAdmissionPolicyStatusController(stack.client)
+    vaps = stack.client.resource(G, "v1", "validatingadmissionpolicies")
+    await vaps.create(policy("typed-request", DEPLOYMENTS, "request.operation == 'CREATE'",
+                             "namespaceObject.metadata.name != ''"))
+    key = f"/registry/validatingadmissionpolicies.{G}/typed-request"
+    kv = await stack.store.get(key)
+    stored = orjson.loads(kv.value)
+    stored["spec"]["validations"][1]["expression"] = "request.userinfo.username != '' && namespaceObject.metadata.uid != ''"
+    await stack.store.update(key, orjson.dumps(stored), kv.mod_revision)
+    await ctrl.start()
+
+    async def checked():
+        got = await vaps.get("typed-request")
+        return got if (got.get("status") or {}).get("observedGeneration") == 1 else None
+
+    warnings = (await eventually(checked))["status"]["typeChecking"].get("expressionWarnings", [])
+    assert [w["fieldRef"] for w in warnings] == ["spec.validations[1].expression"]
+    assert warnings[0]["warning"] == (
+        "apps/v1, Kind=Deployment: ERROR: <input>:1:9: undefined field 'userinfo'\n"
+        " | request.userinfo.username != '' && namespaceObject.metadata.uid != ''\n | ........^\n"
+        "ERROR: <input>:1:61: undefined field 'uid'\n"
+        " | request.userinfo.username != '' && namespaceObject.metadata.uid != ''\n"
+        " | ............................................................^\n")
     await ctrl.stop()

@@ -21,10 +21,10 @@ import cel
 
 from ...cel import CELError as _SharedCELError
 from ...cel import Environment, desugar
+from ...cel import admission as admission_types
 from ...cel.cost import dynamic_sizes, extent
 from ...cel.library import runtime_functions
-from ...cel.library.authz import AUTHORIZER
-from ...cel.types import BOOL, DYN, INT, STRING, Type, list_of, map_of
+from ...cel.types import DYN, Type
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables", "authorizer")
 
@@ -77,48 +77,20 @@ def _closing(toks, open_at: int) -> int:
 _LOCAL = threading.local()
 
 
-class _Fields(dict):
-    """A policy's `variables` object: each variable's name and the type its expression compiled to."""
-
-
-def _field_type(obj: Type, name: str) -> Type | None:
-    if isinstance(obj.schema, _Fields):
-        return obj.schema.get(name)
+def _dyn(obj: Type, name: str) -> Type | None:
     return DYN
 
 
-def _object(**fields: Type) -> Type:
-    return Type("object", schema=_Fields(fields))
-
-
-_GVK = _object(group=STRING, version=STRING, kind=STRING)
-_GVR = _object(group=STRING, version=STRING, resource=STRING)
-#: `request`, typed as upstream's BuildRequestType: a field it lacks (`request.userinfo`) is a
-#: compilation error when the policy or webhook is written
-REQUEST = _object(
-    kind=_GVK, resource=_GVR, subResource=STRING, requestKind=_GVK, requestResource=_GVR, requestSubResource=STRING,
-    name=STRING, namespace=STRING, operation=STRING, dryRun=BOOL, options=DYN,
-    userInfo=_object(username=STRING, uid=STRING, groups=list_of(STRING), extra=map_of(STRING, list_of(STRING))))
-#: `namespaceObject`, typed as upstream's BuildNamespaceType (its metadata's uid is `UID` there);
-#: its timestamps are left dyn, as the namespace is bound as the JSON it is stored as
-NAMESPACE = _object(
-    metadata=_object(name=STRING, generateName=STRING, namespace=STRING, labels=map_of(STRING, STRING),
-                     annotations=map_of(STRING, STRING), UID=STRING, creationTimestamp=DYN,
-                     deletionGracePeriodSeconds=INT, deletionTimestamp=DYN, generation=INT, resourceVersion=STRING,
-                     finalizers=list_of(STRING)),
-    spec=_object(finalizers=list_of(STRING)),
-    status=_object(conditions=list_of(_object(status=STRING, type=STRING, lastTransitionTime=DYN, message=STRING,
-                                              reason=STRING)), phase=STRING))
-_TYPED = {"authorizer": AUTHORIZER, "request": REQUEST, "namespaceObject": NAMESPACE}
+_field_type = admission_types.field_type(_dyn)
 
 
 @functools.lru_cache(maxsize=256)
 def _environment(declared: frozenset, variables: tuple[tuple[str, Type], ...] | None = None) -> Environment:
     """One environment per set of declared variables and of a policy's variables (bounded:
     policies written with many different variables share the cache)."""
-    types = {name: _TYPED.get(name, DYN) for name in declared}
+    types = {name: admission_types.TYPED.get(name, DYN) for name in declared}
     if variables is not None and "variables" in declared:
-        types["variables"] = Type("object", schema=_Fields(variables))
+        types["variables"] = admission_types.declared(**dict(variables))
     return Environment(types, field_type=_field_type, struct_types=True)
 
 
