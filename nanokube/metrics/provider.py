@@ -3,8 +3,8 @@ and an external-metrics adapter would answer, derived from API objects so that
 every process (API server, controller manager) sees the same values.
 
 Sources (all values are Kubernetes quantities):
-- Resource metrics (metrics.k8s.io): every running pod (its running
-  containers; none if none runs) and every node, as
+- Resource metrics (metrics.k8s.io): every pod with a running container
+  (those containers) and every node, as
   metrics-server reports them: measured for pods a usage source knows (the
   process runtime), else the usage model of `usage.py` (a share of the
   requests; the pod annotations `sim.nanokube.io/cpu-usage` and
@@ -116,7 +116,7 @@ class MetricsProvider:
     # --- metrics.k8s.io ---------------------------------------------------
 
     def usage(self, pod: dict) -> dict[str, Usage]:
-        """A running pod's usage per container: measured, or the usage model's."""
+        """A pod's usage per running container: measured, or the usage model's."""
         for source in self.usage_sources:
             got = source(pod)
             if got is not None:
@@ -127,13 +127,13 @@ class MetricsProvider:
         return self.clock.rfc3339(scraped_at(self.clock.now())), f"{WINDOW:g}s"
 
     async def pod_metrics(self, namespace: str | None, selector: str = "", name: str = "") -> list[dict]:
-        """PodMetrics objects (metrics.k8s.io/v1beta1) of running pods with a running container."""
+        """PodMetrics objects (metrics.k8s.io/v1beta1) of the pods with a running container."""
         pods = await self._pods(namespace, selector)
         timestamp, window = self._stamp()
         out = []
         for pod in pods:
             md = pod["metadata"]
-            if not _running(pod) or (name and md["name"] != name):
+            if name and md["name"] != name:
                 continue
             usage = self.usage(pod)
             if not usage:  # no container running (crash-looping, say): metrics-server has no point for it
@@ -149,12 +149,12 @@ class MetricsProvider:
         return out
 
     async def node_metrics(self, selector: str = "", name: str = "") -> list[dict]:
-        """NodeMetrics objects: each node's running pods plus the system's share."""
+        """NodeMetrics objects: each node's running containers plus the system's share."""
         nodes, _ = await self.client.resource("", "v1", "nodes").list(label_selector=selector)
         totals: dict[str, list[int]] = {}
         for pod in await self._pods(None, ""):
             node = (pod.get("spec") or {}).get("nodeName")
-            if node and _running(pod):
+            if node:
                 t = totals.setdefault(node, [0, 0])
                 for u in self.usage(pod).values():
                     t[0] += u.cpu

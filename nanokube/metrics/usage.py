@@ -13,9 +13,10 @@ alone, so every process (API server, a separate controller manager) agrees:
   at run time.
 - Only running containers use anything, as the kubelet has stats only for
   them: one waiting (crash-looping, pulling) or terminated counts for
-  nothing, a running sidecar (restartable init container) counts, and a pod
-  with no container running has no metrics, as metrics-server has none.
-  A pod that reports no container statuses at all counts its containers.
+  nothing; a running init container or sidecar counts, and so do the
+  containers of a pod being deleted until they stop; a pod with no
+  container running has no metrics, as metrics-server has none. A Running
+  pod that reports no container statuses at all counts its containers.
 - A node uses what its running pods use plus `SYSTEM_CPU` and
   `SYSTEM_MEMORY` for the system (kubelet, runtime, OS).
 
@@ -70,18 +71,18 @@ def _running(statuses: list[dict]) -> set[str]:
 
 
 def running_containers(pod: dict) -> list[dict]:
-    """The containers the kubelet would report stats for: each app
-    container and sidecar whose status says running (every app container
-    of a pod with no container statuses)."""
+    """The containers the kubelet would report stats for: every init, app
+    or ephemeral container whose status says running, whatever the pod's
+    phase (an initializing pod's init container, a terminating pod's
+    containers during their grace period); every app container of a
+    Running pod that reports no container statuses at all."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    statuses = status.get("containerStatuses")
-    apps = spec.get("containers") or []
-    if statuses:
-        running = _running(statuses)
-        apps = [c for c in apps if c["name"] in running]
-    sidecars = _running(status.get("initContainerStatuses") or [])
-    return [c for c in spec.get("initContainers") or []
-            if c.get("restartPolicy") == "Always" and c["name"] in sidecars] + apps
+    kinds = ("initContainers", "containers", "ephemeralContainers")
+    reported = [status.get(f"{k[:-1]}Statuses") or [] for k in kinds]
+    if not any(reported):
+        return list(spec.get("containers") or []) if status.get("phase") == "Running" else []
+    running = set().union(*(_running(r) for r in reported))
+    return [c for k in kinds for c in spec.get(k) or [] if c["name"] in running]
 
 
 def simulated_usage(pod: dict) -> dict[str, Usage]:

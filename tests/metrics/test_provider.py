@@ -87,6 +87,26 @@ async def test_only_running_containers_use_anything(env):
     assert nm["usage"] == {"cpu": "1100m", "memory": "1536Mi"}  # mixed's two running containers and the system
 
 
+async def test_initializing_and_terminating_pods_have_metrics_for_what_runs(env):
+    """The kubelet reports whatever runs, whatever the pod's phase: a Pending pod's running
+    init container, and a pod's containers during its graceful deletion."""
+    client, prov = env
+    pods = client.resource("", "v1", "pods")
+    req = {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+    p = await pods.create({"metadata": {"name": "starting", "namespace": "default"}, "spec": {
+        "initContainers": [{"name": "fetch", "image": "x", **req}], "containers": [{"name": "app", "image": "x", **req}]}})
+    await pods.update({**p, "status": {
+        "phase": "Pending", "initContainerStatuses": [{"name": "fetch", "state": {"running": {}}}],
+        "containerStatuses": [{"name": "app", "state": {"waiting": {"reason": "PodInitializing"}}}]}}, subresource="status")
+    p = await pods.create({"metadata": {"name": "leaving", "namespace": "default", "finalizers": ["test/hold"]},
+                           "spec": {"containers": [{"name": "app", "image": "x", **req}]}})
+    await pods.update({**p, "status": {"phase": "Running", "containerStatuses": [
+        {"name": "app", "state": {"running": {}}}]}}, subresource="status")
+    await pods.delete("leaving", "default")
+    got = {pm["metadata"]["name"]: [c["name"] for c in pm["containers"]] for pm in await prov.pod_metrics("default")}
+    assert got == {"starting": ["fetch"], "leaving": ["app"]}
+
+
 async def test_external_metric_plain_and_series(env):
     client, prov = env
     await configmap(client, {"queue": "12", "lag": '[{"labels": {"topic": "a"}, "value": "3"}, {"labels": {"topic": "b"}, "value": "500m"}]'})
