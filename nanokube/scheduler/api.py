@@ -47,10 +47,10 @@ class SchedulerAPI:
                 "target": {"kind": "Node", "name": node}}
         await self.pods.create_subresource(name, "binding", body, namespace)
 
-    async def nominate(self, pod: dict, node: str) -> None:
+    async def nominate(self, pod: dict, node: str | None) -> None:
         """status.nominatedNodeName = node unless the pod names it already (upstream's updatePod
-        with a ModeOverride NominatingInfo and no condition)."""
-        if (pod.get("status") or {}).get("nominatedNodeName") == node:
+        with a ModeOverride NominatingInfo and no condition); None clears it."""
+        if node is not None and (pod.get("status") or {}).get("nominatedNodeName") == node:
             return
         md = pod["metadata"]
         await self.pods.patch(md["name"], {"status": {"nominatedNodeName": node}},

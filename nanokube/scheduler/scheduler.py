@@ -45,6 +45,8 @@ PLUGIN_METRICS_SAMPLE_PERCENT = 10
 _MIN_SWEEP = 64
 #: the most failure reports written at once (see `_submit`)
 REPORTERS = 32
+#: CycleState key: the binding cycle set the pod's nominatedNodeName (`_expect`)
+_NOMINATED = "Scheduler/nominated"
 
 
 def _already_reported(pod: dict, reason: str, message: str) -> bool:
@@ -330,6 +332,8 @@ class Scheduler:
         attempt fails, Unschedulable by the plugin that said so or a SchedulerError."""
         fwk.run_unreserve(state, info, node)
         self.cache.forget(info)
+        if state.pop(_NOMINATED, False):  # upstream's clearNominatedNode on a binding cycle's failure
+            self.spawn(self._write(self.api.nominate(info.pod, None)))
         if st.unschedulable:
             info.unschedulable_plugins = {st.plugin}
         self._failed(fwk, info, "Unschedulable" if st.unschedulable else "SchedulerError",
@@ -338,6 +342,7 @@ class Scheduler:
     async def _bind(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, start: float) -> None:
         try:
             if fwk.will_wait_on_permit(info) or fwk.run_pre_bind_pre_flights(state, info, node):
+                state[_NOMINATED] = True
                 await self._expect(info.pod, node)
             st: Status | None = await fwk.wait_on_permit(info)
             if st is None:
@@ -369,8 +374,8 @@ class Scheduler:
     async def _expect(self, pod: dict, node: str) -> None:
         """NominatedNodeNameForExpectation (beta, on since 1.35): before a Permit wait or a PreBind
         with work to do, status.nominatedNodeName tells other components (an autoscaler, a
-        restarted scheduler) where the pod is going; the binding clears it. A failed write does
-        not stop the binding."""
+        restarted scheduler) where the pod is going; the binding clears it, and so does a failure
+        of the binding cycle (`_unreserved`). A failed write does not stop the binding."""
         try:
             await self.api.nominate(pod, node)
         except APIError as e:

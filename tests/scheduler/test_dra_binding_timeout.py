@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from nanokube.clock import VirtualClock, parse_time
-from nanokube.scheduler.config import ConfigError, load
+from nanokube.scheduler.config import ConfigError, load, parse
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import make_stack
 from tests.scheduler import node
@@ -33,6 +33,20 @@ async def until(clock: VirtualClock, check, step: float = 1.0, limit: float = 20
 
 @pytest.fixture
 async def fpgas():
+    async for env in _fpgas():
+        yield env
+
+
+@pytest.fixture
+async def fpgas_without_preemption():
+    """As `fpgas`, with DefaultPreemption disabled: its PostFilter clears a nomination too."""
+    async for env in _fpgas(parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                                   "profiles": [{"schedulerName": "default-scheduler", "plugins": {
+                                       "multiPoint": {"disabled": [{"name": "DefaultPreemption"}]}}}]})):
+        yield env
+
+
+async def _fpgas(config=None):
     s = await make_stack()
     await add_node(s.client, node("n"))
     await s.client.resource(R, "v1", "deviceclasses").create({
@@ -44,7 +58,7 @@ async def fpgas():
                  "devices": [{"name": f"fpga-{i}", "bindingConditions": ["attached"],
                               "bindingFailureConditions": ["attach-failed"]} for i in range(2)]}})
     clock = VirtualClock()
-    sched = Scheduler(s.client, clock=clock, seed=1)
+    sched = Scheduler(s.client, clock=clock, seed=1, config=config)
     await sched.start()
     yield s.client, clock
     await sched.stop()
@@ -185,3 +199,39 @@ async def test_a_pod_waiting_for_binding_conditions_is_nominated_to_its_node(fpg
     p = await until(clock, plain_bound, limit=30)
     assert not [m for m in p["metadata"]["managedFields"] if m.get("subresource") == "status"
                 and "f:nominatedNodeName" in (m.get("fieldsV1") or {}).get("f:status", {})]
+
+
+async def test_a_failed_binding_cycle_clears_the_nomination(fpgas_without_preemption):
+    """Upstream's failure handler clears a binding cycle's nomination (clearNominatedNode): a true
+    binding failure condition fails PreBind, and the pod's nominatedNodeName goes away before the
+    retry nominates it again."""
+    client, clock = fpgas_without_preemption
+    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
+    await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {"name": "f", "namespace": "default"},
+                         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "fpga"}}]}}})
+    created = await pods.create(claim_pod("p", "f"))
+    seen: list = []
+
+    async def follow(stream):
+        async for typ, obj in stream:
+            if obj["metadata"]["name"] == "p":
+                seen.append(obj["status"].get("nominatedNodeName"))
+    follower = asyncio.create_task(follow(await pods.watch("default", created["metadata"]["resourceVersion"])))
+    try:
+        async def waiting():
+            c = await claims.get("f", "default")
+            return (c.get("status") or {}).get("reservedFor") and c["status"]["allocation"]
+        first = await until(clock, waiting)
+        [r] = first["devices"]["results"]
+        await claims.patch("f", {"status": {"devices": [{
+            "driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [{
+                "type": "attach-failed", "status": "True", "reason": "NoPath", "message": "",
+                "observedGeneration": 1, "lastTransitionTime": clock.rfc3339()}]}]}}, namespace="default",
+            subresource="status")
+
+        async def renominated():
+            got = [n for i, n in enumerate(seen) if i == 0 or n != seen[i - 1]]
+            return got[:3] == ["n", None, "n"] and got
+        assert await until(clock, renominated, limit=60)
+    finally:
+        follower.cancel()
