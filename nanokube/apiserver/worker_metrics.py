@@ -5,9 +5,8 @@ on the request path). A scrape is answered by worker 0 (another worker relays it
 relays what node agents serve): it renders its own metrics, fetches each other worker's from
 that worker's private port (as the front proxy, naming the scraping user, whom the worker
 authorizes again) and merges them series by series: counters, histograms' buckets, counts and
-sums and the gauges of what is in progress (in-flight requests, watchers) are added up,
-`_created` is the earliest, and a gauge that describes the one store (SHARED) is the largest
-that any worker saw. With one worker none of this is installed.
+sums and the gauges of what is in progress (in-flight requests, watchers) are added up, and a
+gauge that describes the one store (SHARED) is the largest that any worker saw. With one worker none of this is installed.
 """
 
 from __future__ import annotations
@@ -48,8 +47,6 @@ def merge(bodies: list[bytes]) -> bytes:
             value, had = float(text), series.get(key)
             if had is None:
                 series[key] = value
-            elif key.partition("{")[0].endswith("_created"):
-                series[key] = min(had, value)
             elif name in SHARED:
                 series[key] = max(had, value)
             else:

@@ -3,7 +3,6 @@ server's and the scheduler's hot paths update them)."""
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left
 
 from prometheus_client import CollectorRegistry
@@ -15,11 +14,10 @@ class _Value:
     """One labelled series of a Family: plain numbers the event loop adds to (prometheus_client's
     children take a lock and run two checks per `inc` and a Python loop over buckets per `observe`)."""
 
-    __slots__ = ("value", "created", "buckets", "bounds")
+    __slots__ = ("value", "buckets", "bounds")
 
     def __init__(self, bounds: tuple[float, ...] | None) -> None:
         self.value = 0.0  # a counter's or gauge's value, a histogram's sum
-        self.created = time.time()
         self.bounds = bounds
         self.buckets = [0.0] * (len(bounds) + 1) if bounds is not None else None
 
@@ -39,7 +37,7 @@ class _Value:
 
 class Family:
     """A labelled counter, gauge or histogram whose samples and exposition are those of
-    prometheus_client's Counter, Gauge and Histogram (`_total`, `_created`, cumulative `le`
+    prometheus_client's Counter, Gauge and Histogram (`_total`, cumulative `le`
     buckets ending in +Inf), kept as plain numbers: the API server updates several per request, the scheduler
     several per attempt."""
 
@@ -93,7 +91,6 @@ class Family:
             labels = dict(zip(self.labelnames, values))
             if self.kind == "counter":
                 m.add_sample(name + "_total", labels, s.value)
-                m.add_sample(name + "_created", labels, s.created)
             elif self.kind == "gauge":
                 m.add_sample(name, labels, s.value)
             else:
@@ -103,5 +100,4 @@ class Family:
                     m.add_sample(name + "_bucket", {**labels, "le": floatToGoString(bound)}, total)
                 m.add_sample(name + "_count", labels, total)
                 m.add_sample(name + "_sum", labels, s.value)
-                m.add_sample(name + "_created", labels, s.created)
         return [m]

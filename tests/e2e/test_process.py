@@ -99,3 +99,4 @@ def test_request_metrics_carry_kube_apiservers_labels(cluster):
     assert series("apiserver_request_duration_seconds_count") in text
     assert ("# HELP apiserver_request_total Counter of apiserver requests broken out for each verb, dry run value, "
             "group, version, resource, scope, component, and HTTP response code.") in text
+    assert "_created" not in text, "client_golang's text format has no _created series"
