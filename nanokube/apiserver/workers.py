@@ -38,7 +38,7 @@ from .auth.authorizer import USER
 from .cache import DELETED, CacheEvent
 from .reservations import Reservations
 from .worker_metrics import WorkerMetrics
-from .streaming.transports import _RawUpgrade, splice
+from ..machinery.httpstream.transports import RawUpgrade, splice
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class NodeRelay:
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
             status, *lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
             _, code, reason = (status.split(" ", 2) + [""])[:3]
-            resp = _RawUpgrade(status=int(code), reason=reason or None)
+            resp = RawUpgrade(status=int(code), reason=reason or None)
             for line in lines:
                 if line:
                     k, v = line.split(":", 1)

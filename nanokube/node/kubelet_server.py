@@ -3,7 +3,7 @@ the API server's nodes/proxy reaches: /healthz, /pods, /runningpods/, /configz, 
 /metrics, /metrics/resource, /metrics/cadvisor, /metrics/probes, /containerLogs/ and /logs/ (the
 node's /var/log as the system log handler, on by default, lists it: the pods' log files), and the
 streaming endpoints /exec/, /attach/, /portForward/ (upgraded to the WebSocket channel protocols or
-SPDY, by the API server's streaming code, as the kubelet's streaming server) and /run/. Usage is the pods' usage as `kubectl top` reads it
+SPDY, by the shared machinery/httpstream servers, as the kubelet's streaming server) and /run/. Usage is the pods' usage as `kubectl top` reads it
 (metrics/usage.py's model, or what the process runtime measures), integrated
 over the time each pod has run for the cumulative CPU counters; the node adds
 the system's share."""
@@ -18,7 +18,8 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client.utils import floatToGoString as _float
 
-from ..apiserver.streaming.pods import serve_command, serve_port_forward
+from ..machinery.httpstream.portforward import serve_port_forward
+from ..machinery.httpstream.remotecommand import serve_command
 from ..clock import parse_time
 from ..machinery.errors import APIError
 from ..machinery.quantity import QuantityError, parse_quantity

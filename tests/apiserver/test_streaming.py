@@ -13,7 +13,7 @@ import pytest
 
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.rest import SYSTEM, WriteOptions
-from nanokube.apiserver.streaming.spdy import DICTIONARY, SpdySession
+from nanokube.machinery.httpstream.spdy import DICTIONARY, SpdySession
 from nanokube.machinery.streaming import StreamFailed
 from nanokube.store.memory import MemoryStore
 from tests.controllers import eventually

@@ -34,7 +34,7 @@ from ...machinery import errors
 from ...machinery.streaming import NodeStreaming, StreamFailed
 from ..auth.authorizer import USER
 from ..rest import WriteOptions
-from .transports import _RawUpgrade, splice
+from ...machinery.httpstream.transports import RawUpgrade, splice
 
 _COPY = 32 * 1024
 #: headers that describe one hop (httputil.ReverseProxy removes them both ways)
@@ -356,7 +356,7 @@ async def _upgrade(request: web.Request, backend: Backend, location: str) -> web
             raise errors.APIError(500, "", f"invalid upgrade response: status code {status}")
         if status != 101:
             return await _relay_response(request, reader, status, reason, headers, None, backend.host)
-        return await splice(request, _RawUpgrade(status=101, reason=reason or None, headers=headers),
+        return await splice(request, RawUpgrade(status=101, reason=reason or None, headers=headers),
                             reader, writer)
     finally:
         writer.close()

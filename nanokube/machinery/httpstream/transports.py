@@ -2,7 +2,8 @@
 channel protocol (`v5.channel.k8s.io`, `v4.channel.k8s.io`: one byte of
 channel number, then the payload), a WebSocket carrying a SPDY connection
 (kubectl's port-forward tunnel), or the HTTP connection itself upgraded to
-SPDY/3.1 (older clients, and kubectl's fallback)."""
+SPDY/3.1 (older clients, and kubectl's fallback). Upstream's
+k8s.io/apimachinery/pkg/util/httpstream (wsstream, spdy) and its upgrade-aware proxy's splice."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from base64 import b64decode, b64encode
 import orjson
 from aiohttp import WSMsgType, web
 
-from ...machinery.streaming import CLOSE, RESIZE, STDIN, StreamSession
+from ..streaming import CLOSE, RESIZE, STDIN, StreamSession
 from .spdy import SpdySession
+
+#: how much one copy between a stream and the pod moves at a time
+CHUNK = 32 * 1024
 
 
 def offered(request: web.Request, header: str) -> list[str]:
@@ -108,7 +112,7 @@ def resize_stream_reader(session: StreamSession, reader: asyncio.StreamReader):
     return pump()
 
 
-class _RawUpgrade(web.StreamResponse):
+class RawUpgrade(web.StreamResponse):
     """A 101 answer after which the connection carries another protocol
     (aiohttp chunks a body of unknown length unless told otherwise)."""
 
@@ -161,7 +165,7 @@ async def splice(request: web.Request, resp: web.StreamResponse, reader: asyncio
 async def upgrade_to_spdy(request: web.Request, protocol: str) -> tuple[SpdySession, web.StreamResponse]:
     """Answer 101 Switching Protocols to SPDY/3.1 and start serving SPDY frames."""
     reader = asyncio.StreamReader()
-    resp = _RawUpgrade(status=101, headers={"Connection": "Upgrade", "Upgrade": "SPDY/3.1",
+    resp = RawUpgrade(status=101, headers={"Connection": "Upgrade", "Upgrade": "SPDY/3.1",
                                             "X-Stream-Protocol-Version": protocol})
     resp.force_close()
     request.protocol.set_parser(_Feed(reader))
