@@ -187,7 +187,8 @@ def policy_variables(spec: dict, authorizer: bool = True) -> frozenset:
 def _cel_errors(expression: str, path: str, declared: frozenset, variables: tuple | None = None,
                 returns: tuple[str, ...] = ()) -> list[FieldError]:
     """Compilation errors, and (upstream's CompileCELExpression) a result of none of the `returns`
-    types: 'must evaluate to bool' (a bare read of a dynamic value is dyn, which cel-go refuses)."""
+    types: 'must evaluate to bool but got dyn' (a bare read of a dynamic value is dyn, which cel-go
+    refuses)."""
     from ..apiserver.admission.cel import CELError, compile_expression
 
     try:
@@ -196,7 +197,7 @@ def _cel_errors(expression: str, path: str, declared: frozenset, variables: tupl
         return [invalid(path, expression, str(e))]
     if returns and not any(program.may_be(t) for t in returns):
         want = returns[0] if len(returns) == 1 else f"one of [{' '.join(returns)}]"
-        return [invalid(path, expression, f"must evaluate to {want}")]
+        return [invalid(path, expression, f"must evaluate to {want} but got {program.result_type}")]
     return []
 
 

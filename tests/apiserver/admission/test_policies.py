@@ -198,7 +198,7 @@ async def test_a_policy_may_only_read_the_variables_it_declares(stack):
 
 async def test_expressions_must_evaluate_to_their_type(stack):
     """Upstream's CompileCELExpression: a validation or match condition is a bool, a messageExpression a
-    string, an audit annotation's value a string or null; a bare read of a dynamic value (object,
+    string, an audit annotation's value a string or null ('must evaluate to bool but got int'); a bare read of a dynamic value (object,
     params) is dyn, which cel-go refuses, while a bool variable is a bool (issue 120239). The fuzzer's
     probe stored "1 + 1" as a validation."""
     rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["pods"]}]}
@@ -210,11 +210,13 @@ async def test_expressions_must_evaluate_to_their_type(stack):
                             {"expression": "object.spec.enabled"}],
             "auditAnnotations": [{"key": "k", "valueExpression": "1"}]}})
     assert [c["field"] + ": " + c["message"] for c in e.value.details["causes"]] == [
-        "spec.matchConditions[0].expression: Invalid value: \"'yes'\": must evaluate to bool",
-        'spec.validations[0].expression: Invalid value: "1 + 1": must evaluate to bool',
-        'spec.validations[0].messageExpression: Invalid value: "object.metadata.name": must evaluate to string',
-        'spec.validations[1].expression: Invalid value: "object.spec.enabled": must evaluate to bool',
-        'spec.auditAnnotations[0].valueExpression: Invalid value: "1": must evaluate to one of [string null_type]']
+        "spec.matchConditions[0].expression: Invalid value: \"'yes'\": must evaluate to bool but got string",
+        'spec.validations[0].expression: Invalid value: "1 + 1": must evaluate to bool but got int',
+        'spec.validations[0].messageExpression: Invalid value: "object.metadata.name": must evaluate to string '
+        'but got dyn',
+        'spec.validations[1].expression: Invalid value: "object.spec.enabled": must evaluate to bool but got dyn',
+        'spec.auditAnnotations[0].valueExpression: Invalid value: "1": must evaluate to one of [string null_type] '
+        'but got int']
     await policies.create({"metadata": {"name": "ok"}, "spec": {
         "matchConstraints": rules, "variables": [{"name": "prod", "expression": "object.metadata.name == 'prod'"}],
         "validations": [{"expression": "variables.prod", "messageExpression": "'not ' + string(object.metadata.name)"}],
