@@ -73,10 +73,13 @@ def run(src, self=None):
     ("[timestamp('2024-03-10T00:30:00-08:00')].map(t, [t.getDate(), t.getHours(), t.getMonth('-08:00'),"
      " t.getDayOfMonth('America/Los_Angeles'), t.getDayOfYear('UTC'), t.getMilliseconds('Asia/Kolkata')])[0]",
      [10, 8, 2, 9, 69, 0]),
-    # cel-go's v2 formatter: %e takes its precision as a width; %b a bool; %f the words for infinities
-    ("'%e|%.2e|%.14e'.format([1234.5, 1234.5, 1.0])", "1.234500e+03|1.234500e+03|  1.000000e+00"),
+    # cel-go's v2 formatter (its own test cases): %f and %e through x/text/message for en-US, %e
+    # taking its precision as a width; %b a bool; %f the words for infinities
+    ("'%.6e|%e|%.20e'.format([1052.032911275, 2.71828, 1.0])",
+     "1.052033\u202f×\u202f10⁰³|2.718280\u202f×\u202f10⁰⁰|     1.000000\u202f×\u202f10⁰⁰"),
+    ("'%.3f %f %.2f'.format([1.2345, 2.71828, 1234567.891])", "1.234 2.718280 1,234,567.89"),
     ("'%b %x %X %o'.format([true, b'\\x01', 'hi', 8])", "1 01 6869 10"),
-    ("'%.1f %f'.format(['-Infinity', double('NaN')])", "-Inf NaN"),
+    ("'%.1f %f %f'.format(['-Infinity', double('NaN'), 'Infinity'])", "-∞ NaN ∞"),
     ("'%s %s %s'.format([[1.0, double('inf')], {1: null}, 0.0001])", '[1.000000, "+Inf"] {1:null} 0.0001'),
     ("[3, 1, 2].sort() == [1, 2, 3] && [1, 1, 2].distinct() == [1, 2]", True),
     ("sets.contains([1, 2, 3], [1, 2]) && sets.intersects([1], [1, 5])", True),

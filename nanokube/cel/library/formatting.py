@@ -4,7 +4,9 @@ Each clause prints one argument: `%s` any value as CEL's string() conversion rea
 the shortest way Go's %g does, a duration in seconds, a timestamp in RFC 3339, bytes as their
 text), lists and maps as CEL literals (their strings quoted, map entries sorted by key); `%d`,
 `%b`, `%o`, `%x`/`%X`, `%f`, `%e` only the types cel-go gives them, refusing others with its
-words, which a messageExpression reports as an error (and falls back to its message)."""
+words, which a messageExpression reports as an error (and falls back to its message). `%f` and
+`%e` print through golang.org/x/text/message for en-US, cel-go's default locale: '1,234.500000',
+'1.234500 × 10⁰³', '∞'."""
 
 from __future__ import annotations
 
@@ -157,13 +159,31 @@ def _double(a: Any, what: str) -> float:
     raise _clause_error(what, a)
 
 
-def _go_float(f: float, spec: str) -> str:
-    """Go's %.Nf / %.Ne, whose infinities and NaN read +Inf, -Inf, NaN."""
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _localized(f: float) -> str | None:
+    """NaN and the infinities as golang.org/x/text/message prints them for en-US."""
     if math.isnan(f):
         return "NaN"
     if math.isinf(f):
-        return "+Inf" if f > 0 else "-Inf"
-    return format(f, spec)
+        return "∞" if f > 0 else "-∞"
+    return None
+
+
+def _fixed(f: float, prec: int) -> str:
+    """cel-go's %f through x/text/message's en-US printer: digits grouped by thousands."""
+    return _localized(f) or format(f, f",.{prec}f")
+
+
+def _scientific(f: float) -> str:
+    """cel-go's %e through x/text/message's en-US printer: '1.052033 × 10⁰³' (narrow no-break
+    spaces around the sign, the exponent in superscript digits, at least two)."""
+    if (text := _localized(f)) is not None:
+        return text
+    mantissa, exponent = format(f, ".6e").split("e")
+    digits = f"{'-' if exponent[0] == '-' else ''}{abs(int(exponent)):02d}"
+    return f"{mantissa}\u202f×\u202f10{digits.translate(_SUPERSCRIPT)}"
 
 
 def _clause(verb: str, prec: int | None, a: Any) -> str:
@@ -172,9 +192,9 @@ def _clause(verb: str, prec: int | None, a: Any) -> str:
     if verb == "d":
         return str(_integer(a, "decimal clause can only be used on integers"))
     if verb == "f":
-        return _go_float(_double(a, "fixed-point clause can only be used on doubles"), f".{6 if prec is None else prec}f")
+        return _fixed(_double(a, "fixed-point clause can only be used on doubles"), 6 if prec is None else prec)
     if verb == "e":  # cel-go writes its precision as a width ("%6e"): six decimals, padded to it
-        return _go_float(_double(a, "scientific clause can only be used on doubles"), ".6e").rjust(6 if prec is None else prec)
+        return _scientific(_double(a, "scientific clause can only be used on doubles")).rjust(6 if prec is None else prec)
     if verb == "b":
         return format(_integer(a, "only integers and bools can be formatted as binary", allow_bool=True), "b")
     if verb == "o":
