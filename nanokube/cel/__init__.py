@@ -10,8 +10,12 @@ error wording, a worst-case cost estimate, and a compile cache.
 
 The engine lacks some syntax; `desugar` rewrites the optional syntax `x.?f`
 and `l[?i]`, two-variable comprehensions (`all`/`exists`/`exists_one`,
-`transformList`/`transformMap`/`transformMapEntry`), `sortBy`, `cel.bind` and
-typed object construction into forms it runs. The `authz` library checks
+`transformList`/`transformMap`/`transformMapEntry`), `sortBy`, `optMap` and
+`optFlatMap`, `cel.bind` and typed object construction into forms it runs, and
+the calls it answers otherwise than cel-go (string() of a timestamp, duration
+or double, size() of a string, a timestamp's accessors) into calls of ours.
+`validators` runs cel-go's AST validators (literal arguments, homogeneous
+aggregate literals); lists v1's `includes` compiles only in stored expressions. The `authz` library checks
 through an authorizer the API server binds (`library.authz.Authz`); CRD rules
 declare no `authorizer`, as upstream's do not. The engine refuses nesting
 deeper than 96 levels, where cel-go allows 250 (a source nested deeper only

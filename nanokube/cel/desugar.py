@@ -20,7 +20,12 @@ the checked syntax tree and printed back to source:
 - `T{f: v}` is the map `{"f": v}` (a struct's fields are its map keys);
 - `map` and `filter` (and the transforms) over more than a few elements
   build their list through `collect`: the engine's own are quadratic;
-- `.f` and `[i]` after an optional selection or index are optional too.
+- `.f` and `[i]` after an optional selection or index are optional too;
+- `o.optMap(v, e)` is `o.hasValue() ? optional.of(e) : optional.none()` with
+  `v` read as `o.value()` (optFlatMap: `e` itself);
+- string() of a timestamp, duration, double or dyn value, size() of a string
+  or dyn value and a timestamp's accessors, which the engine answers
+  otherwise than cel-go, call functions of ours (see `_restated`).
 
 A receiver a rewrite reads more than once is evaluated once and bound the same
 way (`[e].map(v, ...)[0]`), so that the rewrite costs what the original does
