@@ -10,7 +10,10 @@ reprieved most important first (PDB-breaking units in a first pass) while
 every preemptor pod still passes Filter where it was put. The domain whose
 victims cost least wins; victims get DisruptionTarget and are deleted, then
 the preemptor pods' failure reports (the workload cycle's) write their
-nominatedNodeName with PodScheduled=False.
+nominatedNodeName with PodScheduled=False. While that preemption is still
+going on (its victims being evicted, or terminating on the members'
+nominated nodes) the group's retries preempt nothing more: they answer
+"ongoing preemption on nominated nodes" with the nominations as they are.
 """
 
 from __future__ import annotations
