@@ -1,7 +1,8 @@
 """pods/exec, attach and portforward at the API server: kube-apiserver's
 checks and messages, the WebSocket channel protocol (stdin in, stdout out,
 the exit code as a Status on the error channel) against a node agent
-stand-in, and SPDY/3.1 framing as moby/spdystream speaks it."""
+stand-in, SPDY/3.1 framing as moby/spdystream speaks it, and exec over SPDY in each
+protocol version the kubelet negotiates (v1 to v5)."""
 
 import asyncio
 import struct
@@ -202,3 +203,89 @@ async def test_exec_over_the_base64_channel_protocol(server):
             await ws.send_str("0" + base64.b64encode(b"hi there").decode())
             echoed = (await ws.receive()).data
     assert echoed[0] == "1" and base64.b64decode(echoed[1:]) == b"HI THERE"
+
+
+_EXEC = "/api/v1/namespaces/default/pods/one/exec?command=tr&command=a-z&stdin=true&stdout=true"
+_EXIT_5 = "command terminated with non-zero exit code: error executing command [tr a-z], exit code 5"
+
+
+async def _spdy_upgrade(server, path: str, protocols: str):
+    """An HTTP upgrade to SPDY/3.1 offering `protocols`: (status, headers, body or the open connection)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: nanokube\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+                 f"X-Stream-Protocol-Version: {protocols}\r\n\r\n".encode())
+    head = (await reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
+    headers = [tuple(h.split(": ", 1)) for h in head[1:] if h]
+    status = int(head[0].split()[1])
+    if status != 101:
+        length = int(next(v for k, v in headers if k.lower() == "content-length"))
+        body = (await reader.readexactly(length)).decode()
+        writer.close()
+        return status, headers, body
+    return status, headers, (reader, writer)
+
+
+async def _spdy_exec(conn, kinds: tuple[str, ...]) -> tuple[dict[int, bytes], set[int], set[int]]:
+    """client-go's SPDY exec by hand: a stream per kind (ids 1, 3, ...), "hello" on stdin with FIN;
+    then every frame back until the server's GOAWAY: the data by stream, the streams it reset,
+    and those it finished."""
+    reader, writer = conn
+    deflate = zlib.compressobj(9, zdict=DICTIONARY)
+    ids = {kind: 2 * i + 1 for i, kind in enumerate(kinds)}
+    for kind, sid in ids.items():
+        block = _frame_headers(deflate, {"streamtype": kind})
+        writer.write(struct.pack(">HHI", 0x8003, 1, len(block) + 10) + struct.pack(">IIH", sid, 0, 0) + block)
+    writer.write(struct.pack(">II", ids["stdin"], (1 << 24) | 5) + b"hello")
+    data: dict[int, bytes] = {}
+    reset, finished = set(), set()
+    while True:
+        first, second = struct.unpack(">II", await reader.readexactly(8))
+        body = await reader.readexactly(second & 0xFFFFFF)
+        if not first & 0x80000000:
+            data[first] = data.get(first, b"") + body
+            if second >> 24 & 1:
+                finished.add(first)
+        elif first & 0xFFFF == 3:  # RST_STREAM
+            reset.add(struct.unpack(">I", body[:4])[0])
+        elif first & 0xFFFF == 7:  # GOAWAY
+            writer.close()
+            return data, reset, finished
+
+
+@pytest.mark.parametrize("offer,chosen,error", [
+    ("v5.channel.k8s.io, v4.channel.k8s.io, v3.channel.k8s.io, v2.channel.k8s.io, channel.k8s.io",
+     "v5.channel.k8s.io", "json"),
+    ("v4.channel.k8s.io", "v4.channel.k8s.io", "json"),
+    ("v3.channel.k8s.io", "v3.channel.k8s.io", "text"),
+    ("v2.channel.k8s.io, v4.channel.k8s.io", "v2.channel.k8s.io", "text"),  # the client's order decides
+    ("channel.k8s.io", "channel.k8s.io", "reset"),
+])
+async def test_exec_over_spdy_speaks_every_protocol_version_the_kubelet_does(server, offer, chosen, error):
+    status, headers, conn = await _spdy_upgrade(server, _EXEC + "&stderr=true", offer)
+    assert status == 101 and ("X-Stream-Protocol-Version", chosen) in headers
+    data, reset, finished = await asyncio.wait_for(_spdy_exec(conn, ("error", "stdin", "stdout", "stderr")), 10)
+    assert (data[5], data[7]) == (b"HELLO", b"app:tr a-z")
+    if error == "json":
+        assert orjson.loads(data[1])["message"] == _EXIT_5
+    elif error == "text":  # v2 and v3: the failure's message alone
+        assert data[1] == _EXIT_5.encode()
+    else:  # v1, as 1.0's kubelet: the error stream reset and the server's side of stdin closed at once
+        assert 1 not in data and reset == {1} and 3 in finished
+
+
+@pytest.mark.parametrize("offer", ["v2.channel.k8s.io", "channel.k8s.io"])
+async def test_spdy_v1_and_v2_take_no_resize_stream_for_a_terminal(server, offer):
+    _, _, conn = await _spdy_upgrade(server, _EXEC + "&tty=true", offer)
+    data, _, _ = await asyncio.wait_for(_spdy_exec(conn, ("error", "stdin", "stdout")), 10)
+    assert data[5] == b"HELLO"
+
+
+@pytest.mark.parametrize("path,accepted", [
+    (_EXEC, ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"]),
+    ("/api/v1/namespaces/default/pods/one/portforward?ports=80", ["portforward.k8s.io"]),
+])
+async def test_a_spdy_protocol_the_server_does_not_speak_is_forbidden(server, path, accepted):
+    status, headers, body = await _spdy_upgrade(server, path, "v9.channel.k8s.io")
+    assert status == 403 and [v for k, v in headers if k == "X-Accepted-Stream-Protocol-Versions"] == accepted
+    assert body == (f"unable to upgrade: unable to negotiate protocol: client supports [v9.channel.k8s.io], "
+                    f"server accepts [{' '.join(accepted)}]\n")

@@ -14,7 +14,8 @@ from aiohttp import web
 from .. import errors
 from ..streaming import PORT_FORWARD, TUNNELED_PORT_FORWARD, V4, NodeStreaming, StreamFailed
 from .spdy import SpdySession, SpdyStream
-from .transports import CHUNK, WebSocketChannels, is_spdy, is_websocket, offered, spdy_over_websocket, upgrade_to_spdy
+from .transports import (CHUNK, WebSocketChannels, handshake, is_spdy, is_websocket, offered, spdy_over_websocket,
+                         upgrade_to_spdy)
 
 
 async def serve_port_forward(request: web.Request, node: NodeStreaming, ns: str, name: str, uid: str,
@@ -50,10 +51,9 @@ async def serve_port_forward(request: web.Request, node: NodeStreaming, ns: str,
         await _websocket_port_forward(WebSocketChannels(ws), node, ns, name, uid, ports)
         return ws
     if is_spdy(request):
-        if PORT_FORWARD not in offered(request, "X-Stream-Protocol-Version"):
-            raise errors.bad_request("unable to upgrade: unable to negotiate protocol: client supports "
-                                     f"{offered(request, 'X-Stream-Protocol-Version')}, server supports "
-                                     f"[{PORT_FORWARD}]")
+        refused = handshake(request, (PORT_FORWARD,))
+        if isinstance(refused, web.Response):
+            return refused
         spdy, resp = await upgrade_to_spdy(request, PORT_FORWARD)
         await _spdy_port_forward(spdy, node, ns, name, uid)
         return resp

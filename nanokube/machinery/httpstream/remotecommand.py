@@ -16,11 +16,16 @@ from .. import errors
 from ..streaming import (ERROR, STDERR, STDOUT, V4, V4_BASE64, V5, NodeStreaming, StreamFailed, StreamSession,
                          exit_status, failure_status)
 from .spdy import SpdyStream
-from .transports import CHUNK, WebSocketChannels, is_spdy, is_websocket, offered, resize_stream_reader, upgrade_to_spdy
+from .transports import (CHUNK, WebSocketChannels, handshake, is_spdy, is_websocket, offered, resize_stream_reader,
+                         upgrade_to_spdy)
 
-#: the channel protocols before v4 (wsstream's; no protocol at all is the first): the error channel
-#: carries a failure's message alone, and nothing on success
-_PRE_V4, _PRE_V4_BASE64 = "channel.k8s.io", "base64.channel.k8s.io"
+#: the channel protocols before v4: the error channel carries a failure's message alone, and nothing
+#: on success. Over a WebSocket only v1 (also when the client asks for no protocol) and its base64
+#: form; over SPDY v1 to v3, v3 adding the resize stream (v1 and v2 take no terminal sizes)
+V1, V1_BASE64 = "channel.k8s.io", "base64.channel.k8s.io"
+V2, V3 = "v2.channel.k8s.io", "v3.channel.k8s.io"
+#: what a SPDY upgrade may negotiate (remotecommand.SupportedStreamingProtocols); v5 is v4 there
+SPDY_PROTOCOLS = (V5, V4, V3, V2, V1)
 #: how long the client has to open the streams it asked for (the kubelet's streamCreationTimeout)
 STREAM_CREATION_TIMEOUT = 30.0
 
@@ -54,17 +59,15 @@ async def serve_command(request: web.Request, node: NodeStreaming, ns: str, name
     flags = (stdin, stdout, stderr, tty)
     if is_websocket(request):
         asked = offered(request, "Sec-WebSocket-Protocol")
-        proto = next((p for p in asked if p in (V5, V4, V4_BASE64, _PRE_V4, _PRE_V4_BASE64)), None if asked else "")
+        proto = next((p for p in asked if p in (V5, V4, V4_BASE64, V1, V1_BASE64)), None if asked else "")
         if proto is None:
             raise errors.bad_request(f"unable to upgrade: no supported channel protocol ({V5}, {V4}, "
-                                     f"{V4_BASE64}, {_PRE_V4}, {_PRE_V4_BASE64}) requested")
+                                     f"{V4_BASE64}, {V1}, {V1_BASE64}) requested")
         return await _command_over_websocket(request, proto, flags, run)
     if is_spdy(request):
-        protos = offered(request, "X-Stream-Protocol-Version")
-        proto = next((p for p in (V4, V5) if p in protos), None)
-        if proto is None:
-            raise errors.bad_request(f"unable to upgrade: unable to negotiate protocol: client supports {protos}, "
-                                     f"server supports [{V4} {V5}]")
+        proto = handshake(request, SPDY_PROTOCOLS)
+        if isinstance(proto, web.Response):
+            return proto
         return await _command_over_spdy(request, proto, flags, run)
     raise errors.bad_request("Upgrade request required")
 
@@ -73,7 +76,7 @@ async def _command_over_websocket(request: web.Request, proto: str, flags, run) 
     stdin, stdout, stderr, tty = flags
     ws = web.WebSocketResponse(protocols=(proto,) if proto else (), max_msg_size=0)
     await ws.prepare(request)
-    ch = WebSocketChannels(ws, base64=proto in (V4_BASE64, _PRE_V4_BASE64))
+    ch = WebSocketChannels(ws, base64=proto in (V4_BASE64, V1_BASE64))
     session = StreamSession(stdin, stdout, stderr, tty, lambda d: ch.send(STDOUT, d), lambda d: ch.send(STDERR, d))
     await ch.send(STDOUT if stdout else STDERR if stderr else ERROR, b"")
     pump = asyncio.ensure_future(ch.pump_into(session))
@@ -95,11 +98,14 @@ async def _command_over_websocket(request: web.Request, proto: str, flags, run) 
 
 
 async def _command_over_spdy(request: web.Request, proto: str, flags, run) -> web.StreamResponse:
+    """The client opens a stream per channel it asked for; v4 and v5 report the end as a JSON Status,
+    earlier versions a failure's message. v1 keeps 1.0's quirks: once the streams are open the
+    server resets the error stream (so no failure reaches the client) and closes its side of stdin."""
     stdin, stdout, stderr, tty = flags
     spdy, resp = await upgrade_to_spdy(request, proto)
     serving = asyncio.ensure_future(spdy.serve())
     expected = {"error"} | {k for k, on in (("stdin", stdin), ("stdout", stdout), ("stderr", stderr),
-                                            ("resize", tty)) if on}
+                                            ("resize", tty and proto not in (V1, V2))) if on}
     streams: dict[str, SpdyStream] = {}
     tasks: list[asyncio.Future] = []
     try:
@@ -109,12 +115,16 @@ async def _command_over_spdy(request: web.Request, proto: str, flags, run) -> we
                 if s is None:
                     return resp
                 streams[s.headers.get("streamtype", "")] = s
+        if proto == V1:
+            await spdy.reset(streams.pop("error"))
+            if "stdin" in streams:
+                await streams["stdin"].close()
         out, err = streams.get("stdout"), streams.get("stderr")
         session = StreamSession(stdin, stdout, stderr, tty, out.write if out else _discard,
                                 err.write if err else _discard)
         if "stdin" in streams:
             tasks.append(asyncio.ensure_future(_feed_stdin(streams["stdin"].reader, session)))
-        if "resize" in streams:
+        if "resize" in expected:
             tasks.append(asyncio.ensure_future(resize_stream_reader(session, streams["resize"].reader)))
         runner = asyncio.ensure_future(run(session))
         tasks.append(runner)
@@ -125,8 +135,13 @@ async def _command_over_spdy(request: web.Request, proto: str, flags, run) -> we
             for s in (out, err):
                 if s is not None:
                     await s.close()
-            await streams["error"].write(orjson.dumps(runner.result()))
-            await streams["error"].close()
+            status, error = runner.result(), streams.get("error")
+            if error is not None and proto in (V5, V4):
+                await error.write(orjson.dumps(status))
+            elif error is not None and status["status"] != "Success":
+                await error.write(status["message"].encode())
+            if error is not None:
+                await error.close()
             await spdy.go_away()
     except (TimeoutError, ConnectionError):
         pass

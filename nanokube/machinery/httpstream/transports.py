@@ -14,6 +14,7 @@ from base64 import b64decode, b64encode
 
 import orjson
 from aiohttp import WSMsgType, web
+from multidict import CIMultiDict
 
 from ..streaming import CLOSE, RESIZE, STDIN, StreamSession
 from .spdy import SpdySession
@@ -24,6 +25,23 @@ CHUNK = 32 * 1024
 
 def offered(request: web.Request, header: str) -> list[str]:
     return [p.strip() for v in request.headers.getall(header, []) for p in v.split(",") if p.strip()]
+
+
+def handshake(request: web.Request, accepted: tuple[str, ...]) -> str | web.Response:
+    """httpstream.Handshake for a SPDY upgrade: the first protocol in the client's
+    X-Stream-Protocol-Version that the server accepts, or the plain-text refusal to answer
+    instead (403 listing both sides, the accepted ones also as headers; 400 when the client
+    names none, where the kubelet gives up without a word)."""
+    client = offered(request, "X-Stream-Protocol-Version")
+    if not client:
+        return web.Response(status=400, text="unable to upgrade: X-Stream-Protocol-Version is required\n")
+    chosen = next((p for p in client if p in accepted), None)
+    if chosen is not None:
+        return chosen
+    headers = CIMultiDict(("X-Accepted-Stream-Protocol-Versions", p) for p in accepted)
+    return web.Response(status=403, headers=headers,
+                        text=f"unable to upgrade: unable to negotiate protocol: client supports [{' '.join(client)}], "
+                             f"server accepts [{' '.join(accepted)}]\n")
 
 
 def is_websocket(request: web.Request) -> bool:
