@@ -71,3 +71,35 @@ async def test_a_leftover_extended_resource_claim_is_deleted_and_the_pod_schedul
     finally:
         await sched.stop()
         await s.close()
+
+
+async def test_a_pod_with_dra_backed_resources_is_nominated_before_prebind_even_where_the_node_serves_them():
+    """Upstream's PreBindPreFlight counts the in-memory extended resource claim among the pod's
+    claims: a pod asking for a DRA-backed resource is nominated before PreBind even on a node whose
+    device plugin serves it (no claim is made there), then bound, the binding clearing it."""
+    s = await make_stack()
+    client = s.client
+    await add_node(client, node("n", extra={"example.com/fpga": "4"}))
+    await client.resource(R, "v1", "deviceclasses").create({
+        "apiVersion": f"{R}/v1", "kind": "DeviceClass", "metadata": {"name": "fpga"},
+        "spec": {"extendedResourceName": "example.com/fpga",
+                 "selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})
+    pods = client.resource("", "v1", "pods")
+    body = pod("p")
+    del body["metadata"]["uid"]
+    body["spec"]["containers"][0]["resources"] = {"requests": {"example.com/fpga": "1"},
+                                                  "limits": {"example.com/fpga": "1"}}
+    await pods.create(body)
+    sched = Scheduler(client, seed=1)
+    await sched.start()
+    try:
+        async def bound():
+            return (await pods.get("p", "default"))["spec"].get("nodeName") and await pods.get("p", "default")
+        p = await eventually(bound)
+        assert p["spec"]["nodeName"] == "n" and "nominatedNodeName" not in p["status"]
+        assert "extendedResourceClaimStatus" not in p["status"]
+        assert [m for m in p["metadata"]["managedFields"] if m["manager"] == "kube-scheduler"
+                and "f:nominatedNodeName" in (m.get("fieldsV1") or {}).get("f:status", {})]
+    finally:
+        await sched.stop()
+        await s.close()

@@ -719,9 +719,10 @@ class DynamicResources:
                 log.info("unreserving claim %s/%s: %s", md.get("namespace"), md["name"], e.message)
 
     def pre_bind_pre_flight(self, state, info, node: str) -> bool:
-        """PreBind has work for a pod with claims, or with an extended resource claim to make for `node`."""
-        cyc: _Cycle | None = state.get(_STATE)
-        return cyc is not None and bool(cyc.claims or node in cyc.extended)
+        """PreBind has work for a pod with claims or DRA-backed extended resources (upstream's
+        PreBindPreFlight: its claims, the in-memory extended resource claim included, are not
+        none), whatever `node` serves itself."""
+        return _STATE in state
 
     async def pre_bind(self, state, info, node: str):
         cyc: _Cycle | None = state.get(_STATE)
