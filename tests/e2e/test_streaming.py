@@ -274,6 +274,40 @@ def test_a_terminal_sets_term_as_containerd_does(c):
     c.kubectl("delete", "pod", "terminal", "--wait=false")
 
 
+def test_containers_get_the_kubelets_service_variables(c):
+    """The kubelet's service links: every container gets the default namespace's `kubernetes`
+    Service variables (what in-cluster clients read), and, unless enableServiceLinks is false, those
+    of each Service with a cluster IP in its namespace; its own env wins."""
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo-svc", "namespace": "default"},
+           "spec": {"selector": {"app": "none"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                                                            {"name": "dns", "port": 53, "protocol": "UDP"}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(svc))
+    ip = c.kubectl_json("get", "service", "echo-svc")["spec"]["clusterIP"]
+    printer = ["sh", "-c", "env | grep -E '^(KUBERNETES|ECHO_SVC)_' | sort"]
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+             "spec": {"restartPolicy": "Never", "enableServiceLinks": links, "containers": [
+                 {"name": "main", "image": "busybox", "command": printer,
+                  "env": [{"name": "ECHO_SVC_SERVICE_HOST", "value": "mine"}]}]}}
+            for name, links in (("linked", True), ("unlinked", False))]
+    c.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    for name in ("linked", "unlinked"):
+        wait_for(lambda name=name: c.kubectl_json("get", "pod", name)["status"].get("phase") == "Succeeded", 60,
+                 f"{name} ran")
+    kubernetes = ["KUBERNETES_PORT=tcp://10.96.0.1:443", "KUBERNETES_PORT_443_TCP=tcp://10.96.0.1:443",
+                  "KUBERNETES_PORT_443_TCP_ADDR=10.96.0.1", "KUBERNETES_PORT_443_TCP_PORT=443",
+                  "KUBERNETES_PORT_443_TCP_PROTO=tcp", "KUBERNETES_SERVICE_HOST=10.96.0.1",
+                  "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_SERVICE_PORT_HTTPS=443"]
+    echo = [f"ECHO_SVC_PORT=tcp://{ip}:80", f"ECHO_SVC_PORT_53_UDP=udp://{ip}:53", f"ECHO_SVC_PORT_53_UDP_ADDR={ip}",
+            "ECHO_SVC_PORT_53_UDP_PORT=53", "ECHO_SVC_PORT_53_UDP_PROTO=udp", f"ECHO_SVC_PORT_80_TCP=tcp://{ip}:80",
+            f"ECHO_SVC_PORT_80_TCP_ADDR={ip}", "ECHO_SVC_PORT_80_TCP_PORT=80", "ECHO_SVC_PORT_80_TCP_PROTO=tcp",
+            "ECHO_SVC_SERVICE_HOST=mine", "ECHO_SVC_SERVICE_PORT=80", "ECHO_SVC_SERVICE_PORT_DNS=53",
+            "ECHO_SVC_SERVICE_PORT_HTTP=80"]
+    assert c.kubectl("logs", "linked").stdout.splitlines() == sorted(echo) + kubernetes
+    assert c.kubectl("logs", "unlinked").stdout.splitlines() == ["ECHO_SVC_SERVICE_HOST=mine"] + kubernetes
+    c.kubectl("delete", "pod", "linked", "unlinked", "--wait=false")
+    c.kubectl("delete", "service", "echo-svc")
+
+
 def test_port_forward_to_a_closed_port_reports_the_error(c):
     api = client.CoreV1Api(c.client())
     pf = portforward(api.connect_get_namespaced_pod_portforward, "web", "default", ports="9999")

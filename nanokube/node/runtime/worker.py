@@ -38,6 +38,7 @@ from .. import inplace
 from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from ..lifecycle import volume_mount_statuses
+from .. import service_env
 from .netns import NetnsError
 from .probes import run_probe
 from . import stdio
@@ -171,6 +172,9 @@ class ProcessPodWorker(PodWorker):
         env = {"PATH": DEFAULT_PATH, "HOSTNAME": self._hostname(), "HOME": "/root"}
         if spec.get("tty"):  # containerd's WithTTY, before the image's and the container's own env
             env["TERM"] = "xterm"
+        # the kubelet's service variables; what the container's own env and envFrom set wins
+        env |= await service_env.variables(self.agent.client, self.namespace,
+                                           (self.pod.get("spec") or {}).get("enableServiceLinks", True))
         for src in spec.get("envFrom") or []:  # first, so that env overrides what they bring
             for kind, plural in (("configMapRef", "configmaps"), ("secretRef", "secrets")):
                 if (src.get(kind) or {}).get("name"):
