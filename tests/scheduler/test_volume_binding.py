@@ -150,3 +150,31 @@ async def test_zonal_volume_keeps_its_pod_in_the_zone(env):
     pods = client.resource("", "v1", "pods")
     await pods.create(claim_pod("zoned", "z"))
     assert await eventually(bound(pods, "zoned")) == "n1"
+
+
+def nominated_by_scheduler(p: dict) -> bool:
+    """Whether kube-scheduler's managedFields entry of the pod's status holds nominatedNodeName
+    (the binding, which clears the field, leaves the entry as it was)."""
+    return any(m["manager"] == "kube-scheduler" and "f:nominatedNodeName" in (m.get("fieldsV1") or {}).get("f:status", {})
+               for m in p["metadata"].get("managedFields") or [])
+
+
+async def test_only_a_pod_with_a_claim_to_bind_is_nominated_before_prebind(env):
+    """VolumeBinding's PreBindPreFlight: PreBind has work while a claim is unbound (the
+    WaitForFirstConsumer claim is provisioned on the chosen node), so the pod is nominated there
+    first; a pod whose claims are all bound is not (upstream's allBound)."""
+    client = env
+    await client.resource("", "v1", "persistentvolumeclaims").create(claim("data"))
+    pods = client.resource("", "v1", "pods")
+    await pods.create(claim_pod("first", "data"))
+    node_name = await eventually(bound(pods, "first"))
+    p = await pods.get("first", "default")
+    assert nominated_by_scheduler(p) and "nominatedNodeName" not in p["status"]
+
+    async def claim_bound():
+        return (await client.resource("", "v1", "persistentvolumeclaims").get("data", "default"))["status"].get(
+            "phase") == "Bound"
+    await eventually(claim_bound)
+    await pods.create(claim_pod("second", "data"))
+    assert await eventually(bound(pods, "second")) == node_name
+    assert not nominated_by_scheduler(await pods.get("second", "default"))
