@@ -7,7 +7,6 @@ Deployment a user scaled to zero by hand."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -62,6 +61,12 @@ def allocated_gpus(c, app: str) -> list[tuple[str, str]]:
             for r in ((cl.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])]
 
 
+def scaling_active(c, name: str) -> str | None:
+    """The HPA's ScalingActive status, once it has one."""
+    conds = (c.kubectl_json("get", "hpa", name).get("status") or {}).get("conditions") or []
+    return next((x["status"] for x in conds if x["type"] == "ScalingActive"), None)
+
+
 def running(c, app: str) -> list[dict]:
     return [p for p in c.kubectl_json("get", "pods", "-l", f"app={app}")["items"]
             if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
@@ -89,11 +94,8 @@ def test_gpu_inference_scales_from_zero_and_back_freeing_its_gpus(gpu_hpa_cluste
                 if cl["metadata"]["name"].startswith("infer-")], "the pods' claims are gone with them"
 
     set_metric(c, "requests_queued", "lots")
-    time.sleep(4)
+    wait_for(lambda: scaling_active(c, "infer") == "False", what="the broken metric seen")
     assert replicas(c, "infer") == 0, "a broken metric never scales"
-    h = c.kubectl_json("get", "hpa", "infer")
-    active = next(x for x in h["status"]["conditions"] if x["type"] == "ScalingActive")
-    assert active["status"] == "False"
 
 
 def test_a_deployment_scaled_to_zero_by_hand_stays_asleep(gpu_hpa_cluster):
@@ -104,5 +106,5 @@ def test_a_deployment_scaled_to_zero_by_hand_stays_asleep(gpu_hpa_cluster):
     c.kubectl("patch", "configmap", "nanokube-external-metrics", "--type=merge", "-p",
               json.dumps({"data": {"batch_queue": "50"}}))
     c.kubectl("apply", "-f", "-", input=json.dumps(hpa("batch", "batch_queue")))
-    time.sleep(4)
+    wait_for(lambda: scaling_active(c, "batch") == "False", what="the HPA's first look (ScalingDisabled)")
     assert replicas(c, "batch") == 0, "the HPA wakes only what it put to sleep"
