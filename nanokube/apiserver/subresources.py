@@ -14,7 +14,7 @@ from aiohttp import web
 
 from ..registry.base import Resource
 from ..machinery import errors
-from ..machinery.conditions import set_condition
+from ..machinery.conditions import observed_generation, set_condition
 from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
 from . import structural
@@ -229,7 +229,7 @@ class Subresources:
             pod = copy.deepcopy(pod)
             st = pod.setdefault("status", {})
             st["conditions"] = set_condition(st.get("conditions"), {
-                "type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                "type": "DisruptionTarget", **observed_generation(pod), "status": "True", "lastProbeTime": None,
                 "lastTransitionTime": self.rest.clock.rfc3339(), "reason": "EvictionByEvictionAPI",
                 "message": "Eviction API: evicting"})
             return pod

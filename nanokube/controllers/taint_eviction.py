@@ -7,7 +7,7 @@ Before the delete the pod gets a `DisruptionTarget` condition and an event.
 
 from __future__ import annotations
 
-from ..machinery.conditions import find_condition, transition_time
+from ..machinery.conditions import find_condition, observed_generation, transition_time
 from ..machinery.errors import APIError
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
@@ -116,7 +116,7 @@ class TaintEvictionController(Controller):
         md = pod["metadata"]
         ns, name = md["namespace"], md["name"]
         old = find_condition((pod.get("status") or {}).get("conditions"), "DisruptionTarget")
-        cond = {"type": "DisruptionTarget", "status": "True", "reason": REASON,
+        cond = {"type": "DisruptionTarget", **observed_generation(pod), "status": "True", "reason": REASON,
                 "message": "Taint manager: deleting due to NoExecute taint",
                 "lastTransitionTime": transition_time(old, "True", self.clock.rfc3339())}
         self._deleting.add(md["uid"])

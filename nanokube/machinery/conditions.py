@@ -35,6 +35,14 @@ def transition_time(old: dict | None, status: str | None, now: str | None) -> st
     return now
 
 
+def observed_generation(obj: dict) -> dict:
+    """The observedGeneration a condition written on `obj` carries, as a field to merge into it:
+    the object's metadata.generation (podutil.CalculatePodConditionObservedGeneration with
+    PodObservedGenerationTracking GA since 1.35), none where it has no generation."""
+    gen = (obj.get("metadata") or {}).get("generation")
+    return {"observedGeneration": gen} if gen else {}
+
+
 def set_condition(conditions: Iterable[dict] | None, new: dict) -> list[dict]:
     """The conditions with `new` in place of the first of its type (appended when there is none;
     later ones of that type are dropped).

@@ -131,6 +131,8 @@ async def test_an_evicted_pod_is_marked_disruption_target_before_it_goes(env):
         assert (cond["status"], cond["reason"], cond["message"]) == ("True", "EvictionByEvictionAPI",
                                                                     "Eviction API: evicting")
         assert cond["lastTransitionTime"]
+        # the generation the eviction saw (PodObservedGenerationTracking), not the one its delete moved on to
+        assert (cond["observedGeneration"], pod["metadata"]["generation"]) == (1, 2)
     with pytest.raises(APIError) as e:
         await sub.evict("default", "a", {"deleteOptions": {"preconditions": {"uid": "other"}}}, WriteOptions())
     assert e.value.code == 409 and f"UID in record ({p['metadata']['uid']})" in e.value.message

@@ -29,6 +29,8 @@ async def test_a_pod_already_disruption_target_keeps_its_transition_time(tmp_pat
         await asyncio.to_thread(core.patch_namespaced_pod_status, "victim", "default", {"status": {"conditions": [
             {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
              "message": "Eviction API: evicting", "lastTransitionTime": THEN}]}})
+        # a spec change moves the pod to generation 2, which the taint manager's condition reports
+        await asyncio.to_thread(core.patch_namespaced_pod, "victim", "default", {"spec": {"activeDeadlineSeconds": 600}})
         http = HTTPClient.from_kubeconfig(str(tmp_path / "kubeconfig"))
         await http.start()
         ctrl = TaintEvictionController(http, Clock())
@@ -50,3 +52,4 @@ async def test_a_pod_already_disruption_target_keeps_its_transition_time(tmp_pat
     [target] = [c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget"]
     assert (target["status"], target["reason"], target["message"], target["lastTransitionTime"]) == (
         "True", "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint", THEN)
+    assert (target["observedGeneration"], pod["metadata"]["generation"]) == (2, 3)
