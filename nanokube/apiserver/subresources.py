@@ -13,6 +13,7 @@ import yaml
 from aiohttp import web
 
 from ..registry.base import Resource
+from ..registry.core_pods import validate_binding
 from ..machinery import errors
 from ..machinery.conditions import observed_generation, set_condition
 from .auth.serviceaccount import ServiceAccountTokens
@@ -125,9 +126,9 @@ class Subresources:
     async def bind(self, res: Resource, namespace: str, name: str, binding: dict, opts: WriteOptions) -> dict:
         binding = await self.rest.admit_subresource_create(res, "v1", "binding", BINDING_KIND, namespace, name, binding, opts)
         target = (binding or {}).get("target") or {}
-        if not target.get("name"):
-            raise errors.APIError(422, "Invalid", f'Binding.core "{name}" is invalid: target.name: Required value',
-                                  {"name": name, "kind": "Binding", "causes": [{"reason": "FieldValueRequired", "message": "Required value", "field": "target.name"}]})
+        errs = validate_binding(binding or {})
+        if errs:
+            raise errors.invalid("core", "Binding", name, errs)
         uid = (binding.get("metadata") or {}).get("uid")
 
         def bound(pod: dict) -> dict:
@@ -136,6 +137,8 @@ class Subresources:
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
                 raise errors.conflict("", "pods/binding", name, f'pod {name} is already assigned to node "{node}"')
+            if (pod.get("spec") or {}).get("schedulingGates"):  # a scheduling un-ready pod
+                raise errors.conflict("", "pods/binding", name, f"pod {name} has non-empty .spec.schedulingGates")
             if uid and uid != pod["metadata"].get("uid"):
                 raise errors.conflict("", "pods/binding", name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}")
             new = _bound(pod, target["name"], (binding.get("metadata") or {}).get("annotations"))

@@ -8,7 +8,7 @@ Extra strategy hooks beyond base.Strategy, for the API server:
 - ServiceStrategy.release(obj) / .restore(objs): allocator bookkeeping.
 - NamespaceStrategy.prepare_for_delete(obj): phase Terminating while finalizers run;
   NamespaceStrategy.validate_finalize(new, old) for PUT namespaces/{name}/finalize.
-- core_pods.validate_binding / bind_pod for POST pods/{name}/binding.
+- core_pods.validate_binding for POST pods/{name}/binding.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import math
 import time
 
 from .base import AGE, Column, Resource, Strategy, register
-from .core_pods import PodStrategy, bind_pod, default_pod_spec, pod_spec_ips, validate_binding, validate_pod_template
+from .core_pods import PodStrategy, default_pod_spec, pod_spec_ips, validate_binding, validate_pod_template
 from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, since
 from .core_services import NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 from .core_spec import PROTOCOLS, port_number, taint_effect
@@ -54,7 +54,7 @@ __all__ = [
     "validate_pod_template",
     "ConfigMapStrategy", "EndpointsStrategy", "EventStrategy", "NamespaceStrategy", "NodePortAllocator",
     "NodeStrategy", "PodStrategy", "SecretStrategy", "ServiceAccountStrategy", "ServiceIPAllocator",
-    "ServiceStrategy", "bind_pod", "validate_binding",
+    "ServiceStrategy", "validate_binding",
 ]
 
 MAX_SECRET_SIZE = 1024 * 1024

@@ -1214,34 +1214,6 @@ def validate_binding(binding: dict) -> list[FieldError]:
     return errs
 
 
-def bind_pod(pod: dict, binding: dict) -> str | None:
-    """Assign a pod to the binding's node; returns upstream's conflict message
-    (a 409) instead when the pod cannot be bound."""
-    spec = pod.setdefault("spec", {})
-    meta = pod.setdefault("metadata", {})
-    name = meta.get("name")
-    if meta.get("deletionTimestamp"):
-        return f"pod {name} is being deleted, cannot be assigned to a host"
-    if spec.get("nodeName"):
-        return f"pod {name} is already assigned to node {spec['nodeName']!r}".replace("'", '"')
-    if spec.get("schedulingGates"):
-        return f"pod {name} has non-empty .spec.schedulingGates"
-    spec["nodeName"] = binding["target"]["name"]
-    extra = (binding.get("metadata") or {}).get("annotations")
-    if extra:
-        meta.setdefault("annotations", {}).update(extra)
-    conds = pod.setdefault("status", {}).setdefault("conditions", [])
-    for c in conds:
-        if c.get("type") == POD_CONDITION_SCHEDULED:
-            c.update({"status": "True"})
-            for k in ("reason", "message"):
-                c.pop(k, None)
-            break
-    else:
-        conds.append({"type": POD_CONDITION_SCHEDULED, "status": "True"})
-    return None
-
-
 # --- printing --------------------------------------------------------------------
 
 

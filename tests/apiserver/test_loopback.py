@@ -33,6 +33,27 @@ async def test_binding_assigns_the_node_once(stack):
     assert e.value.code == 409 and 'already assigned to node "n1"' in e.value.message
 
 
+async def test_binding_refuses_a_gated_pod_and_a_target_other_than_a_node(stack):
+    """setPodNodeAndMetadata rejects binding a scheduling un-ready pod (409), and
+    ValidatePodBinding a target of another kind (422, its field path)."""
+    pods = stack.client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "gated", "namespace": "default"},
+                       "spec": {"schedulingGates": [{"name": "example.com/hold"}],
+                                "containers": [{"name": "c", "image": "pause"}]}})
+    with pytest.raises(APIError) as e:
+        await pods.create_subresource("gated", "binding", binding("gated", "n1"), "default")
+    assert e.value.code == 409 and e.value.message.endswith("pod gated has non-empty .spec.schedulingGates")
+    assert "nodeName" not in (await pods.get("gated", "default"))["spec"]
+    await new_pod(stack.client, "p")
+    wrong = binding("p", "n1")
+    wrong["target"]["kind"] = "Pod"
+    with pytest.raises(APIError) as e:
+        await pods.create_subresource("p", "binding", wrong, "default")
+    assert e.value.code == 422
+    assert [(c["field"], c["reason"]) for c in e.value.details["causes"]] == [("target.kind", "FieldValueNotSupported")]
+    assert "nodeName" not in (await pods.get("p", "default"))["spec"]
+
+
 async def test_binding_checks_the_uid_precondition(stack):
     pods = stack.client.resource("", "v1", "pods")
     await new_pod(stack.client, "p")

@@ -15,7 +15,6 @@ from nanokube.registry.core import (
     ServiceAccountStrategy,
     ServiceIPAllocator,
     ServiceStrategy,
-    bind_pod,
     validate_binding,
 )
 from nanokube.registry.core_pods import pod_summary, qos_class
@@ -317,13 +316,13 @@ def test_pod_status_update_terminated_container_stays_terminated():
     assert errs_by_field(s.validate_status_update(new, old)) == {("status.containerStatuses[0].state", "FieldValueForbidden")}
 
 
-def test_binding():
-    _, pod = created_pod()
-    assert validate_binding({"target": {"kind": "Pod", "name": "n"}})[0].field == "target.kind"
-    assert bind_pod(pod, {"target": {"kind": "Node", "name": "node-1"}}) is None
-    assert pod["spec"]["nodeName"] == "node-1"
-    assert {"type": "PodScheduled", "status": "True"} in pod["status"]["conditions"]
-    assert bind_pod(pod, {"target": {"name": "node-2"}}) == 'pod p is already assigned to node "node-1"'
+def test_binding_validation():
+    """ValidatePodBinding: a target names a Node, by name."""
+    assert [(e.field, e.reason) for e in validate_binding({"target": {"kind": "Pod", "name": "n"}})] == [
+        ("target.kind", "FieldValueNotSupported")]
+    assert [(e.field, e.reason) for e in validate_binding({"target": {"kind": "Node"}})] == [
+        ("target.name", "FieldValueRequired")]
+    assert validate_binding({"target": {"name": "n"}}) == []
 
 
 def test_pod_field_selectors():
