@@ -995,11 +995,13 @@ class GenericREST:
             elif patch_type == "application/apply-patch+yaml":
                 parsed = await serializer.off_loop(serializer.loads_yaml, patch)
             else:
-                parsed = serializer.loads_json(patch)
+                parsed = serializer.loads_json(patch, lenient=True)
         except errors.APIError:
             raise
         except Exception as e:
             raise errors.bad_request(f"error decoding patch: {e}") from None
+        if parsed is not None and serializer.OUT_OF_RANGE.get():
+            _patch_out_of_range(patch_type, parsed, opts)
         changed = _STATUS if seen else None
         if patch_type in (MERGE_PATCH, STRATEGIC_PATCH) and isinstance(parsed, dict) and version == res.storage_version:
             changed = _patched_fields(parsed, patch_type == STRATEGIC_PATCH)
@@ -1043,7 +1045,7 @@ class GenericREST:
                     memo = status_patch.key(sch, patch_type, patch, current, (res.group, res.plural, opts.field_manager))
                     remembered = status_patch.get(memo, sch) if memo is not None else None
                 if parsed is None and remembered is None:
-                    parsed = serializer.loads_json(patch)
+                    parsed = serializer.loads_json(patch, lenient=True)
                 try:
                     if remembered is not None:
                         body = {"status": remembered}
@@ -1332,7 +1334,24 @@ def _with_status(live: dict, patched: dict) -> dict:
 def _handed(parsed: dict, raw: bytes, attempt: int) -> dict:
     """The decoded patch a merge may take over: the request's own decode the first time (nothing
     reads it after the merge), a fresh one for each retry (the merge changed the first)."""
-    return parsed if attempt == 0 else serializer.loads_json(raw)
+    return parsed if attempt == 0 else serializer.loads_json(raw, lenient=True)
+
+
+def _patch_out_of_range(patch_type: str, parsed: Any, opts: WriteOptions) -> None:
+    """A number past float64's range in a json, merge or strategic merge patch. Upstream decodes a
+    strategic merge patch into a map[string]interface{} (strategicPatchObject), and a json or merge
+    patch so too under Strict or Warn (applyJSPatch's strict pass, a json patch's op values only):
+    Go refuses the number there, 400. A json or merge patch under Ignore is merged as raw JSON text,
+    and the patched object is decoded as a create's body is (`_decode_checks`)."""
+    if patch_type == "application/json-patch+json":
+        values = [op["value"] for op in parsed if type(op) is dict and "value" in op] if type(parsed) is list else []
+    else:
+        values = parsed if type(parsed) is dict else None
+    number = gojson.find_out_of_range(values)
+    if number is None or (patch_type != STRATEGIC_PATCH and opts.field_validation == "Ignore"):
+        return
+    message = f"json: cannot unmarshal number {number} into Go value of type float64"
+    raise errors.bad_request(message if patch_type == STRATEGIC_PATCH else f"error decoding patch: {message}")
 
 
 def _patched_fields(patch: dict, smp: bool) -> set[str] | None:

@@ -217,14 +217,15 @@ def float_or_out_of_range(text: str) -> float:
 
 
 def find_out_of_range(value: object) -> OutOfRange | None:
-    """The first OutOfRange number left in a decoded value (an explicit stack: any depth)."""
+    """The first OutOfRange number left in a decoded value, in document order, the one Go's decoder
+    names (an explicit stack: any depth)."""
     stack = [value]
     while stack:
         v = stack.pop()
         if type(v) is dict:
-            stack.extend(v.values())
+            stack.extend(reversed(v.values()))
         elif type(v) is list:
-            stack.extend(v)
+            stack.extend(reversed(v))
         elif type(v) is OutOfRange:
             return v
     return None

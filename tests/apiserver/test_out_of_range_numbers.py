@@ -70,3 +70,51 @@ async def test_a_custom_resource_refuses_one_anywhere(tmp_path):
                 400, 'Widget in version "v1" cannot be handled as a Widget: '
                      "json: cannot unmarshal number 1e400 into Go value of type float64")
         assert (await call(api, "GET", path))["items"] == []
+
+
+async def _patch(api, path: str, ctype: str, body: str, query: str = "") -> tuple[int, dict]:
+    """PATCH the JSON text as it is: the status and the decoded answer."""
+    def send():
+        r = api.rest_client.pool_manager.request("PATCH", api.configuration.host + path + query, body=body.encode(),
+                                                 headers={"Content-Type": ctype})
+        return r.status, json.loads(r.data)
+    return await asyncio.to_thread(send)
+
+
+MERGE, SMP, JSONPATCH = ("application/merge-patch+json", "application/strategic-merge-patch+json",
+                         "application/json-patch+json")
+FLOAT64 = "json: cannot unmarshal number 1e400 into Go value of type float64"
+
+
+async def test_a_patch_decoded_into_interface_values_refuses_one(tmp_path):
+    """strategicPatchObject decodes the patch into a map[string]interface{} whatever fieldValidation
+    says, as the json and merge patchers' strict pass does under Strict and Warn (the default): Go
+    refuses the number there, the first in the text, and nothing is written."""
+    async with served(tmp_path) as (_, api):
+        assert (await _post(api, CONFIGMAPS, _configmap("cm", '"immutable":false')))[0] == 201
+        cm = f"{CONFIGMAPS}/cm"
+        for query in ("", "?fieldValidation=Ignore"):
+            code, status = await _patch(api, cm, SMP, '{"data":{"c":"d"},"x":[1E999,1e400]}', query)
+            assert (code, status["message"]) == (400, FLOAT64.replace("1e400", "1E999"))
+        for query in ("", "?fieldValidation=Strict", "?fieldValidation=Warn"):
+            code, status = await _patch(api, cm, MERGE, '{"data":{"c":"d"},"x":1e400}', query)
+            assert (code, status["message"]) == (400, f"error decoding patch: {FLOAT64}")
+            code, status = await _patch(api, cm, JSONPATCH, '[{"op":"add","path":"/data/c","value":1e400}]', query)
+            assert (code, status["message"]) == (400, f"error decoding patch: {FLOAT64}")
+        assert (await call(api, "GET", cm))["data"] == {"a": "b"}
+
+
+async def test_a_json_or_merge_patch_under_ignore_is_decoded_as_a_body(tmp_path):
+    """Under fieldValidation=Ignore a json or merge patch is merged as raw JSON text: the number
+    in a field the kind lacks goes with that field, in one it keeps it is Go's type error."""
+    async with served(tmp_path) as (_, api):
+        assert (await _post(api, CONFIGMAPS, _configmap("cm", '"immutable":false')))[0] == 201
+        cm, ignore = f"{CONFIGMAPS}/cm", "?fieldValidation=Ignore"
+        code, patched = await _patch(api, cm, MERGE, '{"data":{"c":"d"},"x":1e400}', ignore)
+        assert code == 200 and patched["data"] == {"a": "b", "c": "d"} and "x" not in patched
+        code, patched = await _patch(api, cm, JSONPATCH, '[{"op":"add","path":"/x","value":-1e400}]', ignore)
+        assert code == 200 and "x" not in patched
+        code, status = await _patch(api, cm, MERGE, '{"data":{"e":1e400}}', ignore)
+        assert code == 400 and status["message"].endswith(
+            "json: cannot unmarshal number into Go struct field ConfigMap.data of type string")
+        assert (await call(api, "GET", cm))["data"] == {"a": "b", "c": "d"}
