@@ -112,12 +112,13 @@ def test_a_gpu_fault_taints_the_device_within_a_second_and_recovery_removes_it(c
     device = _gpu(cluster, "gpu-1", 0)
     nodes, slices = Recorder(cluster, "/api/v1/nodes"), Recorder(cluster, "/apis/resource.k8s.io/v1/resourceslices")
     fault(cluster, "gpu", "gpu-1", device, "--kind", "xid")
-    asked, node = nodes.first(lambda o: f"gpu:{device}:xid" in (o["metadata"].get("annotations") or {}).get(
+    _, node = nodes.first(lambda o: f"gpu:{device}:xid" in (o["metadata"].get("annotations") or {}).get(
         ANNOTATION, ""))
     tainted, obj = slices.first(lambda o: bool(_taints_in(o, "gpu-1", device)))
-    assert tainted - asked <= 1.0
     taints = _taints_in(obj, "gpu-1", device)
     assert [(t["key"], t["effect"]) for t in taints] == [("gpu.nanokube.io/xid", "NoExecute")]
+    # within a second on the server's clock: the fault's write, then the taint added (the watch events' arrival
+    # in this process adds its own delays on a loaded machine)
     written = max(parse_time(m["time"]) for m in node["metadata"]["managedFields"])
     assert 0 <= parse_time(taints[0]["timeAdded"]) - written <= 1
     assert _device_taints(cluster, "gpu-1", device) == taints
