@@ -102,7 +102,7 @@ class Checker:
             inner = target.params[0] if target.name == "optional" else target
             if inner.name == "object" and self.field_type(inner, n.name) is None:
                 self.issue(n, f"undefined field '{n.name}'")
-            elif inner.name not in ("object", "map", "dyn"):
+            elif inner.name not in ("object", "map", "dyn") and not _is_struct(inner):
                 self.issue(n, f"invalid type for field selection: {target}")
             return BOOL
         if target.name == "optional":  # after `.?`, a selection is optional too (cel-go's checkSelectField)
@@ -110,7 +110,7 @@ class Checker:
         return self.select(n, target, n.name)
 
     def select(self, n: Node, target: Type, name: str) -> Type:
-        if target.name == "dyn":
+        if target.name == "dyn" or _is_struct(target):  # a struct's fields are those it was built with
             return DYN
         if target.name == "map":
             return target.params[1]
@@ -137,7 +137,7 @@ class Checker:
             return self.issue(n, f"undeclared reference to '{n.name}' (in container '')")
         for f in n.args:
             self.visit(f.args[0])
-        return DYN
+        return Type(n.name, max_size=len(n.args) or 1)  # Object, Object.spec..., JSONPatch: a type of its own
 
     def visit_comprehension(self, n: Node) -> Type:
         if n.name in OPTIONAL_MACROS:
@@ -247,6 +247,11 @@ class Checker:
         if name == "_+_" and first.name in ("string", "list", "bytes", "dyn"):  # (dyn: any of them)
             return Type(first.name, first.params, sum(a.max_size for a in args), exact=all(a.exact for a in args))
         return _sized(name, first, args, ([n.target] if member else []) + n.args)
+
+
+def _is_struct(t: Type) -> bool:
+    """A type admission's typed construction builds: Object, Object.<path>, JSONPatch."""
+    return t.name in ("Object", "JSONPatch") or t.name.startswith("Object.")
 
 
 def _qualified_name(n: Node) -> str:

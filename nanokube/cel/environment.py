@@ -137,7 +137,7 @@ class Program:
         refuses it); other `dyn` results are where this checker knows less
         than cel-go, and pass."""
         t = self.checked.result
-        if t.name == type_name:
+        if t.name == type_name or str(t) == type_name:
             return True
         if t.name != "dyn":
             return False

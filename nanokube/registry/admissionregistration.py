@@ -533,7 +533,8 @@ def validate_mutating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
         elif not expr:
             errs.append(required(f"{p}.{field}.expression", "expression is not specified"))
         else:
-            errs += _cel_errors(expr, f"{p}.{field}.expression", policy_variables(spec), variable_types(spec))
+            errs += _cel_errors(expr, f"{p}.{field}.expression", policy_variables(spec), variable_types(spec),
+                                returns=("Object",) if pt == "ApplyConfiguration" else ("list(JSONPatch)",))
     return errs
 
 

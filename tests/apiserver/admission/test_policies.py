@@ -419,3 +419,29 @@ async def test_request_and_namespace_object_are_typed(stack):
         "validations": [{"expression": "request.operation == 'CREATE' && request.kind.kind == 'Pod' && "
                                        "namespaceObject.metadata.labels.all(k, k != '') && "
                                        "namespaceObject.status.phase != 'Terminating'"}]}})
+
+
+async def test_mutations_must_build_their_patch_types(stack):
+    """Upstream's ApplyConfigurationWrapper and JSONPatchWrapper return types: an apply configuration
+    is an `Object{...}` and a JSON patch a list of `JSONPatch{...}`; plain maps are refused when the
+    MutatingAdmissionPolicy is written, as kube-apiserver refuses them."""
+    rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                "resources": ["configmaps"]}]}
+    policies = api(stack, "mutatingadmissionpolicies")
+    with pytest.raises(APIError) as e:
+        await policies.create({"metadata": {"name": "p"}, "spec": {
+            "matchConstraints": rules, "reinvocationPolicy": "Never", "mutations": [
+                {"patchType": "ApplyConfiguration",
+                 "applyConfiguration": {"expression": '{"metadata": {"labels": {"a": "b"}}}'}},
+                {"patchType": "JSONPatch", "jsonPatch": {"expression": '[{"op": "add", "path": "/x"}]'}}]}})
+    assert [c["field"] + ": " + c["message"] for c in e.value.details["causes"]] == [
+        'spec.mutations[0].applyConfiguration.expression: Invalid value: "{\\"metadata\\": {\\"labels\\": '
+        '{\\"a\\": \\"b\\"}}}": must evaluate to Object but got map(string, map(string, map(string, string)))',
+        'spec.mutations[1].jsonPatch.expression: Invalid value: "[{\\"op\\": \\"add\\", \\"path\\": \\"/x\\"}]": '
+        'must evaluate to list(JSONPatch) but got list(map(string, string))']
+    await policies.create({"metadata": {"name": "ok"}, "spec": {
+        "matchConstraints": rules, "reinvocationPolicy": "Never", "mutations": [
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {
+                "expression": 'Object{metadata: Object.metadata{labels: {"a": "b"}}}'}},
+            {"patchType": "JSONPatch", "jsonPatch": {
+                "expression": 'has(object.data) ? [JSONPatch{op: "add", path: "/data/x", value: "1"}] : []'}}]}})
