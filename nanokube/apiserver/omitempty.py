@@ -5,7 +5,9 @@ kube-apiserver decodes a body into Go structs and encodes them back: a value sca
 `paused: false` is neither stored nor served, and so is an omitempty list, map or []byte sent
 empty (`args: []`, `labels: {}`, `caBundle: ""`). A pointer keeps its zero (`replicas: 0`), and
 so does a field without `omitempty` (a PodDisruptionBudget's `disruptionsAllowed: 0`, a
-condition's `status`, a Role's `rules: []`).
+condition's `status`); a list or map without it is encoded even when nil, as `null`, and is nil
+once stored whether it was sent empty or not at all (etcd's protobuf keeps no empty repeated
+field): upstream serves a Role's `rules: null`, an EndpointSlice's `endpoints: null` (`nulled`).
 
 Which fields are omitempty is a json tag that no shipped data carries (machinery/jsontags.py):
 a value scalar is omitempty when the protobuf table flags it "o" (a non-nullable field the OpenAPI
@@ -41,10 +43,16 @@ def kept(name: str) -> frozenset[str]:
     return NOT_OMITEMPTY.get(name, frozenset()) if name in _scope() else frozenset()
 
 
+def nulled(name: str) -> frozenset[str]:
+    """The optional lists and maps of built-in definition `name` tagged without omitempty: served
+    as `null` when left out or sent empty (jsontags.KEEP_EMPTY)."""
+    return _empties()[1].get(name, frozenset())
+
+
 def empties(name: str) -> dict[str, type]:
     """The omitempty lists (`list`), maps (`dict`) and byte strings (`str`: base64 of a []byte) of
     built-in definition `name`, by field: sent empty, one is unset. None outside the reviewed types."""
-    return _empties().get(name, {})
+    return _empties()[0].get(name, {})
 
 
 def held(name: str) -> frozenset[str]:
@@ -76,28 +84,43 @@ def _fields() -> dict[str, frozenset[str]]:
     return out
 
 
+#: not a tag: the field manager reads `managedFields: []` as a request to reset the owners
+_FIELD_MANAGER_READS = ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "managedFields")
+
+
 @functools.cache
-def _empties() -> dict[str, dict[str, type]]:
+def _empties() -> tuple[dict[str, dict[str, type]], dict[str, frozenset[str]]]:
+    """(`empties` and `nulled` of every reviewed definition)."""
     defs = k8s.definitions()
-    out = {}
+    out, nulls = {}, {}
     for name in _scope():
         d = defs[name]
-        required = set(d.get("required") or ()) | KEEP_EMPTY.get(name, frozenset())
+        required = set(d.get("required") or ())
+        keep = KEEP_EMPTY.get(name, frozenset())
         found: dict[str, type] = {}
+        null = set()
         for k, prop in (d.get("properties") or {}).items():
-            if k in required:
+            if k in required or (name, k) == _FIELD_MANAGER_READS:
                 continue
             types = prop.get("type")
             types = {types} if isinstance(types, str) else set(types or ())
             if "array" in types:
-                found[k] = list
+                kind: type = list
             elif "object" in types and isinstance(prop.get("additionalProperties"), dict):
-                found[k] = dict
+                kind = dict
             elif "string" in types and prop.get("format") == "byte":
-                found[k] = str
+                kind = str
+            else:
+                continue
+            if k not in keep:
+                found[k] = kind
+            elif kind is not str:
+                null.add(k)
         if found:
             out[name] = found
-    return out
+        if null:
+            nulls[name] = frozenset(null)
+    return out, nulls
 
 
 @functools.cache

@@ -1388,6 +1388,8 @@ def _check_fields(obj: dict, sch: dict, changed: set[str] | None,
             obj[k] = view[k]
         else:
             del obj[k]
+    for k in view.keys() - obj.keys():  # a list left out that decodes as null (omitempty.nulled)
+        obj[k] = view[k]
     return out
 
 

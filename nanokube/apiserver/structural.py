@@ -19,7 +19,8 @@ a time, which Go encodes as null either way (but ObjectMeta's creationTimestamp,
 omitzero since 1.34: a template's `creationTimestamp: null` is dropped).
 Likewise an omitempty value field of a built-in type, sent as its zero
 (`hostNetwork: false`, `nodeName: ""`, `paused: false`), and an omitempty list
-or map sent empty (`args: []`, `labels: {}`) decode as unset (omitempty.py).
+or map sent empty (`args: []`, `labels: {}`) decode as unset, while a list or
+map tagged without omitempty, left out or empty, is null (omitempty.py).
 
 A schema is compiled once into a tree of closures (cached per definition), so
 the per-request cost is one walk of the object. Paths are built only when
@@ -156,14 +157,16 @@ class _Compiler:
         from . import omitempty
 
         return self.node(k8s.definitions()[name], _go_name(name), omitempty.fields(name), omitempty.empties(name),
-                         omitempty.held(name))[0]
+                         omitempty.held(name), omitempty.nulled(name))[0]
 
     def node(self, node: dict[str, Any], struct: str = "", omit: frozenset[str] = frozenset(),
-             empty: dict[str, type] | None = None, hold: frozenset[str] = frozenset()) -> tuple[Checker, str]:
+             empty: dict[str, type] | None = None, hold: frozenset[str] = frozenset(),
+             null: frozenset[str] = frozenset()) -> tuple[Checker, str]:
         """A checker for a schema node, and the Go type name errors show for it; `omit`: a Go
         struct's omitempty value fields (a zero one decodes as unset), `empty`: its omitempty lists
         and maps, by field (list or dict: an empty one decodes as unset), `hold`: those of them a
-        create's validation reads."""
+        create's validation reads, `null`: its lists and maps tagged without omitempty (left out
+        or empty, one decodes as null, what upstream serves once stored)."""
         if "$ref" in node:
             return self.ref(node["$ref"][len(k8s.REF_PREFIX):])
         if node.get("x-kubernetes-int-or-string"):
@@ -199,7 +202,7 @@ class _Compiler:
             fields = {k: self.node(v) for k, v in (props or {}).items()}
             required = set(node.get("required") or ())
             return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit - required, empty or {},
-                                 hold), dict), go
+                                 hold, null), dict), go
         return _accept, "interface {}"
 
 
@@ -403,8 +406,9 @@ def _map(value: Checker, go: str) -> Checker:
 
 def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str],
             omit: frozenset[str] = frozenset(), empty: dict[str, type] | None = None,
-            hold: frozenset[str] = frozenset()) -> Checker:
+            hold: frozenset[str] = frozenset(), null: frozenset[str] = frozenset()) -> Checker:
     empty = empty or {}
+    null_fields = tuple(null)  # lists and maps tagged without omitempty: null when nil, empty included
     simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
     nested = {k: c for k, (c, _) in fields.items()}
     # what a null field becomes: a required scalar's zero value, a time's null, else nothing;
@@ -442,14 +446,22 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
                         res.held.append((v, k))
                     else:
                         nulls = (nulls or []) + [k]
+                elif not x and k in null and type(x) in (list, dict):
+                    nulls = (nulls or []) + [k]
         if nulls and res.nulls:
             for k in nulls:
                 if k in omit:
                     del v[k]
                 elif k in zeros:
                     v[k] = zeros[k]()
+                elif k in null:
+                    v[k] = None
                 elif k not in keep_null:
                     del v[k]
+        if null_fields and res.nulls:
+            for k in null_fields:
+                if k not in v:
+                    v[k] = None
     return check
 
 

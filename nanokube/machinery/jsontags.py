@@ -102,8 +102,11 @@ OMITEMPTY_SCALARS: dict[str, frozenset[str]] = {
     "io.k8s.api.certificates.v1beta1.PodCertificateRequestStatus": frozenset({"certificateChain"}),
 }
 
-#: optional lists, maps and byte strings upstream tags without omitempty: an empty one is encoded
-#: as sent (every other optional one of a reviewed type is omitempty: an empty one is left out)
+#: optional lists, maps and byte strings upstream tags without omitempty (every other optional one
+#: of a reviewed type is omitempty: an empty one is left out). Such a list or map is always encoded,
+#: as `null` when nil; and etcd's protobuf keeps no empty repeated field or map, so one sent empty
+#: is nil once stored: left out or sent empty, it is served as `null` (an EndpointSlice's
+#: `endpoints: null`). A byte string keeps its "".
 KEEP_EMPTY: dict[str, frozenset[str]] = {
     "io.k8s.api.certificates.v1beta1.PodCertificateRequestSpec": frozenset({"pkixPublicKey", "proofOfPossession"}),
     "io.k8s.api.rbac.v1.Role": frozenset({"rules"}),
@@ -118,8 +121,6 @@ KEEP_EMPTY: dict[str, frozenset[str]] = {
     **{f"io.k8s.api.resource.{v}.AllocatedDeviceStatus": frozenset({"conditions"})
        for v in ("v1", "v1beta2", "v1beta1")},
     **{f"io.k8s.api.scheduling.{v}.WorkloadSpec": frozenset({"podGroupTemplates"}) for v in ("v1beta1", "v1alpha3")},
-    # not a tag: the field manager reads an empty list sent as a request to reset the field's owners
-    "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": frozenset({"managedFields"}),
 }
 
 #: omitempty lists whose emptiness upstream's validation of a create reads (it runs on the decoded

@@ -104,12 +104,17 @@ async def test_empty_omitempty_lists_and_maps_are_neither_stored_nor_served(tmp_
         assert replaced["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
 
-async def test_lists_upstream_encodes_without_omitempty_keep_their_empty_value(tmp_path):
+async def test_lists_upstream_encodes_without_omitempty_are_null_when_empty_or_left_out(tmp_path):
+    """Go encodes a nil list tagged without omitempty as null, and etcd's protobuf keeps no empty
+    repeated field: upstream serves `rules: null` for a Role sent `rules: []` or none."""
     async with served(tmp_path) as (_, api):
         rbac, discovery = client.RbacAuthorizationV1Api(api), client.DiscoveryV1Api(api)
         role = await _json(rbac.create_namespaced_role, "default",
                            {"metadata": {"name": "r", "labels": {}}, "rules": []})
-        assert role["rules"] == [] and "labels" not in role["metadata"]
+        assert role["rules"] is None and "labels" not in role["metadata"]
+        bare = await _json(rbac.create_cluster_role, {"metadata": {"name": "bare"}})
+        assert bare["rules"] is None
+        assert (await _json(rbac.read_cluster_role, "bare"))["rules"] is None
         cluster_role = await _json(rbac.create_cluster_role, {
             "metadata": {"name": "agg"}, "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"],
                                                     "resourceNames": [], "nonResourceURLs": []}]})
@@ -117,7 +122,10 @@ async def test_lists_upstream_encodes_without_omitempty_keep_their_empty_value(t
         slice_ = await _json(discovery.create_namespaced_endpoint_slice, "default", {
             "metadata": {"name": "s"}, "addressType": "IPv4", "ports": [],
             "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {}, "deprecatedTopology": {}}]})
-        assert slice_["ports"] == [] and slice_["endpoints"] == [{"addresses": ["10.0.0.1"], "conditions": {}}]
+        assert slice_["ports"] is None and slice_["endpoints"] == [{"addresses": ["10.0.0.1"], "conditions": {}}]
+        empty = await _json(discovery.create_namespaced_endpoint_slice, "default",
+                            {"metadata": {"name": "e"}, "addressType": "IPv4", "endpoints": []})
+        assert (empty["endpoints"], empty["ports"]) == (None, None)
 
 
 async def test_an_empty_list_a_creates_validation_reads_is_left_for_it_then_dropped(tmp_path):
@@ -162,7 +170,7 @@ async def test_dra_flowcontrol_admission_and_storage_kinds_drop_their_omitempty_
             "tolerations": [{"operator": "Exists"}]}}]}
         empty = await _json(client.ResourceV1Api(api).create_namespaced_resource_claim, "default",
                             {"metadata": {"name": "none"}, "spec": {"devices": {"requests": []}}})
-        assert empty["spec"]["devices"] == {"requests": []}  # DeviceClaim.requests is not omitempty
+        assert empty["spec"]["devices"] == {"requests": None}  # DeviceClaim.requests is not omitempty
 
         schema = await _json(client.FlowcontrolApiserverV1Api(api).create_flow_schema, {
             "metadata": {"name": "f"}, "spec": {
@@ -171,7 +179,7 @@ async def test_dra_flowcontrol_admission_and_storage_kinds_drop_their_omitempty_
                            "resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"],
                                               "clusterScope": True, "namespaces": []}], "nonResourceRules": []}]}})
         assert schema["spec"]["rules"] == [{"subjects": [{"kind": "Group", "group": {"name": "g"}}], "resourceRules": [
-            {"verbs": ["get"], "apiGroups": [""], "resources": ["pods"], "clusterScope": True, "namespaces": []}]}]
+            {"verbs": ["get"], "apiGroups": [""], "resources": ["pods"], "clusterScope": True, "namespaces": None}]}]
 
         policy = await _json(client.AdmissionregistrationV1Api(api).create_validating_admission_policy, {
             "metadata": {"name": "p"}, "spec": {
@@ -186,7 +194,7 @@ async def test_dra_flowcontrol_admission_and_storage_kinds_drop_their_omitempty_
         storage = client.StorageV1Api(api)
         node = await _json(storage.create_csi_node, {"metadata": {"name": "n"}, "spec": {"drivers": [
             {"name": "csi.example.com", "nodeID": "n", "topologyKeys": []}]}})
-        assert node["spec"]["drivers"] == [{"name": "csi.example.com", "nodeID": "n", "topologyKeys": []}]
+        assert node["spec"]["drivers"] == [{"name": "csi.example.com", "nodeID": "n", "topologyKeys": None}]
         driver = await _json(storage.create_csi_driver, {"metadata": {"name": "csi.example.com"}, "spec": {
             "volumeLifecycleModes": [], "tokenRequests": []}})
         assert "tokenRequests" not in driver["spec"] and driver["spec"]["volumeLifecycleModes"] == ["Persistent"]
@@ -257,3 +265,15 @@ async def test_an_empty_ca_bundle_is_left_out(tmp_path):
         webhook = got["webhooks"][0]
         assert webhook["clientConfig"] == {"url": "https://example.com/v"}
         assert webhook["admissionReviewVersions"] == ["v1"] and not {"rules", "matchConditions"} & set(webhook)
+
+
+async def test_a_patch_that_removes_a_list_tagged_without_omitempty_leaves_it_null(tmp_path):
+    slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+    async with served(tmp_path) as (_, api):
+        await call(api, "POST", slices, {"metadata": {"name": "s"}, "addressType": "IPv4",
+                                         "endpoints": [{"addresses": ["10.0.0.1"]}], "ports": [{"port": 80}]})
+        got = await call(api, "PATCH", f"{slices}/s", {"endpoints": None}, content_type="application/merge-patch+json")
+        assert got["endpoints"] is None and got["ports"] == [{"name": "", "port": 80, "protocol": "TCP"}]
+        same = await call(api, "PATCH", f"{slices}/s", [{"op": "add", "path": "/endpoints", "value": []}],
+                          content_type="application/json-patch+json")
+        assert same["endpoints"] is None and same["metadata"]["resourceVersion"] == got["metadata"]["resourceVersion"]
