@@ -227,6 +227,7 @@ class Proxier:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.recorder.close()  # Event writes waiting to be tried again (the broadcaster's Shutdown)
         if self.service_health is not None:
             await self.service_health.close()
         self.nft.close()  # its socket would keep a deleted node namespace alive
