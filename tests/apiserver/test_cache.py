@@ -48,8 +48,10 @@ async def test_follows_the_store_and_reads_your_writes(env):
 async def test_a_wait_fails_at_its_own_deadline_and_leaves_the_others_waiting(env):
     store, cache = env
     long = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=5))
-    short = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=0.05))
-    met = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=0.05))
+    # one deadline for both: its timer fails the one and forgets the other, met before it (a second leaves a
+    # loaded machine time to get the create into the cache first)
+    short = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=1))
+    met = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=1))
     await asyncio.sleep(0)
     await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
     await met  # met before its deadline: no error when the deadline passes
