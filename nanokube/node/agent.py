@@ -231,6 +231,7 @@ class NodeAgent:
         self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock)
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
+        self.volumes.host_paths = self.runtime.name == "process"
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
         #: prober_probe_total: (probe_type, result, container, pod, namespace, pod_uid) -> probes run

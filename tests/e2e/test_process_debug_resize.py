@@ -61,12 +61,16 @@ def test_kubectl_patch_resize_is_actuated_by_the_process_node(c):
 def test_kubectl_debug_node_runs_in_the_nodes_network(c):
     """`kubectl debug node/N` makes a hostNetwork pod: the kubelet gives it the node's IP (podIP is
     the hostIP) and runs it in the node's network and UTS namespaces, so it sees the node's address
-    and hostname, and reaches the node's own listeners (kube-proxy's /healthz on :10256)."""
+    and hostname, and reaches the node's own listeners (kube-proxy's /healthz on :10256); its
+    hostPath volume of / at /host is the host's root, so the node's files are there."""
     node = c.kubectl_json("get", "pod", "app")["spec"]["nodeName"]
+    marker = c.data_dir / "host-marker"
+    marker.write_text("from the host\n")
     out = c.kubectl("debug", "-i", f"node/{node}", "--image=busybox", "--",
                     "sh", "-c", "hostname; echo HOSTNAME=$HOSTNAME; ip -4 -o addr show dev eth0; "
-                    "wget -q -O- http://127.0.0.1:10256/healthz",
+                    f"wget -q -O- http://127.0.0.1:10256/healthz; echo; cat /host{marker}",
                     input="", timeout=90).stdout
+    assert out.endswith("\nfrom the host\n"), out
     node_ip = next(a["address"] for a in c.kubectl_json("get", "node", node)["status"]["addresses"]
                    if a["type"] == "InternalIP")
     assert f"{node}\nHOSTNAME={node}\n" in out and f" inet {node_ip}/" in out and '"nodeEligible":true' in out, out
@@ -75,6 +79,24 @@ def test_kubectl_debug_node_runs_in_the_nodes_network(c):
     assert (st["podIP"], st["podIPs"], st["hostIP"]) == (node_ip, [{"ip": node_ip}], node_ip)
     c.kubectl("delete", "pod", pod["metadata"]["name"], "--timeout=60s")
     assert {f"{c.prefix}n{i}" for i in range(3)} <= set(list_netns()), "the nodes' namespaces outlive the pod"
+
+
+def test_a_host_path_volume_is_checked_by_its_type(c, tmp_path):
+    """hostPath types as the kubelet checks them: DirectoryOrCreate makes the directory, which the
+    container then sees; Directory on a path that is no directory fails the mount (FailedMount)."""
+    made, missing = tmp_path / "made", tmp_path / "missing"
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": {
+        "restartPolicy": "Never", "volumes": [{"name": "data", "hostPath": {"path": str(path), "type": kind}}],
+        "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", "ls -ld /data | cut -c1"],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}}
+            for name, path, kind in (("made", made, "DirectoryOrCreate"), ("missing", missing, "Directory"))]
+    c.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    wait_for(lambda: c.kubectl_json("get", "pod", "made")["status"].get("phase") == "Succeeded", 60, "made ran")
+    assert made.is_dir() and c.kubectl("logs", "made").stdout == "d\n"
+    message = f'MountVolume.SetUp failed for volume "data" : hostPath type check failed: {missing} is not a directory'
+    wait_for(lambda: message in c.kubectl("events", "--for", "pod/missing").stdout, 60, "FailedMount")
+    assert not missing.exists()
+    c.kubectl("delete", "pod", "made", "missing", "--wait=false")
 
 
 def test_the_process_node_reports_the_volume_mounts(c):

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from ...client.record import CoreEventRecorder
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
+from .host_path import host_path
 from .persistent import persistent_volume_claim
 from .projected import downward_api, projected
 from .sources import MountError, config_map, empty_dir, secret
@@ -38,7 +39,7 @@ Source = Callable[["VolumeManager", dict, dict, str], Awaitable[float | None]]
 
 SOURCES: dict[str, Source] = {"configMap": config_map, "secret": secret, "emptyDir": empty_dir, "projected": projected,
                             "downwardAPI": downward_api, "persistentVolumeClaim": persistent_volume_claim,
-                            "ephemeral": persistent_volume_claim}
+                            "ephemeral": persistent_volume_claim, "hostPath": host_path}
 
 
 class VolumeManager:
@@ -49,6 +50,8 @@ class VolumeManager:
         """`watched`: the ConfigMap and Secret managers ("configmaps", "secrets") the pods' volumes
         read through, shared by the node agents of a process; this node's own when None."""
         self.client = client
+        #: whether hostPath volumes are this host's paths (the process runtime's containers run on it)
+        self.host_paths = False
         self._own_watched = watched is None
         self.watched = watched or {p: WatchBasedManager(client, p, clock) for p in ("configmaps", "secrets")}
         self.node_name = node_name
