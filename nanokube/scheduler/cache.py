@@ -12,6 +12,10 @@ from .framework import PodInfo
 from .resources import Resources, from_list
 
 
+#: the images of a node that lists none: shared, never changed
+_NO_IMAGES: dict[str, int] = {}
+
+
 class NodeInfo:
     """A node and the totals scheduling reads: allocatable, requested,
     non-zero requested (for scoring), host ports in use and pod count.
@@ -61,6 +65,7 @@ class NodeInfo:
         "allowed_pods",
         "anti_affinity_pods",
         "generation",
+        "images",
         "node",
         "nonzero",
         "pods",
@@ -84,6 +89,8 @@ class NodeInfo:
         self.anti_affinity_pods: dict[str, PodInfo] = {}
         self.ports: list[tuple[str, str, int]] = []
         self.generation = 0
+        #: image name -> size in bytes, for every name of every image in status.images (ImageLocality)
+        self.images: dict[str, int] = _NO_IMAGES
         self._totals()
 
     def _totals(self) -> None:
@@ -110,7 +117,10 @@ class NodeInfo:
         # the shared empty tuple: TaintToleration's test of an untainted node reads no object of its own
         self.taints = spec.get("taints") or ()
         self.unschedulable = bool(spec.get("unschedulable"))
-        alloc = (node.get("status") or {}).get("allocatable") or {}
+        status = node.get("status") or {}
+        self.images = {name: image.get("sizeBytes") or 0 for image in status.get("images") or ()
+                       for name in image.get("names") or ()} or _NO_IMAGES
+        alloc = status.get("allocatable") or {}
         self.allocatable = from_list(alloc)
         try:
             self.allowed_pods = int(str(alloc.get("pods", "0")))
@@ -182,7 +192,7 @@ class NodeInfo:
         c.nonzero_cpu, c.nonzero_memory = self.nonzero_cpu, self.nonzero_memory
         c.used_cpu, c.used_memory = self.used_cpu, self.used_memory
         c.labels, c.name, c.allocatable, c.allowed_pods = self.labels, self.name, self.allocatable, self.allowed_pods
-        c.generation, c.node = self.generation, self.node
+        c.generation, c.node, c.images = self.generation, self.node, self.images
         return c
 
     def without(self, uids: set[str]) -> NodeInfo:
@@ -265,6 +275,10 @@ class Snapshot:
         #: label key -> value -> names of the nodes carrying it, so a nodeSelector finds its
         #: nodes (or learns there are none) without visiting every node
         self.label_index: dict[str, dict[str, set[str]]] = {}
+        #: image name -> how many nodes list it in status.images (upstream's ImageStateSummary.NumNodes),
+        #: kept by Cache.update_snapshot as nodes change (`counted`), so ImageLocality reads the
+        #: spread of an image without a walk of every node
+        self.image_nodes: dict[str, int] = {}
         #: how many nodes are unschedulable and how many tainted, kept by Cache.update_snapshot
         #: (`counted`; a view whose `nodes` were set directly is not), so the checks only such a
         #: node can fail (NodeUnschedulable, TaintToleration) know without a walk that none can
@@ -318,6 +332,21 @@ class Snapshot:
                         del self.label_index[key]
         for key, value in (new or {}).items():
             self.label_index.setdefault(key, {}).setdefault(value, set()).add(name)
+
+    def _reimage(self, old: dict | None, new: dict | None) -> None:
+        """Keeps `image_nodes` in step with a node's images (a clone shares its node's dict: a
+        pod change costs one identity test)."""
+        if old is new:
+            return
+        counts = self.image_nodes
+        for name in old or ():
+            left = counts[name] - 1
+            if left:
+                counts[name] = left
+            else:
+                del counts[name]
+        for name in new or ():
+            counts[name] = counts.get(name, 0) + 1
 
     def have_pods_with_affinity(self) -> list[NodeInfo]:
         """Nodes with a pod carrying any inter-pod (anti-)affinity term."""
@@ -524,11 +553,13 @@ class Cache:
                 snap.infos.pop(name, None)
                 snap._replaced(name, None)
                 snap._relabel(name, old.labels if old is not None else None, None)
+                snap._reimage(old.images if old is not None else None, None)
             else:
                 snap.infos[name] = info.clone()
                 snap._count(info, 1)
                 snap._replaced(name, snap.infos[name])
                 snap._relabel(name, old.labels if old is not None else None, info.labels)
+                snap._reimage(old.images if old is not None else None, info.images)
         snap.counted = True
         if self._order_changed:
             snap.nodes = list(snap.infos.values())

@@ -46,7 +46,8 @@ def test_profiles_with_disabled_score_plugins_weights_and_args():
          "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}]}])
     default, packing = c.profiles
     assert default.percentage_of_nodes_to_score == 30 and packing.percentage_of_nodes_to_score == 70
-    assert packing.points["score"] == ["NodeResourcesFit", "TaintToleration", "NodeAffinity", "PodTopologySpread"]
+    assert packing.points["score"] == ["NodeResourcesFit", "TaintToleration", "NodeAffinity", "PodTopologySpread",
+                                     "ImageLocality"]
     assert "InterPodAffinity" not in packing.plugins and "InterPodAffinity" not in packing.points["filter"]
     assert packing.weights["NodeResourcesFit"] == 5
     assert packing.args["NodeResourcesFit"] == {"scoringStrategy": {"type": "MostAllocated", "resources": [

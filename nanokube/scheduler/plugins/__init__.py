@@ -9,6 +9,7 @@ from .dynamic_resources import DynamicResources
 from .gang import GangScheduling
 from .gpu_baselines import GPUBestFit, GPUDotProduct, GPUPacking, RandomScore
 from .gpu_fragmentation import GPUFragmentationGradient
+from .image_locality import ImageLocality
 from .inter_pod_affinity import InterPodAffinity
 from .node_affinity import NodeAffinity
 from .node_name import NodeName
@@ -26,15 +27,16 @@ from .volume_zone import VolumeZone
 
 REGISTRY = {p.name: p for p in (PrioritySort, SchedulingGates, GangScheduling, NodeUnschedulable, NodeName, TaintToleration,
                                 NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation,
-                                VolumeRestrictions, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, DefaultBinder,
+                                VolumeRestrictions, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption, ImageLocality, DefaultBinder,
                                 GPUFragmentationGradient, GPUBestFit, GPUDotProduct, GPUPacking, RandomScore)}
 
 #: upstream's default plugin set (of those implemented) and score weights
 DEFAULT_PLUGINS = ["PrioritySort", "SchedulingGates", "GangScheduling", "NodeUnschedulable", "NodeName", "TaintToleration",
                    "NodeAffinity", "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
-                   "VolumeRestrictions", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "DefaultPreemption", "DefaultBinder"]
+                   "VolumeRestrictions", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "DefaultPreemption", "ImageLocality", "DefaultBinder"]
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
-                   "NodeResourcesBalancedAllocation": 1, "PodTopologySpread": 2, "InterPodAffinity": 2}
+                   "NodeResourcesBalancedAllocation": 1, "PodTopologySpread": 2, "InterPodAffinity": 2,
+                   "ImageLocality": 1}
 
 
 def default_profile(scheduler_name: str = "default-scheduler") -> Profile:
