@@ -2,6 +2,8 @@
 images' sizes scaled by how many nodes hold them (upstream's
 pkg/scheduler/framework/plugins/imagelocality)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from nanokube import configz
@@ -37,10 +39,10 @@ def snapshot(*nodes: dict) -> Snapshot:
     return snap
 
 
-def scores(snap: Snapshot, p: dict) -> list[int]:
+def scores(snap: Snapshot, p: dict, handle=None) -> list[int]:
     state = CycleState()
     state.snapshot = snap
-    return ImageLocality({}, None).score_nodes(state, info(p), snap.nodes)
+    return ImageLocality({}, handle).score_nodes(state, info(p), snap.nodes)
 
 
 @pytest.mark.parametrize("name,want", [
@@ -104,11 +106,14 @@ def test_snapshot_counts_nodes_per_image_as_nodes_change():
     assert scores(snap, p) == [0]  # 1 MB is below the minimum threshold
 
 
-def test_a_view_of_some_nodes_counts_its_own():
-    snap = snapshot(imaged("n0", (["app:1"], 900 * MB)), node("n1"))
+def test_a_view_of_some_nodes_spreads_over_the_schedulers_snapshot():
+    """A workload placement searches a view of some nodes; the spread is still over every node."""
+    snap = snapshot(imaged("n0", (["app:1"], 900 * MB)), node("n1"), node("n2"))
     view = Snapshot()
-    view.nodes = list(snap.nodes)
-    assert scores(view, with_images(pod("a"), "app:1")) == scores(snap, with_images(pod("a"), "app:1")) == [43, 0]
+    view.nodes = snap.nodes[:2]
+    p = with_images(pod("a"), "app:1")
+    assert scores(view, p, handle=SimpleNamespace(snapshot=snap)) == [100 * (300 * MB - 23 * MB) // (977 * MB), 0] == [28, 0]
+    assert scores(view, p) == [43, 0]  # without a scheduler the view is all there is: 900 MB / 2
 
 
 def test_default_profile_enables_it_with_weight_1_in_configz():

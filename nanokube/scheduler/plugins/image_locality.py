@@ -42,7 +42,7 @@ def calculate_priority(total: int, num_containers: int) -> int:
 def _image_counts(snap, nodes: list) -> tuple[dict[str, int], int]:
     """(image name -> nodes holding it, number of nodes) over the whole snapshot, as upstream
     counts every node, not only the feasible ones: the cache keeps the counts as nodes change;
-    a view built from a list of nodes (a workload placement's) is counted here."""
+    a snapshot built from a list of nodes (no scheduler's) is counted here."""
     if snap is not None and snap.counted:
         return snap.image_nodes, len(snap.nodes)
     pool = snap.nodes if snap is not None else nodes
@@ -54,11 +54,14 @@ class ImageLocality:
     default_weight = 1
 
     def __init__(self, args: dict, handle) -> None:
-        pass
+        self.handle = handle
 
     def score_nodes(self, state, info, nodes) -> list[int]:
         images, num_containers = info.derived(self.name, _pod_images)
-        counts, total = _image_counts(getattr(state, "snapshot", None), nodes)
+        # the scheduler's snapshot (upstream's SnapshotSharedLister), also where the cycle
+        # searches a view of some nodes (a workload placement's)
+        snap = getattr(self.handle, "snapshot", None) or getattr(state, "snapshot", None)
+        counts, total = _image_counts(snap, nodes)
         # an image's scaled size depends on the node only through whether the node holds it
         spread = {name: counts[name] / total for name in set(images) if name in counts}
         if not spread:  # no node holds any of the pod's images: every node scores 0
