@@ -286,7 +286,7 @@ class APIHandlers:
             return error_response(errors.internal(str(e)))
         finally:
             verb, g, v, r, s, _, scope, dry = labels
-            if verb and verb != "WATCH":
+            if verb:  # a watch once it ends (MonitorRequest runs when the handler returns)
                 self.metrics.request_count(verb, dry, g, v, r, s, scope, "apiserver", str(code)).inc()
                 self.metrics.request_latency(verb, dry, g, v, r, s, scope, "apiserver").observe(time.perf_counter() - t0)
 

@@ -77,8 +77,10 @@ def test_request_metrics_carry_kube_apiservers_labels(cluster):
     """apiserver_request_total and apiserver_request_duration_seconds (STABLE) are broken out as
     kube-apiserver's: verb (a server-side apply is APPLY), dry_run, group, version, resource,
     subresource, scope (resource for a named object or a create, namespace, cluster) and
-    component, so dashboards and SLO rules that select on them find the series."""
+    component, so dashboards and SLO rules that select on them find the series; a watch is counted
+    as WATCH once it ends."""
     cluster.kubectl("get", "pods", "-A")
+    cluster.kubectl("get", "--raw", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1")
     cluster.kubectl("get", "pods", "-n", "default")
     cluster.kubectl("get", "namespace", "default")
     cluster.kubectl("create", "configmap", "dry", "--dry-run=server")
@@ -97,6 +99,9 @@ def test_request_metrics_carry_kube_apiservers_labels(cluster):
     assert series("apiserver_request_total", "201", "All", "configmaps", "resource", "POST") in text
     assert series("apiserver_request_total", "201", resource="configmaps", scope="resource", verb="APPLY") in text
     assert series("apiserver_request_duration_seconds_count") in text
+    assert series("apiserver_request_total", "200", resource="configmaps", scope="namespace", verb="WATCH") in text
+    assert series("apiserver_request_duration_seconds_count", resource="configmaps", scope="namespace",
+                  verb="WATCH") in text
     assert ("# HELP apiserver_request_total Counter of apiserver requests broken out for each verb, dry run value, "
             "group, version, resource, scope, component, and HTTP response code.") in text
     assert "_created" not in text, "client_golang's text format has no _created series"
