@@ -111,6 +111,7 @@ class NodeInfo:
         self.least_score = self.balanced_score = 0
 
     def set_node(self, node: dict) -> None:
+        old_images = ((self.node or {}).get("status") or {}).get("images")
         self.node = node
         self.labels = (node.get("metadata") or {}).get("labels") or {}
         spec = node.get("spec") or {}
@@ -118,8 +119,10 @@ class NodeInfo:
         self.taints = spec.get("taints") or ()
         self.unschedulable = bool(spec.get("unschedulable"))
         status = node.get("status") or {}
-        self.images = {name: image.get("sizeBytes") or 0 for image in status.get("images") or ()
-                       for name in image.get("names") or ()} or _NO_IMAGES
+        images = status.get("images")
+        if images != old_images:  # an update that keeps them (a heartbeat) keeps the dict: no recount
+            self.images = {name: image.get("sizeBytes") or 0 for image in images or ()
+                           for name in image.get("names") or ()} or _NO_IMAGES
         alloc = status.get("allocatable") or {}
         self.allocatable = from_list(alloc)
         try:

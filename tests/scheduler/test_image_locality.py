@@ -98,6 +98,9 @@ def test_snapshot_counts_nodes_per_image_as_nodes_change():
     cache.add_pod(info(pod("p")), "n1")  # a pod changes no node's images
     cache.update_snapshot(snap)
     assert snap.image_nodes == {"app:1": 2, "app@sha256:1": 1, "db:1": 1}
+    held = cache.infos["n1"].images
+    cache.update_node(imaged("n1", (["app:1"], MB), (["db:1"], MB)))  # a status post listing the same
+    assert cache.infos["n1"].images is held
     cache.update_node(imaged("n1", (["db:1"], MB)))
     cache.remove_node("n0")
     cache.update_snapshot(snap)
