@@ -11,6 +11,8 @@ from ..machinery.metrics import Family
 #: (CleanScope), `dry_run` the query's dryRun values ("All", "invalid", or ""), `component` the
 #: server that answered ("apiserver": nanokube serves what an aggregator would relay itself)
 _REQUEST_LABELS = ["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"]
+#: requestLatencies' buckets (endpoints/metrics)
+_REQUEST_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60)
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -24,7 +26,7 @@ class APIMetrics:
         self.latency = Family(
             "histogram", "apiserver_request_duration_seconds", "Response latency distribution in seconds for each verb, "
             "dry run value, group, version, resource, subresource, scope and component.",
-            _REQUEST_LABELS, self.registry, _BUCKETS)
+            _REQUEST_LABELS, self.registry, _REQUEST_BUCKETS)
         self.watchers = Family(
             "gauge", "apiserver_registered_watchers", "Number of currently registered watchers for a given resource.",
             ["group", "version", "kind"], self.registry)
