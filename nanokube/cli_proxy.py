@@ -20,7 +20,7 @@ from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.informer import Informer
 from .machinery.errors import APIError
-from .proxy.events import record_node_event
+from .proxy.events import ACTION_START
 from .proxy.modes import ModeError, select_mode
 from .proxy.nftables.layout import TABLE
 from .proxy.nftables.nft import Nft, NftError
@@ -101,8 +101,9 @@ async def _run(args: argparse.Namespace, mode: str, warnings: list[str]) -> int:
         await servers.serve(health_app(proxier.health), args.healthz_bind_address)
         await servers.serve(metrics_app(proxier.registry, mode), args.metrics_bind_address)
         await proxier.start()
+        proxier.node_event("Normal", "Starting", ACTION_START, "")  # upstream's birthCry
         for w in warnings:
-            await record_node_event(proxier.recorder, node, MODE_EVENT_REASON, w)
+            proxier.node_event("Warning", MODE_EVENT_REASON, ACTION_START, w)
         log.info("kube-proxy (%s) for node %s running%s; healthz %s, metrics %s", mode, node,
                  f" in network namespace {args.netns}" if args.netns else "", args.healthz_bind_address or "off",
                  args.metrics_bind_address or "off")

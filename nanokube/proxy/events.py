@@ -1,18 +1,15 @@
-"""Events kube-proxy records about its own Node (core/v1, namespace
-`default`, involvedObject the Node with its name as UID, as upstream does),
-through the proxier's recorder so repeats are counted and spam filtered."""
+"""What kube-proxy's Events (events.k8s.io/v1, through the proxier's recorder) name: its own
+Node, referenced as upstream's s.NodeRef is (by name, which is also its UID, no namespace: the
+Events go to `default`), and the actions they report."""
 
 from __future__ import annotations
 
-from ..client.record import CoreEventRecorder
+#: the action of what kube-proxy reports while starting (upstream's birth cry, its mode warnings)
+ACTION_START = "StartKubeProxy"
+#: the action of a failed rules sync
+ACTION_SYNC = "SyncProxyRules"
 
 
 def node_ref(node: str) -> dict:
     """The Node as kube-proxy refers to it: by name, which is also its UID."""
-    return {"kind": "Node", "apiVersion": "v1", "metadata": {"name": node, "uid": node}}
-
-
-async def record_node_event(recorder: CoreEventRecorder, node: str, reason: str, message: str,
-                            type_: str = "Warning") -> None:
-    """Record the Event; a refusal is logged by the recorder, never raised (events are best effort)."""
-    await recorder.emit(node_ref(node), type_, reason, message)
+    return {"kind": "Node", "name": node, "uid": node}

@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..client.informer import Informer
-from ..client.record import CoreEventRecorder
+from ..client.events import EventBroadcaster
 from ..clock import REAL, Clock
 from ..machinery.services import health_check_node_port
-from .events import record_node_event
+from .events import ACTION_SYNC, node_ref
 from .health import ProxyHealth
 from .service_health import ServiceHealthServer
 from .nftables.layout import TABLE, Config, Endpoint, ServicePort
@@ -52,6 +52,8 @@ from .nftables.nft import Nft
 from .nftables.sync import Syncer, SyncReport
 
 log = logging.getLogger(__name__)
+#: the longest note an events.k8s.io Event may have (validation's noteLengthLimit)
+NOTE_LIMIT = 1024
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 #: nftables family -> the Kubernetes IP family (ipFamilies, EndpointSlice addressType) its table serves
@@ -190,7 +192,10 @@ class Proxier:
         self.health = ProxyHealth(2 * sync_period, clock, self.registry)
         self.service_health = ServiceHealthServer(self.health, health_check_listen, node_name, self._health_check_failed) \
             if health_check_listen else None
-        self.recorder = CoreEventRecorder(client, "kube-proxy", clock, host=node_name)
+        #: events.k8s.io/v1, as upstream's kube-proxy records (reportingInstance kube-proxy-<host>)
+        self.broadcaster = EventBroadcaster(client, clock)
+        self.recorder = self.broadcaster.recorder("kube-proxy", f"kube-proxy-{node_name}")
+        self._writes: set[asyncio.Task] = set()
         self.health_check_ports: dict[str, int] = {}  # service key -> its healthCheckNodePort
         self.services = Informer(client.resource("", "v1", "services"), clock=clock)
         self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"), clock=clock)
@@ -216,7 +221,24 @@ class Proxier:
         self.metrics.last_queued.set(self.clock.now())
         self._wake.set()
 
+    def event(self, regarding: dict, type_: str, reason: str, action: str, note: str) -> None:
+        """Eventf: recorded now, written in the background as upstream's broadcaster writes from
+        its own goroutine (a sync never waits on the API server for it); `stop` drops what is
+        left unwritten, as the broadcaster's Shutdown does."""
+        if len(note) > NOTE_LIMIT:  # an nft error quotes its rules: cut as the scheduler's truncateMessage cuts
+            note = note[:NOTE_LIMIT - 4] + " ..."
+        event = self.recorder.record(regarding, None, type_, reason, action, note)
+        if event is not None:
+            task = asyncio.create_task(self.broadcaster.write(event))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+
+    def node_event(self, type_: str, reason: str, action: str, note: str) -> None:
+        """An Event about this proxier's Node."""
+        self.event(node_ref(self.node_name), type_, reason, action, note)
+
     async def start(self) -> None:
+        self.broadcaster.start()
         for inf in (self.services, self.slices):
             self._tasks.append(asyncio.create_task(inf.run()))
         await self.services.synced.wait()
@@ -227,7 +249,11 @@ class Proxier:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.recorder.close()  # Event writes waiting to be tried again (the broadcaster's Shutdown)
+        writes = list(self._writes)  # Event writes not done, or waiting to be tried again (Shutdown)
+        for t in writes:
+            t.cancel()
+        await asyncio.gather(*writes, return_exceptions=True)
+        await self.broadcaster.stop()
         if self.service_health is not None:
             await self.service_health.close()
         self.nft.close()  # its socket would keep a deleted node namespace alive
@@ -269,8 +295,8 @@ class Proxier:
     async def _health_check_failed(self, key: str, message: str) -> None:
         """Upstream's Warning Event on the Service (its UID is "namespace/name" there too)."""
         namespace, _, name = key.partition("/")
-        svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"namespace": namespace, "name": name, "uid": key}}
-        await self.recorder.emit(svc, "Warning", "FailedToStartServiceHealthcheck", message)
+        self.event({"kind": "Service", "namespace": namespace, "name": name, "uid": key}, "Warning",
+                   "FailedToStartServiceHealthcheck", "Listen", message)
 
     async def _sync_health_checks(self) -> None:
         """Upstream's SyncServices and SyncEndpoints: each served Service's ready endpoints on this
@@ -307,15 +333,16 @@ class Proxier:
         return report
 
     async def _report_failure(self, t: FamilyTable, report: SyncReport) -> None:
-        """A Warning Event on the Node for each distinct nft failure of a table,
-        so a user sees it in `kubectl describe node`; upstream only logs and counts it."""
+        """A Warning Event on the Node for each distinct nft failure of a table, so a user sees it in
+        `kubectl describe node` (the events.k8s.io recorder counts a later one, whatever its note,
+        in the first one's series); upstream only logs and counts it."""
         if report.error == t.reported_error:
             return
         t.reported_error = report.error
         outcome = "the full sync that followed succeeded" if report.ok else \
             "the kernel keeps the last good ruleset; a full sync is retried"
-        await record_node_event(self.recorder, self.node_name, "SyncProxyRulesFailed",
-                                f"nftables transaction on table {t.family} {TABLE} failed ({outcome}): {report.error}")
+        self.node_event("Warning", "SyncProxyRulesFailed", ACTION_SYNC,
+                        f"nftables transaction on table {t.family} {TABLE} failed ({outcome}): {report.error}")
 
     async def _loop(self) -> None:
         last_full = self.clock.monotonic()

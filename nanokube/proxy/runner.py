@@ -26,7 +26,7 @@ from ..machinery.user import User
 from ..clock import REAL, Clock
 from ..node.runtime.netns import open_in_netns
 from .aggregate import NodeLabelledMetrics
-from .events import record_node_event
+from .events import ACTION_START
 from .nftables.layout import Config
 from .proxier import DUAL_STACK, Proxier
 from .server import Servers, health_app, metrics_app, split_address
@@ -111,8 +111,9 @@ class NodeProxies:
             netns = self.netns[p.node_name]
             await self.servers.serve(health_app(p.health), listen_in_netns(netns, HEALTHZ_ADDRESS))
             await self.servers.serve(metrics_app(p.registry, self.mode), listen_in_netns(netns, METRICS_ADDRESS))
+            p.node_event("Normal", "Starting", ACTION_START, "")  # upstream's birthCry
             for w in self.warnings:
-                await record_node_event(p.recorder, p.node_name, MODE_EVENT_REASON, w)
+                p.node_event("Warning", MODE_EVENT_REASON, ACTION_START, w)
         log.info("kube-proxy (%s) running for %d nodes; healthz on %s and metrics on %s in each node's namespace",
                  self.mode, len(self.proxiers), HEALTHZ_ADDRESS, METRICS_ADDRESS)
 

@@ -170,9 +170,11 @@ async def test_a_failed_transaction_of_one_family_resyncs_that_family_only(netns
         assert not v4.full and not v4.failures and v4.lines == 0
         assert p.registry.get_sample_value("kubeproxy_sync_proxy_rules_nftables_sync_failures_total") == 1
         assert p.health.healthz()[0] == 200 and p.health.oldest_pending is None
-        events, _ = await s.client.resource("", "v1", "events").list("default")
-        assert [e["message"].split(" (")[0] for e in events if e["reason"] == "SyncProxyRulesFailed"] == [
-            "nftables transaction on table ip6 kube-proxy failed"]
+
+        async def failures():  # written in the background, as upstream's broadcaster writes
+            events, _ = await s.client.resource("events.k8s.io", "v1", "events").list("default")
+            return [e["note"].split(" (")[0] for e in events if e["reason"] == "SyncProxyRulesFailed"]
+        assert await eventually(failures) == ["nftables transaction on table ip6 kube-proxy failed"]
     finally:
         await p.stop()
         await s.close()

@@ -124,18 +124,25 @@ async def test_a_failed_transaction_is_counted_and_retried_as_a_full_sync(netns,
         # the health tracker and the Event are updated just after the report: wait for them
         assert await eventually(lambda: _async(p.health.healthz()[0] == 200 and p.health.oldest_pending is None))
         (ev,) = await eventually(lambda: failure_events(s))
-        assert ev["type"] == "Warning" and ev["involvedObject"] == {"kind": "Node", "apiVersion": "v1",
-                                                                   "name": "node-1", "uid": "node-1"}
-        assert ev["message"].startswith(
+        assert ev["type"] == "Warning" and ev["regarding"] == {"kind": "Node", "name": "node-1", "uid": "node-1"}
+        assert ev["note"].startswith(
             "nftables transaction on table ip kube-proxy failed (the full sync that followed succeeded): ")
+        assert len(ev["note"]) <= 1024, "the rules nft quotes are cut to the note's limit"
     finally:
         await p.stop()
         await s.close()
 
 
 async def failure_events(s) -> list[dict]:
-    items, _ = await s.client.resource("", "v1", "events").list("default")
+    """kube-proxy's SyncProxyRulesFailed Events (events.k8s.io/v1)."""
+    items, _ = await s.client.resource("events.k8s.io", "v1", "events").list("default")
     return [e for e in items if e["reason"] == "SyncProxyRulesFailed"]
+
+
+async def _folded(s) -> list[dict] | None:
+    """The failure Events once the second table's failure has folded into the first's series."""
+    events = await failure_events(s)
+    return events if any((e.get("series") or {}).get("count") == 2 for e in events) else None
 
 
 class BrokenNft(Nft):
@@ -145,8 +152,8 @@ class BrokenNft(Nft):
 
 class StepClock(Clock):
     """Wall time set by the test, a microsecond later at each read (Events
-    are named by the time they are recorded); sleeps only yield (the
-    proxier's batching sleep)."""
+    are named by the time they are recorded); short sleeps only yield (the
+    proxier's batching sleep), the event broadcaster's minutes-long timers never end."""
 
     def __init__(self):
         self.t = 1_800_000_000.0
@@ -156,7 +163,7 @@ class StepClock(Clock):
         return self.t
 
     async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(0)
+        await (asyncio.sleep(0) if seconds < 60 else asyncio.Event().wait())
 
 
 async def test_a_sync_that_keeps_failing_is_logged_counted_and_fails_healthz(caplog):
@@ -173,13 +180,14 @@ async def test_a_sync_that_keeps_failing_is_logged_counted_and_fails_healthz(cap
             for family in ("ip", "ip6"):
                 assert f"node-1: nftables sync of table {family} kube-proxy failed" in caplog.text
             assert "Operation not supported" in caplog.text
-            events = await failure_events(s)
-            assert sorted(e["message"].split(" failed (")[0] for e in events) == [
-                "nftables transaction on table ip kube-proxy", "nftables transaction on table ip6 kube-proxy"]
-            assert all("a full sync is retried): Error: Could not process rule: Operation not supported" in e["message"]
-                       for e in events)
+            # the ip6 table's failure is the same Event to the events.k8s.io recorder (its note is not
+            # compared): one Event, a series of two
+            [ev] = await eventually(lambda: _folded(s))
+            assert ev["note"] == ("nftables transaction on table ip kube-proxy failed (the kernel keeps the last "
+                                  "good ruleset; a full sync is retried): Error: Could not process rule: "
+                                  "Operation not supported")
             await p.sync_once()
-            assert len(await failure_events(s)) == 2, "the same failure of a table is reported once"
+            assert not p._writes, "the same failure of a table is not reported again"
             assert p.health.healthz()[0] == 200, "within the health timeout"
             clock.t += 2000
             code, body = p.health.healthz()
@@ -197,35 +205,29 @@ class ChangingNft(Nft):
         raise NftError(self.error)
 
 
-async def test_a_failure_seen_again_is_counted_on_its_event():
-    """Node events go through the proxier's recorder: a failure reported again after another one
-    is the same Event with count 2 (as `kubectl describe node` shows "(x2 over ...)"), from
-    kube-proxy on that node."""
+async def test_failures_are_events_k8s_io_events_of_kube_proxy_on_its_node():
+    """Node events go through the proxier's events.k8s.io recorder, as upstream's kube-proxy's
+    (events.NewBroadcaster over EventsV1): reported by kube-proxy, instance kube-proxy-<node>,
+    about the Node by name and UID, in `default`; a later failure on the node is a repeat of
+    that Event (its series), not another Event."""
     s = await make_stack()
     nft = ChangingNft()
     p = Proxier(s.client, "node-1", "", nft=nft, clock=StepClock(), min_sync_period=0, sync_period=1000)
     await p.start()
     try:
         assert await eventually(lambda: _async(p.syncs >= 1))
-        for error in ("Error: two", "Error: one"):
-            nft.error = error
-            await p.sync_once()
-
-        async def ip_events():
-            events = await failure_events(s)
-            return [(e["message"].rsplit(": ", 1)[1], e["count"]) for e in events if " table ip " in e["message"]]
-        assert sorted(await eventually(lambda: _async_counted(ip_events, 3))) == [("one", 2), ("two", 1)]
-        (ev, *_) = await failure_events(s)
-        assert ev["source"] == {"component": "kube-proxy", "host": "node-1"}
-        assert ev["involvedObject"] == {"kind": "Node", "apiVersion": "v1", "name": "node-1", "uid": "node-1"}
+        [ev] = await eventually(lambda: _folded(s))
+        assert (ev["type"], ev["reason"], ev["action"]) == ("Warning", "SyncProxyRulesFailed", "SyncProxyRules")
+        assert (ev["reportingController"], ev["reportingInstance"]) == ("kube-proxy", "kube-proxy-node-1")
+        assert ev["regarding"] == {"kind": "Node", "name": "node-1", "uid": "node-1"}
+        assert ev["metadata"]["namespace"] == "default" and ev["note"].endswith("): Error: one")
+        nft.error = "Error: two"
+        await p.sync_once()  # counted in the series, in memory: written at the next refresh
+        assert not p._writes
+        assert len(await failure_events(s)) == 1
     finally:
         await p.stop()
         await s.close()
-
-
-async def _async_counted(fetch, total):
-    got = await fetch()
-    return got if sum(n for _, n in got) >= total else None
 
 
 async def test_node_proxies_serve_health_and_metrics_in_the_node_namespace(netns):
@@ -243,8 +245,13 @@ async def test_node_proxies_serve_health_and_metrics_in_the_node_namespace(netns
         assert float(re.search(r"^kubeproxy_sync_proxy_rules_duration_seconds_count (\S+)$", metrics, re.MULTILINE)[1]) >= 1
         text = generate_latest(proxies.metrics).decode()
         assert 'kubeproxy_sync_proxy_rules_duration_seconds_count{node="node-1"}' in text
-        events, _ = await s.client.resource("", "v1", "events").list("default")
-        assert [(e["reason"], e["involvedObject"]["name"]) for e in events] == [(MODE_EVENT_REASON, "node-1")]
+
+        async def events():
+            items, _ = await s.client.resource("events.k8s.io", "v1", "events").list("default")
+            return items if len(items) == 2 else None
+        # upstream's birth cry, then the mode's warning
+        assert sorted((e["type"], e["reason"], e["action"], e["regarding"]["name"]) for e in await eventually(events)) \
+            == [("Normal", "Starting", "StartKubeProxy", "node-1"), ("Warning", MODE_EVENT_REASON, "StartKubeProxy", "node-1")]
     finally:
         await proxies.stop()
         await s.close()
