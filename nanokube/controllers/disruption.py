@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ..machinery.conditions import find_condition, set_condition
+from ..machinery.conditions import find_condition, observed_generation, set_condition
 from ..machinery.errors import APIError
 from ..machinery.selectors import go_label_selector, matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
@@ -301,7 +301,8 @@ class DisruptionController(Controller):
             self.queue.add_after(("pod", key), wait)
             return
         # upstream's UpdatePodCondition replaces the condition whole: the reason and message go
-        reset = {"type": "DisruptionTarget", "status": "False", "lastTransitionTime": self.clock.rfc3339(),
+        reset = {"type": "DisruptionTarget", **observed_generation(pod), "status": "False",
+                 "lastTransitionTime": self.clock.rfc3339(),
                  "reason": None, "message": None}
         try:
             await self.pods_api.patch(pod["metadata"]["name"], {"status": {"conditions": [reset]}}, SMP,

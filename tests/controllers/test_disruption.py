@@ -305,6 +305,7 @@ async def test_over_http_conditions_are_set_in_place_and_a_stale_disruption_targ
     [target] = [c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget"]
     assert target["status"] == "False" and target["lastTransitionTime"] != then
     assert "reason" not in target and "message" not in target
+    assert target["observedGeneration"] == 1  # the pod's generation, as syncStalePodDisruption writes it
     first, second = pdb["status"]["conditions"]
     assert (first["type"], first["status"], first["reason"]) == ("DisruptionAllowed", "False", "InsufficientPods")
     assert (second["type"], second["status"], second["reason"]) == ("example.com/Audited", "True", "Seen")
