@@ -12,6 +12,7 @@ from ..client.leaderelection import LeaderElector
 from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
 from .base import Controller
+from .clusterroleaggregation import ClusterRoleAggregationController
 from .cronjob import CronJobController
 from .csrapproving import CSRApprovingController
 from .csrcleaner import CSRCleanerController
@@ -103,7 +104,8 @@ def controller_client(client, kind: type[Controller]):
 
 #: every controller of kube-controller-manager that nanokube runs, in start order
 CONTROLLERS = [
-    NamespaceController, ServiceAccountsController, RootCACertPublisher, GarbageCollector, ResourceClaimController,
+    NamespaceController, ServiceAccountsController, RootCACertPublisher, ClusterRoleAggregationController,
+    GarbageCollector, ResourceClaimController,
     EndpointSliceController, ServiceLBController,
     ReplicaSetController, ReplicationControllerController, DeploymentController, DaemonSetController,
     StatefulSetController, JobController, CronJobController, TTLAfterFinishedController, DisruptionController,

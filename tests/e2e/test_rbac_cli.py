@@ -12,6 +12,8 @@ import yaml
 
 from nanokube.pki.ca import KeyPair, issue
 
+from .conftest import wait_for
+
 G = "rbac.authorization.k8s.io"
 
 
@@ -84,3 +86,24 @@ def test_cli_created_bindings_grant_access(cluster, tmp_path):
     assert (r.returncode, r.stdout.strip()) == (1, "no")
     cluster.kubectl("create", "clusterrolebinding", "carol-views", "--clusterrole=view", "--user=carol")
     assert cluster.kubectl(*carol, "auth", "can-i", "list", "pods", "-n", "kube-system").stdout.strip() == "yes"
+
+
+def test_aggregated_clusterroles_show_their_rules(cluster):
+    """The clusterrole-aggregation controller stores admin's rules, and an `aggregate-to-edit` role's
+    rules show in `edit` as an operator checks them, gone again with its label."""
+    def admin_with_rules():
+        admin = yaml.safe_load(cluster.kubectl("get", "clusterrole", "admin", "-o", "yaml").stdout)
+        return admin if admin.get("rules") else None
+
+    admin = wait_for(admin_with_rules, what="admin's aggregated rules")
+    parts = [cluster.kubectl_json("get", "clusterrole", f"system:aggregate-to-{r}")["rules"] for r in ("admin", "edit")]
+    assert all(rule in admin["rules"] for rules in parts for rule in rules)
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": f"{G}/v1", "kind": "ClusterRole",
+        "metadata": {"name": "widgets-edit", "labels": {f"{G}/aggregate-to-edit": "true"}},
+        "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "update"]}]}))
+    wait_for(lambda: "widgets.example.com" in cluster.kubectl("describe", "clusterrole", "edit").stdout,
+             what="widgets in edit")
+    cluster.kubectl("label", "clusterrole", "widgets-edit", f"{G}/aggregate-to-edit-")
+    wait_for(lambda: "widgets.example.com" not in cluster.kubectl("describe", "clusterrole", "edit").stdout,
+             what="widgets gone from edit")

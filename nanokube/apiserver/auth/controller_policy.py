@@ -29,6 +29,10 @@ RULES: dict[str, list[dict]] = {
         _r(["create"], "authorization.k8s.io", "subjectaccessreviews"),
         _EVENTS,
     ],
+    # full rights on ClusterRoles, as upstream's: it writes rules it need not hold itself
+    "clusterrole-aggregation-controller": [
+        _r(["escalate", "get", "list", "watch", "update", "patch"], "rbac.authorization.k8s.io", "clusterroles"),
+    ],
     "cronjob-controller": [
         _r(["get", "list", "watch", "update"], "batch", "cronjobs"),
         _r(["get", "list", "watch", "create", "update", "delete", "patch"], "batch", "jobs"),
