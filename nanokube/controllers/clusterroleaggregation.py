@@ -8,10 +8,16 @@ controller running."""
 
 from __future__ import annotations
 
+import orjson
+
 from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.selectors import matches_labels, selector_from_object
 from .base import Controller
+
+GROUP = "rbac.authorization.k8s.io"
+#: the field manager of its applies, upstream's
+FIELD_MANAGER = "clusterrole-aggregation-controller"
 
 
 def _semantic(rule: dict) -> dict:
@@ -42,7 +48,7 @@ class ClusterRoleAggregationController(Controller):
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         super().__init__(client, clock, informers)
-        self.roles = client.resource("rbac.authorization.k8s.io", "v1", "clusterroles")
+        self.roles = client.resource(GROUP, "v1", "clusterroles")
         self.role_inf = self.informer_factory.informer(self.roles)
         # any role's change may change what any selector matches: every aggregated role is looked at again
         self.role_inf.add_handlers(on_add=self._enqueue_all, on_update=lambda old, new: self._enqueue_all(new),
@@ -63,5 +69,8 @@ class ClusterRoleAggregationController(Controller):
         rules = aggregated_rules(role, self.role_inf.list())
         if [_semantic(r) for r in rules] == [_semantic(r) for r in role.get("rules") or []]:
             return
-        # a 409 (the informer behind a write) is retried from the newer copy
-        await self.roles.update({**role, "rules": rules})
+        # an apply of the rules alone, forced (rules is an atomic list): the role's other fields
+        # stay their writers'; no rules leaves them out, so the ones this manager owned go
+        body = {"apiVersion": f"{GROUP}/v1", "kind": "ClusterRole", "metadata": {"name": name}}
+        await self.roles.patch(name, orjson.dumps(body | ({"rules": rules} if rules else {})),
+                               "application/apply-patch+yaml", field_manager=FIELD_MANAGER, force=True)

@@ -52,6 +52,10 @@ async def test_bootstrap_roles_store_their_aggregated_rules(env):
     assert admin[:len(edit)] == edit
     assert all(r in admin for r in policy["system:aggregate-to-admin"]["rules"])
     assert len(admin) == len({repr(r) for r in admin})
+    # written by a forced apply of the rules alone, as upstream's
+    fields = (await env.get("admin"))["metadata"]["managedFields"]
+    assert [(f["manager"], f["operation"], f["fieldsV1"]) for f in fields if f["operation"] == "Apply"] == [
+        ("clusterrole-aggregation-controller", "Apply", {"f:rules": {}})]
 
 
 async def test_a_labelled_role_joins_and_leaves(env):
