@@ -1,10 +1,12 @@
-"""What the CRD tests share: installing a CRD until its resource is served, and the official
-client's watch of a custom resource run in a thread."""
+"""What the CRD tests share: installing a CRD until its resource is served, a CRD as a server of
+another version stored it, and the official client's watch of a custom resource run in a thread."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+from collections.abc import Callable
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
@@ -26,6 +28,25 @@ async def install(api, crd: dict, path: str) -> None:
             assert e.status == 404  # not served yet
             await asyncio.sleep(0.05)
     raise AssertionError(f"{path} was never served")
+
+
+async def rewritten_in_store(server, api, crd: dict, edit: Callable[[dict], None]) -> dict:
+    """Create `crd`, then `edit` what the store holds as a server of another version would have
+    written it (past this server's validation), and wait until it is served; the served CRD."""
+    url = f"{CRDS}/{crd['metadata']['name']}"
+    await call(api, "POST", CRDS, crd)
+    while not any(x["type"] == "Established" and x["status"] == "True"
+                  for x in ((await call(api, "GET", url)).get("status") or {}).get("conditions") or []):
+        await asyncio.sleep(0.02)
+    key = f"/registry/customresourcedefinitions.apiextensions.k8s.io/{crd['metadata']['name']}"
+    kv = await server.store.get(key)
+    obj = json.loads(kv.value)
+    edit(obj)
+    obj["metadata"]["generation"] += 1
+    await server.store.update(key, json.dumps(obj).encode(), kv.mod_revision)
+    while (got := await call(api, "GET", url))["metadata"]["generation"] != obj["metadata"]["generation"]:
+        await asyncio.sleep(0.02)
+    return got
 
 
 async def watched(api, group: str, plural: str) -> tuple[list[tuple[str, str]], threading.Event]:

@@ -11,6 +11,7 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
+from tests.apiserver.apiextensions import rewritten_in_store
 from tests.apiserver.apiextensions.test_cel_equality_types import CRDS, crd
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
@@ -34,18 +35,7 @@ async def test_a_new_rule_calling_includes_is_refused(tmp_path):
 
 
 async def _stored_by_a_newer_server(server, c) -> None:
-    await call(c, "POST", CRDS, crd(["self.replicas >= 0"]))
-    while not any(x["type"] == "Established" and x["status"] == "True"
-                  for x in (await call(c, "GET", f"{CRDS}/{NAME}"))["status"]["conditions"]):
-        await asyncio.sleep(0.02)
-    key = f"/registry/customresourcedefinitions.apiextensions.k8s.io/{NAME}"
-    kv = await server.store.get(key)
-    obj = json.loads(kv.value)
-    _rules(obj)[0]["rule"] = RULE
-    obj["metadata"]["generation"] += 1
-    await server.store.update(key, json.dumps(obj).encode(), kv.mod_revision)
-    while _rules(await call(c, "GET", f"{CRDS}/{NAME}"))[0]["rule"] != RULE:
-        await asyncio.sleep(0.02)
+    await rewritten_in_store(server, c, crd(["self.replicas >= 0"]), lambda obj: _rules(obj)[0].update(rule=RULE))
 
 
 async def _create(c, name: str, spec: dict) -> dict:

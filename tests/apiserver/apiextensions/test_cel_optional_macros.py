@@ -5,12 +5,12 @@ Over HTTP."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from kubernetes.client.rest import ApiException
 
+from tests.apiserver.apiextensions import install
 from tests.apiserver.apiextensions.test_cel_equality_types import CRDS, crd
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
@@ -26,23 +26,14 @@ def _crd(rules: list[str]) -> dict:
 
 
 async def _create(c, name: str, spec: dict) -> None:
-    body = {"apiVersion": "eq.example.com/v1", "kind": "Thing", "metadata": {"name": name}, "spec": spec}
-    for _ in range(100):
-        try:
-            await call(c, "POST", THINGS, body)
-            return
-        except ApiException as e:
-            if e.status != 404:  # 404: not served yet
-                raise
-            await asyncio.sleep(0.05)
-    pytest.fail("never served")
+    await call(c, "POST", THINGS, {"apiVersion": "eq.example.com/v1", "kind": "Thing", "metadata": {"name": name}, "spec": spec})
 
 
 async def test_opt_map_and_opt_flat_map_in_rules(tmp_path):
     rules = ["self.?limits.optMap(l, l.max).orValue(10) >= self.replicas",
              "self.?limits.optFlatMap(l, l.?max).orValue(0) >= 0"]
     async with served(tmp_path) as (_, c):
-        await call(c, "POST", CRDS, _crd(rules))
+        await install(c, _crd(rules), THINGS)
         await _create(c, "defaulted", {"replicas": 10})
         await _create(c, "limited", {"replicas": 2, "limits": {"max": 3}})
         with pytest.raises(ApiException) as e:

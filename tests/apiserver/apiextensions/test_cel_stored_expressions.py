@@ -13,6 +13,7 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
+from tests.apiserver.apiextensions import rewritten_in_store
 from tests.apiserver.apiextensions.test_cel_equality_types import CRDS, crd
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
@@ -30,20 +31,11 @@ def _rules(obj: dict) -> list[dict]:
 
 async def _stored_by_an_older_server(server, c) -> dict:
     """The CRD as an older server wrote it: its rules replaced in the store, then served."""
-    await call(c, "POST", CRDS, crd(["self.replicas >= 0", "self.mode != ''"]))
-    while not any(x["type"] == "Established" and x["status"] == "True"
-                  for x in (await call(c, "GET", f"{CRDS}/{NAME}"))["status"]["conditions"]):
-        await asyncio.sleep(0.02)
-    key = f"/registry/customresourcedefinitions.apiextensions.k8s.io/{NAME}"
-    kv = await server.store.get(key)
-    obj = json.loads(kv.value)
-    _rules(obj)[0]["rule"] = OLD_RULE
-    _rules(obj)[1]["messageExpression"] = OLD_MESSAGE
-    obj["metadata"]["generation"] += 1
-    await server.store.update(key, json.dumps(obj).encode(), kv.mod_revision)
-    while _rules(got := await call(c, "GET", f"{CRDS}/{NAME}"))[0]["rule"] != OLD_RULE:
-        await asyncio.sleep(0.02)
-    return got
+    def older(obj: dict) -> None:
+        _rules(obj)[0]["rule"] = OLD_RULE
+        _rules(obj)[1]["messageExpression"] = OLD_MESSAGE
+
+    return await rewritten_in_store(server, c, crd(["self.replicas >= 0", "self.mode != ''"]), older)
 
 
 async def test_stored_rules_compile_on_update_and_new_ones_do_not(tmp_path):

@@ -4,13 +4,13 @@ field) too. Over HTTP."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from kubernetes.client.rest import ApiException
 
-from tests.apiserver.apiextensions.test_cel_equality_types import CRDS, crd
+from tests.apiserver.apiextensions import install
+from tests.apiserver.apiextensions.test_cel_equality_types import crd
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
 
@@ -27,21 +27,12 @@ def _crd() -> dict:
 
 
 async def _create(c, name: str, spec: dict) -> None:
-    body = {"apiVersion": "eq.example.com/v1", "kind": "Thing", "metadata": {"name": name}, "spec": spec}
-    for _ in range(100):
-        try:
-            await call(c, "POST", THINGS, body)
-            return
-        except ApiException as e:
-            if e.status != 404:  # 404: not served yet
-                raise
-            await asyncio.sleep(0.05)
-    pytest.fail("never served")
+    await call(c, "POST", THINGS, {"apiVersion": "eq.example.com/v1", "kind": "Thing", "metadata": {"name": name}, "spec": spec})
 
 
 async def test_string_size_counts_code_points(tmp_path):
     async with served(tmp_path) as (_, c):
-        await call(c, "POST", CRDS, _crd())
+        await install(c, _crd(), THINGS)
         await _create(c, "five", {"mode": "héllo", "any": "wörld"})
         with pytest.raises(ApiException) as e:
             await _create(c, "six", {"mode": "hélloo", "any": "wörldé"})
