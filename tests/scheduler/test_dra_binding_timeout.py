@@ -65,17 +65,32 @@ async def _fpgas(config=None):
     await s.close()
 
 
-async def test_an_attachment_that_never_happens_is_given_up_after_the_binding_timeout(fpgas):
-    client, clock = fpgas
+async def _claim_and_pod(client):
+    """The claim `f` for one fpga and the pod `p` that uses it; the clients and the pod as created."""
     pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
     await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {"name": "f", "namespace": "default"},
                          "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "fpga"}}]}}})
-    await pods.create(claim_pod("p", "f"))
+    return pods, claims, await pods.create(claim_pod("p", "f"))
 
-    async def waiting():
-        c = await claims.get("f", "default")
-        return (c.get("status") or {}).get("reservedFor") and c["status"]["allocation"]
-    first = await until(clock, waiting)
+
+async def _reserved_allocation(claims):
+    c = await claims.get("f", "default")
+    return (c.get("status") or {}).get("reservedFor") and c["status"]["allocation"]
+
+
+async def _report(claims, clock, result: dict, type_: str, reason: str, message: str) -> None:
+    """The driver reports a True device condition on the claim's allocated device."""
+    await claims.patch("f", {"status": {"devices": [{
+        "driver": result["driver"], "pool": result["pool"], "device": result["device"], "conditions": [{
+            "type": type_, "status": "True", "reason": reason, "message": message, "observedGeneration": 1,
+            "lastTransitionTime": clock.rfc3339()}]}]}}, namespace="default", subresource="status")
+
+
+async def test_an_attachment_that_never_happens_is_given_up_after_the_binding_timeout(fpgas):
+    client, clock = fpgas
+    pods, claims, _ = await _claim_and_pod(client)
+
+    first = await until(clock, lambda: _reserved_allocation(claims))
     allocated_at = parse_time(first["allocationTimestamp"])
 
     async def events(fragment):
@@ -98,10 +113,7 @@ async def test_an_attachment_that_never_happens_is_given_up_after_the_binding_ti
     assert not (await pods.get("p", "default"))["spec"].get("nodeName")
 
     [r] = again["devices"]["results"]
-    await claims.patch("f", {"status": {"devices": [{
-        "driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [{
-            "type": "attached", "status": "True", "reason": "Attached", "message": "", "observedGeneration": 1,
-            "lastTransitionTime": clock.rfc3339()}]}]}}, namespace="default", subresource="status")
+    await _report(claims, clock, r, "attached", "Attached", "")
 
     async def bound():
         return (await pods.get("p", "default"))["spec"].get("nodeName")
@@ -112,20 +124,11 @@ async def test_a_true_binding_failure_condition_gets_the_claim_deallocated_at_on
     """A failure condition needs no timeout: the failed binding's retry finds the claim unusable,
     deallocates it (its device status with it), and allocates again, well before 600 s."""
     client, clock = fpgas
-    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {"name": "f", "namespace": "default"},
-                         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "fpga"}}]}}})
-    await pods.create(claim_pod("p", "f"))
+    pods, claims, _ = await _claim_and_pod(client)
 
-    async def waiting():
-        c = await claims.get("f", "default")
-        return (c.get("status") or {}).get("reservedFor") and c["status"]["allocation"]
-    first = await until(clock, waiting)
+    first = await until(clock, lambda: _reserved_allocation(claims))
     [r] = first["devices"]["results"]
-    await claims.patch("f", {"status": {"devices": [{
-        "driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [{
-            "type": "attach-failed", "status": "True", "reason": "NoPath", "message": "no PCIe path",
-            "observedGeneration": 1, "lastTransitionTime": clock.rfc3339()}]}]}}, namespace="default", subresource="status")
+    await _report(claims, clock, r, "attach-failed", "NoPath", "no PCIe path")
 
     async def reallocated():
         c = await claims.get("f", "default")
@@ -164,10 +167,7 @@ async def test_a_pod_waiting_for_binding_conditions_is_nominated_to_its_node(fpg
     where it is going; the binding clears it (ClearingNominatedNodeNameAfterBinding). A pod
     without claims, whose PreBind has nothing to do, is bound without a nomination."""
     client, clock = fpgas
-    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {"name": "f", "namespace": "default"},
-                         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "fpga"}}]}}})
-    await pods.create(claim_pod("p", "f"))
+    pods, claims, _ = await _claim_and_pod(client)
 
     async def nominated():
         p = await pods.get("p", "default")
@@ -178,10 +178,7 @@ async def test_a_pod_waiting_for_binding_conditions_is_nominated_to_its_node(fpg
     assert "kube-scheduler" in managers
 
     [r] = (await claims.get("f", "default"))["status"]["allocation"]["devices"]["results"]
-    await claims.patch("f", {"status": {"devices": [{
-        "driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [{
-            "type": "attached", "status": "True", "reason": "Attached", "message": "", "observedGeneration": 1,
-            "lastTransitionTime": clock.rfc3339()}]}]}}, namespace="default", subresource="status")
+    await _report(claims, clock, r, "attached", "Attached", "")
 
     async def bound():
         return (await pods.get("p", "default"))["spec"].get("nodeName") and await pods.get("p", "default")
@@ -206,10 +203,7 @@ async def test_a_failed_binding_cycle_clears_the_nomination(fpgas_without_preemp
     binding failure condition fails PreBind, and the pod's nominatedNodeName goes away before the
     retry nominates it again."""
     client, clock = fpgas_without_preemption
-    pods, claims = client.resource("", "v1", "pods"), client.resource(R, "v1", "resourceclaims")
-    await claims.create({"apiVersion": f"{R}/v1", "kind": "ResourceClaim", "metadata": {"name": "f", "namespace": "default"},
-                         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "fpga"}}]}}})
-    created = await pods.create(claim_pod("p", "f"))
+    pods, claims, created = await _claim_and_pod(client)
     seen: list = []
 
     async def follow(stream):
@@ -218,16 +212,9 @@ async def test_a_failed_binding_cycle_clears_the_nomination(fpgas_without_preemp
                 seen.append(obj["status"].get("nominatedNodeName"))
     follower = asyncio.create_task(follow(await pods.watch("default", created["metadata"]["resourceVersion"])))
     try:
-        async def waiting():
-            c = await claims.get("f", "default")
-            return (c.get("status") or {}).get("reservedFor") and c["status"]["allocation"]
-        first = await until(clock, waiting)
+        first = await until(clock, lambda: _reserved_allocation(claims))
         [r] = first["devices"]["results"]
-        await claims.patch("f", {"status": {"devices": [{
-            "driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [{
-                "type": "attach-failed", "status": "True", "reason": "NoPath", "message": "",
-                "observedGeneration": 1, "lastTransitionTime": clock.rfc3339()}]}]}}, namespace="default",
-            subresource="status")
+        await _report(claims, clock, r, "attach-failed", "NoPath", "")
 
         async def renominated():
             got = [n for i, n in enumerate(seen) if i == 0 or n != seen[i - 1]]
