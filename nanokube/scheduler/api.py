@@ -4,7 +4,7 @@ condition, and events (events.k8s.io/v1, as kube-scheduler records them)."""
 from __future__ import annotations
 
 from ..client.events import EventBroadcaster, EventRecorder
-from ..machinery.conditions import find_condition, transition_time
+from ..machinery.conditions import find_condition, observed_generation, transition_time
 
 SCHEDULER_FIELD_MANAGER = "kube-scheduler"
 #: the action of each reason's Event, as kube-scheduler reports them
@@ -18,15 +18,6 @@ def reference(obj: dict, kind: str = "Pod", api_version: str = "v1") -> dict:
     return {"kind": kind, "apiVersion": api_version,
             "namespace": md.get("namespace"), "name": md["name"], "uid": md.get("uid"),
             "resourceVersion": md.get("resourceVersion")}
-
-
-def observed_generation(pod: dict) -> dict:
-    """The observedGeneration a condition the scheduler writes on a pod
-    carries (CalculatePodConditionObservedGeneration with
-    PodObservedGenerationTracking GA since 1.35: the pod's generation), as a
-    field to merge into it; none where the pod has no generation."""
-    gen = pod["metadata"].get("generation")
-    return {"observedGeneration": gen} if gen else {}
 
 
 class SchedulerAPI:

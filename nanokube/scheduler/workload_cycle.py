@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .api import SCHEDULER_FIELD_MANAGER, observed_generation
+from ..machinery.conditions import observed_generation
+from .api import SCHEDULER_FIELD_MANAGER
 from .cache import NodeInfo, Snapshot
 from .composite_cycle import CompositeCycle
 from .composites import API as COMPOSITE_API

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from ...machinery.conditions import find_condition, transition_time
 from ...machinery.errors import APIError
 from ...machinery.selectors import matches_labels, selector_from_object
-from ..api import SCHEDULER_FIELD_MANAGER, observed_generation, reference
+from ...machinery.conditions import observed_generation
+from ..api import SCHEDULER_FIELD_MANAGER, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, PodInfo, Status, unschedulable
 from .workload_preemption import GroupPreemptor, PodGroupPreemption, terminating_by_preemption

@@ -22,7 +22,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..api import SCHEDULER_FIELD_MANAGER, observed_generation, reference
+from ...machinery.conditions import observed_generation
+from ..api import SCHEDULER_FIELD_MANAGER, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, Framework, PodInfo, Status, unschedulable
 from ...machinery.conditions import find_condition, remove_condition, transition_time
