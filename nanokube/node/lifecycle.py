@@ -475,7 +475,8 @@ class PodWorker:
         """Sleep until the monotonic `deadline` (None: forever); True if cut
         short by deletion, or (`active`: the pod is being set up, its containers run or wait to
         restart) by the pod's activeDeadlineSeconds running out, which sets deadline_exceeded.
-        Deadlines are fixed before the status write so the API round trip counts as run time."""
+        Deadlines are fixed before the status write so the API round trip counts as run time.
+        Running containers also end early, False, when one reading stdin reaches its EOF."""
         timer = waiter = limit = None
         if deadline is not None:
             timer = asyncio.ensure_future(self._sleep_until(deadline))
@@ -491,6 +492,8 @@ class PodWorker:
                 if left is not None and left <= 0:
                     self.deadline_exceeded = True
                     return True
+                if self.live and self.io.stdin_closed:  # a container reading stdin got EOF and exited
+                    return False
                 waiter = asyncio.ensure_future(self.changed.wait())
                 limit = asyncio.ensure_future(self.clock.sleep(left)) if left is not None else None
                 done, _ = await asyncio.wait([t for t in (timer, waiter, limit) if t],
@@ -975,7 +978,7 @@ class PodWorker:
                 await self._kill_events(running + self._sidecars()[::-1])
                 await self._terminate()
                 return
-            code = exit_code(self.pod, self.restarts)
+            code = 0 if self.io.stdin_closed else exit_code(self.pod, self.restarts)
             self.io.exited(code)
             now = self.clock.rfc3339()
             term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",

@@ -15,6 +15,13 @@ port-forward, declared on the pod with annotations.
   with, answered by exec and printed at start by a container whose command
   runs it (as the NVIDIA DRA driver's quickstart examples do).
 - Attach: streams the container's log lines as they are written, until it exits.
+  A `stdin: true` container is a process reading its stdin until EOF (a
+  shell): its stdin closes when an attached client closes or leaves it
+  while `stdinOnce` is set (as `kubectl run -i/-it` sets it), or on ^D typed
+  at its terminal (`tty: true`); then it exits 0, its pod's containers with
+  it, as they share one lifetime. Without `stdinOnce` it keeps running when
+  the client leaves. On a terminal, what the client types is echoed (into
+  the log, as a tty's output is) with Enter as a new line.
 - Port-forward: a port the container declares (`ports[].containerPort`)
   answers HTTP requests with a line naming the pod and echoes anything else;
   other ports refuse the connection, as the kubelet reports a closed port.
@@ -41,7 +48,7 @@ SMI_LIST = re.compile(r"\bnvidia-smi\s+(-L|--list-gpus)\b")
 class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
-    __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "exit_code", "_ended")
+    __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "exit_code", "_ended", "stdin_closed")
 
     def __init__(self, worker):
         self.worker = worker
@@ -51,6 +58,8 @@ class SimulatedIO:
         self._scripted: asyncio.Task | None = None
         self.exit_code: int | None = None
         self._ended = False
+        #: a stdin container's stdin reached EOF: the instance exits 0 (the worker's run wait ends)
+        self.stdin_closed = False
 
     def _annotations(self) -> dict:
         return (self.worker.pod.get("metadata") or {}).get("annotations") or {}
@@ -65,6 +74,7 @@ class SimulatedIO:
         Init containers (`inits`, on the pod's first start) ran and exited 0 just before."""
         self.exit_code = None
         self._ended = False
+        self.stdin_closed = False
         for name, image in (inits or {}).items():
             if name not in self.logs:
                 log = ContainerLog()
@@ -171,9 +181,12 @@ class SimulatedIO:
             raise StreamFailed(f"container {container} is not running")
         return instances[-1]
 
-    def _command(self, container: str) -> list[str]:
-        spec = next((c for c in (self.worker.pod.get("spec") or {}).get("containers") or []
+    def _spec(self, container: str) -> dict:
+        return next((c for c in (self.worker.pod.get("spec") or {}).get("containers") or []
                      if c.get("name") == container), {})
+
+    def _command(self, container: str) -> list[str]:
+        spec = self._spec(container)
         return [*(spec.get("command") or []), *(spec.get("args") or [])]
 
     def _smi_list(self, container: str) -> str | None:
@@ -212,9 +225,34 @@ class SimulatedIO:
         follow = log.serve(LogOptions(follow=True, tail_lines=0))
         if isinstance(follow, bytes):
             return self.exit_code
-        async for chunk in follow:
-            await session.write_stdout(chunk)
+        spec = self._spec(container)
+        reader = None
+        if session.stdin and spec.get("stdin"):
+            reader = asyncio.ensure_future(self._read_stdin(log, session, bool(spec.get("tty")),
+                                                            bool(spec.get("stdinOnce"))))
+        try:
+            async for chunk in follow:
+                await session.write_stdout(chunk)
+        finally:
+            if reader is not None:
+                reader.cancel()
         return self.exit_code  # the log closes when the instance exits, its code already recorded
+
+    async def _read_stdin(self, log: ContainerLog, session: StreamSession, tty: bool, once: bool) -> None:
+        """The container reading what the client sends until EOF: the client closing its stdin
+        (with `stdinOnce`), or ^D on a terminal."""
+        while data := await session.read_stdin():
+            if tty:
+                data, eof, _ = data.partition(b"\x04")
+                if data and not log.closed:
+                    log.append(self.worker.clock.now(), "stdout", data.replace(b"\r", b"\r\n"))
+                if eof:
+                    break
+        else:
+            if not once:
+                return
+        self.stdin_closed = True
+        self.worker.changed.set()
 
     async def port_forward(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         declared = {p.get("containerPort") for c in (self.worker.pod.get("spec") or {}).get("containers") or []

@@ -11,16 +11,22 @@ from nanokube.machinery.streaming import LogOptions, StreamFailed, StreamSession
 from nanokube.node.simulated_io import SimulatedIO
 
 
-def worker(annotations=None, ports=()):
+def worker(annotations=None, ports=(), **main):
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "annotations": annotations or {}},
-           "spec": {"containers": [{"name": "main", "ports": [{"containerPort": p} for p in ports]}]}}
-    return SimpleNamespace(pod=pod, clock=Clock(), uid="u1", name="p", namespace="ns")
+           "spec": {"containers": [{"name": "main", "ports": [{"containerPort": p} for p in ports], **main}]}}
+    return SimpleNamespace(pod=pod, clock=Clock(), uid="u1", name="p", namespace="ns", changed=asyncio.Event())
 
 
-def session(out: list, stdin=False):
+async def settle():
+    """Let the attach's stdin reader take what was queued."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def session(out: list, stdin=False, tty=False):
     async def write(data):
         out.append(data)
-    return StreamSession(stdin, True, True, False, write, write)
+    return StreamSession(stdin, True, True, tty, write, write)
 
 
 async def test_log_lines_of_init_and_app_containers_and_the_previous_instance():
@@ -101,3 +107,48 @@ async def test_port_forward_to_declared_ports_only():
     writer.close()
     with pytest.raises(StreamFailed, match="connection refused"):
         await io.port_forward(9000)
+
+
+@pytest.mark.parametrize("once", [True, False])
+async def test_a_stdin_container_reads_to_eof_when_the_client_closes_stdin_with_stdin_once(once):
+    """`kubectl run -i` sets stdinOnce: the client closing stdin closes the container's, and a
+    process reading it to EOF exits; without stdinOnce the container's stdin stays open."""
+    w = worker(stdin=True, stdinOnce=once)
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"echo hi\n")
+    s.stdin_data.put_nowait(None)
+    await settle()
+    assert io.stdin_closed is once and w.changed.is_set() is once
+    attached.cancel()
+
+
+async def test_a_terminal_echoes_what_is_typed_and_ctrl_d_is_eof():
+    w = worker(stdin=True, tty=True)
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    out = []
+    s = session(out, stdin=True, tty=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"ls\r")
+    await settle()
+    assert out == [b"ls\r\n"] and not io.stdin_closed
+    s.stdin_data.put_nowait(b"\x04")
+    await settle()
+    assert io.stdin_closed and w.changed.is_set()
+    io.exited(0)
+    assert await asyncio.wait_for(attached, 5) == 0
+
+
+async def test_stdin_of_a_container_without_stdin_is_ignored():
+    w = worker(stdinOnce=True)
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(None)
+    await settle()
+    assert not io.stdin_closed
+    attached.cancel()
