@@ -1,11 +1,14 @@
 """The commands people type first, on the default simulated runtime: `kubectl
 run -i --rm` of a shell returns once its stdin closes (the container reads it
 to EOF and exits 0, as `sh` does), and the pod is deleted; a container whose
-stdin is left open (no stdinOnce) keeps running after the client leaves."""
+stdin is left open (no stdinOnce) keeps running after the client leaves;
+`kubectl run -it` on a terminal echoes what is typed and ends at ^D."""
 
 from __future__ import annotations
 
 import os
+import pty
+import select
 import subprocess
 import time
 
@@ -47,3 +50,37 @@ def test_without_stdin_once_the_container_keeps_running_after_the_client_leaves(
     assert pod["spec"]["containers"][0].get("stdinOnce") is None
     assert pod["status"]["phase"] == "Running"
     assert "running" in pod["status"]["containerStatuses"][0]["state"]
+
+
+def _read_until(fd: int, want: bytes, timeout: float = 30) -> bytes:
+    """What the terminal shows until `want` appears (or the client exits)."""
+    out, end = b"", time.monotonic() + timeout
+    while want not in out and time.monotonic() < end:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                out += os.read(fd, 4096)
+            except OSError:  # the client exited and closed the terminal
+                break
+    return out
+
+
+def test_run_on_a_terminal_echoes_input_and_ctrl_d_ends_the_shell(cluster):
+    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "KUBECACHEDIR": str(cluster.data_dir / "kubecache")}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(KUBECTL, [KUBECTL, "run", "-it", "--rm", "--restart=Never", "tty", "--image=busybox", "--", "sh"],
+                  env)
+    reaped = []
+    try:
+        assert b"try pressing enter" in _read_until(fd, b"try pressing enter")
+        os.write(fd, b"echo typed\r")
+        assert b"echo typed\r\n" in _read_until(fd, b"echo typed\r\n")
+        os.write(fd, b"\x04")
+        assert b'pod "tty" deleted' in _read_until(fd, b'pod "tty" deleted')
+        wait_for(lambda: reaped.append(os.waitpid(pid, os.WNOHANG)) or reaped[-1][0] == pid, 30, "kubectl exited")
+        assert os.waitstatus_to_exitcode(reaped[-1][1]) == 0
+    finally:
+        if not reaped or reaped[-1][0] != pid:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
