@@ -108,6 +108,15 @@ async def nominated_to(pods, name, priority, node_name, cpu):
     await pods.update({**p, "spec": {**p["spec"], "schedulingGates": []}})
 
 
+async def terminating_by_preemption(pods, name):
+    """`name` as an earlier preemption left it: DisruptionTarget PreemptionByScheduler, deleted
+    (its finalizer keeps it terminating)."""
+    await pods.patch(name, {"status": {"conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}},
+        namespace="default", subresource="status")
+    await pods.delete(name, "default")
+
+
 async def test_a_pod_deleted_by_its_user_on_the_nominated_node_does_not_hold_preemption_back(stack):
     """Upstream's PodEligibleToPreemptOthers waits only for pods terminating by preemption
     (DisruptionTarget PreemptionByScheduler): one its user deleted is not an earlier victim."""
@@ -123,7 +132,7 @@ async def test_a_pod_deleted_by_its_user_on_the_nominated_node_does_not_hold_pre
         p = await pods.get("staying", "default")
         return p["metadata"].get("deletionTimestamp") and any(
             c["type"] == "DisruptionTarget" for c in p["status"].get("conditions", []))
-    await eventually(marked)
+    assert await eventually(marked)
 
 
 async def test_a_victim_terminating_on_the_nominated_node_holds_preemption_back(stack):
@@ -131,10 +140,7 @@ async def test_a_victim_terminating_on_the_nominated_node_holds_preemption_back(
     pods = client.resource("", "v1", "pods")
     victim = running("victim", "n1", 1, finalizers=["test/hold"])
     await start(client, sched, [node("n1", "2", "8Gi")], [victim, running("staying", "n1", 1)])
-    await pods.patch("victim", {"status": {"conditions": [
-        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}},
-        namespace="default", subresource="status")
-    await pods.delete("victim", "default")
+    await terminating_by_preemption(pods, "victim")
     await nominated_to(pods, "big", 10, "n1", "2")
 
     async def judged():
@@ -154,20 +160,17 @@ async def test_a_nominated_node_that_can_no_longer_take_the_pod_does_not_hold_pr
     await start(client, sched, [node("n1", "2", "8Gi", taints=taint), node("n2", "2", "8Gi")],
                 [running("victim", "n1", 1, finalizers=["test/hold"]),
                  running("other", "n2", 1, finalizers=["test/hold"]), running("more", "n2", 1, finalizers=["test/hold"])])
-    await pods.patch("victim", {"status": {"conditions": [
-        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}},
-        namespace="default", subresource="status")
-    await pods.delete("victim", "default")
+    await terminating_by_preemption(pods, "victim")
     await nominated_to(pods, "big", 10, "n1", "2")
 
     async def nominated_elsewhere():
         return (await pods.get("big", "default"))["status"].get("nominatedNodeName") == "n2"
-    await eventually(nominated_elsewhere)
+    assert await eventually(nominated_elsewhere)
 
     async def doomed():
         return {p["metadata"]["name"] for p in (await pods.list("default"))[0]
                 if p["metadata"].get("deletionTimestamp")} == {"victim", "other", "more"}
-    await eventually(doomed)
+    assert await eventually(doomed)
 
 
 async def test_preemption_policy_never_does_not_preempt(stack):
