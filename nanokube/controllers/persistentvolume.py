@@ -212,7 +212,8 @@ class PersistentVolumeController(Controller):
 
     async def _bind(self, pv: dict, pvc: dict) -> None:
         """Volume first (claimRef, then phase Bound), then the claim (volumeName
-        and bind-completed, then status Bound with the volume's modes and size)."""
+        and bind-completed, then status Bound with the volume's modes, and its size
+        when the claim becomes Bound, as updateClaimStatus)."""
         md = pvc["metadata"]
         ref = (pv.get("spec") or {}).get("claimRef") or {}
         if ref.get("uid") != md.get("uid") or ref.get("name") != md["name"]:
@@ -231,9 +232,10 @@ class PersistentVolumeController(Controller):
                 ann[BOUND_BY_CONTROLLER] = "yes"
             ann[BIND_COMPLETED] = "yes"
             pvc = await self.pvcs.update(body)
-        status = {**(pvc.get("status") or {}), "phase": "Bound",
-                  "accessModes": list((pv.get("spec") or {}).get("accessModes") or []),
-                  "capacity": dict((pv.get("spec") or {}).get("capacity") or {})}
+        old = pvc.get("status") or {}
+        status = {**old, "phase": "Bound", "accessModes": list((pv.get("spec") or {}).get("accessModes") or [])}
+        if old.get("phase") != "Bound":  # afterwards the capacity is the resizer's, which may differ on purpose
+            status["capacity"] = dict((pv.get("spec") or {}).get("capacity") or {})
         if status != pvc.get("status"):
             await self.pvcs.update({**pvc, "status": status}, subresource="status")
         self._reported.pop(md.get("uid", ""), None)

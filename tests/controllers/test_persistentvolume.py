@@ -204,3 +204,31 @@ async def test_pvc_protection_passes_over_many_pods_in_turns():
         assert await ctrl.in_use("default", "data") is False
     finally:
         await s.close()
+
+
+async def test_a_bound_claims_capacity_is_not_overwritten_from_its_volume():
+    """updateClaimStatus copies the volume's capacity only when the claim becomes Bound: later the
+    claim's status.capacity belongs to the resizer (it may differ from the volume's on purpose, a
+    filesystem smaller than its block device), so the binder's resync must not undo a resize."""
+    s = await make_stack()
+    ctrl = PersistentVolumeController(s.client)
+    await ctrl.start()
+    try:
+        pvs, pvcs = s.client.resource("", "v1", "persistentvolumes"), s.client.resource("", "v1", "persistentvolumeclaims")
+        await pvs.create(volume("disk", "5Gi", storageClassName=""))
+        await pvcs.create(claim("c", "2Gi", storageClassName=""))
+        bound = await eventually(phase_is(s.client, "persistentvolumeclaims", "c", "Bound", "default"))
+        assert bound["status"]["capacity"] == {"storage": "5Gi"}
+        pv = await pvs.patch("disk", {"spec": {"capacity": {"storage": "8Gi"}}})
+        await eventually(lambda: _seen(ctrl.volumes, "disk", pv["metadata"]["resourceVersion"]))
+        await ctrl.sync(("claim", "default/c"))
+        await ctrl.sync(("volume", "disk"))
+        assert (await state(s.client, "persistentvolumeclaims", "c", "default"))["status"]["capacity"] == {"storage": "5Gi"}
+    finally:
+        await ctrl.stop()
+        await s.close()
+
+
+async def _seen(informer, key, rv):
+    obj = informer.get(key)
+    return obj is not None and obj["metadata"]["resourceVersion"] == rv
