@@ -15,6 +15,7 @@ from aiohttp import hdrs, web
 from .loopback import LocalClient
 from ..clock import REAL, Clock
 from ..metrics.api import MetricsAPI
+from ..metrics.exposition import CONTENT_TYPE
 from ..metrics.provider import MetricsProvider
 from ..pki.ca import ClusterPKI, ensure_front_proxy
 from ..registry.base import Strategy, all_resources
@@ -456,10 +457,7 @@ class APIServer:
         return web.Response(body=_VERSION_BODY, content_type="application/json")
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        from prometheus_client import generate_latest
-
-        body = self.metrics.render() + b"".join(generate_latest(r) for r in self.component_metrics)
-        return web.Response(body=body, content_type="text/plain", charset="utf-8")
+        return web.Response(body=self.metrics.render(*self.component_metrics), headers={"Content-Type": CONTENT_TYPE})
 
     async def _reset_metrics(self, request: web.Request) -> web.Response:
         self.metrics.reset()

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from ..metrics.exposition import CONTENT_TYPE, render
 
 log = logging.getLogger("nanokube.healthz")
 
@@ -30,7 +32,7 @@ Checks = Callable[[], list[Check]]
 
 
 def exposition(registry) -> web.Response:
-    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return web.Response(body=render(registry), headers={"Content-Type": CONTENT_TYPE})
 
 
 class HealthSLIs:

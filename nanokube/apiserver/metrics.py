@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Gauge
 
 from ..machinery.metrics import Family
+from ..metrics.exposition import render
 
 
 #: kube-apiserver's request labels (endpoints/metrics): `scope` is resource, namespace or cluster
@@ -44,8 +45,9 @@ class APIMetrics:
             ["request_kind"], registry=self.registry)
         self.request_count, self.request_latency = self.requests.labels, self.latency.labels
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, *others) -> bytes:
+        """/metrics: these families and those of `others` (the components' registries), as one registry's."""
+        return render(self.registry, *others)
 
     def reset(self) -> None:
         """DELETE /metrics (MetricsWithReset, installed with profiling): the request, watch event

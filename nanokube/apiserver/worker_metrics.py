@@ -17,8 +17,8 @@ import ssl
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
-from prometheus_client.utils import floatToGoString
 
+from ..metrics.exposition import CONTENT_TYPE, go_float
 from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
 from .auth.authorizer import USER
@@ -28,7 +28,7 @@ SHARED = frozenset(("apiserver_storage_objects",))
 
 
 def merge(bodies: list[bytes]) -> bytes:
-    """Several workers' expositions (prometheus_client's text format) as one, the families and
+    """Several workers' expositions (exposition.py's text format) as one, the families by name and
     their series in the order first seen; one body comes back as it was."""
     families: dict[str, tuple[list[str], dict[str, float]]] = {}
     for body in bodies:
@@ -52,9 +52,9 @@ def merge(bodies: list[bytes]) -> bytes:
             else:
                 series[key] = had + value
     lines = []
-    for header, series in families.values():
+    for _, (header, series) in sorted(families.items()):  # by name, as client_golang's Gather
         lines += header
-        lines += [f"{key} {floatToGoString(value)}" for key, value in series.items()]
+        lines += [f"{key} {go_float(value)}" for key, value in series.items()]
     return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
@@ -80,7 +80,7 @@ class WorkerMetrics:
         async with aiohttp.ClientSession() as session:
             others = await asyncio.gather(*(self._fetch(session, port, headers) for port in list(self.ports.values())))
         body = merge([own.body, *(b for b in others if b is not None)])
-        return web.Response(body=body, content_type="text/plain", charset="utf-8")
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     async def _fetch(self, session: aiohttp.ClientSession, port: int, headers: CIMultiDict) -> bytes | None:
         """A worker's own metrics; None from one that is not there (being started again)."""

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from aiohttp import web
-from prometheus_client.utils import floatToGoString as _float
 
 from ..machinery.httpstream.portforward import serve_port_forward
 from ..machinery.httpstream.remotecommand import serve_command
@@ -24,6 +23,7 @@ from ..clock import parse_time
 from ..machinery.errors import APIError
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.streaming import StreamFailed, StreamSession
+from ..metrics.exposition import go_float as _float
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
 from .containerlog import cri_line

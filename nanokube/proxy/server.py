@@ -9,8 +9,7 @@ from __future__ import annotations
 import socket
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
+from ..metrics.exposition import CONTENT_TYPE, render
 from .health import ProxyHealth
 
 
@@ -44,7 +43,7 @@ def metrics_app(registry, mode: str) -> web.Application:
     """`registry`: anything with `collect()` (a CollectorRegistry or a collector)."""
 
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=render(registry), headers={"Content-Type": CONTENT_TYPE})
 
     async def proxy_mode(request: web.Request) -> web.Response:
         return web.Response(text=mode)

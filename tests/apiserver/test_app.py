@@ -98,8 +98,8 @@ async def test_health_endpoints_record_their_checks_at_metrics_slis(server):
         assert await call("GET", "/healthz/etcd") == (200, "ok")
         code, slis = await call("GET", "/metrics/slis")
         assert code == 200
-        assert 'kubernetes_healthcheck{name="informer-sync",type="readyz"} 1.0' in slis
-        assert 'kubernetes_healthchecks_total{name="etcd",status="success",type="livez"} 1.0' in slis
+        assert 'kubernetes_healthcheck{name="informer-sync",type="readyz"} 1\n' in slis
+        assert 'kubernetes_healthchecks_total{name="etcd",status="success",type="livez"} 1\n' in slis
         assert 'type="healthz"' not in slis, "a check's own path is not counted"
         assert await call("DELETE", "/metrics/slis") == (200, "metrics reset\n")
         assert "kubernetes_healthcheck{" not in (await call("GET", "/metrics/slis"))[1]

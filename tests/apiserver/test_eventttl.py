@@ -123,7 +123,7 @@ async def test_an_events_k8s_io_event_expires_too_and_the_lease_is_reused_for_cl
         assert await names(core) == ["a", "b"]
         await clock.advance(2)
         assert await names(core) == []
-        assert b"etcd_lease_object_counts_count 1.0" in s.metrics.render()  # one grant (upstream observes at each)
+        assert b"etcd_lease_object_counts_count 1\n" in s.metrics.render()  # one grant (upstream observes at each)
     finally:
         await stop(s)
 
@@ -227,9 +227,9 @@ async def test_events_written_at_one_instant_share_a_lease_up_to_a_thousand():
         assert [len(lease.keys) for _, _, lease in sorted(s.event_ttl._leases)] == [1000, 1]
         metrics = s.metrics.render().decode()
         # each grant observes the attachments since the one before, its own included: 1, then 1001
-        assert 'etcd_lease_object_counts_bucket{le="10.0"} 1.0' in metrics
-        assert 'etcd_lease_object_counts_bucket{le="1000.0"} 1.0' in metrics
-        assert 'etcd_lease_object_counts_bucket{le="2500.0"} 2.0' in metrics
+        assert 'etcd_lease_object_counts_bucket{le="10"} 1\n' in metrics
+        assert 'etcd_lease_object_counts_bucket{le="1000"} 1\n' in metrics
+        assert 'etcd_lease_object_counts_bucket{le="2500"} 2\n' in metrics
     finally:
         await stop(s)
 

@@ -55,6 +55,7 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
     # half the 2-CPU request for 10 s; the node adds the system's 100m over the 10 s since it started
     assert sample(text, 'container_cpu_usage_seconds_total{container="main",namespace="ml",pod="train"}') == 10
     assert sample(text, "node_cpu_usage_seconds_total") == 11
+    assert "\nnode_cpu_usage_seconds_total 11 " in text, "client_golang's numbers: 11, not 11.0"
     assert sample(text, 'pod_memory_working_set_bytes{namespace="ml",pod="train"}') == 512 * 2**20
     status, out = await body(server, "/stats/summary")
     summary = orjson.loads(out)
