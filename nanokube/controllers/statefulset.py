@@ -222,15 +222,13 @@ class StatefulSetController(Controller):
         return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
 
     def _claim_owner_refs(self, sts: dict, pod: dict | None, scaled_away: bool) -> list[dict]:
-        """The retention policy as owner references: Delete when the set is
+        """The retention policy as controller references (addControllerRef): Delete when the set is
         deleted → owned by the set; Delete when scaled away → owned by the condemned pod."""
         policy = sts["spec"].get("persistentVolumeClaimRetentionPolicy") or {}
         if policy.get("whenScaled") == "Delete" and pod is not None and scaled_away:
-            pmd = pod["metadata"]  # only the pod: the garbage collector waits for every owner to go
-            return [{"apiVersion": "v1", "kind": "Pod", "name": pmd["name"], "uid": pmd["uid"]}]
+            return [owner_reference(pod, "v1", "Pod")]  # only the pod: the collector waits for every owner to go
         if policy.get("whenDeleted") == "Delete":
-            md = sts["metadata"]
-            return [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": md["name"], "uid": md["uid"]}]
+            return [owner_reference(sts, "apps/v1", "StatefulSet")]
         return []
 
     async def _ensure_claims(self, sts: dict, pod: dict, ordinal: int) -> bool:
@@ -294,16 +292,23 @@ class StatefulSetController(Controller):
         await self.recorder.emit(sts, "Normal", "SuccessfulDelete", f"delete Pod {name} in StatefulSet {set_name} successful")
 
     async def _set_claim_owners(self, sts: dict, pod: dict, ordinal: int, scaled_away: bool) -> None:
-        """Keep each claim's owner references in line with the retention policy."""
+        """updateClaimOwnerRefForSetAndPod: each claim's references to the set and the pod follow
+        the retention policy. A claim referring to an earlier set or pod of the same name is left
+        alone (hasStaleOwnerRef), and one another object controls only loses ours (hasUnexpectedController)."""
         set_name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
+        ours = {("StatefulSet", set_name): sts["metadata"]["uid"], ("Pod", pod["metadata"]["name"]): pod["metadata"]["uid"]}
         for template in sts["spec"].get("volumeClaimTemplates") or []:
             claim = self.claim_inf.get(f"{ns}/{claim_name(template, set_name, ordinal)}")
             if claim is None or is_terminating(claim):
                 continue
-            ours = {sts["metadata"]["uid"], pod["metadata"]["uid"]}
-            keep = [r for r in claim["metadata"].get("ownerReferences") or [] if r.get("uid") not in ours]
-            refs = keep + self._claim_owner_refs(sts, pod, scaled_away)
-            if refs != (claim["metadata"].get("ownerReferences") or []):
+            have = claim["metadata"].get("ownerReferences") or []
+            mine = [r for r in have if (r.get("kind"), r.get("name")) in ours]
+            if any(r.get("uid") != ours[(r["kind"], r["name"])] for r in mine):
+                continue
+            keep = [r for r in have if r not in mine]
+            foreign = any(r.get("controller") for r in keep)
+            refs = keep + ([] if foreign else self._claim_owner_refs(sts, pod, scaled_away))
+            if refs != have:
                 try:
                     await self.claims.patch(claim["metadata"]["name"], {"metadata": {
                         "ownerReferences": refs or None}}, namespace=ns)

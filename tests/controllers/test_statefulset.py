@@ -181,7 +181,8 @@ async def test_ordinals_start_and_retention_policy(env):
     claims = client.resource("", "v1", "persistentvolumeclaims")
     claim = await claims.get("www-web-6", "default")
     assert claim["metadata"]["ownerReferences"] == [
-        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": sts["metadata"]["uid"]}]
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": sts["metadata"]["uid"],
+         "controller": True, "blockOwnerDeletion": True}]
     await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 2))
     web6 = (await pods(client))["web-6"]
     await sets.patch("web", {"spec": {"replicas": 1}}, namespace="default")
@@ -189,8 +190,38 @@ async def test_ordinals_start_and_retention_policy(env):
 
     async def owned_by_pod():
         refs = (await claims.get("www-web-6", "default"))["metadata"]["ownerReferences"]
-        return refs == [{"apiVersion": "v1", "kind": "Pod", "name": "web-6", "uid": web6["metadata"]["uid"]}]
+        return refs == [{"apiVersion": "v1", "kind": "Pod", "name": "web-6", "uid": web6["metadata"]["uid"],
+                         "controller": True, "blockOwnerDeletion": True}]
     await eventually(owned_by_pod)
+
+
+async def test_retention_references_respect_another_controller_of_the_claim(env):
+    """KEP-1847 (since 1.31): the set's and the pod's references are controller references, a
+    non-controller one left by an earlier controller becomes one, and a claim another object
+    controls gets none of ours (updateClaimOwnerRefForSetAndPod)."""
+    client, _ = env
+    claims = client.resource("", "v1", "persistentvolumeclaims")
+    other = (await client.resource("", "v1", "configmaps").create(
+        {"metadata": {"name": "operator", "namespace": "default"}}))["metadata"]["uid"]
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "name": "operator", "uid": other, "controller": True}
+    await claims.create({"metadata": {"name": "www-web-1", "namespace": "default", "ownerReferences": [foreign]},
+                         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    sts = await client.resource("apps", "v1", "statefulsets").create(statefulset(
+        replicas=2, podManagementPolicy="Parallel", persistentVolumeClaimRetentionPolicy={"whenDeleted": "Delete"}))
+    await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 2))
+    ours = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": sts["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+    await claims.patch("www-web-0", {"metadata": {"ownerReferences": [{k: v for k, v in ours.items()
+                                                                       if k not in ("controller", "blockOwnerDeletion")}]}},
+                       namespace="default")
+
+    async def refs_are(name, want):
+        return (await claims.get(name, "default"))["metadata"].get("ownerReferences") == want
+    await eventually(lambda: refs_are("www-web-0", [ours]))
+    await client.resource("apps", "v1", "statefulsets").patch("web", {"spec": {"minReadySeconds": 1}},
+                                                              namespace="default")
+    await eventually(lambda: sts_status(client, lambda s: s.get("observedGeneration") == 2))
+    assert await refs_are("www-web-1", [foreign])
 
 
 async def test_failed_pod_is_recreated(env):
