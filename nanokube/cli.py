@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import hashlib
 import importlib
+import ipaddress
 import logging
 import os
 import shutil
@@ -26,6 +27,7 @@ async def _up(args: argparse.Namespace) -> int:
     gcsettle.defer()  # until gcsettle.settle() below, once everything has started
     from .apiserver.app import APIServer
     from .apiserver.eventttl import parse_ttl
+    from .apiserver.kubernetes_service import default_advertise_address
     from .machinery import goduration
     from .cli_scheduler import ElectedScheduler
     from .client.leaderelection import LeaderElector, elector_for
@@ -95,7 +97,8 @@ async def _up(args: argparse.Namespace) -> int:
     # --port 0: the server binds port 0 and reports the kernel's pick as server.port (no probe first,
     # which another process could take before the bind)
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
-                       workers=args.api_workers)
+                       workers=args.api_workers,
+                       advertise=args.advertise_address or default_advertise_address(args.address) or "")
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)
     if args.api_workers > 1:
@@ -223,6 +226,13 @@ def _process_runtime_problem(nodes: int) -> str:
     return f"missing {', '.join(missing)} on PATH" if missing else ""
 
 
+def _ip_address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"failed to parse IP: {value!r}") from None
+
+
 def _add_up_parser(sub) -> None:
     from .controllers.service_lb import DEFAULT_POOL
 
@@ -230,6 +240,9 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--data-dir", default="./.nanokube", help="state, PKI and kubeconfig (default ./.nanokube)")
     up.add_argument("--port", type=int, default=6443, help="HTTPS port (default 6443; 0 picks a free one)")
     up.add_argument("--address", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    up.add_argument("--advertise-address", default=None, type=_ip_address, metavar="IP",
+                    help="the address the kubernetes Service's endpoints name (default: the listen address, or "
+                         "for a wildcard or loopback one the host's default-route address, as kube-apiserver)")
     up.add_argument("--kubeconfig", default=None, help="where to write the admin kubeconfig (default DIR/kubeconfig)")
     up.add_argument("--store", default="sqlite", help="sqlite (default), memory, or etcd://HOST:PORT[,HOST:PORT...]")
     up.add_argument("--cluster", default=None, metavar="FILE",

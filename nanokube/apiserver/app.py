@@ -91,8 +91,10 @@ def _user_from_cert(cert: dict | None) -> User | None:
 class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
-                 event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0):
+                 event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0, advertise: str | None = None):
         """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl).
+        `advertise`: the address the `kubernetes` Service's endpoints name (--advertise-address);
+        by default the listen address, or the host's for a wildcard one, none for loopback.
         `workers` > 1: this is worker `worker` of that many processes serving one port and one
         store (see workers.py); worker 0 alone bootstraps and runs the loops that write."""
         self.metrics = APIMetrics()
@@ -102,6 +104,7 @@ class APIServer:
         self.clock = clock
         self.pki = pki
         self.host, self.port = host, port
+        self.advertise = advertise if advertise is not None else advertise_address(host)
         self.index = ResourceIndex(all_resources())
         self.cache = WatchCache(self.store)
         self.event_ttl = EventTTL(self.store, self.cache, clock, event_ttl, self.metrics.registry)

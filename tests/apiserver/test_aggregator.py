@@ -67,11 +67,13 @@ def test_apis_lists_groups_in_the_aggregators_order():
 
 
 def test_kubernetes_service_objects():
-    from nanokube.apiserver.kubernetes_service import advertise_address, endpoint_slice, first_address, service
+    from nanokube.apiserver.kubernetes_service import (advertise_address, default_advertise_address, first_address,
+                                                       host_address, service)
 
     assert first_address("10.96.0.0/12") == "10.96.0.1"
     assert advertise_address("127.0.0.1") is None and advertise_address("192.0.2.7") == "192.0.2.7"
+    # kube-apiserver's default --advertise-address: a loopback listener advertises the host's address
+    assert default_advertise_address("192.0.2.7") == "192.0.2.7"
+    assert default_advertise_address("127.0.0.1") == default_advertise_address("0.0.0.0") == host_address()
     svc = service("10.96.0.1", 6443)
     assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]
-    s = endpoint_slice("192.0.2.7", 6443)
-    assert s["metadata"]["labels"] == {"kubernetes.io/service-name": "kubernetes"} and s["addressType"] == "IPv4"

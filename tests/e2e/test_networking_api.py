@@ -15,8 +15,10 @@ from .conftest import running_cluster, wait_for
 
 @pytest.fixture(scope="module")
 def cluster():
-    """This module's cluster releases a deleted ServiceCIDR after 1 s instead of 10 s."""
-    with running_cluster("networking", env={"NANOKUBE_SERVICECIDR_DELETION_GRACE": "1"}) as c:
+    """This module's cluster releases a deleted ServiceCIDR after 1 s instead of 10 s, and
+    advertises a documentation address (not the host's) for the kubernetes Service."""
+    with running_cluster("networking", ("--advertise-address", "192.0.2.10"),
+                         env={"NANOKUBE_SERVICECIDR_DELETION_GRACE": "1"}) as c:
         yield c
 
 
@@ -174,6 +176,24 @@ def test_the_kubernetes_service(cluster):
     assert addr.spec.parent_ref.name == "kubernetes"
     row = cluster.kubectl("get", "svc", "kubernetes", "--no-headers").stdout.split()
     assert row[:5] == ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+
+
+def test_the_kubernetes_service_endpoints(cluster):
+    """The API server's endpoint reconciler: Endpoints and EndpointSlice `kubernetes` name the
+    advertise address and the server's port, as `kubectl get` and `kubectl describe` show."""
+    port = cluster.url.rsplit(":", 1)[1]
+    row = wait_for(lambda: cluster.kubectl("get", "endpoints", "kubernetes", "--no-headers", check=False).stdout.split(),
+                   20, "the kubernetes Endpoints")
+    assert row[:2] == ["kubernetes", f"192.0.2.10:{port}"]
+    ep = cluster.kubectl_json("get", "endpoints", "kubernetes")
+    assert ep["metadata"]["labels"] == {"endpointslice.kubernetes.io/skip-mirror": "true"}
+    [sl] = cluster.kubectl_json("get", "endpointslices", "-l", "kubernetes.io/service-name=kubernetes")["items"]
+    assert (sl["metadata"]["name"], sl["addressType"], sl["endpoints"]) == (
+        "kubernetes", "IPv4", [{"addresses": ["192.0.2.10"], "conditions": {"ready": True}}])
+    assert sl["ports"] == [{"name": "https", "port": int(port), "protocol": "TCP"}]
+    described = cluster.kubectl("describe", "svc", "kubernetes").stdout
+    assert [line.split() for line in described.splitlines() if line.startswith("Endpoints:")] == [
+        ["Endpoints:", f"192.0.2.10:{port}"]]
 
 
 def _read_service(core):
