@@ -2,7 +2,11 @@
 in kube-node-lease nor its Ready condition moves for the grace period) gets
 its conditions set to Unknown, and every node is tainted by its Ready
 condition (`not-ready` when False, `unreachable` when Unknown, NoSchedule and
-NoExecute) until it reports Ready again. Evicting the pods those NoExecute
+NoExecute) until it reports Ready again. Like upstream's TaintNodesByCondition,
+a node also carries a NoSchedule taint for each pressure condition that is
+True (memory, disk, PID, network-unavailable) and `unschedulable` while it is
+cordoned (`spec.unschedulable`), so `kubectl describe node` shows why pods no
+longer land there. Evicting the pods those NoExecute
 taints do not tolerate is the taint-eviction controller's job. A node this
 controller turns from Ready to Unknown gets a NodeNotReady event, and so does
 each pod on it, whose Ready condition turns False (upstream's MarkPodsNotReady).
@@ -34,8 +38,18 @@ DEFAULT_GRACE = 50.0
 DEFAULT_MONITOR_PERIOD = 5.0
 GRACE_ENV = "NANOKUBE_NODE_MONITOR_GRACE"
 _CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 _TAINT_FOR = {"False": NOT_READY, "Unknown": UNREACHABLE}
-_EFFECTS = ("NoSchedule", "NoExecute")
+#: the NoSchedule taint a node condition's status brings (upstream's nodeConditionToTaintKeyStatusMap)
+_CONDITION_TAINTS = {
+    ("Ready", "False"): NOT_READY,
+    ("Ready", "Unknown"): UNREACHABLE,
+    ("MemoryPressure", "True"): "node.kubernetes.io/memory-pressure",
+    ("DiskPressure", "True"): "node.kubernetes.io/disk-pressure",
+    ("PIDPressure", "True"): "node.kubernetes.io/pid-pressure",
+    ("NetworkUnavailable", "True"): "node.kubernetes.io/network-unavailable",
+}
+_NO_SCHEDULE_KEYS = frozenset(_CONDITION_TAINTS.values()) | {UNSCHEDULABLE}
 SMP = "application/strategic-merge-patch+json"
 
 
@@ -53,7 +67,22 @@ def ready_status(node: dict) -> str | None:
 
 
 def _managed(taint: dict) -> bool:
-    return taint.get("key") in (NOT_READY, UNREACHABLE) and taint.get("effect") in _EFFECTS
+    if taint.get("effect") == "NoSchedule":
+        return taint.get("key") in _NO_SCHEDULE_KEYS
+    return taint.get("effect") == "NoExecute" and taint.get("key") in (NOT_READY, UNREACHABLE)
+
+
+def wanted_taints(node: dict) -> set[tuple[str, str]]:
+    """The (key, effect) taints this controller keeps on `node`: NoSchedule by its conditions
+    and cordon (doNoScheduleTaintingPass), NoExecute by its Ready condition (doNoExecuteTaintingPass)."""
+    status = node.get("status") or {}
+    want = {(key, "NoSchedule") for c in status.get("conditions") or []
+            if (key := _CONDITION_TAINTS.get((c.get("type"), c.get("status"))))}
+    if (node.get("spec") or {}).get("unschedulable"):
+        want.add((UNSCHEDULABLE, "NoSchedule"))
+    if key := _TAINT_FOR.get(ready_status(node) or "True"):
+        want.add((key, "NoExecute"))
+    return want
 
 
 class NodeLifecycleController(Controller):
@@ -201,9 +230,8 @@ class NodeLifecycleController(Controller):
 
     async def _taint(self, node: dict) -> None:
         taints = (node.get("spec") or {}).get("taints") or []
-        key = _TAINT_FOR.get(ready_status(node) or "True")
         have = {(t["key"], t["effect"]): t for t in taints if _managed(t)}
-        want = {(key, e) for e in _EFFECTS} if key else set()
+        want = wanted_taints(node)
         if set(have) == want:
             return
         now = self.clock.rfc3339()

@@ -96,6 +96,32 @@ async def test_a_not_ready_kubelet_gets_the_not_ready_taint(cluster):
     assert _managed_taints(n) == {(NOT_READY, "NoExecute"), (NOT_READY, "NoSchedule")}
 
 
+async def test_pressure_conditions_and_cordon_bring_their_no_schedule_taints(cluster):
+    """TaintNodesByCondition: a True pressure condition and spec.unschedulable each taint NoSchedule."""
+    client, _ = cluster
+    nodes = client.resource("", "v1", "nodes")
+    conditions = [{"type": "MemoryPressure", "status": "True", "reason": "KubeletHasInsufficientMemory"},
+                  {"type": "NetworkUnavailable", "status": "True", "reason": "NoRouteCreated"}]
+    await nodes.patch("gpu-1", {"status": {"conditions": conditions}}, "application/strategic-merge-patch+json",
+                      subresource="status")
+    await nodes.patch("gpu-1", {"spec": {"unschedulable": True}})
+
+    async def tainted():
+        n = await nodes.get("gpu-1")
+        return n if len(_managed_taints(n)) == 3 else None
+
+    assert _managed_taints(await eventually(tainted)) == {
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"), ("node.kubernetes.io/network-unavailable", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule")}
+    await nodes.patch("gpu-1", {"spec": {"unschedulable": False}})
+
+    async def uncordoned():
+        n = await nodes.get("gpu-1")
+        return n if ("node.kubernetes.io/unschedulable", "NoSchedule") not in _managed_taints(n) else None
+
+    await eventually(uncordoned)
+
+
 def test_toleration_seconds_takes_the_smallest_finite_matching_toleration():
     taint = {"key": UNREACHABLE, "effect": "NoExecute"}
     assert toleration_seconds(taint, []) == 0
