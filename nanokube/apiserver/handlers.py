@@ -21,7 +21,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from ..clock import Clock
 from ..registry.base import Resource
-from ..machinery import errors
+from ..machinery import errors, gofmt
 from . import discovery, serializer, tables
 from .cache import served_json
 from .audit import RESPONSE_OBJECT
@@ -71,16 +71,16 @@ _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "Patc
 
 #: the meta.k8s.io versions a response may be converted to (Accept's `as`, `g` and `v`)
 _META_VERSIONS = frozenset({"v1", "v1beta1"})
-_CONVERSIONS = {"Table": "table", "PartialObjectMetadata": "partial", "PartialObjectMetadataList": "partial"}
+_CONVERSIONS = {"Table": "table", "PartialObjectMetadata": "partial", "PartialObjectMetadataList": "partiallist"}
 
 
-def _negotiate(accept: str) -> tuple[str, str]:
-    """(media type, 'table', 'partial' or 'object') an Accept header negotiates, as upstream's
-    NegotiateMediaTypeOptions: no header is JSON; otherwise the clauses by quality (then the specific
-    before the wildcards), the first one whose media type is served and whose conversion (`as`, `g` and
-    `v` together) is one the endpoint makes."""
+def _negotiate(accept: str) -> tuple[str, str, str]:
+    """(media type, 'table', 'partial', 'partiallist' or 'object', meta.k8s.io version) an Accept header
+    negotiates, as upstream's NegotiateMediaTypeOptions: no header is JSON; otherwise the clauses by
+    quality (then the specific before the wildcards), the first one whose media type is served and whose
+    conversion (`as`, `g` and `v` together) is one the endpoint makes."""
     if accept == _JSON or not accept:  # what most clients send; no header is the first media type
-        return _JSON, "object"
+        return _JSON, "object", ""
     clauses = []
     for part in accept.split(","):
         bits = [b.strip() for b in part.split(";")]
@@ -104,10 +104,10 @@ def _negotiate(accept: str) -> tuple[str, str]:
             continue
         media = _YAML if mt == _YAML else _JSON
         if not {"as", "g", "v"} & params.keys():
-            return media, "object"
+            return media, "object", ""
         kind = _CONVERSIONS.get(params.get("as", ""))
         if kind and params.get("g") == "meta.k8s.io" and params.get("v") in _META_VERSIONS:
-            return media, kind
+            return media, kind, params["v"]
     raise _not_acceptable()
 
 
@@ -116,15 +116,51 @@ def _not_acceptable() -> errors.APIError:
 
 
 def _accept(request: web.Request) -> str:
-    """'table', 'partial' or 'object', as the request's Accept header negotiates it."""
+    """'table', 'partial', 'partiallist' or 'object', as the request's Accept header negotiates it."""
     return _negotiate(request.headers.get("Accept", ""))[1]
+
+
+def _meta_version(request: web.Request) -> str:
+    """The meta.k8s.io version of the Table or PartialObjectMetadata(List) the Accept header asks for:
+    a conversion to v1beta1 is served as v1beta1, as upstream encodes it in the version asked for."""
+    return _negotiate(request.headers.get("Accept", ""))[2] or "v1"
+
+
+def _include_object(q) -> str:
+    """TableOptions.includeObject, judged as upstream's optionsForTransform does (ValidateTableOptions)
+    before any Table is made: a value it does not know is a 400."""
+    include = q.get("includeObject", "")
+    if include not in ("", "None", "Object", "Metadata"):
+        raise errors.bad_request(f"Unable to convert to Table as requested: includeObject: Invalid value: "
+                                 f"{gofmt.quote(include)}: must be 'Metadata', 'Object', 'None', or empty")
+    return include or "Metadata"
+
+
+def _go_type(res: Resource, is_list: bool) -> str:
+    """The Go type (`%T`) upstream's handlers name in a conversion's error: the kind's internal type
+    (events.k8s.io's Events are core's), or Unstructured for a custom resource."""
+    if not res.strategy.strategic_merge:  # a custom resource (no patch strategies: it is unstructured)
+        return "*unstructured.UnstructuredList" if is_list else "*unstructured.Unstructured"
+    pkg = {"": "core", "events.k8s.io": "core", "internal.apiserver.k8s.io": "apiserverinternal"}.get(
+        res.group, res.group.split(".")[0])
+    return f"*{pkg}.{res.kind}{'List' if is_list else ''}"
+
+
+def _wrong_partial(res: Resource, is_list: bool) -> errors.APIError:
+    """asPartialObjectMetadata(List)'s 406: PartialObjectMetadata asked for a list, or
+    PartialObjectMetadataList for one object."""
+    if is_list:
+        msg = f"you requested PartialObjectMetadata, but the requested object is a list ({_go_type(res, True)})"
+    else:
+        msg = f"you requested PartialObjectMetadataList, but the requested object is not a list ({_go_type(res, False)})"
+    return errors.APIError(406, "NotAcceptable", msg)
 
 
 def _watch_accept(request: web.Request) -> str:
     """As `_accept`, for a watch: the media type negotiated must stream, and YAML has no stream
     serializer (upstream's NegotiateOutputMediaTypeStream), so a watch that negotiates it (first,
     by quality) is Not Acceptable rather than JSON."""
-    media, kind = _negotiate(request.headers.get("Accept", ""))
+    media, kind, _ = _negotiate(request.headers.get("Accept", ""))
     if media == _YAML:
         raise _not_acceptable()
     return kind
@@ -535,12 +571,15 @@ class APIHandlers:
     def _render_one(self, request: web.Request, res: Resource, obj: dict, version: str, code: int = 200) -> web.Response:
         kind = _accept(request)
         if kind == "table":
+            include = _include_object(request.query)
             stored = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
-            t = tables.table(res, [(obj, stored.obj if stored else obj)], self.clock,
-                             request.query.get("includeObject", "Metadata"), {"resourceVersion": obj["metadata"].get("resourceVersion", "")})
+            t = tables.table(res, [(obj, stored.obj if stored else obj)], self.clock, include,
+                             {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, meta_version=_meta_version(request))
             return json_response(t, code)
         if kind == "partial":
-            return json_response(tables.partial_metadata(obj), code)
+            return json_response(tables.partial_metadata(obj, _meta_version(request)), code)
+        if kind == "partiallist":
+            raise _wrong_partial(res, False)
         return json_response(obj, code)
 
     def render_scale(self, request: web.Request, res: Resource, scale: dict) -> web.Response:
@@ -548,8 +587,8 @@ class APIHandlers:
         if _accept(request) != "table":
             return json_response(scale)
         meta = {"resourceVersion": scale["metadata"].get("resourceVersion", "")}
-        return json_response(tables.table(res, [(scale, scale)], self.clock, request.query.get("includeObject", "Metadata"),
-                                          meta, cols=tables.SCALE_COLUMNS))
+        return json_response(tables.table(res, [(scale, scale)], self.clock, _include_object(request.query),
+                                          meta, cols=tables.SCALE_COLUMNS, meta_version=_meta_version(request)))
 
     def _render_write(self, request: web.Request, res: Resource, r, version: str) -> web.Response:
         body = served_json(*r.stored) if r.stored is not None else None
@@ -570,14 +609,18 @@ class APIHandlers:
             resource_version_match=q.get("resourceVersionMatch", ""), send_initial_events=_maybe_bool(q, "sendInitialEvents"),
             encoded=encoded if kind == "object" else None)
         if kind == "table":
+            include = _include_object(q)
             pairs = []
             for o in items:
                 e = self.rest.cache.get(res.key(o["metadata"].get("namespace"), o["metadata"]["name"]))
                 pairs.append((o, e.obj if e else o))
-            return json_response(tables.table(res, pairs, self.clock, q.get("includeObject", "Metadata"), meta))
+            return json_response(tables.table(res, pairs, self.clock, include, meta, meta_version=_meta_version(request)))
         if kind == "partial":
-            return json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
-                                  "items": [tables.partial_metadata(o) for o in items]})
+            raise _wrong_partial(res, True)
+        if kind == "partiallist":
+            mv = _meta_version(request)
+            return json_response({"kind": "PartialObjectMetadataList", "apiVersion": f"meta.k8s.io/{mv}", "metadata": meta,
+                                  "items": [tables.partial_metadata(o, mv) for o in items]})
         head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
         if None in encoded:  # items converted for the version asked for have no cached JSON
             encoded = [raw if raw is not None else dumps(o) for raw, o in zip(encoded, items)]
@@ -597,8 +640,9 @@ class APIHandlers:
                 return False
             out = translate(cev)
             if out is not None:
-                batches.add(batch, cache.encode_chunk(*out))
-                sent.inc()
+                chunk = cache.encode_chunk(*out)
+                batches.add(batch, chunk)
+                sent.add(len(chunk) - chunk.index(b"\r\n") - 4)  # the event's line, without the chunk's framing
             return True
 
         return direct
@@ -607,7 +651,6 @@ class APIHandlers:
                      labels: list) -> web.StreamResponse:
         q = request.query
         kind = _watch_accept(request)
-        include = q.get("includeObject", "Metadata")
         timeout = integer(q, "timeoutSeconds")
         field_selector = q.get("fieldSelector", "")
         try:
@@ -620,6 +663,8 @@ class APIHandlers:
         except errors.APIError as e:
             if e.code not in (410, 504):
                 raise
+            if kind == "table":  # the Table's options are judged before the watch is served, as its list options
+                _include_object(q)
             # as the cacher does: an expired resourceVersion, or one a watch-list's cache did not reach in
             # time, is a watch that sends one ERROR event and ends
             gone = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
@@ -627,13 +672,20 @@ class APIHandlers:
             await gone.write(dumps({"type": "ERROR", "object": e.status()}) + b"\n")
             await gone.write_eof()
             return gone
+        try:
+            include = _include_object(q) if kind == "table" else ""
+        except errors.APIError:
+            await stream.aclose()
+            raise
+        mv = _meta_version(request)
         resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
         for w in request.get(_WARNINGS, ()):  # a watch of a deprecated version is warned too, before it streams
             resp.headers.add("Warning", warning_header(w))
         await resp.prepare(request)
-        g = self.metrics.watchers.labels(res.group, version, res.kind)
+        verb, group, version, plural, sub, _, scope, _ = labels  # RecordLongRunning's: the request's own labels
+        g = self.metrics.longrunning.labels(verb, group, version, plural, sub, scope, "apiserver")
         g.inc()
-        sent = self.metrics.watch_events.labels(res.group, version, res.kind)
+        sent = self.metrics.watch_sent(group, version, plural)
         deadline = self.clock.monotonic() + timeout if timeout else None
         columns_sent = False
         transport = request.transport
@@ -650,16 +702,17 @@ class APIHandlers:
                 e = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
                 stored = e.obj if e and typ != "DELETED" else obj
                 table = tables.table(res, [(obj, stored)], self.clock, include,
-                                     {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, not columns_sent)
+                                     {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, not columns_sent,
+                                     meta_version=mv)
                 columns_sent = True
                 line = dumps({"type": typ, "object": table}) + b"\n"
-            elif kind == "partial":
-                line = dumps({"type": typ, "object": tables.partial_metadata(obj)}) + b"\n"
+            elif kind in ("partial", "partiallist"):
+                line = dumps({"type": typ, "object": tables.partial_metadata(obj, mv)}) + b"\n"
             else:
                 line = self.rest.cache.encode_event(typ, obj)
             batch.flush()  # events handed to it directly and still held go first
             await resp.write(line)
-            sent.inc()
+            sent.add(len(line))
 
         try:
             while True:

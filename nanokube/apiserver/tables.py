@@ -59,22 +59,24 @@ def _cell(c: Column, obj: dict, now: float) -> Any:
     return c.empty if v is None else v
 
 
-def row(cols: list[Column], obj: dict, stored: dict, now: float, include: str) -> dict[str, Any]:
+def row(cols: list[Column], obj: dict, stored: dict, now: float, include: str, meta_version: str = "v1") -> dict[str, Any]:
     r: dict[str, Any] = {"cells": [_cell(c, stored, now) for c in cols]}
     if include == "Object":
         r["object"] = obj
     elif include != "None":
-        r["object"] = partial_metadata(obj)
+        r["object"] = partial_metadata(obj, meta_version)
     return r
 
 
-def partial_metadata(obj: dict) -> dict[str, Any]:
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
+def partial_metadata(obj: dict, meta_version: str = "v1") -> dict[str, Any]:
+    return {"kind": "PartialObjectMetadata", "apiVersion": f"meta.k8s.io/{meta_version}", "metadata": obj.get("metadata", {})}
 
 
 def table(res: Resource, pairs: list[tuple[dict, dict]], clock: Clock, include: str, list_meta: dict,
-          with_columns: bool = True, cols: list[Column] | None = None) -> dict[str, Any]:
-    """pairs: (object as served, stored object) — columns (`cols`, else the resource's) read the stored form."""
+          with_columns: bool = True, cols: list[Column] | None = None, meta_version: str = "v1") -> dict[str, Any]:
+    """pairs: (object as served, stored object) — columns (`cols`, else the resource's) read the stored form.
+    `meta_version`: the meta.k8s.io version asked for (v1beta1 Tables are served as v1beta1, their rows'
+    PartialObjectMetadata too, as upstream's asTable sets them)."""
     now = clock.now()
     cols = cols or columns(res)
     key = res.strategy.table_sort_key
@@ -82,9 +84,9 @@ def table(res: Resource, pairs: list[tuple[dict, dict]], clock: Clock, include: 
         pairs = sorted(pairs, key=lambda p: key(p[1]))
     t: dict[str, Any] = {
         "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
+        "apiVersion": f"meta.k8s.io/{meta_version}",
         "metadata": list_meta,
-        "rows": [row(cols, o, s, now, include) for o, s in pairs],
+        "rows": [row(cols, o, s, now, include, meta_version) for o, s in pairs],
     }
     t["columnDefinitions"] = column_definitions(cols) if with_columns else []
     return t

@@ -1,0 +1,89 @@
+"""Responses converted to meta.k8s.io kinds (Accept's as/g/v): Table options judged before a Table is
+made, the version asked for kept, and PartialObjectMetadata(List) only for what it names, as upstream's
+transformResponseObject."""
+
+import aiohttp
+import orjson
+
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.rest import SYSTEM, WriteOptions
+from nanokube.store.memory import MemoryStore
+
+TABLE = "application/json;as=Table;v={};g=meta.k8s.io"
+PARTIAL = "application/json;as=PartialObjectMetadata;v={};g=meta.k8s.io"
+PARTIAL_LIST = "application/json;as=PartialObjectMetadataList;v={};g=meta.k8s.io"
+
+
+async def _server():
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = server.index.get("", "v1", "configmaps")
+    await server.rest.create(cms, "v1", "default", {"metadata": {"name": "a"}}, WriteOptions(user=SYSTEM))
+    return server, f"http://127.0.0.1:{server.port}"
+
+
+async def _get(s, url, accept):
+    async with s.get(url, headers={"Accept": accept}) as r:
+        return r.status, orjson.loads(await r.read())
+
+
+async def test_an_unknown_include_object_is_a_400_for_a_table_and_ignored_otherwise():
+    server, base = await _server()
+    cms = f"{base}/api/v1/namespaces/default/configmaps"
+    want = ("Unable to convert to Table as requested: includeObject: Invalid value: \"Bogus\": "
+            "must be 'Metadata', 'Object', 'None', or empty")
+    try:
+        async with aiohttp.ClientSession() as s:
+            for url in (f"{cms}?includeObject=Bogus", f"{cms}/a?includeObject=Bogus",
+                        f"{cms}?watch=1&includeObject=Bogus&timeoutSeconds=1"):
+                code, body = await _get(s, url, TABLE.format("v1"))
+                assert (code, body["reason"], body["message"]) == (400, "BadRequest", want), url
+            code, body = await _get(s, f"{cms}?includeObject=Bogus", "application/json")
+            assert (code, body["kind"]) == (200, "ConfigMapList")
+            code, body = await _get(s, f"{cms}/a?includeObject=", TABLE.format("v1"))
+            assert code == 200 and body["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+    finally:
+        await server.stop()
+
+
+async def test_a_v1beta1_conversion_is_served_as_v1beta1():
+    server, base = await _server()
+    cms = f"{base}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            for url in (cms, f"{cms}/a"):
+                code, t = await _get(s, url, TABLE.format("v1beta1"))
+                assert (code, t["apiVersion"], t["rows"][0]["object"]["apiVersion"]) == \
+                    (200, "meta.k8s.io/v1beta1", "meta.k8s.io/v1beta1")
+            code, p = await _get(s, f"{cms}/a", PARTIAL.format("v1beta1"))
+            assert (code, p["kind"], p["apiVersion"]) == (200, "PartialObjectMetadata", "meta.k8s.io/v1beta1")
+            code, p = await _get(s, cms, PARTIAL_LIST.format("v1beta1"))
+            assert (code, p["apiVersion"], p["items"][0]["apiVersion"]) == \
+                (200, "meta.k8s.io/v1beta1", "meta.k8s.io/v1beta1")
+            code, t = await _get(s, cms, TABLE.format("v1"))
+            assert (t["apiVersion"], t["rows"][0]["object"]["apiVersion"]) == ("meta.k8s.io/v1", "meta.k8s.io/v1")
+    finally:
+        await server.stop()
+
+
+async def test_partial_object_metadata_of_a_list_or_a_list_of_one_object_is_not_acceptable():
+    server, base = await _server()
+    try:
+        async with aiohttp.ClientSession() as s:
+            for url, accept, message in [
+                (f"{base}/api/v1/namespaces/default/configmaps", PARTIAL,
+                 "you requested PartialObjectMetadata, but the requested object is a list (*core.ConfigMapList)"),
+                (f"{base}/api/v1/namespaces/default/configmaps/a", PARTIAL_LIST,
+                 "you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)"),
+                (f"{base}/apis/events.k8s.io/v1/events", PARTIAL,
+                 "you requested PartialObjectMetadata, but the requested object is a list (*core.EventList)"),
+                (f"{base}/apis/apps/v1/deployments", PARTIAL,
+                 "you requested PartialObjectMetadata, but the requested object is a list (*apps.DeploymentList)"),
+            ]:
+                code, body = await _get(s, url, accept.format("v1"))
+                assert (code, body["reason"], body["message"]) == (406, "NotAcceptable", message), url
+            # the object is read first: a missing one is a 404
+            code, body = await _get(s, f"{base}/api/v1/namespaces/default/configmaps/zz", PARTIAL_LIST.format("v1"))
+            assert code == 404
+    finally:
+        await server.stop()
