@@ -1206,10 +1206,13 @@ class GenericREST:
             elif grace < (md.get("deletionGracePeriodSeconds") or 0):
                 new_md["deletionTimestamp"] = self.clock.rfc3339(now + grace)
                 new_md["deletionGracePeriodSeconds"] = grace
+            # DeleteResource's 202: an object left in place when the client asked for cascading by
+            # orphanDependents=false (a Foreground propagationPolicy is a 200, as any other)
+            pending = 202 if options.get("orphanDependents") is False else 200
             if new == obj:
-                return Result(self._external(res, obj, version), 202 if policy == "Foreground" else 200)
+                return Result(self._external(res, obj, version), pending)
             if opts.dry_run:
-                return Result(self._external(res, new, version), 200)
+                return Result(self._external(res, new, version), pending)
             if grace == 0 and not finalizers and not res.strategy.blocks_deletion(new):
                 try:
                     kv = await self.store.delete(key, entry.rev)
@@ -1232,8 +1235,7 @@ class GenericREST:
                 raise errors.not_found(res.group, res.plural, name) from None
             await self._write_wait(kv.mod_revision)
             e = self.cache.get(key)
-            code = 202 if policy == "Foreground" else 200
-            return Result(self._external(res, e.obj if e else new, version), code)
+            return Result(self._external(res, e.obj if e else new, version), pending)
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
 
     async def admit_subresource_create(self, res: Resource, version: str, subresource: str, kind: dict,

@@ -1,0 +1,34 @@
+"""A DELETE's status code, as upstream's DeleteResource: 200 for an object deleted or left in place,
+202 only for one left in place (finalizers, a grace period) when the client asked for cascading with
+orphanDependents=false."""
+
+import aiohttp
+
+from nanokube.apiserver.app import APIServer
+from nanokube.store.memory import MemoryStore
+
+
+async def test_only_orphan_dependents_false_on_an_object_left_in_place_is_a_202():
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            got = {}
+            for name, options, finalizers in [
+                ("fg", {"propagationPolicy": "Foreground"}, ["example.com/x"]),
+                ("bg", {"propagationPolicy": "Background"}, ["example.com/x"]),
+                ("orphan", {"propagationPolicy": "Orphan"}, ["example.com/x"]),
+                ("cascade", {"orphanDependents": False}, ["example.com/x"]),
+                ("dry", {"orphanDependents": False, "dryRun": ["All"]}, ["example.com/x"]),
+                ("gone", {"orphanDependents": False}, []),
+            ]:
+                async with s.post(cms, json={"metadata": {"name": name, "finalizers": finalizers}}) as r:
+                    assert r.status == 201, await r.text()
+                async with s.delete(f"{cms}/{name}", json=options) as r:
+                    got[name] = r.status
+            async with s.delete(f"{cms}/cascade", json={"orphanDependents": False}) as r:
+                got["again"] = r.status  # already being deleted, nothing to change
+        assert got == {"fg": 200, "bg": 200, "orphan": 200, "cascade": 202, "dry": 202, "gone": 200, "again": 202}
+    finally:
+        await server.stop()
