@@ -323,7 +323,7 @@ class APIServer:
                     await self.store.compact(last)
                 last = await self.store.current_revision()
                 for prefix in self.cache.prefixes():
-                    self.metrics.storage_objects.labels(prefix.split("/")[2]).set(self.cache.count(prefix))
+                    self.metrics.stored(prefix.split("/")[2], self.cache.count(prefix))
             except Exception:
                 log.exception("compaction failed")
 

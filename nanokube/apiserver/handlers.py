@@ -640,8 +640,9 @@ class APIHandlers:
                 return False
             out = translate(cev)
             if out is not None:
-                batches.add(batch, cache.encode_chunk(*out))
-                sent.inc()
+                chunk = cache.encode_chunk(*out)
+                batches.add(batch, chunk)
+                sent.add(len(chunk) - chunk.index(b"\r\n") - 4)  # the event's line, without the chunk's framing
             return True
 
         return direct
@@ -681,9 +682,10 @@ class APIHandlers:
         for w in request.get(_WARNINGS, ()):  # a watch of a deprecated version is warned too, before it streams
             resp.headers.add("Warning", warning_header(w))
         await resp.prepare(request)
-        g = self.metrics.watchers.labels(res.group, version, res.kind)
+        verb, group, version, plural, sub, _, scope, _ = labels  # RecordLongRunning's: the request's own labels
+        g = self.metrics.longrunning.labels(verb, group, version, plural, sub, scope, "apiserver")
         g.inc()
-        sent = self.metrics.watch_events.labels(res.group, version, res.kind)
+        sent = self.metrics.watch_sent(group, version, plural)
         deadline = self.clock.monotonic() + timeout if timeout else None
         columns_sent = False
         transport = request.transport
@@ -710,7 +712,7 @@ class APIHandlers:
                 line = self.rest.cache.encode_event(typ, obj)
             batch.flush()  # events handed to it directly and still held go first
             await resp.write(line)
-            sent.inc()
+            sent.add(len(line))
 
         try:
             while True:

@@ -1,4 +1,6 @@
-"""Prometheus metrics under the names kube-apiserver uses."""
+"""Prometheus metrics under the names, labels, buckets and HELP texts kube-apiserver 1.37 uses
+(k8s.io/apiserver endpoints/metrics and storage/etcd3/metrics): component-base prefixes each HELP
+with the metric's stability level, and a deprecated one's with the release that deprecated it."""
 
 from __future__ import annotations
 
@@ -12,38 +14,73 @@ from ..metrics.exposition import render
 #: (CleanScope), `dry_run` the query's dryRun values ("All", "invalid", or ""), `component` the
 #: server that answered ("apiserver": nanokube serves what an aggregator would relay itself)
 _REQUEST_LABELS = ["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"]
-#: requestLatencies' buckets (endpoints/metrics)
+#: requestLatencies' buckets (endpoints/metrics), which etcd_request_duration_seconds keeps too
 _REQUEST_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60)
-_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+#: WatchEventsSizes' buckets: 1 KiB to 128 KiB
+_EVENT_SIZE_BUCKETS = tuple(1024 * 2 ** i for i in range(8))
+
+
+class WatchSent:
+    """One watch's series of apiserver_watch_events_total and apiserver_watch_events_sizes: each
+    event written to the client is counted with its size in bytes."""
+
+    __slots__ = ("events", "sizes")
+
+    def __init__(self, events, sizes) -> None:
+        self.events, self.sizes = events, sizes
+
+    def add(self, size: int) -> None:
+        self.events.inc()
+        self.sizes.observe(size)
 
 
 class APIMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Family(
-            "counter", "apiserver_request_total", "Counter of apiserver requests broken out for each verb, dry run value, "
-            "group, version, resource, scope, component, and HTTP response code.",
+            "counter", "apiserver_request_total", "[STABLE] Counter of apiserver requests broken out for each verb, "
+            "dry run value, group, version, resource, scope, component, and HTTP response code.",
             [*_REQUEST_LABELS, "code"], self.registry)
         self.latency = Family(
-            "histogram", "apiserver_request_duration_seconds", "Response latency distribution in seconds for each verb, "
-            "dry run value, group, version, resource, subresource, scope and component.",
+            "histogram", "apiserver_request_duration_seconds", "[STABLE] Response latency distribution in seconds for "
+            "each verb, dry run value, group, version, resource, subresource, scope and component.",
             _REQUEST_LABELS, self.registry, _REQUEST_BUCKETS)
-        self.watchers = Family(
-            "gauge", "apiserver_registered_watchers", "Number of currently registered watchers for a given resource.",
-            ["group", "version", "kind"], self.registry)
+        self.longrunning = Family(
+            "gauge", "apiserver_longrunning_requests", "[STABLE] Gauge of all active long-running apiserver requests "
+            "broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
+            ["verb", "group", "version", "resource", "subresource", "scope", "component"], self.registry)
         self.watch_events = Family(
-            "counter", "apiserver_watch_events_total", "Number of events sent in watch clients.",
-            ["group", "version", "kind"], self.registry)
+            "counter", "apiserver_watch_events_total", "[ALPHA] Number of events sent in watch clients",
+            ["group", "version", "resource"], self.registry)
+        self.watch_event_sizes = Family(
+            "histogram", "apiserver_watch_events_sizes", "[ALPHA] Watch event size distribution in bytes",
+            ["group", "version", "resource"], self.registry, _EVENT_SIZE_BUCKETS)
         self.storage_latency = Family(
-            "histogram", "apiserver_storage_request_duration_seconds", "Storage request latency in seconds by operation and resource.",
-            ["operation", "resource"], self.registry, _BUCKETS)
+            "histogram", "etcd_request_duration_seconds",
+            "[ALPHA] Etcd request latency in seconds for each operation and object type.",
+            ["operation", "group", "resource"], self.registry, _REQUEST_BUCKETS)
         self.storage_objects = Family(
-            "gauge", "apiserver_storage_objects", "Number of stored objects at the time of last check split by kind.",
-            ["resource"], self.registry)
+            "gauge", "apiserver_storage_objects", "[STABLE] (Deprecated since 1.34.0) [DEPRECATED, consider using "
+            "apiserver_resource_objects instead] Number of stored objects at the time of last check split by kind. "
+            "In case of a fetching error, the value will be -1.", ["resource"], self.registry)
+        self.resource_objects = Family(
+            "gauge", "apiserver_resource_objects", "[ALPHA] Number of stored objects at the time of last check split "
+            "by kind. In case of a fetching error, the value will be -1.", ["group", "resource"], self.registry)
         self.inflight = Gauge(
-            "apiserver_current_inflight_requests", "Maximal number of currently used inflight request limit of this apiserver per request kind.",
-            ["request_kind"], registry=self.registry)
+            "apiserver_current_inflight_requests", "[STABLE] Maximal number of currently used inflight request limit "
+            "of this apiserver per request kind in last second.", ["request_kind"], registry=self.registry)
         self.request_count, self.request_latency = self.requests.labels, self.latency.labels
+
+    def watch_sent(self, group: str, version: str, resource: str) -> WatchSent:
+        return WatchSent(self.watch_events.labels(group, version, resource),
+                         self.watch_event_sizes.labels(group, version, resource))
+
+    def stored(self, group_resource: str, count: int) -> None:
+        """A resource's stored objects (`group_resource` as its keys name it: pods, deployments.apps),
+        under both names kube-apiserver reports them."""
+        resource, _, group = group_resource.partition(".")
+        self.storage_objects.labels(group_resource).set(count)
+        self.resource_objects.labels(group, resource).set(count)
 
     def render(self, *others) -> bytes:
         """/metrics: these families and those of `others` (the components' registries), as one registry's."""
@@ -51,7 +88,7 @@ class APIMetrics:
 
     def reset(self) -> None:
         """DELETE /metrics (MetricsWithReset, installed with profiling): the request, watch event
-        and storage counters and histograms start again. The watcher, stored object and inflight
-        gauges are kept: they hold the server's state, which clearing would misstate."""
-        for family in (self.requests, self.latency, self.watch_events, self.storage_latency):
+        and storage counters and histograms start again. The long-running request, stored object
+        and inflight gauges are kept: they hold the server's state, which clearing would misstate."""
+        for family in (self.requests, self.latency, self.watch_events, self.watch_event_sizes, self.storage_latency):
             family.reset()

@@ -24,7 +24,7 @@ from .aggregator.requestheader import front_proxy_files
 from .auth.authorizer import USER
 
 #: gauges of the one store, which every worker reports alike: the largest, not the sum
-SHARED = frozenset(("apiserver_storage_objects",))
+SHARED = frozenset(("apiserver_storage_objects", "apiserver_resource_objects"))
 
 
 def merge(bodies: list[bytes]) -> bytes:

@@ -1,4 +1,4 @@
-"""Wraps a Store to record per-operation latency, by resource."""
+"""Wraps a Store to record per-operation latency, by group and resource (etcd_request_duration_seconds)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,22 @@ from typing import AsyncIterator
 from .interface import KV, Event, Store
 
 
-def _resource(key: str) -> str:
+def _group_resource(key: str) -> tuple[str, str]:
+    """/registry/<resource>.<group>/... -> (group, resource), etcd_request_duration_seconds' labels."""
     parts = key.split("/", 3)
-    return parts[2] if len(parts) > 2 else ""
+    resource, _, group = (parts[2] if len(parts) > 2 else "").partition(".")
+    return group, resource
 
 
 class InstrumentedStore(Store):
     def __init__(self, inner: Store, histogram) -> None:
         self.inner = inner
         self._h = histogram
-        #: the histogram's children by (operation, resource): `labels()` validates and locks each call
-        self._children: dict[tuple[str, str], object] = {}
+        #: the histogram's children by (operation, group, resource)
+        self._children: dict[tuple[str, str, str], object] = {}
 
     def _obs(self, op: str, key: str, t0: float) -> None:
-        labels = (op, _resource(key))
+        labels = (op, *_group_resource(key))
         child = self._children.get(labels)
         if child is None:
             child = self._children[labels] = self._h.labels(*labels)

@@ -16,8 +16,8 @@ def _worker(requests: int, objects: int, latency: float) -> tuple[APIMetrics, by
     for _ in range(requests):
         m.request_count("GET", "", "", "v1", "pods", "", "namespace", "apiserver", "200").inc()
         m.request_latency("GET", "", "", "v1", "pods", "", "namespace", "apiserver").observe(latency)
-    m.storage_objects.labels("pods").set(objects)
-    m.watchers.labels("", "v1", "Pod").set(requests)
+    m.stored("pods", objects)
+    m.longrunning.labels("WATCH", "", "v1", "pods", "", "namespace", "apiserver").set(requests)
     m.inflight.labels("mutating").set(1)
     return m, m.render()
 
@@ -50,9 +50,12 @@ def test_counters_histograms_and_gauges_of_work_add_up_the_store_is_counted_once
     assert got[("apiserver_request_duration_seconds_bucket", tuple(sorted((*latency, ("le", "0.005")))))] == 3
     assert got[("apiserver_request_duration_seconds_bucket", tuple(sorted((*latency, ("le", "+Inf")))))] == 8
     assert abs(got[("apiserver_request_duration_seconds_sum", latency)] - (3 * 0.002 + 5 * 0.2)) < 1e-9
-    assert got[("apiserver_registered_watchers", (("group", ""), ("kind", "Pod"), ("version", "v1")))] == 8
+    watches = (("component", "apiserver"), ("group", ""), ("resource", "pods"), ("scope", "namespace"),
+               ("subresource", ""), ("verb", "WATCH"), ("version", "v1"))
+    assert got[("apiserver_longrunning_requests", watches)] == 8
     assert got[("apiserver_current_inflight_requests", (("request_kind", "mutating"),))] == 2
     assert got[("apiserver_storage_objects", (("resource", "pods"),))] == 9
+    assert got[("apiserver_resource_objects", (("group", ""), ("resource", "pods")))] == 9
     # a series only one worker has is kept as it is
     b.request_count("DELETE", "", "", "v1", "pods", "", "resource", "apiserver", "200").inc()
     deletes = (("code", "200"), ("component", "apiserver"), ("dry_run", ""), ("group", ""), ("resource", "pods"),

@@ -31,7 +31,7 @@ def test_health_version_metrics(cluster):
     assert ('apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",'
             'scope="namespace",subresource="",verb="LIST",version="v1"}') in text
     assert "apiserver_request_duration_seconds_bucket" in text
-    assert "apiserver_storage_request_duration_seconds_bucket" in text
+    assert "etcd_request_duration_seconds_bucket" in text
 
 
 def test_anonymous_gets_health_but_not_resources(cluster):
@@ -106,6 +106,6 @@ def test_request_metrics_carry_kube_apiservers_labels(cluster):
                       "4", "5", "6", "8", "10", "15", "20", "30", "45", "60", "+Inf"]  # client_golang's numbers
     assert series("apiserver_request_duration_seconds_count", resource="configmaps", scope="namespace",
                   verb="WATCH") in text
-    assert ("# HELP apiserver_request_total Counter of apiserver requests broken out for each verb, dry run value, "
-            "group, version, resource, scope, component, and HTTP response code.") in text
+    assert ("# HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb, dry run "
+            "value, group, version, resource, scope, component, and HTTP response code.") in text
     assert "_created" not in text, "client_golang's text format has no _created series"

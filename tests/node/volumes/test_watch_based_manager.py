@@ -39,7 +39,7 @@ async def cluster(tmp_path):
 
 async def configmap_requests(server) -> tuple[float, float, float]:
     """The server's count of GETs and LISTs of configmaps (apiserver_request_total, all codes) and its
-    ConfigMap watchers now (apiserver_registered_watchers)."""
+    ConfigMap watches now (apiserver_longrunning_requests, verb WATCH)."""
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{server.port}/metrics") as r:
         text = await r.text()
 
@@ -47,7 +47,8 @@ async def configmap_requests(server) -> tuple[float, float, float]:
         return sum(float(m.group(1)) for m in re.finditer(rf"^{series}{{{labels}}} (\S+)$", text, re.M))
     return (total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",[^}]*subresource="",verb="GET"[^}]*'),
             total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",[^}]*subresource="",verb="LIST"[^}]*'),
-            total("apiserver_registered_watchers", r'group="",kind="ConfigMap",version="v1"'))
+            total("apiserver_longrunning_requests", r'component="apiserver",group="",resource="configmaps",'
+                                                     r'scope="\w+",subresource="",verb="WATCH",version="v1"'))
 
 
 def pod(name: str, node: str) -> dict:

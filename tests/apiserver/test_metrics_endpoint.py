@@ -1,0 +1,109 @@
+"""kube-apiserver's storage and watch metrics at /metrics, scraped over HTTPS as Prometheus does:
+etcd_request_duration_seconds by operation, group and resource; apiserver_storage_objects and
+apiserver_resource_objects; apiserver_longrunning_requests while a watch streams; and
+apiserver_watch_events_total and apiserver_watch_events_sizes for the events it was sent."""
+
+import asyncio
+
+import aiohttp
+import orjson
+import pytest
+
+from nanokube.apiserver.app import APIServer
+from nanokube.clock import VirtualClock
+from nanokube.pki.ca import ensure_pki
+from nanokube.store.memory import MemoryStore
+from tests.apiserver.test_request_body import admin_context
+from tests.controllers import eventually
+
+WATCH = ('component="apiserver",group="",resource="configmaps",scope="namespace",subresource="",verb="WATCH",'
+         'version="v1"')
+
+
+@pytest.fixture
+async def api(tmp_path):
+    pki = ensure_pki(str(tmp_path))
+    clock = VirtualClock(start=1_800_000_000.0)
+    s = APIServer(MemoryStore(), pki, port=0, clock=clock, compaction_interval=60)
+    await s.start()
+    async with aiohttp.ClientSession(f"https://127.0.0.1:{s.port}",
+                                     connector=aiohttp.TCPConnector(ssl=admin_context(pki, tmp_path))) as http:
+        try:
+            yield s, clock, http
+        finally:
+            await s.stop()
+
+
+async def scrape(http) -> str:
+    async with http.get("/metrics") as r:
+        assert r.status == 200 and r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        return await r.text()
+
+
+def value(text: str, series: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+async def create(http, path: str, body: dict) -> None:
+    async with http.post(path, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as r:
+        assert r.status == 201, await r.text()
+
+
+async def test_storage_requests_are_etcd_request_duration_seconds_by_operation_group_and_resource(api):
+    s, clock, http = api
+    await create(http, "/api/v1/namespaces/default/podtemplates", {"metadata": {"name": "a"}, "template": {
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}})
+    await create(http, "/apis/apps/v1/namespaces/default/deployments", {"metadata": {"name": "web"}, "spec": {
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    text = await scrape(http)
+    assert value(text, 'etcd_request_duration_seconds_count{group="",operation="create",resource="podtemplates"}') == 1
+    assert value(text, 'etcd_request_duration_seconds_count{group="apps",operation="create",resource="deployments"}') == 1
+    bounds = [line.split('le="')[1].split('"')[0] for line in text.splitlines()
+              if line.startswith('etcd_request_duration_seconds_bucket{group="",operation="create",resource="podtemplates"')]
+    assert bounds == ["0.005", "0.025", "0.05", "0.1", "0.2", "0.4", "0.6", "0.8", "1", "1.25", "1.5", "2", "3", "4",
+                      "5", "6", "8", "10", "15", "20", "30", "45", "60", "+Inf"]
+    assert "# HELP etcd_request_duration_seconds [ALPHA] Etcd request latency in seconds for each operation and " \
+           "object type.\n" in text
+    assert "apiserver_storage_request_duration_seconds" not in text and "apiserver_registered_watchers" not in text
+
+    await clock.advance(60)  # the stored objects are counted as the store is compacted
+    text = await scrape(http)
+    assert value(text, 'apiserver_storage_objects{resource="podtemplates"}') == 1
+    assert value(text, 'apiserver_storage_objects{resource="deployments.apps"}') == 1
+    assert value(text, 'apiserver_resource_objects{group="apps",resource="deployments"}') == 1
+    assert value(text, 'apiserver_resource_objects{group="",resource="podtemplates"}') == 1
+
+
+@pytest.mark.parametrize("accept", [
+    "application/json",  # each event handed to the connection directly
+    "application/json;as=Table;g=meta.k8s.io;v=v1",  # each event written by the watch's own task
+])
+async def test_a_watch_is_a_long_running_request_and_its_events_are_counted_with_their_sizes(api, accept):
+    s, clock, http = api
+    async with http.get("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0&"
+                        "fieldSelector=metadata.name%3Dbig", headers={"Accept": accept}) as watch:
+        assert watch.status == 200
+        assert value(await scrape(http), f"apiserver_longrunning_requests{{{WATCH}}}") == 1
+        await create(http, "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "big"}, "data": {"k": "x" * 3000}})
+        line = await asyncio.wait_for(watch.content.readline(), 10)
+        assert orjson.loads(line)["type"] == "ADDED"
+        text = await scrape(http)
+        events = 'group="",resource="configmaps",version="v1"'
+        assert value(text, f"apiserver_watch_events_total{{{events}}}") == 1
+        assert value(text, f"apiserver_watch_events_sizes_sum{{{events}}}") == len(line)
+        bound = next(b for b in (1024 * 2 ** i for i in range(8)) if b >= len(line))  # 1 KiB, 2 KiB, ... 128 KiB
+        if bound > 1024:
+            assert value(text, f'apiserver_watch_events_sizes_bucket{{{events},le="{bound // 2}"}}') == 0
+        assert value(text, f'apiserver_watch_events_sizes_bucket{{{events},le="{bound}"}}') == 1
+        assert value(text, f'apiserver_watch_events_sizes_bucket{{{events},le="131072"}}') == 1
+        assert "# HELP apiserver_longrunning_requests [STABLE] Gauge of all active long-running apiserver " in text
+
+    async def ended():  # once the server writes to the closed connection
+        async with http.delete("/api/v1/namespaces/default/configmaps/big"):
+            pass
+        return value(await scrape(http), f"apiserver_longrunning_requests{{{WATCH}}}") == 0
+    await eventually(ended)
