@@ -142,6 +142,16 @@ class _BindingStrategy(Strategy):
         Column("ServiceAccounts", "string", _subjects("ServiceAccount"), priority=1),
     ]
 
+    def default(self, obj, version):
+        """rbac/v1 SetDefaults_*RoleBinding and SetDefaults_Subject: an unset roleRef.apiGroup, and a
+        User's or Group's subject apiGroup, is rbac.authorization.k8s.io (manifests often leave them out)."""
+        ref = obj.get("roleRef")
+        if isinstance(ref, dict) and not ref.get("apiGroup"):
+            ref["apiGroup"] = GROUP
+        for s in obj.get("subjects") or []:
+            if isinstance(s, dict) and not s.get("apiGroup") and s.get("kind") in ("User", "Group"):
+                s["apiGroup"] = GROUP
+
     def validate(self, obj):
         ref = obj.get("roleRef") or {}
         errs: Errors = []

@@ -26,3 +26,38 @@ def test_cordon_taints_the_node_unschedulable_and_uncordon_lifts_it(cluster):
         cluster.kubectl("uncordon", node)
     wait_for(lambda: _taints_line(cluster, node).split() == ["Taints:", "<none>"], timeout=15,
              what="the taint lifted")
+
+
+RBAC_MANIFEST = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reader, namespace: default}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: reader, namespace: default}
+roleRef: {kind: Role, name: reader}
+subjects: [{kind: User, name: jane}, {kind: Group, name: devs}, {kind: ServiceAccount, name: default}]
+"""
+
+
+def test_auth_reconcile_of_a_binding_whose_api_groups_are_left_to_defaults(cluster, tmp_path):
+    """rbac/v1 defaults roleRef.apiGroup and User/Group subjects' apiGroup, so `kubectl auth
+    reconcile` (and apply) of a manifest that leaves them out creates the binding it names."""
+    manifest = tmp_path / "rbac.yaml"
+    manifest.write_text(RBAC_MANIFEST)
+    r = cluster.kubectl("auth", "reconcile", "-f", str(manifest))
+    assert r.stdout.split() == ["role.rbac.authorization.k8s.io/reader", "reconciled",
+                                "rolebinding.rbac.authorization.k8s.io/reader", "reconciled"]
+    binding = cluster.kubectl_json("get", "rolebinding", "reader")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"},
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"},
+        {"kind": "ServiceAccount", "name": "default"}]
+    assert cluster.kubectl("auth", "can-i", "get", "configmaps", "--as=jane").stdout.strip() == "yes"
+    # kubectl compares the manifest's roleRef, undefaulted, with the stored one: it recreates, as upstream
+    again = cluster.kubectl("auth", "reconcile", "-f", str(manifest))
+    assert "reconciliation required recreate" in again.stderr
+    assert cluster.kubectl_json("get", "rolebinding", "reader")["roleRef"]["apiGroup"] == "rbac.authorization.k8s.io"
