@@ -194,7 +194,7 @@ class HPAController(Controller):
             except SourceError as e:
                 failures += 1
                 failure = failure or e
-                await self._event(hpa, "Warning", e.reason, str(e))
+                await self._event(hpa, "Warning", e.reason, e.detail)
                 statuses.append({"type": m.get("type", "")})
                 continue
             statuses.append(p.status)
@@ -202,7 +202,7 @@ class HPAController(Controller):
                 best, best_name = p.replicas, p.name
         status["currentMetrics"] = [s for s in statuses if len(s) > 1] or None
         if failure is not None and (failures >= len(metric_specs) or best < target.spec_replicas):
-            conds["ScalingActive"] = ("False", failure.reason, str(failure))
+            conds["ScalingActive"] = ("False", failure.reason, failure.condition_message)
             await self._event(hpa, "Warning", "FailedComputeMetricsReplicas",
                               f"invalid metrics ({failures} invalid out of {len(metric_specs)}), first error is: {failure}")
             return None

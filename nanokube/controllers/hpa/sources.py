@@ -12,9 +12,22 @@ from . import replica_calculator as calc
 
 
 class SourceError(Exception):
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
+    """A metric that could not be read, with upstream's three wordings of it: `detail` is what
+    getUnableComputeReplicaCountCondition gets (the Warning event `reason` says it, the ScalingActive
+    condition after `CONDITION_PREFIX`); str() is the error computeReplicasForMetric returns, which
+    the FailedComputeMetricsReplicas event quotes."""
+
+    def __init__(self, reason: str, detail: str, error: str = ""):
+        super().__init__(error or detail)
         self.reason = reason
+        self.detail = detail
+
+    @property
+    def condition_message(self) -> str:
+        return CONDITION_PREFIX + self.detail
+
+
+CONDITION_PREFIX = "the HPA was unable to compute the replica count: "
 
 
 @dataclass
@@ -42,17 +55,44 @@ _REASONS = {"Resource": "FailedGetResourceMetric", "ContainerResource": "FailedG
 async def propose(provider, spec: dict, target: Target, tol: calc.Tolerances, timing: calc.Timing) -> Proposal:
     kind = spec.get("type", "")
     if kind not in _REASONS:
-        raise SourceError("InvalidMetricSourceType", f"unknown metric source type {kind!r}")
+        raise SourceError("InvalidMetricSourceType", f'unknown metric source type "{kind}"')
     try:
         return await _PROPOSERS[kind](provider, spec, target, tol, timing)
     except (MetricsUnavailable, calc.MetricError) as e:
-        raise SourceError(_REASONS[kind], f"the HPA was unable to compute the replica count: {e}") from None
+        detail, error = _wordings(spec, str(e))
+        raise SourceError(_REASONS[kind], detail, error) from None
+
+
+def _wordings(spec: dict, cause: str) -> tuple[str, str]:
+    """(detail, error) for a failed metric, as computeStatusFor*Metric and computeReplicasForMetric
+    wrap the replica calculator's error: a resource metric's detail already names the resource
+    and the target kind, the other kinds' only their returned error."""
+    kind = spec["type"]
+    if kind in ("Resource", "ContainerResource"):
+        src = spec["resource" if kind == "Resource" else "containerResource"]
+        measure = "utilization" if src["target"].get("averageUtilization") is not None else "usage"
+        detail = f"failed to get {src['name']} {measure}: {cause}"
+        owner = f"{src['name']} resource" if kind == "Resource" else f"{src['container']} container"
+        return detail, f"failed to get {owner} metric value: {detail}"
+    if kind == "Pods":
+        return cause, f"failed to get pods metric value: {cause}"
+    if kind == "Object":
+        src = spec["object"]
+        inner = cause if src["target"].get("value") is not None else f"failed to get {src['metric']['name']} object metric: {cause}"
+        return cause, f"failed to get object metric value: {inner}"
+    name = spec["external"]["metric"]["name"]
+    inner = f"failed to get external metric {name}: {cause}" if spec["external"]["target"].get("value") is not None \
+        else f"failed to get {name} external metric: {cause}"
+    return cause, f"failed to get {name} external metric value: {inner}"
 
 
 async def _resource(provider, spec, target: Target, tol, timing, container: str = "") -> Proposal:
     src = spec["containerResource" if container else "resource"]
     name, t = src["name"], src["target"]
-    samples = await provider.resource_metric(target.namespace, target.selector, name, container)
+    try:
+        samples = await provider.resource_metric(target.namespace, target.selector, name, container)
+    except MetricsUnavailable as e:
+        raise MetricsUnavailable(f"unable to get metrics for resource {name}: {e}") from None
     metrics = {k: calc.PodMetric(s.value, s.timestamp, s.window) for k, s in samples.items()}
     prefix = f"{container} container resource" if container else f"{name} resource"
     current: dict

@@ -231,3 +231,31 @@ async def test_bounds_without_metrics(env):
 def test_options_from_env():
     assert options_from_env({"NANOKUBE_HPA_SYNC_PERIOD": "1", "NANOKUBE_HPA_DOWNSCALE_STABILIZATION": "2"}) == {
         "sync_period": 1.0, "downscale_window": 2.0}
+
+
+async def test_a_failed_resource_metric_is_worded_as_upstream_at_each_layer(env):
+    """computeStatusForResourceMetricGeneric wraps the calculator's error ("failed to get cpu
+    utilization: ..."), the FailedGetResourceMetric event says that, the ScalingActive condition
+    prefixes it, and FailedComputeMetricsReplicas quotes computeReplicasForMetric's wrapping of it."""
+    cpu = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}
+    await env.hpas.create(hpa([cpu]))
+    h = await env.sync()
+    detail = "failed to get cpu utilization: did not receive metrics for targeted pods (pods might be unready)"
+    active = next(c for c in h["status"]["conditions"] if c["type"] == "ScalingActive")
+    assert (active["status"], active["reason"], active["message"]) == (
+        "False", "FailedGetResourceMetric", f"the HPA was unable to compute the replica count: {detail}")
+    events = {e["reason"]: e["message"] for e in (await env.events.list(NS))[0]}
+    assert events["FailedGetResourceMetric"] == detail
+    assert events["FailedComputeMetricsReplicas"] == (
+        f"invalid metrics (1 invalid out of 1), first error is: failed to get cpu resource metric value: {detail}")
+
+
+async def test_an_external_metric_failure_names_the_metric_in_the_returned_error(env):
+    await env.hpas.create(hpa([external(average="5", name="missing")]))
+    h = await env.sync()
+    active = next(c for c in h["status"]["conditions"] if c["type"] == "ScalingActive")
+    cause = active["message"].removeprefix("the HPA was unable to compute the replica count: ")
+    events = {e["reason"]: e["message"] for e in (await env.events.list(NS))[0]}
+    assert events["FailedGetExternalMetric"] == cause
+    assert events["FailedComputeMetricsReplicas"] == ("invalid metrics (1 invalid out of 1), first error is: failed to get "
+                                                      f"missing external metric value: failed to get missing external metric: {cause}")
