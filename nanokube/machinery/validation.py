@@ -478,15 +478,17 @@ def validate_object_meta(
 ) -> list[FieldError]:
     errs: list[FieldError] = []
     name = meta.get("name")
-    if not name and not meta.get("generateName"):
+    gen = meta.get("generateName")
+    if gen:  # validated first, and even when a name is set, as upstream's ValidateObjectMeta does
+        # as a prefix: maskTrailingDash turns a trailing "x-" into "a" (a name goes on after it)
+        prefix = gen[:-2] + "a" if len(gen) > 1 and gen.endswith("-") else gen
+        for msg in name_fn(prefix):
+            errs.append(invalid(f"{path}.generateName", gen, msg))
+    if not name and not gen:
         errs.append(required(f"{path}.name", "name or generateName is required"))
     elif name:
         for msg in name_fn(name):
             errs.append(invalid(f"{path}.name", name, msg))
-    gen = meta.get("generateName")
-    if gen:  # validated even when a name is set, as upstream's ValidateObjectMeta does
-        for msg in name_fn(gen.rstrip("-") or gen):
-            errs.append(invalid(f"{path}.generateName", gen, msg))
     ns = meta.get("namespace")
     if namespaced:
         if not ns:

@@ -313,6 +313,19 @@ async def test_generate_name(cms):
     assert (await cms.get(a["metadata"]["name"], NS))["metadata"]["uid"] == a["metadata"]["uid"]
 
 
+async def test_a_generate_name_is_judged_as_a_prefix_before_the_name_made_of_it(cms):
+    """ValidateObjectMeta's order: generateName (its trailing "x-" masked, as a name goes on after
+    it), then the generated name."""
+    with pytest.raises(APIError) as e:
+        await cms.create({"metadata": {"generateName": "G_", "namespace": NS}})
+    causes = e.value.details["causes"]
+    assert [c["field"] for c in causes] == ["metadata.generateName", "metadata.name"]
+    assert causes[1]["message"].startswith(f'Invalid value: "{e.value.details["name"]}"')
+    with pytest.raises(APIError) as e:  # "a.-" is a fine prefix ("aa"); the name made of it is not
+        await cms.create({"metadata": {"generateName": "a.-", "namespace": NS}})
+    assert [c["field"] for c in e.value.details["causes"]] == ["metadata.name"]
+
+
 async def test_create_in_missing_namespace_is_404(cms):
     with pytest.raises(APIError) as e:
         await cms.create({"metadata": {"name": "x", "namespace": "nowhere"}})
