@@ -1,4 +1,5 @@
-"""kube-scheduler's Prometheus metrics, under upstream names, on a registry
+"""kube-scheduler's Prometheus metrics, under upstream names, labels, buckets and HELP texts
+(pkg/scheduler/metrics; component-base prefixes each HELP with its stability level), on a registry
 of the scheduler's own (served by whoever mounts /metrics). The counters and
 histograms are plain numbers (machinery's Family, exposed as prometheus_client's):
 a pod that fits nowhere updates four series per attempt, and prometheus_client's
@@ -38,35 +39,38 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.schedule_attempts = Family(
-            "counter", "scheduler_schedule_attempts", "Number of attempts to schedule pods, by the result.",
+            "counter", "scheduler_schedule_attempts", "[STABLE] Number of attempts to schedule pods, by the result. "
+            "'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
             ["result", "profile"], r)
         self.attempt_duration = Family(
             "histogram", "scheduler_scheduling_attempt_duration_seconds",
-            "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
+            "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"], r, _ATTEMPT_BUCKETS)
-        self.pod_scheduling_duration = Family(
-            "histogram", "scheduler_pod_scheduling_duration_seconds",
-            "E2e latency for a pod being scheduled which may include multiple scheduling attempts.",
-            ["attempts"], r, _E2E_BUCKETS)
         self.pod_scheduling_sli_duration = Family(
             "histogram", "scheduler_pod_scheduling_sli_duration_seconds",
-            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue.",
+            "[BETA] E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and "
+            "might involve multiple scheduling attempts.",
             ["attempts"], r, _E2E_BUCKETS)
         self.pod_scheduling_attempts = Family(
-            "histogram", "scheduler_pod_scheduling_attempts", "Number of attempts to successfully schedule a pod.",
+            "histogram", "scheduler_pod_scheduling_attempts", "[STABLE] Number of attempts to successfully schedule a pod.",
             [], r, (1, 2, 4, 8, 16)).labels()
         self.pending_pods = _Children(Gauge(
-            "scheduler_pending_pods", "Number of pending pods, by the queue type.", ["queue"], registry=r))
+            "scheduler_pending_pods", "[STABLE] Number of pending pods, by the queue type. 'active' means number of "
+            "pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+            "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of "
+            "unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+            ["queue"], registry=r))
         self.queue_incoming = Family(
-            "counter", "scheduler_queue_incoming_pods", "Number of pods added to scheduling queues by event and queue type.",
+            "counter", "scheduler_queue_incoming_pods", "[STABLE] Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"], r)
         self.plugin_execution = Family(
             "histogram", "scheduler_plugin_execution_duration_seconds",
-            "Duration for running a plugin at a specific extension point.",
+            "[ALPHA] Duration for running a plugin at a specific extension point.",
             ["plugin", "extension_point", "status"], r, _PLUGIN_BUCKETS)
         self.unschedulable_pods = _Children(Gauge(
-            "scheduler_unschedulable_pods", "The number of unschedulable pods broken down by plugin name.",
-            ["plugin", "profile"], registry=r))
+            "scheduler_unschedulable_pods", "[ALPHA] The number of unschedulable pods broken down by plugin name. "
+            "A pod will increment the gauge for all plugins that caused it to not schedule and so this metric have "
+            "meaning only when broken down by plugin.", ["plugin", "profile"], registry=r))
 
         self.podgroup_schedule_attempts = Family(
             "counter", "scheduler_podgroup_schedule_attempts",
@@ -112,6 +116,12 @@ class Metrics:
         if units:
             self.workload_preemption_victims.observe(victim_pods)
             self.preemption_workload_disruptions.labels(preemptor).observe(units)
+
+    def pod_scheduled(self, attempts: int, since_queued: float) -> None:
+        """A pod bound after `attempts` attempts, `since_queued` seconds after it entered the queue;
+        the SLI's attempts label stops at "15+" (getAttemptsLabel), as upstream's cardinality does."""
+        self.pod_scheduling_sli_duration.labels(str(attempts) if attempts < 15 else "15+").observe(since_queued)
+        self.pod_scheduling_attempts.observe(attempts)
 
     def plugin_duration(self, plugin: str, point: str, status, seconds: float) -> None:
         code = "Success" if status is None else status.code.name.title().replace("_", "")

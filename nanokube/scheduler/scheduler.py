@@ -362,9 +362,7 @@ class Scheduler:
         prof = fwk.profile.scheduler_name
         self.metrics.schedule_attempts.labels("scheduled", prof).inc()
         self.metrics.attempt_duration.labels("scheduled", prof).observe(now - start)
-        self.metrics.pod_scheduling_duration.labels(str(min(info.attempts, 15))).observe(now - info.initial_timestamp)
-        self.metrics.pod_scheduling_sli_duration.labels(str(min(info.attempts, 15))).observe(now - info.initial_timestamp)
-        self.metrics.pod_scheduling_attempts.observe(info.attempts)
+        self.metrics.pod_scheduled(info.attempts, now - info.initial_timestamp)
         self.queue.done(info)
         fwk.run_post_bind(state, info, node)
         md = info.pod["metadata"]

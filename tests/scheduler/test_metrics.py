@@ -1,0 +1,63 @@
+"""kube-scheduler's metrics as its /metrics serves them (exposition.render of its registry) after
+pods were scheduled and one failed: upstream's names, labels, buckets and HELP texts (stable list of
+pkg/scheduler/metrics), and none of the metrics upstream removed."""
+
+import re
+
+from nanokube.metrics.exposition import render
+from tests.controllers import eventually
+from tests.scheduler import node, pod
+from tests.scheduler.test_scheduler import add_node, bound, strip_uid
+
+
+def bounds(text: str, series: str) -> list[str]:
+    return [re.search(r'[{,]le="([^"]+)"', line).group(1) for line in text.splitlines() if line.startswith(series + "{")]
+
+
+async def test_scheduling_metrics_are_upstreams(stack):
+    client, sched = stack
+    await add_node(client, node("n1", "2", "4Gi"))
+    await sched.start()
+    pods = client.resource("", "v1", "pods")
+    await pods.create(strip_uid(pod("fits", "1")))
+    await pods.create(strip_uid(pod("too-big", "8")))
+    assert await eventually(bound(pods, "fits")) == "n1"
+
+    async def failed():
+        return "default/too-big" in sched.queue.unschedulable
+    await eventually(failed)
+    text = render(sched.metrics.registry).decode()
+
+    assert 'scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1\n' in text
+    assert 'scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 1\n' in text
+    assert ("# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts to schedule pods, by the result. "
+            "'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler "
+            "problem.\n") in text
+    assert bounds(text, "scheduler_scheduling_attempt_duration_seconds_bucket") == [
+        "0.001", "0.002", "0.004", "0.008", "0.016", "0.032", "0.064", "0.128", "0.256", "0.512", "1.024", "2.048",
+        "4.096", "8.192", "16.384", "+Inf", "0.001", "0.002", "0.004", "0.008", "0.016", "0.032", "0.064", "0.128",
+        "0.256", "0.512", "1.024", "2.048", "4.096", "8.192", "16.384", "+Inf"]  # scheduled, then unschedulable
+    sli = bounds(text, "scheduler_pod_scheduling_sli_duration_seconds_bucket")
+    assert sli[:3] == ["0.01", "0.02", "0.04"] and sli[-3:] == ["2621.44", "5242.88", "+Inf"] and len(sli) == 21
+    assert 'scheduler_pod_scheduling_sli_duration_seconds_count{attempts="1"} 1\n' in text
+    assert "# HELP scheduler_pod_scheduling_sli_duration_seconds [BETA] E2e latency for a pod being scheduled" in text
+    assert bounds(text, "scheduler_pod_scheduling_attempts_bucket") == ["1", "2", "4", "8", "16", "+Inf"]
+    assert 'scheduler_pending_pods{queue="unschedulable"} 1\n' in text
+    assert 'scheduler_pending_pods{queue="active"} 0\n' in text
+    assert 'scheduler_pending_pods{queue="gated"} 0\n' in text
+    assert "# HELP scheduler_pending_pods [STABLE] Number of pending pods, by the queue type. 'active' means" in text
+    # removed upstream in 1.33 (k/k #128906) for pod_scheduling_sli_duration_seconds
+    assert "scheduler_pod_scheduling_duration_seconds" not in text
+
+
+def test_the_sli_attempts_label_stops_at_15_plus():
+    from nanokube.scheduler.metrics import Metrics
+
+    m = Metrics()
+    m.pod_scheduled(3, 0.5)
+    m.pod_scheduled(15, 2.0)
+    m.pod_scheduled(40, 2.0)
+    text = render(m.registry).decode()
+    assert 'scheduler_pod_scheduling_sli_duration_seconds_count{attempts="3"} 1\n' in text
+    assert 'scheduler_pod_scheduling_sli_duration_seconds_count{attempts="15+"} 2\n' in text
+    assert 'attempts="15"}' not in text and 'attempts="40"}' not in text
