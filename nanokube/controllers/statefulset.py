@@ -182,7 +182,8 @@ class StatefulSetController(Controller):
             hash_ = hash_revision(patch, collisions)
             labels = {**(((sts["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}),
                       HASH_LABEL: hash_}
-            body = self.history.new_revision(sts, revision_name(sts["metadata"]["name"], hash_), labels, number)
+            body = self.history.new_revision(sts, revision_name(sts["metadata"]["name"], hash_), labels, number,
+                                             sts["metadata"].get("annotations"))
             created, ok = await self.history.create(body)
             if not ok:
                 await self.sets.update({**sts, "status": {**status, "collisionCount": (collisions or 0) + 1}},

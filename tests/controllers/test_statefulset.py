@@ -357,6 +357,27 @@ async def test_history_is_truncated_to_the_limit(env):
     assert await eventually(lambda: _equal(history, [3, 4]))
 
 
+async def test_a_revision_carries_the_sets_annotations_when_made(env):
+    """newRevision copies the set's annotations onto the ControllerRevision, so a
+    kubernetes.io/change-cause set before a template change is that revision's CHANGE-CAUSE in
+    `kubectl rollout history sts`."""
+    client, _ = env
+    sets = client.resource("apps", "v1", "statefulsets")
+    body = statefulset(replicas=1)
+    body["metadata"]["annotations"] = {"kubernetes.io/change-cause": "first"}
+    await sets.create(body)
+    await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 1))
+    await sets.patch("web", {"metadata": {"annotations": {"kubernetes.io/change-cause": "image web:2"}},
+                             "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "web:2"}]}}}},
+                     namespace="default")
+
+    async def causes():
+        items, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
+        return sorted((r["revision"], (r["metadata"].get("annotations") or {}).get("kubernetes.io/change-cause"))
+                      for r in items)
+    assert await eventually(lambda: _equal(causes, [(1, "first"), (2, "image web:2")]))
+
+
 async def test_a_member_ready_behind_an_unready_one_is_counted_available_after_min_ready_seconds():
     """OrderedReady stops at web-0 once it is not ready; web-1, ready meanwhile, still becomes
     available minReadySeconds later with no event to say so (virtual time)."""
