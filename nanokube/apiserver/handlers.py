@@ -473,11 +473,12 @@ class APIHandlers:
             if name:
                 r = await self.rest.delete(res, version, namespace, name, options, opts)
                 return json_response(r.obj, r.code)
+            meta: dict = {}
             deleted = await self.rest.delete_collection(
-                res, version, namespace, options, opts,
-                label_selector=q.get("labelSelector", ""), field_selector=q.get("fieldSelector", ""), **listing)
+                res, version, namespace, options, opts, label_selector=q.get("labelSelector", ""),
+                field_selector=q.get("fieldSelector", ""), list_meta=meta, **listing)
             return json_response({"kind": f"{res.kind}List", "apiVersion": res.api_version(version),
-                                  "metadata": {}, "items": deleted})
+                                  "metadata": meta, "items": deleted})
         raise errors.method_not_allowed()
 
     def _write_opts(self, request: web.Request) -> WriteOptions:

@@ -1284,20 +1284,22 @@ class GenericREST:
 
     async def delete_collection(
         self, res: Resource, version: str, namespace: str | None, options: dict | None, opts: WriteOptions,
-        label_selector: str = "", field_selector: str = "", **listing: Any,
+        label_selector: str = "", field_selector: str = "", list_meta: dict | None = None, **listing: Any,
     ) -> list[dict]:
-        """Deletes what the list with these selectors and `listing` (list's other options) holds."""
+        """Deletes what the list with these selectors and `listing` (list's other options) holds, and
+        returns that list's items, those another client deleted first too (upstream's DeleteCollection
+        answers with the list it read). `list_meta`, when given, receives the list's metadata."""
         items, meta = await self.list(res, version, namespace, label_selector=label_selector, field_selector=field_selector,
                                       **listing)
-        out = []
+        if list_meta is not None:
+            list_meta.update(meta)
         for it in items:
             try:
                 await self._delete(res, version, it["metadata"].get("namespace"), it["metadata"]["name"], options, opts)
-                out.append(it)
             except errors.APIError as e:
                 if e.code != 404:
                     raise
-        return out
+        return items
 
 
 #: what a patch's result is always checked in, whatever the patch names (metadata only when the

@@ -32,3 +32,26 @@ async def test_only_orphan_dependents_false_on_an_object_left_in_place_is_a_202(
         assert got == {"fg": 200, "bg": 200, "orphan": 200, "cascade": 202, "dry": 202, "gone": 200, "again": 202}
     finally:
         await server.stop()
+
+
+async def test_a_delete_collection_answers_with_the_list_it_read():
+    """DeleteCollection's answer is the list it read, with that list's metadata (its resourceVersion),
+    not an empty ListMeta."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            for name, labels in (("a", {"x": "1"}), ("b", {"x": "1"}), ("c", {})):
+                async with s.post(cms, json={"metadata": {"name": name, "labels": labels}}) as r:
+                    assert r.status == 201
+            async with s.delete(f"{cms}?labelSelector=x%3D1") as r:
+                assert r.status == 200
+                got = await r.json()
+            async with s.get(cms) as r:
+                left = await r.json()
+        assert got["kind"] == "ConfigMapList" and [o["metadata"]["name"] for o in got["items"]] == ["a", "b"]
+        assert int(got["metadata"]["resourceVersion"]) <= int(left["metadata"]["resourceVersion"])
+        assert [o["metadata"]["name"] for o in left["items"]] == ["c"]
+    finally:
+        await server.stop()
