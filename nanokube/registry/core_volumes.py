@@ -117,6 +117,8 @@ class PersistentVolumeStrategy(Strategy):
         spec = obj.setdefault("spec", {})
         spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
         spec.setdefault("volumeMode", "Filesystem")
+        if isinstance(spec.get("hostPath"), dict):  # SetDefaults_HostPathVolumeSource, as in a pod's volumes
+            spec["hostPath"].setdefault("type", "")
 
     def prepare_for_create(self, obj):
         obj["status"] = {"phase": "Pending"}

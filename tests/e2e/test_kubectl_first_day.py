@@ -61,3 +61,15 @@ def test_auth_reconcile_of_a_binding_whose_api_groups_are_left_to_defaults(clust
     again = cluster.kubectl("auth", "reconcile", "-f", str(manifest))
     assert "reconciliation required recreate" in again.stderr
     assert cluster.kubectl_json("get", "rolebinding", "reader")["roleRef"]["apiGroup"] == "rbac.authorization.k8s.io"
+
+
+def test_a_host_path_persistent_volume_gets_the_unset_type_as_a_pods_volume_does(cluster):
+    pv = ('{"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "first-day-pv"}, "spec": {'
+          '"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/pv"}}}')
+    cluster.kubectl("create", "-f", "-", input=pv)
+    try:
+        spec = cluster.kubectl_json("get", "pv", "first-day-pv")["spec"]
+        assert spec["hostPath"] == {"path": "/tmp/pv", "type": ""}
+        assert (spec["persistentVolumeReclaimPolicy"], spec["volumeMode"]) == ("Retain", "Filesystem")
+    finally:
+        cluster.kubectl("delete", "pv", "first-day-pv")

@@ -114,10 +114,11 @@ def test_persistent_volume_validation_and_columns():
     assert msgs(s.validate(none)) == ["spec.accessModes: Required value", "spec.capacity: Required value",
                                       'spec.capacity: Unsupported value: null: supported values: "storage"',
                                       "spec: Required value: must specify a volume type"]
-    moved = pv(hostPath={"path": "/elsewhere"}, persistentVolumeReclaimPolicy="Retain", volumeMode="Filesystem")
+    moved = pv(hostPath={"path": "/elsewhere"})
+    s.default(moved, "v1")
     assert msgs(s.validate_update(moved, obj)) == [
         "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n"
-        '-\thostPath: {"path":"/tmp/x"}\n+\thostPath: {"path":"/elsewhere"}']
+        '-\thostPath: {"path":"/tmp/x","type":""}\n+\thostPath: {"path":"/elsewhere","type":""}']
 
 
 def pvc(**spec):
