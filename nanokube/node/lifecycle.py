@@ -7,9 +7,10 @@ the seam between the agent and how containers actually run:
 `runtime.worker(agent, pod)` returns the worker that drives one pod, and the
 process runtime (runtime/process.py) returns one that runs real processes.
 
-How long simulated containers run and how they exit is declared on the pod:
-`sim.nanokube.io/run-seconds` (default: forever), `sim.nanokube.io/exit-code`
-(default 0; a list `42,1` gives each run of the containers its own, the last repeating), `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
+How long simulated containers run and how they exit is declared on the pod,
+for each container's run of its own: `sim.nanokube.io/run-seconds` (default:
+forever), `sim.nanokube.io/exit-code` (default 0; a list `42,1` gives each
+run of a container its own, the last repeating), `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
 default 0), `sim.nanokube.io/stop-exit-code` (how SIGTERM ends it, default
 143), `sim.nanokube.io/pull-seconds` (how long pulling one of its images
 takes, default 0) and `sim.nanokube.io/pull-error` (while set, pulling its
@@ -371,6 +372,8 @@ class PodWorker:
         self.own_restarts: dict[str, int] = {}
         self.own_started: dict[str, str] = {}
         self.own_last_state: dict[str, dict] = {}
+        #: the app containers waiting out their crash-loop back-off: their waiting state, by name
+        self.waiting: dict[str, dict] = {}
         #: the last status write's arguments and what it left of the status the kubelet owns: a copy
         #: that says otherwise is written again (the status manager's needsReconcile)
         self._last_write: dict | None = None
@@ -476,7 +479,7 @@ class PodWorker:
         short by deletion, or (`active`: the pod is being set up, its containers run or wait to
         restart) by the pod's activeDeadlineSeconds running out, which sets deadline_exceeded.
         Deadlines are fixed before the status write so the API round trip counts as run time.
-        Running containers also end early, False, when one reading stdin reaches its EOF."""
+        Running containers' wait also ends, False, when one reading stdin reaches its EOF."""
         timer = waiter = limit = None
         if deadline is not None:
             timer = asyncio.ensure_future(self._sleep_until(deadline))
@@ -686,11 +689,14 @@ class PodWorker:
 
     async def _write_running(self, now: str) -> None:
         """The status of the pod's containers running since `started_at` (or their own restart)."""
-        def running(c: dict) -> dict:
-            return {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}}
-        ready = not self.ended  # a container that exited for good is not ready, nor then is the pod
-        await self._write("Running", [self._status_of(c, running(c), True, True) for c in self._containers()], ready,
-                          now, "" if ready else "ContainersNotReady", running=True)
+        def state(c: dict) -> dict:
+            return self.waiting.get(c["name"]) or \
+                {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}}
+        # a container that exited for good, or waits to restart, is not ready, nor then is the pod
+        ready = not (self.ended or self.waiting)
+        await self._write("Running", [self._status_of(c, state(c), c["name"] not in self.waiting,
+                                                      c["name"] not in self.waiting) for c in self._containers()],
+                          ready, now, "" if ready else "ContainersNotReady", running=True)
 
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
                      running: bool = False, initialized: bool = True, inits: list[dict] | None = None) -> None:
@@ -848,7 +854,12 @@ class PodWorker:
             return
         if not path.startswith("spec.containers"):
             return
-        statuses = [self._status_of(x, state if x["name"] == c["name"] else self._default_waiting(), False, False)
+        def other(x: dict) -> dict:  # the others as they are: running on while this one restarts, or not started
+            if x["name"] in self.io.running:
+                return self._status_of(x, {"running": {"startedAt": self.own_started.get(x["name"]) or
+                                                       self.started_at or now}}, True, True)
+            return self._status_of(x, self.waiting.get(x["name"]) or self._default_waiting(), False, False)
+        statuses = [self._status_of(x, state, False, False) if x["name"] == c["name"] else other(x)
                     for x in self._containers()]
         phase = "Running" if (self.pod.get("status") or {}).get("phase") == "Running" else "Pending"
         await self._write(phase, statuses, False, now, "ContainersNotReady")
@@ -947,74 +958,115 @@ class PodWorker:
         await self._run_containers(bool(adopted))
 
     async def _run_containers(self, adopted: bool) -> None:
-        """Start the containers, then, each time they exit, restart those their own policy, rules
-        or the pod's policy restart (restartrules.on_exit), with crash-loop back-off, until none is
-        left running, or restart the whole pod in place when a RestartAllContainers rule matches."""
+        """Start the containers, then run each app container for its own lifetime (`_lifetime`):
+        as one exits, its own policy, rules or the pod's policy (restartrules.on_exit) restart it
+        after its own crash-loop back-off while the others run on, until none is left running or
+        waiting to restart; or the whole pod restarts in place when a RestartAllContainers rule
+        matches. Sidecars run until the pod stops."""
         for message in invalid_annotations(self.pod):
             await self._event("Warning", "InvalidSimulationAnnotation", message)
-        run = _annotation(self.pod, RUN_SECONDS, None)
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
         inits = (self.pod.get("spec") or {}).get("initContainers") or []
         starting = [] if adopted else inits + self._containers()  # first the init containers, in order
+        together = True  # every container starts, not one that waited out its back-off
+        lifetimes: dict[str, tuple[float | None, int]] = {}  # each running app container's end and exit code
+        backoff: dict[str, float] = {}  # when each app container waiting to restart starts again
         while True:
-            if await self._start_events(starting):
-                first = not (adopted or self.started_at or self.restarts)
-                await (self._never_started() if first else self._terminate())
-                return
-            running = [c for c in self._containers() if c["name"] not in self.ended]
-            deadline = None if run is None else self.clock.monotonic() + max(run, 0.0)
-            self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + running},
-                            {c["name"]: image_ref(c.get("image", "")) for c in inits
-                             if c.get("restartPolicy") != "Always"})
-            if not (adopted and self.started_at):
+            if starting or together:
+                if await self._start_events(starting):
+                    first = not (adopted or self.started_at or self.restarts)
+                    await (self._never_started() if first else self._terminate())
+                    return
                 now = self.clock.rfc3339()
-                self.started_at = now
-                await self._write_running(now)
-            adopted = False
+                write = True
+                if together:
+                    running = [c for c in self._containers() if c["name"] not in self.ended]
+                    self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + running},
+                                    {c["name"]: image_ref(c.get("image", "")) for c in inits
+                                     if c.get("restartPolicy") != "Always"})
+                    write = not (adopted and self.started_at)
+                    if write:
+                        self.started_at = now
+                else:
+                    running = starting
+                    for c in running:
+                        self.io.start(c["name"], image_ref(c.get("image", "")))
+                        self.own_started[c["name"]] = now
+                        self.waiting.pop(c["name"], None)
+                lifetimes.update((c["name"], self._lifetime(c)) for c in running)
+                if write:
+                    await self._write_running(now)
+            adopted = together = False
+            starting = []
+            wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()),
+                       default=None)
             self.live = True
-            stopped = await self._wait(deadline, active=True)
+            stopped = await self._wait(wake, active=True)
             self.live = False
             if stopped:
-                await self._kill_events(running + self._sidecars()[::-1])
+                await self._kill_events([c for c in self._containers() if c["name"] in lifetimes] +
+                                        self._sidecars()[::-1])
                 await self._terminate()
                 return
-            code = 0 if self.io.stdin_closed else exit_code(self.pod, self.restarts)
-            self.io.exited(code)
+            closed = self.io.stdin_closed & lifetimes.keys()  # a sidecar's EOF is not its end
+            self.io.stdin_closed.clear()
+            # woken by the timer (not by an EOF): what was due then is, however early the wake-up
+            reached = self.clock.monotonic() if closed or wake is None else max(self.clock.monotonic(), wake)
+            exits = {name: 0 if name in closed else code for name, (end, code) in lifetimes.items()
+                     if name in closed or (end is not None and end <= reached)}
+            starting = [c for c in self._containers() if backoff.get(c["name"], reached + 1) <= reached]
+            for c in starting:
+                del backoff[c["name"]]
+            if not exits:
+                continue
             now = self.clock.rfc3339()
-            term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                    "startedAt": self.started_at, "finishedAt": now}
-            actions = {c["name"]: restartrules.on_exit(c, policy, code) for c in running}
+            specs = {c["name"]: c for c in self._containers()}
+            terms = {}
+            for name, code in exits.items():
+                del lifetimes[name]
+                self.io.exit(name, code)
+                terms[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                               "startedAt": self.own_started.get(name) or self.started_at, "finishedAt": now}
+            actions = {name: restartrules.on_exit(specs[name], policy, code) for name, code in exits.items()}
             if restartrules.RESTART_ALL in actions.values():
+                term = terms[next(n for n, a in actions.items() if a == restartrules.RESTART_ALL)]
+                self.io.exited(term["exitCode"])
                 if await self._restart_all(term, now):
                     return
-                starting = inits + self._containers()
+                lifetimes.clear()
+                backoff.clear()
+                starting, together = inits + self._containers(), True
                 continue
-            for c in running:
-                if not actions[c["name"]]:
-                    self.ended[c["name"]] = self._status_of(c, {"terminated": term}, False, False)
-            starting = [c for c in running if actions[c["name"]]]
-            if not starting:
+            for name, term in terms.items():
+                if not actions[name]:
+                    self.ended[name] = self._status_of(specs[name], {"terminated": term}, False, False)
+                    continue
+                delay = min(BACKOFF_INITIAL * 2 ** self._restart_count(name), BACKOFF_MAX)
+                backoff[name] = self.clock.monotonic() + delay
+                self.own_last_state[name] = {"terminated": term}
+                self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
+                self.waiting[name] = {"waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {int(delay)}s restarting failed container={name} "
+                               f"pod={self.name}_{self.namespace}({self.uid})"}}
+            if not (lifetimes or backoff):
                 await self._finish(term, now)
                 return
-            delay = min(BACKOFF_INITIAL * 2 ** self.restarts, BACKOFF_MAX)
-            deadline = self.clock.monotonic() + delay
-            self.last_state = {"terminated": term}
-            self.restarts += 1
-            self.started_at = ""
-            self.own_started.clear()
-            self.own_last_state.clear()
-            statuses = [self._status_of(c, {"waiting": {
-                "reason": "CrashLoopBackOff",
-                "message": f"back-off {int(delay)}s restarting failed container={c['name']} "
-                           f"pod={self.name}_{self.namespace}({self.uid})"}}, False, False)
-                for c in self._containers()]
-            await self._write("Running", statuses, False, now, "ContainersNotReady", running=True)
-            for c in starting:  # the kubelet's BackOff, counted on one Event per container
-                await self._event("Warning", "BackOff", f"Back-off restarting failed container {c['name']} in pod "
-                                  f"{self.name}_{self.namespace}({self.uid})", f"spec.containers{{{c['name']}}}")
-            if await self._wait(deadline, active=True):
-                await self._terminate()
-                return
+            await self._write_running(now)
+            for name in terms:  # the kubelet's BackOff, counted on one Event per container
+                if actions[name]:
+                    await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
+                                      f"{self.name}_{self.namespace}({self.uid})", f"spec.containers{{{name}}}")
+
+    def _restart_count(self, name: str) -> int:
+        return self.restarts + self.own_restarts.get(name, 0)
+
+    def _lifetime(self, c: dict) -> tuple[float | None, int]:
+        """When container `c`, starting now, exits (monotonic; None: not on its own) and with which
+        code: as the pod's run-seconds and exit-code annotations say for its run."""
+        run = _annotation(self.pod, RUN_SECONDS, None)
+        return (None if run is None else self.clock.monotonic() + max(run, 0.0),
+                exit_code(self.pod, self._restart_count(c["name"])))
 
     async def _restart_all(self, term: dict, now: str) -> bool:
         """A RestartAllContainers rule matched (KEP-5532): the pod reports AllContainersRestarting
@@ -1029,6 +1081,7 @@ class PodWorker:
         await self._kill_events(self._sidecars()[::-1])
         self.restarting_all = False
         self.ended.clear()
+        self.waiting.clear()
         self.last_state = {"terminated": term}
         delay = min(BACKOFF_INITIAL * 2 ** self.restarts, BACKOFF_MAX)
         self.restarts += 1
@@ -1058,6 +1111,7 @@ class PodWorker:
         for name, s in self.ephemeral.items():  # they stop with the pod
             if running := s["state"].get("running"):
                 self.ephemeral[name] = {**s, "state": {"terminated": {**term, "startedAt": running["startedAt"]}}}
+        self.io.exited(term["exitCode"])  # the sidecars
         self.io.ephemeral_exited(term["exitCode"])
         await self._write(phase, statuses, False, now, "PodCompleted" if phase == "Succeeded" else "PodFailed")
         self.agent.retry_resizes()

@@ -18,8 +18,8 @@ port-forward, declared on the pod with annotations.
   A `stdin: true` container is a process reading its stdin until EOF (a
   shell): its stdin closes when an attached client closes or leaves it
   while `stdinOnce` is set (as `kubectl run -i/-it` sets it), or on ^D typed
-  at its terminal (`tty: true`); then it exits 0, its pod's containers with
-  it, as they share one lifetime. Without `stdinOnce` it keeps running when
+  at its terminal (`tty: true`); then it exits 0, the pod's other containers
+  running on. Without `stdinOnce` it keeps running when
   the client leaves. On a terminal, what the client types is echoed (into
   the log, as a tty's output is) with Enter as a new line.
 - Port-forward: a port the container declares (`ports[].containerPort`)
@@ -48,18 +48,19 @@ SMI_LIST = re.compile(r"\bnvidia-smi\s+(-L|--list-gpus)\b")
 class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
-    __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "exit_code", "_ended", "stdin_closed")
+    __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "exit_codes", "stdin_closed")
 
     def __init__(self, worker):
         self.worker = worker
         self.logs: dict[str, list[ContainerLog]] = {}
-        self.running: list[str] = []  # containers of the current instance (init containers have finished)
+        self.running: list[str] = []  # containers with a live instance (init containers have finished)
         self.ephemeral: list[str] = []  # ephemeral containers started: they run until the pod stops
-        self._scripted: asyncio.Task | None = None
-        self.exit_code: int | None = None
-        self._ended = False
-        #: a stdin container's stdin reached EOF: the instance exits 0 (the worker's run wait ends)
-        self.stdin_closed = False
+        #: each running container's log lines written later (the log annotation's `@<seconds>s` ones)
+        self._scripted: dict[str, asyncio.Task] = {}
+        #: how each container's last instance exited, for an attach that saw it end
+        self.exit_codes: dict[str, int] = {}
+        #: the containers reading stdin that reached its EOF: each exits 0 (the worker's run wait ends)
+        self.stdin_closed: set[str] = set()
 
     def _annotations(self) -> dict:
         return (self.worker.pod.get("metadata") or {}).get("annotations") or {}
@@ -72,9 +73,6 @@ class SimulatedIO:
     def started(self, image_of: dict[str, str], inits: dict[str, str] | None = None) -> None:
         """A new instance of every container: keep the last one as `previous`.
         Init containers (`inits`, on the pod's first start) ran and exited 0 just before."""
-        self.exit_code = None
-        self._ended = False
-        self.stdin_closed = False
         for name, image in (inits or {}).items():
             if name not in self.logs:
                 log = ContainerLog()
@@ -83,56 +81,64 @@ class SimulatedIO:
                     log.append(now, "stdout", f"nanokube: init container {name} {line}\n".encode())
                 log.close()
                 self.logs[name] = [log]
-        self.running = list(image_of)
         for name, image in image_of.items():
-            self.logs[name] = [*self.logs.get(name, [])[-1:], ContainerLog()]
-            self._write(f"nanokube: container {name} started (image {image})", [name])
-            self._write(f"nanokube: container {name} is ready", [name])
-            if SMI_LIST.search(" ".join(self._command(name))):
-                listing = self._smi_list(name)
-                for line in (listing or "").splitlines():
-                    self._write(line, [name])
+            self.start(name, image)
+
+    def start(self, name: str, image: str) -> None:
+        """A new instance of one container (the last one kept as `previous`), the others running on."""
+        self.stdin_closed.discard(name)
+        self.exit_codes.pop(name, None)
+        self.logs[name] = [*self.logs.get(name, [])[-1:], ContainerLog()]
+        if name not in self.running:
+            self.running.append(name)
+        self._write(f"nanokube: container {name} started (image {image})", [name])
+        self._write(f"nanokube: container {name} is ready", [name])
+        if SMI_LIST.search(" ".join(self._command(name))):
+            listing = self._smi_list(name)
+            for line in (listing or "").splitlines():
+                self._write(line, [name])
         script = self._annotations().get(LOG)
         if script:
             delayed = []
             for raw in script.splitlines():
                 when, text = _scheduled(raw)
                 if when is None:
-                    self._write(text)
+                    self._write(text, [name])
                 else:
                     delayed.append((when, text))
             if delayed:
-                self._scripted = asyncio.ensure_future(self._later(sorted(delayed, key=lambda d: d[0])))
+                self._scripted[name] = asyncio.ensure_future(
+                    self._later(name, sorted(delayed, key=lambda d: d[0])))
 
-    async def _later(self, lines: list[tuple[float, str]]) -> None:
+    async def _later(self, name: str, lines: list[tuple[float, str]]) -> None:
         start = self.worker.clock.monotonic()
         for when, text in lines:
             await self.worker.clock.sleep(max(start + when - self.worker.clock.monotonic(), 0.0))
-            self._write(text)
+            self._write(text, [name])
+
+    def exit(self, name: str, code: int, why: str = "") -> None:
+        """One container's instance ends with `code` (`why`, if said), the others running on."""
+        if name not in self.running:
+            return
+        if task := self._scripted.pop(name, None):
+            task.cancel()
+        if why:
+            self._write(f"nanokube: container {name} {why}", [name])
+        self._write(f"nanokube: container {name} exited with code {code}", [name])
+        self.logs[name][-1].close()
+        self.running.remove(name)
+        self.exit_codes[name] = code
 
     def exited(self, code: int, why: str = "") -> None:
-        if self._ended:
-            return
-        if self._scripted is not None:
-            self._scripted.cancel()
-            self._scripted = None
-        for name in self.running:
-            if why:
-                self._write(f"nanokube: container {name} {why}", [name])
-            self._write(f"nanokube: container {name} exited with code {code}", [name])
-            self.logs[name][-1].close()
-        self.exit_code = code
-        self._ended = True
+        """Every running container ends with `code` (the pod stops)."""
+        for name in list(self.running):
+            self.exit(name, code, why)
 
     def restarted(self, name: str, image: str, code: int, why: str) -> None:
         """One container's instance ends (`why`, with `code`) and a new one starts, the others
         running on (the kubelet restarting it for a resize)."""
-        self._write(f"nanokube: container {name} {why}", [name])
-        self._write(f"nanokube: container {name} exited with code {code}", [name])
-        self.logs[name][-1].close()
-        self.logs[name] = [self.logs[name][-1], ContainerLog()]
-        self._write(f"nanokube: container {name} started (image {image})", [name])
-        self._write(f"nanokube: container {name} is ready", [name])
+        self.exit(name, code, why)
+        self.start(name, image)
 
     def start_ephemeral(self, name: str, image: str) -> None:
         """An ephemeral container added to the running pod starts (once: it is never restarted)."""
@@ -148,8 +154,8 @@ class SimulatedIO:
                 self.logs[name][-1].close()
 
     def stop(self) -> None:
-        if self._scripted is not None:
-            self._scripted.cancel()
+        for task in self._scripted.values():
+            task.cancel()
 
     # --- served to the API server ----------------------------------------------------
 
@@ -224,11 +230,11 @@ class SimulatedIO:
         log = self._running(container)
         follow = log.serve(LogOptions(follow=True, tail_lines=0))
         if isinstance(follow, bytes):
-            return self.exit_code
+            return self.exit_codes.get(container)
         spec = self._spec(container)
         reader = None
         if session.stdin and spec.get("stdin"):
-            reader = asyncio.ensure_future(self._read_stdin(log, session, bool(spec.get("tty")),
+            reader = asyncio.ensure_future(self._read_stdin(container, log, session, bool(spec.get("tty")),
                                                             bool(spec.get("stdinOnce"))))
         try:
             async for chunk in follow:
@@ -236,9 +242,9 @@ class SimulatedIO:
         finally:
             if reader is not None:
                 reader.cancel()
-        return self.exit_code  # the log closes when the instance exits, its code already recorded
+        return self.exit_codes.get(container)  # the log closes when the instance exits, its code recorded
 
-    async def _read_stdin(self, log: ContainerLog, session: StreamSession, tty: bool, once: bool) -> None:
+    async def _read_stdin(self, container: str, log: ContainerLog, session: StreamSession, tty: bool, once: bool) -> None:
         """The container reading what the client sends until EOF: the client closing its stdin
         (with `stdinOnce`), or ^D on a terminal."""
         while data := await session.read_stdin():
@@ -251,7 +257,7 @@ class SimulatedIO:
         else:
             if not once:
                 return
-        self.stdin_closed = True
+        self.stdin_closed.add(container)
         self.worker.changed.set()
 
     async def port_forward(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
