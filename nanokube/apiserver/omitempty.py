@@ -9,11 +9,10 @@ condition's `status`); a list or map without it is encoded even when nil, as `nu
 once stored whether it was sent empty or not at all (etcd's protobuf keeps no empty repeated
 field): upstream serves a Role's `rules: null`, an EndpointSlice's `endpoints: null` (`nulled`).
 
-Which fields are omitempty is a json tag that no shipped data carries (machinery/jsontags.py):
-a value scalar is omitempty when the protobuf table flags it "o" (a non-nullable field the OpenAPI
-schema does not require) or jsontags lists it for a type the table lacks, less the optional ones
-upstream tags without it (NOT_OMITEMPTY); a list or map is omitempty when the schema does not
-require it, less KEEP_EMPTY. Only the types of the reviewed kinds (jsontags.ROOTS and all they
+Which fields are omitempty is a json tag (machinery/jsontags.py): a value scalar is omitempty
+when the protobuf table, read from kubectl 1.37's Go types, flags it "o", or jsontags lists it for
+a type outside k8s.io/api; a list or map is omitempty when the schema does not require it, less
+KEEP_EMPTY. Only the types of the reviewed kinds (jsontags.ROOTS and all they
 refer to) are normalized; other kinds keep what they are sent.
 
 Empty lists and maps go on decode, before validation, as the zeros do: validation and the

@@ -3,10 +3,12 @@
 kube-apiserver decodes a body into Go structs and encodes them back with encoding/json, so a
 field's `omitempty` decides what is served: an omitempty value scalar at its zero (`""`, `0`,
 `false`) and an omitempty list or map that is empty are left out, while a field tagged without it
-is always written. The tag is in no schema nanokube ships. The protobuf table tells value scalars
-from pointers (its "o" flag: non-nullable and not required) for the packages it covers, the
-OpenAPI schema tells optional fields from required ones, and the tables below correct both where
-upstream's types.go says otherwise; each entry was read from k8s.io/api's types.go (json tags).
+is always written. The tag is in no schema nanokube ships. For k8s.io/api the protobuf table is
+read from kubectl 1.37's Go type data, tags included (scripts/kubectl_go_types.py): its "o" flag
+is exactly a value scalar tagged omitempty. The tables below say the rest: which optional value
+scalars, lists and maps are tagged without omitempty (what the field manager and the decoder's
+nulls need), and the tags of kinds outside k8s.io/api, read from their types.go.
+tests/machinery/test_jsontags.py checks the k8s.io/api entries against kubectl's tags.
 apiserver/omitempty.py turns them into what the decoder and the field manager use.
 """
 
@@ -42,8 +44,7 @@ ROOTS = (
 )
 
 _CONDITION = frozenset({"type", "status"})
-#: optional value scalars the protobuf table flags "o" that upstream tags without omitempty: their
-#: zero is encoded, so it is kept
+#: optional value scalars upstream tags without omitempty: their zero is encoded, so it is kept
 NOT_OMITEMPTY: dict[str, frozenset[str]] = {
     "io.k8s.api.apps.v1.DeploymentCondition": _CONDITION,
     "io.k8s.api.apps.v1.ReplicaSetCondition": _CONDITION,
@@ -61,46 +62,15 @@ NOT_OMITEMPTY: dict[str, frozenset[str]] = {
     # the default runtime handler is the one named "": a node reports `name: ""`
     "io.k8s.api.core.v1.NodeRuntimeHandler": frozenset({"name"}),
     "io.k8s.api.core.v1.Event": frozenset({"reportingComponent", "reportingInstance"}),
+    "io.k8s.api.apps.v1.StatefulSetSpec": frozenset({"serviceName"}),
+    "io.k8s.api.resource.v1beta1.DeviceRequest": frozenset({"deviceClassName"}),
+    "io.k8s.api.flowcontrol.v1.FlowSchemaSpec": frozenset({"matchingPrecedence"}),
+    "io.k8s.api.flowcontrol.v1.QueuingConfiguration": frozenset({"queues", "handSize", "queueLengthLimit"}),
 }
 
-#: the omitempty value scalars of reviewed types the protobuf table lacks (their other optional
-#: scalars are pointers, or tagged without omitempty: flowcontrol's matchingPrecedence and queuing)
-_RESOURCE = {
-    "DeviceTaint": {"value"},
-    "ExactDeviceRequest": {"allocationMode", "count"},
-    "DeviceSubRequest": {"allocationMode", "count"},
-    "DeviceToleration": {"key", "operator", "value", "effect"},
-    "ResourceClaimConsumerReference": {"apiGroup"},
-    "NetworkDeviceData": {"interfaceName", "hardwareAddress"},
-}
-_FLOW_CONDITION = {"type", "status", "reason", "message"}
-_SCHEDULING = {
-    "TypedLocalObjectReference": {"apiGroup"},
-    "PodGroupTemplate": {"priorityClassName"},
-    "CompositePodGroupTemplate": {"priorityClassName"},
-    "PodGroupSpec": {"priorityClassName"},
-}
-OMITEMPTY_SCALARS: dict[str, frozenset[str]] = {
-    **{f"io.k8s.api.resource.{v}.{t}": frozenset(f) for v in ("v1", "v1beta2") for t, f in _RESOURCE.items()},
-    **{f"io.k8s.api.scheduling.{v}.{t}": frozenset(f) for v in ("v1beta1", "v1alpha3")
-       for t, f in _SCHEDULING.items()},
-    "io.k8s.api.admissionregistration.v1.ParamKind": frozenset({"apiVersion", "kind"}),
-    "io.k8s.api.admissionregistration.v1.ParamRef": frozenset({"name", "namespace"}),
-    "io.k8s.api.admissionregistration.v1.Validation": frozenset({"message", "messageExpression"}),
-    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus": frozenset({"observedGeneration"}),
-    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": frozenset({"policyName"}),
-    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec": frozenset({"policyName"}),
-    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec": frozenset({"reinvocationPolicy"}),
-    "io.k8s.api.admissionregistration.v1.ApplyConfiguration": frozenset({"expression"}),
-    "io.k8s.api.admissionregistration.v1.JSONPatch": frozenset({"expression"}),
-    "io.k8s.api.flowcontrol.v1.FlowSchemaCondition": frozenset(_FLOW_CONDITION),
-    "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition": frozenset(_FLOW_CONDITION),
-    "io.k8s.api.flowcontrol.v1.ResourcePolicyRule": frozenset({"clusterScope"}),
-    "io.k8s.api.storage.v1.VolumeError": frozenset({"message"}),
-    "io.k8s.api.coordination.v1beta1.LeaseCandidateSpec": frozenset({"emulationVersion"}),
-    "io.k8s.api.certificates.v1beta1.ClusterTrustBundleSpec": frozenset({"signerName"}),
-    "io.k8s.api.certificates.v1beta1.PodCertificateRequestStatus": frozenset({"certificateChain"}),
-}
+#: the omitempty value scalars of reviewed types outside k8s.io/api, which the protobuf table
+#: (read from kubectl's types) does not cover
+OMITEMPTY_SCALARS: dict[str, frozenset[str]] = {}
 
 #: optional lists, maps and byte strings upstream tags without omitempty (every other optional one
 #: of a reviewed type is omitempty: an empty one is left out). Such a list or map is always encoded,
@@ -114,7 +84,7 @@ KEEP_EMPTY: dict[str, frozenset[str]] = {
     "io.k8s.api.discovery.v1.EndpointSlice": frozenset({"endpoints", "ports"}),
     "io.k8s.api.core.v1.ContainerImage": frozenset({"names"}),
     "io.k8s.api.core.v1.ProjectedVolumeSource": frozenset({"sources"}),
-    "io.k8s.api.batch.v1.PodFailurePolicyRule": frozenset({"onPodConditions"}),
+    "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus": frozenset({"currentMetrics"}),
     "io.k8s.api.flowcontrol.v1.ResourcePolicyRule": frozenset({"namespaces"}),
     "io.k8s.api.storage.v1.CSINodeDriver": frozenset({"topologyKeys"}),
     **{f"io.k8s.api.resource.{v}.DeviceClaim": frozenset({"requests"}) for v in ("v1", "v1beta2", "v1beta1")},

@@ -235,3 +235,22 @@ def test_array_wrapper_messages_decode_as_lists():
     got = decode(body("certificates.k8s.io/v1", "CertificateSigningRequest", meta("c") + lfield(2, csr_spec)))
     assert got["spec"]["extra"] == {"groups": ["a", "b"]}
     assert got["spec"]["request"] == "UEVN"
+
+
+def test_kinds_and_fields_new_since_1_32_decode():
+    """The table is read from kubectl 1.37's types (scripts/kubectl_go_types.py): resource.k8s.io/v1,
+    scheduling's workloads and a pod's schedulingGroup (PodSpec field 43) decode; from 1.32's
+    descriptors they were unknown kinds or silently skipped fields."""
+    exact = lfield(1, "gpu.example.com") + lfield(3, "ExactCount") + vfield(4, 0) + vfield(5, 0)
+    claim = decode(body("resource.k8s.io/v1", "ResourceClaim",
+                        meta("c", ns=lfield(3, "default")) + lfield(2, lfield(1, lfield(1, lfield(1, "gpu") + lfield(2, exact))))))
+    # count is an omitempty int64 (a zero is unset); adminAccess a *bool (its false is kept)
+    assert claim["spec"] == {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount",
+                                    "adminAccess": False}}]}}
+    pod = decode(body("v1", "Pod", meta("p") + lfield(2, lfield(43, lfield(1, "pg-0")))))
+    assert pod["spec"] == {"schedulingGroup": {"podGroupName": "pg-0"}}
+    template = lfield(1, "workers") + lfield(6, "") + vfield(7, 0)
+    workload = decode(body("scheduling.k8s.io/v1alpha3", "Workload", meta("w") + lfield(2, lfield(2, template))))
+    # priorityClassName is omitempty; priority is a *int32
+    assert workload["spec"] == {"podGroupTemplates": [{"name": "workers", "priority": 0}]}
