@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -21,12 +22,12 @@ from .. import schema as schemas
 from ..clock import Clock
 from ..registry.base import STATUS_META, Resource, Strategy
 from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
-from ..machinery import errors, gojson
+from ..machinery import errors, gofmt, gojson
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
-from ..machinery.validation import immutable
+from ..machinery.validation import immutable, invalid
 from . import continuetoken, omitempty, options, serializer, structural
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
@@ -291,11 +292,13 @@ class GenericREST:
         return out
 
     def _decode_checks(self, res: Resource, version: str, obj: Any, opts: WriteOptions,
-                       changed: set[str] | None = None, held: list | None = None) -> list[str]:
+                       changed: set[str] | None = None, held: list | None = None,
+                       patched: _Patched | None = None) -> list[str]:
         """Generic decoding: a JSON object, the right kind, sane types; unknown
         fields per fieldValidation. Returns warnings. `changed` (a patch's result): the only
         top-level fields that can hold what the body brought in. `held` (a create's): where the
-        empty lists its validation reads are (omitempty.drop)."""
+        empty lists its validation reads are (omitempty.drop). `patched`: `obj` is a patch's
+        result, whose decoding errors are its (422)."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"Object '{res.kind}' is invalid: the body must be a JSON object")
         api_version = res.api_version(version)
@@ -320,7 +323,7 @@ class GenericREST:
         number = gojson.find_out_of_range(obj) if serializer.OUT_OF_RANGE.get() else None
         unknown = res.strategy.decode(obj, version)
         if number is not None and unknown is not None:  # a custom resource's body: no struct skips it
-            raise _out_of_range(res, version, number)
+            raise _out_of_range(res, version, number, obj, patched)
         if unknown is None:
             sch = schemas.kind_schema(res.group, version, res.kind)
             if sch is None:
@@ -328,10 +331,12 @@ class GenericREST:
             # a remembered status patch's result: only apiVersion and kind, just set, are left to check
             errs, unknown = ([], []) if changed is _NO_FIELDS else _check_fields(obj, sch, changed, held)
             if errs:
-                raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
+                raise _undecodable(res, version, obj, errs[0], patched)
         warnings: list[str] = []
         if unknown and opts.field_validation == "Strict":
-            raise errors.bad_request(structural.decode_error_message(res.kind, version, structural.strict_error(unknown)))
+            if patched is not None:
+                unknown = patched.unknown_order(unknown)
+            raise _undecodable(res, version, obj, structural.strict_error(unknown), patched)
         if unknown and opts.field_validation == "Warn":
             warnings = structural.unknown_field_warnings(unknown)
         if unknown and sch is not None:
@@ -339,7 +344,7 @@ class GenericREST:
             obj.clear()
             obj.update(pruned)
         if number is not None and (number := gojson.find_out_of_range(obj)) is not None:  # in a raw field
-            raise _out_of_range(res, version, number)
+            raise _out_of_range(res, version, number, obj, patched)
         return warnings
 
     def _manager(self, opts: WriteOptions, default: str) -> str:
@@ -1006,6 +1011,7 @@ class GenericREST:
         if patch_type in (MERGE_PATCH, STRATEGIC_PATCH) and isinstance(parsed, dict) and version == res.storage_version:
             changed = _patched_fields(parsed, patch_type == STRATEGIC_PATCH)
         status_only = self._status_only(res, subresource, changed, parsed)
+        apply = patch_type == "application/apply-patch+yaml"
         for attempt in range(PATCH_ATTEMPTS):
             entry = self.cache.get(key)
             memo = remembered = None
@@ -1070,9 +1076,10 @@ class GenericREST:
             if not isinstance(body, dict):
                 raise errors.bad_request("the patch produced something that is not an object")
             if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
-                raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: json: '
-                                         f"cannot unmarshal {_json_kind(body['metadata'])} into Go struct field "
-                                         f"{res.kind}.metadata of type v1.ObjectMeta")
+                meta = body["metadata"]
+                raise _undecodable(res, version, body, structural.Mismatch(
+                    f"json: cannot unmarshal {_json_kind(meta)} into Go struct field {res.kind}.metadata of type "
+                    "v1.ObjectMeta", meta, "v1.ObjectMeta", False), None if apply else _Patched(patch_type, patch))
             check_target(body.get("metadata") or {}, name, namespace if res.namespaced else None)
             patched_rv = (body.get("metadata") or {}).get("resourceVersion")
             if patched_rv and patched_rv != str(entry.rev):
@@ -1084,7 +1091,8 @@ class GenericREST:
             if patch_type == "application/apply-patch+yaml":
                 mf = (body.get("metadata") or {}).get("managedFields")
                 popts = WriteOptions(opts.dry_run, "", opts.field_validation, opts.force, opts.user)
-            warnings = self._decode_checks(res, version, body, popts, _NO_FIELDS if remembered is not None else changed)
+            warnings = self._decode_checks(res, version, body, popts, _NO_FIELDS if remembered is not None else changed,
+                                           patched=None if apply else _Patched(patch_type, patch))
             if memo is not None and remembered is None and not warnings:  # no unknown field: checked as it is
                 status_patch.remember(memo, sch, body.get("status"))
             if not status_only:
@@ -1509,10 +1517,52 @@ def _untyped_apply_configuration(res: Resource, version: str, applied: dict, fou
                               f"{res.group}/{version}, Kind={res.kind}): {detail}")
 
 
-def _out_of_range(res: Resource, version: str, number: gojson.OutOfRange) -> errors.APIError:
+def _out_of_range(res: Resource, version: str, number: gojson.OutOfRange, obj: dict,
+                  patched: _Patched | None) -> errors.APIError:
     """A number past float64's range where Go's decoder keeps it (a custom resource's JSON, a raw field)."""
-    return errors.bad_request(structural.decode_error_message(
-        res.kind, version, f"json: cannot unmarshal number {number} into Go value of type float64"))
+    return _undecodable(res, version, obj, f"json: cannot unmarshal number {number} into Go value of type float64",
+                        patched)
+
+
+_SEGMENT = re.compile(r"\.|\[")
+
+
+@dataclass(frozen=True, slots=True)
+class _Patched:
+    """A json, merge or strategic merge patch, as its decoding errors quote it."""
+
+    patch_type: str
+    raw: bytes
+
+    @property
+    def smp(self) -> bool:
+        return self.patch_type == STRATEGIC_PATCH
+
+    def unknown_order(self, unknown: list[str]) -> list[str]:
+        """Unknown fields in the order the decoder meets them: the converter sorts its errors; the
+        JSON decoder walks the patched JSON, whose objects the patch went into Go marshals with
+        their keys sorted."""
+        if self.smp:
+            return sorted(unknown, key=lambda p: f'unknown field "{p}"')
+        return sorted(unknown, key=lambda p: [int(s[:-1]) if s[-1:] == "]" else s for s in _SEGMENT.split(p)])
+
+
+def _undecodable(res: Resource, version: str, obj: dict, err: str, patched: _Patched | None) -> errors.APIError:
+    """A body that does not decode into its kind: a 400 naming the kind; for a patch's result, the
+    422 of upstream's patchers, `patch: Invalid value: <what was decoded>: <the error>` with an
+    empty kind and name. The json and merge patchers decode the patched object's JSON (quoted
+    here with its keys sorted, as Go marshals what the patch touched; untouched parts keep the
+    struct's order upstream); the strategic merge patcher converts the patched map and quotes the
+    patch, as %+v prints a map."""
+    if patched is None:
+        return errors.bad_request(structural.decode_error_message(res.kind, version, err))
+    if patched.smp:
+        value, err = gofmt.value(serializer.loads_json(patched.raw, lenient=True)), structural.unstructured_error(err)
+    else:
+        value = gofmt.marshal(obj)
+    cause = invalid("patch", value, err)
+    return errors.APIError(422, "Invalid", f' "" is invalid: {cause}',
+                           {"causes": [{"reason": cause.reason, "message": cause.message, "field": cause.field}]})
 
 
 def _json_kind(v: Any) -> str:

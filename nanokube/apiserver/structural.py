@@ -74,8 +74,9 @@ class _Result:
         self.nulls = nulls  # replace nulls by Go's zero values
         self.held = held  # where the empty lists a create's validation reads are (omitempty.held)
 
-    def mismatch(self, value: Any, go_type: str, path: Path, literal: bool = False) -> None:
-        self.errors.append(_type_error(_json_kind(value, literal), go_type, path))
+    def mismatch(self, value: Any, go_type: str, path: Path, literal: bool = False, custom: bool = False) -> None:
+        """`custom`: the Go type decodes itself (UnmarshalJSON), so a value reaches it whole."""
+        self.errors.append(Mismatch(_type_error(_json_kind(value, literal), go_type, path), value, go_type, custom))
 
 
 def _json_kind(v: Any, literal: bool) -> str:
@@ -256,7 +257,7 @@ def _int_or_string(v: Any, path: Path, res: _Result) -> None:
     t = type(v)
     if t is str or (t is int and _INT32[0] <= v <= _INT32[1]):
         return
-    res.mismatch(v, "int32", path, literal=t in (int, float))
+    res.mismatch(v, "int32", path, literal=t in (int, float), custom=True)
 
 
 def _quantity(v: Any, path: Path, res: _Result) -> str | None:
@@ -281,7 +282,7 @@ def _quantity(v: Any, path: Path, res: _Result) -> str | None:
 
 def _date_time(v: Any, path: Path, res: _Result) -> None:
     if type(v) is not str:
-        res.mismatch(v, "string", path)
+        res.mismatch(v, "string", path, custom=True)
     elif v in _GOOD_TIMES:
         return
     elif _RFC3339_RE.fullmatch(v) is None:
@@ -502,6 +503,50 @@ def check(obj: dict[str, Any], schema: dict[str, Any], strict: bool, nulls: bool
     res = _Result(strict, nulls, held)
     compiled(schema)(obj, None, res)
     return res.errors, res.unknown
+
+
+class Mismatch(str):
+    """A type error's message, with the JSON value and the Go type it names."""
+
+    def __new__(cls, message: str, value: Any, go_type: str, custom: bool) -> Mismatch:
+        self = super().__new__(cls, message)
+        self.value, self.go_type, self.custom = value, go_type, custom
+        return self
+
+
+def _reflect_kind(v: Any) -> str:
+    """The reflect.Kind of a decoded JSON value, as the unstructured converter names it."""
+    t = type(v)
+    return ("map" if t is dict else "slice" if t is list else "string" if t is str else "bool" if t is bool
+            else "int64" if t is int else "float64")
+
+
+def unstructured_error(err: str) -> str:
+    """`err` as runtime.DefaultUnstructuredConverter words it: a strategic merge patch's result is
+    converted from its map into the Go type, not decoded from JSON (applyPatchToObject). A type
+    that decodes itself still gets the value's JSON (Go's message, without the field); the
+    converter's own wording otherwise. Where the converter takes what the JSON decoder refuses
+    (an integer past int32, which it wraps; a float without a fraction into an integer; numbers
+    into []byte) the decoder's message stands."""
+    if not isinstance(err, Mismatch):
+        return err
+    v, go = err.value, err.go_type
+    if err.custom:
+        return _type_error(_json_kind(v, go != "string" and type(v) in (int, float)), go, None)
+    kind = _reflect_kind(v)
+    if go == "[]uint8" and kind == "slice":
+        return err
+    if go.startswith("[]"):
+        return f"cannot restore slice from {kind}"
+    if go.startswith("map["):
+        return f"cannot restore map from {kind}"
+    if go in ("int32", "int64", "float64"):
+        if kind == "int64" or (kind == "float64" and (go == "float64" or float(v).is_integer())):
+            return err
+        return f"cannot convert float64 to {go}" if kind == "float64" else f"unrecognized type: {go}"
+    if go in ("string", "bool"):
+        return "cannot convert int64 to string" if (kind, go) == ("int64", "string") else f"unrecognized type: {go}"
+    return f"cannot restore struct from: {kind}"
 
 
 def decode_error_message(kind: str, version: str, err: str) -> str:

@@ -1,0 +1,115 @@
+"""A patch whose result does not decode into its kind (a value of the wrong type, an unknown field
+under fieldValidation=Strict), over HTTP: upstream's patchers answer 422 Invalid with an empty
+kind and name, `patch: Invalid value: <what was decoded>: <the decoder's error>`. The json and
+merge patchers decode the patched object's JSON (Go's JSON decoder's words); the strategic merge
+patcher converts the patched map into the Go type (the unstructured converter's words) and quotes
+the patch as %+v prints it. Nothing is written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from nanokube.machinery import gofmt
+from tests.served import served
+
+DEPLOYS = "/apis/apps/v1/namespaces/default/deployments"
+MERGE, SMP, JSONPATCH = ("application/merge-patch+json", "application/strategic-merge-patch+json",
+                         "application/json-patch+json")
+DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+              "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                       "template": {"metadata": {"labels": {"app": "web"}},
+                                    "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}}
+
+
+async def _send(api, method: str, path: str, body, ctype: str = "application/json") -> tuple[int, dict]:
+    def send():
+        r = api.rest_client.pool_manager.request(method, api.configuration.host + path,
+                                                 body=None if body is None else json.dumps(body).encode(),
+                                                 headers={"Content-Type": ctype})
+        return r.status, json.loads(r.data)
+    return await asyncio.to_thread(send)
+
+
+def _invalid(status: dict) -> tuple[str, str]:
+    """The quoted value and the error of a patch's 422, checking its shape on the way."""
+    assert (status["code"], status["reason"]) == (422, "Invalid")
+    [cause] = status["details"]["causes"]
+    assert status["details"] == {"causes": [cause]} and (cause["reason"], cause["field"]) == ("FieldValueInvalid", "patch")
+    assert status["message"] == f' "" is invalid: patch: {cause["message"]}'
+    assert cause["message"].startswith("Invalid value: ")
+    rest = cause["message"][len("Invalid value: "):]
+    quoted = json.loads(rest[:rest.index('": ') + 1])  # Go's %q of these values reads as a JSON string
+    return quoted, rest[rest.index('": ') + 3:]
+
+
+@pytest.fixture
+async def api(tmp_path):
+    async with served(tmp_path) as (_, api_client):
+        assert (await _send(api_client, "POST", DEPLOYS, DEPLOYMENT))[0] == 201
+        yield api_client
+
+
+@pytest.mark.parametrize("ctype,patch", [
+    (MERGE, {"spec": {"replicas": "x"}}),
+    (JSONPATCH, [{"op": "replace", "path": "/spec/replicas", "value": "x"}]),
+])
+async def test_a_json_or_merge_patch_result_of_the_wrong_type(api, ctype, patch):
+    code, status = await _send(api, "PATCH", f"{DEPLOYS}/web", patch, ctype)
+    value, error = _invalid(status)
+    assert code == 422 and error == ("json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas "
+                                     "of type int32")
+    patched = json.loads(value)  # the patched object, as it was decoded
+    assert patched["spec"]["replicas"] == "x" and patched["metadata"]["name"] == "web"
+    assert (await _send(api, "GET", f"{DEPLOYS}/web", None))[1]["spec"]["replicas"] == 1
+
+
+@pytest.mark.parametrize("patch,error", [
+    ({"spec": {"replicas": "x"}}, "unrecognized type: int32"),
+    ({"spec": {"replicas": 1.5}}, "cannot convert float64 to int32"),
+    ({"spec": {"paused": "yes"}}, "unrecognized type: bool"),
+    ({"spec": {"template": {"spec": {"containers": {"name": "app"}}}}}, "cannot restore slice from map"),
+    ({"spec": {"template": "x"}}, "cannot restore struct from: string"),
+    ({"metadata": {"labels": ["a"]}}, "cannot restore map from slice"),
+    ({"metadata": {"labels": {"a": 1}}}, "cannot convert int64 to string"),
+    ({"metadata": "x"}, "cannot restore struct from: string"),
+    # IntOrString decodes itself, from the value's JSON
+    ({"spec": {"strategy": {"rollingUpdate": {"maxSurge": True}}}}, "json: cannot unmarshal bool into Go value of type int32"),
+])
+async def test_a_strategic_merge_patch_result_of_the_wrong_type(api, patch, error):
+    before = (await _send(api, "GET", f"{DEPLOYS}/web", None))[1]
+    code, status = await _send(api, "PATCH", f"{DEPLOYS}/web", patch, SMP)
+    assert code == 422 and _invalid(status) == (gofmt.value(patch), error)
+    assert (await _send(api, "GET", f"{DEPLOYS}/web", None))[1] == before
+
+
+async def test_the_quoted_patch_prints_as_go_prints_a_map(api):
+    patch = {"spec": {"template": {"spec": {"containers": {"name": "app", "ports": [80, 1.5e6], "tty": None}}}}}
+    _, status = await _send(api, "PATCH", f"{DEPLOYS}/web", patch, SMP)
+    assert _invalid(status)[0] == "map[spec:map[template:map[spec:map[containers:map[name:app ports:[80 1.5e+06] tty:<nil>]]]]]"
+
+
+@pytest.mark.parametrize("ctype", [MERGE, SMP])
+async def test_an_unknown_field_under_strict(api, ctype):
+    patch = {"spec": {"zeta": 1, "alpha": 2}}
+    code, status = await _send(api, "PATCH", f"{DEPLOYS}/web?fieldValidation=Strict", patch, ctype)
+    value, error = _invalid(status)
+    assert code == 422
+    # the converter sorts its errors; Go marshals an object the merge went into with its keys sorted,
+    # and the JSON decoder meets them in that order
+    assert error == 'strict decoding error: unknown field "spec.alpha", unknown field "spec.zeta"'
+    assert value == gofmt.value(patch) if ctype == SMP else json.loads(value)["spec"]["zeta"] == 1
+    # Warn (the default) warns and drops them, as before
+    code, _ = await _send(api, "PATCH", f"{DEPLOYS}/web", patch, ctype)
+    assert code == 200
+
+
+async def test_a_create_or_update_of_the_wrong_type_stays_a_400(api):
+    """Only a patch's result is the patchers' 422: a body that does not decode is a 400."""
+    body = {**DEPLOYMENT, "metadata": {"name": "other"}, "spec": {**DEPLOYMENT["spec"], "replicas": "x"}}
+    code, status = await _send(api, "POST", DEPLOYS, body)
+    assert (code, status["message"]) == (400, 'Deployment in version "v1" cannot be handled as a Deployment: json: '
+                                              "cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas "
+                                              "of type int32")
