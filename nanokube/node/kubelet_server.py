@@ -23,7 +23,7 @@ from ..clock import parse_time
 from ..machinery.errors import APIError
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.streaming import StreamFailed, StreamSession
-from ..metrics.exposition import go_float as _float
+from ..metrics.exposition import CONTENT_TYPE, go_float as _float
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
 from .containerlog import cri_line
@@ -252,7 +252,7 @@ class KubeletServer:
             if uid in live:
                 lines.append(f'prober_probe_total{{container="{container}",namespace="{namespace}",pod="{pod}",'
                              f'pod_uid="{uid}",probe_type="{kind}",result="{result}"}} {n}')
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+        return web.Response(text="\n".join(lines) + "\n", headers={"Content-Type": CONTENT_TYPE})
 
     # --- what runs here -----------------------------------------------------------------
 
@@ -345,7 +345,7 @@ class KubeletServer:
                  f'kubelet_running_containers{{container_state="running"}} {containers}',
                  "# HELP kubelet_running_pods [ALPHA] Number of pods that have a running pod sandbox",
                  "# TYPE kubelet_running_pods gauge", f"kubelet_running_pods {len(running)}"]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+        return web.Response(text="\n".join(lines) + "\n", headers={"Content-Type": CONTENT_TYPE})
 
     def _cadvisor(self) -> web.Response:
         """cAdvisor's container metrics as the kubelet serves them at /metrics/cadvisor: one series per
@@ -388,7 +388,7 @@ class KubeletServer:
         lines = []
         for name, kind, doc in _CADVISOR_METRICS:
             lines += [f"# HELP {name} {doc}", f"# TYPE {name} {kind}", *(name + r for r in sorted(rows[name]))]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+        return web.Response(text="\n".join(lines) + "\n", headers={"Content-Type": CONTENT_TYPE})
 
     def _resource_metrics(self) -> web.Response:
         now = self.agent.clock.now()
@@ -414,8 +414,8 @@ class KubeletServer:
         for name, kind, doc in _RESOURCE_METRICS:
             lines += [f"# HELP {name} [STABLE] {doc}", f"# TYPE {name} {kind}"]
             lines += [name + s for s in sorted(samples[name])]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8",
-                            headers={"X-Content-Type-Options": "nosniff"})
+        return web.Response(text="\n".join(lines) + "\n",
+                            headers={"Content-Type": CONTENT_TYPE, "X-Content-Type-Options": "nosniff"})
 
 
 def _cpu(stamp: str, millicores: int, core_seconds: float) -> dict:
