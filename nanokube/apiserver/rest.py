@@ -502,6 +502,7 @@ class GenericREST:
         rev = at if at > 0 else self.cache.rev
         out: list[Entry] = []
         remaining = 0
+        more = False
         last_key = ""
         if everything:  # the entries are the page, and one more when there are more
             page = entries[:limit] if limit else entries
@@ -511,16 +512,19 @@ class GenericREST:
         for i, (key, e) in enumerate(() if everything else entries):
             if i % LIST_CHUNK == LIST_CHUNK - 1:
                 await asyncio.sleep(0)  # a list of many objects lets other requests (readyz) through
-            if not ok(e.obj):
-                continue
             if limit and len(out) >= limit:
-                remaining += 1
+                # the cacher's hasMore: anything after the page's last item, whether it matches or not;
+                # and no remainingItemCount, which it counts only for a list without selectors
+                more = True
+                break
+            if not ok(e.obj):
                 continue
             out.append(e)
             last_key = key
         meta: dict[str, Any] = {"resourceVersion": str(rev)}
-        if remaining:
+        if remaining or more:
             meta["continue"] = continuetoken.next_after(last_key, prefix, rev)
+        if remaining:
             meta["remainingItemCount"] = remaining
         objs = Entry.objects(out)
         await res.strategy.prepare_conversion(objs, version)
