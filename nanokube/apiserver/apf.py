@@ -28,9 +28,11 @@ from prometheus_client import CollectorRegistry
 from ..machinery import errors
 from ..machinery.responses import error_response
 from .auth.authorizer import USER, Attributes, request_attributes
-from .metrics import Family
+from .metrics import Family, InflightWatermark
 
 SERVER_CONCURRENCY = 600
+#: nonMutatingRequestVerbs: a request of any other verb is a mutating one to the inflight watermark
+_READ_ONLY = frozenset(("get", "list", "watch"))
 _LONG_RUNNING = ("exec", "attach", "portforward", "proxy")
 
 
@@ -139,8 +141,11 @@ class FlowControl:
     """`middleware` classifies and limits, from the FlowSchema and
     PriorityLevelConfiguration informers it is given (the status loop's)."""
 
-    def __init__(self, schemas, levels, server_concurrency: int = SERVER_CONCURRENCY) -> None:
+    def __init__(self, schemas, levels, server_concurrency: int = SERVER_CONCURRENCY,
+                 inflight: InflightWatermark | None = None) -> None:
         self.schemas, self.levels = schemas, levels
+        #: the requests executing, by kind (apiserver_current_inflight_requests)
+        self.inflight = inflight or InflightWatermark()
         self.server_concurrency = server_concurrency
         self._state: dict[str, PriorityLevel] = {}
         #: (FlowSchema, its level) by precedence, rebuilt after any change
@@ -240,7 +245,8 @@ class FlowControl:
         if found is None:
             return await handler(request)
         route = self._route(*found)
-        level = self._state.get(route.labels[1]) if route.limited and not long_running(a, request.query) else None
+        running = long_running(a, request.query)
+        level = self._state.get(route.labels[1]) if route.limited and not running else None
         if level is not None and not await level.acquire():
             self.rejected.labels(*route.labels, "queue-full" if level.max_waiting else "concurrency-limit").inc()
             e = errors.APIError(429, "TooManyRequests", "Too many requests, please try again later.",
@@ -251,10 +257,15 @@ class FlowControl:
         route.dispatched.inc()
         executing = route.executing
         executing.inc()
+        mutating = None if running else a.verb not in _READ_ONLY
+        if mutating is not None:
+            self.inflight.enter(mutating)
         try:
             resp = await handler(request)
         finally:
             executing.dec()
+            if mutating is not None:
+                self.inflight.leave(mutating)
             if level is not None:
                 level.release()
         if not resp.prepared:

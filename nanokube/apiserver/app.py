@@ -97,7 +97,7 @@ class APIServer:
         by default the listen address, or the host's for a wildcard one, none for loopback.
         `workers` > 1: this is worker `worker` of that many processes serving one port and one
         store (see workers.py); worker 0 alone bootstraps and runs the loops that write."""
-        self.metrics = APIMetrics()
+        self.metrics = APIMetrics(clock)
         #: the health checks /healthz, /livez and /readyz ran, served at /metrics/slis
         self.slis = healthz.HealthSLIs()
         self.store = InstrumentedStore(store, self.metrics.storage_latency)

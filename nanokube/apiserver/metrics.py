@@ -4,8 +4,10 @@ with the metric's stability level, and a deprecated one's with the release that 
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
 
+from ..clock import REAL
 from ..machinery.metrics import Family
 from ..metrics.exposition import render
 
@@ -34,8 +36,58 @@ class WatchSent:
         self.sizes.observe(size)
 
 
+class InflightWatermark:
+    """maxinflight.go's request watermark, which API Priority and Fairness keeps: the most read-only
+    (get, list, watch) and mutating requests executing at once within each second, long-running
+    ones (watches, exec, attach, port-forward, proxy, followed logs) left out. Upstream's maintenance
+    loop publishes each second's as apiserver_current_inflight_requests and starts the next from 0;
+    here a second is closed when a request starts or the metric is collected after it ended."""
+
+    KINDS = ("readOnly", "mutating")
+    NAME = "apiserver_current_inflight_requests"
+    HELP = ("[STABLE] Maximal number of currently used inflight request limit of this apiserver per request kind in "
+            "last second.")
+
+    def __init__(self, clock=REAL) -> None:
+        self.clock = clock
+        self.executing = [0, 0]  # by kind: read-only, mutating
+        self.marks = [0, 0]  # the most executing at once in this second
+        self.published = [0, 0]  # the last whole second's
+        self.second = clock.monotonic()  # when this second began
+
+    def _close(self, now: float) -> None:
+        elapsed = now - self.second
+        # a second without a request to start, after the one that had them, published 0s
+        self.published = self.marks if elapsed < 2 else [0, 0]
+        self.marks = [0, 0]
+        self.second = now - elapsed % 1
+
+    def enter(self, mutating: bool) -> None:
+        now = self.clock.monotonic()
+        if now - self.second >= 1:
+            self._close(now)
+        n = self.executing[mutating] = self.executing[mutating] + 1
+        if n > self.marks[mutating]:
+            self.marks[mutating] = n
+
+    def leave(self, mutating: bool) -> None:
+        self.executing[mutating] -= 1
+
+    def describe(self) -> list[Metric]:
+        return [Metric(self.NAME, self.HELP, "gauge")]
+
+    def collect(self) -> list[Metric]:
+        now = self.clock.monotonic()
+        if now - self.second >= 1:
+            self._close(now)
+        m = Metric(self.NAME, self.HELP, "gauge")
+        for kind, value in zip(self.KINDS, self.published):
+            m.add_sample(self.NAME, {"request_kind": kind}, value)
+        return [m]
+
+
 class APIMetrics:
-    def __init__(self) -> None:
+    def __init__(self, clock=REAL) -> None:
         self.registry = CollectorRegistry()
         self.requests = Family(
             "counter", "apiserver_request_total", "[STABLE] Counter of apiserver requests broken out for each verb, "
@@ -66,9 +118,8 @@ class APIMetrics:
         self.resource_objects = Family(
             "gauge", "apiserver_resource_objects", "[ALPHA] Number of stored objects at the time of last check split "
             "by kind. In case of a fetching error, the value will be -1.", ["group", "resource"], self.registry)
-        self.inflight = Gauge(
-            "apiserver_current_inflight_requests", "[STABLE] Maximal number of currently used inflight request limit "
-            "of this apiserver per request kind in last second.", ["request_kind"], registry=self.registry)
+        self.inflight = InflightWatermark(clock)
+        self.registry.register(self.inflight)
         self.request_count, self.request_latency = self.requests.labels, self.latency.labels
 
     def watch_sent(self, group: str, version: str, resource: str) -> WatchSent:

@@ -107,3 +107,26 @@ async def test_a_watch_is_a_long_running_request_and_its_events_are_counted_with
             pass
         return value(await scrape(http), f"apiserver_longrunning_requests{{{WATCH}}}") == 0
     await eventually(ended)
+
+
+async def test_inflight_requests_are_the_most_executing_at_once_in_the_last_second(api):
+    """maxinflight's watermark, which APF keeps: each second's most read-only and mutating requests
+    executing at once, published when the second is over; a watch is long-running and left out."""
+    s, clock, http = api
+
+    def inflight(text: str) -> tuple[float | None, float | None]:
+        return (value(text, 'apiserver_current_inflight_requests{request_kind="readOnly"}'),
+                value(text, 'apiserver_current_inflight_requests{request_kind="mutating"}'))
+
+    async with http.get("/api/v1/namespaces/default/configmaps?watch=1") as watch:
+        assert watch.status == 200
+        await create(http, "/api/v1/namespaces/default/podtemplates", {"metadata": {"name": "a"}, "template": {
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}})
+        await clock.advance(1)
+        assert inflight(await scrape(http)) == (0, 1)  # the second of the create, the watch not counted
+        await clock.advance(1)
+        assert inflight(await scrape(http)) == (1, 0)  # the second of the scrape before
+        await clock.advance(5)
+        assert inflight(await scrape(http)) == (0, 0)  # seconds without a request
+    assert "# HELP apiserver_current_inflight_requests [STABLE] Maximal number of currently used inflight " \
+           "request limit of this apiserver per request kind in last second.\n" in await scrape(http)

@@ -11,14 +11,25 @@ from nanokube.apiserver.metrics import APIMetrics
 from nanokube.apiserver.worker_metrics import merge
 
 
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+
 def _worker(requests: int, objects: int, latency: float) -> tuple[APIMetrics, bytes]:
-    m = APIMetrics()
+    clock = _Clock()
+    m = APIMetrics(clock)
     for _ in range(requests):
         m.request_count("GET", "", "", "v1", "pods", "", "namespace", "apiserver", "200").inc()
         m.request_latency("GET", "", "", "v1", "pods", "", "namespace", "apiserver").observe(latency)
     m.stored("pods", objects)
     m.longrunning.labels("WATCH", "", "v1", "pods", "", "namespace", "apiserver").set(requests)
-    m.inflight.labels("mutating").set(1)
+    m.inflight.enter(True)  # one mutating request in the second before the scrape
+    m.inflight.leave(True)
+    clock.t += 1
     return m, m.render()
 
 
