@@ -44,3 +44,41 @@ async def test_deleting_a_namespace_removes_contents_then_itself(env):
     await cms.patch("held", {"metadata": {"finalizers": None}}, namespace="doomed")
     assert await eventually(absent(cms, "held", "doomed"))
     assert await eventually(absent(namespaces, "doomed"))
+
+
+def _conditions(ns: dict) -> dict:
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in ns["status"].get("conditions") or []}
+
+
+async def test_a_namespace_held_by_finalizers_says_so_in_its_conditions(env):
+    """The deleter's conditions, as upstream's: what remains, and which finalizers hold it."""
+    namespaces = env.resource("", "v1", "namespaces")
+    cms = env.resource("", "v1", "configmaps")
+    await namespaces.create({"metadata": {"name": "stuck"}})
+    for name in ("a", "b"):
+        await cms.create({"metadata": {"name": name, "namespace": "stuck", "finalizers": ["example.com/hold"]}})
+    await namespaces.delete("stuck")
+
+    async def reported():
+        ns = await namespaces.get("stuck")
+        return ns if "NamespaceContentRemaining" in _conditions(ns) else None
+
+    ns = await eventually(reported)
+    assert [c["type"] for c in ns["status"]["conditions"]] == [
+        "NamespaceDeletionDiscoveryFailure", "NamespaceDeletionGroupVersionParsingFailure",
+        "NamespaceDeletionContentFailure", "NamespaceContentRemaining", "NamespaceFinalizersRemaining"]
+    assert _conditions(ns) == {
+        "NamespaceDeletionDiscoveryFailure": ("False", "ResourcesDiscovered", "All resources successfully discovered"),
+        "NamespaceDeletionGroupVersionParsingFailure": (
+            "False", "ParsedGroupVersions", "All legacy kube types successfully parsed"),
+        "NamespaceDeletionContentFailure": (
+            "False", "ContentDeleted", "All content successfully deleted, may be waiting on finalization"),
+        "NamespaceContentRemaining": (
+            "True", "SomeResourcesRemain", "Some resources are remaining: configmaps. has 2 resource instances"),
+        "NamespaceFinalizersRemaining": (
+            "True", "SomeFinalizersRemain",
+            "Some content in the namespace has finalizers remaining: example.com/hold in 2 resource instances"),
+    }
+    for name in ("a", "b"):
+        await cms.patch(name, {"metadata": {"finalizers": None}}, namespace="stuck")
+    assert await eventually(absent(namespaces, "stuck"))

@@ -73,3 +73,27 @@ def test_a_host_path_persistent_volume_gets_the_unset_type_as_a_pods_volume_does
         assert (spec["persistentVolumeReclaimPolicy"], spec["volumeMode"]) == ("Retain", "Filesystem")
     finally:
         cluster.kubectl("delete", "pv", "first-day-pv")
+
+
+def test_describe_of_a_namespace_stuck_terminating_shows_what_holds_it(cluster):
+    cluster.kubectl("create", "namespace", "first-day-stuck")
+    cluster.kubectl("create", "configmap", "held", "-n", "first-day-stuck")
+    cluster.kubectl("patch", "configmap", "held", "-n", "first-day-stuck", "-p",
+                    '{"metadata": {"finalizers": ["example.com/hold"]}}')
+    cluster.kubectl("delete", "namespace", "first-day-stuck", "--wait=false")
+
+    def described():
+        out = cluster.kubectl("describe", "namespace", "first-day-stuck").stdout
+        return out if "SomeFinalizersRemain" in out else None
+
+    out = described() or wait_for(described, timeout=30, what="the namespace's deletion conditions")
+    assert "Status:       Terminating" in out
+    # Type, Status, LastTransitionTime (six words), Reason, Message
+    rows = {line.split()[0]: line.split()[:9] for line in out.splitlines() if line.startswith("  Namespace")}
+    assert rows["NamespaceContentRemaining"][1::7] == ["True", "SomeResourcesRemain"]
+    assert rows["NamespaceFinalizersRemaining"][1::7] == ["True", "SomeFinalizersRemain"]
+    assert rows["NamespaceDeletionContentFailure"][1::7] == ["False", "ContentDeleted"]
+    assert "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances" in out
+    cluster.kubectl("patch", "configmap", "held", "-n", "first-day-stuck", "--type=json", "-p",
+                    '[{"op": "remove", "path": "/metadata/finalizers"}]')
+    cluster.kubectl("wait", "--for=delete", "namespace/first-day-stuck", "--timeout=30s")
