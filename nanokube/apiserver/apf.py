@@ -152,13 +152,14 @@ class FlowControl:
         self._ordered: list[tuple[dict, dict]] | None = None
         self.registry = CollectorRegistry()
         self.dispatched = Family("counter", "apiserver_flowcontrol_dispatched_requests_total",
-                                 "Number of requests executed by API Priority and Fairness subsystem",
+                                 "[BETA] Number of requests executed by API Priority and Fairness subsystem",
                                  ["flow_schema", "priority_level"], self.registry)
         self.rejected = Family("counter", "apiserver_flowcontrol_rejected_requests_total",
-                               "Number of requests rejected by API Priority and Fairness subsystem",
+                               "[BETA] Number of requests rejected by API Priority and Fairness subsystem",
                                ["flow_schema", "priority_level", "reason"], self.registry)
         self.executing = Family("gauge", "apiserver_flowcontrol_current_executing_requests",
-                                "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage",
+                                "[BETA] Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution "
+                                "stage in the API Priority and Fairness subsystem",
                                 ["flow_schema", "priority_level"], self.registry)
         #: classify's answers by what a FlowSchema can match on (the user and the attributes but the
         #: object's name and the field selector), forgotten when the configuration changes

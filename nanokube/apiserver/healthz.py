@@ -41,9 +41,9 @@ class HealthSLIs:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.last = Gauge("kubernetes_healthcheck", "The last result of a health check: 1 passed, 0 failed.",
+        self.last = Gauge("kubernetes_healthcheck", "[STABLE] This metric records the result of a single healthcheck.",
                           ["name", "type"], registry=self.registry)
-        self.total = Counter("kubernetes_healthchecks", "Health check results, by check, endpoint and status.",
+        self.total = Counter("kubernetes_healthchecks", "[STABLE] This metric records the results of all healthcheck.",
                              ["name", "type", "status"], registry=self.registry)
 
     def observe(self, name: str, kind: str, ok: bool) -> None:

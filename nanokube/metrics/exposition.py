@@ -69,7 +69,11 @@ def render(*collectors) -> bytes:
     for collector in collectors:
         for metric in collector.collect():
             kind = _TYPES.get(metric.type, metric.type)
-            name = metric.name + {"counter": "_total", "info": "_info"}.get(metric.type, "")
+            name = metric.name
+            if metric.type == "info":
+                name += "_info"
+            elif metric.type == "counter" and not (metric.samples and metric.samples[0].name == name):
+                name += "_total"  # prometheus_client's suffix; a counter whose samples carry its bare name keeps it
             family = families.get(name)
             if family is None:
                 family = families[name] = (metric.documentation, kind, {})

@@ -129,6 +129,7 @@ def test_failure_policy_with_the_webhook_down(cluster, api, server):
     assert "failed-open.validating.webhook.admission.k8s.io/round_0_index_" in audit
     metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
     assert 'apiserver_admission_webhook_fail_open_count{name="down.hooks.example.com",type="validating"} 1\n' in metrics
+    assert "# TYPE apiserver_admission_webhook_fail_open_count counter\n" in metrics  # a counter without _total
     adm.delete_validating_webhook_configuration("down")
 
 

@@ -68,3 +68,17 @@ def test_importing_the_command_line_and_client_loads_no_prometheus_client():
             "print(sorted(m for m in sys.modules if m.startswith('prometheus_client')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out == "[]\n"
+
+
+def test_a_counter_whose_samples_carry_its_bare_name_is_a_counter_of_that_name():
+    """kube-apiserver's apiserver_admission_webhook_rejection_count: a counter without `_total`."""
+    from prometheus_client.metrics_core import Metric
+
+    class Plain:
+        def collect(self):
+            m = Metric("webhook_rejection_count", "Rejections.", "counter")
+            m.add_sample("webhook_rejection_count", {"name": "w"}, 1)
+            return [m]
+
+    assert render(Plain()).decode() == ("# HELP webhook_rejection_count Rejections.\n"
+                                        "# TYPE webhook_rejection_count counter\nwebhook_rejection_count{name=\"w\"} 1\n")

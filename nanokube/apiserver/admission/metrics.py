@@ -16,18 +16,18 @@ class AdmissionMetrics:
         self.registry = CollectorRegistry()
         self.duration = Histogram(
             "apiserver_admission_webhook_admission_duration_seconds",
-            "Admission webhook latency histogram in seconds, identified by name and broken out for each operation "
+            "[STABLE] Admission webhook latency histogram in seconds, identified by name and broken out for each operation "
             "and API resource and type (validate or admit).",
             ["name", "type", "operation", "rejected"], buckets=_BUCKETS, registry=self.registry)
         self.requests = Counter(
             "apiserver_admission_webhook_request_total",
-            "Admission webhook request total, identified by name and broken out for each admission type (validating "
+            "[ALPHA] Admission webhook request total, identified by name and broken out for each admission type (validating "
             "or mutating) and operation. Additional labels specify whether the request was rejected or not and an "
             "HTTP status code. Codes greater than 600 are truncated to 600, to keep the metrics cardinality bounded.",
             ["name", "type", "operation", "code", "rejected"], registry=self.registry)
         self.rejections = _PlainCounter(
             "apiserver_admission_webhook_rejection_count",
-            "Admission webhook rejection count, identified by name and broken out for each admission type (validating "
+            "[ALPHA] Admission webhook rejection count, identified by name and broken out for each admission type (validating "
             "or admit) and operation. Additional labels specify an error type (calling_webhook_error or "
             "apiserver_internal_error if an error occurred; no_error otherwise) and optionally a non-zero rejection "
             "code if the webhook rejects the request with an HTTP status code (honored by the apiserver when the code "
@@ -36,7 +36,7 @@ class AdmissionMetrics:
             ("name", "type", "operation", "error_type", "rejection_code"))
         self.fail_open = _PlainCounter(
             "apiserver_admission_webhook_fail_open_count",
-            "Admission webhook fail open count, identified by name and broken out for each admission type (validating "
+            "[ALPHA] Admission webhook fail open count, identified by name and broken out for each admission type (validating "
             "or admit).", ("name", "type"))
         self.registry.register(self.rejections)
         self.registry.register(self.fail_open)
@@ -53,7 +53,8 @@ class AdmissionMetrics:
 
 class _PlainCounter:
     """A counter exposed under its own name: kube-apiserver's `..._count` counters
-    carry no `_total` suffix, which prometheus_client's Counter would add."""
+    carry no `_total` suffix, which prometheus_client's Counter would add (the exposition
+    names a counter whose samples carry the family's own name by that name)."""
 
     def __init__(self, name: str, doc: str, labels: tuple[str, ...]) -> None:
         self.name, self.doc, self.label_names = name, doc, labels
@@ -63,7 +64,7 @@ class _PlainCounter:
         self.values[labels] = self.values.get(labels, 0.0) + 1
 
     def collect(self):
-        m = Metric(self.name, self.doc, "unknown")
+        m = Metric(self.name, self.doc, "counter")
         for labels, v in self.values.items():
             m.add_sample(self.name, dict(zip(self.label_names, labels)), v)
         yield m
