@@ -84,10 +84,10 @@ def render(*collectors) -> bytes:
                 labels = sample.labels
                 extra = labels.get(bound) if bound else None
                 key = tuple(sorted((k, v) for k, v in labels.items() if k != bound or extra is None))
-                text = ",".join(f'{k}="{_label_value(v)}"' for k, v in key)
-                if extra is not None:
-                    text = f'{text},{bound}="{go_float(float(extra))}"' if text else f'{bound}="{go_float(float(extra))}"'
-                line = f"{sample.name}{{{text}}}" if text else sample.name
+                pairs = [f'{k}="{_label_value(v)}"' for k, v in key]
+                if extra is not None:  # the bound last, as a number
+                    pairs.append(f'{bound}="{go_float(float(extra))}"')
+                line = f"{sample.name}{{{','.join(pairs)}}}" if pairs else sample.name
                 line = f"{line} {go_float(sample.value)}"
                 if sample.timestamp is not None:
                     line = f"{line} {int(float(sample.timestamp) * 1000)}"
