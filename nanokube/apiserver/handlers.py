@@ -22,7 +22,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from ..clock import Clock
 from ..registry.base import Resource
 from ..machinery import errors, gofmt
-from . import discovery, serializer, tables
+from . import discovery, serializer, tables, warning
 from .cache import served_json
 from .audit import RESPONSE_OBJECT
 from .auth.authorizer import USER
@@ -303,6 +303,7 @@ class APIHandlers:
         t0 = time.perf_counter()
         labels = ["", "", "", "", "", None, "", ""]  # verb, group, version, resource, sub, warnings, scope, dry run
         code = 500
+        recording = warning.start()
         try:
             resp = await self._route(request, path, labels)
             code = resp.status
@@ -312,7 +313,12 @@ class APIHandlers:
             return resp
         except errors.APIError as e:
             code = e.code
-            return error_response(e)
+            resp = error_response(e)
+            # what was warned before the failure (a deprecated version's, the body's fields), as upstream's
+            # recorder wrote those headers as they came
+            for w in dict.fromkeys([*(labels[5] or ()), *warning.recorded()]):
+                resp.headers.add("Warning", warning_header(w))
+            return resp
         except asyncio.CancelledError:
             code = 499
             raise
@@ -321,6 +327,7 @@ class APIHandlers:
             code = 500
             return error_response(errors.internal(str(e)))
         finally:
+            warning.stop(recording)
             verb, g, v, r, s, _, scope, dry = labels
             if verb:  # a watch once it ends (MonitorRequest runs when the handler returns)
                 self.metrics.request_count(verb, dry, g, v, r, s, scope, "apiserver", str(code)).inc()
@@ -567,6 +574,7 @@ class APIHandlers:
         if texts and opts.field_validation == "Strict":
             raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: '
                                      f'strict decoding error: {", ".join(texts)}')
+        warning.record(texts)
         return texts
 
     def _render_one(self, request: web.Request, res: Resource, obj: dict, version: str, code: int = 200) -> web.Response:
@@ -869,6 +877,7 @@ async def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[
     texts = await serializer.off_loop(serializer.duplicates, raw, ctype == "application/apply-patch+yaml")
     if texts and opts.field_validation == "Strict":
         raise errors.bad_request("error strict decoding patch: strict decoding error: " + ", ".join(texts))
+    warning.record(texts)
     return texts
 
 

@@ -28,7 +28,7 @@ from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 from ..machinery.validation import immutable, invalid
-from . import continuetoken, omitempty, options, serializer, structural
+from . import continuetoken, omitempty, options, serializer, structural, warning
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
@@ -345,6 +345,7 @@ class GenericREST:
             obj.update(pruned)
         if number is not None and (number := gojson.find_out_of_range(obj)) is not None:  # in a raw field
             raise _out_of_range(res, version, number, obj, patched)
+        warning.record(warnings)  # kept for the response should the write fail after decoding
         return warnings
 
     def _manager(self, opts: WriteOptions, default: str) -> str:
