@@ -330,13 +330,15 @@ class GenericREST:
                 return []
             # a remembered status patch's result: only apiVersion and kind, just set, are left to check
             errs, unknown = ([], []) if changed is _NO_FIELDS else _check_fields(obj, sch, changed, held)
+            while errs and patched is not None and patched.smp and structural.convert_number(errs[0], obj):
+                errs, unknown = _check_fields(obj, sch, changed, held)
             if errs:
-                raise _undecodable(res, version, obj, errs[0], patched)
+                raise _undecodable(res.kind, version, obj, errs[0], patched)
         warnings: list[str] = []
         if unknown and opts.field_validation == "Strict":
             if patched is not None:
                 unknown = patched.unknown_order(unknown)
-            raise _undecodable(res, version, obj, structural.strict_error(unknown), patched)
+            raise _undecodable(res.kind, version, obj, structural.strict_error(unknown), patched)
         if unknown and opts.field_validation == "Warn":
             warnings = structural.unknown_field_warnings(unknown)
         if unknown and sch is not None:
@@ -1011,7 +1013,7 @@ class GenericREST:
         except Exception as e:
             raise errors.bad_request(f"error decoding patch: {e}") from None
         if parsed is not None and serializer.OUT_OF_RANGE.get():
-            _patch_out_of_range(patch_type, parsed, opts)
+            patch_out_of_range(patch_type, parsed, opts)
         changed = _STATUS if seen else None
         if patch_type in (MERGE_PATCH, STRATEGIC_PATCH) and isinstance(parsed, dict) and version == res.storage_version:
             changed = _patched_fields(parsed, patch_type == STRATEGIC_PATCH)
@@ -1082,7 +1084,7 @@ class GenericREST:
                 raise errors.bad_request("the patch produced something that is not an object")
             if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
                 meta = body["metadata"]
-                raise _undecodable(res, version, body, structural.Mismatch(
+                raise _undecodable(res.kind, version, body, structural.Mismatch(
                     f"json: cannot unmarshal {_json_kind(meta)} into Go struct field {res.kind}.metadata of type "
                     "v1.ObjectMeta", meta, "v1.ObjectMeta", False), None if apply else _Patched(patch_type, patch))
             check_target(body.get("metadata") or {}, name, namespace if res.namespaced else None)
@@ -1354,7 +1356,7 @@ def _handed(parsed: dict, raw: bytes, attempt: int) -> dict:
     return parsed if attempt == 0 else serializer.loads_json(raw, lenient=True)
 
 
-def _patch_out_of_range(patch_type: str, parsed: Any, opts: WriteOptions) -> None:
+def patch_out_of_range(patch_type: str, parsed: Any, opts: WriteOptions) -> None:
     """A number past float64's range in a json, merge or strategic merge patch. Upstream decodes a
     strategic merge patch into a map[string]interface{} (strategicPatchObject), and a json or merge
     patch so too under Strict or Warn (applyJSPatch's strict pass, a json patch's op values only):
@@ -1525,7 +1527,7 @@ def _untyped_apply_configuration(res: Resource, version: str, applied: dict, fou
 def _out_of_range(res: Resource, version: str, number: gojson.OutOfRange, obj: dict,
                   patched: _Patched | None) -> errors.APIError:
     """A number past float64's range where Go's decoder keeps it (a custom resource's JSON, a raw field)."""
-    return _undecodable(res, version, obj, f"json: cannot unmarshal number {number} into Go value of type float64",
+    return _undecodable(res.kind, version, obj, f"json: cannot unmarshal number {number} into Go value of type float64",
                         patched)
 
 
@@ -1552,7 +1554,28 @@ class _Patched:
         return sorted(unknown, key=lambda p: [int(s[:-1]) if s[-1:] == "]" else s for s in _SEGMENT.split(p)])
 
 
-def _undecodable(res: Resource, version: str, obj: dict, err: str, patched: _Patched | None) -> errors.APIError:
+def decode_patched(kind: str, version: str, obj: Any, definition: str, opts: WriteOptions, patch_type: str,
+                   raw: bytes) -> dict:
+    """A subresource's patched object (a Scale), decoded as its Go type as a patch's result is: a
+    type error, or under Strict an unknown field, is the patchers' 422; returns `obj`."""
+    patched = _Patched(patch_type, raw)
+    if type(obj) is not dict:
+        what = "array" if type(obj) is list else "null" if obj is None else _json_kind(obj)
+        raise _undecodable(kind, version, obj, f"json: cannot unmarshal {what} into Go value of type "
+                                               f"{definition.rsplit('.', 2)[-2]}.{kind}", patched)
+    sch = schemas.definitions()[definition]
+    strict = opts.field_validation in ("Strict", "Warn")
+    errs, unknown = structural.check(obj, sch, strict)
+    while errs and patched.smp and structural.convert_number(errs[0], obj):
+        errs, unknown = structural.check(obj, sch, strict)
+    if errs:
+        raise _undecodable(kind, version, obj, errs[0], patched)
+    if unknown and opts.field_validation == "Strict":
+        raise _undecodable(kind, version, obj, structural.strict_error(patched.unknown_order(unknown)), patched)
+    return obj
+
+
+def _undecodable(kind: str, version: str, obj: Any, err: str, patched: _Patched | None) -> errors.APIError:
     """A body that does not decode into its kind: a 400 naming the kind; for a patch's result, the
     422 of upstream's patchers, `patch: Invalid value: <what was decoded>: <the error>` with an
     empty kind and name. The json and merge patchers decode the patched object's JSON (quoted
@@ -1560,7 +1583,7 @@ def _undecodable(res: Resource, version: str, obj: dict, err: str, patched: _Pat
     struct's order upstream); the strategic merge patcher converts the patched map and quotes the
     patch, as %+v prints a map."""
     if patched is None:
-        return errors.bad_request(structural.decode_error_message(res.kind, version, err))
+        return errors.bad_request(structural.decode_error_message(kind, version, err))
     if patched.smp:
         value, err = gofmt.value(serializer.loads_json(patched.raw, lenient=True)), structural.unstructured_error(err)
     else:

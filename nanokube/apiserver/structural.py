@@ -76,7 +76,7 @@ class _Result:
 
     def mismatch(self, value: Any, go_type: str, path: Path, literal: bool = False, custom: bool = False) -> None:
         """`custom`: the Go type decodes itself (UnmarshalJSON), so a value reaches it whole."""
-        self.errors.append(Mismatch(_type_error(_json_kind(value, literal), go_type, path), value, go_type, custom))
+        self.errors.append(Mismatch(_type_error(_json_kind(value, literal), go_type, path), value, go_type, custom, path))
 
 
 def _json_kind(v: Any, literal: bool) -> str:
@@ -506,12 +506,37 @@ def check(obj: dict[str, Any], schema: dict[str, Any], strict: bool, nulls: bool
 
 
 class Mismatch(str):
-    """A type error's message, with the JSON value and the Go type it names."""
+    """A type error's message, with the JSON value, the Go type it names and where it is."""
 
-    def __new__(cls, message: str, value: Any, go_type: str, custom: bool) -> Mismatch:
+    def __new__(cls, message: str, value: Any, go_type: str, custom: bool, path: Path = None) -> Mismatch:
         self = super().__new__(cls, message)
-        self.value, self.go_type, self.custom = value, go_type, custom
+        self.value, self.go_type, self.custom, self.path = value, go_type, custom, path
         return self
+
+
+def convert_number(err: str, obj: Any) -> bool:
+    """What the unstructured converter takes where the JSON decoder refuses: an integer of int64's
+    range into an int32 field by Go's conversion (it wraps: 2147483648 is -2147483648), and a float
+    without a fraction into an integer field. Sets that value in `obj` where `err` found the
+    number; False for any other error."""
+    if not isinstance(err, Mismatch) or err.custom or err.go_type not in ("int32", "int64") or err.path is None:
+        return False
+    v = err.value
+    if type(v) is float and v.is_integer():
+        v = int(v)
+    if type(v) is not int or not _INT64[0] <= v <= _INT64[1]:
+        return False
+    if err.go_type == "int32":
+        v = (v + 2**31) % 2**32 - 2**31
+    keys, p = [], err.path
+    while p is not None:
+        p, seg, _ = p
+        keys.append(seg[0] if type(seg) is tuple else seg)
+    target = obj
+    for k in reversed(keys[1:]):
+        target = target[k]
+    target[keys[0]] = v
+    return True
 
 
 def _reflect_kind(v: Any) -> str:
@@ -526,8 +551,7 @@ def unstructured_error(err: str) -> str:
     converted from its map into the Go type, not decoded from JSON (applyPatchToObject). A type
     that decodes itself still gets the value's JSON (Go's message, without the field); the
     converter's own wording otherwise. Where the converter takes what the JSON decoder refuses
-    (an integer past int32, which it wraps; a float without a fraction into an integer; numbers
-    into []byte) the decoder's message stands."""
+    (see convert_number; numbers into []byte) the decoder's message stands."""
     if not isinstance(err, Mismatch):
         return err
     v, go = err.value, err.go_type

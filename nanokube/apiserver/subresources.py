@@ -23,7 +23,7 @@ from .options import delete_options
 from .patch import PatchError
 from .patch import apply as ssa
 from .patch import fieldpath as fp
-from .rest import GenericREST, WriteOptions, check_target
+from .rest import GenericREST, WriteOptions, check_target, decode_patched, patch_out_of_range
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 from ..store.interface import KeyNotFound, RevisionMismatch
 from .cache import stored_json, stored_value
@@ -101,7 +101,7 @@ class Subresources:
                     opts = h._write_opts(request)  # after the media type and the body, as upstream's patch handler
                     current = await self.get_scale(res, namespace, name, UNSET_REPLICAS)
                     # (typed before its metadata is read: a patch may leave anything there, or at the root)
-                    body = _typed(await self._patch_scale(current, ctype, raw), "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
+                    body = await self._patch_scale(current, ctype, raw, opts)
                     md = body.get("metadata") or {}
                     if md.get("resourceVersion") == current["metadata"].get("resourceVersion"):
                         # the patch named no resourceVersion: like upstream's update loop, a
@@ -315,15 +315,18 @@ class Subresources:
         obj = self.rest._entry(res, namespace, name).obj
         return _scale_of(res, obj, unset)
 
-    async def _patch_scale(self, scale: dict, ctype: str, raw: bytes) -> dict:
-        """The Scale with a patch applied, or the configuration of a server-side apply (applied
-        to the Scale by `put_scale`)."""
+    async def _patch_scale(self, scale: dict, ctype: str, raw: bytes, opts: WriteOptions) -> dict:
+        """The Scale with a patch applied and decoded as a Scale, or the configuration of a
+        server-side apply (applied to the Scale by `put_scale`). The generic patchers' decoding,
+        as upstream's /scale is served by them: a number past float64 refused where the patch is
+        decoded into interface values, a patched Scale that does not decode the 422 of a patch."""
         from . import serializer
         from .patch import PatchError, jsonpatch, merge, strategic
 
         apply = ctype == "application/apply-patch+yaml"
         try:
-            patch = await serializer.off_loop(serializer.loads_yaml, raw) if apply else serializer.loads_json(raw)
+            patch = await serializer.off_loop(serializer.loads_yaml, raw) if apply else \
+                serializer.loads_json(raw, lenient=True)
         except (orjson.JSONDecodeError, yaml.YAMLError) as e:
             raise errors.bad_request(f"error decoding patch: {e}") from None
         try:
@@ -332,16 +335,20 @@ class Subresources:
                 if version != "autoscaling/v1" or patch.get("kind") != "Scale":
                     raise errors.bad_request("Incorrect version specified in apply patch. "
                                              f"Specified patch version: {version or ''}, expected: autoscaling/v1")
-                return patch
+                return _typed(patch, SCALE, "Scale", "v1")
+            if serializer.OUT_OF_RANGE.get():
+                patch_out_of_range(ctype, patch, opts)
             if ctype == "application/json-patch+json":
-                return jsonpatch.apply(scale, patch)
-            if ctype == "application/merge-patch+json":
-                return merge.apply(scale, patch)
-            from .. import schema  # a strategic merge patch: the media type is one of four (APIHandlers._patch_media)
+                patched = jsonpatch.apply(scale, patch)
+            elif ctype == "application/merge-patch+json":
+                patched = merge.apply(scale, patch)
+            else:  # a strategic merge patch: the media type is one of four (APIHandlers._patch_media)
+                from .. import schema
 
-            return strategic.apply(scale, patch, schema.kind_schema("autoscaling", "v1", "Scale"))
+                patched = strategic.apply(scale, patch, schema.kind_schema("autoscaling", "v1", "Scale"))
         except PatchError as e:
             raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
+        return decode_patched("Scale", "v1", patched, SCALE, opts, ctype, raw)
 
     async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions,
                         applied: bool = False) -> dict:
@@ -424,6 +431,9 @@ def _bound(pod: dict, node: str, annotations: dict | None) -> dict:
     if annotations:
         md["annotations"] = {**(md.get("annotations") or {}), **annotations}
     return {**pod, "metadata": md, "spec": {**pod["spec"], "nodeName": node}, "status": dict(pod.get("status") or {})}
+
+
+SCALE = "io.k8s.api.autoscaling.v1.Scale"
 
 
 def _typed(body, definition: str, kind: str, version: str) -> dict:

@@ -119,3 +119,46 @@ async def test_a_json_or_merge_patch_under_ignore_is_decoded_as_a_body(tmp_path)
         assert code == 422 and status["message"].startswith(' "" is invalid: patch: Invalid value: ') and \
             status["message"].endswith("json: cannot unmarshal number into Go struct field ConfigMap.data of type string")
         assert (await call(api, "GET", cm))["data"] == {"a": "b", "c": "d"}
+
+
+DEPLOYS = "/apis/apps/v1/namespaces/default/deployments"
+INT32 = "json: cannot unmarshal number {} into Go struct field ScaleSpec.spec.replicas of type int32"
+
+
+async def test_a_scale_patch_answers_as_a_patch_of_its_parent(tmp_path):
+    """/scale is served by the same patchers: a number past float64 is refused where the patch is
+    decoded into interface values (400), and a patched Scale whose replicas do not fit an int32 is
+    the patchers' 422 when its JSON is decoded; a strategic merge patch's result is converted, which
+    wraps an integer into the int32 (2147483648 is -2147483648, refused by the Scale's validation;
+    4294967298 is 2). Nothing else is written."""
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": {
+                      "metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    async with served(tmp_path) as (_, api):
+        assert (await _post(api, DEPLOYS, json.dumps(deployment)))[0] == 201
+        scale = f"{DEPLOYS}/d/scale"
+        for query in ("", "?fieldValidation=Strict", "?fieldValidation=Warn"):
+            code, status = await _patch(api, scale, MERGE, '{"spec":{"replicas":1e400}}', query)
+            assert (code, status["message"]) == (400, f"error decoding patch: {FLOAT64}")
+            code, status = await _patch(api, scale, JSONPATCH, '[{"op":"replace","path":"/spec/replicas","value":1e400}]',
+                                        query)
+            assert (code, status["message"]) == (400, f"error decoding patch: {FLOAT64}")
+        for query in ("", "?fieldValidation=Ignore"):
+            code, status = await _patch(api, scale, SMP, '{"spec":{"replicas":1e400}}', query)
+            assert (code, status["message"]) == (400, FLOAT64)
+        ignore = "?fieldValidation=Ignore"
+        for ctype, body, query, number in (
+                (MERGE, '{"spec":{"replicas":1e400}}', ignore, "1e400"),
+                (JSONPATCH, '[{"op":"replace","path":"/spec/replicas","value":1e400}]', ignore, "1e400"),
+                (MERGE, '{"spec":{"replicas":2147483648}}', "", "2147483648"),
+                (JSONPATCH, '[{"op":"replace","path":"/spec/replicas","value":-2147483649}]', "", "-2147483649")):
+            code, status = await _patch(api, scale, ctype, body, query)
+            assert code == 422 and status["message"].startswith(' "" is invalid: patch: Invalid value: "{') and \
+                status["message"].endswith(INT32.format(number)), (ctype, body)
+            assert status["details"]["causes"][0]["field"] == "patch"
+        code, status = await _patch(api, scale, SMP, '{"spec":{"replicas":2147483648}}')
+        assert (code, status["message"]) == (422, 'Scale.autoscaling "d" is invalid: spec.replicas: Invalid value: '
+                                                  "-2147483648: must be greater than or equal to 0")
+        assert (await call(api, "GET", f"{DEPLOYS}/d"))["spec"]["replicas"] == 1
+        code, scaled = await _patch(api, scale, SMP, '{"spec":{"replicas":4294967298}}')
+        assert (code, scaled["spec"]["replicas"]) == (200, 2)

@@ -145,23 +145,28 @@ async def test_a_write_through_scale_or_a_patch_that_names_another_object_is_a_b
 
 
 async def test_a_scale_patch_that_leaves_no_object_metadata_is_the_scales_decode_error(tmp_path):
-    """A patch of /scale whose result has a metadata that is no ObjectMeta (or is no object at all) is the 400 of
-    decoding it as a Scale, whatever the patch type; its metadata was read first, a 500 ('int' object has no
-    attribute 'get'), found by the fuzz helper's subresource probes."""
-    words = 'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal {} into Go struct field ' \
-            'Scale.metadata of type v1.ObjectMeta'
+    """A patch of /scale whose result has a metadata that is no ObjectMeta (or is no object at all) is the
+    patchers' 422 for a result that does not decode as a Scale (the JSON decoder's words for a json or
+    merge patch, the unstructured converter's for a strategic merge patch), and an apply configuration's the
+    400 of decoding it; its metadata was read first, a 500 ('int' object has no attribute 'get'), found by the
+    fuzz helper's subresource probes."""
+    words = "json: cannot unmarshal {} into Go struct field Scale.metadata of type v1.ObjectMeta"
     async with served(tmp_path) as (_, c):
         await call(c, "POST", DEPLOYMENTS, deployment(1), "app")
-        cases = [({"metadata": "x"}, "application/merge-patch+json", "string"),
-                 ({"metadata": 1}, "application/strategic-merge-patch+json", "number"),
-                 ([{"op": "replace", "path": "/metadata", "value": [1]}], "application/json-patch+json", "array"),
-                 ({**scale(2), "metadata": True}, APPLY, "bool")]
-        for body, ctype, what in cases:
-            assert await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", body, "m", ctype, force=ctype == APPLY) == (
-                400, words.format(what)), ctype
+        cases = [({"metadata": "x"}, "application/merge-patch+json", words.format("string")),
+                 ({"metadata": 1}, "application/strategic-merge-patch+json", "cannot restore struct from: int64"),
+                 ([{"op": "replace", "path": "/metadata", "value": [1]}], "application/json-patch+json",
+                  words.format("array"))]
+        for body, ctype, error in cases:
+            code, message = await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", body, "m", ctype)
+            assert code == 422 and message.startswith(' "" is invalid: patch: Invalid value: ') and \
+                message.endswith(f'": {error}'), ctype
+        assert await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", {**scale(2), "metadata": True}, "m", APPLY,
+                             force=True) == (400, 'Scale in version "v1" cannot be handled as a Scale: ' + words.format("bool"))
         root = [{"op": "replace", "path": "", "value": 1}]
         assert (await refused(c, "PATCH", f"{DEPLOYMENTS}/d/scale", root, "m", "application/json-patch+json"))[0] == 422
         assert (await call(c, "GET", f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
+
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
