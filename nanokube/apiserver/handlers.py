@@ -54,6 +54,8 @@ PATCH_TYPES = (
 )
 _JSON = "application/json"
 _YAML = "application/yaml"
+#: MonitorRequest's read requests, whose responses apiserver_response_sizes observes
+_READS = frozenset(("GET", "LIST"))
 #: bytes a watch's connection may hold unsent before its events go through the watch's task again
 _DIRECT_BUFFER = 1 << 20
 #: bytes of a loop turn's events a direct watch holds before it writes them (`_Batches`): a burst
@@ -303,6 +305,7 @@ class APIHandlers:
         t0 = time.perf_counter()
         labels = ["", "", "", "", "", None, "", ""]  # verb, group, version, resource, sub, warnings, scope, dry run
         code = 500
+        resp = None
         recording = warning.start()
         try:
             resp = await self._route(request, path, labels)
@@ -332,6 +335,8 @@ class APIHandlers:
             if verb:  # a watch once it ends (MonitorRequest runs when the handler returns)
                 self.metrics.request_count(verb, dry, g, v, r, s, scope, "apiserver", str(code)).inc()
                 self.metrics.request_latency(verb, dry, g, v, r, s, scope, "apiserver").observe(time.perf_counter() - t0)
+                if verb in _READS and resp is not None and (size := _body_size(resp)) is not None:
+                    self.metrics.response_size(verb, g, v, r, s, scope, "apiserver").observe(size)
 
     async def _route(self, request: web.Request, path: str, labels: list) -> web.StreamResponse:
         parts = [p for p in path.split("/") if p]
@@ -817,6 +822,14 @@ class _Batches:
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MEDIA_TYPES = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
 _BODY_TYPES = frozenset({_JSON, "application/yaml", "application/x-yaml", _PROTOBUF})
+
+
+def _body_size(resp: web.StreamResponse) -> int | None:
+    """The bytes of a response's body (a list's JoinedPayload knows its own); None for a stream."""
+    size = resp.content_length
+    if size is None and isinstance(resp, web.Response) and isinstance(resp.body, Payload):
+        size = resp.body.size
+    return size
 
 
 class JoinedPayload(Payload):

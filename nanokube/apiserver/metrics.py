@@ -18,6 +18,8 @@ from ..metrics.exposition import render
 _REQUEST_LABELS = ["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component"]
 #: requestLatencies' buckets (endpoints/metrics), which etcd_request_duration_seconds keeps too
 _REQUEST_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60)
+#: responseSizes' buckets: 1 kB to 1 GB
+_RESPONSE_SIZE_BUCKETS = tuple(1000 * 10 ** i for i in range(7))
 #: WatchEventsSizes' buckets: 1 KiB to 128 KiB
 _EVENT_SIZE_BUCKETS = tuple(1024 * 2 ** i for i in range(8))
 
@@ -97,6 +99,11 @@ class APIMetrics:
             "histogram", "apiserver_request_duration_seconds", "[STABLE] Response latency distribution in seconds for "
             "each verb, dry run value, group, version, resource, subresource, scope and component.",
             _REQUEST_LABELS, self.registry, _REQUEST_BUCKETS)
+        self.response_sizes = Family(
+            "histogram", "apiserver_response_sizes", "[STABLE] Response size distribution in bytes for each group, "
+            "version, verb, resource, subresource, scope and component.",
+            ["verb", "group", "version", "resource", "subresource", "scope", "component"], self.registry,
+            _RESPONSE_SIZE_BUCKETS)
         self.longrunning = Family(
             "gauge", "apiserver_longrunning_requests", "[STABLE] Gauge of all active long-running apiserver requests "
             "broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
@@ -121,6 +128,7 @@ class APIMetrics:
         self.inflight = InflightWatermark(clock)
         self.registry.register(self.inflight)
         self.request_count, self.request_latency = self.requests.labels, self.latency.labels
+        self.response_size = self.response_sizes.labels
 
     def watch_sent(self, group: str, version: str, resource: str) -> WatchSent:
         return WatchSent(self.watch_events.labels(group, version, resource),
@@ -141,5 +149,6 @@ class APIMetrics:
         """DELETE /metrics (MetricsWithReset, installed with profiling): the request, watch event
         and storage counters and histograms start again. The long-running request, stored object
         and inflight gauges are kept: they hold the server's state, which clearing would misstate."""
-        for family in (self.requests, self.latency, self.watch_events, self.watch_event_sizes, self.storage_latency):
+        for family in (self.requests, self.latency, self.response_sizes, self.watch_events, self.watch_event_sizes,
+                       self.storage_latency):
             family.reset()

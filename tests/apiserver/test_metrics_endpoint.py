@@ -130,3 +130,27 @@ async def test_inflight_requests_are_the_most_executing_at_once_in_the_last_seco
         assert inflight(await scrape(http)) == (0, 0)  # seconds without a request
     assert "# HELP apiserver_current_inflight_requests [STABLE] Maximal number of currently used inflight " \
            "request limit of this apiserver per request kind in last second.\n" in await scrape(http)
+
+
+async def test_a_read_requests_response_size_is_observed(api):
+    """apiserver_response_sizes (STABLE): the bytes of each GET's and LIST's response, by request;
+    a create's is not observed."""
+    s, clock, http = api
+    await create(http, "/api/v1/namespaces/default/podtemplates", {"metadata": {"name": "a"}, "template": {
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}})
+    async with http.get("/api/v1/namespaces/default/podtemplates/a") as r:
+        got = await r.read()
+    async with http.get("/api/v1/namespaces/default/podtemplates") as r:
+        listed = await r.read()
+    async with http.get("/api/v1/namespaces/default/podtemplates/nosuch") as r:
+        missing = await r.read()
+    text = await scrape(http)
+    series = 'apiserver_response_sizes_{}{{component="apiserver",group="",resource="podtemplates",scope="{}",' \
+             'subresource="",verb="{}",version="v1"}}'
+    assert value(text, series.format("sum", "resource", "GET")) == len(got) + len(missing)
+    assert value(text, series.format("count", "resource", "GET")) == 2
+    assert value(text, series.format("sum", "namespace", "LIST")) == len(listed)
+    assert value(text, series.format("count", "resource", "POST")) is None
+    buckets = [line.split('le="')[-1].split('"')[0] for line in text.splitlines()
+               if line.startswith('apiserver_response_sizes_bucket{') and 'verb="LIST"' in line]
+    assert buckets == ["1000", "10000", "100000", "1e+06", "1e+07", "1e+08", "1e+09", "+Inf"]
