@@ -35,6 +35,8 @@ import functools
 import re
 from typing import Any, Callable
 
+import orjson
+
 from nanokube import schema as k8s
 from nanokube.machinery import gojson, quantity
 
@@ -157,8 +159,9 @@ class _Compiler:
             return _micro_time
         from . import omitempty
 
-        return self.node(k8s.definitions()[name], _go_name(name), omitempty.fields(name), omitempty.empties(name),
-                         omitempty.held(name), omitempty.nulled(name))[0]
+        checker = self.node(k8s.definitions()[name], _go_name(name), omitempty.fields(name), omitempty.empties(name),
+                            omitempty.held(name), omitempty.nulled(name))[0]
+        return _remembering_clean(checker) if name in _REMEMBERED else checker
 
     def node(self, node: dict[str, Any], struct: str = "", omit: frozenset[str] = frozenset(),
              empty: dict[str, type] | None = None, hold: frozenset[str] = frozenset(),
@@ -205,6 +208,52 @@ class _Compiler:
             return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit - required, empty or {},
                                  hold, null), dict), go
         return _accept, "interface {}"
+
+
+#: definitions whose values repeat whole from object to object: every pod of a template (a
+#: ReplicaSet's, a Job's) and every template of a kind's updates sends one PodSpec
+_REMEMBERED = frozenset({"io.k8s.api.core.v1.PodSpec"})
+#: values remembered clean per definition, and the misses in a row after which only one value in
+#: as many is looked up (specs that never repeat: each pod with env of its own)
+_CLEAN_LIMIT = 1024
+_CLEAN_TRIES = 256
+
+
+def _remembering_clean(checker: Checker) -> Checker:
+    """`checker`, skipping a value of a JSON it found clean before under the same flags: no error,
+    no unknown field, nothing held and nothing changed (no null replaced, no zero dropped, no
+    quantity put in canonical form), so the walk would leave it and the result as they are. A
+    value whose JSON holds a null is checked every time (orjson writes NaN as null too), and so
+    is one orjson cannot encode (an out-of-range number's marker, an integer past 64 bits)."""
+    clean: set[tuple] = set()
+    misses = 0
+
+    def check(v: Any, path: Path, res: _Result) -> Any:
+        nonlocal misses
+        if type(v) is not dict or (misses >= _CLEAN_TRIES and (misses := misses + 1) % _CLEAN_TRIES):
+            return checker(v, path, res)
+        try:
+            encoded = orjson.dumps(v)
+        except orjson.JSONEncodeError:
+            return checker(v, path, res)
+        if b"null" in encoded:
+            return checker(v, path, res)
+        key = (res.strict, res.nulls, encoded)
+        if key in clean:
+            misses = 0
+            return None
+        misses += 1
+        found = len(res.errors), len(res.unknown), len(res.held) if res.held is not None else 0
+        r = checker(v, path, res)
+        if r is None and found == (len(res.errors), len(res.unknown), len(res.held) if res.held is not None else 0) \
+                and orjson.dumps(v) == encoded:
+            if len(clean) >= _CLEAN_LIMIT:
+                clean.clear()
+            clean.add(key)
+        return r
+
+    check.zero = checker.zero  # type: ignore[attr-defined]
+    return check
 
 
 def _accept(v: Any, path: Path, res: _Result) -> None:

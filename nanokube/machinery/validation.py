@@ -227,19 +227,31 @@ def remembers_valid(check):
     return remembering
 
 
-def remembers_clean(check):
+def remembers_clean(check=None, *, limit: int = 4096, tries: int = 0):
     """Wraps a check of a decoded JSON value (field errors or warnings, with the value's path or
-    name after it) to skip values of a JSON it already found clean (4096 at most): every pod now
+    name after it) to skip values of a JSON it already found clean (`limit` at most): every pod now
     carries the same projected token volume but for its name, and checking its sources on each
     create cost about as much as the rest of its volumes. The further arguments only word a
     finding, so a clean value is clean wherever it is; findings are worked out each time. A value
     orjson cannot encode (an integer past 64 bits) is checked every time, and so is one whose JSON
     holds a null, since orjson writes a NaN or an infinity as null too (the body decoders refuse
-    them, but the key would not tell them apart)."""
+    them, but the key would not tell them apart).
+
+    `tries` (for values that may never repeat, a pod spec with its own token volume): after that
+    many lookups missed in a row, the JSON is built for only one check in `tries` until one hits.
+    Used as `@remembers_clean` or `@remembers_clean(limit=..., tries=...)`."""
+    if check is None:
+        return functools.partial(remembers_clean, limit=limit, tries=tries)
     clean: set[bytes] = set()
+    misses = 0
 
     @functools.wraps(check)
     def remembering(value: Any, *where: Any) -> list:
+        nonlocal misses
+        if tries and misses >= tries:
+            misses += 1
+            if misses % tries:
+                return check(value, *where)
         try:
             key = orjson.dumps(value)
         except orjson.JSONEncodeError:
@@ -247,10 +259,12 @@ def remembers_clean(check):
         if b"null" in key:
             return check(value, *where)
         if key in clean:
+            misses = 0
             return []
+        misses += 1
         found = check(value, *where)
         if not found:
-            if len(clean) >= 4096:
+            if len(clean) >= limit:
                 clean.clear()
             clean.add(key)
         return found

@@ -183,11 +183,20 @@ def spec_warnings(prefix: str, spec: dict, meta: dict, template: bool) -> list[s
     annotations = meta.get("annotations") or _NONE
     if not isinstance(spec, dict) or not isinstance(annotations, dict):
         return []
-    notable = False
     for k in annotations:
         if k.startswith(_NOTABLE):
-            notable = True
-            break
+            return _spec_warnings(prefix, spec, annotations, template, True)
+    return _plain_spec_warnings(spec, prefix)
+
+
+@remembers_clean(limit=1024, tries=256)
+def _plain_spec_warnings(spec: dict, prefix: str) -> list[str]:
+    """The warnings of a spec whose pod has no annotation of the forms warned about: a function of
+    the spec alone, remembered clean by its JSON (the pods of one template send one spec)."""
+    return _spec_warnings(prefix, spec, _NONE, False, False)
+
+
+def _spec_warnings(prefix: str, spec: dict, annotations: dict, template: bool, notable: bool) -> list[str]:
     out: list[str] = []
     if selector := spec.get("nodeSelector"):
         for k in selector:

@@ -1,0 +1,89 @@
+"""The pods of one template send one spec over and over, and the server remembers which spec JSON
+passed its decoding, its validation and its warnings clean (issue 19). A spec sent again is still
+judged as that request asks and as its own pod needs: these creates send each spec twice or more
+and expect what the first one got."""
+
+import asyncio
+import json
+
+from kubernetes import client
+
+from tests.served import served
+
+
+async def _create(api: client.ApiClient, pod: dict, query: str = "") -> tuple[int, dict, str]:
+    """(status, body, Warning header) of a pod create, its body sent as it is."""
+    def send():
+        r = api.rest_client.pool_manager.request(
+            "POST", f"{api.configuration.host}/api/v1/namespaces/default/pods{query}", body=json.dumps(pod).encode(),
+            headers={"Content-Type": "application/json"})
+        return r.status, json.loads(r.data), r.headers.get("Warning") or ""
+    return await asyncio.to_thread(send)
+
+
+def _pod(name: str, spec: dict, **meta) -> dict:
+    return {"metadata": {"name": name, **meta}, "spec": spec}
+
+
+async def test_a_spec_with_an_unknown_field_is_judged_by_each_requests_field_validation(tmp_path):
+    spec = {"containers": [{"name": "c", "image": "i"}], "bogus": 1}
+    async with served(tmp_path) as (_, api):
+        for i in range(2):
+            status, _, warnings = await _create(api, _pod(f"ignored-{i}", spec), "?fieldValidation=Ignore")
+            assert (status, warnings) == (201, "")
+        status, body, _ = await _create(api, _pod("strict", spec), "?fieldValidation=Strict")
+        assert status == 400 and 'strict decoding error: unknown field "spec.bogus"' in body["message"]
+        status, _, warnings = await _create(api, _pod("warned", spec), "?fieldValidation=Warn")
+        assert status == 201 and 'unknown field \\"spec.bogus\\"' in warnings, warnings
+
+
+async def test_a_repeated_spec_has_its_zero_values_dropped_each_time(tmp_path):
+    """The decoding drops an omitempty zero (`hostNetwork: false`) from every copy: a spec the
+    decoding changes is never remembered as one it leaves as it is."""
+    spec = {"containers": [{"name": "c", "image": "i"}], "hostNetwork": False, "nodeName": ""}
+    async with served(tmp_path) as (_, api):
+        for i in range(3):
+            status, body, _ = await _create(api, _pod(f"p{i}", spec))
+            assert status == 201 and not {"hostNetwork", "nodeName"} & set(body["spec"]), body["spec"]
+
+
+async def test_a_repeated_spec_with_an_empty_list_validation_reads_is_held_each_time(tmp_path):
+    """`supplementalGroups: []` is held for validation and dropped after it: in every copy of a
+    linux pod's spec (the decoding holds it by reference in the request's own object), and a
+    windows pod's is refused every time."""
+    def spec(os: str) -> dict:
+        return {"os": {"name": os}, "containers": [{"name": "c", "image": "i"}],
+                "securityContext": {"supplementalGroups": []}}
+    async with served(tmp_path) as (_, api):
+        for i in range(3):
+            status, body, _ = await _create(api, _pod(f"linux-{i}", spec("linux")))
+            assert status == 201 and body["spec"]["securityContext"] == {}, body["spec"]
+        for i in range(2):
+            status, body, _ = await _create(api, _pod(f"windows-{i}", spec("windows")))
+            assert status == 422 and "spec.securityContext.supplementalGroups" in body["message"]
+
+
+async def test_a_spec_found_valid_is_still_judged_with_its_pods_annotations(tmp_path):
+    """The spec's own rules are remembered; those that read the pod's annotations with it are not:
+    a seccomp annotation that contradicts the (remembered) spec is refused, and the spec's
+    warnings for an annotation of a deprecated form are given to the pod that has it."""
+    spec = {"containers": [{"name": "c", "image": "i"}],
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}
+    async with served(tmp_path) as (_, api):
+        for i in range(2):
+            status, _, warnings = await _create(api, _pod(f"plain-{i}", spec))
+            assert (status, warnings) == (201, "")
+        contradicting = {"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}
+        status, body, _ = await _create(api, _pod("contradicting", spec, annotations=contradicting))
+        assert status == 422 and "seccomp type in annotation and field must match" in body["message"]
+        deprecated = {"scheduler.alpha.kubernetes.io/critical-pod": ""}
+        status, _, warnings = await _create(api, _pod("deprecated", spec, annotations=deprecated))
+        assert status == 201 and "metadata.annotations[scheduler.alpha.kubernetes.io/critical-pod]" in warnings
+
+
+async def test_an_invalid_spec_is_refused_every_time(tmp_path):
+    spec = {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 70000}]}]}
+    async with served(tmp_path) as (_, api):
+        for i in range(3):
+            status, body, _ = await _create(api, _pod(f"p{i}", spec))
+            assert status == 422 and "spec.containers[0].ports[0].containerPort" in body["message"]
