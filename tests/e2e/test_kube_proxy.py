@@ -110,7 +110,7 @@ def test_proxy_programs_its_namespace_serves_health_and_metrics_and_keeps_rules_
     assert get(f"{healthz}/livez")[0] == 200
     text = wait_for(lambda: (t := get(f"{metrics}/metrics")[1]) and
                     "kubeproxy_sync_proxy_rules_duration_seconds_count" in t and t, 60, "sync metrics")
-    assert "kubeproxy_sync_proxy_rules_nftables_sync_failures_total 0.0" in text
+    assert "kubeproxy_sync_proxy_rules_nftables_sync_failures_total 0\n" in text  # client_golang's numbers
     assert get(f"{metrics}/proxyMode")[1] == "nftables"
 
     events = cluster.kubectl_json("get", "events", "--field-selector", f"involvedObject.name={node}")["items"]
