@@ -484,8 +484,14 @@ class GenericREST:
             except ValueError:
                 raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
             if resource_version_match == "Exact" and want != self.cache.rev:
-                if want < self.cache.oldest_revision or want > self.cache.rev:
-                    raise errors.gone(f"too old resource version: {want} ({self.cache.oldest_revision})")
+                # an exact revision the cache cannot serve is etcd's to answer, as the cacher delegates it:
+                # a future one is GetList's ErrFutureRev (504, no retry hint), a compacted one ErrCompacted
+                if want > self.cache.rev:
+                    await self.cache.sync()
+                    if want > self.cache.rev:
+                        raise _too_large_resource_version(want, self.cache.rev, retry=0)
+                if want < self.cache.oldest_revision:
+                    raise errors.gone("The resourceVersion for the provided list is too old.")
             try:
                 await self.cache.wait_for(want, FUTURE_RV_WAIT)
             except TimeoutError:
@@ -1604,11 +1610,13 @@ def _precondition_failed(key: str, what: str, wanted: str, actual: str) -> str:
             f"Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {actual}")
 
 
-def _too_large_resource_version(requested: int, current: int) -> errors.APIError:
-    """Upstream's watch cache answer to a read from the future: 504, retry in a second."""
-    return errors.APIError(504, "Timeout", f"Timeout: Too large resource version: {requested}, current: {current}",
-                           {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
-                            "retryAfterSeconds": 1})
+def _too_large_resource_version(requested: int, current: int, retry: int = 1) -> errors.APIError:
+    """Upstream's watch cache answer to a read from the future: 504, retry in a second (etcd's, to an
+    exact revision: no retry hint, the field omitted as empty)."""
+    details: dict[str, Any] = {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]}
+    if retry:
+        details["retryAfterSeconds"] = retry
+    return errors.APIError(504, "Timeout", f"Timeout: Too large resource version: {requested}, current: {current}", details)
 
 
 def _patch_error(e) -> errors.APIError:

@@ -33,3 +33,31 @@ async def test_a_selected_page_has_no_remaining_count_and_continues_while_anythi
         assert plain["remainingItemCount"] == 3 and plain["continue"]
     finally:
         await server.stop()
+
+
+async def test_an_exact_revision_the_cache_cannot_serve_is_answered_as_etcd_answers_it():
+    """resourceVersionMatch=Exact past the current revision is GetList's ErrFutureRev (504 Too large,
+    with no retry hint); one older than the oldest kept is ErrCompacted's 410."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(cms, json={"metadata": {"name": "a"}}) as r:
+                first = int((await r.json())["metadata"]["resourceVersion"])
+            server.rest.cache.window = 1  # the window drops one old event per new one, down to the newest
+            for i in range(len(server.rest.cache._events) + 1):
+                async with s.post(cms, json={"metadata": {"name": f"b{i}"}}) as r:
+                    assert r.status == 201
+            assert server.rest.cache.oldest_revision > first
+            current = server.rest.cache.rev
+            async with s.get(cms, params={"resourceVersion": str(current + 1000), "resourceVersionMatch": "Exact"}) as r:
+                future = r.status, await r.json()
+            async with s.get(cms, params={"resourceVersion": str(first), "resourceVersionMatch": "Exact"}) as r:
+                old = r.status, await r.json()
+        assert future[0] == 504 and future[1]["reason"] == "Timeout"
+        assert future[1]["message"] == f"Timeout: Too large resource version: {current + 1000}, current: {current}"
+        assert future[1]["details"] == {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]}
+        assert (old[0], old[1]["reason"], old[1]["message"]) == (410, "Expired", "The resourceVersion for the provided list is too old.")
+    finally:
+        await server.stop()
