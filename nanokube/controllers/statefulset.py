@@ -78,10 +78,19 @@ def is_finished(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
 
 
+class ClaimsNotReady(Exception):
+    """createPersistentVolumeClaims' aggregated error: claims that could not be created or are
+    still being deleted; the pod waits for them (the set is synced again, rate limited)."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__(errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
+
+
 class StatefulSetController(Controller):
     name = "statefulset-controller"
     queue_name = "statefulset"
     workers = 2
+    retriable = (ClaimsNotReady,)
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None):
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
@@ -97,7 +106,7 @@ class StatefulSetController(Controller):
         self.history = History(client, self.rev_inf, "apps/v1", "StatefulSet")
         self.set_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
-        self.claim_inf.add_handlers(on_update=lambda o, n: self._claim_changed(n))
+        self.claim_inf.add_handlers(on_update=lambda o, n: self._claim_changed(n), on_delete=self._claim_gone)
 
     def informers(self):
         return [self.set_inf, self.pod_inf, self.claim_inf, self.rev_inf]
@@ -135,6 +144,16 @@ class StatefulSetController(Controller):
             if ref.get("kind") == "StatefulSet":
                 self.queue.add(f"{claim['metadata']['namespace']}/{ref['name']}")
 
+    def _claim_gone(self, claim: dict) -> None:
+        """A claim gone may be what a member waits for (one being deleted, or a stale one): the
+        sets whose claims are named like it are synced."""
+        md = claim["metadata"]
+        for sts in self.set_inf.list_namespace(md["namespace"]):
+            set_name = sts["metadata"]["name"]
+            if any(ordinal_of(f"{t['metadata']['name']}-{set_name}", md["name"]) is not None
+                   for t in sts["spec"].get("volumeClaimTemplates") or []):
+                self._enqueue(sts)
+
     # --- sync ---------------------------------------------------------------------
 
     async def sync(self, key: str) -> None:
@@ -149,7 +168,7 @@ class StatefulSetController(Controller):
         failure = None
         try:
             await self._update(sts, by_ordinal, current, update, now)
-        except APIError as e:
+        except (APIError, ClaimsNotReady) as e:
             failure = e  # the status is written all the same, as upstream's performUpdate does
         live = {current["metadata"]["name"], update["metadata"]["name"]}
         live |= {(p["metadata"].get("labels") or {}).get(POD_REVISION_LABEL) for p in pods}
@@ -232,17 +251,18 @@ class StatefulSetController(Controller):
             return [owner_reference(sts, "apps/v1", "StatefulSet")]
         return []
 
-    async def _ensure_claims(self, sts: dict, pod: dict, ordinal: int) -> bool:
-        """createPersistentVolumeClaims: each missing claim is created; False
-        while one is still being deleted (the pod must wait for it to go)."""
+    async def _ensure_claims(self, sts: dict, pod: dict, ordinal: int) -> None:
+        """createPersistentVolumeClaims: each missing claim is created; ClaimsNotReady names those
+        that could not be and those still being deleted (the pod must wait for them to go)."""
         set_name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
         sel_labels = (sts["spec"].get("selector") or {}).get("matchLabels") or {}
+        errors = []
         for template in sts["spec"].get("volumeClaimTemplates") or []:
             name = claim_name(template, set_name, ordinal)
             existing = self.claim_inf.get(f"{ns}/{name}")
             if existing is not None:
                 if is_terminating(existing):
-                    return False
+                    errors.append(f"pvc {name} is being deleted")
                 continue
             tmd = template.get("metadata") or {}
             md = {"name": name, "namespace": ns, "labels": {**(tmd.get("labels") or {}), **sel_labels}}
@@ -260,25 +280,47 @@ class StatefulSetController(Controller):
                 await self.recorder.emit(sts, "Warning", "FailedCreate",
                                          f"create Claim {name} for Pod {pod['metadata']['name']} in StatefulSet "
                                          f"{set_name} failed error: {e.message}")
-                raise
+                errors.append(f"failed to create PVC {name}: {e.message}")
+                continue
             await self.recorder.emit(sts, "Normal", "SuccessfulCreate",
                                      f"create Claim {name} Pod {pod['metadata']['name']} in StatefulSet {set_name} success")
-        return True
+        if errors:
+            raise ClaimsNotReady(errors)
 
-    async def _create_pod(self, sts: dict, pod: dict, ordinal: int) -> bool:
-        if not await self._ensure_claims(sts, pod, ordinal):
+    def _claim_is_stale(self, sts: dict, pod: dict, ordinal: int) -> bool:
+        """PodClaimIsStale: with whenScaled Delete, a claim still owned by an earlier pod of this
+        name (scaled away, its claim not yet collected) must go before the pod is made again."""
+        policy = sts["spec"].get("persistentVolumeClaimRetentionPolicy") or {}
+        if policy.get("whenScaled") != "Delete":
             return False
+        ns, pod_name = sts["metadata"]["namespace"], pod["metadata"]["name"]
+        for template in sts["spec"].get("volumeClaimTemplates") or []:
+            claim = self.claim_inf.get(f"{ns}/{claim_name(template, sts['metadata']['name'], ordinal)}")
+            if claim is not None and any(r.get("kind") == "Pod" and r.get("name") == pod_name
+                                         for r in claim["metadata"].get("ownerReferences") or []):
+                return True
+        return False
+
+    async def _create_pod(self, sts: dict, pod: dict, ordinal: int) -> None:
+        """CreateStatefulPod: the claims first; a claim not ready fails the pod's creation too."""
         name, set_name = pod["metadata"]["name"], sts["metadata"]["name"]
+        if self._claim_is_stale(sts, pod, ordinal):
+            return
+        try:
+            await self._ensure_claims(sts, pod, ordinal)
+        except ClaimsNotReady as e:
+            await self.recorder.emit(sts, "Warning", "FailedCreate",
+                                     f"create Pod {name} in StatefulSet {set_name} failed error: {e}")
+            raise
         try:
             await self.pods.create(pod)
         except APIError as e:
             if e.code == 409 and e.reason == "AlreadyExists":
-                return True
+                return
             await self.recorder.emit(sts, "Warning", "FailedCreate",
                                      f"create Pod {name} in StatefulSet {set_name} failed error: {e.message}")
             raise
         await self.recorder.emit(sts, "Normal", "SuccessfulCreate", f"create Pod {name} in StatefulSet {set_name} successful")
-        return True
 
     async def _delete_pod(self, sts: dict, pod: dict) -> None:
         name, set_name = pod["metadata"]["name"], sts["metadata"]["name"]
@@ -318,8 +360,8 @@ class StatefulSetController(Controller):
                         raise
 
     async def _restore_identity(self, sts: dict, pod: dict, ordinal: int) -> None:
-        """identityMatches/storageMatches: a member's identity labels are put
-        back and its missing claims created again (updateStatefulPod)."""
+        """identityMatches (updateStatefulPod): a member's identity labels are put back; a
+        Pending one's missing claims are created again (createMissingPersistentVolumeClaims)."""
         name = pod["metadata"]["name"]
         want = {POD_NAME_LABEL: name, POD_INDEX_LABEL: str(ordinal)}
         labels = pod["metadata"].get("labels") or {}
@@ -331,7 +373,8 @@ class StatefulSetController(Controller):
                     raise
             await self.recorder.emit(sts, "Normal", "SuccessfulUpdate",
                                      f"update Pod {name} in StatefulSet {sts['metadata']['name']} successful")
-        await self._ensure_claims(sts, pod, ordinal)
+        if (pod.get("status") or {}).get("phase") == "Pending":  # createMissingPersistentVolumeClaims
+            await self._ensure_claims(sts, pod, ordinal)
 
     # --- the update -------------------------------------------------------------------
 

@@ -224,6 +224,53 @@ async def test_retention_references_respect_another_controller_of_the_claim(env)
     assert await refs_are("www-web-1", [foreign])
 
 
+async def test_a_stale_claim_holds_back_the_pod_until_it_is_collected(env):
+    """PodClaimIsStale: scaled away under whenScaled Delete, a member's claim is owned by its old pod
+    until the garbage collector deletes it; scaling up again must not hand that claim (and its data,
+    about to be deleted) to the new pod, which waits and gets a fresh claim once the old one is gone."""
+    client, _ = env
+    sets = client.resource("apps", "v1", "statefulsets")
+    claims = client.resource("", "v1", "persistentvolumeclaims")
+    await sets.create(statefulset(replicas=2, podManagementPolicy="Parallel",
+                                  persistentVolumeClaimRetentionPolicy={"whenScaled": "Delete"}))
+    await eventually(lambda: sts_status(client, lambda s: s.get("readyReplicas") == 2))
+    old = await claims.get("www-web-1", "default")
+    await sets.patch("web", {"spec": {"replicas": 1}}, namespace="default")
+    await eventually(lambda: has(client, ["web-0"]))
+
+    async def owned_by_pod():
+        refs = (await claims.get("www-web-1", "default"))["metadata"].get("ownerReferences") or []
+        return [r["kind"] for r in refs] == ["Pod"]
+    await eventually(owned_by_pod)
+    await sets.patch("web", {"spec": {"replicas": 2}}, namespace="default")
+    await eventually(lambda: sts_status(client, lambda s: s.get("observedGeneration") == 3))
+    assert await names(client) == ["web-0"]
+    await claims.delete("www-web-1", "default")  # the garbage collector, once the old pod is gone
+    await claims.patch("www-web-1", {"metadata": {"finalizers": None}}, namespace="default")  # pvc-protection
+    await eventually(lambda: has(client, ["web-0", "web-1"]))
+    assert (await claims.get("www-web-1", "default"))["metadata"]["uid"] != old["metadata"]["uid"]
+
+
+async def test_a_claim_being_deleted_fails_the_pods_creation_until_it_is_gone(env):
+    """createPersistentVolumeClaims: a member's claim still being deleted is an error the pod's
+    creation reports (FailedCreate on the set), and the pod is made once the claim is gone."""
+    client, _ = env
+    claims = client.resource("", "v1", "persistentvolumeclaims")
+    await claims.create({"metadata": {"name": "www-web-0", "namespace": "default", "finalizers": ["example.com/hold"]},
+                         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    await claims.delete("www-web-0", "default")
+    await client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=1))
+
+    async def failed_create():
+        evs, _ = await client.resource("", "v1", "events").list("default")
+        return [e["message"] for e in evs if e["reason"] == "FailedCreate"]
+    assert await eventually(failed_create) == [
+        "create Pod web-0 in StatefulSet web failed error: pvc www-web-0 is being deleted"]
+    assert await names(client) == []
+    await claims.patch("www-web-0", {"metadata": {"finalizers": None}}, namespace="default")
+    await eventually(lambda: has(client, ["web-0"]))
+
+
 async def test_failed_pod_is_recreated(env):
     client, _ = env
     await client.resource("apps", "v1", "statefulsets").create(statefulset(replicas=1))
