@@ -22,7 +22,7 @@ from aiohttp import ClientError, web
 from prometheus_client import CollectorRegistry
 
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
-from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
+from .apiserver.healthz import PROCESS, TEXT, Checks, HealthSLIs, exposition, install
 from .machinery import errors
 from .machinery.responses import error_response
 from .machinery.user import User
@@ -158,7 +158,7 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         if request.method == "DELETE" and reset is not None:
             reset()
             return web.Response(text="metrics reset\n", headers=TEXT)
-        return exposition(registry)
+        return exposition(registry, PROCESS)
 
     async def metrics_resources(request: web.Request) -> web.Response:
         served = resources()

@@ -74,6 +74,9 @@ async def test_metrics_reset_and_resources_for_the_leader_only():
         assert deleted.status == 200 and "kept_total 1\n" in await deleted.text()
         served = await (await http.get("/metrics")).text()
         assert "kept_total 1\n" in served and "_created" not in served, "client_golang's text format has no _created"
+        # legacyregistry's process collector, on /metrics only
+        assert "\nprocess_start_time_seconds " in served and "\nprocess_resident_memory_bytes " in served
+        assert "process_" not in await (await http.get("/metrics/slis")).text()
         assert (await http.get("/metrics/resources")).status == 404
 
 

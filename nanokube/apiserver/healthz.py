@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector
 
 from ..metrics.exposition import CONTENT_TYPE, render
 
@@ -31,8 +31,13 @@ PING = Check("ping", lambda: None)
 Checks = Callable[[], list[Check]]
 
 
-def exposition(registry) -> web.Response:
-    return web.Response(body=render(registry), headers={"Content-Type": CONTENT_TYPE})
+#: client_golang's process collector (process_cpu_seconds_total, process_resident_memory_bytes,
+#: process_start_time_seconds, ...), which every component's legacyregistry registers for /metrics
+PROCESS = ProcessCollector(registry=None)
+
+
+def exposition(*collectors) -> web.Response:
+    return web.Response(body=render(*collectors), headers={"Content-Type": CONTENT_TYPE})
 
 
 class HealthSLIs:

@@ -10,6 +10,7 @@ from prometheus_client.metrics_core import Metric
 from ..clock import REAL
 from ..machinery.metrics import Family
 from ..metrics.exposition import render
+from .healthz import PROCESS
 
 
 #: kube-apiserver's request labels (endpoints/metrics): `scope` is resource, namespace or cluster
@@ -142,8 +143,9 @@ class APIMetrics:
         self.resource_objects.labels(group, resource).set(count)
 
     def render(self, *others) -> bytes:
-        """/metrics: these families and those of `others` (the components' registries), as one registry's."""
-        return render(self.registry, *others)
+        """/metrics: these families, the process's and those of `others` (the components' registries), as
+        one registry's."""
+        return render(self.registry, PROCESS, *others)
 
     def reset(self) -> None:
         """DELETE /metrics (MetricsWithReset, installed with profiling): the request, watch event

@@ -23,8 +23,10 @@ from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
 from .auth.authorizer import USER
 
-#: gauges of the one store, which every worker reports alike: the largest, not the sum
-SHARED = frozenset(("apiserver_storage_objects", "apiserver_resource_objects"))
+#: gauges of the one store, which every worker reports alike, and of the processes that are one
+#: server (its start, its limits): the largest, not the sum
+SHARED = frozenset(("apiserver_storage_objects", "apiserver_resource_objects", "process_start_time_seconds",
+                    "process_max_fds", "process_virtual_memory_max_bytes"))
 
 
 def merge(bodies: list[bytes]) -> bytes:

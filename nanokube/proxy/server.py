@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 
 from aiohttp import web
+from ..apiserver.healthz import PROCESS
 from ..metrics.exposition import CONTENT_TYPE, render
 from .health import ProxyHealth
 
@@ -43,7 +44,7 @@ def metrics_app(registry, mode: str) -> web.Application:
     """`registry`: anything with `collect()` (a CollectorRegistry or a collector)."""
 
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=render(registry), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=render(registry, PROCESS), headers={"Content-Type": CONTENT_TYPE})
 
     async def proxy_mode(request: web.Request) -> web.Response:
         return web.Response(text=mode)

@@ -32,6 +32,8 @@ def test_health_version_metrics(cluster):
             'scope="namespace",subresource="",verb="LIST",version="v1"}') in text
     assert "apiserver_request_duration_seconds_bucket" in text
     assert "etcd_request_duration_seconds_bucket" in text
+    # the process collector every component registers: dashboards' CPU and memory of kube-apiserver
+    assert "\nprocess_cpu_seconds_total " in text and "\nprocess_resident_memory_bytes " in text
 
 
 def test_anonymous_gets_health_but_not_resources(cluster):
