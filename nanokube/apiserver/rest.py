@@ -769,7 +769,7 @@ class GenericREST:
                     break
                 except KeyExists:
                     if not generated or attempt == NAME_ATTEMPTS - 1:
-                        raise errors.already_exists(res.group, res.plural, md["name"]) from None
+                        raise self._name_taken(res, key, md["name"], generated) from None
                 obj["metadata"] = md = {**md, "name": md["generateName"] + self.name_suffix(md["generateName"])}
                 key = res.key(md.get("namespace"), md["name"])
         except BaseException:
@@ -784,6 +784,19 @@ class GenericREST:
             await res.strategy.prepare_conversion([stored], version)
         out = self._external(res, stored, version)
         return Result(out, 201, warnings, (value, at, kv.mod_revision) if cached and out is stored else None)
+
+    def _name_taken(self, res: Resource, key: str, name: str, generated: bool) -> errors.APIError:
+        """Store.create's AlreadyExists: CheckGeneratedNameError's conflict where the name was generated
+        (retry in a second), and "object is being deleted: " before it when the object holding the
+        name is being deleted."""
+        e = errors.already_exists(res.group, res.plural, name)
+        if generated:
+            e.message += ", the server was not able to generate a unique name for the object"
+            e.details = {**(e.details or {}), "retryAfterSeconds": 1}
+        held = self.cache.get(key)
+        if held is not None and held.obj["metadata"].get("deletionTimestamp"):
+            e.message = f"object is being deleted: {e.message}"
+        return e
 
     # --- update ----------------------------------------------------------
 

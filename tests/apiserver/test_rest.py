@@ -326,6 +326,18 @@ async def test_a_generate_name_is_judged_as_a_prefix_before_the_name_made_of_it(
     assert [c["field"] for c in e.value.details["causes"]] == ["metadata.name"]
 
 
+async def test_a_name_held_by_an_object_being_deleted_is_said_to_be(cms):
+    """Store.create reads the object holding the name: one being deleted makes the AlreadyExists
+    message start "object is being deleted: "."""
+    await cms.create(cm("held", finalizers=["example.com/x"]))
+    await cms.delete("held", NS)
+    with pytest.raises(APIError) as e:
+        await cms.create(cm("held"))
+    assert (e.value.code, e.value.reason) == (409, "AlreadyExists")
+    assert e.value.message == 'object is being deleted: configmaps "held" already exists'
+    await cms.update({**await cms.get("held", NS), "metadata": {**(await cms.get("held", NS))["metadata"], "finalizers": []}})
+
+
 async def test_create_in_missing_namespace_is_404(cms):
     with pytest.raises(APIError) as e:
         await cms.create({"metadata": {"name": "x", "namespace": "nowhere"}})
@@ -540,7 +552,10 @@ async def test_over_http_a_generated_name_that_is_taken_is_drawn_again(tmp_path)
         with pytest.raises(ApiException) as e:  # eight draws, all taken
             await asyncio.to_thread(core.create_namespaced_config_map, "default", {"metadata": {"generateName": "x-"}})
         assert e.value.status == 409
-        assert orjson.loads(e.value.body)["message"] == 'configmaps "x-taken" already exists'
+        status = orjson.loads(e.value.body)  # CheckGeneratedNameError's conflict
+        assert (status["reason"], status["message"], status["details"]) == (
+            "AlreadyExists", 'configmaps "x-taken" already exists, the server was not able to generate a unique name '
+            "for the object", {"name": "x-taken", "kind": "configmaps", "retryAfterSeconds": 1})
         assert next(drawn, None) is None
         with pytest.raises(ApiException) as e:
             await asyncio.to_thread(core.create_namespaced_config_map, "default", body)
