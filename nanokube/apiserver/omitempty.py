@@ -8,6 +8,8 @@ so does a field without `omitempty` (a PodDisruptionBudget's `disruptionsAllowed
 condition's `status`); a list or map without it is encoded even when nil, as `null`, and is nil
 once stored whether it was sent empty or not at all (etcd's protobuf keeps no empty repeated
 field): upstream serves a Role's `rules: null`, an EndpointSlice's `endpoints: null` (`nulled`).
+So is a pointer without it, left out: an APIService's `service: null`, a PVC dataSource's
+`apiGroup: null`; always inside its parent struct, which is there.
 
 Which fields are omitempty is a json tag (machinery/jsontags.py): a value scalar is omitempty
 when the protobuf table, read from kubectl 1.37's Go types, flags it "o", or jsontags lists it for
@@ -28,7 +30,14 @@ import functools
 from typing import Any
 
 from nanokube import schema as k8s
-from nanokube.machinery.jsontags import KEEP_EMPTY, NOT_OMITEMPTY, OMITEMPTY_SCALARS, ROOTS, VALIDATED_EMPTY
+from nanokube.machinery.jsontags import (
+    KEEP_EMPTY,
+    NIL_POINTERS,
+    NOT_OMITEMPTY,
+    OMITEMPTY_SCALARS,
+    ROOTS,
+    VALIDATED_EMPTY,
+)
 
 
 def fields(name: str) -> frozenset[str]:
@@ -42,10 +51,11 @@ def kept(name: str) -> frozenset[str]:
     return NOT_OMITEMPTY.get(name, frozenset()) if name in _scope() else frozenset()
 
 
-def nulled(name: str) -> frozenset[str]:
-    """The optional lists and maps of built-in definition `name` tagged without omitempty: served
-    as `null` when left out or sent empty (jsontags.KEEP_EMPTY)."""
-    return _empties()[1].get(name, frozenset())
+def nulled(name: str) -> dict[str, type | None]:
+    """The optional lists (`list`), maps (`dict`) and pointers (None) of built-in definition `name`
+    tagged without omitempty, by field: served as `null` when left out, a list or map also when
+    sent empty (jsontags.KEEP_EMPTY, NIL_POINTERS)."""
+    return _empties()[1].get(name, {})
 
 
 def empties(name: str) -> dict[str, type]:
@@ -88,7 +98,7 @@ _FIELD_MANAGER_READS = ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "mana
 
 
 @functools.cache
-def _empties() -> tuple[dict[str, dict[str, type]], dict[str, frozenset[str]]]:
+def _empties() -> tuple[dict[str, dict[str, type]], dict[str, dict[str, type | None]]]:
     """(`empties` and `nulled` of every reviewed definition)."""
     defs = k8s.definitions()
     out, nulls = {}, {}
@@ -97,7 +107,7 @@ def _empties() -> tuple[dict[str, dict[str, type]], dict[str, frozenset[str]]]:
         required = set(d.get("required") or ())
         keep = KEEP_EMPTY.get(name, frozenset())
         found: dict[str, type] = {}
-        null = set()
+        null: dict[str, type | None] = dict.fromkeys(NIL_POINTERS.get(name, ()))
         for k, prop in (d.get("properties") or {}).items():
             if k in required or (name, k) == _FIELD_MANAGER_READS:
                 continue
@@ -114,11 +124,11 @@ def _empties() -> tuple[dict[str, dict[str, type]], dict[str, frozenset[str]]]:
             if k not in keep:
                 found[k] = kind
             elif kind is not str:
-                null.add(k)
+                null[k] = kind
         if found:
             out[name] = found
         if null:
-            nulls[name] = frozenset(null)
+            nulls[name] = null
     return out, nulls
 
 
@@ -127,7 +137,7 @@ def _scope() -> frozenset[str]:
     """The ROOTS definitions and those they refer to, directly or not."""
     defs = k8s.definitions()
     seen: set[str] = set()
-    todo = ["io.k8s.api." + root for root in ROOTS]
+    todo = [root if root.startswith("io.k8s.") else "io.k8s.api." + root for root in ROOTS]
     while todo:
         name = todo.pop()
         if name in seen or name not in defs:
@@ -137,7 +147,7 @@ def _scope() -> frozenset[str]:
         while stack:
             node = stack.pop()
             if isinstance(node, dict):
-                if "$ref" in node:
+                if type(node.get("$ref")) is str:  # (JSONSchemaProps has a property named "$ref")
                     todo.append(node["$ref"][len(k8s.REF_PREFIX):])
                 stack.extend(node.values())
             elif isinstance(node, list):

@@ -165,12 +165,13 @@ class _Compiler:
 
     def node(self, node: dict[str, Any], struct: str = "", omit: frozenset[str] = frozenset(),
              empty: dict[str, type] | None = None, hold: frozenset[str] = frozenset(),
-             null: frozenset[str] = frozenset()) -> tuple[Checker, str]:
+             null: dict[str, type | None] | None = None) -> tuple[Checker, str]:
         """A checker for a schema node, and the Go type name errors show for it; `omit`: a Go
         struct's omitempty value fields (a zero one decodes as unset), `empty`: its omitempty lists
         and maps, by field (list or dict: an empty one decodes as unset), `hold`: those of them a
-        create's validation reads, `null`: its lists and maps tagged without omitempty (left out
-        or empty, one decodes as null, what upstream serves once stored)."""
+        create's validation reads, `null`: its lists, maps and pointers tagged without omitempty,
+        by field (list, dict or None: left out, one decodes as null, what upstream serves once
+        stored; a list or map sent empty too)."""
         if "$ref" in node:
             return self.ref(node["$ref"][len(k8s.REF_PREFIX):])
         if node.get("x-kubernetes-int-or-string"):
@@ -456,9 +457,9 @@ def _map(value: Checker, go: str) -> Checker:
 
 def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str],
             omit: frozenset[str] = frozenset(), empty: dict[str, type] | None = None,
-            hold: frozenset[str] = frozenset(), null: frozenset[str] = frozenset()) -> Checker:
-    empty = empty or {}
-    null_fields = tuple(null)  # lists and maps tagged without omitempty: null when nil, empty included
+            hold: frozenset[str] = frozenset(), null: dict[str, type | None] | None = None) -> Checker:
+    empty, null = empty or {}, null or {}
+    null_fields = tuple(null)  # lists, maps and pointers tagged without omitempty: null when nil
     simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
     nested = {k: c for k, (c, _) in fields.items()}
     # what a null field becomes: a required scalar's zero value, a time's null, else nothing;
@@ -496,7 +497,7 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
                         res.held.append((v, k))
                     else:
                         nulls = (nulls or []) + [k]
-                elif not x and k in null and type(x) in (list, dict):
+                elif not x and type(x) is null.get(k):  # a list or map sent empty is nil
                     nulls = (nulls or []) + [k]
         if nulls and res.nulls:
             for k in nulls:

@@ -14,7 +14,8 @@ apiserver/omitempty.py turns them into what the decoder and the field manager us
 
 from __future__ import annotations
 
-#: kinds whose types (and all they refer to) were reviewed; other kinds keep what they are sent
+#: kinds whose types (and all they refer to) were reviewed; other kinds keep what they are sent.
+#: A name without the `io.k8s.` prefix is under io.k8s.api.
 ROOTS = (
     "core.v1.Pod", "core.v1.PodTemplate", "core.v1.ReplicationController", "core.v1.Service",
     "core.v1.ConfigMap", "core.v1.Secret", "core.v1.ServiceAccount", "core.v1.Namespace",
@@ -40,7 +41,15 @@ ROOTS = (
     "storage.v1.CSIStorageCapacity", "coordination.v1beta1.LeaseCandidate",
     "certificates.v1beta1.ClusterTrustBundle", "certificates.v1beta1.PodCertificateRequest",
     "scheduling.v1beta1.Workload", "scheduling.v1beta1.PodGroup",
-    "scheduling.v1alpha3.Workload", "scheduling.v1alpha3.PodGroup",
+    "scheduling.v1alpha3.Workload", "scheduling.v1alpha3.PodGroup", "scheduling.v1alpha3.CompositePodGroup",
+    "admissionregistration.v1beta1.MutatingAdmissionPolicy", "admissionregistration.v1beta1.MutatingAdmissionPolicyBinding",
+    "admissionregistration.v1alpha1.MutatingAdmissionPolicy",
+    "admissionregistration.v1alpha1.MutatingAdmissionPolicyBinding",
+    "node.v1.RuntimeClass", "networking.v1.IPAddress", "networking.v1.ServiceCIDR",
+    "apiserverinternal.v1alpha1.StorageVersion",
+    # outside k8s.io/api: their full definition names
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+    "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService",
 )
 
 _CONDITION = frozenset({"type", "status"})
@@ -69,8 +78,28 @@ NOT_OMITEMPTY: dict[str, frozenset[str]] = {
 }
 
 #: the omitempty value scalars of reviewed types outside k8s.io/api, which the protobuf table
-#: (read from kubectl's types) does not cover
-OMITEMPTY_SCALARS: dict[str, frozenset[str]] = {}
+#: (read from kubectl's types) does not cover: apiextensions-apiserver's and kube-aggregator's
+#: types.go (their other optional scalars are pointers: deprecationWarning, labelSelectorPath,
+#: x-kubernetes-preserve-unknown-fields, a service's path and port, ...)
+_CRD = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1."
+_AGGREGATOR = "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1."
+OMITEMPTY_SCALARS: dict[str, frozenset[str]] = {
+    _CRD + "CustomResourceDefinitionSpec": frozenset({"preserveUnknownFields"}),
+    _CRD + "CustomResourceDefinitionNames": frozenset({"singular", "listKind"}),
+    _CRD + "CustomResourceDefinitionVersion": frozenset({"deprecated"}),
+    _CRD + "CustomResourceColumnDefinition": frozenset({"format", "description", "priority"}),
+    _CRD + "CustomResourceDefinitionStatus": frozenset({"observedGeneration"}),
+    _CRD + "CustomResourceDefinitionCondition": frozenset({"reason", "message", "observedGeneration"}),
+    _CRD + "ValidationRule": frozenset({"message", "messageExpression", "fieldPath"}),
+    _CRD + "ExternalDocumentation": frozenset({"description", "url"}),
+    _CRD + "JSONSchemaProps": frozenset({
+        "id", "$schema", "description", "type", "format", "title", "pattern", "exclusiveMaximum",
+        "exclusiveMinimum", "uniqueItems", "nullable", "x-kubernetes-embedded-resource",
+        "x-kubernetes-int-or-string"}),
+    _AGGREGATOR + "APIServiceSpec": frozenset({"group", "version", "insecureSkipTLSVerify"}),
+    _AGGREGATOR + "ServiceReference": frozenset({"namespace", "name"}),
+    _AGGREGATOR + "APIServiceCondition": frozenset({"reason", "message"}),
+}
 
 #: optional lists, maps and byte strings upstream tags without omitempty (every other optional one
 #: of a reviewed type is omitempty: an empty one is left out). Such a list or map is always encoded,
@@ -91,6 +120,24 @@ KEEP_EMPTY: dict[str, frozenset[str]] = {
     **{f"io.k8s.api.resource.{v}.AllocatedDeviceStatus": frozenset({"conditions"})
        for v in ("v1", "v1beta2", "v1beta1")},
     **{f"io.k8s.api.scheduling.{v}.WorkloadSpec": frozenset({"podGroupTemplates"}) for v in ("v1beta1", "v1alpha3")},
+    # a CRD's status before the naming controller has seen it: `conditions: null`
+    _CRD + "CustomResourceDefinitionStatus": frozenset({"conditions", "storedVersions"}),
+}
+
+#: optional pointers upstream tags without omitempty and no defaulting fills: encoded `null` when
+#: nil, so one left out is served as `null` (a sent value, zero or `{}` included, is kept). The
+#: other such pointers are required, or defaulted when nil (GRPCAction.service "",
+#: LimitedPriorityLevelConfiguration.nominalConcurrencyShares 30, IngressClass parameters' scope
+#: "Cluster"): never served null
+NIL_POINTERS: dict[str, frozenset[str]] = {
+    "io.k8s.api.core.v1.TypedLocalObjectReference": frozenset({"apiGroup"}),
+    "io.k8s.api.core.v1.TypedObjectReference": frozenset({"apiGroup"}),
+    "io.k8s.api.core.v1.AzureFilePersistentVolumeSource": frozenset({"secretNamespace"}),
+    **{f"io.k8s.api.resource.{v}.CapacityRequestPolicy": frozenset({"default"}) for v in ("v1", "v1beta2", "v1beta1")},
+    **{f"io.k8s.api.scheduling.{v}.PodGroupTemplate": frozenset({"schedulingConstraints"})
+       for v in ("v1beta1", "v1alpha3")},
+    # a local APIService (v1.apps) has no service: `service: null`
+    _AGGREGATOR + "APIServiceSpec": frozenset({"service"}),
 }
 
 #: omitempty lists whose emptiness upstream's validation of a create reads (it runs on the decoded

@@ -63,7 +63,7 @@ class CRDStrategy(Strategy):
                 an.setdefault("listKind", an["kind"] + "List")
 
     def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = {"acceptedNames": {"kind": "", "plural": ""}, "conditions": [], "storedVersions": []}
+        obj["status"] = {"acceptedNames": {"kind": "", "plural": ""}, "conditions": None, "storedVersions": []}
         _with_stored_version(obj)
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:

@@ -121,7 +121,9 @@ async def test_creates_workload_then_pod_group_then_grouped_pods(env):
         ref = next(r for r in obj["metadata"]["ownerReferences"] if r["controller"])
         assert ref["kind"] == "Job" and ref["uid"] == uid
     assert wl["metadata"]["name"] == workload_name(created)
-    assert wl["spec"]["podGroupTemplates"] == [{"name": TEMPLATE, "schedulingPolicy": {"gang": {"minCount": 3}}}]
+    # schedulingConstraints, a pointer tagged without omitempty, is served null when unset
+    assert wl["spec"]["podGroupTemplates"] == [{"name": TEMPLATE, "schedulingPolicy": {"gang": {"minCount": 3}},
+                                                "schedulingConstraints": None}]
     assert pg["spec"]["workloadRef"] == {"workloadName": wl["metadata"]["name"], "templateName": TEMPLATE}
     assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
     assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {pg["metadata"]["name"]}

@@ -6,7 +6,7 @@ import pytest
 
 from nanokube import schema as k8s
 from nanokube.apiserver import omitempty
-from nanokube.machinery.jsontags import KEEP_EMPTY, NOT_OMITEMPTY, VALIDATED_EMPTY
+from nanokube.machinery.jsontags import KEEP_EMPTY, NIL_POINTERS, NOT_OMITEMPTY, VALIDATED_EMPTY
 from tests.machinery.test_go_types import KUBECTL, _script
 
 
@@ -59,6 +59,18 @@ def test_not_omitempty_lists_exactly_the_optional_value_scalars_tagged_without_o
 
 def test_keep_empty_lists_exactly_the_optional_lists_and_maps_tagged_without_omitempty(tags):
     assert _of_api(KEEP_EMPTY) == _derived(tags, {"list", "map"})
+
+
+#: optional pointers tagged without omitempty that upstream's defaulting fills when nil
+DEFAULTED = {("io.k8s.api.core.v1.GRPCAction", "service"),
+             ("io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration", "nominalConcurrencyShares"),
+             ("io.k8s.api.networking.v1.IngressClassParametersReference", "scope")}
+
+
+def test_nil_pointers_lists_exactly_the_optional_pointers_tagged_without_omitempty(tags):
+    derived = {name: frozenset(f for f in fields if (name, f) not in DEFAULTED)
+               for name, fields in _derived(tags, {"pointer"}).items()}
+    assert _of_api(NIL_POINTERS) == {name: fields for name, fields in derived.items() if fields}
 
 
 def test_validated_empty_lists_are_omitempty_lists(tags):
