@@ -36,9 +36,11 @@ class ProxyHealth:
         self.oldest_pending: float | None = None
         self.node_eligible = True
         registry = registry or CollectorRegistry()
-        self._healthz = Counter("kubeproxy_healthz", "Cumulative proxy healthz HTTP status", ["code"],
+        # upstream's subsystem "kubeproxy" and names "proxy_healthz_total", "proxy_livez_total"
+        self._healthz = Counter("kubeproxy_proxy_healthz", "[ALPHA] Cumulative proxy healthz HTTP status", ["code"],
                                 registry=registry)
-        self._livez = Counter("kubeproxy_livez", "Cumulative proxy livez HTTP status", ["code"], registry=registry)
+        self._livez = Counter("kubeproxy_proxy_livez", "[ALPHA] Cumulative proxy livez HTTP status", ["code"],
+                              registry=registry)
 
     def queued(self) -> None:
         """A change arrived that a sync has yet to write; the oldest one counts."""

@@ -146,20 +146,28 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
     return out
 
 
+#: the sync latency histograms' buckets (pkg/proxy/metrics: ExponentialBuckets(0.001, 2, 15))
+_SYNC_BUCKETS = tuple(0.001 * 2 ** i for i in range(15))
+
+
 class ProxyMetrics:
+    """kube-proxy's metrics (pkg/proxy/metrics, all ALPHA) under upstream's names, buckets and HELP texts."""
+
     def __init__(self, registry: CollectorRegistry):
         self.sync = Histogram("kubeproxy_sync_proxy_rules_duration_seconds",
-                              "SyncProxyRules latency in seconds", registry=registry)
+                              "[ALPHA] SyncProxyRules latency in seconds", buckets=_SYNC_BUCKETS, registry=registry)
         self.partial = Histogram("kubeproxy_sync_partial_proxy_rules_duration_seconds",
-                                 "SyncProxyRules latency in seconds for partial resyncs", registry=registry)
+                                 "[ALPHA] SyncProxyRules latency in seconds for partial resyncs", buckets=_SYNC_BUCKETS,
+                                 registry=registry)
         self.full = Histogram("kubeproxy_sync_full_proxy_rules_duration_seconds",
-                              "SyncProxyRules latency in seconds for full resyncs", registry=registry)
+                              "[ALPHA] SyncProxyRules latency in seconds for full resyncs", buckets=_SYNC_BUCKETS,
+                              registry=registry)
         self.failures = Counter("kubeproxy_sync_proxy_rules_nftables_sync_failures",
-                                "Number of times an nftables transaction failed", registry=registry)
+                                "[ALPHA] Cumulative proxy nftables sync failures", registry=registry)
         self.last_sync = Gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds",
-                               "The last time proxy rules were successfully synced", registry=registry)
+                               "[ALPHA] The last time proxy rules were successfully synced", registry=registry)
         self.last_queued = Gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
-                                 "The last time a sync of proxy rules was queued", registry=registry)
+                                 "[ALPHA] The last time a sync of proxy rules was queued", registry=registry)
 
 
 @dataclass

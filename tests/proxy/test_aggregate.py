@@ -1,5 +1,6 @@
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
+from nanokube.metrics.exposition import render
 from nanokube.proxy.aggregate import NodeLabelledMetrics
 from nanokube.proxy.proxier import ProxyMetrics
 
@@ -9,9 +10,13 @@ def test_proxiers_share_one_family_per_name_with_a_node_label():
     metrics = {n: ProxyMetrics(r) for n, r in regs.items()}
     metrics["node-a"].failures.inc(2)
     metrics["node-b"].sync.observe(0.01)
-    text = generate_latest(NodeLabelledMetrics(regs)).decode()
+    text = render(NodeLabelledMetrics(regs)).decode()  # as the API server's /metrics serves them
     assert text.count("# TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram") == 1
-    assert 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total{node="node-a"} 2.0' in text
-    assert 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total{node="node-b"} 0.0' in text
-    assert 'kubeproxy_sync_proxy_rules_duration_seconds_count{node="node-b"} 1.0' in text
-    assert 'kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="0.005",node="node-a"} 0.0' in text
+    assert 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total{node="node-a"} 2\n' in text
+    assert 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total{node="node-b"} 0\n' in text
+    assert 'kubeproxy_sync_proxy_rules_duration_seconds_count{node="node-b"} 1\n' in text
+    # upstream's buckets, ExponentialBuckets(0.001, 2, 15)
+    assert 'kubeproxy_sync_proxy_rules_duration_seconds_bucket{node="node-a",le="0.001"} 0\n' in text
+    assert 'kubeproxy_sync_proxy_rules_duration_seconds_bucket{node="node-b",le="0.008"} 0\n' in text
+    assert 'kubeproxy_sync_proxy_rules_duration_seconds_bucket{node="node-b",le="0.016"} 1\n' in text
+    assert 'kubeproxy_sync_proxy_rules_duration_seconds_bucket{node="node-b",le="16.384"} 1\n' in text
