@@ -5,7 +5,8 @@ Query parameters that do not convert are a 400 (`strconv.ParseInt: parsing
 "abc": invalid syntax`); options that convert but are not allowed are a 422
 on the options kind, e.g. `DeleteOptions.meta.k8s.io "" is invalid: dryRun:
 Unsupported value: ["Bogus"]: supported values: "All"` (apimachinery's
-`ValidateDeleteOptions`, `ValidateFieldManager`, `ValidateDryRun`, `ValidateFieldValidation`).
+`ValidateDeleteOptions`, `ValidateFieldManager`, `ValidateDryRun`, `ValidateFieldValidation`), and
+pods/log's PodLogOptions (`ValidatePodLogOptions`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Mapping
 
-from ..machinery import errors
+from ..clock import format_time
+from ..machinery import errors, gotime
 from ..machinery import validation as v
 from . import structural
 
 FIELD_MANAGER_MAX_LENGTH = 128
 _PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
 _DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
+#: metav1.Time's zero, as RFC 3339 formats it
+_ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
 def options_invalid(kind: str, errs: list[v.FieldError]) -> errors.APIError:
@@ -51,6 +55,44 @@ def boolean(query: Mapping[str, str], name: str) -> bool | None:
     if raw in ("", "0", "f", "F", "false", "FALSE", "False"):
         return False
     raise errors.bad_request(f'strconv.ParseBool: parsing "{raw}": invalid syntax')
+
+
+def pod_log_options(query: Mapping[str, str], name: str) -> dict[str, str]:
+    """A pods/log query as kube-apiserver reads it, before it looks the pod up: converted into
+    PodLogOptions in its fields' order (a number or time that does not convert is a 400 in
+    strconv's or time.Parse's words; a bool is false only as "0" or "false", any case), then
+    ValidatePodLogOptions, every error at once (tailLines, limitBytes, then sinceSeconds or both
+    since options), a 422 on PodLogOptions named after the pod. Returns the query LogLocation
+    hands the kubelet: true bools as "true", numbers as they parsed, sinceTime in RFC 3339."""
+    flags = {k: k in query and query[k] != "0" and query[k].lower() != "false"
+             for k in ("follow", "previous", "timestamps")}
+    since_seconds = integer(query, "sinceSeconds")
+    since_time = None
+    if "sinceTime" in query:
+        raw = query["sinceTime"]
+        try:  # metav1.Time.UnmarshalQueryParameter: empty or "null" is the zero time
+            since_time = _ZERO_TIME if raw in ("", "null") else format_time(gotime.parse_rfc3339(raw))
+        except gotime.TimeParseError as e:
+            raise errors.bad_request(str(e)) from None
+    tail_lines, limit_bytes = integer(query, "tailLines"), integer(query, "limitBytes")
+    errs = []
+    if tail_lines is not None and tail_lines < 0:
+        errs.append(v.invalid("tailLines", tail_lines, "must be greater than or equal to 0"))
+    if limit_bytes is not None and limit_bytes < 1:
+        errs.append(v.invalid("limitBytes", limit_bytes, "must be greater than 0"))
+    if since_seconds is not None and since_time is not None:
+        # field.NewPath(""): an empty name prints as an empty subscript
+        errs.append(v.forbidden("[]", "at most one of `sinceTime` or `sinceSeconds` may be specified"))
+    elif since_seconds is not None and since_seconds < 1:
+        errs.append(v.invalid("sinceSeconds", since_seconds, "must be greater than 0"))
+    if errs:
+        raise errors.invalid("", "PodLogOptions", name, errs)
+    out = {k: "true" for k, on in flags.items() if on}
+    for key, value in (("sinceSeconds", since_seconds), ("sinceTime", since_time), ("tailLines", tail_lines),
+                       ("limitBytes", limit_bytes)):
+        if value is not None:
+            out[key] = str(value)
+    return out
 
 
 def field_manager_errors(manager: str) -> list[v.FieldError]:

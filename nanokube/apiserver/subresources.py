@@ -19,6 +19,7 @@ from ..machinery.conditions import observed_generation, set_condition
 from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
 from . import structural
+from . import options
 from .options import delete_options
 from .patch import PatchError
 from .patch import apply as ssa
@@ -84,7 +85,8 @@ class Subresources:
             body = _typed(body, "io.k8s.api.authentication.v1.TokenRequest", "TokenRequest", version)
             return json_response(self.tokens.token_request(namespace, name, body), 201)
         if sub == "log" and m == "GET":
-            data = await self.log(namespace, name, dict(request.query))
+            # a repeated parameter's first value, as url.Values conversion takes it
+            data = await self.log(namespace, name, {k: request.query.getone(k) for k in request.query.keys()})
             return web.Response(body=data, content_type="text/plain")
         if sub == "scale":
             if m == "GET":
@@ -298,13 +300,16 @@ class Subresources:
     # --- log --------------------------------------------------------------
 
     async def log(self, namespace: str, name: str, query: dict) -> bytes | AsyncIterable[bytes]:
+        """LogREST.Get's order: the options (400 unconverted, 422 invalid), the pod (404), its
+        container (400), then the node's log, read with the options as the kubelet is sent them."""
+        kubelet_query = options.pod_log_options(query, name)
         pods = self.rest.index.get("", "v1", "pods")
         pod = self.rest._entry(pods, namespace, name).obj
         container = pod_container(pod, query.get("container") or "")
         if not (pod.get("spec") or {}).get("nodeName"):
             return b""  # LogLocation: no host, no location, an empty log (no kubelet to say more)
         for reader in self.log_readers:
-            data = await reader(namespace, name, container, query)
+            data = await reader(namespace, name, container, kubelet_query)
             if data is not None:
                 return data
         raise errors.bad_request(f'container "{container}" in pod "{name}" is not available: no node agent serves logs for node "{pod["spec"]["nodeName"]}"')

@@ -16,6 +16,7 @@ async def env():
 
     async def reader(namespace, pod, container, query):
         asked.append((namespace, pod, container))
+        sub.kubelet_query = query
         return f"log of {container}\n".encode() if pod != "elsewhere" else None
     sub.log_readers.append(reader)
     pods = s.client.resource("", "v1", "pods")
@@ -42,3 +43,13 @@ async def test_container_choice_and_messages(env):
     with pytest.raises(APIError) as e:
         await sub.log("default", "elsewhere", {"container": "app"})
     assert 'no node agent serves logs for node "n1"' in e.value.message
+
+
+async def test_the_node_reads_the_options_as_the_kubelet_is_sent_them(env):
+    """LogLocation's query: true bools as "true" (a bool is false only as "0" or "false"),
+    numbers as they parsed, sinceTime in RFC 3339 at UTC, the rest left out."""
+    sub, _ = env
+    await sub.log("default", "two", {"container": "app", "follow": "yes", "previous": "FALSE", "timestamps": "",
+                                      "sinceTime": "2026-01-01T01:00:00.5+01:00", "tailLines": "+7", "limitBytes": "10"})
+    assert sub.kubelet_query == {"follow": "true", "timestamps": "true", "sinceTime": "2026-01-01T00:00:00Z",
+                                 "tailLines": "7", "limitBytes": "10"}
