@@ -7,8 +7,11 @@ the seam between the agent and how containers actually run:
 `runtime.worker(agent, pod)` returns the worker that drives one pod, and the
 process runtime (runtime/process.py) returns one that runs real processes.
 
-How long simulated containers run and how they exit is declared on the pod,
-for each container's run of its own: `sim.nanokube.io/run-seconds` (default:
+A container whose command is one simulated_command interprets (`true`,
+`echo hi`, `sleep 2`, `sh -c 'sleep 1; exit 3'` ...) runs as that command
+would, on the node's clock. How long other simulated containers run and how
+they exit is declared on the pod, for each container's run of its own (and
+these annotations, where set, win over an interpreted command): `sim.nanokube.io/run-seconds` (default:
 forever), `sim.nanokube.io/exit-code` (default 0; a list `42,1` gives each
 run of a container its own, the last repeating), `sim.nanokube.io/stop-seconds` (time to stop after SIGTERM,
 default 0), `sim.nanokube.io/stop-exit-code` (how SIGTERM ends it, default
@@ -37,6 +40,7 @@ from ..clock import parse_time
 from .dra.prepare import NotReady
 from .envvars import environment_error
 from . import inplace
+from .simulated_command import Program, interpret
 from .simulated_io import SimulatedIO
 from .volumes import MountError
 
@@ -983,14 +987,15 @@ class PodWorker:
                     running = [c for c in self._containers() if c["name"] not in self.ended]
                     self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + running},
                                     {c["name"]: image_ref(c.get("image", "")) for c in inits
-                                     if c.get("restartPolicy") != "Always"})
+                                     if c.get("restartPolicy") != "Always"},
+                                    {c["name"]: p for c in running if (p := self._program(c))})
                     write = not (adopted and self.started_at)
                     if write:
                         self.started_at = now
                 else:
                     running = starting
                     for c in running:
-                        self.io.start(c["name"], image_ref(c.get("image", "")))
+                        self.io.start(c["name"], image_ref(c.get("image", "")), self._program(c))
                         self.own_started[c["name"]] = now
                         self.waiting.pop(c["name"], None)
                 lifetimes.update((c["name"], self._lifetime(c)) for c in running)
@@ -1023,8 +1028,8 @@ class PodWorker:
             specs = {c["name"]: c for c in self._containers()}
             terms = {}
             for name, code in exits.items():
-                del lifetimes[name]
-                self.io.exit(name, code)
+                end = lifetimes.pop(name)[0]
+                self.io.exit(name, code, at=reached if end is None or name in closed else end)
                 terms[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                "startedAt": self.own_started.get(name) or self.started_at, "finishedAt": now}
             actions = {name: restartrules.on_exit(specs[name], policy, code) for name, code in exits.items()}
@@ -1061,9 +1066,21 @@ class PodWorker:
     def _restart_count(self, name: str) -> int:
         return self.restarts + self.own_restarts.get(name, 0)
 
+    def _program(self, c: dict) -> Program | None:
+        """What container `c`'s command runs as simulated_command interprets it; None where it is
+        not a command interpreted there, or where the pod's run-seconds or exit-code annotation
+        declares how its containers run (what a simulation says wins)."""
+        given = (self.pod.get("metadata") or {}).get("annotations") or {}
+        if RUN_SECONDS in given or EXIT_CODE in given:
+            return None
+        return interpret([*(c.get("command") or ()), *(c.get("args") or ())])
+
     def _lifetime(self, c: dict) -> tuple[float | None, int]:
         """When container `c`, starting now, exits (monotonic; None: not on its own) and with which
-        code: as the pod's run-seconds and exit-code annotations say for its run."""
+        code: as its interpreted command runs, else as the pod's run-seconds and exit-code
+        annotations say for its run."""
+        if program := self._program(c):
+            return self.clock.monotonic() + program.seconds, program.exit_code
         run = _annotation(self.pod, RUN_SECONDS, None)
         return (None if run is None else self.clock.monotonic() + max(run, 0.0),
                 exit_code(self.pod, self._restart_count(c["name"])))

@@ -4,7 +4,9 @@ port-forward, declared on the pod with annotations.
 - Log: every container instance logs its start, readiness and exit (with
   its code), plus the lines of `sim.nanokube.io/log`: each line is printed
   when the container starts, or `@<seconds>s <text>` that many seconds
-  after it started.
+  after it started. One whose command is interpreted (simulated_command:
+  `echo hi`, `sh -c 'sleep 1; echo done'`) logs what it writes, when it
+  writes it, and nothing of nanokube's, as a real container's log shows.
 - Exec: the image has no binaries, so a command fails as a container
   runtime fails it ("executable file not found in $PATH"), unless the pod
   declares it: `sim.nanokube.io/exec.<command>` (the command's base name)
@@ -38,6 +40,7 @@ import socket
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from .containerlog import ContainerLog
+from .simulated_command import Program
 from .streaming import no_log
 
 LOG = "sim.nanokube.io/log"
@@ -48,15 +51,19 @@ SMI_LIST = re.compile(r"\bnvidia-smi\s+(-L|--list-gpus)\b")
 class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
-    __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "exit_codes", "stdin_closed")
+    __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
+                 "stdin_closed")
 
     def __init__(self, worker):
         self.worker = worker
         self.logs: dict[str, list[ContainerLog]] = {}
         self.running: list[str] = []  # containers with a live instance (init containers have finished)
         self.ephemeral: list[str] = []  # ephemeral containers started: they run until the pod stops
-        #: each running container's log lines written later (the log annotation's `@<seconds>s` ones)
+        #: what each running container writes later: (monotonic time, text), and the task writing it
+        self._pending: dict[str, list[tuple[float, str]]] = {}
         self._scripted: dict[str, asyncio.Task] = {}
+        #: the running containers whose command is interpreted (simulated_command): what they run
+        self.programs: dict[str, Program] = {}
         #: how each container's last instance exited, for an attach that saw it end
         self.exit_codes: dict[str, int] = {}
         #: the containers reading stdin that reached its EOF: each exits 0 (the worker's run wait ends)
@@ -66,11 +73,14 @@ class SimulatedIO:
         return (self.worker.pod.get("metadata") or {}).get("annotations") or {}
 
     def _write(self, line: str, containers=None) -> None:
-        now = self.worker.clock.now()
         for name in containers or self.running:
-            self.logs[name][-1].append(now, "stdout", line.encode() + b"\n")
+            self._emit(name, line + "\n")
 
-    def started(self, image_of: dict[str, str], inits: dict[str, str] | None = None) -> None:
+    def _emit(self, name: str, text: str) -> None:
+        self.logs[name][-1].append(self.worker.clock.now(), "stdout", text.encode())
+
+    def started(self, image_of: dict[str, str], inits: dict[str, str] | None = None,
+                programs: dict[str, Program] | None = None) -> None:
         """A new instance of every container: keep the last one as `previous`.
         Init containers (`inits`, on the pod's first start) ran and exited 0 just before."""
         for name, image in (inits or {}).items():
@@ -82,49 +92,63 @@ class SimulatedIO:
                 log.close()
                 self.logs[name] = [log]
         for name, image in image_of.items():
-            self.start(name, image)
+            self.start(name, image, (programs or {}).get(name))
 
-    def start(self, name: str, image: str) -> None:
-        """A new instance of one container (the last one kept as `previous`), the others running on."""
+    def start(self, name: str, image: str, program: Program | None = None) -> None:
+        """A new instance of one container (the last one kept as `previous`), the others running on.
+        One that runs an interpreted `program` logs what it writes, as a real one would, instead of
+        nanokube's lines about it."""
         self.stdin_closed.discard(name)
         self.exit_codes.pop(name, None)
         self.logs[name] = [*self.logs.get(name, [])[-1:], ContainerLog()]
         if name not in self.running:
             self.running.append(name)
-        self._write(f"nanokube: container {name} started (image {image})", [name])
-        self._write(f"nanokube: container {name} is ready", [name])
-        if SMI_LIST.search(" ".join(self._command(name))):
-            listing = self._smi_list(name)
-            for line in (listing or "").splitlines():
-                self._write(line, [name])
-        script = self._annotations().get(LOG)
-        if script:
-            delayed = []
-            for raw in script.splitlines():
-                when, text = _scheduled(raw)
-                if when is None:
-                    self._write(text, [name])
-                else:
-                    delayed.append((when, text))
-            if delayed:
-                self._scripted[name] = asyncio.ensure_future(
-                    self._later(name, sorted(delayed, key=lambda d: d[0])))
+        out: list[tuple[float, str]] = []
+        if program is not None:
+            self.programs[name] = program
+            out += program.output
+        else:
+            self.programs.pop(name, None)
+            self._write(f"nanokube: container {name} started (image {image})", [name])
+            self._write(f"nanokube: container {name} is ready", [name])
+            if SMI_LIST.search(" ".join(self._command(name))):
+                listing = self._smi_list(name)
+                for line in (listing or "").splitlines():
+                    self._write(line, [name])
+        for raw in (self._annotations().get(LOG) or "").splitlines():
+            when, text = _scheduled(raw)
+            out.append((when or 0.0, text + "\n"))
+        now = self.worker.clock.monotonic()
+        self._pending[name] = sorted(((now + when, text) for when, text in out), key=lambda p: p[0])
+        self._flush(name, now)
+        if self._pending[name]:
+            self._scripted[name] = asyncio.ensure_future(self._later(name))
 
-    async def _later(self, name: str, lines: list[tuple[float, str]]) -> None:
-        start = self.worker.clock.monotonic()
-        for when, text in lines:
-            await self.worker.clock.sleep(max(start + when - self.worker.clock.monotonic(), 0.0))
-            self._write(text, [name])
+    def _flush(self, name: str, until: float) -> None:
+        """Write what container `name` wrote by `until` (monotonic)."""
+        pending = self._pending.get(name) or []
+        while pending and pending[0][0] <= until:
+            self._emit(name, pending.pop(0)[1])
 
-    def exit(self, name: str, code: int, why: str = "") -> None:
-        """One container's instance ends with `code` (`why`, if said), the others running on."""
+    async def _later(self, name: str) -> None:
+        pending = self._pending[name]
+        while pending:
+            await self.worker.clock.sleep(max(pending[0][0] - self.worker.clock.monotonic(), 0.0))
+            self._flush(name, self.worker.clock.monotonic())
+
+    def exit(self, name: str, code: int, why: str = "", at: float | None = None) -> None:
+        """One container's instance ends with `code` (`why`, if said), the others running on; what
+        it wrote until then (`at`, monotonic: by default now) is in its log."""
         if name not in self.running:
             return
+        self._flush(name, self.worker.clock.monotonic() if at is None else at)
+        self._pending.pop(name, None)
         if task := self._scripted.pop(name, None):
             task.cancel()
-        if why:
-            self._write(f"nanokube: container {name} {why}", [name])
-        self._write(f"nanokube: container {name} exited with code {code}", [name])
+        if name not in self.programs:
+            if why:
+                self._write(f"nanokube: container {name} {why}", [name])
+            self._write(f"nanokube: container {name} exited with code {code}", [name])
         self.logs[name][-1].close()
         self.running.remove(name)
         self.exit_codes[name] = code
@@ -137,8 +161,9 @@ class SimulatedIO:
     def restarted(self, name: str, image: str, code: int, why: str) -> None:
         """One container's instance ends (`why`, with `code`) and a new one starts, the others
         running on (the kubelet restarting it for a resize)."""
+        program = self.programs.get(name)
         self.exit(name, code, why)
-        self.start(name, image)
+        self.start(name, image, program)
 
     def start_ephemeral(self, name: str, image: str) -> None:
         """An ephemeral container added to the running pod starts (once: it is never restarted)."""
@@ -257,6 +282,8 @@ class SimulatedIO:
         else:
             if not once:
                 return
+        if container in self.programs:  # an interpreted command does not read its stdin
+            return
         self.stdin_closed.add(container)
         self.worker.changed.set()
 

@@ -1,10 +1,15 @@
 """The default simulated runtime as a first-day user meets it, through kubectl:
 each container of a pod lives its own life (its own exit, exit code and
-restart count; a sidecar independent of the app containers)."""
+restart count; a sidecar independent of the app containers), and the
+commands people type first (`kubectl create job hello --image=busybox --
+echo hi`) end as they would on a real node."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
+
+import pytest
 
 from tests.e2e.conftest import wait_for
 
@@ -37,3 +42,80 @@ def test_a_container_that_exits_restarts_alone_while_the_others_run_on(cluster):
         assert statuses[name]["restartCount"] == 0 and statuses[name]["lastState"] == {}
     assert cluster.kubectl_json("get", "pod", "pair")["status"]["phase"] == "Running"
     assert "exited" not in cluster.kubectl("logs", "pair", "-c", "web").stdout
+
+
+def _pod_of(cluster, job: str) -> dict:
+    items = cluster.kubectl_json("get", "pods", "-l", f"job-name={job}")["items"]
+    return items[0] if items else {}
+
+
+def _terminated(pod: dict) -> dict:
+    return (((pod.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {}).get("terminated") or {}
+
+
+def _conditions(cluster, job: str) -> dict:
+    return {c["type"]: c for c in cluster.kubectl_json("get", "job", job)["status"].get("conditions") or ()
+            if c["status"] == "True"}
+
+
+@pytest.mark.parametrize("job, command, log", [
+    ("hello-true", ["true"], ""),
+    ("hello", ["echo", "hi"], "hi\n"),
+])
+def test_a_job_of_a_command_that_ends_completes(cluster, job, command, log):
+    """`kubectl create job hello --image=busybox -- echo hi` completes as on a real node, and its
+    log is what the command wrote (before, the container ran until deleted)."""
+    cluster.kubectl("create", "job", job, "--image=busybox", "--", *command)
+    conditions = wait_for(lambda: (c := _conditions(cluster, job)) and "Complete" in c and c, 30, f"{job} Complete")
+    assert "Failed" not in conditions
+    pod = _pod_of(cluster, job)
+    assert pod["status"]["phase"] == "Succeeded"
+    assert (_terminated(pod)["exitCode"], _terminated(pod)["reason"]) == (0, "Completed")
+    assert cluster.kubectl("logs", f"job/{job}").stdout == log
+
+
+@pytest.mark.parametrize("job, command, code", [
+    ("fails", ["false"], 1),
+    ("exits", ["sh", "-c", "exit 3"], 3),
+])
+def test_a_job_of_a_command_that_fails_has_failed_pods_with_its_exit_code(cluster, job, command, code):
+    cluster.kubectl("create", "job", job, "--image=busybox", "--", *command)
+    pod = wait_for(lambda: (p := _pod_of(cluster, job)) and (p.get("status") or {}).get("phase") == "Failed" and p,
+                   30, f"a {job} pod Failed")
+    assert (_terminated(pod)["exitCode"], _terminated(pod)["reason"]) == (code, "Error")
+    wait_for(lambda: cluster.kubectl_json("get", "job", job)["status"].get("failed", 0) >= 1, 30, f"{job} failed 1")
+    assert "Complete" not in _conditions(cluster, job)
+
+
+def test_a_job_without_retries_fails_with_its_command(cluster):
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once", "namespace": "default"},
+           "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [
+               {"name": "once", "image": "busybox", "command": ["sh", "-c", "echo trying; exit 3"]}]}}}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
+    failed = wait_for(lambda: _conditions(cluster, "once").get("Failed"), 30, "once Failed")
+    assert failed["reason"] == "BackoffLimitExceeded"
+    assert _terminated(_pod_of(cluster, "once"))["exitCode"] == 3
+    assert cluster.kubectl("logs", "job/once").stdout == "trying\n"
+
+
+def test_a_job_that_sleeps_completes_after_its_sleep(cluster):
+    cluster.kubectl("create", "job", "nap", "--image=busybox", "--", "sleep", "2")
+    wait_for(lambda: "running" in ((_pod_of(cluster, "nap").get("status") or {}).get("containerStatuses")
+                                   or [{}])[0].get("state", {}), 30, "nap running")
+    wait_for(lambda: "Complete" in _conditions(cluster, "nap"), 30, "nap Complete")
+    term = _terminated(_pod_of(cluster, "nap"))
+    took = (datetime.fromisoformat(term["finishedAt"]) - datetime.fromisoformat(term["startedAt"])).total_seconds()
+    assert term["exitCode"] == 0 and 1 <= took <= 3
+
+
+def test_run_rm_interactive_of_a_command_prints_its_output_and_exits_with_its_code(cluster):
+    """`kubectl run --rm -i` of a command that ends shows what it wrote, exits with its exit code
+    (kubectl's run returns the container's) and deletes the pod."""
+    r = cluster.kubectl("run", "--rm", "-i", "--restart=Never", "t", "--image=busybox", "--", "echo", "hi",
+                        input="", check=False, timeout=60)
+    assert (r.returncode, r.stdout.splitlines()[0] if r.stdout else "") == (0, "hi"), r.stderr
+    assert cluster.kubectl("get", "pod", "t", "--ignore-not-found", "-o", "name").stdout == ""
+    r = cluster.kubectl("run", "--rm", "-i", "--restart=Never", "t3", "--image=busybox", "--", "sh", "-c",
+                        "echo bye; exit 3", input="", check=False, timeout=60)
+    assert (r.returncode, r.stdout.splitlines()[0] if r.stdout else "") == (3, "bye"), r.stderr
+    assert "pod default/t3 terminated (Error)" in r.stderr

@@ -1,0 +1,134 @@
+"""The few commands a simulated container interprets, so that what people type
+first ends as it would on a real node.
+
+The simulated runtime runs no processes: a container lives as long as its
+pod's annotations say (lifecycle.py), by default forever. Yet `kubectl create
+job hello --image=busybox -- echo hi` should complete, print `hi` in its log
+and exit 0, and `-- sh -c 'sleep 2; exit 3'` fail with 3 two seconds later on
+the node's clock. So a container's command (its `command` then its `args`) is
+read as one of a small, closed set; anything else is left to the annotations
+(`interpret` returns None), as before:
+
+- `true`, `false`, `:`, `echo [-n] WORD...` (no escapes, as busybox's echo),
+  `sleep N...` (seconds, summed; a suffix s, m, h or d as busybox's), each by
+  name or path;
+- `sh -c SCRIPT` (also ash, bash, dash; by name or path): SCRIPT is those and
+  `exit [N]`, joined by `;`, `&&`, `||` or new lines, its words quoted as a
+  shell quotes them. A script with anything a shell would expand or redirect
+  (`$`, a backquote, a glob, `~`), a pipe, a background job or another
+  command is not interpreted at all.
+
+It is not a shell: nothing is expanded, and no other command is recognised.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+
+SHELLS = frozenset({"sh", "ash", "bash", "dash"})
+#: what the script may not hold anywhere: what a shell expands, and globs
+_EXPANDS = re.compile(r"[$`*?\[]|(^|\s)~")
+_OPERATORS = frozenset({";", "&&", "||"})
+_SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class Program:
+    """How an interpreted command runs: what it writes to stdout and when (seconds after it
+    started), how long it takes, and its exit code."""
+
+    output: tuple[tuple[float, str], ...]
+    seconds: float
+    exit_code: int
+
+
+class _Unknown(Exception):
+    """The command is not one this module interprets."""
+
+
+def interpret(argv: list[str]) -> Program | None:
+    """The program `argv` runs, or None when it is not one of the commands interpreted here."""
+    if not argv:
+        return None
+    try:
+        if os.path.basename(argv[0]) in SHELLS:
+            if len(argv) < 3 or argv[1] != "-c":
+                return None
+            return _script(argv[2])
+        run = _Run()
+        run.command(argv, in_shell=False)
+        return run.program()
+    except _Unknown:
+        return None
+
+
+class _Run:
+    """The state of an interpreted run: the clock (seconds since it started), output, status."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.output: list[tuple[float, str]] = []
+        self.status = 0
+        self.exited = False
+
+    def program(self) -> Program:
+        return Program(tuple(self.output), self.now, self.status)
+
+    def command(self, words: list[str], in_shell: bool) -> None:
+        name, args = os.path.basename(words[0]), words[1:]
+        if name in ("true", ":"):
+            self.status = 0
+        elif name == "false":
+            self.status = 1
+        elif name == "echo":
+            newline = not (args and args[0] == "-n")
+            self.output.append((self.now, " ".join(args[0 if newline else 1:]) + ("\n" if newline else "")))
+            self.status = 0
+        elif name == "sleep" and args:
+            self.now += sum(_seconds(a) for a in args)
+            self.status = 0
+        elif name == "exit" and in_shell and len(args) <= 1:
+            if args:
+                if not args[0].isdigit():
+                    raise _Unknown
+                self.status = int(args[0]) & 255
+            self.exited = True
+        else:
+            raise _Unknown
+
+
+def _seconds(arg: str) -> float:
+    m = _SLEEP.fullmatch(arg)
+    if not m:
+        raise _Unknown
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _script(script: str) -> Program:
+    """A `sh -c` script of interpreted commands joined by `;`, `&&`, `||` and new lines."""
+    if _EXPANDS.search(script):
+        raise _Unknown
+    lexer = shlex.shlex(script.replace("\n", ";"), posix=True, punctuation_chars=";&|<>()")
+    try:
+        tokens = list(lexer)
+    except ValueError:  # an unterminated quote: the shell's syntax error is not simulated
+        raise _Unknown from None
+    run, words, op = _Run(), [], ";"
+    for token in [*tokens, ";"]:
+        if token not in _OPERATORS and not set(token) <= set(";&|<>()"):
+            words.append(token)
+            continue
+        if token not in _OPERATORS or (not words and token != ";"):
+            raise _Unknown  # a pipe, a redirection, a subshell, a background job, or `&&` with nothing before it
+        if words and (op == ";" or (op == "&&") == (run.status == 0)):
+            run.command(words, in_shell=True)
+            if run.exited:
+                break
+        if words or token != ";":
+            op = token
+        words = []
+    return run.program()

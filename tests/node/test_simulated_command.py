@@ -1,0 +1,38 @@
+"""The commands a simulated container interprets, and those it leaves to the pod's annotations."""
+
+import pytest
+
+from nanokube.node.simulated_command import Program, interpret
+
+
+@pytest.mark.parametrize("argv, program", [
+    (["true"], Program((), 0, 0)),
+    (["/bin/false"], Program((), 0, 1)),
+    (["echo", "hi", "there"], Program(((0, "hi there\n"),), 0, 0)),
+    (["echo", "-n", "hi"], Program(((0, "hi"),), 0, 0)),
+    (["echo"], Program(((0, "\n"),), 0, 0)),
+    (["sleep", "2"], Program((), 2, 0)),
+    (["sleep", "1m", "0.5"], Program((), 60.5, 0)),
+    (["sh", "-c", "exit 3"], Program((), 0, 3)),
+    (["sh", "-c", "exit 300"], Program((), 0, 44)),
+    (["/bin/sh", "-c", "echo start; sleep 2; echo 'all done'"], Program(((0, "start\n"), (2, "all done\n")), 2, 0)),
+    (["bash", "-c", "sleep 1 && false && echo never; echo after"], Program(((1, "after\n"),), 1, 0)),
+    (["sh", "-c", "false || exit 7; echo not reached"], Program((), 0, 7)),
+    (["sh", "-c", "true && exit 2\necho not reached"], Program((), 0, 2)),
+    (["sh", "-c", "false"], Program((), 0, 1)),
+    (["sh", "-c", ""], Program((), 0, 0)),
+    (["sh", "-c", "echo hi", "name", "arg"], Program(((0, "hi\n"),), 0, 0)),
+])
+def test_interpreted_commands_run_as_they_would(argv, program):
+    assert interpret(argv) == program
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["sh"], ["nginx", "-g", "daemon off;"], ["sleep", "infinity"], ["sleep"], ["exit", "3"],
+    ["sh", "-c", "echo $HOME"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
+    ["sh", "-c", "echo hi | cat"], ["sh", "-c", "sleep 10 &"], ["sh", "-c", "ls *"], ["sh", "-c", "exit x"],
+    ["sh", "-c", "echo 'unterminated"], ["sh", "-c", "&& true"], ["sh", "-c", "(exit 1)"], ["python", "-c", "1"],
+    ["sh", "-c", "nvidia-smi -L; sleep 9999 & wait"], ["sh", "-x", "exit 1"],
+])
+def test_anything_else_is_not_interpreted(argv):
+    assert interpret(argv) is None
