@@ -826,6 +826,8 @@ class GenericREST:
         if uid and uid != stored_uid:  # the body's uid is a precondition, as upstream's UpdatedObjectInfo makes it
             raise errors.conflict(res.group, res.plural, name, _precondition_failed(key, "UID", uid, stored_uid))
         rv = _meta(new).get("resourceVersion")
+        if not rv and not res.strategy.allow_unconditional_update:
+            raise _resource_version_required(res, name)
         if rv and rv != str(entry.rev):
             raise errors.conflict(res.group, res.plural, name, errors.STALE)
         if rv:
@@ -1621,6 +1623,17 @@ def _precondition_failed(key: str, what: str, wanted: str, actual: str) -> str:
     """The storage layer's text for a failed precondition, as upstream's 409 quotes it."""
     return (f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: "
             f"Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {actual}")
+
+
+def _resource_version_required(res: Resource, name: str) -> errors.APIError:
+    """Store.Update's refusal of an update without a resourceVersion where the strategy does not allow
+    an unconditional one: an Invalid naming the resource (its "kind" is the plural) and the zero
+    uint64 as Go's %#v prints it."""
+    gr = f"{res.plural}.{res.group}" if res.group else res.plural
+    why = "Invalid value: 0x0: must be specified for an update"
+    return errors.APIError(422, "Invalid", f'{gr} "{name}" is invalid: metadata.resourceVersion: {why}',
+                           {"name": name, **({"group": res.group} if res.group else {}), "kind": res.plural,
+                            "causes": [{"reason": "FieldValueInvalid", "message": why, "field": "metadata.resourceVersion"}]})
 
 
 def _too_large_resource_version(requested: int, current: int, retry: int = 1) -> errors.APIError:

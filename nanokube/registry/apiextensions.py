@@ -40,6 +40,7 @@ def _with_stored_version(crd: Obj) -> None:
 
 class CRDStrategy(Strategy):
     generic_meta = True
+    allow_unconditional_update = False
 
     def default(self, obj: Obj, version: str) -> None:
         spec = obj.get("spec")

@@ -41,6 +41,7 @@ class APIServiceStrategy(Strategy):
     track_generation = False  # apiServerStrategy neither sets nor bumps it
     status_metadata = ()  # apiServerStatusStrategy keeps the stored labels, annotations, finalizers, owners
     generic_meta = True
+    allow_unconditional_update = False
     name_validator = staticmethod(_name)
     columns = [
         name_column(),

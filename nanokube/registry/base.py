@@ -86,6 +86,9 @@ class Strategy:
     return_deleted_object: bool = False
     #: may PUT create a missing object (leases, endpoints, events)?
     allow_create_on_update: bool = False
+    #: may PUT leave out metadata.resourceVersion (the update then applies to what is stored)? Custom
+    #: resources, CRDs and APIServices require it: "must be specified for an update"
+    allow_unconditional_update: bool = True
     #: does PATCH accept strategic merge patches? (custom resources have no patch strategies)
     strategic_merge: bool = True
     #: what of metadata a write through /status (or /approval) takes from the request: a status

@@ -258,6 +258,7 @@ def _scale_errors(obj: Obj, scale: dict[str, Any] | None, spec: bool) -> list[Fi
 class CustomResourceStrategy(Strategy):
     strategic_merge = False
     generic_meta = True
+    allow_unconditional_update = False
     #: a /status write takes only .status from the request (status_strategy.go), whose reset
     #: fields name spec alone
     status_metadata = ()
