@@ -25,6 +25,7 @@ from ..volume.binding import (
     STORAGE_PROVISIONER_BETA,
     claim_ref_matches,
     find_matching_volume,
+    volume_mismatch,
 )
 from ..volume.classes import BETA_CLASS, WAIT_FOR_FIRST_CONSUMER, binding_mode, claim_class, default_class
 from .base import Controller
@@ -189,12 +190,14 @@ class PersistentVolumeController(Controller):
         if pv is None:
             await self._set_claim_phase(pvc, "Pending")
             await self._report(pvc, "Normal", "FailedBinding", f'volume "{volume_name}" not found')
-        elif claim_ref_matches(pv, pvc) or (not (pv.get("spec") or {}).get("claimRef")
-                                            and find_matching_volume(pvc, [pv]) is not None):
+        elif claim_ref_matches(pv, pvc):
             await self._bind(pv, pvc)
         elif not (pv.get("spec") or {}).get("claimRef"):
-            await self._report(pvc, "Warning", "VolumeMismatch",
-                               f'Cannot bind to requested volume "{volume_name}": the volume does not satisfy the claim')
+            if not (why := volume_mismatch(pv, pvc)):
+                await self._bind(pv, pvc)
+                return
+            await self._set_claim_phase(pvc, "Pending")
+            await self._report(pvc, "Warning", "VolumeMismatch", f'Cannot bind to requested volume "{volume_name}": {why}')
         else:
             await self._set_claim_phase(pvc, "Pending")
             await self._report(pvc, "Warning", "FailedBinding", f'volume "{volume_name}" already bound to a different claim.')
@@ -234,8 +237,10 @@ class PersistentVolumeController(Controller):
             pvc = await self.pvcs.update(body)
         old = pvc.get("status") or {}
         status = {**old, "phase": "Bound", "accessModes": list((pv.get("spec") or {}).get("accessModes") or [])}
-        if old.get("phase") != "Bound":  # afterwards the capacity is the resizer's, which may differ on purpose
+        if old.get("phase") != "Bound":  # afterwards capacity and attributes class are the resizer's
             status["capacity"] = dict((pv.get("spec") or {}).get("capacity") or {})
+            if (pv.get("spec") or {}).get("volumeAttributesClassName"):
+                status["currentVolumeAttributesClassName"] = pv["spec"]["volumeAttributesClassName"]
         if status != pvc.get("status"):
             await self.pvcs.update({**pvc, "status": status}, subresource="status")
         self._reported.pop(md.get("uid", ""), None)

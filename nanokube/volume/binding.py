@@ -1,8 +1,8 @@
 """Binding persistent volumes to claims: the annotations and finalizers the PV
 controller, provisioners and the scheduler write, and upstream's matching rule
-(FindMatchingVolume): the smallest available volume of the claim's class that
-offers its access modes, volume mode, size and selector, and, when a node is
-given, may be used there."""
+(FindMatchingVolume): the smallest available volume of the claim's class and
+volume attributes class that offers its access modes, volume mode, size and
+selector, and, when a node is given, may be used there."""
 
 from __future__ import annotations
 
@@ -59,17 +59,29 @@ def node_affinity_matches(pv: dict, node: dict) -> bool:
     return selector_matches(required, (node.get("metadata") or {}).get("labels") or {}, node["metadata"]["name"])
 
 
-def _fits(pv: dict, pvc: dict, node: dict | None) -> bool:
+def volume_mismatch(pv: dict, pvc: dict) -> str:
+    """checkVolumeSatisfyClaim: why the volume cannot serve the claim ('' when it can), in
+    upstream's order and words (the reason of a VolumeMismatch event)."""
     spec, cspec = pv.get("spec") or {}, pvc.get("spec") or {}
-    if volume_class(pv) != claim_class(pvc):
-        return False
-    if (spec.get("volumeMode") or "Filesystem") != (cspec.get("volumeMode") or "Filesystem"):
-        return False
-    if not set(cspec.get("accessModes") or []) <= set(spec.get("accessModes") or []):
-        return False
+    if pv["metadata"].get("deletionTimestamp"):
+        return f'the volume is marked for deletion "{pv["metadata"]["name"]}"'
     if storage(spec.get("capacity")) < claim_request(pvc):
+        return "requested PV is too small"
+    if volume_class(pv) != claim_class(pvc):
+        return "storageClassName does not match"
+    if (spec.get("volumeAttributesClassName") or "") != (cspec.get("volumeAttributesClassName") or ""):
+        return "volumeAttributesClassName does not match"
+    if (spec.get("volumeMode") or "Filesystem") != (cspec.get("volumeMode") or "Filesystem"):
+        return "incompatible volumeMode"
+    if not set(cspec.get("accessModes") or []) <= set(spec.get("accessModes") or []):
+        return "incompatible accessMode"
+    return ""
+
+
+def _fits(pv: dict, pvc: dict, node: dict | None) -> bool:
+    if volume_mismatch(pv, pvc):
         return False
-    selector = cspec.get("selector")
+    selector = (pvc.get("spec") or {}).get("selector")
     if selector and not matches_labels(selector_from_object(selector), (pv.get("metadata") or {}).get("labels")):
         return False
     return node is None or node_affinity_matches(pv, node)

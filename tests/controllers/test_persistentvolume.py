@@ -232,3 +232,32 @@ async def test_a_bound_claims_capacity_is_not_overwritten_from_its_volume():
 async def _seen(informer, key, rv):
     obj = informer.get(key)
     return obj is not None and obj["metadata"]["resourceVersion"] == rv
+
+
+async def test_a_requested_volume_that_does_not_fit_says_why(env):
+    """checkVolumeSatisfyClaim: a claim naming a volume that cannot serve it stays Pending with a
+    VolumeMismatch event giving upstream's reason; a volume with an attributes class serves only
+    claims asking for that class, and the bound claim reports it as its current class."""
+    client, _ = env
+    pvs, pvcs = client.resource("", "v1", "persistentvolumes"), client.resource("", "v1", "persistentvolumeclaims")
+    await pvs.create(volume("small", "1Gi", storageClassName=""))
+    gold = volume("gold", "10Gi", storageClassName="", volumeAttributesClassName="gold")
+    del gold["spec"]["hostPath"]
+    await pvs.create({**gold, "spec": {**gold["spec"], "csi": {"driver": "disk.example.com", "volumeHandle": "v-1"}}})
+    await eventually(phase_is(client, "persistentvolumes", "gold", "Available"))
+    await pvcs.create(claim("big", "5Gi", storageClassName="", volumeName="small"))
+    await pvcs.create(claim("plain", "5Gi", storageClassName="", volumeName="gold"))
+    await pvcs.create(claim("any", "5Gi", storageClassName=""))
+
+    async def mismatches():
+        evs, _ = await client.resource("", "v1", "events").list("default")
+        got = {e["involvedObject"]["name"]: e["message"] for e in evs if e["reason"] == "VolumeMismatch"}
+        return len(got) == 2 and got
+    assert await eventually(mismatches) == {
+        "big": 'Cannot bind to requested volume "small": requested PV is too small',
+        "plain": 'Cannot bind to requested volume "gold": volumeAttributesClassName does not match'}
+    assert (await state(client, "persistentvolumeclaims", "big", "default"))["status"]["phase"] == "Pending"
+    await pvcs.create(claim("fancy", "5Gi", storageClassName="", volumeAttributesClassName="gold"))
+    bound = await eventually(phase_is(client, "persistentvolumeclaims", "fancy", "Bound", "default"))
+    assert bound["spec"]["volumeName"] == "gold" and bound["status"]["currentVolumeAttributesClassName"] == "gold"
+    assert (await state(client, "persistentvolumeclaims", "any", "default"))["status"]["phase"] == "Pending"
