@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 
 from ..clock import REAL
-from ..machinery.metrics import Family
+from ..machinery.metrics import Family, exponential_buckets
 from ..metrics.exposition import render
 from .healthz import PROCESS
 
@@ -20,9 +20,9 @@ _REQUEST_LABELS = ["verb", "dry_run", "group", "version", "resource", "subresour
 #: requestLatencies' buckets (endpoints/metrics), which etcd_request_duration_seconds keeps too
 _REQUEST_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60)
 #: responseSizes' buckets: 1 kB to 1 GB
-_RESPONSE_SIZE_BUCKETS = tuple(1000 * 10 ** i for i in range(7))
+_RESPONSE_SIZE_BUCKETS = exponential_buckets(1000, 10, 7)
 #: WatchEventsSizes' buckets: 1 KiB to 128 KiB
-_EVENT_SIZE_BUCKETS = tuple(1024 * 2 ** i for i in range(8))
+_EVENT_SIZE_BUCKETS = exponential_buckets(1024, 2, 8)
 
 
 class WatchSent:

@@ -10,6 +10,16 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
 
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """client_golang's ExponentialBuckets, each bound the one before times `factor` as Go computes
+    it: the bounds are upstream's to the last bit, so `le` reads as upstream's does (0.00001 times
+    1.5 twice is 2.2500000000000005e-05, not 0.00001 * 2.25's 2.25e-05)."""
+    bounds = [float(start)]
+    for _ in range(count - 1):
+        bounds.append(bounds[-1] * factor)
+    return tuple(bounds)
+
+
 class _Value:
     """One labelled series of a Family: plain numbers the event loop adds to (prometheus_client's
     children take a lock and run two checks per `inc` and a Python loop over buckets per `observe`)."""

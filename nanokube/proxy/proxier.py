@@ -43,6 +43,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from ..client.informer import Informer
 from ..client.events import EventBroadcaster
 from ..clock import REAL, Clock
+from ..machinery.metrics import exponential_buckets
 from ..machinery.services import health_check_node_port
 from .events import ACTION_SYNC, node_ref
 from .health import ProxyHealth
@@ -147,7 +148,7 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
 
 
 #: the sync latency histograms' buckets (pkg/proxy/metrics: ExponentialBuckets(0.001, 2, 15))
-_SYNC_BUCKETS = tuple(0.001 * 2 ** i for i in range(15))
+_SYNC_BUCKETS = exponential_buckets(0.001, 2, 15)
 
 
 class ProxyMetrics:

@@ -11,12 +11,12 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from ..machinery.metrics import Family
+from ..machinery.metrics import Family, exponential_buckets
 
-_ATTEMPT_BUCKETS = tuple(0.001 * 2 ** i for i in range(15))
-_E2E_BUCKETS = tuple(0.01 * 2 ** i for i in range(20))
-_PLUGIN_BUCKETS = tuple(0.00001 * 1.5 ** i for i in range(20))
-_VICTIM_BUCKETS = tuple(2 ** i for i in range(11))
+_ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
+_E2E_BUCKETS = exponential_buckets(0.01, 2, 20)
+_PLUGIN_BUCKETS = exponential_buckets(0.00001, 1.5, 20)
+_VICTIM_BUCKETS = exponential_buckets(1, 2, 11)
 
 
 class _Children:

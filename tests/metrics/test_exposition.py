@@ -82,3 +82,13 @@ def test_a_counter_whose_samples_carry_its_bare_name_is_a_counter_of_that_name()
 
     assert render(Plain()).decode() == ("# HELP webhook_rejection_count Rejections.\n"
                                         "# TYPE webhook_rejection_count counter\nwebhook_rejection_count{name=\"w\"} 1\n")
+
+
+def test_exponential_buckets_are_go_s_to_the_last_bit():
+    """kube-scheduler's plugin_execution_duration_seconds bounds as upstream's /metrics writes them."""
+    from nanokube.machinery.metrics import exponential_buckets
+
+    bounds = [go_float(b) for b in exponential_buckets(0.00001, 1.5, 20)]
+    assert bounds[:4] == ["1e-05", "1.5000000000000002e-05", "2.2500000000000005e-05", "3.375000000000001e-05"]
+    assert [go_float(b) for b in exponential_buckets(10e-9, 10, 10)] == [
+        "1e-08", "1e-07", "1e-06", "9.999999999999999e-06", "9.999999999999999e-05", "0.001", "0.01", "0.1", "1", "10"]
