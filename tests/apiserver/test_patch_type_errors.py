@@ -113,3 +113,16 @@ async def test_a_create_or_update_of_the_wrong_type_stays_a_400(api):
     assert (code, status["message"]) == (400, 'Deployment in version "v1" cannot be handled as a Deployment: json: '
                                               "cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas "
                                               "of type int32")
+
+
+async def test_a_strategic_merge_patch_wraps_an_integer_into_an_int32_as_the_converter_does(api):
+    """The unstructured converter converts an int64 into an int32 field by Go's conversion, which
+    wraps: the result is what validation then sees (a json or merge patch is the decoder's 422)."""
+    code, status = await _send(api, "PATCH", f"{DEPLOYS}/web", {"spec": {"replicas": 2**31}}, SMP)
+    assert (code, status["message"]) == (422, 'Deployment.apps "web" is invalid: spec.replicas: Invalid value: '
+                                              "-2147483648: must be greater than or equal to 0")
+    code, patched = await _send(api, "PATCH", f"{DEPLOYS}/web", {"spec": {"replicas": 2**32 + 3}}, SMP)
+    assert (code, patched["spec"]["replicas"]) == (200, 3)
+    code, status = await _send(api, "PATCH", f"{DEPLOYS}/web", {"spec": {"replicas": 2**32 + 3}}, MERGE)
+    assert code == 422 and _invalid(status)[1] == ("json: cannot unmarshal number 4294967299 into Go struct field "
+                                                   "DeploymentSpec.spec.replicas of type int32")
