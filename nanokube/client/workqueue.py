@@ -15,10 +15,10 @@ from collections.abc import Hashable, Iterator
 from prometheus_client import CollectorRegistry
 
 from ..clock import REAL, Clock
-from ..machinery.metrics import Family
+from ..machinery.metrics import Family, exponential_buckets
 
-#: client-go's workqueue histogram buckets (ExponentialBuckets(10e-7, 10, 10)): 1us to 1000s
-BUCKETS = tuple(10.0 ** e for e in range(-6, 4))
+#: component-base's workqueue histogram buckets (ExponentialBuckets(10e-9, 10, 10)): 10 ns to 10 s
+BUCKETS = exponential_buckets(10e-9, 10, 10)
 
 
 class QueueStats:
@@ -48,19 +48,24 @@ class WorkQueueMetrics:
         self._stats: dict[str, QueueStats] = {}
         r = self._families = CollectorRegistry()
         label = ["name"]
-        self.depth = Family("gauge", "workqueue_depth", "Items waiting in the work queue now.", label, r)
-        self.adds = Family("counter", "workqueue_adds_total", "Items added to the work queue.", label, r)
+        # component-base's HELP texts (metrics/prometheus/workqueue), all ALPHA
+        self.depth = Family("gauge", "workqueue_depth", "[ALPHA] Current depth of workqueue", label, r)
+        self.adds = Family("counter", "workqueue_adds_total", "[ALPHA] Total number of adds handled by workqueue",
+                           label, r)
         self.queue_duration = Family("histogram", "workqueue_queue_duration_seconds",
-                                     "Seconds an item waits in the work queue before a worker gets it.", label, r,
-                                     BUCKETS)
+                                     "[ALPHA] How long in seconds an item stays in workqueue before being requested.",
+                                     label, r, BUCKETS)
         self.work_duration = Family("histogram", "workqueue_work_duration_seconds",
-                                    "Seconds a worker spends on an item from the work queue.", label, r, BUCKETS)
+                                    "[ALPHA] How long in seconds processing an item from workqueue takes.", label, r,
+                                    BUCKETS)
         self.unfinished = Family("gauge", "workqueue_unfinished_work_seconds",
-                                 "Seconds of work in progress not yet counted in work_duration; a steady rise "
-                                 "means stuck workers.", label, r)
+                                 "[ALPHA] How many seconds of work has done that is in progress and hasn't been "
+                                 "observed by work_duration. Large values indicate stuck threads. One can deduce the "
+                                 "number of stuck threads by observing the rate at which this increases.", label, r)
         self.longest = Family("gauge", "workqueue_longest_running_processor_seconds",
-                              "Seconds the longest-running worker of the queue has been at its item.", label, r)
-        self.retries = Family("counter", "workqueue_retries_total", "Delayed (retried) adds to the work queue.",
+                              "[ALPHA] How many seconds has the longest running processor for workqueue been running.",
+                              label, r)
+        self.retries = Family("counter", "workqueue_retries_total", "[ALPHA] Total number of retries handled by workqueue",
                               label, r)
 
     def stats(self, name: str) -> QueueStats | None:

@@ -170,6 +170,9 @@ async def test_metered_queue_counts_adds_depth_and_the_waits_as_client_go():
     assert sample("workqueue_work_duration_seconds_count") == 1
     assert sample("workqueue_work_duration_seconds_bucket", le="1.0") == 0
     assert sample("workqueue_work_duration_seconds_bucket", le="10.0") == 1
+    # component-base's bounds: ExponentialBuckets(10e-9, 10, 10), 10 ns to 10 s
+    assert sample("workqueue_work_duration_seconds_bucket", le="1e-08") == 0
+    assert sample("workqueue_work_duration_seconds_bucket", le="100.0") is None
     assert sample("workqueue_unfinished_work_seconds") == 0
     assert sample("workqueue_longest_running_processor_seconds") == 0
     assert sample("workqueue_retries_total") == 0
