@@ -78,6 +78,11 @@ def volume_mismatch(pv: dict, pvc: dict) -> str:
     return ""
 
 
+def _same_mode(pv: dict, pvc: dict) -> bool:
+    return ((pv.get("spec") or {}).get("volumeMode") or "Filesystem") == \
+        ((pvc.get("spec") or {}).get("volumeMode") or "Filesystem")
+
+
 def _fits(pv: dict, pvc: dict, node: dict | None) -> bool:
     if volume_mismatch(pv, pvc):
         return False
@@ -100,8 +105,8 @@ def find_matching_volume(pvc: dict, volumes: list[dict], node: dict | None = Non
         if name in taken or (wanted and name != wanted) or pv["metadata"].get("deletionTimestamp"):
             continue
         ref = (pv.get("spec") or {}).get("claimRef")
-        if ref:
-            if claim_ref_matches(pv, pvc) and _fits(pv, pvc, node):
+        if ref:  # IsVolumeBoundToClaim: a volume made for the claim is its own, whatever its size or classes
+            if claim_ref_matches(pv, pvc) and _same_mode(pv, pvc) and (node is None or node_affinity_matches(pv, node)):
                 return pv
             continue
         if delayed or (pv.get("status") or {}).get("phase") not in ("Available", "Pending", None, ""):

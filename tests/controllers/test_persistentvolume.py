@@ -261,3 +261,8 @@ async def test_a_requested_volume_that_does_not_fit_says_why(env):
     bound = await eventually(phase_is(client, "persistentvolumeclaims", "fancy", "Bound", "default"))
     assert bound["spec"]["volumeName"] == "gold" and bound["status"]["currentVolumeAttributesClassName"] == "gold"
     assert (await state(client, "persistentvolumeclaims", "any", "default"))["status"]["phase"] == "Pending"
+    # a volume provisioned for a claim (claimRef) is bound to it even without the claim's attributes class
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "now"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate"})
+    await pvcs.create(claim("made", storageClassName="now", volumeAttributesClassName="gold"))
+    await eventually(phase_is(client, "persistentvolumeclaims", "made", "Bound", "default"))
