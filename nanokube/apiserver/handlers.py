@@ -614,6 +614,7 @@ class APIHandlers:
 
     async def _list(self, request: web.Request, res: Resource, version: str, namespace: str | None) -> web.Response:
         q = request.query
+        integer(q, "timeoutSeconds")  # decoded with the list's options (before limit, in ListOptions' order): a 400
         limit = max(integer(q, "limit") or 0, 0)  # (a negative limit is none, as upstream's storage reads it)
         kind = _accept(request)
         encoded: list[bytes | None] = []

@@ -61,3 +61,20 @@ async def test_an_exact_revision_the_cache_cannot_serve_is_answered_as_etcd_answ
         assert (old[0], old[1]["reason"], old[1]["message"]) == (410, "Expired", "The resourceVersion for the provided list is too old.")
     finally:
         await server.stop()
+
+
+async def test_a_list_decodes_its_timeout_seconds_as_an_int64():
+    """ListOptions are decoded whole before the list is read: a timeoutSeconds that is not an int64
+    is a 400 for a list too (before a bad limit), not only for a watch."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(cms, params={"timeoutSeconds": "abc", "limit": "x"}) as r:
+                got = r.status, (await r.json())["message"]
+            async with s.get(cms, params={"timeoutSeconds": "30"}) as r:
+                assert r.status == 200
+        assert got == (400, 'strconv.ParseInt: parsing "abc": invalid syntax')
+    finally:
+        await server.stop()
