@@ -275,12 +275,14 @@ async def test_creation_skew_is_observed(env):
     await client.resource("batch", "v1", "cronjobs").create(cronjob())
     await clock.advance(60)
     await eventually(lambda: _named(client, "tick-"))
-    from prometheus_client import generate_latest
+    from nanokube.metrics.exposition import render
 
     ctrl_metrics = [c for c in _controllers if isinstance(c, CronJobController)][0].metrics
-    text = generate_latest(ctrl_metrics.registry).decode()
-    assert "cronjob_controller_job_creation_skew_duration_seconds_count 1.0" in text
-    assert 'cronjob_controller_job_creation_skew_duration_seconds_bucket{le="1.0"} 1.0' in text
+    text = render(ctrl_metrics.registry).decode()  # as /metrics serves it
+    assert "cronjob_controller_job_creation_skew_duration_seconds_count 1\n" in text
+    assert 'cronjob_controller_job_creation_skew_duration_seconds_bucket{le="1"} 1\n' in text
+    assert ("# HELP cronjob_controller_job_creation_skew_duration_seconds [STABLE] Time between when a cronjob is "
+            "scheduled to be run, and when the corresponding job is created\n") in text
 
 
 async def deny_jobs(client, operation: str) -> None:
