@@ -77,7 +77,7 @@ class EventTTL:
         self.ttl = int(ttl)
         self.reuse = min(int(REUSE_PERCENT * self.ttl), REUSE_SECONDS)
         self.object_counts = Family("histogram", "etcd_lease_object_counts",
-                                    "Number of objects attached to a single etcd lease.", [], registry,
+                                    "[ALPHA] Number of objects attached to a single etcd lease.", [], registry,
                                     _OBJECT_COUNT_BUCKETS).labels()
         #: (expiry, grant order, lease): the leases by expiry
         self._leases: list[tuple[float, int, _Lease]] = []

@@ -47,9 +47,9 @@ class PodResourceCollector:
 
     def _families(self) -> list[Metric]:
         return [Metric("kube_pod_resource_request",
-                       "Resources requested by workloads on the cluster, broken down by pod. " + _ABOUT, "gauge"),
+                       "[STABLE] Resources requested by workloads on the cluster, broken down by pod. " + _ABOUT, "gauge"),
                 Metric("kube_pod_resource_limit",
-                       "Resources limit for workloads on the cluster, broken down by pod. " + _ABOUT, "gauge")]
+                       "[STABLE] Resources limit for workloads on the cluster, broken down by pod. " + _ABOUT, "gauge")]
 
     def collect(self) -> list[Metric]:
         requests, limits = families = self._families()

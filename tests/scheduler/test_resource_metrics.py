@@ -45,6 +45,7 @@ def test_requests_and_limits_by_pod_and_resource():
               node="n1", priority=1000, overhead={"cpu": "100m", "memory": "10Mi"})
     got, text = samples([web])
     assert "# TYPE kube_pod_resource_request gauge" in text and "# TYPE kube_pod_resource_limit gauge" in text
+    assert "# HELP kube_pod_resource_request [STABLE] Resources requested by workloads on the cluster" in text
     assert got == {
         # requests: both containers, then the overhead on every resource
         key("kube_pod_resource_request", "web", "cpu", "cores", priority="1000"): 0.6,
