@@ -311,8 +311,13 @@ class APIHandlers:
             resp = await self._route(request, path, labels)
             code = resp.status
             if labels[5] and not resp.prepared:
+                # a deprecated version's warning comes first, as upstream's handler adds it before the
+                # request's own (the body's unknown fields, the kind's warnings)
+                later = resp.headers.popall("Warning", [])
                 for w in labels[5]:
                     resp.headers.add("Warning", warning_header(w))
+                for h in later:
+                    resp.headers.add("Warning", h)
             return resp
         except errors.APIError as e:
             code = e.code

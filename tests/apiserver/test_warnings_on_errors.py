@@ -39,3 +39,15 @@ async def test_a_refused_write_carries_the_warnings_of_its_decoding():
         }
     finally:
         await server.stop()
+
+
+async def test_a_deprecated_versions_warning_comes_before_the_requests_own():
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    eps = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/endpoints"
+    try:
+        async with aiohttp.ClientSession() as s, s.post(eps, json={"metadata": {"name": "e"}, "bogus": 1}) as r:
+            got = r.status, r.headers.getall("Warning", [])
+        assert got == (201, ['299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"', UNKNOWN])
+    finally:
+        await server.stop()
