@@ -81,7 +81,10 @@ async def test_static_local_volumes_pin_pods_and_are_never_shared(env):
     assert await eventually(bound(pods, "pa")) == "n2"
     assert (await claims.get("a", "default"))["spec"]["volumeName"] == "on-n2"
     await pods.create(claim_pod("pb", "b"))
-    assert "3 node(s) didn't find available persistent volumes to bind" in await eventually(unschedulable(pods, "pb"))
+    # UnschedulableAndUnresolvable, as every VolumeBinding Filter reason: preemption cannot help
+    assert await eventually(unschedulable(pods, "pb")) == (
+        "0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
 
 
 async def test_missing_and_unbound_immediate_claims_keep_the_pod_pending(env):

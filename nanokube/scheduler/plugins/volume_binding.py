@@ -139,7 +139,7 @@ class VolumeBinding:
             sc = self.classes.get(claim_class(pvc)) or {}
             if not sc.get("provisioner") or sc["provisioner"] == "kubernetes.io/no-provisioner" \
                     or not _topology_allows(sc, n):
-                return unschedulable(NO_VOLUMES)
+                return unschedulable(NO_VOLUMES, resolvable=False)
             choice[key] = ""
         cyc.found[node.name] = choice
         return None
