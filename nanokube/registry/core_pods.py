@@ -1390,8 +1390,8 @@ class PodStrategy(Strategy):
         spec, st = obj.get("spec") or {}, obj.get("status") or {}
         if not spec.get("nodeName") or st.get("phase") in ("Succeeded", "Failed"):
             return 0
-        if requested is not None:
-            return max(int(requested), 0)
+        if requested is not None:  # a negative one is a second (BeforeDelete's "1s"), not at once
+            return 1 if int(requested) < 0 else int(requested)
         grace = spec.get("terminationGracePeriodSeconds")
         return 30 if grace is None else max(int(grace), 0)
 

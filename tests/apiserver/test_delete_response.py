@@ -55,3 +55,22 @@ async def test_a_delete_collection_answers_with_the_list_it_read():
         assert [o["metadata"]["name"] for o in left["items"]] == ["c"]
     finally:
         await server.stop()
+
+
+async def test_a_negative_grace_period_on_a_pod_is_one_second():
+    """BeforeDelete (and the pod strategy's CheckGracefulDelete) treat a negative grace period as 1s:
+    a pod on a node is marked for deletion in a second, not removed at once."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    pods = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/pods"
+    spec = {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]}
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(pods, json={"metadata": {"name": "p"}, "spec": spec}) as r:
+                assert r.status == 201, await r.text()
+            async with s.delete(f"{pods}/p", json={"gracePeriodSeconds": -5}) as r:
+                md = (await r.json())["metadata"]
+                got = r.status, md.get("deletionGracePeriodSeconds"), "deletionTimestamp" in md
+        assert got == (200, 1, True)
+    finally:
+        await server.stop()
