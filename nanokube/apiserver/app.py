@@ -100,7 +100,7 @@ class APIServer:
         self.metrics = APIMetrics(clock)
         #: the health checks /healthz, /livez and /readyz ran, served at /metrics/slis
         self.slis = healthz.HealthSLIs()
-        self.store = InstrumentedStore(store, self.metrics.storage_latency)
+        self.store = InstrumentedStore(store, self.metrics)
         self.clock = clock
         self.pki = pki
         self.host, self.port = host, port

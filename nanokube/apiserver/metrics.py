@@ -119,6 +119,13 @@ class APIMetrics:
             "histogram", "etcd_request_duration_seconds",
             "[ALPHA] Etcd request latency in seconds for each operation and object type.",
             ["operation", "group", "resource"], self.registry, _REQUEST_BUCKETS)
+        self.storage_requests = Family(
+            "counter", "etcd_requests_total", "[ALPHA] Etcd request counts for each operation and object type.",
+            ["operation", "group", "resource"], self.registry)
+        self.storage_errors = Family(
+            "counter", "etcd_request_errors_total",
+            "[ALPHA] Etcd failed request counts for each operation and object type.",
+            ["operation", "group", "resource"], self.registry)
         self.storage_objects = Family(
             "gauge", "apiserver_storage_objects", "[STABLE] (Deprecated since 1.34.0) [DEPRECATED, consider using "
             "apiserver_resource_objects instead] Number of stored objects at the time of last check split by kind. "

@@ -1,4 +1,5 @@
-"""Wraps a Store to record per-operation latency, by group and resource (etcd_request_duration_seconds)."""
+"""Wraps a Store to record each request to it as kube-apiserver's etcd3 store records its etcd
+requests (RecordEtcdRequest): latency, count, and failures, by operation, group and resource."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import AsyncIterator
 
-from .interface import KV, Event, Store
+from .interface import KV, Event, Store, Unavailable
 
 
 def _group_resource(key: str) -> tuple[str, str]:
@@ -17,18 +18,26 @@ def _group_resource(key: str) -> tuple[str, str]:
 
 
 class InstrumentedStore(Store):
-    def __init__(self, inner: Store, histogram) -> None:
-        self.inner = inner
-        self._h = histogram
-        #: the histogram's children by (operation, group, resource)
-        self._children: dict[tuple[str, str, str], object] = {}
+    """`metrics`: the API server's (etcd_request_duration_seconds, etcd_requests_total and
+    etcd_request_errors_total). A failure is the store's (Unavailable), as an etcd client's error
+    is upstream's: a key that exists, is missing or moved on is a request answered."""
 
-    def _obs(self, op: str, key: str, t0: float) -> None:
+    def __init__(self, inner: Store, metrics) -> None:
+        self.inner = inner
+        self._latency = metrics.storage_latency
+        self._requests, self._errors = metrics.storage_requests, metrics.storage_errors
+        #: the latency and count children by (operation, group, resource)
+        self._children: dict[tuple[str, str, str], tuple] = {}
+
+    def _obs(self, op: str, key: str, t0: float, failed: bool) -> None:
         labels = (op, *_group_resource(key))
-        child = self._children.get(labels)
-        if child is None:
-            child = self._children[labels] = self._h.labels(*labels)
-        child.observe(time.perf_counter() - t0)
+        series = self._children.get(labels)
+        if series is None:
+            series = self._children[labels] = (self._latency.labels(*labels), self._requests.labels(*labels))
+        series[0].observe(time.perf_counter() - t0)
+        series[1].inc()
+        if failed:
+            self._errors.labels(*labels).inc()
 
     async def start(self) -> None:
         await self.inner.start()
@@ -37,39 +46,54 @@ class InstrumentedStore(Store):
         await self.inner.close()
 
     async def get(self, key: str) -> KV | None:
-        t0 = time.perf_counter()
+        t0, failed = time.perf_counter(), False
         try:
             return await self.inner.get(key)
+        except Unavailable:
+            failed = True
+            raise
         finally:
-            self._obs("get", key, t0)
+            self._obs("get", key, t0, failed)
 
     async def list(self, prefix: str) -> tuple[list[KV], int]:
-        t0 = time.perf_counter()
+        t0, failed = time.perf_counter(), False
         try:
             return await self.inner.list(prefix)
+        except Unavailable:
+            failed = True
+            raise
         finally:
-            self._obs("list", prefix, t0)
+            self._obs("list", prefix, t0, failed)
 
     async def create(self, key: str, value: bytes) -> KV:
-        t0 = time.perf_counter()
+        t0, failed = time.perf_counter(), False
         try:
             return await self.inner.create(key, value)
+        except Unavailable:
+            failed = True
+            raise
         finally:
-            self._obs("create", key, t0)
+            self._obs("create", key, t0, failed)
 
     async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
-        t0 = time.perf_counter()
+        t0, failed = time.perf_counter(), False
         try:
             return await self.inner.update(key, value, expected_mod_revision)
+        except Unavailable:
+            failed = True
+            raise
         finally:
-            self._obs("update", key, t0)
+            self._obs("update", key, t0, failed)
 
     async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
-        t0 = time.perf_counter()
+        t0, failed = time.perf_counter(), False
         try:
             return await self.inner.delete(key, expected_mod_revision)
+        except Unavailable:
+            failed = True
+            raise
         finally:
-            self._obs("delete", key, t0)
+            self._obs("delete", key, t0, failed)
 
     async def current_revision(self) -> int:
         return await self.inner.current_revision()

@@ -12,6 +12,7 @@ import pytest
 from nanokube.apiserver.app import APIServer
 from nanokube.clock import VirtualClock
 from nanokube.pki.ca import ensure_pki
+from nanokube.store.interface import Unavailable
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_request_body import admin_context
 from tests.controllers import eventually
@@ -154,3 +155,42 @@ async def test_a_read_requests_response_size_is_observed(api):
     buckets = [line.split('le="')[-1].split('"')[0] for line in text.splitlines()
                if line.startswith('apiserver_response_sizes_bucket{') and 'verb="LIST"' in line]
     assert buckets == ["1000", "10000", "100000", "1e+06", "1e+07", "1e+08", "1e+09", "+Inf"]
+
+
+class _FlakyStore(MemoryStore):
+    """A store whose next create of a pod template fails as an unreachable etcd does."""
+
+    fail_next = False
+
+    async def create(self, key: str, value: bytes):
+        if self.fail_next and "/podtemplates/" in key:
+            self.fail_next = False
+            raise Unavailable("etcdserver: request timed out")
+        return await super().create(key, value)
+
+
+async def test_storage_requests_and_their_failures_are_counted(tmp_path):
+    """etcd_requests_total and etcd_request_errors_total (RecordEtcdRequest): every request to the
+    store, and those the store failed; an existing key is an answer, not a failure."""
+    pki, store = ensure_pki(str(tmp_path)), _FlakyStore()
+    s = APIServer(store, pki, port=0)
+    await s.start()
+    try:
+        async with aiohttp.ClientSession(f"https://127.0.0.1:{s.port}",
+                                         connector=aiohttp.TCPConnector(ssl=admin_context(pki, tmp_path))) as http:
+            body = {"metadata": {"name": "a"}, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+            store.fail_next = True
+            async with http.post("/api/v1/namespaces/default/podtemplates", json=body) as r:
+                assert r.status >= 500
+            await create(http, "/api/v1/namespaces/default/podtemplates", body)
+            async with http.post("/api/v1/namespaces/default/podtemplates", json=body) as r:
+                assert r.status == 409
+            text = await scrape(http)
+    finally:
+        await s.stop()
+    labels = 'group="",operation="create",resource="podtemplates"'
+    assert value(text, f"etcd_requests_total{{{labels}}}") == 3  # the failed create, the create, the existing key
+    assert value(text, f"etcd_request_duration_seconds_count{{{labels}}}") == 3
+    assert value(text, f"etcd_request_errors_total{{{labels}}}") == 1
+    assert "# HELP etcd_request_errors_total [ALPHA] Etcd failed request counts for each operation and object type.\n" \
+        in text
