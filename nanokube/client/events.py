@@ -16,6 +16,7 @@ between two reports is another object to the cache.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import socket
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 FINISH_TIME = 360.0
 REFRESH_TIME = 1800.0
 MAX_TRIES = 12
+#: upstream's maxQueuedEvents: Events `post`ed and not yet written, past which new ones are dropped
+MAX_QUEUED = 1000
 RETRY_SLEEP = 10.0
 SMP = "application/strategic-merge-patch+json"
 
@@ -64,20 +67,61 @@ class EventBroadcaster:
         self._seq = 0
         self._filled = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        #: Events `post`ed for the writer task, and the writer's wake-up while it waits for them
+        self._queue: collections.deque[dict] = collections.deque()
+        self._posted: asyncio.Future | None = None
+        self._writer: asyncio.Task | None = None
+        self._stopped = False
 
     def recorder(self, controller: str, instance: str | None = None) -> EventRecorder:
         """Events reported by `controller` (reportingInstance `controller-hostname` by default)."""
         return EventRecorder(self, controller, instance or f"{controller}-{socket.gethostname()}")
 
     def start(self) -> None:
+        self._stopped = False
         self._tasks = [asyncio.create_task(self._every(REFRESH_TIME, self.refresh)),
                        asyncio.create_task(self._every(FINISH_TIME, self.finish))]
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        """Ends the loops and the writer; Events still queued are dropped, as upstream's are once
+        its broadcaster is shut down."""
+        tasks = self._tasks + ([self._writer] if self._writer is not None else [])
+        for t in tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks, self._writer, self._stopped = [], None, True
+        self._queue.clear()
+
+    def post(self, event: dict) -> None:
+        """Queues an Event `record` returned for the broadcaster's writer task, which `write`s them
+        in turn, and returns: as upstream's recorder hands its Events to the broadcaster's channel,
+        so a slow or failing API server delays no caller (a scheduler's failure report, then its
+        PodScheduled=False, waited on each Event's write). With MAX_QUEUED waiting the Event is
+        dropped, as upstream's broadcaster drops one when its queue is full."""
+        if self._stopped:
+            return
+        if len(self._queue) >= MAX_QUEUED:
+            log.warning("event queue full: dropping event %s/%s", event["metadata"].get("namespace"),
+                        event["metadata"]["name"])
+            return
+        self._queue.append(event)
+        if self._posted is not None and not self._posted.done():
+            self._posted.set_result(None)
+        elif self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write_posted())
+
+    async def _write_posted(self) -> None:
+        """The writer task: each posted Event's `write`, in the order posted."""
+        loop = asyncio.get_running_loop()
+        while True:
+            while self._queue:
+                try:
+                    await self.write(self._queue.popleft())
+                except Exception:
+                    log.exception("writing an event")
+            self._posted = loop.create_future()
+            await self._posted
+            self._posted = None
 
     async def _every(self, period: float, run) -> None:
         """`run` every `period`, as upstream's wait.Until; while the cache is empty no timer is

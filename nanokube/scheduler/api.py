@@ -72,10 +72,12 @@ class SchedulerAPI:
         return recorder.record(reference(pod), related, type_, reason, ACTIONS.get(reason, "Scheduling"), note)
 
     async def event(self, pod: dict, type_: str, reason: str, note: str, related: dict | None = None) -> None:
-        """`record_event`, waiting for its write; a failed write is logged, never raised."""
+        """`record_event`, its write queued; a failed write is logged, never raised."""
         await self.write(self.record_event(pod, type_, reason, note, related))
 
     async def write(self, event: dict | None) -> None:
-        """The write of an Event `record_event` returned, if any."""
+        """Queues the write of an Event `record_event` returned, if any, for the broadcaster's
+        writer task (EventBroadcaster.post): no caller waits for it, as none of kube-scheduler's
+        waits for its recorder."""
         if event is not None:
-            await self.broadcaster.write(event)
+            self.broadcaster.post(event)
