@@ -32,6 +32,7 @@ from .namespace import NamespaceController
 from .nodelifecycle import NodeLifecycleController
 from .nodelifecycle import options_from_env as node_lifecycle_options
 from .persistentvolume import PersistentVolumeController
+from .podgc import PodGCController
 from .podgroup_protection import PodGroupProtectionController
 from .pv_protection import PVProtectionController
 from .pvc_protection import PVCProtectionController
@@ -79,6 +80,7 @@ CLIENT_NAMES = {
     "persistentvolume-binder-controller": "persistent-volume-binder",
     "persistentvolumeclaim-protection-controller": "pvc-protection-controller",
     "persistentvolume-protection-controller": "pv-protection-controller",
+    "pod-garbage-collector-controller": "pod-garbage-collector",
     "horizontal-pod-autoscaler-controller": "horizontal-pod-autoscaler",
     "node-lifecycle-controller": "node-controller",
     "taint-eviction-controller": "node-controller",
@@ -111,7 +113,7 @@ CONTROLLERS = [
     StatefulSetController, JobController, CronJobController, TTLAfterFinishedController, DisruptionController,
     PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,
     PVProtectionController, EphemeralVolumeController, HPAController, NodeLifecycleController,
-    TaintEvictionController, DeviceTaintEvictionController, ValidatingAdmissionPolicyStatusController,
+    TaintEvictionController, PodGCController, DeviceTaintEvictionController, ValidatingAdmissionPolicyStatusController,
     StorageVersionMigrator, ServiceCIDRController, ResourcePoolStatusRequestController, CSRApprovingController,
     CSRCleanerController,
 ]

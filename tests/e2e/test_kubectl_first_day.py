@@ -4,7 +4,7 @@ against what they show on an upstream cluster."""
 
 from __future__ import annotations
 
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import running_cluster, wait_for
 
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable:NoSchedule"
 
@@ -97,3 +97,25 @@ def test_describe_of_a_namespace_stuck_terminating_shows_what_holds_it(cluster):
     cluster.kubectl("patch", "configmap", "held", "-n", "first-day-stuck", "--type=json", "-p",
                     '[{"op": "remove", "path": "/metadata/finalizers"}]')
     cluster.kubectl("wait", "--for=delete", "namespace/first-day-stuck", "--timeout=30s")
+
+
+def test_deleting_a_node_has_its_pods_garbage_collected_and_replaced():
+    """PodGC: 40 s after `kubectl delete node` the pods bound to it are marked Failed (DisruptionTarget
+    DeletionByPodGC) and force-deleted, so their ReplicaSet makes new ones on a node that exists."""
+    with running_cluster("podgc") as c:
+        c.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2")
+        pods = wait_for(lambda: (got := c.kubectl_json("get", "pods", "-l", "app=web")["items"])
+                        and len(got) == 2 and all(p["spec"].get("nodeName") for p in got) and got, what="two bound pods")
+        node = pods[0]["spec"]["nodeName"]
+        doomed = {p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] == node}
+        c.kubectl("delete", "node", node)
+        for name in doomed:
+            c.kubectl("wait", "--for=delete", f"pod/{name}", "--timeout=90s", timeout=100)
+        now = wait_for(lambda: (got := c.kubectl_json("get", "pods", "-l", "app=web")["items"])
+                       and len(got) == 2 and all(p["spec"].get("nodeName") for p in got) and got,
+                       what="two pods again")
+        assert node not in {p["spec"]["nodeName"] for p in now}
+        by_gc = [(e["verb"], e["requestURI"].rsplit("/", 1)[-1]) for e in c.audit_events()
+                 if e["userAgent"].endswith("/pod-garbage-collector")]
+        for name in doomed:
+            assert ("patch", "status") in by_gc and ("delete", name) in by_gc

@@ -144,6 +144,11 @@ RULES: dict[str, list[dict]] = {
         _r(["watch"], "", "events"),
         _r(["get"], "", "services"),
     ],
+    "pod-garbage-collector": [
+        _r(["list", "watch", "delete"], "", "pods"),
+        _r(_RO, "", "nodes"),
+        _r(["patch"], "", "pods/status"),
+    ],
     "podgroup-protection-controller": [
         _r(["get", "list", "update", "watch"], "scheduling.k8s.io", "podgroups"),
         _r(_RO, "", "pods"),
