@@ -716,8 +716,9 @@ class APIHandlers:
         async def emit(ev: tuple[str, dict]) -> None:
             nonlocal columns_sent
             typ, obj = ev
-            if typ == "BOOKMARK":
-                line = dumps({"type": typ, "object": obj}) + b"\n"
+            if typ == "BOOKMARK":  # transformed as any event's object: a metadata watch's is PartialObjectMetadata
+                partial = kind in ("partial", "partiallist")
+                line = dumps({"type": typ, "object": tables.partial_metadata(obj, mv) if partial else obj}) + b"\n"
             elif kind == "table":
                 e = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
                 stored = e.obj if e and typ != "DELETED" else obj

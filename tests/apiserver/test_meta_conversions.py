@@ -87,3 +87,20 @@ async def test_partial_object_metadata_of_a_list_or_a_list_of_one_object_is_not_
             assert code == 404
     finally:
         await server.stop()
+
+
+async def test_a_metadata_watch_bookmark_is_partial_object_metadata():
+    """A metadata informer's watch (as=PartialObjectMetadata, bookmarks allowed, as client-go's
+    reflector asks) gets its BOOKMARK events transformed like its other events: a
+    PartialObjectMetadata a metadata client can decode, not the resource's kind."""
+    server, base = await _server()
+    url = f"{base}/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&timeoutSeconds=1"
+    try:
+        async with aiohttp.ClientSession() as s, s.get(url, headers={"Accept": PARTIAL.format("v1")}) as r:
+            events = [orjson.loads(line) for line in (await r.read()).splitlines()]
+        bookmark = events[-1]
+        assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+        assert (bookmark["object"]["kind"], bookmark["object"]["apiVersion"]) == ("PartialObjectMetadata", "meta.k8s.io/v1")
+        assert bookmark["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    finally:
+        await server.stop()
