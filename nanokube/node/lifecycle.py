@@ -804,13 +804,18 @@ class PodWorker:
                                                   "accessed by the pod", path)
         return False
 
-    async def _ensure_config(self, c: dict) -> bool:
-        """The ConfigMaps and Secrets container `c`'s environment names (envvars.py): while one, or
-        a key of it, that is not optional is missing, its start fails with CreateContainerConfigError
-        (Warning Failed 'Error: ...'), tried again each SYNC_RETRY. True if the pod was deleted or ran
-        past its active deadline meanwhile."""
+    async def _ensure_config(self, c: dict, blocked: dict[str, str] | None = None) -> bool:
+        """The ConfigMaps and Secrets container `c`'s environment names (envvars.py), read again at
+        each of its starts: while one, or a key of it, that is not optional is missing, its start
+        fails with CreateContainerConfigError (Warning Failed 'Error: ...'), tried again each
+        SYNC_RETRY. With `blocked` (a container restarting while others run on) that is not waited
+        for here: the error is put there by the container's name, for the pod's loop to try again.
+        True if the pod was deleted or ran past its active deadline meanwhile."""
         while error := await environment_error(self.agent.volumes.watched, self.namespace, c):
             await self._event("Warning", "Failed", f"Error: {error}", field_path(self.pod, c["name"]))
+            if blocked is not None:
+                blocked[c["name"]] = error
+                return False
             await self._image_waiting(c, "CreateContainerConfigError", error)
             if await self._wait(self.clock.monotonic() + SYNC_RETRY, active=True):
                 return True
@@ -868,14 +873,19 @@ class PodWorker:
         phase = "Running" if (self.pod.get("status") or {}).get("phase") == "Running" else "Pending"
         await self._write(phase, statuses, False, now, "ContainersNotReady")
 
-    async def _start_events(self, containers: list[dict], interruptible: bool = True) -> bool:
+    async def _start_events(self, containers: list[dict], interruptible: bool = True,
+                            blocked: dict[str, str] | None = None) -> bool:
         """What the kubelet records as it starts each of `containers` in turn (startContainer): its
-        image ensured, then Created and Started. True if the pod was deleted or ran past its active
-        deadline meanwhile."""
+        image ensured, then Created and Started; with `blocked`, one whose environment cannot be
+        made is left there (`_ensure_config`) and not started. True if the pod was deleted or ran
+        past its active deadline meanwhile."""
         for c in containers:
             self.starting = c["name"]
-            if await self._ensure_image(c, interruptible) or (interruptible and await self._ensure_config(c)):
+            if await self._ensure_image(c, interruptible) or \
+                    (interruptible and await self._ensure_config(c, blocked)):
                 return True
+            if blocked and c["name"] in blocked:
+                continue
             path = field_path(self.pod, c["name"])
             await self._event("Normal", "Created", "Container created", path)
             await self._event("Normal", "Started", "Container started", path)
@@ -977,7 +987,8 @@ class PodWorker:
         backoff: dict[str, float] = {}  # when each app container waiting to restart starts again
         while True:
             if starting or together:
-                if await self._start_events(starting):
+                blocked: dict[str, str] = {}
+                if await self._start_events(starting, blocked=None if together else blocked):
                     first = not (adopted or self.started_at or self.restarts)
                     await (self._never_started() if first else self._terminate())
                     return
@@ -993,7 +1004,10 @@ class PodWorker:
                     if write:
                         self.started_at = now
                 else:
-                    running = starting
+                    for name, error in blocked.items():  # tried again at the next sync, the others running on
+                        self.waiting[name] = {"waiting": {"reason": "CreateContainerConfigError", "message": error}}
+                        backoff[name] = self.clock.monotonic() + SYNC_RETRY
+                    running = [c for c in starting if c["name"] not in blocked]
                     for c in running:
                         self.io.start(c["name"], image_ref(c.get("image", "")), self._program(c))
                         self.own_started[c["name"]] = now

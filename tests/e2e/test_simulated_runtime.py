@@ -119,3 +119,35 @@ def test_run_rm_interactive_of_a_command_prints_its_output_and_exits_with_its_co
                         "echo bye; exit 3", input="", check=False, timeout=60)
     assert (r.returncode, r.stdout.splitlines()[0] if r.stdout else "") == (3, "bye"), r.stderr
     assert "pod default/t3 terminated (Error)" in r.stderr
+
+
+CONFIGURED = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "configured", "namespace": "default"}, "spec": {
+    "restartPolicy": "OnFailure",
+    "containers": [{"name": "app", "image": "busybox", "command": ["sh", "-c", "sleep 1; exit 1"],
+                    "env": [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "mode"}}}]},
+                   {"name": "side", "image": "busybox", "command": ["sh", "-c", "sleep 15"]}]}}
+
+
+def test_a_restarting_container_makes_its_environment_again_while_the_others_run_on(cluster):
+    """The kubelet makes a container's environment at each of its starts: a ConfigMap deleted while
+    the container runs keeps its restart waiting in CreateContainerConfigError (a Warning Failed
+    event), tried again at each sync, while the pod's other container runs on and ends on its own
+    meanwhile; once the ConfigMap is there again the container starts."""
+    cluster.kubectl("create", "configmap", "app-config", "--from-literal=mode=fast")
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(CONFIGURED))
+    wait_for(lambda: "running" in _statuses(cluster, "configured").get("app", {}).get("state", {}), 60, "app running")
+    cluster.kubectl("delete", "configmap", "app-config")
+    state = wait_for(lambda: (s := _statuses(cluster, "configured")["app"]["state"].get("waiting") or {})
+                     .get("reason") == "CreateContainerConfigError" and s, 40, "app in CreateContainerConfigError")
+    assert state["message"] == 'configmap "app-config" not found'
+    statuses = _statuses(cluster, "configured")
+    assert statuses["app"]["restartCount"] == 1 and statuses["app"]["lastState"]["terminated"]["exitCode"] == 1
+    assert "running" in statuses["side"]["state"] and statuses["side"]["restartCount"] == 0
+    events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=configured")["items"]
+    assert any(e["reason"] == "Failed" and e["message"] == 'Error: configmap "app-config" not found' for e in events)
+    side = wait_for(lambda: (s := _statuses(cluster, "configured"))["side"]["state"].get("terminated") and s, 30,
+                    "side Completed")
+    assert side["side"]["state"]["terminated"]["exitCode"] == 0
+    assert side["app"]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+    cluster.kubectl("create", "configmap", "app-config", "--from-literal=mode=slow")
+    wait_for(lambda: _statuses(cluster, "configured")["app"]["restartCount"] == 2, 30, "app ran again")
