@@ -27,6 +27,7 @@ are held through it and dropped after it (`drop`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from nanokube import schema as k8s
@@ -76,6 +77,47 @@ def drop(found: list[tuple[dict, str]]) -> None:
         value = parent.get(key)
         if not value and type(value) in (list, dict):
             del parent[key]
+
+
+def validated(held: list[tuple[dict, str]] | None, obj: dict, validate: Callable[[], list]) -> list:
+    """An update's validation errors as upstream's: its validation reads the empty lists the
+    decoding found (`held`, dropped from `obj`) as set, while what compares the update with the
+    stored object (immutability, spec diffs) reads them as none, as apimachinery's semantic
+    equality does. So `validate` runs without them and, when there were any, again with them put
+    back. Upstream's errors are the second run's at a held field, and those both runs report (the
+    second's rendering: ValidateIngressSpec's `Invalid value: []` at spec), then the first's that
+    the second lacks; the second's others only compared `[]` with none."""
+    errs = validate()
+    if not held:
+        return errs
+    paths = {f"{p}.{key}" if p else key for parent, key in held if (p := _path_of(obj, parent)) is not None}
+    for parent, key in held:
+        parent.setdefault(key, [])
+    try:
+        with_empties = validate()
+    finally:
+        drop(held)
+    first, second = {_key(e) for e in errs}, {_key(e) for e in with_empties}
+    return ([e for e in with_empties if e.field in paths or _key(e) in first]
+            + [e for e in errs if e.field not in paths and _key(e) not in second])
+
+
+def _key(e) -> tuple:
+    """A validation error but for the value it shows."""
+    return e.reason, e.field, e.detail
+
+
+def _path_of(obj: Any, target: dict, path: str = "") -> str | None:
+    """The field path of dict `target` inside `obj` (found by identity), or None."""
+    if obj is target:
+        return path
+    items = obj.items() if type(obj) is dict else enumerate(obj) if type(obj) is list else ()
+    for k, v in items:
+        if type(v) in (dict, list):
+            found = _path_of(v, target, f"{path}[{k}]" if type(k) is int else f"{path}.{k}" if path else k)
+            if found is not None:
+                return found
+    return None
 
 
 @functools.cache

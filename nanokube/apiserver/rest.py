@@ -296,8 +296,8 @@ class GenericREST:
                        patched: _Patched | None = None) -> list[str]:
         """Generic decoding: a JSON object, the right kind, sane types; unknown
         fields per fieldValidation. Returns warnings. `changed` (a patch's result): the only
-        top-level fields that can hold what the body brought in. `held` (a create's): where the
-        empty lists its validation reads are (omitempty.drop). `patched`: `obj` is a patch's
+        top-level fields that can hold what the body brought in. `held` (a create's or an update's):
+        where the empty lists its validation reads are (omitempty.drop). `patched`: `obj` is a patch's
         result, whose decoding errors are its (422)."""
         if not isinstance(obj, dict):
             raise errors.bad_request(f"Object '{res.kind}' is invalid: the body must be a JSON object")
@@ -804,7 +804,9 @@ class GenericREST:
         self, res: Resource, version: str, namespace: str | None, name: str, body: Any, opts: WriteOptions,
         subresource: str = "",
     ) -> Result:
-        warnings = self._decode_checks(res, version, body, opts)
+        held: list = []  # the empty lists its validation reads (omitempty.held), back for it only
+        warnings = self._decode_checks(res, version, body, opts, held=held)
+        omitempty.drop(held)
         md = _meta(body)
         check_target(md, name, namespace if res.namespaced else None)
         md["name"] = name
@@ -831,14 +833,17 @@ class GenericREST:
         if rv and rv != str(entry.rev):
             raise errors.conflict(res.group, res.plural, name, errors.STALE)
         if rv:
-            result = await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev)
+            result = await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev,
+                                             held=held)
         else:
-            result = await self._update_unconditionally(res, version, namespace, name, entry, new, opts, subresource)
+            result = await self._update_unconditionally(res, version, namespace, name, entry, new, opts, subresource,
+                                                        held)
         result.warnings[:0] = warnings
         return result
 
     async def _update_unconditionally(self, res: Resource, version: str, namespace: str | None, name: str, entry,
-                                      new: dict, opts: WriteOptions, subresource: str) -> Result:
+                                      new: dict, opts: WriteOptions, subresource: str,
+                                      held: list | None = None) -> Result:
         """An update that names no resourceVersion applies to whatever is stored when it is written:
         one that lost a race with another write is made again from the request on the newer object
         inside the server, as upstream's GuaranteedUpdate does, instead of a 409 to a client that set
@@ -846,7 +851,8 @@ class GenericREST:
         sent = orjson.dumps(new)  # the update mutates `new` as it goes
         for attempt in range(PATCH_ATTEMPTS):
             try:
-                return await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev)
+                return await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev,
+                                               held=held)
             except errors.APIError as e:
                 if e.code != 409 or not e.message.endswith(errors.STALE) or attempt == PATCH_ATTEMPTS - 1:
                     raise
@@ -890,7 +896,7 @@ class GenericREST:
 
     async def _update_from(
         self, res: Resource, version: str, entry, new: dict, opts: WriteOptions, subresource: str, expected_rev: int,
-        managed_fields: list | None = None,
+        managed_fields: list | None = None, held: list | None = None,
     ) -> Result:
         old = entry.obj
         if managed_fields is None:  # tracked before admission, as upstream's update and patch handlers do
@@ -911,7 +917,7 @@ class GenericREST:
         prepared = subresource not in ("status", "approval", "finalize") and subresource not in res.strategy.spec_subresources
         try:
             result = await self._update_admitted(res, version, entry, new, opts, subresource, expected_rev,
-                                                 managed_fields, admission)
+                                                 managed_fields, admission, held)
         except BaseException:
             if prepared:
                 res.strategy.finish_update(new, entry.obj, False)
@@ -923,7 +929,8 @@ class GenericREST:
         return result
 
     async def _update_admitted(self, res: Resource, version: str, entry, new: dict, opts: WriteOptions,
-                               subresource: str, expected_rev: int, managed_fields: list | None, admission) -> Result:
+                               subresource: str, expected_rev: int, managed_fields: list | None, admission,
+                               held: list | None = None) -> Result:
         old = entry.obj
         om, nm = old["metadata"], _meta(new)
         if subresource == "status":
@@ -954,7 +961,7 @@ class GenericREST:
             res.strategy.prepare_for_update(new, old)
             if res.strategy.track_generation and _spec_changed(old, new):
                 nm["generation"] = om.get("generation", 0) + 1
-            errs = res.validate_update(new, old)
+            errs = omitempty.validated(held, new, lambda: res.validate_update(new, old))
         if meta_errs:
             errs = meta_errs + list(errs or [])
         if errs:
@@ -1119,8 +1126,10 @@ class GenericREST:
             if patch_type == "application/apply-patch+yaml":
                 mf = (body.get("metadata") or {}).get("managedFields")
                 popts = WriteOptions(opts.dry_run, "", opts.field_validation, opts.force, opts.user)
+            held: list = []
             warnings = self._decode_checks(res, version, body, popts, _NO_FIELDS if remembered is not None else changed,
-                                           patched=None if apply else _Patched(patch_type, patch))
+                                           held=held, patched=None if apply else _Patched(patch_type, patch))
+            omitempty.drop(held)
             if memo is not None and remembered is None and not warnings:  # no unknown field: checked as it is
                 status_patch.remember(memo, sch, body.get("status"))
             if not status_only:
@@ -1132,7 +1141,7 @@ class GenericREST:
                 if patch_type == "application/apply-patch+yaml":
                     r = await self._update_applied(res, version, entry, new, opts, subresource, mf)
                 else:
-                    r = await self._update_from(res, version, entry, new, opts, subresource, entry.rev)
+                    r = await self._update_from(res, version, entry, new, opts, subresource, entry.rev, held=held)
             except errors.APIError as e:
                 # lost a race with another write: apply the patch again to the newer object (a patch
                 # that names a resourceVersion then fails the precondition above, as upstream)
@@ -1422,7 +1431,7 @@ def _check_fields(obj: dict, sch: dict, changed: set[str] | None,
         return structural.check(obj, sch, True, held=held)
     names = [k for k in obj if k in changed or k in _ALWAYS_CHECKED]
     view = {k: obj[k] for k in names}
-    out = structural.check(view, sch, True)
+    out = structural.check(view, sch, True, held=held)
     for k in names:  # nulls the check replaced or dropped
         if k in view:
             obj[k] = view[k]
