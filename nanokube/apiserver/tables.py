@@ -88,5 +88,6 @@ def table(res: Resource, pairs: list[tuple[dict, dict]], clock: Clock, include: 
         "metadata": list_meta,
         "rows": [row(cols, o, s, now, include, meta_version) for o, s in pairs],
     }
-    t["columnDefinitions"] = column_definitions(cols) if with_columns else []
+    # a watch's later events: the table convertor's NoHeaders leaves the (not omitempty) field nil
+    t["columnDefinitions"] = column_definitions(cols) if with_columns else None
     return t

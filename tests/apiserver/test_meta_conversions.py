@@ -104,3 +104,19 @@ async def test_a_metadata_watch_bookmark_is_partial_object_metadata():
         assert bookmark["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
     finally:
         await server.stop()
+
+
+async def test_a_table_watch_sends_column_definitions_with_its_first_event_only():
+    """watchEmbeddedEncoder sets NoHeaders after the first event: the later Tables' columnDefinitions
+    are null (the field has no omitempty)."""
+    server, base = await _server()
+    cms = server.index.get("", "v1", "configmaps")
+    await server.rest.create(cms, "v1", "default", {"metadata": {"name": "b"}}, WriteOptions(user=SYSTEM))
+    url = f"{base}/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1"
+    try:
+        async with aiohttp.ClientSession() as s, s.get(url, headers={"Accept": TABLE.format("v1")}) as r:
+            tables = [orjson.loads(line)["object"] for line in (await r.read()).splitlines()]
+        assert [len(t["rows"]) for t in tables] == [1, 1]
+        assert tables[0]["columnDefinitions"] and tables[1]["columnDefinitions"] is None
+    finally:
+        await server.stop()
