@@ -182,8 +182,9 @@ class MetricsProvider:
         out = {}
         for pm in await self.pod_metrics(namespace, selector):
             cs = [c for c in pm["containers"] if not container or c["name"] == container]
-            if not cs:
-                continue
+            if not cs:  # getContainerMetrics: one pod without the container fails the metric
+                raise MetricsUnavailable(f"failed to get container metrics: container {container} not present in "
+                                         f"metrics for pod {pm['metadata']['namespace']}/{pm['metadata']['name']}")
             out[pm["metadata"]["name"]] = Sample(sum(milli(c["usage"][resource]) for c in cs), stamp, WINDOW)
         if not out:
             raise MetricsUnavailable("no metrics returned from resource metrics API")

@@ -130,3 +130,14 @@ async def test_no_configmap_is_unavailable(env):
     _, prov = env
     with pytest.raises(MetricsUnavailable):
         await prov.external_metric("default", "queue")
+
+
+async def test_a_container_missing_from_a_pods_metrics_fails_the_container_metric(env):
+    """getContainerMetrics: a ContainerResource metric naming a container some pod lacks is an error
+    naming that pod, not that pod left out of the average."""
+    client, prov = env
+    await running_pod(client, "a", {})
+    assert set(await prov.resource_metric("default", "app=x", "cpu", "c")) == {"a"}
+    with pytest.raises(MetricsUnavailable) as e:
+        await prov.resource_metric("default", "app=x", "cpu", "sidecar")
+    assert str(e.value) == "failed to get container metrics: container sidecar not present in metrics for pod default/a"
