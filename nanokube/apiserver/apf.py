@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import deque
 from typing import Any, NamedTuple
 
@@ -28,6 +29,7 @@ from prometheus_client import CollectorRegistry
 from ..machinery import errors
 from ..machinery.responses import error_response
 from .auth.authorizer import USER, Attributes, request_attributes
+from .latencytrackers import APF_WAIT
 from .metrics import Family, InflightWatermark
 
 SERVER_CONCURRENCY = 600
@@ -248,6 +250,7 @@ class FlowControl:
         route = self._route(*found)
         running = long_running(a, request.query)
         level = self._state.get(route.labels[1]) if route.limited and not running else None
+        queued = time.perf_counter() if level is not None else 0.0
         if level is not None and not await level.acquire():
             self.rejected.labels(*route.labels, "queue-full" if level.max_waiting else "concurrency-limit").inc()
             e = errors.APIError(429, "TooManyRequests", "Too many requests, please try again later.",
@@ -255,6 +258,8 @@ class FlowControl:
             resp = error_response(e)
             resp.headers.update(route.headers)
             return resp
+        if queued:  # the queue wait, which the request's SLI latency leaves out
+            request[APF_WAIT] = time.perf_counter() - queued
         route.dispatched.inc()
         executing = route.executing
         executing.inc()

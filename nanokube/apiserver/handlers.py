@@ -22,7 +22,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from ..clock import Clock
 from ..registry.base import Resource
 from ..machinery import errors, gofmt
-from . import discovery, serializer, tables, warning
+from . import discovery, latencytrackers, serializer, tables, warning
 from .cache import served_json
 from .audit import RESPONSE_OBJECT
 from .auth.authorizer import USER
@@ -307,6 +307,7 @@ class APIHandlers:
         code = 500
         resp = None
         recording = warning.start()
+        tracking, trackers = latencytrackers.start(request)
         try:
             resp = await self._route(request, path, labels)
             code = resp.status
@@ -336,10 +337,14 @@ class APIHandlers:
             return error_response(errors.internal(str(e)))
         finally:
             warning.stop(recording)
+            latencytrackers.stop(tracking)
             verb, g, v, r, s, _, scope, dry = labels
             if verb:  # a watch once it ends (MonitorRequest runs when the handler returns)
+                elapsed = time.perf_counter() - t0
                 self.metrics.request_count(verb, dry, g, v, r, s, scope, "apiserver", str(code)).inc()
-                self.metrics.request_latency(verb, dry, g, v, r, s, scope, "apiserver").observe(time.perf_counter() - t0)
+                self.metrics.request_latency(verb, dry, g, v, r, s, scope, "apiserver").observe(elapsed)
+                if verb != "WATCH":  # a watch has no latency trackers, so no SLI
+                    self.metrics.request_sli(verb, g, v, r, s, scope, "apiserver").observe(elapsed - trackers.excluded())
                 if verb in _READS and resp is not None and (size := _body_size(resp)) is not None:
                     self.metrics.response_size(verb, g, v, r, s, scope, "apiserver").observe(size)
 

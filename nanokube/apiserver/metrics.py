@@ -21,6 +21,8 @@ _REQUEST_LABELS = ["verb", "dry_run", "group", "version", "resource", "subresour
 _REQUEST_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60)
 #: responseSizes' buckets: 1 kB to 1 GB
 _RESPONSE_SIZE_BUCKETS = exponential_buckets(1000, 10, 7)
+#: requestSliLatencies' buckets: requestLatencies' from 50 ms
+_SLI_BUCKETS = _REQUEST_BUCKETS[2:]
 #: WatchEventsSizes' buckets: 1 KiB to 128 KiB
 _EVENT_SIZE_BUCKETS = exponential_buckets(1024, 2, 8)
 
@@ -100,6 +102,11 @@ class APIMetrics:
             "histogram", "apiserver_request_duration_seconds", "[STABLE] Response latency distribution in seconds for "
             "each verb, dry run value, group, version, resource, subresource, scope and component.",
             _REQUEST_LABELS, self.registry, _REQUEST_BUCKETS)
+        self.sli_latency = Family(
+            "histogram", "apiserver_request_sli_duration_seconds", "[ALPHA] Response latency distribution (not "
+            "counting webhook duration and priority & fairness queue wait times) in seconds for each verb, group, "
+            "version, resource, subresource, scope and component.",
+            ["verb", "group", "version", "resource", "subresource", "scope", "component"], self.registry, _SLI_BUCKETS)
         self.response_sizes = Family(
             "histogram", "apiserver_response_sizes", "[STABLE] Response size distribution in bytes for each group, "
             "version, verb, resource, subresource, scope and component.",
@@ -136,7 +143,7 @@ class APIMetrics:
         self.inflight = InflightWatermark(clock)
         self.registry.register(self.inflight)
         self.request_count, self.request_latency = self.requests.labels, self.latency.labels
-        self.response_size = self.response_sizes.labels
+        self.response_size, self.request_sli = self.response_sizes.labels, self.sli_latency.labels
 
     def watch_sent(self, group: str, version: str, resource: str) -> WatchSent:
         return WatchSent(self.watch_events.labels(group, version, resource),
@@ -158,6 +165,6 @@ class APIMetrics:
         """DELETE /metrics (MetricsWithReset, installed with profiling): the request, watch event
         and storage counters and histograms start again. The long-running request, stored object
         and inflight gauges are kept: they hold the server's state, which clearing would misstate."""
-        for family in (self.requests, self.latency, self.response_sizes, self.watch_events, self.watch_event_sizes,
-                       self.storage_latency):
+        for family in (self.requests, self.latency, self.sli_latency, self.response_sizes, self.watch_events,
+                       self.watch_event_sizes, self.storage_latency):
             family.reset()

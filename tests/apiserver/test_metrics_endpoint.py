@@ -4,6 +4,7 @@ apiserver_resource_objects; apiserver_longrunning_requests while a watch streams
 apiserver_watch_events_total and apiserver_watch_events_sizes for the events it was sent."""
 
 import asyncio
+import time
 
 import aiohttp
 import orjson
@@ -194,3 +195,45 @@ async def test_storage_requests_and_their_failures_are_counted(tmp_path):
     assert value(text, f"etcd_request_errors_total{{{labels}}}") == 1
     assert "# HELP etcd_request_errors_total [ALPHA] Etcd failed request counts for each operation and object type.\n" \
         in text
+
+
+async def test_the_sli_latency_leaves_out_the_webhook_calls(api):
+    """apiserver_request_sli_duration_seconds: a request's latency less its mutating webhooks' calls
+    (and validating ones' longest, and its APF queue wait); a watch has none."""
+    from tests.apiserver.admission.server import WebhookServer, allow
+
+    s, clock, http = api
+    hooks = WebhookServer().start()
+    try:
+        hooks.handlers["/m"] = lambda review: (time.sleep(0.02), allow(review))[1]
+        await create(http, "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", {
+            "metadata": {"name": "slow"}, "webhooks": [{
+                "name": "slow.hooks.example.com", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": hooks.url("/m"), "caBundle": hooks.ca.bundle},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": ["podtemplates"]}]}]})
+
+        async def hooked():
+            return s.cache.get("/registry/mutatingwebhookconfigurations.admissionregistration.k8s.io/slow") is not None
+        await eventually(hooked)
+        async with http.get("/api/v1/namespaces/default/podtemplates?watch=1&timeoutSeconds=1"):
+            pass
+        await create(http, "/api/v1/namespaces/default/podtemplates", {"metadata": {"name": "a"}, "template": {
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}})
+        text = await scrape(http)
+    finally:
+        hooks.stop()
+    post = 'component="apiserver",group="",resource="podtemplates",scope="resource",subresource="",verb="POST",' \
+           'version="v1"'
+    webhook = value(text, 'apiserver_admission_webhook_admission_duration_seconds_sum{name="slow.hooks.example.com",'
+                          'operation="CREATE",rejected="false",type="admit"}')
+    with_dry_run = post.replace("group=", 'dry_run="",group=')
+    latency = value(text, f"apiserver_request_duration_seconds_sum{{{with_dry_run}}}")
+    sli = value(text, f"apiserver_request_sli_duration_seconds_sum{{{post}}}")
+    assert webhook >= 0.02 and value(text, f"apiserver_request_sli_duration_seconds_count{{{post}}}") == 1
+    assert sli == pytest.approx(latency - webhook, abs=1e-9)
+    assert 'apiserver_request_sli_duration_seconds_count{component="apiserver",group="",resource="podtemplates",' \
+           'scope="namespace",subresource="",verb="WATCH"' not in text
+    bounds = [line.split('le="')[-1].split('"')[0] for line in text.splitlines()
+              if line.startswith(f"apiserver_request_sli_duration_seconds_bucket{{{post}")]
+    assert bounds[:3] == ["0.05", "0.1", "0.2"] and bounds[-2:] == ["60", "+Inf"] and len(bounds) == 22

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from ...machinery import errors
+from .. import latencytrackers
 from ..patch import PatchError, json_copy, jsonpatch
 from ..webhook.client import WebhookClient, WebhookError
 from .attributes import Attributes
@@ -159,7 +160,9 @@ class Webhooks:
         else:
             code, rejected = 0, True
             self.metrics.rejection(hook.name, typ, a.operation, INTERNAL_ERROR, 0)
-        self.metrics.observe(hook.name, typ, a.operation, time.perf_counter() - started, code, rejected)
+        seconds = time.perf_counter() - started
+        self.metrics.observe(hook.name, typ, a.operation, seconds, code, rejected)
+        latencytrackers.webhook(hook.mutating, seconds)
 
     def hooks(self, mutating: bool) -> list[Hook]:
         """Every webhook, configurations sorted by name, webhooks in their order."""
