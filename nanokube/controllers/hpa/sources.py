@@ -116,7 +116,10 @@ async def _container_resource(provider, spec, target, tol, timing) -> Proposal:
 async def _pods(provider, spec, target: Target, tol, timing) -> Proposal:
     src = spec["pods"]
     metric = src["metric"]
-    samples = await provider.pods_metric(target.namespace, target.selector, metric["name"])
+    try:
+        samples = await provider.pods_metric(target.namespace, target.selector, metric["name"])
+    except MetricsUnavailable as e:
+        raise MetricsUnavailable(f"unable to get metric {metric['name']}: {e}") from None
     metrics = {k: calc.PodMetric(s.value, s.timestamp, s.window) for k, s in samples.items()}
     replicas, avg = calc.plain_metric_replicas(target.spec_replicas, milli(src["target"]["averageValue"]),
                                                target.pods, metrics, tol, timing)
@@ -143,9 +146,13 @@ async def _object(provider, spec, target: Target, tol, timing) -> Proposal:
 async def _external(provider, spec, target: Target, tol, timing) -> Proposal:
     src = spec["external"]
     metric = src["metric"]
-    series = await provider.external_metric(target.namespace, metric["name"], selector_to_string(metric.get("selector")))
-    if not series:
-        raise MetricsUnavailable("no metrics returned from external metrics API")
+    try:
+        series = await provider.external_metric(target.namespace, metric["name"], selector_to_string(metric.get("selector")))
+        if not series:
+            raise MetricsUnavailable("no metrics returned from external metrics API")
+    except MetricsUnavailable as e:
+        raise MetricsUnavailable(f"unable to get external metric {target.namespace}/{metric['name']}/"
+                                 f"{go_label_selector(metric.get('selector'))}: {e}") from None
     usage = sum(s.value for s in series)
     replicas, current = _value_or_average(target, usage, src["target"], tol)
     return Proposal(replicas, f"external metric {metric['name']}({go_label_selector(metric.get('selector'))})",

@@ -255,7 +255,20 @@ async def test_an_external_metric_failure_names_the_metric_in_the_returned_error
     h = await env.sync()
     active = next(c for c in h["status"]["conditions"] if c["type"] == "ScalingActive")
     cause = active["message"].removeprefix("the HPA was unable to compute the replica count: ")
+    assert cause.startswith("unable to get external metric default/missing/nil: ")
     events = {e["reason"]: e["message"] for e in (await env.events.list(NS))[0]}
     assert events["FailedGetExternalMetric"] == cause
     assert events["FailedComputeMetricsReplicas"] == ("invalid metrics (1 invalid out of 1), first error is: failed to get "
                                                       f"missing external metric value: failed to get missing external metric: {cause}")
+
+
+async def test_a_pods_metric_failure_names_the_metric(env):
+    pods_metric = {"type": "Pods", "pods": {"metric": {"name": "tokens_per_second"},
+                                            "target": {"type": "AverageValue", "averageValue": "100"}}}
+    await env.hpas.create(hpa([pods_metric]))
+    await env.sync()
+    events = {e["reason"]: e["message"] for e in (await env.events.list(NS))[0]}
+    assert events["FailedGetPodsMetric"] == "unable to get metric tokens_per_second: no metrics returned from custom metrics API"
+    assert events["FailedComputeMetricsReplicas"].endswith(
+        "first error is: failed to get pods metric value: unable to get metric tokens_per_second: "
+        "no metrics returned from custom metrics API")
