@@ -956,7 +956,15 @@ class PodWorker:
             for ics in st.get("initContainerStatuses") or ():
                 if term := (ics.get("state") or {}).get("terminated"):
                     self.init_ran[ics["name"]] = (term.get("startedAt", ""), term.get("finishedAt", ""))
-            self.restarts = max(c.get("restartCount", 0) for c in st["containerStatuses"])
+            # each container's restarts, start and last end are its own (the pod's: the fewest restarts)
+            self.restarts = min(c.get("restartCount", 0) for c in st["containerStatuses"])
+            for c in st["containerStatuses"]:
+                if c.get("restartCount", 0) > self.restarts:
+                    self.own_restarts[c["name"]] = c["restartCount"] - self.restarts
+                if "terminated" in (c.get("lastState") or {}):
+                    self.own_last_state[c["name"]] = c["lastState"]
+                if "running" in (c.get("state") or {}):
+                    self.own_started[c["name"]] = c["state"]["running"].get("startedAt", "")
             # a container that exited for good while others restart (its own policy or rules) stays so
             self.ended = {c["name"]: c for c in st["containerStatuses"] if "terminated" in (c.get("state") or {})}
             self.started_at = next((c["state"]["running"]["startedAt"] for c in st["containerStatuses"]

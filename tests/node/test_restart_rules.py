@@ -163,3 +163,36 @@ async def test_a_restarted_node_agent_keeps_a_container_that_ended_for_good_as_i
     finally:
         await mgr.stop()
         await s.close()
+
+
+async def test_a_restarted_node_agent_keeps_each_containers_own_restart_count():
+    """Containers restart on their own (each its own lifetime): an agent adopting the running pod
+    keeps each one's restartCount and lastState, not the most restarted one's for all."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    s.rest.clock = clock
+    pods = s.client.resource("", "v1", "pods")
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    try:
+        p = pod("pair", containers=("flaky", "steady"))
+        p["spec"]["containers"][0]["command"] = ["sh", "-c", "sleep 5; exit 2"]
+        await pods.create(p)
+        await eventually(phase_is(pods, "pair", "Running"))
+        await clock.advance(5)
+        await eventually(state_is(pods, "pair", "flaky", "waiting", "CrashLoopBackOff"))
+        await clock.advance(10)
+        before = await eventually(state_is(pods, "pair", "flaky", "running"))
+        assert (status(before, "flaky")["restartCount"], status(before, "steady")["restartCount"]) == (1, 0)
+        await mgr.stop()
+        mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+        await mgr.start()  # the new agent adopts the running pod
+        await clock.advance(5)  # flaky exits 2 again and backs off; steady runs on
+        p = await eventually(state_is(pods, "pair", "flaky", "waiting", "CrashLoopBackOff"))
+        assert status(p, "flaky")["restartCount"] == 2 and status(p, "flaky")["lastState"]["terminated"]["exitCode"] == 2
+        assert status(p, "steady")["restartCount"] == 0 and "running" in status(p, "steady")["state"]
+        assert status(p, "steady")["lastState"] == {}
+    finally:
+        await mgr.stop()
+        await s.close()
