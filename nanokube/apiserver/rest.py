@@ -629,7 +629,9 @@ class GenericREST:
                     yield out
             high = max(last, rev)
             if send_initial_events and allow_bookmarks:
-                yield ("BOOKMARK", self._bookmark(res, version, self.cache.rev, initial_end=True))
+                # the revision the initial events show, not the cache's by now: writes made while they went
+                # out are queued, and come after the bookmark with newer revisions
+                yield ("BOOKMARK", self._bookmark(res, version, high, initial_end=True))
             while True:
                 try:
                     ev = await asyncio.wait_for(w.queue.get(), bookmark_interval) if allow_bookmarks else await w.queue.get()

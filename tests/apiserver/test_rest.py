@@ -151,6 +151,25 @@ async def test_watch_from_resource_version_replays_only_later_events(cms):
         await stream.aclose()
 
 
+async def test_the_initial_events_end_bookmark_names_the_state_sent_not_later_writes(stack, cms):
+    """A watch-list's k8s.io/initial-events-end bookmark carries the revision of the initial state:
+    a write made while the initial events go out comes after the bookmark with a newer revision (a
+    reflector resuming from the bookmark would skip it otherwise)."""
+    await cms.create(cm("a"))
+    stream = await stack.rest.watch(cms.res, "v1", NS, resource_version="", send_initial_events=True,
+                                    resource_version_match="NotOlderThan", allow_bookmarks=True)
+    try:
+        t1, _ = await next_event(stream)
+        later = await cms.create(cm("b"))  # after the initial state was taken, before its end is sent
+        t2, bookmark = await next_event(stream)
+        t3, added = await next_event(stream)
+        assert (t1, t2, t3, added["metadata"]["name"]) == ("ADDED", "BOOKMARK", "ADDED", "b")
+        assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+        assert int(bookmark["metadata"]["resourceVersion"]) < int(later["metadata"]["resourceVersion"])
+    finally:
+        await stream.aclose()
+
+
 async def test_watch_from_too_old_resource_version_is_gone():
     s = await make_stack(window=2)
     try:
