@@ -23,6 +23,7 @@ from .device_taint_eviction import DeviceTaintEvictionController
 from .device_taint_eviction import options_from_env as device_taint_options
 from .disruption import DisruptionController
 from .endpointslice import EndpointSliceController
+from .endpointslicemirroring import EndpointSliceMirroringController
 from .ephemeral_volume import EphemeralVolumeController
 from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
@@ -81,6 +82,7 @@ CLIENT_NAMES = {
     "persistentvolumeclaim-protection-controller": "pvc-protection-controller",
     "persistentvolume-protection-controller": "pv-protection-controller",
     "pod-garbage-collector-controller": "pod-garbage-collector",
+    "endpointslice-mirroring-controller": "endpointslicemirroring-controller",
     "horizontal-pod-autoscaler-controller": "horizontal-pod-autoscaler",
     "node-lifecycle-controller": "node-controller",
     "taint-eviction-controller": "node-controller",
@@ -108,7 +110,7 @@ def controller_client(client, kind: type[Controller]):
 CONTROLLERS = [
     NamespaceController, ServiceAccountsController, RootCACertPublisher, ClusterRoleAggregationController,
     GarbageCollector, ResourceClaimController,
-    EndpointSliceController, ServiceLBController,
+    EndpointSliceController, EndpointSliceMirroringController, ServiceLBController,
     ReplicaSetController, ReplicationControllerController, DeploymentController, DaemonSetController,
     StatefulSetController, JobController, CronJobController, TTLAfterFinishedController, DisruptionController,
     PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,

@@ -119,3 +119,39 @@ def test_deleting_a_node_has_its_pods_garbage_collected_and_replaced():
                  if e["userAgent"].endswith("/pod-garbage-collector")]
         for name in doomed:
             assert ("patch", "status") in by_gc and ("delete", name) in by_gc
+
+
+SELECTORLESS = """
+apiVersion: v1
+kind: Service
+metadata: {name: first-day-db}
+spec:
+  ports: [{name: pg, port: 5432}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: first-day-db}
+subsets:
+- addresses: [{ip: 192.0.2.10}]
+  ports: [{name: pg, port: 5432}]
+"""
+
+
+def test_a_selectorless_services_endpoints_are_mirrored_into_a_slice(cluster):
+    """The endpointslice-mirroring controller: `kubectl describe svc` (which reads EndpointSlices)
+    lists the endpoints written by hand for a Service without a selector."""
+    cluster.kubectl("apply", "-f", "-", input=SELECTORLESS)
+    try:
+        def mirrored():
+            out = cluster.kubectl("describe", "service", "first-day-db").stdout
+            return out if "192.0.2.10:5432" in out else None
+
+        out = wait_for(mirrored, timeout=20, what="the mirrored endpoints")
+        assert "Endpoints:                192.0.2.10:5432" in out
+        [sl] = cluster.kubectl_json("get", "endpointslices", "-l", "kubernetes.io/service-name=first-day-db")["items"]
+        assert sl["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] == \
+            "endpointslicemirroring-controller.k8s.io"
+        assert sl["metadata"]["ownerReferences"][0]["kind"] == "Endpoints"
+        assert sl["endpoints"] == [{"addresses": ["192.0.2.10"], "conditions": {"ready": True}}]
+    finally:
+        cluster.kubectl("delete", "-f", "-", input=SELECTORLESS)

@@ -91,6 +91,12 @@ RULES: dict[str, list[dict]] = {
         _r(["get", "list", "watch", "create", "update", "delete"], "discovery.k8s.io", "endpointslices"),
         _EVENTS,
     ],
+    "endpointslicemirroring-controller": [
+        _r(_RO, "", "services", "endpoints"),
+        _r(["update"], "", "services/finalizers", "endpoints/finalizers"),
+        _r(["get", "list", "create", "update", "delete"], "discovery.k8s.io", "endpointslices"),
+        _EVENTS,
+    ],
     "ephemeral-volume-controller": [
         _r(_RO, "", "pods"),
         _r(["update"], "", "pods/finalizers"),
