@@ -478,6 +478,8 @@ class GenericREST:
             raise options.options_invalid("ListOptions", errs)
         if continue_ and resource_version not in ("", "0"):
             raise errors.bad_request("specifying resource version is not allowed when using continue")
+        if resource_version == "0" and not continue_:
+            limit = 0  # the watch cache's computeListLimit: "the limit is ignored for requests that set RV == 0"
         if resource_version not in ("", "0"):
             try:
                 want = int(resource_version)

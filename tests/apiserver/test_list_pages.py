@@ -78,3 +78,24 @@ async def test_a_list_decodes_its_timeout_seconds_as_an_int64():
         assert got == (400, 'strconv.ParseInt: parsing "abc": invalid syntax')
     finally:
         await server.stop()
+
+
+async def test_a_list_at_resource_version_0_ignores_its_limit():
+    """The watch cache's computeListLimit: "the limit is ignored for requests that set RV == 0" (a
+    reflector's first list): the whole collection, no continue token. Without it, pages."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            for name in ("a", "b", "c"):
+                async with s.post(cms, json={"metadata": {"name": name}}) as r:
+                    assert r.status == 201
+            got = {}
+            for rv in ("0", ""):
+                async with s.get(cms, params={"resourceVersion": rv, "limit": "1"}) as r:
+                    body = await r.json()
+                got[rv] = len(body["items"]), "continue" in body["metadata"]
+        assert got == {"0": (3, False), "": (1, True)}
+    finally:
+        await server.stop()
