@@ -481,7 +481,8 @@ class APIHandlers:
             if ctype != APPLY_PATCH:
                 opts.field_manager = opts.field_manager or _field_manager_default(request)
             dup_warnings = await _patch_duplicates(raw, ctype, opts)
-            r = await self.rest.patch(res, version, namespace, name, ctype, raw, opts, subresource=sub)
+            r = await self.rest.patch(res, version, namespace, name, ctype, raw, opts, subresource=sub,
+                                      duplicates=dup_warnings)
             r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
         if m == "DELETE":
@@ -895,13 +896,17 @@ def warning_header(text: str) -> str:
 
 
 async def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[str]:
-    """A merge, strategic-merge or apply patch that repeats a key: upstream's strict
-    decoding of the patch reports it (400 under Strict, a warning under Warn)."""
+    """A merge, strategic-merge or apply patch that repeats a key: upstream's strict decoding of
+    the patch reports it, a warning under Warn; under Strict an apply patch's is a 400 at once,
+    a merge or strategic merge patch's a strict error of its result (rest.patch's 422, with its
+    unknown fields, once the object is found and the patch applies)."""
     if opts.field_validation == "Ignore" or ctype == "application/json-patch+json":
         return []
     texts = await serializer.off_loop(serializer.duplicates, raw, ctype == "application/apply-patch+yaml")
     if texts and opts.field_validation == "Strict":
-        raise errors.bad_request("error strict decoding patch: strict decoding error: " + ", ".join(texts))
+        if ctype == "application/apply-patch+yaml":
+            raise errors.bad_request("error strict decoding patch: strict decoding error: " + ", ".join(texts))
+        return texts
     warning.record(texts)
     return texts
 

@@ -335,10 +335,10 @@ class GenericREST:
             if errs:
                 raise _undecodable(res.kind, version, obj, errs[0], patched)
         warnings: list[str] = []
-        if unknown and opts.field_validation == "Strict":
-            if patched is not None:
-                unknown = patched.unknown_order(unknown)
-            raise _undecodable(res.kind, version, obj, structural.strict_error(unknown), patched)
+        if opts.field_validation == "Strict" and (unknown or (patched is not None and patched.duplicates)):
+            if patched is None:
+                raise _undecodable(res.kind, version, obj, structural.strict_error(unknown), None)
+            raise _undecodable(res.kind, version, obj, patched.strict_error(unknown or []), patched)
         if unknown and opts.field_validation == "Warn":
             warnings = structural.unknown_field_warnings(unknown)
         if unknown and sch is not None:
@@ -1028,8 +1028,10 @@ class GenericREST:
 
     async def patch(
         self, res: Resource, version: str, namespace: str | None, name: str, patch_type: str, patch: bytes,
-        opts: WriteOptions, subresource: str = "",
+        opts: WriteOptions, subresource: str = "", duplicates: list[str] | tuple[str, ...] = (),
     ) -> Result:
+        """`duplicates`: under fieldValidation=Strict, the strict decoder's texts for the keys a
+        merge or strategic merge patch repeats, strict errors of its result."""
         key = res.key(namespace, name)
         sch = schemas.kind_schema(res.group, version, res.kind)
         seen = version == res.storage_version and status_patch.seen(patch_type, patch)
@@ -1051,6 +1053,7 @@ class GenericREST:
             changed = _patched_fields(parsed, patch_type == STRATEGIC_PATCH)
         status_only = self._status_only(res, subresource, changed, parsed)
         apply = patch_type == "application/apply-patch+yaml"
+        dups = tuple(duplicates)
         for attempt in range(PATCH_ATTEMPTS):
             entry = self.cache.get(key)
             memo = remembered = None
@@ -1132,7 +1135,7 @@ class GenericREST:
                 popts = WriteOptions(opts.dry_run, "", opts.field_validation, opts.force, opts.user)
             held: list = []
             warnings = self._decode_checks(res, version, body, popts, _NO_FIELDS if remembered is not None else changed,
-                                           held=held, patched=None if apply else _Patched(patch_type, patch))
+                                           held=held, patched=None if apply else _Patched(patch_type, patch, dups))
             omitempty.drop(held)
             if memo is not None and remembered is None and not warnings:  # no unknown field: checked as it is
                 status_patch.remember(memo, sch, body.get("status"))
@@ -1574,10 +1577,17 @@ class _Patched:
 
     patch_type: str
     raw: bytes
+    #: the strict decoder's texts for the keys the patch repeats (under Strict)
+    duplicates: tuple[str, ...] = ()
 
     @property
     def smp(self) -> bool:
         return self.patch_type == STRATEGIC_PATCH
+
+    def strict_error(self, unknown: list[str]) -> str:
+        """The patch's own strict errors (repeated keys), then its result's unknown fields."""
+        texts = [*self.duplicates, *(f'unknown field "{p}"' for p in self.unknown_order(unknown))]
+        return "strict decoding error: " + ", ".join(texts)
 
     def unknown_order(self, unknown: list[str]) -> list[str]:
         """Unknown fields in the order the decoder meets them: the converter sorts its errors; the
@@ -1605,7 +1615,7 @@ def decode_patched(kind: str, version: str, obj: Any, definition: str, opts: Wri
     if errs:
         raise _undecodable(kind, version, obj, errs[0], patched)
     if unknown and opts.field_validation == "Strict":
-        raise _undecodable(kind, version, obj, structural.strict_error(patched.unknown_order(unknown)), patched)
+        raise _undecodable(kind, version, obj, patched.strict_error(unknown), patched)
     return obj
 
 

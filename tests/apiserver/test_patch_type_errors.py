@@ -126,3 +126,21 @@ async def test_a_strategic_merge_patch_wraps_an_integer_into_an_int32_as_the_con
     code, status = await _send(api, "PATCH", f"{DEPLOYS}/web", {"spec": {"replicas": 2**32 + 3}}, MERGE)
     assert code == 422 and _invalid(status)[1] == ("json: cannot unmarshal number 4294967299 into Go struct field "
                                                    "DeploymentSpec.spec.replicas of type int32")
+
+
+async def test_a_repeated_key_under_strict(api):
+    """The patch's own strict errors (its repeated keys) join its result's unknown fields in the
+    patchers' 422, once the object is found; an apply patch's stay the 400 of decoding it."""
+    body = '{"spec":{"replicas":2,"replicas":3,"zeta":1}}'
+
+    def send(path: str, ctype: str):
+        r = api.rest_client.pool_manager.request("PATCH", api.configuration.host + path, body=body.encode(),
+                                                 headers={"Content-Type": ctype})
+        return r.status, json.loads(r.data)
+    for ctype in (MERGE, SMP):
+        code, status = await asyncio.to_thread(send, f"{DEPLOYS}/web?fieldValidation=Strict", ctype)
+        assert code == 422 and _invalid(status)[1] == ('strict decoding error: duplicate field "spec.replicas", '
+                                                       'unknown field "spec.zeta"'), ctype
+        code, status = await asyncio.to_thread(send, f"{DEPLOYS}/nothing?fieldValidation=Strict", ctype)
+        assert code == 404, ctype
+    assert (await _send(api, "GET", f"{DEPLOYS}/web", None))[1]["spec"]["replicas"] == 1
