@@ -227,7 +227,7 @@ def remembers_valid(check):
     return remembering
 
 
-def remembers_clean(check=None, *, limit: int = 4096, tries: int = 0):
+def remembers_clean(check=None, *, limit: int = 4096, tries: int = 0, key=orjson.dumps):
     """Wraps a check of a decoded JSON value (field errors or warnings, with the value's path or
     name after it) to skip values of a JSON it already found clean (`limit` at most): every pod now
     carries the same projected token volume but for its name, and checking its sources on each
@@ -237,11 +237,13 @@ def remembers_clean(check=None, *, limit: int = 4096, tries: int = 0):
     holds a null, since orjson writes a NaN or an infinity as null too (the body decoders refuse
     them, but the key would not tell them apart).
 
-    `tries` (for values that may never repeat, a pod spec with its own token volume): after that
+    `tries` (for values that may never repeat, as each pod's spec where pods differ in env): after that
     many lookups missed in a row, the JSON is built for only one check in `tries` until one hits.
-    Used as `@remembers_clean` or `@remembers_clean(limit=..., tries=...)`."""
+    `key`: the value's JSON, or JSON that stands for it (a value found clean is clean exactly when
+    one of the same key is). Used as `@remembers_clean` or `@remembers_clean(limit=..., ...)`."""
     if check is None:
-        return functools.partial(remembers_clean, limit=limit, tries=tries)
+        return functools.partial(remembers_clean, limit=limit, tries=tries, key=key)
+    encode = key
     clean: set[bytes] = set()
     misses = 0
 
@@ -253,7 +255,7 @@ def remembers_clean(check=None, *, limit: int = 4096, tries: int = 0):
             if misses % tries:
                 return check(value, *where)
         try:
-            key = orjson.dumps(value)
+            key = encode(value)
         except orjson.JSONEncodeError:
             return check(value, *where)
         if b"null" in key:

@@ -72,6 +72,7 @@ from ..machinery.validation import (
 )
 from . import pod_subresources as subresources
 from .pod_disabled_fields import drop_disabled_pod_fields
+from .pod_spec_key import spec_key
 from . import pod_warnings
 from .kind_warnings import ip_warnings
 
@@ -321,13 +322,13 @@ def validate_pod_spec(spec: dict, path: str = "spec", old_ips: tuple[str, ...] =
     return errs
 
 
-@remembers_clean(limit=1024, tries=256)
+@remembers_clean(limit=1024, tries=256, key=spec_key)
 def _created_spec_errors(spec: dict) -> list[FieldError]:
-    """A created pod's spec rules, which read nothing but the spec: remembered clean by its JSON, as
-    the pods of one template (a ReplicaSet's, a Job's, a scheduler benchmark's) send one spec over
-    and over, and checking it was a fifth of their create. A spec that never repeats (one carrying
-    ServiceAccount admission's token volume under its own name) stops being encoded for it
-    after a run of misses (`remembers_clean`'s `tries`)."""
+    """A created pod's spec rules, which read nothing but the spec: remembered clean by its JSON
+    (`spec_key`: its token volume's name aside), as the pods of one template (a ReplicaSet's, a
+    Job's, a scheduler benchmark's) send one spec over and over, and checking it was a fifth of
+    their create. A spec that never repeats stops being encoded for it after a run of misses
+    (`remembers_clean`'s `tries`)."""
     errs = validate_pod_spec(spec, pod=True) + validate_pod_only(spec)
     if spec.get("ephemeralContainers"):  # added only through pods/ephemeralcontainers
         errs.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))

@@ -15,6 +15,7 @@ from typing import Any
 from ..machinery import gofmt
 from ..machinery.quantity import QuantityError, parse
 from ..machinery.validation import dns1123_label, label_value, remembers_clean
+from .pod_spec_key import spec_key
 
 DEPRECATED_NODE_LABELS = {
     "beta.kubernetes.io/arch": 'deprecated since v1.14; use "kubernetes.io/arch" instead',
@@ -189,10 +190,11 @@ def spec_warnings(prefix: str, spec: dict, meta: dict, template: bool) -> list[s
     return _plain_spec_warnings(spec, prefix)
 
 
-@remembers_clean(limit=1024, tries=256)
+@remembers_clean(limit=1024, tries=256, key=spec_key)
 def _plain_spec_warnings(spec: dict, prefix: str) -> list[str]:
     """The warnings of a spec whose pod has no annotation of the forms warned about: a function of
-    the spec alone, remembered clean by its JSON (the pods of one template send one spec)."""
+    the spec alone, remembered clean by its JSON (`spec_key`: its token volume's name aside), as the
+    pods of one template send one spec."""
     return _spec_warnings(prefix, spec, _NONE, False, False)
 
 

@@ -87,3 +87,50 @@ async def test_an_invalid_spec_is_refused_every_time(tmp_path):
         for i in range(3):
             status, body, _ = await _create(api, _pod(f"p{i}", spec))
             assert status == 422 and "spec.containers[0].ports[0].containerPort" in body["message"]
+
+
+def _token_spec(volume: str, mount: str, *more_volumes: dict) -> dict:
+    """A spec with a projected token volume named `volume`, mounted by the name `mount`."""
+    return {"serviceAccountName": "default",
+            "containers": [{"name": "c", "image": "i", "volumeMounts": [
+                {"name": mount, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}]}],
+            "volumes": [{"name": volume, "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+                        *more_volumes]}
+
+
+async def test_a_token_volumes_own_name_is_still_checked_where_it_matters(tmp_path):
+    """Pods that differ only in their token volume's name (ServiceAccount admission draws one per pod)
+    are remembered as one spec; a name that is not a DNS label, a mount of another name, a second
+    volume of that name and a mount naming what stands for it are each refused all the same."""
+    async with served(tmp_path) as (_, api):
+        for suffix in ("bbbbb", "ccccc", "ddddd"):
+            name = "kube-api-access-" + suffix
+            status, body, _ = await _create(api, _pod(suffix, _token_spec(name, name)))
+            assert status == 201, body
+        refused = {
+            "upper": (_token_spec("kube-api-access-FFFFF", "kube-api-access-FFFFF"), "spec.volumes[0].name"),
+            "other-mount": (_token_spec("kube-api-access-fffff", "kube-api-access-ggggg"),
+                            "spec.containers[0].volumeMounts[0].name: Not found"),
+            "twice": (_token_spec("kube-api-access-fffff", "kube-api-access-fffff",
+                                  {"name": "kube-api-access-fffff", "emptyDir": {}}), "spec.volumes[1].name: Duplicate"),
+            "stand-in": (_token_spec("kube-api-access-fffff", "kube-api-access-00000"),
+                         "spec.containers[0].volumeMounts[0].name: Not found"),
+        }
+        for name, (spec, message) in refused.items():
+            status, body, _ = await _create(api, _pod(name, spec))
+            assert status == 422 and message in body["message"], (name, body)
+
+
+async def test_pods_of_one_template_each_mount_their_own_token_volume(tmp_path):
+    async with served(tmp_path, disable_admission_plugins=()) as (_, api):
+        await asyncio.to_thread(client.CoreV1Api(api).create_namespaced_service_account, "default",
+                                {"metadata": {"name": "default"}})
+        names = set()
+        for i in range(3):
+            status, body, _ = await _create(api, _pod(f"p{i}", {"containers": [{"name": "c", "image": "i"}]}))
+            assert status == 201, body
+            (volume,) = body["spec"]["volumes"]
+            (mount,) = body["spec"]["containers"][0]["volumeMounts"]
+            assert volume["name"].startswith("kube-api-access-") and mount["name"] == volume["name"]
+            names.add(volume["name"])
+        assert len(names) == 3
