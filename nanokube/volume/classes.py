@@ -15,11 +15,12 @@ def is_default(sc: dict) -> bool:
 
 
 def default_class(classes: list[dict]) -> dict | None:
-    """The newest default class (as upstream picks among several), or None."""
-    defaults = [c for c in classes if is_default(c)]
+    """GetDefaultClass: the newest default class, of those made in the same second the first by
+    name; None without one."""
+    defaults = sorted((c for c in classes if is_default(c)), key=lambda c: c["metadata"]["name"])
     if not defaults:
         return None
-    return max(defaults, key=lambda c: (c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"]))
+    return max(defaults, key=lambda c: c["metadata"].get("creationTimestamp", ""))
 
 
 def claim_class(pvc: dict) -> str:

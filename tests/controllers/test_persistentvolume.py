@@ -12,6 +12,7 @@ from nanokube.controllers.pv_protection import PVProtectionController
 from nanokube.controllers.pvc_protection import PVCProtectionController
 from nanokube.machinery.errors import APIError
 from nanokube.node.storage import PROVISIONER, LocalPathProvisioner
+from nanokube.volume.classes import default_class
 from nanokube.controllers.base import TURN
 from tests.controllers import eventually, make_stack, turns_during
 
@@ -266,3 +267,15 @@ async def test_a_requested_volume_that_does_not_fit_says_why(env):
         "metadata": {"name": "now"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate"})
     await pvcs.create(claim("made", storageClassName="now", volumeAttributesClassName="gold"))
     await eventually(phase_is(client, "persistentvolumeclaims", "made", "Bound", "default"))
+
+
+def test_the_default_class_is_the_newest_then_the_first_by_name():
+    """GetDefaultClass sorts defaults newest first and, made in the same second, by name."""
+    def sc(name, at, default=True):
+        ann = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+        return {"metadata": {"name": name, "creationTimestamp": at, "annotations": ann}}
+    same = "2026-01-01T00:00:01Z"
+    assert default_class([sc("b-slow", same), sc("a-fast", same), sc("z", "2026-01-01T00:00:00Z")])["metadata"]["name"] == "a-fast"
+    assert default_class([sc("b", "2026-01-01T00:00:02Z"), sc("a", same), sc("c", "2026-01-01T00:00:03Z", False)])[
+        "metadata"]["name"] == "b"
+    assert default_class([sc("c", same, False)]) is None
