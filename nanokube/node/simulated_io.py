@@ -11,7 +11,8 @@ port-forward, declared on the pod with annotations.
   runtime fails it ("executable file not found in $PATH"), unless the pod
   declares it: `sim.nanokube.io/exec.<command>` (the command's base name)
   is its stdout, or a JSON object `{"stdout": "...", "stderr": "...",
-  "exitCode": N}`.
+  "exitCode": N}`; or it is one simulated_command interprets (`echo hi`,
+  `sh -c 'sleep 1; exit 3'`), which runs as it would.
 - GPUs: on a node with NVIDIA-personality GPUs, `nvidia-smi -L` is built in:
   it lists the GPUs and MIG devices the container's claims were prepared
   with, answered by exec and printed at start by a container whose command
@@ -40,7 +41,7 @@ import socket
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from .containerlog import ContainerLog
-from .simulated_command import Program
+from .simulated_command import Program, interpret
 from .streaming import no_log
 
 LOG = "sim.nanokube.io/log"
@@ -235,6 +236,8 @@ class SimulatedIO:
             if listing is not None:
                 declared = listing if command[1:] in (["-L"], ["--list-gpus"]) else json.dumps(
                     {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
+        if declared is None and (program := interpret(command)) is not None:
+            return await self._exec_program(program, session)
         if declared is None:
             exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
             raise executable_not_found(exec_id, command[0])
@@ -250,6 +253,18 @@ class SimulatedIO:
             write = session.write_stderr if session.stderr else session.write_stdout
             await write(str(out["stderr"]).encode())
         return int(out.get("exitCode", 0) or 0)
+
+    async def _exec_program(self, program: Program, session: StreamSession) -> int:
+        """An interpreted command exec'd in the container: what it writes, when it writes it on the
+        node's clock, and its exit code once it ends."""
+        clock = self.worker.clock
+        start = clock.monotonic()
+        for when, text in program.output:
+            await clock.sleep(max(start + when - clock.monotonic(), 0.0))
+            if session.stdout:
+                await session.write_stdout(text.encode())
+        await clock.sleep(max(start + program.seconds - clock.monotonic(), 0.0))
+        return program.exit_code
 
     async def attach(self, container: str, session: StreamSession) -> int | None:
         log = self._running(container)

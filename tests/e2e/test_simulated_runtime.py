@@ -151,3 +151,19 @@ def test_a_restarting_container_makes_its_environment_again_while_the_others_run
     assert side["app"]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
     cluster.kubectl("create", "configmap", "app-config", "--from-literal=mode=slow")
     wait_for(lambda: _statuses(cluster, "configured")["app"]["restartCount"] == 2, 30, "app ran again")
+
+
+def test_exec_of_an_interpreted_command_runs_it(cluster):
+    """`kubectl exec` of a command the simulated runtime interprets prints its output and exits with
+    its code (kubectl: 'command terminated with exit code 3'); other commands are still not in the
+    image."""
+    cluster.kubectl("run", "shell", "--image=busybox")
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "shell")["status"].get("phase") == "Running", 60,
+             "shell Running")
+    assert cluster.kubectl("exec", "shell", "--", "echo", "hi").stdout == "hi\n"
+    r = cluster.kubectl("exec", "shell", "--", "sh", "-c", "echo one; sleep 1; echo two; exit 3", check=False)
+    assert (r.returncode, r.stdout) == (3, "one\ntwo\n")
+    assert "command terminated with exit code 3" in r.stderr
+    assert cluster.kubectl("exec", "shell", "--", "true").returncode == 0
+    r = cluster.kubectl("exec", "shell", "--", "ls", check=False)
+    assert r.returncode != 0 and 'exec: "ls": executable file not found in $PATH' in r.stderr
