@@ -23,4 +23,10 @@ def json_response(obj: Any, status: int = 200, headers: dict | None = None) -> w
 
 
 def error_response(e: errors.APIError) -> web.Response:
-    return json_response(e.status(), e.code, e.headers)
+    """The Status of `e`; a retry period in its details is also a Retry-After header, as upstream's
+    ErrorNegotiated sets it (client-go waits that long and retries a 429 or 5xx that has one)."""
+    headers = e.headers
+    retry = (e.details or {}).get("retryAfterSeconds")
+    if retry and "Retry-After" not in headers:
+        headers = {**headers, "Retry-After": str(retry)}
+    return json_response(e.status(), e.code, headers)

@@ -4,6 +4,7 @@ remainingItemCount, which is counted only for a list without selectors."""
 
 import aiohttp
 
+from nanokube.apiserver import rest
 from nanokube.apiserver.app import APIServer
 from nanokube.store.memory import MemoryStore
 
@@ -97,5 +98,20 @@ async def test_a_list_at_resource_version_0_ignores_its_limit():
                     body = await r.json()
                 got[rv] = len(body["items"]), "continue" in body["metadata"]
         assert got == {"0": (3, False), "": (1, True)}
+    finally:
+        await server.stop()
+
+
+async def test_a_list_from_the_future_says_when_to_retry(monkeypatch):
+    """The watch cache's 504 for a resourceVersion it did not reach in time carries retryAfterSeconds
+    1, which ErrorNegotiated also sets as a Retry-After header (client-go waits and retries on it)."""
+    monkeypatch.setattr(rest, "FUTURE_RV_WAIT", 0.05)
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s, s.get(cms, params={"resourceVersion": "999999"}) as r:
+            got = r.status, r.headers.get("Retry-After"), (await r.json())["details"]["retryAfterSeconds"]
+        assert got == (504, "1", 1)
     finally:
         await server.stop()
