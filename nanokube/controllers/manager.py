@@ -49,6 +49,7 @@ from .servicecidrs import ServiceCIDRController
 from .statefulset import StatefulSetController
 from .storageversionmigrator import StorageVersionMigrator
 from .taint_eviction import TaintEvictionController
+from .ttl import TTLController
 from .ttl_after_finished import TTLAfterFinishedController
 from .validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
 
@@ -112,7 +113,8 @@ CONTROLLERS = [
     GarbageCollector, ResourceClaimController,
     EndpointSliceController, EndpointSliceMirroringController, ServiceLBController,
     ReplicaSetController, ReplicationControllerController, DeploymentController, DaemonSetController,
-    StatefulSetController, JobController, CronJobController, TTLAfterFinishedController, DisruptionController,
+    StatefulSetController, JobController, CronJobController, TTLController, TTLAfterFinishedController,
+    DisruptionController,
     PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,
     PVProtectionController, EphemeralVolumeController, HPAController, NodeLifecycleController,
     TaintEvictionController, PodGCController, DeviceTaintEvictionController, ValidatingAdmissionPolicyStatusController,

@@ -155,3 +155,15 @@ def test_a_selectorless_services_endpoints_are_mirrored_into_a_slice(cluster):
         assert sl["endpoints"] == [{"addresses": ["192.0.2.10"], "conditions": {"ready": True}}]
     finally:
         cluster.kubectl("delete", "-f", "-", input=SELECTORLESS)
+
+
+def test_describe_node_shows_the_ttl_controllers_annotation(cluster):
+    node = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").stdout
+
+    def annotated():
+        out = cluster.kubectl("describe", "node", node).stdout
+        return out if "node.alpha.kubernetes.io/ttl: 0" in out else None
+
+    out = wait_for(annotated, timeout=15, what="the ttl annotation")
+    assert next(line for line in out.splitlines() if line.startswith("Annotations:")).split() == [
+        "Annotations:", "node.alpha.kubernetes.io/ttl:", "0"]

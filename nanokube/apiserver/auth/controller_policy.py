@@ -240,6 +240,10 @@ RULES: dict[str, list[dict]] = {
         _r(["list", "watch", "create", "patch"], "*", "*"),
         _r(["update"], "storagemigration.k8s.io", "storageversionmigrations/status"),
     ],
+    "ttl-controller": [
+        _r(["update", "patch", "list", "watch"], "", "nodes"),
+        _EVENTS,
+    ],
     "ttl-after-finished-controller": [
         _r(["get", "list", "watch", "delete"], "batch", "jobs"),
         _EVENTS,
