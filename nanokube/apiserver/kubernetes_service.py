@@ -7,6 +7,7 @@ reconcile interval; ports are corrected on the first pass after a start only."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import ipaddress
 import logging
 import socket
@@ -124,7 +125,8 @@ class KubernetesService(BackgroundLoop):
             await self.server.rest.create(res, "v1", NAMESPACE, want, self.opts)
         else:
             if reconcile and have["spec"].get("ports") != want["spec"]["ports"]:
-                body = {**have, "spec": {**have["spec"], "ports": want["spec"]["ports"]}}
+                body = copy.deepcopy(have)  # the cache's object: the update changes what it is given
+                body["spec"]["ports"] = want["spec"]["ports"]
                 await self.server.rest.update(res, "v1", NAMESPACE, NAME, body, self.opts)
         if ip := self.server.advertise:
             await self.endpoints.reconcile(ip, endpoint_ports(port), reconcile)

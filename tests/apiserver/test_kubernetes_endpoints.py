@@ -149,3 +149,22 @@ async def test_a_loopback_server_advertises_no_endpoints(tmp_path, monkeypatch):
         assert svc["spec"]["cluster_ip"] == "10.96.0.1"
         await asyncio.sleep(0.2)
         assert await endpoints(core) is None and await slices(disc) == []
+
+
+async def test_a_restart_on_another_port_corrects_the_ports_once(tmp_path, monkeypatch):
+    """The first pass after a start corrects the Service's and the endpoints' ports to the
+    server's new port (upstream's reconcile at start), copying the cached Service it changes."""
+    monkeypatch.setattr(kubernetes_service, "INTERVAL", 0.05)
+    db = str(tmp_path / "state.db")
+    async with apiserver(tmp_path, "192.0.2.10", SQLiteStore(db)) as (first, core, disc):
+        await eventually(lambda: endpoints(core))
+        old_port = first.port
+    async with apiserver(tmp_path, "192.0.2.10", SQLiteStore(db), "b") as (server, core, disc):
+        assert server.port != old_port
+
+        async def moved():
+            svc = await asyncio.to_thread(_read, core.read_namespaced_service, "kubernetes", "default")
+            ep, items = await endpoints(core), await slices(disc)
+            return (svc["spec"]["ports"][0]["target_port"], ep["subsets"][0]["ports"][0]["port"],
+                    items[0]["ports"][0]["port"]) == (server.port,) * 3
+        await eventually(moved)
