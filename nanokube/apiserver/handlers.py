@@ -415,6 +415,7 @@ class APIHandlers:
         deprecated = res.strategy.deprecation(version)
         if deprecated:
             request[_WARNINGS] = labels[5] = [deprecated]
+            self.metrics.deprecated_apis.labels(group, version, plural, sub, "").set(1)  # none is to be removed
         if res.namespaced and namespace is None and (m != "GET" or name):
             if m == "POST" and not name:
                 pass

@@ -107,6 +107,10 @@ class APIMetrics:
             "counting webhook duration and priority & fairness queue wait times) in seconds for each verb, group, "
             "version, resource, subresource, scope and component.",
             ["verb", "group", "version", "resource", "subresource", "scope", "component"], self.registry, _SLI_BUCKETS)
+        self.deprecated_apis = Family(
+            "gauge", "apiserver_requested_deprecated_apis", "[STABLE] Gauge of deprecated APIs that have been "
+            "requested, broken out by API group, version, resource, subresource, and removed_release.",
+            ["group", "version", "resource", "subresource", "removed_release"], self.registry)
         self.response_sizes = Family(
             "histogram", "apiserver_response_sizes", "[STABLE] Response size distribution in bytes for each group, "
             "version, verb, resource, subresource, scope and component.",

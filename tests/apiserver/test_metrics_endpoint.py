@@ -237,3 +237,22 @@ async def test_the_sli_latency_leaves_out_the_webhook_calls(api):
     bounds = [line.split('le="')[-1].split('"')[0] for line in text.splitlines()
               if line.startswith(f"apiserver_request_sli_duration_seconds_bucket{{{post}")]
     assert bounds[:3] == ["0.05", "0.1", "0.2"] and bounds[-2:] == ["60", "+Inf"] and len(bounds) == 22
+
+
+async def test_a_requested_deprecated_api_is_reported(api):
+    """apiserver_requested_deprecated_apis (STABLE): the deprecated APIs clients asked for, which an
+    upgrade's checklist greps /metrics for; v1 Endpoints and ComponentStatus have no removal release."""
+    s, clock, http = api
+    assert "apiserver_requested_deprecated_apis" not in await scrape(http)
+    async with http.get("/api/v1/componentstatuses") as r:
+        assert r.status == 200 and "deprecated" in r.headers["Warning"]
+    async with http.get("/api/v1/namespaces/default/endpoints") as r:
+        assert r.status == 200
+    async with http.get("/api/v1/namespaces/default/configmaps") as r:
+        assert r.status == 200
+    text = await scrape(http)
+    assert value(text, 'apiserver_requested_deprecated_apis{group="",removed_release="",resource="componentstatuses",'
+                       'subresource="",version="v1"}') == 1
+    assert value(text, 'apiserver_requested_deprecated_apis{group="",removed_release="",resource="endpoints",'
+                       'subresource="",version="v1"}') == 1
+    assert len([line for line in text.splitlines() if line.startswith("apiserver_requested_deprecated_apis{")]) == 2
