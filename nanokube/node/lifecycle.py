@@ -396,6 +396,10 @@ class PodWorker:
         self.restarting_all = False
         self.all_restarts = 0
         self.init_last: dict[str, dict] = {}
+        #: the times each init container that runs an interpreted command failed and was restarted
+        #: for it, and the one that failed for good (restartPolicy Never): its spec and how it ended
+        self.init_restarts: dict[str, int] = {}
+        self.init_failed: tuple[dict, dict] | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -577,7 +581,8 @@ class PodWorker:
         if c.get("restartPolicy") == "Always":
             return status
         status = {k: v for k, v in status.items() if k != "containerID" or "waiting" not in status["state"]}
-        return status | {"restartCount": self.all_restarts, "lastState": self.init_last.get(c["name"], {})}
+        return status | {"restartCount": self.all_restarts + self.init_restarts.get(c["name"], 0),
+                         "lastState": self.init_last.get(c["name"], {})}
 
     def _init_statuses(self, now: str, running: bool) -> list[dict]:
         out = []
@@ -589,9 +594,10 @@ class PodWorker:
             else:
                 started, finished = self.init_ran.get(c["name"], (now, now))
                 term = {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": finished}
+                restarts = self.all_restarts + self.init_restarts.get(c["name"], 0)
                 out.append(self._status_of(c, {"terminated": term}, False, False) | {
-                    "restartCount": self.all_restarts, "lastState": self.init_last.get(c["name"], {}),
-                    "containerID": self._container_id(c["name"], self.all_restarts)})
+                    "restartCount": restarts, "lastState": self.init_last.get(c["name"], {}),
+                    "containerID": self._container_id(c["name"], restarts)})
         return out
 
     # --- what changes of a running pod's spec --------------------------------------
@@ -890,9 +896,75 @@ class PodWorker:
             await self._event("Normal", "Created", "Container created", path)
             await self._event("Normal", "Started", "Container started", path)
             if path.startswith("spec.initContainers") and c.get("restartPolicy") != "Always":
+                if (program := self._program(c)) is not None:
+                    if await self._run_init(c, program):
+                        return True
+                    continue
                 now = self.clock.rfc3339()  # a simulated init container ends as it starts
                 self.init_ran.setdefault(c["name"], (now, now))
         return False
+
+    async def _run_init(self, c: dict, program: Program) -> bool:
+        """Init container `c`, started, runs its interpreted command: the pod Pending with `c`
+        running until the command ends. Exit 0 and the next one starts; another code restarts it
+        after a crash-loop back-off (Init:CrashLoopBackOff) unless the pod's restartPolicy is Never,
+        which fails the pod (`init_failed`). True if the pod must stop: deleted or past its active
+        deadline meanwhile, or failed."""
+        name, image = c["name"], image_ref(c.get("image", ""))
+        never = (self.pod.get("spec") or {}).get("restartPolicy") == "Never"
+        while True:
+            started = self.clock.rfc3339()
+            end = self.clock.monotonic() + program.seconds
+            self.io.start(name, image, program)
+            await self._init_waiting(c, {"running": {"startedAt": started}})
+            if await self._wait(end, active=True):
+                return True
+            self.io.exit(name, program.exit_code, at=end)
+            if program.exit_code == 0:
+                self.init_ran[name] = (started, self.clock.rfc3339())
+                return False
+            term = {"exitCode": program.exit_code, "reason": "Error", "startedAt": started,
+                    "finishedAt": self.clock.rfc3339()}
+            if never:
+                self.init_failed = (c, term)
+                return True
+            delay = min(BACKOFF_INITIAL * 2 ** self.init_restarts.get(name, 0), BACKOFF_MAX)
+            self.init_restarts[name] = self.init_restarts.get(name, 0) + 1
+            self.init_last[name] = {"terminated": term}
+            await self._init_waiting(c, {"waiting": {
+                "reason": "CrashLoopBackOff", "message": f"back-off {int(delay)}s restarting failed container="
+                                                        f"{name} pod={self.name}_{self.namespace}({self.uid})"}})
+            path = field_path(self.pod, name)
+            await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
+                              f"{self.name}_{self.namespace}({self.uid})", path)
+            if await self._wait(self.clock.monotonic() + delay, active=True):
+                return True
+            if await self._ensure_image(c) or await self._ensure_config(c):
+                return True
+            await self._event("Normal", "Created", "Container created", path)
+            await self._event("Normal", "Started", "Container started", path)
+
+    async def _init_waiting(self, c: dict, state: dict) -> None:
+        """The pod not initialized while init container `c` is in `state`."""
+        now = self.clock.rfc3339()
+        await self._write("Pending", [self._status_of(x, self._default_waiting(), False, False)
+                                      for x in self._containers()], False, now, "ContainersNotReady",
+                          initialized=False, inits=self._init_progress(now, c["name"], state))
+
+    async def _init_failed(self, c: dict, term: dict) -> None:
+        """An init container failed under restartPolicy Never: the pod is Failed, not initialized,
+        its app containers never started (waiting PodInitializing)."""
+        now = self.clock.rfc3339()
+        self.io.exited(term["exitCode"])  # the sidecars started before it
+        await self._write("Failed", [self._status_of(x, self._default_waiting(), False, False)
+                                     for x in self._containers()], False, now, "PodFailed", initialized=False,
+                          inits=self._init_progress(now, c["name"], {"terminated": term}))
+        self.agent.retry_resizes()
+        self.agent.ips.release(self.uid)
+        await self.agent.claims.unprepare(self.uid)
+        self.agent.volumes.unmount(self.uid)
+        if self.deleting():
+            await self._delete()
 
     async def _kill_events(self, containers: list[dict]) -> None:
         """Killing for each running container a pod's deletion stops (killContainer): the app
@@ -997,6 +1069,9 @@ class PodWorker:
             if starting or together:
                 blocked: dict[str, str] = {}
                 if await self._start_events(starting, blocked=None if together else blocked):
+                    if self.init_failed:
+                        await self._init_failed(*self.init_failed)
+                        return
                     first = not (adopted or self.started_at or self.restarts)
                     await (self._never_started() if first else self._terminate())
                     return
@@ -1168,6 +1243,7 @@ class PodWorker:
         containerID), not as a container a SIGTERM stopped."""
         if self.deadline_exceeded:
             await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
+        self.io.exited(SIGTERM_EXIT, "received SIGTERM")  # an init container running its command, sidecars
         now = self.clock.rfc3339()
         inits = (self.pod.get("spec") or {}).get("initContainers") or []
         initializing = bool(inits) and self.starting in ("", *(c["name"] for c in inits))

@@ -167,3 +167,42 @@ def test_exec_of_an_interpreted_command_runs_it(cluster):
     assert cluster.kubectl("exec", "shell", "--", "true").returncode == 0
     r = cluster.kubectl("exec", "shell", "--", "ls", check=False)
     assert r.returncode != 0 and 'exec: "ls": executable file not found in $PATH' in r.stderr
+
+
+def _pod(name: str, restart: str, init_command: list[str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": {
+        "restartPolicy": restart,
+        "initContainers": [{"name": "init", "image": "busybox", "command": init_command}],
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "600"]}]}}
+
+
+def _columns(cluster, pod: str) -> list[str]:
+    return cluster.kubectl("get", "pod", pod, "--no-headers").stdout.split()
+
+
+def test_an_init_container_runs_its_command_before_the_app_starts(cluster):
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(
+        _pod("prepared", "Always", ["sh", "-c", "echo preparing; sleep 2; echo prepared"])))
+    wait_for(lambda: _columns(cluster, "prepared")[2] == "Init:0/1", 30, "prepared Init:0/1")
+    init = _statuses(cluster, "prepared")["init"]
+    assert "running" in init["state"] and cluster.kubectl_json("get", "pod", "prepared")["status"]["phase"] == "Pending"
+    wait_for(lambda: _columns(cluster, "prepared")[2] == "Running", 30, "prepared Running")
+    term = _statuses(cluster, "prepared")["init"]["state"]["terminated"]
+    took = (datetime.fromisoformat(term["finishedAt"]) - datetime.fromisoformat(term["startedAt"])).total_seconds()
+    assert (term["exitCode"], term["reason"]) == (0, "Completed") and 1 <= took <= 3
+    assert cluster.kubectl("logs", "prepared", "-c", "init").stdout == "preparing\nprepared\n"
+
+
+def test_an_init_container_that_fails_fails_a_never_pod_and_crash_loops_otherwise(cluster):
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(_pod("init-never", "Never", ["sh", "-c", "exit 7"])))
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(_pod("init-always", "Always", ["false"])))
+    wait_for(lambda: _columns(cluster, "init-never")[2] == "Init:Error", 30, "init-never Init:Error")
+    pod = cluster.kubectl_json("get", "pod", "init-never")
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 7
+    assert pod["status"]["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    wait_for(lambda: _columns(cluster, "init-always")[2] == "Init:CrashLoopBackOff", 30,
+             "init-always Init:CrashLoopBackOff")
+    init = _statuses(cluster, "init-always")["init"]
+    assert init["restartCount"] == 1 and init["lastState"]["terminated"]["exitCode"] == 1
+    assert cluster.kubectl_json("get", "pod", "init-always")["status"]["phase"] == "Pending"
