@@ -49,13 +49,15 @@ _CAUSE_ORDER = ("reason", "message", "field")
 
 
 def _ordered(d: dict, order: tuple[str, ...]) -> dict:
-    out = {k: d[k] for k in order if k in d}
-    out.update((k, v) for k, v in d.items() if k not in out)
+    """`d` in `order`, its fields of that order that are empty left out (they are all omitempty)."""
+    out = {k: d[k] for k in order if k in d and d[k] not in ("", None, 0, [])}
+    out.update((k, v) for k, v in d.items() if k not in order)
     return out
 
 
 def ordered_details(details: dict) -> dict:
-    """StatusDetails (and its causes) in metav1's field order."""
+    """StatusDetails (and its causes) in metav1's field order, without empty fields: a core kind's
+    details have no "group"."""
     out = _ordered(details, _DETAILS_ORDER)
     if isinstance(out.get("causes"), list):
         out["causes"] = [_ordered(c, _CAUSE_ORDER) if isinstance(c, dict) else c for c in out["causes"]]
@@ -145,5 +147,5 @@ def success_status(name: str, group: str, kind: str, uid: str) -> dict:
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
-        "details": {"name": name, "group": group, "kind": kind, "uid": uid},
+        "details": ordered_details({"name": name, "group": group, "kind": kind, "uid": uid}),
     }

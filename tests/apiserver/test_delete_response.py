@@ -74,3 +74,26 @@ async def test_a_negative_grace_period_on_a_pod_is_one_second():
         assert got == (200, 1, True)
     finally:
         await server.stop()
+
+
+async def test_a_status_leaves_out_its_empty_detail_fields():
+    """StatusDetails' fields are all omitempty: the Success of deleting a core kind names no group
+    (as kube-apiserver's finalizeDelete writes it), and an error's details of a core kind neither."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"{base}/api/v1/namespaces/default/configmaps", json={"metadata": {"name": "a"}}) as r:
+                uid = (await r.json())["metadata"]["uid"]
+            async with s.delete(f"{base}/api/v1/namespaces/default/configmaps/a") as r:
+                deleted = await r.json()
+            async with s.get(f"{base}/api/v1/namespaces/default/configmaps/a") as r:
+                missing = await r.json()
+            async with s.get(f"{base}/apis/apps/v1/namespaces/default/deployments/d") as r:
+                missing_apps = await r.json()
+        assert deleted["details"] == {"name": "a", "kind": "configmaps", "uid": uid}
+        assert missing["details"] == {"name": "a", "kind": "configmaps"}
+        assert missing_apps["details"] == {"name": "d", "group": "apps", "kind": "deployments"}
+    finally:
+        await server.stop()
