@@ -1599,9 +1599,10 @@ class _Patched:
 
 
 def decode_patched(kind: str, version: str, obj: Any, definition: str, opts: WriteOptions, patch_type: str,
-                   raw: bytes) -> dict:
+                   raw: bytes) -> tuple[dict, list[str]]:
     """A subresource's patched object (a Scale), decoded as its Go type as a patch's result is: a
-    type error, or under Strict an unknown field, is the patchers' 422; returns `obj`."""
+    type error, or under Strict an unknown field, is the patchers' 422; returns `obj` and, under
+    Warn, the unknown fields' warnings."""
     patched = _Patched(patch_type, raw)
     if type(obj) is not dict:
         what = "array" if type(obj) is list else "null" if obj is None else _json_kind(obj)
@@ -1616,7 +1617,7 @@ def decode_patched(kind: str, version: str, obj: Any, definition: str, opts: Wri
         raise _undecodable(kind, version, obj, errs[0], patched)
     if unknown and opts.field_validation == "Strict":
         raise _undecodable(kind, version, obj, patched.strict_error(unknown), patched)
-    return obj
+    return obj, structural.unknown_field_warnings(unknown) if opts.field_validation == "Warn" else []
 
 
 def _undecodable(kind: str, version: str, obj: Any, err: str, patched: _Patched | None) -> errors.APIError:

@@ -12,6 +12,7 @@ import orjson
 import yaml
 from aiohttp import web
 
+from .. import schema
 from ..registry.base import Resource
 from ..registry.core_pods import validate_binding
 from ..machinery import errors
@@ -19,7 +20,7 @@ from ..machinery.conditions import observed_generation, set_condition
 from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
 from . import structural
-from . import options
+from . import options, warning
 from .options import delete_options
 from .patch import PatchError
 from .patch import apply as ssa
@@ -96,14 +97,15 @@ class Subresources:
             if m in ("PUT", "PATCH"):
                 if m == "PUT":
                     body, opts = await h._update_input(request)
-                    body = _typed(body, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")
+                    body = _typed(body, SCALE, "Scale", "v1")
+                    warnings = _unknown_fields(body, SCALE, "Scale", "v1", opts.field_validation)
                 else:
                     ctype = h._patch_media(request, res)
                     raw = await h._raw(request)
                     opts = h._write_opts(request)  # after the media type and the body, as upstream's patch handler
                     current = await self.get_scale(res, namespace, name, UNSET_REPLICAS)
                     # (typed before its metadata is read: a patch may leave anything there, or at the root)
-                    body = await self._patch_scale(current, ctype, raw, opts)
+                    body, warnings = await self._patch_scale(current, ctype, raw, opts)
                     md = body.get("metadata") or {}
                     if md.get("resourceVersion") == current["metadata"].get("resourceVersion"):
                         # the patch named no resourceVersion: like upstream's update loop, a
@@ -112,7 +114,12 @@ class Subresources:
                 check_target(body.get("metadata") or {}, name, namespace)
                 opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
                 applied = m == "PATCH" and request.content_type == "application/apply-patch+yaml"
-                return json_response(await self.put_scale(res, version, namespace, name, body, opts, applied))
+                resp = json_response(await self.put_scale(res, version, namespace, name, body, opts, applied))
+                from .handlers import warning_header  # (handlers imports this module)
+
+                for w in warnings:
+                    resp.headers.add("Warning", warning_header(w))
+                return resp
         raise errors.method_not_allowed()
 
     # --- binding ----------------------------------------------------------
@@ -320,9 +327,10 @@ class Subresources:
         obj = self.rest._entry(res, namespace, name).obj
         return _scale_of(res, obj, unset)
 
-    async def _patch_scale(self, scale: dict, ctype: str, raw: bytes, opts: WriteOptions) -> dict:
+    async def _patch_scale(self, scale: dict, ctype: str, raw: bytes, opts: WriteOptions) -> tuple[dict, list[str]]:
         """The Scale with a patch applied and decoded as a Scale, or the configuration of a
-        server-side apply (applied to the Scale by `put_scale`). The generic patchers' decoding,
+        server-side apply (applied to the Scale by `put_scale`), and the unknown fields' warnings
+        under Warn. The generic patchers' decoding,
         as upstream's /scale is served by them: a number past float64 refused where the patch is
         decoded into interface values, a patched Scale that does not decode the 422 of a patch."""
         from . import serializer
@@ -340,7 +348,7 @@ class Subresources:
                 if version != "autoscaling/v1" or patch.get("kind") != "Scale":
                     raise errors.bad_request("Incorrect version specified in apply patch. "
                                              f"Specified patch version: {version or ''}, expected: autoscaling/v1")
-                return _typed(patch, SCALE, "Scale", "v1")
+                return _typed(patch, SCALE, "Scale", "v1"), []
             if serializer.OUT_OF_RANGE.get():
                 patch_out_of_range(ctype, patch, opts)
             if ctype == "application/json-patch+json":
@@ -348,8 +356,6 @@ class Subresources:
             elif ctype == "application/merge-patch+json":
                 patched = merge.apply(scale, patch)
             else:  # a strategic merge patch: the media type is one of four (APIHandlers._patch_media)
-                from .. import schema
-
                 patched = strategic.apply(scale, patch, schema.kind_schema("autoscaling", "v1", "Scale"))
         except PatchError as e:
             raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
@@ -439,6 +445,19 @@ def _bound(pod: dict, node: str, annotations: dict | None) -> dict:
 
 
 SCALE = "io.k8s.api.autoscaling.v1.Scale"
+
+
+def _unknown_fields(body: dict, definition: str, kind: str, version: str, field_validation: str) -> list[str]:
+    """A decoded body's unknown fields per fieldValidation, as the update handler's strict decoder
+    reports them: Strict a 400, Warn a warning each (returned, and recorded for an error later)."""
+    if field_validation == "Ignore":
+        return []
+    _, unknown = structural.check(body, schema.definitions()[definition], True)
+    if unknown and field_validation == "Strict":
+        raise errors.bad_request(structural.decode_error_message(kind, version, structural.strict_error(unknown)))
+    warnings = structural.unknown_field_warnings(unknown)
+    warning.record(warnings)
+    return warnings
 
 
 def _typed(body, definition: str, kind: str, version: str) -> dict:

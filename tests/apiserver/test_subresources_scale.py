@@ -197,3 +197,26 @@ async def test_a_builtin_scale_is_served_as_a_table_with_desired_and_available(t
         scale = await asyncio.to_thread(get, "application/json")
         assert (scale["kind"], scale["spec"], scale["status"]["replicas"]) == ("Scale", {"replicas": 3}, 2)
         assert table["metadata"] == {"resourceVersion": scale["metadata"]["resourceVersion"]}
+
+
+async def test_a_scale_write_reports_unknown_fields_per_field_validation(tmp_path):
+    """The update and patch handlers' strict decoding on /scale, as on any write: under Strict an
+    unknown field is the update's 400 and the patch's 422, under Warn (the default) a Warning
+    header each, under Ignore nothing."""
+    def send(c, method: str, query: str, body: dict, ctype: str = "application/json"):
+        r = c.rest_client.pool_manager.request(method, f"{c.configuration.host}{DEPLOYMENTS}/d/scale{query}",
+                                               body=json.dumps(body).encode(), headers={"Content-Type": ctype})
+        return r.status, json.loads(r.data), r.headers.get("Warning")
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", DEPLOYMENTS, deployment(1), "app")
+        put = {**scale(2), "colour": "red"}
+        code, status, _ = await asyncio.to_thread(send, c, "PUT", "?fieldValidation=Strict", put)
+        assert (code, status["message"]) == (400, 'Scale in version "v1" cannot be handled as a Scale: strict decoding '
+                                                  'error: unknown field "colour"')
+        assert (await asyncio.to_thread(send, c, "PUT", "", put))[::2] == (200, '299 - "unknown field \\"colour\\""')
+        assert (await asyncio.to_thread(send, c, "PUT", "?fieldValidation=Ignore", put))[::2] == (200, None)
+        patch, merge = {"spec": {"replicas": 3}, "colour": "red"}, "application/merge-patch+json"
+        code, status, _ = await asyncio.to_thread(send, c, "PATCH", "?fieldValidation=Strict", patch, merge)
+        assert code == 422 and status["message"].endswith('": strict decoding error: unknown field "colour"')
+        code, scaled, warned = await asyncio.to_thread(send, c, "PATCH", "", patch, merge)
+        assert (code, scaled["spec"]["replicas"], warned) == (200, 3, '299 - "unknown field \\"colour\\""')
