@@ -27,7 +27,8 @@ from ..volume.binding import (
     find_matching_volume,
     volume_mismatch,
 )
-from ..volume.classes import BETA_CLASS, WAIT_FOR_FIRST_CONSUMER, binding_mode, claim_class, default_class
+from ..volume.classes import (BETA_CLASS, WAIT_FOR_FIRST_CONSUMER, binding_mode, claim_class, default_class,
+                              external_provisioner)
 from .base import Controller
 from ..client.record import CoreEventRecorder
 
@@ -169,8 +170,9 @@ class PersistentVolumeController(Controller):
         await self._set_claim_phase(pvc, "Pending")
         if delayed:
             await self._report(pvc, "Normal", "WaitForFirstConsumer", "waiting for first consumer to be created before binding")
-        elif sc is not None and sc.get("provisioner"):
-            prov = sc["provisioner"]
+        elif sc is not None and (prov := external_provisioner(sc)) is None:
+            await self._report(pvc, "Warning", "ProvisioningFailed", f"no volume plugin matched name: {sc.get('provisioner')}")
+        elif sc is not None:
             if _ann(pvc).get(STORAGE_PROVISIONER) != prov:
                 body = copy.deepcopy(pvc)
                 body["metadata"].setdefault("annotations", {}).update({STORAGE_PROVISIONER: prov, STORAGE_PROVISIONER_BETA: prov})

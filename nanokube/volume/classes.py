@@ -7,6 +7,13 @@ IS_DEFAULT_BETA = "storageclass.beta.kubernetes.io/is-default-class"
 #: the class before spec.storageClassName existed; still honoured when the field is unset
 BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
 IMMEDIATE, WAIT_FOR_FIRST_CONSUMER = "Immediate", "WaitForFirstConsumer"
+#: in-tree provisioners whose volumes CSI migration hands to these drivers (GetCSINameFromInTreeName)
+MIGRATED_PROVISIONERS = {
+    "kubernetes.io/aws-ebs": "ebs.csi.aws.com", "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+    "kubernetes.io/azure-disk": "disk.csi.azure.com", "kubernetes.io/azure-file": "file.csi.azure.com",
+    "kubernetes.io/cinder": "cinder.csi.openstack.org", "kubernetes.io/vsphere-volume": "csi.vsphere.vmware.com",
+    "kubernetes.io/portworx-volume": "pxd.portworx.com",
+}
 
 
 def is_default(sc: dict) -> bool:
@@ -40,3 +47,11 @@ def volume_class(pv: dict) -> str:
 
 def binding_mode(sc: dict | None) -> str:
     return (sc or {}).get("volumeBindingMode") or IMMEDIATE
+
+
+def external_provisioner(sc: dict) -> str | None:
+    """The provisioner the PV controller asks for a class's volumes (provisionClaimOperationExternal):
+    a migrated in-tree one by its CSI driver's name; None for any other `kubernetes.io/` name, a
+    plugin kube-controller-manager no longer has (kubernetes.io/no-provisioner among them)."""
+    name = MIGRATED_PROVISIONERS.get(sc.get("provisioner") or "", sc.get("provisioner") or "")
+    return None if name.startswith("kubernetes.io/") else name

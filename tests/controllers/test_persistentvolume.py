@@ -279,3 +279,33 @@ def test_the_default_class_is_the_newest_then_the_first_by_name():
     assert default_class([sc("b", "2026-01-01T00:00:02Z"), sc("a", same), sc("c", "2026-01-01T00:00:03Z", False)])[
         "metadata"]["name"] == "b"
     assert default_class([sc("c", same, False)]) is None
+
+
+async def test_a_class_no_provisioner_serves_fails_and_a_migrated_one_names_its_csi_driver(env):
+    """provisionClaim: an Immediate claim of a `kubernetes.io/` provisioner kube-controller-manager has
+    no plugin for (no-provisioner) is ProvisioningFailed; an in-tree one CSI migration took over is
+    asked of its CSI driver by that name."""
+    client, _ = env
+    classes = client.resource("storage.k8s.io", "v1", "storageclasses")
+    await classes.create({"metadata": {"name": "manual"}, "provisioner": "kubernetes.io/no-provisioner",
+                          "volumeBindingMode": "Immediate"})
+    await classes.create({"metadata": {"name": "gp2"}, "provisioner": "kubernetes.io/aws-ebs",
+                          "volumeBindingMode": "Immediate"})
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("nvme", storageClassName="manual"))
+    await pvcs.create(claim("ebs", storageClassName="gp2"))
+
+    async def events():
+        evs, _ = await client.resource("", "v1", "events").list("default")
+        got = {(e["involvedObject"]["name"], e["reason"]): e["message"] for e in evs
+               if e["reason"] in ("ProvisioningFailed", "ExternalProvisioning")}
+        return len(got) == 2 and got
+    assert await eventually(events) == {
+        ("nvme", "ProvisioningFailed"): "no volume plugin matched name: kubernetes.io/no-provisioner",
+        ("ebs", "ExternalProvisioning"): "Waiting for a volume to be created either by the external provisioner "
+                                         "'ebs.csi.aws.com' or manually by the system administrator. If volume creation "
+                                         "is delayed, please verify that the provisioner is running and correctly registered."}
+    assert (await state(client, "persistentvolumeclaims", "ebs", "default"))["metadata"]["annotations"][
+        "volume.kubernetes.io/storage-provisioner"] == "ebs.csi.aws.com"
+    assert "volume.kubernetes.io/storage-provisioner" not in (
+        (await state(client, "persistentvolumeclaims", "nvme", "default"))["metadata"].get("annotations") or {})
