@@ -53,9 +53,11 @@ def kept(name: str) -> frozenset[str]:
 
 
 def nulled(name: str) -> dict[str, type | None]:
-    """The optional lists (`list`), maps (`dict`) and pointers (None) of built-in definition `name`
-    tagged without omitempty, by field: served as `null` when left out, a list or map also when
-    sent empty (jsontags.KEEP_EMPTY, NIL_POINTERS)."""
+    """The optional lists (`list`), maps (`dict`), pointers (None) and value scalars (`str`, `int`,
+    `bool`) of built-in definition `name` tagged without omitempty, by field: left out, one is
+    served as `null`, a scalar as its zero (a StatefulSet's `serviceName: ""`, a PriorityClass's
+    `value: 0`); a list or map sent empty is `null` too (jsontags.KEEP_EMPTY, NIL_POINTERS,
+    NOT_OMITEMPTY)."""
     return _empties()[1].get(name, {})
 
 
@@ -137,6 +139,10 @@ def _fields() -> dict[str, frozenset[str]]:
 
 #: not a tag: the field manager reads `managedFields: []` as a request to reset the owners
 _FIELD_MANAGER_READS = ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "managedFields")
+#: not a tag: conversion to v1 (registry/resource.py's request_to_v1) reads a v1beta1 request's
+#: deviceClassName, present, as an exact request's
+_CONVERSION_READS = ("io.k8s.api.resource.v1beta1.DeviceRequest", "deviceClassName")
+_SCALAR_ZEROS = {"string": str, "integer": int, "boolean": bool}
 
 
 @functools.cache
@@ -150,6 +156,13 @@ def _empties() -> tuple[dict[str, dict[str, type]], dict[str, dict[str, type | N
         keep = KEEP_EMPTY.get(name, frozenset())
         found: dict[str, type] = {}
         null: dict[str, type | None] = dict.fromkeys(NIL_POINTERS.get(name, ()))
+        props = d.get("properties") or {}
+        for k in NOT_OMITEMPTY.get(name, ()):
+            types = props[k].get("type")
+            kind = next((_SCALAR_ZEROS[t] for t in ([types] if isinstance(types, str) else types or ())
+                         if t in _SCALAR_ZEROS), None)
+            if kind is not None and (name, k) != _CONVERSION_READS:
+                null[k] = kind
         for k, prop in (d.get("properties") or {}).items():
             if k in required or (name, k) == _FIELD_MANAGER_READS:
                 continue

@@ -459,13 +459,14 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
             omit: frozenset[str] = frozenset(), empty: dict[str, type] | None = None,
             hold: frozenset[str] = frozenset(), null: dict[str, type | None] | None = None) -> Checker:
     empty, null = empty or {}, null or {}
-    null_fields = tuple(null)  # lists, maps and pointers tagged without omitempty: null when nil
+    null_fields = tuple(null)  # lists, maps, pointers and scalars tagged without omitempty: null or zero when nil
     simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
     nested = {k: c for k, (c, _) in fields.items()}
-    # what a null field becomes: a required scalar's zero value, a time's null, else nothing;
-    # ObjectMeta's creationTimestamp is omitzero since 1.34 (kubernetes#130989): a zero one is left out
+    # what a null field becomes: a required scalar's zero value (or an optional one's tagged without
+    # omitempty), a time's null, else nothing; ObjectMeta's creationTimestamp is omitzero since 1.34
+    # (kubernetes#130989): a zero one is left out
     zeros = {k: c.zero for k, (c, _) in fields.items()
-             if k in required and getattr(c, "zero", None) in (str, int, bool)}
+             if (k in required or null.get(k) in (str, int, bool)) and getattr(c, "zero", None) in (str, int, bool)}
     keep_null = {k for k, (c, _) in fields.items()
                  if c is _date_time and not (go == "v1.ObjectMeta" and k == "creationTimestamp")}
 
@@ -512,7 +513,7 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
         if null_fields and res.nulls:
             for k in null_fields:
                 if k not in v:
-                    v[k] = None
+                    v[k] = zeros[k]() if k in zeros else None
     return check
 
 

@@ -159,7 +159,8 @@ class JobStrategy(Strategy):
         pfp = spec.get("podFailurePolicy")
         for rule in (pfp or {}).get("rules") or []:
             for pattern in rule.get("onPodConditions") or []:
-                pattern.setdefault("status", "True")
+                if not pattern.get("status"):  # a string without omitempty: "" when left out
+                    pattern["status"] = "True"
         spec.setdefault("podReplacementPolicy", "Failed" if pfp is not None else "TerminatingOrFailed")
         default_pod_template(ensure_template(spec))
 

@@ -86,3 +86,22 @@ async def test_a_pointer_tagged_without_omitempty_is_null_only_inside_its_parent
                                                "spec": {**spec, "dataSource": {"apiGroup": "", "kind": "PersistentVolumeClaim",
                                                                                "name": "src"}}})
         assert given["spec"]["dataSource"]["apiGroup"] == ""
+
+
+async def test_a_value_scalar_tagged_without_omitempty_is_its_zero_when_left_out(tmp_path):
+    async with served(tmp_path) as (_, api):
+        template = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+        sts = await call(api, "POST", "/apis/apps/v1/namespaces/default/statefulsets", {
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "ordinals": {}, "template": template}})
+        # `json:"serviceName"`, `json:"start"`: encoded even at their zero
+        assert (sts["spec"]["serviceName"], sts["spec"]["ordinals"]) == ("", {"start": 0})
+        pc = await call(api, "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "pc"}})
+        assert pc["value"] == 0
+        job = await call(api, "POST", "/apis/batch/v1/namespaces/default/jobs", {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+            "spec": {"podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+                     "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}})
+        # status is "" once decoded, and defaulted as upstream defaults an empty one
+        assert job["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
