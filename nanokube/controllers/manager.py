@@ -11,6 +11,7 @@ from ..client.informer import InformerFactory
 from ..client.leaderelection import LeaderElector
 from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
+from ..pki.jwt import load_key
 from .base import Controller
 from .clusterroleaggregation import ClusterRoleAggregationController
 from .cronjob import CronJobController
@@ -45,6 +46,7 @@ from .resourcequota import ResourceQuotaController
 from .rootcacertpublisher import RootCACertPublisher
 from .service_lb import DEFAULT_POOL, ServiceLBController
 from .serviceaccount import ServiceAccountsController
+from .serviceaccount_token import TokensController
 from .servicecidrs import ServiceCIDRController
 from .statefulset import StatefulSetController
 from .storageversionmigrator import StorageVersionMigrator
@@ -93,12 +95,19 @@ CLIENT_NAMES = {
     "certificatesigningrequest-approving-controller": "certificate-controller",
     "certificatesigningrequest-cleaner-controller": "certificate-controller",
     "certificatesigningrequest-signing-controller": "certificate-controller",
+    "serviceaccount-token-controller": "tokens-controller",  # upstream's root client, not an account's
 }
 
 
 def _read(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+def _service_account_key(data_dir: str | None):
+    """The API server's service-account signing key in `data_dir`, if it made one."""
+    path = os.path.join(data_dir, "pki", "sa.key") if data_dir else ""
+    return load_key(path) if path and os.path.exists(path) else None
 
 
 def controller_client(client, kind: type[Controller]):
@@ -170,13 +179,14 @@ class ControllerManager:
                  data_dir: str | None = None, elector: LeaderElector | None = None,
                  load_balancer_pool: str = DEFAULT_POOL, certificate_client=None,
                  signers: dict[str, Files] | None = None, signing_duration: int = SIGNING_DURATION,
-                 controller_clients=None, root_ca: bytes = b""):
+                 controller_clients=None, root_ca: bytes = b"", service_account_key=None):
         """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too;
         `signers` (each CSR signer's CA files) and `signing_duration` the CSR signer;
         `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from;
         `certificate_client` (else `client`) is the certificate controllers'; `controller_clients`
         (else `client`) names each controller's client (clientbuilder's service-account clients);
-        `root_ca` is what kube-root-ca.crt publishes; the shared informers read through `client`."""
+        `root_ca` is what kube-root-ca.crt publishes; `service_account_key` (the API server's signing
+        key) runs the token controller; the shared informers read through `client`."""
         self.client = client
         #: kept across terms of leadership, as one process's counters are
         self.metrics = ControllerMetrics(clock=clock)
@@ -185,10 +195,11 @@ class ControllerManager:
             """A term's controllers over a fresh shared informer factory, stopped with them."""
             signer = [PodCertificateSigner] if signer_client is not None and data_dir is not None else []
             # a known name also without CA files (then it does not run, as upstream's skips)
-            on = [k for k in enabled([*CONTROLLERS, CSRSigningController, *signer], controllers)
+            tokens = [TokensController] if service_account_key is not None else []
+            on = [k for k in enabled([*CONTROLLERS, CSRSigningController, *signer, *tokens], controllers)
                   if k is not CSRSigningController or signers]
             self.informers = InformerFactory(clock, client.named("shared-informers"))
-            own = (PodCertificateSigner, CSRSigningController, *_CERTIFICATE_CONTROLLERS)
+            own = (PodCertificateSigner, CSRSigningController, TokensController, *_CERTIFICATE_CONTROLLERS)
             builder = controller_clients or client
             out = build_controllers(builder, clock, load_balancer_pool, self.metrics, self.informers,
                                     [k for k in on if k not in own], root_ca)
@@ -197,6 +208,9 @@ class ControllerManager:
             if CSRSigningController in on:
                 out.append(CSRSigningController(controller_client(certs, CSRSigningController), signers, clock,
                                                 self.informers, signing_duration))
+            if TokensController in on:
+                out.append(TokensController(controller_client(client, TokensController), service_account_key, root_ca,
+                                            clock, self.informers))
             if PodCertificateSigner in on:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))
             self.metrics.meter(out)
@@ -223,7 +237,8 @@ class ControllerManager:
         return cls(connect(CONTROLLER_USER, "kube-controller-manager"), clock, signer_client=signer, data_dir=data_dir,
                    certificate_client=connect(CERTIFICATE_CONTROLLER_USER, "kube-controller-manager"),
                    signers=cluster_ca(data_dir) if data_dir else None,
-                   root_ca=_read(os.path.join(data_dir, "pki", "ca.crt")) if data_dir else b"", **kw)
+                   root_ca=_read(os.path.join(data_dir, "pki", "ca.crt")) if data_dir else b"",
+                   service_account_key=_service_account_key(data_dir), **kw)
 
     async def start(self) -> None:
         """With no controllers enabled there is nothing to lead: no campaign."""

@@ -4,6 +4,9 @@ against what they show on an upstream cluster."""
 
 from __future__ import annotations
 
+import base64
+import json
+
 from tests.e2e.conftest import running_cluster, wait_for
 
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable:NoSchedule"
@@ -167,3 +170,33 @@ def test_describe_node_shows_the_ttl_controllers_annotation(cluster):
     out = wait_for(annotated, timeout=15, what="the ttl annotation")
     assert next(line for line in out.splitlines() if line.startswith("Annotations:")).split() == [
         "Annotations:", "node.alpha.kubernetes.io/ttl:", "0"]
+
+
+TOKEN_SECRET = """
+apiVersion: v1
+kind: Secret
+metadata:
+  name: first-day-robot-token
+  annotations: {kubernetes.io/service-account.name: default}
+type: kubernetes.io/service-account-token
+"""
+
+
+def test_a_long_lived_service_account_token_secret_is_filled_and_authenticates(cluster):
+    """The documented long-lived API token: the token controller fills the Secret, the token
+    authenticates as the account (kubectl with it alone), and deleting the Secret revokes it."""
+    cluster.kubectl("apply", "-f", "-", input=TOKEN_SECRET)
+    try:
+        data = wait_for(lambda: (cluster.kubectl_json("get", "secret", "first-day-robot-token").get("data") or {})
+                        .get("token") and cluster.kubectl_json("get", "secret", "first-day-robot-token")["data"],
+                        timeout=20, what="the token")
+        assert set(data) == {"ca.crt", "namespace", "token"}
+        token = base64.b64decode(data["token"]).decode()
+        as_token = ("--kubeconfig=/dev/null", f"--server={cluster.url}", "--certificate-authority",
+                    str(cluster.data_dir / "pki" / "ca.crt"), f"--token={token}")
+        who = cluster.kubectl(*as_token, "auth", "whoami", "-o", "json")
+        assert json.loads(who.stdout)["status"]["userInfo"]["username"] == "system:serviceaccount:default:default"
+    finally:
+        cluster.kubectl("delete", "secret", "first-day-robot-token")
+    denied = cluster.kubectl(*as_token, "auth", "whoami", check=False)
+    assert denied.returncode == 1 and "Unauthorized" in denied.stderr

@@ -6,7 +6,6 @@ recreating either revokes them without any token store."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import uuid
 from typing import Callable
@@ -15,9 +14,10 @@ import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from ...clock import REAL, Clock, format_time, parse_time
+from ...pki.jwt import LEGACY_ISSUER, key_id, sign_es256
 from ...machinery.validation import invalid
 from ...machinery import errors
 from ...machinery.user import User
@@ -77,8 +77,7 @@ class ServiceAccountTokens:
         self.clock = clock
         self.issuer = issuer
         self.audiences = audiences
-        der = self.public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-        self.kid = _b64(hashlib.sha256(der).digest())
+        self.kid = key_id(self.public)
 
     # --- issuer discovery -------------------------------------------------
 
@@ -154,10 +153,7 @@ class ServiceAccountTokens:
         claims = {"aud": audiences, "exp": int(now) + seconds, "iat": int(now), "iss": self.issuer,
                   "jti": str(uuid.uuid4()), "kubernetes.io": k8s, "nbf": int(now),
                   "sub": f"system:serviceaccount:{md['namespace']}:{md['name']}"}
-        signing_input = (_b64(orjson.dumps({"alg": "ES256", "kid": self.kid})) + "."
-                         + _b64(orjson.dumps(claims))).encode()
-        r, s = decode_dss_signature(self.key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
-        return signing_input.decode() + "." + _b64(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+        return sign_es256(self.key, claims)
 
     # --- verifying --------------------------------------------------------
 
@@ -168,9 +164,10 @@ class ServiceAccountTokens:
         user = self.authenticate(token, wanted)
         if user is None:
             return None, []
-        aud = self._claims(token).get("aud")
+        claims = self._claims(token)
+        aud = self.audiences if claims.get("iss") == LEGACY_ISSUER else claims.get("aud")
         aud = [aud] if isinstance(aud, str) else aud
-        return user, [a for a in wanted if a in aud]
+        return (user, [a for a in wanted if a in aud]) if set(wanted) & set(aud) else (None, [])
 
     def authenticate(self, token: str, audiences: tuple[str, ...] | None = None) -> User | None:
         """The ServiceAccount user a bearer token stands for, or None when the
@@ -179,6 +176,8 @@ class ServiceAccountTokens:
         claims = self._claims(token)
         if claims is None:
             return None
+        if claims.get("iss") == LEGACY_ISSUER:
+            return self._legacy(token, claims)
         now = self.clock.now()
         aud = claims.get("aud")
         aud = [aud] if isinstance(aud, str) else aud
@@ -205,6 +204,27 @@ class ServiceAccountTokens:
             extra["authentication.kubernetes.io/pod-name"] = [pod_ref["name"]]
             extra["authentication.kubernetes.io/pod-uid"] = [pod_ref["uid"]]
         return service_account_user(ns, sa_ref["name"], sa_ref["uid"], extra)
+
+    def _legacy(self, token: str, claims: dict) -> User | None:
+        """A Secret-based token (upstream's legacy validator): valid while its Secret still holds it
+        and its ServiceAccount, by uid, exists; neither being deleted. It carries no audience: the
+        server's own are implied."""
+        ns = claims.get("kubernetes.io/serviceaccount/namespace")
+        name = claims.get("kubernetes.io/serviceaccount/service-account.name")
+        uid = claims.get("kubernetes.io/serviceaccount/service-account.uid")
+        secret_name = claims.get("kubernetes.io/serviceaccount/secret.name")
+        if not all(isinstance(v, str) and v for v in (ns, name, uid, secret_name)):
+            return None
+        if claims.get("sub") != f"system:serviceaccount:{ns}:{name}":
+            return None
+        secret = self.lookup("secrets", ns, secret_name)
+        if secret is None or secret["metadata"].get("deletionTimestamp") or \
+                (secret.get("data") or {}).get("token") != base64.b64encode(token.encode()).decode():
+            return None
+        sa = self.lookup("serviceaccounts", ns, name)
+        if sa is None or sa["metadata"].get("uid") != uid or sa["metadata"].get("deletionTimestamp"):
+            return None
+        return service_account_user(ns, name, uid)
 
     def _claims(self, token: str) -> dict | None:
         """The payload of a well-formed ES256 JWT signed by our key."""

@@ -221,3 +221,26 @@ async def test_issuer_discovery_serves_the_keys_that_verify_tokens(tmp_path):
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def test_a_secret_based_legacy_token_is_valid_while_its_secret_holds_it(world, tokens):
+    """The token controller's tokens (issuer kubernetes/serviceaccount, no expiry, no audience): valid
+    for the server's audiences while the Secret holds that very token and the account keeps its uid."""
+    from nanokube.controllers.serviceaccount_token import legacy_claims
+    from nanokube.pki.jwt import sign_es256
+
+    secret = {"metadata": {"name": "robot-token", "namespace": "ns"}}
+    token = sign_es256(tokens.key, legacy_claims(world[("serviceaccounts", "ns", "robot")], secret))
+    secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
+    world[("secrets", "ns", "robot-token")] = secret
+    user = tokens.authenticate(token)
+    assert (user.name, user.uid, user.extra) == ("system:serviceaccount:ns:robot", "sa-1", {})
+    assert tokens.review(token) == (user, [API_AUDIENCE])
+    assert tokens.review(token, ["vault"]) == (None, [])
+    secret["data"] = {"token": base64.b64encode(b"another").decode()}  # the Secret was given a new token
+    assert tokens.authenticate(token) is None
+    secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
+    world[("serviceaccounts", "ns", "robot")] = _obj("robot", "sa-2")  # recreated: another uid
+    assert tokens.authenticate(token) is None
+    del world[("secrets", "ns", "robot-token")]
+    assert tokens.authenticate(token) is None
