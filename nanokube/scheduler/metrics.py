@@ -60,6 +60,12 @@ class Metrics:
             "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of "
             "unschedulable pods that the scheduler never attempted to schedule because they are gated.",
             ["queue"], registry=r))
+        self.preemption_attempts = Family(
+            "counter", "scheduler_preemption_attempts_total", "[STABLE] Total preemption attempts in the cluster till now",
+            [], r).labels()
+        self.preemption_victims = Family(
+            "histogram", "scheduler_preemption_victims", "[STABLE] Number of selected preemption victims", [], r,
+            exponential_buckets(1, 2, 7)).labels()
         self.queue_incoming = Family(
             "counter", "scheduler_queue_incoming_pods", "[STABLE] Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"], r)

@@ -61,3 +61,30 @@ def test_the_sli_attempts_label_stops_at_15_plus():
     assert 'scheduler_pod_scheduling_sli_duration_seconds_count{attempts="3"} 1\n' in text
     assert 'scheduler_pod_scheduling_sli_duration_seconds_count{attempts="15+"} 2\n' in text
     assert 'attempts="15"}' not in text and 'attempts="40"}' not in text
+
+
+async def test_preemption_is_counted_with_its_victims(stack):
+    """scheduler_preemption_attempts_total (every DefaultPreemption PostFilter run) and
+    scheduler_preemption_victims (the chosen candidate's victims), both STABLE."""
+    from tests.scheduler.test_default_preemption import pending, running, start
+
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    await start(client, sched, [node("n1", "2", "8Gi")], [running("low", "n1", 1), running("lower", "n1", 0)])
+    await pods.create(pending("high", 10, cpu="2"))
+
+    async def preempted():
+        text = render(sched.metrics.registry).decode()
+        return "scheduler_preemption_victims_count 1\n" in text and text
+    text = await eventually(preempted)
+    assert sample(text, "scheduler_preemption_attempts_total") >= 1
+    assert sample(text, "scheduler_preemption_victims_sum") == 2  # both pods make room for 2 CPUs
+    assert sample(text, 'scheduler_preemption_victims_bucket{le="1"}') == 0
+    assert sample(text, 'scheduler_preemption_victims_bucket{le="2"}') == 1
+    assert bounds(text, "scheduler_preemption_victims_bucket") == ["1", "2", "4", "8", "16", "32", "64", "+Inf"]
+    assert "# HELP scheduler_preemption_attempts_total [STABLE] Total preemption attempts in the cluster till now\n" \
+        in text
+
+
+def sample(text: str, series: str) -> float | None:
+    return next((float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(series + " ")), None)

@@ -89,6 +89,8 @@ class DefaultPreemption:
                 del self._priorities[prio]
 
     def post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
+        if self.handle is not None:  # every PostFilter run counts, as upstream's deferred Inc
+            self.handle.metrics.preemption_attempts.inc()
         if info.group:
             return None, unschedulable()
         eligible, why = self._eligible(info, statuses)
@@ -127,6 +129,7 @@ class DefaultPreemption:
             return None, unschedulable(f"preemption: 0/{len(snap.nodes)} nodes are available: {detail}.")
         best = pick_one(candidates)
         self._nominate(info, best.node)
+        self.handle.metrics.preemption_victims.observe(len(best.victims))
         self.handle.spawn(self._preempt(info, best))
         # upstream's success message (kubernetes#140180), kept in the FailedScheduling event and
         # PodScheduled condition until the preemptor lands
