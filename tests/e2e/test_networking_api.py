@@ -5,12 +5,17 @@ IPAddress objects."""
 from __future__ import annotations
 
 import json
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from .conftest import running_cluster, wait_for
+from .conftest import fresh_store, running_cluster, start_cluster, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +199,39 @@ def test_the_kubernetes_service_endpoints(cluster):
     described = cluster.kubectl("describe", "svc", "kubernetes").stdout
     assert [line.split() for line in described.splitlines() if line.startswith("Endpoints:")] == [
         ["Endpoints:", f"192.0.2.10:{port}"]]
+
+
+def test_a_killed_servers_address_goes_when_its_lease_expires():
+    """The lease endpoint reconciler: a server killed without removing its address keeps it listed
+    until its lease (15 s) expires, beside the next server's; one stopped cleanly takes it away."""
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-leases-"))
+    with fresh_store() as store:
+        try:
+            first = start_cluster(d, store, ("--advertise-address", "192.0.2.21"))
+            wait_for(lambda: _addresses(first) == ["192.0.2.21"], 20, "the first server's address")
+            first.stop(signal.SIGKILL)
+            second = start_cluster(d, store, ("--advertise-address", "192.0.2.22"))
+            try:
+                wait_for(lambda: _addresses(second) == ["192.0.2.21", "192.0.2.22"], 20, "both addresses")
+                killed_at = time.monotonic()
+                wait_for(lambda: _addresses(second) == ["192.0.2.22"], 40, "the killed server's lease to expire")
+                assert time.monotonic() - killed_at > 5  # the lease, not the restart, took it away
+            finally:
+                second.stop()
+            third = start_cluster(d, store, ("--advertise-address", "192.0.2.23"))
+            try:  # the second stopped cleanly: its lease went with it, so the third's first write lists it alone
+                listed = wait_for(lambda: (a := _addresses(third)) and "192.0.2.23" in a and a, 20, "the third's address")
+                assert listed == ["192.0.2.23"]
+            finally:
+                third.stop()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _addresses(cluster) -> list[str]:
+    """The kubernetes EndpointSlice's addresses, as kubectl shows them ([] while there is none)."""
+    r = cluster.kubectl("get", "endpointslice", "kubernetes", "-o", "json", check=False)
+    return [a for e in json.loads(r.stdout).get("endpoints") or [] for a in e["addresses"]] if r.returncode == 0 else []
 
 
 def _read_service(core):
