@@ -396,7 +396,9 @@ class APIHandlers:
             raise errors.route_not_found()
         q = request.query
         m = request.method
-        watch = _bool(q.get("watch"))
+        # an object's own path is a GET whatever its ?watch (RequestInfo makes only a collection's a watch);
+        # one object is watched through the legacy /watch/ path or a metadata.name field selector
+        watch = _bool(q.get("watch")) and (name is None or _FORCED_WATCH in request)
         if m == "GET":
             verb = "WATCH" if watch else ("GET" if name else "LIST")
         elif m == "DELETE":

@@ -61,8 +61,8 @@ def attributes_for(method: str, path: str, query) -> Attributes:
     version, rest = rest[0], rest[1:]
     if not rest:
         return Attributes(method.lower(), path)
-    watch = _truthy(query.get("watch"))
-    if rest[0] == "watch":
+    watch, legacy = _truthy(query.get("watch")), rest[0] == "watch"
+    if legacy:
         watch, rest = True, rest[1:]
     namespace = ""
     if len(rest) >= 2 and rest[0] == "namespaces":
@@ -74,8 +74,8 @@ def attributes_for(method: str, path: str, query) -> Attributes:
     resource = rest[0]
     name = rest[1] if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""
-    if method == "GET":
-        verb = "watch" if watch else ("get" if name else "list")
+    if method == "GET":  # ?watch makes a watch of a collection only; /watch/ paths always watch
+        verb = "watch" if watch and (legacy or not name) else ("get" if name else "list")
     elif method == "DELETE":
         verb = "delete" if name else "deletecollection"
     else:

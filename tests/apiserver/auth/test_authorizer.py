@@ -9,6 +9,8 @@ from nanokube.apiserver.auth.authorizer import Attributes, Decision, access_revi
     ("GET", "/api/v1/namespaces/default/pods", {}, Attributes("list", "/api/v1/namespaces/default/pods", True, "", "v1", "pods", "", "default", "")),
     ("GET", "/api/v1/namespaces/default/pods", {"watch": "true"}, Attributes("watch", "/api/v1/namespaces/default/pods", True, "", "v1", "pods", "", "default", "")),
     ("GET", "/api/v1/watch/namespaces/ns/pods/p", {}, Attributes("watch", "/api/v1/watch/namespaces/ns/pods/p", True, "", "v1", "pods", "", "ns", "p")),
+    # ?watch on an object's own path is a get: RequestInfo turns only a collection's get into a watch
+    ("GET", "/api/v1/namespaces/ns/pods/p", {"watch": "true"}, Attributes("get", "/api/v1/namespaces/ns/pods/p", True, "", "v1", "pods", "", "ns", "p")),
     ("PUT", "/api/v1/namespaces/ns/pods/p/status", {}, Attributes("update", "/api/v1/namespaces/ns/pods/p/status", True, "", "v1", "pods", "status", "ns", "p")),
     ("PATCH", "/apis/apps/v1/namespaces/ns/deployments/d/scale", {}, Attributes("patch", "/apis/apps/v1/namespaces/ns/deployments/d/scale", True, "apps", "v1", "deployments", "scale", "ns", "d")),
     ("DELETE", "/api/v1/namespaces/ns/pods", {}, Attributes("deletecollection", "/api/v1/namespaces/ns/pods", True, "", "v1", "pods", "", "ns", "")),
