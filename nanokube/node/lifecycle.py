@@ -913,6 +913,7 @@ class PodWorker:
         name, image = c["name"], image_ref(c.get("image", ""))
         never = (self.pod.get("spec") or {}).get("restartPolicy") == "Never"
         while True:
+            program = self._program(c) or program  # made again at each start (`date` says when)
             started = self.clock.rfc3339()
             end = self.clock.monotonic() + program.seconds
             self.io.start(name, image, program)
@@ -1170,7 +1171,7 @@ class PodWorker:
         given = (self.pod.get("metadata") or {}).get("annotations") or {}
         if RUN_SECONDS in given or EXIT_CODE in given:
             return None
-        return interpret([*(c.get("command") or ()), *(c.get("args") or ())])
+        return interpret([*(c.get("command") or ()), *(c.get("args") or ())], self.clock.now())
 
     def _lifetime(self, c: dict) -> tuple[float | None, int]:
         """When container `c`, starting now, exits (monotonic; None: not on its own) and with which

@@ -10,8 +10,9 @@ read as one of a small, closed set; anything else is left to the annotations
 (`interpret` returns None), as before:
 
 - `true`, `false`, `:`, `echo [-n] WORD...` (no escapes, as busybox's echo),
-  `sleep N...` (seconds, summed; a suffix s, m, h or d as busybox's), each by
-  name or path;
+  `sleep N...` (seconds, summed; a suffix s, m, h or d as busybox's), `date`
+  (the node's clock, in UTC, as busybox prints it: the CronJob docs'
+  `date; echo Hello from the Kubernetes cluster`), each by name or path;
 - `sh -c SCRIPT` (also ash, bash, dash; by name or path): SCRIPT is those and
   `exit [N]`, joined by `;`, `&&`, `||` or new lines, its words quoted as a
   shell quotes them. A script with anything a shell would expand or redirect
@@ -27,6 +28,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 #: what the script may not hold anywhere: what a shell expands, and globs
@@ -50,16 +52,17 @@ class _Unknown(Exception):
     """The command is not one this module interprets."""
 
 
-def interpret(argv: list[str]) -> Program | None:
-    """The program `argv` runs, or None when it is not one of the commands interpreted here."""
+def interpret(argv: list[str], now: float = 0.0) -> Program | None:
+    """The program `argv` runs when it starts at `now` (the node's wall clock, epoch seconds), or
+    None when it is not one of the commands interpreted here."""
     if not argv:
         return None
     try:
         if os.path.basename(argv[0]) in SHELLS:
             if len(argv) < 3 or argv[1] != "-c":
                 return None
-            return _script(argv[2])
-        run = _Run()
+            return _script(argv[2], now)
+        run = _Run(now)
         run.command(argv, in_shell=False)
         return run.program()
     except _Unknown:
@@ -69,7 +72,8 @@ def interpret(argv: list[str]) -> Program | None:
 class _Run:
     """The state of an interpreted run: the clock (seconds since it started), output, status."""
 
-    def __init__(self):
+    def __init__(self, started: float):
+        self.started = started
         self.now = 0.0
         self.output: list[tuple[float, str]] = []
         self.status = 0
@@ -87,6 +91,10 @@ class _Run:
         elif name == "echo":
             newline = not (args and args[0] == "-n")
             self.output.append((self.now, " ".join(args[0 if newline else 1:]) + ("\n" if newline else "")))
+            self.status = 0
+        elif name == "date" and args in ([], ["-u"]):
+            d = datetime.fromtimestamp(self.started + self.now, timezone.utc)
+            self.output.append((self.now, f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} UTC {d.year}\n"))
             self.status = 0
         elif name == "sleep" and args:
             self.now += sum(_seconds(a) for a in args)
@@ -108,7 +116,7 @@ def _seconds(arg: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def _script(script: str) -> Program:
+def _script(script: str, now: float) -> Program:
     """A `sh -c` script of interpreted commands joined by `;`, `&&`, `||` and new lines."""
     if _EXPANDS.search(script):
         raise _Unknown
@@ -117,7 +125,7 @@ def _script(script: str) -> Program:
         tokens = list(lexer)
     except ValueError:  # an unterminated quote: the shell's syntax error is not simulated
         raise _Unknown from None
-    run, words, op = _Run(), [], ";"
+    run, words, op = _Run(now), [], ";"
     for token in [*tokens, ";"]:
         if token not in _OPERATORS and not set(token) <= set(";&|<>()"):
             words.append(token)

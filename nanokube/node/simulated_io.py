@@ -236,7 +236,7 @@ class SimulatedIO:
             if listing is not None:
                 declared = listing if command[1:] in (["-L"], ["--list-gpus"]) else json.dumps(
                     {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
-        if declared is None and (program := interpret(command)) is not None:
+        if declared is None and (program := interpret(command, self.worker.clock.now())) is not None:
             return await self._exec_program(program, session)
         if declared is None:
             exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()

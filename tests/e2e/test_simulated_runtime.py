@@ -7,7 +7,7 @@ echo hi`) end as they would on a real node."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -206,3 +206,18 @@ def test_an_init_container_that_fails_fails_a_never_pod_and_crash_loops_otherwis
     init = _statuses(cluster, "init-always")["init"]
     assert init["restartCount"] == 1 and init["lastState"]["terminated"]["exitCode"] == 1
     assert cluster.kubectl_json("get", "pod", "init-always")["status"]["phase"] == "Pending"
+
+
+def test_the_cron_job_docs_command_prints_the_date_and_its_greeting(cluster):
+    """The CronJob walkthrough's command (`date; echo Hello from the Kubernetes cluster`), run by a
+    Job made from a CronJob as `kubectl create job --from=cronjob/` makes it."""
+    cluster.kubectl("create", "cronjob", "hello", "--image=busybox", "--schedule=0 0 1 1 *", "--",
+                    "/bin/sh", "-c", "date; echo Hello from the Kubernetes cluster")
+    cluster.kubectl("create", "job", "hello-now", "--from=cronjob/hello")
+    wait_for(lambda: "Complete" in _conditions(cluster, "hello-now"), 30, "hello-now Complete")
+    started = datetime.fromisoformat(_terminated(_pod_of(cluster, "hello-now"))["startedAt"])
+    # as busybox's date prints the clock when it ran: the second the container started (or the next)
+    dates = [f"{when:%a %b} {when.day:2d} {when:%H:%M:%S} UTC {when.year}"
+             for when in (started, started + timedelta(seconds=1))]
+    date, greeting = cluster.kubectl("logs", "job/hello-now").stdout.splitlines(keepends=True)
+    assert date.rstrip("\n") in dates and greeting == "Hello from the Kubernetes cluster\n"

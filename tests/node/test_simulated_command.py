@@ -27,6 +27,13 @@ def test_interpreted_commands_run_as_they_would(argv, program):
     assert interpret(argv) == program
 
 
+def test_date_prints_the_time_it_runs_at_as_busybox_does():
+    assert interpret(["sh", "-c", "date; sleep 61; date -u"], now=1_800_000_000) == Program(
+        ((0, "Fri Jan 15 08:00:00 UTC 2027\n"), (61, "Fri Jan 15 08:01:01 UTC 2027\n")), 61, 0)
+    assert interpret(["date"], now=0).output == ((0, "Thu Jan  1 00:00:00 UTC 1970\n"),)
+    assert interpret(["date", "+%s"]) is None
+
+
 @pytest.mark.parametrize("argv", [
     [], ["sh"], ["nginx", "-g", "daemon off;"], ["sleep", "infinity"], ["sleep"], ["exit", "3"],
     ["sh", "-c", "echo $HOME"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
