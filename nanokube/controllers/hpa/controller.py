@@ -195,12 +195,14 @@ class HPAController(Controller):
                 failures += 1
                 failure = failure or e
                 await self._event(hpa, "Warning", e.reason, e.detail)
-                statuses.append({"type": m.get("type", "")})
+                statuses.append({"type": ""})
                 continue
             statuses.append(p.status)
             if best == 0 or p.replicas > best:
                 best, best_name = p.replicas, p.name
-        status["currentMetrics"] = [s for s in statuses if len(s) > 1] or None
+        # a metric that failed keeps its place as {"type": ""}, the zero MetricStatus upstream leaves there:
+        # kubectl pairs spec.metrics[i] with status.currentMetrics[i]
+        status["currentMetrics"] = statuses or None
         if failure is not None and (failures >= len(metric_specs) or best < target.spec_replicas):
             conds["ScalingActive"] = ("False", failure.reason, failure.condition_message)
             await self._event(hpa, "Warning", "FailedComputeMetricsReplicas",

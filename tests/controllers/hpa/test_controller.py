@@ -6,6 +6,7 @@ import copy
 import pytest
 
 from nanokube.controllers.hpa import HPAController, options_from_env
+from nanokube.registry.autoscaling import format_hpa_metrics
 from tests.controllers import make_stack
 from tests.node import ManualClock
 
@@ -272,3 +273,14 @@ async def test_a_pods_metric_failure_names_the_metric(env):
     assert events["FailedComputeMetricsReplicas"].endswith(
         "first error is: failed to get pods metric value: unable to get metric tokens_per_second: "
         "no metrics returned from custom metrics API")
+
+
+async def test_a_failed_metric_keeps_its_place_in_current_metrics(env):
+    """computeReplicasForMetrics leaves a failed metric's MetricStatus zero ({"type": ""}) at its index,
+    so kubectl, pairing spec.metrics[i] with status.currentMetrics[i], still shows the metrics that work."""
+    await env.set_metric(queue=20)
+    await env.hpas.create(hpa([external(value="5", name="missing"), external(value="10")]))
+    h = await env.sync()
+    assert h["status"]["currentMetrics"] == [
+        {"type": ""}, {"type": "External", "external": {"metric": {"name": "queue"}, "current": {"value": "20"}}}]
+    assert format_hpa_metrics(h) == "<unknown>/5, 20/10"
