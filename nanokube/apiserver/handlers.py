@@ -168,21 +168,36 @@ def _watch_accept(request: web.Request) -> str:
     return kind
 
 
+def _pretty(request: web.Request) -> bool:
+    """isPrettyPrint: ?pretty as strconv.ParseBool reads it (what does not parse is false); without it,
+    a browser's or a command-line HTTP tool's User-Agent (curl, Wget, Mozilla/5.0)."""
+    pp = request.query.get("pretty", "")
+    if pp:
+        return pp in ("1", "t", "T", "true", "TRUE", "True")
+    return request.headers.get("User-Agent", "").startswith(("curl", "Wget", "Mozilla/5.0"))
+
+
 def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     """A JSON response in YAML where the Accept header negotiates application/yaml, as upstream's YAML
-    serializer writes it (sigs.k8s.io/yaml: keys sorted, block style); errors too. A watch stays JSON."""
-    accept = request.headers.get("Accept", "")
-    if "yaml" not in accept or type(response) is not web.Response or response.content_type != _JSON:
+    serializer writes it (sigs.k8s.io/yaml: keys sorted, block style); errors too. A watch stays JSON.
+    A JSON one pretty-printed where isPrettyPrint asks for it (json.MarshalIndent: two spaces, no
+    newline after it)."""
+    if type(response) is not web.Response or response.content_type != _JSON:
         return response
+    accept = request.headers.get("Accept", "")
     try:
-        if _negotiate(accept)[0] != _YAML:
-            return response
+        to_yaml = "yaml" in accept and _negotiate(accept)[0] == _YAML
     except errors.APIError:
+        return response
+    if not to_yaml and not _pretty(request):
         return response
     body = response.body
     data = body.decode() if isinstance(body, Payload) else bytes(body or b"")
-    text = yaml.safe_dump(orjson.loads(data), sort_keys=True, default_flow_style=False, allow_unicode=True)
-    out = web.Response(body=text.encode(), status=response.status, content_type=_YAML)
+    if to_yaml:
+        text = yaml.safe_dump(orjson.loads(data), sort_keys=True, default_flow_style=False, allow_unicode=True).encode()
+    else:
+        text = orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2)
+    out = web.Response(body=text, status=response.status, content_type=_YAML if to_yaml else _JSON)
     for k, v in response.headers.items():
         if k.lower() not in ("content-type", "content-length"):
             out.headers.add(k, v)
