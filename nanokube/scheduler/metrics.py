@@ -46,6 +46,9 @@ class Metrics:
             "histogram", "scheduler_scheduling_attempt_duration_seconds",
             "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"], r, _ATTEMPT_BUCKETS)
+        self.algorithm_duration = Family(
+            "histogram", "scheduler_scheduling_algorithm_duration_seconds", "[ALPHA] Scheduling algorithm latency in "
+            "seconds", [], r, _ATTEMPT_BUCKETS).labels()
         self.pod_scheduling_sli_duration = Family(
             "histogram", "scheduler_pod_scheduling_sli_duration_seconds",
             "[BETA] E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and "

@@ -42,6 +42,9 @@ async def test_scheduling_metrics_are_upstreams(stack):
     assert 'scheduler_pod_scheduling_sli_duration_seconds_count{attempts="1"} 1\n' in text
     assert "# HELP scheduler_pod_scheduling_sli_duration_seconds [BETA] E2e latency for a pod being scheduled" in text
     assert bounds(text, "scheduler_pod_scheduling_attempts_bucket") == ["1", "2", "4", "8", "16", "+Inf"]
+    # the algorithm's latency, once a host is found: the pod that fits, not the one that does not
+    assert "scheduler_scheduling_algorithm_duration_seconds_count 1\n" in text
+    assert bounds(text, "scheduler_scheduling_algorithm_duration_seconds_bucket")[:2] == ["0.001", "0.002"]
     assert 'scheduler_pending_pods{queue="unschedulable"} 1\n' in text
     assert 'scheduler_pending_pods{queue="active"} 0\n' in text
     assert 'scheduler_pending_pods{queue="gated"} 0\n' in text
@@ -70,17 +73,18 @@ async def test_preemption_is_counted_with_its_victims(stack):
 
     client, sched = stack
     pods = client.resource("", "v1", "pods")
-    await start(client, sched, [node("n1", "2", "8Gi")], [running("low", "n1", 1), running("lower", "n1", 0)])
+    await start(client, sched, [node("n1", "2", "8Gi")], [running("low", "n1", 1, cpu="2")])
     await pods.create(pending("high", 10, cpu="2"))
 
     async def preempted():
         text = render(sched.metrics.registry).decode()
-        return "scheduler_preemption_victims_count 1\n" in text and text
+        return sample(text, "scheduler_preemption_victims_count") and text
     text = await eventually(preempted)
-    assert sample(text, "scheduler_preemption_attempts_total") >= 1
-    assert sample(text, "scheduler_preemption_victims_sum") == 2  # both pods make room for 2 CPUs
-    assert sample(text, 'scheduler_preemption_victims_bucket{le="1"}') == 0
-    assert sample(text, 'scheduler_preemption_victims_bucket{le="2"}') == 1
+    # each preemption (the preemptor may try again while its victim terminates) picks the one pod
+    count = sample(text, "scheduler_preemption_victims_count")
+    assert sample(text, "scheduler_preemption_attempts_total") >= count >= 1
+    assert sample(text, "scheduler_preemption_victims_sum") == count
+    assert sample(text, 'scheduler_preemption_victims_bucket{le="1"}') == count
     assert bounds(text, "scheduler_preemption_victims_bucket") == ["1", "2", "4", "8", "16", "32", "64", "+Inf"]
     assert "# HELP scheduler_preemption_attempts_total [STABLE] Total preemption attempts in the cluster till now\n" \
         in text
