@@ -653,7 +653,10 @@ class PodWorker:
     async def _restart_container(self, name: str) -> None:
         """Stop one running container and start it again at once (its resize needs a restart): the
         Killing event, then the start's (Pulled, Created, Started), its restartCount one more, and lastState how the instance ended (as
-        graceful deletion's, stop_exit_code)."""
+        graceful deletion's, stop_exit_code). One not running (waiting out its back-off, or ended)
+        has nothing to stop: it starts with what is allocated, if it starts again."""
+        if name not in self.io.running:
+            return
         path = "spec.containers" if any(c["name"] == name for c in self._containers()) else "spec.initContainers"
         await self._event("Normal", "Killing", f"Container {name} resize requires restart", f"{path}{{{name}}}")
         now = self.clock.rfc3339()

@@ -175,3 +175,38 @@ def test_only_a_changed_resource_under_a_restart_policy_restarts():
     assert inplace.restarts(pod, was, {"a": {"requests": {"cpu": "2", "memory": "1Gi"}},
                                        "b": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}}
                             ) == ["a", "b"]
+
+
+async def test_a_container_waiting_to_restart_is_not_restarted_again_for_a_resize():
+    """Only a running container is killed for a resize under RestartContainer: one waiting out its
+    crash-loop back-off (its pod's other container running on) starts with the new allocation when
+    its back-off ends, its restartCount counting that one restart."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
+    try:
+        await _running(pods, [
+            {"name": "app", "image": "busybox", "resources": APP, "command": ["sh", "-c", "sleep 5; exit 1"],
+             "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]},
+            {"name": "side", "image": "busybox", "resources": APP}])
+        await clock.advance(5)
+
+        async def app(state):
+            p = await pods.get("web", "default")
+            c = p["status"]["containerStatuses"][0]
+            return c if state in c["state"] else None
+        assert (await eventually(lambda: app("waiting")))["restartCount"] == 1
+        await _resize(pods, {"requests": {"memory": "2Gi"}, "limits": {"memory": "2Gi"}})
+        await eventually(_events(events, ["ResizeCompleted"]))
+        items, _ = await events.list(namespace="default", field_selector="involvedObject.name=web")
+        assert not [e for e in items if e["reason"] == "Killing"]
+        assert (await app("waiting"))["restartCount"] == 1
+        await clock.advance(10)
+        c = await eventually(lambda: app("running"))
+        assert c["restartCount"] == 1 and c["resources"]["limits"]["memory"] == "2Gi"
+    finally:
+        await mgr.stop()
+        await s.close()
