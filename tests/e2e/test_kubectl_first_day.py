@@ -200,3 +200,26 @@ def test_a_long_lived_service_account_token_secret_is_filled_and_authenticates(c
         cluster.kubectl("delete", "secret", "first-day-robot-token")
     denied = cluster.kubectl(*as_token, "auth", "whoami", check=False)
     assert denied.returncode == 1 and "Unauthorized" in denied.stderr
+
+
+def test_create_token_bound_to_a_secret_or_a_node(cluster):
+    """`kubectl create token --bound-object-kind Secret|Node`: upstream's TokenRequest binds to both
+    (the node one tells whoami its node); a Secret-bound token dies with the Secret."""
+    node = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").stdout
+    cluster.kubectl("create", "secret", "generic", "first-day-binding")
+    by_secret = cluster.kubectl("create", "token", "default", "--bound-object-kind=Secret",
+                                "--bound-object-name=first-day-binding").stdout.strip()
+    by_node = cluster.kubectl("create", "token", "default", "--bound-object-kind=Node",
+                              f"--bound-object-name={node}").stdout.strip()
+
+    def whoami(token: str, check: bool = True):
+        return cluster.kubectl("--kubeconfig=/dev/null", f"--server={cluster.url}", "--certificate-authority",
+                               str(cluster.data_dir / "pki" / "ca.crt"), f"--token={token}", "auth", "whoami",
+                               "-o", "json", check=check)
+
+    extra = json.loads(whoami(by_node).stdout)["status"]["userInfo"]["extra"]
+    assert extra["authentication.kubernetes.io/node-name"] == [node]
+    assert json.loads(whoami(by_secret).stdout)["status"]["userInfo"]["username"] == \
+        "system:serviceaccount:default:default"
+    cluster.kubectl("delete", "secret", "first-day-binding")
+    assert "Unauthorized" in whoami(by_secret, check=False).stderr

@@ -112,9 +112,9 @@ class ServiceAccountTokens:
         sa = self.lookup("serviceaccounts", namespace, name)
         if sa is None:
             raise errors.not_found("", "serviceaccounts", name)
-        pod = self._bound_pod(namespace, name, spec.get("boundObjectRef"))
+        bound = self._bound(namespace, name, spec.get("boundObjectRef"))
         now = self.clock.now()
-        token = self.issue(sa, spec["audiences"], seconds, pod, now)
+        token = self.issue(sa, spec["audiences"], seconds, bound, now)
         return {
             "kind": "TokenRequest",
             "apiVersion": "authentication.k8s.io/v1",
@@ -123,33 +123,42 @@ class ServiceAccountTokens:
             "status": {"token": token, "expirationTimestamp": format_time(now + seconds)},
         }
 
-    def _bound_pod(self, namespace: str, sa_name: str, ref: dict | None) -> dict | None:
+    def _bound(self, namespace: str, sa_name: str, ref: dict | None) -> dict[str, dict]:
+        """The objects a token is bound to, by claim name: a Pod (with the Node it runs on, when
+        that exists), a Secret or a Node, as upstream's TokenREST resolves a boundObjectRef."""
         if not ref:
-            return None
+            return {}
         api_version, kind, name = ref.get("apiVersion") or "", ref.get("kind") or "", ref.get("name") or ""
-        if api_version != "v1" or kind != "Pod":
+        plural = {"Pod": "pods", "Secret": "secrets", "Node": "nodes"}.get(kind) if api_version == "v1" else None
+        if plural is None:
             group, _, version = api_version.rpartition("/")
             raise errors.bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
-        pod = self.lookup("pods", namespace, name)
-        if pod is None:
-            raise errors.not_found("", "pods", name)
-        if (pod.get("spec") or {}).get("serviceAccountName", "default") != sa_name:
+        obj = self.lookup(plural, "" if kind == "Node" else namespace, name)
+        if obj is None:
+            raise errors.not_found("", plural, name)
+        if kind == "Pod" and (obj.get("spec") or {}).get("serviceAccountName", "default") != sa_name:
             raise errors.bad_request(
                 f'cannot bind token for serviceaccount "{sa_name}" to pod running with different serviceaccount name.')
-        uid = pod["metadata"].get("uid", "")
+        uid = obj["metadata"].get("uid", "")
         if ref.get("uid") and ref["uid"] != uid:
-            raise errors.conflict("", "Pod", name,
+            raise errors.conflict("", kind, name,
                                   f"the UID in the bound object reference ({ref['uid']}) does not match the UID in "
                                   "record. The object might have been deleted and then recreated")
-        return pod
+        bound = {kind.lower(): obj}
+        if kind == "Pod" and (node_name := (obj.get("spec") or {}).get("nodeName")):
+            if (node := self.lookup("nodes", "", node_name)) is not None:
+                bound["node"] = node
+        return bound
 
-    def issue(self, sa: dict, audiences: list[str], seconds: int, pod: dict | None = None, now: float | None = None) -> str:
+    def issue(self, sa: dict, audiences: list[str], seconds: int, bound: dict[str, dict] | None = None,
+              now: float | None = None) -> str:
+        """A bound token (upstream's Claims): `bound` names the pod (and its node), secret or node."""
         now = self.clock.now() if now is None else now
         md = sa["metadata"]
         k8s: dict = {"namespace": md["namespace"],
                      "serviceaccount": {"name": md["name"], "uid": md.get("uid", "")}}
-        if pod is not None:
-            k8s["pod"] = {"name": pod["metadata"]["name"], "uid": pod["metadata"].get("uid", "")}
+        for claim, obj in sorted((bound or {}).items()):
+            k8s[claim] = {"name": obj["metadata"]["name"], "uid": obj["metadata"].get("uid", "")}
         claims = {"aud": audiences, "exp": int(now) + seconds, "iat": int(now), "iss": self.issuer,
                   "jti": str(uuid.uuid4()), "kubernetes.io": k8s, "nbf": int(now),
                   "sub": f"system:serviceaccount:{md['namespace']}:{md['name']}"}
@@ -193,17 +202,29 @@ class ServiceAccountTokens:
         if sa is None or sa["metadata"].get("uid") != sa_ref.get("uid") or sa["metadata"].get("deletionTimestamp"):
             return None
         extra = {"authentication.kubernetes.io/credential-id": [f"JTI={claims.get('jti', '')}"]}
-        pod_ref = k8s.get("pod")
+        pod_ref, secret_ref, node_ref = k8s.get("pod"), k8s.get("secret"), k8s.get("node")
         if pod_ref is not None:
-            pod = self.lookup("pods", ns, pod_ref.get("name") or "")
-            if pod is None or pod["metadata"].get("uid") != pod_ref.get("uid"):
-                return None
-            deleted = pod["metadata"].get("deletionTimestamp")
-            if deleted and parse_time(deleted) + DELETION_GRACE < now:
+            if not self._still_bound("pods", ns, pod_ref, now):
                 return None
             extra["authentication.kubernetes.io/pod-name"] = [pod_ref["name"]]
             extra["authentication.kubernetes.io/pod-uid"] = [pod_ref["uid"]]
+        if secret_ref is not None and not self._still_bound("secrets", ns, secret_ref, now):
+            return None
+        if node_ref is not None:
+            # a pod's token names its node for information only; a node-bound one lives with the node
+            if pod_ref is None and not self._still_bound("nodes", "", node_ref, now):
+                return None
+            extra["authentication.kubernetes.io/node-name"] = [node_ref.get("name", "")]
+            extra["authentication.kubernetes.io/node-uid"] = [node_ref.get("uid", "")]
         return service_account_user(ns, sa_ref["name"], sa_ref["uid"], extra)
+
+    def _still_bound(self, plural: str, namespace: str, ref: dict, now: float) -> bool:
+        """The bound object exists with the token's uid, and is not deleted longer ago than the grace."""
+        obj = self.lookup(plural, namespace, ref.get("name") or "") if isinstance(ref, dict) else None
+        if obj is None or obj["metadata"].get("uid") != ref.get("uid"):
+            return False
+        deleted = obj["metadata"].get("deletionTimestamp")
+        return not (deleted and parse_time(deleted) + DELETION_GRACE < now)
 
     def _legacy(self, token: str, claims: dict) -> User | None:
         """A Secret-based token (upstream's legacy validator): valid while its Secret still holds it

@@ -244,3 +244,31 @@ def test_a_secret_based_legacy_token_is_valid_while_its_secret_holds_it(world, t
     assert tokens.authenticate(token) is None
     del world[("secrets", "ns", "robot-token")]
     assert tokens.authenticate(token) is None
+
+
+def test_tokens_bound_to_a_secret_or_a_node_and_a_pods_node(tokens, world, clock):
+    """TokenRequest binds to a Secret or a Node too (revoked with it); a pod's token names the node it
+    runs on, for information (the node-name/uid extra), not as a binding."""
+    world[("secrets", "ns", "creds")] = _obj("creds", "secret-1")
+    world[("nodes", "", "n1")] = _obj("n1", "node-1")
+    world[("pods", "ns", "placed")] = _obj("placed", "pod-3", serviceAccountName="robot", nodeName="n1")
+
+    def token(kind: str, name: str) -> str:
+        ref = {"apiVersion": "v1", "kind": kind, "name": name}
+        return tokens.token_request("ns", "robot", {"spec": {"boundObjectRef": ref}})["status"]["token"]
+
+    by_secret, by_node, by_pod = token("Secret", "creds"), token("Node", "n1"), token("Pod", "placed")
+    assert _claims(by_secret)["kubernetes.io"]["secret"] == {"name": "creds", "uid": "secret-1"}
+    assert _claims(by_node)["kubernetes.io"]["node"] == {"name": "n1", "uid": "node-1"}
+    assert {k: _claims(by_pod)["kubernetes.io"][k] for k in ("pod", "node")} == {
+        "pod": {"name": "placed", "uid": "pod-3"}, "node": {"name": "n1", "uid": "node-1"}}
+    assert tokens.authenticate(by_node).extra["authentication.kubernetes.io/node-uid"] == ["node-1"]
+    assert tokens.authenticate(by_pod).extra["authentication.kubernetes.io/node-name"] == ["n1"]
+    assert tokens.authenticate(by_secret) is not None
+    del world[("secrets", "ns", "creds")]
+    del world[("nodes", "", "n1")]
+    assert tokens.authenticate(by_secret) is None and tokens.authenticate(by_node) is None
+    assert tokens.authenticate(by_pod) is not None  # the node is not a binding of a pod's token
+    with pytest.raises(errors.APIError) as e:
+        token("Secret", "creds")
+    assert (e.value.code, e.value.message) == (404, 'secrets "creds" not found')
