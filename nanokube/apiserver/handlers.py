@@ -508,7 +508,9 @@ class APIHandlers:
             raw = await self._raw(request)
             body = await _decode_body(raw, _content_type(request)) if raw.strip() else {}
             delete_body_kind_errors(body)
-            options = delete_options(q, body, q.getall("dryRun", []))
+            # DeleteOptions come from the body when there is one, else from the query: never both
+            query = {} if raw.strip() else q
+            options = delete_options(query, body, q.getall("dryRun", []) if query else [])
             # DeleteOptions has no fieldManager or fieldValidation: such query parameters are ignored
             opts = WriteOptions(dry_run=bool(options.get("dryRun")), user=_user(request))
             if name:

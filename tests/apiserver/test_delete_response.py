@@ -97,3 +97,28 @@ async def test_a_status_leaves_out_its_empty_detail_fields():
         assert missing_apps["details"] == {"name": "d", "group": "apps", "kind": "deployments"}
     finally:
         await server.stop()
+
+
+async def test_delete_options_come_from_the_body_when_there_is_one_else_from_the_query():
+    """DeleteResource decodes DeleteOptions from the body when it has one and only otherwise from
+    the query: with a body, the query's options (a bogus propagationPolicy, a dryRun) are not read."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            for name in ("a", "b", "c"):
+                async with s.post(cms, json={"metadata": {"name": name}}) as r:
+                    assert r.status == 201
+            async with s.delete(f"{cms}/a?propagationPolicy=Bogus", json={"kind": "DeleteOptions"}) as r:
+                with_body = r.status
+            async with s.delete(f"{cms}/b?propagationPolicy=Bogus") as r:
+                query_only = r.status
+            async with s.delete(f"{cms}/c?dryRun=All", json={}) as r:
+                assert r.status == 200
+            async with s.get(cms) as r:
+                left = [o["metadata"]["name"] for o in (await r.json())["items"]]
+        assert (with_body, query_only) == (200, 422)
+        assert left == ["b"]  # "c" was deleted: the query's dryRun was not read
+    finally:
+        await server.stop()
