@@ -502,6 +502,10 @@ class GenericREST:
             await self.cache.sync()
         prefix = res.key_prefix(namespace)
         start, at = continuetoken.decode(continue_, prefix) if continue_ else ("", 0)
+        if at > self.cache.rev:  # a token from the future (made up): etcd's ErrFutureRev, as GetList reports it
+            await self.cache.sync()
+            if at > self.cache.rev:
+                raise _too_large_resource_version(at, self.cache.rev, retry=0)
         if resource_version_match == "Exact":
             at = want  # the collection as it was then, answered with that revision (and paged at it)
         # without selectors a page needs only its own entries (and one more, to know there are more);

@@ -1,8 +1,11 @@
-"""Pages of a list with selectors, as the watch cache's GetList (PrepareContinueToken) makes them:
-a continue token while anything follows the page's last item, matching or not, and no
-remainingItemCount, which is counted only for a list without selectors."""
+"""Lists as kube-apiserver serves them (the watch cache's GetList, or etcd's where it delegates):
+pages of a list with selectors, the limit a resourceVersion=0 list ignores, ListOptions decoding,
+and the answers to revisions the cache cannot serve (too old, from the future, with Retry-After)."""
+
+import base64
 
 import aiohttp
+import orjson
 
 from nanokube.apiserver import rest
 from nanokube.apiserver.app import APIServer
@@ -113,5 +116,22 @@ async def test_a_list_from_the_future_says_when_to_retry(monkeypatch):
         async with aiohttp.ClientSession() as s, s.get(cms, params={"resourceVersion": "999999"}) as r:
             got = r.status, r.headers.get("Retry-After"), (await r.json())["details"]["retryAfterSeconds"]
         assert got == (504, "1", 1)
+    finally:
+        await server.stop()
+
+
+async def test_a_continue_token_from_the_future_is_too_large_a_resource_version():
+    """A continue token naming a revision past the store's (one a client made up) is served from
+    etcd upstream, whose ErrFutureRev GetList reports as the 504 Too large resource version; the
+    list is not answered as of a revision that does not exist yet."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    token = base64.urlsafe_b64encode(orjson.dumps({"v": "meta.k8s.io/v1", "rv": 99999999, "start": "a\x00"}))
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(cms, params={"limit": "1", "continue": token.decode().rstrip("=")}) as r:
+                got = r.status, (await r.json())["message"]
+        assert got == (504, f"Timeout: Too large resource version: 99999999, current: {server.rest.cache.rev}")
     finally:
         await server.stop()
