@@ -916,19 +916,49 @@ def warning_header(text: str) -> str:
 
 
 async def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[str]:
-    """A merge, strategic-merge or apply patch that repeats a key: upstream's strict decoding of
-    the patch reports it, a warning under Warn; under Strict an apply patch's is a 400 at once,
-    a merge or strategic merge patch's a strict error of its result (rest.patch's 422, with its
-    unknown fields, once the object is found and the patch applies)."""
-    if opts.field_validation == "Ignore" or ctype == "application/json-patch+json":
+    """A merge, strategic-merge or apply patch that repeats a key, a json patch with an op field
+    it does not know or repeats: upstream's strict decoding of the patch reports it, a warning
+    under Warn; under Strict an apply patch's is a 400 at once, the others' strict errors of the
+    result (rest.patch's 422, with its unknown fields, once the object is found and the patch
+    applies)."""
+    if opts.field_validation == "Ignore":
         return []
-    texts = await serializer.off_loop(serializer.duplicates, raw, ctype == "application/apply-patch+yaml")
+    if ctype == "application/json-patch+json":
+        texts = await serializer.off_loop(_json_patch_strict_errors, raw)
+    else:
+        texts = await serializer.off_loop(serializer.duplicates, raw, ctype == "application/apply-patch+yaml")
     if texts and opts.field_validation == "Strict":
         if ctype == "application/apply-patch+yaml":
             raise errors.bad_request("error strict decoding patch: strict decoding error: " + ", ".join(texts))
         return texts
     warning.record(texts)
     return texts
+
+
+#: jsonPatchOp's fields, which the json patcher's strict decoding of the ops knows
+_JSON_PATCH_OP_FIELDS = frozenset(("op", "path", "from", "value"))
+
+
+def _json_patch_strict_errors(raw: bytes) -> list[str]:
+    """kjson.UnmarshalStrict of a json patch into []jsonPatchOp (applyJSPatch), op by op: the
+    fields an op has that jsonPatchOp lacks, then the keys it repeats (its value's included), each
+    `json patch unknown field "[0].foo"` / `json patch duplicate field "[1].path"`; [] when the
+    body does not decode as a list (the patch's decoding reports that)."""
+    try:
+        ops = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return []
+    if type(ops) is not list:
+        return []
+    repeated: dict[int, list[str]] = {}
+    for text in serializer.duplicates(raw, False, ops):  # 'duplicate field "[1].path"'
+        repeated.setdefault(int(text.split("[", 1)[1].split("]", 1)[0]), []).append(text)
+    texts: list[str] = []
+    for i, op in enumerate(ops):
+        if type(op) is dict:
+            texts += [f'unknown field "[{i}].{k}"' for k in op if k not in _JSON_PATCH_OP_FIELDS]
+        texts += sorted(repeated.get(i, ()))
+    return ["json patch " + t for t in texts]
 
 
 #: the Content-Encodings a body is decompressed from (the server reads bodies as sent: aiohttp's own

@@ -340,7 +340,7 @@ class GenericREST:
                 raise _undecodable(res.kind, version, obj, structural.strict_error(unknown), None)
             raise _undecodable(res.kind, version, obj, patched.strict_error(unknown or []), patched)
         if unknown and opts.field_validation == "Warn":
-            warnings = structural.unknown_field_warnings(unknown)
+            warnings = structural.unknown_field_warnings(patched.unknown_order(unknown) if patched else unknown)
         if unknown and sch is not None:
             pruned = structural.prune(obj, sch)
             obj.clear()
@@ -1034,8 +1034,9 @@ class GenericREST:
         self, res: Resource, version: str, namespace: str | None, name: str, patch_type: str, patch: bytes,
         opts: WriteOptions, subresource: str = "", duplicates: list[str] | tuple[str, ...] = (),
     ) -> Result:
-        """`duplicates`: under fieldValidation=Strict, the strict decoder's texts for the keys a
-        merge or strategic merge patch repeats, strict errors of its result."""
+        """`duplicates`: under fieldValidation=Strict, the patch's own strict errors (the keys a
+        merge or strategic merge patch repeats, a json patch's unknown and repeated op fields),
+        strict errors of its result."""
         key = res.key(namespace, name)
         sch = schemas.kind_schema(res.group, version, res.kind)
         seen = version == res.storage_version and status_patch.seen(patch_type, patch)
@@ -1581,7 +1582,7 @@ class _Patched:
 
     patch_type: str
     raw: bytes
-    #: the strict decoder's texts for the keys the patch repeats (under Strict)
+    #: the strict decoder's texts for the patch's own strict errors (under Strict)
     duplicates: tuple[str, ...] = ()
 
     @property
@@ -1589,7 +1590,7 @@ class _Patched:
         return self.patch_type == STRATEGIC_PATCH
 
     def strict_error(self, unknown: list[str]) -> str:
-        """The patch's own strict errors (repeated keys), then its result's unknown fields."""
+        """The patch's own strict errors, then its result's unknown fields."""
         texts = [*self.duplicates, *(f'unknown field "{p}"' for p in self.unknown_order(unknown))]
         return "strict decoding error: " + ", ".join(texts)
 

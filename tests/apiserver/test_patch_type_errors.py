@@ -144,3 +144,43 @@ async def test_a_repeated_key_under_strict(api):
         code, status = await asyncio.to_thread(send, f"{DEPLOYS}/nothing?fieldValidation=Strict", ctype)
         assert code == 404, ctype
     assert (await _send(api, "GET", f"{DEPLOYS}/web", None))[1]["spec"]["replicas"] == 1
+
+
+MERGE_BODY = """{"spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2", "paused": true,
+  "paused": false, "template": {"spec": {"containers": [{"name": "app", "image": "nginx:latest",
+  "unknownNested": "val1", "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}"""
+JSON_PATCH_BODY = """[
+  {"op": "add", "path": "/spec/unknown1", "value": "val1", "foo": "bar"},
+  {"op": "add", "path": "/spec/unknown2", "path": "/spec/unknown3", "value": "val1"},
+  {"op": "add", "path": "/spec/unknownDupe", "value": "valDupe"},
+  {"op": "add", "path": "/spec/unknownDupe", "value": "valDupe2"},
+  {"op": "add", "path": "/spec/paused", "value": true},
+  {"op": "add", "path": "/spec/paused", "value": false},
+  {"op": "add", "path": "/spec/template/spec/containers/0/unknownNested", "value": "val1"},
+  {"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy", "value": "Always"},
+  {"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy", "value": "Never"}]"""
+REPEATED = ['duplicate field "spec.unknownDupe"', 'duplicate field "spec.paused"',
+            'duplicate field "spec.template.spec.containers[0].imagePullPolicy"']
+UNKNOWN = ['unknown field "spec.template.spec.containers[0].unknownNested"', 'unknown field "spec.unknown1"']
+
+
+@pytest.mark.parametrize("ctype,body,texts", [
+    (MERGE, MERGE_BODY, [*REPEATED, *UNKNOWN, 'unknown field "spec.unknownDupe"']),
+    (SMP, MERGE_BODY, [*REPEATED, *UNKNOWN, 'unknown field "spec.unknownDupe"']),
+    (JSONPATCH, JSON_PATCH_BODY, ['json patch unknown field "[0].foo"', 'json patch duplicate field "[1].path"', *UNKNOWN,
+                                  'unknown field "spec.unknown3"', 'unknown field "spec.unknownDupe"']),
+])
+async def test_upstreams_field_validation_cases(api, ctype, body, texts):
+    """test/integration/apiserver/field_validation_test.go's typed patch cases: under Strict one
+    error with the patch's own strict errors first, then the result's unknown fields in the order
+    its decoder meets them; under Warn (the default) the same texts as Warning headers."""
+    def send(query: str):
+        r = api.rest_client.pool_manager.request("PATCH", f"{api.configuration.host}{DEPLOYS}/web{query}",
+                                                 body=body.encode(), headers={"Content-Type": ctype})
+        return r.status, json.loads(r.data), r.headers.getlist("Warning")
+    code, status, _ = await asyncio.to_thread(send, "?fieldValidation=Strict")
+    assert code == 422 and _invalid(status)[1] == "strict decoding error: " + ", ".join(texts)
+    code, _, warnings = await asyncio.to_thread(send, "")
+    assert code == 200 and warnings == ['299 - "' + t.replace('"', '\\"') + '"' for t in texts]
+    code, _, warnings = await asyncio.to_thread(send, "?fieldValidation=Ignore")
+    assert (code, warnings) == (200, [])
