@@ -68,6 +68,8 @@ _VERSION_BODY = orjson.dumps(VERSION, option=orjson.OPT_INDENT_2)
 
 PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
+#: kube-apiserver's --etcd-count-metric-poll-period default: how often the stored objects are counted
+COUNT_POLL_PERIOD = 60.0
 JWKS_PATH = "/openid/v1/jwks"
 
 
@@ -220,6 +222,7 @@ class APIServer:
             await relay.start()
             self.relay_port = relay._server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(self._compactor()))
+        self._tasks.append(asyncio.create_task(self._count_objects()))
         self.ready = True
 
     async def stop(self) -> None:
@@ -322,10 +325,16 @@ class APIServer:
                 if last > self.store.compacted_revision:
                     await self.store.compact(last)
                 last = await self.store.current_revision()
-                for prefix in self.cache.prefixes():
-                    self.metrics.stored(prefix.split("/")[2], self.cache.count(prefix))
             except Exception:
                 log.exception("compaction failed")
+
+    async def _count_objects(self) -> None:
+        """apiserver_storage_objects and apiserver_resource_objects: each resource's stored objects,
+        counted every COUNT_POLL_PERIOD as kube-apiserver polls its storage's counts."""
+        while True:
+            await self.clock.sleep(COUNT_POLL_PERIOD)
+            for prefix in self.cache.prefixes():
+                self.metrics.stored(prefix.split("/")[2], self.cache.count(prefix))
 
     # --- middleware and plain endpoints ---------------------------------
 
