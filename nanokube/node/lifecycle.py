@@ -378,6 +378,8 @@ class PodWorker:
         self.own_last_state: dict[str, dict] = {}
         #: the app containers waiting out their crash-loop back-off: their waiting state, by name
         self.waiting: dict[str, dict] = {}
+        #: each running app container's end (monotonic; None: not on its own) and exit code
+        self.lifetimes: dict[str, tuple[float | None, int]] = {}
         #: the last status write's arguments and what it left of the status the kubelet owns: a copy
         #: that says otherwise is written again (the status manager's needsReconcile)
         self._last_write: dict | None = None
@@ -670,6 +672,8 @@ class PodWorker:
             "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}
         self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
         self.own_started[name] = now
+        if name in self.lifetimes:  # the new instance runs its command from the start
+            self.lifetimes[name] = self._lifetime(spec)
         await self._start_events([spec], interruptible=False)
 
     def _actuate(self) -> None:
@@ -1067,7 +1071,7 @@ class PodWorker:
         inits = (self.pod.get("spec") or {}).get("initContainers") or []
         starting = [] if adopted else inits + self._containers()  # first the init containers, in order
         together = True  # every container starts, not one that waited out its back-off
-        lifetimes: dict[str, tuple[float | None, int]] = {}  # each running app container's end and exit code
+        lifetimes = self.lifetimes
         backoff: dict[str, float] = {}  # when each app container waiting to restart starts again
         while True:
             if starting or together:

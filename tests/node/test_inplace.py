@@ -210,3 +210,33 @@ async def test_a_container_waiting_to_restart_is_not_restarted_again_for_a_resiz
     finally:
         await mgr.stop()
         await s.close()
+
+
+async def test_a_container_restarted_for_a_resize_runs_its_command_from_the_start():
+    """The instance a resize starts runs its (interpreted) command anew: `sleep 10; exit 3`
+    restarted 5 s in exits 10 s after that restart, not after the first start."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
+    try:
+        await _running(pods, [{"name": "app", "image": "busybox", "resources": APP,
+                               "command": ["sh", "-c", "sleep 10; exit 3"],
+                               "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]}])
+        await clock.advance(5)
+        await _resize(pods, {"requests": {"memory": "2Gi"}, "limits": {"memory": "2Gi"}})
+        await eventually(_events(events, ["Killing", "ResizeCompleted"]))
+        await clock.advance(5)  # 10 s after the first start, 5 s after the second
+
+        async def app(state):
+            c = (await pods.get("web", "default"))["status"]["containerStatuses"][0]
+            return c if state in c["state"] else None
+        assert (await app("running"))["restartCount"] == 1
+        await clock.advance(5)
+        c = await eventually(lambda: app("waiting"))
+        assert c["restartCount"] == 2 and c["lastState"]["terminated"]["exitCode"] == 3
+    finally:
+        await mgr.stop()
+        await s.close()
