@@ -22,11 +22,13 @@ from .controllers import csrsigning
 from .controllers.clientbuilder import ServiceAccountClients
 from .controllers.manager import CONTROLLERS, LEASE_NAME, ControllerManager, enabled
 from .controllers.service_lb import DEFAULT_POOL, parse_pool
+from .controllers.serviceaccount_token import TokensController
 from .machinery import goduration
 from .machinery.errors import APIError
 from .machinery.version import user_agent
 from .metrics.prometheus import load_source
 from .metrics.provider import MetricsProvider
+from .pki.jwt import load_key
 
 log = logging.getLogger("nanokube.controller-manager")
 
@@ -46,6 +48,9 @@ def add_parser(sub) -> None:
                    help="where the HPA reads custom and external metrics (as `nanokube up`)")
     p.add_argument("--metrics-rules", default=None, metavar="FILE", help="prometheus-adapter style rules")
     _add_signing_arguments(p)
+    p.add_argument("--service-account-private-key-file", default="", metavar="FILE",
+                   help="the API server's service-account signing key (PEM; `up` keeps it in DIR/pki/sa.key): "
+                        "runs the token controller, which fills kubernetes.io/service-account-token Secrets")
     p.add_argument("--use-service-account-credentials", action="store_true",
                    help="each controller acts as its own kube-system service account (token from TokenRequest), "
                         "held to its system:controller:<name> role")
@@ -67,6 +72,16 @@ def _add_signing_arguments(p) -> None:
                        help=f"the key of --cluster-signing-{stem}-cert-file")
     g.add_argument("--cluster-signing-duration", default="8760h", metavar="DURATION",
                    help="the longest lifetime of a signed certificate (Go duration; default 8760h)")
+
+
+def _service_account_key(path: str):
+    """--service-account-private-key-file's key, or None without one; ValueError for a bad file."""
+    if not path:
+        return None
+    try:
+        return load_key(path)
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(f"--service-account-private-key-file: {e}") from None
 
 
 def _signers(args: argparse.Namespace) -> dict[str, csrsigning.Files]:
@@ -111,7 +126,8 @@ async def _run(args: argparse.Namespace) -> int:
                                 load_balancer_pool=args.load_balancer_pool, signers=args.signers,
                                 signing_duration=args.signing_duration,
                                 controller_clients=ServiceAccountClients(client)
-                                if args.use_service_account_credentials else None, root_ca=client.creds.ca)
+                                if args.use_service_account_credentials else None, root_ca=client.creds.ca,
+                                service_account_key=args.service_account_key)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -142,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         component_server.validate(args)
         parse_pool(args.load_balancer_pool)
-        enabled([*CONTROLLERS, csrsigning.CSRSigningController], args.controllers)
+        enabled([*CONTROLLERS, csrsigning.CSRSigningController, TokensController], args.controllers)
+        args.service_account_key = _service_account_key(args.service_account_private_key_file)
         args.signers = _signers(args)
         args.signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
         return asyncio.run(_run(args))

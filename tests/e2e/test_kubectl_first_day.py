@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 
 from tests.e2e.conftest import running_cluster, wait_for
 
@@ -223,3 +225,29 @@ def test_create_token_bound_to_a_secret_or_a_node(cluster):
         "system:serviceaccount:default:default"
     cluster.kubectl("delete", "secret", "first-day-binding")
     assert "Unauthorized" in whoami(by_secret, check=False).stderr
+
+
+def test_a_standalone_controller_manager_with_the_signing_key_fills_token_secrets(tmp_path):
+    """`nanokube controller-manager --service-account-private-key-file` (kube-controller-manager's
+    flag) runs the token controller out of process too."""
+    with running_cluster("kcm-tokens", ("--controllers", "")) as c:
+        with open(tmp_path / "kcm.log", "wb") as log:
+            kcm = subprocess.Popen(
+                [sys.executable, "-m", "nanokube.cli", "controller-manager", "--kubeconfig", c.kubeconfig,
+                 "--controllers", "serviceaccount-token", "--secure-port", "0", "--leader-elect-retry-period", "0.5",
+                 "--service-account-private-key-file", str(c.data_dir / "pki" / "sa.key")],
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        try:
+            # no serviceaccount controller here makes `default`: the Secret names an account of its own
+            c.kubectl("create", "serviceaccount", "robot")
+            c.kubectl("apply", "-f", "-", input=TOKEN_SECRET.replace("service-account.name: default",
+                                                                     "service-account.name: robot"))
+            token = wait_for(lambda: (c.kubectl_json("get", "secret", "first-day-robot-token").get("data") or {})
+                             .get("token"), timeout=30, what="the token")
+            who = c.kubectl("--kubeconfig=/dev/null", f"--server={c.url}", "--certificate-authority",
+                            str(c.data_dir / "pki" / "ca.crt"), f"--token={base64.b64decode(token).decode()}",
+                            "auth", "whoami", "-o", "json")
+            assert json.loads(who.stdout)["status"]["userInfo"]["username"] == "system:serviceaccount:default:robot"
+        finally:
+            kcm.terminate()
+            kcm.wait(timeout=20)
