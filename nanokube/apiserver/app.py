@@ -189,7 +189,7 @@ class APIServer:
                  healthz.Check("shutdown", lambda: "process is shutting down" if self.shutting_down else None)]
         self._health_checks = {"/healthz": live, "/livez": live, "/readyz": ready}
         for path, checks in self._health_checks.items():
-            healthz.install(app, path, lambda checks=checks: checks, self.slis)
+            healthz.install(app, path, lambda checks=checks: checks, self.slis, monitor=self._health_answered)
         self.slis.install(app)
         app.router.add_get("/", self._root_paths)
         app.router.add_get("/version", self._version)
@@ -327,6 +327,15 @@ class APIServer:
                 last = await self.store.current_revision()
             except Exception:
                 log.exception("compaction failed")
+
+    def _health_answered(self, path: str, resp: web.Response, seconds: float) -> None:
+        """/healthz, /livez or /readyz in the request metrics, as upstream's InstrumentHandlerFunc
+        counts them: verb GET, the path as the subresource, every other label empty."""
+        m = self.metrics
+        m.request_count("GET", "", "", "", "", path, "", "", str(resp.status)).inc()
+        m.request_latency("GET", "", "", "", "", path, "", "").observe(seconds)
+        m.request_sli("GET", "", "", "", path, "", "").observe(seconds)
+        m.response_size("GET", "", "", "", path, "", "").observe(resp.content_length or 0)
 
     async def _count_objects(self) -> None:
         """apiserver_storage_objects and apiserver_resource_objects: each resource's stored objects,

@@ -4,6 +4,7 @@ the API server and the standalone components (component_server.py) install the s
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -70,10 +71,13 @@ class HealthSLIs:
         app.router.add_route("*", "/metrics/slis", handler)
 
 
-def install(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, each: bool = True) -> None:
+def install(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, each: bool = True,
+            monitor: Callable[[str, web.Response, float], None] | None = None) -> None:
     """healthz.InstallPathHandler over the checks `checks()` names now (ping when none): the
     root answers 'ok' or lists failures (?verbose lists all, ?exclude=NAME skips one), and
-    records each check it ran in `slis`; with `each`, `path/NAME` runs one check."""
+    records each check it ran in `slis`; with `each`, `path/NAME` runs one check. `monitor(path,
+    response, seconds)` hears of each answer of the root: the API server's request metrics, as
+    upstream's InstrumentHandlerFunc wraps it."""
     kind = path.strip("/")
 
     def current() -> list[Check]:
@@ -109,6 +113,12 @@ def install(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, e
             return web.Response(text="ok", headers=TEXT)
         return web.Response(status=500, text=f"internal server error: {reason}\n", headers=TEXT)
 
-    app.router.add_get(path, root)
+    async def monitored(request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        resp = await root(request)
+        monitor(path, resp, time.perf_counter() - started)
+        return resp
+
+    app.router.add_get(path, root if monitor is None else monitored)
     if each:
         app.router.add_get(path + "/{name}", one)

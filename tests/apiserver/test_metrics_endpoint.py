@@ -256,3 +256,29 @@ async def test_a_requested_deprecated_api_is_reported(api):
     assert value(text, 'apiserver_requested_deprecated_apis{group="",removed_release="",resource="endpoints",'
                        'subresource="",version="v1"}') == 1
     assert len([line for line in text.splitlines() if line.startswith("apiserver_requested_deprecated_apis{")]) == 2
+
+
+async def test_health_endpoints_are_counted_as_requests(api):
+    """healthz.InstallPathHandler's InstrumentHandlerFunc: /healthz, /livez and /readyz in
+    apiserver_request_total and the latency families as verb GET with the path as the subresource
+    (a /readyz 500 while shutting down is an error there as upstream's is)."""
+    s, clock, http = api
+    for path in ("/healthz", "/readyz?verbose", "/readyz"):
+        async with http.get(path) as r:
+            assert r.status == 200
+    s.shutting_down = True
+    async with http.get("/readyz") as r:
+        assert r.status == 500
+    s.shutting_down = False
+    text = await scrape(http)
+
+    def series(name: str, subresource: str, code: str = "") -> str:
+        labels = f'code="{code}",' if code else ""
+        labels += 'component="",' + ('dry_run="",' if name != "apiserver_request_sli_duration_seconds_count" else "")
+        return f'{name}{{{labels}group="",resource="",scope="",subresource="{subresource}",verb="GET",version=""}}'
+    assert value(text, series("apiserver_request_total", "/healthz", "200")) == 1
+    assert value(text, series("apiserver_request_total", "/readyz", "200")) == 2
+    assert value(text, series("apiserver_request_total", "/readyz", "500")) == 1
+    assert value(text, series("apiserver_request_duration_seconds_count", "/readyz")) == 3
+    assert value(text, series("apiserver_request_sli_duration_seconds_count", "/readyz")) == 3
+    assert value(text, series("apiserver_request_total", "/livez", "200")) is None
