@@ -340,8 +340,10 @@ class APIHandlers:
             resp = error_response(e)
             # what was warned before the failure (a deprecated version's, the body's fields), as upstream's
             # recorder wrote those headers as they came
+            held = e.headers.get("Warning", "")  # an admission refusal's own warnings, in one header
             for w in dict.fromkeys([*(labels[5] or ()), *warning.recorded()]):
-                resp.headers.add("Warning", warning_header(w))
+                if warning_header(w) not in held:
+                    resp.headers.add("Warning", warning_header(w))
             return resp
         except asyncio.CancelledError:
             code = 499

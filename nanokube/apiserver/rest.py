@@ -383,6 +383,7 @@ class GenericREST:
         except errors.APIError as e:
             self.admission.publish(a, e)
             raise
+        warning.record(a.warnings)  # a mutating webhook's warnings stay on the response should the write fail
         return a.obj, a
 
     async def _validating_admission(self, a, obj: dict | None) -> list[str]:

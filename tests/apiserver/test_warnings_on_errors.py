@@ -51,3 +51,40 @@ async def test_a_deprecated_versions_warning_comes_before_the_requests_own():
         assert got == (201, ['299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"', UNKNOWN])
     finally:
         await server.stop()
+
+
+async def test_a_mutating_webhooks_warning_stays_on_a_write_refused_after_it():
+    """A mutating webhook's warnings are recorded as it answers (upstream's recorder writes them then),
+    so a create its object then fails validation for still carries them; a validating webhook's
+    refusal carries its own (and the mutating one's) once each."""
+    from tests.apiserver.admission.server import WebhookServer, allow, deny
+
+    hooks = WebhookServer().start()
+    hooks.handlers["/m"] = lambda r: allow(r, warnings=["mind the webhook"])
+    hooks.handlers["/v"] = lambda r: (deny(r, "no", warnings=["second"]) if r["request"]["name"] == "refused"
+                                      else allow(r))
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    rules = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]
+
+    def webhook(name, path):
+        return {"name": name, "clientConfig": {"url": hooks.url(path), "caBundle": hooks.ca.bundle}, "rules": rules,
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+    try:
+        async with aiohttp.ClientSession() as s:
+            for plural, name, path in (("mutatingwebhookconfigurations", "m.example.com", "/m"),
+                                       ("validatingwebhookconfigurations", "v.example.com", "/v")):
+                async with s.post(f"{base}/apis/admissionregistration.k8s.io/v1/{plural}",
+                                  json={"metadata": {"name": name}, "webhooks": [webhook(name, path)]}) as r:
+                    assert r.status == 201, await r.text()
+            cms = f"{base}/api/v1/namespaces/default/configmaps"
+            async with s.post(cms, json={"metadata": {"name": "invalid"}, "data": {"bad key!": "x"}}) as r:
+                invalid = r.status, r.headers.getall("Warning", [])
+            async with s.post(cms, json={"metadata": {"name": "refused"}}) as r:
+                refused = r.status, r.headers.getall("Warning", [])
+        assert invalid == (422, ['299 - "mind the webhook"'])
+        assert refused[0] == 403 and ",".join(refused[1]).count("mind the webhook") == 1 and "second" in refused[1][-1]
+    finally:
+        await server.stop()
+        hooks.stop()
