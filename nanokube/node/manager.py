@@ -23,7 +23,7 @@ from .kubelet_server import KubeletServer
 from .streaming import NodeStreamingServer, log_options
 from .volumes.watch_based_manager import WatchBasedManager
 from .cluster import Cluster
-from .dra.deviceclasses import ensure_device_classes
+from .dra.deviceclasses import ensure_device_classes, nvidia_models
 from .faults import ANNOTATION as FAULT_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,9 @@ class NodeManager:
             }
         _freeze(len(self.agents))
         # a pool's nodes all have the same devices: its first one says whether it has NVIDIA GPUs
-        self._nvidia = any(d.attributes.get("driver") == "nvidia"
-                           for p in cluster.pools if p.count for d in self.agents[f"{p.name}-0"].spec.devices)
+        first = [d for p in cluster.pools if p.count for d in self.agents[f"{p.name}-0"].spec.devices]
+        self._nvidia = any(d.attributes.get("driver") == "nvidia" for d in first)
+        self._nvidia_gpus = nvidia_models(d.attributes.get("model", "") for d in first if d.kind == "gpu")
         self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=", clock=clock)
         self.pods.add_handlers(on_add=self._dispatch, on_update=lambda _old, new: self._dispatch(new),
                                on_delete=self._forget)
@@ -115,7 +116,7 @@ class NodeManager:
         """Register every node and publish its devices (bounded concurrency),
         then start running pods. One list of ResourceSlices up front lets each
         driver adopt what a previous run published."""
-        await ensure_device_classes(self.client, nvidia=self._nvidia)
+        await ensure_device_classes(self.client, nvidia=self._nvidia, nvidia_gpus=self._nvidia_gpus)
         existing: dict[str, dict[str, list[dict]]] = {}
         items, _ = await self.client.resource("resource.k8s.io", "v1", "resourceslices").list()
         for s in items:

@@ -75,6 +75,39 @@ def test_extended_resource_backed_by_a_device_class_gets_a_claim_made_by_the_sch
              what="extended resource claim gone")
 
 
+def test_nvidia_gpu_limit_on_the_default_cluster_is_served_by_the_gpu_device_class(cluster):
+    """The default cluster's GPUs are NVIDIA H100s: its gpu.nanokube.io class carries
+    extendedResourceName nvidia.com/gpu, so `limits: nvidia.com/gpu: 1` (what device-plugin users
+    write) schedules through a claim the scheduler makes, instead of 'Insufficient nvidia.com/gpu'."""
+    cls = cluster.kubectl_json("get", "deviceclass", "gpu.nanokube.io")
+    assert cls["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+    cluster.kubectl("apply", "-f", "-", input="""
+apiVersion: v1
+kind: Pod
+metadata: {name: cuda-one}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: cuda
+    image: nvidia/cuda:12.4.1-base-ubuntu22.04
+    resources:
+      limits: {nvidia.com/gpu: 1}
+""")
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "cuda-one")["status"].get("phase") == "Running",
+             what="cuda-one running")
+    pod = cluster.kubectl_json("get", "pod", "cuda-one")
+    status = pod["status"]["extendedResourceClaimStatus"]
+    assert status["requestMappings"] == [{"containerName": "cuda", "resourceName": "nvidia.com/gpu",
+                                          "requestName": "container-0-request-0"}]
+    claim = cluster.kubectl_json("get", "resourceclaim", status["resourceClaimName"])
+    assert claim["spec"]["devices"]["requests"] == [{"name": "container-0-request-0", "exactly": {
+        "deviceClassName": "gpu.nanokube.io", "allocationMode": "ExactCount", "count": 1}}]
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    assert (result["driver"], result["pool"]) == ("gpu.nanokube.io", pod["spec"]["nodeName"])
+    assert result["device"].startswith("gpu-")
+    cluster.kubectl("delete", "pod", "cuda-one", "--wait=false")
+
+
 def test_explicit_extended_resource_name_and_too_many_devices(cluster):
     """A DeviceClass's spec.extendedResourceName is requested like a device plugin's resource;
     asking for more devices than a node has leaves the pod Pending on DRA's verdict, not on

@@ -124,8 +124,11 @@ def test_bad_claim_gets_upstream_message(cluster):
 
 
 def gpu_pod(name: str) -> dict:
+    """Kept Pending (no node matches): scheduled, its nvidia.com/gpu would be served by an
+    extended-resource claim on gpu.nanokube.io, which the devices quota counts as well."""
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "gpus"},
-            "spec": {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+            "spec": {"nodeSelector": {"example.com/pool": "none"},
+                     "containers": [{"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 
 
 def gpu_claim(name: str) -> dict:
