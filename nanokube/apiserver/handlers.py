@@ -463,7 +463,7 @@ class APIHandlers:
             if watch:
                 return await self._watch(request, res, version, namespace, name, labels)
             if name:
-                obj = await self.rest.get(res, version, namespace, name)
+                obj = await self.rest.get(res, version, namespace, name, q.get("resourceVersion", ""))
                 if _accept(request) == "object":
                     e = self.rest.cache.get(res.key(namespace, name))
                     if e is not None and e.obj is obj:  # not converted: the cache's JSON of it, as LIST serves

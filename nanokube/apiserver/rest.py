@@ -442,7 +442,19 @@ class GenericREST:
 
     # --- reads -----------------------------------------------------------
 
-    async def get(self, res: Resource, version: str, namespace: str | None, name: str) -> dict:
+    async def get(self, res: Resource, version: str, namespace: str | None, name: str, resource_version: str = "") -> dict:
+        """The object; with a `resource_version` (other than "0") as the watch cache's Get serves it: not
+        older than that revision, waited for up to FUTURE_RV_WAIT, then the 504 Too large resource version."""
+        if resource_version not in ("", "0"):
+            try:
+                want = int(resource_version)
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+            if want > self.cache.rev:
+                try:
+                    await self.cache.wait_for(want, FUTURE_RV_WAIT)
+                except TimeoutError:
+                    raise _too_large_resource_version(want, self.cache.rev) from None
         obj = self._entry(res, namespace, name).obj
         await res.strategy.prepare_conversion([obj], version)
         return self._external(res, obj, version)
