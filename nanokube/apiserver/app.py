@@ -33,7 +33,7 @@ from .auth.requestheader import is_front_proxy, user_from_headers
 from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
-from .auth.serviceaccount import ServiceAccountTokens, load_or_create_key
+from .auth.serviceaccount import LAST_USED_LABEL, ServiceAccountTokens, load_or_create_key
 from . import controlplane, discovery, healthz
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
@@ -116,7 +116,10 @@ class APIServer:
         self.rbac = RBACAuthorizer(CachePolicySource(self.index, self.cache))
         self.authorizer = ChainAuthorizer(NodeAuthorizer(*cache_reader(self.index, self.cache)), self.rbac)
         self.rest.admission.authorizer = self.authorizer
-        self.tokens = ServiceAccountTokens(load_or_create_key(pki.dir), self._lookup, clock) if pki else None
+        self.tokens = ServiceAccountTokens(load_or_create_key(pki.dir), self._lookup, clock,
+                                           legacy_used=self._legacy_token_used) if pki else None
+        #: (namespace, secret) -> the day its legacy token's use was last labelled, or is being
+        self._legacy_days: dict[tuple[str, str], str] = {}
         self.handlers.streams.authorize = self.authorizer.authorize
         self.handlers.reviews = self.rest.reviews = Reviews(self.authorizer.authorize, self.rbac.rules_for,
                                                             self.tokens.review if self.tokens else None)
@@ -433,6 +436,18 @@ class APIServer:
     async def authenticate_token(self, token: str) -> User | None:
         """Bearer tokens are bound ServiceAccount tokens this server issued."""
         return self.tokens.authenticate(token) if self.tokens else None
+
+    def _legacy_token_used(self, namespace: str, name: str, day: str) -> None:
+        """Label a legacy token's Secret with the day (UTC) of its use, as kube-apiserver's legacy
+        validator does (kubernetes.io/legacy-token-last-used): once a day, in the background."""
+        if self._legacy_days.get((namespace, name)) == day:
+            return
+        self._legacy_days[(namespace, name)] = day
+        patch = {"metadata": {"labels": {LAST_USED_LABEL: day}}}
+        secrets = LocalClient(self.rest, SYSTEM, "kube-apiserver").resource("", "v1", "secrets")
+        task = asyncio.get_running_loop().create_task(secrets.patch(name, patch, namespace=namespace))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or log.warning(
+            "labelling secret %s/%s as used: %s", namespace, name, t.exception()))
 
     def _lookup(self, plural: str, namespace: str, name: str) -> dict | None:
         """A core/v1 object from the watch cache, for the token verifier."""

@@ -8,6 +8,7 @@ import base64
 import json
 import subprocess
 import sys
+import time
 
 from tests.e2e.conftest import running_cluster, wait_for
 
@@ -196,8 +197,14 @@ def test_a_long_lived_service_account_token_secret_is_filled_and_authenticates(c
         token = base64.b64decode(data["token"]).decode()
         as_token = ("--kubeconfig=/dev/null", f"--server={cluster.url}", "--certificate-authority",
                     str(cluster.data_dir / "pki" / "ca.crt"), f"--token={token}")
+        days = {time.strftime("%Y-%m-%d", time.gmtime())}
         who = cluster.kubectl(*as_token, "auth", "whoami", "-o", "json")
         assert json.loads(who.stdout)["status"]["userInfo"]["username"] == "system:serviceaccount:default:default"
+        # kube-apiserver labels the Secret with the day (UTC) its token was last used
+        used = wait_for(lambda: cluster.kubectl("get", "secret", "first-day-robot-token", "-o",
+                                                "jsonpath={.metadata.labels.kubernetes\\.io/legacy-token-last-used}").stdout,
+                        timeout=10, what="the last-used label")
+        assert used in days | {time.strftime("%Y-%m-%d", time.gmtime())}  # (a run across midnight)
     finally:
         cluster.kubectl("delete", "secret", "first-day-robot-token")
     denied = cluster.kubectl(*as_token, "auth", "whoami", check=False)

@@ -34,6 +34,8 @@ DELETION_GRACE = 60.0
 
 #: (plural, namespace, name) -> the stored core/v1 object, or None
 Lookup = Callable[[str, str, str], "dict | None"]
+#: the label the API server keeps on a legacy token's Secret: the day (UTC) the token was last used
+LAST_USED_LABEL = "kubernetes.io/legacy-token-last-used"
 
 def load_or_create_key(pki_dir: str) -> ec.EllipticCurvePrivateKey:
     """The P-256 signing key, created on first start so restarts keep tokens valid."""
@@ -70,8 +72,11 @@ class ServiceAccountTokens:
     """Issues and verifies bound tokens for one API server."""
 
     def __init__(self, key: ec.EllipticCurvePrivateKey, lookup: Lookup, clock: Clock = REAL,
-                 issuer: str = ISSUER, audiences: tuple[str, ...] = (API_AUDIENCE,)):
+                 issuer: str = ISSUER, audiences: tuple[str, ...] = (API_AUDIENCE,),
+                 legacy_used: Callable[[str, str, str], None] | None = None):
+        """`legacy_used(namespace, secret, day)` labels a legacy token's Secret with the day it was used."""
         self.key = key
+        self.legacy_used = legacy_used
         self.public = key.public_key()
         self.lookup = lookup
         self.clock = clock
@@ -245,6 +250,9 @@ class ServiceAccountTokens:
         sa = self.lookup("serviceaccounts", ns, name)
         if sa is None or sa["metadata"].get("uid") != uid or sa["metadata"].get("deletionTimestamp"):
             return None
+        today = format_time(self.clock.now())[:10]
+        if self.legacy_used is not None and (secret["metadata"].get("labels") or {}).get(LAST_USED_LABEL) != today:
+            self.legacy_used(ns, secret_name, today)  # LegacyServiceAccountTokenTracking, once a day
         return service_account_user(ns, name, uid)
 
     def _claims(self, token: str) -> dict | None:

@@ -233,8 +233,14 @@ def test_a_secret_based_legacy_token_is_valid_while_its_secret_holds_it(world, t
     token = sign_es256(tokens.key, legacy_claims(world[("serviceaccounts", "ns", "robot")], secret))
     secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
     world[("secrets", "ns", "robot-token")] = secret
+    used = []
+    tokens.legacy_used = lambda *a: used.append(a)
     user = tokens.authenticate(token)
     assert (user.name, user.uid, user.extra) == ("system:serviceaccount:ns:robot", "sa-1", {})
+    assert used == [("ns", "robot-token", "2030-03-17")]  # the day of T0, UTC
+    secret["metadata"]["labels"] = {"kubernetes.io/legacy-token-last-used": "2030-03-17"}
+    tokens.authenticate(token)
+    assert len(used) == 1  # labelled today already
     assert tokens.review(token) == (user, [API_AUDIENCE])
     assert tokens.review(token, ["vault"]) == (None, [])
     secret["data"] = {"token": base64.b64encode(b"another").decode()}  # the Secret was given a new token
