@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -337,6 +338,35 @@ class WaitingPod:
             self.result.set_result(st)
 
 
+def _extension_point(point: str, status_of: Callable = lambda out: out):
+    """Times a run_* method as upstream's frameworkImpl times each extension point it runs
+    (framework_extension_point_duration_seconds, by the status `status_of` its result gives;
+    None is Success). Filter, run per node, is not timed, as upstream's RunFilterPlugins is not."""
+    def wrap(run):
+        if asyncio.iscoroutinefunction(run):
+            async def timed(self, *args):
+                t = self.clock.monotonic()
+                out = await run(self, *args)
+                self.metrics.extension_point(point, status_of(out), self.profile.scheduler_name, self.clock.monotonic() - t)
+                return out
+        else:
+            def timed(self, *args):
+                t = self.clock.monotonic()
+                out = run(self, *args)
+                self.metrics.extension_point(point, status_of(out), self.profile.scheduler_name, self.clock.monotonic() - t)
+                return out
+        return functools.wraps(run)(timed)
+    return wrap
+
+
+def _second(out):
+    return out[1]
+
+
+def _success(out):
+    return None
+
+
 class Framework:
     """Runs one profile's plugins; a plugin takes part in an extension point
     by defining the method of that name."""
@@ -379,6 +409,7 @@ class Framework:
                 return st
         return None
 
+    @_extension_point("PreFilter", _second)
     def run_pre_filter(self, state: CycleState, info: PodInfo) -> tuple[set[str] | None, Status | None]:
         """Runs PreFilter; returns the node names the plugins narrowed the
         search to (None = all) and a failing status. Once the narrowed set is
@@ -409,6 +440,7 @@ class Framework:
     def filters(self, state: CycleState) -> list:
         return [p for p in self.points["filter"] if p.name not in state.skip_filter]
 
+    @_extension_point("PostFilter", _second)
     def run_post_filter(self, state: CycleState, info: PodInfo, statuses: dict[str, Status]) -> tuple[str | None, Status | None]:
         """Runs PostFilter until a plugin succeeds (its nominated node, and
         its status where it says something, for the FitError message) or
@@ -442,6 +474,7 @@ class Framework:
             reasons.extend(st.reasons)
         return None, Status(Code.UNSCHEDULABLE, reasons) if reasons else None
 
+    @_extension_point("PreScore")
     def run_pre_score(self, state: CycleState, info: PodInfo, nodes: list) -> Status | None:
         timed = state.record_plugin_metrics
         for p in self.points["pre_score"]:
@@ -457,6 +490,7 @@ class Framework:
                 return st
         return None
 
+    @_extension_point("Score", _success)
     def run_score(self, state: CycleState, info: PodInfo, nodes: list) -> list[int]:
         """Weighted, normalised total score per node (in `nodes` order); a
         plugin scores all nodes in one `score_nodes` call, or one `score`
@@ -498,6 +532,7 @@ class Framework:
             totals = list(map(add, totals, scores if w == 1 else map(mul, scores, repeat(w, n))))
         return totals
 
+    @_extension_point("Reserve")
     def run_reserve(self, state: CycleState, info: PodInfo, node: str) -> Status | None:
         for p in self.points["reserve"]:
             st = p.reserve(state, info, node)
@@ -506,10 +541,12 @@ class Framework:
                 return st
         return None
 
+    @_extension_point("Unreserve")
     def run_unreserve(self, state: CycleState, info: PodInfo, node: str) -> None:
         for p in reversed(self.points["reserve"]):
             p.unreserve(state, info, node)
 
+    @_extension_point("Permit")
     def run_permit(self, state: CycleState, info: PodInfo, node: str) -> Status | None:
         """Runs Permit; a pod some plugin asks to wait for is parked in
         `waiting` and WAIT is returned."""
@@ -559,6 +596,7 @@ class Framework:
                 return True
         return False
 
+    @_extension_point("PreBind")
     async def run_pre_bind(self, state: CycleState, info: PodInfo, node: str) -> Status | None:
         for p in self.points["pre_bind"]:
             st = await p.pre_bind(state, info, node)
@@ -567,6 +605,7 @@ class Framework:
                 return st
         return None
 
+    @_extension_point("Bind")
     async def run_bind(self, state: CycleState, info: PodInfo, node: str) -> Status | None:
         for p in self.points["bind"]:
             st = await p.bind(state, info, node)
@@ -577,6 +616,7 @@ class Framework:
             return st
         return Status(Code.ERROR, ["no bind plugin bound the pod"])
 
+    @_extension_point("PostBind")
     def run_post_bind(self, state: CycleState, info: PodInfo, node: str) -> None:
         for p in self.points["post_bind"]:
             p.post_bind(state, info, node)

@@ -17,6 +17,7 @@ _ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
 _E2E_BUCKETS = exponential_buckets(0.01, 2, 20)
 _PLUGIN_BUCKETS = exponential_buckets(0.00001, 1.5, 20)
 _VICTIM_BUCKETS = exponential_buckets(1, 2, 11)
+_EXTENSION_POINT_BUCKETS = exponential_buckets(0.0001, 2, 12)
 
 
 class _Children:
@@ -72,6 +73,10 @@ class Metrics:
         self.queue_incoming = Family(
             "counter", "scheduler_queue_incoming_pods", "[STABLE] Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"], r)
+        self.extension_point_duration = Family(
+            "histogram", "scheduler_framework_extension_point_duration_seconds",
+            "[STABLE] Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"], r, _EXTENSION_POINT_BUCKETS)
         self.plugin_execution = Family(
             "histogram", "scheduler_plugin_execution_duration_seconds",
             "[ALPHA] Duration for running a plugin at a specific extension point.",
@@ -131,6 +136,10 @@ class Metrics:
         the SLI's attempts label stops at "15+" (getAttemptsLabel), as upstream's cardinality does."""
         self.pod_scheduling_sli_duration.labels(str(attempts) if attempts < 15 else "15+").observe(since_queued)
         self.pod_scheduling_attempts.observe(attempts)
+
+    def extension_point(self, point: str, status, profile: str, seconds: float) -> None:
+        code = "Success" if status is None else status.code.name.title().replace("_", "")
+        self.extension_point_duration.labels(point, code, profile).observe(seconds)
 
     def plugin_duration(self, plugin: str, point: str, status, seconds: float) -> None:
         code = "Success" if status is None else status.code.name.title().replace("_", "")

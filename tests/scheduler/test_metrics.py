@@ -42,6 +42,18 @@ async def test_scheduling_metrics_are_upstreams(stack):
     assert 'scheduler_pod_scheduling_sli_duration_seconds_count{attempts="1"} 1\n' in text
     assert "# HELP scheduler_pod_scheduling_sli_duration_seconds [BETA] E2e latency for a pod being scheduled" in text
     assert bounds(text, "scheduler_pod_scheduling_attempts_bucket") == ["1", "2", "4", "8", "16", "+Inf"]
+    # each extension point's run, by its status and profile (Filter, run per node, is not timed)
+    point = 'scheduler_framework_extension_point_duration_seconds_count{{extension_point="{}",' \
+            'profile="default-scheduler",status="{}"}}'
+    for name in ("Reserve", "Permit", "PreBind", "Bind", "PostBind"):
+        assert sample(text, point.format(name, "Success")) == 1, name
+    assert sample(text, point.format("Score", "Success")) is None  # one feasible node: nothing to score
+    assert sample(text, point.format("PreFilter", "Success")) >= 2  # both pods, the second as often as it was tried
+    assert sample(text, point.format("PostFilter", "Unschedulable")) >= 1
+    assert sample(text, point.format("Filter", "Success")) is None
+    assert bounds(text, "scheduler_framework_extension_point_duration_seconds_bucket")[:12] == [
+        "0.0001", "0.0002", "0.0004", "0.0008", "0.0016", "0.0032", "0.0064", "0.0128", "0.0256", "0.0512", "0.1024",
+        "0.2048"]
     # the algorithm's latency, once a host is found: the pod that fits, not the one that does not
     assert "scheduler_scheduling_algorithm_duration_seconds_count 1\n" in text
     assert bounds(text, "scheduler_scheduling_algorithm_duration_seconds_bucket")[:2] == ["0.001", "0.002"]
