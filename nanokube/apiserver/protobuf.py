@@ -70,12 +70,18 @@ def decode(body: bytes) -> dict:
     return obj
 
 
+#: groups whose proto package is not named by their first label
+_PACKAGES = {"internal": "apiserverinternal"}
+
+
 def message_name(api_version: str, kind: str) -> str:
     """Map a GVK to its proto message: core is k8s.io.api.core.v1, others are named by the group's
-    first label (rbac.authorization.k8s.io -> k8s.io.api.rbac.<v>); option kinds (DeleteOptions,
+    first label (rbac.authorization.k8s.io -> k8s.io.api.rbac.<v>; internal.apiserver.k8s.io's
+    package is apiserverinternal); option kinds (DeleteOptions,
     ...) sent under any group version live in meta/v1."""
     group, _, version = api_version.rpartition("/")
     package = group.split(".", 1)[0] if group else "core"
+    package = _PACKAGES.get(package, package)
     for name in (f"k8s.io.api.{package}.{version}.{kind}", META + kind):
         if name in TABLE:
             return name

@@ -254,3 +254,12 @@ def test_kinds_and_fields_new_since_1_32_decode():
     workload = decode(body("scheduling.k8s.io/v1alpha3", "Workload", meta("w") + lfield(2, lfield(2, template))))
     # priorityClassName is omitempty; priority is a *int32
     assert workload["spec"] == {"podGroupTemplates": [{"name": "workers", "priority": 0}]}
+
+
+def test_a_storage_version_decodes_under_its_proto_package():
+    """internal.apiserver.k8s.io's messages are in k8s.io.api.apiserverinternal (no table entry for
+    the group's first label, "internal")."""
+    status = lfield(1, lfield(1, "kube-apiserver-1") + lfield(2, "apps/v1") + lfield(3, "apps/v1"))
+    sv = decode(body("internal.apiserver.k8s.io/v1alpha1", "StorageVersion", meta("apps.deployments") + lfield(3, status)))
+    assert sv["status"] == {"storageVersions": [
+        {"apiServerID": "kube-apiserver-1", "encodingVersion": "apps/v1", "decodableVersions": ["apps/v1"]}]}
