@@ -8,7 +8,8 @@ decode to a descriptor of a file under k8s.io/, and writes OUT_DIR/<file name> a
 the shape scripts/gen_protobuf_fields.py reads: messages with `optional`/`repeated` fields, map
 entries as `map<K, V>`, fully qualified type names, and `[(gogoproto.nullable) = false]` on the
 fields whose descriptor carries that option. Comments, enums, services and other options are not
-rendered. Then run `gen_protobuf_fields.py OUT_DIR` to rebuild protobuf_fields.json.
+rendered. Then run `gen_protobuf_fields.py OUT_DIR` to build a table from them. Only kubectl up to
+1.32 embeds descriptors; the committed table comes from scripts/kubectl_go_types.py.
 
 Self-contained (reads the descriptor wire format directly), so no protobuf library is needed.
 """

@@ -14,7 +14,9 @@ and their zeros are then kept. Whether a field is omitempty comes from the OpenA
 name that differs from its JSON name only in case (authentication/v1 BoundObjectReference `uID`)
 takes the OpenAPI property's spelling.
 
-PROTO_ROOT can be produced from a kubectl binary by scripts/extract_kubectl_protos.py.
+PROTO_ROOT can be produced from a kubectl binary up to 1.32 by scripts/extract_kubectl_protos.py
+(1.33+ embed no descriptors). The committed table is scripts/kubectl_go_types.py's, read from
+kubectl 1.37's Go types; this route stays as a cross-check (tests/apiserver/test_protobuf_rbac.py).
 """
 
 import json
