@@ -1,6 +1,7 @@
 """The text format every Kubernetes component serves at /metrics: client_golang's (expfmt's text
-format, version 0.0.4), written from prometheus_client collectors. Every nanokube /metrics is
-written here, so none differs from upstream where prometheus_client's generate_latest does:
+format, version 0.0.4), written from prometheus_client collectors. Every /metrics nanokube renders
+from collectors is written here (the kubelet's hand-written endpoints take their numbers from
+go_float), so none differs from upstream where prometheus_client's generate_latest does:
 
 - it adds OpenMetrics' `_created` series, which client_golang's text format has not;
 - it writes numbers as Python's repr, "2.0" and "1000000.0" where Go writes "2" and "1e+06", and
