@@ -196,6 +196,28 @@ def image_list(images) -> list[dict]:
     return out[:NODE_STATUS_MAX_IMAGES]
 
 
+class _WhileUp:
+    """A client the kubelet writes pods through: while it is down (lease-stop) a write waits
+    for it to come back, so its pods' statuses stay as they were and a deleted pod stays
+    Terminating (deletionTimestamp set, not removed), as upstream's pods on a node whose kubelet
+    is gone, until the node returns, is deleted, or is tainted out-of-service (podgc). Reads pass."""
+
+    _WRITES = ("create", "update", "patch", "delete", "emit")
+
+    def __init__(self, target, up: asyncio.Event):
+        self._target, self._up = target, up
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._target, name)
+        if name not in self._WRITES:
+            return attr
+
+        async def write(*args, **kwargs):
+            await self._up.wait()
+            return await attr(*args, **kwargs)
+        return write
+
+
 class NodeAgent:
     def __init__(self, client, spec: NodeSpec, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  lease_duration: int = 40, status_interval: float = 300.0,
@@ -216,9 +238,12 @@ class NodeAgent:
         self.ips = IPPool(self.pod_cidr)
         self.nodes = client.resource("", "v1", "nodes")
         self.leases = client.resource("coordination.k8s.io", "v1", "leases")
-        self.pods = client.resource("", "v1", "pods")
+        #: clear while the kubelet is down (lease-stop): its pod writes and events wait (`_WhileUp`)
+        self.up = asyncio.Event()
+        self.up.set()
+        self.pods = _WhileUp(client.resource("", "v1", "pods"), self.up)
         #: the kubelet's Node events, on its nodeRef: no apiVersion, and the node's name for a uid
-        self.recorder = CoreEventRecorder(client, "kubelet", clock, host=spec.name)
+        self.recorder = _WhileUp(CoreEventRecorder(client, "kubelet", clock, host=spec.name), self.up)
         self._node_ref = {"kind": "Node", "metadata": {"name": spec.name, "uid": spec.name}}
         #: each condition's status as the events last announced it, or as the server's copy has it
         #: otherwise (then the next post announces ours again, as the setters compare with that copy)
@@ -485,6 +510,10 @@ class NodeAgent:
             if want == old:
                 return
             self.faults = want
+            if want.lease_stop:
+                self.up.clear()
+            else:
+                self.up.set()
             if old.lease_stop and not want.lease_stop:  # the pods' statuses others changed meanwhile
                 for w in self.workers.values():
                     w.resync()

@@ -157,3 +157,49 @@ def test_a_flapping_gpu_fault_toggles_the_taint_until_it_runs_out(cluster):
     assert wait_for(lambda: states().count(True) >= 2 and states()[-1] is False and
                     _device_taints(cluster, "gpu-1", device) == [], timeout=15), states()
     assert 2 <= states().count(True) <= 3 and states()[0] is True, states()
+
+
+STATEFULSET = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers: [{name: db, image: postgres:16}]
+"""
+
+
+def test_a_silenced_kubelet_leaves_its_deleted_pod_terminating_until_it_returns(cluster):
+    """Upstream's pods on a node whose kubelet is gone stay Terminating (deletionTimestamp set,
+    not removed) until the kubelet returns: no replacement for the StatefulSet's ordinal meanwhile,
+    its at-most-one-pod-per-ordinal guarantee. A lease-stopped node writes nothing, then resumes."""
+    cluster.kubectl("apply", "-f", "-", input=STATEFULSET)
+
+    def running() -> dict | None:
+        r = cluster.kubectl("get", "pod", "db-0", "-o", "json", check=False)
+        pod = json.loads(r.stdout) if r.returncode == 0 else None
+        return pod if pod and pod["status"].get("phase") == "Running" and \
+            not pod["metadata"].get("deletionTimestamp") else None
+    pod = wait_for(running, 30)
+    assert pod, "db-0 never ran"
+    node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
+    fault(cluster, "node", node, "--lease-stop")
+    try:
+        cluster.kubectl("delete", "pod", "db-0", "--wait=false")
+        # a live kubelet finishes this deletion within a second; give the silent one five
+        time.sleep(5)
+        held = cluster.kubectl_json("get", "pod", "db-0")
+        assert held["metadata"]["uid"] == uid and held["metadata"].get("deletionTimestamp")
+        assert held["status"]["phase"] == "Running", "the silent kubelet wrote the pod's status"
+        assert len(cluster.kubectl_json("get", "pods", "-l", "app=db")["items"]) == 1
+    finally:
+        fault(cluster, "node", node, "--clear")
+    replaced = wait_for(lambda: (p := running()) and p["metadata"]["uid"] != uid and p, 30)
+    assert replaced, cluster.kubectl("get", "pods", "-l", "app=db", "-o", "wide").stdout
+    cluster.kubectl("delete", "statefulset", "db")
