@@ -2,8 +2,16 @@
 empty and their omitempty scalars at zero, read back as kube-apiserver serves them: omitempty
 ones left out, lists and pointers tagged without omitempty `null` (inside their parent only)."""
 
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
+
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
 
 
 def _crd() -> dict:
@@ -112,3 +120,22 @@ async def test_a_review_request_is_decoded_as_upstream_decodes_it(tmp_path):
         review = await call(api, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", {
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "nope", "audiences": []}})
         assert review["spec"] == {"token": "nope"}  # audiences is omitempty
+
+
+async def test_kubectl_creates_a_crd_and_an_apiservice_and_reads_them_back_as_upstream_serves_them(tmp_path):
+    async with served(tmp_path) as (_, api):
+        service = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1.local.example.org"},
+                   "spec": {"group": "local.example.org", "version": "v1", "groupPriorityMinimum": 100,
+                            "versionPriority": 10, "caBundle": ""}}
+        base = [KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig")]
+        for manifest in (_crd(), service):
+            r = await asyncio.to_thread(subprocess.run, [*base, "create", "-f", "-"], input=json.dumps(manifest),
+                                        capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+        r = await asyncio.to_thread(subprocess.run, [*base, "get", "crd/widgets.example.com", "apiservice/v1.local.example.org",
+                                                     "-o", "json"], capture_output=True, text=True, timeout=60)
+        crd, svc = json.loads(r.stdout)["items"]
+        assert crd["spec"]["names"] == {"plural": "widgets", "kind": "Widget", "singular": "widget", "listKind": "WidgetList"}
+        assert "categories" not in crd["status"]["acceptedNames"]
+        assert svc["spec"] == {"group": "local.example.org", "version": "v1", "groupPriorityMinimum": 100,
+                               "versionPriority": 10, "service": None}
