@@ -609,6 +609,8 @@ class APIHandlers:
         # called before the write touches the body, so a JSON body is still what orjson decoded
         texts = await serializer.off_loop(serializer.duplicates, raw, ctype in ("application/yaml", "application/x-yaml"),
                                           body if ctype == _JSON else None)
+        if texts and texts[0].startswith("line "):  # YAMLToJSONStrict's one error: go-yaml's TypeError of them all
+            texts = ["yaml: unmarshal errors:" + "".join(f"\n  {t}" for t in texts)]
         if texts and opts.field_validation == "Strict":
             raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: '
                                      f'strict decoding error: {", ".join(texts)}')
@@ -913,7 +915,9 @@ def _verb(method: str, name: str | None, watch: bool) -> str:
 
 
 def warning_header(text: str) -> str:
-    """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped."""
+    """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped;
+    a line break is a space, as Go's header writer makes it."""
+    text = text.replace("\n", " ").replace("\r", " ")
     return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 

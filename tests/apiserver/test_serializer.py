@@ -52,7 +52,8 @@ async def test_a_yaml_body_is_loaded_once_for_its_value_and_its_repeated_keys(mo
         async with aiohttp.ClientSession() as s:
             async with s.post(url, data=body, headers={"Content-Type": "application/yaml"}) as r:
                 assert r.status == 201 and (await r.json())["data"] == {"a": "2"}
-                assert r.headers.getall("Warning") == ['299 - "line 7: key \\"a\\" already set in map"']
+                # YAMLToJSONStrict's error, go-yaml's TypeError (its line break a space in the header)
+                assert r.headers.getall("Warning") == ['299 - "yaml: unmarshal errors:   line 7: key \\"a\\" already set in map"']
             assert len(loads) == 1
             async with s.patch(f"{url}/y", data=body.replace("'2'", "'3'"), params={"fieldManager": "m", "force": "true"},
                                headers={"Content-Type": "application/apply-patch+yaml"}) as r:

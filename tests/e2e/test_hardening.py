@@ -551,7 +551,7 @@ def test_duplicate_keys_in_yaml_bodies(existing):
     body = "metadata:\n  name: dupy\ndata:\n  a: '1'\n  a: '2'\n"
     code, _, got = existing.request("POST", CMS + "?fieldValidation=Strict", body, "application/yaml")
     assert_status(code, got, 400, "BadRequest")
-    assert got["message"].endswith('strict decoding error: line 5: key "a" already set in map'), got
+    assert got["message"].endswith('strict decoding error: yaml: unmarshal errors:\n  line 5: key "a" already set in map'), got
     code, headers, got = existing.request("PATCH", CMS + "/dupy?fieldManager=m&dryRun=All",
                                           "apiVersion: v1\nkind: ConfigMap\n" + body, "application/apply-patch+yaml")
     assert code == 201 and got["data"] == {"a": "2"}, got
