@@ -495,6 +495,8 @@ class EndpointsStrategy(Strategy):
         errs: list[FieldError] = []
         for i, ss in enumerate(obj.get("subsets") or []):
             p = f"subsets[{i}]"
+            if not ss.get("addresses") and not ss.get("notReadyAddresses"):
+                errs.append(required(p, "must specify `addresses` or `notReadyAddresses`"))
             for key in ("addresses", "notReadyAddresses"):
                 for j, a in enumerate(ss.get(key) or []):
                     errs += _endpoint_address(a, f"{p}.{key}[{j}]")
@@ -511,6 +513,8 @@ class EndpointsStrategy(Strategy):
                     errs.append(required(f"{pp}.protocol"))
                 elif proto not in PROTOCOLS:
                     errs.append(not_supported(f"{pp}.protocol", proto, PROTOCOLS))
+                if port.get("appProtocol") is not None:
+                    errs += [invalid(f"{pp}.appProtocol", port["appProtocol"], m) for m in qualified_name(port["appProtocol"])]
         return errs
 
     def validate_update(self, new, old):
