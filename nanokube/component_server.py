@@ -22,7 +22,8 @@ from aiohttp import ClientError, web
 from prometheus_client import CollectorRegistry
 
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
-from .apiserver.healthz import PROCESS, TEXT, Checks, HealthSLIs, exposition, install
+from .metrics.process import PROCESS
+from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
 from .machinery import errors
 from .machinery.responses import error_response
 from .machinery.user import User

@@ -331,7 +331,7 @@ class APIHandlers:
                 # request's own (the body's unknown fields, the kind's warnings)
                 later = resp.headers.popall("Warning", [])
                 for w in labels[5]:
-                    resp.headers.add("Warning", warning_header(w))
+                    resp.headers.add("Warning", warning.header(w))
                 for h in later:
                     resp.headers.add("Warning", h)
             return resp
@@ -342,8 +342,8 @@ class APIHandlers:
             # recorder wrote those headers as they came
             held = e.headers.get("Warning", "")  # an admission refusal's own warnings, in one header
             for w in dict.fromkeys([*(labels[5] or ()), *warning.recorded()]):
-                if warning_header(w) not in held:
-                    resp.headers.add("Warning", warning_header(w))
+                if warning.header(w) not in held:
+                    resp.headers.add("Warning", warning.header(w))
             return resp
         except asyncio.CancelledError:
             code = 499
@@ -644,7 +644,7 @@ class APIHandlers:
         resp = json_response(r.obj, r.code) if body is None else web.Response(body=body, status=r.code, content_type=_JSON)
         request[RESPONSE_OBJECT] = r.obj
         for w in r.warnings:
-            resp.headers.add("Warning", warning_header(w))
+            resp.headers.add("Warning", warning.header(w))
         return resp
 
     async def _list(self, request: web.Request, res: Resource, version: str, namespace: str | None) -> web.Response:
@@ -730,7 +730,7 @@ class APIHandlers:
         mv = _meta_version(request)
         resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
         for w in request.get(_WARNINGS, ()):  # a watch of a deprecated version is warned too, before it streams
-            resp.headers.add("Warning", warning_header(w))
+            resp.headers.add("Warning", warning.header(w))
         await resp.prepare(request)
         verb, group, version, plural, sub, _, scope, _ = labels  # RecordLongRunning's: the request's own labels
         g = self.metrics.longrunning.labels(verb, group, version, plural, sub, scope, "apiserver")
@@ -912,13 +912,6 @@ def _verb(method: str, name: str | None, watch: bool) -> str:
     if method == "DELETE":
         return "delete" if name else "deletecollection"
     return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
-
-
-def warning_header(text: str) -> str:
-    """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped;
-    a line break is a space, as Go's header writer makes it."""
-    text = text.replace("\n", " ").replace("\r", " ")
-    return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 async def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[str]:

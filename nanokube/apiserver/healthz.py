@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ..metrics.exposition import CONTENT_TYPE, render
 
@@ -30,11 +30,6 @@ PING = Check("ping", lambda: None)
 
 
 Checks = Callable[[], list[Check]]
-
-
-#: client_golang's process collector (process_cpu_seconds_total, process_resident_memory_bytes,
-#: process_start_time_seconds, ...), which every component's legacyregistry registers for /metrics
-PROCESS = ProcessCollector(registry=None)
 
 
 def exposition(*collectors) -> web.Response:

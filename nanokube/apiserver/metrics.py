@@ -10,7 +10,7 @@ from prometheus_client.metrics_core import Metric
 from ..clock import REAL
 from ..machinery.metrics import Family, exponential_buckets
 from ..metrics.exposition import render
-from .healthz import PROCESS
+from ..metrics.process import PROCESS
 
 
 #: kube-apiserver's request labels (endpoints/metrics): `scope` is resource, namespace or cluster

@@ -115,10 +115,8 @@ class Subresources:
                 opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
                 applied = m == "PATCH" and request.content_type == "application/apply-patch+yaml"
                 resp = json_response(await self.put_scale(res, version, namespace, name, body, opts, applied))
-                from .handlers import warning_header  # (handlers imports this module)
-
                 for w in warnings:
-                    resp.headers.add("Warning", warning_header(w))
+                    resp.headers.add("Warning", warning.header(w))
                 return resp
         raise errors.method_not_allowed()
 

@@ -30,3 +30,10 @@ def record(texts: list[str]) -> None:
 
 def recorded() -> list[str]:
     return list(_RECORDED.get() or ())
+
+
+def header(text: str) -> str:
+    """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped;
+    a line break is a space, as Go's header writer makes it."""
+    text = text.replace("\n", " ").replace("\r", " ")
+    return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

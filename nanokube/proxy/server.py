@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 
 from aiohttp import web
-from ..apiserver.healthz import PROCESS
+from ..metrics.process import PROCESS
 from ..metrics.exposition import CONTENT_TYPE, render
 from .health import ProxyHealth
 
