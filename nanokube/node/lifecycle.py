@@ -31,12 +31,14 @@ import asyncio
 import functools
 import hashlib
 import logging
+import math
 
 from ..machinery.goduration import string as go_duration
 from ..machinery.conditions import transition_time
 from ..machinery import restartrules
 from ..machinery.errors import APIError
 from ..clock import parse_time
+from . import prober
 from .dra.prepare import NotReady
 from .envvars import environment_error
 from . import inplace
@@ -102,6 +104,11 @@ def exit_code(pod: dict, run: int) -> int:
     except ValueError:
         return 0
     return codes[min(run, len(codes) - 1)]
+
+
+def _end(start: float, program: Program) -> float | None:
+    """When (monotonic) `program` started at `start` ends; None for one that runs until stopped."""
+    return None if math.isinf(program.seconds) else start + program.seconds
 
 
 def invalid_annotations(pod: dict) -> list[str]:
@@ -378,6 +385,8 @@ class PodWorker:
         self.own_last_state: dict[str, dict] = {}
         #: the app containers waiting out their crash-loop back-off: their waiting state, by name
         self.waiting: dict[str, dict] = {}
+        #: when (monotonic) each app container started passes its startup and readiness probes
+        self.probed: dict[str, tuple[float, float]] = {}
         #: each running app container's end (monotonic; None: not on its own) and exit code
         self.lifetimes: dict[str, tuple[float | None, int]] = {}
         #: the last status write's arguments and what it left of the status the kubelet owns: a copy
@@ -704,16 +713,21 @@ class PodWorker:
             started = True
         return started
 
-    async def _write_running(self, now: str) -> None:
-        """The status of the pod's containers running since `started_at` (or their own restart)."""
+    async def _write_running(self, now: str, at: float | None = None) -> None:
+        """The status of the pod's containers running since `started_at` (or their own restart),
+        each Started and Ready once its probes passed by the monotonic `at` (prober.py)."""
+        at = self.clock.monotonic() if at is None else at
+
         def state(c: dict) -> dict:
             return self.waiting.get(c["name"]) or \
                 {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}}
+
+        def passed(c: dict, probe: int) -> bool:
+            return c["name"] not in self.waiting and self.probed.get(c["name"], (at, at))[probe] <= at
+        statuses = [self._status_of(c, state(c), passed(c, 1), passed(c, 0)) for c in self._containers()]
         # a container that exited for good, or waits to restart, is not ready, nor then is the pod
-        ready = not (self.ended or self.waiting)
-        await self._write("Running", [self._status_of(c, state(c), c["name"] not in self.waiting,
-                                                      c["name"] not in self.waiting) for c in self._containers()],
-                          ready, now, "" if ready else "ContainersNotReady", running=True)
+        ready = not (self.ended or self.waiting) and all(s["ready"] for s in statuses)
+        await self._write("Running", statuses, ready, now, "" if ready else "ContainersNotReady", running=True)
 
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
                      running: bool = False, initialized: bool = True, inits: list[dict] | None = None) -> None:
@@ -922,7 +936,7 @@ class PodWorker:
         while True:
             program = self._program(c) or program  # made again at each start (`date` says when)
             started = self.clock.rfc3339()
-            end = self.clock.monotonic() + program.seconds
+            end = _end(self.clock.monotonic(), program)
             self.io.start(name, image, program)
             await self._init_waiting(c, {"running": {"startedAt": started}})
             if await self._wait(end, active=True):
@@ -1105,10 +1119,12 @@ class PodWorker:
                         self.waiting.pop(c["name"], None)
                 lifetimes.update((c["name"], self._lifetime(c)) for c in running)
                 if write:
+                    self.probed.update((c["name"], prober.passing(c, self.clock.monotonic())) for c in running)
                     await self._write_running(now)
             adopted = together = False
             starting = []
-            wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()),
+            probes = [t for times in self.probed.values() for t in times if t > self.clock.monotonic()]
+            wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()) + probes,
                        default=None)
             self.live = True
             stopped = await self._wait(wake, active=True)
@@ -1128,6 +1144,8 @@ class PodWorker:
             for c in starting:
                 del backoff[c["name"]]
             if not exits:
+                if wake in probes:  # a probe passed: Started or Ready
+                    await self._write_running(self.clock.rfc3339(), at=reached)
                 continue
             now = self.clock.rfc3339()
             specs = {c["name"]: c for c in self._containers()}
@@ -1185,7 +1203,7 @@ class PodWorker:
         code: as its interpreted command runs, else as the pod's run-seconds and exit-code
         annotations say for its run."""
         if program := self._program(c):
-            return self.clock.monotonic() + program.seconds, program.exit_code
+            return _end(self.clock.monotonic(), program), program.exit_code
         run = _annotation(self.pod, RUN_SECONDS, None)
         return (None if run is None else self.clock.monotonic() + max(run, 0.0),
                 exit_code(self.pod, self._restart_count(c["name"])))

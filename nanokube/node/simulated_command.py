@@ -10,7 +10,8 @@ read as one of a small, closed set; anything else is left to the annotations
 (`interpret` returns None), as before:
 
 - `true`, `false`, `:`, `echo [-n] WORD...` (no escapes, as busybox's echo),
-  `sleep N...` (seconds, summed; a suffix s, m, h or d as busybox's), `date`
+  `sleep N...` (seconds, summed; a suffix s, m, h or d as busybox's; `inf`
+  or `infinity`, and `tail -f /dev/null`, run until stopped), `date`
   (the node's clock, in UTC, as busybox prints it: the CronJob docs'
   `date; echo Hello from the Kubernetes cluster`), each by name or path;
 - `sh -c SCRIPT` (also ash, bash, dash; by name or path): SCRIPT is those and
@@ -24,6 +25,7 @@ It is not a shell: nothing is expanded, and no other command is recognised.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -41,7 +43,7 @@ _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 @dataclass(frozen=True)
 class Program:
     """How an interpreted command runs: what it writes to stdout and when (seconds after it
-    started), how long it takes, and its exit code."""
+    started), how long it takes (math.inf: until it is stopped), and its exit code."""
 
     output: tuple[tuple[float, str], ...]
     seconds: float
@@ -96,6 +98,8 @@ class _Run:
             d = datetime.fromtimestamp(self.started + self.now, timezone.utc)
             self.output.append((self.now, f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} UTC {d.year}\n"))
             self.status = 0
+        elif name == "tail" and args == ["-f", "/dev/null"]:
+            self.now = math.inf
         elif name == "sleep" and args:
             self.now += sum(_seconds(a) for a in args)
             self.status = 0
@@ -110,6 +114,8 @@ class _Run:
 
 
 def _seconds(arg: str) -> float:
+    if arg in ("inf", "infinity"):
+        return math.inf
     m = _SLEEP.fullmatch(arg)
     if not m:
         raise _Unknown
@@ -134,7 +140,7 @@ def _script(script: str, now: float) -> Program:
             raise _Unknown  # a pipe, a redirection, a subshell, a background job, or `&&` with nothing before it
         if words and (op == ";" or (op == "&&") == (run.status == 0)):
             run.command(words, in_shell=True)
-            if run.exited:
+            if run.exited or math.isinf(run.now):  # what follows never runs
                 break
         if words or token != ";":
             op = token

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import os
 import re
 import socket
@@ -263,6 +264,8 @@ class SimulatedIO:
             await clock.sleep(max(start + when - clock.monotonic(), 0.0))
             if session.stdout:
                 await session.write_stdout(text.encode())
+        if math.isinf(program.seconds):  # until the client ends the session
+            await asyncio.Event().wait()
         await clock.sleep(max(start + program.seconds - clock.monotonic(), 0.0))
         return program.exit_code
 

@@ -100,8 +100,6 @@ def test_a_job_without_retries_fails_with_its_command(cluster):
 
 def test_a_job_that_sleeps_completes_after_its_sleep(cluster):
     cluster.kubectl("create", "job", "nap", "--image=busybox", "--", "sleep", "2")
-    wait_for(lambda: "running" in ((_pod_of(cluster, "nap").get("status") or {}).get("containerStatuses")
-                                   or [{}])[0].get("state", {}), 30, "nap running")
     wait_for(lambda: "Complete" in _conditions(cluster, "nap"), 30, "nap Complete")
     term = _terminated(_pod_of(cluster, "nap"))
     took = (datetime.fromisoformat(term["finishedAt"]) - datetime.fromisoformat(term["startedAt"])).total_seconds()
@@ -135,7 +133,9 @@ def test_a_restarting_container_makes_its_environment_again_while_the_others_run
     meanwhile; once the ConfigMap is there again the container starts."""
     cluster.kubectl("create", "configmap", "app-config", "--from-literal=mode=fast")
     cluster.kubectl("apply", "-f", "-", input=json.dumps(CONFIGURED))
-    wait_for(lambda: "running" in _statuses(cluster, "configured").get("app", {}).get("state", {}), 60, "app running")
+    # app ran (it runs for a second, then waits 10 s to restart)
+    wait_for(lambda: (s := _statuses(cluster, "configured").get("app") or {}) and
+             ("running" in s["state"] or s["restartCount"] >= 1), 60, "app started")
     cluster.kubectl("delete", "configmap", "app-config")
     state = wait_for(lambda: (s := _statuses(cluster, "configured")["app"]["state"].get("waiting") or {})
                      .get("reason") == "CreateContainerConfigError" and s, 40, "app in CreateContainerConfigError")
@@ -182,14 +182,14 @@ def _columns(cluster, pod: str) -> list[str]:
 
 def test_an_init_container_runs_its_command_before_the_app_starts(cluster):
     cluster.kubectl("apply", "-f", "-", input=json.dumps(
-        _pod("prepared", "Always", ["sh", "-c", "echo preparing; sleep 2; echo prepared"])))
+        _pod("prepared", "Always", ["sh", "-c", "echo preparing; sleep 5; echo prepared"])))
     wait_for(lambda: _columns(cluster, "prepared")[2] == "Init:0/1", 30, "prepared Init:0/1")
-    init = _statuses(cluster, "prepared")["init"]
-    assert "running" in init["state"] and cluster.kubectl_json("get", "pod", "prepared")["status"]["phase"] == "Pending"
+    pod = cluster.kubectl_json("get", "pod", "prepared")
+    assert "running" in pod["status"]["initContainerStatuses"][0]["state"] and pod["status"]["phase"] == "Pending"
     wait_for(lambda: _columns(cluster, "prepared")[2] == "Running", 30, "prepared Running")
     term = _statuses(cluster, "prepared")["init"]["state"]["terminated"]
     took = (datetime.fromisoformat(term["finishedAt"]) - datetime.fromisoformat(term["startedAt"])).total_seconds()
-    assert (term["exitCode"], term["reason"]) == (0, "Completed") and 1 <= took <= 3
+    assert (term["exitCode"], term["reason"]) == (0, "Completed") and 4 <= took <= 6
     assert cluster.kubectl("logs", "prepared", "-c", "init").stdout == "preparing\nprepared\n"
 
 
@@ -221,3 +221,13 @@ def test_the_cron_job_docs_command_prints_the_date_and_its_greeting(cluster):
              for when in (started, started + timedelta(seconds=1))]
     date, greeting = cluster.kubectl("logs", "job/hello-now").stdout.splitlines(keepends=True)
     assert date.rstrip("\n") in dates and greeting == "Hello from the Kubernetes cluster\n"
+
+
+def test_a_container_that_sleeps_forever_runs_with_an_empty_log(cluster):
+    """`sleep infinity` (and `tail -f /dev/null`), the keep-alive commands of many examples, run
+    until the pod is deleted and, as they write nothing, log nothing."""
+    cluster.kubectl("run", "keep", "--image=busybox", "--", "sleep", "infinity")
+    wait_for(lambda: "running" in (_statuses(cluster, "keep").get("keep") or {}).get("state", {}), 60,
+             "keep running")
+    assert cluster.kubectl("logs", "keep").stdout == ""
+    assert cluster.kubectl_json("get", "pod", "keep")["status"]["phase"] == "Running"

@@ -1,5 +1,7 @@
 """The commands a simulated container interprets, and those it leaves to the pod's annotations."""
 
+import math
+
 import pytest
 
 from nanokube.node.simulated_command import Program, interpret
@@ -22,6 +24,9 @@ from nanokube.node.simulated_command import Program, interpret
     (["sh", "-c", "false"], Program((), 0, 1)),
     (["sh", "-c", ""], Program((), 0, 0)),
     (["sh", "-c", "echo hi", "name", "arg"], Program(((0, "hi\n"),), 0, 0)),
+    (["sleep", "infinity"], Program((), math.inf, 0)),
+    (["tail", "-f", "/dev/null"], Program((), math.inf, 0)),
+    (["sh", "-c", "echo up; sleep inf; echo never"], Program(((0, "up\n"),), math.inf, 0)),
 ])
 def test_interpreted_commands_run_as_they_would(argv, program):
     assert interpret(argv) == program
@@ -35,7 +40,7 @@ def test_date_prints_the_time_it_runs_at_as_busybox_does():
 
 
 @pytest.mark.parametrize("argv", [
-    [], ["sh"], ["nginx", "-g", "daemon off;"], ["sleep", "infinity"], ["sleep"], ["exit", "3"],
+    [], ["sh"], ["nginx", "-g", "daemon off;"], ["sleep"], ["exit", "3"], ["tail", "-f", "/var/log/x"],
     ["sh", "-c", "echo $HOME"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
     ["sh", "-c", "echo hi | cat"], ["sh", "-c", "sleep 10 &"], ["sh", "-c", "ls *"], ["sh", "-c", "exit x"],
     ["sh", "-c", "echo 'unterminated"], ["sh", "-c", "&& true"], ["sh", "-c", "(exit 1)"], ["python", "-c", "1"],
