@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import sys
+import urllib.parse
 
 from . import gcsettle
 
@@ -98,7 +99,8 @@ async def _up(args: argparse.Namespace) -> int:
     # which another process could take before the bind)
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
                        workers=args.api_workers,
-                       advertise=args.advertise_address or default_advertise_address(args.address) or "")
+                       advertise=args.advertise_address or default_advertise_address(args.address) or "",
+                       jwks_uri=args.service_account_jwks_uri or "")
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)
     if args.api_workers > 1:
@@ -116,7 +118,7 @@ async def _up(args: argparse.Namespace) -> int:
     workers = None
     if args.api_workers > 1:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
-                          scrape.ports, server.flags, disabled)
+                          scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri)
         try:
             await workers.start()
         except RuntimeError as e:
@@ -233,6 +235,17 @@ def _ip_address(value: str) -> str:
         raise argparse.ArgumentTypeError(f"failed to parse IP: {value!r}") from None
 
 
+def _https_url(value: str) -> str:
+    """--service-account-jwks-uri as kube-apiserver validates it: a URL of the https scheme."""
+    try:
+        scheme = urllib.parse.urlsplit(value).scheme
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"service-account-jwks-uri must be a valid URL: {e}") from None
+    if scheme != "https":
+        raise argparse.ArgumentTypeError(f"service-account-jwks-uri requires https scheme, parsed as: {value}")
+    return value
+
+
 def _add_up_parser(sub) -> None:
     from .controllers.service_lb import DEFAULT_POOL
 
@@ -243,6 +256,9 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--advertise-address", default=None, type=_ip_address, metavar="IP",
                     help="the address the kubernetes Service's endpoints name (default: the listen address, or "
                          "for a wildcard or loopback one the host's default-route address, as kube-apiserver)")
+    up.add_argument("--service-account-jwks-uri", default=None, type=_https_url, metavar="URL",
+                    help="the jwks_uri of /.well-known/openid-configuration (default: https://ADVERTISE-ADDRESS:PORT"
+                         "/openid/v1/jwks, as kube-apiserver)")
     up.add_argument("--kubeconfig", default=None, help="where to write the admin kubeconfig (default DIR/kubeconfig)")
     up.add_argument("--store", default="sqlite", help="sqlite (default), memory, or etcd://HOST:PORT[,HOST:PORT...]")
     up.add_argument("--cluster", default=None, metavar="FILE",

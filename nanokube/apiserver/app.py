@@ -93,10 +93,13 @@ def _user_from_cert(cert: dict | None) -> User | None:
 class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
-                 event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0, advertise: str | None = None):
+                 event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0, advertise: str | None = None,
+                 jwks_uri: str = ""):
         """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl).
         `advertise`: the address the `kubernetes` Service's endpoints name (--advertise-address);
         by default the listen address, or the host's for a wildcard one, none for loopback.
+        `jwks_uri`: the discovery document's jwks_uri (--service-account-jwks-uri); by default
+        https:// the advertised address (the listen one when none) and port, then the key set's path.
         `workers` > 1: this is worker `worker` of that many processes serving one port and one
         store (see workers.py); worker 0 alone bootstraps and runs the loops that write."""
         self.metrics = APIMetrics(clock)
@@ -107,6 +110,7 @@ class APIServer:
         self.pki = pki
         self.host, self.port = host, port
         self.advertise = advertise if advertise is not None else advertise_address(host)
+        self.jwks_uri = jwks_uri
         self.index = ResourceIndex(all_resources())
         self.cache = WatchCache(self.store)
         self.event_ttl = EventTTL(self.store, self.cache, clock, event_ttl, self.metrics.registry)
@@ -478,8 +482,7 @@ class APIServer:
         tokens, cache = self.tokens, {"Cache-Control": "public, max-age=3600"}
 
         async def configuration(request: web.Request) -> web.Response:
-            jwks_uri = f"https://{advertise_address(self.host) or self.host}:{self.port}{JWKS_PATH}"
-            return web.Response(body=orjson.dumps(tokens.openid_configuration(jwks_uri)),
+            return web.Response(body=orjson.dumps(tokens.openid_configuration(self._jwks_uri())),
                                 headers={"Content-Type": "application/json", **cache})
 
         async def jwks(request: web.Request) -> web.Response:
@@ -487,6 +490,14 @@ class APIServer:
                                 headers={"Content-Type": "application/jwk-set+json", **cache})
 
         return {OPENID_CONFIGURATION_PATH: configuration, JWKS_PATH: jwks}
+
+    def _jwks_uri(self) -> str:
+        """NewOpenIDMetadataProvider's jwks_uri: --service-account-jwks-uri, else https:// the
+        external address (the advertised one, with the secure port) and the key set's path."""
+        if self.jwks_uri:
+            return self.jwks_uri
+        host = self.advertise or self.host
+        return f"https://{f'[{host}]' if ':' in host else host}:{self.port}{JWKS_PATH}"
 
     async def _version(self, request: web.Request) -> web.Response:
         """Indented, as WriteRawJSON writes a non-API object (json.MarshalIndent, two spaces)."""

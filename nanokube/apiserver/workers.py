@@ -145,16 +145,18 @@ class Workers:
 
     def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
                  audit_log_path: str, ports: dict[int, int] | None = None, flags: dict[str, str] | None = None,
-                 disabled_admission: list[str] | tuple[str, ...] = ()) -> None:
+                 disabled_admission: list[str] | tuple[str, ...] = (), advertise: str = "", jwks_uri: str = "") -> None:
         """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports). `flags`:
         `up`'s, which every worker's /flagz shows as worker 0's does. `disabled_admission`: up's
-        --disable-admission-plugins, which every worker admits by."""
+        --disable-admission-plugins, which every worker admits by. `advertise`, `jwks_uri`: worker 0's
+        advertised address and --service-account-jwks-uri, so every worker's discovery document is its."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
                      "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path,
                      *(["--flagz", json.dumps(flags)] if flags is not None else []),
-                     *(["--disable-admission-plugins", ",".join(disabled_admission)] if disabled_admission else [])]
+                     *(["--disable-admission-plugins", ",".join(disabled_admission)] if disabled_admission else []),
+                     "--advertise-address", advertise, "--service-account-jwks-uri", jwks_uri]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -218,7 +220,8 @@ async def _serve(args: argparse.Namespace) -> int:
     pki = ensure_pki(args.data_dir)
     server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
                        port=args.port, audit_log_path=args.audit_log_path,
-                       workers=args.workers, worker=args.worker)
+                       workers=args.workers, worker=args.worker, advertise=args.advertise_address,
+                       jwks_uri=args.service_account_jwks_uri)
     server.flags = json.loads(args.flagz) if args.flagz else None
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     relay = NodeRelay(pki, args.relay_port)
@@ -249,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--relay-port", type=int, required=True)
     p.add_argument("--flagz", default=None, help="what /flagz shows: `up`'s flags, as JSON")
     p.add_argument("--disable-admission-plugins", default="", help="up's, comma-separated")
+    p.add_argument("--advertise-address", default="", help="worker 0's advertised address")
+    p.add_argument("--service-account-jwks-uri", default="", help="up's")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux
     if prctl is not None:

@@ -146,6 +146,16 @@ def test_every_worker_serves_the_zpages(c):
         assert r.status == 200 and "/flagz" in json.loads(r.read())["paths"]
 
 
+def test_every_worker_names_the_advertised_address_in_its_discovery_document(c):
+    """kube-apiserver's jwks_uri is https:// its external address (the advertise address, by default
+    the host's for a loopback listener) and port: every worker serves worker 0's."""
+    from nanokube.apiserver.kubernetes_service import default_advertise_address
+
+    host = default_advertise_address("127.0.0.1") or "127.0.0.1"  # (a host without a route advertises none)
+    want = f"https://{host}:{urlsplit(c.url).port}/openid/v1/jwks"
+    assert [conn.call("GET", "/.well-known/openid-configuration")[1].get("jwks_uri") for conn in _pair(c)] == [want] * 2
+
+
 def _service(name: str, **spec) -> dict:
     return {"metadata": {"name": name}, "spec": {"type": "NodePort", "ports": [{"port": 80}], **spec}}
 
