@@ -38,6 +38,7 @@ from ..machinery.conditions import transition_time
 from ..machinery import restartrules
 from ..machinery.errors import APIError
 from ..clock import parse_time
+from . import prober
 from .dra.prepare import NotReady
 from .envvars import environment_error
 from . import inplace
@@ -384,6 +385,8 @@ class PodWorker:
         self.own_last_state: dict[str, dict] = {}
         #: the app containers waiting out their crash-loop back-off: their waiting state, by name
         self.waiting: dict[str, dict] = {}
+        #: when (monotonic) each app container started passes its startup and readiness probes
+        self.probed: dict[str, tuple[float, float]] = {}
         #: each running app container's end (monotonic; None: not on its own) and exit code
         self.lifetimes: dict[str, tuple[float | None, int]] = {}
         #: the last status write's arguments and what it left of the status the kubelet owns: a copy
@@ -710,16 +713,21 @@ class PodWorker:
             started = True
         return started
 
-    async def _write_running(self, now: str) -> None:
-        """The status of the pod's containers running since `started_at` (or their own restart)."""
+    async def _write_running(self, now: str, at: float | None = None) -> None:
+        """The status of the pod's containers running since `started_at` (or their own restart),
+        each Started and Ready once its probes passed by the monotonic `at` (prober.py)."""
+        at = self.clock.monotonic() if at is None else at
+
         def state(c: dict) -> dict:
             return self.waiting.get(c["name"]) or \
                 {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}}
+
+        def passed(c: dict, probe: int) -> bool:
+            return c["name"] not in self.waiting and self.probed.get(c["name"], (at, at))[probe] <= at
+        statuses = [self._status_of(c, state(c), passed(c, 1), passed(c, 0)) for c in self._containers()]
         # a container that exited for good, or waits to restart, is not ready, nor then is the pod
-        ready = not (self.ended or self.waiting)
-        await self._write("Running", [self._status_of(c, state(c), c["name"] not in self.waiting,
-                                                      c["name"] not in self.waiting) for c in self._containers()],
-                          ready, now, "" if ready else "ContainersNotReady", running=True)
+        ready = not (self.ended or self.waiting) and all(s["ready"] for s in statuses)
+        await self._write("Running", statuses, ready, now, "" if ready else "ContainersNotReady", running=True)
 
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
                      running: bool = False, initialized: bool = True, inits: list[dict] | None = None) -> None:
@@ -1111,10 +1119,12 @@ class PodWorker:
                         self.waiting.pop(c["name"], None)
                 lifetimes.update((c["name"], self._lifetime(c)) for c in running)
                 if write:
+                    self.probed.update((c["name"], prober.passing(c, self.clock.monotonic())) for c in running)
                     await self._write_running(now)
             adopted = together = False
             starting = []
-            wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()),
+            probes = [t for times in self.probed.values() for t in times if t > self.clock.monotonic()]
+            wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()) + probes,
                        default=None)
             self.live = True
             stopped = await self._wait(wake, active=True)
@@ -1134,6 +1144,8 @@ class PodWorker:
             for c in starting:
                 del backoff[c["name"]]
             if not exits:
+                if wake in probes:  # a probe passed: Started or Ready
+                    await self._write_running(self.clock.rfc3339(), at=reached)
                 continue
             now = self.clock.rfc3339()
             specs = {c["name"]: c for c in self._containers()}

@@ -1,0 +1,34 @@
+"""When a simulated container's startup and readiness probes first pass.
+
+A simulated container has no process to probe, so every probe succeeds; what is left of the
+kubelet's prober is its timing, on the injected clock. A probe worker ticks every
+periodSeconds from the container's start (the first tick at once: the kubelet triggers a
+readiness probe that has no result yet), skips the ticks before initialDelaySeconds, and
+needs successThreshold successes in a row; readiness probes only count once the startup
+probe passed. Liveness probes, always passing, change nothing. The process runtime probes for
+real (runtime/probes.py)."""
+
+from __future__ import annotations
+
+import math
+
+#: the API's defaults (SetDefaults_Probe)
+PERIOD_SECONDS = 10
+SUCCESS_THRESHOLD = 1
+
+
+def first_pass(probe: dict | None, not_before: float = 0.0) -> float:
+    """Seconds after the container's start at which `probe` has passed, counting only ticks at
+    or after `not_before` (the startup probe's pass, for readiness); no probe passes at once."""
+    if not probe:
+        return not_before
+    period = probe.get("periodSeconds") or PERIOD_SECONDS
+    first = max(probe.get("initialDelaySeconds") or 0, not_before)
+    return math.ceil(first / period) * period + ((probe.get("successThreshold") or SUCCESS_THRESHOLD) - 1) * period
+
+
+def passing(container: dict, started: float) -> tuple[float, float]:
+    """When (on the clock `started` is read from) a container started then is Started (past
+    its startupProbe) and Ready (past its readinessProbe too)."""
+    up = first_pass(container.get("startupProbe"))
+    return started + up, started + first_pass(container.get("readinessProbe"), up)

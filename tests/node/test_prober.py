@@ -1,0 +1,84 @@
+"""Probes in the simulated runtime: with no process to probe, every probe passes, on the
+kubelet prober's schedule on the injected clock (nanokube/node/prober.py): a container is
+Started once its startupProbe passed and Ready once its readinessProbe did, not at once."""
+
+import pytest
+
+from nanokube.apiserver.loopback import connector
+from nanokube.clock import parse_time
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from nanokube.node.prober import first_pass
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+
+
+@pytest.fixture
+async def env():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    yield s.client.resource("", "v1", "pods"), clock
+    await mgr.stop()
+    await s.close()
+
+
+def probed_pod(name: str, **probes) -> dict:
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": "gpu-0", "containers": [{"name": "app", "image": "nginx:1.27", **probes}]}}
+
+
+def status(pods, name, want):
+    async def check():
+        p = await pods.get(name, "default")
+        [c] = (p.get("status") or {}).get("containerStatuses") or [{}]
+        return p if "running" in (c.get("state") or {}) and want(c) else None
+    return check
+
+
+def ready_since(p: dict) -> float:
+    """Seconds from the container's start to the pod's Ready transition."""
+    [c] = p["status"]["containerStatuses"]
+    ready = next(x for x in p["status"]["conditions"] if x["type"] == "Ready")
+    assert ready["status"] == "True"
+    return parse_time(ready["lastTransitionTime"]) - parse_time(c["state"]["running"]["startedAt"])
+
+
+def test_a_probe_passes_at_the_first_period_tick_past_its_delay():
+    assert first_pass(None) == 0 and first_pass(None, 6) == 6
+    assert first_pass({"initialDelaySeconds": 15, "periodSeconds": 10}) == 20
+    assert first_pass({"initialDelaySeconds": 10, "periodSeconds": 10}) == 10
+    assert first_pass({}) == 0  # no delay: the prober's first, triggered, probe
+    assert first_pass({"periodSeconds": 4, "successThreshold": 3}, 6) == 16
+
+
+async def test_readiness_waits_for_the_probe_delay_on_the_clock(env):
+    pods, clock = env
+    http = {"httpGet": {"path": "/healthz", "port": 80}}
+    await pods.create(probed_pod("web", readinessProbe={**http, "initialDelaySeconds": 15, "periodSeconds": 10},
+                                 livenessProbe={**http, "periodSeconds": 5}))
+    p = await eventually(status(pods, "web", lambda c: c["started"] and not c["ready"]))
+    ready = next(x for x in p["status"]["conditions"] if x["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ContainersNotReady")
+    assert ready["message"] == "containers with unready status: [app]"
+    await clock.advance(19)
+    assert not (await pods.get("web", "default"))["status"]["containerStatuses"][0]["ready"]
+    await clock.advance(11)
+    p = await eventually(status(pods, "web", lambda c: c["ready"]))
+    assert ready_since(p) == 20
+
+
+async def test_started_waits_for_the_startup_probe_and_readiness_for_started(env):
+    pods, clock = env
+    await pods.create(probed_pod(
+        "slow", startupProbe={"exec": {"command": ["true"]}, "initialDelaySeconds": 5, "periodSeconds": 3,
+                              "failureThreshold": 30},
+        readinessProbe={"tcpSocket": {"port": 80}, "periodSeconds": 4}))
+    await eventually(status(pods, "slow", lambda c: not c["started"] and not c["ready"]))
+    await clock.advance(7)
+    await eventually(status(pods, "slow", lambda c: c["started"] and not c["ready"]))
+    await clock.advance(3)
+    p = await eventually(status(pods, "slow", lambda c: c["ready"]))
+    assert ready_since(p) == 8  # started at 6, then the readiness tick at 8
