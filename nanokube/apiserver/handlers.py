@@ -7,9 +7,11 @@ requests to it and renders results (objects, lists, Tables, Status).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -365,6 +367,20 @@ class APIHandlers:
                 if verb in _READS and resp is not None and (size := _body_size(resp)) is not None:
                     self.metrics.response_size(verb, g, v, r, s, scope, "apiserver").observe(size)
 
+    @contextlib.contextmanager
+    def long_running(self, request: web.Request, labels: list) -> Iterator[None]:
+        """RecordLongRunning around a connect (exec, attach, portforward, proxy) or a log stream: counted
+        in apiserver_longrunning_requests while it is served, its verb the request's method as
+        CanonicalVerb gives it (a HEAD is a GET), not the CONNECT of the request metrics."""
+        _, group, version, plural, sub, _, scope, _ = labels
+        verb = "GET" if request.method == "HEAD" else request.method
+        g = self.metrics.longrunning.labels(verb, group, version, plural, sub, scope, "apiserver")
+        g.inc()
+        try:
+            yield
+        finally:
+            g.dec()
+
     async def _route(self, request: web.Request, path: str, labels: list) -> web.StreamResponse:
         parts = [p for p in path.split("/") if p]
         if parts and parts[0] == "api":
@@ -452,9 +468,11 @@ class APIHandlers:
             labels[5] = (labels[5] or []) + self.rest._decode_checks(res, version, body, opts)
             return json_response(await self.reviews(res, body, _user(request), namespace), 201)
         if sub in ("exec", "attach", "portforward") and not group:
-            return await self.streams.handle(request, namespace, name, sub)
+            with self.long_running(request, labels):
+                return await self.streams.handle(request, namespace, name, sub)
         if sub == "proxy" and not group:
-            return await self.proxies.handle(request, plural, namespace, name, rest[3:], path.endswith("/"))
+            with self.long_running(request, labels):
+                return await self.proxies.handle(request, plural, namespace, name, rest[3:], path.endswith("/"))
         if sub in ("binding", "eviction", "log", "scale", "token"):
             return await self.sub.handle(self, request, res, version, namespace, name, sub)
         if sub and m not in ("GET", "PUT", "PATCH"):  # a subresource that serves its object is read and written

@@ -88,6 +88,8 @@ class Subresources:
         if sub == "log" and m == "GET":
             # a repeated parameter's first value, as url.Values conversion takes it
             data = await self.log(namespace, name, {k: request.query.getone(k) for k in request.query.keys()})
+            if not isinstance(data, bytes):  # a stream (follow): a long-running request while it is written
+                data = _counted(data, h.metrics.longrunning.labels(m, "", version, "pods", "log", "resource", "apiserver"))
             return web.Response(body=data, content_type="text/plain")
         if sub == "scale":
             if m == "GET":
@@ -456,6 +458,17 @@ def _unknown_fields(body: dict, definition: str, kind: str, version: str, field_
     warnings = structural.unknown_field_warnings(unknown)
     warning.record(warnings)
     return warnings
+
+
+async def _counted(chunks: AsyncIterable[bytes], gauge) -> AsyncIterable[bytes]:
+    """A log stream counted in apiserver_longrunning_requests while it is written, as StreamObject
+    runs inside RecordLongRunning upstream."""
+    gauge.inc()
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        gauge.dec()
 
 
 def _typed(body, definition: str, kind: str, version: str) -> dict:
