@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from ..machinery.quantity import QuantityError, canonical
+from ..machinery.quantity import QuantityError, canonical, parse_quantity
 from ..machinery.validation import label_value, qualified_name
 from .devices import Device
 
@@ -221,12 +221,23 @@ class _Reader:
             self.fail(node, path, f"invalid quantity {v!r}: {e}")
 
     def resources(self, node: yaml.Node, path: str, required: bool) -> dict:
-        m = self.mapping(node, path, CAPACITY_KEYS)
+        """cpu, memory, pods, ephemeral-storage, and extended resources (`nvidia.com/gpu: 8`) as
+        a device plugin advertises them: a whole number each. A node that advertises one is
+        NodeResourcesFit's to count; one it does not is a DRA DeviceClass's (DRAExtendedResource)."""
+        m = self.mapping(node, path, None)
+        for k, v in m.items():
+            if k not in CAPACITY_KEYS and not _extended_resource(k):
+                self.fail(v, f"{path}.{k}", f"unknown field; expected one of: {', '.join(CAPACITY_KEYS)}, "
+                                            "or an extended resource name (example.com/gpu)")
         if required:
             for k in ("cpu", "memory"):
                 if k not in m:
                     self.fail(node, f"{path}.{k}", "required field is missing")
-        return {k: self.quantity(v, f"{path}.{k}") for k, v in m.items()}
+        out = {k: self.quantity(v, f"{path}.{k}") for k, v in m.items()}
+        for k in out.keys() - set(CAPACITY_KEYS):
+            if (q := parse_quantity(out[k])).denominator != 1 or q < 0:
+                self.fail(m[k], f"{path}.{k}", f"must be a whole number of devices, got {m[k].value!r}")
+        return out
 
     def labels(self, node: yaml.Node, path: str) -> dict:
         m = self.mapping(node, path, None)
@@ -413,6 +424,15 @@ class _Reader:
                 self.fail(item, f"{path}[{i}]", f"must be an image reference without spaces, got {image!r}")
             out.append(image)
         return tuple(out)
+
+
+def _extended_resource(name: str) -> bool:
+    """Upstream's IsExtendedResourceName: domain-qualified outside kubernetes.io, and a valid
+    name once prefixed `requests.` (as a quota names it)."""
+    domain, slash, _ = name.partition("/")
+    if not slash or name.startswith("requests.") or domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+        return False
+    return not qualified_name("requests." + name)
 
 
 def _discovers(gpus: yaml.Node | None) -> bool:

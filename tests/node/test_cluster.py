@@ -1,3 +1,4 @@
+import re
 import uuid
 
 import pytest
@@ -104,6 +105,18 @@ def test_example_files_load(name, count):
 
 def test_default_example_matches_builtin_default():
     assert load_cluster("examples/clusters/default.yaml").nodes() == default_cluster().nodes()
+
+
+def test_a_pool_advertises_extended_resources_as_a_device_plugin_does():
+    pool = parse_cluster("pools:\n  - name: a\n    count: 1\n    capacity: {cpu: 1, memory: 1Gi, nvidia.com/gpu: 8}\n"
+                         "    allocatable: {nvidia.com/gpu: 7}\n").pools[0]
+    assert pool.capacity["nvidia.com/gpu"] == "8" and pool.allocatable["nvidia.com/gpu"] == "7"
+    for value, problem in (("gpus: 8", "capacity.gpus: unknown field"),
+                           ("kubernetes.io/gpu: 1", "capacity.kubernetes.io/gpu: unknown field"),
+                           ("nvidia.com/gpu: 1.5", "capacity.nvidia.com/gpu: must be a whole number of devices, got '1.5'"),
+                           ("nvidia.com/gpu: -1", "capacity.nvidia.com/gpu: must be a whole number of devices, got '-1'")):
+        with pytest.raises(ClusterFileError, match=re.escape(f"f.yaml:4: pools[0].{problem}")):
+            parse_cluster(f"pools:\n  - name: a\n    count: 1\n    capacity: {{cpu: 1, memory: 1Gi, {value}}}\n", "f.yaml")
 
 
 def test_up_refuses_a_malformed_cluster_file(tmp_path, capsys):
