@@ -203,3 +203,36 @@ def test_a_silenced_kubelet_leaves_its_deleted_pod_terminating_until_it_returns(
     replaced = wait_for(lambda: (p := running()) and p["metadata"]["uid"] != uid and p, 30)
     assert replaced, cluster.kubectl("get", "pods", "-l", "app=db", "-o", "wide").stdout
     cluster.kubectl("delete", "statefulset", "db")
+
+
+def test_an_out_of_service_taint_lets_the_silenced_nodes_terminating_pod_go(cluster):
+    """The way out upstream gives for a node that will not return (non-graceful node shutdown):
+    tainted node.kubernetes.io/out-of-service while NotReady, its Terminating pods are
+    force-deleted by the pod garbage collector, and the StatefulSet makes the ordinal again
+    elsewhere, while the node's kubelet still says nothing."""
+    cluster.kubectl("apply", "-f", "-", input=STATEFULSET.replace("db", "queue"))
+
+    def running() -> dict | None:
+        r = cluster.kubectl("get", "pod", "queue-0", "-o", "json", check=False)
+        pod = json.loads(r.stdout) if r.returncode == 0 else None
+        return pod if pod and pod["status"].get("phase") == "Running" and \
+            not pod["metadata"].get("deletionTimestamp") else None
+    pod = wait_for(running, 30)
+    assert pod, "queue-0 never ran"
+    node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
+    taint = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+    fault(cluster, "node", node, "--lease-stop")
+    try:
+        assert wait_for(lambda: _node(cluster, node)[0] == "Unknown"), _node(cluster, node)
+        cluster.kubectl("delete", "pod", "queue-0", "--wait=false")
+        assert cluster.kubectl_json("get", "pod", "queue-0")["metadata"]["uid"] == uid
+        cluster.kubectl("taint", "node", node, taint)
+        # the pod garbage collector runs every 20 s
+        replaced = wait_for(lambda: (p := running()) and p["metadata"]["uid"] != uid and p, 60)
+        assert replaced, cluster.kubectl("get", "pods", "-l", "app=queue", "-o", "wide").stdout
+        assert replaced["spec"]["nodeName"] != node
+    finally:
+        cluster.kubectl("taint", "node", node, f"{taint}-", check=False)
+        fault(cluster, "node", node, "--clear")
+    cluster.kubectl("delete", "statefulset", "queue")
+    assert wait_for(lambda: _node(cluster, node)[0] == "True"), _node(cluster, node)
