@@ -156,7 +156,8 @@ async def _up(args: argparse.Namespace) -> int:
         from .proxy.runner import NodeProxies, proxy_configs
 
         agents = list(nodes.agents.values())
-        runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents])
+        runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents],
+                      api=(server.advertise, server.port, server.host))
         MetricsProvider.usage_sources.append(runtime.usage)
         proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
                               mode_warnings, server.clock, configs=proxy_configs())

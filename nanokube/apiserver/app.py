@@ -90,6 +90,14 @@ def _user_from_cert(cert: dict | None) -> User | None:
     return User(cn, tuple(orgs) + ("system:authenticated",)) if cn else None
 
 
+def bearer_token(header: str) -> str | None:
+    """The token of an Authorization header of the Bearer scheme, named in any case (the official
+    Python client sends `bearer`), as kube-apiserver's bearertoken authenticator reads it; None
+    for another scheme."""
+    parts = header.strip().split(" ", 2)
+    return parts[1] if len(parts) >= 2 and parts[0].lower() == "bearer" else None
+
+
 class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
@@ -399,8 +407,8 @@ class APIServer:
             front_proxy, user = self._cert_identity(cert)
             if front_proxy:
                 user = user_from_headers(cert, headers)
-        if user is None and headers.get("Authorization", "").startswith("Bearer "):
-            user = await self.authenticate_token(headers["Authorization"][7:].strip())
+        if user is None and (token := bearer_token(headers.get("Authorization", ""))) is not None:
+            user = await self.authenticate_token(token)
         if user is None:
             if request.path in PUBLIC_PATHS:
                 return await handler(request)

@@ -122,20 +122,38 @@ class ClusterPKI:
         return os.path.join(self.dir, "ca.crt")
 
 
+#: the serving certificate's names, as kubeadm's: an in-cluster client dials the `kubernetes`
+#: Service's ClusterIP (the first address of the service range, 10.96.0.0/12) or its DNS names
+SERVING_DNS_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                     "kubernetes.default.svc.cluster.local")
+SERVING_IPS = ("127.0.0.1", "::1", "10.96.0.1")
+
+
+def _names_all(kp: KeyPair, dns_names: tuple[str, ...], ips: tuple[str, ...]) -> bool:
+    try:
+        san = x509.load_pem_x509_certificate(kp.cert_pem).extensions.get_extension_for_class(
+            x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    return (set(dns_names) <= set(san.get_values_for_type(x509.DNSName))
+            and {ipaddress.ip_address(i) for i in ips} <= set(san.get_values_for_type(x509.IPAddress)))
+
+
 def ensure_pki(data_dir: str) -> ClusterPKI:
     """Create (first start) or load the CA, the serving cert and the admin cert."""
     d = os.path.join(data_dir, "pki")
     os.makedirs(d, exist_ok=True)
     ca = _load_or(os.path.join(d, "ca.crt"), os.path.join(d, "ca.key"), new_ca)
-    server = _load_or(
-        os.path.join(d, "apiserver.crt"),
-        os.path.join(d, "apiserver.key"),
-        lambda: issue(
-            ca, "kube-apiserver",
-            dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
-            ips=("127.0.0.1", "::1"), server=True,
-        ),
-    )
+    paths = os.path.join(d, "apiserver.crt"), os.path.join(d, "apiserver.key")
+
+    def serving() -> KeyPair:
+        return issue(ca, "kube-apiserver", dns_names=SERVING_DNS_NAMES, ips=SERVING_IPS, server=True)
+
+    server = _load_or(*paths, serving)
+    if not _names_all(server, SERVING_DNS_NAMES, SERVING_IPS):  # a data dir from before a name was added
+        server = serving()
+        _write(paths[0], server.cert_pem)
+        _write(paths[1], server.key_pem, private=True)
     admin = _load_or(
         os.path.join(d, "admin.crt"),
         os.path.join(d, "admin.key"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import json
 import os
 import shutil
@@ -49,13 +50,18 @@ class ProcessRuntime:
         self.mountpoints = mountpoints
         self._user = f"{os.getpid()}:{id(self):x}"
 
-    def start(self, nodes: list[tuple[str, int, str, str]]) -> None:
+    def start(self, nodes: list[tuple[str, int, str, str]], api: tuple[str, int, str] | None = None) -> None:
         """Remove what a crashed run left, then build the network of `nodes`
-        (name, index, node IP, podCIDR)."""
+        (name, index, node IP, podCIDR); `api` (advertised address, port, listen
+        address) makes the API server answer pods at the address it advertises."""
         self._remove_mountpoints()
         shutil.rmtree(os.path.join(self.state_dir, "logs"), ignore_errors=True)
         os.makedirs(self.state_dir, exist_ok=True)
         self.net.create(nodes)
+        if api and api[0] and ipaddress.ip_address(api[0]).version == 4:
+            advertise, port, listen = api
+            local = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(listen, listen)
+            self.net.expose_host(advertise, port, (local, port))
 
     def close(self) -> None:
         self.net.close()
