@@ -56,6 +56,61 @@ class _Cached:
         self.event, self.count, self.last = event, 0, last
 
 
+class EventQueue:
+    """A broadcaster's incoming queue and the task that drains it (upstream's watch.Broadcaster made
+    with maxQueuedEvents and DropIfChannelFull, and the goroutine handing them to the sink): `post`
+    returns at once, as upstream's recorders never wait for the API server; `handle` gets each item
+    in the order posted, one at a time. With MAX_QUEUED waiting a new one is dropped. The task
+    starts with the first `post`; `close` ends it (what it was handling included) and drops what
+    is still queued, as Shutdown's cancelation does, and later posts are dropped."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+        self._items: collections.deque = collections.deque()
+        self._posted: asyncio.Future | None = None
+        self._task: asyncio.Task | None = None
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def open(self) -> None:
+        """Takes posts again after a `close` (a component started again)."""
+        self._closed = False
+
+    def post(self, item) -> None:
+        if self._closed:
+            return
+        if len(self._items) >= MAX_QUEUED:
+            log.warning("event queue full: dropping an event (%d waiting)", len(self._items))
+            return
+        self._items.append(item)
+        if self._posted is not None and not self._posted.done():
+            self._posted.set_result(None)
+        elif self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def close(self) -> None:
+        self._closed = True
+        self._items.clear()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._task = self._posted = None
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            while self._items:
+                try:
+                    await self._handle(self._items.popleft())
+                except Exception:
+                    log.exception("writing an event")
+            self._posted = loop.create_future()
+            await self._posted
+            self._posted = None
+
+
 class EventBroadcaster:
     """One per component: the cache of recent Events its recorders share, their writes,
     and the refresh and finish loops, on the component's clock (`start`, `stop`)."""
@@ -67,61 +122,48 @@ class EventBroadcaster:
         self._seq = 0
         self._filled = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
-        #: Events `post`ed for the writer task, and the writer's wake-up while it waits for them
-        self._queue: collections.deque[dict] = collections.deque()
-        self._posted: asyncio.Future | None = None
-        self._writer: asyncio.Task | None = None
-        self._stopped = False
+        self._queue = EventQueue(self._spawn)
+        #: the writes `post`ed Events are on, each on a task of its own
+        self._writes: set[asyncio.Task] = set()
 
     def recorder(self, controller: str, instance: str | None = None) -> EventRecorder:
         """Events reported by `controller` (reportingInstance `controller-hostname` by default)."""
         return EventRecorder(self, controller, instance or f"{controller}-{socket.gethostname()}")
 
     def start(self) -> None:
-        self._stopped = False
+        self._queue.open()
         self._tasks = [asyncio.create_task(self._every(REFRESH_TIME, self.refresh)),
                        asyncio.create_task(self._every(FINISH_TIME, self.finish))]
 
     async def stop(self) -> None:
         """Ends the loops and the writer; Events still queued are dropped, as upstream's are once
         its broadcaster is shut down."""
-        tasks = self._tasks + ([self._writer] if self._writer is not None else [])
-        for t in tasks:
+        for t in self._tasks:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks, self._writer, self._stopped = [], None, True
-        self._queue.clear()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        await self._queue.close()
+        writes = list(self._writes)
+        for t in writes:
+            t.cancel()
+        await asyncio.gather(*writes, return_exceptions=True)
 
     def post(self, event: dict) -> None:
-        """Queues an Event `record` returned for the broadcaster's writer task, which `write`s them
-        in turn, and returns: as upstream's recorder hands its Events to the broadcaster's channel,
-        so a slow or failing API server delays no caller (a scheduler's failure report, then its
-        PodScheduled=False, waited on each Event's write). With MAX_QUEUED waiting the Event is
-        dropped, as upstream's broadcaster drops one when its queue is full."""
-        if self._stopped:
-            return
-        if len(self._queue) >= MAX_QUEUED:
-            log.warning("event queue full: dropping event %s/%s", event["metadata"].get("namespace"),
-                        event["metadata"]["name"])
-            return
-        self._queue.append(event)
-        if self._posted is not None and not self._posted.done():
-            self._posted.set_result(None)
-        elif self._writer is None:
-            self._writer = asyncio.get_running_loop().create_task(self._write_posted())
+        """Queues an Event `record` returned for the broadcaster's writer task (EventQueue): a slow
+        or failing API server delays no caller (a scheduler's failure report, then its
+        PodScheduled=False, waited on each Event's write)."""
+        self._queue.post(event)
 
-    async def _write_posted(self) -> None:
-        """The writer task: each posted Event's `write`, in the order posted."""
-        loop = asyncio.get_running_loop()
-        while True:
-            while self._queue:
-                try:
-                    await self.write(self._queue.popleft())
-                except Exception:
-                    log.exception("writing an event")
-            self._posted = loop.create_future()
-            await self._posted
-            self._posted = None
+    def pending(self) -> int:
+        """Events posted and not yet written (queued, or their write in progress or retrying)."""
+        return len(self._queue) + len(self._writes)
+
+    async def _spawn(self, event: dict) -> None:
+        """recordToSink: the Event's `write`, retries included, on a task of its own, as upstream's
+        starts a goroutine per Event; one retrying holds up no other."""
+        task = asyncio.ensure_future(self.write(event))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
 
     async def _every(self, period: float, run) -> None:
         """`run` every `period`, as upstream's wait.Until; while the cache is empty no timer is

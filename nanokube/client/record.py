@@ -13,19 +13,21 @@ component's clock.
   excess (EventSourceObjectSpamFilter); as upstream, a dropped repeat still counts in the
   Event's next count.
 
-Each of the three caches keeps the 4096 keys used last. `emit` waits for the write's first try
-(upstream writes from its broadcaster's goroutine); a failure is logged, never raised, so the
-action it reports still counts. One the server answered (refused as invalid, already exists, or
-any other status) is dropped, as upstream's recordEvent drops it; a transport error (no answer)
-is tried again in the background, as recordToSink does: up to 12 tries in all, the first wait a
-random part of 10 s (so that clients do not all come back at once after an outage), then 10 s,
-on the recorder's clock. Later writes of the same Event wait behind those retries, in order,
-without holding up their callers. events.k8s.io Events (the scheduler's) are client/events.py's.
+Each of the three caches keeps the 4096 keys used last. `emit` correlates the event and queues
+its write for the recorder's writer task (events.EventQueue: at most 1,000 waiting, more dropped),
+and returns without waiting for the API server, as upstream's recorders hand their events to the
+broadcaster's channel; a failure is logged, never raised, so the action it reports still counts.
+The writer writes them in turn, as recordToSink: one the server answered (refused as invalid,
+already exists, or any other status) is dropped, as upstream's recordEvent drops it; a transport
+error (no answer) is tried again, up to 12 tries in all, the first wait a random part of 10 s (so
+that clients do not all come back at once after an outage), then 10 s, on the recorder's clock,
+the writes behind it waiting. `close` (the component stopping) drops what is left, as upstream's
+broadcaster Shutdown cancels its sink's writer. events.k8s.io Events (the scheduler's, kube-proxy's)
+are client/events.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import random
@@ -34,6 +36,7 @@ from collections import OrderedDict
 
 from ..clock import Clock
 from ..machinery.errors import APIError
+from .events import EventQueue
 
 log = logging.getLogger(__name__)
 
@@ -203,62 +206,32 @@ class CoreEventRecorder:
         self.clock = clock
         self.rand = rand
         self.correlator = EventCorrelator(clock)
-        #: cache key -> the write of its Event in flight: writes to one Event go in correlation order
-        self._writing: dict[tuple, asyncio.Task] = {}
-        #: writes a new one of the same Event does not wait for: retrying after a transport error,
-        #: or queued behind such a write
-        self._held: set[asyncio.Task] = set()
+        self._queue = EventQueue(self._deliver)
 
     async def emit(self, obj: dict, type_: str, reason: str, message: str, field_path: str = "") -> None:
         """Record one event on `obj` (which needs kind), or on the part of it `field_path` names (a
-        pod's container): returns once the write has been tried, or at once when it queues behind
-        a write of the same Event that is retrying."""
+        pod's container): correlated now, its write queued; never waits for the API server."""
         correlated = self.correlator.correlate(self._make(obj, type_, reason, message, field_path))
-        if correlated is None:
-            return
-        event, key, patch = correlated
-        before = self._writing.get(key)
-        tried = asyncio.get_running_loop().create_future()
-        task = asyncio.ensure_future(self._deliver(before, event, patch, tried))
-        self._writing[key] = task
-        task.add_done_callback(lambda t: self._writing.pop(key) if self._writing.get(key) is t else None)
-        if before in self._held:
-            self._held.add(task)
-            return
-        await asyncio.shield(tried)
+        if correlated is not None:
+            event, _, patch = correlated
+            self._queue.post((event, patch))
 
     async def close(self) -> None:
-        """Stop the writes still waiting to try again (upstream's broadcaster Shutdown)."""
-        held = list(self._held)
-        for task in held:
-            task.cancel()
-        await asyncio.gather(*held, return_exceptions=True)
+        """Stop writing: the write in progress and those queued are dropped (upstream's broadcaster
+        Shutdown)."""
+        await self._queue.close()
 
-    async def _deliver(self, before: asyncio.Task | None, event: dict, patch: dict | None,
-                       tried: asyncio.Future) -> None:
-        """recordToSink's loop: after the Event's previous write, try until the server answers, at
-        most MAX_TRIES times."""
-        me = asyncio.current_task()
-        try:
-            if before is not None:
-                await asyncio.wait([before])
-            self._held.discard(me)
-            tries = 0
-            while not await self._write(event, patch):
-                tries += 1
-                if tries >= MAX_TRIES:
-                    log.error("%s: unable to write event %s on %s (retry limit exceeded!)", self.component,
-                              event["reason"], event["metadata"]["name"])
-                    return
-                self._held.add(me)
-                if not tried.done():
-                    tried.set_result(None)
-                await self.clock.sleep(SLEEP * self.rand() if tries == 1 else SLEEP)
-                self._held.discard(me)
-        finally:
-            self._held.discard(me)
-            if not tried.done():
-                tried.set_result(None)
+    async def _deliver(self, item: tuple[dict, dict | None]) -> None:
+        """recordToSink's loop: try until the server answers, at most MAX_TRIES times."""
+        event, patch = item
+        tries = 0
+        while not await self._write(event, patch):
+            tries += 1
+            if tries >= MAX_TRIES:
+                log.error("%s: unable to write event %s on %s (retry limit exceeded!)", self.component,
+                          event["reason"], event["metadata"]["name"])
+                return
+            await self.clock.sleep(SLEEP * self.rand() if tries == 1 else SLEEP)
 
     def _make(self, obj: dict, type_: str, reason: str, message: str, field_path: str = "") -> dict:
         """makeEvent: a new Event with count 1. A reference without apiVersion (the kubelet's

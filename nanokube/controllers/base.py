@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from ..client.http import EXPECTED
 from ..client.informer import InformerFactory
+from ..client.record import CoreEventRecorder
 from ..client.workqueue import WorkQueue
 from ..clock import REAL, Clock
 
@@ -45,6 +46,8 @@ class Controller:
     workers = 1
     #: a controller's own exceptions that mean "not yet, retry" (no bug) besides EXPECTED
     retriable: tuple[type[Exception], ...] = ()
+    #: its core/v1 Event recorder, if it records any: `stop` drops the writes it has queued
+    recorder: CoreEventRecorder | None = None
 
     def __init__(self, client, clock: Clock = REAL, informers: InformerFactory | None = None):
         """`informers`: the manager's shared factory, which it stops; without one the controller
@@ -76,6 +79,8 @@ class Controller:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.recorder is not None:
+            await self.recorder.close()
         if self._own_factory:
             await self.informer_factory.stop()
 

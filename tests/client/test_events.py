@@ -158,3 +158,20 @@ async def test_an_event_recorded_but_never_written_leaves_no_coroutine_behind(en
         gc.collect()
     assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
     assert await stored(events) == []
+
+
+async def test_a_posted_event_retrying_holds_up_no_other(env):
+    """`post` returns at once; each posted Event is written on its own task, as upstream's
+    recordToSink starts a goroutine per Event: one waiting to try again after a transport error
+    does not hold up the next, which lands first. `stop` drops the one still retrying."""
+    clock, b, events = env
+    flaky = b.events = Flaky(events, fails=1)
+    rec = b.recorder("c", "h")
+    b.post(rec.record(POD, None, "Warning", "FailedScheduling", "Scheduling", "first"))
+    b.post(rec.record({**POD, "name": "q", "uid": "u2"}, None, "Warning", "FailedScheduling", "Scheduling", "next"))
+    assert flaky.creates == 0, "post only queues"
+    await clock.advance(0)
+    assert flaky.creates == 2 and [e["note"] for e in await stored(events)] == ["next"]
+    await b.stop()
+    await clock.advance(3 * RETRY_SLEEP)
+    assert flaky.creates == 2 and [e["note"] for e in await stored(events)] == ["next"]

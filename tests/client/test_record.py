@@ -15,6 +15,7 @@ import pytest
 
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.loopback import LocalClient
+from nanokube.client.events import MAX_QUEUED
 from nanokube.client.record import (
     AGGREGATE_INTERVAL,
     CACHE_SIZE,
@@ -24,6 +25,7 @@ from nanokube.client.record import (
     CoreEventRecorder,
 )
 from nanokube.clock import VirtualClock
+from nanokube.controllers.replicaset import ReplicaSetController
 from nanokube.controllers.service_lb import ServiceLBController
 from nanokube.pki.ca import ensure_pki
 from nanokube.pki.kubeconfig import write_kubeconfig
@@ -43,7 +45,10 @@ async def env():
     await s.close()
 
 
-async def listed(events, obj: dict = CM) -> list[dict]:
+async def listed(clock, events, obj: dict = CM) -> list[dict]:
+    """The Events about `obj` once the recorder's writer has written what it can (emit only queues
+    the writes)."""
+    await clock.advance(0)
     items, _ = await events.list("default", field_selector=f"involvedObject.name={obj['metadata']['name']}")
     return sorted(items, key=lambda e: e["metadata"]["name"])
 
@@ -103,36 +108,36 @@ async def test_ten_similar_events_combine_into_one_counted_event(env):
     clock, rec, events = env
     for i in range(9):
         await rec.emit(CM, "Warning", "FailedSync", f"attempt {i}")
-    assert len(await listed(events)) == 9
+    assert len(await listed(clock, events)) == 9
     await rec.emit(CM, "Warning", "FailedSync", "attempt 9")
-    *plain, combined = sorted(await listed(events), key=lambda e: e["message"].startswith(COMBINED))
+    *plain, combined = sorted(await listed(clock, events), key=lambda e: e["message"].startswith(COMBINED))
     assert len(plain) == 9 and combined["message"] == COMBINED + "attempt 9" and combined["count"] == 1
     await clock.advance(60)
     await rec.emit(CM, "Warning", "FailedSync", "attempt 10")
     await rec.emit(CM, "Normal", "FailedSync", "another type: not similar")
-    got = {e["metadata"]["name"]: e for e in await listed(events)}
+    got = {e["metadata"]["name"]: e for e in await listed(clock, events)}
     assert len(got) == 11
     again = got[combined["metadata"]["name"]]
     assert (again["count"], again["message"]) == (2, COMBINED + "attempt 10")
     assert again["lastTimestamp"] == clock.rfc3339() != again["firstTimestamp"]
     await clock.advance(AGGREGATE_INTERVAL + 1)  # no similar event for 10 minutes: the next one is new
     await rec.emit(CM, "Warning", "FailedSync", "attempt 11")
-    assert sum(e["message"] == "attempt 11" for e in await listed(events)) == 1
+    assert sum(e["message"] == "attempt 11" for e in await listed(clock, events)) == 1
 
 
 async def test_the_spam_filter_drops_past_25_events_about_one_object_and_refills_every_5_minutes(env):
     clock, rec, events = env
     for i in range(SPAM_BURST + 5):
         await rec.emit(CM, "Normal", f"Reason{i}", "distinct reasons: nothing combines")
-    assert len(await listed(events)) == SPAM_BURST
+    assert len(await listed(clock, events)) == SPAM_BURST
     await rec.emit(other("cm2"), "Normal", "Reason0", "another object has its own bucket")
-    assert len(await listed(events, other("cm2"))) == 1
+    assert len(await listed(clock, events, other("cm2"))) == 1
     await clock.advance(299)
     await rec.emit(CM, "Normal", "Late", "still no token")
     await clock.advance(1)
     await rec.emit(CM, "Normal", "Later", "a token 5 minutes on")
-    assert [e["reason"] for e in await listed(events)].count("Later") == 1
-    assert "Late" not in [e["reason"] for e in await listed(events)]
+    assert [e["reason"] for e in await listed(clock, events)].count("Later") == 1
+    assert "Late" not in [e["reason"] for e in await listed(clock, events)]
 
 
 async def test_the_refill_is_client_gos_float32_rate_so_a_token_due_now_is_there(env):
@@ -144,29 +149,29 @@ async def test_the_refill_is_client_gos_float32_rate_so_a_token_due_now_is_there
         await rec.emit(CM, "Normal", f"Reason{i}", "empties the bucket")
     await clock.advance(300 - 5e-6)
     await rec.emit(CM, "Normal", "Due", "a token 5 minutes on, by client-go's rate")
-    assert [e["reason"] for e in await listed(events)].count("Due") == 1
+    assert [e["reason"] for e in await listed(clock, events)].count("Due") == 1
 
 
 async def test_a_dropped_repeat_still_counts_in_the_next_write(env):
     clock, rec, events = env
     for _ in range(SPAM_BURST + 5):
         await rec.emit(CM, "Warning", "BackOff", "same")
-    [ev] = await listed(events)
+    [ev] = await listed(clock, events)
     assert ev["count"] == SPAM_BURST
     await clock.advance(300)
     await rec.emit(CM, "Warning", "BackOff", "same")
-    [ev] = await listed(events)
+    [ev] = await listed(clock, events)
     assert ev["count"] == SPAM_BURST + 6  # upstream's eventLogger counts before the filter drops
 
 
 async def test_an_event_deleted_under_the_recorder_is_created_again_with_its_count(env):
     clock, rec, events = env
     await rec.emit(CM, "Normal", "Synced", "done")
-    [first] = await listed(events)
+    [first] = await listed(clock, events)
     await events.delete(first["metadata"]["name"], "default")
     await clock.advance(10)
     await rec.emit(CM, "Normal", "Synced", "done")
-    [again] = await listed(events)
+    [again] = await listed(clock, events)
     assert again["metadata"]["name"] == first["metadata"]["name"]
     assert again["metadata"]["uid"] != first["metadata"]["uid"]
     assert (again["count"], again["firstTimestamp"]) == (2, first["firstTimestamp"])
@@ -174,9 +179,9 @@ async def test_an_event_deleted_under_the_recorder_is_created_again_with_its_cou
 
 
 async def test_concurrent_repeats_are_written_in_order(env):
-    _, rec, events = env
+    clock, rec, events = env
     await asyncio.gather(*(rec.emit(CM, "Warning", "FailedCreate", "quota exceeded") for _ in range(6)))
-    [ev] = await listed(events)
+    [ev] = await listed(clock, events)
     assert ev["count"] == 6
 
 
@@ -189,21 +194,22 @@ async def test_an_event_that_keeps_happening_outlives_the_ttl():
         for _ in range(9):
             await rec.emit(CM, "Warning", "Unhealthy", "probe failed")
             await clock.advance(1200)
-        [ev] = await listed(events)
+        [ev] = await listed(clock, events)
         assert ev["count"] == 9
         await clock.advance(3600)
-        assert await listed(events) == []
+        assert await listed(clock, events) == []
 
 
 async def test_the_caches_keep_the_4096_keys_used_last(env):
     """An event about the object least recently reported of 4,097 is a new Event again."""
-    _, rec, events = env
+    clock, rec, events = env
     for i in range(CACHE_SIZE + 1):
         await rec.emit(other(f"cm{i}"), "Normal", "Synced", "done")
+        await clock.advance(0)  # written before the next: 4,097 at once would overflow the queue
     await rec.emit(other(f"cm{CACHE_SIZE}"), "Normal", "Synced", "done")
     await rec.emit(other("cm0"), "Normal", "Synced", "done")
-    assert [e["count"] for e in await listed(events, other(f"cm{CACHE_SIZE}"))] == [2]
-    assert [e["count"] for e in await listed(events, other("cm0"))] == [1, 1]
+    assert [e["count"] for e in await listed(clock, events, other(f"cm{CACHE_SIZE}"))] == [2]
+    assert [e["count"] for e in await listed(clock, events, other("cm0"))] == [1, 1]
 
 
 
@@ -243,9 +249,11 @@ async def away():
 
 async def test_a_transport_error_is_tried_again_after_a_random_part_of_10s_then_every_10s(away):
     """recordToSink: the first wait is rand() x 10 s, the next ones 10 s, on the recorder's clock;
-    emit returns after the first try, and the Event lands once the server answers again."""
+    the Event lands once the server answers again."""
     clock, rec, flaky, events = away
     await rec.emit(CM, "Warning", "FailedSync", "server away")
+    assert flaky.tries == 0, "emit only queues the write"
+    await clock.advance(0)
     assert flaky.tries == 1
     await clock.advance(2.4)
     assert flaky.tries == 1
@@ -256,7 +264,7 @@ async def test_a_transport_error_is_tried_again_after_a_random_part_of_10s_then_
     flaky.down = False
     await clock.advance(0.1)
     assert flaky.tries == 3
-    [ev] = await listed(events)
+    [ev] = await listed(clock, events)
     assert (ev["reason"], ev["count"]) == ("FailedSync", 1)
     await clock.advance(100)
     assert flaky.tries == 3
@@ -271,7 +279,7 @@ async def test_a_write_is_given_up_after_12_tries(away):
     assert flaky.tries == MAX_TRIES
     flaky.down = False
     await clock.advance(3600)
-    assert flaky.tries == MAX_TRIES and await listed(events) == []
+    assert flaky.tries == MAX_TRIES and await listed(clock, events) == []
 
 
 async def test_repeats_queue_behind_a_retrying_write_without_waiting_and_land_in_order(away):
@@ -279,6 +287,7 @@ async def test_repeats_queue_behind_a_retrying_write_without_waiting_and_land_in
     first write creates the Event and the repeats patch it, in order."""
     clock, rec, flaky, events = away
     await rec.emit(CM, "Warning", "BackOff", "same")
+    await clock.advance(0)
     for _ in range(3):
         repeat = asyncio.ensure_future(rec.emit(CM, "Warning", "BackOff", "same"))
         await clock.advance(0)  # what runs with no time passing
@@ -286,7 +295,7 @@ async def test_repeats_queue_behind_a_retrying_write_without_waiting_and_land_in
     assert flaky.tries == 1
     flaky.down = False
     await clock.advance(2.5)
-    [ev] = await listed(events)
+    [ev] = await listed(clock, events)
     assert ev["count"] == 4 and flaky.tries == 2 + 3  # the first write twice, then a patch per repeat
 
 
@@ -300,3 +309,88 @@ async def test_a_write_the_server_refused_is_not_tried_again(away):
     assert flaky.tries == 1
     items, _ = await events.list()
     assert items == []
+
+
+async def test_emit_never_waits_and_the_queue_holds_1000_writes_behind_a_retrying_one(away):
+    """With the server away every emit returns at once; the writer retries the first write while
+    MAX_QUEUED more wait behind it (upstream's recordToSink holds up its watcher as it sleeps), the
+    one past them is dropped, and the queued ones land in order once the server is back."""
+    clock, rec, flaky, events = away
+    await rec.emit(other("cm0"), "Normal", "Synced", "done")
+    await clock.advance(0)
+    assert flaky.tries == 1
+    for i in range(1, MAX_QUEUED + 2):
+        await rec.emit(other(f"cm{i}"), "Normal", "Synced", "done")
+    await clock.advance(0)
+    assert flaky.tries == 1, "the first write is retrying; the rest wait behind it"
+    flaky.down = False
+    await clock.advance(2.5)
+    items, _ = await events.list("default")
+    assert len(items) == MAX_QUEUED + 1 and flaky.tries == 2 + MAX_QUEUED
+    assert {e["involvedObject"]["name"] for e in items} == {f"cm{i}" for i in range(MAX_QUEUED + 1)}
+
+
+async def test_close_drops_the_writes_still_queued_or_retrying(away):
+    """The component stopping shuts the recorder down: the retrying write and those queued behind it
+    are never tried again, as upstream's broadcaster Shutdown cancels its sink's writer."""
+    clock, rec, flaky, events = away
+    for i in range(3):
+        await rec.emit(other(f"cm{i}"), "Normal", "Synced", "done")
+    await clock.advance(0)
+    await rec.close()
+    await rec.emit(CM, "Normal", "Synced", "after close: dropped")
+    flaky.down = False
+    await clock.advance(3600)
+    assert flaky.tries == 1
+    items, _ = await events.list("default")
+    assert items == []
+
+
+class _HeldEvents:
+    """A client whose Event writes hang (an API server that never answers them); every other
+    resource is the real one."""
+
+    def __init__(self, client) -> None:
+        self.client, self.held = client, asyncio.Event()
+        self.waiting = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.client, name)
+
+    def resource(self, group: str, version: str, plural: str):
+        if (group, plural) == ("", "events"):
+            return self
+        return self.client.resource(group, version, plural)
+
+    async def _hang(self, *args, **kwargs):
+        self.waiting += 1
+        await self.held.wait()
+
+    create = patch = _hang
+
+
+async def test_a_replicaset_creates_its_pods_while_event_writes_hang():
+    """The ReplicaSet controller reports SuccessfulCreate per pod; with the Event sink held it
+    still creates all its pods and writes the ReplicaSet's status, as upstream's controller never
+    waits for its recorder. Stopping it drops the writes left hanging."""
+    s = await make_stack()
+    held = _HeldEvents(s.client)
+    ctrl = ReplicaSetController(held)
+    await ctrl.start()
+    try:
+        rs = s.client.resource("apps", "v1", "replicasets")
+        labels = {"app": "held"}
+        await rs.create({"metadata": {"name": "held", "namespace": "default"}, "spec": {
+            "replicas": 3, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "img"}]}}}})
+
+        async def created():
+            got = await rs.get("held", "default")
+            return (got.get("status") or {}).get("replicas") == 3
+        await eventually(created)
+        pods, _ = await s.client.resource("", "v1", "pods").list("default")
+        assert len(pods) == 3
+        assert held.waiting == 1, "the first SuccessfulCreate hangs; the others wait behind it"
+    finally:
+        await ctrl.stop()
+        await s.close()

@@ -500,9 +500,11 @@ async def test_parallel_creates_in_slow_start_batches_and_writes_its_status():
             await ctrl.sync("default/web")
         assert e.value.code == 403 and "exceeded quota: pods" in e.value.message
         assert await names(client) == ["web-0", "web-1", "web-2"]
-        items, _ = await client.resource("", "v1", "events").list("default")
-        failed = sorted(ev["message"].split()[2] for ev in items if ev["reason"] == "FailedCreate")
-        assert failed == ["web-3", "web-4", "web-5", "web-6"]
+        async def failed():  # the recorder writes its Events after the sync, as upstream's
+            items, _ = await client.resource("", "v1", "events").list("default")
+            got = sorted(ev["message"].split()[2] for ev in items if ev["reason"] == "FailedCreate")
+            return got if len(got) >= 4 else None
+        assert await eventually(failed) == ["web-3", "web-4", "web-5", "web-6"]
         st = (await sets.get("web", "default"))["status"]
         assert st["observedGeneration"] == 1 and st["updateRevision"]
     finally:

@@ -187,7 +187,7 @@ async def test_a_sync_that_keeps_failing_is_logged_counted_and_fails_healthz(cap
                                   "good ruleset; a full sync is retried): Error: Could not process rule: "
                                   "Operation not supported")
             await p.sync_once()
-            assert not p._writes, "the same failure of a table is not reported again"
+            assert not p.broadcaster.pending(), "the same failure of a table is not reported again"
             assert p.health.healthz()[0] == 200, "within the health timeout"
             clock.t += 2000
             code, body = p.health.healthz()
@@ -223,7 +223,7 @@ async def test_failures_are_events_k8s_io_events_of_kube_proxy_on_its_node():
         assert ev["metadata"]["namespace"] == "default" and ev["note"].endswith("): Error: one")
         nft.error = "Error: two"
         await p.sync_once()  # counted in the series, in memory: written at the next refresh
-        assert not p._writes
+        assert not p.broadcaster.pending()
         assert len(await failure_events(s)) == 1
     finally:
         await p.stop()
