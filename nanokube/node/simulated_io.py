@@ -22,9 +22,10 @@ port-forward, declared on the pod with annotations.
   shell): its stdin closes when an attached client closes or leaves it
   while `stdinOnce` is set (as `kubectl run -i/-it` sets it), or on ^D typed
   at its terminal (`tty: true`); then it exits 0, the pod's other containers
-  running on. Without `stdinOnce` it keeps running when
-  the client leaves. On a terminal, what the client types is echoed (into
-  the log, as a tty's output is) with Enter as a new line.
+  running on. Without `stdinOnce` it keeps running when the client leaves.
+  One whose command is interpreted (`echo hi`, `sleep 5`) does not read its
+  stdin: it ends when its command does. On a terminal, what the client types
+  is echoed (into the log, as a tty's output is) with Enter as a new line.
 - Port-forward: a port the container declares (`ports[].containerPort`)
   answers HTTP requests with a line naming the pod and echoes anything else;
   other ports refuse the connection, as the kubelet reports a closed port.

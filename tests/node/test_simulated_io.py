@@ -8,6 +8,7 @@ import pytest
 from nanokube.clock import Clock
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.streaming import LogOptions, StreamFailed, StreamSession
+from nanokube.node.simulated_command import interpret
 from nanokube.node.simulated_io import SimulatedIO
 
 
@@ -151,4 +152,18 @@ async def test_stdin_of_a_container_without_stdin_is_ignored():
     s.stdin_data.put_nowait(None)
     await settle()
     assert not io.stdin_closed
+    attached.cancel()
+
+
+async def test_an_interpreted_command_does_not_read_its_stdin():
+    """`kubectl run -i ... -- sleep 5`: sleep ignores its stdin, so the client closing it does not
+    end the container; its command's end does."""
+    w = worker(stdin=True, stdinOnce=True, command=["sleep", "5"])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"}, programs={"main": interpret(["sleep", "5"])})
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(None)
+    await settle()
+    assert io.stdin_closed == set() and not w.changed.is_set()
     attached.cancel()
