@@ -272,6 +272,7 @@ class PersistentVolumeClaimStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         obj["status"] = {"phase": "Pending"}
+        normalize_data_sources(_spec(obj))
 
     def warnings_on_create(self, obj):
         return kind_warnings.pvc_warnings(obj)
@@ -321,6 +322,22 @@ class PersistentVolumeClaimStrategy(Strategy):
         if phase is not None and phase not in PVC_PHASES:
             return [not_supported("status.phase", phase, PVC_PHASES)]
         return []
+
+
+def normalize_data_sources(spec: dict) -> None:
+    """NormalizeDataSources (AnyVolumeDataSource, GA): on create a claim that names only one of dataSource
+    and dataSourceRef gets the other as a copy, except a dataSourceRef into another namespace, which
+    dataSource cannot express. Updates leave both as they are."""
+    src, ref = spec.get("dataSource"), spec.get("dataSourceRef")
+    if src is not None and ref is None:
+        spec["dataSourceRef"] = _typed_copy(src)
+    elif ref is not None and src is None and not ref.get("namespace"):
+        spec["dataSource"] = _typed_copy(ref)
+
+
+def _typed_copy(ref: dict) -> dict:
+    """Both reference types tag apiGroup without omitempty: nil in the copy is stored, and served, null."""
+    return {"apiGroup": ref.get("apiGroup"), "kind": ref.get("kind", ""), "name": ref.get("name", "")}
 
 
 def validate_claim_spec(spec: dict, path: str) -> list[FieldError]:

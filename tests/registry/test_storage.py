@@ -323,3 +323,23 @@ async def test_over_http_volume_quantities_in_upstreams_words(core):
                                                "resources": {"requests": {"storage": "0Gi"}}}}
     assert await causes(core.create_namespaced_persistent_volume_claim, "default", pvc) == [
         ("spec.resources[storage]", 'Invalid value: "0": must be greater than zero')]
+
+
+async def test_over_http_claim_data_sources_are_normalized_on_create(core):
+    """NormalizeDataSources: dataSource alone is copied to dataSourceRef and dataSourceRef alone (without a
+    namespace) back to dataSource, so `kubectl get pvc -o yaml` shows both."""
+    async def create(name, **sources):
+        body = {"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                     "resources": {"requests": {"storage": "1Gi"}}, **sources}}
+        resp = await asyncio.to_thread(core.create_namespaced_persistent_volume_claim, "default", body,
+                                       _preload_content=False)
+        spec = json.loads(resp.data)["spec"]
+        return spec.get("dataSource"), spec.get("dataSourceRef")
+
+    clone = {"kind": "PersistentVolumeClaim", "name": "src"}
+    # apiGroup is a pointer without omitempty in both: a copy's nil is served null
+    assert await create("a", dataSource=clone) == ({**clone, "apiGroup": None}, {**clone, "apiGroup": None})
+    snap = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s1"}
+    assert await create("b", dataSourceRef=snap) == (snap, snap)
+    stored = await asyncio.to_thread(core.read_namespaced_persistent_volume_claim, "a", "default")
+    assert stored.spec.data_source_ref.name == "src"
