@@ -53,6 +53,8 @@ SPAM_QPS = struct.unpack("f", struct.pack("f", 1 / 300))[0]
 MAX_TRIES = 12
 SLEEP = 10.0
 COMBINED = "(combined from similar events): "
+#: the only types upstream's recorder writes (v1.EventTypeNormal, v1.EventTypeWarning)
+EVENT_TYPES = ("Normal", "Warning")
 #: made unique across the recorders of a process: on a clock that stands still, two components'
 #: events on one object (the kubelet's and the node controller's on a Node) would share a name
 _SEQ = itertools.count(1)
@@ -210,7 +212,11 @@ class CoreEventRecorder:
 
     async def emit(self, obj: dict, type_: str, reason: str, message: str, field_path: str = "") -> None:
         """Record one event on `obj` (which needs kind), or on the part of it `field_path` names (a
-        pod's container): correlated now, its write queued; never waits for the API server."""
+        pod's container): correlated now, its write queued; never waits for the API server. A type
+        other than Normal or Warning is logged and dropped, as upstream's ValidateEventType drops it."""
+        if type_ not in EVENT_TYPES:
+            log.error("%s: unsupported event type %r (event %s dropped)", self.component, type_, reason)
+            return
         correlated = self.correlator.correlate(self._make(obj, type_, reason, message, field_path))
         if correlated is not None:
             event, _, patch = correlated

@@ -18,6 +18,7 @@ from nanokube.apiserver.loopback import LocalClient
 from nanokube.client.events import MAX_QUEUED
 from nanokube.client.record import (
     AGGREGATE_INTERVAL,
+    AGGREGATE_MAX_EVENTS,
     CACHE_SIZE,
     COMBINED,
     MAX_TRIES,
@@ -394,3 +395,38 @@ async def test_a_replicaset_creates_its_pods_while_event_writes_hang():
     finally:
         await ctrl.stop()
         await s.close()
+
+
+async def test_an_event_of_another_type_is_dropped_as_upstreams_validate_event_type_drops_it(env):
+    clock, rec, events = env
+    await rec.emit(CM, "Info", "Synced", "not a type the recorder writes")
+    await rec.emit(CM, "Normal", "Synced", "done")
+    assert [e["type"] for e in await listed(clock, events)] == ["Normal"]
+
+
+async def test_similar_events_key_on_the_reporting_instance_not_on_the_field_path(env):
+    """EventAggregatorByReasonFunc's key: source, involvedObject (not its fieldPath), type, reason,
+    reportingController and reportingInstance; the message is what differs. Ten messages from one
+    kubelet about a pod's containers combine; another kubelet's about the pod are counted apart."""
+    clock, rec, events = env
+    stack_client = rec.events
+    ours = CoreEventRecorder(_Resources(stack_client), "kubelet", clock, host="node-a")
+    theirs = CoreEventRecorder(_Resources(stack_client), "kubelet", clock, host="node-b")
+    for i in range(AGGREGATE_MAX_EVENTS - 1):
+        await ours.emit(CM, "Warning", "BackOff", f"back-off {i}", field_path=f"spec.containers{{c{i}}}")
+        await theirs.emit(CM, "Warning", "BackOff", f"back-off {i + 100}")
+    await ours.emit(CM, "Warning", "BackOff", "back-off 9", field_path="spec.containers{c9}")
+    got = await listed(clock, events)
+    combined = [e for e in got if e["message"].startswith(COMBINED)]
+    assert [(e["source"]["host"], e["message"]) for e in combined] == [("node-a", COMBINED + "back-off 9")]
+    assert len(got) == 2 * (AGGREGATE_MAX_EVENTS - 1) + 1
+
+
+class _Resources:
+    """A client handing out one resource client: the Events' of the stack."""
+
+    def __init__(self, events) -> None:
+        self.events = events
+
+    def resource(self, group: str, version: str, plural: str):
+        return self.events
