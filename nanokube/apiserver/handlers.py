@@ -497,18 +497,16 @@ class APIHandlers:
                 if not namespace:
                     raise errors.route_not_found()
             opts.field_manager = opts.field_manager or _field_manager_default(request)
-            dup_warnings = await self._duplicate_warnings(request, res, version, opts)
+            await self._note_duplicates(request, opts)
             r = await self.rest.create(res, version, namespace, body, opts)
-            r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
         if m == "PUT":
             if not name:
                 raise errors.method_not_allowed()
             body, opts = await self._update_input(request)
             opts.field_manager = opts.field_manager or _field_manager_default(request)
-            dup_warnings = await self._duplicate_warnings(request, res, version, opts)
+            await self._note_duplicates(request, opts)
             r = await self.rest.update(res, version, namespace, name, body, opts, subresource=sub)
-            r.warnings[:0] = dup_warnings
             return self._render_write(request, res, r, version)
         if m == "PATCH":
             if not name:
@@ -618,22 +616,20 @@ class APIHandlers:
             request[_DUPLICATES] = (raw, body)
         return body
 
-    async def _duplicate_warnings(self, request: web.Request, res: Resource, version: str, opts: WriteOptions) -> list[str]:
-        """The strict decoder's `duplicate field` errors (Strict) or warnings (Warn) for the body."""
+    async def _note_duplicates(self, request: web.Request, opts: WriteOptions) -> None:
+        """The strict decoder's texts for the keys the body repeats, onto `opts` with a JSON body itself:
+        the write's decoding reports them with its unknown fields, one error (Strict) or warnings (Warn)."""
         raw, body = request.get(_DUPLICATES) or (b"", None)
         if not raw or opts.field_validation == "Ignore":
-            return []
+            return
         ctype = _content_type(request)
         # called before the write touches the body, so a JSON body is still what orjson decoded
         texts = await serializer.off_loop(serializer.duplicates, raw, ctype in ("application/yaml", "application/x-yaml"),
                                           body if ctype == _JSON else None)
         if texts and texts[0].startswith("line "):  # YAMLToJSONStrict's one error: go-yaml's TypeError of them all
             texts = ["yaml: unmarshal errors:" + "".join(f"\n  {t}" for t in texts)]
-        if texts and opts.field_validation == "Strict":
-            raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: '
-                                     f'strict decoding error: {", ".join(texts)}')
-        warning.record(texts)
-        return texts
+        opts.duplicates = tuple(texts)
+        opts.body = raw if ctype == _JSON else b""
 
     def _render_one(self, request: web.Request, res: Resource, obj: dict, version: str, code: int = 200) -> web.Response:
         kind = _accept(request)

@@ -76,6 +76,10 @@ class WriteOptions:
     field_validation: str = "Strict"  # Strict | Warn | Ignore
     force: bool = False
     user: User = field(default_factory=lambda: SYSTEM)
+    #: a create's or an update's body, as sent when it is JSON, and the strict decoder's texts for the keys it
+    #: repeats: reported with its unknown fields, as one decoder meets them (`_decode_checks`)
+    body: bytes = b""
+    duplicates: tuple[str, ...] = ()
 
 
 @dataclass
@@ -327,7 +331,7 @@ class GenericREST:
         if unknown is None:
             sch = schemas.kind_schema(res.group, version, res.kind)
             if sch is None:
-                return []
+                return self._strict_errors(res, version, obj, opts, [], False)
             # a remembered status patch's result: only apiVersion and kind, just set, are left to check
             errs, unknown = ([], []) if changed is _NO_FIELDS else _check_fields(obj, sch, changed, held)
             while errs and patched is not None and patched.smp and structural.convert_number(errs[0], obj):
@@ -335,11 +339,13 @@ class GenericREST:
             if errs:
                 raise _undecodable(res.kind, version, obj, errs[0], patched)
         warnings: list[str] = []
-        if opts.field_validation == "Strict" and (unknown or (patched is not None and patched.duplicates)):
+        if patched is None and opts.duplicates:
+            warnings = self._strict_errors(res, version, obj, opts, unknown, sch is not None)
+        elif opts.field_validation == "Strict" and (unknown or (patched is not None and patched.duplicates)):
             if patched is None:
                 raise _undecodable(res.kind, version, obj, structural.strict_error(unknown), None)
             raise _undecodable(res.kind, version, obj, patched.strict_error(unknown or []), patched)
-        if unknown and opts.field_validation == "Warn":
+        elif unknown and opts.field_validation == "Warn":
             warnings = structural.unknown_field_warnings(patched.unknown_order(unknown) if patched else unknown)
         if unknown and sch is not None:
             pruned = structural.prune(obj, sch)
@@ -349,6 +355,22 @@ class GenericREST:
             raise _out_of_range(res, version, number, obj, patched)
         warning.record(warnings)  # kept for the response should the write fail after decoding
         return warnings
+
+    @staticmethod
+    def _strict_errors(res: Resource, version: str, obj: dict, opts: WriteOptions, unknown: list[str],
+                       typed: bool) -> list[str]:
+        """A body's repeated keys with its unknown fields, all one strict decoding error (Strict, a 400)
+        or each a warning (Warn): a YAML body's (YAMLToJSONStrict's error) before its unknown fields, a
+        custom resource's (the JSON decoder's) before the schema's unknown fields, a kind's in the order
+        its JSON decoder meets them."""
+        if opts.body and typed:
+            texts = serializer.strict_order(opts.body, [t[17:-1] for t in opts.duplicates], unknown)
+        else:
+            texts = [*opts.duplicates, *structural.unknown_field_warnings(unknown)]
+        if opts.field_validation == "Strict":
+            raise _undecodable(res.kind, version, obj, "strict decoding error: " + ", ".join(texts), None)
+        warning.record(texts)
+        return texts
 
     def _manager(self, opts: WriteOptions, default: str) -> str:
         return opts.field_manager or default

@@ -344,6 +344,41 @@ def duplicate_fields(raw: bytes, obj: Any) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def strict_order(raw: bytes, repeated: list[str], unknown: list[str]) -> list[str]:
+    """A JSON body's strict errors as sigs.k8s.io/json's strict decoder meets them, in document
+    order: a repeated key where it comes again, an unknown field where it first comes (the paths
+    of `duplicate_fields` and of the unknown fields), each once."""
+    try:
+        tree = json.loads(raw, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return [*(f'duplicate field "{p}"' for p in repeated), *(f'unknown field "{p}"' for p in unknown)]
+    dup, unk = set(repeated), set(unknown)
+    out: dict[str, None] = {}
+
+    def walk(v: Any, path: str) -> None:
+        if type(v) is _Pairs:
+            seen: set[str] = set()
+            for k, x in v:
+                sub = f"{path}.{k}" if path else k
+                again = k in seen
+                seen.add(k)
+                if again and sub in dup:
+                    out[f'duplicate field "{sub}"'] = None
+                elif sub in unk:
+                    out[f'unknown field "{sub}"'] = None
+                    continue  # skipped, not decoded: nothing in it is met
+                walk(x, sub)
+        elif type(v) is list:
+            for i, x in enumerate(v):
+                walk(x, f"{path}[{i}]")
+
+    try:
+        walk(tree, "")
+    except RecursionError:
+        pass
+    return list(out)
+
+
 def _no_member_dropped(raw: bytes, obj: Any) -> bool:
     """Whether `raw` has one ':' outside strings per member of `obj`. Without `\\u` escapes
     each ':' inside a string is one in its decoded text, which orjson writes back as is, so

@@ -112,3 +112,43 @@ async def test_a_yaml_integer_past_float64_is_the_string_go_yaml_resolves_it_to(
                 assert (await r.json())["data"] == {"a": big}
     finally:
         await server.stop()
+
+
+async def test_repeated_keys_and_unknown_fields_are_one_strict_error_in_the_decoders_order():
+    """sigs.k8s.io/json's strict decoder collects both kinds of strict error as it walks the body: a
+    Strict 400 lists them all (it listed the repeated keys alone) and Warn warns of them in document
+    order (the repeated keys came first); a YAML body's repeated keys (YAMLToJSONStrict's one error) come
+    before its unknown fields."""
+    import aiohttp
+
+    from nanokube.apiserver.app import APIServer
+    from nanokube.store.memory import MemoryStore
+
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    body = b'{"metadata":{"name":"a","foo":1,"name":"a"},"bar":2,"data":{"x":"1","x":"2"}}'
+    texts = ['unknown field "metadata.foo"', 'duplicate field "metadata.name"', 'unknown field "bar"',
+             'duplicate field "data.x"']
+    json_type = {"Content-Type": "application/json"}
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(url, data=body, params={"fieldValidation": "Strict"}, headers=json_type) as r:
+                assert r.status == 400
+                assert (await r.json())["message"] == ('ConfigMap in version "v1" cannot be handled as a ConfigMap: '
+                                                       "strict decoding error: " + ", ".join(texts))
+            async with s.post(url, data=body, params={"fieldValidation": "Warn"}, headers=json_type) as r:
+                assert r.status == 201
+                assert r.headers.getall("Warning") == ['299 - "' + t.replace('"', '\\"') + '"' for t in texts]
+            async with s.put(f"{url}/a", data=body.replace(b'"bar"', b'"baz"'), params={"fieldValidation": "Strict"},
+                             headers=json_type) as r:
+                assert r.status == 400 and (await r.json())["message"].endswith(
+                    ", ".join(texts).replace('"bar"', '"baz"'))
+            yaml_body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\nbar: 1\ndata:\n  a: '1'\n  a: '2'\n"
+            async with s.post(url, data=yaml_body, params={"fieldValidation": "Strict"},
+                              headers={"Content-Type": "application/yaml"}) as r:
+                assert r.status == 400
+                assert (await r.json())["message"].endswith('strict decoding error: yaml: unmarshal errors:\n'
+                                                            '  line 8: key "a" already set in map, unknown field "bar"')
+    finally:
+        await server.stop()
