@@ -26,7 +26,7 @@ from .metrics.process import PROCESS
 from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
 from .machinery import errors
 from .machinery.responses import error_response
-from .machinery.user import User
+from .machinery.user import User, bearer_token
 from .pki.ca import issue, new_ca
 from . import debugflags, zpages
 
@@ -79,11 +79,10 @@ class DelegatedAuth:
 
     async def user(self, request: web.Request) -> User | None:
         """The requester, system:anonymous without a token; None for a token the API server does not know."""
-        header = request.headers.get("Authorization", "")
-        if not header.startswith("Bearer "):
+        token = bearer_token(request.headers.get("Authorization", ""))
+        if token is None:
             return _ANONYMOUS
-        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                  "spec": {"token": header[7:].strip()}}
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
         try:
             got = await self.client.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", review)
         except (errors.APIError, ClientError) as e:

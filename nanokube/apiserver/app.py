@@ -40,6 +40,7 @@ from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, as_negotiated
 from .http_errors import StatusAppRunner, http_exceptions, status_response
 from ..machinery.responses import error_response, json_response
+from ..machinery.user import bearer_token
 from ..machinery.version import BUILD_VERSION, GO_VERSION
 from .. import debugflags, zpages
 from .metrics import APIMetrics
@@ -88,14 +89,6 @@ def _user_from_cert(cert: dict | None) -> User | None:
             elif k == "organizationName":
                 orgs.append(v)
     return User(cn, tuple(orgs) + ("system:authenticated",)) if cn else None
-
-
-def bearer_token(header: str) -> str | None:
-    """The token of an Authorization header of the Bearer scheme, named in any case (the official
-    Python client sends `bearer`), as kube-apiserver's bearertoken authenticator reads it; None
-    for another scheme."""
-    parts = header.strip().split(" ", 2)
-    return parts[1] if len(parts) >= 2 and parts[0].lower() == "bearer" else None
 
 
 class APIServer:

@@ -58,8 +58,9 @@ def component(c, command: str, port: int, log: Path) -> subprocess.Popen:
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL)
 
 
-def get(port: int, path: str, token: str = "", method: str = "GET", accept: str = "") -> tuple[int, str, dict]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+def get(port: int, path: str, token: str = "", method: str = "GET", accept: str = "",
+        scheme: str = "Bearer") -> tuple[int, str, dict]:
+    headers = {"Authorization": f"{scheme} {token}"} if token else {}
     if accept:
         headers["Accept"] = accept
     req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers, method=method)
@@ -98,7 +99,9 @@ def assert_metrics_guarded(c, port: int) -> str:
     assert code == 403
     assert json.loads(body)["message"] == \
         'forbidden: User "system:serviceaccount:default:nobody" cannot get path "/metrics"'
-    code, body, headers = get(port, "/metrics", c.kubectl("create", "token", "scraper").stdout.strip())
+    scraper = c.kubectl("create", "token", "scraper").stdout.strip()
+    assert get(port, "/metrics", scraper, scheme="bearer")[0] == 200  # the scheme in any case, as the Python client's
+    code, body, headers = get(port, "/metrics", scraper)
     assert code == 200 and headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
     assert "_created" not in body, "client_golang's text format has no _created series"
     return body

@@ -58,10 +58,11 @@ class ProcessRuntime:
         shutil.rmtree(os.path.join(self.state_dir, "logs"), ignore_errors=True)
         os.makedirs(self.state_dir, exist_ok=True)
         self.net.create(nodes)
-        if api and api[0] and ipaddress.ip_address(api[0]).version == 4:
-            advertise, port, listen = api
+        advertise = ipaddress.ip_address(api[0]) if api and api[0] else None
+        if advertise and advertise.version == 4 and not advertise.is_loopback:  # a pod's loopback is its own
+            _, port, listen = api
             local = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(listen, listen)
-            self.net.expose_host(advertise, port, (local, port))
+            self.net.expose_host(str(advertise), port, (local, port))
 
     def close(self) -> None:
         self.net.close()
