@@ -931,18 +931,22 @@ def _verb(method: str, name: str | None, watch: bool) -> str:
 async def _patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[str]:
     """A merge, strategic-merge or apply patch that repeats a key, a json patch with an op field
     it does not know or repeats: upstream's strict decoding of the patch reports it, a warning
-    under Warn; under Strict an apply patch's is a 400 at once, the others' strict errors of the
-    result (rest.patch's 422, with its unknown fields, once the object is found and the patch
-    applies)."""
+    under Warn; under Strict an apply patch's is a 400 at once (the applyPatcher's "error strict
+    decoding YAML"), the others' strict errors of the result (rest.patch's 422, with its unknown
+    fields, once the object is found and the patch applies)."""
     if opts.field_validation == "Ignore":
         return []
     if ctype == "application/json-patch+json":
         texts = await serializer.off_loop(_json_patch_strict_errors, raw)
+    elif ctype == APPLY_PATCH:  # yaml.UnmarshalStrict of the patch, JSON or YAML: go-yaml's error of them all
+        found = await serializer.off_loop(serializer.yaml_duplicates, raw)
+        texts = ["error converting YAML to JSON: yaml: unmarshal errors:" + "".join(f"\n  {t}" for t in found)] \
+            if found else []
+        if texts and opts.field_validation == "Strict":
+            raise errors.bad_request("error strict decoding YAML: " + texts[0])
     else:
-        texts = await serializer.off_loop(serializer.duplicates, raw, ctype == "application/apply-patch+yaml")
+        texts = await serializer.off_loop(serializer.duplicates, raw, False)
     if texts and opts.field_validation == "Strict":
-        if ctype == "application/apply-patch+yaml":
-            raise errors.bad_request("error strict decoding patch: strict decoding error: " + ", ".join(texts))
         return texts
     warning.record(texts)
     return texts

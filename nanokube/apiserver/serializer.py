@@ -313,6 +313,18 @@ def duplicates(raw: bytes, yaml_body: bool, parsed: Any = None) -> list[str]:
         return []
 
 
+def yaml_duplicates(raw: bytes) -> list[str]:
+    """go-yaml's texts for the keys a body repeats, a JSON body's too (JSON is YAML), as yaml.UnmarshalStrict
+    meets them; a JSON body is parsed again as YAML only when the quick JSON count finds repeats."""
+    found = duplicates(raw, True)
+    if not found or found[0].startswith("line "):
+        return found
+    try:
+        return _loaded(raw)[1]
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return []
+
+
 def duplicate_fields(raw: bytes, obj: Any) -> list[str]:
     """Paths of keys a JSON body repeats within one object (`spec.a`, `items[0].b`).
 

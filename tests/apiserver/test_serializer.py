@@ -58,7 +58,9 @@ async def test_a_yaml_body_is_loaded_once_for_its_value_and_its_repeated_keys(mo
             async with s.patch(f"{url}/y", data=body.replace("'2'", "'3'"), params={"fieldManager": "m", "force": "true"},
                                headers={"Content-Type": "application/apply-patch+yaml"}) as r:
                 assert r.status == 200 and (await r.json())["data"] == {"a": "3"}
-                assert r.headers.getall("Warning") == ['299 - "line 7: key \\"a\\" already set in map"']
+                # the applyPatcher's yaml.UnmarshalStrict of the patch: sigs.k8s.io/yaml's wrapped go-yaml error
+                assert r.headers.getall("Warning") == [
+                    '299 - "error converting YAML to JSON: yaml: unmarshal errors:   line 7: key \\"a\\" already set in map"']
             assert len(loads) == 2
     finally:
         await server.stop()
@@ -150,5 +152,33 @@ async def test_repeated_keys_and_unknown_fields_are_one_strict_error_in_the_deco
                 assert r.status == 400
                 assert (await r.json())["message"].endswith('strict decoding error: yaml: unmarshal errors:\n'
                                                             '  line 8: key "a" already set in map, unknown field "bar"')
+    finally:
+        await server.stop()
+
+
+async def test_an_apply_patch_that_repeats_keys_is_reported_as_yaml_unmarshal_strict_reports_it():
+    """The applyPatcher checks the patch with yaml.UnmarshalStrict, JSON or YAML: under Warn the warning is
+    sigs.k8s.io/yaml's wrapped go-yaml error, under Strict a 400 "error strict decoding YAML: ..." (a JSON
+    patch's were `duplicate field` texts, and the 400 was "error strict decoding patch")."""
+    import aiohttp
+
+    from nanokube.apiserver.app import APIServer
+    from nanokube.store.memory import MemoryStore
+
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps/j"
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+    body = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"j"},\n"data":{"a":"1","a":"2","b":"1","b":"2"}}'
+    text = ('error converting YAML to JSON: yaml: unmarshal errors:\n  line 2: key "a" already set in map\n'
+            '  line 2: key "b" already set in map')
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.patch(url, data=body, params={"fieldManager": "m", "fieldValidation": "Strict"},
+                               headers=apply) as r:
+                assert r.status == 400 and (await r.json())["message"] == "error strict decoding YAML: " + text
+            async with s.patch(url, data=body, params={"fieldManager": "m"}, headers=apply) as r:
+                assert r.status == 201 and (await r.json())["data"] == {"a": "2", "b": "2"}
+                assert r.headers.getall("Warning") == ['299 - "' + text.replace("\n", " ").replace('"', '\\"') + '"']
     finally:
         await server.stop()
