@@ -43,6 +43,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from ..client.informer import Informer
 from ..client.events import EventBroadcaster
 from ..clock import REAL, Clock
+from ..machinery.gotime import TimeParseError, parse_rfc3339
 from ..machinery.metrics import exponential_buckets
 from ..machinery.services import health_check_node_port
 from .events import ACTION_SYNC, node_ref
@@ -149,6 +150,11 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
 
 #: the sync latency histograms' buckets (pkg/proxy/metrics: ExponentialBuckets(0.001, 2, 15))
 _SYNC_BUCKETS = exponential_buckets(0.001, 2, 15)
+#: network_programming_duration_seconds' buckets: component-base's MergeBuckets of 0.25 s and 0.5 s,
+#: 1..59 s, 60..115 s by 5 and 2..5 min by 30 s, after the 0 its result starts with
+_PROGRAMMING_BUCKETS = (0.0, 0.25, 0.5, *range(1, 60), *range(60, 120, 5), *range(120, 301, 30))
+#: the annotation the EndpointSlice controller stamps with the time of the change it wrote
+TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
 
 
 class ProxyMetrics:
@@ -169,6 +175,20 @@ class ProxyMetrics:
                                "[ALPHA] The last time proxy rules were successfully synced", registry=registry)
         self.last_queued = Gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
                                  "[ALPHA] The last time a sync of proxy rules was queued", registry=registry)
+        self.endpoint_changes = Counter("kubeproxy_sync_proxy_rules_endpoint_changes",
+                                        "[ALPHA] Cumulative proxy rules Endpoint changes", registry=registry)
+        self.endpoint_pending = Gauge("kubeproxy_sync_proxy_rules_endpoint_changes_pending",
+                                      "[ALPHA] Pending proxy rules Endpoint changes", registry=registry)
+        self.service_changes = Counter("kubeproxy_sync_proxy_rules_service_changes",
+                                       "[ALPHA] Cumulative proxy rules Service changes", registry=registry)
+        self.service_pending = Gauge("kubeproxy_sync_proxy_rules_service_changes_pending",
+                                     "[ALPHA] Pending proxy rules Service changes", registry=registry)
+        self.programming = Histogram("kubeproxy_network_programming_duration_seconds",
+                                     "[ALPHA] In Cluster Network Programming Latency in seconds", ["ip_family"],
+                                     buckets=_PROGRAMMING_BUCKETS, registry=registry)
+        self.no_local = Gauge("kubeproxy_sync_proxy_rules_no_local_endpoints_total",
+                              "[ALPHA] Number of services with a Local traffic policy and no endpoints",
+                              ["traffic_policy", "ip_family"], registry=registry)
 
 
 @dataclass
@@ -209,19 +229,58 @@ class Proxier:
         self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"), clock=clock)
         self.syncs = 0
         self._dirty: set[str] = set()
+        #: the services changed since the last sync, and how many EndpointSlice changes (the trackers' pending)
+        self._services_pending: set[str] = set()
+        self._endpoints_pending = 0
+        #: family -> service key -> the trigger times of its slices' changes since the last sync, those
+        #: after the proxier started (the EndpointsChangeTracker's lastChangeTriggerTimes)
+        self._trigger_times: dict[str, dict[str, list[float]]] = {f: {} for f in self.tables}
+        self._started_at = clock.now()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self.services.add_handlers(self._on_service, lambda old, new: self._on_service(new), self._on_service)
-        self.slices.add_handlers(self._on_slice, lambda old, new: (self._on_slice(old), self._on_slice(new)),
-                                 self._on_slice)
+        self.slices.add_handlers(lambda sl: self._on_slice(None, sl), self._on_slice, lambda sl: self._on_slice(sl, None))
 
     def _on_service(self, svc: dict) -> None:
-        self._mark(f"{svc['metadata']['namespace']}/{svc['metadata']['name']}")
+        """ServiceChangeTracker.Update: every event counts once per family's proxier, as upstream's
+        MetaProxier hands it to both of a dual-stack kube-proxy's."""
+        key = f"{svc['metadata']['namespace']}/{svc['metadata']['name']}"
+        self.metrics.service_changes.inc(len(self.tables))
+        self._services_pending.add(key)
+        self.metrics.service_pending.set(len(self._services_pending))
+        self._mark(key)
 
-    def _on_slice(self, sl: dict) -> None:
+    def _on_slice(self, old: dict | None, new: dict | None) -> None:
+        for sl in (old, new):
+            if sl is not None and (name := (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)):
+                self._mark(f"{sl['metadata']['namespace']}/{name}")
+        self._track_slice(old, new)
+
+    def _track_slice(self, old: dict | None, new: dict | None) -> None:
+        """EndpointsChangeTracker.EndpointSliceUpdate: a slice of a family served here, of a Service,
+        counts as a change; one whose ports or endpoints changed (or that came or went) is pending,
+        and its trigger time, when it has one later than the proxier's start, waits to be measured."""
+        sl = new if new is not None else old
         name = (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
-        if name:
-            self._mark(f"{sl['metadata']['namespace']}/{name}")
+        family = next((f for f in self.tables if IP_FAMILIES[f] == sl.get("addressType")), None)
+        if not name or family is None:
+            return
+        self.metrics.endpoint_changes.inc()
+        if old is not None and new is not None and \
+                (old.get("ports"), old.get("endpoints")) == (new.get("ports"), new.get("endpoints")):
+            return
+        self._endpoints_pending += 1
+        self.metrics.endpoint_pending.set(self._endpoints_pending)
+        key = f"{sl['metadata']['namespace']}/{name}"
+        if new is None:
+            self._trigger_times[family].pop(key, None)
+            return
+        try:
+            t = parse_rfc3339((new["metadata"].get("annotations") or {}).get(TRIGGER_TIME_ANNOTATION) or "")
+        except TimeParseError:
+            return
+        if t > self._started_at:
+            self._trigger_times[family].setdefault(key, []).append(t)
 
     def _mark(self, key: str) -> None:
         self._dirty.add(key)
@@ -263,6 +322,10 @@ class Proxier:
     def _rebuild(self) -> None:
         by_service: dict[str, list[dict]] = {}
         dirty, self._dirty = self._dirty, set()
+        self._services_pending.clear()  # checkoutChanges: what this sync takes is no longer pending
+        self._endpoints_pending = 0
+        self.metrics.service_pending.set(0)
+        self.metrics.endpoint_pending.set(0)
         for sl in self.slices.list():
             name = (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
             key = f"{sl['metadata']['namespace']}/{name}"
@@ -287,7 +350,9 @@ class Proxier:
         """Rebuild dirty services and sync each family's table (also what the
         loop calls); the changes count as written when every sync succeeded."""
         self._rebuild()
-        reports = [await self._sync_table(t, full) for t in self.tables.values()]
+        triggers = {f: self._trigger_times[f] for f in self.tables}
+        self._trigger_times = {f: {} for f in self.tables}
+        reports = [await self._sync_table(t, full, triggers[t.family]) for t in self.tables.values()]
         if all(r.ok for r in reports):
             self.health.updated()
             await self._sync_health_checks()
@@ -310,10 +375,21 @@ class Proxier:
             key: len({e.ip for t in self.tables.values() for sp in t.ports.get(key, ()) for e in sp.endpoints
                       if e.local and e.ready}) for key in self.health_check_ports})
 
-    async def _sync_table(self, t: FamilyTable, full: bool) -> SyncReport:
+    async def _sync_table(self, t: FamilyTable, full: bool, triggers: dict[str, list[float]]) -> SyncReport:
+        """One family's sync, with its metrics: the services of a Local policy with no local ready
+        endpoint, set whatever the outcome; once it succeeded, each change it carried's network
+        programming latency (since the trigger time its slice was stamped with)."""
+        family = IP_FAMILIES[t.family]
+        for policy, local in (("internal", lambda sp: sp.internal_local), ("external", lambda sp: sp.external_local)):
+            self.metrics.no_local.labels(policy, family).set(sum(
+                1 for sp in t.flat.values() if local(sp) and not any(e.local and e.ready for e in sp.endpoints)))
         start = self.clock.monotonic()
         report = await asyncio.to_thread(t.syncer.sync, dict(t.flat), full)
         elapsed = self.clock.monotonic() - start
+        if report.ok:
+            now = self.clock.now()
+            for t0 in (t0 for times in triggers.values() for t0 in times):
+                self.metrics.programming.labels(family).observe(now - t0)
         self.metrics.sync.observe(elapsed)
         (self.metrics.full if report.full else self.metrics.partial).observe(elapsed)
         if report.failures:
