@@ -400,12 +400,13 @@ class APIServer:
             front_proxy, user = self._cert_identity(cert)
             if front_proxy:
                 user = user_from_headers(cert, headers)
-        if user is None and (token := bearer_token(headers.get("Authorization", ""))) is not None:
+        token = bearer_token(headers.get("Authorization", ""))
+        if user is None and token is not None:
             user = await self.authenticate_token(token)
         if user is None:
             if request.path in PUBLIC_PATHS:
                 return await handler(request)
-            if headers.get("Authorization"):
+            if token is not None:  # another scheme authenticates nobody: anonymous, as upstream's union
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
             return error_response(forbidden("system:anonymous", request_attributes(request)))
