@@ -157,3 +157,39 @@ async def test_an_eviction_that_loses_a_race_marks_the_pod_that_won(env, monkeyp
                                                     "modified; please apply your changes to the latest version and "
                                                     "try again")
     assert not await gone(s, "b")
+
+
+async def test_a_pod_under_two_budgets_gets_the_rest_storages_failure_status_over_http():
+    """eviction.go answers a pod more than one budget selects with a Status it returns, not an error: the
+    create handler writes it with its 201, its code 500 and no reason (was a 500 InternalError); the pod stays."""
+    import aiohttp
+
+    from nanokube.apiserver.app import APIServer
+    from nanokube.store.memory import MemoryStore
+
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    pods = f"{base}/api/v1/namespaces/default/pods"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(pods, json={"metadata": {"name": "p", "labels": {"app": "db"}}, "spec": {
+                    "nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}}) as r:
+                assert r.status == 201
+            async with s.patch(f"{pods}/p/status", json={"status": {"phase": "Running"}},
+                               headers={"Content-Type": "application/merge-patch+json"}) as r:
+                assert r.status == 200
+            for name in ("a", "b"):
+                async with s.post(f"{base}/apis/policy/v1/namespaces/default/poddisruptionbudgets", json={
+                        "metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": "db"}}, "minAvailable": 0}}) as r:
+                    assert r.status == 201
+            async with s.post(f"{pods}/p/eviction", json={"apiVersion": "policy/v1", "kind": "Eviction",
+                                                          "metadata": {"name": "p", "namespace": "default"}}) as r:
+                assert r.status == 201
+                assert await r.json() == {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 500,
+                    "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."}
+            async with s.get(f"{pods}/p") as r:
+                assert r.status == 200 and "deletionTimestamp" not in (await r.json())["metadata"]
+    finally:
+        await server.stop()
