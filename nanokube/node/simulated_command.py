@@ -21,6 +21,10 @@ read as one of a small, closed set; anything else is left to the annotations
   command is not interpreted at all.
 
 It is not a shell: nothing is expanded, and no other command is recognised.
+A shell started without `-c` (`kubectl exec -it pod -- sh`) reads its stdin
+line by line (`Shell`): each line runs as such a script, and a command not
+interpreted answers as busybox's sh does for one not in the image
+(`sh: X: not found`, status 127), so the session goes on.
 """
 
 from __future__ import annotations
@@ -74,12 +78,14 @@ def interpret(argv: list[str], now: float = 0.0) -> Program | None:
 class _Run:
     """The state of an interpreted run: the clock (seconds since it started), output, status."""
 
-    def __init__(self, started: float):
+    def __init__(self, started: float, status: int = 0):
         self.started = started
         self.now = 0.0
         self.output: list[tuple[float, str]] = []
-        self.status = 0
+        self.status = status
         self.exited = False
+        #: interactive: a command not interpreted is not found (its message on stderr), as a shell says
+        self.errors: list[tuple[int, float, str]] | None = None  # (its place in `output`, when, text)
 
     def program(self) -> Program:
         return Program(tuple(self.output), self.now, self.status)
@@ -124,6 +130,10 @@ def _seconds(arg: str) -> float:
 
 def _script(script: str, now: float) -> Program:
     """A `sh -c` script of interpreted commands joined by `;`, `&&`, `||` and new lines."""
+    return _execute(script, _Run(now)).program()
+
+
+def _execute(script: str, run: _Run) -> _Run:
     if _EXPANDS.search(script):
         raise _Unknown
     lexer = shlex.shlex(script.replace("\n", ";"), posix=True, punctuation_chars=";&|<>()")
@@ -131,7 +141,7 @@ def _script(script: str, now: float) -> Program:
         tokens = list(lexer)
     except ValueError:  # an unterminated quote: the shell's syntax error is not simulated
         raise _Unknown from None
-    run, words, op = _Run(now), [], ";"
+    words, op = [], ";"
     for token in [*tokens, ";"]:
         if token not in _OPERATORS and not set(token) <= set(";&|<>()"):
             words.append(token)
@@ -139,10 +149,49 @@ def _script(script: str, now: float) -> Program:
         if token not in _OPERATORS or (not words and token != ";"):
             raise _Unknown  # a pipe, a redirection, a subshell, a background job, or `&&` with nothing before it
         if words and (op == ";" or (op == "&&") == (run.status == 0)):
-            run.command(words, in_shell=True)
+            try:
+                run.command(words, in_shell=True)
+            except _Unknown:
+                if run.errors is None:
+                    raise
+                run.errors.append((len(run.output), run.now, f"sh: {words[0]}: not found\n"))
+                run.status = 127
             if run.exited or math.isinf(run.now):  # what follows never runs
                 break
         if words or token != ";":
             op = token
         words = []
-    return run.program()
+    return run
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one line typed at a `Shell` does: its output ((seconds after the line started, "stdout" or
+    "stderr", text)), how long it takes, and whether it ended the shell (`exit`)."""
+
+    output: tuple[tuple[float, str, str], ...]
+    seconds: float
+    exited: bool
+
+
+class Shell:
+    """`sh` reading its commands from stdin: each line runs as a `sh -c` script would, `$?` (`status`)
+    carrying over, until `exit [N]` or the end of stdin (then the shell exits with `status`)."""
+
+    def __init__(self):
+        self.status = 0
+
+    def line(self, text: str, now: float) -> Step:
+        """Run one line typed at `now` (the node's wall clock, epoch seconds)."""
+        run = _Run(now, self.status)
+        run.errors = []
+        try:
+            _execute(text, run)
+        except _Unknown:  # what a shell would expand, redirect or pipe
+            run.errors.append((0, 0.0, "sh: nanokube's simulated shell runs no expansions, pipes or redirections\n"))
+            run.status = 2
+        self.status = run.status
+        out = [(t, "stdout", x) for t, x in run.output]
+        for place, t, x in reversed(run.errors):
+            out.insert(place, (t, "stderr", x))
+        return Step(tuple(out), run.now, run.exited)

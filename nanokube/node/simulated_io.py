@@ -12,7 +12,9 @@ port-forward, declared on the pod with annotations.
   declares it: `sim.nanokube.io/exec.<command>` (the command's base name)
   is its stdout, or a JSON object `{"stdout": "...", "stderr": "...",
   "exitCode": N}`; or it is one simulated_command interprets (`echo hi`,
-  `sh -c 'sleep 1; exit 3'`), which runs as it would.
+  `sh -c 'sleep 1; exit 3'`), which runs as it would. A shell with no
+  command (`kubectl exec -it pod -- sh`) runs the lines of its stdin so,
+  prompting `/ # ` on a terminal, until `exit [N]` or EOF.
 - GPUs: on a node with NVIDIA-personality GPUs, `nvidia-smi -L` is built in:
   it lists the GPUs and MIG devices the container's claims were prepared
   with, answered by exec and printed at start by a container whose command
@@ -43,11 +45,12 @@ import socket
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from .containerlog import ContainerLog
-from .simulated_command import Program, interpret
+from .simulated_command import SHELLS, Program, Shell, interpret
 from .streaming import no_log
 
 LOG = "sim.nanokube.io/log"
 EXEC_PREFIX = "sim.nanokube.io/exec."
+_LINE_END = re.compile(rb"\r\n?|\n")
 SMI_LIST = re.compile(r"\bnvidia-smi\s+(-L|--list-gpus)\b")
 
 
@@ -238,6 +241,8 @@ class SimulatedIO:
             if listing is not None:
                 declared = listing if command[1:] in (["-L"], ["--list-gpus"]) else json.dumps(
                     {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
+        if declared is None and len(command) == 1 and os.path.basename(command[0]) in SHELLS:
+            return await self._exec_shell(session)
         if declared is None and (program := interpret(command, self.worker.clock.now())) is not None:
             return await self._exec_program(program, session)
         if declared is None:
@@ -269,6 +274,48 @@ class SimulatedIO:
             await asyncio.Event().wait()
         await clock.sleep(max(start + program.seconds - clock.monotonic(), 0.0))
         return program.exit_code
+
+    async def _exec_shell(self, session: StreamSession) -> int:
+        """`sh` exec'd without a command: it runs each line of its stdin (simulated_command.Shell) until
+        `exit` or EOF (^D on a terminal). On a terminal it prompts as busybox's does for root (`/ # `)
+        and the terminal echoes what is typed, Enter as a new line."""
+        shell, clock, tty = Shell(), self.worker.clock, session.tty
+
+        async def write(stream: str, text: str) -> None:
+            data = text.encode()
+            if tty:  # one stream, new lines as the terminal shows them
+                data, stream = data.replace(b"\n", b"\r\n"), "stdout"
+            if stream == "stdout" and session.stdout:
+                await session.write_stdout(data)
+            elif stream == "stderr" and session.stderr:
+                await session.write_stderr(data)
+
+        pending, eof = b"", not session.stdin
+        while True:
+            if tty:
+                await write("stdout", "/ # ")
+            while not eof and not _LINE_END.search(pending):
+                data = await session.read_stdin()
+                eof = not data
+                if tty and data:
+                    data, ctrl_d, _ = data.partition(b"\x04")
+                    eof = bool(ctrl_d) and not (pending + data).strip()
+                    await write("stdout", data.replace(b"\r", b"\n").decode(errors="replace"))
+                pending += data
+            end = _LINE_END.search(pending)
+            if end is None and not pending.strip():
+                return shell.status
+            line, pending = (pending[:end.start()], pending[end.end():]) if end else (pending, b"")
+            start = clock.monotonic()
+            step = shell.line(line.decode(errors="replace"), clock.now())
+            for when, stream, text in step.output:
+                await clock.sleep(max(start + when - clock.monotonic(), 0.0))
+                await write(stream, text)
+            if math.isinf(step.seconds):  # until the client ends the session
+                await asyncio.Event().wait()
+            await clock.sleep(max(start + step.seconds - clock.monotonic(), 0.0))
+            if step.exited:
+                return shell.status
 
     async def attach(self, container: str, session: StreamSession) -> int | None:
         log = self._running(container)

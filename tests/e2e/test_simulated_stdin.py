@@ -84,3 +84,45 @@ def test_run_on_a_terminal_echoes_input_and_ctrl_d_ends_the_shell(cluster):
             os.kill(pid, 9)
             os.waitpid(pid, 0)
         os.close(fd)
+
+
+def _running_pod(cluster, name: str) -> None:
+    cluster.kubectl("run", name, "--image=busybox")
+    wait_for(lambda: cluster.kubectl_json("get", "pod", name)["status"].get("phase") == "Running", 60,
+             f"{name} Running")
+
+
+def test_exec_of_a_shell_with_piped_stdin_runs_each_line_until_exit(cluster):
+    """`kubectl exec -i pod -- sh` runs the lines it is sent; `exit 3` ends it (kubectl exits 3), and a
+    command not interpreted is not found, as busybox's sh says."""
+    _running_pod(cluster, "piped-shell")
+    r = cluster.kubectl("exec", "-i", "piped-shell", "--", "sh", input="echo hi\nls\nexit 3\necho never\n",
+                        check=False)
+    assert (r.returncode, r.stdout) == (3, "hi\n"), r.stderr
+    assert "sh: ls: not found\n" in r.stderr
+    r = cluster.kubectl("exec", "-i", "piped-shell", "--", "/bin/bash", input="false\n", check=False)
+    assert r.returncode == 1, r.stderr  # EOF: the shell exits with the last command's status
+
+
+def test_exec_it_of_a_shell_prompts_echoes_and_exits_with_its_code(cluster):
+    _running_pod(cluster, "tty-shell")
+    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "KUBECACHEDIR": str(cluster.data_dir / "kubecache")}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(KUBECTL, [KUBECTL, "exec", "-it", "tty-shell", "--", "sh"], env)
+    reaped = []
+    try:
+        assert b"/ # " in _read_until(fd, b"/ # ")
+        os.write(fd, b"echo typed\r")
+        assert b"echo typed\r\ntyped\r\n/ # " in _read_until(fd, b"typed\r\n/ # ")
+        os.write(fd, b"nope\r")
+        assert b"sh: nope: not found\r\n/ # " in _read_until(fd, b"found\r\n/ # ")
+        os.write(fd, b"exit 4\r")
+        _read_until(fd, b"exit code 4")
+        wait_for(lambda: reaped.append(os.waitpid(pid, os.WNOHANG)) or reaped[-1][0] == pid, 30, "kubectl exited")
+        assert os.waitstatus_to_exitcode(reaped[-1][1]) == 4
+    finally:
+        if not reaped or reaped[-1][0] != pid:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from nanokube.node.simulated_command import Program, interpret
+from nanokube.node.simulated_command import Program, Shell, Step, interpret
 
 
 @pytest.mark.parametrize("argv, program", [
@@ -48,3 +48,26 @@ def test_date_prints_the_time_it_runs_at_as_busybox_does():
 ])
 def test_anything_else_is_not_interpreted(argv):
     assert interpret(argv) is None
+
+
+def test_a_shell_reading_stdin_runs_each_line_and_carries_its_status():
+    shell = Shell()
+    assert shell.line("echo hi; sleep 2; echo there", 0) == Step(((0, "stdout", "hi\n"), (2, "stdout", "there\n")),
+                                                                  2, False)
+    assert shell.line("false", 0) == Step((), 0, False) and shell.status == 1
+    assert shell.line("", 0) == Step((), 0, False) and shell.status == 1
+
+
+def test_a_command_a_shell_does_not_know_is_not_found_and_the_line_goes_on():
+    shell = Shell()
+    assert shell.line("ls; echo after", 0) == Step(((0, "stderr", "sh: ls: not found\n"), (0, "stdout", "after\n")),
+                                                   0, False)
+    shell.line("ls", 0)
+    assert shell.status == 127
+    assert shell.line("exit", 0) == Step((), 0, True) and shell.status == 127
+
+
+def test_a_shell_line_ends_the_shell_with_exit_and_does_not_simulate_expansions():
+    shell = Shell()
+    assert shell.line("echo $HOME", 0).output[0][1] == "stderr" and shell.status == 2
+    assert shell.line("exit 3; echo never", 0) == Step((), 0, True) and shell.status == 3
