@@ -23,7 +23,7 @@ pytestmark = PROCESS_RUNTIME
 #: pods are host processes: this interpreter has the `kubernetes` client
 PYTHON = sys.executable
 
-#: an operator's main: list the pods, then watch them until one named "marker" is added
+#: an operator's main: list the pods, then watch them until the one named by its argument is added
 OPERATOR = """
 import os, sys
 from kubernetes import client, config, watch
@@ -39,8 +39,8 @@ except ApiException as e:
     sys.exit(1)
 print("watching", flush=True)
 for event in watch.Watch().stream(api.list_namespaced_pod, "default", timeout_seconds=60):
-    if event["object"].metadata.name == "marker":
-        print("saw", event["type"], "marker", flush=True)
+    if event["object"].metadata.name == sys.argv[1]:
+        print("saw", event["type"], sys.argv[1], flush=True)
         break
 """
 
@@ -63,10 +63,11 @@ def in_cluster(store_url):
         yield c
 
 
-def run_pod(c, name: str, script: str, account: str = "default") -> dict:
+def run_pod(c, name: str, script: str, account: str = "default", args: tuple[str, ...] = (), **spec) -> dict:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
            "spec": {"serviceAccountName": account, "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                    "containers": [{"name": "main", "image": "python:3.11", "command": [PYTHON, "-c", script]}]}}
+                    "containers": [{"name": "main", "image": "python:3.11", "command": [PYTHON, "-c", script, *args]}],
+                    **spec}}
     c.kubectl("apply", "-f", "-", input=json.dumps(pod))
     return pod
 
@@ -83,13 +84,13 @@ def logs(c, name: str) -> list[str]:
 
 def test_the_service_account_is_refused_until_a_role_binding_lets_it_list_and_watch(in_cluster):
     c = in_cluster
-    run_pod(c, "operator-unbound", OPERATOR, "operator")
+    run_pod(c, "operator-unbound", OPERATOR, "operator", ("marker",))
     assert finished(c, "operator-unbound") == "Failed"
     assert logs(c, "operator-unbound") == ["dialing 10.96.0.1 443", "refused 403"]
 
     c.kubectl("create", "role", "pod-reader", "--verb=get,list,watch", "--resource=pods")
     c.kubectl("create", "rolebinding", "operator", "--role=pod-reader", "--serviceaccount=default:operator")
-    run_pod(c, "operator", OPERATOR, "operator")
+    run_pod(c, "operator", OPERATOR, "operator", ("marker",))
     wait_for(lambda: "watching" in logs(c, "operator"), 90, "the operator watching")
     run_pod(c, "marker", "pass")
     assert finished(c, "operator") == "Succeeded"
@@ -107,3 +108,18 @@ def test_the_serving_certificate_names_the_kubernetes_service(in_cluster):
     assert [line.rsplit(" ", 1)[0] for line in logs(c, "certificate")] == [
         "verified kubernetes.default.svc", "verified kubernetes.default.svc.cluster.local", "verified 10.96.0.1"]
     c.kubectl("delete", "pod", "certificate", "--wait=false")
+
+
+def test_a_host_network_pod_reaches_the_server_from_its_node(in_cluster):
+    """A hostNetwork pod runs in its node's namespace: kube-proxy's rules there send the ClusterIP on."""
+    c = in_cluster
+    c.kubectl("create", "serviceaccount", "node-agent")
+    c.kubectl("create", "rolebinding", "node-agent", "--clusterrole=view", "--serviceaccount=default:node-agent")
+    run_pod(c, "node-agent", OPERATOR, "node-agent", ("node-marker",), hostNetwork=True)
+    wait_for(lambda: "watching" in logs(c, "node-agent"), 90, "the node agent watching")
+    run_pod(c, "node-marker", "pass")
+    assert finished(c, "node-agent") == "Succeeded"
+    out = logs(c, "node-agent")
+    assert out[0] == "dialing 10.96.0.1 443" and "'node-agent'" in out[1] and out[2:] == ["watching", "saw ADDED node-marker"]
+    assert c.kubectl_json("get", "pod", "node-agent")["status"]["podIP"].startswith("172.18.")  # the node's address
+    c.kubectl("delete", "pod", "node-agent", "node-marker", "--wait=false")
