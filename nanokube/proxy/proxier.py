@@ -4,8 +4,9 @@ Dual-stack as upstream's MetaProxier is: one `kube-proxy` table per IP
 family (`ip` for IPv4, `ip6` for IPv6), each with its own syncer, fed the
 Services' ClusterIPs of its family and the EndpointSlices of its
 addressType. Unlike upstream's two proxiers, the families share one loop,
-one set of metrics (upstream's are per process too) and one health: a
-change counts as written once every family's sync succeeded.
+one registry of metrics (upstream's are per process too, the sync ones
+labelled by ip_family, as here) and one health: a change counts as
+written once every family's sync succeeded.
 
 Besides ClusterIPs, each family's table captures the Services' externalIPs
 and the VIP-mode `status.loadBalancer.ingress` IPs of that family (those the
@@ -161,20 +162,22 @@ class ProxyMetrics:
     """kube-proxy's metrics (pkg/proxy/metrics, all ALPHA) under upstream's names, buckets and HELP texts."""
 
     def __init__(self, registry: CollectorRegistry):
+        family = ["ip_family"]  # IPv4 or IPv6: each of a dual-stack kube-proxy's proxiers reports its own (1.33+)
         self.sync = Histogram("kubeproxy_sync_proxy_rules_duration_seconds",
-                              "[ALPHA] SyncProxyRules latency in seconds", buckets=_SYNC_BUCKETS, registry=registry)
-        self.partial = Histogram("kubeproxy_sync_partial_proxy_rules_duration_seconds",
-                                 "[ALPHA] SyncProxyRules latency in seconds for partial resyncs", buckets=_SYNC_BUCKETS,
-                                 registry=registry)
-        self.full = Histogram("kubeproxy_sync_full_proxy_rules_duration_seconds",
-                              "[ALPHA] SyncProxyRules latency in seconds for full resyncs", buckets=_SYNC_BUCKETS,
+                              "[ALPHA] SyncProxyRules latency in seconds", family, buckets=_SYNC_BUCKETS,
                               registry=registry)
+        self.partial = Histogram("kubeproxy_sync_partial_proxy_rules_duration_seconds",
+                                 "[ALPHA] SyncProxyRules latency in seconds for partial resyncs", family,
+                                 buckets=_SYNC_BUCKETS, registry=registry)
+        self.full = Histogram("kubeproxy_sync_full_proxy_rules_duration_seconds",
+                              "[ALPHA] SyncProxyRules latency in seconds for full resyncs", family,
+                              buckets=_SYNC_BUCKETS, registry=registry)
         self.failures = Counter("kubeproxy_sync_proxy_rules_nftables_sync_failures",
-                                "[ALPHA] Cumulative proxy nftables sync failures", registry=registry)
+                                "[ALPHA] Cumulative proxy nftables sync failures", family, registry=registry)
         self.last_sync = Gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds",
-                               "[ALPHA] The last time proxy rules were successfully synced", registry=registry)
+                               "[ALPHA] The last time proxy rules were successfully synced", family, registry=registry)
         self.last_queued = Gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
-                                 "[ALPHA] The last time a sync of proxy rules was queued", registry=registry)
+                                 "[ALPHA] The last time a sync of proxy rules was queued", family, registry=registry)
         self.endpoint_changes = Counter("kubeproxy_sync_proxy_rules_endpoint_changes",
                                         "[ALPHA] Cumulative proxy rules Endpoint changes", registry=registry)
         self.endpoint_pending = Gauge("kubeproxy_sync_proxy_rules_endpoint_changes_pending",
@@ -285,7 +288,9 @@ class Proxier:
     def _mark(self, key: str) -> None:
         self._dirty.add(key)
         self.health.queued()
-        self.metrics.last_queued.set(self.clock.now())
+        now = self.clock.now()
+        for f in self.tables:
+            self.metrics.last_queued.labels(IP_FAMILIES[f]).set(now)
         self._wake.set()
 
     def event(self, regarding: dict, type_: str, reason: str, action: str, note: str) -> None:
@@ -390,13 +395,13 @@ class Proxier:
             now = self.clock.now()
             for t0 in (t0 for times in triggers.values() for t0 in times):
                 self.metrics.programming.labels(family).observe(now - t0)
-        self.metrics.sync.observe(elapsed)
-        (self.metrics.full if report.full else self.metrics.partial).observe(elapsed)
+        self.metrics.sync.labels(family).observe(elapsed)
+        (self.metrics.full if report.full else self.metrics.partial).labels(family).observe(elapsed)
         if report.failures:
-            self.metrics.failures.inc(report.failures)
+            self.metrics.failures.labels(family).inc(report.failures)
             await self._report_failure(t, report)
         if report.ok:
-            self.metrics.last_sync.set(self.clock.now())
+            self.metrics.last_sync.labels(family).set(self.clock.now())
         t.last_report = report
         if not report.ok:
             log.error("node %s: nftables sync of table %s %s failed (%d failed transactions, the kernel keeps the "

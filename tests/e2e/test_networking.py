@@ -150,7 +150,7 @@ def test_each_node_serves_kube_proxy_health_and_the_api_server_its_metrics(net_c
     metrics = c.kubectl("get", "--raw", "/metrics").stdout
     assert metrics.count("# TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram") == 1
     for name in ("cpu-0", "cpu-1", "cpu-2"):
-        assert f'kubeproxy_sync_proxy_rules_duration_seconds_count{{node="{name}"}}' in metrics
+        assert f'kubeproxy_sync_proxy_rules_duration_seconds_count{{ip_family="IPv4",node="{name}"}}' in metrics
 
 
 def test_service_traffic_between_nodes(net_cluster):
