@@ -57,7 +57,7 @@ class Reviews:
 
     `authorize(name, groups, attributes) -> Decision` is the authorizer chain,
     `rules_for(name, groups, namespace) -> (resource rules, non-resource rules)`
-    the RBAC rules, `authenticate(token, audiences) -> (User | None, audiences)`
+    the RBAC rules, `authenticate(token, audiences) -> (User | None, audiences, error)`
     the token authenticator. More kinds register in `answers` by Kind.
     """
 
@@ -136,9 +136,10 @@ class Reviews:
         spec = body.get("spec") or {}
         if not spec.get("token"):
             raise errors.bad_request("token is required for TokenReview in authentication")
-        found, audiences = (None, []) if self.authenticate is None else self.authenticate(spec["token"], spec.get("audiences") or None)
-        if found is None:
-            return _answer(body, "TokenReview", {"user": {}})
+        found, audiences, error = (None, [], "") if self.authenticate is None else \
+            self.authenticate(spec["token"], spec.get("audiences") or None)
+        if found is None:  # authenticated false (omitted), and the authenticator's error when it gave one
+            return _answer(body, "TokenReview", {"user": {}, **({"error": error} if error else {})})
         info: dict[str, Any] = {"username": found.name, "uid": found.uid, "groups": list(found.groups)}
         if found.extra:
             info["extra"] = found.extra

@@ -171,17 +171,36 @@ class ServiceAccountTokens:
 
     # --- verifying --------------------------------------------------------
 
-    def review(self, token: str, audiences: list[str] | None = None) -> tuple[User | None, list[str]]:
-        """A TokenReview's answer: the user, and which of `audiences` (default:
-        this server's) the token is for."""
+    def review(self, token: str, audiences: list[str] | None = None) -> tuple[User | None, list[str], str]:
+        """A TokenReview's answer: the user, which of `audiences` (default: this server's) the token
+        is for, and why it is refused ("" when it is not), in upstream's authenticators' words."""
         wanted = tuple(audiences) if audiences else self.audiences
         user = self.authenticate(token, wanted)
-        if user is None:
-            return None, []
         claims = self._claims(token)
+        if user is None or claims is None:
+            return None, [], self._refusal(claims, wanted)
         aud = self.audiences if claims.get("iss") == LEGACY_ISSUER else claims.get("aud")
         aud = [aud] if isinstance(aud, str) else aud
-        return (user, [a for a in wanted if a in aud]) if set(wanted) & set(aud) else (None, [])
+        if not set(wanted) & set(aud):
+            return None, [], self._refusal(claims, wanted)
+        return user, [a for a in wanted if a in aud], ""
+
+    def _refusal(self, claims: dict | None, wanted: tuple[str, ...]) -> str:
+        """A token not ours (no JWT of our key and issuers) is bearertoken's "invalid bearer token" (no token
+        authenticator errs on it); one for other audiences, or expired, the JWT authenticator's error, the
+        audiences checked first. Refusals for the objects a token is bound to keep the generic text."""
+        if claims is None or claims.get("iss") not in (self.issuer, LEGACY_ISSUER):
+            return "invalid bearer token"
+        aud = claims.get("aud") if claims.get("iss") == self.issuer else None
+        aud = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) and aud else list(self.audiences)
+        if not set(aud) & set(wanted):
+            def quoted(values) -> str:  # Go's %q of a []string
+                return "[" + " ".join(orjson.dumps(str(v)).decode() for v in values) + "]"
+            return f"token audiences {quoted(aud)} is invalid for the target audiences {quoted(wanted)}"
+        exp = claims.get("exp")
+        if claims.get("iss") == self.issuer and isinstance(exp, (int, float)) and exp + LEEWAY < self.clock.now():
+            return "service account token has expired"
+        return "invalid bearer token"
 
     def authenticate(self, token: str, audiences: tuple[str, ...] | None = None) -> User | None:
         """The ServiceAccount user a bearer token stands for, or None when the

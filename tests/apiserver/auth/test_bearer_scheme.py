@@ -63,3 +63,25 @@ async def test_another_scheme_is_anonymous_and_a_bad_bearer_token_unauthorized(t
                                                 '"pods" in API group "" in the namespace "default"')
         code, body = await asyncio.to_thread(get, "bearer not-a-token")
         assert (code, body["reason"]) == (401, "Unauthorized")
+
+
+async def test_a_token_review_that_fails_says_why_as_the_authenticators_do(tmp_path):
+    """tokenreview's REST sets status.error from the authenticator chain's error, authenticated false
+    (omitted) and no audiences: a token that is no JWT of ours is bearertoken's "invalid bearer token",
+    one for other audiences the JWT authenticator's audience error (was `{"user": {}}` alone)."""
+    async with served(tmp_path) as (server, api_client):
+        core, auth = client.CoreV1Api(api_client), client.AuthenticationV1Api(api_client)
+        await asyncio.to_thread(core.create_namespaced_service_account, "default", {"metadata": {"name": "robot"}})
+        token = (await asyncio.to_thread(core.create_namespaced_service_account_token, "robot", "default",
+                                         {"spec": {"audiences": ["vault"]}})).status.token
+
+        def review(token: str, audiences: list[str] | None = None) -> dict:
+            spec = {"token": token, **({"audiences": audiences} if audiences else {})}
+            return api_client.sanitize_for_serialization(auth.create_token_review({"spec": spec}).status)
+
+        assert await asyncio.to_thread(review, "not-a-token") == {"user": {}, "error": "invalid bearer token"}
+        assert await asyncio.to_thread(review, token, ["other"]) == {
+            "user": {}, "error": 'token audiences ["vault"] is invalid for the target audiences ["other"]'}
+        ok = await asyncio.to_thread(review, token, ["vault"])
+        assert (ok["authenticated"], ok["audiences"], ok["user"]["username"], "error" in ok) == (
+            True, ["vault"], "system:serviceaccount:default:robot", False)

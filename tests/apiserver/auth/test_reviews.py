@@ -26,8 +26,8 @@ ALICE_USER = User("alice", ("system:authenticated",), "uid-a", {"scopes": ["x"]}
 
 def tokens(token, audiences):
     if token != "good":
-        return None, []
-    return ALICE_USER, list(audiences or ["https://kubernetes.default.svc.cluster.local"])
+        return None, [], "invalid bearer token"
+    return ALICE_USER, list(audiences or ["https://kubernetes.default.svc.cluster.local"]), ""
 
 
 REVIEWS = Reviews(AUTHZ.authorize, AUTHZ.rules_for, tokens)
@@ -98,7 +98,7 @@ def test_token_review():
     got = ask("tokenreviews", {"token": "good", "audiences": ["api"]})
     assert got["status"] == {"authenticated": True, "audiences": ["api"], "user": {
         "username": "alice", "uid": "uid-a", "groups": ["system:authenticated"], "extra": {"scopes": ["x"]}}}
-    assert ask("tokenreviews", {"token": "bad"})["status"] == {"user": {}}
+    assert ask("tokenreviews", {"token": "bad"})["status"] == {"user": {}, "error": "invalid bearer token"}
     with pytest.raises(APIError) as e:
         ask("tokenreviews", {})
     assert (e.value.code, e.value.message) == (400, "token is required for TokenReview in authentication")
