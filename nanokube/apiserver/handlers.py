@@ -654,8 +654,14 @@ class APIHandlers:
                                           meta, cols=tables.SCALE_COLUMNS, meta_version=_meta_version(request)))
 
     def _render_write(self, request: web.Request, res: Resource, r, version: str) -> web.Response:
-        body = served_json(*r.stored) if r.stored is not None else None
-        resp = json_response(r.obj, r.code) if body is None else web.Response(body=body, status=r.code, content_type=_JSON)
+        """A write's object, converted as a read's is when the Accept header asks for a Table or
+        PartialObjectMetadata (transformResponseObject serves both)."""
+        if _accept(request) != "object":
+            resp = self._render_one(request, res, r.obj, version, r.code)
+        else:
+            body = served_json(*r.stored) if r.stored is not None else None
+            resp = json_response(r.obj, r.code) if body is None else web.Response(body=body, status=r.code,
+                                                                                   content_type=_JSON)
         request[RESPONSE_OBJECT] = r.obj
         for w in r.warnings:
             resp.headers.add("Warning", warning.header(w))

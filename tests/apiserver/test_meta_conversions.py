@@ -120,3 +120,30 @@ async def test_a_table_watch_sends_column_definitions_with_its_first_event_only(
         assert tables[0]["columnDefinitions"] and tables[1]["columnDefinitions"] is None
     finally:
         await server.stop()
+
+
+async def test_writes_are_converted_as_reads_are():
+    """transformResponseObject serves create, update and patch too: a Table or PartialObjectMetadata is
+    what the Accept header asks for (the object itself was served), with the write's code."""
+    server, base = await _server()
+    cms = f"{base}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(cms, json={"metadata": {"name": "w"}, "data": {"k": "v"}},
+                              headers={"Accept": PARTIAL.format("v1")}) as r:
+                body = await r.json()
+                assert (r.status, body["kind"], body["apiVersion"], body["metadata"]["name"], "data" in body) == (
+                    201, "PartialObjectMetadata", "meta.k8s.io/v1", "w", False)
+            async with s.put(f"{cms}/w", json={"metadata": {"name": "w"}, "data": {"k": "v", "j": "u"}},
+                             headers={"Accept": TABLE.format("v1")}) as r:
+                body = await r.json()
+                assert (r.status, body["kind"], [c["name"] for c in body["columnDefinitions"]]) == (
+                    200, "Table", ["Name", "Data", "Age"])
+                assert (body["rows"][0]["cells"][:2], body["rows"][0]["object"]["kind"]) == (
+                    ["w", 2], "PartialObjectMetadata")
+            async with s.patch(f"{cms}/w", data=b'{"data":{"x":"y"}}', headers={
+                    "Accept": PARTIAL.format("v1beta1"), "Content-Type": "application/merge-patch+json"}) as r:
+                body = await r.json()
+                assert (r.status, body["kind"], body["apiVersion"]) == (200, "PartialObjectMetadata", "meta.k8s.io/v1beta1")
+    finally:
+        await server.stop()
