@@ -130,6 +130,7 @@ def test_expiry_with_leeway(tokens, clock):
     assert tokens.authenticate(token) is not None
     clock.t += 2
     assert tokens.authenticate(token) is None
+    assert tokens.review(token) == (None, [], "service account token has expired")  # the validator's words
 
 
 def test_not_yet_valid_token_is_refused(tokens, clock):
