@@ -81,7 +81,8 @@ async def _up(args: argparse.Namespace) -> int:
     data_dir = os.path.abspath(args.data_dir)
     os.makedirs(data_dir, exist_ok=True)
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
-    pki = ensure_pki(data_dir)
+    advertise = args.advertise_address or default_advertise_address(args.address) or ""
+    pki = ensure_pki(data_dir, ips=(advertise,) if advertise else ())
     if args.api_workers < 1:
         print("nanokube: --api-workers must be at least 1", file=sys.stderr)
         return 2
@@ -99,7 +100,7 @@ async def _up(args: argparse.Namespace) -> int:
     # which another process could take before the bind)
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
                        workers=args.api_workers,
-                       advertise=args.advertise_address or default_advertise_address(args.address) or "",
+                       advertise=advertise,
                        jwks_uri=args.service_account_jwks_uri or "")
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)

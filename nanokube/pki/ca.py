@@ -139,18 +139,22 @@ def _names_all(kp: KeyPair, dns_names: tuple[str, ...], ips: tuple[str, ...]) ->
             and {ipaddress.ip_address(i) for i in ips} <= set(san.get_values_for_type(x509.IPAddress)))
 
 
-def ensure_pki(data_dir: str) -> ClusterPKI:
-    """Create (first start) or load the CA, the serving cert and the admin cert."""
+def ensure_pki(data_dir: str, ips: tuple[str, ...] = ()) -> ClusterPKI:
+    """Create (first start) or load the CA, the serving cert and the admin cert; the serving cert
+    names `ips` too (the advertised address, which the `kubernetes` Service's endpoints and the
+    service account issuer's jwks_uri name)."""
     d = os.path.join(data_dir, "pki")
     os.makedirs(d, exist_ok=True)
     ca = _load_or(os.path.join(d, "ca.crt"), os.path.join(d, "ca.key"), new_ca)
     paths = os.path.join(d, "apiserver.crt"), os.path.join(d, "apiserver.key")
 
+    names = tuple(dict.fromkeys((*SERVING_IPS, *ips)))
+
     def serving() -> KeyPair:
-        return issue(ca, "kube-apiserver", dns_names=SERVING_DNS_NAMES, ips=SERVING_IPS, server=True)
+        return issue(ca, "kube-apiserver", dns_names=SERVING_DNS_NAMES, ips=names, server=True)
 
     server = _load_or(*paths, serving)
-    if not _names_all(server, SERVING_DNS_NAMES, SERVING_IPS):  # a data dir from before a name was added
+    if not _names_all(server, SERVING_DNS_NAMES, names):  # a data dir from before a name was added, a new address
         server = serving()
         _write(paths[0], server.cert_pem)
         _write(paths[1], server.key_pem, private=True)

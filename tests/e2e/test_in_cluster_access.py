@@ -55,6 +55,21 @@ for name in ("kubernetes.default.svc", "kubernetes.default.svc.cluster.local", N
             print("verified", name or "10.96.0.1", tls.version(), flush=True)
 """
 
+#: service account issuer discovery, as a workload verifying tokens does it: the discovery document
+#: through the Service, then its jwks_uri (the advertised address), each verified by ca.crt
+DISCOVERY = """
+import json, os, ssl, urllib.request
+d = "/var/run/secrets/kubernetes.io/serviceaccount/"
+ctx = ssl.create_default_context(cafile=d + "ca.crt")
+auth = {"Authorization": "Bearer " + open(d + "token").read()}
+def get(url):
+    return json.load(urllib.request.urlopen(urllib.request.Request(url, headers=auth), context=ctx, timeout=10))
+config = get("https://%s:%s/.well-known/openid-configuration" % (
+    os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]))
+print("jwks_uri", config["jwks_uri"], flush=True)
+print("keys", [k["alg"] for k in get(config["jwks_uri"])["keys"]], flush=True)
+"""
+
 
 @pytest.fixture(scope="module")
 def in_cluster(store_url):
@@ -123,3 +138,14 @@ def test_a_host_network_pod_reaches_the_server_from_its_node(in_cluster):
     assert out[0] == "dialing 10.96.0.1 443" and "'node-agent'" in out[1] and out[2:] == ["watching", "saw ADDED node-marker"]
     assert c.kubectl_json("get", "pod", "node-agent")["status"]["podIP"].startswith("172.18.")  # the node's address
     c.kubectl("delete", "pod", "node-agent", "node-marker", "--wait=false")
+
+
+def test_a_pod_follows_the_issuers_discovery_document_to_its_key_set(in_cluster):
+    """jwks_uri names the advertised address, which the serving certificate names too."""
+    c = in_cluster
+    [address] = c.kubectl_json("get", "endpointslice", "kubernetes")["endpoints"][0]["addresses"]
+    port = c.kubectl_json("get", "endpointslice", "kubernetes")["ports"][0]["port"]
+    run_pod(c, "discovery", DISCOVERY)
+    assert finished(c, "discovery") == "Succeeded", logs(c, "discovery")
+    assert logs(c, "discovery") == [f"jwks_uri https://{address}:{port}/openid/v1/jwks", "keys ['ES256']"]
+    c.kubectl("delete", "pod", "discovery", "--wait=false")

@@ -31,3 +31,11 @@ def test_a_data_dir_whose_certificate_lacks_a_name_gets_a_new_one_of_the_same_ca
     assert "10.96.0.1" in _names(again.server.cert_pem)[1]
     assert (tmp_path / "pki" / "apiserver.crt").read_bytes() == again.server.cert_pem
     assert ensure_pki(str(tmp_path)).server.cert_pem == again.server.cert_pem  # kept once it names them all
+
+
+def test_the_advertised_address_is_named_and_a_new_one_reissues(tmp_path):
+    first = ensure_pki(str(tmp_path), ips=("192.0.2.9",))
+    assert {"192.0.2.9", "10.96.0.1"} <= _names(first.server.cert_pem)[1]
+    assert ensure_pki(str(tmp_path)).server.cert_pem == first.server.cert_pem  # a worker: names enough already
+    moved = ensure_pki(str(tmp_path), ips=("192.0.2.10",))
+    assert "192.0.2.10" in _names(moved.server.cert_pem)[1] and moved.ca.cert_pem == first.ca.cert_pem
