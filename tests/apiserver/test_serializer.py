@@ -182,3 +182,42 @@ async def test_an_apply_patch_that_repeats_keys_is_reported_as_yaml_unmarshal_st
                 assert r.headers.getall("Warning") == ['299 - "' + text.replace("\n", " ").replace('"', '\\"') + '"']
     finally:
         await server.stop()
+
+
+async def test_a_custom_resources_repeated_keys_come_before_its_unknown_fields():
+    """A custom resource's body is decoded as unstructured JSON (its strict errors: the repeated keys) and
+    then pruned by its schema, whose unknown fields schemaCoercingDecoder appends after them."""
+    import asyncio
+
+    import aiohttp
+
+    from nanokube.apiserver.app import APIServer
+    from nanokube.store.memory import MemoryStore
+    from tests.controllers import tries
+
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "things.dup.example.com"},
+           "spec": {"group": "dup.example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                            "a": {"type": "string"}}}}}}}]}}
+    body = b'{"apiVersion":"dup.example.com/v1","kind":"Thing","metadata":{"name":"t"},"spec":{"zz":1,"a":"x","a":"y"}}'
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"{base}/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd) as r:
+                assert r.status == 201
+            for _ in tries():
+                async with s.post(f"{base}/apis/dup.example.com/v1/namespaces/default/things", data=body,
+                                  params={"fieldValidation": "Strict"}, headers={"Content-Type": "application/json"}) as r:
+                    code, got = r.status, await r.json()
+                if code != 404:  # (served once the CRD is established)
+                    break
+                await asyncio.sleep(0.05)
+            assert code == 400
+            assert got["message"] == ('Thing in version "v1" cannot be handled as a Thing: strict decoding '
+                                      'error: duplicate field "spec.a", unknown field "spec.zz"')
+    finally:
+        await server.stop()
