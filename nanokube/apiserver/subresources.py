@@ -206,10 +206,9 @@ class Subresources:
                 matching = [e for _, e in self.rest.cache.list(pdbs.key_prefix(namespace))
                             if (e.obj.get("spec") or {}).get("selector") is not None
                             and matches_labels(selector_from_object(e.obj["spec"]["selector"]), labels)]
-                if len(matching) > 1:  # the REST's answer, not an error: a 201 whose Status says failure, code 500
-                    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                            "message": "This pod has more than one PodDisruptionBudget, which the eviction "
-                                       "subresource does not support.", "code": 500}
+                if len(matching) > 1:  # eviction.go's own Status, code 500 and no reason (not an InternalError)
+                    raise errors.APIError(500, "", "This pod has more than one PodDisruptionBudget, which the "
+                                                   "eviction subresource does not support.")
                 if not matching or self._unhealthy_evictable(pod, matching[0].obj) or \
                         await self._decrement(pdbs, namespace, name, matching[0], opts):
                     break

@@ -159,9 +159,10 @@ async def test_an_eviction_that_loses_a_race_marks_the_pod_that_won(env, monkeyp
     assert not await gone(s, "b")
 
 
-async def test_a_pod_under_two_budgets_gets_the_rest_storages_failure_status_over_http():
-    """eviction.go answers a pod more than one budget selects with a Status it returns, not an error: the
-    create handler writes it with its 201, its code 500 and no reason (was a 500 InternalError); the pod stays."""
+async def test_a_pod_under_two_budgets_gets_the_eviction_rests_own_status_over_http():
+    """eviction.go answers a pod more than one budget selects with a Status of its own: failure, code 500
+    (the documented "500 Internal Server Error"), no reason (was reason InternalError, which kubectl shows as
+    "Error from server (InternalError)"); the pod stays."""
     import aiohttp
 
     from nanokube.apiserver.app import APIServer
@@ -185,7 +186,7 @@ async def test_a_pod_under_two_budgets_gets_the_rest_storages_failure_status_ove
                     assert r.status == 201
             async with s.post(f"{pods}/p/eviction", json={"apiVersion": "policy/v1", "kind": "Eviction",
                                                           "metadata": {"name": "p", "namespace": "default"}}) as r:
-                assert r.status == 201
+                assert r.status == 500
                 assert await r.json() == {
                     "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 500,
                     "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."}
