@@ -623,9 +623,10 @@ class APIHandlers:
         if not raw or opts.field_validation == "Ignore":
             return
         ctype = _content_type(request)
-        # called before the write touches the body, so a JSON body is still what orjson decoded
-        texts = await serializer.off_loop(serializer.duplicates, raw, ctype in ("application/yaml", "application/x-yaml"),
-                                          body if ctype == _JSON else None)
+        if ctype in ("application/yaml", "application/x-yaml"):  # YAMLToJSONStrict's, JSON text or not
+            texts = await serializer.off_loop(serializer.yaml_duplicates, raw)
+        else:  # called before the write touches the body, so a JSON body is still what orjson decoded
+            texts = await serializer.off_loop(serializer.duplicates, raw, False, body if ctype == _JSON else None)
         if texts and texts[0].startswith("line "):  # YAMLToJSONStrict's one error: go-yaml's TypeError of them all
             texts = ["yaml: unmarshal errors:" + "".join(f"\n  {t}" for t in texts)]
         opts.duplicates = tuple(texts)

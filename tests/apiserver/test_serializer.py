@@ -152,6 +152,11 @@ async def test_repeated_keys_and_unknown_fields_are_one_strict_error_in_the_deco
                 assert r.status == 400
                 assert (await r.json())["message"].endswith('strict decoding error: yaml: unmarshal errors:\n'
                                                             '  line 8: key "a" already set in map, unknown field "bar"')
+            async with s.post(url, data='{"metadata": {"name": "q",\n"name": "q"}}', params={"fieldValidation": "Strict"},
+                              headers={"Content-Type": "application/yaml"}) as r:  # JSON text is YAML: go-yaml's words
+                assert r.status == 400
+                assert (await r.json())["message"].endswith('strict decoding error: yaml: unmarshal errors:\n'
+                                                            '  line 2: key "name" already set in map')
     finally:
         await server.stop()
 
