@@ -860,7 +860,7 @@ class GenericREST:
             await res.strategy.prepare_conversion([body], res.storage_version)
         new = res.strategy.to_storage(body, version)
         key = res.key(namespace, name)
-        entry = self.cache.get(key)
+        entry = _as_decoded(res, self.cache.get(key))
         if entry is None:
             if subresource or not res.strategy.allow_create_on_update:
                 raise errors.not_found(res.group, res.plural, name)
@@ -900,7 +900,7 @@ class GenericREST:
                 if e.code != 409 or not e.message.endswith(errors.STALE) or attempt == PATCH_ATTEMPTS - 1:
                     raise
             await self.cache.sync()
-            entry = self._entry(res, namespace, name)
+            entry = _as_decoded(res, self._entry(res, namespace, name))
             new = orjson.loads(sent)
 
     def _merge_subresource(self, res: Resource, old: dict, new: dict, subresource: str) -> dict:
@@ -1095,7 +1095,7 @@ class GenericREST:
         apply = patch_type == "application/apply-patch+yaml"
         dups = tuple(duplicates)
         for attempt in range(PATCH_ATTEMPTS):
-            entry = self.cache.get(key)
+            entry = _as_decoded(res, self.cache.get(key))
             memo = remembered = None
             if patch_type == "application/apply-patch+yaml":
                 if not isinstance(parsed, dict):
@@ -1468,6 +1468,19 @@ def _patched_fields(patch: dict, smp: bool) -> set[str] | None:
         elif k != "$retainKeys":  # which keys remain: it only removes
             return None
     return out
+
+
+def _as_decoded(res: Resource, entry: Entry | None) -> Entry | None:
+    """The stored object as an update compares with it: decoded as a request is (structural.check), so
+    one an older server stored without a field tagged without omitempty (a StatefulSet's
+    `serviceName: ""`, a PVC dataSource's `apiGroup: null`) equals the same object sent back, as
+    upstream's stored objects do once decoded into Go structs. `entry` itself when nothing changes."""
+    if entry is None or type(res.strategy).decode is not Strategy.decode \
+            or (sch := schemas.kind_schema(res.group, res.storage_version, res.kind)) is None:
+        return entry
+    obj = json_copy(entry.obj)
+    errs, _ = structural.check(obj, sch, False)
+    return entry if errs or obj == entry.obj else Entry(obj, entry.rev)
 
 
 def _check_fields(obj: dict, sch: dict, changed: set[str] | None,
