@@ -139,9 +139,6 @@ def _fields() -> dict[str, frozenset[str]]:
 
 #: not a tag: the field manager reads `managedFields: []` as a request to reset the owners
 _FIELD_MANAGER_READS = ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "managedFields")
-#: not a tag: conversion to v1 (registry/resource.py's request_to_v1) reads a v1beta1 request's
-#: deviceClassName, present, as an exact request's
-_CONVERSION_READS = ("io.k8s.api.resource.v1beta1.DeviceRequest", "deviceClassName")
 _SCALAR_ZEROS = {"string": str, "integer": int, "boolean": bool}
 
 
@@ -161,7 +158,7 @@ def _empties() -> tuple[dict[str, dict[str, type]], dict[str, dict[str, type | N
             types = props[k].get("type")
             kind = next((_SCALAR_ZEROS[t] for t in ([types] if isinstance(types, str) else types or ())
                          if t in _SCALAR_ZEROS), None)
-            if kind is not None and (name, k) != _CONVERSION_READS:
+            if kind is not None:
                 null[k] = kind
         for k, prop in (d.get("properties") or {}).items():
             if k in required or (name, k) == _FIELD_MANAGER_READS:

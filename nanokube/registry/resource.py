@@ -34,18 +34,32 @@ def utc_now() -> str:
 # --- conversion -------------------------------------------------------------
 
 
+#: the inline fields whose zero value reads as unset when deciding whether a v1beta1 request is exact
+_SCALAR_ZEROS = {"deviceClassName": "", "allocationMode": "", "count": 0}
+
+
+def _exact_fields_set(req: dict) -> bool:
+    """hasAnyMainRequestFieldsSet: a non-empty class, mode or count, or any of the pointer and list
+    fields present; the `deviceClassName: ""` every v1beta1 request decodes with (no omitempty) is none."""
+    return any(req.get(k) is not None and (k not in _SCALAR_ZEROS or req[k] != _SCALAR_ZEROS[k]) for k in EXACT_FIELDS)
+
+
 def request_to_v1(req: dict) -> dict:
-    """v1beta1 DeviceRequest -> v1: inline fields move under `exactly`."""
+    """v1beta1 DeviceRequest -> v1: inline fields move under `exactly` when any is set, else (a
+    `firstAvailable` request) they are dropped."""
     out = {k: v for k, v in req.items() if k not in EXACT_FIELDS}
-    exact = {k: req[k] for k in EXACT_FIELDS if k in req}
-    if exact or not req.get("firstAvailable"):
-        out["exactly"] = exact
+    if _exact_fields_set(req):
+        out["exactly"] = {"deviceClassName": req.get("deviceClassName", "")} | {
+            k: req[k] for k in EXACT_FIELDS if k in req and k != "deviceClassName"}
     return out
 
 
 def request_from_v1(req: dict) -> dict:
+    """v1 DeviceRequest -> v1beta1: `exactly`'s fields inline; deviceClassName, tagged without
+    omitempty, is served `""` on a `firstAvailable` request."""
     out = {k: v for k, v in req.items() if k != "exactly"}
     out.update(req.get("exactly") or {})
+    out.setdefault("deviceClassName", "")
     return out
 
 

@@ -102,7 +102,8 @@ def test_claim_v1beta1_round_trip():
     snapshot = copy.deepcopy(stored)
     back = s.from_storage(stored, "v1beta1")
     assert stored == snapshot
-    assert back["spec"]["devices"]["requests"] == beta["spec"]["devices"]["requests"]
+    gpu, nic = beta["spec"]["devices"]["requests"]
+    assert back["spec"]["devices"]["requests"] == [gpu, {**nic, "deviceClassName": ""}]  # no omitempty in v1beta1
     assert s.from_storage(stored, "v1beta2") is stored
 
 
@@ -478,3 +479,32 @@ async def test_over_http_a_slice_node_selector_is_also_cores_node_selector(tmp_p
         assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
             ("spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator",
              'Invalid value: "Near": not a valid selector operator')]
+
+
+async def test_over_http_v1beta1_requests_are_exact_only_with_a_field_set(tmp_path):
+    """Convert_v1beta1_DeviceRequest_To_v1: a request is exact when hasAnyMainRequestFieldsSet, so the
+    `deviceClassName: ""` a Go client sends with firstAvailable (the field has no omitempty) is no
+    exact request; served back at v1beta1 such a request carries `deviceClassName: ""`."""
+    import asyncio
+    import json
+
+    from kubernetes import client
+
+    from tests.served import served
+
+    sub = {"name": "fast", "deviceClassName": "nic.example.com"}
+    body = {"metadata": {"name": "c"}, "spec": {"devices": {"requests": [
+        {"name": "nic", "deviceClassName": "", "firstAvailable": [sub]},
+        {"name": "gpu", "deviceClassName": "gpu.example.com"}]}}}
+    async with served(tmp_path) as (_, api_client):
+        beta, v1 = client.ResourceV1beta1Api(api_client), client.ResourceV1Api(api_client)
+        created = json.loads((await asyncio.to_thread(beta.create_namespaced_resource_claim, "default", body,
+                                                      _preload_content=False)).data)
+        nic, gpu = created["spec"]["devices"]["requests"]
+        assert nic["deviceClassName"] == "" and nic["firstAvailable"][0]["deviceClassName"] == "nic.example.com"
+        assert not {"allocationMode", "count"} & set(nic)
+        assert (gpu["deviceClassName"], gpu["allocationMode"], gpu["count"]) == ("gpu.example.com", "ExactCount", 1)
+        stored = json.loads((await asyncio.to_thread(v1.read_namespaced_resource_claim, "c", "default",
+                                                     _preload_content=False)).data)
+        nic, gpu = stored["spec"]["devices"]["requests"]
+        assert "exactly" not in nic and gpu["exactly"]["deviceClassName"] == "gpu.example.com"
