@@ -404,11 +404,13 @@ class APIServer:
         if user is None and token is not None:
             user = await self.authenticate_token(token)
         if user is None:
-            if request.path in PUBLIC_PATHS:
-                return await handler(request)
-            if token is not None:  # another scheme authenticates nobody: anonymous, as upstream's union
+            # a bearer token that fails fails the chain on every path (union.NewFailOnError); another
+            # scheme authenticates nobody, so the request is anonymous's
+            if token is not None:
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
+            if request.path in PUBLIC_PATHS:
+                return await handler(request)
             return error_response(forbidden("system:anonymous", request_attributes(request)))
         try:
             user = impersonate(headers, user, self.authorizer.authorize)

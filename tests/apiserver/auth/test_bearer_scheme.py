@@ -45,13 +45,12 @@ async def test_the_scheme_is_matched_in_any_case(tmp_path, scheme):
 
 async def test_another_scheme_is_anonymous_and_a_bad_bearer_token_unauthorized(tmp_path):
     """No authenticator reads Basic (gone since 1.19), so the request is system:anonymous's; a
-    bearer token nobody issued fails the chain (401), not anonymous."""
+    bearer token nobody issued fails the chain (401), not anonymous, on public paths too."""
     async with served(tmp_path) as (server, _):
         ctx = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
 
-        def get(authorization: str) -> tuple[int, dict]:
-            request = urllib.request.Request(server.url + "/api/v1/namespaces/default/pods",
-                                             headers={"Authorization": authorization})
+        def get(authorization: str, path: str = "/api/v1/namespaces/default/pods") -> tuple[int, dict]:
+            request = urllib.request.Request(server.url + path, headers={"Authorization": authorization})
             try:
                 with urllib.request.urlopen(request, context=ctx, timeout=10) as r:
                     return r.status, json.loads(r.read())
@@ -63,6 +62,10 @@ async def test_another_scheme_is_anonymous_and_a_bad_bearer_token_unauthorized(t
                                                 '"pods" in API group "" in the namespace "default"')
         code, body = await asyncio.to_thread(get, "bearer not-a-token")
         assert (code, body["reason"]) == (401, "Unauthorized")
+        code, body = await asyncio.to_thread(get, "Bearer not-a-token", "/version")  # public to anonymous only
+        assert (code, body["reason"]) == (401, "Unauthorized")
+        code, body = await asyncio.to_thread(get, "Basic dXNlcjpwYXNz", "/version")
+        assert (code, body["gitVersion"]) == (200, "v1.37.0-nanokube")
 
 
 async def test_a_token_review_that_fails_says_why_as_the_authenticators_do(tmp_path):
