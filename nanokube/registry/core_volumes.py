@@ -272,7 +272,11 @@ class PersistentVolumeClaimStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         obj["status"] = {"phase": "Pending"}
+        drop_data_sources(_spec(obj), {})
         normalize_data_sources(_spec(obj))
+
+    def prepare_for_update(self, new, old):
+        drop_data_sources(_spec(new), _spec(old))
 
     def warnings_on_create(self, obj):
         return kind_warnings.pvc_warnings(obj)
@@ -322,6 +326,23 @@ class PersistentVolumeClaimStrategy(Strategy):
         if phase is not None and phase not in PVC_PHASES:
             return [not_supported("status.phase", phase, PVC_PHASES)]
         return []
+
+
+def drop_data_sources(spec: dict, old_spec: dict) -> None:
+    """DropDisabledFields and EnforceDataSourceBackwardsCompatibility, unless the stored claim has one
+    already: a dataSourceRef into another namespace goes (CrossNamespaceVolumeDataSource is alpha, off),
+    and so does a dataSource other than a claim or a VolumeSnapshot sent without a dataSourceRef, as
+    clients before 1.22 had it ignored."""
+    ref = spec.get("dataSourceRef")
+    if ref is not None and ref.get("namespace") and old_spec.get("dataSourceRef") is None:
+        del spec["dataSourceRef"]
+    if old_spec.get("dataSource") is not None or old_spec.get("dataSourceRef") is not None:
+        return
+    src = spec.get("dataSource")
+    if src is not None and spec.get("dataSourceRef") is None and \
+            (src.get("apiGroup") or "", src.get("kind")) not in (("", "PersistentVolumeClaim"),
+                                                                 ("snapshot.storage.k8s.io", "VolumeSnapshot")):
+        del spec["dataSource"]
 
 
 def normalize_data_sources(spec: dict) -> None:

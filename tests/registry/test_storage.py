@@ -343,3 +343,26 @@ async def test_over_http_claim_data_sources_are_normalized_on_create(core):
     assert await create("b", dataSourceRef=snap) == (snap, snap)
     stored = await asyncio.to_thread(core.read_namespaced_persistent_volume_claim, "a", "default")
     assert stored.spec.data_source_ref.name == "src"
+
+
+async def test_over_http_claim_data_sources_an_older_client_could_not_send_are_dropped(core):
+    """EnforceDataSourceBackwardsCompatibility: a dataSource other than a claim or a VolumeSnapshot, sent
+    without a dataSourceRef, is dropped as before 1.22; DropDisabledFields: a dataSourceRef into another
+    namespace is dropped while CrossNamespaceVolumeDataSource (alpha) is off. Neither is copied over."""
+    async def create(name, **sources):
+        body = {"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                     "resources": {"requests": {"storage": "1Gi"}}, **sources}}
+        resp = await asyncio.to_thread(core.create_namespaced_persistent_volume_claim, "default", body,
+                                       _preload_content=False)
+        spec = json.loads(resp.data)["spec"]
+        return spec.get("dataSource"), spec.get("dataSourceRef")
+
+    populator = {"apiGroup": "example.com", "kind": "Populator", "name": "p"}
+    assert await create("a", dataSource=populator) == (None, None)
+    assert await create("b", dataSourceRef={**populator, "namespace": "other"}) == (None, None)
+    assert await create("c", dataSourceRef=populator) == (populator, populator)
+    claim = await asyncio.to_thread(core.read_namespaced_persistent_volume_claim, "a", "default")
+    claim.spec.data_source = client.V1TypedLocalObjectReference(api_group="example.com", kind="Populator", name="p")
+    # an update drops it too (the stored claim has none), so the spec is unchanged, not refused as immutable
+    got = await asyncio.to_thread(core.replace_namespaced_persistent_volume_claim, "a", "default", claim)
+    assert got.spec.data_source is None
