@@ -117,7 +117,7 @@ def default_claim_spec(spec: dict | None, version: str) -> None:
         for sub in req.get("firstAvailable") or []:
             _default_exact(sub)
         if version == "v1beta1":
-            if not req.get("firstAvailable"):
+            if req.get("deviceClassName"):  # v1beta1's SetDefaults_DeviceRequest: a request without one has none
                 _default_exact(req)
         elif req.get("exactly") is not None:
             _default_exact(req["exactly"])

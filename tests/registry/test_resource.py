@@ -508,3 +508,25 @@ async def test_over_http_v1beta1_requests_are_exact_only_with_a_field_set(tmp_pa
                                                      _preload_content=False)).data)
         nic, gpu = stored["spec"]["devices"]["requests"]
         assert "exactly" not in nic and gpu["exactly"]["deviceClassName"] == "gpu.example.com"
+
+
+async def test_over_http_a_v1beta1_request_without_a_class_is_neither_kind(tmp_path):
+    """v1beta1's SetDefaults_DeviceRequest defaults allocationMode and count only with a deviceClassName:
+    a request with neither a class nor firstAvailable has no main field set, so it converts to a v1
+    request that is neither exact nor firstAvailable."""
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    body = {"metadata": {"name": "c"}, "spec": {"devices": {"requests": [{"name": "gpu"}]}}}
+    async with served(tmp_path) as (_, api_client):
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(client.ResourceV1beta1Api(api_client).create_namespaced_resource_claim,
+                                    "default", body)
+        assert e.value.status == 422
+        assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
+            ("spec.devices.requests[0]", "Required value: exactly one of `exactly` or `firstAvailable` is required")]
