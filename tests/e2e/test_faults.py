@@ -50,6 +50,13 @@ def _node(c, name: str) -> tuple[str, set]:
     return ready, {(t["key"], t["effect"]) for t in n["spec"].get("taints") or []}
 
 
+def _running_pod(cluster, name: str) -> dict | None:
+    """The pod, while it is Running and not being deleted."""
+    r = cluster.kubectl("get", "pod", name, "-o", "json", check=False)
+    pod = json.loads(r.stdout) if r.returncode == 0 else None
+    return pod if pod and pod["status"].get("phase") == "Running" and \
+        not pod["metadata"].get("deletionTimestamp") else None
+
 def test_a_node_that_loses_its_lease_goes_unknown_and_unreachable(cluster):
     assert "lease-stop" in fault(cluster, "node", "gpu-0", "--lease-stop")
     got = wait_for(lambda: (s := _node(cluster, "gpu-0"))[0] == "Unknown" and s)
@@ -180,13 +187,7 @@ def test_a_silenced_kubelet_leaves_its_deleted_pod_terminating_until_it_returns(
     not removed) until the kubelet returns: no replacement for the StatefulSet's ordinal meanwhile,
     its at-most-one-pod-per-ordinal guarantee. A lease-stopped node writes nothing, then resumes."""
     cluster.kubectl("apply", "-f", "-", input=STATEFULSET)
-
-    def running() -> dict | None:
-        r = cluster.kubectl("get", "pod", "db-0", "-o", "json", check=False)
-        pod = json.loads(r.stdout) if r.returncode == 0 else None
-        return pod if pod and pod["status"].get("phase") == "Running" and \
-            not pod["metadata"].get("deletionTimestamp") else None
-    pod = wait_for(running, 30)
+    pod = wait_for(lambda: _running_pod(cluster, "db-0"), 30)
     assert pod, "db-0 never ran"
     node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
     fault(cluster, "node", node, "--lease-stop")
@@ -200,7 +201,7 @@ def test_a_silenced_kubelet_leaves_its_deleted_pod_terminating_until_it_returns(
         assert len(cluster.kubectl_json("get", "pods", "-l", "app=db")["items"]) == 1
     finally:
         fault(cluster, "node", node, "--clear")
-    replaced = wait_for(lambda: (p := running()) and p["metadata"]["uid"] != uid and p, 30)
+    replaced = wait_for(lambda: (p := _running_pod(cluster, "db-0")) and p["metadata"]["uid"] != uid and p, 30)
     assert replaced, cluster.kubectl("get", "pods", "-l", "app=db", "-o", "wide").stdout
     cluster.kubectl("delete", "statefulset", "db")
 
@@ -211,13 +212,7 @@ def test_an_out_of_service_taint_lets_the_silenced_nodes_terminating_pod_go(clus
     force-deleted by the pod garbage collector, and the StatefulSet makes the ordinal again
     elsewhere, while the node's kubelet still says nothing."""
     cluster.kubectl("apply", "-f", "-", input=STATEFULSET.replace("db", "queue"))
-
-    def running() -> dict | None:
-        r = cluster.kubectl("get", "pod", "queue-0", "-o", "json", check=False)
-        pod = json.loads(r.stdout) if r.returncode == 0 else None
-        return pod if pod and pod["status"].get("phase") == "Running" and \
-            not pod["metadata"].get("deletionTimestamp") else None
-    pod = wait_for(running, 30)
+    pod = wait_for(lambda: _running_pod(cluster, "queue-0"), 30)
     assert pod, "queue-0 never ran"
     node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
     taint = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
@@ -228,7 +223,7 @@ def test_an_out_of_service_taint_lets_the_silenced_nodes_terminating_pod_go(clus
         assert cluster.kubectl_json("get", "pod", "queue-0")["metadata"]["uid"] == uid
         cluster.kubectl("taint", "node", node, taint)
         # the pod garbage collector runs every 20 s
-        replaced = wait_for(lambda: (p := running()) and p["metadata"]["uid"] != uid and p, 60)
+        replaced = wait_for(lambda: (p := _running_pod(cluster, "queue-0")) and p["metadata"]["uid"] != uid and p, 60)
         assert replaced, cluster.kubectl("get", "pods", "-l", "app=queue", "-o", "wide").stdout
         assert replaced["spec"]["nodeName"] != node
     finally:
