@@ -619,7 +619,7 @@ class PodWorker:
         allocation manager: ResizeStarted; ResizeDeferred or ResizeInfeasible when the pending
         condition is new or its reason or generation changes, not for a new message alone;
         ResizeCompleted). A spec change with nothing to act on is still observed: its generation."""
-        if self._start_ephemeral():
+        if self._start_ephemeral() | self._end_ephemeral():
             await self._write_running(self.clock.rfc3339())
         started, self.ephemeral_started = self.ephemeral_started, []
         await self._start_events(started, interruptible=False)
@@ -702,7 +702,7 @@ class PodWorker:
             if name in self.ephemeral:
                 continue
             image, now = c.get("image", ""), self.clock.rfc3339()
-            self.io.start_ephemeral(name, image_ref(image))
+            self.io.start_ephemeral(name, image_ref(image), self._program(c))
             self.ephemeral_started.append(c)
             cid = hashlib.sha256(f"{self.uid}/{name}/0".encode()).hexdigest()
             self.ephemeral[name] = {"name": name, "state": {"running": {"startedAt": now}}, "lastState": {},
@@ -712,6 +712,19 @@ class PodWorker:
                 self.ephemeral[name]["volumeMounts"] = mounts
             started = True
         return started
+
+    def _end_ephemeral(self) -> bool:
+        """Report terminated the ephemeral containers whose command ended on its own (they are never
+        restarted); whether there were any."""
+        ended, self.io.ephemeral_ended = self.io.ephemeral_ended, {}
+        now = self.clock.rfc3339()
+        for name, code in ended.items():
+            s = self.ephemeral[name]
+            if running := s["state"].get("running"):
+                self.ephemeral[name] = {**s, "state": {"terminated": {
+                    "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                    "startedAt": running["startedAt"], "finishedAt": now}}}
+        return bool(ended)
 
     async def _write_running(self, now: str, at: float | None = None) -> None:
         """The status of the pod's containers running since `started_at` (or their own restart),

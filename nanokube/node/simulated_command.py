@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
+#: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
+SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
 #: what the script may not hold anywhere: what a shell expands, and globs
 _EXPANDS = re.compile(r"[$`*?\[]|(^|\s)~")
 _OPERATORS = frozenset({";", "&&", "||"})
@@ -73,6 +75,15 @@ def interpret(argv: list[str], now: float = 0.0) -> Program | None:
         return run.program()
     except _Unknown:
         return None
+
+
+def reads_stdin(argv: list[str], image: str) -> bool:
+    """Whether the container runs a shell reading its commands from stdin: a shell named alone, or no
+    command in an image whose default is one."""
+    if argv:
+        return len(argv) == 1 and os.path.basename(argv[0]) in SHELLS
+    name = image.split("@")[0].rsplit("/", 1)[-1].split(":")[0]
+    return name in SHELL_IMAGES
 
 
 class _Run:

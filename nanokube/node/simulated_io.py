@@ -28,6 +28,8 @@ port-forward, declared on the pod with annotations.
   One whose command is interpreted (`echo hi`, `sleep 5`) does not read its
   stdin: it ends when its command does. On a terminal, what the client types
   is echoed (into the log, as a tty's output is) with Enter as a new line.
+  An ephemeral container running a shell with a stdin (`kubectl debug -it`)
+  runs the lines it is sent, as exec's shell does, and ends at `exit [N]`.
 - Port-forward: a port the container declares (`ports[].containerPort`)
   answers HTTP requests with a line naming the pod and echoes anything else;
   other ports refuse the connection, as the kubelet reports a closed port.
@@ -45,7 +47,7 @@ import socket
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from .containerlog import ContainerLog
-from .simulated_command import SHELLS, Program, Shell, interpret
+from .simulated_command import Program, Shell, interpret, reads_stdin
 from .streaming import no_log
 
 LOG = "sim.nanokube.io/log"
@@ -58,13 +60,17 @@ class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
     __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
-                 "stdin_closed")
+                 "stdin_closed", "shells", "ephemeral_ended")
 
     def __init__(self, worker):
         self.worker = worker
         self.logs: dict[str, list[ContainerLog]] = {}
         self.running: list[str] = []  # containers with a live instance (init containers have finished)
-        self.ephemeral: list[str] = []  # ephemeral containers started: they run until the pod stops
+        self.ephemeral: list[str] = []  # ephemeral containers started
+        #: the ephemeral containers that ended on their own since the worker last looked: their exit codes
+        self.ephemeral_ended: dict[str, int] = {}
+        #: the ephemeral containers running a shell on their stdin (attach feeds it)
+        self.shells: dict[str, Shell] = {}
         #: what each running container writes later: (monotonic time, text), and the task writing it
         self._pending: dict[str, list[tuple[float, str]]] = {}
         self._scripted: dict[str, asyncio.Task] = {}
@@ -124,11 +130,15 @@ class SimulatedIO:
         for raw in (self._annotations().get(LOG) or "").splitlines():
             when, text = _scheduled(raw)
             out.append((when or 0.0, text + "\n"))
+        self._schedule(name, out)
+
+    def _schedule(self, name: str, out: list[tuple[float, str]], then=None) -> None:
+        """Container `name` writes `out` ((seconds from now, text)), then does `then`, if any."""
         now = self.worker.clock.monotonic()
         self._pending[name] = sorted(((now + when, text) for when, text in out), key=lambda p: p[0])
         self._flush(name, now)
-        if self._pending[name]:
-            self._scripted[name] = asyncio.ensure_future(self._later(name))
+        if self._pending[name] or then:
+            self._scripted[name] = asyncio.ensure_future(self._later(name, then))
 
     def _flush(self, name: str, until: float) -> None:
         """Write what container `name` wrote by `until` (monotonic)."""
@@ -136,11 +146,13 @@ class SimulatedIO:
         while pending and pending[0][0] <= until:
             self._emit(name, pending.pop(0)[1])
 
-    async def _later(self, name: str) -> None:
+    async def _later(self, name: str, then=None) -> None:
         pending = self._pending[name]
         while pending:
             await self.worker.clock.sleep(max(pending[0][0] - self.worker.clock.monotonic(), 0.0))
             self._flush(name, self.worker.clock.monotonic())
+        if then:
+            await then()
 
     def exit(self, name: str, code: int, why: str = "", at: float | None = None) -> None:
         """One container's instance ends with `code` (`why`, if said), the others running on; what
@@ -171,17 +183,53 @@ class SimulatedIO:
         self.exit(name, code, why)
         self.start(name, image, program)
 
-    def start_ephemeral(self, name: str, image: str) -> None:
-        """An ephemeral container added to the running pod starts (once: it is never restarted)."""
+    def start_ephemeral(self, name: str, image: str, program: Program | None = None) -> None:
+        """An ephemeral container added to the running pod starts (once: it is never restarted). One
+        that runs an interpreted `program` writes what it writes and ends when it does; one that runs a
+        shell (`kubectl debug -it`) runs what an attached client sends it (`attach`), or, named with no
+        stdin, ends at once as `sh` does at its EOF; any other runs until the pod stops."""
         self.logs[name] = [ContainerLog()]
         self.ephemeral.append(name)
-        self._write(f"nanokube: ephemeral container {name} started (image {image})", [name])
+        spec = self._spec(name)
+        argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
+        if program is None and reads_stdin(argv, image):
+            if spec.get("stdin"):
+                self.shells[name] = Shell()
+                if spec.get("tty"):
+                    self._emit(name, "/ # ")
+                return
+            if argv:  # the image's own shell, with no stdin, is left running, as before
+                program = Program((), 0.0, 0)
+        if program is None:
+            self._write(f"nanokube: ephemeral container {name} started (image {image})", [name])
+            return
+        self.programs[name] = program
+        end = self.worker.clock.monotonic() + program.seconds
+
+        async def ended() -> None:
+            await self.worker.clock.sleep(max(end - self.worker.clock.monotonic(), 0.0))
+            self.end_ephemeral(name, program.exit_code)
+        self._schedule(name, list(program.output), None if math.isinf(end) else ended)
+
+    def end_ephemeral(self, name: str, code: int) -> None:
+        """An ephemeral container's command ended with `code`: the worker reports it terminated."""
+        log = self.logs[name][-1]
+        if log.closed:
+            return
+        self._flush(name, math.inf)
+        self._pending.pop(name, None)
+        self.shells.pop(name, None)
+        log.close()
+        self.exit_codes[name] = code
+        self.ephemeral_ended[name] = code
+        self.worker.changed.set()
 
     def ephemeral_exited(self, code: int) -> None:
         """The pod stopped: its ephemeral containers end with it."""
         for name in self.ephemeral:
             if not self.logs[name][-1].closed:
-                self._write(f"nanokube: ephemeral container {name} exited with code {code}", [name])
+                if name not in self.programs and name not in self.shells:
+                    self._write(f"nanokube: ephemeral container {name} exited with code {code}", [name])
                 self.logs[name][-1].close()
 
     def stop(self) -> None:
@@ -219,7 +267,8 @@ class SimulatedIO:
         return instances[-1]
 
     def _spec(self, container: str) -> dict:
-        return next((c for c in (self.worker.pod.get("spec") or {}).get("containers") or []
+        spec = self.worker.pod.get("spec") or {}
+        return next((c for key in ("containers", "initContainers", "ephemeralContainers") for c in spec.get(key) or []
                      if c.get("name") == container), {})
 
     def _command(self, container: str) -> list[str]:
@@ -241,7 +290,7 @@ class SimulatedIO:
             if listing is not None:
                 declared = listing if command[1:] in (["-L"], ["--list-gpus"]) else json.dumps(
                     {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
-        if declared is None and len(command) == 1 and os.path.basename(command[0]) in SHELLS:
+        if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session)
         if declared is None and (program := interpret(command, self.worker.clock.now())) is not None:
             return await self._exec_program(program, session)
@@ -279,28 +328,45 @@ class SimulatedIO:
         """`sh` exec'd without a command: it runs each line of its stdin (simulated_command.Shell) until
         `exit` or EOF (^D on a terminal). On a terminal it prompts as busybox's does for root (`/ # `)
         and the terminal echoes what is typed, Enter as a new line."""
-        shell, clock, tty = Shell(), self.worker.clock, session.tty
+        tty = session.tty
 
         async def write(stream: str, text: str) -> None:
             data = text.encode()
-            if tty:  # one stream, new lines as the terminal shows them
-                data, stream = data.replace(b"\n", b"\r\n"), "stdout"
+            if tty:  # one stream
+                stream = "stdout"
             if stream == "stdout" and session.stdout:
                 await session.write_stdout(data)
             elif stream == "stderr" and session.stderr:
                 await session.write_stderr(data)
 
-        pending, eof = b"", not session.stdin
+        async def read() -> bytes:
+            return await session.read_stdin() if session.stdin else b""
+        return await self._shell(Shell(), read, write, tty, prompt=True)
+
+    async def _shell(self, shell: Shell, read, write, tty: bool, prompt: bool) -> int | None:
+        """Run the lines `read()` gives (b"" at EOF; None: no more, stdin left open) through `shell`,
+        writing with `write(stream, text)`, until `exit` or EOF (^D on a terminal): the shell's exit
+        status, None if stdin was left open. On a terminal it prompts as busybox's does for root
+        (`/ # `; `prompt`: before the first line too), echoes what is typed, and writes CR LF."""
+        clock = self.worker.clock
+
+        async def out(stream: str, text: str) -> None:
+            await write(stream, text.replace("\n", "\r\n") if tty else text)
+
+        pending, eof = b"", False
         while True:
-            if tty:
-                await write("stdout", "/ # ")
+            if tty and prompt:
+                await out("stdout", "/ # ")
+            prompt = True
             while not eof and not _LINE_END.search(pending):
-                data = await session.read_stdin()
+                data = await read()
+                if data is None:
+                    return None
                 eof = not data
                 if tty and data:
                     data, ctrl_d, _ = data.partition(b"\x04")
                     eof = bool(ctrl_d) and not (pending + data).strip()
-                    await write("stdout", data.replace(b"\r", b"\n").decode(errors="replace"))
+                    await out("stdout", data.replace(b"\r", b"\n").decode(errors="replace"))
                 pending += data
             end = _LINE_END.search(pending)
             if end is None and not pending.strip():
@@ -310,7 +376,7 @@ class SimulatedIO:
             step = shell.line(line.decode(errors="replace"), clock.now())
             for when, stream, text in step.output:
                 await clock.sleep(max(start + when - clock.monotonic(), 0.0))
-                await write(stream, text)
+                await out(stream, text)
             if math.isinf(step.seconds):  # until the client ends the session
                 await asyncio.Event().wait()
             await clock.sleep(max(start + step.seconds - clock.monotonic(), 0.0))
@@ -337,7 +403,19 @@ class SimulatedIO:
 
     async def _read_stdin(self, container: str, log: ContainerLog, session: StreamSession, tty: bool, once: bool) -> None:
         """The container reading what the client sends until EOF: the client closing its stdin
-        (with `stdinOnce`), or ^D on a terminal."""
+        (with `stdinOnce`), or ^D on a terminal. An ephemeral container's shell runs what it reads."""
+        if shell := self.shells.get(container):
+            async def read() -> bytes | None:
+                data = await session.read_stdin()
+                return data if data or once else None
+
+            async def write(stream: str, text: str) -> None:
+                if not log.closed:
+                    log.append(self.worker.clock.now(), stream, text.encode())
+            code = await self._shell(shell, read, write, tty, prompt=False)
+            if code is not None:
+                self.end_ephemeral(container, code)
+            return
         while data := await session.read_stdin():
             if tty:
                 data, eof, _ = data.partition(b"\x04")

@@ -126,3 +126,57 @@ def test_exec_it_of_a_shell_prompts_echoes_and_exits_with_its_code(cluster):
             os.kill(pid, 9)
             os.waitpid(pid, 0)
         os.close(fd)
+
+
+def _ephemeral(cluster, pod: str, name: str) -> dict:
+    statuses = cluster.kubectl_json("get", "pod", pod)["status"].get("ephemeralContainerStatuses") or []
+    return next((s for s in statuses if s["name"] == name), {})
+
+
+def test_an_ephemeral_container_runs_its_command_and_ends_with_it(cluster):
+    _running_pod(cluster, "debugged")
+    cluster.kubectl("debug", "debugged", "--image=busybox", "--container=sleeper", "--", "sleep", "1")
+    wait_for(lambda: "terminated" in _ephemeral(cluster, "debugged", "sleeper").get("state", {}), 30,
+             "sleeper terminated")
+    term = _ephemeral(cluster, "debugged", "sleeper")["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (0, "Completed")
+    assert cluster.kubectl_json("get", "pod", "debugged")["status"]["phase"] == "Running"
+    cluster.kubectl("debug", "debugged", "--image=busybox", "--container=failing", "--", "sh", "-c",
+                    "echo bye; exit 2")
+    wait_for(lambda: "terminated" in _ephemeral(cluster, "debugged", "failing").get("state", {}), 30,
+             "failing terminated")
+    assert _ephemeral(cluster, "debugged", "failing")["state"]["terminated"]["exitCode"] == 2
+    assert cluster.kubectl("logs", "debugged", "-c", "failing").stdout == "bye\n"
+
+
+def test_debug_i_pipes_commands_to_the_ephemeral_shell_until_exit(cluster):
+    _running_pod(cluster, "piped-debug")
+    r = cluster.kubectl("debug", "-i", "piped-debug", "--image=busybox", "--target=piped-debug",
+                        "--container=dbg", input="echo hi; exit\n", check=False, timeout=60)
+    assert "hi\n" in r.stdout, (r.stdout, r.stderr)
+    wait_for(lambda: "terminated" in _ephemeral(cluster, "piped-debug", "dbg").get("state", {}), 30,
+             "dbg terminated")
+    assert _ephemeral(cluster, "piped-debug", "dbg")["state"]["terminated"]["exitCode"] == 0
+
+
+def test_debug_it_runs_what_is_typed_in_the_ephemeral_shell(cluster):
+    _running_pod(cluster, "tty-debug")
+    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "KUBECACHEDIR": str(cluster.data_dir / "kubecache")}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(KUBECTL, [KUBECTL, "debug", "-it", "tty-debug", "--image=busybox", "--target=tty-debug",
+                            "--container=dbg"], env)
+    reaped = []
+    try:
+        assert b"try pressing enter" in _read_until(fd, b"try pressing enter")
+        os.write(fd, b"echo typed\r")
+        assert b"echo typed\r\ntyped\r\n" in _read_until(fd, b"typed\r\ntyped\r\n")
+        os.write(fd, b"exit 5\r")
+        wait_for(lambda: reaped.append(os.waitpid(pid, os.WNOHANG)) or reaped[-1][0] == pid, 30, "kubectl exited")
+    finally:
+        if not reaped or reaped[-1][0] != pid:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    term = _ephemeral(cluster, "tty-debug", "dbg")["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (5, "Error")

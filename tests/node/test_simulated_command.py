@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from nanokube.node.simulated_command import Program, Shell, Step, interpret
+from nanokube.node.simulated_command import Program, Shell, Step, interpret, reads_stdin
 
 
 @pytest.mark.parametrize("argv, program", [
@@ -71,3 +71,12 @@ def test_a_shell_line_ends_the_shell_with_exit_and_does_not_simulate_expansions(
     shell = Shell()
     assert shell.line("echo $HOME", 0).output[0][1] == "stderr" and shell.status == 2
     assert shell.line("exit 3; echo never", 0) == Step((), 0, True) and shell.status == 3
+
+
+@pytest.mark.parametrize("argv, image, shell", [
+    (["sh"], "", True), (["/bin/bash"], "ubuntu", True), (["sh", "-c", "echo"], "busybox", False),
+    ([], "busybox", True), ([], "docker.io/library/alpine:3.20", True), ([], "nginx", False),
+    (["cat"], "busybox", False),
+])
+def test_which_containers_run_a_shell_on_their_stdin(argv, image, shell):
+    assert reads_stdin(argv, image) is shell
