@@ -131,12 +131,12 @@ async def test_every_running_server_is_listed_until_it_stops(tmp_path, monkeypat
             async def both():
                 ep, items = await endpoints(core), await slices(disc)
                 return _addresses(ep) == _slice_addresses(items) == ["192.0.2.10", "192.0.2.11"]
-            await eventually(both)
+            assert await eventually(both)
 
         async def one():
             ep, items = await endpoints(core), await slices(disc)
             return _addresses(ep) == _slice_addresses(items) == ["192.0.2.10"]
-        await eventually(one, timeout=5)  # well within the stopped server's lease time (15 s)
+        assert await eventually(one, timeout=5)  # well within the stopped server's lease time (15 s)
 
 
 async def test_a_loopback_server_advertises_no_endpoints(tmp_path, monkeypatch):
