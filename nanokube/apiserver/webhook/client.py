@@ -68,6 +68,10 @@ class WebhookClient:
         self.resolver = resolver
         self._contexts: dict[bytes, ssl.SSLContext] = {}
         self._session: aiohttp.ClientSession | None = None
+        #: under the process runtime, Services' endpoints (pod IPs) are dialled from the
+        #: cluster network namespace (dial_services_from); `url` webhooks stay on the host
+        self._service_dialer: Callable | None = None
+        self._service_session: aiohttp.ClientSession | None = None
 
     def _ssl(self, ca: bytes) -> ssl.SSLContext:
         ctx = self._contexts.get(ca)
@@ -79,12 +83,23 @@ class WebhookClient:
             self._contexts[ca] = ctx
         return ctx
 
-    def _session_for_loop(self) -> aiohttp.ClientSession:
+    def dial_services_from(self, socket_factory: Callable) -> None:
+        """Open connections to Services' endpoints with `socket_factory` (see netns.dialer)."""
+        self._service_dialer = socket_factory
+
+    def _session_for_loop(self, service: bool = False) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._session._loop is not loop:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True), auto_decompress=True)
-        return self._session
+        dialer = self._service_dialer if service else None
+        session = self._service_session if dialer else self._session
+        if session is None or session.closed or session._loop is not loop:
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True, socket_factory=dialer),
+                auto_decompress=True)
+            if dialer:
+                self._service_session = session
+            else:
+                self._session = session
+        return session
 
     def endpoint(self, cc: dict) -> tuple[str, str, str | None]:
         """(URL shown in errors, URL dialled, TLS server name) of a clientConfig."""
@@ -117,7 +132,7 @@ class WebhookClient:
             headers["Host"] = f"{server_name}:{urlsplit(shown).port or 443}"
         try:
             async with asyncio.timeout(timeout if timeout > 0 else None):
-                async with self._session_for_loop().post(dialled, data=data, headers=headers, **kwargs) as resp:
+                async with self._session_for_loop(server_name is not None).post(dialled, data=data, headers=headers, **kwargs) as resp:
                     raw = await resp.read()
                     status = resp.status
         except TimeoutError:
@@ -141,8 +156,9 @@ class WebhookClient:
         return out
 
     async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
+        for session in (self._session, self._service_session):
+            if session is not None and not session.closed:
+                await session.close()
 
 
 def _status_message(code: int, raw: bytes) -> str:

@@ -100,6 +100,15 @@ def open_in_netns(netns: str, family: int = socket.AF_INET, kind: int = socket.S
         os.close(target)
 
 
+def dialer(netns: str):
+    """A socket factory (aiohttp's TCPConnector `socket_factory`) whose
+    connections leave from `netns`: the API server reaches pod IPs from the
+    cluster namespace, which routes every podCIDR to its node."""
+    def factory(addr_info) -> socket.socket:
+        return open_in_netns(netns, addr_info[0], addr_info[1])
+    return factory
+
+
 def host_veth(uid: str) -> str:
     """The node-side end of a pod's veth pair: every packet to or from the pod
     crosses it, so per-pod rules in the node namespace match on this name."""

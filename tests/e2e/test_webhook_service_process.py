@@ -1,0 +1,114 @@
+"""An admission webhook served by a pod, reached through its Service, under
+`nanokube up --runtime process`, as a user deploys one: the serving
+certificate in a Secret the pod mounts, a Service in front of the pod, and a
+ValidatingWebhookConfiguration naming the Service with the CA in caBundle.
+The API server resolves the Service to a ready endpoint (the pod's IP) and
+dials it from the cluster network namespace, which routes every podCIDR; TLS
+verifies `<service>.<namespace>.svc` against caBundle.
+
+Skipped (loudly) only without root, `ip` or `nft`; the cluster's namespaces
+and processes go with `nanokube up`, which process_cluster checks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from tests.apiserver.admission.server import TestCA
+from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, wait_for
+
+pytestmark = PROCESS_RUNTIME
+
+#: refuses ConfigMaps named denied-*, allows the rest
+WEBHOOK = """
+import json, ssl
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class Review(BaseHTTPRequestHandler):
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["request"]
+        name = req.get("name") or req["object"]["metadata"].get("name", "")
+        answer = {"uid": req["uid"], "allowed": not name.startswith("denied-")}
+        if not answer["allowed"]:
+            answer["status"] = {"code": 403, "message": "configmap " + name + " is on the deny list"}
+        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        print("reviewed", name, answer["allowed"], flush=True)
+    def log_message(self, *args):
+        pass
+server = HTTPServer(("0.0.0.0", 8443), Review)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain("/tls/tls.crt", "/tls/tls.key")
+server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.fixture(scope="module")
+def webhook_cluster(store_url):
+    with process_cluster(store_url, "webhooksvc") as c:
+        yield c
+
+
+def test_a_validating_webhook_served_by_a_pod_is_reached_through_its_service(webhook_cluster):
+    c = webhook_cluster
+    ca = TestCA(("deny.default.svc",))
+    key = ca.server_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption())
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+              "metadata": {"name": "deny-tls", "namespace": "default"},
+              "data": {"tls.crt": _b64(ca.server_cert.public_bytes(serialization.Encoding.PEM)), "tls.key": _b64(key)}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "deny", "namespace": "default", "labels": {"app": "deny"}},
+           "spec": {"terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "webhook", "image": "python:3.11", "command": [sys.executable, "-c", WEBHOOK],
+                                    "ports": [{"containerPort": 8443}],
+                                    "readinessProbe": {"tcpSocket": {"port": 8443}, "periodSeconds": 1},
+                                    "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}]}],
+                    "volumes": [{"name": "tls", "secret": {"secretName": "deny-tls"}}]}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "deny", "namespace": "default"},
+               "spec": {"selector": {"app": "deny"}, "ports": [{"port": 443, "targetPort": 8443}]}}
+    config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+              "metadata": {"name": "deny"},
+              "webhooks": [{"name": "deny.nanokube.test", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                            "failurePolicy": "Fail",
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}},
+                            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                       "resources": ["configmaps"]}],
+                            "clientConfig": {"caBundle": ca.bundle,
+                                             "service": {"namespace": "default", "name": "deny", "port": 443}}}]}
+    for obj in (secret, pod, service):
+        c.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    wait_for(lambda: any((e.get("conditions") or {}).get("ready")
+                         for s in c.kubectl_json("get", "endpointslices", "-l", "kubernetes.io/service-name=deny")["items"]
+                         for e in s.get("endpoints") or []), 90, "the webhook pod ready behind its Service")
+    c.kubectl("apply", "-f", "-", input=json.dumps(config))
+
+    c.kubectl("create", "configmap", "allowed-x")
+    denied = c.kubectl("create", "configmap", "denied-x", check=False)
+    assert denied.returncode == 1
+    assert denied.stderr.strip() == ('error: failed to create configmap: admission webhook "deny.nanokube.test" '
+                                     'denied the request: configmap denied-x is on the deny list')
+    assert c.kubectl("get", "configmap", "denied-x", check=False).returncode == 1
+    assert c.kubectl("logs", "deny").stdout.splitlines() == ["reviewed allowed-x True", "reviewed denied-x False"]
+
+    # with its endpoint gone the Service cannot be reached, and failurePolicy Fail refuses
+    c.kubectl("delete", "pod", "deny", "--wait=true")
+    refused = c.kubectl("create", "configmap", "later-x", check=False)
+    assert refused.returncode == 1
+    assert 'failed calling webhook "deny.nanokube.test"' in refused.stderr
+    assert 'no endpoints available for service "deny"' in refused.stderr
+    c.kubectl("delete", "validatingwebhookconfiguration", "deny")
+    c.kubectl("delete", "service", "deny")
+    c.kubectl("delete", "secret", "deny-tls")
