@@ -599,9 +599,11 @@ class PodWorker:
         out = []
         for c in (self.pod.get("spec") or {}).get("initContainers") or []:
             if c.get("restartPolicy") == "Always":
-                state = {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}} \
+                state = (self.waiting.get(c["name"]) or {"running": {
+                    "startedAt": self.own_started.get(c["name"]) or self.started_at or now}}) \
                     if running else {"waiting": {"reason": "PodInitializing"}}
-                out.append(self._status_of(c, state, running, running))
+                up = running and c["name"] not in self.waiting  # not while waiting out its back-off
+                out.append(self._status_of(c, state, up, up))
             else:
                 started, finished = self.init_ran.get(c["name"], (now, now))
                 term = {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": finished}
@@ -1091,7 +1093,9 @@ class PodWorker:
         as one exits, its own policy, rules or the pod's policy (restartrules.on_exit) restart it
         after its own crash-loop back-off while the others run on, until none is left running or
         waiting to restart; or the whole pod restarts in place when a RestartAllContainers rule
-        matches. Sidecars run until the pod stops."""
+        matches. Sidecars run until the pod stops, or for their interpreted command's lifetime:
+        whatever the pod's restartPolicy, one that exits restarts after its back-off, as upstream's
+        restartable init containers; the pod ends when its app containers have."""
         for message in invalid_annotations(self.pod):
             await self._event("Warning", "InvalidSimulationAnnotation", message)
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
@@ -1117,10 +1121,11 @@ class PodWorker:
                     self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + running},
                                     {c["name"]: image_ref(c.get("image", "")) for c in inits
                                      if c.get("restartPolicy") != "Always"},
-                                    {c["name"]: p for c in running if (p := self._program(c))})
+                                    {c["name"]: p for c in self._sidecars() + running if (p := self._program(c))})
                     write = not (adopted and self.started_at)
                     if write:
                         self.started_at = now
+                    lifetimes.update((c["name"], self._lifetime(c)) for c in self._sidecars() if self._program(c))
                 else:
                     for name, error in blocked.items():  # tried again at the next sync, the others running on
                         self.waiting[name] = {"waiting": {"reason": "CreateContainerConfigError", "message": error}}
@@ -1147,13 +1152,14 @@ class PodWorker:
                                         self._sidecars()[::-1])
                 await self._terminate()
                 return
-            closed = self.io.stdin_closed & lifetimes.keys()  # a sidecar's EOF is not its end
+            apps = {c["name"] for c in self._containers()}
+            closed = self.io.stdin_closed & lifetimes.keys() & apps  # a sidecar's EOF is not its end
             self.io.stdin_closed.clear()
             # woken by the timer (not by an EOF): what was due then is, however early the wake-up
             reached = self.clock.monotonic() if closed or wake is None else max(self.clock.monotonic(), wake)
             exits = {name: 0 if name in closed else code for name, (end, code) in lifetimes.items()
                      if name in closed or (end is not None and end <= reached)}
-            starting = [c for c in self._containers() if backoff.get(c["name"], reached + 1) <= reached]
+            starting = [c for c in self._sidecars() + self._containers() if backoff.get(c["name"], reached + 1) <= reached]
             for c in starting:
                 del backoff[c["name"]]
             if not exits:
@@ -1161,7 +1167,7 @@ class PodWorker:
                     await self._write_running(self.clock.rfc3339(), at=reached)
                 continue
             now = self.clock.rfc3339()
-            specs = {c["name"]: c for c in self._containers()}
+            specs = {c["name"]: c for c in self._sidecars() + self._containers()}
             terms = {}
             for name, code in exits.items():
                 end = lifetimes.pop(name)[0]
@@ -1190,14 +1196,14 @@ class PodWorker:
                     "reason": "CrashLoopBackOff",
                     "message": f"back-off {int(delay)}s restarting failed container={name} "
                                f"pod={self.name}_{self.namespace}({self.uid})"}}
-            if not (lifetimes or backoff):
-                await self._finish(term, now)
+            if not apps & (lifetimes.keys() | backoff.keys()):  # the sidecars stop with the pod
+                await self._finish(next((terms[n] for n in reversed(terms) if n in apps), term), now)
                 return
             await self._write_running(now)
             for name in terms:  # the kubelet's BackOff, counted on one Event per container
                 if actions[name]:
                     await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
-                                      f"{self.name}_{self.namespace}({self.uid})", f"spec.containers{{{name}}}")
+                                      f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, name))
 
     def _restart_count(self, name: str) -> int:
         return self.restarts + self.own_restarts.get(name, 0)

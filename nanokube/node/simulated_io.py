@@ -257,7 +257,8 @@ class SimulatedIO:
     def _backing_off(self, container: str) -> bool:
         """The container is waiting to restart (its status waiting, its lastState terminated)."""
         st = (self.worker.pod.get("status") or {})
-        cs = next((c for c in st.get("containerStatuses") or () if c.get("name") == container), {})
+        cs = next((c for key in ("containerStatuses", "initContainerStatuses") for c in st.get(key) or ()
+                   if c.get("name") == container), {})
         return "waiting" in (cs.get("state") or {}) and "terminated" in (cs.get("lastState") or {})
 
     def _running(self, container: str) -> ContainerLog:

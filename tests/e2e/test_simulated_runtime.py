@@ -231,3 +231,34 @@ def test_a_container_that_sleeps_forever_runs_with_an_empty_log(cluster):
              "keep running")
     assert cluster.kubectl("logs", "keep").stdout == ""
     assert cluster.kubectl_json("get", "pod", "keep")["status"]["phase"] == "Running"
+
+
+def _with_sidecar(name: str, sidecar: list[str], app: list[str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": {
+        "restartPolicy": "Never",
+        "initContainers": [{"name": "side", "image": "busybox", "restartPolicy": "Always", "command": sidecar}],
+        "containers": [{"name": "app", "image": "busybox", "command": app}]}}
+
+
+def test_a_sidecar_that_exits_restarts_after_its_back_off_whatever_the_pods_policy(cluster):
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(
+        _with_sidecar("flaky-side", ["sh", "-c", "echo tick; sleep 1; exit 1"], ["sleep", "600"])))
+    wait_for(lambda: "waiting" in _statuses(cluster, "flaky-side")["side"]["state"], 30, "side waiting")
+    side = _statuses(cluster, "flaky-side")["side"]
+    assert side["state"]["waiting"]["reason"] == "CrashLoopBackOff" and side["ready"] is False
+    assert side["lastState"]["terminated"]["exitCode"] == 1 and side["restartCount"] == 1
+    assert cluster.kubectl("logs", "flaky-side", "-c", "side", "--previous").stdout == "tick\n"
+    wait_for(lambda: "running" in _statuses(cluster, "flaky-side")["side"]["state"], 30, "side restarted")
+    pod = cluster.kubectl_json("get", "pod", "flaky-side")
+    assert pod["status"]["phase"] == "Running" and "running" in _statuses(cluster, "flaky-side")["app"]["state"]
+    reasons = cluster.kubectl("get", "events", "--field-selector", "involvedObject.name=flaky-side",
+                              "-o", "jsonpath={range .items[*]}{.reason} {.involvedObject.fieldPath}{'\\n'}{end}")
+    assert "BackOff spec.initContainers{side}" in reasons.stdout
+
+
+def test_a_pod_ends_with_its_app_containers_however_its_sidecar_runs(cluster):
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(
+        _with_sidecar("job-like", ["sh", "-c", "sleep 1; exit 1"], ["sh", "-c", "sleep 3; echo done"])))
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "job-like")["status"].get("phase") == "Succeeded", 30,
+             "job-like Succeeded")
+    assert _statuses(cluster, "job-like")["app"]["state"]["terminated"]["exitCode"] == 0
