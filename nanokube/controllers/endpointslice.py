@@ -20,7 +20,8 @@ import orjson
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
-from ..clock import Clock
+from ..clock import Clock, format_time
+from ..machinery.gotime import parse_rfc3339
 from .base import TURN, Controller, in_turns
 from .replicaset import owner_reference, pod_is_ready, pod_is_terminal
 
@@ -33,6 +34,7 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 MAX_ENDPOINTS_PER_SLICE = 100
 MAX_ENDPOINTS_ADDRESSES = 1000
 OVER_CAPACITY_ANNOTATION = "endpoints.kubernetes.io/over-capacity"
+TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
 
 
 # --- what the service wants ----------------------------------------------------
@@ -267,9 +269,59 @@ def _subsets(groups) -> list[dict]:
         if not_ready:
             s["notReadyAddresses"] = not_ready
         if ports:
-            s["ports"] = [dict(p) for p in ports]
+            # EndpointPort's name is omitempty: the server returns none for "", so compare without it
+            s["ports"] = [{k: v for k, v in p.items() if k != "name" or v} for p in ports]
         out.append(s)
     return out
+
+
+# --- last change trigger time ---------------------------------------------------------
+
+class TriggerTimeTracker:
+    """Upstream's TriggerTimeTracker: per service, the trigger times last seen (each selected pod's
+    Ready transition, the service's creation); a sync's trigger time is the earliest of those that
+    changed since the previous sync, so kube-proxy can measure network programming latency from it."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, tuple[str | None, dict[str, str]]] = {}
+
+    def compute(self, svc: dict, pods: list[dict]) -> str | None:
+        """The annotation's value for this sync (None: nothing that triggers changed)."""
+        last_svc, last_pods = self._states.get(key_of(svc), (None, {}))
+        now_pods: dict[str, str] = {}
+        changed: list[str] = []
+        for pod in pods:
+            t = _ready_transition(pod)
+            if t:
+                name = pod["metadata"]["name"]
+                now_pods[name] = t
+                if last_pods.get(name) != t:
+                    changed.append(t)
+        created = svc["metadata"].get("creationTimestamp")
+        if created and created != last_svc:
+            changed.append(created)
+        self._states[key_of(svc)] = (created, now_pods)
+        return format_time(min(parse_rfc3339(t) for t in changed)) if changed else None
+
+    def forget(self, svc_key: str) -> None:
+        self._states.pop(svc_key, None)
+
+
+def _ready_transition(pod: dict) -> str | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("lastTransitionTime") or None
+    return None
+
+
+def _with_trigger(obj: dict, trigger: str | None) -> dict:
+    """Stamp a slice or Endpoints being written with this sync's trigger time (dropping a stale one)."""
+    md = dict(obj["metadata"])
+    annotations = {k: v for k, v in (md.get("annotations") or {}).items() if k != TRIGGER_TIME_ANNOTATION}
+    if trigger:
+        annotations[TRIGGER_TIME_ANNOTATION] = trigger
+    md["annotations"] = annotations or None
+    return {**obj, "metadata": md}
 
 
 # --- the controller -----------------------------------------------------------------
@@ -294,6 +346,7 @@ class EndpointSliceController(Controller):
         self.node_inf = self.informer_factory.informer(client.resource("", "v1", "nodes"))
         # (kind, object key) -> (service key, resourceVersion written, or None once deleted)
         self._written: dict[tuple[str, str], tuple[str, int | None]] = {}
+        self.trigger_times = TriggerTimeTracker()
         self.svc_inf.add_handlers(self._enqueue, lambda o, n: self._enqueue(n), self._enqueue)
         self.pod_inf.add_handlers(self._pod_changed, self._pod_updated, self._pod_changed)
         self.slice_inf.add_handlers(lambda o: self._slice_seen(o), lambda o, n: self._slice_seen(n),
@@ -393,6 +446,7 @@ class EndpointSliceController(Controller):
         ns, name = key.split("/", 1)
         svc = self.svc_inf.get(key)
         if svc is None or (svc.get("spec") or {}).get("type") == "ExternalName":
+            self.trigger_times.forget(key)
             await self._delete_all(self._service_slices(ns, name), key)
             ep = self.ep_inf.get(key)
             if svc is None and ep is not None and (ep["metadata"].get("labels") or {}).get(SKIP_MIRROR_LABEL) == "true":
@@ -402,15 +456,16 @@ class EndpointSliceController(Controller):
             return
         reqs = service_selector(svc)
         pods = [p async for part in in_turns(self.pod_inf.list_namespace(ns)) for p in part if selects(svc, reqs, p)]
-        await self._sync_slices(svc, pods)
-        await self._sync_endpoints(svc, pods)
+        trigger = self.trigger_times.compute(svc, pods)
+        await self._sync_slices(svc, pods, trigger)
+        await self._sync_endpoints(svc, pods, trigger)
 
     async def _delete_all(self, slices: list[dict], svc_key: str) -> None:
         for sl in slices:
             await _ignore_missing(self.slices.delete(sl["metadata"]["name"], sl["metadata"]["namespace"]))
             self._record("slice", svc_key, sl, deleted=True)
 
-    async def _sync_slices(self, svc: dict, pods: list[dict]) -> None:
+    async def _sync_slices(self, svc: dict, pods: list[dict], trigger: str | None = None) -> None:
         md = svc["metadata"]
         existing = self._service_slices(md["namespace"], md["name"])
         labels = managed_labels(svc, {SERVICE_NAME_LABEL: md["name"], MANAGED_BY_LABEL: CONTROLLER_NAME})
@@ -420,7 +475,8 @@ class EndpointSliceController(Controller):
         await self._delete_all([sl for sl in existing if sl.get("addressType") not in families], svc_key)
         wanted = {at: await desired_endpoints(svc, pods, at, self._zone) for at in families}
         if not any(wanted.values()):
-            await self._placeholder(svc, [sl for sl in existing if sl.get("addressType") in families], labels, owner)
+            await self._placeholder(svc, [sl for sl in existing if sl.get("addressType") in families], labels, owner,
+                                    trigger)
             return
         for at, desired in wanted.items():
             mine = [sl for sl in existing if sl.get("addressType") == at]
@@ -429,21 +485,22 @@ class EndpointSliceController(Controller):
             relabel = [sl for sl in mine if sl["metadata"]["name"] not in touched
                        and not _meta_current(sl, labels, owner)]
             for ports, eps in creates:
-                await self._create(self._new_slice(md, at, ports, eps, labels, owner))
+                await self._create(_with_trigger(self._new_slice(md, at, ports, eps, labels, owner), trigger))
             for sl in updates + relabel:
-                await self._update(_with_meta(sl, labels, owner))
+                await self._update(_with_trigger(_with_meta(sl, labels, owner), trigger))
             await self._delete_all(deletes, svc_key)
 
-    async def _placeholder(self, svc: dict, existing: list[dict], labels: dict, owner: dict) -> None:
+    async def _placeholder(self, svc: dict, existing: list[dict], labels: dict, owner: dict,
+                           trigger: str | None = None) -> None:
         """A Service with no endpoints keeps exactly one empty slice."""
         keep = next((sl for sl in existing if not sl.get("endpoints") and not sl.get("ports")),
                     existing[0] if existing else None)
         await self._delete_all([sl for sl in existing if sl is not keep], key_of(svc))
         md = svc["metadata"]
         if keep is None:
-            await self._create(self._new_slice(md, address_types(svc)[0], [], [], labels, owner))
+            await self._create(_with_trigger(self._new_slice(md, address_types(svc)[0], [], [], labels, owner), trigger))
         elif keep.get("endpoints") or keep.get("ports") or not _meta_current(keep, labels, owner):
-            await self._update(_with_meta({**keep, "ports": [], "endpoints": []}, labels, owner))
+            await self._update(_with_trigger(_with_meta({**keep, "ports": [], "endpoints": []}, labels, owner), trigger))
 
     @staticmethod
     def _new_slice(md: dict, address_type: str, ports: list, endpoints: list, labels: dict, owner: dict) -> dict:
@@ -452,7 +509,7 @@ class EndpointSliceController(Controller):
                              "labels": labels, "ownerReferences": [owner]},
                 "addressType": address_type, "ports": ports, "endpoints": endpoints}
 
-    async def _sync_endpoints(self, svc: dict, pods: list[dict]) -> None:
+    async def _sync_endpoints(self, svc: dict, pods: list[dict], trigger: str | None = None) -> None:
         md = svc["metadata"]
         subsets, truncated = await endpoints_subsets(svc, pods)
         labels = managed_labels(svc, {SKIP_MIRROR_LABEL: "true"})
@@ -466,15 +523,16 @@ class EndpointSliceController(Controller):
             meta = {"name": md["name"], "namespace": md["namespace"], "labels": labels}
             if annotations:
                 meta["annotations"] = annotations
-            self._record("ep", key_of(svc), await self.endpoints.create(
-                {"apiVersion": "v1", "kind": "Endpoints", "metadata": meta, "subsets": subsets}))
+            self._record("ep", key_of(svc), await self.endpoints.create(_with_trigger(
+                {"apiVersion": "v1", "kind": "Endpoints", "metadata": meta, "subsets": subsets}, trigger)))
             return
         cmd = cur["metadata"]
         if (cur.get("subsets") or []) == subsets and (cmd.get("labels") or {}) == labels \
                 and (cmd.get("annotations") or {}) == annotations:
             return
         meta = {**cmd, "labels": labels, "annotations": annotations or None}
-        self._record("ep", key_of(svc), await self.endpoints.update({**cur, "metadata": meta, "subsets": subsets}))
+        self._record("ep", key_of(svc), await self.endpoints.update(
+            _with_trigger({**cur, "metadata": meta, "subsets": subsets}, trigger)))
 
 
 def _meta_current(sl: dict, labels: dict, owner: dict) -> bool:

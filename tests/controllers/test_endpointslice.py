@@ -15,6 +15,7 @@ from nanokube.controllers.endpointslice import (
 from tests.controllers import eventually, make_stack, turns_during
 
 NOW = "2026-01-01T00:00:00Z"
+TRIGGER = "endpoints.kubernetes.io/last-change-trigger-time"
 
 
 async def stop(ctrl):
@@ -315,7 +316,35 @@ async def test_a_service_over_many_pods_is_synced_in_turns():
         assert written == before  # nothing written
         assert during >= 4 * 3  # selection, desired, plan (10 slices a turn), addresses
         ep = written["ep/default/web"]
-        assert ep["metadata"]["annotations"] == {"endpoints.kubernetes.io/over-capacity": "truncated"}
+        assert ep["metadata"]["annotations"] == {"endpoints.kubernetes.io/over-capacity": "truncated",
+                                                 TRIGGER: svc["metadata"]["creationTimestamp"]}
         assert sum(len(ss.get("addresses", [])) for ss in ep["subsets"]) == 1000
     finally:
         await s.close()
+
+
+async def test_slices_and_endpoints_carry_the_last_change_trigger_time(env):
+    """TriggerTimeTracker: a write carries the earliest trigger time not yet seen: the service's
+    creation at first, then the Ready transition of the pod whose change caused the sync."""
+    c, _ = env
+    svc = await c.resource("", "v1", "services").create(service())
+    created = svc["metadata"]["creationTimestamp"]
+
+    async def placeholder():
+        got = await slices_of(c, "web")
+        return got if got and (got[0]["metadata"].get("annotations") or {}).get(TRIGGER) == created else None
+    await eventually(placeholder)
+    await add_pod(c, "a", "10.244.1.2", ready=False)
+    await wait_addresses(c, "web", ["10.244.1.2"])
+    ready_at = "2026-01-01T00:00:07Z"
+    await c.resource("", "v1", "pods").patch("a", {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": ready_at}]}},
+        namespace="default", subresource="status")
+    [sl] = await wait_addresses(c, "web", ["10.244.1.2"], ready_only=True)
+    assert sl["metadata"]["annotations"][TRIGGER] == ready_at
+
+    async def endpoints():
+        ep = await c.resource("", "v1", "endpoints").get("web", "default")
+        return ep if (ep["subsets"][0].get("addresses") if ep.get("subsets") else None) else None
+    ep = await eventually(endpoints)
+    assert ep["metadata"]["annotations"][TRIGGER] == ready_at
