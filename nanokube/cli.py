@@ -162,8 +162,10 @@ async def _up(args: argparse.Namespace) -> int:
         MetricsProvider.usage_sources.append(runtime.usage)
         from .node.runtime.netns import dialer
 
-        # webhooks' Services resolve to endpoint (pod) IPs, which only the cluster namespace routes to
+        # webhooks' and APIServices' Services resolve to endpoint (pod) IPs, which only the cluster namespace routes to
         server.rest.admission.client.dial_services_from(dialer(runtime.net.cluster_ns))
+        if server.handlers.aggregator is not None:
+            await server.handlers.aggregator.dial_services_from(dialer(runtime.net.cluster_ns))
         proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
                               mode_warnings, server.clock, configs=proxy_configs())
         server.component_metrics.append(proxies.metrics)

@@ -61,8 +61,22 @@ class Aggregator(Controller):
         return [self.as_inf, self.svc_inf, self.eps_inf]
 
     async def start(self) -> None:
-        self.session = aiohttp.ClientSession(auto_decompress=False, timeout=aiohttp.ClientTimeout(sock_connect=5))
+        self.session = self._new_session()
         await super().start()
+
+    @staticmethod
+    def _new_session(socket_factory=None) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(socket_factory=socket_factory),
+                                     auto_decompress=False, timeout=aiohttp.ClientTimeout(sock_connect=5))
+
+    async def dial_services_from(self, socket_factory) -> None:
+        """Open connections to APIServices' endpoints with `socket_factory` (see
+        netns.dialer), then probe every remote APIService again."""
+        old, self.session = self.session, self._new_session(socket_factory)
+        if old is not None:
+            await old.close()
+        for a in self.remote.values():
+            self.queue.add(a["metadata"]["name"])
 
     async def stop(self) -> None:
         await super().stop()
