@@ -178,17 +178,17 @@ class ServiceAccountTokens:
         user = self.authenticate(token, wanted)
         claims = self._claims(token)
         if user is None or claims is None:
-            return None, [], self._refusal(claims, wanted)
+            return None, [], self._refusal(token, claims, wanted)
         aud = self.audiences if claims.get("iss") == LEGACY_ISSUER else claims.get("aud")
         aud = [aud] if isinstance(aud, str) else aud
         if not set(wanted) & set(aud):
-            return None, [], self._refusal(claims, wanted)
+            return None, [], self._refusal(token, claims, wanted)
         return user, [a for a in wanted if a in aud], ""
 
-    def _refusal(self, claims: dict | None, wanted: tuple[str, ...]) -> str:
+    def _refusal(self, token: str, claims: dict | None, wanted: tuple[str, ...]) -> str:
         """A token not ours (no JWT of our key and issuers) is bearertoken's "invalid bearer token" (no token
-        authenticator errs on it); one for other audiences, or expired, the JWT authenticator's error, the
-        audiences checked first. Refusals for the objects a token is bound to keep the generic text."""
+        authenticator errs on it); one for other audiences, expired or not yet valid, the JWT authenticator's
+        error, the audiences checked first; then why the validator refused the objects it is bound to."""
         if claims is None or claims.get("iss") not in (self.issuer, LEGACY_ISSUER):
             return "invalid bearer token"
         aud = claims.get("aud") if claims.get("iss") == self.issuer else None
@@ -197,10 +197,14 @@ class ServiceAccountTokens:
             def quoted(values) -> str:  # Go's %q of a []string
                 return "[" + " ".join(orjson.dumps(str(v)).decode() for v in values) + "]"
             return f"token audiences {quoted(aud)} is invalid for the target audiences {quoted(wanted)}"
-        exp = claims.get("exp")
-        if claims.get("iss") == self.issuer and isinstance(exp, (int, float)) and exp + LEEWAY < self.clock.now():
+        if claims.get("iss") == LEGACY_ISSUER:
+            return self._legacy(token, claims)[1] or "invalid bearer token"
+        exp, nbf, now = claims.get("exp"), claims.get("nbf", 0), self.clock.now()
+        if isinstance(exp, (int, float)) and exp + LEEWAY < now:
             return "service account token has expired"
-        return "invalid bearer token"
+        if isinstance(nbf, (int, float)) and nbf - LEEWAY > now:
+            return "service account token is not valid yet"
+        return self._bound_user(claims, now)[1] or "invalid bearer token"
 
     def authenticate(self, token: str, audiences: tuple[str, ...] | None = None) -> User | None:
         """The ServiceAccount user a bearer token stands for, or None when the
@@ -210,7 +214,7 @@ class ServiceAccountTokens:
         if claims is None:
             return None
         if claims.get("iss") == LEGACY_ISSUER:
-            return self._legacy(token, claims)
+            return self._legacy(token, claims)[0]
         now = self.clock.now()
         aud = claims.get("aud")
         aud = [aud] if isinstance(aud, str) else aud
@@ -218,61 +222,82 @@ class ServiceAccountTokens:
                 or not isinstance(claims.get("exp"), (int, float)) or claims["exp"] + LEEWAY < now
                 or claims.get("nbf", 0) - LEEWAY > now):
             return None
+        return self._bound_user(claims, now)[0]
+
+    def _bound_user(self, claims: dict, now: float) -> tuple[User | None, str]:
+        """The user of a well-formed, current token whose ServiceAccount and bound objects still stand,
+        or why not in upstream's validator's words (pkg/serviceaccount/claims.go): the ServiceAccount's
+        lookup error or uid mismatch said, a bound secret, pod or node gone "invalidated"."""
         k8s = claims.get("kubernetes.io")
         if not isinstance(k8s, dict):
-            return None
+            return None, ""
         ns, sa_ref = k8s.get("namespace"), k8s.get("serviceaccount") or {}
-        sa = self.lookup("serviceaccounts", ns, sa_ref.get("name")) if ns and sa_ref.get("name") else None
-        if sa is None or sa["metadata"].get("uid") != sa_ref.get("uid") or sa["metadata"].get("deletionTimestamp"):
-            return None
+        if not (ns and isinstance(sa_ref, dict) and sa_ref.get("name")):
+            return None, ""
+        sa = self.lookup("serviceaccounts", ns, sa_ref["name"])
+        if sa is None:
+            return None, f'serviceaccounts "{sa_ref["name"]}" not found'
+        if sa["metadata"].get("uid") != sa_ref.get("uid"):
+            return None, f"service account UID ({sa['metadata'].get('uid', '')}) does not match claim ({sa_ref.get('uid', '')})"
+        if sa["metadata"].get("deletionTimestamp"):
+            return None, f"service account {ns}/{sa_ref['name']} has been deleted"
         extra = {"authentication.kubernetes.io/credential-id": [f"JTI={claims.get('jti', '')}"]}
         pod_ref, secret_ref, node_ref = k8s.get("pod"), k8s.get("secret"), k8s.get("node")
+        if secret_ref is not None and (why := self._unbound("secret", ns, secret_ref, now)):
+            return None, why
         if pod_ref is not None:
-            if not self._still_bound("pods", ns, pod_ref, now):
-                return None
+            if why := self._unbound("pod", ns, pod_ref, now):
+                return None, why
             extra["authentication.kubernetes.io/pod-name"] = [pod_ref["name"]]
             extra["authentication.kubernetes.io/pod-uid"] = [pod_ref["uid"]]
-        if secret_ref is not None and not self._still_bound("secrets", ns, secret_ref, now):
-            return None
         if node_ref is not None:
             # a pod's token names its node for information only; a node-bound one lives with the node
-            if pod_ref is None and not self._still_bound("nodes", "", node_ref, now):
-                return None
+            if pod_ref is None and (why := self._unbound("node", "", node_ref, now)):
+                return None, why
             extra["authentication.kubernetes.io/node-name"] = [node_ref.get("name", "")]
             extra["authentication.kubernetes.io/node-uid"] = [node_ref.get("uid", "")]
-        return service_account_user(ns, sa_ref["name"], sa_ref["uid"], extra)
+        return service_account_user(ns, sa_ref["name"], sa_ref["uid"], extra), ""
 
-    def _still_bound(self, plural: str, namespace: str, ref: dict, now: float) -> bool:
-        """The bound object exists with the token's uid, and is not deleted longer ago than the grace."""
-        obj = self.lookup(plural, namespace, ref.get("name") or "") if isinstance(ref, dict) else None
-        if obj is None or obj["metadata"].get("uid") != ref.get("uid"):
-            return False
+    def _unbound(self, kind: str, namespace: str, ref: dict, now: float) -> str:
+        """Why a token bound to this object is refused ("" while the object exists with the token's uid,
+        not deleted longer ago than the grace)."""
+        obj = self.lookup(kind + "s", namespace, ref.get("name") or "") if isinstance(ref, dict) else None
+        if obj is None:
+            return "service account token has been invalidated"
+        if obj["metadata"].get("uid") != ref.get("uid"):
+            return (f"{kind} UID ({obj['metadata'].get('uid', '')}) does not match service account {kind} "
+                    f"ref claim ({ref.get('uid', '')})")
         deleted = obj["metadata"].get("deletionTimestamp")
-        return not (deleted and parse_time(deleted) + DELETION_GRACE < now)
+        return "service account token has been invalidated" if deleted and parse_time(deleted) + DELETION_GRACE < now else ""
 
-    def _legacy(self, token: str, claims: dict) -> User | None:
+    def _legacy(self, token: str, claims: dict) -> tuple[User | None, str]:
         """A Secret-based token (upstream's legacy validator): valid while its Secret still holds it
         and its ServiceAccount, by uid, exists; neither being deleted. It carries no audience: the
-        server's own are implied."""
+        server's own are implied. Refused, the validator's words (pkg/serviceaccount/legacy.go)."""
         ns = claims.get("kubernetes.io/serviceaccount/namespace")
         name = claims.get("kubernetes.io/serviceaccount/service-account.name")
         uid = claims.get("kubernetes.io/serviceaccount/service-account.uid")
         secret_name = claims.get("kubernetes.io/serviceaccount/secret.name")
         if not all(isinstance(v, str) and v for v in (ns, name, uid, secret_name)):
-            return None
+            return None, ""
         if claims.get("sub") != f"system:serviceaccount:{ns}:{name}":
-            return None
+            return None, "sub claim is invalid"
         secret = self.lookup("secrets", ns, secret_name)
-        if secret is None or secret["metadata"].get("deletionTimestamp") or \
-                (secret.get("data") or {}).get("token") != base64.b64encode(token.encode()).decode():
-            return None
+        if secret is None or secret["metadata"].get("deletionTimestamp"):
+            return None, "Token has been invalidated"
+        if (secret.get("data") or {}).get("token") != base64.b64encode(token.encode()).decode():
+            return None, "Token does not match server's copy"
         sa = self.lookup("serviceaccounts", ns, name)
-        if sa is None or sa["metadata"].get("uid") != uid or sa["metadata"].get("deletionTimestamp"):
-            return None
+        if sa is None:
+            return None, f'serviceaccounts "{name}" not found'
+        if sa["metadata"].get("deletionTimestamp"):
+            return None, f"ServiceAccount {ns}/{name} has been deleted"
+        if sa["metadata"].get("uid") != uid:
+            return None, f"ServiceAccount UID ({sa['metadata'].get('uid', '')}) does not match claim ({uid})"
         today = format_time(self.clock.now())[:10]
         if self.legacy_used is not None and (secret["metadata"].get("labels") or {}).get(LAST_USED_LABEL) != today:
             self.legacy_used(ns, secret_name, today)  # LegacyServiceAccountTokenTracking, once a day
-        return service_account_user(ns, name, uid)
+        return service_account_user(ns, name, uid), ""
 
     def _claims(self, token: str) -> dict | None:
         """The payload of a well-formed ES256 JWT signed by our key."""

@@ -88,3 +88,11 @@ async def test_a_token_review_that_fails_says_why_as_the_authenticators_do(tmp_p
         ok = await asyncio.to_thread(review, token, ["vault"])
         assert (ok["authenticated"], ok["audiences"], ok["user"]["username"], "error" in ok) == (
             True, ["vault"], "system:serviceaccount:default:robot", False)
+        old_uid = ok["user"]["uid"]
+        await asyncio.to_thread(core.delete_namespaced_service_account, "robot", "default")
+        assert await asyncio.to_thread(review, token, ["vault"]) == {  # claims.go: the lookup's error
+            "user": {}, "error": 'serviceaccounts "robot" not found'}
+        new_uid = (await asyncio.to_thread(core.create_namespaced_service_account, "default",
+                                           {"metadata": {"name": "robot"}})).metadata.uid
+        assert await asyncio.to_thread(review, token, ["vault"]) == {
+            "user": {}, "error": f"service account UID ({new_uid}) does not match claim ({old_uid})"}

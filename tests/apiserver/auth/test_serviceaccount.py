@@ -246,12 +246,14 @@ def test_a_secret_based_legacy_token_is_valid_while_its_secret_holds_it(world, t
     assert tokens.review(token, ["vault"]) == (  # the audiences the legacy token implies are the server's
         None, [], f'token audiences ["{API_AUDIENCE}"] is invalid for the target audiences ["vault"]')
     secret["data"] = {"token": base64.b64encode(b"another").decode()}  # the Secret was given a new token
-    assert tokens.authenticate(token) is None
+    assert tokens.review(token) == (None, [], "Token does not match server's copy")  # legacy.go's words
     secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
     world[("serviceaccounts", "ns", "robot")] = _obj("robot", "sa-2")  # recreated: another uid
-    assert tokens.authenticate(token) is None
+    assert tokens.review(token) == (None, [], "ServiceAccount UID (sa-2) does not match claim (sa-1)")
+    del world[("serviceaccounts", "ns", "robot")]
+    assert tokens.review(token) == (None, [], 'serviceaccounts "robot" not found')
     del world[("secrets", "ns", "robot-token")]
-    assert tokens.authenticate(token) is None
+    assert tokens.review(token) == (None, [], "Token has been invalidated")
 
 
 def test_tokens_bound_to_a_secret_or_a_node_and_a_pods_node(tokens, world, clock):
@@ -280,3 +282,37 @@ def test_tokens_bound_to_a_secret_or_a_node_and_a_pods_node(tokens, world, clock
     with pytest.raises(errors.APIError) as e:
         token("Secret", "creds")
     assert (e.value.code, e.value.message) == (404, 'secrets "creds" not found')
+
+
+def test_a_review_says_why_a_bound_token_is_refused(tokens, world, clock):
+    """TokenReview's status.error for a token whose bindings are gone, in upstream's validator's words
+    (claims.go): the ServiceAccount's lookup error or uid mismatch, a bound object's uid mismatch, and
+    "invalidated" for a bound object gone or deleted beyond the grace."""
+    world[("secrets", "ns", "creds")] = _obj("creds", "secret-1")
+    world[("nodes", "", "n1")] = _obj("n1", "node-1")
+
+    def token(kind: str, name: str) -> str:
+        ref = {"apiVersion": "v1", "kind": kind, "name": name}
+        return tokens.token_request("ns", "robot", {"spec": {"boundObjectRef": ref}})["status"]["token"]
+
+    def why(tok: str) -> str:
+        return tokens.review(tok)[2]
+
+    by_pod, by_secret, by_node = token("Pod", "web"), token("Secret", "creds"), token("Node", "n1")
+    world[("pods", "ns", "web")] = _obj("web", "pod-9", serviceAccountName="robot")
+    assert why(by_pod) == "pod UID (pod-9) does not match service account pod ref claim (pod-1)"
+    del world[("pods", "ns", "web")]
+    assert why(by_pod) == "service account token has been invalidated"
+    world[("secrets", "ns", "creds")] = _obj("creds", "secret-2")
+    assert why(by_secret) == "secret UID (secret-2) does not match service account secret ref claim (secret-1)"
+    world[("nodes", "", "n1")]["metadata"]["deletionTimestamp"] = "2030-03-17T17:46:40Z"
+    assert tokens.authenticate(by_node) is not None  # within the grace
+    clock.t += 61
+    assert why(by_node) == "service account token has been invalidated"
+    world[("serviceaccounts", "ns", "robot")] = _obj("robot", "sa-2")
+    assert why(by_pod) == "service account UID (sa-2) does not match claim (sa-1)"
+    world[("serviceaccounts", "ns", "robot")] = {"metadata": {**_obj("robot", "sa-1")["metadata"],
+                                                              "deletionTimestamp": "2030-03-17T17:46:40Z"}}
+    assert why(by_secret) == "service account ns/robot has been deleted"
+    del world[("serviceaccounts", "ns", "robot")]
+    assert why(by_pod) == 'serviceaccounts "robot" not found'
