@@ -20,7 +20,7 @@ import sys
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from tests.apiserver.admission.server import TestCA
+from tests.apiserver.admission.server import TestCA, WebhookServer, deny
 from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, wait_for
 
 pytestmark = PROCESS_RUNTIME
@@ -172,3 +172,34 @@ def test_an_aggregated_api_served_by_a_pod_is_reached_through_its_service(webhoo
     c.kubectl("delete", "pod", "things", "--wait=false")
     c.kubectl("delete", "service", "things")
     c.kubectl("delete", "secret", "things-tls")
+
+
+def test_an_external_name_webhook_service_is_dialled_from_the_host(webhook_cluster):
+    """An ExternalName Service resolves to a host name, not a pod's address: the
+    API server dials it as it dials a `url`, here a server on the host's loopback."""
+    c = webhook_cluster
+    server = WebhookServer(TestCA(("ext.default.svc",))).start()
+    server.handlers["/review"] = lambda review: deny(review, "refused by the host's webhook")
+    try:
+        c.kubectl("create", "service", "externalname", "ext", "--external-name=localhost")
+        config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                  "metadata": {"name": "ext"},
+                  "webhooks": [{"name": "ext.nanokube.test", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                                "failurePolicy": "Fail",
+                                "objectSelector": {"matchLabels": {"ext": "check"}},
+                                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                           "resources": ["configmaps"]}],
+                                "clientConfig": {"caBundle": server.ca.bundle,
+                                                 "service": {"namespace": "default", "name": "ext", "port": server.port,
+                                                             "path": "/review"}}}]}
+        c.kubectl("apply", "-f", "-", input=json.dumps(config))
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ext-x", "labels": {"ext": "check"}}}
+        refused = c.kubectl("create", "-f", "-", input=json.dumps(cm), check=False)
+        assert refused.returncode == 1
+        assert ('admission webhook "ext.nanokube.test" denied the request: refused by the host\'s webhook'
+                in refused.stderr), refused.stderr
+        assert [b["request"]["name"] for b in server.calls_to("/review")] == ["ext-x"]
+    finally:
+        c.kubectl("delete", "validatingwebhookconfiguration", "ext", check=False)
+        c.kubectl("delete", "service", "ext", check=False)
+        server.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ipaddress
 import math
 import ssl
 from collections.abc import Callable
@@ -132,7 +133,7 @@ class WebhookClient:
             headers["Host"] = f"{server_name}:{urlsplit(shown).port or 443}"
         try:
             async with asyncio.timeout(timeout if timeout > 0 else None):
-                async with self._session_for_loop(server_name is not None).post(dialled, data=data, headers=headers, **kwargs) as resp:
+                async with self._session_for_loop(_endpoint_ip(server_name, dialled)).post(dialled, data=data, headers=headers, **kwargs) as resp:
                     raw = await resp.read()
                     status = resp.status
         except TimeoutError:
@@ -159,6 +160,18 @@ class WebhookClient:
         for session in (self._session, self._service_session):
             if session is not None and not session.closed:
                 await session.close()
+
+
+def _endpoint_ip(server_name: str | None, dialled: str) -> bool:
+    """Whether a Service resolved to an endpoint address (a pod's, dialled from the
+    cluster network); an ExternalName's host name is dialled as a `url` is."""
+    if server_name is None:
+        return False
+    try:
+        ipaddress.ip_address(urlsplit(dialled).hostname or "")
+    except ValueError:
+        return False
+    return True
 
 
 def _status_message(code: int, raw: bytes) -> str:
