@@ -1157,7 +1157,8 @@ class PodWorker:
             self.io.stdin_closed.clear()
             # woken by the timer (not by an EOF): what was due then is, however early the wake-up
             reached = self.clock.monotonic() if closed or wake is None else max(self.clock.monotonic(), wake)
-            exits = {name: 0 if name in closed else code for name, (end, code) in lifetimes.items()
+            exits = {name: self.io.stdin_status.pop(name, 0) if name in closed else code
+                     for name, (end, code) in lifetimes.items()
                      if name in closed or (end is not None and end <= reached)}
             starting = [c for c in self._sidecars() + self._containers() if backoff.get(c["name"], reached + 1) <= reached]
             for c in starting:

@@ -28,8 +28,9 @@ port-forward, declared on the pod with annotations.
   One whose command is interpreted (`echo hi`, `sleep 5`) does not read its
   stdin: it ends when its command does. On a terminal, what the client types
   is echoed (into the log, as a tty's output is) with Enter as a new line.
-  An ephemeral container running a shell with a stdin (`kubectl debug -it`)
-  runs the lines it is sent, as exec's shell does, and ends at `exit [N]`.
+  One running a shell (`kubectl run -i -- sh`, `kubectl debug -it` of
+  busybox) runs the lines it is sent, as exec's shell does, and ends with
+  their status at EOF, or at `exit [N]` with N.
 - Port-forward: a port the container declares (`ports[].containerPort`)
   answers HTTP requests with a line naming the pod and echoes anything else;
   other ports refuse the connection, as the kubelet reports a closed port.
@@ -60,7 +61,7 @@ class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
     __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
-                 "stdin_closed", "shells", "ephemeral_ended")
+                 "stdin_closed", "stdin_status", "shells", "ephemeral_ended")
 
     def __init__(self, worker):
         self.worker = worker
@@ -69,7 +70,7 @@ class SimulatedIO:
         self.ephemeral: list[str] = []  # ephemeral containers started
         #: the ephemeral containers that ended on their own since the worker last looked: their exit codes
         self.ephemeral_ended: dict[str, int] = {}
-        #: the ephemeral containers running a shell on their stdin (attach feeds it)
+        #: the containers running a shell on their stdin (attach feeds it)
         self.shells: dict[str, Shell] = {}
         #: what each running container writes later: (monotonic time, text), and the task writing it
         self._pending: dict[str, list[tuple[float, str]]] = {}
@@ -80,6 +81,8 @@ class SimulatedIO:
         self.exit_codes: dict[str, int] = {}
         #: the containers reading stdin that reached its EOF: each exits 0 (the worker's run wait ends)
         self.stdin_closed: set[str] = set()
+        #: the exit status of each of those that ran a shell (`exit 3`); the others exit 0
+        self.stdin_status: dict[str, int] = {}
 
     def _annotations(self) -> dict:
         return (self.worker.pod.get("metadata") or {}).get("annotations") or {}
@@ -111,16 +114,21 @@ class SimulatedIO:
         One that runs an interpreted `program` logs what it writes, as a real one would, instead of
         nanokube's lines about it."""
         self.stdin_closed.discard(name)
+        self.stdin_status.pop(name, None)
         self.exit_codes.pop(name, None)
         self.logs[name] = [*self.logs.get(name, [])[-1:], ContainerLog()]
         if name not in self.running:
             self.running.append(name)
         out: list[tuple[float, str]] = []
+        spec = self._spec(name)
+        self.shells.pop(name, None)
         if program is not None:
             self.programs[name] = program
             out += program.output
         else:
             self.programs.pop(name, None)
+            if spec.get("stdin") and reads_stdin([*(spec.get("command") or ()), *(spec.get("args") or ())], image):
+                self.shells[name] = Shell()
             self._write(f"nanokube: container {name} started (image {image})", [name])
             self._write(f"nanokube: container {name} is ready", [name])
             if SMI_LIST.search(" ".join(self._command(name))):
@@ -404,7 +412,7 @@ class SimulatedIO:
 
     async def _read_stdin(self, container: str, log: ContainerLog, session: StreamSession, tty: bool, once: bool) -> None:
         """The container reading what the client sends until EOF: the client closing its stdin
-        (with `stdinOnce`), or ^D on a terminal. An ephemeral container's shell runs what it reads."""
+        (with `stdinOnce`), or ^D on a terminal. A shell runs what it reads, and may end at `exit`."""
         if shell := self.shells.get(container):
             async def read() -> bytes | None:
                 data = await session.read_stdin()
@@ -414,8 +422,14 @@ class SimulatedIO:
                 if not log.closed:
                     log.append(self.worker.clock.now(), stream, text.encode())
             code = await self._shell(shell, read, write, tty, prompt=False)
-            if code is not None:
+            if code is None:
+                return
+            if container in self.ephemeral:
                 self.end_ephemeral(container, code)
+                return
+            self.stdin_status[container] = code
+            self.stdin_closed.add(container)
+            self.worker.changed.set()
             return
         while data := await session.read_stdin():
             if tty:

@@ -180,3 +180,13 @@ def test_debug_it_runs_what_is_typed_in_the_ephemeral_shell(cluster):
         os.close(fd)
     term = _ephemeral(cluster, "tty-debug", "dbg")["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (5, "Error")
+
+
+def test_run_i_of_a_shell_runs_what_is_piped_and_exits_with_its_exit_code(cluster):
+    r = cluster.kubectl("run", "-i", "--restart=Never", "exits", "--image=busybox", "--", "sh",
+                        input="echo hi\nexit 3\n", check=False, timeout=60)
+    assert "hi\n" in r.stdout, (r.stdout, r.stderr)
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "exits")["status"].get("phase") == "Failed", 30,
+             "exits Failed")
+    term = cluster.kubectl_json("get", "pod", "exits")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (3, "Error")

@@ -126,7 +126,7 @@ async def test_a_stdin_container_reads_to_eof_when_the_client_closes_stdin_with_
     attached.cancel()
 
 
-async def test_a_terminal_echoes_what_is_typed_and_ctrl_d_is_eof():
+async def test_a_terminal_echoes_what_is_typed_its_shell_runs_it_and_ctrl_d_is_eof():
     w = worker(stdin=True, tty=True)
     io = SimulatedIO(w)
     io.started({"main": "busybox"})
@@ -135,7 +135,7 @@ async def test_a_terminal_echoes_what_is_typed_and_ctrl_d_is_eof():
     attached = asyncio.ensure_future(io.attach("main", s))
     s.stdin_data.put_nowait(b"ls\r")
     await settle()
-    assert out == [b"ls\r\n"] and not io.stdin_closed
+    assert out == [b"ls\r\n", b"sh: ls: not found\r\n"] and not io.stdin_closed
     s.stdin_data.put_nowait(b"\x04")
     await settle()
     assert io.stdin_closed == {"main"} and w.changed.is_set()
@@ -166,4 +166,18 @@ async def test_an_interpreted_command_does_not_read_its_stdin():
     s.stdin_data.put_nowait(None)
     await settle()
     assert io.stdin_closed == set() and not w.changed.is_set()
+    attached.cancel()
+
+
+async def test_a_shell_on_stdin_runs_each_line_and_exit_sets_its_exit_status():
+    """`kubectl run -i ... -- sh` piped `echo hi` then `exit 3`: the log has `hi`, the container exits 3."""
+    w = worker(stdin=True, stdinOnce=True, command=["sh"])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"echo hi\nexit 3\necho never\n")
+    await settle()
+    assert io.stdin_closed == {"main"} and io.stdin_status == {"main": 3} and w.changed.is_set()
+    assert io.serve_log("main", LogOptions()).endswith(b"hi\n")
     attached.cancel()
