@@ -100,9 +100,12 @@ def test_proxy_programs_its_namespace_serves_health_and_metrics_and_keeps_rules_
         cluster.kubectl("apply", "-f", "-", input=manifest)
     ip = cluster.kubectl_json("get", "service", "kp-web")["spec"]["clusterIP"]
 
-    table = wait_for(lambda: (t := nft(netns, "list", "table", "ip", "kube-proxy").stdout) and ip in t and t, 30,
-                     "the Service's ClusterIP in the namespace's kube-proxy table")
-    assert f"{ip} . tcp . 80 : goto lb-tcp-2" in table and "numgen random mod 2 map @service-endpoints-tcp" in table
+    # (the table holds other Services too, the kubernetes Service's one endpoint among them: wait for
+    # this Service's two endpoints, not only its ClusterIP, which is there before its slice)
+    table = wait_for(lambda: (t := nft(netns, "list", "table", "ip", "kube-proxy").stdout)
+                     and f"{ip} . tcp . 80 : goto lb-tcp-2" in t and t, 30,
+                     "the Service's ClusterIP to its two endpoints in the namespace's kube-proxy table")
+    assert "numgen random mod 2 map @service-endpoints-tcp" in table
 
     code, body = get(f"{healthz}/healthz")
     doc = json.loads(body)
