@@ -860,7 +860,7 @@ class GenericREST:
             await res.strategy.prepare_conversion([body], res.storage_version)
         new = res.strategy.to_storage(body, version)
         key = res.key(namespace, name)
-        entry = _as_decoded(res, self.cache.get(key))
+        entry = _as_decoded(res, self.cache.get(key), subresource)
         if entry is None:
             if subresource or not res.strategy.allow_create_on_update:
                 raise errors.not_found(res.group, res.plural, name)
@@ -900,7 +900,7 @@ class GenericREST:
                 if e.code != 409 or not e.message.endswith(errors.STALE) or attempt == PATCH_ATTEMPTS - 1:
                     raise
             await self.cache.sync()
-            entry = _as_decoded(res, self._entry(res, namespace, name))
+            entry = _as_decoded(res, self._entry(res, namespace, name), subresource)
             new = orjson.loads(sent)
 
     def _merge_subresource(self, res: Resource, old: dict, new: dict, subresource: str) -> dict:
@@ -1095,7 +1095,7 @@ class GenericREST:
         apply = patch_type == "application/apply-patch+yaml"
         dups = tuple(duplicates)
         for attempt in range(PATCH_ATTEMPTS):
-            entry = _as_decoded(res, self.cache.get(key))
+            entry = _as_decoded(res, self.cache.get(key), subresource)
             memo = remembered = None
             if patch_type == "application/apply-patch+yaml":
                 if not isinstance(parsed, dict):
@@ -1470,12 +1470,14 @@ def _patched_fields(patch: dict, smp: bool) -> set[str] | None:
     return out
 
 
-def _as_decoded(res: Resource, entry: Entry | None) -> Entry | None:
+def _as_decoded(res: Resource, entry: Entry | None, subresource: str | None) -> Entry | None:
     """The stored object as an update compares with it: decoded as a request is (structural.check), so
     one an older server stored without a field tagged without omitempty (a StatefulSet's
     `serviceName: ""`, a PVC dataSource's `apiGroup: null`) equals the same object sent back, as
-    upstream's stored objects do once decoded into Go structs. `entry` itself when nothing changes."""
-    if entry is None or type(res.strategy).decode is not Strategy.decode \
+    upstream's stored objects do once decoded into Go structs. `entry` itself when nothing changes,
+    and for a subresource's write, which keeps the stored spec as it is (decoding a whole pod for
+    each status patch doubled its cost: issue 19's pending pods)."""
+    if entry is None or subresource or type(res.strategy).decode is not Strategy.decode \
             or (sch := schemas.kind_schema(res.group, res.storage_version, res.kind)) is None:
         return entry
     obj = json_copy(entry.obj)
