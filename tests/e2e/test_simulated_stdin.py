@@ -6,6 +6,7 @@ stdin is left open (no stdinOnce) keeps running after the client leaves;
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import select
@@ -64,26 +65,37 @@ def _read_until(fd: int, want: bytes, timeout: float = 30) -> bytes:
     return out
 
 
-def test_run_on_a_terminal_echoes_input_and_ctrl_d_ends_the_shell(cluster):
+@contextlib.contextmanager
+def _on_a_terminal(cluster, *args: str):
+    """kubectl `args` on a pseudo-terminal: yields the terminal's fd and `exited()`, which waits for
+    kubectl to exit and gives its exit code; kubectl is killed if the test leaves before."""
     env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "KUBECACHEDIR": str(cluster.data_dir / "kubecache")}
     pid, fd = pty.fork()
     if pid == 0:
-        os.execve(KUBECTL, [KUBECTL, "run", "-it", "--rm", "--restart=Never", "tty", "--image=busybox", "--", "sh"],
-                  env)
+        os.execve(KUBECTL, [KUBECTL, *args], env)
     reaped = []
-    try:
-        assert b"try pressing enter" in _read_until(fd, b"try pressing enter")
-        os.write(fd, b"echo typed\r")
-        assert b"echo typed\r\n" in _read_until(fd, b"echo typed\r\n")
-        os.write(fd, b"\x04")
-        assert b'pod "tty" deleted' in _read_until(fd, b'pod "tty" deleted')
+
+    def exited() -> int:
         wait_for(lambda: reaped.append(os.waitpid(pid, os.WNOHANG)) or reaped[-1][0] == pid, 30, "kubectl exited")
-        assert os.waitstatus_to_exitcode(reaped[-1][1]) == 0
+        return os.waitstatus_to_exitcode(reaped[-1][1])
+    try:
+        yield fd, exited
     finally:
         if not reaped or reaped[-1][0] != pid:
             os.kill(pid, 9)
             os.waitpid(pid, 0)
         os.close(fd)
+
+
+def test_run_on_a_terminal_echoes_input_and_ctrl_d_ends_the_shell(cluster):
+    with _on_a_terminal(cluster, "run", "-it", "--rm", "--restart=Never", "tty", "--image=busybox", "--",
+                        "sh") as (fd, exited):
+        assert b"try pressing enter" in _read_until(fd, b"try pressing enter")
+        os.write(fd, b"echo typed\r")
+        assert b"echo typed\r\n" in _read_until(fd, b"echo typed\r\n")
+        os.write(fd, b"\x04")
+        assert b'pod "tty" deleted' in _read_until(fd, b'pod "tty" deleted')
+        assert exited() == 0
 
 
 def _running_pod(cluster, name: str) -> None:
@@ -106,12 +118,7 @@ def test_exec_of_a_shell_with_piped_stdin_runs_each_line_until_exit(cluster):
 
 def test_exec_it_of_a_shell_prompts_echoes_and_exits_with_its_code(cluster):
     _running_pod(cluster, "tty-shell")
-    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "KUBECACHEDIR": str(cluster.data_dir / "kubecache")}
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(KUBECTL, [KUBECTL, "exec", "-it", "tty-shell", "--", "sh"], env)
-    reaped = []
-    try:
+    with _on_a_terminal(cluster, "exec", "-it", "tty-shell", "--", "sh") as (fd, exited):
         assert b"/ # " in _read_until(fd, b"/ # ")
         os.write(fd, b"echo typed\r")
         assert b"echo typed\r\ntyped\r\n/ # " in _read_until(fd, b"typed\r\n/ # ")
@@ -119,13 +126,7 @@ def test_exec_it_of_a_shell_prompts_echoes_and_exits_with_its_code(cluster):
         assert b"sh: nope: not found\r\n/ # " in _read_until(fd, b"found\r\n/ # ")
         os.write(fd, b"exit 4\r")
         _read_until(fd, b"exit code 4")
-        wait_for(lambda: reaped.append(os.waitpid(pid, os.WNOHANG)) or reaped[-1][0] == pid, 30, "kubectl exited")
-        assert os.waitstatus_to_exitcode(reaped[-1][1]) == 4
-    finally:
-        if not reaped or reaped[-1][0] != pid:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        os.close(fd)
+        assert exited() == 4
 
 
 def _ephemeral(cluster, pod: str, name: str) -> dict:
@@ -161,23 +162,13 @@ def test_debug_i_pipes_commands_to_the_ephemeral_shell_until_exit(cluster):
 
 def test_debug_it_runs_what_is_typed_in_the_ephemeral_shell(cluster):
     _running_pod(cluster, "tty-debug")
-    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "KUBECACHEDIR": str(cluster.data_dir / "kubecache")}
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(KUBECTL, [KUBECTL, "debug", "-it", "tty-debug", "--image=busybox", "--target=tty-debug",
-                            "--container=dbg"], env)
-    reaped = []
-    try:
+    with _on_a_terminal(cluster, "debug", "-it", "tty-debug", "--image=busybox", "--target=tty-debug",
+                        "--container=dbg") as (fd, exited):
         assert b"try pressing enter" in _read_until(fd, b"try pressing enter")
         os.write(fd, b"echo typed\r")
         assert b"echo typed\r\ntyped\r\n" in _read_until(fd, b"typed\r\ntyped\r\n")
         os.write(fd, b"exit 5\r")
-        wait_for(lambda: reaped.append(os.waitpid(pid, os.WNOHANG)) or reaped[-1][0] == pid, 30, "kubectl exited")
-    finally:
-        if not reaped or reaped[-1][0] != pid:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        os.close(fd)
+        exited()
     term = _ephemeral(cluster, "tty-debug", "dbg")["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (5, "Error")
 
