@@ -988,6 +988,16 @@ class PodWorker:
                                       for x in self._containers()], False, now, "ContainersNotReady",
                           initialized=False, inits=self._init_progress(now, c["name"], state))
 
+    async def _ended(self) -> None:
+        """A pod whose phase is final gives back what it held (its IP, its claims' preparation, its
+        volumes, room for resizes waiting on its node), and goes if it is being deleted."""
+        self.agent.retry_resizes()
+        self.agent.ips.release(self.uid)
+        await self.agent.claims.unprepare(self.uid)
+        self.agent.volumes.unmount(self.uid)
+        if self.deleting():
+            await self._delete()
+
     async def _init_failed(self, c: dict, term: dict) -> None:
         """An init container failed under restartPolicy Never: the pod is Failed, not initialized,
         its app containers never started (waiting PodInitializing)."""
@@ -996,12 +1006,7 @@ class PodWorker:
         await self._write("Failed", [self._status_of(x, self._default_waiting(), False, False)
                                      for x in self._containers()], False, now, "PodFailed", initialized=False,
                           inits=self._init_progress(now, c["name"], {"terminated": term}))
-        self.agent.retry_resizes()
-        self.agent.ips.release(self.uid)
-        await self.agent.claims.unprepare(self.uid)
-        self.agent.volumes.unmount(self.uid)
-        if self.deleting():
-            await self._delete()
+        await self._ended()
 
     async def _kill_events(self, containers: list[dict]) -> None:
         """Killing for each running container a pod's deletion stops (killContainer): the app
@@ -1274,12 +1279,7 @@ class PodWorker:
         self.io.exited(term["exitCode"])  # the sidecars
         self.io.ephemeral_exited(term["exitCode"])
         await self._write(phase, statuses, False, now, "PodCompleted" if phase == "Succeeded" else "PodFailed")
-        self.agent.retry_resizes()
-        self.agent.ips.release(self.uid)
-        await self.agent.claims.unprepare(self.uid)
-        self.agent.volumes.unmount(self.uid)
-        if self.deleting():
-            await self._delete()
+        await self._ended()
 
     async def _never_started(self) -> None:
         """The pod ended before its containers ran (its claims, volumes or an image were not ready
@@ -1298,12 +1298,7 @@ class PodWorker:
             [self._status_of(c, self._default_waiting(), False, False) for c in self._containers()], not initializing)
         await self._write("Failed", statuses, False, now, "PodFailed", initialized=not initializing,
                           inits=init_statuses if inits else None)
-        self.agent.retry_resizes()
-        self.agent.ips.release(self.uid)
-        await self.agent.claims.unprepare(self.uid)
-        self.agent.volumes.unmount(self.uid)
-        if self.deleting():  # deleted as the deadline passed: nothing is left to stop
-            await self._delete()
+        await self._ended()  # (one deleted as the deadline passed: nothing is left to stop)
 
     async def _terminate(self) -> None:
         """Graceful deletion: containers stop after min(grace, stop-seconds), exiting as
