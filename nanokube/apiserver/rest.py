@@ -1243,10 +1243,10 @@ class GenericREST:
             obj = entry.obj
             md = obj["metadata"]
             pre = options.get("preconditions") or {}
-            if pre.get("uid") and pre["uid"] != md.get("uid"):
+            if pre.get("uid") is not None and pre["uid"] != md.get("uid"):
                 raise errors.conflict(res.group, res.plural, name,
                                       f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {md.get('uid')}")
-            if pre.get("resourceVersion") and pre["resourceVersion"] != md.get("resourceVersion"):
+            if pre.get("resourceVersion") is not None and pre["resourceVersion"] != md.get("resourceVersion"):
                 raise errors.conflict(res.group, res.plural, name,
                                       f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {md.get('resourceVersion')}")
             if attempt == 0:

@@ -122,3 +122,28 @@ async def test_delete_options_come_from_the_body_when_there_is_one_else_from_the
         assert left == ["b"]  # "c" was deleted: the query's dryRun was not read
     finally:
         await server.stop()
+
+
+async def test_an_empty_precondition_is_compared_not_ignored():
+    """Preconditions.Check compares a precondition that is set, even to "": a delete whose uid or
+    resourceVersion precondition is empty is a 409 and deletes nothing; one left null checks nothing."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(cms, json={"metadata": {"name": "a"}}) as r:
+                assert r.status == 201
+            got = []
+            for pre in ({"uid": ""}, {"resourceVersion": ""}, {"uid": None, "resourceVersion": None}):
+                async with s.delete(f"{cms}/a", json={"preconditions": pre, "dryRun": ["All"]}) as r:
+                    status = await r.json()
+                    got.append((r.status, status.get("reason"), status.get("message", "").split(": ", 1)[-1]))
+            async with s.get(f"{cms}/a") as r:
+                kept = r.status
+        assert got[0][:2] == got[1][:2] == (409, "Conflict"), got
+        assert got[0][2].startswith("Precondition failed: UID in precondition: , UID in object meta: "), got
+        assert got[1][2].startswith("Precondition failed: ResourceVersion in precondition: , ResourceVersion in object meta: "), got
+        assert got[2][0] == 200 and kept == 200
+    finally:
+        await server.stop()
