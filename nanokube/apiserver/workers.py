@@ -145,18 +145,22 @@ class Workers:
 
     def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
                  audit_log_path: str, ports: dict[int, int] | None = None, flags: dict[str, str] | None = None,
-                 disabled_admission: list[str] | tuple[str, ...] = (), advertise: str = "", jwks_uri: str = "") -> None:
+                 disabled_admission: list[str] | tuple[str, ...] = (), advertise: str = "", jwks_uri: str = "",
+                 dial_netns: str = "") -> None:
         """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports). `flags`:
         `up`'s, which every worker's /flagz shows as worker 0's does. `disabled_admission`: up's
         --disable-admission-plugins, which every worker admits by. `advertise`, `jwks_uri`: worker 0's
-        advertised address and --service-account-jwks-uri, so every worker's discovery document is its."""
+        advertised address and --service-account-jwks-uri, so every worker's discovery document is its.
+        `dial_netns`: under the process runtime, the cluster network namespace, from which every worker
+        dials webhooks' and APIServices' Services as worker 0 does (APIServer.dial_services_from)."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
                      "--port", str(port), "--relay-port", str(relay_port), "--audit-log-path", audit_log_path,
                      *(["--flagz", json.dumps(flags)] if flags is not None else []),
                      *(["--disable-admission-plugins", ",".join(disabled_admission)] if disabled_admission else []),
-                     "--advertise-address", advertise, "--service-account-jwks-uri", jwks_uri]
+                     "--advertise-address", advertise, "--service-account-jwks-uri", jwks_uri,
+                     *(["--dial-netns", dial_netns] if dial_netns else [])]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -229,6 +233,10 @@ async def _serve(args: argparse.Namespace) -> int:
     share_service_allocations(server)
     WorkerMetrics(server, pki, relay)
     await server.start()
+    if args.dial_netns:
+        from ..node.runtime.netns import dialer
+
+        await server.dial_services_from(dialer(args.dial_netns))
     gcsettle.settle()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -254,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--disable-admission-plugins", default="", help="up's, comma-separated")
     p.add_argument("--advertise-address", default="", help="worker 0's advertised address")
     p.add_argument("--service-account-jwks-uri", default="", help="up's")
+    p.add_argument("--dial-netns", default="", help="the network namespace Services' endpoints are dialled from")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux
     if prctl is not None:
