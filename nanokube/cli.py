@@ -118,8 +118,13 @@ async def _up(args: argparse.Namespace) -> int:
         return 1
     workers = None
     if args.api_workers > 1:
+        dial_netns = ""
+        if args.runtime == "process":  # the runtime makes the namespace below; workers dial from it once pods run
+            from .node.runtime.netns import ClusterNetwork, cluster_tag
+
+            dial_netns = ClusterNetwork(cluster_tag(data_dir)).cluster_ns
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
-                          scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri)
+                          scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns)
         try:
             await workers.start()
         except RuntimeError as e:
@@ -162,10 +167,7 @@ async def _up(args: argparse.Namespace) -> int:
         MetricsProvider.usage_sources.append(runtime.usage)
         from .node.runtime.netns import dialer
 
-        # webhooks' and APIServices' Services resolve to endpoint (pod) IPs, which only the cluster namespace routes to
-        server.rest.admission.client.dial_services_from(dialer(runtime.net.cluster_ns))
-        if server.handlers.aggregator is not None:
-            await server.handlers.aggregator.dial_services_from(dialer(runtime.net.cluster_ns))
+        await server.dial_services_from(dialer(runtime.net.cluster_ns))
         proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
                               mode_warnings, server.clock, configs=proxy_configs())
         server.component_metrics.append(proxies.metrics)

@@ -233,6 +233,14 @@ class APIServer:
         self._tasks.append(asyncio.create_task(self._count_objects()))
         self.ready = True
 
+    async def dial_services_from(self, socket_factory) -> None:
+        """Called once started. Open connections to the endpoints that webhooks' Services (admission
+        and CRD conversion) and APIServices resolve to with `socket_factory` (netns.dialer): under
+        the process runtime those are pod IPs, which only the cluster network namespace routes."""
+        self.rest.admission.client.dial_services_from(socket_factory)
+        if self.handlers.aggregator is not None:
+            await self.handlers.aggregator.dial_services_from(socket_factory)
+
     async def stop(self) -> None:
         self.shutting_down = True
         self.ready = False

@@ -31,7 +31,7 @@ async def test_a_worker_defers_full_collections_until_it_serves_then_settles(tmp
     monkeypatch.setattr(APIServer, "start", recorded_start)
     args = argparse.Namespace(worker=1, workers=2, data_dir=str(tmp_path), store="sqlite", address="127.0.0.1",
                               port=0, relay_port=1, audit_log_path="", flagz=None, disable_admission_plugins="",
-                              advertise_address="", service_account_jwks_uri="")
+                              advertise_address="", service_account_jwks_uri="", dial_netns="")
     task = asyncio.create_task(workers._serve(args))
     try:
         for _ in range(600):
