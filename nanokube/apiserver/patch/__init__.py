@@ -21,10 +21,13 @@ class PatchError(Exception):
     `str(err)` is the patch library's own message. `code`, `reason`,
     `status_message` and `details` are the meta/v1 Status fields upstream
     returns: 400 BadRequest for undecodable patches, 413 for oversized JSON
-    patches, 422 for JSON patch operations that fail (upstream wraps the
-    message into a generic "rejected" Status whose cause carries it) and for
-    strategic-merge lists of lists, 400 for every other strategic-merge error
-    (upstream passes those through as a 500; a patch is the client's error).
+    patches, 422 for JSON patch operations that fail and for strategic-merge
+    lists of lists (upstream's NewGenericServerResponse, not an unexpected
+    response: a generic "rejected" message and empty details, the library's
+    message dropped, so kubectl prints "The request is invalid: the server
+    rejected our request due to an error in our request"), 400 for every
+    other strategic-merge error (upstream passes those through as a 500; a
+    patch is the client's error).
     """
 
     _REASONS: ClassVar[dict[int, str]] = {400: "BadRequest", 413: "RequestEntityTooLarge", 422: "Invalid"}
@@ -37,7 +40,7 @@ class PatchError(Exception):
         self.status_message = message
         if code == 422:
             self.status_message = _REJECTED
-            self.details = {"causes": [{"reason": "UnexpectedServerResponse", "message": message}]}
+            self.details = {}
 
 
 def copy_to_patch(doc: Any) -> Any:

@@ -339,7 +339,7 @@ def test_missing_merge_key_is_a_server_error_with_upstream_message():
 def test_list_of_lists_is_unprocessable():
     err = failure({"metadata": {"finalizers": [["a"]]}}, {"metadata": {"finalizers": [["b"]]}})
     assert (err.code, str(err)) == (422, "lists of lists are not supported")
-    assert err.details["causes"][0]["message"] == "lists of lists are not supported"
+    assert (err.status_message, err.details) == ("the server rejected our request due to an error in our request", {})
 
 
 def test_mixed_element_types_are_rejected():
