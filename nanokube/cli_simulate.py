@@ -110,11 +110,13 @@ def run(args: argparse.Namespace) -> int:
         os.execve(sys.executable, [sys.executable, "-c", REEXEC, *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"})
     from .apiserver.eventttl import parse_ttl
     from .node.cluster import ClusterFileError
-    from .scheduler.config import ConfigError, load as load_config
+    from .scheduler.config import ConfigError
     from .sim.trace import TraceError
 
     for bad, why in ((args.serve_port is not None and not args.speed,
                       "--serve-port needs --speed (virtual time otherwise outruns any client)"),
+                     (args.speed is not None and args.speed <= 0, f"--speed {args.speed}: must be above 0"),
+                     (args.until is not None and args.until < 0, f"--until {args.until}: must be 0 or more"),
                      (args.inflate is not None and args.inflate <= 0, f"--inflate {args.inflate}: must be above 0"),
                      (args.drain and args.inflate, "--drain with --inflate: inflated pods never end"),
                      (args.limit_pods is not None and args.limit_pods < 1, f"--limit-pods {args.limit_pods}: must be 1 or more")):
@@ -124,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         args.event_ttl = parse_ttl(args.event_ttl)
         cluster, trace = _load(args)
-        configs = [(name, load_config(p)) for name, p in zip(_names(args.scheduler_config), args.scheduler_config)] \
+        configs = [(name, _config(p)) for name, p in zip(_names(args.scheduler_config), args.scheduler_config)] \
             or [("default", None)]
+        if args.out:
+            _writable(args.out)
     except (ClusterFileError, TraceError, ConfigError, OSError, KeyError, ValueError) as e:
         print(f"nanokube simulate: {e}", file=sys.stderr)
         return 2
@@ -211,6 +215,29 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     if ends or (r.interrupted and _ends_process):
         _exit(INTERRUPTED if r.interrupted else 0)
     return r.interrupted
+
+
+def _config(path: str):
+    """A KubeSchedulerConfiguration file, any error naming the file (several may be given)."""
+    from .scheduler.config import ConfigError, load
+
+    try:
+        return load(path)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except ConfigError as e:
+        raise ConfigError(e if str(e).startswith(f"couldn't decode {path}") else f"{path}: {e}") from None
+
+
+def _writable(out: str) -> None:
+    """--out is made (or found) before the run, so a path that cannot hold the report fails in a
+    second, not after hours of simulation."""
+    try:
+        os.makedirs(out, exist_ok=True)
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as e:
+        raise OSError(f"--out {out}: cannot write there: {e.strerror}") from None
 
 
 def _names(paths: list[str]) -> list[str]:

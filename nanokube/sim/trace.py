@@ -59,25 +59,31 @@ def first_pods(trace: Trace, n: int) -> Trace:
 
 def load_jsonl(path: str) -> Trace:
     events = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TraceError(f"{path}:{n}: not JSON: {e.msg}") from None
-            if not isinstance(rec, dict):
-                raise TraceError(f"{path}:{n}: must be an object")
-            verb, obj, t = rec.get("verb", "create"), rec.get("object"), rec.get("time", 0)
-            if verb not in VERBS:
-                raise TraceError(f"{path}:{n}: verb: must be one of {', '.join(VERBS)}, got {verb!r}")
-            if not isinstance(t, (int, float)) or t < 0:
-                raise TraceError(f"{path}:{n}: time: must be a number of seconds >= 0")
-            if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion") \
-                    or not (obj.get("metadata") or {}).get("name"):
-                raise TraceError(f"{path}:{n}: object: needs apiVersion, kind and metadata.name")
-            events.append(TraceEvent(float(t), len(events), verb, obj))
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{path}: not JSON Lines: {e}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TraceError(f"{path}:{n}: not JSON: {e.msg}") from None
+        if not isinstance(rec, dict):
+            raise TraceError(f"{path}:{n}: must be an object")
+        verb, obj, t = rec.get("verb", "create"), rec.get("object"), rec.get("time", 0)
+        if verb not in VERBS:
+            raise TraceError(f"{path}:{n}: verb: must be one of {', '.join(VERBS)}, got {verb!r}")
+        if not isinstance(t, (int, float)) or t < 0:
+            raise TraceError(f"{path}:{n}: time: must be a number of seconds >= 0")
+        if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion") \
+                or not (obj.get("metadata") or {}).get("name"):
+            raise TraceError(f"{path}:{n}: object: needs apiVersion, kind and metadata.name")
+        events.append(TraceEvent(float(t), len(events), verb, obj))
     events.sort()
     return Trace(events, gpu_milli=_gpu_milli(events))
 

@@ -295,3 +295,28 @@ def test_limit_pods_replays_the_first_pods_created(tmp_path):
     assert list(run["placements"]) == ["default/openb-pod-0000"] and run["virtual_s"] == 100  # its deletion
     proc = _csv(tmp_path, NODES, PODS, "--limit-pods", "0")
     assert proc.returncode == 2 and "nanokube simulate: --limit-pods 0: must be 1 or more" in proc.stderr
+
+
+def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path):
+    """Each is one line naming what is wrong, exit status 2, no traceback and no run: a negative
+    --speed used to hang, --speed 0 ran as fast as possible, an unwritable --out failed after the run."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "trace.jsonl").write_text("")
+    (tmp_path / "blocker").write_text("")
+    for args, message in [
+        (("--speed", "0"), "--speed 0.0: must be above 0"),
+        (("--speed", "-1"), "--speed -1.0: must be above 0"),
+        (("--until", "-5"), "--until -5.0: must be 0 or more"),
+        (("--out", str(tmp_path / "blocker" / "out")), f"--out {tmp_path / 'blocker' / 'out'}: cannot write there"),
+        (("--trace", str(tmp_path / "nope.jsonl")), f"{tmp_path / 'nope.jsonl'}: cannot read: No such file or directory"),
+        (("--trace", str(tmp_path)), f"{tmp_path}: cannot read: Is a directory"),
+        (("--scheduler-config", str(tmp_path / "nope.yaml")),
+         f"{tmp_path / 'nope.yaml'}: cannot read: No such file or directory"),
+        (("--scheduler-config", str(tmp_path / "cluster.yaml")),
+         f'{tmp_path / "cluster.yaml"}: no kind "" is registered for version ""'),
+    ]:
+        proc = _simulate(tmp_path, *args)
+        assert proc.returncode == 2, (args, proc.stderr[-2000:])
+        assert f"nanokube simulate: {message}" in proc.stderr and "Traceback" not in proc.stderr, \
+            (args, proc.stderr[-2000:])
+        assert proc.stdout == "", (args, proc.stdout)
