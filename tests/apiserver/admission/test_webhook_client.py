@@ -4,7 +4,7 @@ Go's error texts; clientConfig validation messages."""
 from __future__ import annotations
 
 import socket
-import time
+import threading
 
 import pytest
 
@@ -17,7 +17,6 @@ from tests.apiserver.admission.server import TestCA, WebhookServer
 def server():
     s = WebhookServer(TestCA(dns_names=("hook.ns1.svc",))).start()
     s.handlers["/echo"] = lambda body: {"got": body}
-    s.handlers["/slow"] = lambda body: time.sleep(2) or {}
     yield s
     s.stop()
 
@@ -58,9 +57,14 @@ async def test_connection_refused():
 
 
 async def test_timeout(server):
+    release = threading.Event()  # the webhook answers only once the client has given up on it
+    server.handlers["/slow"] = lambda body: release.wait(60) and {}
     client = WebhookClient()
-    with pytest.raises(WebhookError) as e:
-        await client.post({"url": server.url("/slow"), "caBundle": server.ca.bundle}, {}, 0.5)
+    try:
+        with pytest.raises(WebhookError) as e:
+            await client.post({"url": server.url("/slow"), "caBundle": server.ca.bundle}, {}, 0.5)
+    finally:
+        release.set()
     assert str(e.value) == f'Post "{server.url("/slow")}?timeout=1s": context deadline exceeded'
     await client.close()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 import socket
+import threading
 
 import pytest
 
@@ -320,12 +321,14 @@ async def test_connect_admission_of_exec(stack, server):
 
 
 async def test_timeout_review_version_and_warnings_on_denial(stack, server):
-    import time as _time
-
-    server.handlers["/slow"] = lambda r: _time.sleep(1.5) or allow(r)
+    release = threading.Event()  # the webhook answers only once the API server has given up on it
+    server.handlers["/slow"] = lambda r: release.wait(60) and allow(r)
     await configure(stack, "validating", "slow", hook(server, "slow.example.com", "/slow", timeoutSeconds=1))
-    with pytest.raises(APIError) as e:
-        await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    try:
+        with pytest.raises(APIError) as e:
+            await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    finally:
+        release.set()
     assert e.value.message == ('Internal error occurred: failed calling webhook "slow.example.com": failed to call '
                                f'webhook: Post "{server.url("/slow")}?timeout=1s": context deadline exceeded')
     await stack.client.resource(G, "v1", "validatingwebhookconfigurations").delete("slow")
