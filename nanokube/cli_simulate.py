@@ -21,6 +21,10 @@ def add_parser(sub) -> None:
                    help="what-if: take that many nodes (or that share of them) away, drawn across pools by --seed")
     p.add_argument("--trace", required=True, metavar="FILE",
                    help="workload: an openb pod list (*.csv) or JSON Lines of {time, verb, object}")
+    p.add_argument("--arrival-rate", type=float, default=None, metavar="FACTOR",
+                   help="what-if: the trace's arrivals FACTOR times as frequent (creation times divided by FACTOR), "
+                        "each object living as long as in the trace (its deletion moves with its creation), e.g. 2 "
+                        "for twice the load; --until counts in the replayed time")
     p.add_argument("--scheduler-config", action="append", default=[], metavar="FILE",
                    help="KubeSchedulerConfiguration; repeat to compare several on the same inputs (default: the "
                         "default profile)")
@@ -119,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
                      (args.until is not None and args.until < 0, f"--until {args.until}: must be 0 or more"),
                      (args.inflate is not None and args.inflate <= 0, f"--inflate {args.inflate}: must be above 0"),
                      (args.drain and args.inflate, "--drain with --inflate: inflated pods never end"),
+                     (args.arrival_rate is not None and args.arrival_rate <= 0,
+                      f"--arrival-rate {args.arrival_rate}: must be above 0"),
+                     (args.arrival_rate is not None and args.inflate,
+                      "--arrival-rate with --inflate: inflated pods arrive at a fixed pace, not the trace's"),
                      (args.limit_pods is not None and args.limit_pods < 1, f"--limit-pods {args.limit_pods}: must be 1 or more")):
         if bad:
             print(f"nanokube simulate: {why}", file=sys.stderr)
@@ -137,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
         from .sim.trace import first_pods
 
         trace = first_pods(trace, args.limit_pods)
+    if args.arrival_rate is not None:
+        from .sim.trace import scale_arrivals
+
+        trace = scale_arrivals(trace, args.arrival_rate)
     if args.inflate:
         from .sim.trace import inflate
 
@@ -207,7 +219,8 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     if last or r.interrupted:
         inputs = {"cluster": ", ".join(args.cluster), "add_nodes": args.add_nodes, "drop_nodes": args.drop_nodes,
                   "trace": args.trace, "seed": args.seed, "inflate": args.inflate, "until": args.until,
-                  "drain": args.drain, "limit_pods": args.limit_pods}
+                  "drain": args.drain, "limit_pods": args.limit_pods,
+                  "arrival_rate": args.arrival_rate}
         doc = write_report(args.out, results, inputs) if args.out else results_doc(results, inputs)
         print("\n" + table(doc["runs"], inflate=args.inflate), flush=True)
         if args.out:

@@ -136,7 +136,7 @@ def _edits(inputs: dict) -> str:
 
 def _how(inputs: dict) -> str:
     """How the trace was run, as the options that said so."""
-    parts = [f"--{k.replace('_', '-')} {inputs[k]}" for k in ("limit_pods", "inflate", "until")
+    parts = [f"--{k.replace('_', '-')} {inputs[k]}" for k in ("limit_pods", "arrival_rate", "inflate", "until")
              if inputs.get(k) is not None]
     if inputs.get("drain"):
         parts.append("--drain")

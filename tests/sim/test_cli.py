@@ -320,3 +320,39 @@ def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path)
         assert f"nanokube simulate: {message}" in proc.stderr and "Traceback" not in proc.stderr, \
             (args, proc.stderr[-2000:])
         assert proc.stdout == "", (args, proc.stdout)
+
+
+def test_arrival_rate_replays_arrivals_sooner_and_keeps_lifetimes(tmp_path):
+    """One 4-CPU node, three 3-CPU pods 100 s apart, each deleted 50 s after its creation: one
+    at a time fits. At 4x they arrive 25 s apart and still live 50 s, so each waits for the one
+    before it: the delays the what-if is for."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace("count: 2", "count: 1"))
+    pod = lambda name: {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {  # noqa: E731
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}}
+    events = []
+    for i in range(3):
+        events += [{"time": 100 * i, "object": pod(f"p{i}")},
+                   {"time": 100 * i + 50, "verb": "delete", "object": pod(f"p{i}")}]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = tmp_path / "out"
+
+    def run(*args: str) -> dict:
+        proc = _simulate(tmp_path, "--out", str(out), *args)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads((out / "results.json").read_text())["runs"][0]
+
+    same = run()
+    assert [v[0] for v in same["timeline"].values()] == [0, 100, 200] and same["virtual_s"] == 250
+    assert same["summary"]["scheduling_delay_s"]["max"] == 0
+    busy = run("--arrival-rate", "4")
+    assert [v[0] for v in busy["timeline"].values()] == [0, 25, 50] and busy["virtual_s"] == 100
+    assert [v[3] for v in busy["timeline"].values()] == [50, 75, 100]  # each lives its 50 s
+    assert [v[1] for v in busy["timeline"].values()] == [0, 50, 75]  # bound once the one before is gone
+    assert busy["summary"]["scheduling_delay_s"]["max"] == 25
+    assert "(--arrival-rate 4.0)" in (out / "report.html").read_text()
+    assert json.loads((out / "results.json").read_text())["inputs"]["arrival_rate"] == 4.0
+    for args, message in [(("--arrival-rate", "0"), "--arrival-rate 0.0: must be above 0"),
+                          (("--arrival-rate", "2", "--inflate", "1.3"), "--arrival-rate with --inflate: ")]:
+        proc = _simulate(tmp_path, *args)
+        assert proc.returncode == 2 and f"nanokube simulate: {message}" in proc.stderr, (args, proc.stderr[-2000:])
