@@ -26,6 +26,7 @@ from .disruption import DisruptionController
 from .endpointslice import EndpointSliceController
 from .endpointslicemirroring import EndpointSliceMirroringController
 from .ephemeral_volume import EphemeralVolumeController
+from .expand import ExpandController
 from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
 from .job import JobController
@@ -84,6 +85,7 @@ CLIENT_NAMES = {
     "persistentvolume-binder-controller": "persistent-volume-binder",
     "persistentvolumeclaim-protection-controller": "pvc-protection-controller",
     "persistentvolume-protection-controller": "pv-protection-controller",
+    "persistentvolume-expander-controller": "expand-controller",
     "pod-garbage-collector-controller": "pod-garbage-collector",
     "endpointslice-mirroring-controller": "endpointslicemirroring-controller",
     "horizontal-pod-autoscaler-controller": "horizontal-pod-autoscaler",
@@ -125,7 +127,7 @@ CONTROLLERS = [
     StatefulSetController, JobController, CronJobController, TTLController, TTLAfterFinishedController,
     DisruptionController,
     PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,
-    PVProtectionController, EphemeralVolumeController, HPAController, NodeLifecycleController,
+    PVProtectionController, ExpandController, EphemeralVolumeController, HPAController, NodeLifecycleController,
     TaintEvictionController, PodGCController, DeviceTaintEvictionController, ValidatingAdmissionPolicyStatusController,
     StorageVersionMigrator, ServiceCIDRController, ResourcePoolStatusRequestController, CSRApprovingController,
     CSRCleanerController,

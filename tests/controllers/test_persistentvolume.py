@@ -1,12 +1,14 @@
-"""The PV controller, the local-path provisioner and the protection
-controllers, over the in-process API: claims bind to fitting volumes or get
-provisioned ones, WaitForFirstConsumer waits for a selected node, reclaim
-policies, and claims kept while pods use them."""
+"""The PV controller, the local-path provisioner and its resizer, the expand
+controller and the protection controllers, over the in-process API: claims
+bind to fitting volumes or get provisioned ones, WaitForFirstConsumer waits
+for a selected node, reclaim policies, claims kept while pods use them, and
+claims that grow."""
 
 from pathlib import Path
 
 import pytest
 
+from nanokube.controllers.expand import ExpandController
 from nanokube.controllers.persistentvolume import PersistentVolumeController
 from nanokube.controllers.pv_protection import PVProtectionController
 from nanokube.controllers.pvc_protection import PVCProtectionController
@@ -21,7 +23,7 @@ from tests.controllers import eventually, make_stack, turns_during
 async def env(tmp_path):
     s = await make_stack()
     ctrls = [PersistentVolumeController(s.client), PVCProtectionController(s.client), PVProtectionController(s.client),
-             LocalPathProvisioner(s.client, str(tmp_path / "volumes"))]
+             ExpandController(s.client), LocalPathProvisioner(s.client, str(tmp_path / "volumes"))]
     for c in ctrls:
         await c.start()
     yield s.client, tmp_path / "volumes"
@@ -157,13 +159,93 @@ async def test_claims_grow_only_where_their_class_allows(env):
                                                "the pvc must support resize")
     await pvcs.patch("grows", bigger, namespace="default")
 
-    async def grown():
+    async def resized():
         pvc = await state(client, "persistentvolumeclaims", "grows", "default")
-        return (pvc.get("status") or {}).get("capacity") == {"storage": "3Gi"} and pvc
-    pvc = await eventually(grown)
-    assert pvc["status"]["allocatedResources"] == {"storage": "3Gi"}
+        return (pvc["status"].get("allocatedResourceStatuses") or {}).get("storage") == "NodeResizePending" and pvc
+    pvc = await eventually(resized)
+    # the volume grew; its filesystem waits for a pod to mount it (the kubelet finishes, tests/node)
+    assert pvc["status"]["capacity"] == {"storage": "1Gi"} and pvc["status"]["allocatedResources"] == {"storage": "3Gi"}
+    conditions = {c["type"]: c for c in pvc["status"]["conditions"]}
+    assert set(conditions) == {"Resizing", "FileSystemResizePending"}
+    assert conditions["FileSystemResizePending"]["message"] == \
+        "Waiting for user to (re-)start a pod to finish file system resize of volume on node."
     pv = await state(client, "persistentvolumes", pvc["spec"]["volumeName"])
     assert pv["spec"]["capacity"] == {"storage": "3Gi"}
+    assert await eventually(events_of(client, "grows", "ExternalExpanding", "Resizing", "FileSystemResizeRequired")) == {
+        "ExternalExpanding": ("volume_expand", "waiting for an external controller to expand this PVC"),
+        "Resizing": (f"external-resizer {PROVISIONER}", f"External resizer is resizing volume {pv['metadata']['name']}"),
+        "FileSystemResizeRequired": (f"external-resizer {PROVISIONER}", "Require file system resize of volume on node")}
+
+
+def events_of(client, claim_name, *reasons):
+    """reason -> (source component, message) of the claim's events, once all of `reasons` are there."""
+    async def check():
+        evs, _ = await client.resource("", "v1", "events").list("default")
+        got = {e["reason"]: (e["source"]["component"], e["message"]) for e in evs
+               if e["involvedObject"]["name"] == claim_name and e["reason"] in reasons}
+        return len(got) == len(reasons) and got
+    return check
+
+
+async def test_a_block_volume_is_done_growing_in_the_controller(env):
+    """No filesystem to grow on a node: the resizer finishes (capacity, no resize status or condition)."""
+    client, _ = env
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "elastic"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate",
+        "allowVolumeExpansion": True})
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("raw", storageClassName="elastic", volumeMode="Block"))
+    await eventually(phase_is(client, "persistentvolumeclaims", "raw", "Bound", "default"))
+    await pvcs.patch("raw", {"spec": {"resources": {"requests": {"storage": "2Gi"}}}}, namespace="default")
+
+    async def grown():
+        pvc = await state(client, "persistentvolumeclaims", "raw", "default")
+        return pvc["status"]["capacity"] == {"storage": "2Gi"} and pvc
+    pvc = await eventually(grown)
+    assert pvc["status"]["allocatedResources"] == {"storage": "2Gi"}
+    assert "allocatedResourceStatuses" not in pvc["status"] and "conditions" not in pvc["status"]
+    assert (await eventually(events_of(client, "raw", "VolumeResizeSuccessful")))["VolumeResizeSuccessful"][1] == \
+        "Resize volume succeeded"
+
+
+async def test_an_infeasible_expansion_is_recovered_by_asking_for_less(env):
+    """RecoverVolumeExpansionFailure: more than the disk holds is ControllerResizeInfeasible with a
+    ControllerResizeError condition; the request may then shrink, not to status.capacity or below,
+    and the resizer takes the smaller size."""
+    client, _ = env
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "elastic"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate",
+        "allowVolumeExpansion": True})
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("ckpt", storageClassName="elastic"))
+    bound = await eventually(phase_is(client, "persistentvolumeclaims", "ckpt", "Bound", "default"))
+    await pvcs.patch("ckpt", {"spec": {"resources": {"requests": {"storage": "1Ei"}}}}, namespace="default")
+
+    def storage_status_is(value):
+        async def check():
+            pvc = await state(client, "persistentvolumeclaims", "ckpt", "default")
+            return (pvc["status"].get("allocatedResourceStatuses") or {}).get("storage") == value and pvc
+        return check
+    failed = await eventually(storage_status_is("ControllerResizeInfeasible"))
+    assert failed["status"]["allocatedResources"] == {"storage": "1Ei"}
+    assert failed["status"]["capacity"] == {"storage": "1Gi"}
+    error = next(c for c in failed["status"]["conditions"] if c["type"] == "ControllerResizeError")
+    assert error["message"].startswith("failed to expand pvc with rpc error: code = OutOfRange desc = requested size "
+                                       "1Ei exceeds the capacity of the disk under ")
+    pv_name = bound["spec"]["volumeName"]
+    message = (await eventually(events_of(client, "ckpt", "VolumeResizeFailed")))["VolumeResizeFailed"][1]
+    assert message.startswith(f'resize volume "{pv_name}" by resizer "{PROVISIONER}" failed: rpc error: code = OutOfRange')
+    assert (await state(client, "persistentvolumes", pv_name))["spec"]["capacity"] == {"storage": "1Gi"}
+    for size in ("512Mi", "1Gi"):
+        with pytest.raises(APIError) as e:
+            await pvcs.patch("ckpt", {"spec": {"resources": {"requests": {"storage": size}}}}, namespace="default")
+        assert e.value.code == 422 and "spec.resources.requests.storage: Forbidden: field can not be less than " \
+            "status.capacity" in e.value.message
+    await pvcs.patch("ckpt", {"spec": {"resources": {"requests": {"storage": "2Gi"}}}}, namespace="default")
+    recovered = await eventually(storage_status_is("NodeResizePending"))
+    assert recovered["status"]["allocatedResources"] == {"storage": "2Gi"}
+    assert {c["type"] for c in recovered["status"]["conditions"]} == {"Resizing", "FileSystemResizePending"}
+    assert (await state(client, "persistentvolumes", pv_name))["spec"]["capacity"] == {"storage": "2Gi"}
 
 
 async def test_claim_cloned_from_another_starts_as_a_copy(env):

@@ -131,6 +131,15 @@ RULES: dict[str, list[dict]] = {
         _r(["update"], "", "namespaces/finalize", "namespaces/status"),
         _r(["get", "list", "watch", "delete", "deletecollection"], "*", "*"),
     ],
+    "expand-controller": [
+        _r(["get", "list", "watch", "update", "patch"], "", "persistentvolumes"),
+        _r(["update", "patch"], "", "persistentvolumeclaims/status"),
+        _r(_RO, "", "persistentvolumeclaims"),
+        _r(_RO, "storage.k8s.io", "storageclasses"),
+        _r(["get"], "", "services", "endpoints"),
+        _r(["get"], "", "secrets"),
+        _EVENTS,
+    ],
     "node-controller": [
         _r(["get", "list", "watch", "update", "delete", "patch"], "", "nodes"),
         _r(["patch", "update"], "", "nodes/status"),

@@ -11,9 +11,9 @@ Every node of a cluster runs on this one host, so a volume's directory is
 reachable from all of them; the node affinity of a WaitForFirstConsumer volume
 keeps the local-volume semantics users expect. A claim cloned from another
 claim of the class (`dataSource` kind PersistentVolumeClaim) starts as a copy of
-its directory. A bound claim of ours that asks for
-more (its class allowing expansion, which admission checks) is expanded as the
-external resizer would: the volume's capacity, then the claim's status."""
+its directory. Its resizer (`resizer.LocalPathResizer`, started and stopped
+with it, as a CSI driver's deployment runs the external-resizer beside its
+provisioner) expands and modifies the volumes it made."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from ...machinery.errors import APIError
 from ...machinery.quantity import QuantityError, parse_quantity
 from ...machinery.user import User
 from ...volume.binding import PROVISIONED_BY, SELECTED_NODE, STORAGE_PROVISIONER
+from .resizer import LocalPathResizer
 from ...volume.classes import IS_DEFAULT, WAIT_FOR_FIRST_CONSUMER, claim_class
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ class LocalPathProvisioner(Controller):
         self.volumes = Informer(self.pvs, clock=clock)
         self.classes = Informer(client.resource("storage.k8s.io", "v1", "storageclasses"), clock=clock)
         self.recorder = CoreEventRecorder(client, PROVISIONER, clock)
+        self.resizer = LocalPathResizer(client, PROVISIONER, self.root, clock)
         self.claims.add_handlers(on_add=self._claim, on_update=lambda old, new: self._claim(new))
         self.volumes.add_handlers(on_add=self._volume, on_update=lambda old, new: self._volume(new))
 
@@ -82,6 +84,11 @@ class LocalPathProvisioner(Controller):
         os.makedirs(self.root, exist_ok=True)
         await ensure_default_class(self.client)
         await super().start()
+        await self.resizer.start()
+
+    async def stop(self) -> None:
+        await self.resizer.stop()
+        await super().stop()
 
     def _claim(self, pvc: dict) -> None:
         if (pvc["metadata"].get("annotations") or {}).get(STORAGE_PROVISIONER) == PROVISIONER:
@@ -95,9 +102,7 @@ class LocalPathProvisioner(Controller):
         kind, name = key
         if kind == "claim":
             pvc = self.claims.get(name)
-            if pvc is not None and (pvc.get("spec") or {}).get("volumeName"):
-                await self._resize(pvc)
-            elif pvc is not None:
+            if pvc is not None and not (pvc.get("spec") or {}).get("volumeName"):
                 await self._provision(pvc)
         else:
             pv = self.volumes.get(name)
@@ -183,31 +188,6 @@ class LocalPathProvisioner(Controller):
         except QuantityError:
             return None, f"{what}: unreadable size"
         return path, ""
-
-    async def _resize(self, pvc: dict) -> None:
-        """Expansion, as the external resizer does it for a volume without a filesystem
-        to grow: the volume's capacity, then the claim's status, take the new request."""
-        pv = self.volumes.get(pvc["spec"]["volumeName"])
-        if pv is None or (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) != PROVISIONER:
-            return
-        want = ((pvc["spec"].get("resources") or {}).get("requests") or {}).get("storage")
-        have = ((pv.get("spec") or {}).get("capacity") or {}).get("storage")
-        status = pvc.get("status") or {}
-        try:
-            grow = want is not None and have is not None and parse_quantity(want) > parse_quantity(have)
-            behind = want is not None and parse_quantity(want) > parse_quantity((status.get("capacity") or {}).get("storage", "0"))
-        except QuantityError:
-            return
-        if not grow and not behind or status.get("phase") != "Bound":
-            return
-        claim_obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}
-        if grow:
-            await self.recorder.emit(claim_obj, "Normal", "Resizing",
-                                     f"External resizer is resizing volume {pv['metadata']['name']}")
-            await self.pvs.update({**pv, "spec": {**pv["spec"], "capacity": {**pv["spec"]["capacity"], "storage": want}}})
-        await self.pvcs.update({**pvc, "status": {**status, "capacity": {**(status.get("capacity") or {}), "storage": want},
-                                                  "allocatedResources": {"storage": want}}}, subresource="status")
-        await self.recorder.emit(claim_obj, "Normal", "VolumeResizeSuccessful", "Resize volume succeeded")
 
     async def _reclaim(self, pv: dict) -> None:
         spec = pv.get("spec") or {}

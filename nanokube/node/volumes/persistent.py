@@ -2,7 +2,14 @@
 `<pod>-<volume>` the ephemeral volume controller made): the claim must be bound; its volume's
 directory (hostPath or local path) is linked at the pod's volume directory,
 so the runtime binds the volume itself at each container's mount path and
-what the pod writes outlives it."""
+what the pod writes outlives it.
+
+A claim whose volume the external resizer grew (NodeResizePending) has its
+filesystem expanded here, as the kubelet's NodeExpander does when it mounts
+the volume or, for a running pod, at the pod's next resync (RESYNC):
+NodeResizeInProgress, then status.capacity takes the volume's size and the
+resize conditions go, with FileSystemResizeSuccessful on the pod and the claim.
+A directory has no filesystem of its own to grow, so that step always succeeds."""
 
 from __future__ import annotations
 
@@ -10,7 +17,9 @@ import os
 from typing import TYPE_CHECKING
 
 from ...machinery.errors import APIError
-from .sources import MountError
+from ...volume.resize import (NODE_RESIZE_IN_PROGRESS, NODE_RESIZE_PENDING, capacity, resize_finished, resize_status,
+                              volume_capacity, with_storage_status)
+from .sources import RESYNC, MountError
 
 if TYPE_CHECKING:
     from .manager import VolumeManager
@@ -19,9 +28,10 @@ if TYPE_CHECKING:
 _HOST_DIRS = ("hostPath", "local")
 
 
-async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: str, owner: dict | None = None) -> str:
-    """The host directory behind the claim, or MountError in the kubelet's words;
-    with `owner`, the claim must be that pod's (a generic ephemeral volume)."""
+async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: str, owner: dict | None = None
+                      ) -> tuple[str, dict, dict]:
+    """The host directory behind the claim, with the claim and its volume, or MountError in the
+    kubelet's words; with `owner`, the claim must be that pod's (a generic ephemeral volume)."""
     what = f"error processing PVC {namespace}/{claim}"
     try:
         pvc = await mgr.client.resource("", "v1", "persistentvolumeclaims").get(claim, namespace)
@@ -51,20 +61,39 @@ async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: st
         os.makedirs(path, mode=0o755, exist_ok=True)
     if not os.path.isdir(path):
         raise MountError(volume, f"hostPath type check failed: {path} is not a directory")
-    return path
+    return path, pvc, pv
 
 
-async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
+async def node_expand(mgr: VolumeManager, pod: dict, pvc: dict, pv: dict) -> None:
+    """NodeExpander.expandOnPlugin for a volume the resizer left to the node."""
+    size, have = volume_capacity(pv), capacity(pvc)
+    if size is None or have is None or have >= size \
+            or resize_status(pvc) not in (NODE_RESIZE_PENDING, NODE_RESIZE_IN_PROGRESS):
+        return
+    pvcs = mgr.client.resource("", "v1", "persistentvolumeclaims")
+    pvc = await pvcs.update({**pvc, "status": with_storage_status(pvc.get("status") or {}, NODE_RESIZE_IN_PROGRESS)},
+                            subresource="status")
+    message = f'MountVolume.NodeExpandVolume succeeded for volume "{pv["metadata"]["name"]}" {mgr.node_name}'
+    await mgr.event(pod, "Normal", "FileSystemResizeSuccessful", message)
+    await mgr.recorder.emit({"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}, "Normal",
+                            "FileSystemResizeSuccessful", message)
+    await pvcs.update({**pvc, "status": resize_finished(pvc["status"], pv["spec"]["capacity"]["storage"])},
+                      subresource="status")
+
+
+async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float:
+    """Link the volume's directory, expand it if the resizer asks; again at every pod resync."""
     if vol.get("ephemeral"):
         claim, owner = f"{pod['metadata']['name']}-{vol['name']}", pod
     else:
         claim, owner = vol["persistentVolumeClaim"].get("claimName", ""), None
-    path = await volume_path(mgr, pod["metadata"]["namespace"], claim, vol["name"], owner)
-    if os.path.islink(target):
-        if os.readlink(target) == path:
-            return
+    path, pvc, pv = await volume_path(mgr, pod["metadata"]["namespace"], claim, vol["name"], owner)
+    if os.path.islink(target) and os.readlink(target) != path:
         os.unlink(target)
-    elif os.path.isdir(target):
+    elif os.path.isdir(target) and not os.path.islink(target):
         os.rmdir(target)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    os.symlink(path, target)
+    if not os.path.islink(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.symlink(path, target)
+    await node_expand(mgr, pod, pvc, pv)
+    return mgr.clock.now() + RESYNC

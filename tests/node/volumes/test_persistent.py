@@ -1,14 +1,18 @@
 """persistentVolumeClaim volumes on a node: the pod waits (FailedMount, in the
 kubelet's words) until its claim is bound, then its volume directory is the
-bound volume's directory, which outlives the pod."""
+bound volume's directory, which outlives the pod; the kubelet finishes an
+expansion the resizer left to the node."""
 
 import os
 
 import pytest
 
 from nanokube.apiserver.loopback import connector
+from nanokube.controllers.persistentvolume import PersistentVolumeController
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
+from nanokube.node.storage import PROVISIONER, LocalPathProvisioner
+from nanokube.node.volumes.sources import RESYNC
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 from tests.node.test_lifecycle import gone, phase_is
@@ -57,3 +61,51 @@ async def test_claim_volume_is_the_bound_volumes_directory(env):
     await pods.delete("user", "default", grace_period_seconds=0)
     await eventually(gone(pods, "user"))
     assert (target / "kept.txt").read_text() == "kept"
+
+
+async def test_a_running_pod_finishes_its_claims_expansion_at_its_next_resync(env):
+    """The resizer grew the volume and left its filesystem to the node (NodeResizePending): the
+    kubelet of the pod using it expands it at the pod's next resync, then the claim's capacity is
+    the new size and no resize status or condition is left."""
+    client, clock, root = env
+    provisioner = LocalPathProvisioner(client, str(root / "volumes"))
+    binder = PersistentVolumeController(client)
+    for c in (provisioner, binder):
+        await c.start()
+    try:
+        await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+            "metadata": {"name": "elastic"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate",
+            "allowVolumeExpansion": True})
+        pvcs = client.resource("", "v1", "persistentvolumeclaims")
+        await pvcs.create({"metadata": {"name": "ckpt", "namespace": "default"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "elastic", "resources": {"requests": {"storage": "1Gi"}}}})
+        pods = client.resource("", "v1", "pods")
+        await pods.create({"metadata": {"name": "trainer", "namespace": "default"}, "spec": {
+            "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}],
+            "volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]}})
+        for _ in range(3):  # the pod re-checks its volumes until the claim is bound
+            await clock.advance(2)
+        await eventually(phase_is(pods, "trainer", "Running"))
+        await pvcs.patch("ckpt", {"spec": {"resources": {"requests": {"storage": "3Gi"}}}}, namespace="default")
+
+        async def claim_where(check):
+            pvc = await pvcs.get("ckpt", "default")
+            return check(pvc["status"]) and pvc
+        pending = await eventually(lambda: claim_where(
+            lambda st: (st.get("allocatedResourceStatuses") or {}).get("storage") == "NodeResizePending"))
+        assert pending["status"]["capacity"] == {"storage": "1Gi"}
+        await clock.advance(RESYNC)
+        done = await eventually(lambda: claim_where(lambda st: st["capacity"] == {"storage": "3Gi"}))
+        assert "allocatedResourceStatuses" not in done["status"] and "conditions" not in done["status"]
+        assert done["status"]["allocatedResources"] == {"storage": "3Gi"}
+
+        async def resized_events():
+            items, _ = await client.resource("", "v1", "events").list(namespace="default")
+            return sorted((e["involvedObject"]["kind"], e["source"]["component"], e["message"])
+                          for e in items if e["reason"] == "FileSystemResizeSuccessful") or None
+        message = f'MountVolume.NodeExpandVolume succeeded for volume "{pending["spec"]["volumeName"]}" gpu-0'
+        assert await eventually(resized_events) == [("PersistentVolumeClaim", "kubelet", message),
+                                                    ("Pod", "kubelet", message)]
+    finally:
+        for c in (binder, provisioner):
+            await c.stop()
