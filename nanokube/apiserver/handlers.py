@@ -382,7 +382,13 @@ class APIHandlers:
             g.dec()
 
     async def _route(self, request: web.Request, path: str, labels: list) -> web.StreamResponse:
-        parts = [p for p in path.split("/") if p]
+        parts = path.rstrip("/").split("/")
+        # go-restful's router trims only trailing slashes: a doubled one leaves an empty segment no route
+        # matches (kubernetes#70942), but in a proxy's own path
+        tail = next((i for i, p in enumerate(parts) if p == "proxy" and i >= 4), len(parts))
+        if "" in parts[:tail] and parts != [""]:
+            raise errors.route_not_found()
+        parts = [p for p in parts if p]
         if parts and parts[0] == "api":
             group, rest = "", parts[1:]
             if not rest:
