@@ -13,7 +13,7 @@ from nanokube.controllers.persistentvolume import PersistentVolumeController
 from nanokube.controllers.pv_protection import PVProtectionController
 from nanokube.controllers.pvc_protection import PVCProtectionController
 from nanokube.machinery.errors import APIError
-from nanokube.node.storage import PROVISIONER, LocalPathProvisioner
+from nanokube.node.storage import CSI_DRIVER, PROVISIONER, LocalPathProvisioner
 from nanokube.volume.classes import default_class
 from nanokube.controllers.base import TURN
 from tests.controllers import eventually, make_stack, turns_during
@@ -248,6 +248,36 @@ async def test_an_infeasible_expansion_is_recovered_by_asking_for_less(env):
     assert (await state(client, "persistentvolumes", pv_name))["spec"]["capacity"] == {"storage": "2Gi"}
 
 
+async def test_the_csi_driver_provisions_with_the_claims_attributes_class(env):
+    """The built-in driver's CSI name serves the same directories as spec.csi volumes (no attach
+    needed); a claim naming a VolumeAttributesClass waits for it to exist, then its volume carries it."""
+    client, root = env
+    driver = await client.resource("storage.k8s.io", "v1", "csidrivers").get(CSI_DRIVER)
+    assert driver["spec"]["attachRequired"] is False and driver["spec"]["volumeLifecycleModes"] == ["Persistent"]
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "csi"}, "provisioner": CSI_DRIVER, "volumeBindingMode": "Immediate"})
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("ckpt", storageClassName="csi", volumeAttributesClassName="fast"))
+
+    async def failed():
+        evs, _ = await client.resource("", "v1", "events").list("default")
+        return [e["message"] for e in evs if e["reason"] == "ProvisioningFailed"]
+    assert (await eventually(failed))[0] == ('failed to provision volume with StorageClass "csi": '
+                                             'volumeattributesclass.storage.k8s.io "fast" not found')
+    await client.resource("storage.k8s.io", "v1", "volumeattributesclasses").create(
+        {"metadata": {"name": "fast"}, "driverName": CSI_DRIVER, "parameters": {"throughput": "500"}})
+    bound = await eventually(phase_is(client, "persistentvolumeclaims", "ckpt", "Bound", "default"))
+    assert bound["status"]["currentVolumeAttributesClassName"] == "fast"
+    pv = await state(client, "persistentvolumes", bound["spec"]["volumeName"])
+    assert pv["spec"]["volumeAttributesClassName"] == "fast"
+    assert pv["spec"]["csi"] == {"driver": CSI_DRIVER, "volumeHandle": pv["metadata"]["name"],
+                                 "volumeAttributes": {"path": str(root / pv["metadata"]["name"])}}
+    assert (root / pv["metadata"]["name"]).is_dir()
+    await pvcs.delete("ckpt", "default")
+    await eventually(lambda: _gone(client, "persistentvolumes", pv["metadata"]["name"]))
+    assert not (root / pv["metadata"]["name"]).exists()
+
+
 async def test_claim_cloned_from_another_starts_as_a_copy(env):
     client, root = env
     await client.resource("storage.k8s.io", "v1", "storageclasses").create({
@@ -344,11 +374,12 @@ async def test_a_requested_volume_that_does_not_fit_says_why(env):
     bound = await eventually(phase_is(client, "persistentvolumeclaims", "fancy", "Bound", "default"))
     assert bound["spec"]["volumeName"] == "gold" and bound["status"]["currentVolumeAttributesClassName"] == "gold"
     assert (await state(client, "persistentvolumeclaims", "any", "default"))["status"]["phase"] == "Pending"
-    # a volume provisioned for a claim (claimRef) is bound to it even without the claim's attributes class
-    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
-        "metadata": {"name": "now"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate"})
-    await pvcs.create(claim("made", storageClassName="now", volumeAttributesClassName="gold"))
-    await eventually(phase_is(client, "persistentvolumeclaims", "made", "Bound", "default"))
+    # a volume made for a claim (claimRef) is bound to it even without the claim's attributes class
+    made = await pvcs.create(claim("made", storageClassName="", volumeAttributesClassName="gold"))
+    await pvs.create(volume("for-made", "1Gi", storageClassName="", claimRef={
+        "kind": "PersistentVolumeClaim", "namespace": "default", "name": "made", "uid": made["metadata"]["uid"]}))
+    bound = await eventually(phase_is(client, "persistentvolumeclaims", "made", "Bound", "default"))
+    assert bound["spec"]["volumeName"] == "for-made"
 
 
 def test_the_default_class_is_the_newest_then_the_first_by_name():

@@ -13,7 +13,14 @@ keeps the local-volume semantics users expect. A claim cloned from another
 claim of the class (`dataSource` kind PersistentVolumeClaim) starts as a copy of
 its directory. Its resizer (`resizer.LocalPathResizer`, started and stopped
 with it, as a CSI driver's deployment runs the external-resizer beside its
-provisioner) expands and modifies the volumes it made."""
+provisioner) expands and modifies the volumes it made.
+
+The same directories are also served as a CSI driver, `local.csi.nanokube.io`
+(a CSIDriver object that needs no attach): a class naming it as provisioner
+gets `spec.csi` volumes (the directory in volumeAttributes `path`, read by the
+node's volume manager), which, unlike hostPath ones, may carry a
+VolumeAttributesClass: a claim that names one is provisioned with it, if the
+class exists and is the driver's."""
 
 from __future__ import annotations
 
@@ -36,6 +43,9 @@ from ...volume.classes import IS_DEFAULT, WAIT_FOR_FIRST_CONSUMER, claim_class
 log = logging.getLogger(__name__)
 
 PROVISIONER = "nanokube.io/local-path"
+#: the CSI driver name the same volumes are served under (a CSI driver name has no `/`)
+CSI_DRIVER = "local.csi.nanokube.io"
+PROVISIONERS = (PROVISIONER, CSI_DRIVER)
 #: the provisioner acts as its own service account, as a deployed provisioner would
 PROVISIONER_USER = User("system:serviceaccount:kube-system:local-path-provisioner",
                         ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
@@ -48,13 +58,32 @@ def default_class_object() -> dict:
             "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": WAIT_FOR_FIRST_CONSUMER}
 
 
+def csi_driver_object() -> dict:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": CSI_DRIVER},
+            "spec": {"attachRequired": False, "podInfoOnMount": False, "volumeLifecycleModes": ["Persistent"]}}
+
+
 async def ensure_default_class(client) -> None:
-    """Install the default class unless it exists (an admin's edits are kept)."""
-    try:
-        await client.resource("storage.k8s.io", "v1", "storageclasses").create(default_class_object())
-    except APIError as e:
-        if e.code != 409:
-            raise
+    """Install the default class and the CSIDriver unless they exist (an admin's edits are kept)."""
+    for plural, obj in (("storageclasses", default_class_object()), ("csidrivers", csi_driver_object())):
+        try:
+            await client.resource("storage.k8s.io", "v1", plural).create(obj)
+        except APIError as e:
+            if e.code != 409:
+                raise
+
+
+def local_path(pv: dict) -> str | None:
+    """The directory behind one of the driver's volumes: a hostPath one's path, a CSI one's
+    `path` attribute."""
+    spec = pv.get("spec") or {}
+    if (spec.get("csi") or {}).get("driver") == CSI_DRIVER:
+        return (spec["csi"].get("volumeAttributes") or {}).get("path")
+    return (spec.get("hostPath") or {}).get("path")
+
+
+class AttributesClassMissing(Exception):
+    """A claim's VolumeAttributesClass does not exist (yet): provisioning is tried again."""
 
 
 def volume_name(pvc: dict) -> str:
@@ -63,6 +92,7 @@ def volume_name(pvc: dict) -> str:
 
 class LocalPathProvisioner(Controller):
     name = "local-path-provisioner"
+    retriable = (AttributesClassMissing,)
 
     def __init__(self, client, root: str, clock: Clock = REAL):
         super().__init__(client, clock)
@@ -73,29 +103,33 @@ class LocalPathProvisioner(Controller):
         self.volumes = Informer(self.pvs, clock=clock)
         self.classes = Informer(client.resource("storage.k8s.io", "v1", "storageclasses"), clock=clock)
         self.recorder = CoreEventRecorder(client, PROVISIONER, clock)
-        self.resizer = LocalPathResizer(client, PROVISIONER, self.root, clock)
+        self.vacs = Informer(client.resource("storage.k8s.io", "v1", "volumeattributesclasses"), clock=clock)
+        #: one external resizer per driver name, as each CSI driver's deployment runs its own
+        self.resizers = [LocalPathResizer(client, name, self.root, clock) for name in PROVISIONERS]
         self.claims.add_handlers(on_add=self._claim, on_update=lambda old, new: self._claim(new))
         self.volumes.add_handlers(on_add=self._volume, on_update=lambda old, new: self._volume(new))
 
     def informers(self):
-        return [self.classes, self.volumes, self.claims]
+        return [self.classes, self.vacs, self.volumes, self.claims]
 
     async def start(self) -> None:
         os.makedirs(self.root, exist_ok=True)
         await ensure_default_class(self.client)
         await super().start()
-        await self.resizer.start()
+        for r in self.resizers:
+            await r.start()
 
     async def stop(self) -> None:
-        await self.resizer.stop()
+        for r in self.resizers:
+            await r.stop()
         await super().stop()
 
     def _claim(self, pvc: dict) -> None:
-        if (pvc["metadata"].get("annotations") or {}).get(STORAGE_PROVISIONER) == PROVISIONER:
+        if (pvc["metadata"].get("annotations") or {}).get(STORAGE_PROVISIONER) in PROVISIONERS:
             self.queue.add(("claim", f"{pvc['metadata']['namespace']}/{pvc['metadata']['name']}"))
 
     def _volume(self, pv: dict) -> None:
-        if (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) == PROVISIONER:
+        if (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) in PROVISIONERS:
             self.queue.add(("volume", pv["metadata"]["name"]))
 
     async def sync(self, key) -> None:
@@ -115,10 +149,11 @@ class LocalPathProvisioner(Controller):
     async def _provision(self, pvc: dict) -> None:
         md, spec = pvc["metadata"], pvc.get("spec") or {}
         ann = md.get("annotations") or {}
-        if spec.get("volumeName") or md.get("deletionTimestamp") or ann.get(STORAGE_PROVISIONER) != PROVISIONER:
+        driver = ann.get(STORAGE_PROVISIONER)
+        if spec.get("volumeName") or md.get("deletionTimestamp") or driver not in PROVISIONERS:
             return
         sc = self.classes.get(claim_class(pvc))
-        if sc is None or sc.get("provisioner") != PROVISIONER:
+        if sc is None or sc.get("provisioner") != driver:
             return
         node = ann.get(SELECTED_NODE)
         if sc.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER and not node:
@@ -132,6 +167,18 @@ class LocalPathProvisioner(Controller):
         await self.recorder.emit(claim_obj, "Normal", "Provisioning",
                                  f'External provisioner is provisioning volume for claim "{md["namespace"]}/{md["name"]}"')
         source, problem = self._clone_source(pvc, sc)
+        vac_name = spec.get("volumeAttributesClassName")
+        if vac_name and not problem:
+            vac = self.vacs.get(vac_name)
+            if vac is None:
+                message = (f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\": "
+                           f'volumeattributesclass.storage.k8s.io "{vac_name}" not found')
+                await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed", message)
+                raise AttributesClassMissing(message)
+            if driver != CSI_DRIVER or vac.get("driverName") != driver:
+                problem = (f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\": VAC {vac_name} "
+                           f"referenced in PVC is for driver {vac.get('driverName')} which does not match driver name "
+                           f"{driver}")
         if problem:
             await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed", problem)
             return
@@ -145,15 +192,21 @@ class LocalPathProvisioner(Controller):
             "accessModes": list(spec.get("accessModes") or []),
             "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy") or "Delete",
             "storageClassName": sc["metadata"]["name"], "volumeMode": spec.get("volumeMode") or "Filesystem",
-            "claimRef": ref, "hostPath": {"path": path, "type": "DirectoryOrCreate"},
+            "claimRef": ref,
         }
+        if driver == CSI_DRIVER:
+            pv_spec["csi"] = {"driver": CSI_DRIVER, "volumeHandle": name, "volumeAttributes": {"path": path}}
+            if vac_name:
+                pv_spec["volumeAttributesClassName"] = vac_name
+        else:
+            pv_spec["hostPath"] = {"path": path, "type": "DirectoryOrCreate"}
         if sc.get("mountOptions"):
             pv_spec["mountOptions"] = list(sc["mountOptions"])
         if node:
             pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
         pv = {"apiVersion": "v1", "kind": "PersistentVolume",
-              "metadata": {"name": name, "annotations": {PROVISIONED_BY: PROVISIONER}}, "spec": pv_spec}
+              "metadata": {"name": name, "annotations": {PROVISIONED_BY: driver}}, "spec": pv_spec}
         try:
             await self.pvs.create(pv)
         except APIError as e:
@@ -178,7 +231,7 @@ class LocalPathProvisioner(Controller):
         if claim_class(source) != sc["metadata"]["name"]:
             return None, f"{what}: the source PVC and destination PVCs must be in the same storage class for cloning"
         pv = self.volumes.get((source.get("spec") or {}).get("volumeName") or "")
-        path = (((pv or {}).get("spec") or {}).get("hostPath") or {}).get("path")
+        path = local_path(pv or {})
         if not path or (source.get("status") or {}).get("phase") != "Bound":
             return None, f"{what}: claim in dataSource not bound or its volume missing"
         try:
@@ -193,7 +246,7 @@ class LocalPathProvisioner(Controller):
         spec = pv.get("spec") or {}
         if (pv.get("status") or {}).get("phase") != "Released" or spec.get("persistentVolumeReclaimPolicy") != "Delete":
             return
-        path = os.path.realpath((spec.get("hostPath") or {}).get("path", ""))
+        path = os.path.realpath(local_path(pv) or "")
         if os.path.dirname(path) == os.path.realpath(self.root):
             shutil.rmtree(path, ignore_errors=True)
         else:

@@ -1,6 +1,6 @@
 """persistentVolumeClaim and generic ephemeral volumes (the claim
 `<pod>-<volume>` the ephemeral volume controller made): the claim must be bound; its volume's
-directory (hostPath or local path) is linked at the pod's volume directory,
+directory (hostPath, local path or the built-in CSI driver's) is linked at the pod's volume directory,
 so the runtime binds the volume itself at each container's mount path and
 what the pod writes outlives it.
 
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ...machinery.errors import APIError
 from ...volume.resize import (NODE_RESIZE_IN_PROGRESS, NODE_RESIZE_PENDING, capacity, resize_finished, resize_status,
                               volume_capacity, with_storage_status)
+from ..storage.provisioner import CSI_DRIVER, local_path
 from .sources import RESYNC, MountError
 
 if TYPE_CHECKING:
@@ -53,6 +54,11 @@ async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: st
             raise
         raise MountError(volume, f"{what}: failed to fetch PV {name} from API server: {e.message}") from None
     spec = pv.get("spec") or {}
+    if (spec.get("csi") or {}).get("driver") == CSI_DRIVER:  # the built-in driver's NodePublishVolume
+        path = local_path(pv) or ""
+        if not os.path.isdir(path):
+            raise MountError(volume, f"rpc error: code = NotFound desc = volume {name}: {path} does not exist")
+        return path, pvc, pv
     kind = next((k for k in _HOST_DIRS if spec.get(k)), None)
     if kind is None:
         raise MountError(volume, f"volume {name} has no source a node of this cluster can mount")

@@ -11,7 +11,7 @@ from nanokube.apiserver.loopback import connector
 from nanokube.controllers.persistentvolume import PersistentVolumeController
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
-from nanokube.node.storage import PROVISIONER, LocalPathProvisioner
+from nanokube.node.storage import CSI_DRIVER, PROVISIONER, LocalPathProvisioner
 from nanokube.node.volumes.sources import RESYNC
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -63,10 +63,11 @@ async def test_claim_volume_is_the_bound_volumes_directory(env):
     assert (target / "kept.txt").read_text() == "kept"
 
 
-async def test_a_running_pod_finishes_its_claims_expansion_at_its_next_resync(env):
-    """The resizer grew the volume and left its filesystem to the node (NodeResizePending): the
-    kubelet of the pod using it expands it at the pod's next resync, then the claim's capacity is
-    the new size and no resize status or condition is left."""
+@pytest.mark.parametrize("driver", [PROVISIONER, CSI_DRIVER])
+async def test_a_running_pod_finishes_its_claims_expansion_at_its_next_resync(env, driver):
+    """The resizer grew the volume (hostPath or the built-in CSI driver's) and left its filesystem
+    to the node (NodeResizePending): the kubelet of the pod using it expands it at the pod's next
+    resync, then the claim's capacity is the new size and no resize status or condition is left."""
     client, clock, root = env
     provisioner = LocalPathProvisioner(client, str(root / "volumes"))
     binder = PersistentVolumeController(client)
@@ -74,7 +75,7 @@ async def test_a_running_pod_finishes_its_claims_expansion_at_its_next_resync(en
         await c.start()
     try:
         await client.resource("storage.k8s.io", "v1", "storageclasses").create({
-            "metadata": {"name": "elastic"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate",
+            "metadata": {"name": "elastic"}, "provisioner": driver, "volumeBindingMode": "Immediate",
             "allowVolumeExpansion": True})
         pvcs = client.resource("", "v1", "persistentvolumeclaims")
         await pvcs.create({"metadata": {"name": "ckpt", "namespace": "default"}, "spec": {
@@ -85,7 +86,9 @@ async def test_a_running_pod_finishes_its_claims_expansion_at_its_next_resync(en
             "volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]}})
         for _ in range(3):  # the pod re-checks its volumes until the claim is bound
             await clock.advance(2)
-        await eventually(phase_is(pods, "trainer", "Running"))
+        running = await eventually(phase_is(pods, "trainer", "Running"))
+        link = root / "pods" / "gpu-0" / running["metadata"]["uid"] / "volumes" / "ckpt"
+        assert os.path.realpath(link).startswith(str(root / "volumes" / "pvc-"))
         await pvcs.patch("ckpt", {"spec": {"resources": {"requests": {"storage": "3Gi"}}}}, namespace="default")
 
         async def claim_where(check):
