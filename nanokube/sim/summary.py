@@ -47,10 +47,13 @@ def headline(run: dict, arrived: tuple[float, ...] = ()) -> dict:
     ended = [v[3] for v in timeline.values()]
     running = sum(1 for v in timeline.values() if v[1] is not None and v[3] is None)
     pending = sum(1 for v in timeline.values() if v[1] is None and v[3] is None)
+    # gone before any node took them (the trace deleted them waiting): no delay counts them, so they are said apart
+    deleted_waiting = sum(1 for v in timeline.values() if v[1] is None and v[3] is not None)
     arrival = {round(a, 2): v for a, v in zip(run["by_arrival"]["arrived_ratio"], run["by_arrival"]["gpu_alloc_ratio"])}
     gpus = bool(run.get("total_gpu_milli"))  # a cluster without GPUs has no GPU ratios (not 0%)
     return {
-        "pods": run["pods"], "scheduled": run["scheduled"], "pending_at_end": pending, "running_at_end": running,
+        "pods": run["pods"], "scheduled": run["scheduled"], "pending_at_end": pending,
+        "deleted_waiting": deleted_waiting, "running_at_end": running,
         "gpu_alloc_ratio_mean": time_mean(s["t"], s["gpu_alloc_ratio"], end) if gpus else None,
         "gpu_alloc_ratio_max": max(s["gpu_alloc_ratio"], default=None) if gpus else None,
         "fragmentation_ratio_mean": time_mean(s["t"], s["fragmentation_ratio"], end) if gpus else None,
@@ -89,7 +92,8 @@ def table(runs: list[dict], inflate: float | None = None) -> str:
     arrived = arrival_points(inflate)
     heads = [headline(r, arrived) for r in runs]
     inflated = bool(arrived)
-    cols = ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "GPU ALLOC MEAN", "GPU ALLOC MAX", "GPU FRAG MEAN"]
+    cols = ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "DELETED WAITING", "GPU ALLOC MEAN", "GPU ALLOC MAX",
+            "GPU FRAG MEAN"]
     if inflated:
         cols += [f"ALLOC AT {a:.0%} ARRIVED" for a in arrived]
     cols += [f"DELAY P{p}" for p in PERCENTILES] + ["DELAY MAX", "MAKESPAN", "EVICTED"]
@@ -97,7 +101,7 @@ def table(runs: list[dict], inflate: float | None = None) -> str:
     for r, h in zip(runs, heads):
         d = h["scheduling_delay_s"]
         row = [r["name"] + (" (interrupted)" if r.get("interrupted") else ""), str(h["pods"]), str(h["scheduled"]),
-               str(h["pending_at_end"]), ratio(h["gpu_alloc_ratio_mean"]), ratio(h["gpu_alloc_ratio_max"]),
+               str(h["pending_at_end"]), str(h["deleted_waiting"]), ratio(h["gpu_alloc_ratio_mean"]), ratio(h["gpu_alloc_ratio_max"]),
                ratio(h["fragmentation_ratio_mean"])]
         if inflated:
             row += [ratio(h["gpu_alloc_ratio_at_arrived"][str(a)]) for a in arrived]
@@ -113,6 +117,8 @@ def table(runs: list[dict], inflate: float | None = None) -> str:
     if inflated:
         gpus += "; AT N% ARRIVED: when the GPUs the arrived pods ask for reach N% of the cluster's"
     lines += [
+        "DELETED WAITING: pods the trace deleted before any node took them; with PENDING AT END, the pods never "
+        "scheduled (PODS - SCHEDULED)",
         gpus,
         "DELAY: a scheduled pod's creation to its binding, in virtual time (pods never scheduled are left out)",
         "MAKESPAN: first pod created to last pod ended, in virtual time ('-': pods still running or pending at the end)",

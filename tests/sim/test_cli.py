@@ -143,10 +143,11 @@ def test_the_table_compares_configurations_with_units(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
-    assert lines[header].split("   ")[:5] == ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "GPU ALLOC MEAN"]
+    assert lines[header].split("   ")[:6] == ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "DELETED WAITING",
+                                              "GPU ALLOC MEAN"]
     assert "DELAY P50" in lines[header] and "DELAY P99" in lines[header] and "MAKESPAN" in lines[header]
-    assert lines[header + 1].split() == ["most", "3", "3", "0", "-", "-", "-", "1m39s", "2m28s", "2m28s", "2m28s",
-                                         "3m20s", "0"]
+    assert lines[header + 1].split() == ["most", "3", "3", "0", "0", "-", "-", "-", "1m39s", "2m28s", "2m28s",
+                                         "2m28s", "3m20s", "0"]
     assert any(line.startswith("DELAY: a scheduled pod's creation to its binding") for line in lines)
     assert "GPU ALLOC / GPU FRAG: '-', the cluster has no GPUs" in lines
     summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
@@ -356,3 +357,26 @@ def test_arrival_rate_replays_arrivals_sooner_and_keeps_lifetimes(tmp_path):
                           (("--arrival-rate", "2", "--inflate", "1.3"), "--arrival-rate with --inflate: ")]:
         proc = _simulate(tmp_path, *args)
         assert proc.returncode == 2 and f"nanokube simulate: {message}" in proc.stderr, (args, proc.stderr[-2000:])
+
+
+def test_pods_the_trace_deletes_while_they_wait_are_counted_apart(tmp_path):
+    """One 4-CPU node held by a 3-CPU hog for 100 s: a second 3-CPU pod is deleted at 50 s
+    without ever running, a third still waits at the end. No delay counts either, so the table
+    says them: PODS 3 = SCHEDULED 1 + PENDING AT END 1 + DELETED WAITING 1."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace("count: 2", "count: 1"))
+    pod = lambda name: {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {  # noqa: E731
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}}
+    events = [{"time": 0, "object": pod("hog")}, {"time": 1, "object": pod("gives-up")},
+              {"time": 2, "object": pod("waits")}, {"time": 50, "verb": "delete", "object": pod("gives-up")}]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = tmp_path / "out"
+    proc = _simulate(tmp_path, "--until", "60", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
+    assert lines[header].split("   ")[:5] == ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "DELETED WAITING"]
+    assert lines[header + 1].split()[:5] == ["default", "3", "1", "1", "1"]
+    assert any(line.startswith("DELETED WAITING: pods the trace deleted before any node took them") for line in lines)
+    summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
+    assert summary["deleted_waiting"] == 1 and summary["pending_at_end"] == 1
+    assert "<th>deleted waiting</th>" in (out / "report.html").read_text()
