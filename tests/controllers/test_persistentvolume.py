@@ -248,6 +248,52 @@ async def test_an_infeasible_expansion_is_recovered_by_asking_for_less(env):
     assert (await state(client, "persistentvolumes", pv_name))["spec"]["capacity"] == {"storage": "2Gi"}
 
 
+async def test_a_bound_claim_moves_to_the_attributes_class_it_names(env):
+    """The resizer's modify controller: a class that does not exist leaves the modification Pending;
+    once it exists the volume is modified (InProgress, then the claim's current class and the
+    volume's are the new one); parameters the driver does not know are Infeasible."""
+    client, _ = env
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "now"}, "provisioner": CSI_DRIVER, "volumeBindingMode": "Immediate"})
+    vacs = client.resource("storage.k8s.io", "v1", "volumeattributesclasses")
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("ckpt", storageClassName="now"))
+    bound = await eventually(phase_is(client, "persistentvolumeclaims", "ckpt", "Bound", "default"))
+    pv_name = bound["spec"]["volumeName"]
+    await pvcs.patch("ckpt", {"spec": {"volumeAttributesClassName": "gold"}}, namespace="default")
+
+    def modify_status_is(value):
+        async def check():
+            pvc = await state(client, "persistentvolumeclaims", "ckpt", "default")
+            return pvc["status"].get("modifyVolumeStatus") == value and pvc
+        return check
+    pending = await eventually(modify_status_is({"status": "Pending"}))
+    assert "currentVolumeAttributesClassName" not in pending["status"] and "conditions" not in pending["status"]
+    assert (await eventually(events_of(client, "ckpt", "VolumeModifyFailed")))["VolumeModifyFailed"] == \
+        (f"external-resizer {CSI_DRIVER}", 'VAC "gold" does not exist.')
+    await vacs.create({"metadata": {"name": "gold"}, "driverName": CSI_DRIVER, "parameters": {"iops": "16000"}})
+
+    async def current_is(name):
+        pvc = await state(client, "persistentvolumeclaims", "ckpt", "default")
+        return pvc["status"].get("currentVolumeAttributesClassName") == name and pvc
+    modified = await eventually(lambda: current_is("gold"))
+    assert "modifyVolumeStatus" not in modified["status"] and "conditions" not in modified["status"]
+    assert (await state(client, "persistentvolumes", pv_name))["spec"]["volumeAttributesClassName"] == "gold"
+    assert await eventually(events_of(client, "ckpt", "VolumeModify", "VolumeModifySuccessful")) == {
+        "VolumeModify": (f"external-resizer {CSI_DRIVER}", "external resizer is modifying volume ckpt with vac gold"),
+        "VolumeModifySuccessful": (f"external-resizer {CSI_DRIVER}",
+                                   "external resizer modified volume ckpt with vac gold successfully")}
+    await vacs.create({"metadata": {"name": "replicated"}, "driverName": CSI_DRIVER, "parameters": {"replicas": "3"}})
+    await pvcs.patch("ckpt", {"spec": {"volumeAttributesClassName": "replicated"}}, namespace="default")
+    refused = await eventually(modify_status_is({"targetVolumeAttributesClassName": "replicated", "status": "Infeasible"}))
+    assert refused["status"]["currentVolumeAttributesClassName"] == "gold"
+    [cond] = refused["status"]["conditions"]
+    assert cond["type"] == "ModifyingVolume" and cond["message"] == (
+        "ModifyVolume failed with errorrpc error: code = InvalidArgument desc = parameter replicas is not supported "
+        f"by {CSI_DRIVER}. Waiting for retry.")
+    assert (await state(client, "persistentvolumes", pv_name))["spec"]["volumeAttributesClassName"] == "gold"
+
+
 async def test_the_csi_driver_provisions_with_the_claims_attributes_class(env):
     """The built-in driver's CSI name serves the same directories as spec.csi volumes (no attach
     needed); a claim naming a VolumeAttributesClass waits for it to exist, then its volume carries it."""

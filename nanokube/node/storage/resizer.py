@@ -12,7 +12,16 @@ Filesystem volume then waits for the kubelet (NodeResizePending,
 FileSystemResizePending), a Block one is done. A user recovers from a
 failed expansion by asking for less again (not below status.capacity): the
 next try takes the new request. An infeasible size is not tried again until
-the request changes or RETRY_INFEASIBLE passes, as the resizer's slow set."""
+the request changes or RETRY_INFEASIBLE passes, as the resizer's slow set.
+
+Modification (the modify controller), for the driver's CSI volumes: a claim whose
+spec.volumeAttributesClassName differs from its current class is modified to
+it: a class that does not exist leaves status.modifyVolumeStatus Pending;
+otherwise InProgress with a ModifyingVolume condition, then the driver
+applies the class's parameters (the local-path driver knows `iops` and
+`throughput`, positive integers a directory has no use for; any other is
+InvalidArgument: Infeasible), then the volume's and the claim's current
+class are the new one."""
 
 from __future__ import annotations
 
@@ -48,6 +57,10 @@ from ...volume.resize import (
 
 #: how long an infeasible size waits before it is tried again (the resizer's --retry-interval-max)
 RETRY_INFEASIBLE = 300.0
+#: the VolumeAttributesClass parameters the local-path driver accepts, each a positive integer
+MUTABLE_PARAMETERS = ("iops", "throughput")
+MODIFYING_VOLUME = "ModifyingVolume"
+MODIFY_VOLUME_ERROR = "ModifyVolumeError"
 
 
 class DriverError(Exception):
@@ -69,14 +82,16 @@ class LocalPathResizer(Controller):
         self.pvcs = client.resource("", "v1", "persistentvolumeclaims")
         self.claims = Informer(self.pvcs, clock=clock)
         self.volumes = Informer(self.pvs, clock=clock)
+        self.vacs = Informer(client.resource("storage.k8s.io", "v1", "volumeattributesclasses"), clock=clock)
         self.recorder = CoreEventRecorder(client, f"external-resizer {driver}", clock)
         #: claim key -> (the size that was infeasible, when): not tried again before RETRY_INFEASIBLE
         self._infeasible: dict[str, tuple[str, float]] = {}
         self.claims.add_handlers(on_add=self._claim, on_update=lambda old, new: self._claim(new))
         self.volumes.add_handlers(on_update=lambda old, new: self._volume(new))
+        self.vacs.add_handlers(on_add=lambda vac: self._pending(), on_update=lambda old, new: self._pending())
 
     def informers(self):
-        return [self.volumes, self.claims]
+        return [self.vacs, self.volumes, self.claims]
 
     def _claim(self, pvc: dict) -> None:
         if (pvc.get("spec") or {}).get("volumeName"):
@@ -86,6 +101,12 @@ class LocalPathResizer(Controller):
         ref = (pv.get("spec") or {}).get("claimRef")
         if ref:
             self.queue.add(f"{ref.get('namespace')}/{ref.get('name')}")
+
+    def _pending(self) -> None:
+        """A class that appears may be the one a Pending modification waits for."""
+        for pvc in self.claims.list():
+            if ((pvc.get("status") or {}).get("modifyVolumeStatus") or {}).get("status") == "Pending":
+                self._claim(pvc)
 
     def _ours(self, pvc: dict) -> dict | None:
         """The claim's volume, if it is one of the driver's and bound to this claim."""
@@ -105,7 +126,9 @@ class LocalPathResizer(Controller):
         pv = self._ours(pvc)
         if pv is None:
             return
-        await self._expand(key, pvc, pv)
+        pvc, pv = await self._expand(key, pvc, pv)
+        if (pv["spec"].get("csi") or {}).get("driver") == self.driver:  # only a CSI volume takes a class
+            await self._modify(pvc, pv)
 
     async def _event(self, pvc: dict, type_: str, reason: str, message: str) -> None:
         await self.recorder.emit({"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}, type_, reason, message)
@@ -193,3 +216,63 @@ class LocalPathResizer(Controller):
         if requested({"spec": {"resources": {"requests": {"storage": size}}}}) > disk:
             raise DriverError("OutOfRange", f"requested size {size} exceeds the capacity of the disk under "
                                             f"{self.root} ({format_quantity(disk, 'BinarySI')})")
+
+    # --- modification ------------------------------------------------------------------
+
+    async def _modify(self, pvc: dict, pv: dict) -> None:
+        want = (pvc.get("spec") or {}).get("volumeAttributesClassName") or ""
+        status = pvc.get("status") or {}
+        current = status.get("currentVolumeAttributesClassName") or ""
+        modifying = status.get("modifyVolumeStatus")
+        if modifying is None and want == current or not want:
+            return
+        if modifying is not None and modifying.get("status") == "Infeasible" \
+                and modifying.get("targetVolumeAttributesClassName") == want:
+            return  # the driver refused this class: the claim waits for another
+        vac = self.vacs.get(want)
+        if vac is None:
+            await self._event(pvc, "Warning", "VolumeModifyFailed", f'VAC "{want}" does not exist.')
+            if (modifying or {}).get("status") != "Pending":
+                await self._write_status(pvc, {**status, "modifyVolumeStatus": {**(modifying or {}), "status": "Pending"}})
+            return
+        new = dict(status)
+        new["modifyVolumeStatus"] = {"targetVolumeAttributesClassName": want, "status": "InProgress"}
+        new["conditions"] = self._modify_conditions(status, condition(MODIFYING_VOLUME, self.clock.rfc3339(),
+                                                                        "ModifyVolume operation in progress."))
+        pvc = await self._write_status(pvc, new)
+        await self._event(pvc, "Normal", "VolumeModify",
+                          f"external resizer is modifying volume {pvc['metadata']['name']} with vac {want}")
+        try:
+            self._controller_modify(vac.get("parameters") or {})
+        except DriverError as e:
+            status = pvc.get("status") or {}
+            failed = condition(MODIFYING_VOLUME, self.clock.rfc3339(),
+                               f"ModifyVolume failed with error{e}. Waiting for retry.")
+            await self._write_status(pvc, {**status, "modifyVolumeStatus": {**status["modifyVolumeStatus"], "status": "Infeasible"},
+                                           "conditions": self._modify_conditions(status, failed)})
+            await self._event(pvc, "Warning", "VolumeModifyFailed", str(e))
+            return
+        await self.pvs.update({**pv, "spec": {**pv["spec"], "volumeAttributesClassName": want}})
+        status = {k: v for k, v in (pvc.get("status") or {}).items() if k != "modifyVolumeStatus"}
+        status["currentVolumeAttributesClassName"] = want
+        status["conditions"] = self._modify_conditions(status, None)
+        if not status["conditions"]:
+            del status["conditions"]
+        pvc = await self._write_status(pvc, status)
+        await self._event(pvc, "Normal", "VolumeModifySuccessful",
+                          f"external resizer modified volume {pvc['metadata']['name']} with vac {want} successfully")
+
+    @staticmethod
+    def _modify_conditions(status: dict, new: dict | None) -> list[dict]:
+        """MergeModifyVolumeConditionsOfPVC: the modification's conditions are replaced by `new`."""
+        kept = [c for c in status.get("conditions") or [] if c.get("type") not in (MODIFYING_VOLUME, MODIFY_VOLUME_ERROR)]
+        return kept + ([new] if new else [])
+
+    def _controller_modify(self, parameters: dict) -> None:
+        """ControllerModifyVolume: only the parameters the driver knows, with values it takes."""
+        for k, v in sorted(parameters.items()):
+            if k not in MUTABLE_PARAMETERS:
+                raise DriverError("InvalidArgument", f"parameter {k} is not supported by {self.driver}")
+            if not str(v).isdigit() or int(v) <= 0:
+                raise DriverError("InvalidArgument", f"parameter {k} must be a positive integer, not {v!r}")
+
