@@ -20,8 +20,12 @@ _MAX_PREFIX = 223
 
 
 def template_patch(owner: dict) -> dict:
-    """getPatch: `{"spec": {"template": {..., "$patch": "replace"}}}`."""
-    return {"spec": {"template": {**((owner.get("spec") or {}).get("template") or {}), "$patch": "replace"}}}
+    """getPatch: `{"spec": {"template": {..., "$patch": "replace"}}}`, its keys sorted at every level
+    as json.Marshal of a map writes them: the revision's data is kept as these bytes, and `kubectl
+    rollout undo` compares them with its own getPatch of the owner to skip a rollback to the
+    template the owner already has."""
+    patch = {"spec": {"template": {**((owner.get("spec") or {}).get("template") or {}), "$patch": "replace"}}}
+    return orjson.loads(orjson.dumps(patch, option=orjson.OPT_SORT_KEYS))
 
 
 def safe_encode(text: str) -> str:

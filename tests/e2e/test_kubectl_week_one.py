@@ -22,3 +22,46 @@ def test_a_json_patch_whose_test_fails_is_upstreams_generic_invalid(cluster):
     status = json.loads(body[body.index("{"):])
     assert (status["code"], status["reason"], status["details"]) == (422, "Invalid", {})
     assert cluster.kubectl_json("get", "configmap", "jp-test")["data"] == {"a": "1"}
+
+
+ROLLBACK_KINDS = """
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: undo-agent}
+spec:
+  selector: {matchLabels: {app: undo-agent}}
+  template:
+    metadata: {labels: {app: undo-agent}}
+    spec:
+      containers: [{name: a, image: "busybox:1", command: [sleep, infinity]}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: undo-db}
+spec:
+  replicas: 1
+  serviceName: undo-db
+  selector: {matchLabels: {app: undo-db}}
+  template:
+    metadata: {labels: {app: undo-db}}
+    spec:
+      containers: [{name: db, image: "postgres:15", env: [{name: Z, value: "1"}, {name: A, value: "2"}]}]
+"""
+
+
+def test_rollout_undo_to_the_current_revision_is_skipped(cluster, tmp_path):
+    """kubectl's DaemonSet and StatefulSet rollbackers compare json.Marshal of the owner's template patch
+    (map keys sorted) with the revision's data bytes: equal, they skip the rollback and say so.
+    Revisions whose data kept the template's own key order never matched, so every undo patched."""
+    manifest = tmp_path / "undo.yaml"
+    manifest.write_text(ROLLBACK_KINDS)
+    cluster.kubectl("create", "-f", str(manifest))
+    for kind, name, container in (("ds", "undo-agent", "a"), ("sts", "undo-db", "db")):
+        cluster.kubectl("rollout", "status", f"{kind}/{name}", "--timeout=60s")
+        cluster.kubectl("set", "image", f"{kind}/{name}", f"{container}=busybox:2")
+        cluster.kubectl("rollout", "status", f"{kind}/{name}", "--timeout=60s")
+        r = cluster.kubectl("rollout", "undo", f"{kind}/{name}", "--to-revision=2")
+        kind_name = {"ds": "daemonset.apps", "sts": "statefulset.apps"}[kind]
+        assert r.stdout.strip() == (
+            f"{kind_name}/{name} skipped rollback (current template already matches revision 2)")
+        assert cluster.kubectl("rollout", "undo", f"{kind}/{name}").stdout.strip() == f"{kind_name}/{name} rolled back"
