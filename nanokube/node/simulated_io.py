@@ -15,11 +15,16 @@ port-forward, declared on the pod with annotations.
   `sh -c 'sleep 1; exit 3'`), which runs as it would. A shell with no
   command (`kubectl exec -it pod -- sh`) runs the lines of its stdin so,
   prompting `/ # ` on a terminal, until `exit [N]` or EOF.
+- Files: exec and a shell see the container's files (simulated_fs: an
+  in-memory root, its volume mounts): `cat`, `ls`, `tar` and redirections
+  work on them, so `kubectl cp` (`tar cf -`, `tar xmf -`) copies to and from
+  the pod. A command that reads stdin (`tar xmf -`) gets all the client sends.
 - GPUs: on a node with NVIDIA-personality GPUs, `nvidia-smi -L` is built in:
   it lists the GPUs and MIG devices the container's claims were prepared
   with, answered by exec and printed at start by a container whose command
   runs it (as the NVIDIA DRA driver's quickstart examples do).
-- Attach: streams the container's log lines as they are written, until it exits.
+- Attach: streams what the container writes as it writes it (a prompt with no
+  new line after it too, which its log keeps until the line ends), until it exits.
   A `stdin: true` container is a process reading its stdin until EOF (a
   shell): its stdin closes when an attached client closes or leaves it
   while `stdinOnce` is set (as `kubectl run -i/-it` sets it), or on ^D typed
@@ -48,7 +53,8 @@ import socket
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from .containerlog import ContainerLog
-from .simulated_command import Program, Shell, interpret, reads_stdin
+from .simulated_command import Program, Shell, interpret, reads_stdin, wants_stdin
+from .simulated_fs import ContainerFS, PodFiles
 from .streaming import no_log
 
 LOG = "sim.nanokube.io/log"
@@ -61,7 +67,7 @@ class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
     __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
-                 "stdin_closed", "stdin_status", "shells", "ephemeral_ended")
+                 "stdin_closed", "stdin_status", "shells", "ephemeral_ended", "_files")
 
     def __init__(self, worker):
         self.worker = worker
@@ -83,6 +89,15 @@ class SimulatedIO:
         self.stdin_closed: set[str] = set()
         #: the exit status of each of those that ran a shell (`exit 3`); the others exit 0
         self.stdin_status: dict[str, int] = {}
+        #: the containers' files, made when exec or a shell first needs them
+        self._files: PodFiles | None = None
+
+    def files(self, container: str) -> ContainerFS:
+        """What container `container` sees of its files (simulated_fs)."""
+        if self._files is None:
+            volumes, uid = self.worker.agent.volumes, self.worker.uid
+            self._files = PodFiles(self.worker.pod, lambda name: volumes.volume_dir(uid, name), self.worker.clock)
+        return self._files.container(container, self.worker.pod)
 
     def _annotations(self) -> dict:
         return (self.worker.pod.get("metadata") or {}).get("annotations") or {}
@@ -117,6 +132,8 @@ class SimulatedIO:
         self.stdin_status.pop(name, None)
         self.exit_codes.pop(name, None)
         self.logs[name] = [*self.logs.get(name, [])[-1:], ContainerLog()]
+        if self._files is not None:
+            self._files.restarted(name)
         if name not in self.running:
             self.running.append(name)
         out: list[tuple[float, str]] = []
@@ -128,7 +145,7 @@ class SimulatedIO:
         else:
             self.programs.pop(name, None)
             if spec.get("stdin") and reads_stdin([*(spec.get("command") or ()), *(spec.get("args") or ())], image):
-                self.shells[name] = Shell()
+                self.shells[name] = Shell(lambda: self.files(name))
             self._write(f"nanokube: container {name} started (image {image})", [name])
             self._write(f"nanokube: container {name} is ready", [name])
             if SMI_LIST.search(" ".join(self._command(name))):
@@ -202,7 +219,7 @@ class SimulatedIO:
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         if program is None and reads_stdin(argv, image):
             if spec.get("stdin"):
-                self.shells[name] = Shell()
+                self.shells[name] = Shell(lambda: self.files(name))
                 if spec.get("tty"):
                     self._emit(name, "/ # ")
                 return
@@ -300,9 +317,15 @@ class SimulatedIO:
                 declared = listing if command[1:] in (["-L"], ["--list-gpus"]) else json.dumps(
                     {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
         if declared is None and reads_stdin(command, ""):
-            return await self._exec_shell(session)
-        if declared is None and (program := interpret(command, self.worker.clock.now())) is not None:
-            return await self._exec_program(program, session)
+            return await self._exec_shell(session, container)
+        if declared is None:
+            stdin = b""
+            if session.stdin and wants_stdin(command):  # `tar xmf -`: all it is sent, to its end
+                while data := await session.read_stdin():
+                    stdin += data
+            program = interpret(command, self.worker.clock.now(), lambda: self.files(container), stdin)
+            if program is not None:
+                return await self._exec_program(program, session)
         if declared is None:
             exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
             raise executable_not_found(exec_id, command[0])
@@ -324,23 +347,26 @@ class SimulatedIO:
         node's clock, and its exit code once it ends."""
         clock = self.worker.clock
         start = clock.monotonic()
-        for when, text in program.output:
+        for when, stream, text in program.writes():
             await clock.sleep(max(start + when - clock.monotonic(), 0.0))
-            if session.stdout:
-                await session.write_stdout(text.encode())
+            data = text if isinstance(text, bytes) else text.encode()
+            if stream == "stdout" and session.stdout:
+                await session.write_stdout(data)
+            elif stream == "stderr" and (session.stderr or session.tty):
+                await (session.write_stdout if session.tty else session.write_stderr)(data)
         if math.isinf(program.seconds):  # until the client ends the session
             await asyncio.Event().wait()
         await clock.sleep(max(start + program.seconds - clock.monotonic(), 0.0))
         return program.exit_code
 
-    async def _exec_shell(self, session: StreamSession) -> int:
+    async def _exec_shell(self, session: StreamSession, container: str) -> int:
         """`sh` exec'd without a command: it runs each line of its stdin (simulated_command.Shell) until
         `exit` or EOF (^D on a terminal). On a terminal it prompts as busybox's does for root (`/ # `)
         and the terminal echoes what is typed, Enter as a new line."""
         tty = session.tty
 
-        async def write(stream: str, text: str) -> None:
-            data = text.encode()
+        async def write(stream: str, text: str | bytes) -> None:
+            data = text if isinstance(text, bytes) else text.encode()
             if tty:  # one stream
                 stream = "stdout"
             if stream == "stdout" and session.stdout:
@@ -350,7 +376,7 @@ class SimulatedIO:
 
         async def read() -> bytes:
             return await session.read_stdin() if session.stdin else b""
-        return await self._shell(Shell(), read, write, tty, prompt=True)
+        return await self._shell(Shell(lambda: self.files(container)), read, write, tty, prompt=True)
 
     async def _shell(self, shell: Shell, read, write, tty: bool, prompt: bool) -> int | None:
         """Run the lines `read()` gives (b"" at EOF; None: no more, stdin left open) through `shell`,
@@ -359,8 +385,10 @@ class SimulatedIO:
         (`/ # `; `prompt`: before the first line too), echoes what is typed, and writes CR LF."""
         clock = self.worker.clock
 
-        async def out(stream: str, text: str) -> None:
-            await write(stream, text.replace("\n", "\r\n") if tty else text)
+        async def out(stream: str, text: str | bytes) -> None:
+            if tty:
+                text = text.replace(b"\n", b"\r\n") if isinstance(text, bytes) else text.replace("\n", "\r\n")
+            await write(stream, text)
 
         pending, eof = b"", False
         while True:
@@ -418,9 +446,9 @@ class SimulatedIO:
                 data = await session.read_stdin()
                 return data if data or once else None
 
-            async def write(stream: str, text: str) -> None:
+            async def write(stream: str, text: str | bytes) -> None:
                 if not log.closed:
-                    log.append(self.worker.clock.now(), stream, text.encode())
+                    log.append(self.worker.clock.now(), stream, text if isinstance(text, bytes) else text.encode())
             code = await self._shell(shell, read, write, tty, prompt=False)
             if code is None:
                 return

@@ -108,10 +108,10 @@ def test_exec_of_a_shell_with_piped_stdin_runs_each_line_until_exit(cluster):
     """`kubectl exec -i pod -- sh` runs the lines it is sent; `exit 3` ends it (kubectl exits 3), and a
     command not interpreted is not found, as busybox's sh says."""
     _running_pod(cluster, "piped-shell")
-    r = cluster.kubectl("exec", "-i", "piped-shell", "--", "sh", input="echo hi\nls\nexit 3\necho never\n",
+    r = cluster.kubectl("exec", "-i", "piped-shell", "--", "sh", input="echo hi\nps\nexit 3\necho never\n",
                         check=False)
     assert (r.returncode, r.stdout) == (3, "hi\n"), r.stderr
-    assert "sh: ls: not found\n" in r.stderr
+    assert "sh: ps: not found\n" in r.stderr
     r = cluster.kubectl("exec", "-i", "piped-shell", "--", "/bin/bash", input="false\n", check=False)
     assert r.returncode == 1, r.stderr  # EOF: the shell exits with the last command's status
 

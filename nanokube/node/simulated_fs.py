@@ -1,0 +1,251 @@
+"""The files a simulated container sees, so that `kubectl cp`, `kubectl exec
+-- cat` and `sh -c 'echo x > /f'` behave as on a real node.
+
+A simulated container runs no image, so its root is a small in-memory tree
+(the directories a busybox image has, `/etc/hostname`) made when something
+first looks, and made afresh for each new instance, as a new container gets
+a fresh root. Its volume mounts lie over it:
+
+- a ConfigMap, Secret, downwardAPI or projected volume (the service account
+  token too) shows the files the kubelet wrote for it on the node
+  (volumes/manager.py), read when read, so an update shows through; the
+  kubelet mounts these read-only, so writing there fails as on a real node;
+- any other volume (emptyDir first) is an in-memory tree of the pod's, shared
+  by every container that mounts it and kept across container restarts.
+
+A mount's `subPath` and `readOnly` are honoured. Nothing here touches the
+node's disk but to read those volume files, and a link there that leads out
+of its volume is not followed.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass, field
+
+#: volume kinds the kubelet always mounts read-only, whose files it writes on the node
+WRITTEN_BY_KUBELET = frozenset({"configMap", "secret", "downwardAPI", "projected"})
+#: the directories of a busybox image's root
+IMAGE_DIRS = ("bin", "dev", "etc", "home", "proc", "root", "sys", "tmp", "usr", "var")
+
+
+class FsError(Exception):
+    """A system call's failure: `reason` as strerror words it ("No such file or directory")."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+NOT_FOUND = "No such file or directory"
+NOT_DIR = "Not a directory"
+IS_DIR = "Is a directory"
+EXISTS = "File exists"
+READ_ONLY = "Read-only file system"
+NOT_EMPTY = "Directory not empty"
+
+
+@dataclass
+class File:
+    data: bytes = b""
+    mode: int = 0o644
+    mtime: float = 0.0
+
+
+@dataclass
+class Dir:
+    entries: dict[str, File | Dir] = field(default_factory=dict)
+    mode: int = 0o755
+    mtime: float = 0.0
+
+
+@dataclass
+class _Mount:
+    path: str  # where it is in the container, normalised
+    tree: Dir | None = None  # an in-memory volume (its subPath already walked to)
+    host: str | None = None  # a volume the kubelet wrote: its directory on the node (subPath joined)
+    root: str | None = None  # the volume's own directory on the node: nothing outside it is read
+    read_only: bool = False
+
+
+class PodFiles:
+    """One pod's in-memory volumes and its containers' roots, made when first needed."""
+
+    def __init__(self, pod: dict, volume_dir, clock):
+        """`volume_dir(name)`: where the kubelet set up volume `name` on the node."""
+        self.pod = pod
+        self.volume_dir = volume_dir
+        self.clock = clock
+        self.volumes: dict[str, Dir] = {}
+        self.roots: dict[str, Dir] = {}
+
+    def restarted(self, container: str) -> None:
+        """A new instance of the container: a fresh root; the pod's volumes stay as they are."""
+        self.roots.pop(container, None)
+
+    def container(self, name: str, pod: dict | None = None) -> ContainerFS:
+        """What container `name` sees (`pod`: the newest copy of the pod, for its mounts)."""
+        if pod is not None:
+            self.pod = pod
+        spec = self.pod.get("spec") or {}
+        c = next((c for key in ("containers", "initContainers", "ephemeralContainers") for c in spec.get(key) or ()
+                  if c.get("name") == name), {})
+        volumes = {v.get("name"): v for v in spec.get("volumes") or ()}
+        now = self.clock.now()
+        mounts = []
+        for m in c.get("volumeMounts") or ():
+            vol = volumes.get(m.get("name"))
+            if vol is None or not m.get("mountPath"):
+                continue
+            kind = next((k for k in vol if k != "name"), "emptyDir")
+            path = posixpath.normpath(posixpath.join("/", m["mountPath"]))
+            sub = [p for p in posixpath.normpath("/" + (m.get("subPath") or "")).split("/") if p]
+            read_only = bool(m.get("readOnly"))
+            if kind in WRITTEN_BY_KUBELET:
+                root = self.volume_dir(vol["name"])
+                mounts.append(_Mount(path, host=os.path.join(root, *sub), root=root, read_only=True))
+                continue
+            tree = self.volumes.setdefault(vol["name"], Dir(mode=0o777, mtime=now))
+            for part in sub:  # the kubelet makes a missing subPath directory
+                tree = tree.entries.setdefault(part, Dir(mtime=now))
+                if not isinstance(tree, Dir):
+                    break
+            else:
+                mounts.append(_Mount(path, tree=tree, read_only=read_only))
+        root = self.roots.get(name)
+        if root is None:
+            root = self.roots[name] = Dir(entries={d: Dir(mtime=now) for d in IMAGE_DIRS}, mtime=now)
+            root.entries["tmp"].mode = 0o1777
+            hostname = spec.get("hostname") or (self.pod.get("metadata") or {}).get("name", "")
+            root.entries["etc"].entries["hostname"] = File(f"{hostname}\n".encode(), mtime=now)
+            for m in mounts:  # the runtime makes each mount point
+                d = root
+                for part in m.path.split("/")[1:]:
+                    d = d.entries.setdefault(part, Dir(mtime=now)) if isinstance(d, Dir) else d
+        return ContainerFS(root, sorted(mounts, key=lambda m: len(m.path), reverse=True), now)
+
+
+class ContainerFS:
+    """A container's view of its files: paths are absolute or relative to `/`, as a shell's working
+    directory is in these containers."""
+
+    def __init__(self, root: Dir, mounts: list[_Mount], now: float):
+        self.root = root
+        self.mounts = mounts
+        self.now = now
+
+    @staticmethod
+    def normal(path: str, cwd: str = "/") -> str:
+        return posixpath.normpath(posixpath.join("/", cwd, path))
+
+    def _mount(self, path: str) -> tuple[_Mount | None, list[str]]:
+        """The mount `path` (normalised) lies in, and its parts below the mount point."""
+        for m in self.mounts:
+            if path == m.path or path.startswith(m.path.rstrip("/") + "/"):
+                return m, [p for p in path[len(m.path):].split("/") if p]
+        return None, [p for p in path.split("/") if p]
+
+    def lookup(self, path: str) -> File | Dir | None:
+        mount, parts = self._mount(self.normal(path))
+        if mount is not None and mount.host is not None:
+            return _host_node(mount, parts)
+        node: File | Dir | None = mount.tree if mount else self.root
+        for part in parts:
+            if not isinstance(node, Dir):
+                return None
+            node = node.entries.get(part)
+        return node
+
+    def read(self, path: str) -> bytes:
+        node = self.lookup(path)
+        if node is None:
+            raise FsError(NOT_FOUND)
+        if isinstance(node, Dir):
+            raise FsError(IS_DIR)
+        return node.data
+
+    def listdir(self, path: str) -> list[str]:
+        node = self.lookup(path)
+        if node is None:
+            raise FsError(NOT_FOUND)
+        if not isinstance(node, Dir):
+            raise FsError(NOT_DIR)
+        return sorted(node.entries)
+
+    def _parent(self, path: str) -> tuple[Dir, str]:
+        """The directory that holds `path` (to change it) and its name there."""
+        path = self.normal(path)
+        mount, parts = self._mount(path)
+        if mount is not None and (mount.read_only or mount.host is not None):
+            raise FsError(READ_ONLY)
+        if not parts:  # the root or a mount point itself
+            raise FsError(EXISTS if self.lookup(path) is not None else NOT_FOUND)
+        parent = self.lookup(posixpath.dirname(path))
+        if parent is None:
+            raise FsError(NOT_FOUND)
+        if not isinstance(parent, Dir):
+            raise FsError(NOT_DIR)
+        return parent, parts[-1]
+
+    def write(self, path: str, data: bytes, append: bool = False, mode: int | None = None,
+              mtime: float | None = None) -> None:
+        """Create or replace (or add to) a regular file."""
+        parent, name = self._parent(path)
+        node = parent.entries.get(name)
+        if isinstance(node, Dir):
+            raise FsError(IS_DIR)
+        if node is None:
+            node = parent.entries[name] = File(mode=0o644)
+            parent.mtime = self.now
+        node.data = node.data + data if append else data
+        node.mtime = self.now if mtime is None else mtime
+        if mode is not None:
+            node.mode = mode
+
+    def mkdir(self, path: str, parents: bool = False, mode: int = 0o755) -> None:
+        path = self.normal(path)
+        if parents:
+            for i, part in enumerate(path.split("/")[1:], 1):
+                sub = "/" + "/".join(path.split("/")[1:i + 1])
+                node = self.lookup(sub)
+                if node is None:
+                    self.mkdir(sub, mode=mode)
+                elif not isinstance(node, Dir):
+                    raise FsError(NOT_DIR if sub != path else EXISTS)
+            return
+        parent, name = self._parent(path)
+        if name in parent.entries:
+            raise FsError(EXISTS)
+        parent.entries[name] = Dir(mode=mode, mtime=self.now)
+        parent.mtime = self.now
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        node = self.lookup(path)
+        if node is None:
+            raise FsError(NOT_FOUND)
+        if isinstance(node, Dir) and node.entries and not recursive:
+            raise FsError(NOT_EMPTY)
+        parent, name = self._parent(path)
+        del parent.entries[name]
+        parent.mtime = self.now
+
+
+def _host_node(mount: _Mount, parts: list[str]) -> File | Dir | None:
+    """A copy of what the kubelet wrote at `parts` below a mount of its volume: its links followed
+    only while they stay in the volume, and its own bookkeeping (`..data`, the timestamped
+    directories) left out, as `ls` leaves out dot files."""
+    root = os.path.realpath(mount.root or "")
+    real = os.path.realpath(os.path.join(mount.host or "", *parts))
+    if real != root and not real.startswith(root + os.sep):
+        return None
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    if os.path.isdir(real):
+        names = [n for n in os.listdir(real) if not n.startswith("..")]
+        return Dir({n: node for n in names if (node := _host_node(mount, [*parts, n])) is not None},
+                   mode=st.st_mode & 0o7777, mtime=st.st_mtime)
+    with open(real, "rb") as f:
+        return File(f.read(), mode=st.st_mode & 0o7777, mtime=st.st_mtime)

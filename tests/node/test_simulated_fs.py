@@ -1,0 +1,161 @@
+"""A simulated container's files (its in-memory root, its pod's volumes) and the file commands the
+simulated runtime interprets on them, as busybox words their output and errors."""
+
+import io
+import os
+import tarfile
+
+import pytest
+
+from nanokube.clock import Clock
+from nanokube.node.simulated_command import Shell, interpret, wants_stdin
+from nanokube.node.simulated_fs import PodFiles
+
+T0 = 1_800_000_000.0
+
+
+class _Clock(Clock):
+    def now(self) -> float:
+        return T0
+
+
+@pytest.fixture
+def pod_files(tmp_path):
+    """A pod whose `main` mounts an emptyDir at /data and a ConfigMap's files (as the kubelet's
+    AtomicWriter lays them out, with a link that leads out of the volume) at /etc/app, and whose
+    `side` mounts the emptyDir at /shared and a subPath of it read-only at /ro."""
+    cfg = tmp_path / "config"
+    (cfg / "..2026_01").mkdir(parents=True)
+    (cfg / "..2026_01" / "mode").write_text("fast")
+    os.symlink("..2026_01", cfg / "..data")
+    os.symlink("..data/mode", cfg / "mode")
+    os.symlink("/etc/passwd", cfg / "escape")
+    pod = {"metadata": {"name": "web-0"}, "spec": {
+        "volumes": [{"name": "scratch", "emptyDir": {}}, {"name": "config", "configMap": {"name": "app"}}],
+        "containers": [
+            {"name": "main", "volumeMounts": [{"name": "scratch", "mountPath": "/data"},
+                                              {"name": "config", "mountPath": "/etc/app"}]},
+            {"name": "side", "volumeMounts": [{"name": "scratch", "mountPath": "/shared"},
+                                              {"name": "scratch", "mountPath": "/ro", "subPath": "out",
+                                               "readOnly": True}]}]}}
+    return PodFiles(pod, lambda name: str(tmp_path / name), _Clock())
+
+
+def run(fs, *argv, stdin=b""):
+    """(exit code, stdout, stderr) of `argv` run in the container `fs`."""
+    program = interpret(list(argv), T0, fs, stdin)
+    assert program is not None, argv
+    out = [(stream, x if isinstance(x, bytes) else x.encode()) for _, stream, x in program.writes()]
+    return (program.exit_code, b"".join(x for s, x in out if s == "stdout"),
+            "".join(x.decode() for s, x in out if s == "stderr"))
+
+
+def test_a_fresh_root_holds_an_images_directories_and_the_mount_points(pod_files):
+    main = pod_files.container("main")
+    assert run(main, "ls", "/") == (0, b"bin\ndata\ndev\netc\nhome\nproc\nroot\nsys\ntmp\nusr\nvar\n", "")
+    assert run(main, "cat", "/etc/hostname")[1] == b"web-0\n"
+    assert run(main, "ls", "-l", "/tmp")[1] == b"total 0\n"
+
+
+def test_an_empty_dir_is_shared_and_kept_while_each_new_instance_gets_a_fresh_root(pod_files):
+    main = pod_files.container("main")
+    assert run(main, "sh", "-c", "echo one > /data/f; echo two >> /data/f; echo mine > /tmp/own") == (0, b"", "")
+    assert run(pod_files.container("side"), "cat", "/shared/f") == (0, b"one\ntwo\n", "")
+    pod_files.restarted("main")
+    main = pod_files.container("main")
+    assert run(main, "cat", "/data/f")[1] == b"one\ntwo\n"
+    assert run(main, "cat", "/tmp/own") == (1, b"", "cat: can't open '/tmp/own': No such file or directory\n")
+
+
+def test_a_config_map_shows_its_files_read_only_and_no_link_out_of_its_volume(pod_files):
+    main = pod_files.container("main")
+    assert run(main, "cat", "/etc/app/mode") == (0, b"fast", "")
+    assert run(main, "ls", "/etc/app") == (0, b"mode\n", "")
+    assert run(main, "cat", "/etc/app/escape")[0] == 1
+    assert run(main, "sh", "-c", "echo slow > /etc/app/mode") == (
+        1, b"", "sh: can't create /etc/app/mode: Read-only file system\n")
+    assert run(main, "rm", "/etc/app/mode") == (1, b"", "rm: can't remove '/etc/app/mode': Read-only file system\n")
+
+
+def test_a_sub_path_mount_read_only(pod_files):
+    side = pod_files.container("side")
+    run(side, "sh", "-c", "echo report > /shared/out/r.txt")
+    assert run(side, "cat", "/ro/r.txt")[1] == b"report\n"
+    assert run(side, "touch", "/ro/x") == (1, b"", "touch: /ro/x: Read-only file system\n")
+
+
+def test_mkdir_rm_test_and_their_errors(pod_files):
+    fs = pod_files.container("main")
+    assert run(fs, "mkdir", "/a/b") == (1, b"", "mkdir: can't create directory '/a/b': No such file or directory\n")
+    assert run(fs, "mkdir", "-p", "/a/b/c")[0] == 0
+    assert run(fs, "mkdir", "/a") == (1, b"", "mkdir: can't create directory '/a': File exists\n")
+    assert run(fs, "test", "-d", "/a/b")[0] == 0 and run(fs, "test", "-f", "/a/b")[0] == 1
+    assert run(fs, "sh", "-c", "[ -e /a/b/c ] && echo there || echo gone")[1] == b"there\n"
+    assert run(fs, "rm", "/a") == (1, b"", "rm: '/a' is a directory\n")
+    assert run(fs, "rm", "-rf", "/a", "/not-here") == (0, b"", "")
+    assert run(fs, "ls", "/a") == (1, b"", "ls: /a: No such file or directory\n")
+    assert run(fs, "cat", "/tmp") == (1, b"", "cat: read error: Is a directory\n")
+    assert run(fs, "sh", "-c", "[ -f /tmp") == (2, b"", "sh: [: missing ]\n")
+
+
+def test_redirections_and_stdin(pod_files):
+    fs = pod_files.container("main")
+    assert run(fs, "sh", "-c", "cat > /tmp/in; cat /tmp/in /tmp/in", stdin=b"sent\n") == (0, b"sent\nsent\n", "")
+    assert run(fs, "sh", "-c", "cat < /tmp/in > /dev/null; cat < /tmp/in") == (0, b"sent\n", "")
+    assert run(fs, "sh", "-c", "echo x > /nope/f") == (1, b"", "sh: can't create /nope/f: nonexistent directory\n")
+    assert run(fs, "sh", "-c", "cat < /nope") == (1, b"", "sh: can't open /nope: no such file\n")
+    assert interpret(["sh", "-c", "echo x 2>/dev/null"], T0, fs) is None  # a numbered descriptor's
+    assert interpret(["sh", "-c", "echo x > /tmp/f"]) is None  # no files: a container's own command
+
+
+def _archive(entries: dict[str, bytes | None]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in entries.items():
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o600
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_tar_extracts_what_kubectl_cp_sends_and_archives_it_back(pod_files):
+    fs = pod_files.container("main")
+    sent = _archive({"site": None, "site/index.html": b"<h1>hi</h1>\n", "site/css/main.css": b"\x00\xff"})
+    assert wants_stdin(["tar", "-xmf", "-", "-C", "/data"]) and not wants_stdin(["tar", "cf", "-", "/data"])
+    assert run(fs, "tar", "-xmf", "-", "-C", "/data", stdin=sent) == (0, b"", "")
+    assert run(fs, "ls", "/data/site") == (0, b"css\nindex.html\n", "")
+    code, out, err = run(fs, "tar", "cf", "-", "/data/site")
+    assert (code, err) == (0, "tar: removing leading '/' from member names\n")
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        assert tar.getnames() == ["data/site", "data/site/css", "data/site/css/main.css", "data/site/index.html"]
+        member = tar.getmember("data/site/css/main.css")
+        assert (tar.extractfile(member).read(), member.mode, member.uname) == (b"\x00\xff", 0o600, "root")
+    assert run(fs, "tar", "tf", "-", stdin=out)[1] == b"data/site/\ndata/site/css/\ndata/site/css/main.css\n" \
+                                                      b"data/site/index.html\n"
+
+
+def test_tar_errors(pod_files):
+    fs = pod_files.container("main")
+    code, out, err = run(fs, "tar", "cf", "-", "/nope")
+    assert (code, err) == (1, "tar: /nope: No such file or directory\ntar: error exit delayed from previous errors\n")
+    assert tarfile.open(fileobj=io.BytesIO(out)).getnames() == []  # the archive is still ended
+    assert run(fs, "tar", "xmf", "-", "-C", "/nope", stdin=_archive({"f": b""})) == (
+        1, b"", "tar: can't change directory to '/nope': No such file or directory\n")
+    assert run(fs, "tar", "xf", "-", stdin=b"not an archive" * 100) == (1, b"", "tar: invalid tar magic\n")
+    assert run(fs, "tar", "xf", "-") == (1, b"", "tar: short read\n")
+    assert run(fs, "tar", "-xf", "-", "-C", "/etc/app", stdin=_archive({"f": b"x"})) == (
+        1, b"", "tar: can't open 'f': Read-only file system\n")
+    assert interpret(["tar", "czf", "-", "/data"], T0, fs) is None  # compression is not simulated
+
+
+def test_an_interactive_shell_works_on_the_files_and_gives_no_terminal_to_read(pod_files):
+    shell = Shell(lambda: pod_files.container("main"))
+    step = shell.line("echo hi > /tmp/f; cat /tmp/f", T0)
+    assert step.output == ((0, "stdout", b"hi\n"),) and shell.status == 0
+    step = shell.line("cat", T0)
+    assert step.output == ((0, "stderr", "sh: cat: nanokube's simulated shell gives a command no terminal to read\n"),)
+    assert shell.status == 1
