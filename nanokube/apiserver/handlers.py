@@ -76,6 +76,8 @@ _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "Patc
 #: the meta.k8s.io versions a response may be converted to (Accept's `as`, `g` and `v`)
 _META_VERSIONS = frozenset({"v1", "v1beta1"})
 _CONVERSIONS = {"Table": "table", "PartialObjectMetadata": "partial", "PartialObjectMetadataList": "partiallist"}
+#: a pod's subresources that stream (connect handlers, the log's) rather than answer with an object
+_UNNEGOTIATED = frozenset({"exec", "attach", "portforward", "proxy", "log"})
 
 
 def _negotiate(accept: str) -> tuple[str, str, str]:
@@ -464,6 +466,10 @@ class APIHandlers:
                 raise errors.route_not_found()
         if not sub and _verb(m, name, watch) not in res.verbs:
             raise errors.method_not_allowed()
+        if sub not in _UNNEGOTIATED or group:
+            # every handler negotiates its answer's media type first (NegotiateOutputMediaType): an Accept
+            # none serves is a 406 before the body is read, let alone written
+            _accept(request)
         if res.group == "" and res.plural == "bindings" and not name and m == "POST":
             return await self.sub.create_binding(self, request, version, namespace)
         if res.verbs == ("create",) and self.reviews is not None:
@@ -539,11 +545,15 @@ class APIHandlers:
             opts = WriteOptions(dry_run=bool(options.get("dryRun")), user=_user(request))
             if name:
                 r = await self.rest.delete(res, version, namespace, name, options, opts)
-                return json_response(r.obj, r.code)
+                if r.obj.get("kind") == "Status" or _accept(request) == "object":  # (a Status is never transformed)
+                    return json_response(r.obj, r.code)
+                return self._render_one(request, res, r.obj, version, r.code)
             meta: dict = {}
             deleted = await self.rest.delete_collection(
                 res, version, namespace, options, opts, label_selector=q.get("labelSelector", ""),
                 field_selector=q.get("fieldSelector", ""), list_meta=meta, **listing)
+            if _accept(request) != "object":
+                return self._render_list(request, res, deleted, meta)
             return json_response({"kind": f"{res.kind}List", "apiVersion": res.api_version(version),
                                   "metadata": meta, "items": deleted})
         raise errors.method_not_allowed()
@@ -685,23 +695,28 @@ class APIHandlers:
             limit=limit, continue_=q.get("continue", ""), resource_version=q.get("resourceVersion", ""),
             resource_version_match=q.get("resourceVersionMatch", ""), send_initial_events=_maybe_bool(q, "sendInitialEvents"),
             encoded=encoded if kind == "object" else None)
-        if kind == "table":
-            include = _include_object(q)
-            pairs = []
-            for o in items:
-                e = self.rest.cache.get(res.key(o["metadata"].get("namespace"), o["metadata"]["name"]))
-                pairs.append((o, e.obj if e else o))
-            return json_response(tables.table(res, pairs, self.clock, include, meta, meta_version=_meta_version(request)))
-        if kind == "partial":
-            raise _wrong_partial(res, True)
-        if kind == "partiallist":
-            mv = _meta_version(request)
-            return json_response({"kind": "PartialObjectMetadataList", "apiVersion": f"meta.k8s.io/{mv}", "metadata": meta,
-                                  "items": [tables.partial_metadata(o, mv) for o in items]})
+        if kind != "object":
+            return self._render_list(request, res, items, meta)
         head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
         if None in encoded:  # items converted for the version asked for have no cached JSON
             encoded = [raw if raw is not None else dumps(o) for raw, o in zip(encoded, items)]
         return web.Response(body=JoinedPayload(head[:-1] + b',"items":[', encoded, b"]}\n"), content_type=_JSON)
+
+    def _render_list(self, request: web.Request, res: Resource, items: list, meta: dict) -> web.Response:
+        """A list converted to the Table or PartialObjectMetadataList asked for (a list, or a DeleteCollection's)."""
+        kind = _accept(request)
+        if kind == "table":
+            pairs = []
+            for o in items:
+                e = self.rest.cache.get(res.key(o["metadata"].get("namespace"), o["metadata"]["name"]))
+                pairs.append((o, e.obj if e else o))
+            return json_response(tables.table(res, pairs, self.clock, _include_object(request.query), meta,
+                                              meta_version=_meta_version(request)))
+        if kind == "partial":
+            raise _wrong_partial(res, True)
+        mv = _meta_version(request)
+        return json_response({"kind": "PartialObjectMetadataList", "apiVersion": f"meta.k8s.io/{mv}", "metadata": meta,
+                              "items": [tables.partial_metadata(o, mv) for o in items]})
 
     def _direct(self, translate, batch: _Batch, sent):
         """A JSON watch's `Watcher.direct`: each event as one pre-framed chunk (`encode_chunk`, shared

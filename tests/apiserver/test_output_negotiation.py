@@ -1,0 +1,77 @@
+"""The answer's media type is negotiated first, as every upstream handler calls NegotiateOutputMediaType
+before it reads the body: an Accept header the endpoint cannot serve is a 406 and changes nothing. A
+DELETE's answer is transformed as any write's (transformResponseObject): an object left in place, or a
+DeleteCollection's list, as the Table or PartialObjectMetadata(List) asked for; a Status as it is."""
+
+import aiohttp
+
+from nanokube.apiserver.app import APIServer
+from nanokube.store.memory import MemoryStore
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+PARTIAL = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+PARTIAL_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+DEPLOYMENT = {"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+    "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+
+
+async def test_an_unacceptable_accept_is_a_406_before_any_write():
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    cms, deploys = f"{base}/api/v1/namespaces/default/configmaps", f"{base}/apis/apps/v1/namespaces/default/deployments"
+    try:
+        async with aiohttp.ClientSession() as s:
+            for url, body in ((cms, {"metadata": {"name": "kept"}, "data": {"a": "b"}}), (deploys, DEPLOYMENT)):
+                async with s.post(url, json=body) as r:
+                    assert r.status == 201
+            got = []
+            for accept in ("text/html", "application/json;as=Bogus;v=v1;g=meta.k8s.io"):
+                h = {"Accept": accept}
+                for method, url, body, ctype in [
+                        ("POST", cms, {"metadata": {"name": "new"}}, "application/json"),
+                        ("PUT", f"{cms}/kept", {"metadata": {"name": "kept"}, "data": {"a": "c"}}, "application/json"),
+                        ("PATCH", f"{cms}/kept", {"data": {"a": "d"}}, "application/merge-patch+json"),
+                        ("DELETE", f"{cms}/kept", None, "application/json"),
+                        ("DELETE", cms, None, "application/json"),
+                        ("PATCH", f"{deploys}/d/scale", {"spec": {"replicas": 5}}, "application/merge-patch+json")]:
+                    async with s.request(method, url, json=body, headers={**h, "Content-Type": ctype}) as r:
+                        got.append((r.status, (await r.json()).get("reason")))
+            async with s.get(cms) as r:
+                left = {o["metadata"]["name"]: o.get("data") for o in (await r.json())["items"]}
+            async with s.get(f"{deploys}/d") as r:
+                replicas = (await r.json())["spec"]["replicas"]
+        assert set(got) == {(406, "NotAcceptable")}, got
+        assert left.get("kept") == {"a": "b"} and "new" not in left and replicas == 1
+    finally:
+        await server.stop()
+
+
+async def test_a_delete_answers_in_the_form_asked_for():
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            for name, finalizers in (("held", ["example.com/x"]), ("gone", [])):
+                async with s.post(cms, json={"metadata": {"name": name, "finalizers": finalizers}}) as r:
+                    assert r.status == 201
+            got = {}
+            for what, url, accept in [("held-table", f"{cms}/held", TABLE), ("held-partial", f"{cms}/held", PARTIAL),
+                                      ("held-partiallist", f"{cms}/held", PARTIAL_LIST),
+                                      ("gone-table", f"{cms}/gone", TABLE),
+                                      ("all-table", cms, TABLE), ("all-partiallist", cms, PARTIAL_LIST),
+                                      ("all-partial", cms, PARTIAL)]:
+                async with s.delete(url, json={"dryRun": ["All"]}, headers={"Accept": accept}) as r:
+                    got[what] = r.status, await r.json()
+        kinds = {k: (code, body["kind"]) for k, (code, body) in got.items()}
+        assert kinds == {"held-table": (200, "Table"), "held-partial": (200, "PartialObjectMetadata"),
+                         "held-partiallist": (406, "Status"), "gone-table": (200, "Status"),
+                         "all-table": (200, "Table"), "all-partiallist": (200, "PartialObjectMetadataList"),
+                         "all-partial": (406, "Status")}, kinds
+        assert [row["cells"][0] for row in got["all-table"][1]["rows"]] == ["gone", "held"]
+        assert [o["metadata"]["name"] for o in got["all-partiallist"][1]["items"]] == ["gone", "held"]
+        assert got["held-partial"][1]["metadata"]["finalizers"] == ["example.com/x"]
+        assert "is a list" in got["all-partial"][1]["message"]
+    finally:
+        await server.stop()
