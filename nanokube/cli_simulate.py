@@ -199,7 +199,7 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     process that goes on."""
     from .sim.driver import run as simulate
     from .sim.report import results_doc, write_report
-    from .sim.summary import table
+    from .sim.summary import duration, table
 
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -213,7 +213,9 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     results.append(r)
     m = r.metrics
     cut = f" (interrupted at virtual {r.virtual_s:.0f}s)" if r.interrupted else ""
-    print(f"{name}: {m['scheduled']}/{m['pods']} pods scheduled{cut}, virtual {r.virtual_s:.0f}s in wall "
+    # seconds to compare with --until, and the span as a person reads it (12902960s is 149d08h)
+    span = f" ({duration(r.virtual_s)})" if r.virtual_s >= 60 else ""
+    print(f"{name}: {m['scheduled']}/{m['pods']} pods scheduled{cut}, virtual {r.virtual_s:.0f}s{span} in wall "
           f"{r.wall_s:.1f}s, {r.cpu_s:.1f} CPU-s ({r.events / r.wall_s:,.0f} events/s, {m['pods'] / r.wall_s:,.1f} pods/s), "
           f"placements {r.placement_hash}", flush=True)
     if last or r.interrupted:

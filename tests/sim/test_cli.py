@@ -373,6 +373,7 @@ def test_pods_the_trace_deletes_while_they_wait_are_counted_apart(tmp_path):
     proc = _simulate(tmp_path, "--until", "60", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
+    assert lines[0].startswith("default: 1/3 pods scheduled, virtual 60s (1m00s) in wall "), lines[0]
     header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
     assert lines[header].split("   ")[:5] == ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "DELETED WAITING"]
     assert lines[header + 1].split()[:5] == ["default", "3", "1", "1", "1"]
