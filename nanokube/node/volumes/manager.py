@@ -24,6 +24,7 @@ from ...client.record import CoreEventRecorder
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
 from .host_path import host_path
+from .nfs import nfs
 from .persistent import persistent_volume_claim
 from .projected import downward_api, projected
 from .sources import MountError, config_map, empty_dir, secret
@@ -39,7 +40,7 @@ Source = Callable[["VolumeManager", dict, dict, str], Awaitable[float | None]]
 
 SOURCES: dict[str, Source] = {"configMap": config_map, "secret": secret, "emptyDir": empty_dir, "projected": projected,
                             "downwardAPI": downward_api, "persistentVolumeClaim": persistent_volume_claim,
-                            "ephemeral": persistent_volume_claim, "hostPath": host_path}
+                            "ephemeral": persistent_volume_claim, "hostPath": host_path, "nfs": nfs}
 
 
 class VolumeManager:
@@ -58,6 +59,8 @@ class VolumeManager:
         #: the kubelet's recorder (its own when none is given): repeats are counted, spam filtered
         self.recorder = recorder or CoreEventRecorder(client, "kubelet", clock, host=node_name)
         self.root = root
+        #: the fake NFS server's exports (nfs.py): beside the nodes' pod directories, shared by all nodes
+        self.nfs_root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(root))), "nfs")
         self.clock = clock
         #: per-source state that outlives one setup (pod certificates), keyed by pod uid first
         self.state: dict[str, dict] = {}

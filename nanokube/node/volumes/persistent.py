@@ -1,8 +1,8 @@
 """persistentVolumeClaim and generic ephemeral volumes (the claim
 `<pod>-<volume>` the ephemeral volume controller made): the claim must be bound; its volume's
-directory (hostPath, local path or the built-in CSI driver's) is linked at the pod's volume directory,
-so the runtime binds the volume itself at each container's mount path and
-what the pod writes outlives it.
+directory (hostPath, local path, the built-in CSI driver's, or an NFS export: nfs.py) is linked
+at the pod's volume directory, so the runtime binds the volume itself at each container's mount
+path and what the pod writes outlives it.
 
 A claim whose volume the external resizer grew (NodeResizePending) has its
 filesystem expanded here, as the kubelet's NodeExpander does when it mounts
@@ -20,6 +20,7 @@ from ...machinery.errors import APIError
 from ...volume.resize import (NODE_RESIZE_IN_PROGRESS, NODE_RESIZE_PENDING, capacity, resize_finished, resize_status,
                               volume_capacity, with_storage_status)
 from ..storage.provisioner import CSI_DRIVER, local_path
+from .nfs import export_dir, link
 from .sources import RESYNC, MountError
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: st
         if not os.path.isdir(path):
             raise MountError(volume, f"rpc error: code = NotFound desc = volume {name}: {path} does not exist")
         return path, pvc, pv
+    if spec.get("nfs"):
+        return export_dir(mgr, spec["nfs"].get("server", ""), spec["nfs"].get("path", "/"), volume), pvc, pv
     kind = next((k for k in _HOST_DIRS if spec.get(k)), None)
     if kind is None:
         raise MountError(volume, f"volume {name} has no source a node of this cluster can mount")
@@ -94,12 +97,6 @@ async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, targ
     else:
         claim, owner = vol["persistentVolumeClaim"].get("claimName", ""), None
     path, pvc, pv = await volume_path(mgr, pod["metadata"]["namespace"], claim, vol["name"], owner)
-    if os.path.islink(target) and os.readlink(target) != path:
-        os.unlink(target)
-    elif os.path.isdir(target) and not os.path.islink(target):
-        os.rmdir(target)
-    if not os.path.islink(target):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.symlink(path, target)
+    link(path, target)
     await node_expand(mgr, pod, pvc, pv)
     return mgr.clock.now() + RESYNC
