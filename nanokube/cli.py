@@ -162,8 +162,10 @@ async def _up(args: argparse.Namespace) -> int:
         from .proxy.runner import NodeProxies, proxy_configs
 
         agents = list(nodes.agents.values())
-        runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents],
-                      api=(server.advertise, server.port, server.host))
+        pods_listen = runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents],
+                                    api=(server.advertise, server.port))
+        if pods_listen is not None:
+            await server.listen_on(pods_listen)
         MetricsProvider.usage_sources.append(runtime.usage)
         from .node.runtime.netns import dialer
 

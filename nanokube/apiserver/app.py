@@ -233,6 +233,12 @@ class APIServer:
         self._tasks.append(asyncio.create_task(self._count_objects()))
         self.ready = True
 
+    async def listen_on(self, sock: socket.socket) -> None:
+        """Called once started. Serve on `sock` too, a listening socket made elsewhere: under the
+        process runtime one at the advertised address in the cluster network namespace, where pods
+        reach the server, which then sees their addresses (audit sourceIPs) as kube-apiserver does."""
+        await web.SockSite(self._runner, sock, ssl_context=self._ssl(), backlog=1024).start()
+
     async def dial_services_from(self, socket_factory) -> None:
         """Called once started. Open connections to the endpoints that webhooks' Services (admission
         and CRD conversion) and APIServices resolve to with `socket_factory` (netns.dialer): under

@@ -152,7 +152,8 @@ class Workers:
         --disable-admission-plugins, which every worker admits by. `advertise`, `jwks_uri`: worker 0's
         advertised address and --service-account-jwks-uri, so every worker's discovery document is its.
         `dial_netns`: under the process runtime, the cluster network namespace, from which every worker
-        dials webhooks' and APIServices' Services as worker 0 does (APIServer.dial_services_from)."""
+        dials webhooks' and APIServices' Services as worker 0 does (APIServer.dial_services_from), and
+        where each listens with it at the advertised address for pods."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
@@ -233,10 +234,13 @@ async def _serve(args: argparse.Namespace) -> int:
     share_service_allocations(server)
     WorkerMetrics(server, pki, relay)
     await server.start()
+    pods = None
     if args.dial_netns:
-        from ..node.runtime.netns import dialer
+        from ..node.runtime.netns import dialer, reachable_from_pods
 
         await server.dial_services_from(dialer(args.dial_netns))
+        if reachable_from_pods(args.advertise_address):
+            pods = asyncio.create_task(_listen_for_pods(server, args.dial_netns, args.advertise_address))
     gcsettle.settle()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -245,8 +249,26 @@ async def _serve(args: argparse.Namespace) -> int:
     sys.stdout.buffer.write(b"%s%d\n" % (_READY, server.relay_port))
     sys.stdout.flush()
     await stop.wait()
+    if pods is not None:
+        pods.cancel()
     await server.stop()
     return 0
+
+
+async def _listen_for_pods(server, netns: str, address: str) -> None:
+    """Listen with worker 0 at the advertised address in the cluster network namespace, where
+    pods reach the API server, once `up`'s runtime has made it (after the workers start; a worker
+    started again finds it there)."""
+    from ..node.runtime.netns import listen_in_netns
+
+    while True:
+        try:
+            sock = listen_in_netns(netns, address, server.port)
+        except OSError:  # no namespace yet, or not its address (EADDRNOTAVAIL)
+            await asyncio.sleep(0.25)
+            continue
+        await server.listen_on(sock)
+        return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ API server advertises), verifies the server with the mounted ca.crt and
 sends the projected token; RBAC decides what its ServiceAccount may do.
 
 Skipped (loudly) only without root, `ip` or `nft`; the cluster's namespaces,
-processes and relays go with `nanokube up`, which process_cluster checks.
+processes and listeners go with `nanokube up`, which process_cluster checks.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 worker 0, dials their Services' endpoints (pod IPs) from the cluster network namespace,
 so each request is answered the same whichever worker the kernel gave its connection to.
 Each test drives one connection held by each worker (which process holds the server
-side of the socket is read from /proc, as test_api_workers does) and kubectl.
+side of the socket is read from /proc, as test_api_workers does) and kubectl. The other
+way, pods reach every worker at the advertised address, and each sees the pod's address.
 
 Skipped (loudly) only without root, `ip` or `nft`, and on the memory store, which
 serves one process; the cluster's namespaces and processes go with `nanokube up`,
@@ -13,6 +14,8 @@ which process_cluster checks.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,6 +62,25 @@ server.serve_forever()
 """
 
 
+#: writes ConfigMaps as its ServiceAccount, each on a new connection: 4 to the `kubernetes`
+#: Service, 4 to the address the API server advertises (its argument, the Service's endpoint)
+IN_CLUSTER = """
+import json, os, ssl, sys, urllib.error, urllib.request
+sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
+ctx = ssl.create_default_context(cafile=sa + "ca.crt")
+for i, host in enumerate([os.environ["KUBERNETES_SERVICE_HOST"] + ":" + os.environ["KUBERNETES_SERVICE_PORT"]] * 4
+                         + [sys.argv[1]] * 4):
+    req = urllib.request.Request("https://%s/api/v1/namespaces/default/configmaps" % host, method="POST",
+                                 data=json.dumps({"metadata": {"name": "from-pod-%d" % i}}).encode(),
+                                 headers={"Authorization": "Bearer " + open(sa + "token").read(),
+                                          "Content-Type": "application/json"})
+    try:
+        print("answered", urllib.request.urlopen(req, context=ctx, timeout=10).status, flush=True)
+    except urllib.error.HTTPError as e:
+        print("answered", e.code, flush=True)
+"""
+
+
 def _version(name: str, field: str, storage: bool) -> dict:
     return {"name": name, "served": True, "storage": storage,
             "schema": {"openAPIV3Schema": {"type": "object", "properties": {
@@ -71,11 +93,17 @@ def workers_cluster(store_url):
         yield c
 
 
-def one_per_worker(c) -> list[Conn]:
-    """A keep-alive connection held by each API server worker, worker 0's first."""
-    pids = [c.proc.pid] + [p for p in _children(c.proc.pid)  # (pods' processes are `up`'s children too)
+def _workers(c) -> list[int]:
+    """The API server workers' process ids, worker 0's first (pods' processes are `up`'s children too)."""
+    pids = [c.proc.pid] + [p for p in _children(c.proc.pid)
                            if b"nanokube.apiserver.workers" in Path(f"/proc/{p}/cmdline").read_bytes()]
     assert len(pids) == 2, pids
+    return pids
+
+
+def one_per_worker(c) -> list[Conn]:
+    """A keep-alive connection held by each API server worker, worker 0's first."""
+    pids = _workers(c)
     ctx = tls_context(Path(c.kubeconfig), c.data_dir)
 
     def spread():
@@ -197,3 +225,33 @@ def test_every_worker_proxies_to_an_aggregated_api_served_by_a_pod(workers_clust
     c.kubectl("delete", "pod", "things", "--wait=false")
     c.kubectl("delete", "service", "things")
     c.kubectl("delete", "secret", "things-tls")
+
+
+def test_every_worker_serves_pods_and_sees_their_address(workers_cluster):
+    """Pods reach the API server at its advertised address (the `kubernetes` Service's
+    endpoint) in the cluster network namespace, where every worker listens, and the server
+    sees the address a pod's connection comes from: the audit events of its writes (refused
+    by RBAC, audited all the same) carry the pod's IP in sourceIPs when it dials the
+    advertised address, and its node's IP when it dials the Service's ClusterIP, which
+    kube-proxy masquerades (it is given no cluster CIDR: proxy/runner.py proxy_configs)."""
+    c = workers_cluster
+    listening = subprocess.run(["ip", "netns", "exec", c.prefix + "c", "ss", "-Htlnp"], capture_output=True,
+                               text=True, check=True).stdout
+    assert {f"pid={pid}," for pid in _workers(c)} <= {f"pid={p.split(',')[0]}," for p in listening.split("pid=")[1:]}
+    endpoints = c.kubectl_json("get", "endpoints", "kubernetes")["subsets"][0]
+    advertised = f"{endpoints['addresses'][0]['ip']}:{endpoints['ports'][0]['port']}"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "writer", "namespace": "default"},
+           "spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "writer", "image": "python:3.11",
+                                    "command": [sys.executable, "-c", IN_CLUSTER, advertised]}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: c.kubectl_json("get", "pod", "writer")["status"].get("phase") == "Succeeded", 60,
+             "the writer pod done")
+    assert c.kubectl("logs", "writer").stdout.splitlines() == ["answered 403"] * 8
+    status = c.kubectl_json("get", "pod", "writer")["status"]
+    events = [json.loads(line) for line in (c.data_dir / "audit.log").read_bytes().splitlines()]
+    writes = [e for e in events if e["user"]["username"] == "system:serviceaccount:default:default"
+              and (e.get("objectRef") or {}).get("resource") == "configmaps"]
+    assert [(e["verb"], e["responseStatus"]["code"], e["sourceIPs"]) for e in writes] == (
+        [("create", 403, [status["hostIP"]])] * 4 + [("create", 403, [status["podIP"]])] * 4)
+    c.kubectl("delete", "pod", "writer")

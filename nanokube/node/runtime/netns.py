@@ -12,10 +12,11 @@ kube-proxy's nftables rules, hairpin traffic included.
 The host itself is outside every namespace, and the API server may listen on
 loopback only: the cluster namespace holds the address the server advertises
 (the `kubernetes` Service's endpoint, which kube-proxy sends the ClusterIP
-to) and relays each connection there to the server (HostRelay), TLS
-untouched, so an in-cluster client verifies the server and authenticates
-itself as it would in a real cluster. The server sees the relay's loopback
-address as the client's, not the pod's.
+to), and the server listens there too (listen_in_netns: a socket keeps the
+namespace it was made in), so an in-cluster client verifies the server and
+authenticates itself as it would in a real cluster, and the server sees the
+pod's address as the client's, as kube-apiserver does. The server dials pods
+from that namespace as well (dialer).
 
 All names share one prefix per cluster, so removing a run's leftovers after
 a crash is one pass over `ip netns list`.
@@ -23,18 +24,14 @@ a crash is one pass over `ip netns list`.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
 import ipaddress
-import logging
 import os
 import signal
 import socket
 import subprocess
 import threading
-
-log = logging.getLogger(__name__)
 
 PREFIX = "nkr-"
 BRIDGE = "nkbr0"
@@ -100,6 +97,31 @@ def open_in_netns(netns: str, family: int = socket.AF_INET, kind: int = socket.S
         os.close(target)
 
 
+def listen_in_netns(netns: str, address: str, port: int) -> socket.socket:
+    """A socket listening at `address:port` in `netns`. SO_REUSEPORT: every API
+    server worker binds it, and the kernel spreads connections over them."""
+    sock = open_in_netns(netns)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((address, port))
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def reachable_from_pods(address: str) -> bool:
+    """Whether pods reach a server at `address` through the cluster namespace: an
+    IPv4 address, not loopback (a pod's loopback is its own)."""
+    try:
+        ip_address = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return ip_address.version == 4 and not ip_address.is_loopback
+
+
 def dialer(netns: str):
     """A socket factory (aiohttp's TCPConnector `socket_factory`) whose
     connections leave from `netns`: the API server reaches pod IPs from the
@@ -115,70 +137,6 @@ def host_veth(uid: str) -> str:
     return "v" + uid.replace("-", "")[:12]
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    """Copy bytes until `src` ends, then end `dst`'s direction (the other may go on)."""
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-        dst.shutdown(socket.SHUT_WR)
-    except OSError:
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-
-class HostRelay:
-    """A host port reachable from the cluster network: listens on `address:port`
-    in `netns` and relays each connection to `target` in the host's namespace."""
-
-    def __init__(self, netns: str, address: str, port: int, target: tuple[str, int]):
-        self.target = target
-        self.conns: set[socket.socket] = set()
-        self.lock = threading.Lock()
-        self.sock = open_in_netns(netns)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((address, port))
-        self.sock.listen(128)
-        threading.Thread(target=self._accept, name=f"relay {address}:{port}", daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:  # closed
-                return
-            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
-
-    def _relay(self, conn: socket.socket) -> None:
-        try:
-            upstream = socket.create_connection(self.target, timeout=10)
-        except OSError as e:
-            log.warning("relay to %s:%d: %s", *self.target, e)
-            conn.close()
-            return
-        upstream.settimeout(None)
-        with self.lock:
-            self.conns |= {conn, upstream}
-        back = threading.Thread(target=_pump, args=(upstream, conn), daemon=True)
-        back.start()
-        _pump(conn, upstream)
-        back.join()
-        with self.lock:
-            self.conns -= {conn, upstream}
-        conn.close()
-        upstream.close()
-
-    def close(self) -> None:
-        """Stop listening and end every relayed connection."""
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-        self.sock.close()
-        with self.lock:
-            for s in self.conns:
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-
 class ClusterNetwork:
     """The namespaces of one cluster: create, add pods, remove."""
 
@@ -187,7 +145,6 @@ class ClusterNetwork:
         self.prefix = f"{PREFIX}{tag}-"
         self.cluster_ns = self.prefix + "c"
         self.nodes: dict[str, tuple[str, str, str]] = {}  # node -> (netns, node ip, pod cidr)
-        self.relays: list[HostRelay] = []
 
     def node_ns(self, index: int) -> str:
         return f"{self.prefix}n{index}"
@@ -225,16 +182,16 @@ class ClusterNetwork:
                 sysctl(ns, key, "1" if key.endswith("forward") else "0")
             self.nodes[name] = (ns, node_ip, cidr)
         for name, (ns, node_ip, cidr) in self.nodes.items():
-            ip("route", "add", cidr, "via", node_ip, netns=c)  # replies from the host relays to pods
+            ip("route", "add", cidr, "via", node_ip, netns=c)  # replies from the API server to pods
             for other, (_, other_ip, other_cidr) in self.nodes.items():
                 if other != name:
                     ip("route", "add", other_cidr, "via", other_ip, netns=ns)
 
-    def expose_host(self, address: str, port: int, target: tuple[str, int]) -> None:
-        """Make the host's `target` answer at `address:port` from every node and pod
-        (an IPv4 address outside the cluster's: the nodes route it to the cluster namespace)."""
+    def listen(self, address: str, port: int) -> socket.socket:
+        """A socket listening at `address:port` for every node and pod (an IPv4 address
+        outside the cluster's: the nodes route it to the cluster namespace, which holds it)."""
         ip("addr", "add", f"{address}/32", "dev", "lo", netns=self.cluster_ns)
-        self.relays.append(HostRelay(self.cluster_ns, address, port, target))
+        return listen_in_netns(self.cluster_ns, address, port)
 
     def add_pod(self, node: str, uid: str, pod_ip: str) -> str:
         """A pod namespace wired to its node; returns its name. Idempotent."""
@@ -263,8 +220,5 @@ class ClusterNetwork:
             ip("link", "del", host_veth(uid), netns=node_ns, check=False)
 
     def close(self) -> None:
-        for relay in self.relays:
-            relay.close()
-        self.relays.clear()
         self.cleanup()
         self.nodes.clear()

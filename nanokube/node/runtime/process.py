@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import ipaddress
 import json
 import os
 import shutil
+import socket
 import tempfile
 
 from ..containerlog import MAX_FILES, MAX_SIZE
-from .netns import ClusterNetwork
+from .netns import ClusterNetwork, reachable_from_pods
 from .usage import measure
 from .worker import ProcessPodWorker
 
@@ -50,19 +50,16 @@ class ProcessRuntime:
         self.mountpoints = mountpoints
         self._user = f"{os.getpid()}:{id(self):x}"
 
-    def start(self, nodes: list[tuple[str, int, str, str]], api: tuple[str, int, str] | None = None) -> None:
+    def start(self, nodes: list[tuple[str, int, str, str]], api: tuple[str, int] | None = None) -> socket.socket | None:
         """Remove what a crashed run left, then build the network of `nodes`
-        (name, index, node IP, podCIDR); `api` (advertised address, port, listen
-        address) makes the API server answer pods at the address it advertises."""
+        (name, index, node IP, podCIDR). `api` (advertised address, port): returns a
+        socket listening there for pods, which the API server serves (None where pods
+        cannot reach that address)."""
         self._remove_mountpoints()
         shutil.rmtree(os.path.join(self.state_dir, "logs"), ignore_errors=True)
         os.makedirs(self.state_dir, exist_ok=True)
         self.net.create(nodes)
-        advertise = ipaddress.ip_address(api[0]) if api and api[0] else None
-        if advertise and advertise.version == 4 and not advertise.is_loopback:  # a pod's loopback is its own
-            _, port, listen = api
-            local = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(listen, listen)
-            self.net.expose_host(str(advertise), port, (local, port))
+        return self.net.listen(*api) if api and reachable_from_pods(api[0]) else None
 
     def close(self) -> None:
         self.net.close()

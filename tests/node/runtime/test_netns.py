@@ -1,5 +1,4 @@
 import asyncio
-import socket
 import subprocess
 
 from nanokube.node.runtime.netns import ClusterNetwork, ip, list_netns, open_in_netns
@@ -56,27 +55,26 @@ def test_a_new_run_removes_what_a_crashed_one_left(network):
     assert not [n for n in list_netns() if n.startswith(network.prefix)]
 
 
-def test_a_host_port_answers_pods_at_the_advertised_address_until_closed(network):
-    """The API server listens on the host's loopback; pods reach it at the address it advertises."""
+def test_a_socket_listening_at_the_advertised_address_sees_the_pod_as_its_peer(network):
+    """The API server listens at the address it advertises in the cluster namespace too: pods on
+    every node reach it there, and it sees each pod's own address (audit sourceIPs)."""
     network.create(NODES)
-    pod = network.add_pod("b", "bbbb2222-0000", "10.244.1.7")
-    host = socket.create_server(("127.0.0.1", 0))
-    port = host.getsockname()[1]
-    network.expose_host("192.0.2.77", 6443, ("127.0.0.1", port))
-    cli = open_in_netns(pod)
-    cli.settimeout(10)
-    host.settimeout(10)
+    pods = {"10.244.0.5": network.add_pod("a", "aaaa1111-0000", "10.244.0.5"),
+            "10.244.1.7": network.add_pod("b", "bbbb2222-0000", "10.244.1.7")}
+    server = network.listen("192.0.2.77", 6443)
+    server.settimeout(10)
     try:
-        cli.connect(("192.0.2.77", 6443))
-        conn, peer = host.accept()
-        assert peer[0] == "127.0.0.1"  # the relay's side, not the pod's address
-        cli.sendall(b"ping")
-        assert conn.recv(4) == b"ping"
-        conn.sendall(b"pong")
-        assert cli.recv(4) == b"pong"
-        network.close()  # the relay goes with the network, and its connections with it
-        assert cli.recv(4) == b""
-        conn.close()
+        for pod_ip, pod in pods.items():
+            cli = open_in_netns(pod)
+            cli.settimeout(10)
+            try:
+                cli.connect(("192.0.2.77", 6443))
+                conn, peer = server.accept()
+                assert peer[0] == pod_ip
+                cli.sendall(b"ping")
+                assert conn.recv(4) == b"ping"
+                conn.close()
+            finally:
+                cli.close()
     finally:
-        cli.close()
-        host.close()
+        server.close()
