@@ -87,8 +87,13 @@ def service_usage(svc: dict) -> Usage:
 
 
 def pvc_usage(pvc: dict) -> Usage:
+    """A claim's storage is its request, or more while status.allocatedResources says more is being
+    expanded to (RecoverVolumeExpansionFailure: shrinking a request back does not free quota early)."""
     out: Usage = {"count/persistentvolumeclaims": ONE, "persistentvolumeclaims": ONE}
     storage = parse_list(((pvc.get("spec") or {}).get("resources") or {}).get("requests")).get("storage")
+    allocated = parse_list((pvc.get("status") or {}).get("allocatedResources")).get("storage")
+    if storage is not None and allocated is not None and allocated.value > storage.value:
+        storage = allocated
     cls = claim_class(pvc)
     if storage is not None:
         out["requests.storage"] = storage

@@ -150,3 +150,14 @@ def test_implicit_device_class_extended_resource_is_charged_as_a_request():
         "limits": {"deviceclass.resource.kubernetes.io/gpu.nanokube.io": "2"}}}]}
     got = text(pod_usage({"metadata": {"name": "p"}, "spec": spec}, 0))
     assert got["requests.deviceclass.resource.kubernetes.io/gpu.nanokube.io"] == "2"
+
+
+def test_a_claims_storage_is_what_is_allocated_while_more_than_its_request():
+    """RecoverVolumeExpansionFailure: after a failed expansion to 1Ti the user asks for 2Gi again;
+    until the resizer records 2Gi as allocated, the claim still charges 1Ti."""
+    pvc = {"metadata": {"name": "c"}, "spec": {"storageClassName": "fast", "resources": {"requests": {"storage": "2Gi"}}},
+           "status": {"capacity": {"storage": "1Gi"}, "allocatedResources": {"storage": "1Ti"}}}
+    got = text(usage("", "persistentvolumeclaims", pvc, 0))
+    assert got["requests.storage"] == "1Ti" and got["fast.storageclass.storage.k8s.io/requests.storage"] == "1Ti"
+    pvc["status"]["allocatedResources"] = {"storage": "1Gi"}
+    assert text(usage("", "persistentvolumeclaims", pvc, 0))["requests.storage"] == "2Gi"
