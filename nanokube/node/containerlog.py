@@ -8,7 +8,10 @@ follow.
 lifecycle lines); `FileContainerLog` writes them to a CRI log file with
 rotation (process containers' real stdout and stderr). Readers snapshot the
 records and subscribe to new ones in one step, so `follow` loses and repeats
-nothing.
+nothing. An attached client (`attach`) gets what is written as it is
+written instead: a shell's prompt shows before its line ends, as a
+runtime's attach streams a process's output, though the log keeps an
+unfinished line until it ends.
 """
 
 from __future__ import annotations
@@ -55,11 +58,12 @@ class ContainerLog:
     """One container instance's log, in memory (thousands of simulated pods
     keep one each: followers and unfinished lines take room only when present)."""
 
-    __slots__ = ("_records", "_subscribers", "_partial", "closed")
+    __slots__ = ("_records", "_subscribers", "_attached", "_partial", "closed")
 
     def __init__(self) -> None:
         self._records: list[LogRecord] = []
         self._subscribers: set[asyncio.Queue] | None = None
+        self._attached: set[asyncio.Queue] | None = None
         self._partial: dict[str, tuple[float, bytes]] | None = None  # stream -> (time it started, text so far)
         self.closed = False
 
@@ -73,6 +77,8 @@ class ContainerLog:
         """Add what a stream wrote at `t`: complete lines become records (a line
         written in pieces takes the time of its first piece); a long
         unfinished line is kept as a partial record, as the CRI does."""
+        for q in self._attached or ():
+            q.put_nowait((stream, data))
         start, pending = self._partial.pop(stream, (t, b"")) if self._partial else (t, b"")
         lines = (pending + data).splitlines(keepends=True)
         if lines and not lines[-1].endswith(b"\n") and len(lines[-1]) < PARTIAL_MAX:
@@ -93,8 +99,27 @@ class ContainerLog:
             self._add(LogRecord(t, stream, text))
         self._partial = None
         self.closed = True
-        for q in self._subscribers or ():
+        for q in (*(self._subscribers or ()), *(self._attached or ())):
             q.put_nowait(None)
+
+    def attach(self) -> AsyncIterator[tuple[str, bytes]] | None:
+        """What the instance writes from now on, as it writes it ((stream, data)), until it exits;
+        None if it has."""
+        if self.closed:
+            return None
+        q: asyncio.Queue = asyncio.Queue()
+        if self._attached is None:
+            self._attached = set()
+        self._attached.add(q)
+        return self._attach(q)
+
+    async def _attach(self, q: asyncio.Queue) -> AsyncIterator[tuple[str, bytes]]:
+        try:
+            while (written := await q.get()) is not None:
+                yield written
+        finally:
+            if self._attached is not None:
+                self._attached.discard(q)
 
     def serve(self, opts: LogOptions) -> bytes | AsyncIterator[bytes]:
         records = self.records()

@@ -148,6 +148,8 @@ class SimulatedIO:
                 self.shells[name] = Shell(lambda: self.files(name))
             self._write(f"nanokube: container {name} started (image {image})", [name])
             self._write(f"nanokube: container {name} is ready", [name])
+            if name in self.shells and spec.get("tty"):  # the shell's first prompt, as busybox's sh on a terminal
+                self._emit(name, "/ # ")
             if SMI_LIST.search(" ".join(self._command(name))):
                 listing = self._smi_list(name)
                 for line in (listing or "").splitlines():
@@ -422,8 +424,8 @@ class SimulatedIO:
 
     async def attach(self, container: str, session: StreamSession) -> int | None:
         log = self._running(container)
-        follow = log.serve(LogOptions(follow=True, tail_lines=0))
-        if isinstance(follow, bytes):
+        written = log.attach()
+        if written is None:
             return self.exit_codes.get(container)
         spec = self._spec(container)
         reader = None
@@ -431,8 +433,11 @@ class SimulatedIO:
             reader = asyncio.ensure_future(self._read_stdin(container, log, session, bool(spec.get("tty")),
                                                             bool(spec.get("stdinOnce"))))
         try:
-            async for chunk in follow:
-                await session.write_stdout(chunk)
+            async for stream, data in written:
+                if stream == "stderr" and session.stderr and not session.tty:
+                    await session.write_stderr(data)
+                else:
+                    await session.write_stdout(data)
         finally:
             if reader is not None:
                 reader.cancel()

@@ -7,6 +7,7 @@ stdin is left open (no stdinOnce) keeps running after the client leaves;
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pty
 import select
@@ -91,11 +92,31 @@ def test_run_on_a_terminal_echoes_input_and_ctrl_d_ends_the_shell(cluster):
     with _on_a_terminal(cluster, "run", "-it", "--rm", "--restart=Never", "tty", "--image=busybox", "--",
                         "sh") as (fd, exited):
         assert b"try pressing enter" in _read_until(fd, b"try pressing enter")
-        os.write(fd, b"echo typed\r")
-        assert b"echo typed\r\n" in _read_until(fd, b"echo typed\r\n")
+        os.write(fd, b"echo typed\r")  # the next prompt shows though no new line follows it
+        assert b"echo typed\r\ntyped\r\n/ # " in _read_until(fd, b"typed\r\n/ # ")
         os.write(fd, b"\x04")
         assert b'pod "tty" deleted' in _read_until(fd, b'pod "tty" deleted')
         assert exited() == 0
+
+
+def test_attach_on_a_terminal_shows_the_shells_prompt_at_once(cluster):
+    """`kubectl attach -it` to a shell started with a terminal: Enter gets a new prompt, shown
+    as the shell writes it, before any new line (attach streams what is written, not log lines)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "prompt"}, "spec": {"containers": [
+        {"name": "sh", "image": "busybox", "command": ["sh"], "stdin": True, "tty": True}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "prompt")["status"].get("phase") == "Running", 60,
+             "prompt Running")
+    with _on_a_terminal(cluster, "attach", "-it", "prompt") as (fd, exited):
+        assert b"try pressing enter" in _read_until(fd, b"try pressing enter")
+        os.write(fd, b"\r")
+        assert b"\r\n/ # " in _read_until(fd, b"\r\n/ # ")
+        os.write(fd, b"echo hi > /tmp/f; cat /tmp/f\r")
+        assert b"\r\nhi\r\n/ # " in _read_until(fd, b"\r\nhi\r\n/ # ")
+        os.write(fd, b"exit 6\r")
+        exited()
+    term = cluster.kubectl_json("get", "pod", "prompt")["status"]["containerStatuses"][0]
+    assert (term.get("lastState") or term["state"])["terminated"]["exitCode"] == 6
 
 
 def _running_pod(cluster, name: str) -> None:

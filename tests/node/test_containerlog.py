@@ -57,6 +57,27 @@ async def test_follow_gets_the_snapshot_then_new_lines_until_close():
     assert got == [b"a\n", b"b\n"]
 
 
+async def test_attach_gets_what_is_written_as_it_is_written_while_the_log_waits_for_the_line():
+    """A shell's prompt (`/ # `, no new line after it) reaches an attached client at once, as a
+    runtime's attach streams output; the log, and a follower of it, keep the line until it ends."""
+    log = ContainerLog()
+    log.append(10.0, "stdout", b"before\n")
+    attached = log.attach()
+    follow = log.serve(LogOptions(follow=True, tail_lines=0))
+    log.append(11.0, "stdout", b"/ # ")
+    assert await anext(attached) == ("stdout", b"/ # ")
+    assert [r.line for r in log.records()] == [b"before\n"]
+    pending = asyncio.ensure_future(anext(follow))
+    await asyncio.sleep(0)
+    assert not pending.done()
+    log.append(12.0, "stderr", b"sh: ps: not found\n")
+    assert await anext(attached) == ("stderr", b"sh: ps: not found\n")
+    log.close()
+    assert [x async for x in attached] == []
+    assert log.attach() is None
+    pending.cancel()
+
+
 def test_removing_an_instance_deletes_its_files(tmp_path):
     log = FileContainerLog(str(tmp_path / "0.log"), max_size=40, max_files=3)
     for i in range(5):
