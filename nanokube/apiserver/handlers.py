@@ -662,9 +662,16 @@ class APIHandlers:
             raise _wrong_partial(res, False)
         return json_response(obj, code)
 
-    def render_scale(self, request: web.Request, res: Resource, scale: dict) -> web.Response:
-        """`res`'s Scale as JSON, or as the Table printScale makes of it when one is asked for."""
-        if _accept(request) != "table":
+    def render_scale(self, request: web.Request, res: Resource, scale: dict, table: bool = True) -> web.Response:
+        """`res`'s Scale as JSON, as PartialObjectMetadata, or as the Table printScale makes of it when one is
+        asked for (`table`: a built-in workload's, whose ScaleREST prints it)."""
+        kind = _accept(request)
+        if kind == "partial":
+            return json_response(tables.partial_metadata(scale, _meta_version(request)))
+        if kind == "partiallist":
+            raise errors.APIError(406, "NotAcceptable", "you requested PartialObjectMetadataList, but the requested "
+                                  "object is not a list (*autoscaling.Scale)")
+        if kind != "table" or not table:
             return json_response(scale)
         meta = {"resourceVersion": scale["metadata"].get("resourceVersion", "")}
         return json_response(tables.table(res, [(scale, scale)], self.clock, _include_object(request.query),

@@ -95,7 +95,7 @@ class Subresources:
             if m == "GET":
                 scale = await self.get_scale(res, namespace, name)
                 # a built-in workload's (a CRD's group has a dot): its store prints Scales as Tables too
-                return h.render_scale(request, res, scale) if res.group in ("", "apps") else json_response(scale)
+                return h.render_scale(request, res, scale, table=res.group in ("", "apps"))
             if m in ("PUT", "PATCH"):
                 if m == "PUT":
                     body, opts = await h._update_input(request)
@@ -116,7 +116,8 @@ class Subresources:
                 check_target(body.get("metadata") or {}, name, namespace)
                 opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
                 applied = m == "PATCH" and request.content_type == "application/apply-patch+yaml"
-                resp = json_response(await self.put_scale(res, version, namespace, name, body, opts, applied))
+                resp = h.render_scale(request, res, await self.put_scale(res, version, namespace, name, body, opts, applied),
+                                      table=res.group in ("", "apps"))
                 for w in warnings:
                     resp.headers.add("Warning", warning.header(w))
                 return resp

@@ -75,3 +75,30 @@ async def test_a_delete_answers_in_the_form_asked_for():
         assert "is a list" in got["all-partial"][1]["message"]
     finally:
         await server.stop()
+
+
+async def test_a_scale_answers_in_the_form_asked_for_on_reads_and_writes():
+    """The /scale handlers transform their answer as any other's: a built-in workload's Scale as the Table
+    its ScaleREST.ConvertToTable prints on a read and on a write, any Scale as PartialObjectMetadata, and
+    PartialObjectMetadataList of one Scale is asPartialObjectMetadataList's 406."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    scale = f"http://127.0.0.1:{server.port}/apis/apps/v1/namespaces/default/deployments/d/scale"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(scale.rsplit("/", 2)[0], json=DEPLOYMENT) as r:
+                assert r.status == 201
+            got = {}
+            for method, accept in [("GET", TABLE), ("PATCH", TABLE), ("GET", PARTIAL), ("PATCH", PARTIAL),
+                                   ("GET", PARTIAL_LIST), ("PATCH", PARTIAL_LIST)]:
+                async with s.request(method, scale + "?dryRun=All", json={"spec": {"replicas": 2}} if method == "PATCH" else None,
+                                     headers={"Accept": accept, "Content-Type": "application/merge-patch+json"}) as r:
+                    body = await r.json()
+                    got[method, accept.split(";")[1]] = r.status, body["kind"]
+        assert got == {("GET", "as=Table"): (200, "Table"), ("PATCH", "as=Table"): (200, "Table"),
+                       ("GET", "as=PartialObjectMetadata"): (200, "PartialObjectMetadata"),
+                       ("PATCH", "as=PartialObjectMetadata"): (200, "PartialObjectMetadata"),
+                       ("GET", "as=PartialObjectMetadataList"): (406, "Status"),
+                       ("PATCH", "as=PartialObjectMetadataList"): (406, "Status")}, got
+    finally:
+        await server.stop()
