@@ -169,7 +169,7 @@ async def _up(args: argparse.Namespace) -> int:
         MetricsProvider.usage_sources.append(runtime.usage)
         from .node.runtime.netns import dialer
 
-        await server.dial_services_from(dialer(runtime.net.cluster_ns))
+        await server.dial_services_from(dialer(runtime.net.cluster_ns, server.advertise if pods_listen else ""))
         proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
                               mode_warnings, server.clock, configs=proxy_configs())
         server.component_metrics.append(proxies.metrics)

@@ -238,9 +238,10 @@ async def _serve(args: argparse.Namespace) -> int:
     if args.dial_netns:
         from ..node.runtime.netns import dialer, reachable_from_pods
 
-        await server.dial_services_from(dialer(args.dial_netns))
-        if reachable_from_pods(args.advertise_address):
-            pods = asyncio.create_task(_listen_for_pods(server, args.dial_netns, args.advertise_address))
+        source = args.advertise_address if reachable_from_pods(args.advertise_address) else ""
+        await server.dial_services_from(dialer(args.dial_netns, source))
+        if source:
+            pods = asyncio.create_task(_listen_for_pods(server, args.dial_netns, source))
     gcsettle.settle()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

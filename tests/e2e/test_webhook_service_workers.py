@@ -27,7 +27,8 @@ from tests.e2e.test_webhook_service_process import AGGREGATED, WEBHOOK, serve_be
 
 pytestmark = [PROCESS_RUNTIME, pytest.mark.skipif(STORE == "memory", reason="the memory store serves one process")]
 
-#: converts Widgets between v1 (spec.colour) and v2 (spec.color), as a ConversionReview's response
+#: converts Widgets between v1 (spec.colour) and v2 (spec.color), as a ConversionReview's response;
+#: logs each conversion with the address the request came from
 CONVERTER = """
 import json, ssl
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -43,7 +44,7 @@ class Convert(BaseHTTPRequestHandler):
             if old in spec:
                 spec[new] = spec.pop(old)
             out.append({**obj, "apiVersion": want, "spec": spec})
-            print("converted", obj["metadata"]["name"], "to", want, flush=True)
+            print("converted", obj["metadata"]["name"], "to", want, "for", self.client_address[0], flush=True)
         body = json.dumps({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                            "response": {"uid": req["uid"], "convertedObjects": out,
                                         "result": {"status": "Success"}}}).encode()
@@ -91,6 +92,12 @@ def _version(name: str, field: str, storage: bool) -> dict:
 def workers_cluster(store_url):
     with process_cluster(store_url, "webhookworkers", ("--api-workers", "2")) as c:
         yield c
+
+
+def _advertised(c) -> tuple[str, int]:
+    """The address and port the API server advertises: the `kubernetes` Service's endpoint."""
+    subset = c.kubectl_json("get", "endpoints", "kubernetes")["subsets"][0]
+    return subset["addresses"][0]["ip"], subset["ports"][0]["port"]
 
 
 def _workers(c) -> list[int]:
@@ -163,7 +170,9 @@ def test_every_worker_reaches_a_validating_webhook_served_by_a_pod(workers_clust
 
 def test_every_worker_converts_through_a_conversion_webhook_served_by_a_pod(workers_cluster):
     """A CRD stored at v1 (spec.colour) and served at v2 too (spec.color), converted by a pod:
-    a Widget created at either version reads back at the other, through each worker."""
+    a Widget created at either version reads back at the other, through each worker. The pod
+    sees each worker's requests come from the address the API server advertises (the
+    `kubernetes` Service's endpoint), as a webhook sees kube-apiserver's host address."""
     c = workers_cluster
     ca = serve_behind_service(c, "conv", CONVERTER)
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -194,7 +203,9 @@ def test_every_worker_converts_through_a_conversion_webhook_served_by_a_pod(work
         assert {(w["metadata"]["name"], w["apiVersion"], w["spec"]["color"]) for w in listed["items"]} == {
             ("w1", "conv.nanokube.test/v2", "blue"), ("w2", "conv.nanokube.test/v2", "red")}
         conn.http.close()
-    assert "converted w1 to conv.nanokube.test/v2" in c.kubectl("logs", "conv").stdout
+    converted = c.kubectl("logs", "conv").stdout.splitlines()
+    assert "converted w1 to conv.nanokube.test/v2 for " + _advertised(c)[0] in converted
+    assert {line.split(" for ")[1] for line in converted} == {_advertised(c)[0]}
     c.kubectl("delete", "crd", "widgets.conv.nanokube.test")
     c.kubectl("delete", "pod", "conv", "--wait=false")
     c.kubectl("delete", "service", "conv")
@@ -238,8 +249,7 @@ def test_every_worker_serves_pods_and_sees_their_address(workers_cluster):
     listening = subprocess.run(["ip", "netns", "exec", c.prefix + "c", "ss", "-Htlnp"], capture_output=True,
                                text=True, check=True).stdout
     assert {f"pid={pid}," for pid in _workers(c)} <= {f"pid={p.split(',')[0]}," for p in listening.split("pid=")[1:]}
-    endpoints = c.kubectl_json("get", "endpoints", "kubernetes")["subsets"][0]
-    advertised = f"{endpoints['addresses'][0]['ip']}:{endpoints['ports'][0]['port']}"
+    advertised = "%s:%d" % _advertised(c)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "writer", "namespace": "default"},
            "spec": {"restartPolicy": "Never",
                     "containers": [{"name": "writer", "image": "python:3.11",

@@ -122,12 +122,21 @@ def reachable_from_pods(address: str) -> bool:
     return ip_address.version == 4 and not ip_address.is_loopback
 
 
-def dialer(netns: str):
+def dialer(netns: str, source: str = ""):
     """A socket factory (aiohttp's TCPConnector `socket_factory`) whose
     connections leave from `netns`: the API server reaches pod IPs from the
-    cluster namespace, which routes every podCIDR to its node."""
+    cluster namespace, which routes every podCIDR to its node. `source`: the
+    address they come from (the advertised one, which a pod sees as the API
+    server's, as it would a kube-apiserver's host address); else the kernel's pick."""
     def factory(addr_info) -> socket.socket:
-        return open_in_netns(netns, addr_info[0], addr_info[1])
+        sock = open_in_netns(netns, addr_info[0], addr_info[1])
+        if source:
+            try:
+                sock.bind((source, 0))
+            except OSError:
+                sock.close()
+                raise
+        return sock
     return factory
 
 
