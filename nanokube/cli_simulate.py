@@ -25,6 +25,10 @@ def add_parser(sub) -> None:
                    help="what-if: the trace's arrivals FACTOR times as frequent (creation times divided by FACTOR), "
                         "each object living as long as in the trace (its deletion moves with its creation), e.g. 2 "
                         "for twice the load; --until counts in the replayed time")
+    p.add_argument("--keep-run-times", action="store_true",
+                   help="openb: a task the trace scheduled runs as long as it ran there (deletion_time - "
+                        "scheduled_time) from its start here, so waiting delays its end instead of cutting it short; "
+                        "one never scheduled there is still deleted at its deletion_time; implies --drain")
     p.add_argument("--scheduler-config", action="append", default=[], metavar="FILE",
                    help="KubeSchedulerConfiguration; repeat to compare several on the same inputs (default: the "
                         "default profile)")
@@ -66,7 +70,8 @@ def _load(args):
         cluster = drop_nodes(cluster, args.drop_nodes, args.seed)
     for spec in args.add_nodes:
         cluster = add_nodes(cluster, spec)
-    trace = openb.load_pods(args.trace, untimed=bool(args.inflate)) if args.trace.endswith(".csv") \
+    trace = openb.load_pods(args.trace, untimed=bool(args.inflate), run_times=args.keep_run_times) \
+        if args.trace.endswith(".csv") \
         else load_jsonl(args.trace)
     return cluster, trace
 
@@ -125,12 +130,18 @@ def run(args: argparse.Namespace) -> int:
                      (args.drain and args.inflate, "--drain with --inflate: inflated pods never end"),
                      (args.arrival_rate is not None and args.arrival_rate <= 0,
                       f"--arrival-rate {args.arrival_rate}: must be above 0"),
+                     (args.keep_run_times and not args.trace.endswith(".csv"),
+                      "--keep-run-times is for an openb pod list (*.csv); a JSON Lines trace gives a pod's run time "
+                      "with its sim.nanokube.io/run-seconds annotation"),
+                     (args.keep_run_times and args.inflate, "--keep-run-times with --inflate: inflated pods never end"),
                      (args.arrival_rate is not None and args.inflate,
                       "--arrival-rate with --inflate: inflated pods arrive at a fixed pace, not the trace's"),
                      (args.limit_pods is not None and args.limit_pods < 1, f"--limit-pods {args.limit_pods}: must be 1 or more")):
         if bad:
             print(f"nanokube simulate: {why}", file=sys.stderr)
             return 2
+    # the trace no longer holds the tasks' ends: the run goes on to them
+    args.drain = args.drain or args.keep_run_times
     try:
         args.event_ttl = parse_ttl(args.event_ttl)
         cluster, trace = _load(args)
@@ -222,7 +233,7 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
         inputs = {"cluster": ", ".join(args.cluster), "add_nodes": args.add_nodes, "drop_nodes": args.drop_nodes,
                   "trace": args.trace, "seed": args.seed, "inflate": args.inflate, "until": args.until,
                   "drain": args.drain, "limit_pods": args.limit_pods,
-                  "arrival_rate": args.arrival_rate}
+                  "arrival_rate": args.arrival_rate, "keep_run_times": args.keep_run_times}
         doc = write_report(args.out, results, inputs) if args.out else results_doc(results, inputs)
         print("\n" + table(doc["runs"], inflate=args.inflate), flush=True)
         if args.out:

@@ -9,7 +9,10 @@ task with a fractional `gpu_milli` claims that many thousandths of one GPU
 devices outright. `gpu_spec` (allowed models, `A|B`) becomes a CEL selector.
 Every pod is created at its `creation_time` and deleted at its
 `deletion_time`, through ResourceClaimTemplates (one per task shape), so
-the resourceclaim controller makes and removes each pod's claim.
+the resourceclaim controller makes and removes each pod's claim. With
+`run_times`, a task the trace scheduled instead runs what it ran there
+(`deletion_time - scheduled_time`) from its start here, so a what-if that
+makes it wait delays its end rather than cutting it short.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import csv
 from collections import Counter
 
 from ..node.cluster import Cluster, ClusterFileError, Pool
+from ..node.lifecycle import EXIT_CODE, RUN_SECONDS
 from .trace import Trace, TraceError, TraceEvent
 
 MODEL_LABEL = "gpu.nanokube.io/model"
@@ -126,11 +130,14 @@ def _template(name: str, num_gpu: int, milli: int, spec: str) -> dict:
             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}}
 
 
-def load_pods(path: str, untimed: bool = False) -> Trace:
+def load_pods(path: str, untimed: bool = False, run_times: bool = False) -> Trace:
     """Creates at `creation_time`, deletes at `deletion_time`; the task-size
     distribution (GPU count, milli per GPU) is the GPU tasks' shares.
     `untimed`: a list without creation times is taken (every task at 0, for
-    sampling); otherwise it is refused."""
+    sampling); otherwise it is refused. `run_times`: a task with a
+    `scheduled_time` is not deleted but runs `deletion_time - scheduled_time`
+    once started, then ends as its `pod_phase` says (Failed: exit code 1); one
+    the trace never scheduled is still deleted at `deletion_time`, waiting."""
     events: list[TraceEvent] = []
     templates: dict[tuple, str] = {}
     sizes: Counter = Counter()
@@ -143,6 +150,9 @@ def load_pods(path: str, untimed: bool = False) -> Trace:
             if not timed and not untimed:
                 raise TraceError(f"{path}: no creation_time column: its tasks have no arrival times, so it can "
                                  "only be sampled (--inflate FACTOR)")
+            if run_times and "scheduled_time" not in row.fields:
+                raise TraceError(f"{path}: no scheduled_time column: the tasks' run times (deletion_time - "
+                                 "scheduled_time) are unknown")
         num_gpu, milli = row.number("num_gpu"), row.number("gpu_milli")
         spec = row.text("gpu_spec")
         name = row.text("name")
@@ -169,10 +179,21 @@ def load_pods(path: str, untimed: bool = False) -> Trace:
         # no deletion_time: the task never ends; one equal to creation_time lived no time (openb-pod-7285,
         # Pending in the trace), deleted right after it is created rather than kept to the trace's end
         deleted = row.number("deletion_time", float) if row.text("deletion_time") else None
+        if deleted is not None and deleted < created:
+            raise TraceError(f"{path}:{row.line}: deletion_time: {deleted:g} is before creation_time {created:g}")
+        if run_times and deleted is not None and row.text("scheduled_time"):
+            started = row.number("scheduled_time", float)
+            if not created <= started <= deleted:
+                raise TraceError(f"{path}:{row.line}: scheduled_time: {row.text('scheduled_time')} is not between "
+                                 f"creation_time {row.text('creation_time')} and deletion_time {row.text('deletion_time')}")
+            ran = deleted - started
+            pod["metadata"]["annotations"] = {RUN_SECONDS: str(int(ran)) if ran == int(ran) else str(ran)}
+            if row.text("pod_phase") == "Failed":
+                pod["metadata"]["annotations"][EXIT_CODE] = "1"
+            pod["spec"]["restartPolicy"] = "Never"
+            deleted = None
         events.append(TraceEvent(created, len(events), "create", pod))
         if deleted is not None:
-            if deleted < created:
-                raise TraceError(f"{path}:{row.line}: deletion_time: {deleted:g} is before creation_time {created:g}")
             events.append(TraceEvent(deleted, len(events), "delete", {"apiVersion": "v1", "kind": "Pod", "metadata": {
                 "name": name, "namespace": NAMESPACE}}))
     # the templates come first, so no pod waits for its template

@@ -139,8 +139,7 @@ def _how(inputs: dict) -> str:
     """How the trace was run, as the options that said so."""
     parts = [f"--{k.replace('_', '-')} {inputs[k]}" for k in ("limit_pods", "arrival_rate", "inflate", "until")
              if inputs.get(k) is not None]
-    if inputs.get("drain"):
-        parts.append("--drain")
+    parts += [f"--{k.replace('_', '-')}" for k in ("keep_run_times", "drain") if inputs.get(k)]
     return f" ({' '.join(parts)})" if parts else ""
 
 

@@ -308,6 +308,7 @@ def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path)
         (("--speed", "0"), "--speed 0.0: must be above 0"),
         (("--speed", "-1"), "--speed -1.0: must be above 0"),
         (("--until", "-5"), "--until -5.0: must be 0 or more"),
+        (("--keep-run-times",), "--keep-run-times is for an openb pod list (*.csv); a JSON Lines trace gives"),
         (("--out", str(tmp_path / "blocker" / "out")), f"--out {tmp_path / 'blocker' / 'out'}: cannot write there"),
         (("--trace", str(tmp_path / "nope.jsonl")), f"{tmp_path / 'nope.jsonl'}: cannot read: No such file or directory"),
         (("--trace", str(tmp_path)), f"{tmp_path}: cannot read: Is a directory"),
@@ -381,3 +382,39 @@ def test_pods_the_trace_deletes_while_they_wait_are_counted_apart(tmp_path):
     summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
     assert summary["deleted_waiting"] == 1 and summary["pending_at_end"] == 1
     assert "<th>deleted waiting</th>" in (out / "report.html").read_text()
+
+
+def test_keep_run_times_delays_a_waiting_task_instead_of_cutting_it_short(tmp_path):
+    """One 8-GPU node, three 8-GPU tasks: a ran 0-100 s; c was never scheduled in the trace
+    (deleted at 60 s, waiting); d ran 30-80 s there (on a node this cluster lacks) and failed.
+    Replayed as the trace says, d waits for a's GPUs and is deleted at 80 s before it ever runs;
+    with --keep-run-times it runs its 50 s once a has ended, and fails as it did."""
+    pods = (PODS.split("\n")[0] + "\n"
+            "a,1000,1024,8,1000,,LS,Running,0,100,0\n"
+            "c,1000,1024,8,1000,,BE,Pending,20,60,\n"
+            "d,1000,1024,8,1000,,BE,Failed,30,80,30\n")
+    out = tmp_path / "out"
+
+    def run(*args: str) -> dict:
+        proc = _csv(tmp_path, NODES, pods, "--out", str(out), *args)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads((out / "results.json").read_text())["runs"][0]
+
+    cut = run()
+    assert cut["scheduled"] == 1 and cut["summary"]["deleted_waiting"] == 2 and cut["virtual_s"] == 100
+    kept = run("--keep-run-times")
+    a, c, d = (kept["timeline"][f"default/{n}"] for n in "acd")
+    assert a[3] - a[2] == 100 and c[1] is None and c[3] == 60
+    assert d[1] >= a[3] and d[3] - d[2] == 50  # bound once a's GPUs are free, then its own 50 s
+    assert kept["summary"]["deleted_waiting"] == 1 and kept["summary"]["makespan_s"] == d[3]
+    assert kept["virtual_s"] == d[3]  # --drain: on to the last task's end, past the trace's last write (60 s)
+    assert "--keep-run-times --drain" in (out / "report.html").read_text()
+
+    for args, message in [
+        (("--keep-run-times", "--inflate", "1.3"), "--keep-run-times with --inflate: inflated pods never end"),
+    ]:
+        proc = _csv(tmp_path, NODES, pods, *args)
+        assert proc.returncode == 2 and f"nanokube simulate: {message}" in proc.stderr, (args, proc.stderr[-2000:])
+    proc = _csv(tmp_path, NODES, pods.replace("30,80,30", "30,80,90"), "--keep-run-times")
+    assert proc.returncode == 2 and "pods.csv:4: scheduled_time: 90 is not between creation_time 30 and " \
+                                    "deletion_time 80" in proc.stderr, proc.stderr[-2000:]
