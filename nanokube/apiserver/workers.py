@@ -14,7 +14,9 @@ store/sqlite.py; each etcd client watches etcd), and a worker catches up with th
 before it serves a request (APIServer._serve), so a client that wrote through one worker
 reads its write through any other. The memory store lives in one process and is refused.
 Service values are arbitrated by the store too (reservations.py), and a scrape of /metrics
-reports all workers' counts (worker_metrics.py).
+reports all workers' counts (worker_metrics.py). Under the process runtime every worker also
+listens for pods at the advertised address in the cluster network namespace, and dials the
+pods behind webhooks' and APIServices' Services from there (--dial-netns), as worker 0 does.
 """
 
 from __future__ import annotations
