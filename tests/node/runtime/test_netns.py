@@ -1,7 +1,8 @@
 import asyncio
+import socket
 import subprocess
 
-from nanokube.node.runtime.netns import ClusterNetwork, ip, list_netns, open_in_netns
+from nanokube.node.runtime.netns import ClusterNetwork, dialer, ip, list_netns, listen_in_netns, open_in_netns
 
 NODES = [("a", 0, "172.18.0.2", "10.244.0.0/24"), ("b", 1, "172.18.0.3", "10.244.1.0/24")]
 
@@ -78,3 +79,26 @@ def test_a_socket_listening_at_the_advertised_address_sees_the_pod_as_its_peer(n
                 cli.close()
     finally:
         server.close()
+
+
+def test_the_api_server_dials_pods_from_its_advertised_address_and_workers_share_its_port(network):
+    """What each API server worker does: binds the advertised address and port in the cluster
+    namespace beside the others (SO_REUSEPORT), and dials a pod from that address."""
+    network.create(NODES)
+    pod = network.add_pod("b", "bbbb2222-0000", "10.244.1.7")
+    first = network.listen("192.0.2.77", 6443)
+    second = listen_in_netns(network.cluster_ns, "192.0.2.77", 6443)
+    srv = open_in_netns(pod)
+    srv.bind(("0.0.0.0", 8443))
+    srv.listen()
+    srv.settimeout(10)
+    cli = dialer(network.cluster_ns, "192.0.2.77")((socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.244.1.7", 8443)))
+    cli.settimeout(10)
+    try:
+        cli.connect(("10.244.1.7", 8443))
+        conn, peer = srv.accept()
+        conn.close()
+        assert peer[0] == "192.0.2.77"
+    finally:
+        for s in (cli, srv, first, second):
+            s.close()
