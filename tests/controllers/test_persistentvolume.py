@@ -177,6 +177,11 @@ async def test_claims_grow_only_where_their_class_allows(env):
         "FileSystemResizeRequired": (f"external-resizer {PROVISIONER}", "Require file system resize of volume on node")}
 
 
+async def _message_about(client, name, reason):
+    evs, _ = await client.resource("", "v1", "events").list("default")
+    return next((e["message"] for e in evs if e["involvedObject"]["name"] == name and e["reason"] == reason), None)
+
+
 def events_of(client, claim_name, *reasons):
     """reason -> (source component, message) of the claim's events, once all of `reasons` are there."""
     async def check():
@@ -319,6 +324,12 @@ async def test_the_csi_driver_provisions_with_the_claims_attributes_class(env):
     assert pv["spec"]["csi"] == {"driver": CSI_DRIVER, "volumeHandle": pv["metadata"]["name"],
                                  "volumeAttributes": {"path": str(root / pv["metadata"]["name"])}}
     assert (root / pv["metadata"]["name"]).is_dir()
+    await client.resource("storage.k8s.io", "v1", "volumeattributesclasses").create(
+        {"metadata": {"name": "striped"}, "driverName": CSI_DRIVER, "parameters": {"stripes": "4"}})
+    await pvcs.create(claim("odd", storageClassName="csi", volumeAttributesClassName="striped"))
+    assert await eventually(lambda: _message_about(client, "odd", "ProvisioningFailed")) == (
+        'failed to provision volume with StorageClass "csi": rpc error: code = InvalidArgument desc = parameter '
+        f"stripes is not supported by {CSI_DRIVER}")
     await pvcs.delete("ckpt", "default")
     await eventually(lambda: _gone(client, "persistentvolumes", pv["metadata"]["name"]))
     assert not (root / pv["metadata"]["name"]).exists()

@@ -37,7 +37,7 @@ from ...machinery.errors import APIError
 from ...machinery.quantity import QuantityError, parse_quantity
 from ...machinery.user import User
 from ...volume.binding import PROVISIONED_BY, SELECTED_NODE, STORAGE_PROVISIONER
-from .resizer import LocalPathResizer
+from .resizer import DriverError, LocalPathResizer, check_parameters
 from ...volume.classes import IS_DEFAULT, WAIT_FOR_FIRST_CONSUMER, claim_class
 
 log = logging.getLogger(__name__)
@@ -175,10 +175,15 @@ class LocalPathProvisioner(Controller):
                            f'volumeattributesclass.storage.k8s.io "{vac_name}" not found')
                 await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed", message)
                 raise AttributesClassMissing(message)
+            failed = f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\""
             if driver != CSI_DRIVER or vac.get("driverName") != driver:
-                problem = (f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\": VAC {vac_name} "
-                           f"referenced in PVC is for driver {vac.get('driverName')} which does not match driver name "
-                           f"{driver}")
+                problem = (f"{failed}: VAC {vac_name} referenced in PVC is for driver {vac.get('driverName')} which "
+                           f"does not match driver name {driver}")
+            else:
+                try:  # CreateVolume's mutable parameters
+                    check_parameters(driver, vac.get("parameters") or {})
+                except DriverError as e:
+                    problem = f"{failed}: {e}"
         if problem:
             await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed", problem)
             return

@@ -270,9 +270,15 @@ class LocalPathResizer(Controller):
 
     def _controller_modify(self, parameters: dict) -> None:
         """ControllerModifyVolume: only the parameters the driver knows, with values it takes."""
-        for k, v in sorted(parameters.items()):
-            if k not in MUTABLE_PARAMETERS:
-                raise DriverError("InvalidArgument", f"parameter {k} is not supported by {self.driver}")
-            if not str(v).isdigit() or int(v) <= 0:
-                raise DriverError("InvalidArgument", f"parameter {k} must be a positive integer, not {v!r}")
+        check_parameters(self.driver, parameters)
+
+
+def check_parameters(driver: str, parameters: dict) -> None:
+    """The driver's check of a VolumeAttributesClass's parameters (CreateVolume's and
+    ControllerModifyVolume's mutable parameters): DriverError InvalidArgument for the first bad one."""
+    for k, v in sorted(parameters.items()):
+        if k not in MUTABLE_PARAMETERS:
+            raise DriverError("InvalidArgument", f"parameter {k} is not supported by {driver}")
+        if not str(v).isdigit() or int(v) <= 0:
+            raise DriverError("InvalidArgument", f"parameter {k} must be a positive integer, not {v!r}")
 
