@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--disable-admission-plugins", default="", help="up's, comma-separated")
     p.add_argument("--advertise-address", default="", help="worker 0's advertised address")
     p.add_argument("--service-account-jwks-uri", default="", help="up's")
-    p.add_argument("--dial-netns", default="", help="the network namespace Services' endpoints are dialled from")
+    p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux
     if prctl is not None:

@@ -15,8 +15,9 @@ loopback only: the cluster namespace holds the address the server advertises
 to), and the server listens there too (listen_in_netns: a socket keeps the
 namespace it was made in), so an in-cluster client verifies the server and
 authenticates itself as it would in a real cluster, and the server sees the
-pod's address as the client's, as kube-apiserver does. The server dials pods
-from that namespace as well (dialer).
+address a connection comes from (a pod's, or its node's where kube-proxy
+masquerades), as kube-apiserver does. The server dials pods from that
+namespace as well (dialer).
 
 All names share one prefix per cluster, so removing a run's leftovers after
 a crash is one pass over `ip netns list`.
