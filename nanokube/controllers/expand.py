@@ -2,7 +2,9 @@
 bound claim that asks for more than its status.capacity is noted with an
 ExternalExpanding event, since no volume kind nanokube serves is expanded
 in-tree: the external resizer of the volume's driver grows it (for the
-built-in local-path driver, node/storage/resizer.py)."""
+built-in local-path driver, node/storage/resizer.py). The event is a Warning,
+as upstream's is for every volume but Fibre Channel: its plugin lookup among
+the expandable in-tree plugins fails."""
 
 from __future__ import annotations
 
@@ -52,5 +54,5 @@ class ExpandController(Controller):
         want, have = requested(pvc), capacity(pvc)
         if want is None or have is None or have >= want:
             return
-        await self.recorder.emit({"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}, "Normal",
+        await self.recorder.emit({"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}, "Warning",
                                  "ExternalExpanding", EXTERNAL_EXPANDING)

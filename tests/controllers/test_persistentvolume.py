@@ -175,6 +175,9 @@ async def test_claims_grow_only_where_their_class_allows(env):
         "ExternalExpanding": ("volume_expand", "waiting for an external controller to expand this PVC"),
         "Resizing": (f"external-resizer {PROVISIONER}", f"External resizer is resizing volume {pv['metadata']['name']}"),
         "FileSystemResizeRequired": (f"external-resizer {PROVISIONER}", "Require file system resize of volume on node")}
+    evs, _ = await client.resource("", "v1", "events").list("default")
+    assert {e["reason"]: e["type"] for e in evs if e["involvedObject"]["name"] == "grows"
+            and e["reason"] in ("ExternalExpanding", "Resizing")} == {"ExternalExpanding": "Warning", "Resizing": "Normal"}
 
 
 async def _message_about(client, name, reason):
