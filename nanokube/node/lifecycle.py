@@ -595,15 +595,19 @@ class PodWorker:
         return status | {"restartCount": self.all_restarts + self.init_restarts.get(c["name"], 0),
                          "lastState": self.init_last.get(c["name"], {})}
 
-    def _init_statuses(self, now: str, running: bool) -> list[dict]:
+    def _init_statuses(self, now: str, running: bool, at: float | None = None) -> list[dict]:
+        """The init containers' statuses: a sidecar (restartable init container) is Started and
+        Ready once its startup and readiness probes passed by the monotonic `at` (default now)."""
         out = []
+        at = self.clock.monotonic() if at is None else at
         for c in (self.pod.get("spec") or {}).get("initContainers") or []:
             if c.get("restartPolicy") == "Always":
                 state = (self.waiting.get(c["name"]) or {"running": {
                     "startedAt": self.own_started.get(c["name"]) or self.started_at or now}}) \
                     if running else {"waiting": {"reason": "PodInitializing"}}
                 up = running and c["name"] not in self.waiting  # not while waiting out its back-off
-                out.append(self._status_of(c, state, up, up))
+                started, ready = self.probed.get(c["name"], (at, at))
+                out.append(self._status_of(c, state, up and ready <= at, up and started <= at))
             else:
                 started, finished = self.init_ran.get(c["name"], (now, now))
                 term = {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": finished}
@@ -740,9 +744,14 @@ class PodWorker:
         def passed(c: dict, probe: int) -> bool:
             return c["name"] not in self.waiting and self.probed.get(c["name"], (at, at))[probe] <= at
         statuses = [self._status_of(c, state(c), passed(c, 1), passed(c, 0)) for c in self._containers()]
-        # a container that exited for good, or waits to restart, is not ready, nor then is the pod
-        ready = not (self.ended or self.waiting) and all(s["ready"] for s in statuses)
-        await self._write("Running", statuses, ready, now, "" if ready else "ContainersNotReady", running=True)
+        inits = self._init_statuses(now, True, at) if (self.pod.get("spec") or {}).get("initContainers") else None
+        sidecars = {c["name"] for c in self._sidecars()}
+        # a container that exited for good, or waits to restart, is not ready, nor then is the pod; nor
+        # while a sidecar is not (GenerateContainersReadyCondition counts restartable init containers)
+        ready = not (self.ended or self.waiting) and all(s["ready"] for s in statuses) and \
+            all(s["ready"] for s in inits or () if s["name"] in sidecars)
+        await self._write("Running", statuses, ready, now, "" if ready else "ContainersNotReady", running=True,
+                          inits=inits)
 
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
                      running: bool = False, initialized: bool = True, inits: list[dict] | None = None) -> None:
@@ -931,6 +940,9 @@ class PodWorker:
             path = field_path(self.pod, c["name"])
             await self._event("Normal", "Created", "Container created", path)
             await self._event("Normal", "Started", "Container started", path)
+            if path.startswith("spec.initContainers") and c.get("restartPolicy") == "Always" and \
+                    blocked is None and interruptible and await self._sidecar_startup(c):
+                return True
             if path.startswith("spec.initContainers") and c.get("restartPolicy") != "Always":
                 if (program := self._program(c)) is not None:
                     if await self._run_init(c, program):
@@ -939,6 +951,19 @@ class PodWorker:
                 now = self.clock.rfc3339()  # a simulated init container ends as it starts
                 self.init_ran.setdefault(c["name"], (now, now))
         return False
+
+    async def _sidecar_startup(self, c: dict) -> bool:
+        """Sidecar `c` started as the pod initializes: the kubelet starts the next container only
+        once it is Started, past its startupProbe (computeInitContainerActions), the pod Pending
+        meanwhile; its readiness probe's timing counts from its start. True if the pod was deleted
+        or ran past its active deadline meanwhile."""
+        start = self.clock.monotonic()
+        self.probed[c["name"]] = prober.passing(c, start)
+        up = self.probed[c["name"]][0]
+        if up <= start:
+            return False
+        await self._init_waiting(c, {"running": {"startedAt": self.clock.rfc3339()}})
+        return await self._wait(up, active=True)
 
     async def _run_init(self, c: dict, program: Program) -> bool:
         """Init container `c`, started, runs its interpreted command: the pod Pending with `c`

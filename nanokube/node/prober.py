@@ -5,8 +5,10 @@ kubelet's prober is its timing, on the injected clock. A probe worker ticks ever
 periodSeconds from the container's start (the first tick at once: the kubelet triggers a
 readiness probe that has no result yet), skips the ticks before initialDelaySeconds, and
 needs successThreshold successes in a row; readiness probes only count once the startup
-probe passed. Liveness probes, always passing, change nothing. The process runtime probes for
-real (runtime/probes.py)."""
+probe passed. Liveness probes, always passing, change nothing. A sidecar's (a restartable init
+container's) probes are timed alike: the next container starts once it is Started, and the pod
+is Ready only once it is Ready too (lifecycle.py). The process runtime probes for real
+(runtime/probes.py)."""
 
 from __future__ import annotations
 

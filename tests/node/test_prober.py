@@ -82,3 +82,37 @@ async def test_started_waits_for_the_startup_probe_and_readiness_for_started(env
     await clock.advance(3)
     p = await eventually(status(pods, "slow", lambda c: c["ready"]))
     assert ready_since(p) == 8  # started at 6, then the readiness tick at 8
+
+
+async def test_a_sidecars_startup_probe_holds_the_app_containers_and_its_readiness_the_pods(env):
+    """A restartable init container's probes run too: the app container starts only once the
+    sidecar is Started (past its startupProbe), and the pod is Ready only once the sidecar is too
+    (GenerateContainersReadyCondition counts sidecars)."""
+    pods, clock = env
+    sidecar = {"name": "proxy", "image": "envoyproxy/envoy:v1.31", "restartPolicy": "Always",
+               "startupProbe": {"tcpSocket": {"port": 9901}, "initialDelaySeconds": 5, "periodSeconds": 5},
+               "readinessProbe": {"httpGet": {"path": "/ready", "port": 9901}, "periodSeconds": 4}}
+    spec = probed_pod("meshed")
+    spec["spec"]["initContainers"] = [sidecar]
+    await pods.create(spec)
+
+    def sidecar_is(want):
+        async def check():
+            p = await pods.get("meshed", "default")
+            [s] = (p.get("status") or {}).get("initContainerStatuses") or [{}]
+            return p if "running" in (s.get("state") or {}) and want(s) else None
+        return check
+    p = await eventually(sidecar_is(lambda s: not s["started"] and not s["ready"]))
+    assert p["status"]["phase"] == "Pending"
+    assert p["status"]["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    initialized = next(x for x in p["status"]["conditions"] if x["type"] == "Initialized")
+    assert (initialized["status"], initialized["message"]) == ("False", "containers with incomplete status: [proxy]")
+    await clock.advance(5)
+    p = await eventually(sidecar_is(lambda s: s["started"] and not s["ready"]))
+    await eventually(status(pods, "meshed", lambda c: c["ready"]))
+    ready = next(x for x in (await pods.get("meshed", "default"))["status"]["conditions"] if x["type"] == "Ready")
+    assert (ready["status"], ready["message"]) == ("False", "containers with unready status: [proxy]")
+    await clock.advance(3)
+    p = await eventually(sidecar_is(lambda s: s["ready"]))
+    ready = next(x for x in p["status"]["conditions"] if x["type"] == "Ready")
+    assert ready["status"] == "True"
