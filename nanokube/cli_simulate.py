@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
     p.add_argument("--add-nodes", action="append", default=[], metavar="POOL=COUNT",
                    help="what-if: COUNT more nodes of the cluster's pool POOL (repeatable)")
     p.add_argument("--drop-nodes", default=None, metavar="COUNT|PERCENT%",
-                   help="what-if: take that many nodes (or that share of them) away, drawn across pools by --seed")
+                   help="what-if: take that many of the first --cluster's nodes (or that share of them) away, drawn "
+                        "across its pools by --seed")
     p.add_argument("--trace", required=True, metavar="FILE",
                    help="workload: an openb pod list (*.csv) or JSON Lines of {time, verb, object}")
     p.add_argument("--arrival-rate", type=float, default=None, metavar="FACTOR",
@@ -65,9 +66,12 @@ def _load(args):
 
     from .sim.capacity import add_nodes, drop_nodes, merge
 
-    cluster = merge([(p, openb.load_nodes(p) if p.endswith(".csv") else load_cluster(p)) for p in args.cluster])
-    if args.drop_nodes is not None:  # of the cluster as its files have it, before any added
-        cluster = drop_nodes(cluster, args.drop_nodes, args.seed)
+    files = [(p, openb.load_nodes(p) if p.endswith(".csv") else load_cluster(p)) for p in args.cluster]
+    if args.drop_nodes is not None:
+        # of the first file's nodes, the cluster as it is: later files and --add-nodes are what is added, so
+        # adding them neither loses new nodes to the draw nor changes which of the cluster's nodes it takes
+        files[0] = (files[0][0], drop_nodes(files[0][1], args.drop_nodes, args.seed))
+    cluster = merge(files)
     for spec in args.add_nodes:
         cluster = add_nodes(cluster, spec)
     trace = openb.load_pods(args.trace, untimed=bool(args.inflate), run_times=args.keep_run_times) \

@@ -210,6 +210,10 @@ def test_what_if_more_fewer_or_other_nodes(tmp_path):
     assert nodes("--drop-nodes", "1") == ["n-0"]
     assert nodes("--drop-nodes", "50%", "--add-nodes", "n=1") == ["n-0", "n-1"]
     assert nodes("--cluster", str(tmp_path / "big.yaml")) == ["big-0", "n-0", "n-1"]
+    # a drop takes from the first file's nodes, the cluster as it is, not from a file of nodes added
+    # (seed 0 drew big-0 and one n when the draw took 50% of all three)
+    dropped = nodes("--cluster", str(tmp_path / "big.yaml"), "--drop-nodes", "50%")
+    assert len(dropped) == 2 and dropped[0] == "big-0" and dropped[1] in ("n-0", "n-1"), dropped
 
     proc = subprocess.run([sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
                            "--trace", str(tmp_path / "trace.jsonl"), "--add-nodes", "n=1", "--until", "1"],
