@@ -161,8 +161,11 @@ class Admission:
         return not exempt(res) and self.configs.configured()
 
     async def mutate(self, a: Attributes) -> None:
-        if exempt(a.res) or not self.configs.configured():
-            await self._mutate_in_tree(a)  # no policy or webhook to change the object: one round, no bookkeeping
+        if exempt(a.res) or not self.configs.configured():  # no policy or webhook to change the object: one round
+            if self.service_account is not None and a.res.plural == "pods":
+                await self._mutate_in_tree(a)
+            else:  # nothing in-tree awaits: no coroutine for it (most writes)
+                self._mutate_builtin(a)
             return
         state, policies = MutationRound(), PolicyRound()
         for state.round in (0, 1):
@@ -175,12 +178,21 @@ class Admission:
                 break  # nothing changed the object: no second round
 
     async def _mutate_in_tree(self, a: Attributes) -> None:
+        if self.service_account is None or a.res.plural != "pods" or a.operation != "CREATE" \
+                or a.obj is None or (a.sub_kind is not None and not a.scale):
+            self._mutate_builtin(a)
+            return
+        self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
+        await self.service_account.admit(a)
+        for p in self._plugins_for(a.res)[0]:
+            p.mutate(a)
+
+    def _mutate_builtin(self, a: Attributes) -> None:
+        """The in-tree mutating plugins of a write the ServiceAccount plugin does not admit."""
         if a.operation == "DELETE":
             self.plugins.mutate_delete(a.res, a.name)
         elif a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
             self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts)
-            if self.service_account is not None and a.res.plural == "pods" and a.operation == "CREATE":
-                await self.service_account.admit(a)
             for p in self._plugins_for(a.res)[0]:
                 p.mutate(a)
 
@@ -203,7 +215,8 @@ class Admission:
             self._with_authorizer(a)
             await self.validating_policies.validate(a)
             await self.webhooks.validate(a)
-        await self.quota.validate(a)
+        if self.quota.may_charge(a):
+            await self.quota.validate(a)
 
     def publish(self, a: Attributes, error: errors.APIError | None = None) -> list[str]:
         """Hand the request's audit annotations to its audit event; return its

@@ -36,6 +36,8 @@ class BuiltinPlugins:
         self.rest = rest
         #: the server's authorizer, for checks on signer permissions; None where requests are not authorized
         self.authorizer = None
+        #: where Namespaces are stored (NamespaceLifecycle reads one on every namespaced create)
+        self._namespaces: str | None = None
         #: the PriorityClass marked globalDefault (the first by name), or None
         self._global_default = Listing(rest, "scheduling.k8s.io", "priorityclasses",
                                        lambda pcs: next((pc for pc in pcs if pc.get("globalDefault")), None))
@@ -105,8 +107,9 @@ class BuiltinPlugins:
 
     def _namespace_lifecycle(self, res: Resource, obj: dict) -> None:
         ns = obj["metadata"].get("namespace")
-        nsres = self.rest.index.get("", "v1", "namespaces")
-        entry = self.rest.cache.get(nsres.key(None, ns))
+        if self._namespaces is None:
+            self._namespaces = self.rest.index.get("", "v1", "namespaces").key_prefix()
+        entry = self.rest.cache.get(f"{self._namespaces}{ns}")
         if entry is None:
             raise errors.APIError(404, "NotFound", f'namespaces "{ns}" not found',
                                   {"name": ns, "kind": "namespaces"})

@@ -47,14 +47,20 @@ class ResourceQuota:
         return {k: Quantity(v.value - old[k].value, v.format) if k in old else v for k, v in new.items()
                 if k not in old or v.value > old[k].value}
 
-    async def validate(self, a) -> None:
+    def may_charge(self, a) -> bool:
+        """Whether `validate` has anything to check: a namespaced create or update (one through a
+        subresource only where it changes what is charged) in a namespace that has quotas. Most
+        writes have none, and are not awaited for it."""
         if a.obj is None or a.operation not in ("CREATE", "UPDATE") or not a.res.namespaced:
-            return
+            return False
         if a.subresource and (a.operation != "UPDATE" or not charged_on_update(a.res.group, a.res.plural, a.subresource)):
+            return False
+        return bool(self._quotas(a.namespace or a.obj["metadata"].get("namespace", "")))
+
+    async def validate(self, a) -> None:
+        if not self.may_charge(a):
             return
         ns = a.namespace or a.obj["metadata"].get("namespace", "")
-        if not self._quotas(ns):
-            return
         requested = self._requested(a)
         if not requested:
             return
