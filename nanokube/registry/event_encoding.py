@@ -17,20 +17,23 @@ Obj = dict[str, Any]
 _CORE_ALWAYS = (("involvedObject", {}), ("source", {}), ("firstTimestamp", None), ("lastTimestamp", None),
                 ("eventTime", None), ("reportingComponent", ""), ("reportingInstance", ""))
 #: core/v1 Event fields left out when unset (omitempty scalars and pointers)
-_CORE_OMITTED = ("reason", "message", "count", "type", "series", "action", "related")
+_CORE_OMITTED = frozenset(("reason", "message", "count", "type", "series", "action", "related"))
 #: events.k8s.io/v1 fields always encoded, and the omitempty ones whose core names are always encoded
 _EVENTS_ALWAYS = (("regarding", {}), ("deprecatedSource", {}), ("deprecatedFirstTimestamp", None),
                   ("deprecatedLastTimestamp", None), ("eventTime", None))
-_EVENTS_OMITTED = ("reportingController", "reportingInstance")
+_EVENTS_OMITTED = frozenset(("reportingController", "reportingInstance"))
 
 
 def _unset(v: Any) -> bool:
     return v is None or v == "" or (v == 0 and type(v) is int)
 
 
-def _encode(ev: Obj, always: tuple, omitted: tuple) -> None:
-    for f in omitted:
-        if f in ev and _unset(ev[f]):
+def _encode(ev: Obj, always: tuple, omitted: frozenset) -> None:
+    """Every Event written is encoded twice (stored, served) and its fields are mostly set
+    strings: only the omitempty fields it has are looked at, and `_unset` only for a falsy one."""
+    for f in omitted.intersection(ev):
+        v = ev[f]
+        if not v and (v is None or v == "" or type(v) is int):
             del ev[f]
     for f, zero in always:
         if ev.get(f) is None:
