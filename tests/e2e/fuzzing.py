@@ -181,6 +181,16 @@ ACCEPTS = ["application/yaml", "application/vnd.kubernetes.protobuf", "applicati
            "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "application/json;as=Bogus;v=v1;g=meta.k8s.io",
            "application/json;stream=watch", "application/json;stream=bogus", "text/html", "*/*", "application/*", ";;", ",",
            "application/json;q=0.5, text/html", "application/json;pretty=1", "a" * 10_000, "application/json;" + "x=y;" * 2000]
+#: Accept headers of any verb (dry-run writes, deletes, watches, subresources): the conversions, by the kind a 2xx
+#: answer of a named object (a Status aside) or a collection's read then is, and forms no endpoint serves (a 406
+#: before anything is written, as every upstream handler negotiates first)
+_TABLE, _PARTIAL = "application/json;as=Table;v=v1;g=meta.k8s.io", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+CONVERTED = {_TABLE: "Table", "application/json;as=Table;v=v1beta1;g=meta.k8s.io": "Table", _PARTIAL: "PartialObjectMetadata",
+             _PARTIAL + "List": "PartialObjectMetadataList"}
+WRITE_ACCEPTS = [*CONVERTED, "application/json;as=Bogus;v=v1;g=meta.k8s.io", "text/html", "application/json;as=Table;v=v9;g=meta.k8s.io"]
+#: an object's path as a client may mangle it: trailing slashes and dots, escaped slashes, names that are no
+#: object's (unicode, NUL, too long); a doubled slash is added by `_other` (each a 404: no route matches it)
+PATH_TAILS = ["/", "%2F", "/.", "/..", ".", "%2E%2E", "%00", "%C3%A9", "%E2%84%AA", "%FF", "a%2Fb", "/%20", "%2F%2F", "/" + "a" * 300]
 #: query parameters of a watch (read up to its headers, then closed): hostile values of each option it reads
 WATCH_QUERY = {
     "resourceVersion": st.sampled_from(["", "0", "1", "x", "-1", str(2**63), "999999999999"]),
@@ -208,11 +218,14 @@ TAMPERED_CONTINUE = [base64.urlsafe_b64encode(t.encode()).decode().rstrip("=") f
 #: without one with a deliberate 500), header bytes that are not UTF-8, odd encodings and preconditions
 HOSTILE_HEADERS = {
     "Impersonate-User": st.sampled_from(["fuzz-nobody", "system:serviceaccount:fuzz:default", "a\xe9b", "system:anonymous",
-                                         "system:serviceaccount:", "system:serviceaccount:a:b:c", "system:node:n", "x" * 5000]),
+                                         "system:serviceaccount:", "system:serviceaccount:a:b:c", "system:node:n", "x" * 5000,
+                                         "system:serviceaccount:fuzz:", "system:serviceaccount::x", " ", "a\tb"]),
     "Impersonate-Group": st.sampled_from(["system:masters", "fuzz", "", "\xff"]),
-    "Impersonate-Uid": st.sampled_from(["u", "", "\xe9"]),
     "Impersonate-Extra-scopes": st.sampled_from(["a", "", "\xe9"]),
     "Impersonate-Extra-a%2Fb": st.just("x"),
+    "Impersonate-Extra-%zz": st.sampled_from(["x", ""]),
+    "Impersonate-Extra-": st.just("x"),
+    "Impersonate-Uid": st.sampled_from(["u", "", "\xe9", "x" * 5000]),
     "User-Agent": st.sampled_from(["a\xe9b/1", "\xff", "", "/", "x" * 5000]),
     "Audit-ID": st.sampled_from(["\xff", "", "x" * 5000]),
     "Content-Encoding": st.sampled_from(["gzip", "deflate", "br", "identity", "bogus"]),
@@ -392,8 +405,9 @@ def requests(draw, fuzzer: Fuzzer):
         obj = _set(obj, path, value)
     verb = "create" if plural in CREATE_ONLY else draw(
         st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list",
-                         "scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "directive"]))
-    if verb in ("scale", "watch", "encoding", "accept", "subresource", "continue", "headers"):
+                         "scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "directive",
+                         "convert", "path", "page", "subbody"]))
+    if verb in ("scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "convert", "path", "page", "subbody"):
         return draw(_other(verb, fuzzer, gv, plural, base, seed["metadata"]["name"], obj, value))
     if verb == "list" and draw(st.booleans()):  # a label selector alone, which alone decides a 400
         return "GET", base, {"labelSelector": draw(st.sampled_from(HOSTILE_SELECTORS))}, None, None, None, None
@@ -402,13 +416,15 @@ def requests(draw, fuzzer: Fuzzer):
             "labelSelector": st.sampled_from(HOSTILE_SELECTORS), "fieldSelector": st.sampled_from(HOSTILE_SELECTORS),
             "limit": st.sampled_from(["0", "1", "-1", "x", str(2**63)]),
             "continue": st.sampled_from(["x", "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MX0", "%%%"]),
-            "resourceVersion": st.sampled_from(["0", "1", "x", "-1"]),
-            "resourceVersionMatch": st.sampled_from(["Exact", "NotOlderThan", "bogus"])}))
+            "resourceVersion": st.sampled_from(["0", "1", "x", "-1", "", str(2**63)]),
+            "resourceVersionMatch": st.sampled_from(["Exact", "NotOlderThan", "bogus", ""]),
+            "sendInitialEvents": st.sampled_from(["true", "false", "x", ""]),  # (a list's: forbidden, a 422)
+            "allowWatchBookmarks": st.sampled_from(["true", "x"]), "timeoutSeconds": st.sampled_from(["1", "-1", "x"])}))
         return "GET", base, query, None, None, None, None
     query = {}
     if draw(st.booleans()):
-        query["fieldValidation"] = draw(st.sampled_from(["Strict", "Warn", "Ignore", "bogus"]))
-    dry = draw(st.sampled_from([None, None, "All", "Bogus"]))
+        query["fieldValidation"] = draw(st.sampled_from(["Strict", "Warn", "Ignore", "bogus", "", "strict", "Strict,Warn"]))
+    dry = draw(st.sampled_from([None, None, "All", "Bogus", "", "all", "All "]))  # (any but All: a 4xx, nothing written)
     if dry:
         query["dryRun"] = dry
     name = seed["metadata"]["name"]
@@ -428,11 +444,16 @@ def requests(draw, fuzzer: Fuzzer):
         return "PUT", f"{base}/{name}/status", query, json.dumps(obj), "application/json", name, dry
     if verb == "delete":
         options = draw(st.fixed_dictionaries({}, optional={
-            "gracePeriodSeconds": st.sampled_from(HOSTILE_NUMBERS + HOSTILE_STRINGS[:4]),
-            "propagationPolicy": st.sampled_from(["Foreground", "Background", "Orphan", "bogus", 1]),
-            "orphanDependents": st.sampled_from([True, False, "x"]),
-            "dryRun": st.sampled_from([["All"], ["Bogus"], "All", [], None]),
-            "preconditions": st.sampled_from([{"uid": "x"}, {"resourceVersion": "1"}, "x", None])}))
+            "gracePeriodSeconds": st.sampled_from(HOSTILE_NUMBERS + HOSTILE_STRINGS[:4] + [2**64, -(2**63) - 1, "1"]),
+            "propagationPolicy": st.sampled_from(["Foreground", "Background", "Orphan", "bogus", 1, "", "foreground", None]),
+            "orphanDependents": st.sampled_from([True, False, "x", None]),
+            "dryRun": st.sampled_from([["All"], ["Bogus"], "All", [], None, ["All", "All"], ["All", ""]]),
+            # (a precondition that is set, even to "", must match: else a 409 and nothing deleted)
+            "preconditions": st.sampled_from([{"uid": "x"}, {"resourceVersion": "1"}, "x", None, {"uid": ""},
+                                              {"resourceVersion": ""}, {"uid": None, "resourceVersion": None},
+                                              {"uid": 1}, {"resourceVersion": []}, {"uid": "x", "bogus": 1}]),
+            "kind": st.sampled_from(["DeleteOptions", "Pod", ""]),
+            "apiVersion": st.sampled_from(["meta.k8s.io/v1", "v1", "meta.k8s.io/v9", "apps/v1"])}))
         body = draw(st.one_of(st.just(options), st.sampled_from([v for v in HOSTILE_VALUES if v is not None])))
         if isinstance(body, dict) and body.get("dryRun") in (None, []):
             # a body's DeleteOptions are the only ones read (not the query's dryRun, as upstream's
@@ -565,6 +586,80 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
         accept = draw(st.sampled_from(ACCEPTS))
         path = base if draw(st.booleans()) else f"{base}/{name}"
         return "GET", path, {}, None, None, None, None, {"Accept": accept}
+    item = f"{base}/{name}"
+    if verb == "convert":  # an Accept of a conversion, or of none served, on any verb: a collection, an object, a subresource
+        h = {"Accept": draw(st.sampled_from(WRITE_ACCEPTS))}
+        how = draw(st.sampled_from(["get", "list", "watch", "create", "put", "patch", "delete", "deletecollection",
+                                    "status", "scale"]))
+        labels = json.dumps({"metadata": {"labels": {"fuzz": "convert"}}})
+        if how in ("get", "list"):
+            return "GET", item if how == "get" else base, {} if how == "get" else {"limit": "2"}, None, None, None, None, h
+        if how == "watch":
+            return "GET", draw(st.sampled_from([base, item])), {"watch": "1", "timeoutSeconds": "1"}, None, None, None, None, h
+        if how == "create" and isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+            obj["metadata"]["name"] = fuzzer.fresh_name(gv, plural, draw(st.integers(0, 10**9)))
+            return "POST", base, dry, json.dumps(obj), "application/json", None, "All", h
+        if how == "put":
+            return "PUT", item, dry, json.dumps(obj), "application/json", name, "All", h
+        if how == "delete":
+            return "DELETE", item, dry, None, None, name, "All", h
+        if how == "deletecollection":  # (the seeds' label: a dry run of as few as may be)
+            return "DELETE", base, {**dry, "labelSelector": "app=x", "limit": "2"}, None, None, None, "All", h
+        sub = {"status": "/status", "scale": "/scale"}.get(how, "")
+        if how == "status" and draw(st.booleans()) or how == "scale" and draw(st.booleans()):
+            return "GET", item + sub, {}, None, None, None, None, h
+        return "PATCH", item + sub, dry, labels if how != "scale" else json.dumps({"spec": {"replicas": 1}}), \
+            "application/merge-patch+json", name, "All", h
+    if verb == "path":  # the seed's path mangled: a doubled slash (a 404), or a tail no object's name has
+        method = draw(st.sampled_from(["GET", "DELETE", "PUT", "PATCH", "POST"]))
+        if draw(st.booleans()):
+            cut = draw(st.sampled_from([i for i, c in enumerate(item) if c == "/"]))
+            path = item[:cut] + "/" + item[cut:]
+        else:
+            path = (base if draw(st.booleans()) else item) + draw(st.sampled_from(PATH_TAILS))
+        body = {"PUT": json.dumps(obj), "PATCH": json.dumps({"metadata": {"labels": {"fuzz": "path"}}}),
+                "POST": json.dumps(obj)}.get(method)
+        ctype = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        return method, path, dry, body, ctype if body else None, None, "All"
+    if verb == "page":  # a real first page's continue token, then read with other options or at another kind's path
+        other = fuzzer.base(*draw(st.sampled_from(fuzzer.kinds))[:2])
+        query = draw(st.fixed_dictionaries({}, optional={
+            "labelSelector": st.sampled_from(["app=x", "app!=x", "fuzz-none", "(", ""]),
+            "fieldSelector": st.sampled_from(["metadata.name=x", "metadata.namespace!=fuzz", "x"]),
+            "limit": st.sampled_from(["1", "0", "-1", "x", str(2**63)]),
+            "resourceVersion": st.sampled_from(["0", "1", "", "x", str(2**62)]),
+            "resourceVersionMatch": st.sampled_from(["Exact", "NotOlderThan", "bogus"]),
+            "sendInitialEvents": st.sampled_from(["true", "false"]),
+            "watch": st.sampled_from(["1", "false"])}))
+        return "PAGE", base, query, draw(st.sampled_from([base, base, other])), None, None, None
+    if verb == "subbody":  # a body nested past any limit, too large, wide or undecodable, through a subresource
+        subs = [("/status", "PUT", "application/json"), ("/status", "PATCH", "application/merge-patch+json"),
+                ("/status", "PATCH", "application/json-patch+json"), ("/status", "PATCH", "application/apply-patch+yaml")]
+        if plural in SCALED:
+            subs += [("/scale", "PUT", "application/json"), ("/scale", "PATCH", "application/merge-patch+json"),
+                     ("/scale", "PATCH", "application/json-patch+json")]
+        for sub, ctype, _ in SUBRESOURCES.get(plural, ()):
+            method = "PATCH" if ctype.endswith("patch+json") else "PUT" if sub in ("ephemeralcontainers", "approval", "status") else "POST"
+            subs.append((f"/{sub}", method, ctype))
+        sub, method, ctype = draw(st.sampled_from(subs))
+        query = {**dry, "fieldManager": "fuzz", "force": "true"} if ctype == "application/apply-patch+yaml" else dry
+        shape = draw(st.sampled_from(["deep", "huge", "wide", "protobuf", "nul", "yaml"]))
+        if shape == "deep":
+            depth = draw(st.sampled_from([99, 101, 10_001, 100_000]))
+            body = DEEP_BODIES["json"](depth) if ctype == "application/json-patch+json" else \
+                '{"metadata": {"annotations": ' + '{"a":' * depth + '"x"' + "}" * depth + "}}"
+        elif shape == "huge":  # past the 3 MiB a body may be: a 413
+            body = '{"metadata": {"annotations": {"a": "' + "x" * (3 * 1024 * 1024) + '"}}}'
+        elif shape == "wide":
+            body = json.dumps({"metadata": {"annotations": {f"k{i}": "v" for i in range(100_000)}}})
+        elif shape == "protobuf":
+            ctype, body = "application/vnd.kubernetes.protobuf", draw(st.sampled_from(
+                [b"k8s\x00" + bytes(range(256)), b"k8s\x00\x0a\xff\xff\xff\xff\x0f", b"k8s\x00", b"\x00" * 64]))
+        elif shape == "nul":
+            body = b'{"metadata": {"name": "\x00"}, "\x00": 1}'
+        else:
+            ctype, body = "application/yaml", "a: &a [*a]\n" if draw(st.booleans()) else _LAUGHS
+        return method, item + sub, query, body, ctype, name, "All"
     if verb == "subresource" and plural in SUBRESOURCES:
         sub, ctype, body = draw(st.sampled_from(SUBRESOURCES[plural]))
         body = _set(copy.deepcopy(body), draw(st.sampled_from(_paths(body, [])[1:])), value)
@@ -713,7 +808,7 @@ class Fuzzer:
         start = time.monotonic()
         try:
             if (query or {}).get("watch"):
-                code, headers, got = self._watch(url)
+                code, headers, got = self._watch(url, headers)
             else:
                 code, headers, got = self.raw.request(method, url, body, ctype,
                                                       headers={"User-Agent": f"{MANAGER}/1", **(headers or {})})
@@ -737,12 +832,12 @@ class Fuzzer:
                 f"{method} {url} -> {code} is not a Status: {str(got)[:300]}"
         return code, got
 
-    def _watch(self, url: str):
+    def _watch(self, url: str, headers: dict | None = None):
         """A watch's answer up to its headers (its error body when refused), on a connection of its own that is
         then closed: the stream is not read, so the server must notice the client going away."""
         conn = http.client.HTTPSConnection(self.raw.host, self.raw.port, context=self.raw.ctx, timeout=NO_ANSWER)
         try:
-            conn.request("GET", url, headers={"User-Agent": f"{MANAGER}/1", "Accept": "application/json"})
+            conn.request("GET", url, headers={"User-Agent": f"{MANAGER}/1", "Accept": "application/json", **(headers or {})})
             r = conn.getresponse()
             return r.status, r.headers, json.loads(r.read()) if r.status >= 400 else b""
         finally:
@@ -759,6 +854,9 @@ class Fuzzer:
 
     def check(self, request) -> None:
         method, path, query, body, ctype, target, dry, *headers = request
+        if method == "PAGE":
+            self._page(path, query, body)
+            return
         base = path if target is None else path[:path.index(f"/{target}")]
         before = None
         if target is not None:
@@ -772,6 +870,7 @@ class Fuzzer:
             assert code == 400, f"labelSelector {query['labelSelector'][:60]!r} on {path} answered {code}, not 400"
         if method == "GET" and (query or {}).get("continue") in TAMPERED_CONTINUE and set(query) <= {"limit", "continue"}:
             assert code == 400, f"continue {query['continue']!r} on {path} answered {code}, not 400"
+        self._oracles(method, path, query or {}, body, code, got, before, collection, headers[0] if headers else {})
         if code >= 400:
             if before is not None:
                 code_after, after = self.send("GET", f"{base}/{target}")
@@ -799,6 +898,49 @@ class Fuzzer:
             self.send("DELETE", url, None, None, {"gracePeriodSeconds": "0"})
         else:
             self._reseed(base, target)
+
+    def _oracles(self, method: str, path: str, query: dict, body, code: int, got, before: dict | None, collection: bool,
+                 headers: dict) -> None:
+        """What upstream answers whatever the object: a doubled slash matches no route; a dryRun other than All,
+        a list's sendInitialEvents and a delete's precondition the object does not meet are refused; a 2xx
+        answer asked for as a Table or PartialObjectMetadata(List) is one (a Status aside), and
+        PartialObjectMetadata of a list or PartialObjectMetadataList of one object is a 406."""
+        what = f"{method} {path} {str(query)[:200]} -> {code} {str(got)[:200]}"
+        if "//" in path[1:].split("/proxy/")[0]:
+            assert code == 404, f"a doubled slash is routed: {what}"
+        writes = method in ("POST", "PUT", "PATCH") or method == "DELETE" and not body
+        if writes and "dryRun" in query and query["dryRun"] != "All":
+            assert code >= 400, f"dryRun {query['dryRun']!r} is not refused: {what}"
+        if method == "GET" and collection and "sendInitialEvents" in query and not query.get("watch"):
+            assert code >= 400, f"a list's sendInitialEvents is not refused: {what}"
+        pre = body.get("preconditions") if method == "DELETE" and before is not None and isinstance(body, dict) else None
+        if isinstance(pre, dict):
+            md = before.get("metadata") or {}
+            if pre.get("uid") is not None and pre["uid"] != md.get("uid") or \
+                    pre.get("resourceVersion") is not None and pre["resourceVersion"] != md.get("resourceVersion"):
+                assert code >= 400, f"an unmet precondition is not refused: {what}"
+        want = CONVERTED.get(headers.get("Accept", ""))
+        if want is None or query.get("watch") or not isinstance(got, dict) or got.get("kind") == "Status" and code < 300:
+            return
+        one = not collection and path.rsplit("/", 1)[0] in {self.base(gv, plural) for gv, plural, _, _ in self.kinds}
+        listed = collection and method in ("GET", "DELETE")
+        if want == "PartialObjectMetadataList" and (one or collection and method == "POST") or \
+                want == "PartialObjectMetadata" and listed:
+            assert code == 406, f"{want} of {'a list' if listed else 'one object'} is not a 406: {what}"
+        elif code < 300 and (one or listed or collection and method == "POST"):
+            assert got.get("kind") == want, f"asked for {want}: {what}"
+
+    def _page(self, base: str, query: dict, other: str) -> None:
+        """A first page's continue token, read again with other options or at another kind's path: a token
+        with a resourceVersion other than 0 is a 400, and nothing is a 5xx (send's contract)."""
+        code, first = self.send("GET", base, None, None, {"limit": "1"})
+        token = (first.get("metadata") or {}).get("continue") if code == 200 and isinstance(first, dict) else None
+        if not token:
+            return
+        query = {**query, "continue": token}
+        code, got = self.send("GET", other, None, None, query)
+        if query.get("resourceVersion") not in (None, "", "0") and query.get("watch") != "1":
+            assert code >= 400, f"continue with resourceVersion {query['resourceVersion']!r} answered {code}: {str(got)[:200]}"
 
     def _reseed(self, base: str, name: str) -> None:
         """Put an accepted change's target back to its seed, so later refused writes are compared to a known state.
