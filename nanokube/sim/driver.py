@@ -71,21 +71,29 @@ class PacedClock(Clock):
         await asyncio.sleep(max(seconds, 0.0) / self.speed)
 
 
+#: seconds between progress lines: rewritten in place on a terminal; appended, less often, to a file or pipe
+TERMINAL_EVERY, LOG_EVERY = 1.0, 10.0
+
+
 class Progress:
     """One line on stderr, rewritten at most once a second: virtual time, trace writes, events/s, ETA.
     The ETA follows the share of the trace's writes replayed where it is given (`writes`), since
-    virtual time says little of the work left: openb's first 115 of 149 days hold a few pods."""
+    virtual time says little of the work left: openb's first 115 of 149 days hold a few pods.
+    Where stderr is no terminal (a log file, CI), a whole line every LOG_EVERY seconds instead,
+    not a run of carriage returns that reads as one line of hundreds of updates."""
 
     def __init__(self, label: str, span: float, out=sys.stderr, enabled: bool = True, writes: int | None = None):
         self.label, self.span, self.out, self.enabled, self.writes = label, span, out, enabled, writes
         self.t0 = time.perf_counter()
         self._last = 0.0
+        self.terminal = enabled and out.isatty()
+        self.every = TERMINAL_EVERY if self.terminal else LOG_EVERY
 
     def update(self, virtual: float, events: int, force: bool = False, draining: str = "",
                written: int | None = None) -> None:
         """`draining`: past the trace's end, what the run still waits for; `written`: trace writes replayed."""
         now = time.perf_counter()
-        if not self.enabled or (not force and now - self._last < 1.0):
+        if not self.enabled or (not force and now - self._last < self.every):
             return
         self._last = now
         wall = now - self.t0
@@ -97,13 +105,14 @@ class Progress:
             writes = f"writes {written:,}/{self.writes:,}, "
         eta = wall * (1 - done) / done if done > 0 else float("inf")
         rest = f"draining: {draining}" if draining else f"ETA {eta:.0f}s"
-        self.out.write(f"\r{self.label}: virtual {_dur(virtual)} / {_dur(self.span)} ({frac:5.1%}) {writes}"
-                       f"{events / wall if wall else 0:,.0f} events/s, wall {wall:.0f}s, {rest}   ")
+        line = (f"{self.label}: virtual {_dur(virtual)} / {_dur(self.span)} ({frac:5.1%}) {writes}"
+                f"{events / wall if wall else 0:,.0f} events/s, wall {wall:.0f}s, {rest}")
+        self.out.write(f"\r{line}   " if self.terminal else f"{line}\n")
         self.out.flush()
 
     def done(self, virtual: float, events: int, written: int | None = None) -> None:
         self.update(virtual, events, force=True, written=written)
-        if self.enabled:
+        if self.terminal:
             self.out.write("\n")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -270,11 +271,36 @@ def test_progress_counts_the_trace_writes_replayed(tmp_path):
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
     cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
            "--trace", str(tmp_path / "trace.jsonl"), "--until", "90000"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    last = proc.stderr.splitlines()[-1]  # text mode reads the line's carriage returns as line ends
+    proc = subprocess.run(cmd, capture_output=True, timeout=120)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 0, stderr[-2000:]
+    # stderr is a pipe, not a terminal: whole lines, no carriage returns rewriting one line in place
+    assert "\r" not in stderr, stderr[-2000:]
+    last = stderr.splitlines()[-1]
     assert last.startswith("default: virtual 1d01:00:00 / 1d01:00:00 (100.0%) writes 3/3, "), last
     assert "ETA 0s" in last
+
+    # on a terminal, one line rewritten in place
+    main, tty = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=tty)
+    os.close(tty)
+    seen = b""
+    try:
+        while chunk := _read(main):
+            seen += chunk
+        assert proc.wait(timeout=120) == 0, seen[-2000:]
+    finally:
+        proc.kill()
+        os.close(main)
+    assert b"\rdefault: virtual 1d01:00:00 / 1d01:00:00 (100.0%) writes 3/3, " in seen, seen[-2000:]
+
+
+def _read(fd: int) -> bytes:
+    """What a pty gives next; b"" once its other side has closed (Linux reads EIO then)."""
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return b""
 
 
 def test_a_reader_gone_from_stdout_ends_the_command_without_a_traceback(tmp_path):
