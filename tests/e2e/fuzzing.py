@@ -19,6 +19,13 @@ $deleteFromPrimitiveList/ with wrong types, nulls in lists), lists continued wit
 400), requests with hostile headers (impersonation, header bytes that are not UTF-8, a Content-Encoding the
 body does not have), bodies of YAML alias bombs, huge numbers, strings that are not UTF-8 and protobuf
 garbage, and a CertificateSigningRequest's /approval and /status.
+Also: an Accept of a Table, PartialObjectMetadata(List) or a form none serves on every verb (reads, dry-run
+writes and deletes, DeleteCollection, watches, /status, /scale); DeleteOptions of odd shapes (preconditions
+set to "" or of the wrong type, propagationPolicy and gracePeriodSeconds out of range, another kind);
+dryRun and fieldValidation values upstream refuses; a real first page's continue token read again with other
+selectors, resourceVersion(Match), watch or sendInitialEvents, or at another kind's path; the seed's path with a
+doubled slash, a trailing slash, dot or %2F, or a unicode, NUL or overlong name; bodies nested past any limit,
+over the size limit, 100,000 keys wide, protobuf garbage or YAML alias bombs through every subresource.
 `Fuzzer.check` sends it and asserts the server's contract:
 
 - no 5xx but upstream's one 504 for a read at a resourceVersion the server has not reached
@@ -28,7 +35,11 @@ garbage, and a CertificateSigningRequest's /approval and /status.
 - every 4xx is a `metav1.Status` with that code;
 - a refused write changes nothing (the target's stored state is as before);
 - an accepted object re-validates (the stored object PUT back with dryRun=All is accepted; a custom
-  resource also as a new object, which no ratcheting spares).
+  resource also as a new object, which no ratcheting spares);
+- what upstream answers whatever the object (`Fuzzer._oracles`): a doubled slash is a 404; a dryRun other
+  than All, a list's sendInitialEvents, a delete's unmet precondition and a continue token beside a
+  resourceVersion other than 0 are refused; a 2xx asked for as a Table or PartialObjectMetadata(List) is one,
+  and PartialObjectMetadata of a list or PartialObjectMetadataList of one object is a 406.
 """
 
 from __future__ import annotations
