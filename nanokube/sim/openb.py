@@ -48,7 +48,8 @@ def _read(path: str, kind: str, required: tuple[str, ...], optional: tuple[str, 
     """(line number, row) of a CSV whose header names every `required` column; a missing
     column, a short or long line is `error` naming the file (and line), not a KeyError."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        # utf-8-sig: a list saved by a spreadsheet starts with a byte-order mark, which is not part of its first column's name
+        with open(path, newline="", encoding="utf-8-sig") as f:
             lines = list(csv.reader(f))
     except OSError as e:
         raise error(f"{path}: cannot read: {e.strerror}") from None
@@ -143,6 +144,7 @@ def load_pods(path: str, untimed: bool = False, run_times: bool = False) -> Trac
     sizes: Counter = Counter()
     gpu_milli: dict[str, int] = {}
     setup: list[dict] = []
+    lines: dict[str, int] = {}  # task name -> its line: a name is one pod, created once
     timed = None
     for _, row in _read(path, "pod list", POD_COLUMNS, POD_OPTIONAL, TraceError):
         if timed is None:
@@ -158,6 +160,9 @@ def load_pods(path: str, untimed: bool = False, run_times: bool = False) -> Trac
         name = row.text("name")
         if not name:
             raise TraceError(f"{path}:{row.line}: name: required")
+        if name in lines:
+            raise TraceError(f"{path}:{row.line}: name: {name} is also the task on line {lines[name]}")
+        lines[name] = row.line
         pod: dict = {"apiVersion": "v1", "kind": "Pod",
                      "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"openb.qos": row.text("qos") or "none"}},
                      "spec": {"terminationGracePeriodSeconds": 0, "containers": [{

@@ -102,6 +102,9 @@ def test_a_malformed_openb_csv_is_one_line_naming_the_file_line_and_column(tmp_p
         (NODES + "openb-node-0002,1000\n", PODS, "nodes.csv:4: 2 fields, the header has 5"),
         (NODES, PODS.replace(",0,100,0", ",0,soon,0"), "pods.csv:2: deletion_time: 'soon' is not a number"),
         (NODES, PODS.replace("12288,1,460", "12288,-1,460"), "pods.csv:3: num_gpu: must not be negative, got -1"),
+        # two tasks of one name would be one pod created twice (the second refused mid-run)
+        (NODES, PODS.replace("openb-pod-0001", "openb-pod-0000"),
+         "pods.csv:3: name: openb-pod-0000 is also the task on line 2"),
         # the node list given as the trace
         (NODES, NODES, "pods.csv:1: missing columns name, num_gpu, gpu_milli: an openb pod list has the columns "),
         # a task list without times (as openb_pod_list_multigpu50.csv) is only for sampling
@@ -113,6 +116,13 @@ def test_a_malformed_openb_csv_is_one_line_naming_the_file_line_and_column(tmp_p
         proc = _csv(tmp_path, nodes, pods)
         assert proc.returncode == 2, (message, proc.stderr[-2000:])
         assert message in proc.stderr and "Traceback" not in proc.stderr, (message, proc.stderr[-2000:])
+
+
+def test_a_csv_saved_with_a_byte_order_mark_and_crlf_line_ends_is_read(tmp_path):
+    """As a spreadsheet saves it: the mark is not part of the first column's name."""
+    proc = _csv(tmp_path, "\ufeff" + NODES.replace("\n", "\r\n"), "\ufeff" + PODS.replace("\n", "\r\n"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("default: 2/2 pods scheduled"), proc.stdout
 
 
 def test_an_untimed_task_list_is_sampled_by_inflation(tmp_path):
