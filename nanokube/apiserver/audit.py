@@ -14,6 +14,7 @@ from aiohttp import web
 
 from ..clock import REAL, Clock
 from ..machinery.meta import new_uid
+from ..machinery.validation import sloppy_ip
 from .auth.authorizer import USER, request_attributes
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class AuditLog:
         self._emit(
             verb=attrs.verb, uri=str(request.rel_url), user=user, ref=ref, code=response.status,
             body=obj if obj is not None else _json_body(response), received=received, audit_id=request.headers.get("Audit-ID") or new_uid(),
-            source_ips=[request.remote] if request.remote else [], user_agent=request.headers.get("User-Agent", ""),
+            source_ips=source_ips(request), user_agent=request.headers.get("User-Agent", ""),
             annotations=dict(request.get(ANNOTATIONS) or {}),
         )
 
@@ -173,6 +174,21 @@ class AuditLog:
                 n = self._file.write(line)
         except OSError as e:
             log.error("audit log %s: %s", self.path, e)
+
+
+def source_ips(request: web.Request) -> list[str]:
+    """The event's sourceIPs, as upstream's utilnet.SourceIPs lists them: each valid address of
+    X-Forwarded-For (a proxy chain, client first), X-Real-Ip unless that chain holds it, then the
+    connection's address, which cannot be spoofed, unless it is the chain's last already. The
+    headers are the client's word and only the last entry is sure, as upstream warns."""
+    ips = [ip for part in request.headers.get("X-Forwarded-For", "").split(",") if (ip := sloppy_ip(part.strip()))]
+    real = sloppy_ip(request.headers.get("X-Real-Ip", ""))
+    if real is not None and real not in ips:
+        ips.append(real)
+    remote = sloppy_ip(request.remote or "")
+    if remote is not None and (not ips or ips[-1] != remote):
+        ips.append(remote)
+    return [str(ip) for ip in ips]
 
 
 def _json_body(response: web.StreamResponse) -> dict:

@@ -93,6 +93,25 @@ async def test_the_object_a_handler_answered_with_stands_for_its_body_only_on_su
     assert "uid" not in failed["objectRef"]
 
 
+@pytest.mark.parametrize("headers,source_ips", [
+    ({}, ["127.0.0.1"]),
+    # a proxy chain, client first, invalid entries dropped; X-Real-Ip after it; the connection last
+    ({"X-Forwarded-For": "10.244.1.5, bogus, 2001:DB8::1", "X-Real-Ip": "192.0.2.7"},
+     ["10.244.1.5", "2001:db8::1", "192.0.2.7", "127.0.0.1"]),
+    # X-Real-Ip already in the chain is not repeated; leading zeros read as Go's ParseIPSloppy does
+    ({"X-Forwarded-For": "010.0.0.1,192.0.2.7", "X-Real-Ip": "192.0.2.7"}, ["10.0.0.1", "192.0.2.7", "127.0.0.1"]),
+    # the connection's address is not repeated after the chain's last; an IPv4-mapped one is its IPv4 one
+    ({"X-Forwarded-For": "10.0.0.1, ::ffff:127.0.0.1"}, ["10.0.0.1", "127.0.0.1"]),
+    ({"X-Real-Ip": "127.0.0.1"}, ["127.0.0.1"]),
+    ({"X-Real-Ip": "not-an-ip", "X-Forwarded-For": ""}, ["127.0.0.1"]),
+])
+async def test_source_ips_list_forwarded_addresses_before_the_connections(http, headers, source_ips):
+    client, path = http
+    await client.post("/api/v1/namespaces/team/configmaps", json={}, headers={"X-User": "alice", **headers})
+    (ev,) = events(path)
+    assert ev["sourceIPs"] == source_ips
+
+
 class _FixedClock:
     def rfc3339_micro(self):
         return "2026-12-02T20:00:00.000001Z"
