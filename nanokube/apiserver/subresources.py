@@ -20,7 +20,7 @@ from ..machinery.conditions import observed_generation, set_condition
 from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
 from . import structural
-from . import options, warning
+from . import options, serializer, warning
 from .options import delete_options
 from .patch import PatchError
 from .patch import apply as ssa
@@ -74,17 +74,20 @@ class Subresources:
         if sub == "binding" and m == "POST":
             body, opts = await h._create_input(request)
             body = _typed(body, "io.k8s.api.core.v1.Binding", "Binding", version)
-            return json_response(await self.bind(res, namespace, name, body, opts), 201)
+            warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.core.v1.Binding", "Binding", version)
+            return _warned(json_response(await self.bind(res, namespace, name, body, opts), 201), warnings)
         if sub == "eviction" and m == "POST":
             body, opts = await h._create_input(request)
             body = _typed(body, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
+            warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
             if body.get("deleteOptions") is not None:
                 body["deleteOptions"] = delete_options({}, body["deleteOptions"], [])
-            return json_response(await self.evict(namespace, name, body, opts), 201)
+            return _warned(json_response(await self.evict(namespace, name, body, opts), 201), warnings)
         if sub == "token" and m == "POST" and self.tokens is not None:
-            body, _ = await h._create_input(request)  # (the options are judged, as any create's)
-            body = _typed(body, "io.k8s.api.authentication.v1.TokenRequest", "TokenRequest", version)
-            return json_response(self.tokens.token_request(namespace, name, body), 201)
+            body, opts = await h._create_input(request)  # (the options are judged, as any create's)
+            body = _typed(body, TOKEN_REQUEST, "TokenRequest", version)
+            warnings = await _strict_fields(h, request, body, opts, TOKEN_REQUEST, "TokenRequest", version)
+            return _warned(json_response(self.tokens.token_request(namespace, name, body), 201), warnings)
         if sub == "log" and m == "GET":
             # a repeated parameter's first value, as url.Values conversion takes it
             data = await self.log(namespace, name, {k: request.query.getone(k) for k in request.query.keys()})
@@ -100,7 +103,7 @@ class Subresources:
                 if m == "PUT":
                     body, opts = await h._update_input(request)
                     body = _typed(body, SCALE, "Scale", "v1")
-                    warnings = _unknown_fields(body, SCALE, "Scale", "v1", opts.field_validation)
+                    warnings = await _strict_fields(h, request, body, opts, SCALE, "Scale", "v1")
                 else:
                     ctype = h._patch_media(request, res)
                     raw = await h._raw(request)
@@ -446,19 +449,33 @@ def _bound(pod: dict, node: str, annotations: dict | None) -> dict:
 
 
 SCALE = "io.k8s.api.autoscaling.v1.Scale"
+TOKEN_REQUEST = "io.k8s.api.authentication.v1.TokenRequest"
 
 
-def _unknown_fields(body: dict, definition: str, kind: str, version: str, field_validation: str) -> list[str]:
-    """A decoded body's unknown fields per fieldValidation, as the update handler's strict decoder
-    reports them: Strict a 400, Warn a warning each (returned, and recorded for an error later)."""
-    if field_validation == "Ignore":
+async def _strict_fields(h: APIHandlers, request: web.Request, body: dict, opts: WriteOptions, definition: str,
+                         kind: str, version: str) -> list[str]:
+    """A decoded body's unknown and repeated fields per fieldValidation, as the create and update handlers'
+    strict decoder reports them together, in the order it meets them: Strict one 400, Warn a warning each
+    (returned, and recorded for an error later)."""
+    if opts.field_validation == "Ignore":
         return []
     _, unknown = structural.check(body, schema.definitions()[definition], True)
-    if unknown and field_validation == "Strict":
-        raise errors.bad_request(structural.decode_error_message(kind, version, structural.strict_error(unknown)))
-    warnings = structural.unknown_field_warnings(unknown)
-    warning.record(warnings)
-    return warnings
+    await h._note_duplicates(request, opts)
+    if opts.body:
+        texts = serializer.strict_order(opts.body, [t[len('duplicate field "'):-1] for t in opts.duplicates], unknown)
+    else:
+        texts = [*opts.duplicates, *structural.unknown_field_warnings(unknown)]
+    opts.body, opts.duplicates = b"", ()  # (reported here: not again by the write of the object behind it)
+    if texts and opts.field_validation == "Strict":
+        raise errors.bad_request(structural.decode_error_message(kind, version, "strict decoding error: " + ", ".join(texts)))
+    warning.record(texts)
+    return texts
+
+
+def _warned(resp: web.Response, warnings: list[str]) -> web.Response:
+    for w in warnings:
+        resp.headers.add("Warning", warning.header(w))
+    return resp
 
 
 async def _counted(chunks: AsyncIterable[bytes], gauge) -> AsyncIterable[bytes]:
