@@ -80,8 +80,13 @@ async def node_expand(mgr: VolumeManager, pod: dict, pvc: dict, pv: dict) -> Non
             or resize_status(pvc) not in (NODE_RESIZE_PENDING, NODE_RESIZE_IN_PROGRESS):
         return
     pvcs = mgr.client.resource("", "v1", "persistentvolumeclaims")
-    pvc = await pvcs.update({**pvc, "status": with_storage_status(pvc.get("status") or {}, NODE_RESIZE_IN_PROGRESS)},
-                            subresource="status")
+    try:
+        pvc = await pvcs.update({**pvc, "status": with_storage_status(pvc.get("status") or {}, NODE_RESIZE_IN_PROGRESS)},
+                                subresource="status")
+    except APIError as e:
+        if e.code != 409:
+            raise
+        return  # the claim changed since it was read: the next resync reads it again
     message = f'MountVolume.NodeExpandVolume succeeded for volume "{pv["metadata"]["name"]}" {mgr.node_name}'
     await mgr.event(pod, "Normal", "FileSystemResizeSuccessful", message)
     await mgr.recorder.emit({"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}, "Normal",

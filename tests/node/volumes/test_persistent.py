@@ -12,6 +12,8 @@ from nanokube.controllers.persistentvolume import PersistentVolumeController
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
 from nanokube.node.storage import CSI_DRIVER, PROVISIONER, LocalPathProvisioner
+from nanokube.node.volumes import VolumeManager
+from nanokube.node.volumes.persistent import node_expand
 from nanokube.node.volumes.sources import RESYNC
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -112,3 +114,26 @@ async def test_a_running_pod_finishes_its_claims_expansion_at_its_next_resync(en
     finally:
         for c in (binder, provisioner):
             await c.stop()
+
+
+async def test_an_expansion_read_from_a_stale_claim_waits_for_the_next_resync(env):
+    """A claim changed since the kubelet read it: marking NodeResizeInProgress conflicts, and the
+    kubelet leaves it for its next read instead of failing the mount."""
+    client, clock, root = env
+    pvs, pvcs = client.resource("", "v1", "persistentvolumes"), client.resource("", "v1", "persistentvolumeclaims")
+    pv = await pvs.create({"metadata": {"name": "grown"}, "spec": {
+        "capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+        "hostPath": {"path": str(root / "grown")}}})
+    pvc = await pvcs.create({"metadata": {"name": "c", "namespace": "default"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": "grown",
+        "resources": {"requests": {"storage": "2Gi"}}}})
+    stale = await pvcs.update({**pvc, "status": {"phase": "Bound", "capacity": {"storage": "1Gi"},
+                                                  "allocatedResourceStatuses": {"storage": "NodeResizePending"}}},
+                              subresource="status")
+    await pvcs.patch("c", {"metadata": {"labels": {"touched": "yes"}}}, namespace="default")
+    mgr = VolumeManager(client, "gpu-0", str(root / "pods" / "gpu-0"), clock)
+    try:
+        await node_expand(mgr, {"metadata": {"name": "p", "namespace": "default", "uid": "u"}}, stale, pv)
+    finally:
+        await mgr.close()
+    assert (await pvcs.get("c", "default"))["status"]["allocatedResourceStatuses"] == {"storage": "NodeResizePending"}
