@@ -48,6 +48,15 @@ async def status_when(client, check, name="budget"):
     return await eventually(get)
 
 
+async def reported(client) -> list[dict]:
+    """The Events written, once there is one: a controller's recorder queues them, so they may be
+    written after the status of the sync that reported them."""
+    async def listed():
+        items, _ = await client.resource("", "v1", "events").list("default")
+        return items
+    return await eventually(listed)
+
+
 def condition(st):
     return next(c for c in st["conditions"] if c["type"] == "DisruptionAllowed")
 
@@ -139,8 +148,7 @@ async def test_pods_without_a_controller_are_left_out_with_an_unmanaged_pods_war
     st = await status_when(client, lambda s: s.get("conditions"))
     assert (st["expectedPods"], st["desiredHealthy"], st["currentHealthy"], st["disruptionsAllowed"]) == (0, 0, 1, 0)
     assert (condition(st)["status"], condition(st)["reason"]) == ("False", "InsufficientPods")
-    events, _ = await client.resource("", "v1", "events").list("default")
-    assert {(e["reason"], e["type"], e["message"]) for e in events} == {
+    assert {(e["reason"], e["type"], e["message"]) for e in await reported(client)} == {
         ("UnmanagedPods", "Warning",
          "Pods selected by this PodDisruptionBudget (selector: &LabelSelector{MatchLabels:map[string]string{app: web,},"
          "MatchExpressions:[]LabelSelectorRequirement{},}) were found to be unmanaged. As a result, the status of the "
@@ -177,8 +185,7 @@ async def test_no_pods_reports_an_event_and_zeros(env):
     await pdb(client, minAvailable=1)
     st = await status_when(client, lambda s: s.get("conditions"))
     assert (st["expectedPods"], st["currentHealthy"], st["desiredHealthy"], st["disruptionsAllowed"]) == (0, 0, 1, 0)
-    events, _ = await client.resource("", "v1", "events").list("default")
-    assert [(e["reason"], e["message"]) for e in events] == [("NoPods", "No matching pods found")]
+    assert [(e["reason"], e["message"]) for e in await reported(client)] == [("NoPods", "No matching pods found")]
 
 
 async def test_a_disruption_target_that_outlives_two_minutes_is_reset(env):
