@@ -1654,11 +1654,11 @@ class _Patched:
 
 
 def decode_patched(kind: str, version: str, obj: Any, definition: str, opts: WriteOptions, patch_type: str,
-                   raw: bytes) -> tuple[dict, list[str]]:
+                   raw: bytes, duplicates: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
     """A subresource's patched object (a Scale), decoded as its Go type as a patch's result is: a
-    type error, or under Strict an unknown field, is the patchers' 422; returns `obj` and, under
-    Warn, the unknown fields' warnings."""
-    patched = _Patched(patch_type, raw)
+    type error, or under Strict an unknown field or a key the patch repeats (`duplicates`), is the
+    patchers' 422; returns `obj` and, under Warn, the unknown fields' warnings."""
+    patched = _Patched(patch_type, raw, duplicates)
     if type(obj) is not dict:
         what = "array" if type(obj) is list else "null" if obj is None else _json_kind(obj)
         raise _undecodable(kind, version, obj, f"json: cannot unmarshal {what} into Go value of type "
@@ -1670,7 +1670,7 @@ def decode_patched(kind: str, version: str, obj: Any, definition: str, opts: Wri
         errs, unknown = structural.check(obj, sch, strict)
     if errs:
         raise _undecodable(kind, version, obj, errs[0], patched)
-    if unknown and opts.field_validation == "Strict":
+    if (unknown or duplicates) and opts.field_validation == "Strict":
         raise _undecodable(kind, version, obj, patched.strict_error(unknown), patched)
     return obj, structural.unknown_field_warnings(unknown) if opts.field_validation == "Warn" else []
 

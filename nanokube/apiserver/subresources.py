@@ -108,9 +108,11 @@ class Subresources:
                     ctype = h._patch_media(request, res)
                     raw = await h._raw(request)
                     opts = h._write_opts(request)  # after the media type and the body, as upstream's patch handler
+                    from .handlers import _patch_duplicates  # (handlers imports this module)
+                    repeated = await _patch_duplicates(raw, ctype, opts)  # (an apply's, under Strict, a 400 here)
                     current = await self.get_scale(res, namespace, name, UNSET_REPLICAS)
                     # (typed before its metadata is read: a patch may leave anything there, or at the root)
-                    body, warnings = await self._patch_scale(current, ctype, raw, opts)
+                    body, warnings = await self._patch_scale(current, ctype, raw, opts, repeated)
                     md = body.get("metadata") or {}
                     if md.get("resourceVersion") == current["metadata"].get("resourceVersion"):
                         # the patch named no resourceVersion: like upstream's update loop, a
@@ -331,13 +333,13 @@ class Subresources:
         obj = self.rest._entry(res, namespace, name).obj
         return _scale_of(res, obj, unset)
 
-    async def _patch_scale(self, scale: dict, ctype: str, raw: bytes, opts: WriteOptions) -> tuple[dict, list[str]]:
+    async def _patch_scale(self, scale: dict, ctype: str, raw: bytes, opts: WriteOptions,
+                           repeated: list[str]) -> tuple[dict, list[str]]:
         """The Scale with a patch applied and decoded as a Scale, or the configuration of a
-        server-side apply (applied to the Scale by `put_scale`), and the unknown fields' warnings
-        under Warn. The generic patchers' decoding,
+        server-side apply (applied to the Scale by `put_scale`), and the warnings of the patch's
+        `repeated` keys and its unknown fields under Warn. The generic patchers' decoding,
         as upstream's /scale is served by them: a number past float64 refused where the patch is
         decoded into interface values, a patched Scale that does not decode the 422 of a patch."""
-        from . import serializer
         from .patch import PatchError, jsonpatch, merge, strategic
 
         apply = ctype == "application/apply-patch+yaml"
@@ -352,7 +354,7 @@ class Subresources:
                 if version != "autoscaling/v1" or patch.get("kind") != "Scale":
                     raise errors.bad_request("Incorrect version specified in apply patch. "
                                              f"Specified patch version: {version or ''}, expected: autoscaling/v1")
-                return _typed(patch, SCALE, "Scale", "v1"), []
+                return _typed(patch, SCALE, "Scale", "v1"), repeated
             if serializer.OUT_OF_RANGE.get():
                 patch_out_of_range(ctype, patch, opts)
             if ctype == "application/json-patch+json":
@@ -363,7 +365,10 @@ class Subresources:
                 patched = strategic.apply(scale, patch, schema.kind_schema("autoscaling", "v1", "Scale"))
         except PatchError as e:
             raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
-        return decode_patched("Scale", "v1", patched, SCALE, opts, ctype, raw)
+        if opts.field_validation == "Strict":
+            return decode_patched("Scale", "v1", patched, SCALE, opts, ctype, raw, tuple(repeated))
+        scale, warnings = decode_patched("Scale", "v1", patched, SCALE, opts, ctype, raw)
+        return scale, [*repeated, *warnings]
 
     async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions,
                         applied: bool = False) -> dict:

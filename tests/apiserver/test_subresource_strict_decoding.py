@@ -53,3 +53,41 @@ async def test_subresource_bodies_report_unknown_and_repeated_fields_per_field_v
             assert warnings == texts, (kind, warnings)
     finally:
         await server.stop()
+
+
+async def test_a_scale_patch_that_repeats_a_key_is_judged_as_any_patch(tmp_path):
+    """The patchers' strict decoding of a /scale patch as of any patch: a merge or strategic merge patch's
+    repeated key is the 422 of its result's strict errors under Strict and a warning under Warn; an
+    apply configuration's is yaml.UnmarshalStrict's 400 under Strict."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    scale = f"http://127.0.0.1:{server.port}/apis/apps/v1/namespaces/default/deployments/d/scale"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(scale.rsplit("/", 2)[0], json=DEPLOYMENT) as r:
+                assert r.status == 201
+            got = {}
+            for ctype, body in [("application/merge-patch+json", '{"spec": {"replicas": 2, "replicas": 3}}'),
+                                ("application/strategic-merge-patch+json", '{"spec": {"replicas": 2, "replicas": 3}}'),
+                                ("application/apply-patch+yaml", "apiVersion: autoscaling/v1\nkind: Scale\n"
+                                                                 "spec:\n  replicas: 2\n  replicas: 3\n")]:
+                for fv in ("Strict", "Warn"):
+                    url = f"{scale}?dryRun=All&fieldValidation={fv}&fieldManager=m&force=true" if "apply" in ctype else \
+                        f"{scale}?dryRun=All&fieldValidation={fv}"
+                    async with s.patch(url, data=body, headers={"Content-Type": ctype}) as r:
+                        got[ctype.split("/")[1], fv] = r.status, (await r.json()).get("message", ""), \
+                            r.headers.getall("Warning", [])
+            async with s.get(scale) as r:
+                replicas = (await r.json())["spec"]["replicas"]
+        for kind in ("merge-patch+json", "strategic-merge-patch+json"):
+            code, message, _ = got[kind, "Strict"]
+            assert code == 422 and message.endswith('strict decoding error: duplicate field "spec.replicas"'), (kind, code, message)
+            code, _, warnings = got[kind, "Warn"]
+            assert code == 200 and warnings == ["299 - \"duplicate field \\\"spec.replicas\\\"\""], (kind, code, warnings)
+        code, message, _ = got["apply-patch+yaml", "Strict"]
+        assert code == 400 and message.startswith("error strict decoding YAML: error converting YAML to JSON: yaml: "
+                                                  'unmarshal errors:\n  line 5: key "replicas" already set in map'), message
+        assert got["apply-patch+yaml", "Warn"][0] == 200 and len(got["apply-patch+yaml", "Warn"][2]) == 1
+        assert replicas == 1
+    finally:
+        await server.stop()
