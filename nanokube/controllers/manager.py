@@ -54,6 +54,7 @@ from .storageversionmigrator import StorageVersionMigrator
 from .taint_eviction import TaintEvictionController
 from .ttl import TTLController
 from .ttl_after_finished import TTLAfterFinishedController
+from .vac_protection import VACProtectionController
 from .validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusController
 
 #: the Lease (in kube-system) whose holder runs the controllers
@@ -127,7 +128,7 @@ CONTROLLERS = [
     StatefulSetController, JobController, CronJobController, TTLController, TTLAfterFinishedController,
     DisruptionController,
     PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,
-    PVProtectionController, ExpandController, EphemeralVolumeController, HPAController, NodeLifecycleController,
+    PVProtectionController, VACProtectionController, ExpandController, EphemeralVolumeController, HPAController, NodeLifecycleController,
     TaintEvictionController, PodGCController, DeviceTaintEvictionController, ValidatingAdmissionPolicyStatusController,
     StorageVersionMigrator, ServiceCIDRController, ResourcePoolStatusRequestController, CSRApprovingController,
     CSRCleanerController,

@@ -21,6 +21,7 @@ STORAGE_PROVISIONER_BETA = "volume.beta.kubernetes.io/storage-provisioner"
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 PV_PROTECTION = "kubernetes.io/pv-protection"
+VAC_PROTECTION = "kubernetes.io/vac-protection"
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 _SHORT_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
 

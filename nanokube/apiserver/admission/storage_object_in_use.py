@@ -1,19 +1,21 @@
-"""StorageObjectInUseProtection: every new claim and volume carries the
-protection finalizer, which the pvc-protection and pv-protection controllers
-remove only once no pod uses the claim, or no claim is bound to the volume."""
+"""StorageObjectInUseProtection: every new claim, volume and VolumeAttributesClass
+carries the protection finalizer, which the pvc-protection, pv-protection and
+vac-protection controllers remove only once no pod uses the claim, no claim is
+bound to the volume, or no claim or volume names the class."""
 
 from __future__ import annotations
 
-from ...volume.binding import PV_PROTECTION, PVC_PROTECTION
+from ...volume.binding import PV_PROTECTION, PVC_PROTECTION, VAC_PROTECTION
 
-_FINALIZERS = {"persistentvolumeclaims": PVC_PROTECTION, "persistentvolumes": PV_PROTECTION}
+_FINALIZERS = {("", "persistentvolumeclaims"): PVC_PROTECTION, ("", "persistentvolumes"): PV_PROTECTION,
+               ("storage.k8s.io", "volumeattributesclasses"): VAC_PROTECTION}
 
 
 class StorageObjectInUseProtection:
-    mutates = frozenset({("", "persistentvolumeclaims"), ("", "persistentvolumes")})
+    mutates = frozenset(_FINALIZERS)
 
     def mutate(self, a) -> None:
-        finalizer = _FINALIZERS.get(a.res.plural) if not a.res.group else None
+        finalizer = _FINALIZERS.get((a.res.group, a.res.plural))
         if finalizer is None or a.operation != "CREATE" or a.subresource:
             return
         finalizers = a.obj["metadata"].setdefault("finalizers", [])

@@ -172,6 +172,12 @@ RULES: dict[str, list[dict]] = {
         _r(["get", "list", "watch", "update"], "", "persistentvolumes"),
         _EVENTS,
     ],
+    "volumeattributesclass-protection-controller": [
+        _r(_RO, "", "persistentvolumeclaims"),
+        _r(_RO, "", "persistentvolumes"),
+        _r(["get", "list", "watch", "update"], "storage.k8s.io", "volumeattributesclasses"),
+        _EVENTS,
+    ],
     "pvc-protection-controller": [
         _r(["get", "list", "watch", "update"], "", "persistentvolumeclaims"),
         _r(["list", "watch", "get"], "", "pods"),
