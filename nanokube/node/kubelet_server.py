@@ -11,10 +11,10 @@ the system's share."""
 from __future__ import annotations
 
 import html
-import json
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+import orjson
 from aiohttp import web
 
 from ..machinery.httpstream.portforward import serve_port_forward
@@ -237,10 +237,9 @@ class KubeletServer:
                        for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
                        for cs in st.get(key) or () if "running" in (cs.get("state") or {})]
             if running:
-                items.append({"metadata": {"name": w.name, "namespace": w.namespace, "uid": w.uid,
-                                           "creationTimestamp": None},
+                items.append({"metadata": {"name": w.name, "namespace": w.namespace, "uid": w.uid},
                               "spec": {"containers": running}, "status": {}})
-        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+        return _json({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}, encoded=True)
 
     def _probe_metrics(self) -> web.Response:
         """prober_probe_total: each probe run of the pods here, by type and result (the prober's
@@ -292,7 +291,7 @@ class KubeletServer:
 
     def _pods(self) -> web.Response:
         items = [w.pod for w in list(self.agent.workers.values())]
-        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+        return _json({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}, encoded=True)
 
     def _configz(self) -> web.Response:
         """The KubeletConfiguration (v1beta1 names, no TypeMeta) of the settings these agents follow."""
@@ -305,8 +304,7 @@ class KubeletServer:
             "maxPods": int(a.spec.capacity.get("pods", 110)),
             "containerLogMaxSize": "10Mi", "containerLogMaxFiles": 5,
         }
-        return web.Response(text=json.dumps({"kubeletconfig": cfg}, separators=(",", ":")),
-                            content_type="application/json")
+        return _json({"kubeletconfig": cfg}, headers={"X-Content-Type-Options": "nosniff"})
 
     def _summary(self) -> web.Response:
         """statsapi.Summary: the node's and each running pod's CPU and memory."""
@@ -329,9 +327,9 @@ class KubeletServer:
         node_memory = _memory(stamp, node_mem)
         if capacity:
             node_memory["availableBytes"] = max(capacity - node_mem, 0)
-        return web.json_response({"node": {"nodeName": self.agent.name, "startTime": clock.rfc3339(self.started),
-                                           "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory},
-                                  "pods": pods})
+        return _json({"node": {"nodeName": self.agent.name, "startTime": clock.rfc3339(self.started),
+                               "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory},
+                      "pods": pods})
 
     def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its node's name, and the pods and
@@ -448,6 +446,21 @@ def _listing(entries: list[str]) -> web.Response:
 def _moved(sub: str) -> web.Response:
     """http.FileServer's redirect of a directory asked for without its slash (relative, as Go's)."""
     return web.Response(status=301, headers={"Location": sub.rsplit("/", 1)[-1] + "/"})
+
+
+def _json(value, encoded: bool = False, headers: dict[str, str] | None = None) -> web.Response:
+    """JSON as the kubelet writes it: Go's encoding (compact, '<', '>', '&', U+2028 and U+2029
+    escaped), a runtime codec's Encode ending it with a newline (`encoded`: /pods, /runningpods/),
+    json.Marshal not (/stats/summary, /configz); `Content-Type: application/json`, no charset."""
+    data = orjson.dumps(value)
+    for char, escaped in _GO_ESCAPES:
+        data = data.replace(char, escaped)
+    return web.Response(body=data + b"\n" if encoded else data,
+                        headers={"Content-Type": "application/json", **(headers or {})})
+
+
+_GO_ESCAPES = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"),
+               ("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
 
 
 def _text(status: int, text: str) -> web.Response:

@@ -65,3 +65,13 @@ def test_rollout_undo_to_the_current_revision_is_skipped(cluster, tmp_path):
         assert r.stdout.strip() == (
             f"{kind_name}/{name} skipped rollback (current template already matches revision 2)")
         assert cluster.kubectl("rollout", "undo", f"{kind}/{name}").stdout.strip() == f"{kind_name}/{name} rolled back"
+
+
+def test_kubelet_json_through_nodes_proxy_is_compact_go_json(cluster):
+    """`kubectl get --raw /api/v1/nodes/N/proxy/stats/summary` (and /pods) prints the kubelet's
+    json.Marshal / codec output as it is: compact, where Python's default separators showed."""
+    node = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").stdout
+    summary = cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/stats/summary").stdout
+    assert summary.startswith('{"node":{"nodeName":"' + node + '","startTime":"') and '", "' not in summary
+    pods = cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/pods").stdout
+    assert pods.startswith('{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[')

@@ -85,7 +85,8 @@ def test_kubelet_endpoints_through_nodes_proxy(kubelet_cluster):
     running = json.loads(c.kubectl("get", "--raw", f"{proxy}/runningpods/").stdout)
     assert running["kind"] == "PodList"
     mine = [p for p in running["items"] if p["metadata"]["name"] == "talker"]
-    assert mine == [{"metadata": {"name": "talker", "namespace": "default", "uid": uid, "creationTimestamp": None},
+    # ToAPIPod leaves creationTimestamp zero: omitted (ObjectMeta's omitzero since 1.34), not null
+    assert mine == [{"metadata": {"name": "talker", "namespace": "default", "uid": uid},
                      "spec": {"containers": [{"name": "app", "image": "docker.io/library/busybox:1.36",
                                               "resources": {}}]}, "status": {}}]
     assert "local" not in {p["metadata"]["name"] for p in running["items"]}  # never started

@@ -83,3 +83,24 @@ async def test_what_the_kubelet_does_not_serve():
     config = orjson.loads((await body(server, "/configz"))[1])["kubeletconfig"]
     assert (config["nodeStatusUpdateFrequency"], config["nodeStatusReportFrequency"], config["maxPods"]) == (
         "10s", "5m0s", 110)
+
+
+async def test_json_answers_are_written_as_the_kubelet_writes_them():
+    """Go's encoding, compact and HTML-escaped, under `Content-Type: application/json`: /pods and
+    /runningpods/ through a runtime codec (a trailing newline), /stats/summary and /configz through
+    json.Marshal (none); a running pod's metadata without a null creationTimestamp (omitzero)."""
+    clock = VirtualClock(start=START)
+    a = agent(clock)
+    a.workers["u1"].pod["metadata"]["annotations"] = {"note": "a<b&c"}
+    a.workers["u1"].name, a.workers["u1"].namespace, a.workers["u1"].uid = "train", "ml", "u1"
+    a.workers["u2"].name, a.workers["u2"].namespace, a.workers["u2"].uid = "wait", "ml", "u2"
+    server = KubeletServer(a, START)
+    for path, end in (("/pods", b"\n"), ("/runningpods/", b"\n"), ("/stats/summary", b"}"), ("/configz", b"}")):
+        resp = await server.serve(GET, path)
+        assert resp.headers["Content-Type"] == "application/json", path
+        assert resp.body.startswith(b'{"') and b'", "' not in resp.body and resp.body.endswith(end), path
+    pods = (await server.serve(GET, "/pods")).body
+    assert b'"note":"a\\u003cb\\u0026c"' in pods
+    running = orjson.loads((await server.serve(GET, "/runningpods/")).body)
+    assert running["items"][0]["metadata"] == {"name": "train", "namespace": "ml", "uid": "u1"}
+    assert (await server.serve(GET, "/configz")).headers["X-Content-Type-Options"] == "nosniff"
