@@ -1240,13 +1240,15 @@ class PodWorker:
         return self.restarts + self.own_restarts.get(name, 0)
 
     def _program(self, c: dict) -> Program | None:
-        """What container `c`'s command runs as simulated_command interprets it; None where it is
-        not a command interpreted there, or where the pod's run-seconds or exit-code annotation
-        declares how its containers run (what a simulation says wins)."""
+        """What container `c`'s command runs as simulated_command interprets it (its file commands on
+        a draft of its files: the changes are made as it starts); None where it is not a command
+        interpreted there, or where the pod's run-seconds or exit-code annotation declares how its
+        containers run (what a simulation says wins)."""
         given = (self.pod.get("metadata") or {}).get("annotations") or {}
         if RUN_SECONDS in given or EXIT_CODE in given:
             return None
-        return interpret([*(c.get("command") or ()), *(c.get("args") or ())], self.clock.now())
+        return interpret([*(c.get("command") or ()), *(c.get("args") or ())], self.clock.now(),
+                         lambda: self.io.draft(c["name"]))
 
     def _lifetime(self, c: dict) -> tuple[float | None, int]:
         """When container `c`, starting now, exits (monotonic; None: not on its own) and with which

@@ -26,9 +26,10 @@ run too, as busybox's do: `cat`, `ls [-1aAl]`, `mkdir [-p]`, `rm [-rf]`,
 `touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), and a
 script's `>`, `>>` and `<`. A command reading stdin gets what the exec client
-sent (read to its end first). Without files (a container's own command)
-these are not interpreted, as before; a file command's effects happen as
-the command is interpreted, its output on the node's clock as above.
+sent (read to its end first). A container's own command runs them on a draft
+of its files (simulated_fs.PodFiles.draft), the changes made as it starts;
+exec's as it is interpreted; the output either way on the node's clock, as
+above. Without files these commands are not interpreted.
 
 It is not a shell: nothing is expanded, and no other command is recognised.
 A shell started without `-c` (`kubectl exec -it pod -- sh`) reads its stdin
@@ -46,7 +47,7 @@ import re
 import shlex
 import tarfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from .simulated_fs import NOT_FOUND, ContainerFS, Dir, FsError
@@ -71,13 +72,15 @@ _TERMINAL = None
 @dataclass(frozen=True)
 class Program:
     """How an interpreted command runs: what it writes to stdout and when (seconds after it
-    started), how long it takes (math.inf: until it is stopped), and its exit code; and what it
-    writes to stderr ((its place among `output`, when, text))."""
+    started), how long it takes (math.inf: until it is stopped), and its exit code; what it
+    writes to stderr ((its place among `output`, when, text)); and, worked out on a draft of the
+    container's files, the changes it makes to them (done when the container starts)."""
 
     output: tuple[tuple[float, str | bytes], ...]
     seconds: float
     exit_code: int
     errors: tuple[tuple[int, float, str], ...] = ()
+    changes: tuple = field(default=(), compare=False)
 
     def writes(self) -> list[tuple[float, str, str | bytes]]:
         """Everything written, in order: (when, "stdout" or "stderr", text)."""
@@ -220,7 +223,8 @@ class _Run:
         self.errors: list[tuple[int, float, str]] = []  # (its place in `output`, when, text)
 
     def program(self) -> Program:
-        return Program(tuple(self.output), self.now, self.status, tuple(self.errors))
+        changes = tuple(self.fs.journal or ()) if isinstance(self.fs, ContainerFS) else ()
+        return Program(tuple(self.output), self.now, self.status, tuple(self.errors), changes)
 
     def _err(self, text: str) -> None:
         self.errors.append((len(self.output), self.now, text))

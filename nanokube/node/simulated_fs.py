@@ -20,6 +20,7 @@ of its volume is not followed.
 
 from __future__ import annotations
 
+import copy
 import os
 import posixpath
 from dataclasses import dataclass, field
@@ -84,6 +85,16 @@ class PodFiles:
         """A new instance of the container: a fresh root; the pod's volumes stay as they are."""
         self.roots.pop(container, None)
 
+    def draft(self, container: str, pod: dict | None = None) -> ContainerFS:
+        """What a new instance of `container` would see, on a copy: its command is worked out (more
+        than once, as the kubelet's sync looks at it) without touching the files, and what it
+        changes (`journal`) is done once, when the instance starts (`replay`)."""
+        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock)
+        scratch.volumes = copy.deepcopy(self.volumes)
+        fs = scratch.container(container)
+        fs.journal = []
+        return fs
+
     def container(self, name: str, pod: dict | None = None) -> ContainerFS:
         """What container `name` sees (`pod`: the newest copy of the pod, for its mounts)."""
         if pod is not None:
@@ -134,6 +145,20 @@ class ContainerFS:
         self.root = root
         self.mounts = mounts
         self.now = now
+        #: the changes made, where they are kept to be done again (`PodFiles.draft`)
+        self.journal: list[tuple[str, tuple, dict]] | None = None
+
+    def _done(self, change: str, *args, **kwargs) -> None:
+        if self.journal is not None:
+            self.journal.append((change, args, kwargs))
+
+    def replay(self, journal) -> None:
+        """Make the changes a draft of this container made; one the files no longer allow is skipped."""
+        for change, args, kwargs in journal:
+            try:
+                getattr(self, change)(*args, **kwargs)
+            except FsError:
+                pass
 
     @staticmethod
     def normal(path: str, cwd: str = "/") -> str:
@@ -202,6 +227,7 @@ class ContainerFS:
         node.mtime = self.now if mtime is None else mtime
         if mode is not None:
             node.mode = mode
+        self._done("write", path, data, append=append, mode=mode, mtime=mtime)
 
     def mkdir(self, path: str, parents: bool = False, mode: int = 0o755) -> None:
         path = self.normal(path)
@@ -219,6 +245,7 @@ class ContainerFS:
             raise FsError(EXISTS)
         parent.entries[name] = Dir(mode=mode, mtime=self.now)
         parent.mtime = self.now
+        self._done("mkdir", path, mode=mode)
 
     def remove(self, path: str, recursive: bool = False) -> None:
         node = self.lookup(path)
@@ -229,6 +256,7 @@ class ContainerFS:
         parent, name = self._parent(path)
         del parent.entries[name]
         parent.mtime = self.now
+        self._done("remove", path, recursive=True)
 
 
 def _host_node(mount: _Mount, parts: list[str]) -> File | Dir | None:

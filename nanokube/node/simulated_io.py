@@ -79,7 +79,7 @@ class SimulatedIO:
         #: the containers running a shell on their stdin (attach feeds it)
         self.shells: dict[str, Shell] = {}
         #: what each running container writes later: (monotonic time, text), and the task writing it
-        self._pending: dict[str, list[tuple[float, str]]] = {}
+        self._pending: dict[str, list[tuple[float, str, str | bytes]]] = {}
         self._scripted: dict[str, asyncio.Task] = {}
         #: the running containers whose command is interpreted (simulated_command): what they run
         self.programs: dict[str, Program] = {}
@@ -99,6 +99,17 @@ class SimulatedIO:
             self._files = PodFiles(self.worker.pod, lambda name: volumes.volume_dir(uid, name), self.worker.clock)
         return self._files.container(container, self.worker.pod)
 
+    def draft(self, container: str) -> ContainerFS:
+        """A copy of what a new instance of `container` will see, for its command to be worked out
+        on (simulated_command); the changes it makes are made when it starts (`start`)."""
+        self.files(container)
+        return self._files.draft(container, self.worker.pod)
+
+    def _changed(self, name: str, program: Program | None) -> None:
+        """The changes the command of the instance starting makes to its files."""
+        if program is not None and program.changes:
+            self.files(name).replay(program.changes)
+
     def _annotations(self) -> dict:
         return (self.worker.pod.get("metadata") or {}).get("annotations") or {}
 
@@ -106,8 +117,8 @@ class SimulatedIO:
         for name in containers or self.running:
             self._emit(name, line + "\n")
 
-    def _emit(self, name: str, text: str) -> None:
-        self.logs[name][-1].append(self.worker.clock.now(), "stdout", text.encode())
+    def _emit(self, name: str, text: str | bytes, stream: str = "stdout") -> None:
+        self.logs[name][-1].append(self.worker.clock.now(), stream, text if isinstance(text, bytes) else text.encode())
 
     def started(self, image_of: dict[str, str], inits: dict[str, str] | None = None,
                 programs: dict[str, Program] | None = None) -> None:
@@ -136,12 +147,13 @@ class SimulatedIO:
             self._files.restarted(name)
         if name not in self.running:
             self.running.append(name)
-        out: list[tuple[float, str]] = []
+        self._changed(name, program)
+        out: list[tuple[float, str, str | bytes]] = []
         spec = self._spec(name)
         self.shells.pop(name, None)
         if program is not None:
             self.programs[name] = program
-            out += program.output
+            out += [(when, stream, text) for when, stream, text in program.writes()]
         else:
             self.programs.pop(name, None)
             if spec.get("stdin") and reads_stdin([*(spec.get("command") or ()), *(spec.get("args") or ())], image):
@@ -156,13 +168,13 @@ class SimulatedIO:
                     self._write(line, [name])
         for raw in (self._annotations().get(LOG) or "").splitlines():
             when, text = _scheduled(raw)
-            out.append((when or 0.0, text + "\n"))
+            out.append((when or 0.0, "stdout", text + "\n"))
         self._schedule(name, out)
 
-    def _schedule(self, name: str, out: list[tuple[float, str]], then=None) -> None:
-        """Container `name` writes `out` ((seconds from now, text)), then does `then`, if any."""
+    def _schedule(self, name: str, out: list[tuple[float, str, str | bytes]], then=None) -> None:
+        """Container `name` writes `out` ((seconds from now, stream, text)), then does `then`, if any."""
         now = self.worker.clock.monotonic()
-        self._pending[name] = sorted(((now + when, text) for when, text in out), key=lambda p: p[0])
+        self._pending[name] = sorted(((now + when, stream, text) for when, stream, text in out), key=lambda p: p[0])
         self._flush(name, now)
         if self._pending[name] or then:
             self._scripted[name] = asyncio.ensure_future(self._later(name, then))
@@ -171,7 +183,8 @@ class SimulatedIO:
         """Write what container `name` wrote by `until` (monotonic)."""
         pending = self._pending.get(name) or []
         while pending and pending[0][0] <= until:
-            self._emit(name, pending.pop(0)[1])
+            _, stream, text = pending.pop(0)
+            self._emit(name, text, stream)
 
     async def _later(self, name: str, then=None) -> None:
         pending = self._pending[name]
@@ -231,12 +244,13 @@ class SimulatedIO:
             self._write(f"nanokube: ephemeral container {name} started (image {image})", [name])
             return
         self.programs[name] = program
+        self._changed(name, program)
         end = self.worker.clock.monotonic() + program.seconds
 
         async def ended() -> None:
             await self.worker.clock.sleep(max(end - self.worker.clock.monotonic(), 0.0))
             self.end_ephemeral(name, program.exit_code)
-        self._schedule(name, list(program.output), None if math.isinf(end) else ended)
+        self._schedule(name, program.writes(), None if math.isinf(end) else ended)
 
     def end_ephemeral(self, name: str, code: int) -> None:
         """An ephemeral container's command ended with `code`: the worker reports it terminated."""

@@ -159,3 +159,17 @@ def test_an_interactive_shell_works_on_the_files_and_gives_no_terminal_to_read(p
     step = shell.line("cat", T0)
     assert step.output == ((0, "stderr", "sh: cat: nanokube's simulated shell gives a command no terminal to read\n"),)
     assert shell.status == 1
+
+
+def test_a_containers_own_command_works_on_a_draft_and_its_changes_are_made_once(pod_files):
+    """The kubelet's sync works a container's command out more than once; only the instance that
+    starts makes its changes, once (`>>` adds one line), on a fresh root and the shared volume."""
+    argv = ["sh", "-c", "echo up >> /data/log; mkdir /tmp/work; cat /data/log"]
+    programs = [interpret(argv, T0, pod_files.draft("main")) for _ in range(3)]
+    assert {p.output for p in programs} == {((0, b"up\n"),)} and programs[0].exit_code == 0
+    main = pod_files.container("main")
+    assert run(main, "ls", "/data") == (0, b"", "")
+    main.replay(programs[0].changes)
+    assert run(main, "cat", "/data/log")[1] == b"up\n" and run(main, "test", "-d", "/tmp/work")[0] == 0
+    again = interpret(argv, T0, pod_files.draft("main"))  # the next instance: a fresh root, the volume kept
+    assert again.output == ((0, b"up\nup\n"),) and again.exit_code == 0
