@@ -65,11 +65,12 @@ const consoleError = console.error; console.error = (...a) => {{ pageErrors.push
 <h1>nanokube simulate</h1>
 <p>cluster <code>{cluster}</code>{edits}, trace <code>{trace}</code>{how}, seed {seed}</p>
 <table><tr><th>configuration</th><th>pods</th><th>scheduled</th><th>pending at end</th><th>deleted waiting</th>
-<th>GPU alloc mean</th><th>GPU frag mean</th><th>delay p50</th><th>delay p90</th><th>delay p99</th><th>makespan</th><th>evicted</th>
+<th>GPU alloc mean</th><th>GPU frag mean</th><th>waited</th><th>delay p50</th><th>delay p90</th><th>delay p99</th>
+<th>delay max</th><th>makespan</th><th>evicted</th>
 <th>virtual time</th><th>wall s</th><th>events/s</th><th>placements</th></tr>{rows}</table>
 <p>deleted waiting: pods the trace deleted before any node took them (not in the delays); GPU alloc / frag:
 share of the cluster's GPUs allocated / fragmented, time-weighted over the run; delay: a scheduled pod's creation
-to its binding; makespan: first pod created to last pod ended (-: pods left running or
+to its binding (waited: 1 s or more); makespan: first pod created to last pod ended (-: pods left running or
 pending); all in virtual time.</p>
 <div class="grid">
 <div><h3>GPU allocation ratio over time</h3><canvas id="alloc"></canvas></div>
@@ -148,8 +149,9 @@ def _row(r: dict) -> str:
     d = h["scheduling_delay_s"]
     cells = [html.escape(r["name"]) + (" (interrupted)" if r.get("interrupted") else ""), h["pods"], h["scheduled"],
              h["pending_at_end"], h["deleted_waiting"], ratio(h["gpu_alloc_ratio_mean"]),
-             ratio(h["fragmentation_ratio_mean"]),
-             duration(d["p50"]), duration(d["p90"]), duration(d["p99"]), duration(h["makespan_s"]), h["evicted"],
+             ratio(h["fragmentation_ratio_mean"]), h["waited"],
+             duration(d["p50"]), duration(d["p90"]), duration(d["p99"]), duration(d["max"]),
+             duration(h["makespan_s"]), h["evicted"],
              duration(r["virtual_s"]), f"{r['wall_s']:.1f}", f"{r['events_per_s']:,.0f}",
              f"<code>{r['placement_hash']}</code>"]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"

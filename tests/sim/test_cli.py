@@ -157,14 +157,18 @@ def test_the_table_compares_configurations_with_units(tmp_path):
     assert lines[header].split("   ")[:6] == ["CONFIGURATION", "PODS", "SCHEDULED", "PENDING AT END", "DELETED WAITING",
                                               "GPU ALLOC MEAN"]
     assert "DELAY P50" in lines[header] and "DELAY P99" in lines[header] and "MAKESPAN" in lines[header]
-    assert lines[header + 1].split() == ["most", "3", "3", "0", "0", "-", "-", "-", "1m39s", "2m28s", "2m28s",
+    assert lines[header + 1].split() == ["most", "3", "3", "0", "0", "-", "-", "-", "2", "1m39s", "2m28s", "2m28s",
                                          "2m28s", "3m20s", "0"]
+    assert any(line.endswith("; WAITED: scheduled pods whose delay was 1s or more") for line in lines)
     assert any(line.startswith("DELAY: a scheduled pod's creation to its binding") for line in lines)
     assert "GPU ALLOC / GPU FRAG: '-', the cluster has no GPUs" in lines
     summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
     assert summary["scheduling_delay_s"] == {"p50": 99.0, "p90": 148.0, "p99": 148.0, "max": 148.0,
                                              "mean": (0 + 99 + 148) / 3}
     assert summary["makespan_s"] == 200.0 and summary["pending_at_end"] == summary["running_at_end"] == 0
+    assert summary["waited"] == 2  # a and b; the hog was bound at once
+    page = (out / "report.html").read_text()
+    assert "<th>waited</th>" in page and "<td>2</td><td>1m39s</td><td>2m28s</td><td>2m28s</td><td>2m28s</td>" in page
 
 
 def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path):
