@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         # string hashing decides set order; a fixed seed makes the run repeatable. Re-executed before
         # the control plane's modules are imported: the new interpreter imports them again.
         os.execve(sys.executable, [sys.executable, "-c", REEXEC, *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"})
+    if args.quiet:  # the components' informational logs (nodes registered...) too; warnings and errors stay
+        import logging
+
+        logging.getLogger().setLevel(logging.WARNING)
     from .apiserver.eventttl import parse_ttl
     from .node.cluster import ClusterFileError
     from .scheduler.config import ConfigError

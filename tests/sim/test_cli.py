@@ -50,6 +50,7 @@ def test_output_and_exit_status_survive_the_fast_exit(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "default: 3/3 pods scheduled" in proc.stdout and "placements" in proc.stdout
     assert proc.stdout.rstrip().endswith(f"report: {out / 'report.html'}")
+    assert proc.stderr == ""  # --quiet: no progress, and none of the components' informational logs
     assert json.loads((out / "results.json").read_text())["runs"][0]["pods"] == 3
     assert list((tmp_path / "tmp").iterdir()) == []
 
