@@ -190,29 +190,39 @@ def run(args: argparse.Namespace) -> int:
     results: list = []
     for i, (name, cfg) in enumerate(configs):
         last = i == len(configs) - 1
-        if asyncio.run(_run(args, name, cfg, cluster, trace, controllers, results, last=last)):
-            return INTERRUPTED
+        if rc := asyncio.run(_run(args, name, cfg, cluster, trace, controllers, results, last=last)):
+            return rc
     return 0
 
 
 #: the exit status of a run stopped by Ctrl-C (a shell's 128 + SIGINT)
-INTERRUPTED = 130
+INTERRUPTED = 128 + signal.SIGINT
+#: what stops a run early, reporting what ran: Ctrl-C, and the SIGTERM of a `timeout` or a CI job's end
+STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 
 
-def _on_interrupt(stopping: asyncio.Event) -> None:
-    """Ctrl-C: the first ends the run where virtual time is and reports it; a second exits at once."""
+class _Stop(asyncio.Event):
+    """Set by the first stop signal; `status` is the command's exit status then, a shell's 128 + the signal."""
+
+    status = 0
+
+
+def _on_signal(stopping: _Stop, signum: int) -> None:
+    """The first ends the run where virtual time is and reports it; a second exits at once."""
+    what = STOP_SIGNALS[signum]
     if stopping.is_set():
-        print("\nnanokube simulate: interrupted again; exiting without a report", file=sys.stderr, flush=True)
-        os._exit(INTERRUPTED)
-    print("\nnanokube simulate: interrupted; stopping at the current virtual time to report what ran "
-          "(Ctrl-C again to exit at once)", file=sys.stderr, flush=True)
+        print(f"\nnanokube simulate: {what} again; exiting without a report", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+    print(f"\nnanokube simulate: {what}; stopping at the current virtual time to report what ran "
+          "(again to exit at once)", file=sys.stderr, flush=True)
+    stopping.status = 128 + signum
     stopping.set()
 
 
 async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, controllers: str, results: list,
-               last: bool) -> bool:
+               last: bool) -> int:
     """One configuration's run and its line, and after the last (or an interrupted one) the table
-    and the report; True when Ctrl-C stopped it. The re-executed interpreter then ends at once,
+    and the report; the exit status of a signal that stopped it, else 0. The re-executed interpreter then ends at once,
     inside the run's event loop: the last run's orderly stop (every component's tasks cancelled
     and awaited, the collector given back what the run froze: ~3 CPU-s on openb) serves only a
     process that goes on."""
@@ -220,10 +230,11 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     from .sim.report import results_doc, write_report
     from .sim.summary import duration, table
 
-    stopping = asyncio.Event()
+    stopping = _Stop()
     loop = asyncio.get_running_loop()
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        loop.add_signal_handler(signal.SIGINT, _on_interrupt, stopping)
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            loop.add_signal_handler(signum, _on_signal, stopping, signum)
     ends = last and _ends_process
     r = await simulate(name, cluster, trace, cfg, seed=args.seed, until=args.until, speed=args.speed,
                        controllers=controllers, progress=not args.quiet, serve_port=args.serve_port,
@@ -246,9 +257,10 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
         print("\n" + table(doc["runs"], inflate=args.inflate), flush=True)
         if args.out:
             print(f"report: {os.path.join(args.out, 'report.html')}", flush=True)
+    status = stopping.status if r.interrupted else 0
     if ends or (r.interrupted and _ends_process):
-        _exit(INTERRUPTED if r.interrupted else 0)
-    return r.interrupted
+        _exit(status)
+    return status
 
 
 def _config(path: str):

@@ -172,8 +172,11 @@ def test_the_table_compares_configurations_with_units(tmp_path):
     assert "<th>waited</th>" in page and "<td>2</td><td>1m39s</td><td>2m28s</td><td>2m28s</td><td>2m28s</td>" in page
 
 
-def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path):
-    """--speed 1 over an hour-long trace: the run is still going when the first progress line is out."""
+@pytest.mark.parametrize("signum, status, said", [(signal.SIGINT, 130, "interrupted"),
+                                                  (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path, signum, status, said):
+    """--speed 1 over an hour-long trace: the run is still going when the first progress line is out.
+    SIGTERM (a `timeout`, a CI job's end) stops it as Ctrl-C does; it used to end it without a report."""
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
     pods = [{"time": i * 60, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"},
                                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
@@ -189,12 +192,12 @@ def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path):
             ch = proc.stderr.read(1)
             assert ch, "exited before its first progress line"
             seen += ch
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130, stderr[-2000:]
-    assert "Traceback" not in stderr and "interrupted; stopping at the current virtual time" in stderr
+    assert proc.returncode == status, stderr[-2000:]
+    assert "Traceback" not in stderr and f"{said}; stopping at the current virtual time" in stderr
     first = stdout.splitlines()[0]
     assert first.startswith("default: 1/1 pods scheduled (interrupted at virtual "), stdout
     assert any(line.startswith("default (interrupted)   1 ") for line in stdout.splitlines()), stdout
