@@ -15,16 +15,19 @@ read as one of a small, closed set; anything else is left to the annotations
   (the node's clock, in UTC, as busybox prints it: the CronJob docs'
   `date; echo Hello from the Kubernetes cluster`), each by name or path;
 - `sh -c SCRIPT` (also ash, bash, dash; by name or path): SCRIPT is those and
-  `exit [N]`, joined by `;`, `&&`, `||` or new lines, its words quoted as a
-  shell quotes them. A script with anything a shell would expand (`$`, a
-  backquote, a glob, `~`), a pipe, a background job, a redirection of a
-  numbered descriptor or another command is not interpreted at all.
+  `exit [N]`, joined by `;`, `&&`, `||`, `|` (each command's output the
+  next one's stdin, one after the other) or new lines, its words quoted as
+  a shell quotes them. A script with anything a shell would expand (`$`, a
+  backquote, a glob, `~`), a background job, a subshell, a redirection of
+  a numbered descriptor or another command is not interpreted at all.
 
 Where the container's files are given (`fs`, simulated_fs: what exec and an
 interactive shell see), the commands `kubectl cp` and people use on files
 run too, as busybox's do: `cat`, `ls [-1aAl]`, `mkdir [-p]`, `rm [-rf]`,
 `touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, !), `tar` (c, x, t; `f -`
-for stdin or stdout, `-C DIR`; real archives, through tarfile), and a
+for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
+`md5sum`, `sha256sum`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
+--retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, and a
 script's `>`, `>>` and `<`. A command reading stdin gets what the exec client
 sent (read to its end first). A container's own command runs them on a draft
 of its files (simulated_fs.PodFiles.draft), the changes made as it starts;
@@ -40,6 +43,7 @@ interpreted answers as busybox's sh does for one not in the image
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import os
@@ -136,9 +140,9 @@ def wants_stdin(argv: list[str]) -> bool:
         if os.path.basename(argv[0]) in SHELLS:
             commands = _parse(argv[2]) if len(argv) >= 3 and argv[1] == "-c" else []
         else:
-            commands = [(";", list(argv), [])]
+            commands = [(";", [(list(argv), [])])]
         return any(_reads_data(words) and not any(kind == "<" for kind, _ in redirects)
-                   for _, words, redirects in commands)
+                   for _, [(words, redirects), *_] in commands)  # a pipe feeds the others
     except (_Unknown, IndexError):
         return False
 
@@ -153,16 +157,19 @@ def _reads_data(words: list[str]) -> bool:
     return False
 
 
-#: one command of a script: the operator before it (";", "&&", "||"), its words, its redirections
-_Command = tuple[str, list[str], list[tuple[str, str]]]
+#: one simple command: its words and its redirections
+_Simple = tuple[list[str], list[tuple[str, str]]]
+#: one command of a script: the operator before it (";", "&&", "||") and its pipeline's commands
+_Command = tuple[str, list[_Simple]]
 
 
 def _parse(script: str) -> list[_Command]:
-    """The commands of a `sh -c` script joined by `;`, `&&`, `||` and new lines, with their `>`,
-    `>>` and `<`; _Unknown for anything else a shell would do."""
+    """The commands of a `sh -c` script joined by `;`, `&&`, `||` and new lines, each a pipeline
+    (`|`) of commands with their `>`, `>>` and `<`; _Unknown for anything else a shell would do."""
     if _EXPANDS.search(script):
         raise _Unknown
     lexer = shlex.shlex(script.replace("\n", ";"), posix=True, punctuation_chars=";&|<>()")
+    lexer.whitespace_split = True  # words split at blanks and operators only (`a+b`, `-c+0` are one)
     try:
         tokens = list(lexer)
     except ValueError:  # an unterminated quote: the shell's syntax error is not simulated
@@ -170,6 +177,7 @@ def _parse(script: str) -> list[_Command]:
     commands: list[_Command] = []
     words: list[str] = []
     redirects: list[tuple[str, str]] = []
+    stages: list[_Simple] = []
     op = ";"
     tokens.append(";")
     i = 0
@@ -185,20 +193,24 @@ def _parse(script: str) -> list[_Command]:
         if not set(token) <= _PUNCTUATION:
             words.append(token)
             continue
-        if token not in _OPERATORS or (not words and (token != ";" or redirects)):
-            raise _Unknown  # a pipe, a subshell, a background job, or `&&` with nothing before it
+        if token == "|" and words:
+            stages.append((words, redirects))
+            words, redirects = [], []
+            continue
+        if token not in _OPERATORS or (not words and (token != ";" or redirects or stages)):
+            raise _Unknown  # a subshell, a background job, or `&&` or `|` with nothing before it
         if words:
-            commands.append((op, words, redirects))
+            commands.append((op, [*stages, (words, redirects)]))
         if words or token != ";":
             op = token
-        words, redirects = [], []
+        words, redirects, stages = [], [], []
     return commands
 
 
 def _execute(commands: list[_Command], run: _Run) -> _Run:
-    for op, words, redirects in commands:
+    for op, stages in commands:
         if op == ";" or (op == "&&") == (run.status == 0):
-            run.simple(words, redirects)
+            run.pipeline(stages)
             if run.exited or math.isinf(run.now):  # what follows never runs
                 break
     return run
@@ -246,6 +258,26 @@ class _Run:
             raise _NoTerminal
         data, self.stdin = self.stdin, b""
         return data
+
+    def pipeline(self, stages: list[_Simple]) -> None:
+        """Commands joined by `|`, one after the other: what each writes to stdout is the next one's
+        stdin; the pipeline's status is the last one's."""
+        rest, piped = self.stdin, b""
+        for i, (words, redirects) in enumerate(stages):
+            last = i == len(stages) - 1
+            if i:
+                self.stdin = piped
+            mark = len(self.output)
+            self.simple(words, redirects)
+            if i == 0:
+                rest = self.stdin
+            if not last:
+                piped = b"".join(x if isinstance(x, bytes) else x.encode() for _, x in self.output[mark:])
+                del self.output[mark:]
+                self.errors = [(min(place, mark), t, x) for place, t, x in self.errors]
+            if self.exited:
+                break
+        self.stdin = rest
 
     def simple(self, words: list[str], redirects: list[tuple[str, str]]) -> None:
         """One command of a script, its redirections applied: stdout into a file (`>` empties it
@@ -662,8 +694,93 @@ def _tar_add(archive: tarfile.TarFile, member: str, node, verbose) -> None:
     archive.addfile(info, io.BytesIO(node.data))
 
 
+def _inputs(run: _Run, fs: ContainerFS, name: str, files: list[str]):
+    """(name, data) of each file (`-` or none: stdin), an error said for each that cannot be read;
+    the last is the exit status (0, or 1 when one could not be read)."""
+    status = 0
+    for path in files or ["-"]:
+        if path == "-":
+            yield "-", run._read_stdin()
+            continue
+        try:
+            yield path, fs.read(path)
+        except FsError as e:
+            run._err(f"{name}: can't open '{path}': {e.reason}\n")
+            status = 1
+    yield None, status
+
+
+def _wc(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
+    flags, files = _flags(args, "clw")
+    flags = flags or {"l", "w", "c"}
+    for path, data in _inputs(run, fs, name, files):
+        if path is None:
+            return data
+        counts = {"l": data.count(b"\n"), "w": len(data.split()), "c": len(data)}
+        line = " ".join(str(counts[f]) for f in "lwc" if f in flags)
+        run._out(line + ("" if path == "-" else f" {path}") + "\n")
+    return 0
+
+
+def _digest(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
+    _, files = _flags(args, "")
+    algorithm = name[:-3]  # md5sum -> md5
+    for path, data in _inputs(run, fs, name, files):
+        if path is None:
+            return data
+        run._out(f"{hashlib.new(algorithm, data).hexdigest()}  {path}\n")
+    return 0
+
+
+_COUNT = re.compile(r"-(?:([nc])(\+?\d+)?|(\d+))")
+
+
+def _head_tail(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """head and tail: `-n N` (`-N`) lines or `-c N` bytes; tail's `+N` counts from the start
+    (`tail -c+N`, which `kubectl cp --retries` resumes with)."""
+    unit, count, files = "n", "10", []
+    i = 0
+    while i < len(args):
+        m = _COUNT.fullmatch(args[i])
+        i += 1
+        if m is None:
+            if args[i - 1].startswith("-") and args[i - 1] != "-":
+                raise _Unknown
+            files.append(args[i - 1])
+        elif m.group(3):
+            count = m.group(3)
+        else:
+            unit, count = m.group(1), m.group(2)
+            if count is None:
+                if i >= len(args):
+                    raise _Unknown
+                count, i = args[i], i + 1
+    if not re.fullmatch(r"\+?\d+", count):
+        raise _Unknown
+    n, plus = int(count), count.startswith("+") and name == "tail"
+    for path, data in _inputs(run, fs, name, files):
+        if path is None:
+            return data
+        if len(files) > 1:
+            run._out(f"==> {path} <==\n")
+        parts = data if unit == "c" else data.splitlines(keepends=True)
+        kept = parts[:n] if name == "head" else parts[max(n - 1, 0):] if plus else parts[len(parts) - n:] if n \
+            else parts[:0]
+        run._out(kept if unit == "c" else b"".join(kept))
+    return 0
+
+
+def _hostname(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
+    if args:
+        raise _Unknown
+    run._out(fs.read("/etc/hostname"))
+    return 0
+
+
 _FILE_COMMANDS: dict[str, Callable[[_Run, ContainerFS, str, list[str]], int]] = {
-    "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar}
+    "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar,
+    "wc": _wc, "md5sum": _digest, "sha256sum": _digest, "head": _head_tail, "tail": _head_tail,
+    "hostname": _hostname}
 
 
 @dataclass(frozen=True)

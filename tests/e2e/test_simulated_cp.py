@@ -6,6 +6,7 @@ busybox would, with 1.37's websockets and 1.32's SPDY alike."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -51,6 +52,11 @@ def test_cp_a_file_in_cat_it_and_cp_it_back_out(pod, tmp_path):
     r = pod.kubectl("cp", "files:/tmp/blob.bin", str(back), "-c", "main")
     assert back.read_bytes() == blob.read_bytes()
     assert "tar: removing leading '/' from member names" in r.stdout + r.stderr
+    digest = _exec(pod, "md5sum", "/tmp/blob.bin").stdout
+    assert digest == f"{hashlib.md5(blob.read_bytes()).hexdigest()}  /tmp/blob.bin\n"
+    resumable = tmp_path / "resumable.bin"  # --retries: `sh -c 'tar cf - SRC | tail -c+N'`
+    pod.kubectl("cp", "--retries=2", "files:/tmp/blob.bin", str(resumable), "-c", "main")
+    assert resumable.read_bytes() == blob.read_bytes()
 
 
 def test_cp_a_directory_in_and_out(pod, tmp_path):

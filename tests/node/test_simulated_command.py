@@ -27,6 +27,7 @@ from nanokube.node.simulated_command import Program, Shell, Step, interpret, rea
     (["sleep", "infinity"], Program((), math.inf, 0)),
     (["tail", "-f", "/dev/null"], Program((), math.inf, 0)),
     (["sh", "-c", "echo up; sleep inf; echo never"], Program(((0, "up\n"),), math.inf, 0)),
+    (["sh", "-c", "echo a+b c,d x=1"], Program(((0, "a+b c,d x=1\n"),), 0, 0)),  # words split at blanks only
 ])
 def test_interpreted_commands_run_as_they_would(argv, program):
     assert interpret(argv) == program

@@ -1,6 +1,7 @@
 """A simulated container's files (its in-memory root, its pod's volumes) and the file commands the
 simulated runtime interprets on them, as busybox words their output and errors."""
 
+import hashlib
 import io
 import os
 import tarfile
@@ -173,3 +174,19 @@ def test_a_containers_own_command_works_on_a_draft_and_its_changes_are_made_once
     assert run(main, "cat", "/data/log")[1] == b"up\n" and run(main, "test", "-d", "/tmp/work")[0] == 0
     again = interpret(argv, T0, pod_files.draft("main"))  # the next instance: a fresh root, the volume kept
     assert again.output == ((0, b"up\nup\n"),) and again.exit_code == 0
+
+
+def test_pipes_and_the_commands_people_check_a_copy_with(pod_files):
+    fs = pod_files.container("main")
+    run(fs, "sh", "-c", "echo hello world > /tmp/f; echo a+b >> /tmp/f")
+    assert run(fs, "sh", "-c", "wc -c /tmp/f; wc -l < /tmp/f; cat /tmp/f | wc -w") == (0, b"16 /tmp/f\n2\n3\n", "")
+    assert run(fs, "md5sum", "/tmp/f")[1] == hashlib.md5(b"hello world\na+b\n").hexdigest().encode() + b"  /tmp/f\n"
+    assert run(fs, "sh", "-c", "head -n 1 /tmp/f; tail -1 /tmp/f; head -c 5 /tmp/f | sha256sum") == (
+        0, b"hello world\na+b\n" + hashlib.sha256(b"hello").hexdigest().encode() + b"  -\n", "")
+    assert run(fs, "sh", "-c", "wc -c /nope | cat") == (0, b"", "wc: can't open '/nope': No such file or directory\n")
+    # `kubectl cp --retries` resumes with `tar cf - SRC | tail -c+N`
+    whole = run(fs, "tar", "cf", "-", "/tmp/f")[1]
+    assert run(fs, "sh", "-c", "tar cf - /tmp/f | tail -c+0")[1] == whole
+    assert run(fs, "sh", "-c", "tar cf - /tmp/f | tail -c+513")[1] == whole[512:]
+    assert not wants_stdin(["sh", "-c", "tar cf - /tmp/f | tail -c+0"]) and wants_stdin(["sh", "-c", "cat | wc -c"])
+    assert run(fs, "hostname") == (0, b"web-0\n", "")
