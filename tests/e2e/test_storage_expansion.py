@@ -5,7 +5,8 @@ reads the typed status. A Filesystem claim in use grows in the controller and
 waits for its pod to be restarted (NodeResizePending), then the kubelet
 finishes it; an expansion past the disk is ControllerResizeInfeasible until
 the request is lowered again; a VolumeAttributesClass change is Pending until
-the class exists, then applied; a static NFS volume mounts on a node."""
+the class exists, then applied, and the class in use outlives its deletion; a
+static NFS volume mounts on a node."""
 
 from __future__ import annotations
 
@@ -123,6 +124,10 @@ def test_a_claim_changes_attributes_class_once_the_class_exists(cluster):
     assert c.kubectl_json("get", "pv", claim(c)["spec"]["volumeName"])["spec"]["volumeAttributesClassName"] == "fast"
     out = c.kubectl("describe", "pvc", "ckpt").stdout
     assert 'VAC "fast" does not exist.' in out and "external resizer modified volume ckpt with vac fast successfully" in out
+    # in use, the class outlives its deletion (kubernetes.io/vac-protection)
+    c.kubectl("delete", "volumeattributesclass", "fast", "--wait=false")
+    kept = c.kubectl_json("get", "volumeattributesclass", "fast")
+    assert kept["metadata"]["deletionTimestamp"] and kept["metadata"]["finalizers"] == ["kubernetes.io/vac-protection"]
 
 
 def test_a_static_nfs_volume_mounts_on_a_simulated_node(cluster):
