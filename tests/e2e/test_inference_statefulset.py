@@ -47,10 +47,15 @@ def test_cache_claims_history_and_resize(cluster):
 
     def grown():
         status = cluster.kubectl_json("get", "pvc", "cache-llm-0").get("status") or {}
-        return status.get("allocatedResources") == {"storage": "40Gi"} and status
-    assert wait_for(grown, what="the claim's allocatedResources at 40Gi")["capacity"] == {"storage": "40Gi"}
+        return (status.get("allocatedResourceStatuses") or {}).get("storage") == "NodeResizePending" and status
+    # the volume grew; its filesystem waits for the pod's kubelet (RecoverVolumeExpansionFailure's states)
+    status = wait_for(grown, what="the claim's volume grown, NodeResizePending")
+    assert status["allocatedResources"] == {"storage": "40Gi"} and status["capacity"] == {"storage": "20Gi"}
+    cluster.kubectl("delete", "pod", "llm-0")  # "(re-)start a pod": its new kubelet mount finishes the resize
+    wait_for(lambda: (cluster.kubectl_json("get", "pvc", "cache-llm-0").get("status") or {}).get("capacity")
+             == {"storage": "40Gi"}, what="the claim's capacity at 40Gi")
     events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=cache-llm-0")["items"]
-    assert {"Resizing", "VolumeResizeSuccessful"} <= {e["reason"] for e in events}
+    assert {"Resizing", "FileSystemResizeRequired", "FileSystemResizeSuccessful"} <= {e["reason"] for e in events}
     cluster.kubectl("patch", "storageclass", "standard", "-p", '{"allowVolumeExpansion": null}')
     cluster.kubectl("delete", "sts", "llm")
     wait_for(lambda: not cluster.kubectl_json("get", "pvc", "-l", "app=llm")["items"],
