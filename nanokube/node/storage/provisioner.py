@@ -11,9 +11,9 @@ Every node of a cluster runs on this one host, so a volume's directory is
 reachable from all of them; the node affinity of a WaitForFirstConsumer volume
 keeps the local-volume semantics users expect. A claim cloned from another
 claim of the class (`dataSource` kind PersistentVolumeClaim) starts as a copy of
-its directory. Its resizer (`resizer.LocalPathResizer`, started and stopped
-with it, as a CSI driver's deployment runs the external-resizer beside its
-provisioner) expands and modifies the volumes it made.
+its directory. Its resizers (`resizer.LocalPathResizer`, one per driver name,
+started and stopped with it, as a CSI driver's deployment runs the
+external-resizer beside its provisioner) expand and modify the volumes it made.
 
 The same directories are also served as a CSI driver, `local.csi.nanokube.io`
 (a CSIDriver object that needs no attach): a class naming it as provisioner
@@ -108,6 +108,7 @@ class LocalPathProvisioner(Controller):
         self.resizers = [LocalPathResizer(client, name, self.root, clock) for name in PROVISIONERS]
         self.claims.add_handlers(on_add=self._claim, on_update=lambda old, new: self._claim(new))
         self.volumes.add_handlers(on_add=self._volume, on_update=lambda old, new: self._volume(new))
+        self.vacs.add_handlers(on_add=self._vac)
 
     def informers(self):
         return [self.classes, self.vacs, self.volumes, self.claims]
@@ -127,6 +128,13 @@ class LocalPathProvisioner(Controller):
     def _claim(self, pvc: dict) -> None:
         if (pvc["metadata"].get("annotations") or {}).get(STORAGE_PROVISIONER) in PROVISIONERS:
             self.queue.add(("claim", f"{pvc['metadata']['namespace']}/{pvc['metadata']['name']}"))
+
+    def _vac(self, vac: dict) -> None:
+        """A claim waiting for this class to exist is provisioned now, not at its next retry."""
+        for pvc in self.claims.list():
+            if (pvc.get("spec") or {}).get("volumeAttributesClassName") == vac["metadata"]["name"] \
+                    and not pvc["spec"].get("volumeName"):
+                self._claim(pvc)
 
     def _volume(self, pv: dict) -> None:
         if (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) in PROVISIONERS:
