@@ -851,6 +851,8 @@ class GenericREST:
         warnings = self._decode_checks(res, version, body, opts, held=held)
         omitempty.drop(held)
         md = _meta(body)
+        if not md.get("name"):  # checkName: ObjectName's errEmptyName (an update names its object)
+            raise errors.bad_request(f"the name of the object ({name} based on URL) was undeterminable: name must be provided")
         check_target(md, name, namespace if res.namespaced else None)
         md["name"] = name
         if res.namespaced:
