@@ -201,16 +201,45 @@ _PARAM_DOCS = {
     "tailLines": ("integer", "If set, the number of lines from the end of the logs to show."),
     "sinceSeconds": ("integer", "A relative time in seconds before the current time from which to show logs."),
     "timestamps": ("boolean", "If true, add an RFC3339 timestamp at the beginning of every line of log output."),
+    "insecureSkipTLSVerifyBackend": ("boolean", "insecureSkipTLSVerifyBackend indicates that the apiserver should "
+                                                "not confirm the validity of the serving certificate of the backend "
+                                                "it is connecting to."),
+    "limitBytes": ("integer", "If set, the number of bytes to read from the server before terminating the log output."),
+    "stream": ("string", "Specify which container log stream to return to the client."),
 }
 _LIST_Q = ("allowWatchBookmarks", "continue", "fieldSelector", "labelSelector", "limit", "resourceVersion",
            "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds", "watch")
 _WRITE_Q = ("dryRun", "fieldManager", "fieldValidation")
 _DELETE_Q = ("dryRun", "gracePeriodSeconds", "orphanDependents", "propagationPolicy")
-_LOG_Q = ("container", "follow", "previous", "sinceSeconds", "tailLines", "timestamps")
+_LOG_Q = ("container", "follow", "insecureSkipTLSVerifyBackend", "limitBytes", "previous", "sinceSeconds", "stream",
+          "tailLines", "timestamps")
+#: the pod connect subresources: their options kind and query parameters (name, type, description)
+_CONNECT: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
+    "exec": ("PodExecOptions", (
+        ("command", "string", "Command is the remote command to execute. argv array. Not executed within a shell."),
+        ("container", "string", "Container in which to execute the command."),
+        ("stderr", "boolean", "Redirect the standard error stream of the pod for this call."),
+        ("stdin", "boolean", "Redirect the standard input stream of the pod for this call. Defaults to false."),
+        ("stdout", "boolean", "Redirect the standard output stream of the pod for this call."),
+        ("tty", "boolean", "TTY if true indicates that a tty will be allocated for the exec call. Defaults to false."),
+    )),
+    "attach": ("PodAttachOptions", (
+        ("container", "string", "The container in which to execute the command."),
+        ("stderr", "boolean", "Stderr if true indicates that stderr is to be redirected for the attach call."),
+        ("stdin", "boolean", "Stdin if true, redirects the standard input stream of the pod for this call."),
+        ("stdout", "boolean", "Stdout if true indicates that stdout is to be redirected for the attach call."),
+        ("tty", "boolean", "TTY if true indicates that a tty will be allocated for the attach call."),
+    )),
+    "portforward": ("PodPortForwardOptions", (
+        ("ports", "integer", "List of ports to forward Required when using WebSockets"),
+    )),
+}
 
 
-def _param(name: str, where: str, v3: bool, required: bool = False) -> dict[str, Any]:
-    typ, doc = _PARAM_DOCS.get(name, ("string", f"name of the {name}"))
+def _param(name: str, where: str, v3: bool, required: bool = False,
+           described: tuple[str, str] | None = None) -> dict[str, Any]:
+    """`described`: (type, description) where they are not `_PARAM_DOCS`' for `name`."""
+    typ, doc = described or _PARAM_DOCS.get(name, ("string", f"name of the {name}"))
     p: dict[str, Any] = {"description": doc, "in": where, "name": name}
     if v3:
         p["schema"] = {"type": typ, "uniqueItems": True}
@@ -237,14 +266,15 @@ class _PathBuilder:
         body = {"$ref": self.prefix + ref} if ref else {"type": "string"}
         return {t: {"schema": body} for t in types}
 
-    def _op(self, action: str, op_id: str, desc: str, gvk: dict[str, str], *, query: tuple[str, ...] = (),
+    def _op(self, action: str, op_id: str, desc: str, gvk: dict[str, str], *, query: tuple = (),
             body: str | None = None, body_types: tuple[str, ...] = ("application/json",),
             response: str | None = None, created: bool = False) -> dict[str, Any]:
         out_types = ("application/json", "application/yaml")
         op: dict[str, Any] = {
             "description": desc,
             "operationId": op_id,
-            "parameters": [_param(q, "query", self.v3) for q in query],
+            "parameters": [_param(q, "query", self.v3) if isinstance(q, str) else
+                           _param(q[0], "query", self.v3, described=q[1:]) for q in query],
             "tags": [(self.group.removesuffix(".k8s.io").replace(".", "") or "core") + "_" + self.version],
             "x-kubernetes-action": action,
             "x-kubernetes-group-version-kind": gvk,
@@ -269,13 +299,14 @@ class _PathBuilder:
             op["responses"]["401"] = {"description": "Unauthorized"}
         return op
 
-    def _path(self, path: str, path_params: tuple[str, ...], ops: dict[str, dict[str, Any]]) -> None:
+    def _path(self, path: str, path_params: tuple[str, ...], ops: dict[str, dict[str, Any]],
+              pretty: bool = True) -> None:
         if not ops:
             return
         entry = self.paths.setdefault(path, {})
         entry.update(ops)
-        entry["parameters"] = [_param(p, "path", self.v3, required=True) for p in path_params] + [
-            _param("pretty", "query", self.v3)]
+        entry["parameters"] = [_param(p, "path", self.v3, required=True) for p in path_params] + (
+            [_param("pretty", "query", self.v3)] if pretty else [])
 
     def add(self, r: Resource) -> None:
         kind_def = definition_for(r, self.version)
@@ -343,6 +374,9 @@ class _PathBuilder:
         if sub == "proxy":
             self._proxy(r, path, params, name)
             return
+        if sub in _CONNECT:
+            self._connect(r, sub, path, params, name)
+            return
         body, methods = _SUBRESOURCES.get(sub, (None, ("get", "put", "patch")))
         if body == "":  # a text stream (pods/log)
             self._path(path, params, {"get": self._op(
@@ -370,12 +404,22 @@ class _PathBuilder:
                                    query=_WRITE_Q, body=body, response=body, created=True)
         self._path(path, params, ops)
 
+    def _connect(self, r: Resource, sub: str, path: str, params: tuple[str, ...], name: str) -> None:
+        """exec, attach and portforward: connect operations for GET and POST (connectCoreV1GetNamespacedPodExec
+        and the rest) taking their options kind's query parameters, as the log's are not."""
+        kind, query = _CONNECT[sub]
+        gvk = {"group": "", "kind": kind, "version": "v1"}
+        self._path(path, params, {m: self._op("connect", f"connect{self.tag}{m.title()}{name.removeprefix(self.tag)}"
+                                              f"{sub.title()}", f"connect {m.upper()} requests to {sub} of {r.kind}",
+                                              gvk, query=query)
+                                  for m in ("get", "post")}, pretty=False)
+
     def _proxy(self, r: Resource, path: str, params: tuple[str, ...], name: str) -> None:
         """The proxy subresource's connect operations (connectGetNamespacedPodProxy and the rest),
         at the subresource and with a path after it."""
         gvk = {"group": "", "kind": f"{r.kind}ProxyOptions", "version": "v1"}
         for at, suffix, path_params in ((path, "", params), (path + "/{path}", "WithPath", (*params, "path"))):
-            ops = {m: self._op("connect", f"connect{m.title()}{name}Proxy{suffix}",
+            ops = {m: self._op("connect", f"connect{self.tag}{m.title()}{name.removeprefix(self.tag)}Proxy{suffix}",
                                f"connect {m.upper()} requests to proxy of {r.kind}", gvk, query=("path",))
                    for m in ("delete", "get", "head", "options", "patch", "post", "put")}
             self._path(at, path_params, ops)

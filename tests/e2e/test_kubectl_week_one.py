@@ -75,3 +75,30 @@ def test_kubelet_json_through_nodes_proxy_is_compact_go_json(cluster):
     assert summary.startswith('{"node":{"nodeName":"' + node + '","startTime":"') and '", "' not in summary
     pods = cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/pods").stdout
     assert pods.startswith('{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[')
+
+
+def test_openapi_pod_connect_and_log_operations(cluster):
+    """/openapi/v3/api/v1 (and v2) describe pods/exec, attach and portforward as connect operations for GET
+    and POST with their options' parameters (they carried the log's follow, previous, tailLines ...), pods/log
+    with all of PodLogOptions', and proxy operation ids as clients are generated from them."""
+    doc = json.loads(cluster.kubectl("get", "--raw", "/openapi/v3/api/v1").stdout)
+    base = "/api/v1/namespaces/{namespace}/pods/{name}/"
+    expected = {"exec": ("PodExecOptions", ["command", "container", "stderr", "stdin", "stdout", "tty"]),
+                "attach": ("PodAttachOptions", ["container", "stderr", "stdin", "stdout", "tty"]),
+                "portforward": ("PodPortForwardOptions", ["ports"])}
+    for sub, (kind, params) in expected.items():
+        path = doc["paths"][base + sub]
+        assert [p["name"] for p in path["parameters"]] == ["name", "namespace"]
+        for method in ("get", "post"):
+            op = path[method]
+            assert op["operationId"] == f"connectCoreV1{method.title()}NamespacedPod{sub.title()}"
+            assert (op["x-kubernetes-action"], op["x-kubernetes-group-version-kind"]) == (
+                "connect", {"group": "", "kind": kind, "version": "v1"})
+            assert [p["name"] for p in op["parameters"]] == params
+    log = doc["paths"][base + "log"]["get"]
+    assert {p["name"] for p in log["parameters"]} == {
+        "container", "follow", "insecureSkipTLSVerifyBackend", "limitBytes", "previous", "sinceSeconds", "stream",
+        "tailLines", "timestamps"}
+    assert doc["paths"][base + "proxy"]["get"]["operationId"] == "connectCoreV1GetNamespacedPodProxy"
+    v2 = json.loads(cluster.kubectl("get", "--raw", "/openapi/v2").stdout)
+    assert v2["paths"][base + "exec"]["post"]["operationId"] == "connectCoreV1PostNamespacedPodExec"
