@@ -42,9 +42,6 @@ _SUBRESOURCES: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "eviction": ("io.k8s.api.policy.v1.Eviction", ("post",)),
     "approval": (None, ("get", "put", "patch")),
     "log": ("", ("get",)),
-    "exec": ("", ("get", "post")),
-    "attach": ("", ("get", "post")),
-    "portforward": ("", ("get", "post")),
 }
 
 _PATCH_TYPES = (
