@@ -23,7 +23,7 @@ read as one of a small, closed set; anything else is left to the annotations
 
 Where the container's files are given (`fs`, simulated_fs: what exec and an
 interactive shell see), the commands `kubectl cp` and people use on files
-run too, as busybox's do: `cat`, `ls [-1aAl]`, `mkdir [-p]`, `rm [-rf]`,
+run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`, `rm [-rf]`,
 `touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
 `md5sum`, `sha256sum`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
@@ -43,18 +43,16 @@ interpreted answers as busybox's sh does for one not in the image
 
 from __future__ import annotations
 
-import hashlib
-import io
 import math
 import os
 import re
 import shlex
-import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from .simulated_fs import NOT_FOUND, ContainerFS, Dir, FsError
+from .simulated_applets import APPLETS, NoTerminal as _NoTerminal, Unknown as _Unknown, reads_data
+from .simulated_fs import NOT_FOUND, ContainerFS, FsError
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
@@ -92,14 +90,6 @@ class Program:
         for place, t, x in reversed(self.errors):
             out.insert(place, (t, "stderr", x))
         return out
-
-
-class _Unknown(Exception):
-    """The command is not one this module interprets."""
-
-
-class _NoTerminal(_Unknown):
-    """A command at an interactive shell reads its stdin, the terminal, which is not simulated."""
 
 
 #: the container's files, or what gives them when a command first needs them
@@ -141,20 +131,10 @@ def wants_stdin(argv: list[str]) -> bool:
             commands = _parse(argv[2]) if len(argv) >= 3 and argv[1] == "-c" else []
         else:
             commands = [(";", [(list(argv), [])])]
-        return any(_reads_data(words) and not any(kind == "<" for kind, _ in redirects)
+        return any(reads_data(words) and not any(kind == "<" for kind, _ in redirects)
                    for _, [(words, redirects), *_] in commands)  # a pipe feeds the others
     except (_Unknown, IndexError):
         return False
-
-
-def _reads_data(words: list[str]) -> bool:
-    name, args = os.path.basename(words[0]), words[1:]
-    if name == "cat":
-        return not args or "-" in args
-    if name == "tar":
-        opts = _tar_options(args)
-        return opts.mode in ("x", "t") and opts.file == "-"
-    return False
 
 
 #: one simple command: its words and its redirections
@@ -238,10 +218,12 @@ class _Run:
         changes = tuple(self.fs.journal or ()) if isinstance(self.fs, ContainerFS) else ()
         return Program(tuple(self.output), self.now, self.status, tuple(self.errors), changes)
 
-    def _err(self, text: str) -> None:
+    def err(self, text: str) -> None:
+        """Write to stderr."""
         self.errors.append((len(self.output), self.now, text))
 
-    def _out(self, data: str | bytes) -> None:
+    def out(self, data: str | bytes) -> None:
+        """Write to stdout."""
         if data:
             self.output.append((self.now, data))
 
@@ -253,7 +235,8 @@ class _Run:
         self.fs.now = self.started + self.now
         return self.fs
 
-    def _read_stdin(self) -> bytes:
+    def read_stdin(self) -> bytes:
+        """All that is left of stdin (nothing after)."""
         if self.stdin is _TERMINAL:
             raise _NoTerminal
         data, self.stdin = self.stdin, b""
@@ -298,7 +281,7 @@ class _Run:
                 opening = "open" if kind == "<" else "create"
                 reason = {NOT_FOUND: "no such file" if kind == "<" else "nonexistent directory"}.get(e.reason,
                                                                                                  e.reason)
-                self._err(f"sh: can't {opening} {target}: {reason}\n")
+                self.err(f"sh: can't {opening} {target}: {reason}\n")
                 self.status = 1
                 self.stdin = saved
                 return None
@@ -314,7 +297,7 @@ class _Run:
             try:
                 fs.write(into[0], data, append=True)
             except FsError as e:  # the file went meanwhile (`rm f > f`)
-                self._err(f"sh: can't create {into[0]}: {e.reason}\n")
+                self.err(f"sh: can't create {into[0]}: {e.reason}\n")
         if any(kind == "<" for kind, _ in redirects):
             self.stdin = saved
         return None
@@ -323,12 +306,12 @@ class _Run:
         try:
             self.command(words, in_shell=True)
         except _NoTerminal:
-            self._err(f"sh: {words[0]}: nanokube's simulated shell gives a command no terminal to read\n")
+            self.err(f"sh: {words[0]}: nanokube's simulated shell gives a command no terminal to read\n")
             self.status = 1
         except _Unknown:
             if not self.interactive:
                 raise
-            self._err(f"sh: {words[0]}: not found\n")
+            self.err(f"sh: {words[0]}: not found\n")
             self.status = 127
 
     def command(self, words: list[str], in_shell: bool) -> None:
@@ -356,8 +339,8 @@ class _Run:
                     raise _Unknown
                 self.status = int(args[0]) & 255
             self.exited = True
-        elif name in _FILE_COMMANDS:
-            self.status = _FILE_COMMANDS[name](self, self._files(), name, args)
+        elif name in APPLETS:
+            self.status = APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
 
@@ -369,418 +352,6 @@ def _seconds(arg: str) -> float:
     if not m:
         raise _Unknown
     return float(m.group(1)) * _UNITS[m.group(2)]
-
-
-# --- the file commands, as busybox's word their output and errors: each gives its exit status ---
-
-def _flags(args: list[str], allowed: str) -> tuple[set[str], list[str]]:
-    """The single-letter options before the operands (`-rf`), and the operands; _Unknown for others."""
-    flags: set[str] = set()
-    while args and args[0].startswith("-") and args[0] != "-":
-        if args[0] == "--":
-            return flags, args[1:]
-        if not set(args[0][1:]) <= set(allowed):
-            raise _Unknown
-        flags |= set(args[0][1:])
-        args = args[1:]
-    return flags, args
-
-
-def _cat(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    _, files = _flags(args, "")
-    status = 0
-    for path in files or ["-"]:
-        if path == "-":
-            run._out(run._read_stdin())
-            continue
-        try:
-            run._out(fs.read(path))
-        except FsError as e:
-            run._err(f"cat: read error: {e.reason}\n" if e.reason == "Is a directory"
-                     else f"cat: can't open '{path}': {e.reason}\n")
-            status = 1
-    return status
-
-
-def _ls(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    flags, paths = _flags(args, "1aAl")
-    status, listed = 0, []
-    files, dirs = [], []
-    for path in paths or ["."]:
-        node = fs.lookup(path)
-        if node is None:
-            run._err(f"ls: {path}: {NOT_FOUND}\n")
-            status = 1
-        elif isinstance(node, Dir):
-            dirs.append((path, node))
-        else:
-            files.append((path, node))
-    for path, node in files:
-        listed.append(_ls_line(path, node, "l" in flags))
-    if files and dirs:
-        listed.append("")
-    for i, (path, node) in enumerate(dirs):
-        if len(paths) > 1:
-            listed.append(("" if i == 0 else "\n") + f"{path}:")
-        names = sorted(node.entries)
-        if "a" in flags:
-            names = [".", "..", *names]
-        elif "A" not in flags:
-            names = [n for n in names if not n.startswith(".")]
-        if "l" in flags:
-            listed.append(f"total {sum(1 for _ in names)}")
-        listed.extend(_ls_line(n, node.entries.get(n, node), "l" in flags) for n in names)
-    run._out("".join(line + "\n" for line in listed))
-    return status
-
-
-def _ls_line(name: str, node, long: bool) -> str:
-    if not long:
-        return name
-    kind = "d" if isinstance(node, Dir) else "-"
-    bits = "".join(c if node.mode & (1 << (8 - i)) else "-" for i, c in enumerate("rwxrwxrwx"))
-    if node.mode & 0o1000:
-        bits = bits[:8] + ("t" if bits[8] == "x" else "T")
-    size = 4096 if isinstance(node, Dir) else len(node.data)
-    d = datetime.fromtimestamp(node.mtime, timezone.utc)
-    return f"{kind}{bits}    1 root     root     {size:>9} {d:%b} {d.day:2d} {d:%H:%M} {name}"
-
-
-def _mkdir(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    flags, paths = _flags(args, "p")
-    status = 0
-    for path in paths:
-        try:
-            fs.mkdir(path, parents="p" in flags)
-        except FsError as e:
-            run._err(f"mkdir: can't create directory '{path}': {e.reason}\n")
-            status = 1
-    return status
-
-
-def _rm(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    flags, paths = _flags(args, "rRf")
-    status = 0
-    for path in paths:
-        node = fs.lookup(path)
-        if node is None:
-            if "f" not in flags:
-                run._err(f"rm: can't remove '{path}': {NOT_FOUND}\n")
-                status = 1
-            continue
-        if isinstance(node, Dir) and not flags & {"r", "R"}:
-            run._err(f"rm: '{path}' is a directory\n")
-            status = 1
-            continue
-        try:
-            fs.remove(path, recursive=True)
-        except FsError as e:
-            run._err(f"rm: can't remove '{path}': {e.reason}\n")
-            status = 1
-    return status
-
-
-def _touch(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    _, paths = _flags(args, "c")
-    status = 0
-    for path in paths:
-        node = fs.lookup(path)
-        try:
-            if node is None:
-                fs.write(path, b"")
-            elif fs.lookup(path) is not None and not isinstance(node, Dir):
-                fs.write(path, node.data)
-        except FsError as e:
-            run._err(f"touch: {path}: {e.reason}\n")
-            status = 1
-    return status
-
-
-def _test(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    if name == "[":
-        if not args or args[-1] != "]":
-            run._err("sh: [: missing ]\n")
-            return 2
-        args = args[:-1]
-    negate = False
-    if args[:1] == ["!"]:
-        negate, args = True, args[1:]
-    if len(args) == 2 and args[0] in ("-e", "-f", "-d", "-s"):
-        node = fs.lookup(args[1])
-        ok = node is not None and {"-e": True, "-f": not isinstance(node, Dir), "-d": isinstance(node, Dir),
-                                   "-s": isinstance(node, Dir) or bool(getattr(node, "data", b""))}[args[0]]
-    elif len(args) == 2 and args[0] in ("-n", "-z"):
-        ok = bool(args[1]) == (args[0] == "-n")
-    elif len(args) == 3 and args[1] in ("=", "==", "!="):
-        ok = (args[0] == args[2]) == (args[1] != "!=")
-    elif len(args) <= 1:
-        ok = bool(args and args[0])
-    else:
-        raise _Unknown
-    return 0 if ok != negate else 1
-
-
-@dataclass
-class _TarOptions:
-    mode: str | None = None  # c, x or t
-    file: str = "-"
-    directory: str | None = None
-    verbose: bool = False
-    touch: bool = False  # m: extracted files get the time they are extracted
-    names: tuple[str, ...] = ()
-
-
-#: options tar takes and ignores here: who owns what, permissions (always root's own here)
-_TAR_IGNORED = frozenset({"--no-same-permissions", "--no-same-owner", "--same-owner", "--same-permissions",
-                          "--numeric-owner"})
-
-
-def _tar_options(args: list[str]) -> _TarOptions:
-    """tar's options: bundled the old way (`cf -`, each letter that takes a value taking the next
-    word) or with dashes (`-xmf - -C /dir`); _Unknown for one not simulated (compression too)."""
-    opts, names = _TarOptions(), []
-    args = list(args)
-    old_style = bool(args) and not args[0].startswith("-")
-    if old_style:
-        args[0] = "-" + args[0]
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if arg == "--":
-            names += args[i:]
-            break
-        if arg in _TAR_IGNORED:
-            continue
-        if arg.startswith("--directory=") or arg.startswith("--file="):
-            key, _, value = arg[2:].partition("=")
-            setattr(opts, key, value)
-            continue
-        if arg.startswith("--"):
-            raise _Unknown
-        if not arg.startswith("-") or arg == "-":
-            names.append(arg)
-            continue
-        letters, old = arg[1:], old_style and i == 1  # old: each value is the next word
-        for j, letter in enumerate(letters):
-            if letter in "cxt":
-                if opts.mode not in (None, letter):
-                    raise _Unknown
-                opts.mode = letter
-            elif letter in "fC":
-                inline = "" if old else letters[j + 1:]  # `-f-`, `-C/dir`
-                if inline:
-                    value = inline
-                elif i < len(args):
-                    value, i = args[i], i + 1
-                else:
-                    raise _Unknown
-                setattr(opts, "file" if letter == "f" else "directory", value)
-                if inline:
-                    break
-            elif letter == "v":
-                opts.verbose = True
-            elif letter == "m":
-                opts.touch = True
-            elif letter not in "op":
-                raise _Unknown
-    opts.names = tuple(names)
-    return opts
-
-
-def _tar(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    opts = _tar_options(args)
-    if opts.mode is None:
-        run._err("tar: need to specify one of -c/-x/-t\n")
-        return 1
-    base = opts.directory or "/"
-    if not isinstance(fs.lookup(base), Dir):
-        run._err(f"tar: can't change directory to '{base}': {NOT_FOUND}\n")
-        return 1
-    if opts.mode == "c":
-        return _tar_create(run, fs, opts, base)
-    data = run._read_stdin() if opts.file == "-" else None
-    if data is None:
-        try:
-            data = fs.read(fs.normal(opts.file, base))
-        except FsError as e:
-            run._err(f"tar: can't open '{opts.file}': {e.reason}\n")
-            return 1
-    if not data:
-        run._err("tar: short read\n")
-        return 1
-    try:
-        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
-        members = archive.getmembers()
-    except tarfile.TarError:
-        run._err("tar: invalid tar magic\n")
-        return 1
-    status, warned = 0, False
-    for member in members:
-        if opts.mode == "t" or opts.verbose:
-            run._out(member.name + ("/" if member.isdir() else "") + "\n")
-        if opts.mode == "t":
-            continue
-        rel = member.name
-        if rel.startswith("/"):
-            rel = rel.lstrip("/")
-            if not warned:
-                run._err("tar: removing leading '/' from member names\n")
-                warned = True
-        target = fs.normal(rel, base)
-        try:
-            if member.isdir():
-                fs.mkdir(target, parents=True)
-            elif member.isfile():
-                fs.mkdir(os.path.dirname(target), parents=True)
-                content = archive.extractfile(member).read()
-                fs.write(target, content, mode=member.mode & 0o7777, mtime=None if opts.touch else member.mtime)
-            else:
-                run._err(f"tar: {member.name}: nanokube's simulated files hold no links or devices: skipped\n")
-        except FsError as e:
-            run._err(f"tar: can't open '{rel}': {e.reason}\n")
-            status = 1
-    return status
-
-
-def _tar_create(run: _Run, fs: ContainerFS, opts: _TarOptions, base: str) -> int:
-    """An archive of `opts.names` (relative to `base`), as GNU-format tar writes it, to stdout or
-    a file."""
-    if not opts.names:
-        run._err("tar: empty archive\n")
-        return 1
-    buf = io.BytesIO()
-    failed, warned = False, False
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as archive:
-        for path in opts.names:
-            node = fs.lookup(fs.normal(path, base))
-            if node is None:
-                run._err(f"tar: {path}: {NOT_FOUND}\n")
-                failed = True
-                continue
-            member = path
-            if member.startswith("/"):
-                member = member.lstrip("/") or "."
-                if not warned:
-                    run._err("tar: removing leading '/' from member names\n")
-                    warned = True
-            _tar_add(archive, member.rstrip("/") or ".", node, opts.verbose and run)
-    if failed:
-        run._err("tar: error exit delayed from previous errors\n")
-    if opts.file == "-":
-        run._out(buf.getvalue())
-    else:
-        try:
-            fs.write(fs.normal(opts.file, base), buf.getvalue())
-        except FsError as e:
-            run._err(f"tar: can't open '{opts.file}': {e.reason}\n")
-            return 1
-    return 1 if failed else 0
-
-
-def _tar_add(archive: tarfile.TarFile, member: str, node, verbose) -> None:
-    info = tarfile.TarInfo(member)
-    info.mode, info.mtime = node.mode, int(node.mtime)
-    info.uname = info.gname = "root"
-    if verbose:
-        verbose._err(member + ("/" if isinstance(node, Dir) else "") + "\n")
-    if isinstance(node, Dir):
-        info.type = tarfile.DIRTYPE
-        archive.addfile(info)
-        for child in sorted(node.entries):
-            _tar_add(archive, f"{member}/{child}", node.entries[child], verbose)
-        return
-    info.size = len(node.data)
-    archive.addfile(info, io.BytesIO(node.data))
-
-
-def _inputs(run: _Run, fs: ContainerFS, name: str, files: list[str]):
-    """(name, data) of each file (`-` or none: stdin), an error said for each that cannot be read;
-    the last is the exit status (0, or 1 when one could not be read)."""
-    status = 0
-    for path in files or ["-"]:
-        if path == "-":
-            yield "-", run._read_stdin()
-            continue
-        try:
-            yield path, fs.read(path)
-        except FsError as e:
-            run._err(f"{name}: can't open '{path}': {e.reason}\n")
-            status = 1
-    yield None, status
-
-
-def _wc(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    flags, files = _flags(args, "clw")
-    flags = flags or {"l", "w", "c"}
-    for path, data in _inputs(run, fs, name, files):
-        if path is None:
-            return data
-        counts = {"l": data.count(b"\n"), "w": len(data.split()), "c": len(data)}
-        line = " ".join(str(counts[f]) for f in "lwc" if f in flags)
-        run._out(line + ("" if path == "-" else f" {path}") + "\n")
-    return 0
-
-
-def _digest(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    _, files = _flags(args, "")
-    algorithm = name[:-3]  # md5sum -> md5
-    for path, data in _inputs(run, fs, name, files):
-        if path is None:
-            return data
-        run._out(f"{hashlib.new(algorithm, data).hexdigest()}  {path}\n")
-    return 0
-
-
-_COUNT = re.compile(r"-(?:([nc])(\+?\d+)?|(\d+))")
-
-
-def _head_tail(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    """head and tail: `-n N` (`-N`) lines or `-c N` bytes; tail's `+N` counts from the start
-    (`tail -c+N`, which `kubectl cp --retries` resumes with)."""
-    unit, count, files = "n", "10", []
-    i = 0
-    while i < len(args):
-        m = _COUNT.fullmatch(args[i])
-        i += 1
-        if m is None:
-            if args[i - 1].startswith("-") and args[i - 1] != "-":
-                raise _Unknown
-            files.append(args[i - 1])
-        elif m.group(3):
-            count = m.group(3)
-        else:
-            unit, count = m.group(1), m.group(2)
-            if count is None:
-                if i >= len(args):
-                    raise _Unknown
-                count, i = args[i], i + 1
-    if not re.fullmatch(r"\+?\d+", count):
-        raise _Unknown
-    n, plus = int(count), count.startswith("+") and name == "tail"
-    for path, data in _inputs(run, fs, name, files):
-        if path is None:
-            return data
-        if len(files) > 1:
-            run._out(f"==> {path} <==\n")
-        parts = data if unit == "c" else data.splitlines(keepends=True)
-        kept = parts[:n] if name == "head" else parts[max(n - 1, 0):] if plus else parts[len(parts) - n:] if n \
-            else parts[:0]
-        run._out(kept if unit == "c" else b"".join(kept))
-    return 0
-
-
-def _hostname(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
-    if args:
-        raise _Unknown
-    run._out(fs.read("/etc/hostname"))
-    return 0
-
-
-_FILE_COMMANDS: dict[str, Callable[[_Run, ContainerFS, str, list[str]], int]] = {
-    "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar,
-    "wc": _wc, "md5sum": _digest, "sha256sum": _digest, "head": _head_tail, "tail": _head_tail,
-    "hostname": _hostname}
 
 
 @dataclass(frozen=True)

@@ -190,3 +190,11 @@ def test_pipes_and_the_commands_people_check_a_copy_with(pod_files):
     assert run(fs, "sh", "-c", "tar cf - /tmp/f | tail -c+513")[1] == whole[512:]
     assert not wants_stdin(["sh", "-c", "tar cf - /tmp/f | tail -c+0"]) and wants_stdin(["sh", "-c", "cat | wc -c"])
     assert run(fs, "hostname") == (0, b"web-0\n", "")
+
+
+def test_tar_of_a_directory_holds_the_volumes_mounted_below_it(pod_files):
+    """`kubectl cp pod:/etc ./etc` brings the ConfigMap mounted at /etc/app along."""
+    code, out, _ = run(pod_files.container("main"), "tar", "cf", "-", "/etc")
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        assert code == 0 and tar.extractfile("etc/app/mode").read() == b"fast"
+        assert sorted(tar.getnames()) == ["etc", "etc/app", "etc/app/mode", "etc/hostname"]
