@@ -74,6 +74,20 @@ async def eventually(check, timeout: float = DEADLINE):
         await asyncio.sleep(0.01)
 
 
+async def becomes(get, want, timeout: float = DEADLINE):
+    """Wait until `await get()` equals `want` and return it, or fail after `timeout` seconds showing the
+    last value: for what a component writes after what a test waited for, as the Events its recorder
+    queues and writes from its own task, possibly after the status of the sync that reported them."""
+    end = time.monotonic() + timeout
+    while True:
+        got = await get()
+        if got == want:
+            return got
+        if time.monotonic() > end:
+            raise AssertionError(f"{got!r} never became {want!r} in {timeout:g} s")
+        await asyncio.sleep(0.01)
+
+
 async def turns_during(awaitable, on_tick=None) -> tuple[int, object]:
     """How many turns of the loop a task beside `awaitable` got while it ran, and its result: a
     pass over many objects in a controller sharing the API server's loop must let it run.

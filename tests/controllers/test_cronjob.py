@@ -18,7 +18,7 @@ from nanokube.controllers.cronjob import CronJobController, most_recent_schedule
 from nanokube.machinery import cron
 from nanokube.registry.base import all_resources
 from nanokube.store.memory import MemoryStore
-from tests.controllers import eventually, tries
+from tests.controllers import becomes, eventually, tries
 from tests.controllers.test_replicaset import stop
 
 #: the controller the running test's env started
@@ -169,6 +169,11 @@ async def test_history_cleanup_runs_before_the_job_reconcile(env):
             return all(not s.get("active") and s.get("lastSuccessfulTime") == format_time(clock.now()) for s in st)
         await soon(idle)
     await clock.advance(0)
+
+    async def all_written():  # the recorder writes its Events from a queue, after the statuses seen above
+        return len([a for a in added if a[0] == "keep1"]) >= 5 and \
+            len([a for a in added if a[0] == "keep0" and a[1] != "MissingJob"]) >= 4
+    await soon(all_written)
     collector.cancel()
     await asyncio.gather(collector, return_exceptions=True)
     await stream.aclose()
@@ -316,8 +321,10 @@ async def test_a_finished_job_it_cannot_delete_is_a_failed_delete_and_the_sync_g
     failed = await soon(lambda: events(client, "FailedDelete"))
     assert failed[0]["message"].startswith("Deleted job: ")
     assert failed[0]["message"].endswith("denied request: no DELETE of jobs")
-    assert [e["message"] for e in await events(client, "SawCompletedJob")] == [
-        f"Saw completed job: {job['metadata']['name']}, condition: Complete"]
+
+    async def saw():
+        return [e["message"] for e in await events(client, "SawCompletedJob")]
+    await becomes(saw, [f"Saw completed job: {job['metadata']['name']}, condition: Complete"])
     assert [j["metadata"]["name"] for j in await jobs(client)] == [job["metadata"]["name"]]
 
 

@@ -10,7 +10,7 @@ import pytest
 from nanokube.clock import VirtualClock, format_time
 from nanokube.controllers.daemonset import DaemonSetController, pin_to_node, target_node
 from nanokube.machinery.errors import APIError
-from tests.controllers import event_counts, eventually, make_stack, pod_quota, settled
+from tests.controllers import becomes, event_counts, eventually, make_stack, pod_quota, settled
 from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 from tests.controllers.test_replicaset import stop
 
@@ -272,8 +272,11 @@ async def test_failed_pods_are_replaced_with_backoff():
         assert second["metadata"]["uid"] in {p["metadata"]["uid"] for p in live}, "the second failure waits out 1 s"
         await clock.advance(0.2)
         await settled(clock, lambda: replacement(second["metadata"]["uid"]))
-        events, _ = await client.resource("", "v1", "events").list("default")
-        assert sum(e["reason"] == "FailedDaemonPod" for e in events) == 2
+
+        async def failures():
+            events, _ = await client.resource("", "v1", "events").list("default")
+            return sum(e["reason"] == "FailedDaemonPod" for e in events)
+        await becomes(failures, 2)
     finally:
         kubelets.task.cancel()
         await stop(ctrl)

@@ -132,10 +132,14 @@ async def test_template_back_to_revision_one_revives_its_replicaset_with_history
     ann = revived["metadata"]["annotations"]
     assert (ann["deployment.kubernetes.io/revision"], ann["deployment.kubernetes.io/revision-history"],
             ann["kubernetes.io/change-cause"], revived["spec"]["replicas"]) == ("3", "1", "undo", 3)
-    events, _ = await client.resource("", "v1", "events").list("default")
-    msgs = {e["message"] for e in events if e["reason"] == "ScalingReplicaSet"}
     name = revived["metadata"]["name"]
-    assert f"Scaled up replica set {name} from 0 to 3" in msgs and f"Scaled down replica set {name} from 1 to 0" in msgs
+
+    async def scaled():  # the recorder writes its Events from a queue: maybe after the rollout is seen done
+        events, _ = await client.resource("", "v1", "events").list("default")
+        msgs = {e["message"] for e in events if e["reason"] == "ScalingReplicaSet"}
+        return {f"Scaled up replica set {name} from 0 to 3", f"Scaled down replica set {name} from 1 to 0"} <= msgs \
+            and events
+    events = await eventually(scaled)
     assert all(e["source"]["component"] == "deployment-controller" and e["involvedObject"]["kind"] == "Deployment"
                for e in events if e["reason"] == "ScalingReplicaSet")
 

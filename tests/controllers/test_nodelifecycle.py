@@ -10,7 +10,7 @@ from nanokube.controllers.taint_eviction import (
 from nanokube.node.cluster import default_cluster
 from nanokube.node.faults import ANNOTATION
 from nanokube.node.manager import NodeManager
-from tests.controllers import eventually, make_stack
+from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -177,9 +177,11 @@ async def test_pods_on_a_noexecute_node_are_evicted_after_their_toleration():
         await clock.advance(240)
         await eventually(lambda: deleted("default-300s"))
         assert not await deleted("forever")
-        events, _ = await s.client.resource("", "v1", "events").list("default")
-        assert sorted(e["involvedObject"]["name"] for e in events if e["reason"] == "TaintManagerEviction") == [
-            "default-300s", "short"]
+
+        async def evicted():
+            events, _ = await s.client.resource("", "v1", "events").list("default")
+            return sorted(e["involvedObject"]["name"] for e in events if e["reason"] == "TaintManagerEviction")
+        await becomes(evicted, ["default-300s", "short"])
     finally:
         await ctl.stop()
         await s.close()

@@ -5,7 +5,7 @@ import pytest
 
 from nanokube.controllers.replicationcontroller import ReplicationControllerController
 from nanokube.machinery.errors import APIError
-from tests.controllers import event_counts, eventually, make_stack, pod_quota
+from tests.controllers import becomes, event_counts, eventually, make_stack, pod_quota
 from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 from tests.controllers.test_replicaset import all_pods, make_ready, patch_retrying, pods_of, stop
 
@@ -51,8 +51,11 @@ async def test_keeps_replicas_and_reports_status(env):
                                         "availableReplicas": 1, "observedGeneration": 1}
     await patch_retrying(rcs, "legacy", {"spec": {"replicas": 1}})
     await eventually(lambda: pods_of(client, 1))
-    events, _ = await client.resource("", "v1", "events").list("default")
-    assert {e["source"]["component"] for e in events} == {"replication-controller"}
+
+    async def reporters():
+        events, _ = await client.resource("", "v1", "events").list("default")
+        return {e["source"]["component"] for e in events}
+    await becomes(reporters, {"replication-controller"})
 
 
 async def test_terminating_pod_is_replaced_at_once_and_a_predecessors_pod_is_not_counted():

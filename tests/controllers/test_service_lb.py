@@ -8,7 +8,7 @@ import pytest
 from nanokube.controllers.manager import build_controllers, enabled
 from nanokube.controllers.service_lb import ServiceLBController, parse_pool
 from nanokube.registry.core_services import external_ip
-from tests.controllers import eventually, make_stack
+from tests.controllers import becomes, eventually, make_stack
 
 POOL = "192.0.2.0/30"  # two usable addresses: .1 and .2
 
@@ -68,8 +68,8 @@ async def test_allocation_status_events_and_kubectl_column(env):
     svc = await services.get("web", "default")
     assert svc["status"]["loadBalancer"]["ingress"] == [{"ip": "192.0.2.1", "ipMode": "VIP"}]
     assert external_ip(svc) == "192.0.2.1"
-    assert await events(client, "web") == [("Normal", "EnsuringLoadBalancer", "Ensuring load balancer"),
-                                           ("Normal", "EnsuredLoadBalancer", "Ensured load balancer")]
+    await becomes(lambda: events(client, "web"), [("Normal", "EnsuringLoadBalancer", "Ensuring load balancer"),
+                                                  ("Normal", "EnsuredLoadBalancer", "Ensured load balancer")])
     await services.create({**lb("plain"), "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}]}})
     await services.create(lb("wanted", loadBalancerIP="192.0.2.2"))
     assert await eventually(lambda: got_ip(client, "wanted")) == "192.0.2.2"

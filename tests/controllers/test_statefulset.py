@@ -114,9 +114,12 @@ async def test_ordered_creation_identity_and_claims(env):
     revs, _ = await client.resource("apps", "v1", "controllerrevisions").list("default")
     assert [r["metadata"]["name"] for r in revs] == [rev] and revs[0]["revision"] == 1
     assert revs[0]["metadata"]["labels"]["controller.kubernetes.io/hash"] == rev.removeprefix("web-")
-    events, _ = await client.resource("", "v1", "events").list("default")
-    msgs = {e["message"] for e in events}
-    assert "create Pod web-0 in StatefulSet web successful" in msgs
+
+    async def reported():  # by Events the controller's recorder writes from a queue, after what they report
+        events, _ = await client.resource("", "v1", "events").list("default")
+        msgs = {e["message"] for e in events}
+        return "create Pod web-0 in StatefulSet web successful" in msgs and msgs
+    msgs = await eventually(reported)
     assert "create Claim www-web-0 Pod web-0 in StatefulSet web success" in msgs
 
 
