@@ -59,6 +59,12 @@ _SEEN_ONCE = 4096
 _SHARE_PROBE = 1 << 20
 _SHARE_FIELDS = 4096
 _SHARE_REPROBE = 200_000
+# Whole specs already shared, by their JSON (see WatchCache._share_spec): the pods of one template
+# (a ReplicaSet's, a benchmark's) have one, so a create takes it whole instead of field by field.
+# At most _SPECS of them; a resource whose specs missed _SPEC_TRIES times in a row is looked up for
+# one spec in _SPEC_TRIES only, until one hits.
+_SPECS = 256
+_SPEC_TRIES = 32
 #: the metadata fields a decoded object shares with the objects cached before it (see WatchCache._decoded):
 #: those that the objects made from one template (a ReplicaSet's pods) repeat
 _SHARED_META = ("labels", "annotations", "ownerReferences", "finalizers")
@@ -227,6 +233,10 @@ class WatchCache:
         #: the value) (see _SEEN_ONCE)
         self._seen_once: dict[int, tuple[int, Any]] = {}
         self._share_seq = 0
+        #: (resource prefix, a spec's JSON) -> that spec as shared (see _SPECS)
+        self._specs: dict[tuple[str, bytes], dict] = {}
+        #: per resource prefix, its specs' lookups in self._specs that missed in a row
+        self._spec_misses: dict[str, int] = {}
         #: per resource prefix, its `decoder`
         self._decoders: dict[str, Callable[[bytes, int], dict]] = {}
         self._written: dict[str, tuple[bytes, dict]] = {}
@@ -485,6 +495,15 @@ class WatchCache:
             obj["spec"] = old
             json_memo.alias(spec, old)
             return
+        key = self._spec_key(spec, prefix)
+        if key is not None:
+            hit = self._specs.get(key)
+            if hit is not None:
+                self._spec_misses[prefix] = 0
+                obj["spec"] = hit
+                json_memo.alias(spec, hit)
+                return
+            self._spec_misses[prefix] = self._spec_misses.get(prefix, 0) + 1
         self._bound_shared()
         fresh = {}
         for k, v in spec.items():
@@ -499,6 +518,23 @@ class WatchCache:
             fresh[k] = v
         obj["spec"] = fresh
         json_memo.alias(spec, fresh)  # the written spec's JSON, encoded for the store, is the shared copy's
+        if key is not None:
+            if len(self._specs) >= _SPECS:
+                del self._specs[next(iter(self._specs))]
+            self._specs[key] = fresh
+
+    def _spec_key(self, spec: dict, prefix: str) -> tuple[str, bytes] | None:
+        """What a whole spec is found by in self._specs (its JSON, which holds key order and number
+        types, so a spec is shared only with one that encodes alike), or None: not looked up (this
+        resource's specs keep missing), or not JSON."""
+        misses = self._spec_misses.get(prefix, 0)
+        if misses >= _SPEC_TRIES and misses % _SPEC_TRIES:
+            self._spec_misses[prefix] = misses + 1
+            return None
+        try:
+            return prefix, orjson.dumps(spec)
+        except TypeError:  # orjson.JSONEncodeError: not JSON (an integer past 64 bits)
+            return None
 
     def _shared_list(self, v: list, prefix: str, field: str) -> list:
         """A list of the spec: the cached list of the same JSON when there is one (a Deployment's

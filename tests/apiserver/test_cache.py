@@ -422,8 +422,9 @@ async def test_a_field_that_stopped_sharing_is_probed_again_later(env, monkeypat
     monkeypatch.setattr(cache_module, "_SHARE_PROBE", 100)
     monkeypatch.setattr(cache_module, "_SHARE_REPROBE", 10)
 
-    async def put(name, value):
-        kv = await store.create(PREFIX + name, orjson.dumps({"metadata": {"name": name[3:]}, "spec": {"v": {"x": value}}}))
+    async def put(name, value):  # specs that differ (by "own"): shared field by field, never whole
+        spec = {"v": {"x": value}, "own": name}
+        kv = await store.create(PREFIX + name, orjson.dumps({"metadata": {"name": name[3:]}, "spec": spec}))
         await cache.wait_for(kv.mod_revision)
         return cache.get(PREFIX + name).obj["spec"]["v"]
 
@@ -433,6 +434,28 @@ async def test_a_field_that_stopped_sharing_is_probed_again_later(env, monkeypat
     for i in range(10):  # the objects after which the fields are probed again
         await put(f"ns/n{i}", None)
     assert (await put("ns/c", "again")) is (await put("ns/d", "again"))
+
+
+async def test_objects_of_one_spec_share_it_whole_and_a_change_to_one_leaves_the_others(env):
+    store, cache = env
+    pods = "/registry/pods/"
+    template = {"containers": [{"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "100m"}}}],
+                "nodeSelector": {"zone": "nowhere"}, "priority": 0}
+
+    async def put(name, spec, rev=0):
+        value = orjson.dumps({"metadata": {"name": name}, "spec": spec})
+        kv = await (store.update(pods + name, value, rev) if rev else store.create(pods + name, value))
+        await cache.wait_for(kv.mod_revision)
+        return cache.get(pods + name)
+
+    a, b = await put("a", template), await put("b", template)
+    assert b.obj["spec"] is a.obj["spec"]
+    other = await put("c", {**template, "priority": 0.0})  # equal in Python, another JSON: its own
+    assert other.obj["spec"] is not a.obj["spec"] and orjson.loads(other.raw)["spec"]["priority"] == 0.0
+    bound = await put("b", {**template, "nodeName": "n1"}, b.rev)  # b bound: a keeps its spec
+    assert bound.obj["spec"]["nodeName"] == "n1"
+    assert "nodeName" not in cache.get(pods + "a").obj["spec"]
+    assert orjson.loads(cache.get(pods + "a").raw)["spec"] == template
 
 
 async def test_values_that_one_object_holds_are_not_kept_for_sharing(env):
