@@ -147,6 +147,8 @@ class APIServer:
         self._tasks: list[asyncio.Task] = []
         self._openapi: dict[str, bytes] = {}
         self._loops: list = []
+        #: the socket factory Services' endpoints are dialled with (dial_services_from); None: the host's
+        self._service_dialer = None
         #: API Priority and Fairness (apf.py), after authentication
         self.flow_control = None
         #: Prometheus registries of in-process components (scheduler...) served on /metrics too
@@ -187,6 +189,8 @@ class APIServer:
             await controlplane.bootstrap(self)
         middlewares = [self._authn]  # which hands authenticated requests to API Priority and Fairness
         self._loops = await controlplane.start_loops(self, writer=self.worker == 0)
+        if self._service_dialer is not None and self.handlers.aggregator is not None:  # set before start
+            await self.handlers.aggregator.dial_services_from(self._service_dialer)
         if self.audit:
             middlewares.insert(0, self.audit.middleware)
         middlewares.insert(1 if self.audit_log_path else 0, http_exceptions)
@@ -240,9 +244,11 @@ class APIServer:
         await web.SockSite(self._runner, sock, ssl_context=self._ssl(), backlog=1024).start()
 
     async def dial_services_from(self, socket_factory) -> None:
-        """Called once started. Open connections to the endpoints that webhooks' Services (admission
-        and CRD conversion) and APIServices resolve to with `socket_factory` (netns.dialer): under
-        the process runtime those are pod IPs, which only the cluster network namespace routes."""
+        """Open connections to the endpoints that webhooks' Services (admission and CRD conversion)
+        and APIServices resolve to with `socket_factory` (netns.dialer): under the process runtime
+        those are pod IPs, which only the cluster network namespace routes. Called before start (a
+        worker: no request it serves dials from the host) or once started (`up`, before any pod)."""
+        self._service_dialer = socket_factory
         self.rest.admission.client.dial_services_from(socket_factory)
         if self.handlers.aggregator is not None:
             await self.handlers.aggregator.dial_services_from(socket_factory)

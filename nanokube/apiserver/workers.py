@@ -235,15 +235,15 @@ async def _serve(args: argparse.Namespace) -> int:
     server.handlers.dispatch = relay.wrap(server.handlers.dispatch)
     share_service_allocations(server)
     WorkerMetrics(server, pki, relay)
-    await server.start()
-    pods = None
-    if args.dial_netns:
+    pods = source = None
+    if args.dial_netns:  # before it serves: a webhook call answered at once dials from the namespace too
         from ..node.runtime.netns import dialer, reachable_from_pods
 
         source = args.advertise_address if reachable_from_pods(args.advertise_address) else ""
         await server.dial_services_from(dialer(args.dial_netns, source))
-        if source:
-            pods = asyncio.create_task(_listen_for_pods(server, args.dial_netns, source))
+    await server.start()
+    if source:
+        pods = asyncio.create_task(_listen_for_pods(server, args.dial_netns, source))
     gcsettle.settle()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
