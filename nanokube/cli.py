@@ -171,7 +171,7 @@ async def _up(args: argparse.Namespace) -> int:
 
         await server.dial_services_from(dialer(runtime.net.cluster_ns, server.advertise if pods_listen else ""))
         proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
-                              mode_warnings, server.clock, configs=proxy_configs())
+                              mode_warnings, server.clock, configs={a.name: proxy_configs(a.pod_cidr) for a in agents})
         server.component_metrics.append(proxies.metrics)
         from .netpol.enforcer import AGENT_USER, NetworkPolicyEnforcer
 

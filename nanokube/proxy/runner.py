@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..machinery.user import User
 from ..clock import REAL, Clock
@@ -41,11 +41,19 @@ HEALTHZ_ADDRESS = "0.0.0.0:10256"
 METRICS_ADDRESS = "127.0.0.1:10249"
 
 
-def proxy_configs() -> tuple[Config, Config]:
+def proxy_configs(pod_cidr: str = "") -> tuple[Config, Config]:
     """The `ip` and `ip6` tables' settings for this API server: it allocates
     ClusterIPs from one IPv4 range and has none for IPv6, so the ip6 table
-    keeps its base chains and maps with no Services and drops no range."""
-    return Config(service_cidrs=(SERVICE_CIDR,)), Config(family="ip6")
+    keeps its base chains and maps with no Services and drops no range.
+    `pod_cidr`: the node's podCIDR, which tells its pods' traffic from the rest
+    (upstream's --detect-local-mode NodeCIDR): ClusterIP traffic from outside it
+    is masqueraded, a pod's keeps its address, and only this node's pods take a
+    NodePort with externalTrafficPolicy Local to any endpoint. The network has
+    no CNI masquerading pods' traffic to node addresses, so a pod elsewhere
+    reaching this node's NodePort must take a local endpoint, or the answer
+    would skip this node's conntrack (upstream's ClusterCIDR mode sends it to
+    any). Empty: no local detector, only hairpin traffic is masqueraded."""
+    return Config(service_cidrs=(SERVICE_CIDR,), cluster_cidr=pod_cidr), Config(family="ip6")
 
 
 def listen_in_netns(netns: str | None, address: str) -> socket.socket:
@@ -91,15 +99,18 @@ def health_check_listener(netns: str | None):
 
 class NodeProxies:
     def __init__(self, connect, nodes: list[tuple[str, str, str]], warnings: list[str], clock: Clock = REAL, *,
-                 configs: Sequence[Config] = DUAL_STACK, min_sync_period: float = 1.0, mode: str = "nftables"):
+                 configs: Sequence[Config] | Mapping[str, Sequence[Config]] = DUAL_STACK, min_sync_period: float = 1.0,
+                 mode: str = "nftables"):
         """`connect(user, field_manager)` gives the client (the loopback client in `up`);
-        `nodes`: (node name, node IP, network namespace) of each node."""
+        `nodes`: (node name, node IP, network namespace) of each node; `configs`: every node's
+        tables' settings, or each node's by name (proxy_configs of its podCIDR)."""
         self.client = connect(PROXY_USER, "kube-proxy")
         self.clock = clock
         self.warnings = warnings
         self.mode = mode
         self.netns = {name: netns for name, _, netns in nodes}
-        self.proxiers = [Proxier(self.client, name, node_ip, netns=netns, clock=clock, configs=configs,
+        self.proxiers = [Proxier(self.client, name, node_ip, netns=netns, clock=clock,
+                                 configs=configs[name] if isinstance(configs, Mapping) else configs,
                                  min_sync_period=min_sync_period, health_check_listen=health_check_listener(netns))
                          for name, node_ip, netns in nodes]
         self.metrics = NodeLabelledMetrics({p.node_name: p.registry for p in self.proxiers})

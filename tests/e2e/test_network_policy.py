@@ -27,6 +27,20 @@ pytestmark = pytest.mark.skipif(
     reason="SKIPPED LOUDLY: NetworkPolicy enforcement needs root, ip, nft and curl (run scripts/nftables.sh)")
 
 SERVER = "import http.server as h; h.ThreadingHTTPServer(('0.0.0.0', 8080), h.SimpleHTTPRequestHandler).serve_forever()"
+#: answers each GET with the address the connection came from
+ECHO = """
+import http.server as h
+class Echo(h.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = self.client_address[0].encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+h.ThreadingHTTPServer(("0.0.0.0", 8080), Echo).serve_forever()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +53,7 @@ def np_cluster(store_url):
     try:
         yield c
     finally:
-        for ns in ("np-server", "np-client"):
+        for ns in ("np-server", "np-client", "np-svc"):
             c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         c.stop()
         leftovers = [n for n in list_netns() if n.startswith(c.prefix)]
@@ -67,6 +81,12 @@ def curl(c, uid: str, url: str) -> str:
     r = subprocess.run(["ip", "netns", "exec", c.net.pod_ns(uid), "curl", "-s", "-o", "/dev/null", "--connect-timeout", "0.5", "-m", "2",
                         "-w", "%{http_code}", url], capture_output=True, text=True, timeout=10)
     return r.stdout.strip()
+
+
+def body(c, uid: str, url: str) -> str:
+    """The body of one GET from inside the pod `uid`'s network namespace ('' when nothing answered)."""
+    return subprocess.run(["ip", "netns", "exec", c.net.pod_ns(uid), "curl", "-s", "--connect-timeout", "0.5", "-m", "2",
+                           url], capture_output=True, text=True, timeout=10).stdout
 
 
 def settles(c, uid: str, url: str, want: str, what: str) -> None:
@@ -112,3 +132,33 @@ def test_policies_block_and_allow_traffic_between_namespaces(np_cluster):
     c.kubectl("delete", "netpol", "no-egress", "-n", "np-client")
     settles(c, uid, url, "200", "removing the egress policy lets it through again")
     c.kubectl("delete", "namespace", "np-server", "np-client", "--wait=false")
+
+
+def test_a_pod_reaches_a_service_with_its_own_address_so_policies_see_it(np_cluster):
+    """kube-proxy, which tells pods' traffic by its node's podCIDR (--detect-local-mode NodeCIDR),
+    masquerades no pod's connection to a ClusterIP (upstream's rule: only traffic from outside
+    the local detector's CIDR, and hairpin traffic):
+    the server sees the client pod's IP, not its node's, so an ingress rule selecting client pods
+    admits a matching pod through the Service and refuses another."""
+    c = np_cluster
+    apply(c, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "np-svc"}})
+    apply(c, pod("echo", "np-svc", "cpu-0", ["python3", "-c", ECHO], {"app": "echo"}),
+          {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo", "namespace": "np-svc"},
+           "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+          pod("friend", "np-svc", "cpu-2", ["sleep", "3600"], {"role": "client"}),
+          pod("stranger", "np-svc", "cpu-2", ["sleep", "3600"]))
+
+    def running(name):
+        p = c.kubectl_json("get", "pod", name, "-n", "np-svc")
+        return p if p["status"].get("podIP") else None
+    friend, stranger = (wait_for(lambda n=n: running(n), 60, f"{n} IP") for n in ("friend", "stranger"))
+    url = "http://%s/" % c.kubectl_json("get", "service", "echo", "-n", "np-svc")["spec"]["clusterIP"]
+    for client in (friend, stranger):
+        wait_for(lambda client=client: body(c, client["metadata"]["uid"], url), 60, "the Service answers")
+        assert body(c, client["metadata"]["uid"], url) == client["status"]["podIP"] != client["status"]["hostIP"]
+
+    allow = {"from": [{"podSelector": {"matchLabels": {"role": "client"}}}], "ports": [{"protocol": "TCP", "port": 8080}]}
+    apply(c, policy("clients-only", "np-svc", podSelector={"matchLabels": {"app": "echo"}}, ingress=[allow]))
+    settles(c, stranger["metadata"]["uid"], url, "000", "the unselected pod is refused through the Service")
+    settles(c, friend["metadata"]["uid"], url, "200", "the selected pod is admitted through the Service")
+    c.kubectl("delete", "namespace", "np-svc", "--wait=false")

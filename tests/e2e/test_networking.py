@@ -234,13 +234,15 @@ def test_affinity_nodeports_and_local_external_policy(net_cluster):
     local = c.kubectl_json("get", "service", "np-local")["spec"]["ports"][0]["nodePort"]
     out = run_client(c, "client-local", "", 1, *(f"http://{ip}:{local}/" for ip in nodes.values()))
     by_url = {line.split()[-1]: line.split() for line in out}
+    assert CLIENT_NODE not in with_pods
     for node, ip in nodes.items():
         got = by_url[f"http://{ip}:{local}/"]
         if node in with_pods:
             assert got[0] == "OK" and web_pods(c)[got[1]]["spec"]["nodeName"] == node, out
+        elif node == CLIENT_NODE:  # its own pods' traffic is subject to neither traffic policy (upstream)
+            assert got[0] == "OK" and got[1] in web_pods(c), out
         else:
             assert got[0] == "ERR" and got[1] in ("TimeoutError", "timeout"), out
-    assert CLIENT_NODE not in with_pods
     for svc in ("sticky", "np", "np-local"):
         c.kubectl("delete", "service", svc)
     c.kubectl("delete", "deployment", "web")

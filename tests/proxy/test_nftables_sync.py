@@ -75,8 +75,25 @@ def test_full_sync_writes_the_documented_layout(nft):
         in k.rules("mark-for-masquerade")[0]
 
 
-def test_without_cluster_cidr_every_service_connection_is_masqueraded(nft):
+def test_without_cluster_cidr_only_hairpin_service_connections_are_masqueraded(nft):
+    """Upstream's proxier with no local detector marks no ClusterIP traffic in the service's chain:
+    a pod's connection keeps its source address; an endpoint reaching itself is still masqueraded."""
     s = Syncer(nft, Config(service_cidrs=CFG.service_cidrs))
+    sticky = ServicePort("default", "sticky", "http", "tcp", "10.96.0.11", 80,
+                         endpoints=(Endpoint("10.244.1.1", 8080),), affinity_timeout=60)
+    assert s.sync(services(svc("web", "10.96.0.10", 2), sticky)).ok
+    k = Kernel(nft)
+    (dnat,) = k.rules("lb-tcp-2")
+    assert "dnat" in dnat[0]
+    policy = next(c for c in k.chains() if c.startswith("service-") and "sticky" in c)
+    assert "mark-for-masquerade" not in str(k.rules(policy))
+    endpoint = next(c for c in k.chains() if c.startswith("endpoint-") and "sticky" in c)
+    assert k.rules(endpoint)[0][-1] == {"jump": {"target": "mark-for-masquerade"}}  # saddr 10.244.1.1: hairpin
+    assert "@hairpin-endpoints" in str(k.rules("masquerading")[0])
+
+
+def test_masquerade_all_marks_every_service_connection(nft):
+    s = Syncer(nft, Config(cluster_cidr=CFG.cluster_cidr, service_cidrs=CFG.service_cidrs, masquerade_all=True))
     assert s.sync(services(svc("web", "10.96.0.10", 2))).ok
     assert Kernel(nft).rules("lb-tcp-2")[0] == [{"jump": {"target": "mark-for-masquerade"}}]
 

@@ -10,7 +10,8 @@ maps and the `cluster-ips` set. What hangs off `service-ips` is a hybrid:
   endpoint count, plus N elements of the `service-endpoints-<proto>` data
   map, keyed by ClusterIP . port . slot 0..N-1. The shared chain
   `lb-<proto>-<N>` (one per protocol and endpoint count in use) marks
-  traffic from outside the cluster CIDR for masquerade and DNATs to
+  traffic from outside the cluster CIDR for masquerade (all of it with
+  masquerade_all, none without a cluster CIDR) and DNATs to
   `service-endpoints-<proto>[daddr . dport . numgen random mod N]`. Hairpin
   traffic (an endpoint reaching itself through its service) is masqueraded
   in `masquerading` through the `hairpin-endpoints` set of
@@ -91,7 +92,12 @@ class ServicePort:
 @dataclass(frozen=True, slots=True)
 class Config:
     family: str = "ip"  # ip or ip6
-    cluster_cidr: str = ""  # pod CIDR; empty means masquerade all ClusterIP traffic
+    #: the pod CIDR of the local detector (--cluster-cidr, or the node's podCIDR with
+    #: --detect-local-mode NodeCIDR): ClusterIP traffic from outside it is masqueraded, and pods in
+    #: it reach externalTrafficPolicy Local destinations through any endpoint; empty: no detector,
+    #: no ClusterIP traffic is masqueraded but hairpin traffic
+    cluster_cidr: str = ""
+    masquerade_all: bool = False  # --masquerade-all: every ClusterIP connection is masqueraded
     service_cidrs: tuple[str, ...] = ()
     nodeport_ips: tuple[str, ...] = ()  # --nodeport-addresses; empty means every local address
 
@@ -169,12 +175,14 @@ def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
         if sp.node_port:
             out.elements["no-endpoint-nodeports"] = {np_key: "goto reject-chain"}
         return out
-    masq_from = f"{ip} saddr != {cfg.cluster_cidr} " if cfg.cluster_cidr else ""
+    # upstream's internal traffic handling: everything with masqueradeAll, else what comes from
+    # outside the cluster CIDR; with neither, nothing (hairpin traffic is marked elsewhere)
+    masq_from = "" if cfg.masquerade_all else f"{ip} saddr != {cfg.cluster_cidr} " if cfg.cluster_cidr else None
     if sp.ordinary:
         lb, proto = lb_chain(sp.protocol, len(eps)), sp.protocol
-        out.chains[lb] = (f"{masq_from}jump mark-for-masquerade",
-                          (f"dnat {ip} addr . port to {ip} daddr . {proto} dport . "
-                           f"numgen random mod {len(eps)} map @service-endpoints-{proto}"))
+        out.chains[lb] = ((f"{masq_from}jump mark-for-masquerade",) if masq_from is not None else ()) + (
+            f"dnat {ip} addr . port to {ip} daddr . {proto} dport . "
+            f"numgen random mod {len(eps)} map @service-endpoints-{proto}",)
         out.elements["service-ips"] = {svc_key: f"goto {lb}"}
         out.elements[f"service-endpoints-{proto}"] = {f"{sp.cluster_ip} . {sp.port} . {i}": f"{e.ip} . {e.port}"
                                                       for i, e in enumerate(eps)}
@@ -186,7 +194,8 @@ def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
     external_local = sp.external_local and sp.externally_accessible
     internal_eps = local_eps if sp.internal_local else eps
     external_eps = local_eps if external_local else eps
-    masq_rule = (f"{ip} daddr {sp.cluster_ip} {sp.protocol} dport {sp.port} {masq_from}jump mark-for-masquerade",)
+    masq_rule = (f"{ip} daddr {sp.cluster_ip} {sp.protocol} dport {sp.port} {masq_from}jump mark-for-masquerade",) \
+        if masq_from is not None else ()
     if not sp.internal_local or sp.externally_accessible:
         _policy_chain(cfg, sp, out, cluster_chain, eps, () if sp.internal_local else masq_rule)
     if local_eps and (sp.internal_local or external_local):
