@@ -273,9 +273,9 @@ def _tar(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     if opts.mode is None:
         run.err("tar: need to specify one of -c/-x/-t\n")
         return 1
-    base = opts.directory or "/"
+    base = fs.normal(opts.directory or ".")
     if not isinstance(fs.lookup(base), Dir):
-        run.err(f"tar: can't change directory to '{base}': {NOT_FOUND}\n")
+        run.err(f"tar: can't change directory to '{opts.directory}': {NOT_FOUND}\n")
         return 1
     if opts.mode == "c":
         return _tar_create(run, fs, opts, base)
@@ -459,7 +459,26 @@ def _hostname(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     return 0
 
 
+def _cd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """The shell's `cd` (to root's home without a directory), the working directory kept for the
+    script's (or interactive shell's) next commands."""
+    if len(args) > 1:
+        raise Unknown
+    target = fs.normal(args[0] if args else "/root")
+    node = fs.lookup(target)
+    if not isinstance(node, Dir):
+        run.err(f"sh: cd: can't cd to {args[0] if args else '/root'}: {NOT_FOUND if node is None else 'Not a directory'}\n")
+        return 2
+    fs.cwd = target
+    return 0
+
+
+def _pwd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    run.out(fs.cwd + "\n")
+    return 0
+
+
 APPLETS: dict[str, Callable[[Process, ContainerFS, str, list[str]], int]] = {
     "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar,
     "wc": _wc, "md5sum": _digest, "sha256sum": _digest, "head": _head_tail, "tail": _head_tail,
-    "hostname": _hostname}
+    "hostname": _hostname, "cd": _cd, "pwd": _pwd}

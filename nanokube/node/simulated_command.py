@@ -367,19 +367,32 @@ class Step:
 class Shell:
     """`sh` reading its commands from stdin: each line runs as a `sh -c` script would, `$?` (`status`)
     carrying over, until `exit [N]` or the end of stdin (then the shell exits with `status`).
-    `files()`, where given, is the container's files, for the file commands."""
+    `files()`, where given, is the container's files, for the file commands; `cwd` the working
+    directory (the container's workingDir), where `cd` goes from line to line."""
 
-    def __init__(self, files: Callable[[], ContainerFS] | None = None):
+    def __init__(self, files: Callable[[], ContainerFS] | None = None, cwd: str = "/"):
         self.status = 0
         self.files = files
+        self.cwd = cwd
+
+    def _files(self) -> ContainerFS:
+        fs = self.files()
+        fs.cwd = self.cwd
+        return fs
+
+    def prompt(self) -> str:
+        """busybox sh's prompt for root (`\\w # `): the working directory, `~` for root's home."""
+        return ("~" + self.cwd[5:] if (self.cwd + "/").startswith("/root/") else self.cwd) + " # "
 
     def line(self, text: str, now: float) -> Step:
         """Run one line typed at `now` (the node's wall clock, epoch seconds)."""
-        run = _Run(now, self.status, fs=self.files, stdin=_TERMINAL, interactive=True)
+        run = _Run(now, self.status, fs=self._files if self.files else None, stdin=_TERMINAL, interactive=True)
         try:
             _execute(_parse(text), run)
         except _Unknown:  # what a shell would expand or pipe
             run.errors.append((0, 0.0, "sh: nanokube's simulated shell runs no expansions or pipes\n"))
             run.status = 2
         self.status = run.status
+        if isinstance(run.fs, ContainerFS):
+            self.cwd = run.fs.cwd
         return Step(tuple(run.program().writes()), run.now, run.exited)

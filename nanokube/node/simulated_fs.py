@@ -124,27 +124,31 @@ class PodFiles:
                     break
             else:
                 mounts.append(_Mount(path, tree=tree, read_only=read_only))
+        workdir = posixpath.normpath(posixpath.join("/", c.get("workingDir") or "/"))
         root = self.roots.get(name)
         if root is None:
             root = self.roots[name] = Dir(entries={d: Dir(mtime=now) for d in IMAGE_DIRS}, mtime=now)
             root.entries["tmp"].mode = 0o1777
             hostname = spec.get("hostname") or (self.pod.get("metadata") or {}).get("name", "")
             root.entries["etc"].entries["hostname"] = File(f"{hostname}\n".encode(), mtime=now)
-            for m in mounts:  # the runtime makes each mount point
+            for path in [m.path for m in mounts] + [workdir]:  # the runtime makes each mount point, and workingDir
                 d = root
-                for part in m.path.split("/")[1:]:
-                    d = d.entries.setdefault(part, Dir(mtime=now)) if isinstance(d, Dir) else d
-        return ContainerFS(root, sorted(mounts, key=lambda m: len(m.path), reverse=True), now)
+                for part in path.split("/")[1:]:
+                    d = d.entries.setdefault(part, Dir(mtime=now)) if isinstance(d, Dir) and part else d
+        fs = ContainerFS(root, sorted(mounts, key=lambda m: len(m.path), reverse=True), now)
+        fs.cwd = workdir
+        return fs
 
 
 class ContainerFS:
-    """A container's view of its files: paths are absolute or relative to `/`, as a shell's working
-    directory is in these containers."""
+    """A container's view of its files: paths are absolute or relative to `cwd` (its workingDir,
+    or where a shell's `cd` went)."""
 
     def __init__(self, root: Dir, mounts: list[_Mount], now: float):
         self.root = root
         self.mounts = mounts
         self.now = now
+        self.cwd = "/"
         #: the changes made, where they are kept to be done again (`PodFiles.draft`)
         self.journal: list[tuple[str, tuple, dict]] | None = None
 
@@ -160,9 +164,9 @@ class ContainerFS:
             except FsError:
                 pass
 
-    @staticmethod
-    def normal(path: str, cwd: str = "/") -> str:
-        return posixpath.normpath(posixpath.join("/", cwd, path))
+    def normal(self, path: str, cwd: str | None = None) -> str:
+        """`path` made absolute (from `cwd`, by default the working directory) and normalised."""
+        return posixpath.normpath(posixpath.join("/", self.cwd if cwd is None else cwd, path))
 
     def _mount(self, path: str) -> tuple[_Mount | None, list[str]]:
         """The mount `path` (normalised) lies in, and its parts below the mount point."""

@@ -157,11 +157,11 @@ class SimulatedIO:
         else:
             self.programs.pop(name, None)
             if spec.get("stdin") and reads_stdin([*(spec.get("command") or ()), *(spec.get("args") or ())], image):
-                self.shells[name] = Shell(lambda: self.files(name))
+                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name))
             self._write(f"nanokube: container {name} started (image {image})", [name])
             self._write(f"nanokube: container {name} is ready", [name])
             if name in self.shells and spec.get("tty"):  # the shell's first prompt, as busybox's sh on a terminal
-                self._emit(name, "/ # ")
+                self._emit(name, self.shells[name].prompt())
             if SMI_LIST.search(" ".join(self._command(name))):
                 listing = self._smi_list(name)
                 for line in (listing or "").splitlines():
@@ -234,9 +234,9 @@ class SimulatedIO:
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         if program is None and reads_stdin(argv, image):
             if spec.get("stdin"):
-                self.shells[name] = Shell(lambda: self.files(name))
+                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name))
                 if spec.get("tty"):
-                    self._emit(name, "/ # ")
+                    self._emit(name, self.shells[name].prompt())
                 return
             if argv:  # the image's own shell, with no stdin, is left running, as before
                 program = Program((), 0.0, 0)
@@ -312,6 +312,10 @@ class SimulatedIO:
         spec = self.worker.pod.get("spec") or {}
         return next((c for key in ("containers", "initContainers", "ephemeralContainers") for c in spec.get(key) or []
                      if c.get("name") == container), {})
+
+    def _workdir(self, container: str) -> str:
+        """Where the container's processes start: its workingDir, else the image's (`/` here)."""
+        return os.path.normpath(os.path.join("/", self._spec(container).get("workingDir") or "/"))
 
     def _command(self, container: str) -> list[str]:
         spec = self._spec(container)
@@ -392,7 +396,8 @@ class SimulatedIO:
 
         async def read() -> bytes:
             return await session.read_stdin() if session.stdin else b""
-        return await self._shell(Shell(lambda: self.files(container)), read, write, tty, prompt=True)
+        shell = Shell(lambda: self.files(container), self._workdir(container))
+        return await self._shell(shell, read, write, tty, prompt=True)
 
     async def _shell(self, shell: Shell, read, write, tty: bool, prompt: bool) -> int | None:
         """Run the lines `read()` gives (b"" at EOF; None: no more, stdin left open) through `shell`,
@@ -409,7 +414,7 @@ class SimulatedIO:
         pending, eof = b"", False
         while True:
             if tty and prompt:
-                await out("stdout", "/ # ")
+                await out("stdout", shell.prompt())
             prompt = True
             while not eof and not _LINE_END.search(pending):
                 data = await read()

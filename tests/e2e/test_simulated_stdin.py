@@ -113,6 +113,8 @@ def test_attach_on_a_terminal_shows_the_shells_prompt_at_once(cluster):
         assert b"\r\n/ # " in _read_until(fd, b"\r\n/ # ")
         os.write(fd, b"echo hi > /tmp/f; cat /tmp/f\r")
         assert b"\r\nhi\r\n/ # " in _read_until(fd, b"\r\nhi\r\n/ # ")
+        os.write(fd, b"cd /tmp\r")  # busybox's prompt names the working directory
+        assert b"cd /tmp\r\n/tmp # " in _read_until(fd, b"/tmp # ")
         os.write(fd, b"exit 6\r")
         exited()
     term = cluster.kubectl_json("get", "pod", "prompt")["status"]["containerStatuses"][0]

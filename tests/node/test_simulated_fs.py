@@ -198,3 +198,25 @@ def test_tar_of_a_directory_holds_the_volumes_mounted_below_it(pod_files):
     with tarfile.open(fileobj=io.BytesIO(out)) as tar:
         assert code == 0 and tar.extractfile("etc/app/mode").read() == b"fast"
         assert sorted(tar.getnames()) == ["etc", "etc/app", "etc/app/mode", "etc/hostname"]
+
+
+def test_cd_and_relative_paths_carry_over_an_interactive_shells_lines_and_set_its_prompt(pod_files):
+    shell = Shell(lambda: pod_files.container("main"))
+    assert shell.prompt() == "/ # "
+    assert shell.line("cd /tmp; echo x > f; pwd; cat /tmp/f", T0).output == (
+        (0, "stdout", "/tmp\n"), (0, "stdout", b"x\n"))
+    assert shell.prompt() == "/tmp # " and shell.line("cat f", T0).output == ((0, "stdout", b"x\n"),)
+    step = shell.line("cd /nope", T0)
+    assert step.output == ((0, "stderr", "sh: cd: can't cd to /nope: No such file or directory\n"),)
+    assert shell.status == 2 and shell.prompt() == "/tmp # "
+    shell.line("cd", T0)
+    assert shell.prompt() == "~ # "
+
+
+def test_a_containers_working_directory_is_made_and_relative_paths_start_there(pod_files):
+    pod_files.pod["spec"]["containers"][0]["workingDir"] = "/srv/app"
+    fs = pod_files.container("main")
+    assert run(fs, "sh", "-c", "pwd; echo hi > out.txt; cat /srv/app/out.txt") == (0, b"/srv/app\nhi\n", "")
+    sent = _archive({"rel/f": b"1"})
+    assert run(fs, "tar", "xf", "-", "-C", "../app", stdin=sent)[0] == 0
+    assert run(fs, "cat", "/srv/app/rel/f")[1] == b"1"
