@@ -339,10 +339,11 @@ class SimulatedIO:
         if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session, container)
         if declared is None:
-            stdin = b""
+            sent: list[bytes] = []
             if session.stdin and wants_stdin(command):  # `tar xmf -`: all it is sent, to its end
                 while data := await session.read_stdin():
-                    stdin += data
+                    sent.append(data)
+            stdin = b"".join(sent)
             program = interpret(command, self.worker.clock.now(), lambda: self.files(container), stdin)
             if program is not None:
                 return await self._exec_program(program, session)
