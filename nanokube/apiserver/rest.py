@@ -112,10 +112,12 @@ def _meta(obj: dict) -> dict:
 def check_target(md: dict, name: str, namespace: str | None) -> None:
     """EnsureObjectNamespaceMatchesRequestNamespace, then checkName, as the update and patch handlers
     judge the object they are about to write (a /scale's Scale too): a 400 when it names another
-    namespace or object (where it names none, the URL's is taken)."""
+    namespace or object, or none (ObjectName's errEmptyName: the URL's name is not taken for it)."""
     if namespace and md.get("namespace") and md["namespace"] != namespace:
         raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
-    if md.get("name", name) != name:
+    if not md.get("name"):
+        raise errors.bad_request(f"the name of the object ({name} based on URL) was undeterminable: name must be provided")
+    if md["name"] != name:
         raise errors.bad_request(f"the name of the object ({md['name']}) does not match the name on the URL ({name})")
 
 
@@ -851,8 +853,6 @@ class GenericREST:
         warnings = self._decode_checks(res, version, body, opts, held=held)
         omitempty.drop(held)
         md = _meta(body)
-        if not md.get("name"):  # checkName: ObjectName's errEmptyName (an update names its object)
-            raise errors.bad_request(f"the name of the object ({name} based on URL) was undeterminable: name must be provided")
         check_target(md, name, namespace if res.namespaced else None)
         md["name"] = name
         if res.namespaced:

@@ -118,9 +118,11 @@ class Subresources:
                         # the patch named no resourceVersion: like upstream's update loop, a
                         # concurrent write (a controller's status) is retried, not a conflict
                         body["metadata"] = {k: v for k, v in md.items() if k != "resourceVersion"}
-                check_target(body.get("metadata") or {}, name, namespace)
-                opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
                 applied = m == "PATCH" and request.content_type == "application/apply-patch+yaml"
+                # (an apply configuration that names nothing is merged with the live Scale, which keeps its name)
+                check_target({"name": name, **(body.get("metadata") or {})} if applied else body.get("metadata") or {},
+                             name, namespace)
+                opts.field_manager = opts.field_manager or request.headers.get("User-Agent", "unknown").split("/")[0]
                 resp = h.render_scale(request, res, await self.put_scale(res, version, namespace, name, body, opts, applied),
                                       table=res.group in ("", "apps"))
                 for w in warnings:

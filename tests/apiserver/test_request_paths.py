@@ -62,3 +62,40 @@ async def test_an_update_whose_body_names_no_object_is_a_400():
         assert data == {"k": "v"}
     finally:
         await server.stop()
+
+
+async def test_a_patch_or_scale_write_that_leaves_no_name_is_a_400():
+    """The patch handler runs checkName on the patched object, and /scale's PUT and PATCH are the update
+    and patch handlers: a result with its name removed or emptied, or a Scale that names none, is
+    errEmptyName's 400 and changes nothing. An apply configuration that names nothing keeps the object's
+    name (the merge of it with the live object holds it)."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    cm, deploy = f"{base}/api/v1/namespaces/default/configmaps/a", f"{base}/apis/apps/v1/namespaces/default/deployments/d"
+    deployment = {"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+        "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(cm.rsplit("/", 1)[0], json={"metadata": {"name": "a"}}) as r:
+                assert r.status == 201
+            async with s.post(deploy.rsplit("/", 1)[0], json=deployment) as r:
+                assert r.status == 201
+            got = []
+            for method, url, body, ctype in [
+                    ("PATCH", cm, {"metadata": {"name": None}}, "application/merge-patch+json"),
+                    ("PATCH", cm, [{"op": "replace", "path": "/metadata/name", "value": ""}], "application/json-patch+json"),
+                    ("PUT", deploy + "/scale", {"spec": {"replicas": 3}}, "application/json"),
+                    ("PATCH", deploy + "/scale", {"metadata": {"name": None}, "spec": {"replicas": 3}}, "application/merge-patch+json"),
+                    ("PATCH", cm + "?fieldManager=m", {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}},
+                     "application/apply-patch+yaml")]:
+                async with s.request(method, url, json=body, headers={"Content-Type": ctype}) as r:
+                    got.append((r.status, (await r.json()).get("message")))
+            async with s.get(deploy) as r:
+                replicas = (await r.json())["spec"]["replicas"]
+        refused = [(400, f"the name of the object ({n} based on URL) was undeterminable: name must be provided")
+                   for n in ("a", "a", "d", "d")]
+        assert got[:4] == refused and got[4][0] == 200, got
+        assert replicas == 1
+    finally:
+        await server.stop()
