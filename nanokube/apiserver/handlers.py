@@ -78,6 +78,8 @@ _META_VERSIONS = frozenset({"v1", "v1beta1"})
 _CONVERSIONS = {"Table": "table", "PartialObjectMetadata": "partial", "PartialObjectMetadataList": "partiallist"}
 #: a pod's subresources that stream (connect handlers, the log's) rather than answer with an object
 _UNNEGOTIATED = frozenset({"exec", "attach", "portforward", "proxy", "log"})
+#: core subresources whose storage has no TableConvertor (as a create-only kind's, a review's)
+_NO_TABLES = frozenset({"binding", "eviction", "token"})
 
 
 def _negotiate(accept: str) -> tuple[str, str, str]:
@@ -466,10 +468,12 @@ class APIHandlers:
                 raise errors.route_not_found()
         if not sub and _verb(m, name, watch) not in res.verbs:
             raise errors.method_not_allowed()
-        if sub not in _UNNEGOTIATED or group:
+        if (sub not in _UNNEGOTIATED or group) and _accept(request) == "table" and (
+                sub in _NO_TABLES and not group or res.verbs == ("create",)):
             # every handler negotiates its answer's media type first (NegotiateOutputMediaType): an Accept
-            # none serves is a 406 before the body is read, let alone written
-            _accept(request)
+            # none serves is a 406 before the body is read, let alone written; a Table is served only by an
+            # endpoint whose storage converts to one (AllowsMediaTypeTransform), which these do not
+            raise _not_acceptable()
         if res.group == "" and res.plural == "bindings" and not name and m == "POST":
             return await self.sub.create_binding(self, request, version, namespace)
         if res.verbs == ("create",) and self.reviews is not None:
@@ -478,7 +482,7 @@ class APIHandlers:
             # decoded as any create's body is (types; unknown fields per fieldValidation), as upstream's create handler
             body, opts = await self._create_input(request)
             labels[5] = (labels[5] or []) + self.rest._decode_checks(res, version, body, opts)
-            return json_response(await self.reviews(res, body, _user(request), namespace), 201)
+            return self.render_untabled(request, await self.reviews(res, body, _user(request), namespace), _go_type(res, False))
         if sub in ("exec", "attach", "portforward") and not group:
             with self.long_running(request, labels):
                 return await self.streams.handle(request, namespace, name, sub)
@@ -676,6 +680,17 @@ class APIHandlers:
         meta = {"resourceVersion": scale["metadata"].get("resourceVersion", "")}
         return json_response(tables.table(res, [(scale, scale)], self.clock, _include_object(request.query),
                                           meta, cols=tables.SCALE_COLUMNS, meta_version=_meta_version(request)))
+
+    def render_untabled(self, request: web.Request, obj: dict, go_type: str, code: int = 201) -> web.Response:
+        """The answer of an endpoint with no Table (a review, a TokenRequest): as it is, or as the
+        PartialObjectMetadata asked for; PartialObjectMetadataList of it is asPartialObjectMetadataList's 406."""
+        kind = _accept(request)
+        if kind == "partial":
+            return json_response(tables.partial_metadata(obj, _meta_version(request)), code)
+        if kind == "partiallist":
+            raise errors.APIError(406, "NotAcceptable", "you requested PartialObjectMetadataList, but the requested "
+                                  f"object is not a list ({go_type})")
+        return json_response(obj, code)
 
     def _render_write(self, request: web.Request, res: Resource, r, version: str) -> web.Response:
         """A write's object, converted as a read's is when the Accept header asks for a Table or

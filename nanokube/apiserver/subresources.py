@@ -87,7 +87,8 @@ class Subresources:
             body, opts = await h._create_input(request)  # (the options are judged, as any create's)
             body = _typed(body, TOKEN_REQUEST, "TokenRequest", version)
             warnings = await _strict_fields(h, request, body, opts, TOKEN_REQUEST, "TokenRequest", version)
-            return _warned(json_response(self.tokens.token_request(namespace, name, body), 201), warnings)
+            return _warned(h.render_untabled(request, self.tokens.token_request(namespace, name, body),
+                                             "*authentication.TokenRequest"), warnings)
         if sub == "log" and m == "GET":
             # a repeated parameter's first value, as url.Values conversion takes it
             data = await self.log(namespace, name, {k: request.query.getone(k) for k in request.query.keys()})

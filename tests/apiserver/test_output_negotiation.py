@@ -6,7 +6,9 @@ DeleteCollection's list, as the Table or PartialObjectMetadata(List) asked for; 
 import aiohttp
 
 from nanokube.apiserver.app import APIServer
+from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
+from tests.apiserver.test_request_body import admin_context
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 PARTIAL = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
@@ -100,5 +102,44 @@ async def test_a_scale_answers_in_the_form_asked_for_on_reads_and_writes():
                        ("PATCH", "as=PartialObjectMetadata"): (200, "PartialObjectMetadata"),
                        ("GET", "as=PartialObjectMetadataList"): (406, "Status"),
                        ("PATCH", "as=PartialObjectMetadataList"): (406, "Status")}, got
+    finally:
+        await server.stop()
+
+
+async def test_endpoints_without_a_table_convertor_refuse_a_table_first_and_convert_to_partial_metadata(tmp_path):
+    """AllowsMediaTypeTransform serves a Table only where the endpoint's storage converts to one, which
+    reviews, TokenRequests, bindings and evictions do not: a 406 before anything is done (the pod is not
+    evicted). PartialObjectMetadata is served everywhere: a review's or TokenRequest's answer converted
+    (a Status as it is); PartialObjectMetadataList of one object is the 406 of asPartialObjectMetadataList."""
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    server.rest.admission.disable("ServiceAccount")
+    await server.start()
+    ns = f"{server.url}/api/v1/namespaces/default"
+    review = f"{server.url}/apis/authentication.k8s.io/v1/tokenreviews"
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=admin_context(pki, tmp_path))) as s:
+            async with s.post(f"{ns}/serviceaccounts", json={"metadata": {"name": "sa"}}) as r:
+                assert r.status == 201
+            async with s.post(f"{ns}/pods", json={"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}) as r:
+                assert r.status == 201
+            got = {}
+            for what, url, body in [("review", review, {"spec": {"token": "x"}}),
+                                    ("token", f"{ns}/serviceaccounts/sa/token", {"spec": {"audiences": ["a"]}}),
+                                    ("eviction", f"{ns}/pods/p/eviction", {"apiVersion": "policy/v1", "kind": "Eviction",
+                                                                           "metadata": {"name": "p"}})]:
+                for accept in (TABLE, PARTIAL, PARTIAL_LIST):
+                    if what == "eviction" and accept != TABLE:
+                        continue
+                    async with s.post(url, json=body, headers={"Accept": accept}) as r:
+                        got[what, accept.split(";")[1]] = r.status, (await r.json())["kind"]
+            async with s.get(f"{ns}/pods/p") as r:
+                pod = await r.json()
+        assert got == {("review", "as=Table"): (406, "Status"), ("review", "as=PartialObjectMetadata"): (201, "PartialObjectMetadata"),
+                       ("review", "as=PartialObjectMetadataList"): (406, "Status"),
+                       ("token", "as=Table"): (406, "Status"), ("token", "as=PartialObjectMetadata"): (201, "PartialObjectMetadata"),
+                       ("token", "as=PartialObjectMetadataList"): (406, "Status"),
+                       ("eviction", "as=Table"): (406, "Status")}, got
+        assert "deletionTimestamp" not in pod["metadata"] and not (pod.get("status") or {}).get("conditions")
     finally:
         await server.stop()
