@@ -8,7 +8,7 @@ from nanokube.apiserver.loopback import connector
 from nanokube.node.agent import IPPool, Throttle, _dashed, _machine_id, pod_cidr
 from nanokube.node.cluster import default_cluster, parse_cluster
 from nanokube.node.manager import GC_FREEZE_NODES, NodeManager, _full_collections_deferred
-from tests.controllers import eventually, make_stack
+from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 
 
@@ -265,8 +265,11 @@ async def test_conditions_another_client_changed_are_posted_again_by_the_next_he
     assert conds["Ready"]["lastTransitionTime"] == conds["MemoryPressure"]["lastTransitionTime"] == clock.rfc3339()
     assert conds["DiskPressure"]["lastTransitionTime"] < clock.rfc3339()
     assert await _conditions(client, "gpu-1") == other
-    counts = {e["reason"]: e["count"] for e in await _node_events(client, "gpu-0")}  # the setters saw Unknown
-    assert (counts["NodeReady"], counts["NodeHasSufficientMemory"], counts["NodeHasNoDiskPressure"]) == (2, 2, 1)
+
+    async def counts():  # the setters saw Unknown
+        got = {e["reason"]: e["count"] for e in await _node_events(client, "gpu-0")}
+        return tuple(got.get(r) for r in ("NodeReady", "NodeHasSufficientMemory", "NodeHasNoDiskPressure"))
+    await becomes(counts, (2, 2, 1))
 
 
 async def test_a_node_marked_unknown_while_its_renewal_stalled_is_ready_again_once_it_renews():
@@ -326,11 +329,19 @@ async def _node_events(client, name: str) -> list[dict]:
     return sorted(items, key=lambda e: e["metadata"]["name"])
 
 
+async def _started(client, name: str) -> list[dict]:
+    """The six Events of node `name`'s start-up, once all are written: its recorder writes them from a queue."""
+    async def written():
+        events = await _node_events(client, name)
+        return len(events) >= 6 and events
+    return await eventually(written)
+
+
 async def test_a_starting_kubelet_records_its_node_events(env):
     """Starting, each condition's status, NodeReady and NodeAllocatableEnforced, on the kubelet's
     nodeRef (uid: the node's name; no apiVersion) from kubelet on the node's host."""
     client, _, _ = env
-    events = await _node_events(client, "gpu-0")
+    events = await _started(client, "gpu-0")
     assert [(e["reason"], e["message"]) for e in events] == [
         ("Starting", "Starting kubelet."),
         ("NodeHasSufficientMemory", "Node gpu-0 status is now: NodeHasSufficientMemory"),
@@ -354,7 +365,7 @@ async def test_ready_transitions_and_cordoning_are_recorded_on_the_node(env):
     client, _, _ = env
     nodes = client.resource("", "v1", "nodes")
     merge = "application/merge-patch+json"
-    other = await _node_events(client, "gpu-1")
+    other = await _started(client, "gpu-1")
 
     def recorded(want):
         async def check():

@@ -6,7 +6,7 @@ from nanokube.apiserver.loopback import connector
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.lifecycle import image_size, pulled_message
 from nanokube.node.manager import NodeManager
-from tests.controllers import eventually, make_stack
+from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 from tests.node.test_lifecycle import cond, conds, env, gone, phase_is, pod  # noqa: F401 (env is a fixture)
 
@@ -142,10 +142,13 @@ async def test_a_failing_pull_backs_off_until_the_image_can_be_pulled(env):  # n
     st, w = await eventually(waiting("ErrImagePull"))
     assert st["phase"] == "Pending" and w["message"] == error
     path = "spec.containers{app}"
-    assert [e[:4] for e in await pod_events(pods, "bad")] == [
+
+    async def reported():  # written from the recorder's queue
+        return [e[:4] for e in await pod_events(pods, "bad")]
+    await becomes(reported, [
         ("Normal", "Pulling", path, 'Pulling image "busybox:1.36"'),
         ("Warning", "Failed", path, f'Failed to pull image "busybox:1.36": {error}'),
-        ("Warning", "Failed", path, "Error: ErrImagePull")]
+        ("Warning", "Failed", path, "Error: ErrImagePull")])
     await clock.advance(1)  # the next sync: backing off
     _, w = await eventually(waiting("ImagePullBackOff"))
     assert w["message"] == f'Back-off pulling image "busybox:1.36": ErrImagePull: {error}'
@@ -166,10 +169,11 @@ async def test_a_failing_pull_backs_off_until_the_image_can_be_pulled(env):  # n
     assert (await pods.get("bad", "default"))["status"]["phase"] == "Pending"
     await clock.advance(1)
     await eventually(phase_is(pods, "bad", "Running"))
-    ev = await pod_events(pods, "bad")
-    assert [(r, n) for _, r, _, m, n in ev if r in ("Pulling", "Pulled", "Started")] == [
-        ("Pulling", 3), ("Pulled", 1), ("Started", 1)]
-    assert [m for _, r, _, m, _ in ev if r == "Pulled"] == [pulled_message("busybox:1.36", 0)]
+
+    async def pulled():  # written from the recorder's queue
+        return [(r, n) for _, r, _, m, n in await pod_events(pods, "bad") if r in ("Pulling", "Pulled", "Started")]
+    await becomes(pulled, [("Pulling", 3), ("Pulled", 1), ("Started", 1)])
+    assert [m for _, r, _, m, _ in await pod_events(pods, "bad") if r == "Pulled"] == [pulled_message("busybox:1.36", 0)]
 
 
 async def test_an_ephemeral_container_records_its_start_on_its_field_path(env):  # noqa: F811
@@ -217,9 +221,11 @@ async def test_a_never_pull_image_the_node_lacks_fails_until_a_pull_brings_it(en
     await eventually(phase_is(pods, "puller", "Running"))
     await clock.advance(10)
     await eventually(phase_is(pods, "local", "Running"))
-    ev = await pod_events(pods, "local")
-    assert [e[1:4] for e in ev[2:]] == [("Pulled", path, PRESENT.format("registry.local/app:dev")),
-                                        ("Created", path, "Container created"), ("Started", path, "Container started")]
+
+    async def started():  # written from the recorder's queue
+        return [e[1:4] for e in (await pod_events(pods, "local"))[2:]]
+    await becomes(started, [("Pulled", path, PRESENT.format("registry.local/app:dev")),
+                            ("Created", path, "Container created"), ("Started", path, "Container started")])
 
 
 async def test_an_init_container_whose_pull_fails_reports_it_in_its_own_status(env):  # noqa: F811

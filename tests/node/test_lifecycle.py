@@ -10,7 +10,7 @@ from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
 from nanokube.node.lifecycle import PodWorker, image_id, image_ref, status_patch
 from nanokube.node.manager import NodeManager
-from tests.controllers import eventually, make_stack
+from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 
 
@@ -232,10 +232,12 @@ async def test_a_missing_config_map_or_key_in_the_environment_is_create_containe
     await configmaps.patch("app-config", {"data": {"mode": "fast"}}, namespace="default")
     await clock.advance(10)
     await eventually(phase_is(pods, "configured", "Running"))
-    events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
-    failed = sorted(e["message"] for e in events if e["reason"] == "Failed" and e["involvedObject"]["name"] == "configured")
-    assert failed == ["Error: configmap \"app-config\" not found",
-                      "Error: couldn't find key mode in ConfigMap default/app-config"]
+
+    async def failed():  # written from the recorder's queue
+        events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return sorted(e["message"] for e in events if e["reason"] == "Failed" and e["involvedObject"]["name"] == "configured")
+    await becomes(failed, ["Error: configmap \"app-config\" not found",
+                           "Error: couldn't find key mode in ConfigMap default/app-config"])
 
 
 async def test_ready_conditions_name_the_unready_containers_as_the_kubelet_does(env):
@@ -380,9 +382,11 @@ async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
         assert not got["metadata"].get("deletionTimestamp")
     t = (await pods.get("capped", "default"))["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (t["exitCode"], t["reason"]) == (143, "Error")
-    items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
-    assert {(e["involvedObject"]["name"], e["type"]) for e in items if e["reason"] == "DeadlineExceeded"} == {
-        ("capped", "Normal"), ("crashing", "Normal")}
+
+    async def exceeded():  # written from the recorder's queue
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return {(e["involvedObject"]["name"], e["type"]) for e in items if e["reason"] == "DeadlineExceeded"}
+    await becomes(exceeded, {("capped", "Normal"), ("crashing", "Normal")})
 
 
 async def test_grace_period_shorter_than_stop_time_kills(env):
@@ -614,9 +618,11 @@ async def test_the_active_deadline_also_ends_a_pod_that_never_got_its_containers
     got = (await pods.get("init-pull", "default"))["status"]
     assert [c["state"] for c in got["initContainerStatuses"]] == [unknown]
     assert conds({"status": got})["Initialized"] == "False"
-    items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
-    assert sorted(e["involvedObject"]["name"] for e in items if e["reason"] == "DeadlineExceeded") == [
-        "init-pull", "no-volume", "slow-pull"]
+
+    async def exceeded():  # written from the recorder's queue
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return sorted(e["involvedObject"]["name"] for e in items if e["reason"] == "DeadlineExceeded")
+    await becomes(exceeded, ["init-pull", "no-volume", "slow-pull"])
     await clock.advance(60)  # nothing starts later
     assert (await pods.get("slow-pull", "default"))["status"]["phase"] == "Failed"
     assert "Started" not in {e["reason"] for e in (await pods.c.resource("", "v1", "events").list(

@@ -4,7 +4,7 @@ action (KEP-5532), as a simulated node carries them out, seen through the pods' 
 from nanokube.apiserver.loopback import connector
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
-from tests.controllers import eventually, make_stack
+from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 from tests.node.test_lifecycle import cond, env, phase_is, pod  # noqa: F401 (env is a fixture)
 
@@ -91,8 +91,10 @@ async def test_a_container_that_exits_for_good_stays_terminated_while_another_re
     assert [(c["name"], c["restartCount"], c["state"]["terminated"]["exitCode"])
             for c in p["status"]["containerStatuses"]] == [("worker", 1, 1), ("helper", 0, 42)]
 
-    events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
-    assert {e["involvedObject"]["fieldPath"] for e in events if e["reason"] == "BackOff"} == {"spec.containers{worker}"}
+    async def backoffs():  # written from the recorder's queue
+        events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return {e["involvedObject"]["fieldPath"] for e in events if e["reason"] == "BackOff"}
+    await becomes(backoffs, {"spec.containers{worker}"})
 
 
 async def test_restart_all_containers_reruns_the_init_containers_in_place(env):  # noqa: F811
@@ -128,9 +130,11 @@ async def test_restart_all_containers_reruns_the_init_containers_in_place(env): 
     setup = status(again, "setup")
     assert setup["restartCount"] == 1 and setup["state"]["terminated"]["reason"] == "Completed"
 
-    events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
-    started = [e for e in events if e["reason"] == "Started" and e["involvedObject"]["fieldPath"] == "spec.initContainers{setup}"]
-    assert started and started[0]["count"] == 2, "the init container ran again"
+    async def setup_starts():  # "the init container ran again": its Started counted twice, from the recorder's queue
+        events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return [e["count"] for e in events if e["reason"] == "Started"
+                and e["involvedObject"]["fieldPath"] == "spec.initContainers{setup}"]
+    await becomes(setup_starts, [2])
     await clock.advance(5)  # the second run exits 0: the container's Never ends the pod
     done = await eventually(phase_is(pods, "gang", "Succeeded"))
     assert (cond(done, "AllContainersRestarting")["status"], cond(done, "AllContainersRestarting")["reason"]) == \

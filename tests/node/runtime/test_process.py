@@ -19,7 +19,7 @@ from nanokube.node.runtime.netns import list_netns
 from nanokube.node.runtime.process import ProcessRuntime
 from nanokube.node.runtime.worker import expand
 from nanokube.node.streaming import log_options
-from tests.controllers import eventually, make_stack
+from tests.controllers import becomes, eventually, make_stack
 
 
 
@@ -448,9 +448,11 @@ async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
     term = (await pods.get("pulling", "default"))["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (137, "ContainerStatusUnknown")
     assert not (tmp / "pulled-ran").exists()
-    items, _ = await client.resource("", "v1", "events").list(namespace="default")
-    assert sorted(e["involvedObject"]["name"] for e in items if e["reason"] == "DeadlineExceeded") == [
-        "capped", "pulling"]
+
+    async def exceeded():  # written from the recorder's queue
+        items, _ = await client.resource("", "v1", "events").list(namespace="default")
+        return sorted(e["involvedObject"]["name"] for e in items if e["reason"] == "DeadlineExceeded")
+    await becomes(exceeded, ["capped", "pulling"])
 
 
 async def test_a_pod_deleted_while_its_image_is_pulled_ends_container_status_unknown(env):

@@ -15,7 +15,7 @@ from nanokube.node.storage import CSI_DRIVER, PROVISIONER, LocalPathProvisioner
 from nanokube.node.volumes import VolumeManager
 from nanokube.node.volumes.persistent import node_expand
 from nanokube.node.volumes.sources import RESYNC
-from tests.controllers import eventually, make_stack
+from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 from tests.node.test_lifecycle import gone, phase_is
 
@@ -107,10 +107,9 @@ async def test_a_running_pod_finishes_its_claims_expansion_at_its_next_resync(en
         async def resized_events():
             items, _ = await client.resource("", "v1", "events").list(namespace="default")
             return sorted((e["involvedObject"]["kind"], e["source"]["component"], e["message"])
-                          for e in items if e["reason"] == "FileSystemResizeSuccessful") or None
+                          for e in items if e["reason"] == "FileSystemResizeSuccessful")
         message = f'MountVolume.NodeExpandVolume succeeded for volume "{pending["spec"]["volumeName"]}" gpu-0'
-        assert await eventually(resized_events) == [("PersistentVolumeClaim", "kubelet", message),
-                                                    ("Pod", "kubelet", message)]
+        await becomes(resized_events, [("PersistentVolumeClaim", "kubelet", message), ("Pod", "kubelet", message)])
     finally:
         for c in (binder, provisioner):
             await c.stop()
