@@ -30,9 +30,10 @@ for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
 --retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, and a
 script's `>`, `>>` and `<`. A command reading stdin gets what the exec client
 sent (read to its end first). A container's own command runs them on a draft
-of its files (simulated_fs.PodFiles.draft), the changes made as it starts;
-exec's as it is interpreted; the output either way on the node's clock, as
-above. Without files these commands are not interpreted.
+of its files (simulated_fs.PodFiles.draft), as does exec's; the changes are
+made, as the output is written, when their time comes on the node's clock
+(`sleep 5; touch /tmp/ready` makes the file 5 s later, and not at all if
+the container is stopped before). Without files these commands are not interpreted.
 
 It is not a shell: nothing is expanded, and no other command is recognised.
 A shell started without `-c` (`kubectl exec -it pod -- sh`) reads its stdin
@@ -76,7 +77,8 @@ class Program:
     """How an interpreted command runs: what it writes to stdout and when (seconds after it
     started), how long it takes (math.inf: until it is stopped), and its exit code; what it
     writes to stderr ((its place among `output`, when, text)); and, worked out on a draft of the
-    container's files, the changes it makes to them (done when the container starts)."""
+    container's files, the changes it makes to them ((when, change, its arguments)), made when
+    their time comes."""
 
     output: tuple[tuple[float, str | bytes], ...]
     seconds: float
@@ -90,6 +92,11 @@ class Program:
         for place, t, x in reversed(self.errors):
             out.insert(place, (t, "stderr", x))
         return out
+
+    def timeline(self) -> list[tuple[float, str, object]]:
+        """What it writes and the changes it makes to its files, in order: (when, "stdout",
+        "stderr" or "files", the text or the change); a change comes before what is written then."""
+        return sorted([*((c[0], "files", c) for c in self.changes), *self.writes()], key=lambda e: e[0])
 
 
 #: the container's files, or what gives them when a command first needs them
@@ -215,7 +222,8 @@ class _Run:
         self.errors: list[tuple[int, float, str]] = []  # (its place in `output`, when, text)
 
     def program(self) -> Program:
-        changes = tuple(self.fs.journal or ()) if isinstance(self.fs, ContainerFS) else ()
+        journal = self.fs.journal or () if isinstance(self.fs, ContainerFS) else ()
+        changes = tuple((t - self.started, *change) for t, *change in journal)
         return Program(tuple(self.output), self.now, self.status, tuple(self.errors), changes)
 
     def err(self, text: str) -> None:

@@ -85,12 +85,16 @@ class PodFiles:
         """A new instance of the container: a fresh root; the pod's volumes stay as they are."""
         self.roots.pop(container, None)
 
-    def draft(self, container: str, pod: dict | None = None) -> ContainerFS:
-        """What a new instance of `container` would see, on a copy: its command is worked out (more
-        than once, as the kubelet's sync looks at it) without touching the files, and what it
-        changes (`journal`) is done once, when the instance starts (`replay`)."""
+    def draft(self, container: str, pod: dict | None = None, fresh: bool = True) -> ContainerFS:
+        """What a new instance of `container` would see (`fresh`), or the running one sees, on a
+        copy: a command is worked out on it (a container's more than once, as the kubelet's sync
+        looks at it) without touching the files, and what it changes (`journal`) is done when
+        its time comes (`replay`)."""
         scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock)
         scratch.volumes = copy.deepcopy(self.volumes)
+        if not fresh:
+            self.container(container, pod)
+            scratch.roots[container] = copy.deepcopy(self.roots[container])
         fs = scratch.container(container)
         fs.journal = []
         return fs
@@ -149,16 +153,17 @@ class ContainerFS:
         self.mounts = mounts
         self.now = now
         self.cwd = "/"
-        #: the changes made, where they are kept to be done again (`PodFiles.draft`)
-        self.journal: list[tuple[str, tuple, dict]] | None = None
+        #: the changes made, where they are kept to be done again (`PodFiles.draft`): (when, change,
+        #: its arguments)
+        self.journal: list[tuple[float, str, tuple, dict]] | None = None
 
     def _done(self, change: str, *args, **kwargs) -> None:
         if self.journal is not None:
-            self.journal.append((change, args, kwargs))
+            self.journal.append((self.now, change, args, kwargs))
 
     def replay(self, journal) -> None:
-        """Make the changes a draft of this container made; one the files no longer allow is skipped."""
-        for change, args, kwargs in journal:
+        """Make changes a draft of this container made; one the files no longer allow is skipped."""
+        for _, change, args, kwargs in journal:
             try:
                 getattr(self, change)(*args, **kwargs)
             except FsError:

@@ -79,7 +79,7 @@ class SimulatedIO:
         #: the containers running a shell on their stdin (attach feeds it)
         self.shells: dict[str, Shell] = {}
         #: what each running container writes later: (monotonic time, text), and the task writing it
-        self._pending: dict[str, list[tuple[float, str, str | bytes]]] = {}
+        self._pending: dict[str, list[tuple[float, str, object]]] = {}
         self._scripted: dict[str, asyncio.Task] = {}
         #: the running containers whose command is interpreted (simulated_command): what they run
         self.programs: dict[str, Program] = {}
@@ -99,16 +99,12 @@ class SimulatedIO:
             self._files = PodFiles(self.worker.pod, lambda name: volumes.volume_dir(uid, name), self.worker.clock)
         return self._files.container(container, self.worker.pod)
 
-    def draft(self, container: str) -> ContainerFS:
-        """A copy of what a new instance of `container` will see, for its command to be worked out
-        on (simulated_command); the changes it makes are made when it starts (`start`)."""
+    def draft(self, container: str, fresh: bool = True) -> ContainerFS:
+        """A copy of what a new instance of `container` will see (`fresh`), or the running one sees,
+        for a command to be worked out on (simulated_command); the changes it makes are made when
+        their time comes (`_flush`, `_exec_program`)."""
         self.files(container)
-        return self._files.draft(container, self.worker.pod)
-
-    def _changed(self, name: str, program: Program | None) -> None:
-        """The changes the command of the instance starting makes to its files."""
-        if program is not None and program.changes:
-            self.files(name).replay(program.changes)
+        return self._files.draft(container, self.worker.pod, fresh)
 
     def _annotations(self) -> dict:
         return (self.worker.pod.get("metadata") or {}).get("annotations") or {}
@@ -147,13 +143,12 @@ class SimulatedIO:
             self._files.restarted(name)
         if name not in self.running:
             self.running.append(name)
-        self._changed(name, program)
-        out: list[tuple[float, str, str | bytes]] = []
+        out: list[tuple[float, str, object]] = []
         spec = self._spec(name)
         self.shells.pop(name, None)
         if program is not None:
             self.programs[name] = program
-            out += [(when, stream, text) for when, stream, text in program.writes()]
+            out += program.timeline()
         else:
             self.programs.pop(name, None)
             if spec.get("stdin") and reads_stdin([*(spec.get("command") or ()), *(spec.get("args") or ())], image):
@@ -171,8 +166,9 @@ class SimulatedIO:
             out.append((when or 0.0, "stdout", text + "\n"))
         self._schedule(name, out)
 
-    def _schedule(self, name: str, out: list[tuple[float, str, str | bytes]], then=None) -> None:
-        """Container `name` writes `out` ((seconds from now, stream, text)), then does `then`, if any."""
+    def _schedule(self, name: str, out: list[tuple[float, str, object]], then=None) -> None:
+        """Container `name` writes `out` ((seconds from now, stream, text), or changes its files:
+        stream "files"), then does `then`, if any."""
         now = self.worker.clock.monotonic()
         self._pending[name] = sorted(((now + when, stream, text) for when, stream, text in out), key=lambda p: p[0])
         self._flush(name, now)
@@ -184,7 +180,10 @@ class SimulatedIO:
         pending = self._pending.get(name) or []
         while pending and pending[0][0] <= until:
             _, stream, text = pending.pop(0)
-            self._emit(name, text, stream)
+            if stream == "files":
+                self.files(name).replay([text])
+            else:
+                self._emit(name, text, stream)
 
     async def _later(self, name: str, then=None) -> None:
         pending = self._pending[name]
@@ -244,13 +243,12 @@ class SimulatedIO:
             self._write(f"nanokube: ephemeral container {name} started (image {image})", [name])
             return
         self.programs[name] = program
-        self._changed(name, program)
         end = self.worker.clock.monotonic() + program.seconds
 
         async def ended() -> None:
             await self.worker.clock.sleep(max(end - self.worker.clock.monotonic(), 0.0))
             self.end_ephemeral(name, program.exit_code)
-        self._schedule(name, program.writes(), None if math.isinf(end) else ended)
+        self._schedule(name, program.timeline(), None if math.isinf(end) else ended)
 
     def end_ephemeral(self, name: str, code: int) -> None:
         """An ephemeral container's command ended with `code`: the worker reports it terminated."""
@@ -344,9 +342,9 @@ class SimulatedIO:
                 while data := await session.read_stdin():
                     sent.append(data)
             stdin = b"".join(sent)
-            program = interpret(command, self.worker.clock.now(), lambda: self.files(container), stdin)
+            program = interpret(command, self.worker.clock.now(), lambda: self.draft(container, fresh=False), stdin)
             if program is not None:
-                return await self._exec_program(program, session)
+                return await self._exec_program(program, session, container)
         if declared is None:
             exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
             raise executable_not_found(exec_id, command[0])
@@ -363,13 +361,16 @@ class SimulatedIO:
             await write(str(out["stderr"]).encode())
         return int(out.get("exitCode", 0) or 0)
 
-    async def _exec_program(self, program: Program, session: StreamSession) -> int:
-        """An interpreted command exec'd in the container: what it writes, when it writes it on the
-        node's clock, and its exit code once it ends."""
+    async def _exec_program(self, program: Program, session: StreamSession, container: str) -> int:
+        """An interpreted command exec'd in the container: what it writes and changes in the
+        container's files, when it does on the node's clock, and its exit code once it ends."""
         clock = self.worker.clock
         start = clock.monotonic()
-        for when, stream, text in program.writes():
+        for when, stream, text in program.timeline():
             await clock.sleep(max(start + when - clock.monotonic(), 0.0))
+            if stream == "files":
+                self.files(container).replay([text])
+                continue
             data = text if isinstance(text, bytes) else text.encode()
             if stream == "stdout" and session.stdout:
                 await session.write_stdout(data)

@@ -182,3 +182,30 @@ async def test_a_shell_on_stdin_runs_each_line_and_exit_sets_its_exit_status():
     assert io.stdin_closed == {"main"} and io.stdin_status == {"main": 3} and w.changed.is_set()
     assert io.serve_log("main", LogOptions()).endswith(b"hi\n")
     attached.cancel()
+
+
+async def test_file_changes_happen_when_the_command_makes_them_on_the_nodes_clock(tmp_path):
+    """exec's `sleep 5; echo x > /tmp/f` makes the file 5 s later; a container's own command's
+    changes come on its clock too, from its start."""
+    from nanokube.node.simulated_fs import Dir
+    from tests.node import ManualClock
+
+    clock = ManualClock()
+    w = worker()
+    w.clock = clock
+    w.agent = SimpleNamespace(volumes=SimpleNamespace(volume_dir=lambda uid, name: str(tmp_path / name)))
+    io = SimulatedIO(w)
+    program = interpret(["sh", "-c", "mkdir /tmp/a; sleep 3; mkdir /tmp/b; sleep inf"], clock.now(), io.draft("main"))
+    io.started({"main": "busybox"}, programs={"main": program})
+    assert isinstance(io.files("main").lookup("/tmp/a"), Dir) and io.files("main").lookup("/tmp/b") is None
+    out = []
+    ran = asyncio.ensure_future(io.exec("main", ["sh", "-c", "sleep 5; echo x > /tmp/f; cat /tmp/f"], session(out)))
+    await settle()
+    assert io.files("main").lookup("/tmp/f") is None
+    await clock.advance(3)
+    await settle()
+    assert isinstance(io.files("main").lookup("/tmp/b"), Dir) and io.files("main").lookup("/tmp/f") is None
+    await clock.advance(2)
+    assert await asyncio.wait_for(ran, 5) == 0 and out == [b"x\n"]
+    assert io.files("main").read("/tmp/f") == b"x\n"
+    io.stop()
