@@ -25,7 +25,8 @@ set to "" or of the wrong type, propagationPolicy and gracePeriodSeconds out of 
 dryRun and fieldValidation values upstream refuses; a real first page's continue token read again with other
 selectors, resourceVersion(Match), watch or sendInitialEvents, or at another kind's path; the seed's path with a
 doubled slash, a trailing slash, dot or %2F, or a unicode, NUL or overlong name; bodies nested past any limit,
-over the size limit, 100,000 keys wide, protobuf garbage or YAML alias bombs through every subresource.
+over the size limit, 100,000 keys wide, protobuf garbage or YAML alias bombs through every subresource;
+bodies that repeat a key (updates, patches, applies, /scale, subresources) under each fieldValidation.
 `Fuzzer.check` sends it and asserts the server's contract:
 
 - no 5xx but upstream's one 504 for a read at a resourceVersion the server has not reached
@@ -37,8 +38,9 @@ over the size limit, 100,000 keys wide, protobuf garbage or YAML alias bombs thr
 - an accepted object re-validates (the stored object PUT back with dryRun=All is accepted; a custom
   resource also as a new object, which no ratcheting spares);
 - what upstream answers whatever the object (`Fuzzer._oracles`): a doubled slash is a 404; a dryRun other
-  than All, a list's sendInitialEvents, a delete's unmet precondition and a continue token beside a
-  resourceVersion other than 0 are refused; a 2xx asked for as a Table or PartialObjectMetadata(List) is one,
+  than All, a list's sendInitialEvents, a delete's unmet precondition, a continue token beside a
+  resourceVersion other than 0, an update whose body names no object and, under Strict, a body that
+  repeats a key are refused; a 2xx asked for as a Table or PartialObjectMetadata(List) is one,
   and PartialObjectMetadata of a list or PartialObjectMetadataList of one object is a 406.
 """
 
@@ -247,6 +249,32 @@ HOSTILE_HEADERS = {
 _LAUGHS = "".join(f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9 if i else ["x"] * 9) + "]\n" for i in range(9))
 
 
+def _names(text: str) -> bool:
+    """Does a JSON text (one that is not: as if it did) name its object, as checkName reads metadata.name?"""
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return True
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    return not isinstance(obj, dict) or md is not None and not isinstance(md, dict) or bool((md or {}).get("name"))
+
+
+def _repeats(text: str) -> bool:
+    """Does a JSON text repeat a key in one of its objects?"""
+    found = []
+
+    def pairs(kv: list) -> dict:
+        if len({k for k, _ in kv}) != len(kv):
+            found.append(kv)
+        return dict(kv)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return False
+    return bool(found)
+
+
 def deep(depth: int) -> Any:
     v: Any = {}
     for _ in range(depth):
@@ -417,8 +445,9 @@ def requests(draw, fuzzer: Fuzzer):
     verb = "create" if plural in CREATE_ONLY else draw(
         st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list",
                          "scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "directive",
-                         "convert", "path", "page", "subbody"]))
-    if verb in ("scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "convert", "path", "page", "subbody"):
+                         "convert", "path", "page", "subbody", "repeat"]))
+    if verb in ("scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "convert", "path", "page", "subbody",
+                "repeat"):
         return draw(_other(verb, fuzzer, gv, plural, base, seed["metadata"]["name"], obj, value))
     if verb == "list" and draw(st.booleans()):  # a label selector alone, which alone decides a 400
         return "GET", base, {"labelSelector": draw(st.sampled_from(HOSTILE_SELECTORS))}, None, None, None, None
@@ -445,6 +474,8 @@ def requests(draw, fuzzer: Fuzzer):
             spec = obj.get("spec")
             if plural == "customresourcedefinitions" and isinstance(spec, dict) and isinstance(spec.get("names"), dict):
                 obj["spec"]["names"]["plural"] = obj["metadata"]["name"].split(".")[0]
+        if plural in CREATE_ONLY and draw(st.integers(0, 3)) == 0:  # a review asked for a Table (none: a 406) or metadata
+            return "POST", base, query, json.dumps(obj), "application/json", None, dry, {"Accept": draw(st.sampled_from(WRITE_ACCEPTS))}
         return "POST", base, query, json.dumps(obj), "application/json", None, dry
     if verb == "update":
         return "PUT", f"{base}/{name}", query, json.dumps(obj), "application/json", name, dry
@@ -601,7 +632,11 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
     if verb == "convert":  # an Accept of a conversion, or of none served, on any verb: a collection, an object, a subresource
         h = {"Accept": draw(st.sampled_from(WRITE_ACCEPTS))}
         how = draw(st.sampled_from(["get", "list", "watch", "create", "put", "patch", "delete", "deletecollection",
-                                    "status", "scale"]))
+                                    "status", "scale", "subresource"]))
+        if how == "subresource" and plural in SUBRESOURCES:  # (a binding's, eviction's or TokenRequest's: no Table, a 406)
+            sub, ctype, body = draw(st.sampled_from(SUBRESOURCES[plural]))
+            method = "PATCH" if ctype.endswith("patch+json") else "PUT" if sub in ("ephemeralcontainers", "approval", "status") else "POST"
+            return method, f"{item}/{sub}", dry, json.dumps(body), ctype, name, "All", h
         labels = json.dumps({"metadata": {"labels": {"fuzz": "convert"}}})
         if how in ("get", "list"):
             return "GET", item if how == "get" else base, {} if how == "get" else {"limit": "2"}, None, None, None, None, h
@@ -671,6 +706,30 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
         else:
             ctype, body = "application/yaml", "a: &a [*a]\n" if draw(st.booleans()) else _LAUGHS
         return method, item + sub, query, body, ctype, name, "All"
+    if verb == "repeat":  # a body that repeats a key, under each fieldValidation (Strict: a 4xx, nothing written)
+        q = {**dry, "fieldValidation": draw(st.sampled_from(["Strict", "Warn", "Ignore"]))}
+        seed_body = {**obj, "metadata": {**obj["metadata"], "name": name}} if isinstance(obj, dict) and \
+            isinstance(obj.get("metadata"), dict) else {"metadata": {"name": name}}
+        twice = json.dumps(seed_body)[:-1] + ', "metadata": ' + json.dumps(seed_body["metadata"]) + "}"
+        labels = '{"metadata": {"labels": {"fuzz": "a", "fuzz": "b"}}}'
+        targets = [("PUT", item, twice, "application/json"), ("PATCH", item, labels, "application/merge-patch+json"),
+                   ("PATCH", item, labels, "application/strategic-merge-patch+json"),
+                   ("PATCH", item, json.dumps({"apiVersion": seed_body.get("apiVersion"), "kind": seed_body.get("kind")})[:-1]
+                    + ', "metadata": {"labels": {"fuzz": "a", "fuzz": "b"}}}', "application/apply-patch+yaml")]
+        if plural in SCALED:
+            targets += [("PUT", item + "/scale", '{"metadata": {"name": "%s"}, "spec": {"replicas": 1, "replicas": 1}}' % name,
+                         "application/json"),
+                        ("PATCH", item + "/scale", '{"spec": {"replicas": 1, "replicas": 1}}', "application/merge-patch+json")]
+        for sub, ctype, body in SUBRESOURCES.get(plural, ()):
+            if ctype == "application/json":
+                method = "PUT" if sub in ("approval", "status") else "POST"
+                first = next(iter(body))  # (its first key again, with its value)
+                targets.append((method, f"{item}/{sub}", json.dumps(body)[:-1] + f", {json.dumps(first)}: {json.dumps(body[first])}}}",
+                                ctype))
+        method, path, body, ctype = draw(st.sampled_from(targets))
+        if ctype == "application/apply-patch+yaml":
+            q.update(fieldManager="fuzz", force="true")
+        return method, path, q, body, ctype, name, "All"
     if verb == "subresource" and plural in SUBRESOURCES:
         sub, ctype, body = draw(st.sampled_from(SUBRESOURCES[plural]))
         body = _set(copy.deepcopy(body), draw(st.sampled_from(_paths(body, [])[1:])), value)
@@ -922,6 +981,11 @@ class Fuzzer:
         writes = method in ("POST", "PUT", "PATCH") or method == "DELETE" and not body
         if writes and "dryRun" in query and query["dryRun"] != "All":
             assert code >= 400, f"dryRun {query['dryRun']!r} is not refused: {what}"
+        if query.get("fieldValidation") == "Strict" and isinstance(body, str) and method in ("POST", "PUT", "PATCH") and \
+                _repeats(body):
+            assert code >= 400, f"a repeated key is not refused under Strict: {what}"
+        if method == "PUT" and isinstance(body, str) and not _names(body):
+            assert code >= 400, f"an update that names no object is not refused: {what}"
         if method == "GET" and collection and "sendInitialEvents" in query and not query.get("watch"):
             assert code >= 400, f"a list's sendInitialEvents is not refused: {what}"
         pre = body.get("preconditions") if method == "DELETE" and before is not None and isinstance(body, dict) else None
