@@ -752,13 +752,21 @@ def _encode(obj: dict[str, Any], managers: dict[tuple, _Manager]) -> dict[str, A
     return obj
 
 
+def _less_managed_fields(md: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the metadata `md` without managedFields, in its order: copied in C and the one
+    field dropped (a comprehension stepped through every field in Python, on every write)."""
+    out = dict(md)
+    out.pop("managedFields", None)
+    return out
+
+
 def _view_without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """`obj` less managedFields, sharing everything else with it: for reading
     only."""
     md = obj.get("metadata")
     if not isinstance(md, dict) or "managedFields" not in md:
         return obj
-    return {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+    return {**obj, "metadata": _less_managed_fields(md)}
 
 
 def _own_metadata(obj: dict[str, Any]) -> dict[str, Any]:
@@ -766,7 +774,7 @@ def _own_metadata(obj: dict[str, Any]) -> dict[str, Any]:
     of it) and everything else shared."""
     md = obj.get("metadata")
     if isinstance(md, dict):
-        return {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+        return {**obj, "metadata": _less_managed_fields(md)}
     return {**obj, "metadata": dict(md or {})}
 
 
@@ -1363,7 +1371,7 @@ def _create_shape(obj: dict[str, Any]) -> bytes:
     one shape."""
     md = obj.get("metadata")
     if isinstance(md, dict) and "managedFields" in md:
-        obj = {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+        obj = {**obj, "metadata": _less_managed_fields(md)}
     return orjson.dumps(_blank_scalars(obj), option=orjson.OPT_SORT_KEYS)
 
 
@@ -1374,7 +1382,7 @@ def _typed_create_shape(obj: dict[str, Any], raw: dict[str, Any]) -> bytes:
     Pods that differ only in images, env values or args share it."""
     md = obj.get("metadata")
     if isinstance(md, dict) and "managedFields" in md:
-        obj = {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+        obj = {**obj, "metadata": _less_managed_fields(md)}
     return orjson.dumps(_blank(obj, raw), option=orjson.OPT_SORT_KEYS)
 
 
