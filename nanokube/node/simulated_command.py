@@ -61,7 +61,7 @@ SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
 #: what the script may not hold anywhere: what a shell expands, globs (`[` is the test command only
 #: as a word of its own), and a numbered descriptor's redirection (`2>`, which the lexer cannot tell
 #: from `2 >`)
-_EXPANDS = re.compile(r"[$`*?]|\[(?=\S)|(^|\s)~|\d[<>]")
+_EXPANDS = re.compile(r"[$`*?]|\[(?=\S)|(^|\s)~|(^|[\s;&|])\d+[<>]")
 _OPERATORS = frozenset({";", "&&", "||"})
 _REDIRECTS = frozenset({">", ">>", "<"})
 _PUNCTUATION = set(";&|<>()")

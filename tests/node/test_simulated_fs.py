@@ -106,6 +106,7 @@ def test_redirections_and_stdin(pod_files):
     assert run(fs, "sh", "-c", "echo x > /nope/f") == (1, b"", "sh: can't create /nope/f: nonexistent directory\n")
     assert run(fs, "sh", "-c", "cat < /nope") == (1, b"", "sh: can't open /nope: no such file\n")
     assert interpret(["sh", "-c", "echo x 2>/dev/null"], T0, fs) is None  # a numbered descriptor's
+    assert run(fs, "sh", "-c", "echo v1>/tmp/v; cat /tmp/v") == (0, b"v1\n", "")  # a word ending in a digit
     assert interpret(["sh", "-c", "echo x > /tmp/f"]) is None  # no files: a container's own command
 
 
