@@ -129,6 +129,9 @@ def test_tar_extracts_what_kubectl_cp_sends_and_archives_it_back(pod_files):
     sent = _archive({"site": None, "site/index.html": b"<h1>hi</h1>\n", "site/css/main.css": b"\x00\xff"})
     assert wants_stdin(["tar", "-xmf", "-", "-C", "/data"]) and not wants_stdin(["tar", "cf", "-", "/data"])
     assert run(fs, "tar", "-xmf", "-", "-C", "/data", stdin=sent) == (0, b"", "")
+    # `kubectl cp --no-preserve`
+    assert run(fs, "tar", "--no-same-permissions", "--no-same-owner", "-xmf", "-", "-C", "/tmp", stdin=sent)[0] == 0
+    assert run(fs, "cat", "/tmp/site/index.html")[1] == b"<h1>hi</h1>\n"
     assert run(fs, "ls", "/data/site") == (0, b"css\nindex.html\n", "")
     code, out, err = run(fs, "tar", "cf", "-", "/data/site")
     assert (code, err) == (0, "tar: removing leading '/' from member names\n")
