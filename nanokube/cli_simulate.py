@@ -195,9 +195,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-#: the exit status of a run stopped by Ctrl-C (a shell's 128 + SIGINT)
-INTERRUPTED = 128 + signal.SIGINT
-#: what stops a run early, reporting what ran: Ctrl-C, and the SIGTERM of a `timeout` or a CI job's end
+#: what stops a run early, reporting what ran (exit status a shell's 128 + the signal): Ctrl-C, and the
+#: SIGTERM of a `timeout` or a CI job's end
 STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 
 
@@ -222,10 +221,10 @@ def _on_signal(stopping: _Stop, signum: int) -> None:
 async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, controllers: str, results: list,
                last: bool) -> int:
     """One configuration's run and its line, and after the last (or an interrupted one) the table
-    and the report; the exit status of a signal that stopped it, else 0. The re-executed interpreter then ends at once,
-    inside the run's event loop: the last run's orderly stop (every component's tasks cancelled
-    and awaited, the collector given back what the run froze: ~3 CPU-s on openb) serves only a
-    process that goes on."""
+    and the report; the exit status of a signal that stopped it, else 0. The re-executed
+    interpreter then ends at once, inside the run's event loop: the last run's orderly stop (every
+    component's tasks cancelled and awaited, the collector given back what the run froze: ~3 CPU-s
+    on openb) serves only a process that goes on."""
     from .sim.driver import run as simulate
     from .sim.report import results_doc, write_report
     from .sim.summary import duration, table

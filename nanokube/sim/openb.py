@@ -48,7 +48,7 @@ def _read(path: str, kind: str, required: tuple[str, ...], optional: tuple[str, 
     """(line number, row) of a CSV whose header names every `required` column; a missing
     column, a short or long line is `error` naming the file (and line), not a KeyError."""
     try:
-        # utf-8-sig: a list saved by a spreadsheet starts with a byte-order mark, which is not part of its first column's name
+        # utf-8-sig: a list a spreadsheet saved starts with a byte-order mark, not part of the first column's name
         with open(path, newline="", encoding="utf-8-sig") as f:
             lines = list(csv.reader(f))
     except OSError as e:
