@@ -81,8 +81,11 @@ def test_a_tainted_gpu_evicts_its_pod_after_exactly_its_toleration_seconds(clust
     assert (cond["status"], cond["reason"], cond["message"]) == (
         "True", "DeletionByDeviceTaintManager", "Device Taint manager: deleting due to NoExecute taint")
     assert parse_time(cond["lastTransitionTime"]) - added == 10
-    events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=e2e-tolerant")["items"]
-    assert [e["message"] for e in events if e["reason"] == "DeviceTaintManagerEviction"] == ["Marking for deletion"]
+
+    def evictions():  # written from the controller's Event queue, maybe after the condition
+        events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=e2e-tolerant")["items"]
+        return [e["message"] for e in events if e["reason"] == "DeviceTaintManagerEviction"]
+    assert wait_for(evictions, 30, "the eviction's Event") == ["Marking for deletion"]
     release(cluster, "e2e-tolerant")
     fault(cluster, "gpu", node, device, "--clear")
     wait_for(lambda: not device_taints(cluster, node, device))

@@ -46,8 +46,10 @@ def test_scale_to_zero_and_wake_on_an_external_metric(hpa_cluster):
     replicas = lambda: c.kubectl_json("get", "deployment", "infer")["spec"]["replicas"]
     wait_for(lambda: replicas() == 0)
     assert wait_for(lambda: condition(c, "ScaledToZero") == ("True", "ScaledToZero"))
-    events = c.kubectl_json("get", "events", "--field-selector", "involvedObject.name=infer")["items"]
-    assert any(e["reason"] == "SuccessfulRescale" and e["message"].startswith("New size: 0;") for e in events)
+    # the controller's recorder writes its Events from a queue, maybe after the status the test saw
+    wait_for(lambda: any(e["reason"] == "SuccessfulRescale" and e["message"].startswith("New size: 0;") for e in
+                         c.kubectl_json("get", "events", "--field-selector", "involvedObject.name=infer")["items"]),
+             30, "the SuccessfulRescale to 0 Event")
 
     raw = json.loads(c.kubectl("get", "--raw", "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_length").stdout)
     assert raw["kind"] == "ExternalMetricValueList" and raw["items"][0]["value"] == "0"

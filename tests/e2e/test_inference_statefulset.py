@@ -54,8 +54,10 @@ def test_cache_claims_history_and_resize(cluster):
     cluster.kubectl("delete", "pod", "llm-0")  # "(re-)start a pod": its new kubelet mount finishes the resize
     wait_for(lambda: (cluster.kubectl_json("get", "pvc", "cache-llm-0").get("status") or {}).get("capacity")
              == {"storage": "40Gi"}, what="the claim's capacity at 40Gi")
-    events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=cache-llm-0")["items"]
-    assert {"Resizing", "FileSystemResizeRequired", "FileSystemResizeSuccessful"} <= {e["reason"] for e in events}
+    # the kubelet's recorder writes its Events from a queue, maybe after the capacity it reports
+    wait_for(lambda: {"Resizing", "FileSystemResizeRequired", "FileSystemResizeSuccessful"} <= {e["reason"] for e in
+                      cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=cache-llm-0")["items"]},
+             30, "the claim's resize Events")
     cluster.kubectl("patch", "storageclass", "standard", "-p", '{"allowVolumeExpansion": null}')
     cluster.kubectl("delete", "sts", "llm")
     wait_for(lambda: not cluster.kubectl_json("get", "pvc", "-l", "app=llm")["items"],

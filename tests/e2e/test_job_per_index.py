@@ -64,8 +64,9 @@ def test_an_index_past_its_backoff_limit_fails_the_job_once_the_rest_finish(clus
     tries = pods_of_index(cluster, "per-index", 2)
     assert [p["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"] for p in tries] == ["0", "1"]
     assert all(p["status"]["phase"] == "Failed" for p in tries)
-    events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=per-index")["items"]
-    assert any(e["reason"] == "FailedIndexes" and e["type"] == "Warning" for e in events)
+    # the controller's recorder writes its Events from a queue, maybe after the status above
+    wait_for(lambda: any(e["reason"] == "FailedIndexes" and e["type"] == "Warning" for e in cluster.kubectl_json(
+        "get", "events", "--field-selector", "involvedObject.name=per-index")["items"]), 30, "the FailedIndexes Event")
 
 
 def test_fail_index_rule_stops_the_index_without_retries(cluster):

@@ -132,8 +132,11 @@ def proxied(c, svc: str, n: int, nodes=range(3)) -> None:
 
 
 def test_defaulted_proxy_mode_is_warned(net_cluster):
-    events = net_cluster.kubectl_json("get", "events", "--field-selector", "reason=ProxyModeWarning")["items"]
-    assert {e["involvedObject"]["name"] for e in events} == {"cpu-0", "cpu-1", "cpu-2"}
+
+    def warned():  # each node's proxy writes it from its Event queue once started
+        events = net_cluster.kubectl_json("get", "events", "--field-selector", "reason=ProxyModeWarning")["items"]
+        return {e["involvedObject"]["name"] for e in events} == {"cpu-0", "cpu-1", "cpu-2"} and events
+    events = wait_for(warned, 30, "a ProxyModeWarning on each node")
     assert "nftables" in events[0]["message"]
 
 

@@ -110,8 +110,10 @@ def test_scheduler_places_and_runs_a_pod(nodes_cluster):
     cluster.kubectl("create", "-f", "-", input=json.dumps(huge))
     cluster.kubectl("wait", "pod/too-big", "-n", "default", "--for=jsonpath={.status.conditions[0].reason}=Unschedulable",
                     "--timeout=60s")
-    events = cluster.kubectl("get", "events", "-n", "default", "--field-selector", "involvedObject.name=too-big").stdout
-    assert "FailedScheduling" in events and "Insufficient cpu" in events
+    # the scheduler's Events are written from a queue, maybe after the condition
+    wait_for(lambda: "FailedScheduling" in (events := cluster.kubectl(
+        "get", "events", "-n", "default", "--field-selector", "involvedObject.name=too-big").stdout)
+        and "Insufficient cpu" in events, 30, "the FailedScheduling Event")
 
 
 def test_describe_node_and_kubectl_events_show_the_kubelet_and_node_controller_events(nodes_cluster):

@@ -199,5 +199,6 @@ def test_hpa_scales_on_a_prometheus_metric_and_not_once_prometheus_is_gone(env):
     exporter.value = "0"
     assert wait_for(lambda: active() == ("False", "FailedGetExternalMetric"))
     assert replicas() == 4
-    events = c.kubectl_json("get", "events", "--field-selector", "involvedObject.name=worker")["items"]
-    assert any("unable to fetch metrics from Prometheus" in e["message"] for e in events)
+    # the controller's recorder writes its Events from a queue, maybe after the condition
+    assert wait_for(lambda: any("unable to fetch metrics from Prometheus" in e["message"] for e in c.kubectl_json(
+        "get", "events", "--field-selector", "involvedObject.name=worker")["items"]), 30)
