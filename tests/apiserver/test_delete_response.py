@@ -147,3 +147,26 @@ async def test_an_empty_precondition_is_compared_not_ignored():
         assert got[2][0] == 200 and kept == 200
     finally:
         await server.stop()
+
+
+async def test_a_grace_period_past_any_date_wraps_as_gos_duration_does():
+    """BeforeDelete sets deletionTimestamp to now + time.Duration(grace) * time.Second: nanoseconds in an
+    int64, whose overflow wraps. A grace period of centuries (2^62 s, 10^12 s, the largest int64) marks the
+    pod with a date within 292 years of now, as upstream's does, where nanokube's date arithmetic failed
+    with a 500; deletionGracePeriodSeconds keeps the number asked for."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    pods = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/pods"
+    spec = {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]}
+    try:
+        async with aiohttp.ClientSession() as s:
+            got = []
+            for i, grace in enumerate((2**62, 10**12, 2**63 - 1)):
+                async with s.post(pods, json={"metadata": {"name": f"p{i}"}, "spec": spec}) as r:
+                    assert r.status == 201, await r.text()
+                async with s.delete(f"{pods}/p{i}", json={"gracePeriodSeconds": grace}) as r:
+                    md = (await r.json())["metadata"]
+                    got.append((r.status, md.get("deletionGracePeriodSeconds"), md.get("deletionTimestamp", "")[:2]))
+        assert got == [(200, 2**62, "20"), (200, 10**12, "21"), (200, 2**63 - 1, "20")], got
+    finally:
+        await server.stop()
