@@ -84,8 +84,8 @@ class NodeStreaming(Protocol):
     /exec, /attach, /portForward and /containerLogs)."""
 
     def has_container(self, namespace: str, pod: str, uid: str, container: str) -> bool:
-        """Whether the container has been created (the kubelet answers 404 `container not found` before
-        upgrading otherwise)."""
+        """Whether the container is running (the kubelet answers 404 `container not found` before
+        upgrading otherwise: its findContainer looks among the runtime's running containers)."""
 
     async def exec(self, namespace: str, pod: str, uid: str, container: str, command: list[str],
                    session: StreamSession) -> int:

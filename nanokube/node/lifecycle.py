@@ -445,7 +445,11 @@ class PodWorker:
     # --- streaming (node/streaming.py); the process runtime's worker runs real processes ---
 
     def has_container(self, container: str) -> bool:
-        return bool(self.io.logs.get(container))
+        """Whether the container is running: the kubelet finds exec's and attach's container among
+        the runtime's running ones, so one that exited (a finished init container, one waiting out its
+        back-off) is `container not found`."""
+        instances = self.io.logs.get(container)
+        return bool(instances) and not instances[-1].closed
 
     async def exec(self, container: str, command: list[str], session):
         return await self.io.exec(container, command, session)

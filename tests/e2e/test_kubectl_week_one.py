@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from tests.e2e.conftest import wait_for
+
 
 def test_a_json_patch_whose_test_fails_is_upstreams_generic_invalid(cluster):
     """patch.go answers a JSON patch that does not apply with NewGenericServerResponse(422, ...,
@@ -102,3 +104,28 @@ def test_openapi_pod_connect_and_log_operations(cluster):
     assert doc["paths"][base + "proxy"]["get"]["operationId"] == "connectCoreV1GetNamespacedPodProxy"
     v2 = json.loads(cluster.kubectl("get", "--raw", "/openapi/v2").stdout)
     assert v2["paths"][base + "exec"]["post"]["operationId"] == "connectCoreV1PostNamespacedPodExec"
+
+
+EXITED = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: exited-exec
+  annotations: {sim.nanokube.io/run-seconds: "1", sim.nanokube.io/exit-code: "1"}
+spec:
+  containers: [{name: c, image: busybox}]
+"""
+
+
+def test_exec_into_a_container_that_exited_is_container_not_found(cluster, tmp_path):
+    """The kubelet's GetExec finds the container among the runtime's running ones: one waiting out its
+    crash-loop back-off is `container not found ("c")` before the upgrade, which kubectl prints as
+    'unable to upgrade connection: ...' (it was an Internal error 'container c is not running')."""
+    manifest = tmp_path / "exited.yaml"
+    manifest.write_text(EXITED)
+    cluster.kubectl("create", "-f", str(manifest))
+    wait_for(lambda: "CrashLoopBackOff" in cluster.kubectl("get", "pod", "exited-exec", "--no-headers").stdout,
+             timeout=30, what="the container waiting out its back-off")
+    r = cluster.kubectl("exec", "exited-exec", "--", "echo", "hi", check=False)
+    assert r.returncode == 1
+    assert r.stderr.strip() == 'error: unable to upgrade connection: container not found ("c")'

@@ -545,8 +545,9 @@ class ProcessPodWorker(PodWorker):
         return self.containers.get(container) or self.inits.get(container) or self.debug.get(container)
 
     def has_container(self, container: str) -> bool:
+        """Whether the container is running (see PodWorker.has_container)."""
         c = self._named(container)
-        return c is not None and c.instances > 0
+        return c is not None and c.proc is not None and c.proc.returncode is None
 
     def container_logs(self) -> dict:
         return {c.name: (c.restarts, c.logs[-1]) for c in [*self._all(), *self.debug.values()] if c.logs}
