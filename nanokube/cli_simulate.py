@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import sys
 
@@ -253,7 +254,8 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
                   "drain": args.drain, "limit_pods": args.limit_pods,
                   "arrival_rate": args.arrival_rate, "keep_run_times": args.keep_run_times}
         doc = write_report(args.out, results, inputs) if args.out else results_doc(results, inputs)
-        print("\n" + table(doc["runs"], inflate=args.inflate), flush=True)
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        print("\n" + table(doc["runs"], inflate=args.inflate, width=width), flush=True)
         if args.out:
             print(f"report: {os.path.join(args.out, 'report.html')}", flush=True)
     status = stopping.status if r.interrupted else 0

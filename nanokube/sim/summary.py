@@ -90,10 +90,18 @@ def ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.1%}"
 
 
-def table(runs: list[dict], inflate: float | None = None) -> str:
+def _aligned(grid: list[list[str]]) -> list[str]:
+    """Each row a line, each column as wide as its widest cell, three spaces between."""
+    widths = [max(len(row[i]) for row in grid) for i in range(len(grid[0]))]
+    return ["   ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in grid]
+
+
+def table(runs: list[dict], inflate: float | None = None, width: int | None = None) -> str:
     """One row per configuration, the columns of `headline`, then what each column means.
     `inflate`: an inflation experiment's factor, for the allocation at its arrived workload (in
-    a replay pods end, so what has arrived in all says nothing of what is asked for at once)."""
+    a replay pods end, so what has arrived in all says nothing of what is asked for at once).
+    `width`: a terminal's; where the rows would not fit it, one line per column instead, the
+    configurations side by side (a script reading a pipe gets the rows)."""
     arrived = arrival_points(inflate)
     heads = [headline(r, arrived) for r in runs]
     inflated = bool(arrived)
@@ -106,15 +114,16 @@ def table(runs: list[dict], inflate: float | None = None) -> str:
     for r, h in zip(runs, heads):
         d = h["scheduling_delay_s"]
         row = [r["name"] + (" (interrupted)" if r.get("interrupted") else ""), str(h["pods"]), str(h["scheduled"]),
-               str(h["pending_at_end"]), str(h["deleted_waiting"]), ratio(h["gpu_alloc_ratio_mean"]), ratio(h["gpu_alloc_ratio_max"]),
-               ratio(h["fragmentation_ratio_mean"])]
+               str(h["pending_at_end"]), str(h["deleted_waiting"]), ratio(h["gpu_alloc_ratio_mean"]),
+               ratio(h["gpu_alloc_ratio_max"]), ratio(h["fragmentation_ratio_mean"])]
         if inflated:
             row += [ratio(h["gpu_alloc_ratio_at_arrived"][str(a)]) for a in arrived]
-        row += [str(h["waited"])] + [duration(d[f"p{p}"]) for p in PERCENTILES] + [duration(d["max"]), duration(h["makespan_s"]),
-                                                              str(h["evicted"])]
+        row += [str(h["waited"])] + [duration(d[f"p{p}"]) for p in PERCENTILES] + [
+            duration(d["max"]), duration(h["makespan_s"]), str(h["evicted"])]
         rows.append(row)
-    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
-    lines = ["   ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in [cols, *rows]]
+    lines = _aligned([cols, *rows])
+    if width is not None and max(map(len, lines)) > width:
+        lines = _aligned([list(line) for line in zip(cols, *rows)])
     total = runs[0].get("total_gpu_milli", 0) / 1000 if runs else 0
     gpus = (f"GPU ALLOC / GPU FRAG: share of the cluster's {total:g} GPUs allocated / fragmented (free but too small "
             "for the trace's tasks, as FGD measures it), time-weighted over the run's virtual time"

@@ -466,3 +466,36 @@ def test_keep_run_times_delays_a_waiting_task_instead_of_cutting_it_short(tmp_pa
     proc = _csv(tmp_path, NODES, pods.replace("30,80,30", "30,80,90"), "--keep-run-times")
     assert proc.returncode == 2 and "pods.csv:4: scheduled_time: 90 is not between creation_time 30 and " \
                                     "deletion_time 80" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_terminal_too_narrow_for_the_rows_gets_the_configurations_side_by_side(tmp_path):
+    """Two configurations on an 80-column terminal: a line per column, a column per configuration,
+    instead of two 180-character rows that wrap into each other; a pipe still gets the rows."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "trace.jsonl").write_text(json.dumps({"time": 0, "object": {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}) + "\n")
+    (tmp_path / "most.yaml").write_text(MOST_ALLOCATED)
+    cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--quiet", "--cluster", str(tmp_path / "cluster.yaml"),
+           "--trace", str(tmp_path / "trace.jsonl"), "--until", "1", "--scheduler-config", str(tmp_path / "most.yaml"),
+           "--scheduler-config", str(tmp_path / "most.yaml")]
+    main, tty = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=tty, stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "80"})
+    os.close(tty)
+    seen = b""
+    try:
+        while chunk := _read(main):
+            seen += chunk
+        assert proc.wait(timeout=120) == 0, seen[-2000:]
+    finally:
+        proc.kill()
+        os.close(main)
+    lines = seen.decode().replace("\r\n", "\n").splitlines()
+    assert next(line for line in lines if line.startswith("CONFIGURATION")).split() == ["CONFIGURATION", "most#1",
+                                                                                          "most#2"]
+    assert next(line for line in lines if line.startswith("PODS ")).split() == ["PODS", "1", "1"]
+    assert next(line for line in lines if line.startswith("DELAY P99 ")).split() == ["DELAY", "P99", "0.0s", "0.0s"]
+
+    proc = _simulate(tmp_path, "--until", "1", "--scheduler-config", str(tmp_path / "most.yaml"))
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("CONFIGURATION"))
+    assert header.split("   ")[:3] == ["CONFIGURATION", "PODS", "SCHEDULED"], proc.stdout
