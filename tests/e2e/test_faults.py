@@ -96,7 +96,7 @@ class Recorder:
         except (OSError, ValueError):
             return
 
-    def first(self, match, after: float = 0.0, timeout: float = 10.0) -> tuple[float, dict]:
+    def first(self, match, after: float = 0.0, timeout: float = 30.0) -> tuple[float, dict]:
         """The first event since `after` whose object `match`es, waiting up to `timeout` for it."""
         found = wait_for(lambda: next(((t, o) for t, o in list(self.events) if t >= after and match(o)), None), timeout)
         assert found, f"no matching event in {len(self.events)} seen"

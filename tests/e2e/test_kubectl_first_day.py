@@ -203,7 +203,7 @@ def test_a_long_lived_service_account_token_secret_is_filled_and_authenticates(c
         # kube-apiserver labels the Secret with the day (UTC) its token was last used
         used = wait_for(lambda: cluster.kubectl("get", "secret", "first-day-robot-token", "-o",
                                                 "jsonpath={.metadata.labels.kubernetes\\.io/legacy-token-last-used}").stdout,
-                        timeout=10, what="the last-used label")
+                        timeout=30, what="the last-used label")
         assert used in days | {time.strftime("%Y-%m-%d", time.gmtime())}  # (a run across midnight)
     finally:
         cluster.kubectl("delete", "secret", "first-day-robot-token")
