@@ -411,6 +411,9 @@ class PodWorker:
         #: for it, and the one that failed for good (restartPolicy Never): its spec and how it ended
         self.init_restarts: dict[str, int] = {}
         self.init_failed: tuple[dict, dict] | None = None
+        #: the running containers whose liveness probe is to fail (their end in `lifetimes` is the
+        #: kill): what it prints then
+        self.liveness_failed: dict[str, str] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -1203,6 +1206,7 @@ class PodWorker:
                 continue
             now = self.clock.rfc3339()
             specs = {c["name"]: c for c in self._sidecars() + self._containers()}
+            await self._liveness_kills(specs, exits)
             terms = {}
             for name, code in exits.items():
                 end = lifetimes.pop(name)[0]
@@ -1259,10 +1263,43 @@ class PodWorker:
         code: as its interpreted command runs, else as the pod's run-seconds and exit-code
         annotations say for its run."""
         if program := self._program(c):
-            return _end(self.clock.monotonic(), program), program.exit_code
+            end, now = _end(self.clock.monotonic(), program), self.clock.monotonic()
+            failed = self._liveness(c, program)
+            self.liveness_failed.pop(c["name"], None)
+            if failed is not None and (end is None or now + failed[0] < end):
+                self.liveness_failed[c["name"]] = failed[1]
+                return now + failed[0], 137  # killed (SIGKILL) to be restarted
+            return end, program.exit_code
         run = _annotation(self.pod, RUN_SECONDS, None)
         return (None if run is None else self.clock.monotonic() + max(run, 0.0),
                 exit_code(self.pod, self._restart_count(c["name"])))
+
+    async def _liveness_kills(self, specs: dict[str, dict], exits: dict[str, int]) -> None:
+        """The kubelet's events for the containers killed as their liveness probe failed: Unhealthy
+        for each failed run (folded into one with a count), then Killing."""
+        for name in exits:
+            if (output := self.liveness_failed.pop(name, None)) is None:
+                continue
+            path = field_path(self.pod, name)
+            for _ in range(specs[name]["livenessProbe"].get("failureThreshold") or prober.FAILURE_THRESHOLD):
+                await self._event("Warning", "Unhealthy", f"Liveness probe failed: {output}", path)
+            await self._event("Normal", "Killing", f"Container {name} failed liveness probe, will be restarted", path)
+
+    def _liveness(self, c: dict, program: Program) -> tuple[float, str] | None:
+        """When (seconds from its start) container `c`'s exec liveness probe fails for good, as its
+        command changes its files, and the probe's output then; None if it never does, or is not
+        an exec of a command simulated_command interprets."""
+        command = ((c.get("livenessProbe") or {}).get("exec") or {}).get("command") or []
+        if not command or interpret(command, self.clock.now(), lambda: self.io.draft(c["name"])) is None:
+            return None
+
+        def check(t: float) -> tuple[bool, str]:
+            fs = self.io.draft(c["name"])
+            fs.replay([change for change in program.changes if change[0] <= t])
+            probe = interpret(command, self.clock.now() + t, fs)
+            text = "".join(x if isinstance(x, str) else x.decode(errors="replace") for _, _, x in probe.writes())
+            return probe.exit_code == 0, text
+        return prober.failing(c["livenessProbe"], check, max((change[0] for change in program.changes), default=0.0))
 
     async def _restart_all(self, term: dict, now: str) -> bool:
         """A RestartAllContainers rule matched (KEP-5532): the pod reports AllContainersRestarting

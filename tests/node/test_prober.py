@@ -116,3 +116,30 @@ async def test_a_sidecars_startup_probe_holds_the_app_containers_and_its_readine
     p = await eventually(sidecar_is(lambda s: s["ready"]))
     ready = next(x for x in p["status"]["conditions"] if x["type"] == "Ready")
     assert ready["status"] == "True"
+
+
+async def test_the_docs_liveness_command_example_kills_and_restarts_the_container(env):
+    """"Define a liveness command": the container removes /tmp/healthy after 30 s; `cat
+    /tmp/healthy` then fails at the ticks of 30, 35 and 40 s, and the kubelet kills it (137) to
+    restart it, with Unhealthy (x3) and Killing events."""
+    pods, clock = env
+    await pods.create(probed_pod(
+        "liveness-exec", args=["/bin/sh", "-c", "touch /tmp/healthy; sleep 30; rm -f /tmp/healthy; sleep 600"],
+        livenessProbe={"exec": {"command": ["cat", "/tmp/healthy"]}, "initialDelaySeconds": 5, "periodSeconds": 5}))
+    await eventually(status(pods, "liveness-exec", lambda c: c["ready"]))
+    await clock.advance(39)
+    [c] = (await pods.get("liveness-exec", "default"))["status"]["containerStatuses"]
+    assert c["restartCount"] == 0 and "running" in c["state"]
+    await clock.advance(1)
+
+    async def killed():
+        [c] = (await pods.get("liveness-exec", "default"))["status"]["containerStatuses"]
+        return c if c["restartCount"] == 1 else None
+    c = await eventually(killed)
+    assert (c["lastState"]["terminated"]["exitCode"], c["lastState"]["terminated"]["reason"]) == (137, "Error")
+    items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+    seen = {e["reason"]: e for e in items if e["involvedObject"]["name"] == "liveness-exec"}
+    assert seen["Unhealthy"]["message"] == \
+        "Liveness probe failed: cat: can't open '/tmp/healthy': No such file or directory\n"
+    assert seen["Unhealthy"]["count"] == 3 and seen["Unhealthy"]["type"] == "Warning"
+    assert seen["Killing"]["message"] == "Container app failed liveness probe, will be restarted"
