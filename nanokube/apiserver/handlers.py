@@ -23,7 +23,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from ..clock import Clock
 from ..registry.base import Resource
-from ..machinery import errors, gofmt
+from ..machinery import errors, gofmt, gojson
 from . import discovery, latencytrackers, serializer, tables, warning
 from .cache import served_json
 from .audit import RESPONSE_OBJECT
@@ -480,7 +480,7 @@ class APIHandlers:
             if m != "POST" or name:
                 raise errors.method_not_allowed()
             # decoded as any create's body is (types; unknown fields per fieldValidation), as upstream's create handler
-            body, opts = await self._create_input(request)
+            body, opts = await self._create_input(request, res.kind)
             labels[5] = (labels[5] or []) + self.rest._decode_checks(res, version, body, opts)
             return self.render_untabled(request, await self.reviews(res, body, _user(request), namespace), _go_type(res, False))
         if sub in ("exec", "attach", "portforward") and not group:
@@ -507,7 +507,7 @@ class APIHandlers:
         if m == "POST":
             if name:
                 raise errors.method_not_allowed()
-            body, opts = await self._create_input(request)
+            body, opts = await self._create_input(request, res.kind)
             if res.namespaced and not namespace:
                 namespace = (body.get("metadata") or {}).get("namespace") if isinstance(body, dict) else None
                 if not namespace:
@@ -519,7 +519,7 @@ class APIHandlers:
         if m == "PUT":
             if not name:
                 raise errors.method_not_allowed()
-            body, opts = await self._update_input(request)
+            body, opts = await self._update_input(request, res.kind)
             opts.field_manager = opts.field_manager or _field_manager_default(request)
             await self._note_duplicates(request, opts)
             r = await self.rest.update(res, version, namespace, name, body, opts, subresource=sub)
@@ -615,23 +615,23 @@ class APIHandlers:
                                   f'the body of the request was in an unknown format - accepted media types include: {", ".join(PATCH_TYPES)}')
         return ctype
 
-    async def _create_input(self, request: web.Request) -> tuple[Any, WriteOptions]:
+    async def _create_input(self, request: web.Request, kind: str = "") -> tuple[Any, WriteOptions]:
         """A create's body and options in create.go's order: the media type (415), the body's size
         (413), the query options (400/422), then the body decoded."""
         _check_media(_content_type(request))
         raw = await self._raw(request)
         opts = self._write_opts(request)
-        return await self._decoded(request, raw), opts
+        return await self._decoded(request, raw, kind), opts
 
-    async def _update_input(self, request: web.Request) -> tuple[Any, WriteOptions]:
+    async def _update_input(self, request: web.Request, kind: str = "") -> tuple[Any, WriteOptions]:
         """An update's, in update.go's order: the body's size (413), the query options, then the
         media type (415) as the body is decoded."""
         raw = await self._raw(request)
         opts = self._write_opts(request)
-        return await self._decoded(request, raw), opts
+        return await self._decoded(request, raw, kind), opts
 
-    async def _decoded(self, request: web.Request, raw: bytes) -> Any:
-        body = await _decode_body(raw, _content_type(request))
+    async def _decoded(self, request: web.Request, raw: bytes, kind: str = "") -> Any:
+        body = await _decode_body(raw, _content_type(request), kind)
         if type(body) is dict:
             request[_DUPLICATES] = (raw, body)
         return body
@@ -1059,8 +1059,9 @@ def _content_type(request: web.Request) -> str:
     return (request.headers.get("Content-Type") or _JSON).split(";")[0].strip().lower()
 
 
-async def _decode_body(raw: bytes, ctype: str) -> Any:
-    """A request body in any media type kube-apiserver accepts, as its JSON form."""
+async def _decode_body(raw: bytes, ctype: str, kind: str = "") -> Any:
+    """A request body in any media type kube-apiserver accepts, as its JSON form; `kind`: the one a
+    create or update decodes into, which its error for JSON that does not parse names."""
     from . import protobuf
 
     try:
@@ -1071,7 +1072,8 @@ async def _decode_body(raw: bytes, ctype: str) -> Any:
         if ctype == _PROTOBUF:
             return protobuf.decode(raw)
     except (orjson.JSONDecodeError, yaml.YAMLError, protobuf.ProtobufError) as e:
-        raise errors.bad_request(f"error decoding the body: {e}") from None
+        go = kind and ctype == _JSON and gojson.unrecognized(kind, raw)
+        raise errors.bad_request(go or f"error decoding the body: {e}") from None
     _check_media(ctype)
 
 

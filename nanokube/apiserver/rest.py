@@ -1087,7 +1087,9 @@ class GenericREST:
         except errors.APIError:
             raise
         except Exception as e:
-            raise errors.bad_request(f"error decoding patch: {e}") from None
+            go = isinstance(e, orjson.JSONDecodeError) and gojson.patch_syntax_error(
+                patch, patch_type == STRATEGIC_PATCH, patch_type == "application/json-patch+json", opts.field_validation)
+            raise errors.bad_request(go or f"error decoding patch: {e}") from None
         if parsed is not None and serializer.OUT_OF_RANGE.get():
             patch_out_of_range(patch_type, parsed, opts)
         changed = _STATUS if seen else None

@@ -229,3 +229,40 @@ def find_out_of_range(value: object) -> OutOfRange | None:
         elif type(v) is OutOfRange:
             return v
     return None
+
+
+def summarize(data: bytes, limit: int = 30) -> str:
+    """summarizeData: the start of a body an error message quotes, as text when it opens an object
+    and in hex otherwise."""
+    if not data:
+        return "<empty>"
+    more = " ..." if len(data) > limit else ""
+    if data[0] == ord("{"):
+        return data[:limit].decode(errors="replace") + more
+    return data[:limit].hex() + more
+
+
+def unrecognized(kind: str, data: bytes) -> str | None:
+    """transformDecodeError's text for a body whose JSON does not parse (None when Go reads it): the
+    serializer fails on the body's syntax before it knows a kind, so the error names the kind the
+    endpoint decodes into and quotes the start of the body."""
+    syntax, _ = check_valid(data)
+    if syntax is None:
+        return None
+    return (f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; "
+            f"json parse error: {syntax} ({summarize(data)})")
+
+
+def patch_syntax_error(data: bytes, strategic: bool, json_patch: bool, field_validation: str) -> str | None:
+    """A json, merge or strategic merge patch's text when its JSON does not parse (None when Go
+    reads it). Under Strict or Warn applyJSPatch decodes a json or merge patch strictly first
+    ("error decoding patch: ..."); under Ignore a json patch fails in DecodePatch (the bare error) and
+    a merge patch in MergePatch (ErrBadJSONPatch); strategicPatchObject reports the bare error."""
+    syntax, _ = check_valid(data)
+    if syntax is None:
+        return None
+    if strategic:
+        return syntax
+    if field_validation in ("Strict", "Warn"):
+        return f"error decoding patch: {syntax}"
+    return syntax if json_patch else "Invalid JSON Patch"
