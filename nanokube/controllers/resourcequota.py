@@ -15,8 +15,8 @@ from ..client.informer import Informer, InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from ..machinery.quantity import add
-from ..quota.evaluators import charge_changed, quota_covers, usage
-from ..quota.resources import OBJECT_COUNTS
+from ..quota.evaluators import ClaimLookup, charge_changed, extended_names, quota_covers, usage
+from ..quota.resources import IMPLICIT_DEVICE_CLASS_PREFIX, OBJECT_COUNTS, is_extended
 from .base import Controller, in_turns
 
 #: kinds watched for replenishment: (group, version, plural)
@@ -41,6 +41,9 @@ def kinds_for(name: str, resources) -> set[tuple[str, str]]:
     if name.startswith("count/"):
         plural, _, group = name[len("count/"):].partition(".")
         return {(group, plural)} if any(r.group == group and r.plural == plural for r in resources) else set()
+    if name.startswith("requests.") and (is_extended(name[9:]) or name[9:].startswith(IMPLICIT_DEVICE_CLASS_PREFIX)):
+        # DRAExtendedResource: a ResourceClaim charges its classes' extended resources too
+        return {("", "pods"), ("resource.k8s.io", "resourceclaims")}
     if name in _POD or name.startswith(_POD_PREFIXES):
         return {("", "pods")}
     return set()
@@ -58,6 +61,7 @@ class ResourceQuotaController(Controller):
         self.quotas = self.informer_factory.informer(self.quotas_api)
         self.quotas.add_handlers(on_add=self._enqueue, on_update=self._quota_updated)
         self.watched: dict[tuple[str, str], Informer] = {}
+        self.classes: Informer | None = None
         for group, version, plural in WATCHED:
             self._watch(group, version, plural)
         self._resync_task: asyncio.Task | None = None
@@ -116,6 +120,17 @@ class ResourceQuotaController(Controller):
             await inf.synced.wait()
         return inf.list_namespace(namespace)
 
+    async def _claim_lookup(self, namespace: str) -> ClaimLookup:
+        """What the namespace's claims' charges read: the DeviceClasses' extended resource
+        names, its pods and its claims."""
+        if self.classes is None:
+            self.classes = self.informer_factory.informer(self.client.resource("resource.k8s.io", "v1", "deviceclasses"))
+            self.informer_factory.start([self.classes])
+        await self.classes.synced.wait()
+        pods = {p["metadata"]["name"]: p for p in await self._objects("", "pods", namespace)}
+        claims = await self._objects("resource.k8s.io", "resourceclaims", namespace)
+        return ClaimLookup(extended_names(self.classes.list()), lambda ns, name: pods.get(name), lambda ns: claims)
+
     async def sync(self, key: str) -> None:
         quota = self.quotas.get(key)
         if quota is None or quota["metadata"].get("deletionTimestamp"):
@@ -127,13 +142,14 @@ class ResourceQuotaController(Controller):
             kinds |= kinds_for(name, self.client.resources())
         now = self.clock.now()
         totals: dict = {}
+        claims = await self._claim_lookup(ns) if ("resource.k8s.io", "resourceclaims") in kinds else None
         for group, plural in sorted(kinds):
             # a namespace's pods may be 300,000: the loop runs between slices (in_turns)
             async for part in in_turns(await self._objects(group, plural, ns)):
                 for obj in part:
                     if not quota_covers(quota, group, plural, obj):
                         continue
-                    for name, q in usage(group, plural, obj, now).items():
+                    for name, q in usage(group, plural, obj, now, claims).items():
                         if name in hard:
                             totals[name] = add(totals.get(name), q)
         used = {name: str(totals[name]) if name in totals else "0" for name in hard}

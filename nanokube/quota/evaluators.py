@@ -4,14 +4,15 @@ quotas cover it (scopes), and the constraints quota places on pods."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 
 from ..machinery.podresize import resize_parts, resources_spec
 from ..machinery.podresources import QUANTITIES, pod_limits, pod_requests
 from ..machinery.quantity import DECIMAL_SI, Quantity, parse_list
-from ..dra.extended_resources import ANNOTATION as EXTENDED_CLAIM_ANNOTATION
+from ..dra.extended_resources import ANNOTATION as EXTENDED_CLAIM_ANNOTATION, class_mapping
 from ..volume.classes import claim_class
 from .resources import (
     ALLOCATION_RESULTS_MAX,
@@ -113,26 +114,67 @@ def _devices(req: dict) -> tuple[str, int]:
     return req.get("deviceClassName", ""), count
 
 
-def _extended_resource_claim(claim: dict) -> bool:
-    """The claim the scheduler made for a pod's extended resources (annotated,
-    controlled by a Pod), whose devices the pod's own requests already charge
-    as requests.<name>. Upstream's verifyOwner also reads the pod and matches
-    its requests; without a pod lister here the annotation and controller
-    reference are taken as they are."""
+@dataclass(frozen=True)
+class ClaimLookup:
+    """What a ResourceClaim's charge reads besides the claim (upstream's claimEvaluator has a
+    DeviceClass mapping and pod and claim listers): each class's explicit extendedResourceName
+    as the mapping resolves collisions, a pod by namespace and name, a namespace's claims."""
+    extended_names: dict[str, str] = field(default_factory=dict)
+    pod: Callable[[str, str], dict | None] = lambda ns, name: None
+    claims: Callable[[str], list[dict]] = lambda ns: []
+
+
+def extended_names(classes: list[dict]) -> dict[str, str]:
+    """DeviceClass name -> the extendedResourceName it serves (the one that won any collision)."""
+    return {cls: name for name, cls in class_mapping(classes).items() if not name.startswith(IMPLICIT_DEVICE_CLASS_PREFIX)}
+
+
+def _pod_controller(claim: dict) -> dict | None:
+    """The controlling Pod of a claim marked as a pod's extended-resource claim."""
     md = claim.get("metadata") or {}
     if (md.get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) != "true":
-        return False
-    return any(r.get("controller") and r.get("kind") == "Pod" and r.get("apiVersion") == "v1"
-               for r in md.get("ownerReferences") or [])
+        return None
+    return next((r for r in md.get("ownerReferences") or [] if r.get("controller")
+                 and r.get("kind") == "Pod" and r.get("apiVersion") == "v1"), None)
 
 
-def claim_usage(claim: dict) -> Usage:
+def _verified_pod_usage(claim: dict, lookup: ClaimLookup, now: float) -> Usage:
+    """getVerifiedPodUsage: what the pod that made this extended-resource claim charges itself,
+    when the pod exists with the controller's UID and names this claim in
+    status.extendedResourceClaimStatus, or, naming none, this is the first claim it controls
+    (creation time, then name); else nothing, so no claim escapes quota by only saying it is a
+    pod's (kubernetes#135404)."""
+    ref = _pod_controller(claim)
+    if ref is None:
+        return {}
+    md = claim["metadata"]
+    ns, name = md.get("namespace", ""), md.get("name", "")
+    pod = lookup.pod(ns, ref.get("name", ""))
+    if pod is None or pod["metadata"].get("uid") != ref.get("uid"):
+        return {}
+    named = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {})
+    if named:
+        if named.get("resourceClaimName") != name:
+            return {}
+    else:
+        mine = (md.get("creationTimestamp") or "", name)
+        for other in lookup.claims(ns):
+            oref = _pod_controller(other)
+            omd = other["metadata"]
+            if oref is not None and oref.get("uid") == ref.get("uid") and (omd.get("creationTimestamp") or "", omd.get("name", "")) < mine:
+                return {}
+    return pod_usage(pod, now)
+
+
+def claim_usage(claim: dict, lookup: ClaimLookup | None = None, now: float = 0.0) -> Usage:
     """A ResourceClaim charges its devices per DeviceClass; a request with
     alternatives (firstAvailable) charges the most any alternative could take.
-    With DRAExtendedResource (GA) the same count is also charged as the class's
-    implicit extended resource, requests.deviceclass.resource.kubernetes.io/<class>
-    (kubernetes#134210), so a quota on it holds for claims as for pods, except
-    for a pod's extended-resource claim, which the pod's requests charge."""
+    With DRAExtendedResource (GA) the same count is also charged as each class's
+    extended resources, requests.deviceclass.resource.kubernetes.io/<class> and
+    requests.<extendedResourceName> (kubernetes#134210), so a quota on them holds for
+    claims as for pods; a pod's own extended-resource claim charges only what
+    exceeds its pod's requests of them, which the pod charges already."""
+    lookup = lookup or ClaimLookup()
     out: Usage = {"count/resourceclaims.resource.k8s.io": ONE}
     totals: dict[str, int] = {}
     for req in (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []:
@@ -146,16 +188,23 @@ def claim_usage(claim: dict) -> Usage:
             most = {cls: n}
         for cls, n in most.items():
             totals[cls] = totals.get(cls, 0) + n
-    implicit = not _extended_resource_claim(claim)
+    extended: dict[str, Fraction] = {}
     for cls, n in totals.items():
         out[device_class_resource(cls)] = Quantity(Fraction(n), DECIMAL_SI)
-        if implicit:
-            out[f"requests.{IMPLICIT_DEVICE_CLASS_PREFIX}{cls}"] = Quantity(Fraction(n), DECIMAL_SI)
+        extended[f"requests.{IMPLICIT_DEVICE_CLASS_PREFIX}{cls}"] = Fraction(n)
+        if name := lookup.extended_names.get(cls):
+            extended[f"requests.{name}"] = Fraction(n)
+    pod = _verified_pod_usage(claim, lookup, now) if extended else {}
+    for name, n in extended.items():
+        left = n - (pod[name].value if name in pod else 0)
+        if left > 0:
+            out[name] = Quantity(left, DECIMAL_SI)
     return out
 
 
-def usage(group: str, plural: str, obj: dict, now: float) -> Usage:
-    """Everything the object charges, under every name a quota may use for it."""
+def usage(group: str, plural: str, obj: dict, now: float, claims: ClaimLookup | None = None) -> Usage:
+    """Everything the object charges, under every name a quota may use for it (a ResourceClaim's
+    extended resources through `claims`)."""
     if group == "" and plural == "pods":
         return pod_usage(obj, now)
     if group == "" and plural == "services":
@@ -163,7 +212,7 @@ def usage(group: str, plural: str, obj: dict, now: float) -> Usage:
     if group == "" and plural == "persistentvolumeclaims":
         return pvc_usage(obj)
     if group == "resource.k8s.io" and plural == "resourceclaims":
-        return claim_usage(obj)
+        return claim_usage(obj, claims, now)
     out: Usage = {count_resource(group, plural): ONE}
     if (group, plural) in _LEGACY:
         out[_LEGACY[(group, plural)]] = ONE

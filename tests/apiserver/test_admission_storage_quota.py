@@ -132,6 +132,39 @@ async def test_a_claim_charges_its_class_as_the_implicit_extended_resource(stack
                                                '.io/gpu.nanokube.io=2')
 
 
+async def test_a_claim_charges_its_class_extended_resource_name_less_its_pods_requests(stack):
+    """A DeviceClass serving `example.com/gpu` (extendedResourceName) makes its claims charge
+    requests.example.com/gpu (kubernetes#134210), so a ResourceClaim cannot take devices past a
+    quota a pod asking `example.com/gpu` is held to; the claim the scheduler makes for a pod
+    charges only what its pod does not (getVerifiedPodUsage), so the pod is not counted twice."""
+    await rc(stack, "deviceclasses", "resource.k8s.io").create(
+        {"metadata": {"name": "gpu.example.com"}, "spec": {"extendedResourceName": "example.com/gpu"}})
+    await quota(stack, {"requests.example.com/gpu": "3"})
+    p = await rc(stack, "pods").create(pod("p", {"limits": {"example.com/gpu": "2"}}))
+    claims = rc(stack, "resourceclaims", "resource.k8s.io")
+
+    def claim(name, count, **meta):
+        return {"metadata": {"name": name, "namespace": NS, **meta}, "spec": {"devices": {"requests": [
+            {"name": "container-0-request-0", "exactly": {"deviceClassName": "gpu.example.com", "count": count}}]}}}
+
+    made = {"annotations": {"resource.kubernetes.io/extended-resource-claim": "true"}, "ownerReferences": [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": p["metadata"]["uid"], "controller": True}]}
+    await claims.create(claim("p-gpu-x", 2, **made))
+    used = (await rc(stack, "resourcequotas").get("q", NS))["status"]["used"]
+    assert used == {"requests.example.com/gpu": "2"}
+    with pytest.raises(APIError) as e:
+        await claims.create(claim("direct", 2))
+    assert (e.value.code, e.value.message) == (403, 'resourceclaims.resource.k8s.io "direct" is forbidden: exceeded '
+                                               'quota: q, requested: requests.example.com/gpu=2, used: '
+                                               'requests.example.com/gpu=2, limited: requests.example.com/gpu=3')
+    # a second claim saying it is the same pod's is not: the pod's first claim is p-gpu-x
+    with pytest.raises(APIError) as e:
+        await claims.create(claim("p-gpu-y", 2, **made))
+    assert e.value.code == 403 and "requested: requests.example.com/gpu=2" in e.value.message
+    await claims.create(claim("direct", 1))
+    assert (await rc(stack, "resourcequotas").get("q", NS))["status"]["used"] == {"requests.example.com/gpu": "3"}
+
+
 @pytest.fixture
 async def sqlite_stack(tmp_path):
     """On SQLite, as `nanokube up`: its watch cache follows the store a moment behind a write."""

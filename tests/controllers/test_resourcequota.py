@@ -56,6 +56,24 @@ async def test_used_follows_pods_claims_and_counts(env):
                                       "requests.nvidia.com/gpu": "0"}))
 
 
+async def test_claims_are_recounted_under_their_classes_extended_resources(env):
+    """A ResourceClaim charges its DeviceClass's extended resources (the implicit
+    requests.deviceclass.resource.kubernetes.io/<class> and the class's extendedResourceName):
+    the controller's recount keeps counting them, not only the pods asking for them."""
+    client = env
+    await client.resource("resource.k8s.io", "v1", "deviceclasses").create(
+        {"metadata": {"name": "gpu.example.com"}, "spec": {"extendedResourceName": "example.com/gpu"}})
+    await client.resource("resource.k8s.io", "v1", "resourceclaims").create({
+        "metadata": {"name": "c", "namespace": "default"}, "spec": {"devices": {"requests": [
+            {"name": "r", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}]}}})
+    await client.resource("", "v1", "pods").create(pod("a", {"limits": {"example.com/gpu": "1"}}))
+    hard = {"requests.example.com/gpu": "8", "requests.deviceclass.resource.kubernetes.io/gpu.example.com": "8"}
+    await client.resource("", "v1", "resourcequotas").create(
+        {"metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": hard}})
+    await eventually(used_is(client, {"requests.example.com/gpu": "3",
+                                      "requests.deviceclass.resource.kubernetes.io/gpu.example.com": "2"}))
+
+
 async def test_scopes_select_what_counts(env):
     client = env
     quotas = client.resource("", "v1", "resourcequotas")

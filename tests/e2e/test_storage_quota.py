@@ -137,13 +137,16 @@ def gpu_claim(name: str) -> dict:
 
 
 def test_quota_of_four_gpus_refuses_the_fifth(cluster):
+    """gpu.nanokube.io serves nvidia.com/gpu here (its extendedResourceName), so a claim of
+    its devices charges requests.nvidia.com/gpu as a pod asking for one does (kubernetes#134210):
+    two pods and two claims fill a quota of four."""
     c = cluster
     c.kubectl("create", "namespace", "gpus")
     c.kubectl("create", "quota", "gpus", "-n", "gpus",
-              "--hard=requests.nvidia.com/gpu=4,gpu.nanokube.io.deviceclass.resource.k8s.io/devices=4,pods=10")
+              "--hard=requests.nvidia.com/gpu=4,gpu.nanokube.io.deviceclass.resource.k8s.io/devices=2,pods=10")
     wait_for(lambda: (c.kubectl_json("get", "quota", "gpus", "-n", "gpus").get("status") or {}).get("used"), 60,
              "quota status")
-    for i in range(4):
+    for i in range(2):
         c.kubectl("apply", "-f", "-", input=json.dumps(gpu_pod(f"train-{i}")))
         c.kubectl("apply", "-f", "-", input=json.dumps(gpu_claim(f"claim-{i}")))
     r = c.kubectl("apply", "-f", "-", input=json.dumps(gpu_pod("train-4")), check=False)
@@ -154,15 +157,16 @@ def test_quota_of_four_gpus_refuses_the_fifth(cluster):
         api.create_namespaced_resource_claim("gpus", gpu_claim("claim-4"))
     body = json.loads(e.value.body)
     assert (e.value.status, body["reason"]) == (403, "Forbidden")
+    devices = "gpu.nanokube.io.deviceclass.resource.k8s.io/devices"
     assert body["message"] == (
-        'resourceclaims.resource.k8s.io "claim-4" is forbidden: exceeded quota: gpus, requested: '
-        "gpu.nanokube.io.deviceclass.resource.k8s.io/devices=1, used: gpu.nanokube.io.deviceclass.resource.k8s.io/"
-        "devices=4, limited: gpu.nanokube.io.deviceclass.resource.k8s.io/devices=4")
+        f'resourceclaims.resource.k8s.io "claim-4" is forbidden: exceeded quota: gpus, requested: '
+        f"{devices}=1,requests.nvidia.com/gpu=1, used: {devices}=2,requests.nvidia.com/gpu=4, "
+        f"limited: {devices}=2,requests.nvidia.com/gpu=4")
     described = c.kubectl("describe", "quota", "gpus", "-n", "gpus").stdout
     lines = [line.split() for line in described.splitlines()]
-    assert ["gpu.nanokube.io.deviceclass.resource.k8s.io/devices", "4", "4"] in lines
-    assert ["requests.nvidia.com/gpu", "4", "4"] in lines and ["pods", "4", "10"] in lines
-    # deleting a pod gives its GPU back (the controller recounts)
+    assert [devices, "2", "2"] in lines
+    assert ["requests.nvidia.com/gpu", "4", "4"] in lines and ["pods", "2", "10"] in lines
+    # deleting a pod gives its GPU back (the controller recounts the claims' too)
     c.kubectl("delete", "pod", "train-0", "-n", "gpus", "--grace-period=0", "--force")
     wait_for(lambda: c.kubectl_json("get", "quota", "gpus", "-n", "gpus")["status"]["used"]
              ["requests.nvidia.com/gpu"] == "3", 60, "quota replenished")

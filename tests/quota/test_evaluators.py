@@ -1,8 +1,8 @@
 """What objects charge against quotas (upstream's evaluators) and which
 quotas cover them (scopes)."""
 
-from nanokube.quota.evaluators import (charge_changed, claim_usage, missing_container_resources, pod_usage, quota_covers,
-                                      usage)
+from nanokube.quota.evaluators import (ClaimLookup, charge_changed, claim_usage, extended_names,
+                                      missing_container_resources, pod_usage, quota_covers, usage)
 from nanokube.quota.resources import scope_errors
 
 
@@ -109,13 +109,41 @@ def test_claim_usage_per_device_class():
                                         "nic.deviceclass.resource.k8s.io/devices": "3",
                                         "requests.deviceclass.resource.kubernetes.io/gpu": "35",
                                         "requests.deviceclass.resource.kubernetes.io/nic": "3"}
-    # a pod's extended-resource claim: the pod's requests charge the implicit extended resource
-    made = {**claim, "metadata": {"annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
-                                  "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u",
-                                                       "controller": True}]}}
-    assert text(claim_usage(made)) == {"count/resourceclaims.resource.k8s.io": "1",
-                                       "gpu.deviceclass.resource.k8s.io/devices": "35",
-                                       "nic.deviceclass.resource.k8s.io/devices": "3"}
+    # a DeviceClass's explicit extendedResourceName is charged as a request too
+    named = ClaimLookup(extended_names([{"metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"}}]))
+    assert text(claim_usage(claim, named))["requests.example.com/gpu"] == "35"
+
+
+def test_extended_resource_claim_charges_what_its_verified_pod_does_not():
+    """getVerifiedPodUsage (kubernetes#134210, #135404): the scheduler's claim for a pod's
+    `example.com/gpu: 2` charges the devices, but not the extended resources its pod charges
+    already; a claim that only says it is a pod's is charged in full."""
+    claim = {"metadata": {"name": "p-gpu-abc", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:02Z",
+                          "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                          "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u",
+                                               "controller": True}]},
+             "spec": {"devices": {"requests": [
+                 {"name": "container-0-request-0", "exactly": {"deviceClassName": "gpu", "count": 3}}]}}}
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"example.com/gpu": "2"}, "limits": {"example.com/gpu": "2"}}}]}}
+    names = extended_names([{"metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"}}])
+    whole = {"count/resourceclaims.resource.k8s.io": "1", "gpu.deviceclass.resource.k8s.io/devices": "3",
+             "requests.deviceclass.resource.kubernetes.io/gpu": "3", "requests.example.com/gpu": "3"}
+
+    def charged(pods, claims=(), status=None):
+        found = {p["metadata"]["name"]: {**p, "status": status or {}} for p in pods}
+        return text(claim_usage(claim, ClaimLookup(names, lambda ns, n: found.get(n), lambda ns: [claim, *claims])))
+
+    assert charged([pod]) == {**whole, "requests.example.com/gpu": "1"}
+    assert charged([pod], status={"extendedResourceClaimStatus": {"resourceClaimName": "p-gpu-abc"}}) == \
+        {**whole, "requests.example.com/gpu": "1"}
+    assert charged([]) == whole  # no such pod
+    assert charged([{**pod, "metadata": {**pod["metadata"], "uid": "other"}}]) == whole
+    assert charged([pod], status={"extendedResourceClaimStatus": {"resourceClaimName": "another"}}) == whole
+    earlier = {**claim, "metadata": {**claim["metadata"], "name": "p-gpu-first",
+                                     "creationTimestamp": "2026-01-01T00:00:01Z"}}
+    assert charged([pod], [earlier]) == whole  # the pod's first extended-resource claim is another
+    assert text(claim_usage(claim)) == {k: v for k, v in whole.items() if k != "requests.example.com/gpu"}
 
 
 def test_generic_and_legacy_object_counts():

@@ -13,14 +13,16 @@ import copy
 from ...machinery import errors
 from ...machinery.quantity import Quantity, add, parse_list
 from ...quota.evaluators import (
+    ClaimLookup,
     Usage,
     charged_on_update,
+    extended_names,
     missing_container_resources,
     quota_covers,
     usage,
 )
 from ..rest import SYSTEM, WriteOptions
-from .lookup import Listing, object_name
+from .lookup import Listing, get, list_objects, object_name
 
 #: how often the status write is retried after losing a race with another writer
 ATTEMPTS = 8
@@ -34,16 +36,22 @@ class ResourceQuota:
     def __init__(self, rest) -> None:
         self.rest = rest
         self._quotas = Listing(rest, "", "resourcequotas")
+        self._extended_names = Listing(rest, "resource.k8s.io", "deviceclasses", extended_names)
+
+    def _claims(self) -> ClaimLookup:
+        return ClaimLookup(self._extended_names(), lambda ns, name: get(self.rest, "", "pods", ns, name),
+                           lambda ns: list_objects(self.rest, "resource.k8s.io", "resourceclaims", ns))
 
     def _requested(self, a) -> Usage:
         g, p = a.res.group, a.res.plural
         now = self.rest.clock.now()
-        new = usage(g, p, a.obj, now)
+        claims = self._claims() if (g, p) == ("resource.k8s.io", "resourceclaims") else None
+        new = usage(g, p, a.obj, now, claims)
         if a.operation == "CREATE":
             return new
         if not charged_on_update(g, p, a.subresource):
             return {}
-        old = usage(g, p, a.old, now)
+        old = usage(g, p, a.old, now, claims)
         return {k: Quantity(v.value - old[k].value, v.format) if k in old else v for k, v in new.items()
                 if k not in old or v.value > old[k].value}
 
