@@ -236,10 +236,12 @@ def charge_changed(group: str, plural: str, old: dict, new: dict, now: float) ->
 
 def charged_on_update(group: str, plural: str, subresource: str = "") -> bool:
     """Updates that can change what an object charges (a Service's type, a claim's size, a pod's
-    resources through pods/resize: upstream's podEvaluator.Handles)."""
+    resources through pods/resize: upstream's podEvaluator.Handles; a ResourceClaim's metadata,
+    which says whose extended-resource claim it is: claimEvaluator.Handles)."""
     if subresource:
         return group == "" and plural == "pods" and subresource == "resize"
-    return group == "" and plural in ("services", "persistentvolumeclaims")
+    return (group == "" and plural in ("services", "persistentvolumeclaims")) or \
+        (group == "resource.k8s.io" and plural == "resourceclaims")
 
 
 # --- scopes ---------------------------------------------------------------------------

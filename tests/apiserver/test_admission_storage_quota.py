@@ -165,6 +165,28 @@ async def test_a_claim_charges_its_class_extended_resource_name_less_its_pods_re
     assert (await rc(stack, "resourcequotas").get("q", NS))["status"]["used"] == {"requests.example.com/gpu": "3"}
 
 
+async def test_a_claim_update_that_drops_its_pod_owner_is_charged(stack):
+    """claimEvaluator.Handles takes updates: a pod's extended-resource claim charges none of
+    what its pod charges, and an update that makes it nobody's (its owner reference gone)
+    is checked for the extended resources it then charges, as a create would be."""
+    await rc(stack, "deviceclasses", "resource.k8s.io").create(
+        {"metadata": {"name": "gpu.example.com"}, "spec": {"extendedResourceName": "example.com/gpu"}})
+    await quota(stack, {"requests.example.com/gpu": "3"})
+    p = await rc(stack, "pods").create(pod("p", {"limits": {"example.com/gpu": "2"}}))
+    claims = rc(stack, "resourceclaims", "resource.k8s.io")
+    made = await claims.create({"metadata": {
+        "name": "p-gpu-x", "namespace": NS, "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": p["metadata"]["uid"],
+                             "controller": True}]}, "spec": {"devices": {"requests": [
+                                 {"name": "r", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}]}}})
+    with pytest.raises(APIError) as e:
+        await claims.update({**made, "metadata": {**made["metadata"], "ownerReferences": []}})
+    assert (e.value.code, e.value.message) == (403, 'resourceclaims.resource.k8s.io "p-gpu-x" is forbidden: exceeded '
+                                               'quota: q, requested: requests.example.com/gpu=2, used: '
+                                               'requests.example.com/gpu=2, limited: requests.example.com/gpu=3')
+    assert (await claims.get("p-gpu-x", NS))["metadata"]["ownerReferences"] == made["metadata"]["ownerReferences"]
+
+
 @pytest.fixture
 async def sqlite_stack(tmp_path):
     """On SQLite, as `nanokube up`: its watch cache follows the store a moment behind a write."""
