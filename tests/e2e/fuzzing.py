@@ -445,9 +445,9 @@ def requests(draw, fuzzer: Fuzzer):
     verb = "create" if plural in CREATE_ONLY else draw(
         st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list",
                          "scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "directive",
-                         "convert", "path", "page", "subbody", "repeat"]))
+                         "convert", "path", "page", "subbody", "repeat", "grace"]))
     if verb in ("scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "convert", "path", "page", "subbody",
-                "repeat"):
+                "repeat", "grace"):
         return draw(_other(verb, fuzzer, gv, plural, base, seed["metadata"]["name"], obj, value))
     if verb == "list" and draw(st.booleans()):  # a label selector alone, which alone decides a 400
         return "GET", base, {"labelSelector": draw(st.sampled_from(HOSTILE_SELECTORS))}, None, None, None, None
@@ -730,6 +730,12 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
         if ctype == "application/apply-patch+yaml":
             q.update(fieldManager="fuzz", force="true")
         return method, path, q, body, ctype, name, "All"
+    if verb == "grace" and plural == "pods":  # a pod on a node (none runs it) deleted gracefully for any period
+        pod = {"metadata": {"name": fuzzer.fresh_name(gv, plural, draw(st.integers(0, 10**9)))},
+               "spec": {"nodeName": "fuzz-nobody", "containers": [{"name": "c", "image": "busybox"}]}}
+        grace = draw(st.one_of(st.sampled_from(HOSTILE_NUMBERS + [2**62, 10**12, 253402300800, -(2**62)]), st.integers()))
+        where = draw(st.sampled_from(["delete", "eviction"]))
+        return "GRACE", base, {"where": where, "grace": grace}, json.dumps(pod), "application/json", None, None
     if verb == "subresource" and plural in SUBRESOURCES:
         sub, ctype, body = draw(st.sampled_from(SUBRESOURCES[plural]))
         body = _set(copy.deepcopy(body), draw(st.sampled_from(_paths(body, [])[1:])), value)
@@ -927,6 +933,9 @@ class Fuzzer:
         if method == "PAGE":
             self._page(path, query, body)
             return
+        if method == "GRACE":
+            self._grace(path, body, query["where"], query["grace"])
+            return
         base = path if target is None else path[:path.index(f"/{target}")]
         before = None
         if target is not None:
@@ -1004,6 +1013,22 @@ class Fuzzer:
             assert code == 406, f"{want} of {'a list' if listed else 'one object'} is not a 406: {what}"
         elif code < 300 and (one or listed or collection and method == "POST"):
             assert got.get("kind") == want, f"asked for {want}: {what}"
+
+    def _grace(self, base: str, pod: str, where: str, grace) -> None:
+        """A pod bound to a node deleted (or evicted) with a grace period of any size, then at once: the
+        deletion's mark is a date whatever the period (send's contract: no 5xx)."""
+        code, got = self.send("POST", base, pod)
+        if code != 201:
+            return
+        name = got["metadata"]["name"]
+        options = json.dumps({"gracePeriodSeconds": grace})
+        if where == "eviction":
+            self.send("POST", f"{base}/{name}/eviction", json.dumps({"apiVersion": "policy/v1", "kind": "Eviction",
+                                                                      "metadata": {"name": name},
+                                                                      "deleteOptions": {"gracePeriodSeconds": grace}}))
+        else:
+            self.send("DELETE", f"{base}/{name}", options)
+        self.send("DELETE", f"{base}/{name}", json.dumps({"gracePeriodSeconds": 0}))
 
     def _page(self, base: str, query: dict, other: str) -> None:
         """A first page's continue token, read again with other options or at another kind's path: a token
