@@ -10,23 +10,33 @@ a fresh root. Its volume mounts lie over it:
   token too) shows the files the kubelet wrote for it on the node
   (volumes/manager.py), read when read, so an update shows through; the
   kubelet mounts these read-only, so writing there fails as on a real node;
+- a persistentVolumeClaim (generic ephemeral too), hostPath or nfs volume is
+  the node's own directory for it (the claim's volume, the fake NFS export,
+  linked at the pod's volume directory by volumes/), read and written there,
+  so what a pod writes outlives it, as a checkpoint on a claim does;
 - any other volume (emptyDir first) is an in-memory tree of the pod's, shared
-  by every container that mounts it and kept across container restarts.
+  by every container that mounts it and kept across container restarts, gone
+  with the pod as upstream's emptyDir is.
 
-A mount's `subPath` and `readOnly` are honoured. Nothing here touches the
-node's disk but to read those volume files, and a link there that leads out
-of its volume is not followed.
+A mount's `subPath` and `readOnly` are honoured, and a volume the pod or its
+PersistentVolume takes read-only (`read_only`) is read-only at every mount.
+Nothing here touches the node's disk but those volumes' directories, and a
+link there that leads out of its volume is not followed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import posixpath
+import shutil
 from dataclasses import dataclass, field
 
 #: volume kinds the kubelet always mounts read-only, whose files it writes on the node
 WRITTEN_BY_KUBELET = frozenset({"configMap", "secret", "downwardAPI", "projected"})
+#: volume kinds that are a directory on the node, written where they are
+ON_NODE = frozenset({"persistentVolumeClaim", "ephemeral", "hostPath", "nfs"})
 #: the directories of a busybox image's root
 IMAGE_DIRS = ("bin", "dev", "etc", "home", "proc", "root", "sys", "tmp", "usr", "var")
 
@@ -73,13 +83,18 @@ class _Mount:
 class PodFiles:
     """One pod's in-memory volumes and its containers' roots, made when first needed."""
 
-    def __init__(self, pod: dict, volume_dir, clock):
-        """`volume_dir(name)`: where the kubelet set up volume `name` on the node."""
+    def __init__(self, pod: dict, volume_dir, clock, read_only=lambda name: False):
+        """`volume_dir(name)`: where the kubelet set up volume `name` on the node; `read_only(name)`:
+        whether the kubelet mounts it read-only everywhere (a claim or its PersistentVolume says so)."""
         self.pod = pod
         self.volume_dir = volume_dir
+        self.read_only = read_only
         self.clock = clock
         self.volumes: dict[str, Dir] = {}
         self.roots: dict[str, Dir] = {}
+        #: a draft's copy: a volume on the node is copied into memory, so working a command out
+        #: leaves the node's directory as it is
+        self.snapshot = False
 
     def restarted(self, container: str) -> None:
         """A new instance of the container: a fresh root; the pod's volumes stay as they are."""
@@ -90,8 +105,9 @@ class PodFiles:
         copy: a command is worked out on it (a container's more than once, as the kubelet's sync
         looks at it) without touching the files, and what it changes (`journal`) is done when
         its time comes (`replay`)."""
-        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock)
+        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock, self.read_only)
         scratch.volumes = copy.deepcopy(self.volumes)
+        scratch.snapshot = True
         if not fresh:
             self.container(container, pod)
             scratch.roots[container] = copy.deepcopy(self.roots[container])
@@ -116,11 +132,18 @@ class PodFiles:
             kind = next((k for k in vol if k != "name"), "emptyDir")
             path = posixpath.normpath(posixpath.join("/", m["mountPath"]))
             sub = [p for p in posixpath.normpath("/" + (m.get("subPath") or "")).split("/") if p]
-            read_only = bool(m.get("readOnly"))
-            if kind in WRITTEN_BY_KUBELET:
+            read_only = bool(m.get("readOnly") or (vol.get(kind) or {}).get("readOnly")) or self.read_only(vol["name"])
+            if kind in WRITTEN_BY_KUBELET or (kind in ON_NODE and (read_only or not self.snapshot)):
                 root = self.volume_dir(vol["name"])
-                mounts.append(_Mount(path, host=os.path.join(root, *sub), root=root, read_only=True))
+                if kind in ON_NODE and not read_only:  # the kubelet makes a missing subPath directory
+                    _make_sub(root, sub)
+                mounts.append(_Mount(path, host=os.path.join(root, *sub), root=root,
+                                     read_only=read_only or kind in WRITTEN_BY_KUBELET))
                 continue
+            if kind in ON_NODE and vol["name"] not in self.volumes:
+                root = self.volume_dir(vol["name"])
+                copied = _host_node(_Mount("/", host=root, root=root), [])
+                self.volumes[vol["name"]] = copied if isinstance(copied, Dir) else Dir(mode=0o777, mtime=now)
             tree = self.volumes.setdefault(vol["name"], Dir(mode=0o777, mtime=now))
             for part in sub:  # the kubelet makes a missing subPath directory
                 tree = tree.entries.setdefault(part, Dir(mtime=now))
@@ -207,6 +230,24 @@ class ContainerFS:
             raise FsError(NOT_DIR)
         return sorted(node.entries)
 
+    def _on_node(self, path: str) -> str | None:
+        """Where `path` is on the node when it lies below the mount point of a writable volume
+        there (None when it does not): its directory must exist within the volume."""
+        path = self.normal(path)
+        mount, parts = self._mount(path)
+        if mount is None or mount.host is None:
+            return None
+        if mount.read_only:
+            raise FsError(READ_ONLY)
+        if not parts:
+            raise FsError(EXISTS if self.lookup(path) is not None else NOT_FOUND)
+        parent = self.lookup(posixpath.dirname(path))
+        if parent is None:
+            raise FsError(NOT_FOUND)
+        if not isinstance(parent, Dir):
+            raise FsError(NOT_DIR)
+        return os.path.join(os.path.realpath(os.path.join(mount.host, *parts[:-1])), parts[-1])
+
     def _parent(self, path: str) -> tuple[Dir, str]:
         """The directory that holds `path` (to change it) and its name there."""
         path = self.normal(path)
@@ -225,6 +266,19 @@ class ContainerFS:
     def write(self, path: str, data: bytes, append: bool = False, mode: int | None = None,
               mtime: float | None = None) -> None:
         """Create or replace (or add to) a regular file."""
+        real = self._on_node(path)
+        if real is not None:
+            if os.path.isdir(real):
+                raise FsError(IS_DIR)
+            with _os_error():
+                with open(real, "ab" if append else "wb") as f:
+                    f.write(data)
+                if mode is not None:
+                    os.chmod(real, mode)
+                if mtime is not None:
+                    os.utime(real, (mtime, mtime))
+            self._done("write", path, data, append=append, mode=mode, mtime=mtime)
+            return
         parent, name = self._parent(path)
         node = parent.entries.get(name)
         if isinstance(node, Dir):
@@ -249,6 +303,14 @@ class ContainerFS:
                 elif not isinstance(node, Dir):
                     raise FsError(NOT_DIR if sub != path else EXISTS)
             return
+        real = self._on_node(path)
+        if real is not None:
+            if os.path.lexists(real):
+                raise FsError(EXISTS)
+            with _os_error():
+                os.mkdir(real, mode)
+            self._done("mkdir", path, mode=mode)
+            return
         parent, name = self._parent(path)
         if name in parent.entries:
             raise FsError(EXISTS)
@@ -262,10 +324,39 @@ class ContainerFS:
             raise FsError(NOT_FOUND)
         if isinstance(node, Dir) and node.entries and not recursive:
             raise FsError(NOT_EMPTY)
+        real = self._on_node(path)
+        if real is not None:
+            with _os_error():
+                if os.path.isdir(real) and not os.path.islink(real):
+                    shutil.rmtree(real)
+                else:
+                    os.unlink(real)
+            self._done("remove", path, recursive=True)
+            return
         parent, name = self._parent(path)
         del parent.entries[name]
         parent.mtime = self.now
         self._done("remove", path, recursive=True)
+
+
+@contextlib.contextmanager
+def _os_error():
+    """An OSError on the node's disk as the FsError the command reports."""
+    try:
+        yield
+    except OSError as e:
+        raise FsError(e.strerror or str(e)) from None
+
+
+def _make_sub(root: str, sub: list[str]) -> None:
+    """A subPath's directory in a volume on the node, made where it is missing (not through a link
+    out of the volume)."""
+    if not sub or not os.path.isdir(root):
+        return
+    where = os.path.join(root, *sub)
+    real_root = os.path.realpath(root)
+    if os.path.realpath(where).startswith(real_root + os.sep):
+        os.makedirs(where, mode=0o755, exist_ok=True)
 
 
 def _host_node(mount: _Mount, parts: list[str]) -> File | Dir | None:

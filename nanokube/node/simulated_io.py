@@ -96,7 +96,8 @@ class SimulatedIO:
         """What container `container` sees of its files (simulated_fs)."""
         if self._files is None:
             volumes, uid = self.worker.agent.volumes, self.worker.uid
-            self._files = PodFiles(self.worker.pod, lambda name: volumes.volume_dir(uid, name), self.worker.clock)
+            self._files = PodFiles(self.worker.pod, lambda name: volumes.volume_dir(uid, name), self.worker.clock,
+                                   lambda name: volumes.read_only(uid, name))
         return self._files.container(container, self.worker.pod)
 
     def draft(self, container: str, fresh: bool = True) -> ContainerFS:

@@ -224,3 +224,27 @@ def test_a_containers_working_directory_is_made_and_relative_paths_start_there(p
     sent = _archive({"rel/f": b"1"})
     assert run(fs, "tar", "xf", "-", "-C", "../app", stdin=sent)[0] == 0
     assert run(fs, "cat", "/srv/app/rel/f")[1] == b"1"
+
+
+def test_a_claim_is_its_directory_on_the_node_and_a_draft_leaves_that_as_it_is(tmp_path):
+    """A persistentVolumeClaim mount reads and writes the volume's directory the kubelet linked
+    (a subPath made there); a container's own command works on a copy and writes the directory
+    only when its changes are made; a claim taken read-only refuses writes."""
+    (tmp_path / "pv").mkdir()
+    (tmp_path / "pv" / "latest").write_text("step-1\n")
+    os.symlink(tmp_path / "pv", tmp_path / "ckpt")
+    pod = {"metadata": {"name": "w"}, "spec": {
+        "volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}],
+        "containers": [{"name": "main", "volumeMounts": [{"name": "ckpt", "mountPath": "/data"},
+                                                         {"name": "ckpt", "mountPath": "/run", "subPath": "run"}]},
+                       {"name": "ro", "volumeMounts": [{"name": "ckpt", "mountPath": "/data", "readOnly": True}]}]}}
+    files = PodFiles(pod, lambda name: str(tmp_path / name), _Clock())
+    main = files.container("main")
+    assert run(main, "sh", "-c", "cat /data/latest; echo step-2 > /data/latest; echo x > /run/f") == (0, b"step-1\n", "")
+    assert (tmp_path / "pv" / "latest").read_text() == "step-2\n" and (tmp_path / "pv" / "run" / "f").is_file()
+    program = interpret(["sh", "-c", "echo step-3 >> /data/latest"], T0, files.draft("main"))
+    assert (tmp_path / "pv" / "latest").read_text() == "step-2\n"
+    files.container("main").replay(program.changes)
+    assert (tmp_path / "pv" / "latest").read_text() == "step-2\nstep-3\n"
+    code, _, err = run(files.container("ro"), "rm", "/data/latest")
+    assert code == 1 and "Read-only file system" in err and (tmp_path / "pv" / "latest").exists()

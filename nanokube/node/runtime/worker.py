@@ -152,9 +152,6 @@ class ProcessPodWorker(PodWorker):
         """A container's log directory, mount targets and environment."""
         spec = c.spec
         c.log_dir = os.path.join(self._log_root, spec["name"])
-        # volumes every mount of is read-only: a claim the pod takes with `readOnly: true`
-        read_only = {v["name"] for v in (self.pod.get("spec") or {}).get("volumes") or []
-                     if (v.get("persistentVolumeClaim") or {}).get("readOnly")}
         os.makedirs(c.log_dir, exist_ok=True)
         mounts = self._mounts[c.name] = []
         for vm in spec.get("volumeMounts") or []:
@@ -164,7 +161,8 @@ class ProcessPodWorker(PodWorker):
             if not os.path.exists(src):
                 os.makedirs(src, exist_ok=True)
             self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
-            mounts.append((src, vm["mountPath"], bool(vm.get("readOnly")) or vm["name"] in read_only))
+            mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))
+                           or self.agent.volumes.read_only(self.uid, vm["name"])))
         self._env[c.name] = await self._environment(spec)
         return c
 

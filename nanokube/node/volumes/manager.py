@@ -65,12 +65,23 @@ class VolumeManager:
         #: per-source state that outlives one setup (pod certificates), keyed by pod uid first
         self.state: dict[str, dict] = {}
         self._refreshers: dict[str, dict[str, asyncio.Task]] = {}
+        #: pod uid -> its volumes mounted read-only at every mount: a claim the pod takes with
+        #: `readOnly`, an NFS volume marked so inline or on its PersistentVolume (`read_only`)
+        self._read_only: dict[str, set[str]] = {}
 
     def pod_dir(self, uid: str) -> str:
         return os.path.join(self.root, uid)
 
     def volume_dir(self, uid: str, volume: str) -> str:
         return os.path.join(self.pod_dir(uid), "volumes", volume)
+
+    def read_only(self, uid: str, volume: str) -> bool:
+        """Whether the kubelet mounts the pod's volume read-only in every container."""
+        return volume in self._read_only.get(uid, ())
+
+    def set_read_only(self, pod: dict, volume: str, read_only: bool) -> None:
+        names = self._read_only.setdefault(pod["metadata"]["uid"], set())
+        (names.add if read_only else names.discard)(volume)
 
     async def mount(self, pod: dict) -> dict[str, str]:
         """Set up every volume of a known kind; returns volume name -> directory.
@@ -110,6 +121,7 @@ class VolumeManager:
         for manager in self.watched.values():
             manager.unregister(uid)
         self.state.pop(uid, None)
+        self._read_only.pop(uid, None)
         shutil.rmtree(self.pod_dir(uid), ignore_errors=True)
 
     async def close(self) -> None:

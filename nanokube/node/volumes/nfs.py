@@ -45,3 +45,4 @@ def link(path: str, target: str) -> None:
 async def nfs(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
     src = vol["nfs"]
     link(export_dir(mgr, src.get("server", ""), src.get("path", "/"), vol["name"]), target)
+    mgr.set_read_only(pod, vol["name"], bool(src.get("readOnly")))

@@ -103,5 +103,7 @@ async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, targ
         claim, owner = vol["persistentVolumeClaim"].get("claimName", ""), None
     path, pvc, pv = await volume_path(mgr, pod["metadata"]["namespace"], claim, vol["name"], owner)
     link(path, target)
+    mgr.set_read_only(pod, vol["name"], bool((vol.get("persistentVolumeClaim") or {}).get("readOnly")
+                                             or ((pv.get("spec") or {}).get("nfs") or {}).get("readOnly")))
     await node_expand(mgr, pod, pvc, pv)
     return mgr.clock.now() + RESYNC
