@@ -28,6 +28,7 @@ from sortedcontainers import SortedList
 
 from ..machinery import encoded as json_memo
 from ..machinery.fieldorder import in_upstream_order
+from ..machinery.responses import go_escaped
 from ..store.interface import DELETE, KV, Compacted, Event, Store
 
 log = logging.getLogger(__name__)
@@ -181,9 +182,10 @@ def _bucket(prefix: str) -> str:
 
 
 def compact_dumps(obj: Any) -> bytes:
-    """orjson.dumps for bytes that are kept: orjson's result holds a buffer of at least 4 KiB, or
-    twice what a pod needs, so kept encodings are copied to their exact size (about 1 us)."""
-    return memoryview(orjson.dumps(obj)).tobytes()
+    """orjson.dumps for bytes that are kept, escaped as Go's encoder does: orjson's result holds a
+    buffer of at least 4 KiB, or twice what a pod needs, so kept encodings are copied to their
+    exact size (about 1 us)."""
+    return memoryview(go_escaped(orjson.dumps(obj))).tobytes()
 
 
 def decode(value: bytes, rev: int) -> dict:
@@ -700,7 +702,7 @@ class WatchCache:
         if entry is not None and entry._obj is obj:
             line = b'{"type":"%b","object":%b}\n' % (typ.encode(), entry.raw)
         else:
-            line = orjson.dumps({"type": typ, "object": obj}) + b"\n"
+            line = go_escaped(orjson.dumps({"type": typ, "object": obj})) + b"\n"
         if len(self._encoded) >= _ENCODED_MEMO:
             del self._encoded[next(iter(self._encoded))]
         self._encoded[memo_key] = (obj, line)
@@ -837,7 +839,7 @@ def stored_json(obj: dict[str, Any], keeps_spec: bool = False) -> tuple[bytes, d
     `keeps_spec`: the write keeps the spec the object had (a status write), whose JSON is then
     remembered for its next writes."""
     ordered = in_upstream_order(dict(obj), "")
-    encoded = orjson.dumps(_framed(ordered, keeps_spec))
+    encoded = go_escaped(orjson.dumps(_framed(ordered, keeps_spec)))
     at = encoded.find(_RV)
     # no brace before it but the object's and its metadata's: no map precedes it that could hold a
     # field of that name (a string's quotes are escaped), so it is the metadata's, after a field

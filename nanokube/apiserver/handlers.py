@@ -29,7 +29,7 @@ from .cache import served_json
 from .audit import RESPONSE_OBJECT
 from .auth.authorizer import USER
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
-from ..machinery.responses import dumps, error_response, json_response
+from ..machinery.responses import dumps, error_response, go_escaped, json_response
 from ..machinery.selectors import field_requirements, parse_label_selector
 from .options import (
     APPLY_PATCH,
@@ -202,7 +202,7 @@ def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.Str
     if to_yaml:
         text = yaml.safe_dump(orjson.loads(data), sort_keys=True, default_flow_style=False, allow_unicode=True).encode()
     else:
-        text = orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2)
+        text = go_escaped(orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2))
     out = web.Response(body=text, status=response.status, content_type=_YAML if to_yaml else _JSON)
     for k, v in response.headers.items():
         if k.lower() not in ("content-type", "content-length"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import orjson
 
 from ..machinery.errors import APIError
+from ..machinery.responses import go_escaped
 from ..machinery.selectors import selector_from_object
 from .replicaset import claim_objects, owner_reference
 
@@ -34,9 +35,9 @@ def safe_encode(text: str) -> str:
 
 
 def hash_revision(data: dict, collision_count: int | None) -> str:
-    """HashControllerRevision: FNV-1 (not 1a) 32 over the data's JSON, then the
+    """HashControllerRevision: FNV-1 (not 1a) 32 over the data's JSON as Go encodes it, then the
     collision count's decimal text."""
-    raw = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    raw = go_escaped(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
     if collision_count is not None:
         raw += str(collision_count).encode()
     h = 0x811C9DC5

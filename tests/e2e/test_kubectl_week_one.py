@@ -35,7 +35,7 @@ spec:
   template:
     metadata: {labels: {app: undo-agent}}
     spec:
-      containers: [{name: a, image: "busybox:1", command: [sleep, infinity]}]
+      containers: [{name: a, image: "busybox:1", command: [sh, -c, "true && sleep 1000"]}]
 ---
 apiVersion: apps/v1
 kind: StatefulSet
@@ -47,14 +47,15 @@ spec:
   template:
     metadata: {labels: {app: undo-db}}
     spec:
-      containers: [{name: db, image: "postgres:15", env: [{name: Z, value: "1"}, {name: A, value: "2"}]}]
+      containers: [{name: db, image: "postgres:15", env: [{name: Z, value: "<1>"}, {name: A, value: "2"}]}]
 """
 
 
 def test_rollout_undo_to_the_current_revision_is_skipped(cluster, tmp_path):
     """kubectl's DaemonSet and StatefulSet rollbackers compare json.Marshal of the owner's template patch
-    (map keys sorted) with the revision's data bytes: equal, they skip the rollback and say so.
-    Revisions whose data kept the template's own key order never matched, so every undo patched."""
+    (map keys sorted, `<`, `>`, `&` escaped) with the revision's data bytes: equal, they skip the
+    rollback and say so. Revisions whose data kept the template's own key order, or served `&&` or
+    `<1>` unescaped, never matched, so every undo patched."""
     manifest = tmp_path / "undo.yaml"
     manifest.write_text(ROLLBACK_KINDS)
     cluster.kubectl("create", "-f", str(manifest))
