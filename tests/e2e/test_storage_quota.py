@@ -173,6 +173,29 @@ def test_quota_of_four_gpus_refuses_the_fifth(cluster):
     c.kubectl("apply", "-f", "-", input=json.dumps(gpu_pod("train-4")))
 
 
+def test_a_gpu_pod_under_a_quota_of_one_runs_its_claim_charged_once(cluster):
+    """A pod asking nvidia.com/gpu: 1 on a node without the device plugin gets a claim made by
+    the scheduler; quota charges requests.nvidia.com/gpu once (the pod's; its claim charges
+    what the pod does not, kubernetes#134210), and the claim charges its class's devices and
+    the class's implicit extended resource, which the pod did not ask by name."""
+    c = cluster
+    c.kubectl("create", "namespace", "one-gpu")
+    hard = {"requests.nvidia.com/gpu": "1", "gpu.nanokube.io.deviceclass.resource.k8s.io/devices": "1",
+            "requests.deviceclass.resource.kubernetes.io/gpu.nanokube.io": "1"}
+    c.kubectl("create", "quota", "gpus", "-n", "one-gpu", "--hard=" + ",".join(f"{k}={v}" for k, v in hard.items()))
+    wait_for(lambda: (c.kubectl_json("get", "quota", "gpus", "-n", "one-gpu").get("status") or {}).get("used"), 60,
+             "quota status")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train", "namespace": "one-gpu"},
+           "spec": {"terminationGracePeriodSeconds": 0, "containers": [
+               {"name": "main", "image": "busybox:1.36", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    c.kubectl("create", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: c.kubectl_json("get", "pod", "train", "-n", "one-gpu")["status"].get("phase") == "Running", 60,
+             "train running")
+    assert c.kubectl_json("get", "pod", "train", "-n", "one-gpu")["status"]["extendedResourceClaimStatus"]
+    wait_for(lambda: c.kubectl_json("get", "quota", "gpus", "-n", "one-gpu")["status"]["used"] == hard, 60,
+             "one of each charged")
+
+
 def test_limit_range_defaults_and_bounds(cluster):
     c = cluster
     c.kubectl("create", "namespace", "limited")
