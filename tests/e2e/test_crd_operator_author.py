@@ -4,18 +4,21 @@ resource, priority columns and a scale subresource; a ValidatingAdmissionPolicy 
 picks its ConfigMap params by label in the request's namespace; a MutatingAdmissionPolicy
 labelling new objects; foreground deletion waiting on a child's finalizer; validation
 ratcheting after a schema is tightened; a CRD deleted while an object holds a finalizer; a kopf
-operator in peering mode; and leader election through a Lease."""
+operator in peering mode; kopf's own admission webhooks; and leader election through a Lease."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from nanokube.pki.ca import issue, new_ca
 
 from .conftest import wait_for
 
@@ -352,3 +355,51 @@ def test_leader_election_through_a_lease_fails_over(c):
             if p and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_kopf_managed_admission_webhooks_validate_and_mutate(c, tmp_path):
+    pytest.importorskip("kopf")
+    ca = new_ca("trainer-webhooks")
+    serving = issue(ca, "127.0.0.1", ips=("127.0.0.1",), server=True)
+    files = {"CA": ca.cert_pem, "CERT": serving.cert_pem, "KEY": serving.key_pem}
+    env = {**os.environ, "KUBECONFIG": c.kubeconfig}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        env[f"TRAINER_WEBHOOK_{name}"] = str(tmp_path / name)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        env["TRAINER_WEBHOOK_PORT"] = str(s.getsockname()[1])
+    log_path = tmp_path / "kopf.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", "webhooked",
+                                 str(OPERATORS / "trainer_webhooks.py")], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            c.kubectl("create", "namespace", "webhooked")
+
+            def configured():
+                r = c.kubectl("get", "validatingwebhookconfiguration", f"trainers.{GROUP}", "-o", "json", check=False)
+                return r.returncode == 0 and json.loads(r.stdout).get("webhooks")
+
+            hooks = wait_for(configured, timeout=60, what=f"kopf's webhook configuration\n{log_path.read_text()}")
+            assert hooks[0]["clientConfig"]["url"].startswith(f"https://127.0.0.1:{env['TRAINER_WEBHOOK_PORT']}/")
+
+            def labelled():
+                r = c.kubectl("-n", "webhooked", "apply", "--server-side", "-f", "-", check=False,
+                              input=json.dumps(trainer("ok", "webhooked", replicas=2)))
+                return r.returncode == 0 and c.kubectl_json("-n", "webhooked", "get", "tr", "ok")["metadata"].get("labels")
+
+            assert wait_for(labelled, timeout=30, what=f"the mutating webhook\n{log_path.read_text()}") == {
+                "mutated-by": "kopf"}
+            r = c.kubectl("-n", "webhooked", "create", "-f", "-", input=json.dumps(trainer("big", "webhooked", replicas=6)),
+                          check=False)
+            assert r.stderr.strip() == ('Error from server: error when creating "STDIN": admission webhook '
+                                        f'"at-most-four.trainers.{GROUP}" denied the request: at most 4 replicas')
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+                c.kubectl("delete", kind, f"trainers.{GROUP}", "--ignore-not-found")
