@@ -24,6 +24,7 @@ from . import options, serializer, warning
 from .options import delete_options
 from .patch import PatchError
 from .patch import apply as ssa
+from .patch import strict
 from .patch import fieldpath as fp
 from .rest import GenericREST, WriteOptions, check_target, decode_patched, patch_out_of_range
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
@@ -109,8 +110,7 @@ class Subresources:
                     ctype = h._patch_media(request, res)
                     raw = await h._raw(request)
                     opts = h._write_opts(request)  # after the media type and the body, as upstream's patch handler
-                    from .handlers import _patch_duplicates  # (handlers imports this module)
-                    repeated = await _patch_duplicates(raw, ctype, opts)  # (an apply's, under Strict, a 400 here)
+                    repeated = await strict.patch_duplicates(raw, ctype, opts)  # (an apply's, under Strict, a 400 here)
                     current = await self.get_scale(res, namespace, name, UNSET_REPLICAS)
                     # (typed before its metadata is read: a patch may leave anything there, or at the root)
                     body, warnings = await self._patch_scale(current, ctype, raw, opts, repeated)
