@@ -60,10 +60,18 @@ _DIGITS3 = tuple(f"{i:03d}" for i in range(1000))
 _last_micro: list = [None, ""]
 
 
+#: one Gregorian cycle: 400 years, 146,097 days
+_GREGORIAN_CYCLE = 146_097 * 86_400
+
+
 def parse_time(s: str) -> float:
-    """Parse RFC3339 (with or without fraction); returns epoch seconds."""
+    """Parse RFC3339 (with or without fraction); returns epoch seconds. Year 0000 too, which Go's
+    time.Parse reads and the API keeps: datetime starts at year 1, so it is read 400 years on (the same
+    place in the Gregorian cycle) and moved back."""
     if s.endswith("Z"):
         s = s[:-1] + "+00:00"
+    if s.startswith("0000"):
+        return _dt.datetime.fromisoformat("0400" + s[4:]).timestamp() - _GREGORIAN_CYCLE
     return _dt.datetime.fromisoformat(s).timestamp()
 
 

@@ -10,6 +10,14 @@ def test_format_time_truncates_to_the_second_and_round_trips():
     assert parse_time(format_time(1767225659.5)) == 1767225659
 
 
+def test_parse_time_reads_every_year_go_does():
+    """time.Parse reads year 0000 (the API stores it); its epoch seconds are Go's Unix() of it."""
+    assert parse_time("0000-01-01T00:00:00Z") == -62167219200
+    assert parse_time("0000-03-01T00:00:00.5+01:00") == -62167219200 + 60 * 86400 - 3600 + 0.5  # (year 0 is a leap year)
+    assert parse_time("0001-01-01T00:00:00Z") == -62135596800
+    assert parse_time("9999-12-31T23:59:59Z") == 253402300799
+
+
 
 def test_rfc3339_micro_is_datetimes_text_rounding_edges_and_new_seconds_included():
     import datetime as dt

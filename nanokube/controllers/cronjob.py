@@ -46,6 +46,8 @@ def most_recent_schedule_time(cj: dict, now: float, schedule: cron.Schedule, zon
     deadline = spec.get("startingDeadlineSeconds")
     if with_deadline and deadline is not None:
         earliest = max(earliest, now - deadline)
+    if now < earliest:  # (its next time is later still: none is met, as a lastScheduleTime of year 9999 says)
+        return earliest, None, 0
     t1 = schedule.next(earliest, zone)
     t2 = schedule.next(t1, zone)
     if now < t1:
@@ -76,6 +78,10 @@ def schedule_of(spec: dict) -> tuple[cron.Schedule, dt.tzinfo]:
         except cron.ScheduleError:
             pass
     return cron.parse(text), zone
+
+
+#: time.Duration's largest, in seconds (what Time.Sub saturates at)
+MAX_DURATION = (2**63 - 1) / 1e9
 
 
 class ReplaceFailed(Exception):
@@ -266,10 +272,16 @@ class CronJobController(Controller):
         status["lastScheduleTime"] = format_time(scheduled)
         return self._next_delay({**cj, "status": status}, now, schedule, zone)
 
-    def _next_delay(self, cj: dict, now: float, schedule: cron.Schedule, zone: dt.tzinfo) -> float:
-        """nextScheduleTimeDuration: until the time after the most recent one, plus 100 ms."""
+    @staticmethod
+    def _next_delay(cj: dict, now: float, schedule: cron.Schedule, zone: dt.tzinfo) -> float:
+        """nextScheduleTimeDuration: until the time after the most recent one, plus 100 ms; a time past
+        year 9999 (a lastScheduleTime of 9999 set by a status write), where Go's time goes on, is Sub's
+        duration clamped to its largest."""
         earliest, recent, _ = most_recent_schedule_time(cj, now, schedule, zone, False)
-        return schedule.next(recent if recent is not None else earliest, zone) + NEXT_SCHEDULE_DELTA - now
+        try:
+            return schedule.next(recent if recent is not None else earliest, zone) + NEXT_SCHEDULE_DELTA - now
+        except OverflowError:
+            return MAX_DURATION
 
     async def _create_job(self, cj: dict, name: str, scheduled: float, zone: dt.tzinfo) -> dict | None:
         """getJobFromTemplate2 and create; an existing Job of ours (a status

@@ -263,6 +263,10 @@ def test_most_recent_schedule_time_counts_missed_runs():
     assert (recent, missed) == (START - 30 + 5 * 3600, 1)
     _, recent, missed = most_recent_schedule_time(cj, START + 200 * 3600, sched, utc, True)
     assert missed == 200 and recent == START - 30 + 200 * 3600
+    # a lastScheduleTime past now (year 9999, which a status write may set): none met, as schedule.Next is later still
+    future = {**cj, "status": {"lastScheduleTime": "9999-12-31T23:59:59Z"}}
+    assert most_recent_schedule_time(future, START, cron.parse("* * * * *"), utc, True)[1:] == (None, 0)
+    assert CronJobController._next_delay(future, START, cron.parse("* * * * *"), utc) == (2**63 - 1) / 1e9
 
 
 async def test_a_schedule_that_never_fires_is_reported_once_per_sync(env):
