@@ -225,6 +225,12 @@ def test_mutating_policy_labels_new_trainers_after_defaulting(c):
         c.kubectl("delete", "mutatingadmissionpolicybinding", "trainer-defaults", "--ignore-not-found")
         c.kubectl("delete", "mutatingadmissionpolicy", "trainer-defaults", "--ignore-not-found")
 
+        def unlabelled():
+            r = c.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(trainer("probe")))
+            return "labels" not in json.loads(r.stdout)["metadata"]
+
+        wait_for(unlabelled, timeout=30, what="the mutating policy gone")
+
 
 def test_foreground_deletion_waits_for_a_child_trainers_finalizer(c):
     c.kubectl("create", "-f", "-", input=json.dumps(trainer("owner")))
@@ -274,6 +280,7 @@ def test_a_tightened_schema_ratchets_values_left_unchanged(c):
 
 @pytest.fixture
 def operator(c):
+    pytest.importorskip("kopf")
     peering = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                "metadata": {"name": "kopfpeerings.kopf.dev"},
                "spec": {"group": "kopf.dev", "scope": "Namespaced",
@@ -302,7 +309,6 @@ def operator(c):
 
 
 def test_kopf_operator_in_peering_mode_patches_status_and_posts_events(c, operator):
-    pytest.importorskip("kopf")
     log = lambda: operator.read_text(errors="replace")  # noqa: E731
     wait_for(lambda: (c.kubectl_json("get", "kopfpeering", "trainers").get("status") or {}), timeout=30,
              what=f"the operator announced itself in its KopfPeering\n{log()}")
