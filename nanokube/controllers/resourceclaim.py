@@ -70,6 +70,8 @@ class ResourceClaimController(Controller):
                                     self._podgroup_deleted)
         #: generated claims by the uid of the pod or PodGroup that controls them
         self._by_owner: dict[str, dict[str, dict]] = {}
+        #: uids of claims deleted whose deletion the informer has not shown yet
+        self._deleted: set[str] = set()
         self.recorder = CoreEventRecorder(client, self.name, self.clock)
 
     def informers(self):
@@ -138,6 +140,7 @@ class ResourceClaimController(Controller):
 
     def _claim_deleted(self, claim: dict) -> None:
         self._index(claim, False)
+        self._deleted.discard(claim["metadata"].get("uid"))
         self._claim_changed(claim)
 
     async def sync(self, key) -> None:
@@ -295,10 +298,11 @@ class ResourceClaimController(Controller):
             await self._delete_if_orphaned(claim)
 
     async def _delete_if_orphaned(self, claim: dict) -> None:
-        """A generated claim whose pod is gone or done has no further use."""
+        """A generated claim whose pod is gone or done has no further use. Deleted once: releasing it
+        (two updates) queues it again while the informer may still hold it."""
         owner = _owner_pod(claim)
         md = claim["metadata"]
-        if owner is None or md.get("deletionTimestamp"):
+        if owner is None or md.get("deletionTimestamp") or md.get("uid") in self._deleted:
             return
         if not await self._consumer_gone(md.get("namespace", ""), {"resource": "pods", "name": owner[0], "uid": owner[1]}):
             return
@@ -307,3 +311,6 @@ class ResourceClaimController(Controller):
         except APIError as e:
             if e.code != 404:
                 raise
+            return
+        if self.claims.get(f"{md.get('namespace', '')}/{md['name']}") is not None:
+            self._deleted.add(md.get("uid"))
