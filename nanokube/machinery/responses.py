@@ -17,14 +17,15 @@ def go_escaped(data: bytes) -> bytes:
     """JSON as Go's encoder writes it: `<`, `>` and `&` as \\u003c, \\u003e and \\u0026, U+2028 and
     U+2029 as \\u2028 and \\u2029 (HTML-safe; clients that compare encodings byte for byte, as
     `kubectl rollout undo` does, see Go's bytes). Those characters only occur inside strings, so
-    replacing them in the encoded bytes is the escape; each is looked for first (memchr)."""
-    if b"<" in data:
+    replacing them in the encoded bytes is the escape. Each byte is looked for first as an int,
+    which is memchr (a bytes needle takes the slower general search)."""
+    if 60 in data:  # <
         data = data.replace(b"<", b"\\u003c")
-    if b">" in data:
+    if 62 in data:  # >
         data = data.replace(b">", b"\\u003e")
-    if b"&" in data:
+    if 38 in data:  # &
         data = data.replace(b"&", b"\\u0026")
-    if b"\xe2\x80" in data:
+    if 0xE2 in data:  # the lead byte of U+2028 and U+2029
         data = data.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
     return data
 
