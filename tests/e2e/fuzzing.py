@@ -26,7 +26,9 @@ dryRun and fieldValidation values upstream refuses; a real first page's continue
 selectors, resourceVersion(Match), watch or sendInitialEvents, or at another kind's path; the seed's path with a
 doubled slash, a trailing slash, dot or %2F, or a unicode, NUL or overlong name; bodies nested past any limit,
 over the size limit, 100,000 keys wide, protobuf garbage or YAML alias bombs through every subresource;
-bodies that repeat a key (updates, patches, applies, /scale, subresources) under each fieldValidation.
+bodies that repeat a key (updates, patches, applies, /scale, subresources) under each fieldValidation; a bound
+pod deleted or evicted with a grace period of any size; times of year 0000 and 9999 written for real into
+the date-time fields of a kind's spec and status (what its controllers then read).
 `Fuzzer.check` sends it and asserts the server's contract:
 
 - no 5xx but upstream's one 504 for a read at a resourceVersion the server has not reached
@@ -194,6 +196,10 @@ ACCEPTS = ["application/yaml", "application/vnd.kubernetes.protobuf", "applicati
            "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "application/json;as=Bogus;v=v1;g=meta.k8s.io",
            "application/json;stream=watch", "application/json;stream=bogus", "text/html", "*/*", "application/*", ";;", ",",
            "application/json;q=0.5, text/html", "application/json;pretty=1", "a" * 10_000, "application/json;" + "x=y;" * 2000]
+#: times of the first and last years Go's time.Parse reads (Time and MicroTime forms), and around the epoch: a
+#: component that reads them must not fail (a job's startTime of year 0, a cronjob's lastScheduleTime of 9999)
+EDGE_TIMES = ["0000-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z",
+              "1969-12-31T23:59:59Z", "0000-01-01T00:00:00.000000Z", "9999-12-31T23:59:59.999999Z", "2026-12-05T00:00:00+14:00"]
 #: Accept headers of any verb (dry-run writes, deletes, watches, subresources): the conversions, by the kind a 2xx
 #: answer of a named object (a Status aside) or a collection's read then is, and forms no endpoint serves (a 406
 #: before anything is written, as every upstream handler negotiates first)
@@ -340,6 +346,22 @@ class Schemas:
             return st.dictionaries(st.text(min_size=1, max_size=8), self.values(json.dumps(ap), depth - 1), max_size=3)
         return st.one_of(st.none(), st.text(max_size=5), st.integers())
 
+    @functools.lru_cache(maxsize=None)  # noqa: B019 - one instance per run
+    def time_paths(self, key: str, depth: int = 4) -> tuple[tuple[str, ...], ...]:
+        """The paths (objects' fields only, no lists) of a schema's date-time fields in spec and status."""
+        out: list[tuple[str, ...]] = []
+
+        def walk(s: dict, prefix: tuple[str, ...], left: int) -> None:
+            for k, v in (self.resolve(s).get("properties") or {}).items():
+                r = self.resolve(v)
+                if r.get("format") == "date-time":
+                    out.append((*prefix, k))
+                elif left and r.get("properties") and (prefix or k in ("spec", "status")):
+                    walk(r, (*prefix, k), left - 1)
+
+        walk(json.loads(key), (), depth)
+        return tuple(out)
+
     def at(self, root: dict, path: list) -> dict:
         """The schema of the value at `path` under the kind schema `root`."""
         s = root
@@ -445,7 +467,16 @@ def requests(draw, fuzzer: Fuzzer):
     verb = "create" if plural in CREATE_ONLY else draw(
         st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list",
                          "scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "directive",
-                         "convert", "path", "page", "subbody", "repeat", "grace"]))
+                         "convert", "path", "page", "subbody", "repeat", "grace", "times"]))
+    if verb == "times":  # a time of the first or last year Go reads, written for real where the seed's kind keeps one
+        paths = fuzzer.schemas.time_paths(json.dumps(root))
+        if paths:
+            where = list(draw(st.sampled_from(paths)))
+            patch = json.dumps(_nested(where, draw(st.sampled_from(EDGE_TIMES))))
+            sub = "/status" if where[0] == "status" else ""
+            return "PATCH", f"{base}/{seed['metadata']['name']}{sub}", {}, patch, "application/merge-patch+json", \
+                seed["metadata"]["name"], None
+        verb = "merge"
     if verb in ("scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "convert", "path", "page", "subbody",
                 "repeat", "grace"):
         return draw(_other(verb, fuzzer, gv, plural, base, seed["metadata"]["name"], obj, value))
