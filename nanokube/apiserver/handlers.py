@@ -773,7 +773,7 @@ class APIHandlers:
                 res, version, namespace, resource_version=q.get("resourceVersion", ""),
                 label_selector=q.get("labelSelector", ""), field_selector=field_selector,
                 send_initial_events=_maybe_bool(q, "sendInitialEvents"), allow_bookmarks=_bool(q.get("allowWatchBookmarks")),
-                name=name, resource_version_match=q.get("resourceVersionMatch", ""), continue_=q.get("continue", ""),
+                timeout=timeout, name=name, resource_version_match=q.get("resourceVersionMatch", ""), continue_=q.get("continue", ""),
                 forced=request.get(_FORCED_WATCH, False))
         except errors.APIError as e:
             if e.code not in (410, 504):

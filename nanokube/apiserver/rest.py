@@ -64,6 +64,12 @@ PATCH_ATTEMPTS = 64
 LIST_CHUNK = 1024
 #: how long a read at a resourceVersion the cache has not reached waits for it (upstream's blockTimeout)
 FUTURE_RV_WAIT = 3.0
+#: a watch that allows bookmarks gets one this often, busy or idle, and its last this long before it times
+#: out (upstream's cacher: defaultBookmarkFrequency, cacheWatcher.nextBookmarkTime's pre-timeout bookmark)
+BOOKMARK_FREQUENCY = 60.0
+BOOKMARK_BEFORE_TIMEOUT = 2.0
+#: the queued marker of a periodic bookmark that is due (`GenericREST._schedule_bookmark`)
+_BOOKMARK_DUE = "BOOKMARK"
 #: names a create drawn from generateName tries before a 409 (upstream's maxNameGenerationCreateAttempts:
 #: a prefix's millionth name still collides with a chance of 0.1%, without retries its 4,500th half the time)
 NAME_ATTEMPTS = 8
@@ -573,6 +579,7 @@ class GenericREST:
                 continue
             out.append(e)
             last_key = key
+        self.cache.stats.listed(prefix, len(entries), len(out))
         meta: dict[str, Any] = {"resourceVersion": str(rev)}
         if remaining or more:
             meta["continue"] = continuetoken.next_after(last_key, prefix, rev)
@@ -588,14 +595,15 @@ class GenericREST:
     async def watch(
         self, res: Resource, version: str, namespace: str | None, *, resource_version: str = "",
         label_selector: str = "", field_selector: str = "", send_initial_events: bool | None = None,
-        allow_bookmarks: bool = False, bookmark_interval: float = 10.0, name: str | None = None,
+        allow_bookmarks: bool = False, timeout: float | None = None, name: str | None = None,
         resource_version_match: str = "", continue_: str = "", forced: bool = False,
     ) -> AsyncIterator[tuple[str, dict]]:
         """Validates the request and registers the watcher (raising APIError
         before anything is streamed), then returns the stream of (type, object
         at `version`) pairs. Objects that stop (start) matching the selectors
         arrive as DELETED (ADDED), as upstream does. A `forced` watch (a legacy /watch/ path without
-        ?watch) has a list's options, as ListResource's forceWatch: no watch-list defaults, a list's rules."""
+        ?watch) has a list's options, as ListResource's forceWatch: no watch-list defaults, a list's rules.
+        `timeout`: the seconds the watch is served, for its last bookmark just before it ends."""
         ok, everything = self._filters(res, version, label_selector, field_selector)
         match = resource_version_match
         if not forced:
@@ -651,7 +659,9 @@ class GenericREST:
                 raise errors.gone(f"too old resource version: {rev} ({c.compacted})") from None
             self.cache.add_watcher(w)
             # events that raced in between are in both; skip by revision below
-        gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, bookmark_interval)
+        self.cache.stats.watched(prefix, len(initial))
+        deadline = self.clock.monotonic() + timeout if timeout else None
+        gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline)
         translate = None
         if not _converts(res.strategy):
             if everything and not name:
@@ -660,7 +670,8 @@ class GenericREST:
                 translate = lambda ev: self._translate(res, version, ev, ok, self._external_once)  # noqa: E731
         return WatchStream(gen, self.cache, w, translate)
 
-    async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, bookmark_interval):
+    async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline):
+        timer = None
         try:
             last = 0
             for ev in initial:
@@ -675,14 +686,16 @@ class GenericREST:
                 # the revision the initial events show, not the cache's by now: writes made while they went
                 # out are queued, and come after the bookmark with newer revisions
                 yield ("BOOKMARK", self._bookmark(res, version, high, initial_end=True))
+            if allow_bookmarks:
+                timer = self._schedule_bookmark(w, deadline)
             while True:
-                try:
-                    ev = await asyncio.wait_for(w.queue.get(), bookmark_interval) if allow_bookmarks else await w.queue.get()
-                except asyncio.TimeoutError:
-                    yield ("BOOKMARK", self._bookmark(res, version, self.cache.rev))
-                    continue
+                ev = await w.queue.get()
                 if ev is None:
                     return
+                if ev.type is _BOOKMARK_DUE:
+                    yield ("BOOKMARK", self._bookmark(res, version, ev.rev))
+                    timer = self._schedule_bookmark(w, deadline)
+                    continue
                 if ev.rev <= high:
                     continue
                 high = ev.rev
@@ -691,7 +704,31 @@ class GenericREST:
                 if out:
                     yield out
         finally:
+            if timer is not None:
+                timer.cancel()
             self.cache.remove_watcher(w)
+
+    def _schedule_bookmark(self, w: Watcher, deadline: float | None) -> asyncio.Task | None:
+        """Queues `w`'s next periodic bookmark when it is due on the injected clock, behind the events
+        queued before it: a minute on, or just before the watch's deadline when that comes first (none
+        when that has passed), as the cacher's nextBookmarkTime. It carries the cache's revision when it
+        is queued, which every event before it in the queue (or handed to the watch directly) is at or
+        below, so a client resuming from it misses nothing; sent by time, not after a quiet spell."""
+        now = self.clock.monotonic()
+        due = now + BOOKMARK_FREQUENCY
+        if deadline is not None:
+            due = min(due, deadline - BOOKMARK_BEFORE_TIMEOUT)
+        if due <= now:
+            return None
+
+        async def fire() -> None:
+            await self.clock.sleep(due - now)
+            try:
+                w.queue.put_nowait(CacheEvent(_BOOKMARK_DUE, "", None, None, self.cache.rev))
+            except asyncio.QueueFull:  # the watch is ending for its overflow anyway
+                pass
+
+        return asyncio.get_running_loop().create_task(fire())
 
     def _bookmark(self, res: Resource, version: str, rev: int, initial_end: bool = False) -> dict:
         md: dict[str, Any] = {"resourceVersion": str(rev)}
