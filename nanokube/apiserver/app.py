@@ -114,6 +114,7 @@ class APIServer:
         self.jwks_uri = jwks_uri
         self.index = ResourceIndex(all_resources())
         self.cache = WatchCache(self.store)
+        self.metrics.watch_cache(self.cache.stats, lambda: self.cache.rev)
         self.event_ttl = EventTTL(self.store, self.cache, clock, event_ttl, self.metrics.registry)
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)

@@ -75,6 +75,48 @@ _SHARED_META = ("labels", "annotations", "ownerReferences", "finalizers")
 _DECODED_HISTORY = 1024
 
 
+class CacheStats:
+    """Counts behind kube-apiserver's watch cache metrics, per resource prefix: the events the
+    cache received from the store (each one dispatched to the watchers at once, so also the
+    dispatched ones), its initializations (a list of the store at start and at each relist, which
+    upstream's reflector makes through the storage, so also the storage's lists and the objects
+    they read), the initial events handed to new watches, the watches ended for falling behind,
+    and the lists it served: [lists, objects read, objects returned]."""
+
+    __slots__ = ("received", "inits", "init_objects", "init_events", "terminated", "lists")
+
+    def __init__(self) -> None:
+        self.received: dict[str, int] = {}
+        self.inits: dict[str, int] = {}
+        self.init_objects: dict[str, int] = {}
+        self.init_events: dict[str, int] = {}
+        self.terminated: dict[str, int] = {}
+        self.lists: dict[str, list[int]] = {}
+
+    @staticmethod
+    def add(counts: dict[str, int], prefix: str, n: int) -> None:
+        counts[prefix] = counts.get(prefix, 0) + n
+
+    def initialized(self, objects: dict[str, dict]) -> None:
+        for rp, objs in objects.items():
+            self.add(self.inits, rp, 1)
+            self.add(self.init_objects, rp, len(objs))
+
+    def listed(self, prefix: str, fetched: int, returned: int) -> None:
+        """A list of `prefix` (a resource's or a namespace's) served: `fetched` entries read, `returned` sent."""
+        counts = self.lists.get(rp := _bucket(prefix))
+        if counts is None:
+            counts = self.lists[rp] = [0, 0, 0]
+        counts[0] += 1
+        counts[1] += fetched
+        counts[2] += returned
+
+    def watched(self, prefix: str, initial: int) -> None:
+        """A watch of `prefix` starts with `initial` events (its list, or those since its revision)."""
+        if initial:
+            self.add(self.init_events, _bucket(prefix), initial)
+
+
 @dataclass(slots=True)
 class Entry:
     """A cached object at its revision. Those loaded at start keep the stored
@@ -249,6 +291,9 @@ class WatchCache:
         #: per resource prefix, a number that changes whenever any of its objects does (see `changes`)
         self._changes: dict[str, int] = {}
         self._change_seq = 0
+        #: per resource prefix, what kube-apiserver's cacher metrics count (collected by metrics.py's
+        #: WatchCacheCollector): a dict increment on the paths they count, nothing else
+        self.stats = CacheStats()
 
     async def start(self) -> None:
         kvs, rev = await self.store.list("/registry/")
@@ -261,6 +306,7 @@ class WatchCache:
             bucket[key] = Entry(None, kv.mod_revision, None, kv.value, self.decoder(prefix))  # decoded on first use
         self._keys = {rp: SortedList(objs) for rp, objs in self._by_prefix.items()}
         self._changed(self._by_prefix)
+        self.stats.initialized(self._by_prefix)
         self.rev = self._oldest = rev
         self._task = asyncio.create_task(self._follow(rev))
         self.ready.set()
@@ -340,6 +386,7 @@ class WatchCache:
         self._changed({*fresh, *self._by_prefix, *self._changes})
         self._by_prefix = fresh
         self._keys = {rp: SortedList(objs) for rp, objs in fresh.items()}
+        self.stats.initialized(fresh)
         self._events.clear()
         self._event_revs.clear()
         self.rev = self._oldest = rev
@@ -358,6 +405,8 @@ class WatchCache:
         prefix = _resource_prefix(key)
         self._change_seq += 1
         self._changes[prefix] = self._change_seq
+        received = self.stats.received
+        received[prefix] = received.get(prefix, 0) + 1
         objs = self._by_prefix.setdefault(prefix, {})
         prev = objs.get(key)
         rev = ev.revision
@@ -419,6 +468,7 @@ class WatchCache:
             w.queue.put_nowait(cev)
         except asyncio.QueueFull:
             w.overflowed = True
+            self.stats.add(self.stats.terminated, _bucket(w.prefix), 1)
             self._end(w)
 
     @staticmethod

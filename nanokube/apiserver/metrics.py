@@ -5,7 +5,7 @@ with the metric's stability level, and a deprecated one's with the release that 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..clock import REAL
 from ..machinery.metrics import Family, exponential_buckets
@@ -91,6 +91,86 @@ class InflightWatermark:
         return [m]
 
 
+def _group_resource(prefix: str) -> tuple[str, str]:
+    """A resource prefix's (/registry/deployments.apps/) group and resource."""
+    resource, _, group = prefix.split("/")[2].partition(".")
+    return group, resource
+
+
+class WatchCacheCollector:
+    """The watch cache's metrics (storage/cacher/metrics and the storage list ones of
+    storage/etcd3/metrics), made at each scrape from the counts the cache keeps (cache.CacheStats),
+    so serving a list or an event costs a dict increment. Lists are all served from the cache, which
+    indexes nothing (`index` is ""); the store is listed only to fill it, as upstream's reflector lists
+    the storage. One store watch follows every resource, so each resource's watch cache is at the
+    cache's revision, as upstream's are once the storage's progress notifications reach them."""
+
+    _RV_DIGITS = 10**15  # "truncated to the 15 least significant digits"
+
+    def __init__(self, stats, revision) -> None:
+        self.stats, self.revision = stats, revision
+
+    @staticmethod
+    def _family(kind: str, name: str, help_: str, labels=("group", "resource")) -> Metric:
+        return (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, help_, labels=labels)
+
+    _FAMILIES = (
+        ("counter", "apiserver_cache_list", "[ALPHA] Number of LIST requests served from watch cache",
+         ("group", "resource", "index")),
+        ("counter", "apiserver_cache_list_fetched_objects",
+         "[ALPHA] Number of objects read from watch cache in the course of serving a LIST request",
+         ("group", "resource", "index")),
+        ("counter", "apiserver_cache_list_returned_objects",
+         "[ALPHA] Number of objects returned for a LIST request from watch cache", ("group", "resource")),
+        ("counter", "apiserver_init_events",
+         "[ALPHA] Counter of init events processed in watch cache broken by resource type.", ("group", "resource")),
+        ("counter", "apiserver_watch_cache_events_received",
+         "[ALPHA] Counter of events received in watch cache broken by resource type.", ("group", "resource")),
+        ("counter", "apiserver_watch_cache_events_dispatched",
+         "[ALPHA] Counter of events dispatched in watch cache broken by resource type.", ("group", "resource")),
+        ("counter", "apiserver_terminated_watchers",
+         "[ALPHA] Counter of watchers closed due to unresponsiveness broken by resource type.", ("group", "resource")),
+        ("gauge", "apiserver_watch_cache_resource_version", "[ALPHA] Current resource version of watch cache broken "
+         "by resource type. This is truncated to the 15 least significant digits.", ("group", "resource")),
+        ("counter", "apiserver_watch_cache_initializations",
+         "[ALPHA] Counter of watch cache initializations broken by resource type.", ("group", "resource")),
+        ("counter", "apiserver_storage_list", "[ALPHA] Number of LIST requests served from storage",
+         ("group", "resource")),
+        ("counter", "apiserver_storage_list_fetched_objects",
+         "[ALPHA] Number of objects read from storage in the course of serving a LIST request", ("group", "resource")),
+        ("counter", "apiserver_storage_list_evaluated_objects",
+         "[ALPHA] Number of objects tested in the course of serving a LIST request from storage",
+         ("group", "resource")),
+        ("counter", "apiserver_storage_list_returned_objects",
+         "[ALPHA] Number of objects returned for a LIST request from storage", ("group", "resource")),
+    )
+
+    def describe(self) -> list[Metric]:
+        return [self._family(*f) for f in self._FAMILIES]
+
+    def collect(self) -> list[Metric]:
+        (lists, fetched, returned, init_events, received, dispatched, terminated, rv, inits, storage_lists,
+         storage_fetched, storage_evaluated, storage_returned) = families = self.describe()
+        s = self.stats
+        for rp, (n, f, r) in s.lists.items():
+            gr = _group_resource(rp)
+            lists.add_metric([*gr, ""], n)
+            fetched.add_metric([*gr, ""], f)
+            returned.add_metric(gr, r)
+        for counts, *into in ((s.init_events, init_events), (s.received, received, dispatched),
+                              (s.terminated, terminated), (s.inits, inits, storage_lists)):
+            for rp, n in counts.items():
+                for family in into:
+                    family.add_metric(_group_resource(rp), n)
+        for rp, n in s.init_objects.items():
+            for family in (storage_fetched, storage_evaluated, storage_returned):
+                family.add_metric(_group_resource(rp), n)
+        rev = self.revision() % self._RV_DIGITS
+        for rp in {*s.inits, *s.received}:
+            rv.add_metric(_group_resource(rp), rev)
+        return families
+
+
 class APIMetrics:
     def __init__(self, clock=REAL) -> None:
         self.registry = CollectorRegistry()
@@ -148,6 +228,10 @@ class APIMetrics:
         self.registry.register(self.inflight)
         self.request_count, self.request_latency = self.requests.labels, self.latency.labels
         self.response_size, self.request_sli = self.response_sizes.labels, self.sli_latency.labels
+
+    def watch_cache(self, stats, revision) -> None:
+        """Serves the watch cache's metrics from its `stats` (cache.CacheStats) and `revision()`."""
+        self.registry.register(WatchCacheCollector(stats, revision))
 
     def watch_sent(self, group: str, version: str, resource: str) -> WatchSent:
         return WatchSent(self.watch_events.labels(group, version, resource),

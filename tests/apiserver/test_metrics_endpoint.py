@@ -282,3 +282,76 @@ async def test_health_endpoints_are_counted_as_requests(api):
     assert value(text, series("apiserver_request_duration_seconds_count", "/readyz")) == 3
     assert value(text, series("apiserver_request_sli_duration_seconds_count", "/readyz")) == 3
     assert value(text, series("apiserver_request_total", "/livez", "200")) is None
+
+
+def families(text: str) -> dict:
+    """The exposition as Prometheus reads it: each family by name, its type and its samples."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def sample(fams: dict, name: str, **labels) -> float | None:
+    for f in fams.values():
+        for s in f.samples:
+            if s.name == name and s.labels == labels:
+                return s.value
+    return None
+
+
+async def test_the_watch_cache_counts_its_lists_events_and_initial_events(api):
+    """storage/cacher/metrics: a list served from the watch cache counts the objects it read and
+    returned; each stored change is an event received and dispatched; a watch from resourceVersion 0
+    is handed the resource's objects as its init events."""
+    s, clock, http = api
+    pt = {"group": "", "resource": "podtemplates"}
+    assert sample(families(await scrape(http)), "apiserver_cache_list_total", **pt, index="") is None
+    for name in ("a", "b", "c"):
+        await create(http, "/api/v1/namespaces/default/podtemplates", {"metadata": {"name": name, "labels": {"n": name}},
+                                                                       "template": {"spec": {"containers": [
+                                                                           {"name": "c", "image": "x"}]}}})
+    async with http.get("/api/v1/namespaces/default/podtemplates?labelSelector=n%3Da") as r:
+        assert len((await r.json())["items"]) == 1
+    async with http.get("/api/v1/podtemplates") as r:
+        assert len((await r.json())["items"]) == 3
+    async with http.get("/api/v1/namespaces/default/podtemplates?watch=1&resourceVersion=0") as watch:
+        for _ in range(3):
+            assert orjson.loads(await asyncio.wait_for(watch.content.readline(), 10))["type"] == "ADDED"
+        fams = families(await scrape(http))
+    assert sample(fams, "apiserver_cache_list_total", **pt, index="") == 2
+    assert sample(fams, "apiserver_cache_list_fetched_objects_total", **pt, index="") == 6
+    assert sample(fams, "apiserver_cache_list_returned_objects_total", **pt) == 4
+    assert sample(fams, "apiserver_watch_cache_events_received_total", **pt) == 3
+    assert sample(fams, "apiserver_watch_cache_events_dispatched_total", **pt) == 3
+    assert sample(fams, "apiserver_init_events_total", **pt) == 3
+    assert fams["apiserver_watch_cache_resource_version"].type == "gauge"
+    assert sample(fams, "apiserver_watch_cache_resource_version", **pt) == s.cache.rev
+    text = await scrape(http)
+    assert "# HELP apiserver_cache_list_total [ALPHA] Number of LIST requests served from watch cache\n" in text
+    assert "# TYPE apiserver_init_events_total counter\n" in text
+    assert "apiserver_terminated_watchers_total" not in text  # no watcher fell behind: an empty vector is left out
+
+
+async def test_the_watch_cache_filled_from_storage_at_start_is_its_initialization_and_a_storage_list(tmp_path):
+    """A server started over a store holding objects fills its watch cache with a list of the store:
+    one initialization per resource, counted as upstream's reflector's list of the storage is
+    (apiserver_storage_list_*: every object read, tested and returned)."""
+    pki, store = ensure_pki(str(tmp_path)), MemoryStore()
+    first = APIServer(store, pki, port=0)
+    await first.start()
+    await first.stop()
+    s = APIServer(store, pki, port=0)
+    await s.start()
+    try:
+        async with aiohttp.ClientSession(f"https://127.0.0.1:{s.port}",
+                                         connector=aiohttp.TCPConnector(ssl=admin_context(pki, tmp_path))) as http:
+            fams = families(await scrape(http))
+            async with http.get("/api/v1/namespaces") as r:
+                stored = len((await r.json())["items"])
+    finally:
+        await s.stop()
+    ns = {"group": "", "resource": "namespaces"}
+    assert fams["apiserver_watch_cache_initializations"].type == "counter"
+    assert sample(fams, "apiserver_watch_cache_initializations_total", **ns) == 1
+    assert sample(fams, "apiserver_storage_list_total", **ns) == 1
+    for name in ("fetched", "evaluated", "returned"):
+        assert sample(fams, f"apiserver_storage_list_{name}_objects_total", **ns) == stored >= 4
