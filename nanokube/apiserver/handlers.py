@@ -811,12 +811,13 @@ class APIHandlers:
         async def emit(ev: tuple[str, dict]) -> None:
             nonlocal columns_sent
             typ, obj = ev
-            if typ == "BOOKMARK":  # transformed as any event's object: a metadata watch's is PartialObjectMetadata
+            if typ == "BOOKMARK" and kind != "table":  # transformed as any event's object: a metadata watch's is PartialObjectMetadata
                 partial = kind in ("partial", "partiallist")
                 line = dumps({"type": typ, "object": tables.partial_metadata(obj, mv) if partial else obj}) + b"\n"
-            elif kind == "table":
-                e = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
-                stored = e.obj if e and typ != "DELETED" else obj
+            elif kind == "table":  # a bookmark's Table too (asTable of its object): one row, the bookmark's metadata
+                md = obj["metadata"]
+                e = typ not in ("DELETED", "BOOKMARK") and self.rest.cache.get(res.key(md.get("namespace"), md["name"]))
+                stored = e.obj if e else obj
                 table = tables.table(res, [(obj, stored)], self.clock, include,
                                      {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, not columns_sent,
                                      meta_version=mv)

@@ -80,7 +80,7 @@ def table(res: Resource, pairs: list[tuple[dict, dict]], clock: Clock, include: 
     now = clock.now()
     cols = cols or columns(res)
     key = res.strategy.table_sort_key
-    if key is not None:
+    if key is not None and len(pairs) > 1:  # one row (a watch event's, a bookmark's without a name) is in order
         pairs = sorted(pairs, key=lambda p: key(p[1]))
     t: dict[str, Any] = {
         "kind": "Table",

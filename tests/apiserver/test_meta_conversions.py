@@ -147,3 +147,46 @@ async def test_writes_are_converted_as_reads_are():
                 assert (r.status, body["kind"], body["apiVersion"]) == (200, "PartialObjectMetadata", "meta.k8s.io/v1beta1")
     finally:
         await server.stop()
+
+
+async def test_a_table_watch_bookmark_is_a_table_of_the_bookmark_object():
+    """watchEmbeddedEncoder transforms a BOOKMARK's object as any event's: asTable of it is a Table with
+    the bookmark's resourceVersion and one row whose PartialObjectMetadata carries the initial-events-end
+    annotation; it takes the column definitions when it is the first event, and they are null after."""
+    server, base = await _server()
+    url = (f"{base}/api/v1/namespaces/{{}}/configmaps?watch=1&allowWatchBookmarks=true&sendInitialEvents=true"
+           "&resourceVersionMatch=NotOlderThan&timeoutSeconds=1")
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(url.format("default"), headers={"Accept": TABLE.format("v1")}) as r:
+                events = [orjson.loads(line) for line in (await r.read()).splitlines()]
+            async with s.get(url.format("empty"), headers={"Accept": TABLE.format("v1beta1")}) as r:
+                alone = [orjson.loads(line) for line in (await r.read()).splitlines()]
+        assert [(e["type"], e["object"]["kind"]) for e in events] == [("ADDED", "Table"), ("BOOKMARK", "Table")]
+        bookmark = events[1]["object"]
+        rv = bookmark["metadata"]["resourceVersion"]
+        assert rv == str(server.rest.cache.rev) and bookmark["columnDefinitions"] is None
+        assert [r["object"] for r in bookmark["rows"]] == [{
+            "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}}}]
+        assert [(e["type"], e["object"]["apiVersion"]) for e in alone] == [("BOOKMARK", "meta.k8s.io/v1beta1")]
+        assert [c["name"] for c in alone[0]["object"]["columnDefinitions"]] == ["Name", "Data", "Age"]
+        assert alone[0]["object"]["rows"][0]["object"]["apiVersion"] == "meta.k8s.io/v1beta1"
+    finally:
+        await server.stop()
+
+
+async def test_a_table_watch_bookmark_of_a_kind_with_a_row_order_is_a_table():
+    """FlowSchemas' Tables are ordered by precedence and name, and a bookmark's object has no name: its
+    Table is still made (it was an ERROR event ending the watch)."""
+    server, base = await _server()
+    url = (f"{base}/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas?watch=1&allowWatchBookmarks=true"
+           "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1")
+    try:
+        async with aiohttp.ClientSession() as s, s.get(url, headers={"Accept": TABLE.format("v1")}) as r:
+            events = [orjson.loads(line) for line in (await r.read()).splitlines()]
+        assert len(events) > 1 and {e["type"] for e in events[:-1]} == {"ADDED"}
+        assert (events[-1]["type"], events[-1]["object"]["kind"], len(events[-1]["object"]["rows"])) == (
+            "BOOKMARK", "Table", 1)
+    finally:
+        await server.stop()
