@@ -88,25 +88,27 @@ class Metrics:
 
         self.podgroup_schedule_attempts = Family(
             "counter", "scheduler_podgroup_schedule_attempts",
-            "Number of attempts to schedule pod group, by the result, scheduler profile and entity type "
-            "('podgroup' or 'compositepodgroup').", ["result", "profile", "type"], r)
+            "[ALPHA] Number of attempts to schedule pod group, by the result, scheduler profile and entity type "
+            "('podgroup' or 'compositepodgroup'). 'unschedulable' means a pod group could not be scheduled, while "
+            "'error' means an internal scheduler problem.", ["result", "profile", "type"], r)
         self.podgroup_attempt_duration = Family(
             "histogram", "scheduler_podgroup_scheduling_attempt_duration_seconds",
-            "Pod group scheduling attempt latency in seconds, by the result, scheduler profile and entity type.",
+            "[ALPHA] Pod group scheduling attempt latency in seconds, by the result, scheduler profile and entity type.",
             ["result", "profile", "type"], r, _ATTEMPT_BUCKETS)
         self.podgroup_algorithm_duration = Family(
             "histogram", "scheduler_podgroup_scheduling_algorithm_duration_seconds",
-            "Pod group scheduling algorithm latency in seconds, by scheduler profile and entity type.",
+            "[ALPHA] Pod group scheduling algorithm latency in seconds, by scheduler profile and entity type.",
             ["profile", "type"], r, _ATTEMPT_BUCKETS)
         self.workload_preemption_attempts = Family(
             "counter", "scheduler_workload_preemption_attempts",
-            "Number of workload-aware preemption attempts, by the PodGroupPostFilter status.", ["result"], r)
+            "[ALPHA] Total preemption attempts initiated by workload (including pod groups) in the cluster till now.",
+            ["result"], r)
         self.workload_preemption_victims = Family(
             "histogram", "scheduler_workload_preemption_victims",
-            "Number of pod preemption victims caused by workload preemption.", [], r, _VICTIM_BUCKETS).labels()
+            "[ALPHA] Number of pod preemption victims caused by workload preemption.", [], r, _VICTIM_BUCKETS).labels()
         self.preemption_workload_disruptions = Family(
             "histogram", "scheduler_preemption_workload_disruptions",
-            "Number of workload preemption units being preempted. A single preemption unit can be all pods in a "
+            "[ALPHA] Number of workload preemption units being preempted. A single preemption unit can be all pods in a "
             "pod group (in case of DisruptionMode=all), or a single pod (in case of DisruptionMode=single).",
             ["preemptor"], r, _VICTIM_BUCKETS)
 

@@ -104,3 +104,34 @@ async def test_preemption_is_counted_with_its_victims(stack):
 
 def sample(text: str, series: str) -> float | None:
     return next((float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(series + " ")), None)
+
+
+def test_workload_scheduling_metrics_are_alpha_as_upstreams():
+    """GenericWorkload's pod group and workload-aware preemption metrics are ALPHA: their names carry
+    no stability prefix, their HELP texts do, as component-base writes every alpha metric's."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from nanokube.scheduler.metrics import Metrics
+    m = Metrics()
+    m.podgroup_attempt("scheduled", "default-scheduler", "podgroup", 0.01)
+    m.podgroup_algorithm_duration.labels("default-scheduler", "podgroup").observe(0.005)
+    m.workload_preemption("Success", 3, 1, "podgroup")
+    fams = {f.name: f for f in text_string_to_metric_families(render(m.registry).decode())}
+    want = {
+        "scheduler_podgroup_schedule_attempts": ("counter", {"result", "profile", "type"}),
+        "scheduler_podgroup_scheduling_attempt_duration_seconds": ("histogram", {"result", "profile", "type", "le"}),
+        "scheduler_podgroup_scheduling_algorithm_duration_seconds": ("histogram", {"profile", "type", "le"}),
+        "scheduler_workload_preemption_attempts": ("counter", {"result"}),
+        "scheduler_workload_preemption_victims": ("histogram", {"le"}),
+        "scheduler_preemption_workload_disruptions": ("histogram", {"preemptor", "le"}),
+    }
+    for name, (kind, labels) in want.items():
+        f = fams[name]
+        assert f.type == kind and f.documentation.startswith("[ALPHA] "), name
+        assert set().union(*(s.labels for s in f.samples)) == labels, name
+    assert fams["scheduler_podgroup_schedule_attempts"].documentation.endswith(
+        "'unschedulable' means a pod group could not be scheduled, while 'error' means an internal scheduler problem.")
+    assert fams["scheduler_workload_preemption_attempts"].documentation == (
+        "[ALPHA] Total preemption attempts initiated by workload (including pod groups) in the cluster till now.")
+    victims = [s.labels["le"] for s in fams["scheduler_workload_preemption_victims"].samples if s.name.endswith("_bucket")]
+    assert victims == ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024", "+Inf"]
