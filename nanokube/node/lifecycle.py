@@ -65,6 +65,15 @@ PULL_ERROR = "sim.nanokube.io/pull-error"
 PULL_RESYNC = 1.0
 BACKOFF_INITIAL = 10.0
 BACKOFF_MAX = 300.0
+
+
+def crash_backoff(restarts: int) -> float:
+    """How long the kubelet waits to start a container again that exited after `restarts` restarts
+    (kuberuntime's doBackOff): the first exit finds no back-off entry, so the container restarts
+    at once; then 10 s, doubling to 5 min (KEP-4603's shorter curve, ReduceDefaultCrashLoopBackOffDecay,
+    is alpha and off by default)."""
+    return 0.0 if restarts <= 0 else min(BACKOFF_INITIAL * 2 ** (restarts - 1), BACKOFF_MAX)
+
 #: how often a pod blocked on its resource claims or volumes re-checks them (doubling)
 CLAIM_RETRY_INITIAL = 1.0
 CLAIM_RETRY_MAX = 16.0
@@ -997,17 +1006,18 @@ class PodWorker:
             if never:
                 self.init_failed = (c, term)
                 return True
-            delay = min(BACKOFF_INITIAL * 2 ** self.init_restarts.get(name, 0), BACKOFF_MAX)
+            delay = crash_backoff(self.init_restarts.get(name, 0))
             self.init_restarts[name] = self.init_restarts.get(name, 0) + 1
             self.init_last[name] = {"terminated": term}
-            await self._init_waiting(c, {"waiting": {
-                "reason": "CrashLoopBackOff", "message": f"back-off {int(delay)}s restarting failed container="
-                                                        f"{name} pod={self.name}_{self.namespace}({self.uid})"}})
             path = field_path(self.pod, name)
-            await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
-                              f"{self.name}_{self.namespace}({self.uid})", path)
-            if await self._wait(self.clock.monotonic() + delay, active=True):
-                return True
+            if delay:  # the first exit restarts at once
+                await self._init_waiting(c, {"waiting": {
+                    "reason": "CrashLoopBackOff", "message": f"back-off {int(delay)}s restarting failed container="
+                                                            f"{name} pod={self.name}_{self.namespace}({self.uid})"}})
+                await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
+                                  f"{self.name}_{self.namespace}({self.uid})", path)
+                if await self._wait(self.clock.monotonic() + delay, active=True):
+                    return True
             if await self._ensure_image(c) or await self._ensure_config(c):
                 return True
             await self._event("Normal", "Created", "Container created", path)
@@ -1223,14 +1233,18 @@ class PodWorker:
                 backoff.clear()
                 starting, together = inits + self._containers(), True
                 continue
+            at_once: set[str] = set()
             for name, term in terms.items():
                 if not actions[name]:
                     self.ended[name] = self._status_of(specs[name], {"terminated": term}, False, False)
                     continue
-                delay = min(BACKOFF_INITIAL * 2 ** self._restart_count(name), BACKOFF_MAX)
+                delay = crash_backoff(self._restart_count(name))
                 backoff[name] = self.clock.monotonic() + delay
                 self.own_last_state[name] = {"terminated": term}
                 self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
+                if not delay:  # started again at once, at the top of the loop
+                    at_once.add(name)
+                    continue
                 self.waiting[name] = {"waiting": {
                     "reason": "CrashLoopBackOff",
                     "message": f"back-off {int(delay)}s restarting failed container={name} "
@@ -1238,9 +1252,10 @@ class PodWorker:
             if not apps & (lifetimes.keys() | backoff.keys()):  # the sidecars stop with the pod
                 await self._finish(next((terms[n] for n in reversed(terms) if n in apps), term), now)
                 return
-            await self._write_running(now)
+            if terms.keys() - at_once:  # those restarting at once are written as they start
+                await self._write_running(now)
             for name in terms:  # the kubelet's BackOff, counted on one Event per container
-                if actions[name]:
+                if actions[name] and name not in at_once:
                     await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
                                       f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, name))
 

@@ -119,8 +119,17 @@ async def test_a_pod_deleted_while_it_waits_out_its_back_off_kills_nothing(env):
     pods, clock = env
     await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
     await eventually(phase_is(pods, "loop", "Running"))
+    await clock.advance(5)  # the first exit restarts at once, the second backs off
+
+    async def restarted():
+        c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
+        return c["restartCount"] == 1 and "running" in c["state"]
+    await eventually(restarted)
     await clock.advance(5)
-    await eventually(reasons_are(pods, "loop", 5))  # ... BackOff
+
+    async def backing_off():
+        return "BackOff" in [r for _, r, _, _, _ in await pod_events(pods, "loop")]
+    await eventually(backing_off)
     await pods.delete("loop", "default")
     assert await eventually(gone(pods, "loop"))
     assert "Killing" not in [r for _, r, _, _, _ in await pod_events(pods, "loop")]

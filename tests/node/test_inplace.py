@@ -194,19 +194,21 @@ async def test_a_container_waiting_to_restart_is_not_restarted_again_for_a_resiz
             {"name": "side", "image": "busybox", "resources": APP}])
         await clock.advance(5)
 
-        async def app(state):
+        async def app(state, restarts=None):
             p = await pods.get("web", "default")
             c = p["status"]["containerStatuses"][0]
-            return c if state in c["state"] else None
-        assert (await eventually(lambda: app("waiting")))["restartCount"] == 1
+            return c if state in c["state"] and restarts in (None, c["restartCount"]) else None
+        await eventually(lambda: app("running", 1))  # the first exit restarts at once
+        await clock.advance(5)
+        assert (await eventually(lambda: app("waiting")))["restartCount"] == 2
         await _resize(pods, {"requests": {"memory": "2Gi"}, "limits": {"memory": "2Gi"}})
         await eventually(_events(events, ["ResizeCompleted"]))
         items, _ = await events.list(namespace="default", field_selector="involvedObject.name=web")
         assert not [e for e in items if e["reason"] == "Killing"]
-        assert (await app("waiting"))["restartCount"] == 1
+        assert (await app("waiting"))["restartCount"] == 2
         await clock.advance(10)
         c = await eventually(lambda: app("running"))
-        assert c["restartCount"] == 1 and c["resources"]["limits"]["memory"] == "2Gi"
+        assert c["restartCount"] == 2 and c["resources"]["limits"]["memory"] == "2Gi"
     finally:
         await mgr.stop()
         await s.close()

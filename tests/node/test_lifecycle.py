@@ -133,26 +133,31 @@ async def test_an_annotation_that_is_not_a_number_keeps_its_default_with_a_warni
     assert (await pods.get("odd", "default"))["status"]["phase"] == "Running", "it still runs until stopped"
 
 
-async def test_restart_policy_always_restarts_with_backoff(env):
+async def test_restart_policy_always_restarts_at_once_then_with_backoff(env):
+    """kuberuntime's doBackOff: the first exit has no back-off entry yet, so the container starts
+    again at once; from the second the kubelet backs off 10 s, then 20 s (doubling to 5 min),
+    each a CrashLoopBackOff waiting state and a BackOff Event (counted on one)."""
     pods, clock = env
     await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
     await eventually(phase_is(pods, "loop", "Running"))
+
+    def status(restarts, state):
+        async def check():
+            c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
+            return c if c["restartCount"] == restarts and state in c["state"] else None
+        return check
     await clock.advance(5)
-
-    async def backing_off():
-        c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
-        return c if (c["state"].get("waiting") or {}).get("reason") == "CrashLoopBackOff" else None
-    c = await eventually(backing_off)
-    assert c["restartCount"] == 1 and c["lastState"]["terminated"]["exitCode"] == 1
-    assert "back-off 10s" in c["state"]["waiting"]["message"]
+    c = await eventually(status(1, "running"))
+    assert c["lastState"]["terminated"]["exitCode"] == 1
+    await clock.advance(5)
+    c = await eventually(status(2, "waiting"))
+    assert c["state"]["waiting"]["reason"] == "CrashLoopBackOff" and "back-off 10s" in c["state"]["waiting"]["message"]
     await clock.advance(10)
-
-    async def running_again():
-        c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
-        return c if "running" in c["state"] else None
-    c = await eventually(running_again)
-    assert c["restartCount"] == 1 and (await pods.get("loop", "default"))["status"]["phase"] == "Running"
-    await clock.advance(5)  # crashes again: the BackOff Event counts it
+    c = await eventually(status(2, "running"))
+    assert (await pods.get("loop", "default"))["status"]["phase"] == "Running"
+    await clock.advance(5)  # crashes again: 20 s now, and the BackOff Event counts it
+    c = await eventually(status(3, "waiting"))
+    assert "back-off 20s" in c["state"]["waiting"]["message"]
 
     async def counted():
         items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
@@ -168,7 +173,14 @@ async def test_a_container_in_back_off_keeps_the_id_of_the_instance_that_crashed
     containerID, which its lastState.terminated carries too; the next run has an ID of its own."""
     pods, clock = env
     await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
-    first = (await eventually(phase_is(pods, "loop", "Running")))["status"]["containerStatuses"][0]["containerID"]
+    before = (await eventually(phase_is(pods, "loop", "Running")))["status"]["containerStatuses"][0]["containerID"]
+    await clock.advance(5)  # the first exit restarts at once: a new instance, a new ID
+
+    async def restarted():
+        c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
+        return c if c["restartCount"] == 1 and "running" in c["state"] else None
+    first = (await eventually(restarted))["containerID"]
+    assert first != before
     await clock.advance(5)
 
     async def backing_off():
@@ -443,6 +455,12 @@ async def test_conditions_keep_their_transition_time_until_their_status_changes(
     assert cond(p, "Ready") == {"type": "Ready", "status": "True", "lastTransitionTime": started,
                                 "observedGeneration": 1}, \
         "a Ready condition that turned True keeps no reason from when it was False"
+    await clock.advance(5)  # the first exit restarts at once; the second backs off
+
+    async def restarted():
+        p = await pods.get("loop", "default")
+        return p["status"]["containerStatuses"][0]["restartCount"] == 1 and conds(p)["Ready"] == "True"
+    await eventually(restarted)
     await clock.advance(5)
     crashed = clock.rfc3339()
 
