@@ -9,7 +9,7 @@ from nanokube.dra.extended_resources import ANNOTATION
 from nanokube.dra.resourceclaim import FINALIZER
 from nanokube.machinery.errors import APIError
 from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import eventually, make_stack
+from tests.controllers import becomes, eventually, make_stack
 from tests.scheduler import node, pod
 from tests.scheduler.test_scheduler import add_node
 
@@ -63,11 +63,13 @@ async def test_a_leftover_extended_resource_claim_is_deleted_and_the_pod_schedul
         new = await claims.get(status["resourceClaimName"], "default")
         [r] = new["status"]["allocation"]["devices"]["results"]
         assert r["device"] == "fpga-0" and new["status"]["reservedFor"][0]["uid"] == p["metadata"]["uid"]
-        items, _ = await client.resource("", "v1", "events").list(namespace="default")
-        failed = [e.get("note") or e.get("message") for e in items if e["reason"] == "FailedScheduling"]
-        assert failed == ["0/1 nodes are available: 1 cannot schedule extended resource claim. "
-                          "deletion of ResourceClaim completed, preemption: 0/1 nodes are available: "
-                          "1 Preemption is not helpful for scheduling."]
+
+        async def failed():  # the scheduler writes its Events from a queue
+            items, _ = await client.resource("", "v1", "events").list(namespace="default")
+            return [e.get("note") or e.get("message") for e in items if e["reason"] == "FailedScheduling"]
+        await becomes(failed, ["0/1 nodes are available: 1 cannot schedule extended resource claim. "
+                               "deletion of ResourceClaim completed, preemption: 0/1 nodes are available: "
+                               "1 Preemption is not helpful for scheduling."])
     finally:
         await sched.stop()
         await s.close()

@@ -52,9 +52,11 @@ async def test_pods_land_where_resources_taints_and_affinity_allow(env):
     assert await eventually(bound(pods, "needs-6-cpu")) == "tainted"
     p = await pods.get("needs-3-cpu", "default")
     assert any(c["type"] == "PodScheduled" and c["status"] == "True" for c in p["status"]["conditions"])
-    events = client.resource("", "v1", "events")
-    items, _ = await events.list("default")
-    assert "Successfully assigned default/zone-b to small" in {e["message"] for e in items if e["reason"] == "Scheduled"}
+
+    async def assigned():  # the scheduler writes its Events from a queue, maybe after the binding
+        items, _ = await client.resource("", "v1", "events").list("default")
+        return "Successfully assigned default/zone-b to small" in {e["message"] for e in items if e["reason"] == "Scheduled"}
+    assert await eventually(assigned)
 
 
 async def test_unschedulable_pod_gets_event_and_condition_then_fits_a_new_node(env):

@@ -13,7 +13,7 @@ from nanokube.scheduler.cache import NodeInfo
 from nanokube.scheduler.framework import PodInfo
 from nanokube.scheduler.plugins.workload_preemption import Plan, Unit, victim_units
 from nanokube.scheduler.podgroups import PodGroupIndex
-from tests.controllers import eventually
+from tests.controllers import becomes, eventually
 from tests.scheduler import node, pod
 
 HOLD = ["test/hold"]
@@ -130,9 +130,13 @@ async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
     assert await doomed(pods) == set()
     survivors = {p["metadata"]["name"] for p in (await pods.list("default"))[0]}
     assert survivors == {"hi-0", "hi-1"} | ({"a-0", "a-1", "b-0", "b-1"} - got)
+
+    async def victims():  # the scheduler writes its Events from a queue
+        events, _ = await client.resource("", "v1", "events").list("default")
+        return {e["involvedObject"]["name"] for e in events if e["reason"] == "Preempted"}
+    await becomes(victims, got)
     events, _ = await client.resource("", "v1", "events").list("default")
     preempted = [e for e in events if e["reason"] == "Preempted"]
-    assert {e["involvedObject"]["name"] for e in preempted} == got
     assert all("pod group default/hi" in e["message"] for e in preempted)
     assert {(e["related"]["kind"], e["related"]["apiVersion"], e["related"]["name"]) for e in preempted} == {
         ("PodGroup", "scheduling.k8s.io/v1beta1", "hi")}
