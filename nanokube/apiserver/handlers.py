@@ -341,6 +341,8 @@ class APIHandlers:
                     resp.headers.add("Warning", warning.header(w))
                 for h in later:
                     resp.headers.add("Warning", h)
+            if not resp.prepared:
+                warning.limit(resp.headers)
             return resp
         except errors.APIError as e:
             code = e.code
@@ -351,6 +353,7 @@ class APIHandlers:
             for w in dict.fromkeys([*(labels[5] or ()), *warning.recorded()]):
                 if warning.header(w) not in held:
                     resp.headers.add("Warning", warning.header(w))
+            warning.limit(resp.headers)
             return resp
         except asyncio.CancelledError:
             code = 499

@@ -6,7 +6,16 @@ the recorder only serves the error path."""
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar, Token
+
+#: upstream's recorder (filters/warning.go): the runes of warning text a response carries whole; past
+#: them every text is cut to ITEM_RUNES runes, and none is added once the cut ones reach TOTAL_RUNES
+TOTAL_RUNES = 4 * 1024
+ITEM_RUNES = 256
+#: one warning-value of a Warning header (RFC 7234): code, agent, quoted text; a header may hold several
+_VALUE = re.compile(r'(\d{3}) (\S+) "((?:[^"\\]|\\.)*)"')
+_ESCAPED = re.compile(r"\\(.)")
 
 _RECORDED: ContextVar[list[str] | None] = ContextVar("nanokube.apiserver.warnings", default=None)
 
@@ -32,8 +41,41 @@ def recorded() -> list[str]:
     return list(_RECORDED.get() or ())
 
 
-def header(text: str) -> str:
+def header(text: str, agent: str = "-") -> str:
     """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped;
     a line break is a space, as Go's header writer makes it."""
     text = text.replace("\n", " ").replace("\r", " ")
-    return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f'299 {agent} "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def limit(headers) -> None:
+    """Leaves a response's Warning headers (a multidict) as upstream's recorder writes them: each text
+    once, the first time it came (whatever its agent), and once the texts would pass TOTAL_RUNES in
+    all, every one, those before included, cut to ITEM_RUNES runes, and none added after the cut ones
+    reach TOTAL_RUNES. Untouched when no text repeats and all fit."""
+    values = headers.getall("Warning", ())
+    if not values:
+        return
+    warned = [(agent, _ESCAPED.sub(r"\1", quoted)) for v in values for _, agent, quoted in _VALUE.findall(v)]
+    kept: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    written, truncating = 0, False
+    for agent, text in warned:
+        if truncating and written >= TOTAL_RUNES:
+            break
+        if not text or text in seen:
+            continue
+        seen.add(text)
+        kept.append((agent, text))
+        if truncating:
+            written += len(text[:ITEM_RUNES])
+        elif written + len(text) <= TOTAL_RUNES:
+            written += len(text)
+        else:  # replays what was written, each cut
+            truncating = True
+            written = sum(len(t[:ITEM_RUNES]) for _, t in kept)
+    if not truncating and len(kept) == len(warned):
+        return
+    headers.popall("Warning")
+    for agent, text in kept:
+        headers.add("Warning", header(text[:ITEM_RUNES] if truncating else text, agent))
