@@ -240,7 +240,7 @@ async def test_apiserver_metrics_reset_on_delete(apiserver):
         async with admin.get(base + "/api/v1/namespaces"):
             pass
         async with admin.get(base + "/metrics") as r:
-            assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"  # client_golang's text format
+            assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"  # client_golang's text format
             assert ('apiserver_request_total{code="200",component="apiserver",dry_run="",group="",'
                     'resource="namespaces"') in await r.text()
         async with admin.delete(base + "/metrics", headers={"Impersonate-User": "prometheus",

@@ -15,7 +15,7 @@ from aiohttp import hdrs, web
 from .loopback import LocalClient
 from ..clock import REAL, Clock
 from ..metrics.api import MetricsAPI
-from ..metrics.exposition import CONTENT_TYPE
+from ..metrics.exposition import content_type
 from ..metrics.provider import MetricsProvider
 from ..pki.ca import ClusterPKI, ensure_front_proxy
 from ..registry.base import Strategy, all_resources
@@ -529,7 +529,8 @@ class APIServer:
         return web.Response(body=_VERSION_BODY, content_type="application/json")
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(*self.component_metrics), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=self.metrics.render(*self.component_metrics),
+                            headers={"Content-Type": content_type(request.headers.get("Accept"))})
 
     async def _reset_metrics(self, request: web.Request) -> web.Response:
         self.metrics.reset()

@@ -18,7 +18,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from ..metrics.exposition import CONTENT_TYPE, go_float
+from ..metrics.exposition import content_type, go_float
 from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
 from .auth.authorizer import USER
@@ -82,7 +82,7 @@ class WorkerMetrics:
         async with aiohttp.ClientSession() as session:
             others = await asyncio.gather(*(self._fetch(session, port, headers) for port in list(self.ports.values())))
         body = merge([own.body, *(b for b in others if b is not None)])
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=body, headers={"Content-Type": content_type(request.headers.get("Accept"))})
 
     async def _fetch(self, session: aiohttp.ClientSession, port: int, headers: CIMultiDict) -> bytes | None:
         """A worker's own metrics; None from one that is not there (being started again)."""

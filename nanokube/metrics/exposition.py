@@ -18,7 +18,36 @@ from __future__ import annotations
 
 import math
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: the text format as client_golang (1.20+, prometheus/common's expfmt.Negotiate) names it to a scrape
+#: that asks for no escaping of names: its default scheme, underscores (every name here is a legacy one,
+#: which no scheme changes, so the body is the same under any)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
+_ESCAPINGS = frozenset(("allow-utf-8", "underscores", "dots", "values"))
+
+
+def content_type(accept: str | None) -> str:
+    """The Content-Type of a /metrics answer to `accept`, as expfmt.Negotiate picks it: the text format
+    (never OpenMetrics or protobuf, which component-base does not offer), with the escaping scheme the
+    last known `escaping` parameter of the clauses it read up to the text/plain one names, in the
+    order of their quality (Prometheus 3 asks for allow-utf-8, Prometheus 2 and curl for none)."""
+    if not accept or "escaping=" not in accept:  # the common scrape, without the parse
+        return CONTENT_TYPE
+    clauses = []
+    for i, clause in enumerate(accept.split(",")):
+        kind, *params = (p.strip() for p in clause.split(";"))
+        values = dict(p.partition("=")[::2] for p in params)
+        try:
+            q = float(values.get("q", 1))
+        except ValueError:
+            q = 0.0
+        clauses.append((-q, i, kind.lower(), values))
+    escaping = "underscores"
+    for _, _, kind, values in sorted(clauses):
+        if values.get("escaping") in _ESCAPINGS:
+            escaping = values["escaping"]
+        if kind == "text/plain" and values.get("version", "0.0.4") == "0.0.4":
+            break
+    return f"text/plain; version=0.0.4; charset=utf-8; escaping={escaping}"
 
 #: OpenMetrics' type names as the text format has them (prometheus_client's generate_latest's mapping)
 _TYPES = {"unknown": "untyped", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram"}

@@ -10,7 +10,7 @@ import socket
 
 from aiohttp import web
 from ..metrics.process import PROCESS
-from ..metrics.exposition import CONTENT_TYPE, render
+from ..metrics.exposition import content_type, render
 from .health import ProxyHealth
 
 
@@ -44,7 +44,7 @@ def metrics_app(registry, mode: str) -> web.Application:
     """`registry`: anything with `collect()` (a CollectorRegistry or a collector)."""
 
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=render(registry, PROCESS), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=render(registry, PROCESS), headers={"Content-Type": content_type(request.headers.get("Accept"))})
 
     async def proxy_mode(request: web.Request) -> web.Response:
         return web.Response(text=mode)

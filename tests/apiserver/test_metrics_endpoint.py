@@ -38,7 +38,7 @@ async def api(tmp_path):
 
 async def scrape(http) -> str:
     async with http.get("/metrics") as r:
-        assert r.status == 200 and r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert r.status == 200 and r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
         return await r.text()
 
 
@@ -355,3 +355,23 @@ async def test_the_watch_cache_filled_from_storage_at_start_is_its_initializatio
     assert sample(fams, "apiserver_storage_list_total", **ns) == 1
     for name in ("fetched", "evaluated", "returned"):
         assert sample(fams, f"apiserver_storage_list_{name}_objects_total", **ns) == stored >= 4
+
+
+@pytest.mark.parametrize("accept, escaping", [
+    (None, "underscores"),  # curl
+    ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1", "underscores"),  # Prometheus 2
+    ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;"
+     "version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,"
+     "*/*;q=0.1", "allow-utf-8"),  # Prometheus 3
+    ("text/plain;version=0.0.4;escaping=dots", "dots"),
+    ("text/plain;escaping=bogus", "underscores"),  # an unknown scheme is ignored
+])
+async def test_the_scrape_is_answered_in_the_text_format_with_the_escaping_it_asked_for(api, accept, escaping):
+    """client_golang 1.20+ (expfmt.Negotiate) names the escaping scheme of metric names in the text format's
+    Content-Type: the one the Accept header asks for, else its default, underscores; never OpenMetrics."""
+    s, clock, http = api
+    async with http.get("/metrics", headers={"Accept": accept} if accept else {}) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"] == f"text/plain; version=0.0.4; charset=utf-8; escaping={escaping}"
+        assert families(await r.text())["apiserver_current_inflight_requests"].type == "gauge"  # the same body

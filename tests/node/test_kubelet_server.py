@@ -68,7 +68,7 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
                         'image="docker.io/library/trainer:1",name="abc",namespace="ml",pod="train"}') == 10
     assert sample(text, 'machine_cpu_cores{boot_id="b",machine_id="m",system_uuid="s"}') == 8
     for path in ("/metrics", "/metrics/resource", "/metrics/cadvisor"):  # promhttp's text format
-        assert (await server.serve(GET, path)).headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert (await server.serve(GET, path)).headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
     _, text = await body(server, "/metrics")
     assert "\nkubelet_running_pods 1\n" in text and 'kubelet_running_containers{container_state="running"} 1' in text
 

@@ -94,7 +94,7 @@ async def test_servers_answer_healthz_livez_metrics_and_proxy_mode():
                 text = await r.text()
                 assert 'kubeproxy_proxy_healthz_total{code="200"} 1\n' in text  # upstream's names
                 assert 'kubeproxy_proxy_livez_total{code="503"} 1\n' in text
-                assert "_created" not in text and r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+                assert "_created" not in text and r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
                 assert "\nprocess_cpu_seconds_total " in text  # legacyregistry's process collector
             async with s.get(f"http://127.0.0.1:{mport}/proxyMode") as r:
                 assert await r.text() == "nftables"
