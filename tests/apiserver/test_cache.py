@@ -587,3 +587,22 @@ async def test_a_worker_behind_the_shared_change_log_relists_and_follows_on(tmp_
 
 async def _async(value):
     return value
+
+
+async def test_a_watcher_that_falls_behind_is_ended_and_counted_as_terminated(env):
+    """The cacher's TerminatedWatchersCounter: a watcher whose queue is full is closed, counted under its
+    resource in apiserver_terminated_watchers_total; events received count every write, watched or not."""
+    from nanokube.apiserver.metrics import WatchCacheCollector
+    store, cache = env
+    w = Watcher(PREFIX + "ns/", lambda ev: True)
+    w.queue = asyncio.Queue(maxsize=1)
+    cache.add_watcher(w)
+    for name in ("a", "b"):
+        await store.create(PREFIX + f"ns/{name}", b"{}")
+    await cache.sync()
+    assert w.overflowed and cache.stats.terminated == {PREFIX: 1}
+    fams = {m.name: m for m in WatchCacheCollector(cache.stats, lambda: cache.rev).collect()}
+    [terminated] = fams["apiserver_terminated_watchers"].samples
+    assert (terminated.name, terminated.labels, terminated.value) == (
+        "apiserver_terminated_watchers_total", {"group": "", "resource": "configmaps"}, 1)
+    assert [s.value for s in fams["apiserver_watch_cache_events_received"].samples] == [2]
