@@ -204,6 +204,8 @@ class Watcher:
     queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(maxsize=50_000))
     overflowed: bool = False
     direct: Callable[[CacheEvent], bool] | None = None
+    #: the stored object of the event the stream yielded last: a Table's cells read it, as a list's do
+    stored: dict | None = None
 
     @property
     def parked(self) -> bool:

@@ -818,9 +818,8 @@ class APIHandlers:
                 partial = kind in ("partial", "partiallist")
                 line = dumps({"type": typ, "object": tables.partial_metadata(obj, mv) if partial else obj}) + b"\n"
             elif kind == "table":  # a bookmark's Table too (asTable of its object): one row, the bookmark's metadata
-                md = obj["metadata"]
-                e = typ not in ("DELETED", "BOOKMARK") and self.rest.cache.get(res.key(md.get("namespace"), md["name"]))
-                stored = e.obj if e else obj
+                # the cells read the event's stored object, as a list's (not the served version, nor a newer state)
+                stored = (typ != "BOOKMARK" and stream.watcher.stored) or obj
                 table = tables.table(res, [(obj, stored)], self.clock, include,
                                      {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, not columns_sent,
                                      meta_version=mv)

@@ -680,6 +680,7 @@ class GenericREST:
                 await res.strategy.prepare_conversion([ev.entry.obj], version)
                 out = self._translate(res, version, ev, ok, self._external)
                 if out:
+                    w.stored = ev.entry.obj
                     yield out
             high = max(last, rev)
             if send_initial_events and allow_bookmarks:
@@ -702,6 +703,7 @@ class GenericREST:
                 await res.strategy.prepare_conversion([ev.entry.obj], version, reuse=True)
                 out = self._translate(res, version, ev, ok, self._external)
                 if out:
+                    w.stored = ev.entry.obj
                     yield out
         finally:
             if timer is not None:

@@ -190,3 +190,35 @@ async def test_a_table_watch_bookmark_of_a_kind_with_a_row_order_is_a_table():
             "BOOKMARK", "Table", 1)
     finally:
         await server.stop()
+
+
+async def test_a_table_watch_row_is_the_row_a_get_serves():
+    """A Table watch's cells read the event's stored object, as a list's do: an autoscaling/v1
+    HorizontalPodAutoscaler's DELETED row showed its targets `<none>` (read from the v1 form served)."""
+    server, base = await _server()
+    hpas = f"{base}/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers"
+    spec = {"scaleTargetRef": {"kind": "Deployment", "name": "d", "apiVersion": "apps/v1"}, "minReplicas": 2,
+            "maxReplicas": 5, "targetCPUUtilizationPercentage": 70}
+    try:
+        async with aiohttp.ClientSession() as s:
+            start = str(server.rest.cache.rev)
+            gets = []
+            async with s.post(hpas, json={"metadata": {"name": "h"}, "spec": spec}) as r:
+                assert r.status == 201
+            gets.append((await _get(s, f"{hpas}/h", TABLE.format("v1")))[1]["rows"][0]["cells"])
+            async with s.patch(f"{hpas}/h", json={"spec": {"maxReplicas": 7}},
+                               headers={"Content-Type": "application/merge-patch+json"}) as r:
+                assert r.status == 200
+            gets.append((await _get(s, f"{hpas}/h", TABLE.format("v1")))[1]["rows"][0]["cells"])
+            async with s.delete(f"{hpas}/h") as r:
+                assert r.status == 200
+            gets.append(gets[-1])
+            async with s.get(f"{hpas}?watch=1&resourceVersion={start}&timeoutSeconds=1",
+                             headers={"Accept": TABLE.format("v1")}) as r:
+                events = [orjson.loads(line) for line in (await r.read()).splitlines()]
+        assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
+        # all but the age, which may have turned a second
+        assert [e["object"]["rows"][0]["cells"][:-1] for e in events] == [g[:-1] for g in gets]
+        assert gets[0][2] == "cpu: <unknown>/70%"
+    finally:
+        await server.stop()
