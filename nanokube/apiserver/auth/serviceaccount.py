@@ -36,6 +36,9 @@ DELETION_GRACE = 60.0
 Lookup = Callable[[str, str, str], "dict | None"]
 #: the label the API server keeps on a legacy token's Secret: the day (UTC) the token was last used
 LAST_USED_LABEL = "kubernetes.io/legacy-token-last-used"
+#: the label the legacy token cleaner (or an admin) sets on a legacy token's Secret to refuse its
+#: token from then on, whatever day it names; removing it allows the token again
+INVALID_SINCE_LABEL = "kubernetes.io/legacy-token-invalid-since"
 
 def load_or_create_key(pki_dir: str) -> ec.EllipticCurvePrivateKey:
     """The P-256 signing key, created on first start so restarts keep tokens valid."""
@@ -271,8 +274,8 @@ class ServiceAccountTokens:
         return "service account token has been invalidated" if deleted and parse_time(deleted) + DELETION_GRACE < now else ""
 
     def _legacy(self, token: str, claims: dict) -> tuple[User | None, str]:
-        """A Secret-based token (upstream's legacy validator): valid while its Secret still holds it
-        and its ServiceAccount, by uid, exists; neither being deleted. It carries no audience: the
+        """A Secret-based token (upstream's legacy validator): valid while its Secret still holds it,
+        is not labelled invalid, and its ServiceAccount, by uid, exists; neither being deleted. It carries no audience: the
         server's own are implied. Refused, the validator's words (pkg/serviceaccount/legacy.go)."""
         ns = claims.get("kubernetes.io/serviceaccount/namespace")
         name = claims.get("kubernetes.io/serviceaccount/service-account.name")
@@ -295,8 +298,14 @@ class ServiceAccountTokens:
         if sa["metadata"].get("uid") != uid:
             return None, f"ServiceAccount UID ({sa['metadata'].get('uid', '')}) does not match claim ({uid})"
         today = format_time(self.clock.now())[:10]
-        if self.legacy_used is not None and (secret["metadata"].get("labels") or {}).get(LAST_USED_LABEL) != today:
+        labels = secret["metadata"].get("labels") or {}
+        if self.legacy_used is not None and labels.get(LAST_USED_LABEL) != today:
             self.legacy_used(ns, secret_name, today)  # LegacyServiceAccountTokenTracking, once a day
+        if labels.get(INVALID_SINCE_LABEL):  # the refused use is tracked too, as upstream's
+            return None, (f"the token in secret {ns}/{secret_name} for service account {ns}/{name} has been marked "
+                          "invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, "
+                          f"or remove the '{INVALID_SINCE_LABEL}' label from the secret to temporarily allow use "
+                          "of this token")
         return service_account_user(ns, name, uid), ""
 
     def _claims(self, token: str) -> dict | None:
