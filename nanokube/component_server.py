@@ -158,7 +158,7 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         if request.method == "DELETE" and reset is not None:
             reset()
             return web.Response(text="metrics reset\n", headers=TEXT)
-        return exposition(registry, PROCESS)
+        return exposition(request, registry, PROCESS)
 
     async def metrics_resources(request: web.Request) -> web.Response:
         served = resources()
@@ -166,7 +166,7 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
             return web.Response()
         if request.method == "DELETE":  # HandlerWithReset over a registry whose one collector has nothing to reset
             return web.Response(text="metrics reset\n", headers=TEXT)
-        return exposition(served)
+        return exposition(request, served)
 
     body = json.dumps(configz, separators=(",", ":")).encode()
 

@@ -115,3 +115,17 @@ async def test_debug_flags_v_sets_the_log_verbosity():
                                  component="kube-scheduler", flags={}, profiling=False)
     async with TestClient(TestServer(quiet)) as http:
         assert (await http.put("/debug/flags/v", data=b"4")).status == 404
+
+
+async def test_every_metrics_endpoint_names_the_escaping_scheme_the_scrape_asks_for():
+    """/metrics, /metrics/slis and /metrics/resources answer as client_golang's expfmt.Negotiate: the text
+    format, escaping=underscores unless the Accept header names another scheme (Prometheus 3: allow-utf-8)."""
+    app = component_server.app(component_server.DelegatedAuth(AllowAll()), CollectorRegistry(), {}, list, list, list,
+                               reset=lambda: None, resources=CollectorRegistry)
+    prometheus3 = "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"
+    async with TestClient(TestServer(app)) as http:
+        for path in ("/metrics", "/metrics/slis", "/metrics/resources"):
+            plain = await http.get(path)
+            assert plain.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
+            utf8 = await http.get(path, headers={"Accept": prometheus3})
+            assert utf8.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=allow-utf-8"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ..metrics.exposition import CONTENT_TYPE, render
+from ..metrics.exposition import content_type, render
 
 log = logging.getLogger("nanokube.healthz")
 
@@ -32,8 +32,9 @@ PING = Check("ping", lambda: None)
 Checks = Callable[[], list[Check]]
 
 
-def exposition(*collectors) -> web.Response:
-    return web.Response(body=render(*collectors), headers={"Content-Type": CONTENT_TYPE})
+def exposition(request: web.Request, *collectors) -> web.Response:
+    """`collectors` in the text format, with the escaping scheme `request` asks for (exposition.content_type)."""
+    return web.Response(body=render(*collectors), headers={"Content-Type": content_type(request.headers.get("Accept"))})
 
 
 class HealthSLIs:
@@ -61,7 +62,7 @@ class HealthSLIs:
             if request.method == "DELETE":
                 self.reset()
                 return web.Response(text="metrics reset\n", headers=TEXT)
-            return exposition(self.registry)
+            return exposition(request, self.registry)
 
         app.router.add_route("*", "/metrics/slis", handler)
 
