@@ -437,12 +437,16 @@ def _array(item: Checker, go: str) -> Checker:
 def _map(value: Checker, go: str) -> Checker:
     simple = getattr(value, "simple", None)
 
-    def check(v: Any, path: Path, res: _Result) -> None:
+    def check(v: Any, path: Path, res: _Result) -> Any:
         if type(v) is not dict:
             res.mismatch(v, go, path)
-            return
+            return None
         nulls = None
+        prev, ordered = "", True
         for k, x in v.items():
+            if k < prev:
+                ordered = False
+            prev = k
             if x is None:
                 nulls = (nulls or []) + [k]
             elif type(x) is not simple:
@@ -452,6 +456,8 @@ def _map(value: Checker, go: str) -> Checker:
         if nulls and res.nulls:
             for k in nulls:
                 v[k] = _zero_of(value)
+        # json.Marshal writes a map's keys sorted: so they are stored and served
+        return None if ordered else {k: v[k] for k in sorted(v)}
     return check
 
 
