@@ -15,7 +15,7 @@ from aiohttp import web
 from .. import schema
 from ..registry.base import Resource
 from ..registry.core_pods import validate_binding
-from ..machinery import errors
+from ..machinery import errors, gojson
 from ..machinery.conditions import observed_generation, set_condition
 from .auth.serviceaccount import ServiceAccountTokens
 from ..machinery.responses import json_response
@@ -350,7 +350,9 @@ class Subresources:
             patch = await serializer.off_loop(serializer.loads_yaml, raw) if apply else \
                 serializer.loads_json(raw, lenient=True)
         except (orjson.JSONDecodeError, yaml.YAMLError) as e:
-            raise errors.bad_request(f"error decoding patch: {e}") from None
+            go = not apply and gojson.patch_syntax_error(raw, ctype == "application/strategic-merge-patch+json",
+                                                         ctype == "application/json-patch+json", opts.field_validation)
+            raise errors.bad_request(go or f"error decoding patch: {e}") from None
         try:
             if apply:
                 version = patch.get("apiVersion") if isinstance(patch, dict) else None

@@ -62,3 +62,15 @@ async def test_a_create_or_update_that_does_not_parse_names_its_kind_and_quotes_
         f"{unrecognized}invalid character '}}' looking for beginning of object key string ({long[:30].decode()} ...)")
     assert await _refused(api, "POST", CMS, b"[1,]") == (
         f"{unrecognized}invalid character ']' looking for beginning of value (5b312c5d)")
+
+
+async def test_a_scale_patch_that_does_not_parse_says_what_go_says(api):
+    """/scale is served by the same patchers."""
+    deploy = {"metadata": {"name": "web"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": {
+        "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    deploys = "/apis/apps/v1/namespaces/default/deployments"
+    assert (await _send(api, "POST", deploys, json.dumps(deploy).encode()))[0] == 201
+    for ctype, message in (("application/merge-patch+json", f"error decoding patch: {SYNTAX}"),
+                           ("application/strategic-merge-patch+json", SYNTAX)):
+        code, status = await _send(api, "PATCH", deploys + "/web/scale", b"{bad", ctype)
+        assert (code, status["message"]) == (400, message), status
