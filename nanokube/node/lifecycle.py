@@ -391,6 +391,9 @@ class PodWorker:
         #: the instance started and how the previous one ended
         self.own_restarts: dict[str, int] = {}
         self.own_started: dict[str, str] = {}
+        #: the image each app container and sidecar runs, by name: a new one in the spec (`kubectl set
+        #: image`) restarts it (`_sync_images`)
+        self.run_images: dict[str, str] = {c["name"]: c.get("image", "") for c in self._sidecars() + self._containers()}
         self.own_last_state: dict[str, dict] = {}
         #: the app containers waiting out their crash-loop back-off: their waiting state, by name
         self.waiting: dict[str, dict] = {}
@@ -641,6 +644,7 @@ class PodWorker:
         allocation manager: ResizeStarted; ResizeDeferred or ResizeInfeasible when the pending
         condition is new or its reason or generation changes, not for a new message alone;
         ResizeCompleted). A spec change with nothing to act on is still observed: its generation."""
+        await self._sync_images()
         if self._start_ephemeral() | self._end_ephemeral():
             await self._write_running(self.clock.rfc3339())
         started, self.ephemeral_started = self.ephemeral_started, []
@@ -683,7 +687,19 @@ class PodWorker:
         await self._event("Normal", "ResizeCompleted", inplace.message("Pod resize completed", self.pod, gen))
         self.agent.retry_resizes()  # a pod that shrank leaves room
 
-    async def _restart_container(self, name: str) -> None:
+    async def _sync_images(self) -> None:
+        """A container whose image the spec changed (the one field of a running container's that an
+        update may change) is killed and started again with the new one, as computePodActions
+        finds its hash changed: Killing `definition changed, will be restarted`, then the pull and
+        start events, its restartCount one more. One not running starts with it when it starts."""
+        for c in self._sidecars() + self._containers():
+            name, image = c["name"], c.get("image", "")
+            if self.run_images.setdefault(name, image) != image:
+                self.run_images[name] = image
+                await self._restart_container(name, f"Container {name} definition changed, will be restarted")
+                await self._write_running(self.clock.rfc3339())
+
+    async def _restart_container(self, name: str, why: str = "") -> None:
         """Stop one running container and start it again at once (its resize needs a restart): the
         Killing event, then the start's (Pulled, Created, Started), its restartCount one more, and lastState how the instance ended (as
         graceful deletion's, stop_exit_code). One not running (waiting out its back-off, or ended)
@@ -691,7 +707,7 @@ class PodWorker:
         if name not in self.io.running:
             return
         path = "spec.containers" if any(c["name"] == name for c in self._containers()) else "spec.initContainers"
-        await self._event("Normal", "Killing", f"Container {name} resize requires restart", f"{path}{{{name}}}")
+        await self._event("Normal", "Killing", why or f"Container {name} resize requires restart", f"{path}{{{name}}}")
         now = self.clock.rfc3339()
         grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         code = stop_exit_code(self.pod, grace)

@@ -103,3 +103,26 @@ def test_a_pull_that_fails_is_err_image_pull_then_image_pull_back_off_until_fixe
         ["Warning", "Failed", app + "Error: ImagePullBackOff"]], out
     c.kubectl("annotate", "pod", "typo", "sim.nanokube.io/pull-error-")  # the registry has it now
     c.kubectl("wait", "pod/typo", "--for=condition=Ready", "--timeout=30s")  # at the retry, 10 s after the failure
+
+
+def test_set_image_on_a_running_pod_kills_the_container_and_starts_the_new_image(events_cluster):
+    """computePodActions: a container whose image changed is killed (`definition changed, will be
+    restarted`) and started again with the new image, pulled first; RESTARTS counts it."""
+    c = events_cluster
+    c.kubectl("run", "swap", "--image=nginx:1.27")
+    c.kubectl("wait", "pod/swap", "--for=condition=Ready", "--timeout=60s")
+    c.kubectl("set", "image", "pod/swap", "swap=nginx:1.28")
+
+    def restarted():
+        s = c.kubectl_json("get", "pod", "swap")["status"]["containerStatuses"][0]
+        return s if s["restartCount"] == 1 and "running" in s["state"] else None
+    s = wait_for(restarted, 30, "swap restarted")
+    assert s["image"] == "docker.io/library/nginx:1.28" and "terminated" in s["lastState"]
+
+    def events():  # a repeated event is counted on one (the recorder's aggregation)
+        items = c.kubectl_json("get", "events", "--field-selector", "involvedObject.name=swap")["items"]
+        seen = {(e["reason"], e["message"]): e.get("count", 1) for e in items}
+        return seen if seen.get(("Started", "Container started")) == 2 else None
+    seen = wait_for(events, 30, "the new image's start")
+    assert seen[("Killing", "Container swap definition changed, will be restarted")] == 1, seen
+    assert seen[("Pulling", 'Pulling image "nginx:1.28"')] == 1 and seen[("Created", "Container created")] == 2, seen
