@@ -333,7 +333,7 @@ async def test_over_http_openapi_fields_crd_schemas_do_not_support(tmp_path):
                 "a": {"type": "string", "$ref": "#/a"},
                 "l": {"type": "array", "items": [{"type": "string"}], "additionalItems": False},
                 "o": {"type": "object", "dependencies": {"x": ["y"]}, "patternProperties": {"^x": {"type": "string"}}},
-                "n": {"type": "null"}}}},
+                "p": {"type": "null"}}}},
         "definitions": {"d": {"type": "string", "uniqueItems": True}},
         "allOf": [{"uniqueItems": True}]}
     p = "spec.validation.openAPIV3Schema"
@@ -346,9 +346,9 @@ async def test_over_http_openapi_fields_crd_schemas_do_not_support(tmp_path):
         (f"{p}.properties[spec].properties[l].items", "Forbidden: items must be a schema object and not an array"),
         (f"{p}.properties[spec].properties[o].patternProperties", "Forbidden: patternProperties is not supported"),
         (f"{p}.properties[spec].properties[o].dependencies", "Forbidden: dependencies is not supported"),
-        (f"{p}.properties[spec].properties[n].type", 'Unsupported value: "null": supported values: "array", '
+        (f"{p}.properties[spec].properties[p].type", 'Unsupported value: "null": supported values: "array", '
                                                      '"boolean", "integer", "number", "object", "string"'),
-        (f"{p}.properties[spec].properties[n].type", "Forbidden: type cannot be set to null, use nullable as an alternative"),
+        (f"{p}.properties[spec].properties[p].type", "Forbidden: type cannot be set to null, use nullable as an alternative"),
         (f"{p}.allOf[0].uniqueItems", "Forbidden: uniqueItems cannot be set to true since the runtime complexity "
                                       "becomes quadratic"),
         (f"{p}.definitions[d].uniqueItems", "Forbidden: uniqueItems cannot be set to true since the runtime "
@@ -416,7 +416,7 @@ async def test_over_http_unrecognized_formats_are_warned_about(tmp_path):
     body = crd()
     body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].update({
         "s": {"type": "string", "format": "bogus"}, "i": {"type": "integer", "format": "int32"},
-        "d": {"type": "integer", "format": "date"}, "t": {"type": "string", "format": "date-time"},
+        "u": {"type": "integer", "format": "date"}, "t": {"type": "string", "format": "date-time"},
         "k": {"type": "string", "format": "k8s-short-name"}})
     async with served(tmp_path) as (_, api_client):
         api = client.ApiextensionsV1Api(api_client)
