@@ -23,7 +23,7 @@ from ..clock import parse_time
 from ..machinery.errors import APIError
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.streaming import StreamFailed, StreamSession
-from ..metrics.exposition import CONTENT_TYPE, go_float as _float
+from ..metrics.exposition import CONTENT_TYPE, content_type, go_float as _float
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
 from .containerlog import cri_line
@@ -91,7 +91,10 @@ class KubeletServer:
             return _text(404, "404 page not found\n")
         if request.method not in ("GET", "HEAD"):
             return _text(405, "405: Method Not Allowed")
-        return handler()
+        response = handler()
+        if path.startswith("/metrics"):  # promhttp's text format, with the escaping scheme the scrape asks for
+            response.headers["Content-Type"] = content_type(request.headers.get("Accept"))
+        return response
 
     async def _container_logs(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
         """/containerLogs/{namespace}/{pod}/{container}: the container's log as pods/log reads it,

@@ -35,7 +35,7 @@ def agent(clock):
                            workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)})
 
 
-GET = SimpleNamespace(method="GET", query={})
+GET = SimpleNamespace(method="GET", query={}, headers={})
 
 
 async def body(server, path, request=GET):
@@ -67,8 +67,12 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
     assert sample(text, 'container_cpu_usage_seconds_total{container="main",cpu="total",id="/kubepods/podu1/abc",'
                         'image="docker.io/library/trainer:1",name="abc",namespace="ml",pod="train"}') == 10
     assert sample(text, 'machine_cpu_cores{boot_id="b",machine_id="m",system_uuid="s"}') == 8
+    prometheus3 = SimpleNamespace(method="GET", query={}, headers={
+        "Accept": "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2"})
     for path in ("/metrics", "/metrics/resource", "/metrics/cadvisor"):  # promhttp's text format
         assert (await server.serve(GET, path)).headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
+        assert (await server.serve(prometheus3, path)).headers["Content-Type"] == \
+            "text/plain; version=0.0.4; charset=utf-8; escaping=allow-utf-8"
     _, text = await body(server, "/metrics")
     assert "\nkubelet_running_pods 1\n" in text and 'kubelet_running_containers{container_state="running"} 1' in text
 
