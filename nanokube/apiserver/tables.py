@@ -7,7 +7,7 @@ from typing import Any
 from ..clock import Clock, parse_time
 from ..registry.apps import age_column, api_doc, name_column
 from ..registry.base import AGE, Age, Column, Resource
-from ..registry.core_printing import human_duration
+from ..registry.core_printing import human_duration, since
 
 _DEFAULT = [
     Column("Name", "string", lambda o: o["metadata"]["name"], "Name must be unique within a namespace.", "name"),
@@ -31,10 +31,7 @@ def columns(res: Resource) -> list[Column]:
 
 
 def age(obj: dict, now: float) -> str:
-    ts = obj.get("metadata", {}).get("creationTimestamp")
-    if not ts:
-        return "<unknown>"
-    return human_duration(now - parse_time(ts))
+    return since(obj.get("metadata", {}).get("creationTimestamp"), lambda: now)
 
 
 def column_definitions(cols: list[Column]) -> list[dict[str, Any]]:

@@ -7,10 +7,10 @@ core kinds, so they live here once.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Callable
 
 from .. import schema
+from ..clock import parse_time as _parse_rfc3339
 
 Clock = Callable[[], float]
 
@@ -27,16 +27,23 @@ AGE_DOC = (schema.definitions()["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
            .get("description", ""))
 
 
+#: Go's zero time.Time (0001-01-01T00:00:00Z), which metav1.Time.IsZero calls unset; year 0000 is not
+GO_ZERO_TIME = _parse_rfc3339("0001-01-01T00:00:00Z")
+#: the largest time.Duration, in seconds: Go's Time.Sub saturates there (about 292 years)
+MAX_DURATION = (2**63 - 1) / 1e9
+
+
 def parse_time(ts: str | None) -> float | None:
-    """Seconds since the epoch of an RFC 3339 (Micro)Time, None if unset."""
+    """Seconds since the epoch of an RFC 3339 (Micro)Time (year 0000 too, as Go reads it), None if unset."""
     if not ts:
         return None
-    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    return _parse_rfc3339(ts)
 
 
 def human_duration(seconds: float) -> str:
-    """duration.HumanDuration: '45s', '3m20s', '5h', '2d3h', '1y30d'."""
-    s = int(seconds)
+    """duration.HumanDuration: '45s', '3m20s', '5h', '2d3h', '1y30d'. Its argument is a time.Duration,
+    which time.Since saturates at about ±292 years: further off is '292y' (or '<invalid>' ahead)."""
+    s = int(max(-MAX_DURATION, min(seconds, MAX_DURATION)))
     if s < -1:
         return "<invalid>"
     if s < 0:
@@ -64,9 +71,9 @@ def human_duration(seconds: float) -> str:
 
 
 def since(ts: str | None, clock: Clock) -> str:
-    """translateTimestampSince: '<unknown>' for an unset time."""
+    """translateTimestampSince: '<unknown>' for an unset or Go's zero time."""
     t = parse_time(ts)
-    return "<unknown>" if t is None else human_duration(clock() - t)
+    return "<unknown>" if t is None or t == GO_ZERO_TIME else human_duration(clock() - t)
 
 
 def format_labels(labels: dict[str, Any] | None) -> str:
