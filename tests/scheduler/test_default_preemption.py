@@ -4,6 +4,7 @@ nominated node; Never, equal priority and PDBs are respected."""
 
 import pytest
 
+from nanokube.scheduler.framework import Code, CycleState, NodeToStatus, Status
 from nanokube.scheduler.plugins.default_preemption import Candidate, pick_one, split_by_pdb
 from tests.controllers import becomes, eventually
 from tests.scheduler import info, node, pod
@@ -283,3 +284,34 @@ async def test_a_nominated_pod_goes_to_its_nominated_node_when_it_fits_there(sta
     async def bound():
         return (await pods.get("p", "default"))["spec"].get("nodeName")
     assert await eventually(bound) == "n2"
+
+
+async def test_a_pod_among_equals_is_told_per_reason_without_a_visit_per_node(stack):
+    """With no pod of lower priority anywhere, PostFilter only counts how many nodes are past helping
+    (UnschedulableAndUnresolvable: the tainted ones) and how many have no victim: it reads no node's
+    status one by one (it did, for each attempt of a pod that fits nowhere, on every node)."""
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    taint = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    await start(client, sched, [node("n1", "1", "8Gi"), node("t1", "8", "8Gi", taints=taint),
+                                node("t2", "8", "8Gi", taints=taint)], [running("peer", "n1", 5)])
+    await pods.create(pending("same", 5))
+    cond = await scheduled_condition(pods, "same")
+    assert cond["message"] == (
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: gpu}. "
+        "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling.")
+
+    class Counted(NodeToStatus):
+        reads = 0
+
+        def get(self, name, default=None):
+            Counted.reads += 1
+            return super().get(name, default)
+    plugin = sched.frameworks["default-scheduler"].plugins["DefaultPreemption"]
+    hopeless = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["tainted"])
+    statuses = Counted({"n1": Status(Code.UNSCHEDULABLE, ["Insufficient cpu"])}, absent=hopeless, num_absent=2)
+    _, st = plugin.post_filter(CycleState(), info(pending("same", 5)), statuses)
+    assert st.message() == ("preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+                            "2 Preemption is not helpful for scheduling.")
+    assert Counted.reads <= 1  # the nominated node's, where the pod has one

@@ -103,19 +103,21 @@ class DefaultPreemption:
                 self._nominate(info, None)
             n = len(snap.nodes)
             return None, Status(Code.UNSCHEDULABLE, [f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."])
+        if min(self._priorities, default=info.priority) >= info.priority:
+            # no pod of lower priority anywhere: every node's search would find no victim, and the
+            # nodes' statuses are only counted (a pod that fits nowhere in a cluster of equals visited
+            # every node here on each attempt)
+            hopeless = _unresolvable(statuses)
+            counts = Counter({NOT_HELPFUL: hopeless, NO_VICTIMS: len(snap.nodes) - hopeless})
+            return None, self._none_found(info, len(snap.nodes), +counts)
         fwk = self.handle.frameworks[info.spec.get("schedulerName") or "default-scheduler"]
         reasons: dict[str, str] = {}
         candidates: list[Candidate] = []
         pdbs = self._pdbs(info)
-        # no pod of lower priority anywhere: every node's search would find no victim
-        victims_possible = min(self._priorities, default=info.priority) < info.priority
         for node in snap.nodes:
             st = statuses.get(node.name)
             if st is not None and st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 reasons[node.name] = NOT_HELPFUL
-                continue
-            if not victims_possible:
-                reasons[node.name] = NO_VICTIMS
                 continue
             cand, reason = self._select_victims(fwk, state, info, node, pdbs)
             if cand is None:
@@ -123,10 +125,7 @@ class DefaultPreemption:
             else:
                 candidates.append(cand)
         if not candidates:
-            self._nominate(info, None)
-            counts = Counter(reasons.values())
-            detail = ", ".join(sorted(f"{n} {r}" for r, n in counts.items()))
-            return None, unschedulable(f"preemption: 0/{len(snap.nodes)} nodes are available: {detail}.")
+            return None, self._none_found(info, len(snap.nodes), Counter(reasons.values()))
         best = pick_one(candidates)
         self._nominate(info, best.node)
         self.handle.metrics.preemption_victims.observe(len(best.victims))
@@ -135,6 +134,13 @@ class DefaultPreemption:
         # PodScheduled condition until the preemptor lands
         return best.node, Status(Code.SUCCESS, [f"preemption: found a potential placement for pod on node "
                                                 f"{best.node}, preempting {len(best.victims)} victims"])
+
+    def _none_found(self, info: PodInfo, n: int, counts: Counter) -> Status:
+        """No candidate on any of the `n` nodes (`counts`: how many for each reason): the pod's
+        nomination goes, and the status says why, reasons in upstream's order."""
+        self._nominate(info, None)
+        detail = ", ".join(sorted(f"{k} {r}" for r, k in counts.items()))
+        return unschedulable(f"preemption: 0/{n} nodes are available: {detail}.")
 
     def pod_group_post_filter(self, group: GroupPreemptor) -> tuple[dict[str, str] | None, Status]:
         """Workload-aware preemption for a failed group: (preemptor pod uid ->
@@ -252,6 +258,17 @@ class DefaultPreemption:
             await coro
         except APIError as e:
             log.info("preemption write failed: %s", e.message)
+
+
+def _unresolvable(statuses) -> int:
+    """How many nodes `statuses` (this cycle's, one per node the search rejected, the rest
+    sharing NodeToStatus.absent) marks UnschedulableAndUnresolvable."""
+    hopeless = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    n = sum(st.code == hopeless for st in dict.values(statuses))
+    absent = getattr(statuses, "absent", None)
+    if absent is not None and absent.code == hopeless:
+        n += statuses.num_absent
+    return n
 
 
 def split_by_pdb(pods: list[PodInfo], pdbs) -> tuple[list[PodInfo], list[PodInfo]]:
