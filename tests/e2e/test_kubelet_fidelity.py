@@ -34,8 +34,9 @@ def test_never_pull_of_an_image_the_node_lacks_is_err_image_never_pull(kubelet_c
                "spec": {"containers": [{"name": "app", "image": "kind.local/app:dev", "imagePullPolicy": "Never"}]}})
     assert wait_for(status_is(c, "local", "ErrImageNeverPull"))[1] == "0/1"
     message = 'Container image "kind.local/app:dev" is not present with pull policy of Never'
-    out = c.kubectl("describe", "pod", "local").stdout
-    assert "ErrImageNeverPull" in out and message in out, out
+    # the kubelet writes its Events from a queue, maybe after the status above
+    wait_for(lambda: "ErrImageNeverPull" in (out := c.kubectl("describe", "pod", "local").stdout) and message in out,
+             30, "ErrImageNeverPull in describe's Events")
     waiting = c.kubectl("get", "pod", "local", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.message}")
     assert waiting.stdout == message
     logs = c.kubectl("logs", "local", check=False)

@@ -45,6 +45,8 @@ def test_a_rule_restarts_the_container_then_its_never_policy_ends_the_pod(cluste
     assert setup["restartCount"] == 1 and setup["lastState"]["terminated"]["reason"] == "Completed"
     restarting = next(x for x in got["status"]["conditions"] if x["type"] == "AllContainersRestarting")
     assert (restarting["status"], restarting["reason"]) == ("False", "PodCompleted")
-    events = c.kubectl("get", "events", "--field-selector", "involvedObject.name=gang,reason=Started",
-                       "-o", "jsonpath={range .items[*]}{.involvedObject.fieldPath}={.count} {end}").stdout
-    assert "spec.initContainers{setup}=2" in events, events
+    # the kubelet writes its Events from a queue, maybe after the status above
+    wait_for(lambda: "spec.initContainers{setup}=2" in c.kubectl(
+        "get", "events", "--field-selector", "involvedObject.name=gang,reason=Started",
+        "-o", "jsonpath={range .items[*]}{.involvedObject.fieldPath}={.count} {end}").stdout, 30,
+        "the init container's second Started")

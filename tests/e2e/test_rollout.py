@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import time
 
+from tests.e2e.conftest import wait_for
+
 
 def _deployment(name: str, image: str) -> dict:
     return {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -75,10 +77,15 @@ def test_scaling_events_name_the_replica_set_and_both_sizes(cluster):
     _rollout_done(cluster, "evented")
     second = next(r["metadata"]["name"] for r in cluster.kubectl_json("get", "replicasets", "-l", "app=evented")["items"]
                   if r["metadata"]["name"] != first)
-    events = cluster.kubectl_json("get", "events", "--field-selector",
-                                  "involvedObject.kind=Deployment,involvedObject.name=evented")["items"]
-    messages = [e["message"] for e in sorted(events, key=lambda e: (e["metadata"]["creationTimestamp"], e["metadata"]["name"]))
-                if e["reason"] == "ScalingReplicaSet"]
+
+    def scaled():  # the controller writes its Events from a queue, maybe after the rollout is seen done
+        events = cluster.kubectl_json("get", "events", "--field-selector",
+                                      "involvedObject.kind=Deployment,involvedObject.name=evented")["items"]
+        messages = [e["message"] for e in sorted(events, key=lambda e: (e["metadata"]["creationTimestamp"],
+                                                                        e["metadata"]["name"]))
+                    if e["reason"] == "ScalingReplicaSet"]
+        return f"Scaled down replica set {first} from 1 to 0" in messages and messages
+    messages = wait_for(scaled, 30, "the last scaling Event")
     assert messages[0] == f"Scaled up replica set {first} from 0 to 2"
     assert f"Scaled up replica set {second} from 0 to 1" in messages
     assert f"Scaled down replica set {first} from 2 to 1" in messages
