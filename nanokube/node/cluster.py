@@ -398,7 +398,8 @@ class _Reader:
         name = self.scalar(m["name"], f"{path}.name")
         if not _dns_label(name):
             self.fail(m["name"], f"{path}.name", f"{name!r} must be a lowercase DNS label")
-        count = self.integer(m["count"], f"{path}.count", 1)
+        # 0: a node type declared for a planner to add (`simulate --add-nodes POOL=COUNT`)
+        count = self.integer(m["count"], f"{path}.count")
         if count != 1 and _discovers(m.get("gpus")):
             self.fail(m["count"], f"{path}.count", "must be 1 with gpus.discover: the discovered GPUs are this machine's")
         capacity = self.resources(m["capacity"], f"{path}.capacity", True)

@@ -499,3 +499,18 @@ def test_a_terminal_too_narrow_for_the_rows_gets_the_configurations_side_by_side
     proc = _simulate(tmp_path, "--until", "1", "--scheduler-config", str(tmp_path / "most.yaml"))
     header = next(line for line in proc.stdout.splitlines() if line.startswith("CONFIGURATION"))
     assert header.split("   ")[:3] == ["CONFIGURATION", "PODS", "SCHEDULED"], proc.stdout
+
+
+def test_a_pool_of_no_nodes_is_a_node_type_to_add(tmp_path):
+    """`count: 0` declares a node type without nodes, for `--add-nodes` to add: a 3-CPU pod fits
+    only the big nodes, none of which exist until added."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace('cpu: "4"', 'cpu: "2"') + CLUSTER.replace(
+        "pools:\n", "").replace("name: n", "name: big").replace("count: 2", "count: 0"))
+    pod = {"time": 0, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}}}
+    (tmp_path / "trace.jsonl").write_text(json.dumps(pod) + "\n")
+    for args, want in [((), {}), (("--add-nodes", "big=1"), {"default/p": "big-0"})]:
+        out = tmp_path / "out"
+        proc = _simulate(tmp_path, "--until", "5", "--out", str(out), *args)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert json.loads((out / "results.json").read_text())["runs"][0]["placements"] == want
