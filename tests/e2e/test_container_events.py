@@ -85,7 +85,9 @@ def test_a_pull_that_fails_is_err_image_pull_then_image_pull_back_off_until_fixe
             return row if row[2] == want else None
         return check
     assert wait_for(status("ImagePullBackOff"))[1] == "0/1"
-    out = c.kubectl("describe", "pod", "typo").stdout
+    # the kubelet writes its Events from a queue, maybe after the status above
+    out = wait_for(lambda: "Error: ImagePullBackOff" in (o := c.kubectl("describe", "pod", "typo").stdout) and o,
+                   30, "the ImagePullBackOff Event in describe")
     ref = "docker.io/library/nginx:1.99-does-not-exist"
     assert "Reason:       ImagePullBackOff" in out
     waiting = c.kubectl("get", "pod", "typo", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.message}")
