@@ -70,8 +70,8 @@ async def test_claims_are_recounted_under_their_classes_extended_resources(env):
     hard = {"requests.example.com/gpu": "8", "requests.deviceclass.resource.kubernetes.io/gpu.example.com": "8"}
     await client.resource("", "v1", "resourcequotas").create(
         {"metadata": {"name": "q", "namespace": "default"}, "spec": {"hard": hard}})
-    await eventually(used_is(client, {"requests.example.com/gpu": "3",
-                                      "requests.deviceclass.resource.kubernetes.io/gpu.example.com": "2"}))
+    assert await eventually(used_is(client, {"requests.example.com/gpu": "3",
+                                             "requests.deviceclass.resource.kubernetes.io/gpu.example.com": "2"}))
 
 
 async def test_scopes_select_what_counts(env):

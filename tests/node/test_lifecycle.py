@@ -248,8 +248,8 @@ async def test_a_missing_config_map_or_key_in_the_environment_is_create_containe
     async def failed():  # written from the recorder's queue
         events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
         return sorted(e["message"] for e in events if e["reason"] == "Failed" and e["involvedObject"]["name"] == "configured")
-    await becomes(failed, ["Error: configmap \"app-config\" not found",
-                           "Error: couldn't find key mode in ConfigMap default/app-config"])
+    assert await becomes(failed, ["Error: configmap \"app-config\" not found",
+                                  "Error: couldn't find key mode in ConfigMap default/app-config"])
 
 
 async def test_ready_conditions_name_the_unready_containers_as_the_kubelet_does(env):
