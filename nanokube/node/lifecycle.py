@@ -1008,8 +1008,8 @@ class PodWorker:
         while True:
             program = self._program(c) or program  # made again at each start (`date` says when)
             started = self.clock.rfc3339()
+            self.io.start(name, image, program)  # before its end is reckoned: it schedules what it writes from now
             end = _end(self.clock.monotonic(), program)
-            self.io.start(name, image, program)
             await self._init_waiting(c, {"running": {"startedAt": started}})
             if await self._wait(end, active=True):
                 return True

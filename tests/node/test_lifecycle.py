@@ -7,6 +7,7 @@ from nanokube import schema
 from nanokube.apiserver.loopback import connector
 from nanokube.apiserver.patch import strategic
 from nanokube.machinery.errors import APIError
+from nanokube.machinery.streaming import LogOptions
 from nanokube.node.cluster import default_cluster
 from nanokube.node.lifecycle import PodWorker, image_id, image_ref, status_patch
 from nanokube.node.manager import NodeManager
@@ -647,3 +648,36 @@ async def test_the_active_deadline_also_ends_a_pod_that_never_got_its_containers
         namespace="default"))[0]}
     await pods.delete("slow-pull", "default")
     assert await eventually(gone(pods, "slow-pull"))
+
+
+class _TickingClock(ManualClock):
+    """A clock that moves between two readings, as a real one does."""
+
+    def monotonic(self) -> float:
+        self._mono = getattr(self, "_mono", 0.0) + 1e-6
+        return super().monotonic() + self._mono
+
+
+async def test_an_init_containers_last_line_at_its_end_is_in_its_log():
+    """What an init container's command writes at the instant it ends (`echo prepared` after its
+    sleep) is in its log: its end was reckoned just before its output was scheduled, so on a clock
+    that moves between readings the last line came a moment after the end and was dropped."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = _TickingClock()
+    s.rest.clock = clock
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    try:
+        pods = s.client.resource("", "v1", "pods")
+        p = pod("prepared")
+        p["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1.36",
+                                        "command": ["sh", "-c", "echo preparing; sleep 5; echo prepared"]}]
+        created = await pods.create(p)
+        await clock.advance(6)
+        assert await eventually(phase_is(pods, "prepared", "Running"))
+        worker = mgr.agents["gpu-0"].workers[created["metadata"]["uid"]]
+        assert worker.io.serve_log("init", LogOptions()) == b"preparing\nprepared\n"
+    finally:
+        await mgr.stop()
+        await s.close()
