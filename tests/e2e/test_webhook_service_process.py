@@ -113,6 +113,39 @@ def serve_behind_service(c, name: str, script: str) -> TestCA:
     return ca
 
 
+def serve_deny_webhook(c, **webhook) -> None:
+    """The WEBHOOK pod behind Service `deny`, and a ValidatingWebhookConfiguration `deny` that sends it
+    the default namespace's ConfigMap creates (`webhook`: more fields of its one webhook)."""
+    ca = serve_behind_service(c, "deny", WEBHOOK)
+    config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+              "metadata": {"name": "deny"},
+              "webhooks": [{"name": "deny.nanokube.test", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                            "failurePolicy": "Fail", **webhook,
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}},
+                            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                       "resources": ["configmaps"]}],
+                            "clientConfig": {"caBundle": ca.bundle,
+                                             "service": {"namespace": "default", "name": "deny", "port": 443}}}]}
+    c.kubectl("apply", "-f", "-", input=json.dumps(config))
+
+
+def serve_things_api(c) -> None:
+    """The AGGREGATED pod behind Service `things`, registered as APIService v1.things.nanokube.test,
+    once it is Available."""
+    ca = serve_behind_service(c, "things", AGGREGATED)
+    apiservice = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                  "metadata": {"name": "v1.things.nanokube.test"},
+                  "spec": {"group": "things.nanokube.test", "version": "v1", "caBundle": ca.bundle,
+                           "groupPriorityMinimum": 1000, "versionPriority": 15,
+                           "service": {"namespace": "default", "name": "things", "port": 443}}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(apiservice))
+
+    def available():
+        conds = c.kubectl_json("get", "apiservice", "v1.things.nanokube.test")["status"].get("conditions") or []
+        return [(x["status"], x["reason"]) for x in conds if x["type"] == "Available"] == [("True", "Passed")]
+    wait_for(available, 60, "the APIService Available")
+
+
 @pytest.fixture(scope="module")
 def webhook_cluster(store_url):
     with process_cluster(store_url, "webhooksvc") as c:
@@ -121,17 +154,7 @@ def webhook_cluster(store_url):
 
 def test_a_validating_webhook_served_by_a_pod_is_reached_through_its_service(webhook_cluster):
     c = webhook_cluster
-    ca = serve_behind_service(c, "deny", WEBHOOK)
-    config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-              "metadata": {"name": "deny"},
-              "webhooks": [{"name": "deny.nanokube.test", "sideEffects": "None", "admissionReviewVersions": ["v1"],
-                            "failurePolicy": "Fail",
-                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}},
-                            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                       "resources": ["configmaps"]}],
-                            "clientConfig": {"caBundle": ca.bundle,
-                                             "service": {"namespace": "default", "name": "deny", "port": 443}}}]}
-    c.kubectl("apply", "-f", "-", input=json.dumps(config))
+    serve_deny_webhook(c)
 
     c.kubectl("create", "configmap", "allowed-x")
     denied = c.kubectl("create", "configmap", "denied-x", check=False)
@@ -154,18 +177,7 @@ def test_a_validating_webhook_served_by_a_pod_is_reached_through_its_service(web
 
 def test_an_aggregated_api_served_by_a_pod_is_reached_through_its_service(webhook_cluster):
     c = webhook_cluster
-    ca = serve_behind_service(c, "things", AGGREGATED)
-    apiservice = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                  "metadata": {"name": "v1.things.nanokube.test"},
-                  "spec": {"group": "things.nanokube.test", "version": "v1", "caBundle": ca.bundle,
-                           "groupPriorityMinimum": 1000, "versionPriority": 15,
-                           "service": {"namespace": "default", "name": "things", "port": 443}}}
-    c.kubectl("apply", "-f", "-", input=json.dumps(apiservice))
-
-    def available():
-        conds = c.kubectl_json("get", "apiservice", "v1.things.nanokube.test")["status"].get("conditions") or []
-        return [(x["status"], x["reason"]) for x in conds if x["type"] == "Available"] == [("True", "Passed")]
-    wait_for(available, 60, "the APIService Available")
+    serve_things_api(c)
     assert json.loads(c.kubectl("get", "--raw", "/apis/things.nanokube.test/v1").stdout)["resources"][0]["name"] == "whoami"
     assert json.loads(c.kubectl("get", "--raw", "/apis/things.nanokube.test/v1/whoami").stdout) == {"user": "kubernetes-admin"}
     c.kubectl("delete", "apiservice", "v1.things.nanokube.test")

@@ -23,7 +23,7 @@ import pytest
 from benchmarks.api import tls_context
 from tests.e2e.conftest import PROCESS_RUNTIME, STORE, process_cluster, wait_for
 from tests.e2e.test_api_workers import Conn, _children
-from tests.e2e.test_webhook_service_process import AGGREGATED, WEBHOOK, serve_behind_service
+from tests.e2e.test_webhook_service_process import serve_behind_service, serve_deny_webhook, serve_things_api
 
 pytestmark = [PROCESS_RUNTIME, pytest.mark.skipif(STORE == "memory", reason="the memory store serves one process")]
 
@@ -131,17 +131,7 @@ def one_per_worker(c) -> list[Conn]:
 
 def test_every_worker_reaches_a_validating_webhook_served_by_a_pod(workers_cluster):
     c = workers_cluster
-    ca = serve_behind_service(c, "deny", WEBHOOK)
-    config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-              "metadata": {"name": "deny"},
-              "webhooks": [{"name": "deny.nanokube.test", "sideEffects": "None", "admissionReviewVersions": ["v1"],
-                            "failurePolicy": "Fail", "timeoutSeconds": 5,
-                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}},
-                            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                       "resources": ["configmaps"]}],
-                            "clientConfig": {"caBundle": ca.bundle,
-                                             "service": {"namespace": "default", "name": "deny", "port": 443}}}]}
-    c.kubectl("apply", "-f", "-", input=json.dumps(config))
+    serve_deny_webhook(c, timeoutSeconds=5)
     conns = one_per_worker(c)
     cms = "/api/v1/namespaces/default/configmaps"
     for i, conn in enumerate(conns):
@@ -216,18 +206,7 @@ def test_every_worker_proxies_to_an_aggregated_api_served_by_a_pod(workers_clust
     """Each worker proxies the APIService's requests and probes it (the availability loop runs in
     every worker): dialled from the host, worker 1 would answer 503 and write Available=False."""
     c = workers_cluster
-    ca = serve_behind_service(c, "things", AGGREGATED)
-    apiservice = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                  "metadata": {"name": "v1.things.nanokube.test"},
-                  "spec": {"group": "things.nanokube.test", "version": "v1", "caBundle": ca.bundle,
-                           "groupPriorityMinimum": 1000, "versionPriority": 15,
-                           "service": {"namespace": "default", "name": "things", "port": 443}}}
-    c.kubectl("apply", "-f", "-", input=json.dumps(apiservice))
-
-    def available():
-        conds = c.kubectl_json("get", "apiservice", "v1.things.nanokube.test")["status"].get("conditions") or []
-        return [(x["status"], x["reason"]) for x in conds if x["type"] == "Available"] == [("True", "Passed")]
-    wait_for(available, 60, "the APIService Available")
+    serve_things_api(c)
     for conn in one_per_worker(c):
         code, doc = conn.call("GET", "/apis/things.nanokube.test/v1/whoami")
         assert (code, doc) == (200, {"user": "kubernetes-admin"})
