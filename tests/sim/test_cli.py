@@ -299,8 +299,16 @@ def test_progress_counts_the_trace_writes_replayed(tmp_path):
     assert "ETA 0s" in last
 
     # on a terminal, one line rewritten in place
+    seen = _on_a_terminal(cmd, "stderr")
+    assert b"\rdefault: virtual 1d01:00:00 / 1d01:00:00 (100.0%) writes 3/3, " in seen, seen[-2000:]
+
+
+def _on_a_terminal(cmd: list[str], stream: str, **env: str) -> bytes:
+    """What `cmd` writes to its `stream` ("stdout" or "stderr") when that is a terminal (the other
+    discarded), once it has exited 0."""
     main, tty = pty.openpty()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=tty)
+    ends = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: tty}
+    proc = subprocess.Popen(cmd, **ends, env={**os.environ, **env})
     os.close(tty)
     seen = b""
     try:
@@ -310,7 +318,7 @@ def test_progress_counts_the_trace_writes_replayed(tmp_path):
     finally:
         proc.kill()
         os.close(main)
-    assert b"\rdefault: virtual 1d01:00:00 / 1d01:00:00 (100.0%) writes 3/3, " in seen, seen[-2000:]
+    return seen
 
 
 def _read(fd: int) -> bytes:
@@ -479,17 +487,7 @@ def test_a_terminal_too_narrow_for_the_rows_gets_the_configurations_side_by_side
     cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--quiet", "--cluster", str(tmp_path / "cluster.yaml"),
            "--trace", str(tmp_path / "trace.jsonl"), "--until", "1", "--scheduler-config", str(tmp_path / "most.yaml"),
            "--scheduler-config", str(tmp_path / "most.yaml")]
-    main, tty = pty.openpty()
-    proc = subprocess.Popen(cmd, stdout=tty, stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "80"})
-    os.close(tty)
-    seen = b""
-    try:
-        while chunk := _read(main):
-            seen += chunk
-        assert proc.wait(timeout=120) == 0, seen[-2000:]
-    finally:
-        proc.kill()
-        os.close(main)
+    seen = _on_a_terminal(cmd, "stdout", COLUMNS="80")
     lines = seen.decode().replace("\r\n", "\n").splitlines()
     assert next(line for line in lines if line.startswith("CONFIGURATION")).split() == ["CONFIGURATION", "most#1",
                                                                                           "most#2"]
