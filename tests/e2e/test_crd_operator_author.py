@@ -8,6 +8,7 @@ operator in peering mode; kopf's own admission webhooks; and leader election thr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -278,6 +279,23 @@ def test_a_tightened_schema_ratchets_values_left_unchanged(c):
         c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(CRD))
 
 
+@contextlib.contextmanager
+def _kopf_run(args: list[str], env: dict, log_path: Path):
+    """`kopf run ARGS` as its own process, its output in `log_path`, stopped on the way out."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", *args], env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 @pytest.fixture
 def operator(c):
     pytest.importorskip("kopf")
@@ -293,19 +311,9 @@ def operator(c):
     c.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
                                                     "metadata": {"name": "trainers", "namespace": "default"}}))
     log_path = c.data_dir / "trainer-operator.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--namespace", "default",
-                                 str(OPERATORS / "trainer.py")],
-                                env={**os.environ, "KUBECONFIG": c.kubeconfig}, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            yield log_path
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with _kopf_run(["--namespace", "default", str(OPERATORS / "trainer.py")],
+                   {**os.environ, "KUBECONFIG": c.kubeconfig}, log_path):
+        yield log_path
 
 
 def test_kopf_operator_in_peering_mode_patches_status_and_posts_events(c, operator):
@@ -376,10 +384,9 @@ def test_kopf_managed_admission_webhooks_validate_and_mutate(c, tmp_path):
         s.bind(("127.0.0.1", 0))
         env["TRAINER_WEBHOOK_PORT"] = str(s.getsockname()[1])
     log_path = tmp_path / "kopf.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", "webhooked",
-                                 str(OPERATORS / "trainer_webhooks.py")], env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
+    try:  # kopf stops before its webhook configurations go, lest it make them again
+        with _kopf_run(["--standalone", "--namespace", "webhooked", str(OPERATORS / "trainer_webhooks.py")], env,
+                       log_path):
             c.kubectl("create", "namespace", "webhooked")
 
             def configured():
@@ -400,12 +407,6 @@ def test_kopf_managed_admission_webhooks_validate_and_mutate(c, tmp_path):
                           check=False)
             assert r.stderr.strip() == ('Error from server: error when creating "STDIN": admission webhook '
                                         f'"at-most-four.trainers.{GROUP}" denied the request: at most 4 replicas')
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
-                c.kubectl("delete", kind, f"trainers.{GROUP}", "--ignore-not-found")
+    finally:
+        for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+            c.kubectl("delete", kind, f"trainers.{GROUP}", "--ignore-not-found")
