@@ -1,4 +1,5 @@
 import asyncio
+import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -22,17 +23,26 @@ def test_image_references_are_fully_qualified():
     assert image_id("nginx:1.27").startswith("docker.io/library/nginx@sha256:")
 
 
-@pytest.fixture
-async def env():
+@contextlib.asynccontextmanager
+async def _nodes(clock: ManualClock):
+    """An API server and the default cluster's node agents, on `clock`."""
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
-    clock = ManualClock()
     s.rest.clock = clock  # deletionTimestamps in the agents' time
     mgr = NodeManager(connector(s.rest), default_cluster(), clock)
     await mgr.start()
-    yield s.client.resource("", "v1", "pods"), clock
-    await mgr.stop()
-    await s.close()
+    try:
+        yield s.client.resource("", "v1", "pods"), mgr
+    finally:
+        await mgr.stop()
+        await s.close()
+
+
+@pytest.fixture
+async def env():
+    clock = ManualClock()
+    async with _nodes(clock) as (pods, _):
+        yield pods, clock
 
 
 def pod(name, node="gpu-0", annotations=None, restart="Always", grace=None, containers=("app",), finalizers=()):
@@ -662,14 +672,8 @@ async def test_an_init_containers_last_line_at_its_end_is_in_its_log():
     """What an init container's command writes at the instant it ends (`echo prepared` after its
     sleep) is in its log: its end was reckoned just before its output was scheduled, so on a clock
     that moves between readings the last line came a moment after the end and was dropped."""
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     clock = _TickingClock()
-    s.rest.clock = clock
-    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
-    await mgr.start()
-    try:
-        pods = s.client.resource("", "v1", "pods")
+    async with _nodes(clock) as (pods, mgr):
         p = pod("prepared")
         p["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1.36",
                                         "command": ["sh", "-c", "echo preparing; sleep 5; echo prepared"]}]
@@ -678,6 +682,3 @@ async def test_an_init_containers_last_line_at_its_end_is_in_its_log():
         assert await eventually(phase_is(pods, "prepared", "Running"))
         worker = mgr.agents["gpu-0"].workers[created["metadata"]["uid"]]
         assert worker.io.serve_log("init", LogOptions()) == b"preparing\nprepared\n"
-    finally:
-        await mgr.stop()
-        await s.close()
