@@ -291,8 +291,8 @@ def test_containers_get_the_kubelets_service_variables(c):
             for name, links in (("linked", True), ("unlinked", False))]
     c.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
     for name in ("linked", "unlinked"):
-        wait_for(lambda name=name: c.kubectl_json("get", "pod", name)["status"].get("phase") == "Succeeded", 60,
-                 f"{name} ran")
+        status = _finished(c, name, 90)
+        assert status.get("phase") == "Succeeded", status
     kubernetes = ["KUBERNETES_PORT=tcp://10.96.0.1:443", "KUBERNETES_PORT_443_TCP=tcp://10.96.0.1:443",
                   "KUBERNETES_PORT_443_TCP_ADDR=10.96.0.1", "KUBERNETES_PORT_443_TCP_PORT=443",
                   "KUBERNETES_PORT_443_TCP_PROTO=tcp", "KUBERNETES_SERVICE_HOST=10.96.0.1",
@@ -306,6 +306,20 @@ def test_containers_get_the_kubelets_service_variables(c):
     assert c.kubectl("logs", "unlinked").stdout.splitlines() == ["ECHO_SVC_SERVICE_HOST=mine"] + kubernetes
     c.kubectl("delete", "pod", "linked", "unlinked", "--wait=false")
     c.kubectl("delete", "service", "echo-svc")
+
+
+def _finished(c, name: str, timeout: float) -> dict:
+    """The status of pod `name` once it has ended; on a timeout the failure shows its last status,
+    its events and what the cluster logged about it, so a pod that never ends says why."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = c.kubectl_json("get", "pod", name)["status"]
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return status
+        time.sleep(0.25)
+    events = c.kubectl("events", "--for", f"pod/{name}", check=False).stdout
+    logged = [line for line in c.log_path.read_text(errors="replace").splitlines() if name in line]
+    raise AssertionError(f"pod {name} never ended: {json.dumps(status)}\n{events}\n" + "\n".join(logged[-40:]))
 
 
 def test_port_forward_to_a_closed_port_reports_the_error(c):
