@@ -86,6 +86,9 @@ async def _up(args: argparse.Namespace) -> int:
     if args.api_workers < 1:
         print("nanokube: --api-workers must be at least 1", file=sys.stderr)
         return 2
+    if args.min_request_timeout < 0:
+        print("nanokube: --min-request-timeout can not be negative value", file=sys.stderr)
+        return 2
     disabled = [n.strip() for n in args.disable_admission_plugins.split(",") if n.strip()]
     if problem := admission_flag_problem(disabled):
         print(f"nanokube: {problem}", file=sys.stderr)
@@ -101,7 +104,7 @@ async def _up(args: argparse.Namespace) -> int:
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
                        workers=args.api_workers,
                        advertise=advertise,
-                       jwks_uri=args.service_account_jwks_uri or "")
+                       jwks_uri=args.service_account_jwks_uri or "", min_request_timeout=args.min_request_timeout)
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)
     if args.api_workers > 1:
@@ -124,7 +127,8 @@ async def _up(args: argparse.Namespace) -> int:
 
             dial_netns = ClusterNetwork(cluster_tag(data_dir)).cluster_ns
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
-                          scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns)
+                          scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
+                          args.min_request_timeout)
         try:
             await workers.start()
         except RuntimeError as e:
@@ -285,6 +289,9 @@ def _add_up_parser(sub) -> None:
                          "'' disables)")
     up.add_argument("--event-ttl", default="1h", metavar="DURATION",
                     help="how long an Event lives after its last write (Go duration, e.g. 90s, 5m; default 1h)")
+    up.add_argument("--min-request-timeout", type=int, default=1800, metavar="SECONDS",
+                    help="a watch without timeoutSeconds is served a random time from this to twice this many "
+                         "seconds, so that watches opened together end apart (default 1800, as kube-apiserver)")
     up.add_argument("--scheduler-config", default=None, metavar="FILE",
                     help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for the scheduler")
     up.add_argument("--scheduler", choices=("in-process", "none"), default="in-process",

@@ -4,7 +4,10 @@ network namespace) or the namespace it runs in; its healthz and metrics
 servers listen in the namespace it runs in, on upstream's default addresses.
 As upstream's kube-proxy, it leaves its rules in place on exit (traffic
 keeps flowing while it restarts); `--cleanup` removes them and exits. Its
-rules are the `ip` and `ip6` `kube-proxy` tables, one per IP family."""
+rules are the `ip` and `ip6` `kube-proxy` tables, one per IP family. Local
+traffic is told from the rest as upstream's --detect-local-mode says
+(proxy/detect_local.py); --masquerade-all masquerades every ClusterIP
+connection."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.informer import Informer
 from .machinery.errors import APIError
+from .proxy.detect_local import CLUSTER_CIDR, NODE_CIDR, DetectLocal
 from .proxy.events import ACTION_START
 from .proxy.modes import ModeError, select_mode
 from .proxy.nftables.layout import TABLE
@@ -30,6 +34,8 @@ from .proxy.server import Servers, health_app, metrics_app, split_address
 
 log = logging.getLogger("nanokube.proxy")
 
+#: how long NodeCIDR mode waits for the Node's podCIDRs (upstream's timeoutForNodePodCIDR)
+POD_CIDR_TIMEOUT = 300.0
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -67,8 +73,48 @@ def add_parser(sub) -> None:
                    help="longest time between syncs; health fails after twice this (default 30s)")
     p.add_argument("--min-sync-period", type=duration, default=1.0,
                    help="shortest time between syncs, batching changes (default 1s)")
+    p.add_argument("--detect-local-mode", default=CLUSTER_CIDR, metavar="MODE",
+                   help="how local (pod) traffic is told from the rest: ClusterCIDR (default), NodeCIDR (the "
+                        "Node's podCIDRs), BridgeInterface or InterfaceNamePrefix")
+    p.add_argument("--cluster-cidr", default="", metavar="CIDR[,CIDR]",
+                   help="the pods' CIDR (or a dual-stack pair): local traffic with --detect-local-mode ClusterCIDR")
+    p.add_argument("--pod-bridge-interface", default="", metavar="NAME",
+                   help="the pods' bridge: local traffic with --detect-local-mode BridgeInterface")
+    p.add_argument("--pod-interface-name-prefix", default="", metavar="PREFIX",
+                   help="the pods' interfaces' name prefix: local traffic with --detect-local-mode InterfaceNamePrefix")
+    p.add_argument("--masquerade-all", action="store_true",
+                   help="masquerade (SNAT) all traffic sent to Service ClusterIPs")
     p.add_argument("--cleanup", action="store_true", help="remove kube-proxy's nftables tables (ip and ip6) and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _detect_local(args: argparse.Namespace) -> DetectLocal:
+    """The detector the flags ask for; ValueError with upstream's validation errors (several
+    read as utilerrors' aggregate, '[a, b]')."""
+    local = DetectLocal(args.detect_local_mode or CLUSTER_CIDR,
+                        tuple(args.cluster_cidr.split(",")) if args.cluster_cidr else (),
+                        args.pod_bridge_interface, args.pod_interface_name_prefix)
+    errs = [str(e) for e in local.validate()]
+    if errs:
+        raise ValueError("failed validate: " + (errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"))
+    return local
+
+
+async def _pod_cidrs(nodes: Informer, node: str, timeout: float) -> list[str]:
+    """The Node's spec.podCIDRs once it has them (upstream's waitForPodCIDR, for NodeCIDR)."""
+    log.info("watching for node %s, awaiting podCIDR allocation", node)
+    seen = asyncio.Event()
+
+    def check(obj: dict) -> None:
+        if (obj.get("spec") or {}).get("podCIDRs") and not obj["metadata"].get("deletionTimestamp"):
+            seen.set()
+    nodes.add_handlers(check, lambda old, new: check(new))
+    try:
+        await asyncio.wait_for(seen.wait(), timeout)
+    except TimeoutError:
+        raise TimeoutError(f"timeout waiting for PodCIDR allocation to configure detect-local-mode {NODE_CIDR}: "
+                         "timed out waiting for the condition") from None
+    return nodes.get(node)["spec"]["podCIDRs"]
 
 
 def _cleanup(netns: str | None) -> int:
@@ -81,23 +127,26 @@ def _cleanup(netns: str | None) -> int:
     return 0
 
 
-async def _run(args: argparse.Namespace, mode: str, warnings: list[str]) -> int:
+async def _run(args: argparse.Namespace, mode: str, warnings: list[str], local: DetectLocal) -> int:
     node = args.hostname_override
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="kube-proxy", user_agent="nanokube-proxy")
     await client.start()
-    proxier = Proxier(client, node, "", netns=args.netns, configs=proxy_configs(),
-                      min_sync_period=args.min_sync_period, sync_period=args.sync_period,
-                      health_check_listen=health_check_listener(args.netns))
     nodes = Informer(client.resource("", "v1", "nodes"), field_selector=f"metadata.name={node}")
-    nodes.add_handlers(proxier.health.sync_node, lambda old, new: proxier.health.sync_node(new),
-                       lambda gone: proxier.health.sync_node(None))
     servers = Servers()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     node_task = asyncio.create_task(nodes.run())
+    proxier = None
     try:
+        pod_cidrs = await _pod_cidrs(nodes, node, POD_CIDR_TIMEOUT) if local.mode == NODE_CIDR else []
+        proxier = Proxier(client, node, "", netns=args.netns,
+                          configs=local.configs(proxy_configs(), pod_cidrs, args.masquerade_all),
+                          min_sync_period=args.min_sync_period, sync_period=args.sync_period,
+                          health_check_listen=health_check_listener(args.netns))
+        nodes.add_handlers(proxier.health.sync_node, lambda old, new: proxier.health.sync_node(new),
+                           lambda gone: proxier.health.sync_node(None))
         await servers.serve(health_app(proxier.health), args.healthz_bind_address)
         await servers.serve(metrics_app(proxier.registry, mode), args.metrics_bind_address)
         await proxier.start()
@@ -112,7 +161,8 @@ async def _run(args: argparse.Namespace, mode: str, warnings: list[str]) -> int:
         node_task.cancel()
         await asyncio.gather(node_task, return_exceptions=True)
         await servers.stop()
-        await proxier.stop()
+        if proxier:
+            await proxier.stop()
         await client.close()
     log.info("kube-proxy stopped; its nftables rules stay in place (--cleanup removes them)")
     return 0
@@ -127,7 +177,12 @@ def run(args: argparse.Namespace) -> int:
     if args.cleanup:
         return _cleanup(args.netns)
     try:
-        return asyncio.run(_run(args, mode, warnings))
+        local = _detect_local(args)
+    except ValueError as e:
+        print(f"nanokube proxy: {e}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_run(args, mode, warnings, local))
     except kubeconfig.KubeconfigError as e:
         print(f"nanokube proxy: {e}", file=sys.stderr)
         return 1

@@ -44,6 +44,7 @@ from ..machinery.user import bearer_token
 from ..machinery.version import BUILD_VERSION, GO_VERSION
 from .. import debugflags, zpages
 from .metrics import APIMetrics
+from .options import MIN_REQUEST_TIMEOUT
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
 from .kubernetes_service import advertise_address
 from .systemnamespaces import SYSTEM_NAMESPACES
@@ -95,12 +96,14 @@ class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
                  event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0, advertise: str | None = None,
-                 jwks_uri: str = ""):
+                 jwks_uri: str = "", min_request_timeout: float = MIN_REQUEST_TIMEOUT):
         """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl).
         `advertise`: the address the `kubernetes` Service's endpoints name (--advertise-address);
         by default the listen address, or the host's for a wildcard one, none for loopback.
         `jwks_uri`: the discovery document's jwks_uri (--service-account-jwks-uri); by default
         https:// the advertised address (the listen one when none) and port, then the key set's path.
+        `min_request_timeout`: kube-apiserver's --min-request-timeout, in seconds: a watch without
+        timeoutSeconds is served a random time from this to twice this.
         `workers` > 1: this is worker `worker` of that many processes serving one port and one
         store (see workers.py); worker 0 alone bootstraps and runs the loops that write."""
         self.metrics = APIMetrics(clock)
@@ -119,6 +122,7 @@ class APIServer:
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
+        self.handlers.min_request_timeout = min_request_timeout
         self.rbac = RBACAuthorizer(CachePolicySource(self.index, self.cache))
         self.authorizer = ChainAuthorizer(NodeAuthorizer(*cache_reader(self.index, self.cache)), self.rbac)
         self.rest.admission.authorizer = self.authorizer

@@ -34,12 +34,14 @@ from ..machinery.selectors import field_requirements, parse_label_selector
 from .patch import strict
 from .options import (
     APPLY_PATCH,
+    MIN_REQUEST_TIMEOUT,
     delete_body_kind_errors,
     delete_options,
     integer,
     list_options_errors,
     options_invalid,
     watch_list_defaults,
+    watch_timeout,
     write_options_errors,
 )
 from .streaming.pods import PodStreaming
@@ -277,6 +279,9 @@ class APIHandlers:
         #: (APIGroup, APIResourceList) of the remote APIServices' groups
         self.aggregated_groups: list[tuple[dict, dict]] = []
         self._batches = _Batches()
+        #: kube-apiserver's --min-request-timeout: a watch without timeoutSeconds is served a random
+        #: time from this to twice this many seconds (`options.watch_timeout`)
+        self.min_request_timeout: float = MIN_REQUEST_TIMEOUT
 
     # --- discovery ------------------------------------------------------
 
@@ -769,7 +774,7 @@ class APIHandlers:
                      labels: list) -> web.StreamResponse:
         q = request.query
         kind = _watch_accept(request)
-        timeout = integer(q, "timeoutSeconds")
+        timeout = watch_timeout(integer(q, "timeoutSeconds"), self.min_request_timeout)
         field_selector = q.get("fieldSelector", "")
         try:
             stream = await self.rest.watch(
@@ -804,7 +809,7 @@ class APIHandlers:
         g = self.metrics.longrunning.labels(verb, group, version, plural, sub, scope, "apiserver")
         g.inc()
         sent = self.metrics.watch_sent(group, version, plural)
-        deadline = self.clock.monotonic() + timeout if timeout else None
+        deadline = self.clock.monotonic() + timeout
         columns_sent = False
         transport = request.transport
         batch = _Batch(transport)
@@ -833,14 +838,12 @@ class APIHandlers:
             await resp.write(line)
             sent.add(len(line))
 
+        ender = asyncio.get_running_loop().create_task(self._end_watch(stream.watcher, timeout))
         try:
-            while True:
-                remaining = None if deadline is None else deadline - self.clock.monotonic()
-                if remaining is not None and remaining <= 0:
-                    break
+            while self.clock.monotonic() < deadline:
                 try:
-                    ev = await asyncio.wait_for(stream.__anext__(), remaining) if remaining else await stream.__anext__()
-                except (TimeoutError, StopAsyncIteration):
+                    ev = await stream.__anext__()
+                except StopAsyncIteration:
                     break
                 await emit(ev)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -855,6 +858,7 @@ class APIHandlers:
             except (ConnectionResetError, RuntimeError):
                 pass
         finally:
+            ender.cancel()
             stream.watcher.direct = None
             g.dec()
             await stream.aclose()
@@ -864,6 +868,13 @@ class APIHandlers:
         except (ConnectionResetError, RuntimeError):
             pass
         return resp
+
+    async def _end_watch(self, w, seconds: float) -> None:
+        """Ends watch `w` once its `seconds` have passed on the injected clock (serveWatch's timeout):
+        the end marker wakes its task, whose loop then sees the deadline passed."""
+        await self.clock.sleep(seconds)
+        with contextlib.suppress(asyncio.QueueFull):  # a watch whose queue overflowed is ending anyway
+            w.queue.put_nowait(None)
 
 
 class _Batch:

@@ -11,6 +11,7 @@ pods/log's PodLogOptions (`ValidatePodLogOptions`).
 
 from __future__ import annotations
 
+import random
 import unicodedata
 from typing import Any, Mapping
 
@@ -24,11 +25,23 @@ _PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
 _DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
 #: metav1.Time's zero, as RFC 3339 formats it
 _ZERO_TIME = "0001-01-01T00:00:00Z"
+#: kube-apiserver's --min-request-timeout default, in seconds
+MIN_REQUEST_TIMEOUT = 1800
 
 
 def options_invalid(kind: str, errs: list[v.FieldError]) -> errors.APIError:
     """The 422 for invalid request options (`<Kind>.meta.k8s.io "" is invalid: ...`)."""
     return errors.invalid("meta.k8s.io", kind, "", errs)
+
+
+def watch_timeout(timeout_seconds: int | None, min_request_timeout: float, draw=random.random) -> float:
+    """The seconds a watch is served (upstream's request.GetTimeoutForWatch): its timeoutSeconds, or
+    when that is absent or 0 a random time in [min, 2*min) of --min-request-timeout, so that the
+    watches clients opened together do not all end, and come back, together. A negative one, or 0
+    with a zero --min-request-timeout, ends the watch at once, as upstream's."""
+    if timeout_seconds:
+        return float(timeout_seconds)
+    return min_request_timeout * (draw() + 1.0)
 
 
 def integer(query: Mapping[str, str], name: str) -> int | None:

@@ -38,6 +38,7 @@ from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
 from .auth.authorizer import USER
 from .cache import DELETED, CacheEvent
+from .options import MIN_REQUEST_TIMEOUT
 from .reservations import Reservations
 from .worker_metrics import WorkerMetrics
 from ..machinery.httpstream.transports import RawUpgrade, splice
@@ -148,14 +149,15 @@ class Workers:
     def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
                  audit_log_path: str, ports: dict[int, int] | None = None, flags: dict[str, str] | None = None,
                  disabled_admission: list[str] | tuple[str, ...] = (), advertise: str = "", jwks_uri: str = "",
-                 dial_netns: str = "") -> None:
+                 dial_netns: str = "", min_request_timeout: int = MIN_REQUEST_TIMEOUT) -> None:
         """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports). `flags`:
         `up`'s, which every worker's /flagz shows as worker 0's does. `disabled_admission`: up's
         --disable-admission-plugins, which every worker admits by. `advertise`, `jwks_uri`: worker 0's
         advertised address and --service-account-jwks-uri, so every worker's discovery document is its.
         `dial_netns`: under the process runtime, the cluster network namespace, from which every worker
         dials webhooks' and APIServices' Services as worker 0 does (APIServer.dial_services_from), and
-        where each listens with it at the advertised address for pods."""
+        where each listens with it at the advertised address for pods. `min_request_timeout`: up's
+        --min-request-timeout, by which every worker times its watches."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
@@ -163,7 +165,8 @@ class Workers:
                      *(["--flagz", json.dumps(flags)] if flags is not None else []),
                      *(["--disable-admission-plugins", ",".join(disabled_admission)] if disabled_admission else []),
                      "--advertise-address", advertise, "--service-account-jwks-uri", jwks_uri,
-                     *(["--dial-netns", dial_netns] if dial_netns else [])]
+                     *(["--dial-netns", dial_netns] if dial_netns else []),
+                     "--min-request-timeout", str(min_request_timeout)]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -228,7 +231,7 @@ async def _serve(args: argparse.Namespace) -> int:
     server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
                        port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker, advertise=args.advertise_address,
-                       jwks_uri=args.service_account_jwks_uri)
+                       jwks_uri=args.service_account_jwks_uri, min_request_timeout=args.min_request_timeout)
     server.flags = json.loads(args.flagz) if args.flagz else None
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     relay = NodeRelay(pki, args.relay_port)
@@ -287,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--disable-admission-plugins", default="", help="up's, comma-separated")
     p.add_argument("--advertise-address", default="", help="worker 0's advertised address")
     p.add_argument("--service-account-jwks-uri", default="", help="up's")
+    p.add_argument("--min-request-timeout", type=int, default=MIN_REQUEST_TIMEOUT, help="up's")
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux

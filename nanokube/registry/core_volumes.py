@@ -17,11 +17,19 @@ from ..machinery.validation import (
     immutable,
     invalid,
     not_supported,
+    qualified_name,
     required,
     validate_node_selector,
 )
 from ..volume.binding import ACCESS_MODES, access_modes_string
 from ..volume.classes import claim_class, volume_class
+from ..volume.resize import (
+    CONTROLLER_RESIZE_IN_PROGRESS,
+    CONTROLLER_RESIZE_INFEASIBLE,
+    NODE_RESIZE_IN_PROGRESS,
+    NODE_RESIZE_INFEASIBLE,
+    NODE_RESIZE_PENDING,
+)
 from .base import AGE, Column, Resource, Strategy, register
 from .core_printing import AGE_DOC, NAME_DOC, doc
 from . import kind_warnings
@@ -37,6 +45,9 @@ RECLAIM_POLICIES = ("Delete", "Recycle", "Retain")
 VOLUME_MODES = ("Block", "Filesystem")
 PV_PHASES = ("Pending", "Available", "Bound", "Released", "Failed")
 PVC_PHASES = ("Pending", "Bound", "Lost")
+#: ClaimResourceStatus values allocatedResourceStatuses may hold, sorted as upstream lists them
+RESIZE_STATUSES = sorted((CONTROLLER_RESIZE_IN_PROGRESS, CONTROLLER_RESIZE_INFEASIBLE, NODE_RESIZE_PENDING,
+                          NODE_RESIZE_IN_PROGRESS, NODE_RESIZE_INFEASIBLE))
 _SORTED_MODES = sorted(ACCESS_MODES)
 _NAME = Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name")
 _AGE = Column("Age", "string", AGE, AGE_DOC)
@@ -72,6 +83,14 @@ def _quantity(value, path: str) -> tuple[object, list[FieldError]]:
         return parse_quantity(str(value)), []
     except QuantityError as e:
         return None, [invalid(path, value, str(e))]
+
+
+def _basic_resource(value, path: str) -> list[FieldError]:
+    """validateBasicResource: a parsable quantity whose Quantity.Value() (rounded away from 0) is not negative."""
+    q, errs = _quantity(value, path)
+    if q is not None and q < 0:
+        errs.append(invalid(path, -math.ceil(-q), "must be a valid resource quantity"))
+    return errs
 
 
 def _positive(q, value, path: str) -> list[FieldError]:
@@ -140,9 +159,7 @@ class PersistentVolumeStrategy(Strategy):
             errs.append(not_supported("spec.capacity", spec.get("capacity"), ["storage"]))
         for k, v in cap.items():
             q, bad = _quantity(v, f"spec.capacity[{k}]")
-            errs += bad
-            if q is not None and q < 0:  # validateBasicResource: Quantity.Value(), rounded away from 0
-                errs.append(invalid(f"spec.capacity[{k}]", -math.ceil(-q), "must be a valid resource quantity"))
+            errs += bad or _basic_resource(v, f"spec.capacity[{k}]")
             errs += _positive(q, v, f"spec.capacity[{k}]")
         policy = spec.get("persistentVolumeReclaimPolicy")
         if policy and policy not in RECLAIM_POLICIES:
@@ -322,10 +339,33 @@ class PersistentVolumeClaimStrategy(Strategy):
         return errs
 
     def validate_status_update(self, new, old):
-        phase = _status(new).get("phase")
-        if phase is not None and phase not in PVC_PHASES:
-            return [not_supported("status.phase", phase, PVC_PHASES)]
-        return []
+        """ValidatePersistentVolumeClaimStatusUpdate, RecoverVolumeExpansionFailure on (GA in 1.34). Upstream
+        walks Go maps, so the order of several errors is not fixed there; here it is the object's."""
+        status = _status(new)
+        phase = status.get("phase")
+        errs = [not_supported("status.phase", phase, PVC_PHASES)] if phase is not None and phase not in PVC_PHASES else []
+        for name, value in (status.get("capacity") or {}).items():
+            errs += _basic_resource(value, f"status.capacity[{name}]")
+        path = "status.allocatedResourceStatus"  # sic: upstream's path drops the plural
+        for name, state in (status.get("allocatedResourceStatuses") or {}).items():
+            errs += _claim_resource_key(name, path)
+            if state not in RESIZE_STATUSES:
+                errs.append(not_supported(path, name, RESIZE_STATUSES))
+        path = "status.allocatedResources"
+        for name, value in (status.get("allocatedResources") or {}).items():
+            # ValidateResourceQuantityValue after it adds nothing for `storage`: the sign is checked already
+            errs += _claim_resource_key(name, path) or _basic_resource(value, f"{path}[{name}]")
+        return errs
+
+
+def _claim_resource_key(name: str, path: str) -> list[FieldError]:
+    """validatePersistentVolumeClaimResourceKey: a qualified name; of the native ones (unprefixed or
+    under kubernetes.io) only `storage`."""
+    if msgs := qualified_name(name):
+        return [invalid(path, name, m) for m in msgs]
+    if ("/" not in name or "kubernetes.io/" in name) and name != "storage":
+        return [not_supported(path, name, ["storage"])]
+    return []
 
 
 def drop_data_sources(spec: dict, old_spec: dict) -> None:

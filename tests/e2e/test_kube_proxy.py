@@ -9,6 +9,7 @@ fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -64,16 +65,16 @@ def netns():
         subprocess.run(["ip", "netns", "del", name], check=False)
 
 
-@pytest.fixture
-def proxy(cluster, netns):
-    """A `nanokube proxy` for the cluster's first node; (process, node, healthz URL, metrics URL)."""
+@contextlib.contextmanager
+def running_proxy(cluster, netns: str, *flags: str):
+    """A `nanokube proxy` for the cluster's first node with `flags`; (process, node, healthz URL, metrics URL)."""
     node = cluster.kubectl_json("get", "nodes")["items"][0]["metadata"]["name"]
     hport, mport = free_port(), free_port()
     with open(cluster.data_dir / f"proxy-{netns}.log", "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "nanokube.cli", "proxy", "--kubeconfig", cluster.kubeconfig, "--hostname-override",
              node, "--netns", netns, "--healthz-bind-address", f"127.0.0.1:{hport}", "--metrics-bind-address",
-             f"127.0.0.1:{mport}", "--min-sync-period", "100ms"],
+             f"127.0.0.1:{mport}", "--min-sync-period", "100ms", *flags],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         yield proc, node, f"http://127.0.0.1:{hport}", f"http://127.0.0.1:{mport}"
@@ -81,6 +82,12 @@ def proxy(cluster, netns):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def proxy(cluster, netns):
+    with running_proxy(cluster, netns) as p:
+        yield p
 
 
 def service_and_slice(name: str) -> list[str]:
@@ -133,3 +140,28 @@ def test_proxy_refuses_ipvs_before_touching_anything(cluster, netns):
     r = nanokube_proxy("--kubeconfig", cluster.kubeconfig, "--proxy-mode", "ipvs", "--netns", netns)
     assert r.returncode == 2 and "ipvs proxy mode is deprecated" in r.stderr and "iptables, nftables" in r.stderr
     assert nft(netns, "list", "tables").stdout.strip() == ""
+
+
+@pytest.mark.parametrize(("flags", "not_local"), [
+    ((), None),
+    (("--cluster-cidr", "10.244.0.0/16,fd00:10:244::/56"), "ip saddr != 10.244.0.0/16"),
+    (("--detect-local-mode", "NodeCIDR"), "ip saddr != {pod_cidr}"),
+    (("--detect-local-mode", "BridgeInterface", "--pod-bridge-interface", "cbr0"), 'iifname != "cbr0"'),
+    (("--detect-local-mode", "InterfaceNamePrefix", "--pod-interface-name-prefix", "veth"), 'iifname != "veth*"'),
+    (("--masquerade-all", "--cluster-cidr", "10.244.0.0/16"), ""),
+], ids=["no-detector", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix", "masquerade-all"])
+def test_detect_local_mode_decides_which_service_traffic_is_masqueraded(cluster, netns, flags, not_local):
+    """Upstream's local detectors: ClusterIP traffic the detector does not place among the pods
+    is marked for masquerade before DNAT; none (ClusterCIDR without --cluster-cidr) marks none;
+    --masquerade-all marks all of it."""
+    for manifest in service_and_slice("kp-local"):
+        cluster.kubectl("apply", "-f", "-", input=manifest)
+    with running_proxy(cluster, netns, "--proxy-mode", "nftables", *flags) as (_, node, _, _):
+        pod_cidr = cluster.kubectl_json("get", "node", node)["spec"]["podCIDR"]
+        chain = wait_for(lambda: (t := nft(netns, "list", "chain", "ip", "kube-proxy", "lb-tcp-2").stdout)
+                         and "dnat" in t and t, 30, "the two-endpoint balancing chain")
+    rules = [line.strip() for line in chain.splitlines() if "jump mark-for-masquerade" in line]
+    if not_local is None:
+        assert rules == [], chain
+    else:
+        assert rules == [f"{not_local.format(pod_cidr=pod_cidr)} jump mark-for-masquerade".lstrip()], chain

@@ -53,6 +53,17 @@ def _terminated(pod: dict) -> dict:
     return (((pod.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {}).get("terminated") or {}
 
 
+#: how late past its command's end a container's finishedAt may be stamped: the kubelet stamps it when
+#: its loop gets to the exit, which a loaded machine (CI's two workers on two cores) delays
+LATE = 10
+
+
+def _took(term: dict) -> float:
+    """Seconds from a terminated state's startedAt to its finishedAt. Both are whole seconds, the start
+    stamped before the command's time starts: a command of N seconds took N at least."""
+    return (datetime.fromisoformat(term["finishedAt"]) - datetime.fromisoformat(term["startedAt"])).total_seconds()
+
+
 def _conditions(cluster, job: str) -> dict:
     return {c["type"]: c for c in cluster.kubectl_json("get", "job", job)["status"].get("conditions") or ()
             if c["status"] == "True"}
@@ -102,8 +113,7 @@ def test_a_job_that_sleeps_completes_after_its_sleep(cluster):
     cluster.kubectl("create", "job", "nap", "--image=busybox", "--", "sleep", "2")
     wait_for(lambda: "Complete" in _conditions(cluster, "nap"), 30, "nap Complete")
     term = _terminated(_pod_of(cluster, "nap"))
-    took = (datetime.fromisoformat(term["finishedAt"]) - datetime.fromisoformat(term["startedAt"])).total_seconds()
-    assert term["exitCode"] == 0 and 1 <= took <= 3
+    assert term["exitCode"] == 0 and 2 <= _took(term) < 2 + LATE
 
 
 def test_run_rm_interactive_of_a_command_prints_its_output_and_exits_with_its_code(cluster):
@@ -112,7 +122,9 @@ def test_run_rm_interactive_of_a_command_prints_its_output_and_exits_with_its_co
     r = cluster.kubectl("run", "--rm", "-i", "--restart=Never", "t", "--image=busybox", "--", "echo", "hi",
                         input="", check=False, timeout=60)
     assert (r.returncode, r.stdout.splitlines()[0] if r.stdout else "") == (0, "hi"), r.stderr
-    assert cluster.kubectl("get", "pod", "t", "--ignore-not-found", "-o", "name").stdout == ""
+    # --rm's delete is graceful: the pod goes once the kubelet has finished it, maybe after kubectl returned
+    wait_for(lambda: cluster.kubectl("get", "pod", "t", "--ignore-not-found", "-o", "name").stdout == "", 30,
+             "t deleted")
     r = cluster.kubectl("run", "--rm", "-i", "--restart=Never", "t3", "--image=busybox", "--", "sh", "-c",
                         "echo bye; exit 3", input="", check=False, timeout=60)
     assert (r.returncode, r.stdout.splitlines()[0] if r.stdout else "") == (3, "bye"), r.stderr
@@ -188,8 +200,7 @@ def test_an_init_container_runs_its_command_before_the_app_starts(cluster):
     assert "running" in pod["status"]["initContainerStatuses"][0]["state"] and pod["status"]["phase"] == "Pending"
     wait_for(lambda: _columns(cluster, "prepared")[2] == "Running", 30, "prepared Running")
     term = _statuses(cluster, "prepared")["init"]["state"]["terminated"]
-    took = (datetime.fromisoformat(term["finishedAt"]) - datetime.fromisoformat(term["startedAt"])).total_seconds()
-    assert (term["exitCode"], term["reason"]) == (0, "Completed") and 4 <= took <= 6
+    assert (term["exitCode"], term["reason"]) == (0, "Completed") and 5 <= _took(term) < 5 + LATE
     assert cluster.kubectl("logs", "prepared", "-c", "init").stdout == "preparing\nprepared\n"
 
 

@@ -21,7 +21,9 @@ def test_run_interactive_shell_returns_when_stdin_closes_and_the_pod_is_removed(
     r = cluster.kubectl("run", "-i", "--rm", "--restart=Never", "x", "--image=busybox", "--", "sh",
                         input="", check=False, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert cluster.kubectl("get", "pod", "x", "--ignore-not-found", "-o", "name").stdout == ""
+    # --rm's delete is graceful: the pod goes once the kubelet has finished it, maybe after kubectl returned
+    wait_for(lambda: cluster.kubectl("get", "pod", "x", "--ignore-not-found", "-o", "name").stdout == "", 30,
+             "x deleted")
 
 
 def test_a_piped_command_completes_the_pod_with_exit_code_zero(cluster):

@@ -366,3 +366,50 @@ async def test_over_http_claim_data_sources_an_older_client_could_not_send_are_d
     # an update drops it too (the stored claim has none), so the spec is unchanged, not refused as immutable
     got = await asyncio.to_thread(core.replace_namespaced_persistent_volume_claim, "a", "default", claim)
     assert got.spec.data_source is None
+
+
+async def test_over_http_claim_status_writes_are_validated_as_upstream(core):
+    """ValidatePersistentVolumeClaimStatusUpdate (RecoverVolumeExpansionFailure GA): capacity and
+    allocatedResources must be valid quantities, the latter only for `storage` among native names, not
+    negative; allocatedResourceStatuses takes only the five resize states, under upstream's own path
+    `status.allocatedResourceStatus` with the key as the bad value. PUT and merge PATCH of /status alike."""
+    body = {"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                               "resources": {"requests": {"storage": "1Gi"}}}}
+    await asyncio.to_thread(core.create_namespaced_persistent_volume_claim, "default", body)
+    bad = {"capacity": {"storage": "-1Gi"},
+           "allocatedResources": {"cpu": "1", "storage": "-2Gi", "example.com/scratch": "1", "Not Qualified!": "1"},
+           "allocatedResourceStatuses": {"storage": "Resizing", "memory": "NodeResizePending"}}
+    states = '"ControllerResizeInProgress", "ControllerResizeInfeasible", "NodeResizeInProgress", ' \
+             '"NodeResizeInfeasible", "NodeResizePending"'
+    qualified = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+                 "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+                 "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+    expected = sorted([
+        ("status.capacity[storage]", "Invalid value: -1073741824: must be a valid resource quantity"),
+        ("status.allocatedResourceStatus", f'Unsupported value: "storage": supported values: {states}'),
+        ("status.allocatedResourceStatus", 'Unsupported value: "memory": supported values: "storage"'),
+        ("status.allocatedResources", 'Unsupported value: "cpu": supported values: "storage"'),
+        ("status.allocatedResources[storage]", "Invalid value: -2147483648: must be a valid resource quantity"),
+        ("status.allocatedResources", f'Invalid value: "Not Qualified!": {qualified}'),
+    ])
+
+    def causes(call, *args):
+        with pytest.raises(ApiException) as e:
+            call(*args)
+        assert e.value.status == 422, e.value.body
+        return sorted((c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"])
+
+    claim = await asyncio.to_thread(core.read_namespaced_persistent_volume_claim, "c", "default")
+    put = core.api_client.sanitize_for_serialization(claim)
+    put["status"] = {**put["status"], **bad}
+    assert await asyncio.to_thread(causes, core.replace_namespaced_persistent_volume_claim_status,
+                                   "c", "default", put) == expected
+    assert await asyncio.to_thread(causes, core.patch_namespaced_persistent_volume_claim_status,
+                                   "c", "default", {"status": bad}) == expected
+    stored = await asyncio.to_thread(core.read_namespaced_persistent_volume_claim, "c", "default")
+    assert stored.status.capacity is None and stored.status.allocated_resources is None
+    good = {"capacity": {"storage": "1Gi"}, "allocatedResources": {"storage": "2Gi", "example.com/scratch": "1"},
+            "allocatedResourceStatuses": {"storage": "ControllerResizeInProgress"}}
+    got = await asyncio.to_thread(core.patch_namespaced_persistent_volume_claim_status, "c", "default",
+                                  {"status": good})
+    assert got.status.allocated_resource_statuses == {"storage": "ControllerResizeInProgress"}

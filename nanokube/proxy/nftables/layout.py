@@ -10,8 +10,9 @@ maps and the `cluster-ips` set. What hangs off `service-ips` is a hybrid:
   endpoint count, plus N elements of the `service-endpoints-<proto>` data
   map, keyed by ClusterIP . port . slot 0..N-1. The shared chain
   `lb-<proto>-<N>` (one per protocol and endpoint count in use) marks
-  traffic from outside the cluster CIDR for masquerade (all of it with
-  masquerade_all, none without a cluster CIDR) and DNATs to
+  traffic the local detector does not place in the cluster (outside the
+  cluster CIDR, or not from the pods' interfaces) for masquerade (all of it
+  with masquerade_all, none without a detector) and DNATs to
   `service-endpoints-<proto>[daddr . dport . numgen random mod N]`. Hairpin
   traffic (an endpoint reaching itself through its service) is masqueraded
   in `masquerading` through the `hairpin-endpoints` set of
@@ -97,6 +98,9 @@ class Config:
     #: it reach externalTrafficPolicy Local destinations through any endpoint; empty: no detector,
     #: no ClusterIP traffic is masqueraded but hairpin traffic
     cluster_cidr: str = ""
+    #: the local detector by input interface instead (--detect-local-mode BridgeInterface: the
+    #: bridge's name; InterfaceNamePrefix: the prefix and "*"), matched with `iifname`
+    local_interface: str = ""
     masquerade_all: bool = False  # --masquerade-all: every ClusterIP connection is masqueraded
     service_cidrs: tuple[str, ...] = ()
     nodeport_ips: tuple[str, ...] = ()  # --nodeport-addresses; empty means every local address
@@ -143,6 +147,15 @@ def firewall_chain(sp: ServicePort) -> str:
     return "firewall-" + chain_base(sp.key)
 
 
+def _if_local(cfg: Config, negate: bool = False) -> str | None:
+    """The local detector's match ("is a local pod's" or, negated, "is not"), with a trailing
+    space; None without a detector (upstream's no-op detector)."""
+    op = "!= " if negate else ""
+    if cfg.local_interface:
+        return f'iifname {op}"{cfg.local_interface}" '
+    return f"{cfg.family} saddr {op}{cfg.cluster_cidr} " if cfg.cluster_cidr else None
+
+
 def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
     """Chains, sets and elements of one service port.
 
@@ -175,9 +188,9 @@ def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
         if sp.node_port:
             out.elements["no-endpoint-nodeports"] = {np_key: "goto reject-chain"}
         return out
-    # upstream's internal traffic handling: everything with masqueradeAll, else what comes from
-    # outside the cluster CIDR; with neither, nothing (hairpin traffic is marked elsewhere)
-    masq_from = "" if cfg.masquerade_all else f"{ip} saddr != {cfg.cluster_cidr} " if cfg.cluster_cidr else None
+    # upstream's internal traffic handling: everything with masqueradeAll, else what the local
+    # detector says is not a local pod's; with neither, nothing (hairpin traffic is marked elsewhere)
+    masq_from = "" if cfg.masquerade_all else _if_local(cfg, negate=True)
     if sp.ordinary:
         lb, proto = lb_chain(sp.protocol, len(eps)), sp.protocol
         out.chains[lb] = ((f"{masq_from}jump mark-for-masquerade",) if masq_from is not None else ()) + (
@@ -208,7 +221,8 @@ def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
     if not sp.externally_accessible:
         return out
     if external_local:
-        pods = (f"{ip} saddr {cfg.cluster_cidr} goto {cluster_chain}",) if cfg.cluster_cidr else ()
+        local = _if_local(cfg)
+        pods = (f"{local}goto {cluster_chain}",) if local is not None else ()
         rules = pods + ("fib saddr type local jump mark-for-masquerade", f"fib saddr type local goto {cluster_chain}")
     else:
         rules = ("jump mark-for-masquerade",)
