@@ -24,6 +24,9 @@ from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
 from .cluster import NodeSpec
 from .dra.driver import NodeDriver
+from .dra.grpc_api import DRA_PLUGIN_TYPE
+from .dra.plugin_manager import DRAPluginManager
+from .dra.plugin_watcher import PluginWatcher
 from .dra.prepare import ClaimPreparer
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
@@ -253,6 +256,13 @@ class NodeAgent:
         self._posted_rv = 0  # the Node's resourceVersion our last status write returned
         self._event_tasks: set[asyncio.Task] = set()
         self.dra = NodeDriver(client, spec, clock)
+        #: external DRA drivers' kubelet plugins register through sockets in `plugins_registry`, under
+        #: the node's directory (with one only)
+        node_dir = os.path.join(pods_dir, spec.name) if pods_dir else ""
+        self.plugins_registry = os.path.join(node_dir, "plugins_registry") if node_dir else ""
+        self.dra_plugins = DRAPluginManager(client, spec.name, clock)
+        self.plugin_watcher = PluginWatcher(self.plugins_registry, {DRA_PLUGIN_TYPE: self.dra_plugins}, clock,
+                                            spec.name) if node_dir else None
         self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock)
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
@@ -474,6 +484,9 @@ class NodeAgent:
         ResourceSlices by driver, to adopt), then heartbeat."""
         await self.register()
         await self.dra.start(self.node_uid, slices or {})
+        if self.plugin_watcher:
+            await self.plugin_watcher.start()
+            log.debug("node %s: DRA plugins register in %s", self.name, self.plugins_registry)
         self._task = asyncio.create_task(self._heartbeat())
 
     # --- injected faults (see faults.py) -------------------------------------------
@@ -557,6 +570,9 @@ class NodeAgent:
             if t:
                 t.cancel()
                 await asyncio.gather(t, return_exceptions=True)
+        if self.plugin_watcher:
+            await self.plugin_watcher.stop()
+        await self.dra_plugins.stop()
         await self.volumes.close()
         await self.recorder.close()
 

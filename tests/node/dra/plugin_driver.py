@@ -1,0 +1,134 @@
+"""A DRA driver's kubelet plugin for tests, serving what
+k8s.io/dynamic-resource-allocation/kubeletplugin serves for a real driver:
+Registration on `<registry>/<driver>-reg.sock` and DRAPlugin on
+`<plugins>/<driver>/dra.sock`, over gRPC. It records every call, writes a CDI
+spec (kind `<driver>/device`, one device per prepared device, each setting
+`DEVICE_<n>` and the spec-wide `DRIVER`), and answers NodePrepareResources
+with one device per allocation result of its driver, found by `results`
+(claim namespace, name -> [(request, pool, device)]).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+
+import grpc
+
+from nanokube.node.dra.grpc_api import (DRA_METHODS, DRA_SERVICES, REGISTRATION_METHODS, REGISTRATION_SERVICE,
+                                        handler)
+from nanokube.node.dra.proto import dra_pb2 as dra
+from nanokube.node.dra.proto import pluginregistration_pb2 as reg
+
+Results = Callable[[str, str], list[tuple[str, str, str]]]
+
+
+class PluginDriver:
+    def __init__(self, driver: str, registry_dir: str, plugins_dir: str, cdi_dir: str, results: Results,
+                 versions: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin"), plugin_type: str = "DRAPlugin"):
+        self.driver = driver
+        self.registration_socket = os.path.join(registry_dir, f"{driver}-reg.sock")
+        self.endpoint = os.path.join(plugins_dir, driver, "dra.sock")
+        self.cdi_dir = cdi_dir
+        self.results = results
+        self.versions = versions
+        self.plugin_type = plugin_type
+        #: (method, request as a dict) in the order they came
+        self.calls: list[tuple[str, dict]] = []
+        #: (plugin_registered, error) of each NotifyRegistrationStatus
+        self.statuses: list[tuple[bool, str]] = []
+        #: claim uid -> the error NodePrepareResources answers for it
+        self.fail: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._servers: list[grpc.Server] = []
+
+    def start(self) -> PluginDriver:
+        """DRAPlugin first, then the registration socket, as kubeletplugin.Start does."""
+        os.makedirs(os.path.dirname(self.endpoint), exist_ok=True)
+        impl = {"NodePrepareResources": self._prepare, "NodeUnprepareResources": self._unprepare}
+        self._serve(self.endpoint, [handler(DRA_SERVICES[v], DRA_METHODS, impl) for v in DRA_SERVICES])
+        self._serve(self.registration_socket, [handler(REGISTRATION_SERVICE, REGISTRATION_METHODS, {
+            "GetInfo": self._get_info, "NotifyRegistrationStatus": self._notify})])
+        return self
+
+    def _serve(self, path: str, handlers: list) -> None:
+        if os.path.exists(path):
+            os.unlink(path)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=handlers)
+        server.add_insecure_port("unix://" + path)
+        server.start()
+        self._servers.append(server)
+
+    def stop(self) -> None:
+        """Stop serving and remove both sockets (a clean kubeletplugin stop)."""
+        for s in self._servers:
+            s.stop(None)
+        self._servers.clear()
+        for path in (self.registration_socket, self.endpoint):
+            if os.path.exists(path):
+                os.unlink(path)
+
+    def called(self, method: str) -> list[dict]:
+        with self._lock:
+            return [req for m, req in self.calls if m == method]
+
+    def wait(self, check: Callable[[], object], timeout: float = 30.0):
+        """Block until `check()` holds (for tests that run the cluster in another process)."""
+        end = time.monotonic() + timeout
+        while not (got := check()):
+            if time.monotonic() > end:
+                raise AssertionError("driver: condition never held")
+            time.sleep(0.05)
+        return got
+
+    def _record(self, method: str, request: dict) -> None:
+        with self._lock:
+            self.calls.append((method, request))
+
+    def _get_info(self, request, context) -> reg.PluginInfo:
+        self._record("GetInfo", {})
+        return reg.PluginInfo(type=self.plugin_type, name=self.driver, endpoint=self.endpoint,
+                              supported_versions=list(self.versions))
+
+    def _notify(self, request, context) -> reg.RegistrationStatusResponse:
+        with self._lock:
+            self.statuses.append((request.plugin_registered, request.error))
+        self._record("NotifyRegistrationStatus", {"registered": request.plugin_registered, "error": request.error})
+        return reg.RegistrationStatusResponse()
+
+    def _prepare(self, request, context) -> dra.NodePrepareResourcesResponse:
+        claims = [{"namespace": c.namespace, "uid": c.uid, "name": c.name} for c in request.claims]
+        self._record("NodePrepareResources", {"claims": claims})
+        out = dra.NodePrepareResourcesResponse()
+        for c in claims:
+            if c["uid"] in self.fail:
+                out.claims[c["uid"]].error = self.fail[c["uid"]]
+                continue
+            result = out.claims[c["uid"]]
+            for request_name, pool, device in self.results(c["namespace"], c["name"]):
+                self._write_spec(device)
+                result.devices.add(request_names=[request_name], pool_name=pool, device_name=device,
+                                   cdi_device_ids=[f"{self.driver}/device={device}"])
+        return out
+
+    def _unprepare(self, request, context) -> dra.NodeUnprepareResourcesResponse:
+        claims = [{"namespace": c.namespace, "uid": c.uid, "name": c.name} for c in request.claims]
+        self._record("NodeUnprepareResources", {"claims": claims})
+        out = dra.NodeUnprepareResourcesResponse()
+        for c in claims:
+            out.claims[c["uid"]].error = ""
+        return out
+
+    def _write_spec(self, device: str) -> None:
+        """One CDI spec file per device, as drivers write them (cdiVersion, kind, devices)."""
+        os.makedirs(self.cdi_dir, exist_ok=True)
+        index = device.rsplit("-", 1)[-1]
+        spec = {"cdiVersion": "0.6.0", "kind": f"{self.driver}/device",
+                "containerEdits": {"env": [f"DRIVER={self.driver}"]},
+                "devices": [{"name": device, "containerEdits": {"env": [f"DEVICE_{index}={device}"]}}]}
+        with open(os.path.join(self.cdi_dir, f"{self.driver}-{device}.json"), "w") as f:
+            json.dump(spec, f)
