@@ -256,14 +256,16 @@ class NodeAgent:
         self._posted_rv = 0  # the Node's resourceVersion our last status write returned
         self._event_tasks: set[asyncio.Task] = set()
         self.dra = NodeDriver(client, spec, clock)
-        #: external DRA drivers' kubelet plugins register through sockets in `plugins_registry`, under
-        #: the node's directory (with one only)
+        #: external DRA drivers' kubelet plugins register through sockets in `plugins_registry` (with a
+        #: node directory only) and write CDI specs into `cdi_dir`, both under the node's directory
         node_dir = os.path.join(pods_dir, spec.name) if pods_dir else ""
         self.plugins_registry = os.path.join(node_dir, "plugins_registry") if node_dir else ""
+        self.cdi_dir = os.path.join(node_dir, "cdi") if node_dir else ""
         self.dra_plugins = DRAPluginManager(client, spec.name, clock)
         self.plugin_watcher = PluginWatcher(self.plugins_registry, {DRA_PLUGIN_TYPE: self.dra_plugins}, clock,
                                             spec.name) if node_dir else None
-        self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock)
+        self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock,
+                                    plugins=self.dra_plugins, cdi_dir=self.cdi_dir)
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
         self.volumes.host_paths = self.runtime.name == "process"
@@ -485,8 +487,12 @@ class NodeAgent:
         await self.register()
         await self.dra.start(self.node_uid, slices or {})
         if self.plugin_watcher:
+            os.makedirs(self.cdi_dir, exist_ok=True)
             await self.plugin_watcher.start()
-            log.debug("node %s: DRA plugins register in %s", self.name, self.plugins_registry)
+            # one node says where (thousands would flood the log); the others' paths differ only in the name
+            (log.info if self.spec.index == 0 else log.debug)(
+                "node %s: DRA kubelet plugins register in %s, CDI specs in %s (each node: its own)", self.name,
+                self.plugins_registry, self.cdi_dir)
         self._task = asyncio.create_task(self._heartbeat())
 
     # --- injected faults (see faults.py) -------------------------------------------

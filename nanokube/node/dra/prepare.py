@@ -5,6 +5,13 @@ this node (upstream's "DRA driver ... is not registered" otherwise), and
 prepare the devices this node's drivers own; after it ends, unprepare them
 once no other pod on the node still uses the claim.
 
+A device of an external driver, one whose kubelet plugin registered on this
+node (plugin_manager.py), is prepared by calling the plugin's
+NodePrepareResources with the claims the pod needs, once per driver; the CDI
+device IDs it returns for each request go to the containers that use the
+request (their environment is what the CDI specs the driver wrote say, cdi.py).
+The last pod out calls NodeUnprepareResources.
+
 Preparing a NIC configures it: the driver reports the interface name, its
 rail address and MAC in the claim's `status.devices[]` with `Ready=True`,
 the 1.37 standardised network data (KEP-4817).
@@ -16,13 +23,17 @@ import logging
 import re
 from collections.abc import Collection
 
+import grpc
+
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
 from ...dra.podgroup_claims import owned_by_group
 from ...dra.resourceclaim import EXTENDED_CLAIM_REF, pod_claims, reserved_for_pod
 from ..cluster import NodeSpec
-from . import nvidia
+from . import cdi, nvidia
 from .driver import GPU_DRIVER, NIC_DRIVER, nic_address
+from .plugin_manager import DRAPluginManager
+from .plugin_watcher import rpc_error
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +53,11 @@ def _made_for(claim: dict, pod: dict) -> bool:
         or owned_by_group(claim, pod)
 
 
+def _ref(claim: dict) -> dict:
+    md = claim["metadata"]
+    return {"namespace": md["namespace"], "uid": md["uid"], "name": md["name"]}
+
+
 class NotReady(Exception):
     """A claim the pod needs is missing, unallocated or not reserved for it."""
 
@@ -53,11 +69,17 @@ def _key(d: dict) -> tuple:
 class ClaimPreparer:
     """Prepared claims of one node, counted by the pods that use them."""
 
-    def __init__(self, client, spec: NodeSpec, drivers: Collection[str], clock: Clock = REAL):
+    def __init__(self, client, spec: NodeSpec, drivers: Collection[str], clock: Clock = REAL,
+                 plugins: DRAPluginManager | None = None, cdi_dir: str = ""):
         self.claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
         self.spec = spec
-        #: the drivers whose kubelet plugin runs (is registered) on this node
+        #: the built-in drivers whose kubelet plugin runs on this node
         self.drivers = frozenset(drivers)
+        #: the external drivers' plugins registered on this node, and where they write CDI specs
+        self.plugins = plugins
+        self.cdi_dir = cdi_dir
+        #: claim uid -> {external driver: the devices its NodePrepareResources returned}
+        self.external: dict[str, dict[str, list]] = {}
         self.clock = clock
         self.nics = {d.name: (i, d) for i, d in enumerate(x for x in spec.devices if x.kind == "nic")}
         self.gpus = {d.name: d for d in spec.devices if d.kind == "gpu" and d.attributes.get("driver") == "nvidia"}
@@ -101,9 +123,11 @@ class ClaimPreparer:
                 raise NotReady(f"prepare dynamic resources: pod {md['name']} ({md['uid']}) is not allowed to use "
                                f"ResourceClaim {name} ({claim['metadata']['uid']})")
             for r in claim["status"]["allocation"].get("devices", {}).get("results") or []:
-                if r["driver"] not in self.drivers and not r.get("skipNodeOperations"):
+                if r["driver"] not in self.drivers and not r.get("skipNodeOperations") and \
+                        not (self.plugins and self.plugins.get(r["driver"])):
                     raise NotReady(f"prepare dynamic resources: DRA driver {r['driver']} is not registered")
             ready.append(claim)
+        await self._prepare_external([c for c in ready if c["metadata"]["uid"] not in self.prepared])
         uids = []
         for claim in ready:
             cmd = claim["metadata"]
@@ -126,6 +150,7 @@ class ClaimPreparer:
                 continue
             del self.prepared[uid]
             self.nvidia_devices.pop(uid, None)
+            await self._unprepare_external(uid, ns, name)
             try:
                 await self._publish(ns, name, None, [])
             except APIError as e:
@@ -188,6 +213,86 @@ class ClaimPreparer:
         uid = uid_of.get((ns, by_ref.get(EXTENDED_CLAIM_REF)))
         out += [d for d in self.nvidia_devices.get(uid, []) if d["request"] in mine]
         return out
+
+    def _external_drivers(self, claim: dict) -> list[str]:
+        """The drivers of the claim's devices that a registered kubelet plugin prepares."""
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        return sorted({r["driver"] for r in results if r["driver"] not in self.drivers
+                       and not r.get("skipNodeOperations")})
+
+    async def _prepare_external(self, claims: list[dict]) -> None:
+        """Call NodePrepareResources of each external driver once, with all the claims it
+        serves; record the devices (CDI IDs by request) each claim got. Errors as upstream's
+        kubelet words them; the claim stays unprepared and the pod's next retry calls again."""
+        by_driver: dict[str, list[dict]] = {}
+        for c in claims:
+            for driver in self._external_drivers(c):
+                by_driver.setdefault(driver, []).append(c)
+        for driver, group in by_driver.items():
+            plugin = self.plugins.get(driver) if self.plugins else None
+            if plugin is None:
+                raise NotReady(f"prepare dynamic resources: DRA driver {driver} is not registered")
+            try:
+                resp = await plugin.prepare([_ref(c) for c in group])
+            except grpc.RpcError as e:
+                raise NotReady(f"prepare dynamic resources: NodePrepareResources failed: {rpc_error(e)}") from None
+            for c in group:
+                result = resp.claims.get(c["metadata"]["uid"])
+                if result is not None and result.error:
+                    raise NotReady(f"prepare dynamic resources: NodePrepareResources failed for ResourceClaim "
+                                   f"{c['metadata']['name']}: {result.error}")
+            left = sum(c["metadata"]["uid"] not in resp.claims for c in group)
+            if left:
+                raise NotReady(f"prepare dynamic resources: NodePrepareResources left out {left} claims")
+            for c in group:
+                self.external.setdefault(c["metadata"]["uid"], {})[driver] = [
+                    (tuple(d.request_names), tuple(d.cdi_device_ids)) for d in resp.claims[c["metadata"]["uid"]].devices]
+
+    async def _unprepare_external(self, uid: str, ns: str, name: str) -> None:
+        """NodeUnprepareResources of each external driver that prepared the claim; a failure is logged."""
+        for driver in self.external.pop(uid, {}):
+            plugin = self.plugins.get(driver) if self.plugins else None
+            if plugin is None:
+                err = f"DRA driver {driver} is not registered"
+            else:
+                try:
+                    resp = await plugin.unprepare([{"namespace": ns, "uid": uid, "name": name}])
+                    r = resp.claims.get(uid)
+                    err = "NodeUnprepareResources skipped 1 ResourceClaims" if r is None else r.error
+                except grpc.RpcError as e:
+                    err = f"NodeUnprepareResources failed: {rpc_error(e)}"
+            if err:
+                log.warning("node %s: unprepare claim %s/%s: %s", self.spec.name, ns, name, err)
+
+    def cdi_devices(self, pod: dict, container: str) -> list[str]:
+        """The CDI device IDs external drivers returned for the claims (and requests) a container
+        of the pod names in `resources.claims`, in order, each once."""
+        ns = pod["metadata"]["namespace"]
+        by_ref = dict(pod_claims(pod))
+        uid_of = {(n, name): uid for uid, (n, name, _) in self.prepared.items()}
+        pspec = pod.get("spec") or {}
+        spec = next((c for key in ("containers", "initContainers") for c in pspec.get(key) or []
+                     if c["name"] == container), {})
+        out: list[str] = []
+        for ref in (spec.get("resources") or {}).get("claims") or []:
+            want = ref.get("request")
+            for devices in self.external.get(uid_of.get((ns, by_ref.get(ref["name"]))), {}).values():
+                for requests, ids in devices:
+                    if not want or not requests or any(r == want or r.startswith(want + "/") for r in requests):
+                        out += [i for i in ids if i not in out]
+        return out
+
+    def cdi_environment(self, pod: dict, container: str) -> dict[str, str]:
+        """The variables the CDI specs of the container's devices add (cdi.py)."""
+        ids = self.cdi_devices(pod, container)
+        if not ids:
+            return {}
+        try:
+            return cdi.environment(self.cdi_dir, ids)
+        except cdi.CDIError as e:
+            log.warning("node %s: container %s of pod %s/%s: %s", self.spec.name, container,
+                        pod["metadata"]["namespace"], pod["metadata"]["name"], e)
+            return {}
 
     def _network_status(self, claim: dict) -> list[dict]:
         """Device status entries for the claim's NICs on this node: configured and Ready."""

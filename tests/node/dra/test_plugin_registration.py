@@ -1,16 +1,19 @@
 """External DRA drivers on a simulated node: a kubelet plugin registers
 through a socket in the node's plugins_registry directory (upstream's plugin
-watcher and DRAPluginManager)."""
+watcher and DRAPluginManager), the node agent prepares claims of its driver
+by calling it over gRPC, and unprepares them when the pod is gone."""
 
 import pytest
 
 from nanokube.apiserver.loopback import connector
 from nanokube.node.cluster import default_cluster
+from nanokube.node.dra import cdi
 from nanokube.node.dra.plugin_manager import WIPING_DELAY
 from nanokube.node.manager import NodeManager
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 from tests.node.dra.plugin_driver import PluginDriver
+from tests.node.dra.test_prepare import phase
 
 DRIVER = "gpu.example.com"
 NODE = "gpu-0"
@@ -28,7 +31,7 @@ async def env():
 
     def driver(name=DRIVER, **kw) -> PluginDriver:
         a = mgr.agents[NODE]
-        d = PluginDriver(name, a.plugins_registry, f"{mgr.pods_dir}/{NODE}/plugins", f"{mgr.pods_dir}/{NODE}/cdi",
+        d = PluginDriver(name, a.plugins_registry, f"{mgr.pods_dir}/{NODE}/plugins", a.cdi_dir,
                          kw.pop("results", lambda ns, n: [("gpu", NODE, "gpu-0")]), **kw)
         drivers.append(d)
         return d.start()
@@ -141,3 +144,99 @@ async def test_a_driver_back_within_the_grace_period_keeps_its_slices(env):
     await clock.advance(WIPING_DELAY + 5)
     assert await _slices(client)
     assert not mgr.agents[NODE].dra_plugins.wipes
+
+
+def _claim(name):
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "example"}}]}}}
+
+
+def _pod(name, claim):
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": NODE, "resourceClaims": [{"name": "acc", "resourceClaimName": claim}],
+                     "containers": [{"name": "app", "image": "busybox", "resources": {"claims": [{"name": "acc"}]}},
+                                    {"name": "side", "image": "busybox"}]}}
+
+
+async def _allocate(claims, name, pod):
+    c = {**await claims.get(name, "default")}
+    c["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}]}
+    return await claims.update(c, subresource="status")
+
+
+async def test_the_kubelet_prepares_through_the_plugin_and_unprepares_when_the_pod_goes(env):
+    client, clock, mgr, driver = env
+    d = driver()
+    await registered(clock, mgr, d)
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    await claims.create(_claim("train"))
+    pod = await pods.create(_pod("trainer", "train"))
+    claim = await _allocate(claims, "train", pod)
+    await eventually(phase(pods, "trainer", "Running", clock))
+    ref = {"namespace": "default", "uid": claim["metadata"]["uid"], "name": "train"}
+    assert d.called("NodePrepareResources") == [{"claims": [ref]}]
+    a = mgr.agents[NODE]
+    assert a.claims.cdi_devices(pod, "app") == [f"{DRIVER}/device=gpu-0"]
+    assert a.claims.cdi_devices(pod, "side") == []
+    assert a.claims.cdi_environment(pod, "app") == {"DRIVER": DRIVER, "DEVICE_0": "gpu-0"}
+    assert not d.called("NodeUnprepareResources")
+
+    await pods.delete("trainer", "default", grace_period_seconds=0)
+    await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
+    assert d.called("NodeUnprepareResources") == [{"claims": [ref]}]
+    assert not a.claims.is_prepared("default", "train")
+
+
+async def _events(client, reason):
+    items, _ = await client.resource("", "v1", "events").list("default")
+    return [e for e in items if e["reason"] == reason]
+
+
+async def test_a_plugin_error_keeps_the_pod_creating_and_is_retried(env):
+    client, clock, mgr, driver = env
+    d = driver()
+    await registered(clock, mgr, d)
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    c = await claims.create(_claim("broken"))
+    d.fail[c["metadata"]["uid"]] = "device gpu-0 is busy"
+    pod = await pods.create(_pod("waits", "broken"))
+    await _allocate(claims, "broken", pod)
+    [ev] = await eventually(ticking(clock, lambda: _events(client, "FailedPrepareDynamicResources")))
+    assert ev["type"] == "Warning"
+    assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources "
+                             "failed for ResourceClaim broken: device gpu-0 is busy")
+    p = await pods.get("waits", "default")
+    assert p["status"]["phase"] == "Pending"
+    assert all(s["state"]["waiting"]["reason"] == "ContainerCreating" for s in p["status"]["containerStatuses"])
+    del d.fail[c["metadata"]["uid"]]
+    await eventually(phase(pods, "waits", "Running", clock))
+    assert len(d.called("NodePrepareResources")) >= 2
+
+
+async def test_a_claim_of_an_unregistered_driver_waits_for_it(env):
+    client, clock, mgr, driver = env
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    await claims.create(_claim("early"))
+    pod = await pods.create(_pod("early", "early"))
+    await _allocate(claims, "early", pod)
+    [ev] = await eventually(ticking(clock, lambda: _events(client, "FailedPrepareDynamicResources")))
+    assert ev["message"].endswith(f"DRA driver {DRIVER} is not registered")
+    d = driver()
+    await eventually(phase(pods, "early", "Running", clock))
+    assert len(d.called("NodePrepareResources")) == 1
+
+
+def test_cdi_resolves_env_spec_wide_then_per_device(tmp_path):
+    (tmp_path / "vendor.yaml").write_text(
+        "cdiVersion: 0.6.0\nkind: vendor.com/gpu\ncontainerEdits:\n  env: [VENDOR=1, MODE=shared]\n"
+        "devices:\n- name: g0\n  containerEdits:\n    env: [GPU=g0, MODE=exclusive]\n- name: g1\n"
+        "  containerEdits:\n    env: [GPU1=g1]\n")
+    assert cdi.environment(str(tmp_path), ["vendor.com/gpu=g0", "vendor.com/gpu=g1"]) == {
+        "VENDOR": "1", "MODE": "exclusive", "GPU": "g0", "GPU1": "g1"}
+    with pytest.raises(cdi.CDIError, match="unresolvable CDI devices vendor.com/gpu=g9, bad"):
+        cdi.environment(str(tmp_path), ["vendor.com/gpu=g9", "bad"])
