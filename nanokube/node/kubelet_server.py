@@ -6,11 +6,14 @@ streaming endpoints /exec/, /attach/, /portForward/ (upgraded to the WebSocket c
 SPDY, by the shared machinery/httpstream servers, as the kubelet's streaming server) and /run/. Usage is the pods' usage as `kubectl top` reads it
 (metrics/usage.py's model, or what the process runtime measures), integrated
 over the time each pod has run for the cumulative CPU counters; the node adds
-the system's share."""
+the system's share. Volume stats (volumes/stats.py) are measured from the volumes'
+directories at each request."""
 
 from __future__ import annotations
 
+import asyncio
 import html
+import inspect
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -27,6 +30,7 @@ from ..metrics.exposition import CONTENT_TYPE, content_type, go_float as _float
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
 from .containerlog import cri_line
+from .volumes.stats import pod_volume_stats
 from .streaming import log_options
 
 if TYPE_CHECKING:
@@ -45,6 +49,15 @@ _RESOURCE_METRICS = (
     ("resource_scrape_error", "gauge", "1 if there was an error while getting container metrics, 0 otherwise"),
 )
 
+#: the volume stats collector's per-claim gauges (kubelet_volume_stats_NAME), sorted: name, FsStats field, help
+_VOLUME_METRICS = (
+    ("available_bytes", "availableBytes", "Number of available bytes in the volume"),
+    ("capacity_bytes", "capacityBytes", "Capacity in bytes of the volume"),
+    ("inodes", "inodes", "Maximum number of inodes in the volume"),
+    ("inodes_free", "inodesFree", "Number of free inodes in the volume"),
+    ("inodes_used", "inodesUsed", "Number of used inodes in the volume"),
+    ("used_bytes", "usedBytes", "Number of used bytes in the volume"),
+)
 
 #: the cAdvisor container metrics kept (cAdvisor's names, types and help)
 _CADVISOR_METRICS = (
@@ -92,6 +105,8 @@ class KubeletServer:
         if request.method not in ("GET", "HEAD"):
             return _text(405, "405: Method Not Allowed")
         response = handler()
+        if inspect.isawaitable(response):  # volumes are measured off the event loop
+            response = await response
         if path.startswith("/metrics"):  # promhttp's text format, with the escaping scheme the scrape asks for
             response.headers["Content-Type"] = content_type(request.headers.get("Accept"))
         return response
@@ -309,13 +324,20 @@ class KubeletServer:
         }
         return _json({"kubeletconfig": cfg}, headers={"X-Content-Type-Options": "nosniff"})
 
-    def _summary(self) -> web.Response:
-        """statsapi.Summary: the node's and each running pod's CPU and memory."""
+    async def _volume_stats(self, pods: list[dict], stamp: str) -> list[list[dict]]:
+        """Each pod's statsapi.VolumeStats (volumes/stats.py), measured in a thread."""
+        mgr = self.agent.volumes
+        return await asyncio.to_thread(lambda: [pod_volume_stats(mgr, pod, stamp) for pod in pods])
+
+    async def _summary(self) -> web.Response:
+        """statsapi.Summary: the node's and each running pod's CPU and memory, and the pods' volumes."""
         now, clock = self.agent.clock.now(), self.agent.clock
         stamp = clock.rfc3339()
         node_cpu, node_mem, node_core_s = SYSTEM_CPU, SYSTEM_MEMORY, self._system_cpu_seconds(now)
         pods = []
-        for pod, started, containers in self._accounts(now):
+        accounts = self._accounts(now)
+        volumes = await self._volume_stats([pod for pod, _, _ in accounts], stamp)
+        for (pod, started, containers), volume in zip(accounts, volumes):
             md = pod["metadata"]
             cpu, mem = sum(u.cpu for _, u, _, _ in containers), sum(u.memory for _, u, _, _ in containers)
             core_s = sum(s for _, _, _, s in containers)
@@ -326,6 +348,8 @@ class KubeletServer:
                                          "cpu": _cpu(stamp, u.cpu, cpu_s), "memory": _memory(stamp, u.memory)}
                                         for name, u, since, cpu_s in containers],
                          "cpu": _cpu(stamp, cpu, core_s), "memory": _memory(stamp, mem)})
+            if volume:
+                pods[-1]["volume"] = volume
         capacity = _bytes(self.agent.spec.capacity.get("memory"))
         node_memory = _memory(stamp, node_mem)
         if capacity:
@@ -334,10 +358,16 @@ class KubeletServer:
                                "cpu": _cpu(stamp, node_cpu, node_core_s), "memory": node_memory},
                       "pods": pods})
 
-    def _metrics(self) -> web.Response:
-        """The kubelet's own metrics that an agent keeps: its node's name, and the pods and
-        containers it runs."""
+    async def _metrics(self) -> web.Response:
+        """The kubelet's own metrics that an agent keeps: its node's name, the pods and containers
+        it runs, and the volume stats collector's series of each claim in use (once, however many
+        pods here use it)."""
         running = self._running()
+        claims: dict[tuple[str, str], dict] = {}
+        for volumes in await self._volume_stats([pod for pod, _, _ in running], ""):
+            for v in volumes:
+                if "pvcRef" in v:
+                    claims.setdefault((v["pvcRef"]["namespace"], v["pvcRef"]["name"]), v)
         containers = sum(len(usage) for _, usage, _ in running)
         lines = ["# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.",
                  "# TYPE kubelet_node_name gauge", f'kubelet_node_name{{node="{self.agent.name}"}} 1',
@@ -346,6 +376,10 @@ class KubeletServer:
                  f'kubelet_running_containers{{container_state="running"}} {containers}',
                  "# HELP kubelet_running_pods [ALPHA] Number of pods that have a running pod sandbox",
                  "# TYPE kubelet_running_pods gauge", f"kubelet_running_pods {len(running)}"]
+        for name, field, doc in _VOLUME_METRICS if claims else ():
+            lines += [f"# HELP kubelet_volume_stats_{name} [ALPHA] {doc}", f"# TYPE kubelet_volume_stats_{name} gauge"]
+            lines += [f'kubelet_volume_stats_{name}{{namespace="{ns}",persistentvolumeclaim="{claim}"}} '
+                      f"{_float(v[field])}" for (ns, claim), v in sorted(claims.items())]
         return web.Response(text="\n".join(lines) + "\n", headers={"Content-Type": CONTENT_TYPE})
 
     def _cadvisor(self) -> web.Response:

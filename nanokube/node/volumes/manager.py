@@ -28,6 +28,7 @@ from .nfs import nfs
 from .persistent import persistent_volume_claim
 from .projected import downward_api, projected
 from .sources import MountError, config_map, empty_dir, secret
+from .stats import ClaimVolume
 from .watch_based_manager import WatchBasedManager
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,8 @@ class VolumeManager:
         #: pod uid -> its volumes mounted read-only at every mount: a claim the pod takes with
         #: `readOnly`, an NFS volume marked so inline or on its PersistentVolume (`read_only`)
         self._read_only: dict[str, set[str]] = {}
+        #: pod uid -> volume name -> the claim behind it as last mounted (stats.py measures it)
+        self.claims: dict[str, dict[str, ClaimVolume]] = {}
 
     def pod_dir(self, uid: str) -> str:
         return os.path.join(self.root, uid)
@@ -122,6 +125,7 @@ class VolumeManager:
             manager.unregister(uid)
         self.state.pop(uid, None)
         self._read_only.pop(uid, None)
+        self.claims.pop(uid, None)
         shutil.rmtree(self.pod_dir(uid), ignore_errors=True)
 
     async def close(self) -> None:

@@ -22,6 +22,7 @@ from ...volume.resize import (NODE_RESIZE_IN_PROGRESS, NODE_RESIZE_PENDING, capa
 from ..storage.provisioner import CSI_DRIVER, local_path
 from .nfs import export_dir, link
 from .sources import RESYNC, MountError
+from .stats import claim_volume
 
 if TYPE_CHECKING:
     from .manager import VolumeManager
@@ -103,6 +104,7 @@ async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, targ
         claim, owner = vol["persistentVolumeClaim"].get("claimName", ""), None
     path, pvc, pv = await volume_path(mgr, pod["metadata"]["namespace"], claim, vol["name"], owner)
     link(path, target)
+    mgr.claims.setdefault(pod["metadata"]["uid"], {})[vol["name"]] = claim_volume(pod["metadata"]["namespace"], claim, pv)
     mgr.set_read_only(pod, vol["name"], bool((vol.get("persistentVolumeClaim") or {}).get("readOnly")
                                              or ((pv.get("spec") or {}).get("nfs") or {}).get("readOnly")))
     await node_expand(mgr, pod, pvc, pv)
