@@ -23,10 +23,13 @@ COND = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "m
 
 
 def _same_but_identity(a: dict, b: dict) -> dict:
-    """`b` with `a`'s name, uid, resourceVersion and creation time, to compare two pods' writes."""
+    """`b` with `a`'s name, uid, resourceVersion, creation time and managedFields' times, to compare two
+    pods' writes (made in two seconds, maybe)."""
     out = copy.deepcopy(b)
     for f in ("name", "uid", "resourceVersion", "creationTimestamp"):
         out["metadata"][f] = a["metadata"][f]
+    for entry, theirs in zip(out["metadata"]["managedFields"], a["metadata"]["managedFields"]):
+        entry["time"] = theirs["time"]
     return out
 
 
