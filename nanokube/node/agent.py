@@ -487,7 +487,6 @@ class NodeAgent:
         await self.register()
         await self.dra.start(self.node_uid, slices or {})
         if self.plugin_watcher:
-            os.makedirs(self.cdi_dir, exist_ok=True)
             await self.plugin_watcher.start()
             # one node says where (thousands would flood the log); the others' paths differ only in the name
             (log.info if self.spec.index == 0 else log.debug)(
