@@ -34,7 +34,7 @@ from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import LAST_USED_LABEL, ServiceAccountTokens, load_or_create_key
-from . import controlplane, discovery, healthz
+from . import controlplane, discovery, healthz, warning
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, as_negotiated
@@ -77,6 +77,19 @@ JWKS_PATH = "/openid/v1/jwks"
 
 def _passes() -> None:
     """A check that holds while the server answers at all (its log and store are in the process)."""
+
+
+def _warned(response: web.StreamResponse, texts: list[str]) -> web.StreamResponse:
+    """`response` with authentication's warnings (a legacy token's) ahead of its own, as upstream's
+    recorder writes them before the handler adds any; a response already sent (a watch) keeps its own."""
+    if texts and not response.prepared:
+        later = response.headers.popall("Warning", [])
+        for text in texts:
+            response.headers.add("Warning", warning.header(text))
+        for value in later:
+            response.headers.add("Warning", value)
+        warning.limit(response.headers)
+    return response
 
 
 def _user_from_cert(cert: dict | None) -> User | None:
@@ -157,7 +170,8 @@ class APIServer:
         #: API Priority and Fairness (apf.py), after authentication
         self.flow_control = None
         #: Prometheus registries of in-process components (scheduler...) served on /metrics too
-        self.component_metrics: list = [self.rest.admission.webhooks.metrics.registry]
+        self.component_metrics: list = [self.rest.admission.webhooks.metrics.registry,
+                                        *([self.tokens.metrics.registry] if self.tokens else [])]
         self.ready = False
         #: set once stop() begins: readyz's `shutdown` check fails from then on, as genericapiserver's
         self.shutting_down = False
@@ -426,12 +440,15 @@ class APIServer:
             if front_proxy:
                 user = user_from_headers(cert, headers)
         token = bearer_token(headers.get("Authorization", ""))
+        annotations: dict[str, str] = {}  # the audit annotations authentication leaves first
+        warned: list[str] = []
         if user is None and token is not None:
-            user = await self.authenticate_token(token)
+            user = await self.authenticate_token(token, annotations, warned)
         if user is None:
             # a bearer token that fails fails the chain on every path (union.NewFailOnError); another
             # scheme authenticates nobody, so the request is anonymous's
             if token is not None:
+                request[AUDIT_ANNOTATIONS] = annotations
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
             if request.path in PUBLIC_PATHS:
@@ -444,16 +461,16 @@ class APIServer:
         attrs = request_attributes(request)
         decision = self.authorizer.authorize(user.name, user.groups, attrs)
         request[USER] = user
-        annotations = {"authorization.k8s.io/decision": "allow" if decision.allowed else "forbid"}
+        annotations["authorization.k8s.io/decision"] = "allow" if decision.allowed else "forbid"
         if decision.reason:
             annotations["authorization.k8s.io/reason"] = decision.reason
         request[AUDIT_ANNOTATIONS] = annotations
         ADMISSION_AUDIT.set(annotations)
         if not decision.allowed:
-            return error_response(forbidden(user.name, attrs, decision.reason))
+            return _warned(error_response(forbidden(user.name, attrs, decision.reason)), warned)
         if self.flow_control is not None:
-            return await self.flow_control.serve(request, user, attrs, handler)
-        return await handler(request)
+            return _warned(await self.flow_control.serve(request, user, attrs, handler), warned)
+        return _warned(await handler(request), warned)
 
     def _cert_identity(self, cert: dict | None) -> tuple[bool, User | None]:
         """(issued by the front-proxy CA, the certificate's own user), worked out once per connection."""
@@ -466,9 +483,11 @@ class APIServer:
             known = self._certs[id(cert)] = (cert, is_front_proxy(cert), _user_from_cert(cert))
         return known[1], known[2]
 
-    async def authenticate_token(self, token: str) -> User | None:
-        """Bearer tokens are bound ServiceAccount tokens this server issued."""
-        return self.tokens.authenticate(token) if self.tokens else None
+    async def authenticate_token(self, token: str, audit: dict[str, str] | None = None,
+                                 warnings: list[str] | None = None) -> User | None:
+        """Bearer tokens are ServiceAccount tokens this server issued; a legacy one's use leaves
+        its audit annotations in `audit` and its Warning in `warnings`."""
+        return self.tokens.authenticate(token, None, audit, warnings) if self.tokens else None
 
     def _legacy_token_used(self, namespace: str, name: str, day: str) -> None:
         """Label a legacy token's Secret with the day (UTC) of its use, as kube-apiserver's legacy

@@ -242,6 +242,9 @@ def test_a_secret_based_legacy_token_is_valid_while_its_secret_holds_it(world, t
     secret["metadata"]["labels"] = {"kubernetes.io/legacy-token-last-used": "2030-03-17"}
     tokens.authenticate(token)
     assert len(used) == 1  # labelled today already
+    secret["metadata"]["labels"] = {"kubernetes.io/legacy-token-last-used": "2030-03-18"}
+    tokens.authenticate(token)
+    assert len(used) == 1  # nor relabelled back from tomorrow (another server's clock ahead), as upstream
     assert tokens.review(token) == (user, [API_AUDIENCE], "")
     assert tokens.review(token, ["vault"]) == (  # the audiences the legacy token implies are the server's
         None, [], f'token audiences ["{API_AUDIENCE}"] is invalid for the target audiences ["vault"]')
