@@ -100,8 +100,9 @@ def _detect_local(args: argparse.Namespace) -> DetectLocal:
     return local
 
 
-async def _pod_cidrs(nodes: Informer, node: str, timeout: float) -> list[str]:
-    """The Node's spec.podCIDRs once it has them (upstream's waitForPodCIDR, for NodeCIDR)."""
+async def _pod_cidrs(nodes: Informer, node: str, timeout: float, stop: asyncio.Event) -> list[str] | None:
+    """The Node's spec.podCIDRs once it has them (upstream's waitForPodCIDR, for NodeCIDR); None
+    when the proxy is stopped first."""
     log.info("watching for node %s, awaiting podCIDR allocation", node)
     seen = asyncio.Event()
 
@@ -109,12 +110,31 @@ async def _pod_cidrs(nodes: Informer, node: str, timeout: float) -> list[str]:
         if (obj.get("spec") or {}).get("podCIDRs") and not obj["metadata"].get("deletionTimestamp"):
             seen.set()
     nodes.add_handlers(check, lambda old, new: check(new))
+    waits = [asyncio.create_task(seen.wait()), asyncio.create_task(stop.wait())]
     try:
-        await asyncio.wait_for(seen.wait(), timeout)
-    except TimeoutError:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    if stop.is_set():
+        return None
+    if not seen.is_set():
         raise TimeoutError(f"timeout waiting for PodCIDR allocation to configure detect-local-mode {NODE_CIDR}: "
-                         "timed out waiting for the condition") from None
+                           "timed out waiting for the condition")
     return nodes.get(node)["spec"]["podCIDRs"]
+
+
+def _restart_on_new_pod_cidrs(nodes: Informer, pod_cidrs: list[str], restart) -> None:
+    """upstream's NodePodCIDRHandler: NodeCIDR mode's rules hold the podCIDRs the proxy started
+    with, so other ones on its Node (recreated with another range) exit it, to be restarted."""
+    def check(obj: dict) -> None:
+        now = (obj.get("spec") or {}).get("podCIDRs") or []
+        if now != pod_cidrs:
+            log.error("Using NodeCIDR LocalDetector mode, current PodCIDRs are different than previous PodCIDRs, "
+                      "restarting: node %s, newPodCIDRs %s, oldPodCIDRs %s", obj["metadata"]["name"], now, pod_cidrs)
+            restart()
+    nodes.add_handlers(check, lambda old, new: check(new),
+                       lambda gone: log.error("Current Node is being deleted: node %s", gone["metadata"]["name"]))
 
 
 def _cleanup(netns: str | None) -> int:
@@ -139,8 +159,19 @@ async def _run(args: argparse.Namespace, mode: str, warnings: list[str], local: 
         loop.add_signal_handler(sig, stop.set)
     node_task = asyncio.create_task(nodes.run())
     proxier = None
+    exit_code = 0
+
+    def restart() -> None:
+        nonlocal exit_code
+        exit_code = 1
+        stop.set()
     try:
-        pod_cidrs = await _pod_cidrs(nodes, node, POD_CIDR_TIMEOUT) if local.mode == NODE_CIDR else []
+        pod_cidrs: list[str] | None = []
+        if local.mode == NODE_CIDR:
+            pod_cidrs = await _pod_cidrs(nodes, node, POD_CIDR_TIMEOUT, stop)
+            if pod_cidrs is None:
+                return 0
+            _restart_on_new_pod_cidrs(nodes, pod_cidrs, restart)
         proxier = Proxier(client, node, "", netns=args.netns,
                           configs=local.configs(proxy_configs(), pod_cidrs, args.masquerade_all),
                           min_sync_period=args.min_sync_period, sync_period=args.sync_period,
@@ -165,7 +196,7 @@ async def _run(args: argparse.Namespace, mode: str, warnings: list[str], local: 
             await proxier.stop()
         await client.close()
     log.info("kube-proxy stopped; its nftables rules stay in place (--cleanup removes them)")
-    return 0
+    return exit_code
 
 
 def run(args: argparse.Namespace) -> int:

@@ -66,9 +66,10 @@ def netns():
 
 
 @contextlib.contextmanager
-def running_proxy(cluster, netns: str, *flags: str):
-    """A `nanokube proxy` for the cluster's first node with `flags`; (process, node, healthz URL, metrics URL)."""
-    node = cluster.kubectl_json("get", "nodes")["items"][0]["metadata"]["name"]
+def running_proxy(cluster, netns: str, *flags: str, node: str = ""):
+    """A `nanokube proxy` for `node` (default: the cluster's first) with `flags`; (process, node, healthz URL,
+    metrics URL). Its log is the data directory's proxy-NETNS.log."""
+    node = node or cluster.kubectl_json("get", "nodes")["items"][0]["metadata"]["name"]
     hport, mport = free_port(), free_port()
     with open(cluster.data_dir / f"proxy-{netns}.log", "wb") as log:
         proc = subprocess.Popen(
@@ -165,3 +166,36 @@ def test_detect_local_mode_decides_which_service_traffic_is_masqueraded(cluster,
         assert rules == [], chain
     else:
         assert rules == [f"{not_local.format(pod_cidr=pod_cidr)} jump mark-for-masquerade".lstrip()], chain
+
+
+def test_node_cidr_mode_waits_for_the_nodes_pod_cidrs_and_exits_when_they_change(cluster, netns):
+    """Upstream's NodeCIDR mode: nothing is programmed until the Node has spec.podCIDRs; its rules then
+    use them, and a Node that comes back with other ones exits the proxy (NodePodCIDRHandler), to be
+    restarted with them. A Node of the test's own, which no agent runs and no allocator gives a range."""
+    for manifest in service_and_slice("kp-local"):
+        cluster.kubectl("apply", "-f", "-", input=manifest)
+    node = f"kp-cidr-{netns[-8:]}"
+
+    def make_node(pod_cidr: str = "") -> None:
+        spec = {"podCIDR": pod_cidr, "podCIDRs": [pod_cidr]} if pod_cidr else {}
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "spec": spec}))
+
+    make_node()
+    try:
+        with running_proxy(cluster, netns, "--proxy-mode", "nftables", "--detect-local-mode", "NodeCIDR",
+                           node=node) as (proc, _, _, _):
+            log = cluster.data_dir / f"proxy-{netns}.log"
+            wait_for(lambda: "awaiting podCIDR allocation" in log.read_text(), 30, "the proxy waiting for the podCIDRs")
+            assert nft(netns, "list", "tables").stdout.strip() == "" and proc.poll() is None
+            cluster.kubectl("patch", "node", node, "--type", "merge", "-p",
+                            json.dumps({"spec": {"podCIDR": "10.99.0.0/24", "podCIDRs": ["10.99.0.0/24"]}}))
+            chain = wait_for(lambda: (t := nft(netns, "list", "chain", "ip", "kube-proxy", "lb-tcp-2").stdout)
+                             and "dnat" in t and t, 30, "the two-endpoint balancing chain")
+            assert "ip saddr != 10.99.0.0/24 jump mark-for-masquerade" in chain
+            cluster.kubectl("delete", "node", node)
+            make_node("10.98.0.0/24")
+            assert proc.wait(timeout=30) == 1
+            assert "current PodCIDRs are different than previous PodCIDRs, restarting" in log.read_text()
+    finally:
+        cluster.kubectl("delete", "node", node, "--ignore-not-found")
