@@ -133,7 +133,7 @@ def test_run_rm_interactive_of_a_command_prints_its_output_and_exits_with_its_co
 
 CONFIGURED = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "configured", "namespace": "default"}, "spec": {
     "restartPolicy": "OnFailure",
-    "containers": [{"name": "app", "image": "busybox", "command": ["sh", "-c", "sleep 1; exit 1"],
+    "containers": [{"name": "app", "image": "busybox", "command": ["sh", "-c", "sleep 5; exit 1"],
                     "env": [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "mode"}}}]},
                    {"name": "side", "image": "busybox", "command": ["sh", "-c", "sleep 15"]}]}}
 
@@ -145,9 +145,9 @@ def test_a_restarting_container_makes_its_environment_again_while_the_others_run
     meanwhile; once the ConfigMap is there again the container starts."""
     cluster.kubectl("create", "configmap", "app-config", "--from-literal=mode=fast")
     cluster.kubectl("apply", "-f", "-", input=json.dumps(CONFIGURED))
-    # app ran (it runs for a second, then waits 10 s to restart)
-    wait_for(lambda: (s := _statuses(cluster, "configured").get("app") or {}) and
-             ("running" in s["state"] or s["restartCount"] >= 1), 60, "app started")
+    # app runs for 5 s, time for the ConfigMap's deletion; its first exit restarts it at once
+    wait_for(lambda: "running" in (_statuses(cluster, "configured").get("app") or {}).get("state", {}), 60,
+             "app started")
     cluster.kubectl("delete", "configmap", "app-config")
     state = wait_for(lambda: (s := _statuses(cluster, "configured")["app"]["state"].get("waiting") or {})
                      .get("reason") == "CreateContainerConfigError" and s, 40, "app in CreateContainerConfigError")
@@ -155,8 +155,11 @@ def test_a_restarting_container_makes_its_environment_again_while_the_others_run
     statuses = _statuses(cluster, "configured")
     assert statuses["app"]["restartCount"] == 1 and statuses["app"]["lastState"]["terminated"]["exitCode"] == 1
     assert "running" in statuses["side"]["state"] and statuses["side"]["restartCount"] == 0
-    events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=configured")["items"]
-    assert any(e["reason"] == "Failed" and e["message"] == 'Error: configmap "app-config" not found' for e in events)
+    # the kubelet's recorder writes its Events from a queue, maybe after the status that showed the error
+    wait_for(lambda: any(e["reason"] == "Failed" and e["message"] == 'Error: configmap "app-config" not found'
+                         for e in cluster.kubectl_json("get", "events", "--field-selector",
+                                                       "involvedObject.name=configured")["items"]),
+             30, "the Failed Event")
     side = wait_for(lambda: (s := _statuses(cluster, "configured"))["side"]["state"].get("terminated") and s, 30,
                     "side Completed")
     assert side["side"]["state"]["terminated"]["exitCode"] == 0
@@ -274,3 +277,27 @@ def test_a_pod_ends_with_its_app_containers_however_its_sidecar_runs(cluster):
     wait_for(lambda: cluster.kubectl_json("get", "pod", "job-like")["status"].get("phase") == "Succeeded", 30,
              "job-like Succeeded")
     assert _statuses(cluster, "job-like")["app"]["state"]["terminated"]["exitCode"] == 0
+
+
+def test_a_training_loop_logs_each_step_on_the_clock_until_its_pod_is_deleted(cluster):
+    """`sh -c 'while true; do echo step; sleep 1; done'`, the keep-alive loop of many training and
+    serving manifests, logs a line a second as it runs, forever, and its pod is deleted as any."""
+    cluster.kubectl("run", "loop", "--image=busybox", "--", "sh", "-c",
+                    'i=0; while true; do i=$((i+1)); echo "step $((i % 2))"; sleep 1; done')
+    wait_for(lambda: cluster.kubectl("logs", "loop", check=False).stdout.count("\n") >= 3, 30, "3 steps logged")
+    first = cluster.kubectl("logs", "loop").stdout
+    assert first.startswith("step 1\nstep 0\nstep 1\n")
+    wait_for(lambda: len(cluster.kubectl("logs", "loop").stdout) > len(first), 10, "more steps logged")
+    assert "running" in _statuses(cluster, "loop")["loop"]["state"]
+    cluster.kubectl("delete", "pod", "loop", "--wait", timeout=30)
+
+
+def test_a_job_of_a_for_loop_with_conditions_completes_with_its_exit_code(cluster):
+    """A Job's shell script of a `for` loop over epochs, writing a file, then an `if` on it and `exit`."""
+    script = ("for epoch in $(seq 1 3); do echo epoch $epoch >> /tmp/train.log; echo epoch $epoch; sleep 1; done\n"
+              'if [ -s /tmp/train.log ]; then echo "trained $epoch epochs"; exit 0; else exit 1; fi')
+    cluster.kubectl("create", "job", "epochs", "--image=busybox", "--", "sh", "-c", script)
+    wait_for(lambda: "Complete" in _conditions(cluster, "epochs"), 30, "epochs Complete")
+    term = _terminated(_pod_of(cluster, "epochs"))
+    assert term["exitCode"] == 0 and 3 <= _took(term) < 3 + LATE
+    assert cluster.kubectl("logs", "job/epochs").stdout == "epoch 1\nepoch 2\nepoch 3\ntrained 3 epochs\n"
