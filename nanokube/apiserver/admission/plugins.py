@@ -42,11 +42,11 @@ class BuiltinPlugins:
         self._global_default = Listing(rest, "scheduling.k8s.io", "priorityclasses",
                                        lambda pcs: next((pc for pc in pcs if pc.get("globalDefault")), None))
 
-    def mutate(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
+    def mutate(self, res: Resource, op: str, obj: dict, old: dict | None, opts, subresource: str = "") -> None:
         """The in-tree mutating plugins, on the object in its storage form."""
         if res.namespaced and op == "CREATE":
             self._namespace_lifecycle(res, obj)
-        node_restriction(self._lookup, res.group, res.plural, op, obj, old, opts.user)
+        node_restriction(self._lookup, res.group, res.plural, op, obj, old, opts.user, subresource)
         if res.group == "certificates.k8s.io" and res.plural == "certificatesigningrequests" and op == "CREATE":
             self._csr_requester(obj, opts.user)
         if res.group == "scheduling.k8s.io" and res.plural == "podgroups" and op == "CREATE":

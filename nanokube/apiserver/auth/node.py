@@ -117,10 +117,22 @@ class NodeAuthorizer:
     def referenced_rule(self, node: str, a: Attributes) -> Decision | None:
         if a.verb != "get" or not a.name:
             return self._deny(node)
+        return self._referenced(node, a)
+
+    def _referenced(self, node: str, a: Attributes) -> Decision | None:
         for pod in self._on_node(node, a.namespace):
             if a.name in referenced(pod, a.resource):
                 return None
         return self._deny(node)
+
+    def claims_rule(self, node: str, a: Attributes) -> Decision | None:
+        """A node reads the claims its pods use, and updates or patches their status
+        (authorizeStatusUpdate: the kubelet's volume expansion writes it)."""
+        if a.subresource != "status":
+            return self.referenced_rule(node, a)
+        if a.verb not in ("update", "patch"):
+            return self._deny(node, "can only get/update/patch this type")
+        return self._referenced(node, a) if a.name else self._deny(node)
 
     def volume_rule(self, node: str, a: Attributes) -> Decision | None:
         """A node reads the PersistentVolumes bound to claims its pods use."""
@@ -170,7 +182,7 @@ _RULES = {
     ("", "pods"): NodeAuthorizer.pods_rule,
     ("", "secrets"): NodeAuthorizer.referenced_rule,
     ("", "configmaps"): NodeAuthorizer.referenced_rule,
-    ("", "persistentvolumeclaims"): NodeAuthorizer.referenced_rule,
+    ("", "persistentvolumeclaims"): NodeAuthorizer.claims_rule,
     ("", "persistentvolumes"): NodeAuthorizer.volume_rule,
     ("resource.k8s.io", "resourceclaims"): NodeAuthorizer.referenced_rule,
     ("", "serviceaccounts"): NodeAuthorizer.service_account_rule,

@@ -233,6 +233,7 @@ _NODE = [
     _rule(_RO, [""], ["nodes", "pods", "services", "endpoints", "configmaps", "secrets", "persistentvolumeclaims",
                       "persistentvolumes", "serviceaccounts"]),
     _rule(["create", "update", "patch", "delete"], [""], ["nodes", "nodes/status", "pods", "pods/status"]),
+    _rule(["get", "update", "patch"], [""], ["persistentvolumeclaims/status"]),
     _rule(["create", "update", "patch"], ["", "events.k8s.io"], ["events"]),
     _rule(["create"], [""], ["serviceaccounts/token", "pods/eviction"]),
     _rule(_RW + _RO, ["coordination.k8s.io"], ["leases"]),

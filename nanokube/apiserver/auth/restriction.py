@@ -1,10 +1,13 @@
 """Admission checks that follow from who is asking: NodeRestriction (a node
-writes only its own Node, Lease and pods, and requests pod certificates only
-for its own running pods), ClusterTrustBundleAttest (a bundle linked to a
-signer needs `attest` on that signer), CertificateApproval and CertificateSigning
-(`approve` and `sign` on a CertificateSigningRequest's signer)."""
+writes only its own Node, Lease and pods, of its pods' claims only the resize
+status, and requests pod certificates only for its own running pods),
+ClusterTrustBundleAttest (a bundle linked to a signer needs `attest` on that
+signer), CertificateApproval and CertificateSigning (`approve` and `sign` on a
+CertificateSigningRequest's signer)."""
 
 from __future__ import annotations
+
+import json
 
 from ...machinery import errors
 from ...machinery.validation import forbidden
@@ -19,7 +22,8 @@ def _forbidden(group: str, plural: str, obj: dict, why: str) -> errors.APIError:
     return errors.forbidden(group, plural, (obj.get("metadata") or {}).get("name", ""), why)
 
 
-def node_restriction(lookup, group: str, plural: str, op: str, obj: dict, old: dict | None, user) -> None:
+def node_restriction(lookup, group: str, plural: str, op: str, obj: dict, old: dict | None, user,
+                     subresource: str = "") -> None:
     """Raise Forbidden when a node identity writes what is not its own.
     `lookup(group, plural, namespace, name)` reads the watch cache."""
     node = node_of(user.name, user.groups)
@@ -33,6 +37,8 @@ def node_restriction(lookup, group: str, plural: str, op: str, obj: dict, old: d
         raise _forbidden(group, plural, obj, "can only access node lease with the same name as the requesting node")
     if group == "" and plural == "pods":
         _pod(node, op, obj, old)
+    if group == "" and plural == "persistentvolumeclaims":
+        _claim_status(node, op, subresource, obj, old)
     if group == CERTS and plural == "podcertificaterequests" and op == "CREATE":
         _pod_certificate_request(lookup, node, obj)
 
@@ -47,6 +53,36 @@ def _pod(node: str, op: str, obj: dict, old: dict | None) -> None:
     elif ((old or {}).get("spec") or {}).get("nodeName") != node:
         raise _forbidden("", "pods", obj, f'node "{node}" can only update pod status for pods with spec.nodeName '
                                           "set to itself")
+
+
+#: what a node may change of a claim, through its status (the kubelet's volume expansion)
+_CLAIM_STATUS_BY_NODE = ("capacity", "conditions", "allocatedResources", "allocatedResourceStatuses")
+
+
+def _claim_status(node: str, op: str, subresource: str, obj: dict, old: dict | None) -> None:
+    """admitPVCStatus: a node writes only the status of a claim, and there only the fields the
+    kubelet's expansion sets; metadata (bar resourceVersion and managedFields), spec and the
+    rest of status stay as they are. Upstream's message names two of the four fields."""
+    if subresource != "status":
+        raise _forbidden("", "persistentvolumeclaims", obj, "may only update PVC status")
+    if op != "UPDATE":
+        raise _forbidden("", "persistentvolumeclaims", obj, f'unexpected operation "{op}"')
+    before, after = _without_node_fields(old or {}), _without_node_fields(obj)
+    if before != after:
+        diff = "\n".join(f"{sign}\t{path}: {json.dumps(value, sort_keys=True)}"
+                         for path in sorted(set(before) | set(after)) if before.get(path) != after.get(path)
+                         for sign, value in (("-", before.get(path)), ("+", after.get(path))))
+        raise _forbidden("", "persistentvolumeclaims", obj, f'node "{node}" is not allowed to update fields other '
+                                                            f"than status.capacity and status.conditions: {diff}")
+
+
+def _without_node_fields(claim: dict) -> dict:
+    """The claim's top-level fields and those of metadata and status, by path, less what a node
+    may change or what does not count (resourceVersion, managedFields)."""
+    out = {k: v for k, v in claim.items() if k not in ("metadata", "status")}
+    for part, skip in (("metadata", ("resourceVersion", "managedFields")), ("status", _CLAIM_STATUS_BY_NODE)):
+        out |= {f"{part}.{k}": v for k, v in (claim.get(part) or {}).items() if k not in skip}
+    return out
 
 
 def _pod_certificate_request(lookup, node: str, obj: dict) -> None:
