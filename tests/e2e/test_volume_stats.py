@@ -106,3 +106,12 @@ def test_a_checkpoint_written_to_a_claim_shows_in_the_kubelets_volume_stats(clus
     assert 'kubelet_volume_stats_capacity_bytes{namespace="default",persistentvolumeclaim="ckpt"} 1.073741824e+09' \
         in text
     assert 'persistentvolumeclaim="scratch"' not in text
+
+
+def test_describe_names_the_pods_using_a_claim(cluster):
+    """kubectl works out `Used By` itself, from the namespace's pods' volumes."""
+    c = cluster
+    c.kubectl("apply", "-f", "-", input=MANIFESTS)
+    out = c.kubectl("describe", "pvc", "ckpt").stdout
+    used_by = next(line for line in out.splitlines() if line.startswith("Used By:"))
+    assert used_by.split() == ["Used", "By:", "trainer"], out
