@@ -76,8 +76,10 @@ async def test_high_priority_pod_preempts_lowest_victim_then_schedules_there(sta
     assert await eventually(bound) == "n1"
     names = {p["metadata"]["name"] for p in (await pods.list("default"))[0]}
     assert names == {"mid", "high"}
-    events, _ = await client.resource("", "v1", "events").list("default")
-    [preempted] = [e for e in events if e["reason"] == "Preempted"]
+
+    async def preempted_events():  # the broadcaster writes them from its queue
+        return [e for e in (await client.resource("", "v1", "events").list("default"))[0] if e["reason"] == "Preempted"]
+    [preempted] = await eventually(preempted_events)
     assert preempted["message"].endswith("on node n1")
     high = await pods.get("high", "default")
     # the preemptor is the Event's related object, as upstream's Eventf(victim, preemptor, ...)
