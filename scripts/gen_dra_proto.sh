@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/../nanokube/node/dra/proto"
 PY=${PY:-python3}
-"$PY" -m grpc_tools.protoc -I. --python_out=. pluginregistration.proto dra.proto
+"$PY" -m grpc_tools.protoc -I. --python_out=. pluginregistration.proto dra.proto dra_health.proto

@@ -266,6 +266,7 @@ class NodeAgent:
                                             spec.name) if node_dir else None
         self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock,
                                     plugins=self.dra_plugins, cdi_dir=self.cdi_dir)
+        self.dra_plugins.on_health = self._device_health_changed
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
         self.volumes.host_paths = self.runtime.name == "process"
@@ -603,6 +604,14 @@ class NodeAgent:
         retryPendingResizes)."""
         for w in self.workers.values():
             if w.resize_conditions:
+                w.changed.set()
+
+    def _device_health_changed(self, driver: str) -> None:
+        """A DRA driver reported its devices' health: the pods using them write their statuses
+        again (allocatedResourcesStatus)."""
+        for w in self.workers.values():
+            if self.claims.uses_driver(w.uid, driver):
+                w.reconcile = True
                 w.changed.set()
 
     def count_probe(self, kind: str, result: str, container: str, pod: dict) -> None:

@@ -12,6 +12,12 @@ Upstream also wipes a driver whose gRPC connection drops and all of the
 node's slices when the kubelet starts; nanokube wipes only on
 deregistration, so the built-in simulated drivers' slices and those a test
 publishes itself are left alone.
+
+A plugin that also lists a DRAResourceHealth service gets a NodeWatchResources
+stream (upstream: ResourceHealthStatus, KEP-4680), opened again 5 s after it
+ends; each device's reported health is kept by driver, pool and device, and
+`on_health(driver)` tells the node to write its pods' statuses again. A
+device it has not reported on is Unknown, as are a gone driver's.
 """
 
 from __future__ import annotations
@@ -20,14 +26,17 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
 
 from ...clock import REAL, Clock
 from ...machinery.errors import APIError
-from .grpc_api import DRA_METHODS, DRA_SERVICES, stub, target
+from .grpc_api import DRA_METHODS, DRA_SERVICES, HEALTH_METHODS, HEALTH_SERVICES, stub, target
 from .plugin_watcher import RegistrationError
+from .proto import dra_health_pb2 as health_pb
 from .proto import dra_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -36,6 +45,9 @@ log = logging.getLogger(__name__)
 WIPING_DELAY = 30.0
 #: how long a plugin has to answer one call (upstream's defaultClientCallTimeout)
 CLIENT_CALL_TIMEOUT = 45.0
+#: how long after a health stream ends the kubelet opens it again
+HEALTH_RETRY = 5.0
+HEALTH = {health_pb.UNKNOWN: "Unknown", health_pb.HEALTHY: "Healthy", health_pb.UNHEALTHY: "Unhealthy"}
 
 
 def _go_quoted(items: list[str]) -> str:
@@ -52,6 +64,8 @@ class DRAPlugin:
     service: str
     channel: grpc.Channel
     calls: dict = field(default_factory=dict)
+    #: its NodeWatchResources stream's task, where it serves a health service
+    health_task: asyncio.Task | None = None
 
     async def prepare(self, claims: list[dict]) -> pb.NodePrepareResourcesResponse:
         return await asyncio.to_thread(self.calls["NodePrepareResources"],
@@ -80,6 +94,10 @@ class DRAPluginManager:
         self.store: dict[str, list[DRAPlugin]] = {}
         #: driver -> its pending ResourceSlice wipe
         self.wipes: dict[str, asyncio.Task] = {}
+        #: driver (one whose plugin streams health) -> (pool, device) -> Healthy, Unhealthy or Unknown
+        self.health: dict[str, dict[tuple[str, str], str]] = {}
+        #: called with a driver whose devices' health changed
+        self.on_health: Callable[[str], None] | None = None
 
     def get(self, driver: str) -> DRAPlugin | None:
         """The driver's most recent plugin (upstream's heuristic: most likely the newest)."""
@@ -115,6 +133,10 @@ class DRAPluginManager:
         wipe = self.wipes.pop(name, None)
         if wipe:
             wipe.cancel()
+        health = next((s for s in HEALTH_SERVICES if s in versions), None)
+        if health:
+            self.health.setdefault(name, {})
+            plugin.health_task = asyncio.create_task(self._watch_health(plugin, health))
         log.info("node %s: DRA driver %s registered (endpoint %s, service %s)", self.node, name, endpoint, service)
 
     def deregister(self, name: str, endpoint: str) -> None:
@@ -123,11 +145,13 @@ class DRAPluginManager:
         if not gone:
             return
         for p in gone:
-            p.channel.close()
+            _close(p)
         plugins[:] = [p for p in plugins if p.endpoint != endpoint]
         if plugins:
             return
         del self.store[name]
+        if self.health.pop(name, None) is not None and self.on_health:
+            self.on_health(name)
         if name not in self.wipes:
             self.wipes[name] = asyncio.create_task(self._wipe(name))
 
@@ -147,6 +171,42 @@ class DRAPluginManager:
             if self.wipes.get(driver) is asyncio.current_task():
                 del self.wipes[driver]
 
+    async def _watch_health(self, plugin: DRAPlugin, service: str) -> None:
+        """Read the plugin's NodeWatchResources stream, opening it again after it ends, until the
+        plugin goes. The stream is read by a thread of its own, not the loop's executor's."""
+        call = stub(plugin.channel, service, HEALTH_METHODS, streaming=True)["NodeWatchResources"]
+        loop = asyncio.get_running_loop()
+        while True:
+            stream = call(health_pb.NodeWatchResourcesRequest())
+            ended = loop.create_future()
+
+            def read(stream=stream, ended=ended) -> None:
+                try:
+                    for response in stream:
+                        loop.call_soon_threadsafe(self._health_report, plugin.driver, response)
+                except grpc.RpcError:
+                    pass
+                finally:
+                    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                        loop.call_soon_threadsafe(lambda: ended.done() or ended.set_result(None))
+
+            threading.Thread(target=read, name=f"dra-health-{plugin.driver}", daemon=True).start()
+            try:
+                await ended
+            finally:
+                stream.cancel()
+            await self.clock.sleep(HEALTH_RETRY)
+
+    def _health_report(self, driver: str, response) -> None:
+        known = self.health.get(driver)
+        if known is None:  # the driver went meanwhile
+            return
+        before = dict(known)
+        for d in response.devices:
+            known[(d.device.pool_name, d.device.device_name)] = HEALTH.get(d.health, "Unknown")
+        if known != before and self.on_health:
+            self.on_health(driver)
+
     async def stop(self) -> None:
         for t in self.wipes.values():
             t.cancel()
@@ -154,5 +214,13 @@ class DRAPluginManager:
         self.wipes.clear()
         for plugins in self.store.values():
             for p in plugins:
-                p.channel.close()
+                _close(p)
+        await asyncio.gather(*(p.health_task for ps in self.store.values() for p in ps if p.health_task),
+                             return_exceptions=True)
         self.store.clear()
+
+
+def _close(plugin: DRAPlugin) -> None:
+    if plugin.health_task:
+        plugin.health_task.cancel()
+    plugin.channel.close()

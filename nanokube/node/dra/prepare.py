@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
 
 import grpc
 
@@ -53,6 +54,17 @@ def _made_for(claim: dict, pod: dict) -> bool:
         or owned_by_group(claim, pod)
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """A device an external driver's NodePrepareResources returned."""
+
+    #: the claim's requests it serves (none: all of them)
+    requests: tuple[str, ...]
+    pool: str
+    device: str
+    cdi_ids: tuple[str, ...]
+
+
 def _ref(claim: dict) -> dict:
     md = claim["metadata"]
     return {"namespace": md["namespace"], "uid": md["uid"], "name": md["name"]}
@@ -79,7 +91,7 @@ class ClaimPreparer:
         self.plugins = plugins
         self.cdi_dir = cdi_dir
         #: claim uid -> {external driver: the devices its NodePrepareResources returned}
-        self.external: dict[str, dict[str, list]] = {}
+        self.external: dict[str, dict[str, list[_Prepared]]] = {}
         self.clock = clock
         self.nics = {d.name: (i, d) for i, d in enumerate(x for x in spec.devices if x.kind == "nic")}
         self.gpus = {d.name: d for d in spec.devices if d.kind == "gpu" and d.attributes.get("driver") == "nvidia"}
@@ -246,7 +258,8 @@ class ClaimPreparer:
                 raise NotReady(f"prepare dynamic resources: NodePrepareResources left out {left} claims")
             for c in group:
                 self.external.setdefault(c["metadata"]["uid"], {})[driver] = [
-                    (tuple(d.request_names), tuple(d.cdi_device_ids)) for d in resp.claims[c["metadata"]["uid"]].devices]
+                    _Prepared(tuple(d.request_names), d.pool_name, d.device_name, tuple(d.cdi_device_ids))
+                    for d in resp.claims[c["metadata"]["uid"]].devices]
 
     async def _unprepare_external(self, uid: str, ns: str, name: str) -> None:
         """NodeUnprepareResources of each external driver that prepared the claim; a failure is logged."""
@@ -264,23 +277,50 @@ class ClaimPreparer:
             if err:
                 log.warning("node %s: unprepare claim %s/%s: %s", self.spec.name, ns, name, err)
 
-    def cdi_devices(self, pod: dict, container: str) -> list[str]:
-        """The CDI device IDs external drivers returned for the claims (and requests) a container
-        of the pod names in `resources.claims`, in order, each once."""
+    def _container_devices(self, pod: dict, container: str) -> list[tuple[dict, str, _Prepared]]:
+        """(claim reference, driver, device) for each device external drivers prepared for the
+        claims (and requests) a container of the pod names in `resources.claims`."""
         ns = pod["metadata"]["namespace"]
         by_ref = dict(pod_claims(pod))
         uid_of = {(n, name): uid for uid, (n, name, _) in self.prepared.items()}
         pspec = pod.get("spec") or {}
         spec = next((c for key in ("containers", "initContainers") for c in pspec.get(key) or []
                      if c["name"] == container), {})
-        out: list[str] = []
+        out = []
         for ref in (spec.get("resources") or {}).get("claims") or []:
             want = ref.get("request")
-            for devices in self.external.get(uid_of.get((ns, by_ref.get(ref["name"]))), {}).values():
-                for requests, ids in devices:
-                    if not want or not requests or any(r == want or r.startswith(want + "/") for r in requests):
-                        out += [i for i in ids if i not in out]
+            for driver, devices in self.external.get(uid_of.get((ns, by_ref.get(ref["name"]))), {}).items():
+                out += [(ref, driver, d) for d in devices if not want or not d.requests
+                        or any(r == want or r.startswith(want + "/") for r in d.requests)]
         return out
+
+    def cdi_devices(self, pod: dict, container: str) -> list[str]:
+        """The CDI device IDs of a container's devices from external drivers, in order, each once."""
+        out: list[str] = []
+        for _, _, d in self._container_devices(pod, container):
+            out += [i for i in d.cdi_ids if i not in out]
+        return out
+
+    def resource_health(self, pod: dict, container: str) -> list[dict]:
+        """The container's `allocatedResourcesStatus` (KEP-4680) for its claims' devices of
+        drivers that stream health: one entry per claim reference ("claim:NAME[/REQUEST]"),
+        each device as "driver/pool/device" with its last reported health."""
+        health = self.plugins.health if self.plugins else {}
+        if not health or not self.external:  # every status write asks: most nodes have neither
+            return []
+        out: dict[str, list[dict]] = {}
+        for ref, driver, d in self._container_devices(pod, container):
+            if driver not in health:
+                continue
+            entry = out.setdefault("claim:" + ref["name"] + (f"/{ref['request']}" if ref.get("request") else ""), [])
+            rid = f"{driver}/{d.pool}/{d.device}"
+            if all(r["resourceID"] != rid for r in entry):
+                entry.append({"resourceID": rid, "health": health[driver].get((d.pool, d.device), "Unknown")})
+        return [{"name": name, "resources": resources} for name, resources in out.items()]
+
+    def uses_driver(self, pod_uid: str, driver: str) -> bool:
+        """Whether a claim the pod holds on this node has devices the driver prepared."""
+        return any(driver in self.external.get(uid, {}) for uid in self.by_pod.get(pod_uid, ()))
 
     def cdi_environment(self, pod: dict, container: str) -> dict[str, str]:
         """The variables the CDI specs of the container's devices add (cdi.py)."""

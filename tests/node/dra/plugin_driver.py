@@ -5,7 +5,9 @@ Registration on `<registry>/<driver>-reg.sock` and DRAPlugin on
 spec (kind `<driver>/device`, one device per prepared device, each setting
 `DEVICE_<n>` and the spec-wide `DRIVER`), and answers NodePrepareResources
 with one device per allocation result of its driver, found by `results`
-(claim namespace, name -> [(request, pool, device)]).
+(claim namespace, name -> [(request, pool, device)]). Listing a
+DRAResourceHealth service in `versions` serves NodeWatchResources: the health
+`set_health` gives each device, streamed again on each change.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from concurrent import futures
 
 import grpc
 
-from nanokube.node.dra.grpc_api import (DRA_METHODS, DRA_SERVICES, REGISTRATION_METHODS, REGISTRATION_SERVICE,
-                                        handler)
+from nanokube.node.dra.grpc_api import (DRA_METHODS, DRA_SERVICES, HEALTH_METHODS, HEALTH_SERVICES,
+                                        REGISTRATION_METHODS, REGISTRATION_SERVICE, handler)
+from nanokube.node.dra.proto import dra_health_pb2 as health
 from nanokube.node.dra.proto import dra_pb2 as dra
 from nanokube.node.dra.proto import pluginregistration_pb2 as reg
 
@@ -45,12 +48,18 @@ class PluginDriver:
         self.fail: dict[str, str] = {}
         self._lock = threading.Lock()
         self._servers: list[grpc.Server] = []
+        #: (pool, device) -> health_pb2 status; a change wakes the streams
+        self._health: dict[tuple[str, str], int] = {}
+        self._health_changed = threading.Condition(self._lock)
+        self._stopping = False
 
     def start(self) -> PluginDriver:
         """DRAPlugin first, then the registration socket, as kubeletplugin.Start does."""
         os.makedirs(os.path.dirname(self.endpoint), exist_ok=True)
         impl = {"NodePrepareResources": self._prepare, "NodeUnprepareResources": self._unprepare}
-        self._serve(self.endpoint, [handler(DRA_SERVICES[v], DRA_METHODS, impl) for v in DRA_SERVICES])
+        watch = {"NodeWatchResources": self._watch}
+        self._serve(self.endpoint, [handler(DRA_SERVICES[v], DRA_METHODS, impl) for v in DRA_SERVICES] +
+                    [handler(v, HEALTH_METHODS, watch, streaming=True) for v in HEALTH_SERVICES])
         self._serve(self.registration_socket, [handler(REGISTRATION_SERVICE, REGISTRATION_METHODS, {
             "GetInfo": self._get_info, "NotifyRegistrationStatus": self._notify})])
         return self
@@ -58,13 +67,16 @@ class PluginDriver:
     def _serve(self, path: str, handlers: list) -> None:
         if os.path.exists(path):
             os.unlink(path)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=handlers)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), handlers=handlers)
         server.add_insecure_port("unix://" + path)
         server.start()
         self._servers.append(server)
 
     def stop(self) -> None:
         """Stop serving and remove both sockets (a clean kubeletplugin stop)."""
+        with self._lock:
+            self._stopping = True
+            self._health_changed.notify_all()
         for s in self._servers:
             s.stop(None)
         self._servers.clear()
@@ -122,6 +134,28 @@ class PluginDriver:
         for c in claims:
             out.claims[c["uid"]].error = ""
         return out
+
+    def set_health(self, pool: str, device: str, status: str) -> None:
+        """Report the device "HEALTHY", "UNHEALTHY" or "UNKNOWN" on every stream."""
+        with self._lock:
+            self._health[(pool, device)] = health.HealthStatus.Value(status)
+            self._health_changed.notify_all()
+
+    def _watch(self, request, context):
+        """NodeWatchResources: every device's health now, then again after each change."""
+        self._record("NodeWatchResources", {})
+        sent = None
+        while True:
+            with self._lock:
+                while self._health == sent and not self._stopping and context.is_active():
+                    self._health_changed.wait(0.1)
+                if self._stopping or not context.is_active():
+                    return
+                sent = dict(self._health)
+            yield health.NodeWatchResourcesResponse(devices=[
+                health.DeviceHealth(device=health.DeviceIdentifier(pool_name=pool, device_name=device), health=h,
+                                    last_updated_time=int(time.time()))
+                for (pool, device), h in sorted(sent.items())])
 
     def _write_spec(self, device: str) -> None:
         """One CDI spec file per device, as drivers write them (cdiVersion, kind, devices)."""

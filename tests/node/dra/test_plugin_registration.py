@@ -240,3 +240,45 @@ def test_cdi_resolves_env_spec_wide_then_per_device(tmp_path):
         "VENDOR": "1", "MODE": "exclusive", "GPU": "g0", "GPU1": "g1"}
     with pytest.raises(cdi.CDIError, match="unresolvable CDI devices vendor.com/gpu=g9, bad"):
         cdi.environment(str(tmp_path), ["vendor.com/gpu=g9", "bad"])
+
+
+async def test_a_plugin_that_streams_health_sets_the_containers_allocated_resources_status(env):
+    client, clock, mgr, driver = env
+    d = driver(versions=("v1.DRAPlugin", "v1.DRAResourceHealth"))
+    await registered(clock, mgr, d)
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    await claims.create(_claim("watched"))
+    pod = await pods.create(_pod("watched", "watched"))
+    await _allocate(claims, "watched", pod)
+    await eventually(phase(pods, "watched", "Running", clock))
+
+    async def health(want):
+        async def check():
+            p = await pods.get("watched", "default")
+            st = {s["name"]: s.get("allocatedResourcesStatus") for s in p["status"]["containerStatuses"]}
+            return st if st["app"] == [{"name": "claim:acc", "resources": [
+                {"resourceID": f"{DRIVER}/{NODE}/gpu-0", "health": want}]}] else None
+        return await eventually(ticking(clock, check))
+
+    st = await health("Unknown")  # nothing reported yet
+    assert st["side"] is None  # a container that names no claim
+    d.set_health(NODE, "gpu-0", "UNHEALTHY")
+    await health("Unhealthy")
+    d.set_health(NODE, "gpu-0", "HEALTHY")
+    await health("Healthy")
+    assert d.called("NodeWatchResources")
+
+
+async def test_a_plugin_without_a_health_service_leaves_allocated_resources_status_unset(env):
+    client, clock, mgr, driver = env
+    d = driver()
+    await registered(clock, mgr, d)
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    await claims.create(_claim("plain"))
+    pod = await pods.create(_pod("plain", "plain"))
+    await _allocate(claims, "plain", pod)
+    p = await eventually(phase(pods, "plain", "Running", clock))
+    assert all("allocatedResourcesStatus" not in s for s in p["status"]["containerStatuses"])
+    assert not d.called("NodeWatchResources")
