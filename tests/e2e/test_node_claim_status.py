@@ -2,7 +2,8 @@
 authorizer lets a node update or patch the status of a claim a pod on it uses, and nothing of
 other claims (authorizeStatusUpdate); NodeRestriction lets it change only the status fields the
 kubelet's volume expansion writes (capacity, conditions, allocatedResources and
-allocatedResourceStatuses). Driven over HTTPS with node gpu-0's client certificate."""
+allocatedResourceStatuses); anything else of claims and volumes is a get of one related object
+(authorizeGet), in upstream's words. Driven over HTTPS with node gpu-0's client certificate."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ def test_a_node_updates_only_the_resize_status_of_its_pods_claims(cluster, gpu0)
         "between node 'gpu-0' and this object"))
     code, body = _call(cluster, gpu0, "GET", f"{base}/ckpt-here/status")
     assert (code, body["message"].rpartition(": ")[2]) == (403, "can only get/update/patch this type")
+    assert _call(cluster, gpu0, "GET", f"{base}/ckpt-here")[0] == 200
+    for method, path in (("PATCH", f"{base}/ckpt-here"), ("GET", base), ("GET", "/api/v1/persistentvolumes")):
+        code, body = _call(cluster, gpu0, method, path, {"metadata": {"labels": {"x": "y"}}} if method == "PATCH" else None)
+        assert (code, body["message"].rpartition(": ")[2]) == (403, "can only get individual resources of this type")
 
     forbidden = 'persistentvolumeclaims "ckpt-here" is forbidden: node "gpu-0" is not allowed to update fields ' \
                 "other than status.capacity and status.conditions: "

@@ -120,24 +120,36 @@ class NodeAuthorizer:
         return self._referenced(node, a)
 
     def _referenced(self, node: str, a: Attributes) -> Decision | None:
+        if not a.name:
+            return self._deny(node, "No Object name found")
         for pod in self._on_node(node, a.namespace):
             if a.name in referenced(pod, a.resource):
                 return None
         return self._deny(node)
 
+    def _get_only(self, node: str, a: Attributes) -> Decision | None:
+        """authorizeGet's refusals, before it looks for a relationship."""
+        if a.verb != "get":
+            return self._deny(node, "can only get individual resources of this type")
+        if a.subresource:
+            return self._deny(node, "cannot get subresource")
+        return None
+
     def claims_rule(self, node: str, a: Attributes) -> Decision | None:
-        """A node reads the claims its pods use, and updates or patches their status
-        (authorizeStatusUpdate: the kubelet's volume expansion writes it)."""
+        """A node reads the claims its pods use (authorizeGet), and updates or patches their
+        status (authorizeStatusUpdate: the kubelet's volume expansion writes it)."""
         if a.subresource != "status":
-            return self.referenced_rule(node, a)
+            return self._get_only(node, a) or self._referenced(node, a)
         if a.verb not in ("update", "patch"):
             return self._deny(node, "can only get/update/patch this type")
-        return self._referenced(node, a) if a.name else self._deny(node)
+        return self._referenced(node, a)
 
     def volume_rule(self, node: str, a: Attributes) -> Decision | None:
-        """A node reads the PersistentVolumes bound to claims its pods use."""
-        if a.verb != "get" or not a.name:
-            return self._deny(node)
+        """A node reads the PersistentVolumes bound to claims its pods use (authorizeGet)."""
+        if refused := self._get_only(node, a):
+            return refused
+        if not a.name:
+            return self._deny(node, "No Object name found")
         for pod in self._on_node(node, None):
             ns = pod["metadata"].get("namespace", "")
             for claim in referenced(pod, "persistentvolumeclaims"):
