@@ -137,8 +137,12 @@ async def test_the_docs_liveness_command_example_kills_and_restarts_the_containe
         return c if c["restartCount"] == 1 else None
     c = await eventually(killed)
     assert (c["lastState"]["terminated"]["exitCode"], c["lastState"]["terminated"]["reason"]) == (137, "Error")
-    items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
-    seen = {e["reason"]: e for e in items if e["involvedObject"]["name"] == "liveness-exec"}
+
+    async def reported():  # the recorder writes them from its queue, maybe after the restart's status
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        seen = {e["reason"]: e for e in items if e["involvedObject"]["name"] == "liveness-exec"}
+        return seen if "Killing" in seen and seen.get("Unhealthy", {}).get("count") == 3 else None
+    seen = await eventually(reported)
     assert seen["Unhealthy"]["message"] == \
         "Liveness probe failed: cat: can't open '/tmp/healthy': No such file or directory\n"
     assert seen["Unhealthy"]["count"] == 3 and seen["Unhealthy"]["type"] == "Warning"
