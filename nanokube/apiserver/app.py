@@ -144,8 +144,9 @@ class APIServer:
         #: (namespace, secret) -> the day its legacy token's use was last labelled, or is being
         self._legacy_days: dict[tuple[str, str], str] = {}
         self.handlers.streams.authorize = self.authorizer.authorize
-        self.handlers.reviews = self.rest.reviews = Reviews(self.authorizer.authorize, self.rbac.rules_for,
-                                                            self.tokens.review if self.tokens else None)
+        self.handlers.reviews = self.rest.reviews = Reviews(
+            self.authorizer.authorize, self.rbac.rules_for,
+            (lambda token, audiences: self.tokens.review(token, audiences, ADMISSION_AUDIT.get())) if self.tokens else None)
         self.handlers.sub.tokens = self.tokens
         #: in-process clients (node agents projecting serviceAccountToken volumes) reach the issuer through rest
         self.rest.tokens = self.tokens

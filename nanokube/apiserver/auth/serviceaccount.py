@@ -205,11 +205,14 @@ class ServiceAccountTokens:
 
     # --- verifying --------------------------------------------------------
 
-    def review(self, token: str, audiences: list[str] | None = None) -> tuple[User | None, list[str], str]:
+    def review(self, token: str, audiences: list[str] | None = None,
+               audit: dict[str, str] | None = None) -> tuple[User | None, list[str], str]:
         """A TokenReview's answer: the user, which of `audiences` (default: this server's) the token
-        is for, and why it is refused ("" when it is not), in upstream's authenticators' words."""
+        is for, and why it is refused ("" when it is not), in upstream's authenticators' words. A
+        legacy token's audit annotations go into `audit`: the review request's, as upstream's
+        authenticator runs in its context."""
         wanted = tuple(audiences) if audiences else self.audiences
-        user = self.authenticate(token, wanted)
+        user = self.authenticate(token, wanted, audit)
         claims = self._claims(token)
         if user is None or claims is None:
             return None, [], self._refusal(token, claims, wanted)
