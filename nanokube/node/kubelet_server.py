@@ -324,10 +324,10 @@ class KubeletServer:
         }
         return _json({"kubeletconfig": cfg}, headers={"X-Content-Type-Options": "nosniff"})
 
-    async def _volume_stats(self, pods: list[dict], stamp: str) -> list[list[dict]]:
+    async def _volume_stats(self, pods: list[dict], stamp: str, claims_only: bool = False) -> list[list[dict]]:
         """Each pod's statsapi.VolumeStats (volumes/stats.py), measured in a thread."""
         mgr = self.agent.volumes
-        return await asyncio.to_thread(lambda: [pod_volume_stats(mgr, pod, stamp) for pod in pods])
+        return await asyncio.to_thread(lambda: [pod_volume_stats(mgr, pod, stamp, claims_only) for pod in pods])
 
     async def _summary(self) -> web.Response:
         """statsapi.Summary: the node's and each running pod's CPU and memory, and the pods' volumes."""
@@ -364,10 +364,9 @@ class KubeletServer:
         pods here use it)."""
         running = self._running()
         claims: dict[tuple[str, str], dict] = {}
-        for volumes in await self._volume_stats([pod for pod, _, _ in running], ""):
+        for volumes in await self._volume_stats([pod for pod, _, _ in running], "", claims_only=True):
             for v in volumes:
-                if "pvcRef" in v:
-                    claims.setdefault((v["pvcRef"]["namespace"], v["pvcRef"]["name"]), v)
+                claims.setdefault((v["pvcRef"]["namespace"], v["pvcRef"]["name"]), v)
         containers = sum(len(usage) for _, usage, _ in running)
         lines = ["# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.",
                  "# TYPE kubelet_node_name gauge", f'kubelet_node_name{{node="{self.agent.name}"}} 1',

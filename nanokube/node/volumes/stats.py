@@ -51,8 +51,9 @@ def claim_volume(namespace: str, claim: str, pv: dict) -> ClaimVolume:
     return ClaimVolume(namespace, claim, meter, int(volume_capacity(pv) or 0))
 
 
-def pod_volume_stats(mgr: VolumeManager, pod: dict, stamp: str) -> list[dict]:
-    """statsapi.VolumeStats of each of the pod's volumes that its plugin measures."""
+def pod_volume_stats(mgr: VolumeManager, pod: dict, stamp: str, claims_only: bool = False) -> list[dict]:
+    """statsapi.VolumeStats of each of the pod's volumes that its plugin measures (`claims_only`:
+    of its claims alone, all the metrics collector reports)."""
     uid = pod["metadata"]["uid"]
     claims = mgr.claims.get(uid, {})
     own, persistent = [], []
@@ -60,7 +61,7 @@ def pod_volume_stats(mgr: VolumeManager, pod: dict, stamp: str) -> list[dict]:
         name = vol.get("name", "")
         kind = next((k for k in vol if k != "name"), "emptyDir")
         path = mgr.volume_dir(uid, name)
-        if kind in _DU_KINDS:
+        if kind in _DU_KINDS and not claims_only:
             if (fs := _measure(path, walk=True)) is not None:
                 own.append({"time": stamp, **fs, "name": name})
         elif (claim := claims.get(name)) is not None and claim.meter is not None:
