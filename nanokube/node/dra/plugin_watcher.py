@@ -83,6 +83,8 @@ class PluginWatcher:
         self.registered: dict[str, _Registered] = {}
         self._failed: dict[str, _Failed] = {}
         self._seen_mtime: int | None = None
+        #: socket path -> its registration under way
+        self._attempts: dict[str, asyncio.Task] = {}
 
     async def start(self) -> None:
         os.makedirs(self.path, exist_ok=True)
@@ -93,6 +95,9 @@ class PluginWatcher:
         poller.watchers.pop(self, None)
         if not poller.watchers:
             await poller.close()
+        for t in list(self._attempts.values()):
+            t.cancel()
+        await asyncio.gather(*self._attempts.values(), return_exceptions=True)
 
     def changed(self) -> bool:
         """Whether a pass could do anything: the directory changed (a socket came or went) since
@@ -122,7 +127,9 @@ class PluginWatcher:
 
     async def sync(self) -> None:
         """One pass of the reconciler: deregister plugins whose socket went (or was made
-        anew), then register the new sockets whose backoff has passed."""
+        anew), then start registering the new sockets whose backoff has passed. Each
+        registration runs as a task of its own, so that a socket nobody answers on (a plugin
+        that died without removing it) holds up no other node's, nor this node's, next pass."""
         sockets = self._sockets()
         for path in [p for p, r in self.registered.items() if sockets.get(p) != r.identity]:
             r = self.registered.pop(path)
@@ -132,19 +139,24 @@ class PluginWatcher:
             del self._failed[path]
         now = self.clock.monotonic()
         for path, ident in sockets.items():
-            if path in self.registered:
+            if path in self.registered or path in self._attempts:
                 continue
             failed = self._failed.get(path)
             if failed and failed.identity == ident and now < failed.retry_at:
                 continue
-            try:
-                self.registered[path] = await self.register(path, ident)
-                self._failed.pop(path, None)
-            except RegistrationError as e:
-                log.warning("node %s: %s", self.node, e)
-                delay = min(failed.delay * 2, BACKOFF_MAX) if failed and failed.identity == ident \
-                    else BACKOFF_INITIAL
-                self._failed[path] = _Failed(ident, now + delay, delay)
+            self._attempts[path] = asyncio.create_task(self._attempt(path, ident, failed))
+
+    async def _attempt(self, path: str, ident: tuple[int, int], failed: _Failed | None) -> None:
+        try:
+            self.registered[path] = await self.register(path, ident)
+            self._failed.pop(path, None)
+        except RegistrationError as e:
+            log.warning("node %s: %s", self.node, e)
+            delay = min(failed.delay * 2, BACKOFF_MAX) if failed and failed.identity == ident else BACKOFF_INITIAL
+            self._failed[path] = _Failed(ident, self.clock.monotonic() + delay, delay)
+        finally:
+            del self._attempts[path]
+            self._seen_mtime = None  # the socket may have gone meanwhile: the next pass looks
 
     async def register(self, path: str, identity: tuple[int, int]) -> _Registered:
         """Upstream's RegisterPlugin operation for the socket at `path`."""

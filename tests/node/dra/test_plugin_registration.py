@@ -3,6 +3,8 @@ through a socket in the node's plugins_registry directory (upstream's plugin
 watcher and DRAPluginManager), the node agent prepares claims of its driver
 by calling it over gRPC, and unprepares them when the pod is gone."""
 
+import socket
+
 import pytest
 
 from nanokube.apiserver.loopback import connector
@@ -282,3 +284,18 @@ async def test_a_plugin_without_a_health_service_leaves_allocated_resources_stat
     p = await eventually(phase(pods, "plain", "Running", clock))
     assert all("allocatedResourcesStatus" not in s for s in p["status"]["containerStatuses"])
     assert not d.called("NodeWatchResources")
+
+
+async def test_a_socket_nobody_answers_on_holds_up_no_other_plugin(env, caplog):
+    """A plugin that died without removing its socket: the kubelet keeps dialing it (10 s) while
+    another plugin registers."""
+    client, clock, mgr, driver = env
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(f"{mgr.agents[NODE].plugins_registry}/dead.example.com-reg.sock")  # bound, never listening
+    try:
+        await clock.advance(1)  # the watcher starts dialing it
+        d = driver()
+        await registered(clock, mgr, d)
+        assert "dial failed" not in caplog.text
+    finally:
+        stale.close()
