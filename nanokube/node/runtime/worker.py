@@ -19,12 +19,10 @@ runs `sleep infinity` in place of the image's entrypoint.
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -38,7 +36,7 @@ from .. import inplace
 from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from ..lifecycle import volume_mount_statuses
-from .. import service_env
+from .. import container_env
 from .netns import NetnsError
 from .probes import run_probe
 from . import stdio
@@ -50,13 +48,6 @@ if TYPE_CHECKING:
     from .process import ProcessRuntime
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_VAR = re.compile(r"\$\(([-._a-zA-Z0-9]+)\)|\$\$")
-
-
-def expand(s: str, env: dict[str, str]) -> str:
-    """Kubernetes' $(VAR) expansion: known variables expand, $$ escapes, the rest stays."""
-    return _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), s)
 
 
 def exit_code(returncode: int) -> int:
@@ -167,57 +158,7 @@ class ProcessPodWorker(PodWorker):
         return c
 
     async def _environment(self, spec: dict) -> dict[str, str]:
-        env = {"PATH": DEFAULT_PATH, "HOSTNAME": self._hostname(), "HOME": "/root"}
-        if spec.get("tty"):  # containerd's WithTTY, before the image's and the container's own env
-            env["TERM"] = "xterm"
-        # the kubelet's service variables; what the container's own env and envFrom set wins
-        env |= await service_env.variables(self.agent.client, self.namespace,
-                                           (self.pod.get("spec") or {}).get("enableServiceLinks", True))
-        for src in spec.get("envFrom") or []:  # first, so that env overrides what they bring
-            for kind, plural in (("configMapRef", "configmaps"), ("secretRef", "secrets")):
-                if (src.get(kind) or {}).get("name"):
-                    obj = await self.agent.volumes.watched[plural].get(self.namespace, src[kind]["name"]) or {}
-                    for k, v in (obj.get("data") or {}).items():
-                        env[src.get("prefix", "") + k] = base64.b64decode(v).decode(errors="replace") \
-                            if plural == "secrets" else v
-        for e in spec.get("env") or []:
-            if "value" in e or not e.get("valueFrom"):
-                env[e["name"]] = expand(e.get("value", ""), env)
-                continue
-            v = await self._value_from(e["valueFrom"])
-            if v is not None:
-                env[e["name"]] = v
-        return env
-
-    async def _value_from(self, ref: dict) -> str | None:
-        """fieldRef, configMapKeyRef, secretKeyRef and fileKeyRef values (missing optional keys are
-        left unset)."""
-        if "fileKeyRef" in ref:
-            r = ref["fileKeyRef"]
-            file = os.path.join(self.agent.volumes.volume_dir(self.uid, r["volumeName"]), r["path"])
-            return (await asyncio.to_thread(_env_file, file)).get(r["key"])
-        if "fieldRef" in ref:
-            path = ref["fieldRef"]["fieldPath"]
-            md, spec = self.pod["metadata"], self.pod.get("spec") or {}
-            simple = {"metadata.name": md["name"], "metadata.namespace": md["namespace"], "metadata.uid": self.uid,
-                      "spec.nodeName": spec.get("nodeName", ""), "spec.serviceAccountName":
-                      spec.get("serviceAccountName", ""), "status.podIP": self.ip, "status.podIPs": self.ip,
-                      "status.hostIP": self.agent.host_ip, "status.hostIPs": self.agent.host_ip}
-            if path in simple:
-                return simple[path]
-            m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
-            return (md.get(m.group(1)) or {}).get(m.group(2)) if m else None
-        for kind, plural in (("configMapKeyRef", "configmaps"), ("secretKeyRef", "secrets")):
-            if kind in ref:
-                r = ref[kind]
-                obj = await self.agent.volumes.watched[plural].get(self.namespace, r["name"])  # the node's watch
-                if obj is None:
-                    return None
-                if kind == "secretKeyRef":
-                    raw = (obj.get("data") or {}).get(r["key"])
-                    return base64.b64decode(raw).decode(errors="replace") if raw is not None else None
-                return (obj.get("data") or {}).get(r["key"])
-        return None
+        return await container_env.environment(self, spec)
 
     async def _teardown(self) -> None:
         """Kill what is left; remove the pod's namespace and the mount targets made for it."""
@@ -349,13 +290,11 @@ class ProcessPodWorker(PodWorker):
     # --- one container --------------------------------------------------------------
 
     def _argv(self, c: Container) -> list[str]:
-        env = self._env[c.name]
-        argv = [expand(a, env) for a in (c.spec.get("command") or []) + (c.spec.get("args") or [])]
-        return argv or ["sleep", "infinity"]
+        return container_env.command(c.spec, self._env[c.name]) or ["sleep", "infinity"]
 
     def _hostname(self) -> str:
         """The pod's hostname: its node's for a hostNetwork pod, which shares the node's UTS namespace."""
-        return self.agent.name if (self.pod.get("spec") or {}).get("hostNetwork") else self.name
+        return container_env.hostname(self.pod, self.agent.name)
 
     def _launch_argv(self, c: Container, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
         spec = {"hostname": self._hostname(), "mounts": self._mounts[c.name],
@@ -659,24 +598,3 @@ def _kill(c: Container, sig: int) -> None:
         except ProcessLookupError:
             pass
 
-
-def _env_file(path: str) -> dict[str, str]:
-    """An env file's variables (EnvFiles): KEY=VALUE lines, blank lines and '#' comments skipped,
-    a value's matching surrounding quotes removed, the last of a repeated key winning; a file
-    that cannot be read has none."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError):
-        return {}
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        out[key.strip()] = value
-    return out

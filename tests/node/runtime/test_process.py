@@ -17,7 +17,7 @@ from nanokube.node.lifecycle import pulled_message
 from nanokube.node.manager import NodeManager
 from nanokube.node.runtime.netns import list_netns
 from nanokube.node.runtime.process import ProcessRuntime
-from nanokube.node.runtime.worker import expand
+from nanokube.node.container_env import expand
 from nanokube.node.streaming import log_options
 from tests.controllers import becomes, eventually, make_stack
 
