@@ -130,6 +130,8 @@ class APIServer:
         self.jwks_uri = jwks_uri
         self.index = ResourceIndex(all_resources())
         self.cache = WatchCache(self.store)
+        built_in = frozenset(r.key_prefix() for r in self.index.resources)
+        self.cache.unstructured = lambda prefix: prefix not in built_in  # custom resources' (apiextensions)
         self.metrics.watch_cache(self.cache.stats, lambda: self.cache.rev)
         self.event_ttl = EventTTL(self.store, self.cache, clock, event_ttl, self.metrics.registry)
         self.rest = GenericREST(self.store, self.cache, self.index, clock)

@@ -27,7 +27,7 @@ import orjson
 from sortedcontainers import SortedList
 
 from ..machinery import encoded as json_memo
-from ..machinery.fieldorder import in_upstream_order
+from ..machinery.fieldorder import in_unstructured_order, in_upstream_order
 from ..machinery.responses import go_escaped
 from ..store.interface import DELETE, KV, Compacted, Event, Store
 
@@ -150,12 +150,15 @@ class Entry:
                 self.raw
             self._obj = None
 
-    def replaced(self, kv: KV | None) -> None:
+    def replaced(self, kv: KV | None, unstructured: bool = False) -> None:
         """A write replaced or deleted this version; `kv` is what the store's event says was
         stored before it. When that is this version, its bytes are kept for `keep_encoded`,
-        which then encodes nothing: they decode to the same object (they were encoded from it)."""
+        which then encodes nothing: they decode to the same object (they were encoded from it;
+        a custom resource's as one, `unstructured`)."""
         if kv is not None and kv.mod_revision == self.rev and self._stored is None and self._raw is None:
             self._stored = kv.value
+            if unstructured:
+                self._decode = _decode_unstructured
 
     @property
     def raw(self) -> bytes:
@@ -232,8 +235,11 @@ def compact_dumps(obj: Any) -> bytes:
     return memoryview(go_escaped(orjson.dumps(obj))).tobytes()
 
 
-def decode(value: bytes, rev: int) -> dict:
-    """A stored object as it is served: in upstream's field order, with its resourceVersion."""
+def decode(value: bytes, rev: int, unstructured: bool = False) -> dict:
+    """A stored object as it is served: in upstream's field order (a custom resource's: every map
+    sorted), with its resourceVersion."""
+    if unstructured:
+        return in_unstructured_order(orjson.loads(value), str(rev))
     return in_upstream_order(orjson.loads(value), str(rev))
 
 
@@ -290,6 +296,9 @@ class WatchCache:
         #: watches here is kept as its stored bytes until something reads it (decoding every one was
         #: 16% of a second worker's time while creating pods, which nothing there reads)
         self.lazy = False
+        #: whether a resource prefix holds unstructured objects (custom resources), whose every map
+        #: is decoded in Go's sorted order (`in_unstructured_order`) instead of struct order
+        self.unstructured: Callable[[str], bool] = lambda prefix: False
         #: per resource prefix, a number that changes whenever any of its objects does (see `changes`)
         self._changes: dict[str, int] = {}
         self._change_seq = 0
@@ -413,11 +422,11 @@ class WatchCache:
         prev = objs.get(key)
         rev = ev.revision
         if prev is not None:
-            prev.replaced(ev.prev)
+            prev.replaced(ev.prev, self.unstructured(prefix))
         if ev.type == DELETE:
             if objs.pop(key, None) is not None:
                 self._keys[prefix].remove(key)
-            gone = prev.obj if prev else decode(ev.kv.value, ev.kv.mod_revision)
+            gone = prev.obj if prev else decode(ev.kv.value, ev.kv.mod_revision, self.unstructured(prefix))
             obj = {**gone, "metadata": {**gone.get("metadata", {}), "resourceVersion": str(rev)}}
             # the last stored bytes, which decode to `obj` at the deletion's revision (keep_encoded)
             cev = CacheEvent(DELETED, key, Entry(obj, rev, None, ev.kv.value), prev, rev)
@@ -497,7 +506,7 @@ class WatchCache:
         share those of one field set: fieldpath.to_fields_v1), and its labels, annotations, owner
         references and finalizers. Restarted over 300,000 pods of one ReplicaSet, each was decoded
         into 19 objects the cycle collector tracks, none shared."""
-        obj = decode(value, rev)
+        obj = decode(value, rev, self.unstructured(prefix))
         self._share_spec(obj, prev, prefix)
         md = obj.get("metadata")
         if type(md) is not dict:
@@ -882,15 +891,20 @@ _RV = b'"resourceVersion":""'
 _RV_FIELD = b',"resourceVersion":""'
 
 
-def stored_json(obj: dict[str, Any], keeps_spec: bool = False) -> tuple[bytes, dict, int]:
+def _decode_unstructured(value: bytes, rev: int) -> dict:
+    return decode(value, rev, True)
+
+
+def stored_json(obj: dict[str, Any], keeps_spec: bool = False, unstructured: bool = False) -> tuple[bytes, dict, int]:
     """The bytes written to the store for `obj` (without its resourceVersion), the object in
     upstream's order with an empty resourceVersion in its place (what the writer hands
     `WatchCache.expect`, which fills it in), and where the field was cut out of the bytes (-1:
     not known). The served JSON at any revision is the bytes with the field put back
     (`served_json`), so a write's response is not a second encoding of the cached object.
     `keeps_spec`: the write keeps the spec the object had (a status write), whose JSON is then
-    remembered for its next writes."""
-    ordered = in_upstream_order(dict(obj), "")
+    remembered for its next writes. `unstructured`: a custom resource, every map of which is stored
+    sorted, as Go encodes a map[string]interface{}."""
+    ordered = in_unstructured_order(obj, "") if unstructured else in_upstream_order(dict(obj), "")
     encoded = go_escaped(orjson.dumps(_framed(ordered, keeps_spec)))
     at = encoded.find(_RV)
     # no brace before it but the object's and its metadata's: no map precedes it that could hold a

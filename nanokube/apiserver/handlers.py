@@ -567,6 +567,9 @@ class APIHandlers:
                 field_selector=q.get("fieldSelector", ""), list_meta=meta, **listing)
             if _accept(request) != "object":
                 return self._render_list(request, res, deleted, meta)
+            if res.strategy.unstructured:  # an UnstructuredList's keys sorted, as Go writes a map's
+                return json_response({"apiVersion": res.api_version(version), "items": deleted,
+                                      "kind": f"{res.kind}List", "metadata": dict(sorted(meta.items()))})
             return json_response({"kind": f"{res.kind}List", "apiVersion": res.api_version(version),
                                   "metadata": meta, "items": deleted})
         raise errors.method_not_allowed()
@@ -728,9 +731,13 @@ class APIHandlers:
             encoded=encoded if kind == "object" else None)
         if kind != "object":
             return self._render_list(request, res, items, meta)
-        head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
         if None in encoded:  # items converted for the version asked for have no cached JSON
             encoded = [raw if raw is not None else dumps(o) for raw, o in zip(encoded, items)]
+        if res.strategy.unstructured:  # an UnstructuredList: its keys sorted as Go writes a map's, items among them
+            head = dumps({"apiVersion": res.api_version(version)})[:-1] + b',"items":['
+            tail = b"]," + dumps({"kind": f"{res.kind}List", "metadata": dict(sorted(meta.items()))})[1:] + b"\n"
+            return web.Response(body=JoinedPayload(head, encoded, tail), content_type=_JSON)
+        head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
         return web.Response(body=JoinedPayload(head[:-1] + b',"items":[', encoded, b"]}\n"), content_type=_JSON)
 
     def _render_list(self, request: web.Request, res: Resource, items: list, meta: dict) -> web.Response:

@@ -846,7 +846,7 @@ class GenericREST:
         made = await self._reserve(res, obj, None) if held is not None else None
         try:
             for attempt in range(NAME_ATTEMPTS):
-                value, handed, at = stored_json(obj)
+                value, handed, at = stored_json(obj, unstructured=res.strategy.unstructured)
                 self.cache.expect(key, value, handed)
                 try:
                     kv = await self.store.create(key, value)
@@ -1082,7 +1082,7 @@ class GenericREST:
         made = await self._reserve(res, new, old) if held is not None else None
         try:
             spec = new.get("spec")
-            value, handed, at = stored_json(new, spec is not None and spec is old.get("spec"))
+            value, handed, at = stored_json(new, spec is not None and spec is old.get("spec"), res.strategy.unstructured)
             self.cache.expect(key, value, handed)
             kv = await self.store.update(key, value, expected_rev)
         except BaseException as e:
@@ -1360,7 +1360,7 @@ class GenericREST:
                     await res.strategy.reservations.free(new)
                 return Result(self._deleted_result(res, version, new), 200)
             try:
-                value, handed, _ = stored_json(new)
+                value, handed, _ = stored_json(new, unstructured=res.strategy.unstructured)
                 self.cache.expect(key, value, handed)
                 kv = await self.store.update(key, value, entry.rev)
             except RevisionMismatch:

@@ -75,3 +75,46 @@ def _ordered(obj: dict, keys: list[str]) -> bool:
     else:
         first = keys[:1] == ["metadata"]
     return first and ("status" not in obj or keys[-1] == "status")
+
+
+def go_sorted(v):
+    """`v` as Go's encoder writes an unstructured value (a custom resource is a map[string]interface{}
+    all the way down): every map's keys sorted. `v` itself where it is so already, else a copy of
+    what is not (the maps and lists that hold a map out of order), so values shared with cached
+    objects are never changed."""
+    if type(v) is dict:
+        prev, ordered, copied = "", True, None
+        for k, x in v.items():
+            if k < prev:
+                ordered = False
+            prev = k
+            if type(x) is dict or type(x) is list:
+                y = go_sorted(x)
+                if y is not x:
+                    if copied is None:
+                        copied = dict(v)
+                    copied[k] = y
+        if ordered:
+            return v if copied is None else copied
+        src = v if copied is None else copied
+        return {k: src[k] for k in sorted(src)}
+    if type(v) is list:
+        out = None
+        for i, x in enumerate(v):
+            if type(x) is dict or type(x) is list:
+                y = go_sorted(x)
+                if y is not x:
+                    if out is None:
+                        out = list(v)
+                    out[i] = y
+        return v if out is None else out
+    return v
+
+
+def in_unstructured_order(obj: dict, resource_version: str) -> dict:
+    """A custom resource as stored and served (`go_sorted`), with its resourceVersion in its place
+    among metadata's sorted keys."""
+    md = obj.get("metadata")
+    if type(md) is dict:
+        obj = {**obj, "metadata": {**md, "resourceVersion": resource_version}}
+    return go_sorted(obj)

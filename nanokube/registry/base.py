@@ -71,6 +71,9 @@ class Strategy:
     #: is the metadata judged by apimachinery's generic ObjectMeta rules only, as upstream's custom
     #: resources, CRDs, APIServices and admission configuration are? Other kinds add core's finalizer-name rule
     generic_meta: bool = False
+    #: are the objects unstructured (custom resources: map[string]interface{} in Go), every map of
+    #: which is stored and served with its keys sorted, instead of in struct order?
+    unstructured: bool = False
     #: fields (beyond metadata.name / metadata.namespace) usable in fieldSelector
     field_selectors: dict[str, Callable[[Obj], Any]] = {}
     #: the metadata fields a fieldSelector may name (the kind's field label conversion: Namespace's

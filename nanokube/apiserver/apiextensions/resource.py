@@ -22,6 +22,7 @@ import orjson
 from ... import schema as schemas
 from ...machinery import errors, gofmt
 from ...machinery.conditions import is_condition_true
+from ...machinery.fieldorder import go_sorted
 from ...machinery.validation import FieldError, custom_finalizer_warnings, invalid
 from ...registry.base import AGE, STORED_DELETION, Age, Column, Obj, Resource, Strategy
 from .. import structural
@@ -255,9 +256,29 @@ def _scale_errors(obj: Obj, scale: dict[str, Any] | None, spec: bool) -> list[Fi
     return errs
 
 
+def _in_go_order(obj: Obj) -> Obj:
+    """`obj` with every map sorted (`go_sorted`), as a custom resource is served. What the watch cache
+    holds is so already (stored sorted, decoded so), which its top level and metadata show at the cost
+    of a glance; an object still being written (a dry run's, an unchanged update's answer) is not."""
+    prev = ""
+    for k in obj:
+        if k < prev:
+            return go_sorted(obj)
+        prev = k
+    md = obj.get("metadata")
+    if type(md) is dict:
+        prev = ""
+        for k in md:
+            if k < prev:
+                return go_sorted(obj)
+            prev = k
+    return obj
+
+
 class CustomResourceStrategy(Strategy):
     strategic_merge = False
     generic_meta = True
+    unstructured = True
     allow_unconditional_update = False
     #: a /status write takes only .status from the request (status_strategy.go), whose reset
     #: fields name spec alone
@@ -345,7 +366,7 @@ class CustomResourceStrategy(Strategy):
         if len(self._converted) > 4096:
             self._converted.clear()
         for o, c in zip(todo, out):
-            self._converted[(id(o), want)] = (o, c)
+            self._converted[(id(o), want)] = (o, go_sorted(c))  # the webhook's order is not Go's
 
     def _webhook_converted(self, obj: Obj, version: str) -> Obj:
         hit = self._converted.get((id(obj), f"{self.group}/{version}"))
@@ -374,16 +395,17 @@ class CustomResourceStrategy(Strategy):
             obj = self._webhook_converted(obj, version)
         info = self._info(version)
         if not info.has_defaults and not converted:
-            return obj
+            return _in_go_order(obj)
         hit = self._read_memo.get(id(obj))
         if hit is not None and hit[0] is obj and hit[1] == version:
             return hit[2]
-        out = obj
+        out = _in_go_order(obj)
         if (converted and defaulting.prune(obj, info.schema, drop=False)) or (
                 info.has_defaults and defaulting.lacks_defaults(obj, info.schema)):
             out = copy.deepcopy(obj)
             defaulting.prune(out, info.schema)
             defaulting.default(out, info.schema)
+            out = go_sorted(out)  # defaults went in after the keys there
         if len(self._read_memo) >= READ_MEMO_SIZE:
             self._read_memo.clear()
         self._read_memo[id(obj)] = (obj, version, out)
