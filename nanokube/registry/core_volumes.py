@@ -338,6 +338,13 @@ class PersistentVolumeClaimStrategy(Strategy):
             errs.append(forbidden("spec.volumeAttributesClassName", "update from non-nil value to an empty string is forbidden"))
         return errs
 
+    def prepare_for_status_update(self, new, old):
+        """DropDisabledFieldsFromStatus: healthStatus (CSIVolumeHealth, alpha, off) only where the stored
+        claim has it already."""
+        status = _status(new)
+        if "healthStatus" in status and "healthStatus" not in _status(old):
+            new["status"] = {k: v for k, v in status.items() if k != "healthStatus"}
+
     def validate_status_update(self, new, old):
         """ValidatePersistentVolumeClaimStatusUpdate, RecoverVolumeExpansionFailure on (GA in 1.34). Upstream
         walks Go maps, so the order of several errors is not fixed there; here it is the object's."""

@@ -413,3 +413,17 @@ async def test_over_http_claim_status_writes_are_validated_as_upstream(core):
     got = await asyncio.to_thread(core.patch_namespaced_persistent_volume_claim_status, "c", "default",
                                   {"status": good})
     assert got.status.allocated_resource_statuses == {"storage": "ControllerResizeInProgress"}
+
+
+async def test_over_http_a_claims_health_status_is_dropped_while_its_alpha_gate_is_off(core):
+    """status.healthStatus (CSIVolumeHealth, alpha in 1.37, off): a write through /status decodes it and
+    drops it, as upstream's DropDisabledFieldsFromStatus does for a claim that does not have it yet."""
+    body = {"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                               "resources": {"requests": {"storage": "1Gi"}}}}
+    await asyncio.to_thread(core.create_namespaced_persistent_volume_claim, "default", body)
+    health = {"healthConditions": [{"status": "Degraded", "reason": "SlowDisk"}]}
+    got = await asyncio.to_thread(core.patch_namespaced_persistent_volume_claim_status, "c", "default",
+                                  {"status": {"healthStatus": health, "capacity": {"storage": "1Gi"}}})
+    assert got.status.health_status is None and got.status.capacity == {"storage": "1Gi"}
+    stored = await asyncio.to_thread(core.read_namespaced_persistent_volume_claim, "c", "default")
+    assert stored.status.health_status is None
