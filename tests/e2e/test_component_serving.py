@@ -141,9 +141,15 @@ def test_scheduler_secure_port(bare):
         c.kubectl("run", "placed", "--image=nginx")
         wait_for(lambda: c.kubectl("get", "pod", "placed", "-o", "jsonpath={.spec.nodeName}").stdout,
                  what="the pod bound")
+
+        def agents_seen() -> dict:
+            return {(e["verb"], e["objectRef"]["resource"], e["objectRef"].get("subresource", "")): e["userAgent"]
+                    for e in c.audit_events() if e["userAgent"].startswith("kube-scheduler/")}
         # kube-scheduler's user agents: client-go's default, '/scheduler' for the binding, '/leader-election'
-        agents = {(e["verb"], e["objectRef"]["resource"], e["objectRef"].get("subresource", "")): e["userAgent"]
-                  for e in c.audit_events() if e["userAgent"].startswith("kube-scheduler/")}
+        # (its Scheduled Event is written from its broadcaster's queue, maybe after the binding)
+        agents = wait_for(lambda: (a := agents_seen()).keys() >= {("create", "pods", "binding"),
+                                                                  ("create", "events", "")} and a,
+                          what="the binding and the Scheduled Event in the audit log")
         assert re.fullmatch(r"kube-scheduler/v1\.37\.0 \(\w+/\w+\) kubernetes/0000000/scheduler",
                             agents["create", "pods", "binding"]), agents
         # ... and its events client's: the configuration's own, no suffix

@@ -125,9 +125,11 @@ def test_proxy_programs_its_namespace_serves_health_and_metrics_and_keeps_rules_
     assert "kubeproxy_sync_proxy_rules_nftables_sync_failures_total{" not in text
     assert get(f"{metrics}/proxyMode")[1] == "nftables"
 
-    events = cluster.kubectl_json("get", "events", "--field-selector", f"involvedObject.name={node}")["items"]
-    assert any(e["reason"] == "ProxyModeWarning" and "planned for 1.40" in e["message"] for e in events), \
-        "an unset --proxy-mode is warned about on the proxy's Node"
+    # written from the proxy's recorder queue, maybe after the rules and metrics waited for
+    wait_for(lambda: any(e["reason"] == "ProxyModeWarning" and "planned for 1.40" in e["message"] for e in
+                         cluster.kubectl_json("get", "events", "--field-selector",
+                                              f"involvedObject.name={node}")["items"]), 30,
+             "an unset --proxy-mode warned about on the proxy's Node")
 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
