@@ -6,7 +6,8 @@ In order: the image's PATH, HOSTNAME and HOME (the process runtime's images are 
 root, so these are busybox's defaults), TERM for a tty, the kubelet's service link variables
 (service_env), then envFrom and env, each `env` value's `$(VAR)` references expanded with what
 comes before it; valueFrom reads fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef and
-fileKeyRef. Whether a ConfigMap or Secret that is not optional is missing is envvars.py's check,
+fileKeyRef; last, the env edits of the CDI devices external DRA drivers prepared for it
+(dra/cdi.py). Whether a ConfigMap or Secret that is not optional is missing is envvars.py's check,
 made before the container starts; here a missing one leaves its variables out."""
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ async def environment(worker, spec: dict) -> dict[str, str]:
         v = await _value_from(worker, spec, e["valueFrom"])
         if v is not None:
             env[e["name"]] = v
+    # the runtime applies the CDI devices' edits last (containerd: after the kubelet's config), so a
+    # DRA driver's variable wins over the container's own
+    env |= agent.claims.cdi_environment(pod, spec["name"])
     return env
 
 
