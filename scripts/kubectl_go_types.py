@@ -9,10 +9,10 @@ encoding/json read: each struct's fields with their Go type and their full struc
 built-in group, so its types are upstream's types.go of that release. This walks them from the
 `.typelink` table (Go 1.26's abi.Type layout, x86-64 ELF) and writes the table
 apiserver/protobuf.py decodes with: message full name -> {field number: [json name, type, flags]},
-flags "r" (repeated), "m" (map), "i" (an embedded struct JSON inlines) and "o" (a value scalar
-tagged omitempty: its zero on the wire is "unset"), read from the Go type and the json tag
-themselves, where gen_protobuf_fields.py had to guess them from gogo options and the OpenAPI
-`required` list.
+flags "r" (repeated), "m" (map), "i" (an embedded struct JSON inlines), "o" (a value scalar
+tagged omitempty: its zero on the wire is "unset") and "p" (a pointer: on the wire only when set,
+where a value field is always written), read from the Go type and the json tag themselves,
+where gen_protobuf_fields.py had to guess them from gogo options and the OpenAPI `required` list.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def build_table(types: dict[int, GoType]) -> dict[str, dict[str, list]]:
                 flags, ftype = "r", proto_type(ft.elem)
             else:
                 ftype = proto_type(typ if not pointer else types[typ].elem)
-                flags = "o" if omitempty and not pointer and ftype in SCALARS.values() else ""
+                flags = "p" if pointer else "o" if omitempty and ftype in SCALARS.values() else ""
             entry[number] = [json_name, ftype, flags]
         table[t.full] = entry
     for name, elem in wrappers.items():

@@ -24,7 +24,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from ..clock import Clock
 from ..registry.base import Resource
 from ..machinery import errors, gofmt, gojson
-from . import discovery, latencytrackers, serializer, tables, warning
+from . import discovery, latencytrackers, protobuf_encode, serializer, tables, warning
 from .cache import served_json
 from .audit import RESPONSE_OBJECT
 from .auth.authorizer import USER
@@ -73,6 +73,8 @@ _DUPLICATES = web.RequestKey("nanokube.body", tuple)
 _WARNINGS = web.RequestKey("nanokube.warnings", list)
 #: a watch through a legacy /watch/ path without ?watch: ListResource's forceWatch, whose options are a list's
 _FORCED_WATCH = web.RequestKey("nanokube.forced_watch", bool)
+#: the Go type of a custom resource's answer, which has no protobuf encoding (`_negotiate`)
+_UNMARSHALABLE = web.RequestKey("nanokube.unmarshalable", str)
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
 
 
@@ -85,11 +87,14 @@ _UNNEGOTIATED = frozenset({"exec", "attach", "portforward", "proxy", "log"})
 _NO_TABLES = frozenset({"binding", "eviction", "token"})
 
 
-def _negotiate(accept: str) -> tuple[str, str, str]:
+def _negotiate(accept: str, unmarshalable: str = "", conversions: bool = True) -> tuple[str, str, str]:
     """(media type, 'table', 'partial', 'partiallist' or 'object', meta.k8s.io version) an Accept header
     negotiates, as upstream's NegotiateMediaTypeOptions: no header is JSON; otherwise the clauses by
     quality (then the specific before the wildcards), the first one whose media type is served and whose
-    conversion (`as`, `g` and `v` together) is one the endpoint makes."""
+    conversion (`as`, `g` and `v` together) is one the endpoint makes: a Table only in JSON or YAML;
+    none where `conversions` is false (an error's). `unmarshalable`: the Go type of a custom resource's
+    answer, which protobuf cannot encode: its protobuf clause is passed over for the next, and is
+    errNotMarshalable's 406 where none follows."""
     if accept == _JSON or not accept:  # what most clients send; no header is the first media type
         return _JSON, "object", ""
     clauses = []
@@ -108,33 +113,43 @@ def _negotiate(accept: str) -> tuple[str, str, str]:
             quality = 0.0
         clauses.append((-quality, mt.startswith("*/"), mt.endswith("/*"), mt, params))
     clauses.sort(key=lambda c: c[:3])
+    passed_over = False
     for _, _, _, mt, params in clauses:
-        if mt not in (_JSON, "*/*", "application/*", _YAML):
+        if mt not in (_JSON, "*/*", "application/*", _YAML, _PROTOBUF):
             continue
         if params.get("stream", "watch") != "watch":
             continue
-        media = _YAML if mt == _YAML else _JSON
+        media = mt if mt in (_YAML, _PROTOBUF) else _JSON
         if not {"as", "g", "v"} & params.keys():
+            if media == _PROTOBUF and unmarshalable:
+                passed_over = True
+                continue
             return media, "object", ""
         kind = _CONVERSIONS.get(params.get("as", ""))
-        if kind and params.get("g") == "meta.k8s.io" and params.get("v") in _META_VERSIONS:
+        if (conversions and kind and params.get("g") == "meta.k8s.io" and params.get("v") in _META_VERSIONS
+                and not (kind == "table" and media == _PROTOBUF)):
             return media, kind, params["v"]
+    if passed_over:
+        raise errors.APIError(406, "NotAcceptable", f"object {unmarshalable} does not implement the protobuf "
+                              "marshalling interface and cannot be encoded to a protobuf message")
     raise _not_acceptable()
 
 
-def _not_acceptable() -> errors.APIError:
-    return errors.APIError(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml")
+def _not_acceptable(stream: bool = False) -> errors.APIError:
+    """NewNotAcceptableError: the media types the endpoint serves (a watch: those that stream)."""
+    served = f"{_JSON};stream=watch, {_PROTOBUF};stream=watch" if stream else _MEDIA_TYPES
+    return errors.APIError(406, "NotAcceptable", f"only the following media types are accepted: {served}")
 
 
 def _accept(request: web.Request) -> str:
     """'table', 'partial', 'partiallist' or 'object', as the request's Accept header negotiates it."""
-    return _negotiate(request.headers.get("Accept", ""))[1]
+    return _negotiate(request.headers.get("Accept", ""), request.get(_UNMARSHALABLE, ""))[1]
 
 
 def _meta_version(request: web.Request) -> str:
     """The meta.k8s.io version of the Table or PartialObjectMetadata(List) the Accept header asks for:
     a conversion to v1beta1 is served as v1beta1, as upstream encodes it in the version asked for."""
-    return _negotiate(request.headers.get("Accept", ""))[2] or "v1"
+    return _negotiate(request.headers.get("Accept", ""), request.get(_UNMARSHALABLE, ""))[2] or "v1"
 
 
 def _include_object(q) -> str:
@@ -167,14 +182,14 @@ def _wrong_partial(res: Resource, is_list: bool) -> errors.APIError:
     return errors.APIError(406, "NotAcceptable", msg)
 
 
-def _watch_accept(request: web.Request) -> str:
-    """As `_accept`, for a watch: the media type negotiated must stream, and YAML has no stream
+def _watch_accept(request: web.Request) -> tuple[str, str]:
+    """As `_accept`, for a watch, with the media type: it must stream, and YAML has no stream
     serializer (upstream's NegotiateOutputMediaTypeStream), so a watch that negotiates it (first,
     by quality) is Not Acceptable rather than JSON."""
-    media, kind, _ = _negotiate(request.headers.get("Accept", ""))
+    media, kind, _ = _negotiate(request.headers.get("Accept", ""), request.get(_UNMARSHALABLE, ""))
     if media == _YAML:
-        raise _not_acceptable()
-    return kind
+        raise _not_acceptable(stream=True)
+    return kind, media
 
 
 def _pretty(request: web.Request) -> bool:
@@ -188,16 +203,23 @@ def _pretty(request: web.Request) -> bool:
 
 def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     """A JSON response in YAML where the Accept header negotiates application/yaml, as upstream's YAML
-    serializer writes it (sigs.k8s.io/yaml: keys sorted, block style); errors too. A watch stays JSON.
+    serializer writes it (sigs.k8s.io/yaml: keys sorted, block style), or in protobuf where it
+    negotiates that; errors too, negotiated as ErrorNegotiated does (no conversion; a custom
+    resource's Status is protobuf too). A watch is framed by its handler.
     A JSON one pretty-printed where isPrettyPrint asks for it (json.MarshalIndent: two spaces, no
     newline after it)."""
     if type(response) is not web.Response or response.content_type != _JSON:
         return response
     accept = request.headers.get("Accept", "")
+    error = response.status >= 400
     try:
-        to_yaml = "yaml" in accept and _negotiate(accept)[0] == _YAML
+        media = _JSON if "yaml" not in accept and "protobuf" not in accept else _negotiate(
+            accept, "" if error else request.get(_UNMARSHALABLE, ""), conversions=not error)[0]
     except errors.APIError:
         return response
+    if media == _PROTOBUF:
+        return _as_protobuf(response)
+    to_yaml = media == _YAML
     if not to_yaml and not _pretty(request):
         return response
     body = response.body
@@ -207,6 +229,28 @@ def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.Str
     else:
         text = go_escaped(orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2))
     out = web.Response(body=text, status=response.status, content_type=_YAML if to_yaml else _JSON)
+    for k, v in response.headers.items():
+        if k.lower() not in ("content-type", "content-length"):
+            out.headers.add(k, v)
+    return out
+
+
+def _as_protobuf(response: web.Response) -> web.Response:
+    """A JSON response re-encoded in protobuf; one whose kind has no message (an aggregated API's)
+    stays JSON."""
+    body = response.body
+    obj = orjson.loads(body.decode() if isinstance(body, Payload) else bytes(body or b""))
+    if type(obj) is not dict:
+        return response
+    status = response.status
+    try:
+        data = protobuf_encode.encode(obj)
+    except protobuf_encode.NotMarshalable:
+        return response
+    except protobuf_encode.ProtobufError as e:  # a stored object the table does not fit: a bug
+        log.exception("cannot encode %s %s as protobuf", obj.get("apiVersion"), obj.get("kind"))
+        status, data = 500, protobuf_encode.encode(errors.internal(f"protobuf encoding: {e}").status())
+    out = web.Response(body=data, status=status, content_type=_PROTOBUF)
     for k, v in response.headers.items():
         if k.lower() not in ("content-type", "content-length"):
             out.headers.add(k, v)
@@ -442,6 +486,8 @@ class APIHandlers:
         res = self.index.get(group, version, plural)
         if res is None:
             raise errors.route_not_found()
+        if not res.strategy.strategic_merge:  # a custom resource: unstructured, which protobuf cannot encode
+            request[_UNMARSHALABLE] = _go_type(res, name is None and request.method in ("GET", "DELETE"))
         if sub and sub not in res.subresources:
             raise errors.route_not_found()
         if res.namespaced is False and namespace is not None:
@@ -780,7 +826,13 @@ class APIHandlers:
     async def _watch(self, request: web.Request, res: Resource, version: str, namespace: str | None, name: str | None,
                      labels: list) -> web.StreamResponse:
         q = request.query
-        kind = _watch_accept(request)
+        kind, media = _watch_accept(request)
+        pb = media == _PROTOBUF
+
+        def event(typ: str, obj: dict) -> bytes:
+            return protobuf_encode.watch_event(typ, obj) if pb else dumps({"type": typ, "object": obj}) + b"\n"
+
+        ctype = f"{_PROTOBUF};stream=watch" if pb else _JSON
         timeout = watch_timeout(integer(q, "timeoutSeconds"), self.min_request_timeout)
         field_selector = q.get("fieldSelector", "")
         try:
@@ -797,9 +849,9 @@ class APIHandlers:
                 _include_object(q)
             # as the cacher does: an expired resourceVersion, or one a watch-list's cache did not reach in
             # time, is a watch that sends one ERROR event and ends
-            gone = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
+            gone = web.StreamResponse(status=200, headers={"Content-Type": ctype, "Transfer-Encoding": "chunked"})
             await gone.prepare(request)
-            await gone.write(dumps({"type": "ERROR", "object": e.status()}) + b"\n")
+            await gone.write(event("ERROR", e.status()))
             await gone.write_eof()
             return gone
         try:
@@ -808,7 +860,7 @@ class APIHandlers:
             await stream.aclose()
             raise
         mv = _meta_version(request)
-        resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
+        resp = web.StreamResponse(status=200, headers={"Content-Type": ctype, "Transfer-Encoding": "chunked"})
         for w in request.get(_WARNINGS, ()):  # a watch of a deprecated version is warned too, before it streams
             resp.headers.add("Warning", warning.header(w))
         await resp.prepare(request)
@@ -820,7 +872,7 @@ class APIHandlers:
         columns_sent = False
         transport = request.transport
         batch = _Batch(transport)
-        if kind == "object" and stream.translate is not None and request.version == HttpVersion11 and transport:
+        if kind == "object" and not pb and stream.translate is not None and request.version == HttpVersion11 and transport:
             stream.watcher.direct = self._direct(stream.translate, batch, sent)
 
         async def emit(ev: tuple[str, dict]) -> None:
@@ -828,7 +880,7 @@ class APIHandlers:
             typ, obj = ev
             if typ == "BOOKMARK" and kind != "table":  # transformed as any event's object: a metadata watch's is PartialObjectMetadata
                 partial = kind in ("partial", "partiallist")
-                line = dumps({"type": typ, "object": tables.partial_metadata(obj, mv) if partial else obj}) + b"\n"
+                line = event(typ, tables.partial_metadata(obj, mv) if partial else obj)
             elif kind == "table":  # a bookmark's Table too (asTable of its object): one row, the bookmark's metadata
                 # the cells read the event's stored object, as a list's (not the served version, nor a newer state)
                 stored = (typ != "BOOKMARK" and stream.watcher.stored) or obj
@@ -838,7 +890,9 @@ class APIHandlers:
                 columns_sent = True
                 line = dumps({"type": typ, "object": table}) + b"\n"
             elif kind in ("partial", "partiallist"):
-                line = dumps({"type": typ, "object": tables.partial_metadata(obj, mv)}) + b"\n"
+                line = event(typ, tables.partial_metadata(obj, mv))
+            elif pb:
+                line = event(typ, obj)
             else:
                 line = self.rest.cache.encode_event(typ, obj)
             batch.flush()  # events handed to it directly and still held go first
@@ -861,7 +915,7 @@ class APIHandlers:
                 e = errors.internal(str(e))
             try:
                 batch.flush()
-                await resp.write(dumps({"type": "ERROR", "object": e.status()}) + b"\n")
+                await resp.write(event("ERROR", e.status()))
             except (ConnectionResetError, RuntimeError):
                 pass
         finally:

@@ -29,8 +29,8 @@ async def test_a_watch_that_negotiates_yaml_is_not_acceptable():
                     assert r.content_type == "application/yaml"  # the error itself is negotiated as any
                     status = yaml.safe_load(await r.text())
                 assert (status["kind"], status["reason"], status["code"]) == ("Status", "NotAcceptable", 406)
-                assert status["message"] == ("only the following media types are accepted: application/json, "
-                                             "application/yaml")
+                assert status["message"] == ("only the following media types are accepted: application/json;stream=watch, "
+                                             "application/vnd.kubernetes.protobuf;stream=watch")
             for accept in ("application/yaml;q=0.5, application/json", "*/*", "application/json;stream=watch"):
                 async with s.get(url, headers={"Accept": accept}) as r:
                     assert (r.status, r.content_type) == (200, "application/json"), accept

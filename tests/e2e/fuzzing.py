@@ -61,6 +61,8 @@ from urllib.parse import quote, urlencode
 import yaml
 from hypothesis import strategies as st
 
+from nanokube.apiserver import protobuf
+
 from .fuzz_seeds import CLUSTER_SCOPED, CREATE_ONLY, CSR_B64, KINDS, NAMES, PROBE, crds
 from .test_hardening import Raw
 
@@ -927,6 +929,8 @@ class Fuzzer:
         took = time.monotonic() - start
         if code >= 400 and isinstance(got, bytes) and headers.get("Content-Type", "").startswith("application/yaml"):
             got = yaml.safe_load(got)
+        if code >= 400 and isinstance(got, bytes) and headers.get("Content-Type", "").startswith("application/vnd.kubernetes.protobuf"):
+            got = protobuf.decode(got)  # an error negotiated as protobuf is a protobuf Status
         self.requests += 1
         self.codes[code] += 1
         if took > self.slowest:

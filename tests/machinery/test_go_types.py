@@ -48,7 +48,7 @@ def test_committed_table_is_what_the_script_generates(go):
 
 def test_table_covers_1_37_groups_and_fields():
     table = json.loads(TABLE.read_text())
-    assert table["k8s.io.api.core.v1.PodSpec"]["43"] == ["schedulingGroup", "k8s.io.api.core.v1.PodSchedulingGroup", ""]
+    assert table["k8s.io.api.core.v1.PodSpec"]["43"] == ["schedulingGroup", "k8s.io.api.core.v1.PodSchedulingGroup", "p"]
     assert table["k8s.io.api.resource.v1.ExactDeviceRequest"]["4"] == ["count", "int64", "o"]
     assert table["k8s.io.api.scheduling.v1alpha3.WorkloadSpec"]["3"][0] == "compositePodGroupTemplates"
     for message in ("k8s.io.api.admissionregistration.v1.ValidatingWebhook", "k8s.io.api.flowcontrol.v1.FlowSchema",
@@ -62,7 +62,8 @@ def test_flags_follow_the_go_type_and_json_tag():
     spec = {name: flags for name, _type, flags in table["k8s.io.api.core.v1.PodSpec"].values()}
     assert spec["nodeName"] == "o"  # string, omitempty
     assert spec["hostNetwork"] == "o"  # bool, omitempty
-    assert spec["priority"] == ""  # *int32: a pointer keeps its zero
+    assert spec["priority"] == "p"  # *int32: a pointer keeps its zero, and is on the wire only when set
+    assert spec["restartPolicy"] == "o" and spec["schedulingGates"] == "r"
     assert spec["containers"] == "r"
     assert spec["nodeSelector"] == "m"
     # tagged without omitempty, its zero is encoded: a value, not "unset"
