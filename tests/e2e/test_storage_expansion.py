@@ -122,8 +122,9 @@ def test_a_claim_changes_attributes_class_once_the_class_exists(cluster):
     typed = client.CoreV1Api(c.client()).read_namespaced_persistent_volume_claim("ckpt", "default")
     assert typed.status.modify_volume_status is None and typed.status.current_volume_attributes_class_name == "fast"
     assert c.kubectl_json("get", "pv", claim(c)["spec"]["volumeName"])["spec"]["volumeAttributesClassName"] == "fast"
-    out = c.kubectl("describe", "pvc", "ckpt").stdout
-    assert 'VAC "fast" does not exist.' in out and "external resizer modified volume ckpt with vac fast successfully" in out
+    # the resizer's Events, written from its recorder's queue, maybe after the status waited for
+    assert wait_for(lambda: 'VAC "fast" does not exist.' in (out := c.kubectl("describe", "pvc", "ckpt").stdout) and
+                    "external resizer modified volume ckpt with vac fast successfully" in out, 30, "the resizer's Events")
     # in use, the class outlives its deletion (kubernetes.io/vac-protection)
     c.kubectl("delete", "volumeattributesclass", "fast", "--wait=false")
     kept = c.kubectl_json("get", "volumeattributesclass", "fast")
