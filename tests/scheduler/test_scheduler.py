@@ -8,7 +8,7 @@ import warnings
 import pytest
 from prometheus_client import generate_latest
 
-from tests.controllers import eventually
+from tests.controllers import becomes, eventually
 from tests.scheduler import node, pod
 
 
@@ -77,9 +77,11 @@ async def test_unschedulable_pod_gets_event_and_condition_then_fits_a_new_node(e
     assert cond["reason"] == "Unschedulable" and cond["message"] == msg
     # the generation it was judged at, as upstream's handleSchedulingFailure writes it (PodObservedGenerationTracking)
     assert cond["observedGeneration"] == 1
-    events = client.resource("", "v1", "events")
-    items, _ = await events.list("default")
-    assert any(e["reason"] == "FailedScheduling" and e["message"] == msg and e["type"] == "Warning" for e in items)
+
+    async def failed_scheduling():  # the broadcaster writes it from its queue, maybe after the condition
+        items, _ = await client.resource("", "v1", "events").list("default")
+        return any(e["reason"] == "FailedScheduling" and e["message"] == msg and e["type"] == "Warning" for e in items)
+    assert await eventually(failed_scheduling)
     await add_node(client, node("bigger", "16", "64Gi"))
     await eventually(lambda: _true("default/huge" not in sched.queue.unschedulable))
     metrics = generate_latest(sched.metrics.registry).decode()
@@ -186,8 +188,11 @@ async def test_failure_reports_share_a_bounded_pool_of_reporters(env):
     assert await eventually(all_idle)
     assert sched._reporters.isdisjoint(sched._binds)
     assert [t for t in sched._binds if not t.done()] == []
-    items, _ = await client.resource("events.k8s.io", "v1", "events").list("default")
-    assert len({e["regarding"]["name"] for e in items if e["reason"] == "FailedScheduling"}) == n
+
+    async def failed_scheduling():  # the broadcaster writes them from its queue, maybe after the conditions
+        items, _ = await client.resource("events.k8s.io", "v1", "events").list("default")
+        return {e["regarding"]["name"] for e in items if e["reason"] == "FailedScheduling"}
+    assert await becomes(failed_scheduling, {f"nowhere-{i}" for i in range(n)})
     # reports still queued at the stop, each with an Event to write: dropped, none left unawaited
     # (a queued coroutine made its Event's write at once, and the stop dropped that unawaited)
     gone = [{"metadata": {"name": f"gone-{i}", "namespace": "default", "uid": f"g{i}"}} for i in range(3)]
