@@ -11,9 +11,11 @@ MetricsProvider measures it, from the node's real directory for the volume:
 - a claim on a local or NFS volume (MetricsStatFS): statfs alone;
 - hostPath, a claim's too (MetricsNil): nothing, as upstream reports none for them.
 
-emptyDir is left out: on the simulated runtime its files live in the pod's memory, not in the
-directory. Volumes without a claim come first, then the claims with their `pvcRef` (upstream
-walks a map, so its order is not fixed)."""
+An emptyDir on disk is measured as the kubelet-written ones where the process runtime runs the
+pod (its files are in the directory), and left out on the simulated runtime (they live in the
+pod's memory) and with medium Memory (a tmpfs upstream, none here). Volumes without a claim
+come first, then the claims with their `pvcRef` (upstream walks a map, so its order is not
+fixed)."""
 
 from __future__ import annotations
 
@@ -61,7 +63,8 @@ def pod_volume_stats(mgr: VolumeManager, pod: dict, stamp: str, claims_only: boo
         name = vol.get("name", "")
         kind = next((k for k in vol if k != "name"), "emptyDir")
         path = mgr.volume_dir(uid, name)
-        if kind in _DU_KINDS and not claims_only:
+        if not claims_only and (kind in _DU_KINDS or kind == "emptyDir" and mgr.host_paths
+                                and (vol.get("emptyDir") or {}).get("medium") != "Memory"):
             if (fs := _measure(path, walk=True)) is not None:
                 own.append({"time": stamp, **fs, "name": name})
         elif (claim := claims.get(name)) is not None and claim.meter is not None:
