@@ -163,7 +163,11 @@ async def test_repeated_failures_fold_into_one_event_series_without_a_write_per_
 
     for _ in range(2):
         await retry()
-    first, series = await eventually(lambda: _failed_events(events, "too-big", 2))
+
+    async def series_written():  # each Event is written on a task of its own: the series' after the create, maybe
+        found = await _failed_events(events, "too-big", 2)
+        return found if found and any("series" in e for e in found) else None
+    first, series = await eventually(series_written)
     assert "series" not in first and series["series"]["count"] == 2
     assert first["regarding"]["resourceVersion"] != series["regarding"]["resourceVersion"]
     written = series["metadata"]["resourceVersion"]
