@@ -70,6 +70,11 @@ def decode(body: bytes) -> dict:
     return obj
 
 
+def decode_message(raw: bytes, name: str):
+    """The JSON form of one message `name` (no `k8s\\x00` envelope), or raise ProtobufError."""
+    return _message(raw, 0, len(raw), name)
+
+
 #: groups whose proto package is not named by their first label
 _PACKAGES = {"internal": "apiserverinternal"}
 

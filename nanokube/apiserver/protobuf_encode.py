@@ -29,8 +29,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _GO_ZERO = -62135596800
 _SCALAR_ZERO = {"bool": False, "string": "", "float": 0.0, "double": 0.0}
 
-# what a field is, for the encoder: its own kind of write
-_VALUE, _POINTER, _REPEATED, _MAP, _INLINE, _OPTIONAL = range(6)
+# how a field is written: a value field always, a pointer when set (both one value), the others
+_VALUE, _POINTER, _REPEATED, _MAP, _INLINE = range(5)
 
 
 class NotMarshalable(ProtobufError):
@@ -41,9 +41,7 @@ def _key(num: int, wire: int) -> bytes:
     return _varint(num << 3 | wire)
 
 
-def _varint(n: int) -> bytes:
-    if 0 <= n < 0x80:
-        return bytes((n,))
+def _varint_slow(n: int) -> bytes:
     n &= (1 << 64) - 1  # a negative int32 or int64 is its two's complement: ten bytes
     out = bytearray()
     while n >= 0x80:
@@ -53,8 +51,21 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
+#: the varints of the lengths and numbers most fields hold, made once
+_SMALL = [_varint_slow(n) for n in range(1 << 14)]
+
+
+def _varint(n: int) -> bytes:
+    return _SMALL[n] if 0 <= n < 16384 else _varint_slow(n)
+
+
+# what a field's value is, for the encoder's inlined cases
+_STRING, _INT, _BOOL, _OTHER, _MESSAGE = range(5)
+
+
 def _compile(name: str) -> list[tuple]:
-    """(json name, proto type, how it is written, key bytes, key bytes of a map entry's value) for
+    """(json name, proto type, how it is written, what its value is, key bytes, the bytes of its zero
+    (a value field's, which is written when the object lacks it) or of a map entry's value key) for
     each field of message `name`, in field-number order."""
     fields = TABLE.get(name)
     if fields is None:
@@ -73,12 +84,27 @@ def _compile(name: str) -> list[tuple]:
             how = _POINTER  # a pointer, a []byte or a named slice: written when not nil
         else:
             how = _VALUE
-        wire = _WIRE[ftype] if scalar else 2
-        if how == _MAP:
-            value_wire = _WIRE[ftype] if scalar else 2
-            out.append((jname, ftype, how, _key(num, 2), _key(2, value_wire)))
+        if not scalar:
+            what = _MESSAGE
+        elif ftype == "string":
+            what = _STRING
+        elif ftype == "bool":
+            what = _BOOL
+        elif ftype in ("int32", "int64", "uint32", "uint64"):
+            what = _INT
         else:
-            out.append((jname, ftype, how, _key(num, wire), None))
+            what = _OTHER
+        key = _key(num, _WIRE[ftype] if scalar else 2)
+        extra = None
+        if how == _MAP:
+            key, extra = _key(num, 2), _key(2, _WIRE[ftype] if scalar else 2)
+        elif how == _VALUE:  # Go structs hold no value struct of their own type: this recursion ends
+            zero = _scalar(ftype, _SCALAR_ZERO.get(ftype, 0)) if scalar else None
+            if zero is None:
+                body = message(None, ftype)
+                zero = _varint(len(body)) + body
+            extra = key + zero
+        out.append((jname, ftype, how, what, key, extra))
     return out
 
 
@@ -181,47 +207,55 @@ def message(obj, name: str) -> bytes:
     elif type(obj) is not dict:
         raise ProtobufError(f"{name}: expected an object, got {type(obj).__name__}")
     out = bytearray()
-    for jname, ftype, how, key, value_key in _fields_of(name):
+    for jname, ftype, how, what, key, extra in _fields_of(name):
         if how == _INLINE:
             body = message(obj, ftype)
-            out += key + _varint(len(body)) + body
+            out += key
+            out += _varint(len(body))
+            out += body
             continue
         value = obj.get(jname)
-        if how == _VALUE:
-            if ftype in _SCALARS:
-                out += key + _scalar(ftype, _SCALAR_ZERO.get(ftype, 0) if value is None else value)
-            else:
-                body = message(value, ftype)
-                out += key + _varint(len(body)) + body
-        elif value is None:
+        if value is None:
+            if how == _VALUE:
+                out += extra
             continue
-        elif how == _POINTER:
-            if ftype in _SCALARS:
-                out += key + _scalar(ftype, value)
-            else:
+        if how <= _POINTER:  # one value
+            out += key
+            if what == _STRING and type(value) is str:
+                data = value.encode()
+                out += _varint(len(data))
+                out += data
+            elif what == _INT and type(value) is int:
+                out += _varint(value)
+            elif what == _MESSAGE:
                 body = message(value, ftype)
-                out += key + _varint(len(body)) + body
-        elif how == _REPEATED:
-            if ftype in _SCALARS:
-                for item in value:
-                    out += key + _scalar(ftype, item)
+                out += _varint(len(body))
+                out += body
             else:
+                out += _scalar(ftype, value)
+        elif how == _REPEATED:
+            if what == _MESSAGE:
                 for item in value:
                     body = message(item, ftype)
-                    out += key + _varint(len(body)) + body
+                    out += key
+                    out += _varint(len(body))
+                    out += body
+            else:
+                for item in value:
+                    out += key
+                    out += _scalar(ftype, item)
         else:  # a map: entries {key = 1, value = 2} sorted by key, as the marshallers sort them
             for k in sorted(value):
                 v = value[k]
-                if ftype in _SCALARS:
-                    if v is None and ftype == "bytes":
-                        entry = _key(1, 2) + _scalar("string", k)
-                    else:
-                        entry = _key(1, 2) + _scalar("string", k) + value_key + _scalar(
-                            ftype, _SCALAR_ZERO.get(ftype, 0) if v is None else v)
-                else:
+                entry = b"\x0a" + _scalar("string", k)
+                if what == _MESSAGE:
                     body = message(v, ftype)
-                    entry = _key(1, 2) + _scalar("string", k) + value_key + _varint(len(body)) + body
-                out += key + _varint(len(entry)) + entry
+                    entry += extra + _varint(len(body)) + body
+                elif v is not None or ftype != "bytes":  # a nil []byte value is no field
+                    entry += extra + _scalar(ftype, _SCALAR_ZERO.get(ftype, 0) if v is None else v)
+                out += key
+                out += _varint(len(entry))
+                out += entry
     return bytes(out)
 
 
@@ -246,11 +280,25 @@ def encode(obj: dict) -> bytes:
     return _unknown(api_version, kind, message(obj, name))
 
 
+#: recent watch frames by (object, event type): every watcher of a kind is sent the same stored
+#: object, encoded once (the memo holds the objects, so an id in it always names its own)
+_FRAMES: dict[tuple[int, str], tuple[dict, bytes]] = {}
+_FRAMES_MAX = 1024
+
+
 def watch_event(event_type: str, obj: dict) -> bytes:
     """One frame of a protobuf watch: the WatchEvent{type, object: RawExtension{raw: encode(obj)}}
     message, unwrapped, after its length as four big-endian bytes."""
+    memo_key = (id(obj), event_type)
+    hit = _FRAMES.get(memo_key)
+    if hit is not None and hit[0] is obj:
+        return hit[1]
     raw = encode(obj)
     ext = b"\x0a" + _varint(len(raw)) + raw
     typ = event_type.encode()
     event = b"\x0a" + _varint(len(typ)) + typ + b"\x12" + _varint(len(ext)) + ext
-    return struct.pack(">I", len(event)) + event
+    frame = struct.pack(">I", len(event)) + event
+    if len(_FRAMES) >= _FRAMES_MAX:
+        del _FRAMES[next(iter(_FRAMES))]
+    _FRAMES[memo_key] = (obj, frame)
+    return frame
