@@ -11,7 +11,7 @@ import pytest
 from nanokube.clock import VirtualClock, parse_time
 from nanokube.scheduler.config import ConfigError, load, parse
 from nanokube.scheduler.scheduler import Scheduler
-from tests.controllers import make_stack
+from tests.controllers import eventually, make_stack
 from tests.scheduler import node
 from tests.scheduler.test_dynamic_resources import R, claim_pod
 from tests.scheduler.test_scheduler import add_node
@@ -108,8 +108,10 @@ async def test_an_attachment_that_never_happens_is_given_up_after_the_binding_ti
         return alloc is not None and alloc != first and c["status"].get("reservedFor") and alloc
     again = await until(clock, reallocated)
     assert parse_time(again["allocationTimestamp"]) > allocated_at + 600
-    assert await events("device binding timeout")
-    assert await events("resourceclaim not available on the node. deallocation of ResourceClaim completed")
+    # the broadcaster writes its Events from its queue, maybe after the claim's new allocation
+    assert await eventually(lambda: events("device binding timeout"))
+    assert await eventually(lambda: events("resourceclaim not available on the node. deallocation of ResourceClaim "
+                                           "completed"))
     assert not (await pods.get("p", "default"))["spec"].get("nodeName")
 
     [r] = again["devices"]["results"]

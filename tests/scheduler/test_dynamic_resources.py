@@ -408,10 +408,13 @@ async def test_an_allocation_nobody_holds_on_an_unusable_node_is_dropped_and_mad
     assert c["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["two-gpus"]
     p = await pods.get("stuck", "default")
     assert c["status"]["reservedFor"] == [{"resource": "pods", "name": "stuck", "uid": p["metadata"]["uid"]}]
-    events, _ = await client.resource("", "v1", "events").list(namespace="default")
-    assert any(e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "stuck"
-               and "resourceclaim not available on the node. deallocation of ResourceClaim completed" in e["message"]
-               for e in events)
+
+    async def deallocation_reported():  # the broadcaster writes it from its queue, maybe after the binding
+        events, _ = await client.resource("", "v1", "events").list(namespace="default")
+        return any(e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "stuck" and
+                   "resourceclaim not available on the node. deallocation of ResourceClaim completed" in e["message"]
+                   for e in events)
+    assert await eventually(deallocation_reported)
 
 
 async def test_an_allocation_another_pod_holds_is_left_alone(env):
