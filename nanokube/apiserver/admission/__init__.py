@@ -190,7 +190,7 @@ class Admission:
     def _mutate_builtin(self, a: Attributes) -> None:
         """The in-tree mutating plugins of a write the ServiceAccount plugin does not admit."""
         if a.operation == "DELETE":
-            self.plugins.mutate_delete(a.res, a.name)
+            self.plugins.mutate_delete(a.res, a.name, a.opts)
         elif a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
             self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts, a.subresource)
             for p in self._plugins_for(a.res)[0]:

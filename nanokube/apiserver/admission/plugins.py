@@ -11,7 +11,7 @@ from ...registry.base import Resource
 from ...machinery.validation import forbidden
 from ...machinery import errors
 from ...machinery.podgroups import PODGROUP_PROTECTION
-from ..auth.restriction import attest, certificate_signers, node_restriction, pod_certificate_signer
+from ..auth.restriction import attest, certificate_signers, node_restriction, own_csinode, pod_certificate_signer
 from .lookup import Listing
 
 #: NamespaceLifecycle refuses to delete these
@@ -57,10 +57,13 @@ class BuiltinPlugins:
         if res.group == "" and res.plural == "pods" and op == "CREATE":
             self._priority(obj)
 
-    def mutate_delete(self, res: Resource, name: str) -> None:
-        """The in-tree mutating plugins on a DELETE: NamespaceLifecycle keeps the immortal namespaces."""
+    def mutate_delete(self, res: Resource, name: str, opts=None) -> None:
+        """The in-tree mutating plugins on a DELETE: NamespaceLifecycle keeps the immortal namespaces;
+        NodeRestriction lets a node delete only its own CSINode."""
         if res.group == "" and res.plural == "namespaces" and name in IMMORTAL_NAMESPACES:
             raise errors.forbidden("", "namespaces", name, "this namespace may not be deleted")
+        if res.group == "storage.k8s.io" and res.plural == "csinodes" and opts is not None:
+            own_csinode(name, opts.user)
 
     def validate(self, res: Resource, op: str, obj: dict, old: dict | None, opts) -> None:
         """The in-tree validating plugins, on the final object."""

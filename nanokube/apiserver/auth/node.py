@@ -158,6 +158,15 @@ class NodeAuthorizer:
                     return None
         return self._deny(node)
 
+    def attachment_rule(self, node: str, a: Attributes) -> Decision | None:
+        """A node reads the VolumeAttachments to it (authorizeGet)."""
+        if refused := self._get_only(node, a):
+            return refused
+        if not a.name:
+            return self._deny(node, "No Object name found")
+        va = self.get("storage.k8s.io", "volumeattachments", "", a.name)
+        return None if va is not None and (va.get("spec") or {}).get("nodeName") == node else self._deny(node)
+
     def service_account_rule(self, node: str, a: Attributes) -> Decision | None:
         if a.subresource != "token":
             return None
@@ -196,6 +205,7 @@ _RULES = {
     ("", "configmaps"): NodeAuthorizer.referenced_rule,
     ("", "persistentvolumeclaims"): NodeAuthorizer.claims_rule,
     ("", "persistentvolumes"): NodeAuthorizer.volume_rule,
+    ("storage.k8s.io", "volumeattachments"): NodeAuthorizer.attachment_rule,
     ("resource.k8s.io", "resourceclaims"): NodeAuthorizer.referenced_rule,
     ("", "serviceaccounts"): NodeAuthorizer.service_account_rule,
     ("", "nodes"): NodeAuthorizer.nodes_rule,

@@ -241,7 +241,9 @@ _NODE = [
     _rule(_RO, ["certificates.k8s.io"], ["clustertrustbundles"]),
     _rule(_RO + ["update", "patch"], ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status"]),
     _rule(_RW + _RO, ["resource.k8s.io"], ["resourceslices"]),
-    _rule(["get"], ["", "storage.k8s.io"], ["csidrivers", "csinodes", "volumeattachments"]),
+    _rule(["get"], ["storage.k8s.io"], ["volumeattachments"]),
+    _rule(["get", "watch", "list"], ["storage.k8s.io"], ["csidrivers"]),
+    _rule(["get", "create", "update", "patch", "delete"], ["storage.k8s.io"], ["csinodes"]),
 ]
 
 

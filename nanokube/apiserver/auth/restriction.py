@@ -1,6 +1,6 @@
 """Admission checks that follow from who is asking: NodeRestriction (a node
-writes only its own Node, Lease and pods, of its pods' claims only the resize
-status, and requests pod certificates only for its own running pods),
+writes only its own Node, Lease, CSINode and pods, of its pods' claims only the
+resize status, and requests pod certificates only for its own running pods),
 ClusterTrustBundleAttest (a bundle linked to a signer needs `attest` on that
 signer), CertificateApproval and CertificateSigning (`approve` and `sign` on a
 CertificateSigningRequest's signer)."""
@@ -16,6 +16,7 @@ from .node import LEASE_NAMESPACE, node_of
 
 MIRROR = "kubernetes.io/config.mirror"
 CERTS = "certificates.k8s.io"
+STORAGE = "storage.k8s.io"
 
 
 def _forbidden(group: str, plural: str, obj: dict, why: str) -> errors.APIError:
@@ -39,6 +40,8 @@ def node_restriction(lookup, group: str, plural: str, op: str, obj: dict, old: d
         _pod(node, op, obj, old)
     if group == "" and plural == "persistentvolumeclaims":
         _claim_status(node, op, subresource, obj, old)
+    if group == STORAGE and plural == "csinodes":
+        own_csinode(md.get("name", ""), user)
     if group == CERTS and plural == "podcertificaterequests" and op == "CREATE":
         _pod_certificate_request(lookup, node, obj)
 
@@ -53,6 +56,14 @@ def _pod(node: str, op: str, obj: dict, old: dict | None) -> None:
     elif ((old or {}).get("spec") or {}).get("nodeName") != node:
         raise _forbidden("", "pods", obj, f'node "{node}" can only update pod status for pods with spec.nodeName '
                                           "set to itself")
+
+
+def own_csinode(name: str, user) -> None:
+    """admitCSINode: a node creates, changes and deletes only the CSINode named after it."""
+    node = node_of(user.name, user.groups)
+    if node and name != node:
+        raise errors.forbidden(STORAGE, "csinodes", name, "can only access CSINode with the same name as the "
+                                                          "requesting node")
 
 
 #: what a node may change of a claim, through its status (the kubelet's volume expansion)
