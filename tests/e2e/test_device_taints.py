@@ -80,7 +80,8 @@ def test_a_tainted_gpu_evicts_its_pod_after_exactly_its_toleration_seconds(clust
     cond = disruption(pod)
     assert (cond["status"], cond["reason"], cond["message"]) == (
         "True", "DeletionByDeviceTaintManager", "Device Taint manager: deleting due to NoExecute taint")
-    assert parse_time(cond["lastTransitionTime"]) - added == 10
+    # stamped as the timer set for timeAdded + 10 fires: never before, a second or two after on a loaded machine
+    assert 10 <= parse_time(cond["lastTransitionTime"]) - added <= 12
 
     def evictions():  # written from the controller's Event queue, maybe after the condition
         events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=e2e-tolerant")["items"]
