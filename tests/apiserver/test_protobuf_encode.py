@@ -313,6 +313,14 @@ async def test_list_watch_and_errors_on_the_wire(server):
             got = protobuf.decode(await r.read())
         assert got["kind"] == "PartialObjectMetadataList" and [i["metadata"]["name"] for i in got["items"]] == ["a", "b"]
 
+        # a metadata informer's watch (the garbage collector's, the namespace controller's)
+        async with c.get(f"{base}?watch=1&resourceVersion=0&timeoutSeconds=1", headers={"Accept": partial}) as r:
+            assert r.headers["Content-Type"] == f"{PB};stream=watch"
+            stream = await r.read()
+        (n,) = struct.unpack(">I", stream[:4])
+        added = protobuf.decode(dict(fields(dict(fields(stream[4:4 + n]))[2]))[1])
+        assert (added["apiVersion"], added["kind"]) == ("meta.k8s.io/v1", "PartialObjectMetadata") and "data" not in added
+
         table = f"{PB};as=Table;g=meta.k8s.io;v=v1"  # a Table is JSON or YAML only
         async with c.get(base, headers={"Accept": table}) as r:
             assert (r.status, r.content_type) == (406, "application/json")
