@@ -972,6 +972,7 @@ class PodWorker:
                 return True
             if blocked and c["name"] in blocked:
                 continue
+            await self.io.prepare(c)
             path = field_path(self.pod, c["name"])
             await self._event("Normal", "Created", "Container created", path)
             await self._event("Normal", "Started", "Container started", path)
@@ -1289,8 +1290,8 @@ class PodWorker:
         given = (self.pod.get("metadata") or {}).get("annotations") or {}
         if RUN_SECONDS in given or EXIT_CODE in given:
             return None
-        return interpret([*(c.get("command") or ()), *(c.get("args") or ())], self.clock.now(),
-                         lambda: self.io.draft(c["name"]))
+        return interpret(self.io.command(c), self.clock.now(), lambda: self.io.draft(c["name"]),
+                         env=self.io.environment(c["name"]))
 
     def _lifetime(self, c: dict) -> tuple[float | None, int]:
         """When container `c`, starting now, exits (monotonic; None: not on its own) and with which
@@ -1330,7 +1331,7 @@ class PodWorker:
         def check(t: float) -> tuple[bool, str]:
             fs = self.io.draft(c["name"])
             fs.replay([change for change in program.changes if change[0] <= t])
-            probe = interpret(command, self.clock.now() + t, fs)
+            probe = interpret(command, self.clock.now() + t, fs, env=self.io.environment(c["name"]))
             text = "".join(x if isinstance(x, str) else x.decode(errors="replace") for _, _, x in probe.writes())
             return probe.exit_code == 0, text
         return prober.failing(c["livenessProbe"], check, max((change[0] for change in program.changes), default=0.0))

@@ -176,6 +176,11 @@ def _touch(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     return status
 
 
+#: test's comparisons of integers
+_INTEGER_TESTS = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__,
+                  "-ge": int.__ge__}
+
+
 def _test(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     if name == "[":
         if not args or args[-1] != "]":
@@ -193,6 +198,12 @@ def _test(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         ok = bool(args[1]) == (args[0] == "-n")
     elif len(args) == 3 and args[1] in ("=", "==", "!="):
         ok = (args[0] == args[2]) == (args[1] != "!=")
+    elif len(args) == 3 and args[1] in _INTEGER_TESTS:
+        for arg in (args[0], args[2]):
+            if not re.fullmatch(r"\s*[-+]?\d+\s*", arg):
+                run.err(f"sh: invalid number '{arg}'\n")
+                return 2
+        ok = _INTEGER_TESTS[args[1]](int(args[0]), int(args[2]))
     elif len(args) <= 1:
         ok = bool(args and args[0])
     else:

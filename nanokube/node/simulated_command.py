@@ -14,17 +14,28 @@ read as one of a small, closed set; anything else is left to the annotations
   or `infinity`, and `tail -f /dev/null`, run until stopped), `date`
   (the node's clock, in UTC, as busybox prints it: the CronJob docs'
   `date; echo Hello from the Kubernetes cluster`), each by name or path;
-- `sh -c SCRIPT` (also ash, bash, dash; by name or path): SCRIPT is those and
-  `exit [N]`, joined by `;`, `&&`, `||`, `|` (each command's output the
-  next one's stdin, one after the other) or new lines, its words quoted as
-  a shell quotes them. A script with anything a shell would expand (`$`, a
-  backquote, a glob, `~`), a background job, a subshell, a redirection of
-  a numbered descriptor or another command is not interpreted at all.
+- `sh -c SCRIPT [NAME ARG...]` (also ash, bash, dash; by name or path):
+  SCRIPT is a shell script (simulated_script: its syntax) of those and the
+  shell's `exit [N]`, `export`, `unset`, `break`, `continue`, and `env`,
+  `printenv [NAME...]` and `seq`: commands joined by `;`, `&&`, `||`, `|`
+  (each command's output the next one's stdin, one after the other) or new
+  lines, in `while`/`until`/`for` loops, `if`/`elif`/`else` and `{ }`; its
+  words quoted as a shell quotes them, and expanded: `$NAME`, `${NAME:-x}`,
+  `$?`, `$1`, `$((arithmetic))`, `$(command)`, split at blanks unless quoted.
+  Its variables start as the container's environment (container_env, given
+  as `env`). A loop that starts a pass as an earlier pass did, with no change
+  to its files since (`while true; do echo step; sleep 5; done`), repeats
+  those passes forever: each is worked out when its time comes
+  (`Program.repeat`), so it logs on the node's clock until the container is
+  stopped. A script with a glob, `~`, a backquote, a background job, a
+  subshell, `case`, a function, a numbered descriptor's redirection,
+  another command, or a loop that neither ends nor repeats itself within
+  `BUDGET` commands is not interpreted at all.
 
 Where the container's files are given (`fs`, simulated_fs: what exec and an
 interactive shell see), the commands `kubectl cp` and people use on files
 run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`, `rm [-rf]`,
-`touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, !), `tar` (c, x, t; `f -`
+`touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, -eq and the integer comparisons, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
 `md5sum`, `sha256sum`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
 --retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, and a
@@ -35,41 +46,60 @@ made, as the output is written, when their time comes on the node's clock
 (`sleep 5; touch /tmp/ready` makes the file 5 s later, and not at all if
 the container is stopped before). Without files these commands are not interpreted.
 
-It is not a shell: nothing is expanded, and no other command is recognised.
-A shell started without `-c` (`kubectl exec -it pod -- sh`) reads its stdin
-line by line (`Shell`): each line runs as such a script, and a command not
-interpreted answers as busybox's sh does for one not in the image
-(`sh: X: not found`, status 127), so the session goes on.
+It is not a whole shell: no other command is recognised. A shell started
+without `-c` (`kubectl exec -it pod -- sh`) reads its stdin line by line
+(`Shell`): each line runs as such a script (one that leaves a command
+unfinished waits for the next, prompting `> `), and a command not
+interpreted answers as busybox's sh does for one not in the image (`sh: X:
+not found`, status 127), so the session goes on.
 """
 
 from __future__ import annotations
 
+import ast
+import itertools
 import math
 import os
 import re
-import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from .simulated_applets import APPLETS, NoTerminal as _NoTerminal, Unknown as _Unknown, reads_data
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
+from .simulated_script import For, Group, If, Incomplete, Loop, Pipeline, Simple, Script, parse
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
 SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
-#: what the script may not hold anywhere: what a shell expands, globs (`[` is the test command only
-#: as a word of its own), and a numbered descriptor's redirection (`2>`, which the lexer cannot tell
-#: from `2 >`)
-_EXPANDS = re.compile(r"[$`*?]|\[(?=\S)|(^|\s)~|(^|[\s;&|])\d+[<>]")
-_OPERATORS = frozenset({";", "&&", "||"})
-_REDIRECTS = frozenset({">", ">>", "<"})
-_PUNCTUATION = set(";&|<>()")
 _SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 #: what a command reads as stdin when it was sent nothing: an interactive shell's commands have a
 #: terminal there, which is not simulated
 _TERMINAL = None
+#: how many simple commands one run interprets at most: a loop that has not ended (nor repeated
+#: itself, see `_Run.loop`) by then leaves the command uninterpreted
+BUDGET = 10000
+#: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
+_BUILTINS = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd"})
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """An endless loop's iterations, the first at `start` (seconds after the program started),
+    one each `period`: each is worked out when it is reached (`iteration(at)`: what it writes,
+    (when, stream, text)), so an endless loop costs nothing before its time comes."""
+
+    start: float
+    period: float
+    iteration: Callable[[float], list[tuple[float, str, str | bytes]]]
+
+    def writes(self) -> Iterator[tuple[float, str, str | bytes]]:
+        for n in itertools.count():
+            written = self.iteration(self.start + n * self.period)
+            if not written:
+                return
+            yield from written
 
 
 @dataclass(frozen=True)
@@ -78,43 +108,49 @@ class Program:
     started), how long it takes (math.inf: until it is stopped), and its exit code; what it
     writes to stderr ((its place among `output`, when, text)); and, worked out on a draft of the
     container's files, the changes it makes to them ((when, change, its arguments)), made when
-    their time comes."""
+    their time comes. One that loops forever writes, after `output`, what `repeat` gives."""
 
     output: tuple[tuple[float, str | bytes], ...]
     seconds: float
     exit_code: int
     errors: tuple[tuple[int, float, str], ...] = ()
     changes: tuple = field(default=(), compare=False)
+    repeat: Repeat | None = field(default=None, compare=False)
 
     def writes(self) -> list[tuple[float, str, str | bytes]]:
-        """Everything written, in order: (when, "stdout" or "stderr", text)."""
+        """Everything written before any endless repetition, in order: (when, "stdout" or "stderr", text)."""
         out: list[tuple[float, str, str | bytes]] = [(t, "stdout", x) for t, x in self.output]
         for place, t, x in reversed(self.errors):
             out.insert(place, (t, "stderr", x))
         return out
 
-    def timeline(self) -> list[tuple[float, str, object]]:
+    def timeline(self) -> Iterator[tuple[float, str, object]]:
         """What it writes and the changes it makes to its files, in order: (when, "stdout",
-        "stderr" or "files", the text or the change); a change comes before what is written then."""
-        return sorted([*((c[0], "files", c) for c in self.changes), *self.writes()], key=lambda e: e[0])
+        "stderr" or "files", the text or the change); a change comes before what is written then.
+        Endless where the program repeats itself forever."""
+        yield from sorted([*((c[0], "files", c) for c in self.changes), *self.writes()], key=lambda e: e[0])
+        if self.repeat is not None:
+            yield from self.repeat.writes()
 
 
 #: the container's files, or what gives them when a command first needs them
 Files = ContainerFS | Callable[[], ContainerFS] | None
 
 
-def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes = b"") -> Program | None:
-    """The program `argv` runs when it starts at `now` (the node's wall clock, epoch seconds), or
-    None when it is not one of the commands interpreted here. With `fs` (the container's files) the
-    file commands run too, reading `stdin`."""
+def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes = b"",
+              env: dict[str, str] | None = None) -> Program | None:
+    """The program `argv` runs when it starts at `now` (the node's wall clock, epoch seconds) with
+    the environment `env`, or None when it is not one of the commands interpreted here. With `fs`
+    (the container's files) the file commands run too, reading `stdin`."""
     if not argv:
         return None
     try:
         if os.path.basename(argv[0]) in SHELLS:
             if len(argv) < 3 or argv[1] != "-c":
                 return None
-            return _execute(_parse(argv[2]), _Run(now, fs=fs, stdin=stdin)).program()
-        run = _Run(now, fs=fs, stdin=stdin)
+            run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1])
+            return _execute(parse(argv[2]), run).program()
+        run = _Run(now, fs=fs, stdin=stdin, env=env)
         run.command(argv, in_shell=False)
         return run.program()
     except _Unknown:
@@ -130,85 +166,84 @@ def reads_stdin(argv: list[str], image: str) -> bool:
     return name in SHELL_IMAGES
 
 
+def uses_environment(argv: list[str]) -> bool:
+    """Whether the command reads its environment (a `$` anywhere, `env`, `printenv`), or is a
+    shell that may (one reading its commands from stdin)."""
+    words = " ".join(argv)
+    return "$" in words or bool(re.search(r"\b(env|printenv)\b", words)) or len(argv) == 1 and \
+        os.path.basename(argv[0]) in SHELLS
+
+
 def wants_stdin(argv: list[str]) -> bool:
     """Whether the interpreted `argv` reads the data on its stdin (`tar xf -`, `cat`, `sh -c 'cat >
     /f'`): exec reads what the client sends to its end before running it."""
     try:
         if os.path.basename(argv[0]) in SHELLS:
-            commands = _parse(argv[2]) if len(argv) >= 3 and argv[1] == "-c" else []
-        else:
-            commands = [(";", [(list(argv), [])])]
-        return any(reads_data(words) and not any(kind == "<" for kind, _ in redirects)
-                   for _, [(words, redirects), *_] in commands)  # a pipe feeds the others
+            return len(argv) >= 3 and argv[1] == "-c" and _reads(parse(argv[2]))
+        return reads_data(list(argv))
     except (_Unknown, IndexError):
         return False
 
 
-#: one simple command: its words and its redirections
-_Simple = tuple[list[str], list[tuple[str, str]]]
-#: one command of a script: the operator before it (";", "&&", "||") and its pipeline's commands
-_Command = tuple[str, list[_Simple]]
+def _reads(script: Script) -> bool:
+    """Whether a command of `script` that stdin reaches reads its data (a pipe feeds the others)."""
+    for and_or in script:
+        for _, pipeline in and_or:
+            node = pipeline.commands[0]
+            if isinstance(node, Simple):
+                words = ["".join(p[1] for p in w) if all(p[0] == "lit" for p in w) else "" for w in node.words]
+                if words and reads_data(words) and not any(kind == "<" for kind, _ in node.redirects):
+                    return True
+            elif isinstance(node, Loop | Group):
+                if _reads(getattr(node, "cond", [])) or _reads(node.body):
+                    return True
+            elif isinstance(node, For):
+                if _reads(node.body):
+                    return True
+            elif isinstance(node, If):
+                if any(_reads(c) or _reads(b) for c, b in node.branches) or _reads(node.otherwise or []):
+                    return True
+    return False
 
 
-def _parse(script: str) -> list[_Command]:
-    """The commands of a `sh -c` script joined by `;`, `&&`, `||` and new lines, each a pipeline
-    (`|`) of commands with their `>`, `>>` and `<`; _Unknown for anything else a shell would do."""
-    if _EXPANDS.search(script):
-        raise _Unknown
-    lexer = shlex.shlex(script.replace("\n", ";"), posix=True, punctuation_chars=";&|<>()")
-    lexer.whitespace_split = True  # words split at blanks and operators only (`a+b`, `-c+0` are one)
+class _Exit(Exception):
+    """`exit`: the shell ends (its status is the run's)."""
+
+
+class _Jump(Exception):
+    """`break` or `continue` out of `levels` loops."""
+
+    def __init__(self, kind: str, levels: int):
+        super().__init__(kind)
+        self.kind, self.levels = kind, levels
+
+
+class _Forever(Exception):
+    """The run reached the end of time (`sleep infinity`, an endless loop): nothing after runs."""
+
+
+def _execute(script: Script, run: _Run) -> _Run:
     try:
-        tokens = list(lexer)
-    except ValueError:  # an unterminated quote: the shell's syntax error is not simulated
-        raise _Unknown from None
-    commands: list[_Command] = []
-    words: list[str] = []
-    redirects: list[tuple[str, str]] = []
-    stages: list[_Simple] = []
-    op = ";"
-    tokens.append(";")
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        i += 1
-        if token in _REDIRECTS:
-            if i >= len(tokens) or set(tokens[i]) <= _PUNCTUATION:
-                raise _Unknown  # a redirection to nowhere: the shell's syntax error is not simulated
-            redirects.append((token, tokens[i]))
-            i += 1
-            continue
-        if not set(token) <= _PUNCTUATION:
-            words.append(token)
-            continue
-        if token == "|" and words:
-            stages.append((words, redirects))
-            words, redirects = [], []
-            continue
-        if token not in _OPERATORS or (not words and (token != ";" or redirects or stages)):
-            raise _Unknown  # a subshell, a background job, or `&&` or `|` with nothing before it
-        if words:
-            commands.append((op, [*stages, (words, redirects)]))
-        if words or token != ";":
-            op = token
-        words, redirects, stages = [], [], []
-    return commands
-
-
-def _execute(commands: list[_Command], run: _Run) -> _Run:
-    for op, stages in commands:
-        if op == ";" or (op == "&&") == (run.status == 0):
-            run.pipeline(stages)
-            if run.exited or math.isinf(run.now):  # what follows never runs
-                break
+        run.script(script)
+    except _Exit:
+        run.exited = True
+    except (_Forever, _Jump):
+        pass
     return run
 
 
+def _text(chunks) -> str:
+    return "".join(x if isinstance(x, str) else x.decode(errors="replace") for _, x in chunks)
+
+
 class _Run:
-    """The state of an interpreted run: the clock (seconds since it started), output, status, and
-    the container's files and what is left of stdin, where given."""
+    """The state of an interpreted run: the clock (seconds since it started), output, status, the
+    shell's variables (those exported: its environment) and arguments, and the container's files
+    and what is left of stdin, where given."""
 
     def __init__(self, started: float, status: int = 0, fs: Files = None,
-                 stdin: bytes | None = b"", interactive: bool = False):
+                 stdin: bytes | None = b"", interactive: bool = False, env: dict[str, str] | None = None,
+                 args: list[str] | None = None):
         self.started = started
         self.now = 0.0
         self.output: list[tuple[float, str | bytes]] = []
@@ -220,11 +255,18 @@ class _Run:
         #: leaving the whole run uninterpreted
         self.interactive = interactive
         self.errors: list[tuple[int, float, str]] = []  # (its place in `output`, when, text)
+        self.vars: dict[str, str] = dict(env or {})
+        self.exported: set[str] = set(self.vars)
+        self.args = list(args or ["sh"])  # $0, $1...
+        self.loops = 0  # how deep in loops the command running is
+        self.steps = 0
+        self.substituted = False  # a command's substitution ran in the words just expanded
+        self.repeat: Repeat | None = None
 
     def program(self) -> Program:
         journal = self.fs.journal or () if isinstance(self.fs, ContainerFS) else ()
         changes = tuple((t - self.started, *change) for t, *change in journal)
-        return Program(tuple(self.output), self.now, self.status, tuple(self.errors), changes)
+        return Program(tuple(self.output), self.now, self.status, tuple(self.errors), changes, self.repeat)
 
     def err(self, text: str) -> None:
         """Write to stderr."""
@@ -250,31 +292,274 @@ class _Run:
         data, self.stdin = self.stdin, b""
         return data
 
-    def pipeline(self, stages: list[_Simple]) -> None:
-        """Commands joined by `|`, one after the other: what each writes to stdout is the next one's
-        stdin; the pipeline's status is the last one's."""
-        rest, piped = self.stdin, b""
-        for i, (words, redirects) in enumerate(stages):
-            last = i == len(stages) - 1
-            if i:
-                self.stdin = piped
-            mark = len(self.output)
-            self.simple(words, redirects)
-            if i == 0:
-                rest = self.stdin
-            if not last:
-                piped = b"".join(x if isinstance(x, bytes) else x.encode() for _, x in self.output[mark:])
-                del self.output[mark:]
-                self.errors = [(min(place, mark), t, x) for place, t, x in self.errors]
-            if self.exited:
-                break
-        self.stdin = rest
+    # --- the script's structure ------------------------------------------------------
 
-    def simple(self, words: list[str], redirects: list[tuple[str, str]]) -> None:
-        """One command of a script, its redirections applied: stdout into a file (`>` empties it
-        first, `>>` adds to it), stdin from one (`<`), as a shell opens them before it runs."""
-        if not redirects:
-            return self._command_or_not_found(words)
+    def script(self, script: Script) -> None:
+        """And-or lists, one after the other: `&&` runs its pipeline after a success, `||` after a failure."""
+        for and_or in script:
+            for op, pipeline in and_or:
+                if op == ";" or (op == "&&") == (self.status == 0):
+                    self.pipeline(pipeline)
+                    if math.isinf(self.now):
+                        raise _Forever
+
+    def node(self, node) -> None:
+        if isinstance(node, Simple):
+            self.simple(node)
+        elif isinstance(node, Loop):
+            self.loop(node)
+        elif isinstance(node, For):
+            self.for_loop(node)
+        elif isinstance(node, If):
+            for cond, body in node.branches:
+                self.script(cond)
+                if self.status == 0:
+                    self.script(body)
+                    return
+            if node.otherwise is not None:
+                self.script(node.otherwise)
+            else:
+                self.status = 0
+        else:
+            self.script(node.body)
+
+    def _iterate(self, body: Script) -> str | None:
+        """One pass of a loop's body: "break" or "continue" where one of those left it."""
+        try:
+            self.script(body)
+        except _Jump as jump:
+            if jump.levels > 1:
+                jump.levels -= 1
+                raise
+            return jump.kind
+        return None
+
+    def _state(self) -> tuple:
+        """What the rest of the run depends on (the clock aside)."""
+        cwd = self.fs.cwd if isinstance(self.fs, ContainerFS) else None
+        return (tuple(self.vars.items()), frozenset(self.exported), self.status, cwd, self.stdin, tuple(self.args))
+
+    def _journal(self) -> int:
+        return len(self.fs.journal or ()) if isinstance(self.fs, ContainerFS) else 0
+
+    def loop(self, node: Loop) -> None:
+        """`while`/`until`: its body runs while its condition succeeds (fails). A pass that starts as
+        an earlier one did, with no change to the files since, starts an endless repetition of the
+        passes between: each is worked out when its time comes (`Repeat`)."""
+        status, seen = 0, {}
+        self.loops += 1
+        try:
+            for passes in itertools.count():
+                state, mark = self._state(), (len(self.output), len(self.errors), self._journal(), self.now, passes)
+                before = seen.setdefault(state, mark)
+                if before is not mark and before[2] == mark[2]:
+                    self._endless(node, before, passes - before[4])
+                if self._iterate(node.cond) == "break":
+                    break
+                if (self.status == 0) == node.until:
+                    break
+                jumped = self._iterate(node.body)
+                status = 0 if jumped else self.status
+                if jumped == "break":
+                    break
+        finally:
+            self.loops -= 1
+        self.status = status
+
+    def _endless(self, node: Loop, mark: tuple, passes: int) -> None:
+        """`node` repeats its last `passes` passes (which started at `mark`) forever: the run ends
+        here, its later passes written as they come."""
+        period = self.now - mark[3]
+        wrote = len(self.output) > mark[0] or len(self.errors) > mark[1]
+        if period <= 0:
+            if wrote:
+                raise _Unknown  # a loop writing without end at one instant is not simulated
+            self.now = math.inf
+            raise _Forever
+        if wrote:
+            state = dict(self.vars), set(self.exported), self.status, list(self.args), self.stdin
+            fs = self.fs
+
+            def iteration(at: float) -> list[tuple[float, str, str | bytes]]:
+                run = _Run(self.started, state[2], fs=fs, stdin=state[4], args=state[3])
+                run.vars, run.exported, run.now, run.loops = dict(state[0]), set(state[1]), at, 1
+                try:
+                    for _ in range(passes):
+                        run.script(node.cond)
+                        run.script(node.body)
+                except (_Unknown, _Exit, _Jump, _Forever):
+                    return []
+                return run.program().writes()
+            self.repeat = Repeat(self.now, period, iteration)
+        self.now = math.inf
+        raise _Forever
+
+    def for_loop(self, node: For) -> None:
+        items = self.args[1:] if node.items is None else [f for w in node.items for f in self.expand(w)]
+        status = 0
+        self.loops += 1
+        try:
+            for item in items:
+                self.vars[node.name] = item
+                jumped = self._iterate(node.body)
+                status = 0 if jumped else self.status
+                if jumped == "break":
+                    break
+        finally:
+            self.loops -= 1
+        self.status = status
+
+    def pipeline(self, pipeline: Pipeline) -> None:
+        """Commands joined by `|`, one after the other: what each writes to stdout is the next one's
+        stdin; the pipeline's status is the last one's (negated by `!`). Each command of a longer
+        pipeline runs as in a subshell: its `exit` ends only it."""
+        stages = pipeline.commands
+        if len(stages) == 1:
+            self.node(stages[0])
+        else:
+            rest, piped = self.stdin, b""
+            for i, node in enumerate(stages):
+                last = i == len(stages) - 1
+                if i:
+                    self.stdin = piped
+                mark = len(self.output)
+                try:
+                    self.node(node)
+                except _Exit:
+                    pass
+                except _Forever:
+                    raise _Unknown from None  # an endless command in a pipe is not simulated
+                if i == 0:
+                    rest = self.stdin
+                if not last:
+                    piped = b"".join(x if isinstance(x, bytes) else x.encode() for _, x in self.output[mark:])
+                    del self.output[mark:]
+                    self.errors = [(min(place, mark), t, x) for place, t, x in self.errors]
+            self.stdin = rest
+        if pipeline.negate:
+            self.status = 0 if self.status else 1
+
+    # --- words -----------------------------------------------------------------------
+
+    def expand(self, word: tuple, split: bool = True) -> list[str]:
+        """The fields a word expands to: its parameters and substitutions, and, unquoted, their
+        values split at blanks (`split`: as a command's words; else one field, as an assignment's)."""
+        fields: list[str] = []
+        current, has = "", False
+        for part in word:
+            if part[0] == "lit":
+                current += part[1]
+                has = has or part[2] or bool(part[1])
+                continue
+            value = self._value(part)
+            if part[-1] or not split:
+                current += value
+                has = has or part[-1]
+                continue
+            pieces = value.split()
+            if value[:1].isspace() and has:
+                fields.append(current)
+                current, has = "", False
+            for i, piece in enumerate(pieces):
+                if i:
+                    fields.append(current)
+                    current = ""
+                current += piece
+                has = True
+            if pieces and value[-1:].isspace():
+                fields.append(current)
+                current, has = "", False
+        if not split:
+            return [current]
+        return [*fields, current] if has else fields
+
+    def _string(self, parts: tuple) -> str:
+        return self.expand(parts, split=False)[0]
+
+    def _value(self, part: tuple) -> str:
+        kind = part[0]
+        if kind == "arith":
+            return str(_arithmetic(part[1], self.vars))
+        if kind == "cmd":
+            return self._substitute(part[1])
+        _, name, op, arg, _ = part
+        if name == "?":
+            value: str | None = str(self.status)
+        elif name == "#":
+            value = str(len(self.args) - 1)
+        elif name.isdigit():
+            value = self.args[int(name)] if int(name) < len(self.args) else None
+        elif name in ("@", "*"):
+            value = " ".join(self.args[1:])
+        else:
+            value = self.vars.get(name)
+        if op == "#":
+            return str(len(value or ""))
+        if op in (":-", ":=") and not value or op in ("-", "=") and value is None:
+            value = self._string(arg)
+            if op.endswith("="):
+                self.vars[name] = value
+        elif op in (":+", "+"):
+            value = self._string(arg) if (value if op == ":+" else value is not None) else ""
+        return value or ""
+
+    def _substitute(self, script: str) -> str:
+        """`$(script)`: what it writes to stdout, its last new lines removed, run as in a subshell
+        (what it sets stays there); its status is the shell's."""
+        saved = dict(self.vars), set(self.exported), self.fs.cwd if isinstance(self.fs, ContainerFS) else None
+        mark = len(self.output)
+        try:
+            self.script(parse(script))
+        except _Exit:
+            pass
+        except _Forever:
+            raise _Unknown from None
+        finally:
+            self.vars, self.exported = saved[0], saved[1]
+            if saved[2] is not None:
+                self.fs.cwd = saved[2]
+        captured = _text(self.output[mark:])
+        del self.output[mark:]
+        self.errors = [(min(place, mark), t, x) for place, t, x in self.errors]
+        self.substituted = True
+        return captured.rstrip("\n")
+
+    # --- simple commands -------------------------------------------------------------
+
+    def simple(self, node: Simple) -> None:
+        """One command: its words expanded, its assignments made (for it alone when it has a
+        command), its redirections applied."""
+        self.steps += 1
+        if self.steps > BUDGET:
+            raise _Unknown
+        self.substituted = False
+        words = [f for w in node.words for f in self.expand(w)]
+        assigns = [(name, self._string(value)) for name, value in node.assigns]
+        redirects = [(kind, self._string(target)) for kind, target in node.redirects]
+        if not words:
+            self.vars.update(assigns)
+            if not self.substituted:
+                self.status = 0
+            if redirects:
+                self._redirected(redirects, lambda: None)
+            return
+        saved = None
+        if assigns:  # `NAME=value command`: in its environment only
+            saved = dict(self.vars), set(self.exported)
+            self.vars.update(assigns)
+            self.exported.update(name for name, _ in assigns)
+        try:
+            if redirects:
+                self._redirected(redirects, lambda: self._command_or_not_found(words))
+            else:
+                self._command_or_not_found(words)
+        finally:
+            if saved is not None:
+                self.vars, self.exported = saved
+
+    def _redirected(self, redirects: list[tuple[str, str]], run: Callable[[], None]) -> None:
+        """`run` with its redirections applied: stdout into a file (`>` empties it first, `>>` adds to
+        it), stdin from one (`<`), as a shell opens them before it runs."""
         fs = self._files()
         saved, into = self.stdin, None
         for kind, target in redirects:
@@ -292,23 +577,24 @@ class _Run:
                 self.err(f"sh: can't {opening} {target}: {reason}\n")
                 self.status = 1
                 self.stdin = saved
-                return None
+                return
         mark = len(self.output)
-        self._command_or_not_found(words)
-        written: list[tuple[float, str | bytes]] = []
-        if any(kind != "<" for kind, _ in redirects):  # its stdout went to the file (or /dev/null)
-            written = self.output[mark:]
-            del self.output[mark:]
-            self.errors = [(min(place, mark), t, x) for place, t, x in self.errors]
-        if into:
-            data = b"".join(x if isinstance(x, bytes) else x.encode() for _, x in written)
-            try:
-                fs.write(into[0], data, append=True)
-            except FsError as e:  # the file went meanwhile (`rm f > f`)
-                self.err(f"sh: can't create {into[0]}: {e.reason}\n")
-        if any(kind == "<" for kind, _ in redirects):
-            self.stdin = saved
-        return None
+        try:
+            run()
+        finally:
+            written: list[tuple[float, str | bytes]] = []
+            if any(kind != "<" for kind, _ in redirects):  # its stdout went to the file (or /dev/null)
+                written = self.output[mark:]
+                del self.output[mark:]
+                self.errors = [(min(place, mark), t, x) for place, t, x in self.errors]
+            if into:
+                data = b"".join(x if isinstance(x, bytes) else x.encode() for _, x in written)
+                try:
+                    fs.write(into[0], data, append=True)
+                except FsError as e:  # the file went meanwhile (`rm f > f`)
+                    self.err(f"sh: can't create {into[0]}: {e.reason}\n")
+            if any(kind == "<" for kind, _ in redirects):
+                self.stdin = saved
 
     def _command_or_not_found(self, words: list[str]) -> None:
         try:
@@ -324,6 +610,8 @@ class _Run:
 
     def command(self, words: list[str], in_shell: bool) -> None:
         name, args = os.path.basename(words[0]), words[1:]
+        if name in _BUILTINS and not in_shell:
+            raise _Unknown
         if name in ("true", ":"):
             self.status = 0
         elif name == "false":
@@ -341,16 +629,107 @@ class _Run:
         elif name == "sleep" and args:
             self.now += sum(_seconds(a) for a in args)
             self.status = 0
-        elif name == "exit" and in_shell and len(args) <= 1:
+        elif name == "exit" and len(args) <= 1:
             if args:
                 if not args[0].isdigit():
                     raise _Unknown
                 self.status = int(args[0]) & 255
-            self.exited = True
+            raise _Exit
+        elif name in ("break", "continue") and len(args) <= 1:
+            levels = int(args[0]) if args and args[0].isdigit() and int(args[0]) > 0 else 1 if not args else 0
+            if not levels:
+                raise _Unknown
+            self.status = 0
+            if self.loops:
+                raise _Jump(name, min(levels, self.loops))
+        elif name == "seq" and 1 <= len(args) <= 3 and all(re.fullmatch(r"-?\d+", a) for a in args):
+            n = [int(a) for a in args]
+            first, step, last = (1, 1, n[0]) if len(n) == 1 else (n[0], 1, n[1]) if len(n) == 2 else n
+            if step:
+                self.out("".join(f"{i}\n" for i in range(first, last + (1 if step > 0 else -1), step)))
+            self.status = 0
+        elif name in ("export", "unset", "env", "printenv"):
+            self.status = self._environment(name, args)
         elif name in APPLETS:
             self.status = APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
+
+    def _environment(self, name: str, args: list[str]) -> int:
+        """The shell's `export` and `unset`, and busybox's `env` and `printenv`: the environment is
+        the exported variables, in the order they were set."""
+        if name == "export":
+            if not args or args == ["-p"]:
+                for var in sorted(self.exported & self.vars.keys()):
+                    self.out(f"export {var}='" + self.vars[var].replace("'", "'\\''") + "'\n")
+                return 0
+            for arg in args:
+                var, eq, value = arg.partition("=")
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+                    self.err(f"sh: export: bad variable name '{arg}'\n")
+                    return 1
+                if eq:
+                    self.vars[var] = value
+                self.exported.add(var)
+            return 0
+        if name == "unset":
+            for var in args:
+                self.vars.pop(var, None)
+                self.exported.discard(var)
+            return 0
+        environ = {k: v for k, v in self.vars.items() if k in self.exported}
+        if name == "env":
+            while args and "=" in args[0] and not args[0].startswith("="):
+                var, _, value = args.pop(0).partition("=")
+                environ.pop(var, None)
+                environ[var] = value
+            if args:
+                saved = self.vars, self.exported
+                self.vars, self.exported = dict(environ), set(environ)
+                try:
+                    self.command(args, in_shell=False)
+                finally:
+                    self.vars, self.exported = saved
+                return self.status
+        if name == "env" or not args:
+            self.out("".join(f"{k}={v}\n" for k, v in environ.items()))
+            return 0
+        status = 0
+        for var in args:
+            if var in environ:
+                self.out(environ[var] + "\n")
+            else:
+                status = 1
+        return status
+
+
+_ARITH_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Constant, ast.Add, ast.Sub,
+                ast.Mult, ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd, ast.Not, ast.And, ast.Or, ast.Lt, ast.LtE,
+                ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+
+
+def _arithmetic(expression: str, variables: dict[str, str]) -> int:
+    """`$((expression))` on integers: + - * / % and comparisons, `&&`, `||`, `!`, parentheses, and
+    variables by name or `$NAME` (unset or empty: 0); anything else (assignments) is not simulated."""
+    def name(m: re.Match) -> str:
+        value = (variables.get(m.group(1) or m.group(2) or m.group(3)) or "0").strip()
+        if not re.fullmatch(r"-?\d+", value):
+            raise _Unknown
+        return f"({value})"
+    text = re.sub(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\b", name, expression)
+    text = text.replace("&&", " and ").replace("||", " or ").replace("/", "//")
+    text = re.sub(r"!(?!=)", " not ", text)
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        raise _Unknown from None
+    if not all(isinstance(n, _ARITH_NODES) for n in ast.walk(tree)) or any(
+            isinstance(n, ast.Constant) and type(n.value) is not int for n in ast.walk(tree)):
+        raise _Unknown
+    try:
+        return int(eval(compile(tree, "<arithmetic>", "eval"), {"__builtins__": {}}))  # noqa: S307 - checked above
+    except ZeroDivisionError:
+        raise _Unknown from None
 
 
 def _seconds(arg: str) -> float:
@@ -365,23 +744,30 @@ def _seconds(arg: str) -> float:
 @dataclass(frozen=True)
 class Step:
     """What one line typed at a `Shell` does: its output ((seconds after the line started, "stdout" or
-    "stderr", text)), how long it takes, and whether it ended the shell (`exit`)."""
+    "stderr", text); endless for an endless loop), how long it takes, and whether it ended the
+    shell (`exit`)."""
 
-    output: tuple[tuple[float, str, str | bytes], ...]
+    output: tuple[tuple[float, str, str | bytes], ...] | Iterator[tuple[float, str, str | bytes]]
     seconds: float
     exited: bool
 
 
 class Shell:
     """`sh` reading its commands from stdin: each line runs as a `sh -c` script would, `$?` (`status`)
-    carrying over, until `exit [N]` or the end of stdin (then the shell exits with `status`).
-    `files()`, where given, is the container's files, for the file commands; `cwd` the working
-    directory (the container's workingDir), where `cd` goes from line to line."""
+    and its variables (`env`: the container's environment, exported) carrying over, until `exit
+    [N]` or the end of stdin (then the shell exits with `status`). A line that leaves a command
+    unfinished (`while true; do`) waits for the next ones, prompting `> `. `files()`, where given,
+    is the container's files, for the file commands; `cwd` the working directory (the container's
+    workingDir), where `cd` goes from line to line."""
 
-    def __init__(self, files: Callable[[], ContainerFS] | None = None, cwd: str = "/"):
+    def __init__(self, files: Callable[[], ContainerFS] | None = None, cwd: str = "/",
+                 env: dict[str, str] | None = None):
         self.status = 0
         self.files = files
         self.cwd = cwd
+        self.vars = dict(env or {})
+        self.exported = set(self.vars)
+        self.pending = ""
 
     def _files(self) -> ContainerFS:
         fs = self.files()
@@ -389,18 +775,30 @@ class Shell:
         return fs
 
     def prompt(self) -> str:
-        """busybox sh's prompt for root (`\\w # `): the working directory, `~` for root's home."""
+        """busybox sh's prompt for root (`\\w # `): the working directory, `~` for root's home; `> `
+        while a command is unfinished."""
+        if self.pending:
+            return "> "
         return ("~" + self.cwd[5:] if (self.cwd + "/").startswith("/root/") else self.cwd) + " # "
 
     def line(self, text: str, now: float) -> Step:
         """Run one line typed at `now` (the node's wall clock, epoch seconds)."""
         run = _Run(now, self.status, fs=self._files if self.files else None, stdin=_TERMINAL, interactive=True)
+        run.vars, run.exported = self.vars, self.exported
+        source, self.pending = self.pending + text, ""
         try:
-            _execute(_parse(text), run)
-        except _Unknown:  # what a shell would expand or pipe
-            run.errors.append((0, 0.0, "sh: nanokube's simulated shell runs no expansions or pipes\n"))
+            _execute(parse(source), run)
+        except Incomplete:
+            self.pending = source + "\n"
+            return Step((), 0.0, False)
+        except _Unknown:  # what a shell would do that is not simulated
+            run.errors.append((0, 0.0, "sh: nanokube's simulated shell cannot run this line\n"))
             run.status = 2
         self.status = run.status
+        self.vars, self.exported = run.vars, run.exported
         if isinstance(run.fs, ContainerFS):
             self.cwd = run.fs.cwd
-        return Step(tuple(run.program().writes()), run.now, run.exited)
+        program = run.program()
+        output = tuple(program.writes()) if program.repeat is None else itertools.chain(
+            program.writes(), program.repeat.writes())
+        return Step(output, run.now, run.exited)

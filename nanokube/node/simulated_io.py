@@ -12,7 +12,8 @@ port-forward, declared on the pod with annotations.
   declares it: `sim.nanokube.io/exec.<command>` (the command's base name)
   is its stdout, or a JSON object `{"stdout": "...", "stderr": "...",
   "exitCode": N}`; or it is one simulated_command interprets (`echo hi`,
-  `sh -c 'sleep 1; exit 3'`), which runs as it would. A shell with no
+  `sh -c 'sleep 1; exit 3'`, `env`), which runs as it would, in the
+  container's environment (container_env, as the process runtime's). A shell with no
   command (`kubectl exec -it pod -- sh`) runs the lines of its stdin so,
   prompting `/ # ` on a terminal, until `exit [N]` or EOF.
 - Files: exec and a shell see the container's files (simulated_fs: an
@@ -45,15 +46,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 import json
 import math
 import os
 import re
 import socket
+from collections.abc import Iterable, Iterator
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
+from . import container_env
 from .containerlog import ContainerLog
-from .simulated_command import Program, Shell, interpret, reads_stdin, wants_stdin
+from .simulated_command import Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin
 from .simulated_fs import ContainerFS, PodFiles
 from .streaming import no_log
 
@@ -67,7 +71,7 @@ class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
     __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
-                 "stdin_closed", "stdin_status", "shells", "ephemeral_ended", "_files")
+                 "stdin_closed", "stdin_status", "shells", "ephemeral_ended", "_files", "environments")
 
     def __init__(self, worker):
         self.worker = worker
@@ -78,8 +82,8 @@ class SimulatedIO:
         self.ephemeral_ended: dict[str, int] = {}
         #: the containers running a shell on their stdin (attach feeds it)
         self.shells: dict[str, Shell] = {}
-        #: what each running container writes later: (monotonic time, text), and the task writing it
-        self._pending: dict[str, list[tuple[float, str, object]]] = {}
+        #: what each running container writes later, and the task writing it
+        self._pending: dict[str, _Writes] = {}
         self._scripted: dict[str, asyncio.Task] = {}
         #: the running containers whose command is interpreted (simulated_command): what they run
         self.programs: dict[str, Program] = {}
@@ -91,6 +95,35 @@ class SimulatedIO:
         self.stdin_status: dict[str, int] = {}
         #: the containers' files, made when exec or a shell first needs them
         self._files: PodFiles | None = None
+        #: each container's environment, made as it starts (`prepare`)
+        self.environments: dict[str, dict[str, str]] = {}
+
+    async def prepare(self, spec: dict) -> None:
+        """Make container `spec`'s environment as it starts (container_env: the kubelet's
+        makeEnvironmentVariables, each start) where its command uses it; else it is made when an
+        exec or an attached shell first does (`_environment_made`), so that a pod whose command
+        reads no variable costs its node no list of Services."""
+        self.environments.pop(spec["name"], None)
+        argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
+        if uses_environment(argv) or reads_stdin(argv, spec.get("image", "")):
+            self.environments[spec["name"]] = await container_env.environment(self.worker, spec)
+
+    async def _environment_made(self, container: str) -> dict[str, str]:
+        if container not in self.environments:
+            self.environments[container] = await container_env.environment(self.worker, self._spec(container))
+        return self.environments[container]
+
+    def environment(self, container: str) -> dict[str, str]:
+        """Container `container`'s environment; the image's defaults before it was made."""
+        made = self.environments.get(container)
+        if made is None:
+            return {"PATH": container_env.DEFAULT_PATH, "HOME": "/root",
+                    "HOSTNAME": container_env.hostname(self.worker.pod, self.worker.agent.name)}
+        return made
+
+    def command(self, spec: dict) -> list[str]:
+        """Container `spec`'s command and args, their $(VAR) references expanded with its environment."""
+        return container_env.command(spec, self.environment(spec["name"]))
 
     def files(self, container: str) -> ContainerFS:
         """What container `container` sees of its files (simulated_fs)."""
@@ -144,16 +177,16 @@ class SimulatedIO:
             self._files.restarted(name)
         if name not in self.running:
             self.running.append(name)
-        out: list[tuple[float, str, object]] = []
+        timeline: Iterable[tuple[float, str, object]] = ()
         spec = self._spec(name)
         self.shells.pop(name, None)
         if program is not None:
             self.programs[name] = program
-            out += program.timeline()
+            timeline = program.timeline()
         else:
             self.programs.pop(name, None)
             if spec.get("stdin") and reads_stdin([*(spec.get("command") or ()), *(spec.get("args") or ())], image):
-                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name))
+                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name), self.environment(name))
             self._write(f"nanokube: container {name} started (image {image})", [name])
             self._write(f"nanokube: container {name} is ready", [name])
             if name in self.shells and spec.get("tty"):  # the shell's first prompt, as busybox's sh on a terminal
@@ -162,25 +195,26 @@ class SimulatedIO:
                 listing = self._smi_list(name)
                 for line in (listing or "").splitlines():
                     self._write(line, [name])
+        declared = []
         for raw in (self._annotations().get(LOG) or "").splitlines():
             when, text = _scheduled(raw)
-            out.append((when or 0.0, "stdout", text + "\n"))
-        self._schedule(name, out)
+            declared.append((when or 0.0, "stdout", text + "\n"))
+        self._schedule(name, heapq.merge(timeline, sorted(declared, key=lambda e: e[0]), key=lambda e: e[0]))
 
-    def _schedule(self, name: str, out: list[tuple[float, str, object]], then=None) -> None:
+    def _schedule(self, name: str, out: Iterable[tuple[float, str, object]], then=None) -> None:
         """Container `name` writes `out` ((seconds from now, stream, text), or changes its files:
-        stream "files"), then does `then`, if any."""
+        stream "files"; in time order, endless for an endless loop), then does `then`, if any."""
         now = self.worker.clock.monotonic()
-        self._pending[name] = sorted(((now + when, stream, text) for when, stream, text in out), key=lambda p: p[0])
+        self._pending[name] = pending = _Writes((now + when, stream, text) for when, stream, text in out)
         self._flush(name, now)
-        if self._pending[name] or then:
+        if pending.due is not None or then:
             self._scripted[name] = asyncio.ensure_future(self._later(name, then))
 
     def _flush(self, name: str, until: float) -> None:
         """Write what container `name` wrote by `until` (monotonic)."""
-        pending = self._pending.get(name) or []
-        while pending and pending[0][0] <= until:
-            _, stream, text = pending.pop(0)
+        pending = self._pending.get(name)
+        while pending is not None and pending.due is not None and pending.due <= until:
+            _, stream, text = pending.pop()
             if stream == "files":
                 self.files(name).replay([text])
             else:
@@ -188,8 +222,8 @@ class SimulatedIO:
 
     async def _later(self, name: str, then=None) -> None:
         pending = self._pending[name]
-        while pending:
-            await self.worker.clock.sleep(max(pending[0][0] - self.worker.clock.monotonic(), 0.0))
+        while pending.due is not None:
+            await self.worker.clock.sleep(max(pending.due - self.worker.clock.monotonic(), 0.0))
             self._flush(name, self.worker.clock.monotonic())
         if then:
             await then()
@@ -234,7 +268,7 @@ class SimulatedIO:
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         if program is None and reads_stdin(argv, image):
             if spec.get("stdin"):
-                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name))
+                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name), self.environment(name))
                 if spec.get("tty"):
                     self._emit(name, self.shells[name].prompt())
                 return
@@ -256,7 +290,8 @@ class SimulatedIO:
         log = self.logs[name][-1]
         if log.closed:
             return
-        self._flush(name, math.inf)
+        endless = name in self.programs and math.isinf(self.programs[name].seconds)
+        self._flush(name, self.worker.clock.monotonic() if endless else math.inf)
         self._pending.pop(name, None)
         self.shells.pop(name, None)
         log.close()
@@ -343,7 +378,8 @@ class SimulatedIO:
                 while data := await session.read_stdin():
                     sent.append(data)
             stdin = b"".join(sent)
-            program = interpret(command, self.worker.clock.now(), lambda: self.draft(container, fresh=False), stdin)
+            program = interpret(command, self.worker.clock.now(), lambda: self.draft(container, fresh=False), stdin,
+                                await self._exec_environment(container, session))
             if program is not None:
                 return await self._exec_program(program, session, container)
         if declared is None:
@@ -399,8 +435,14 @@ class SimulatedIO:
 
         async def read() -> bytes:
             return await session.read_stdin() if session.stdin else b""
-        shell = Shell(lambda: self.files(container), self._workdir(container))
+        shell = Shell(lambda: self.files(container), self._workdir(container),
+                      await self._exec_environment(container, session))
         return await self._shell(shell, read, write, tty, prompt=True)
+
+    async def _exec_environment(self, container: str, session: StreamSession) -> dict[str, str]:
+        """What an exec'd command's environment is: the container's, and TERM on a terminal (containerd's exec)."""
+        env = await self._environment_made(container)
+        return {**env, "TERM": "xterm"} if session.tty else env
 
     async def _shell(self, shell: Shell, read, write, tty: bool, prompt: bool) -> int | None:
         """Run the lines `read()` gives (b"" at EOF; None: no more, stdin left open) through `shell`,
@@ -537,6 +579,24 @@ class SimulatedIO:
             pass
         finally:
             writer.close()
+
+
+class _Writes:
+    """What a container writes later, in time order ((monotonic time, stream, text)), taken as it
+    comes due: an endless loop's writes are worked out only then."""
+
+    def __init__(self, writes: Iterator[tuple[float, str, object]]):
+        self._writes = writes
+        self._next = next(writes, None)
+
+    @property
+    def due(self) -> float | None:
+        """When the next write is due; None when there is none."""
+        return None if self._next is None else self._next[0]
+
+    def pop(self) -> tuple[float, str, object]:
+        write, self._next = self._next, next(self._writes, None)
+        return write
 
 
 def _scheduled(raw: str) -> tuple[float | None, str]:

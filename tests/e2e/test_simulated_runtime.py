@@ -277,3 +277,27 @@ def test_a_pod_ends_with_its_app_containers_however_its_sidecar_runs(cluster):
     wait_for(lambda: cluster.kubectl_json("get", "pod", "job-like")["status"].get("phase") == "Succeeded", 30,
              "job-like Succeeded")
     assert _statuses(cluster, "job-like")["app"]["state"]["terminated"]["exitCode"] == 0
+
+
+def test_a_training_loop_logs_each_step_on_the_clock_until_its_pod_is_deleted(cluster):
+    """`sh -c 'while true; do echo step; sleep 1; done'`, the keep-alive loop of many training and
+    serving manifests, logs a line a second as it runs, forever, and its pod is deleted as any."""
+    cluster.kubectl("run", "loop", "--image=busybox", "--", "sh", "-c",
+                    "echo training $HOSTNAME; while true; do echo step; sleep 1; done")
+    wait_for(lambda: cluster.kubectl("logs", "loop", check=False).stdout.count("\n") >= 3, 30, "3 lines logged")
+    first = cluster.kubectl("logs", "loop").stdout
+    assert first.startswith("training loop\nstep\nstep\n") and set(first.splitlines()[1:]) == {"step"}
+    wait_for(lambda: len(cluster.kubectl("logs", "loop").stdout) > len(first), 10, "more steps logged")
+    assert "running" in _statuses(cluster, "loop")["loop"]["state"]
+    cluster.kubectl("delete", "pod", "loop", "--wait", timeout=30)
+
+
+def test_a_job_of_a_for_loop_with_conditions_completes_with_its_exit_code(cluster):
+    """A Job's shell script of a `for` loop over epochs, writing a file, then an `if` on it and `exit`."""
+    script = ("for epoch in $(seq 1 3); do echo epoch $epoch >> /tmp/train.log; echo epoch $epoch; sleep 1; done\n"
+              'if [ -s /tmp/train.log ]; then echo "trained $epoch epochs"; exit 0; else exit 1; fi')
+    cluster.kubectl("create", "job", "epochs", "--image=busybox", "--", "sh", "-c", script)
+    wait_for(lambda: "Complete" in _conditions(cluster, "epochs"), 30, "epochs Complete")
+    term = _terminated(_pod_of(cluster, "epochs"))
+    assert term["exitCode"] == 0 and 3 <= _took(term) < 3 + LATE
+    assert cluster.kubectl("logs", "job/epochs").stdout == "epoch 1\nepoch 2\nepoch 3\ntrained 3 epochs\n"

@@ -1,10 +1,19 @@
 """The commands a simulated container interprets, and those it leaves to the pod's annotations."""
 
+import itertools
 import math
 
 import pytest
 
+from nanokube.clock import Clock
 from nanokube.node.simulated_command import Program, Shell, Step, interpret, reads_stdin
+from nanokube.node.simulated_fs import PodFiles
+
+
+@pytest.fixture
+def pod_files(tmp_path):
+    return PodFiles({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "main"}]}},
+                    lambda name: str(tmp_path / name), Clock())
 
 
 @pytest.mark.parametrize("argv, program", [
@@ -42,7 +51,7 @@ def test_date_prints_the_time_it_runs_at_as_busybox_does():
 
 @pytest.mark.parametrize("argv", [
     [], ["sh"], ["nginx", "-g", "daemon off;"], ["sleep"], ["exit", "3"], ["tail", "-f", "/var/log/x"],
-    ["sh", "-c", "echo $HOME"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
+    ["sh", "-c", "echo $$"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
     ["sh", "-c", "echo hi | cat"], ["sh", "-c", "sleep 10 &"], ["sh", "-c", "ls *"], ["sh", "-c", "exit x"],
     ["sh", "-c", "echo 'unterminated"], ["sh", "-c", "&& true"], ["sh", "-c", "(exit 1)"], ["python", "-c", "1"],
     ["sh", "-c", "nvidia-smi -L; sleep 9999 & wait"], ["sh", "-x", "exit 1"],
@@ -70,7 +79,7 @@ def test_a_command_a_shell_does_not_know_is_not_found_and_the_line_goes_on():
 
 def test_a_shell_line_ends_the_shell_with_exit_and_does_not_simulate_expansions():
     shell = Shell()
-    assert shell.line("echo $HOME", 0).output[0][1] == "stderr" and shell.status == 2
+    assert shell.line("echo $$", 0).output[0][1] == "stderr" and shell.status == 2
     assert shell.line("exit 3; echo never", 0) == Step((), 0, True) and shell.status == 3
 
 
@@ -81,3 +90,80 @@ def test_a_shell_line_ends_the_shell_with_exit_and_does_not_simulate_expansions(
 ])
 def test_which_containers_run_a_shell_on_their_stdin(argv, image, shell):
     assert reads_stdin(argv, image) is shell
+
+
+ENV = {"PATH": "/bin", "HOSTNAME": "trainer", "HOME": "/root", "MY_VAR": "hello  world"}
+
+
+@pytest.mark.parametrize("script, out", [
+    ('echo $MY_VAR "$MY_VAR" ${HOSTNAME}', "hello world hello  world trainer\n"),  # unquoted: split at blanks
+    ("echo ${NOPE:-fallback} ${NOPE-x} ${HOME:+set} ${#HOME}", "fallback x set 5\n"),
+    ("echo '$MY_VAR' \\$HOME", "$MY_VAR $HOME\n"),  # quoted or escaped: not expanded
+    ("A=1; B=$A$A; echo $B; false; echo $?", "11\n1\n"),
+    ("echo $0 $1 $# \"$@\"", "sh 0 \n"),
+    ("echo $((2 + 3 * 4)) $(( (7 / 2) % 2 )) $((1 < 2 && 0))", "14 1 0\n"),
+    ("printenv HOME; export X=1; env", "/root\nPATH=/bin\nHOSTNAME=trainer\nHOME=/root\nMY_VAR=hello  world\nX=1\n"),
+    ("Y=2 printenv Y; echo \"[$Y]\"; unset HOME; printenv HOME; echo $?", "2\n[]\n1\n"),
+    ("echo $(echo a   b) \"$(echo c; echo)\"", "a b c\n"),
+])
+def test_a_shell_expands_its_variables_and_the_environment(script, out):
+    program = interpret(["sh", "-c", script], env=ENV)
+    assert "".join(x for _, x in program.output) == out and program.exit_code == 0
+
+
+def test_the_arguments_after_the_script_are_its_positional_parameters():
+    assert interpret(["sh", "-c", 'echo "$0:$1:$2:$#"', "name", "a b", "c"]).output == ((0, "name:a b:c:2\n"),)
+
+
+@pytest.mark.parametrize("script, output, seconds, code", [
+    ("for i in 1 2 3; do echo step $i; sleep 1; done; exit 4", ((0, "step 1\n"), (1, "step 2\n"), (2, "step 3\n")),
+     3, 4),
+    ("for i in a b c; do if [ $i = b ]; then continue; fi; echo $i; done", ((0, "a\n"), (0, "c\n")), 0, 0),
+    ("i=0; while [ $i -lt 3 ]; do i=$((i+1)); echo $i; sleep 2; done", ((0, "1\n"), (2, "2\n"), (4, "3\n")), 6, 0),
+    ("n=0; until [ $n -ge 2 ]; do n=$((n+1)); done; echo $n", ((0, "2\n"),), 0, 0),
+    ("while true; do echo once; break; done; echo $?", ((0, "once\n"), (0, "0\n")), 0, 0),
+    ("for i in 1 2; do for j in 1 2; do [ $j = 2 ] && break 2; echo $i$j; done; done", ((0, "11\n"),), 0, 0),
+    ("if false; then echo a; elif [ -d /tmp ]; then echo b; else echo c; fi", ((0, "b\n"),), 0, 0),
+    ("if [ -f /nope ]; then echo yes\nelse\n  echo no; exit 2\nfi", ((0, "no\n"),), 0, 2),
+    ("for i in $(seq 1 3); do sleep 1; done; exit $i", (), 3, 3),
+    ("while true; do sleep 1; exit 7; done", (), 1, 7),
+    ("while true; do :; done", (), math.inf, 0),
+    ("while true; do sleep 5; done; echo never", (), math.inf, 0),
+])
+def test_loops_and_conditionals_run_as_a_shell_runs_them(pod_files, script, output, seconds, code):
+    program = interpret(["sh", "-c", script], 0, pod_files.draft("main"))
+    assert (program.output, program.seconds, program.exit_code) == (output, seconds, code)
+
+
+def test_an_endless_loop_writes_on_its_clock_each_pass_worked_out_as_it_comes():
+    """`while true; do date; echo step; sleep 5; done` runs forever: its passes repeat from the
+    second on, each worked out only when asked for (the date it prints is that pass's)."""
+    program = interpret(["sh", "-c", "echo start; while true; do date; echo step; sleep 5; done"], 1_800_000_000)
+    assert program.seconds == math.inf and program.exit_code == 0
+    writes = list(itertools.islice(program.timeline(), 7))
+    assert writes == [(0, "stdout", "start\n"), (0, "stdout", "Fri Jan 15 08:00:00 UTC 2027\n"), (0, "stdout", "step\n"),
+                      (5, "stdout", "Fri Jan 15 08:00:05 UTC 2027\n"), (5, "stdout", "step\n"),
+                      (10, "stdout", "Fri Jan 15 08:00:10 UTC 2027\n"), (10, "stdout", "step\n")]
+    assert list(itertools.islice(program.timeline(), 20002, 20003)) == [(50000, "stdout", "step\n")]
+
+
+@pytest.mark.parametrize("script", [
+    "while true; do echo flood; done",  # writes without end at one instant
+    "while true; do echo x >> /tmp/log; sleep 1; done",  # changes its files each pass: never repeats itself
+    "while true; do echo x; sleep 1; done | cat",  # an endless command in a pipe
+    "case x in x) echo;; esac", "f() { echo; }",
+])
+def test_what_cannot_be_worked_out_is_not_interpreted(pod_files, script):
+    assert interpret(["sh", "-c", script], 0, pod_files.draft("main")) is None
+
+
+def test_a_shell_keeps_its_variables_and_waits_for_the_end_of_a_command_over_lines():
+    shell = Shell(env=ENV)
+    assert shell.line("X=1; export Y=2", 0) == Step((), 0, False)
+    assert shell.line("echo $X$Y $HOSTNAME", 0) == Step(((0, "stdout", "12 trainer\n"),), 0, False)
+    assert shell.line("for i in 1 2; do", 0) == Step((), 0, False) and shell.prompt() == "> "
+    assert shell.line("echo $i; sleep 1; done", 0) == Step(((0, "stdout", "1\n"), (1, "stdout", "2\n")), 2, False)
+    assert shell.prompt() == "/ # "
+    step = shell.line("while true; do echo tick; sleep 2; done", 0)
+    assert step.seconds == math.inf and list(itertools.islice(step.output, 3)) == [
+        (0, "stdout", "tick\n"), (2, "stdout", "tick\n"), (4, "stdout", "tick\n")]

@@ -12,10 +12,23 @@ from nanokube.node.simulated_command import interpret
 from nanokube.node.simulated_io import SimulatedIO
 
 
+class _NoServices:
+    """An API client whose namespaces hold no Services (the environment's service variables)."""
+
+    def resource(self, *_):
+        return self
+
+    async def list(self, *_):
+        return [], "1"
+
+
 def worker(annotations=None, ports=(), **main):
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "annotations": annotations or {}},
            "spec": {"containers": [{"name": "main", "ports": [{"containerPort": p} for p in ports], **main}]}}
-    return SimpleNamespace(pod=pod, clock=Clock(), uid="u1", name="p", namespace="ns", changed=asyncio.Event())
+    agent = SimpleNamespace(name="node-1", host_ip="10.0.0.1", client=_NoServices(), volumes=None,
+                            claims=SimpleNamespace(cdi_environment=lambda pod, container: {}))
+    return SimpleNamespace(pod=pod, clock=Clock(), uid="u1", name="p", namespace="ns", changed=asyncio.Event(),
+                           agent=agent, ip="10.244.0.5")
 
 
 async def settle():
@@ -193,7 +206,7 @@ async def test_file_changes_happen_when_the_command_makes_them_on_the_nodes_cloc
     clock = ManualClock()
     w = worker()
     w.clock = clock
-    w.agent = SimpleNamespace(volumes=SimpleNamespace(volume_dir=lambda uid, name: str(tmp_path / name)))
+    w.agent.volumes = SimpleNamespace(volume_dir=lambda uid, name: str(tmp_path / name))
     io = SimulatedIO(w)
     program = interpret(["sh", "-c", "mkdir /tmp/a; sleep 3; mkdir /tmp/b; sleep inf"], clock.now(), io.draft("main"))
     io.started({"main": "busybox"}, programs={"main": program})
@@ -209,3 +222,27 @@ async def test_file_changes_happen_when_the_command_makes_them_on_the_nodes_cloc
     assert await asyncio.wait_for(ran, 5) == 0 and out == [b"x\n"]
     assert io.files("main").read("/tmp/f") == b"x\n"
     io.stop()
+
+
+async def test_an_endless_loop_logs_each_pass_on_the_nodes_clock_until_the_container_stops():
+    """`while true; do echo step; sleep 5; done`: a line each 5 s of the node's clock, written as
+    it comes due, and none after the container is stopped (the pod deleted)."""
+    from tests.node import ManualClock
+
+    clock = ManualClock()
+    w = worker()
+    w.clock = clock
+    io = SimulatedIO(w)
+    program = interpret(["sh", "-c", "while true; do echo step $HOSTNAME; sleep 5; done"], clock.now(),
+                        io.draft("main"), env={"HOSTNAME": "p"})
+    io.started({"main": "busybox"}, programs={"main": program})
+    assert io.serve_log("main", LogOptions()) == b"step p\n"
+    await clock.advance(12)
+    await settle()
+    assert io.serve_log("main", LogOptions()) == b"step p\n" * 3
+    io.exit("main", 143)
+    await clock.advance(60)
+    await settle()
+    assert io.serve_log("main", LogOptions()) == b"step p\n" * 3
+    io.stop()
+
