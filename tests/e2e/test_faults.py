@@ -35,7 +35,7 @@ def fault(c, *args: str) -> str:
     return r.stdout
 
 
-def wait_for(check, timeout: float = 20.0):
+def wait_for(check, timeout: float = 30.0):
     deadline = time.monotonic() + timeout
     while True:
         got = check()
@@ -151,7 +151,7 @@ def test_a_timed_not_ready_heals_by_itself(cluster):
     went, down = nodes.first(lambda o: o["metadata"]["name"] == "gpu-1" and _ready(o)["status"] == "False")
     _, up = nodes.first(lambda o: o["metadata"]["name"] == "gpu-1" and _ready(o)["status"] == "True"
                         and _ready(o)["lastTransitionTime"] >= _ready(down)["lastTransitionTime"], after=went,
-                        timeout=15)
+                        timeout=30)
     # Ready again at the fault's end (the annotation's until=, to the microsecond), not before; the
     # transition's time is whole seconds
     until = parse_time(down["metadata"]["annotations"][ANNOTATION].split(";until=")[1])

@@ -24,13 +24,13 @@ def test_cordon_taints_the_node_unschedulable_and_uncordon_lifts_it(cluster):
     node = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").stdout
     assert cluster.kubectl("cordon", node).stdout.strip() == f"node/{node} cordoned"
     try:
-        wait_for(lambda: _taints_line(cluster, node).split() == ["Taints:", UNSCHEDULABLE], timeout=15,
+        wait_for(lambda: _taints_line(cluster, node).split() == ["Taints:", UNSCHEDULABLE], timeout=30,
                  what="the unschedulable taint")
         taint = cluster.kubectl_json("get", "node", node)["spec"]["taints"][0]
         assert taint["timeAdded"]
     finally:
         cluster.kubectl("uncordon", node)
-    wait_for(lambda: _taints_line(cluster, node).split() == ["Taints:", "<none>"], timeout=15,
+    wait_for(lambda: _taints_line(cluster, node).split() == ["Taints:", "<none>"], timeout=30,
              what="the taint lifted")
 
 
@@ -170,7 +170,7 @@ def test_describe_node_shows_the_ttl_controllers_annotation(cluster):
         out = cluster.kubectl("describe", "node", node).stdout
         return out if "node.alpha.kubernetes.io/ttl: 0" in out else None
 
-    out = wait_for(annotated, timeout=15, what="the ttl annotation")
+    out = wait_for(annotated, timeout=30, what="the ttl annotation")
     assert next(line for line in out.splitlines() if line.startswith("Annotations:")).split() == [
         "Annotations:", "node.alpha.kubernetes.io/ttl:", "0"]
 
