@@ -578,6 +578,7 @@ class NodeAgent:
                 await asyncio.gather(t, return_exceptions=True)
         if self.plugin_watcher:
             await self.plugin_watcher.stop()
+        await self.claims.close()
         await self.dra_plugins.stop()
         await self.volumes.close()
         await self.recorder.close()

@@ -10,7 +10,7 @@ node (plugin_manager.py), is prepared by calling the plugin's
 NodePrepareResources with the claims the pod needs, once per driver; the CDI
 device IDs it returns for each request go to the containers that use the
 request (their environment is what the CDI specs the driver wrote say, cdi.py).
-The last pod out calls NodeUnprepareResources.
+The last pod out calls NodeUnprepareResources, again with backoff while it fails.
 
 Preparing a NIC configures it: the driver reports the interface name, its
 rail address and MAC in the claim's `status.devices[]` with `Ready=True`,
@@ -19,6 +19,7 @@ the 1.37 standardised network data (KEP-4817).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Collection
@@ -41,6 +42,9 @@ log = logging.getLogger(__name__)
 DRIVERS = (GPU_DRIVER, NIC_DRIVER, nvidia.NVIDIA_DRIVER)
 _MIG_NAME = re.compile(r"(gpu-\d+)-mig-.+-(\d+)-(\d+)")
 STATUS_RETRIES = 6
+#: how a failed NodeUnprepareResources is retried (the pod worker's backoff)
+UNPREPARE_RETRY_INITIAL = 1.0
+UNPREPARE_RETRY_MAX = 16.0
 STATUS_BACKOFF = 0.05
 
 
@@ -92,6 +96,8 @@ class ClaimPreparer:
         self.cdi_dir = cdi_dir
         #: claim uid -> {external driver: the devices its NodePrepareResources returned}
         self.external: dict[str, dict[str, list[_Prepared]]] = {}
+        #: claim uid -> the task asking drivers that failed to unprepare it again
+        self.unpreparing: dict[str, asyncio.Task] = {}
         self.clock = clock
         self.nics = {d.name: (i, d) for i, d in enumerate(x for x in spec.devices if x.kind == "nic")}
         self.gpus = {d.name: d for d in spec.devices if d.kind == "gpu" and d.attributes.get("driver") == "nvidia"}
@@ -240,6 +246,9 @@ class ClaimPreparer:
         for c in claims:
             for driver in self._external_drivers(c):
                 by_driver.setdefault(driver, []).append(c)
+        for c in claims:  # prepared again before a failed unprepare was retried: it need not be
+            if (retry := self.unpreparing.pop(c["metadata"]["uid"], None)) is not None:
+                retry.cancel()
         for driver, group in by_driver.items():
             plugin = self.plugins.get(driver) if self.plugins else None
             if plugin is None:
@@ -262,8 +271,17 @@ class ClaimPreparer:
                     for d in resp.claims[c["metadata"]["uid"]].devices]
 
     async def _unprepare_external(self, uid: str, ns: str, name: str) -> None:
-        """NodeUnprepareResources of each external driver that prepared the claim; a failure is logged."""
-        for driver in self.external.pop(uid, {}):
+        """NodeUnprepareResources of each external driver that prepared the claim. One that fails
+        (or is not registered) is asked again, backing off, until it succeeds or the claim is
+        prepared again: upstream's pod worker retries a pod's cleanup until unpreparing works."""
+        left = await self._unprepare_calls(uid, ns, name, list(self.external.pop(uid, {})))
+        if left:
+            self.unpreparing[uid] = asyncio.create_task(self._retry_unprepare(uid, ns, name, left))
+
+    async def _unprepare_calls(self, uid: str, ns: str, name: str, drivers: list[str]) -> list[str]:
+        """Call each driver's NodeUnprepareResources with the claim; the drivers that failed, logged."""
+        failed = []
+        for driver in drivers:
             plugin = self.plugins.get(driver) if self.plugins else None
             if plugin is None:
                 err = f"DRA driver {driver} is not registered"
@@ -276,6 +294,26 @@ class ClaimPreparer:
                     err = f"NodeUnprepareResources failed: {rpc_error(e)}"
             if err:
                 log.warning("node %s: unprepare claim %s/%s: %s", self.spec.name, ns, name, err)
+                failed.append(driver)
+        return failed
+
+    async def _retry_unprepare(self, uid: str, ns: str, name: str, drivers: list[str]) -> None:
+        delay = UNPREPARE_RETRY_INITIAL
+        try:
+            while drivers:
+                await self.clock.sleep(delay)
+                delay = min(delay * 2, UNPREPARE_RETRY_MAX)
+                drivers = await self._unprepare_calls(uid, ns, name, drivers)
+        finally:
+            if self.unpreparing.get(uid) is asyncio.current_task():
+                del self.unpreparing[uid]
+
+    async def close(self) -> None:
+        """Stop retrying unprepare calls (the node stops)."""
+        for t in self.unpreparing.values():
+            t.cancel()
+        await asyncio.gather(*self.unpreparing.values(), return_exceptions=True)
+        self.unpreparing.clear()
 
     def _container_devices(self, pod: dict, container: str) -> list[tuple[dict, str, _Prepared]]:
         """(claim reference, driver, device) for each device external drivers prepared for the

@@ -44,8 +44,9 @@ class PluginDriver:
         self.calls: list[tuple[str, dict]] = []
         #: (plugin_registered, error) of each NotifyRegistrationStatus
         self.statuses: list[tuple[bool, str]] = []
-        #: claim uid -> the error NodePrepareResources answers for it
+        #: claim uid -> the error NodePrepareResources (NodeUnprepareResources) answers for it
         self.fail: dict[str, str] = {}
+        self.fail_unprepare: dict[str, str] = {}
         self._lock = threading.Lock()
         self._servers: list[grpc.Server] = []
         #: (pool, device) -> health_pb2 status; a change wakes the streams
@@ -132,7 +133,7 @@ class PluginDriver:
         self._record("NodeUnprepareResources", {"claims": claims})
         out = dra.NodeUnprepareResourcesResponse()
         for c in claims:
-            out.claims[c["uid"]].error = ""
+            out.claims[c["uid"]].error = self.fail_unprepare.get(c["uid"], "")
         return out
 
     def set_health(self, pool: str, device: str, status: str) -> None:

@@ -299,3 +299,23 @@ async def test_a_socket_nobody_answers_on_holds_up_no_other_plugin(env, caplog):
         assert "dial failed" not in caplog.text
     finally:
         stale.close()
+
+
+async def test_a_failed_unprepare_is_retried_until_the_driver_succeeds(env):
+    client, clock, mgr, driver = env
+    d = driver()
+    await registered(clock, mgr, d)
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    c = await claims.create(_claim("sticky"))
+    pod = await pods.create(_pod("sticky", "sticky"))
+    await _allocate(claims, "sticky", pod)
+    await eventually(phase(pods, "sticky", "Running", clock))
+    d.fail_unprepare[c["metadata"]["uid"]] = "device gpu-0 is still in use"
+    await pods.delete("sticky", "default", grace_period_seconds=0)
+    await eventually(ticking(clock, lambda: _true(len(d.called("NodeUnprepareResources")) >= 2)))
+    del d.fail_unprepare[c["metadata"]["uid"]]
+    calls = len(await eventually(ticking(clock, lambda: _true(
+        not mgr.agents[NODE].claims.unpreparing and d.called("NodeUnprepareResources")))))
+    await clock.advance(60)
+    assert len(d.called("NodeUnprepareResources")) == calls  # none after it succeeded
