@@ -3,25 +3,24 @@ registers with a simulated node of `nanokube up` through the node's
 plugins_registry socket directory, publishes its ResourceSlice through the
 API, and the node agent prepares the claim of a pod scheduled on its devices
 by calling NodePrepareResources; the container sees the CDI spec's env, and
-deleting the pod calls NodeUnprepareResources. On the process runtime,
-whose `env` is a real process's environment."""
+deleting the pod calls NodeUnprepareResources. On both runtimes: the
+simulated one's `env` prints what the container was given, the process
+runtime's is a real process's environment."""
 
 from __future__ import annotations
 
 import pytest
 from kubernetes import client
 
-from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, wait_for
+from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, running_cluster, wait_for
 from tests.node.dra.plugin_driver import PluginDriver
 
 DRIVER = "gpu.byo.example.com"
 
 
-#: the simulated runtime's exec does not print a container's environment yet (its `env` is another
-#: change); its preparation is covered by tests/node/dra/test_plugin_registration.py
-@pytest.fixture(scope="module", params=[pytest.param("process", marks=PROCESS_RUNTIME)])
+@pytest.fixture(scope="module", params=["simulated", pytest.param("process", marks=PROCESS_RUNTIME)])
 def byo(request, store_url):
-    with process_cluster(store_url, "byo-dra") as c:
+    with (running_cluster("byo-dra") if request.param == "simulated" else process_cluster(store_url, "byo-dra")) as c:
         yield c
 
 
