@@ -1291,7 +1291,7 @@ class PodWorker:
         if RUN_SECONDS in given or EXIT_CODE in given:
             return None
         return interpret(self.io.command(c), self.clock.now(), lambda: self.io.draft(c["name"]),
-                         env=self.io.environment(c["name"]))
+                         b"" if not c.get("stdin") else None, self.io.environment(c["name"]))
 
     def _lifetime(self, c: dict) -> tuple[float | None, int]:
         """When container `c`, starting now, exits (monotonic; None: not on its own) and with which

@@ -38,9 +38,12 @@ run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`,
 `touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, -eq and the integer comparisons, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
 `md5sum`, `sha256sum`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
---retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, and a
-script's `>`, `>>` and `<`. A command reading stdin gets what the exec client
-sent (read to its end first). A container's own command runs them on a draft
+--retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, the
+filters `tr`, `grep`, `sed` and `awk` in the forms people type
+(simulated_filters), and a script's `>`, `>>` and `<`. A command reading
+stdin gets what the exec client sent (read to its end first; a filter
+alone, `kubectl exec -i pod -- grep x`, answers each line as it comes:
+simulated_io). A container's own command runs them on a draft
 of its files (simulated_fs.PodFiles.draft), as does exec's; the changes are
 made, as the output is written, when their time comes on the node's clock
 (`sleep 5; touch /tmp/ready` makes the file 5 s later, and not at all if
@@ -65,6 +68,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from . import simulated_filters as filters
 from .simulated_applets import APPLETS, NoTerminal as _NoTerminal, Unknown as _Unknown, reads_data
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
 from .simulated_script import For, Group, If, Incomplete, Loop, Pipeline, Simple, Script, parse
@@ -137,11 +141,12 @@ class Program:
 Files = ContainerFS | Callable[[], ContainerFS] | None
 
 
-def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes = b"",
+def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes | None = b"",
               env: dict[str, str] | None = None) -> Program | None:
     """The program `argv` runs when it starts at `now` (the node's wall clock, epoch seconds) with
     the environment `env`, or None when it is not one of the commands interpreted here. With `fs`
-    (the container's files) the file commands run too, reading `stdin`."""
+    (the container's files) the file commands run too, reading `stdin` (None: what is still to
+    come, a `stdin: true` container's; one that reads it is not worked out ahead)."""
     if not argv:
         return None
     try:
@@ -180,7 +185,7 @@ def wants_stdin(argv: list[str]) -> bool:
     try:
         if os.path.basename(argv[0]) in SHELLS:
             return len(argv) >= 3 and argv[1] == "-c" and _reads(parse(argv[2]))
-        return reads_data(list(argv))
+        return reads_data(list(argv)) or filters.reads_stdin(list(argv))
     except (_Unknown, IndexError):
         return False
 
@@ -192,7 +197,8 @@ def _reads(script: Script) -> bool:
             node = pipeline.commands[0]
             if isinstance(node, Simple):
                 words = ["".join(p[1] for p in w) if all(p[0] == "lit" for p in w) else "" for w in node.words]
-                if words and reads_data(words) and not any(kind == "<" for kind, _ in node.redirects):
+                if words and (reads_data(words) or filters.reads_stdin(words)) and \
+                        not any(kind == "<" for kind, _ in node.redirects):
                     return True
             elif isinstance(node, Loop | Group):
                 if _reads(getattr(node, "cond", [])) or _reads(node.body):
@@ -600,6 +606,8 @@ class _Run:
         try:
             self.command(words, in_shell=True)
         except _NoTerminal:
+            if not self.interactive:  # a container's stdin that is still to come: not worked out ahead
+                raise
             self.err(f"sh: {words[0]}: nanokube's simulated shell gives a command no terminal to read\n")
             self.status = 1
         except _Unknown:
@@ -652,6 +660,8 @@ class _Run:
             self.status = self._environment(name, args)
         elif name in APPLETS:
             self.status = APPLETS[name](self, self._files(), name, args)
+        elif name in filters.APPLETS:
+            self.status = filters.APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
 

@@ -32,7 +32,9 @@ port-forward, declared on the pod with annotations.
   at its terminal (`tty: true`); then it exits 0, the pod's other containers
   running on. Without `stdinOnce` it keeps running when the client leaves.
   One whose command is interpreted (`echo hi`, `sleep 5`) does not read its
-  stdin: it ends when its command does. On a terminal, what the client types
+  stdin: it ends when its command does; one whose command is a filter
+  (`cat`, `grep x`: simulated_filters) writes what it makes of each piece of
+  its stdin as it comes, and exits with the filter's status at EOF. On a terminal, what the client types
   is echoed (into the log, as a tty's output is) with Enter as a new line.
   One running a shell (`kubectl run -i -- sh`, `kubectl debug -it` of
   busybox) runs the lines it is sent, as exec's shell does, and ends with
@@ -57,7 +59,9 @@ from collections.abc import Iterable, Iterator
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from . import container_env
 from .containerlog import ContainerLog
+from . import simulated_filters as filters
 from .simulated_command import Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin
+from .simulated_filters import Filter
 from .simulated_fs import ContainerFS, PodFiles
 from .streaming import no_log
 
@@ -71,7 +75,8 @@ class SimulatedIO:
     """The logs (current and previous instance) and streams of one pod's simulated containers."""
 
     __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
-                 "stdin_closed", "stdin_status", "shells", "ephemeral_ended", "_files", "environments")
+                 "stdin_closed", "stdin_status", "shells", "ephemeral_ended", "_files", "environments",
+                 "streams")
 
     def __init__(self, worker):
         self.worker = worker
@@ -82,6 +87,8 @@ class SimulatedIO:
         self.ephemeral_ended: dict[str, int] = {}
         #: the containers running a shell on their stdin (attach feeds it)
         self.shells: dict[str, Shell] = {}
+        #: the containers running a filter on their stdin (`cat`, `grep x`: attach feeds it)
+        self.streams: dict[str, Filter] = {}
         #: what each running container writes later, and the task writing it
         self._pending: dict[str, _Writes] = {}
         self._scripted: dict[str, asyncio.Task] = {}
@@ -180,12 +187,17 @@ class SimulatedIO:
         timeline: Iterable[tuple[float, str, object]] = ()
         spec = self._spec(name)
         self.shells.pop(name, None)
+        self.streams.pop(name, None)
+        argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         if program is not None:
             self.programs[name] = program
             timeline = program.timeline()
+        elif spec.get("stdin") and (stream := filters.stream(argv)) is not None:
+            self.programs.pop(name, None)
+            self.streams[name] = stream  # writes what it reads, as its stdin comes (attach)
         else:
             self.programs.pop(name, None)
-            if spec.get("stdin") and reads_stdin([*(spec.get("command") or ()), *(spec.get("args") or ())], image):
+            if spec.get("stdin") and reads_stdin(argv, image):
                 self.shells[name] = Shell(lambda: self.files(name), self._workdir(name), self.environment(name))
             self._write(f"nanokube: container {name} started (image {image})", [name])
             self._write(f"nanokube: container {name} is ready", [name])
@@ -237,7 +249,7 @@ class SimulatedIO:
         self._pending.pop(name, None)
         if task := self._scripted.pop(name, None):
             task.cancel()
-        if name not in self.programs:
+        if name not in self.programs and name not in self.streams:  # a command's log is what it wrote
             if why:
                 self._write(f"nanokube: container {name} {why}", [name])
             self._write(f"nanokube: container {name} exited with code {code}", [name])
@@ -372,6 +384,8 @@ class SimulatedIO:
                     {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
         if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session, container)
+        if declared is None and session.stdin and not session.tty and (stream := filters.stream(command)):
+            return await self._exec_stream(stream, session)
         if declared is None:
             sent: list[bytes] = []
             if session.stdin and wants_stdin(command):  # `tar xmf -`: all it is sent, to its end
@@ -417,6 +431,18 @@ class SimulatedIO:
             await asyncio.Event().wait()
         await clock.sleep(max(start + program.seconds - clock.monotonic(), 0.0))
         return program.exit_code
+
+    async def _exec_stream(self, stream: Filter, session: StreamSession) -> int:
+        """A filter exec'd on what the client sends (`kubectl exec -i pod -- grep x`): what it writes
+        of each piece as the piece comes, until it is done or the client's stdin ends."""
+        async def write(data: bytes) -> None:
+            if data and session.stdout:
+                await session.write_stdout(data)
+        while not stream.done and (data := await session.read_stdin()):
+            await write(stream.feed(data))
+        out, code = stream.end()
+        await write(out)
+        return code
 
     async def _exec_shell(self, session: StreamSession, container: str) -> int:
         """`sh` exec'd without a command: it runs each line of its stdin (simulated_command.Shell) until
@@ -528,18 +554,31 @@ class SimulatedIO:
             self.stdin_closed.add(container)
             self.worker.changed.set()
             return
+        stream = self.streams.get(container)
+
+        def written(data: bytes) -> None:
+            if data and not log.closed:
+                log.append(self.worker.clock.now(), "stdout", data.replace(b"\n", b"\r\n") if tty else data)
         while data := await session.read_stdin():
+            eof = b""
             if tty:
                 data, eof, _ = data.partition(b"\x04")
-                if data and not log.closed:
-                    log.append(self.worker.clock.now(), "stdout", data.replace(b"\r", b"\r\n"))
-                if eof:
+                written(data.replace(b"\r", b"\n"))  # the terminal's echo, Enter as a new line
+                data = data.replace(b"\r", b"\n")
+            if stream is not None and data:
+                written(stream.feed(data))
+                if stream.done:
                     break
+            if eof:
+                break
         else:
             if not once:
                 return
         if container in self.programs:  # an interpreted command does not read its stdin
             return
+        if stream is not None:
+            out, self.stdin_status[container] = stream.end()
+            written(out)
         self.stdin_closed.add(container)
         self.worker.changed.set()
 

@@ -248,3 +248,29 @@ def test_a_claim_is_its_directory_on_the_node_and_a_draft_leaves_that_as_it_is(t
     assert (tmp_path / "pv" / "latest").read_text() == "step-2\nstep-3\n"
     code, _, err = run(files.container("ro"), "rm", "/data/latest")
     assert code == 1 and "Read-only file system" in err and (tmp_path / "pv" / "latest").exists()
+
+
+@pytest.mark.parametrize("script, out, code", [
+    ("echo 'a b c' | awk '{print $2}'", b"b\n", 0),
+    ("printf x; echo 'k=1 v' | awk -F= '{print $2, $1}'", None, None),  # printf: not simulated
+    ("echo 'k=1 v' | awk -F= '{print $2, $1}'", b"1 v k\n", 0),
+    ("echo 'one two' | awk '{print $NF $1}'", b"twoone\n", 0),
+    ("echo hello | tr a-z A-Z; echo hello | tr -d l", b"HELLO\nheo\n", 0),
+    ("seq 1 5 | grep -v 3 | head -n 3", b"1\n2\n4\n", 0),
+    ("seq 1 3 | grep 7; echo $?", b"1\n", 0),
+    ("echo 'a.b' > /data/f; grep -c 'a\\.b' /data/f /nope", b"1\n", 2),
+    ("seq 1 5 | sed -n '2p'; echo abc | sed 's/b/[&]/g'; seq 1 3 | sed '/2/d'", b"2\na[b]c\n1\n3\n", 0),
+    ("seq 1 4 | sed -n '/[13]/p' | wc -l", b"2\n", 0),
+])
+def test_the_filters_of_scripts(pod_files, script, out, code):
+    program = interpret(["sh", "-c", script], T0, pod_files.draft("main"))
+    if out is None:
+        assert program is None
+        return
+    assert b"".join(x if isinstance(x, bytes) else x.encode() for _, x in program.output) == out
+    assert program.exit_code == code
+
+
+def test_which_filters_read_stdin():
+    assert wants_stdin(["grep", "x"]) and wants_stdin(["sh", "-c", "awk '{print $1}' | tr a b"])
+    assert not wants_stdin(["grep", "x", "/f"]) and not wants_stdin(["sed", "-n", "1p", "/etc/hostname"])

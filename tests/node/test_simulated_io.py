@@ -246,3 +246,55 @@ async def test_an_endless_loop_logs_each_pass_on_the_nodes_clock_until_the_conta
     assert io.serve_log("main", LogOptions()) == b"step p\n" * 3
     io.stop()
 
+
+async def test_exec_of_a_filter_answers_each_line_as_it_is_sent():
+    """`kubectl exec -i pod -- grep -v debug`: each line that came is answered before the next is
+    sent (before, nothing was written until the client's EOF); `head -n 2` ends after its lines."""
+    io = SimulatedIO(worker())
+    io.started({"main": "busybox"})
+    out = []
+    s = session(out, stdin=True)
+    ran = asyncio.ensure_future(io.exec("main", ["grep", "-v", "debug"], s))
+    s.stdin_data.put_nowait(b"step 1\ndebug x\nst")
+    await settle()
+    assert out == [b"step 1\n"] and not ran.done()
+    s.stdin_data.put_nowait(b"ep 2\n")
+    await settle()
+    assert out == [b"step 1\n", b"step 2\n"]
+    s.stdin_data.put_nowait(None)
+    assert await asyncio.wait_for(ran, 5) == 0
+    out.clear()
+    s = session(out, stdin=True)
+    ran = asyncio.ensure_future(io.exec("main", ["head", "-n", "2"], s))
+    s.stdin_data.put_nowait(b"a\nb\nc\n")
+    assert await asyncio.wait_for(ran, 5) == 0 and out == [b"a\nb\n"]
+    io.stop()
+
+
+async def test_an_attached_cat_container_writes_each_piece_of_its_stdin_as_it_comes():
+    """`kubectl run -i --image=busybox echo -- cat`: what the client sends is in the container's
+    log (and the attached client's output) as it comes; at EOF the container exits with cat's 0,
+    or, for `grep x`, with 1 when no line matched."""
+    w = worker(stdin=True, stdinOnce=True, command=["cat"])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    out = []
+    s = session(out, stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"hello\n")
+    await settle()
+    assert out == [b"hello\n"] and io.serve_log("main", LogOptions()) == b"hello\n" and not io.stdin_closed
+    s.stdin_data.put_nowait(None)
+    await settle()
+    assert io.stdin_closed == {"main"} and io.stdin_status == {"main": 0}
+    attached.cancel()
+    w = worker(stdin=True, stdinOnce=True, command=["grep", "x"])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"abc\n")
+    s.stdin_data.put_nowait(None)
+    await settle()
+    assert io.stdin_status == {"main": 1} and io.serve_log("main", LogOptions()) == b""
+    attached.cancel()

@@ -1,0 +1,354 @@
+"""The busybox filters a simulated container runs on a stream: `cat`, `tr`, `grep`, `head`, `wc`,
+`sed` and `awk` (the forms people type: `sed 's/a/b/g'`, `sed -n '2p'`, `awk '{print $1}'`).
+
+Each is a `Filter`: fed its input as it comes (`feed`, what it writes then: a line filter writes
+each line once it has ended, `cat` and `tr` all they got at once), then ended at EOF (`end`: what
+is left to write, and its exit status), or done on its own (`head` after its lines). So `kubectl
+exec -i pod -- grep error` and a container running `cat` with `kubectl attach` answer each line
+as it is sent, not only at EOF (simulated_io); and, fed all at once, they are applets of scripts
+(`echo a b | awk '{print $2}'`, `grep x /file`) through `applet`. A use not simulated (an
+option, a regular expression Python cannot read) is `Unknown`."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .simulated_applets import Process, Unknown
+from .simulated_fs import ContainerFS, FsError
+
+
+class Filter:
+    """A command reading its stdin as it comes."""
+
+    #: it exits on its own, before its input's end (head)
+    done = False
+
+    def feed(self, data: bytes) -> bytes:
+        return data
+
+    def end(self) -> tuple[bytes, int]:
+        return b"", 0
+
+
+class _Lines(Filter):
+    """A filter of whole lines: each line, once its new line came, is `line(text)`'s output; the
+    last without a new line at EOF."""
+
+    def __init__(self):
+        self.partial = b""
+
+    def feed(self, data: bytes) -> bytes:
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        out = b""
+        for raw in lines:
+            if self.done:
+                break
+            out += self.line(raw, b"\n")
+        return out
+
+    def end(self) -> tuple[bytes, int]:
+        out = self.line(self.partial, b"") if self.partial and not self.done else b""
+        self.partial = b""
+        return out, self.status()
+
+    def line(self, text: bytes, newline: bytes) -> bytes:
+        raise NotImplementedError
+
+    def status(self) -> int:
+        return 0
+
+
+class _Grep(_Lines):
+    def __init__(self, pattern: re.Pattern, invert: bool, count: bool, quiet: bool):
+        super().__init__()
+        self.pattern, self.invert, self.count, self.quiet = pattern, invert, count, quiet
+        self.matched = 0
+
+    def line(self, text: bytes, newline: bytes) -> bytes:
+        if bool(self.pattern.search(text.decode(errors="replace"))) == self.invert:
+            return b""
+        self.matched += 1
+        return b"" if self.count or self.quiet else text + b"\n"
+
+    def end(self) -> tuple[bytes, int]:
+        out, _ = super().end()
+        if self.count:
+            out += f"{self.matched}\n".encode()
+        return out, self.status()
+
+    def status(self) -> int:
+        return 0 if self.matched else 1
+
+
+class _Head(_Lines):
+    def __init__(self, count: int):
+        super().__init__()
+        self.left = count
+        self.done = count <= 0
+
+    def line(self, text: bytes, newline: bytes) -> bytes:
+        self.left -= 1
+        self.done = self.left <= 0
+        return text + newline
+
+
+class _Sed(_Lines):
+    """`sed [-n] 's/RE/REPL/[g]'`, `sed -n 'Np'`, `sed -n '/RE/p'`, `sed 'Nd'`, `sed '/RE/d'`."""
+
+    def __init__(self, quiet: bool, script: str):
+        super().__init__()
+        self.quiet, self.number = quiet, 0
+        self.substitute = self.address = None
+        m = re.fullmatch(r"s(.)(.*?)\1(.*?)\1(g?)", script)
+        if m:
+            self.substitute = (_regex(m.group(2), extended=False), _replacement(m.group(3)), 0 if m.group(4) else 1)
+            return
+        m = re.fullmatch(r"(?:(\d+)|/(.*)/)([pd])", script)
+        if not m:
+            raise Unknown
+        self.address = (int(m.group(1)) if m.group(1) else _regex(m.group(2), extended=False), m.group(3))
+
+    def line(self, text: bytes, newline: bytes) -> bytes:
+        self.number += 1
+        s = text.decode(errors="replace")
+        if self.substitute:
+            pattern, repl, count = self.substitute
+            s = pattern.sub(repl, s, count=count)
+            return b"" if self.quiet else s.encode() + newline
+        where, command = self.address
+        hit = self.number == where if isinstance(where, int) else bool(where.search(s))
+        if command == "d":
+            return b"" if hit or self.quiet else text + newline
+        return (text + newline) * (hit + (not self.quiet))
+
+
+class _Awk(_Lines):
+    """`awk '{print $1}'`, `awk '{print $2, $NF}'`, `awk '/RE/ {print}'`: fields split at blanks."""
+
+    def __init__(self, program: str, separator: str | None):
+        super().__init__()
+        m = re.fullmatch(r"\s*(?:/(.*)/)?\s*\{\s*print\s*((?:\$(?:\d+|NF)(?:\s*,?\s*\$(?:\d+|NF))*)?)\s*;?\s*\}\s*",
+                         program)
+        if not m:
+            raise Unknown
+        self.pattern = _regex(m.group(1), extended=True) if m.group(1) else None
+        self.fields = re.findall(r"\$(\d+|NF)", m.group(2)) or ["0"]
+        self.joined = [bool(re.match(r"\s*,", rest)) for rest in re.split(r"\$(?:\d+|NF)", m.group(2))[1:-1]]
+        self.separator = separator
+
+    def line(self, text: bytes, newline: bytes) -> bytes:
+        s = text.decode(errors="replace")
+        if self.pattern and not self.pattern.search(s):
+            return b""
+        fields = s.split(self.separator) if self.separator else s.split()
+        values = [s if f == "0" else (fields[-1] if fields else "") if f == "NF" else
+                  (fields[int(f) - 1] if int(f) <= len(fields) else "") for f in self.fields]
+        out = values[0] if values else ""
+        for value, comma in zip(values[1:], self.joined):
+            out += (" " if comma else "") + value
+        return out.encode() + b"\n"
+
+
+class _Tr(Filter):
+    def __init__(self, delete: bool, set1: str, set2: str):
+        first, second = _tr_set(set1), _tr_set(set2)
+        if delete:
+            self.table = bytes.maketrans(b"", b""), bytes(first)
+        else:
+            if not second:
+                raise Unknown
+            second = second + second[-1:] * (len(first) - len(second))
+            self.table = bytes.maketrans(bytes(first), bytes(second[:len(first)])), b""
+
+    def feed(self, data: bytes) -> bytes:
+        return data.translate(*self.table)
+
+
+class _Wc(Filter):
+    def __init__(self, flags: set[str]):
+        self.flags = flags or {"l", "w", "c"}
+        self.data = b""
+
+    def feed(self, data: bytes) -> bytes:
+        self.data += data
+        return b""
+
+    def end(self) -> tuple[bytes, int]:
+        counts = {"l": self.data.count(b"\n"), "w": len(self.data.split()), "c": len(self.data)}
+        return (" ".join(str(counts[f]) for f in "lwc" if f in self.flags) + "\n").encode(), 0
+
+
+def _regex(pattern: str, extended: bool) -> re.Pattern:
+    """A grep/sed regular expression as Python's: a basic one's `\\(`, `\\)`, `\\{`, `\\}`, `\\|`, `\\+`,
+    `\\?` are the extended one's operators, and those characters alone are themselves."""
+    if not extended:
+        out, i = "", 0
+        while i < len(pattern):
+            c = pattern[i]
+            if c == "\\" and i + 1 < len(pattern):
+                nxt = pattern[i + 1]
+                out += nxt if nxt in "(){}|+?" else c + nxt
+                i += 2
+                continue
+            out += "\\" + c if c in "(){}|+?" else c
+            i += 1
+        pattern = out
+    try:
+        return re.compile(pattern)
+    except re.error:
+        raise Unknown from None
+
+
+def _replacement(text: str) -> str:
+    """sed's replacement as re.sub's: `&` is the match, `\\N` a group."""
+    out, i = "", 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            out += "\\" + text[i + 1] if text[i + 1].isdigit() else text[i + 1].replace("\\", "\\\\")
+            i += 2
+            continue
+        out += "\\g<0>" if c == "&" else "\\\\" if c == "\\" else c
+        i += 1
+    return out
+
+
+_CLASSES = {"[:upper:]": "A-Z", "[:lower:]": "a-z", "[:digit:]": "0-9", "[:space:]": " \t\n\r\f\v",
+            "[:alpha:]": "a-zA-Z", "[:alnum:]": "a-zA-Z0-9"}
+
+
+def _tr_set(text: str) -> list[int]:
+    for name, chars in _CLASSES.items():
+        text = text.replace(name, chars)
+    text = text.replace("\\n", "\n").replace("\\t", "\t")
+    out: list[int] = []
+    i = 0
+    while i < len(text):
+        if i + 2 < len(text) and text[i + 1] == "-":
+            out += range(ord(text[i]), ord(text[i + 2]) + 1)
+            i += 3
+        else:
+            out.append(ord(text[i]))
+            i += 1
+    if any(c > 255 for c in out):
+        raise Unknown
+    return out
+
+
+def _options(args: list[str], allowed: str, valued: str = "") -> tuple[dict[str, str], list[str]]:
+    """Single-letter options (`-vi`, `-n 5`, `-n5`, `-F:`) before the operands; Unknown for others."""
+    opts: dict[str, str] = {}
+    args = list(args)
+    while args and args[0].startswith("-") and args[0] != "-":
+        arg = args.pop(0)
+        if arg == "--":
+            break
+        for j, letter in enumerate(arg[1:], 1):
+            if letter in valued:
+                value = arg[j + 1:] or (args.pop(0) if args else None)
+                if value is None:
+                    raise Unknown
+                opts[letter] = value
+                break
+            if letter not in allowed:
+                raise Unknown
+            opts[letter] = ""
+    return opts, args
+
+
+def parse(argv: list[str]) -> tuple[Filter, list[str]] | None:
+    """The filter `argv` runs and the files it reads (none: stdin), or None if it is none of these."""
+    name, args = os.path.basename(argv[0]), list(argv[1:])
+    if name == "cat":
+        opts, files = _options(args, "")
+        return Filter(), files
+    if name == "tr":
+        opts, sets = _options(args, "d")
+        if not 1 <= len(sets) <= 2 or ("d" in opts) != (len(sets) == 1):
+            raise Unknown
+        return _Tr("d" in opts, sets[0], sets[1] if len(sets) > 1 else ""), []
+    if name == "grep":
+        opts, rest = _options(args, "viEFcqs", "e")
+        pattern = opts.pop("e", None)
+        if pattern is None:
+            if not rest:
+                raise Unknown
+            pattern, rest = rest[0], rest[1:]
+        if "F" in opts:
+            pattern = re.escape(pattern)
+        regex = _regex(pattern, extended="E" in opts or "F" in opts)
+        if "i" in opts:
+            regex = re.compile(regex.pattern, re.IGNORECASE)
+        return _Grep(regex, "v" in opts, "c" in opts, "q" in opts), rest
+    if name == "head":
+        if args and re.fullmatch(r"-\d+", args[0]):
+            args = ["-n", args[0][1:], *args[1:]]
+        opts, files = _options(args, "", "n")
+        if not re.fullmatch(r"\d+", opts.get("n", "10")):
+            raise Unknown
+        return _Head(int(opts.get("n", "10"))), files
+    if name == "wc":
+        opts, files = _options(args, "lwc")
+        return _Wc(set(opts)), files
+    if name == "sed":
+        opts, rest = _options(args, "n", "e")
+        script = opts.pop("e", None)
+        if script is None:
+            if not rest:
+                raise Unknown
+            script, rest = rest[0], rest[1:]
+        return _Sed("n" in opts, script), rest
+    if name == "awk":
+        opts, rest = _options(args, "", "F")
+        if not rest:
+            raise Unknown
+        return _Awk(rest[0], opts.get("F")), rest[1:]
+    return None
+
+
+def stream(argv: list[str]) -> Filter | None:
+    """The filter `argv` runs on its stdin as it comes; None if it reads files or is none of these."""
+    try:
+        parsed = parse(argv) if argv else None
+    except Unknown:
+        return None
+    if parsed is None or any(f != "-" for f in parsed[1]):
+        return None
+    return parsed[0]
+
+
+def reads_stdin(argv: list[str]) -> bool:
+    """Whether `argv` is one of these filters reading its stdin (given no file, or `-`)."""
+    try:
+        parsed = parse(argv) if argv else None
+    except Unknown:
+        return False
+    return parsed is not None and (not parsed[1] or "-" in parsed[1])
+
+
+def applet(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """The filter run on its whole input at once, as a script's command: its files (`-`: stdin), or
+    stdin, one after the other."""
+    parsed = parse([name, *args])
+    assert parsed is not None
+    f, files = parsed
+    status = 0
+    for path in files or ["-"]:
+        if f.done:
+            break
+        if path == "-":
+            run.out(f.feed(run.read_stdin()))
+            continue
+        try:
+            run.out(f.feed(fs.read(path)))
+        except FsError as e:
+            run.err(f"{name}: {path}: {e.reason}\n" if name != "cat" else f"cat: can't open '{path}': {e.reason}\n")
+            status = 2 if name == "grep" else 1
+    out, code = f.end()
+    run.out(out)
+    return status or code
+
+
+#: the filters as applets of scripts (cat, head and wc are simulated_applets' own there)
+APPLETS = {name: applet for name in ("tr", "grep", "sed", "awk")}
