@@ -11,9 +11,9 @@ read as one of a small, closed set; anything else is left to the annotations
 
 - `true`, `false`, `:`, `echo [-n] WORD...` (no escapes, as busybox's echo),
   `sleep N...` (seconds, summed; a suffix s, m, h or d as busybox's; `inf`
-  or `infinity`, and `tail -f /dev/null`, run until stopped), `date`
-  (the node's clock, in UTC, as busybox prints it: the CronJob docs'
-  `date; echo Hello from the Kubernetes cluster`), each by name or path;
+  or `infinity`, and `tail -f /dev/null`, run until stopped), `date [-u]
+  [+FORMAT]` (the node's clock, in UTC, as busybox prints it: the CronJob
+  docs' `date; echo Hello from the Kubernetes cluster`), each by name or path;
 - `sh -c SCRIPT [NAME ARG...]` (also ash, bash, dash; by name or path):
   SCRIPT is a shell script (simulated_script: its syntax) of those and the
   shell's `exit [N]`, `export`, `unset`, `break`, `continue`, and `env`,
@@ -628,9 +628,15 @@ class _Run:
             newline = not (args and args[0] == "-n")
             self.output.append((self.now, " ".join(args[0 if newline else 1:]) + ("\n" if newline else "")))
             self.status = 0
-        elif name == "date" and args in ([], ["-u"]):
+        elif name == "date" and len(args) <= 2 and all(a == "-u" or a.startswith("+") for a in args):
             d = datetime.fromtimestamp(self.started + self.now, timezone.utc)
-            self.output.append((self.now, f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} UTC {d.year}\n"))
+            fmt = next((a[1:] for a in args if a.startswith("+")), None)
+            if fmt is None:
+                self.output.append((self.now, f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} UTC {d.year}\n"))
+            else:  # the node's clock in UTC, as the container's TZ is
+                if re.search(r"%[^%aAbBcdDeFHIjklmMnpsStTuUVwWxXyYzZ]", fmt):
+                    raise _Unknown
+                self.out(d.strftime(fmt.replace("%s", str(int(d.timestamp()))).replace("%Z", "UTC")) + "\n")
             self.status = 0
         elif name == "tail" and args == ["-f", "/dev/null"]:
             self.now = math.inf
