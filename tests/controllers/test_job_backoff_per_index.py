@@ -6,7 +6,7 @@ import pytest
 
 from nanokube.controllers import job_failure_policy as jfp
 from nanokube.controllers.job import indexes_ready
-from tests.controllers import ticking
+from tests.controllers import eventually, ticking
 from tests.controllers.test_job import env, job  # noqa: F401  (the fixture)
 
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -114,7 +114,7 @@ async def test_backoff_limit_per_index(env, name):  # noqa: F811
             events, _ = await client.resource("", "v1", "events").list("default")
             return any(e["reason"] == want["reason"] and e["type"] == "Warning" and e["message"] == want["message"]
                        for e in events)
-        await ticking(clock, warned)
+        assert await eventually(warned)  # written from the recorder's queue: real time, not more virtual time
 
 
 async def test_a_failed_index_is_not_restarted_while_others_run(env):  # noqa: F811
