@@ -400,3 +400,47 @@ async def test_kubectl_reads_protobuf_answers(server, kubectl, tmp_path):
             served["metadata"].pop("managedFields")  # kubectl does not print them
             assert printed["metadata"]["uid"] == served["metadata"]["uid"]
             assert _agrees(printed, served) == [], path
+
+
+@pytest.mark.parametrize("kubectl", KUBECTLS, ids=lambda k: str(k))
+async def test_kubectl_lists_and_reads_in_protobuf(server, kubectl, tmp_path):
+    """kubectl's typed reads ask for protobuf first: `describe` (a Deployment, its ReplicaSets and
+    Events), `events`, `drain` (every pod, then evictions) and `auth can-i` (a review's answer)
+    print what they decoded from the server's protobuf."""
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                   f"clusters: [{{name: t, cluster: {{server: 'http://127.0.0.1:{server.port}'}}}}]\n"
+                   "contexts: [{name: t, context: {cluster: t, user: u, namespace: default}}]\nusers: [{name: u, user: {}}]\n")
+    env = dict(os.environ, KUBECONFIG=str(cfg), HOME=str(tmp_path))
+    base = f"http://127.0.0.1:{server.port}"
+    template = {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}
+    async with aiohttp.ClientSession() as c:
+        deployment = {"metadata": {"name": "d"}, "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "d"}}, "template": template}}
+        async with c.post(f"{base}/apis/apps/v1/namespaces/default/deployments", json=deployment) as r:
+            uid = (await r.json())["metadata"]["uid"]
+        for path, obj in [
+                ("/api/v1/namespaces/default/events",
+                 {"metadata": {"name": "d.1"}, "involvedObject": {"kind": "Deployment", "namespace": "default", "name": "d", "uid": uid},
+                  "reason": "ScalingReplicaSet", "message": "Scaled up replica set d-1 to 3", "type": "Normal",
+                  "firstTimestamp": "2026-01-02T03:04:05Z", "lastTimestamp": "2026-01-02T03:04:05Z", "count": 1}),
+                ("/api/v1/nodes", {"metadata": {"name": "n1"}}),
+                ("/api/v1/namespaces/default/pods", {"metadata": {"name": "p"}, "spec": {"nodeName": "n1", **template["spec"]}})]:
+            async with c.post(base + path, json=obj) as r:
+                assert r.status == 201, await r.text()
+
+    async def kubectl_(*args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            str(kubectl), "--cache-dir", str(tmp_path / "cache"), *args, "-v=8", env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+        assert f"Content-Type: {PB}" in err.decode()  # an answer's header: these GETs send no body
+        return out.decode()
+
+    described = await kubectl_("describe", "deployment", "d")
+    assert "3 desired" in described and "nginx:1.27" in described
+    assert "25% max unavailable, 25% max surge" in described  # IntOrString strings, defaulted by the server
+    assert "Scaled up replica set d-1 to 3" in described
+    assert "Scaled up replica set d-1 to 3" in await kubectl_("events")
+    assert "evicting pod default/p (server dry run)" in await kubectl_("drain", "n1", "--force", "--dry-run=server")
+    assert (await kubectl_("auth", "can-i", "get", "pods")).strip() == "yes"
