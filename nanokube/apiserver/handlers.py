@@ -777,6 +777,14 @@ class APIHandlers:
             encoded=encoded if kind == "object" else None)
         if kind != "object":
             return self._render_list(request, res, items, meta)
+        accept = request.headers.get("Accept", "")
+        if "protobuf" in accept and _negotiate(accept, request.get(_UNMARSHALABLE, ""))[0] == _PROTOBUF:
+            # encoded from the objects (no JSON to parse again), a long list in a thread: the loop serves
+            # other requests meanwhile, as it does while a JoinedPayload is written
+            listed = {"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta, "items": items}
+            encode = protobuf_encode.encode
+            data = await asyncio.to_thread(encode, listed) if len(items) > 100 else encode(listed)
+            return web.Response(body=data, content_type=_PROTOBUF)
         if None in encoded:  # items converted for the version asked for have no cached JSON
             encoded = [raw if raw is not None else dumps(o) for raw, o in zip(encoded, items)]
         if res.strategy.unstructured:  # an UnstructuredList: its keys sorted as Go writes a map's, items among them

@@ -328,6 +328,24 @@ async def test_list_watch_and_errors_on_the_wire(server):
             assert (r.status, (await r.json())["kind"]) == (200, "Table")
 
 
+async def test_a_long_list_is_the_served_json_in_protobuf(server):
+    """A list of more than a hundred items is encoded off the loop: the same list as the JSON one."""
+    base = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    async with aiohttp.ClientSession() as c:
+        for i in range(150):
+            async with c.post(base, json={"metadata": {"name": f"c{i:03}", "labels": {"n": str(i)}}, "data": {"i": str(i)}}) as r:
+                assert r.status == 201
+        async with c.get(base) as r:
+            js = await r.json()
+        async with c.get(base, headers={"Accept": PB}) as r:
+            body = await r.read()
+    got = protobuf.decode(body)
+    assert len(got["items"]) == 150 and got["metadata"]["resourceVersion"] == js["metadata"]["resourceVersion"]
+    items = [{k: v for k, v in item.items() if k not in ("apiVersion", "kind")} for item in js["items"]]
+    assert _agrees(got["items"], items) == []  # (a protobuf item has no TypeMeta)
+    assert pe.encode(got) == body
+
+
 async def test_custom_resources_are_not_protobuf(server):
     """Unstructured objects have no protobuf encoding: a protobuf clause is passed over for the next
     (JSON), and is errNotMarshalable's 406 (a protobuf Status) where none follows, before anything is
