@@ -396,7 +396,7 @@ async def test_creates_in_slow_start_batches_then_writes_its_status():
         with pytest.raises(APIError) as e:
             await ctrl.sync("default/agent")
         assert e.value.code == 403 and "exceeded quota: pods" in e.value.message
-        assert await event_counts(client, "DaemonSet") == {"SuccessfulCreate": 2, "FailedCreate": 1}
+        assert await becomes(lambda: event_counts(client, "DaemonSet"), {"SuccessfulCreate": 2, "FailedCreate": 1})
         assert len(await live_pods(client)) == 2
         assert (await ds_status(client, lambda st: True))["desiredNumberScheduled"] == 5
 
@@ -405,7 +405,7 @@ async def test_creates_in_slow_start_batches_then_writes_its_status():
         await eventually(made_ones_seen)
         await pod_quota(client, 5)
         await ctrl.sync("default/agent")
-        assert await event_counts(client, "DaemonSet") == {"SuccessfulCreate": 5, "FailedCreate": 1}
+        assert await becomes(lambda: event_counts(client, "DaemonSet"), {"SuccessfulCreate": 5, "FailedCreate": 1})
         assert sorted(target_node(p) for p in await live_pods(client)) == [f"node-{i}" for i in range(5)]
     finally:
         await stopped(ctrl)

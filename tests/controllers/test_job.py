@@ -13,7 +13,7 @@ from nanokube.controllers.job import (
     transition_events,
     wanted_active,
 )
-from tests.controllers import event_counts, eventually, make_stack, pod_quota, ticking, turns_during
+from tests.controllers import becomes, event_counts, eventually, make_stack, pod_quota, ticking, turns_during
 from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 from tests.controllers.test_replicaset import stop
 
@@ -525,7 +525,7 @@ async def test_creates_in_slow_start_batches_then_writes_its_status():
         with pytest.raises(APIError) as e:
             await ctrl.sync("default/pi")
         assert e.value.code == 403 and "exceeded quota: pods" in e.value.message
-        assert await event_counts(client, "Job") == {"SuccessfulCreate": 2, "FailedCreate": 1}
+        assert await becomes(lambda: event_counts(client, "Job"), {"SuccessfulCreate": 2, "FailedCreate": 1})
         made = {p["metadata"]["labels"][INDEX] for p in await live_pods(client, 2)}
         assert "0" in made and made <= {"0", "1", "2"}
         st = (await client.resource("batch", "v1", "jobs").get("pi", "default"))["status"]
@@ -536,7 +536,7 @@ async def test_creates_in_slow_start_batches_then_writes_its_status():
         await eventually(made_ones_seen)
         await pod_quota(client, 5)
         await ctrl.sync("default/pi")
-        assert await event_counts(client, "Job") == {"SuccessfulCreate": 5, "FailedCreate": 1}
+        assert await becomes(lambda: event_counts(client, "Job"), {"SuccessfulCreate": 5, "FailedCreate": 1})
         assert sorted(p["metadata"]["labels"][INDEX] for p in await live_pods(client, 5)) == ["0", "1", "2", "3", "4"]
         assert (await client.resource("batch", "v1", "jobs").get("pi", "default"))["status"]["active"] == 5
     finally:
@@ -565,7 +565,7 @@ async def test_a_create_refused_in_a_terminating_namespace_is_no_failure(env, ca
         j = await jobs.get("pi", "doomed")
         return any(c["type"] == "Suspended" and c["status"] == "False" for c in j["status"].get("conditions") or [])
     await ticking(clock, resumed)
-    assert await event_counts(client, "Job", "doomed") == {"Suspended": 1, "Resumed": 1}
+    assert await becomes(lambda: event_counts(client, "Job", "doomed"), {"Suspended": 1, "Resumed": 1})
     assert [r.getMessage() for r in caplog.records if "being terminated" in r.getMessage()] == []
 
 
@@ -644,8 +644,11 @@ async def test_a_failed_delete_leaves_the_others_counted_as_gone(env):
     j = await ticking(clock, lambda: job_condition(client, "Suspended"))
     assert j["status"]["active"] == 1
     assert [p["metadata"]["name"] for p in await live_pods(client, 1)] == [kept]
-    counts = await event_counts(client, "Job")
-    assert counts["SuccessfulDelete"] == 2 and counts["FailedDelete"] >= 1
+
+    async def reported():  # written from the recorder's queue, maybe after the status
+        counts = await event_counts(client, "Job")
+        return counts.get("SuccessfulDelete") == 2 and counts.get("FailedDelete", 0) >= 1
+    assert await eventually(reported)
 
 
 def creations(ctrl, reason: str, status: str) -> float:

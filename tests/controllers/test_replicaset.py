@@ -12,7 +12,7 @@ from nanokube.controllers.replicaset import (
     UIDTrackingExpectations,
     deletion_rank,
 )
-from tests.controllers import event_counts, eventually, make_stack, pod_quota, settled, turns_during
+from tests.controllers import becomes, event_counts, eventually, make_stack, pod_quota, settled, turns_during
 from tests.controllers.test_pod_update_handlers import informing, seen, stopped
 
 LABELS = {"app": "web"}
@@ -210,7 +210,7 @@ async def test_creates_in_slow_start_batches_and_stops_after_a_failed_batch():
         with pytest.raises(APIError) as e:
             await ctrl.sync(key)
         assert e.value.code == 403 and "exceeded quota: pods" in e.value.message
-        assert await event_counts(client, "ReplicaSet") == {"SuccessfulCreate": 2, "FailedCreate": 1}
+        assert await becomes(lambda: event_counts(client, "ReplicaSet"), {"SuccessfulCreate": 2, "FailedCreate": 1})
         assert len(await all_pods(client)) == 2
         cond = await replica_failure(rss)
         assert (cond["status"], cond["reason"], cond["message"]) == ("True", "FailedCreate", e.value.message)
@@ -220,7 +220,7 @@ async def test_creates_in_slow_start_batches_and_stops_after_a_failed_batch():
         await eventually(made_ones_seen)
         await pod_quota(client, 5)
         await ctrl.sync(key)
-        assert await event_counts(client, "ReplicaSet") == {"SuccessfulCreate": 5, "FailedCreate": 1}
+        assert await becomes(lambda: event_counts(client, "ReplicaSet"), {"SuccessfulCreate": 5, "FailedCreate": 1})
         assert len(await all_pods(client)) == 5
         assert await replica_failure(rss) is None
     finally:

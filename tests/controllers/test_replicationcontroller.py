@@ -107,7 +107,7 @@ async def test_creates_in_slow_start_batches_and_reports_the_failure():
         await seen(ctrl.rs_inf, await rcs.create(rc(replicas=5)))
         with pytest.raises(APIError) as e:
             await ctrl.sync("default/legacy")
-        assert await event_counts(client, "ReplicationController") == {"SuccessfulCreate": 2, "FailedCreate": 1}
+        assert await becomes(lambda: event_counts(client, "ReplicationController"), {"SuccessfulCreate": 2, "FailedCreate": 1})
         assert len(await all_pods(client)) == 2
         cond = (await rcs.get("legacy", "default"))["status"]["conditions"]
         assert [(c["type"], c["reason"], c["message"]) for c in cond] == [("ReplicaFailure", "FailedCreate", e.value.message)]
