@@ -28,7 +28,7 @@ read as one of a small, closed set; anything else is left to the annotations
   those passes forever: each is worked out when its time comes
   (`Program.repeat`), so it logs on the node's clock until the container is
   stopped. A script with a glob, `~`, a backquote, a background job, a
-  subshell, `case`, a function, a numbered descriptor's redirection,
+  subshell, `case`, a function, a descriptor past stderr's redirection,
   another command, or a loop that neither ends nor repeats itself within
   `BUDGET` commands is not interpreted at all.
 
@@ -40,7 +40,8 @@ for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
 `md5sum`, `sha256sum`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
 --retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, the
 filters `tr`, `grep`, `sed` and `awk` in the forms people type
-(simulated_filters), and a script's `>`, `>>` and `<`. A command reading
+(simulated_filters), and a script's `>`, `>>`, `<` and `2>&1`-like
+redirections, of simple and compound commands (`done > log`). A command reading
 stdin gets what the exec client sent (read to its end first; a filter
 alone, `kubectl exec -i pod -- grep x`, answers each line as it comes:
 simulated_io). A container's own command runs them on a draft
@@ -71,7 +72,7 @@ from datetime import datetime, timezone
 from . import simulated_filters as filters
 from .simulated_applets import APPLETS, NoTerminal as _NoTerminal, Unknown as _Unknown, reads_data
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
-from .simulated_script import For, Group, If, Incomplete, Loop, Pipeline, Simple, Script, parse
+from .simulated_script import For, Group, If, Incomplete, Loop, Pipeline, Redirected, Simple, Script, parse
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
@@ -81,6 +82,8 @@ _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 #: what a command reads as stdin when it was sent nothing: an interactive shell's commands have a
 #: terminal there, which is not simulated
 _TERMINAL = None
+#: where a descriptor's output goes, unredirected
+_STDOUT, _STDERR = "\0stdout", "\0stderr"
 #: how many simple commands one run interprets at most: a loop that has not ended (nor repeated
 #: itself, see `_Run.loop`) by then leaves the command uninterpreted
 BUDGET = 10000
@@ -198,7 +201,10 @@ def _reads(script: Script) -> bool:
             if isinstance(node, Simple):
                 words = ["".join(p[1] for p in w) if all(p[0] == "lit" for p in w) else "" for w in node.words]
                 if words and (reads_data(words) or filters.reads_stdin(words)) and \
-                        not any(kind == "<" for kind, _ in node.redirects):
+                        not any(kind == "<" for _, kind, _ in node.redirects):
+                    return True
+            elif isinstance(node, Redirected):
+                if _reads([[(";", Pipeline([node.node]))]]) and not any(k == "<" for _, k, _ in node.redirects):
                     return True
             elif isinstance(node, Loop | Group):
                 if _reads(getattr(node, "cond", [])) or _reads(node.body):
@@ -312,6 +318,9 @@ class _Run:
     def node(self, node) -> None:
         if isinstance(node, Simple):
             self.simple(node)
+        elif isinstance(node, Redirected):
+            redirects = [(fd, kind, self._string(target)) for fd, kind, target in node.redirects]
+            self._redirected(redirects, lambda: self.node(node.node))
         elif isinstance(node, Loop):
             self.loop(node)
         elif isinstance(node, For):
@@ -541,7 +550,7 @@ class _Run:
         self.substituted = False
         words = [f for w in node.words for f in self.expand(w)]
         assigns = [(name, self._string(value)) for name, value in node.assigns]
-        redirects = [(kind, self._string(target)) for kind, target in node.redirects]
+        redirects = [(fd, kind, self._string(target)) for fd, kind, target in node.redirects]
         if not words:
             self.vars.update(assigns)
             if not self.substituted:
@@ -563,18 +572,27 @@ class _Run:
             if saved is not None:
                 self.vars, self.exported = saved
 
-    def _redirected(self, redirects: list[tuple[str, str]], run: Callable[[], None]) -> None:
-        """`run` with its redirections applied: stdout into a file (`>` empties it first, `>>` adds to
-        it), stdin from one (`<`), as a shell opens them before it runs."""
-        fs = self._files()
-        saved, into = self.stdin, None
-        for kind, target in redirects:
+    def _redirected(self, redirects: list[tuple[int, str, str]], run: Callable[[], None]) -> None:
+        """`run` with its redirections applied in order, as a shell opens them before it runs: a
+        descriptor's output into a file (`>` empties it first, `>>` adds to it), /dev/null, or where
+        another's goes (`2>&1`, `>&2`); stdin from a file (`<`)."""
+        saved, fs = self.stdin, None
+        table: dict[int, str | None] = {1: _STDOUT, 2: _STDERR}  # where each goes: a file's path, or None
+        for fd, kind, target in redirects:
+            if kind == ">&":
+                if target == "0":
+                    raise _Unknown
+                table[fd] = table[int(target)]
+                continue
+            fs = fs or self._files()
             try:
-                if kind == "<":
+                if fd == 0 or kind == "<":
+                    if fd != 0 or kind != "<":
+                        raise _Unknown
                     self.stdin = b"" if fs.normal(target) == "/dev/null" else fs.read(target)
                     continue
-                into = None if fs.normal(target) == "/dev/null" else (target, kind == ">>")
-                if into:
+                table[fd] = None if fs.normal(target) == "/dev/null" else target
+                if table[fd]:
                     fs.write(target, b"", append=kind == ">>")
             except FsError as e:
                 opening = "open" if kind == "<" else "create"
@@ -584,23 +602,37 @@ class _Run:
                 self.status = 1
                 self.stdin = saved
                 return
-        mark = len(self.output)
+        marks = len(self.output), len(self.errors)
         try:
             run()
         finally:
-            written: list[tuple[float, str | bytes]] = []
-            if any(kind != "<" for kind, _ in redirects):  # its stdout went to the file (or /dev/null)
-                written = self.output[mark:]
-                del self.output[mark:]
-                self.errors = [(min(place, mark), t, x) for place, t, x in self.errors]
-            if into:
-                data = b"".join(x if isinstance(x, bytes) else x.encode() for _, x in written)
-                try:
-                    fs.write(into[0], data, append=True)
-                except FsError as e:  # the file went meanwhile (`rm f > f`)
-                    self.err(f"sh: can't create {into[0]}: {e.reason}\n")
-            if any(kind == "<" for kind, _ in redirects):
+            if table != {1: _STDOUT, 2: _STDERR}:
+                self._route(marks, table, fs)
+            if any(kind == "<" for _, kind, _ in redirects):
                 self.stdin = saved
+
+    def _route(self, marks: tuple[int, int], table: dict[int, str | None], fs: ContainerFS | None) -> None:
+        """What was written since `marks` (stdout's and stderr's), sent where `table` says, in order."""
+        if self.repeat is not None:
+            raise _Unknown  # an endless loop's later passes redirected: not simulated
+        written = [(t, _STDOUT, x) for t, x in self.output[marks[0]:]]
+        for place, t, x in reversed(self.errors[marks[1]:]):
+            written.insert(place - marks[0], (t, _STDERR, x))
+        del self.output[marks[0]:], self.errors[marks[1]:]
+        into: dict[str, list[bytes]] = {}
+        for t, stream, x in written:
+            where = table[1 if stream == _STDOUT else 2]
+            if where == _STDOUT:
+                self.output.append((t, x))
+            elif where == _STDERR:
+                self.errors.append((len(self.output), t, x if isinstance(x, str) else x.decode(errors="replace")))
+            elif where is not None:
+                into.setdefault(where, []).append(x if isinstance(x, bytes) else x.encode())
+        for path, chunks in into.items():
+            try:
+                fs.write(path, b"".join(chunks), append=True)
+            except FsError as e:  # the file went meanwhile (`rm f > f`)
+                self.err(f"sh: can't create {path}: {e.reason}\n")
 
     def _command_or_not_found(self, words: list[str]) -> None:
         try:

@@ -7,9 +7,10 @@ commands: a simple command (`NAME=value` assignments, words, `>`, `>>`, `<`), or
 ...; do ...; done`, `for NAME [in WORD...]; do ...; done`, `if ...; then ...; [elif ...; then ...;]
 [else ...;] fi` and `{ ...; }`. A word is made of parts: literal text (quoted or not), `$NAME`,
 `${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `:=`, `=`), `${#NAME}`, the special parameters
-`$?`, `$#`, `$0`...`$9`, `$@`, `$*`, `$((arithmetic))` and `$(command)`. Anything else a shell
-would do (globs, `~`, backquotes, subshells, background jobs, `case`, functions, a numbered
-descriptor's redirection) is `Unknown`: the script is not interpreted. A script that ends inside a
+`$?`, `$#`, `$0`...`$9`, `$@`, `$*`, `$((arithmetic))` and `$(command)`. A command, simple or
+compound, may redirect its descriptors 0 to 2: `<`, `>`, `>>`, `N>&M` (`2>&1`, `>&2`). Anything else
+a shell would do (globs, `~`, backquotes, subshells, background jobs, `case`, functions, other
+descriptors) is `Unknown`: the script is not interpreted. A script that ends inside a
 compound command or after an operator is `Incomplete` (an interactive shell asks for more)."""
 
 from __future__ import annotations
@@ -44,11 +45,22 @@ class Op:
     text: str
 
 
+#: a redirection: the descriptor, the operator (`<`, `>`, `>>`, `>&`) and its target
+Redirect = tuple[int, str, Word]
+
+
 @dataclass
 class Simple:
     assigns: list[tuple[str, Word]]
     words: list[Word]
-    redirects: list[tuple[str, Word]]
+    redirects: list[Redirect]
+
+
+@dataclass
+class Redirected:
+    """A compound command with redirections (`done > log`, `{ ...; } 2>&1`)."""
+    node: object
+    redirects: list[Redirect]
 
 
 @dataclass
@@ -106,8 +118,15 @@ def lex(script: str) -> list:
             continue
         if c in " \t\r\n" or c in ";&|<>()":
             if parts is not None:
-                if c in "<>" and all(p[0] == "lit" and not p[2] and p[1].isdigit() for p in parts):
-                    raise Unknown  # a numbered descriptor's redirection (`2>`)
+                if c in "<>" and len(parts) == 1 and parts[0][0] == "lit" and not parts[0][2] and \
+                        parts[0][1].isdigit():  # a descriptor's redirection (`2>`, `2>&1`)
+                    if parts[0][1] not in "012":
+                        raise Unknown
+                    op = next(o for o in (">>", ">&", "<&", ">", "<") if script.startswith(o, i))
+                    tokens.append(Op(parts[0][1] + op))
+                    parts = None
+                    i += len(op)
+                    continue
                 tokens.append(tuple(parts))
                 parts = None
             if c == "\n":
@@ -385,14 +404,31 @@ class _Parser:
         return self.simple()
 
     def _no_redirect(self, node):
-        if self.peek() in (Op(">"), Op(">>"), Op("<")):
-            raise Unknown  # a compound command's redirection is not simulated
-        return node
+        redirects = []
+        while (redirect := self.redirect()) is not None:
+            redirects.append(redirect)
+        return Redirected(node, redirects) if redirects else node
+
+    def redirect(self) -> Redirect | None:
+        """The redirection at the cursor, if there is one."""
+        token = self.peek()
+        m = re.fullmatch(r"([012]?)(>>|>&|<&|>|<)", token.text) if isinstance(token, Op) else None
+        if m is None:
+            return None
+        self.i += 1
+        target = self.peek()
+        if not isinstance(target, tuple):
+            raise Incomplete if target is None else Unknown
+        self.i += 1
+        op = m.group(2)
+        if op == "<&" or op == ">&" and literal(target) not in ("0", "1", "2"):
+            raise Unknown  # `<&`, `>&-`, `>&file`: not simulated
+        return int(m.group(1) or (0 if op == "<" else 1)), op, target
 
     def simple(self) -> Simple:
         assigns: list[tuple[str, Word]] = []
         words: list[Word] = []
-        redirects: list[tuple[str, Word]] = []
+        redirects: list[Redirect] = []
         while True:
             token = self.peek()
             if isinstance(token, tuple):
@@ -405,13 +441,8 @@ class _Parser:
                     continue
                 words.append(token)
                 continue
-            if token in (Op(">"), Op(">>"), Op("<")):
-                self.i += 1
-                target = self.peek()
-                if not isinstance(target, tuple):
-                    raise Incomplete if target is None else Unknown
-                self.i += 1
-                redirects.append((token.text, target))
+            if (redirect := self.redirect()) is not None:
+                redirects.append(redirect)
                 continue
             break
         if not (assigns or words or redirects):

@@ -301,3 +301,13 @@ def test_a_job_of_a_for_loop_with_conditions_completes_with_its_exit_code(cluste
     term = _terminated(_pod_of(cluster, "epochs"))
     assert term["exitCode"] == 0 and 3 <= _took(term) < 3 + LATE
     assert cluster.kubectl("logs", "job/epochs").stdout == "epoch 1\nepoch 2\nepoch 3\ntrained 3 epochs\n"
+
+
+def test_a_job_whose_script_redirects_stderr_completes_with_both_streams_logged(cluster):
+    """`2>/dev/null`, `2>&1` and `>&2` in a Job's script (uninterpreted before: the Job ran forever)."""
+    script = ("echo starting >&2; ls /data 2>/dev/null || echo 'no data' 1>&2\n"
+              "ls /missing > /tmp/out 2>&1; cat /tmp/out; exit 0")
+    cluster.kubectl("create", "job", "streams", "--image=busybox", "--", "sh", "-c", script)
+    wait_for(lambda: "Complete" in _conditions(cluster, "streams"), 30, "streams Complete")
+    assert cluster.kubectl("logs", "job/streams").stdout == (
+        "starting\nno data\nls: /missing: No such file or directory\n")

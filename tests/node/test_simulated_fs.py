@@ -105,7 +105,7 @@ def test_redirections_and_stdin(pod_files):
     assert run(fs, "sh", "-c", "cat < /tmp/in > /dev/null; cat < /tmp/in") == (0, b"sent\n", "")
     assert run(fs, "sh", "-c", "echo x > /nope/f") == (1, b"", "sh: can't create /nope/f: nonexistent directory\n")
     assert run(fs, "sh", "-c", "cat < /nope") == (1, b"", "sh: can't open /nope: no such file\n")
-    assert interpret(["sh", "-c", "echo x 2>/dev/null"], T0, fs) is None  # a numbered descriptor's
+    assert interpret(["sh", "-c", "echo x 3>/dev/null"], T0, fs) is None  # a descriptor past stderr
     assert run(fs, "sh", "-c", "echo v1>/tmp/v; cat /tmp/v") == (0, b"v1\n", "")  # a word ending in a digit
     assert interpret(["sh", "-c", "echo x > /tmp/f"]) is None  # no files: a container's own command
 
@@ -274,3 +274,16 @@ def test_the_filters_of_scripts(pod_files, script, out, code):
 def test_which_filters_read_stdin():
     assert wants_stdin(["grep", "x"]) and wants_stdin(["sh", "-c", "awk '{print $1}' | tr a b"])
     assert not wants_stdin(["grep", "x", "/f"]) and not wants_stdin(["sed", "-n", "1p", "/etc/hostname"])
+
+
+@pytest.mark.parametrize("script, out, err", [
+    ("ls /nope 2>&1", b"ls: /nope: No such file or directory\n", ""),
+    ("ls /nope 2>/dev/null; echo $?", b"1\n", ""),
+    ("echo oops >&2; echo fine 1>&2 2>/dev/null", b"", "oops\nfine\n"),
+    ("ls /nope /data > /tmp/o 2>&1; cat /tmp/o", b"ls: /nope: No such file or directory\n/data:\n", ""),
+    ("ls /nope 2>&1 >/dev/null", b"ls: /nope: No such file or directory\n", ""),  # in order: 2 is where 1 was
+    ("for i in 1 2; do echo $i; done > /tmp/l; { cat /tmp/l; ls /x; } 2>>/tmp/l; cat /tmp/l",
+     b"1\n2\n1\n2\nls: /x: No such file or directory\n", ""),
+])
+def test_descriptors_are_redirected_in_order(pod_files, script, out, err):
+    assert run(pod_files.container("main"), "sh", "-c", script)[1:] == (out, err)
