@@ -7,7 +7,7 @@ import pytest
 
 from nanokube.controllers.hpa import HPAController, options_from_env
 from nanokube.registry.autoscaling import format_hpa_metrics
-from tests.controllers import make_stack
+from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 
 NS = "default"
@@ -76,6 +76,14 @@ class Env:
     async def reasons(self):
         return [e["reason"] for e in (await self.events.list(NS))[0]]
 
+    async def reported(self, *reasons: str) -> list[dict]:
+        """The namespace's Events once each of `reasons` is among them: the controller's recorder writes
+        them from its queue, maybe after the sync that emitted them returned."""
+        async def listed():
+            items = (await self.events.list(NS))[0]
+            return items if set(reasons) <= {e["reason"] for e in items} else None
+        return await eventually(listed)
+
 
 def cond(h, typ):
     return next(((c["status"], c["reason"]) for c in h["status"]["conditions"] if c["type"] == typ), None)
@@ -103,7 +111,7 @@ async def test_external_value_metric_scales_up_with_event_and_status(env):
     assert cond(h, "ScaledToZero") == ("False", "NotScaledToZero")
     assert h["status"]["desiredReplicas"] == 4 and h["status"]["lastScaleTime"]
     assert h["status"]["currentMetrics"] == [{"type": "External", "external": {"metric": {"name": "queue"}, "current": {"value": "30"}}}]
-    events = (await env.events.list(NS))[0]
+    events = await env.reported("SuccessfulRescale")
     assert [e["message"] for e in events if e["reason"] == "SuccessfulRescale"] == [
         "New size: 4; reason: external metric queue(nil) above target"]
 
@@ -118,7 +126,7 @@ async def test_a_selected_external_metric_is_named_as_go_prints_its_selector(env
     await env.hpas.create(hpa([metric]))
     await env.sync()
     assert await env.replicas() == 4
-    events = (await env.events.list(NS))[0]
+    events = await env.reported("SuccessfulRescale")
     assert [e["message"] for e in events if e["reason"] == "SuccessfulRescale"] == [
         "New size: 4; reason: external metric queue(&LabelSelector{MatchLabels:map[string]string{queue: train,},"
         "MatchExpressions:[]LabelSelectorRequirement{LabelSelectorRequirement{Key:tier,Operator:In,Values:[gpu tpu],},},}) "
@@ -160,7 +168,7 @@ async def test_failing_metric_source_never_scales(env):
     await env.set_metric(queue="garbage")
     h = await env.sync()
     assert await env.replicas() == 2 and cond(h, "ScalingActive") == ("False", "FailedGetExternalMetric")
-    assert "FailedComputeMetricsReplicas" in await env.reasons()
+    assert await env.reported("FailedComputeMetricsReplicas")
 
 
 async def test_a_failure_repeated_each_sync_is_one_counted_event(env):
@@ -170,7 +178,11 @@ async def test_a_failure_repeated_each_sync_is_one_counted_event(env):
     for _ in range(3):
         await env.sync()
         await env.clock.advance(15)
-    warnings = [e for e in (await env.events.list(NS))[0] if e["reason"] == "FailedComputeMetricsReplicas"]
+
+    async def warned():  # the last sync's count is written from the recorder's queue, maybe after the sync
+        found = [e for e in (await env.events.list(NS))[0] if e["reason"] == "FailedComputeMetricsReplicas"]
+        return found if [e["count"] for e in found] == [3] else None
+    warnings = await eventually(warned)
     assert [(e["count"], e["involvedObject"]["kind"], e["involvedObject"]["apiVersion"]) for e in warnings] == [
         (3, "HorizontalPodAutoscaler", "autoscaling/v2")]
     assert warnings[0]["source"] == {"component": "horizontal-pod-autoscaler"}
@@ -226,7 +238,7 @@ async def test_bounds_without_metrics(env):
     await env.hpas.create(hpa([external(value="10")], lo=3))
     await env.sync()
     assert await env.replicas() == 3
-    assert any("below Spec.MinReplicas" in e["message"] for e in (await env.events.list(NS))[0])
+    assert any("below Spec.MinReplicas" in e["message"] for e in await env.reported("SuccessfulRescale"))
 
 
 def test_options_from_env():
@@ -245,7 +257,8 @@ async def test_a_failed_resource_metric_is_worded_as_upstream_at_each_layer(env)
     active = next(c for c in h["status"]["conditions"] if c["type"] == "ScalingActive")
     assert (active["status"], active["reason"], active["message"]) == (
         "False", "FailedGetResourceMetric", f"the HPA was unable to compute the replica count: {detail}")
-    events = {e["reason"]: e["message"] for e in (await env.events.list(NS))[0]}
+    events = {e["reason"]: e["message"] for e in await env.reported("FailedGetResourceMetric",
+                                                                    "FailedComputeMetricsReplicas")}
     assert events["FailedGetResourceMetric"] == detail
     assert events["FailedComputeMetricsReplicas"] == (
         f"invalid metrics (1 invalid out of 1), first error is: failed to get cpu resource metric value: {detail}")
@@ -257,7 +270,8 @@ async def test_an_external_metric_failure_names_the_metric_in_the_returned_error
     active = next(c for c in h["status"]["conditions"] if c["type"] == "ScalingActive")
     cause = active["message"].removeprefix("the HPA was unable to compute the replica count: ")
     assert cause.startswith("unable to get external metric default/missing/nil: ")
-    events = {e["reason"]: e["message"] for e in (await env.events.list(NS))[0]}
+    events = {e["reason"]: e["message"] for e in await env.reported("FailedGetExternalMetric",
+                                                                    "FailedComputeMetricsReplicas")}
     assert events["FailedGetExternalMetric"] == cause
     assert events["FailedComputeMetricsReplicas"] == ("invalid metrics (1 invalid out of 1), first error is: failed to get "
                                                       f"missing external metric value: failed to get missing external metric: {cause}")
@@ -268,7 +282,8 @@ async def test_a_pods_metric_failure_names_the_metric(env):
                                             "target": {"type": "AverageValue", "averageValue": "100"}}}
     await env.hpas.create(hpa([pods_metric]))
     await env.sync()
-    events = {e["reason"]: e["message"] for e in (await env.events.list(NS))[0]}
+    events = {e["reason"]: e["message"] for e in await env.reported("FailedGetPodsMetric",
+                                                                    "FailedComputeMetricsReplicas")}
     assert events["FailedGetPodsMetric"] == "unable to get metric tokens_per_second: no metrics returned from custom metrics API"
     assert events["FailedComputeMetricsReplicas"].endswith(
         "first error is: failed to get pods metric value: unable to get metric tokens_per_second: "
