@@ -16,8 +16,9 @@ read as one of a small, closed set; anything else is left to the annotations
   docs' `date; echo Hello from the Kubernetes cluster`), each by name or path;
 - `sh -c SCRIPT [NAME ARG...]` (also ash, bash, dash; by name or path):
   SCRIPT is a shell script (simulated_script: its syntax) of those and the
-  shell's `exit [N]`, `export`, `unset`, `break`, `continue`, and `env`,
-  `printenv [NAME...]` and `seq`: commands joined by `;`, `&&`, `||`, `|`
+  shell's `exit [N]`, `export`, `unset`, `break`, `continue`, `read [-r]`,
+  `set` (-e, -x, -u, -o pipefail, `--`), and `env`, `printenv [NAME...]`
+  and `seq`: commands joined by `;`, `&&`, `||`, `|`
   (each command's output the next one's stdin, one after the other) or new
   lines, in `while`/`until`/`for` loops, `if`/`elif`/`else` and `{ }`; its
   words quoted as a shell quotes them, and expanded: `$NAME`, `${NAME:-x}`,
@@ -88,7 +89,7 @@ _STDOUT, _STDERR = "\0stdout", "\0stderr"
 #: itself, see `_Run.loop`) by then leaves the command uninterpreted
 BUDGET = 10000
 #: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
-_BUILTINS = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd"})
+_BUILTINS = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read"})
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ def _reads(script: Script) -> bool:
             node = pipeline.commands[0]
             if isinstance(node, Simple):
                 words = ["".join(p[1] for p in w) if all(p[0] == "lit" for p in w) else "" for w in node.words]
-                if words and (reads_data(words) or filters.reads_stdin(words)) and \
+                if words and (reads_data(words) or filters.reads_stdin(words) or words[0] == "read") and \
                         not any(kind == "<" for _, kind, _ in node.redirects):
                     return True
             elif isinstance(node, Redirected):
@@ -271,6 +272,8 @@ class _Run:
         self.exported: set[str] = set(self.vars)
         self.args = list(args or ["sh"])  # $0, $1...
         self.loops = 0  # how deep in loops the command running is
+        self.conditions = 0  # how deep in conditions
+        self.options: set[str] = set()  # `set`'s: e, x, u, pipefail
         self.steps = 0
         self.substituted = False  # a command's substitution ran in the words just expanded
         self.repeat: Repeat | None = None
@@ -309,11 +312,14 @@ class _Run:
     def script(self, script: Script) -> None:
         """And-or lists, one after the other: `&&` runs its pipeline after a success, `||` after a failure."""
         for and_or in script:
-            for op, pipeline in and_or:
+            for i, (op, pipeline) in enumerate(and_or):
                 if op == ";" or (op == "&&") == (self.status == 0):
                     self.pipeline(pipeline)
                     if math.isinf(self.now):
                         raise _Forever
+                    if self.status and "e" in self.options and not self.conditions and not pipeline.negate and \
+                            i == len(and_or) - 1:  # `set -e`: a failure that is no condition ends the shell
+                        raise _Exit
 
     def node(self, node) -> None:
         if isinstance(node, Simple):
@@ -327,7 +333,7 @@ class _Run:
             self.for_loop(node)
         elif isinstance(node, If):
             for cond, body in node.branches:
-                self.script(cond)
+                self._condition(cond)
                 if self.status == 0:
                     self.script(body)
                     return
@@ -338,10 +344,18 @@ class _Run:
         else:
             self.script(node.body)
 
-    def _iterate(self, body: Script) -> str | None:
-        """One pass of a loop's body: "break" or "continue" where one of those left it."""
+    def _condition(self, script: Script) -> None:
+        """A condition (if's, while's): its failure does not end a `set -e` shell."""
+        self.conditions += 1
         try:
-            self.script(body)
+            self.script(script)
+        finally:
+            self.conditions -= 1
+
+    def _iterate(self, body: Script, condition: bool = False) -> str | None:
+        """One pass of a loop's body (or its `condition`): "break" or "continue" where one of those left it."""
+        try:
+            (self._condition if condition else self.script)(body)
         except _Jump as jump:
             if jump.levels > 1:
                 jump.levels -= 1
@@ -352,7 +366,8 @@ class _Run:
     def _state(self) -> tuple:
         """What the rest of the run depends on (the clock aside)."""
         cwd = self.fs.cwd if isinstance(self.fs, ContainerFS) else None
-        return (tuple(self.vars.items()), frozenset(self.exported), self.status, cwd, self.stdin, tuple(self.args))
+        return (tuple(self.vars.items()), frozenset(self.exported), self.status, cwd, self.stdin, tuple(self.args),
+                frozenset(self.options))
 
     def _journal(self) -> int:
         return len(self.fs.journal or ()) if isinstance(self.fs, ContainerFS) else 0
@@ -369,7 +384,7 @@ class _Run:
                 before = seen.setdefault(state, mark)
                 if before is not mark and before[2] == mark[2]:
                     self._endless(node, before, passes - before[4])
-                if self._iterate(node.cond) == "break":
+                if self._iterate(node.cond, condition=True) == "break":
                     break
                 if (self.status == 0) == node.until:
                     break
@@ -392,15 +407,16 @@ class _Run:
             self.now = math.inf
             raise _Forever
         if wrote:
-            state = dict(self.vars), set(self.exported), self.status, list(self.args), self.stdin
+            state = dict(self.vars), set(self.exported), self.status, list(self.args), self.stdin, set(self.options)
             fs = self.fs
 
             def iteration(at: float) -> list[tuple[float, str, str | bytes]]:
                 run = _Run(self.started, state[2], fs=fs, stdin=state[4], args=state[3])
                 run.vars, run.exported, run.now, run.loops = dict(state[0]), set(state[1]), at, 1
+                run.options = set(state[5])
                 try:
                     for _ in range(passes):
-                        run.script(node.cond)
+                        run._condition(node.cond)
                         run.script(node.body)
                 except (_Unknown, _Exit, _Jump, _Forever):
                     return []
@@ -432,7 +448,7 @@ class _Run:
         if len(stages) == 1:
             self.node(stages[0])
         else:
-            rest, piped = self.stdin, b""
+            rest, piped, failed = self.stdin, b"", 0
             for i, node in enumerate(stages):
                 last = i == len(stages) - 1
                 if i:
@@ -446,11 +462,14 @@ class _Run:
                     raise _Unknown from None  # an endless command in a pipe is not simulated
                 if i == 0:
                     rest = self.stdin
+                failed = self.status or failed
                 if not last:
                     piped = b"".join(x if isinstance(x, bytes) else x.encode() for _, x in self.output[mark:])
                     del self.output[mark:]
                     self.errors = [(min(place, mark), t, x) for place, t, x in self.errors]
             self.stdin = rest
+            if "pipefail" in self.options:  # the last command's failure that failed
+                self.status = self.status or failed
         if pipeline.negate:
             self.status = 0 if self.status else 1
 
@@ -508,6 +527,11 @@ class _Run:
             value = " ".join(self.args[1:])
         else:
             value = self.vars.get(name)
+        if value is None and "u" in self.options and op not in ("-", ":-", "=", ":=", "+", ":+") and \
+                name not in ("@", "*"):
+            self.err(f"sh: {name}: parameter not set\n")
+            self.status = 2
+            raise _Exit
         if op == "#":
             return str(len(value or ""))
         if op in (":-", ":=") and not value or op in ("-", "=") and value is None:
@@ -551,6 +575,8 @@ class _Run:
         words = [f for w in node.words for f in self.expand(w)]
         assigns = [(name, self._string(value)) for name, value in node.assigns]
         redirects = [(fd, kind, self._string(target)) for fd, kind, target in node.redirects]
+        if "x" in self.options:  # `set -x`: each command as it runs, on stderr
+            self.err("+ " + " ".join([*(_quoted(f"{n}={v}") for n, v in assigns), *map(_quoted, words)]) + "\n")
         if not words:
             self.vars.update(assigns)
             if not self.substituted:
@@ -694,6 +720,10 @@ class _Run:
             if step:
                 self.out("".join(f"{i}\n" for i in range(first, last + (1 if step > 0 else -1), step)))
             self.status = 0
+        elif name == "set":
+            self._set(args)
+        elif name == "read":
+            self.status = self._read(args)
         elif name in ("export", "unset", "env", "printenv"):
             self.status = self._environment(name, args)
         elif name in APPLETS:
@@ -702,6 +732,47 @@ class _Run:
             self.status = filters.APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
+
+    def _set(self, args: list[str]) -> None:
+        """`set [-+][euxo pipefail]... [-- ARG...]`: the shell's options, its positional parameters."""
+        args = list(args)
+        while args and args[0][:1] in "-+" and args[0] != "--":
+            arg = args.pop(0)
+            on = arg[0] == "-"
+            for letter in arg[1:]:
+                if letter == "o":
+                    if not args or args[0] != "pipefail":
+                        raise _Unknown
+                    option = args.pop(0)
+                elif letter in "eux":
+                    option = letter
+                else:
+                    raise _Unknown
+                (self.options.add if on else self.options.discard)(option)
+        if args[:1] == ["--"]:
+            self.args[1:] = args[1:]
+        elif args:
+            raise _Unknown  # `set` printing the variables, `set word`
+        self.status = 0
+
+    def _read(self, args: list[str]) -> int:
+        """`read [-r] [NAME...]`: one line of stdin into the names (split at blanks, the last taking
+        the rest; REPLY without names); 1 at the end of stdin."""
+        raw = args[:1] == ["-r"]
+        names = args[1:] if raw else args
+        if any(n.startswith("-") or not re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
+            raise _Unknown
+        if self.stdin is _TERMINAL:
+            raise _NoTerminal
+        line, newline, self.stdin = self.stdin.partition(b"\n")
+        text = line.decode(errors="replace")
+        if not raw:
+            text = re.sub(r"\\(.)", r"\1", text)
+        names = names or ["REPLY"]
+        fields = text.split(None, len(names) - 1) if len(names) > 1 else [text.strip()]
+        for i, n in enumerate(names):
+            self.vars[n] = fields[i].strip() if i < len(fields) else ""
+        return 0 if newline else 1
 
     def _environment(self, name: str, args: list[str]) -> int:
         """The shell's `export` and `unset`, and busybox's `env` and `printenv`: the environment is
@@ -749,6 +820,13 @@ class _Run:
             else:
                 status = 1
         return status
+
+
+def _quoted(word: str) -> str:
+    """A word as `set -x` shows it: in single quotes where a shell would read it otherwise."""
+    if word and not re.search(r"[\s'\"\\$`|&;<>()*?~#{}]", word):
+        return word
+    return "'" + word.replace("'", "'\\''") + "'"
 
 
 _ARITH_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Constant, ast.Add, ast.Sub,

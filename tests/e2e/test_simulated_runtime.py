@@ -311,3 +311,17 @@ def test_a_job_whose_script_redirects_stderr_completes_with_both_streams_logged(
     wait_for(lambda: "Complete" in _conditions(cluster, "streams"), 30, "streams Complete")
     assert cluster.kubectl("logs", "job/streams").stdout == (
         "starting\nno data\nls: /missing: No such file or directory\n")
+
+
+def test_a_job_under_set_ex_traces_its_commands_and_fails_at_the_first_failure(cluster):
+    """`set -ex`, the first line of many training scripts: each command is traced on stderr, and
+    the first failure that is not a condition ends the script with its status."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "strict", "namespace": "default"},
+           "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [
+               {"name": "train", "image": "busybox", "command": ["sh", "-c"],
+                "args": ["set -ex\nif [ -d /data ]; then echo has data; fi\nls /checkpoints\necho never"]}]}}}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
+    wait_for(lambda: _conditions(cluster, "strict").get("Failed"), 30, "strict Failed")
+    assert _terminated(_pod_of(cluster, "strict"))["exitCode"] == 1
+    assert cluster.kubectl("logs", "job/strict").stdout == (
+        "+ [ -d /data ]\n+ ls /checkpoints\nls: /checkpoints: No such file or directory\n")

@@ -169,3 +169,27 @@ def test_a_shell_keeps_its_variables_and_waits_for_the_end_of_a_command_over_lin
     step = shell.line("while true; do echo tick; sleep 2; done", 0)
     assert step.seconds == math.inf and list(itertools.islice(step.output, 3)) == [
         (0, "stdout", "tick\n"), (2, "stdout", "tick\n"), (4, "stdout", "tick\n")]
+
+
+@pytest.mark.parametrize("script, stdin, writes, code", [
+    ("set -e; echo a; false; echo never", b"", [("stdout", "a\n")], 1),
+    ("set -e; if false; then :; fi; false || true; ! true; while false; do :; done; echo ok", b"",
+     [("stdout", "ok\n")], 0),
+    ("set -ex; A=1 echo 'a b'; B=2", b"", [("stderr", "+ A=1 echo 'a b'\n"), ("stdout", "a b\n"),
+                                          ("stderr", "+ B=2\n")], 0),
+    ("set -o pipefail; false | true; echo $?; set +o pipefail; false | true; echo $?", b"",
+     [("stdout", "1\n"), ("stdout", "0\n")], 0),
+    ("set -u; echo ${NOPE:-ok}; echo $NOPE; echo never", b"", [("stdout", "ok\n"),
+                                                               ("stderr", "sh: NOPE: parameter not set\n")], 2),
+    ("set -- p q; echo $# $2", b"", [("stdout", "2 q\n")], 0),
+    ('while read a b; do echo "[$a][$b]"; done', b"x y z\n  p  \nno newline",
+     [("stdout", "[x][y z]\n"), ("stdout", "[p][]\n")], 0),
+    ("read -r x; echo $x $?; read y; echo $? \"$y\"", b"a\\b\n", [("stdout", "a\\b 0\n"), ("stdout", "1 \n")], 0),
+])
+def test_set_options_and_read(script, stdin, writes, code):
+    program = interpret(["sh", "-c", script], stdin=stdin)
+    assert [(stream, x) for _, stream, x in program.writes()] == writes and program.exit_code == code
+
+
+def test_read_of_a_stdin_still_to_come_is_not_worked_out_ahead():
+    assert interpret(["sh", "-c", "read x; echo $x"], stdin=None) is None
