@@ -241,13 +241,19 @@ def _timestamp(buf: bytes, start: int, end: int, micro: bool):
     if start == end:
         return None
     f = _sub(buf, start, end)
+    seconds = _int(f, 1)
+    # year 0, which Go writes and datetime cannot hold, is read 400 years (one calendar cycle) later
+    era = 400 if _YEAR_ZERO <= seconds < _YEAR_ONE else 0
     try:
-        t = datetime.fromtimestamp(_int(f, 1), UTC)
+        t = datetime.fromtimestamp(seconds + (_CYCLE if era else 0), UTC)
     except (OverflowError, OSError, ValueError) as e:
         raise ProtobufError(f"timestamp out of range: {e}") from None
-    if not micro:
-        return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return t.strftime("%Y-%m-%dT%H:%M:%S") + f".{_int(f, 2) // 1000:06d}Z"
+    text = f"{t.year - era:04d}" + t.strftime("-%m-%dT%H:%M:%S")
+    return text + (f".{_int(f, 2) // 1000:06d}Z" if micro else "Z")
+
+
+#: the Unix seconds of 0000-01-01T00:00:00Z and 0001-01-01T00:00:00Z, and of 400 Gregorian years
+_YEAR_ZERO, _YEAR_ONE, _CYCLE = -62167219200, -62135596800, 146097 * 86400
 
 
 def _quantity(buf: bytes, start: int, end: int) -> str:

@@ -16,10 +16,11 @@ wrapped one.
 from __future__ import annotations
 
 import base64
+import math
 import struct
 from datetime import UTC, datetime
 
-from ..machinery import goduration
+from ..machinery import goduration, gotime
 from ..machinery.responses import dumps
 from .protobuf import _FIXED, _SCALARS, _WIRE, ARRAY_WRAPPERS, MAGIC, META, TABLE, ProtobufError, message_name
 
@@ -142,18 +143,29 @@ def _scalar(ftype: str, value) -> bytes:
     return _varint(value)
 
 
+def _year_zero(value) -> tuple[int, int]:
+    """(seconds, microseconds) of a time Go reads and Python's datetime does not: year 0."""
+    try:
+        t = gotime.parse_rfc3339(value)
+    except (TypeError, gotime.TimeParseError):
+        raise ProtobufError(f"not an RFC 3339 time: {value!r}") from None
+    seconds = math.floor(t)
+    return seconds, min(round((t - seconds) * 1e6), 999_999)
+
+
 def _timestamp(value, micro: bool) -> bytes:
     if not value:
         return b""
     try:
         t = datetime.fromisoformat(value)
     except (TypeError, ValueError):
-        raise ProtobufError(f"not an RFC 3339 time: {value!r}") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    delta = t - _EPOCH
-    seconds = delta.days * 86400 + delta.seconds
-    nanos = delta.microseconds * 1000 if micro else 0  # ProtoTime writes no nanos: JSON has none
+        seconds, micros = _year_zero(value)
+    else:
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=UTC)
+        delta = t - _EPOCH
+        seconds, micros = delta.days * 86400 + delta.seconds, delta.microseconds
+    nanos = micros * 1000 if micro else 0  # ProtoTime writes no nanos: JSON has none
     if seconds == _GO_ZERO and not nanos:
         return b""
     return b"\x08" + _varint(seconds) + b"\x10" + _varint(nanos)

@@ -5,6 +5,7 @@ encodes, and lists, watches and errors read with a wire parser of the test's own
 
 import asyncio
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -15,9 +16,10 @@ import pytest
 from nanokube.apiserver import protobuf
 from nanokube.apiserver import protobuf_encode as pe
 from nanokube.apiserver.app import APIServer
+from nanokube.machinery import gotime
 from nanokube.store.memory import MemoryStore
 from tests.e2e.fuzz_seeds import CREATE_ONLY, KINDS, NAMES, WIDGETS
-from tests.e2e.fuzzing import NS
+from tests.e2e.fuzzing import EDGE_TIMES, NS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "protobuf"
 PB = "application/vnd.kubernetes.protobuf"
@@ -135,6 +137,20 @@ def test_special_messages():
     assert pe.message({"a": [1]}, "k8s.io.apimachinery.pkg.runtime.RawExtension") == s(1, b'{"a":[1]}')
     verbs = pe.message(["get", "list"], protobuf.META + "Verbs")  # a named slice: a message of its items
     assert verbs == s(1, "get") + s(1, "list")
+
+
+@pytest.mark.parametrize("kind", ["Time", "MicroTime"])
+def test_times_go_reads_round_trip(kind):
+    """The first and last years Go's RFC 3339 parser reads (year 0 too, which datetime cannot
+    hold), offsets, and around the epoch: the same instant comes back, in UTC."""
+    name = protobuf.META + kind
+    for text in EDGE_TIMES:
+        back = protobuf.decode_message(pe.message(text, name), name)
+        want = gotime.parse_rfc3339(text if kind == "MicroTime" else re.sub(r"\.[0-9]+", "", text))  # Time: whole seconds
+        if back is None:  # Go's zero time is no timestamp
+            assert want == -62135596800, text
+            continue
+        assert abs(gotime.parse_rfc3339(back) - want) < 1e-5, (text, back)
 
 
 def test_status_and_unknown_kinds():
