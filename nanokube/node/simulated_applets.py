@@ -1,7 +1,7 @@
 """The busybox applets a simulated container runs on its files (simulated_fs), for
 simulated_command's interpreter: `cat`, `ls`, `mkdir`, `rm`, `touch`, `test`/`[`,
 `tar` (real archives through tarfile, as `kubectl cp` sends and reads them), `wc`,
-`md5sum`, `sha256sum`, `head`, `tail` and `hostname`, their output and errors worded as
+`md5sum`, `sha256sum`, `head`, `tail`, `tee` and `hostname`, their output and errors worded as
 busybox's. Each takes the running command (`Process`: its stdout, stderr and stdin),
 the container's files, its name and its arguments, and gives its exit status; `Unknown`
 for a use it does not simulate (an option, compression), which leaves the whole command
@@ -47,6 +47,8 @@ def reads_data(words: list[str]) -> bool:
     name, args = os.path.basename(words[0]), words[1:]
     if name == "cat":
         return not args or "-" in args
+    if name == "tee":
+        return True
     if name == "tar":
         opts = _tar_options(args)
         return opts.mode in ("x", "t") and opts.file == "-"
@@ -463,6 +465,20 @@ def _head_tail(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int
     return 0
 
 
+def _tee(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """stdin to stdout and to each file (emptied first, or added to with -a)."""
+    flags, paths = _flags(args, "a")
+    data, status = run.read_stdin(), 0
+    run.out(data)
+    for path in paths:
+        try:
+            fs.write(path, data, append="a" in flags)
+        except FsError as e:
+            run.err(f"tee: {path}: {e.reason}\n")
+            status = 1
+    return status
+
+
 def _hostname(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     if args:
         raise Unknown
@@ -492,4 +508,4 @@ def _pwd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 APPLETS: dict[str, Callable[[Process, ContainerFS, str, list[str]], int]] = {
     "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar,
     "wc": _wc, "md5sum": _digest, "sha256sum": _digest, "head": _head_tail, "tail": _head_tail,
-    "hostname": _hostname, "cd": _cd, "pwd": _pwd}
+    "hostname": _hostname, "cd": _cd, "pwd": _pwd, "tee": _tee}

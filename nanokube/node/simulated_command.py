@@ -9,7 +9,7 @@ the node's clock. So a container's command (its `command` then its `args`) is
 read as one of a small, closed set; anything else is left to the annotations
 (`interpret` returns None), as before:
 
-- `true`, `false`, `:`, `echo [-n] WORD...` (no escapes, as busybox's echo),
+- `true`, `false`, `:`, `echo [-neE] WORD...` (escapes with -e, as busybox's echo),
   `sleep N...` (seconds, summed; a suffix s, m, h or d as busybox's; `inf`
   or `infinity`, and `tail -f /dev/null`, run until stopped), `date [-u]
   [+FORMAT]` (the node's clock, in UTC, as busybox prints it: the CronJob
@@ -17,8 +17,8 @@ read as one of a small, closed set; anything else is left to the annotations
 - `sh -c SCRIPT [NAME ARG...]` (also ash, bash, dash; by name or path):
   SCRIPT is a shell script (simulated_script: its syntax) of those and the
   shell's `exit [N]`, `export`, `unset`, `break`, `continue`, `read [-r]`,
-  `set` (-e, -x, -u, -o pipefail, `--`), and `env`, `printenv [NAME...]`
-  and `seq`: commands joined by `;`, `&&`, `||`, `|`
+  `set` (-e, -x, -u, -o pipefail, `--`), and `env`, `printenv [NAME...]`,
+  `seq`, `printf`, `basename` and `dirname`: commands joined by `;`, `&&`, `||`, `|`
   (each command's output the next one's stdin, one after the other) or new
   lines, in `while`/`until`/`for` loops, `if`/`elif`/`else` and `{ }`; its
   words quoted as a shell quotes them, and expanded: `$NAME`, `${NAME:-x}`,
@@ -38,7 +38,7 @@ interactive shell see), the commands `kubectl cp` and people use on files
 run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`, `rm [-rf]`,
 `touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, -eq and the integer comparisons, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
-`md5sum`, `sha256sum`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
+`md5sum`, `sha256sum`, `tee [-a]`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
 --retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, the
 filters `tr`, `grep`, `sed` and `awk` in the forms people type
 (simulated_filters), and a script's `>`, `>>`, `<` and `2>&1`-like
@@ -65,6 +65,7 @@ import ast
 import itertools
 import math
 import os
+import posixpath
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -683,8 +684,25 @@ class _Run:
         elif name == "false":
             self.status = 1
         elif name == "echo":
-            newline = not (args and args[0] == "-n")
-            self.output.append((self.now, " ".join(args[0 if newline else 1:]) + ("\n" if newline else "")))
+            flags = set()
+            while args and re.fullmatch(r"-[neE]+", args[0]):
+                flags |= set(args.pop(0)[1:])
+            text = " ".join(args) + ("" if "n" in flags else "\n")
+            if "e" in flags and "E" not in flags:  # busybox's echo -e: escapes, \c ends the output
+                text, _, _ = _escapes(text, octal=r"0[0-7]{0,3}").partition("\0\\c")
+            self.output.append((self.now, text))
+            self.status = 0
+        elif name == "printf" and args:
+            self.status = self._printf(args[0], args[1:])
+        elif name in ("basename", "dirname") and 1 <= len(args) <= (2 if name == "basename" else 1):
+            path = args[0].rstrip("/") or ("/" if args[0] else "")
+            if name == "dirname":
+                self.out((posixpath.dirname(path).rstrip("/") or ("/" if path.startswith("/") else ".")) + "\n")
+            else:
+                base = posixpath.basename(path) or path
+                if len(args) == 2 and base != args[1] and base.endswith(args[1]):
+                    base = base[:-len(args[1])]
+                self.out(base + "\n")
             self.status = 0
         elif name == "date" and len(args) <= 2 and all(a == "-u" or a.startswith("+") for a in args):
             d = datetime.fromtimestamp(self.started + self.now, timezone.utc)
@@ -732,6 +750,39 @@ class _Run:
             self.status = filters.APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
+
+    def _printf(self, fmt: str, args: list[str]) -> int:
+        """printf FORMAT [ARG...]: FORMAT's escapes and conversions (%s %b %c %d %i %u %o %x %X %f %e %g
+        %%, with flags, width and precision), used again while arguments are left, as busybox's."""
+        if re.search(r"%(?![-+ #0]*\d*(?:\.\d*)?[diouxXfeEgGcsb])", fmt.replace("%%", "")):
+            raise _Unknown  # a conversion busybox has that is not simulated (%*d...)
+        status, out, args = 0, "", list(args)
+        while True:
+            used = False
+
+            def convert(m: re.Match) -> str:
+                nonlocal status, used
+                flags, width, precision, kind = m.groups()
+                if kind == "%":
+                    return "%"
+                used = True
+                arg = args.pop(0) if args else ""
+                if kind == "b":
+                    return _escapes(arg, octal=r"0[0-7]{0,3}").partition("\0\\c")[0]
+                if kind in "sc":
+                    return f"%{flags}{width}{precision}s" % (arg[:1] if kind == "c" else arg)
+                try:
+                    value = float(arg or 0) if kind in "feEgG" else int(arg or 0, 0 if arg[:2].lower() == "0x" else 10)
+                except ValueError:
+                    self.err(f"sh: invalid number '{arg}'\n")
+                    status, value = 1, 0
+                return f"%{flags}{width}{precision}{'d' if kind in 'iu' else kind}" % value
+            out += _escapes(re.sub(r"%([-+ #0]*)(\d*)((?:\.\d*)?)([diouxXfeEgGcsb%])", convert,
+                                   fmt), octal=r"[0-7]{1,3}")
+            if not args or not used:
+                break
+        self.out(out)
+        return status
 
     def _set(self, args: list[str]) -> None:
         """`set [-+][euxo pipefail]... [-- ARG...]`: the shell's options, its positional parameters."""
@@ -827,6 +878,22 @@ def _quoted(word: str) -> str:
     if word and not re.search(r"[\s'\"\\$`|&;<>()*?~#{}]", word):
         return word
     return "'" + word.replace("'", "'\\''") + "'"
+
+
+_ESCAPES = {"\\": "\\", "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+            '"': '"', "c": "\0\\c"}
+
+
+def _escapes(text: str, octal: str) -> str:
+    """printf's and `echo -e`'s backslash escapes (`\\c`, the end of output, as "\\0\\\\c")."""
+    def one(m: re.Match) -> str:
+        seq = m.group(1)
+        if seq[0] in "01234567" and re.fullmatch(octal, seq):
+            return chr(int(seq.lstrip("0") or "0", 8) & 255)
+        if seq[0] == "x":
+            return chr(int(seq[1:], 16))
+        return _ESCAPES.get(seq, "\\" + seq)
+    return re.sub(r"\\(" + octal + r"|x[0-9a-fA-F]{1,2}|.)", one, text, flags=re.S)
 
 
 _ARITH_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Constant, ast.Add, ast.Sub,

@@ -325,3 +325,12 @@ def test_a_job_under_set_ex_traces_its_commands_and_fails_at_the_first_failure(c
     assert _terminated(_pod_of(cluster, "strict"))["exitCode"] == 1
     assert cluster.kubectl("logs", "job/strict").stdout == (
         "+ [ -d /data ]\n+ ls /checkpoints\nls: /checkpoints: No such file or directory\n")
+
+
+def test_a_job_printing_with_printf_and_tee_completes_with_its_lines(cluster):
+    """printf, tee, echo -e and basename in a Job's script (uninterpreted before: the Job ran forever)."""
+    script = ("for i in 1 2; do printf 'epoch %02d loss %.2f\\n' $i 0.5; done | tee /tmp/train.log\n"
+              "echo -e \"model:\\t$(basename /models/resnet.pt .pt)\"")
+    cluster.kubectl("create", "job", "printed", "--image=busybox", "--", "sh", "-c", script)
+    wait_for(lambda: "Complete" in _conditions(cluster, "printed"), 30, "printed Complete")
+    assert cluster.kubectl("logs", "job/printed").stdout == "epoch 01 loss 0.50\nepoch 02 loss 0.50\nmodel:\tresnet\n"

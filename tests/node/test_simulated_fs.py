@@ -252,7 +252,7 @@ def test_a_claim_is_its_directory_on_the_node_and_a_draft_leaves_that_as_it_is(t
 
 @pytest.mark.parametrize("script, out, code", [
     ("echo 'a b c' | awk '{print $2}'", b"b\n", 0),
-    ("printf x; echo 'k=1 v' | awk -F= '{print $2, $1}'", None, None),  # printf: not simulated
+    ("cut -c1 /etc/hostname; echo 'k=1 v' | awk -F= '{print $2, $1}'", None, None),  # cut: not simulated
     ("echo 'k=1 v' | awk -F= '{print $2, $1}'", b"1 v k\n", 0),
     ("echo 'one two' | awk '{print $NF $1}'", b"twoone\n", 0),
     ("echo hello | tr a-z A-Z; echo hello | tr -d l", b"HELLO\nheo\n", 0),
@@ -287,3 +287,14 @@ def test_which_filters_read_stdin():
 ])
 def test_descriptors_are_redirected_in_order(pod_files, script, out, err):
     assert run(pod_files.container("main"), "sh", "-c", script)[1:] == (out, err)
+
+
+@pytest.mark.parametrize("script, out", [
+    ("echo -e 'a\\tb\\nc'; echo -n x; echo -E '\\n'", b"a\tb\nc\nx\\n\n"),
+    ("printf '%s=%03d\\n' a 1 b 2; printf '%-4s|%.2f|%x|100%%\\n' ab 3.14159 255", b"a=001\nb=002\nab  |3.14|ff|100%\n"),
+    ("basename /ckpt/step-10.pt .pt; dirname /ckpt/step-10.pt; dirname step", b"step-10\n/ckpt\n.\n"),
+    ("echo step 1 | tee /tmp/log; echo step 2 | tee -a /tmp/log > /dev/null; cat /tmp/log",
+     b"step 1\nstep 1\nstep 2\n"),
+])
+def test_printing_commands(pod_files, script, out):
+    assert run(pod_files.container("main"), "sh", "-c", script) == (0, out, "")
