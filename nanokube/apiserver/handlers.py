@@ -486,7 +486,8 @@ class APIHandlers:
         res = self.index.get(group, version, plural)
         if res is None:
             raise errors.route_not_found()
-        if not res.strategy.strategic_merge:  # a custom resource: unstructured, which protobuf cannot encode
+        if not res.strategy.strategic_merge and sub != "scale":  # a custom resource (its Scale is typed):
+            # unstructured, which protobuf cannot encode
             request[_UNMARSHALABLE] = _go_type(res, name is None and request.method in ("GET", "DELETE"))
         if sub and sub not in res.subresources:
             raise errors.route_not_found()

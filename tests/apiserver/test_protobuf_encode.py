@@ -379,7 +379,7 @@ async def test_custom_resources_are_not_protobuf(server):
                 if r.status == 200:
                     break
             await asyncio.sleep(0.05)
-        widget = {"apiVersion": f"{group}/{version}", "kind": kind, "metadata": {"name": "w"}}
+        widget = {"apiVersion": f"{group}/{version}", "kind": kind, "metadata": {"name": "w"}, "spec": {"size": "m", "replicas": 2}}
         async with c.post(url, json=widget, headers={"Accept": PB}) as r:
             assert (r.status, r.content_type) == (406, PB)
             status = protobuf.decode(await r.read())
@@ -395,6 +395,12 @@ async def test_custom_resources_are_not_protobuf(server):
         async with c.get(f"{url}/w", headers={"Accept": f"{PB};as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}) as r:
             assert r.content_type == PB
             assert protobuf.decode(await r.read())["metadata"]["name"] == "w"
+        async with c.get(f"{url}/w/scale", headers={"Accept": PB}) as r:  # an autoscaling/v1 Scale: typed
+            assert (r.status, r.content_type) == (200, PB)
+            scale = protobuf.decode(await r.read())
+        assert (scale["kind"], scale["spec"]["replicas"]) == ("Scale", 2)
+        async with c.get(f"{url}/w/status", headers={"Accept": PB}) as r:
+            assert r.status == 406
 
 
 # --- a Go client: kubectl's typed create reads the server's protobuf -----------------
