@@ -329,6 +329,20 @@ async def test_list_watch_and_errors_on_the_wire(server):
             got = protobuf.decode(await r.read())
         assert got["kind"] == "PartialObjectMetadataList" and [i["metadata"]["name"] for i in got["items"]] == ["a", "b"]
 
+        # client-go 1.37's informers stream their list (WatchListClient): the objects, then a bookmark
+        # that marks the initial events' end
+        watchlist = f"{base}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"
+        async with c.get(watchlist, headers={"Accept": f"{PB}, application/json"}) as r:
+            stream = await r.read()
+        events = []
+        while stream:
+            (n,) = struct.unpack(">I", stream[:4])
+            event = dict(fields(stream[4:4 + n]))
+            events.append((event[1].decode(), protobuf.decode(dict(fields(event[2]))[1])))
+            stream = stream[4 + n:]
+        assert [(t, o["metadata"].get("name")) for t, o in events] == [("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None)]
+        assert events[-1][1]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
         # a metadata informer's watch (the garbage collector's, the namespace controller's)
         async with c.get(f"{base}?watch=1&resourceVersion=0&timeoutSeconds=1", headers={"Accept": partial}) as r:
             assert r.headers["Content-Type"] == f"{PB};stream=watch"
