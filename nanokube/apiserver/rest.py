@@ -28,7 +28,7 @@ from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
 from ..machinery.validation import immutable, invalid
-from . import continuetoken, omitempty, options, serializer, structural, warning
+from . import continuetoken, decoded_specs, omitempty, options, serializer, structural, warning
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
@@ -384,11 +384,12 @@ class GenericREST:
         return opts.field_manager or default
 
     def _track_fields(self, res: Resource, version: str, old: dict | None, new: dict, opts: WriteOptions,
-                      subresource: str = "", sent: dict | None = None) -> list | None:
+                      subresource: str = "", sent: dict | None = None, known: tuple | None = None) -> list | None:
         """The managedFields of an Update of `old` (None: a create) to `new`, both in storage shape, as
         upstream's field manager records them: in the request's version (a kind whose versions differ
         in shape is compared as `version` shows it, other managers' fields in their own versions).
-        `sent`: `new` as the request gave it at `version`, where the caller holds it (no conversion)."""
+        `sent`: `new` as the request gave it at `version`, where the caller holds it (no conversion).
+        `known`: a create's (map, its shape.signature) for a map of `new` whose shape is known."""
         sch = schemas.kind_schema(res.group, version, res.kind)
         convert = self.index.converters.get((res.group, version, res.plural))
         if convert is not None or (_converts(res.strategy) and version != res.storage_version):
@@ -397,7 +398,8 @@ class GenericREST:
         ignore_status = "status" in res.subresources
         manager, now, api_version = self._manager(opts, "unknown"), self.clock.rfc3339(), res.api_version(version)
         if old is None:
-            return ssa.create_managed_fields(new, manager, sch, now, api_version, ignore_status, convert, decoded=True)
+            return ssa.create_managed_fields(new, manager, sch, now, api_version, ignore_status, convert, decoded=True,
+                                             known=known)
         return ssa.update_managed_fields(
             old, new, manager, "Update", sch, now, api_version, subresource=subresource, ignore_status=ignore_status,
             convert=convert, decoded=True).get("metadata", {}).get("managedFields")
@@ -786,7 +788,12 @@ class GenericREST:
     async def create(self, res: Resource, version: str, namespace: str | None, body: Any, opts: WriteOptions,
                      managed_fields: list | None = None) -> Result:
         held: list = []
-        warnings = self._decode_checks(res, version, body, opts, held=held)
+        spec_key = decoded_specs.key(res.strategy, res.kind, version, body, bool(opts.duplicates)
+                                     or serializer.OUT_OF_RANGE.get())
+        remembered = decoded_specs.find(spec_key, body["spec"]) if spec_key is not None else None
+        # a spec remembered decoded and defaulted: only the rest of the body is decoded
+        warnings = self._decode_checks(res, version, body, opts, held=held,
+                                       changed=None if remembered is None else body.keys() - _SPEC)
         obj = body
         md = _meta(obj)
         if res.namespaced:
@@ -795,12 +802,19 @@ class GenericREST:
             md["namespace"] = namespace or md.get("namespace")
         else:
             md.pop("namespace", None)
-        res.strategy.default(obj, version)
+        known = None
+        if remembered is not None:
+            obj["spec"], signature = remembered.copy()
+            known = (obj["spec"], signature)
+        else:
+            res.strategy.default(obj, version)
+            if spec_key is not None and not held and not warnings and opts.field_validation != "Ignore":
+                decoded_specs.remember(spec_key, obj["spec"])  # decoded clean: nothing unknown, nothing held
         if _converts(res.strategy):
             await res.strategy.prepare_conversion([obj], res.storage_version)
         sent, obj = obj, res.strategy.to_storage(obj, version)  # a kind of many shapes converts to a new object
         if managed_fields is None:  # tracked before admission, as upstream's create handler does
-            managed_fields = self._track_fields(res, version, None, obj, opts, sent=sent)
+            managed_fields = self._track_fields(res, version, None, obj, opts, sent=sent, known=known)
         _set_managed_fields(_meta(obj), managed_fields)  # what admission sees, as upstream's
         obj, admission = await self._mutating_admission(res, version, "", "CREATE", obj, None, opts)
         md = _meta(obj)
@@ -1444,6 +1458,8 @@ _ALWAYS_CHECKED = frozenset(("apiVersion", "kind"))
 #: the fields of a remembered status patch's result left to check (its status was checked; its
 #: apiVersion and kind are the kind's, which `_decode_checks` sets before checking)
 _NO_FIELDS: frozenset[str] = frozenset()
+#: the top-level field decoded_specs remembers
+_SPEC = frozenset(("spec",))
 
 
 #: the top-level fields of a patch that names only status (see `_status_only`)

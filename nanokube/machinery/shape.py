@@ -17,12 +17,13 @@ import orjson
 _JSON = frozenset({str, int, float, bool, type(None), dict, list})
 
 
-def signature(obj: dict[str, Any]) -> tuple | None:
+def signature(obj: dict[str, Any], known: tuple[dict, tuple | None] | None = None) -> tuple | None:
     """A key equal for two maps exactly when they have the same keys in the same order, values of
     the same exact types and the same zeros (false, 0, "", empty: a field manager leaves an
     omitempty value field's zero out), nested maps of equal signatures and lists of the same JSON
     (their contents whole, as orjson encodes them); None when a map holds something that is not a
-    JSON value, or a list something orjson cannot encode."""
+    JSON value, or a list something orjson cannot encode. `known`: a map of `obj`'s own, as that
+    very object, with its signature already taken (a remembered spec's, apiserver/decoded_specs.py)."""
     values = obj.values()
     types = tuple(map(type, values))
     if not _JSON.issuperset(types):
@@ -34,7 +35,7 @@ def signature(obj: dict[str, Any]) -> tuple | None:
     for v in values:
         t = type(v)
         if t is dict:
-            s = signature(v)
+            s = known[1] if known is not None and v is known[0] else signature(v)
             if s is None:
                 return None
             nested.append(s)

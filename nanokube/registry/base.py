@@ -114,6 +114,9 @@ class Strategy:
     #: does `default` fill in anything of status? (pods': spec only, so a /status write, which keeps
     #: the stored object but its status, has nothing of its own for it to fill in)
     defaults_status: bool = True
+    #: does `default` read and write the spec alone? (pods': a create of a spec seen before then
+    #: takes it decoded and defaulted from memory, apiserver/decoded_specs.py)
+    defaults_spec_only: bool = False
     #: what records the values a write is given in the store before it is written, when several
     #: API servers allocate them (apiserver/reservations.py: Services with --api-workers > 1)
     reservations: Any = None

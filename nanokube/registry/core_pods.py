@@ -1338,6 +1338,7 @@ class PodStrategy(Strategy):
     """Pods. `clock` feeds the RESTARTS column's "(5m ago)"."""
     return_deleted_object = True
     defaults_status = False
+    defaults_spec_only = True
     #: podStatusStrategy keeps the stored ownerReferences (old kubelets corrupted them)
     status_metadata = ("labels", "annotations", "finalizers")
     status_deletion_kept = RESET_DELETION  # podStatusStrategy clears it; the update keeps the stored one

@@ -134,3 +134,72 @@ async def test_pods_of_one_template_each_mount_their_own_token_volume(tmp_path):
             assert volume["name"].startswith("kube-api-access-") and mount["name"] == volume["name"]
             names.add(volume["name"])
         assert len(names) == 3
+
+
+async def _create_raw(api: client.ApiClient, body: bytes, query: str = "") -> tuple[int, dict, str]:
+    """(status, body, Warning header) of a pod create of these bytes."""
+    def send():
+        r = api.rest_client.pool_manager.request(
+            "POST", f"{api.configuration.host}/api/v1/namespaces/default/pods{query}", body=body,
+            headers={"Content-Type": "application/json"})
+        return r.status, json.loads(r.data), r.headers.get("Warning") or ""
+    return await asyncio.to_thread(send)
+
+
+async def test_a_repeated_spec_is_decoded_defaulted_and_tracked_as_the_first(tmp_path):
+    """A spec remembered decoded and defaulted: every copy has the first's nulls dropped, quantities
+    canonical, map keys sorted and defaults, and the same managedFields but for their time."""
+    spec = {"containers": [{"name": "c", "image": "i:1", "args": None,
+                            "resources": {"limits": {"memory": "1Gi", "cpu": "0.5"}}}],
+            "nodeSelector": {"zone": "a", "disk": "ssd"}, "hostname": None}
+    async with served(tmp_path) as (_, api):
+        made = []
+        for i in range(3):
+            status, body, _ = await _create(api, _pod(f"p{i}", spec))
+            assert status == 201, body
+            made.append(body)
+        first = made[0]["spec"]
+        assert list(first["nodeSelector"]) == ["disk", "zone"] and "hostname" not in first
+        (c,) = first["containers"]
+        assert "args" not in c and c["resources"]["requests"] == {"cpu": "500m", "memory": "1Gi"}
+        assert (c["imagePullPolicy"], first["restartPolicy"], first["dnsPolicy"]) == ("IfNotPresent", "Always",
+                                                                                      "ClusterFirst")
+
+        def tracked(pod: dict) -> list:
+            return [{k: v for k, v in e.items() if k != "time"} for e in pod["metadata"]["managedFields"]]
+        for pod in made[1:]:
+            assert pod["spec"] == first and tracked(pod) == tracked(made[0])
+            assert pod["spec"] is not first
+
+
+async def test_the_rest_of_a_body_is_decoded_whatever_its_spec(tmp_path):
+    """With its spec remembered, a body's metadata and other fields are still decoded: their
+    unknown fields per fieldValidation, their type errors as the decoder words them."""
+    spec = {"containers": [{"name": "c", "image": "i"}]}
+    async with served(tmp_path) as (_, api):
+        for i in range(2):
+            assert (await _create(api, _pod(f"p{i}", spec)))[0] == 201
+        status, body, _ = await _create(api, _pod("strict", spec, bogus=1), "?fieldValidation=Strict")
+        assert status == 400 and 'strict decoding error: unknown field "metadata.bogus"' in body["message"]
+        status, body, warnings = await _create(api, _pod("warned", spec, bogus=1), "?fieldValidation=Warn")
+        assert status == 201 and 'unknown field \\"metadata.bogus\\"' in warnings and "bogus" not in body["metadata"]
+        status, body, _ = await _create(api, _pod("typed", spec, labels=5))
+        assert status == 400 and "cannot unmarshal number into Go struct field ObjectMeta.metadata.labels" \
+            in body["message"], body["message"]
+        status, body, _ = await _create(api, {**_pod("extra", spec), "extra": True}, "?fieldValidation=Strict")
+        assert status == 400 and 'unknown field "extra"' in body["message"]
+
+
+async def test_a_remembered_spec_sent_with_a_repeated_key_is_a_strict_error(tmp_path):
+    """A body whose keys repeat is judged as the decoder meets them even where the spec it decodes
+    to is one remembered clean."""
+    async with served(tmp_path) as (_, api):
+        spec = {"containers": [{"name": "c", "image": "i"}], "restartPolicy": "Never"}
+        for i in range(2):
+            assert (await _create(api, _pod(f"p{i}", spec)))[0] == 201
+        raw = (b'{"metadata":{"name":"twice"},"spec":{"containers":[{"name":"c","image":"i"}],'
+               b'"restartPolicy":"Always","restartPolicy":"Never"}}')
+        status, body, _ = await _create_raw(api, raw, "?fieldValidation=Strict")
+        assert status == 400 and 'duplicate field "spec.restartPolicy"' in body["message"], body["message"]
+        status, _, warnings = await _create_raw(api, raw.replace(b'"twice"', b'"warned"'), "?fieldValidation=Warn")
+        assert status == 201 and 'duplicate field \\"spec.restartPolicy\\"' in warnings, warnings

@@ -1217,13 +1217,15 @@ def create_managed_fields(
     ignore_status: bool = False,
     convert: Convert | None = None,
     decoded: bool = False,
+    known: tuple[dict, tuple | None] | None = None,
 ) -> list[dict[str, Any]] | None:
     """The managedFields `update_managed_fields` records for a create of `new` (an Update of the
     main resource, no old object), or None for none; a create of a shape seen before takes them
-    from memory without copying `new` (every create's object was copied for them, then dropped)."""
+    from memory without copying `new` (every create's object was copied for them, then dropped).
+    `known`: a map of `new`'s top level and its shape.signature, taken already."""
     raw = _root_schema(schema)
     if not _decode_or_empty(new):
-        key = (id(raw), manager, "Update", api_version, "", ignore_status, decoded, _create_key(new))
+        key = (id(raw), manager, "Update", api_version, "", ignore_status, decoded, _create_key(new, known))
         entries = _CREATES.get(key, MISSING)
         if entries is not MISSING:
             return _stamped(entries, now) if entries is not None else None
@@ -1354,11 +1356,11 @@ _TYPED_MISSES: dict[tuple, int] = {}
 _TYPED_TRIES = 32
 
 
-def _create_key(obj: dict[str, Any]) -> tuple | bytes:
+def _create_key(obj: dict[str, Any], known: tuple[dict, tuple | None] | None = None) -> tuple | bytes:
     """What a create's managedFields are remembered by: the object's `shape.signature` (finer than
     `_create_shape`, which it stands for, and built mostly in C), or `_create_shape` where the
     object holds something that is not JSON."""
-    key = shape.signature(obj)
+    key = shape.signature(obj, known)
     return key if key is not None else _create_shape(obj)
 
 
