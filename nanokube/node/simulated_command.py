@@ -20,7 +20,7 @@ read as one of a small, closed set; anything else is left to the annotations
   `set` (-e, -x, -u, -o pipefail, `--`), and `env`, `printenv [NAME...]`,
   `seq`, `printf`, `basename` and `dirname`: commands joined by `;`, `&&`, `||`, `|`
   (each command's output the next one's stdin, one after the other) or new
-  lines, in `while`/`until`/`for` loops, `if`/`elif`/`else` and `{ }`; its
+  lines, in `while`/`until`/`for` loops, `if`/`elif`/`else`, `case` and `{ }`; its
   words quoted as a shell quotes them, and expanded: `$NAME`, `${NAME:-x}`,
   `$?`, `$1`, `$((arithmetic))`, `$(command)`, split at blanks unless quoted.
   Its variables start as the container's environment (container_env, given
@@ -28,8 +28,8 @@ read as one of a small, closed set; anything else is left to the annotations
   to its files since (`while true; do echo step; sleep 5; done`), repeats
   those passes forever: each is worked out when its time comes
   (`Program.repeat`), so it logs on the node's clock until the container is
-  stopped. A script with a glob, `~`, a backquote, a background job, a
-  subshell, `case`, a function, a descriptor past stderr's redirection,
+  stopped. A script with a glob outside case's patterns, `~`, a backquote, a
+  background job, a subshell, a function, a descriptor past stderr's redirection,
   another command, or a loop that neither ends nor repeats itself within
   `BUDGET` commands is not interpreted at all.
 
@@ -74,7 +74,8 @@ from datetime import datetime, timezone
 from . import simulated_filters as filters
 from .simulated_applets import APPLETS, NoTerminal as _NoTerminal, Unknown as _Unknown, reads_data
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
-from .simulated_script import For, Group, If, Incomplete, Loop, Pipeline, Redirected, Simple, Script, parse
+from .simulated_script import (Case, For, Group, If, Incomplete, Loop, Pipeline, Redirected, Simple, Script,
+                               parse)
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
@@ -330,6 +331,13 @@ class _Run:
             self._redirected(redirects, lambda: self.node(node.node))
         elif isinstance(node, Loop):
             self.loop(node)
+        elif isinstance(node, Case):
+            subject = self._string(node.word)
+            self.status = 0
+            for patterns, body in node.items:
+                if any(re.fullmatch(self._pattern(p), subject, re.S) for p in patterns):
+                    self.script(body)
+                    break
         elif isinstance(node, For):
             self.for_loop(node)
         elif isinstance(node, If):
@@ -486,6 +494,11 @@ class _Run:
                 current += part[1]
                 has = has or part[2] or bool(part[1])
                 continue
+            if part[0] == "glob":
+                if split:
+                    raise _Unknown  # a glob: filenames are not generated
+                current, has = current + part[1], True
+                continue
             value = self._value(part)
             if part[-1] or not split:
                 current += value
@@ -507,6 +520,19 @@ class _Run:
         if not split:
             return [current]
         return [*fields, current] if has else fields
+
+    def _pattern(self, word: tuple) -> str:
+        """A case pattern as a regular expression: its `*`, `?` and `[...]` match, the rest is itself."""
+        out = ""
+        for part in word:
+            if part[0] != "glob":
+                out += re.escape(self._string((part,)))
+            elif part[1] in "*?":
+                out += ".*" if part[1] == "*" else "."
+            else:
+                inner = part[1][1:-1]
+                out += "[" + ("^" + inner[1:] if inner.startswith("!") else inner).replace("\\", "\\\\") + "]"
+        return out
 
     def _string(self, parts: tuple) -> str:
         return self.expand(parts, split=False)[0]

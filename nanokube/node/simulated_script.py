@@ -5,13 +5,15 @@ manifests are made of.
 A script is a list of and-or lists (`;`, `&&`, `||`, new lines) of pipelines (`|`, `!`) of
 commands: a simple command (`NAME=value` assignments, words, `>`, `>>`, `<`), or `while`/`until
 ...; do ...; done`, `for NAME [in WORD...]; do ...; done`, `if ...; then ...; [elif ...; then ...;]
-[else ...;] fi` and `{ ...; }`. A word is made of parts: literal text (quoted or not), `$NAME`,
-`${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `:=`, `=`), `${#NAME}`, the special parameters
-`$?`, `$#`, `$0`...`$9`, `$@`, `$*`, `$((arithmetic))` and `$(command)`. A command, simple or
-compound, may redirect its descriptors 0 to 2: `<`, `>`, `>>`, `N>&M` (`2>&1`, `>&2`). Anything else
-a shell would do (globs, `~`, backquotes, subshells, background jobs, `case`, functions, other
-descriptors) is `Unknown`: the script is not interpreted. A script that ends inside a
-compound command or after an operator is `Incomplete` (an interactive shell asks for more)."""
+[else ...;] fi`, `case WORD in [(]PATTERN[|PATTERN]...) ...;; esac` and `{ ...; }`. A word is
+made of parts: literal text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`,
+`+`, `:=`, `=`), `${#NAME}`, the special parameters `$?`, `$#`, `$0`...`$9`, `$@`, `$*`,
+`$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]` (case's; as a command's glob
+they are not simulated). A command, simple or compound, may redirect its descriptors 0 to 2: `<`,
+`>`, `>>`, `N>&M` (`2>&1`, `>&2`). Anything else a shell would do (`~`, backquotes, subshells,
+background jobs, functions, other descriptors) is `Unknown`: the script is not interpreted. A
+script that ends inside a compound command or after an operator is `Incomplete` (an interactive
+shell asks for more)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ class Incomplete(Unknown):
 
 
 #: a part of a word: ("lit", text, quoted), ("var", name, op, arg parts, quoted), ("arith", text, quoted),
-#: ("cmd", script, quoted)
+#: ("cmd", script, quoted), ("glob", `*`, `?` or `[...]`)
 Part = tuple
 Word = tuple  # of parts
 
@@ -95,6 +97,13 @@ class Group:
     body: list
 
 
+@dataclass
+class Case:
+    """`case WORD in PATTERN[|PATTERN]...) LIST ;; ... esac`."""
+    word: Word
+    items: list[tuple[list[Word], list]]
+
+
 #: a list: its and-or lists, each [(operator before it: ";", "&&" or "||", Pipeline), ...]
 Script = list
 
@@ -144,8 +153,13 @@ def lex(script: str) -> list:
             continue
         if parts is None:
             parts = []
-        if c in "*?`" or (c == "[" and i + 1 < n and not script[i + 1].isspace()) or (c == "~" and not parts):
-            raise Unknown  # a glob, a command's substitution the old way, a home directory
+        if c == "`" or (c == "~" and not parts):
+            raise Unknown  # a command's substitution the old way, a home directory
+        if c in "*?" or c == "[" and (m := re.match(r"\[!?\]?[^\s\]]*\]", script[i:])):
+            glob = c if c in "*?" else m.group(0)
+            parts.append(("glob", glob))  # a pattern: case's, or a glob no command's word may hold
+            i += len(glob)
+            continue
         if c == "'":
             end = script.find("'", i + 1)
             if end < 0:
@@ -307,7 +321,7 @@ class _Parser:
         self.i += 1
 
     def script(self, until: frozenset = frozenset()) -> Script:
-        """And-or lists up to one of the keywords `until` (or the end)."""
+        """And-or lists up to one of the keywords `until` (or `;;`, when there, or the end)."""
         lists: Script = []
         while True:
             while self.peek() in (Op("\n"), Op(";")):
@@ -317,11 +331,12 @@ class _Parser:
                 if until:
                     raise Incomplete
                 return lists
-            if self.keyword() in until:
+            if self.keyword() in until or token == Op(";;") and ";;" in until:
                 return lists
             lists.append(self.and_or())
             token = self.peek()
-            if token is not None and token not in (Op("\n"), Op(";")) and self.keyword() not in until:
+            if token is not None and token not in (Op("\n"), Op(";")) and self.keyword() not in until and \
+                    not (token == Op(";;") and ";;" in until):
                 raise Unknown  # `&`, `)`, or a keyword out of place
 
     def and_or(self) -> list:
@@ -399,9 +414,44 @@ class _Parser:
             body = self.script(frozenset({"}"}))
             self.expect("}")
             return self._no_redirect(Group(body))
+        if word == "case":
+            return self._no_redirect(self.case())
         if word in KEYWORDS:
-            raise Unknown  # `do`, `fi`... out of place, `case`
+            raise Unknown  # `do`, `fi`... out of place
         return self.simple()
+
+    def case(self) -> Case:
+        self.i += 1
+        subject = self.peek()
+        if not isinstance(subject, tuple):
+            raise Incomplete if subject is None else Unknown
+        self.i += 1
+        self.expect("in")
+        items = []
+        while True:
+            self.skip_newlines()
+            if self.keyword() == "esac":
+                self.i += 1
+                return Case(subject, items)
+            if self.peek() == Op("("):
+                self.i += 1
+            patterns = []
+            while True:
+                token = self.peek()
+                if not isinstance(token, tuple):
+                    raise Incomplete if token is None else Unknown
+                patterns.append(token)
+                self.i += 1
+                if self.peek() != Op("|"):
+                    break
+                self.i += 1
+            if self.peek() != Op(")"):
+                raise Incomplete if self.peek() is None else Unknown
+            self.i += 1
+            body = self.script(frozenset({"esac", ";;"}))
+            items.append((patterns, body))
+            if self.peek() == Op(";;"):
+                self.i += 1
 
     def _no_redirect(self, node):
         redirects = []

@@ -334,3 +334,17 @@ def test_a_job_printing_with_printf_and_tee_completes_with_its_lines(cluster):
     cluster.kubectl("create", "job", "printed", "--image=busybox", "--", "sh", "-c", script)
     wait_for(lambda: "Complete" in _conditions(cluster, "printed"), 30, "printed Complete")
     assert cluster.kubectl("logs", "job/printed").stdout == "epoch 01 loss 0.50\nepoch 02 loss 0.50\nmodel:\tresnet\n"
+
+
+def test_an_entrypoint_script_cases_on_its_environment(cluster):
+    """A container's entrypoint script choosing what to run by a variable of its environment."""
+    script = ('case "$MODE" in\n  train) echo "training for $EPOCHS epochs" ;;\n  serve) sleep infinity ;;\n'
+              '  *) echo "unknown mode $MODE" >&2; exit 64 ;;\nesac')
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "entry", "namespace": "default"},
+           "spec": {"restartPolicy": "Never", "containers": [
+               {"name": "main", "image": "busybox", "command": ["sh", "-c", script],
+                "env": [{"name": "MODE", "value": "train"}, {"name": "EPOCHS", "value": "3"}]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "entry")["status"].get("phase") == "Succeeded", 30,
+             "entry Succeeded")
+    assert cluster.kubectl("logs", "entry").stdout == "training for 3 epochs\n"

@@ -153,7 +153,7 @@ def test_an_endless_loop_writes_on_its_clock_each_pass_worked_out_as_it_comes():
     "while true; do echo flood; done",  # writes without end at one instant
     "while true; do echo x >> /tmp/log; sleep 1; done",  # changes its files each pass: never repeats itself
     "while true; do echo x; sleep 1; done | cat",  # an endless command in a pipe
-    "case x in x) echo;; esac", "f() { echo; }",
+    "f() { echo; }", "echo ~/x",
 ])
 def test_what_cannot_be_worked_out_is_not_interpreted(pod_files, script):
     assert interpret(["sh", "-c", script], 0, pod_files.draft("main")) is None
@@ -193,3 +193,18 @@ def test_set_options_and_read(script, stdin, writes, code):
 
 def test_read_of_a_stdin_still_to_come_is_not_worked_out_ahead():
     assert interpret(["sh", "-c", "read x; echo $x"], stdin=None) is None
+
+
+@pytest.mark.parametrize("args, out, code", [(["train"], "training\n", 0), (["eval-1"], "evaluating\n", 0),
+                                             (["x.pt"], "a checkpoint\n", 0), ([], "usage\n", 2)])
+def test_case_runs_the_list_of_the_first_pattern_that_matches(args, out, code):
+    script = ('case "$1" in\n  train|fit) echo training ;;\n  eval*) echo evaluating ;;\n'
+              "  (*.pt|[!a-z]) echo a checkpoint ;;\n  *) echo usage; exit 2 ;;\nesac")
+    program = interpret(["sh", "-c", script, "entrypoint", *args])
+    assert ("".join(x for _, x in program.output), program.exit_code) == (out, code)
+
+
+def test_a_pattern_is_a_glob_only_in_case():
+    assert interpret(["sh", "-c", 'A=*; echo "$A"; case "*" in "*") echo quoted;; esac']).output == (
+        (0, "*\n"), (0, "quoted\n"))
+    assert interpret(["sh", "-c", "echo /data/*.pt"]) is None  # filenames are not generated
