@@ -61,7 +61,7 @@ def _varint(n: int) -> bytes:
 
 
 # what a field's value is, for the encoder's inlined cases
-_STRING, _INT, _BOOL, _OTHER, _MESSAGE = range(5)
+_STRING, _INT, _OTHER, _MESSAGE = range(4)
 
 
 def _compile(name: str) -> list[tuple]:
@@ -89,8 +89,6 @@ def _compile(name: str) -> list[tuple]:
             what = _MESSAGE
         elif ftype == "string":
             what = _STRING
-        elif ftype == "bool":
-            what = _BOOL
         elif ftype in ("int32", "int64", "uint32", "uint64"):
             what = _INT
         else:

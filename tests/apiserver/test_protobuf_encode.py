@@ -409,6 +409,9 @@ async def test_custom_resources_are_not_protobuf(server):
         async with c.get(f"{url}/w", headers={"Accept": f"{PB};as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}) as r:
             assert r.content_type == PB
             assert protobuf.decode(await r.read())["metadata"]["name"] == "w"
+        partial_list = f"{PB};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"  # the garbage collector's list
+        async with c.get(url, headers={"Accept": partial_list}) as r:
+            assert [i["metadata"]["name"] for i in protobuf.decode(await r.read())["items"]] == ["w"]
         async with c.get(f"{url}/w/scale", headers={"Accept": PB}) as r:  # an autoscaling/v1 Scale: typed
             assert (r.status, r.content_type) == (200, PB)
             scale = protobuf.decode(await r.read())
