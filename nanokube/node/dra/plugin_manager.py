@@ -4,14 +4,16 @@ the client the kubelet prepares claims through.
 
 Validation picks the newest DRAPlugin service the plugin lists that the
 kubelet speaks (v1, then v1beta1); one instance cannot take over another's
-endpoint. When the last plugin of a driver goes away the driver's
-ResourceSlices on this node are deleted after a grace period (upstream's
-wipingDelay, 30 s), unless a plugin of the driver registers again first:
-pods must not be scheduled against devices no plugin can prepare.
-Upstream also wipes a driver whose gRPC connection drops and all of the
-node's slices when the kubelet starts; nanokube wipes only on
-deregistration, so the built-in simulated drivers' slices and those a test
-publishes itself are left alone.
+endpoint. A driver is usable while one of its plugins' gRPC connections is
+up (the channel is READY; one that goes idle is asked to connect again, as
+upstream's stats handler does on ConnEnd). When none is, because the last
+plugin deregistered or its process died leaving its sockets behind, the
+driver's ResourceSlices on this node are deleted after a grace period
+(upstream's wipingDelay, 30 s) unless it is usable again first: pods must not
+be scheduled against devices no plugin can prepare. Upstream also wipes all
+of the node's slices when the kubelet starts; nanokube does not, so the
+built-in simulated drivers' slices and those a test publishes itself are
+left alone.
 
 A plugin that also lists a DRAResourceHealth service gets a NodeWatchResources
 stream (upstream: ResourceHealthStatus, KEP-4680), opened again 5 s after it
@@ -47,6 +49,8 @@ WIPING_DELAY = 30.0
 CLIENT_CALL_TIMEOUT = 45.0
 #: how long after a health stream ends the kubelet opens it again
 HEALTH_RETRY = 5.0
+#: how soon an idle plugin connection is asked to connect again
+RECONNECT_INTERVAL = 1.0
 HEALTH = {health_pb.UNKNOWN: "Unknown", health_pb.HEALTHY: "Healthy", health_pb.UNHEALTHY: "Unhealthy"}
 
 
@@ -66,6 +70,10 @@ class DRAPlugin:
     calls: dict = field(default_factory=dict)
     #: its NodeWatchResources stream's task, where it serves a health service
     health_task: asyncio.Task | None = None
+    #: whether its channel is READY, and the callback gRPC reports the channel's state to
+    connected: bool = False
+    watch: Callable | None = None
+    reconnect: asyncio.Task | None = None
 
     async def prepare(self, claims: list[dict]) -> pb.NodePrepareResourcesResponse:
         return await asyncio.to_thread(self.calls["NodePrepareResources"],
@@ -100,9 +108,12 @@ class DRAPluginManager:
         self.on_health: Callable[[str], None] | None = None
 
     def get(self, driver: str) -> DRAPlugin | None:
-        """The driver's most recent plugin (upstream's heuristic: most likely the newest)."""
+        """The driver's most recent connected plugin, else its most recent one (upstream's
+        heuristic: most likely the newest)."""
         plugins = self.store.get(driver)
-        return plugins[-1] if plugins else None
+        if not plugins:
+            return None
+        return next((p for p in reversed(plugins) if p.connected), plugins[-1])
 
     @staticmethod
     def choose(versions: list[str]) -> str:
@@ -130,9 +141,8 @@ class DRAPluginManager:
         channel = grpc.insecure_channel(target(endpoint))
         plugin = DRAPlugin(name, endpoint, service, channel, stub(channel, DRA_SERVICES[service], DRA_METHODS))
         self.store.setdefault(name, []).append(plugin)
-        wipe = self.wipes.pop(name, None)
-        if wipe:
-            wipe.cancel()
+        self._watch_connection(plugin)
+        self._sync(name)
         health = next((s for s in HEALTH_SERVICES if s in versions), None)
         if health:
             self.health.setdefault(name, {})
@@ -152,8 +162,45 @@ class DRAPluginManager:
         del self.store[name]
         if self.health.pop(name, None) is not None and self.on_health:
             self.on_health(name)
-        if name not in self.wipes:
-            self.wipes[name] = asyncio.create_task(self._wipe(name))
+        self._sync(name)
+
+    def _watch_connection(self, plugin: DRAPlugin) -> None:
+        """Follow the plugin's channel state (reported from gRPC's thread) on the loop."""
+        loop = asyncio.get_running_loop()
+
+        def changed(state: grpc.ChannelConnectivity) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                loop.call_soon_threadsafe(self._connection_changed, plugin, state)
+        plugin.watch = changed
+        plugin.channel.subscribe(changed, try_to_connect=True)
+
+    def _connection_changed(self, plugin: DRAPlugin, state: grpc.ChannelConnectivity) -> None:
+        if plugin not in self.store.get(plugin.driver, []):
+            return
+        connected = state is grpc.ChannelConnectivity.READY
+        if connected != plugin.connected:
+            log.info("node %s: DRA driver %s plugin at %s %s", self.node, plugin.driver, plugin.endpoint,
+                     "connected" if connected else "disconnected")
+        plugin.connected = connected
+        if state is grpc.ChannelConnectivity.IDLE and (plugin.reconnect is None or plugin.reconnect.done()):
+            plugin.reconnect = asyncio.create_task(self._reconnect(plugin))
+        self._sync(plugin.driver)
+
+    async def _reconnect(self, plugin: DRAPlugin) -> None:
+        """Ask an idle channel to connect again (gRPC does not on its own), at most once a second."""
+        await self.clock.sleep(RECONNECT_INTERVAL)
+        if plugin in self.store.get(plugin.driver, []) and plugin.watch:
+            plugin.channel.unsubscribe(plugin.watch)
+            plugin.channel.subscribe(plugin.watch, try_to_connect=True)
+
+    def _sync(self, driver: str) -> None:
+        """Cancel the driver's pending wipe while a plugin of it is connected; else make sure one is due."""
+        if any(p.connected for p in self.store.get(driver, [])):
+            wipe = self.wipes.pop(driver, None)
+            if wipe:
+                wipe.cancel()
+        elif driver not in self.wipes:
+            self.wipes[driver] = asyncio.create_task(self._wipe(driver))
 
     async def _wipe(self, driver: str) -> None:
         """After the grace period, delete the driver's ResourceSlices on this node."""
@@ -221,6 +268,15 @@ class DRAPluginManager:
 
 
 def _close(plugin: DRAPlugin) -> None:
-    if plugin.health_task:
-        plugin.health_task.cancel()
-    plugin.channel.close()
+    for t in (plugin.health_task, plugin.reconnect):
+        if t:
+            t.cancel()
+    if plugin.watch is None:
+        plugin.channel.close()
+        return
+    plugin.channel.unsubscribe(plugin.watch)
+    # gRPC's connectivity poller wakes every 0.2 s and only then sees nobody is subscribed; a channel
+    # closed under it makes it raise in its thread, so the channel is closed once it has stopped
+    timer = threading.Timer(0.5, plugin.channel.close)
+    timer.daemon = True
+    timer.start()

@@ -167,3 +167,14 @@ class PluginDriver:
                 "devices": [{"name": device, "containerEdits": {"env": [f"DEVICE_{index}={device}"]}}]}
         with open(os.path.join(self.cdi_dir, f"{self.driver}-{device}.json"), "w") as f:
             json.dump(spec, f)
+
+
+if __name__ == "__main__":
+    # a plugin in a process of its own, preparing every claim as device gpu-0 of pool NODE, until
+    # killed: `python -m tests.node.dra.plugin_driver DRIVER REGISTRY PLUGINS CDI NODE`
+    import sys
+
+    name, registry, plugins, cdi_dir, node = sys.argv[1:6]
+    PluginDriver(name, registry, plugins, cdi_dir, lambda ns, n: [("gpu", node, "gpu-0")]).start()
+    print("serving", flush=True)
+    threading.Event().wait()

@@ -3,7 +3,10 @@ through a socket in the node's plugins_registry directory (upstream's plugin
 watcher and DRAPluginManager), the node agent prepares claims of its driver
 by calling it over gRPC, and unprepares them when the pod is gone."""
 
+import os
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -54,9 +57,14 @@ def ticking(clock, check):
 
 
 async def registered(clock, mgr, driver):
+    """The plugin was told it is registered and the node's connection to it is up. One tick lets
+    the watcher's poll find the socket; the gRPC calls then take real time, during which the
+    node's clock stands still (a ticking clock would run past a grace period meanwhile)."""
     async def check():
-        return mgr.agents[NODE].dra_plugins.get(driver.driver) is not None and driver.statuses
-    await eventually(ticking(clock, check))
+        plugin = mgr.agents[NODE].dra_plugins.get(driver.driver)
+        return plugin is not None and plugin.connected and driver.statuses
+    await clock.advance(1)
+    await eventually(check)
 
 
 async def test_a_plugin_that_serves_v1_registers_and_is_told_so(env):
@@ -319,3 +327,27 @@ async def test_a_failed_unprepare_is_retried_until_the_driver_succeeds(env):
         not mgr.agents[NODE].claims.unpreparing and d.called("NodeUnprepareResources")))))
     await clock.advance(60)
     assert len(d.called("NodeUnprepareResources")) == calls  # none after it succeeded
+
+
+async def test_a_driver_whose_process_died_loses_its_slices_though_its_sockets_remain(env):
+    """SIGKILL leaves both sockets behind, so nothing deregisters: the connection going down
+    makes the driver unusable, and its slices go after the grace period."""
+    client, clock, mgr, driver = env
+    a = mgr.agents[NODE]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.node.dra.plugin_driver", DRIVER, a.plugins_registry,
+                             f"{mgr.pods_dir}/{NODE}/plugins", a.cdi_dir, NODE], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"serving\n"
+        await eventually(ticking(clock, lambda: _true(
+            a.dra_plugins.get(DRIVER) is not None and a.dra_plugins.get(DRIVER).connected)))
+        await _publish(client)
+        await clock.advance(WIPING_DELAY + 5)
+        assert await _slices(client)  # connected: kept
+    finally:
+        proc.kill()
+        proc.wait()
+    assert os.path.exists(f"{a.plugins_registry}/{DRIVER}-reg.sock")
+    await eventually(ticking(clock, lambda: _true(not a.dra_plugins.get(DRIVER).connected)))
+    assert a.dra_plugins.get(DRIVER) is not None  # still registered
+    await clock.advance(WIPING_DELAY)
+    await eventually(ticking(clock, lambda: _none(_slices(client))))
