@@ -16,7 +16,9 @@ value is the zero value of its type (`{}`, `""`, `0`, `false`), so
 `{"a": ""}`; a null struct field is unset (the key is dropped) unless it is a
 required scalar, which Go keeps as its zero value (`value: null` is `0`), or
 a time, which Go encodes as null either way (but ObjectMeta's creationTimestamp,
-omitzero since 1.34: a template's `creationTimestamp: null` is dropped).
+omitzero since 1.33: a template's `creationTimestamp: null` is dropped). A built-in's
+metav1.Time is kept as Go marshals it once parsed: UTC to the second, and the zero time
+(`0001-01-01T00:00:00Z`, a zero MicroTime too) as null, or left out where null is.
 Likewise an omitempty value field of a built-in type, sent as its zero
 (`hostNetwork: false`, `nodeName: ""`, `paused: false`), and an omitempty list
 or map sent empty (`args: []`, `labels: {}`) decode as unset, while a list or
@@ -58,6 +60,11 @@ _ARBITRARY = frozenset({
 _INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 _MICRO_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
+_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+#: what a time checker returns for the zero time: Go's Time and MicroTime marshal it as null
+_ZERO = object()
+_ZERO_SECOND = "0001-01-01T00:00:00Z"
+_ZERO_MICRO = "0001-01-01T00:00:00.000000Z"
 
 # A path is a linked tuple (parent, segment, struct): segment is a field name
 # (str), a list index (int) or a map key (1-tuple); struct is the Go struct
@@ -156,22 +163,26 @@ class _Compiler:
         if name == _QUANTITY:
             return _zero(_quantity, lambda: "0")
         if name == _MICRO_TIME:
-            return _micro_time
+            return _go_micro_time
+        if name == _TIME:
+            return _go_time
         from . import omitempty
 
         checker = self.node(k8s.definitions()[name], _go_name(name), omitempty.fields(name), omitempty.empties(name),
-                            omitempty.held(name), omitempty.nulled(name))[0]
+                            omitempty.held(name), omitempty.nulled(name), _time_fields(name))[0]
         return _remembering_clean(checker) if name in _REMEMBERED else checker
 
     def node(self, node: dict[str, Any], struct: str = "", omit: frozenset[str] = frozenset(),
              empty: dict[str, type] | None = None, hold: frozenset[str] = frozenset(),
-             null: dict[str, type | None] | None = None) -> tuple[Checker, str]:
+             null: dict[str, type | None] | None = None,
+             times: dict[str, bool] | None = None) -> tuple[Checker, str]:
         """A checker for a schema node, and the Go type name errors show for it; `omit`: a Go
         struct's omitempty value fields (a zero one decodes as unset), `empty`: its omitempty lists
         and maps, by field (list or dict: an empty one decodes as unset), `hold`: those of them a
         create's validation reads, `null`: its lists, maps and pointers tagged without omitempty,
         by field (list, dict or None: left out, one decodes as null, what upstream serves once
-        stored; a list or map sent empty too)."""
+        stored; a list or map sent empty too), `times`: its metav1.Time and MicroTime fields, whether
+        each is a pointer, where the Go type is known (`_time_fields`)."""
         if "$ref" in node:
             return self.ref(node["$ref"][len(k8s.REF_PREFIX):])
         if node.get("x-kubernetes-int-or-string"):
@@ -207,7 +218,7 @@ class _Compiler:
             fields = {k: self.node(v) for k, v in (props or {}).items()}
             required = set(node.get("required") or ())
             return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit - required, empty or {},
-                                 hold, null), dict), go
+                                 hold, null, times), dict), go
         return _accept, "interface {}"
 
 
@@ -352,6 +363,36 @@ def _date_time(v: Any, path: Path, res: _Result) -> None:
             _GOOD_TIMES.add(second)
 
 
+def _go_time(v: Any, path: Path, res: _Result) -> str | object | None:
+    """A metav1.Time: checked as an RFC 3339 time, then (decoding) what Go serves for it once parsed:
+    MarshalJSON writes UTC to the second (a fraction is cut, an offset applied), and the zero time as
+    null (`_ZERO`); None where that is the value as sent."""
+    errors = len(res.errors)
+    _date_time(v, path, res)
+    if type(v) is not str or not res.nulls or len(res.errors) > errors:
+        return None
+    if len(v) == 20 and v[19] == "Z":  # UTC, whole seconds: as sent unless zero
+        return _ZERO if v == _ZERO_SECOND else None
+    zone = v[19:].lstrip(".0123456789")
+    if zone == "Z":
+        served = v[:19] + "Z"
+    else:
+        try:
+            t = datetime.datetime.fromisoformat(v[:19] + zone).astimezone(datetime.timezone.utc)
+        except (ValueError, OverflowError):  # year 0000 and its neighbours: kept as sent
+            return None
+        served = t.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+    if served == _ZERO_SECOND:
+        return _ZERO
+    return None if served == v else served
+
+
+def _go_micro_time(v: Any, path: Path, res: _Result) -> str | object | None:
+    """A metav1.MicroTime (`_micro_time`), the zero one null as Go serves it (`_ZERO`)."""
+    r = _micro_time(v, path, res)
+    return _ZERO if res.nulls and (v if r is None else r) == _ZERO_MICRO else r
+
+
 def _micro_time(v: Any, path: Path, res: _Result) -> str | None:
     """MicroTime.UnmarshalJSON parses with RFC3339Micro: the fraction must have six digits.
     Returns the UTC form (what MicroTime marshals) of a good time written in another zone."""
@@ -430,7 +471,7 @@ def _array(item: Checker, go: str) -> Checker:
             elif type(x) is not simple:
                 r = item(x, (path, i, None), res)
                 if r is not None:
-                    v[i] = r
+                    v[i] = None if r is _ZERO else r
     return check
 
 
@@ -452,7 +493,7 @@ def _map(value: Checker, go: str) -> Checker:
             elif type(x) is not simple:
                 r = value(x, (path, (k,), None), res)
                 if r is not None:
-                    v[k] = r
+                    v[k] = None if r is _ZERO else r
         if nulls and res.nulls:
             for k in nulls:
                 v[k] = _zero_of(value)
@@ -463,9 +504,20 @@ def _map(value: Checker, go: str) -> Checker:
 
 def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_: bool, required: set[str],
             omit: frozenset[str] = frozenset(), empty: dict[str, type] | None = None,
-            hold: frozenset[str] = frozenset(), null: dict[str, type | None] | None = None) -> Checker:
+            hold: frozenset[str] = frozenset(), null: dict[str, type | None] | None = None,
+            times: dict[str, bool] | None = None) -> Checker:
     empty, null = empty or {}, null or {}
     null_fields = tuple(null)  # lists, maps, pointers and scalars tagged without omitempty: null or zero when nil
+    # a time that is a Go value (not a pointer) is encoded as null when zero: sent null or as the zero
+    # time, it is null (a pod condition's `lastProbeTime: null`); a pointer sent null is nil, left out
+    # (omitempty). One sent as the zero time points at it: served null upstream, but kept as sent here,
+    # where the stored JSON is all there is and its printers tell it from nil (a CronJob's Last Schedule
+    # `<unknown>`, not `<none>`). ObjectMeta's creationTimestamp is omitzero since 1.33
+    # (kubernetes#130989): a zero one is left out
+    created = go == "v1.ObjectMeta"
+    value_times = frozenset(k for k, pointer in (times or {}).items()
+                            if not pointer and not (created and k == "creationTimestamp"))
+    pointer_times = frozenset(k for k, pointer in (times or {}).items() if pointer)
     simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
     nested = {k: c for k, (c, _) in fields.items()}
     # what a null field becomes: a required scalar's zero value (or an optional one's tagged without
@@ -473,8 +525,9 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
     # (kubernetes#130989): a zero one is left out
     zeros = {k: c.zero for k, (c, _) in fields.items()
              if (k in required or null.get(k) in (str, int, bool)) and getattr(c, "zero", None) in (str, int, bool)}
-    keep_null = {k for k, (c, _) in fields.items()
-                 if c is _date_time and not (go == "v1.ObjectMeta" and k == "creationTimestamp")}
+    keep_null = value_times if times is not None else {
+        k for k, (c, _) in fields.items() if c in _TIMES and not (created and k == "creationTimestamp")}
+    zero_dropped = frozenset(("creationTimestamp",)) if created else frozenset()
 
     def check(v: Any, path: Path, res: _Result) -> None:
         if type(v) is not dict:
@@ -495,7 +548,12 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
                 nulls = (nulls or []) + [k]
             else:
                 r = c(x, (path, k, struct), res)
-                if r is not None:
+                if r is _ZERO:
+                    if k in zero_dropped:
+                        nulls = (nulls or []) + [k]
+                    elif k not in pointer_times:
+                        v[k] = None
+                elif r is not None:
                     v[k] = r  # a value in canonical form (same key: safe while iterating)
                 elif x == 0 and type(x) is int and k in omit:
                     nulls = (nulls or []) + [k]
@@ -521,6 +579,23 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
                 if k not in v:
                     v[k] = zeros[k]() if k in zeros else None
     return check
+
+
+#: the time checkers whose null a struct keeps where its Go type is not known (`_object`)
+_TIMES = (_date_time, _go_time)
+_TIME_TYPES = ("k8s.io.apimachinery.pkg.apis.meta.v1.Time", "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime")
+
+
+def _time_fields(name: str) -> dict[str, bool] | None:
+    """The metav1.Time and MicroTime fields of built-in definition `name` and whether each is a
+    pointer, from the Go types kubectl 1.37 carries (protobuf.TABLE); None where they are not known."""
+    from .protobuf import TABLE
+
+    table = TABLE.get("k8s.io." + name.removeprefix("io.k8s."))
+    if table is None:
+        return None
+    return {json_name: flags == "p" for json_name, ftype, flags in table.values()
+            if ftype in _TIME_TYPES and flags in ("", "p")}
 
 
 _COMPILER = _Compiler()

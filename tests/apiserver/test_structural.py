@@ -62,13 +62,14 @@ def test_null_means_unset_everywhere():
 
 def test_null_times_stay_null_but_a_zero_creation_timestamp_is_left_out():
     """Go encodes a zero metav1.Time as null, except ObjectMeta's creationTimestamp (omitzero since 1.34):
-    a template's `creationTimestamp: null` is not served back."""
+    a template's `creationTimestamp: null` is not served back; a pointer time sent null is nil, left out
+    (omitempty), as deletionTimestamp is."""
     d = {"metadata": {"name": "d", "creationTimestamp": None, "deletionTimestamp": None},
          "spec": {"selector": {"matchLabels": {"a": "b"}},
                   "template": {"metadata": {"creationTimestamp": None, "labels": {"a": "b"}}, "spec": {"containers": []}}},
          "status": {"conditions": [{"type": "Available", "status": "True", "lastUpdateTime": None}]}}
     assert st.check(d, DEPLOYMENT, True) == ([], [])
-    assert d["metadata"] == {"name": "d", "deletionTimestamp": None}
+    assert d["metadata"] == {"name": "d"}
     assert d["spec"]["template"]["metadata"] == {"labels": {"a": "b"}}
     assert d["status"]["conditions"][0]["lastUpdateTime"] is None
 
