@@ -32,10 +32,14 @@ Results = Callable[[str, str], list[tuple[str, str, str]]]
 
 class PluginDriver:
     def __init__(self, driver: str, registry_dir: str, plugins_dir: str, cdi_dir: str, results: Results,
-                 versions: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin"), plugin_type: str = "DRAPlugin"):
+                 versions: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin"), plugin_type: str = "DRAPlugin",
+                 instance: str = ""):
+        """`instance` names the sockets of one of several instances, as kubeletplugin's rolling
+        updates do (`<driver>-<uid>-reg.sock`, `dra-<uid>.sock`)."""
         self.driver = driver
-        self.registration_socket = os.path.join(registry_dir, f"{driver}-reg.sock")
-        self.endpoint = os.path.join(plugins_dir, driver, "dra.sock")
+        suffix = f"-{instance}" if instance else ""
+        self.registration_socket = os.path.join(registry_dir, f"{driver}{suffix}-reg.sock")
+        self.endpoint = os.path.join(plugins_dir, driver, f"dra{suffix}.sock")
         self.cdi_dir = cdi_dir
         self.results = results
         self.versions = versions

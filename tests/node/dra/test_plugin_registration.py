@@ -351,3 +351,21 @@ async def test_a_driver_whose_process_died_loses_its_slices_though_its_sockets_r
     assert a.dra_plugins.get(DRIVER) is not None  # still registered
     await clock.advance(WIPING_DELAY)
     await eventually(ticking(clock, lambda: _none(_slices(client))))
+
+
+async def test_a_rolling_update_hands_over_without_losing_the_slices(env):
+    """Two instances of one driver at once (kubeletplugin's RollingUpdate): the newest serves;
+    the old one going leaves the driver usable, so its slices stay."""
+    client, clock, mgr, driver = env
+    old = driver(instance="a")
+    await registered(clock, mgr, old)
+    await _publish(client)
+    new = driver(instance="b")
+    await registered(clock, mgr, new)
+    plugins = mgr.agents[NODE].dra_plugins
+    assert plugins.get(DRIVER).endpoint == new.endpoint
+    old.stop()
+    await eventually(ticking(clock, lambda: _true(len(plugins.store[DRIVER]) == 1)))
+    await clock.advance(WIPING_DELAY + 5)
+    assert await _slices(client)
+    assert plugins.get(DRIVER).endpoint == new.endpoint
