@@ -96,6 +96,8 @@ class ClaimPreparer:
         self.cdi_dir = cdi_dir
         #: claim uid -> {external driver: the devices its NodePrepareResources returned}
         self.external: dict[str, dict[str, list[_Prepared]]] = {}
+        #: pod uid -> {claim uid: (namespace, name)} whose drivers were called but that is not prepared yet
+        self.attempted: dict[str, dict[str, tuple[str, str]]] = {}
         #: claim uid -> the task asking drivers that failed to unprepare it again
         self.unpreparing: dict[str, asyncio.Task] = {}
         self.clock = clock
@@ -145,7 +147,7 @@ class ClaimPreparer:
                         not (self.plugins and self.plugins.get(r["driver"])):
                     raise NotReady(f"prepare dynamic resources: DRA driver {r['driver']} is not registered")
             ready.append(claim)
-        await self._prepare_external([c for c in ready if c["metadata"]["uid"] not in self.prepared])
+        await self._prepare_external([c for c in ready if c["metadata"]["uid"] not in self.prepared], md["uid"])
         uids = []
         for claim in ready:
             cmd = claim["metadata"]
@@ -158,9 +160,15 @@ class ClaimPreparer:
             entry[2].add(md["uid"])
             uids.append(cmd["uid"])
         self.by_pod[md["uid"]] = uids
+        self.attempted.pop(md["uid"], None)
 
     async def unprepare(self, pod_uid: str) -> None:
-        """Release the pod's claims; the last pod out unprepares the claim."""
+        """Release the pod's claims; the last pod out unprepares the claim. A claim whose
+        preparation a driver was asked for but that never completed is unprepared too (upstream
+        caches a claim before calling its drivers), unless another pod holds or tries it."""
+        for uid, (ns, name) in self.attempted.pop(pod_uid, {}).items():
+            if uid not in self.prepared and not any(uid in a for a in self.attempted.values()):
+                await self._unprepare_external(uid, ns, name)
         for uid in self.by_pod.pop(pod_uid, []):
             ns, name, pods = self.prepared[uid]
             pods.discard(pod_uid)
@@ -238,7 +246,7 @@ class ClaimPreparer:
         return sorted({r["driver"] for r in results if r["driver"] not in self.drivers
                        and not r.get("skipNodeOperations")})
 
-    async def _prepare_external(self, claims: list[dict]) -> None:
+    async def _prepare_external(self, claims: list[dict], pod_uid: str) -> None:
         """Call NodePrepareResources of each external driver once, with all the claims it
         serves; record the devices (CDI IDs by request) each claim got. Errors as upstream's
         kubelet words them; the claim stays unprepared and the pod's next retry calls again."""
@@ -253,6 +261,10 @@ class ClaimPreparer:
             plugin = self.plugins.get(driver) if self.plugins else None
             if plugin is None:
                 raise NotReady(f"prepare dynamic resources: DRA driver {driver} is not registered")
+            for c in group:  # from now on the driver may hold something of it: the pod's end unprepares it
+                self.external.setdefault(c["metadata"]["uid"], {}).setdefault(driver, [])
+                self.attempted.setdefault(pod_uid, {})[c["metadata"]["uid"]] = (c["metadata"]["namespace"],
+                                                                               c["metadata"]["name"])
             try:
                 resp = await plugin.prepare([_ref(c) for c in group])
             except grpc.RpcError as e:

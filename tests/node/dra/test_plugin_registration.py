@@ -369,3 +369,22 @@ async def test_a_rolling_update_hands_over_without_losing_the_slices(env):
     await clock.advance(WIPING_DELAY + 5)
     assert await _slices(client)
     assert plugins.get(DRIVER).endpoint == new.endpoint
+
+
+async def test_a_claim_whose_preparation_failed_is_unprepared_when_the_pod_goes(env):
+    """The driver may hold part of a preparation it failed: the kubelet unprepares every claim it
+    asked a driver to prepare."""
+    client, clock, mgr, driver = env
+    d = driver()
+    await registered(clock, mgr, d)
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    c = await claims.create(_claim("half"))
+    d.fail[c["metadata"]["uid"]] = "out of memory"
+    pod = await pods.create(_pod("half", "half"))
+    await _allocate(claims, "half", pod)
+    await eventually(ticking(clock, lambda: _true(d.called("NodePrepareResources"))))
+    assert not d.called("NodeUnprepareResources")
+    await pods.delete("half", "default", grace_period_seconds=0)
+    unprepared = await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
+    assert unprepared == [{"claims": [{"namespace": "default", "uid": c["metadata"]["uid"], "name": "half"}]}]
