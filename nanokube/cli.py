@@ -45,6 +45,8 @@ async def _up(args: argparse.Namespace) -> int:
     from .pki.ca import ensure_pki
     from .pki.kubeconfig import write_kubeconfig
     from .proxy.modes import ModeError, select_mode
+    from .apiserver.audit_policy import PolicyError
+    from .apiserver.audit_policy import load as load_audit_policy
     from .scheduler.config import ConfigError, SchedulerConfig
     from .scheduler.config import load as load_scheduler_config
     from .scheduler.scheduler import Scheduler
@@ -62,6 +64,11 @@ async def _up(args: argparse.Namespace) -> int:
         signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    try:
+        audit_policy = load_audit_policy(args.audit_policy_file) if args.audit_policy_file else None
+    except PolicyError as e:
+        print(f"nanokube: --audit-policy-file: {e}", file=sys.stderr)
         return 2
     try:
         sched_cfg = load_scheduler_config(args.scheduler_config) if args.scheduler_config else None
@@ -104,7 +111,8 @@ async def _up(args: argparse.Namespace) -> int:
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
                        workers=args.api_workers,
                        advertise=advertise,
-                       jwks_uri=args.service_account_jwks_uri or "", min_request_timeout=args.min_request_timeout)
+                       jwks_uri=args.service_account_jwks_uri or "", min_request_timeout=args.min_request_timeout,
+                       audit_policy=audit_policy)
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)
     if args.api_workers > 1:
@@ -128,7 +136,7 @@ async def _up(args: argparse.Namespace) -> int:
             dial_netns = ClusterNetwork(cluster_tag(data_dir)).cluster_ns
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
-                          args.min_request_timeout)
+                          args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "")
         try:
             await workers.start()
         except RuntimeError as e:
@@ -292,6 +300,9 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--min-request-timeout", type=int, default=1800, metavar="SECONDS",
                     help="a watch without timeoutSeconds is served a random time from this to twice this many "
                          "seconds, so that watches opened together end apart (default 1800, as kube-apiserver)")
+    up.add_argument("--audit-policy-file", default=None, metavar="FILE",
+                    help="audit.k8s.io/v1 Policy (YAML or JSON): which requests, reads included, the audit log "
+                         "records, at which level and stages (default: writes at Metadata)")
     up.add_argument("--scheduler-config", default=None, metavar="FILE",
                     help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for the scheduler")
     up.add_argument("--scheduler", choices=("in-process", "none"), default="in-process",

@@ -109,7 +109,7 @@ class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
                  event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0, advertise: str | None = None,
-                 jwks_uri: str = "", min_request_timeout: float = MIN_REQUEST_TIMEOUT):
+                 jwks_uri: str = "", min_request_timeout: float = MIN_REQUEST_TIMEOUT, audit_policy=None):
         """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl).
         `advertise`: the address the `kubernetes` Service's endpoints name (--advertise-address);
         by default the listen address, or the host's for a wildcard one, none for loopback.
@@ -181,6 +181,8 @@ class APIServer:
         #: the command line's flags, which /flagz shows (none served without them)
         self.flags: dict[str, str] | None = None
         self.audit_log_path = audit_log_path
+        #: --audit-policy-file's audit_policy.Policy; None: writes audited at Metadata
+        self.audit_policy = audit_policy
         self.audit: AuditLog | None = None
         #: what a connection's client certificate says (front proxy?, its user), by the certificate dict its
         #: TLS transport hands every request of the connection (held, so the id stays unique)
@@ -205,7 +207,7 @@ class APIServer:
             if type(res.strategy).restore is not Strategy.restore:  # only allocators keep state to rebuild
                 res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())], replace=True)
         if self.audit_log_path:  # before anything writes: the server's own writes are audited too
-            self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock)
+            self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock, self.audit_policy)
         if self.worker == 0:
             await self._bootstrap()
             await controlplane.bootstrap(self)
@@ -413,18 +415,8 @@ class APIServer:
         audit = self.audit
         if audit is not None:
             attrs = request_attributes(request)
-            if attrs.verb in WRITE_VERBS:
-                received = audit.now()
-                try:
-                    try:
-                        response = await self._authn(request, self.handlers.dispatch)
-                    except web.HTTPException as e:
-                        response = status_response(e)
-                except web.HTTPException as e:
-                    audit.write(request, attrs, e, received)
-                    raise
-                audit.write(request, attrs, response, received)
-                return as_negotiated(request, response)
+            if attrs.verb in WRITE_VERBS or audit.policy is not None:
+                return as_negotiated(request, await audit.serve(request, attrs, self._authn, self.handlers.dispatch))
         try:
             response = await self._authn(request, self.handlers.dispatch)
         except web.HTTPException as e:

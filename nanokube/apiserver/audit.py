@@ -1,21 +1,31 @@
-"""Audit logging of writes, as kube-apiserver's log backend writes them: one
-`audit.k8s.io/v1` Event per line at the `Metadata` level and stage
-`ResponseComplete`, for every create, update, patch and delete, including
-those refused by authentication, authorization, admission or validation, and
-those of the components that run inside the server and write through the
-loopback client (upstream's run as separate clients and are audited alike)."""
+"""Audit logging, as kube-apiserver's log backend writes it: one `audit.k8s.io/v1` Event per line
+and stage. With `--audit-policy-file` (audit_policy.Policy) every request, reads and non-resource
+URLs included, is audited at the level and in the stages its first matching rule says:
+RequestReceived, ResponseStarted (long-running requests only: watches, exec/attach/portforward,
+a followed log), ResponseComplete, and Panic for an unhandled exception; Request adds the body as
+sent (a patch as the patch), RequestResponse the body answered. Without a policy every create,
+update, patch and delete is audited at Metadata, stage ResponseComplete only (nanokube's default;
+kube-apiserver audits nothing without a policy), refused ones included. The components that run
+inside the server and write through the loopback client are audited alike (upstream's run as
+separate clients); their reads, cache reads that never make a request, are not."""
 
 from __future__ import annotations
 
 import logging
 
 import orjson
-from aiohttp import web
+import yaml
+from aiohttp import Payload, web
 
 from ..clock import REAL, Clock
 from ..machinery.meta import new_uid
+from ..machinery.user import User
 from ..machinery.validation import sloppy_ip
+from .apf import long_running
+from .audit_policy import COMPLETE, METADATA, NONE, RECEIVED, REQUEST, REQUEST_RESPONSE, STARTED, Decision, Policy
+from .audit_policy import PANIC as STAGE_PANIC
 from .auth.authorizer import USER, request_attributes
+from .http_errors import status_response
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +33,10 @@ log = logging.getLogger(__name__)
 ANNOTATIONS = web.RequestKey("audit_annotations", dict)
 #: the object a successful write answered with, which the handler leaves so the event need not decode its body
 RESPONSE_OBJECT = web.RequestKey("audit_response_object", dict)
+#: the request's body as the handler read it (decompressed), which the Request level decodes
+REQUEST_BODY = web.RequestKey("audit_request_body", bytes)
+#: the exception a handler answered with a 500 (a bug: upstream's handler panics), which the audit reports
+PANIC = web.RequestKey("audit_panic", Exception)
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 #: what authorization leaves on a loopback request's event (only encoded, never changed)
 _LOOPBACK_ANNOTATIONS = {"authorization.k8s.io/decision": "allow",
@@ -32,12 +46,29 @@ _LOOPBACK_HEAD = b'{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metad
 _LOOPBACK_TAIL = b',"annotations":' + orjson.dumps(_LOOPBACK_ANNOTATIONS) + b"}\n"
 #: loopback clients (user, groups, user agent) whose encoded identity `AuditLog._who` keeps, at most
 _WHO_MAX = 256
+#: what is audited without a policy: writes at Metadata, their ResponseComplete stage only
+_WRITES = Decision(METADATA, frozenset({RECEIVED, STARTED, STAGE_PANIC}))
+_NOTHING = Decision(NONE)
+_ANONYMOUS = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
+_ANONYMOUS_USER = User("system:anonymous", ("system:unauthenticated",))
+
+
+class _Request:
+    """One audited request's state across its stages' events."""
+    __slots__ = ("request", "attrs", "received", "audit_id", "decision", "request_object", "response_object")
+
+    def __init__(self, request: web.Request, attrs, received: str, audit_id: str):
+        self.request, self.attrs, self.received, self.audit_id = request, attrs, received, audit_id
+        self.decision: Decision | None = None
+        self.request_object: dict | None = None
+        self.response_object: dict | None = None
 
 
 class AuditLog:
-    def __init__(self, path: str, clock: Clock = REAL):
+    def __init__(self, path: str, clock: Clock = REAL, policy: Policy | None = None):
         self.path = path
         self.clock = clock
+        self.policy = policy
         # unbuffered: each line is one write(2), as upstream's log backend writes each event to its
         # file, without Python's buffer copy and flush (~2.4 k instructions a line)
         self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - held open for the server's life
@@ -49,31 +80,112 @@ class AuditLog:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
+        """The requests the application routes (non-resource URLs, the metrics APIs); the API
+        server's own `_serve` calls `serve` for the rest."""
         attrs = request_attributes(request)
-        if attrs.verb not in WRITE_VERBS:
+        if self.policy is None and attrs.verb not in WRITE_VERBS:
             return await handler(request)
-        received = self.clock.rfc3339_micro()
+        return await self._around(request, attrs, handler, request)
+
+    async def serve(self, request: web.Request, attrs, authn, dispatch) -> web.StreamResponse:
+        """An API request through authentication and `dispatch`, audited; HTTP exceptions as a Status."""
+        return await self._around(request, attrs, self._as_status, request, authn, dispatch)
+
+    @staticmethod
+    async def _as_status(request: web.Request, authn, dispatch) -> web.StreamResponse:
         try:
-            response = await handler(request)
+            return await authn(request, dispatch)
         except web.HTTPException as e:
-            self.write(request, attrs, e, received)
+            return status_response(e)
+
+    async def _around(self, request: web.Request, attrs, call, *args) -> web.StreamResponse:
+        """Run a request and write its stages' events. The policy is asked once the request is
+        authenticated (the user is known when it answers, or starts answering), so its
+        RequestReceived event is written then, stamped with the time it was received."""
+        received = self.clock.rfc3339_micro()
+        ctx = _Request(request, attrs, received, request.headers.get("Audit-ID") or new_uid())
+        if self.policy is not None and long_running(attrs, request.query):
+            async def started(response: web.StreamResponse) -> None:
+                await type(request)._prepare_hook(request, response)
+                self._stage(ctx, STARTED, response.status, None)
+            # aiohttp's hook as each response's headers are written; the fast path has no router
+            # signal to attach it to (an instance attribute: __setattr__ would warn in debug mode)
+            object.__setattr__(request, "_prepare_hook", started)
+        try:
+            response = await call(*args)
+        except web.HTTPException as e:
+            self._complete(ctx, e)
             raise
-        self.write(request, attrs, response, received)
+        except Exception as e:
+            self._panic(ctx, e)
+            raise
+        if (e := request.get(PANIC)) is not None:
+            self._panic(ctx, e)
+        else:
+            self._complete(ctx, response)
         return response
 
-    def write(self, request: web.Request, attrs, response: web.StreamResponse, received: str) -> None:
+    def _panic(self, ctx: _Request, e: Exception) -> None:
+        """The Panic stage, in place of ResponseComplete, as upstream's audit filter recovers a panic."""
+        self._stage(ctx, STAGE_PANIC, 500, {"kind": "Status", "status": "Failure", "reason": "InternalError",
+                                            "message": f"APIServer panic'd: {e}", "code": 500})
+
+    def _decide(self, ctx: _Request) -> Decision:
+        if ctx.decision is None:
+            policy, a, user = self.policy, ctx.attrs, ctx.request.get(USER)
+            if policy is None:
+                ctx.decision = _WRITES if a.verb in WRITE_VERBS else _NOTHING
+            else:
+                ctx.decision = policy.decide(user or _ANONYMOUS_USER, a.verb, a.resource_request, a.group, a.resource,
+                                             a.subresource, a.namespace, a.name, a.path)
+            if ctx.decision.level != NONE and RECEIVED not in ctx.decision.omit_stages:
+                self._append(self._event(ctx, RECEIVED, None, None, ctx.received))
+        return ctx.decision
+
+    def _stage(self, ctx: _Request, stage: str, code: int, status: dict | None) -> None:
+        d = self._decide(ctx)
+        if d.level != NONE and stage not in d.omit_stages:
+            self._append(self._event(ctx, stage, code, status, self.clock.rfc3339_micro()))
+
+    def _complete(self, ctx: _Request, response: web.StreamResponse) -> None:
+        d = self._decide(ctx)
+        if d.level == NONE or COMPLETE in d.omit_stages:
+            return
+        request = ctx.request
+        obj = request.get(RESPONSE_OBJECT) if response.status < 300 else None
+        body = obj if obj is not None else _json_body(response)
+        if d.at_least(REQUEST) and ctx.attrs.verb in WRITE_VERBS:
+            ctx.request_object = _request_body(request)
+        if d.level == REQUEST_RESPONSE:
+            ctx.response_object = body or _json_body(response, joined=True) or None
+        self._append(self._event(ctx, COMPLETE, response.status, body, self.clock.rfc3339_micro()))
+
+    def _event(self, ctx: _Request, stage: str, code: int | None, body: dict | None, stamp: str) -> dict:
+        request, attrs, d = ctx.request, ctx.attrs, ctx.decision
         user = request.get(USER)
-        ref = None
+        event = {
+            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": d.level, "auditID": ctx.audit_id,
+            "stage": stage, "requestURI": str(request.rel_url), "verb": attrs.verb,
+            "user": {"username": user.name, "groups": list(user.groups)} if user else _ANONYMOUS,
+            "sourceIPs": source_ips(request), "userAgent": request.headers.get("User-Agent", ""),
+        }
         if attrs.resource_request:
             ref = {"resource": attrs.resource, "namespace": attrs.namespace, "name": attrs.name,
                    "apiGroup": attrs.group, "apiVersion": attrs.version, "subresource": attrs.subresource}
-        obj = request.get(RESPONSE_OBJECT) if response.status < 300 else None
-        self._emit(
-            verb=attrs.verb, uri=str(request.rel_url), user=user, ref=ref, code=response.status,
-            body=obj if obj is not None else _json_body(response), received=received, audit_id=request.headers.get("Audit-ID") or new_uid(),
-            source_ips=source_ips(request), user_agent=request.headers.get("User-Agent", ""),
-            annotations=dict(request.get(ANNOTATIONS) or {}),
-        )
+            md = body.get("metadata") if body and code is not None and code < 300 and body.get("kind") != "Status" \
+                else None
+            if isinstance(md, dict) and stage == COMPLETE:
+                ref["name"] = ref["name"] or md.get("name", "")
+                ref["uid"] = md.get("uid", "")
+                ref["resourceVersion"] = md.get("resourceVersion", "")
+            event["objectRef"] = {k: v for k, v in ref.items() if v}
+        if code is not None:
+            event["responseStatus"] = _status(code, body or {})
+            _objects(event, ctx, d)
+        event["requestReceivedTimestamp"] = ctx.received
+        event["stageTimestamp"] = stamp
+        event["annotations"] = dict(request.get(ANNOTATIONS) or {})
+        return event
 
     def loopback(self, verb: str, user, res, version: str, namespace: str | None, name: str, subresource: str,
                  code: int, body: dict, received: str, user_agent: str) -> None:
@@ -115,6 +227,10 @@ class AuditLog:
             for k in ("status", "message", "reason"):
                 if v := body.get(k):
                     status[k] = v
+        if self.policy is not None:
+            self._loopback_policy(verb, user, res.group, res.plural, subresource, namespace if namespaced else "",
+                                  name, path, ref, status, code, body, received, user_agent)
+            return
         who_key = (user.name, tuple(user.groups), user_agent)
         who = self._who.get(who_key)
         if who is None:
@@ -131,6 +247,33 @@ class AuditLog:
             orjson.dumps({"objectRef": ref, "responseStatus": status, "requestReceivedTimestamp": received,
                           "stageTimestamp": self.clock.rfc3339_micro()})[1:-1],
             _LOOPBACK_TAIL)))
+
+    def _loopback_policy(self, verb: str, user, group: str, resource: str, subresource: str, namespace: str,
+                         name: str, path: str, ref: dict, status: dict, code: int, body: dict, received: str,
+                         user_agent: str) -> None:
+        """A loopback write's events as the policy says (decided once per client, verb and resource
+        where no rule looks at namespaces or names). The request's body is not at hand here: its
+        Request level events have no requestObject."""
+        d = self.policy.decide_loopback(user, verb, group, resource, subresource, namespace, name)
+        if d.level == NONE:
+            return
+        head = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": d.level, "auditID": new_uid()}
+        tail = {"requestURI": path, "verb": verb,
+                "user": {"username": user.name, "groups": list(user.groups)}, "sourceIPs": ["127.0.0.1"],
+                "userAgent": user_agent}
+        if RECEIVED not in d.omit_stages:
+            asked = {k: v for k, v in ref.items() if k not in ("uid", "resourceVersion")}
+            if not name:
+                asked.pop("name", None)
+            self._append({**head, "stage": RECEIVED, **tail, "objectRef": asked, "requestReceivedTimestamp": received,
+                          "stageTimestamp": received, "annotations": _LOOPBACK_ANNOTATIONS})
+        if COMPLETE not in d.omit_stages:
+            event = {**head, "stage": COMPLETE, **tail, "objectRef": ref, "responseStatus": status}
+            if d.level == REQUEST_RESPONSE and body:
+                event["responseObject"] = _without_managed_fields(body) if d.omit_managed_fields else body
+            event |= {"requestReceivedTimestamp": received, "stageTimestamp": self.clock.rfc3339_micro(),
+                      "annotations": _LOOPBACK_ANNOTATIONS}
+            self._append(event)
 
     def now(self) -> str:
         return self.clock.rfc3339_micro()
@@ -191,8 +334,11 @@ def source_ips(request: web.Request) -> list[str]:
     return [str(ip) for ip in ips]
 
 
-def _json_body(response: web.StreamResponse) -> dict:
+def _json_body(response: web.StreamResponse, joined: bool = False) -> dict:
+    """A response's JSON object; `joined`: a list's too, which is joined for it (handlers.JoinedPayload)."""
     body = getattr(response, "body", None)
+    if joined and isinstance(body, Payload) and body.content_type == "application/json":
+        body = body.decode().encode()
     if not isinstance(body, bytes | bytearray) or not body.startswith(b"{"):
         return {}
     try:
@@ -200,3 +346,51 @@ def _json_body(response: web.StreamResponse) -> dict:
     except orjson.JSONDecodeError:
         return {}
     return out if isinstance(out, dict) else {}
+
+
+def _status(code: int, body: dict) -> dict:
+    status = {"metadata": {}, "code": code}
+    if code >= 400 and body.get("kind") == "Status":
+        status |= {k: body[k] for k in ("status", "message", "reason") if body.get(k)}
+    return status
+
+
+def _objects(event: dict, ctx: _Request, d: Decision) -> None:
+    """The Request and RequestResponse levels' bodies, without managedFields where the policy omits them."""
+    for key, obj in (("requestObject", ctx.request_object), ("responseObject", ctx.response_object)):
+        if obj is not None:
+            event[key] = _without_managed_fields(obj) if d.omit_managed_fields else obj
+
+
+def _without_managed_fields(obj):
+    """A copy of an object (or each item of a list) with no metadata.managedFields, as upstream's
+    removeManagedFields; what is not an object is logged as it is."""
+    if not isinstance(obj, dict):
+        return obj
+    out = obj
+    md = obj.get("metadata")
+    if isinstance(md, dict) and "managedFields" in md:
+        out = {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+    items = obj.get("items")
+    if isinstance(items, list):
+        out = {**out, "items": [_without_managed_fields(i) for i in items]}
+    return out
+
+
+def _request_body(request: web.Request):
+    """The request's body as sent, decoded (JSON, YAML or protobuf, as its JSON form; a patch as the
+    patch); None for none or one that does not decode."""
+    from . import protobuf
+
+    raw = request.get(REQUEST_BODY)
+    if not raw:
+        return None
+    ctype = request.content_type
+    try:
+        if ctype == "application/vnd.kubernetes.protobuf":
+            return protobuf.decode(raw)
+        if "yaml" in ctype:
+            return yaml.safe_load(raw)
+        return orjson.loads(raw)
+    except (orjson.JSONDecodeError, yaml.YAMLError, protobuf.ProtobufError):
+        return None

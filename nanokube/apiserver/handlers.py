@@ -26,7 +26,7 @@ from ..registry.base import Resource
 from ..machinery import errors, gofmt, gojson
 from . import discovery, latencytrackers, protobuf_encode, serializer, tables, warning
 from .cache import served_json
-from .audit import RESPONSE_OBJECT
+from .audit import PANIC, REQUEST_BODY, RESPONSE_OBJECT
 from .auth.authorizer import USER
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, go_escaped, json_response
@@ -410,6 +410,7 @@ class APIHandlers:
         except Exception as e:  # a bug must not take the server down
             log.exception("internal error serving %s %s", request.method, request.path)
             code = 500
+            request[PANIC] = e  # the audit's Panic stage
             return error_response(errors.internal(str(e)))
         finally:
             warning.stop(recording)
@@ -658,7 +659,8 @@ class APIHandlers:
                 break
         if size > MAX_BODY:
             raise errors.too_large()
-        return _content_decoded(request, b"".join(chunks))
+        raw = request[REQUEST_BODY] = _content_decoded(request, b"".join(chunks))  # for the audit's Request level
+        return raw
 
     @staticmethod
     def _patch_media(request: web.Request, res: Resource) -> str:

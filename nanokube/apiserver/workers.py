@@ -149,7 +149,8 @@ class Workers:
     def __init__(self, count: int, data_dir: str, store: str, address: str, port: int, relay_port: int,
                  audit_log_path: str, ports: dict[int, int] | None = None, flags: dict[str, str] | None = None,
                  disabled_admission: list[str] | tuple[str, ...] = (), advertise: str = "", jwks_uri: str = "",
-                 dial_netns: str = "", min_request_timeout: int = MIN_REQUEST_TIMEOUT) -> None:
+                 dial_netns: str = "", min_request_timeout: int = MIN_REQUEST_TIMEOUT,
+                 audit_policy_file: str = "") -> None:
         """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports). `flags`:
         `up`'s, which every worker's /flagz shows as worker 0's does. `disabled_admission`: up's
         --disable-admission-plugins, which every worker admits by. `advertise`, `jwks_uri`: worker 0's
@@ -157,7 +158,8 @@ class Workers:
         `dial_netns`: under the process runtime, the cluster network namespace, from which every worker
         dials webhooks' and APIServices' Services as worker 0 does (APIServer.dial_services_from), and
         where each listens with it at the advertised address for pods. `min_request_timeout`: up's
-        --min-request-timeout, by which every worker times its watches."""
+        --min-request-timeout, by which every worker times its watches. `audit_policy_file`: up's
+        --audit-policy-file (already validated), by which every worker audits."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
@@ -166,7 +168,8 @@ class Workers:
                      *(["--disable-admission-plugins", ",".join(disabled_admission)] if disabled_admission else []),
                      "--advertise-address", advertise, "--service-account-jwks-uri", jwks_uri,
                      *(["--dial-netns", dial_netns] if dial_netns else []),
-                     "--min-request-timeout", str(min_request_timeout)]
+                     "--min-request-timeout", str(min_request_timeout),
+                     *(["--audit-policy-file", audit_policy_file] if audit_policy_file else [])]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -226,12 +229,14 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..pki.ca import ensure_pki
     from ..store.backends import open_store
     from .app import APIServer
+    from .audit_policy import load as load_audit_policy
 
     pki = ensure_pki(args.data_dir)
     server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
                        port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker, advertise=args.advertise_address,
-                       jwks_uri=args.service_account_jwks_uri, min_request_timeout=args.min_request_timeout)
+                       jwks_uri=args.service_account_jwks_uri, min_request_timeout=args.min_request_timeout,
+                       audit_policy=load_audit_policy(args.audit_policy_file) if args.audit_policy_file else None)
     server.flags = json.loads(args.flagz) if args.flagz else None
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     relay = NodeRelay(pki, args.relay_port)
@@ -291,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--advertise-address", default="", help="worker 0's advertised address")
     p.add_argument("--service-account-jwks-uri", default="", help="up's")
     p.add_argument("--min-request-timeout", type=int, default=MIN_REQUEST_TIMEOUT, help="up's")
+    p.add_argument("--audit-policy-file", default="", help="up's")
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux
