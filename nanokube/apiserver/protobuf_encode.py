@@ -251,9 +251,10 @@ def message(obj, name: str) -> bytes:
                     out += _varint(len(body))
                     out += body
             else:
-                for item in value:
+                zero = _SCALAR_ZERO.get(ftype, 0)
+                for item in value:  # (a null item is Go's zero, as encoding/json reads it)
                     out += key
-                    out += _scalar(ftype, item)
+                    out += _scalar(ftype, zero if item is None else item)
         else:  # a map: entries {key = 1, value = 2} sorted by key, as the marshallers sort them
             for k in sorted(value):
                 v = value[k]
