@@ -28,10 +28,13 @@ read as one of a small, closed set; anything else is left to the annotations
   to its files since (`while true; do echo step; sleep 5; done`), repeats
   those passes forever: each is worked out when its time comes
   (`Program.repeat`), so it logs on the node's clock until the container is
-  stopped. A script with a glob outside case's patterns, `~`, a backquote, a
+  stopped. A loop that cannot end (`while true` with no break, exit or set
+  in it) whose passes differ (a step counter, a file it adds to) is worked
+  out ahead for `LAZY_AFTER` passes, then as its passes come (`Endless`).
+  A script with a glob outside case's patterns, `~`, a backquote, a
   background job, a subshell, a function, a descriptor past stderr's redirection,
-  another command, or a loop that neither ends nor repeats itself within
-  `BUDGET` commands is not interpreted at all.
+  another command, or a loop that may end but neither ends nor repeats
+  itself within `BUDGET` commands is not interpreted at all.
 
 Where the container's files are given (`fs`, simulated_fs: what exec and an
 interactive shell see), the commands `kubectl cp` and people use on files
@@ -75,7 +78,7 @@ from . import simulated_filters as filters
 from .simulated_applets import APPLETS, NoTerminal as _NoTerminal, Unknown as _Unknown, reads_data
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
 from .simulated_script import (Case, For, Group, If, Incomplete, Loop, Pipeline, Redirected, Simple, Script,
-                               parse)
+                               literal, parse)
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
@@ -85,6 +88,8 @@ _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 #: what a command reads as stdin when it was sent nothing: an interactive shell's commands have a
 #: terminal there, which is not simulated
 _TERMINAL = None
+#: how many passes of a loop that cannot end, each different, are worked out ahead (`Endless`)
+LAZY_AFTER = 50
 #: where a descriptor's output goes, unredirected
 _STDOUT, _STDERR = "\0stdout", "\0stderr"
 #: how many simple commands one run interprets at most: a loop that has not ended (nor repeated
@@ -111,6 +116,49 @@ class Repeat:
                 return
             yield from written
 
+    timeline = writes
+
+
+class Endless:
+    """A loop that cannot end (`while true` with no break, exit or set in it) whose passes do not
+    repeat one another (a counter, a file it adds to): its passes from where it is now are run
+    when asked for, `CHUNK` at a time, each chunk on the state the last one left, so that it costs
+    nothing before its time comes. Passes that take no time (a flood) end what it writes."""
+
+    CHUNK = 50
+
+    def __init__(self, run: _Run, node: Loop):
+        self.node, self.started, self.fs, self.stdin = node, run.started, run.fs, run.stdin
+        self.state = (run.status, dict(run.vars), set(run.exported), list(run.args), set(run.options), run.now)
+
+    def timeline(self) -> Iterator[tuple[float, str, object]]:
+        fs, stdin = self.fs, self.stdin
+        status, variables, exported, args, options, at = self.state
+        while True:
+            run = _Run(self.started, status, fs=fs, stdin=stdin, args=list(args))
+            run.vars, run.exported, run.options = dict(variables), set(exported), set(options)
+            run.now, run.loops = at, 1
+            mark = run._journal()
+            try:
+                for _ in range(self.CHUNK):
+                    run._condition(self.node.cond)
+                    run.script(self.node.body)
+                done = run.now <= at
+            except (_Unknown, _Exit, _Jump, _Forever):
+                done = True
+            journal = run.fs.journal[mark:] if isinstance(run.fs, ContainerFS) and run.fs.journal else []
+            changes = [(t - self.started, change, a, kw) for t, change, a, kw in journal]
+            if journal:
+                del run.fs.journal[mark:]  # given: not kept for the container's lifetime
+            yield from sorted([*((c[0], "files", c) for c in changes), *run.program().writes()], key=lambda e: e[0])
+            if done:
+                return
+            fs, stdin, status, variables, exported = run.fs, run.stdin, run.status, run.vars, run.exported
+            args, options, at = run.args, run.options, run.now
+
+    def writes(self) -> Iterator[tuple[float, str, str | bytes]]:
+        return (e for e in self.timeline() if e[1] != "files")
+
 
 @dataclass(frozen=True)
 class Program:
@@ -125,7 +173,7 @@ class Program:
     exit_code: int
     errors: tuple[tuple[int, float, str], ...] = ()
     changes: tuple = field(default=(), compare=False)
-    repeat: Repeat | None = field(default=None, compare=False)
+    repeat: Repeat | Endless | None = field(default=None, compare=False)
 
     def writes(self) -> list[tuple[float, str, str | bytes]]:
         """Everything written before any endless repetition, in order: (when, "stdout" or "stderr", text)."""
@@ -140,7 +188,7 @@ class Program:
         Endless where the program repeats itself forever."""
         yield from sorted([*((c[0], "files", c) for c in self.changes), *self.writes()], key=lambda e: e[0])
         if self.repeat is not None:
-            yield from self.repeat.writes()
+            yield from self.repeat.timeline()
 
 
 #: the container's files, or what gives them when a command first needs them
@@ -385,7 +433,7 @@ class _Run:
         """`while`/`until`: its body runs while its condition succeeds (fails). A pass that starts as
         an earlier one did, with no change to the files since, starts an endless repetition of the
         passes between: each is worked out when its time comes (`Repeat`)."""
-        status, seen = 0, {}
+        status, seen, began, seen_marks = 0, {}, self.now, (len(self.output), len(self.errors))
         self.loops += 1
         try:
             for passes in itertools.count():
@@ -393,6 +441,13 @@ class _Run:
                 before = seen.setdefault(state, mark)
                 if before is not mark and before[2] == mark[2]:
                     self._endless(node, before, passes - before[4])
+                if passes >= LAZY_AFTER and _cannot_end(node) and not {"e", "u"} & self.options:
+                    if self.now == began and (len(self.output) > seen_marks[0] or len(self.errors) > seen_marks[1]):
+                        raise _Unknown  # writing without end at one instant: not simulated
+                    if self.now > began:  # a counter, or files it adds to: its passes as they come
+                        self.repeat = Endless(self, node)
+                    self.now = math.inf  # else it spins, silent, forever
+                    raise _Forever
                 if self._iterate(node.cond, condition=True) == "break":
                     break
                 if (self.status == 0) == node.until:
@@ -897,6 +952,50 @@ class _Run:
             else:
                 status = 1
         return status
+
+
+def _cannot_end(node: Loop) -> bool:
+    """Whether the loop runs forever whatever its passes do: its condition is `true` (`false` for
+    until) and no command of its body may leave it (break, exit, set: -e ends at a failure), nor
+    is one named by an expansion."""
+    [[(_, cond)]] = node.cond if len(node.cond) == 1 and len(node.cond[0]) == 1 else [[(None, None)]]
+    if cond is None or cond.negate or len(cond.commands) != 1 or not isinstance(cond.commands[0], Simple):
+        return False
+    simple = cond.commands[0]
+    if simple.assigns or simple.redirects or [literal(w) for w in simple.words] not in (
+            [["false"]] if node.until else [["true"], [":"]]):
+        return False
+
+    return not _may_leave(node.body, 0)
+
+
+def _may_leave(script: Script, depth: int) -> bool:
+    """Whether a command of `script` (`depth` loops inside the loop in question) may end that loop:
+    exit, set, exec, break (at its level, or `break N` deeper), or a command named by an expansion."""
+    for and_or in script:
+        for _, pipeline in and_or:
+            for command in pipeline.commands:
+                while isinstance(command, Redirected):
+                    command = command.node
+                if isinstance(command, Simple):
+                    first = literal(command.words[0]) if command.words else ""
+                    if first in (None, "exit", "set", "exec", "return") or \
+                            first == "break" and (depth == 0 or len(command.words) > 1) or \
+                            first == "continue" and depth > 0 and len(command.words) > 1:
+                        return True
+                elif isinstance(command, Case):
+                    if any(_may_leave(body, depth) for _, body in command.items):
+                        return True
+                elif isinstance(command, If):
+                    if any(_may_leave(c, depth) or _may_leave(b, depth) for c, b in command.branches) or \
+                            _may_leave(command.otherwise or [], depth):
+                        return True
+                elif isinstance(command, Loop | For):
+                    if _may_leave(getattr(command, "cond", []), depth + 1) or _may_leave(command.body, depth + 1):
+                        return True
+                elif _may_leave(command.body, depth):
+                    return True
+    return False
 
 
 def _quoted(word: str) -> str:

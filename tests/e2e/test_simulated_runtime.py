@@ -348,3 +348,16 @@ def test_an_entrypoint_script_cases_on_its_environment(cluster):
     wait_for(lambda: cluster.kubectl_json("get", "pod", "entry")["status"].get("phase") == "Succeeded", 30,
              "entry Succeeded")
     assert cluster.kubectl("logs", "entry").stdout == "training for 3 epochs\n"
+
+
+def test_a_training_loop_with_a_step_counter_logs_and_writes_each_step_as_it_comes(cluster):
+    """`i=0; while true; do ...; i=$((i+1)); sleep 1; done`: no pass repeats another, yet the loop
+    runs on, lazily, logging each step and appending it to a file that exec reads, on the clock."""
+    cluster.kubectl("run", "counter", "--image=busybox", "--", "sh", "-c",
+                    'i=0; while true; do echo "step $i" | tee -a /tmp/steps; i=$((i+1)); sleep 0.5; done')
+    wait_for(lambda: cluster.kubectl("logs", "counter", check=False).stdout.count("\n") >= 60, 60, "60 steps")
+    logged = cluster.kubectl("logs", "counter").stdout.splitlines()
+    assert logged[:60] == [f"step {i}" for i in range(60)]  # past the first 50 passes, worked out ahead
+    steps = cluster.kubectl("exec", "counter", "--", "cat", "/tmp/steps").stdout.splitlines()
+    assert len(steps) >= 60 and steps == [f"step {i}" for i in range(len(steps))]
+    cluster.kubectl("delete", "pod", "counter", "--wait", timeout=30)

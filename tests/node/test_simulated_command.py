@@ -150,8 +150,8 @@ def test_an_endless_loop_writes_on_its_clock_each_pass_worked_out_as_it_comes():
 
 
 @pytest.mark.parametrize("script", [
-    "while true; do echo flood; done",  # writes without end at one instant
-    "while true; do echo x >> /tmp/log; sleep 1; done",  # changes its files each pass: never repeats itself
+    "while true; do echo flood; done", "i=0; while true; do i=$((i+1)); echo $i; done",  # without end at one instant
+    "while [ -d /tmp ]; do echo x >> /tmp/log; sleep 1; done",  # may end, and never repeats itself
     "while true; do echo x; sleep 1; done | cat",  # an endless command in a pipe
     "f() { echo; }", "echo ~/x",
 ])
@@ -208,3 +208,26 @@ def test_a_pattern_is_a_glob_only_in_case():
     assert interpret(["sh", "-c", 'A=*; echo "$A"; case "*" in "*") echo quoted;; esac']).output == (
         (0, "*\n"), (0, "quoted\n"))
     assert interpret(["sh", "-c", "echo /data/*.pt"]) is None  # filenames are not generated
+
+
+def test_a_loop_that_cannot_end_and_does_not_repeat_itself_is_worked_out_as_its_passes_come(pod_files):
+    """`while true` with a counter: each pass differs, so no pass repeats an earlier one; the loop
+    cannot end (no break, exit or set in it), so after its first passes the rest are run as they
+    are asked for, the files it changes with them."""
+    program = interpret(["sh", "-c", 'i=0; while true; do echo "step $i" >> /tmp/log; echo "step $i"; '
+                                     "i=$((i+1)); sleep 1; done"], 0, pod_files.draft("main"))
+    assert program.seconds == math.inf and len(program.output) < 100
+    writes = [e for e in itertools.islice(program.timeline(), 6000) if e[1] == "stdout"]
+    assert writes[:2] == [(0, "stdout", "step 0\n"), (1, "stdout", "step 1\n")]
+    assert writes[-1] == (1999, "stdout", "step 1999\n")  # 3 events a pass: 2 changes (open, write), 1 line
+    changes = [e[2] for e in itertools.islice(program.timeline(), 6000) if e[1] == "files"]
+    assert changes[-1][0] == 1999 and changes[-1][2] == ("/tmp/log", b"step 1999\n")
+
+
+@pytest.mark.parametrize("script, seconds, output", [
+    ("i=0; while true; do i=$((i+1)); [ $i -gt 70 ] && break; sleep 1; done; echo out $i", 70, ((70, "out 71\n"),)),
+    ("n=0; while :; do n=$((n+1)); done; echo never", math.inf, ()),  # spins, silent, forever
+])
+def test_a_loop_with_a_counter_that_ends_or_spins(pod_files, script, seconds, output):
+    program = interpret(["sh", "-c", script], 0, pod_files.draft("main"))
+    assert (program.seconds, program.output) == (seconds, output)
