@@ -91,10 +91,11 @@ class PluginWatcher:
         _Poller.of(self.clock, self.interval).watchers[self] = None
 
     async def stop(self) -> None:
-        poller = _Poller.of(self.clock, self.interval)
-        poller.watchers.pop(self, None)
-        if not poller.watchers:
-            await poller.close()
+        poller = _Poller.running(self.clock, self.interval)
+        if poller is not None:
+            poller.watchers.pop(self, None)
+            if not poller.watchers:
+                await poller.close()
         for t in list(self._attempts.values()):
             t.cancel()
         await asyncio.gather(*self._attempts.values(), return_exceptions=True)
@@ -230,11 +231,18 @@ class _Poller:
         self.task = asyncio.create_task(self._run())
 
     @classmethod
-    def of(cls, clock: Clock, interval: float) -> _Poller:
-        key = (id(clock), interval)
-        poller = cls._all.get(key)
+    def running(cls, clock: Clock, interval: float) -> _Poller | None:
+        """The clock's poller running on this loop, if any."""
+        poller = cls._all.get((id(clock), interval))
         if poller is None or poller.task.done() or poller.task.get_loop() is not asyncio.get_running_loop():
-            poller = cls._all[key] = cls(clock, interval)
+            return None
+        return poller
+
+    @classmethod
+    def of(cls, clock: Clock, interval: float) -> _Poller:
+        poller = cls.running(clock, interval)
+        if poller is None:
+            poller = cls._all[(id(clock), interval)] = cls(clock, interval)
         return poller
 
     async def _run(self) -> None:
