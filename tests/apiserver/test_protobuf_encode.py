@@ -12,13 +12,14 @@ from pathlib import Path
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 
 from nanokube.apiserver import protobuf
 from nanokube.apiserver import protobuf_encode as pe
 from nanokube.apiserver.app import APIServer
 from nanokube.machinery import gotime
 from nanokube.store.memory import MemoryStore
-from tests.e2e.fuzz_seeds import CREATE_ONLY, KINDS, NAMES, WIDGETS
+from tests.e2e.fuzz_seeds import CREATE_ONLY, CSR_B64, KINDS, NAMES, WIDGETS
 from tests.e2e.fuzzing import EDGE_TIMES, NS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "protobuf"
@@ -501,3 +502,50 @@ async def test_kubectl_lists_and_reads_in_protobuf(server, kubectl, tmp_path):
     assert "Scaled up replica set d-1 to 3" in await kubectl_("events")
     assert "evicting pod default/p (server dry run)" in await kubectl_("drain", "n1", "--force", "--dry-run=server")
     assert (await kubectl_("auth", "can-i", "get", "pods")).strip() == "yes"
+
+
+@pytest.mark.parametrize("kubectl", KUBECTLS, ids=lambda k: str(k))
+async def test_kubectl_certificate_approve_body_reencodes_byte_for_byte(server, kubectl, tmp_path):
+    """`kubectl certificate approve` reads the CSR in protobuf and PUTs it back with Go's encoder
+    and an Approved condition stamped now: a whole served object (metadata, []byte request,
+    managedFields) and a set Time, as Go writes them. The encoder writes the same bytes."""
+    bodies: list[bytes] = []
+
+    async def forward(request: web.Request) -> web.Response:
+        data = await request.read()
+        if request.content_type == PB:
+            bodies.append(data)
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
+        async with aiohttp.ClientSession(auto_decompress=False) as c, c.request(
+                request.method, f"http://127.0.0.1:{server.port}{request.path_qs}", data=data, headers=headers) as r:
+            return web.Response(body=await r.read(), status=r.status, headers={"Content-Type": r.headers["Content-Type"]})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", forward)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        csr = {"metadata": {"name": "csr"}, "spec": {"request": CSR_B64, "signerName": "example.com/x", "usages": ["client auth"]}}
+        async with aiohttp.ClientSession() as c, c.post(
+                f"http://127.0.0.1:{server.port}/apis/certificates.k8s.io/v1/certificatesigningrequests", json=csr) as r:
+            assert r.status == 201
+        cfg = tmp_path / "kubeconfig"
+        cfg.write_text("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                       f"clusters: [{{name: t, cluster: {{server: 'http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}'}}}}]\n"
+                       "contexts: [{name: t, context: {cluster: t, user: u}}]\nusers: [{name: u, user: {}}]\n")
+        proc = await asyncio.create_subprocess_exec(
+            str(kubectl), "--cache-dir", str(tmp_path / "cache"), "certificate", "approve", "csr",
+            env=dict(os.environ, KUBECONFIG=str(cfg), HOME=str(tmp_path)), stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT)
+        out, _ = await proc.communicate()
+        assert proc.returncode == 0, out.decode()
+    finally:
+        await runner.cleanup()
+    [body] = bodies
+    approved = protobuf.decode(body)
+    [condition] = approved["status"]["conditions"]
+    assert condition["type"] == "Approved" and condition["lastUpdateTime"].endswith("Z")
+    assert approved["metadata"]["managedFields"] and approved["spec"]["request"] == CSR_B64
+    assert pe.encode(approved) == body
