@@ -1,7 +1,7 @@
 """The busybox applets a simulated container runs on its files (simulated_fs), for
 simulated_command's interpreter: `cat`, `ls`, `mkdir`, `rm`, `touch`, `test`/`[`,
 `tar` (real archives through tarfile, as `kubectl cp` sends and reads them), `wc`,
-`md5sum`, `sha256sum`, `head`, `tail`, `tee` and `hostname`, their output and errors worded as
+`md5sum`, `sha256sum`, `head`, `tail`, `tee`, `cp`, `mv` and `hostname`, their output and errors worded as
 busybox's. Each takes the running command (`Process`: its stdout, stderr and stdin),
 the container's files, its name and its arguments, and gives its exit status; `Unknown`
 for a use it does not simulate (an option, compression), which leaves the whole command
@@ -465,6 +465,56 @@ def _head_tail(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int
     return 0
 
 
+def _copy(fs: ContainerFS, source: str, target: str, keep: bool) -> None:
+    """`source` (a file, or a directory and all below it) copied to `target` (kept: its mode and time)."""
+    node = fs.lookup(source)
+    if isinstance(node, Dir):
+        if fs.lookup(target) is None:
+            fs.mkdir(target, mode=node.mode & 0o7777 if keep else 0o755)
+        for child in fs.listdir(source):
+            _copy(fs, posixpath.join(source, child), posixpath.join(target, child), keep)
+        return
+    fs.write(target, node.data, mode=node.mode & 0o7777, mtime=node.mtime if keep else None)
+
+
+def _cp_mv(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """cp [-rRap] and mv: sources into a directory (or to one name), a directory only with -r (cp)."""
+    flags, paths = _flags(args, "rRapf" if name == "cp" else "f")
+    if len(paths) < 2:
+        raise Unknown
+    *sources, dest = paths
+    into = isinstance(fs.lookup(dest), Dir)
+    if len(sources) > 1 and not into:
+        run.err(f"{name}: '{dest}' is not a directory\n")
+        return 1
+    status = 0
+    for source in sources:
+        node = fs.lookup(source)
+        target = fs.normal(posixpath.join(dest, posixpath.basename(source.rstrip("/")))) if into else fs.normal(dest)
+        if node is None:
+            run.err(f"cp: can't stat '{source}': {NOT_FOUND}\n" if name == "cp"
+                    else f"mv: can't rename '{source}': {NOT_FOUND}\n")
+            status = 1
+            continue
+        if name == "cp" and isinstance(node, Dir) and not flags & set("rRa"):
+            run.err(f"cp: omitting directory '{source}'\n")
+            status = 1
+            continue
+        if fs.normal(source) == target or target.startswith(fs.normal(source).rstrip("/") + "/"):
+            run.err(f"{name}: can't copy a directory into itself\n" if target != fs.normal(source)
+                    else f"{name}: '{source}' and '{dest}' are the same file\n")
+            status = 1
+            continue
+        try:
+            _copy(fs, fs.normal(source), target, keep=name == "mv" or bool(flags & set("ap")))
+            if name == "mv":
+                fs.remove(source, recursive=True)
+        except FsError as e:
+            run.err(f"{name}: can't create '{target}': {e.reason}\n")
+            status = 1
+    return status
+
+
 def _tee(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     """stdin to stdout and to each file (emptied first, or added to with -a)."""
     flags, paths = _flags(args, "a")
@@ -508,4 +558,4 @@ def _pwd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 APPLETS: dict[str, Callable[[Process, ContainerFS, str, list[str]], int]] = {
     "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar,
     "wc": _wc, "md5sum": _digest, "sha256sum": _digest, "head": _head_tail, "tail": _head_tail,
-    "hostname": _hostname, "cd": _cd, "pwd": _pwd, "tee": _tee}
+    "hostname": _hostname, "cd": _cd, "pwd": _pwd, "tee": _tee, "cp": _cp_mv, "mv": _cp_mv}

@@ -16,7 +16,7 @@ read as one of a small, closed set; anything else is left to the annotations
   docs' `date; echo Hello from the Kubernetes cluster`), each by name or path;
 - `sh -c SCRIPT [NAME ARG...]` (also ash, bash, dash; by name or path):
   SCRIPT is a shell script (simulated_script: its syntax) of those and the
-  shell's `exit [N]`, `export`, `unset`, `break`, `continue`, `read [-r]`,
+  shell's `exit [N]`, `exec CMD`, `export`, `unset`, `break`, `continue`, `read [-r]`,
   `set` (-e, -x, -u, -o pipefail, `--`), and `env`, `printenv [NAME...]`,
   `seq`, `printf`, `basename` and `dirname`: commands joined by `;`, `&&`, `||`, `|`
   (each command's output the next one's stdin, one after the other) or new
@@ -41,7 +41,7 @@ interactive shell see), the commands `kubectl cp` and people use on files
 run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`, `rm [-rf]`,
 `touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, -eq and the integer comparisons, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
-`md5sum`, `sha256sum`, `tee [-a]`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
+`md5sum`, `sha256sum`, `tee [-a]`, `cp [-rap]`, `mv`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
 --retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, the
 filters `tr`, `grep`, `sed` and `awk` in the forms people type
 (simulated_filters), and a script's `>`, `>>`, `<` and `2>&1`-like
@@ -96,7 +96,7 @@ _STDOUT, _STDERR = "\0stdout", "\0stderr"
 #: itself, see `_Run.loop`) by then leaves the command uninterpreted
 BUDGET = 10000
 #: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
-_BUILTINS = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read"})
+_BUILTINS = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec"})
 
 
 @dataclass(frozen=True)
@@ -821,6 +821,11 @@ class _Run:
             self.status = 0
         elif name == "set":
             self._set(args)
+        elif name == "exec":  # the command in the shell's place: the shell ends with it
+            if args:
+                self.command(args, in_shell=False)
+                raise _Exit
+            self.status = 0
         elif name == "read":
             self.status = self._read(args)
         elif name in ("export", "unset", "env", "printenv"):

@@ -361,3 +361,21 @@ def test_a_training_loop_with_a_step_counter_logs_and_writes_each_step_as_it_com
     steps = cluster.kubectl("exec", "counter", "--", "cat", "/tmp/steps").stdout.splitlines()
     assert len(steps) >= 60 and steps == [f"step {i}" for i in range(len(steps))]
     cluster.kubectl("delete", "pod", "counter", "--wait", timeout=30)
+
+
+def test_an_init_container_copies_files_for_the_app_which_execs_its_server(cluster):
+    """An init container's `cp -r` into a shared emptyDir, seen by the app, whose entrypoint ends
+    with `exec` (uninterpreted before: the init container did nothing and the app ran as a stub)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "copied", "namespace": "default"}, "spec": {
+        "volumes": [{"name": "work", "emptyDir": {}}],
+        "initContainers": [{"name": "fetch", "image": "busybox", "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+                            "command": ["sh", "-c", "mkdir -p /tmp/model && echo weights > /tmp/model/w.bin && "
+                                                    "cp -r /tmp/model /work/ && mv /work/model /work/ready"]}],
+        "containers": [{"name": "serve", "image": "busybox", "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+                        "command": ["sh", "-c", "echo serving $(cat /work/ready/w.bin); exec sleep infinity"]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "copied")["status"].get("phase") == "Running", 60,
+             "copied Running")
+    assert cluster.kubectl("exec", "copied", "-c", "serve", "--", "ls", "/work/ready").stdout == "w.bin\n"
+    wait_for(lambda: cluster.kubectl("logs", "copied", "-c", "serve").stdout, 30, "the server's line")
+    assert cluster.kubectl("logs", "copied", "-c", "serve").stdout == "serving weights\n"

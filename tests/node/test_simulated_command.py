@@ -231,3 +231,10 @@ def test_a_loop_that_cannot_end_and_does_not_repeat_itself_is_worked_out_as_its_
 def test_a_loop_with_a_counter_that_ends_or_spins(pod_files, script, seconds, output):
     program = interpret(["sh", "-c", script], 0, pod_files.draft("main"))
     assert (program.seconds, program.output) == (seconds, output)
+
+
+def test_exec_runs_a_command_in_the_shells_place():
+    assert interpret(["sh", "-c", "echo starting; exec sleep infinity; echo never"]) == Program(
+        ((0, "starting\n"),), math.inf, 0)
+    assert interpret(["sh", "-c", "exec false; echo never"]) == Program((), 0, 1)
+    assert interpret(["exec", "true"]) is None  # the shell's own: no binary of that name

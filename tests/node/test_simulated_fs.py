@@ -298,3 +298,15 @@ def test_descriptors_are_redirected_in_order(pod_files, script, out, err):
 ])
 def test_printing_commands(pod_files, script, out):
     assert run(pod_files.container("main"), "sh", "-c", script) == (0, out, "")
+
+
+def test_cp_and_mv(pod_files):
+    fs = pod_files.container("main")
+    assert run(fs, "sh", "-c", "mkdir -p /tmp/src/sub; echo a > /tmp/src/a; echo b > /tmp/src/sub/b; "
+                               "cp /tmp/src/a /data/; cp -r /tmp/src /data/copy; cat /data/a /data/copy/sub/b") == (
+        0, b"a\nb\n", "")
+    assert run(fs, "sh", "-c", "mv /data/a /data/moved; ls /data; cat /data/moved") == (0, b"copy\nmoved\na\n", "")
+    assert run(fs, "cp", "/tmp/src", "/data/x") == (1, b"", "cp: omitting directory '/tmp/src'\n")
+    assert run(fs, "cp", "/nope", "/data/") == (1, b"", "cp: can't stat '/nope': No such file or directory\n")
+    assert run(fs, "sh", "-c", "cp /tmp/src/a /tmp/src/sub/b /data/moved") == (
+        1, b"", "cp: '/data/moved' is not a directory\n")
