@@ -225,6 +225,31 @@ def reads_stdin(argv: list[str], image: str) -> bool:
     return name in SHELL_IMAGES
 
 
+def stream(argv: list[str]) -> filters.Filter | None:
+    """The filter `argv` runs on its stdin as it comes (simulated_filters): a filter named alone, or
+    a `sh -c` script that is one pipeline of them with plain words (`grep x | tr a b`); None else."""
+    if not argv or os.path.basename(argv[0]) not in SHELLS:
+        return filters.stream(argv)
+    try:
+        script = parse(argv[2]) if len(argv) >= 3 and argv[1] == "-c" else None
+    except _Unknown:
+        return None
+    if not script or len(script) != 1 or len(script[0]) != 1 or script[0][0][1].negate:
+        return None
+    chain = []
+    for node in script[0][0][1].commands:
+        if not isinstance(node, Simple) or node.assigns or node.redirects:
+            return None
+        words = [_plain(w) for w in node.words]
+        if None in words:
+            return None
+        f = filters.stream(words)
+        if f is None:
+            return None
+        chain.append(f)
+    return chain[0] if len(chain) == 1 else filters.Chain(chain)
+
+
 def uses_environment(argv: list[str]) -> bool:
     """Whether the command reads its environment (a `$` anywhere, `env`, `printenv`), or is a
     shell that may (one reading its commands from stdin)."""
@@ -244,13 +269,18 @@ def wants_stdin(argv: list[str]) -> bool:
         return False
 
 
+def _plain(word: tuple) -> str | None:
+    """A word's text when nothing in it is expanded, else None."""
+    return "".join(p[1] for p in word) if all(p[0] == "lit" for p in word) else None
+
+
 def _reads(script: Script) -> bool:
     """Whether a command of `script` that stdin reaches reads its data (a pipe feeds the others)."""
     for and_or in script:
         for _, pipeline in and_or:
             node = pipeline.commands[0]
             if isinstance(node, Simple):
-                words = ["".join(p[1] for p in w) if all(p[0] == "lit" for p in w) else "" for w in node.words]
+                words = [_plain(w) or "" for w in node.words]
                 if words and (reads_data(words) or filters.reads_stdin(words) or words[0] == "read") and \
                         not any(kind == "<" for _, kind, _ in node.redirects):
                     return True

@@ -31,6 +31,42 @@ class Filter:
         return b"", 0
 
 
+class Chain(Filter):
+    """Filters joined by pipes (`grep x | tr a b`): what each writes, the next one reads; one that
+    is done (head) ends the input of those after it, and so the chain; its status is the last one's."""
+
+    def __init__(self, filters: list[Filter]):
+        self.filters = filters
+        self.status = 0
+
+    def feed(self, data: bytes) -> bytes:
+        for i, f in enumerate(self.filters):
+            data = f.feed(data) if data else b""
+            if f.done:
+                return self._after(i, data)
+        return data
+
+    def _after(self, i: int, data: bytes) -> bytes:
+        """The filters after the i-th, done, read what it wrote to their input's end."""
+        for f in self.filters[i + 1:]:
+            fed = f.feed(data) if data else b""
+            rest, self.status = f.end()
+            data = fed + rest
+        self.done = True
+        return data
+
+    def end(self) -> tuple[bytes, int]:
+        if self.done:
+            return b"", self.status
+        data = b""
+        for f in self.filters:
+            fed = f.feed(data) if data else b""
+            rest, self.status = f.end()
+            data = fed + rest
+        self.done = True
+        return data, self.status
+
+
 class _Lines(Filter):
     """A filter of whole lines: each line, once its new line came, is `line(text)`'s output; the
     last without a new line at EOF."""

@@ -59,8 +59,8 @@ from collections.abc import Iterable, Iterator
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from . import container_env
 from .containerlog import ContainerLog
-from . import simulated_filters as filters
 from .simulated_command import Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin
+from .simulated_command import stream as filter_of
 from .simulated_filters import Filter
 from .simulated_fs import ContainerFS, PodFiles
 from .streaming import no_log
@@ -192,7 +192,7 @@ class SimulatedIO:
         if program is not None:
             self.programs[name] = program
             timeline = program.timeline()
-        elif spec.get("stdin") and (stream := filters.stream(argv)) is not None:
+        elif spec.get("stdin") and (stream := filter_of(argv)) is not None:
             self.programs.pop(name, None)
             self.streams[name] = stream  # writes what it reads, as its stdin comes (attach)
         else:
@@ -384,7 +384,7 @@ class SimulatedIO:
                     {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
         if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session, container)
-        if declared is None and session.stdin and not session.tty and (stream := filters.stream(command)):
+        if declared is None and session.stdin and not session.tty and (stream := filter_of(command)):
             return await self._exec_stream(stream, session)
         if declared is None:
             sent: list[bytes] = []

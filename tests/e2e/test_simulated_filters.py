@@ -65,3 +65,19 @@ def test_run_i_of_cat_echoes_each_line_and_completes_at_eof(cluster):
     wait_for(lambda: cluster.kubectl_json("get", "pod", "catter")["status"].get("phase") == "Succeeded", 30,
              "catter Succeeded")
     assert cluster.kubectl("logs", "catter").stdout == "hello\n"
+
+
+def test_exec_i_of_a_pipeline_of_filters_answers_each_line_before_stdin_ends(cluster):
+    cluster.kubectl("run", "piper", "--image=busybox")
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "piper")["status"].get("phase") == "Running", 60,
+             "piper Running")
+    p = _kubectl(cluster, "exec", "-i", "piper", "--", "sh", "-c", "grep -v debug | sed 's/loss/LOSS/'")
+    try:
+        p.stdin.write(b"debug: x\nstep 1 loss 0.5\n")
+        p.stdin.flush()
+        assert _read_line(p) == b"step 1 LOSS 0.5\n"  # while the client's stdin is still open
+        p.stdin.close()
+        assert p.wait(30) == 0
+    finally:
+        p.kill()
+        p.wait()

@@ -298,3 +298,24 @@ async def test_an_attached_cat_container_writes_each_piece_of_its_stdin_as_it_co
     await settle()
     assert io.stdin_status == {"main": 1} and io.serve_log("main", LogOptions()) == b""
     attached.cancel()
+
+
+async def test_exec_of_a_pipeline_of_filters_streams_through_each():
+    """`kubectl exec -i pod -- sh -c 'grep -v debug | tr a-z A-Z'`: each line through both as it
+    comes; `head -n 2 | wc -l` ends when head has its lines."""
+    io = SimulatedIO(worker())
+    io.started({"main": "busybox"})
+    out = []
+    s = session(out, stdin=True)
+    ran = asyncio.ensure_future(io.exec("main", ["sh", "-c", "grep -v debug | tr a-z A-Z"], s))
+    s.stdin_data.put_nowait(b"step 1\ndebug\n")
+    await settle()
+    assert out == [b"STEP 1\n"] and not ran.done()
+    s.stdin_data.put_nowait(None)
+    assert await asyncio.wait_for(ran, 5) == 0
+    out.clear()
+    s = session(out, stdin=True)
+    ran = asyncio.ensure_future(io.exec("main", ["sh", "-c", "head -n 2 | wc -l"], s))
+    s.stdin_data.put_nowait(b"a\nb\nc\n")
+    assert await asyncio.wait_for(ran, 5) == 0 and out == [b"2\n"]
+    io.stop()
