@@ -1269,7 +1269,8 @@ class PodWorker:
                     "reason": "CrashLoopBackOff",
                     "message": f"back-off {int(delay)}s restarting failed container={name} "
                                f"pod={self.name}_{self.namespace}({self.uid})"}}
-            if not apps & (lifetimes.keys() | backoff.keys()):  # the sidecars stop with the pod
+            # the sidecars stop with the pod, once no app container runs, waits to restart or starts again now
+            if not apps & (lifetimes.keys() | backoff.keys() | {c["name"] for c in starting}):
                 await self._finish(next((terms[n] for n in reversed(terms) if n in apps), term), now)
                 return
             if terms.keys() - at_once:  # those restarting at once are written as they start

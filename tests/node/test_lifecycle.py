@@ -179,6 +179,29 @@ async def test_restart_policy_always_restarts_at_once_then_with_backoff(env):
     assert e["involvedObject"]["fieldPath"] == "spec.containers{app}" and e["source"]["component"] == "kubelet"
 
 
+async def test_a_container_due_to_restart_as_the_other_ends_keeps_the_pod_running(env):
+    """One app container's back-off runs out at the very instant the pod's other app container
+    ends (a kubelet woken once for both): the first starts again and the pod runs on. Before, its
+    restart was due, so it was no longer waiting, and the pod was finished as if none were left."""
+    pods, clock = env
+    p = pod("pair", restart="OnFailure", containers=("crashing", "worker"))
+    # exits at 1 s and starts again at once, exits at 2 s and backs off 10 s: due at 12 s, as worker ends
+    p["spec"]["containers"][0]["command"] = ["sh", "-c", "sleep 1; exit 1"]
+    p["spec"]["containers"][1]["command"] = ["sleep", "12"]
+    await pods.create(p)
+    await eventually(phase_is(pods, "pair", "Running"))
+    await clock.advance(12)
+
+    async def restarted():
+        st = (await pods.get("pair", "default"))["status"]
+        cs = {c["name"]: c for c in st["containerStatuses"]}
+        return st if cs["crashing"]["restartCount"] == 2 and "running" in cs["crashing"]["state"] else None
+    st = await eventually(restarted)
+    assert st["phase"] == "Running"
+    worker = next(c for c in st["containerStatuses"] if c["name"] == "worker")
+    assert worker["state"]["terminated"]["exitCode"] == 0 and worker["restartCount"] == 0
+
+
 async def test_a_container_in_back_off_keeps_the_id_of_the_instance_that_crashed(env):
     """convertToAPIContainerStatuses: a container waiting to restart reports the ended instance's
     containerID, which its lastState.terminated carries too; the next run has an ID of its own."""
