@@ -83,10 +83,12 @@ class _Mount:
 class PodFiles:
     """One pod's in-memory volumes and its containers' roots, made when first needed."""
 
-    def __init__(self, pod: dict, volume_dir, clock, read_only=lambda name: False):
+    def __init__(self, pod: dict, volume_dir, clock, read_only=lambda name: False, node: str = ""):
         """`volume_dir(name)`: where the kubelet set up volume `name` on the node; `read_only(name)`:
-        whether the kubelet mounts it read-only everywhere (a claim or its PersistentVolume says so)."""
+        whether the kubelet mounts it read-only everywhere (a claim or its PersistentVolume says so);
+        `node`: the node's name (a hostNetwork pod's hostname)."""
         self.pod = pod
+        self.node = node
         self.volume_dir = volume_dir
         self.read_only = read_only
         self.clock = clock
@@ -105,7 +107,7 @@ class PodFiles:
         copy: a command is worked out on it (a container's more than once, as the kubelet's sync
         looks at it) without touching the files, and what it changes (`journal`) is done when
         its time comes (`replay`)."""
-        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock, self.read_only)
+        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock, self.read_only, self.node)
         scratch.volumes = copy.deepcopy(self.volumes)
         scratch.snapshot = True
         if not fresh:
@@ -156,8 +158,9 @@ class PodFiles:
         if root is None:
             root = self.roots[name] = Dir(entries={d: Dir(mtime=now) for d in IMAGE_DIRS}, mtime=now)
             root.entries["tmp"].mode = 0o1777
-            hostname = spec.get("hostname") or (self.pod.get("metadata") or {}).get("name", "")
-            root.entries["etc"].entries["hostname"] = File(f"{hostname}\n".encode(), mtime=now)
+            host = self.node if spec.get("hostNetwork") and self.node else \
+                spec.get("hostname") or (self.pod.get("metadata") or {}).get("name", "")
+            root.entries["etc"].entries["hostname"] = File(f"{host}\n".encode(), mtime=now)
             for path in [m.path for m in mounts] + [workdir]:  # the runtime makes each mount point, and workingDir
                 d = root
                 for part in path.split("/")[1:]:

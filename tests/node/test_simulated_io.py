@@ -319,3 +319,16 @@ async def test_exec_of_a_pipeline_of_filters_streams_through_each():
     s.stdin_data.put_nowait(b"a\nb\nc\n")
     assert await asyncio.wait_for(ran, 5) == 0 and out == [b"2\n"]
     io.stop()
+
+
+async def test_a_host_network_pods_hostname_is_its_nodes_in_its_files_and_environment():
+    """A hostNetwork pod shares its node's UTS namespace: `hostname` (/etc/hostname) and $HOSTNAME
+    both name the node (before, /etc/hostname named the pod)."""
+    w = worker()
+    w.pod["spec"]["hostNetwork"] = True
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    out = []
+    assert await io.exec("main", ["sh", "-c", "hostname; echo $HOSTNAME"], session(out)) == 0
+    assert b"".join(out) == b"node-1\nnode-1\n"
+    io.stop()
