@@ -21,7 +21,6 @@ from ..clock import REAL, Clock
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from ..machinery.validation import sloppy_ip
-from .apf import long_running
 from .audit_policy import COMPLETE, METADATA, NONE, RECEIVED, REQUEST, REQUEST_RESPONSE, STARTED, Decision, Policy
 from .audit_policy import PANIC as STAGE_PANIC
 from .auth.authorizer import USER, request_attributes
@@ -104,7 +103,7 @@ class AuditLog:
         RequestReceived event is written then, stamped with the time it was received."""
         received = self.clock.rfc3339_micro()
         ctx = _Request(request, attrs, received, request.headers.get("Audit-ID") or new_uid())
-        if self.policy is not None and long_running(attrs, request.query):
+        if self.policy is not None and _long_running(attrs, request.query):
             async def started(response: web.StreamResponse) -> None:
                 await type(request)._prepare_hook(request, response)
                 self._stage(ctx, STARTED, response.status, None)
@@ -188,7 +187,7 @@ class AuditLog:
         return event
 
     def loopback(self, verb: str, user, res, version: str, namespace: str | None, name: str, subresource: str,
-                 code: int, body: dict, received: str, user_agent: str) -> None:
+                 code: int, body: dict, received: str, user_agent: str, sent=None) -> None:
         """A write by a component running inside the server (controllers, scheduler, node agents): its
         requests never cross HTTP but are audited the same, with the URI the HTTP request would have.
         The same line `_emit` writes (a test holds them equal), built in one pass: every scheduler
@@ -229,7 +228,7 @@ class AuditLog:
                     status[k] = v
         if self.policy is not None:
             self._loopback_policy(verb, user, res.group, res.plural, subresource, namespace if namespaced else "",
-                                  name, path, ref, status, code, body, received, user_agent)
+                                  name, path, ref, status, code, body, received, user_agent, sent)
             return
         who_key = (user.name, tuple(user.groups), user_agent)
         who = self._who.get(who_key)
@@ -250,10 +249,9 @@ class AuditLog:
 
     def _loopback_policy(self, verb: str, user, group: str, resource: str, subresource: str, namespace: str,
                          name: str, path: str, ref: dict, status: dict, code: int, body: dict, received: str,
-                         user_agent: str) -> None:
+                         user_agent: str, sent) -> None:
         """A loopback write's events as the policy says (decided once per client, verb and resource
-        where no rule looks at namespaces or names). The request's body is not at hand here: its
-        Request level events have no requestObject."""
+        where no rule looks at namespaces or names); `sent`: the object or patch (bytes) written."""
         d = self.policy.decide_loopback(user, verb, group, resource, subresource, namespace, name)
         if d.level == NONE:
             return
@@ -269,6 +267,11 @@ class AuditLog:
                           "stageTimestamp": received, "annotations": _LOOPBACK_ANNOTATIONS})
         if COMPLETE not in d.omit_stages:
             event = {**head, "stage": COMPLETE, **tail, "objectRef": ref, "responseStatus": status}
+            if sent is not None and d.at_least(REQUEST):
+                if not isinstance(sent, dict):
+                    sent = _decoded(sent)
+                if sent is not None:
+                    event["requestObject"] = _without_managed_fields(sent) if d.omit_managed_fields else sent
             if d.level == REQUEST_RESPONSE and body:
                 event["responseObject"] = _without_managed_fields(body) if d.omit_managed_fields else body
             event |= {"requestReceivedTimestamp": received, "stageTimestamp": self.clock.rfc3339_micro(),
@@ -348,6 +351,14 @@ def _json_body(response: web.StreamResponse, joined: bool = False) -> dict:
     return out if isinstance(out, dict) else {}
 
 
+def _long_running(attrs, query) -> bool:
+    """apf.long_running, imported when a policy first asks (not with the module: an in-process
+    component's writes pay for every module the server holds, in its collections' passes)."""
+    from .apf import long_running
+
+    return long_running(attrs, query)
+
+
 def _status(code: int, body: dict) -> dict:
     status = {"metadata": {}, "code": code}
     if code >= 400 and body.get("kind") == "Status":
@@ -386,11 +397,21 @@ def _request_body(request: web.Request):
     if not raw:
         return None
     ctype = request.content_type
-    try:
-        if ctype == "application/vnd.kubernetes.protobuf":
+    if ctype == "application/vnd.kubernetes.protobuf":
+        try:
             return protobuf.decode(raw)
-        if "yaml" in ctype:
-            return yaml.safe_load(raw)
+        except protobuf.ProtobufError:
+            return None
+    return _decoded(raw)
+
+
+def _decoded(raw: bytes):
+    """A JSON or YAML body (an apply patch is YAML) as its object; None for one that does not decode."""
+    try:
         return orjson.loads(raw)
-    except (orjson.JSONDecodeError, yaml.YAMLError, protobuf.ProtobufError):
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
         return None

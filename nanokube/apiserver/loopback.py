@@ -85,8 +85,9 @@ class ResourceClient:
         return WriteOptions(field_manager=self.c.field_manager, user=self.c.user, **kw)
 
     async def _audited(self, verb: str, namespace: str | None, name: str, call: Awaitable, subresource: str = "",
-                       code: int = 200) -> Any:
-        """Run a write, logged to the audit log (when the server keeps one) as a write over HTTP is."""
+                       code: int = 200, sent: Any = None) -> Any:
+        """Run a write, logged to the audit log (when the server keeps one) as a write over HTTP is;
+        `sent`: its body (the object, the patch's bytes), which an audit policy may log."""
         audit = self.c.rest.audit
         if audit is None:
             return await call
@@ -96,14 +97,14 @@ class ResourceClient:
             out = await call
         except errors.APIError as e:
             audit.loopback(verb, c.user, self.res, self.version, namespace, name, subresource, e.code, e.status(),
-                           received, c.user_agent)
+                           received, c.user_agent, sent)
             raise
         if isinstance(out, Result):
             code, body = out.code, out.obj
         else:
             body = out
         audit.loopback(verb, c.user, self.res, self.version, namespace, name, subresource, code,
-                       body if isinstance(body, dict) else {}, received, c.user_agent)
+                       body if isinstance(body, dict) else {}, received, c.user_agent, sent)
         return out
 
     async def get(self, name: str, namespace: str | None = None) -> dict:
@@ -138,7 +139,7 @@ class ResourceClient:
         if d is not None:
             d.check_write(obj)
         return self._handed_out((await self._audited("create", ns, "", self.c.rest.create(
-            self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts()))).obj, "create")
+            self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts()), sent=obj)).obj, "create")
 
     async def update(self, obj: dict, subresource: str = "") -> dict:
         await asyncio.sleep(0)
@@ -149,7 +150,7 @@ class ResourceClient:
         body = orjson.loads(orjson.dumps(obj))
         return self._handed_out((await self._audited("update", md.get("namespace"), md["name"], self.c.rest.update(
             self.res, self.version, md.get("namespace"), md["name"], body, self._opts(), subresource=subresource),
-            subresource)).obj, "update")
+            subresource, sent=obj)).obj, "update")
 
     async def patch(self, name: str, patch: Any, patch_type: str = "application/merge-patch+json",
                     namespace: str | None = None, subresource: str = "", field_manager: str = "", force: bool = False) -> dict:
@@ -159,8 +160,8 @@ class ResourceClient:
             opts.field_manager = field_manager
         raw = patch if isinstance(patch, bytes) else orjson.dumps(patch)
         return self._handed_out((await self._audited("patch", namespace, name, self.c.rest.patch(
-            self.res, self.version, namespace, name, patch_type, raw, opts, subresource=subresource), subresource)).obj,
-            "patch")
+            self.res, self.version, namespace, name, patch_type, raw, opts, subresource=subresource), subresource,
+            sent=raw)).obj, "patch")
 
     async def delete(self, name: str, namespace: str | None = None, propagation_policy: str | None = None,
                      grace_period_seconds: int | None = None, preconditions: dict | None = None) -> dict:

@@ -189,6 +189,31 @@ async def test_a_watch_and_an_exec_have_a_response_started_stage(cluster):
     assert execs[1]["responseStatus"]["code"] == 101 and len({e["auditID"] for e in execs}) == 1
 
 
+async def test_an_in_process_components_writes_are_audited_by_the_policy(cluster):
+    """The controllers' loopback client: its writes never cross HTTP, yet are audited as any client's."""
+    from nanokube.apiserver.loopback import LocalClient
+    from nanokube.machinery.user import User
+
+    kcm = LocalClient(cluster.server.rest, User("system:kube-controller-manager", ("system:authenticated",)))
+    cms = kcm.resource("", "v1", "configmaps")
+    await cms.create({"metadata": {"name": "by-kcm", "namespace": "default"}, "data": {"a": "1"}})
+    await cms.patch("by-kcm", {"data": {"a": "2"}}, namespace="default")
+    await kcm.resource("", "v1", "secrets").create({"metadata": {"name": "s", "namespace": "default"}})
+    await kcm.resource("", "v1", "pods").patch("two", {"metadata": {"labels": {"x": "y"}}}, namespace="default")
+    mine = [orjson.loads(line) for line in cluster.log.read_bytes().splitlines()]
+    mine = [e for e in mine if e["user"]["username"] == "system:kube-controller-manager"]
+    assert [(e["verb"], e["objectRef"]["resource"], e["stage"], e["level"]) for e in mine] == [
+        ("create", "configmaps", "ResponseComplete", "RequestResponse"),
+        ("patch", "configmaps", "ResponseComplete", "RequestResponse"),
+        ("create", "secrets", "RequestReceived", "Metadata"), ("create", "secrets", "ResponseComplete", "Metadata")]
+    create, patch = mine[:2]
+    assert create["requestObject"] == {"metadata": {"name": "by-kcm", "namespace": "default"}, "data": {"a": "1"}}
+    assert create["responseObject"]["metadata"]["uid"] and "managedFields" not in create["responseObject"]["metadata"]
+    assert patch["requestObject"] == {"data": {"a": "2"}} and patch["responseObject"]["data"] == {"a": "2"}
+    assert patch["requestURI"] == "/api/v1/namespaces/default/configmaps/by-kcm"
+    assert "requestObject" not in mine[3] and "responseObject" not in mine[3]
+
+
 async def test_an_unhandled_exception_is_a_panic_event(cluster):
     ctx = admin_context(cluster.server.pki, cluster.tmp_path)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as http:

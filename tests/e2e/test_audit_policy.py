@@ -55,7 +55,7 @@ def test_up_audits_by_the_policy_in_every_worker_and_component():
             root_ca = [e for e in events if e.get("objectRef", {}).get("name") == "kube-root-ca.crt"
                        and e["objectRef"].get("namespace") == "audited"]  # the root CA publisher's, in-process
             assert root_ca[0]["verb"] == "create" and root_ca[0]["level"] == "RequestResponse"
-            assert "ca.crt" in root_ca[0]["responseObject"]["data"]
+            assert "ca.crt" in root_ca[0]["responseObject"]["data"] and "ca.crt" in root_ca[0]["requestObject"]["data"]
             assert [e["verb"] for e in cms] == ["create"] + ["get"] * 6, cms
             assert all(e["level"] == "RequestResponse" and e["stage"] == "ResponseComplete" for e in cms)
             assert all(e["responseObject"]["data"] == {"k": "v"} for e in cms)
