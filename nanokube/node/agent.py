@@ -488,6 +488,8 @@ class NodeAgent:
         await self.register()
         await self.dra.start(self.node_uid, slices or {})
         if self.plugin_watcher:
+            # as a starting kubelet: no external DRA driver is registered yet, so none advertises devices
+            await self.dra_plugins.wipe_at_start(slices or {}, [p.driver for p in self.dra.publishers])
             await self.plugin_watcher.start()
             # one node says where (thousands would flood the log); the others' paths differ only in the name
             (log.info if self.spec.index == 0 else log.debug)(

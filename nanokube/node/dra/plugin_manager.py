@@ -10,10 +10,11 @@ upstream's stats handler does on ConnEnd). When none is, because the last
 plugin deregistered or its process died leaving its sockets behind, the
 driver's ResourceSlices on this node are deleted after a grace period
 (upstream's wipingDelay, 30 s) unless it is usable again first: pods must not
-be scheduled against devices no plugin can prepare. Upstream also wipes all
-of the node's slices when the kubelet starts; nanokube does not, so the
-built-in simulated drivers' slices and those a test publishes itself are
-left alone.
+be scheduled against devices no plugin can prepare. For the same reason a
+starting node deletes the slices of its that no built-in driver publishes
+(`wipe_at_start`): no external driver is registered yet, and one still
+running publishes them again once it is; upstream's kubelet wipes all of
+them, its own plugins republishing theirs.
 
 A plugin that also lists a DRAResourceHealth service gets a NodeWatchResources
 stream (upstream: ResourceHealthStatus, KEP-4680), opened again 5 s after it
@@ -29,7 +30,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import grpc
@@ -201,6 +202,21 @@ class DRAPluginManager:
                 wipe.cancel()
         elif driver not in self.wipes:
             self.wipes[driver] = asyncio.create_task(self._wipe(driver))
+
+    async def wipe_at_start(self, existing: dict[str, list[dict]], builtin: Collection[str]) -> None:
+        """Delete the node's slices (`existing`, by driver) of the drivers not in `builtin`."""
+        for driver, slices in existing.items():
+            if driver in builtin:
+                continue
+            for s in slices:
+                try:
+                    await self.slices.delete(s["metadata"]["name"])
+                except APIError as e:
+                    if e.code != 404:
+                        log.warning("node %s: wiping ResourceSlice %s: %s", self.node, s["metadata"]["name"],
+                                    e.message)
+            log.info("node %s: deleted %d ResourceSlices of DRA driver %s at start (not registered)", self.node,
+                     len(slices), driver)
 
     async def _wipe(self, driver: str) -> None:
         """After the grace period, delete the driver's ResourceSlices on this node."""

@@ -388,3 +388,23 @@ async def test_a_claim_whose_preparation_failed_is_unprepared_when_the_pod_goes(
     await pods.delete("half", "default", grace_period_seconds=0)
     unprepared = await eventually(ticking(clock, lambda: _true(d.called("NodeUnprepareResources"))))
     assert unprepared == [{"claims": [{"namespace": "default", "uid": c["metadata"]["uid"], "name": "half"}]}]
+
+
+async def test_a_starting_node_deletes_the_slices_of_drivers_not_registered_yet():
+    """As a kubelet starts: an external driver's slices left from before are deleted (a driver
+    still running publishes them again once registered); the built-in drivers' are kept."""
+    s = await make_stack()
+    try:
+        await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+        await _publish(s.client)
+        mgr = NodeManager(connector(s.rest), default_cluster(), ManualClock())
+        await mgr.start()
+        try:
+            assert await _slices(s.client) == []
+            items, _ = await s.client.resource("resource.k8s.io", "v1", "resourceslices").list(
+                field_selector=f"spec.nodeName={NODE}")
+            assert {i["spec"]["driver"] for i in items} == {"gpu.nanokube.io", "nic.nanokube.io"}
+        finally:
+            await mgr.stop()
+    finally:
+        await s.close()
