@@ -47,6 +47,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .proxy.modes import ModeError, select_mode
     from .apiserver.audit_policy import PolicyError
     from .apiserver.audit_policy import load as load_audit_policy
+    from .apiserver.audit_webhook import WebhookBackend, WebhookError
     from .scheduler.config import ConfigError, SchedulerConfig
     from .scheduler.config import load as load_scheduler_config
     from .scheduler.scheduler import Scheduler
@@ -69,6 +70,13 @@ async def _up(args: argparse.Namespace) -> int:
         audit_policy = load_audit_policy(args.audit_policy_file) if args.audit_policy_file else None
     except PolicyError as e:
         print(f"nanokube: --audit-policy-file: {e}", file=sys.stderr)
+        return 2
+    try:
+        webhook_wait = goduration.parse(args.audit_webhook_batch_max_wait, "--audit-webhook-batch-max-wait")
+        audit_webhook = WebhookBackend(args.audit_webhook_config_file, args.audit_webhook_mode,
+                                       max_wait=webhook_wait) if args.audit_webhook_config_file else None
+    except (ValueError, WebhookError) as e:
+        print(f"nanokube: --audit-webhook-config-file: {e}", file=sys.stderr)
         return 2
     try:
         sched_cfg = load_scheduler_config(args.scheduler_config) if args.scheduler_config else None
@@ -112,7 +120,7 @@ async def _up(args: argparse.Namespace) -> int:
                        workers=args.api_workers,
                        advertise=advertise,
                        jwks_uri=args.service_account_jwks_uri or "", min_request_timeout=args.min_request_timeout,
-                       audit_policy=audit_policy)
+                       audit_policy=audit_policy, audit_webhook=audit_webhook)
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)
     if args.api_workers > 1:
@@ -136,7 +144,8 @@ async def _up(args: argparse.Namespace) -> int:
             dial_netns = ClusterNetwork(cluster_tag(data_dir)).cluster_ns
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
-                          args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "")
+                          args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
+                          webhook_flags(args))
         try:
             await workers.start()
         except RuntimeError as e:
@@ -303,6 +312,12 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--audit-policy-file", default=None, metavar="FILE",
                     help="audit.k8s.io/v1 Policy (YAML or JSON): which requests, reads included, the audit log "
                          "records, at which level and stages (default: writes at Metadata)")
+    up.add_argument("--audit-webhook-config-file", default=None, metavar="FILE",
+                    help="a kubeconfig naming the server every audit event is also POSTed to, as audit.k8s.io/v1 EventLists")
+    up.add_argument("--audit-webhook-mode", default="batch", choices=("batch", "blocking"),
+                    help="batch: sent in the background, up to 400 events a batch; blocking: before each request is answered")
+    up.add_argument("--audit-webhook-batch-max-wait", default="30s", metavar="DURATION",
+                    help="in batch mode, how long events wait for a batch to fill before it is sent")
     up.add_argument("--scheduler-config", default=None, metavar="FILE",
                     help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for the scheduler")
     up.add_argument("--scheduler", choices=("in-process", "none"), default="in-process",
@@ -331,6 +346,14 @@ def _add_up_parser(sub) -> None:
                          "pod until its namespace's account exists)")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     up.set_defaults(flag_parser=up)  # for /flagz (zpages.flags)
+
+
+def webhook_flags(args: argparse.Namespace) -> list[str]:
+    """up's audit webhook flags, as each API worker is given them."""
+    if not args.audit_webhook_config_file:
+        return []
+    return ["--audit-webhook-config-file", os.path.abspath(args.audit_webhook_config_file), "--audit-webhook-mode",
+            args.audit_webhook_mode, "--audit-webhook-batch-max-wait", args.audit_webhook_batch_max_wait]
 
 
 def main(argv: list[str] | None = None) -> int:

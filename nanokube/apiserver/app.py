@@ -109,7 +109,8 @@ class APIServer:
     def __init__(self, store: Store, pki: ClusterPKI | None, host: str = "127.0.0.1", port: int = 6443,
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
                  event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0, advertise: str | None = None,
-                 jwks_uri: str = "", min_request_timeout: float = MIN_REQUEST_TIMEOUT, audit_policy=None):
+                 jwks_uri: str = "", min_request_timeout: float = MIN_REQUEST_TIMEOUT, audit_policy=None,
+                 audit_webhook=None):
         """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl).
         `advertise`: the address the `kubernetes` Service's endpoints name (--advertise-address);
         by default the listen address, or the host's for a wildcard one, none for loopback.
@@ -183,6 +184,8 @@ class APIServer:
         self.audit_log_path = audit_log_path
         #: --audit-policy-file's audit_policy.Policy; None: writes audited at Metadata
         self.audit_policy = audit_policy
+        #: --audit-webhook-config-file's audit_webhook.WebhookBackend, which gets every event too
+        self.audit_webhook = audit_webhook
         self.audit: AuditLog | None = None
         #: what a connection's client certificate says (front proxy?, its user), by the certificate dict its
         #: TLS transport hands every request of the connection (held, so the id stays unique)
@@ -207,7 +210,8 @@ class APIServer:
             if type(res.strategy).restore is not Strategy.restore:  # only allocators keep state to rebuild
                 res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())], replace=True)
         if self.audit_log_path:  # before anything writes: the server's own writes are audited too
-            self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock, self.audit_policy)
+            self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock, self.audit_policy,
+                                                    self.audit_webhook)
         if self.worker == 0:
             await self._bootstrap()
             await controlplane.bootstrap(self)
@@ -294,7 +298,7 @@ class APIServer:
             sock.close()
         self._listeners = []
         if self.audit:
-            self.audit.close()
+            await self.audit.aclose()
         await self.store.close()
 
     async def _bind(self) -> list[socket.socket]:

@@ -64,10 +64,15 @@ class _Request:
 
 
 class AuditLog:
-    def __init__(self, path: str, clock: Clock = REAL, policy: Policy | None = None):
+    def __init__(self, path: str, clock: Clock = REAL, policy: Policy | None = None, webhook=None):
+        """`webhook`: an audit_webhook.WebhookBackend that gets every event the file does (started here,
+        in the server's loop)."""
         self.path = path
         self.clock = clock
         self.policy = policy
+        self.webhook = webhook
+        if webhook is not None:
+            webhook.start()
         # unbuffered: each line is one write(2), as upstream's log backend writes each event to its
         # file, without Python's buffer copy and flush (~2.4 k instructions a line)
         self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - held open for the server's life
@@ -76,6 +81,12 @@ class AuditLog:
 
     def close(self) -> None:
         self._file.close()
+
+    async def aclose(self) -> None:
+        """Close, after the webhook has sent what it holds."""
+        if self.webhook is not None:
+            await self.webhook.close()
+        self.close()
 
     @web.middleware
     async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
@@ -114,15 +125,24 @@ class AuditLog:
             response = await call(*args)
         except web.HTTPException as e:
             self._complete(ctx, e)
+            await self._blocking()
             raise
         except Exception as e:
             self._panic(ctx, e)
+            await self._blocking()
             raise
         if (e := request.get(PANIC)) is not None:
             self._panic(ctx, e)
         else:
             self._complete(ctx, response)
+        await self._blocking()
         return response
+
+    async def _blocking(self) -> None:
+        """The webhook's blocking mode: the request is answered once its events are sent."""
+        webhook = self.webhook
+        if webhook is not None and webhook.mode == "blocking":
+            await webhook.flush()
 
     def _panic(self, ctx: _Request, e: Exception) -> None:
         """The Panic stage, in place of ResponseComplete, as upstream's audit filter recovers a panic."""
@@ -313,6 +333,8 @@ class AuditLog:
     def _write(self, line: bytes) -> None:
         """The whole line, in the file before the write it reports is answered (as upstream's
         blocking log backend); the rest of a short write is written after it."""
+        if self.webhook is not None:
+            self.webhook.add(line)
         try:
             n = self._file.write(line)
             while n < len(line):

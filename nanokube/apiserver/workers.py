@@ -150,7 +150,7 @@ class Workers:
                  audit_log_path: str, ports: dict[int, int] | None = None, flags: dict[str, str] | None = None,
                  disabled_admission: list[str] | tuple[str, ...] = (), advertise: str = "", jwks_uri: str = "",
                  dial_netns: str = "", min_request_timeout: int = MIN_REQUEST_TIMEOUT,
-                 audit_policy_file: str = "") -> None:
+                 audit_policy_file: str = "", audit_webhook: list[str] | tuple[str, ...] = ()) -> None:
         """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports). `flags`:
         `up`'s, which every worker's /flagz shows as worker 0's does. `disabled_admission`: up's
         --disable-admission-plugins, which every worker admits by. `advertise`, `jwks_uri`: worker 0's
@@ -159,7 +159,7 @@ class Workers:
         dials webhooks' and APIServices' Services as worker 0 does (APIServer.dial_services_from), and
         where each listens with it at the advertised address for pods. `min_request_timeout`: up's
         --min-request-timeout, by which every worker times its watches. `audit_policy_file`: up's
-        --audit-policy-file (already validated), by which every worker audits."""
+        --audit-policy-file (already validated), by which every worker audits, and its audit webhook flags."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
@@ -169,7 +169,7 @@ class Workers:
                      "--advertise-address", advertise, "--service-account-jwks-uri", jwks_uri,
                      *(["--dial-netns", dial_netns] if dial_netns else []),
                      "--min-request-timeout", str(min_request_timeout),
-                     *(["--audit-policy-file", audit_policy_file] if audit_policy_file else [])]
+                     *(["--audit-policy-file", audit_policy_file] if audit_policy_file else []), *audit_webhook]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -229,14 +229,19 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..pki.ca import ensure_pki
     from ..store.backends import open_store
     from .app import APIServer
+    from ..machinery import goduration
     from .audit_policy import load as load_audit_policy
+    from .audit_webhook import WebhookBackend
 
     pki = ensure_pki(args.data_dir)
     server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
                        port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker, advertise=args.advertise_address,
                        jwks_uri=args.service_account_jwks_uri, min_request_timeout=args.min_request_timeout,
-                       audit_policy=load_audit_policy(args.audit_policy_file) if args.audit_policy_file else None)
+                       audit_policy=load_audit_policy(args.audit_policy_file) if args.audit_policy_file else None,
+                       audit_webhook=WebhookBackend(args.audit_webhook_config_file, args.audit_webhook_mode,
+                                                    max_wait=goduration.parse(args.audit_webhook_batch_max_wait))
+                       if args.audit_webhook_config_file else None)
     server.flags = json.loads(args.flagz) if args.flagz else None
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     relay = NodeRelay(pki, args.relay_port)
@@ -297,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--service-account-jwks-uri", default="", help="up's")
     p.add_argument("--min-request-timeout", type=int, default=MIN_REQUEST_TIMEOUT, help="up's")
     p.add_argument("--audit-policy-file", default="", help="up's")
+    p.add_argument("--audit-webhook-config-file", default="", help="up's")
+    p.add_argument("--audit-webhook-mode", default="batch", help="up's")
+    p.add_argument("--audit-webhook-batch-max-wait", default="30s", help="up's")
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux

@@ -1,0 +1,137 @@
+"""--audit-webhook-config-file: every audit event is also POSTed, as an audit.k8s.io/v1 EventList, to the
+server a kubeconfig names (kube-apiserver's webhook backend), in blocking or batch mode."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import orjson
+import pytest
+from aiohttp import web
+
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.audit_policy import load
+from nanokube.apiserver.audit_webhook import WebhookBackend, WebhookError
+from nanokube.pki.ca import ensure_pki
+from nanokube.pki.kubeconfig import write_kubeconfig
+from nanokube.store.memory import MemoryStore
+from tests.apiserver.test_audit_policy import KUBECTL
+
+POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Request
+    resources: [{group: "", resources: ["configmaps"]}]
+"""
+
+
+class Sink:
+    """The webhook's server: what it was sent, and a first answer of 503 when asked."""
+
+    def __init__(self):
+        self.lists: list[dict] = []
+        self.fail_first = False
+
+    async def handle(self, request: web.Request) -> web.Response:
+        assert request.content_type == "application/json"
+        if self.fail_first:
+            self.fail_first = False
+            return web.Response(status=503)
+        self.lists.append(orjson.loads(await request.read()))
+        return web.Response(status=200)
+
+    def events(self) -> list[dict]:
+        return [e for lst in self.lists for e in lst["items"] if e["user"]["username"] == "kubernetes-admin"]
+
+
+@pytest.fixture
+async def sink(tmp_path):
+    s = Sink()
+    app = web.Application()
+    app.router.add_post("/audit", s.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    (tmp_path / "webhook.yaml").write_text(f"""\
+apiVersion: v1
+kind: Config
+clusters: [{{name: sink, cluster: {{server: "http://127.0.0.1:{port}/audit"}}}}]
+users: [{{name: apiserver, user: {{}}}}]
+contexts: [{{name: webhook, context: {{cluster: sink, user: apiserver}}}}]
+current-context: webhook
+""")
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    yield s
+    await runner.cleanup()
+
+
+async def _served(tmp_path, webhook: WebhookBackend):
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0, audit_log_path=str(tmp_path / "audit.log"),
+                       audit_policy=load(tmp_path / "policy.yaml"), audit_webhook=webhook)
+    server.rest.admission.disable("ServiceAccount")
+    await server.start()
+    write_kubeconfig(str(tmp_path / "kubeconfig"), server.url, pki)
+    return server
+
+
+async def kubectl(tmp_path, *args: str) -> None:
+    r = await asyncio.to_thread(subprocess.run, [KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), *args],
+                                capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+async def test_blocking_mode_sends_a_requests_events_before_it_is_answered(tmp_path, sink):
+    server = await _served(tmp_path, WebhookBackend(str(tmp_path / "webhook.yaml"), "blocking", initial_backoff=0.01))
+    try:
+        await kubectl(tmp_path, "create", "configmap", "c", "--from-literal=k=v")
+        (create,) = sink.events()  # already there: kubectl had its answer after the webhook had the event
+        assert sink.lists[-1]["kind"] == "EventList" and sink.lists[-1]["apiVersion"] == "audit.k8s.io/v1"
+        assert create["verb"] == "create" and create["level"] == "Request" and create["requestObject"]["data"] == {"k": "v"}
+        line = [orjson.loads(x) for x in (tmp_path / "audit.log").read_bytes().splitlines()]
+        assert create in line  # the same event as the log file's
+        sink.fail_first = True  # a 503 is retried
+        await kubectl(tmp_path, "delete", "configmap", "c")
+        assert [e["verb"] for e in sink.events()][:2] == ["create", "delete"]  # (kubectl then gets it, gone)
+    finally:
+        await server.stop()
+
+
+async def test_batch_mode_sends_in_the_background_and_what_is_left_at_shutdown(tmp_path, sink):
+    webhook = WebhookBackend(str(tmp_path / "webhook.yaml"), "batch", max_batch=2, max_wait=3600)
+    server = await _served(tmp_path, webhook)
+    stopped = False
+    try:
+        await kubectl(tmp_path, "create", "configmap", "a")
+        assert sink.events() == []  # waiting for a batch of 2 (or an hour)
+        await kubectl(tmp_path, "create", "configmap", "b")
+        for _ in range(200):
+            if sink.events():
+                break
+            await asyncio.sleep(0.01)
+        assert [(e["verb"], e["objectRef"]["name"]) for e in sink.events()] == [("create", "a"), ("create", "b")]
+        assert [len(lst["items"]) for lst in sink.lists] == [2]
+        await kubectl(tmp_path, "create", "configmap", "c")
+        await server.stop()
+        stopped = True
+        assert [e["objectRef"]["name"] for e in sink.events()] == ["a", "b", "c"]
+    finally:
+        if not stopped:
+            await server.stop()
+
+
+def test_a_bad_webhook_config_stops_up(tmp_path):
+    (tmp_path / "webhook.yaml").write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
+    with pytest.raises(WebhookError):
+        WebhookBackend(str(tmp_path / "webhook.yaml"))
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path / "data"),
+                        "--audit-webhook-config-file", str(tmp_path / "webhook.yaml")], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "nanokube: --audit-webhook-config-file: invalid configuration for the audit webhook" \
+        in r.stderr, r.stderr
