@@ -4,8 +4,11 @@ wrote, as kube-apiserver audits all its clients by its --audit-policy-file."""
 
 from __future__ import annotations
 
+import json
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,44 @@ def test_up_audits_by_the_policy_in_every_worker_and_component():
             assert pods[0]["requestObject"]["metadata"]["name"] == "p" and "responseObject" not in pods[0]
             assert not [e for e in events if e.get("objectRef", {}).get("resource") == "namespaces"]
             assert not [e for e in events if e["stage"] == "RequestReceived"]
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """The audit webhook's server: each EventList it is sent, kept on the server object."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.lists.append(json.loads(body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_up_sends_every_workers_events_to_the_audit_webhook():
+    sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    sink.lists = []
+    threading.Thread(target=sink.serve_forever, daemon=True).start()
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "policy.yaml").write_text(POLICY)
+            (Path(d) / "webhook.yaml").write_text(json.dumps({
+                "apiVersion": "v1", "kind": "Config", "current-context": "w",
+                "clusters": [{"name": "s", "cluster": {"server": f"http://127.0.0.1:{sink.server_port}/"}}],
+                "users": [{"name": "u", "user": {}}], "contexts": [{"name": "w", "context": {"cluster": "s", "user": "u"}}]}))
+            with running_cluster("audit-webhook", (
+                    "--api-workers", "2", "--audit-policy-file", str(Path(d) / "policy.yaml"),
+                    "--audit-webhook-config-file", str(Path(d) / "webhook.yaml"), "--audit-webhook-mode", "blocking")) as c:
+                c.kubectl("create", "namespace", "audited")
+                for i in range(6):  # connections the kernel spreads over both workers
+                    c.kubectl("-n", "audited", "create", "configmap", f"c{i}")
+                    sent = [e["objectRef"]["name"] for lst in sink.lists for e in lst["items"]
+                            if e["user"]["username"] == "kubernetes-admin"]
+                    assert sent[-1] == f"c{i}"  # blocking: sent before kubectl had its answer
+                logged = {e["auditID"] for e in c.audit_events() if e["user"]["username"] == "kubernetes-admin"}
+                assert {e["auditID"] for lst in sink.lists for e in lst["items"]
+                        if e["user"]["username"] == "kubernetes-admin"} == logged
+                assert all(lst["kind"] == "EventList" and lst["apiVersion"] == "audit.k8s.io/v1" for lst in sink.lists)
+    finally:
+        sink.shutdown()
