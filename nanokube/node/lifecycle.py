@@ -37,6 +37,7 @@ from ..machinery.goduration import string as go_duration
 from ..machinery.conditions import transition_time
 from ..machinery import restartrules
 from ..machinery.errors import APIError
+from ..client.http import EXPECTED
 from ..clock import parse_time
 from . import prober
 from .dra.prepare import NotReady
@@ -65,6 +66,16 @@ PULL_ERROR = "sim.nanokube.io/pull-error"
 PULL_RESYNC = 1.0
 BACKOFF_INITIAL = 10.0
 BACKOFF_MAX = 300.0
+#: a status write that failed (the server busy or down, the connection lost) is tried again after
+#: this, doubling up to the status manager's sync period, with which syncBatch retries what did not land
+STATUS_RETRY_INITIAL = 1.0
+STATUS_SYNC_PERIOD = 10.0
+
+
+def pod_gone(e: BaseException) -> bool:
+    """The API error says the pod a write was for is no more: deleted (404), or replaced by one of
+    its name (the UID precondition failed, 409); the status manager then stops writing for it."""
+    return isinstance(e, APIError) and (e.code == 404 or e.code == 409 and "UID in precondition" in e.message)
 
 
 def crash_backoff(restarts: int) -> float:
@@ -404,8 +415,14 @@ class PodWorker:
         #: the last status write's arguments and what it left of the status the kubelet owns: a copy
         #: that says otherwise is written again (the status manager's needsReconcile)
         self._last_write: dict | None = None
+        self._last_now = ""
         self._wrote: tuple | None = None
         self.reconcile = False
+        #: the status manager's side: the last status wanted has not landed (its write failed), the
+        #: task that writes it again on the clock until it does, and the lock that orders the writes
+        self.unsynced = False
+        self._status_retry: asyncio.Task | None = None
+        self._status_lock = asyncio.Lock()
         #: spec.activeDeadlineSeconds ran out (activeDeadlineHandler): the pod is stopped and Failed
         self.deadline_exceeded = False
         #: the container whose start (its image) is under way, or was last
@@ -451,9 +468,10 @@ class PodWorker:
             self.changed.set()
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for t in (self._task, self._status_retry):
+            if t is not None:
+                t.cancel()
+                await asyncio.gather(t, return_exceptions=True)
         self.io.stop()
         self.agent.ips.release(self.uid)
 
@@ -787,9 +805,47 @@ class PodWorker:
 
     async def _write(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str = "",
                      running: bool = False, initialized: bool = True, inits: list[dict] | None = None) -> None:
-        """Patch the status to this one (skipped when that changes nothing), as upstream's status
-        manager does: other writers' conditions stay, first. The status and the kubelet's conditions
-        observe the generation of the spec acted on (PodObservedGenerationTracking, GA in 1.35)."""
+        """Want this status for the pod and write it, as upstream's status manager does. A write that
+        fails on the way (a refusal that is not the pod's end, a lost connection) is tried again on
+        the clock while the pod's lifecycle goes on (`_sync_status`); only the pod's end raises."""
+        self._last_write = {"phase": phase, "containers": containers, "ready": ready, "reason": reason,
+                            "running": running, "initialized": initialized, "inits": inits}
+        self._last_now = now
+        await self._sync_status()
+
+    async def _sync_status(self) -> None:
+        """Patch the status to the last one wanted (skipped when that changes nothing): other writers'
+        conditions stay, first. The status and the kubelet's conditions observe the generation of the
+        spec acted on (PodObservedGenerationTracking, GA in 1.35). One write at a time, each of the
+        newest status wanted, so an older one never lands after a newer one."""
+        async with self._status_lock:
+            try:
+                await self._patch_status(now=self._last_now, **self._last_write)
+            except EXPECTED as e:
+                if pod_gone(e):
+                    raise
+                log.warning("pod %s/%s on %s: status not written, trying again: %s", self.namespace, self.name,
+                            self.agent.name, e)
+                self.unsynced = True
+                if self._status_retry is None or self._status_retry.done():
+                    self._status_retry = asyncio.create_task(self._retry_status())
+                return
+            self.unsynced = False
+
+    async def _retry_status(self) -> None:
+        """The status manager's retries: the newest status wanted is written again, backing off up to
+        its sync period, until it lands or the pod is gone."""
+        delay = STATUS_RETRY_INITIAL
+        while self.unsynced:
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, STATUS_SYNC_PERIOD)
+            try:
+                await self._sync_status()
+            except APIError:  # the pod is gone: nothing to write
+                return
+
+    async def _patch_status(self, phase: str, containers: list[dict], ready: bool, now: str, reason: str,
+                            running: bool, initialized: bool, inits: list[dict] | None) -> None:
         live = self.pod.get("status") or {}
         gen = self.pod["metadata"].get("generation")
         conditions = live.get("conditions") or []
@@ -835,8 +891,6 @@ class PodWorker:
         if patch:
             self.pod = await self.agent.pods.patch(self.name, {"metadata": {"uid": self.uid}, "status": patch}, SMP,
                                                    namespace=self.namespace, subresource="status")
-        self._last_write = {"phase": phase, "containers": containers, "ready": ready, "reason": reason,
-                            "running": running, "initialized": initialized, "inits": inits}
         self._wrote = _owned(self.pod.get("status") or {}, _gates(self.pod.get("spec") or {}))
 
     async def _event(self, type_: str, reason: str, message: str, field_path: str = "") -> None:
@@ -1104,15 +1158,22 @@ class PodWorker:
     # --- the lifecycle ----------------------------------------------------------------
 
     async def _run(self) -> None:
+        """The pod's lifecycle. One that the pod's end cuts short stops quietly; one that fails for
+        another reason is a bug: logged with its traceback and told as upstream's pod workers tell a
+        failed sync (a FailedSync Warning event), the worker is kept to remove the pod when it is
+        deleted. (Running the lifecycle again could start its containers twice.)"""
         try:
             await self._lifecycle()
         except asyncio.CancelledError:
             raise
-        except APIError as e:
-            if e.code != 404:
-                log.warning("pod %s/%s on %s: %s", self.namespace, self.name, self.agent.name, e.message)
-        except Exception:
+        except Exception as e:
+            if pod_gone(e):
+                return
             log.exception("pod %s/%s on %s failed", self.namespace, self.name, self.agent.name)
+            await self._event("Warning", "FailedSync", f"error determining status: {e}")
+            self.live = False  # its spec's changes are no longer acted on
+            if await self._wait(None):
+                await self._delete()
 
     async def _lifecycle(self) -> None:
         st = self.pod.get("status") or {}
@@ -1185,6 +1246,8 @@ class PodWorker:
                 write = True
                 if together:
                     running = [c for c in self._containers() if c["name"] not in self.ended]
+                    for c in self._sidecars() + running if adopted else ():  # no start made their environment
+                        await self.io.prepare(c)
                     self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + running},
                                     {c["name"]: image_ref(c.get("image", "")) for c in inits
                                      if c.get("restartPolicy") != "Always"},
@@ -1430,12 +1493,24 @@ class PodWorker:
                 raise
 
     async def _delete(self) -> None:
-        try:
-            await self.agent.pods.delete(self.name, self.namespace, grace_period_seconds=0,
-                                         preconditions={"uid": self.uid})
-        except APIError as e:
-            if e.code not in (404, 409):
-                raise
+        """The status manager removes a deleted pod once its final status landed: a failed delete
+        is tried again, backing off as its writes do."""
+        if self._status_retry is not None:
+            await asyncio.gather(self._status_retry, return_exceptions=True)
+        delay = STATUS_RETRY_INITIAL
+        while True:
+            try:
+                await self.agent.pods.delete(self.name, self.namespace, grace_period_seconds=0,
+                                             preconditions={"uid": self.uid})
+                break
+            except EXPECTED as e:
+                if not isinstance(e, APIError) or e.code not in (404, 409):
+                    log.warning("pod %s/%s on %s: not deleted, trying again: %s", self.namespace, self.name,
+                                self.agent.name, e)
+                    await self.clock.sleep(delay)
+                    delay = min(delay * 2, STATUS_SYNC_PERIOD)
+                    continue
+                break
         self.agent.ips.release(self.uid)
 
 

@@ -1,0 +1,129 @@
+"""The simulated kubelet's status writes survive a server that fails some of them, as upstream's
+status manager's do (pkg/kubelet/status/status_manager.go: a failed update is tried again on the
+next sync, the pod's lifecycle going on meanwhile); a pod worker whose sync fails on a bug says so
+with a FailedSync event and still removes the pod when it is deleted."""
+import contextlib
+
+import pytest
+
+from nanokube.apiserver.loopback import connector
+from nanokube.machinery.errors import APIError
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from tests.controllers import becomes, eventually, make_stack
+from tests.node import ManualClock
+from tests.node.test_lifecycle import conds, gone, phase_is, pod
+
+
+def server_error():
+    return APIError(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
+
+
+def too_many_requests():
+    return APIError(429, "TooManyRequests", "The system is experiencing high contention; try again later")
+
+
+def unavailable():
+    return APIError(503, "ServiceUnavailable", "The server is currently unable to handle the request")
+
+
+def fail_status_writes(rest, pod_name: str, faults: list) -> list:
+    """Test-only fault on the API server: the next patches of pod `pod_name`'s status raise
+    `faults` in turn (an exception, or a factory of one), then pass. Returns what was refused."""
+    refused: list = []
+    inner = rest.patch
+
+    async def patch(res, version, namespace, name, patch_type, body, opts, subresource="", **kw):
+        if res.plural == "pods" and subresource == "status" and name == pod_name and faults:
+            fault = faults.pop(0)
+            refused.append(body)
+            raise fault() if callable(fault) else fault
+        return await inner(res, version, namespace, name, patch_type, body, opts, subresource=subresource, **kw)
+    rest.patch = patch
+    return refused
+
+
+@contextlib.asynccontextmanager
+async def _cluster(clock: ManualClock):
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    s.rest.clock = clock
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    try:
+        yield s
+    finally:
+        await mgr.stop()
+        await s.close()
+
+
+@pytest.fixture
+async def env():
+    clock = ManualClock()
+    async with _cluster(clock) as s:
+        yield s, s.client.resource("", "v1", "pods"), clock
+
+
+async def _advance(clock: ManualClock, seconds: int) -> None:
+    for _ in range(seconds):
+        await clock.advance(1)
+
+
+async def test_a_pod_whose_status_writes_fail_at_first_still_succeeds(env):
+    s, pods, clock = env
+    refused = fail_status_writes(s.rest, "job", [server_error, too_many_requests, unavailable])
+    await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "3"}, restart="Never"))
+    await eventually(lambda: _true(len(refused) >= 2))
+    await _advance(clock, 20)  # the retries back off 1, 2, 4 s on the kubelet's clock
+    p = await eventually(phase_is(pods, "job", "Succeeded"))
+    assert len(refused) == 3
+    term = p["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["exitCode"] == 0 and term["reason"] == "Completed"
+    assert conds(p)["Ready"] == "False" and cond_reason(p, "Ready") == "PodCompleted"
+    await _advance(clock, 20)  # no older status lands after the final one
+    assert (await pods.get("job", "default"))["status"]["phase"] == "Succeeded"
+
+
+async def test_a_running_pod_becomes_ready_once_its_status_lands(env):
+    s, pods, clock = env
+    refused = fail_status_writes(s.rest, "web", [server_error, too_many_requests])
+    await pods.create(pod("web"))
+    await eventually(lambda: _true(len(refused) == 2))
+    await _advance(clock, 10)
+    p = await eventually(phase_is(pods, "web", "Running"))
+    assert conds(p)["Ready"] == "True" and p["status"]["containerStatuses"][0]["ready"]
+
+
+async def test_a_failed_final_write_is_retried_before_a_deleted_pod_goes(env):
+    s, pods, clock = env
+    await pods.create(pod("slow", annotations={"sim.nanokube.io/stop-seconds": "1"}, grace=30))
+    await eventually(phase_is(pods, "slow", "Running"))
+    refused = fail_status_writes(s.rest, "slow", [server_error])
+    await pods.delete("slow", "default")
+    await _advance(clock, 1)
+    await eventually(lambda: _true(len(refused) == 1))
+    assert (await pods.get("slow", "default"))["metadata"]["deletionTimestamp"]
+    await _advance(clock, 2)
+    assert await eventually(gone(pods, "slow"))
+
+
+async def test_a_sync_failing_on_a_bug_is_reported_and_the_pod_can_still_be_deleted(env):
+    s, pods, clock = env
+    fail_status_writes(s.rest, "odd", [RuntimeError("unexpected")])
+    await pods.create(pod("odd"))
+
+    async def failed_sync():
+        events, _ = await s.client.resource("", "v1", "events").list(namespace="default")
+        return [(e["type"], e["message"]) for e in events
+                if e["reason"] == "FailedSync" and e["involvedObject"]["name"] == "odd"]
+    await becomes(failed_sync, [("Warning", "error determining status: unexpected")])
+    await pods.delete("odd", "default")
+    assert await eventually(gone(pods, "odd"))
+
+
+def cond_reason(p, ctype):
+    return next(c.get("reason") for c in p["status"]["conditions"] if c["type"] == ctype)
+
+
+async def _true(value):
+    return value
