@@ -120,7 +120,7 @@ async def _up(args: argparse.Namespace) -> int:
                        workers=args.api_workers,
                        advertise=advertise,
                        jwks_uri=args.service_account_jwks_uri or "", min_request_timeout=args.min_request_timeout,
-                       audit_policy=audit_policy, audit_webhook=audit_webhook)
+                       audit_policy=audit_policy, audit_webhook=audit_webhook, audit_log_format=args.audit_log_format)
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)
     if args.api_workers > 1:
@@ -145,7 +145,7 @@ async def _up(args: argparse.Namespace) -> int:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
-                          webhook_flags(args))
+                          audit_worker_flags(args))
         try:
             await workers.start()
         except RuntimeError as e:
@@ -309,6 +309,8 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--min-request-timeout", type=int, default=1800, metavar="SECONDS",
                     help="a watch without timeoutSeconds is served a random time from this to twice this many "
                          "seconds, so that watches opened together end apart (default 1800, as kube-apiserver)")
+    up.add_argument("--audit-log-format", default="json", choices=("json", "legacy"),
+                    help="json: one audit.k8s.io/v1 Event per line; legacy: one line of text per event")
     up.add_argument("--audit-policy-file", default=None, metavar="FILE",
                     help="audit.k8s.io/v1 Policy (YAML or JSON): which requests, reads included, the audit log "
                          "records, at which level and stages (default: writes at Metadata)")
@@ -348,11 +350,11 @@ def _add_up_parser(sub) -> None:
     up.set_defaults(flag_parser=up)  # for /flagz (zpages.flags)
 
 
-def webhook_flags(args: argparse.Namespace) -> list[str]:
-    """up's audit webhook flags, as each API worker is given them."""
+def audit_worker_flags(args: argparse.Namespace) -> list[str]:
+    """up's audit log format and webhook flags, as each API worker is given them."""
     if not args.audit_webhook_config_file:
-        return []
-    return ["--audit-webhook-config-file", os.path.abspath(args.audit_webhook_config_file), "--audit-webhook-mode",
+        return ["--audit-log-format", args.audit_log_format]
+    return ["--audit-log-format", args.audit_log_format, "--audit-webhook-config-file", os.path.abspath(args.audit_webhook_config_file), "--audit-webhook-mode",
             args.audit_webhook_mode, "--audit-webhook-batch-max-wait", args.audit_webhook_batch_max_wait]
 
 

@@ -110,7 +110,7 @@ class APIServer:
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
                  event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0, advertise: str | None = None,
                  jwks_uri: str = "", min_request_timeout: float = MIN_REQUEST_TIMEOUT, audit_policy=None,
-                 audit_webhook=None):
+                 audit_webhook=None, audit_log_format: str = "json"):
         """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl).
         `advertise`: the address the `kubernetes` Service's endpoints name (--advertise-address);
         by default the listen address, or the host's for a wildcard one, none for loopback.
@@ -186,6 +186,8 @@ class APIServer:
         self.audit_policy = audit_policy
         #: --audit-webhook-config-file's audit_webhook.WebhookBackend, which gets every event too
         self.audit_webhook = audit_webhook
+        #: --audit-log-format: json, or legacy's line of text per event
+        self.audit_log_format = audit_log_format
         self.audit: AuditLog | None = None
         #: what a connection's client certificate says (front proxy?, its user), by the certificate dict its
         #: TLS transport hands every request of the connection (held, so the id stays unique)
@@ -211,7 +213,7 @@ class APIServer:
                 res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())], replace=True)
         if self.audit_log_path:  # before anything writes: the server's own writes are audited too
             self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock, self.audit_policy,
-                                                    self.audit_webhook)
+                                                    self.audit_webhook, self.audit_log_format)
         if self.worker == 0:
             await self._bootstrap()
             await controlplane.bootstrap(self)

@@ -18,6 +18,7 @@ import yaml
 from aiohttp import Payload, web
 
 from ..clock import REAL, Clock
+from ..machinery import gofmt
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from ..machinery.validation import sloppy_ip
@@ -64,13 +65,16 @@ class _Request:
 
 
 class AuditLog:
-    def __init__(self, path: str, clock: Clock = REAL, policy: Policy | None = None, webhook=None):
+    def __init__(self, path: str, clock: Clock = REAL, policy: Policy | None = None, webhook=None,
+                 log_format: str = "json"):
         """`webhook`: an audit_webhook.WebhookBackend that gets every event the file does (started here,
-        in the server's loop)."""
+        in the server's loop). `log_format`: `json`, or `legacy`'s one line of text per event
+        (--audit-log-format); the webhook gets JSON either way."""
         self.path = path
         self.clock = clock
         self.policy = policy
         self.webhook = webhook
+        self.legacy = log_format == "legacy"
         if webhook is not None:
             webhook.start()
         # unbuffered: each line is one write(2), as upstream's log backend writes each event to its
@@ -335,6 +339,8 @@ class AuditLog:
         blocking log backend); the rest of a short write is written after it."""
         if self.webhook is not None:
             self.webhook.add(line)
+        if self.legacy:
+            line = legacy_line(orjson.loads(line))
         try:
             n = self._file.write(line)
             while n < len(line):
@@ -342,6 +348,33 @@ class AuditLog:
                 n = self._file.write(line)
         except OSError as e:
             log.error("audit log %s: %s", self.path, e)
+
+
+def legacy_line(ev: dict) -> bytes:
+    """An event in --audit-log-format legacy, as upstream's audit.EventString writes it (Go's %q
+    quoting; the groups each quoted, then quoted again; RFC3339Nano's trailing zeros trimmed)."""
+    user, ref, status = ev.get("user") or {}, ev.get("objectRef") or {}, ev.get("responseStatus")
+    username, groups = "<none>", "<none>"
+    if user.get("username"):
+        username = user["username"]
+        if user.get("groups"):
+            groups = ",".join(gofmt.quote(g) for g in user["groups"])
+    asuser, asgroups = "<self>", "<lookup>"
+    if (imp := ev.get("impersonatedUser")) is not None:
+        asuser = imp.get("username", "")
+        if imp.get("groups") is not None:
+            asgroups = ",".join(gofmt.quote(g) for g in imp["groups"])
+    stamp = ev.get("requestReceivedTimestamp", "")
+    if "." in stamp:
+        whole, frac = stamp[:-1].split(".")
+        stamp = (f"{whole}.{frac.rstrip('0')}" if frac.rstrip("0") else whole) + "Z"
+    q = gofmt.quote
+    text = (f"{stamp} AUDIT: id={q(ev.get('auditID', ''))} stage={q(ev.get('stage', ''))} "
+            f"ip={q((ev.get('sourceIPs') or ['<unknown>'])[0])} method={q(ev.get('verb', ''))} user={q(username)} "
+            f"groups={q(groups)} as={q(asuser)} asgroups={q(asgroups)} user-agent={q(ev.get('userAgent', ''))} "
+            f"namespace={q(ref.get('namespace') or '<none>')} uri={q(ev.get('requestURI', ''))} "
+            f'response="{status["code"] if status else "<deferred>"}"\n')
+    return text.encode()
 
 
 def source_ips(request: web.Request) -> list[str]:

@@ -241,7 +241,7 @@ async def _serve(args: argparse.Namespace) -> int:
                        audit_policy=load_audit_policy(args.audit_policy_file) if args.audit_policy_file else None,
                        audit_webhook=WebhookBackend(args.audit_webhook_config_file, args.audit_webhook_mode,
                                                     max_wait=goduration.parse(args.audit_webhook_batch_max_wait))
-                       if args.audit_webhook_config_file else None)
+                       if args.audit_webhook_config_file else None, audit_log_format=args.audit_log_format)
     server.flags = json.loads(args.flagz) if args.flagz else None
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     relay = NodeRelay(pki, args.relay_port)
@@ -303,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-request-timeout", type=int, default=MIN_REQUEST_TIMEOUT, help="up's")
     p.add_argument("--audit-policy-file", default="", help="up's")
     p.add_argument("--audit-webhook-config-file", default="", help="up's")
+    p.add_argument("--audit-log-format", default="json", help="up's")
     p.add_argument("--audit-webhook-mode", default="batch", help="up's")
     p.add_argument("--audit-webhook-batch-max-wait", default="30s", help="up's")
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")

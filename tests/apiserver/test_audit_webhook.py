@@ -71,10 +71,10 @@ current-context: webhook
     await runner.cleanup()
 
 
-async def _served(tmp_path, webhook: WebhookBackend):
+async def _served(tmp_path, webhook: WebhookBackend, log_format: str = "json"):
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0, audit_log_path=str(tmp_path / "audit.log"),
-                       audit_policy=load(tmp_path / "policy.yaml"), audit_webhook=webhook)
+                       audit_policy=load(tmp_path / "policy.yaml"), audit_webhook=webhook, audit_log_format=log_format)
     server.rest.admission.disable("ServiceAccount")
     await server.start()
     write_kubeconfig(str(tmp_path / "kubeconfig"), server.url, pki)
@@ -124,6 +124,23 @@ async def test_batch_mode_sends_in_the_background_and_what_is_left_at_shutdown(t
     finally:
         if not stopped:
             await server.stop()
+
+
+async def test_the_legacy_log_format_writes_text_and_the_webhook_still_gets_json(tmp_path, sink):
+    server = await _served(tmp_path, WebhookBackend(str(tmp_path / "webhook.yaml"), "blocking"), "legacy")
+    try:
+        await kubectl(tmp_path, "create", "configmap", "c")
+    finally:
+        await server.stop()
+    (create,) = sink.events()
+    lines = [x for x in (tmp_path / "audit.log").read_text().splitlines() if 'user="kubernetes-admin"' in x]
+    stamp = create["requestReceivedTimestamp"]
+    stamp = stamp[:-1].rstrip("0").rstrip(".") + "Z"
+    assert lines == [
+        f'{stamp} AUDIT: id="{create["auditID"]}" stage="ResponseComplete" ip="127.0.0.1" method="create" '
+        'user="kubernetes-admin" groups="\\"system:masters\\",\\"system:authenticated\\"" as="<self>" '
+        f'asgroups="<lookup>" user-agent="{create["userAgent"]}" namespace="default" '
+        'uri="/api/v1/namespaces/default/configmaps?fieldManager=kubectl-create&fieldValidation=Strict" response="201"']
 
 
 def test_a_bad_webhook_config_stops_up(tmp_path):
