@@ -1246,6 +1246,8 @@ class PodWorker:
                 write = True
                 if together:
                     running = [c for c in self._containers() if c["name"] not in self.ended]
+                    for c in self._sidecars() + running if adopted else ():  # no start made their environment
+                        await self.io.prepare(c)
                     self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + running},
                                     {c["name"]: image_ref(c.get("image", "")) for c in inits
                                      if c.get("restartPolicy") != "Always"},

@@ -188,3 +188,30 @@ async def test_a_restarted_node_agent_keeps_each_containers_own_restart_count():
     finally:
         await mgr.stop()
         await s.close()
+
+
+async def test_a_restarted_node_agent_gives_an_adopted_containers_command_its_environment():
+    """The adopted container's command runs again in its whole environment (its env), not only the
+    image's PATH, HOME and HOSTNAME: `exit $CODE` exits 3, not with the status 0 an empty CODE gives."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    clock = ManualClock()
+    s.rest.clock = clock
+    pods = s.client.resource("", "v1", "pods")
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    await mgr.start()
+    try:
+        p = pod("envd", restart="Never")
+        p["spec"]["containers"][0].update(command=["sh", "-c", "sleep 5; exit $CODE"],
+                                          env=[{"name": "CODE", "value": "3"}])
+        await pods.create(p)
+        await eventually(phase_is(pods, "envd", "Running"))
+        await mgr.stop()
+        mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+        await mgr.start()  # the new agent adopts the running pod
+        await clock.advance(5)
+        done = await eventually(phase_is(pods, "envd", "Failed"))
+        assert status(done, "app")["state"]["terminated"]["exitCode"] == 3
+    finally:
+        await mgr.stop()
+        await s.close()
