@@ -5,7 +5,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from nanokube.apiserver.audit import ANNOTATIONS, RESPONSE_OBJECT, AuditLog
+from nanokube.apiserver.audit import ANNOTATIONS, RESPONSE_OBJECT, AuditLog, event_dict
 from nanokube.apiserver.auth.authorizer import USER
 from nanokube.machinery.user import User
 
@@ -132,7 +132,7 @@ class _FixedClock:
 ])
 def test_a_loopback_write_is_logged_as_the_http_path_logs_it(tmp_path, monkeypatch, verb, group, plural, namespace,
                                                                name, subresource, code, body):
-    """The loopback's event is built in one pass; it must stay the line `_emit` writes for the request."""
+    """The loopback's event is built in one pass; it must stay the line `event_dict` makes for the request."""
     from nanokube.registry.base import all_resources
 
     monkeypatch.setattr("nanokube.apiserver.audit.new_uid", lambda: "id-1")
@@ -148,10 +148,12 @@ def test_a_loopback_write_is_logged_as_the_http_path_logs_it(tmp_path, monkeypat
     path += (f"/{name}" if name else "") + (f"/{subresource}" if subresource else "")
     ref = {"resource": plural, "namespace": namespace if res.namespaced else "", "name": name, "apiGroup": group,
            "apiVersion": "v1", "subresource": subresource}
-    general._emit(verb=verb, uri=path, user=user, ref=ref, code=code, body=body,
-                  received="2026-12-02T19:59:59.999999Z", audit_id="id-1", source_ips=["127.0.0.1"],
-                  user_agent="kube-scheduler", annotations={"authorization.k8s.io/decision": "allow",
-                                                            "authorization.k8s.io/reason": "loopback: a component of the API server"})
+    general._append(event_dict(
+        level="Metadata", stage="ResponseComplete", verb=verb, uri=path, user=user, ref=ref, code=code, body=body,
+        received="2026-12-02T19:59:59.999999Z", stamp=_FixedClock().rfc3339_micro(), audit_id="id-1",
+        source_ips=["127.0.0.1"], user_agent="kube-scheduler",
+        annotations={"authorization.k8s.io/decision": "allow",
+                     "authorization.k8s.io/reason": "loopback: a component of the API server"}))
     general.close()
     assert (tmp_path / "loopback.log").read_bytes() == (tmp_path / "emit.log").read_bytes()
 
