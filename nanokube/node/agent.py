@@ -224,10 +224,13 @@ class _WhileUp:
 class NodeAgent:
     def __init__(self, client, spec: NodeSpec, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  lease_duration: int = 40, status_interval: float = 300.0,
-                 pods_dir: str = "", runtime=None, throttle: Throttle | None = None, watched: dict | None = None):
+                 pods_dir: str = "", runtime=None, throttle: Throttle | None = None, watched: dict | None = None,
+                 plugin_registry: bool = True):
         """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
         `throttle` and `watched` (the ConfigMap and Secret watches volumes read, see
-        volumes/watch_based_manager.py) are shared by the agents of one process."""
+        volumes/watch_based_manager.py) are shared by the agents of one process.
+        `plugin_registry=False`: no plugin watcher, for agents no external kubelet plugin can
+        reach (a simulation's)."""
         self.client = client
         self.runtime = runtime or SimulatedRuntime()
         self.spec = spec
@@ -263,7 +266,7 @@ class NodeAgent:
         self.cdi_dir = os.path.join(node_dir, "cdi") if node_dir else ""
         self.dra_plugins = DRAPluginManager(client, spec.name, clock)
         self.plugin_watcher = PluginWatcher(self.plugins_registry, {DRA_PLUGIN_TYPE: self.dra_plugins}, clock,
-                                            spec.name) if node_dir else None
+                                            spec.name) if node_dir and plugin_registry else None
         self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock,
                                     plugins=self.dra_plugins, cdi_dir=self.cdi_dir)
         self.dra_plugins.on_health = self._device_health_changed

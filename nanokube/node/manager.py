@@ -76,11 +76,13 @@ def _freeze(nodes: int) -> None:
 
 class NodeManager:
     def __init__(self, connect, cluster: Cluster, clock: Clock = REAL, *, renew_interval: float = 10.0,
-                 status_interval: float = 300.0, pods_dir: str | None = None, runtime=None):
+                 status_interval: float = 300.0, pods_dir: str | None = None, runtime=None,
+                 plugin_registry: bool = True):
         """`connect(user, field_manager)` gives the client the agents act through (the loopback
         client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
-        node's containers (default: simulated)."""
+        node's containers (default: simulated). `plugin_registry=False`: the agents watch no
+        plugins_registry directory (NodeAgent)."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         self._own_pods_dir = pods_dir is None
@@ -95,7 +97,7 @@ class NodeManager:
             self.agents = {
                 s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
                                   pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle,
-                                  watched=self.watched)
+                                  watched=self.watched, plugin_registry=plugin_registry)
                 for s in cluster.nodes()
             }
         _freeze(len(self.agents))

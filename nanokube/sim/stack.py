@@ -5,7 +5,10 @@ injected clock and talking through the loopback client.
 
 Left out, because they serve clients that a simulation has none of: the
 HTTPS listener and the API server's housekeeping loops (its identity Lease,
-IP repair, APF status, compaction), and leader election. Nodes renew their
+IP repair, APF status, compaction), leader election, and the nodes' kubelet
+plugin watchers (external DRA drivers register there; a simulation's drivers
+are the nodes' own, and a watcher polls its directory every virtual second,
+over openb's 149 days most of a run's work). Nodes renew their
 Leases and post status once per `heartbeat` seconds (default: a year) and
 the node lifecycle controller is off unless asked for, since over a
 149-day trace a 10-second heartbeat per node would be most of the events
@@ -99,7 +102,7 @@ class SimulatedControlPlane:
                                                         controllers=self.controllers_spec)
         await self.controllers.start()
         self.nodes = NodeManager(self.connect, self.cluster, self.clock, renew_interval=self.heartbeat,
-                                 status_interval=self.heartbeat, pods_dir=self._dir.name)
+                                 status_interval=self.heartbeat, pods_dir=self._dir.name, plugin_registry=False)
         await self.nodes.start()
         self.scheduler = Scheduler(self.connect(SCHEDULER_USER, "default-scheduler"), clock=self.clock,
                                    config=self.config, seed=self.seed)

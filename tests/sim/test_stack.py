@@ -95,3 +95,29 @@ async def test_a_pending_pods_failed_scheduling_event_outlives_the_ttl_and_a_sch
         assert await failed_scheduling("later") == []  # not refreshed after it was scheduled: expired
     finally:
         await plane.stop()
+
+
+async def test_an_idle_virtual_day_wakes_the_plane_a_few_times_not_every_second():
+    """Virtual time jumps to the next timer, so a run costs what its components have to do: an
+    idle cluster's day is a handful of timers (resyncs, the scheduler's flushes), not a kubelet
+    plugin watcher's 1 s poll of each node's directory (86,400 passes a day; openb's 149 days
+    were most of a run's CPU). The nodes still publish their simulated GPUs."""
+    gpus = parse_cluster("""\
+pools:
+  - name: g
+    count: 2
+    capacity: {cpu: "8", memory: 32Gi}
+    gpus: {count: 2, model: A100, memory: 80Gi, architecture: Ampere, driverVersion: "470.82.1", cudaVersion: "11.4",
+           computeCapability: "8.0"}
+""")
+    clock = VirtualClock()
+    plane = SimulatedControlPlane(gpus, clock, controllers="resourceclaim")
+    await plane.start()
+    try:
+        slices, _ = await plane.client.resource("resource.k8s.io", "v1", "resourceslices").list()
+        assert len(slices) == 2
+        before = clock.wakeups
+        await clock.advance(86400)
+        assert clock.wakeups - before < 2000
+    finally:
+        await plane.stop()
