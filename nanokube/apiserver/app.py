@@ -25,6 +25,7 @@ from ..machinery import errors
 from .admission import AUDIT_ANNOTATIONS as ADMISSION_AUDIT
 from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
+from .audit import REQUESTER as AUDIT_REQUESTER
 from .audit import WRITE_VERBS, AuditLog
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden
 from .auth.authorizer import USER, request_attributes
@@ -455,6 +456,7 @@ class APIServer:
             if request.path in PUBLIC_PATHS:
                 return await handler(request)
             return error_response(forbidden("system:anonymous", request_attributes(request)))
+        request[AUDIT_REQUESTER] = user  # the audit's user, whoever it impersonates
         try:
             user = impersonate(headers, user, self.authorizer.authorize)
         except errors.APIError as e:

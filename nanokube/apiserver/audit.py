@@ -35,6 +35,8 @@ ANNOTATIONS = web.RequestKey("audit_annotations", dict)
 RESPONSE_OBJECT = web.RequestKey("audit_response_object", dict)
 #: the request's body as the handler read it (decompressed), which the Request level decodes
 REQUEST_BODY = web.RequestKey("audit_request_body", bytes)
+#: the user authentication found, which the event names (and the policy matches) when it impersonates another
+REQUESTER = web.RequestKey("audit_requester", User)
 #: the exception a handler answered with a 500 (a bug: upstream's handler panics), which the audit reports
 PANIC = web.RequestKey("audit_panic", Exception)
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -155,7 +157,7 @@ class AuditLog:
 
     def _decide(self, ctx: _Request) -> Decision:
         if ctx.decision is None:
-            policy, a, user = self.policy, ctx.attrs, ctx.request.get(USER)
+            policy, a, user = self.policy, ctx.attrs, ctx.request.get(REQUESTER) or ctx.request.get(USER)
             if policy is None:
                 ctx.decision = _WRITES if a.verb in WRITE_VERBS else _NOTHING
             else:
@@ -190,9 +192,13 @@ class AuditLog:
             ref = {"resource": attrs.resource, "namespace": attrs.namespace, "name": attrs.name,
                    "apiGroup": attrs.group, "apiVersion": attrs.version, "subresource": attrs.subresource}
         strip = _without_managed_fields if d.omit_managed_fields else _same
+        user, requester = request.get(USER), request.get(REQUESTER)
         return event_dict(
             level=d.level, stage=stage, audit_id=ctx.audit_id, uri=str(request.rel_url), verb=attrs.verb,
-            user=request.get(USER), source_ips=source_ips(request), user_agent=request.headers.get("User-Agent", ""),
+            # (upstream's impersonation filter runs after RequestReceived is written, and names whom for the rest)
+            user=requester or user,
+            impersonated=user if requester is not None and user is not requester and stage != RECEIVED else None,
+            source_ips=source_ips(request), user_agent=request.headers.get("User-Agent", ""),
             ref=ref, code=code, body=body or {}, received=ctx.received, stamp=stamp,
             annotations=dict(request.get(ANNOTATIONS) or {}),
             request_object=None if ctx.request_object is None else strip(ctx.request_object),
@@ -385,16 +391,19 @@ def _status(code: int, body: dict) -> dict:
 
 def event_dict(*, level: str, stage: str, audit_id: str, uri: str, verb: str, user, source_ips: list[str],
                user_agent: str, ref: dict | None, code: int | None, body: dict, received: str, stamp: str,
-               annotations: dict, request_object=None, response_object=None) -> dict:
-    """An Event in the order of upstream's fields. `ref`: the request's objectRef (empty values
-    left out), which the ResponseComplete stage completes from the object answered; `code` None:
-    no response yet (RequestReceived)."""
+               annotations: dict, request_object=None, response_object=None, impersonated=None) -> dict:
+    """An Event in the order of upstream's fields. `user`: who authenticated; `impersonated`: whom
+    they act as (`kubectl --as`). `ref`: the request's objectRef (empty values left out), which the
+    ResponseComplete stage completes from the object answered; `code` None: no response yet
+    (RequestReceived)."""
     event = {
         "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": level, "auditID": audit_id, "stage": stage,
         "requestURI": uri, "verb": verb,
         "user": {"username": user.name, "groups": list(user.groups)} if user else _ANONYMOUS,
-        "sourceIPs": source_ips, "userAgent": user_agent,
     }
+    if impersonated is not None:
+        event["impersonatedUser"] = {"username": impersonated.name, "groups": list(impersonated.groups)}
+    event["sourceIPs"], event["userAgent"] = source_ips, user_agent
     if ref is not None:
         md = body.get("metadata") if code is not None and code < 300 and body.get("kind") != "Status" else None
         if isinstance(md, dict) and stage == COMPLETE:

@@ -42,6 +42,11 @@ rules:
     omitManagedFields: false
   - level: Metadata
     nonResourceURLs: ["/healthz*", "/version"]
+  - level: None
+    users: ["alice"]
+  - level: Metadata
+    users: ["kubernetes-admin"]
+    resources: [{group: "", resources: ["serviceaccounts"]}]
 """
 
 
@@ -157,6 +162,18 @@ async def test_non_resource_urls_and_a_user_a_none_rule_excludes(cluster):
         ("kubernetes-admin", "/healthz", "get"), ("kubernetes-admin", "/healthz/ping", "get"),
         ("kubernetes-admin", "/version", "get"), ("system:anonymous", "/healthz", "get")]
     assert all("objectRef" not in e and e["level"] == "Metadata" and e["responseStatus"]["code"] == 200 for e in done)
+
+
+async def test_an_impersonating_request_is_audited_as_its_requester_with_whom_it_impersonates(cluster):
+    """The policy matches the authenticated user, as upstream's audit filter runs before impersonation's:
+    alice's `level: None` does not hide what the admin does as alice."""
+    await cluster.kubectl("get", "serviceaccounts", "--as", "alice", "--as-group", "system:masters")
+    received, ev = cluster.by_resource("serviceaccounts")
+    assert received["stage"] == "RequestReceived" and "impersonatedUser" not in received  # (not yet known upstream)
+    assert ev["user"] == received["user"] == {"username": "kubernetes-admin",
+                                              "groups": ["system:masters", "system:authenticated"]}
+    assert ev["impersonatedUser"] == {"username": "alice", "groups": ["system:masters", "system:authenticated"]}
+    assert ev["verb"] == "list" and ev["stage"] == "ResponseComplete"
 
 
 async def test_a_watch_and_an_exec_have_a_response_started_stage(cluster):
