@@ -6,10 +6,14 @@ import contextlib
 
 import pytest
 
+from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.loopback import connector
+from nanokube.client.http import HTTPClient
+from nanokube.client.kubeconfig import Credentials
 from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
+from nanokube.store.memory import MemoryStore
 from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 from tests.node.test_lifecycle import conds, gone, phase_is, pod
@@ -119,6 +123,31 @@ async def test_a_sync_failing_on_a_bug_is_reported_and_the_pod_can_still_be_dele
     await becomes(failed_sync, [("Warning", "error determining status: unexpected")])
     await pods.delete("odd", "default")
     assert await eventually(gone(pods, "odd"))
+
+
+async def test_agents_over_http_retry_what_the_server_refused(tmp_path):
+    """The agent on an HTTPClient meets the refusals as decoded Status replies, and a server bug's 500."""
+    clock = ManualClock()
+    server = APIServer(MemoryStore(), None, port=0, clock=clock)
+    await server.start()
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
+    await client.start()
+    nodes = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
+                        pods_dir=str(tmp_path))
+    await nodes.start()
+    try:
+        pods = client.resource("", "v1", "pods")
+        refused = fail_status_writes(server.rest, "job", [too_many_requests, RuntimeError("a server bug"),
+                                                          server_error])
+        await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "3"}, restart="Never"))
+        await eventually(lambda: _true(len(refused) >= 2))
+        await _advance(clock, 20)
+        p = await eventually(phase_is(pods, "job", "Succeeded"))
+        assert len(refused) == 3 and p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    finally:
+        await nodes.stop()
+        await client.close()
+        await server.stop()
 
 
 def cond_reason(p, ctype):
