@@ -553,6 +553,8 @@ class PodWorker:
                     return True
                 if self.live and self.io.stdin_closed:  # a container reading stdin got EOF and exited
                     return False
+                if self.io.ended and (self.live or self.starting in self.io.ended):  # a command went on, ended
+                    return False
                 waiter = asyncio.ensure_future(self.changed.wait())
                 limit = asyncio.ensure_future(self.clock.sleep(left)) if left is not None else None
                 done, _ = await asyncio.wait([t for t in (timer, waiter, limit) if t],
@@ -1071,11 +1073,12 @@ class PodWorker:
             await self._init_waiting(c, {"running": {"startedAt": started}})
             if await self._wait(end, active=True):
                 return True
-            self.io.exit(name, program.exit_code, at=end)
-            if program.exit_code == 0:
+            code = self.io.ended.pop(name, program.exit_code)  # found as it ran: it waited for its files
+            self.io.exit(name, code, at=end)
+            if code == 0:
                 self.init_ran[name] = (started, self.clock.rfc3339())
                 return False
-            term = {"exitCode": program.exit_code, "reason": "Error", "startedAt": started,
+            term = {"exitCode": code, "reason": "Error", "startedAt": started,
                     "finishedAt": self.clock.rfc3339()}
             if never:
                 self.init_failed = (c, term)
@@ -1285,11 +1288,14 @@ class PodWorker:
             apps = {c["name"] for c in self._containers()}
             closed = self.io.stdin_closed & lifetimes.keys() & apps  # a sidecar's EOF is not its end
             self.io.stdin_closed.clear()
+            went_on = {name: code for name, code in self.io.ended.items() if name in lifetimes}  # its end found late
+            self.io.ended.clear()
             # woken by the timer (not by an EOF): what was due then is, however early the wake-up
-            reached = self.clock.monotonic() if closed or wake is None else max(self.clock.monotonic(), wake)
-            exits = {name: self.io.stdin_status.pop(name, 0) if name in closed else code
+            reached = self.clock.monotonic() if closed or went_on or wake is None else \
+                max(self.clock.monotonic(), wake)
+            exits = {name: self.io.stdin_status.pop(name, 0) if name in closed else went_on.get(name, code)
                      for name, (end, code) in lifetimes.items()
-                     if name in closed or (end is not None and end <= reached)}
+                     if name in closed or name in went_on or (end is not None and end <= reached)}
             starting = [c for c in self._sidecars() + self._containers() if backoff.get(c["name"], reached + 1) <= reached]
             for c in starting:
                 del backoff[c["name"]]
@@ -1303,7 +1309,7 @@ class PodWorker:
             terms = {}
             for name, code in exits.items():
                 end = lifetimes.pop(name)[0]
-                self.io.exit(name, code, at=reached if end is None or name in closed else end)
+                self.io.exit(name, code, at=reached if end is None or name in closed | went_on.keys() else end)
                 terms[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                "startedAt": self.own_started.get(name) or self.started_at, "finishedAt": now}
             actions = {name: restartrules.on_exit(specs[name], policy, code) for name, code in exits.items()}

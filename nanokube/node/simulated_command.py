@@ -174,6 +174,7 @@ class Program:
     errors: tuple[tuple[int, float, str], ...] = ()
     changes: tuple = field(default=(), compare=False)
     repeat: Repeat | Endless | None = field(default=None, compare=False)
+    wait: Wait | None = field(default=None, compare=False)
 
     def writes(self) -> list[tuple[float, str, str | bytes]]:
         """Everything written before any endless repetition, in order: (when, "stdout" or "stderr", text)."""
@@ -193,6 +194,21 @@ class Program:
 
 #: the container's files, or what gives them when a command first needs them
 Files = ContainerFS | Callable[[], ContainerFS] | None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A script waiting in a loop that reads its files (`until [ -f /work/ready ]; do sleep 1;
+    done`), its passes repeating themselves on the files it was worked out on: another container
+    or an exec may make what it waits for. At `at` (seconds after the program started), and each
+    `period` after while it still waits, its owner runs `resume(fs, now)`: the rest of the script
+    from that pass on, on the container's files as they are then (`fs`), started at `now` (the
+    node's wall clock). It gives the program from there (itself waiting again where the file is
+    still missing), or None where what follows is not interpreted (the container runs on)."""
+
+    at: float
+    period: float
+    resume: Callable[[ContainerFS, float], Program | None]
 
 
 def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes | None = b"",
@@ -315,14 +331,41 @@ class _Forever(Exception):
     """The run reached the end of time (`sleep infinity`, an endless loop): nothing after runs."""
 
 
+class _Waiting(Exception):
+    """A loop at the script's top level, reading files, repeats itself: the run waits (`Wait`)."""
+
+
 def _execute(script: Script, run: _Run) -> _Run:
     try:
-        run.script(script)
+        for i, and_or in enumerate(script):
+            run.rest = script[i:]
+            run.script([and_or])
+    except _Waiting:
+        run.wait = Wait(run.now, run.period, _resumption(run))
+        run.now = math.inf
     except _Exit:
         run.exited = True
     except (_Forever, _Jump):
         pass
+    run.rest = []
     return run
+
+
+def _resumption(run: _Run) -> Callable[[ContainerFS, float], Program | None]:
+    """How `run`, waiting in the loop that starts its `rest`, goes on later on other files."""
+    rest, state = run.rest, (run.status, dict(run.vars), set(run.exported), list(run.args), set(run.options),
+                             run.stdin, run.fs.cwd)
+
+    def resume(fs: ContainerFS, now: float) -> Program | None:
+        status, variables, exported, args, options, stdin, cwd = state
+        later = _Run(now, status, fs=fs, stdin=stdin, args=list(args))
+        later.vars, later.exported, later.options = dict(variables), set(exported), set(options)
+        fs.cwd = cwd
+        try:
+            return _execute(rest, later).program()
+        except _Unknown:
+            return None
+    return resume
 
 
 def _text(chunks) -> str:
@@ -357,11 +400,16 @@ class _Run:
         self.steps = 0
         self.substituted = False  # a command's substitution ran in the words just expanded
         self.repeat: Repeat | None = None
+        #: the script's top-level lists from the one running on (a loop starting them may wait: `Wait`)
+        self.rest: Script = []
+        self.wait: Wait | None = None
+        self.period = 0.0  # how often a waiting loop reads its files again
 
     def program(self) -> Program:
         journal = self.fs.journal or () if isinstance(self.fs, ContainerFS) else ()
         changes = tuple((t - self.started, *change) for t, *change in journal)
-        return Program(tuple(self.output), self.now, self.status, tuple(self.errors), changes, self.repeat)
+        return Program(tuple(self.output), self.now, self.status, tuple(self.errors), changes, self.repeat,
+                       self.wait)
 
     def err(self, text: str) -> None:
         """Write to stderr."""
@@ -490,11 +538,23 @@ class _Run:
             self.loops -= 1
         self.status = status
 
+    def _waits(self, node: Loop) -> bool:
+        """Whether `node`, repeating itself, waits for its files to change: a loop that may end, on
+        its own as the script's first command left (its later ones run once it ends), that read
+        the container's files."""
+        first = self.rest[0] if self.rest else []
+        return len(first) == 1 and len(first[0][1].commands) == 1 and first[0][1].commands[0] is node and \
+            not first[0][1].negate and \
+            isinstance(self.fs, ContainerFS) and not _cannot_end(node)
+
     def _endless(self, node: Loop, mark: tuple, passes: int) -> None:
         """`node` repeats its last `passes` passes (which started at `mark`) forever: the run ends
         here, its later passes written as they come."""
         period = self.now - mark[3]
         wrote = len(self.output) > mark[0] or len(self.errors) > mark[1]
+        if period > 0 and self._waits(node):
+            self.period = period
+            raise _Waiting
         if period <= 0:
             if wrote:
                 raise _Unknown  # a loop writing without end at one instant is not simulated

@@ -76,7 +76,7 @@ class SimulatedIO:
 
     __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
                  "stdin_closed", "stdin_status", "shells", "ephemeral_ended", "_files", "environments",
-                 "streams")
+                 "streams", "ended")
 
     def __init__(self, worker):
         self.worker = worker
@@ -104,6 +104,9 @@ class SimulatedIO:
         self._files: PodFiles | None = None
         #: each container's environment, made as it starts (`prepare`)
         self.environments: dict[str, dict[str, str]] = {}
+        #: the containers whose command, waiting for its files (`Wait`), went on and ended since the
+        #: worker last looked: their exit codes (the worker's run wait ends)
+        self.ended: dict[str, int] = {}
 
     async def prepare(self, spec: dict) -> None:
         """Make container `spec`'s environment as it starts (container_env: the kubelet's
@@ -178,6 +181,7 @@ class SimulatedIO:
         nanokube's lines about it."""
         self.stdin_closed.discard(name)
         self.stdin_status.pop(name, None)
+        self.ended.pop(name, None)
         self.exit_codes.pop(name, None)
         self.logs[name] = [*self.logs.get(name, [])[-1:], ContainerLog()]
         if self._files is not None:
@@ -211,7 +215,8 @@ class SimulatedIO:
         for raw in (self._annotations().get(LOG) or "").splitlines():
             when, text = _scheduled(raw)
             declared.append((when or 0.0, "stdout", text + "\n"))
-        self._schedule(name, heapq.merge(timeline, sorted(declared, key=lambda e: e[0]), key=lambda e: e[0]))
+        self._schedule(name, heapq.merge(timeline, sorted(declared, key=lambda e: e[0]), key=lambda e: e[0]),
+                       self._then(name, program, self.worker.clock.monotonic()))
 
     def _schedule(self, name: str, out: Iterable[tuple[float, str, object]], then=None) -> None:
         """Container `name` writes `out` ((seconds from now, stream, text), or changes its files:
@@ -232,6 +237,30 @@ class SimulatedIO:
             else:
                 self._emit(name, text, stream)
 
+    def _then(self, name: str, program: Program | None, began: float, resumed: bool = False):
+        """What container `name` does once `program` (started at `began`, monotonic) has written all:
+        where it waits in a loop reading its files (`Wait`), it reads them again at each pass, as
+        they are then, until it goes on; the end of a command that went on so (`resumed`) is the
+        worker's to see (`ended`), as it was not known when the container started."""
+        clock = self.worker.clock
+        if program is None or program.wait is None and (not resumed or math.isinf(program.seconds)):
+            return None
+
+        async def ends() -> None:
+            await clock.sleep(max(began + program.seconds - clock.monotonic(), 0.0))
+            self.ended[name] = program.exit_code
+            self.worker.changed.set()
+        if program.wait is None:
+            return ends
+
+        async def passes() -> None:
+            await clock.sleep(max(began + program.wait.at - clock.monotonic(), 0.0))
+            now = clock.monotonic()
+            later = program.wait.resume(self.draft(name, fresh=False), clock.now())
+            if later is not None:
+                self._schedule(name, later.timeline(), self._then(name, later, now, resumed=True))
+        return passes
+
     async def _later(self, name: str, then=None) -> None:
         pending = self._pending[name]
         while pending.due is not None:
@@ -247,6 +276,7 @@ class SimulatedIO:
             return
         self._flush(name, self.worker.clock.monotonic() if at is None else at)
         self._pending.pop(name, None)
+        self.ended.pop(name, None)
         if task := self._scripted.pop(name, None):
             task.cancel()
         if name not in self.programs and name not in self.streams:  # a command's log is what it wrote

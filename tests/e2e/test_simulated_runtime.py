@@ -379,3 +379,47 @@ def test_an_init_container_copies_files_for_the_app_which_execs_its_server(clust
     assert cluster.kubectl("exec", "copied", "-c", "serve", "--", "ls", "/work/ready").stdout == "w.bin\n"
     wait_for(lambda: cluster.kubectl("logs", "copied", "-c", "serve").stdout, 30, "the server's line")
     assert cluster.kubectl("logs", "copied", "-c", "serve").stdout == "serving weights\n"
+
+
+def _waiter(name: str, waiter: dict, side: dict) -> dict:
+    mount = [{"name": "work", "mountPath": "/work"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": {
+        "restartPolicy": "Never", "volumes": [{"name": "work", "emptyDir": {}}],
+        "initContainers": [{"image": "busybox", "volumeMounts": mount, **side}],
+        "containers": [{"image": "busybox", "volumeMounts": mount, **waiter}]}}
+
+
+def test_an_init_container_waiting_for_a_file_goes_on_when_an_exec_makes_it(cluster):
+    """`until [ -f /work/ready ]; do sleep 1; done` reads the shared volume again at each pass: it
+    ends once `kubectl exec ... touch` makes the file, and the pod goes on (before, it waited for
+    ever on the copy of the files it was worked out on)."""
+    wait = {"name": "wait", "command": ["sh", "-c", "until [ -f /work/ready ]; do sleep 1; done; echo released"]}
+    pod = _waiter("gated", {"name": "app", "command": ["sleep", "600"]}, wait)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: "running" in (_statuses(cluster, "gated").get("wait") or {}).get("state", {}), 60, "wait running")
+    assert _columns(cluster, "gated")[2] == "Init:0/1"
+    cluster.kubectl("exec", "gated", "-c", "wait", "--", "touch", "/work/ready")
+    wait_for(lambda: _columns(cluster, "gated")[2] == "Running", 30, "gated Running")
+    term = _statuses(cluster, "gated")["wait"]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (0, "Completed")
+    assert cluster.kubectl("logs", "gated", "-c", "wait").stdout == "released\n"
+
+
+def test_an_app_waiting_for_a_file_a_sidecar_is_made_to_write_ends_with_its_code(cluster):
+    """The app container's waiting loop sees the file an exec into its sidecar writes on their shared
+    emptyDir; what follows it runs, and the container ends with its code as it ran (exit 5 fails
+    the Never pod), an end the kubelet learns as the command runs."""
+    app = {"name": "app", "command": ["sh", "-c", "echo waiting; until [ -f /work/ready ]; do sleep 1; done; "
+                                                  "echo go $(cat /work/ready); sleep 1; exit 5"]}
+    side = {"name": "side", "restartPolicy": "Always", "command": ["sleep", "infinity"]}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(_waiter("gated-app", app, side)))
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "gated-app")["status"].get("phase") == "Running", 60,
+             "gated-app Running")
+    wait_for(lambda: cluster.kubectl("logs", "gated-app", "-c", "app").stdout, 30, "the app's first line")
+    assert "running" in _statuses(cluster, "gated-app")["app"]["state"]
+    cluster.kubectl("exec", "gated-app", "-c", "side", "--", "sh", "-c", "echo now > /work/ready")
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "gated-app")["status"].get("phase") == "Failed", 30,
+             "gated-app Failed")
+    term = _statuses(cluster, "gated-app")["app"]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (5, "Error")
+    assert cluster.kubectl("logs", "gated-app", "-c", "app").stdout == "waiting\ngo now\n"

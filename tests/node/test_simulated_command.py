@@ -238,3 +238,30 @@ def test_exec_runs_a_command_in_the_shells_place():
         ((0, "starting\n"),), math.inf, 0)
     assert interpret(["sh", "-c", "exec false; echo never"]) == Program((), 0, 1)
     assert interpret(["exec", "true"]) is None  # the shell's own: no binary of that name
+
+
+def test_a_loop_waiting_for_a_file_goes_on_on_the_files_as_they_are_later(pod_files):
+    """`until [ -f F ]` repeating itself on the files it was worked out on waits (`Program.wait`):
+    resumed on the files as they are at a later pass, it waits again while F is missing, then
+    runs what follows once it is there, from that time on."""
+    script = "cd /tmp; echo start; until [ -f ready ]; do echo waiting; sleep 1; done; echo go; sleep 2; exit 4"
+    program = interpret(["sh", "-c", script], 100.0, lambda: pod_files.draft("main"))
+    assert (program.seconds, program.wait.at, program.wait.period) == (math.inf, 1.0, 1.0)
+    assert program.writes() == [(0, "stdout", "start\n"), (0, "stdout", "waiting\n")]
+    still = program.wait.resume(pod_files.draft("main", fresh=False), 101.0)
+    assert (still.seconds, still.wait.at, still.writes()) == (math.inf, 1.0, [(0, "stdout", "waiting\n")])
+    assert interpret(["touch", "/tmp/ready"], 101.5, pod_files.container("main")).exit_code == 0
+    went_on = still.wait.resume(pod_files.draft("main", fresh=False), 102.0)
+    assert (went_on.seconds, went_on.exit_code, went_on.wait) == (2.0, 4, None)
+    assert went_on.writes() == [(0, "stdout", "go\n")]
+
+
+@pytest.mark.parametrize("script", [
+    "until [ -f /tmp/ready ]; do sleep 1; done",  # no files given: it cannot see any change
+    "if true; then until [ -f /tmp/ready ]; do sleep 1; done; fi",  # not at the top level
+    "while true; do ls /tmp; sleep 1; done",  # cannot end
+])
+def test_a_loop_that_cannot_go_on_later_runs_on_without_waiting(pod_files, script):
+    files = None if script.startswith("until") else (lambda: pod_files.draft("main"))
+    program = interpret(["sh", "-c", script], 0.0, files)
+    assert program is None or (program.seconds, program.wait) == (math.inf, None)
