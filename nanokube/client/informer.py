@@ -1,6 +1,8 @@
 """Informers: list then watch one resource into a local cache, calling
-handlers on changes; relist when the watch expires (410) or ends. The objects are shared by every
-handler and reader (copy before changing); the cache mutation detector (mutation.py) checks that."""
+handlers on changes. A watch the server ends (its timeout) is reopened from the last resourceVersion
+seen, a bookmark's included; only an expired one (410) or an error relists, as client-go's reflector.
+The objects are shared by every handler and reader (copy before changing); the cache mutation
+detector (mutation.py) checks that."""
 
 from __future__ import annotations
 
@@ -89,43 +91,63 @@ class Informer:
             self._indexers[name] = _Index(ix.value_of, store)
 
     async def run(self) -> None:
+        """ListAndWatch: list once, then watch from the last resourceVersion seen for as long as
+        the server keeps ending watches normally; relist only after a 410 (the version left the
+        server's window), an error, or a watch that ended within a second with nothing in it
+        (client-go's "very short watch", so a server that closes every watch is not hammered)."""
+        rv = ""
+        origin = f"the informer for {self.rc.res.plural}"
         while True:
+            d = mutation.DETECTOR
             try:
-                items, rv = await self.rc.list(self.namespace, self.label_selector, self.field_selector)
-                d, origin = mutation.DETECTOR, f"the informer for {self.rc.res.plural}"
-                if d is not None:
-                    d.keep_all(items, origin)
-                fresh = {key_of(o): o for o in items}
-                old = self.store
-                self.store = fresh
-                self._index(fresh)
-                for k, o in fresh.items():
-                    if k in old:
-                        if old[k]["metadata"].get("resourceVersion") != o["metadata"].get("resourceVersion"):
-                            self._notify_update(old[k], o)
-                    else:
-                        self._notify(self._on_add, o)
-                for k, o in old.items():
-                    if k not in fresh:
-                        self._notify(self._on_delete, o)
-                self.synced.set()
+                if not rv:
+                    items, rv = await self.rc.list(self.namespace, self.label_selector, self.field_selector)
+                    self._replace(items, d, origin)
+                opened, events = self.clock.monotonic(), 0
                 stream = await self.rc.watch(self.namespace, rv, self.label_selector, self.field_selector)
                 try:
                     async for typ, obj in stream:
+                        events += 1
                         if d is not None:
                             d.keep(obj, origin)
                         self._handle(typ, obj)
+                        rv = obj["metadata"].get("resourceVersion") or rv
                 finally:
                     await stream.aclose()
+                if not events and self.clock.monotonic() - opened < 1:
+                    log.warning("informer for %s: very short watch with no events", self.rc.res.plural)
+                    rv = ""
+                    await self.clock.sleep(1)
             except asyncio.CancelledError:
                 raise
             except APIError as e:
+                rv = ""
                 if e.code != 410:
                     log.warning("informer for %s: %s", self.rc.res.plural, e.message)
                     await self.clock.sleep(1)
             except Exception:
+                rv = ""
                 log.exception("informer for %s failed", self.rc.res.plural)
                 await self.clock.sleep(1)
+
+    def _replace(self, items: list[dict], d, origin: str) -> None:
+        """A list's items become the store; the handlers hear what changed since the last one."""
+        if d is not None:
+            d.keep_all(items, origin)
+        fresh = {key_of(o): o for o in items}
+        old = self.store
+        self.store = fresh
+        self._index(fresh)
+        for k, o in fresh.items():
+            if k in old:
+                if old[k]["metadata"].get("resourceVersion") != o["metadata"].get("resourceVersion"):
+                    self._notify_update(old[k], o)
+            else:
+                self._notify(self._on_add, o)
+        for k, o in old.items():
+            if k not in fresh:
+                self._notify(self._on_delete, o)
+        self.synced.set()
 
     def _handle(self, typ: str, obj: dict) -> None:
         if typ == "BOOKMARK":

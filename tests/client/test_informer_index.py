@@ -1,10 +1,11 @@
 """The informer's namespace index (list_namespace) against its store, through adds, updates,
-deletes, and a relist after the watch ends, driven by a scripted list/watch client."""
+deletes, and a relist after the watch expires, driven by a scripted list/watch client."""
 
 import asyncio
 from types import SimpleNamespace
 
 from nanokube.client.informer import Informer
+from nanokube.machinery.errors import APIError
 
 
 def obj(ns, name, rv="1"):
@@ -13,7 +14,7 @@ def obj(ns, name, rv="1"):
 
 class ScriptedClient:
     """Each list answers the next snapshot; each watch yields what the test puts on `events`
-    until a None ends it (as an expired watch does), and the informer relists."""
+    until a None ends it with a 410 (as an expired watch does), and the informer relists."""
 
     def __init__(self, snapshots):
         self.res = SimpleNamespace(plural="pods")
@@ -29,6 +30,7 @@ class ScriptedClient:
         async def stream():
             while (ev := await self.events.get()) is not None:
                 yield ev
+            raise APIError(410, "Expired", "too old resource version")
         return stream()
 
 

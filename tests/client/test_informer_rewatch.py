@@ -1,0 +1,127 @@
+"""An informer over HTTP when the server ends its watch (--min-request-timeout's draw, on the
+server's clock): like client-go's reflector it watches again from the last resourceVersion it saw,
+without a list in between and without replaying adds; only a 410 (that version left the server's
+window) makes it list again."""
+
+import asyncio
+import contextlib
+
+from nanokube.apiserver.app import APIServer
+from nanokube.client.http import HTTPClient
+from nanokube.client.informer import Informer
+from nanokube.clock import VirtualClock
+from nanokube.pki.ca import ensure_pki
+from nanokube.pki.kubeconfig import write_kubeconfig
+from nanokube.store.memory import MemoryStore
+from tests.controllers import tries
+
+
+@contextlib.asynccontextmanager
+async def served(tmp_path, window: int = 50_000):
+    """A server whose watches end 10 to 20 s after they open on its virtual clock, resuming from at
+    most `window` events back, and a client."""
+    pki = ensure_pki(str(tmp_path))
+    clock = VirtualClock()
+    server = APIServer(MemoryStore(), pki, port=0, clock=clock, min_request_timeout=10)
+    server.cache.window = window
+    await server.start()
+    kubeconfig = str(tmp_path / "kubeconfig")
+    write_kubeconfig(kubeconfig, server.url, pki)
+    client = HTTPClient.from_kubeconfig(kubeconfig, field_manager="tester")
+    await client.start()
+    try:
+        yield client, clock
+    finally:
+        await client.close()
+        await server.stop()
+
+
+def cm(name):
+    return {"metadata": {"name": name, "namespace": "default"}}
+
+
+class Recorded:
+    """An informer over the client whose list and watch requests are noted, in order, and whose
+    handlers' calls are noted; `gate`, when set, holds back the watch requests after the first."""
+
+    def __init__(self, client, clock):
+        self.cms = client.resource("", "v1", "configmaps")
+        self.inf = Informer(self.cms, namespace="default", clock=clock)
+        self.calls: list[tuple[str, str]] = []
+        self.seen: list[tuple[str, str]] = []
+        self.gate: asyncio.Event | None = None
+        rc = self.inf.rc
+        real_list, real_watch = rc.list, rc.watch
+
+        async def listed(*a, **kw):
+            items, rv = await real_list(*a, **kw)
+            self.calls.append(("list", rv))
+            return items, rv
+
+        async def watched(namespace, rv, *a, **kw):
+            self.calls.append(("watch", rv))
+            if self.gate is not None and len([c for c in self.calls if c[0] == "watch"]) > 1:
+                await self.gate.wait()
+            return await real_watch(namespace, rv, *a, **kw)
+        rc.list, rc.watch = listed, watched
+        self.inf.add_handlers(on_add=lambda o: self.seen.append(("add", o["metadata"]["name"])),
+                              on_update=lambda _o, n: self.seen.append(("update", n["metadata"]["name"])),
+                              on_delete=lambda o: self.seen.append(("delete", o["metadata"]["name"])))
+
+    async def until(self, what, cond) -> None:
+        for _ in tries():
+            if cond():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"{what}: calls {self.calls}, seen {self.seen}")
+
+    @contextlib.asynccontextmanager
+    async def running(self):
+        task = asyncio.create_task(self.inf.run())
+        try:
+            await asyncio.wait_for(self.inf.synced.wait(), 10)
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def watches(self) -> int:
+        return sum(1 for c in self.calls if c[0] == "watch")
+
+
+async def test_a_watch_the_server_ends_is_reopened_from_the_last_resource_version_without_a_list(tmp_path):
+    async with served(tmp_path) as (client, clock):
+        r = Recorded(client, clock)
+        async with r.running():
+            a = await r.cms.create(cm("a"))
+            await r.until("a's add", lambda: r.seen == [("add", "a")])
+            for _ in range(21):  # past the watch's end (10 to 20 s), with its bookmark 2 s before
+                await clock.advance(1)
+            await r.until("a second watch", lambda: r.watches() == 2)
+            await r.cms.create(cm("b"))
+            await r.until("b's add", lambda: r.seen == [("add", "a"), ("add", "b")])
+            assert [c[0] for c in r.calls] == ["list", "watch", "watch"]
+            # from the bookmark's resourceVersion (the revision when it was sent), not older than a's
+            assert int(r.calls[2][1]) >= int(a["metadata"]["resourceVersion"]) > int(r.calls[1][1])
+
+
+async def test_a_watch_from_a_resource_version_out_of_the_server_s_window_lists_again(tmp_path):
+    async with served(tmp_path, window=2) as (client, clock):
+        r = Recorded(client, clock)
+        r.gate = asyncio.Event()
+        async with r.running():
+            await r.cms.create(cm("gone"))
+            await r.until("gone's add", lambda: r.seen == [("add", "gone")])
+            for _ in range(21):
+                await clock.advance(1)
+            await r.until("a second watch", lambda: r.watches() == 2)
+            # while the informer is between watches: a delete and more writes than the window holds
+            await r.cms.delete("gone", "default")
+            for i in range(4):
+                await r.cms.create(cm(f"b{i}"))
+            r.gate.set()
+            await r.until("the relist's news", lambda: len(r.seen) == 6)
+            assert sorted(r.seen[1:]) == [("add", "b0"), ("add", "b1"), ("add", "b2"), ("add", "b3"),
+                                          ("delete", "gone")]
+            await r.until("a watch after the relist", lambda: r.watches() == 3)
+            assert [c[0] for c in r.calls] == ["list", "watch", "watch", "list", "watch"]
