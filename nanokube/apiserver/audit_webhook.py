@@ -72,6 +72,7 @@ class WebhookBackend:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         if self._session is not None:
+            self.tries = 1  # what is left is sent once: a webhook that is down does not hold up the shutdown
             await self.flush()
             await self._session.close()
 
