@@ -14,6 +14,7 @@ from nanokube.machinery.errors import APIError
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
 from nanokube.store.memory import MemoryStore
+from nanokube.store.sqlite import SQLiteStore
 from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 from tests.node.test_lifecycle import conds, gone, phase_is, pod
@@ -144,6 +145,35 @@ async def test_agents_over_http_retry_what_the_server_refused(tmp_path):
         await _advance(clock, 20)
         p = await eventually(phase_is(pods, "job", "Succeeded"))
         assert len(refused) == 3 and p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    finally:
+        await nodes.stop()
+        await client.close()
+        await server.stop()
+
+
+async def test_a_status_written_while_the_server_is_down_lands_once_it_is_back(tmp_path):
+    """The agent's connection to the API server is refused while it restarts: the pod's final
+    status, due meanwhile, is written once the server is back."""
+    clock, db = ManualClock(), str(tmp_path / "state.db")
+    server = APIServer(SQLiteStore(db), None, port=0, clock=clock)
+    await server.start()
+    port = server.port
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{port}", None), "test", clock=clock)
+    await client.start()
+    nodes = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
+                        pods_dir=str(tmp_path / "pods"))
+    await nodes.start()
+    try:
+        pods = client.resource("", "v1", "pods")
+        await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "3"}, restart="Never"))
+        await eventually(phase_is(pods, "job", "Running"))
+        await server.stop()
+        await clock.advance(3)  # the container ends; its status cannot be written
+        server = APIServer(SQLiteStore(db), None, port=port, clock=clock)
+        await server.start()
+        assert (await pods.get("job", "default"))["status"]["phase"] == "Running"
+        await _advance(clock, 20)
+        await eventually(phase_is(pods, "job", "Succeeded"))
     finally:
         await nodes.stop()
         await client.close()
