@@ -31,6 +31,11 @@ read as one of a small, closed set; anything else is left to the annotations
   stopped. A loop that cannot end (`while true` with no break, exit or set
   in it) whose passes differ (a step counter, a file it adds to) is worked
   out ahead for `LAZY_AFTER` passes, then as its passes come (`Endless`).
+  One that may end, starting a top-level list, and repeats itself having
+  read the files (`until [ -f /work/ready ]; do sleep 1; done`) waits
+  (`Program.wait`): its owner runs it again at each later pass on the files
+  as they are then (another container or an exec may make the file), and
+  what follows once it ends.
   A script with a glob outside case's patterns, `~`, a backquote, a
   background job, a subshell, a function, a descriptor past stderr's redirection,
   another command, or a loop that may end but neither ends nor repeats
@@ -539,13 +544,12 @@ class _Run:
         self.status = status
 
     def _waits(self, node: Loop) -> bool:
-        """Whether `node`, repeating itself, waits for its files to change: a loop that may end, on
-        its own as the script's first command left (its later ones run once it ends), that read
+        """Whether `node`, repeating itself, waits for its files to change: a loop that may end,
+        starting one of the script's top-level lists (what follows it runs once it ends), that read
         the container's files."""
-        first = self.rest[0] if self.rest else []
-        return len(first) == 1 and len(first[0][1].commands) == 1 and first[0][1].commands[0] is node and \
-            not first[0][1].negate and \
-            isinstance(self.fs, ContainerFS) and not _cannot_end(node)
+        pipeline = self.rest[0][0][1] if self.rest else None
+        return pipeline is not None and len(pipeline.commands) == 1 and pipeline.commands[0] is node and \
+            not pipeline.negate and isinstance(self.fs, ContainerFS) and not _cannot_end(node)
 
     def _endless(self, node: Loop, mark: tuple, passes: int) -> None:
         """`node` repeats its last `passes` passes (which started at `mark`) forever: the run ends

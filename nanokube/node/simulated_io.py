@@ -444,19 +444,29 @@ class SimulatedIO:
 
     async def _exec_program(self, program: Program, session: StreamSession, container: str) -> int:
         """An interpreted command exec'd in the container: what it writes and changes in the
-        container's files, when it does on the node's clock, and its exit code once it ends."""
+        container's files, when it does on the node's clock, and its exit code once it ends. One
+        waiting in a loop for its files (`Wait`) reads them again at each pass, until it goes on."""
         clock = self.worker.clock
         start = clock.monotonic()
-        for when, stream, text in program.timeline():
-            await clock.sleep(max(start + when - clock.monotonic(), 0.0))
-            if stream == "files":
-                self.files(container).replay([text])
-                continue
-            data = text if isinstance(text, bytes) else text.encode()
-            if stream == "stdout" and session.stdout:
-                await session.write_stdout(data)
-            elif stream == "stderr" and (session.stderr or session.tty):
-                await (session.write_stdout if session.tty else session.write_stderr)(data)
+        while True:
+            for when, stream, text in program.timeline():
+                await clock.sleep(max(start + when - clock.monotonic(), 0.0))
+                if stream == "files":
+                    self.files(container).replay([text])
+                    continue
+                data = text if isinstance(text, bytes) else text.encode()
+                if stream == "stdout" and session.stdout:
+                    await session.write_stdout(data)
+                elif stream == "stderr" and (session.stderr or session.tty):
+                    await (session.write_stdout if session.tty else session.write_stderr)(data)
+            if program.wait is None:
+                break
+            await clock.sleep(max(start + program.wait.at - clock.monotonic(), 0.0))
+            start = clock.monotonic()
+            later = program.wait.resume(self.draft(container, fresh=False), clock.now())
+            if later is None:
+                break
+            program = later
         if math.isinf(program.seconds):  # until the client ends the session
             await asyncio.Event().wait()
         await clock.sleep(max(start + program.seconds - clock.monotonic(), 0.0))

@@ -332,3 +332,26 @@ async def test_a_host_network_pods_hostname_is_its_nodes_in_its_files_and_enviro
     assert await io.exec("main", ["sh", "-c", "hostname; echo $HOSTNAME"], session(out)) == 0
     assert b"".join(out) == b"node-1\nnode-1\n"
     io.stop()
+
+
+async def test_an_exec_waiting_for_a_file_goes_on_once_another_exec_makes_it(tmp_path):
+    """exec's `until [ -f /tmp/go ]; do sleep 1; done && echo went` reads the container's files again
+    at each pass (not the copy it was worked out on): it answers once another exec made the file."""
+    from tests.node import ManualClock
+
+    clock = ManualClock()
+    w = worker()
+    w.clock = clock
+    w.agent.volumes = SimpleNamespace(volume_dir=lambda uid, name: str(tmp_path / name))
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    out: list = []
+    ran = asyncio.ensure_future(io.exec("main", ["sh", "-c", "until [ -f /tmp/go ]; do sleep 1; done && echo went"],
+                                        session(out)))
+    await clock.advance(3)
+    await settle()
+    assert not ran.done() and out == []
+    assert await io.exec("main", ["touch", "/tmp/go"], session([])) == 0
+    await clock.advance(1)
+    assert await asyncio.wait_for(ran, 5) == 0 and out == [b"went\n"]
+    io.stop()
