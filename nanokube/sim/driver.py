@@ -171,6 +171,10 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     as they are (only the run's directory is removed)."""
     clock = PacedClock(EPOCH, speed) if speed else VirtualClock(start=EPOCH, max_turns=1 << 62)
     plane = SimulatedControlPlane(cluster, clock, config, seed, controllers, serve_port=serve_port, event_ttl=event_ttl)
+    if serve_port is not None and speed:
+        # a served watch's default length (--min-request-timeout's draw) runs on this clock: scaled,
+        # `kubectl get -w` lasts as many real seconds as against `nanokube up`, not 1/speed of them
+        plane.server.handlers.min_request_timeout *= speed
     wall0, cpu0 = time.perf_counter(), time.process_time()
     await plane.start()
     if serve_port is not None:
