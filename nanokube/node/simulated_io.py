@@ -241,13 +241,17 @@ class SimulatedIO:
         """What container `name` does once `program` (started at `began`, monotonic) has written all:
         where it waits in a loop reading its files (`Wait`), it reads them again at each pass, as
         they are then, until it goes on; the end of a command that went on so (`resumed`) is the
-        worker's to see (`ended`), as it was not known when the container started."""
+        worker's to see (`ended`, or an ephemeral container's end), as it was not known when the
+        container started."""
         clock = self.worker.clock
         if program is None or program.wait is None and (not resumed or math.isinf(program.seconds)):
             return None
 
         async def ends() -> None:
             await clock.sleep(max(began + program.seconds - clock.monotonic(), 0.0))
+            if name in self.ephemeral:
+                self.end_ephemeral(name, program.exit_code)
+                return
             self.ended[name] = program.exit_code
             self.worker.changed.set()
         if program.wait is None:
@@ -320,6 +324,9 @@ class SimulatedIO:
             self._write(f"nanokube: ephemeral container {name} started (image {image})", [name])
             return
         self.programs[name] = program
+        if program.wait is not None:  # it ends once the files it waits for are there
+            self._schedule(name, program.timeline(), self._then(name, program, self.worker.clock.monotonic()))
+            return
         end = self.worker.clock.monotonic() + program.seconds
 
         async def ended() -> None:

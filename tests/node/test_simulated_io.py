@@ -355,3 +355,28 @@ async def test_an_exec_waiting_for_a_file_goes_on_once_another_exec_makes_it(tmp
     await clock.advance(1)
     assert await asyncio.wait_for(ran, 5) == 0 and out == [b"went\n"]
     io.stop()
+
+
+async def test_an_ephemeral_container_waiting_for_a_file_ends_once_an_exec_makes_it(tmp_path):
+    """An ephemeral container (`kubectl debug`) whose command waits in a loop for a file ends, with
+    what follows the loop's code, a pass after an exec into it made the file."""
+    from tests.node import ManualClock
+
+    clock = ManualClock()
+    w = worker()
+    w.clock = clock
+    w.agent.volumes = SimpleNamespace(volume_dir=lambda uid, name: str(tmp_path / name))
+    w.pod["spec"]["ephemeralContainers"] = [{"name": "debug", "image": "busybox"}]
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    script = "until [ -f /tmp/go ]; do echo waiting; sleep 1; done; echo went; exit 3"
+    io.start_ephemeral("debug", "busybox", interpret(["sh", "-c", script], clock.now(), io.draft("debug")))
+    await clock.advance(2)
+    await settle()
+    assert io.ephemeral_ended == {}
+    assert await io.exec("debug", ["touch", "/tmp/go"], session([])) == 0
+    await clock.advance(1)
+    await settle()
+    assert io.ephemeral_ended == {"debug": 3}
+    assert io.serve_log("debug", LogOptions()) == b"waiting\n" * 3 + b"went\n"
+    io.stop()
