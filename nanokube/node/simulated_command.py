@@ -100,6 +100,9 @@ _STDOUT, _STDERR = "\0stdout", "\0stderr"
 #: how many simple commands one run interprets at most: a loop that has not ended (nor repeated
 #: itself, see `_Run.loop`) by then leaves the command uninterpreted
 BUDGET = 10000
+#: how often a loop waiting for its files with no time passing in its passes (`until [ -f F ]; do
+#: :; done`) reads them again, on the node's clock: a real one spins, reading them all the time
+BUSY_WAIT = 1.0
 #: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
 _BUILTINS = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec"})
 
@@ -556,7 +559,10 @@ class _Run:
         here, its later passes written as they come."""
         period = self.now - mark[3]
         wrote = len(self.output) > mark[0] or len(self.errors) > mark[1]
-        if period > 0 and self._waits(node):
+        if (period > 0 or not wrote) and self._waits(node):
+            if period <= 0:  # it spins, silent (`do :; done`): it reads its files again each BUSY_WAIT
+                period = BUSY_WAIT
+                self.now += period
             self.period = period
             raise _Waiting
         if period <= 0:

@@ -265,3 +265,15 @@ def test_a_loop_that_cannot_go_on_later_runs_on_without_waiting(pod_files, scrip
     files = None if script.startswith("until") else (lambda: pod_files.draft("main"))
     program = interpret(["sh", "-c", script], 0.0, files)
     assert program is None or (program.seconds, program.wait) == (math.inf, None)
+
+
+def test_a_busy_loop_waiting_for_a_file_reads_it_again_each_second(pod_files):
+    """`while [ ! -f F ]; do :; done` takes no time in its passes: it waits, reading its files again
+    each second of the node's clock (BUSY_WAIT), instead of spinning silently for ever."""
+    program = interpret(["sh", "-c", "while [ ! -f /tmp/ready ]; do :; done; echo ok"], 0.0,
+                        lambda: pod_files.draft("main"))
+    assert (program.seconds, program.wait.at, program.wait.period) == (math.inf, 1.0, 1.0)
+    assert program.wait.resume(pod_files.draft("main", fresh=False), 1.0).wait.at == 1.0
+    pod_files.container("main").write("/tmp/ready", b"")
+    went_on = program.wait.resume(pod_files.draft("main", fresh=False), 2.0)
+    assert (went_on.seconds, went_on.writes(), went_on.wait) == (0.0, [(0, "stdout", "ok\n")], None)
