@@ -549,8 +549,8 @@ class _Run:
     def _waits(self, node: Loop) -> bool:
         """Whether `node`, repeating itself, waits for its files to change: a loop that may end,
         starting one of the script's top-level lists (what follows it runs once it ends), that read
-        the container's files."""
-        pipeline = self.rest[0][0][1] if self.rest else None
+        the container's files; not a line typed at a shell (Shell), whose session is not resumed."""
+        pipeline = self.rest[0][0][1] if self.rest and not self.interactive else None
         return pipeline is not None and len(pipeline.commands) == 1 and pipeline.commands[0] is node and \
             not pipeline.negate and isinstance(self.fs, ContainerFS) and not _cannot_end(node)
 

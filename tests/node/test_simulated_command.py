@@ -277,3 +277,11 @@ def test_a_busy_loop_waiting_for_a_file_reads_it_again_each_second(pod_files):
     pod_files.container("main").write("/tmp/ready", b"")
     went_on = program.wait.resume(pod_files.draft("main", fresh=False), 2.0)
     assert (went_on.seconds, went_on.writes(), went_on.wait) == (0.0, [(0, "stdout", "ok\n")], None)
+
+
+def test_a_line_typed_at_a_shell_waiting_for_a_file_logs_each_pass_on(pod_files):
+    """A shell's line is not resumed later: its waiting loop's passes go on as an endless repetition."""
+    shell = Shell(lambda: pod_files.container("main"))
+    step = shell.line("until [ -f /tmp/go ]; do echo waiting; sleep 5; done", 0.0)
+    assert step.seconds == math.inf
+    assert list(itertools.islice(step.output, 3)) == [(t, "stdout", "waiting\n") for t in (0, 5, 10)]
