@@ -52,6 +52,8 @@ _WHO_MAX = 256
 _WRITES = Decision(METADATA, frozenset({RECEIVED, STARTED, STAGE_PANIC}))
 _NOTHING = Decision(NONE)
 _ANONYMOUS = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
+#: the levels that log the request's body
+_BODIES = frozenset({REQUEST, REQUEST_RESPONSE})
 _ANONYMOUS_USER = User("system:anonymous", ("system:unauthenticated",))
 
 
@@ -77,6 +79,7 @@ class AuditLog:
         self.policy = policy
         self.webhook = webhook
         self.legacy = log_format == "legacy"
+        self._blocking = webhook if webhook is not None and webhook.mode == "blocking" else None
         if webhook is not None:
             webhook.start()
         # unbuffered: each line is one write(2), as upstream's log backend writes each event to its
@@ -101,22 +104,16 @@ class AuditLog:
         attrs = request_attributes(request)
         if self.policy is None and attrs.verb not in WRITE_VERBS:
             return await handler(request)
-        return await self._around(request, attrs, handler, request)
+        return await self._around(request, attrs, handler, None)
 
     async def serve(self, request: web.Request, attrs, authn, dispatch) -> web.StreamResponse:
         """An API request through authentication and `dispatch`, audited; HTTP exceptions as a Status."""
-        return await self._around(request, attrs, self._as_status, request, authn, dispatch)
+        return await self._around(request, attrs, authn, dispatch)
 
-    @staticmethod
-    async def _as_status(request: web.Request, authn, dispatch) -> web.StreamResponse:
-        try:
-            return await authn(request, dispatch)
-        except web.HTTPException as e:
-            return status_response(e)
-
-    async def _around(self, request: web.Request, attrs, call, *args) -> web.StreamResponse:
-        """Run a request and write its stages' events. The policy is asked once the request is
-        authenticated (the user is known when it answers, or starts answering), so its
+    async def _around(self, request: web.Request, attrs, call, then) -> web.StreamResponse:
+        """Run a request (`call(request)`, or `call(request, then)` with its HTTP exceptions of 400 and
+        above answered as a Status) and write its stages' events. The policy is asked once the
+        request is authenticated (the user is known when it answers, or starts answering), so its
         RequestReceived event is written then, stamped with the time it was received."""
         received = self.clock.rfc3339_micro()
         ctx = _Request(request, attrs, received, request.headers.get("Audit-ID") or new_uid())
@@ -127,28 +124,28 @@ class AuditLog:
             # aiohttp's hook as each response's headers are written; the fast path has no router
             # signal to attach it to (an instance attribute: __setattr__ would warn in debug mode)
             object.__setattr__(request, "_prepare_hook", started)
+        blocking = self._blocking
         try:
-            response = await call(*args)
+            response = await (call(request) if then is None else call(request, then))
         except web.HTTPException as e:
-            self._complete(ctx, e)
-            await self._blocking()
-            raise
+            if then is None or e.status < 400:
+                self._complete(ctx, e)
+                if blocking is not None:
+                    await blocking.flush()
+                raise
+            response = status_response(e)
         except Exception as e:
             self._panic(ctx, e)
-            await self._blocking()
+            if blocking is not None:
+                await blocking.flush()
             raise
-        if (e := request.get(PANIC)) is not None:
+        if response.status == 500 and (e := request.get(PANIC)) is not None:  # (a miss raises inside get)
             self._panic(ctx, e)
         else:
             self._complete(ctx, response)
-        await self._blocking()
+        if blocking is not None:  # the webhook's blocking mode: answered once its events are sent
+            await blocking.flush()
         return response
-
-    async def _blocking(self) -> None:
-        """The webhook's blocking mode: the request is answered once its events are sent."""
-        webhook = self.webhook
-        if webhook is not None and webhook.mode == "blocking":
-            await webhook.flush()
 
     def _panic(self, ctx: _Request, e: Exception) -> None:
         """The Panic stage, in place of ResponseComplete, as upstream's audit filter recovers a panic."""
@@ -179,7 +176,7 @@ class AuditLog:
         request = ctx.request
         obj = request.get(RESPONSE_OBJECT) if response.status < 300 else None
         body = obj if obj is not None else _json_body(response)
-        if d.at_least(REQUEST) and ctx.attrs.verb in WRITE_VERBS:
+        if d.level in _BODIES and ctx.attrs.verb in WRITE_VERBS:
             ctx.request_object = _request_body(request)
         if d.level == REQUEST_RESPONSE:
             ctx.response_object = body or _json_body(response, joined=True) or None
@@ -285,7 +282,7 @@ class AuditLog:
                           "stageTimestamp": received, "annotations": _LOOPBACK_ANNOTATIONS})
         if COMPLETE not in d.omit_stages:
             event = {**head, "stage": COMPLETE, **tail, "objectRef": ref, "responseStatus": status}
-            if sent is not None and d.at_least(REQUEST):
+            if sent is not None and d.level in _BODIES:
                 if not isinstance(sent, dict):
                     sent = _decoded(sent)
                 if sent is not None:

@@ -30,9 +30,6 @@ class Decision:
     omit_stages: frozenset[str] = frozenset()
     omit_managed_fields: bool = False
 
-    def at_least(self, level: str) -> bool:
-        return LEVELS.index(self.level) >= LEVELS.index(level)
-
 
 @dataclass(frozen=True, slots=True)
 class _GroupResources:
