@@ -211,6 +211,7 @@ class AuditLog:
         (its user, source IP and user agent, the annotations) are encoded once and joined in."""
         namespaced = res.namespaced and namespace
         group = res.group
+        asked = name  # (`name` becomes the answered object's below)
         path = (f"/apis/{group}/{version}" if group else f"/api/{version}") + \
             (f"/namespaces/{namespace}/{res.plural}" if namespaced else f"/{res.plural}")
         if name:
@@ -241,10 +242,13 @@ class AuditLog:
             for k in ("status", "message", "reason"):
                 if v := body.get(k):
                     status[k] = v
-        if self.policy is not None:
-            self._loopback_policy(verb, user, res.group, res.plural, subresource, namespace if namespaced else "",
-                                  name, path, ref, status, code, body, received, user_agent, sent)
-            return
+        policy = self.policy
+        if policy is not None:
+            d = policy.decide_loopback(user, verb, group, res.plural, subresource, namespace if namespaced else "", asked)
+            if d.level != METADATA or RECEIVED not in d.omit_stages or COMPLETE in d.omit_stages:
+                self._loopback_policy(d, verb, user, path, ref, status, body, received, user_agent, sent, asked)
+                return
+            # else the line below: Metadata, ResponseComplete only
         who_key = (user.name, tuple(user.groups), user_agent)
         who = self._who.get(who_key)
         if who is None:
@@ -262,12 +266,10 @@ class AuditLog:
                           "stageTimestamp": self.clock.rfc3339_micro()})[1:-1],
             _LOOPBACK_TAIL)))
 
-    def _loopback_policy(self, verb: str, user, group: str, resource: str, subresource: str, namespace: str,
-                         name: str, path: str, ref: dict, status: dict, code: int, body: dict, received: str,
-                         user_agent: str, sent) -> None:
-        """A loopback write's events as the policy says (decided once per client, verb and resource
-        where no rule looks at namespaces or names); `sent`: the object or patch (bytes) written."""
-        d = self.policy.decide_loopback(user, verb, group, resource, subresource, namespace, name)
+    def _loopback_policy(self, d: Decision, verb: str, user, path: str, ref: dict, status: dict, body: dict,
+                         received: str, user_agent: str, sent, name: str) -> None:
+        """A loopback write's events as the policy decided (once per client, verb and resource where
+        no rule looks at namespaces or names); `sent`: the object or patch (bytes) written."""
         if d.level == NONE:
             return
         head = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": d.level, "auditID": new_uid()}
@@ -275,10 +277,10 @@ class AuditLog:
                 "user": {"username": user.name, "groups": list(user.groups)}, "sourceIPs": ["127.0.0.1"],
                 "userAgent": user_agent}
         if RECEIVED not in d.omit_stages:
-            asked = {k: v for k, v in ref.items() if k not in ("uid", "resourceVersion")}
+            as_asked = {k: v for k, v in ref.items() if k not in ("uid", "resourceVersion")}
             if not name:
-                asked.pop("name", None)
-            self._append({**head, "stage": RECEIVED, **tail, "objectRef": asked, "requestReceivedTimestamp": received,
+                as_asked.pop("name", None)
+            self._append({**head, "stage": RECEIVED, **tail, "objectRef": as_asked, "requestReceivedTimestamp": received,
                           "stageTimestamp": received, "annotations": _LOOPBACK_ANNOTATIONS})
         if COMPLETE not in d.omit_stages:
             event = {**head, "stage": COMPLETE, **tail, "objectRef": ref, "responseStatus": status}

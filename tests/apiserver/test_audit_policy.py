@@ -229,6 +229,7 @@ async def test_an_in_process_components_writes_are_audited_by_the_policy(cluster
     assert patch["requestObject"] == {"data": {"a": "2"}} and patch["responseObject"]["data"] == {"a": "2"}
     assert patch["requestURI"] == "/api/v1/namespaces/default/configmaps/by-kcm"
     assert "requestObject" not in mine[3] and "responseObject" not in mine[3]
+    assert "name" not in mine[2]["objectRef"] and mine[3]["objectRef"]["name"] == "s"  # (a create names none)
 
 
 async def test_an_unhandled_exception_is_a_panic_event(cluster):
