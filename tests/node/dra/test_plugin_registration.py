@@ -57,12 +57,14 @@ def ticking(clock, check):
 
 
 async def registered(clock, mgr, driver):
-    """The plugin was told it is registered and the node's connection to it is up. One tick lets
-    the watcher's poll find the socket; the gRPC calls then take real time, during which the
-    node's clock stands still (a ticking clock would run past a grace period meanwhile)."""
+    """The plugin was told it is registered and the node's connection to it is up: the driver's
+    plugin the node serves from is this one (another instance's, connected already, serves until
+    this one's connection is up). One tick lets the watcher's poll find the socket; the gRPC calls
+    then take real time, during which the node's clock stands still (a ticking clock would run past
+    a grace period meanwhile)."""
     async def check():
         plugin = mgr.agents[NODE].dra_plugins.get(driver.driver)
-        return plugin is not None and plugin.connected and driver.statuses
+        return plugin is not None and plugin.endpoint == driver.endpoint and plugin.connected and driver.statuses
     await clock.advance(1)
     await eventually(check)
 
