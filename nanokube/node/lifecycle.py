@@ -520,8 +520,11 @@ class PodWorker:
 
     async def _sleep_until(self, deadline: float) -> None:
         """Measure what is left when the timer task actually starts, so time
-        that passed before it was scheduled still counts."""
-        await self.clock.sleep(max(deadline - self.clock.monotonic(), 0.0))
+        that passed before it was scheduled still counts. The event loop may wake a timer a
+        clock tick early: sleep again until the deadline has really passed, so a pull of 1.5 s
+        never reports 1.499s."""
+        while (left := deadline - self.clock.monotonic()) > 0:
+            await self.clock.sleep(left)
 
     def _active_deadline_left(self) -> float | None:
         """Seconds left of spec.activeDeadlineSeconds, counted from the pod's start (None without one)."""
