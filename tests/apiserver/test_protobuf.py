@@ -31,7 +31,7 @@ def vfield(num: int, value: int) -> bytes:
     return varint(num << 3) + varint(value)
 
 
-def lfield(num: int, payload: bytes | str) -> bytes:
+def lfield(num: int, payload: bytes | str = b"") -> bytes:
     data = payload.encode() if isinstance(payload, str) else payload
     return varint(num << 3 | 2) + varint(len(data)) + data
 

@@ -21,32 +21,14 @@ from nanokube.machinery import gotime
 from nanokube.store.memory import MemoryStore
 from tests.e2e.fuzz_seeds import CREATE_ONLY, CSR_B64, KINDS, NAMES, WIDGETS
 from tests.e2e.fuzzing import EDGE_TIMES, NS
+from tests.apiserver.test_protobuf import lfield as s, vfield as v
 
 FIXTURES = Path(__file__).parent / "fixtures" / "protobuf"
 PB = "application/vnd.kubernetes.protobuf"
 KUBECTLS = [k for k in (Path(__file__).parents[2] / ".venv" / "bin" / "kubectl", Path("/usr/bin/kubectl")) if k.exists()]
 
 
-# --- a wire writer and reader of the test's own ------------------------------------
-
-
-def varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def v(num: int, value: int) -> bytes:
-    return varint(num << 3) + varint(value)
-
-
-def s(num: int, payload: bytes | str = b"") -> bytes:
-    data = payload.encode() if isinstance(payload, str) else payload
-    return varint(num << 3 | 2) + varint(len(data)) + data
+# --- a wire reader of the test's own (the writer is test_protobuf's) ------------------
 
 
 def unknown(api_version: str, kind: str, raw: bytes) -> bytes:
