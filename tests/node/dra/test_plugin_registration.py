@@ -178,15 +178,24 @@ async def _allocate(claims, name, pod):
     return await claims.update(c, subresource="status")
 
 
+async def _claimed_pod(client, name: str, claim: str, fail: tuple[dict, str] | None = None):
+    """Claim `claim` and pod `name` using it, the claim allocated on NODE's gpu-0 and reserved for
+    the pod; `fail` (the driver's failures, a message) is set under the claim's UID before the pod
+    exists. Returns the allocated claim, the pod and the pods resource."""
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    c = await claims.create(_claim(claim))
+    if fail:
+        fail[0][c["metadata"]["uid"]] = fail[1]
+    pod = await pods.create(_pod(name, claim))
+    return await _allocate(claims, claim, pod), pod, pods
+
+
 async def test_the_kubelet_prepares_through_the_plugin_and_unprepares_when_the_pod_goes(env):
     client, clock, mgr, driver = env
     d = driver()
     await registered(clock, mgr, d)
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
-    pods = client.resource("", "v1", "pods")
-    await claims.create(_claim("train"))
-    pod = await pods.create(_pod("trainer", "train"))
-    claim = await _allocate(claims, "train", pod)
+    claim, pod, pods = await _claimed_pod(client, "trainer", "train")
     await eventually(phase(pods, "trainer", "Running", clock))
     ref = {"namespace": "default", "uid": claim["metadata"]["uid"], "name": "train"}
     assert d.called("NodePrepareResources") == [{"claims": [ref]}]
@@ -211,12 +220,7 @@ async def test_a_plugin_error_keeps_the_pod_creating_and_is_retried(env):
     client, clock, mgr, driver = env
     d = driver()
     await registered(clock, mgr, d)
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
-    pods = client.resource("", "v1", "pods")
-    c = await claims.create(_claim("broken"))
-    d.fail[c["metadata"]["uid"]] = "device gpu-0 is busy"
-    pod = await pods.create(_pod("waits", "broken"))
-    await _allocate(claims, "broken", pod)
+    c, pod, pods = await _claimed_pod(client, "waits", "broken", fail=(d.fail, "device gpu-0 is busy"))
     [ev] = await eventually(ticking(clock, lambda: _events(client, "FailedPrepareDynamicResources")))
     assert ev["type"] == "Warning"
     assert ev["message"] == ("Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources "
@@ -231,11 +235,7 @@ async def test_a_plugin_error_keeps_the_pod_creating_and_is_retried(env):
 
 async def test_a_claim_of_an_unregistered_driver_waits_for_it(env):
     client, clock, mgr, driver = env
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
-    pods = client.resource("", "v1", "pods")
-    await claims.create(_claim("early"))
-    pod = await pods.create(_pod("early", "early"))
-    await _allocate(claims, "early", pod)
+    _, pod, pods = await _claimed_pod(client, "early", "early")
     [ev] = await eventually(ticking(clock, lambda: _events(client, "FailedPrepareDynamicResources")))
     assert ev["message"].endswith(f"DRA driver {DRIVER} is not registered")
     d = driver()
@@ -258,11 +258,7 @@ async def test_a_plugin_that_streams_health_sets_the_containers_allocated_resour
     client, clock, mgr, driver = env
     d = driver(versions=("v1.DRAPlugin", "v1.DRAResourceHealth"))
     await registered(clock, mgr, d)
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
-    pods = client.resource("", "v1", "pods")
-    await claims.create(_claim("watched"))
-    pod = await pods.create(_pod("watched", "watched"))
-    await _allocate(claims, "watched", pod)
+    _, pod, pods = await _claimed_pod(client, "watched", "watched")
     await eventually(phase(pods, "watched", "Running", clock))
 
     async def health(want):
@@ -286,11 +282,7 @@ async def test_a_plugin_without_a_health_service_leaves_allocated_resources_stat
     client, clock, mgr, driver = env
     d = driver()
     await registered(clock, mgr, d)
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
-    pods = client.resource("", "v1", "pods")
-    await claims.create(_claim("plain"))
-    pod = await pods.create(_pod("plain", "plain"))
-    await _allocate(claims, "plain", pod)
+    _, pod, pods = await _claimed_pod(client, "plain", "plain")
     p = await eventually(phase(pods, "plain", "Running", clock))
     assert all("allocatedResourcesStatus" not in s for s in p["status"]["containerStatuses"])
     assert not d.called("NodeWatchResources")
@@ -315,11 +307,7 @@ async def test_a_failed_unprepare_is_retried_until_the_driver_succeeds(env):
     client, clock, mgr, driver = env
     d = driver()
     await registered(clock, mgr, d)
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
-    pods = client.resource("", "v1", "pods")
-    c = await claims.create(_claim("sticky"))
-    pod = await pods.create(_pod("sticky", "sticky"))
-    await _allocate(claims, "sticky", pod)
+    c, pod, pods = await _claimed_pod(client, "sticky", "sticky")
     await eventually(phase(pods, "sticky", "Running", clock))
     d.fail_unprepare[c["metadata"]["uid"]] = "device gpu-0 is still in use"
     await pods.delete("sticky", "default", grace_period_seconds=0)
@@ -379,12 +367,7 @@ async def test_a_claim_whose_preparation_failed_is_unprepared_when_the_pod_goes(
     client, clock, mgr, driver = env
     d = driver()
     await registered(clock, mgr, d)
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
-    pods = client.resource("", "v1", "pods")
-    c = await claims.create(_claim("half"))
-    d.fail[c["metadata"]["uid"]] = "out of memory"
-    pod = await pods.create(_pod("half", "half"))
-    await _allocate(claims, "half", pod)
+    c, pod, pods = await _claimed_pod(client, "half", "half", fail=(d.fail, "out of memory"))
     await eventually(ticking(clock, lambda: _true(d.called("NodePrepareResources"))))
     assert not d.called("NodeUnprepareResources")
     await pods.delete("half", "default", grace_period_seconds=0)
