@@ -24,15 +24,15 @@ def test_image_references_are_fully_qualified():
 
 
 @contextlib.asynccontextmanager
-async def _nodes(clock: ManualClock):
-    """An API server and the default cluster's node agents, on `clock`."""
+async def node_agents(clock: ManualClock):
+    """An API server (its stack) and the default cluster's node agents (their manager), on `clock`."""
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     s.rest.clock = clock  # deletionTimestamps in the agents' time
     mgr = NodeManager(connector(s.rest), default_cluster(), clock)
     await mgr.start()
     try:
-        yield s.client.resource("", "v1", "pods"), mgr
+        yield s, mgr
     finally:
         await mgr.stop()
         await s.close()
@@ -41,8 +41,8 @@ async def _nodes(clock: ManualClock):
 @pytest.fixture
 async def env():
     clock = ManualClock()
-    async with _nodes(clock) as (pods, _):
-        yield pods, clock
+    async with node_agents(clock) as (s, _):
+        yield s.client.resource("", "v1", "pods"), clock
 
 
 def pod(name, node="gpu-0", annotations=None, restart="Always", grace=None, containers=("app",), finalizers=()):
@@ -696,7 +696,8 @@ async def test_an_init_containers_last_line_at_its_end_is_in_its_log():
     sleep) is in its log: its end was reckoned just before its output was scheduled, so on a clock
     that moves between readings the last line came a moment after the end and was dropped."""
     clock = _TickingClock()
-    async with _nodes(clock) as (pods, mgr):
+    async with node_agents(clock) as (s, mgr):
+        pods = s.client.resource("", "v1", "pods")
         p = pod("prepared")
         p["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1.36",
                                         "command": ["sh", "-c", "echo preparing; sleep 5; echo prepared"]}]

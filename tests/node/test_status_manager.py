@@ -2,12 +2,10 @@
 status manager's do (pkg/kubelet/status/status_manager.go: a failed update is tried again on the
 next sync, the pod's lifecycle going on meanwhile); a pod worker whose sync fails on a bug says so
 with a FailedSync event and still removes the pod when it is deleted."""
-import contextlib
 
 import pytest
 
 from nanokube.apiserver.app import APIServer
-from nanokube.apiserver.loopback import connector
 from nanokube.client.http import HTTPClient
 from nanokube.client.kubeconfig import Credentials
 from nanokube.machinery.errors import APIError
@@ -15,9 +13,9 @@ from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
 from nanokube.store.memory import MemoryStore
 from nanokube.store.sqlite import SQLiteStore
-from tests.controllers import becomes, eventually, make_stack
+from tests.controllers import becomes, eventually
 from tests.node import ManualClock
-from tests.node.test_lifecycle import conds, gone, phase_is, pod
+from tests.node.test_lifecycle import conds, gone, node_agents, phase_is, pod
 
 
 def server_error():
@@ -48,24 +46,10 @@ def fail_status_writes(rest, pod_name: str, faults: list) -> list:
     return refused
 
 
-@contextlib.asynccontextmanager
-async def _cluster(clock: ManualClock):
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
-    s.rest.clock = clock
-    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
-    await mgr.start()
-    try:
-        yield s
-    finally:
-        await mgr.stop()
-        await s.close()
-
-
 @pytest.fixture
 async def env():
     clock = ManualClock()
-    async with _cluster(clock) as s:
+    async with node_agents(clock) as (s, _):
         yield s, s.client.resource("", "v1", "pods"), clock
 
 
