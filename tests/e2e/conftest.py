@@ -104,6 +104,23 @@ def cache_mutations(log: str) -> list[str]:
     return found
 
 
+@contextlib.contextmanager
+def kopf_run(args: list[str], env: dict, log_path: Path):
+    """`kopf run ARGS` as its own process, its output in `log_path`, stopped on the way out."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", *args], env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def wait_for(check, timeout: float = 60.0, what: str = "condition", every: float = 0.25):
     """Poll `check` until it returns something truthy, and return that; fail
     after `timeout` seconds saying which `what` never held."""

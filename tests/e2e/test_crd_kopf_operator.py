@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import wait_for
+from .conftest import kopf_run, wait_for
 
 pytest.importorskip("kopf")
 
@@ -34,19 +32,9 @@ CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitio
 def operator(cluster):
     cluster.kubectl("apply", "-f", "-", input=json.dumps(CRD))
     cluster.kubectl("wait", "--for", "condition=Established", f"crd/trainingjobs.{GROUP}", "--timeout=50s")
-    log = open(cluster.data_dir / "kopf.log", "wb")
     env = {**os.environ, "KUBECONFIG": cluster.kubeconfig}
-    proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", "default", str(OPERATOR)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
+    with kopf_run(["--standalone", "--namespace", "default", str(OPERATOR)], env, cluster.data_dir / "kopf.log") as proc:
         yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def _log(cluster) -> str:

@@ -8,7 +8,6 @@ operator in peering mode; kopf's own admission webhooks; and leader election thr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -21,7 +20,7 @@ import pytest
 
 from nanokube.pki.ca import issue, new_ca
 
-from .conftest import wait_for
+from .conftest import kopf_run, wait_for
 
 GROUP = "ops.example.com"
 CRD_NAME = f"trainers.{GROUP}"
@@ -279,23 +278,6 @@ def test_a_tightened_schema_ratchets_values_left_unchanged(c):
         c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(CRD))
 
 
-@contextlib.contextmanager
-def _kopf_run(args: list[str], env: dict, log_path: Path):
-    """`kopf run ARGS` as its own process, its output in `log_path`, stopped on the way out."""
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", *args], env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
-        try:
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
 @pytest.fixture
 def operator(c):
     pytest.importorskip("kopf")
@@ -311,7 +293,7 @@ def operator(c):
     c.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
                                                     "metadata": {"name": "trainers", "namespace": "default"}}))
     log_path = c.data_dir / "trainer-operator.log"
-    with _kopf_run(["--namespace", "default", str(OPERATORS / "trainer.py")],
+    with kopf_run(["--namespace", "default", str(OPERATORS / "trainer.py")],
                    {**os.environ, "KUBECONFIG": c.kubeconfig}, log_path):
         yield log_path
 
@@ -385,7 +367,7 @@ def test_kopf_managed_admission_webhooks_validate_and_mutate(c, tmp_path):
         env["TRAINER_WEBHOOK_PORT"] = str(s.getsockname()[1])
     log_path = tmp_path / "kopf.log"
     try:  # kopf stops before its webhook configurations go, lest it make them again
-        with _kopf_run(["--standalone", "--namespace", "webhooked", str(OPERATORS / "trainer_webhooks.py")], env,
+        with kopf_run(["--standalone", "--namespace", "webhooked", str(OPERATORS / "trainer_webhooks.py")], env,
                        log_path):
             c.kubectl("create", "namespace", "webhooked")
 
