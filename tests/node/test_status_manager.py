@@ -3,6 +3,8 @@ status manager's do (pkg/kubelet/status/status_manager.go: a failed update is tr
 next sync, the pod's lifecycle going on meanwhile); a pod worker whose sync fails on a bug says so
 with a FailedSync event and still removes the pod when it is deleted."""
 
+import contextlib
+
 import pytest
 
 from nanokube.apiserver.app import APIServer
@@ -110,28 +112,37 @@ async def test_a_sync_failing_on_a_bug_is_reported_and_the_pod_can_still_be_dele
     assert await eventually(gone(pods, "odd"))
 
 
+@contextlib.asynccontextmanager
+async def _agents_over_http(port: int, clock: ManualClock, pods_dir):
+    """The default cluster's node agents on an HTTPClient of the API server at `port` (which the
+    test may restart meanwhile); yields the pods resource."""
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{port}", None), "test", clock=clock)
+    await client.start()
+    nodes = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
+                        pods_dir=str(pods_dir))
+    await nodes.start()
+    try:
+        yield client.resource("", "v1", "pods")
+    finally:
+        await nodes.stop()
+        await client.close()
+
+
 async def test_agents_over_http_retry_what_the_server_refused(tmp_path):
     """The agent on an HTTPClient meets the refusals as decoded Status replies, and a server bug's 500."""
     clock = ManualClock()
     server = APIServer(MemoryStore(), None, port=0, clock=clock)
     await server.start()
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
-    await client.start()
-    nodes = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
-                        pods_dir=str(tmp_path))
-    await nodes.start()
     try:
-        pods = client.resource("", "v1", "pods")
-        refused = fail_status_writes(server.rest, "job", [too_many_requests, RuntimeError("a server bug"),
-                                                          server_error])
-        await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "3"}, restart="Never"))
-        await eventually(lambda: _true(len(refused) >= 2))
-        await _advance(clock, 20)
-        p = await eventually(phase_is(pods, "job", "Succeeded"))
-        assert len(refused) == 3 and p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+        async with _agents_over_http(server.port, clock, tmp_path) as pods:
+            refused = fail_status_writes(server.rest, "job", [too_many_requests, RuntimeError("a server bug"),
+                                                              server_error])
+            await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "3"}, restart="Never"))
+            await eventually(lambda: _true(len(refused) >= 2))
+            await _advance(clock, 20)
+            p = await eventually(phase_is(pods, "job", "Succeeded"))
+            assert len(refused) == 3 and p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     finally:
-        await nodes.stop()
-        await client.close()
         await server.stop()
 
 
@@ -142,25 +153,18 @@ async def test_a_status_written_while_the_server_is_down_lands_once_it_is_back(t
     server = APIServer(SQLiteStore(db), None, port=0, clock=clock)
     await server.start()
     port = server.port
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{port}", None), "test", clock=clock)
-    await client.start()
-    nodes = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
-                        pods_dir=str(tmp_path / "pods"))
-    await nodes.start()
     try:
-        pods = client.resource("", "v1", "pods")
-        await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "3"}, restart="Never"))
-        await eventually(phase_is(pods, "job", "Running"))
-        await server.stop()
-        await clock.advance(3)  # the container ends; its status cannot be written
-        server = APIServer(SQLiteStore(db), None, port=port, clock=clock)
-        await server.start()
-        assert (await pods.get("job", "default"))["status"]["phase"] == "Running"
-        await _advance(clock, 20)
-        await eventually(phase_is(pods, "job", "Succeeded"))
+        async with _agents_over_http(port, clock, tmp_path / "pods") as pods:
+            await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "3"}, restart="Never"))
+            await eventually(phase_is(pods, "job", "Running"))
+            await server.stop()
+            await clock.advance(3)  # the container ends; its status cannot be written
+            server = APIServer(SQLiteStore(db), None, port=port, clock=clock)
+            await server.start()
+            assert (await pods.get("job", "default"))["status"]["phase"] == "Running"
+            await _advance(clock, 20)
+            await eventually(phase_is(pods, "job", "Succeeded"))
     finally:
-        await nodes.stop()
-        await client.close()
         await server.stop()
 
 
