@@ -19,6 +19,7 @@ from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 from tests.node.dra.plugin_driver import PluginDriver
 from tests.node.dra.test_prepare import phase
+from tests.node.test_lifecycle import node_agents
 
 DRIVER = "gpu.example.com"
 NODE = "gpu-0"
@@ -26,26 +27,20 @@ NODE = "gpu-0"
 
 @pytest.fixture
 async def env():
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     clock = ManualClock()
-    s.rest.clock = clock
-    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
-    await mgr.start()
-    drivers: list[PluginDriver] = []
+    async with node_agents(clock) as (s, mgr):
+        drivers: list[PluginDriver] = []
 
-    def driver(name=DRIVER, **kw) -> PluginDriver:
-        a = mgr.agents[NODE]
-        d = PluginDriver(name, a.plugins_registry, f"{mgr.pods_dir}/{NODE}/plugins", a.cdi_dir,
-                         kw.pop("results", lambda ns, n: [("gpu", NODE, "gpu-0")]), **kw)
-        drivers.append(d)
-        return d.start()
+        def driver(name=DRIVER, **kw) -> PluginDriver:
+            a = mgr.agents[NODE]
+            d = PluginDriver(name, a.plugins_registry, f"{mgr.pods_dir}/{NODE}/plugins", a.cdi_dir,
+                             kw.pop("results", lambda ns, n: [("gpu", NODE, "gpu-0")]), **kw)
+            drivers.append(d)
+            return d.start()
 
-    yield s.client, clock, mgr, driver
-    for d in drivers:
-        d.stop()
-    await mgr.stop()
-    await s.close()
+        yield s.client, clock, mgr, driver
+        for d in drivers:
+            d.stop()
 
 
 def ticking(clock, check):

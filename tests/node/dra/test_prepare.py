@@ -1,24 +1,16 @@
 import pytest
 
-from nanokube.apiserver.loopback import connector
 from nanokube.machinery.errors import APIError
-from nanokube.node.cluster import default_cluster
-from nanokube.node.manager import NodeManager
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.node import ManualClock
+from tests.node.test_lifecycle import node_agents
 
 
 @pytest.fixture
 async def env():
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     clock = ManualClock()
-    s.rest.clock = clock
-    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
-    await mgr.start()
-    yield s.client, clock, mgr
-    await mgr.stop()
-    await s.close()
+    async with node_agents(clock) as (s, mgr):
+        yield s.client, clock, mgr
 
 
 def claim_body(name):
