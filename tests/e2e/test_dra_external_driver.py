@@ -3,7 +3,8 @@ registers with a simulated node of `nanokube up` through the node's
 plugins_registry socket directory, publishes its ResourceSlice through the
 API, and the node agent prepares the claim of a pod scheduled on its devices
 by calling NodePrepareResources; the container sees the CDI spec's env, and
-deleting the pod calls NodeUnprepareResources. On both runtimes: the
+deleting the pod calls NodeUnprepareResources; the node's /metrics counts the calls and the
+claims in use as the kubelet's DRA metrics do. On both runtimes: the
 simulated one's `env` prints what the container was given, the process
 runtime's is a real process's environment."""
 
@@ -16,6 +17,11 @@ from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, running_cluster
 from tests.node.dra.plugin_driver import PluginDriver
 
 DRIVER = "gpu.byo.example.com"
+PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
+
+
+def _metrics(c, node: str) -> str:
+    return c.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics").stdout
 
 
 @pytest.fixture(scope="module", params=["simulated", pytest.param("process", marks=PROCESS_RUNTIME)])
@@ -64,8 +70,19 @@ def test_a_driver_of_ones_own_prepares_the_claim_and_the_container_gets_its_cdi_
         assert f"DRIVER={DRIVER}" in env
         assert f"DEVICE_{device.rsplit('-', 1)[1]}={device}" in env
 
+        # the kubelet's DRA metrics, scraped through the API server's node proxy
+        metrics = _metrics(byo, node)
+        assert f'dra_resource_claims_in_use{{driver_name="{DRIVER}"}} 1' in metrics
+        assert (f'dra_grpc_operations_duration_seconds_count{{driver_name="{DRIVER}",grpc_status_code="OK",'
+                f'method_name="{PREPARE}"}} 1') in metrics
+        assert 'dra_operations_duration_seconds_count{is_error="false",operation_name="PrepareResources"}' in metrics
+
         core.delete_namespaced_pod("byo", "default")
         unprepared = wait_for(lambda: driver.called("NodeUnprepareResources"), what="NodeUnprepareResources")
         assert unprepared == [{"claims": [{"namespace": "default", "uid": claim.metadata.uid, "name": claim_name}]}]
+        metrics = wait_for(lambda: (m := _metrics(byo, node)) and 'dra_resource_claims_in_use{driver_name="<any>"} 0' in m
+                           and m, what="no claims in use")
+        assert f'dra_resource_claims_in_use{{driver_name="{DRIVER}"}}' not in metrics
+        assert 'dra_operations_duration_seconds_count{is_error="false",operation_name="UnprepareResources"}' in metrics
     finally:
         driver.stop()

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import orjson
 
 from nanokube.clock import VirtualClock
+from nanokube.node.dra.metrics import DRAMetrics
 from nanokube.node.kubelet_server import KubeletServer
 
 START = 1_800_000_000.0
@@ -32,6 +33,7 @@ def agent(clock):
     return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
                            status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}),
+                           claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})),
                            workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)})
 
 
@@ -75,6 +77,9 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
             "text/plain; version=0.0.4; charset=utf-8; escaping=allow-utf-8"
     _, text = await body(server, "/metrics")
     assert "\nkubelet_running_pods 1\n" in text and 'kubelet_running_containers{container_state="running"} 1' in text
+    # families by name: the DRA claims gauge (no claims in use) before the kubelet_* ones
+    assert text.startswith("# HELP dra_resource_claims_in_use [ALPHA] ") and \
+        '\ndra_resource_claims_in_use{driver_name="<any>"} 0\n# HELP kubelet_node_name ' in text
 
 
 async def test_what_the_kubelet_does_not_serve():

@@ -38,6 +38,7 @@ import grpc
 from ...clock import REAL, Clock
 from ...machinery.errors import APIError
 from .grpc_api import DRA_METHODS, DRA_SERVICES, HEALTH_METHODS, HEALTH_SERVICES, stub, target
+from .metrics import DRAMetrics
 from .plugin_watcher import RegistrationError
 from .proto import dra_health_pb2 as health_pb
 from .proto import dra_pb2 as pb
@@ -76,15 +77,29 @@ class DRAPlugin:
     watch: Callable | None = None
     reconnect: asyncio.Task | None = None
 
+    #: where its calls are counted (dra_grpc_operations_duration_seconds)
+    metrics: DRAMetrics | None = None
+
     async def prepare(self, claims: list[dict]) -> pb.NodePrepareResourcesResponse:
-        return await asyncio.to_thread(self.calls["NodePrepareResources"],
-                                       pb.NodePrepareResourcesRequest(claims=[_claim(c) for c in claims]),
-                                       timeout=CLIENT_CALL_TIMEOUT)
+        return await self._call("NodePrepareResources", pb.NodePrepareResourcesRequest(claims=[_claim(c) for c in claims]))
 
     async def unprepare(self, claims: list[dict]) -> pb.NodeUnprepareResourcesResponse:
-        return await asyncio.to_thread(self.calls["NodeUnprepareResources"],
-                                       pb.NodeUnprepareResourcesRequest(claims=[_claim(c) for c in claims]),
-                                       timeout=CLIENT_CALL_TIMEOUT)
+        return await self._call("NodeUnprepareResources",
+                                pb.NodeUnprepareResourcesRequest(claims=[_claim(c) for c in claims]))
+
+    async def _call(self, method: str, request):
+        """One unary call, timed by its status as upstream's client interceptor times it."""
+        started = self.metrics.clock.monotonic() if self.metrics else 0.0
+        path = f"/{DRA_SERVICES[self.service]}/{method}"
+        try:
+            response = await asyncio.to_thread(self.calls[method], request, timeout=CLIENT_CALL_TIMEOUT)
+        except grpc.RpcError as e:
+            if self.metrics:
+                self.metrics.call(self.driver, path, started, e)
+            raise
+        if self.metrics:
+            self.metrics.call(self.driver, path, started)
+        return response
 
 
 def _claim(c: dict) -> pb.Claim:
@@ -107,6 +122,8 @@ class DRAPluginManager:
         self.health: dict[str, dict[tuple[str, str], str]] = {}
         #: called with a driver whose devices' health changed
         self.on_health: Callable[[str], None] | None = None
+        #: the node's DRA metrics, which its plugins' calls are counted in
+        self.metrics: DRAMetrics | None = None
 
     def get(self, driver: str) -> DRAPlugin | None:
         """The driver's most recent connected plugin, else its most recent one (upstream's
@@ -140,7 +157,8 @@ class DRAPluginManager:
             raise RegistrationError(f"endpoint {endpoint} already registered for DRA driver plugin {name}")
         service = self.choose(versions)
         channel = grpc.insecure_channel(target(endpoint))
-        plugin = DRAPlugin(name, endpoint, service, channel, stub(channel, DRA_SERVICES[service], DRA_METHODS))
+        plugin = DRAPlugin(name, endpoint, service, channel, stub(channel, DRA_SERVICES[service], DRA_METHODS),
+                           metrics=self.metrics)
         self.store.setdefault(name, []).append(plugin)
         self._watch_connection(plugin)
         self._sync(name)

@@ -34,6 +34,8 @@ from ...dra.resourceclaim import EXTENDED_CLAIM_REF, pod_claims, reserved_for_po
 from ..cluster import NodeSpec
 from . import cdi, nvidia
 from .driver import GPU_DRIVER, NIC_DRIVER, nic_address
+from .grpc_api import DRA_SERVICES
+from .metrics import ANY_DRIVER, PREPARE, UNPREPARE, DRAMetrics
 from .plugin_manager import DRAPluginManager
 from .plugin_watcher import rpc_error
 
@@ -46,6 +48,9 @@ STATUS_RETRIES = 6
 UNPREPARE_RETRY_INITIAL = 1.0
 UNPREPARE_RETRY_MAX = 16.0
 STATUS_BACKOFF = 0.05
+#: the gRPC methods a built-in driver's preparation stands for, as its kubelet plugin would serve them
+_BUILTIN_PREPARE = f"/{DRA_SERVICES['v1.DRAPlugin']}/NodePrepareResources"
+_BUILTIN_UNPREPARE = f"/{DRA_SERVICES['v1.DRAPlugin']}/NodeUnprepareResources"
 
 
 def _made_for(claim: dict, pod: dict) -> bool:
@@ -109,6 +114,13 @@ class ClaimPreparer:
         self.prepared: dict[str, tuple[str, str, set[str]]] = {}
         #: pod uid -> claim uids it holds
         self.by_pod: dict[str, list[str]] = {}
+        #: claim uid (a prepared one) -> the drivers of its devices the node acts on
+        self.drivers_of: dict[str, tuple[str, ...]] = {}
+        #: pods whose claims were asked for and not yet released: each release is one UnprepareResources
+        self.pods_seen: set[str] = set()
+        self.metrics = DRAMetrics(clock, self.claims_in_use)
+        if plugins is not None:
+            plugins.metrics = self.metrics
 
     def _ours(self, claim: dict) -> list[dict]:
         """Allocation results this node's drivers act on."""
@@ -118,7 +130,18 @@ class ClaimPreparer:
 
     async def prepare(self, pod: dict) -> None:
         """Check and prepare every claim of the pod; raise NotReady naming the
-        first one that stops it. Idempotent: a retry re-checks everything."""
+        first one that stops it. Idempotent: a retry re-checks everything. Each call is one
+        PrepareResources in dra_operations_duration_seconds, as the kubelet times each pod's,
+        whether it has claims or not."""
+        started, failed = self.clock.monotonic(), True
+        self.pods_seen.add(pod["metadata"]["uid"])
+        try:
+            await self._prepare(pod)
+            failed = False
+        finally:
+            self.metrics.operation(PREPARE, started, failed)
+
+    async def _prepare(self, pod: dict) -> None:
         md = pod["metadata"]
         ns = md["namespace"]
         recorded = {s["name"] for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
@@ -149,16 +172,25 @@ class ClaimPreparer:
             ready.append(claim)
         await self._prepare_external([c for c in ready if c["metadata"]["uid"] not in self.prepared], md["uid"])
         uids = []
-        for claim in ready:
-            cmd = claim["metadata"]
-            entry = self.prepared.get(cmd["uid"])
-            if entry is None:
-                if self.gpus:
-                    self.nvidia_devices[cmd["uid"]] = self._prepare_nvidia(claim)
-                await self._publish(cmd["namespace"], cmd["name"], claim, self._network_status(claim))
-                entry = self.prepared[cmd["uid"]] = (cmd["namespace"], cmd["name"], set())
-            entry[2].add(md["uid"])
-            uids.append(cmd["uid"])
+        # the built-in drivers' share, one NodePrepareResources per driver for the claims new here
+        builtin = sorted({d for c in ready if c["metadata"]["uid"] not in self.prepared for d in self._drivers(c)
+                          if d in self.drivers})
+        started = self.clock.monotonic()
+        try:
+            for claim in ready:
+                cmd = claim["metadata"]
+                entry = self.prepared.get(cmd["uid"])
+                if entry is None:
+                    if self.gpus:
+                        self.nvidia_devices[cmd["uid"]] = self._prepare_nvidia(claim)
+                    await self._publish(cmd["namespace"], cmd["name"], claim, self._network_status(claim))
+                    entry = self.prepared[cmd["uid"]] = (cmd["namespace"], cmd["name"], set())
+                    self.drivers_of[cmd["uid"]] = tuple(self._drivers(claim))
+                entry[2].add(md["uid"])
+                uids.append(cmd["uid"])
+        finally:
+            for driver in builtin:
+                self.metrics.call(driver, _BUILTIN_PREPARE, started)
         self.by_pod[md["uid"]] = uids
         self.attempted.pop(md["uid"], None)
 
@@ -166,9 +198,13 @@ class ClaimPreparer:
         """Release the pod's claims; the last pod out unprepares the claim. A claim whose
         preparation a driver was asked for but that never completed is unprepared too (upstream
         caches a claim before calling its drivers), unless another pod holds or tries it."""
+        if pod_uid not in self.pods_seen:  # released already (or never started here)
+            return
+        self.pods_seen.discard(pod_uid)
+        started, failed = self.clock.monotonic(), False
         for uid, (ns, name) in self.attempted.pop(pod_uid, {}).items():
             if uid not in self.prepared and not any(uid in a for a in self.attempted.values()):
-                await self._unprepare_external(uid, ns, name)
+                failed |= not await self._unprepare_external(uid, ns, name)
         for uid in self.by_pod.pop(pod_uid, []):
             ns, name, pods = self.prepared[uid]
             pods.discard(pod_uid)
@@ -176,11 +212,16 @@ class ClaimPreparer:
                 continue
             del self.prepared[uid]
             self.nvidia_devices.pop(uid, None)
-            await self._unprepare_external(uid, ns, name)
+            builtin_started = self.clock.monotonic()
+            failed |= not await self._unprepare_external(uid, ns, name)
             try:
                 await self._publish(ns, name, None, [])
             except APIError as e:
                 log.warning("node %s: unprepare claim %s/%s: %s", self.spec.name, ns, name, e.message)
+            for driver in self.drivers_of.pop(uid, ()):
+                if driver in self.drivers:
+                    self.metrics.call(driver, _BUILTIN_UNPREPARE, builtin_started)
+        self.metrics.operation(UNPREPARE, started, failed)
 
     def is_prepared(self, namespace: str, name: str) -> bool:
         return any(ns == namespace and n == name for ns, n, _ in self.prepared.values())
@@ -240,11 +281,23 @@ class ClaimPreparer:
         out += [d for d in self.nvidia_devices.get(uid, []) if d["request"] in mine]
         return out
 
+    @staticmethod
+    def _drivers(claim: dict) -> list[str]:
+        """The drivers of the claim's devices the node acts on (not those whose results skip node operations)."""
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        return sorted({r["driver"] for r in results if not r.get("skipNodeOperations")})
+
     def _external_drivers(self, claim: dict) -> list[str]:
         """The drivers of the claim's devices that a registered kubelet plugin prepares."""
-        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
-        return sorted({r["driver"] for r in results if r["driver"] not in self.drivers
-                       and not r.get("skipNodeOperations")})
+        return [d for d in self._drivers(claim) if d not in self.drivers]
+
+    def claims_in_use(self) -> dict[str, int]:
+        """The prepared claims by driver, and all of them under "<any>" (dra_resource_claims_in_use)."""
+        out = {ANY_DRIVER: len(self.prepared)}
+        for uid in self.prepared:
+            for driver in self.drivers_of.get(uid, ()):
+                out[driver] = out.get(driver, 0) + 1
+        return out
 
     async def _prepare_external(self, claims: list[dict], pod_uid: str) -> None:
         """Call NodePrepareResources of each external driver once, with all the claims it
@@ -282,13 +335,15 @@ class ClaimPreparer:
                     _Prepared(tuple(d.request_names), d.pool_name, d.device_name, tuple(d.cdi_device_ids))
                     for d in resp.claims[c["metadata"]["uid"]].devices]
 
-    async def _unprepare_external(self, uid: str, ns: str, name: str) -> None:
-        """NodeUnprepareResources of each external driver that prepared the claim. One that fails
-        (or is not registered) is asked again, backing off, until it succeeds or the claim is
-        prepared again: upstream's pod worker retries a pod's cleanup until unpreparing works."""
+    async def _unprepare_external(self, uid: str, ns: str, name: str) -> bool:
+        """NodeUnprepareResources of each external driver that prepared the claim; whether all
+        succeeded. One that fails (or is not registered) is asked again, backing off, until it
+        succeeds or the claim is prepared again: upstream's pod worker retries a pod's cleanup
+        until unpreparing works, each try another UnprepareResources."""
         left = await self._unprepare_calls(uid, ns, name, list(self.external.pop(uid, {})))
         if left:
             self.unpreparing[uid] = asyncio.create_task(self._retry_unprepare(uid, ns, name, left))
+        return not left
 
     async def _unprepare_calls(self, uid: str, ns: str, name: str, drivers: list[str]) -> list[str]:
         """Call each driver's NodeUnprepareResources with the claim; the drivers that failed, logged."""
@@ -315,7 +370,9 @@ class ClaimPreparer:
             while drivers:
                 await self.clock.sleep(delay)
                 delay = min(delay * 2, UNPREPARE_RETRY_MAX)
+                started = self.clock.monotonic()
                 drivers = await self._unprepare_calls(uid, ns, name, drivers)
+                self.metrics.operation(UNPREPARE, started, bool(drivers))
         finally:
             if self.unpreparing.get(uid) is asyncio.current_task():
                 del self.unpreparing[uid]

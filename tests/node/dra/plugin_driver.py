@@ -51,6 +51,8 @@ class PluginDriver:
         #: claim uid -> the error NodePrepareResources (NodeUnprepareResources) answers for it
         self.fail: dict[str, str] = {}
         self.fail_unprepare: dict[str, str] = {}
+        #: method -> (status code, details) the call fails with as a whole (a gRPC error, not a claim's)
+        self.abort: dict[str, tuple[grpc.StatusCode, str]] = {}
         self._lock = threading.Lock()
         self._servers: list[grpc.Server] = []
         #: (pool, device) -> health_pb2 status; a change wakes the streams
@@ -120,6 +122,8 @@ class PluginDriver:
     def _prepare(self, request, context) -> dra.NodePrepareResourcesResponse:
         claims = [{"namespace": c.namespace, "uid": c.uid, "name": c.name} for c in request.claims]
         self._record("NodePrepareResources", {"claims": claims})
+        if "NodePrepareResources" in self.abort:
+            context.abort(*self.abort["NodePrepareResources"])
         out = dra.NodePrepareResourcesResponse()
         for c in claims:
             if c["uid"] in self.fail:
