@@ -346,6 +346,8 @@ class GenericREST:
                 errs, unknown = _check_fields(obj, sch, changed, held)
             if errs:
                 raise _undecodable(res.kind, version, obj, errs[0], patched)
+            if (err := res.strategy.conversion_error(obj, version)) is not None:
+                raise _undecodable(res.kind, version, obj, err, patched)
         warnings: list[str] = []
         if patched is None and opts.duplicates:
             warnings = self._strict_errors(res, version, obj, opts, unknown, sch is not None)

@@ -14,6 +14,7 @@ from typing import Any
 
 from .apps import age_column, api_doc, name_column
 from .base import Column, Obj, Resource, Strategy, register
+from ..machinery import gojson
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.validation import (
     FieldError,
@@ -259,6 +260,119 @@ def v1_to_v2(obj: Obj) -> Obj:
         v2_status["conditions"] = json.loads(given[CONDITIONS_ANNOTATION])
     out = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
     return {**out, "metadata": meta, "spec": v2_spec, "status": v2_status}
+
+
+#: the Go types autoscaling/v1's round-trip annotations decode into, by struct: field -> (the type an
+#: error names, what it is: a struct of this table, a definition, "string" or "int32"; "[]" a list of it)
+_META_DEF, _AS_DEF = "io.k8s.apimachinery.pkg.apis.meta.v1.", "io.k8s.api.autoscaling.v1."
+_QUANTITY_DEF, _SELECTOR_DEF = "io.k8s.apimachinery.pkg.api.resource.Quantity", _META_DEF + "LabelSelector"
+_REF_DEF = _AS_DEF + "CrossVersionObjectReference"
+_Q, _SEL, _NAME = ("resource.Quantity", _QUANTITY_DEF), ("v1.LabelSelector", _SELECTOR_DEF), ("v1.ResourceName", "string")
+_UTIL = ("int32", "int32")
+_ANNOTATION_TYPES: dict[str, dict[str, tuple[str, str]]] = {
+    "v1.MetricSpec": {"type": ("v1.MetricSourceType", "string"), "object": ("v1.ObjectMetricSource", "v1.ObjectMetricSource"),
+                      "pods": ("v1.PodsMetricSource", "v1.PodsMetricSource"),
+                      "resource": ("v1.ResourceMetricSource", "v1.ResourceMetricSource"),
+                      "containerResource": ("v1.ContainerResourceMetricSource", "v1.ContainerResourceMetricSource"),
+                      "external": ("v1.ExternalMetricSource", "v1.ExternalMetricSource")},
+    "v1.ObjectMetricSource": {"target": ("v1.CrossVersionObjectReference", _REF_DEF), "metricName": ("string", "string"),
+                              "targetValue": _Q, "selector": _SEL, "averageValue": _Q},
+    "v1.PodsMetricSource": {"metricName": ("string", "string"), "targetAverageValue": _Q, "selector": _SEL},
+    "v1.ResourceMetricSource": {"name": _NAME, "targetAverageUtilization": _UTIL, "targetAverageValue": _Q},
+    "v1.ContainerResourceMetricSource": {"name": _NAME, "targetAverageUtilization": _UTIL, "targetAverageValue": _Q,
+                                         "container": ("string", "string")},
+    "v1.ExternalMetricSource": {"metricName": ("string", "string"), "metricSelector": _SEL, "targetValue": _Q,
+                                "targetAverageValue": _Q},
+    "v1.MetricStatus": {"type": ("v1.MetricSourceType", "string"), "object": ("v1.ObjectMetricStatus", "v1.ObjectMetricStatus"),
+                        "pods": ("v1.PodsMetricStatus", "v1.PodsMetricStatus"),
+                        "resource": ("v1.ResourceMetricStatus", "v1.ResourceMetricStatus"),
+                        "containerResource": ("v1.ContainerResourceMetricStatus", "v1.ContainerResourceMetricStatus"),
+                        "external": ("v1.ExternalMetricStatus", "v1.ExternalMetricStatus")},
+    "v1.ObjectMetricStatus": {"target": ("v1.CrossVersionObjectReference", _REF_DEF), "metricName": ("string", "string"),
+                              "currentValue": _Q, "selector": _SEL, "averageValue": _Q},
+    "v1.PodsMetricStatus": {"metricName": ("string", "string"), "currentAverageValue": _Q, "selector": _SEL},
+    "v1.ResourceMetricStatus": {"name": _NAME, "currentAverageUtilization": _UTIL, "currentAverageValue": _Q},
+    "v1.ContainerResourceMetricStatus": {"name": _NAME, "currentAverageUtilization": _UTIL, "currentAverageValue": _Q,
+                                         "container": ("string", "string")},
+    "v1.ExternalMetricStatus": {"metricName": ("string", "string"), "metricSelector": _SEL, "currentValue": _Q,
+                                "currentAverageValue": _Q},
+    "v1.HorizontalPodAutoscalerCondition": {
+        "type": ("v1.HorizontalPodAutoscalerConditionType", "string"), "status": ("v1.ConditionStatus", "string"),
+        "lastTransitionTime": ("v1.Time", _META_DEF + "Time"), "reason": ("string", "string"), "message": ("string", "string")},
+    # the internal type, without json tags: its field names, matched whatever their case (`_lower_keys`)
+    "autoscaling.HorizontalPodAutoscalerBehavior": {
+        "scaleup": ("autoscaling.HPAScalingRules", "autoscaling.HPAScalingRules"),
+        "scaledown": ("autoscaling.HPAScalingRules", "autoscaling.HPAScalingRules")},
+    "autoscaling.HPAScalingRules": {
+        "stabilizationwindowseconds": _UTIL, "selectpolicy": ("autoscaling.ScalingPolicySelect", "string"),
+        "policies": ("[]autoscaling.HPAScalingPolicy", "[]autoscaling.HPAScalingPolicy"), "tolerance": _Q},
+    "autoscaling.HPAScalingPolicy": {"type": ("autoscaling.HPAScalingPolicyType", "string"), "value": _UTIL,
+                                     "periodseconds": _UTIL},
+}
+#: each round-trip annotation, in the order upstream's conversion decodes them, with the Go type it decodes into
+_ANNOTATION_VALUES = ((METRICS_ANNOTATION, "[]v1.MetricSpec"), (CURRENT_METRICS_ANNOTATION, "[]v1.MetricStatus"),
+                      (BEHAVIOR_ANNOTATION, "autoscaling.HorizontalPodAutoscalerBehavior"),
+                      (CONDITIONS_ANNOTATION, "[]v1.HorizontalPodAutoscalerCondition"))
+
+
+def _go_kind(v: Any) -> str:
+    return "bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float)) else "string" \
+        if isinstance(v, str) else "array" if isinstance(v, list) else "object"
+
+
+def _annotation_value_error(v: Any, go: str, shown: str, struct: str, fields: tuple[str, ...]) -> str | None:
+    """json.Unmarshal's error for the decoded value `v` of Go type `go` (`_ANNOTATION_TYPES`; `shown`: as an
+    error names it), at `fields` of the struct `struct`; None when it decodes."""
+    def mismatch(kind: str) -> str:
+        where = f"Go struct field {struct}.{'.'.join(fields)}" if fields else "Go value"
+        return f"json: cannot unmarshal {kind} into {where} of type {shown}"
+
+    if v is None:
+        return None
+    if go.startswith("[]"):
+        if not isinstance(v, list):
+            return mismatch(_go_kind(v))
+        return next((e for x in v if (e := _annotation_value_error(x, go[2:], go[2:], struct, fields)) is not None), None)
+    if go in _ANNOTATION_TYPES:
+        if not isinstance(v, dict):
+            return mismatch(_go_kind(v))
+        table, owner, folded = _ANNOTATION_TYPES[go], go.rpartition(".")[2], go.startswith("autoscaling.")
+        for k, x in v.items():
+            field_shown, kind = table.get(k.lower() if folded else k, ("", ""))
+            if kind and (e := _annotation_value_error(x, kind, field_shown, owner, (*fields, k))) is not None:
+                return e
+        return None
+    if go == "string":
+        return None if isinstance(v, str) else mismatch(_go_kind(v))
+    if go == "int32":
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return mismatch(_go_kind(v))
+        return None if float(v).is_integer() and -(2**31) <= v < 2**31 else mismatch(f"number {v}")
+    from ..apiserver import structural
+
+    return next(iter(structural.definition_errors(v, go)), None)
+
+
+def annotation_error(obj: Obj) -> str | None:
+    """The error upstream's v1 -> internal conversion returns for a round-trip annotation that does not
+    decode into its Go type (json.Unmarshal's), so that the body cannot be handled as a
+    HorizontalPodAutoscaler. A value nested past what Python's decoder recurses through (Go's limit is
+    10,000; only an unknown field could hold one that decodes) is refused as too deep."""
+    given = (obj.get("metadata") or {}).get("annotations") or {}
+    for key, go in _ANNOTATION_VALUES:
+        if key not in given:
+            continue
+        data = given[key].encode()
+        syntax, _ = gojson.check_valid(data)
+        if syntax is not None:
+            return syntax
+        try:
+            value = json.loads(data)
+        except RecursionError:
+            return "invalid character '[' exceeded max depth"
+        if (e := _annotation_value_error(value, go, go, "", ())) is not None:
+            return e
+    return None
 
 
 def _behavior_go_json(b: dict) -> dict:
@@ -527,6 +641,9 @@ class HorizontalPodAutoscalerStrategy(Strategy):
 
     def to_storage(self, obj: Obj, version: str) -> Obj:
         return v1_to_v2(obj) if version == "v1" else _without_round_trip(obj)
+
+    def conversion_error(self, obj: Obj, version: str) -> str | None:
+        return annotation_error(obj) if version == "v1" else None
 
     def from_storage(self, obj: Obj, version: str) -> Obj:
         return v2_to_v1(obj) if version == "v1" else _without_round_trip(obj)

@@ -138,6 +138,11 @@ class Strategy:
         Go-struct decoding of release-1.37's definitions (apiserver/structural.py) applies."""
         return None
 
+    def conversion_error(self, obj: Obj, version: str) -> str | None:
+        """The error converting a decoded body of `version` to storage returns, if any (upstream's
+        conversions that decode an annotation): the body then cannot be handled as its kind."""
+        return None
+
     async def prepare_conversion(self, objs: list[Obj], version: str, reuse: bool = False) -> None:
         """Converting needs I/O for some kinds (a CRD's conversion webhook): the rest layer
         awaits this with the objects `from_storage` (or `to_storage`, with the storage
