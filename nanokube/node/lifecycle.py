@@ -1048,10 +1048,15 @@ class PodWorker:
         return False
 
     async def _sidecar_startup(self, c: dict) -> bool:
-        """Sidecar `c` started as the pod initializes: the kubelet starts the next container only
-        once it is Started, past its startupProbe (computeInitContainerActions), the pod Pending
-        meanwhile; its readiness probe's timing counts from its start. True if the pod was deleted
-        or ran past its active deadline meanwhile."""
+        """Sidecar `c` started as the pod initializes: it runs from now, beside the init containers
+        after it (whose files it may write); the kubelet starts the next container only once it is
+        Started, past its startupProbe (computeInitContainerActions), the pod Pending meanwhile; its
+        readiness probe's timing counts from its start. True if the pod was deleted or ran past its
+        active deadline meanwhile."""
+        self.io.start(c["name"], image_ref(c.get("image", "")), self._program(c))
+        self.own_started[c["name"]] = self.clock.rfc3339()
+        if self._program(c):
+            self.lifetimes[c["name"]] = self._lifetime(c)
         start = self.clock.monotonic()
         self.probed[c["name"]] = prober.passing(c, start)
         up = self.probed[c["name"]][0]
@@ -1254,14 +1259,16 @@ class PodWorker:
                     running = [c for c in self._containers() if c["name"] not in self.ended]
                     for c in self._sidecars() + running if adopted else ():  # no start made their environment
                         await self.io.prepare(c)
-                    self.io.started({c["name"]: image_ref(c.get("image", "")) for c in self._sidecars() + running},
+                    # the sidecars started among the init containers run on (`_sidecar_startup`)
+                    fresh = [c for c in self._sidecars() if c["name"] not in self.io.running]
+                    self.io.started({c["name"]: image_ref(c.get("image", "")) for c in fresh + running},
                                     {c["name"]: image_ref(c.get("image", "")) for c in inits
                                      if c.get("restartPolicy") != "Always"},
-                                    {c["name"]: p for c in self._sidecars() + running if (p := self._program(c))})
+                                    {c["name"]: p for c in fresh + running if (p := self._program(c))})
                     write = not (adopted and self.started_at)
                     if write:
                         self.started_at = now
-                    lifetimes.update((c["name"], self._lifetime(c)) for c in self._sidecars() if self._program(c))
+                    lifetimes.update((c["name"], self._lifetime(c)) for c in fresh if self._program(c))
                 else:
                     for name, error in blocked.items():  # tried again at the next sync, the others running on
                         self.waiting[name] = {"waiting": {"reason": "CreateContainerConfigError", "message": error}}

@@ -423,3 +423,34 @@ def test_an_app_waiting_for_a_file_a_sidecar_is_made_to_write_ends_with_its_code
     term = _statuses(cluster, "gated-app")["app"]["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (5, "Error")
     assert cluster.kubectl("logs", "gated-app", "-c", "app").stdout == "waiting\ngo now\n"
+
+
+def test_a_sidecar_runs_beside_the_init_containers_after_it(cluster):
+    """A sidecar starts in its place among the init containers (KEP-753): the next init container
+    runs beside it, so one waiting for the file the sidecar writes on their shared emptyDir is
+    released by it, and the pod runs (before, the sidecar started only once every init container
+    had ended, and the pod stayed Init:1/2 for ever)."""
+    mount = [{"name": "work", "mountPath": "/work"}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "side-first", "namespace": "default"}, "spec": {
+        "volumes": [{"name": "work", "emptyDir": {}}],
+        "initContainers": [
+            {"name": "side", "image": "busybox", "restartPolicy": "Always", "volumeMounts": mount,
+             "command": ["sh", "-c", "echo side up; sleep 3; echo ok > /work/ready; sleep infinity"]},
+            {"name": "wait", "image": "busybox", "volumeMounts": mount,
+             "command": ["sh", "-c", "until [ -f /work/ready ]; do sleep 1; done; echo released $(cat /work/ready)"]}],
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "600"]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: "running" in (_statuses(cluster, "side-first").get("wait") or {}).get("state", {}), 60,
+             "wait running")
+    statuses = _statuses(cluster, "side-first")
+    assert "running" in statuses["side"]["state"] and statuses["side"]["started"] is True
+    assert _columns(cluster, "side-first")[2] == "Init:1/2"
+    wait_for(lambda: cluster.kubectl("logs", "side-first", "-c", "side").stdout, 30, "the sidecar's first line")
+    assert cluster.kubectl("logs", "side-first", "-c", "side").stdout == "side up\n"
+    wait_for(lambda: _columns(cluster, "side-first")[2] == "Running", 30, "side-first Running")
+    statuses = _statuses(cluster, "side-first")
+    assert statuses["wait"]["state"]["terminated"]["exitCode"] == 0
+    assert (statuses["side"]["restartCount"], statuses["app"]["restartCount"]) == (0, 0)
+    assert cluster.kubectl("logs", "side-first", "-c", "wait").stdout == "released ok\n"
+    assert cluster.kubectl("logs", "side-first", "-c", "side").stdout == "side up\n"
+    assert _columns(cluster, "side-first")[1] == "2/2"
