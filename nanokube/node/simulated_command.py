@@ -212,11 +212,16 @@ class Wait:
     `period` after while it still waits, its owner runs `resume(fs, now)`: the rest of the script
     from that pass on, on the container's files as they are then (`fs`), started at `now` (the
     node's wall clock). It gives the program from there (itself waiting again where the file is
-    still missing), or None where what follows is not interpreted (the container runs on)."""
+    still missing), or None where what follows is not interpreted (the container runs on).
+    `go_on` gives the run itself (a Shell keeps its variables and status)."""
 
     at: float
     period: float
-    resume: Callable[[ContainerFS, float], Program | None]
+    go_on: Callable[[ContainerFS, float], _Run | None]
+
+    def resume(self, fs: ContainerFS, now: float) -> Program | None:
+        later = self.go_on(fs, now)
+        return None if later is None else later.program()
 
 
 def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes | None = b"",
@@ -359,21 +364,22 @@ def _execute(script: Script, run: _Run) -> _Run:
     return run
 
 
-def _resumption(run: _Run) -> Callable[[ContainerFS, float], Program | None]:
+def _resumption(run: _Run) -> Callable[[ContainerFS, float], _Run | None]:
     """How `run`, waiting in the loop that starts its `rest`, goes on later on other files."""
     rest, state = run.rest, (run.status, dict(run.vars), set(run.exported), list(run.args), set(run.options),
                              run.stdin, run.fs.cwd)
+    interactive = run.interactive
 
-    def resume(fs: ContainerFS, now: float) -> Program | None:
+    def go_on(fs: ContainerFS, now: float) -> _Run | None:
         status, variables, exported, args, options, stdin, cwd = state
-        later = _Run(now, status, fs=fs, stdin=stdin, args=list(args))
+        later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive, args=list(args))
         later.vars, later.exported, later.options = dict(variables), set(exported), set(options)
         fs.cwd = cwd
         try:
-            return _execute(rest, later).program()
+            return _execute(rest, later)
         except _Unknown:
             return None
-    return resume
+    return go_on
 
 
 def _text(chunks) -> str:
@@ -549,8 +555,8 @@ class _Run:
     def _waits(self, node: Loop) -> bool:
         """Whether `node`, repeating itself, waits for its files to change: a loop that may end,
         starting one of the script's top-level lists (what follows it runs once it ends), that read
-        the container's files; not a line typed at a shell (Shell), whose session is not resumed."""
-        pipeline = self.rest[0][0][1] if self.rest and not self.interactive else None
+        the container's files (a line typed at a shell too: the shell goes on with it, `Shell.resume`)."""
+        pipeline = self.rest[0][0][1] if self.rest else None
         return pipeline is not None and len(pipeline.commands) == 1 and pipeline.commands[0] is node and \
             not pipeline.negate and isinstance(self.fs, ContainerFS) and not _cannot_end(node)
 
@@ -1168,11 +1174,13 @@ def _seconds(arg: str) -> float:
 class Step:
     """What one line typed at a `Shell` does: its output ((seconds after the line started, "stdout" or
     "stderr", text); endless for an endless loop), how long it takes, and whether it ended the
-    shell (`exit`)."""
+    shell (`exit`); where it waits in a loop for its files (`wait.at` after it started, its
+    seconds then infinite), the shell goes on with it then (`Shell.resume`)."""
 
     output: tuple[tuple[float, str, str | bytes], ...] | Iterator[tuple[float, str, str | bytes]]
     seconds: float
     exited: bool
+    wait: Wait | None = None
 
 
 class Shell:
@@ -1215,8 +1223,22 @@ class Shell:
             self.pending = source + "\n"
             return Step((), 0.0, False)
         except _Unknown:  # what a shell would do that is not simulated
-            run.errors.append((0, 0.0, "sh: nanokube's simulated shell cannot run this line\n"))
+            run.errors.append((0, 0.0, _CANNOT_RUN))
             run.status = 2
+        return self._step(run)
+
+    def resume(self, wait: Wait, now: float) -> Step:
+        """Go on at `now` with a line that waited in a loop for its files (`Step.wait`), on the
+        files as they are now, as a container's command does."""
+        later = wait.go_on(self._files(), now)
+        if later is None:
+            later = _Run(now, 2, interactive=True)
+            later.vars, later.exported = self.vars, self.exported
+            later.err(_CANNOT_RUN)
+        return self._step(later)
+
+    def _step(self, run: _Run) -> Step:
+        """What `run` did to the shell (its status, variables and working directory carry over)."""
         self.status = run.status
         self.vars, self.exported = run.vars, run.exported
         if isinstance(run.fs, ContainerFS):
@@ -1224,4 +1246,7 @@ class Shell:
         program = run.program()
         output = tuple(program.writes()) if program.repeat is None else itertools.chain(
             program.writes(), program.repeat.writes())
-        return Step(output, run.now, run.exited)
+        return Step(output, run.now, run.exited, run.wait)
+
+
+_CANNOT_RUN = "sh: nanokube's simulated shell cannot run this line\n"

@@ -550,9 +550,16 @@ class SimulatedIO:
             line, pending = (pending[:end.start()], pending[end.end():]) if end else (pending, b"")
             start = clock.monotonic()
             step = shell.line(line.decode(errors="replace"), clock.now())
-            for when, stream, text in step.output:
-                await clock.sleep(max(start + when - clock.monotonic(), 0.0))
-                await out(stream, text)
+            while True:
+                for when, stream, text in step.output:
+                    await clock.sleep(max(start + when - clock.monotonic(), 0.0))
+                    await out(stream, text)
+                if step.wait is None:
+                    break
+                # a loop waiting for its files reads them again at its next pass, as a container's does
+                start += step.wait.at
+                await clock.sleep(max(start - clock.monotonic(), 0.0))
+                step = shell.resume(step.wait, clock.now())
             if math.isinf(step.seconds):  # until the client ends the session
                 await asyncio.Event().wait()
             await clock.sleep(max(start + step.seconds - clock.monotonic(), 0.0))

@@ -206,3 +206,26 @@ def test_run_i_of_a_shell_runs_what_is_piped_and_exits_with_its_exit_code(cluste
              "exits Failed")
     term = cluster.kubectl_json("get", "pod", "exits")["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (3, "Error")
+
+
+def test_a_shells_loop_waiting_for_a_file_goes_on_once_an_exec_makes_it(cluster):
+    """A loop typed at `kubectl exec -i pod -- sh` that waits for a file reads the container's files
+    again at each pass, as a container's command does: once another exec makes the file, what
+    follows runs and the session goes on to its next line (before, it waited for ever)."""
+    _running_pod(cluster, "waiting-shell")
+    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "KUBECACHEDIR": str(cluster.data_dir / "kubecache")}
+    p = subprocess.Popen([KUBECTL, "exec", "-i", "waiting-shell", "--", "sh"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        p.stdin.write(b"until [ -f /tmp/go ]; do echo waiting; sleep 1; done; echo released\nexit 5\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == b"waiting\n"
+        time.sleep(2)
+        assert p.poll() is None
+        cluster.kubectl("exec", "waiting-shell", "--", "touch", "/tmp/go")
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == 5, err
+    assert set(out.decode().splitlines()[:-1]) == {"waiting"} and out.decode().endswith("waiting\nreleased\n")

@@ -279,9 +279,17 @@ def test_a_busy_loop_waiting_for_a_file_reads_it_again_each_second(pod_files):
     assert (went_on.seconds, went_on.writes(), went_on.wait) == (0.0, [(0, "stdout", "ok\n")], None)
 
 
-def test_a_line_typed_at_a_shell_waiting_for_a_file_logs_each_pass_on(pod_files):
-    """A shell's line is not resumed later: its waiting loop's passes go on as an endless repetition."""
+def test_a_line_typed_at_a_shell_waiting_for_a_file_goes_on_once_it_is_there(pod_files):
+    """A shell's line waiting in a loop for a file waits as a container's command does (`Step.wait`):
+    resumed at each later pass it logs that pass, then, once the file is there, runs what follows,
+    its variables and status kept by the shell."""
     shell = Shell(lambda: pod_files.container("main"))
-    step = shell.line("until [ -f /tmp/go ]; do echo waiting; sleep 5; done", 0.0)
-    assert step.seconds == math.inf
-    assert list(itertools.islice(step.output, 3)) == [(t, "stdout", "waiting\n") for t in (0, 5, 10)]
+    step = shell.line("n=0; until [ -f /tmp/go ]; do echo waiting; sleep 5; done; n=1; echo go; false", 0.0)
+    assert step.seconds == math.inf and step.output == ((0, "stdout", "waiting\n"), (5, "stdout", "waiting\n"))
+    assert step.wait.at == 10.0
+    step = shell.resume(step.wait, 10.0)
+    assert (step.output, step.wait.at) == (((0, "stdout", "waiting\n"),), 5.0)
+    pod_files.container("main").write("/tmp/go", b"")
+    step = shell.resume(step.wait, 15.0)
+    assert (step.seconds, step.output, step.wait) == (0.0, ((0, "stdout", "go\n"),), None)
+    assert (shell.status, shell.line("echo $n", 10.0).output) == (1, ((0, "stdout", "1\n"),))
