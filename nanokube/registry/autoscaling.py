@@ -117,7 +117,7 @@ def _metric_spec_to_v1(m: dict) -> dict:
 
 
 def _metric_spec_from_v1(m: dict) -> dict:
-    out: dict[str, Any] = {"type": m.get("type")}
+    out: dict[str, Any] = {"type": m.get("type", "")}
     if (o := m.get("object")) is not None:
         out["object"] = _drop({
             "describedObject": o.get("target") or {},
@@ -166,7 +166,7 @@ def _metric_status_to_v1(m: dict) -> dict:
 
 
 def _metric_status_from_v1(m: dict) -> dict:
-    out: dict[str, Any] = {"type": m.get("type")}
+    out: dict[str, Any] = {"type": m.get("type", "")}
     if (o := m.get("object")) is not None:
         out["object"] = _drop({
             "describedObject": o.get("target") or {},
@@ -239,25 +239,25 @@ def v1_to_v2(obj: Obj) -> Obj:
     metrics: list[dict] = []
     if spec.get("targetCPUUtilizationPercentage") is not None:
         metrics.append(_cpu_metric(spec["targetCPUUtilizationPercentage"]))
-    if METRICS_ANNOTATION in given:
-        metrics = [_metric_spec_from_v1(m) for m in json.loads(given[METRICS_ANNOTATION])] + metrics
+    if (other := _annotation(given, METRICS_ANNOTATION)) is not None:  # (a null item: Go's zero value)
+        metrics = [_metric_spec_from_v1(m or {}) for m in other] + metrics
     if not metrics:
         metrics = [_cpu_metric(DEFAULT_CPU_UTILIZATION)]
     v2_spec = _drop({"scaleTargetRef": spec.get("scaleTargetRef"), "minReplicas": spec.get("minReplicas"),
                      "maxReplicas": spec.get("maxReplicas"), "metrics": metrics})
-    if BEHAVIOR_ANNOTATION in given:
-        v2_spec["behavior"] = _lower_keys(json.loads(given[BEHAVIOR_ANNOTATION]))
+    if (behavior := _annotation(given, BEHAVIOR_ANNOTATION)) is not None:
+        v2_spec["behavior"] = _lower_keys(behavior)
     v2_status = _drop({k: status.get(k) for k in ("observedGeneration", "lastScaleTime", "currentReplicas", "desiredReplicas")})
     current: list[dict] = []
     if status.get("currentCPUUtilizationPercentage") is not None:
         current.append({"type": "Resource", "resource": {
             "name": "cpu", "current": {"averageUtilization": status["currentCPUUtilizationPercentage"]}}})
-    if CURRENT_METRICS_ANNOTATION in given:  # holds every current metric, the CPU one included
-        current = [_metric_status_from_v1(m) for m in json.loads(given[CURRENT_METRICS_ANNOTATION])]
+    if (statuses := _annotation(given, CURRENT_METRICS_ANNOTATION)) is not None:  # every one, the CPU one included
+        current = [_metric_status_from_v1(m or {}) for m in statuses]
     if current:
         v2_status["currentMetrics"] = current
-    if CONDITIONS_ANNOTATION in given:
-        v2_status["conditions"] = json.loads(given[CONDITIONS_ANNOTATION])
+    if (conditions := _annotation(given, CONDITIONS_ANNOTATION)) is not None:
+        v2_status["conditions"] = [c or {} for c in conditions]
     out = {k: v for k, v in obj.items() if k not in ("metadata", "spec", "status")}
     return {**out, "metadata": meta, "spec": v2_spec, "status": v2_status}
 
@@ -353,26 +353,37 @@ def _annotation_value_error(v: Any, go: str, shown: str, struct: str, fields: tu
     return next(iter(structural.definition_errors(v, go)), None)
 
 
+def _decode_annotation(text: Any, go: str) -> tuple[Any, str | None]:
+    """A round-trip annotation's value and the error json.Unmarshal returns for it as Go type `go` (None
+    when it decodes). A value nested past what Python's decoder recurses through (Go's limit is 10,000;
+    only an unknown field could hold one that decodes) is refused as too deep."""
+    if not isinstance(text, str):  # (an apply configuration's null: no value)
+        return None, None
+    data = text.encode()
+    syntax, _ = gojson.check_valid(data)
+    if syntax is not None:
+        return None, syntax
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        return None, "invalid character '[' exceeded max depth"
+    return value, _annotation_value_error(value, go, go, "", ())
+
+
 def annotation_error(obj: Obj) -> str | None:
     """The error upstream's v1 -> internal conversion returns for a round-trip annotation that does not
     decode into its Go type (json.Unmarshal's), so that the body cannot be handled as a
-    HorizontalPodAutoscaler. A value nested past what Python's decoder recurses through (Go's limit is
-    10,000; only an unknown field could hold one that decodes) is refused as too deep."""
+    HorizontalPodAutoscaler."""
     given = (obj.get("metadata") or {}).get("annotations") or {}
-    for key, go in _ANNOTATION_VALUES:
-        if key not in given:
-            continue
-        data = given[key].encode()
-        syntax, _ = gojson.check_valid(data)
-        if syntax is not None:
-            return syntax
-        try:
-            value = json.loads(data)
-        except RecursionError:
-            return "invalid character '[' exceeded max depth"
-        if (e := _annotation_value_error(value, go, go, "", ())) is not None:
-            return e
-    return None
+    return next((e for key, go in _ANNOTATION_VALUES if key in given
+                 and (e := _decode_annotation(given[key], go)[1]) is not None), None)
+
+
+def _annotation(given: dict, key: str) -> Any:
+    """The value of a round-trip annotation that decodes (None otherwise: `annotation_error` refuses
+    the body, but a server-side apply converts what it merged before the result is decoded)."""
+    value, err = _decode_annotation(given.get(key), dict(_ANNOTATION_VALUES)[key])
+    return None if err is not None else value
 
 
 def _behavior_go_json(b: dict) -> dict:
