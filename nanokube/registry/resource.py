@@ -64,9 +64,10 @@ def request_from_v1(req: dict) -> dict:
 
 
 def _claim_spec_requests(spec: dict | None, convert: Callable[[dict], dict]) -> None:
+    """Each request converted; a null one (an apply configuration keeps it) as Go's zero request."""
     devices = (spec or {}).get("devices")
     if devices and devices.get("requests"):
-        devices["requests"] = [convert(r) for r in devices["requests"]]
+        devices["requests"] = [convert(r or {}) for r in devices["requests"]]
 
 
 def _convert_claim(obj: Obj, convert: Callable[[dict], dict]) -> Obj:
@@ -96,7 +97,7 @@ def _convert_slice(obj: Obj, convert: Callable[[dict], dict]) -> Obj:
     out = copy.deepcopy(obj)
     spec = out.get("spec") or {}
     if spec.get("devices"):
-        spec["devices"] = [convert(d) for d in spec["devices"]]
+        spec["devices"] = [convert(d or {}) for d in spec["devices"]]
     return out
 
 

@@ -110,3 +110,31 @@ async def test_a_null_metric_is_the_zero_metric(api):
     code, status = await _send(api, "PUT", f"{HPAS}/web", hpa("web", {METRICS: "[null]"}))
     assert code == 422 and [(c["field"], c["message"]) for c in status["details"]["causes"]][:1] == [
         ("spec.metrics[0].type", "Required value: must specify a metric source type")]
+
+
+@pytest.mark.parametrize("path,kind,spec,nulled", [
+    ("resourceclaims", "ResourceClaim",
+     {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+     {"devices": {"requests": [None]}}),
+    ("resourceclaimtemplates", "ResourceClaimTemplate",
+     {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}}},
+     {"spec": {"devices": {"requests": [None]}}}),
+    ("resourceslices", "ResourceSlice",
+     {"driver": "d.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "nodeName": "n",
+      "devices": [{"name": "g"}]},
+     {"driver": "d.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "nodeName": "n",
+      "devices": [None]}),
+])
+async def test_an_apply_of_null_items_at_another_dra_version(api, path, kind, spec, nulled):
+    """resource.k8s.io/v1beta1 moves a request's fields under `exactly` and a device's out of `basic`:
+    an apply there of a null request or device, converted with what it merged before the result is
+    decoded (a null item: Go's zero value), was a 500 ('NoneType' object has no attribute 'items')."""
+    namespaced = path != "resourceslices"
+    base = "/apis/resource.k8s.io/{}" + ("/namespaces/default/" if namespaced else "/") + path
+    code, got = await _send(api, "POST", base.format("v1"),
+                            {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": {"name": "x"}, "spec": spec})
+    assert code == 201, got
+    code, got = await _send(api, "PATCH", base.format("v1beta1") + "/x?fieldManager=a&force=true&dryRun=All",
+                            {"apiVersion": "resource.k8s.io/v1beta1", "kind": kind, "metadata": {"name": "x"}, "spec": nulled},
+                            APPLY)
+    assert code == 422 and got["reason"] == "Invalid", got
