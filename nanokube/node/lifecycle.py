@@ -40,7 +40,7 @@ from ..machinery.errors import APIError
 from ..client.http import EXPECTED
 from ..clock import parse_time
 from . import prober
-from .dra.prepare import NotReady
+from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
 from . import inplace
 from .simulated_command import Program, interpret
@@ -953,18 +953,25 @@ class PodWorker:
         """The ConfigMaps and Secrets container `c`'s environment names (envvars.py), read again at
         each of its starts: while one, or a key of it, that is not optional is missing, its start
         fails with CreateContainerConfigError (Warning Failed 'Error: ...'), tried again each
-        SYNC_RETRY. With `blocked` (a container restarting while others run on) that is not waited
-        for here: the error is put there by the container's name, for the pod's loop to try again.
-        True if the pod was deleted or ran past its active deadline meanwhile."""
-        while error := await environment_error(self.agent.volumes.watched, self.namespace, c):
+        SYNC_RETRY; then the runtime's part: a CDI device of its claims that no CDI spec on the
+        node resolves fails it with CreateContainerError, as containerd refuses to create it. With
+        `blocked` (a container restarting while others run on) that is not waited for here: the
+        error is put there by the container's name, for the pod's loop to try again. True if the
+        pod was deleted or ran past its active deadline meanwhile."""
+        while True:
+            reason, error = "CreateContainerConfigError", await environment_error(
+                self.agent.volumes.watched, self.namespace, c)
+            if not error:
+                reason, error = "CreateContainerError", self.agent.claims.cdi_error(self.pod, c["name"])
+            if not error:
+                return False
             await self._event("Warning", "Failed", f"Error: {error}", field_path(self.pod, c["name"]))
             if blocked is not None:
                 blocked[c["name"]] = error
                 return False
-            await self._image_waiting(c, "CreateContainerConfigError", error)
+            await self._image_waiting(c, reason, error)
             if await self._wait(self.clock.monotonic() + SYNC_RETRY, active=True):
                 return True
-        return False
 
     async def _initialized(self, c: dict) -> bool:
         """Before the first pull of an app container's image in a pod whose init containers just
@@ -1271,7 +1278,9 @@ class PodWorker:
                     lifetimes.update((c["name"], self._lifetime(c)) for c in fresh if self._program(c))
                 else:
                     for name, error in blocked.items():  # tried again at the next sync, the others running on
-                        self.waiting[name] = {"waiting": {"reason": "CreateContainerConfigError", "message": error}}
+                        reason = "CreateContainerError" if error.startswith(CDI_CREATE_FAILED) else \
+                            "CreateContainerConfigError"
+                        self.waiting[name] = {"waiting": {"reason": reason, "message": error}}
                         backoff[name] = self.clock.monotonic() + SYNC_RETRY
                     running = [c for c in starting if c["name"] not in blocked]
                     for c in running:

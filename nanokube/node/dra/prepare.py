@@ -48,6 +48,8 @@ STATUS_RETRIES = 6
 UNPREPARE_RETRY_INITIAL = 1.0
 UNPREPARE_RETRY_MAX = 16.0
 STATUS_BACKOFF = 0.05
+#: how containerd words a container it cannot create (CRI CreateContainer), a CDI device it cannot resolve among them
+CDI_CREATE_FAILED = "failed to create containerd container: "
 #: the gRPC methods a built-in driver's preparation stands for, as its kubelet plugin would serve them
 _BUILTIN_PREPARE = f"/{DRA_SERVICES['v1.DRAPlugin']}/NodePrepareResources"
 _BUILTIN_UNPREPARE = f"/{DRA_SERVICES['v1.DRAPlugin']}/NodeUnprepareResources"
@@ -428,6 +430,18 @@ class ClaimPreparer:
     def uses_driver(self, pod_uid: str, driver: str) -> bool:
         """Whether a claim the pod holds on this node has devices the driver prepared."""
         return any(driver in self.external.get(uid, {}) for uid in self.by_pod.get(pod_uid, ()))
+
+    def cdi_error(self, pod: dict, container: str) -> str:
+        """Why the runtime refuses to create the container: a CDI device of its claims that no
+        spec in the node's CDI directory resolves, in containerd's words ("" if none)."""
+        ids = self.cdi_devices(pod, container)
+        if not ids:
+            return ""
+        try:
+            cdi.environment(self.cdi_dir, ids)
+        except cdi.CDIError as e:
+            return f"{CDI_CREATE_FAILED}CDI device injection failed: {e}"
+        return ""
 
     def cdi_environment(self, pod: dict, container: str) -> dict[str, str]:
         """The variables the CDI specs of the container's devices add (cdi.py)."""

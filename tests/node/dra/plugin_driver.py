@@ -51,6 +51,8 @@ class PluginDriver:
         #: claim uid -> the error NodePrepareResources (NodeUnprepareResources) answers for it
         self.fail: dict[str, str] = {}
         self.fail_unprepare: dict[str, str] = {}
+        #: devices whose CDI spec it does not write (its CDI IDs then resolve to nothing)
+        self.no_spec: set[str] = set()
         #: method -> (status code, details) the call fails with as a whole (a gRPC error, not a claim's)
         self.abort: dict[str, tuple[grpc.StatusCode, str]] = {}
         self._lock = threading.Lock()
@@ -131,7 +133,8 @@ class PluginDriver:
                 continue
             result = out.claims[c["uid"]]
             for request_name, pool, device in self.results(c["namespace"], c["name"]):
-                self._write_spec(device)
+                if device not in self.no_spec:
+                    self.write_spec(device)
                 result.devices.add(request_names=[request_name], pool_name=pool, device_name=device,
                                    cdi_device_ids=[f"{self.driver}/device={device}"])
         return out
@@ -166,7 +169,7 @@ class PluginDriver:
                                     last_updated_time=int(time.time()))
                 for (pool, device), h in sorted(sent.items())])
 
-    def _write_spec(self, device: str) -> None:
+    def write_spec(self, device: str) -> None:
         """One CDI spec file per device, as drivers write them (cdiVersion, kind, devices)."""
         os.makedirs(self.cdi_dir, exist_ok=True)
         index = device.rsplit("-", 1)[-1]
