@@ -16,9 +16,9 @@ read as one of a small, closed set; anything else is left to the annotations
   docs' `date; echo Hello from the Kubernetes cluster`), each by name or path;
 - `sh -c SCRIPT [NAME ARG...]` (also ash, bash, dash; by name or path):
   SCRIPT is a shell script (simulated_script: its syntax) of those and the
-  shell's `exit [N]`, `exec CMD`, `export`, `unset`, `break`, `continue`, `read [-r]`,
-  `set` (-e, -x, -u, -o pipefail, `--`), and `env`, `printenv [NAME...]`,
-  `seq`, `printf`, `basename` and `dirname`: commands joined by `;`, `&&`, `||`, `|`
+  shell's builtins (simulated_builtins: `exit [N]`, `exec CMD`, `export`, `unset`, `break`,
+  `continue`, `read [-r]`, `set` (-e, -x, -u, -o pipefail, `--`), `printf`, and `env`,
+  `printenv [NAME...]`), `seq`, `basename` and `dirname`: commands joined by `;`, `&&`, `||`, `|`
   (each command's output the next one's stdin, one after the other) or new
   lines, in `while`/`until`/`for` loops, `if`/`elif`/`else`, `case` and `{ }`; its
   words quoted as a shell quotes them, and expanded: `$NAME`, `${NAME:-x}`,
@@ -81,6 +81,7 @@ from datetime import datetime, timezone
 
 from . import simulated_filters as filters
 from .simulated_applets import APPLETS, NoTerminal as _NoTerminal, Unknown as _Unknown, reads_data
+from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
 from .simulated_script import (Case, For, Group, If, Incomplete, Loop, Pipeline, Redirected, Simple, Script,
                                literal, parse)
@@ -90,9 +91,6 @@ SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
 _SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-#: what a command reads as stdin when it was sent nothing: an interactive shell's commands have a
-#: terminal there, which is not simulated
-_TERMINAL = None
 #: how many passes of a loop that cannot end, each different, are worked out ahead (`Endless`)
 LAZY_AFTER = 50
 #: where a descriptor's output goes, unredirected
@@ -103,8 +101,6 @@ BUDGET = 10000
 #: how often a loop waiting for its files with no time passing in its passes (`until [ -f F ]; do
 #: :; done`) reads them again, on the node's clock: a real one spins, reading them all the time
 BUSY_WAIT = 1.0
-#: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
-_BUILTINS = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec"})
 
 
 @dataclass(frozen=True)
@@ -326,18 +322,6 @@ def _reads(script: Script) -> bool:
                 if any(_reads(c) or _reads(b) for c, b in node.branches) or _reads(node.otherwise or []):
                     return True
     return False
-
-
-class _Exit(Exception):
-    """`exit`: the shell ends (its status is the run's)."""
-
-
-class _Jump(Exception):
-    """`break` or `continue` out of `levels` loops."""
-
-    def __init__(self, kind: str, levels: int):
-        super().__init__(kind)
-        self.kind, self.levels = kind, levels
 
 
 class _Forever(Exception):
@@ -864,23 +848,10 @@ class _Run:
 
     def command(self, words: list[str], in_shell: bool) -> None:
         name, args = os.path.basename(words[0]), words[1:]
-        if name in _BUILTINS and not in_shell:
+        if name in SHELL_ONLY and not in_shell:
             raise _Unknown
-        if name in ("true", ":"):
-            self.status = 0
-        elif name == "false":
-            self.status = 1
-        elif name == "echo":
-            flags = set()
-            while args and re.fullmatch(r"-[neE]+", args[0]):
-                flags |= set(args.pop(0)[1:])
-            text = " ".join(args) + ("" if "n" in flags else "\n")
-            if "e" in flags and "E" not in flags:  # busybox's echo -e: escapes, \c ends the output
-                text, _, _ = _escapes(text, octal=r"0[0-7]{0,3}").partition("\0\\c")
-            self.output.append((self.now, text))
-            self.status = 0
-        elif name == "printf" and args:
-            self.status = self._printf(args[0], args[1:])
+        if name in BUILTINS:
+            self.status = BUILTINS[name](self, name, args)
         elif name in ("basename", "dirname") and 1 <= len(args) <= (2 if name == "basename" else 1):
             path = args[0].rstrip("/") or ("/" if args[0] else "")
             if name == "dirname":
@@ -906,163 +877,18 @@ class _Run:
         elif name == "sleep" and args:
             self.now += sum(_seconds(a) for a in args)
             self.status = 0
-        elif name == "exit" and len(args) <= 1:
-            if args:
-                if not args[0].isdigit():
-                    raise _Unknown
-                self.status = int(args[0]) & 255
-            raise _Exit
-        elif name in ("break", "continue") and len(args) <= 1:
-            levels = int(args[0]) if args and args[0].isdigit() and int(args[0]) > 0 else 1 if not args else 0
-            if not levels:
-                raise _Unknown
-            self.status = 0
-            if self.loops:
-                raise _Jump(name, min(levels, self.loops))
         elif name == "seq" and 1 <= len(args) <= 3 and all(re.fullmatch(r"-?\d+", a) for a in args):
             n = [int(a) for a in args]
             first, step, last = (1, 1, n[0]) if len(n) == 1 else (n[0], 1, n[1]) if len(n) == 2 else n
             if step:
                 self.out("".join(f"{i}\n" for i in range(first, last + (1 if step > 0 else -1), step)))
             self.status = 0
-        elif name == "set":
-            self._set(args)
-        elif name == "exec":  # the command in the shell's place: the shell ends with it
-            if args:
-                self.command(args, in_shell=False)
-                raise _Exit
-            self.status = 0
-        elif name == "read":
-            self.status = self._read(args)
-        elif name in ("export", "unset", "env", "printenv"):
-            self.status = self._environment(name, args)
         elif name in APPLETS:
             self.status = APPLETS[name](self, self._files(), name, args)
         elif name in filters.APPLETS:
             self.status = filters.APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
-
-    def _printf(self, fmt: str, args: list[str]) -> int:
-        """printf FORMAT [ARG...]: FORMAT's escapes and conversions (%s %b %c %d %i %u %o %x %X %f %e %g
-        %%, with flags, width and precision), used again while arguments are left, as busybox's."""
-        if re.search(r"%(?![-+ #0]*\d*(?:\.\d*)?[diouxXfeEgGcsb])", fmt.replace("%%", "")):
-            raise _Unknown  # a conversion busybox has that is not simulated (%*d...)
-        status, out, args = 0, "", list(args)
-        while True:
-            used = False
-
-            def convert(m: re.Match) -> str:
-                nonlocal status, used
-                flags, width, precision, kind = m.groups()
-                if kind == "%":
-                    return "%"
-                used = True
-                arg = args.pop(0) if args else ""
-                if kind == "b":
-                    return _escapes(arg, octal=r"0[0-7]{0,3}").partition("\0\\c")[0]
-                if kind in "sc":
-                    return f"%{flags}{width}{precision}s" % (arg[:1] if kind == "c" else arg)
-                try:
-                    value = float(arg or 0) if kind in "feEgG" else int(arg or 0, 0 if arg[:2].lower() == "0x" else 10)
-                except ValueError:
-                    self.err(f"sh: invalid number '{arg}'\n")
-                    status, value = 1, 0
-                return f"%{flags}{width}{precision}{'d' if kind in 'iu' else kind}" % value
-            out += _escapes(re.sub(r"%([-+ #0]*)(\d*)((?:\.\d*)?)([diouxXfeEgGcsb%])", convert,
-                                   fmt), octal=r"[0-7]{1,3}")
-            if not args or not used:
-                break
-        self.out(out)
-        return status
-
-    def _set(self, args: list[str]) -> None:
-        """`set [-+][euxo pipefail]... [-- ARG...]`: the shell's options, its positional parameters."""
-        args = list(args)
-        while args and args[0][:1] in "-+" and args[0] != "--":
-            arg = args.pop(0)
-            on = arg[0] == "-"
-            for letter in arg[1:]:
-                if letter == "o":
-                    if not args or args[0] != "pipefail":
-                        raise _Unknown
-                    option = args.pop(0)
-                elif letter in "eux":
-                    option = letter
-                else:
-                    raise _Unknown
-                (self.options.add if on else self.options.discard)(option)
-        if args[:1] == ["--"]:
-            self.args[1:] = args[1:]
-        elif args:
-            raise _Unknown  # `set` printing the variables, `set word`
-        self.status = 0
-
-    def _read(self, args: list[str]) -> int:
-        """`read [-r] [NAME...]`: one line of stdin into the names (split at blanks, the last taking
-        the rest; REPLY without names); 1 at the end of stdin."""
-        raw = args[:1] == ["-r"]
-        names = args[1:] if raw else args
-        if any(n.startswith("-") or not re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
-            raise _Unknown
-        if self.stdin is _TERMINAL:
-            raise _NoTerminal
-        line, newline, self.stdin = self.stdin.partition(b"\n")
-        text = line.decode(errors="replace")
-        if not raw:
-            text = re.sub(r"\\(.)", r"\1", text)
-        names = names or ["REPLY"]
-        fields = text.split(None, len(names) - 1) if len(names) > 1 else [text.strip()]
-        for i, n in enumerate(names):
-            self.vars[n] = fields[i].strip() if i < len(fields) else ""
-        return 0 if newline else 1
-
-    def _environment(self, name: str, args: list[str]) -> int:
-        """The shell's `export` and `unset`, and busybox's `env` and `printenv`: the environment is
-        the exported variables, in the order they were set."""
-        if name == "export":
-            if not args or args == ["-p"]:
-                for var in sorted(self.exported & self.vars.keys()):
-                    self.out(f"export {var}='" + self.vars[var].replace("'", "'\\''") + "'\n")
-                return 0
-            for arg in args:
-                var, eq, value = arg.partition("=")
-                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-                    self.err(f"sh: export: bad variable name '{arg}'\n")
-                    return 1
-                if eq:
-                    self.vars[var] = value
-                self.exported.add(var)
-            return 0
-        if name == "unset":
-            for var in args:
-                self.vars.pop(var, None)
-                self.exported.discard(var)
-            return 0
-        environ = {k: v for k, v in self.vars.items() if k in self.exported}
-        if name == "env":
-            while args and "=" in args[0] and not args[0].startswith("="):
-                var, _, value = args.pop(0).partition("=")
-                environ.pop(var, None)
-                environ[var] = value
-            if args:
-                saved = self.vars, self.exported
-                self.vars, self.exported = dict(environ), set(environ)
-                try:
-                    self.command(args, in_shell=False)
-                finally:
-                    self.vars, self.exported = saved
-                return self.status
-        if name == "env" or not args:
-            self.out("".join(f"{k}={v}\n" for k, v in environ.items()))
-            return 0
-        status = 0
-        for var in args:
-            if var in environ:
-                self.out(environ[var] + "\n")
-            else:
-                status = 1
-        return status
 
 
 def _cannot_end(node: Loop) -> bool:
@@ -1114,22 +940,6 @@ def _quoted(word: str) -> str:
     if word and not re.search(r"[\s'\"\\$`|&;<>()*?~#{}]", word):
         return word
     return "'" + word.replace("'", "'\\''") + "'"
-
-
-_ESCAPES = {"\\": "\\", "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-            '"': '"', "c": "\0\\c"}
-
-
-def _escapes(text: str, octal: str) -> str:
-    """printf's and `echo -e`'s backslash escapes (`\\c`, the end of output, as "\\0\\\\c")."""
-    def one(m: re.Match) -> str:
-        seq = m.group(1)
-        if seq[0] in "01234567" and re.fullmatch(octal, seq):
-            return chr(int(seq.lstrip("0") or "0", 8) & 255)
-        if seq[0] == "x":
-            return chr(int(seq[1:], 16))
-        return _ESCAPES.get(seq, "\\" + seq)
-    return re.sub(r"\\(" + octal + r"|x[0-9a-fA-F]{1,2}|.)", one, text, flags=re.S)
 
 
 _ARITH_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Constant, ast.Add, ast.Sub,

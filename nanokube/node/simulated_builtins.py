@@ -1,0 +1,237 @@
+"""The shell's own commands (its builtins) for simulated_command's interpreter: `:`, `true`,
+`false`, `echo [-neE]`, `printf`, `exit`, `break`, `continue`, `set`, `exec`, `read`, `export`
+and `unset`, with busybox's `env` and `printenv`, which read the same variables. Each takes the
+running shell (simulated_command's run: its variables, options, arguments, stdin and output),
+its name and its arguments, and gives its exit status; one that ends the shell or a loop raises
+`Exit` or `Jump`, one used in a way not simulated `Unknown`, as an applet does."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .simulated_applets import NoTerminal, Unknown
+
+if TYPE_CHECKING:
+    from .simulated_command import _Run
+
+#: what a command reads as stdin when it was sent nothing: an interactive shell's commands have a
+#: terminal there, which is not simulated
+TERMINAL = None
+#: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
+SHELL_ONLY = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec"})
+
+
+class Exit(Exception):
+    """`exit`: the shell ends (its status is the run's)."""
+
+
+class Jump(Exception):
+    """`break` or `continue` out of `levels` loops."""
+
+    def __init__(self, kind: str, levels: int):
+        super().__init__(kind)
+        self.kind, self.levels = kind, levels
+
+
+def _true(run: _Run, name: str, args: list[str]) -> int:
+    return 0
+
+
+def _false(run: _Run, name: str, args: list[str]) -> int:
+    return 1
+
+
+def _echo(run: _Run, name: str, args: list[str]) -> int:
+    """busybox's echo: -n leaves out the new line, -e reads escapes (`\\c` ends the output), -E not."""
+    flags = set()
+    while args and re.fullmatch(r"-[neE]+", args[0]):
+        flags |= set(args.pop(0)[1:])
+    text = " ".join(args) + ("" if "n" in flags else "\n")
+    if "e" in flags and "E" not in flags:
+        text, _, _ = escapes(text, octal=r"0[0-7]{0,3}").partition("\0\\c")
+    run.output.append((run.now, text))
+    return 0
+
+
+def _printf(run: _Run, name: str, args: list[str]) -> int:
+    """printf FORMAT [ARG...]: FORMAT's escapes and conversions (%s %b %c %d %i %u %o %x %X %f %e %g
+    %%, with flags, width and precision), used again while arguments are left, as busybox's."""
+    if not args:
+        raise Unknown
+    fmt, args = args[0], list(args[1:])
+    if re.search(r"%(?![-+ #0]*\d*(?:\.\d*)?[diouxXfeEgGcsb])", fmt.replace("%%", "")):
+        raise Unknown  # a conversion busybox has that is not simulated (%*d...)
+    status, out = 0, ""
+    while True:
+        used = False
+
+        def convert(m: re.Match) -> str:
+            nonlocal status, used
+            flags, width, precision, kind = m.groups()
+            if kind == "%":
+                return "%"
+            used = True
+            arg = args.pop(0) if args else ""
+            if kind == "b":
+                return escapes(arg, octal=r"0[0-7]{0,3}").partition("\0\\c")[0]
+            if kind in "sc":
+                return f"%{flags}{width}{precision}s" % (arg[:1] if kind == "c" else arg)
+            try:
+                value = float(arg or 0) if kind in "feEgG" else int(arg or 0, 0 if arg[:2].lower() == "0x" else 10)
+            except ValueError:
+                run.err(f"sh: invalid number '{arg}'\n")
+                status, value = 1, 0
+            return f"%{flags}{width}{precision}{'d' if kind in 'iu' else kind}" % value
+        out += escapes(re.sub(r"%([-+ #0]*)(\d*)((?:\.\d*)?)([diouxXfeEgGcsb%])", convert,
+                              fmt), octal=r"[0-7]{1,3}")
+        if not args or not used:
+            break
+    run.out(out)
+    return status
+
+
+def _exit(run: _Run, name: str, args: list[str]) -> int:
+    if len(args) > 1:
+        raise Unknown
+    if args:
+        if not args[0].isdigit():
+            raise Unknown
+        run.status = int(args[0]) & 255
+    raise Exit
+
+
+def _jump(run: _Run, name: str, args: list[str]) -> int:
+    """`break [N]` and `continue [N]`: out of N loops (as many as there are, at most)."""
+    if len(args) > 1:
+        raise Unknown
+    levels = int(args[0]) if args and args[0].isdigit() and int(args[0]) > 0 else 1 if not args else 0
+    if not levels:
+        raise Unknown
+    run.status = 0
+    if run.loops:
+        raise Jump(name, min(levels, run.loops))
+    return 0
+
+
+def _set(run: _Run, name: str, args: list[str]) -> int:
+    """`set [-+][euxo pipefail]... [-- ARG...]`: the shell's options, its positional parameters."""
+    args = list(args)
+    while args and args[0][:1] in "-+" and args[0] != "--":
+        arg = args.pop(0)
+        on = arg[0] == "-"
+        for letter in arg[1:]:
+            if letter == "o":
+                if not args or args[0] != "pipefail":
+                    raise Unknown
+                option = args.pop(0)
+            elif letter in "eux":
+                option = letter
+            else:
+                raise Unknown
+            (run.options.add if on else run.options.discard)(option)
+    if args[:1] == ["--"]:
+        run.args[1:] = args[1:]
+    elif args:
+        raise Unknown  # `set` printing the variables, `set word`
+    return 0
+
+
+def _exec(run: _Run, name: str, args: list[str]) -> int:
+    """The command in the shell's place: the shell ends with it."""
+    if args:
+        run.command(args, in_shell=False)
+        raise Exit
+    return 0
+
+
+def _read(run: _Run, name: str, args: list[str]) -> int:
+    """`read [-r] [NAME...]`: one line of stdin into the names (split at blanks, the last taking
+    the rest; REPLY without names); 1 at the end of stdin."""
+    raw = args[:1] == ["-r"]
+    names = args[1:] if raw else args
+    if any(n.startswith("-") or not re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
+        raise Unknown
+    if run.stdin is TERMINAL:
+        raise NoTerminal
+    line, newline, run.stdin = run.stdin.partition(b"\n")
+    text = line.decode(errors="replace")
+    if not raw:
+        text = re.sub(r"\\(.)", r"\1", text)
+    names = names or ["REPLY"]
+    fields = text.split(None, len(names) - 1) if len(names) > 1 else [text.strip()]
+    for i, n in enumerate(names):
+        run.vars[n] = fields[i].strip() if i < len(fields) else ""
+    return 0 if newline else 1
+
+
+def _environment(run: _Run, name: str, args: list[str]) -> int:
+    """The shell's `export` and `unset`, and busybox's `env` and `printenv`: the environment is
+    the exported variables, in the order they were set."""
+    if name == "export":
+        if not args or args == ["-p"]:
+            for var in sorted(run.exported & run.vars.keys()):
+                run.out(f"export {var}='" + run.vars[var].replace("'", "'\\''") + "'\n")
+            return 0
+        for arg in args:
+            var, eq, value = arg.partition("=")
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+                run.err(f"sh: export: bad variable name '{arg}'\n")
+                return 1
+            if eq:
+                run.vars[var] = value
+            run.exported.add(var)
+        return 0
+    if name == "unset":
+        for var in args:
+            run.vars.pop(var, None)
+            run.exported.discard(var)
+        return 0
+    environ = {k: v for k, v in run.vars.items() if k in run.exported}
+    if name == "env":
+        args = list(args)
+        while args and "=" in args[0] and not args[0].startswith("="):
+            var, _, value = args.pop(0).partition("=")
+            environ.pop(var, None)
+            environ[var] = value
+        if args:
+            saved = run.vars, run.exported
+            run.vars, run.exported = dict(environ), set(environ)
+            try:
+                run.command(args, in_shell=False)
+            finally:
+                run.vars, run.exported = saved
+            return run.status
+    if name == "env" or not args:
+        run.out("".join(f"{k}={v}\n" for k, v in environ.items()))
+        return 0
+    status = 0
+    for var in args:
+        if var in environ:
+            run.out(environ[var] + "\n")
+        else:
+            status = 1
+    return status
+
+
+_ESCAPES = {"\\": "\\", "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+            '"': '"', "c": "\0\\c"}
+
+
+def escapes(text: str, octal: str) -> str:
+    """printf's and `echo -e`'s backslash escapes (`\\c`, the end of output, as "\\0\\\\c")."""
+    def one(m: re.Match) -> str:
+        seq = m.group(1)
+        if seq[0] in "01234567" and re.fullmatch(octal, seq):
+            return chr(int(seq.lstrip("0") or "0", 8) & 255)
+        if seq[0] == "x":
+            return chr(int(seq[1:], 16))
+        return _ESCAPES.get(seq, "\\" + seq)
+    return re.sub(r"\\(" + octal + r"|x[0-9a-fA-F]{1,2}|.)", one, text, flags=re.S)
+
+
+BUILTINS: dict[str, Callable[[_Run, str, list[str]], int]] = {
+    "true": _true, ":": _true, "false": _false, "echo": _echo, "printf": _printf, "exit": _exit,
+    "break": _jump, "continue": _jump, "set": _set, "exec": _exec, "read": _read,
+    **dict.fromkeys(("export", "unset", "env", "printenv"), _environment)}
