@@ -443,6 +443,12 @@ class PodWorker:
         #: the running containers whose liveness probe is to fail (their end in `lifetimes` is the
         #: kill): what it prints then
         self.liveness_failed: dict[str, str] = {}
+        #: when (monotonic) each app container waiting out its back-off starts again, by name
+        self.backoff: dict[str, float] = {}
+        #: how far the lifecycle got, where a sync that failed goes on from (`_resync`): the
+        #: containers were started and their loop entered; the pod's final status is wanted
+        self.ran = False
+        self.finished = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -1135,6 +1141,7 @@ class PodWorker:
     async def _init_failed(self, c: dict, term: dict) -> None:
         """An init container failed under restartPolicy Never: the pod is Failed, not initialized,
         its app containers never started (waiting PodInitializing)."""
+        self.finished = True
         now = self.clock.rfc3339()
         self.io.exited(term["exitCode"])  # the sidecars started before it
         await self._write("Failed", [self._status_of(x, self._default_waiting(), False, False)
@@ -1177,21 +1184,51 @@ class PodWorker:
 
     async def _run(self) -> None:
         """The pod's lifecycle. One that the pod's end cuts short stops quietly; one that fails for
-        another reason is a bug: logged with its traceback and told as upstream's pod workers tell a
-        failed sync (a FailedSync Warning event), the worker is kept to remove the pod when it is
-        deleted. (Running the lifecycle again could start its containers twice.)"""
-        try:
-            await self._lifecycle()
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            if pod_gone(e):
+        another reason is logged with its traceback and told as upstream's pod workers tell a failed
+        sync (a FailedSync Warning event), then synced again as theirs are: at once when the pod
+        changes (an ephemeral container, a resize, its deletion), else after their back-off
+        (SYNC_RETRY), each failure told again, until a sync goes through (`_resync`)."""
+        sync = self._lifecycle
+        while True:
+            try:
+                await sync()
                 return
-            log.exception("pod %s/%s on %s failed", self.namespace, self.name, self.agent.name)
-            await self._event("Warning", "FailedSync", f"error determining status: {e}")
-            self.live = False  # its spec's changes are no longer acted on
-            if await self._wait(None):
-                await self._delete()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if pod_gone(e):
+                    return
+                self.changed.clear()  # an update from now on syncs it again at once
+                self.live = False
+                log.exception("pod %s/%s on %s failed", self.namespace, self.name, self.agent.name)
+                await self._event("Warning", "FailedSync", f"error determining status: {e}")
+            await self._sync_backoff()
+            sync = self._resync
+
+    async def _sync_backoff(self) -> None:
+        """Until the pod changes, or SYNC_RETRY passes (workerBackOffPeriod, without its jitter)."""
+        waits = [asyncio.ensure_future(self.changed.wait()),
+                 asyncio.ensure_future(self._sleep_until(self.clock.monotonic() + SYNC_RETRY))]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in waits:
+                t.cancel()
+
+    async def _resync(self) -> None:
+        """Sync again after a failed sync, from where the pod stands, as the kubelet's SyncPod
+        compares the spec with what runs: its final status written again and what it held given
+        back; its running containers' loop gone on with (the status wanted written again, the
+        spec's changes acted on, a deletion stopping it gracefully); else its start made again,
+        the init containers that completed not run again."""
+        if self.finished:
+            await self._write(**self._last_write, now=self._last_now)
+            await self._ended()
+        elif self.ran:
+            self.reconcile = True
+            await self._run_containers(False, resume=True)
+        else:
+            await self._lifecycle()
 
     async def _lifecycle(self) -> None:
         st = self.pod.get("status") or {}
@@ -1234,22 +1271,26 @@ class PodWorker:
                 return
         await self._run_containers(bool(adopted))
 
-    async def _run_containers(self, adopted: bool) -> None:
+    async def _run_containers(self, adopted: bool, resume: bool = False) -> None:
         """Start the containers, then run each app container for its own lifetime (`_lifetime`):
         as one exits, its own policy, rules or the pod's policy (restartrules.on_exit) restart it
         after its own crash-loop back-off while the others run on, until none is left running or
         waiting to restart; or the whole pod restarts in place when a RestartAllContainers rule
         matches. Sidecars run until the pod stops, or for their interpreted command's lifetime:
         whatever the pod's restartPolicy, one that exits restarts after its back-off, as upstream's
-        restartable init containers; the pod ends when its app containers have."""
-        for message in invalid_annotations(self.pod):
+        restartable init containers; the pod ends when its app containers have. `resume`: they
+        run, and their loop goes on (a sync again after a failed one)."""
+        for message in () if resume else invalid_annotations(self.pod):
             await self._event("Warning", "InvalidSimulationAnnotation", message)
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
         inits = (self.pod.get("spec") or {}).get("initContainers") or []
-        starting = [] if adopted else inits + self._containers()  # first the init containers, in order
-        together = True  # every container starts, not one that waited out its back-off
+        # first the init containers, in order (not one that completed or runs before a failed sync)
+        starting = [] if adopted or resume else \
+            [c for c in inits if c["name"] not in self.init_ran and c["name"] not in self.io.running] + \
+            self._containers()
+        together = not resume  # every container starts, not one that waited out its back-off
         lifetimes = self.lifetimes
-        backoff: dict[str, float] = {}  # when each app container waiting to restart starts again
+        backoff = self.backoff
         while True:
             if starting or together:
                 blocked: dict[str, str] = {}
@@ -1296,7 +1337,7 @@ class PodWorker:
             probes = [t for times in self.probed.values() for t in times if t > self.clock.monotonic()]
             wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()) + probes,
                        default=None)
-            self.live = True
+            self.live = self.ran = True
             stopped = await self._wait(wake, active=True)
             self.live = False
             if stopped:
@@ -1462,6 +1503,7 @@ class PodWorker:
 
     async def _finish(self, term: dict, now: str) -> None:
         """The pod ends: Succeeded when each of its containers exited 0 (the last ones with `term`)."""
+        self.finished = True
         codes = [term["exitCode"]] + [s["state"]["terminated"]["exitCode"] for s in self.ended.values()]
         phase = "Succeeded" if not any(codes) and not self.deadline_exceeded else "Failed"
         statuses = [self._status_of(c, {"terminated": term}, False, False) for c in self._containers()]
@@ -1479,6 +1521,7 @@ class PodWorker:
         (DeadlineExceeded). The pod is Failed with each container that did not finish terminated
         as the status manager's TerminatePod leaves it (ContainerStatusUnknown, 137, no
         containerID), not as a container a SIGTERM stopped."""
+        self.finished = True
         if self.deadline_exceeded:
             await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
         self.io.exited(SIGTERM_EXIT, "received SIGTERM")  # an init container running its command, sidecars

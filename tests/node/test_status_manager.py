@@ -19,6 +19,8 @@ from tests.controllers import becomes, eventually
 from tests.node import ManualClock
 from tests.node.test_lifecycle import conds, gone, node_agents, phase_is, pod
 
+SMP = "application/strategic-merge-patch+json"
+
 
 def server_error():
     return APIError(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
@@ -110,6 +112,93 @@ async def test_a_sync_failing_on_a_bug_is_reported_and_the_pod_can_still_be_dele
     await becomes(failed_sync, [("Warning", "error determining status: unexpected")])
     await pods.delete("odd", "default")
     assert await eventually(gone(pods, "odd"))
+
+
+async def test_a_status_write_refused_as_forbidden_or_invalid_is_tried_again_up_to_every_sync_period(env):
+    """403 and 422 are not the pod's end: the status manager keeps the status wanted and writes it
+    again, backing off to its 10 s sync period (syncBatch), until it lands."""
+    s, pods, clock = env
+    at: list[float] = []
+
+    def refusal(code: int, reason: str, message: str):
+        def fault():
+            at.append(clock.monotonic())
+            return APIError(code, reason, message)
+        return fault
+    forbidden = refusal(403, "Forbidden", 'pods "job" is forbidden: node "gpu-0" can only update pods bound to it')
+    invalid = refusal(422, "Invalid", 'Pod "job" is invalid: status.podIP: Invalid value: "x": must be a valid IP')
+    fail_status_writes(s.rest, "job", [forbidden, invalid] * 5)
+    await pods.create(pod("job"))
+    await eventually(lambda: _true(len(at) == 3))  # the lifecycle's own writes as the pod starts
+    start = at[0]
+    await _advance(clock, 54)
+    assert [t - start for t in at] == [0, 0, 0, 1, 3, 7, 15, 25, 35, 45]
+    assert (await pods.get("job", "default")).get("status", {}).get("phase") != "Running"
+    await clock.advance(1)
+    p = await eventually(phase_is(pods, "job", "Running"))
+    assert conds(p)["Ready"] == "True"
+
+
+async def _failed_syncs(s, name: str) -> list[tuple[str, str, int]]:
+    events, _ = await s.client.resource("", "v1", "events").list(namespace="default")
+    return [(e["type"], e["message"], e.get("count", 1)) for e in events
+            if e["reason"] == "FailedSync" and e["involvedObject"]["name"] == name]
+
+
+async def _reasons(s, name: str) -> list[str]:
+    events, _ = await s.client.resource("", "v1", "events").list(namespace="default")
+    return [e["reason"] for e in events if e["involvedObject"]["name"] == name]
+
+
+async def test_a_failed_sync_is_made_again_after_the_pod_workers_back_off(env):
+    """The pod's first sync fails before its containers start: 10 s later (workerBackOffPeriod,
+    on the kubelet's clock) it is synced again, and the pod runs."""
+    s, pods, clock = env
+    fail_status_writes(s.rest, "odd", [RuntimeError("unexpected")])
+    await pods.create(pod("odd"))
+    await becomes(lambda: _failed_syncs(s, "odd"), [("Warning", "error determining status: unexpected", 1)])
+    await _advance(clock, 9)
+    assert (await pods.get("odd", "default")).get("status", {}).get("phase") in (None, "Pending")
+    await clock.advance(1)
+    p = await eventually(phase_is(pods, "odd", "Running"))
+    assert conds(p)["Ready"] == "True" and p["status"]["containerStatuses"][0]["state"]["running"]
+
+
+async def test_a_running_pod_whose_sync_failed_acts_on_its_next_updates(env):
+    """A write for an ephemeral container fails on a bug (FailedSync): the next update, a resize,
+    syncs the pod again at once, with no back-off waited out: both are acted on; then a graceful
+    delete stops its containers and removes it."""
+    s, pods, clock = env
+    app = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    await pods.create({"metadata": {"name": "web", "namespace": "default"},
+                       "spec": {"nodeName": "gpu-0", "terminationGracePeriodSeconds": 5,
+                                "containers": [{"name": "app", "image": "busybox:1.36", "resources": app}]}})
+    await eventually(phase_is(pods, "web", "Running"))
+    refused = fail_status_writes(s.rest, "web", [RuntimeError("unexpected")])
+    await pods.patch("web", {"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox:1.36"}]}},
+                     SMP, namespace="default", subresource="ephemeralcontainers")
+    await becomes(lambda: _failed_syncs(s, "web"), [("Warning", "error determining status: unexpected", 1)])
+    assert len(refused) == 1
+    await pods.patch("web", {"spec": {"containers": [{"name": "app", "resources": {
+        "requests": {"cpu": "1500m"}, "limits": {"cpu": "1500m"}}}]}}, SMP, namespace="default", subresource="resize")
+
+    async def acted_on():
+        p = await pods.get("web", "default")
+        st = p["status"]
+        return p if st.get("ephemeralContainerStatuses") and st.get("observedGeneration") == 3 and \
+            st["containerStatuses"][0]["resources"]["limits"]["cpu"] == "1500m" else None
+    p = await eventually(acted_on)
+    assert p["status"]["ephemeralContainerStatuses"][0]["state"]["running"]
+    assert {"ResizeStarted", "ResizeCompleted"} <= set(await _reasons(s, "web"))
+    await pods.delete("web", "default")
+    await becomes(lambda: _killed(s, "web"), ["Stopping container app"])
+    assert await eventually(gone(pods, "web"))
+    assert (await _failed_syncs(s, "web"))[0][2] == 1  # no sync failed again
+
+
+async def _killed(s, name: str) -> list[str]:
+    events, _ = await s.client.resource("", "v1", "events").list(namespace="default")
+    return [e["message"] for e in events if e["reason"] == "Killing" and e["involvedObject"]["name"] == name]
 
 
 @contextlib.asynccontextmanager

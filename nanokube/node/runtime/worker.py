@@ -185,6 +185,14 @@ class ProcessPodWorker(PodWorker):
 
     # --- the pod ----------------------------------------------------------------------
 
+    async def _resync(self) -> None:
+        """A sync that failed before the pod's sandbox was made is made again; one after is not
+        (its processes would start twice): the pod is removed once it is deleted."""
+        if self._creating is None and not self.netns:
+            await super()._resync()
+        elif await self._wait(None):
+            await self._delete()
+
     async def _run_containers(self, adopted: bool) -> None:
         """Start every container and wait until they are all done for good or the pod is deleted.
         A pod adopted from an earlier run starts its containers again: the processes died with it."""
