@@ -47,7 +47,8 @@ async def _up(args: argparse.Namespace) -> int:
     from .proxy.modes import ModeError, select_mode
     from .apiserver.audit_policy import PolicyError
     from .apiserver.audit_policy import load as load_audit_policy
-    from .apiserver.audit_webhook import WebhookBackend, WebhookError
+    from .apiserver import audit_options
+    from .apiserver.audit_webhook import WebhookError
     from .scheduler.config import ConfigError, SchedulerConfig
     from .scheduler.config import load as load_scheduler_config
     from .scheduler.scheduler import Scheduler
@@ -72,10 +73,12 @@ async def _up(args: argparse.Namespace) -> int:
         print(f"nanokube: --audit-policy-file: {e}", file=sys.stderr)
         return 2
     try:
-        webhook_wait = goduration.parse(args.audit_webhook_batch_max_wait, "--audit-webhook-batch-max-wait")
-        audit_webhook = WebhookBackend(args.audit_webhook_config_file, args.audit_webhook_mode,
-                                       max_wait=webhook_wait) if args.audit_webhook_config_file else None
-    except (ValueError, WebhookError) as e:
+        audit_log = audit_options.log_options(args, enabled=args.audit_log_path != "")
+        audit_webhook = audit_options.webhook(args)
+    except audit_options.FlagError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    except WebhookError as e:
         print(f"nanokube: --audit-webhook-config-file: {e}", file=sys.stderr)
         return 2
     try:
@@ -120,7 +123,7 @@ async def _up(args: argparse.Namespace) -> int:
                        workers=args.api_workers,
                        advertise=advertise,
                        jwks_uri=args.service_account_jwks_uri or "", min_request_timeout=args.min_request_timeout,
-                       audit_policy=audit_policy, audit_webhook=audit_webhook, audit_log_format=args.audit_log_format)
+                       audit_policy=audit_policy, audit_webhook=audit_webhook, audit_log_options=audit_log)
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)
     if args.api_workers > 1:
@@ -145,7 +148,7 @@ async def _up(args: argparse.Namespace) -> int:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
-                          audit_worker_flags(args))
+                          audit_options.worker_argv(args))
         try:
             await workers.start()
         except RuntimeError as e:
@@ -280,6 +283,7 @@ def _https_url(value: str) -> str:
 
 
 def _add_up_parser(sub) -> None:
+    from .apiserver.audit_options import add_flags as audit_flags
     from .controllers.service_lb import DEFAULT_POOL
 
     up = sub.add_parser("up", help="run the control plane in the foreground until SIGINT/SIGTERM")
@@ -309,17 +313,10 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--min-request-timeout", type=int, default=1800, metavar="SECONDS",
                     help="a watch without timeoutSeconds is served a random time from this to twice this many "
                          "seconds, so that watches opened together end apart (default 1800, as kube-apiserver)")
-    up.add_argument("--audit-log-format", default="json", choices=("json", "legacy"),
-                    help="json: one audit.k8s.io/v1 Event per line; legacy: one line of text per event")
     up.add_argument("--audit-policy-file", default=None, metavar="FILE",
                     help="audit.k8s.io/v1 Policy (YAML or JSON): which requests, reads included, the audit log "
                          "records, at which level and stages (default: writes at Metadata)")
-    up.add_argument("--audit-webhook-config-file", default=None, metavar="FILE",
-                    help="a kubeconfig naming the server every audit event is also POSTed to, as audit.k8s.io/v1 EventLists")
-    up.add_argument("--audit-webhook-mode", default="batch", choices=("batch", "blocking"),
-                    help="batch: sent in the background, up to 400 events a batch; blocking: before each request is answered")
-    up.add_argument("--audit-webhook-batch-max-wait", default="30s", metavar="DURATION",
-                    help="in batch mode, how long events wait for a batch to fill before it is sent")
+    audit_flags(up)
     up.add_argument("--scheduler-config", default=None, metavar="FILE",
                     help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for the scheduler")
     up.add_argument("--scheduler", choices=("in-process", "none"), default="in-process",
@@ -348,14 +345,6 @@ def _add_up_parser(sub) -> None:
                          "pod until its namespace's account exists)")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     up.set_defaults(flag_parser=up)  # for /flagz (zpages.flags)
-
-
-def audit_worker_flags(args: argparse.Namespace) -> list[str]:
-    """up's audit log format and webhook flags, as each API worker is given them."""
-    if not args.audit_webhook_config_file:
-        return ["--audit-log-format", args.audit_log_format]
-    return ["--audit-log-format", args.audit_log_format, "--audit-webhook-config-file", os.path.abspath(args.audit_webhook_config_file), "--audit-webhook-mode",
-            args.audit_webhook_mode, "--audit-webhook-batch-max-wait", args.audit_webhook_batch_max_wait]
 
 
 def main(argv: list[str] | None = None) -> int:

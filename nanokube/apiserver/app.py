@@ -27,6 +27,8 @@ from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import REQUESTER as AUDIT_REQUESTER
 from .audit import WRITE_VERBS, AuditLog
+from .audit import authenticated as audit_authenticated
+from .audit_file import LogOptions
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden
 from .auth.authorizer import USER, request_attributes
 from .auth.impersonation import impersonate
@@ -38,7 +40,7 @@ from .auth.serviceaccount import LAST_USED_LABEL, ServiceAccountTokens, load_or_
 from . import controlplane, discovery, healthz, warning
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
-from .handlers import APIHandlers, as_negotiated
+from .handlers import APIHandlers, as_negotiated, sized
 from .http_errors import StatusAppRunner, http_exceptions, status_response
 from ..machinery.responses import error_response, json_response
 from ..machinery.user import bearer_token
@@ -80,17 +82,21 @@ def _passes() -> None:
     """A check that holds while the server answers at all (its log and store are in the process)."""
 
 
-def _warned(response: web.StreamResponse, texts: list[str]) -> web.StreamResponse:
-    """`response` with authentication's warnings (a legacy token's) ahead of its own, as upstream's
-    recorder writes them before the handler adds any; a response already sent (a watch) keeps its own."""
-    if texts and not response.prepared:
+def _warn_when_sent(request: web.Request, texts: list[str]) -> None:
+    """Authentication's warnings (a legacy token's) on the request's response as its headers are
+    written, ahead of the handler's own, as upstream's recorder writes them before the handler adds
+    any: a watch or other stream, which starts answering before its handler returns, included."""
+    then = request._prepare_hook  # (the audit's, for a long-running request)
+
+    async def hook(response: web.StreamResponse) -> None:
         later = response.headers.popall("Warning", [])
         for text in texts:
             response.headers.add("Warning", warning.header(text))
         for value in later:
             response.headers.add("Warning", value)
         warning.limit(response.headers)
-    return response
+        await then(response)
+    object.__setattr__(request, "_prepare_hook", hook)  # (see AuditLog._around)
 
 
 def _user_from_cert(cert: dict | None) -> User | None:
@@ -111,7 +117,7 @@ class APIServer:
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
                  event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0, advertise: str | None = None,
                  jwks_uri: str = "", min_request_timeout: float = MIN_REQUEST_TIMEOUT, audit_policy=None,
-                 audit_webhook=None, audit_log_format: str = "json"):
+                 audit_webhook=None, audit_log_options: LogOptions = LogOptions()):
         """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl).
         `advertise`: the address the `kubernetes` Service's endpoints name (--advertise-address);
         by default the listen address, or the host's for a wildcard one, none for loopback.
@@ -187,8 +193,8 @@ class APIServer:
         self.audit_policy = audit_policy
         #: --audit-webhook-config-file's audit_webhook.WebhookBackend, which gets every event too
         self.audit_webhook = audit_webhook
-        #: --audit-log-format: json, or legacy's line of text per event
-        self.audit_log_format = audit_log_format
+        #: the --audit-log-* flags: format, mode, rotation
+        self.audit_log_options = audit_log_options
         self.audit: AuditLog | None = None
         #: what a connection's client certificate says (front proxy?, its user), by the certificate dict its
         #: TLS transport hands every request of the connection (held, so the id stays unique)
@@ -214,7 +220,7 @@ class APIServer:
                 res.strategy.restore([e.obj for _, e in self.cache.list(res.key_prefix())], replace=True)
         if self.audit_log_path:  # before anything writes: the server's own writes are audited too
             self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock, self.audit_policy,
-                                                    self.audit_webhook, self.audit_log_format)
+                                                    self.audit_webhook, self.audit_log_options, shared=self.workers > 1)
         if self.worker == 0:
             await self._bootstrap()
             await controlplane.bootstrap(self)
@@ -418,7 +424,7 @@ class APIServer:
         path = request.rel_url.path_safe
         if not (path.startswith("/api/") or path.startswith("/apis/") and path.split("/", 3)[2] not in self._routed_groups
                 or path in ("/api", "/apis")) or hdrs.EXPECT in request.headers:
-            return await self._app._handle(request)
+            return sized(request, await self._app._handle(request))
         audit = self.audit
         if audit is not None:
             attrs = request_attributes(request)
@@ -446,17 +452,24 @@ class APIServer:
         warned: list[str] = []
         if user is None and token is not None:
             user = await self.authenticate_token(token, annotations, warned)
+        request[AUDIT_ANNOTATIONS] = annotations
         if user is None:
             # a bearer token that fails fails the chain on every path (union.NewFailOnError); another
             # scheme authenticates nobody, so the request is anonymous's
             if token is not None:
-                request[AUDIT_ANNOTATIONS] = annotations
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
+            if self.audit_policy is not None and (refused := await audit_authenticated(request)) is not None:
+                return refused
             if request.path in PUBLIC_PATHS:
                 return await handler(request)
             return error_response(forbidden("system:anonymous", request_attributes(request)))
         request[AUDIT_REQUESTER] = user  # the audit's user, whoever it impersonates
+        if warned:  # on whatever answers it, streams included, as upstream's recorder sets the header
+            _warn_when_sent(request, warned)
+        # audited from here (RequestReceived), as upstream's audit filter follows authentication
+        if self.audit_policy is not None and (refused := await audit_authenticated(request)) is not None:
+            return refused
         try:
             user = impersonate(headers, user, self.authorizer.authorize)
         except errors.APIError as e:
@@ -467,13 +480,12 @@ class APIServer:
         annotations["authorization.k8s.io/decision"] = "allow" if decision.allowed else "forbid"
         if decision.reason:
             annotations["authorization.k8s.io/reason"] = decision.reason
-        request[AUDIT_ANNOTATIONS] = annotations
         ADMISSION_AUDIT.set(annotations)
         if not decision.allowed:
-            return _warned(error_response(forbidden(user.name, attrs, decision.reason)), warned)
+            return error_response(forbidden(user.name, attrs, decision.reason))
         if self.flow_control is not None:
-            return _warned(await self.flow_control.serve(request, user, attrs, handler), warned)
-        return _warned(await handler(request), warned)
+            return await self.flow_control.serve(request, user, attrs, handler)
+        return await handler(request)
 
     def _cert_identity(self, cert: dict | None) -> tuple[bool, User | None]:
         """(issued by the front-proxy CA, the certificate's own user), worked out once per connection."""

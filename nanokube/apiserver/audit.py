@@ -23,6 +23,7 @@ from ..machinery.meta import new_uid
 from ..machinery.user import User
 from ..machinery.validation import sloppy_ip
 from .audit_policy import COMPLETE, METADATA, NONE, RECEIVED, REQUEST, REQUEST_RESPONSE, STARTED, Decision, Policy
+from .audit_file import LogFile, LogOptions
 from .audit_policy import PANIC as STAGE_PANIC
 from .auth.authorizer import USER, request_attributes
 from .http_errors import status_response
@@ -39,6 +40,8 @@ REQUEST_BODY = web.RequestKey("audit_request_body", bytes)
 REQUESTER = web.RequestKey("audit_requester", User)
 #: the exception a handler answered with a 500 (a bug: upstream's handler panics), which the audit reports
 PANIC = web.RequestKey("audit_panic", Exception)
+#: the request's audit state, by which authentication has its RequestReceived event written (`authenticated`)
+_CONTEXT = web.RequestKey("audit_context", object)
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 #: what authorization leaves on a loopback request's event (only encoded, never changed)
 _LOOPBACK_ANNOTATIONS = {"authorization.k8s.io/decision": "allow",
@@ -59,32 +62,37 @@ _ANONYMOUS_USER = User("system:anonymous", ("system:unauthenticated",))
 
 class _Request:
     """One audited request's state across its stages' events."""
-    __slots__ = ("request", "attrs", "received", "audit_id", "decision", "request_object", "response_object")
+    __slots__ = ("log", "request", "attrs", "received", "audit_id", "decision", "refused", "request_object",
+                 "response_object")
 
-    def __init__(self, request: web.Request, attrs, received: str, audit_id: str):
-        self.request, self.attrs, self.received, self.audit_id = request, attrs, received, audit_id
+    def __init__(self, log: AuditLog, request: web.Request, attrs, received: str, audit_id: str):
+        self.log, self.request, self.attrs, self.received, self.audit_id = log, request, attrs, received, audit_id
         self.decision: Decision | None = None
+        #: its RequestReceived event could not be stored in a blocking-strict backend: answered with a 500
+        self.refused = False
         self.request_object: dict | None = None
         self.response_object: dict | None = None
 
 
 class AuditLog:
     def __init__(self, path: str, clock: Clock = REAL, policy: Policy | None = None, webhook=None,
-                 log_format: str = "json"):
+                 options: LogOptions = LogOptions(), shared: bool = False):
         """`webhook`: an audit_webhook.WebhookBackend that gets every event the file does (started here,
-        in the server's loop). `log_format`: `json`, or `legacy`'s one line of text per event
-        (--audit-log-format); the webhook gets JSON either way."""
+        in the server's loop). `options`: the --audit-log-* flags: `legacy` format writes one line of
+        text per event (the webhook gets JSON either way), the mode, and the file's rotation;
+        `shared`: other processes (the API workers) write the same file."""
         self.path = path
         self.clock = clock
         self.policy = policy
         self.webhook = webhook
-        self.legacy = log_format == "legacy"
-        self._blocking = webhook if webhook is not None and webhook.mode == "blocking" else None
+        self.legacy = options.format == "legacy"
+        #: a failed write of a RequestReceived event fails its request (--audit-log-mode blocking-strict)
+        self.strict = options.mode == "blocking-strict"
+        self._blocking = webhook if webhook is not None and webhook.mode != "batch" else None
         if webhook is not None:
             webhook.start()
-        # unbuffered: each line is one write(2), as upstream's log backend writes each event to its
-        # file, without Python's buffer copy and flush (~2.4 k instructions a line)
-        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - held open for the server's life
+        self._file = LogFile(path, clock, max_size=options.max_size, max_backups=options.max_backups,
+                             max_age=options.max_age, compress=options.compress, shared=shared)
         #: the encoded user, sourceIPs and userAgent of each loopback client's events
         self._who: dict[tuple, bytes] = {}
 
@@ -113,20 +121,25 @@ class AuditLog:
     async def _around(self, request: web.Request, attrs, call, then) -> web.StreamResponse:
         """Run a request (`call(request)`, or `call(request, then)` with its HTTP exceptions of 400 and
         above answered as a Status) and write its stages' events. The policy is asked once the
-        request is authenticated (the user is known when it answers, or starts answering), so its
-        RequestReceived event is written then, stamped with the time it was received."""
+        request is authenticated, which has its RequestReceived event, stamped with the time the
+        request was received, written then (`authenticated`); for one refused before (a token that
+        fails), once it is answered."""
         received = self.clock.rfc3339_micro()
-        ctx = _Request(request, attrs, received, request.headers.get("Audit-ID") or new_uid())
-        if self.policy is not None and _long_running(attrs, request.query):
-            async def started(response: web.StreamResponse) -> None:
-                await type(request)._prepare_hook(request, response)
-                self._stage(ctx, STARTED, response.status, None)
-            # aiohttp's hook as each response's headers are written; the fast path has no router
-            # signal to attach it to (an instance attribute: __setattr__ would warn in debug mode)
-            object.__setattr__(request, "_prepare_hook", started)
+        ctx = _Request(self, request, attrs, received, request.headers.get("Audit-ID") or new_uid())
+        if self.policy is not None:  # (without one, no RequestReceived event is written)
+            request[_CONTEXT] = ctx
+            if _long_running(attrs, request.query):
+                async def started(response: web.StreamResponse) -> None:
+                    await type(request)._prepare_hook(request, response)
+                    self._stage(ctx, STARTED, response.status, None)
+                # aiohttp's hook as each response's headers are written; the fast path has no router
+                # signal to attach it to (an instance attribute: __setattr__ would warn in debug mode)
+                object.__setattr__(request, "_prepare_hook", started)
         blocking = self._blocking
         try:
             response = await (call(request) if then is None else call(request, then))
+            if ctx.refused:  # (upstream's filter returns without a ResponseComplete event)
+                return response
         except web.HTTPException as e:
             if then is None or e.status < 400:
                 self._complete(ctx, e)
@@ -152,25 +165,54 @@ class AuditLog:
         self._stage(ctx, STAGE_PANIC, 500, {"kind": "Status", "status": "Failure", "reason": "InternalError",
                                             "message": f"APIServer panic'd: {e}", "code": 500})
 
-    def _decide(self, ctx: _Request) -> Decision:
-        if ctx.decision is None:
-            policy, a, user = self.policy, ctx.attrs, ctx.request.get(REQUESTER) or ctx.request.get(USER)
-            if policy is None:
-                ctx.decision = _WRITES if a.verb in WRITE_VERBS else _NOTHING
-            else:
-                ctx.decision = policy.decide(user or _ANONYMOUS_USER, a.verb, a.resource_request, a.group, a.resource,
-                                             a.subresource, a.namespace, a.name, a.path)
-            if ctx.decision.level != NONE and RECEIVED not in ctx.decision.omit_stages:
-                self._append(self._event(ctx, RECEIVED, None, None, ctx.received))
-        return ctx.decision
+    async def received(self, ctx: _Request) -> web.StreamResponse | None:
+        """The RequestReceived event, once authentication knows the user (`authenticated`): sent to a
+        blocking webhook before the request goes on; None, or, where a blocking-strict backend could
+        not store it, upstream's plain-text 500 (`Internal Server Error: "URI": failed to store
+        audit event`), with which the request ends."""
+        if ctx.decision is not None:
+            return None
+        stored = self._decide(ctx, webhook=self._blocking is None)
+        if stored is None:  # not audited, or not at this stage
+            return None
+        written, line = stored
+        ok = written or not self.strict
+        blocking = self._blocking
+        if blocking is not None and not await blocking.send([line.rstrip(b"\n")]) and blocking.mode == "blocking-strict":
+            ok = False
+        if ok:
+            return None
+        ctx.refused = True
+        text = f"Internal Server Error: {gofmt.quote(ctx.request.raw_path)}: failed to store audit event"
+        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        return web.Response(status=500, text=text + "\n", charset="utf-8",
+                            headers={"X-Content-Type-Options": "nosniff"})
+
+    def _decide(self, ctx: _Request, webhook: bool = True) -> tuple[bool, bytes] | None:
+        """The policy's decision for the request, asked once; when it is first asked and audits the
+        RequestReceived stage, that event is written: (written to the file, its JSON line)."""
+        if ctx.decision is not None:
+            return None
+        policy, a, user = self.policy, ctx.attrs, ctx.request.get(REQUESTER) or ctx.request.get(USER)
+        if policy is None:
+            ctx.decision = _WRITES if a.verb in WRITE_VERBS else _NOTHING
+        else:
+            ctx.decision = policy.decide(user or _ANONYMOUS_USER, a.verb, a.resource_request, a.group, a.resource,
+                                         a.subresource, a.namespace, a.name, a.path)
+        if ctx.decision.level == NONE or RECEIVED in ctx.decision.omit_stages:
+            return None
+        line = orjson.dumps(self._event(ctx, RECEIVED, None, None, ctx.received)) + b"\n"
+        return self._write(line, webhook), line
 
     def _stage(self, ctx: _Request, stage: str, code: int, status: dict | None) -> None:
-        d = self._decide(ctx)
+        self._decide(ctx)
+        d = ctx.decision
         if d.level != NONE and stage not in d.omit_stages:
             self._append(self._event(ctx, stage, code, status, self.clock.rfc3339_micro()))
 
     def _complete(self, ctx: _Request, response: web.StreamResponse) -> None:
-        d = self._decide(ctx)
+        self._decide(ctx)
+        d = ctx.decision
         if d.level == NONE or COMPLETE in d.omit_stages:
             return
         request = ctx.request
@@ -301,20 +343,30 @@ class AuditLog:
     def _append(self, event: dict) -> None:
         self._write(orjson.dumps(event) + b"\n")
 
-    def _write(self, line: bytes) -> None:
+    def _write(self, line: bytes, webhook: bool = True) -> bool:
         """The whole line, in the file before the write it reports is answered (as upstream's
-        blocking log backend); the rest of a short write is written after it."""
-        if self.webhook is not None:
+        blocking log backend), and to the webhook unless `webhook` is False; False if the file's
+        write failed (logged, as upstream's backend reports it)."""
+        if webhook and self.webhook is not None:
             self.webhook.add(line)
         if self.legacy:
             line = legacy_line(orjson.loads(line))
         try:
-            n = self._file.write(line)
-            while n < len(line):
-                line = line[n:]
-                n = self._file.write(line)
+            self._file.write(line)
         except OSError as e:
             log.error("audit log %s: %s", self.path, e)
+            return False
+        return True
+
+
+async def authenticated(request: web.Request) -> web.StreamResponse | None:
+    """Called by authentication once it knows who sent the request (anonymous included), before
+    impersonation, authorization and priority and fairness, which is where upstream's WithAudit
+    sits in the handler chain: the request's RequestReceived event is written now, with
+    authentication's annotations; the response that ends the request where a blocking-strict
+    backend could not store it, else None."""
+    ctx = request.get(_CONTEXT)
+    return None if ctx is None else await ctx.log.received(ctx)
 
 
 def legacy_line(ev: dict) -> bytes:

@@ -2,12 +2,18 @@
 `audit.k8s.io/v1` EventList to the server a kubeconfig names, as kube-apiserver's webhook backend
 (plugin/pkg/audit/webhook) sends them, in one of its modes:
 
-- `batch` (the default): events are buffered (10,000 at most; more are dropped, and logged) and
-  sent in batches of up to 400, or whatever has gathered after 30 s (plugin/pkg/audit/buffered);
-- `blocking`: a request is answered once its events (and what else is pending) have been sent.
+- `batch` (the default): events are buffered (`--audit-webhook-batch-buffer-size`, 10,000; more are
+  dropped, and logged) and sent in batches of up to `--audit-webhook-batch-max-size` (400), or
+  whatever has gathered after `--audit-webhook-batch-max-wait` (30 s), each batch on its own once
+  the throttle lets it (`--audit-webhook-batch-throttle-qps` 10 a second, bursts of 15; off with
+  `--audit-webhook-batch-throttle-enable=false`), as plugin/pkg/audit/buffered sends them;
+- `blocking`: a request's RequestReceived event is sent before the request goes on, and the
+  request answered once its other events (and what else is pending) have been sent;
+- `blocking-strict`: the same, and a RequestReceived event that cannot be sent fails its request.
 
-A failed POST (no connection, or a 5xx) is retried with exponential backoff (10 s, then x1.5, five
-tries, as webhook.DefaultRetryBackoffWithInitialDelay); a batch that still fails is dropped and logged."""
+A failed POST (no connection, or a 5xx) is retried with exponential backoff (`--audit-webhook-initial-backoff`,
+10 s, then x1.5, five tries, as webhook.DefaultRetryBackoffWithInitialDelay); a batch that still
+fails is dropped and logged."""
 
 from __future__ import annotations
 
@@ -20,7 +26,8 @@ from ..client import kubeconfig
 
 log = logging.getLogger(__name__)
 
-MODES = ("batch", "blocking")
+#: kube-apiserver's AllowedModes, in its order (that of its "allowed modes are" message)
+MODES = ("batch", "blocking", "blocking-strict")
 _HEAD = b'{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":['
 
 
@@ -30,9 +37,11 @@ class WebhookError(ValueError):
 
 class WebhookBackend:
     def __init__(self, config_path: str, mode: str = "batch", *, max_batch: int = 400, max_wait: float = 30.0,
-                 buffer: int = 10_000, initial_backoff: float = 10.0, tries: int = 5):
+                 buffer: int = 10_000, initial_backoff: float = 10.0, tries: int = 5,
+                 throttle: tuple[float, int] | None = (10.0, 15)):
+        """`throttle`: (batches a second, burst) in batch mode, or None for none."""
         if mode not in MODES:
-            raise WebhookError(f'invalid audit webhook mode "{mode}", allowed modes are "{", ".join(MODES)}"')
+            raise WebhookError(f'invalid audit webhook mode {mode}, allowed modes are "{",".join(MODES)}"')
         try:
             creds = kubeconfig.load(config_path, env={})
         except kubeconfig.KubeconfigError as e:
@@ -40,6 +49,9 @@ class WebhookBackend:
         self.url, self.ssl, self.token = creds.server, creds.ssl, creds.token
         self.mode, self.max_batch, self.max_wait, self.buffer = mode, max_batch, max_wait, buffer
         self.initial_backoff, self.tries = initial_backoff, tries
+        self._throttle = _TokenBucket(*throttle) if throttle is not None and mode == "batch" else None
+        #: the batches being sent (batch mode sends each on its own, as upstream's AsyncDelegate)
+        self._sending: set[asyncio.Task] = set()
         #: encoded events not yet sent, oldest first
         self.pending: list[bytes] = []
         self._session: aiohttp.ClientSession | None = None
@@ -61,18 +73,22 @@ class WebhookBackend:
         if len(self.pending) >= self.max_batch and self._wake is not None:
             self._wake.set()
 
-    async def flush(self) -> None:
-        """Send everything pending (a blocking request's events, or what is left at shutdown)."""
+    async def flush(self) -> bool:
+        """Send everything pending (a blocking request's events, or what is left at shutdown); False
+        if a batch could not be sent."""
+        ok = True
         while self.pending:
             batch, self.pending = self.pending[:self.max_batch], self.pending[self.max_batch:]
-            await self._send(batch)
+            ok = await self.send(batch) and ok
+        return ok
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        self.tries = 1  # what is left is sent once (no more retries): a webhook that is down does not hold up the shutdown
+        await asyncio.gather(*self._sending, return_exceptions=True)
         if self._session is not None:
-            self.tries = 1  # what is left is sent once: a webhook that is down does not hold up the shutdown
             await self.flush()
             await self._session.close()
 
@@ -84,12 +100,18 @@ class WebhookBackend:
                 pass
             self._wake.clear()
             if self.pending:
+                if self._throttle is not None:  # (before the batch is taken: one cancelled here is sent at close)
+                    await self._throttle.take()
                 batch, self.pending = self.pending[:self.max_batch], self.pending[self.max_batch:]
-                await self._send(batch)
+                task = asyncio.create_task(self.send(batch))
+                self._sending.add(task)
+                task.add_done_callback(self._sending.discard)
                 if len(self.pending) >= self.max_batch:
                     self._wake.set()
 
-    async def _send(self, batch: list[bytes]) -> None:
+    async def send(self, batch: list[bytes]) -> bool:
+        """POST encoded events (lines without their newline) as one EventList, retried with backoff;
+        False if it could not be sent (logged)."""
         body = _HEAD + b",".join(batch) + b"]}"
         headers = {"Content-Type": "application/json"}
         if self.token:
@@ -99,10 +121,11 @@ class WebhookBackend:
             try:
                 async with self._session.post(self.url, data=body, headers=headers) as r:
                     if r.status < 500:
-                        if r.status >= 300:
-                            log.error("audit webhook %s: %d events refused: %d %s", self.url, len(batch), r.status,
-                                      (await r.text())[:200])
-                        return
+                        if r.status < 300:
+                            return True
+                        log.error("audit webhook %s: %d events refused: %d %s", self.url, len(batch), r.status,
+                                  (await r.text())[:200])
+                        return False
                     why = f"{r.status} {(await r.text())[:200]}"
             except (aiohttp.ClientError, OSError) as e:
                 why = str(e)
@@ -110,3 +133,26 @@ class WebhookBackend:
                 await asyncio.sleep(delay)
                 delay *= 1.5
         log.error("audit webhook %s: %d events dropped after %d tries: %s", self.url, len(batch), self.tries, why)
+        return False
+
+
+class _TokenBucket:
+    """client-go's token bucket rate limiter, which upstream's buffered backend waits on before each
+    batch: `qps` tokens a second, at most `burst` saved up."""
+
+    def __init__(self, qps: float, burst: int):
+        self.qps, self.burst = qps, burst
+        self.tokens = float(burst)
+        self.last: float | None = None
+
+    async def take(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            if self.last is not None:
+                self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+            self.last = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return
+            await asyncio.sleep((1 - self.tokens) / self.qps)

@@ -229,9 +229,8 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..pki.ca import ensure_pki
     from ..store.backends import open_store
     from .app import APIServer
-    from ..machinery import goduration
+    from . import audit_options
     from .audit_policy import load as load_audit_policy
-    from .audit_webhook import WebhookBackend
 
     pki = ensure_pki(args.data_dir)
     server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
@@ -239,9 +238,9 @@ async def _serve(args: argparse.Namespace) -> int:
                        workers=args.workers, worker=args.worker, advertise=args.advertise_address,
                        jwks_uri=args.service_account_jwks_uri, min_request_timeout=args.min_request_timeout,
                        audit_policy=load_audit_policy(args.audit_policy_file) if args.audit_policy_file else None,
-                       audit_webhook=WebhookBackend(args.audit_webhook_config_file, args.audit_webhook_mode,
-                                                    max_wait=goduration.parse(args.audit_webhook_batch_max_wait))
-                       if args.audit_webhook_config_file else None, audit_log_format=args.audit_log_format)
+                       # (up's audit flags, already validated; none to read where there is no audit)
+                       **({"audit_webhook": audit_options.webhook(args), "audit_log_options": audit_options.log_options(args)}
+                          if args.audit_log_path or args.audit_webhook_config_file else {}))
     server.flags = json.loads(args.flagz) if args.flagz else None
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     relay = NodeRelay(pki, args.relay_port)
@@ -288,6 +287,8 @@ async def _listen_for_pods(server, netns: str, address: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import audit_options
+
     p = argparse.ArgumentParser(prog="nanokube.apiserver.workers", description="one more API server worker of `up`")
     p.add_argument("--worker", type=int, required=True)
     p.add_argument("--workers", type=int, required=True)
@@ -302,10 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--service-account-jwks-uri", default="", help="up's")
     p.add_argument("--min-request-timeout", type=int, default=MIN_REQUEST_TIMEOUT, help="up's")
     p.add_argument("--audit-policy-file", default="", help="up's")
-    p.add_argument("--audit-webhook-config-file", default="", help="up's")
-    p.add_argument("--audit-log-format", default="json", help="up's")
-    p.add_argument("--audit-webhook-mode", default="batch", help="up's")
-    p.add_argument("--audit-webhook-batch-max-wait", default="30s", help="up's")
+    audit_options.add_flags(p)  # up's
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux

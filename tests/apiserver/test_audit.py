@@ -113,6 +113,9 @@ async def test_source_ips_list_forwarded_addresses_before_the_connections(http, 
 
 
 class _FixedClock:
+    def now(self):
+        return 1796241600.000001
+
     def rfc3339_micro(self):
         return "2026-12-02T20:00:00.000001Z"
 
@@ -173,7 +176,7 @@ class _ShortWrites:
 def test_a_line_the_file_takes_in_parts_is_written_whole(tmp_path):
     audit = AuditLog(str(tmp_path / "audit.log"))
     audit.close()
-    audit._file = short = _ShortWrites()
+    audit._file._file = short = _ShortWrites()
     audit._append({"kind": "Event", "note": "x" * 100})
     line = orjson.dumps({"kind": "Event", "note": "x" * 100}) + b"\n"
     assert short.data == line

@@ -1,5 +1,5 @@
 """--audit-webhook-config-file: every audit event is also POSTed, as an audit.k8s.io/v1 EventList, to the
-server a kubeconfig names (kube-apiserver's webhook backend), in blocking or batch mode."""
+server a kubeconfig names (kube-apiserver's webhook backend), in batch, blocking or blocking-strict mode."""
 
 from __future__ import annotations
 
@@ -7,17 +7,20 @@ import asyncio
 import subprocess
 import sys
 
+import aiohttp
 import orjson
 import pytest
 from aiohttp import web
 
 from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.audit_file import LogOptions
 from nanokube.apiserver.audit_policy import load
 from nanokube.apiserver.audit_webhook import WebhookBackend, WebhookError
 from nanokube.pki.ca import ensure_pki
 from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_audit_policy import KUBECTL
+from tests.apiserver.test_request_body import admin_context
 
 POLICY = """\
 apiVersion: audit.k8s.io/v1
@@ -29,16 +32,27 @@ rules:
 """
 
 
+#: configmap creates at Metadata, every stage
+CREATES = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+  - level: Metadata
+    verbs: ["create"]
+    resources: [{group: "", resources: ["configmaps"]}]
+"""
+
+
 class Sink:
-    """The webhook's server: what it was sent, and a first answer of 503 when asked."""
+    """The webhook's server: what it was sent, and a first answer of 503 (or every one, `down`) when asked."""
 
     def __init__(self):
         self.lists: list[dict] = []
-        self.fail_first = False
+        self.fail_first = self.down = False
 
     async def handle(self, request: web.Request) -> web.Response:
         assert request.content_type == "application/json"
-        if self.fail_first:
+        if self.fail_first or self.down:
             self.fail_first = False
             return web.Response(status=503)
         self.lists.append(orjson.loads(await request.read()))
@@ -74,7 +88,7 @@ current-context: webhook
 async def _served(tmp_path, webhook: WebhookBackend, log_format: str = "json"):
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0, audit_log_path=str(tmp_path / "audit.log"),
-                       audit_policy=load(tmp_path / "policy.yaml"), audit_webhook=webhook, audit_log_format=log_format)
+                       audit_policy=load(tmp_path / "policy.yaml"), audit_webhook=webhook, audit_log_options=LogOptions(format=log_format))
     server.rest.admission.disable("ServiceAccount")
     await server.start()
     write_kubeconfig(str(tmp_path / "kubeconfig"), server.url, pki)
@@ -152,3 +166,62 @@ def test_a_bad_webhook_config_stops_up(tmp_path):
                        timeout=60)
     assert r.returncode == 2 and "nanokube: --audit-webhook-config-file: invalid configuration for the audit webhook" \
         in r.stderr, r.stderr
+
+
+async def test_blocking_strict_sends_request_received_first_and_fails_a_request_it_cannot_send(tmp_path, sink):
+    (tmp_path / "policy.yaml").write_text(CREATES)
+    server = await _served(tmp_path, WebhookBackend(str(tmp_path / "webhook.yaml"), "blocking-strict",
+                                                    initial_backoff=0.01))
+    try:
+        await kubectl(tmp_path, "create", "configmap", "a")
+        # RequestReceived was sent on its own, before the request went on; the rest once it was answered
+        stages = [[e["stage"] for e in lst["items"] if e["user"]["username"] == "kubernetes-admin"] for lst in sink.lists]
+        assert [s for s in stages if s] == [["RequestReceived"], ["ResponseComplete"]]
+        sink.down = True  # every try answered 503
+        ctx = admin_context(server.pki, tmp_path)
+        uri = "/api/v1/namespaces/default/configmaps"
+        async with aiohttp.ClientSession() as http, http.post(f"{server.url}{uri}", json={"metadata": {"name": "b"}},
+                                                             ssl=ctx) as r:
+            assert r.status == 500
+            assert await r.text() == f'Internal Server Error: "{uri}": failed to store audit event\n'
+        sink.down = False
+        r = await asyncio.to_thread(subprocess.run, [KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), "get",
+                                                     "configmap", "b"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "NotFound" in r.stderr  # the request ended at RequestReceived
+    finally:
+        await server.stop()
+
+
+async def test_blocking_serves_a_request_whose_events_cannot_be_sent(tmp_path, sink):
+    (tmp_path / "policy.yaml").write_text(CREATES)
+    sink.down = True
+    server = await _served(tmp_path, WebhookBackend(str(tmp_path / "webhook.yaml"), "blocking", initial_backoff=0.01))
+    try:
+        await kubectl(tmp_path, "create", "configmap", "a")
+        await kubectl(tmp_path, "get", "configmap", "a")
+    finally:
+        await server.stop()
+    assert sink.lists == []
+
+
+async def test_batch_mode_sends_a_batch_when_the_throttle_lets_it(tmp_path, sink):
+    (tmp_path / "policy.yaml").write_text(POLICY.replace("  - level: Request\n", "  - level: Request\n    users: [kubernetes-admin]\n"))
+    # one batch at once, then one every 1000 s
+    webhook = WebhookBackend(str(tmp_path / "webhook.yaml"), "batch", max_batch=1, max_wait=3600, throttle=(0.001, 1))
+    server = await _served(tmp_path, webhook)
+    stopped = False
+    try:
+        await kubectl(tmp_path, "create", "configmap", "a")
+        await kubectl(tmp_path, "create", "configmap", "b")
+        for _ in range(500):
+            if sink.events():
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # b's batch waits for a token (a batch that may go is sent in milliseconds)
+        assert [e["objectRef"]["name"] for e in sink.events()] == ["a"]
+        await server.stop()
+        stopped = True
+        assert [[e["objectRef"]["name"] for e in lst["items"]] for lst in sink.lists] == [["a"], ["b"]]
+    finally:
+        if not stopped:
+            await server.stop()

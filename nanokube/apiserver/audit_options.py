@@ -1,0 +1,152 @@
+"""The audit backends' flags of kube-apiserver (staging/src/k8s.io/apiserver/pkg/server/options/audit.go)
+that `nanokube up` takes and hands on to its API workers: the log file's format, mode and rotation,
+and the webhook's mode, batching, throttle, backoff and version, with upstream's defaults and its
+validation messages. `--audit-log-path` and `--audit-policy-file` stay `up`'s own."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..machinery import goduration
+from .audit_file import LogOptions
+from .audit_webhook import MODES, WebhookBackend
+
+#: the event versions kube-apiserver 1.37 serializes (--audit-log-version, --audit-webhook-version)
+VERSIONS = ("audit.k8s.io/v1",)
+FORMATS = ("json", "legacy")
+
+
+class FlagError(ValueError):
+    """A flag value kube-apiserver's validation refuses: `up` does not start."""
+
+
+def go_bool(text: str) -> bool:
+    """strconv.ParseBool, as pflag reads a boolean flag's `=value`."""
+    if text in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if text in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f'strconv.ParseBool: parsing "{text}": invalid syntax')
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """The flags, on `up`'s parser and on each worker's."""
+    p.add_argument("--audit-log-format", default="json", metavar="FORMAT",
+                   help="json: one audit.k8s.io/v1 Event per line; legacy: one line of text per event")
+    p.add_argument("--audit-log-mode", default="blocking", metavar="MODE",
+                   help="blocking: each event is written before its request goes on; blocking-strict: a "
+                        "RequestReceived event that cannot be written fails its request")
+    p.add_argument("--audit-log-maxsize", type=int, default=100, metavar="MB",
+                   help="the size at which the audit log is rotated, renamed with the time (0: never)")
+    p.add_argument("--audit-log-maxbackup", type=int, default=100, metavar="N",
+                   help="rotated audit logs kept, the newest (0: all)")
+    p.add_argument("--audit-log-maxage", type=int, default=366, metavar="DAYS",
+                   help="days a rotated audit log is kept, by the time in its name (0: any)")
+    p.add_argument("--audit-log-compress", type=go_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="gzip rotated audit logs")
+    p.add_argument("--audit-log-version", default=VERSIONS[0], metavar="GROUP/VERSION",
+                   help="API group and version of the events written to the log")
+    p.add_argument("--audit-webhook-config-file", default=None, metavar="FILE",
+                   help="a kubeconfig naming the server every audit event is also POSTed to, as audit.k8s.io/v1 EventLists")
+    p.add_argument("--audit-webhook-mode", default="batch", metavar="MODE",
+                   help="batch: sent in the background; blocking: before each request goes on and is answered; "
+                        "blocking-strict: and a RequestReceived event that cannot be sent fails its request")
+    p.add_argument("--audit-webhook-initial-backoff", default="10s", metavar="DURATION",
+                   help="how long to wait before retrying the first failed request")
+    p.add_argument("--audit-webhook-batch-buffer-size", type=int, default=10_000, metavar="N",
+                   help="in batch mode, the events held before more are dropped")
+    p.add_argument("--audit-webhook-batch-max-size", type=int, default=400, metavar="N",
+                   help="in batch mode, the most events in a batch")
+    p.add_argument("--audit-webhook-batch-max-wait", default="30s", metavar="DURATION",
+                   help="in batch mode, how long events wait for a batch to fill before it is sent")
+    p.add_argument("--audit-webhook-batch-throttle-enable", type=go_bool, nargs="?", const=True, default=True,
+                   metavar="BOOL", help="in batch mode, whether batches are throttled")
+    p.add_argument("--audit-webhook-batch-throttle-qps", type=float, default=10.0, metavar="QPS",
+                   help="in batch mode, the average number of batches a second")
+    p.add_argument("--audit-webhook-batch-throttle-burst", type=int, default=15, metavar="N",
+                   help="in batch mode, the batches sent at once where the QPS was not used before")
+    p.add_argument("--audit-webhook-version", default=VERSIONS[0], metavar="GROUP/VERSION",
+                   help="API group and version of the events sent to the webhook")
+
+
+def log_options(args: argparse.Namespace, enabled: bool = True) -> LogOptions:
+    """The log backend's options; FlagError as AuditLogOptions.Validate words it (checked only where
+    the log is `enabled`, as upstream)."""
+    if enabled:
+        _check_mode("log", args.audit_log_mode)
+        _check_version(args.audit_log_version)
+        if args.audit_log_format not in FORMATS:
+            raise FlagError(f'invalid audit log format {args.audit_log_format}, allowed formats are "{",".join(FORMATS)}"')
+        for flag in ("maxage", "maxbackup", "maxsize"):
+            if (v := getattr(args, f"audit_log_{flag}")) < 0:
+                raise FlagError(f"--audit-log-{flag} {v} can't be a negative number")
+        if args.audit_log_mode == "batch":
+            raise FlagError("--audit-log-mode batch: not supported by nanokube (blocking or blocking-strict)")
+    return LogOptions(format=args.audit_log_format, mode=args.audit_log_mode, max_size=args.audit_log_maxsize,
+                      max_backups=args.audit_log_maxbackup, max_age=args.audit_log_maxage,
+                      compress=args.audit_log_compress)
+
+
+def webhook(args: argparse.Namespace) -> WebhookBackend | None:
+    """The webhook backend --audit-webhook-config-file names, or None; FlagError as
+    AuditWebhookOptions.Validate words it, audit_webhook.WebhookError for its configuration."""
+    if not args.audit_webhook_config_file:
+        return None
+    mode = args.audit_webhook_mode
+    _check_mode("webhook", mode)
+    if mode == "batch":
+        for what, v in (("buffer size", args.audit_webhook_batch_buffer_size),
+                        ("max batch size", args.audit_webhook_batch_max_size)):
+            if v <= 0:
+                raise FlagError(f"invalid audit batch webhook {what} {v}, must be a positive number")
+        if args.audit_webhook_batch_throttle_enable:
+            for what, v in (("throttle QPS", args.audit_webhook_batch_throttle_qps),
+                            ("throttle burst", args.audit_webhook_batch_throttle_burst)):
+                if v <= 0:
+                    raise FlagError(f"invalid audit batch webhook {what} {v:g}, must be a positive number")
+    _check_version(args.audit_webhook_version)
+    try:
+        backoff = goduration.parse(args.audit_webhook_initial_backoff, "--audit-webhook-initial-backoff")
+        wait = goduration.parse(args.audit_webhook_batch_max_wait, "--audit-webhook-batch-max-wait")
+    except ValueError as e:
+        raise FlagError(str(e)) from None
+    throttle = (args.audit_webhook_batch_throttle_qps, args.audit_webhook_batch_throttle_burst) \
+        if args.audit_webhook_batch_throttle_enable else None
+    return WebhookBackend(args.audit_webhook_config_file, mode, max_batch=args.audit_webhook_batch_max_size,
+                          max_wait=wait, buffer=args.audit_webhook_batch_buffer_size, initial_backoff=backoff,
+                          throttle=throttle)
+
+
+def worker_argv(args: argparse.Namespace) -> list[str]:
+    """The flags as given to `up`, for each API worker (the webhook's file by its absolute path)."""
+    out = []
+    for action in _actions():
+        value = getattr(args, action.dest)
+        if value is None:
+            continue
+        if action.dest == "audit_webhook_config_file":
+            value = os.path.abspath(value)
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        out += [f"{action.option_strings[0]}={value}"]
+    return out
+
+
+def _actions() -> list[argparse.Action]:
+    p = argparse.ArgumentParser(add_help=False)
+    add_flags(p)
+    return p._actions
+
+
+def _check_mode(plugin: str, mode: str) -> None:
+    if mode not in MODES:
+        raise FlagError(f'invalid audit {plugin} mode {mode}, allowed modes are "{",".join(MODES)}"')
+
+
+def _check_version(gv: str) -> None:
+    """schema.ParseGroupVersion, then the known versions."""
+    if gv.count("/") > 1:
+        raise FlagError(f"unexpected GroupVersion string: {gv}")
+    if gv not in VERSIONS:
+        raise FlagError("invalid group version, allowed versions are [" + " ".join(f'"{v}"' for v in VERSIONS) + "]")

@@ -1,0 +1,109 @@
+"""Where the audit sits among a request's filters, as kube-apiserver's handler chain orders them
+(authentication, then the audit, then impersonation, priority and fairness and authorization):
+the RequestReceived event is written once the user is known, stamped with the time the request
+arrived and carrying authentication's annotations only; with --audit-log-mode blocking-strict a
+RequestReceived event the log cannot take ends the request with a 500 before anything else is
+done. And authentication's Warning (an auto-generated legacy token's) is on every response it
+answers, a watch's, which starts before its handler returns, included."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ssl
+
+import aiohttp
+import orjson
+
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.audit_file import LogOptions
+from nanokube.apiserver.audit_policy import load
+from nanokube.controllers.serviceaccount_token import legacy_claims
+from nanokube.pki.ca import ensure_pki
+from nanokube.pki.jwt import sign_es256
+from nanokube.store.memory import MemoryStore
+from tests.apiserver.auth.test_legacy_token_tracking import AUTO_WARNING
+from tests.apiserver.test_request_body import admin_context
+
+POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+  - level: Metadata
+    verbs: ["create"]
+    resources: [{group: "", resources: ["configmaps"]}]
+"""
+CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+
+
+@contextlib.asynccontextmanager
+async def served(tmp_path, log_path: str, options: LogOptions = LogOptions()):
+    """A server auditing configmap creates to `log_path`, and an admin session to it."""
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0, audit_log_path=log_path, audit_policy=load(tmp_path / "policy.yaml"),
+                       audit_log_options=options)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(f"https://localhost:{server.port}",
+                                         connector=aiohttp.TCPConnector(ssl=admin_context(pki, tmp_path))) as admin:
+            yield server, admin
+    finally:
+        await server.stop()
+
+
+async def test_request_received_is_written_once_authenticated_before_impersonation_and_authorization(tmp_path):
+    log = tmp_path / "audit.log"
+    async with served(tmp_path, str(log)) as (_, admin), admin.post(
+            CONFIGMAPS, json={"metadata": {"name": "c"}}, headers={"Impersonate-User": "nobody"}) as r:
+        assert r.status == 403
+    events = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    received, complete = [e for e in events if e["user"]["username"] == "kubernetes-admin"]
+    assert (received["stage"], complete["stage"]) == ("RequestReceived", "ResponseComplete")
+    assert received["auditID"] == complete["auditID"]
+    # written before the request was impersonated and authorized: neither is in it yet
+    assert "impersonatedUser" not in received and received["annotations"] == {}
+    assert complete["impersonatedUser"]["username"] == "nobody"
+    assert complete["annotations"]["authorization.k8s.io/decision"] == "forbid"
+    assert received["stageTimestamp"] == received["requestReceivedTimestamp"] == complete["requestReceivedTimestamp"]
+
+
+async def test_blocking_strict_ends_a_request_whose_request_received_event_the_log_cannot_take(tmp_path):
+    """/dev/full refuses every write (ENOSPC), as a full disk would."""
+    async with served(tmp_path, "/dev/full", LogOptions(mode="blocking-strict")) as (_, admin):
+        for headers in ({}, {"Impersonate-User": "nobody"}):  # (refused before authorization would forbid it)
+            async with admin.post(CONFIGMAPS, json={"metadata": {"name": "c"}}, headers=headers) as r:
+                assert r.status == 500
+                assert r.headers["Content-Type"] == "text/plain; charset=utf-8"
+                assert r.headers["X-Content-Type-Options"] == "nosniff"
+                assert await r.text() == f'Internal Server Error: "{CONFIGMAPS}": failed to store audit event\n'
+        async with admin.get(f"{CONFIGMAPS}/c") as r:  # never created; a read the policy does not audit is served
+            assert r.status == 404
+    async with served(tmp_path, "/dev/full") as (_, admin), admin.post(
+            CONFIGMAPS, json={"metadata": {"name": "c"}}) as r:
+        assert r.status == 201  # blocking (the default): the failed write is logged, the request served
+
+
+async def test_an_auto_generated_legacy_tokens_warning_is_on_a_watch_too(tmp_path):
+    async with served(tmp_path, str(tmp_path / "audit.log")) as (server, admin):
+        sa = {"metadata": {"name": "builder"}, "secrets": [{"name": "builder-token"}]}  # listed: auto-generated
+        async with admin.post("/api/v1/namespaces/default/serviceaccounts", json=sa) as r:
+            sa = await r.json()
+        secret = {"metadata": {"name": "builder-token", "annotations": {"kubernetes.io/service-account.name": "builder"}},
+                  "type": "kubernetes.io/service-account-token"}
+        token = sign_es256(server.tokens.key, legacy_claims(sa, secret))
+        secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
+        binding = {"metadata": {"name": "builder-view"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                                     "kind": "ClusterRole", "name": "view"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"}]}
+        for path, body in (("/api/v1/namespaces/default/secrets", secret),
+                           ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", binding)):
+            async with admin.post(path, json=body) as r:
+                assert r.status == 201, await r.text()
+        trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())  # the token alone
+        async with aiohttp.ClientSession(f"https://localhost:{server.port}", headers={"Authorization": f"Bearer {token}"},
+                                         connector=aiohttp.TCPConnector(ssl=trust)) as robot:
+            for query in ("", "?watch=1&timeoutSeconds=5"):
+                async with robot.get(CONFIGMAPS + query) as r:
+                    assert r.status == 200
+                    assert r.headers.getall("Warning", []) == [AUTO_WARNING], query
