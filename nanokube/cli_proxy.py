@@ -7,29 +7,41 @@ keeps flowing while it restarts); `--cleanup` removes them and exits. Its
 rules are the `ip` and `ip6` `kube-proxy` tables, one per IP family. Local
 traffic is told from the rest as upstream's --detect-local-mode says
 (proxy/detect_local.py); --masquerade-all masquerades every ClusterIP
-connection."""
+connection.
+
+`--config FILE` reads a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1,
+proxy/config.py) instead: as kube-proxy, the file is then the whole
+configuration and the flags that map into it are ignored (a warning names
+those given), except --hostname-override, which wins over the file's
+hostnameOverride; the file's clientConnection.kubeconfig, when set, wins over
+--kubeconfig. `--write-config-to FILE` writes the configuration the flags (or
+--config) make, defaulted as v1alpha1, and exits."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import re
 import signal
 import socket
 import sys
+from dataclasses import replace
 
 from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.informer import Informer
 from .machinery.errors import APIError
+from .proxy import config as proxy_config
 from .proxy.detect_local import CLUSTER_CIDR, NODE_CIDR, DetectLocal
 from .proxy.events import ACTION_START
-from .proxy.modes import ModeError, select_mode
+from .proxy.modes import select_mode
 from .proxy.nftables.layout import TABLE
 from .proxy.nftables.nft import Nft, NftError
 from .proxy.proxier import IP_FAMILIES, Proxier
 from .proxy.runner import HEALTHZ_ADDRESS, METRICS_ADDRESS, MODE_EVENT_REASON, health_check_listener, proxy_configs
+from .proxy.config import ConfigError, ProxyConfig
 from .proxy.server import Servers, health_app, metrics_app, split_address
 
 log = logging.getLogger("nanokube.proxy")
@@ -59,45 +71,94 @@ def address(text: str) -> str:
 def add_parser(sub) -> None:
     p = sub.add_parser("proxy", help="run kube-proxy (nftables) for one node against a running API server")
     kubeconfig.add_arguments(p)
-    p.add_argument("--hostname-override", default=socket.gethostname(), metavar="NODE",
-                   help="the Node this proxy serves (default: the host name)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1); the flags marked so are "
+                        "then ignored")
+    p.add_argument("--write-config-to", default=None, metavar="FILE",
+                   help="write the configuration (the flags' or --config's, defaulted) to this file and exit")
+    p.add_argument("--hostname-override", default=None, metavar="NODE",
+                   help="the Node this proxy serves (default: the host name); wins over the file's")
+    ignored = " Ignored with --config."
     p.add_argument("--proxy-mode", default=None,
-                   help="nftables (iptables and ipvs are refused; unset warns that the default is changing)")
+                   help="nftables (iptables and ipvs are refused; unset warns that the default is changing)." + ignored)
     p.add_argument("--netns", default=None, metavar="NAME",
                    help="program nftables in this network namespace (default: the current one)")
-    p.add_argument("--healthz-bind-address", type=address, default=HEALTHZ_ADDRESS, metavar="HOST:PORT",
-                   help=f"/healthz and /livez (default {HEALTHZ_ADDRESS}; '' disables)")
-    p.add_argument("--metrics-bind-address", type=address, default=METRICS_ADDRESS, metavar="HOST:PORT",
-                   help=f"/metrics (default {METRICS_ADDRESS}; '' disables)")
-    p.add_argument("--sync-period", type=duration, default=30.0,
-                   help="longest time between syncs; health fails after twice this (default 30s)")
-    p.add_argument("--min-sync-period", type=duration, default=1.0,
-                   help="shortest time between syncs, batching changes (default 1s)")
-    p.add_argument("--detect-local-mode", default=CLUSTER_CIDR, metavar="MODE",
+    p.add_argument("--bind-address", default=None, metavar="IP",
+                   help="the node's primary IP, when not 0.0.0.0 (default 0.0.0.0)." + ignored)
+    p.add_argument("--healthz-bind-address", type=address, default=None, metavar="HOST:PORT",
+                   help=f"/healthz and /livez (default {HEALTHZ_ADDRESS}; '' disables)." + ignored)
+    p.add_argument("--metrics-bind-address", type=address, default=None, metavar="HOST:PORT",
+                   help=f"/metrics (default {METRICS_ADDRESS}; '' disables)." + ignored)
+    p.add_argument("--sync-period", type=duration, default=None,
+                   help="longest time between syncs; health fails after twice this (default 30s)." + ignored)
+    p.add_argument("--min-sync-period", type=duration, default=None,
+                   help="shortest time between syncs, batching changes (default 1s)." + ignored)
+    p.add_argument("--detect-local-mode", default=None, metavar="MODE",
                    help="how local (pod) traffic is told from the rest: ClusterCIDR (default), NodeCIDR (the "
-                        "Node's podCIDRs), BridgeInterface or InterfaceNamePrefix")
-    p.add_argument("--cluster-cidr", default="", metavar="CIDR[,CIDR]",
-                   help="the pods' CIDR (or a dual-stack pair): local traffic with --detect-local-mode ClusterCIDR")
-    p.add_argument("--pod-bridge-interface", default="", metavar="NAME",
-                   help="the pods' bridge: local traffic with --detect-local-mode BridgeInterface")
-    p.add_argument("--pod-interface-name-prefix", default="", metavar="PREFIX",
-                   help="the pods' interfaces' name prefix: local traffic with --detect-local-mode InterfaceNamePrefix")
-    p.add_argument("--masquerade-all", action="store_true",
-                   help="masquerade (SNAT) all traffic sent to Service ClusterIPs")
+                        "Node's podCIDRs), BridgeInterface or InterfaceNamePrefix." + ignored)
+    p.add_argument("--cluster-cidr", default=None, metavar="CIDR[,CIDR]",
+                   help="the pods' CIDR (or a dual-stack pair): local traffic with --detect-local-mode ClusterCIDR."
+                        + ignored)
+    p.add_argument("--pod-bridge-interface", default=None, metavar="NAME",
+                   help="the pods' bridge: local traffic with --detect-local-mode BridgeInterface." + ignored)
+    p.add_argument("--pod-interface-name-prefix", default=None, metavar="PREFIX",
+                   help="the pods' interfaces' name prefix: local traffic with --detect-local-mode "
+                        "InterfaceNamePrefix." + ignored)
+    p.add_argument("--masquerade-all", action="store_const", const=True, default=None,
+                   help="masquerade (SNAT) all traffic sent to Service ClusterIPs." + ignored)
     p.add_argument("--cleanup", action="store_true", help="remove kube-proxy's nftables tables (ip and ip6) and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
-def _detect_local(args: argparse.Namespace) -> DetectLocal:
-    """The detector the flags ask for; ValueError with upstream's validation errors (several
-    read as utilerrors' aggregate, '[a, b]')."""
-    local = DetectLocal(args.detect_local_mode or CLUSTER_CIDR,
+#: the flags that map into a KubeProxyConfiguration, by their argparse names: ignored with --config
+CONFIG_FLAGS = ("proxy_mode", "bind_address", "healthz_bind_address", "metrics_bind_address", "sync_period",
+                "min_sync_period", "detect_local_mode", "cluster_cidr", "pod_bridge_interface",
+                "pod_interface_name_prefix", "masquerade_all")
+
+
+def _from_flags(args: argparse.Namespace) -> ProxyConfig:
+    """The configuration the flags make, each unset one at its default."""
+    def given(name: str, default):
+        value = getattr(args, name)
+        return default if value is None else value
+    d = ProxyConfig()
+    local = DetectLocal(given("detect_local_mode", "") or CLUSTER_CIDR,
                         tuple(args.cluster_cidr.split(",")) if args.cluster_cidr else (),
-                        args.pod_bridge_interface, args.pod_interface_name_prefix)
-    errs = [str(e) for e in local.validate()]
+                        given("pod_bridge_interface", ""), given("pod_interface_name_prefix", ""))
+    return ProxyConfig(mode=given("proxy_mode", ""), bind_address=given("bind_address", d.bind_address),
+                       healthz_bind_address=given("healthz_bind_address", d.healthz_bind_address),
+                       metrics_bind_address=given("metrics_bind_address", d.metrics_bind_address),
+                       sync_period=given("sync_period", d.sync_period),
+                       min_sync_period=given("min_sync_period", d.min_sync_period),
+                       masquerade_all=given("masquerade_all", False), detect_local=local)
+
+
+def configuration(args: argparse.Namespace) -> ProxyConfig:
+    """kube-proxy's Complete and Validate: the file (--config) or the flags, then
+    --hostname-override; ValueError in its words ('failed complete: ...', 'failed validate: ...',
+    several errors read as utilerrors' aggregate, '[a, b]')."""
+    if args.config:
+        try:
+            cfg = proxy_config.load(args.config)
+        except ConfigError as e:
+            raise ValueError(f"failed complete: {e}") from None
+        if given := [f"--{name.replace('_', '-')}" for name in CONFIG_FLAGS if getattr(args, name) is not None]:
+            log.warning("flags ignored as --config is given (the file's settings are used): %s", ", ".join(given))
+    else:
+        cfg = _from_flags(args)
+    if args.hostname_override is not None:
+        if not args.hostname_override.strip():
+            raise ValueError("failed complete: empty hostname-override is invalid")
+        cfg = replace(cfg, hostname_override=args.hostname_override.strip().lower())
+    errs = [str(e) for e in cfg.validate()]
     if errs:
         raise ValueError("failed validate: " + (errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"))
-    return local
+    return cfg
+
+
+def node_name(cfg: ProxyConfig) -> str:
+    """nodeutil.GetHostname: the override, else the host's name, lowercased."""
+    return (cfg.hostname_override or socket.gethostname()).strip().lower()
 
 
 async def _pod_cidrs(nodes: Informer, node: str, timeout: float, stop: asyncio.Event) -> list[str] | None:
@@ -147,9 +208,10 @@ def _cleanup(netns: str | None) -> int:
     return 0
 
 
-async def _run(args: argparse.Namespace, mode: str, warnings: list[str], local: DetectLocal) -> int:
-    node = args.hostname_override
-    client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="kube-proxy", user_agent="nanokube-proxy")
+async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: list[str]) -> int:
+    node, local = node_name(cfg), cfg.detect_local
+    client = HTTPClient.from_kubeconfig(cfg.kubeconfig or args.kubeconfig, args.context, field_manager="kube-proxy",
+                                        user_agent="nanokube-proxy")
     await client.start()
     nodes = Informer(client.resource("", "v1", "nodes"), field_selector=f"metadata.name={node}")
     servers = Servers()
@@ -172,21 +234,23 @@ async def _run(args: argparse.Namespace, mode: str, warnings: list[str], local: 
             if pod_cidrs is None:
                 return 0
             _restart_on_new_pod_cidrs(nodes, pod_cidrs, restart)
-        proxier = Proxier(client, node, "", netns=args.netns,
-                          configs=local.configs(proxy_configs(), pod_cidrs, args.masquerade_all),
-                          min_sync_period=args.min_sync_period, sync_period=args.sync_period,
+        # a bindAddress that is not 0.0.0.0 (or ::) is the node's primary IP, as upstream takes it
+        node_ip = "" if ipaddress.ip_address(cfg.bind_address).is_unspecified else cfg.bind_address
+        proxier = Proxier(client, node, node_ip, netns=args.netns,
+                          configs=local.configs(proxy_configs(), pod_cidrs, cfg.masquerade_all),
+                          min_sync_period=cfg.min_sync_period, sync_period=cfg.sync_period,
                           health_check_listen=health_check_listener(args.netns))
         nodes.add_handlers(proxier.health.sync_node, lambda old, new: proxier.health.sync_node(new),
                            lambda gone: proxier.health.sync_node(None))
-        await servers.serve(health_app(proxier.health), args.healthz_bind_address)
-        await servers.serve(metrics_app(proxier.registry, mode), args.metrics_bind_address)
+        await servers.serve(health_app(proxier.health), cfg.healthz_bind_address)
+        await servers.serve(metrics_app(proxier.registry, mode), cfg.metrics_bind_address)
         await proxier.start()
         proxier.node_event("Normal", "Starting", ACTION_START, "")  # upstream's birthCry
         for w in warnings:
             proxier.node_event("Warning", MODE_EVENT_REASON, ACTION_START, w)
         log.info("kube-proxy (%s) for node %s running%s; healthz %s, metrics %s", mode, node,
-                 f" in network namespace {args.netns}" if args.netns else "", args.healthz_bind_address or "off",
-                 args.metrics_bind_address or "off")
+                 f" in network namespace {args.netns}" if args.netns else "", cfg.healthz_bind_address or "off",
+                 cfg.metrics_bind_address or "off")
         await stop.wait()
     finally:
         node_task.cancel()
@@ -199,21 +263,30 @@ async def _run(args: argparse.Namespace, mode: str, warnings: list[str], local: 
     return exit_code
 
 
+def _write_config(cfg: ProxyConfig, path: str) -> int:
+    try:
+        with open(path, "w") as f:
+            f.write(proxy_config.dump(cfg))
+    except OSError as e:
+        print(f"nanokube proxy: {e}", file=sys.stderr)
+        return 1
+    log.info("Wrote configuration file=%s", path)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        mode, warnings = select_mode(args.proxy_mode)
-    except ModeError as e:
+        cfg = configuration(args)
+        mode, warnings = select_mode(cfg.mode)
+    except ValueError as e:  # ModeError included
         print(f"nanokube proxy: {e}", file=sys.stderr)
         return 2
+    if args.write_config_to:  # the mode as it runs: unset is nftables, nanokube's one
+        return _write_config(replace(cfg, mode=mode), args.write_config_to)
     if args.cleanup:
         return _cleanup(args.netns)
     try:
-        local = _detect_local(args)
-    except ValueError as e:
-        print(f"nanokube proxy: {e}", file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(_run(args, mode, warnings, local))
+        return asyncio.run(_run(args, cfg, mode, warnings))
     except kubeconfig.KubeconfigError as e:
         print(f"nanokube proxy: {e}", file=sys.stderr)
         return 1

@@ -201,3 +201,33 @@ def test_node_cidr_mode_waits_for_the_nodes_pod_cidrs_and_exits_when_they_change
             assert "current PodCIDRs are different than previous PodCIDRs, restarting" in log.read_text()
     finally:
         cluster.kubectl("delete", "node", node, "--ignore-not-found")
+
+
+def test_a_config_file_configures_the_proxy_and_the_flags_it_covers_are_ignored(cluster, netns, tmp_path):
+    """`--config` as kube-proxy's: the file's kubeconfig, addresses, mode, local detector and sync
+    periods are what runs; --cluster-cidr and --metrics-bind-address given beside it change nothing;
+    --hostname-override still names the node."""
+    for manifest in service_and_slice("kp-local"):
+        cluster.kubectl("apply", "-f", "-", input=manifest)
+    node = cluster.kubectl_json("get", "nodes")["items"][0]["metadata"]["name"]
+    hport, mport = free_port(), free_port()
+    config = tmp_path / "kube-proxy.yaml"
+    config.write_text("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+                      f"mode: nftables\nclientConnection:\n  kubeconfig: {cluster.kubeconfig}\n"
+                      f"healthzBindAddress: 127.0.0.1:{hport}\nmetricsBindAddress: 127.0.0.1:{mport}\n"
+                      "clusterCIDR: 10.244.0.0/16\nnftables:\n  minSyncPeriod: 100ms\n")
+    with open(cluster.data_dir / f"proxy-{netns}.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nanokube.cli", "proxy", "--config", str(config), "--hostname-override", node,
+             "--netns", netns, "--cluster-cidr", "10.99.0.0/16", "--metrics-bind-address", f"127.0.0.1:{free_port()}"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        chain = wait_for(lambda: (t := nft(netns, "list", "chain", "ip", "kube-proxy", "lb-tcp-2").stdout)
+                         and "dnat" in t and t, 30, "the two-endpoint balancing chain")
+        assert "ip saddr != 10.244.0.0/16 jump mark-for-masquerade" in chain
+        assert get(f"http://127.0.0.1:{mport}/proxyMode") == (200, "nftables")
+        assert get(f"http://127.0.0.1:{hport}/healthz")[0] == 200
+        assert "flags ignored as --config is given" in (cluster.data_dir / f"proxy-{netns}.log").read_text()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,6 +1,7 @@
 import argparse
 
 import pytest
+import yaml
 
 from nanokube.cli import main
 from nanokube.cli_proxy import address, duration
@@ -58,3 +59,107 @@ def test_cluster_cidr_is_not_checked_in_another_mode(tmp_path, capsys):
     assert main(["proxy", "--kubeconfig", str(tmp_path / "missing"), "--proxy-mode", "nftables",
                  "--detect-local-mode", "NodeCIDR", "--cluster-cidr", "nonsense"]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+# --- --config and --write-config-to (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1) ---
+
+def _config(tmp_path, text: str) -> str:
+    path = tmp_path / "kube-proxy.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+HEAD = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+
+
+def test_write_config_to_writes_the_flags_configuration_defaulted_as_v1alpha1(tmp_path):
+    out = tmp_path / "written.yaml"
+    assert main(["proxy", "--proxy-mode", "nftables", "--cluster-cidr", "10.244.0.0/16", "--min-sync-period", "250ms",
+                 "--masquerade-all", "--metrics-bind-address", "0.0.0.0:10249", "--hostname-override", "Node-A",
+                 "--write-config-to", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert (doc["apiVersion"], doc["kind"], doc["mode"]) == ("kubeproxy.config.k8s.io/v1alpha1",
+                                                             "KubeProxyConfiguration", "nftables")
+    assert doc["nftables"] == {"masqueradeAll": True, "masqueradeBit": 14, "minSyncPeriod": "250ms",
+                               "syncPeriod": "30s"}
+    assert (doc["clusterCIDR"], doc["detectLocalMode"], doc["hostnameOverride"]) == ("10.244.0.0/16", "ClusterCIDR",
+                                                                                      "node-a")
+    assert (doc["healthzBindAddress"], doc["metricsBindAddress"], doc["bindAddress"]) == (
+        "0.0.0.0:10256", "0.0.0.0:10249", "0.0.0.0")
+    assert doc["configSyncPeriod"] == "15m0s" and doc["conntrack"]["tcpEstablishedTimeout"] == "24h0m0s"
+    again = tmp_path / "again.yaml"  # the file read back with --config writes the same configuration
+    assert main(["proxy", "--config", str(out), "--write-config-to", str(again)]) == 0
+    assert again.read_text() == out.read_text()
+
+
+def test_a_config_file_is_defaulted_and_its_modes_section_taken(tmp_path):
+    path = _config(tmp_path, HEAD + "mode: nftables\nbindAddress: 10.0.0.5\nmetricsBindAddress: 127.0.0.1\n"
+                               "iptables: {syncPeriod: 5s}\nnftables: {syncPeriod: 1m, masqueradeAll: true}\n"
+                               "detectLocalMode: BridgeInterface\ndetectLocal: {bridgeInterface: cbr0}\n")
+    out = tmp_path / "out.yaml"
+    assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["nftables"] == {"masqueradeAll": True, "masqueradeBit": 14, "minSyncPeriod": "1s", "syncPeriod": "1m0s"}
+    assert doc["iptables"]["syncPeriod"] == "30s"  # not the mode's section: not what runs
+    assert doc["metricsBindAddress"] == "127.0.0.1:10249" and doc["healthzBindAddress"] == "0.0.0.0:10256"
+    assert (doc["detectLocalMode"], doc["detectLocal"]["bridgeInterface"]) == ("BridgeInterface", "cbr0")
+
+
+@pytest.mark.parametrize(("body", "error"), [
+    ("mode: nftables\nnftables: {syncPeriod: 5s, minSyncPeriod: 10s}\n",
+     "KubeProxyConfiguration.SyncPeriod: Invalid value: 10s: must be greater than or equal to "
+     "KubeProxyConfiguration.MinSyncPeriod"),
+    ("bindAddress: 10.0.0.1:80\n",
+     'KubeProxyConfiguration.BindAddress: Invalid value: "10.0.0.1:80": not a valid textual representation of an '
+     "IP address"),
+    ("healthzBindAddress: localhost:10256\nmetricsBindAddress: 127.0.0.1:99999\n",
+     '[KubeProxyConfiguration.HealthzBindAddress: Invalid value: "localhost": must be a valid IP, '
+     'KubeProxyConfiguration.MetricsBindAddress: Invalid value: "99999": must be a valid port]'),
+    ("detectLocalMode: Pods\n", 'KubeProxyConfiguration.DetectLocalMode: Unsupported value: "Pods": supported '
+                                'values: "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix", ""'),
+    ("clusterCIDR: 10.244.0.0\n", 'KubeProxyConfiguration.DetectLocal.ClusterCIDRs[0]: Invalid value: '
+                                  '"10.244.0.0": must be a valid CIDR block (e.g. 10.100.0.0/16 or fde4:8dba:82e1::/48)'),
+])
+def test_bad_values_in_a_config_file_are_refused_with_upstreams_validation_errors(tmp_path, capsys, body, error):
+    assert main(["proxy", "--config", _config(tmp_path, HEAD + body), "--kubeconfig", "/nonexistent"]) == 2
+    assert capsys.readouterr().err == f"nanokube proxy: failed validate: {error}\n"
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    (None, "open {path}: no such file or directory"),
+    ("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n",
+     'failed to decode: no kind "KubeletConfiguration" is registered for version "kubeproxy.config.k8s.io/v1alpha1"'),
+    (HEAD + "nftables: {syncPeriod: 30}\n", "failed to decode: json: cannot unmarshal int into Go struct field"),
+    (HEAD + "nftables: {syncPeriod: 30x}\n", 'failed to decode: time: unknown unit "x" in duration "30x"'),
+])
+def test_a_config_file_that_does_not_decode_is_refused(tmp_path, capsys, text, error):
+    path = str(tmp_path / "kube-proxy.yaml") if text is None else _config(tmp_path, text)
+    assert main(["proxy", "--config", path]) == 2
+    assert capsys.readouterr().err.startswith(f"nanokube proxy: failed complete: {error.format(path=path)}")
+
+
+def test_with_config_the_flags_are_ignored_but_hostname_override(tmp_path, capsys, caplog):
+    """As kube-proxy: the file is the configuration (a bad --detect-local-mode is not even looked at,
+    its clientConnection.kubeconfig is used over --kubeconfig); --hostname-override wins over the
+    file's hostnameOverride; a warning names the flags ignored."""
+    path = _config(tmp_path, HEAD + "hostnameOverride: from-file\nclientConnection: {kubeconfig: /from-file}\n"
+                                    "clusterCIDR: 10.244.0.0/16\n")
+    assert main(["proxy", "--config", path, "--kubeconfig", "/from-flag", "--detect-local-mode", "Pods",
+                 "--cluster-cidr", "nonsense"]) == 1
+    assert "kubeconfig /from-file does not exist" in capsys.readouterr().err
+    assert "flags ignored as --config is given (the file's settings are used): --detect-local-mode, --cluster-cidr" \
+        in caplog.text
+    out = tmp_path / "out.yaml"
+    assert main(["proxy", "--config", path, "--hostname-override", "From-Flag", "--write-config-to", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert (doc["hostnameOverride"], doc["clusterCIDR"]) == ("from-flag", "10.244.0.0/16")
+    assert main(["proxy", "--config", path, "--hostname-override", "  "]) == 2
+    assert capsys.readouterr().err == "nanokube proxy: failed complete: empty hostname-override is invalid\n"
+
+
+def test_unknown_fields_in_a_config_file_are_decoded_leniently_with_a_warning(tmp_path, caplog):
+    out = tmp_path / "out.yaml"
+    path = _config(tmp_path, HEAD + "mode: nftables\nnotAField: 1\n")
+    assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
+    assert 'strict decoding error: unknown field "notAField"' in caplog.text
+    assert "notAField" not in out.read_text()

@@ -1,0 +1,258 @@
+"""KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1): the file `nanokube proxy --config`
+reads and `--write-config-to` writes, as kube-proxy treats it (pkg/proxy/apis/config): decoded
+(unknown fields tolerated with a warning, as its lenient v1alpha1 decoding does), defaulted as
+v1alpha1 defaults it, converted to the settings the proxy runs with (the sync periods and
+masqueradeAll of the mode's own section; clusterCIDR split into the detector's CIDRs) and
+validated with upstream's words under its internal field paths.
+
+Only the fields nanokube acts on reach `ProxyConfig`: mode, bindAddress, healthzBindAddress,
+metricsBindAddress, hostnameOverride, clientConnection.kubeconfig, clusterCIDR, detectLocalMode,
+detectLocal.*, {nftables,iptables}.{syncPeriod,minSyncPeriod,masqueradeAll} and configSyncPeriod
+(validated); the rest of the file (conntrack, ipvs, winkernel, logging, ...) is read and left
+alone, as a kube-proxy in nftables mode leaves most of it."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..machinery import goduration
+from ..machinery.validation import FieldError, Stringer, invalid
+from .detect_local import CLUSTER_CIDR, DetectLocal
+
+log = logging.getLogger(__name__)
+
+GROUP = "kubeproxy.config.k8s.io"
+API_VERSION = f"{GROUP}/v1alpha1"
+KIND = "KubeProxyConfiguration"
+_PATH = "KubeProxyConfiguration"
+HEALTHZ_PORT, METRICS_PORT = 10256, 10249
+_SECONDS = 1_000_000_000
+
+
+class ConfigError(ValueError):
+    """A file kube-proxy would not load, in its words."""
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """The settings `nanokube proxy` runs with, from its flags or a configuration file."""
+
+    mode: str = ""
+    hostname_override: str = ""
+    bind_address: str = "0.0.0.0"
+    healthz_bind_address: str = f"0.0.0.0:{HEALTHZ_PORT}"
+    metrics_bind_address: str = f"127.0.0.1:{METRICS_PORT}"
+    sync_period: float = 30.0
+    min_sync_period: float = 1.0
+    config_sync_period: float = 900.0
+    masquerade_all: bool = False
+    detect_local: DetectLocal = field(default_factory=DetectLocal)
+    kubeconfig: str = ""
+
+    def validate(self) -> list[FieldError]:
+        """Upstream's Validate for the fields nanokube acts on, in its order."""
+        errs: list[FieldError] = []
+        if self.config_sync_period <= 0:
+            errs.append(invalid(f"{_PATH}.ConfigSyncPeriod", _duration(self.config_sync_period),
+                                "must be greater than 0"))
+        if self.sync_period <= 0:
+            errs.append(invalid(f"{_PATH}.SyncPeriod", _duration(self.sync_period), "must be greater than 0"))
+        if self.min_sync_period < 0:
+            errs.append(invalid(f"{_PATH}.MinSyncPeriod", _duration(self.min_sync_period),
+                                "must be greater than or equal to 0"))
+        if self.min_sync_period > self.sync_period:
+            errs.append(invalid(f"{_PATH}.SyncPeriod", _duration(self.min_sync_period),
+                                f"must be greater than or equal to {_PATH}.MinSyncPeriod"))
+        if not _is_ip(self.bind_address):
+            errs.append(invalid(f"{_PATH}.BindAddress", self.bind_address,
+                                "not a valid textual representation of an IP address"))
+        if self.healthz_bind_address:
+            errs += _host_port(self.healthz_bind_address, f"{_PATH}.HealthzBindAddress")
+        errs += _host_port(self.metrics_bind_address, f"{_PATH}.MetricsBindAddress")
+        return errs + self.detect_local.validate()
+
+
+def _duration(seconds: float) -> Stringer:
+    """A metav1.Duration: its String() in errors (unquoted) and its JSON in files."""
+    return Stringer(goduration.string(round(seconds * _SECONDS)))
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _host_port(text: str, path: str) -> list[FieldError]:
+    """validateHostPort: net.SplitHostPort, then the IP and the port."""
+    host, sep, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    if not sep or (":" in host and not bracketed) or ("[" in host and not bracketed):
+        return [invalid(path, text, "must be IP:port")]
+    host = host[1:-1] if bracketed else host
+    errs = [] if _is_ip(host) else [invalid(path, host, "must be a valid IP")]
+    if not (port.isdigit() and 1 <= int(port) <= 65535):
+        errs.append(invalid(path, port, "must be a valid port"))
+    return errs
+
+
+def _append_port(address: str, port: int) -> str:
+    """AppendPortIfNeeded: an address that is a bare IP gets the default port."""
+    if not _is_ip(address.strip("[]")):
+        return address
+    return f"[{address.strip('[]')}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def defaulted(doc: dict) -> dict:
+    """A v1alpha1 object with SetDefaults_KubeProxyConfiguration's defaults filled in (a copy)."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.items()}
+    out["apiVersion"], out["kind"] = API_VERSION, KIND
+    out["bindAddress"] = out.get("bindAddress") or "0.0.0.0"
+    v4 = ":" not in out["bindAddress"]
+    healthz, metrics = ("0.0.0.0", "127.0.0.1") if v4 else ("[::]", "[::1]")
+    out["healthzBindAddress"] = _append_port(out["healthzBindAddress"], HEALTHZ_PORT) \
+        if out.get("healthzBindAddress") else f"{healthz}:{HEALTHZ_PORT}"
+    out["metricsBindAddress"] = _append_port(out["metricsBindAddress"], METRICS_PORT) \
+        if out.get("metricsBindAddress") else f"{metrics}:{METRICS_PORT}"
+    for key, value in (("hostnameOverride", ""), ("mode", ""), ("clusterCIDR", ""), ("detectLocalMode", ""),
+                       ("enableProfiling", False), ("bindAddressHardFail", False), ("portRange", ""),
+                       ("showHiddenMetricsForVersion", ""), ("nodePortAddresses", None), ("featureGates", {})):
+        out.setdefault(key, value)
+    if out.get("oomScoreAdj") is None:
+        out["oomScoreAdj"] = -999
+    if not _seconds_of(out.get("configSyncPeriod")):
+        out["configSyncPeriod"] = "15m0s"
+    client = out.setdefault("clientConnection", {})
+    client.setdefault("kubeconfig", "")
+    client.setdefault("acceptContentTypes", "")
+    client["contentType"] = client.get("contentType") or "application/vnd.kubernetes.protobuf"
+    client["qps"] = client.get("qps") or 5
+    client["burst"] = client.get("burst") or 10
+    for section in ("iptables", "nftables"):
+        s = out.setdefault(section, {})
+        s.setdefault("masqueradeAll", False)
+        if s.get("masqueradeBit") is None:
+            s["masqueradeBit"] = 14
+        if not _seconds_of(s.get("syncPeriod")):
+            s["syncPeriod"] = "30s"
+        if not _seconds_of(s.get("minSyncPeriod")):
+            s["minSyncPeriod"] = "1s"
+    out["iptables"].setdefault("localhostNodePorts", True)
+    ipvs = out.setdefault("ipvs", {})
+    if not _seconds_of(ipvs.get("syncPeriod")):
+        ipvs["syncPeriod"] = "30s"
+    local = out.setdefault("detectLocal", {})
+    local.setdefault("bridgeInterface", "")
+    local.setdefault("interfaceNamePrefix", "")
+    conntrack = out.setdefault("conntrack", {})
+    for key, value in (("maxPerCore", 32768), ("min", 131072), ("tcpEstablishedTimeout", "24h0m0s"),
+                       ("tcpCloseWaitTimeout", "1h0m0s")):
+        if conntrack.get(key) is None:
+            conntrack[key] = value
+    return out
+
+
+def _seconds_of(value, path: str = "") -> float:
+    """A metav1.Duration's JSON ("30s", "1m0s"); unset is 0."""
+    if value in (None, ""):
+        return 0.0
+    if not isinstance(value, str):
+        raise ConfigError(f'failed to decode: json: cannot unmarshal {type(value).__name__} into Go struct field '
+                          f'{path or "Duration"} of type string')
+    try:
+        return goduration.parse(value)
+    except ValueError as e:
+        raise ConfigError(f"failed to decode: {e}") from None
+
+
+def from_v1alpha1(doc: dict) -> ProxyConfig:
+    """The defaulted file converted to the settings run (Convert_v1alpha1_KubeProxyConfiguration_To_config_...)."""
+    d = defaulted(doc)
+    mode = d.get("mode") or ""
+    section = d["nftables"] if mode == "nftables" else d["iptables"]
+    cidrs = tuple(d["clusterCIDR"].split(",")) if d.get("clusterCIDR") else ()
+    local = DetectLocal(d.get("detectLocalMode") or CLUSTER_CIDR, cidrs, d["detectLocal"].get("bridgeInterface", ""),
+                        d["detectLocal"].get("interfaceNamePrefix", ""))
+    return ProxyConfig(
+        mode=mode, hostname_override=d.get("hostnameOverride") or "", bind_address=d["bindAddress"],
+        healthz_bind_address=d["healthzBindAddress"], metrics_bind_address=d["metricsBindAddress"],
+        sync_period=_seconds_of(section["syncPeriod"], f"{KIND}.syncPeriod"),
+        min_sync_period=_seconds_of(section["minSyncPeriod"], f"{KIND}.minSyncPeriod"),
+        config_sync_period=_seconds_of(d["configSyncPeriod"], f"{KIND}.configSyncPeriod"),
+        masquerade_all=bool(section.get("masqueradeAll")), detect_local=local,
+        kubeconfig=d["clientConnection"].get("kubeconfig") or "")
+
+
+def to_v1alpha1(cfg: ProxyConfig) -> dict:
+    """The settings as the defaulted v1alpha1 object kube-proxy's --write-config-to writes (the
+    sync periods and masqueradeAll in the mode's section)."""
+    section = "nftables" if cfg.mode == "nftables" else "iptables"
+    doc = {"mode": cfg.mode, "hostnameOverride": cfg.hostname_override, "bindAddress": cfg.bind_address,
+           "healthzBindAddress": cfg.healthz_bind_address, "metricsBindAddress": cfg.metrics_bind_address,
+           "configSyncPeriod": str(_duration(cfg.config_sync_period)),
+           "clusterCIDR": ",".join(cfg.detect_local.cluster_cidrs), "detectLocalMode": cfg.detect_local.mode,
+           "detectLocal": {"bridgeInterface": cfg.detect_local.bridge_interface,
+                           "interfaceNamePrefix": cfg.detect_local.interface_name_prefix},
+           "clientConnection": {"kubeconfig": cfg.kubeconfig},
+           section: {"syncPeriod": str(_duration(cfg.sync_period)), "minSyncPeriod": str(_duration(cfg.min_sync_period)),
+                     "masqueradeAll": cfg.masquerade_all}}
+    out = defaulted(doc)
+    out["healthzBindAddress"] = cfg.healthz_bind_address  # empty: off, which defaulting would undo
+    return _sorted(out)
+
+
+def _sorted(value):
+    """Keys in order, as Go's JSON of a struct, through sigs.k8s.io/yaml, lists them."""
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    return value
+
+
+def dump(cfg: ProxyConfig) -> str:
+    return yaml.safe_dump(to_v1alpha1(cfg), default_flow_style=False, sort_keys=True)
+
+
+_KNOWN = {
+    "apiVersion", "kind", "featureGates", "clientConnection", "logging", "hostnameOverride", "bindAddress",
+    "healthzBindAddress", "metricsBindAddress", "bindAddressHardFail", "enableProfiling",
+    "showHiddenMetricsForVersion", "mode", "iptables", "ipvs", "nftables", "winkernel", "detectLocalMode",
+    "detectLocal", "clusterCIDR", "nodePortAddresses", "oomScoreAdj", "conntrack", "configSyncPeriod", "portRange",
+    "windowsRunAsService",
+}
+
+
+def load(path: str | Path) -> ProxyConfig:
+    """The file at `path`, decoded as kube-proxy's loadConfig does; ConfigError in its words."""
+    try:
+        data = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"open {path}: {e.strerror.lower() if e.strerror else e}") from None
+    try:
+        doc = yaml.safe_load(data)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"failed to decode: {e}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError("failed to decode: couldn't get version/kind; json parse error: "
+                          "json: cannot unmarshal string into Go value of type struct")
+    api_version, kind = doc.get("apiVersion") or "", doc.get("kind") or ""
+    if not kind:
+        raise ConfigError(f"failed to decode: Object 'Kind' is missing in '{data.strip()[:200]}'")
+    if api_version != API_VERSION or kind != KIND:
+        raise ConfigError(f'failed to decode: no kind "{kind}" is registered for version "{api_version}" in '
+                          'scheme "pkg/proxy/apis/config/scheme/scheme.go:29"')
+    unknown = sorted(doc.keys() - _KNOWN)
+    if unknown:  # the strict decoder's error; the lenient v1alpha1 decoding goes on without them
+        log.warning("Using lenient decoding as strict decoding failed: err=strict decoding error: %s",
+                    ", ".join(f'unknown field "{k}"' for k in unknown))
+    for key in ("clientConnection", "iptables", "nftables", "ipvs", "detectLocal", "conntrack"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise ConfigError(f"failed to decode: json: cannot unmarshal {type(doc[key]).__name__} into Go struct "
+                              f"field {KIND}.{key}")
+    return from_v1alpha1(doc)
