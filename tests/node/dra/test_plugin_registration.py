@@ -388,3 +388,34 @@ async def test_a_starting_node_deletes_the_slices_of_drivers_not_registered_yet(
             await mgr.stop()
     finally:
         await s.close()
+
+
+_RESTART = """
+import sys, time
+from nanokube.node.dra.grpc_api import DRA_METHODS, DRA_SERVICES, stub, target  # the node's side, first
+import grpc
+from nanokube.node.dra.proto import dra_pb2
+from tests.node.dra.plugin_driver import PluginDriver
+
+d = PluginDriver("gpu.example.com", *sys.argv[1:4], lambda ns, n: []).start()
+call = stub(grpc.insecure_channel(target(d.endpoint)), DRA_SERVICES["v1.DRAPlugin"], DRA_METHODS)
+call["NodePrepareResources"](dra_pb2.NodePrepareResourcesRequest(), timeout=10)
+d.stop()  # the plugin restarts: its server closes the node's connection
+time.sleep(0.5)
+d.start()
+call["NodePrepareResources"](dra_pb2.NodePrepareResourcesRequest(), wait_for_ready=True, timeout=10)
+d.stop()
+print("reconnected")
+"""
+
+
+def test_a_restarting_plugin_makes_the_node_print_no_grpc_noise(tmp_path):
+    """gRPC's core prints a closed connection's GOAWAY at INFO ("Got goaway"); the node connects
+    again, and only gRPC's errors reach its stderr."""
+    dirs = [str(tmp_path / d) for d in ("registry", "plugins", "cdi")]
+    os.makedirs(dirs[0])
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    r = subprocess.run([sys.executable, "-c", _RESTART, *dirs], capture_output=True, text=True, timeout=60, env=env,
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+    assert r.returncode == 0 and r.stdout == "reconnected\n", r.stderr
+    assert "goaway" not in r.stderr.lower(), r.stderr
