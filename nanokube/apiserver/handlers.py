@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import zlib
@@ -24,7 +25,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from ..clock import Clock
 from ..registry.base import Resource
 from ..machinery import errors, gofmt, gojson
-from . import discovery, latencytrackers, protobuf_encode, serializer, tables, warning
+from . import discovery, latencytrackers, protobuf, protobuf_encode, serializer, tables, warning
 from .cache import served_json
 from .audit import PANIC, REQUEST_BODY, RESPONSE_OBJECT
 from .auth.authorizer import USER
@@ -75,6 +76,8 @@ _WARNINGS = web.RequestKey("nanokube.warnings", list)
 _FORCED_WATCH = web.RequestKey("nanokube.forced_watch", bool)
 #: the Go type of a custom resource's answer, which has no protobuf encoding (`_negotiate`)
 _UNMARSHALABLE = web.RequestKey("nanokube.unmarshalable", str)
+#: the apiserver_response_sizes histogram a read's answer is observed in once negotiated (`sized`)
+_RESPONSE_SIZE = web.RequestKey("nanokube.response_size", object)
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
 
 
@@ -162,6 +165,16 @@ def _include_object(q) -> str:
     return include or "Metadata"
 
 
+@functools.cache
+def _has_message(api_version: str, kind: str) -> bool:
+    """Whether protobuf_encode has a message for the kind (protobuf.TABLE)."""
+    try:
+        protobuf.message_name(api_version, kind)
+    except protobuf.ProtobufError:
+        return False
+    return True
+
+
 def _go_type(res: Resource, is_list: bool) -> str:
     """The Go type (`%T`) upstream's handlers name in a conversion's error: the kind's internal type
     (events.k8s.io's Events are core's), or Unstructured for a custom resource."""
@@ -201,7 +214,21 @@ def _pretty(request: web.Request) -> bool:
     return request.headers.get("User-Agent", "").startswith(("curl", "Wget", "Mozilla/5.0"))
 
 
+def sized(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """`response`, observed in apiserver_response_sizes where it answers a read: the bytes sent, in the
+    media type negotiated (a protobuf or YAML answer's own size, not its JSON's)."""
+    histogram = request.pop(_RESPONSE_SIZE, None)
+    if histogram is not None and (size := _body_size(response)) is not None:
+        histogram.observe(size)
+    return response
+
+
 def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """`_negotiated`, `sized`."""
+    return sized(request, _negotiated(request, response))
+
+
+def _negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     """A JSON response in YAML where the Accept header negotiates application/yaml, as upstream's YAML
     serializer writes it (sigs.k8s.io/yaml: keys sorted, block style), or in protobuf where it
     negotiates that; errors too, negotiated as ErrorNegotiated does (no conversion; a custom
@@ -422,8 +449,8 @@ class APIHandlers:
                 self.metrics.request_latency(verb, dry, g, v, r, s, scope, "apiserver").observe(elapsed)
                 if verb != "WATCH":  # a watch has no latency trackers, so no SLI
                     self.metrics.request_sli(verb, g, v, r, s, scope, "apiserver").observe(elapsed - trackers.excluded())
-                if verb in _READS and resp is not None and (size := _body_size(resp)) is not None:
-                    self.metrics.response_size(verb, g, v, r, s, scope, "apiserver").observe(size)
+                if verb in _READS and resp is not None:  # observed once negotiated (`sized`)
+                    request[_RESPONSE_SIZE] = self.metrics.response_size(verb, g, v, r, s, scope, "apiserver")
 
     @contextlib.contextmanager
     def long_running(self, request: web.Request, labels: list) -> Iterator[None]:
@@ -489,6 +516,11 @@ class APIHandlers:
             raise errors.route_not_found()
         if not res.strategy.strategic_merge and sub != "scale":  # a custom resource (its Scale is typed):
             # unstructured, which protobuf cannot encode
+            request[_UNMARSHALABLE] = _go_type(res, name is None and request.method in ("GET", "DELETE"))
+        elif sub in ("", "status") and not _has_message(res.api_version(version), res.kind):
+            # a built-in kind whose message the field table lacks (CustomResourceDefinition and APIService:
+            # kubectl's Go types, which it is made from, have neither): refused to a protobuf-only client
+            # as an unstructured object is, rather than answered in JSON it cannot read
             request[_UNMARSHALABLE] = _go_type(res, name is None and request.method in ("GET", "DELETE"))
         if sub and sub not in res.subresources:
             raise errors.route_not_found()

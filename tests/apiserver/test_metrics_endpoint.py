@@ -158,6 +158,24 @@ async def test_a_read_requests_response_size_is_observed(api):
     assert buckets == ["1000", "10000", "100000", "1e+06", "1e+07", "1e+08", "1e+09", "+Inf"]
 
 
+async def test_a_read_answered_in_protobuf_or_yaml_is_observed_at_the_size_sent(api):
+    """The bytes written, in the media type negotiated: a protobuf or YAML answer's own size, not that
+    of the JSON it was made from."""
+    s, clock, http = api
+    await create(http, "/api/v1/namespaces/default/podtemplates", {"metadata": {"name": "a"}, "template": {
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}})
+    sizes = []
+    for accept in ("application/vnd.kubernetes.protobuf", "application/yaml", "application/json"):
+        async with http.get("/api/v1/namespaces/default/podtemplates/a", headers={"Accept": accept}) as r:
+            assert r.content_type == accept
+            sizes.append(len(await r.read()))
+    assert len(set(sizes)) == 3
+    series = 'apiserver_response_sizes_{}{{component="apiserver",group="",resource="podtemplates",scope="resource",' \
+             'subresource="",verb="GET",version="v1"}}'
+    text = await scrape(http)
+    assert (value(text, series.format("sum")), value(text, series.format("count"))) == (sum(sizes), 3)
+
+
 class _FlakyStore(MemoryStore):
     """A store whose next create of a pod template fails as an unreachable etcd does."""
 
