@@ -221,6 +221,7 @@ class APIServer:
         if self.audit_log_path:  # before anything writes: the server's own writes are audited too
             self.audit = self.rest.audit = AuditLog(self.audit_log_path, self.clock, self.audit_policy,
                                                     self.audit_webhook, self.audit_log_options, shared=self.workers > 1)
+            self.component_metrics.append(self.audit.metrics.registry)
         if self.worker == 0:
             await self._bootstrap()
             await controlplane.bootstrap(self)

@@ -16,9 +16,11 @@ import logging
 import orjson
 import yaml
 from aiohttp import Payload, web
+from prometheus_client import CollectorRegistry
 
 from ..clock import REAL, Clock
 from ..machinery import gofmt
+from ..machinery.metrics import Family
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from ..machinery.validation import sloppy_ip
@@ -74,6 +76,27 @@ class _Request:
         self.response_object: dict | None = None
 
 
+class AuditMetrics:
+    """kube-apiserver's apiserver_audit_* counters (k8s.io/apiserver/pkg/audit/metrics.go; events,
+    errors and levels BETA since 1.36): every event written, the events a backend failed to take
+    (by plugin: log, webhook, buffered for a full batch buffer), each request's policy level, and
+    the requests a blocking-strict backend refused."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.events = Family("counter", "apiserver_audit_event_total",
+                             "[BETA] Counter of audit events generated and sent to the audit backend.", [],
+                             self.registry).labels()
+        self.errors = Family("counter", "apiserver_audit_error_total",
+                             "[BETA] Counter of audit events that failed to be audited properly. Plugin identifies "
+                             "the plugin affected by the error.", ["plugin"], self.registry)
+        self.levels = Family("counter", "apiserver_audit_level_total",
+                             "[BETA] Counter of policy levels for audit events (1 per request).", ["level"], self.registry)
+        self.rejected = Family("counter", "apiserver_audit_requests_rejected_total",
+                               "[ALPHA] Counter of apiserver requests rejected due to an error in audit logging backend.",
+                               [], self.registry).labels()
+
+
 class AuditLog:
     def __init__(self, path: str, clock: Clock = REAL, policy: Policy | None = None, webhook=None,
                  options: LogOptions = LogOptions(), shared: bool = False):
@@ -89,7 +112,11 @@ class AuditLog:
         #: a failed write of a RequestReceived event fails its request (--audit-log-mode blocking-strict)
         self.strict = options.mode == "blocking-strict"
         self._blocking = webhook if webhook is not None and webhook.mode != "batch" else None
+        #: served at /metrics with the server's
+        self.metrics = AuditMetrics()
+        self._events, self._levels = self.metrics.events, self.metrics.levels
         if webhook is not None:
+            webhook.errors = self.metrics.errors
             webhook.start()
         self._file = LogFile(path, clock, max_size=options.max_size, max_backups=options.max_backups,
                              max_age=options.max_age, compress=options.compress, shared=shared)
@@ -183,6 +210,7 @@ class AuditLog:
         if ok:
             return None
         ctx.refused = True
+        self.metrics.rejected.inc()
         text = f"Internal Server Error: {gofmt.quote(ctx.request.raw_path)}: failed to store audit event"
         text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         return web.Response(status=500, text=text + "\n", charset="utf-8",
@@ -199,6 +227,7 @@ class AuditLog:
         else:
             ctx.decision = policy.decide(user or _ANONYMOUS_USER, a.verb, a.resource_request, a.group, a.resource,
                                          a.subresource, a.namespace, a.name, a.path)
+        self._levels.labels(ctx.decision.level).inc()
         if ctx.decision.level == NONE or RECEIVED in ctx.decision.omit_stages:
             return None
         line = orjson.dumps(self._event(ctx, RECEIVED, None, None, ctx.received)) + b"\n"
@@ -287,10 +316,13 @@ class AuditLog:
         policy = self.policy
         if policy is not None:
             d = policy.decide_loopback(user, verb, group, res.plural, subresource, namespace if namespaced else "", asked)
+            self._levels.labels(d.level).inc()
             if d.level != METADATA or RECEIVED not in d.omit_stages or COMPLETE in d.omit_stages:
                 self._loopback_policy(d, verb, user, path, ref, status, body, received, user_agent, sent, asked)
                 return
             # else the line below: Metadata, ResponseComplete only
+        else:
+            self._levels.labels(METADATA).inc()
         who_key = (user.name, tuple(user.groups), user_agent)
         who = self._who.get(who_key)
         if who is None:
@@ -347,6 +379,7 @@ class AuditLog:
         """The whole line, in the file before the write it reports is answered (as upstream's
         blocking log backend), and to the webhook unless `webhook` is False; False if the file's
         write failed (logged, as upstream's backend reports it)."""
+        self._events.inc()
         if webhook and self.webhook is not None:
             self.webhook.add(line)
         if self.legacy:
@@ -355,6 +388,7 @@ class AuditLog:
             self._file.write(line)
         except OSError as e:
             log.error("audit log %s: %s", self.path, e)
+            self.metrics.errors.labels("log").inc()
             return False
         return True
 

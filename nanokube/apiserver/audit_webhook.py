@@ -52,6 +52,8 @@ class WebhookBackend:
         self._throttle = _TokenBucket(*throttle) if throttle is not None and mode == "batch" else None
         #: the batches being sent (batch mode sends each on its own, as upstream's AsyncDelegate)
         self._sending: set[asyncio.Task] = set()
+        #: apiserver_audit_error_total's family (AuditLog sets it): the events each plugin failed to take
+        self.errors = None
         #: encoded events not yet sent, oldest first
         self.pending: list[bytes] = []
         self._session: aiohttp.ClientSession | None = None
@@ -68,6 +70,8 @@ class WebhookBackend:
         """One encoded event (its line, newline included)."""
         if self.mode == "batch" and len(self.pending) >= self.buffer:
             log.error("audit webhook: the buffer of %d events is full: an event is dropped", self.buffer)
+            if self.errors is not None:
+                self.errors.labels("buffered").inc()
             return
         self.pending.append(line.rstrip(b"\n"))
         if len(self.pending) >= self.max_batch and self._wake is not None:
@@ -125,7 +129,7 @@ class WebhookBackend:
                             return True
                         log.error("audit webhook %s: %d events refused: %d %s", self.url, len(batch), r.status,
                                   (await r.text())[:200])
-                        return False
+                        return self._failed(batch)
                     why = f"{r.status} {(await r.text())[:200]}"
             except (aiohttp.ClientError, OSError) as e:
                 why = str(e)
@@ -133,6 +137,11 @@ class WebhookBackend:
                 await asyncio.sleep(delay)
                 delay *= 1.5
         log.error("audit webhook %s: %d events dropped after %d tries: %s", self.url, len(batch), self.tries, why)
+        return self._failed(batch)
+
+    def _failed(self, batch: list[bytes]) -> bool:
+        if self.errors is not None:
+            self.errors.labels("webhook").inc(len(batch))
         return False
 
 

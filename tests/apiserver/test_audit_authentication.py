@@ -79,9 +79,20 @@ async def test_blocking_strict_ends_a_request_whose_request_received_event_the_l
                 assert await r.text() == f'Internal Server Error: "{CONFIGMAPS}": failed to store audit event\n'
         async with admin.get(f"{CONFIGMAPS}/c") as r:  # never created; a read the policy does not audit is served
             assert r.status == 404
+        async with admin.get("/metrics") as r:
+            metrics = _samples(await r.text())
+        assert metrics["apiserver_audit_requests_rejected_total"] == 2.0
+        assert metrics['apiserver_audit_error_total{plugin="log"}'] >= 2  # (and the server's own writes')
+        assert metrics['apiserver_audit_level_total{level="Metadata"}'] >= 2
     async with served(tmp_path, "/dev/full") as (_, admin), admin.post(
             CONFIGMAPS, json={"metadata": {"name": "c"}}) as r:
         assert r.status == 201  # blocking (the default): the failed write is logged, the request served
+
+
+def _samples(text: str) -> dict[str, float]:
+    """/metrics' apiserver_audit_* samples, by series."""
+    return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines())
+            if k.startswith("apiserver_audit_")}
 
 
 async def test_an_auto_generated_legacy_tokens_warning_is_on_a_watch_too(tmp_path):

@@ -188,6 +188,10 @@ async def test_blocking_strict_sends_request_received_first_and_fails_a_request_
         r = await asyncio.to_thread(subprocess.run, [KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), "get",
                                                      "configmap", "b"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 1 and "NotFound" in r.stderr  # the request ended at RequestReceived
+        async with aiohttp.ClientSession() as http, http.get(f"{server.url}/metrics", ssl=ctx) as r:
+            metrics = await r.text()
+        assert 'apiserver_audit_error_total{plugin="webhook"} 1' in metrics.splitlines()
+        assert "apiserver_audit_requests_rejected_total 1" in metrics.splitlines()
     finally:
         await server.stop()
 
