@@ -100,9 +100,13 @@ class MetricsAPI:
             return error_response(e)
 
     async def pods(self, request: web.Request) -> web.Response:
-        """PodMetrics as metrics-server serves them: a list (label selector) or one pod."""
+        """PodMetrics as metrics-server serves them: a list (label selector, its parse error a 400) or one
+        pod (a get reads no selector)."""
         ns, name = request.match_info.get("namespace"), request.match_info.get("name", "")
-        items = await self.provider.pod_metrics(ns, request.query.get("labelSelector", ""), name)
+        try:
+            items = await self.provider.pod_metrics(ns, "" if name else request.query.get("labelSelector", ""), name)
+        except errors.APIError as e:
+            return error_response(e)
         if name and not items:
             return error_response(errors.APIError(404, "NotFound", f'podmetrics.metrics.k8s.io "{ns}/{name}" not found',
                                                   {"name": f"{ns}/{name}", "group": RESOURCE, "kind": "podmetrics"}))
@@ -113,9 +117,12 @@ class MetricsAPI:
         return json_response({"kind": "PodMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {}, "items": items})
 
     async def nodes(self, request: web.Request) -> web.Response:
-        """NodeMetrics: a list (label selector) or one node."""
+        """NodeMetrics: a list (label selector, its parse error a 400) or one node (no selector)."""
         name = request.match_info.get("name", "")
-        items = await self.provider.node_metrics(request.query.get("labelSelector", ""), name)
+        try:
+            items = await self.provider.node_metrics("" if name else request.query.get("labelSelector", ""), name)
+        except errors.APIError as e:
+            return error_response(e)
         if name and not items:
             return error_response(errors.APIError(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found',
                                                   {"name": name, "group": RESOURCE, "kind": "nodemetrics"}))
