@@ -25,7 +25,7 @@ from ..machinery.meta import new_uid
 from ..machinery.user import User
 from ..machinery.validation import sloppy_ip
 from .audit_policy import COMPLETE, METADATA, NONE, RECEIVED, REQUEST, REQUEST_RESPONSE, STARTED, Decision, Policy
-from .audit_file import LogFile, LogOptions
+from .audit_file import Batches, BufferFull, LogFile, LogOptions
 from .audit_policy import PANIC as STAGE_PANIC
 from .auth.authorizer import USER, request_attributes
 from .http_errors import status_response
@@ -120,10 +120,15 @@ class AuditLog:
             webhook.start()
         self._file = LogFile(path, clock, max_size=options.max_size, max_backups=options.max_backups,
                              max_age=options.max_age, compress=options.compress, shared=shared)
+        #: what each line is written to: the file, or batch mode's buffer in front of it
+        self._batches = Batches(self._file, options, self._log_error) if options.mode == "batch" else None
+        self._sink = self._batches or self._file
         #: the encoded user, sourceIPs and userAgent of each loopback client's events
         self._who: dict[tuple, bytes] = {}
 
     def close(self) -> None:
+        if self._batches is not None:
+            self._batches.close()
         self._file.close()
 
     async def aclose(self) -> None:
@@ -385,12 +390,17 @@ class AuditLog:
         if self.legacy:
             line = legacy_line(orjson.loads(line))
         try:
-            self._file.write(line)
+            self._sink.write(line)
         except OSError as e:
-            log.error("audit log %s: %s", self.path, e)
-            self.metrics.errors.labels("log").inc()
+            self._log_error(e)
             return False
         return True
+
+    def _log_error(self, e: OSError) -> None:
+        """An event the log did not take, as upstream's HandlePluginError reports it (the buffer's
+        plugin is `buffered`)."""
+        log.error("audit log %s: %s", self.path, e)
+        self.metrics.errors.labels("buffered" if isinstance(e, BufferFull) else "log").inc()
 
 
 async def authenticated(request: web.Request) -> web.StreamResponse | None:

@@ -13,10 +13,17 @@ the file's size under it, so exactly one worker rotates at a limit and none writ
 rotating one bumps a generation count kept in the lock file (mapped into every worker's memory),
 and the others, seeing it changed once they hold the lock, reopen the path before they write. No
 line goes to a backup after its rotation, so none is lost to compression or removal. Backups are
-milled under a POSIX lock of another byte of that file, one worker at a time."""
+milled under a POSIX lock of another byte of that file, one worker at a time.
+
+`--audit-log-mode batch` puts upstream's buffered backend in front of the file (`Batches`): events
+wait in a buffer (`--audit-log-batch-buffer-size`; more are dropped) and are written in the
+background, `--audit-log-batch-max-size` at a time (1) or what gathered within
+`--audit-log-batch-max-wait`, throttled where `--audit-log-batch-throttle-enable` says."""
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import datetime as dt
 import fcntl
 import gzip
@@ -53,6 +60,11 @@ class LogOptions:
     max_backups: int = 100
     max_age: int = 366
     compress: bool = False
+    #: batch mode's buffer, batch size and wait (s), and throttle (batches a second, burst) or None
+    batch_buffer: int = 10_000
+    batch_max_size: int = 1
+    batch_max_wait: float = 0.0
+    batch_throttle: tuple[float, int] | None = None
 
 
 class WriteTooLarge(OSError):
@@ -257,3 +269,59 @@ def _compress(src: str) -> None:
         with open(fd, "wb") as out, gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0) as gz:
             shutil.copyfileobj(f, gz, 1 << 20)
     os.remove(src)
+
+
+class BufferFull(OSError):
+    """Batch mode's buffer holds --audit-log-batch-buffer-size events: the event is dropped."""
+
+
+class Batches:
+    """plugin/pkg/audit/buffered in front of the log file (--audit-log-mode batch): `write` only
+    queues; a task of the server's loop writes the lines in batches. Started in a running loop."""
+
+    def __init__(self, file: LogFile, options: LogOptions, on_error) -> None:
+        """`on_error(exc)`: a line the file did not take (logged and counted by the audit)."""
+        from .audit_webhook import TokenBucket
+
+        self.file, self.on_error = file, on_error
+        self.buffer, self.max_batch, self.max_wait = options.batch_buffer, options.batch_max_size, options.batch_max_wait
+        self._throttle = TokenBucket(*options.batch_throttle) if options.batch_throttle else None
+        self.pending: collections.deque[bytes] = collections.deque()
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def write(self, line: bytes) -> None:
+        pending = self.pending
+        if len(pending) >= self.buffer:
+            raise BufferFull(f"audit buffer queue blocked: {self.buffer} events")
+        pending.append(line)
+        if len(pending) == 1 or len(pending) >= self.max_batch:
+            self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            if not self.pending:
+                self._wake.clear()
+                await self._wake.wait()
+            if len(self.pending) < self.max_batch and self.max_wait > 0:  # a batch fills, or its wait ends
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self.max_wait)
+                except TimeoutError:
+                    pass
+            if self._throttle is not None:
+                await self._throttle.take()
+            self._write(self.max_batch)
+
+    def _write(self, n: int) -> None:
+        pending = self.pending
+        for _ in range(min(n, len(pending))):
+            try:
+                self.file.write(pending.popleft())
+            except OSError as e:
+                self.on_error(e)
+
+    def close(self) -> None:
+        """What is still buffered written now (the task stopped)."""
+        self._task.cancel()
+        self._write(len(self.pending))

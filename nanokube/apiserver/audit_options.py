@@ -36,7 +36,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="json: one audit.k8s.io/v1 Event per line; legacy: one line of text per event")
     p.add_argument("--audit-log-mode", default="blocking", metavar="MODE",
                    help="blocking: each event is written before its request goes on; blocking-strict: a "
-                        "RequestReceived event that cannot be written fails its request")
+                        "RequestReceived event that cannot be written fails its request; batch: written in the "
+                        "background")
+    _batch_flags(p, "log", 10_000, 1, "0s", False, 0.0, 0)
     p.add_argument("--audit-log-maxsize", type=int, default=100, metavar="MB",
                    help="the size at which the audit log is rotated, renamed with the time (0: never)")
     p.add_argument("--audit-log-maxbackup", type=int, default=100, metavar="N",
@@ -54,20 +56,45 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                         "blocking-strict: and a RequestReceived event that cannot be sent fails its request")
     p.add_argument("--audit-webhook-initial-backoff", default="10s", metavar="DURATION",
                    help="how long to wait before retrying the first failed request")
-    p.add_argument("--audit-webhook-batch-buffer-size", type=int, default=10_000, metavar="N",
-                   help="in batch mode, the events held before more are dropped")
-    p.add_argument("--audit-webhook-batch-max-size", type=int, default=400, metavar="N",
-                   help="in batch mode, the most events in a batch")
-    p.add_argument("--audit-webhook-batch-max-wait", default="30s", metavar="DURATION",
-                   help="in batch mode, how long events wait for a batch to fill before it is sent")
-    p.add_argument("--audit-webhook-batch-throttle-enable", type=go_bool, nargs="?", const=True, default=True,
-                   metavar="BOOL", help="in batch mode, whether batches are throttled")
-    p.add_argument("--audit-webhook-batch-throttle-qps", type=float, default=10.0, metavar="QPS",
-                   help="in batch mode, the average number of batches a second")
-    p.add_argument("--audit-webhook-batch-throttle-burst", type=int, default=15, metavar="N",
-                   help="in batch mode, the batches sent at once where the QPS was not used before")
+    _batch_flags(p, "webhook", 10_000, 400, "30s", True, 10.0, 15)
     p.add_argument("--audit-webhook-version", default=VERSIONS[0], metavar="GROUP/VERSION",
                    help="API group and version of the events sent to the webhook")
+
+
+def _batch_flags(p: argparse.ArgumentParser, plugin: str, buffer: int, size: int, wait: str, throttle: bool,
+                 qps: float, burst: int) -> None:
+    """AuditBatchOptions.AddFlags: the batch mode's flags of a backend, with its defaults."""
+    flag = f"--audit-{plugin}-batch"
+    p.add_argument(f"{flag}-buffer-size", type=int, default=buffer, metavar="N",
+                   help="in batch mode, the events held before more are dropped")
+    p.add_argument(f"{flag}-max-size", type=int, default=size, metavar="N", help="in batch mode, the most events in a batch")
+    p.add_argument(f"{flag}-max-wait", default=wait, metavar="DURATION",
+                   help="in batch mode, how long events wait for a batch to fill before it is written")
+    p.add_argument(f"{flag}-throttle-enable", type=go_bool, nargs="?", const=True, default=throttle, metavar="BOOL",
+                   help="in batch mode, whether batches are throttled")
+    p.add_argument(f"{flag}-throttle-qps", type=float, default=qps, metavar="QPS",
+                   help="in batch mode, the average number of batches a second")
+    p.add_argument(f"{flag}-throttle-burst", type=int, default=burst, metavar="N",
+                   help="in batch mode, the batches written at once where the QPS was not used before")
+
+
+def _batch_options(args: argparse.Namespace, plugin: str) -> tuple[int, int, float, tuple[float, int] | None]:
+    """(buffer, max size, max wait, throttle) of a backend in batch mode; FlagError as
+    validateBackendBatchOptions words it."""
+    get = lambda name: getattr(args, f"audit_{plugin}_batch_{name}")  # noqa: E731
+    for what, v in (("buffer size", get("buffer_size")), ("max batch size", get("max_size"))):
+        if v <= 0:
+            raise FlagError(f"invalid audit batch {plugin} {what} {v}, must be a positive number")
+    if get("throttle_enable"):
+        for what, v in (("throttle QPS", get("throttle_qps")), ("throttle burst", get("throttle_burst"))):
+            if v <= 0:
+                raise FlagError(f"invalid audit batch {plugin} {what} {v:g}, must be a positive number")
+    try:
+        wait = goduration.parse(get("max_wait"), f"--audit-{plugin}-batch-max-wait")
+    except ValueError as e:
+        raise FlagError(str(e)) from None
+    throttle = (get("throttle_qps"), get("throttle_burst")) if get("throttle_enable") else None
+    return get("buffer_size"), get("max_size"), wait, throttle
 
 
 def log_options(args: argparse.Namespace, enabled: bool = True) -> LogOptions:
@@ -81,11 +108,11 @@ def log_options(args: argparse.Namespace, enabled: bool = True) -> LogOptions:
         for flag in ("maxage", "maxbackup", "maxsize"):
             if (v := getattr(args, f"audit_log_{flag}")) < 0:
                 raise FlagError(f"--audit-log-{flag} {v} can't be a negative number")
-        if args.audit_log_mode == "batch":
-            raise FlagError("--audit-log-mode batch: not supported by nanokube (blocking or blocking-strict)")
+    batch = _batch_options(args, "log") if enabled and args.audit_log_mode == "batch" else (10_000, 1, 0.0, None)
     return LogOptions(format=args.audit_log_format, mode=args.audit_log_mode, max_size=args.audit_log_maxsize,
                       max_backups=args.audit_log_maxbackup, max_age=args.audit_log_maxage,
-                      compress=args.audit_log_compress)
+                      compress=args.audit_log_compress, batch_buffer=batch[0], batch_max_size=batch[1],
+                      batch_max_wait=batch[2], batch_throttle=batch[3])
 
 
 def webhook(args: argparse.Namespace) -> WebhookBackend | None:
@@ -95,27 +122,15 @@ def webhook(args: argparse.Namespace) -> WebhookBackend | None:
         return None
     mode = args.audit_webhook_mode
     _check_mode("webhook", mode)
-    if mode == "batch":
-        for what, v in (("buffer size", args.audit_webhook_batch_buffer_size),
-                        ("max batch size", args.audit_webhook_batch_max_size)):
-            if v <= 0:
-                raise FlagError(f"invalid audit batch webhook {what} {v}, must be a positive number")
-        if args.audit_webhook_batch_throttle_enable:
-            for what, v in (("throttle QPS", args.audit_webhook_batch_throttle_qps),
-                            ("throttle burst", args.audit_webhook_batch_throttle_burst)):
-                if v <= 0:
-                    raise FlagError(f"invalid audit batch webhook {what} {v:g}, must be a positive number")
+    # (the batch options are checked in batch mode only, as upstream; their defaults otherwise)
+    buffer, size, wait, throttle = _batch_options(args, "webhook") if mode == "batch" else (10_000, 400, 30.0, None)
     _check_version(args.audit_webhook_version)
     try:
         backoff = goduration.parse(args.audit_webhook_initial_backoff, "--audit-webhook-initial-backoff")
-        wait = goduration.parse(args.audit_webhook_batch_max_wait, "--audit-webhook-batch-max-wait")
     except ValueError as e:
         raise FlagError(str(e)) from None
-    throttle = (args.audit_webhook_batch_throttle_qps, args.audit_webhook_batch_throttle_burst) \
-        if args.audit_webhook_batch_throttle_enable else None
-    return WebhookBackend(args.audit_webhook_config_file, mode, max_batch=args.audit_webhook_batch_max_size,
-                          max_wait=wait, buffer=args.audit_webhook_batch_buffer_size, initial_backoff=backoff,
-                          throttle=throttle)
+    return WebhookBackend(args.audit_webhook_config_file, mode, max_batch=size, max_wait=wait, buffer=buffer,
+                          initial_backoff=backoff, throttle=throttle)
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:

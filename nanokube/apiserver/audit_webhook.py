@@ -49,7 +49,7 @@ class WebhookBackend:
         self.url, self.ssl, self.token = creds.server, creds.ssl, creds.token
         self.mode, self.max_batch, self.max_wait, self.buffer = mode, max_batch, max_wait, buffer
         self.initial_backoff, self.tries = initial_backoff, tries
-        self._throttle = _TokenBucket(*throttle) if throttle is not None and mode == "batch" else None
+        self._throttle = TokenBucket(*throttle) if throttle is not None and mode == "batch" else None
         #: the batches being sent (batch mode sends each on its own, as upstream's AsyncDelegate)
         self._sending: set[asyncio.Task] = set()
         #: apiserver_audit_error_total's family (AuditLog sets it): the events each plugin failed to take
@@ -145,7 +145,7 @@ class WebhookBackend:
         return False
 
 
-class _TokenBucket:
+class TokenBucket:
     """client-go's token bucket rate limiter, which upstream's buffered backend waits on before each
     batch: `qps` tokens a second, at most `burst` saved up."""
 

@@ -37,9 +37,9 @@ CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 
 
 @contextlib.asynccontextmanager
-async def served(tmp_path, log_path: str, options: LogOptions = LogOptions()):
-    """A server auditing configmap creates to `log_path`, and an admin session to it."""
-    (tmp_path / "policy.yaml").write_text(POLICY)
+async def served(tmp_path, log_path: str, options: LogOptions = LogOptions(), policy: str = POLICY):
+    """A server auditing configmap creates (by `policy`) to `log_path`, and an admin session to it."""
+    (tmp_path / "policy.yaml").write_text(policy)
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0, audit_log_path=log_path, audit_policy=load(tmp_path / "policy.yaml"),
                        audit_log_options=options)
