@@ -268,8 +268,8 @@ class NodeAgent:
         self.plugin_watcher = PluginWatcher(self.plugins_registry, {DRA_PLUGIN_TYPE: self.dra_plugins}, clock,
                                             spec.name) if node_dir and plugin_registry else None
         self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock,
-                                    plugins=self.dra_plugins, cdi_dir=self.cdi_dir)
-        self.dra_plugins.on_health = self._device_health_changed
+                                    plugins=self.dra_plugins, cdi_dir=self.cdi_dir, device_health=self.dra.health)
+        self.dra_plugins.on_health = self.dra.on_health = self._device_health_changed
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
         self.volumes.host_paths = self.runtime.name == "process"

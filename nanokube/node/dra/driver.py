@@ -15,6 +15,7 @@ import ipaddress
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from fractions import Fraction
 
 from ...machinery.errors import APIError
@@ -239,6 +240,8 @@ class NodeDriver:
         self.nic.devices = nic_entries([d for d in spec.devices if d.kind == "nic"])
         self.hardware = {d.name: d for d in spec.devices}
         self.faults: dict[str, dict[str, dict]] = {}  # device -> kind -> taint
+        #: called with a driver whose devices' health changed (a fault came or went)
+        self.on_health: Callable[[str], None] | None = None
 
     @property
     def publishers(self) -> list[PoolPublisher]:
@@ -289,6 +292,11 @@ class NodeDriver:
             self.faults.pop(device, None)
         await self._retaint(p, device)
 
+    def health(self, device: str) -> str:
+        """A device's health as its driver's kubelet plugin reports it (KEP-4680): Unhealthy while
+        a fault is on it or on the GPU a MIG device of it is part of, else Healthy."""
+        return "Unhealthy" if self.faults.get(device) or self.faults.get(device.split("-mig-", 1)[0]) else "Healthy"
+
     async def _retaint(self, p: PoolPublisher, device: str) -> None:
         taints = list(self.faults.get(device, {}).values())
         for d in p.devices:
@@ -297,4 +305,6 @@ class NodeDriver:
                     p.taints[d["name"]] = taints
                 else:
                     p.taints.pop(d["name"], None)
+        if self.on_health:
+            self.on_health(p.driver)
         await p.sync()

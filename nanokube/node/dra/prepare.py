@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import grpc
@@ -93,7 +93,9 @@ class ClaimPreparer:
     """Prepared claims of one node, counted by the pods that use them."""
 
     def __init__(self, client, spec: NodeSpec, drivers: Collection[str], clock: Clock = REAL,
-                 plugins: DRAPluginManager | None = None, cdi_dir: str = ""):
+                 plugins: DRAPluginManager | None = None, cdi_dir: str = "",
+                 device_health: Callable[[str], str] | None = None):
+        """`device_health(device)`: a built-in driver's device's health, "Healthy" or "Unhealthy"."""
         self.claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
         self.spec = spec
         #: the built-in drivers whose kubelet plugin runs on this node
@@ -103,6 +105,9 @@ class ClaimPreparer:
         self.cdi_dir = cdi_dir
         #: claim uid -> {external driver: the devices its NodePrepareResources returned}
         self.external: dict[str, dict[str, list[_Prepared]]] = {}
+        #: claim uid -> {built-in driver: its devices prepared for the claim}
+        self.builtin: dict[str, dict[str, list[_Prepared]]] = {}
+        self.device_health = device_health
         #: pod uid -> {claim uid: (namespace, name)} whose drivers were called but that is not prepared yet
         self.attempted: dict[str, dict[str, tuple[str, str]]] = {}
         #: claim uid -> the task asking drivers that failed to unprepare it again
@@ -187,6 +192,9 @@ class ClaimPreparer:
                         self.nvidia_devices[cmd["uid"]] = self._prepare_nvidia(claim)
                     await self._publish(cmd["namespace"], cmd["name"], claim, self._network_status(claim))
                     entry = self.prepared[cmd["uid"]] = (cmd["namespace"], cmd["name"], set())
+                    for r in self._ours(claim):
+                        self.builtin.setdefault(cmd["uid"], {}).setdefault(r["driver"], []).append(
+                            _Prepared((r["request"],), r["pool"], r["device"], ()))
                     self.drivers_of[cmd["uid"]] = tuple(self._drivers(claim))
                 entry[2].add(md["uid"])
                 uids.append(cmd["uid"])
@@ -214,6 +222,7 @@ class ClaimPreparer:
                 continue
             del self.prepared[uid]
             self.nvidia_devices.pop(uid, None)
+            self.builtin.pop(uid, None)
             builtin_started = self.clock.monotonic()
             failed |= not await self._unprepare_external(uid, ns, name)
             try:
@@ -387,8 +396,8 @@ class ClaimPreparer:
         self.unpreparing.clear()
 
     def _container_devices(self, pod: dict, container: str) -> list[tuple[dict, str, _Prepared]]:
-        """(claim reference, driver, device) for each device external drivers prepared for the
-        claims (and requests) a container of the pod names in `resources.claims`."""
+        """(claim reference, driver, device) for each device drivers prepared for the claims (and
+        requests) a container of the pod names in `resources.claims`."""
         ns = pod["metadata"]["namespace"]
         by_ref = dict(pod_claims(pod))
         uid_of = {(n, name): uid for uid, (n, name, _) in self.prepared.items()}
@@ -398,7 +407,8 @@ class ClaimPreparer:
         out = []
         for ref in (spec.get("resources") or {}).get("claims") or []:
             want = ref.get("request")
-            for driver, devices in self.external.get(uid_of.get((ns, by_ref.get(ref["name"]))), {}).items():
+            uid = uid_of.get((ns, by_ref.get(ref["name"])))
+            for driver, devices in [*self.external.get(uid, {}).items(), *self.builtin.get(uid, {}).items()]:
                 out += [(ref, driver, d) for d in devices if not want or not d.requests
                         or any(r == want or r.startswith(want + "/") for r in d.requests)]
         return out
@@ -412,24 +422,31 @@ class ClaimPreparer:
 
     def resource_health(self, pod: dict, container: str) -> list[dict]:
         """The container's `allocatedResourcesStatus` (KEP-4680) for its claims' devices of
-        drivers that stream health: one entry per claim reference ("claim:NAME[/REQUEST]"),
-        each device as "driver/pool/device" with its last reported health."""
-        health = self.plugins.health if self.plugins else {}
-        if not health or not self.external:  # every status write asks: most nodes have neither
+        drivers that report health (external ones that stream it; the built-in ones, whose
+        devices are Unhealthy while a fault is on them): one entry per claim reference
+        ("claim:NAME[/REQUEST]"), each device as "driver/pool/device" with its health."""
+        streams = self.plugins.health if self.plugins else {}
+        # every status write asks: most pods use neither
+        if not (streams and self.external) and not (self.device_health and self.builtin):
             return []
         out: dict[str, list[dict]] = {}
         for ref, driver, d in self._container_devices(pod, container):
-            if driver not in health:
+            if driver in self.drivers and self.device_health:
+                health = self.device_health(d.device)
+            elif driver in streams:
+                health = streams[driver].get((d.pool, d.device), "Unknown")
+            else:
                 continue
             entry = out.setdefault("claim:" + ref["name"] + (f"/{ref['request']}" if ref.get("request") else ""), [])
             rid = f"{driver}/{d.pool}/{d.device}"
             if all(r["resourceID"] != rid for r in entry):
-                entry.append({"resourceID": rid, "health": health[driver].get((d.pool, d.device), "Unknown")})
+                entry.append({"resourceID": rid, "health": health})
         return [{"name": name, "resources": resources} for name, resources in out.items()]
 
     def uses_driver(self, pod_uid: str, driver: str) -> bool:
         """Whether a claim the pod holds on this node has devices the driver prepared."""
-        return any(driver in self.external.get(uid, {}) for uid in self.by_pod.get(pod_uid, ()))
+        return any(driver in self.external.get(uid, {}) or driver in self.builtin.get(uid, {})
+                   for uid in self.by_pod.get(pod_uid, ()))
 
     def cdi_error(self, pod: dict, container: str) -> str:
         """Why the runtime refuses to create the container: a CDI device of its claims that no
