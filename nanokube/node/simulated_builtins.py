@@ -1,13 +1,15 @@
 """The shell's own commands (its builtins) for simulated_command's interpreter: `:`, `true`,
-`false`, `echo [-neE]`, `printf`, `exit`, `break`, `continue`, `set`, `exec`, `read`, `export`
-and `unset`, with busybox's `env` and `printenv`, which read the same variables. Each takes the
-running shell (simulated_command's run: its variables, options, arguments, stdin and output),
-its name and its arguments, and gives its exit status; one that ends the shell or a loop raises
-`Exit` or `Jump`, one used in a way not simulated `Unknown`, as an applet does."""
+`false`, `echo [-neE]`, `printf`, `exit`, `break`, `continue`, `return`, `local`, `set`, `exec`,
+`read`, `trap`, `export` and `unset`, with busybox's `env` and `printenv`, which read the same variables,
+and `xargs`, which runs commands as `env` does. Each takes the running shell (simulated_command's
+run: its variables, options, arguments, stdin and output), its name and its arguments, and gives
+its exit status; one that ends the shell, a loop or a function raises `Exit`, `Jump` or
+`Return`, one used in a way not simulated `Unknown`, as an applet does."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -20,11 +22,16 @@ if TYPE_CHECKING:
 #: terminal there, which is not simulated
 TERMINAL = None
 #: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
-SHELL_ONLY = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec"})
+SHELL_ONLY = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec",
+                        "return", "local", "trap"})
 
 
 class Exit(Exception):
     """`exit`: the shell ends (its status is the run's)."""
+
+
+class Return(Exception):
+    """`return`: the function running ends (its status is the run's)."""
 
 
 class Jump(Exception):
@@ -112,6 +119,57 @@ def _jump(run: _Run, name: str, args: list[str]) -> int:
     run.status = 0
     if run.loops:
         raise Jump(name, min(levels, run.loops))
+    return 0
+
+
+def _return(run: _Run, name: str, args: list[str]) -> int:
+    """`return [N]`: out of the function running, with status N (else the last command's)."""
+    if not run.frames or len(args) > 1 or args and not args[0].isdigit():
+        raise Unknown  # outside a function: not simulated
+    if args:
+        run.status = int(args[0]) & 255
+    raise Return
+
+
+def _local(run: _Run, name: str, args: list[str]) -> int:
+    """`local NAME[=value]...`: variables of the function running, given back their values as it returns."""
+    if not run.frames:
+        run.err("sh: local: not in a function\n")
+        return 1
+    for arg in args:
+        var, eq, value = arg.partition("=")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            run.err(f"sh: local: bad variable name '{arg}'\n")
+            return 1
+        run.frames[-1].setdefault(var, run.vars.get(var))
+        if eq:
+            run.vars[var] = value
+    return 0
+
+
+#: the conditions `trap` takes, by the names and numbers it knows them by
+_SIGNALS = {"EXIT": "EXIT", "0": "EXIT", "HUP": "HUP", "1": "HUP", "INT": "INT", "2": "INT", "QUIT": "QUIT",
+            "3": "QUIT", "USR1": "USR1", "10": "USR1", "USR2": "USR2", "12": "USR2", "TERM": "TERM", "15": "TERM"}
+
+
+def _trap(run: _Run, name: str, args: list[str]) -> int:
+    """`trap [ACTION CONDITION...]`: ACTION (a script; `-`: the default again; empty: ignored) on
+    each condition: EXIT runs as the shell ends; a signal's is kept, as the simulated kubelet
+    stops a container without running it. With no arguments, the traps set, as the shell lists them."""
+    if not args:
+        order = list(dict.fromkeys(_SIGNALS.values()))
+        run.out("".join("trap -- '" + run.traps[cond].replace("'", "'\\''") + f"' {cond}\n"
+                        for cond in sorted(run.traps, key=order.index)))
+        return 0
+    action, conditions = (args[0], args[1:]) if len(args) > 1 else ("-", args)
+    names = [_SIGNALS.get(c.upper().removeprefix("SIG")) for c in conditions]
+    if None in names or action.startswith("-") and action != "-":
+        raise Unknown  # another signal, `trap -p`...: not simulated
+    for cond in names:
+        if action == "-":
+            run.traps.pop(cond, None)
+        else:
+            run.traps[cond] = action
     return 0
 
 
@@ -215,6 +273,51 @@ def _environment(run: _Run, name: str, args: list[str]) -> int:
     return status
 
 
+def _xargs(run: _Run, name: str, args: list[str]) -> int:
+    """busybox's xargs [-r] [-n N] [-I R] [COMMAND [ARG...]]: COMMAND (echo) run with the words of
+    stdin (quotes read as a shell's) after its arguments, N at a time, or, with -I, once per line
+    with R in its arguments replaced by the line; 123 if a run failed."""
+    opts: dict[str, str] = {}
+    args = list(args)
+    while args and args[0].startswith("-") and len(args[0]) > 1:
+        arg = args.pop(0)
+        if arg == "--":
+            break
+        letter, value = arg[1], arg[2:]
+        if letter == "r" and not value:
+            opts["r"] = ""
+        elif letter in "nI":
+            opts[letter] = value or (args.pop(0) if args else "")
+        else:
+            raise Unknown  # -0, -t, -P...: not simulated
+    if "n" in opts and not re.fullmatch(r"[1-9]\d*", opts["n"]) or opts.get("I") == "":
+        raise Unknown
+    command = args or ["echo"]
+    data = run.read_stdin().decode(errors="replace")
+    if "I" in opts:
+        runs = [[a.replace(opts["I"], line) for a in command] for raw in data.splitlines() if (line := raw.strip())]
+    else:
+        try:
+            words = shlex.split(data)
+        except ValueError:
+            run.err("xargs: unmatched quote\n")
+            return 1
+        size = int(opts.get("n", 0)) or max(len(words), 1)
+        runs = [[*command, *words[i:i + size]] for i in range(0, len(words), size)]
+        if not runs and "r" not in opts:
+            runs = [command]
+    status, saved = 0, run.stdin
+    run.stdin = b""  # what it runs reads no input
+    try:
+        for argv in runs:
+            run.command(argv, in_shell=False)
+            if run.status:
+                status = 123
+    finally:
+        run.stdin = saved
+    return status
+
+
 _ESCAPES = {"\\": "\\", "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
             '"': '"', "c": "\0\\c"}
 
@@ -233,5 +336,6 @@ def escapes(text: str, octal: str) -> str:
 
 BUILTINS: dict[str, Callable[[_Run, str, list[str]], int]] = {
     "true": _true, ":": _true, "false": _false, "echo": _echo, "printf": _printf, "exit": _exit,
-    "break": _jump, "continue": _jump, "set": _set, "exec": _exec, "read": _read,
-    **dict.fromkeys(("export", "unset", "env", "printenv"), _environment)}
+    "break": _jump, "continue": _jump, "return": _return, "local": _local, "set": _set, "exec": _exec, "read": _read,
+    "trap": _trap,
+    **dict.fromkeys(("export", "unset", "env", "printenv"), _environment), "xargs": _xargs}

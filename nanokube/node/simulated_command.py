@@ -17,12 +17,16 @@ read as one of a small, closed set; anything else is left to the annotations
 - `sh -c SCRIPT [NAME ARG...]` (also ash, bash, dash; by name or path):
   SCRIPT is a shell script (simulated_script: its syntax) of those and the
   shell's builtins (simulated_builtins: `exit [N]`, `exec CMD`, `export`, `unset`, `break`,
-  `continue`, `read [-r]`, `set` (-e, -x, -u, -o pipefail, `--`), `printf`, and `env`,
-  `printenv [NAME...]`), `seq`, `basename` and `dirname`: commands joined by `;`, `&&`, `||`, `|`
+  `continue`, `return`, `local`, `read [-r]`, `set` (-e, -x, -u, -o pipefail, `--`), `trap`
+  (EXIT's action runs as the shell ends), `printf`, and `env`, `printenv [NAME...]`, `xargs`),
+  `seq`, `basename` and `dirname`: commands joined by `;`, `&&`, `||`, `|`
   (each command's output the next one's stdin, one after the other) or new
-  lines, in `while`/`until`/`for` loops, `if`/`elif`/`else`, `case` and `{ }`; its
-  words quoted as a shell quotes them, and expanded: `$NAME`, `${NAME:-x}`,
-  `$?`, `$1`, `$((arithmetic))`, `$(command)`, split at blanks unless quoted.
+  lines, in `while`/`until`/`for` loops, `if`/`elif`/`else`, `case`, `{ }` and
+  functions (`NAME() { ...; }`); its words quoted as a shell quotes them, and
+  expanded: `$NAME`, `${NAME:-x}`, `${NAME%pattern}` (`%%`, `#`, `##`), `${#NAME}`,
+  `$?`, `$1`, `$RANDOM` (seeded by the pod, the command and its start on the
+  node's clock: a replayed simulation draws the same numbers), `$((arithmetic))`,
+  `$(command)`, split at blanks unless quoted.
   Its variables start as the container's environment (container_env, given
   as `env`). A loop that starts a pass as an earlier pass did, with no change
   to its files since (`while true; do echo step; sleep 5; done`), repeats
@@ -37,7 +41,7 @@ read as one of a small, closed set; anything else is left to the annotations
   as they are then (another container or an exec may make the file), and
   what follows once it ends.
   A script with a glob outside case's patterns, `~`, a backquote, a
-  background job, a subshell, a function, a descriptor past stderr's redirection,
+  background job, a subshell, a descriptor past stderr's redirection,
   another command, or a loop that may end but neither ends nor repeats
   itself within `BUDGET` commands is not interpreted at all.
 
@@ -48,7 +52,7 @@ run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`,
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
 `md5sum`, `sha256sum`, `tee [-a]`, `cp [-rap]`, `mv`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
 --retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, the
-filters `tr`, `grep`, `sed` and `awk` in the forms people type
+filters `tr`, `grep`, `sed`, `awk` and `cut` in the forms people type
 (simulated_filters), and a script's `>`, `>>`, `<` and `2>&1`-like
 redirections, of simple and compound commands (`done > log`). A command reading
 stdin gets what the exec client sent (read to its end first; a filter
@@ -74,6 +78,7 @@ import itertools
 import math
 import os
 import posixpath
+import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -81,10 +86,10 @@ from datetime import datetime, timezone
 
 from . import simulated_filters as filters
 from .simulated_applets import APPLETS, NoTerminal as _NoTerminal, Unknown as _Unknown, reads_data
-from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump
+from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Return
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
-from .simulated_script import (Case, For, Group, If, Incomplete, Loop, Pipeline, Redirected, Simple, Script,
-                               literal, parse)
+from .simulated_script import (PATTERN_OPS, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
+                               Simple, Script, literal, parse)
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
@@ -133,14 +138,14 @@ class Endless:
 
     def __init__(self, run: _Run, node: Loop):
         self.node, self.started, self.fs, self.stdin = node, run.started, run.fs, run.stdin
-        self.state = (run.status, dict(run.vars), set(run.exported), list(run.args), set(run.options), run.now)
+        self.state = (run.status, run.snapshot(), run.now)
 
     def timeline(self) -> Iterator[tuple[float, str, object]]:
         fs, stdin = self.fs, self.stdin
-        status, variables, exported, args, options, at = self.state
+        status, shell, at = self.state
         while True:
-            run = _Run(self.started, status, fs=fs, stdin=stdin, args=list(args))
-            run.vars, run.exported, run.options = dict(variables), set(exported), set(options)
+            run = _Run(self.started, status, fs=fs, stdin=stdin)
+            run.restore(shell)
             run.now, run.loops = at, 1
             mark = run._journal()
             try:
@@ -157,8 +162,7 @@ class Endless:
             yield from sorted([*((c[0], "files", c) for c in changes), *run.program().writes()], key=lambda e: e[0])
             if done:
                 return
-            fs, stdin, status, variables, exported = run.fs, run.stdin, run.status, run.vars, run.exported
-            args, options, at = run.args, run.options, run.now
+            fs, stdin, status, shell, at = run.fs, run.stdin, run.status, run.snapshot(), run.now
 
     def writes(self) -> Iterator[tuple[float, str, str | bytes]]:
         return (e for e in self.timeline() if e[1] != "files")
@@ -232,9 +236,9 @@ def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes 
         if os.path.basename(argv[0]) in SHELLS:
             if len(argv) < 3 or argv[1] != "-c":
                 return None
-            run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1])
+            run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2])
             return _execute(parse(argv[2]), run).program()
-        run = _Run(now, fs=fs, stdin=stdin, env=env)
+        run = _Run(now, fs=fs, stdin=stdin, env=env, seed=" ".join(argv))
         run.command(argv, in_shell=False)
         return run.program()
     except _Unknown:
@@ -289,7 +293,7 @@ def wants_stdin(argv: list[str]) -> bool:
     try:
         if os.path.basename(argv[0]) in SHELLS:
             return len(argv) >= 3 and argv[1] == "-c" and _reads(parse(argv[2]))
-        return reads_data(list(argv)) or filters.reads_stdin(list(argv))
+        return reads_data(list(argv)) or filters.reads_stdin(list(argv)) or os.path.basename(argv[0]) == "xargs"
     except (_Unknown, IndexError):
         return False
 
@@ -306,7 +310,7 @@ def _reads(script: Script) -> bool:
             node = pipeline.commands[0]
             if isinstance(node, Simple):
                 words = [_plain(w) or "" for w in node.words]
-                if words and (reads_data(words) or filters.reads_stdin(words) or words[0] == "read") and \
+                if words and (reads_data(words) or filters.reads_stdin(words) or words[0] in ("read", "xargs")) and \
                         not any(kind == "<" for _, kind, _ in node.redirects):
                     return True
             elif isinstance(node, Redirected):
@@ -345,19 +349,35 @@ def _execute(script: Script, run: _Run) -> _Run:
     except (_Forever, _Jump):
         pass
     run.rest = []
+    if run.wait is None and not math.isinf(run.now) and (run.exited or not run.interactive):
+        _on_exit(run)
     return run
+
+
+def _on_exit(run: _Run) -> None:
+    """The shell ends: its EXIT trap runs (once), the shell's status kept unless it exits itself."""
+    action = run.traps.pop("EXIT", "")
+    if not action:
+        return
+    status = run.status
+    try:
+        run.script(parse(action))
+    except _Exit:
+        return
+    except (_Forever, _Jump):
+        pass
+    run.status = status
 
 
 def _resumption(run: _Run) -> Callable[[ContainerFS, float], _Run | None]:
     """How `run`, waiting in the loop that starts its `rest`, goes on later on other files."""
-    rest, state = run.rest, (run.status, dict(run.vars), set(run.exported), list(run.args), set(run.options),
-                             run.stdin, run.fs.cwd)
+    rest, state = run.rest, (run.status, run.snapshot(), run.stdin, run.fs.cwd)
     interactive = run.interactive
 
     def go_on(fs: ContainerFS, now: float) -> _Run | None:
-        status, variables, exported, args, options, stdin, cwd = state
-        later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive, args=list(args))
-        later.vars, later.exported, later.options = dict(variables), set(exported), set(options)
+        status, shell, stdin, cwd = state
+        later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive)
+        later.restore(shell)
         fs.cwd = cwd
         try:
             return _execute(rest, later)
@@ -377,7 +397,7 @@ class _Run:
 
     def __init__(self, started: float, status: int = 0, fs: Files = None,
                  stdin: bytes | None = b"", interactive: bool = False, env: dict[str, str] | None = None,
-                 args: list[str] | None = None):
+                 args: list[str] | None = None, seed: str = ""):
         self.started = started
         self.now = 0.0
         self.output: list[tuple[float, str | bytes]] = []
@@ -402,6 +422,28 @@ class _Run:
         self.rest: Script = []
         self.wait: Wait | None = None
         self.period = 0.0  # how often a waiting loop reads its files again
+        #: `$RANDOM`'s numbers: seeded by what runs, where and when (the node's clock), so the same
+        #: simulation gives the same ones; how many were drawn (a loop drawing them does not repeat)
+        self.random = random.Random(f"{self.vars.get('HOSTNAME', '')}\0{seed}\0{started}")
+        self.drawn = 0
+        #: the functions defined, by name (their bodies), and, for each call running, the values its
+        #: `local` variables had before (None: unset), given back as it returns
+        self.functions: dict[str, object] = {}
+        self.frames: list[dict[str, str | None]] = []
+        #: `trap`'s actions by condition (EXIT, TERM...): EXIT's runs as the shell ends (`_on_exit`)
+        self.traps: dict[str, str] = {}
+
+    def snapshot(self) -> tuple:
+        """The shell's state a later run goes on from (`restore`): its variables, positional
+        parameters, options, `$RANDOM`'s generator, its functions and traps."""
+        return (dict(self.vars), set(self.exported), list(self.args), set(self.options), self.random.getstate(),
+                self.drawn, dict(self.functions), dict(self.traps))
+
+    def restore(self, snapshot: tuple) -> None:
+        variables, exported, args, options, random_state, self.drawn, functions, traps = snapshot
+        self.vars, self.exported, self.args, self.options = dict(variables), set(exported), list(args), set(options)
+        self.random.setstate(random_state)
+        self.functions, self.traps = dict(functions), dict(traps)
 
     def program(self) -> Program:
         journal = self.fs.journal or () if isinstance(self.fs, ContainerFS) else ()
@@ -464,6 +506,9 @@ class _Run:
                     break
         elif isinstance(node, For):
             self.for_loop(node)
+        elif isinstance(node, Function):
+            self.functions[node.name] = node.body
+            self.status = 0
         elif isinstance(node, If):
             for cond, body in node.branches:
                 self._condition(cond)
@@ -500,7 +545,7 @@ class _Run:
         """What the rest of the run depends on (the clock aside)."""
         cwd = self.fs.cwd if isinstance(self.fs, ContainerFS) else None
         return (tuple(self.vars.items()), frozenset(self.exported), self.status, cwd, self.stdin, tuple(self.args),
-                frozenset(self.options))
+                frozenset(self.options), self.drawn)
 
     def _journal(self) -> int:
         return len(self.fs.journal or ()) if isinstance(self.fs, ContainerFS) else 0
@@ -517,7 +562,7 @@ class _Run:
                 before = seen.setdefault(state, mark)
                 if before is not mark and before[2] == mark[2]:
                     self._endless(node, before, passes - before[4])
-                if passes >= LAZY_AFTER and _cannot_end(node) and not {"e", "u"} & self.options:
+                if passes >= LAZY_AFTER and self._cannot_end(node) and not {"e", "u"} & self.options:
                     if self.now == began and (len(self.output) > seen_marks[0] or len(self.errors) > seen_marks[1]):
                         raise _Unknown  # writing without end at one instant: not simulated
                     if self.now > began:  # a counter, or files it adds to: its passes as they come
@@ -542,7 +587,11 @@ class _Run:
         the container's files (a line typed at a shell too: the shell goes on with it, `Shell.resume`)."""
         pipeline = self.rest[0][0][1] if self.rest else None
         return pipeline is not None and len(pipeline.commands) == 1 and pipeline.commands[0] is node and \
-            not pipeline.negate and isinstance(self.fs, ContainerFS) and not _cannot_end(node)
+            not pipeline.negate and isinstance(self.fs, ContainerFS) and not self._cannot_end(node)
+
+    def _cannot_end(self, node: Loop) -> bool:
+        """`_cannot_end`, where no function is defined (one called in the loop might leave it)."""
+        return not self.functions and _cannot_end(node)
 
     def _endless(self, node: Loop, mark: tuple, passes: int) -> None:
         """`node` repeats its last `passes` passes (which started at `mark`) forever: the run ends
@@ -561,13 +610,13 @@ class _Run:
             self.now = math.inf
             raise _Forever
         if wrote:
-            state = dict(self.vars), set(self.exported), self.status, list(self.args), self.stdin, set(self.options)
+            state = self.snapshot(), self.status, self.stdin
             fs = self.fs
 
             def iteration(at: float) -> list[tuple[float, str, str | bytes]]:
-                run = _Run(self.started, state[2], fs=fs, stdin=state[4], args=state[3])
-                run.vars, run.exported, run.now, run.loops = dict(state[0]), set(state[1]), at, 1
-                run.options = set(state[5])
+                run = _Run(self.started, state[1], fs=fs, stdin=state[2])
+                run.restore(state[0])
+                run.now, run.loops = at, 1
                 try:
                     for _ in range(passes):
                         run._condition(node.cond)
@@ -697,6 +746,9 @@ class _Run:
             value = self.args[int(name)] if int(name) < len(self.args) else None
         elif name in ("@", "*"):
             value = " ".join(self.args[1:])
+        elif name == "RANDOM":  # ash's: 0 to 32767, another each time
+            value = str(self.random.randrange(32768))
+            self.drawn += 1
         else:
             value = self.vars.get(name)
         if value is None and "u" in self.options and op not in ("-", ":-", "=", ":=", "+", ":+") and \
@@ -704,8 +756,10 @@ class _Run:
             self.err(f"sh: {name}: parameter not set\n")
             self.status = 2
             raise _Exit
-        if op == "#":
+        if op == "length":
             return str(len(value or ""))
+        if op in PATTERN_OPS:
+            return _trimmed(value or "", self._glob(arg), op)
         if op in (":-", ":=") and not value or op in ("-", "=") and value is None:
             value = self._string(arg)
             if op.endswith("="):
@@ -713,6 +767,16 @@ class _Run:
         elif op in (":+", "+"):
             value = self._string(arg) if (value if op == ":+" else value is not None) else ""
         return value or ""
+
+    def _glob(self, parts: tuple) -> str:
+        """A pattern word (`${x%.*}`'s) as a regular expression: its unquoted `*`, `?` and `[...]`
+        match as a glob's (an expansion's value too), its quoted text is itself."""
+        out = ""
+        for part in parts:
+            quoted = part[2] if part[0] == "lit" else part[-1]
+            text = part[1] if part[0] == "lit" else self._value(part)
+            out += re.escape(text) if quoted else _glob_regex(text)
+        return out
 
     def _substitute(self, script: str) -> str:
         """`$(script)`: what it writes to stdout, its last new lines removed, run as in a subshell
@@ -769,6 +833,23 @@ class _Run:
         finally:
             if saved is not None:
                 self.vars, self.exported = saved
+
+    def _call(self, body, args: list[str]) -> None:
+        """A function's body run with `args` as its positional parameters (`$0` the shell's), until
+        it ends or `return`s; its `local` variables are given back their values after."""
+        saved, self.args = self.args, [self.args[0], *args]
+        self.frames.append({})
+        try:
+            self.node(body)
+        except Return:
+            pass
+        finally:
+            self.args = saved
+            for var, value in self.frames.pop().items():
+                if value is None:
+                    self.vars.pop(var, None)
+                else:
+                    self.vars[var] = value
 
     def _redirected(self, redirects: list[tuple[int, str, str]], run: Callable[[], None]) -> None:
         """`run` with its redirections applied in order, as a shell opens them before it runs: a
@@ -850,7 +931,9 @@ class _Run:
         name, args = os.path.basename(words[0]), words[1:]
         if name in SHELL_ONLY and not in_shell:
             raise _Unknown
-        if name in BUILTINS:
+        if in_shell and words[0] in self.functions:
+            self._call(self.functions[words[0]], args)
+        elif name in BUILTINS:
             self.status = BUILTINS[name](self, name, args)
         elif name in ("basename", "dirname") and 1 <= len(args) <= (2 if name == "basename" else 1):
             path = args[0].rstrip("/") or ("/" if args[0] else "")
@@ -971,6 +1054,44 @@ def _arithmetic(expression: str, variables: dict[str, str]) -> int:
         raise _Unknown from None
 
 
+def _glob_regex(text: str) -> str:
+    """Unquoted pattern text as a regular expression: `*`, `?` and `[...]` (`[!...]` too) as a
+    shell's glob matches them, a backslash quoting the next character."""
+    out, i = "", 0
+    while i < len(text):
+        c = text[i]
+        end = text.find("]", i + 2) if c == "[" else -1
+        if c == "*":
+            out += ".*"
+        elif c == "?":
+            out += "."
+        elif c == "\\" and i + 1 < len(text):
+            i += 1
+            out += re.escape(text[i])
+        elif end > 0:
+            inner = text[i + 1:end]
+            out += "[" + ("^" + inner[1:] if inner.startswith("!") else inner).replace("\\", "\\\\") + "]"
+            i = end
+        else:
+            out += re.escape(c)
+        i += 1
+    return out
+
+
+def _trimmed(value: str, pattern: str, op: str) -> str:
+    """`${x%p}` (and `%%`, `#`, `##`): `value` less the shortest (`%`, `#`) or longest (`%%`, `##`)
+    suffix (`%`) or prefix (`#`) that `pattern` matches; as it is where none does."""
+    cuts = range(len(value) + 1)
+    if op in ("%", "##"):  # the shortest suffix, the longest prefix: from the end
+        cuts = reversed(cuts)
+    for i in cuts:
+        if op.startswith("%") and re.fullmatch(pattern, value[i:], re.S):
+            return value[:i]
+        if op.startswith("#") and re.fullmatch(pattern, value[:i], re.S):
+            return value[i:]
+    return value
+
+
 def _seconds(arg: str) -> float:
     if arg in ("inf", "infinity"):
         return math.inf
@@ -1008,6 +1129,8 @@ class Shell:
         self.cwd = cwd
         self.vars = dict(env or {})
         self.exported = set(self.vars)
+        self.functions: dict[str, object] = {}
+        self.traps: dict[str, str] = {}
         self.pending = ""
 
     def _files(self) -> ContainerFS:
@@ -1024,8 +1147,9 @@ class Shell:
 
     def line(self, text: str, now: float) -> Step:
         """Run one line typed at `now` (the node's wall clock, epoch seconds)."""
-        run = _Run(now, self.status, fs=self._files if self.files else None, stdin=_TERMINAL, interactive=True)
-        run.vars, run.exported = self.vars, self.exported
+        run = _Run(now, self.status, fs=self._files if self.files else None, stdin=_TERMINAL, interactive=True,
+                   env=self.vars, seed=text)
+        run.vars, run.exported, run.functions, run.traps = self.vars, self.exported, self.functions, self.traps
         source, self.pending = self.pending + text, ""
         try:
             _execute(parse(source), run)
@@ -1050,7 +1174,7 @@ class Shell:
     def _step(self, run: _Run) -> Step:
         """What `run` did to the shell (its status, variables and working directory carry over)."""
         self.status = run.status
-        self.vars, self.exported = run.vars, run.exported
+        self.vars, self.exported, self.functions, self.traps = run.vars, run.exported, run.functions, run.traps
         if isinstance(run.fs, ContainerFS):
             self.cwd = run.fs.cwd
         program = run.program()

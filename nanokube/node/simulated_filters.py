@@ -1,5 +1,6 @@
 """The busybox filters a simulated container runs on a stream: `cat`, `tr`, `grep`, `head`, `wc`,
-`sed` and `awk` (the forms people type: `sed 's/a/b/g'`, `sed -n '2p'`, `awk '{print $1}'`).
+`sed`, `awk` and `cut` (the forms people type: `sed 's/a/b/g'`, `sed -n '2p'`, `awk '{print $1}'`,
+`cut -d: -f1`).
 
 Each is a `Filter`: fed its input as it comes (`feed`, what it writes then: a line filter writes
 each line once it has ended, `cat` and `tr` all they got at once), then ended at EOF (`end`: what
@@ -272,6 +273,41 @@ def _tr_set(text: str) -> list[int]:
     return out
 
 
+class _Cut(_Lines):
+    """cut -f LIST [-d C] [-s], -c LIST or -b LIST: the fields (split at a tab, or C) or characters
+    at LIST's positions (`2`, `1,3`, `2-4`, `3-`, `-2`), in order; with -f, a line without the
+    delimiter is written whole (left out with -s)."""
+
+    def __init__(self, ranges: list[tuple[int, int | None]], fields: bool, delimiter: str, only: bool):
+        super().__init__()
+        self.ranges, self.fields, self.delimiter, self.only = ranges, fields, delimiter, only
+
+    def _keeps(self, n: int) -> bool:
+        return any(lo <= n and (hi is None or n <= hi) for lo, hi in self.ranges)
+
+    def line(self, text: bytes, newline: bytes) -> bytes:
+        value = text.decode(errors="replace")
+        if not self.fields:
+            return "".join(c for i, c in enumerate(value, 1) if self._keeps(i)).encode() + b"\n"
+        if self.delimiter not in value:
+            return b"" if self.only else text + b"\n"
+        parts = value.split(self.delimiter)
+        return self.delimiter.join(f for i, f in enumerate(parts, 1) if self._keeps(i)).encode() + b"\n"
+
+
+def _cut_list(spec: str) -> list[tuple[int, int | None]]:
+    """cut's LIST: positions from 1, ranges `N-M`, `N-`, `-M`, separated by commas."""
+    ranges: list[tuple[int, int | None]] = []
+    for item in spec.split(","):
+        m = re.fullmatch(r"(\d*)(-?)(\d*)", item)
+        if not m or not (m.group(1) or m.group(3)) or (m.group(3) and not m.group(2)) or m.group(1) == "0":
+            raise Unknown
+        lo = int(m.group(1) or 1)
+        hi = int(m.group(3)) if m.group(3) else (None if m.group(2) else lo)
+        ranges.append((lo, hi))
+    return ranges
+
+
 def _options(args: list[str], allowed: str, valued: str = "") -> tuple[dict[str, str], list[str]]:
     """Single-letter options (`-vi`, `-n 5`, `-n5`, `-F:`) before the operands; Unknown for others."""
     opts: dict[str, str] = {}
@@ -335,6 +371,12 @@ def parse(argv: list[str]) -> tuple[Filter, list[str]] | None:
                 raise Unknown
             script, rest = rest[0], rest[1:]
         return _Sed("n" in opts, script), rest
+    if name == "cut":
+        opts, files = _options(args, "s", "fcbd")
+        kinds = [k for k in "fcb" if k in opts]
+        if len(kinds) != 1 or len(opts.get("d", "\t")) != 1 or "d" in opts and kinds != ["f"]:
+            raise Unknown
+        return _Cut(_cut_list(opts[kinds[0]]), kinds == ["f"], opts.get("d", "\t"), "s" in opts), files
     if name == "awk":
         opts, rest = _options(args, "", "F")
         if not rest:
@@ -387,4 +429,4 @@ def applet(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 
 
 #: the filters as applets of scripts (cat, head and wc are simulated_applets' own there)
-APPLETS = {name: applet for name in ("tr", "grep", "sed", "awk")}
+APPLETS = {name: applet for name in ("tr", "grep", "sed", "awk", "cut")}

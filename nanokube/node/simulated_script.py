@@ -5,15 +5,16 @@ manifests are made of.
 A script is a list of and-or lists (`;`, `&&`, `||`, new lines) of pipelines (`|`, `!`) of
 commands: a simple command (`NAME=value` assignments, words, `>`, `>>`, `<`), or `while`/`until
 ...; do ...; done`, `for NAME [in WORD...]; do ...; done`, `if ...; then ...; [elif ...; then ...;]
-[else ...;] fi`, `case WORD in [(]PATTERN[|PATTERN]...) ...;; esac` and `{ ...; }`. A word is
-made of parts: literal text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`,
-`+`, `:=`, `=`), `${#NAME}`, the special parameters `$?`, `$#`, `$0`...`$9`, `$@`, `$*`,
-`$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]` (case's; as a command's glob
-they are not simulated). A command, simple or compound, may redirect its descriptors 0 to 2: `<`,
-`>`, `>>`, `N>&M` (`2>&1`, `>&2`). Anything else a shell would do (`~`, backquotes, subshells,
-background jobs, functions, other descriptors) is `Unknown`: the script is not interpreted. A
-script that ends inside a compound command or after an operator is `Incomplete` (an interactive
-shell asks for more)."""
+[else ...;] fi`, `case WORD in [(]PATTERN[|PATTERN]...) ...;; esac`, `{ ...; }`, or a function's
+definition, `NAME() { ...; }` (or another compound command). A word is made of parts: literal
+text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `:=`, `=`),
+`${NAME%pattern}` (and `%%`, `#`, `##`), `${#NAME}`, the special parameters `$?`, `$#`,
+`$0`...`$9`, `$@`, `$*`, `$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]`
+(case's and those of `${NAME%pattern}`; as a command's glob they are not simulated). A command,
+simple or compound, may redirect its descriptors 0 to 2: `<`, `>`, `>>`, `N>&M` (`2>&1`, `>&2`).
+Anything else a shell would do (`~`, backquotes, subshells, background jobs, other descriptors)
+is `Unknown`: the script is not interpreted. A script that ends inside a compound command or
+after an operator is `Incomplete` (an interactive shell asks for more)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ Word = tuple  # of parts
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPECIAL = "?#@*0123456789"
 _OPERATORS = ("&&", "||", ">>", ";;", "<<", ">&", "<&", ";", "&", "|", "<", ">", "(", ")")
-_BRACE_OPS = (":-", ":+", ":=", "-", "+", "=")
+_BRACE_OPS = ("%%", "##", ":-", ":+", ":=", "%", "#", "-", "+", "=")
+#: the operators whose word is a pattern (`${path##*/}`): its unquoted text matches as a glob
+PATTERN_OPS = frozenset({"%", "%%", "#", "##"})
 _PLAIN = re.compile(r"[^\s;&|<>()'\"\\$`*?\[~#]+")
 KEYWORDS = frozenset({"if", "then", "elif", "else", "fi", "while", "until", "do", "done", "for", "in", "{", "}", "!",
                       "case", "esac"})
@@ -95,6 +98,13 @@ class If:
 @dataclass
 class Group:
     body: list
+
+
+@dataclass
+class Function:
+    """`NAME() COMPOUND-COMMAND`: defines a function, which runs the command with its arguments."""
+    name: str
+    body: object
 
 
 @dataclass
@@ -256,16 +266,17 @@ def dollar(script: str, i: int, parts: list, quoted: bool) -> int:
         end = _closing(script, i + 2, "{", "}")
         inner = script[i + 2:end]
         if inner.startswith("#") and _NAME.fullmatch(inner[1:]):
-            parts.append(("var", inner[1:], "#", (), quoted))
+            parts.append(("var", inner[1:], "length", (), quoted))
             return end + 1
         m = _NAME.match(inner) or (re.match(r"[?#@*0-9]", inner) if inner else None)
         if m is None:
             raise Unknown
         op = next((o for o in _BRACE_OPS if inner.startswith(o, m.end())), "")
         if not op and m.end() != len(inner):
-            raise Unknown  # ${x%y}, ${x/y/z}: not simulated
+            raise Unknown  # ${x/y/z}, ${x:1:2}: not simulated
         arg: list = []
         word = inner[m.end() + len(op):]
+        plain = False if op in PATTERN_OPS else quoted  # a pattern's quotes, not the word's, make it literal
         j = 0
         while j < len(word):  # the word: its quotes and expansions, as in double quotes
             if word[j] == "$":
@@ -280,7 +291,7 @@ def dollar(script: str, i: int, parts: list, quoted: bool) -> int:
                 k = j
                 while k < len(word) and word[k] not in "$'\"":
                     k += 1
-                arg.append(("lit", word[j:k], quoted))
+                arg.append(("lit", word[j:k], plain))
                 j = k
         parts.append(("var", m.group(0), op, tuple(arg), quoted))
         return end + 1
@@ -418,6 +429,15 @@ class _Parser:
             return self._no_redirect(self.case())
         if word in KEYWORDS:
             raise Unknown  # `do`, `fi`... out of place
+        if word and _NAME.fullmatch(word) and self.tokens[self.i + 1:self.i + 3] == [Op("("), Op(")")]:
+            self.i += 3
+            self.skip_newlines()
+            if self.peek() is None:
+                raise Incomplete
+            body = self.command()
+            if isinstance(body, Simple):
+                raise Unknown  # a function's body is a compound command
+            return Function(word, body)
         return self.simple()
 
     def case(self) -> Case:

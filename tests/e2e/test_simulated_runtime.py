@@ -454,3 +454,15 @@ def test_a_sidecar_runs_beside_the_init_containers_after_it(cluster):
     assert cluster.kubectl("logs", "side-first", "-c", "wait").stdout == "released ok\n"
     assert cluster.kubectl("logs", "side-first", "-c", "side").stdout == "side up\n"
     assert _columns(cluster, "side-first")[1] == "2/2"
+
+
+def test_random_gives_a_number_from_0_to_32767_each_time_it_is_read(cluster):
+    """`$RANDOM`, as busybox's sh has it (seeded per container on the node's clock: a replayed
+    simulation draws the same numbers); before, the script was not interpreted."""
+    cluster.kubectl("run", "dice", "--image=busybox", "--restart=Never", "--", "sh", "-c",
+                    "echo $RANDOM $RANDOM; r=$RANDOM; echo $((r % 6 + 1))")
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "dice")["status"].get("phase") == "Succeeded", 30,
+             "dice Succeeded")
+    first, second = cluster.kubectl("logs", "dice").stdout.splitlines()
+    a, b = (int(n) for n in first.split())
+    assert 0 <= a < 32768 and 0 <= b < 32768 and a != b and 1 <= int(second) <= 6

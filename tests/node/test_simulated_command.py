@@ -107,6 +107,10 @@ ENV = {"PATH": "/bin", "HOSTNAME": "trainer", "HOME": "/root", "MY_VAR": "hello 
     ("printenv HOME; export X=1; env", "/root\nPATH=/bin\nHOSTNAME=trainer\nHOME=/root\nMY_VAR=hello  world\nX=1\n"),
     ("Y=2 printenv Y; echo \"[$Y]\"; unset HOME; printenv HOME; echo $?", "2\n[]\n1\n"),
     ("echo $(echo a   b) \"$(echo c; echo)\"", "a b c\n"),
+    ("p=/a/b.tar.gz; echo ${p%.*} ${p%%.*} ${p#*/} ${p##*/} ${p%'.*'} \"${p%.[gt]*}\" ${NOPE%x}.",
+     "/a/b.tar /a/b a/b.tar.gz b.tar.gz /a/b.tar.gz /a/b.tar .\n"),  # quoted pattern text is literal
+    ("f() { echo \"$# $1\"; return 4; }; f 'a b' c; echo $? $#", "2 a b\n4 0\n"),
+    ("n() { local x=in; echo $x; }; x=out; n; echo $x; g() { echo g; }; g; g", "in\nout\ng\ng\n"),
 ])
 def test_a_shell_expands_its_variables_and_the_environment(script, out):
     program = interpret(["sh", "-c", script], env=ENV)
@@ -153,7 +157,7 @@ def test_an_endless_loop_writes_on_its_clock_each_pass_worked_out_as_it_comes():
     "while true; do echo flood; done", "i=0; while true; do i=$((i+1)); echo $i; done",  # without end at one instant
     "while [ -d /tmp ]; do echo x >> /tmp/log; sleep 1; done",  # may end, and never repeats itself
     "while true; do echo x; sleep 1; done | cat",  # an endless command in a pipe
-    "f() { echo; }", "echo ~/x",
+    "f() echo hi", "echo ~/x",  # a function whose body is no compound command
 ])
 def test_what_cannot_be_worked_out_is_not_interpreted(pod_files, script):
     assert interpret(["sh", "-c", script], 0, pod_files.draft("main")) is None
@@ -293,3 +297,50 @@ def test_a_line_typed_at_a_shell_waiting_for_a_file_goes_on_once_it_is_there(pod
     step = shell.resume(step.wait, 15.0)
     assert (step.seconds, step.output, step.wait) == (0.0, ((0, "stdout", "go\n"),), None)
     assert (shell.status, shell.line("echo $n", 10.0).output) == (1, ((0, "stdout", "1\n"),))
+
+
+def test_random_is_a_number_drawn_afresh_each_time_the_same_for_the_same_start():
+    """`$RANDOM` (ash's 0 to 32767) is seeded by what runs, on which pod and when: a simulation
+    replayed on the same clock draws the same numbers; a loop drawing them is no repetition."""
+    def drawn(now: float, host: str = "trainer") -> list[int]:
+        program = interpret(["sh", "-c", "echo $RANDOM $RANDOM"], now, env={"HOSTNAME": host})
+        return [int(n) for n in program.output[0][1].split()]
+    first = drawn(100.0)
+    assert all(0 <= n < 32768 for n in first) and first[0] != first[1]
+    assert drawn(100.0) == first and drawn(101.0) != first and drawn(100.0, "other") != first
+    loop = interpret(["sh", "-c", "while true; do echo $RANDOM; sleep 1; done"], 0.0, env={"HOSTNAME": "p"})
+    assert len({x for _, _, x in itertools.islice(loop.timeline(), 20)}) > 15
+
+
+@pytest.mark.parametrize("script, out", [
+    ("printf 'root:x:0\\nbin:x:1\\nplain\\n' > /tmp/p; cut -d: -f1,3 /tmp/p; cut -d: -s -f2- /tmp/p",
+     "root:0\nbin:1\nplain\nx:0\nx:1\n"),
+    ("echo abcdef | cut -c2-4,6; echo 'a\tb' | cut -f2", "bcdf\nb\n"),
+    ("printf 'a b\\nc\\n' | xargs -n 2 echo got; echo x | xargs; printf '/tmp/1\\n/tmp/2' | xargs touch; ls /tmp",
+     "got a b\ngot c\nx\n1\n2\n"),
+    ("printf 'one\\ntwo\\n' | xargs -I{} echo {}.txt; echo | xargs -r echo never; echo a | xargs false; echo $?",
+     "one.txt\ntwo.txt\n123\n"),
+])
+def test_cut_and_xargs_as_busybox_runs_them(pod_files, script, out):
+    program = interpret(["sh", "-c", script], 0.0, lambda: pod_files.draft("main"))
+    assert "".join(x if isinstance(x, str) else x.decode() for _, x in program.output) == out
+
+
+@pytest.mark.parametrize("script, out, code", [
+    ("trap 'echo bye $?' EXIT; echo hi; exit 3", "hi\nbye 3\n", 3),  # the shell's status kept
+    ("trap 'exit 5' EXIT; exit 3", "", 5),
+    ("trap 'echo done' 0; sleep 2; false", "done\n", 1),
+    ("trap 'echo never' EXIT; trap - EXIT; echo y", "y\n", 0),
+    ("trap 'echo t' TERM INT; trap 'echo e' EXIT; trap", "trap -- 'echo e' EXIT\ntrap -- 'echo t' INT\n"
+     "trap -- 'echo t' TERM\ne\n", 0),
+])
+def test_an_exit_trap_runs_as_the_shell_ends(script, out, code):
+    program = interpret(["sh", "-c", script])
+    assert ("".join(x for _, x in program.output), program.exit_code) == (out, code)
+
+
+def test_a_shells_exit_trap_runs_when_it_exits_not_after_each_line():
+    shell = Shell()
+    assert shell.line("trap 'echo bye' EXIT", 0) == Step((), 0, False)
+    assert shell.line("echo hi", 0).output == ((0, "stdout", "hi\n"),)
+    assert shell.line("exit 2", 0) == Step(((0, "stdout", "bye\n"),), 0, True) and shell.status == 2

@@ -252,7 +252,8 @@ def test_a_claim_is_its_directory_on_the_node_and_a_draft_leaves_that_as_it_is(t
 
 @pytest.mark.parametrize("script, out, code", [
     ("echo 'a b c' | awk '{print $2}'", b"b\n", 0),
-    ("cut -c1 /etc/hostname; echo 'k=1 v' | awk -F= '{print $2, $1}'", None, None),  # cut: not simulated
+    ("rev /etc/hostname; echo 'k=1 v' | awk -F= '{print $2, $1}'", None, None),  # rev: not simulated
+    ("cut -c1 /etc/hostname", b"w\n", 0),  # web-0
     ("echo 'k=1 v' | awk -F= '{print $2, $1}'", b"1 v k\n", 0),
     ("echo 'one two' | awk '{print $NF $1}'", b"twoone\n", 0),
     ("echo hello | tr a-z A-Z; echo hello | tr -d l", b"HELLO\nheo\n", 0),

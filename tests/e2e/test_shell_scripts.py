@@ -1,0 +1,76 @@
+"""The shell pieces entrypoint scripts are made of, run by a container's `sh -c` on each runtime
+with the same log: on the simulated runtime by its interpreter (simulated_command), on the
+process runtime by the node's real shell. The process runtime's case is skipped (loudly) only
+without root, `ip` or `nft`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, running_cluster, wait_for
+
+SCRIPT = r"""
+trap 'echo "exiting with $?"' EXIT
+path=/models/llama-7b.tar.gz
+echo "${path##*/} ${path%.tar.gz} ${path%%.*} ${path#/models/} ${#path} ${path%'.*'}"
+tag=v1.2.3; echo "major ${tag%%.*} minor-patch ${tag#*.} file ${path##*/[a-z]}"
+greet() {
+  local who=$1
+  echo "hello $who ($# args)"
+  return 3
+}
+who=outer
+greet world extra; echo "greet returned $? who=$who"
+retry() { n=0; until [ $n -ge 3 ]; do n=$((n+1)); echo "attempt $n"; done; }
+retry; echo "after $n attempts"
+printf 'root:x:0\nbin:x:1\n' | cut -d: -f1,3; echo abcdef | cut -c2-4
+printf 'a b\nc\n' | xargs -n 2 echo got; printf 'x\ny\n' | xargs -I{} echo "item {}"
+"""
+LOG = """llama-7b.tar.gz /models/llama-7b /models/llama-7b llama-7b.tar.gz 23 /models/llama-7b.tar.gz
+major v1 minor-patch 2.3 file lama-7b.tar.gz
+hello world (2 args)
+greet returned 3 who=outer
+attempt 1
+attempt 2
+attempt 3
+after 3 attempts
+root:0
+bin:1
+bcd
+got a b
+got c
+item x
+item y
+exiting with 0
+"""
+
+
+def _job_pod(name: str, script: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", script]}]}}
+
+
+@pytest.fixture(scope="module", params=["simulated", pytest.param("process", marks=PROCESS_RUNTIME)])
+def runtime(request, store_url):
+    """A cluster of each runtime, and which it is."""
+    with (running_cluster("shell") if request.param == "simulated" else process_cluster(store_url, "shell")) as c:
+        yield c, request.param
+
+
+def _run(cluster, name: str, script: str) -> str:
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(_job_pod(name, script)))
+    wait_for(lambda: cluster.kubectl_json("get", "pod", name)["status"].get("phase") in ("Succeeded", "Failed"), 90,
+             f"{name} finished")
+    assert cluster.kubectl_json("get", "pod", name)["status"]["phase"] == "Succeeded"
+    return cluster.kubectl("logs", name).stdout
+
+
+def test_parameter_trimming_functions_cut_and_xargs_log_as_a_real_shell_does(runtime):
+    """`${x%y}`, `${x%%y}`, `${x#y}`, `${x##y}` (their patterns globs, quoted text literal), `${#x}`,
+    functions with arguments, `local` and `return`, `cut`, `xargs` and an EXIT trap (before: not
+    interpreted, the container ran on as a stub and its pod never ended)."""
+    cluster, _ = runtime
+    assert _run(cluster, "trims", SCRIPT) == LOG
