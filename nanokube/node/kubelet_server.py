@@ -7,7 +7,8 @@ SPDY, by the shared machinery/httpstream servers, as the kubelet's streaming ser
 (metrics/usage.py's model, or what the process runtime measures), integrated
 over the time each pod has run for the cumulative CPU counters; the node adds
 the system's share. Volume stats (volumes/stats.py) are measured from the volumes'
-directories at each request."""
+directories (a simulated emptyDir from its pod's files in memory), each measurement standing for
+the kubelet's volumeStatsAggPeriod."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from urllib.parse import quote
 import orjson
 from aiohttp import web
 
+from ..machinery.goduration import string as go_duration
 from ..machinery.httpstream.portforward import serve_port_forward
 from ..machinery.httpstream.remotecommand import serve_command
 from ..clock import parse_time
@@ -30,7 +32,7 @@ from ..metrics.exposition import CONTENT_TYPE, content_type, go_float as _float
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
 from .containerlog import cri_line
-from .volumes.stats import pod_volume_stats
+from .volumes.stats import AGG_PERIOD, StatCache, in_memory_volumes, pod_volume_stats, tree_usage
 from .streaming import log_options
 
 if TYPE_CHECKING:
@@ -81,11 +83,13 @@ def _go_seconds(seconds: int) -> str:
 class KubeletServer:
     """One node agent's kubelet endpoints: `serve(method, path, query)` answers as the kubelet would."""
 
-    def __init__(self, agent: NodeAgent, started: float):
-        """`started`: when the kubelet started (the node's startTime, the base of its CPU counter)."""
+    def __init__(self, agent: NodeAgent, started: float, volume_stats_agg_period: float = AGG_PERIOD):
+        """`started`: when the kubelet started (the node's startTime, the base of its CPU counter);
+        `volume_stats_agg_period`: how long a volume's measurement stands (volumeStatsAggPeriod)."""
         self.agent = agent
         self.metrics = MetricsProvider(agent.client, agent.clock)
         self.started = started
+        self.volume_stats = StatCache(volume_stats_agg_period)
 
     async def serve(self, request: web.Request, path: str) -> web.StreamResponse:
         """`request` as the API server's proxy received it; `path` the kubelet path it asks for."""
@@ -321,13 +325,25 @@ class KubeletServer:
             "nodeLeaseDurationSeconds": a.lease_duration, "podCIDR": a.pod_cidr,
             "maxPods": int(a.spec.capacity.get("pods", 110)),
             "containerLogMaxSize": "10Mi", "containerLogMaxFiles": 5,
+            "volumeStatsAggPeriod": go_duration(round(self.volume_stats.period * 1e9)),
         }
         return _json({"kubeletconfig": cfg}, headers={"X-Content-Type-Options": "nosniff"})
 
     async def _volume_stats(self, pods: list[dict], stamp: str, claims_only: bool = False) -> list[list[dict]]:
-        """Each pod's statsapi.VolumeStats (volumes/stats.py), measured in a thread."""
-        mgr = self.agent.volumes
-        return await asyncio.to_thread(lambda: [pod_volume_stats(mgr, pod, stamp, claims_only) for pod in pods])
+        """Each pod's statsapi.VolumeStats (volumes/stats.py): a volume measured within the
+        aggregation period as it was then, the others measured again in a thread; a simulated
+        emptyDir's files counted here first, on the loop its pod's commands change them on."""
+        mgr, cache, now = self.agent.volumes, self.volume_stats, self.agent.clock.monotonic()
+        cache.prune(now)
+        in_memory: dict[str, dict[str, tuple[int, int]]] = {}
+        for pod in () if claims_only else pods:
+            uid = pod["metadata"]["uid"]
+            worker = self.agent.workers.get(uid)
+            in_memory[uid] = {name: tree_usage(worker.empty_dir(name)) for name in in_memory_volumes(mgr, pod)
+                              if worker is not None and cache.fresh((uid, name), now) is None}
+        return await asyncio.to_thread(lambda: [
+            pod_volume_stats(mgr, pod, stamp, claims_only, cache, now, in_memory.get(pod["metadata"]["uid"]))
+            for pod in pods])
 
     async def _summary(self) -> web.Response:
         """statsapi.Summary: the node's and each running pod's CPU and memory, and the pods' volumes."""
@@ -365,7 +381,8 @@ class KubeletServer:
         gathers them."""
         running = self._running()
         claims: dict[tuple[str, str], dict] = {}
-        for volumes in await self._volume_stats([pod for pod, _, _ in running], "", claims_only=True):
+        for volumes in await self._volume_stats([pod for pod, _, _ in running], self.agent.clock.rfc3339(),
+                                                claims_only=True):
             for v in volumes:
                 claims.setdefault((v["pvcRef"]["namespace"], v["pvcRef"]["name"]), v)
         containers = sum(len(usage) for _, usage, _ in running)

@@ -502,6 +502,12 @@ class PodWorker:
     async def logs(self, container: str, options):
         return self.io.serve_log(container, options)
 
+    def empty_dir(self, name: str):
+        """The in-memory tree of the pod's emptyDir `name` (simulated_fs.Dir), None while no
+        container has looked at its files (the volume stats measure it)."""
+        files = self.io._files
+        return None if files is None else files.volumes.get(name)
+
     def container_logs(self) -> dict:
         """Each container's current log and its restart count (the log file's name), as the
         kubelet's /logs/ lists them."""

@@ -21,6 +21,7 @@ from ..clock import REAL, Clock
 from .agent import NodeAgent, Throttle
 from .kubelet_server import KubeletServer
 from .streaming import NodeStreamingServer, log_options
+from .volumes.stats import AGG_PERIOD
 from .volumes.watch_based_manager import WatchBasedManager
 from .cluster import Cluster
 from .dra.deviceclasses import ensure_device_classes, nvidia_models
@@ -34,12 +35,17 @@ API_CONCURRENCY = 8
 #: from this many nodes on, start-up ends by freezing the heap (see `start`)
 GC_FREEZE_NODES = 1000
 RENEW_ENV = "NANOKUBE_NODE_RENEW_INTERVAL"
+VOLUME_STATS_ENV = "NANOKUBE_VOLUME_STATS_AGG_PERIOD"
 
 
 def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
     """A shorter lease renew interval (seconds) for `nanokube up`, so tests can
-    also shorten the node lifecycle controller's grace period."""
-    return {"renew_interval": float(env[RENEW_ENV])} if env.get(RENEW_ENV) else {}
+    also shorten the node lifecycle controller's grace period; a shorter volume
+    stats aggregation period (seconds), so they see a write in the stats soon."""
+    out = {"renew_interval": float(env[RENEW_ENV])} if env.get(RENEW_ENV) else {}
+    if env.get(VOLUME_STATS_ENV):
+        out["volume_stats_agg_period"] = float(env[VOLUME_STATS_ENV])
+    return out
 
 
 @contextlib.contextmanager
@@ -77,12 +83,13 @@ def _freeze(nodes: int) -> None:
 class NodeManager:
     def __init__(self, connect, cluster: Cluster, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  status_interval: float = 300.0, pods_dir: str | None = None, runtime=None,
-                 plugin_registry: bool = True):
+                 plugin_registry: bool = True, volume_stats_agg_period: float = AGG_PERIOD):
         """`connect(user, field_manager)` gives the client the agents act through (the loopback
         client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
         node's containers (default: simulated). `plugin_registry=False`: the agents watch no
-        plugins_registry directory (NodeAgent)."""
+        plugins_registry directory (NodeAgent). `volume_stats_agg_period`: how long the kubelet
+        endpoints' volume measurements stand (volumeStatsAggPeriod)."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         self._own_pods_dir = pods_dir is None
@@ -90,6 +97,7 @@ class NodeManager:
         self.throttle = Throttle(API_CONCURRENCY)
         #: the agents' kubelet endpoints (nodes/proxy), made when first asked for; they started with this manager
         self._kubelets: dict[str, KubeletServer] = {}
+        self._volume_stats_agg_period = volume_stats_agg_period
         self._started = clock.now()
         #: the ConfigMaps and Secrets the agents' pods' volumes name, one watch each for all agents
         self.watched = {p: WatchBasedManager(self.client, p, clock) for p in ("configmaps", "secrets")}
@@ -178,7 +186,7 @@ class NodeManager:
         if agent is None:
             return None
         if node not in self._kubelets:
-            self._kubelets[node] = KubeletServer(agent, self._started)
+            self._kubelets[node] = KubeletServer(agent, self._started, self._volume_stats_agg_period)
         return self._kubelets[node]
 
     async def read_log(self, namespace: str, name: str, container: str, query) -> bytes | AsyncIterable | None:

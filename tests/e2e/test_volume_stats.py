@@ -3,13 +3,22 @@ kubelet's /stats/summary and its kubelet_volume_stats_* series, read through the
 node proxy with kubectl 1.37, after a checkpoint is written into the claim with `kubectl exec`.
 The numbers are the volume directory's own (bytes and inodes used); the capacity is the
 volume's. A hostPath claim (the default class's) is not measured, as upstream's kubelet
-measures none."""
+measures none. The cluster's kubelets keep a measurement 1 s (volumeStatsAggPeriod, 1 minute by
+default), so the write shows soon."""
 
 from __future__ import annotations
 
 import json
 
-from tests.e2e.conftest import wait_for
+import pytest
+
+from tests.e2e.conftest import running_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with running_cluster("volstats", env={"NANOKUBE_VOLUME_STATS_AGG_PERIOD": "1"}) as c:
+        yield c
 
 MANIFESTS = """
 apiVersion: storage.k8s.io/v1
@@ -91,8 +100,8 @@ def test_a_checkpoint_written_to_a_claim_shows_in_the_kubelets_volume_stats(clus
     r = c.kubectl("exec", "-i", "trainer", "--", "sh", "-c", "mkdir /data/step-100 && cat > /data/step-100/weights",
                   input="w" * size, check=False)
     assert r.returncode == 0, r.stderr
-    after = _volumes(c, node)["data"]
-    assert after["usedBytes"] >= before["usedBytes"] + size
+    after = wait_for(lambda: (v := _volumes(c, node)["data"])["usedBytes"] >= before["usedBytes"] + size and v, 30,
+                     "the checkpoint in the claim's volume stats, once the last measurement's period ended")
     assert after["inodesUsed"] == before["inodesUsed"] + 2, "a directory and a file"
     assert after["availableBytes"] == 2**30 - after["usedBytes"]
 

@@ -20,7 +20,8 @@ POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "names
                 "volumes": [{"name": "scratch", "emptyDir": {}}, {"name": "ram", "emptyDir": {"medium": "Memory"}}]}}
 
 
-def test_an_emptydir_a_process_fills_is_measured(store_url):
+def test_an_emptydir_a_process_fills_is_measured(store_url, monkeypatch):
+    monkeypatch.setenv("NANOKUBE_VOLUME_STATS_AGG_PERIOD", "1")  # a measurement stands 1 s, not 1 minute
     with process_cluster(store_url, "volstats") as c:
         c.kubectl("apply", "-f", "-", input=json.dumps(POD))
         pod = wait_for(lambda: (p := c.kubectl_json("get", "pod", "trainer"))["status"].get("phase") == "Running"

@@ -11,11 +11,16 @@ MetricsProvider measures it, from the node's real directory for the volume:
 - a claim on a local or NFS volume (MetricsStatFS): statfs alone;
 - hostPath, a claim's too (MetricsNil): nothing, as upstream reports none for them.
 
-An emptyDir on disk is measured as the kubelet-written ones where the process runtime runs the
-pod (its files are in the directory), and left out on the simulated runtime (they live in the
-pod's memory) and with medium Memory (a tmpfs upstream, none here). Volumes without a claim
-come first, then the claims with their `pvcRef` (upstream walks a map, so its order is not
-fixed)."""
+An emptyDir on disk is measured as the kubelet-written ones: where the process runtime runs the
+pod, from its directory (its files are there); on the simulated runtime, where its files live in
+the pod's memory (simulated_fs), from that tree (`tree_usage`, as du would count it on the node's
+filesystem), with statfs of its directory on the node for the totals. One with medium Memory (a
+tmpfs upstream, none here) is left out. Volumes without a claim come first, then the claims with
+their `pvcRef` (upstream walks a map, so its order is not fixed).
+
+Each volume's measurement stands for the kubelet's volumeStatsAggPeriod (1 minute) on the node's
+clock (`StatCache`), as its volume stat calculator serves the latest one it made (du and statfs
+run once a period, not at each scrape): its `time` says when it was made."""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...volume.resize import volume_capacity
+from ..simulated_fs import Dir
 from ..storage.provisioner import CSI_DRIVER
 
 if TYPE_CHECKING:
@@ -34,6 +40,50 @@ if TYPE_CHECKING:
 _DU_KINDS = frozenset({"configMap", "secret", "downwardAPI", "projected"})
 #: how a claim's volume is measured: by the CSI driver, by statfs, or not at all (None)
 CSI, STATFS = "csi", "statfs"
+#: the kubelet's volumeStatsAggPeriod (KubeletConfiguration, default 1m): how long a measurement stands
+AGG_PERIOD = 60.0
+#: the node filesystem's block: what du counts a directory, and a file's data rounded up to
+_BLOCK = 4096
+
+
+class StatCache:
+    """Each volume's last measurement by (pod uid, volume name), standing `period` seconds on the
+    node's monotonic clock. Read and kept from the measuring thread too: single dict operations."""
+
+    def __init__(self, period: float = AGG_PERIOD):
+        self.period = period
+        self._latest: dict[tuple[str, str], tuple[float, dict]] = {}
+
+    def fresh(self, key: tuple[str, str], now: float) -> dict | None:
+        hit = self._latest.get(key)
+        return hit[1] if hit is not None and now - hit[0] < self.period else None
+
+    def keep(self, key: tuple[str, str], now: float, entry: dict) -> None:
+        self._latest[key] = (now, entry)
+
+    def prune(self, now: float) -> None:
+        """Forget what no longer stands (a gone pod's volumes among it)."""
+        for key, (at, _) in list(self._latest.items()):
+            if now - at >= self.period:
+                self._latest.pop(key, None)
+
+
+def tree_usage(tree: Dir | None) -> tuple[int, int]:
+    """(bytes, inodes) du counts of an in-memory volume (simulated_fs): each directory one block,
+    each file its data in whole blocks; none yet (no container looked) is an empty directory."""
+    if tree is None:
+        return _BLOCK, 1
+    used = inodes = 0
+    stack: list = [tree]
+    while stack:
+        node = stack.pop()
+        inodes += 1
+        if isinstance(node, Dir):
+            used += _BLOCK
+            stack.extend(node.entries.values())
+        else:
+            used += -(-len(node.data) // _BLOCK) * _BLOCK
+    return used, inodes
 
 
 @dataclass(frozen=True)
@@ -53,30 +103,63 @@ def claim_volume(namespace: str, claim: str, pv: dict) -> ClaimVolume:
     return ClaimVolume(namespace, claim, meter, int(volume_capacity(pv) or 0))
 
 
-def pod_volume_stats(mgr: VolumeManager, pod: dict, stamp: str, claims_only: bool = False) -> list[dict]:
+def in_memory_volumes(mgr: VolumeManager, pod: dict) -> list[str]:
+    """The pod's emptyDirs whose files live in its worker's memory (the simulated runtime's)."""
+    names = [vol.get("name", "") for vol in (pod.get("spec") or {}).get("volumes") or ()
+             if next((k for k in vol if k != "name"), "emptyDir") == "emptyDir"
+             and (vol.get("emptyDir") or {}).get("medium") != "Memory"]
+    return [] if not names or mgr.host_paths else names
+
+
+def pod_volume_stats(mgr: VolumeManager, pod: dict, stamp: str, claims_only: bool = False,
+                     cache: StatCache | None = None, now: float = 0.0,
+                     in_memory: dict[str, tuple[int, int]] | None = None) -> list[dict]:
     """statsapi.VolumeStats of each of the pod's volumes that its plugin measures (`claims_only`:
-    of its claims alone, all the metrics collector reports)."""
+    of its claims alone, all the metrics collector reports): from `cache` where a measurement
+    stands at `now`, else measured (`stamp` its time) and kept there. `in_memory`: the du
+    counts of the pod's in-memory emptyDirs (`in_memory_volumes`) by name, for those to measure."""
     uid = pod["metadata"]["uid"]
     claims = mgr.claims.get(uid, {})
     own, persistent = [], []
     for vol in (pod.get("spec") or {}).get("volumes") or ():
         name = vol.get("name", "")
-        kind = next((k for k in vol if k != "name"), "emptyDir")
-        path = mgr.volume_dir(uid, name)
-        if not claims_only and (kind in _DU_KINDS or kind == "emptyDir" and mgr.host_paths
-                                and (vol.get("emptyDir") or {}).get("medium") != "Memory"):
-            if (fs := _measure(path, walk=True)) is not None:
-                own.append({"time": stamp, **fs, "name": name})
-        elif (claim := claims.get(name)) is not None and claim.meter is not None:
-            fs = _measure(path, walk=claim.meter == CSI)
-            if fs is None:
+        claim = claims.get(name)
+        if claims_only and claim is None:
+            continue
+        entry = cache.fresh((uid, name), now) if cache is not None else None
+        if entry is None:
+            entry = _volume(mgr, uid, vol, claim, stamp, in_memory or {})
+            if entry is None:
                 continue
-            if claim.meter == CSI:
-                fs["capacityBytes"] = claim.capacity
-                fs["availableBytes"] = max(min(claim.capacity - fs["usedBytes"], fs["availableBytes"]), 0)
-            persistent.append({"time": stamp, **fs, "name": name,
-                               "pvcRef": {"name": claim.name, "namespace": claim.namespace}})
+            if cache is not None:
+                cache.keep((uid, name), now, entry)
+        (persistent if "pvcRef" in entry else own).append(entry)
     return own + persistent
+
+
+def _volume(mgr: VolumeManager, uid: str, vol: dict, claim: ClaimVolume | None, stamp: str,
+            in_memory: dict[str, tuple[int, int]]) -> dict | None:
+    """One volume's VolumeStats as its plugin's MetricsProvider measures it; None if it measures none."""
+    name = vol.get("name", "")
+    kind = next((k for k in vol if k != "name"), "emptyDir")
+    path = mgr.volume_dir(uid, name)
+    if kind in _DU_KINDS or kind == "emptyDir" and (vol.get("emptyDir") or {}).get("medium") != "Memory":
+        if not mgr.host_paths and kind == "emptyDir":
+            if name not in in_memory or (fs := _measure(path, walk=False)) is None:
+                return None
+            fs["usedBytes"], fs["inodesUsed"] = in_memory[name]
+        elif (fs := _measure(path, walk=True)) is None:
+            return None
+        return {"time": stamp, **fs, "name": name}
+    if claim is None or claim.meter is None:
+        return None
+    fs = _measure(path, walk=claim.meter == CSI)
+    if fs is None:
+        return None
+    if claim.meter == CSI:
+        fs["capacityBytes"] = claim.capacity
+        fs["availableBytes"] = max(min(claim.capacity - fs["usedBytes"], fs["availableBytes"]), 0)
+    return {"time": stamp, **fs, "name": name, "pvcRef": {"name": claim.name, "namespace": claim.namespace}}
 
 
 def _measure(path: str, walk: bool) -> dict | None:
