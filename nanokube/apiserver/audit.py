@@ -27,6 +27,7 @@ from ..machinery.validation import sloppy_ip
 from .audit_policy import COMPLETE, METADATA, NONE, RECEIVED, REQUEST, REQUEST_RESPONSE, STARTED, Decision, Policy
 from .audit_file import Batches, BufferFull, LogFile, LogOptions
 from .audit_policy import PANIC as STAGE_PANIC
+from .audit_truncate import truncated
 from .auth.authorizer import USER, request_attributes
 from .http_errors import status_response
 
@@ -123,6 +124,8 @@ class AuditLog:
         #: what each line is written to: the file, or batch mode's buffer in front of it
         self._batches = Batches(self._file, options, self._log_error) if options.mode == "batch" else None
         self._sink = self._batches or self._file
+        #: --audit-log-truncate-max-event-size where --audit-log-truncate-enabled, else 0
+        self._max_event = options.truncate.max_event if options.truncate is not None else 0
         #: the encoded user, sourceIPs and userAgent of each loopback client's events
         self._who: dict[tuple, bytes] = {}
 
@@ -210,7 +213,8 @@ class AuditLog:
         written, line = stored
         ok = written or not self.strict
         blocking = self._blocking
-        if blocking is not None and not await blocking.send([line.rstrip(b"\n")]) and blocking.mode == "blocking-strict":
+        if blocking is not None and (sent := blocking.truncated(line)) is not None and \
+                not await blocking.send([sent]) and blocking.mode == "blocking-strict":
             ok = False
         if ok:
             return None
@@ -387,6 +391,10 @@ class AuditLog:
         self._events.inc()
         if webhook and self.webhook is not None:
             self.webhook.add(line)
+        if self._max_event and (line := truncated(line, self._max_event)) is None:
+            log.error("audit log %s: an event is too large even after truncating", self.path)
+            self.metrics.errors.labels("truncate").inc()
+            return True  # (dropped, not failed: upstream's truncate plugin reports success)
         if self.legacy:
             line = legacy_line(orjson.loads(line))
         try:

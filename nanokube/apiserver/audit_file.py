@@ -37,6 +37,7 @@ import threading
 from dataclasses import dataclass
 
 from ..clock import REAL, Clock
+from .audit_truncate import Truncate
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class LogOptions:
     batch_max_size: int = 1
     batch_max_wait: float = 0.0
     batch_throttle: tuple[float, int] | None = None
+    #: --audit-log-truncate-*, where enabled
+    truncate: Truncate | None = None
 
 
 class WriteTooLarge(OSError):

@@ -10,6 +10,7 @@ import os
 
 from ..machinery import goduration
 from .audit_file import LogOptions
+from .audit_truncate import MAX_BATCH, MAX_EVENT, Truncate
 from .audit_webhook import MODES, WebhookBackend
 
 #: the event versions kube-apiserver 1.37 serializes (--audit-log-version, --audit-webhook-version)
@@ -39,6 +40,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                         "RequestReceived event that cannot be written fails its request; batch: written in the "
                         "background")
     _batch_flags(p, "log", 10_000, 1, "0s", False, 0.0, 0)
+    _truncate_flags(p, "log")
     p.add_argument("--audit-log-maxsize", type=int, default=100, metavar="MB",
                    help="the size at which the audit log is rotated, renamed with the time (0: never)")
     p.add_argument("--audit-log-maxbackup", type=int, default=100, metavar="N",
@@ -57,6 +59,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--audit-webhook-initial-backoff", default="10s", metavar="DURATION",
                    help="how long to wait before retrying the first failed request")
     _batch_flags(p, "webhook", 10_000, 400, "30s", True, 10.0, 15)
+    _truncate_flags(p, "webhook")
     p.add_argument("--audit-webhook-version", default=VERSIONS[0], metavar="GROUP/VERSION",
                    help="API group and version of the events sent to the webhook")
 
@@ -97,6 +100,30 @@ def _batch_options(args: argparse.Namespace, plugin: str) -> tuple[int, int, flo
     return get("buffer_size"), get("max_size"), wait, throttle
 
 
+def _truncate_flags(p: argparse.ArgumentParser, plugin: str) -> None:
+    """AuditTruncateOptions.AddFlags."""
+    flag = f"--audit-{plugin}-truncate"
+    p.add_argument(f"{flag}-enabled", type=go_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="whether events too large are truncated (their request and response objects left out)")
+    p.add_argument(f"{flag}-max-batch-size", type=int, default=MAX_BATCH, metavar="BYTES",
+                   help="the largest batch handed to the backend; a larger one is split")
+    p.add_argument(f"{flag}-max-event-size", type=int, default=MAX_EVENT, metavar="BYTES",
+                   help="the largest event handed to the backend: a larger one loses its request and response, "
+                        "and is dropped if still too large")
+
+
+def _truncate_options(args: argparse.Namespace, plugin: str) -> Truncate | None:
+    """The truncate options where enabled; FlagError as AuditTruncateOptions.Validate words it
+    (checked either way, as upstream)."""
+    batch, event = (getattr(args, f"audit_{plugin}_truncate_max_{x}_size") for x in ("batch", "event"))
+    if event <= 0:
+        raise FlagError(f"invalid audit truncate {plugin} max event size {event}, must be a positive number")
+    if batch < event:
+        raise FlagError(f"invalid audit truncate {plugin} max batch size {batch}, must be greater than max event "
+                        f"size ({event})")
+    return Truncate(batch, event) if getattr(args, f"audit_{plugin}_truncate_enabled") else None
+
+
 def log_options(args: argparse.Namespace, enabled: bool = True) -> LogOptions:
     """The log backend's options; FlagError as AuditLogOptions.Validate words it (checked only where
     the log is `enabled`, as upstream)."""
@@ -109,10 +136,11 @@ def log_options(args: argparse.Namespace, enabled: bool = True) -> LogOptions:
             if (v := getattr(args, f"audit_log_{flag}")) < 0:
                 raise FlagError(f"--audit-log-{flag} {v} can't be a negative number")
     batch = _batch_options(args, "log") if enabled and args.audit_log_mode == "batch" else (10_000, 1, 0.0, None)
+    truncate = _truncate_options(args, "log") if enabled else None
     return LogOptions(format=args.audit_log_format, mode=args.audit_log_mode, max_size=args.audit_log_maxsize,
                       max_backups=args.audit_log_maxbackup, max_age=args.audit_log_maxage,
                       compress=args.audit_log_compress, batch_buffer=batch[0], batch_max_size=batch[1],
-                      batch_max_wait=batch[2], batch_throttle=batch[3])
+                      batch_max_wait=batch[2], batch_throttle=batch[3], truncate=truncate)
 
 
 def webhook(args: argparse.Namespace) -> WebhookBackend | None:
@@ -124,13 +152,14 @@ def webhook(args: argparse.Namespace) -> WebhookBackend | None:
     _check_mode("webhook", mode)
     # (the batch options are checked in batch mode only, as upstream; their defaults otherwise)
     buffer, size, wait, throttle = _batch_options(args, "webhook") if mode == "batch" else (10_000, 400, 30.0, None)
+    truncate = _truncate_options(args, "webhook")
     _check_version(args.audit_webhook_version)
     try:
         backoff = goduration.parse(args.audit_webhook_initial_backoff, "--audit-webhook-initial-backoff")
     except ValueError as e:
         raise FlagError(str(e)) from None
     return WebhookBackend(args.audit_webhook_config_file, mode, max_batch=size, max_wait=wait, buffer=buffer,
-                          initial_backoff=backoff, throttle=throttle)
+                          initial_backoff=backoff, throttle=throttle, truncate=truncate)
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:

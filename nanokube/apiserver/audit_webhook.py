@@ -23,6 +23,7 @@ import logging
 import aiohttp
 
 from ..client import kubeconfig
+from . import audit_truncate
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,9 @@ class WebhookError(ValueError):
 class WebhookBackend:
     def __init__(self, config_path: str, mode: str = "batch", *, max_batch: int = 400, max_wait: float = 30.0,
                  buffer: int = 10_000, initial_backoff: float = 10.0, tries: int = 5,
-                 throttle: tuple[float, int] | None = (10.0, 15)):
-        """`throttle`: (batches a second, burst) in batch mode, or None for none."""
+                 throttle: tuple[float, int] | None = (10.0, 15), truncate: audit_truncate.Truncate | None = None):
+        """`throttle`: (batches a second, burst) in batch mode, or None for none; `truncate`: the
+        truncate plugin's limits, where --audit-webhook-truncate-enabled."""
         if mode not in MODES:
             raise WebhookError(f'invalid audit webhook mode {mode}, allowed modes are "{",".join(MODES)}"')
         try:
@@ -49,6 +51,7 @@ class WebhookBackend:
         self.url, self.ssl, self.token = creds.server, creds.ssl, creds.token
         self.mode, self.max_batch, self.max_wait, self.buffer = mode, max_batch, max_wait, buffer
         self.initial_backoff, self.tries = initial_backoff, tries
+        self.truncate = truncate
         self._throttle = TokenBucket(*throttle) if throttle is not None and mode == "batch" else None
         #: the batches being sent (batch mode sends each on its own, as upstream's AsyncDelegate)
         self._sending: set[asyncio.Task] = set()
@@ -66,14 +69,26 @@ class WebhookBackend:
         if self.mode == "batch":
             self._task = asyncio.get_running_loop().create_task(self._batches())
 
+    def truncated(self, line: bytes) -> bytes | None:
+        """An encoded event (its line) as it is sent, without its newline: truncated where the
+        truncate plugin is on, None where it is dropped as too large even so (counted)."""
+        if self.truncate is not None and (line := audit_truncate.truncated(line, self.truncate.max_event)) is None:
+            log.error("audit webhook %s: an event is too large even after truncating", self.url)
+            if self.errors is not None:
+                self.errors.labels("truncate").inc()
+            return None
+        return line.rstrip(b"\n")
+
     def add(self, line: bytes) -> None:
         """One encoded event (its line, newline included)."""
+        if (line := self.truncated(line)) is None:
+            return
         if self.mode == "batch" and len(self.pending) >= self.buffer:
             log.error("audit webhook: the buffer of %d events is full: an event is dropped", self.buffer)
             if self.errors is not None:
                 self.errors.labels("buffered").inc()
             return
-        self.pending.append(line.rstrip(b"\n"))
+        self.pending.append(line)
         if len(self.pending) >= self.max_batch and self._wake is not None:
             self._wake.set()
 
@@ -114,8 +129,19 @@ class WebhookBackend:
                     self._wake.set()
 
     async def send(self, batch: list[bytes]) -> bool:
-        """POST encoded events (lines without their newline) as one EventList, retried with backoff;
-        False if it could not be sent (logged)."""
+        """POST encoded events (lines without their newline) as one EventList (several, each within
+        the truncate plugin's batch size, where it is on), retried with backoff; False if one could
+        not be sent (logged)."""
+        if self.truncate is not None:
+            parts = audit_truncate.split(batch, self.truncate.max_batch)
+            if len(parts) > 1:
+                ok = True
+                for part in parts:
+                    ok = await self._post(part) and ok
+                return ok
+        return await self._post(batch)
+
+    async def _post(self, batch: list[bytes]) -> bool:
         body = _HEAD + b",".join(batch) + b"]}"
         headers = {"Content-Type": "application/json"}
         if self.token:

@@ -105,6 +105,8 @@ def test_backups_past_the_count_and_age_are_removed_and_the_rest_compressed_at_s
     (["--audit-webhook-batch-max-size", "0"], "invalid audit batch webhook max batch size 0, must be a positive number"),
     (["--audit-log-mode", "batch", "--audit-log-batch-throttle-enable"],
      "invalid audit batch log throttle QPS 0, must be a positive number"),
+    (["--audit-webhook-truncate-max-batch-size", "10"],
+     "invalid audit truncate webhook max batch size 10, must be greater than max event size (102400)"),
 ])
 def test_audit_flags_upstream_refuses_stop_up(tmp_path, flags, error):
     (tmp_path / "webhook.yaml").write_text("apiVersion: v1\nkind: Config\n")
