@@ -167,6 +167,8 @@ class AuditLog:
                 async def started(response: web.StreamResponse) -> None:
                     await type(request)._prepare_hook(request, response)
                     self._stage(ctx, STARTED, response.status, None)
+                    if self._blocking is not None:  # sent before the headers are, as upstream's WriteHeader
+                        await self._blocking.flush()
                 # aiohttp's hook as each response's headers are written; the fast path has no router
                 # signal to attach it to (an instance attribute: __setattr__ would warn in debug mode)
                 object.__setattr__(request, "_prepare_hook", started)

@@ -229,3 +229,16 @@ async def test_batch_mode_sends_a_batch_when_the_throttle_lets_it(tmp_path, sink
     finally:
         if not stopped:
             await server.stop()
+
+
+async def test_blocking_mode_sends_a_watchs_response_started_while_it_streams(tmp_path, sink):
+    (tmp_path / "policy.yaml").write_text(CREATES.replace('verbs: ["create"]', 'verbs: ["watch"]'))
+    server = await _served(tmp_path, WebhookBackend(str(tmp_path / "webhook.yaml"), "blocking"))
+    try:
+        async with aiohttp.ClientSession() as http, http.get(
+                f"{server.url}/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=30",
+                ssl=admin_context(server.pki, tmp_path)) as r:
+            assert r.status == 200  # the headers are here; the watch goes on
+            assert [e["stage"] for e in sink.events()] == ["RequestReceived", "ResponseStarted"]
+    finally:
+        await server.stop()
