@@ -678,7 +678,9 @@ class PodWorker:
         asks for (or report it pending), each reported by a status write and events (upstream's
         allocation manager: ResizeStarted; ResizeDeferred or ResizeInfeasible when the pending
         condition is new or its reason or generation changes, not for a new message alone;
-        ResizeCompleted). A spec change with nothing to act on is still observed: its generation."""
+        ResizeCompleted). A spec change with nothing to act on is still observed: its generation.
+        An allocation not actuated yet (a sync failed in between) is actuated now, as the kubelet's
+        next SyncPod actuates what its allocation manager checkpointed."""
         await self._sync_images()
         if self._start_ephemeral() | self._end_ephemeral():
             await self._write_running(self.clock.rfc3339())
@@ -686,7 +688,7 @@ class PodWorker:
         await self._start_events(started, interruptible=False)
         wanted = inplace.desired(self.pod)
         gen = self.pod["metadata"].get("generation")
-        if wanted == self.allocated:
+        if wanted == self.allocated and self.actuated == self.allocated:
             if self.resize_conditions:  # a pending resize was taken back (no event, as upstream)
                 self.resize_conditions = []
                 await self._write_running(self.clock.rfc3339())
@@ -697,7 +699,8 @@ class PodWorker:
         live = {c.get("type"): c for c in (self.pod.get("status") or {}).get("conditions") or ()}
         others = [w.allocated_requests() for w in self.agent.workers.values()
                   if w is not self and (w.pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-        refused = inplace.refusal(inplace.requests_with(self.pod, wanted), self.agent.spec.allocatable, others)
+        refused = wanted != self.allocated and \
+            inplace.refusal(inplace.requests_with(self.pod, wanted), self.agent.spec.allocatable, others)
         if refused:
             reason, why = refused
             was = self.resize_conditions[0] if self.resize_conditions else {}
@@ -709,10 +712,11 @@ class PodWorker:
                                       inplace.message(f"Pod resize {reason}", self.pod, gen, why))
                 await self._write_running(now)
             return
-        self.allocated = wanted
-        self.resize_conditions = [inplace.condition(inplace.IN_PROGRESS, live.get(inplace.IN_PROGRESS), now, gen)]
-        await self._event("Normal", "ResizeStarted", inplace.message("Pod resize started", self.pod, gen))
-        await self._write_running(now)
+        if wanted != self.allocated:
+            self.allocated = wanted
+            self.resize_conditions = [inplace.condition(inplace.IN_PROGRESS, live.get(inplace.IN_PROGRESS), now, gen)]
+            await self._event("Normal", "ResizeStarted", inplace.message("Pod resize started", self.pod, gen))
+            await self._write_running(now)
         restarted = inplace.restarts(self.pod, self.actuated, self.allocated)
         self._actuate()
         for name in restarted:

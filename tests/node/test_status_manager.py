@@ -196,6 +196,32 @@ async def test_a_running_pod_whose_sync_failed_acts_on_its_next_updates(env):
     assert (await _failed_syncs(s, "web"))[0][2] == 1  # no sync failed again
 
 
+async def test_a_resize_allocated_before_a_failed_sync_is_actuated_by_the_next_sync(env):
+    """The write that reports a resize in progress fails on a bug, after the resize was allocated:
+    the sync after the pod workers' back-off actuates it (the containers run with it, reported in
+    their status) and completes it."""
+    s, pods, clock = env
+    app = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    await pods.create({"metadata": {"name": "web", "namespace": "default"},
+                       "spec": {"nodeName": "gpu-0",
+                                "containers": [{"name": "app", "image": "busybox:1.36", "resources": app}]}})
+    await eventually(phase_is(pods, "web", "Running"))
+    fail_status_writes(s.rest, "web", [RuntimeError("unexpected")])
+    await pods.patch("web", {"spec": {"containers": [{"name": "app", "resources": {
+        "requests": {"cpu": "1500m"}, "limits": {"cpu": "1500m"}}}]}}, SMP, namespace="default", subresource="resize")
+    await becomes(lambda: _failed_syncs(s, "web"), [("Warning", "error determining status: unexpected", 1)])
+    await _advance(clock, 10)
+
+    async def actuated():
+        p = await pods.get("web", "default")
+        cs = p["status"]["containerStatuses"][0]
+        return p if cs["resources"]["limits"]["cpu"] == "1500m" and not any(
+            c["type"] == "PodResizeInProgress" for c in p["status"]["conditions"]) else None
+    p = await eventually(actuated)
+    assert p["status"]["containerStatuses"][0]["allocatedResources"]["cpu"] == "1500m"
+    assert (await _reasons(s, "web")).count("ResizeCompleted") == 1
+
+
 async def _killed(s, name: str) -> list[str]:
     events, _ = await s.client.resource("", "v1", "events").list(namespace="default")
     return [e["message"] for e in events if e["reason"] == "Killing" and e["involvedObject"]["name"] == name]
