@@ -85,16 +85,18 @@ def _passes() -> None:
 def _warn_when_sent(request: web.Request, texts: list[str]) -> None:
     """Authentication's warnings (a legacy token's) on the request's response as its headers are
     written, ahead of the handler's own, as upstream's recorder writes them before the handler adds
-    any: a watch or other stream, which starts answering before its handler returns, included."""
+    any: a watch or other stream, which starts answering before its handler returns, included; not
+    a protocol switch (exec, attach, port-forward), whose 101 upstream relays from the kubelet."""
     then = request._prepare_hook  # (the audit's, for a long-running request)
 
     async def hook(response: web.StreamResponse) -> None:
-        later = response.headers.popall("Warning", [])
-        for text in texts:
-            response.headers.add("Warning", warning.header(text))
-        for value in later:
-            response.headers.add("Warning", value)
-        warning.limit(response.headers)
+        if response.status != 101:
+            later = response.headers.popall("Warning", [])
+            for text in texts:
+                response.headers.add("Warning", warning.header(text))
+            for value in later:
+                response.headers.add("Warning", value)
+            warning.limit(response.headers)
         await then(response)
     object.__setattr__(request, "_prepare_hook", hook)  # (see AuditLog._around)
 

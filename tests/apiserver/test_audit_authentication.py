@@ -95,22 +95,29 @@ def _samples(text: str) -> dict[str, float]:
             if k.startswith("apiserver_audit_")}
 
 
+async def auto_generated_token(server: APIServer, admin: aiohttp.ClientSession, role: str) -> str:
+    """An auto-generated legacy token (its Secret listed in its account's) of an account `builder`
+    bound to ClusterRole `role` in the default namespace."""
+    sa = {"metadata": {"name": "builder"}, "secrets": [{"name": "builder-token"}]}
+    async with admin.post("/api/v1/namespaces/default/serviceaccounts", json=sa) as r:
+        sa = await r.json()
+    secret = {"metadata": {"name": "builder-token", "annotations": {"kubernetes.io/service-account.name": "builder"}},
+              "type": "kubernetes.io/service-account-token"}
+    token = sign_es256(server.tokens.key, legacy_claims(sa, secret))
+    secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
+    binding = {"metadata": {"name": "builder"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                            "kind": "ClusterRole", "name": role},
+               "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"}]}
+    for path, body in (("/api/v1/namespaces/default/secrets", secret),
+                       ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", binding)):
+        async with admin.post(path, json=body) as r:
+            assert r.status == 201, await r.text()
+    return token
+
+
 async def test_an_auto_generated_legacy_tokens_warning_is_on_a_watch_too(tmp_path):
     async with served(tmp_path, str(tmp_path / "audit.log")) as (server, admin):
-        sa = {"metadata": {"name": "builder"}, "secrets": [{"name": "builder-token"}]}  # listed: auto-generated
-        async with admin.post("/api/v1/namespaces/default/serviceaccounts", json=sa) as r:
-            sa = await r.json()
-        secret = {"metadata": {"name": "builder-token", "annotations": {"kubernetes.io/service-account.name": "builder"}},
-                  "type": "kubernetes.io/service-account-token"}
-        token = sign_es256(server.tokens.key, legacy_claims(sa, secret))
-        secret["data"] = {"token": base64.b64encode(token.encode()).decode()}
-        binding = {"metadata": {"name": "builder-view"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                                                                     "kind": "ClusterRole", "name": "view"},
-                   "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"}]}
-        for path, body in (("/api/v1/namespaces/default/secrets", secret),
-                           ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", binding)):
-            async with admin.post(path, json=body) as r:
-                assert r.status == 201, await r.text()
+        token = await auto_generated_token(server, admin, "view")
         trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())  # the token alone
         async with aiohttp.ClientSession(f"https://localhost:{server.port}", headers={"Authorization": f"Bearer {token}"},
                                          connector=aiohttp.TCPConnector(ssl=trust)) as robot:

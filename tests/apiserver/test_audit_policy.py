@@ -5,6 +5,7 @@ a real server as kube-apiserver's audit tests drive theirs (test/integration/api
 from __future__ import annotations
 
 import asyncio
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -204,6 +205,28 @@ async def test_a_watch_and_an_exec_have_a_response_started_stage(cluster):
     assert [(e["stage"], e["objectRef"].get("subresource"), e["objectRef"]["name"]) for e in execs] == [
         ("RequestReceived", "exec", "one"), ("ResponseStarted", "exec", "one"), ("ResponseComplete", "exec", "one")]
     assert execs[1]["responseStatus"]["code"] == 101 and len({e["auditID"] for e in execs}) == 1
+
+
+async def test_a_legacy_tokens_warning_is_not_on_an_execs_protocol_switch(cluster):
+    """Upstream relays the kubelet's 101, which has no Warning of the API server's; a plain read has it."""
+    from tests.apiserver.auth.test_legacy_token_tracking import AUTO_WARNING
+    from tests.apiserver.test_audit_authentication import auto_generated_token
+
+    server = cluster.server
+    admin_ctx = admin_context(server.pki, cluster.tmp_path)
+    async with aiohttp.ClientSession(server.url, connector=aiohttp.TCPConnector(ssl=admin_ctx)) as admin:
+        token = await auto_generated_token(server, admin, "edit")
+    trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
+    async with aiohttp.ClientSession(server.url, headers={"Authorization": f"Bearer {token}"},
+                                     connector=aiohttp.TCPConnector(ssl=trust)) as robot:
+        async with robot.get("/api/v1/namespaces/default/pods") as r:
+            assert r.status == 200 and r.headers.getall("Warning", []) == [AUTO_WARNING]
+        upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol": "v5.channel.k8s.io"}
+        async with robot.get("/api/v1/namespaces/default/pods/one/exec?command=cat&stdin=true&stdout=true",
+                             headers=upgrade) as r:
+            assert r.status == 101 and r.headers.getall("Warning", []) == []
+        cluster.node.done.set()
 
 
 async def test_an_in_process_components_writes_are_audited_by_the_policy(cluster):
