@@ -20,6 +20,9 @@ a fresh root. Its volume mounts lie over it:
 
 A mount's `subPath` and `readOnly` are honoured, and a volume the pod or its
 PersistentVolume takes read-only (`read_only`) is read-only at every mount.
+The CDI devices of a container's DRA claims add theirs (`cdi`): a CDI mount is
+the node's file or directory at its container path, and a device node an empty
+file at its path (its `fileMode`), as the runtime would create it.
 Nothing here touches the node's disk but those volumes' directories, and a
 link there that leads out of its volume is not followed.
 """
@@ -83,12 +86,15 @@ class _Mount:
 class PodFiles:
     """One pod's in-memory volumes and its containers' roots, made when first needed."""
 
-    def __init__(self, pod: dict, volume_dir, clock, read_only=lambda name: False, node: str = ""):
+    def __init__(self, pod: dict, volume_dir, clock, read_only=lambda name: False, node: str = "", cdi=None):
         """`volume_dir(name)`: where the kubelet set up volume `name` on the node; `read_only(name)`:
         whether the kubelet mounts it read-only everywhere (a claim or its PersistentVolume says so);
-        `node`: the node's name (a hostNetwork pod's hostname)."""
+        `node`: the node's name (a hostNetwork pod's hostname); `cdi(container)`: the CDI edits of
+        its devices (`mounts`: (host path, container path, read-only); `device_nodes`: (path, host
+        path, mode))."""
         self.pod = pod
         self.node = node
+        self.cdi = cdi
         self.volume_dir = volume_dir
         self.read_only = read_only
         self.clock = clock
@@ -107,7 +113,7 @@ class PodFiles:
         copy: a command is worked out on it (a container's more than once, as the kubelet's sync
         looks at it) without touching the files, and what it changes (`journal`) is done when
         its time comes (`replay`)."""
-        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock, self.read_only, self.node)
+        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock, self.read_only, self.node, self.cdi)
         scratch.volumes = copy.deepcopy(self.volumes)
         scratch.snapshot = True
         if not fresh:
@@ -153,6 +159,10 @@ class PodFiles:
                     break
             else:
                 mounts.append(_Mount(path, tree=tree, read_only=read_only))
+        edits = self.cdi(name) if self.cdi and c else None
+        for host, target, read_only in edits.mounts if edits else ():
+            host = os.path.normpath(host)
+            mounts.append(_Mount(posixpath.normpath(target), host=host, root=host, read_only=read_only))
         workdir = posixpath.normpath(posixpath.join("/", c.get("workingDir") or "/"))
         root = self.roots.get(name)
         if root is None:
@@ -165,6 +175,13 @@ class PodFiles:
                 d = root
                 for part in path.split("/")[1:]:
                     d = d.entries.setdefault(part, Dir(mtime=now)) if isinstance(d, Dir) and part else d
+        for path, _, mode in edits.device_nodes if edits else ():
+            *parents, leaf = [p for p in posixpath.normpath(path).split("/") if p]
+            d = root
+            for part in parents:
+                d = d.entries.setdefault(part, Dir(mtime=now)) if isinstance(d, Dir) else d
+            if isinstance(d, Dir):
+                d.entries.setdefault(leaf, File(mode=0o666 if mode is None else mode & 0o7777, mtime=now))
         fs = ContainerFS(root, sorted(mounts, key=lambda m: len(m.path), reverse=True), now)
         fs.cwd = workdir
         return fs

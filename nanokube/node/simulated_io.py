@@ -140,7 +140,8 @@ class SimulatedIO:
         if self._files is None:
             volumes, uid = self.worker.agent.volumes, self.worker.uid
             self._files = PodFiles(self.worker.pod, lambda name: volumes.volume_dir(uid, name), self.worker.clock,
-                                   lambda name: volumes.read_only(uid, name), self.worker.agent.name)
+                                   lambda name: volumes.read_only(uid, name), self.worker.agent.name,
+                                   lambda name: self.worker.agent.claims.cdi_edits(self.worker.pod, name))
         return self._files.container(container, self.worker.pod)
 
     def draft(self, container: str, fresh: bool = True) -> ContainerFS:

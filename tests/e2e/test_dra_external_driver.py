@@ -2,11 +2,12 @@
 registers with a simulated node of `nanokube up` through the node's
 plugins_registry socket directory, publishes its ResourceSlice through the
 API, and the node agent prepares the claim of a pod scheduled on its devices
-by calling NodePrepareResources; the container sees the CDI spec's env, and
-deleting the pod calls NodeUnprepareResources; the node's /metrics counts the calls and the
-claims in use as the kubelet's DRA metrics do. On both runtimes: the
-simulated one's `env` prints what the container was given, the process
-runtime's is a real process's environment."""
+by calling NodePrepareResources; the container sees the CDI spec's env and
+mount (and, simulated, its device node), and deleting the pod calls
+NodeUnprepareResources; the node's /metrics counts the calls and the claims
+in use as the kubelet's DRA metrics do. On both runtimes: the simulated one's
+`env` prints what the container was given, the process runtime's is a real
+process's environment and mount namespace."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def byo(request, store_url):
         yield c
 
 
-def test_a_driver_of_ones_own_prepares_the_claim_and_the_container_gets_its_cdi_env(byo):
+def test_a_driver_of_ones_own_prepares_the_claim_and_the_container_gets_its_cdi_edits(byo, request):
     api = byo.client()
     core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
     node = wait_for(lambda: core.list_node().items)[0].metadata.name
@@ -69,6 +70,13 @@ def test_a_driver_of_ones_own_prepares_the_claim_and_the_container_gets_its_cdi_
         env = byo.kubectl("exec", "byo", "--", "env").stdout.splitlines()
         assert f"DRIVER={DRIVER}" in env
         assert f"DEVICE_{device.rsplit('-', 1)[1]}={device}" in env
+        # the spec's mount: the driver's directory for the device, read-only
+        mounted = f"/var/run/{DRIVER}/{device}"
+        assert byo.kubectl("exec", "byo", "--", "cat", f"{mounted}/info").stdout == f"{DRIVER} {device}\n"
+        write = byo.kubectl("exec", "byo", "--", "sh", "-c", f"echo x > {mounted}/new", check=False)
+        assert write.returncode != 0 and "Read-only file system" in write.stderr, write.stderr
+        if request.node.callspec.params["byo"] == "simulated":  # the process runtime's /dev is the host's
+            assert f"dra-{device}" in byo.kubectl("exec", "byo", "--", "ls", "/dev").stdout.split()
 
         # the kubelet's DRA metrics, scraped through the API server's node proxy
         metrics = _metrics(byo, node)

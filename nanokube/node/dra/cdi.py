@@ -5,9 +5,12 @@ NodePrepareResources; the runtime finds each name's spec by its `kind`
 ("vendor.com/class") and applies the spec's `containerEdits`, then the
 device's, to the container.
 
-Only environment edits are applied here (`env`: "NAME=value" entries, a later
-one replacing an earlier one of the same name); mounts, device nodes and hooks
-describe host resources a simulated node does not have.
+The edits a node applies (`edits`): `env` ("NAME=value" entries, a later one
+replacing an earlier one of the same name), `mounts` (a host file or directory
+bound at `containerPath`, read-only with the "ro" option) and `deviceNodes`
+(`path` in the container, from `hostPath`, else the same path, on the host;
+`fileMode`). Hooks run programs on the host at the container's creation, which
+a simulated node does not do.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -46,10 +50,26 @@ def load_specs(cdi_dir: str) -> list[dict]:
     return specs
 
 
+@dataclass
+class ContainerEdits:
+    """What the named devices' specs do to a container, spec-wide edits before each device's own."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    #: (host path, container path, read-only), in order
+    mounts: list[tuple[str, str, bool]] = field(default_factory=list)
+    #: (container path, host path, file mode or None), in order, each path once
+    device_nodes: list[tuple[str, str, int | None]] = field(default_factory=list)
+
+
 def environment(cdi_dir: str, devices: list[str]) -> dict[str, str]:
     """The variables the named devices' specs set, spec-wide edits before each device's own."""
+    return edits(cdi_dir, devices).env
+
+
+def edits(cdi_dir: str, devices: list[str]) -> ContainerEdits:
+    """The named devices' edits; CDIError naming those no spec in the directory resolves."""
     specs = load_specs(cdi_dir)
-    edits: list[dict] = []
+    found_edits: list[dict] = []
     applied_specs: list[int] = []
     missing = []
     for qualified in devices:
@@ -68,14 +88,22 @@ def environment(cdi_dir: str, devices: list[str]) -> dict[str, str]:
         i, dev = found
         if i not in applied_specs:
             applied_specs.append(i)
-            edits.append(specs[i].get("containerEdits") or {})
-        edits.append(dev.get("containerEdits") or {})
+            found_edits.append(specs[i].get("containerEdits") or {})
+        found_edits.append(dev.get("containerEdits") or {})
     if missing:
         raise CDIError(f"unresolvable CDI devices {', '.join(missing)}")
-    env: dict[str, str] = {}
-    for e in edits:
+    out = ContainerEdits()
+    for e in found_edits:
         for entry in e.get("env") or []:
             key, sep, value = str(entry).partition("=")
             if key and sep:
-                env[key] = value
-    return env
+                out.env[key] = value
+        for m in e.get("mounts") or []:
+            if isinstance(m, dict) and m.get("hostPath") and str(m.get("containerPath", "")).startswith("/"):
+                out.mounts.append((str(m["hostPath"]), str(m["containerPath"]), "ro" in (m.get("options") or [])))
+        for d in e.get("deviceNodes") or []:
+            path = str(d.get("path", "")) if isinstance(d, dict) else ""
+            if path.startswith("/") and all(n[0] != path for n in out.device_nodes):
+                mode = d.get("fileMode")
+                out.device_nodes.append((path, str(d.get("hostPath") or path), mode if isinstance(mode, int) else None))
+    return out

@@ -460,17 +460,22 @@ class ClaimPreparer:
             return f"{CDI_CREATE_FAILED}CDI device injection failed: {e}"
         return ""
 
-    def cdi_environment(self, pod: dict, container: str) -> dict[str, str]:
-        """The variables the CDI specs of the container's devices add (cdi.py)."""
+    def cdi_edits(self, pod: dict, container: str) -> cdi.ContainerEdits:
+        """What the CDI specs of the container's devices do to it (cdi.py): none while one of
+        them does not resolve (the runtime then refuses to create it, `cdi_error`)."""
         ids = self.cdi_devices(pod, container)
         if not ids:
-            return {}
+            return cdi.ContainerEdits()
         try:
-            return cdi.environment(self.cdi_dir, ids)
+            return cdi.edits(self.cdi_dir, ids)
         except cdi.CDIError as e:
             log.warning("node %s: container %s of pod %s/%s: %s", self.spec.name, container,
                         pod["metadata"]["namespace"], pod["metadata"]["name"], e)
-            return {}
+            return cdi.ContainerEdits()
+
+    def cdi_environment(self, pod: dict, container: str) -> dict[str, str]:
+        """The variables the CDI specs of the container's devices add."""
+        return self.cdi_edits(pod, container).env
 
     def _network_status(self, claim: dict) -> list[dict]:
         """Device status entries for the claim's NICs on this node: configured and Ready."""

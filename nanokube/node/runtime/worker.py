@@ -154,6 +154,14 @@ class ProcessPodWorker(PodWorker):
             self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
             mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))
                            or self.agent.volumes.read_only(self.uid, vm["name"])))
+        # the CDI mounts of its DRA devices; a device node from another host path is bound at its
+        # own (one at the same path the process sees already)
+        edits = self.agent.claims.cdi_edits(self.pod, c.name)
+        for src, target, read_only in edits.mounts + [(host, path, False) for path, host, _ in edits.device_nodes
+                                                      if host != path]:
+            if os.path.exists(src):
+                self.runtime.claim_mountpoint(target, not os.path.isdir(src))
+                mounts.append((src, target, read_only))
         self._env[c.name] = await self._environment(spec)
         return c
 

@@ -3,8 +3,8 @@ k8s.io/dynamic-resource-allocation/kubeletplugin serves for a real driver:
 Registration on `<registry>/<driver>-reg.sock` and DRAPlugin on
 `<plugins>/<driver>/dra.sock`, over gRPC. It records every call, writes a CDI
 spec (kind `<driver>/device`, one device per prepared device, each setting
-`DEVICE_<n>` and the spec-wide `DRIVER`), and answers NodePrepareResources
-with one device per allocation result of its driver, found by `results`
+`DEVICE_<n>` and the spec-wide `DRIVER`, with a mount and a device node), and
+answers NodePrepareResources with one device per allocation result of its driver, found by `results`
 (claim namespace, name -> [(request, pool, device)]). Listing a
 DRAResourceHealth service in `versions` serves NodeWatchResources: the health
 `set_health` gives each device, streamed again on each change.
@@ -106,6 +106,10 @@ class PluginDriver:
             time.sleep(0.05)
         return got
 
+    def state_dir(self, device: str) -> str:
+        """Where it keeps a prepared device's files on the node (beside the CDI directory)."""
+        return os.path.join(os.path.dirname(self.cdi_dir), "dra-state", self.driver, device)
+
     def _record(self, method: str, request: dict) -> None:
         with self._lock:
             self.calls.append((method, request))
@@ -170,12 +174,22 @@ class PluginDriver:
                 for (pool, device), h in sorted(sent.items())])
 
     def write_spec(self, device: str) -> None:
-        """One CDI spec file per device, as drivers write them (cdiVersion, kind, devices)."""
+        """One CDI spec file per device, as drivers write them (cdiVersion, kind, devices): besides
+        the variables, the device's state directory (`state_dir(device)`, holding `info`) mounted
+        read-only at /var/run/<driver>/<device>, and its device node /dev/dra-<device>."""
         os.makedirs(self.cdi_dir, exist_ok=True)
+        os.makedirs(self.state_dir(device), exist_ok=True)
+        with open(os.path.join(self.state_dir(device), "info"), "w") as f:
+            f.write(f"{self.driver} {device}\n")
         index = device.rsplit("-", 1)[-1]
         spec = {"cdiVersion": "0.6.0", "kind": f"{self.driver}/device",
                 "containerEdits": {"env": [f"DRIVER={self.driver}"]},
-                "devices": [{"name": device, "containerEdits": {"env": [f"DEVICE_{index}={device}"]}}]}
+                "devices": [{"name": device, "containerEdits": {
+                    "env": [f"DEVICE_{index}={device}"],
+                    "mounts": [{"hostPath": self.state_dir(device), "containerPath": f"/var/run/{self.driver}/{device}",
+                                "options": ["ro", "nosuid", "nodev", "bind"]}],
+                    "deviceNodes": [{"path": f"/dev/dra-{device}", "type": "c", "major": 195, "minor": int(index),
+                                     "fileMode": 0o660}]}}]}
         with open(os.path.join(self.cdi_dir, f"{self.driver}-{device}.json"), "w") as f:
             json.dump(spec, f)
 
