@@ -48,6 +48,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .apiserver.audit_policy import PolicyError
     from .apiserver.audit_policy import load as load_audit_policy
     from .apiserver import audit_options
+    from .apiserver.audit_file import ensure_log_file
     from .apiserver.audit_webhook import WebhookError
     from .scheduler.config import ConfigError, SchedulerConfig
     from .scheduler.config import load as load_scheduler_config
@@ -111,12 +112,18 @@ async def _up(args: argparse.Namespace) -> int:
     if problem := admission_flag_problem(disabled):
         print(f"nanokube: {problem}", file=sys.stderr)
         return 2
+    audit = args.audit_log_path if args.audit_log_path is not None else os.path.join(data_dir, "audit.log")
+    if audit:
+        try:
+            ensure_log_file(audit)
+        except OSError as e:
+            print(f"nanokube: {e.strerror}", file=sys.stderr)
+            return 1
     try:
         store = open_store(args.store, data_dir, shared=args.api_workers > 1)
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
-    audit = args.audit_log_path if args.audit_log_path is not None else os.path.join(data_dir, "audit.log")
     # --port 0: the server binds port 0 and reports the kernel's pick as server.port (no probe first,
     # which another process could take before the bind)
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,

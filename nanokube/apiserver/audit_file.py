@@ -70,6 +70,23 @@ class LogOptions:
     truncate: Truncate | None = None
 
 
+def ensure_log_file(path: str) -> None:
+    """kube-apiserver's ensureLogFile, before it serves: the directories made (0700) and the file
+    (0600, for what the events hold); an OSError worded as Go's (`open PATH: is a directory`)."""
+    try:
+        os.makedirs(os.path.dirname(path) or ".", 0o700, exist_ok=True)
+        _open(path).close()
+    except OSError as e:
+        op = "mkdir" if e.filename != path else "open"
+        raise OSError(e.errno, f"ensureLogFile: {op} {e.filename}: {(e.strerror or str(e)).lower()}") from None
+
+
+def _open(path: str):
+    """The file for appending, unbuffered, made 0600 where it is new (as upstream)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    return open(fd, "ab", buffering=0)  # noqa: SIM115 - held open for the server's life
+
+
 class WriteTooLarge(OSError):
     """A line longer than the file may grow: lumberjack refuses it, and the event is lost."""
 
@@ -86,7 +103,7 @@ class LogFile:
         stem, self.ext = os.path.splitext(os.path.basename(path))
         self.prefix = stem + "-"
         # unbuffered: each line is one write(2), as upstream writes each event to the file
-        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - held open for the server's life
+        self._file = _open(path)
         self._size = os.fstat(self._file.fileno()).st_size
         self._lock = self._shared = None
         self._gen = 0
@@ -153,7 +170,7 @@ class LogFile:
     def _reopen(self) -> None:
         """The file now at the path, which another worker's rotation made (under the lock)."""
         self._gen = _GEN.unpack_from(self._shared)[0]
-        old, self._file = self._file, open(self.path, "ab", buffering=0)  # noqa: SIM115
+        old, self._file = self._file, _open(self.path)
         old.close()
 
     def _rotate(self) -> None:

@@ -93,6 +93,13 @@ def test_backups_past_the_count_and_age_are_removed_and_the_rest_compressed_at_s
     assert sorted(p.name for p in data.iterdir() if "-" in p.name and p.suffix in (".log", ".gz")) == sorted(
         [f"audit-{recent[0]}.log.gz", f"audit-{recent[1]}.log.gz", "audit-notes.log", f"other-{recent[2]}.log"])
     assert gzip.decompress((data / f"audit-{recent[0]}.log.gz").read_bytes()) == b"one day\n"
+    assert (data / "audit.log").stat().st_mode & 0o777 == 0o600  # made as upstream's ensureLogFile makes it
+
+
+def test_an_audit_log_path_that_cannot_be_opened_stops_up(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path / "data"),
+                        "--audit-log-path", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr) == (1, f"nanokube: ensureLogFile: open {tmp_path}: is a directory\n")
 
 
 @pytest.mark.parametrize("flags,error", [
