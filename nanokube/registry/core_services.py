@@ -863,6 +863,8 @@ class ServiceStrategy(Strategy):
             for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
                 if f in ospec:
                     spec[f] = ospec[f]
+        elif stype != "ExternalName" and otype != "ExternalName" and not spec.get("clusterIPs") and ospec.get("clusterIPs"):
+            spec["clusterIPs"] = ospec["clusterIPs"]  # patchAllocatedValues: a clusterIP sent alone changes the first
         if spec.get("clusterIP") != ospec.get("clusterIP") and spec.get("clusterIPs") == ospec.get("clusterIPs"):
             # normalizeClusterIPs: a client that changed clusterIP alone changed the first of clusterIPs
             if spec.get("clusterIP"):

@@ -1,0 +1,50 @@
+"""Writes a schema-driven sweep found answered with a 500 (type-correct hostile values at every path of a
+kind, sent as dry-run creates and updates): each is upstream's 4xx over HTTP, and nothing is written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tests.served import served
+
+SVCS = "/api/v1/namespaces/default/services"
+
+
+async def _send(api, method: str, path: str, body=None, ctype: str = "application/json") -> tuple[int, dict]:
+    def send():
+        r = api.rest_client.pool_manager.request(method, api.configuration.host + path,
+                                                 body=None if body is None else json.dumps(body).encode(),
+                                                 headers={"Content-Type": ctype})
+        return r.status, json.loads(r.data)
+    return await asyncio.to_thread(send)
+
+
+@pytest.fixture
+async def api(tmp_path):
+    async with served(tmp_path) as (_, api_client):
+        yield api_client
+
+
+def _service(name: str, **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}], **spec}}
+
+
+@pytest.mark.parametrize("ip", ["x", "1Gi", "999.999.999.999"])
+async def test_an_update_that_sends_a_bad_cluster_ip_without_cluster_ips(api, ip):
+    """A Service updated with a clusterIP that is no IP and no clusterIPs (a client that knows only the
+    singular field) was a 500 ('NoneType' object has no attribute 'version': the allocator read the
+    clusterIP's family). Upstream's patchAllocatedValues gives the new Service the old clusterIPs, which
+    normalizeClusterIPs then makes [clusterIP], so the allocator's check refuses it."""
+    code, svc = await _send(api, "POST", SVCS, _service("web"))
+    assert code == 201
+    for query in ("?dryRun=All", ""):
+        code, status = await _send(api, "PUT", f"{SVCS}/web{query}", _service("web", clusterIP=ip))
+        assert (code, status["reason"], status["details"]["causes"]) == (422, "Invalid", [{
+            "reason": "FieldValueInvalid", "field": "spec.clusterIPs[0]",
+            "message": f'Invalid value: "{ip}": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'}])
+    code, same = await _send(api, "PUT", f"{SVCS}/web", _service("web", clusterIP=svc["spec"]["clusterIP"]))
+    assert code == 200 and same["spec"]["clusterIPs"] == svc["spec"]["clusterIPs"]
