@@ -219,6 +219,8 @@ def _message(buf: bytes, start: int, end: int, name: str):
             value = _value(ftype, buf, wire, val)
             if flags == "o" and not value:
                 out.pop(jname, None)
+            elif value is None and flags == "p" and ftype in _ZERO_TIMES:  # a pointer at the zero time
+                out[jname] = _ZERO_TIMES[ftype]
             else:
                 out[jname] = value
     if name in ARRAY_WRAPPERS:
@@ -252,6 +254,8 @@ def _timestamp(buf: bytes, start: int, end: int, micro: bool):
     return text + (f".{_int(f, 2) // 1000:06d}Z" if micro else "Z")
 
 
+#: how JSON writes Go's zero time, which protobuf sends as an empty Timestamp
+_ZERO_TIMES = {META + "Time": "0001-01-01T00:00:00Z", META + "MicroTime": "0001-01-01T00:00:00.000000Z"}
 #: the Unix seconds of 0000-01-01T00:00:00Z and 0001-01-01T00:00:00Z, and of 400 Gregorian years
 _YEAR_ZERO, _YEAR_ONE, _CYCLE = -62167219200, -62135596800, 146097 * 86400
 

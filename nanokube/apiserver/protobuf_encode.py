@@ -6,8 +6,9 @@ ContentType protobuf, kube-controller-manager, the scheduler) read: fields in fi
 a value scalar always, its zero too (json's omitempty plays no part); a pointer ("p") or a
 `[]byte` only when set; a value struct always, empty or not; repeated fields unpacked, one tag per
 element; map entries sorted by key. Time and MicroTime are Timestamp{seconds, nanos} (Time keeps no
-nanos) and empty when zero; Quantity is its string; IntOrString {type, intVal, strVal}; Duration its
-nanoseconds; RawExtension and FieldsV1 the JSON bytes. A top-level object is `k8s\\x00` +
+nanos) and empty when zero (a pointer at the zero time, stored as a null key, too); Quantity is its
+string; IntOrString {type, intVal, strVal}; Duration its nanoseconds; RawExtension and FieldsV1 the
+JSON bytes. A top-level object is `k8s\\x00` +
 runtime.Unknown{typeMeta, raw, contentEncoding, contentType}; a watch event is meta.v1.WatchEvent,
 unwrapped and length-prefixed (the raw serializer and framer of the stream), whose object is a
 wrapped one.
@@ -29,6 +30,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: Go's zero time (0001-01-01T00:00:00Z), which Time and MicroTime encode as no timestamp at all
 _GO_ZERO = -62135596800
 _SCALAR_ZERO = {"bool": False, "string": "", "float": 0.0, "double": 0.0}
+#: pointer fields whose null (a key held null, not left out) points at the zero time (structural)
+_TIMES = frozenset((META + "Time", META + "MicroTime"))
 
 # how a field is written: a value field always, a pointer when set (both one value), the others
 _VALUE, _POINTER, _REPEATED, _MAP, _INLINE = range(5)
@@ -228,6 +231,9 @@ def message(obj, name: str) -> bytes:
         if value is None:
             if how == _VALUE:
                 out += extra
+            elif how == _POINTER and ftype in _TIMES and jname in obj:  # a pointer at the zero time
+                out += key
+                out += b"\x00"
             continue
         if how <= _POINTER:  # one value
             out += key

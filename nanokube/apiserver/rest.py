@@ -1537,8 +1537,9 @@ def _as_decoded(res: Resource, entry: Entry | None, subresource: str | None) -> 
     `serviceName: ""`, a PVC dataSource's `apiGroup: null`) equals the same object sent back, as
     upstream's stored objects do once decoded into Go structs. `entry` itself when nothing changes,
     and for a subresource's write, which keeps the stored spec as it is (decoding a whole pod for
-    each status patch doubled its cost: issue 19's pending pods)."""
-    if entry is None or subresource or type(res.strategy).decode is not Strategy.decode \
+    each status patch doubled its cost: issue 19's pending pods), and for a resource stored in another's
+    shape (events.k8s.io's Events are core/v1's: its own schema would add its value times to them)."""
+    if entry is None or subresource or type(res.strategy).decode is not Strategy.decode or res.storage_alias \
             or (sch := schemas.kind_schema(res.group, res.storage_version, res.kind)) is None:
         return entry
     obj = json_copy(entry.obj)

@@ -18,7 +18,9 @@ required scalar, which Go keeps as its zero value (`value: null` is `0`), or
 a time, which Go encodes as null either way (but ObjectMeta's creationTimestamp,
 omitzero since 1.33: a template's `creationTimestamp: null` is dropped). A built-in's
 metav1.Time is kept as Go marshals it once parsed: UTC to the second, and the zero time
-(`0001-01-01T00:00:00Z`, a zero MicroTime too) as null, or left out where null is.
+(`0001-01-01T00:00:00Z`, a zero MicroTime too) as null, or left out where null is; a time
+field that is a Go value, not a pointer, is null when left out too (a condition's
+`lastProbeTime: null`, a running container's `startedAt: null`).
 Likewise an omitempty value field of a built-in type, sent as its zero
 (`hostNetwork: false`, `nodeName: ""`, `paused: false`), and an omitempty list
 or map sent empty (`args: []`, `labels: {}`) decode as unset, while a list or
@@ -508,16 +510,16 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
             times: dict[str, bool] | None = None) -> Checker:
     empty, null = empty or {}, null or {}
     null_fields = tuple(null)  # lists, maps, pointers and scalars tagged without omitempty: null or zero when nil
-    # a time that is a Go value (not a pointer) is encoded as null when zero: sent null or as the zero
-    # time, it is null (a pod condition's `lastProbeTime: null`); a pointer sent null is nil, left out
-    # (omitempty). One sent as the zero time points at it: served null upstream, but kept as sent here,
-    # where the stored JSON is all there is and its printers tell it from nil (a CronJob's Last Schedule
-    # `<unknown>`, not `<none>`). ObjectMeta's creationTimestamp is omitzero since 1.33
-    # (kubernetes#130989): a zero one is left out
+    # a time that is a Go value (not a pointer) is encoded as null when zero: sent null, as the zero
+    # time or not at all, it is null (a pod condition's `lastProbeTime: null`); a pointer sent null is
+    # nil, left out (omitempty). One sent as the zero time points at it, which Go serves as null: kept
+    # as a null key, which its printers tell from nil (a CronJob's Last Schedule `<unknown>`, not
+    # `<none>`) and protobuf writes as an empty Timestamp. ObjectMeta's creationTimestamp is omitzero
+    # since 1.33 (kubernetes#130989): a zero one is left out
     created = go == "v1.ObjectMeta"
     value_times = frozenset(k for k, pointer in (times or {}).items()
                             if not pointer and not (created and k == "creationTimestamp"))
-    pointer_times = frozenset(k for k, pointer in (times or {}).items() if pointer)
+    null_fields += tuple(sorted(value_times - null.keys()))  # a value time left out is zero too
     simple = {k: c.simple for k, (c, _) in fields.items() if hasattr(c, "simple")}
     nested = {k: c for k, (c, _) in fields.items()}
     # what a null field becomes: a required scalar's zero value (or an optional one's tagged without
@@ -551,7 +553,7 @@ def _object(fields: dict[str, tuple[Checker, str]], struct: str, go: str, open_:
                 if r is _ZERO:
                     if k in zero_dropped:
                         nulls = (nulls or []) + [k]
-                    elif k not in pointer_times:
+                    else:
                         v[k] = None
                 elif r is not None:
                     v[k] = r  # a value in canonical form (same key: safe while iterating)

@@ -59,8 +59,10 @@ PULL_SECONDS = "sim.nanokube.io/pull-seconds"
 #: the kubelet's activeDeadlineHandler's message (status.message and its DeadlineExceeded Event)
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 #: the state the status manager's TerminatePod gives a container that had not finished when its pod ended
+#: (its times zero: null, as the server serves them)
 UNKNOWN_STATE = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
-                                "message": "The container could not be located when the pod was terminated"}}
+                                "message": "The container could not be located when the pod was terminated",
+                                "startedAt": None, "finishedAt": None}}
 PULL_ERROR = "sim.nanokube.io/pull-error"
 #: how soon after a failed pull the pod is synced again and reported backing off
 PULL_RESYNC = 1.0
@@ -284,9 +286,11 @@ def readiness_gates_message(spec: dict, conditions: list[dict]) -> str:
 def _condition(ctype: str, ok: bool, now: str, live: dict, generation: int | None, reason: str = "",
                message: str = "") -> dict:
     """A kubelet condition for the pod's `generation`; its lastTransitionTime stays the live one's
-    while its status does not change (upstream's updateLastTransitionTime)."""
+    while its status does not change (upstream's updateLastTransitionTime). Its lastProbeTime is
+    never set, so null, as the server serves it (a metav1.Time value): the status compares equal."""
     status = "True" if ok else "False"
-    c = {"type": ctype, "status": status, "lastTransitionTime": transition_time(live.get(ctype), status, now)}
+    c = {"type": ctype, "status": status, "lastProbeTime": None,
+         "lastTransitionTime": transition_time(live.get(ctype), status, now)}
     if generation:
         c["observedGeneration"] = generation
     if reason:

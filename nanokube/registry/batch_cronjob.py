@@ -55,8 +55,9 @@ class CronJobStrategy(Strategy):
         ]
 
     def _last_schedule(self, o: Obj) -> str:
-        t = (o.get("status") or {}).get("lastScheduleTime")
-        return since(t, self.clock) if t else "<none>"
+        """`<none>` while unset (nil); a zero time, stored as a null key, is `<unknown>`."""
+        status = o.get("status") or {}
+        return since(status["lastScheduleTime"], self.clock) if "lastScheduleTime" in status else "<none>"
 
     def default(self, obj: Obj, version: str) -> None:
         """SetDefaults_CronJob (batch/v1)."""

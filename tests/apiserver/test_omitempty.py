@@ -61,7 +61,8 @@ async def test_status_zeros_that_upstream_encodes_are_kept(tmp_path):
         condition = {"type": "Progressing", "status": "", "reason": "", "message": ""}
         d = await _json(apps.patch_namespaced_deployment_status, "d", "default",
                         {"status": {"conditions": [condition], "replicas": 0, "readyReplicas": 0}})
-        assert d["status"]["conditions"] == [{"type": "Progressing", "status": ""}]
+        assert d["status"]["conditions"] == [{"type": "Progressing", "status": "", "lastUpdateTime": None,
+                                              "lastTransitionTime": None}]
         assert not {"replicas", "readyReplicas"} & set(d["status"])
 
 

@@ -426,7 +426,8 @@ async def test_a_patch_result_is_decoded_strictly_in_what_the_patch_names(stack,
     # nulls the decoder drops or zeroes are dropped or zeroed in the stored object
     out = await pods.patch("p", {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": None}]}},
                            patch_type, namespace=NS, subresource="status")
-    assert out["status"]["conditions"] == [{"type": "Ready", "status": "False"}]
+    assert out["status"]["conditions"] == [{"type": "Ready", "status": "False", "lastProbeTime": None,
+                                            "lastTransitionTime": None}]
 
 
 @pytest.mark.parametrize("patch_type", [SMP, "application/merge-patch+json"])
@@ -472,7 +473,8 @@ async def test_a_patch_does_not_fail_on_what_the_live_object_held_before(stack):
     await stack.cache.wait_for(kv.mod_revision)
     out = await pods.patch("p", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, SMP, namespace=NS,
                            subresource="status")
-    assert out["status"]["conditions"] == [{"type": "Ready", "status": "False"}]
+    assert out["status"]["conditions"] == [{"type": "Ready", "status": "False", "lastProbeTime": None,
+                                            "lastTransitionTime": None}]
     with pytest.raises(APIError) as e:  # a patch of the spec decodes the spec, and finds it
         await pods.patch("p", {"spec": {"activeDeadlineSeconds": 5}}, SMP, namespace=NS)
     assert 'unknown field "spec.colour"' in e.value.message

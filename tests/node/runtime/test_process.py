@@ -470,7 +470,8 @@ async def test_a_pod_deleted_while_its_image_is_pulled_ends_container_status_unk
     st = (await eventually(status_of(pods, "pulling", phase("Failed"))))["status"]
     assert st["containerStatuses"][0]["state"] == {"terminated": {
         "exitCode": 137, "reason": "ContainerStatusUnknown",
-        "message": "The container could not be located when the pod was terminated"}}
+        "message": "The container could not be located when the pod was terminated",
+        "startedAt": None, "finishedAt": None}}  # zero times, served null
     assert not (tmp / "pulled-ran").exists()
     await pods.patch("pulling", {"metadata": {"finalizers": None}}, namespace="default")
 
