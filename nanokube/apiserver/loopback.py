@@ -121,7 +121,10 @@ class ResourceClient:
         return items, meta["resourceVersion"]
 
     async def watch(self, namespace: str | None = None, resource_version: str = "", label_selector: str = "",
-                    field_selector: str = ""):
+                    field_selector: str = "", timeout_seconds: int | None = None):
+        """`timeout_seconds` is taken as the HTTP client's is, and ignored: an in-process watch is no
+        request for the server to time out, and runs until closed (ending every informer's watch each
+        5 to 10 minutes would wake an idle simulated day thousands of times)."""
         await asyncio.sleep(0)
         stream = await self.c.rest.watch(self.res, self.version, namespace, resource_version=resource_version,
                                          label_selector=label_selector, field_selector=field_selector)

@@ -261,11 +261,12 @@ class HTTPResourceClient:
         return out.get("items") or [], out["metadata"].get("resourceVersion", "")
 
     async def watch(self, namespace: str | None = None, resource_version: str = "", label_selector: str = "",
-                    field_selector: str = ""):
-        """An async generator of (type, object); `aclose()` ends the stream."""
+                    field_selector: str = "", timeout_seconds: int | None = None):
+        """An async generator of (type, object); `aclose()` ends the stream. `timeout_seconds`: how
+        long the server is asked to serve it (else its --min-request-timeout's draw)."""
         params = {"watch": "true", "allowWatchBookmarks": "true"}
         for k, v in (("resourceVersion", resource_version), ("labelSelector", label_selector),
-                     ("fieldSelector", field_selector)):
+                     ("fieldSelector", field_selector), ("timeoutSeconds", timeout_seconds and str(timeout_seconds))):
             if v:
                 params[k] = v
         headers = await self.c._headers()

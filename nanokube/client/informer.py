@@ -1,6 +1,7 @@
 """Informers: list then watch one resource into a local cache, calling
 handlers on changes. A watch the server ends (its timeout) is reopened from the last resourceVersion
 seen, a bookmark's included; only an expired one (410) or an error relists, as client-go's reflector.
+Each watch asks for its own timeout, and a relist waits out a backoff, as the reflector's do.
 The objects are shared by every handler and reader (copy before changing); the cache mutation
 detector (mutation.py) checks that."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import sys
 from collections.abc import Callable
 
@@ -16,6 +18,38 @@ from ..machinery.errors import APIError
 from . import mutation
 
 log = logging.getLogger(__name__)
+
+#: the reflector's minWatchTimeout: each watch asks for a random timeoutSeconds in [5, 10) minutes,
+#: so the watches clients opened together do not all end, and come back, together
+MIN_WATCH_TIMEOUT = 300.0
+#: the reflector's backoff between ListAndWatch runs (wait.NewExponentialBackoffManager(800ms, 30s,
+#: 2min, 2.0, 1.0)): 0.8 s doubling to 30 s, each wait up to twice its step (jitter 1.0), back to
+#: 0.8 s once two minutes passed since the last wait began (a healthy watch in between)
+BACKOFF_INITIAL, BACKOFF_CAP, BACKOFF_RESET, BACKOFF_FACTOR, BACKOFF_JITTER = 0.8, 30.0, 120.0, 2.0, 1.0
+
+
+class Backoff:
+    """client-go's exponentialBackoffManagerImpl on an injected clock: `next()` is the wait before
+    the next try. Its steps stop growing at the cap; past BACKOFF_RESET since the last wait began,
+    they start over."""
+
+    def __init__(self, clock: Clock, draw: Callable[[], float] = random.random):
+        self.clock, self.draw = clock, draw
+        self.step = BACKOFF_INITIAL
+        self.capped = False
+        self.last: float | None = None
+
+    def next(self) -> float:
+        now = self.clock.monotonic()
+        if self.last is not None and now - self.last > BACKOFF_RESET:
+            self.step, self.capped = BACKOFF_INITIAL, False
+        self.last = now
+        delay = self.step
+        if not self.capped:
+            self.step *= BACKOFF_FACTOR
+            if self.step > BACKOFF_CAP:  # wait.Backoff.Step: the cap ends the steps
+                self.step, self.capped = BACKOFF_CAP, True
+        return delay + self.draw() * BACKOFF_JITTER * delay
 
 
 def key_of(obj: dict) -> str:
@@ -27,11 +61,14 @@ def key_of(obj: dict) -> str:
 
 class Informer:
     def __init__(self, rc, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
-                 clock: Clock = REAL):
-        """`clock` times the pause before a failed list or watch is retried, so in virtual time
-        the retry waits for simulated time, not the wall."""
+                 clock: Clock = REAL, draw: Callable[[], float] = random.random):
+        """`clock` times the backoff before a list or watch is tried again, so in virtual time the
+        retry waits for simulated time, not the wall; `draw` (uniform in [0, 1)) picks each watch's
+        timeout and each backoff's jitter."""
         self.rc = rc
         self.clock = clock
+        self.draw = draw
+        self.backoff = Backoff(clock, draw)
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
@@ -91,44 +128,54 @@ class Informer:
             self._indexers[name] = _Index(ix.value_of, store)
 
     async def run(self) -> None:
-        """ListAndWatch: list once, then watch from the last resourceVersion seen for as long as
-        the server keeps ending watches normally; relist only after a 410 (the version left the
+        """The reflector's Run: ListAndWatch, and after each time it ends the backoff's wait
+        (`Backoff`) before the next list. ListAndWatch lists once, then watches from the last
+        resourceVersion seen, each watch with a timeoutSeconds of its own in [5, 10) minutes, for as
+        long as the server keeps ending watches normally. It ends after a 410 (the version left the
         server's window), an error, or a watch that ended within a second with nothing in it
-        (client-go's "very short watch", so a server that closes every watch is not hammered)."""
-        rv = ""
+        (client-go's "very short watch"); a watch the server refuses with a 429, or a connection it
+        refuses, is tried again from the same resourceVersion after a backoff's wait, without a list."""
         origin = f"the informer for {self.rc.res.plural}"
         while True:
-            d = mutation.DETECTOR
             try:
-                if not rv:
-                    items, rv = await self.rc.list(self.namespace, self.label_selector, self.field_selector)
-                    self._replace(items, d, origin)
-                opened, events = self.clock.monotonic(), 0
-                stream = await self.rc.watch(self.namespace, rv, self.label_selector, self.field_selector)
-                try:
-                    async for typ, obj in stream:
-                        events += 1
-                        if d is not None:
-                            d.keep(obj, origin)
-                        self._handle(typ, obj)
-                        rv = obj["metadata"].get("resourceVersion") or rv
-                finally:
-                    await stream.aclose()
-                if not events and self.clock.monotonic() - opened < 1:
-                    log.warning("informer for %s: very short watch with no events", self.rc.res.plural)
-                    rv = ""
-                    await self.clock.sleep(1)
+                await self._list_and_watch(origin)
             except asyncio.CancelledError:
                 raise
             except APIError as e:
-                rv = ""
                 if e.code != 410:
                     log.warning("informer for %s: %s", self.rc.res.plural, e.message)
-                    await self.clock.sleep(1)
             except Exception:
-                rv = ""
                 log.exception("informer for %s failed", self.rc.res.plural)
-                await self.clock.sleep(1)
+            await self.clock.sleep(self.backoff.next())
+
+    async def _list_and_watch(self, origin: str) -> None:
+        d = mutation.DETECTOR
+        items, rv = await self.rc.list(self.namespace, self.label_selector, self.field_selector)
+        self._replace(items, d, origin)
+        while True:
+            timeout = int(MIN_WATCH_TIMEOUT * (self.draw() + 1.0))
+            try:
+                stream = await self.rc.watch(self.namespace, rv, self.label_selector, self.field_selector,
+                                             timeout_seconds=timeout)
+            except Exception as e:
+                if not _retriable(e):
+                    raise
+                log.warning("informer for %s: watch failed, backing off: %s", self.rc.res.plural, e)
+                await self.clock.sleep(self.backoff.next())
+                continue
+            opened, events = self.clock.monotonic(), 0
+            try:
+                async for typ, obj in stream:
+                    events += 1
+                    if d is not None:
+                        d.keep(obj, origin)
+                    self._handle(typ, obj)
+                    rv = obj["metadata"].get("resourceVersion") or rv
+            finally:
+                await stream.aclose()
+            if not events and self.clock.monotonic() - opened < 1:
+                log.warning("informer for %s: very short watch with no events", self.rc.res.plural)
+                return
 
     def _replace(self, items: list[dict], d, origin: str) -> None:
         """A list's items become the store; the handlers hear what changed since the last one."""
@@ -201,6 +248,13 @@ class Informer:
                 h(old, new)
             except Exception:
                 log.exception("informer for %s: an event handler failed", self.rc.res.plural)
+
+
+def _retriable(e: Exception) -> bool:
+    """isWatchErrorRetriable: a 429, or a connection the server refused (it is restarting)."""
+    if isinstance(e, APIError):
+        return e.code == 429
+    return isinstance(getattr(e, "os_error", e), ConnectionRefusedError)
 
 
 class _Index:

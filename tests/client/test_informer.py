@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from nanokube.client.informer import InformerFactory
+from nanokube.client.informer import Backoff, Informer, InformerFactory
 from nanokube.clock import VirtualClock
 from tests.controllers import eventually, make_stack
 
@@ -92,19 +92,35 @@ async def test_a_failing_handler_does_not_keep_the_event_from_the_others_or_rest
     assert lists == [1]
 
 
-async def test_a_failed_list_is_retried_after_a_second_of_the_injected_clock():
+async def test_a_failed_list_is_retried_after_the_reflectors_backoff_on_the_injected_clock():
+    """client-go's reflector backoff (800 ms doubling to 30 s; jitter drawn 0 here), on the informer's
+    clock: each failed list waits one step longer than the last, up to the cap."""
     s = await make_stack()
     clock = VirtualClock()
-    factory = InformerFactory(clock)
     pods = s.client.resource("", "v1", "pods")
-    inf = factory.informer(pods, field_selector="spec.noSuchField=x")
+    inf = Informer(pods, field_selector="spec.noSuchField=x", clock=clock, draw=lambda: 0.0)
+    task = asyncio.create_task(inf.run())
     try:
-        factory.start([inf])
+        waits = []
         await clock.advance(0)
-        assert clock.next_due() == 1.0, "the retry waits on the informer's clock"
-        await clock.advance(1)
-        assert clock.next_due() == 2.0, "a second list failed after one virtual second"
+        for _ in range(9):
+            waits.append(round(clock.next_due() - clock.monotonic(), 6))
+            await clock.advance(waits[-1])
+        assert waits == [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0, 30.0]
         assert not inf.synced.is_set()
     finally:
-        await factory.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
         await s.close()
+
+
+async def test_the_backoff_jitters_up_to_twice_its_step_and_starts_over_after_two_quiet_minutes():
+    clock = VirtualClock()
+    draws = iter([0.5, 0.999, 0.0, 0.0])
+    backoff = Backoff(clock, lambda: next(draws))
+    assert [backoff.next(), backoff.next()] == [0.8 * 1.5, 1.6 * 1.999]
+    await clock.advance(120)  # two minutes since the last wait began: not yet more
+    assert backoff.next() == 3.2
+    await clock.advance(120.5)
+    assert backoff.next() == 0.8
+

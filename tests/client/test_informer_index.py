@@ -26,7 +26,7 @@ class ScriptedClient:
         self.lists += 1
         return self.snapshots.pop(0), str(self.lists)
 
-    async def watch(self, namespace, rv, label_selector, field_selector):
+    async def watch(self, namespace, rv, label_selector, field_selector, timeout_seconds=None):
         async def stream():
             while (ev := await self.events.get()) is not None:
                 yield ev

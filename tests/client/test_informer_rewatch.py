@@ -1,7 +1,7 @@
-"""An informer over HTTP when the server ends its watch (--min-request-timeout's draw, on the
-server's clock): like client-go's reflector it watches again from the last resourceVersion it saw,
-without a list in between and without replaying adds; only a 410 (that version left the server's
-window) makes it list again."""
+"""An informer over HTTP when the server ends its watch (the timeoutSeconds the informer asked for,
+5 to 10 minutes as client-go's reflector draws it, on the server's clock): like the reflector it
+watches again from the last resourceVersion it saw, without a list in between and without replaying
+adds; only a 410 (that version left the server's window) makes it list again, after a backoff."""
 
 import asyncio
 import contextlib
@@ -18,11 +18,11 @@ from tests.controllers import tries
 
 @contextlib.asynccontextmanager
 async def served(tmp_path, window: int = 50_000):
-    """A server whose watches end 10 to 20 s after they open on its virtual clock, resuming from at
-    most `window` events back, and a client."""
+    """A server on a virtual clock whose watches without a timeoutSeconds would end after an hour or
+    two, resuming from at most `window` events back, and a client."""
     pki = ensure_pki(str(tmp_path))
     clock = VirtualClock()
-    server = APIServer(MemoryStore(), pki, port=0, clock=clock, min_request_timeout=10)
+    server = APIServer(MemoryStore(), pki, port=0, clock=clock, min_request_timeout=3600)
     server.cache.window = window
     await server.start()
     kubeconfig = str(tmp_path / "kubeconfig")
@@ -42,12 +42,14 @@ def cm(name):
 
 class Recorded:
     """An informer over the client whose list and watch requests are noted, in order, and whose
-    handlers' calls are noted; `gate`, when set, holds back the watch requests after the first."""
+    handlers' calls are noted; `gate`, when set, holds back the watch requests after the first. Its
+    draws are all 0.5: each watch asks for a timeoutSeconds of 450, each backoff is 1.5 steps."""
 
     def __init__(self, client, clock):
         self.cms = client.resource("", "v1", "configmaps")
-        self.inf = Informer(self.cms, namespace="default", clock=clock)
+        self.inf = Informer(self.cms, namespace="default", clock=clock, draw=lambda: 0.5)
         self.calls: list[tuple[str, str]] = []
+        self.timeouts: list[int | None] = []
         self.seen: list[tuple[str, str]] = []
         self.gate: asyncio.Event | None = None
         rc = self.inf.rc
@@ -60,6 +62,7 @@ class Recorded:
 
         async def watched(namespace, rv, *a, **kw):
             self.calls.append(("watch", rv))
+            self.timeouts.append(kw.get("timeout_seconds"))
             if self.gate is not None and len([c for c in self.calls if c[0] == "watch"]) > 1:
                 await self.gate.wait()
             return await real_watch(namespace, rv, *a, **kw)
@@ -95,9 +98,13 @@ async def test_a_watch_the_server_ends_is_reopened_from_the_last_resource_versio
         async with r.running():
             a = await r.cms.create(cm("a"))
             await r.until("a's add", lambda: r.seen == [("add", "a")])
-            for _ in range(21):  # past the watch's end (10 to 20 s), with its bookmark 2 s before
+            for _ in range(449):  # the informer's timeoutSeconds, not the server's hour
+                await clock.advance(1)
+            assert r.watches() == 1
+            for _ in range(2):  # past the watch's end, with its bookmark 2 s before
                 await clock.advance(1)
             await r.until("a second watch", lambda: r.watches() == 2)
+            assert r.timeouts == [450, 450]
             await r.cms.create(cm("b"))
             await r.until("b's add", lambda: r.seen == [("add", "a"), ("add", "b")])
             assert [c[0] for c in r.calls] == ["list", "watch", "watch"]
@@ -112,7 +119,7 @@ async def test_a_watch_from_a_resource_version_out_of_the_server_s_window_lists_
         async with r.running():
             await r.cms.create(cm("gone"))
             await r.until("gone's add", lambda: r.seen == [("add", "gone")])
-            for _ in range(21):
+            for _ in range(451):
                 await clock.advance(1)
             await r.until("a second watch", lambda: r.watches() == 2)
             # while the informer is between watches: a delete and more writes than the window holds
@@ -120,6 +127,9 @@ async def test_a_watch_from_a_resource_version_out_of_the_server_s_window_lists_
             for i in range(4):
                 await r.cms.create(cm(f"b{i}"))
             r.gate.set()
+            await r.until("the 410", lambda: clock.next_due() == clock.monotonic() + 1.2)
+            assert r.calls[-1][0] == "watch", "the relist waits out the backoff (0.8 s, jittered by half)"
+            await clock.advance(1.2)
             await r.until("the relist's news", lambda: len(r.seen) == 6)
             assert sorted(r.seen[1:]) == [("add", "b0"), ("add", "b1"), ("add", "b2"), ("add", "b3"),
                                           ("delete", "gone")]

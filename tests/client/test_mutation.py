@@ -91,7 +91,7 @@ async def test_an_informers_objects_are_checked_over_any_client(detector):
         async def list(self, namespace, label_selector, field_selector):
             return [{"kind": "ConfigMap", **cm("a")}], "1"
 
-        async def watch(self, namespace, rv, label_selector, field_selector):
+        async def watch(self, namespace, rv, label_selector, field_selector, timeout_seconds=None):
             async def events():
                 yield "ADDED", {"kind": "ConfigMap", **cm("b")}
                 await asyncio.Event().wait()
