@@ -20,7 +20,10 @@ A plugin that also lists a DRAResourceHealth service gets a NodeWatchResources
 stream (upstream: ResourceHealthStatus, KEP-4680), opened again 5 s after it
 ends; each device's reported health is kept by driver, pool and device, and
 `on_health(driver)` tells the node to write its pods' statuses again. A
-device it has not reported on is Unknown, as are a gone driver's.
+device it has not reported on is Unknown, as are a gone driver's, and one
+whose last report is older than its `health_check_timeout_seconds` (30 s
+when it names none; upstream's DefaultHealthTimeout): a plugin reports its
+devices again within that time, and one that stops is not believed.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ HEALTH_RETRY = 5.0
 #: how soon an idle plugin connection is asked to connect again
 RECONNECT_INTERVAL = 1.0
 HEALTH = {health_pb.UNKNOWN: "Unknown", health_pb.HEALTHY: "Healthy", health_pb.UNHEALTHY: "Unhealthy"}
+#: how long a device's reported health holds when the report names no timeout
+DEFAULT_HEALTH_TIMEOUT = 30.0
 
 
 def _go_quoted(items: list[str]) -> str:
@@ -118,8 +123,11 @@ class DRAPluginManager:
         self.store: dict[str, list[DRAPlugin]] = {}
         #: driver -> its pending ResourceSlice wipe
         self.wipes: dict[str, asyncio.Task] = {}
-        #: driver (one whose plugin streams health) -> (pool, device) -> Healthy, Unhealthy or Unknown
-        self.health: dict[str, dict[tuple[str, str], str]] = {}
+        #: driver (one whose plugin streams health) -> (pool, device) -> (Healthy, Unhealthy or
+        #: Unknown; when reported, on the clock's monotonic time; for how long it holds)
+        self.health: dict[str, dict[tuple[str, str], tuple[str, float, float]]] = {}
+        #: driver -> the timer that tells its pods when a reported health runs out
+        self.expiries: dict[str, asyncio.Task] = {}
         #: called with a driver whose devices' health changed
         self.on_health: Callable[[str], None] | None = None
         #: the node's DRA metrics, which its plugins' calls are counted in
@@ -179,6 +187,8 @@ class DRAPluginManager:
         if plugins:
             return
         del self.store[name]
+        if (expiry := self.expiries.pop(name, None)) is not None:
+            expiry.cancel()
         if self.health.pop(name, None) is not None and self.on_health:
             self.on_health(name)
         self._sync(name)
@@ -278,27 +288,67 @@ class DRAPluginManager:
                 stream.cancel()
             await self.clock.sleep(HEALTH_RETRY)
 
+    def reports_health(self, driver: str) -> bool:
+        """Whether a plugin of the driver streams its devices' health."""
+        return driver in self.health
+
+    def device_health(self, driver: str, pool: str, device: str) -> str:
+        """The device's health as last reported, Unknown if never or longer ago than its timeout."""
+        entry = self.health.get(driver, {}).get((pool, device))
+        return _current(entry, self.clock.monotonic())
+
     def _health_report(self, driver: str, response) -> None:
         known = self.health.get(driver)
         if known is None:  # the driver went meanwhile
             return
-        before = dict(known)
+        now = self.clock.monotonic()
+        before = {key: (_current(e, now), e[2]) for key, e in known.items()}
         for d in response.devices:
-            known[(d.device.pool_name, d.device.device_name)] = HEALTH.get(d.health, "Unknown")
-        if known != before and self.on_health:
+            known[(d.device.pool_name, d.device.device_name)] = (
+                HEALTH.get(d.health, "Unknown"), now, float(d.health_check_timeout_seconds or DEFAULT_HEALTH_TIMEOUT))
+        if {key: (_current(e, now), e[2]) for key, e in known.items()} != before and self.on_health:
             self.on_health(driver)
+        self._expire_later(driver)
+
+    def _expire_later(self, driver: str) -> None:
+        """Wake when the next of the driver's reported healths runs out, to have its pods' statuses
+        written again (upstream finds it run out as it next generates them)."""
+        if (old := self.expiries.pop(driver, None)) is not None:
+            old.cancel()
+        now = self.clock.monotonic()
+        ends = [e[1] + e[2] for e in self.health.get(driver, {}).values() if _current(e, now) != "Unknown"]
+        if ends:
+            self.expiries[driver] = asyncio.create_task(self._expire(driver, min(ends) - now))
+
+    async def _expire(self, driver: str, delay: float) -> None:
+        await self.clock.sleep(delay + 0.001)  # past the end: a health holds while its age is not over the timeout
+        if self.expiries.get(driver) is asyncio.current_task():
+            del self.expiries[driver]
+        if driver in self.health:
+            if self.on_health:
+                self.on_health(driver)
+            self._expire_later(driver)
 
     async def stop(self) -> None:
-        for t in self.wipes.values():
+        for t in [*self.wipes.values(), *self.expiries.values()]:
             t.cancel()
-        await asyncio.gather(*self.wipes.values(), return_exceptions=True)
+        await asyncio.gather(*self.wipes.values(), *self.expiries.values(), return_exceptions=True)
         self.wipes.clear()
+        self.expiries.clear()
         for plugins in self.store.values():
             for p in plugins:
                 _close(p)
         await asyncio.gather(*(p.health_task for ps in self.store.values() for p in ps if p.health_task),
                              return_exceptions=True)
         self.store.clear()
+
+
+def _current(entry: tuple[str, float, float] | None, now: float) -> str:
+    """A reported health as it stands at `now`: Unknown once older than its timeout."""
+    if entry is None:
+        return "Unknown"
+    health, at, timeout = entry
+    return health if now - at <= timeout else "Unknown"
 
 
 def _close(plugin: DRAPlugin) -> None:

@@ -425,16 +425,16 @@ class ClaimPreparer:
         drivers that report health (external ones that stream it; the built-in ones, whose
         devices are Unhealthy while a fault is on them): one entry per claim reference
         ("claim:NAME[/REQUEST]"), each device as "driver/pool/device" with its health."""
-        streams = self.plugins.health if self.plugins else {}
+        plugins = self.plugins
         # every status write asks: most pods use neither
-        if not (streams and self.external) and not (self.device_health and self.builtin):
+        if not (plugins and plugins.health and self.external) and not (self.device_health and self.builtin):
             return []
         out: dict[str, list[dict]] = {}
         for ref, driver, d in self._container_devices(pod, container):
             if driver in self.drivers and self.device_health:
                 health = self.device_health(d.device)
-            elif driver in streams:
-                health = streams[driver].get((d.pool, d.device), "Unknown")
+            elif plugins and plugins.reports_health(driver):
+                health = plugins.device_health(driver, d.pool, d.device)
             else:
                 continue
             entry = out.setdefault("claim:" + ref["name"] + (f"/{ref['request']}" if ref.get("request") else ""), [])

@@ -7,7 +7,8 @@ spec (kind `<driver>/device`, one device per prepared device, each setting
 answers NodePrepareResources with one device per allocation result of its driver, found by `results`
 (claim namespace, name -> [(request, pool, device)]). Listing a
 DRAResourceHealth service in `versions` serves NodeWatchResources: the health
-`set_health` gives each device, streamed again on each change.
+`set_health` gives each device, streamed again on each change and every
+`resend` seconds (a device's health holds for its timeout only).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ Results = Callable[[str, str], list[tuple[str, str, str]]]
 class PluginDriver:
     def __init__(self, driver: str, registry_dir: str, plugins_dir: str, cdi_dir: str, results: Results,
                  versions: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin"), plugin_type: str = "DRAPlugin",
-                 instance: str = ""):
+                 instance: str = "", resend: float | None = 5.0):
         """`instance` names the sockets of one of several instances, as kubeletplugin's rolling
         updates do (`<driver>-<uid>-reg.sock`, `dra-<uid>.sock`)."""
         self.driver = driver
@@ -57,8 +58,9 @@ class PluginDriver:
         self.abort: dict[str, tuple[grpc.StatusCode, str]] = {}
         self._lock = threading.Lock()
         self._servers: list[grpc.Server] = []
-        #: (pool, device) -> health_pb2 status; a change wakes the streams
-        self._health: dict[tuple[str, str], int] = {}
+        #: (pool, device) -> (health_pb2 status, timeout in seconds or 0); a change wakes the streams
+        self._health: dict[tuple[str, str], tuple[int, int]] = {}
+        self.resend = resend
         self._health_changed = threading.Condition(self._lock)
         self._stopping = False
 
@@ -151,27 +153,30 @@ class PluginDriver:
             out.claims[c["uid"]].error = self.fail_unprepare.get(c["uid"], "")
         return out
 
-    def set_health(self, pool: str, device: str, status: str) -> None:
-        """Report the device "HEALTHY", "UNHEALTHY" or "UNKNOWN" on every stream."""
+    def set_health(self, pool: str, device: str, status: str, timeout: int = 0) -> None:
+        """Report the device "HEALTHY", "UNHEALTHY" or "UNKNOWN" on every stream, for `timeout`
+        seconds (0: the kubelet's default)."""
         with self._lock:
-            self._health[(pool, device)] = health.HealthStatus.Value(status)
+            self._health[(pool, device)] = (health.HealthStatus.Value(status), timeout)
             self._health_changed.notify_all()
 
     def _watch(self, request, context):
-        """NodeWatchResources: every device's health now, then again after each change."""
+        """NodeWatchResources: every device's health now, then again after each change and every
+        `resend` seconds."""
         self._record("NodeWatchResources", {})
-        sent = None
+        sent, sent_at = None, 0.0
         while True:
             with self._lock:
-                while self._health == sent and not self._stopping and context.is_active():
+                while self._health == sent and not self._stopping and context.is_active() and \
+                        (self.resend is None or time.monotonic() - sent_at < self.resend):
                     self._health_changed.wait(0.1)
                 if self._stopping or not context.is_active():
                     return
-                sent = dict(self._health)
+                sent, sent_at = dict(self._health), time.monotonic()
             yield health.NodeWatchResourcesResponse(devices=[
                 health.DeviceHealth(device=health.DeviceIdentifier(pool_name=pool, device_name=device), health=h,
-                                    last_updated_time=int(time.time()))
-                for (pool, device), h in sorted(sent.items())])
+                                    last_updated_time=int(time.time()), health_check_timeout_seconds=timeout)
+                for (pool, device), (h, timeout) in sorted(sent.items())])
 
     def write_spec(self, device: str) -> None:
         """One CDI spec file per device, as drivers write them (cdiVersion, kind, devices): besides

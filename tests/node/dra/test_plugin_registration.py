@@ -273,6 +273,32 @@ async def test_a_plugin_that_streams_health_sets_the_containers_allocated_resour
     assert d.called("NodeWatchResources")
 
 
+async def test_a_health_not_reported_again_within_its_timeout_is_unknown(env):
+    """A device's reported health holds for its health_check_timeout_seconds: a plugin that stops
+    reporting is not believed past it (upstream's healthInfoCache), until it reports again."""
+    client, clock, mgr, driver = env
+    d = driver(versions=("v1.DRAPlugin", "v1.DRAResourceHealth"), resend=None)
+    await registered(clock, mgr, d)
+    _, pod, pods = await _claimed_pod(client, "stale", "stale")
+    await eventually(phase(pods, "stale", "Running", clock))
+
+    def app_health(want):
+        async def check():
+            p = await pods.get("stale", "default")
+            [res] = next(s for s in p["status"]["containerStatuses"] if s["name"] == "app")["allocatedResourcesStatus"]
+            return res["resources"][0]["health"] == want
+        return check
+
+    d.set_health(NODE, "gpu-0", "HEALTHY", timeout=20)
+    await eventually(app_health("Healthy"))
+    await clock.advance(19)
+    assert await app_health("Healthy")()
+    await clock.advance(2)  # past the timeout, nothing reported since
+    await eventually(app_health("Unknown"))
+    d.set_health(NODE, "gpu-0", "HEALTHY")  # reported again (the default timeout, 30 s)
+    await eventually(app_health("Healthy"))
+
+
 async def test_a_plugin_without_a_health_service_leaves_allocated_resources_status_unset(env):
     client, clock, mgr, driver = env
     d = driver()
