@@ -518,9 +518,9 @@ class APIHandlers:
             # unstructured, which protobuf cannot encode
             request[_UNMARSHALABLE] = _go_type(res, name is None and request.method in ("GET", "DELETE"))
         elif sub in ("", "status") and not _has_message(res.api_version(version), res.kind):
-            # a built-in kind whose message the field table lacks (CustomResourceDefinition and APIService:
-            # kubectl's Go types, which it is made from, have neither): refused to a protobuf-only client
-            # as an unstructured object is, rather than answered in JSON it cannot read
+            # a built-in kind whose message the field table lacks (CustomResourceDefinition: kubectl's Go
+            # types, which it is made from, have none): refused to a protobuf-only client as an
+            # unstructured object is, rather than answered in JSON it cannot read
             request[_UNMARSHALABLE] = _go_type(res, name is None and request.method in ("GET", "DELETE"))
         if sub and sub not in res.subresources:
             raise errors.route_not_found()

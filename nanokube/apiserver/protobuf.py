@@ -44,7 +44,28 @@ def _load_table() -> dict[str, dict[int, tuple[str, str, str]]]:
     return {msg: {int(n): tuple(spec) for n, spec in fields.items()} for msg, fields in raw.items()}
 
 
-TABLE = _load_table()
+#: apiregistration.k8s.io/v1, kube-aggregator's types, which kubectl's scheme (so the generated table)
+#: does not hold: the fields of their protobuf struct tags (number 6 of APIServiceSpec is retired)
+_APIREGISTRATION = "k8s.io.api.apiregistration.v1."
+_AGGREGATOR = {
+    _APIREGISTRATION + "APIService": {1: ("metadata", META + "ObjectMeta", ""),
+                                      2: ("spec", _APIREGISTRATION + "APIServiceSpec", ""),
+                                      3: ("status", _APIREGISTRATION + "APIServiceStatus", "")},
+    _APIREGISTRATION + "APIServiceList": {1: ("metadata", META + "ListMeta", ""),
+                                          2: ("items", _APIREGISTRATION + "APIService", "r")},
+    _APIREGISTRATION + "APIServiceSpec": {1: ("service", _APIREGISTRATION + "ServiceReference", "p"),
+                                          2: ("group", "string", "o"), 3: ("version", "string", "o"),
+                                          4: ("insecureSkipTLSVerify", "bool", "o"), 5: ("caBundle", "bytes", ""),
+                                          7: ("groupPriorityMinimum", "int32", ""),
+                                          8: ("versionPriority", "int32", "")},
+    _APIREGISTRATION + "ServiceReference": {1: ("namespace", "string", "o"), 2: ("name", "string", "o"),
+                                            3: ("port", "int32", "p")},
+    _APIREGISTRATION + "APIServiceStatus": {1: ("conditions", _APIREGISTRATION + "APIServiceCondition", "r")},
+    _APIREGISTRATION + "APIServiceCondition": {1: ("type", "string", ""), 2: ("status", "string", ""),
+                                               3: ("lastTransitionTime", META + "Time", ""),
+                                               4: ("reason", "string", "o"), 5: ("message", "string", "o")},
+}
+TABLE = _load_table() | _AGGREGATOR
 
 
 def decode(body: bytes) -> dict:
