@@ -105,6 +105,7 @@ class ProcessPodWorker(PodWorker):
         self._write_lock = asyncio.Lock()
         self._published: bytes = b""
         self._mounts: dict[str, list[tuple[str, str, bool]]] = {}  # container -> (source, target, read-only)
+        self._cdi_mounts: dict[str, list[tuple[str, str, bool]]] = {}  # the same, of its DRA devices' CDI specs
         self._env: dict[str, dict[str, str]] = {}
         self._log_root = ""
 
@@ -154,14 +155,6 @@ class ProcessPodWorker(PodWorker):
             self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
             mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))
                            or self.agent.volumes.read_only(self.uid, vm["name"])))
-        # the CDI mounts of its DRA devices; a device node from another host path is bound at its
-        # own (one at the same path the process sees already)
-        edits = self.agent.claims.cdi_edits(self.pod, c.name)
-        for src, target, read_only in edits.mounts + [(host, path, False) for path, host, _ in edits.device_nodes
-                                                      if host != path]:
-            if os.path.exists(src):
-                self.runtime.claim_mountpoint(target, not os.path.isdir(src))
-                mounts.append((src, target, read_only))
         self._env[c.name] = await self._environment(spec)
         return c
 
@@ -176,9 +169,10 @@ class ProcessPodWorker(PodWorker):
             await asyncio.gather(self._creating, return_exceptions=True)
             await asyncio.to_thread(self.runtime.net.remove_pod, self.agent.name, self.uid)
             self._creating, self.netns = None, ""
-        for _, target, _ in (m for mounts in self._mounts.values() for m in mounts):
+        for _, target, _ in (m for mounts in [*self._mounts.values(), *self._cdi_mounts.values()] for m in mounts):
             self.runtime.release_mountpoint(target)
         self._mounts.clear()
+        self._cdi_mounts.clear()
 
     async def stop(self) -> None:
         for t in self._children:
@@ -313,7 +307,7 @@ class ProcessPodWorker(PodWorker):
         return container_env.hostname(self.pod, self.agent.name)
 
     def _launch_argv(self, c: Container, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
-        spec = {"hostname": self._hostname(), "mounts": self._mounts[c.name],
+        spec = {"hostname": self._hostname(), "mounts": self._mounts[c.name] + self._cdi_mounts.get(c.name, []),
                 "workdir": c.spec.get("workingDir") or "/", "env": env or self._env[c.name], "argv": argv}
         return ["ip", "netns", "exec", self.netns, sys.executable, "-I", LAUNCHER, json.dumps(spec)]
 
@@ -327,8 +321,24 @@ class ProcessPodWorker(PodWorker):
         # the environment is made as each instance starts (makeEnvironmentVariables): an init container
         # may have just written an env file, a ConfigMap or Secret it names may have appeared or changed
         self._env[c.name] = await self._environment(c.spec)
+        self._set_cdi_mounts(c)
         c.proc = await stdio.spawn(self._launch_argv(c, self._argv(c)), c.spec, log, c.io, self.clock.now)
         c.instances += 1
+
+    def _set_cdi_mounts(self, c: Container) -> None:
+        """The CDI mounts of its DRA devices, worked out again as each instance is created (the
+        runtime applies the specs then: a spec written or changed since counts); a device node
+        from another host path is bound at its own (one at the same path the process sees already)."""
+        edits = self.agent.claims.cdi_edits(self.pod, c.name)
+        old, new = self._cdi_mounts.pop(c.name, []), []
+        for src, target, read_only in edits.mounts + [(host, path, False) for path, host, _ in edits.device_nodes
+                                                      if host != path]:
+            if os.path.exists(src):
+                self.runtime.claim_mountpoint(target, not os.path.isdir(src))
+                new.append((src, target, read_only))
+        for _, target, _ in old:
+            self.runtime.release_mountpoint(target)
+        self._cdi_mounts[c.name] = new
 
     async def _container_loop(self, c: Container, restart) -> int:
         """Run `c` until it exits and `restart(exit code)` says no (or the pod
