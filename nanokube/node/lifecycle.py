@@ -1305,6 +1305,9 @@ class PodWorker:
         together = not resume  # every container starts, not one that waited out its back-off
         lifetimes = self.lifetimes
         backoff = self.backoff
+        if resume:  # one whose restart was under way (not running, nor waiting out its back-off, nor ended)
+            starting = [c for c in self._sidecars() + self._containers() if c["name"] not in self.io.running
+                        and c["name"] not in backoff and c["name"] not in self.ended]
         while True:
             if starting or together:
                 blocked: dict[str, str] = {}
@@ -1327,6 +1330,7 @@ class PodWorker:
                                     {c["name"]: image_ref(c.get("image", "")) for c in inits
                                      if c.get("restartPolicy") != "Always"},
                                     {c["name"]: p for c in fresh + running if (p := self._program(c))})
+                    self.ran = True  # they run: a sync that fails from here on goes on with them
                     write = not (adopted and self.started_at)
                     if write:
                         self.started_at = now

@@ -4,6 +4,7 @@ next sync, the pod's lifecycle going on meanwhile); a pod worker whose sync fail
 with a FailedSync event and still removes the pod when it is deleted."""
 
 import contextlib
+import json
 
 import pytest
 
@@ -220,6 +221,41 @@ async def test_a_resize_allocated_before_a_failed_sync_is_actuated_by_the_next_s
     p = await eventually(actuated)
     assert p["status"]["containerStatuses"][0]["allocatedResources"]["cpu"] == "1500m"
     assert (await _reasons(s, "web")).count("ResizeCompleted") == 1
+
+
+def fail_running_write(rest, pod_name: str, error: Exception) -> list:
+    """Test-only fault: the first status patch of pod `pod_name` that reports a running container
+    raises `error`; returns what was refused."""
+    refused: list = []
+    inner = rest.patch
+
+    async def patch(res, version, namespace, name, patch_type, body, opts, subresource="", **kw):
+        doc = json.loads(body) if isinstance(body, (bytes, str)) else body
+        statuses = (doc.get("status") or {}).get("containerStatuses") or ()
+        if res.plural == "pods" and subresource == "status" and name == pod_name and not refused and \
+                any("running" in (cs.get("state") or {}) for cs in statuses):
+            refused.append(body)
+            raise error
+        return await inner(res, version, namespace, name, patch_type, body, opts, subresource=subresource, **kw)
+    rest.patch = patch
+    return refused
+
+
+async def test_a_sync_failing_once_the_containers_run_goes_on_with_them_not_starting_them_again(env):
+    """The status write after the containers started fails on a bug: the next sync writes it and
+    goes on with the running containers; none is started twice (one Started event, no restart)."""
+    s, pods, clock = env
+    refused = fail_running_write(s.rest, "web", RuntimeError("unexpected"))
+    await pods.create(pod("web"))
+    await becomes(lambda: _failed_syncs(s, "web"), [("Warning", "error determining status: unexpected", 1)])
+    assert len(refused) == 1
+    await _advance(clock, 10)
+    p = await eventually(phase_is(pods, "web", "Running"))
+    assert p["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert conds(p)["Ready"] == "True"
+    events, _ = await s.client.resource("", "v1", "events").list(namespace="default")
+    assert [e.get("count", 1) for e in events if e["reason"] in ("Created", "Started")
+            and e["involvedObject"]["name"] == "web"] == [1, 1]
 
 
 async def _killed(s, name: str) -> list[str]:
