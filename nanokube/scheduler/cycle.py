@@ -37,6 +37,9 @@ class FitError(Exception):
     statuses: dict[str, Status] = field(default_factory=NodeToStatus)
     pre_filter_msg: str = ""
     post_filter_msg: str = ""
+    #: how many nodes the search went through (its start moves modulo that), 0 for none, None when it never
+    #: began (PreFilter turned the pod away): what `Algorithm.repeat_failure` replays
+    searched: int | None = None
 
     def plugins(self) -> set[str]:
         found = {s.plugin for s in self.statuses.values() if s.plugin} if self.statuses else set()
@@ -101,6 +104,23 @@ def _absent_status(fwk: Framework, state: CycleState) -> Status:
                   names[0] if len(names) == 1 else "")
 
 
+@dataclass(slots=True)
+class Failure:
+    """An attempt that found no node for the pod (PostFilter nominated none either), kept on its
+    PodInfo so that a retry of the same pod over the same cluster, which upstream runs in full
+    every 5 minutes while the pod waits, repeats the outcome instead of filtering every node
+    and searching for preemption victims again: the same FailedScheduling message, the same
+    rejecting plugins, the search's start moved as the search moves it, and the preemption
+    attempts PostFilter counted. `key` is what the attempt read: see Scheduler._failure_key."""
+
+    pod: dict
+    key: tuple
+    message: str
+    plugins: set[str]
+    searched: int | None
+    preemption_attempts: float
+
+
 class Algorithm:
     """The synchronous part of a cycle, over a snapshot."""
 
@@ -126,7 +146,7 @@ class Algorithm:
                 absent = _absent_status(fwk, state)
             if not nodes:  # none to search (a nodeSelector no node carries): what the search below ends with
                 self.next_start = 0
-                raise FitError(len(snap.nodes), NodeToStatus(absent=absent, num_absent=num_absent))
+                raise FitError(len(snap.nodes), NodeToStatus(absent=absent, num_absent=num_absent), searched=0)
         filters = fwk.filters(state)
         nominated = (info.pod.get("status") or {}).get("nominatedNodeName")
         if nominated:
@@ -168,7 +188,8 @@ class Algorithm:
             feasible += chunk
         self.next_start = (start + processed) % n if n else 0
         if not feasible:
-            raise FitError(len(snap.nodes), _statuses(rejections, nodes[start:] + nodes[:start], absent, num_absent))
+            raise FitError(len(snap.nodes), _statuses(rejections, nodes[start:] + nodes[:start], absent, num_absent),
+                           searched=n)
         return feasible
 
     def schedule(self, fwk: Framework, state: CycleState, info: PodInfo, snap: Snapshot) -> tuple[str, int, int]:
@@ -183,6 +204,12 @@ class Algorithm:
             raise RuntimeError(f"running PreScore plugin {st.plugin}: {st.message()}")
         totals = fwk.run_score(state, info, feasible)
         return self.select_host(feasible, totals), len(feasible), len(feasible)
+
+    def repeat_failure(self, searched: int | None) -> None:
+        """Moves the search's start as a search that ended in `FitError(searched=...)` does: one
+        through every one of n nodes leaves it where it began (modulo n), one of none at 0."""
+        if searched is not None:
+            self.next_start = self.next_start % searched if searched else 0
 
     def select_host(self, nodes: list, totals: list[int]) -> str:
         """The highest score; ties broken uniformly at random: the r-th of them in order, found

@@ -91,6 +91,8 @@ class CycleState(dict):
         self.record_plugin_metrics = record_plugin_metrics
         #: the snapshot the cycle searches (set by the search), for what it counts of all its nodes
         self.snapshot = None
+        #: a verdict of this cycle depended on the clock (a timeout): a retry may not repeat it
+        self.read_clock = False
 
 
 class PodInfo:
@@ -110,6 +112,7 @@ class PodInfo:
         "in_flight_since",
         "initial_timestamp",
         "key",
+        "last_failure",
         "pod",
         "priority",
         "spec",
@@ -127,6 +130,8 @@ class PodInfo:
         self.backoff_expires = 0.0
         self.in_flight_since = 0
         self._requests = self._nonzero = None
+        #: the outcome of its last attempt that found no node, for a retry over the same cluster (cycle.Failure)
+        self.last_failure = None
         self.pod: dict = {}
         self.update(pod)
 
@@ -394,6 +399,13 @@ class Framework:
         self.queue_sort = sorters[0]
         self.weights = {p.name: profile.weights.get(p.name, getattr(p, "default_weight", 1)) for p in self.points["score"]}
         self.waiting: dict[str, WaitingPod] = {}
+        #: the plugins whose verdicts read in-memory state of their own that can change while no informer
+        #: event nor cache change says so (DynamicResources' devices allocated in flight)
+        self._versioned = [p.state_version for p in plugins if hasattr(p, "state_version")]
+
+    def state_version(self) -> tuple:
+        """What the plugins' own state is at: equal versions, equal verdicts on an unchanged cluster."""
+        return tuple(v() for v in self._versioned) if self._versioned else ()
 
     def registrations(self) -> dict[str, list[Registration]]:
         return {name: p.events_to_register() for name, p in self.plugins.items() if hasattr(p, "events_to_register")}

@@ -14,9 +14,9 @@ from ..client.informer import Informer, InformerFactory
 from ..clock import REAL, Clock
 from . import plugins as plugin_registry
 from .api import SchedulerAPI
-from .cache import Cache, Snapshot
+from .cache import Cache, NodeInfo, Snapshot
 from .config import SchedulerConfig
-from .cycle import Algorithm, FitError
+from .cycle import Algorithm, Failure, FitError
 from .framework import (
     ASSIGNED_POD,
     NODE,
@@ -120,6 +120,10 @@ class Scheduler:
         self.pods = self.informer_factory.informer(client.resource("", "v1", "pods"))
         #: informers plugins asked for through `informer()`, started with the scheduler
         self.informers: dict[tuple[str, str, str], Informer] = {}
+        #: events heard from every informer the scheduler and its plugins read (`_failure_key`)
+        self._heard = 0
+        self._count_events(self.nodes)
+        self._count_events(self.pods)
         #: state plugins share across profiles, keyed by plugin-chosen names
         self.shared: dict[str, object] = {}
         self.frameworks: dict[str, Framework] = {}
@@ -131,6 +135,7 @@ class Scheduler:
         self.podgroups = PodGroupIndex()
         self.podgroup_client = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
         self.podgroup_informer = self.informer_factory.informer(self.podgroup_client)
+        self._count_events(self.podgroup_informer)
         self.queue.group_priority = lambda group: group_priority(self.podgroups.get(group) or {})
         self.workload_cycle = WorkloadCycle(self)
         self._tasks: list[asyncio.Task] = []
@@ -144,11 +149,24 @@ class Scheduler:
         self._idle: list[asyncio.Future] = []
         self._reporters: set[asyncio.Task] = set()
 
+    def _count_events(self, inf: Informer) -> None:
+        inf.add_handlers(self._hear, self._hear, self._hear)
+
+    def _hear(self, *_) -> None:
+        self._heard += 1
+
+    def _failure_key(self, fwk: Framework) -> tuple:
+        """What a failed attempt's outcome depends on besides the pod itself: the cache (nodes and
+        the pods on them, assumed ones included), the NodeInfos changed in place, every informer
+        event (claims, slices, volumes, PDBs, other pods' priorities...), and the plugins' own state."""
+        return self.cache.generation, NodeInfo.change_epoch, self._heard, fwk.state_version()
+
     def informer(self, group: str, version: str, plural: str) -> Informer:
         """One shared informer per resource for plugins that need more than nodes and pods."""
         key = (group, version, plural)
         if key not in self.informers:
             self.informers[key] = self.informer_factory.informer(self.client.resource(group, version, plural))
+            self._count_events(self.informers[key])
         return self.informers[key]
 
     # --- informer handlers -------------------------------------------------
@@ -308,14 +326,23 @@ class Scheduler:
         state = self.cycle_state()
         if self.snapshot.generation != self.cache.generation:  # no call while nothing changed
             self.cache.update_snapshot(self.snapshot)
+        last = info.last_failure
+        if last is not None and last.pod is info.pod and last.key == self._failure_key(fwk):
+            self._repeat_failure(fwk, info, last, start)
+            return
         try:
             node, _, _ = self.algorithm.schedule(fwk, state, info, self.snapshot)
         except FitError as e:
-            _, st = fwk.run_post_filter(state, info, e.statuses)
+            preemptions = self.metrics.preemption_attempts.value
+            nominated, st = fwk.run_post_filter(state, info, e.statuses)
             if st is not None:
                 e.post_filter_msg = st.message()
             info.unschedulable_plugins = e.plugins()
-            self._failed(fwk, info, "Unschedulable", str(e), start)
+            message = str(e)
+            if nominated is None and not info.group and not state.read_clock and (st is None or st.code != Code.ERROR):
+                info.last_failure = Failure(info.pod, self._failure_key(fwk), message, info.unschedulable_plugins,
+                                            e.searched, self.metrics.preemption_attempts.value - preemptions)
+            self._failed(fwk, info, "Unschedulable", message, start)
             return
         self.metrics.algorithm_duration.observe(self.clock.monotonic() - start)  # a host found, as upstream's
         self.cache.assume(info, node)
@@ -326,6 +353,18 @@ class Scheduler:
             self._unreserved(fwk, state, info, node, st, start)
             return
         self.spawn(self._bind(fwk, state, info, node, start))
+
+    def _repeat_failure(self, fwk: Framework, info: PodInfo, last: Failure, start: float) -> None:
+        """A retry of a pod that found no node, with nothing it depends on changed since (the 5-minute
+        flush of the unschedulable pods, an event its plugins registered for that changed nothing
+        they read): the last attempt's outcome again, with its effects on the search's start and the
+        preemption attempts counted, and its FailedScheduling event recorded and the pod requeued
+        as every failed attempt."""
+        self.algorithm.repeat_failure(last.searched)
+        if last.preemption_attempts:
+            self.metrics.preemption_attempts.inc(last.preemption_attempts)
+        info.unschedulable_plugins = last.plugins
+        self._failed(fwk, info, "Unschedulable", last.message, start)
 
     def _unreserved(self, fwk: Framework, state: CycleState, info: PodInfo, node: str, st: Status,
                     start: float) -> None:

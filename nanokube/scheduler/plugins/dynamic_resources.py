@@ -401,6 +401,12 @@ class DynamicResources:
         timeout = args.get("filterTimeout")
         self.filter_timeout = FILTER_TIMEOUT if timeout is None else goduration.parse(timeout)
 
+    def state_version(self) -> int:
+        """How many times the devices counted as allocated changed, in flight (Reserve, PreBind,
+        Unreserve) or through the informer: a failed attempt's verdicts hold until it moves."""
+        allocated = self.dra.allocated
+        return allocated.dropped + len(allocated.changes)
+
     def _claims(self, pod: dict) -> list[dict]:
         """The pod's claims (each once), or ClaimError."""
         md = pod["metadata"]
@@ -473,7 +479,7 @@ class DynamicResources:
                         f"{{{taint[1].get('key', '')}: {taint[1].get('value', '')}}}", resolvable=False)
             if alloc.get("nodeSelector"):
                 cyc.selectors.append((name, alloc["nodeSelector"]))
-            if self._binding_expired(c):
+            if self._binding_expired(c, state):
                 cyc.expired.append(name)
         if cyc.pending or backed:
             classes = {c["metadata"]["name"]: c for c in self.dra.classes.list()}
@@ -492,10 +498,11 @@ class DynamicResources:
         cyc.shared = {c["metadata"].get("uid", "") for c in cyc.claims if c["metadata"]["name"] in names}
         cyc.group = pg if cyc.shared else None
 
-    def _binding_expired(self, claim: dict) -> bool:
+    def _binding_expired(self, claim: dict, state=None) -> bool:
         """Upstream's Filter check of an allocated claim: a binding failure condition is True, or
         its devices' binding conditions are not all True bindingTimeout after allocationTimestamp
-        (read on the injected clock). Devices without binding conditions (nearly all) never expire."""
+        (read on the injected clock, which the cycle's `state` then notes). Devices without binding
+        conditions (nearly all) never expire."""
         alloc = claim["status"]["allocation"]
         if not any(r.get("bindingConditions") for r in _devices(alloc)):
             return False
@@ -505,6 +512,8 @@ class DynamicResources:
         except BindingFailed:
             return True
         stamp = alloc.get("allocationTimestamp")
+        if stamp and state is not None:
+            state.read_clock = True
         return bool(stamp) and parse_time(stamp) + self.binding_timeout < self.handle.clock.now()
 
     def _untolerated_no_execute(self, alloc: dict) -> tuple[str, dict] | None:
@@ -538,6 +547,7 @@ class DynamicResources:
         except AllocationError as e:
             return unschedulable(str(e), resolvable=False)
         except SearchLimitExceeded:
+            state.read_clock = True  # filterTimeout: the next search may finish in time
             return unschedulable(TIMED_OUT)
         if found is None:
             return unschedulable(CANNOT_ALLOCATE)
@@ -560,6 +570,7 @@ class DynamicResources:
                 if isinstance(hit, AllocationError):
                     out[i] = unschedulable(str(hit), resolvable=False)
                 elif isinstance(hit, SearchLimitExceeded):
+                    state.read_clock = True
                     out[i] = unschedulable(TIMED_OUT)
         return out
 
