@@ -14,7 +14,8 @@ proxy/config.py) instead: as kube-proxy, the file is then the whole
 configuration and the flags that map into it are ignored (a warning names
 those given), except --hostname-override, which wins over the file's
 hostnameOverride; the file's clientConnection.kubeconfig, when set, wins over
---kubeconfig. `--write-config-to FILE` writes the configuration the flags (or
+--kubeconfig. A change to the file exits the proxy (1), as kube-proxy's watch of
+it does, for its supervisor to start it again with it. `--write-config-to FILE` writes the configuration the flags (or
 --config) make, defaulted as v1alpha1, and exits."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import asyncio
 import ipaddress
 import logging
+import os
 import re
 import signal
 import socket
@@ -30,6 +32,7 @@ import sys
 from dataclasses import replace
 
 from .client import kubeconfig
+from .clock import REAL
 from .client.http import HTTPClient
 from .client.informer import Informer
 from .machinery.errors import APIError
@@ -48,6 +51,9 @@ log = logging.getLogger("nanokube.proxy")
 
 #: how long NodeCIDR mode waits for the Node's podCIDRs (upstream's timeoutForNodePodCIDR)
 POD_CIDR_TIMEOUT = 300.0
+#: how often --config's file is looked at (kube-proxy watches it with fsnotify)
+CONFIG_POLL = 1.0
+CONFIG_UPDATED = "content of the proxy server's configuration file was updated"
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -208,6 +214,27 @@ def _cleanup(netns: str | None) -> int:
     return 0
 
 
+def _file_state(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+async def _watch_config(path: str, updated) -> None:
+    """kube-proxy's watch of its --config file: a write to it (or a file renamed over it) ends the
+    proxy with CONFIG_UPDATED; the file removed is let be."""
+    was = _file_state(path)
+    while True:
+        await REAL.sleep(CONFIG_POLL)
+        now = _file_state(path)
+        if now is not None and now != was:
+            log.error("Error running ProxyServer: %s", CONFIG_UPDATED)
+            updated()
+            return
+
+
 async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: list[str]) -> int:
     node, local = node_name(cfg), cfg.detect_local
     client = HTTPClient.from_kubeconfig(cfg.kubeconfig or args.kubeconfig, args.context, field_manager="kube-proxy",
@@ -227,12 +254,13 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
         nonlocal exit_code
         exit_code = 1
         stop.set()
+    watch = asyncio.create_task(_watch_config(args.config, restart)) if args.config else None
     try:
         pod_cidrs: list[str] | None = []
         if local.mode == NODE_CIDR:
             pod_cidrs = await _pod_cidrs(nodes, node, POD_CIDR_TIMEOUT, stop)
             if pod_cidrs is None:
-                return 0
+                return exit_code
             _restart_on_new_pod_cidrs(nodes, pod_cidrs, restart)
         # a bindAddress that is not 0.0.0.0 (or ::) is the node's primary IP, as upstream takes it
         node_ip = "" if ipaddress.ip_address(cfg.bind_address).is_unspecified else cfg.bind_address
@@ -253,8 +281,10 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
                  cfg.metrics_bind_address or "off")
         await stop.wait()
     finally:
-        node_task.cancel()
-        await asyncio.gather(node_task, return_exceptions=True)
+        for t in (node_task, watch):
+            if t is not None:
+                t.cancel()
+                await asyncio.gather(t, return_exceptions=True)
         await servers.stop()
         if proxier:
             await proxier.stop()

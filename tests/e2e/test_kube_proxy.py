@@ -206,7 +206,8 @@ def test_node_cidr_mode_waits_for_the_nodes_pod_cidrs_and_exits_when_they_change
 def test_a_config_file_configures_the_proxy_and_the_flags_it_covers_are_ignored(cluster, netns, tmp_path):
     """`--config` as kube-proxy's: the file's kubeconfig, addresses, mode, local detector and sync
     periods are what runs; --cluster-cidr and --metrics-bind-address given beside it change nothing;
-    --hostname-override still names the node."""
+    --hostname-override still names the node; a change to the file exits the proxy (1), as kube-proxy's
+    watch of it does."""
     for manifest in service_and_slice("kp-local"):
         cluster.kubectl("apply", "-f", "-", input=manifest)
     node = cluster.kubectl_json("get", "nodes")["items"][0]["metadata"]["name"]
@@ -228,6 +229,11 @@ def test_a_config_file_configures_the_proxy_and_the_flags_it_covers_are_ignored(
         assert get(f"http://127.0.0.1:{mport}/proxyMode") == (200, "nftables")
         assert get(f"http://127.0.0.1:{hport}/healthz")[0] == 200
         assert "flags ignored as --config is given" in (cluster.data_dir / f"proxy-{netns}.log").read_text()
+        config.write_text(config.read_text().replace("10.244.0.0/16", "10.245.0.0/16"))
+        assert proc.wait(timeout=20) == 1, "a change to the file exits the proxy, for its supervisor to restart it"
+        assert "content of the proxy server's configuration file was updated" in \
+            (cluster.data_dir / f"proxy-{netns}.log").read_text()
     finally:
-        proc.kill()
-        proc.wait()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
