@@ -182,7 +182,8 @@ class Algorithm:
                     if s.code == Code.ERROR:
                         raise RuntimeError(f"running Filter plugin {p.name}: {s.message()}")
                 rejections.append((p.name, chunk, rejected))
-                chunk = [node for pos, node in enumerate(chunk) if pos not in rejected]
+                chunk = [node for pos, node in enumerate(chunk) if pos not in rejected] \
+                    if len(rejected) < len(chunk) else []
                 if not chunk:
                     break
             feasible += chunk

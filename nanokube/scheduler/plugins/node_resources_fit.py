@@ -273,7 +273,7 @@ class NodeResourcesFit:
         verdicts = self.kept.values(key, getattr(state, "snapshot", None), nodes, verdict)
         if verdicts is None:  # not a window of the cycle's snapshot (a workload cycle's view)
             return {i: st for i, n in enumerate(nodes) if n.fits_shape is not key and (st := verdict(n)) is not None}
-        if verdicts.count(None) == len(verdicts):
+        if not any(verdicts):  # a C scan (Status is truthy; `count(None)` called Status.__eq__ per rejection)
             return {}
         return {i: st for i, st in enumerate(verdicts) if st is not None}
 
