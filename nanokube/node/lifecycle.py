@@ -1566,6 +1566,8 @@ class PodWorker:
             await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
             asked = self.clock.now()
+        await self.clock.sleep(max(asked - self.clock.now(), 0.0))
+        await self._trapped(self.io.signalled(), self.clock.monotonic() + max(asked + grace - self.clock.now(), 0.0))
         await self.clock.sleep(max(asked + min(grace, stop) - self.clock.now(), 0.0))
         code = stop_exit_code(self.pod, grace)
         self.io.exited(code, "received SIGTERM" if code != 137 else "was killed after the grace period")
@@ -1577,6 +1579,25 @@ class PodWorker:
         except APIError as e:
             if e.code != 404:
                 raise
+
+    async def _trapped(self, ends: dict[str, tuple[float | None, int]], deadline: float) -> None:
+        """The containers whose command traps SIGTERM (simulated_io.signalled: when each ends, with
+        which code) end then, each app container with its own status; one still running at the
+        grace period's end (monotonic `deadline`) is killed (137)."""
+        if not ends:
+            return
+        await self._sleep_until(max(min(deadline if end is None else end, deadline) for end, _ in ends.values()))
+        apps = {c["name"]: c for c in self._containers()}
+        for name, (end, code) in ends.items():
+            killed = end is None or end > deadline
+            code = 137 if killed else code
+            self.io.exit(name, code, at=deadline if killed else end)
+            if name not in apps:  # a sidecar's code is not the pod's
+                continue
+            now = self.clock.rfc3339()
+            self.ended[name] = self._status_of(apps[name], {"terminated": {
+                "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}, False, False)
 
     async def _delete(self) -> None:
         """The status manager removes a deleted pod once its final status landed: a failed delete

@@ -154,8 +154,9 @@ _SIGNALS = {"EXIT": "EXIT", "0": "EXIT", "HUP": "HUP", "1": "HUP", "INT": "INT",
 
 def _trap(run: _Run, name: str, args: list[str]) -> int:
     """`trap [ACTION CONDITION...]`: ACTION (a script; `-`: the default again; empty: ignored) on
-    each condition: EXIT runs as the shell ends; a signal's is kept, as the simulated kubelet
-    stops a container without running it. With no arguments, the traps set, as the shell lists them."""
+    each condition: EXIT's runs as the shell ends, TERM's as the kubelet's SIGTERM is taken (a
+    container's command only); the other signals' are kept (no one sends them). With no
+    arguments, the traps set, as the shell lists them."""
     if not args:
         order = list(dict.fromkeys(_SIGNALS.values()))
         run.out("".join("trap -- '" + run.traps[cond].replace("'", "'\\''") + f"' {cond}\n"
@@ -170,6 +171,7 @@ def _trap(run: _Run, name: str, args: list[str]) -> int:
             run.traps.pop(cond, None)
         else:
             run.traps[cond] = action
+            run.trapped.add(cond)
     return 0
 
 

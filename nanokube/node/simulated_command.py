@@ -81,7 +81,7 @@ import posixpath
 import random
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from . import simulated_filters as filters
@@ -183,6 +183,9 @@ class Program:
     changes: tuple = field(default=(), compare=False)
     repeat: Repeat | Endless | None = field(default=None, compare=False)
     wait: Wait | None = field(default=None, compare=False)
+    #: where the script traps TERM: how it runs when the signal comes `at` seconds after it started
+    #: (`signalled(at, fs)`, on the files given), None where that is not worked out
+    signalled: Callable[[float, Files], Program | None] | None = field(default=None, compare=False)
 
     def writes(self) -> list[tuple[float, str, str | bytes]]:
         """Everything written before any endless repetition, in order: (when, "stdout" or "stderr", text)."""
@@ -237,7 +240,18 @@ def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes 
             if len(argv) < 3 or argv[1] != "-c":
                 return None
             run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2])
-            return _execute(parse(argv[2]), run).program()
+            program = _execute(parse(argv[2]), run).program()
+            if "TERM" not in run.trapped:
+                return program
+
+            def signalled(at: float, files: Files) -> Program | None:
+                later = _Run(now, fs=files, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2])
+                later.signal = at
+                try:
+                    return _execute(parse(argv[2]), later).program()
+                except _Unknown:
+                    return None
+            return replace(program, signalled=signalled)
         run = _Run(now, fs=fs, stdin=stdin, env=env, seed=" ".join(argv))
         run.command(argv, in_shell=False)
         return run.program()
@@ -430,8 +444,14 @@ class _Run:
         #: `local` variables had before (None: unset), given back as it returns
         self.functions: dict[str, object] = {}
         self.frames: list[dict[str, str | None]] = []
-        #: `trap`'s actions by condition (EXIT, TERM...): EXIT's runs as the shell ends (`_on_exit`)
+        #: `trap`'s actions by condition (EXIT, TERM...): EXIT's runs as the shell ends (`_on_exit`),
+        #: TERM's as the signal is taken (`_take_signal`); the conditions ever trapped
         self.traps: dict[str, str] = {}
+        self.trapped: set[str] = set()
+        #: when SIGTERM comes (seconds since the start), where the run works out what it then does,
+        #: and whether it was taken
+        self.signal: float | None = None
+        self.signal_taken = False
 
     def snapshot(self) -> tuple:
         """The shell's state a later run goes on from (`restore`): its variables, positional
@@ -561,8 +581,14 @@ class _Run:
                 state, mark = self._state(), (len(self.output), len(self.errors), self._journal(), self.now, passes)
                 before = seen.setdefault(state, mark)
                 if before is not mark and before[2] == mark[2]:
-                    self._endless(node, before, passes - before[4])
-                if passes >= LAZY_AFTER and self._cannot_end(node) and not {"e", "u"} & self.options:
+                    if self.signal is None or self.signal_taken:
+                        self._endless(node, before, passes - before[4])
+                    period = self.now - before[3]  # passes that repeat until the signal comes: skipped
+                    if period > 0 and self.now + period <= self.signal:
+                        self.now += (self.signal - self.now) // period * period
+                    seen.clear()
+                if passes >= LAZY_AFTER and self._cannot_end(node) and not {"e", "u"} & self.options and \
+                        (self.signal is None or self.signal_taken):  # (worked out to the signal, within BUDGET)
                     if self.now == began and (len(self.output) > seen_marks[0] or len(self.errors) > seen_marks[1]):
                         raise _Unknown  # writing without end at one instant: not simulated
                     if self.now > began:  # a counter, or files it adds to: its passes as they come
@@ -807,6 +833,7 @@ class _Run:
         self.steps += 1
         if self.steps > BUDGET:
             raise _Unknown
+        self._take_signal()
         self.substituted = False
         words = [f for w in node.words for f in self.expand(w)]
         assigns = [(name, self._string(value)) for name, value in node.assigns]
@@ -833,6 +860,20 @@ class _Run:
         finally:
             if saved is not None:
                 self.vars, self.exported = saved
+
+    def _take_signal(self) -> None:
+        """SIGTERM, come by now, is taken once the command running as it came has ended (a real
+        shell runs a trap then): TERM's action runs, the shell going on after it unless it exits;
+        untrapped, the signal is ignored, as by a container's first process."""
+        if self.signal is None or self.signal_taken or self.now < self.signal or math.isinf(self.now):
+            return
+        self.signal_taken = True
+        action = self.traps.get("TERM")
+        if not action:
+            return
+        status = self.status
+        self.script(parse(action))
+        self.status = status
 
     def _call(self, body, args: list[str]) -> None:
         """A function's body run with `args` as its positional parameters (`$0` the shell's), until
@@ -960,6 +1001,7 @@ class _Run:
         elif name == "sleep" and args:
             self.now += sum(_seconds(a) for a in args)
             self.status = 0
+            self._take_signal()
         elif name == "seq" and 1 <= len(args) <= 3 and all(re.fullmatch(r"-?\d+", a) for a in args):
             n = [int(a) for a in args]
             first, step, last = (1, 1, n[0]) if len(n) == 1 else (n[0], 1, n[1]) if len(n) == 2 else n

@@ -76,7 +76,7 @@ class SimulatedIO:
 
     __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
                  "stdin_closed", "stdin_status", "shells", "ephemeral_ended", "_files", "environments",
-                 "streams", "ended")
+                 "streams", "ended", "began")
 
     def __init__(self, worker):
         self.worker = worker
@@ -92,8 +92,11 @@ class SimulatedIO:
         #: what each running container writes later, and the task writing it
         self._pending: dict[str, _Writes] = {}
         self._scripted: dict[str, asyncio.Task] = {}
-        #: the running containers whose command is interpreted (simulated_command): what they run
+        #: the running containers whose command is interpreted (simulated_command): what they run,
+        #: and when (monotonic) it started, while it is the program that runs (not one that went on
+        #: from a wait)
         self.programs: dict[str, Program] = {}
+        self.began: dict[str, float] = {}
         #: how each container's last instance exited, for an attach that saw it end
         self.exit_codes: dict[str, int] = {}
         #: the containers reading stdin that reached its EOF: each exits 0 (the worker's run wait ends)
@@ -196,6 +199,7 @@ class SimulatedIO:
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         if program is not None:
             self.programs[name] = program
+            self.began[name] = self.worker.clock.monotonic()
             timeline = program.timeline()
         elif spec.get("stdin") and (stream := filter_of(argv)) is not None:
             self.programs.pop(name, None)
@@ -219,10 +223,12 @@ class SimulatedIO:
         self._schedule(name, heapq.merge(timeline, sorted(declared, key=lambda e: e[0]), key=lambda e: e[0]),
                        self._then(name, program, self.worker.clock.monotonic()))
 
-    def _schedule(self, name: str, out: Iterable[tuple[float, str, object]], then=None) -> None:
-        """Container `name` writes `out` ((seconds from now, stream, text), or changes its files:
-        stream "files"; in time order, endless for an endless loop), then does `then`, if any."""
-        now = self.worker.clock.monotonic()
+    def _schedule(self, name: str, out: Iterable[tuple[float, str, object]], then=None,
+                  now: float | None = None) -> None:
+        """Container `name` writes `out` ((seconds from `now`, by default now, monotonic; stream,
+        text), or changes its files: stream "files"; in time order, endless for an endless loop),
+        then does `then`, if any."""
+        now = self.worker.clock.monotonic() if now is None else now
         self._pending[name] = pending = _Writes((now + when, stream, text) for when, stream, text in out)
         self._flush(name, now)
         if pending.due is not None or then:
@@ -262,6 +268,7 @@ class SimulatedIO:
             await clock.sleep(max(began + program.wait.at - clock.monotonic(), 0.0))
             now = clock.monotonic()
             later = program.wait.resume(self.draft(name, fresh=False), clock.now())
+            self.began.pop(name, None)
             if later is not None:
                 self._schedule(name, later.timeline(), self._then(name, later, now, resumed=True))
         return passes
@@ -291,6 +298,26 @@ class SimulatedIO:
         self.logs[name][-1].close()
         self.running.remove(name)
         self.exit_codes[name] = code
+
+    def signalled(self) -> dict[str, tuple[float | None, int]]:
+        """The kubelet's SIGTERM, now, to each running container whose command traps it: from now on
+        it writes what it then does (its trap's action, once the command running ends); when it
+        ends (monotonic; None: it runs on, to be killed) and with which code, by name."""
+        now, out = self.worker.clock.monotonic(), {}
+        for name in list(self.running):
+            program, began = self.programs.get(name), self.began.get(name)
+            if program is None or program.signalled is None or began is None:
+                continue
+            at = now - began
+            later = program.signalled(at, self.draft(name))
+            if later is None:
+                continue
+            self._flush(name, now)
+            if task := self._scripted.pop(name, None):
+                task.cancel()
+            self._schedule(name, ((t - at, stream, text) for t, stream, text in later.timeline() if t > at), now=now)
+            out[name] = (None if math.isinf(later.seconds) else now + (later.seconds - at), later.exit_code)
+        return out
 
     def exited(self, code: int, why: str = "") -> None:
         """Every running container ends with `code` (the pod stops)."""

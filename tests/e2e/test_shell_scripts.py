@@ -74,3 +74,28 @@ def test_parameter_trimming_functions_cut_and_xargs_log_as_a_real_shell_does(run
     interpreted, the container ran on as a stub and its pod never ended)."""
     cluster, _ = runtime
     assert _run(cluster, "trims", SCRIPT) == LOG
+
+
+def test_a_trapped_sigterm_runs_its_action_before_the_container_ends(runtime):
+    """Deleting the pod sends its container SIGTERM: the shell runs its TERM trap once the command
+    it waits on ends, as a real one does, and the container ends with the trap's `exit 0` well
+    within the grace period (before, the simulated container ended at once with 143, its trap
+    never run)."""
+    cluster, _ = runtime
+    pod = _job_pod("draining", "trap 'echo draining; sleep 1; echo bye; exit 0' TERM; echo up; "
+                               "while true; do sleep 1; done")
+    pod["metadata"]["finalizers"] = ["test.nanokube.io/keep"]  # the pod stays to be looked at
+    pod["spec"]["terminationGracePeriodSeconds"] = 30
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: cluster.kubectl("logs", "draining", check=False).stdout == "up\n", 60, "draining up")
+    cluster.kubectl("delete", "pod", "draining", "--wait=false")
+    try:
+        term = wait_for(lambda: (cluster.kubectl_json("get", "pod", "draining")["status"]
+                                 .get("containerStatuses") or [{}])[0].get("state", {}).get("terminated"), 30,
+                        "draining terminated")
+        assert term["exitCode"] == 0, term
+        # the process runtime signals the container's process group, its `sleep` too, whose end
+        # dash reports ("Terminated"); a kubelet signals the container's first process only
+        assert cluster.kubectl("logs", "draining").stdout.replace("Terminated\n", "") == "up\ndraining\nbye\n"
+    finally:
+        cluster.kubectl("patch", "pod", "draining", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')

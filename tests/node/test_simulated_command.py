@@ -344,3 +344,22 @@ def test_a_shells_exit_trap_runs_when_it_exits_not_after_each_line():
     assert shell.line("trap 'echo bye' EXIT", 0) == Step((), 0, False)
     assert shell.line("echo hi", 0).output == ((0, "stdout", "hi\n"),)
     assert shell.line("exit 2", 0) == Step(((0, "stdout", "bye\n"),), 0, True) and shell.status == 2
+
+
+def test_sigterm_runs_the_trap_once_the_command_it_came_during_ends():
+    """What a script trapping TERM does when the kubelet's SIGTERM comes at a time: its action runs
+    once the `sleep` running then ends (a real shell waits for its foreground command), and the
+    shell exits with the trap's code, its EXIT trap after; passes repeating until then are
+    skipped, not worked out one by one. During `sleep infinity` it runs on (to be killed)."""
+    script = "trap 'echo got $i; exit 3' TERM; trap 'echo bye' EXIT; i=0; while true; do sleep 2; done"
+    program = interpret(["sh", "-c", script])
+    assert (program.seconds, program.output) == (math.inf, ())
+    later = program.signalled(100_001.5, None)
+    assert (later.seconds, later.exit_code, later.writes()) == (
+        100_002, 3, [(100_002, "stdout", "got 0\n"), (100_002, "stdout", "bye\n")])
+    assert interpret(["sh", "-c", "echo up; while true; do sleep 1; done"]).signalled is None
+    forever = interpret(["sh", "-c", "trap 'echo got' TERM; sleep infinity"]).signalled(5.0, None)
+    assert (forever.seconds, forever.writes()) == (math.inf, [])
+    counter = interpret(["sh", "-c", "trap 'echo at $i; exit' TERM; i=0; while true; do i=$((i+1)); sleep 1; done"])
+    assert counter.signalled(80.5, None).writes() == [(81, "stdout", "at 81\n")]  # its passes worked out to it
+    assert counter.signalled(1e6, None) is None  # too far to work out: as the kubelet's stop says
