@@ -5,9 +5,25 @@ Warning Failed event), tried again at the next sync, until the driver writes the
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
+import tempfile
+import time
+
+import pytest
+
+from nanokube.apiserver.loopback import connector
+from nanokube.machinery.errors import APIError
+from nanokube.node.cluster import default_cluster
 from nanokube.node.dra import cdi
-from tests.controllers import eventually
-from tests.node.dra.test_plugin_registration import DRIVER, _claimed_pod, _events, env, registered, ticking
+from nanokube.node.manager import NodeManager
+from nanokube.node.runtime.process import ProcessRuntime
+from nanokube.node.streaming import log_options
+from tests.controllers import eventually, make_stack
+from tests.node.dra.plugin_driver import PluginDriver
+from tests.node.dra.test_plugin_registration import (DRIVER, NODE, _allocate, _claim, _claimed_pod, _events, env,
+                                                     registered, ticking)
 from tests.node.dra.test_prepare import phase
 
 __all__ = ["env"]  # the fixture, shared with the plugin registration tests
@@ -54,3 +70,65 @@ def test_a_specs_mounts_and_device_nodes_are_gathered_spec_wide_then_per_device(
     assert edits.mounts == [("/opt/vendor/lib", "/usr/lib/vendor", True), ("/var/run/vendor/g0", "/var/run/vendor", False)]
     assert edits.device_nodes == [("/dev/vendor0", "/dev/real0", 0o640), ("/dev/vendorctl", "/dev/vendorctl", None),
                                   ("/dev/vendor1", "/dev/vendor1", None)]
+
+
+@pytest.fixture
+async def process_node(tmp_path):
+    """The default cluster's node agents on the process runtime (root and iproute2), real time."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("SKIPPED LOUDLY: the process runtime needs root and iproute2")
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    rt = ProcessRuntime(str(tmp_path / "runtime"), "c" + secrets.token_hex(3), backoff_initial=0.05)
+    pods_dir = tempfile.mkdtemp(prefix="nk-", dir="/tmp")  # a unix socket's path has at most 107 bytes
+    mgr = NodeManager(connector(s.rest), default_cluster(), runtime=rt, pods_dir=pods_dir)
+    try:
+        rt.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in mgr.agents.values()])
+        await mgr.start()
+        yield s.client, rt, mgr
+    finally:
+        await mgr.stop()
+        rt.close()
+        await s.close()
+        shutil.rmtree(pods_dir, ignore_errors=True)
+
+
+async def test_a_process_started_once_its_cdi_spec_is_written_gets_the_specs_mount_and_env(process_node):
+    """The process runtime: the container fails to be created while its CDI device does not
+    resolve, then runs with the spec's mount and variables once the driver writes it."""
+    client, rt, mgr = process_node
+    a = mgr.agents[NODE]
+    d = PluginDriver(DRIVER, a.plugins_registry, f"{mgr.pods_dir}/{NODE}/plugins", a.cdi_dir,
+                     lambda ns, n: [("gpu", NODE, "gpu-0")]).start()
+    try:
+        d.no_spec.add("gpu-0")
+
+        async def registered():
+            plugin = a.dra_plugins.get(DRIVER)
+            return plugin is not None and plugin.connected
+        await eventually(registered)
+        claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+        pods = client.resource("", "v1", "pods")
+        await claims.create(_claim("reader"))
+        pod = await pods.create({"metadata": {"name": "reader", "namespace": "default"}, "spec": {
+            "nodeName": NODE, "restartPolicy": "Never", "resourceClaims": [{"name": "acc", "resourceClaimName": "reader"}],
+            "containers": [{"name": "app", "image": "busybox", "resources": {"claims": [{"name": "acc"}]},
+                            "command": ["sh", "-c", f"cat /var/run/{DRIVER}/gpu-0/info; echo $DEVICE_0"]}]}})
+        await _allocate(claims, "reader", pod)
+
+        async def waiting():
+            st = (await pods.get("reader", "default")).get("status") or {}
+            return [s["state"].get("waiting", {}).get("reason") for s in st.get("containerStatuses") or ()] == \
+                ["CreateContainerError"]
+        await eventually(waiting)
+        d.write_spec("gpu-0")
+
+        async def logged():
+            try:  # pods/log as the node serves it: refused while the container waits to be created
+                data = await rt.pods[("default", "reader")].logs("app", log_options({}, time.time()))
+            except APIError:
+                return None
+            return data if isinstance(data, bytes) and data.endswith(b"gpu-0\n") else None
+        assert await eventually(logged, timeout=60) == f"{DRIVER} gpu-0\ngpu-0\n".encode()
+    finally:
+        d.stop()
