@@ -61,6 +61,12 @@ async def test_a_device_search_longer_than_filter_timeout_leaves_the_node_out(ti
             assert got == "bound"
         else:
             assert got.startswith("0/1 nodes are available: 1 timed out trying to allocate devices."), got
+            info = await eventually(lambda: _queued(sched, "default/p"))
+            assert info.last_failure is None  # a verdict the clock decided: its retry searches again
     finally:
         await sched.stop()
         await s.close()
+
+
+async def _queued(sched, key):
+    return sched.queue.unschedulable.get(key) or sched.queue.backoff.get(key)
