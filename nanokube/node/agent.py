@@ -270,6 +270,8 @@ class NodeAgent:
         self.claims = ClaimPreparer(client, spec, [p.driver for p in self.dra.publishers], clock,
                                     plugins=self.dra_plugins, cdi_dir=self.cdi_dir, device_health=self.dra.health)
         self.dra_plugins.on_health = self.dra.on_health = self._device_health_changed
+        if self.plugin_watcher is not None:
+            self.claims.metrics.watch(self.plugin_watcher)
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
         self.volumes.host_paths = self.runtime.name == "process"

@@ -376,9 +376,9 @@ class KubeletServer:
 
     async def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), its
-        node's name, the pods and containers it runs, and the volume stats collector's series of
-        each claim in use (once, however many pods here use it); families by name, as client_golang
-        gathers them."""
+        node's name, the pods and containers it runs, the volume stats collector's series of each
+        claim in use (once, however many pods here use it) and its plugin manager's plugins;
+        families by name, as client_golang gathers them."""
         running = self._running()
         claims: dict[tuple[str, str], dict] = {}
         for volumes in await self._volume_stats([pod for pod, _, _ in running], self.agent.clock.rfc3339(),
@@ -397,8 +397,9 @@ class KubeletServer:
             lines += [f"# HELP kubelet_volume_stats_{name} [ALPHA] {doc}", f"# TYPE kubelet_volume_stats_{name} gauge"]
             lines += [f'kubelet_volume_stats_{name}{{namespace="{ns}",persistentvolumeclaim="{claim}"}} '
                       f"{_float(v[field])}" for (ns, claim), v in sorted(claims.items())]
-        dra = self.agent.claims.metrics.render().decode()
-        return web.Response(text=dra + "\n".join(lines) + "\n", headers={"Content-Type": CONTENT_TYPE})
+        dra = self.agent.claims.metrics
+        text = dra.render().decode() + "\n".join(lines) + "\n" + dra.render_plugins().decode()
+        return web.Response(text=text, headers={"Content-Type": CONTENT_TYPE})
 
     def _cadvisor(self) -> web.Response:
         """cAdvisor's container metrics as the kubelet serves them at /metrics/cadvisor: one series per

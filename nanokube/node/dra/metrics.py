@@ -8,7 +8,11 @@ node's /metrics under upstream's names, labels, buckets and HELP texts:
   simulated driver's in-process preparation counts as its kubelet plugin's call (always OK: a
   plugin reports a claim's failure in its answer, not as the call's status);
 - `dra_resource_claims_in_use{driver_name}`: the prepared claims by driver, and all of them under
-  the driver name "<any>" (always present; a claim with devices of two drivers counts once there).
+  the driver name "<any>" (always present; a claim with devices of two drivers counts once there);
+- on a registry of its own (its family sorts after the kubelet_* ones), the plugin manager's
+  `plugin_manager_total_plugins{socket_path,state}`: 1 for each socket in the plugins_registry
+  directory ("desired_state_of_world") and each registered through one ("actual_state_of_world"),
+  so a plugin whose registration fails shows as desired only.
 """
 
 from __future__ import annotations
@@ -63,6 +67,21 @@ class _ClaimsInUse:
         return [m]
 
 
+class _TotalPlugins:
+    """The plugin manager's gauge, read at each scrape from its watcher (upstream's totalPluginsCollector)."""
+
+    def __init__(self, watcher) -> None:
+        self.watcher = watcher
+
+    def collect(self) -> list[Metric]:
+        m = Metric("plugin_manager_total_plugins", "[ALPHA] Number of plugins in Plugin Manager", "gauge")
+        for state, paths in (("actual_state_of_world", sorted(self.watcher.registered)),
+                             ("desired_state_of_world", self.watcher.desired)):
+            for path in paths:
+                m.add_sample("plugin_manager_total_plugins", {"socket_path": path, "state": state}, 1)
+        return [m]
+
+
 class DRAMetrics:
     """One node's DRA metrics; `in_use()` gives the prepared claims by driver, "<any>" included."""
 
@@ -75,6 +94,12 @@ class DRAMetrics:
                            "[ALPHA] Duration in seconds of the DRA gRPC operations",
                            ["driver_name", "method_name", "grpc_status_code"], self.registry, DEF_BUCKETS)
         self.registry.register(_ClaimsInUse(in_use))
+        #: the plugin manager's (`watch`)
+        self.plugins = CollectorRegistry(auto_describe=False)
+
+    def watch(self, watcher) -> None:
+        """Count the plugins of the node's plugin watcher."""
+        self.plugins.register(_TotalPlugins(watcher))
 
     def operation(self, name: str, started: float, failed: bool) -> None:
         """A PrepareResources or UnprepareResources that began at `started` (the clock's monotonic)."""
@@ -85,4 +110,9 @@ class DRAMetrics:
         self.grpc.labels(driver, method, status_code(error)).observe(self.clock.monotonic() - started)
 
     def render(self) -> bytes:
+        """The DRA families, in the text format."""
         return render(self.registry)
+
+    def render_plugins(self) -> bytes:
+        """The plugin manager's family, in the text format (nothing without a watcher)."""
+        return render(self.plugins)

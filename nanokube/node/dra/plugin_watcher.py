@@ -79,8 +79,10 @@ class PluginWatcher:
         self.clock = clock
         self.node = node
         self.interval = interval
-        #: socket path -> the plugin registered through it
+        #: socket path -> the plugin registered through it (upstream's actual state of world)
         self.registered: dict[str, _Registered] = {}
+        #: the sockets the last pass found, registered or not yet (its desired state of world)
+        self.desired: list[str] = []
         self._failed: dict[str, _Failed] = {}
         self._seen_mtime: int | None = None
         #: socket path -> its registration under way
@@ -132,6 +134,7 @@ class PluginWatcher:
         registration runs as a task of its own, so that a socket nobody answers on (a plugin
         that died without removing it) holds up no other node's, nor this node's, next pass."""
         sockets = self._sockets()
+        self.desired = sorted(sockets)
         for path in [p for p, r in self.registered.items() if sockets.get(p) != r.identity]:
             r = self.registered.pop(path)
             log.info("node %s: plugin %s at %s deregistered (socket removed)", self.node, r.name, path)

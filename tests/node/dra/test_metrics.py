@@ -104,3 +104,31 @@ async def test_a_built_in_drivers_preparation_counts_as_its_plugins_calls(env):
                      method_name=V1 + "/NodePrepareResources", grpc_status_code="OK") == 1
         assert value(s, "dra_resource_claims_in_use", driver_name=built_in) == 1
     assert value(s, "dra_resource_claims_in_use", driver_name="<any>") == 1, "one claim, two drivers"
+
+
+async def test_the_plugin_manager_counts_each_socket_desired_and_each_registered_plugin(env):
+    client, clock, mgr, driver = env
+    good = driver()
+    await registered(clock, mgr, good)
+    refused = driver("refused.example.com", versions=("v2.DRAPlugin",))
+    await eventually(ticking(clock, lambda: _true(refused.statuses)))
+
+    s = await scrape(mgr)
+    assert value(s, "plugin_manager_total_plugins", socket_path=good.registration_socket,
+                 state="actual_state_of_world") == 1
+    assert value(s, "plugin_manager_total_plugins", socket_path=good.registration_socket,
+                 state="desired_state_of_world") == 1
+    assert value(s, "plugin_manager_total_plugins", socket_path=refused.registration_socket,
+                 state="desired_state_of_world") == 1
+    assert ("plugin_manager_total_plugins", frozenset({("socket_path", refused.registration_socket),
+                                                       ("state", "actual_state_of_world")})) not in s
+    resp = await mgr.kubelet_for(NODE).serve(GET, "/metrics")
+    families = [line.split()[2] for line in resp.text.splitlines() if line.startswith("# TYPE ")]
+    assert families == sorted(families), "families by name, as client_golang gathers them"
+
+    good.stop()
+    refused.stop()
+
+    async def gone():
+        return not any(k[0] == "plugin_manager_total_plugins" for k in await scrape(mgr))
+    await eventually(ticking(clock, gone))
