@@ -1203,6 +1203,16 @@ class Shell:
             run.status = 2
         return self._step(run)
 
+    def close(self, now: float) -> Step:
+        """The end of stdin (EOF, ^D) ends the shell at `now`: its EXIT trap runs, as at `exit`."""
+        run = _Run(now, self.status, fs=self._files if self.files else None, stdin=_TERMINAL, interactive=True)
+        run.vars, run.exported, run.functions, run.traps = self.vars, self.exported, self.functions, self.traps
+        try:
+            _on_exit(run)
+        except _Unknown:
+            run.errors.append((0, 0.0, _CANNOT_RUN))
+        return self._step(run)
+
     def resume(self, wait: Wait, now: float) -> Step:
         """Go on at `now` with a line that waited in a loop for its files (`Step.wait`), on the
         files as they are now, as a container's command does."""

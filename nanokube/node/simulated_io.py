@@ -574,6 +574,8 @@ class SimulatedIO:
                 pending += data
             end = _LINE_END.search(pending)
             if end is None and not pending.strip():
+                for _, stream, text in shell.close(clock.now()).output:  # its EXIT trap, at once
+                    await out(stream, text)
                 return shell.status
             line, pending = (pending[:end.start()], pending[end.end():]) if end else (pending, b"")
             start = clock.monotonic()

@@ -139,6 +139,9 @@ def test_exec_of_a_shell_with_piped_stdin_runs_each_line_until_exit(cluster):
     assert "sh: ps: not found\n" in r.stderr
     r = cluster.kubectl("exec", "-i", "piped-shell", "--", "/bin/bash", input="false\n", check=False)
     assert r.returncode == 1, r.stderr  # EOF: the shell exits with the last command's status
+    r = cluster.kubectl("exec", "-i", "piped-shell", "--", "sh", input="trap 'echo bye $?' EXIT\necho hi; false\n",
+                        check=False)
+    assert (r.returncode, r.stdout) == (1, "hi\nbye 1\n"), r.stderr  # its EXIT trap runs at EOF too
 
 
 def test_exec_it_of_a_shell_prompts_echoes_and_exits_with_its_code(cluster):

@@ -344,6 +344,9 @@ def test_a_shells_exit_trap_runs_when_it_exits_not_after_each_line():
     assert shell.line("trap 'echo bye' EXIT", 0) == Step((), 0, False)
     assert shell.line("echo hi", 0).output == ((0, "stdout", "hi\n"),)
     assert shell.line("exit 2", 0) == Step(((0, "stdout", "bye\n"),), 0, True) and shell.status == 2
+    shell = Shell()
+    shell.line("trap 'echo bye $?' EXIT; false", 0)
+    assert shell.close(0).output == ((0, "stdout", "bye 1\n"),) and shell.status == 1  # at the end of stdin
 
 
 def test_sigterm_runs_the_trap_once_the_command_it_came_during_ends():
