@@ -99,3 +99,23 @@ def test_a_trapped_sigterm_runs_its_action_before_the_container_ends(runtime):
         assert cluster.kubectl("logs", "draining").stdout.replace("Terminated\n", "") == "up\ndraining\nbye\n"
     finally:
         cluster.kubectl("patch", "pod", "draining", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+
+
+def test_an_init_container_waits_for_a_file_its_sidecar_writes(runtime):
+    """A sidecar (restartPolicy Always) runs beside the init containers after it (KEP-753): the next
+    one, waiting for the file the sidecar writes on their shared emptyDir, is released by it."""
+    cluster, _ = runtime
+    mount = [{"name": "work", "mountPath": "/work"}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "side-writer", "namespace": "default"}, "spec": {
+        "terminationGracePeriodSeconds": 1, "volumes": [{"name": "work", "emptyDir": {}}],
+        "initContainers": [
+            {"name": "side", "image": "busybox", "restartPolicy": "Always", "volumeMounts": mount,
+             "command": ["sh", "-c", "sleep 2; echo ok > /work/ready; echo wrote; sleep 3600"]},
+            {"name": "wait", "image": "busybox", "volumeMounts": mount,
+             "command": ["sh", "-c", "until [ -f /work/ready ]; do sleep 1; done; echo released $(cat /work/ready)"]}],
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "side-writer")["status"].get("phase") == "Running", 90,
+             "side-writer Running")
+    assert cluster.kubectl("logs", "side-writer", "-c", "wait").stdout == "released ok\n"
+    assert cluster.kubectl("logs", "side-writer", "-c", "side").stdout == "wrote\n"
