@@ -854,10 +854,12 @@ class GenericREST:
             omitempty.drop(held)
         warnings = warnings + self._warned(admission, res.strategy.warnings_on_create(obj)) \
             + await self._validating_admission(admission, obj)
+        key = res.key(md.get("namespace"), md["name"])
         if opts.dry_run:
             res.strategy.release(obj)
+            if await self.store.get(key) is not None:  # DryRunnableStorage.Create: a name taken is taken
+                raise self._name_taken(res, key, md["name"], generated)
             return Result(self._external(res, obj, version), 201, warnings)
-        key = res.key(md.get("namespace"), md["name"])
         held = res.strategy.reservations
         made = await self._reserve(res, obj, None) if held is not None else None
         try:

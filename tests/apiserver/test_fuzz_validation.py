@@ -48,3 +48,22 @@ async def test_an_update_that_sends_a_bad_cluster_ip_without_cluster_ips(api, ip
             "message": f'Invalid value: "{ip}": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'}])
     code, same = await _send(api, "PUT", f"{SVCS}/web", _service("web", clusterIP=svc["spec"]["clusterIP"]))
     assert code == 200 and same["spec"]["clusterIPs"] == svc["spec"]["clusterIPs"]
+
+
+async def test_a_dry_run_create_of_a_name_taken_is_its_conflict(api):
+    """A dry-run create answers what the create would (DryRunnableStorage.Create reads the key first):
+    a name taken is the 409 AlreadyExists, one held by an object being deleted says so; it was a 201.
+    An invalid body is still its 422 first, as validation comes before the store."""
+    cms = "/api/v1/namespaces/default/configmaps"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "taken", "finalizers": ["example.com/hold"]}}
+    assert (await _send(api, "POST", cms, cm))[0] == 201
+    code, status = await _send(api, "POST", f"{cms}?dryRun=All", cm)
+    assert (code, status["reason"], status["message"], status["details"]) == (
+        409, "AlreadyExists", 'configmaps "taken" already exists', {"name": "taken", "kind": "configmaps"})
+    code, status = await _send(api, "POST", f"{cms}?dryRun=All", {**cm, "data": {"a": 1}})
+    assert code == 400
+    assert (await _send(api, "DELETE", f"{cms}/taken"))[0] == 200
+    code, status = await _send(api, "POST", f"{cms}?dryRun=All", cm)
+    assert (code, status["message"]) == (409, 'object is being deleted: configmaps "taken" already exists')
+    code, _ = await _send(api, "POST", f"{cms}?dryRun=All", {**cm, "metadata": {"name": "free"}})
+    assert code == 201 and (await _send(api, "GET", f"{cms}/free"))[0] == 404
