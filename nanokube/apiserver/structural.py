@@ -590,10 +590,13 @@ _TIME_TYPES = ("k8s.io.apimachinery.pkg.apis.meta.v1.Time", "k8s.io.apimachinery
 
 def _time_fields(name: str) -> dict[str, bool] | None:
     """The metav1.Time and MicroTime fields of built-in definition `name` and whether each is a
-    pointer, from the Go types kubectl 1.37 carries (protobuf.TABLE); None where they are not known."""
+    pointer, from the Go types kubectl 1.37 carries and kube-aggregator's (protobuf.TABLE); None
+    where they are not known."""
     from .protobuf import TABLE
 
-    table = TABLE.get("k8s.io." + name.removeprefix("io.k8s."))
+    aggregator = "io.k8s.kube-aggregator.pkg.apis."  # kube-aggregator's messages are named as k8s.io/api's
+    table = TABLE.get("k8s.io.api." + name.removeprefix(aggregator) if name.startswith(aggregator)
+                      else "k8s.io." + name.removeprefix("io.k8s."))
     if table is None:
         return None
     return {json_name: flags == "p" for json_name, ftype, flags in table.values()

@@ -131,3 +131,18 @@ async def test_a_pointer_time_sent_as_the_zero_time_is_served_null(api):
                                                  headers={"Accept": "application/vnd.kubernetes.protobuf"})
         return r.data
     assert protobuf.decode(await asyncio.to_thread(get))["status"]["startTime"] == ZERO
+
+
+async def test_an_apiservice_condition_without_its_transition_time_is_served_null(api):
+    """kube-aggregator's APIServiceCondition.lastTransitionTime is a metav1.Time value too."""
+    url = "/apis/apiregistration.k8s.io/v1/apiservices"
+    code, body = await _raw(api, "POST", url, {"metadata": {"name": "v1.example.com"}, "spec": {
+        "group": "example.com", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
+        "service": {"namespace": "default", "name": "api"}}})
+    assert code == 201, body
+    svc = json.loads(body)
+    svc["status"] = {"conditions": [{"type": "Available", "status": "False", "reason": "Testing"}]}
+    code, body = await _raw(api, "PUT", f"{url}/v1.example.com/status", svc)
+    assert code == 200, body
+    assert json.loads(body)["status"]["conditions"] == [
+        {"type": "Available", "status": "False", "reason": "Testing", "lastTransitionTime": None}]
