@@ -25,6 +25,12 @@ import pytest
 
 STORE = os.environ.get("NANOKUBE_E2E_STORE", "sqlite")
 
+# Every `nanokube up` (and API server worker, CLI run, operator) the suite starts imports all of
+# nanokube. Where PYTHONDONTWRITEBYTECODE is set, each compiled those sources again: a second of
+# every start. The processes started from here write and share their bytecode outside the tree.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"nanokube-e2e-pycache-{os.getuid()}")
+
 
 def _kubectl() -> str:
     """The kubectl the e2e suite drives: NANOKUBE_E2E_KUBECTL, else the version-matched
