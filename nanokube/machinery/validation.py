@@ -449,9 +449,6 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
     return errs
 
 
-NameValidator = Any  # callable(str) -> list[str]
-
-
 def _owner_reference(ref: dict) -> gofmt.Struct:
     """A metav1.OwnerReference as json.Marshal writes it (the two pointers left out when unset)."""
     out = gofmt.Struct(apiVersion=ref.get("apiVersion") or "", kind=ref.get("kind") or "", name=ref.get("name") or "",

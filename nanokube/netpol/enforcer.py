@@ -34,7 +34,6 @@ class NetworkPolicyEnforcer:
         self.policies = Informer(client.resource("networking.k8s.io", "v1", "networkpolicies"), clock=clock)
         self.nft = {name: nft_for(netns) for name, netns in nodes}
         self.written: dict[str, str] = {}
-        self.syncs = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         for inf in (self.pods, self.namespaces, self.policies):
@@ -87,4 +86,3 @@ class NetworkPolicyEnforcer:
                 log.warning("network policy rules for node %s: %s", node, e)
                 continue
             self.written[node] = text
-        self.syncs += 1

@@ -70,9 +70,6 @@ class Timing:
         return min(times, default=None)
 
 
-ALWAYS = Timing()
-
-
 @dataclass(frozen=True)
 class Plan:
     """Every fault an annotation names, with its timing."""
