@@ -17,12 +17,14 @@ ITEM_RUNES = 256
 _VALUE = re.compile(r'(\d{3}) (\S+) "((?:[^"\\]|\\.)*)"')
 _ESCAPED = re.compile(r"\\(.)")
 
-_RECORDED: ContextVar[list[str] | None] = ContextVar("nanokube.apiserver.warnings", default=None)
+#: the request's warnings in the order they came, each once (a dict: a body of 100,000 unknown fields
+#: warns as many times, and a list's membership test made that quadratic)
+_RECORDED: ContextVar[dict[str, None] | None] = ContextVar("nanokube.apiserver.warnings", default=None)
 
 
 def start() -> Token:
     """A new recorder for the request being served (its task's context); `stop` with the token."""
-    return _RECORDED.set([])
+    return _RECORDED.set({})
 
 
 def stop(token: Token) -> None:
@@ -34,7 +36,7 @@ def record(texts: list[str]) -> None:
     outside a request (the in-process clients)."""
     recorded = _RECORDED.get()
     if recorded is not None:
-        recorded.extend(t for t in texts if t not in recorded)
+        recorded.update(dict.fromkeys(texts))
 
 
 def recorded() -> list[str]:
@@ -56,13 +58,15 @@ def limit(headers) -> None:
     values = headers.getall("Warning", ())
     if not values:
         return
-    warned = [(agent, _ESCAPED.sub(r"\1", quoted)) for v in values for _, agent, quoted in _VALUE.findall(v)]
+    # (read as far as they are kept: the texts past the cut are never unquoted)
+    warned = ((agent, _ESCAPED.sub(r"\1", quoted)) for v in values for _, agent, quoted in _VALUE.findall(v))
     kept: list[tuple[str, str]] = []
     seen: set[str] = set()
-    written, truncating = 0, False
+    written, truncating, read = 0, False, 0
     for agent, text in warned:
         if truncating and written >= TOTAL_RUNES:
             break
+        read += 1
         if not text or text in seen:
             continue
         seen.add(text)
@@ -74,7 +78,7 @@ def limit(headers) -> None:
         else:  # replays what was written, each cut
             truncating = True
             written = sum(len(t[:ITEM_RUNES]) for _, t in kept)
-    if not truncating and len(kept) == len(warned):
+    if not truncating and len(kept) == read:
         return
     headers.popall("Warning")
     for agent, text in kept:

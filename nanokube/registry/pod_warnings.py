@@ -374,10 +374,17 @@ def _env_warnings(env: list, at: tuple) -> list[str]:
     return out
 
 
+#: the most distinct warnings a response carries (upstream's recorder: TOTAL_RUNES of text, then as many
+#: cut ones, each at least a rune): a pod's ports, which warn once per pair that collides (thousands of
+#: containers on one port: millions), stop there, as nothing after them would be written
+_MOST_WARNINGS = 2 * 4096 + 1
+
+
 def _port_warnings(ports: list[tuple[tuple, list]]) -> list[str]:
     """A hostIP without a hostPort; a containerPort/protocol another port (of any container) has too,
     with the same, an unset or an ambiguous host side. `ports`: each container's (at, ports). Only
-    a hostIP or a containerPort seen twice can warn: most pods' ports are looked at once for those."""
+    a hostIP or a containerPort seen twice can warn: most pods' ports are looked at once for those.
+    At most _MOST_WARNINGS."""
     if not _may_warn(ports):
         return []
     out = []
@@ -406,6 +413,8 @@ def _port_warnings(ports: list[tuple[tuple, list]]) -> list[str]:
                 else:
                     continue
                 out.append(f"{_where(at)}.ports[{i}]: {what} port definition with {_where(o_at)}.ports[{o_i}]")
+                if len(out) >= _MOST_WARNINGS:
+                    return out
             others.append((at, i, port))
     return out
 
