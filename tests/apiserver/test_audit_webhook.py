@@ -21,6 +21,7 @@ from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_audit_policy import KUBECTL
 from tests.apiserver.test_request_body import admin_context
+from tests.controllers import eventually
 
 POLICY = """\
 apiVersion: audit.k8s.io/v1
@@ -217,10 +218,10 @@ async def test_batch_mode_sends_a_batch_when_the_throttle_lets_it(tmp_path, sink
     try:
         await kubectl(tmp_path, "create", "configmap", "a")
         await kubectl(tmp_path, "create", "configmap", "b")
-        for _ in range(500):
-            if sink.events():
-                break
-            await asyncio.sleep(0.01)
+
+        async def sent():
+            return sink.events()
+        await eventually(sent)
         await asyncio.sleep(0.3)  # b's batch waits for a token (a batch that may go is sent in milliseconds)
         assert [e["objectRef"]["name"] for e in sink.events()] == ["a"]
         await server.stop()
