@@ -1106,8 +1106,14 @@ class PodWorker:
             self.io.start(name, image, program)  # before its end is reckoned: it schedules what it writes from now
             end = _end(self.clock.monotonic(), program)
             await self._init_waiting(c, {"running": {"startedAt": started}})
-            if await self._wait(end, active=True):
-                return True
+            while True:  # the sidecars started before it may exit and restart meanwhile
+                due = [t for t in (end, *self._sidecars_due()) if t is not None]
+                if await self._wait(min(due, default=None), active=True):
+                    return True
+                if name in self.io.ended or end is not None and self.clock.monotonic() >= end:
+                    break
+                if await self._restart_sidecars(c, started):
+                    return True
             code = self.io.ended.pop(name, program.exit_code)  # found as it ran: it waited for its files
             self.io.exit(name, code, at=end)
             if code == 0:
@@ -1134,6 +1140,54 @@ class PodWorker:
                 return True
             await self._event("Normal", "Created", "Container created", path)
             await self._event("Normal", "Started", "Container started", path)
+
+    def _sidecars_due(self) -> list[float]:
+        """When (monotonic) a sidecar's command ends, or one waiting out its back-off starts again."""
+        names = {s["name"] for s in self._sidecars()}
+        return [end for name, (end, _) in self.lifetimes.items() if name in names and end is not None] + \
+            [t for name, t in self.backoff.items() if name in names]
+
+    async def _restart_sidecars(self, c: dict, started: str) -> bool:
+        """While init container `c` (running since `started`) runs, a sidecar whose command ended
+        restarts after its crash-loop back-off (at once the first time), as the kubelet restarts
+        a restartable init container that exits during initialization; the pod's status says so.
+        True if the pod was deleted or ran past its active deadline meanwhile."""
+        at = self.clock.monotonic()
+        for spec in self._sidecars():
+            name = spec["name"]
+            end, code = self.lifetimes.get(name, (None, 0))
+            if end is not None and end <= at:
+                del self.lifetimes[name]
+                self.io.exit(name, code, at=end)
+                now = self.clock.rfc3339()
+                self.own_last_state[name] = {"terminated": {
+                    "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                    "startedAt": self.own_started.get(name) or now, "finishedAt": now}}
+                delay = crash_backoff(self._restart_count(name))
+                self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
+                self.backoff[name] = at + delay
+                if delay:
+                    self.waiting[name] = {"waiting": {
+                        "reason": "CrashLoopBackOff",
+                        "message": f"back-off {int(delay)}s restarting failed container={name} "
+                                   f"pod={self.name}_{self.namespace}({self.uid})"}}
+                    await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
+                                      f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, name))
+            if self.backoff.get(name, math.inf) <= at:
+                del self.backoff[name]
+                if await self._ensure_image(spec) or await self._ensure_config(spec):
+                    return True
+                path = field_path(self.pod, name)
+                await self._event("Normal", "Created", "Container created", path)
+                await self._event("Normal", "Started", "Container started", path)
+                self.io.start(name, image_ref(spec.get("image", "")), self._program(spec))
+                self.own_started[name] = self.clock.rfc3339()
+                self.waiting.pop(name, None)
+                self.probed[name] = prober.passing(spec, self.clock.monotonic())
+                if self._program(spec):
+                    self.lifetimes[name] = self._lifetime(spec)
+        await self._init_waiting(c, {"running": {"startedAt": started}})
+        return False
 
     async def _init_waiting(self, c: dict, state: dict) -> None:
         """The pod not initialized while init container `c` is in `state`."""
@@ -1325,7 +1379,8 @@ class PodWorker:
                     for c in self._sidecars() + running if adopted else ():  # no start made their environment
                         await self.io.prepare(c)
                     # the sidecars started among the init containers run on (`_sidecar_startup`)
-                    fresh = [c for c in self._sidecars() if c["name"] not in self.io.running]
+                    fresh = [c for c in self._sidecars() if c["name"] not in self.io.running and
+                             c["name"] not in self.backoff]  # (one waiting out its back-off starts when due)
                     self.io.started({c["name"]: image_ref(c.get("image", "")) for c in fresh + running},
                                     {c["name"]: image_ref(c.get("image", "")) for c in inits
                                      if c.get("restartPolicy") != "Always"},

@@ -354,7 +354,7 @@ def test_a_training_loop_with_a_step_counter_logs_and_writes_each_step_as_it_com
     """`i=0; while true; do ...; i=$((i+1)); sleep 1; done`: no pass repeats another, yet the loop
     runs on, lazily, logging each step and appending it to a file that exec reads, on the clock."""
     cluster.kubectl("run", "counter", "--image=busybox", "--", "sh", "-c",
-                    'i=0; while true; do echo "step $i" | tee -a /tmp/steps; i=$((i+1)); sleep 0.5; done')
+                    'i=0; while true; do echo "step $i" | tee -a /tmp/steps; i=$((i+1)); sleep 0.25; done')
     wait_for(lambda: cluster.kubectl("logs", "counter", check=False).stdout.count("\n") >= 60, 60, "60 steps")
     logged = cluster.kubectl("logs", "counter").stdout.splitlines()
     assert logged[:60] == [f"step {i}" for i in range(60)]  # past the first 50 passes, worked out ahead
@@ -435,7 +435,8 @@ def test_a_sidecar_runs_beside_the_init_containers_after_it(cluster):
         "volumes": [{"name": "work", "emptyDir": {}}],
         "initContainers": [
             {"name": "side", "image": "busybox", "restartPolicy": "Always", "volumeMounts": mount,
-             "command": ["sh", "-c", "echo side up; sleep 3; echo ok > /work/ready; sleep infinity"]},
+             "command": ["sh", "-c", "echo side up; until [ -f /work/go ]; do sleep 1; done; echo ok > /work/ready; "
+                                     "sleep infinity"]},
             {"name": "wait", "image": "busybox", "volumeMounts": mount,
              "command": ["sh", "-c", "until [ -f /work/ready ]; do sleep 1; done; echo released $(cat /work/ready)"]}],
         "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "600"]}]}}
@@ -447,6 +448,7 @@ def test_a_sidecar_runs_beside_the_init_containers_after_it(cluster):
     assert _columns(cluster, "side-first")[2] == "Init:1/2"
     wait_for(lambda: cluster.kubectl("logs", "side-first", "-c", "side").stdout, 30, "the sidecar's first line")
     assert cluster.kubectl("logs", "side-first", "-c", "side").stdout == "side up\n"
+    cluster.kubectl("exec", "side-first", "-c", "side", "--", "touch", "/work/go")  # the sidecar writes ready now
     wait_for(lambda: _columns(cluster, "side-first")[2] == "Running", 30, "side-first Running")
     statuses = _statuses(cluster, "side-first")
     assert statuses["wait"]["state"]["terminated"]["exitCode"] == 0
@@ -466,3 +468,26 @@ def test_random_gives_a_number_from_0_to_32767_each_time_it_is_read(cluster):
     first, second = cluster.kubectl("logs", "dice").stdout.splitlines()
     a, b = (int(n) for n in first.split())
     assert 0 <= a < 32768 and 0 <= b < 32768 and a != b and 1 <= int(second) <= 6
+
+
+def test_a_sidecar_that_exits_while_the_init_containers_run_restarts_meanwhile(cluster):
+    """A sidecar whose command exits while the init container after it still runs is restarted then
+    (at once the first time, then after its back-off), as the kubelet restarts a restartable init
+    container during initialization (before, it was reported running until the app started)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "side-flaps", "namespace": "default"}, "spec": {
+        "initContainers": [
+            {"name": "side", "image": "busybox", "restartPolicy": "Always",
+             "command": ["sh", "-c", "echo tick; sleep 1; exit 1"]},
+            {"name": "slow", "image": "busybox", "command": ["sleep", "30"]}],
+        "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "600"]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    side = wait_for(lambda: (s := _statuses(cluster, "side-flaps").get("side") or {}).get("restartCount", 0) >= 2
+                    and s, 30, "side restarted twice")
+    assert "running" in _statuses(cluster, "side-flaps")["slow"]["state"]
+    assert side["lastState"]["terminated"]["exitCode"] == 1
+    assert side["state"]["waiting"]["reason"] == "CrashLoopBackOff" and side["started"] is False
+    assert cluster.kubectl("logs", "side-flaps", "-c", "side", "--previous").stdout == "tick\n"
+    reasons = cluster.kubectl("get", "events", "--field-selector", "involvedObject.name=side-flaps",
+                              "-o", "jsonpath={range .items[*]}{.reason} {.involvedObject.fieldPath}{'\\n'}{end}")
+    assert "BackOff spec.initContainers{side}" in reasons.stdout
+    cluster.kubectl("delete", "pod", "side-flaps", "--wait=false")
