@@ -354,7 +354,7 @@ def test_a_training_loop_with_a_step_counter_logs_and_writes_each_step_as_it_com
     """`i=0; while true; do ...; i=$((i+1)); sleep 1; done`: no pass repeats another, yet the loop
     runs on, lazily, logging each step and appending it to a file that exec reads, on the clock."""
     cluster.kubectl("run", "counter", "--image=busybox", "--", "sh", "-c",
-                    'i=0; while true; do echo "step $i" | tee -a /tmp/steps; i=$((i+1)); sleep 0.25; done')
+                    'i=0; while true; do echo "step $i" | tee -a /tmp/steps; i=$((i+1)); sleep 0.5; done')
     wait_for(lambda: cluster.kubectl("logs", "counter", check=False).stdout.count("\n") >= 60, 60, "60 steps")
     logged = cluster.kubectl("logs", "counter").stdout.splitlines()
     assert logged[:60] == [f"step {i}" for i in range(60)]  # past the first 50 passes, worked out ahead
@@ -435,8 +435,7 @@ def test_a_sidecar_runs_beside_the_init_containers_after_it(cluster):
         "volumes": [{"name": "work", "emptyDir": {}}],
         "initContainers": [
             {"name": "side", "image": "busybox", "restartPolicy": "Always", "volumeMounts": mount,
-             "command": ["sh", "-c", "echo side up; until [ -f /work/go ]; do sleep 1; done; echo ok > /work/ready; "
-                                     "sleep infinity"]},
+             "command": ["sh", "-c", "echo side up; sleep 3; echo ok > /work/ready; sleep infinity"]},
             {"name": "wait", "image": "busybox", "volumeMounts": mount,
              "command": ["sh", "-c", "until [ -f /work/ready ]; do sleep 1; done; echo released $(cat /work/ready)"]}],
         "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "600"]}]}}
@@ -448,7 +447,6 @@ def test_a_sidecar_runs_beside_the_init_containers_after_it(cluster):
     assert _columns(cluster, "side-first")[2] == "Init:1/2"
     wait_for(lambda: cluster.kubectl("logs", "side-first", "-c", "side").stdout, 30, "the sidecar's first line")
     assert cluster.kubectl("logs", "side-first", "-c", "side").stdout == "side up\n"
-    cluster.kubectl("exec", "side-first", "-c", "side", "--", "touch", "/work/go")  # the sidecar writes ready now
     wait_for(lambda: _columns(cluster, "side-first")[2] == "Running", 30, "side-first Running")
     statuses = _statuses(cluster, "side-first")
     assert statuses["wait"]["state"]["terminated"]["exitCode"] == 0
