@@ -435,7 +435,8 @@ def test_a_sidecar_runs_beside_the_init_containers_after_it(cluster):
         "volumes": [{"name": "work", "emptyDir": {}}],
         "initContainers": [
             {"name": "side", "image": "busybox", "restartPolicy": "Always", "volumeMounts": mount,
-             "command": ["sh", "-c", "echo side up; sleep 3; echo ok > /work/ready; sleep infinity"]},
+             "command": ["sh", "-c", "echo side up; until [ -f /work/go ]; do sleep 1; done; echo ok > /work/ready; "
+                                     "sleep infinity"]},
             {"name": "wait", "image": "busybox", "volumeMounts": mount,
              "command": ["sh", "-c", "until [ -f /work/ready ]; do sleep 1; done; echo released $(cat /work/ready)"]}],
         "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "600"]}]}}
@@ -447,6 +448,7 @@ def test_a_sidecar_runs_beside_the_init_containers_after_it(cluster):
     assert _columns(cluster, "side-first")[2] == "Init:1/2"
     wait_for(lambda: cluster.kubectl("logs", "side-first", "-c", "side").stdout, 30, "the sidecar's first line")
     assert cluster.kubectl("logs", "side-first", "-c", "side").stdout == "side up\n"
+    cluster.kubectl("exec", "side-first", "-c", "side", "--", "touch", "/work/go")  # the sidecar writes ready now
     wait_for(lambda: _columns(cluster, "side-first")[2] == "Running", 30, "side-first Running")
     statuses = _statuses(cluster, "side-first")
     assert statuses["wait"]["state"]["terminated"]["exitCode"] == 0
