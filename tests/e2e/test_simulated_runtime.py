@@ -354,7 +354,7 @@ def test_a_training_loop_with_a_step_counter_logs_and_writes_each_step_as_it_com
     """`i=0; while true; do ...; i=$((i+1)); sleep 1; done`: no pass repeats another, yet the loop
     runs on, lazily, logging each step and appending it to a file that exec reads, on the clock."""
     cluster.kubectl("run", "counter", "--image=busybox", "--", "sh", "-c",
-                    'i=0; while true; do echo "step $i" | tee -a /tmp/steps; i=$((i+1)); sleep 0.5; done')
+                    'i=0; while true; do echo "step $i" | tee -a /tmp/steps; i=$((i+1)); sleep 0.25; done')
     wait_for(lambda: cluster.kubectl("logs", "counter", check=False).stdout.count("\n") >= 60, 60, "60 steps")
     logged = cluster.kubectl("logs", "counter").stdout.splitlines()
     assert logged[:60] == [f"step {i}" for i in range(60)]  # past the first 50 passes, worked out ahead
