@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import importlib
 import ipaddress
 import logging
 import os
 import shutil
-import signal
 import socket
 import sys
 import urllib.parse
@@ -31,6 +29,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .apiserver.kubernetes_service import default_advertise_address
     from .machinery import goduration
     from .cli_scheduler import ElectedScheduler
+    from .component_cli import stop_on_signals
     from .client.leaderelection import LeaderElector, elector_for
     from .apiserver.loopback import connector
     from .controllers.manager import LEASE_NAME, ControllerManager
@@ -227,10 +226,7 @@ async def _up(args: argparse.Namespace) -> int:
     print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
     print(f"export KUBECONFIG={kubeconfig}", flush=True)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     await stop.wait()
     log.info("shutting down")
     await scheduler.stop()

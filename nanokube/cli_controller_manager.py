@@ -8,10 +8,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
-import sys
 
-from . import component_server
+from . import component_cli, component_server
 from . import configz as component_configz
 from . import zpages
 from .apiserver.healthz import PING, Check
@@ -24,7 +22,6 @@ from .controllers.manager import CONTROLLERS, LEASE_NAME, ControllerManager, ena
 from .controllers.service_lb import DEFAULT_POOL, parse_pool
 from .controllers.serviceaccount_token import TokensController
 from .machinery import goduration
-from .machinery.errors import APIError
 from .machinery.version import user_agent
 from .metrics.prometheus import load_source
 from .metrics.provider import MetricsProvider
@@ -128,10 +125,7 @@ async def _run(args: argparse.Namespace) -> int:
                                 controller_clients=ServiceAccountClients(client)
                                 if args.use_service_account_credentials else None, root_ca=client.creds.ca,
                                 service_account_key=args.service_account_key)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = component_cli.stop_on_signals()
     try:
         runner = await component_server.serve(args, _endpoints(args, client, manager), "kube-controller-manager")
     except component_server.ServeError:
@@ -155,7 +149,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
+    def main() -> int:
         component_server.validate(args)
         parse_pool(args.load_balancer_pool)
         enabled([*CONTROLLERS, csrsigning.CSRSigningController, TokensController], args.controllers)
@@ -163,15 +157,4 @@ def run(args: argparse.Namespace) -> int:
         args.signers = _signers(args)
         args.signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
         return asyncio.run(_run(args))
-    except (kubeconfig.KubeconfigError, component_server.ServeError) as e:
-        print(f"nanokube controller-manager: {e}", file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"nanokube controller-manager: {e}", file=sys.stderr)
-        return 2
-    except APIError as e:
-        print(f"nanokube controller-manager: {e.reason}: {e.message}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"nanokube controller-manager: cannot reach the API server: {e}", file=sys.stderr)
-        return 1
+    return component_cli.run("controller-manager", main, (component_server.ServeError,))

@@ -26,16 +26,15 @@ import ipaddress
 import logging
 import os
 import re
-import signal
 import socket
 import sys
 from dataclasses import replace
 
+from . import component_cli
 from .client import kubeconfig
 from .clock import REAL
 from .client.http import HTTPClient
 from .client.informer import Informer
-from .machinery.errors import APIError
 from .proxy import config as proxy_config
 from .proxy.detect_local import CLUSTER_CIDR, NODE_CIDR, DetectLocal
 from .proxy.events import ACTION_START
@@ -242,10 +241,7 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
     await client.start()
     nodes = Informer(client.resource("", "v1", "nodes"), field_selector=f"metadata.name={node}")
     servers = Servers()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = component_cli.stop_on_signals()
     node_task = asyncio.create_task(nodes.run())
     proxier = None
     exit_code = 0
@@ -315,17 +311,4 @@ def run(args: argparse.Namespace) -> int:
         return _write_config(replace(cfg, mode=mode), args.write_config_to)
     if args.cleanup:
         return _cleanup(args.netns)
-    try:
-        return asyncio.run(_run(args, cfg, mode, warnings))
-    except kubeconfig.KubeconfigError as e:
-        print(f"nanokube proxy: {e}", file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"nanokube proxy: {e}", file=sys.stderr)
-        return 2
-    except APIError as e:
-        print(f"nanokube proxy: {e.reason}: {e.message}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"nanokube proxy: {e}", file=sys.stderr)
-        return 1
+    return component_cli.run("proxy", lambda: asyncio.run(_run(args, cfg, mode, warnings)), unreachable="")

@@ -9,18 +9,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Callable
 
-from . import component_server
+from . import component_cli, component_server
 from . import configz as component_configz
 from . import zpages
 from .apiserver.healthz import Check
 from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import LeaderElector, add_arguments, config_from_arguments, from_arguments
-from .machinery.errors import APIError
 from .machinery.version import user_agent
 from .scheduler import resource_metrics
 from .scheduler.config import LEASE_NAME, ConfigError
@@ -144,10 +142,7 @@ async def _run(args: argparse.Namespace, config) -> int:
     # and its events client, createClients' eventClient: the configuration as it is, no user agent suffix
     scheduler = ElectedScheduler(lambda metrics: Scheduler(scheduling, config=config, metrics=metrics,
                                                            event_client=client), elector)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = component_cli.stop_on_signals()
     try:
         runner = await component_server.serve(args, _endpoints(args, client, scheduler, stop, configz),
                                               "kube-scheduler")
@@ -175,17 +170,4 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"nanokube scheduler: --config: {e}", file=sys.stderr)
         return 2
-    try:
-        return asyncio.run(_run(args, config))
-    except (kubeconfig.KubeconfigError, component_server.ServeError) as e:
-        print(f"nanokube scheduler: {e}", file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"nanokube scheduler: {e}", file=sys.stderr)
-        return 2
-    except APIError as e:
-        print(f"nanokube scheduler: {e.reason}: {e.message}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"nanokube scheduler: cannot reach the API server: {e}", file=sys.stderr)
-        return 1
+    return component_cli.run("scheduler", lambda: asyncio.run(_run(args, config)), (component_server.ServeError,))
