@@ -180,8 +180,11 @@ def selector_column(description: str) -> Column:
 # --- shared ReplicaSet/Deployment rules ------------------------------------------
 
 
-def _validate_selector_and_template(spec: dict, path: str, old_ips: tuple[str, ...] = ()) -> list[FieldError]:
-    """The selector + template half of ValidateDeploymentSpec / ValidateReplicaSetSpec."""
+def _validate_selector_and_template(spec: dict, path: str, old_ips: tuple[str, ...] = (), kind: str = "ReplicaSet",
+                                    selector_of: str = "deployment", pods: dict | None = None) -> list[FieldError]:
+    """The selector + template half of ValidateDeploymentSpec / ValidateReplicaSetSpec, and of
+    ValidateStatefulSetSpec: `kind` and `selector_of` name the workload in two messages as
+    upstream words them, `pods` is the template as its pods will be where that differs."""
     errs: list[FieldError] = []
     sel = spec.get("selector")
     if sel is None:
@@ -189,19 +192,19 @@ def _validate_selector_and_template(spec: dict, path: str, old_ips: tuple[str, .
     else:
         errs += validate_label_selector(sel, f"{path}.selector")
         if selector_is_empty(sel):
-            errs.append(invalid(f"{path}.selector", label_selector_value(sel), "empty selector is invalid for deployment"))
+            errs.append(invalid(f"{path}.selector", label_selector_value(sel), f"empty selector is invalid for {selector_of}"))
     template = spec.get("template") or {}
     tpath = f"{path}.template"
     labels = (template.get("metadata") or {}).get("labels")
     # a missing selector is LabelSelectorAsSelector's Nothing: not empty, and it matches no labels
     if (sel is None or not selector_is_empty(sel)) and not selector_matches(sel, labels):
         errs.append(invalid(f"{tpath}.metadata.labels", labels, "`selector` does not match template `labels`"))
-    errs += pod_template_errors(template, tpath, old_ips)
+    errs += pod_template_errors(template if pods is None else pods, tpath, old_ips)
     tspec = template.get("spec") or {}
     if tspec.get("restartPolicy") != "Always":
         errs.append(not_supported(f"{tpath}.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))
     if tspec.get("activeDeadlineSeconds") is not None:
-        errs.append(forbidden(f"{tpath}.spec.activeDeadlineSeconds", "activeDeadlineSeconds in ReplicaSet is not Supported"))
+        errs.append(forbidden(f"{tpath}.spec.activeDeadlineSeconds", f"activeDeadlineSeconds in {kind} is not Supported"))
     return errs
 
 

@@ -8,6 +8,7 @@ ValidateControllerRevision; the columns are kubectl's printers.
 from __future__ import annotations
 
 from .apps import (
+    _validate_selector_and_template,
     age_column,
     api_doc,
     containers_column,
@@ -18,9 +19,6 @@ from .apps import (
     name_column,
     nonnegative,
     not_more_than_100_percent,
-    pod_template_errors,
-    selector_is_empty,
-    selector_matches,
     template_ips,
     validate_positive_int_or_percent,
 )
@@ -32,10 +30,8 @@ from ..machinery.validation import (
     forbidden,
     immutable,
     invalid,
-    label_selector_value,
     not_supported,
     required,
-    validate_label_selector,
 )
 from . import pod_warnings
 
@@ -139,25 +135,8 @@ def validate_statefulset_spec(spec: dict, path: str, old_ips: tuple[str, ...] = 
     errs += nonnegative(spec, "replicas", path) + nonnegative(spec, "minReadySeconds", path)
     if spec.get("ordinals") is not None:
         errs += nonnegative(spec["ordinals"], "start", f"{path}.ordinals")
-    sel = spec.get("selector")
-    if sel is None:
-        errs.append(required(f"{path}.selector"))
-    else:
-        errs += validate_label_selector(sel, f"{path}.selector")
-        if selector_is_empty(sel):
-            errs.append(invalid(f"{path}.selector", label_selector_value(sel), "empty selector is invalid for statefulset"))
-    template = spec.get("template") or {}
-    labels = (template.get("metadata") or {}).get("labels")
-    if (sel is None or not selector_is_empty(sel)) and not selector_matches(sel, labels):  # nil: Nothing
-        errs.append(invalid(f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"))
-    errs += pod_template_errors(_with_claim_volumes(template, spec.get("volumeClaimTemplates") or []),
-                                f"{path}.template", old_ips)
-    tspec = template.get("spec") or {}
-    if tspec.get("restartPolicy") != "Always":
-        errs.append(not_supported(f"{path}.template.spec.restartPolicy", tspec.get("restartPolicy", ""), ["Always"]))
-    if tspec.get("activeDeadlineSeconds") is not None:
-        errs.append(forbidden(f"{path}.template.spec.activeDeadlineSeconds",
-                              "activeDeadlineSeconds in StatefulSet is not Supported"))
+    pods = _with_claim_volumes(spec.get("template") or {}, spec.get("volumeClaimTemplates") or [])
+    errs += _validate_selector_and_template(spec, path, old_ips, "StatefulSet", "statefulset", pods)
     for i, claim in enumerate(spec.get("volumeClaimTemplates") or []):
         if not (claim.get("metadata") or {}).get("name"):
             errs.append(required(f"{path}.volumeClaimTemplates[{i}].metadata.name", "name or generateName is required"))
