@@ -4,9 +4,11 @@ watcher and DRAPluginManager), the node agent prepares claims of its driver
 by calling it over gRPC, and unprepares them when the pod is gone."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -435,13 +437,18 @@ print("reconnected")
 """
 
 
-def test_a_restarting_plugin_makes_the_node_print_no_grpc_noise(tmp_path):
+def test_a_restarting_plugin_makes_the_node_print_no_grpc_noise():
     """gRPC's core prints a closed connection's GOAWAY at INFO ("Got goaway"); the node connects
     again, and only gRPC's errors reach its stderr."""
-    dirs = [str(tmp_path / d) for d in ("registry", "plugins", "cdi")]
-    os.makedirs(dirs[0])
-    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
-    r = subprocess.run([sys.executable, "-c", _RESTART, *dirs], capture_output=True, text=True, timeout=60, env=env,
-                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+    # a unix socket's path has at most 105 bytes for gRPC: tmp_path's plugins/<driver>/dra.sock can be longer
+    base = tempfile.mkdtemp(prefix="nk-", dir="/tmp")
+    try:
+        dirs = [os.path.join(base, d) for d in ("registry", "plugins", "cdi")]
+        os.makedirs(dirs[0])
+        env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+        r = subprocess.run([sys.executable, "-c", _RESTART, *dirs], capture_output=True, text=True, timeout=60,
+                           env=env, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     assert r.returncode == 0 and r.stdout == "reconnected\n", r.stderr
     assert "goaway" not in r.stderr.lower(), r.stderr
