@@ -55,7 +55,7 @@ class WebhookBackend:
         self._throttle = TokenBucket(*throttle) if throttle is not None and mode == "batch" else None
         #: the batches being sent (batch mode sends each on its own, as upstream's AsyncDelegate)
         self._sending: set[asyncio.Task] = set()
-        #: apiserver_audit_error_total's family (AuditLog sets it): the events each plugin failed to take
+        #: the audit's metrics (AuditLog sets them), which count the events each plugin failed to take
         self.errors = None
         #: encoded events not yet sent, oldest first
         self.pending: list[bytes] = []
@@ -75,7 +75,7 @@ class WebhookBackend:
         if self.truncate is not None and (line := audit_truncate.truncated(line, self.truncate.max_event)) is None:
             log.error("audit webhook %s: an event is too large even after truncating", self.url)
             if self.errors is not None:
-                self.errors.labels("truncate").inc()
+                self.errors.error("truncate")
             return None
         return line.rstrip(b"\n")
 
@@ -86,7 +86,7 @@ class WebhookBackend:
         if self.mode == "batch" and len(self.pending) >= self.buffer:
             log.error("audit webhook: the buffer of %d events is full: an event is dropped", self.buffer)
             if self.errors is not None:
-                self.errors.labels("buffered").inc()
+                self.errors.error("buffered")
             return
         self.pending.append(line)
         if len(self.pending) >= self.max_batch and self._wake is not None:
@@ -167,7 +167,7 @@ class WebhookBackend:
 
     def _failed(self, batch: list[bytes]) -> bool:
         if self.errors is not None:
-            self.errors.labels("webhook").inc(len(batch))
+            self.errors.error("webhook", len(batch))
         return False
 
 

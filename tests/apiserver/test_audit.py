@@ -176,7 +176,7 @@ class _ShortWrites:
 def test_a_line_the_file_takes_in_parts_is_written_whole(tmp_path):
     audit = AuditLog(str(tmp_path / "audit.log"))
     audit.close()
-    audit._file._file = short = _ShortWrites()
+    audit._file.raw = short = _ShortWrites()
     audit._append({"kind": "Event", "note": "x" * 100})
     line = orjson.dumps({"kind": "Event", "note": "x" * 100}) + b"\n"
     assert short.data == line
