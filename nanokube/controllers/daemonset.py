@@ -24,6 +24,7 @@ from .replicaset import (
     create_pods,
     delete_pods,
     owner_reference,
+    pod_added,
     pod_available_in,
     pod_from_template,
     pod_is_ready,
@@ -176,17 +177,8 @@ class DaemonSetController(Controller):
         self.queue.add(key_of(ds))
 
     def _pod_added(self, pod: dict) -> None:
-        """addPod; a pod already being deleted when first seen (after a restart) counts as its deletion,
-        never as a creation."""
-        if pod["metadata"].get("deletionTimestamp"):
-            self._pod_deleted(pod)
-            return
-        ref = controller_ref(pod)
-        if ref is None:
-            self._enqueue_selecting(pod)
-        elif key := self._owner_key(pod, ref):
-            self.expectations.observed_add(key)
-            self.queue.add(key)
+        pod_added(pod, self._owner_key, self.queue.add, self._enqueue_selecting, self._pod_deleted,
+                  self.expectations.observed_add)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
         """updatePod: a pod given its deletionTimestamp counts as deleted at once (its DaemonSet need not

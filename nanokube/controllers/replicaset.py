@@ -135,6 +135,24 @@ def resolving(inf, kind: str) -> Callable[[dict, dict | None], str | None]:
     return key
 
 
+def pod_added(pod: dict, owner_key: Callable[[dict, dict | None], str | None], enqueue: Callable[[str], None],
+              enqueue_adopters: Callable[[dict], None], deleted: Callable[[dict], None],
+              observed_add: Callable[[str], None] | None = None) -> None:
+    """addPod of a controller of pods (ReplicaSet, DaemonSet, StatefulSet): a pod already being deleted
+    when first seen (after a restart) counts as its deletion, never as a creation; else its owner is
+    synced (an expected creation `observed_add`), or an orphan's possible adopters."""
+    if pod["metadata"].get("deletionTimestamp"):
+        deleted(pod)
+        return
+    ref = controller_ref(pod)
+    if ref is None:
+        enqueue_adopters(pod)
+    elif key := owner_key(pod, ref):
+        if observed_add is not None:
+            observed_add(key)
+        enqueue(key)
+
+
 def pod_updated(old: dict, pod: dict, owner_key: Callable[[dict, dict | None], str | None],
                 enqueue: Callable[[str], None], enqueue_adopters: Callable[[dict], None]) -> None:
     """updatePod of a controller of pods (ReplicaSet, DaemonSet, StatefulSet, Job; the Deployment's
@@ -360,17 +378,8 @@ class ReplicaSetController(Controller):
             self._enqueue(rs)
 
     def _pod_added(self, pod: dict) -> None:
-        """addPod; a pod already being deleted when first seen (after a restart) counts as its deletion,
-        never as a creation."""
-        if pod["metadata"].get("deletionTimestamp"):
-            self._pod_deleted(pod)
-            return
-        ref = controller_ref(pod)
-        if ref is None:
-            self._enqueue_matching(pod)
-        elif key := self._owner_key(pod, ref):
-            self.expectations.observed_add(key)
-            self.queue.add(key)
+        pod_added(pod, self._owner_key, self.queue.add, self._enqueue_matching, self._pod_deleted,
+                  self.expectations.observed_add)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
         """updatePod (the informer hands over no update with the same resourceVersion, upstream's first

@@ -22,7 +22,7 @@ from ..client.record import CoreEventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
 from .slow_start import slow_start_batch
 from .replicaset import (claim_objects, controller_ref, owner_reference, pod_available_in, pod_is_ready,
-                         pod_updated, resolving, selecting)
+                         pod_added, pod_updated, resolving, selecting)
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -115,16 +115,7 @@ class StatefulSetController(Controller):
         self.queue.add(key_of(sts))
 
     def _pod_added(self, pod: dict) -> None:
-        """addPod: the set controlling the pod, or every set selecting an orphan (one may adopt it); a pod already
-        being deleted when first seen (after a restart) counts as its deletion, never as a creation."""
-        if pod["metadata"].get("deletionTimestamp"):
-            self._pod_deleted(pod)
-            return
-        ref = controller_ref(pod)
-        if ref is None:
-            self._enqueue_selecting(pod)
-        elif key := self._owner_key(pod, ref):
-            self.queue.add(key)
+        pod_added(pod, self._owner_key, self.queue.add, self._enqueue_selecting, self._pod_deleted)
 
     def _pod_updated(self, old: dict, pod: dict) -> None:
         """updatePod: the set controlling the pod, the one that did when its reference moved, and
