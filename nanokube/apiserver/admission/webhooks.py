@@ -17,7 +17,9 @@ import asyncio
 import base64
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import orjson
 
@@ -39,6 +41,8 @@ from .matching import (
 
 GROUP = "admissionregistration.k8s.io"
 REVIEW_VERSIONS = ("v1", "v1beta1")
+
+T = TypeVar("T")
 
 
 class CallError(Exception):
@@ -265,19 +269,8 @@ class Webhooks:
             t = await self.should_call(hook, a)
             if t is None or (state.round and hook.uid not in state.again):
                 continue
-            started = time.perf_counter()
-            try:
-                changed = await self._mutate_one(hook, a, t)
-            except (CallError, errors.APIError) as e:
-                self._observe(hook, a, started, e)
-                if not isinstance(e, CallError):
-                    raise
-                if not hook.ignore_failures:
-                    raise errors.internal(str(e)) from None
-                a.add_annotation(f"failed-open.mutation.webhook.admission.k8s.io/round_{state.round}_index_{i}", hook.name)
-                changed = False
-            else:
-                self._observe(hook, a, started, None)
+            changed = bool(await self._observed(hook, a, self._mutate_one(hook, a, t),
+                                                f"failed-open.mutation.webhook.admission.k8s.io/round_{state.round}_index_{i}"))
             a.add_annotation(f"mutation.webhook.admission.k8s.io/round_{state.round}_index_{i}",
                              orjson.dumps({"configuration": hook.config, "webhook": hook.name,
                                            "mutated": changed}).decode())
@@ -340,15 +333,22 @@ class Webhooks:
                 raise r
 
     async def _validate_one(self, hook: Hook, a: Attributes, t: Target, i: int) -> None:
+        await self._observed(hook, a, self._call(hook, a, t),
+                             f"failed-open.validating.webhook.admission.k8s.io/round_0_index_{i}")
+
+    async def _observed(self, hook: Hook, a: Attributes, call: Awaitable[T], failed_open: str) -> T | None:
+        """What `call` (one webhook's) returns, its outcome observed: a denial is raised; a call that
+        failed is refused (500) unless the hook ignores failures, then None, `failed_open` annotated."""
         started = time.perf_counter()
         try:
-            await self._call(hook, a, t)
+            result = await call
         except (CallError, errors.APIError) as e:
             self._observe(hook, a, started, e)
             if not isinstance(e, CallError):
                 raise
             if not hook.ignore_failures:
                 raise errors.internal(str(e)) from None
-            a.add_annotation(f"failed-open.validating.webhook.admission.k8s.io/round_0_index_{i}", hook.name)
-        else:
-            self._observe(hook, a, started, None)
+            a.add_annotation(failed_open, hook.name)
+            return None
+        self._observe(hook, a, started, None)
+        return result
