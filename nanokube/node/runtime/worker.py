@@ -66,6 +66,7 @@ class Container:
     instances: int = 0  # processes started so far; the current one logs to log_path(instances - 1)
     ready: bool = False
     started: bool = False  # running, and past its startup probe if it has one
+    up: asyncio.Event = field(default_factory=asyncio.Event)  # set once an instance is started
     proc: asyncio.subprocess.Process | None = None
     log_dir: str = ""
     logs: list[FileContainerLog] = field(default_factory=list)  # one per instance, the last is current
@@ -265,7 +266,9 @@ class ProcessPodWorker(PodWorker):
             if self._stopping.is_set() or self.deadline_exceeded:
                 return
             if c.sidecar:
-                self._children.append(asyncio.create_task(self._container_loop(c, lambda _code: True)))
+                loop = asyncio.create_task(self._container_loop(c, lambda _code: True))
+                self._children.append(loop)
+                await self._sidecar_started(c, loop)
                 continue
             code = await self._container_loop(c, functools.partial(_restarts, c, init_policy))
             if code != 0:
@@ -279,6 +282,15 @@ class ProcessPodWorker(PodWorker):
         if sidecars:
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
             await self._kill_gracefully(sidecars, self.clock.now() + grace)
+
+    async def _sidecar_started(self, c: Container, loop: asyncio.Task) -> None:
+        """The next init container starts only once sidecar `c` is started (KEP-753,
+        computeInitContainerActions): running, past its startupProbe if it has one; its `loop`
+        restarts it meanwhile where it exits or fails that probe. The pod stopping ends the wait."""
+        waits = [asyncio.ensure_future(c.up.wait()), asyncio.ensure_future(self._stopping.wait())]
+        await asyncio.wait([loop, *waits], return_when=asyncio.FIRST_COMPLETED)
+        for t in waits:
+            t.cancel()
 
     def _all(self):
         return [*self.inits.values(), *self.containers.values()]
@@ -356,6 +368,8 @@ class ProcessPodWorker(PodWorker):
             c.started = not c.spec.get("startupProbe")
             c.ready = c.started and not c.spec.get("readinessProbe")
             await self._publish()
+            if c.started:
+                c.up.set()
             probe = asyncio.create_task(self._probes(c)) if probed else None
             try:
                 code = exit_code(await c.proc.wait())
@@ -398,6 +412,7 @@ class ProcessPodWorker(PodWorker):
         c.started = True
         c.ready = not spec.get("readinessProbe")
         await self._publish()
+        c.up.set()
         loops = []
         if spec.get("readinessProbe"):
             loops.append(self._probe_loop(c, spec["readinessProbe"]))

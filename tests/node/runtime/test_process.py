@@ -247,6 +247,29 @@ async def test_a_sidecar_runs_beside_the_app_and_stops_after_it(env):
     assert done["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
 
 
+async def test_the_next_init_container_waits_for_its_sidecars_startup_probe(env):
+    """KEP-753: the kubelet starts the init container after a sidecar only once the sidecar is
+    started, past its startupProbe (before, it started at once: `setup` wrote first)."""
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    shared = str(tmp / "shared")
+    mount = [{"name": "s", "mountPath": shared}]
+    p = pod("gated-inits", ["sh", "-c", f"cat {shared}/order"], volumeMounts=mount)
+    p["spec"]["volumes"] = [{"name": "s", "emptyDir": {}}]
+    p["spec"]["initContainers"] = [
+        {"name": "proxy", "image": "envoy", "restartPolicy": "Always", "volumeMounts": mount,
+         "command": ["sh", "-c", f"sleep 2; echo proxy up >> {shared}/order; sleep 300"],
+         "startupProbe": {"exec": {"command": ["grep", "-q", "up", f"{shared}/order"]}, "periodSeconds": 1,
+                          "failureThreshold": 30}},
+        {"name": "setup", "image": "busybox", "volumeMounts": mount,
+         "command": ["sh", "-c", f"echo setup >> {shared}/order"]}]
+    await pods.create(p)
+    done = await eventually(status_of(pods, "gated-inits", phase("Succeeded")))
+    assert await log_of(rt, "gated-inits") == b"proxy up\nsetup\n"
+    proxy, setup = done["status"]["initContainerStatuses"]
+    assert setup["state"]["terminated"]["exitCode"] == 0 and proxy["restartCount"] == 0
+
+
 async def test_liveness_failures_restart_and_startup_probes_gate_readiness(env):
     client, rt, tmp = env
     pods = client.resource("", "v1", "pods")
