@@ -879,13 +879,21 @@ class GenericREST:
                 await held.undo(made)
             raise
         await self._write_wait(kv.mod_revision)
+        return await self._written(res, key, obj, (value, at, kv.mod_revision), version, 201, warnings)
+
+    async def _written(self, res: Resource, key: str, obj: dict, stored: tuple[bytes, int, int], version: str,
+                       code: int, warnings: list[str]) -> Result:
+        """The response to a create or update just stored (`stored`: its bytes, where their
+        resourceVersion goes, its revision): the cache's object when the watch has brought that
+        revision in (then served as the bytes stored, where it needs no conversion), else `obj` at it."""
+        rev = stored[2]
         entry = self.cache.get(key)
-        cached = entry is not None and entry.rev == kv.mod_revision
-        stored = entry.obj if cached else {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}
+        cached = entry is not None and entry.rev == rev
+        written = entry.obj if cached else {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rev)}}
         if _converts(res.strategy):
-            await res.strategy.prepare_conversion([stored], version)
-        out = self._external(res, stored, version)
-        return Result(out, 201, warnings, (value, at, kv.mod_revision) if cached and out is stored else None)
+            await res.strategy.prepare_conversion([written], version)
+        out = self._external(res, written, version)
+        return Result(out, code, warnings, stored if cached and out is written else None)
 
     def _name_taken(self, res: Resource, key: str, name: str, generated: bool) -> errors.APIError:
         """Store.create's AlreadyExists: CheckGeneratedNameError's conflict where the name was generated
@@ -1114,13 +1122,7 @@ class GenericREST:
         await self._write_wait(kv.mod_revision)
         if held is not None:
             await held.free(old, new)
-        e = self.cache.get(key)
-        cached = e is not None and e.rev == kv.mod_revision
-        stored = e.obj if cached else {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}
-        if _converts(res.strategy):
-            await res.strategy.prepare_conversion([stored], version)
-        out = self._external(res, stored, version)
-        return Result(out, 200, warned, (value, at, kv.mod_revision) if cached and out is stored else None)
+        return await self._written(res, key, new, (value, at, kv.mod_revision), version, 200, warned)
 
     # --- patch -----------------------------------------------------------
 
