@@ -90,7 +90,7 @@ def _environment(declared: frozenset, variables: tuple[tuple[str, Type], ...] | 
     policies written with many different variables share the cache)."""
     types = {name: admission_types.TYPED.get(name, DYN) for name in declared}
     if variables is not None and "variables" in declared:
-        types["variables"] = admission_types.declared(**dict(variables))
+        types["variables"] = Type("object", schema=admission_types.Fields(variables))  # (declared's, without kwargs)
     return Environment(types, field_type=_field_type, struct_types=True)
 
 
