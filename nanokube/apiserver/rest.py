@@ -1402,13 +1402,7 @@ class GenericREST:
             return body
         a = self.admission.subresource_attributes(res, version, subresource, kind, namespace, name, body, opts,
                                                   operation)
-        try:
-            await self.admission.mutate(a)
-            await self.admission.validate(a)
-        except errors.APIError as e:
-            self.admission.publish(a, e)
-            raise
-        self.admission.publish(a)
+        await self.admission.admit(a)
         return a.obj
 
     async def admit_connect(self, subresource: str, namespace: str, name: str, options: dict, user: User) -> None:
@@ -1423,14 +1417,7 @@ class GenericREST:
         """DELETE admission: both chains see the object being deleted as oldObject."""
         if self.admission is None:
             return
-        a = self.admission.attributes(res, version, "", "DELETE", None, obj, opts, options)
-        try:
-            await self.admission.mutate(a)
-            await self.admission.validate(a)
-        except errors.APIError as e:
-            self.admission.publish(a, e)
-            raise
-        self.admission.publish(a)
+        await self.admission.admit(self.admission.attributes(res, version, "", "DELETE", None, obj, opts, options))
 
     def _deleted_result(self, res: Resource, version: str, obj: dict) -> dict:
         if res.strategy.return_deleted_object:

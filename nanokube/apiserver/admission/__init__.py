@@ -218,6 +218,17 @@ class Admission:
         if self.quota.may_charge(a):
             await self.quota.validate(a)
 
+    async def admit(self, a: Attributes) -> None:
+        """Both chains over one request (a subresource's or a DELETE's), its annotations and
+        warnings published whether they admit it or not."""
+        try:
+            await self.mutate(a)
+            await self.validate(a)
+        except errors.APIError as e:
+            self.publish(a, e)
+            raise
+        self.publish(a)
+
     def publish(self, a: Attributes, error: errors.APIError | None = None) -> list[str]:
         """Hand the request's audit annotations to its audit event; return its
         warnings (on an error they go on the error's headers)."""
