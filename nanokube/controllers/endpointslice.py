@@ -17,6 +17,7 @@ from operator import itemgetter
 
 import orjson
 
+from ..machinery.conditions import find_condition
 from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
@@ -308,10 +309,7 @@ class TriggerTimeTracker:
 
 
 def _ready_transition(pod: dict) -> str | None:
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c.get("lastTransitionTime") or None
-    return None
+    return (find_condition((pod.get("status") or {}).get("conditions"), "Ready") or {}).get("lastTransitionTime") or None
 
 
 def _with_trigger(obj: dict, trigger: str | None) -> dict:

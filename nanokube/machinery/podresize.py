@@ -14,6 +14,7 @@ wins, so podresources' PodRequests and PodLimits of it are those maxima in any c
 
 from __future__ import annotations
 
+from .conditions import find_condition
 from .podresources import POD_LEVEL, QUANTITIES, aggregate
 from .quantity import Quantity, QuantityError, parse, parse_list
 
@@ -25,10 +26,8 @@ _KEYS = ("containers", "initContainers")
 
 def resize_infeasible(pod: dict) -> bool:
     """IsPodResizeInfeasible: the PodResizePending condition's reason is Infeasible."""
-    for c in (pod.get("status") or {}).get("conditions") or ():
-        if c.get("type") == RESIZE_PENDING:
-            return c.get("reason") == INFEASIBLE
-    return False
+    c = find_condition((pod.get("status") or {}).get("conditions"), RESIZE_PENDING)
+    return c is not None and c.get("reason") == INFEASIBLE
 
 
 def _statuses(pod: dict) -> dict[str, dict]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from .apps import age_column, name_column
 from .base import STORED_DELETION, Column, Obj, Resource, Strategy, register
+from ..machinery.conditions import find_condition
 from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     FieldError,
@@ -237,10 +238,7 @@ def _mandatory_flow_schema(spec: dict, name: str) -> list[FieldError]:
 
 
 def _dangling(o: Obj) -> str:
-    for c in (o.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Dangling":
-            return c.get("status", "?")
-    return "?"
+    return (find_condition((o.get("status") or {}).get("conditions"), "Dangling") or {}).get("status", "?")
 
 
 class FlowSchemaStrategy(Strategy):

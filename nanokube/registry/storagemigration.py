@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 
 from .base import RESET_DELETION, Column, Obj, Resource, Strategy, register
+from ..machinery.conditions import find_condition
 from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     FieldError,
@@ -31,7 +32,7 @@ def _group_resource(spec: dict) -> tuple[str, str]:
 
 def _true(status: dict, kind: str) -> bool:
     """meta.FindStatusCondition: the first condition of the type, and whether it is True."""
-    found = next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+    found = find_condition(status.get("conditions"), kind)
     return found is not None and found.get("status") == "True"
 
 

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from ...client.informer import Informer
 from ...controllers.base import Controller
+from ...machinery.conditions import find_condition, is_condition_true
 from ...machinery.errors import APIError
 from ...machinery.user import User
 from ..auth.authorizer import USER
@@ -30,8 +31,7 @@ def _spec(o: dict) -> dict:
 
 
 def _available(o: dict) -> bool:
-    return any(c.get("type") == "Available" and c.get("status") == "True"
-               for c in (o.get("status") or {}).get("conditions") or [])
+    return is_condition_true((o.get("status") or {}).get("conditions"), "Available")
 
 
 class Aggregator(Controller):
@@ -160,7 +160,7 @@ class Aggregator(Controller):
         else:
             status, reason, message = "True", "Local", "Local APIServices are always available"
         conditions = (obj.get("status") or {}).get("conditions") or []
-        old = next((c for c in conditions if c.get("type") == "Available"), None)
+        old = find_condition(conditions, "Available")
         if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
             return
         cond = {"type": "Available", "status": status,
