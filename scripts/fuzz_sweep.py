@@ -1,0 +1,284 @@
+"""Systematic sweeps of a running API server, beside scripts/fuzz.py's random property: every path of
+every fuzzed kind gets a set of values, in turn, so that nothing is left to chance. They found what the
+random fuzzer had not (see `git log --grep=sweep`):
+
+- `types`: each path of each seed object (tests/e2e/fuzz_seeds.py), read at every served version of its
+  kind (the non-preferred ones are converted: autoscaling/v1, resource.k8s.io/v1beta1, ...), set to
+  values of every JSON type, sent as a dry-run update, create, merge/strategic/JSON patch or apply;
+- `schema`: each path of the kind's OpenAPI schema (7 deep, fields the seed lacks included) set to
+  values of its own type that validation must judge (empty, huge, signed, odd strings), sent as a
+  dry-run create or update; an accepted one must be accepted again as the server answered it (the
+  round trip; a Job re-created with its generated selector is refused as upstream does);
+- `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
+  dry-run create each: an answer slower than --slow seconds is reported (quadratic validation held
+  the loop for minutes: warnings, field errors, policy variables).
+
+Each request's answer must be no 5xx (nor dropped) and come within --slow seconds, and /readyz must
+answer after a broken one. Broken requests are printed and written, one JSON line each, to --out.
+
+    .venv/bin/python scripts/fuzz_sweep.py --kubeconfig .nanokube/kubeconfig types schema lists
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.e2e.fuzz_seeds import CREATE_ONLY  # noqa: E402
+from tests.e2e.fuzzing import NS, Fuzzer, Schemas, _get, _nested, _paths, _pointer, _set, seed_object  # noqa: E402
+from tests.e2e.test_hardening import Raw  # noqa: E402
+
+#: values of every JSON type, for the `types` sweep
+ANY = [None, "x", "", 1, -1, 0, 1.5, True, [], {}, [None], {"a": None}, 2**63, -(2**63) - 1, 2**64, 1e300, "1e999",
+       "\x00", "ééé", [1], [{}], {"": 1}, "-1", "1Gi", "0.5", "9" * 30]
+#: values of a schema's type, for the `schema` sweep
+OF_TYPE = {
+    "string": ["", " ", "-1", "1e999", "x" * 300, "é", "\x00", "0", "a/b", "::", "999.999.999.999", "10.0.0.0/33", "*",
+               "..", "1Gi", "-1Gi", "NaN", "0.0.0.0", "::1/129", "a" * 64, "A", "1.5", "2026-13-45T99:99:99Z", "-",
+               "x:y:z", "[", "100%", "-5%", "http://[::1", "/", "a=b", "!", " a", "9" * 40, "0x10", "1e-999"],
+    "integer": [-1, 0, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 2**53 + 1, 1],
+    "number": [-1.5, 1e308, 0.0, 5e-324],
+    "boolean": [True, False],
+    "intstr": ["", "-1", "x", "101%", -1, 2**31, "1.5%"],
+    "array": [[], [None], ["", ""]],
+    "map": [{}, {"": ""}, {"a" * 300: "x"}, {"k": ""}],
+    "object": [{}, None],
+}
+#: metadata fields the `schema` sweep leaves to the server
+SERVER_SET = {"managedFields", "resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "selfLink",
+              "generation", "ownerReferences", "finalizers"}
+
+
+class Sweep:
+    def __init__(self, kubeconfig: str, slow: float, out: str, kinds: list[str] | None = None) -> None:
+        self.raw = Raw(kubeconfig, timeout=120)
+        self.fuzzer = Fuzzer(self.raw, kinds)
+        self.fuzzer.ensure_seeds()
+        self.slow, self.out = slow, out
+        self.requests = self.broken = 0
+
+    def send(self, method: str, path: str, body, query: dict, ctype: str = "application/json", round_trip: bool = False):
+        self.requests += 1
+        url = path + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
+        start = time.monotonic()
+        try:
+            code, _, got = self.raw.request(method, url, body, ctype)
+        except Exception as e:  # a dropped connection or no answer in time
+            code, got = -1, repr(e)
+            self.raw.conn = None
+        took = time.monotonic() - start
+        if code >= 500 or code < 0 or took > self.slow:
+            self.report("broken", method, url, body, code, got, took)
+        elif round_trip and code in (200, 201) and method in ("POST", "PUT") and isinstance(got, dict) \
+                and isinstance(got.get("metadata"), dict) and not path.endswith("/status"):
+            again = copy.deepcopy(got)
+            if method == "POST":
+                for k in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"):
+                    again["metadata"].pop(k, None)
+            code2, _, got2 = self.raw.request(method, url, json.dumps(again), ctype)
+            if code2 not in (200, 201, 409) and not path.endswith("/jobs"):
+                self.report("not accepted again", method, url, json.dumps(again), code2, got2, 0)
+        return code
+
+    def report(self, what: str, method: str, url: str, body, code: int, got, took: float) -> None:
+        self.broken += 1
+        message = got.get("message") if isinstance(got, dict) else str(got)
+        record = {"what": what, "method": method, "url": url, "code": code, "seconds": round(took, 2),
+                  "message": str(message)[:500], "body": body if isinstance(body, str) else None}
+        print(json.dumps(record)[:1500], flush=True)
+        with open(self.out, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.raw.request("GET", "/readyz", ctype=None)[0] != 200:
+            print("the server is not ready", flush=True)
+
+    def targets(self) -> list[tuple[str, str, str, str, bool]]:
+        """(served group/version, plural, kind, the seed's group/version, namespaced) for every served
+        version of a kind the fuzzer seeds."""
+        out = []
+        versions = [("api/" + v) for v in self.raw.request("GET", "/api")[2]["versions"]]
+        versions += ["apis/" + v["groupVersion"] for g in self.raw.request("GET", "/apis")[2]["groups"] for v in g["versions"]]
+        for gv in versions:
+            for r in self.raw.request("GET", "/" + gv)[2]["resources"]:
+                seeds = [k for k in self.fuzzer.kinds if k[1] == r["name"] and r["name"] not in CREATE_ONLY]
+                if seeds and "create" in r.get("verbs", ()):
+                    out.append((gv, r["name"], r["kind"], seeds[0][0], r["namespaced"]))
+        return out
+
+    def base(self, gv: str, plural: str, namespaced: bool) -> str:
+        return f"/{gv}" + (f"/namespaces/{NS}" if namespaced else "") + f"/{plural}"
+
+    def seed(self, gv: str, plural: str, seed_gv: str, namespaced: bool) -> tuple[str, dict] | None:
+        """The seed's name and the seed as `gv` serves it, without what the server set."""
+        name = self.fuzzer.seed_name(seed_gv, plural)
+        code, _, obj = self.raw.request("GET", f"{self.base(gv, plural, namespaced)}/{name}")
+        if code != 200:
+            return None
+        for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+            obj["metadata"].pop(k, None)
+        obj.pop("status", None)
+        return name, obj
+
+    def types(self) -> None:
+        for gv, plural, _, seed_gv, namespaced in self.targets():
+            seeded = self.seed(gv, plural, seed_gv, namespaced)
+            if seeded is None:
+                continue
+            name, obj = seeded
+            base, item = self.base(gv, plural, namespaced), f"{self.base(gv, plural, namespaced)}/{name}"
+            print(f"types: {gv} {plural}", flush=True)
+            for path in _paths(obj, [])[1:]:
+                for value in ANY:
+                    changed, dry = _set(copy.deepcopy(obj), path, value), {"dryRun": "All"}
+                    verb = random.choice(["put", "post", "merge", "strategic", "json", "apply"])
+                    if verb == "put":
+                        self.send("PUT", item, json.dumps(changed), dry)
+                    elif verb == "post":
+                        if isinstance(changed.get("metadata"), dict):
+                            changed["metadata"]["name"] = name + "-new"
+                        self.send("POST", base, json.dumps(changed), dry)
+                    elif verb in ("merge", "strategic"):
+                        self.send("PATCH", item, json.dumps(_nested(path, value)), dry, f"application/{verb}-merge-patch+json"
+                                  if verb == "strategic" else "application/merge-patch+json")
+                    elif verb == "json":
+                        self.send("PATCH", item, json.dumps([{"op": "replace", "path": _pointer(path), "value": value}]), dry,
+                                  "application/json-patch+json")
+                    else:
+                        self.send("PATCH", item, json.dumps(changed), {**dry, "fieldManager": "sweep", "force": "true"},
+                                  "application/apply-patch+yaml")
+
+    def _schema_paths(self, schemas: Schemas, s: dict, prefix: list, depth: int, out: list) -> None:
+        s = schemas.resolve(s)
+        t = s.get("type")
+        if s.get("x-kubernetes-int-or-string"):
+            out.append((prefix, "intstr"))
+        elif t in ("string", "integer", "number", "boolean"):
+            out.append((prefix, t))
+        elif depth > 0 and t == "array":
+            out.append((prefix, "array"))
+            self._schema_paths(schemas, s.get("items") or {}, prefix + [0], depth - 1, out)
+        elif depth > 0 and s.get("properties"):
+            out.append((prefix, "object"))
+            for k, v in s["properties"].items():
+                if (not prefix and k in ("apiVersion", "kind", "metadata")) or (prefix == ["metadata"] and k in SERVER_SET):
+                    continue
+                self._schema_paths(schemas, v, prefix + [k], depth - 1, out)
+        elif depth > 0 and isinstance(s.get("additionalProperties"), dict):
+            out.append((prefix, "map"))
+            self._schema_paths(schemas, s["additionalProperties"], prefix + ["k"], depth - 1, out)
+
+    def schema(self) -> None:
+        targets = self.targets()
+        schemas = Schemas(self.raw, [(t[0],) for t in targets])
+        for gv, plural, kind, seed_gv, namespaced in targets:
+            seeded = self.seed(gv, plural, seed_gv, namespaced)
+            if seeded is None:
+                continue
+            name, obj = seeded
+            base = self.base(gv, plural, namespaced)
+            paths: list = []
+            self._schema_paths(schemas, schemas.kind(gv, kind), [], 7, paths)
+            print(f"schema: {gv} {plural}: {len(paths)} paths", flush=True)
+            for path, t in paths[1:]:  # (not the object itself)
+                for value in random.sample(OF_TYPE[t], min(6, len(OF_TYPE[t]))):
+                    changed = _put(copy.deepcopy(obj), path, value)
+                    if path[0] == "status":
+                        self.send("PUT", f"{base}/{name}/status", json.dumps(changed), {"dryRun": "All"})
+                    elif random.random() < 0.5:
+                        changed["metadata"]["name"] = name + "-new"
+                        self.send("POST", base, json.dumps(changed), {"dryRun": "All"}, round_trip=True)
+                    else:
+                        self.send("PUT", f"{base}/{name}", json.dumps(changed), {"dryRun": "All"}, round_trip=True)
+
+    def lists(self, n: int) -> None:
+        schemas = self.fuzzer.schemas
+        for gv, plural, kind, spec in self.fuzzer.kinds:
+            if plural in CREATE_ONLY:
+                continue
+            name = self.fuzzer.seed_name(gv, plural)
+            seed = seed_object(gv, kind, name + "-big", spec)
+            paths: list = []
+            self._schema_paths(schemas, schemas.kind(gv, kind), [], 6, paths)
+            print(f"lists: {gv} {plural}", flush=True)
+            for path, t in paths:
+                if t != "array" or path[:1] == ["status"]:
+                    continue
+                try:
+                    first = (_get(seed, path) or [None])[0]
+                except (KeyError, IndexError, TypeError):
+                    first = None
+                item = first if first is not None else _sample(schemas, schemas.at(schemas.kind(gv, kind), path + [0]))
+                body = json.dumps(_put(copy.deepcopy(seed), path, [_unique(copy.deepcopy(item), i) for i in range(n)]))
+                if len(body) <= 3 * 1024 * 1024:
+                    self.send("POST", self.fuzzer.base(gv, plural), body, {"dryRun": "All"})
+
+
+def _put(obj: dict, path: list, value) -> dict:
+    """`obj` with `value` at `path`, the objects and lists on the way made where missing or of another type."""
+    cur = obj
+    for seg, nxt in zip(path, path[1:]):
+        want = list if isinstance(nxt, int) else dict
+        if isinstance(cur, list):
+            cur.extend({} for _ in range(seg + 1 - len(cur)))
+            if not isinstance(cur[seg], want):
+                cur[seg] = want()
+        elif not isinstance(cur.get(seg), want):
+            cur[seg] = want()
+        cur = cur[seg]
+    if isinstance(cur, list):
+        cur.extend({} for _ in range(path[-1] + 1 - len(cur)))
+    cur[path[-1]] = value
+    return obj
+
+
+def _sample(schemas: Schemas, s: dict):
+    """An item of a schema: its required fields, each a plain value of its type."""
+    s = schemas.resolve(s)
+    t = s.get("type")
+    if s.get("x-kubernetes-int-or-string") or t in ("integer", "number"):
+        return 1
+    if t in ("string", "boolean"):
+        return "x" if t == "string" else True
+    props = s.get("properties") or {}
+    return {k: _sample(schemas, props[k]) for k in s.get("required") or () if k in props}
+
+
+def _unique(v, i: int):
+    """The i-th copy of an item: its names, keys, values and ports made its own."""
+    if isinstance(v, str):
+        return f"{v}{i}" if v else f"x{i}"
+    if isinstance(v, dict):
+        return {k: _unique(x, i) if k in ("name", "key", "value", "ip", "path", "mountPath", "containerPort", "port") else x
+                for k, x in v.items()}
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v + i) % 65535 + 1
+    return v
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweeps", nargs="+", choices=["types", "schema", "lists"])
+    ap.add_argument("--kubeconfig", required=True, help="the server to sweep (admin; it writes in the namespace fuzz)")
+    ap.add_argument("--seed", type=int, default=1, help="the random choices' seed (verbs, values drawn)")
+    ap.add_argument("--items", type=int, default=3000, help="the `lists` sweep's items per list")
+    ap.add_argument("--slow", type=float, default=5.0, help="seconds past which an answer is reported")
+    ap.add_argument("--out", default="fuzz-sweep.jsonl", help="where broken requests are written")
+    ap.add_argument("--kinds", default=None, help="comma-separated plurals to sweep (default: all the fuzzer seeds)")
+    args = ap.parse_args()
+    random.seed(args.seed)
+    sweep = Sweep(args.kubeconfig, args.slow, args.out, args.kinds.split(",") if args.kinds else None)
+    start = time.monotonic()
+    for name in args.sweeps:
+        sweep.lists(args.items) if name == "lists" else getattr(sweep, name)()
+    print(f"{sweep.requests} requests in {time.monotonic() - start:.0f} s, {sweep.broken} broken")
+    return 1 if sweep.broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
