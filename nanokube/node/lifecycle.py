@@ -1082,7 +1082,7 @@ class PodWorker:
         active deadline meanwhile."""
         self.io.start(c["name"], image_ref(c.get("image", "")), self._program(c))
         self.own_started[c["name"]] = self.clock.rfc3339()
-        if self._program(c):
+        if c["name"] in self.io.programs:
             self.lifetimes[c["name"]] = self._lifetime(c)
         start = self.clock.monotonic()
         self.probed[c["name"]] = prober.passing(c, start)
@@ -1184,7 +1184,7 @@ class PodWorker:
                 self.own_started[name] = self.clock.rfc3339()
                 self.waiting.pop(name, None)
                 self.probed[name] = prober.passing(spec, self.clock.monotonic())
-                if self._program(spec):
+                if name in self.io.programs:
                     self.lifetimes[name] = self._lifetime(spec)
         await self._init_waiting(c, {"running": {"startedAt": started}})
         return False
@@ -1389,7 +1389,7 @@ class PodWorker:
                     write = not (adopted and self.started_at)
                     if write:
                         self.started_at = now
-                    lifetimes.update((c["name"], self._lifetime(c)) for c in fresh if self._program(c))
+                    lifetimes.update((c["name"], self._lifetime(c)) for c in fresh if c["name"] in self.io.programs)
                 else:
                     for name, error in blocked.items():  # tried again at the next sync, the others running on
                         reason = "CreateContainerError" if error.startswith(CDI_CREATE_FAILED) else \
@@ -1497,10 +1497,11 @@ class PodWorker:
                          b"" if not c.get("stdin") else None, self.io.environment(c["name"]))
 
     def _lifetime(self, c: dict) -> tuple[float | None, int]:
-        """When container `c`, starting now, exits (monotonic; None: not on its own) and with which
-        code: as its interpreted command runs, else as the pod's run-seconds and exit-code
-        annotations say for its run."""
-        if program := self._program(c):
+        """When container `c`, started just now, exits (monotonic; None: not on its own) and with
+        which code: as the interpreted command it started with runs (not worked out again: its
+        first changes are made by now, and a second `mkdir` would fail), else as the pod's
+        run-seconds and exit-code annotations say for its run."""
+        if program := self.io.programs.get(c["name"]):
             end, now = _end(self.clock.monotonic(), program), self.clock.monotonic()
             failed = self._liveness(c, program)
             self.liveness_failed.pop(c["name"], None)

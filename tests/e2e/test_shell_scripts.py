@@ -119,3 +119,29 @@ def test_an_init_container_waits_for_a_file_its_sidecar_writes(runtime):
              "side-writer Running")
     assert cluster.kubectl("logs", "side-writer", "-c", "wait").stdout == "released ok\n"
     assert cluster.kubectl("logs", "side-writer", "-c", "side").stdout == "wrote\n"
+
+
+def test_a_chain_that_makes_a_directory_then_sleeps_goes_on_to_its_writes(runtime):
+    """`mkdir D && sleep && echo > F && sleep`, `if mkdir D; then ...; fi` and `mkdir D || exit 3;
+    ...`: each container runs on and writes its file after the sleep (before, on the simulated
+    runtime, the kubelet worked the command out again once its `mkdir` was made, saw it fail, and
+    ended the container at once: /cache/b was never written)."""
+    cluster, _ = runtime
+    mount = [{"name": "cache", "mountPath": "/cache"}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "shards", "namespace": "default"}, "spec": {
+        "restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "volumes": [{"name": "cache", "emptyDir": {}}],
+        "containers": [
+            {"name": "chain", "image": "busybox", "volumeMounts": mount, "command": [
+                "sh", "-c", "mkdir /cache/shards && sleep 1 && echo b > /cache/b && echo wrote b && sleep 3600"]},
+            {"name": "cond", "image": "busybox", "volumeMounts": mount, "command": [
+                "sh", "-c", "if mkdir /cache/lock; then sleep 1; echo c > /cache/c; echo wrote c; sleep 3600; fi"]},
+            {"name": "or", "image": "busybox", "volumeMounts": mount, "command": [
+                "sh", "-c", "mkdir /cache/d || exit 3; sleep 1; echo d > /cache/d/d; echo wrote d; sleep 3600"]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    for container, name in (("chain", "b"), ("cond", "c"), ("or", "d")):
+        wait_for(lambda: cluster.kubectl("logs", "shards", "-c", container, check=False).stdout == f"wrote {name}\n",
+                 60, f"{container} wrote {name}")
+    assert cluster.kubectl("exec", "shards", "-c", "chain", "--", "cat", "/cache/b", "/cache/c", "/cache/d/d").stdout == "b\nc\nd\n"
+    statuses = cluster.kubectl_json("get", "pod", "shards")["status"]["containerStatuses"]
+    assert [(s["name"], list(s["state"]), s["restartCount"]) for s in statuses] == [
+        ("chain", ["running"], 0), ("cond", ["running"], 0), ("or", ["running"], 0)]
