@@ -19,11 +19,12 @@ from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from ..machinery import cron
 from ..machinery.errors import NAMESPACE_TERMINATING, APIError, has_status_cause
+from ..machinery.meta import controller_ref
 from .base import Controller
 from .job import finished as job_finished
 from ..client.record import CoreEventRecorder
 from .metrics import ControllerMetrics
-from .replicaset import controller_ref, owner_reference
+from .replicaset import owner_reference
 
 SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 NEXT_SCHEDULE_DELTA = 0.1  # upstream pads each requeue for clock skew

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock
 from ..machinery.errors import APIError
+from ..machinery.meta import controller_ref
 from ..machinery.scheduling import NodeMatcher, untolerated
 from ..machinery.selectors import selector_from_object
 from .base import Controller
@@ -20,7 +21,6 @@ from .replicaset import (
     BURST,
     Expectations,
     claim_objects,
-    controller_ref,
     create_pods,
     delete_pods,
     owner_reference,

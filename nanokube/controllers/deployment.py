@@ -16,13 +16,14 @@ import orjson
 
 from ..machinery.conditions import find_condition, remove_condition, set_condition
 from ..machinery.errors import APIError
+from ..machinery.meta import controller_ref
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller, in_turns
 from .deployment_scale import DESIRED, MAX_REPLICAS, is_scaling_event, scaled_sizes
 from ..client.record import CoreEventRecorder
-from .replicaset import controller_ref, ignore_missing, owner_reference, pod_updated, resolving, selecting
+from .replicaset import ignore_missing, owner_reference, pod_updated, resolving, selecting
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"

@@ -20,12 +20,13 @@ import math
 
 from ..machinery.conditions import find_condition, observed_generation, set_condition
 from ..machinery.errors import APIError
+from ..machinery.meta import controller_ref
 from ..machinery.selectors import go_label_selector, matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from .base import Controller, in_turns
 from ..client.record import CoreEventRecorder
-from .replicaset import controller_ref, pod_is_ready
+from .replicaset import pod_is_ready
 
 DELETION_TIMEOUT = 120.0
 SMP = "application/strategic-merge-patch+json"

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from ..machinery.conditions import find_condition, is_condition_true, remove_condition
 from ..machinery.errors import APIError
+from ..machinery.meta import controller_ref
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
@@ -37,7 +38,6 @@ from .metrics import ControllerMetrics
 from .replicaset import (
     Expectations,
     claim_objects,
-    controller_ref,
     create_pods,
     delete_pods,
     deletion_rank,

@@ -11,9 +11,10 @@ the race with its own earlier create finds the object by name.
 from __future__ import annotations
 
 from ..machinery.errors import APIError
+from ..machinery.meta import controller_ref
 from ..client.informer import Informer, InformerFactory
 from .deployment import template_hash
-from .replicaset import controller_ref, owner_reference
+from .replicaset import owner_reference
 
 API_VERSION = "scheduling.k8s.io/v1beta1"
 TEMPLATE = "job"

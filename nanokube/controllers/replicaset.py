@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..machinery.conditions import find_condition, remove_condition
 from ..machinery.errors import NAMESPACE_TERMINATING, APIError, has_status_cause
+from ..machinery.meta import controller_ref
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
@@ -95,13 +96,6 @@ class UIDTrackingExpectations(Expectations):
     def forget(self, key: str) -> None:
         super().forget(key)
         self._deleting.pop(key, None)
-
-
-def controller_ref(obj: dict) -> dict | None:
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref
-    return None
 
 
 def controller_refs(old: dict, pod: dict) -> tuple[dict | None, dict | None]:

@@ -15,13 +15,14 @@ from collections.abc import Awaitable, Callable
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock
 from ..machinery.errors import APIError
+from ..machinery.meta import controller_ref
 from ..machinery.selectors import selector_from_object
 from .base import Controller
 from .deployment import resolve_int_or_percent
 from ..client.record import CoreEventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
 from .slow_start import slow_start_batch
-from .replicaset import (claim_objects, controller_ref, owner_reference, pod_available_in, pod_is_ready,
+from .replicaset import (claim_objects, owner_reference, pod_available_in, pod_is_ready,
                          pod_added, pod_updated, resolving, selecting)
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"

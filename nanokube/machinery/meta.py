@@ -11,6 +11,14 @@ def object_key(obj: dict) -> str:
     return f"{md.get('namespace', '')}/{md['name']}"
 
 
+def controller_ref(obj: dict) -> dict | None:
+    """The owner reference marked controller, if any (metav1.GetControllerOf)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
 #: the UIDs of one os.urandom read, as text. `next` on it is a single C call, so two threads never
 #: get the same one; a forked child starts on fresh bytes (it must not repeat its parent's UIDs)
 _random = iter(())

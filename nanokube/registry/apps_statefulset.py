@@ -24,6 +24,7 @@ from .apps import (
 )
 from .base import Column, Obj, Resource, Strategy, register
 from ..machinery.gofmt import Struct
+from ..machinery.meta import controller_ref
 from ..machinery.validation import (
     FieldError,
     dns1123_label,
@@ -185,13 +186,13 @@ def _validate_update_strategy(strategy: dict, path: str) -> list[FieldError]:
 
 def _controller_of(obj: Obj) -> str:
     """'<kind>.<group>/<name>' of the controlling owner, as kubectl prints it."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            api_version = ref.get("apiVersion", "")
-            group = api_version.split("/")[0] if "/" in api_version else ""
-            kind = f"{ref.get('kind', '')}.{group}" if group else ref.get("kind", "")
-            return f"{kind.lower()}/{ref.get('name', '')}"
-    return "<none>"
+    ref = controller_ref(obj)
+    if ref is None:
+        return "<none>"
+    api_version = ref.get("apiVersion", "")
+    group = api_version.split("/")[0] if "/" in api_version else ""
+    kind = f"{ref.get('kind', '')}.{group}" if group else ref.get("kind", "")
+    return f"{kind.lower()}/{ref.get('name', '')}"
 
 
 class ControllerRevisionStrategy(Strategy):
