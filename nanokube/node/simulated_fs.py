@@ -200,9 +200,11 @@ class ContainerFS:
         #: its arguments)
         self.journal: list[tuple[float, str, tuple, dict]] | None = None
 
-    def _done(self, change: str, *args, **kwargs) -> None:
+    def _done(self, change: str, path: str, *args, **kwargs) -> None:
+        """Keep `change` to `path` to be made again, on a view whose working directory is not this
+        one's (the container's own, where a script made it after a `cd`): its path absolute."""
         if self.journal is not None:
-            self.journal.append((self.now, change, args, kwargs))
+            self.journal.append((self.now, change, (self.normal(path), *args), kwargs))
 
     def replay(self, journal) -> None:
         """Make changes a draft of this container made; one the files no longer allow is skipped."""

@@ -180,6 +180,20 @@ def test_a_containers_own_command_works_on_a_draft_and_its_changes_are_made_once
     assert again.output == ((0, b"up\nup\n"),) and again.exit_code == 0
 
 
+def test_a_change_a_command_makes_after_cd_is_made_where_it_made_it(pod_files):
+    """A draft's changes are made again on the container's own files, whose working directory is
+    not the script's: a relative path after `cd` is the directory's (before, `echo b > b` after
+    `cd /data/s` wrote /b)."""
+    argv = ["sh", "-c", "mkdir -p /data/s && cd /data/s && echo b > b; touch t gone; rm gone; cd /tmp; echo y > y"]
+    program = interpret(argv, T0, pod_files.draft("main"))
+    main = pod_files.container("main")
+    main.replay(program.changes)
+    assert run(main, "ls", "/data/s", "/tmp") == (0, b"/data/s:\nb\nt\n\n/tmp:\ny\n", "")
+    assert run(main, "cat", "/data/s/b", "/tmp/y")[1] == b"b\ny\n"
+    assert run(main, "ls", "/")[1].split() == [b"bin", b"data", b"dev", b"etc", b"home", b"proc", b"root", b"sys",
+                                                b"tmp", b"usr", b"var"]
+
+
 def test_pipes_and_the_commands_people_check_a_copy_with(pod_files):
     fs = pod_files.container("main")
     run(fs, "sh", "-c", "echo hello world > /tmp/f; echo a+b >> /tmp/f")
