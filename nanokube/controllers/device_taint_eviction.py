@@ -22,6 +22,7 @@ from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock, parse_time
 from ..dra.resourceclaim import claim_names, reserved_for_pod
 from ..machinery.podgroups import POD_GROUP_INDEX, group_key
+from ..machinery.podphase import pod_is_terminal
 from .base import Controller
 from ..client.record import CoreEventRecorder
 from .taint_eviction import toleration_seconds
@@ -279,7 +280,7 @@ class DeviceTaintEvictionController(Controller):
     async def _sync_pod(self, key: str) -> None:
         pod = self.pods.get(key)
         if pod is None or pod["metadata"].get("deletionTimestamp") or pod["metadata"]["uid"] in self._deleting \
-                or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                or pod_is_terminal(pod):
             self._scheduled.discard(key)
             return
         e = self.pod_eviction(pod)

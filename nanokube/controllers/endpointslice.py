@@ -19,12 +19,13 @@ import orjson
 
 from ..machinery.conditions import find_condition
 from ..machinery.errors import APIError
+from ..machinery.podphase import pod_is_terminal
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time
 from ..machinery.gotime import parse_rfc3339
 from .base import TURN, Controller, in_turns
-from .replicaset import owner_reference, pod_is_ready, pod_is_terminal
+from .replicaset import owner_reference, pod_is_ready
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"

@@ -9,11 +9,8 @@ from ..machinery.podgroups import PODGROUP_PROTECTION
 from ..machinery.errors import APIError
 from ..machinery.meta import object_key
 from ..machinery.podgroups import group_key
+from ..machinery.podphase import pod_is_terminal
 from .base import Controller
-
-
-def _terminal(pod: dict) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 class PodGroupProtectionController(Controller):
@@ -41,7 +38,7 @@ class PodGroupProtectionController(Controller):
         if group is None:
             return
         self.members.setdefault(group, {})[object_key(pod)] = pod
-        if _terminal(pod):
+        if pod_is_terminal(pod):
             self.queue.add(group)
 
     def _forget_pod(self, pod: dict) -> None:
@@ -53,7 +50,7 @@ class PodGroupProtectionController(Controller):
 
     def blocking_pods(self, group: str) -> list[str]:
         """Pods that still keep a deleting group: non-terminal members."""
-        return sorted(k for k, p in self.members.get(group, {}).items() if not _terminal(p))
+        return sorted(k for k, p in self.members.get(group, {}).items() if not pod_is_terminal(p))
 
     async def sync(self, key: str) -> None:
         pg = self.pg_inf.get(key)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..client.informer import InformerFactory
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
+from ..machinery.podphase import pod_is_terminal
 from ..volume.binding import PVC_PROTECTION
 from .base import Controller, in_turns
 
@@ -23,8 +24,7 @@ def claims_of(pod: dict) -> set[str]:
 
 
 def uses_claims(pod: dict) -> bool:
-    return bool((pod.get("spec") or {}).get("nodeName")) and \
-        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    return bool((pod.get("spec") or {}).get("nodeName")) and not pod_is_terminal(pod)
 
 
 class PVCProtectionController(Controller):

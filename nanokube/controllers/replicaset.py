@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..machinery.conditions import find_condition, remove_condition
 from ..machinery.errors import NAMESPACE_TERMINATING, APIError, has_status_cause
 from ..machinery.meta import controller_ref
+from ..machinery.podphase import pod_is_terminal
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
@@ -177,10 +178,6 @@ def owner_reference(owner: dict, api_version: str, kind: str) -> dict:
     md = owner["metadata"]
     return {"apiVersion": api_version, "kind": kind, "name": md["name"], "uid": md["uid"],
             "controller": True, "blockOwnerDeletion": True}
-
-
-def pod_is_terminal(pod: dict) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def pod_is_active(pod: dict) -> bool:

@@ -15,6 +15,7 @@ from ..dra.resourceclaim import ClaimError, claim_name
 from ..dra.resourceclaim import FINALIZER, GROUP, VERSION
 from ..dra.podgroup_claims import API_GROUP, PODGROUP_CLAIM_ANNOTATION, generated_claim, group_entry
 from ..machinery.podgroups import POD_GROUP_INDEX, group_key
+from ..machinery.podphase import pod_is_terminal
 from .base import Controller
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -28,8 +29,7 @@ def claim_names_extended(pod: dict) -> set[str]:
 
 def pod_done(pod: dict) -> bool:
     """Terminal, or deleted before it was ever scheduled: it will never use a claim."""
-    phase = (pod.get("status") or {}).get("phase")
-    if phase in ("Succeeded", "Failed"):
+    if pod_is_terminal(pod):
         return True
     return bool(pod["metadata"].get("deletionTimestamp")) and not (pod.get("spec") or {}).get("nodeName")
 

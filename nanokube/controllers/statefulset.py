@@ -16,6 +16,7 @@ from ..client.informer import InformerFactory, key_of
 from ..clock import Clock
 from ..machinery.errors import APIError
 from ..machinery.meta import controller_ref
+from ..machinery.podphase import pod_is_terminal
 from ..machinery.selectors import selector_from_object
 from .base import Controller
 from .deployment import resolve_int_or_percent
@@ -73,10 +74,6 @@ def is_running_and_ready(pod: dict) -> bool:
 
 def is_terminating(pod: dict) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
-
-
-def is_finished(pod: dict) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
 
 
 class ClaimsNotReady(Exception):
@@ -400,7 +397,7 @@ class StatefulSetController(Controller):
             """processReplica: whether an OrderedReady set stops at this ordinal."""
             nonlocal unhealthy_first
             pod = replicas[o]
-            if pod is not None and is_finished(pod) and not is_terminating(pod):
+            if pod is not None and pod_is_terminal(pod) and not is_terminating(pod):
                 phase = pod["status"]["phase"]
                 reason = "RecreatingFailedPod" if phase == "Failed" else "RecreatingTerminatedPod"
                 what = "failed" if phase == "Failed" else "terminated"

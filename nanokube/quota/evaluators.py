@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 
+from ..machinery.podphase import pod_is_terminal
 from ..machinery.podresize import resize_parts, resources_spec
 from ..machinery.podresources import QUANTITIES, pod_limits, pod_requests
 from ..machinery.quantity import DECIMAL_SI, Quantity, parse_list
@@ -56,7 +57,7 @@ def _time(ts: str) -> float:
 
 def pod_counts(pod: dict, now: float) -> bool:
     """QuotaV1Pod: terminal pods, and pods past their deletion grace, are not charged."""
-    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+    if pod_is_terminal(pod):
         return False
     md = pod["metadata"]
     if md.get("deletionTimestamp") and md.get("deletionGracePeriodSeconds") is not None:
