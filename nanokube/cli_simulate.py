@@ -35,7 +35,8 @@ def add_parser(sub) -> None:
                    help="KubeSchedulerConfiguration; repeat to compare several on the same inputs (default: the "
                         "default profile)")
     p.add_argument("--seed", type=int, default=0, help="seed of the scheduler's tie-breaking, --inflate's sampling and --drop-nodes' choice")
-    p.add_argument("--until", type=float, default=None, metavar="SECONDS", help="stop at this trace time")
+    p.add_argument("--until", type=_trace_time, default=None, metavar="SECONDS|DURATION",
+                   help="stop at this trace time: seconds, or a Go duration as --event-ttl takes (720h, 90m)")
     p.add_argument("--limit-pods", type=int, default=None, metavar="N",
                    help="replay only the trace's first N pods created (their deletions and every other write stay), "
                         "for a quick run; with --inflate, sample from them")
@@ -58,6 +59,20 @@ def add_parser(sub) -> None:
                    help="how long an Event lives after its last write, in virtual time (Go duration; default 1h)")
     p.add_argument("--out", default=None, metavar="DIR", help="write results.json and report.html here")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+
+
+def _trace_time(text: str) -> float:
+    """--until: seconds as before, or a duration (a planner thinks of a month as 720h, not 2592000)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from .machinery import goduration
+
+    try:
+        return goduration.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: want seconds (3600) or a duration (1h, 720h): {e}") from None
 
 
 def _load(args):
@@ -248,6 +263,11 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
     print(f"{name}: {m['scheduled']}/{m['pods']} pods scheduled{cut}, virtual {r.virtual_s:.0f}s{span} in wall "
           f"{r.wall_s:.1f}s, {r.cpu_s:.1f} CPU-s ({r.events / r.wall_s:,.0f} events/s, {m['pods'] / r.wall_s:,.1f} pods/s), "
           f"placements {r.placement_hash}", flush=True)
+    if r.refused:
+        # printed as they came, among the progress and the components' logs; a long run's scroll-back loses them
+        n = len(r.refused)
+        print(f"{name}: {n:,} trace write{'s' if n > 1 else ''} refused, not replayed (first: {r.refused[0]})",
+              flush=True)
     if last or r.interrupted:
         inputs = {"cluster": ", ".join(args.cluster), "add_nodes": args.add_nodes, "drop_nodes": args.drop_nodes,
                   "trace": args.trace, "seed": args.seed, "inflate": args.inflate, "until": args.until,

@@ -46,6 +46,8 @@ class RunResult:
     metrics: dict = field(default_factory=dict)
     #: the run was stopped (`interrupt`) before the end of its trace: its numbers cover `virtual_s` only
     interrupted: bool = False
+    #: trace writes that did not happen, each as printed when refused (an invalid object, a kind not served)
+    refused: list[str] = field(default_factory=list)
 
     @property
     def placement_hash(self) -> str:
@@ -123,16 +125,16 @@ def _dur(s: float) -> str:
     return f"{d}d{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
 
 
-async def _apply(client, e: TraceEvent) -> None:
+async def _apply(client, e: TraceEvent) -> str | None:
     """One trace write through the API server, as a client would send it; a
-    refusal (a delete of what is gone, an invalid object) is the trace's
-    business and does not stop the run."""
+    refusal (an invalid object, a kind not served) is the trace's business and
+    does not stop the run: it is printed at once and returned, to be counted
+    after the run. A delete of what is gone already is no refusal."""
     obj = e.obj
     group, _, version = obj["apiVersion"].rpartition("/")
     res = client.index.by_kind(group, obj["kind"])
     if res is None:
-        print(f"nanokube simulate: {obj['apiVersion']} {obj['kind']}: not served; skipped", file=sys.stderr)
-        return
+        return _refused(f"{obj['apiVersion']} {obj['kind']}: not served; skipped")
     rc = client.resource(group, version, res.plural)
     md = obj["metadata"]
     ns = (md.get("namespace") or "default") if res.namespaced else None
@@ -143,17 +145,25 @@ async def _apply(client, e: TraceEvent) -> None:
             await rc.delete(md["name"], namespace=ns, propagation_policy="Background")
     except APIError as err:
         if not (e.verb == "delete" and err.code == 404):
-            print(f"nanokube simulate: {e.verb} {obj['kind']} {md['name']}: {err.message}", file=sys.stderr)
+            return _refused(f"{e.verb} {obj['kind']} {md['name']}: {err.message}")
+    return None
 
 
-async def _replay(client, clock: VirtualClock, trace: Trace, t0: float, until: float | None, counter: list) -> None:
+def _refused(why: str) -> str:
+    print(f"nanokube simulate: {why}", file=sys.stderr)
+    return why
+
+
+async def _replay(client, clock: VirtualClock, trace: Trace, t0: float, until: float | None, counter: list,
+                  refused: list[str]) -> None:
     for e in trace.events:
         if until is not None and e.time > until:
             return
         wait = t0 + e.time - clock.monotonic()
         if wait > 0:
             await clock.sleep(wait)
-        await _apply(client, e)
+        if (why := await _apply(client, e)) is not None:
+            refused.append(why)
         counter[0] += 1
 
 
@@ -191,8 +201,8 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     recorder.t0 = clock.now()
     recorder.start()
     span = (until if until is not None else trace.span + tail)
-    counter = [0]
-    replay = asyncio.create_task(_replay(plane.client, clock, trace, t0, until, counter))
+    counter, refused = [0], []
+    replay = asyncio.create_task(_replay(plane.client, clock, trace, t0, until, counter, refused))
     writes = sum(1 for e in trace.events if until is None or e.time <= until)
     bar = Progress(name, span, enabled=progress, writes=None if speed else writes)
     end = t0 + span
@@ -235,7 +245,7 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
     await asyncio.gather(replay, return_exceptions=True)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     result = RunResult(name, dict(recorder.placements), wall, cpu, clock.monotonic() - t0, events, recorder.summary(),
-                       interrupted=interrupt.is_set())
+                       interrupted=interrupt.is_set(), refused=refused)
     if not stop:
         plane.abandon()
         return result

@@ -18,7 +18,8 @@ MAX_POINTS = 1500
 def results_doc(results, inputs: dict) -> dict:
     runs = [{"name": r.name, "interrupted": r.interrupted, "wall_s": r.wall_s, "cpu_s": r.cpu_s,
              "virtual_s": r.virtual_s, "events": r.events, "events_per_s": r.events / r.wall_s if r.wall_s else 0.0,
-             "placement_hash": r.placement_hash, "placements": r.placements, **r.metrics} for r in results]
+             "placement_hash": r.placement_hash, "placements": r.placements, "refused_writes": r.refused,
+             **r.metrics} for r in results]
     for run in runs:
         run["summary"] = headline(run, arrival_points(inputs.get("inflate")))
     return {"inputs": inputs, "runs": runs}

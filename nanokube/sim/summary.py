@@ -87,7 +87,12 @@ def duration(s: float | None) -> str:
 
 
 def ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.1%}"
+    """A share in percent; under 10% with two decimals, where a large cluster's replay sits (openb's first
+    1,000 tasks on all its nodes: fragmentation 0.66% with LeastAllocated, 0.71% with MostAllocated, both
+    0.7% at one decimal)."""
+    if r is None:
+        return "-"
+    return f"{r:.2%}" if 0 < r < 0.1 else f"{r:.1%}"
 
 
 def _aligned(grid: list[list[str]]) -> list[str]:

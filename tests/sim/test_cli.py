@@ -126,6 +126,21 @@ def test_a_csv_saved_with_a_byte_order_mark_and_crlf_line_ends_is_read(tmp_path)
     assert proc.stdout.startswith("default: 2/2 pods scheduled"), proc.stdout
 
 
+def test_small_gpu_shares_keep_two_decimals(tmp_path):
+    """One GPU of 16: 6.25% allocated at most, which one decimal would round to 6.2% (policies
+    compared on a large cluster differ in the second decimal); 10% and more keep one."""
+    nodes = NODES + "openb-node-0002,96000,786432,8,V100M32\n"
+    pods = PODS.splitlines()[0] + "\nopenb-pod-0000,12000,16384,1,1000,,LS,Running,0,100,0\n"
+    proc = _csv(tmp_path, nodes, pods)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
+    assert lines[header + 1].split()[:8] == ["default", "1", "1", "0", "0", lines[header + 1].split()[5], "6.25%",
+                                             "0.0%"], lines
+    proc = _csv(tmp_path, nodes, pods.replace("16384,1,1000", "16384,2,1000"))
+    assert proc.stdout.splitlines()[header + 1].split()[6] == "12.5%", proc.stdout
+
+
 def test_an_untimed_task_list_is_sampled_by_inflation(tmp_path):
     pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\nt0,12000,16384,1,1000\nt1,6000,12288,1,500\n"
     proc = _csv(tmp_path, NODES, pods, "--inflate", "1.0", "--seed", "2")
@@ -364,6 +379,8 @@ def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path)
         (("--speed", "0"), "--speed 0.0: must be above 0"),
         (("--speed", "-1"), "--speed -1.0: must be above 0"),
         (("--until", "-5"), "--until -5.0: must be 0 or more"),
+        (("--until", "3d"), "error: argument --until: '3d': want seconds (3600) or a duration (1h, 720h): "
+                            'time: unknown unit "d" in duration "3d"'),
         (("--keep-run-times",), "--keep-run-times is for an openb pod list (*.csv); a JSON Lines trace gives"),
         (("--out", str(tmp_path / "blocker" / "out")), f"--out {tmp_path / 'blocker' / 'out'}: cannot write there"),
         (("--trace", str(tmp_path / "nope.jsonl")), f"{tmp_path / 'nope.jsonl'}: cannot read: No such file or directory"),
@@ -378,6 +395,36 @@ def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path)
         assert f"nanokube simulate: {message}" in proc.stderr and "Traceback" not in proc.stderr, \
             (args, proc.stderr[-2000:])
         assert proc.stdout == "", (args, proc.stdout)
+
+
+def test_refused_trace_writes_are_counted_after_the_run(tmp_path):
+    """A write the API server refuses (an invalid pod, a kind it does not serve) is printed when it
+    happens and the run goes on; the summary line under the run says how many were not replayed,
+    where a long run's scroll-back has lost them, and results.json lists them. --until takes a
+    duration as --event-ttl does."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    good = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "good"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    events = [{"time": 0, "object": good},
+              {"time": 1, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad"}, "spec": {}}},
+              {"time": 2, "object": {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}}]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = tmp_path / "out"
+    proc = _simulate(tmp_path, "--out", str(out), "--until", "1h")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first = 'create Pod bad: Pod "bad" is invalid: spec.containers: Required value'
+    assert f"nanokube simulate: {first}" in proc.stderr, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("default: 1/1 pods scheduled, virtual 3600s (1h00m) in wall "), lines
+    assert lines[1] == f"default: 2 trace writes refused, not replayed (first: {first})", lines
+    run = json.loads((out / "results.json").read_text())["runs"][0]
+    assert run["refused_writes"] == [first, "example.com/v1 Widget: not served; skipped"]
+    assert json.loads((out / "results.json").read_text())["inputs"]["until"] == 3600
+
+    (tmp_path / "trace.jsonl").write_text(json.dumps(events[0]) + "\n")
+    proc = _simulate(tmp_path, "--out", str(out))
+    assert proc.returncode == 0 and "trace write" not in proc.stdout, proc.stdout
+    assert json.loads((out / "results.json").read_text())["runs"][0]["refused_writes"] == []
 
 
 def test_arrival_rate_replays_arrivals_sooner_and_keeps_lifetimes(tmp_path):
