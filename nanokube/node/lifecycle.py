@@ -756,7 +756,8 @@ class PodWorker:
         code = stop_exit_code(self.pod, grace)
         spec = next(c for c in self._sidecars() + self._containers() if c["name"] == name)
         self.io.restarted(name, image_ref(spec.get("image", "")), code,
-                          "received SIGTERM" if code != 137 else "was killed after the grace period")
+                          "received SIGTERM" if code != 137 else "was killed after the grace period",
+                          lambda: self._program(spec))
         self.own_last_state[name] = {"terminated": {
             "exitCode": code, "reason": "Completed" if code == 0 else "Error",
             "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}

@@ -54,7 +54,7 @@ import math
 import os
 import re
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
 from . import container_env
@@ -324,12 +324,13 @@ class SimulatedIO:
         for name in list(self.running):
             self.exit(name, code, why)
 
-    def restarted(self, name: str, image: str, code: int, why: str) -> None:
+    def restarted(self, name: str, image: str, code: int, why: str,
+                  program: Callable[[], Program | None]) -> None:
         """One container's instance ends (`why`, with `code`) and a new one starts, the others
-        running on (the kubelet restarting it for a resize)."""
-        program = self.programs.get(name)
+        running on (the kubelet restarting it for a resize or a new image): it runs its command
+        anew, `program()` worked out once the old instance's changes are made."""
         self.exit(name, code, why)
-        self.start(name, image, program)
+        self.start(name, image, program())
 
     def start_ephemeral(self, name: str, image: str, program: Program | None = None) -> None:
         """An ephemeral container added to the running pod starts (once: it is never restarted). One

@@ -491,3 +491,21 @@ def test_a_sidecar_that_exits_while_the_init_containers_run_restarts_meanwhile(c
                               "-o", "jsonpath={range .items[*]}{.reason} {.involvedObject.fieldPath}{'\\n'}{end}")
     assert "BackOff spec.initContainers{side}" in reasons.stdout
     cluster.kubectl("delete", "pod", "side-flaps", "--wait=false")
+
+
+def test_a_container_restarted_for_its_new_image_runs_its_command_anew(cluster):
+    """A container the kubelet restarts in place (its image changed: `definition changed`) runs its
+    command again on the files as they are then: it counts a second run (before, the new instance
+    replayed what the first one wrote: `runs 1` again)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "counter", "namespace": "default"}, "spec": {
+        "terminationGracePeriodSeconds": 1, "volumes": [{"name": "cache", "emptyDir": {}}],
+        "containers": [{"name": "app", "image": "busybox", "volumeMounts": [{"name": "cache", "mountPath": "/cache"}],
+                        "command": ["sh", "-c", "echo run >> /cache/runs; echo runs $(wc -l < /cache/runs); "
+                                                "sleep 3600"]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: cluster.kubectl("logs", "counter", check=False).stdout == "runs 1\n", 60, "first run")
+    cluster.kubectl("set", "image", "pod/counter", "app=busybox:1.37")
+    wait_for(lambda: _statuses(cluster, "counter")["app"]["restartCount"] == 1, 60, "app restarted")
+    wait_for(lambda: cluster.kubectl("logs", "counter", check=False).stdout == "runs 2\n", 30, "second run")
+    assert cluster.kubectl("logs", "counter", "--previous").stdout == "runs 1\n"
+    assert cluster.kubectl("exec", "counter", "--", "cat", "/cache/runs").stdout == "run\nrun\n"

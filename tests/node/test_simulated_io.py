@@ -78,7 +78,7 @@ async def test_a_crashed_container_waiting_out_its_back_off_serves_that_instance
 async def test_a_container_restarted_alone_keeps_its_previous_instance_and_the_others_run_on():
     io = SimulatedIO(worker())
     io.started({"main": "img:1", "side": "img:2"})
-    io.restarted("main", "img:1", 0, "received SIGTERM")
+    io.restarted("main", "img:1", 0, "received SIGTERM", lambda: None)  # a command not interpreted
     assert io.serve_log("main", LogOptions(previous=True)).endswith(
         b"container main received SIGTERM\nnanokube: container main exited with code 0\n")
     assert io.serve_log("main", LogOptions()) == (b"nanokube: container main started (image img:1)\n"
