@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
                         "default profile)")
     p.add_argument("--seed", type=int, default=0, help="seed of the scheduler's tie-breaking, --inflate's sampling and --drop-nodes' choice")
     p.add_argument("--until", type=_trace_time, default=None, metavar="SECONDS|DURATION",
-                   help="stop at this trace time: seconds, or a Go duration as --event-ttl takes (720h, 90m)")
+                   help="stop at this trace time: seconds, or a duration (90m, 720h, 30d, 1d12h)")
     p.add_argument("--limit-pods", type=int, default=None, metavar="N",
                    help="replay only the trace's first N pods created (their deletions and every other write stay), "
                         "for a quick run; with --inflate, sample from them")
@@ -62,17 +62,22 @@ def add_parser(sub) -> None:
 
 
 def _trace_time(text: str) -> float:
-    """--until: seconds as before, or a duration (a planner thinks of a month as 720h, not 2592000)."""
+    """--until: seconds as before, or a duration (a planner thinks of a month as 30d or 720h, not
+    2592000): Go's, with days in front as the progress line and the table print them (149d08h)."""
     try:
         return float(text)
     except ValueError:
         pass
     from .machinery import goduration
 
+    days, sep, rest = text.partition("d")
     try:
+        if sep and days.replace(".", "", 1).isdigit():
+            return float(days) * 86400 + (goduration.parse(rest) if rest else 0.0)
         return goduration.parse(text)
     except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r}: want seconds (3600) or a duration (1h, 720h): {e}") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: want seconds (3600) or a duration (1h, 30d, 1d12h): {e}") \
+            from None
 
 
 def _load(args):

@@ -379,8 +379,10 @@ def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path)
         (("--speed", "0"), "--speed 0.0: must be above 0"),
         (("--speed", "-1"), "--speed -1.0: must be above 0"),
         (("--until", "-5"), "--until -5.0: must be 0 or more"),
-        (("--until", "3d"), "error: argument --until: '3d': want seconds (3600) or a duration (1h, 720h): "
-                            'time: unknown unit "d" in duration "3d"'),
+        (("--until", "3w"), "error: argument --until: '3w': want seconds (3600) or a duration (1h, 30d, 1d12h): "
+                            'time: unknown unit "w" in duration "3w"'),
+        (("--until", "1d2x"), "error: argument --until: '1d2x': want seconds (3600) or a duration (1h, 30d, 1d12h): "
+                              'time: unknown unit "x" in duration "2x"'),
         (("--keep-run-times",), "--keep-run-times is for an openb pod list (*.csv); a JSON Lines trace gives"),
         (("--out", str(tmp_path / "blocker" / "out")), f"--out {tmp_path / 'blocker' / 'out'}: cannot write there"),
         (("--trace", str(tmp_path / "nope.jsonl")), f"{tmp_path / 'nope.jsonl'}: cannot read: No such file or directory"),
@@ -422,9 +424,10 @@ def test_refused_trace_writes_are_counted_after_the_run(tmp_path):
     assert json.loads((out / "results.json").read_text())["inputs"]["until"] == 3600
 
     (tmp_path / "trace.jsonl").write_text(json.dumps(events[0]) + "\n")
-    proc = _simulate(tmp_path, "--out", str(out))
+    proc = _simulate(tmp_path, "--out", str(out), "--until", "1d12h")
     assert proc.returncode == 0 and "trace write" not in proc.stdout, proc.stdout
     assert json.loads((out / "results.json").read_text())["runs"][0]["refused_writes"] == []
+    assert json.loads((out / "results.json").read_text())["inputs"]["until"] == 36 * 3600
 
 
 def test_arrival_rate_replays_arrivals_sooner_and_keeps_lifetimes(tmp_path):
