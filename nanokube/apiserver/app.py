@@ -27,7 +27,9 @@ from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import REQUESTER as AUDIT_REQUESTER
 from .audit import WRITE_VERBS, AuditLog
+from .audit import audit_id
 from .audit import authenticated as audit_authenticated
+from .audit import unauthenticated as audit_unauthenticated
 from .audit_file import LogOptions
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden
 from .auth.authorizer import USER, request_attributes
@@ -427,7 +429,9 @@ class APIServer:
         path = request.rel_url.path_safe
         if not (path.startswith("/api/") or path.startswith("/apis/") and path.split("/", 3)[2] not in self._routed_groups
                 or path in ("/api", "/apis")) or hdrs.EXPECT in request.headers:
+            audit_id(request, routed=True)
             return sized(request, await self._app._handle(request))
+        audit_id(request)
         audit = self.audit
         if audit is not None:
             attrs = request_attributes(request)
@@ -460,6 +464,8 @@ class APIServer:
             # a bearer token that fails fails the chain on every path (union.NewFailOnError); another
             # scheme authenticates nobody, so the request is anonymous's
             if token is not None:
+                if self.audit is not None:
+                    await audit_unauthenticated(request)
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
             if self.audit_policy is not None and (refused := await audit_authenticated(request)) is not None:

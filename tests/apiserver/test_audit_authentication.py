@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ssl
+import uuid
 
 import aiohttp
 import orjson
@@ -125,3 +126,72 @@ async def test_an_auto_generated_legacy_tokens_warning_is_on_a_watch_too(tmp_pat
                 async with robot.get(CONFIGMAPS + query) as r:
                     assert r.status == 200
                     assert r.headers.getall("Warning", []) == [AUTO_WARNING], query
+
+
+async def test_a_failed_authentication_is_one_response_started_event_without_a_user(tmp_path):
+    """As upstream's WithFailedAuthenticationAudit: the policy is asked for no user, and the one event
+    is written as the 401 starts, naming the credentials attempted; no RequestReceived, no ResponseComplete."""
+    log = tmp_path / "audit.log"
+    policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n  - level: Metadata\n"
+    async with served(tmp_path, str(log), policy=policy) as (server, admin):
+        trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
+        async with aiohttp.ClientSession(f"https://localhost:{server.port}",
+                                         connector=aiohttp.TCPConnector(ssl=trust)) as stranger, stranger.post(
+                CONFIGMAPS, json={"metadata": {"name": "c"}}, headers={"Authorization": "Bearer not-a-token"}) as r:
+            assert r.status == 401
+            audit_id = r.headers["Audit-Id"]
+    events = [e for e in map(orjson.loads, log.read_bytes().splitlines()) if e["auditID"] == audit_id]
+    assert events == [{
+        "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata", "auditID": audit_id,
+        "stage": "ResponseStarted", "requestURI": CONFIGMAPS, "verb": "create", "user": {},
+        "sourceIPs": ["127.0.0.1"], "userAgent": events[0]["userAgent"],
+        "objectRef": {"resource": "configmaps", "namespace": "default", "apiVersion": "v1"},
+        "responseStatus": {"metadata": {}, "code": 401, "message": "Authentication failed, attempted: bearer"},
+        "requestReceivedTimestamp": events[0]["requestReceivedTimestamp"], "stageTimestamp": events[0]["stageTimestamp"],
+        "annotations": {}}]
+
+
+async def test_a_failed_authentication_is_not_audited_where_the_policy_omits_response_started(tmp_path):
+    log = tmp_path / "audit.log"
+    policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [ResponseStarted]\nrules:\n  - level: Metadata\n"
+    async with served(tmp_path, str(log), policy=policy) as (server, admin):
+        trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
+        async with aiohttp.ClientSession(f"https://localhost:{server.port}",
+                                         connector=aiohttp.TCPConnector(ssl=trust)) as stranger, stranger.get(
+                CONFIGMAPS, headers={"Authorization": "bearer nope", "Audit-ID": "refused-1"}) as r:
+            assert (r.status, r.headers["Audit-Id"]) == (401, "refused-1")
+    assert b"refused-1" not in log.read_bytes()
+
+
+async def test_every_response_carries_its_audit_id_which_its_events_carry(tmp_path):
+    """As upstream's WithAuditInit: the request's Audit-ID header echoed, else a new UUID, on every
+    response (reads the policy does not audit, streams, non-resource paths); the events carry it."""
+    log = tmp_path / "audit.log"
+    async with served(tmp_path, str(log)) as (_, admin):
+        ids = []
+        for method, path, body in (("POST", CONFIGMAPS, {"metadata": {"name": "c"}}), ("GET", CONFIGMAPS, None),
+                                   ("GET", CONFIGMAPS + "?watch=1&timeoutSeconds=1", None), ("GET", "/healthz", None),
+                                   ("GET", "/apis/metrics.k8s.io", None)):
+            async with admin.request(method, path, json=body) as r:
+                ids.append(r.headers["Audit-Id"])
+                assert uuid.UUID(ids[-1]).version == 4, (path, ids[-1])
+        assert len(set(ids)) == len(ids)
+        async with admin.post(CONFIGMAPS, json={"metadata": {"name": "d"}}, headers={"Audit-ID": "mine-7"}) as r:
+            assert (r.status, r.headers["Audit-Id"]) == (201, "mine-7")
+    events = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    created = [e for e in events if e["verb"] == "create" and e["requestURI"] == CONFIGMAPS]
+    assert [(e["auditID"], e["stage"]) for e in created] == [
+        (ids[0], "RequestReceived"), (ids[0], "ResponseComplete"), ("mine-7", "RequestReceived"),
+        ("mine-7", "ResponseComplete")]
+
+
+async def test_the_audit_id_header_is_set_without_an_audit_log(tmp_path):
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(f"https://localhost:{server.port}", connector=aiohttp.TCPConnector(
+                ssl=admin_context(pki, tmp_path))) as admin, admin.get(CONFIGMAPS, headers={"Audit-ID": "x" * 5000}) as r:
+            assert (r.status, r.headers["Audit-Id"]) == (200, "x" * 5000)
+    finally:
+        await server.stop()
