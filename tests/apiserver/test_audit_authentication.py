@@ -20,7 +20,7 @@ from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.audit_file import LogOptions
 from nanokube.apiserver.audit_policy import load
 from nanokube.controllers.serviceaccount_token import legacy_claims
-from nanokube.pki.ca import ensure_pki
+from nanokube.pki.ca import ensure_front_proxy, ensure_pki
 from nanokube.pki.jwt import sign_es256
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.auth.test_legacy_token_tracking import AUTO_WARNING
@@ -195,3 +195,23 @@ async def test_the_audit_id_header_is_set_without_an_audit_log(tmp_path):
             assert (r.status, r.headers["Audit-Id"]) == (200, "x" * 5000)
     finally:
         await server.stop()
+
+
+async def test_a_failed_token_beside_a_certificate_names_both_methods(tmp_path):
+    """The front proxy's certificate vouches for no one without X-Remote-User, so the token is tried
+    and fails: the event names both credentials, in upstream's order."""
+    log = tmp_path / "audit.log"
+    policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n  - level: Metadata\n"
+    async with served(tmp_path, str(log), policy=policy) as (server, _):
+        client = ensure_front_proxy(server.pki.dir)[1]
+        (tmp_path / "fp.crt").write_bytes(client.cert_pem)
+        (tmp_path / "fp.key").write_bytes(client.key_pem)
+        ctx = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
+        ctx.load_cert_chain(tmp_path / "fp.crt", tmp_path / "fp.key")
+        async with aiohttp.ClientSession(f"https://localhost:{server.port}",
+                                         connector=aiohttp.TCPConnector(ssl=ctx)) as proxy, proxy.get(
+                CONFIGMAPS, headers={"Authorization": "Bearer nope", "Audit-ID": "fp-1"}) as r:
+            assert r.status == 401
+    [event] = [e for e in map(orjson.loads, log.read_bytes().splitlines()) if e["auditID"] == "fp-1"]
+    assert (event["stage"], event["user"], event["responseStatus"]["message"]) == (
+        "ResponseStarted", {}, "Authentication failed, attempted: bearer, x509")
