@@ -478,11 +478,11 @@ def test_a_sidecar_that_exits_while_the_init_containers_run_restarts_meanwhile(c
         "initContainers": [
             {"name": "side", "image": "busybox", "restartPolicy": "Always",
              "command": ["sh", "-c", "echo tick; sleep 1; exit 1"]},
-            {"name": "slow", "image": "busybox", "command": ["sleep", "30"]}],
+            {"name": "slow", "image": "busybox", "command": ["sleep", "300"]}],
         "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "600"]}]}}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
     side = wait_for(lambda: (s := _statuses(cluster, "side-flaps").get("side") or {}).get("restartCount", 0) >= 2
-                    and "waiting" in s["state"] and s, 30, "side backing off after two restarts")
+                    and "waiting" in s["state"] and s, 120, "side backing off after two restarts")
     assert "running" in _statuses(cluster, "side-flaps")["slow"]["state"]
     assert side["lastState"]["terminated"]["exitCode"] == 1
     assert side["state"]["waiting"]["reason"] == "CrashLoopBackOff" and side["started"] is False
