@@ -351,8 +351,10 @@ async def test_a_driver_whose_process_died_loses_its_slices_though_its_sockets_r
                              f"{mgr.pods_dir}/{NODE}/plugins", a.cdi_dir, NODE], stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"serving\n"
+        # registered: connected, and the plugin told so (killed before that, its registration fails and is undone)
         await eventually(ticking(clock, lambda: _true(
-            a.dra_plugins.get(DRIVER) is not None and a.dra_plugins.get(DRIVER).connected)))
+            a.dra_plugins.get(DRIVER) is not None and a.dra_plugins.get(DRIVER).connected
+            and any(r.name == DRIVER for r in a.plugin_watcher.registered.values()))))
         await _publish(client)
         await clock.advance(WIPING_DELAY + 5)
         assert await _slices(client)  # connected: kept
