@@ -24,16 +24,9 @@ from nanokube.pki.ca import ensure_front_proxy, ensure_pki
 from nanokube.pki.jwt import sign_es256
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.auth.test_legacy_token_tracking import AUTO_WARNING
+from tests.apiserver.test_audit_webhook import CREATES as POLICY
 from tests.apiserver.test_request_body import admin_context
 
-POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-rules:
-  - level: Metadata
-    verbs: ["create"]
-    resources: [{group: "", resources: ["configmaps"]}]
-"""
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 
 
