@@ -3,7 +3,9 @@ through a kubeconfig, as a user's program would drive `nanokube up`."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -37,6 +39,26 @@ async def served(tmp_path: Path, disable_admission_plugins: tuple[str, ...] = ("
             api_client.close()
     finally:
         await server.stop()
+
+
+async def sent(api: client.ApiClient, method: str, path: str, body=None,
+               ctype: str = "application/json") -> tuple[int, dict, list[str]]:
+    """A request the client's models would not build (a malformed or hostile body), over its own
+    connection pool: the answer's code, JSON body and Warning headers. `body` bytes go as they
+    are, any other value as its JSON."""
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+
+    def send():
+        r = api.rest_client.pool_manager.request(method, api.configuration.host + path, body=data,
+                                                 headers={"Content-Type": ctype})
+        return r.status, json.loads(r.data), r.headers.getlist("Warning")
+    return await asyncio.to_thread(send)
+
+
+async def send(api: client.ApiClient, method: str, path: str, body=None,
+               ctype: str = "application/json") -> tuple[int, dict]:
+    """`sent`'s code and JSON body."""
+    return (await sent(api, method, path, body, ctype))[:2]
 
 
 @pytest.fixture

@@ -4,11 +4,11 @@ strategicPatchObject) write them, and nothing is written."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
+from tests.served import send as _send
 from tests.served import served
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -20,14 +20,6 @@ async def api(tmp_path):
     async with served(tmp_path) as (_, api_client):
         assert (await _send(api_client, "POST", CMS, b'{"metadata":{"name":"keep"},"data":{"a":"1"}}'))[0] == 201
         yield api_client
-
-
-async def _send(api, method: str, path: str, body: bytes | None, ctype: str = "application/json") -> tuple[int, dict]:
-    def send():
-        r = api.rest_client.pool_manager.request(method, api.configuration.host + path, body=body,
-                                                 headers={"Content-Type": ctype})
-        return r.status, json.loads(r.data)
-    return await asyncio.to_thread(send)
 
 
 async def _refused(api, method: str, path: str, body: bytes, ctype: str = "application/json") -> str:

@@ -5,11 +5,10 @@ a 500, and nothing is written."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 
 import pytest
 
+from tests.served import send as _send
 from tests.served import served
 
 HPAS = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers"
@@ -25,15 +24,6 @@ def hpa(name: str, annotations: dict | None = None) -> dict:
             "metadata": {"name": name, **({"annotations": annotations} if annotations else {})},
             "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
                      "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}}
-
-
-async def _send(api, method: str, path: str, body, ctype: str = "application/json") -> tuple[int, dict]:
-    def send():
-        r = api.rest_client.pool_manager.request(method, api.configuration.host + path,
-                                                 body=None if body is None else json.dumps(body).encode(),
-                                                 headers={"Content-Type": ctype})
-        return r.status, json.loads(r.data)
-    return await asyncio.to_thread(send)
 
 
 @pytest.fixture

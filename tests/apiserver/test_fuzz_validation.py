@@ -3,29 +3,16 @@ kind, sent as dry-run creates and updates): each is upstream's 4xx over HTTP, an
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 
 import pytest
 
+from tests.served import send as _send
+from tests.served import sent as _sent
 from tests.served import served
 
 SVCS = "/api/v1/namespaces/default/services"
-
-
-async def _send(api, method: str, path: str, body=None, ctype: str = "application/json") -> tuple[int, dict]:
-    return (await _sent(api, method, path, body, ctype))[:2]
-
-
-async def _sent(api, method: str, path: str, body=None, ctype: str = "application/json") -> tuple[int, dict, list[str]]:
-    """The answer's code, body and Warning headers (urllib3 reads any number of them)."""
-    def send():
-        r = api.rest_client.pool_manager.request(method, api.configuration.host + path,
-                                                 body=None if body is None else json.dumps(body).encode(),
-                                                 headers={"Content-Type": ctype})
-        return r.status, json.loads(r.data), r.headers.getlist("Warning")
-    return await asyncio.to_thread(send)
 
 
 @pytest.fixture

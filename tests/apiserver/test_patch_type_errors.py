@@ -13,6 +13,7 @@ import json
 import pytest
 
 from nanokube.machinery import gofmt
+from tests.served import send as _send
 from tests.served import served
 
 DEPLOYS = "/apis/apps/v1/namespaces/default/deployments"
@@ -22,15 +23,6 @@ DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name"
               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
                        "template": {"metadata": {"labels": {"app": "web"}},
                                     "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}}
-
-
-async def _send(api, method: str, path: str, body, ctype: str = "application/json") -> tuple[int, dict]:
-    def send():
-        r = api.rest_client.pool_manager.request(method, api.configuration.host + path,
-                                                 body=None if body is None else json.dumps(body).encode(),
-                                                 headers={"Content-Type": ctype})
-        return r.status, json.loads(r.data)
-    return await asyncio.to_thread(send)
 
 
 def _invalid(status: dict) -> tuple[str, str]:
