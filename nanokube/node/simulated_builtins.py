@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .simulated_applets import NoTerminal, Unknown
+from .simulated_script import _NAME
 
 if TYPE_CHECKING:
     from .simulated_command import _Run
@@ -137,14 +138,23 @@ def _local(run: _Run, name: str, args: list[str]) -> int:
         run.err("sh: local: not in a function\n")
         return 1
     for arg in args:
-        var, eq, value = arg.partition("=")
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-            run.err(f"sh: local: bad variable name '{arg}'\n")
+        if (assigned := _assignment(run, "local", arg)) is None:
             return 1
+        var, value = assigned
         run.frames[-1].setdefault(var, run.vars.get(var))
-        if eq:
+        if value is not None:
             run.vars[var] = value
     return 0
+
+
+def _assignment(run: _Run, builtin: str, arg: str) -> tuple[str, str | None] | None:
+    """`NAME[=value]`, an argument of `local` or `export`: the name and the value given (None
+    without `=`), or None once the shell has said the name is bad."""
+    var, eq, value = arg.partition("=")
+    if not _NAME.fullmatch(var):
+        run.err(f"sh: {builtin}: bad variable name '{arg}'\n")
+        return None
+    return var, value if eq else None
 
 
 #: the conditions `trap` takes, by the names and numbers it knows them by
@@ -235,11 +245,10 @@ def _environment(run: _Run, name: str, args: list[str]) -> int:
                 run.out(f"export {var}='" + run.vars[var].replace("'", "'\\''") + "'\n")
             return 0
         for arg in args:
-            var, eq, value = arg.partition("=")
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-                run.err(f"sh: export: bad variable name '{arg}'\n")
+            if (assigned := _assignment(run, "export", arg)) is None:
                 return 1
-            if eq:
+            var, value = assigned
+            if value is not None:
                 run.vars[var] = value
             run.exported.add(var)
         return 0
