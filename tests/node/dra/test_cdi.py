@@ -5,26 +5,21 @@ Warning Failed event), tried again at the next sync, until the driver writes the
 
 from __future__ import annotations
 
-import os
-import secrets
 import shutil
 import tempfile
 import time
 
 import pytest
 
-from nanokube.apiserver.loopback import connector
 from nanokube.machinery.errors import APIError
-from nanokube.node.cluster import default_cluster
 from nanokube.node.dra import cdi
-from nanokube.node.manager import NodeManager
-from nanokube.node.runtime.process import ProcessRuntime
 from nanokube.node.streaming import log_options
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually
 from tests.node.dra.plugin_driver import PluginDriver
 from tests.node.dra.test_plugin_registration import (DRIVER, NODE, _allocate, _claim, _claimed_pod, _events, env,
                                                      registered, ticking)
 from tests.node.dra.test_prepare import phase
+from tests.node.runtime.test_process import process_agents
 
 __all__ = ["env"]  # the fixture, shared with the plugin registration tests
 
@@ -74,22 +69,13 @@ def test_a_specs_mounts_and_device_nodes_are_gathered_spec_wide_then_per_device(
 
 @pytest.fixture
 async def process_node(tmp_path):
-    """The default cluster's node agents on the process runtime (root and iproute2), real time."""
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        pytest.skip("SKIPPED LOUDLY: the process runtime needs root and iproute2")
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
-    rt = ProcessRuntime(str(tmp_path / "runtime"), "c" + secrets.token_hex(3), backoff_initial=0.05)
-    pods_dir = tempfile.mkdtemp(prefix="nk-", dir="/tmp")  # a unix socket's path has at most 107 bytes
-    mgr = NodeManager(connector(s.rest), default_cluster(), runtime=rt, pods_dir=pods_dir)
+    """The default cluster's node agents on the process runtime, their pods' directory short: a
+    unix socket's path has at most 107 bytes."""
+    pods_dir = tempfile.mkdtemp(prefix="nk-", dir="/tmp")
     try:
-        rt.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in mgr.agents.values()])
-        await mgr.start()
-        yield s.client, rt, mgr
+        async with process_agents(tmp_path, pods_dir) as agents:
+            yield agents
     finally:
-        await mgr.stop()
-        rt.close()
-        await s.close()
         shutil.rmtree(pods_dir, ignore_errors=True)
 
 

@@ -1,6 +1,7 @@
 """The process runtime behind real node agents: containers are processes in
 pod network namespaces; statuses, logs, probes and termination come from them."""
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -27,23 +28,32 @@ def test_variable_expansion_follows_kubernetes():
     assert expand("$(A)-$(B)-$$(A)-$(missing)", {"A": "1", "B": "2"}) == "1-2-$(A)-$(missing)"
 
 
-@pytest.fixture
-async def env(tmp_path):
+@contextlib.asynccontextmanager
+async def process_agents(tmp_path, pods_dir: str):
+    """The default cluster's node agents on the process runtime (root and iproute2), real time:
+    the API client, the runtime and the node manager; none of the runtime's network namespaces
+    left after."""
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("SKIPPED LOUDLY: the process runtime needs root and iproute2")
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     rt = ProcessRuntime(str(tmp_path / "runtime"), "u" + secrets.token_hex(3), backoff_initial=0.05)
-    mgr = NodeManager(connector(s.rest), default_cluster(), runtime=rt, pods_dir=str(tmp_path / "pods"))
+    mgr = NodeManager(connector(s.rest), default_cluster(), runtime=rt, pods_dir=pods_dir)
     try:
         rt.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in mgr.agents.values()])
         await mgr.start()
-        yield s.client, rt, tmp_path
+        yield s.client, rt, mgr
     finally:
         await mgr.stop()
         rt.close()
         await s.close()
         assert [n for n in list_netns() if n.startswith(rt.net.prefix)] == []
+
+
+@pytest.fixture
+async def env(tmp_path):
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, _):
+        yield client, rt, tmp_path
 
 
 def pod(name, command, restart="Never", grace=None, **container):
