@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from nanokube.node.faults import ANNOTATION
 from tests.controllers import eventually
-from tests.node.dra.test_prepare import allocate, claim_body, env, phase, pod_body
+from tests.node.dra.test_prepare import env, phase, running_trainer
 
 __all__ = ["env"]  # the fixture, shared with the claim preparation tests
 
@@ -18,13 +18,9 @@ def _resources(health: dict[str, str]) -> list[dict]:
 
 async def test_a_fault_on_a_built_in_device_makes_the_containers_resource_unhealthy_until_it_heals(env):
     client, clock, mgr = env
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
     pods = client.resource("", "v1", "pods")
     nodes = client.resource("", "v1", "nodes")
-    await claims.create(claim_body("train"))
-    pod = await pods.create(pod_body("trainer", "train"))
-    await allocate(claims, "train", pod)
-    await eventually(phase(pods, "trainer", "Running", clock))
+    await running_trainer(client, clock)
 
     def health(gpu1: str) -> list[dict]:
         return _resources({"gpu.nanokube.io/gpu-0/gpu-0": "Healthy", "gpu.nanokube.io/gpu-0/gpu-1": gpu1,

@@ -14,7 +14,7 @@ import grpc
 from tests.controllers import eventually
 from tests.node.dra.test_plugin_registration import (DRIVER, NODE, _claimed_pod, _events, _true, env, registered,
                                                      ticking)
-from tests.node.dra.test_prepare import allocate, claim_body, phase, pod_body
+from tests.node.dra.test_prepare import phase, running_trainer
 
 __all__ = ["env"]  # the fixture, shared with the plugin registration tests
 
@@ -92,12 +92,7 @@ async def test_a_failed_prepare_is_an_error_and_a_failed_call_has_its_grpc_code(
 
 async def test_a_built_in_drivers_preparation_counts_as_its_plugins_calls(env):
     client, clock, mgr, _ = env
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
-    pods = client.resource("", "v1", "pods")
-    await claims.create(claim_body("train"))
-    pod = await pods.create(pod_body("trainer", "train"))
-    await allocate(claims, "train", pod)
-    await eventually(phase(pods, "trainer", "Running", clock))
+    await running_trainer(client, clock)
     s = await scrape(mgr)
     for built_in in ("gpu.nanokube.io", "nic.nanokube.io"):
         assert value(s, "dra_grpc_operations_duration_seconds_count", driver_name=built_in,

@@ -52,14 +52,20 @@ def phase(pods, name, want, clock=None):
     return check
 
 
-async def test_allocated_claim_lets_the_pod_start_and_nic_gets_network_data(env):
-    client, clock, mgr = env
-    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
-    pods = client.resource("", "v1", "pods")
+async def running_trainer(client, clock) -> None:
+    """Claim `train` allocated to pod `trainer` on the built-in devices, and the pod Running."""
+    claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
     await claims.create(claim_body("train"))
     pod = await pods.create(pod_body("trainer", "train"))
     await allocate(claims, "train", pod)
     await eventually(phase(pods, "trainer", "Running", clock))
+
+
+async def test_allocated_claim_lets_the_pod_start_and_nic_gets_network_data(env):
+    client, clock, mgr = env
+    claims = client.resource("resource.k8s.io", "v1", "resourceclaims")
+    pods = client.resource("", "v1", "pods")
+    await running_trainer(client, clock)
     c = await claims.get("train", "default")
     [dev] = c["status"]["devices"]
     assert (dev["driver"], dev["pool"], dev["device"]) == ("nic.nanokube.io", "gpu-0", "nic-1")
