@@ -30,6 +30,14 @@ from tests.apiserver.test_request_body import admin_context
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 
 
+def without_certificate(server: APIServer, headers: dict | None = None) -> aiohttp.ClientSession:
+    """A session to `server` that trusts its CA and shows no client certificate: `headers` are its
+    only credentials."""
+    trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
+    return aiohttp.ClientSession(f"https://localhost:{server.port}", headers=headers,
+                                 connector=aiohttp.TCPConnector(ssl=trust))
+
+
 @contextlib.asynccontextmanager
 async def served(tmp_path, log_path: str, options: LogOptions = LogOptions(), policy: str = POLICY):
     """A server auditing configmap creates (by `policy`) to `log_path`, and an admin session to it."""
@@ -112,9 +120,7 @@ async def auto_generated_token(server: APIServer, admin: aiohttp.ClientSession, 
 async def test_an_auto_generated_legacy_tokens_warning_is_on_a_watch_too(tmp_path):
     async with served(tmp_path, str(tmp_path / "audit.log")) as (server, admin):
         token = await auto_generated_token(server, admin, "view")
-        trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())  # the token alone
-        async with aiohttp.ClientSession(f"https://localhost:{server.port}", headers={"Authorization": f"Bearer {token}"},
-                                         connector=aiohttp.TCPConnector(ssl=trust)) as robot:
+        async with without_certificate(server, {"Authorization": f"Bearer {token}"}) as robot:  # the token alone
             for query in ("", "?watch=1&timeoutSeconds=5"):
                 async with robot.get(CONFIGMAPS + query) as r:
                     assert r.status == 200
@@ -127,9 +133,7 @@ async def test_a_failed_authentication_is_one_response_started_event_without_a_u
     log = tmp_path / "audit.log"
     policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n  - level: Metadata\n"
     async with served(tmp_path, str(log), policy=policy) as (server, admin):
-        trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
-        async with aiohttp.ClientSession(f"https://localhost:{server.port}",
-                                         connector=aiohttp.TCPConnector(ssl=trust)) as stranger, stranger.post(
+        async with without_certificate(server) as stranger, stranger.post(
                 CONFIGMAPS, json={"metadata": {"name": "c"}}, headers={"Authorization": "Bearer not-a-token"}) as r:
             assert r.status == 401
             audit_id = r.headers["Audit-Id"]
@@ -148,9 +152,7 @@ async def test_a_failed_authentication_is_not_audited_where_the_policy_omits_res
     log = tmp_path / "audit.log"
     policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [ResponseStarted]\nrules:\n  - level: Metadata\n"
     async with served(tmp_path, str(log), policy=policy) as (server, admin):
-        trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
-        async with aiohttp.ClientSession(f"https://localhost:{server.port}",
-                                         connector=aiohttp.TCPConnector(ssl=trust)) as stranger, stranger.get(
+        async with without_certificate(server) as stranger, stranger.get(
                 CONFIGMAPS, headers={"Authorization": "bearer nope", "Audit-ID": "refused-1"}) as r:
             assert (r.status, r.headers["Audit-Id"]) == (401, "refused-1")
     assert b"refused-1" not in log.read_bytes()

@@ -5,7 +5,6 @@ a real server as kube-apiserver's audit tests drive theirs (test/integration/api
 from __future__ import annotations
 
 import asyncio
-import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -210,15 +209,13 @@ async def test_a_watch_and_an_exec_have_a_response_started_stage(cluster):
 async def test_a_legacy_tokens_warning_is_not_on_an_execs_protocol_switch(cluster):
     """Upstream relays the kubelet's 101, which has no Warning of the API server's; a plain read has it."""
     from tests.apiserver.auth.test_legacy_token_tracking import AUTO_WARNING
-    from tests.apiserver.test_audit_authentication import auto_generated_token
+    from tests.apiserver.test_audit_authentication import auto_generated_token, without_certificate
 
     server = cluster.server
     admin_ctx = admin_context(server.pki, cluster.tmp_path)
     async with aiohttp.ClientSession(server.url, connector=aiohttp.TCPConnector(ssl=admin_ctx)) as admin:
         token = await auto_generated_token(server, admin, "edit")
-    trust = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
-    async with aiohttp.ClientSession(server.url, headers={"Authorization": f"Bearer {token}"},
-                                     connector=aiohttp.TCPConnector(ssl=trust)) as robot:
+    async with without_certificate(server, {"Authorization": f"Bearer {token}"}) as robot:
         async with robot.get("/api/v1/namespaces/default/pods") as r:
             assert r.status == 200 and r.headers.getall("Warning", []) == [AUTO_WARNING]
         upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
