@@ -111,7 +111,9 @@ class NodeInfo:
         self.least_score = self.balanced_score = 0
 
     def set_node(self, node: dict) -> None:
-        old_images = ((self.node or {}).get("status") or {}).get("images")
+        old_status = (self.node or {}).get("status") or {}
+        old_images = old_status.get("images")
+        old_alloc = old_status.get("allocatable") if self.node is not None else None
         self.node = node
         self.labels = (node.get("metadata") or {}).get("labels") or {}
         spec = node.get("spec") or {}
@@ -124,6 +126,8 @@ class NodeInfo:
             self.images = {name: image.get("sizeBytes") or 0 for image in images or ()
                            for name in image.get("names") or ()} or _NO_IMAGES
         alloc = status.get("allocatable") or {}
+        if old_alloc == alloc:  # a heartbeat: the totals, and the results kept for them, still hold
+            return
         self.allocatable = from_list(alloc)
         try:
             self.allowed_pods = int(str(alloc.get("pods", "0")))
@@ -462,14 +466,12 @@ class Cache:
         #: lists new nodes in the order the cache got them (a set's order would vary with the
         #: process's string hashing, and with it the search order and the placements)
         self._dirty: dict[str, None] = {}
-        self._order_changed = True
         self.generation = 0
 
     def _info(self, name: str) -> NodeInfo:
         info = self.infos.get(name)
         if info is None:
             info = self.infos[name] = NodeInfo(name)
-            self._order_changed = True
         return info
 
     def _touch(self, info: NodeInfo) -> None:
@@ -481,9 +483,9 @@ class Cache:
     def add_node(self, node: dict) -> None:
         info = self._info(node["metadata"]["name"])
         info.set_node(node)
-        self._order_changed = True
         self._touch(info)
 
+    #: an update is the same write: the snapshot moves nodes only when one enters or leaves it
     update_node = add_node
 
     def remove_node(self, name: str) -> None:
@@ -493,7 +495,6 @@ class Cache:
         info.node = None
         if not info.pods:
             del self.infos[name]
-        self._order_changed = True
         self._touch(info)
 
     # pods
@@ -542,32 +543,39 @@ class Cache:
             self._touch(info)
             if info.node is None and not info.pods:
                 del self.infos[node]
-                self._order_changed = True
 
     def update_snapshot(self, snap: Snapshot) -> None:
-        """Clones only the NodeInfos changed since the snapshot was taken."""
+        """Clones only the NodeInfos changed since the snapshot was taken. The node order (and
+        with it every KeptColumns' layout) is rebuilt only when a node entered or left the
+        snapshot; a node that changed (a kubelet's status post, a new pod) is replaced in its
+        place. A NodeInfo kept only for pods on a node not seen (or no longer) is in none."""
         if snap.generation == self.generation:
             return
+        reorder = False
         for name in self._dirty:
             info = self.infos.get(name)
             old = snap.infos.get(name)
             snap._count(old, -1)
             if info is None or info.node is None:
-                snap.infos.pop(name, None)
+                if old is None:
+                    continue
+                reorder = True
+                del snap.infos[name]
                 snap._replaced(name, None)
-                snap._relabel(name, old.labels if old is not None else None, None)
-                snap._reimage(old.images if old is not None else None, None)
+                snap._relabel(name, old.labels, None)
+                snap._reimage(old.images, None)
             else:
+                if old is None:
+                    reorder = True
                 snap.infos[name] = info.clone()
                 snap._count(info, 1)
                 snap._replaced(name, snap.infos[name])
                 snap._relabel(name, old.labels if old is not None else None, info.labels)
                 snap._reimage(old.images if old is not None else None, info.images)
         snap.counted = True
-        if self._order_changed:
+        if reorder:
             snap.nodes = list(snap.infos.values())
             snap.index = {n.name: i for i, n in enumerate(snap.nodes)}
-            self._order_changed = False
             snap.layout += 1
             snap.replaced_base += len(snap.replaced)
             snap.replaced.clear()
@@ -576,9 +584,11 @@ class Cache:
             if len(replaced) > 2 * len(snap.nodes) + 64:  # columns that far behind start over
                 snap.replaced_base += len(replaced)
                 replaced.clear()
+            index, infos = snap.index, snap.infos
             for name in self._dirty:
-                i = snap.index[name]
-                snap.nodes[i] = snap.infos[name]
-                replaced.append(i)
+                i = index.get(name)
+                if i is not None:
+                    snap.nodes[i] = infos[name]
+                    replaced.append(i)
         self._dirty.clear()
         snap.generation = self.generation

@@ -235,3 +235,77 @@ def test_kept_columns_follow_replaced_nodes_wrapped_windows_and_in_place_changes
     cache.add_node(node("n6"))
     cache.update_snapshot(snap)
     assert kept.values(1, snap, window(0, 7), pods) == [0, 1, 0, 0, 0, 1, 0] and len(computed) == 7
+
+
+def test_node_updates_keep_the_order_and_columns_only_nodes_entering_or_leaving_move_them():
+    """The order is the order nodes entered the snapshot, so a kubelet's status post or a relabel
+    (a zone moved) replaces the node in its place: columns recompute that node alone. A node added,
+    deleted, or deleted and seen again rebuilds the order."""
+    zone = "topology.kubernetes.io/zone"
+    cache, snap, kept, computed = Cache(), Snapshot(), KeptColumns(), []
+    for i in range(4):
+        cache.add_node(node(f"n{i}", labels={zone: "a"}))
+    cache.update_snapshot(snap)
+
+    def free_cpu(n):
+        computed.append(n.name)
+        return n.free_cpu
+
+    assert kept.values(1, snap, snap.nodes, free_cpu) == [4000] * 4
+    layout, computed[:] = snap.layout, []
+    beat = node("n1", labels={zone: "a"})
+    beat["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:10Z"}]
+    cache.update_node(beat)
+    cache.update_node(node("n2", labels={zone: "b"}))
+    cache.update_node(node("n3", cpu="2", labels={zone: "a"}))
+    cache.update_snapshot(snap)
+    assert snap.layout == layout and [n.name for n in snap.nodes] == ["n0", "n1", "n2", "n3"]
+    assert snap.nodes[1].node is beat and snap.nodes_with_labels({zone: "b"}) == {"n2"}
+    assert kept.values(1, snap, snap.nodes, free_cpu) == [4000, 4000, 4000, 2000]
+    assert computed == ["n1", "n2", "n3"]
+    # the heartbeat kept the node's totals, and the results kept for them, in the cache's NodeInfo
+    cache.infos["n1"].fits_shape = 7
+    cache.update_node(beat)
+    assert cache.infos["n1"].fits_shape == 7
+    cache.update_node(node("n1", cpu="3", labels={zone: "a"}))
+    assert cache.infos["n1"].fits_shape is None and cache.infos["n1"].free_cpu == 3000
+    cache.update_snapshot(snap)
+    assert snap.layout == layout
+    computed.clear()
+    cache.add_node(node("n4"))
+    cache.update_snapshot(snap)
+    assert snap.layout == layout + 1 and [n.name for n in snap.nodes] == ["n0", "n1", "n2", "n3", "n4"]
+    assert kept.values(1, snap, snap.nodes, free_cpu) == [4000, 3000, 4000, 2000, 4000] and len(computed) == 5
+    cache.remove_node("n0")
+    cache.update_snapshot(snap)
+    assert snap.layout == layout + 2 and [n.name for n in snap.nodes] == ["n1", "n2", "n3", "n4"]
+    cache.add_node(node("n0"))
+    cache.update_snapshot(snap)
+    assert snap.layout == layout + 3 and [n.name for n in snap.nodes] == ["n1", "n2", "n3", "n4", "n0"]
+    assert snap.index == {"n1": 0, "n2": 1, "n3": 2, "n4": 3, "n0": 4}
+
+
+def test_pods_of_a_node_not_in_the_snapshot_change_nothing_there():
+    """Pods bound to a node deleted before them (the pod GC's work), or to one not seen yet, are
+    held by the cache but leave the snapshot's nodes as they are; the node appearing adds it."""
+    cache, snap = Cache(), Snapshot()
+    cache.add_node(node("a"))
+    cache.add_node(node("b"))
+    cache.add_pod(info(pod("p1")), "b")
+    cache.add_pod(info(pod("p2")), "b")
+    cache.update_snapshot(snap)
+    cache.remove_node("b")
+    cache.update_snapshot(snap)
+    layout = snap.layout
+    cache.remove_pod("uid-p1")
+    cache.add_pod(info(pod("q1")), "c")
+    cache.update_snapshot(snap)
+    cache.add_pod(info(pod("q2")), "c")
+    cache.remove_pod("uid-p2")
+    cache.update_snapshot(snap)
+    assert snap.layout == layout and [n.name for n in snap.nodes] == ["a"] and set(snap.infos) == {"a"}
+    assert "b" not in cache.infos and set(cache.infos["c"].pods) == {"uid-q1", "uid-q2"}
+    cache.add_node(node("c"))
+    cache.update_snapshot(snap)
+    assert snap.layout == layout + 1 and [n.name for n in snap.nodes] == ["a", "c"]
+    assert snap.nodes[1].nonzero_cpu == 200 and snap.nodes[1].free_pods == 108
