@@ -57,11 +57,13 @@ SERVER_SET = {"managedFields", "resourceVersion", "uid", "creationTimestamp", "d
 
 
 class Sweep:
-    def __init__(self, kubeconfig: str, slow: float, out: str, kinds: list[str] | None = None) -> None:
+    def __init__(self, kubeconfig: str, slow: float, out: str, kinds: list[str] | None = None,
+                 paths: int | None = None) -> None:
+        """`paths`: the most paths of each kind a sweep tries, drawn at random (default all)."""
         self.raw = Raw(kubeconfig, timeout=120)
         self.fuzzer = Fuzzer(self.raw, kinds)
         self.fuzzer.ensure_seeds()
-        self.slow, self.out = slow, out
+        self.slow, self.out, self.paths = slow, out, paths
         self.requests = self.broken = 0
 
     def send(self, method: str, path: str, body, query: dict, ctype: str = "application/json", round_trip: bool = False):
@@ -133,7 +135,7 @@ class Sweep:
             name, obj = seeded
             base, item = self.base(gv, plural, namespaced), f"{self.base(gv, plural, namespaced)}/{name}"
             print(f"types: {gv} {plural}", flush=True)
-            for path in _paths(obj, [])[1:]:
+            for path in self._some(_paths(obj, [])[1:]):
                 for value in ANY:
                     changed, dry = _set(copy.deepcopy(obj), path, value), {"dryRun": "All"}
                     verb = random.choice(["put", "post", "merge", "strategic", "json", "apply"])
@@ -152,6 +154,12 @@ class Sweep:
                     else:
                         self.send("PATCH", item, json.dumps(changed), {**dry, "fieldManager": "sweep", "force": "true"},
                                   "application/apply-patch+yaml")
+
+    def _some(self, paths: list) -> list:
+        """`paths`, or `self.paths` of them drawn at random, in their order."""
+        if self.paths is None or len(paths) <= self.paths:
+            return paths
+        return [paths[i] for i in sorted(random.sample(range(len(paths)), self.paths))]
 
     def _schema_paths(self, schemas: Schemas, s: dict, prefix: list, depth: int, out: list) -> None:
         s = schemas.resolve(s)
@@ -185,7 +193,7 @@ class Sweep:
             paths: list = []
             self._schema_paths(schemas, schemas.kind(gv, kind), [], 7, paths)
             print(f"schema: {gv} {plural}: {len(paths)} paths", flush=True)
-            for path, t in paths[1:]:  # (not the object itself)
+            for path, t in self._some(paths[1:]):  # (not the object itself)
                 for value in random.sample(OF_TYPE[t], min(6, len(OF_TYPE[t]))):
                     changed = _put(copy.deepcopy(obj), path, value)
                     if path[0] == "status":
@@ -206,9 +214,7 @@ class Sweep:
             paths: list = []
             self._schema_paths(schemas, schemas.kind(gv, kind), [], 6, paths)
             print(f"lists: {gv} {plural}", flush=True)
-            for path, t in paths:
-                if t != "array" or path[:1] == ["status"]:
-                    continue
+            for path, t in self._some([(p, t) for p, t in paths if t == "array" and p[:1] != ["status"]]):
                 try:
                     first = (_get(seed, path) or [None])[0]
                 except (KeyError, IndexError, TypeError):
@@ -270,9 +276,10 @@ def main() -> int:
     ap.add_argument("--slow", type=float, default=5.0, help="seconds past which an answer is reported")
     ap.add_argument("--out", default="fuzz-sweep.jsonl", help="where broken requests are written")
     ap.add_argument("--kinds", default=None, help="comma-separated plurals to sweep (default: all the fuzzer seeds)")
+    ap.add_argument("--paths", type=int, default=None, help="the most paths of each kind a sweep tries (default all)")
     args = ap.parse_args()
     random.seed(args.seed)
-    sweep = Sweep(args.kubeconfig, args.slow, args.out, args.kinds.split(",") if args.kinds else None)
+    sweep = Sweep(args.kubeconfig, args.slow, args.out, args.kinds.split(",") if args.kinds else None, args.paths)
     start = time.monotonic()
     for name in args.sweeps:
         sweep.lists(args.items) if name == "lists" else getattr(sweep, name)()

@@ -44,6 +44,7 @@ from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, as_negotiated, sized
 from .http_errors import StatusAppRunner, http_exceptions, status_response
+from .loophold import LoopHolds
 from ..machinery.responses import error_response, json_response
 from ..machinery.user import bearer_token
 from ..machinery.version import BUILD_VERSION, GO_VERSION
@@ -132,6 +133,8 @@ class APIServer:
         `workers` > 1: this is worker `worker` of that many processes serving one port and one
         store (see workers.py); worker 0 alone bootstraps and runs the loops that write."""
         self.metrics = APIMetrics(clock)
+        #: how long requests held the event loop (the longest step of any, see loophold.py)
+        self.loop_holds = LoopHolds()
         #: the health checks /healthz, /livez and /readyz ran, served at /metrics/slis
         self.slis = healthz.HealthSLIs()
         self.store = InstrumentedStore(store, self.metrics)
@@ -265,7 +268,7 @@ class APIServer:
         self._app = app
         self._routed_groups = frozenset(r.canonical.split("/")[2] for r in app.router.resources()
                                         if r.canonical.startswith("/apis/"))
-        self._runner = StatusAppRunner(app, self._serve, access_log=None, handler_cancellation=True)
+        self._runner = StatusAppRunner(app, self._held, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         ssl_ctx = self._ssl()
         listeners, self._listeners = self._listeners, []  # the sites' now, closed with them
@@ -416,6 +419,10 @@ class APIServer:
                 self.metrics.stored(prefix.split("/")[2], self.cache.count(prefix))
 
     # --- middleware and plain endpoints ---------------------------------
+
+    def _held(self, request: web.Request):
+        """`_serve`, its longest hold of the loop recorded."""
+        return self.loop_holds.serve(request, self._serve)
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         """Every request. An API path that no route of the application claims (all of them but
@@ -649,4 +656,5 @@ class APIServer:
         return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "public, immutable"})
 
     def stats(self) -> dict[str, Any]:
-        return {"revision": self.cache.rev, "watchers": self.cache.watcher_count}
+        return {"revision": self.cache.rev, "watchers": self.cache.watcher_count,
+                "longest_loop_hold": self.loop_holds.longest, "longest_loop_hold_request": self.loop_holds.longest_request}

@@ -1,0 +1,62 @@
+"""How long a request held the event loop: the longest stretch its handler ran without yielding.
+
+One process serves every client from one loop, so a request that computes for seconds (a huge
+object's managedFields, validation or conversion) answers no other client meanwhile, however fast
+its own answer seems to its caller. Each request's coroutine is stepped here, each step timed; the
+longest is kept (with the request that took it) for tests and fuzzers to bound, and a step over
+WARN_AFTER is logged as the stall it is."""
+
+from __future__ import annotations
+
+import logging
+import time
+import types
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: a step that held the loop this long (seconds) is logged
+WARN_AFTER = 1.0
+
+
+class LoopHolds:
+    def __init__(self) -> None:
+        #: the longest step of any request so far, in seconds, and that request's method and path
+        self.longest = 0.0
+        self.longest_request = ""
+
+    async def serve(self, request, handler: Callable[[Any], Awaitable]) -> Any:
+        """`handler(request)`, each of its steps on the loop timed."""
+        held = [0.0]
+        try:
+            return await _stepped(handler(request), held)
+        finally:
+            if held[0] > self.longest:
+                self.longest, self.longest_request = held[0], f"{request.method} {request.rel_url}"
+            if held[0] > WARN_AFTER:
+                log.warning("%s %s held the event loop for %.2f s", request.method, request.rel_url, held[0])
+
+
+@types.coroutine
+def _stepped(coro: Coroutine, held: list[float]):
+    """Runs `coro` as `await coro` would, passing what it yields to the loop and what the loop
+    sends or throws back to it; `held[0]` becomes its longest step."""
+    value: Any = None
+    error: BaseException | None = None
+    clock = time.perf_counter
+    while True:
+        start = clock()
+        try:
+            yielded = coro.send(value) if error is None else coro.throw(error)
+        except StopIteration as done:
+            return done.value
+        finally:
+            took = clock() - start
+            if took > held[0]:
+                held[0] = took
+        value = error = None
+        try:
+            value = yield yielded
+        except BaseException as e:  # the loop's cancellation or close, handed on to the handler
+            error = e

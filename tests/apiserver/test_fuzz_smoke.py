@@ -1,0 +1,46 @@
+"""A seeded, bounded run of scripts/fuzz_sweep.py's sweeps against an in-process server: no answer
+is a 5xx or missing, and no request held the server's event loop for long, as the server's own
+instrumentation (loophold.py) measured it. The bound is generous, meant to catch a hang or a
+super-linear path (a wide list's quadratic validation held the loop for minutes), not to time
+anything."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import random
+from pathlib import Path
+
+from tests.served import served
+
+#: the kinds swept: core ones with wide lists, a workload template, a custom resource with list-map fields
+KINDS = ["configmaps", "pods", "services", "deployments", "endpointslices", "widgets"]
+#: the longest any request may hold the loop (seconds): far past any honest request, caught only by a hang
+HOLD_BOUND = 5.0
+
+
+def _sweep_module():
+    path = Path(__file__).resolve().parents[2] / "scripts" / "fuzz_sweep.py"
+    spec = importlib.util.spec_from_file_location("fuzz_sweep", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_sweeps_get_no_5xx_and_hold_the_loop_briefly(tmp_path):
+    fuzz_sweep = _sweep_module()
+    async with served(tmp_path) as (server, _):
+        def sweep():
+            random.seed(44)
+            s = fuzz_sweep.Sweep(str(tmp_path / "kubeconfig"), slow=float("inf"), out=str(tmp_path / "broken.jsonl"),
+                                 kinds=KINDS, paths=8)
+            s.types()
+            s.schema()
+            s.lists(1000)
+            return s
+        s = await asyncio.to_thread(sweep)
+        broken = (tmp_path / "broken.jsonl").read_text() if s.broken else ""
+        assert s.broken == 0, broken[:3000]
+        assert s.requests > 300  # (the sweeps ran: every kind's paths, types and lists)
+        holds = server.loop_holds
+        assert holds.longest < HOLD_BOUND, f"{holds.longest_request} held the loop {holds.longest:.1f} s"
