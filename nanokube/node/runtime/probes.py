@@ -52,18 +52,20 @@ async def tcp_probe(netns: str, host: str, port: int) -> tuple[bool, str]:
     return True, ""
 
 
-async def http_probe(netns: str, host: str, port: int, path: str, headers: list[dict],
-                     scheme: str) -> tuple[bool, str]:
+async def http_get(netns: str, host: str, port: int, path: str, headers: list[dict], scheme: str,
+                   agent: str = "kube-probe/1.37") -> tuple[int | None, str]:
+    """One GET from `netns`, as the prober's and the lifecycle hooks' requests are made: the
+    answer's status code, or None and why there was none (Go's words)."""
     url = f"{scheme.lower()}://{host}:{port}{path or '/'}"
     if scheme.upper() == "HTTPS":
-        return False, f'Get "{url}": no TLS client in this runtime\'s probes'  # treated as a failing probe
+        return None, f'Get "{url}": no TLS client in this runtime\'s probes'
     try:
         sock = await _connect(netns, host, port)
     except OSError as e:
-        return False, f'Get "{url}": {_dial_error(host, port, e)}'
+        return None, f'Get "{url}": {_dial_error(host, port, e)}'
     loop = asyncio.get_running_loop()
     try:
-        lines = [f"GET {path or '/'} HTTP/1.1", f"Host: {host}:{port}", "User-Agent: kube-probe/1.37",
+        lines = [f"GET {path or '/'} HTTP/1.1", f"Host: {host}:{port}", f"User-Agent: {agent}",
                  "Accept: */*", "Connection: close"]
         lines += [f"{h['name']}: {h['value']}" for h in headers]
         await loop.sock_sendall(sock, ("\r\n".join(lines) + "\r\n\r\n").encode())
@@ -75,14 +77,22 @@ async def http_probe(netns: str, host: str, port: int, path: str, headers: list[
             head += chunk
         parts = head.split(b"\r\n", 1)[0].split()
         if not (len(parts) >= 2 and parts[1].isdigit()):
-            return False, f'Get "{url}": malformed HTTP response'
-        if int(parts[1]) not in HTTP_OK:
-            return False, f"HTTP probe failed with statuscode: {int(parts[1])}"
-        return True, ""
+            return None, f'Get "{url}": malformed HTTP response'
+        return int(parts[1]), ""
     except OSError as e:
-        return False, f'Get "{url}": {os.strerror(e.errno) if e.errno else e}'
+        return None, f'Get "{url}": {os.strerror(e.errno) if e.errno else e}'
     finally:
         sock.close()
+
+
+async def http_probe(netns: str, host: str, port: int, path: str, headers: list[dict],
+                     scheme: str) -> tuple[bool, str]:
+    status, error = await http_get(netns, host, port, path, headers, scheme)
+    if status is None:
+        return False, error
+    if status not in HTTP_OK:
+        return False, f"HTTP probe failed with statuscode: {status}"
+    return True, ""
 
 
 async def run_probe(probe: dict, container: dict, node_ns: str, pod_ip: str, exec_probe) -> tuple[bool, str]:

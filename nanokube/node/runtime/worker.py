@@ -9,8 +9,13 @@ container's own restartPolicy and restartPolicyRules,
 crash-loop backoff). Exit codes, restart counts and probes (startup,
 readiness, liveness; exec, httpGet, tcpSocket) make the container statuses
 and the pod's Ready condition; a failed liveness or startup probe kills the
-container. Deleting a pod sends SIGTERM to every container and SIGKILL to
-those still running when the grace period ends. Each container instance
+container. A container's postStart hook runs as it starts (its status is
+Running only once the hook is done; a failed one kills it: FailedPostStartHook,
+PostStartHookError); stopping a container (deletion, a failed probe, a restart)
+runs its preStop hook first, within the grace period, then sends SIGTERM with
+what is left of it (at least 2 s) and SIGKILL once that is up. Hooks exec in
+the container's context as `kubectl exec` does, or request the pod's IP
+(hooks.py). Each container instance
 logs stdout and stderr to a file of its own (logs.py serves them).
 Images are recorded, not pulled: a container with neither command nor args
 runs `sleep infinity` in place of the image's entrypoint.
@@ -22,6 +27,7 @@ import asyncio
 import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -36,9 +42,9 @@ from .. import inplace
 from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from ..lifecycle import volume_mount_statuses
-from .. import container_env
+from .. import container_env, hooks
 from .netns import NetnsError
-from .probes import run_probe
+from .probes import http_get, run_probe
 from . import stdio
 from .stdio import ContainerIO
 from .usage import CPUSamples
@@ -47,6 +53,7 @@ from ..containerlog import FileContainerLog
 if TYPE_CHECKING:
     from .process import ProcessRuntime
 
+log = logging.getLogger(__name__)
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
 
 
@@ -296,18 +303,72 @@ class ProcessPodWorker(PodWorker):
         return [*self.inits.values(), *self.containers.values()]
 
     async def _kill_gracefully(self, containers: list[Container], deadline: float) -> None:
-        """No more restarts; SIGTERM now and SIGKILL for whatever still runs at `deadline` (wall clock)."""
+        """No more restarts; every running container stopped at once (`_stop`), within the grace
+        period that ends at `deadline` (wall clock)."""
         self._stopping.set()
         running = [c for c in containers if c.proc and c.proc.returncode is None]
         await self._kill_events([c.spec for c in running if not c.sidecar] + [c.spec for c in running if c.sidecar][::-1])
-        for c in running:
-            _kill(c, signal.SIGTERM)
-        waits = [asyncio.ensure_future(c.proc.wait()) for c in running]
-        if waits:
-            await asyncio.wait(waits, timeout=max(deadline - self.clock.now(), 0.0))
-        for c in running:
+        await asyncio.gather(*(self._stop(c, deadline) for c in running))
+
+    async def _stop(self, c: Container, deadline: float) -> None:
+        """killContainer once its Killing is told: the preStop hook, cut off at `deadline` (wall
+        clock; a failure told as FailedPreStopHook), then SIGTERM, and SIGKILL when what is left
+        of the grace period (at least MIN_GRACE) is up."""
+        if c.proc is None or c.proc.returncode is not None:
+            return
+        if (spec := hooks.handler(c.spec, "preStop")) and deadline > self.clock.now():
+            hook = asyncio.ensure_future(self._hook(c, spec))
+            exited = asyncio.ensure_future(c.proc.wait())
+            await asyncio.wait([hook, exited], timeout=deadline - self.clock.now(), return_when=asyncio.FIRST_COMPLETED)
+            exited.cancel()
+            if hook.done() and (message := hook.result()):
+                log.warning("pod %s/%s: %s", self.namespace, self.name, message)
+                await self._event("Warning", "FailedPreStopHook", hooks.PRE_STOP_FAILED, field_path(self.pod, c.name))
+            hook.cancel()  # one not done by the deadline is cut off: its command is killed
+            await asyncio.gather(hook, return_exceptions=True)
+        _kill(c, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(c.proc.wait()), max(deadline - self.clock.now(), hooks.MIN_GRACE))
+        except TimeoutError:
             _kill(c, signal.SIGKILL)
-        await asyncio.gather(*waits, return_exceptions=True)
+            await c.proc.wait()
+
+    def _grace_deadline(self) -> float:
+        """When (wall clock) the pod's terminationGracePeriodSeconds, from now, are up."""
+        return self.clock.now() + (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+
+    async def _hook(self, c: Container, spec: dict) -> str:
+        """Run one of `c`'s lifecycle hooks ('' or why it failed, hooks.run): a command in the
+        container's context, a request from the node's namespace."""
+        node_ns = self.runtime.net.nodes[self.agent.name][0]
+
+        async def get(host: str, port: int, path: str, headers: list[dict], scheme: str) -> str:
+            return (await http_get(node_ns, host, port, path, headers, scheme, hooks.USER_AGENT))[1]
+        return await hooks.run(self.pod, c.spec, spec, self.ip,
+                               hooks.Runner(lambda argv: self._run_in(c, argv), get, self.clock.sleep))
+
+    async def _post_start(self, c: Container) -> str:
+        """startContainer's last step: `c`'s postStart hook, if any, its process started. A failed
+        one is told (FailedPostStartHook) and the container killed (Killing FailedPostStartHook,
+        `_stop`); why it failed is returned ('' when it did not). The pod stopping cuts it off."""
+        spec = hooks.handler(c.spec, "postStart")
+        if spec is None:
+            return ""
+        hook = asyncio.ensure_future(self._hook(c, spec))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        await asyncio.wait([hook, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not hook.done():
+            hook.cancel()
+            await asyncio.gather(hook, return_exceptions=True)
+            return ""
+        if message := hook.result():
+            log.warning("pod %s/%s: %s", self.namespace, self.name, message)
+            path = field_path(self.pod, c.name)
+            await self._event("Warning", "FailedPostStartHook", hooks.POST_START_FAILED, path)
+            await self._event("Normal", "Killing", "FailedPostStartHook", path)
+            await self._stop(c, self._grace_deadline())
+        return message
 
     # --- one container --------------------------------------------------------------
 
@@ -363,14 +424,16 @@ class ProcessPodWorker(PodWorker):
             for reason in ("Created", "Started"):
                 await self._event("Normal", reason, f"Container {reason.lower()}", field_path(self.pod, c.name))
             started = self.clock.rfc3339()
-            c.state = {"running": {"startedAt": started}}
-            probed = any(c.spec.get(k) for k in ("startupProbe", "readinessProbe", "livenessProbe"))
-            c.started = not c.spec.get("startupProbe")
-            c.ready = c.started and not c.spec.get("readinessProbe")
-            await self._publish()
-            if c.started:
-                c.up.set()
-            probe = asyncio.create_task(self._probes(c)) if probed else None
+            probe = None
+            if not (failed := await self._post_start(c)):
+                c.state = {"running": {"startedAt": started}}
+                probed = any(c.spec.get(k) for k in ("startupProbe", "readinessProbe", "livenessProbe"))
+                c.started = not c.spec.get("startupProbe")
+                c.ready = c.started and not c.spec.get("readinessProbe")
+                await self._publish()
+                if c.started:
+                    c.up.set()
+                probe = asyncio.create_task(self._probes(c)) if probed else None
             try:
                 code = exit_code(await c.proc.wait())
             finally:
@@ -390,6 +453,9 @@ class ProcessPodWorker(PodWorker):
                 return code
             delay = min(self.runtime.backoff_initial * 2 ** c.restarts, BACKOFF_MAX)
             c.last_state, c.restarts = {"terminated": term}, c.restarts + 1
+            if failed:  # the sync that started it says why it failed (reasonCache), the next its back-off
+                c.state = {"waiting": {"reason": "PostStartHookError", "message": failed}}
+                await self._publish()
             c.state = {"waiting": {"reason": "CrashLoopBackOff",
                                    "message": f"back-off {int(delay)}s restarting failed container={c.name} "
                                               f"pod={self.name}_{self.namespace}({self.uid})"}}
@@ -428,12 +494,7 @@ class ProcessPodWorker(PodWorker):
         """A failed startup or liveness probe: the container is killed and its restartPolicy decides what follows."""
         await self._event("Normal", "Killing", f"Container {c.name} failed {kind.lower()} probe, will be restarted",
                           field_path(self.pod, c.name))
-        grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-        _kill(c, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(asyncio.shield(c.proc.wait()), grace)
-        except TimeoutError:
-            _kill(c, signal.SIGKILL)
+        await self._stop(c, self._grace_deadline())
 
     async def _probe_loop(self, c: Container, p: dict, until_success: bool | None = None) -> bool:
         """Probe every periodSeconds. Readiness (`until_success` None) follows
@@ -481,6 +542,21 @@ class ProcessPodWorker(PodWorker):
             await proc.wait()
             return -1, f'command "{" ".join(argv)}" timed out'
 
+    async def _run_in(self, c: Container, argv: list[str]) -> tuple[int, bytes, bytes]:
+        """A hook's command in `c`'s context, as `kubectl exec` runs one there, to its end: its exit
+        code, stdout and stderr; cancelled (cut off), it is killed."""
+        self._running(c.name)
+        proc = await asyncio.create_subprocess_exec(*self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                    start_new_session=True)
+        try:
+            out, err = await proc.communicate()
+        except asyncio.CancelledError:
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            raise
+        return exit_code(proc.returncode), out, err
+
     # --- what changes of a running pod's spec (PodWorker._sync_spec decides) --------------
 
     def _start_ephemeral(self) -> bool:
@@ -510,12 +586,7 @@ class ProcessPodWorker(PodWorker):
         if c.proc is None or c.proc.returncode is not None:
             return
         c.resize_restart = True
-        _kill(c, signal.SIGTERM)
-        grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-        try:
-            await asyncio.wait_for(asyncio.shield(c.proc.wait()), grace)
-        except TimeoutError:
-            _kill(c, signal.SIGKILL)
+        await self._stop(c, self._grace_deadline())
 
     # --- streaming (node/streaming.py) ------------------------------------------------
 

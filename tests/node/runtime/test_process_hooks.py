@@ -1,0 +1,189 @@
+"""Container lifecycle hooks on the process runtime: postStart and preStop run for real in the
+container's context (exec) or against the pod (httpGet), or sleep; the kubelet's events, states
+and grace-period accounting follow from them."""
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from nanokube.machinery.errors import APIError
+from tests.controllers import eventually
+from tests.node.runtime.test_process import kubelet_events, log_of, phase, pod, process_agents, status_of
+
+
+@pytest.fixture
+async def env(tmp_path):
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, _):
+        yield client, rt
+
+
+def shared(p, *containers):
+    """Pod `p` with an emptyDir `shared` at /shared in each of its containers (and `containers` added)."""
+    p["spec"]["containers"] += list(containers)
+    p["spec"]["volumes"] = [{"name": "shared", "emptyDir": {}}]
+    for c in p["spec"]["containers"]:
+        c["volumeMounts"] = [{"name": "shared", "mountPath": "/shared"}]
+    return p
+
+
+def container_state(pods, name, check):
+    return status_of(pods, name, lambda st: any(check(cs) for cs in st.get("containerStatuses") or ()))
+
+
+def gone(pods, name):
+    async def check():
+        try:
+            await pods.get(name, "default")
+        except APIError as e:
+            return e.code == 404
+        return False
+    return check
+
+
+async def test_post_start_runs_in_the_container_before_it_is_reported_running(env):
+    """The hook's file is there when the status first says Running (startContainer runs the hook
+    before the sync that reports it), and the main command, waiting for it, reads it."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    main = "until [ -e /shared/greeting ]; do sleep 0.05; done; cat /shared/greeting; sleep 300"
+    p = shared(pod("greeter", ["sh", "-c", main], grace=2, lifecycle={"postStart": {"exec": {"command": [
+        "sh", "-c", "sleep 0.5; echo hello from postStart > /shared/greeting.tmp; mv /shared/greeting.tmp "
+                    "/shared/greeting; cp /shared/greeting /shared/seen-by-hook"]}}}))
+    await pods.create(p)
+    await eventually(container_state(pods, "greeter", lambda cs: "running" in cs["state"]))
+    w = rt.pods[("default", "greeter")]
+    volume = w.agent.volumes.volume_dir(w.uid, "shared")
+    assert os.path.exists(os.path.join(volume, "seen-by-hook"))  # the hook was done before Running
+
+    async def read():
+        return await log_of(rt, "greeter") == b"hello from postStart\n"
+    await eventually(read)
+    reasons = [r for _, r, _, _, _ in await kubelet_events(client, "greeter")]
+    assert "FailedPostStartHook" not in reasons and reasons.count("Started") == 1
+    await pods.delete("greeter", "default")
+    await eventually(gone(pods, "greeter"))
+
+
+async def test_a_failed_post_start_kills_the_container_and_it_restarts(env):
+    """A postStart exec that exits 3: FailedPostStartHook (no output in the event), Killing with the
+    kill's reason, the container stopped by SIGTERM (143) and restarted per restartPolicy; one with
+    restartPolicy Never stays terminated and fails the pod."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    hook = {"postStart": {"exec": {"command": ["sh", "-c", "echo secret-output; exit 3"]}}}
+    await pods.create(pod("hooked", ["sleep", "300"], restart="Always", grace=2, lifecycle=hook))
+    await pods.create(pod("once", ["sleep", "300"], restart="Never", grace=2, lifecycle=hook))
+    p = await eventually(container_state(pods, "hooked", lambda cs: cs["restartCount"] >= 1))
+    last = p["status"]["containerStatuses"][0]["lastState"]["terminated"]
+    assert (last["exitCode"], last["reason"]) == (143, "Error")
+    failed = await eventually(status_of(pods, "once", phase("Failed")))
+    cs = failed["status"]["containerStatuses"][0]
+    assert cs["state"]["terminated"]["exitCode"] == 143 and cs["restartCount"] == 0
+    events = await kubelet_events(client, "once")
+    path = "spec.containers{main}"
+    hooked = [e[:4] for e in events if e[1] in ("Started", "FailedPostStartHook", "Killing")]
+    assert hooked == [("Normal", "Started", path, "Container started"),
+                      ("Warning", "FailedPostStartHook", path, "PostStartHook failed"),
+                      ("Normal", "Killing", path, "FailedPostStartHook")]
+    assert not any("secret-output" in e[3] for e in events)
+    for name in ("hooked", "once"):
+        await pods.delete(name, "default")
+        await eventually(gone(pods, name))
+
+
+async def test_a_post_start_http_get_that_cannot_connect_fails_with_the_dial_error(env):
+    """An httpGet hook to a port nobody listens on fails as the request does (PostStartHookError's
+    message names it: HTTP lifecycle hook (path) ... connection refused): the container, killed,
+    waits in PostStartHookError with that message before its back-off."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    hook = {"postStart": {"httpGet": {"path": "/warm", "port": "web"}}}
+    created = await pods.create(pod("web", ["sleep", "300"], restart="Always", grace=2, lifecycle=hook,
+                                    ports=[{"name": "web", "containerPort": 8080}]))
+    stream = await pods.watch("default", resource_version=created["metadata"]["resourceVersion"],
+                              field_selector="metadata.name=web")
+
+    async def waiting():
+        async for _, obj in stream:
+            for cs in (obj.get("status") or {}).get("containerStatuses") or ():
+                if (cs["state"].get("waiting") or {}).get("reason") == "PostStartHookError":
+                    return obj, cs
+    p, cs = await asyncio.wait_for(waiting(), 30)
+    await stream.aclose()
+    uid, ip = p["metadata"]["uid"], p["status"]["podIP"]
+    assert cs["state"]["waiting"]["message"] == (
+        f'HTTP lifecycle hook (/warm) for Container "main" in Pod "web_default({uid})" failed - error: '
+        f'Get "http://{ip}:8080/warm": dial tcp {ip}:8080: connect: connection refused')
+    assert cs["lastState"]["terminated"]["exitCode"] == 143 and cs["restartCount"] >= 1
+    await pods.delete("web", "default")
+    await eventually(gone(pods, "web"))
+
+
+async def test_pre_stop_runs_before_sigterm_and_its_write_is_seen_by_the_other_container(env):
+    """Deletion runs main's preStop (an exec writing the shared emptyDir) before SIGTERM; the other
+    container, which ignores SIGTERM, sees the file and exits 0 within the grace period; main's
+    trap finds the file there when SIGTERM comes, and the hook's `sleep 3` delays the pod's removal."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    main = "trap '[ -e /shared/drain ] && exit 0; exit 9' TERM; touch /shared/main; sleep 300 & wait"
+    watch = "trap '' TERM; touch /shared/watcher; until [ -e /shared/drain ]; do sleep 0.05; done; " \
+            "[ \"$(cat /shared/drain)\" = draining ]"
+    p = shared(pod("drainer", ["sh", "-c", main], grace=30, lifecycle={"preStop": {"exec": {"command": [
+        "sh", "-c", "echo draining > /shared/drain; sleep 3"]}}}),
+        {"name": "watcher", "image": "busybox:1.36", "command": ["sh", "-c", watch]})
+    await pods.create(p)
+
+    async def trapping():  # both shells set their traps
+        w = rt.pods.get(("default", "drainer"))
+        volume = w and w.agent.volumes.volume_dir(w.uid, "shared")
+        return volume and all(os.path.exists(os.path.join(volume, name)) for name in ("main", "watcher"))
+    await eventually(trapping)
+    w = rt.pods[("default", "drainer")]
+    asked = time.time()
+    await pods.delete("drainer", "default")
+    await eventually(gone(pods, "drainer"))
+    watcher, drained = w.containers["watcher"], w.containers["main"]
+    assert watcher.state["terminated"]["exitCode"] == 0  # it saw what main's preStop wrote
+    assert drained.state["terminated"]["exitCode"] == 0  # SIGTERM came after the hook's write
+    assert time.time() - asked >= 3
+
+
+async def test_a_pre_stop_sleep_delays_deletion_and_one_past_the_grace_period_is_cut_off(env):
+    """preStop sleep 3 (KEP-3960): the pod is removed no sooner than 3 s after the delete, its
+    container then stopped by SIGTERM (143). A preStop exec longer than the grace period is cut off
+    at its end (its command killed), SIGTERM following with the 2 s floor."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("napper", ["sleep", "300"], grace=30, lifecycle={"preStop": {"sleep": {"seconds": 3}}}))
+    p = shared(pod("stuck", ["sleep", "300"], grace=2, lifecycle={"preStop": {"exec": {"command": [
+        "sh", "-c", "echo $$ > /shared/hook.pid; exec sleep 300"]}}}))
+    await pods.create(p)
+    for name in ("napper", "stuck"):
+        await eventually(container_state(pods, name, lambda cs: "running" in cs["state"]))
+    workers = {name: rt.pods[("default", name)] for name in ("napper", "stuck")}
+    volume = workers["stuck"].agent.volumes.volume_dir(workers["stuck"].uid, "shared")
+    asked = time.time()
+    await pods.delete("napper", "default")
+    await pods.delete("stuck", "default")
+
+    async def hook_pid():
+        try:
+            return int(open(os.path.join(volume, "hook.pid")).read())
+        except (OSError, ValueError):
+            return None
+    pid = await eventually(hook_pid)
+    await eventually(gone(pods, "napper"))
+    assert time.time() - asked >= 3
+    await eventually(gone(pods, "stuck"))
+    assert workers["napper"].containers["main"].state["terminated"]["exitCode"] == 143
+    assert workers["stuck"].containers["main"].state["terminated"]["exitCode"] == 143
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive  # the hook cut off went with it
+    killing = [e for e in await kubelet_events(client, "stuck") if e[1] == "Killing"]
+    assert [e[3] for e in killing] == ["Stopping container main"]
