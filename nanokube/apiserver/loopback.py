@@ -111,10 +111,11 @@ class ResourceClient:
         await asyncio.sleep(0)
         return self._handed_out(await self.c.rest.get(self.res, self.version, namespace, name), "get")
 
-    async def list(self, namespace: str | None = None, label_selector: str = "", field_selector: str = "") -> tuple[list[dict], str]:
+    async def list(self, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
+                   resource_version: str = "") -> tuple[list[dict], str]:
         await asyncio.sleep(0)
         items, meta = await self.c.rest.list(self.res, self.version, namespace, label_selector=label_selector,
-                                             field_selector=field_selector)
+                                             field_selector=field_selector, resource_version=resource_version)
         d = mutation.DETECTOR
         if d is not None:
             d.keep_all(items, self._origin("list"))

@@ -251,8 +251,10 @@ class HTTPResourceClient:
         return await self.c.request("GET", self._path(namespace, name))
 
     async def list(self, namespace: str | None = None, label_selector: str = "",
-                   field_selector: str = "") -> tuple[list[dict], str]:
-        params = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
+                   field_selector: str = "", resource_version: str = "") -> tuple[list[dict], str]:
+        """The items and the list's resourceVersion; `resource_version` as the API's ("": a quorum read)."""
+        params = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector),
+                                    ("resourceVersion", resource_version)) if v}
         out = await self.c.request("GET", self._path(namespace), params=params)
         kind = self.res.kind
         for item in out.get("items") or []:

@@ -1,6 +1,9 @@
 """Informers: list then watch one resource into a local cache, calling
 handlers on changes. A watch the server ends (its timeout) is reopened from the last resourceVersion
 seen, a bookmark's included; only an expired one (410) or an error relists, as client-go's reflector.
+The lists ask for what the reflector's relistResourceVersion does: "0" first (any version the
+server's cache holds), then the last resourceVersion seen (a list at least that fresh), and ""
+(a quorum read) only after a list at that version was refused as expired or too large.
 Each watch asks for its own timeout, and a relist waits out a backoff, as the reflector's do.
 The objects are shared by every handler and reader (copy before changing); the cache mutation
 detector (mutation.py) checks that."""
@@ -76,6 +79,8 @@ class Informer:
         self._by_ns: dict[str, dict[str, None]] = {}
         self._indexers: dict[str, _Index] = {}
         self.synced = asyncio.Event()
+        self.last_sync_rv = ""
+        self._rv_unavailable = False
         self._on_add: list[Callable[[dict], None]] = []
         self._on_update: list[Callable[[dict, dict], None]] = []
         self._on_delete: list[Callable[[dict], None]] = []
@@ -150,8 +155,9 @@ class Informer:
 
     async def _list_and_watch(self, origin: str) -> None:
         d = mutation.DETECTOR
-        items, rv = await self.rc.list(self.namespace, self.label_selector, self.field_selector)
+        items, rv = await self._list()
         self._replace(items, d, origin)
+        self.last_sync_rv = rv
         while True:
             timeout = int(MIN_WATCH_TIMEOUT * (self.draw() + 1.0))
             try:
@@ -170,12 +176,34 @@ class Informer:
                     if d is not None:
                         d.keep(obj, origin)
                     self._handle(typ, obj)
-                    rv = obj["metadata"].get("resourceVersion") or rv
+                    rv = self.last_sync_rv = obj["metadata"].get("resourceVersion") or rv
             finally:
                 await stream.aclose()
             if not events and self.clock.monotonic() - opened < 1:
                 log.warning("informer for %s: very short watch with no events", self.rc.res.plural)
                 return
+
+    def _relist_rv(self) -> str:
+        """The reflector's relistResourceVersion."""
+        if self._rv_unavailable:
+            return ""
+        return self.last_sync_rv or "0"
+
+    async def _list(self) -> tuple[list[dict], str]:
+        """List at `_relist_rv`; a version the server no longer holds (410) or does not hold yet (a
+        504 Too large resource version: a store restored from a backup) is tried again at once as a
+        quorum read, so the informer makes progress, as the reflector's list does."""
+        try:
+            out = await self.rc.list(self.namespace, self.label_selector, self.field_selector,
+                                     resource_version=self._relist_rv())
+        except APIError as e:
+            if not _unavailable(e):
+                raise
+            self._rv_unavailable = True
+            out = await self.rc.list(self.namespace, self.label_selector, self.field_selector,
+                                     resource_version=self._relist_rv())
+        self._rv_unavailable = False
+        return out
 
     def _replace(self, items: list[dict], d, origin: str) -> None:
         """A list's items become the store; the handlers hear what changed since the last one."""
@@ -255,6 +283,14 @@ def _retriable(e: Exception) -> bool:
     if isinstance(e, APIError):
         return e.code == 429
     return isinstance(getattr(e, "os_error", e), ConnectionRefusedError)
+
+
+def _unavailable(e: APIError) -> bool:
+    """isExpiredError or isTooLargeResourceVersionError: the list's resourceVersion is out of reach."""
+    if e.code == 410:
+        return True
+    causes = (e.details or {}).get("causes") or []
+    return e.code == 504 and any(c.get("reason") == "ResourceVersionTooLarge" for c in causes)
 
 
 class _Index:

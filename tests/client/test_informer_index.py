@@ -22,7 +22,7 @@ class ScriptedClient:
         self.events: asyncio.Queue = asyncio.Queue()
         self.lists = 0
 
-    async def list(self, namespace, label_selector, field_selector):
+    async def list(self, namespace, label_selector, field_selector, resource_version=""):
         self.lists += 1
         return self.snapshots.pop(0), str(self.lists)
 

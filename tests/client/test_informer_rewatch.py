@@ -5,11 +5,15 @@ adds; only a 410 (that version left the server's window) makes it list again, af
 
 import asyncio
 import contextlib
+from types import SimpleNamespace
+
+import pytest
 
 from nanokube.apiserver.app import APIServer
 from nanokube.client.http import HTTPClient
 from nanokube.client.informer import Informer
 from nanokube.clock import VirtualClock
+from nanokube.machinery.errors import APIError
 from nanokube.pki.ca import ensure_pki
 from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.store.memory import MemoryStore
@@ -49,6 +53,7 @@ class Recorded:
         self.cms = client.resource("", "v1", "configmaps")
         self.inf = Informer(self.cms, namespace="default", clock=clock, draw=lambda: 0.5)
         self.calls: list[tuple[str, str]] = []
+        self.asked: list[str] = []  # each list's resourceVersion parameter
         self.timeouts: list[int | None] = []
         self.seen: list[tuple[str, str]] = []
         self.gate: asyncio.Event | None = None
@@ -56,6 +61,7 @@ class Recorded:
         real_list, real_watch = rc.list, rc.watch
 
         async def listed(*a, **kw):
+            self.asked.append(kw.get("resource_version", ""))
             items, rv = await real_list(*a, **kw)
             self.calls.append(("list", rv))
             return items, rv
@@ -135,3 +141,93 @@ async def test_a_watch_from_a_resource_version_out_of_the_server_s_window_lists_
                                           ("delete", "gone")]
             await r.until("a watch after the relist", lambda: r.watches() == 3)
             assert [c[0] for c in r.calls] == ["list", "watch", "watch", "list", "watch"]
+
+
+async def test_after_a_410_the_relist_asks_for_the_last_version_seen_and_no_change_is_lost_or_doubled(tmp_path):
+    """The reflector's relistResourceVersion: the first list asks for "0", the relist after the
+    watch expired for the last resourceVersion the informer saw (a list at least that fresh), not a
+    quorum read. Between the watches an object is updated twice, one deleted, one created, past
+    the window (the watch cache's; etcd's compaction upstream): each handler hears each object once."""
+    async with served(tmp_path, window=2) as (client, clock):
+        r = Recorded(client, clock)
+        r.gate = asyncio.Event()
+        async with r.running():
+            for name in ("kept", "changed", "gone"):
+                await r.cms.create(cm(name))
+            await r.until("the adds", lambda: len(r.seen) == 3)
+            last = r.inf.last_sync_rv
+            for _ in range(451):
+                await clock.advance(1)
+            await r.until("a second watch", lambda: r.watches() == 2)
+            changed = await r.cms.get("changed", "default")
+            for v in ("1", "2"):
+                changed = await r.cms.update({**changed, "data": {"v": v}})
+            await r.cms.delete("gone", "default")
+            await r.cms.create(cm("new"))
+            r.gate.set()
+            await r.until("the 410's backoff", lambda: clock.next_due() == clock.monotonic() + 1.2)
+            await clock.advance(1.2)
+            await r.until("a watch after the relist", lambda: r.watches() == 3)
+            assert r.asked[0] == "0" and int(r.asked[1]) >= int(last), r.asked
+            assert sorted(r.seen[3:]) == [("add", "new"), ("delete", "gone"), ("update", "changed")]
+            assert r.inf.get("default/changed")["data"] == {"v": "2"}
+            await r.cms.create(cm("after"))
+            await r.until("the new watch's add", lambda: r.seen[-1] == ("add", "after"))
+            items, _ = await r.cms.list("default")
+            assert {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in items} == {
+                o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in r.inf.list()}
+            assert len(r.seen) == 7
+
+
+class _Restored:
+    """A client for a server whose store was restored from an older backup: a list at a
+    resourceVersion other than "" is refused as too large (504, cause ResourceVersionTooLarge)
+    or, with `code` 410, as expired; its one watch ends with a 410."""
+
+    def __init__(self, code: int):
+        self.res = SimpleNamespace(plural="configmaps")
+        self.code = code
+        self.asked: list[str] = []
+
+    async def list(self, namespace, label_selector, field_selector, resource_version=""):
+        self.asked.append(resource_version)
+        if len(self.asked) > 1 and resource_version != "":
+            if self.code == 410:
+                raise APIError(410, "Expired", "too old resource version")
+            raise APIError(504, "Timeout", "Timeout: Too large resource version",
+                           {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]})
+        return [{"metadata": {"name": f"cm{len(self.asked)}", "namespace": "default", "resourceVersion": "7"}}], "7"
+
+    async def watch(self, namespace, rv, label_selector, field_selector, timeout_seconds=None):
+        async def stream():
+            if len(self.asked) == 1:
+                yield "ADDED", {"metadata": {"name": "w", "namespace": "default", "resourceVersion": "9"}}
+                raise APIError(410, "Expired", "too old resource version")
+            await asyncio.Event().wait()
+            yield  # pragma: no cover
+        return stream()
+
+
+@pytest.mark.parametrize("code", [410, 504])
+async def test_a_relist_refused_at_its_resource_version_is_tried_again_at_once_as_a_quorum_read(code):
+    clock = VirtualClock()
+    rc = _Restored(code)
+    inf = Informer(rc, clock=clock, draw=lambda: 0.5)
+    task = asyncio.create_task(inf.run())
+    try:
+        for _ in tries():
+            if len(rc.asked) == 1 and clock.next_due() is not None:
+                break
+            await asyncio.sleep(0.01)
+        await clock.advance(2)  # past the backoff (0.8 s, jittered by half) after the watch's 410
+        for _ in tries():
+            if len(rc.asked) == 3:
+                break
+            await asyncio.sleep(0.01)
+        # no backoff between the refused list and the quorum read; the watch goes on from the latter
+        assert rc.asked == ["0", "9", ""]
+        assert [o["metadata"]["name"] for o in inf.list()] == ["cm3"]
+        assert inf.last_sync_rv == "7"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -88,7 +88,7 @@ async def test_an_informers_objects_are_checked_over_any_client(detector):
         class res:
             plural = "configmaps"
 
-        async def list(self, namespace, label_selector, field_selector):
+        async def list(self, namespace, label_selector, field_selector, resource_version=""):
             return [{"kind": "ConfigMap", **cm("a")}], "1"
 
         async def watch(self, namespace, rv, label_selector, field_selector, timeout_seconds=None):
