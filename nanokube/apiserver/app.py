@@ -10,7 +10,7 @@ import ssl
 from typing import Any
 
 import orjson
-from aiohttp import hdrs, web
+from aiohttp import web
 
 from .loopback import LocalClient
 from ..clock import REAL, Clock
@@ -39,7 +39,7 @@ from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource
 from .auth.serviceaccount import LAST_USED_LABEL, ServiceAccountTokens, load_or_create_key
-from . import controlplane, discovery, healthz, warning
+from . import controlplane, discovery, expect, healthz, warning
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, as_negotiated, sized
@@ -430,12 +430,13 @@ class APIServer:
         APF and `APIHandlers.dispatch` here, as the application's middlewares and its catch-all
         route would take it, without the router's walk over every route, a match info and a
         coroutine per middleware (about 10% of a GET's instructions and 4% of a create's); any
-        other request, and one that expects a 100 Continue, goes through the application."""
+        other request, and one with an expectation other than 100-continue (its 417), goes
+        through the application. A 100 Continue is sent when the body is first read (expect.py)."""
         if self.workers > 1:  # another worker may have written what this request reads or updates
             await self.cache.sync()
         path = request.rel_url.path_safe
         if not (path.startswith("/api/") or path.startswith("/apis/") and path.split("/", 3)[2] not in self._routed_groups
-                or path in ("/api", "/apis")) or hdrs.EXPECT in request.headers:
+                or path in ("/api", "/apis")) or not expect.accepted(request):
             audit_id(request, routed=True)
             return sized(request, await self._app._handle(request))
         audit_id(request)
@@ -443,12 +444,13 @@ class APIServer:
         if audit is not None:
             attrs = request_attributes(request)
             if attrs.verb in WRITE_VERBS or audit.policy is not None:
-                return as_negotiated(request, await audit.serve(request, attrs, self._authn, self.handlers.dispatch))
+                response = await audit.serve(request, attrs, self._authn, self.handlers.dispatch)
+                return expect.answered(request, as_negotiated(request, response))
         try:
             response = await self._authn(request, self.handlers.dispatch)
         except web.HTTPException as e:
             response = status_response(e)
-        return as_negotiated(request, response)
+        return expect.answered(request, as_negotiated(request, response))
 
     @web.middleware
     async def _authn(self, request: web.Request, handler) -> web.StreamResponse:

@@ -25,7 +25,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from ..clock import Clock
 from ..registry.base import Resource
 from ..machinery import errors, gofmt, gojson
-from . import discovery, latencytrackers, protobuf, protobuf_encode, serializer, tables, warning
+from . import discovery, expect, latencytrackers, protobuf, protobuf_encode, serializer, tables, warning
 from .cache import served_json
 from .audit import PANIC, REQUEST_BODY, RESPONSE_OBJECT
 from .auth.authorizer import USER
@@ -670,6 +670,7 @@ class APIHandlers:
         """The whole body: `read(n)` returns what has arrived so far, so read until EOF."""
         if request.content_length and request.content_length > MAX_BODY:
             raise errors.too_large()
+        await expect.continued(request)
         chunks, size = [], 0
         content = request.content
         while size <= MAX_BODY:

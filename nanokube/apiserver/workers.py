@@ -34,6 +34,7 @@ import sys
 from aiohttp import hdrs, web
 
 from .. import gcsettle
+from . import expect
 from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
 from .auth.authorizer import USER
@@ -121,11 +122,12 @@ class NodeRelay:
     async def relay(self, request: web.Request) -> web.StreamResponse:
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port, ssl=self.ctx)
         try:
+            await expect.continued(request)
             body = await request.read() if request.body_exists else b""
             upgrade = hdrs.UPGRADE in request.headers
             head = [f"{request.method} {request.rel_url.raw_path_qs} HTTP/1.1"]
             head += [f"{k}: {v}" for k, v in request.headers.items() if not k.lower().startswith(_IDENTITY)
-                     and k.lower() not in ("content-length", "transfer-encoding") and (upgrade or k.lower() != "connection")]
+                     and k.lower() not in ("content-length", "transfer-encoding", "expect") and (upgrade or k.lower() != "connection")]
             head += [f"{k}: {v}" for k, v in identity_headers(request[USER])]
             head += [f"Content-Length: {len(body)}"] if body else []
             head += [] if upgrade else ["Connection: close"]

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import aiohttp
 from aiohttp import web
 
+from .. import expect
 from ...machinery.errors import APIError
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -96,6 +97,7 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
                if k.lower() not in _HOP_BY_HOP and k.lower() != "authorization"
                and not k.lower().startswith(_IDENTITY_PREFIXES)]
     headers += identity_headers(user)
+    await expect.continued(request)
     body = await request.read() if request.body_exists else None
     try:
         upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
