@@ -23,6 +23,14 @@ doubling to 300 s, finds it gone). A numeric one that is not a number keeps its
 default, and the pod gets an InvalidSimulationAnnotation Warning naming it. Each container start records the kubelet's events:
 Pulling/Pulled (by imagePullPolicy and the images the node holds), Created,
 Started; stopping a running one records Killing.
+
+Lifecycle hooks (hooks.py) run on the node's clock: an app container's postStart
+once it started, before its status says Running (a failed one kills it:
+FailedPostStartHook, PostStartHookError, restarted per policy); each running
+container's preStop as the pod stops, SIGTERM following once every hook is done
+or the grace period is up, with what is left of it (at least 2 s). An exec hook
+runs as `kubectl exec` does in the container (simulated_io: its files, the
+simulated shell); an httpGet one reaches a port a container of the pod declares.
 """
 
 from __future__ import annotations
@@ -37,9 +45,10 @@ from ..machinery.goduration import string as go_duration
 from ..machinery.conditions import transition_time
 from ..machinery import restartrules
 from ..machinery.errors import APIError
+from ..machinery.streaming import StreamSession
 from ..client.http import EXPECTED
 from ..clock import parse_time
-from . import prober
+from . import hooks, prober
 from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
 from . import inplace
@@ -1249,6 +1258,96 @@ class PodWorker:
                 return False
             delay = min(delay * 2, CLAIM_RETRY_MAX)
 
+    # --- lifecycle hooks (hooks.py) -----------------------------------------------------
+
+    async def _run_hook(self, c: dict, spec: dict) -> str:
+        """Run one of container `c`'s hooks: '' or why it failed. An exec runs as `kubectl exec`
+        would (its output kept for the message); an httpGet gets an answer from a port one of the
+        pod's containers declares, as port-forward does, and connection refused elsewhere."""
+        async def run_in(argv: list[str]) -> tuple[int, bytes, bytes]:
+            out: list[bytes] = []
+            err: list[bytes] = []
+
+            async def to_out(data: bytes) -> None:
+                out.append(data)
+
+            async def to_err(data: bytes) -> None:
+                err.append(data)
+            session = StreamSession(stdin=False, stdout=True, stderr=True, tty=False, write_stdout=to_out,
+                                    write_stderr=to_err)
+            code = await self.exec(c["name"], argv, session)
+            return code, b"".join(out), b"".join(err)
+
+        async def get(host: str, port: int, path: str, headers: list[dict], scheme: str) -> str:
+            declared = {p.get("containerPort") for x in self._containers() + self._sidecars() for p in x.get("ports") or ()}
+            if host in (self.ip, "localhost", "127.0.0.1") and port in declared:
+                return ""
+            return f'Get "{scheme.lower()}://{host}:{port}{path or "/"}": dial tcp {host}:{port}: connect: ' \
+                   "connection refused"
+        return await hooks.run(self.pod, c, spec, self.ip, hooks.Runner(run_in, get, self.clock.sleep))
+
+    async def _unless_deleted(self, aw) -> bool:
+        """Await `aw` unless the pod's deletion comes first (it is then cancelled): True if it did."""
+        task = asyncio.ensure_future(aw)
+        try:
+            while not task.done():
+                if self.deleting():
+                    return True
+                self.changed.clear()  # (what `_wait` acts on is state it checks again itself)
+                waiter = asyncio.ensure_future(self.changed.wait())
+                await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+            return False
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def _post_start_hooks(self, started: list[dict]) -> None:
+        """Each of the containers just `started` that has a postStart hook runs it, in turn, before
+        the status says they run. One whose hook fails is told (FailedPostStartHook, without the
+        hook's output), killed (Killing FailedPostStartHook): it ends now, stopped by SIGTERM, and
+        waits in PostStartHookError with why until the pod's loop restarts it or not. The pod's
+        deletion cuts the hooks short."""
+        for c in started:
+            if (spec := hooks.handler(c, "postStart")) is None or c["name"] not in self.io.running:
+                continue
+            hook = asyncio.ensure_future(self._run_hook(c, spec))
+            if await self._unless_deleted(hook):
+                return
+            if not (message := hook.result()):
+                continue
+            log.info("pod %s/%s: %s", self.namespace, self.name, message)
+            path = field_path(self.pod, c["name"])
+            await self._event("Warning", "FailedPostStartHook", hooks.POST_START_FAILED, path)
+            await self._event("Normal", "Killing", "FailedPostStartHook", path)
+            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            self.lifetimes[c["name"]] = (self.clock.monotonic(), stop_exit_code(self.pod, grace))
+            self.waiting[c["name"]] = {"waiting": {"reason": "PostStartHookError", "message": message}}
+
+    async def _pre_stop_hooks(self, deadline: float) -> bool:
+        """The running containers' preStop hooks, side by side, cut off at `deadline` (wall clock);
+        each failure told (FailedPreStopHook). Whether any ran."""
+        specs = [c for c in self._sidecars() + self._containers()
+                 if c["name"] in self.io.running and hooks.handler(c, "preStop")]
+        if not specs or deadline <= self.clock.now():
+            return False
+        runs = {c["name"]: asyncio.ensure_future(self._run_hook(c, hooks.handler(c, "preStop"))) for c in specs}
+        limit = asyncio.ensure_future(self._sleep_until(self.clock.monotonic() + deadline - self.clock.now()))
+        try:
+            await asyncio.wait([limit, asyncio.gather(*runs.values(), return_exceptions=True)],
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (limit, *runs.values()):
+                if not t.done():
+                    t.cancel()
+            await asyncio.gather(limit, *runs.values(), return_exceptions=True)
+        for name, run in runs.items():
+            if not run.cancelled() and run.exception() is None and (message := run.result()):
+                log.info("pod %s/%s: %s", self.namespace, self.name, message)
+                await self._event("Warning", "FailedPreStopHook", hooks.PRE_STOP_FAILED, field_path(self.pod, name))
+        return True
+
     # --- the lifecycle ----------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -1403,6 +1502,7 @@ class PodWorker:
                         self.own_started[c["name"]] = now
                         self.waiting.pop(c["name"], None)
                 lifetimes.update((c["name"], self._lifetime(c)) for c in running)
+                await self._post_start_hooks([] if adopted else running)  # (an adopted one ran its hook)
                 if write:
                     self.probed.update((c["name"], prober.passing(c, self.clock.monotonic())) for c in running)
                     await self._write_running(now)
@@ -1443,6 +1543,7 @@ class PodWorker:
             terms = {}
             for name, code in exits.items():
                 end = lifetimes.pop(name)[0]
+                self.waiting.pop(name, None)  # (PostStartHookError: its end is now known)
                 self.io.exit(name, code, at=reached if end is None or name in closed | went_on.keys() else end)
                 terms[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                "startedAt": self.own_started.get(name) or self.started_at, "finishedAt": now}
@@ -1577,11 +1678,12 @@ class PodWorker:
         return False
 
     async def _finish(self, term: dict, now: str) -> None:
-        """The pod ends: Succeeded when each of its containers exited 0 (the last ones with `term`)."""
+        """The pod ends: Succeeded when each of its containers exited 0 (those that had not ended on
+        their own, or by their TERM trap, with `term`)."""
         self.finished = True
-        codes = [term["exitCode"]] + [s["state"]["terminated"]["exitCode"] for s in self.ended.values()]
-        phase = "Succeeded" if not any(codes) and not self.deadline_exceeded else "Failed"
         statuses = [self._status_of(c, {"terminated": term}, False, False) for c in self._containers()]
+        codes = [s["state"]["terminated"]["exitCode"] for s in statuses]
+        phase = "Succeeded" if not any(codes) and not self.deadline_exceeded else "Failed"
         for name, s in self.ephemeral.items():  # they stop with the pod
             if running := s["state"].get("running"):
                 self.ephemeral[name] = {**s, "state": {"terminated": {**term, "startedAt": running["startedAt"]}}}
@@ -1611,8 +1713,9 @@ class PodWorker:
         await self._ended()  # (one deleted as the deadline passed: nothing is left to stop)
 
     async def _terminate(self) -> None:
-        """Graceful deletion: containers stop after min(grace, stop-seconds), exiting as
-        stop_exit_code says (one still running when the grace period ends is killed, 137). Past
+        """Graceful deletion: the containers' preStop hooks run, then SIGTERM; containers stop after
+        min(grace left, stop-seconds), exiting as stop_exit_code says (one still running when the
+        grace period ends is killed, 137). Past
         activeDeadlineSeconds the kubelet kills the pod the same way, with the pod's own grace period."""
         md = self.pod["metadata"]
         stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
@@ -1624,6 +1727,8 @@ class PodWorker:
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
             asked = self.clock.now()
         await self.clock.sleep(max(asked - self.clock.now(), 0.0))
+        if await self._pre_stop_hooks(asked + grace):  # SIGTERM comes after, with what is left of the grace period
+            asked, grace = self.clock.now(), max(asked + grace - self.clock.now(), hooks.MIN_GRACE)
         await self._trapped(self.io.signalled(), self.clock.monotonic() + max(asked + grace - self.clock.now(), 0.0))
         await self.clock.sleep(max(asked + min(grace, stop) - self.clock.now(), 0.0))
         code = stop_exit_code(self.pod, grace)

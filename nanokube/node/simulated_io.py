@@ -309,7 +309,7 @@ class SimulatedIO:
             if program is None or program.signalled is None or began is None:
                 continue
             at = now - began
-            later = program.signalled(at, self.draft(name))
+            later = program.signalled(at, self.draft(name, fresh=False))  # the running instance's files
             if later is None:
                 continue
             self._flush(name, now)

@@ -1,0 +1,153 @@
+"""Container lifecycle hooks on the simulated runtime, on the node's virtual clock: postStart and
+preStop exec (the simulated shell on the container's files), httpGet and sleep, with the kubelet's
+events, states and grace-period accounting."""
+
+import pytest
+
+from nanokube.machinery.streaming import LogOptions
+from tests.controllers import eventually
+from tests.node import ManualClock
+from tests.node.test_container_events import pod_events
+from tests.node.test_lifecycle import gone, node_agents, phase_is, pod
+
+
+@pytest.fixture
+async def env():
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        yield s.client.resource("", "v1", "pods"), clock, mgr
+
+
+def hooked(name, command, restart="Never", grace=None, **lifecycle):
+    p = pod(name, restart=restart, grace=grace)
+    p["spec"]["containers"][0] |= {"command": command, "lifecycle": lifecycle}
+    return p
+
+
+def app_status(p):
+    return p["status"]["containerStatuses"][0]
+
+
+def worker(mgr, p):
+    return mgr.agents[p["spec"]["nodeName"]].workers[p["metadata"]["uid"]]
+
+
+async def test_post_start_writes_a_file_the_main_command_waits_for_before_running_is_reported(env):
+    pods, clock, mgr = env
+    main = ["sh", "-c", "until [ -f /tmp/ready ]; do sleep 1; done; cat /tmp/ready"]
+    await pods.create(hooked("warm", main, postStart={"exec": {"command": [
+        "sh", "-c", "sleep 2; echo warmed up > /tmp/ready"]}}))
+    created = await eventually(lambda: _started(pods, "warm"))
+    await clock.advance(1.5)  # the hook still runs: the status has not said Running
+    p = await pods.get("warm", "default")
+    assert p["status"]["phase"] == "Pending" and "waiting" in app_status(p)["state"]
+    await clock.advance(0.5)
+    running = await eventually(phase_is(pods, "warm", "Running"))
+    assert app_status(running)["state"]["running"]["startedAt"] == created  # started before its hook ran
+    await clock.advance(1)
+    done = await eventually(phase_is(pods, "warm", "Succeeded"))
+    assert app_status(done)["state"]["terminated"]["exitCode"] == 0
+    log = worker(mgr, done).io.serve_log("app", LogOptions())
+    assert log == b"warmed up\n"
+
+
+async def _started(pods, name):
+    """When the container started, from its Started event's time (None before it)."""
+    for _, reason, _, _, _ in await pod_events(pods, name):
+        if reason == "Started":
+            items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+            return next(e["firstTimestamp"] for e in items
+                        if e["involvedObject"]["name"] == name and e["reason"] == "Started")
+    return None
+
+
+async def test_a_failed_post_start_kills_the_container_which_restarts_with_back_off(env):
+    pods, clock, _ = env
+    await pods.create(hooked("broken", ["sleep", "infinity"], restart="Always",
+                             postStart={"exec": {"command": ["sh", "-c", "echo no config >&2; exit 2"]}}))
+
+    async def crash_looping():
+        p = await pods.get("broken", "default")
+        st = (p.get("status") or {}).get("containerStatuses") or [{}]
+        return p if (st[0].get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff" else None
+    p = await eventually(crash_looping)
+    s = app_status(p)
+    assert s["restartCount"] == 2 and s["lastState"]["terminated"]["exitCode"] == 143
+    path = "spec.containers{app}"
+    events = [e for e in await pod_events(pods, "broken") if e[1] in ("Started", "FailedPostStartHook", "Killing")]
+    assert events == [("Normal", "Started", path, "Container started", 2),
+                      ("Warning", "FailedPostStartHook", path, "PostStartHook failed", 2),
+                      ("Normal", "Killing", path, "FailedPostStartHook", 2)]
+    assert p["status"]["phase"] == "Running" and not s["ready"]
+
+
+async def test_a_failed_post_start_under_restart_policy_never_fails_the_pod_with_its_message_logged(env):
+    pods, clock, mgr = env
+    await pods.create(hooked("once", ["sleep", "infinity"], postStart={"exec": {"command": ["false"]}}))
+    p = await eventually(phase_is(pods, "once", "Failed"))
+    t = app_status(p)["state"]["terminated"]
+    assert (t["exitCode"], t["reason"]) == (143, "Error")
+    reasons = [e[1] for e in await pod_events(pods, "once")]
+    assert reasons.index("FailedPostStartHook") > reasons.index("Started")
+
+
+async def test_an_http_get_post_start_needs_a_declared_port(env):
+    pods, clock, _ = env
+    ok = hooked("served", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": "http"}})
+    ok["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8000}]
+    await pods.create(ok)
+    await pods.create(hooked("closed", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": 9}}))
+    await eventually(phase_is(pods, "served", "Running"))
+    await eventually(phase_is(pods, "closed", "Failed"))
+    assert "FailedPostStartHook" not in [e[1] for e in await pod_events(pods, "served")]
+    assert "FailedPostStartHook" in [e[1] for e in await pod_events(pods, "closed")]
+
+
+async def test_a_pre_stop_sleep_delays_sigterm_and_the_pods_removal(env):
+    pods, clock, _ = env
+    await pods.create(hooked("drain", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 3}}))
+    await eventually(phase_is(pods, "drain", "Running"))
+    await pods.delete("drain", "default")
+    await clock.advance(2.9)
+    p = await pods.get("drain", "default")
+    assert p["status"]["phase"] == "Running"
+    assert [e[1] for e in await pod_events(pods, "drain")][-1] == "Killing"  # the hook runs after Killing
+    await clock.advance(0.1)
+    assert await eventually(gone(pods, "drain"))
+
+
+async def test_a_pre_stop_exec_writes_before_sigterm_and_a_failed_one_is_told(env):
+    """The preStop exec runs on the container's files before SIGTERM (the command's trap reads
+    what it wrote and exits with it); a failing preStop is a FailedPreStopHook Warning, and SIGTERM follows."""
+    pods, clock, mgr = env
+    main = ["sh", "-c", "trap 'cat /tmp/drained; exit 0' TERM; while true; do sleep 1; done"]
+    keep = ["test.nanokube.io/keep"]
+    p = hooked("graceful", main, grace=30, preStop={"exec": {"command": ["sh", "-c", "sleep 1.5; echo drained > /tmp/drained"]}})
+    p["metadata"]["finalizers"] = keep
+    await pods.create(p)
+    bad = hooked("bad", ["sleep", "infinity"], grace=30, preStop={"exec": {"command": ["sh", "-c", "exit 7"]}})
+    await pods.create(bad)
+    for name in ("graceful", "bad"):
+        await eventually(phase_is(pods, name, "Running"))
+        await pods.delete(name, "default")
+    await clock.advance(2)  # the hook (1.5 s), SIGTERM, then the trap once the loop's `sleep 1` ends
+    done = await eventually(phase_is(pods, "graceful", "Succeeded"))
+    assert app_status(done)["state"]["terminated"]["exitCode"] == 0
+    assert worker(mgr, done).io.serve_log("app", LogOptions()) == b"drained\n"
+    await eventually(gone(pods, "bad"))
+    assert ("Warning", "FailedPreStopHook", "spec.containers{app}", "PreStopHook failed", 1) in \
+        await pod_events(pods, "bad")
+    await pods.patch("graceful", {"metadata": {"finalizers": None}}, namespace="default")
+
+
+async def test_a_pre_stop_past_the_grace_period_is_cut_off_and_sigterm_gets_two_seconds(env):
+    pods, clock, _ = env
+    stubborn = ["sh", "-c", "trap 'sleep 5; exit 0' TERM; while true; do sleep 1; done"]
+    await pods.create(hooked("slow", stubborn, grace=5, preStop={"exec": {"command": ["sleep", "60"]}}))
+    await eventually(phase_is(pods, "slow", "Running"))
+    await pods.delete("slow", "default")
+    await clock.advance(6.9)  # the hook cut off at 5 s, SIGTERM then, the 2 s floor not up
+    assert (await pods.get("slow", "default"))["status"]["phase"] == "Running"
+    await clock.advance(0.1)
+    assert await eventually(gone(pods, "slow"))
+    assert "FailedPreStopHook" not in [e[1] for e in await pod_events(pods, "slow")]
