@@ -1729,6 +1729,7 @@ class PodWorker:
         await self.clock.sleep(max(asked - self.clock.now(), 0.0))
         if await self._pre_stop_hooks(asked + grace):  # SIGTERM comes after, with what is left of the grace period
             asked, grace = self.clock.now(), max(asked + grace - self.clock.now(), hooks.MIN_GRACE)
+            self._ended_while_stopping()
         await self._trapped(self.io.signalled(), self.clock.monotonic() + max(asked + grace - self.clock.now(), 0.0))
         await self.clock.sleep(max(asked + min(grace, stop) - self.clock.now(), 0.0))
         code = stop_exit_code(self.pod, grace)
@@ -1741,6 +1742,25 @@ class PodWorker:
         except APIError as e:
             if e.code != 404:
                 raise
+
+    def _ended_while_stopping(self) -> None:
+        """The app containers whose command ended on its own while the preStop hooks ran (one
+        waiting for a file a hook wrote) end with their own code, not SIGTERM's."""
+        at = self.clock.monotonic()
+        for c in self._containers():
+            name = c["name"]
+            if name not in self.io.running or name in self.ended:
+                continue
+            end, code = self.lifetimes.get(name, (None, 0))
+            if name in self.io.ended:
+                end, code = at, self.io.ended.pop(name)
+            elif end is None or end > at:
+                continue
+            self.io.exit(name, code, at=end)
+            now = self.clock.rfc3339()
+            self.ended[name] = self._status_of(c, {"terminated": {
+                "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}, False, False)
 
     async def _trapped(self, ends: dict[str, tuple[float | None, int]], deadline: float) -> None:
         """The containers whose command traps SIGTERM (simulated_io.signalled: when each ends, with

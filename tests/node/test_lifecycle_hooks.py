@@ -151,3 +151,25 @@ async def test_a_pre_stop_past_the_grace_period_is_cut_off_and_sigterm_gets_two_
     await clock.advance(0.1)
     assert await eventually(gone(pods, "slow"))
     assert "FailedPreStopHook" not in [e[1] for e in await pod_events(pods, "slow")]
+
+
+async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_own(env):
+    """While main's preStop hook runs, the other container's loop finds the file the hook wrote in
+    their emptyDir and exits 0 by itself: it ends so, not as SIGTERM (later) ends main."""
+    pods, clock, _ = env
+    p = hooked("pair", ["sleep", "infinity"], grace=30, preStop={"exec": {"command": [
+        "sh", "-c", "echo draining > /shared/drain; sleep 3"]}})
+    p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+    p["spec"]["containers"].append({"name": "watcher", "image": "busybox:1.36", "command": [
+        "sh", "-c", 'until [ -f /shared/drain ]; do sleep 1; done; [ "$(cat /shared/drain)" = draining ]']})
+    p["spec"]["volumes"] = [{"name": "shared", "emptyDir": {}}]
+    for c in p["spec"]["containers"]:
+        c["volumeMounts"] = [{"name": "shared", "mountPath": "/shared"}]
+    await pods.create(p)
+    await eventually(phase_is(pods, "pair", "Running"))
+    await pods.delete("pair", "default")
+    await clock.advance(3)
+    done = await eventually(phase_is(pods, "pair", "Failed"))
+    codes = {s["name"]: s["state"]["terminated"]["exitCode"] for s in done["status"]["containerStatuses"]}
+    assert codes == {"app": 143, "watcher": 0}
+    await pods.patch("pair", {"metadata": {"finalizers": None}}, namespace="default")
