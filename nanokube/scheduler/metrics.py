@@ -35,9 +35,16 @@ class _Children:
             return child
 
 
+def _code(status) -> str:
+    """A status label as upstream's Code.String(): Success, Unschedulable, UnschedulableAndUnresolvable..."""
+    return "Success" if status is None else status.code.name.title().replace("_", "")
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        #: (extension point, status code or None, profile) -> its extension_point_duration series
+        self._point_series: dict[tuple, object] = {}
         r = self.registry
         self.schedule_attempts = Family(
             "counter", "scheduler_schedule_attempts", "[STABLE] Number of attempts to schedule pods, by the result. "
@@ -140,12 +147,16 @@ class Metrics:
         self.pod_scheduling_attempts.observe(attempts)
 
     def extension_point(self, point: str, status, profile: str, seconds: float) -> None:
-        code = "Success" if status is None else status.code.name.title().replace("_", "")
-        self.extension_point_duration.labels(point, code, profile).observe(seconds)
+        """Two per attempt of a pod that fits nowhere (PreFilter, PostFilter): the series is found
+        by the status code itself, its label text built once (a reset zeroes series in place)."""
+        key = (point, None if status is None else status.code, profile)
+        series = self._point_series.get(key)
+        if series is None:
+            series = self._point_series[key] = self.extension_point_duration.labels(point, _code(status), profile)
+        series.observe(seconds)
 
     def plugin_duration(self, plugin: str, point: str, status, seconds: float) -> None:
-        code = "Success" if status is None else status.code.name.title().replace("_", "")
-        self.plugin_execution.labels(plugin, point, code).observe(seconds)
+        self.plugin_execution.labels(plugin, point, _code(status)).observe(seconds)
 
     def pending_from(self, counts: Callable[[], tuple[int, int, int, int]]) -> None:
         """The pending-pods gauge, read from the queue's (active, backoff, unschedulable, gated)

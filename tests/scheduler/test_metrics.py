@@ -78,6 +78,26 @@ def test_the_sli_attempts_label_stops_at_15_plus():
     assert 'attempts="15"}' not in text and 'attempts="40"}' not in text
 
 
+def test_extension_point_series_by_status_and_across_a_reset():
+    """Each status code of an extension point is its own series, under upstream's label text; a
+    reset (DELETE /metrics) zeroes them and the next runs count from there."""
+    from nanokube.scheduler.framework import Code, Status
+    from nanokube.scheduler.metrics import Metrics
+
+    m = Metrics()
+    count = 'scheduler_framework_extension_point_duration_seconds_count{{extension_point="PreFilter",' \
+            'profile="p",status="{}"}}'
+    for st in (None, None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["x"]), Status(Code.UNSCHEDULABLE, ["y"])):
+        m.extension_point("PreFilter", st, "p", 0.001)
+    text = render(m.registry).decode()
+    assert (sample(text, count.format("Success")), sample(text, count.format("UnschedulableAndUnresolvable")),
+            sample(text, count.format("Unschedulable"))) == (2, 1, 1)
+    m.reset()
+    m.extension_point("PreFilter", Status(Code.UNSCHEDULABLE, ["z"]), "p", 0.001)
+    text = render(m.registry).decode()
+    assert sample(text, count.format("Unschedulable")) == 1 and sample(text, count.format("Success")) is None
+
+
 async def test_preemption_is_counted_with_its_victims(stack):
     """scheduler_preemption_attempts_total (every DefaultPreemption PostFilter run) and
     scheduler_preemption_victims (the chosen candidate's victims), both STABLE."""
