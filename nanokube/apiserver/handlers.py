@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 import zlib
@@ -163,16 +162,6 @@ def _include_object(q) -> str:
         raise errors.bad_request(f"Unable to convert to Table as requested: includeObject: Invalid value: "
                                  f"{gofmt.quote(include)}: must be 'Metadata', 'Object', 'None', or empty")
     return include or "Metadata"
-
-
-@functools.cache
-def _has_message(api_version: str, kind: str) -> bool:
-    """Whether protobuf_encode has a message for the kind (protobuf.TABLE)."""
-    try:
-        protobuf.message_name(api_version, kind)
-    except protobuf.ProtobufError:
-        return False
-    return True
 
 
 def _go_type(res: Resource, is_list: bool) -> str:
@@ -516,11 +505,6 @@ class APIHandlers:
             raise errors.route_not_found()
         if not res.strategy.strategic_merge and sub != "scale":  # a custom resource (its Scale is typed):
             # unstructured, which protobuf cannot encode
-            request[_UNMARSHALABLE] = _go_type(res, name is None and request.method in ("GET", "DELETE"))
-        elif sub in ("", "status") and not _has_message(res.api_version(version), res.kind):
-            # a built-in kind whose message the field table lacks (CustomResourceDefinition: kubectl's Go
-            # types, which it is made from, have none): refused to a protobuf-only client as an
-            # unstructured object is, rather than answered in JSON it cannot read
             request[_UNMARSHALABLE] = _go_type(res, name is None and request.method in ("GET", "DELETE"))
         if sub and sub not in res.subresources:
             raise errors.route_not_found()
@@ -1132,8 +1116,6 @@ def _content_type(request: web.Request) -> str:
 async def _decode_body(raw: bytes, ctype: str, kind: str = "") -> Any:
     """A request body in any media type kube-apiserver accepts, as its JSON form; `kind`: the one a
     create or update decodes into, which its error for JSON that does not parse names."""
-    from . import protobuf
-
     try:
         if ctype in ("application/yaml", "application/x-yaml"):
             return await serializer.off_loop(serializer.loads_yaml, raw)

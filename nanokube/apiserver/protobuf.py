@@ -65,7 +65,80 @@ _AGGREGATOR = {
                                                3: ("lastTransitionTime", META + "Time", ""),
                                                4: ("reason", "string", "o"), 5: ("message", "string", "o")},
 }
-TABLE = _load_table() | _AGGREGATOR
+#: apiextensions.k8s.io/v1, apiextensions-apiserver's types (their proto package is
+#: k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1; named here as message_name finds them),
+#: which kubectl's scheme does not hold either: the numbers of their struct tags. JSON,
+#: JSONSchemaPropsOrArray, JSONSchemaPropsOrBool and JSONSchemaPropsOrStringArray have JSON forms of
+#: their own (a raw value, a schema or a list, a schema or a bool, a schema or strings): see _SPECIAL.
+APIEXTENSIONS = "k8s.io.api.apiextensions.v1."
+_X = APIEXTENSIONS
+_SCHEMA = _X + "JSONSchemaProps"
+_APIEXTENSIONS = {
+    _X + "CustomResourceDefinition": {1: ("metadata", META + "ObjectMeta", ""),
+                                      2: ("spec", _X + "CustomResourceDefinitionSpec", ""),
+                                      3: ("status", _X + "CustomResourceDefinitionStatus", "")},
+    _X + "CustomResourceDefinitionList": {1: ("metadata", META + "ListMeta", ""),
+                                          2: ("items", _X + "CustomResourceDefinition", "r")},
+    _X + "CustomResourceDefinitionSpec": {1: ("group", "string", ""), 3: ("names", _X + "CustomResourceDefinitionNames", ""),
+                                          4: ("scope", "string", ""),
+                                          7: ("versions", _X + "CustomResourceDefinitionVersion", "r"),
+                                          9: ("conversion", _X + "CustomResourceConversion", "p"),
+                                          10: ("preserveUnknownFields", "bool", "o")},
+    _X + "CustomResourceDefinitionNames": {1: ("plural", "string", ""), 2: ("singular", "string", "o"),
+                                           3: ("shortNames", "string", "r"), 4: ("kind", "string", ""),
+                                           5: ("listKind", "string", "o"), 6: ("categories", "string", "r")},
+    _X + "CustomResourceDefinitionVersion": {1: ("name", "string", ""), 2: ("served", "bool", ""), 3: ("storage", "bool", ""),
+                                             4: ("schema", _X + "CustomResourceValidation", "p"),
+                                             5: ("subresources", _X + "CustomResourceSubresources", "p"),
+                                             6: ("additionalPrinterColumns", _X + "CustomResourceColumnDefinition", "r"),
+                                             7: ("deprecated", "bool", "o"), 8: ("deprecationWarning", "string", "p"),
+                                             9: ("selectableFields", _X + "SelectableField", "r")},
+    _X + "CustomResourceValidation": {1: ("openAPIV3Schema", _SCHEMA, "p")},
+    _X + "CustomResourceSubresources": {1: ("status", _X + "CustomResourceSubresourceStatus", "p"),
+                                        2: ("scale", _X + "CustomResourceSubresourceScale", "p")},
+    _X + "CustomResourceSubresourceStatus": {},
+    _X + "CustomResourceSubresourceScale": {1: ("specReplicasPath", "string", ""), 2: ("statusReplicasPath", "string", ""),
+                                            3: ("labelSelectorPath", "string", "p")},
+    _X + "CustomResourceColumnDefinition": {1: ("name", "string", ""), 2: ("type", "string", ""), 3: ("format", "string", "o"),
+                                            4: ("description", "string", "o"), 5: ("priority", "int32", "o"),
+                                            6: ("jsonPath", "string", "")},
+    _X + "SelectableField": {1: ("jsonPath", "string", "")},
+    _X + "CustomResourceConversion": {1: ("strategy", "string", ""), 2: ("webhook", _X + "WebhookConversion", "p")},
+    _X + "WebhookConversion": {2: ("clientConfig", _X + "WebhookClientConfig", "p"),
+                               3: ("conversionReviewVersions", "string", "r")},
+    _X + "WebhookClientConfig": {1: ("service", _X + "ServiceReference", "p"), 2: ("caBundle", "bytes", ""),
+                                 3: ("url", "string", "p")},
+    _X + "ServiceReference": {1: ("namespace", "string", ""), 2: ("name", "string", ""), 3: ("path", "string", "p"),
+                              4: ("port", "int32", "p")},
+    _X + "CustomResourceDefinitionStatus": {1: ("conditions", _X + "CustomResourceDefinitionCondition", "r"),
+                                            2: ("acceptedNames", _X + "CustomResourceDefinitionNames", ""),
+                                            3: ("storedVersions", "string", "r"), 4: ("observedGeneration", "int64", "o")},
+    _X + "CustomResourceDefinitionCondition": {1: ("type", "string", ""), 2: ("status", "string", ""),
+                                               3: ("lastTransitionTime", META + "Time", ""), 4: ("reason", "string", "o"),
+                                               5: ("message", "string", "o"), 6: ("observedGeneration", "int64", "o")},
+    _X + "ExternalDocumentation": {1: ("description", "string", "o"), 2: ("url", "string", "o")},
+    _X + "ValidationRule": {1: ("rule", "string", ""), 2: ("message", "string", "o"), 3: ("messageExpression", "string", "o"),
+                            4: ("reason", "string", "p"), 5: ("fieldPath", "string", "o"), 6: ("optionalOldSelf", "bool", "p")},
+    _SCHEMA: {
+        1: ("id", "string", "o"), 2: ("$schema", "string", "o"), 3: ("$ref", "string", "p"), 4: ("description", "string", "o"),
+        5: ("type", "string", "o"), 6: ("format", "string", "o"), 7: ("title", "string", "o"), 8: ("default", _X + "JSON", "p"),
+        9: ("maximum", "double", "p"), 10: ("exclusiveMaximum", "bool", "o"), 11: ("minimum", "double", "p"),
+        12: ("exclusiveMinimum", "bool", "o"), 13: ("maxLength", "int64", "p"), 14: ("minLength", "int64", "p"),
+        15: ("pattern", "string", "o"), 16: ("maxItems", "int64", "p"), 17: ("minItems", "int64", "p"),
+        18: ("uniqueItems", "bool", "o"), 19: ("multipleOf", "double", "p"), 20: ("enum", _X + "JSON", "r"),
+        21: ("maxProperties", "int64", "p"), 22: ("minProperties", "int64", "p"), 23: ("required", "string", "r"),
+        24: ("items", _X + "JSONSchemaPropsOrArray", "p"), 25: ("allOf", _SCHEMA, "r"), 26: ("oneOf", _SCHEMA, "r"),
+        27: ("anyOf", _SCHEMA, "r"), 28: ("not", _SCHEMA, "p"), 29: ("properties", _SCHEMA, "m"),
+        30: ("additionalProperties", _X + "JSONSchemaPropsOrBool", "p"), 31: ("patternProperties", _SCHEMA, "m"),
+        32: ("dependencies", _X + "JSONSchemaPropsOrStringArray", "m"),
+        33: ("additionalItems", _X + "JSONSchemaPropsOrBool", "p"), 34: ("definitions", _SCHEMA, "m"),
+        35: ("externalDocs", _X + "ExternalDocumentation", "p"), 36: ("example", _X + "JSON", "p"),
+        37: ("nullable", "bool", "o"), 38: ("x-kubernetes-preserve-unknown-fields", "bool", "p"),
+        39: ("x-kubernetes-embedded-resource", "bool", "o"), 40: ("x-kubernetes-int-or-string", "bool", "o"),
+        41: ("x-kubernetes-list-map-keys", "string", "r"), 42: ("x-kubernetes-list-type", "string", "p"),
+        43: ("x-kubernetes-map-type", "string", "p"), 44: ("x-kubernetes-validations", _X + "ValidationRule", "r")},
+}
+TABLE = _load_table() | _AGGREGATOR | _APIEXTENSIONS
 
 
 def decode(body: bytes) -> dict:
@@ -170,7 +243,10 @@ def _scalar(ftype: str, buf: bytes, val):
         return val
     if ftype in _ZIGZAG:
         return (val >> 1) ^ -(val & 1)
-    return struct.unpack(_FIXED[ftype], buf[val[0]:val[1]])[0]
+    value = struct.unpack(_FIXED[ftype], buf[val[0]:val[1]])[0]
+    if ftype in ("double", "float") and value.is_integer() and abs(value) < 1e21:
+        return int(value)  # as encoding/json writes a whole float64: 10, not 10.0
+    return value
 
 
 def _packed(ftype: str, buf: bytes, span: tuple[int, int]) -> list:
@@ -306,7 +382,44 @@ def _raw_json(buf: bytes, start: int, end: int):
         raise ProtobufError(f"embedded raw object is not JSON: {e}") from None
 
 
+def _schema_or_array(buf: bytes, start: int, end: int):
+    """JSONSchemaPropsOrArray{schema = 1, jSONSchemas = 2}: its list when it has one, else its schema."""
+    one, many = None, []
+    for num, wire, val in _fields(buf, start, end):
+        if num == 1:
+            one = _value(_SCHEMA, buf, wire, val)
+        elif num == 2:
+            many.append(_value(_SCHEMA, buf, wire, val))
+    return many or one
+
+
+def _schema_or_bool(buf: bytes, start: int, end: int):
+    """JSONSchemaPropsOrBool{allows = 1, schema = 2}: its schema when it has one, else the bool."""
+    allows, schema = False, None
+    for num, wire, val in _fields(buf, start, end):
+        if num == 1:
+            allows = _value("bool", buf, wire, val)
+        elif num == 2:
+            schema = _value(_SCHEMA, buf, wire, val)
+    return allows if schema is None else schema
+
+
+def _schema_or_strings(buf: bytes, start: int, end: int):
+    """JSONSchemaPropsOrStringArray{schema = 1, property = 2}: its strings when it has some, else its schema."""
+    schema, strings = None, []
+    for num, wire, val in _fields(buf, start, end):
+        if num == 1:
+            schema = _value(_SCHEMA, buf, wire, val)
+        elif num == 2:
+            strings.append(_value("string", buf, wire, val))
+    return strings or schema
+
+
 _SPECIAL = {
+    _X + "JSON": _raw_json,
+    _X + "JSONSchemaPropsOrArray": _schema_or_array,
+    _X + "JSONSchemaPropsOrBool": _schema_or_bool,
+    _X + "JSONSchemaPropsOrStringArray": _schema_or_strings,
     META + "Time": lambda b, s, e: _timestamp(b, s, e, micro=False),
     META + "MicroTime": lambda b, s, e: _timestamp(b, s, e, micro=True),
     META + "Duration": lambda b, s, e: go_duration(_int(_sub(b, s, e), 1)),

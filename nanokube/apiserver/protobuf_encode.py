@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 
 from ..machinery import goduration, gotime
 from ..machinery.responses import dumps
-from .protobuf import _FIXED, _SCALARS, _WIRE, ARRAY_WRAPPERS, MAGIC, META, TABLE, ProtobufError, message_name
+from .protobuf import (_FIXED, _SCALARS, _WIRE, APIEXTENSIONS, ARRAY_WRAPPERS, MAGIC, META, TABLE, ProtobufError,
+                       message_name)
 
 _ZIGZAG = {"sint32", "sint64"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -196,8 +197,41 @@ def _duration(value) -> bytes:
     return b"\x08" + _varint(round(goduration.parse(value) * 1e9) if value else 0)
 
 
-#: the apimachinery messages whose marshallers are hand-written: their bodies from the JSON value
+_SCHEMA = APIEXTENSIONS + "JSONSchemaProps"
+
+
+def _embedded(num: int, body: bytes) -> bytes:
+    return _key(num, 2) + _varint(len(body)) + body
+
+
+def _schema_or_array(value) -> bytes:
+    """JSONSchemaPropsOrArray: a list is its jSONSchemas (2), a schema its schema (1)."""
+    if type(value) is list:
+        return b"".join(_embedded(2, message(v, _SCHEMA)) for v in value)
+    return _embedded(1, message(value, _SCHEMA))
+
+
+def _schema_or_bool(value) -> bytes:
+    """JSONSchemaPropsOrBool: a bool is its allows (1); a schema allows, and is its schema (2)."""
+    if type(value) is bool:
+        return b"\x08" + (b"\x01" if value else b"\x00")
+    return b"\x08\x01" + _embedded(2, message(value, _SCHEMA))
+
+
+def _schema_or_strings(value) -> bytes:
+    """JSONSchemaPropsOrStringArray: strings are its property (2), a schema its schema (1)."""
+    if type(value) is list:
+        return b"".join(_key(2, 2) + _scalar("string", v) for v in value)
+    return _embedded(1, message(value, _SCHEMA))
+
+
+#: the messages whose marshallers are hand-written (apimachinery's) or whose JSON form is no object
+#: (apiextensions' unions): their bodies from the JSON value
 _SPECIAL = {
+    APIEXTENSIONS + "JSON": _raw_json,
+    APIEXTENSIONS + "JSONSchemaPropsOrArray": _schema_or_array,
+    APIEXTENSIONS + "JSONSchemaPropsOrBool": _schema_or_bool,
+    APIEXTENSIONS + "JSONSchemaPropsOrStringArray": _schema_or_strings,
     META + "Time": lambda v: _timestamp(v, micro=False),
     META + "MicroTime": lambda v: _timestamp(v, micro=True),
     META + "Duration": _duration,
