@@ -27,7 +27,7 @@ from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
 from .audit import REQUESTER as AUDIT_REQUESTER
 from .audit import WRITE_VERBS, AuditLog
-from .audit import audit_id
+from .audit import AuditedRequest, audit_id
 from .audit import authenticated as audit_authenticated
 from .audit import unauthenticated as audit_unauthenticated
 from .audit_file import LogOptions
@@ -268,7 +268,7 @@ class APIServer:
         self._app = app
         self._routed_groups = frozenset(r.canonical.split("/")[2] for r in app.router.resources()
                                         if r.canonical.startswith("/apis/"))
-        self._runner = StatusAppRunner(app, self._held, access_log=None, handler_cancellation=True)
+        self._runner = StatusAppRunner(app, self._held, AuditedRequest, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         ssl_ctx = self._ssl()
         listeners, self._listeners = self._listeners, []  # the sites' now, closed with them

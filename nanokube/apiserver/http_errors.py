@@ -70,20 +70,23 @@ class _StatusServer(web.Server):
 class StatusAppRunner(web.AppRunner):
     """An AppRunner whose connections answer parser errors with a Status. `handler`, when given,
     is what the connections call with each request instead of the application's `_handle`
-    (the API server's, which hands the application only what its router has to route)."""
+    (the API server's, which hands the application only what its router has to route);
+    `request_class`, the web.Request subclass its requests are made as."""
 
-    def __init__(self, app: web.Application, handler=None, **kwargs) -> None:
+    def __init__(self, app: web.Application, handler=None, request_class: type[web.Request] = web.Request,
+                 **kwargs) -> None:
         kwargs.setdefault("max_line_size", MAX_HEADER_BYTES)
         kwargs.setdefault("max_field_size", MAX_HEADER_BYTES)
         kwargs.setdefault("auto_decompress", False)  # (as Go's net/http: the handler decompresses what it reads)
         super().__init__(app, **kwargs)
         self._handler = handler
+        self._request_class = request_class
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        factory = server.request_factory
+        factory, cls = server.request_factory, self._request_class
         return _StatusServer(self._handler or server.request_handler,
-                             request_factory=lambda message, *args: factory(_utf8_headers(message), *args),
+                             request_factory=lambda message, *args: factory(_utf8_headers(message), *args, _cls=cls),
                              handler_cancellation=server.handler_cancellation,
                              loop=asyncio.get_running_loop(), **server._kwargs)
 
