@@ -340,3 +340,26 @@ async def test_proxy_requests_are_counted_under_connect(env):
     assert any('verb="CONNECT"' in line and 'code="200"' in line and 'resource="pods"' in line for line in counted)
     assert any('verb="CONNECT"' in line and 'code="503"' in line for line in counted)
     assert all('verb="CONNECT"' in line for line in counted)
+
+
+async def test_a_body_held_back_for_a_100_continue_is_asked_for_and_forwarded(env):
+    """curl's `Expect: 100-continue`: the proxy answers 100 Continue as it reads the body to forward
+    it (net/http's, as the reverse proxy's transport copies the body), and the pod's server is sent
+    the body with the head, with no Expect of its own to answer."""
+    send, _ = env
+    reader, writer = await asyncio.open_connection("127.0.0.1", send.server.port)
+    try:
+        body = b'{"big": true}'
+        writer.write(b"POST /api/v1/namespaces/default/pods/web/proxy/api/echo HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nExpect: 100-continue\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        await writer.drain()
+        assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        writer.write(body)
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
+        assert head.startswith("HTTP/1.1 200"), head
+        length = int(next(h.split(":")[1] for h in head.split("\r\n") if h.lower().startswith("content-length")))
+        seen = json.loads(await reader.readexactly(length))
+        assert seen["body"] == body.decode() and "Expect" not in seen["headers"]
+    finally:
+        writer.close()

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 from aiohttp import web
 from multidict import CIMultiDict
 
+from .. import expect
 from ...machinery import errors
 from ...machinery.streaming import NodeStreaming, StreamFailed
 from ..auth.authorizer import USER
@@ -345,6 +346,7 @@ async def _upgrade(request: web.Request, backend: Backend, location: str) -> web
                   if not k.lower().startswith(_CREDENTIALS) and k.lower() != "x-forwarded-for"]
         forwarded_for = request.headers.get("X-Forwarded-For")
         lines.append(f"X-Forwarded-For: {forwarded_for + ', ' if forwarded_for else ''}{request.remote or ''}")
+        await expect.continued(request)
         body = await request.read() if request.body_exists else b""
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape") + body)
         await writer.drain()
@@ -370,7 +372,7 @@ async def _send_request(request: web.Request, writer: asyncio.StreamWriter, targ
     for k, v in request.headers.items():
         low = k.lower()
         if low in _HOP or low in connection_named or low.startswith(_CREDENTIALS) or low in (
-                "content-length", "x-forwarded-for", "x-forwarded-uri"):
+                "content-length", "x-forwarded-for", "x-forwarded-uri", "expect"):
             continue
         lines.append(f"{k}: {v}")
     client = request.remote or ""
@@ -387,6 +389,7 @@ async def _send_request(request: web.Request, writer: asyncio.StreamWriter, targ
     lines.append("Connection: close")
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape"))
     if request.body_exists:
+        await expect.continued(request)  # (the backend is sent no Expect: its body comes with the head)
         async for chunk in request.content.iter_chunked(_COPY):
             writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if chunked else chunk)
             await writer.drain()
