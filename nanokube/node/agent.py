@@ -31,6 +31,7 @@ from .dra.prepare import ClaimPreparer
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
 from .lifecycle import SMP, PodWorker, SimulatedRuntime, image_id, image_ref, image_size, resource_version
+from .podresources.server import PodResourcesServer
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
 
@@ -229,8 +230,8 @@ class NodeAgent:
         """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
         `throttle` and `watched` (the ConfigMap and Secret watches volumes read, see
         volumes/watch_based_manager.py) are shared by the agents of one process.
-        `plugin_registry=False`: no plugin watcher, for agents no external kubelet plugin can
-        reach (a simulation's)."""
+        `plugin_registry=False`: no plugin watcher nor pod resources socket, for agents no external
+        kubelet plugin or monitoring agent can reach (a simulation's)."""
         self.client = client
         self.runtime = runtime or SimulatedRuntime()
         self.spec = spec
@@ -272,6 +273,9 @@ class NodeAgent:
         self.dra_plugins.on_health = self.dra.on_health = self._device_health_changed
         if self.plugin_watcher is not None:
             self.claims.metrics.watch(self.plugin_watcher)
+        #: the pod resources API on `<node dir>/pod-resources/kubelet.sock`, for monitoring agents and DRA drivers
+        self.pod_resources = PodResourcesServer(node_dir, lambda: [w.pod for w in self.workers.values()], self.claims,
+                                                clock, spec.name) if node_dir and plugin_registry else None
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
         self.volumes.host_paths = self.runtime.name == "process"
@@ -496,10 +500,12 @@ class NodeAgent:
             # as a starting kubelet: no external DRA driver is registered yet, so none advertises devices
             await self.dra_plugins.wipe_at_start(slices or {}, [p.driver for p in self.dra.publishers])
             await self.plugin_watcher.start()
+        if self.pod_resources:
+            await self.pod_resources.start()
             # one node says where (thousands would flood the log); the others' paths differ only in the name
             (log.info if self.spec.index == 0 else log.debug)(
-                "node %s: DRA kubelet plugins register in %s, CDI specs in %s (each node: its own)", self.name,
-                self.plugins_registry, self.cdi_dir)
+                "node %s: DRA kubelet plugins register in %s, CDI specs in %s, pod resources API on %s (each node: "
+                "its own)", self.name, self.plugins_registry, self.cdi_dir, self.pod_resources.path)
         self._task = asyncio.create_task(self._heartbeat())
 
     # --- injected faults (see faults.py) -------------------------------------------
@@ -585,6 +591,8 @@ class NodeAgent:
                 await asyncio.gather(t, return_exceptions=True)
         if self.plugin_watcher:
             await self.plugin_watcher.stop()
+        if self.pod_resources:
+            await self.pod_resources.stop()
         await self.claims.close()
         await self.dra_plugins.stop()
         await self.volumes.close()

@@ -1,0 +1,202 @@
+"""One node's pod resources server (pkg/kubelet/apis/podresources/server_v1.go), serving
+v1.PodResourcesLister on `<node dir>/pod-resources/kubelet.sock`, as a kubelet serves it on
+/var/lib/kubelet/pod-resources/kubelet.sock:
+
+- List: the node's active pods (not Succeeded or Failed), Get: one pod the node runs, whatever
+  its phase, or upstream's error for another ("pod NAME in namespace NS not found", a plain
+  error: gRPC code Unknown). Each pod lists its sidecars (restartable init containers), then its
+  containers; each container its devices from device plugins, exclusive CPUs and memory blocks
+  (always none: a simulated node has no device plugins, and its CPU and memory managers are the
+  `none` policy's) and its dynamic resources: each prepared ResourceClaim its `resources.claims`
+  name (once per reference, the whole claim whatever request it names, as upstream's
+  GetContainerClaimInfos), and the pod's extended resource claim when a request of it maps to
+  the container; a device per entry with its driver, pool, name and CDI device IDs. A claim not
+  prepared yet leaves the container's list empty, as upstream's lookup error does.
+- GetAllocatableResources: the device plugins', CPU and memory managers' inventory: empty for
+  the same reason (DRA devices are in ResourceSlices, not here, upstream too).
+
+Every call first passes the rate limit (ratelimit.py). The servers of all nodes share the
+process's event loop (grpc.aio: one listening socket each, no thread; about 16 KiB and 0.3 ms of
+start-up a node), and read the node's state on it. Thousands of nodes hold as many sockets: the
+first server raises the process's soft limit on open files to its hard limit, as Go's runtime
+does for every kubelet, and the servers take at most half of it, leaving the rest to the API
+server, its clients and stores; the nodes past that (or one that cannot listen) run without the
+API, which the log says. A socket path past a unix socket's 107 bytes is bound through /proc/self/fd, so that a long data
+directory still serves (a client then needs a short path to it: a symlink).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import resource
+
+import grpc
+
+from ...clock import REAL, Clock
+from ...dra.resourceclaim import EXTENDED_CLAIM_REF, pod_claims
+from ..dra.grpc_api import handler, target
+from ..dra.prepare import ClaimPreparer
+from .proto import podresources_pb2 as pb
+from .ratelimit import DEFAULT_BURST, DEFAULT_QPS, LIMIT_EXCEEDED, Limiter
+
+log = logging.getLogger(__name__)
+
+#: under the kubelet's root directory, as upstream's PodResourcesPath and PodResourcesSocket
+SOCKET_DIR = "pod-resources"
+SOCKET_NAME = "kubelet.sock"
+SERVICE = "v1.PodResourcesLister"
+METHODS = {
+    "List": (pb.ListPodResourcesRequest, pb.ListPodResourcesResponse),
+    "GetAllocatableResources": (pb.AllocatableResourcesRequest, pb.AllocatableResourcesResponse),
+    "Get": (pb.GetPodResourcesRequest, pb.GetPodResourcesResponse),
+}
+#: the longest path a unix socket binds to (sun_path less its terminating NUL)
+MAX_SOCKET_PATH = 107
+_TERMINAL = ("Succeeded", "Failed")
+
+
+@functools.cache
+def _file_budget() -> int:
+    """How many files the servers of a process hold at most: half its limit, the soft
+    RLIMIT_NOFILE first raised to the hard one (once per process)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2
+
+
+class PodResourcesServer:
+    """Serves the pods `pods()` gives (the node's pod workers' copies) with the devices `claims`
+    prepared for them, on `root_dir`'s pod-resources socket."""
+
+    #: the files this process's listening servers hold, and whether a server was refused for them (logged once)
+    files = 0
+    _over_budget = False
+
+    def __init__(self, root_dir: str, pods, claims: ClaimPreparer, clock: Clock = REAL, node: str = "",
+                 qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST):
+        self.path = os.path.join(root_dir, SOCKET_DIR, SOCKET_NAME)
+        self.pods = pods
+        self.claims = claims
+        self.node = node
+        self.limiter = Limiter(clock, qps, burst)
+        self._server: grpc.aio.Server | None = None
+        self._dir_fd: int | None = None
+
+    async def start(self) -> None:
+        if PodResourcesServer.files >= _file_budget():
+            if not PodResourcesServer._over_budget:
+                PodResourcesServer._over_budget = True
+                log.warning("node %s and those starting after it: no pod resources API (the servers hold half the "
+                            "process's limit on open files)", self.node)
+            return
+        directory = os.path.dirname(self.path)
+        os.makedirs(directory, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # a previous run's
+        bind = self.path
+        if len(os.fsencode(bind)) > MAX_SOCKET_PATH:
+            self._dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            bind = f"/proc/self/fd/{self._dir_fd}/{SOCKET_NAME}"
+        impl = {"List": self._list, "GetAllocatableResources": self._allocatable, "Get": self._get}
+        server = grpc.aio.server(handlers=[handler(SERVICE, METHODS, {
+            name: self._limited(fn) for name, fn in impl.items()})])
+        try:
+            server.add_insecure_port(target(bind))
+        except RuntimeError as e:  # grpc's words for any failed bind (out of file descriptors, say)
+            log.warning("node %s: no pod resources API on %s: %s", self.node, self.path, e)
+            await server.stop(None)
+            self._close_dir()
+            return
+        await server.start()
+        self._server = server
+        PodResourcesServer.files += self._files()
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        await self._server.stop(None)
+        self._server = None
+        PodResourcesServer.files -= self._files()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self._close_dir()
+
+    def _files(self) -> int:
+        """The files a listening server holds: its socket, and the directory bound through."""
+        return 1 + (self._dir_fd is not None)
+
+    def _close_dir(self) -> None:
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
+
+    def _limited(self, fn):
+        """Upstream's LimiterUnaryServerInterceptor: a call past the rate limit is refused unserved."""
+        async def call(request, context):
+            if not self.limiter.allow():
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, LIMIT_EXCEEDED)
+            return await fn(request, context)
+        return call
+
+    # --- the three methods ------------------------------------------------------------------------
+
+    async def _list(self, request: pb.ListPodResourcesRequest, context) -> pb.ListPodResourcesResponse:
+        return pb.ListPodResourcesResponse(pod_resources=[
+            self.pod_resources(p) for p in self.pods() if (p.get("status") or {}).get("phase") not in _TERMINAL])
+
+    async def _allocatable(self, request: pb.AllocatableResourcesRequest, context) -> pb.AllocatableResourcesResponse:
+        return pb.AllocatableResourcesResponse()
+
+    async def _get(self, request: pb.GetPodResourcesRequest, context) -> pb.GetPodResourcesResponse:
+        pod = next((p for p in self.pods() if p["metadata"]["name"] == request.pod_name
+                    and p["metadata"].get("namespace") == request.pod_namespace), None)
+        if pod is None:
+            await context.abort(grpc.StatusCode.UNKNOWN,
+                                f"pod {request.pod_name} in namespace {request.pod_namespace} not found")
+        return pb.GetPodResourcesResponse(pod_resources=self.pod_resources(pod))
+
+    # --- what a pod holds -------------------------------------------------------------------------
+
+    def pod_resources(self, pod: dict) -> pb.PodResources:
+        spec = pod.get("spec") or {}
+        containers = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+        containers += spec.get("containers") or []
+        md = pod["metadata"]
+        return pb.PodResources(name=md["name"], namespace=md.get("namespace", ""), containers=[
+            pb.ContainerResources(name=c["name"], dynamic_resources=self.dynamic_resources(pod, c))
+            for c in containers])
+
+    def dynamic_resources(self, pod: dict, container: dict) -> list[pb.DynamicResource]:
+        """The prepared claims the container uses, each with its devices (upstream's GetDynamicResources)."""
+        ns = pod["metadata"].get("namespace", "")
+        refs = [ref["name"] for ref in (container.get("resources") or {}).get("claims") or []]
+        names = []
+        for ref, name in pod_claims(pod):
+            if name is None:
+                continue
+            if ref == EXTENDED_CLAIM_REF:
+                mappings = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get(
+                    "requestMappings") or []
+                if any(m.get("containerName") == container["name"] for m in mappings):
+                    names.append(name)
+            else:
+                names += [name for r in refs if r == ref]
+        prepared = {(n, name): uid for uid, (n, name, _) in self.claims.prepared.items()}
+        out = []
+        for name in names:
+            uid = prepared.get((ns, name))
+            if uid is None:
+                log.debug("node %s: pod resources of %s/%s: ResourceClaim %s is not prepared", self.node, ns,
+                          pod["metadata"]["name"], name)
+                return []
+            devices = {**self.claims.builtin.get(uid, {}), **self.claims.external.get(uid, {})}
+            out.append(pb.DynamicResource(claim_name=name, claim_namespace=ns, claim_resources=[
+                pb.ClaimResource(driver_name=driver, pool_name=d.pool, device_name=d.device,
+                                 cdi_devices=[pb.CDIDevice(name=i) for i in d.cdi_ids])
+                for driver in sorted(devices) for d in devices[driver]]))
+        return out

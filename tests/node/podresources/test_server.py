@@ -1,0 +1,248 @@
+"""The pod resources API of a simulated node (podresources v1), asked over its unix socket by a
+gRPC client as dcgm-exporter or a DRA driver asks a kubelet: the method paths and messages are
+upstream's (package v1, service PodResourcesLister), written out here rather than taken from
+the server's module."""
+
+import os
+import shutil
+import tempfile
+
+import grpc
+import pytest
+
+from nanokube.apiserver.loopback import connector
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from nanokube.node.podresources.proto import podresources_pb2 as pb
+from tests.controllers import eventually, make_stack
+from tests.node import ManualClock
+from tests.node.dra.plugin_driver import PluginDriver
+from tests.node.dra.test_plugin_registration import DRIVER, NODE, _claimed_pod, registered
+from tests.node.dra.test_prepare import claim_body, phase, pod_body, running_trainer
+from tests.node.test_lifecycle import node_agents, phase_is, pod
+
+METHODS = {"List": (pb.ListPodResourcesRequest, pb.ListPodResourcesResponse),
+           "GetAllocatableResources": (pb.AllocatableResourcesRequest, pb.AllocatableResourcesResponse),
+           "Get": (pb.GetPodResourcesRequest, pb.GetPodResourcesResponse)}
+
+
+class Client:
+    """A v1 PodResourcesLister client on a node's socket (upstream's GetV1Client)."""
+
+    def __init__(self, socket_path: str):
+        self.channel = grpc.aio.insecure_channel("unix://" + socket_path)
+        self.calls = {name: self.channel.unary_unary(f"/v1.PodResourcesLister/{name}",
+                                                     request_serializer=req.SerializeToString,
+                                                     response_deserializer=resp.FromString)
+                      for name, (req, resp) in METHODS.items()}
+
+    async def list(self) -> dict[tuple[str, str], pb.PodResources]:
+        resp = await self.calls["List"](pb.ListPodResourcesRequest(), timeout=10)
+        return {(p.namespace, p.name): p for p in resp.pod_resources}
+
+    async def get(self, name: str, namespace: str = "default") -> pb.PodResources:
+        resp = await self.calls["Get"](pb.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace), timeout=10)
+        return resp.pod_resources
+
+    async def allocatable(self) -> pb.AllocatableResourcesResponse:
+        return await self.calls["GetAllocatableResources"](pb.AllocatableResourcesRequest(), timeout=10)
+
+
+def socket_of(mgr, node=NODE) -> str:
+    return os.path.join(mgr.pods_dir, node, "pod-resources", "kubelet.sock")
+
+
+@pytest.fixture
+async def env():
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        drivers: list[PluginDriver] = []
+        client = Client(socket_of(mgr))
+
+        def driver() -> PluginDriver:
+            a = mgr.agents[NODE]
+            d = PluginDriver(DRIVER, a.plugins_registry, f"{mgr.pods_dir}/{NODE}/plugins", a.cdi_dir,
+                             lambda ns, n: [("gpu", NODE, "gpu-0")])
+            drivers.append(d)
+            return d.start()
+
+        yield s.client, clock, mgr, client, driver
+        await client.channel.close()
+        for d in drivers:
+            d.stop()
+
+
+def claim_resources(c: pb.ContainerResources) -> list[tuple]:
+    return [(r.claim_namespace, r.claim_name, [(x.driver_name, x.pool_name, x.device_name, [i.name for i in x.cdi_devices])
+                                               for x in r.claim_resources]) for r in c.dynamic_resources]
+
+
+async def test_list_shows_the_gpu_an_external_driver_prepared_with_its_cdi_device(env):
+    client, clock, mgr, prc, driver = env
+    d = driver()
+    await registered(clock, mgr, d)
+    await _claimed_pod(client, "trainer", "train")
+    pods = client.resource("", "v1", "pods")
+    await eventually(phase(pods, "trainer", "Running", clock))
+    listed = await prc.list()
+    trainer = listed[("default", "trainer")]
+    assert [c.name for c in trainer.containers] == ["app", "side"]
+    app, side = trainer.containers
+    assert claim_resources(app) == [("default", "train", [(DRIVER, NODE, "gpu-0", [f"{DRIVER}/device=gpu-0"])])]
+    assert list(side.dynamic_resources) == []
+    # no device plugins, no exclusive CPUs or memory blocks on a simulated node
+    assert (list(app.devices), list(app.cpu_ids), list(app.memory)) == ([], [], [])
+    assert await prc.get("trainer") == trainer
+    # another node's socket knows nothing of it
+    other = Client(socket_of(mgr, "gpu-1"))
+    try:
+        assert ("default", "trainer") not in await other.list()
+    finally:
+        await other.channel.close()
+
+
+async def test_built_in_devices_are_listed_per_claim_and_go_with_the_pod(env):
+    client, clock, mgr, prc, _ = env
+    await running_trainer(client, clock)
+    [app] = (await prc.get("trainer")).containers
+    assert claim_resources(app) == [("default", "train", [
+        ("gpu.nanokube.io", NODE, "gpu-0", []), ("gpu.nanokube.io", NODE, "gpu-1", []),
+        ("nic.nanokube.io", NODE, "nic-1", [])])]
+    pods = client.resource("", "v1", "pods")
+    await pods.delete("trainer", "default", grace_period_seconds=0)
+
+    async def gone():
+        await clock.advance(1)
+        return ("default", "trainer") not in await prc.list()
+    await eventually(gone)
+
+
+async def test_a_claim_not_prepared_yet_lists_no_dynamic_resources(env):
+    client, clock, mgr, prc, _ = env
+    claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
+    await claims.create(claim_body("later"))
+    await pods.create(pod_body("waits", "later"))
+
+    async def listed():
+        return (await prc.list()).get(("default", "waits"))
+    waits = await eventually(listed)  # Pending: an active pod
+    assert [(c.name, list(c.dynamic_resources)) for c in waits.containers] == [("app", [])]
+
+
+async def test_the_extended_resource_claim_goes_to_the_containers_its_requests_map_to(env):
+    """A claim the scheduler made for an extended resource backed by DRA (DRAExtendedResource):
+    the pod names it in status.extendedResourceClaimStatus, not in its spec."""
+    client, clock, mgr, prc, _ = env
+    claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
+    p = await pods.create(pod("ext", node=None, containers=("gpu", "cpu")))
+    uid, request, name = p["metadata"]["uid"], "container-0-request-0", "ext-extended-resources-x"
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "ext", "uid": uid, "controller": True}
+    c = await claims.create({"metadata": {"name": name, "namespace": "default", "ownerReferences": [owner]},
+                             "spec": {"devices": {"requests": [
+                                 {"name": request, "exactly": {"deviceClassName": "gpu.nanokube.io"}}]}}})
+    result = {"request": request, "driver": "gpu.nanokube.io", "pool": NODE, "device": "gpu-3"}
+    await claims.update({**c, "status": {"allocation": {"devices": {"results": [result]}},
+                                         "reservedFor": [{"resource": "pods", "name": "ext", "uid": uid}]}},
+                        subresource="status")
+    mapping = {"containerName": "gpu", "resourceName": "example.com/gpu", "requestName": request}
+    await pods.patch("ext", {"status": {"extendedResourceClaimStatus": {"resourceClaimName": name,
+                                                                        "requestMappings": [mapping]}}},
+                     namespace="default", subresource="status")
+    await pods.create_subresource("ext", "binding", {"metadata": {"name": "ext"},
+                                                     "target": {"kind": "Node", "name": NODE}}, "default")
+    await eventually(phase(pods, "ext", "Running", clock))
+    gpu, cpu = (await prc.get("ext")).containers
+    assert claim_resources(gpu) == [("default", name, [("gpu.nanokube.io", NODE, "gpu-3", [])])]
+    assert list(cpu.dynamic_resources) == []
+
+
+async def test_sidecars_come_first_and_plain_init_containers_are_left_out(env):
+    client, clock, mgr, prc, _ = env
+    pods = client.resource("", "v1", "pods")
+    body = pod("sidecars", containers=("main",))
+    body["spec"]["initContainers"] = [{"name": "setup", "image": "busybox:1.36"},
+                                      {"name": "proxy", "image": "busybox:1.36", "restartPolicy": "Always"}]
+    await pods.create(body)
+    await eventually(phase_is(pods, "sidecars", "Running"))
+    got = await prc.get("sidecars")
+    assert (got.name, got.namespace, [c.name for c in got.containers]) == ("sidecars", "default", ["proxy", "main"])
+
+
+async def test_get_of_a_pod_the_node_does_not_run_fails_as_upstreams(env):
+    client, clock, mgr, prc, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("elsewhere", node="gpu-1"))
+    await eventually(phase_is(pods, "elsewhere", "Running"))
+    for name, ns in (("nope", "default"), ("elsewhere", "default"), ("elsewhere", "kube-system")):
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await prc.get(name, ns)
+        # server_v1.go returns a plain error, which gRPC sends as Unknown
+        assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNKNOWN,
+                                                       f"pod {name} in namespace {ns} not found")
+
+
+async def test_list_leaves_out_ended_pods_that_get_still_finds(env):
+    client, clock, mgr, prc, _ = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(pod("done", annotations={"sim.nanokube.io/run-seconds": "1"}, restart="Never"))
+    await pods.create(pod("runs"))
+    await eventually(phase_is(pods, "done", "Running"))
+    await clock.advance(2)
+    await eventually(phase_is(pods, "done", "Succeeded"))
+
+    async def listed_without_done():
+        names = {n for _, n in await prc.list()}
+        return "runs" in names and "done" not in names
+    await eventually(listed_without_done)
+    assert (await prc.get("done")).name == "done"
+
+
+async def test_get_allocatable_resources_is_empty_without_device_plugins(env):
+    """The inventory of device plugins and the CPU and memory managers: a simulated node has no
+    device plugin and their `none` policies; its DRA GPUs are in ResourceSlices, as upstream's."""
+    client, clock, mgr, prc, _ = env
+    got = await prc.allocatable()
+    assert got == pb.AllocatableResourcesResponse()
+    assert got.SerializeToString() == b""
+
+
+async def test_calls_past_the_rate_limit_are_refused_until_tokens_come_back(env):
+    """Upstream's defaults: a burst of 10, then 100 calls a second (one per 10 ms)."""
+    client, clock, mgr, prc, _ = env
+    for _ in range(10):
+        await prc.allocatable()
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await prc.list()
+    assert (e.value.code(), e.value.details()) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "rejected by rate limit")
+    await clock.advance(0.01)
+    await prc.list()
+    with pytest.raises(grpc.aio.AioRpcError):
+        await prc.allocatable()
+
+
+async def test_a_data_directory_too_long_for_a_socket_path_still_serves():
+    """Past 107 bytes the node binds through /proc/self/fd; a client reaches it through a symlink."""
+    clock = ManualClock()
+    s = await make_stack()
+    tmp = tempfile.mkdtemp(prefix="prs-")
+    long_dir = os.path.join(tmp, "d" * 100)
+    link = os.path.join(tmp, "kubelet.sock")
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=long_dir)
+    path = socket_of(mgr)
+    try:
+        try:
+            await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+            await mgr.start()
+            assert len(path) > 107 and os.path.exists(path)
+            os.symlink(path, link)
+            prc = Client(link)
+            try:
+                assert await prc.allocatable() == pb.AllocatableResourcesResponse()
+            finally:
+                await prc.channel.close()
+        finally:
+            await mgr.stop()
+            await s.close()
+        assert not os.path.exists(path)  # the node removes its socket when it stops
+    finally:
+        shutil.rmtree(tmp)
