@@ -13,7 +13,9 @@ container. A container's postStart hook runs as it starts (its status is
 Running only once the hook is done; a failed one kills it: FailedPostStartHook,
 PostStartHookError); stopping a container (deletion, a failed probe, a restart)
 runs its preStop hook first, within the grace period, then sends SIGTERM with
-what is left of it (at least 2 s) and SIGKILL once that is up. Hooks exec in
+what is left of it (at least 2 s) to its first process and SIGKILL to all its
+processes once that is up; its processes left when the first exits are killed
+with it, as a container's go with its init. Hooks exec in
 the container's context as `kubectl exec` does, or request the pod's IP
 (hooks.py). Each container instance
 logs stdout and stderr to a file of its own (logs.py serves them).
@@ -435,6 +437,8 @@ class ProcessPodWorker(PodWorker):
                     c.up.set()
                 probe = asyncio.create_task(self._probes(c)) if probed else None
             try:
+                await _exited(c.proc)
+                _kill_rest(c)
                 code = exit_code(await c.proc.wait())
             finally:
                 if probe:
@@ -704,9 +708,39 @@ def _restarts(c: Container, policy: str, code: int) -> bool:
 
 
 def _kill(c: Container, sig: int) -> None:
+    """SIGTERM to the container's first process only, as a runtime's StopContainer signals it (its
+    children run on: a shell's `sleep` ends as it would, and the shell's trap then runs); SIGKILL
+    to every process of the container (its process group)."""
     if c.proc is not None and c.proc.returncode is None:
         try:
-            os.killpg(c.proc.pid, sig)
+            os.killpg(c.proc.pid, sig) if sig == signal.SIGKILL else os.kill(c.proc.pid, sig)
         except ProcessLookupError:
             pass
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Until the process exits: its pidfd says so, where asyncio's wait also waits for its output
+    pipes to close, which a command it left in the background holds open."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:  # exited and reaped already
+        return
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+def _kill_rest(c: Container) -> None:
+    """What is left of a container whose first process exited (a command it started in the
+    background) goes with it, as a container's processes go with its init; its process group's ID
+    is not reused while any of them lives."""
+    try:
+        os.killpg(c.proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 

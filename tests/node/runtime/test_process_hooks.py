@@ -187,3 +187,42 @@ async def test_a_pre_stop_sleep_delays_deletion_and_one_past_the_grace_period_is
     assert not alive  # the hook cut off went with it
     killing = [e for e in await kubelet_events(client, "stuck") if e[1] == "Killing"]
     assert [e[3] for e in killing] == ["Stopping container main"]
+
+
+async def test_sigterm_goes_to_the_first_process_and_what_it_left_goes_with_it(env):
+    """StopContainer signals the container's first process: the shell's foreground `sleep 1` is
+    not signalled (no "Terminated" from the shell), ends, and the trap runs; a command a container
+    left in the background is killed as the container's first process exits."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    keep = {"finalizers": ["test.nanokube.io/keep"]}
+    trap = pod("trapper", ["sh", "-c", "trap 'echo bye; exit 0' TERM; echo up; while true; do sleep 1; done"], grace=30)
+    trap["metadata"] |= keep
+    left = pod("leaver", ["sh", "-c", "sleep 300 & echo $!"])
+    left["metadata"] |= keep
+    await pods.create(trap)
+    await pods.create(left)
+
+    async def up():
+        return await log_of(rt, "trapper") == b"up\n"
+    await eventually(container_state(pods, "trapper", lambda cs: "running" in cs["state"]))
+    await eventually(up)
+    await pods.delete("trapper", "default")
+    done = await eventually(status_of(pods, "trapper", phase("Succeeded")))
+    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert await log_of(rt, "trapper") == b"up\nbye\n"
+
+    await eventually(status_of(pods, "leaver", phase("Succeeded")))
+    pid = int(await log_of(rt, "leaver"))
+
+    async def killed():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    await eventually(killed)
+    await pods.delete("leaver", "default")
+    for name in ("trapper", "leaver"):
+        await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
+        await eventually(gone(pods, name))
