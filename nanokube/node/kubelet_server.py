@@ -376,9 +376,9 @@ class KubeletServer:
 
     async def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), its
-        node's name, the pods and containers it runs, the volume stats collector's series of each
-        claim in use (once, however many pods here use it) and its plugin manager's plugins;
-        families by name, as client_golang gathers them."""
+        node's name, its pod resources endpoint's calls, the pods and containers it runs, the
+        volume stats collector's series of each claim in use (once, however many pods here use it)
+        and its plugin manager's plugins; families by name, as client_golang gathers them."""
         running = self._running()
         claims: dict[tuple[str, str], dict] = {}
         for volumes in await self._volume_stats([pod for pod, _, _ in running], self.agent.clock.rfc3339(),
@@ -388,6 +388,7 @@ class KubeletServer:
         containers = sum(len(usage) for _, usage, _ in running)
         lines = ["# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.",
                  "# TYPE kubelet_node_name gauge", f'kubelet_node_name{{node="{self.agent.name}"}} 1',
+                 *(self.agent.pod_resources.metrics() if self.agent.pod_resources else ()),
                  "# HELP kubelet_running_containers [ALPHA] Number of containers currently running",
                  "# TYPE kubelet_running_containers gauge",
                  f'kubelet_running_containers{{container_state="running"}} {containers}',

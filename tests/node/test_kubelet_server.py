@@ -33,7 +33,7 @@ def agent(clock):
     return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
                            status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}),
-                           claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})),
+                           claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
                            workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)})
 
 

@@ -15,7 +15,8 @@ v1.PodResourcesLister on `<node dir>/pod-resources/kubelet.sock`, as a kubelet s
 - GetAllocatableResources: the device plugins', CPU and memory managers' inventory: empty for
   the same reason (DRA devices are in ResourceSlices, not here, upstream too).
 
-Every call first passes the rate limit (ratelimit.py). The servers of all nodes share the
+Every call first passes the rate limit (ratelimit.py); those served are counted in the
+kubelet's metrics (`metrics`, on the node's /metrics). The servers of all nodes share the
 process's event loop (grpc.aio: one listening socket each, no thread; about 16 KiB and 0.3 ms of
 start-up a node), and read the node's state on it. Thousands of nodes hold as many sockets: the
 first server raises the process's soft limit on open files to its hard limit, as Go's runtime
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections import Counter
 import logging
 import os
 import resource
@@ -56,6 +58,20 @@ METHODS = {
 #: the longest path a unix socket binds to (sun_path less its terminating NUL)
 MAX_SOCKET_PATH = 107
 _TERMINAL = ("Succeeded", "Failed")
+#: the kubelet's counters of the endpoint (pkg/kubelet/metrics), kubelet_pod_resources_endpoint_<key>: their help
+_METRICS = {
+    "errors_get": "Number of requests to the PodResource Get endpoint which returned error. Broken down by server "
+                  "api version.",
+    "errors_get_allocatable": "Number of requests to the PodResource GetAllocatableResources endpoint which returned "
+                              "error. Broken down by server api version.",
+    "errors_list": "Number of requests to the PodResource List endpoint which returned error. Broken down by server "
+                   "api version.",
+    "requests_get": "Number of requests to the PodResource Get endpoint. Broken down by server api version.",
+    "requests_get_allocatable": "Number of requests to the PodResource GetAllocatableResources endpoint. Broken down "
+                                "by server api version.",
+    "requests_list": "Number of requests to the PodResource List endpoint. Broken down by server api version.",
+    "requests_total": "Cumulative number of requests to the PodResource endpoint. Broken down by server api version.",
+}
 
 
 @functools.cache
@@ -84,6 +100,8 @@ class PodResourcesServer:
         self.claims = claims
         self.node = node
         self.limiter = Limiter(clock, qps, burst)
+        #: the calls served by _METRICS key (a vector's series shows once counted)
+        self.counts: Counter[str] = Counter()
         self._server: grpc.aio.Server | None = None
         self._dir_fd: int | None = None
 
@@ -135,6 +153,19 @@ class PodResourcesServer:
             os.close(self._dir_fd)
             self._dir_fd = None
 
+    def metrics(self) -> list[str]:
+        """The counters in the text format, by name; named as client_golang exposes a counter (no
+        `_total` added)."""
+        out = []
+        for key in sorted(self.counts):
+            name = f"kubelet_pod_resources_endpoint_{key}"
+            out += [f"# HELP {name} [ALPHA] {_METRICS[key]}", f"# TYPE {name} counter",
+                    f'{name}{{server_api_version="v1"}} {self.counts[key]}']
+        return out
+
+    def _count(self, *keys: str) -> None:
+        self.counts.update(("requests_total", *keys))
+
     def _limited(self, fn):
         """Upstream's LimiterUnaryServerInterceptor: a call past the rate limit is refused unserved."""
         async def call(request, context):
@@ -146,16 +177,20 @@ class PodResourcesServer:
     # --- the three methods ------------------------------------------------------------------------
 
     async def _list(self, request: pb.ListPodResourcesRequest, context) -> pb.ListPodResourcesResponse:
+        self._count("requests_list")
         return pb.ListPodResourcesResponse(pod_resources=[
             self.pod_resources(p) for p in self.pods() if (p.get("status") or {}).get("phase") not in _TERMINAL])
 
     async def _allocatable(self, request: pb.AllocatableResourcesRequest, context) -> pb.AllocatableResourcesResponse:
+        self._count("requests_get_allocatable")
         return pb.AllocatableResourcesResponse()
 
     async def _get(self, request: pb.GetPodResourcesRequest, context) -> pb.GetPodResourcesResponse:
+        self._count("requests_get")
         pod = next((p for p in self.pods() if p["metadata"]["name"] == request.pod_name
                     and p["metadata"].get("namespace") == request.pod_namespace), None)
         if pod is None:
+            self.counts["errors_get"] += 1
             await context.abort(grpc.StatusCode.UNKNOWN,
                                 f"pod {request.pod_name} in namespace {request.pod_namespace} not found")
         return pb.GetPodResourcesResponse(pod_resources=self.pod_resources(pod))

@@ -6,6 +6,7 @@ the server's module."""
 import os
 import shutil
 import tempfile
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -218,6 +219,33 @@ async def test_calls_past_the_rate_limit_are_refused_until_tokens_come_back(env)
     await prc.list()
     with pytest.raises(grpc.aio.AioRpcError):
         await prc.allocatable()
+
+
+async def test_the_nodes_metrics_count_the_calls_served(env):
+    """kubelet_pod_resources_endpoint_*{server_api_version="v1"} on the node's /metrics, named as
+    client_golang exposes them; a call refused by the rate limit is not counted, as upstream's
+    interceptor refuses it before the server's handler."""
+    client, clock, mgr, prc, _ = env
+    kubelet = mgr.kubelet_for(NODE)
+
+    async def scrape() -> dict[str, float]:
+        text = (await kubelet.serve(SimpleNamespace(method="GET", query={}, headers={}), "/metrics")).text
+        return {line.split("{")[0]: float(line.split()[-1]) for line in text.splitlines()
+                if line.startswith("kubelet_pod_resources_endpoint_")}
+
+    assert await scrape() == {}  # no series before a call
+    await prc.list()
+    await prc.allocatable()
+    with pytest.raises(grpc.aio.AioRpcError):
+        await prc.get("nope")
+    for _ in range(7):
+        await prc.list()
+    with pytest.raises(grpc.aio.AioRpcError):  # the 11th call at once
+        await prc.list()
+    prefix = "kubelet_pod_resources_endpoint_"
+    assert await scrape() == {prefix + "errors_get": 1, prefix + "requests_get": 1,
+                              prefix + "requests_get_allocatable": 1, prefix + "requests_list": 8,
+                              prefix + "requests_total": 10}
 
 
 async def test_a_data_directory_too_long_for_a_socket_path_still_serves():
