@@ -10,8 +10,10 @@ v1.PodResourcesLister on `<node dir>/pod-resources/kubelet.sock`, as a kubelet s
   `none` policy's) and its dynamic resources: each prepared ResourceClaim its `resources.claims`
   name (once per reference, the whole claim whatever request it names, as upstream's
   GetContainerClaimInfos), and the pod's extended resource claim when a request of it maps to
-  the container; a device per entry with its driver, pool, name and CDI device IDs. A claim not
-  prepared yet leaves the container's list empty, as upstream's lookup error does.
+  the container; a device per entry with its driver, pool, name and its own CDI device IDs
+  (upstream's loop also hands a driver's later devices the IDs of its earlier ones, a slip not
+  copied). A claim not prepared yet leaves the container's list empty, as upstream's lookup
+  error does.
 - GetAllocatableResources: the device plugins', CPU and memory managers' inventory: empty for
   the same reason (DRA devices are in ResourceSlices, not here, upstream too).
 
@@ -22,18 +24,19 @@ start-up a node), and read the node's state on it. Thousands of nodes hold as ma
 first server raises the process's soft limit on open files to its hard limit, as Go's runtime
 does for every kubelet, and the servers take at most half of it, leaving the rest to the API
 server, its clients and stores; the nodes past that (or one that cannot listen) run without the
-API, which the log says. A socket path past a unix socket's 107 bytes is bound through /proc/self/fd, so that a long data
-directory still serves (a client then needs a short path to it: a symlink).
+API, which the log says. A socket path past a unix socket's 107 bytes is bound through
+/proc/self/fd, so that a long data directory still serves (a client then needs a short path to
+it: a symlink).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections import Counter
 import logging
 import os
 import resource
+from collections import Counter
 
 import grpc
 

@@ -74,8 +74,10 @@ async def env():
 
 
 def claim_resources(c: pb.ContainerResources) -> list[tuple]:
-    return [(r.claim_namespace, r.claim_name, [(x.driver_name, x.pool_name, x.device_name, [i.name for i in x.cdi_devices])
-                                               for x in r.claim_resources]) for r in c.dynamic_resources]
+    """Each claim of a container with its devices: (driver, pool, device, CDI device names)."""
+    return [(r.claim_namespace, r.claim_name,
+             [(x.driver_name, x.pool_name, x.device_name, [i.name for i in x.cdi_devices]) for x in r.claim_resources])
+            for r in c.dynamic_resources]
 
 
 async def test_list_shows_the_gpu_an_external_driver_prepared_with_its_cdi_device(env):
