@@ -2,7 +2,9 @@
 
 One process serves every client from one loop, so a request that computes for seconds (a huge
 object's managedFields, validation or conversion) answers no other client meanwhile, however fast
-its own answer seems to its caller. Each request's coroutine is stepped here, each step timed; the
+its own answer seems to its caller. Each request's coroutine is stepped here, each step timed in
+the loop thread's CPU time (what the request computed, not what a loaded machine's other processes
+or the server's worker threads took meanwhile, so that a bound on it holds on any machine); the
 longest is kept (with the request that took it) for tests and fuzzers to bound, and a step over
 WARN_AFTER is logged as the stall it is."""
 
@@ -16,13 +18,13 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: a step that held the loop this long (seconds) is logged
+#: a step that held the loop this long (CPU seconds) is logged
 WARN_AFTER = 1.0
 
 
 class LoopHolds:
     def __init__(self) -> None:
-        #: the longest step of any request so far, in seconds, and that request's method and path
+        #: the longest step of any request so far, in CPU seconds, and that request's method and path
         self.longest = 0.0
         self.longest_request = ""
 
@@ -35,7 +37,7 @@ class LoopHolds:
             if held[0] > self.longest:
                 self.longest, self.longest_request = held[0], f"{request.method} {request.rel_url}"
             if held[0] > WARN_AFTER:
-                log.warning("%s %s held the event loop for %.2f s", request.method, request.rel_url, held[0])
+                log.warning("%s %s held the event loop for %.2f CPU s", request.method, request.rel_url, held[0])
 
 
 @types.coroutine
@@ -44,7 +46,7 @@ def _stepped(coro: Coroutine, held: list[float]):
     sends or throws back to it; `held[0]` becomes its longest step."""
     value: Any = None
     error: BaseException | None = None
-    clock = time.perf_counter
+    clock = time.thread_time
     while True:
         start = clock()
         try:

@@ -73,6 +73,10 @@ _BOOKMARK_DUE = "BOOKMARK"
 #: names a create drawn from generateName tries before a 409 (upstream's maxNameGenerationCreateAttempts:
 #: a prefix's millionth name still collides with a chance of 0.1%, without retries its 4,500th half the time)
 NAME_ATTEMPTS = 8
+#: a write of an object this many bytes of JSON or more has its managed fields (a server-side apply, its
+#: result) computed in a worker thread: linear work, but seconds of it for a pod of 10,000 containers,
+#: that on the event loop would leave every other client unanswered meanwhile (loophold.py)
+OFF_LOOP_OBJECT = 256 * 1024
 
 
 @dataclass
@@ -816,7 +820,8 @@ class GenericREST:
             await res.strategy.prepare_conversion([obj], res.storage_version)
         sent, obj = obj, res.strategy.to_storage(obj, version)  # a kind of many shapes converts to a new object
         if managed_fields is None:  # tracked before admission, as upstream's create handler does
-            managed_fields = self._track_fields(res, version, None, obj, opts, sent=sent, known=known)
+            managed_fields = await _computed(_large(obj), self._track_fields, res, version, None, obj, opts,
+                                             sent=sent, known=known)
         _set_managed_fields(_meta(obj), managed_fields)  # what admission sees, as upstream's
         obj, admission = await self._mutating_admission(res, version, "", "CREATE", obj, None, opts)
         md = _meta(obj)
@@ -1018,7 +1023,8 @@ class GenericREST:
                 tracked = new
             if _converts(res.strategy) and version != res.storage_version:  # fields are tracked at `version`
                 await res.strategy.prepare_conversion([old, tracked], version)
-            managed_fields = self._track_fields(res, version, old, tracked, opts, subresource)
+            managed_fields = await _computed(_large(tracked), self._track_fields, res, version, old, tracked, opts,
+                                             subresource)
         _set_managed_fields(_meta(new), managed_fields)  # what admission sees, as upstream's
         new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, old, opts)
         if (md := _meta(new)).get("managedFields") is not managed_fields:
@@ -1163,12 +1169,14 @@ class GenericREST:
             if patch_type == "application/apply-patch+yaml":
                 if not isinstance(parsed, dict):
                     raise errors.bad_request("error decoding YAML: the apply patch must be an object")
-                _check_apply_configuration(res, version, parsed, sch)
+                large = len(patch) >= OFF_LOOP_OBJECT or entry is not None and _large(entry.obj)
+                await _computed(large, _check_apply_configuration, res, version, parsed, sch)
                 if entry and _converts(res.strategy):
                     await res.strategy.prepare_conversion([entry.obj], version)
                 live = self._external(res, entry.obj, version) if entry else None
                 try:
-                    new = ssa.apply(
+                    new = await _computed(
+                        large, ssa.apply,
                         live, _status_applied(res.strategy, parsed) if subresource == "status" else parsed,
                         opts.field_manager, opts.force, sch, self.clock.rfc3339(),
                         res.api_version(version), subresource, ignore_status="status" in res.subresources,
@@ -1625,6 +1633,22 @@ def _spec_changed(old: dict, new: dict) -> bool:
         if old.get(k) != new.get(k):
             return True
     return False
+
+
+def _large(obj: dict) -> bool:
+    """Whether `obj` is OFF_LOOP_OBJECT bytes of JSON or more (encoded in C at about 1 GB/s: a
+    microsecond or so for a common object)."""
+    try:
+        return len(orjson.dumps(obj)) >= OFF_LOOP_OBJECT
+    except TypeError:  # (a value JSON has no form for: judged by the code that meets it)
+        return False
+
+
+async def _computed(large: bool, fn, *args, **kwargs):
+    """fn(*args, **kwargs), in a worker thread where its object is `large`."""
+    if not large:
+        return fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: dict | None) -> None:
