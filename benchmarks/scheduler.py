@@ -64,6 +64,10 @@ NOWHERE = {"bench.example.com/pool": "none"}
 #: measured pods are created as fast as they can be
 CHURN_INTERVAL_S = 0.2
 HIGH_PRIORITY = "bench-high"
+#: SchedulingWithNodeStatusUpdates: a node's status report (a new Ready heartbeat time) every 50 ms,
+#: one node after another, while the measured pods are created: 20 a second, what 5000 kubelets
+#: posting every nodeStatusReportFrequency (5 minutes) send, an unchanged status included
+HEARTBEAT_INTERVAL_S = 0.05
 
 Progress = Callable[[str], None]
 
@@ -90,6 +94,7 @@ def upstream_workloads() -> list[Workload]:
         Workload("SchedulingBasic", "basic", 5000, 1000, 10000, 680),
         Workload("SchedulingNodeAffinity", "affinity", 5000, 1000, 10000, None),
         Workload("SchedulingWhileUnschedulable", "unschedulable", 5000, 1000, 10000, None),
+        Workload("SchedulingWithNodeStatusUpdates", "heartbeats", 5000, 1000, 10000, None),
         Workload("Unschedulable", "churn", 5000, 100, 10000, 590),
         Workload("GangScheduling", "gang", 5000, 0, 10000, None),
         Workload("SchedulingWithResourceClaimTemplate", "dra", 500, 2500, 2500, 40, devices_per_node=10),
@@ -108,6 +113,7 @@ def default_workloads(scale: float = 1.0) -> list[Workload]:
         Workload("SchedulingBasic", "basic", 500, 500, 1000, 680),
         Workload("SchedulingNodeAffinity", "affinity", 500, 500, 1000, None),
         Workload("SchedulingWhileUnschedulable", "unschedulable", 500, 500, 1000, None),
+        Workload("SchedulingWithNodeStatusUpdates", "heartbeats", 500, 500, 1000, None),
         Workload("Unschedulable", "churn", 500, 10, 1000, None),
         Workload("GangScheduling", "gang", 500, 0, 1000, None),
         Workload("SchedulingWithResourceClaimTemplate", "dra", 100, 500, 500, 40, devices_per_node=10),
@@ -179,6 +185,18 @@ async def _churn(client: LocalClient) -> None:
     for i in itertools.count():
         await pods.create(large_cpu_pod(f"churn-{i}"))
         await asyncio.sleep(CHURN_INTERVAL_S)
+
+
+async def _heartbeats(client: LocalClient, w: Workload) -> None:
+    """Node status reports until cancelled: each a nodes/status patch of one node's Ready
+    condition with a later lastHeartbeatTime (what a kubelet posts when nothing else changed)."""
+    nodes = client.resource("", "v1", "nodes")
+    for i in itertools.count():
+        beat = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_767_225_600 + i))
+        ready = {"type": "Ready", "status": "True", "lastHeartbeatTime": beat}
+        await nodes.patch(f"node-{i % w.nodes}", {"status": {"conditions": [ready]}},
+                          "application/strategic-merge-patch+json", subresource="status")
+        await asyncio.sleep(HEARTBEAT_INTERVAL_S)
 
 
 def _nvidia_slices(w: Workload, i: int) -> list[dict]:
@@ -385,13 +403,14 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict:
         samples: list[float] = []
         sampler = asyncio.create_task(_sample(tracker, [f"pod-{i}" for i in range(w.pods)], samples))
         t0, cpu0 = time.perf_counter(), time.process_time()
-        churn = asyncio.create_task(_churn(client)) if w.kind == "churn" else None
+        background = asyncio.create_task(_churn(client)) if w.kind == "churn" else \
+            asyncio.create_task(_heartbeats(client, w)) if w.kind == "heartbeats" else None
         names = await _create_pods(client, w, "pod", w.pods, tracker)
         await tracker.wait_for(names, timeout_s)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         sampler.cancel()
-        if churn:
-            churn.cancel()
+        if background:
+            background.cancel()
     finally:
         if ctrl:
             await ctrl.stop()
