@@ -30,7 +30,8 @@ FailedPostStartHook, PostStartHookError, restarted per policy); each running
 container's preStop as the pod stops, SIGTERM following once every hook is done
 or the grace period is up, with what is left of it (at least 2 s). An exec hook
 runs as `kubectl exec` does in the container (simulated_io: its files, the
-simulated shell); an httpGet one reaches a port a container of the pod declares.
+simulated shell; a command it does not run passes, as probes do); an httpGet
+one reaches a port a container of the pod declares.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from ..machinery.goduration import string as go_duration
 from ..machinery.conditions import transition_time
 from ..machinery import restartrules
 from ..machinery.errors import APIError
-from ..machinery.streaming import StreamSession
+from ..machinery.streaming import StreamFailed, StreamSession
 from ..client.http import EXPECTED
 from ..clock import parse_time
 from . import hooks, prober
@@ -753,15 +754,16 @@ class PodWorker:
 
     async def _restart_container(self, name: str, why: str = "") -> None:
         """Stop one running container and start it again at once (its resize needs a restart): the
-        Killing event, then the start's (Pulled, Created, Started), its restartCount one more, and lastState how the instance ended (as
+        Killing event, its preStop hook, then the start's (Pulled, Created, Started), its restartCount one more, and lastState how the instance ended (as
         graceful deletion's, stop_exit_code). One not running (waiting out its back-off, or ended)
         has nothing to stop: it starts with what is allocated, if it starts again."""
         if name not in self.io.running:
             return
         path = "spec.containers" if any(c["name"] == name for c in self._containers()) else "spec.initContainers"
         await self._event("Normal", "Killing", why or f"Container {name} resize requires restart", f"{path}{{{name}}}")
-        now = self.clock.rfc3339()
         grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        await self._pre_stop_hooks(self.clock.now() + grace, {name})
+        now = self.clock.rfc3339()
         code = stop_exit_code(self.pod, grace)
         spec = next(c for c in self._sidecars() + self._containers() if c["name"] == name)
         self.io.restarted(name, image_ref(spec.get("image", "")), code,
@@ -1262,8 +1264,10 @@ class PodWorker:
 
     async def _run_hook(self, c: dict, spec: dict) -> str:
         """Run one of container `c`'s hooks: '' or why it failed. An exec runs as `kubectl exec`
-        would (its output kept for the message); an httpGet gets an answer from a port one of the
-        pod's containers declares, as port-forward does, and connection refused elsewhere."""
+        would (its output kept for the message), one the simulation neither interprets nor is
+        told the output of (an exec annotation) passing, as the runtime's probes do; an httpGet
+        gets an answer from a port one of the pod's containers declares, as port-forward does,
+        and connection refused elsewhere."""
         async def run_in(argv: list[str]) -> tuple[int, bytes, bytes]:
             out: list[bytes] = []
             err: list[bytes] = []
@@ -1275,7 +1279,12 @@ class PodWorker:
                 err.append(data)
             session = StreamSession(stdin=False, stdout=True, stderr=True, tty=False, write_stdout=to_out,
                                     write_stderr=to_err)
-            code = await self.exec(c["name"], argv, session)
+            try:
+                code = await self.exec(c["name"], argv, session)
+            except StreamFailed:
+                if not self.has_container(c["name"]):
+                    raise
+                return 0, b"", b""  # a command the simulation does not run passes, as its exec probes do
             return code, b"".join(out), b"".join(err)
 
         async def get(host: str, port: int, path: str, headers: list[dict], scheme: str) -> str:
@@ -1325,11 +1334,11 @@ class PodWorker:
             self.lifetimes[c["name"]] = (self.clock.monotonic(), stop_exit_code(self.pod, grace))
             self.waiting[c["name"]] = {"waiting": {"reason": "PostStartHookError", "message": message}}
 
-    async def _pre_stop_hooks(self, deadline: float) -> bool:
-        """The running containers' preStop hooks, side by side, cut off at `deadline` (wall clock);
-        each failure told (FailedPreStopHook). Whether any ran."""
-        specs = [c for c in self._sidecars() + self._containers()
-                 if c["name"] in self.io.running and hooks.handler(c, "preStop")]
+    async def _pre_stop_hooks(self, deadline: float, names: set[str] | None = None) -> bool:
+        """The running containers' preStop hooks (those `names` only, if given), side by side, cut
+        off at `deadline` (wall clock); each failure told (FailedPreStopHook). Whether any ran."""
+        specs = [c for c in self._sidecars() + self._containers() if c["name"] in self.io.running and
+                 (names is None or c["name"] in names) and hooks.handler(c, "preStop")]
         if not specs or deadline <= self.clock.now():
             return False
         runs = {c["name"]: asyncio.ensure_future(self._run_hook(c, hooks.handler(c, "preStop"))) for c in specs}

@@ -173,3 +173,35 @@ async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_o
     codes = {s["name"]: s["state"]["terminated"]["exitCode"] for s in done["status"]["containerStatuses"]}
     assert codes == {"app": 143, "watcher": 0}
     await pods.patch("pair", {"metadata": {"finalizers": None}}, namespace="default")
+
+
+async def test_a_hook_command_the_simulation_does_not_run_passes_as_probes_do(env):
+    """A postStart of the image's own script (not interpreted, no exec annotation) passes, as the
+    simulated runtime's exec probes do, where a command it runs is held to its exit code."""
+    pods, clock, _ = env
+    await pods.create(hooked("scripted", ["sleep", "infinity"], restart="Always",
+                             postStart={"exec": {"command": ["/opt/bin/warm-cache.sh", "--models"]}}))
+    p = await eventually(phase_is(pods, "scripted", "Running"))
+    assert "running" in app_status(p)["state"] and app_status(p)["restartCount"] == 0
+    assert "FailedPostStartHook" not in [e[1] for e in await pod_events(pods, "scripted")]
+
+
+async def test_a_container_restarted_for_a_new_image_runs_its_pre_stop_first(env):
+    pods, clock, _ = env
+    p = hooked("swap", ["sleep", "infinity"], restart="Always", grace=30, preStop={"sleep": {"seconds": 2}})
+    await pods.create(p)
+    await eventually(phase_is(pods, "swap", "Running"))
+    p["spec"]["containers"][0]["image"] = "busybox:1.37"
+    await pods.patch("swap", {"spec": {"containers": p["spec"]["containers"]}}, namespace="default")
+
+    async def killing():
+        return "Killing" in [e[1] for e in await pod_events(pods, "swap")]
+    await eventually(killing)
+    await clock.advance(1.9)
+    assert app_status(await pods.get("swap", "default"))["restartCount"] == 0  # the hook still runs
+    await clock.advance(0.1)
+
+    async def restarted():
+        s = app_status(await pods.get("swap", "default"))
+        return s["restartCount"] == 1 and s["image"].endswith("busybox:1.37")
+    await eventually(restarted)
