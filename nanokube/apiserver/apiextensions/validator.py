@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import json
 import math
 import re
 import uuid
@@ -289,26 +290,37 @@ def _array(v: list, node: dict[str, Any], path: str, errs: list[FieldError], roo
 
 
 def _list_type(v: list, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
-    """ValidateListSetsAndMaps: a set's repeated item, a map's repeated key."""
+    """ValidateListSetsAndMaps: a set's item, a map's key (its key fields that are set), reported
+    once, where it first repeats (upstream's validateListSet counts each in a hash map: linear)."""
     lt = node.get("x-kubernetes-list-type")
     if lt == "set":
-        seen: list[Any] = []
-        for i, item in enumerate(v):
-            if item in seen:
-                errs.append(FieldError("FieldValueDuplicate", f"{path}[{i}]", "", item, True))
-            else:
-                seen.append(item)
+        for i in _first_repeats(v):
+            errs.append(FieldError("FieldValueDuplicate", f"{path}[{i}]", "", v[i], True))
     elif lt == "map":
-        keys = node.get("x-kubernetes-list-map-keys") or []
-        seen_keys: set = set()
-        for i, item in enumerate(v):
-            if not isinstance(item, dict):
-                continue
-            k = tuple(repr(item.get(key)) for key in keys)
-            if k in seen_keys:
-                errs.append(FieldError("FieldValueDuplicate", f"{path}[{i}]", "",
-                                       {key: item.get(key) for key in keys}, True))
-            seen_keys.add(k)
+        fields = node.get("x-kubernetes-list-map-keys") or []
+        keys = [{f: item[f] for f in fields if f in item} if isinstance(item, dict) else {} for item in v]
+        single = len(fields) == 1
+        for i in _first_repeats([k.get(fields[0], _UNSPECIFIED) for k in keys] if single else keys):
+            errs.append(FieldError("FieldValueDuplicate", f"{path}[{i}]", "", keys[i], True))
+
+
+#: a list-map item without its one key field (upstream's unspecifiedKeyValue): equal only to another such
+_UNSPECIFIED = object()
+
+
+def _first_repeats(values: list) -> list[int]:
+    """The indices where a value of `values` appears the second time. Values are told apart as Go's
+    map keys tell the decoded JSON apart: by type (1, 1.0 and true are three values), objects and
+    lists by their JSON with sorted keys."""
+    seen: dict[Any, int] = {}
+    out = []
+    for i, x in enumerate(values):
+        key = ("c", json.dumps(x, sort_keys=True)) if isinstance(x, (dict, list)) else (type(x), x)
+        times = seen.get(key, 0)
+        if times == 1:
+            out.append(i)
+        seen[key] = times + 1
+    return out
 
 
 def _object(v: dict, node: dict[str, Any], path: str, errs: list[FieldError], root: str,

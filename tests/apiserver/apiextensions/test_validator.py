@@ -266,3 +266,27 @@ async def test_over_http_an_update_is_judged_by_the_junctors_of_the_nodes_it_cha
         raise AssertionError("the tighter schema was never served")
     got = await asyncio.to_thread(patch, {"other": "o"})
     assert got["spec"]["other"] == "o" and got["spec"]["choice"] in ({"a": "x"}, {"a": "y"})
+
+
+def test_a_repeated_list_item_or_key_is_reported_once_where_it_first_repeats():
+    """validateListSet: each value counted in a hash map (a set of 20,000 strings is one pass, not
+    20,000² comparisons); 1, 1.0 and true are three values, as Go's map keys tell them apart; a
+    list-map's duplicate prints the key fields that are set."""
+    node = {"type": "object", "properties": {
+        "set": {"type": "array", "x-kubernetes-list-type": "set", "items": {"x-kubernetes-int-or-string": True}},
+        "objs": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        "one": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {"name": {"type": "string"}, "v": {"type": "string"}}}},
+        "two": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name", "port"],
+                "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}}}}
+    value = {"set": ["a", "b", "a", "a", 1, "1", "b"],
+             "objs": [{"x": 1, "y": [2]}, {"y": [2], "x": 1}, {"x": 2}],
+             "one": [{"name": "a", "v": "1"}, {"v": "2"}, {"name": "a", "v": "3"}, {"v": "4"}, {"name": "a"}],
+             "two": [{"name": "a"}, {"name": "a", "port": 1}, {"name": "a"}]}
+    assert [str(e) for e in validate(value, node)] == [
+        'set[2]: Duplicate value: "a"', 'set[6]: Duplicate value: "b"',
+        'objs[1]: Duplicate value: {"x":1,"y":[2]}',
+        'one[2]: Duplicate value: {"name":"a"}', "one[3]: Duplicate value: {}",
+        'two[2]: Duplicate value: {"name":"a"}']
+    wide = {"set": [f"s{i}" for i in range(20_000)] + ["s0"]}
+    assert [str(e) for e in validate(wide, node)] == ['set[20000]: Duplicate value: "s0"']
