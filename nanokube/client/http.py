@@ -262,11 +262,18 @@ class HTTPResourceClient:
             item.setdefault("apiVersion", self.res.api_version(self.version))
         return out.get("items") or [], out["metadata"].get("resourceVersion", "")
 
+    #: informers sync by a streaming list (client-go's WatchListClient, on by default since 1.35)
+    watch_list = True
+
     async def watch(self, namespace: str | None = None, resource_version: str = "", label_selector: str = "",
-                    field_selector: str = "", timeout_seconds: int | None = None):
+                    field_selector: str = "", timeout_seconds: int | None = None, send_initial_events: bool = False):
         """An async generator of (type, object); `aclose()` ends the stream. `timeout_seconds`: how
-        long the server is asked to serve it (else its --min-request-timeout's draw)."""
+        long the server is asked to serve it (else its --min-request-timeout's draw).
+        `send_initial_events`: a streaming list (the objects as ADDED events at least as new as
+        `resource_version`, then a bookmark marking their end), as the reflector's watchList asks."""
         params = {"watch": "true", "allowWatchBookmarks": "true"}
+        if send_initial_events:
+            params |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
         for k, v in (("resourceVersion", resource_version), ("labelSelector", label_selector),
                      ("fieldSelector", field_selector), ("timeoutSeconds", timeout_seconds and str(timeout_seconds))):
             if v:

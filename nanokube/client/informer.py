@@ -1,9 +1,14 @@
 """Informers: list then watch one resource into a local cache, calling
 handlers on changes. A watch the server ends (its timeout) is reopened from the last resourceVersion
 seen, a bookmark's included; only an expired one (410) or an error relists, as client-go's reflector.
-The lists ask for what the reflector's relistResourceVersion does: "0" first (any version the
-server's cache holds), then the last resourceVersion seen (a list at least that fresh), and ""
-(a quorum read) only after a list at that version was refused as expired or too large.
+Over a client that streams lists (`watch_list`, as client-go's WatchListClient, on since 1.35) the
+store is filled by a watch with sendInitialEvents, up to its initial-events-end bookmark, and that
+watch goes on; it starts from "" (a consistent read), later from the last resourceVersion seen,
+and from "" again once that is refused as expired or too large; a stream the server will not
+serve falls back to a list. The lists ask for what the reflector's relistResourceVersion does:
+"0" first (any version the server's cache holds), then the last resourceVersion seen (a list at
+least that fresh), and "" (a quorum read) only after a list at that version was refused as
+expired or too large.
 Each watch asks for its own timeout, and a relist waits out a backoff, as the reflector's do.
 The objects are shared by every handler and reader (copy before changing); the cache mutation
 detector (mutation.py) checks that."""
@@ -29,6 +34,8 @@ MIN_WATCH_TIMEOUT = 300.0
 #: 2min, 2.0, 1.0)): 0.8 s doubling to 30 s, each wait up to twice its step (jitter 1.0), back to
 #: 0.8 s once two minutes passed since the last wait began (a healthy watch in between)
 BACKOFF_INITIAL, BACKOFF_CAP, BACKOFF_RESET, BACKOFF_FACTOR, BACKOFF_JITTER = 0.8, 30.0, 120.0, 2.0, 1.0
+#: the annotation of the bookmark that ends a streaming list's initial events
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 class Backoff:
@@ -155,20 +162,21 @@ class Informer:
 
     async def _list_and_watch(self, origin: str) -> None:
         d = mutation.DETECTOR
-        items, rv = await self._list()
-        self._replace(items, d, origin)
-        self.last_sync_rv = rv
+        stream = await self._watch_list(d, origin) if getattr(self.rc, "watch_list", False) else None
+        if stream is None:
+            items, rv = await self._list()
+            self._replace(items, d, origin)
+            self.last_sync_rv = rv
         while True:
-            timeout = int(MIN_WATCH_TIMEOUT * (self.draw() + 1.0))
-            try:
-                stream = await self.rc.watch(self.namespace, rv, self.label_selector, self.field_selector,
-                                             timeout_seconds=timeout)
-            except Exception as e:
-                if not _retriable(e):
-                    raise
-                log.warning("informer for %s: watch failed, backing off: %s", self.rc.res.plural, e)
-                await self.clock.sleep(self.backoff.next())
-                continue
+            if stream is None:
+                try:
+                    stream = await self._watch(self.last_sync_rv)
+                except Exception as e:
+                    if not _retriable(e):
+                        raise
+                    log.warning("informer for %s: watch failed, backing off: %s", self.rc.res.plural, e)
+                    await self.clock.sleep(self.backoff.next())
+                    continue
             opened, events = self.clock.monotonic(), 0
             try:
                 async for typ, obj in stream:
@@ -176,12 +184,67 @@ class Informer:
                     if d is not None:
                         d.keep(obj, origin)
                     self._handle(typ, obj)
-                    rv = self.last_sync_rv = obj["metadata"].get("resourceVersion") or rv
+                    self.last_sync_rv = obj["metadata"].get("resourceVersion") or self.last_sync_rv
             finally:
                 await stream.aclose()
+            stream = None
             if not events and self.clock.monotonic() - opened < 1:
                 log.warning("informer for %s: very short watch with no events", self.rc.res.plural)
                 return
+
+    def _watch(self, rv: str, send_initial_events: bool = False):
+        """A watch from `rv` with a timeoutSeconds of its own in [5, 10) minutes."""
+        timeout = int(MIN_WATCH_TIMEOUT * (self.draw() + 1.0))
+        if send_initial_events:
+            return self.rc.watch(self.namespace, rv, self.label_selector, self.field_selector,
+                                 timeout_seconds=timeout, send_initial_events=True)
+        return self.rc.watch(self.namespace, rv, self.label_selector, self.field_selector, timeout_seconds=timeout)
+
+    async def _watch_list(self, d, origin: str):
+        """The reflector's watchList: the objects streamed as ADDED events into a store of their own
+        until the initial-events-end bookmark, which replaces the informer's store with them (the
+        handlers hearing what changed) and gives the resourceVersion synced to; returns the stream,
+        still open. A version refused as expired or too large is asked for again as "" at once, a
+        429 or refused connection after the backoff; any other failure returns None, for a list
+        ("making progress is better than deadlocking")."""
+        while True:
+            try:
+                stream = await self._watch("" if self._rv_unavailable else self.last_sync_rv, True)
+            except Exception as e:
+                if _retriable(e):
+                    await self.clock.sleep(self.backoff.next())
+                elif isinstance(e, APIError) and _unavailable(e):
+                    self._rv_unavailable = True
+                else:
+                    log.warning("informer for %s: streaming list failed, listing instead: %s", self.rc.res.plural, e)
+                    return None
+                continue
+            initial: dict[str, dict] = {}
+            try:
+                async for typ, obj in stream:
+                    if typ != "BOOKMARK":
+                        if typ == "DELETED":
+                            initial.pop(key_of(obj), None)
+                        else:
+                            initial[key_of(obj)] = obj
+                    elif (obj["metadata"].get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                        self._rv_unavailable = False
+                        self._replace(list(initial.values()), d, origin)
+                        self.last_sync_rv = obj["metadata"]["resourceVersion"]
+                        return stream
+                error = APIError(500, "InternalError", "the stream ended before its initial events did")
+            except APIError as e:
+                error = e
+            except BaseException:
+                await stream.aclose()
+                raise
+            await stream.aclose()
+            if _unavailable(error):
+                self._rv_unavailable = True
+                continue
+            log.warning("informer for %s: streaming list failed, listing instead: %s", self.rc.res.plural,
+                        error.message)
+            return None
 
     def _relist_rv(self) -> str:
         """The reflector's relistResourceVersion."""

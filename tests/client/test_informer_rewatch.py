@@ -1,7 +1,9 @@
 """An informer over HTTP when the server ends its watch (the timeoutSeconds the informer asked for,
 5 to 10 minutes as client-go's reflector draws it, on the server's clock): like the reflector it
 watches again from the last resourceVersion it saw, without a list in between and without replaying
-adds; only a 410 (that version left the server's window) makes it list again, after a backoff."""
+adds; only a 410 (that version left the server's window) makes it sync again, after a backoff. It
+syncs by a streaming list (sendInitialEvents, client-go's WatchListClient), or, where a client or
+server has none, by a list."""
 
 import asyncio
 import contextlib
@@ -45,15 +47,15 @@ def cm(name):
 
 
 class Recorded:
-    """An informer over the client whose list and watch requests are noted, in order, and whose
-    handlers' calls are noted; `gate`, when set, holds back the watch requests after the first. Its
+    """An informer over the client whose list, streaming list ("stream") and watch requests are noted,
+    in order, and whose handlers' calls are noted; `gate`, when set, holds back the watch requests
+    (streams too) after the first. Its
     draws are all 0.5: each watch asks for a timeoutSeconds of 450, each backoff is 1.5 steps."""
 
     def __init__(self, client, clock):
         self.cms = client.resource("", "v1", "configmaps")
         self.inf = Informer(self.cms, namespace="default", clock=clock, draw=lambda: 0.5)
         self.calls: list[tuple[str, str]] = []
-        self.asked: list[str] = []  # each list's resourceVersion parameter
         self.timeouts: list[int | None] = []
         self.seen: list[tuple[str, str]] = []
         self.gate: asyncio.Event | None = None
@@ -61,15 +63,14 @@ class Recorded:
         real_list, real_watch = rc.list, rc.watch
 
         async def listed(*a, **kw):
-            self.asked.append(kw.get("resource_version", ""))
             items, rv = await real_list(*a, **kw)
             self.calls.append(("list", rv))
             return items, rv
 
         async def watched(namespace, rv, *a, **kw):
-            self.calls.append(("watch", rv))
+            self.calls.append(("stream" if kw.get("send_initial_events") else "watch", rv))
             self.timeouts.append(kw.get("timeout_seconds"))
-            if self.gate is not None and len([c for c in self.calls if c[0] == "watch"]) > 1:
+            if self.gate is not None and self.watches() > 1:
                 await self.gate.wait()
             return await real_watch(namespace, rv, *a, **kw)
         rc.list, rc.watch = listed, watched
@@ -95,7 +96,7 @@ class Recorded:
             await asyncio.gather(task, return_exceptions=True)
 
     def watches(self) -> int:
-        return sum(1 for c in self.calls if c[0] == "watch")
+        return sum(1 for c in self.calls if c[0] != "list")
 
 
 async def test_a_watch_the_server_ends_is_reopened_from_the_last_resource_version_without_a_list(tmp_path):
@@ -113,12 +114,13 @@ async def test_a_watch_the_server_ends_is_reopened_from_the_last_resource_versio
             assert r.timeouts == [450, 450]
             await r.cms.create(cm("b"))
             await r.until("b's add", lambda: r.seen == [("add", "a"), ("add", "b")])
-            assert [c[0] for c in r.calls] == ["list", "watch", "watch"]
+            assert r.calls[0] == ("stream", "")  # a consistent read to start
+            assert [c[0] for c in r.calls] == ["stream", "watch"]
             # from the bookmark's resourceVersion (the revision when it was sent), not older than a's
-            assert int(r.calls[2][1]) >= int(a["metadata"]["resourceVersion"]) > int(r.calls[1][1])
+            assert int(r.calls[1][1]) >= int(a["metadata"]["resourceVersion"])
 
 
-async def test_a_watch_from_a_resource_version_out_of_the_server_s_window_lists_again(tmp_path):
+async def test_a_watch_from_a_resource_version_out_of_the_server_s_window_syncs_again(tmp_path):
     async with served(tmp_path, window=2) as (client, clock):
         r = Recorded(client, clock)
         r.gate = asyncio.Event()
@@ -140,13 +142,13 @@ async def test_a_watch_from_a_resource_version_out_of_the_server_s_window_lists_
             assert sorted(r.seen[1:]) == [("add", "b0"), ("add", "b1"), ("add", "b2"), ("add", "b3"),
                                           ("delete", "gone")]
             await r.until("a watch after the relist", lambda: r.watches() == 3)
-            assert [c[0] for c in r.calls] == ["list", "watch", "watch", "list", "watch"]
+            assert [c[0] for c in r.calls] == ["stream", "watch", "stream"]  # the stream goes on as the watch
 
 
-async def test_after_a_410_the_relist_asks_for_the_last_version_seen_and_no_change_is_lost_or_doubled(tmp_path):
-    """The reflector's relistResourceVersion: the first list asks for "0", the relist after the
-    watch expired for the last resourceVersion the informer saw (a list at least that fresh), not a
-    quorum read. Between the watches an object is updated twice, one deleted, one created, past
+async def test_after_a_410_the_stream_asks_for_the_last_version_seen_and_no_change_is_lost_or_doubled(tmp_path):
+    """The reflector's rewatchResourceVersion: the first streaming list asks for "" (a consistent
+    read), the one after the watch expired for the last resourceVersion the informer saw (at least
+    that fresh). Between the watches an object is updated twice, one deleted, one created, past
     the window (the watch cache's; etcd's compaction upstream): each handler hears each object once."""
     async with served(tmp_path, window=2) as (client, clock):
         r = Recorded(client, clock)
@@ -168,7 +170,8 @@ async def test_after_a_410_the_relist_asks_for_the_last_version_seen_and_no_chan
             await r.until("the 410's backoff", lambda: clock.next_due() == clock.monotonic() + 1.2)
             await clock.advance(1.2)
             await r.until("a watch after the relist", lambda: r.watches() == 3)
-            assert r.asked[0] == "0" and int(r.asked[1]) >= int(last), r.asked
+            streams = [rv for kind, rv in r.calls if kind == "stream"]
+            assert streams[0] == "" and int(streams[1]) >= int(last), r.calls
             assert sorted(r.seen[3:]) == [("add", "new"), ("delete", "gone"), ("update", "changed")]
             assert r.inf.get("default/changed")["data"] == {"v": "2"}
             await r.cms.create(cm("after"))
@@ -228,6 +231,82 @@ async def test_a_relist_refused_at_its_resource_version_is_tried_again_at_once_a
         assert rc.asked == ["0", "9", ""]
         assert [o["metadata"]["name"] for o in inf.list()] == ["cm3"]
         assert inf.last_sync_rv == "7"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def _cm(name: str, rv: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "default", "resourceVersion": rv}}
+
+
+class _Streamer:
+    """A client that streams lists: its first stream sends one object and its initial-events-end
+    bookmark at 7, then a 410; a stream from a version other than "" is then refused (`refusal`,
+    as a server restored from a backup or past its window), or every stream is when `refusal` is a
+    400 (a server that will not stream), its lists answering instead."""
+
+    watch_list = True
+
+    def __init__(self, refusal: APIError):
+        self.res = SimpleNamespace(plural="configmaps")
+        self.refusal = refusal
+        self.calls: list[tuple[str, str]] = []
+
+    async def list(self, namespace, label_selector, field_selector, resource_version=""):
+        self.calls.append(("list", resource_version))
+        return [_cm("listed", "8")], "8"
+
+    async def watch(self, namespace, rv, label_selector, field_selector, timeout_seconds=None, send_initial_events=False):
+        self.calls.append(("stream" if send_initial_events else "watch", rv))
+        first = len(self.calls) == 1
+        if send_initial_events and (self.refusal.code == 400 or rv != "" and not first):
+            raise self.refusal
+
+        async def events():
+            if first:
+                yield "ADDED", _cm("first", "7")
+                yield "BOOKMARK", {"metadata": {"resourceVersion": "7", "annotations": {"k8s.io/initial-events-end": "true"}}}
+                raise APIError(410, "Expired", "too old resource version")
+            if send_initial_events:
+                yield "ADDED", _cm("again", "9")
+                yield "BOOKMARK", {"metadata": {"resourceVersion": "9", "annotations": {"k8s.io/initial-events-end": "true"}}}
+            await asyncio.Event().wait()
+            yield  # pragma: no cover
+        return events()
+
+
+TOO_LARGE = APIError(504, "Timeout", "Timeout: Too large resource version",
+                     {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]})
+
+
+@pytest.mark.parametrize("refusal, calls, names", [
+    (APIError(410, "Expired", "too old resource version"), [("stream", ""), ("stream", "7"), ("stream", "")], ["again"]),
+    (TOO_LARGE, [("stream", ""), ("stream", "7"), ("stream", "")], ["again"]),
+    # a server that will not stream at all: each sync is a list, then a watch from the list's version
+    (APIError(400, "BadRequest", "sendInitialEvents is forbidden"), [("stream", ""), ("list", "0"), ("watch", "8")],
+     ["listed"]),
+], ids=["expired", "too-large", "no-streaming"])
+async def test_a_stream_refused_at_its_version_is_asked_for_again_as_a_consistent_read(refusal, calls, names):
+    clock = VirtualClock()
+    rc = _Streamer(refusal)
+    inf = Informer(rc, clock=clock, draw=lambda: 0.5)
+    task = asyncio.create_task(inf.run())
+    try:
+        for _ in tries():
+            if rc.calls and clock.next_due() is not None or len(rc.calls) >= len(calls):
+                break
+            await asyncio.sleep(0.01)
+        if refusal.code != 400:
+            assert [o["metadata"]["name"] for o in inf.list()] == ["first"]
+            await clock.advance(2)  # past the backoff after the watch's 410
+        for _ in tries():
+            if len(rc.calls) >= len(calls) and [o["metadata"]["name"] for o in inf.list()] == names:
+                break
+            await asyncio.sleep(0.01)
+        # no backoff between the refused stream and the consistent one, which goes on as the watch
+        assert rc.calls == calls
+        assert [o["metadata"]["name"] for o in inf.list()] == names
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
