@@ -8,6 +8,7 @@ unreachable tolerations).
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import re
@@ -810,6 +811,8 @@ def _validate_spread_constraints(constraints: list, path: str, skip_label_keys: 
     (ValidateMatchLabelKeysAndMismatchLabelKeys at the constraint's path: with the selector merge
     on, a key the selector already names is its second mention)."""
     errs: list[FieldError] = []
+    # (upstream compares each constraint with every later one; counting the pairs still ahead finds the same ones in one pass)
+    ahead = collections.Counter((c.get("topologyKey") or "", c.get("whenUnsatisfiable") or "") for c in constraints)
     for i, c in enumerate(constraints):
         p = f"{path}[{i}]"
         skew = c.get("maxSkew", 0)
@@ -820,8 +823,8 @@ def _validate_spread_constraints(constraints: list, path: str, skip_label_keys: 
             errs.append(required(f"{p}.topologyKey", "can not be empty"))
         if when not in _WHEN_UNSATISFIABLE:
             errs.append(not_supported(f"{p}.whenUnsatisfiable", when, _WHEN_UNSATISFIABLE))
-        if any((r.get("topologyKey") or "") == key and (r.get("whenUnsatisfiable") or "") == when
-               for r in constraints[i + 1:]):
+        ahead[key, when] -= 1
+        if ahead[key, when]:
             errs.append(duplicate(f"{p}.{{topologyKey, whenUnsatisfiable}}", f"{{{key}, {when}}}"))
         if (domains := c.get("minDomains")) is not None:
             if domains <= 0:

@@ -43,12 +43,12 @@ class RuntimeClassStrategy(Strategy):
         errs += validate_labels(scheduling.get("nodeSelector"), "scheduling.nodeSelector")
         tolerations = scheduling.get("tolerations") or []
         errs += validate_tolerations(tolerations, "scheduling.tolerations.tolerations")  # upstream's doubled path
-        seen = []
+        seen = set()
         for i, t in enumerate(tolerations):
             key = (t.get("key", ""), t.get("operator", ""), t.get("value", ""), t.get("effect", ""))
             if key in seen:
                 errs.append(duplicate(f"scheduling.tolerations[{i}]", t))
-            seen.append(key)
+            seen.add(key)
         return errs
 
     def validate_update(self, new, old):

@@ -79,7 +79,11 @@ def _topology_term(term: dict, path: str) -> tuple[dict[str, frozenset], list[Fi
         values = e.get("values") or []
         if not values:
             errs.append(required(f"{p}.values"))
-        errs += [duplicate(f"{p}.values[{k}]", v) for k, v in enumerate(values) if v in values[:k]]
+        earlier: set = set()
+        for k, v in enumerate(values):
+            if v in earlier:
+                errs.append(duplicate(f"{p}.values[{k}]", v))
+            earlier.add(v)
         key = e.get("key") or ""
         errs += [invalid(f"{p}.key", key, m) for m in qualified_name(key)]
         if key in keys:
@@ -93,13 +97,14 @@ def _allowed_topologies(terms: list) -> list[FieldError]:
     term with len(terms) empty ones (its list is made with that length, then appended to), so a
     term without expressions is a duplicate (reported once: upstream's message lists it once)."""
     errs: list[FieldError] = []
-    seen: list[dict] = [{}]
+    seen: set[frozenset] = {frozenset()}  # (each term as its {key: values} items: one set look-up, not a compare with each)
     for i, term in enumerate(terms):
         keys, more = _topology_term(term or {}, f"allowedTopologies[{i}]")
         errs += more
-        if keys in seen:
+        items = frozenset(keys.items())
+        if items in seen:
             errs.append(duplicate(f"allowedTopologies[{i}].matchLabelExpressions", ""))
-        seen.append(keys)
+        seen.add(items)
     return errs
 
 

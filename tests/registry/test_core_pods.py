@@ -357,6 +357,23 @@ async def test_topology_spread_constraints_are_validated(core):
          "Required value: must be specified when `operator` is 'In' or 'NotIn'")]
 
 
+async def test_a_spread_constraint_is_a_duplicate_where_a_later_one_repeats_its_key_and_action(core):
+    """ValidateSpreadConstraintNotRepeat compares each constraint with the ones after it: of three
+    alike, the first two are duplicates (found by counting, so 10,000 distinct ones are one pass)."""
+    pod = _status_pod("t")
+    same = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    pod["spec"]["topologySpreadConstraints"] = [same, {**same, "whenUnsatisfiable": "ScheduleAnyway"}, same, same]
+    with pytest.raises(ApiException) as e:
+        await _call(core.create_namespaced_pod, "default", pod)
+    p = "spec.topologySpreadConstraints"
+    assert [(x["field"], x["message"]) for x in json.loads(e.value.body)["details"]["causes"]] == [
+        (f"{p}[0].{{topologyKey, whenUnsatisfiable}}", 'Duplicate value: "{zone, DoNotSchedule}"'),
+        (f"{p}[2].{{topologyKey, whenUnsatisfiable}}", 'Duplicate value: "{zone, DoNotSchedule}"')]
+    pod["spec"]["topologySpreadConstraints"] = [{**same, "topologyKey": f"k{i}"} for i in range(10_000)]
+    created = await _call(core.create_namespaced_pod, "default", pod)
+    assert len(created.spec.topology_spread_constraints) == 10_000
+
+
 async def test_node_selector_and_affinity_are_validated(core):
     """ValidatePodSpec's nodeSelector labels and validateAffinity: ValidateNodeSelector's terms
     (label and node-name field requirements), weights 1-100, pod affinity terms' selectors,
