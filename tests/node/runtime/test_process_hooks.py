@@ -32,6 +32,23 @@ def container_state(pods, name, check):
     return status_of(pods, name, lambda st: any(check(cs) for cs in st.get("containerStatuses") or ()))
 
 
+async def waiting_in(pods, created, reason):
+    """The first copy of pod `created` (watched from its creation) whose container waits in `reason`,
+    and that container's status."""
+    stream = await pods.watch("default", resource_version=created["metadata"]["resourceVersion"],
+                              field_selector=f"metadata.name={created['metadata']['name']}")
+
+    async def first():
+        async for _, obj in stream:
+            for cs in (obj.get("status") or {}).get("containerStatuses") or ():
+                if (cs["state"].get("waiting") or {}).get("reason") == reason:
+                    return obj, cs
+    try:
+        return await asyncio.wait_for(first(), 30)
+    finally:
+        await stream.aclose()
+
+
 def gone(pods, name):
     async def check():
         try:
@@ -68,13 +85,20 @@ async def test_post_start_runs_in_the_container_before_it_is_reported_running(en
 
 async def test_a_failed_post_start_kills_the_container_and_it_restarts(env):
     """A postStart exec that exits 3: FailedPostStartHook (no output in the event), Killing with the
-    kill's reason, the container stopped by SIGTERM (143) and restarted per restartPolicy; one with
-    restartPolicy Never stays terminated and fails the pod."""
+    kill's reason, the container stopped by SIGTERM (143), waiting in PostStartHookError with the
+    handler's message (its output there) and restarted per restartPolicy; one with restartPolicy
+    Never stays terminated and fails the pod."""
     client, rt = env
     pods = client.resource("", "v1", "pods")
     hook = {"postStart": {"exec": {"command": ["sh", "-c", "echo secret-output; exit 3"]}}}
-    await pods.create(pod("hooked", ["sleep", "300"], restart="Always", grace=2, lifecycle=hook))
+    created = await pods.create(pod("hooked", ["sleep", "300"], restart="Always", grace=2, lifecycle=hook))
     await pods.create(pod("once", ["sleep", "300"], restart="Never", grace=2, lifecycle=hook))
+    _, cs = await waiting_in(pods, created, "PostStartHookError")
+    uid = created["metadata"]["uid"]
+    assert cs["state"]["waiting"]["message"] == (
+        f'Exec lifecycle hook ([sh -c echo secret-output; exit 3]) for Container "main" in Pod '
+        f'"hooked_default({uid})" failed - error: command \'sh -c echo secret-output; exit 3\' exited with 3: , '
+        'message: "secret-output\\n"')
     p = await eventually(container_state(pods, "hooked", lambda cs: cs["restartCount"] >= 1))
     last = p["status"]["containerStatuses"][0]["lastState"]["terminated"]
     assert (last["exitCode"], last["reason"]) == (143, "Error")
@@ -102,16 +126,7 @@ async def test_a_post_start_http_get_that_cannot_connect_fails_with_the_dial_err
     hook = {"postStart": {"httpGet": {"path": "/warm", "port": "web"}}}
     created = await pods.create(pod("web", ["sleep", "300"], restart="Always", grace=2, lifecycle=hook,
                                     ports=[{"name": "web", "containerPort": 8080}]))
-    stream = await pods.watch("default", resource_version=created["metadata"]["resourceVersion"],
-                              field_selector="metadata.name=web")
-
-    async def waiting():
-        async for _, obj in stream:
-            for cs in (obj.get("status") or {}).get("containerStatuses") or ():
-                if (cs["state"].get("waiting") or {}).get("reason") == "PostStartHookError":
-                    return obj, cs
-    p, cs = await asyncio.wait_for(waiting(), 30)
-    await stream.aclose()
+    p, cs = await waiting_in(pods, created, "PostStartHookError")
     uid, ip = p["metadata"]["uid"], p["status"]["podIP"]
     assert cs["state"]["waiting"]["message"] == (
         f'HTTP lifecycle hook (/warm) for Container "main" in Pod "web_default({uid})" failed - error: '
