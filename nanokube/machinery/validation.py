@@ -131,6 +131,18 @@ def forbidden(field: str, detail: str) -> FieldError:
     return FieldError("FieldValueForbidden", field, detail)
 
 
+def repeats(values: list) -> list[int]:
+    """The indices of the values an earlier one equals: one pass over a set of those seen, where
+    searching the earlier ones for each held the loop for seconds on a list of 10,000."""
+    earlier: set = set()
+    out = []
+    for i, v in enumerate(values):
+        if v in earlier:
+            out.append(i)
+        earlier.add(v)
+    return out
+
+
 def duplicate(field: str, value: Any) -> FieldError:
     return FieldError("FieldValueDuplicate", field, "", value, True)
 

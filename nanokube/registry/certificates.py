@@ -35,6 +35,7 @@ from ..machinery.validation import (
     invalid,
     not_supported,
     qualified_name,
+    repeats,
     required,
     too_long,
     validate_conditions,
@@ -289,7 +290,7 @@ class CertificateSigningRequestStrategy(Strategy):
         if not any(u not in USAGES for u in old_usages):
             errs += [not_supported(f"spec.usages[{i}]", u, USAGES) for i, u in enumerate(usages) if u not in USAGES]
         if len(set(old_usages)) == len(old_usages):
-            errs += [duplicate(f"spec.usages[{i}]", u) for i, u in enumerate(usages) if u in usages[:i]]
+            errs += [duplicate(f"spec.usages[{i}]", usages[i]) for i in repeats(usages)]
         old_signer = ((old or {}).get("spec") or {}).get("signerName")
         if spec.get("signerName") == LEGACY_UNKNOWN_SIGNER and old_signer != LEGACY_UNKNOWN_SIGNER:
             errs.append(invalid("spec.signerName", LEGACY_UNKNOWN_SIGNER, "the legacy signerName is not allowed via this API version"))
@@ -311,7 +312,6 @@ class CertificateSigningRequestStrategy(Strategy):
     def _conditions(conditions: list) -> Errors:
         errs: Errors = []
         seen: set = set()
-        types = [c.get("type", "") for c in conditions]
         for i, c in enumerate(conditions):
             t, s = c.get("type", ""), c.get("status", "")
             if not t:
@@ -321,7 +321,7 @@ class CertificateSigningRequestStrategy(Strategy):
                 errs.append(required(f"status.conditions[{i}].status"))
             elif s not in allowed:
                 errs.append(not_supported(f"status.conditions[{i}].status", s, allowed))
-            if (t == "Approved" and "Denied" in types[:i]) or (t == "Denied" and "Approved" in types[:i]):
+            if (t == "Approved" and "Denied" in seen) or (t == "Denied" and "Approved" in seen):
                 errs.append(invalid("status.conditions", t, "Approved and Denied conditions are mutually exclusive"))
             if t in seen:
                 errs.append(duplicate(f"status.conditions[{i}].type", t))

@@ -42,6 +42,7 @@ from ..machinery.validation import (
     legacy_ip_errors,
     not_supported,
     qualified_name,
+    repeats,
     required,
     too_long,
 )
@@ -279,7 +280,7 @@ def _pod_cidrs(cidrs: list, valid_old: tuple[str, ...] = ()) -> list[FieldError]
     families = {cidr_family(c) for c in cidrs}
     if len(cidrs) > 1 and not errs and (families != {4, 6} or len(cidrs) > 2):
         errs.append(invalid("spec.podCIDRs", cidrs, "may specify no more than one CIDR for each IP family"))
-    errs += [duplicate(f"spec.podCIDRs[{i}]", c) for i, c in enumerate(cidrs) if c in cidrs[:i]]
+    errs += [duplicate(f"spec.podCIDRs[{i}]", cidrs[i]) for i in repeats(cidrs)]
     return errs
 
 

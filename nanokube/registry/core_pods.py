@@ -63,6 +63,7 @@ from ..machinery.validation import (
     not_supported,
     qualified_name,
     remembers_clean,
+    repeats,
     required,
     sloppy_ip,
     too_long,
@@ -1215,7 +1216,7 @@ def _validate_status_ips(st: dict, ost: dict, plural: str, single: str) -> list[
     if not spread and len(set(ips)) == len(ips):
         return errs
     entries = [Struct(IP=ip) for ip in ips]  # core.PodIP / core.HostIP
-    dups = [duplicate(f"{p}[{i}]", entries[i]) for i, ip in enumerate(ips) if ip in ips[:i]]
+    dups = [duplicate(f"{p}[{i}]", entries[i]) for i in repeats(ips)]
     families = [invalid(p, entries, "may specify no more than one IP for each IP family")] if spread else []
     return errs + (dups + families if plural == "hostIPs" else families + dups)  # each function's order
 

@@ -256,11 +256,13 @@ def _topology_keys(keys: list, path: str) -> list[FieldError]:
     """validateCSINodeDriver's topologyKeys: each set, once, a qualified name; reported (as upstream
     reports them) at the driver's path."""
     errs: list[FieldError] = []
-    for i, key in enumerate(keys):
+    earlier: set = set()
+    for key in keys:
         if not key:
             errs.append(required(path))
-        if key in keys[:i]:
+        if key in earlier:
             errs.append(FieldError("FieldValueDuplicate", path, "", key, True))
+        earlier.add(key)
         errs += [invalid(path, key, m) for m in qualified_name(key)]
     return errs
 
