@@ -422,6 +422,10 @@ class PodWorker:
         self.own_last_state: dict[str, dict] = {}
         #: the app containers waiting out their crash-loop back-off: their waiting state, by name
         self.waiting: dict[str, dict] = {}
+        #: those of them whose restart is counted as they start again: meanwhile their status is the
+        #: instance that ended (restartCount, containerID), as convertToAPIContainerStatuses
+        #: reports a container in back-off from its last dead one
+        self.restart_due: set[str] = set()
         #: when (monotonic) each app container started passes its startup and readiness probes
         self.probed: dict[str, tuple[float, float]] = {}
         #: each running app container's end (monotonic; None: not on its own) and exit code
@@ -611,6 +615,7 @@ class PodWorker:
         if name in self.ended:
             return self.ended[name]
         restarts = self.restarts + self.own_restarts.get(name, 0)
+        ended = restarts if name in self.restart_due else restarts - 1  # the instance lastState tells of
         s = {"name": name, "state": state, "lastState": self.own_last_state.get(name, self.last_state),
              "ready": ready, "restartCount": restarts, "image": image_ref(c.get("image", "")),
              "imageID": image_id(c.get("image", "")), "started": started}
@@ -618,11 +623,11 @@ class PodWorker:
             s["volumeMounts"] = mounts
         if "running" in state or "terminated" in state:
             s["containerID"] = self._container_id(name, restarts)
-        elif "terminated" in s["lastState"] and restarts:  # waiting to restart: the instance that ended
-            s["containerID"] = self._container_id(name, restarts - 1)
-        if "terminated" in s["lastState"] and restarts:
+        elif "terminated" in s["lastState"] and ended >= 0:  # waiting to restart: the instance that ended
+            s["containerID"] = self._container_id(name, ended)
+        if "terminated" in s["lastState"] and ended >= 0:
             s["lastState"] = {"terminated": {**s["lastState"]["terminated"],
-                                             "containerID": self._container_id(name, restarts - 1)}}
+                                             "containerID": self._container_id(name, ended)}}
         if "running" in state:  # what runs (convertContainerStatusResources: for a running container only)
             if not self.allocated:
                 self.allocated = inplace.desired(self.pod)
@@ -1137,7 +1142,6 @@ class PodWorker:
                 self.init_failed = (c, term)
                 return True
             delay = crash_backoff(self.init_restarts.get(name, 0))
-            self.init_restarts[name] = self.init_restarts.get(name, 0) + 1
             self.init_last[name] = {"terminated": term}
             path = field_path(self.pod, name)
             if delay:  # the first exit restarts at once
@@ -1148,6 +1152,8 @@ class PodWorker:
                                   f"{self.name}_{self.namespace}({self.uid})", path)
                 if await self._wait(self.clock.monotonic() + delay, active=True):
                     return True
+            # counted as it starts again: while it waits, its status is the instance that ended
+            self.init_restarts[name] = self.init_restarts.get(name, 0) + 1
             if await self._ensure_image(c) or await self._ensure_config(c):
                 return True
             await self._event("Normal", "Created", "Container created", path)
@@ -1176,9 +1182,11 @@ class PodWorker:
                     "exitCode": code, "reason": "Completed" if code == 0 else "Error",
                     "startedAt": self.own_started.get(name) or now, "finishedAt": now}}
                 delay = crash_backoff(self._restart_count(name))
-                self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
                 self.backoff[name] = at + delay
-                if delay:
+                if not delay:
+                    self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
+                else:
+                    self.restart_due.add(name)
                     self.waiting[name] = {"waiting": {
                         "reason": "CrashLoopBackOff",
                         "message": f"back-off {int(delay)}s restarting failed container={name} "
@@ -1187,6 +1195,7 @@ class PodWorker:
                                       f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, name))
             if self.backoff.get(name, math.inf) <= at:
                 del self.backoff[name]
+                self._count_restart(name)
                 if await self._ensure_image(spec) or await self._ensure_config(spec):
                     return True
                 path = field_path(self.pod, name)
@@ -1542,18 +1551,25 @@ class PodWorker:
             starting = [c for c in self._sidecars() + self._containers() if backoff.get(c["name"], reached + 1) <= reached]
             for c in starting:
                 del backoff[c["name"]]
+                self._count_restart(c["name"])
             if not exits:
                 if wake in probes:  # a probe passed: Started or Ready
                     await self._write_running(self.clock.rfc3339(), at=reached)
                 continue
             now = self.clock.rfc3339()
             specs = {c["name"]: c for c in self._sidecars() + self._containers()}
+            killed = {name for name in exits if name in self.liveness_failed}
             await self._liveness_kills(specs, exits)
+            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            if killed and await self._pre_stop_hooks(self.clock.now() + grace, killed):
+                now, reached = self.clock.rfc3339(), self.clock.monotonic()  # they ran on until their hooks ended
+            else:
+                killed = set()
             terms = {}
             for name, code in exits.items():
                 end = lifetimes.pop(name)[0]
                 self.waiting.pop(name, None)  # (PostStartHookError: its end is now known)
-                self.io.exit(name, code, at=reached if end is None or name in closed | went_on.keys() else end)
+                self.io.exit(name, code, at=reached if end is None or name in closed | went_on.keys() | killed else end)
                 terms[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                "startedAt": self.own_started.get(name) or self.started_at, "finishedAt": now}
             actions = {name: restartrules.on_exit(specs[name], policy, code) for name, code in exits.items()}
@@ -1564,6 +1580,7 @@ class PodWorker:
                     return
                 lifetimes.clear()
                 backoff.clear()
+                self.restart_due.clear()
                 starting, together = inits + self._containers(), True
                 continue
             at_once: set[str] = set()
@@ -1574,10 +1591,11 @@ class PodWorker:
                 delay = crash_backoff(self._restart_count(name))
                 backoff[name] = self.clock.monotonic() + delay
                 self.own_last_state[name] = {"terminated": term}
-                self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
                 if not delay:  # started again at once, at the top of the loop
+                    self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
                     at_once.add(name)
                     continue
+                self.restart_due.add(name)
                 self.waiting[name] = {"waiting": {
                     "reason": "CrashLoopBackOff",
                     "message": f"back-off {int(delay)}s restarting failed container={name} "
@@ -1595,6 +1613,12 @@ class PodWorker:
 
     def _restart_count(self, name: str) -> int:
         return self.restarts + self.own_restarts.get(name, 0)
+
+    def _count_restart(self, name: str) -> None:
+        """Container `name` starts again after its back-off: its restartCount is one more now."""
+        if name in self.restart_due:
+            self.restart_due.discard(name)
+            self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
 
     def _program(self, c: dict) -> Program | None:
         """What container `c`'s command runs as simulated_command interprets it (its file commands on

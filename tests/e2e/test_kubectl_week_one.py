@@ -5,6 +5,7 @@ the kubelet answer them on an upstream cluster."""
 from __future__ import annotations
 
 import json
+import re
 
 from tests.e2e.conftest import wait_for
 
@@ -130,3 +131,23 @@ def test_exec_into_a_container_that_exited_is_container_not_found(cluster, tmp_p
     r = cluster.kubectl("exec", "exited-exec", "--", "echo", "hi", check=False)
     assert r.returncode == 1
     assert r.stderr.strip() == 'error: unable to upgrade connection: container not found ("c")'
+
+
+def test_get_pods_restarts_of_a_crash_looping_pod_are_those_of_the_run_that_ended(cluster):
+    """The kubelet reports a container waiting out its back-off from its last dead instance
+    (convertToAPIContainerStatuses): its restartCount and containerID are that instance's, one more
+    only as the next starts. After the second exit (the first restarts at once) `kubectl get pods`
+    shows `CrashLoopBackOff   1 (2s ago)`, the back-off 10 s; it said 2 before that restart."""
+    cluster.kubectl("run", "crashy", "--image=busybox", "--", "sh", "-c", "echo boom; exit 1")
+
+    def waiting():
+        [cs] = cluster.kubectl_json("get", "pod", "crashy")["status"].get("containerStatuses") or [{}]
+        return cs if "CrashLoopBackOff" == (cs.get("state") or {}).get("waiting", {}).get("reason") else None
+    cs = wait_for(waiting, 30, "crashy in CrashLoopBackOff")
+    row = cluster.kubectl("get", "pod", "crashy", "--no-headers").stdout.split()
+    delay = int(re.search(r"back-off (\d+)s", cs["state"]["waiting"]["message"]).group(1))
+    assert cs["restartCount"] == {10: 1, 20: 2, 40: 3}[delay], cs  # two runs, then 10 s; three, then 20 s
+    assert row[2] == "CrashLoopBackOff" and row[3] == str(cs["restartCount"]), row
+    assert cs["containerID"] == cs["lastState"]["terminated"]["containerID"], "the instance that ended"
+    assert cluster.kubectl("logs", "crashy", "--previous").stdout == "boom\n"
+    cluster.kubectl("delete", "pod", "crashy", "--wait=false")

@@ -147,7 +147,9 @@ async def test_an_annotation_that_is_not_a_number_keeps_its_default_with_a_warni
 async def test_restart_policy_always_restarts_at_once_then_with_backoff(env):
     """kuberuntime's doBackOff: the first exit has no back-off entry yet, so the container starts
     again at once; from the second the kubelet backs off 10 s, then 20 s (doubling to 5 min),
-    each a CrashLoopBackOff waiting state and a BackOff Event (counted on one)."""
+    each a CrashLoopBackOff waiting state and a BackOff Event (counted on one). While it waits,
+    its restartCount is the ended instance's: one more only as it starts again (as `kubectl get
+    pods` shows `CrashLoopBackOff   1 (2s ago)` after the second exit)."""
     pods, clock = env
     await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
     await eventually(phase_is(pods, "loop", "Running"))
@@ -160,14 +162,17 @@ async def test_restart_policy_always_restarts_at_once_then_with_backoff(env):
     await clock.advance(5)
     c = await eventually(status(1, "running"))
     assert c["lastState"]["terminated"]["exitCode"] == 1
+    running_id = c["containerID"]
     await clock.advance(5)
-    c = await eventually(status(2, "waiting"))
+    c = await eventually(status(1, "waiting"))
     assert c["state"]["waiting"]["reason"] == "CrashLoopBackOff" and "back-off 10s" in c["state"]["waiting"]["message"]
+    assert c["containerID"] == c["lastState"]["terminated"]["containerID"] == running_id, "the instance that ended"
     await clock.advance(10)
     c = await eventually(status(2, "running"))
+    assert c["containerID"] != running_id and c["lastState"]["terminated"]["containerID"] == running_id
     assert (await pods.get("loop", "default"))["status"]["phase"] == "Running"
     await clock.advance(5)  # crashes again: 20 s now, and the BackOff Event counts it
-    c = await eventually(status(3, "waiting"))
+    c = await eventually(status(2, "waiting"))
     assert "back-off 20s" in c["state"]["waiting"]["message"]
 
     async def counted():

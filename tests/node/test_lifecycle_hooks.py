@@ -72,7 +72,7 @@ async def test_a_failed_post_start_kills_the_container_which_restarts_with_back_
         return p if (st[0].get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff" else None
     p = await eventually(crash_looping)
     s = app_status(p)
-    assert s["restartCount"] == 2 and s["lastState"]["terminated"]["exitCode"] == 143
+    assert s["restartCount"] == 1 and s["lastState"]["terminated"]["exitCode"] == 143
     path = "spec.containers{app}"
     events = [e for e in await pod_events(pods, "broken") if e[1] in ("Started", "FailedPostStartHook", "Killing")]
     assert events == [("Normal", "Started", path, "Container started", 2),
