@@ -184,10 +184,16 @@ class EventTTL:
         return lease
 
     async def _expire(self) -> None:
-        """Sleep until the earliest lease expires, then delete what is still attached to it.
-        Leases granted while it sleeps expire later (the TTL is one), so the head is the one to wait for."""
+        """Sleep until the earliest lease with keys attached expires, then delete what is still
+        attached to it. Leases granted while it sleeps expire later (the TTL is one), so the head
+        is the one to wait for. A lease whose every key was written again since (a series
+        refreshed each 30 minutes moves on each time: a third of a long run's leases) is dropped
+        unrevoked, as revoking it would delete nothing, so no timer wakes for it; but not the
+        current one, which later writes may still be attached to."""
         leases = self._leases
         while True:
+            while leases and not leases[0][2].keys and leases[0][2] is not self._current:
+                heapq.heappop(leases)
             if not leases:
                 self._granted.clear()
                 await self._granted.wait()

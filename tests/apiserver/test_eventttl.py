@@ -108,6 +108,29 @@ async def test_an_updated_event_lives_on_from_its_last_write():
         await stop(s)
 
 
+async def test_a_lease_every_event_left_wakes_no_timer_and_the_next_expires_at_its_ttl():
+    """A lease whose Events were all written again since deletes nothing when it expires: the
+    server's timer sleeps through it (no virtual-clock wake-up) to the next lease's expiry."""
+    clock = VirtualClock(start=T0)
+    s, client = await start(MemoryStore(), clock, 100)
+    events = client.resource("", "v1", "events")
+    try:
+        await events.create(event("e1", clock))  # the first lease: 105 s
+        await clock.advance(10)
+        await events.create(event("e2", clock))  # past the 5 s reuse: a second lease, at 115 s
+        await clock.advance(10)
+        await events.patch("e2", {"count": 2, "lastTimestamp": clock.rfc3339()}, namespace="default")  # a third, at 125 s
+        await clock.advance(86)
+        assert await names(events) == ["e2"]
+        woken = clock.wakeups
+        await clock.advance(18)  # 124 s: past the second lease's expiry
+        assert clock.wakeups == woken and await names(events) == ["e2"]
+        await clock.advance(2)  # 126 s: 100 s after e2's last write and the reuse
+        assert clock.wakeups == woken + 1 and await names(events) == []
+    finally:
+        await stop(s)
+
+
 async def test_an_events_k8s_io_event_expires_too_and_the_lease_is_reused_for_close_expiries():
     clock = VirtualClock(start=T0)
     s, client = await start(MemoryStore(), clock, 3600)
