@@ -205,3 +205,29 @@ async def test_a_container_restarted_for_a_new_image_runs_its_pre_stop_first(env
         s = app_status(await pods.get("swap", "default"))
         return s["restartCount"] == 1 and s["image"].endswith("busybox:1.37")
     await eventually(restarted)
+
+
+async def test_a_container_its_liveness_probe_kills_runs_its_pre_stop_first(env):
+    """The docs' liveness example (`cat /tmp/healthy` fails from 30 s: killed at the 40 s tick)
+    with a 5 s preStop sleep: Killing at 40 s, the container's end and restart at 45 s."""
+    pods, clock, _ = env
+    p = hooked("liveness", ["/bin/sh", "-c", "touch /tmp/healthy; sleep 30; rm -f /tmp/healthy; sleep 600"],
+               restart="Always", grace=30, preStop={"sleep": {"seconds": 5}})
+    p["spec"]["containers"][0]["livenessProbe"] = {"exec": {"command": ["cat", "/tmp/healthy"]},
+                                                   "initialDelaySeconds": 5, "periodSeconds": 5}
+    await pods.create(p)
+    await eventually(phase_is(pods, "liveness", "Running"))
+    await clock.advance(40)
+
+    async def killing():
+        return "Killing" in [e[1] for e in await pod_events(pods, "liveness")]
+    await eventually(killing)
+    await clock.advance(4.9)
+    assert app_status(await pods.get("liveness", "default"))["restartCount"] == 0  # its hook still runs
+    await clock.advance(0.1)
+
+    async def restarted():
+        s = app_status(await pods.get("liveness", "default"))
+        return s if s["restartCount"] == 1 else None
+    s = await eventually(restarted)
+    assert s["lastState"]["terminated"]["exitCode"] == 137
