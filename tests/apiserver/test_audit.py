@@ -181,3 +181,53 @@ def test_a_line_the_file_takes_in_parts_is_written_whole(tmp_path):
     line = orjson.dumps({"kind": "Event", "note": "x" * 100}) + b"\n"
     assert short.data == line
     assert short.calls == -(-len(line) // 40)
+
+
+@pytest.mark.parametrize("method, path, headers", [
+    ("POST", "/api/v1/namespaces/team/configmaps", {"X-User": "alice"}),
+    ("PUT", "/api/v1/namespaces/team/configmaps/cm", {"X-User": "alice"}),
+    ("PUT", "/api/v1/namespaces/team/configmaps/cm", {"X-User": "alice", "X-Fail": "1"}),
+    ("POST", "/api/v1/namespaces/team/configmaps", {"X-User": "mallory", "X-Forwarded-For": "10.0.0.9"}),
+    ("POST", "/api/v1/namespaces/team/configmaps", {}),
+])
+async def test_a_write_without_a_policy_is_logged_as_a_metadata_policy_logs_it(tmp_path, monkeypatch, method, path,
+                                                                               headers):
+    """Without a policy a write's one event is built in one pass; it must stay the ResponseComplete
+    line that a policy auditing everything at Metadata (RequestReceived omitted) makes for it."""
+    from nanokube.apiserver import audit_policy
+
+    monkeypatch.setattr("nanokube.apiserver.audit.new_uid", lambda: "id-1")
+    policy = audit_policy.parse({"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                                 "rules": [{"level": "Metadata"}]})
+    lines = []
+    for name, given in (("default.log", None), ("policy.log", policy)):
+        audit = AuditLog(str(tmp_path / name), _FixedClock(), policy=given)
+
+        @web.middleware
+        async def authn(request, handler):
+            if request.headers.get("X-User"):
+                request[USER] = User(request.headers["X-User"], ("devs", "system:authenticated"))
+                request[ANNOTATIONS] = {"authorization.k8s.io/decision": "allow"}
+            return await handler(request)
+
+        async def create(request):
+            return web.json_response({"kind": "ConfigMap", "metadata": {"name": "cm", "uid": "u1", "resourceVersion": "7"}},
+                                     status=201)
+
+        async def update(request):
+            request[RESPONSE_OBJECT] = {"kind": "ConfigMap", "metadata": {"name": "cm", "uid": "u2", "resourceVersion": "9"}}
+            if request.headers.get("X-Fail"):
+                return web.json_response({"kind": "Status", "status": "Failure", "reason": "Conflict", "message": "stale",
+                                          "code": 409}, status=409)
+            return web.Response(body=b"not read", status=200)
+
+        app = web.Application(middlewares=[audit.middleware, authn])
+        app.router.add_post("/api/v1/namespaces/{ns}/configmaps", create)
+        app.router.add_put("/api/v1/namespaces/{ns}/configmaps/{name}", update)
+        async with TestClient(TestServer(app)) as client:
+            await (await client.request(method, path, json={}, headers=headers)).read()
+        audit.close()
+        lines.append((tmp_path / name).read_bytes())
+    assert lines[0].count(b"\n") == 1
+    assert b'"stage":"ResponseComplete"' in lines[0]
+    assert lines[0] == lines[1]
