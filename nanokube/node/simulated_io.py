@@ -207,9 +207,11 @@ class SimulatedIO:
         else:
             self.programs.pop(name, None)
             if spec.get("stdin") and reads_stdin(argv, image):
+                # a shell on its stdin logs what it writes, as a real one would (`kubectl run -i -- sh`)
                 self.shells[name] = Shell(lambda: self.files(name), self._workdir(name), self.environment(name))
-            self._write(f"nanokube: container {name} started (image {image})", [name])
-            self._write(f"nanokube: container {name} is ready", [name])
+            else:
+                self._write(f"nanokube: container {name} started (image {image})", [name])
+                self._write(f"nanokube: container {name} is ready", [name])
             if name in self.shells and spec.get("tty"):  # the shell's first prompt, as busybox's sh on a terminal
                 self._emit(name, self.shells[name].prompt())
             if SMI_LIST.search(" ".join(self._command(name))):
@@ -291,7 +293,7 @@ class SimulatedIO:
         self.ended.pop(name, None)
         if task := self._scripted.pop(name, None):
             task.cancel()
-        if name not in self.programs and name not in self.streams:  # a command's log is what it wrote
+        if name not in self.programs and name not in self.streams and name not in self.shells:  # (what it wrote)
             if why:
                 self._write(f"nanokube: container {name} {why}", [name])
             self._write(f"nanokube: container {name} exited with code {code}", [name])

@@ -151,3 +151,16 @@ def test_get_pods_restarts_of_a_crash_looping_pod_are_those_of_the_run_that_ende
     assert cs["containerID"] == cs["lastState"]["terminated"]["containerID"], "the instance that ended"
     assert cluster.kubectl("logs", "crashy", "--previous").stdout == "boom\n"
     cluster.kubectl("delete", "pod", "crashy", "--wait=false")
+
+
+def test_run_a_shell_on_its_stdin_prints_and_logs_only_what_the_shell_wrote(cluster):
+    """`kubectl run -i -- sh` fed commands: the attached stream and the container's log are what
+    the shell wrote, as on a real node; the simulation's own `nanokube: container ... exited with
+    code 0` line (and its started/ready lines in the log) used to follow the output."""
+    r = cluster.kubectl("run", "shell-in", "-i", "--restart=Never", "--image=busybox", "--command", "--", "sh",
+                        input="echo hi-$((1+1))\n")
+    assert r.stdout == "hi-2\n"
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "shell-in")["status"]["phase"] == "Succeeded", 30,
+             "shell-in Succeeded")
+    assert cluster.kubectl("logs", "shell-in").stdout == "hi-2\n"
+    cluster.kubectl("delete", "pod", "shell-in", "--wait=false")
