@@ -381,8 +381,8 @@ def _validate_param_kind(pk: Any, path: str) -> list[FieldError]:
 
 
 class _Scope(tuple):
-    """Variables a policy's expression sees, (name, type) pairs, hashed once as they are made: each of n
-    variables compiles with those before it, and hashing them all again for each (the compiled
+    """The variables a policy's expressions see, (name, type) pairs, hashed once as they are made:
+    every expression compiles with them, and hashing them all again for each (the compiled
     environments' cache key) was quadratic (3,000 variables, a 170 KB policy: 50 s, the loop held)."""
 
     def __new__(cls, pairs: tuple, digest: int) -> _Scope:
@@ -397,32 +397,32 @@ class _Scope(tuple):
         return tuple.__eq__(self, other)
 
 
-def _variable_scopes(spec: dict) -> tuple[list[_Scope], dict[int, str]]:
-    """What each of a policy's variables sees, then (last) the `variables` object of its other
-    expressions: each variable's name and the type its expression compiles to, in order (upstream
-    adds each to the composition environment once compiled, so a variable sees only those before
-    it; one that does not compile is dyn); and the compilation error of each that does not."""
-    from ..apiserver.admission.cel import CELError, compile_expression
+def _variable_scopes(spec: dict) -> tuple[_Scope, dict[int, str]]:
+    """The `variables` object of a policy's other expressions: each variable's name and the type its
+    expression compiles to, in order (upstream adds each to the composition environment once
+    compiled, so a variable sees only those before it; one that does not compile is dyn); and the
+    compilation error of each that does not."""
+    from ..apiserver.admission.cel import CELError, VariableCompiler
     from ..cel.types import DYN
 
-    declared = policy_variables(spec)
-    scopes, failed = [_Scope((), hash(()))], {}
+    compiler, pairs, failed = VariableCompiler(policy_variables(spec)), [], {}
     for i, v in enumerate(spec.get("variables") if isinstance(spec.get("variables"), list) else []):
         v = v if isinstance(v, dict) else {}
         t = DYN
         if (v.get("expression") or "").strip():
             try:
-                t = compile_expression(v["expression"], declared, scopes[-1]).result_type
+                t = compiler.compile(v["expression"]).result_type
             except CELError as e:
                 failed[i] = str(e)
-        pair = (v.get("name") or "", t)
-        scopes.append(_Scope((*scopes[-1], pair), hash((scopes[-1].digest, pair))))
-    return scopes, failed
+        pairs.append((v.get("name") or "", t))
+        compiler.fields[pairs[-1][0]] = t
+    scope = tuple(pairs)
+    return _Scope(scope, hash(scope)), failed
 
 
 def variable_types(spec: dict) -> tuple[tuple[str, Any], ...]:
     """A policy's `variables` object (`_variable_scopes`)."""
-    return _variable_scopes(spec)[0][-1]
+    return _variable_scopes(spec)[0]
 
 
 def _validate_variables(spec: dict, path: str, failed: dict[int, str]) -> list[FieldError]:
@@ -474,8 +474,8 @@ def _has_newlines(s: str) -> bool:
 
 def validate_validating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    scopes, failed = _variable_scopes(spec)  # (once: every expression compiles with them)
-    errs, types = _common_policy_spec(spec, lenient, failed), scopes[-1]
+    scope, failed = _variable_scopes(spec)  # (once: every expression compiles with them)
+    errs, types = _common_policy_spec(spec, lenient, failed), scope
     validations, annotations = spec.get("validations") or [], spec.get("auditAnnotations") or []
     if not validations and not annotations:
         errs.append(required("spec.validations", "validations or auditAnnotations must contain at least one item"))
@@ -531,8 +531,8 @@ def validate_validating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
 
 def validate_mutating_policy(obj: Obj, lenient: dict) -> list[FieldError]:
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    scopes, failed = _variable_scopes(spec)  # (once: every expression compiles with them)
-    errs, types = _common_policy_spec(spec, lenient, failed), scopes[-1]
+    scope, failed = _variable_scopes(spec)  # (once: every expression compiles with them)
+    errs, types = _common_policy_spec(spec, lenient, failed), scope
     rp = spec.get("reinvocationPolicy")
     if rp is None:
         errs.append(required("spec.reinvocationPolicy", ""))

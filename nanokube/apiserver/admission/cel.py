@@ -120,6 +120,27 @@ def _bind(ctx: cel.Context, activation: dict[str, Any]) -> None:
             held[name] = v
 
 
+class VariableCompiler:
+    """A policy's variables compiled in order, each seeing those before it, as upstream's composited
+    compiler adds each to its `variables` type once compiled: one fields object grows, each compile
+    in an environment of its own (no cached result of an earlier, smaller scope is reused). A scope
+    per variable, copied from the one before, was quadratic: 3,000 variables held the loop 1.3 s,
+    the 60,000 a 3 MiB body holds would have taken minutes."""
+
+    def __init__(self, declared: frozenset) -> None:
+        self.fields = admission_types.Fields()
+        self._types = {name: admission_types.TYPED.get(name, DYN) for name in declared}
+        if "variables" in declared:
+            self._types["variables"] = Type("object", schema=self.fields)
+
+    def compile(self, expression: str):
+        """The checked program of a variable's expression, with the variables added so far."""
+        try:
+            return Environment(self._types, field_type=_field_type, struct_types=True).compile(rewrite(expression))
+        except _SharedCELError as e:
+            raise CELError(f"compilation failed: {e}") from None
+
+
 def compile_expression(expression: str, declared: frozenset = frozenset(VARIABLES),
                        variables: tuple[tuple[str, Type], ...] | None = None):
     """The checked program (cached) with the `declared` variables (where an
