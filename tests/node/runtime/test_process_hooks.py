@@ -9,6 +9,7 @@ import time
 import pytest
 
 from nanokube.machinery.errors import APIError
+from nanokube.pki.ca import issue, new_ca
 from tests.controllers import eventually
 from tests.node.runtime.test_process import kubelet_events, log_of, phase, pod, process_agents, status_of
 
@@ -241,3 +242,49 @@ async def test_sigterm_goes_to_the_first_process_and_what_it_left_goes_with_it(e
     for name in ("trapper", "leaver"):
         await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
         await eventually(gone(pods, name))
+
+
+TLS_SERVER = """
+import http.server, os, signal, ssl, sys, tempfile
+d = tempfile.mkdtemp()
+for part in ("crt", "key"):
+    with open(os.path.join(d, part), "w") as f:
+        f.write(os.environ["TLS_" + part.upper()])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(os.path.join(d, "crt"), os.path.join(d, "key"))
+seen = []
+class Drain(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        seen.append((self.path, self.headers["User-Agent"], self.headers["X-Drain"]))
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0 if seen == [("/drain", "kube-lifecycle/1.37", "now")] else 7))
+server = http.server.HTTPServer(("0.0.0.0", 8443), Drain)
+server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"""
+
+
+async def test_an_https_pre_stop_reaches_a_server_whose_certificate_nothing_trusts(env):
+    """An httpGet hook with scheme HTTPS speaks TLS without verifying the server (the kubelet's
+    lifecycle client skips verification): the server, with a certificate of a throwaway CA for
+    `localhost` only, gets GET /drain with the hook's header and User-Agent before SIGTERM, on
+    which it exits 0 (7 had it seen no request or another one), and no FailedPreStopHook is told."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    ca = new_ca("throwaway-ca")
+    pair = issue(ca, "localhost", dns_names=("localhost",), server=True)
+    hook = {"preStop": {"httpGet": {"path": "/drain", "port": "https", "scheme": "HTTPS",
+                                    "httpHeaders": [{"name": "X-Drain", "value": "now"}]}}}
+    await pods.create(pod("tls", ["python3", "-c", TLS_SERVER], grace=30, lifecycle=hook,
+                          ports=[{"name": "https", "containerPort": 8443}],
+                          env=[{"name": "TLS_CRT", "value": pair.cert_pem.decode()},
+                               {"name": "TLS_KEY", "value": pair.key_pem.decode()}],
+                          readinessProbe={"tcpSocket": {"port": 8443}, "periodSeconds": 1}))
+    await eventually(container_state(pods, "tls", lambda cs: cs["ready"]))
+    w = rt.pods[("default", "tls")]
+    await pods.delete("tls", "default")
+    await eventually(gone(pods, "tls"))
+    assert w.containers["main"].state["terminated"]["exitCode"] == 0
+    reasons = [e[1] for e in await kubelet_events(client, "tls")]
+    assert "Killing" in reasons and "FailedPreStopHook" not in reasons
