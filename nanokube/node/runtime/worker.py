@@ -455,8 +455,11 @@ class ProcessPodWorker(PodWorker):
             if self._stopping.is_set() or not restart(code):
                 await self._publish()
                 return code
-            delay = min(self.runtime.backoff_initial * 2 ** c.restarts, BACKOFF_MAX)
-            c.last_state, c.restarts = {"terminated": term}, c.restarts + 1
+            c.last_state = {"terminated": term}
+            if not c.restarts:  # kuberuntime's doBackOff: the first exit has no back-off entry yet
+                c.restarts = 1
+                continue
+            delay = min(self.runtime.backoff_initial * 2 ** (c.restarts - 1), BACKOFF_MAX)
             if failed:  # the sync that started it says why it failed (reasonCache), the next its back-off
                 c.state = {"waiting": {"reason": "PostStartHookError", "message": failed}}
                 await self._publish()
@@ -470,7 +473,8 @@ class ProcessPodWorker(PodWorker):
                 await asyncio.wait_for(self._stopping.wait(), delay)
                 return code
             except TimeoutError:
-                pass
+                # counted as it starts again: while it waited, its status was the instance that ended
+                c.restarts += 1
 
     async def _probes(self, c: Container) -> None:
         """A startup probe first (until it passes nothing else probes; failing

@@ -1,6 +1,7 @@
 """The process runtime behind real node agents: containers are processes in
 pod network namespaces; statuses, logs, probes and termination come from them."""
 
+import asyncio
 import contextlib
 import os
 import secrets
@@ -129,6 +130,35 @@ async def test_exit_codes_and_restarts_drive_container_statuses(env):
     cs = p["status"]["containerStatuses"][0]
     assert cs["lastState"]["terminated"]["exitCode"] == 4 and p["status"]["phase"] == "Running"
     assert await log_of(rt, "retries", previous="true") == b"attempt\n"
+
+
+async def test_a_crash_looping_container_restarts_at_once_then_backs_off_counted_as_it_starts_again(env):
+    """As the simulated runtime (and kuberuntime's doBackOff): the first exit restarts at once, the
+    next ones back off; a container waiting in CrashLoopBackOff reports the run that ended (its
+    restartCount and containerID), one more only as the next starts. Every status write, from a watch."""
+    client, _, _ = env
+    pods = client.resource("", "v1", "pods")
+    created = await pods.create(pod("crashy", ["sh", "-c", "exit 1"], restart="Always"))
+    stream = await pods.watch("default", resource_version=created["metadata"]["resourceVersion"],
+                              field_selector="metadata.name=crashy")
+    seen: list[tuple[str, int, str | None, str | None]] = []
+    async with asyncio.timeout(30):
+        async for _, obj in stream:
+            [cs] = obj["status"].get("containerStatuses") or [{"state": {}}]
+            state = cs["state"].get("running") and "Running" or (cs["state"].get("waiting") or {}).get("reason")
+            row = (state, cs.get("restartCount"), cs.get("containerID"),
+                   cs.get("lastState", {}).get("terminated", {}).get("containerID"))
+            if state in ("Running", "CrashLoopBackOff") and (not seen or seen[-1] != row):
+                seen.append(row)
+            if len(seen) == 6:
+                break
+    await stream.aclose()
+    assert [(state, restarts) for state, restarts, _, _ in seen] == [
+        ("Running", 0), ("Running", 1), ("CrashLoopBackOff", 1), ("Running", 2), ("CrashLoopBackOff", 2), ("Running", 3)]
+    ids = [container_id for _, _, container_id, _ in seen]
+    assert len({ids[0], ids[1], ids[3], ids[5]}) == 4, "each run its own container"
+    assert seen[2][2:] == (ids[1], ids[1]) and seen[4][2:] == (ids[3], ids[3]), "waiting: the run that ended"
+    assert seen[3][3] == ids[1] and seen[5][3] == ids[3]
 
 
 async def test_a_containers_restart_rule_restarts_it_on_its_exit_code_alone(env):
