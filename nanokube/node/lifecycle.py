@@ -24,8 +24,9 @@ default, and the pod gets an InvalidSimulationAnnotation Warning naming it. Each
 Pulling/Pulled (by imagePullPolicy and the images the node holds), Created,
 Started; stopping a running one records Killing.
 
-Lifecycle hooks (hooks.py) run on the node's clock: an app container's postStart
-once it started, before its status says Running (a failed one kills it:
+Lifecycle hooks (hooks.py) run on the node's clock: a container's postStart (an app
+container's or a sidecar's, the next init container waiting for it) once it started,
+before its status says Running (a failed one kills it:
 FailedPostStartHook, PostStartHookError, restarted per policy); each running
 container's preStop as the pod stops, SIGTERM following once every hook is done
 or the grace period is up, with what is left of it (at least 2 s). An exec hook
@@ -1095,12 +1096,23 @@ class PodWorker:
         """Sidecar `c` started as the pod initializes: it runs from now, beside the init containers
         after it (whose files it may write); the kubelet starts the next container only once it is
         Started, past its startupProbe (computeInitContainerActions), the pod Pending meanwhile; its
-        readiness probe's timing counts from its start. True if the pod was deleted or ran past its
-        active deadline meanwhile."""
-        self.io.start(c["name"], image_ref(c.get("image", "")), self._program(c))
-        self.own_started[c["name"]] = self.clock.rfc3339()
-        if c["name"] in self.io.programs:
-            self.lifetimes[c["name"]] = self._lifetime(c)
+        readiness probe's timing counts from its start. Its postStart hook runs first, as startContainer
+        runs it for every container it starts: one that fails ends it (PostStartHookError), and it
+        starts again after its crash-loop back-off, the next init container waiting for a start whose
+        hook passes. True if the pod was deleted or ran past its active deadline meanwhile."""
+        name = c["name"]
+        while True:
+            self.io.start(name, image_ref(c.get("image", "")), self._program(c))
+            self.own_started[name] = self.clock.rfc3339()
+            if name in self.io.programs:
+                self.lifetimes[name] = self._lifetime(c)
+            await self._post_start_hooks([c])
+            if self.deleting():
+                return True
+            if name not in self.waiting:
+                break
+            if await self._sidecar_hook_failed(c):
+                return True
         start = self.clock.monotonic()
         self.probed[c["name"]] = prober.passing(c, start)
         up = self.probed[c["name"]][0]
@@ -1108,6 +1120,36 @@ class PodWorker:
             return False
         await self._init_waiting(c, {"running": {"startedAt": self.clock.rfc3339()}})
         return await self._wait(up, active=True)
+
+    async def _sidecar_hook_failed(self, c: dict) -> bool:
+        """Sidecar `c`'s postStart hook failed as the pod initializes: it ended (its status waits in
+        PostStartHookError, then CrashLoopBackOff) and starts again after its back-off (at once the
+        first time), its restartCount one more. True if the pod was deleted or ran past its active
+        deadline meanwhile."""
+        name = c["name"]
+        end, code = self.lifetimes.pop(name)
+        self.io.exit(name, code, at=end)
+        now = self.clock.rfc3339()
+        self.own_last_state[name] = {"terminated": {
+            "exitCode": code, "reason": "Error", "startedAt": self.own_started.get(name) or now, "finishedAt": now}}
+        await self._init_waiting(c, self.waiting[name])
+        if delay := crash_backoff(self._restart_count(name)):
+            self.waiting[name] = {"waiting": {
+                "reason": "CrashLoopBackOff", "message": f"back-off {int(delay)}s restarting failed container="
+                                                        f"{name} pod={self.name}_{self.namespace}({self.uid})"}}
+            await self._init_waiting(c, self.waiting[name])
+            await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
+                              f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, name))
+            if await self._wait(self.clock.monotonic() + delay, active=True):
+                return True
+        self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
+        del self.waiting[name]
+        if await self._ensure_image(c) or await self._ensure_config(c):
+            return True
+        path = field_path(self.pod, name)
+        await self._event("Normal", "Created", "Container created", path)
+        await self._event("Normal", "Started", "Container started", path)
+        return False
 
     async def _run_init(self, c: dict, program: Program) -> bool:
         """Init container `c`, started, runs its interpreted command: the pod Pending with `c`
@@ -1207,6 +1249,9 @@ class PodWorker:
                 self.probed[name] = prober.passing(spec, self.clock.monotonic())
                 if name in self.io.programs:
                     self.lifetimes[name] = self._lifetime(spec)
+                await self._post_start_hooks([spec])  # a failure ends it now: it restarts as one that exited
+                if self.deleting():
+                    return True
         await self._init_waiting(c, {"running": {"startedAt": started}})
         return False
 
@@ -1492,6 +1537,7 @@ class PodWorker:
                     return
                 now = self.clock.rfc3339()
                 write = True
+                fresh: list[dict] = []
                 if together:
                     running = [c for c in self._containers() if c["name"] not in self.ended]
                     for c in self._sidecars() + running if adopted else ():  # no start made their environment
@@ -1520,7 +1566,7 @@ class PodWorker:
                         self.own_started[c["name"]] = now
                         self.waiting.pop(c["name"], None)
                 lifetimes.update((c["name"], self._lifetime(c)) for c in running)
-                await self._post_start_hooks([] if adopted else running)  # (an adopted one ran its hook)
+                await self._post_start_hooks([] if adopted else fresh + running)  # (an adopted one ran its hook)
                 if write:
                     self.probed.update((c["name"], prober.passing(c, self.clock.monotonic())) for c in running)
                     await self._write_running(now)

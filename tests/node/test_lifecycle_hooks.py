@@ -4,6 +4,7 @@ events, states and grace-period accounting."""
 
 import pytest
 
+from nanokube.clock import parse_time
 from nanokube.machinery.streaming import LogOptions
 from tests.controllers import eventually
 from tests.node import ManualClock
@@ -231,3 +232,66 @@ async def test_a_container_its_liveness_probe_kills_runs_its_pre_stop_first(env)
         return s if s["restartCount"] == 1 else None
     s = await eventually(restarted)
     assert s["lastState"]["terminated"]["exitCode"] == 137
+
+
+def with_sidecar(name, post_start, check):
+    """Pod `name` (restartPolicy Never) whose sidecar `side` has postStart `post_start`, then init
+    container `check` running `check`, sharing an emptyDir at /shared; its app container exits 0."""
+    p = pod(name, restart="Never")
+    p["spec"]["containers"][0]["command"] = ["true"]
+    p["spec"]["initContainers"] = [
+        {"name": "side", "image": "busybox:1.36", "restartPolicy": "Always", "command": ["sleep", "infinity"],
+         "lifecycle": {"postStart": post_start}},
+        {"name": "check", "image": "busybox:1.36", "command": ["sh", "-c", check]}]
+    p["spec"]["volumes"] = [{"name": "shared", "emptyDir": {}}]
+    for c in p["spec"]["containers"] + p["spec"]["initContainers"]:
+        c["volumeMounts"] = [{"name": "shared", "mountPath": "/shared"}]
+    return p
+
+
+def init_status(p, name):
+    return next(s for s in p["status"]["initContainerStatuses"] if s["name"] == name)
+
+
+async def test_a_sidecars_post_start_runs_before_the_next_init_container_starts(env):
+    """startContainer runs postStart for a sidecar too, and the next init container starts only once
+    it is done: `check` finds the file the sidecar's 3 s hook wrote and exits 0 (without the hook,
+    or starting before its end, it exits 1 and fails the Never pod)."""
+    pods, clock, _ = env
+    await pods.create(with_sidecar("side", {"exec": {"command": ["sh", "-c", "sleep 3; echo up > /shared/ready"]}},
+                                   '[ "$(cat /shared/ready)" = up ]'))
+    started = parse_time(await eventually(lambda: _started(pods, "side")))  # the sidecar's
+    await clock.advance(2.9)
+    p = await pods.get("side", "default")
+    assert init_status(p, "check")["state"] == {"waiting": {"reason": "PodInitializing"}}
+    await clock.advance(0.1)
+    done = await eventually(phase_is(pods, "side", "Succeeded"))
+    check = init_status(done, "check")
+    assert check["state"]["terminated"]["exitCode"] == 0 and check["restartCount"] == 0
+    assert parse_time(check["state"]["terminated"]["startedAt"]) >= started + 3
+    assert init_status(done, "side")["restartCount"] == 0
+    reasons = [e[1] for e in await pod_events(pods, "side")]
+    assert "FailedPostStartHook" not in reasons
+
+
+async def test_a_sidecar_whose_post_start_fails_restarts_and_holds_back_the_next_init_container(env):
+    """A sidecar's failing postStart: FailedPostStartHook and Killing on spec.initContainers{side},
+    it ends (143) and starts again at once, then after its back-off (CrashLoopBackOff); `check`
+    never starts while no start of the sidecar got through its hook."""
+    pods, clock, _ = env
+    await pods.create(with_sidecar("flaky", {"exec": {"command": ["sh", "-c", "exit 4"]}}, "true"))
+
+    async def backing_off():
+        p = await pods.get("flaky", "default")
+        st = [s for s in (p.get("status") or {}).get("initContainerStatuses") or () if s["name"] == "side"]
+        return p if st and (st[0]["state"].get("waiting") or {}).get("reason") == "CrashLoopBackOff" else None
+    p = await eventually(backing_off)
+    side = init_status(p, "side")
+    assert side["restartCount"] == 1 and side["lastState"]["terminated"]["exitCode"] == 143
+    assert init_status(p, "check")["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert p["status"]["phase"] == "Pending"
+    path = "spec.initContainers{side}"
+    events = [e[:4] for e in await pod_events(pods, "flaky") if e[1] in ("FailedPostStartHook", "Killing")]
+    assert events[:2] == [("Warning", "FailedPostStartHook", path, "PostStartHook failed"),
+                          ("Normal", "Killing", path, "FailedPostStartHook")]
+    assert not any(e[2] == "spec.initContainers{check}" for e in await pod_events(pods, "flaky"))
