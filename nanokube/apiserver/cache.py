@@ -255,7 +255,10 @@ class WatchCache:
         self._events: deque[CacheEvent] = deque()
         self._event_revs: deque[int] = deque()
         self._oldest = 0  # watchers may resume from any rev >= this
-        self._watchers: dict[str, set[Watcher]] = {}
+        #: each bucket's watchers in the order they started (a dict, not a set: a set of objects iterates in
+        #: address order, which differs run to run, and the order watchers are handed an event decides
+        #: which of their tasks runs first; `nanokube simulate` must repeat)
+        self._watchers: dict[str, dict[Watcher, None]] = {}
         #: read-your-writes waiters, a heap by the revision each waits for: (revision, sequence,
         #: future, deadline)
         self._waiters: list[tuple[int, int, asyncio.Future, float]] = []
@@ -864,17 +867,17 @@ class WatchCache:
         return [e for e in reversed(tail) if e.key.startswith(prefix)]
 
     def add_watcher(self, w: Watcher) -> None:
-        self._watchers.setdefault(_bucket(w.prefix), set()).add(w)
+        self._watchers.setdefault(_bucket(w.prefix), {})[w] = None
 
     def remove_watcher(self, w: Watcher) -> None:
-        self._watchers.get(_bucket(w.prefix), set()).discard(w)
+        self._watchers.get(_bucket(w.prefix), {}).pop(w, None)
 
     def end_watches(self, prefix: str) -> None:
         """End every watch of what lies under `prefix` after the events it holds (a custom
         resource whose CRD is gone: upstream's crdHandler tears its storage, and so its watches, down)."""
-        bucket = self._watchers.get(_bucket(prefix), set())
+        bucket = self._watchers.get(_bucket(prefix), {})
         for w in [w for w in bucket if w.prefix.startswith(prefix)]:
-            bucket.discard(w)
+            del bucket[w]
             self._end(w)
 
     @property

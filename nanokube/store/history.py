@@ -33,7 +33,9 @@ class History:
         self._revs: deque[int] = deque()
         self._window = window
         self._compacted = start_revision
-        self._subscribers: set[asyncio.Queue] = set()
+        #: in the order they subscribed (not a set of objects, whose order is their addresses'): each event
+        #: wakes their readers in the same order every run
+        self._subscribers: dict[asyncio.Queue, None] = {}
         #: called with each event as it is appended (see follow)
         self._followers: list[Callable[[Event], None]] = []
         #: each follower's function told when the history starts over (see reset)
@@ -104,7 +106,7 @@ class History:
     async def watch(self, from_revision: int) -> AsyncIterator[Event]:
         backlog = self.since(from_revision)
         q: asyncio.Queue = asyncio.Queue()
-        self._subscribers.add(q)
+        self._subscribers[q] = None
         try:
             last = from_revision
             for ev in backlog:
@@ -120,7 +122,7 @@ class History:
                     last = ev.revision
                     yield ev
         finally:
-            self._subscribers.discard(q)
+            self._subscribers.pop(q, None)
 
     def close(self) -> None:
         for q in self._subscribers:

@@ -287,6 +287,26 @@ async def test_encode_event_shares_one_line_per_object_and_type(env):
     assert b'"8"' in cache.encode_event(MODIFIED, other)
 
 
+async def test_watchers_are_handed_an_event_in_the_order_they_started(env):
+    """Which watcher hears an event first decides whose task runs first: in the order the watches
+    started, the same in every run (a set of watchers went in address order: `nanokube simulate`
+    placed pods differently run to run), also after some have gone."""
+    store, cache = env
+    heard = []
+    watchers = [Watcher(PREFIX, lambda ev: True, direct=lambda cev, i=i: heard.append(i) or True) for i in range(64)]
+    for w in watchers:
+        cache.add_watcher(w)
+    getters = [asyncio.ensure_future(w.queue.get()) for w in watchers]  # each watch's task, parked
+    await asyncio.sleep(0)
+    for w in watchers[::3]:
+        cache.remove_watcher(w)
+    kv = await store.create(PREFIX + "ns/a", b"{}")
+    await cache.wait_for(kv.mod_revision)
+    assert heard == [i for i in range(64) if i % 3]
+    for g in getters:
+        g.cancel()
+
+
 async def test_a_waiting_watcher_takes_events_directly_and_in_order(env):
     """Events go to `direct` only while the watch's task waits on an empty queue; otherwise, or when
     `direct` declines or fails, they are queued, so the order a watcher sees never changes."""
