@@ -93,13 +93,30 @@ def conflict(group: str, plural: str, name: str, why: str) -> APIError:
 STALE = "the object has been modified; please apply your changes to the latest version and try again"
 
 
+#: the bytes of cause messages past which an Invalid Status collapses identical causes: ours, not
+#: upstream's (which has no bound); room for a cause per error of any Status a sane request earns
+CAUSES_BUDGET = 16 << 20
+
+
 def invalid(group: str, kind: str, name: str, errors: list[FieldError]) -> APIError:
     """StatusError of NewInvalid: a cause per error, repeats included; the message is
-    ErrorList.ToAggregate's, each distinct error once."""
-    causes = [{"reason": e.reason, "message": e.message, "field": e.field} for e in errors]
-    distinct = list(dict.fromkeys(str(e) for e in errors))
+    ErrorList.ToAggregate's, each distinct error once. Upstream writes every cause whatever the
+    total, so 8,000 unsupported quota scopes, each cause printing the whole list, make a 1.2 GB
+    Status of a 3 MiB request: past CAUSES_BUDGET, identical causes are collapsed as the message is."""
+    printed: dict[tuple, str] = {}  # an error's message, once per (type, field, detail, value held)
+    rows = []
+    for e in errors:
+        key = (e.reason, e.field, e.detail, e.has_value, id(e.value))
+        message = printed.get(key)
+        if message is None:
+            message = printed[key] = e.message
+        rows.append((e.reason, message, e.field))
+    if sum(len(m) for _, m, _ in rows) > CAUSES_BUDGET:
+        rows = list(dict.fromkeys(rows))
+    distinct = list(dict.fromkeys(f"{f}: {m}" if f else m for _, m, f in rows))
     summary = distinct[0] if len(distinct) == 1 else "[" + ", ".join(distinct) + "]"
     gk = f"{kind}.{group}" if group else kind
+    causes = [{"reason": r, "message": m, "field": f} for r, m, f in rows]
     return APIError(422, "Invalid", f'{gk} "{name}" is invalid: {summary}', _details(name, group, kind, causes=causes))
 
 
