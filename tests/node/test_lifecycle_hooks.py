@@ -33,6 +33,16 @@ def worker(mgr, p):
     return mgr.agents[p["spec"]["nodeName"]].workers[p["metadata"]["uid"]]
 
 
+async def delete_killed(pods, name):
+    """Delete pod `name` and wait for the kubelet's Killing Event, after which its preStop hook runs
+    on the node's clock: an advance made before the kubelet has begun the hook would pass it by."""
+    await pods.delete(name, "default")
+
+    async def killing():
+        return "Killing" in [e[1] for e in await pod_events(pods, name)]
+    await eventually(killing)
+
+
 async def test_post_start_writes_a_file_the_main_command_waits_for_before_running_is_reported(env):
     pods, clock, mgr = env
     main = ["sh", "-c", "until [ -f /tmp/ready ]; do sleep 1; done; cat /tmp/ready"]
@@ -108,7 +118,7 @@ async def test_a_pre_stop_sleep_delays_sigterm_and_the_pods_removal(env):
     pods, clock, _ = env
     await pods.create(hooked("drain", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 3}}))
     await eventually(phase_is(pods, "drain", "Running"))
-    await pods.delete("drain", "default")
+    await delete_killed(pods, "drain")
     await clock.advance(2.9)
     p = await pods.get("drain", "default")
     assert p["status"]["phase"] == "Running"
@@ -130,7 +140,7 @@ async def test_a_pre_stop_exec_writes_before_sigterm_and_a_failed_one_is_told(en
     await pods.create(bad)
     for name in ("graceful", "bad"):
         await eventually(phase_is(pods, name, "Running"))
-        await pods.delete(name, "default")
+        await delete_killed(pods, name)
     await clock.advance(2)  # the hook (1.5 s), SIGTERM, then the trap once the loop's `sleep 1` ends
     done = await eventually(phase_is(pods, "graceful", "Succeeded"))
     assert app_status(done)["state"]["terminated"]["exitCode"] == 0
@@ -146,7 +156,7 @@ async def test_a_pre_stop_past_the_grace_period_is_cut_off_and_sigterm_gets_two_
     stubborn = ["sh", "-c", "trap 'sleep 5; exit 0' TERM; while true; do sleep 1; done"]
     await pods.create(hooked("slow", stubborn, grace=5, preStop={"exec": {"command": ["sleep", "60"]}}))
     await eventually(phase_is(pods, "slow", "Running"))
-    await pods.delete("slow", "default")
+    await delete_killed(pods, "slow")
     await clock.advance(6.9)  # the hook cut off at 5 s, SIGTERM then, the 2 s floor not up
     assert (await pods.get("slow", "default"))["status"]["phase"] == "Running"
     await clock.advance(0.1)
@@ -168,7 +178,7 @@ async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_o
         c["volumeMounts"] = [{"name": "shared", "mountPath": "/shared"}]
     await pods.create(p)
     await eventually(phase_is(pods, "pair", "Running"))
-    await pods.delete("pair", "default")
+    await delete_killed(pods, "pair")
     await clock.advance(3)
     done = await eventually(phase_is(pods, "pair", "Failed"))
     codes = {s["name"]: s["state"]["terminated"]["exitCode"] for s in done["status"]["containerStatuses"]}
