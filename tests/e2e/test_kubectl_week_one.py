@@ -141,10 +141,17 @@ def test_get_pods_restarts_of_a_crash_looping_pod_are_those_of_the_run_that_ende
     cluster.kubectl("run", "crashy", "--image=busybox", "--", "sh", "-c", "echo boom; exit 1")
 
     def waiting():
-        [cs] = cluster.kubectl_json("get", "pod", "crashy")["status"].get("containerStatuses") or [{}]
-        return cs if "CrashLoopBackOff" == (cs.get("state") or {}).get("waiting", {}).get("reason") else None
-    cs = wait_for(waiting, 30, "crashy in CrashLoopBackOff")
-    row = cluster.kubectl("get", "pod", "crashy", "--no-headers").stdout.split()
+        """The status and the printed row of one copy of the pod, waiting out its back-off: the row is
+        taken between two reads of the same resourceVersion, so no restart came in between."""
+        pod = cluster.kubectl_json("get", "pod", "crashy")
+        [cs] = pod["status"].get("containerStatuses") or [{}]
+        if "CrashLoopBackOff" != (cs.get("state") or {}).get("waiting", {}).get("reason"):
+            return None
+        row = cluster.kubectl("get", "pod", "crashy", "--no-headers").stdout.split()
+        same = cluster.kubectl_json("get", "pod", "crashy")["metadata"]["resourceVersion"] == \
+            pod["metadata"]["resourceVersion"]
+        return (cs, row) if same else None
+    cs, row = wait_for(waiting, 60, "crashy in CrashLoopBackOff")
     delay = int(re.search(r"back-off (\d+)s", cs["state"]["waiting"]["message"]).group(1))
     assert cs["restartCount"] == {10: 1, 20: 2, 40: 3}[delay], cs  # two runs, then 10 s; three, then 20 s
     assert row[2] == "CrashLoopBackOff" and row[3] == str(cs["restartCount"]), row
