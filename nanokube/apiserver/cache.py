@@ -129,6 +129,8 @@ class Entry:
     _stored: bytes | None = None
     #: decodes `_stored` sharing values with the cached objects (WatchCache.decoder); `decode` where None
     _decode: Callable[[bytes, int], dict] | None = None
+    #: the length of the JSON it was stored as (0 where unknown): how a write judges its size (rest._large)
+    size: int = 0
 
     @property
     def obj(self) -> dict:
@@ -317,7 +319,8 @@ class WatchCache:
             if bucket is None or not key.startswith(prefix):
                 prefix = _resource_prefix(key)
                 bucket = self._by_prefix.setdefault(prefix, {})
-            bucket[key] = Entry(None, kv.mod_revision, None, kv.value, self.decoder(prefix))  # decoded on first use
+            bucket[key] = Entry(None, kv.mod_revision, None, kv.value, self.decoder(prefix),  # decoded on first use
+                                len(kv.value))
         self._keys = {rp: SortedList(objs) for rp, objs in self._by_prefix.items()}
         self._changed(self._by_prefix)
         self.stats.initialized(self._by_prefix)
@@ -396,7 +399,8 @@ class WatchCache:
         fresh: dict[str, dict[str, Entry]] = {}
         for kv in kvs:
             prefix = _resource_prefix(kv.key)
-            fresh.setdefault(prefix, {})[kv.key] = Entry(self.decoder(prefix)(kv.value, kv.mod_revision), kv.mod_revision)
+            fresh.setdefault(prefix, {})[kv.key] = Entry(self.decoder(prefix)(kv.value, kv.mod_revision), kv.mod_revision,
+                                                               size=len(kv.value))
         self._changed({*fresh, *self._by_prefix, *self._changes})
         self._by_prefix = fresh
         self._keys = {rp: SortedList(objs) for rp, objs in fresh.items()}
@@ -439,11 +443,12 @@ class WatchCache:
                 obj = handed[1]
                 obj["metadata"]["resourceVersion"] = str(rev)
                 self._share_spec(obj, prev._obj if prev is not None else None, prefix)
-                entry = Entry(obj, rev)
+                entry = Entry(obj, rev, size=len(ev.kv.value))
             elif self.lazy and not self._watchers.get(prefix):  # read, if ever, later: decoded then
-                entry = Entry(None, rev, None, ev.kv.value, self.decoder(prefix))
+                entry = Entry(None, rev, None, ev.kv.value, self.decoder(prefix), len(ev.kv.value))
             else:
-                entry = Entry(self._decoded(prefix, ev.kv.value, rev, prev._obj if prev is not None else None), rev)
+                entry = Entry(self._decoded(prefix, ev.kv.value, rev, prev._obj if prev is not None else None), rev,
+                              size=len(ev.kv.value))
             objs[key] = entry
             if prev is None:
                 keys = self._keys.get(prefix)

@@ -65,3 +65,34 @@ async def test_large_objects_have_their_fields_tracked_in_a_worker_thread(tmp_pa
             code, got = await send(api, "POST", PODS, _pod(name, n))
             assert code == 201, got
     assert threads == [(1, True), (3000, False)]
+
+
+async def test_large_objects_have_their_updates_and_patches_tracked_in_a_worker_thread(tmp_path, monkeypatch):
+    """Sized without encoding them: a patch by the stored object's length and its own, an update by
+    its body; a body not kept (fieldValidation=Ignore) by encoding the object."""
+    threads: list[tuple[str, int, bool]] = []
+    create, update = ssa.create_managed_fields, ssa.update_managed_fields
+
+    def recorded(fn, what):
+        def call(*args, **kwargs):
+            new = args[1] if what == "update" else args[0]
+            if new.get("kind") == "Pod":
+                threads.append((what, len(new["spec"]["containers"]), threading.current_thread() is threading.main_thread()))
+            return fn(*args, **kwargs)
+        return call
+    monkeypatch.setattr(ssa, "create_managed_fields", recorded(create, "create"))
+    monkeypatch.setattr(ssa, "update_managed_fields", recorded(update, "update"))
+    async with served(tmp_path) as (_, api):
+        for name, n in (("small", 1), ("large", 3000)):
+            code, got = await send(api, "POST", f"{PODS}?fieldValidation=Ignore", _pod(name, n))
+            assert code == 201, got
+            code, got = await send(api, "PATCH", f"{PODS}/{name}", {"metadata": {"labels": {"a": "b"}}},
+                                   "application/strategic-merge-patch+json")
+            assert code == 200, got
+            code, got = await send(api, "PATCH", f"{PODS}/{name}/status", {"status": {"message": "m"}},
+                                   "application/merge-patch+json")
+            assert code == 200 and got["status"]["message"] == "m", got
+            code, got = await send(api, "PUT", f"{PODS}/{name}", {**got, "metadata": {**got["metadata"], "labels": {}}})
+            assert code == 200 and "labels" not in got["metadata"], got
+    assert threads == [("create", 1, True), ("update", 1, True), ("update", 1, True), ("update", 1, True),
+                       ("create", 3000, False), ("update", 3000, False), ("update", 3000, False), ("update", 3000, False)]
