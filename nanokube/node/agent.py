@@ -22,6 +22,7 @@ from ..machinery.errors import APIError
 from ..client.http import EXPECTED
 from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
+from . import csinode
 from .cluster import NodeSpec
 from .dra.driver import NodeDriver
 from .dra.grpc_api import DRA_PLUGIN_TYPE
@@ -231,8 +232,11 @@ class NodeAgent:
         `throttle` and `watched` (the ConfigMap and Secret watches volumes read, see
         volumes/watch_based_manager.py) are shared by the agents of one process.
         `plugin_registry=False`: no plugin watcher nor pod resources socket, for agents no external
-        kubelet plugin or monitoring agent can reach (a simulation's)."""
+        kubelet plugin or monitoring agent can reach (a simulation's), and no CSINode, which lists the
+        CSI drivers registered there (one without drivers leaves the scheduler's volume limits as
+        none does; 1000 nodes' start-up took ~8% more CPU with it)."""
         self.client = client
+        self._csi_node = plugin_registry
         self.runtime = runtime or SimulatedRuntime()
         self.spec = spec
         self.name = spec.name
@@ -352,6 +356,8 @@ class NodeAgent:
             node = await self.nodes.get(self.name)
             await self.post_status(full=True)
         self.node_uid = node["metadata"]["uid"]
+        if self._csi_node:
+            await csinode.ensure(self.client, node)
         await self.record("NodeAllocatableEnforced", "Updated Node Allocatable limit across pods")
         await self.renew_lease()
 

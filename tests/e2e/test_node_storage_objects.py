@@ -6,6 +6,7 @@ Driven over HTTPS with node gpu-0's client certificate."""
 
 from __future__ import annotations
 
+from tests.e2e.conftest import wait_for
 from tests.e2e.manifests import to_yaml
 from tests.e2e.test_security import _call, gpu0  # noqa: F401 (gpu0 is a fixture)
 
@@ -24,7 +25,24 @@ def _attachment(name: str, node: str) -> dict:
             "spec": {"attacher": "local.csi.nanokube.io", "nodeName": node, "source": {"persistentVolumeName": name}}}
 
 
+def test_each_kubelet_makes_its_nodes_csinode_with_no_drivers(cluster):
+    """As the kubelet's CSI plugin at start-up: `kubectl get csinodes` lists every node, DRIVERS 0."""
+    def listed():  # (a Node is Ready as it registers, its CSINode created right after)
+        rows = [line.split()[:2] for line in cluster.kubectl("get", "csinodes").stdout.splitlines()]
+        return rows if len(rows) == 3 else None
+    rows = wait_for(listed, 30, "both nodes' CSINodes")
+    assert rows == [["NAME", "DRIVERS"], ["gpu-0", "0"], ["gpu-1", "0"]], rows
+    csinode = cluster.kubectl_json("get", "csinode", "gpu-1")
+    node = cluster.kubectl_json("get", "node", "gpu-1")
+    assert csinode["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": "gpu-1", "uid": node["metadata"]["uid"]}]
+    assert csinode["spec"] == {"drivers": []}
+
+
 def test_a_node_writes_only_its_own_csinode(cluster, gpu0):  # noqa: F811
+    code, body = _call(cluster, gpu0, "POST", CSINODES, _csinode("gpu-0"))
+    assert (code, body["reason"]) == (409, "AlreadyExists"), body  # its kubelet made it at start-up
+    assert _call(cluster, gpu0, "DELETE", f"{CSINODES}/gpu-0")[0] == 200
     code, body = _call(cluster, gpu0, "POST", CSINODES, _csinode("gpu-0"))
     assert code == 201, body
     assert _call(cluster, gpu0, "PATCH", f"{CSINODES}/gpu-0", {"metadata": {"labels": {"csi": "ready"}}})[0] == 200

@@ -276,8 +276,8 @@ def test_every_kind_round_trips_through_the_typed_client(cluster):
         (storage.create_csi_driver, storage.read_csi_driver, storage.delete_csi_driver, None,
          client.V1CSIDriver(metadata=client.V1ObjectMeta(name="csi.example.com"), spec=client.V1CSIDriverSpec())),
         (storage.create_csi_node, storage.read_csi_node, storage.delete_csi_node, None,
-         client.V1CSINode(metadata=client.V1ObjectMeta(name="gpu-0"), spec=client.V1CSINodeSpec(
-             drivers=[client.V1CSINodeDriver(name="csi.example.com", node_id="gpu-0")]))),
+         client.V1CSINode(metadata=client.V1ObjectMeta(name="rt-node"), spec=client.V1CSINodeSpec(  # (gpu-0's: its kubelet's)
+             drivers=[client.V1CSINodeDriver(name="csi.example.com", node_id="rt-node")]))),
         (storage.create_volume_attachment, storage.read_volume_attachment, storage.delete_volume_attachment, None,
          client.V1VolumeAttachment(metadata=client.V1ObjectMeta(name="rt-va"), spec=client.V1VolumeAttachmentSpec(
              attacher="csi.example.com", node_name="gpu-0",

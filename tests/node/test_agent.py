@@ -112,6 +112,44 @@ async def test_a_restarted_manager_adopts_existing_nodes():
     await s.close()
 
 
+async def test_each_node_gets_a_csinode_it_owns_and_a_restarted_agent_keeps_it():
+    """As the kubelet's CSI plugin at start-up: a storage.k8s.io/v1 CSINode named after the Node,
+    owned by it, with no drivers; a restarted agent keeps the one there (a driver a registrar added
+    included) rather than writing it again."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    csinodes = s.client.resource("storage.k8s.io", "v1", "csinodes")
+    cluster = parse_cluster("pools:\n  - {name: w, count: 2, capacity: {cpu: '4', memory: 8Gi}}\n")
+    mgr = NodeManager(connector(s.rest), cluster, ManualClock())
+    await mgr.start()
+    await mgr.stop()
+    nodes = {n["metadata"]["name"]: n for n in (await s.client.resource("", "v1", "nodes").list())[0]}
+    items, _ = await csinodes.list()
+    assert sorted(c["metadata"]["name"] for c in items) == ["w-0", "w-1"]
+    for c in items:
+        node = nodes[c["metadata"]["name"]]
+        assert c["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Node", "name": node["metadata"]["name"], "uid": node["metadata"]["uid"]}]
+        assert c["spec"] == {"drivers": []}
+    w0 = await csinodes.get("w-0")
+    w0 = await csinodes.update({**w0, "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "w-0"}]}})
+    mgr = NodeManager(connector(s.rest), cluster, ManualClock())
+    await mgr.start()
+    await mgr.stop()
+    kept = await csinodes.get("w-0")
+    assert kept["metadata"]["uid"] == w0["metadata"]["uid"]
+    assert kept["metadata"]["resourceVersion"] == w0["metadata"]["resourceVersion"]
+    assert [d["name"] for d in kept["spec"]["drivers"]] == ["csi.example.com"]
+    # a simulation's agents (no plugin registry, so no CSI driver to list) make none
+    sim = NodeManager(connector(s.rest), parse_cluster("pools:\n  - {name: sim, count: 1, capacity: {cpu: '4', memory: 8Gi}}\n"),
+                      ManualClock(), plugin_registry=False)
+    await sim.start()
+    await sim.stop()
+    assert await s.client.resource("", "v1", "nodes").get("sim-0")
+    assert sorted(c["metadata"]["name"] for c in (await csinodes.list())[0]) == ["w-0", "w-1"]
+    await s.close()
+
+
 class _Calls:
     """The REST layer, counting writes and reads by (verb, plural, subresource)."""
 
