@@ -1792,12 +1792,15 @@ class PodWorker:
         await self._ended()  # (one deleted as the deadline passed: nothing is left to stop)
 
     async def _terminate(self) -> None:
-        """Graceful deletion: the containers' preStop hooks run, then SIGTERM; containers stop after
-        min(grace left, stop-seconds), exiting as stop_exit_code says (one still running when the
-        grace period ends is killed, 137). Past
-        activeDeadlineSeconds the kubelet kills the pod the same way, with the pod's own grace period."""
+        """Graceful deletion, as killContainersWithSyncResult stops the running containers: each at
+        once, side by side, its own preStop hook first, then its SIGTERM with what is left of the
+        grace period (at least 2 s after a hook); it stops after min(that, stop-seconds), exiting
+        as stop_exit_code says (137: still running when its time is up) or as its TERM trap does,
+        or with its own code where its command ended first (one waiting for what a hook wrote). A
+        sidecar's SIGTERM waits its turn (KEP-753's termination ordering): until the app containers
+        and the sidecars after it stopped, or its time is up. Past activeDeadlineSeconds the kubelet
+        kills the pod the same way, with the pod's own grace period."""
         md = self.pod["metadata"]
-        stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
         if self.deleting():
             grace = md.get("deletionGracePeriodSeconds") or 0
             asked = parse_time(md["deletionTimestamp"]) - grace
@@ -1806,13 +1809,13 @@ class PodWorker:
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
             asked = self.clock.now()
         await self.clock.sleep(max(asked - self.clock.now(), 0.0))
-        if await self._pre_stop_hooks(asked + grace):  # SIGTERM comes after, with what is left of the grace period
-            asked, grace = self.clock.now(), max(asked + grace - self.clock.now(), hooks.MIN_GRACE)
-            self._ended_while_stopping()
-        await self._trapped(self.io.signalled(), self.clock.monotonic() + max(asked + grace - self.clock.now(), 0.0))
-        await self.clock.sleep(max(asked + min(grace, stop) - self.clock.now(), 0.0))
+        apps = [c for c in self._containers() if c["name"] in self.io.running and c["name"] not in self.ended]
+        sidecars = [c for c in self._sidecars() if c["name"] in self.io.running]
+        stopped = {c["name"]: asyncio.Event() for c in apps + sidecars}
+        turns = {c["name"]: [stopped[x["name"]] for x in apps + sidecars[i + 1:]] for i, c in enumerate(sidecars)}
+        await asyncio.gather(*(self._stop(c, asked + grace, turns.get(c["name"], []), stopped[c["name"]])
+                               for c in apps + sidecars))
         code = stop_exit_code(self.pod, grace)
-        self.io.exited(code, "received SIGTERM" if code != 137 else "was killed after the grace period")
         now = self.clock.rfc3339()
         term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                 "startedAt": self.started_at or now, "finishedAt": now}
@@ -1822,43 +1825,68 @@ class PodWorker:
             if e.code != 404:
                 raise
 
-    def _ended_while_stopping(self) -> None:
-        """The app containers whose command ended on its own while the preStop hooks ran (one
-        waiting for a file a hook wrote) end with their own code, not SIGTERM's."""
-        at = self.clock.monotonic()
-        for c in self._containers():
-            name = c["name"]
-            if name not in self.io.running or name in self.ended:
-                continue
+    async def _stop(self, c: dict, deadline: float, turn: list[asyncio.Event], done: asyncio.Event) -> None:
+        """killContainer for container `c` as the pod stops by `deadline` (wall clock): its preStop
+        hook, for a sidecar its turn (once each of `turn` is set, or its time is up), then SIGTERM;
+        `done` is set once it stopped. An app container's status says how it ended."""
+        name = c["name"]
+        try:
+            left = max(deadline - self.clock.now(), 0.0)
+            if await self._pre_stop_hooks(deadline, {name}):
+                left = max(deadline - self.clock.now(), hooks.MIN_GRACE)
+            if turn:
+                start = self.clock.monotonic()
+                limit = asyncio.ensure_future(self._sleep_until(start + left))
+                waits = [asyncio.ensure_future(e.wait()) for e in turn]
+                try:
+                    await asyncio.wait([limit, asyncio.gather(*waits)], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for t in (limit, *waits):
+                        t.cancel()
+                    await asyncio.gather(limit, *waits, return_exceptions=True)
+                left = max(left - (self.clock.monotonic() - start), hooks.MIN_GRACE)
+            at = self.clock.monotonic()
             end, code = self.lifetimes.get(name, (None, 0))
-            if name in self.io.ended:
+            why = ""
+            if name in self.io.ended:  # its command ended on its own meanwhile
                 end, code = at, self.io.ended.pop(name)
             elif end is None or end > at:
-                continue
-            self.io.exit(name, code, at=end)
-            now = self.clock.rfc3339()
-            self.ended[name] = self._status_of(c, {"terminated": {
-                "exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}, False, False)
+                if trapped := self.io.signalled([name]).get(name):
+                    end, code = trapped
+                    if end is None or end > at + left:
+                        end, code = at + left, 137
+                else:
+                    stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
+                    end, code = at + min(left, stop), stop_exit_code(self.pod, left)
+                    why = "received SIGTERM" if code != 137 else "was killed after the grace period"
+                if (own := await self._until_ended(name, end)) is not None:  # its command ended first
+                    (end, code), why = own, ""
+            self.io.exit(name, code, why, at=end)
+            if c in self._containers():
+                now = self.clock.rfc3339()
+                self.ended[name] = self._status_of(c, {"terminated": {
+                    "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                    "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}},
+                    False, False)
+        finally:
+            done.set()
 
-    async def _trapped(self, ends: dict[str, tuple[float | None, int]], deadline: float) -> None:
-        """The containers whose command traps SIGTERM (simulated_io.signalled: when each ends, with
-        which code) end then, each app container with its own status; one still running at the
-        grace period's end (monotonic `deadline`) is killed (137)."""
-        if not ends:
-            return
-        await self._sleep_until(max(min(deadline if end is None else end, deadline) for end, _ in ends.values()))
-        apps = {c["name"]: c for c in self._containers()}
-        for name, (end, code) in ends.items():
-            killed = end is None or end > deadline
-            code = 137 if killed else code
-            self.io.exit(name, code, at=deadline if killed else end)
-            if name not in apps:  # a sidecar's code is not the pod's
-                continue
-            now = self.clock.rfc3339()
-            self.ended[name] = self._status_of(apps[name], {"terminated": {
-                "exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}, False, False)
+    async def _until_ended(self, name: str, end: float) -> tuple[float, int] | None:
+        """Sleep until monotonic `end` unless container `name`'s command ends first (one whose TERM
+        trap lets it wait on for a file): when and with which code it did, then."""
+        timer = asyncio.ensure_future(self._sleep_until(end))
+        try:
+            while not timer.done():
+                self.changed.clear()  # (each waiter checks its own state again once woken)
+                if name in self.io.ended:
+                    return self.clock.monotonic(), self.io.ended.pop(name)
+                waiter = asyncio.ensure_future(self.changed.wait())
+                await asyncio.wait([timer, waiter], return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+        finally:
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
+        return None
 
     async def _delete(self) -> None:
         """The status manager removes a deleted pod once its final status landed: a failed delete

@@ -301,12 +301,13 @@ class SimulatedIO:
         self.running.remove(name)
         self.exit_codes[name] = code
 
-    def signalled(self) -> dict[str, tuple[float | None, int]]:
-        """The kubelet's SIGTERM, now, to each running container whose command traps it: from now on
-        it writes what it then does (its trap's action, once the command running ends); when it
-        ends (monotonic; None: it runs on, to be killed) and with which code, by name."""
+    def signalled(self, names: list[str] | None = None) -> dict[str, tuple[float | None, int]]:
+        """The kubelet's SIGTERM, now, to each running container (of `names`, if given) whose command
+        traps it: from now on it writes what it then does (its trap's action, once the command
+        running ends); when it ends (monotonic; None: it runs on, to be killed) and with which code,
+        by name."""
         now, out = self.worker.clock.monotonic(), {}
-        for name in list(self.running):
+        for name in list(self.running) if names is None else [n for n in names if n in self.running]:
             program, began = self.programs.get(name), self.began.get(name)
             if program is None or program.signalled is None or began is None:
                 continue
@@ -317,7 +318,8 @@ class SimulatedIO:
             self._flush(name, now)
             if task := self._scripted.pop(name, None):
                 task.cancel()
-            self._schedule(name, ((t - at, stream, text) for t, stream, text in later.timeline() if t > at), now=now)
+            self._schedule(name, ((t - at, stream, text) for t, stream, text in later.timeline() if t > at),
+                           self._then(name, later, now - at, resumed=True), now=now)
             out[name] = (None if math.isinf(later.seconds) else now + (later.seconds - at), later.exit_code)
         return out
 

@@ -109,6 +109,8 @@ async def test_deleting_a_running_pod_kills_each_container(env):  # noqa: F811
         ("Killing", "spec.containers{log}", "Stopping container log"),
         ("Killing", "spec.initContainers{proxy}", "Stopping container proxy"),
     ]
+    await clock.advance(1)  # the app containers stopped; the sidecar's SIGTERM comes only now (KEP-753)
+    assert (await pods.get("web", "default"))["metadata"]["name"] == "web"
     await clock.advance(1)
     assert await eventually(gone(pods, "web"))
 

@@ -165,14 +165,16 @@ async def test_a_pre_stop_past_the_grace_period_is_cut_off_and_sigterm_gets_two_
 
 
 async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_own(env):
-    """While main's preStop hook runs, the other container's loop finds the file the hook wrote in
-    their emptyDir and exits 0 by itself: it ends so, not as SIGTERM (later) ends main."""
+    """While main's preStop hook runs, the other container (no hook: its SIGTERM comes at once, and
+    it ignores it) finds the file the hook wrote in their emptyDir and exits 0 by itself: it ends
+    so, not as SIGTERM (later) ends main."""
     pods, clock, _ = env
     p = hooked("pair", ["sleep", "infinity"], grace=30, preStop={"exec": {"command": [
         "sh", "-c", "echo draining > /shared/drain; sleep 3"]}})
     p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
     p["spec"]["containers"].append({"name": "watcher", "image": "busybox:1.36", "command": [
-        "sh", "-c", 'until [ -f /shared/drain ]; do sleep 1; done; [ "$(cat /shared/drain)" = draining ]']})
+        "sh", "-c", "trap '' TERM; until [ -f /shared/drain ]; do sleep 1; done; "
+                    '[ "$(cat /shared/drain)" = draining ]']})
     p["spec"]["volumes"] = [{"name": "shared", "emptyDir": {}}]
     for c in p["spec"]["containers"]:
         c["volumeMounts"] = [{"name": "shared", "mountPath": "/shared"}]
@@ -305,3 +307,29 @@ async def test_a_sidecar_whose_post_start_fails_restarts_and_holds_back_the_next
     assert events[:2] == [("Warning", "FailedPostStartHook", path, "PostStartHook failed"),
                           ("Normal", "Killing", path, "FailedPostStartHook")]
     assert not any(e[2] == "spec.initContainers{check}" for e in await pod_events(pods, "flaky"))
+
+
+async def test_each_container_gets_its_sigterm_right_after_its_own_pre_stop(env):
+    """killContainersWithSyncResult stops the containers side by side: `plain` (no hook) ends at
+    once, `quick` (preStop sleep 2) 2 s later, `slow` (sleep 6) 6 s later, each finishedAt its own,
+    not all at the slowest hook's end."""
+    pods, clock, _ = env
+    p = hooked("staggered", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 2}})
+    p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+    p["spec"]["containers"][0]["name"] = "quick"
+    p["spec"]["containers"] += [
+        {"name": "slow", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+         "lifecycle": {"preStop": {"sleep": {"seconds": 6}}}},
+        {"name": "plain", "image": "busybox:1.36", "command": ["sleep", "infinity"]}]
+    await pods.create(p)
+    await eventually(phase_is(pods, "staggered", "Running"))
+    await pods.delete("staggered", "default")
+    await clock.advance(2)
+    await clock.advance(4)
+    done = await eventually(phase_is(pods, "staggered", "Failed"))
+    ended = {s["name"]: (s["state"]["terminated"]["exitCode"], parse_time(s["state"]["terminated"]["finishedAt"]))
+             for s in done["status"]["containerStatuses"]}
+    at = ended["plain"][1]  # (the node's clock: the deletion's time is the server's)
+    assert {name: (code, t - at) for name, (code, t) in ended.items()} == {
+        "quick": (143, 2), "slow": (143, 6), "plain": (143, 0)}
+    await pods.patch("staggered", {"metadata": {"finalizers": None}}, namespace="default")
