@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import random
 import tempfile
+import uuid
 
 from .. import gcsettle
 from ..apiserver.app import APIServer
@@ -63,6 +64,17 @@ class SeededNames:
         return "".join(rng.choice(NAME_CHARS) for _ in range(5))
 
 
+class SeededUIDs:
+    """metadata.uid drawn from the run's seed (version 4 UUIDs, as the server's): the n-th object created
+    gets the same uid in every run, and so do the names made from uids (a Job's Workload and PodGroup)."""
+
+    def __init__(self, seed: int):
+        self._rng = random.Random(f"{seed}/uid")
+
+    def __call__(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+
 class SimulatedControlPlane:
     def __init__(self, cluster: Cluster, clock: Clock, config: SchedulerConfig | None = None, seed: int = 0,
                  controllers: str = DEFAULT_CONTROLLERS, heartbeat: float | None = None, serve_port: int | None = None,
@@ -79,6 +91,7 @@ class SimulatedControlPlane:
         self.server = APIServer(MemoryStore(), pki, port=serve_port or 0, clock=clock, audit_log_path="",
                                 event_ttl=event_ttl)
         self.server.rest.name_suffix = SeededNames(seed)
+        self.server.rest.new_uid = SeededUIDs(seed)
         self.connect = connector(self.server.rest)
         self.client: LocalClient = self.connect(TRACE_USER, "nanokube-simulate")
         self.kubeconfig = os.path.join(self._dir.name, "kubeconfig")

@@ -104,3 +104,22 @@ def test_two_policies_compared_repeat(tmp_path):
     assert [r["name"] for r in first] == ["fgd", "least-allocated"]
     assert second == first
 
+
+
+async def test_objects_get_the_same_uids_and_the_names_made_of_them_in_every_run():
+    """A Job's Workload and PodGroup are named after its uid: drawn from the seed, not the kernel."""
+    from nanokube.node.cluster import parse_cluster
+    from nanokube.sim.driver import run
+    from nanokube.sim.trace import Trace, TraceEvent
+
+    cluster = parse_cluster('pools:\n  - name: n\n    count: 2\n    capacity: {cpu: "4", memory: 16Gi}\n')
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gang", "namespace": "default"},
+           "spec": {"parallelism": 2, "completions": 2, "scheduling": {"schedulingPolicy": {"gang": {}}},
+                    "template": {"metadata": {"annotations": {"sim.nanokube.io/run-seconds": "1"}}, "spec": {
+                        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    runs = [await run("r", cluster, Trace([TraceEvent(0.0, 0, "create", job)]), None, seed=3, until=5, progress=False)
+            for _ in range(2)]
+    groups = [list(r.metrics["gang_wait_s"]) for r in runs]
+    assert len(groups[0]) == 1 and groups[0][0].startswith("default/gang-")
+    assert groups[1] == groups[0]
+    assert runs[1].placements == runs[0].placements and len(runs[0].placements) == 2
