@@ -28,8 +28,9 @@ Lifecycle hooks (hooks.py) run on the node's clock: a container's postStart (an 
 container's or a sidecar's, the next init container waiting for it) once it started,
 before its status says Running (a failed one kills it:
 FailedPostStartHook, PostStartHookError, restarted per policy); each running
-container's preStop as the pod stops, SIGTERM following once every hook is done
-or the grace period is up, with what is left of it (at least 2 s). An exec hook
+container's preStop as the pod stops, side by side, its own SIGTERM following once
+its hook is done or the grace period is up, with what is left of it (at least 2 s),
+a sidecar's only after the app containers stopped. An exec hook
 runs as `kubectl exec` does in the container (simulated_io: its files, the
 simulated shell; a command it does not run passes, as probes do); an httpGet
 one reaches a port a container of the pod declares.
