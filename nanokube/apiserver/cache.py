@@ -131,6 +131,10 @@ class Entry:
     _decode: Callable[[bytes, int], dict] | None = None
     #: the length of the JSON it was stored as (0 where unknown): how a write judges its size (rest._large)
     size: int = 0
+    #: the bytes a write stored it as, and where its resourceVersion goes in them (served_json):
+    #: `raw` then splices instead of encoding the object again (a pod's first GET or watch event)
+    _written: bytes | None = None
+    _at: int = -1
 
     @property
     def obj(self) -> dict:
@@ -165,7 +169,11 @@ class Entry:
     @property
     def raw(self) -> bytes:
         if self._raw is None:
-            self._raw = compact_dumps(self.obj)
+            if self._written is None:
+                self._raw = compact_dumps(self.obj)
+            else:
+                self._raw = served_json(self._written, self._at, self.rev, b"")
+                self._written = None
         return self._raw
 
     # A list page reads these of every entry: the slots straight, and the properties only where
@@ -296,7 +304,7 @@ class WatchCache:
         self._spec_misses: dict[str, int] = {}
         #: per resource prefix, its `decoder`
         self._decoders: dict[str, Callable[[bytes, int], dict]] = {}
-        self._written: dict[str, tuple[bytes, dict]] = {}
+        self._written: dict[str, tuple[bytes, dict, int]] = {}
         #: with several API server workers (workers.py): another worker's write to a resource nobody
         #: watches here is kept as its stored bytes until something reads it (decoding every one was
         #: 16% of a second worker's time while creating pods, which nothing there reads)
@@ -444,6 +452,8 @@ class WatchCache:
                 obj["metadata"]["resourceVersion"] = str(rev)
                 self._share_spec(obj, prev._obj if prev is not None else None, prefix)
                 entry = Entry(obj, rev, size=len(ev.kv.value))
+                if handed[2] >= 0:
+                    entry._written, entry._at = handed[0], handed[2]
             elif self.lazy and not self._watchers.get(prefix):  # read, if ever, later: decoded then
                 entry = Entry(None, rev, None, ev.kv.value, self.decoder(prefix), len(ev.kv.value))
             else:
@@ -686,16 +696,16 @@ class WatchCache:
             if not fut.done():
                 fut.set_result(None)
 
-    def expect(self, key: str, value: bytes, obj: dict) -> None:
+    def expect(self, key: str, value: bytes, obj: dict, at: int = -1) -> None:
         """A writer is about to store `value` (`stored_json`'s bytes and object) and will not
         change `obj` afterwards: when the store's event carries these very bytes (a local store
         passes them through), the cache serves `obj` with its resourceVersion filled in instead of
         decoding them again (a JSON decode of the object was about 5% of the server's CPU while
-        creating pods)."""
+        creating pods). `at`: where `value` takes the resourceVersion (stored_json), when known."""
         written = self._written
         if len(written) >= _WRITTEN_MAX:
             del written[next(iter(written))]
-        written[key] = (value, obj)
+        written[key] = (value, obj, at)
 
     async def wait_for(self, rev: int, timeout: float = 10.0) -> None:
         """Block until the cache reflects revision `rev` (read-your-writes); TimeoutError after
@@ -963,13 +973,13 @@ def _framed(obj: dict[str, Any], keeps_spec: bool = False) -> dict[str, Any]:
     return obj
 
 
-def served_json(value: bytes, at: int, rev: int) -> bytes | None:
-    """The object `stored_json` encoded as `value`, as served at revision `rev`, with the newline
-    a response body ends with; None where `at` is not known."""
+def served_json(value: bytes, at: int, rev: int, end: bytes = b"\n") -> bytes | None:
+    """The object `stored_json` encoded as `value`, as served at revision `rev`, followed by `end`
+    (the newline a response body ends with); None where `at` is not known."""
     if at < 0:
         return None
     view = memoryview(value)
-    return b"".join((view[:at], b',"resourceVersion":"%d"' % rev, view[at:], b"\n"))
+    return b"".join((view[:at], b',"resourceVersion":"%d"' % rev, view[at:], end))
 
 
 def stored_value(obj: dict[str, Any]) -> bytes:

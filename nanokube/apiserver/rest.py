@@ -873,7 +873,7 @@ class GenericREST:
         try:
             for attempt in range(NAME_ATTEMPTS):
                 value, handed, at = stored_json(obj, unstructured=res.strategy.unstructured)
-                self.cache.expect(key, value, handed)
+                self.cache.expect(key, value, handed, at)
                 try:
                     kv = await self.store.create(key, value)
                     break
@@ -1119,7 +1119,7 @@ class GenericREST:
         try:
             spec = new.get("spec")
             value, handed, at = stored_json(new, spec is not None and spec is old.get("spec"), res.strategy.unstructured)
-            self.cache.expect(key, value, handed)
+            self.cache.expect(key, value, handed, at)
             kv = await self.store.update(key, value, expected_rev)
         except BaseException as e:
             if made:
