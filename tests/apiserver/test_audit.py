@@ -10,9 +10,9 @@ from nanokube.apiserver.auth.authorizer import USER
 from nanokube.machinery.user import User
 
 
-@pytest.fixture
-async def http(tmp_path):
-    audit = AuditLog(str(tmp_path / "audit.log"))
+def _app(audit: AuditLog) -> web.Application:
+    """Configmap create, get and update behind `audit`; X-User authenticates, mallory is forbidden,
+    X-Fail makes an update a 409."""
 
     @web.middleware
     async def authn(request, handler):
@@ -44,7 +44,13 @@ async def http(tmp_path):
     app.router.add_post("/api/v1/namespaces/{ns}/configmaps", create)
     app.router.add_get("/api/v1/namespaces/{ns}/configmaps/{name}", get)
     app.router.add_put("/api/v1/namespaces/{ns}/configmaps/{name}", update)
-    client = TestClient(TestServer(app))
+    return app
+
+
+@pytest.fixture
+async def http(tmp_path):
+    audit = AuditLog(str(tmp_path / "audit.log"))
+    client = TestClient(TestServer(_app(audit)))
     await client.start_server()
     yield client, tmp_path / "audit.log"
     await client.close()
@@ -202,29 +208,7 @@ async def test_a_write_without_a_policy_is_logged_as_a_metadata_policy_logs_it(t
     lines = []
     for name, given in (("default.log", None), ("policy.log", policy)):
         audit = AuditLog(str(tmp_path / name), _FixedClock(), policy=given)
-
-        @web.middleware
-        async def authn(request, handler):
-            if request.headers.get("X-User"):
-                request[USER] = User(request.headers["X-User"], ("devs", "system:authenticated"))
-                request[ANNOTATIONS] = {"authorization.k8s.io/decision": "allow"}
-            return await handler(request)
-
-        async def create(request):
-            return web.json_response({"kind": "ConfigMap", "metadata": {"name": "cm", "uid": "u1", "resourceVersion": "7"}},
-                                     status=201)
-
-        async def update(request):
-            request[RESPONSE_OBJECT] = {"kind": "ConfigMap", "metadata": {"name": "cm", "uid": "u2", "resourceVersion": "9"}}
-            if request.headers.get("X-Fail"):
-                return web.json_response({"kind": "Status", "status": "Failure", "reason": "Conflict", "message": "stale",
-                                          "code": 409}, status=409)
-            return web.Response(body=b"not read", status=200)
-
-        app = web.Application(middlewares=[audit.middleware, authn])
-        app.router.add_post("/api/v1/namespaces/{ns}/configmaps", create)
-        app.router.add_put("/api/v1/namespaces/{ns}/configmaps/{name}", update)
-        async with TestClient(TestServer(app)) as client:
+        async with TestClient(TestServer(_app(audit))) as client:
             await (await client.request(method, path, json={}, headers=headers)).read()
         audit.close()
         lines.append((tmp_path / name).read_bytes())

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from nanokube.machinery.errors import APIError
 from nanokube.pki.ca import issue, new_ca
 from tests.controllers import eventually
 from tests.node.runtime.test_process import kubelet_events, log_of, phase, pod, process_agents, status_of
+from tests.node.test_lifecycle import gone
 
 
 @pytest.fixture
@@ -48,16 +48,6 @@ async def waiting_in(pods, created, reason):
         return await asyncio.wait_for(first(), 30)
     finally:
         await stream.aclose()
-
-
-def gone(pods, name):
-    async def check():
-        try:
-            await pods.get(name, "default")
-        except APIError as e:
-            return e.code == 404
-        return False
-    return check
 
 
 async def test_post_start_runs_in_the_container_before_it_is_reported_running(env):
