@@ -329,7 +329,7 @@ class AuditLog:
         event = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": METADATA, "auditID": ctx.audit_id,
                  "stage": COMPLETE, "requestURI": str(request.rel_url), "verb": a.verb,
                  "user": ({"username": who.name, "groups": list(who.groups)} if who.name else {}) if who else _ANONYMOUS}
-        if requester is not None and user is not requester:
+        if requester is not None and user is not None and user is not requester:  # (none: impersonation refused)
             event["impersonatedUser"] = {"username": user.name, "groups": list(user.groups)}
         event["sourceIPs"], event["userAgent"] = source_ips(request), request.headers.get("User-Agent", "")
         if a.resource_request:

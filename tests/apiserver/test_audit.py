@@ -5,7 +5,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from nanokube.apiserver.audit import ANNOTATIONS, RESPONSE_OBJECT, AuditLog, event_dict
+from nanokube.apiserver.audit import ANNOTATIONS, REQUESTER, RESPONSE_OBJECT, AuditLog, event_dict
 from nanokube.apiserver.auth.authorizer import USER
 from nanokube.machinery.user import User
 
@@ -23,6 +23,13 @@ def _app(audit: AuditLog) -> web.Application:
             if not allowed:
                 return web.json_response({"kind": "Status", "status": "Failure", "reason": "Forbidden",
                                           "message": "nope", "code": 403}, status=403)
+            if (whom := request.headers.get("X-As")) is not None:  # impersonation; a blank name is refused
+                request[REQUESTER] = request[USER]
+                if not whom.strip():
+                    del request[USER]
+                    return web.json_response({"kind": "Status", "status": "Failure", "reason": "Forbidden",
+                                              "message": "blank", "code": 403}, status=403)
+                request[USER] = User(whom, ("system:authenticated",))
         return await handler(request)
 
     async def create(request):
@@ -195,6 +202,8 @@ def test_a_line_the_file_takes_in_parts_is_written_whole(tmp_path):
     ("PUT", "/api/v1/namespaces/team/configmaps/cm", {"X-User": "alice", "X-Fail": "1"}),
     ("POST", "/api/v1/namespaces/team/configmaps", {"X-User": "mallory", "X-Forwarded-For": "10.0.0.9"}),
     ("POST", "/api/v1/namespaces/team/configmaps", {}),
+    ("PUT", "/api/v1/namespaces/team/configmaps/cm", {"X-User": "alice", "X-As": "bob"}),
+    ("PUT", "/api/v1/namespaces/team/configmaps/cm", {"X-User": "alice", "X-As": " "}),
 ])
 async def test_a_write_without_a_policy_is_logged_as_a_metadata_policy_logs_it(tmp_path, monkeypatch, method, path,
                                                                                headers):
