@@ -420,11 +420,6 @@ def _variable_scopes(spec: dict) -> tuple[_Scope, dict[int, str]]:
     return _Scope(scope, hash(scope)), failed
 
 
-def variable_types(spec: dict) -> tuple[tuple[str, Any], ...]:
-    """A policy's `variables` object (`_variable_scopes`)."""
-    return _variable_scopes(spec)[0]
-
-
 def _validate_variables(spec: dict, path: str, failed: dict[int, str]) -> list[FieldError]:
     """`failed`: the compilation errors of `_variable_scopes`."""
     variables = spec.get("variables")
