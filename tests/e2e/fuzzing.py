@@ -1045,7 +1045,9 @@ class Fuzzer:
         listed = collection and method in ("GET", "DELETE")
         if want == "PartialObjectMetadataList" and (one or collection and method == "POST") or \
                 want == "PartialObjectMetadata" and listed:
-            assert code == 406, f"{want} of {'a list' if listed else 'one object'} is not a 406: {what}"
+            # (a collection DELETE the resource does not serve, as namespaces', is the router's 405, before negotiation)
+            assert code == 406 or code == 405 and method == "DELETE" and collection, \
+                f"{want} of {'a list' if listed else 'one object'} is not a 406: {what}"
         elif code < 300 and (one or listed or collection and method == "POST"):
             assert got.get("kind") == want, f"asked for {want}: {what}"
 
