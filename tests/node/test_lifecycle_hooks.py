@@ -37,7 +37,11 @@ async def delete_killed(pods, name):
     """Delete pod `name` and wait for the kubelet's Killing Event, after which its preStop hook runs
     on the node's clock: an advance made before the kubelet has begun the hook would pass it by."""
     await pods.delete(name, "default")
+    await killed(pods, name)
 
+
+async def killed(pods, name):
+    """Wait for pod `name`'s Killing Event (a delete, a liveness kill, a restart for a new image)."""
     async def killing():
         return "Killing" in [e[1] for e in await pod_events(pods, name)]
     await eventually(killing)
@@ -206,10 +210,7 @@ async def test_a_container_restarted_for_a_new_image_runs_its_pre_stop_first(env
     await eventually(phase_is(pods, "swap", "Running"))
     p["spec"]["containers"][0]["image"] = "busybox:1.37"
     await pods.patch("swap", {"spec": {"containers": p["spec"]["containers"]}}, namespace="default")
-
-    async def killing():
-        return "Killing" in [e[1] for e in await pod_events(pods, "swap")]
-    await eventually(killing)
+    await killed(pods, "swap")
     await clock.advance(1.9)
     assert app_status(await pods.get("swap", "default"))["restartCount"] == 0  # the hook still runs
     await clock.advance(0.1)
@@ -231,10 +232,7 @@ async def test_a_container_its_liveness_probe_kills_runs_its_pre_stop_first(env)
     await pods.create(p)
     await eventually(phase_is(pods, "liveness", "Running"))
     await clock.advance(40)
-
-    async def killing():
-        return "Killing" in [e[1] for e in await pod_events(pods, "liveness")]
-    await eventually(killing)
+    await killed(pods, "liveness")
     await clock.advance(4.9)
     assert app_status(await pods.get("liveness", "default"))["restartCount"] == 0  # its hook still runs
     await clock.advance(0.1)
