@@ -36,6 +36,7 @@ from .nodelifecycle import NodeLifecycleController
 from .nodelifecycle import options_from_env as node_lifecycle_options
 from .persistentvolume import PersistentVolumeController
 from .podgc import PodGCController
+from .podgc import options_from_env as pod_gc_options
 from .podgroup_protection import PodGroupProtectionController
 from .pv_protection import PVProtectionController
 from .pvc_protection import PVCProtectionController
@@ -149,6 +150,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         JobController: {"metrics": metrics},
         HPAController: options_from_env(),
         NodeLifecycleController: node_lifecycle_options(),
+        PodGCController: pod_gc_options(),
         DeviceTaintEvictionController: device_taint_options(),
         RootCACertPublisher: {"root_ca": root_ca},
     }

@@ -16,6 +16,9 @@ with a grace period of 0, as no kubelet is left to confirm it stopped."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 from ..client.informer import InformerFactory
 from ..clock import REAL, Clock, parse_time
 from ..machinery.conditions import find_condition, observed_generation
@@ -29,8 +32,19 @@ TERMINATED_THRESHOLD = 12500
 FIELD_MANAGER = "PodGC"
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 APPLY = "application/apply-patch+yaml"
+#: a shortened quarantine (seconds) `nanokube up` reads, as upstream's tests build the controller with one
+QUARANTINE_ENV = "NANOKUBE_POD_GC_QUARANTINE"
 ORPHAN_CONDITION = {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
                     "message": "PodGC: node no longer exists"}
+
+
+def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
+    """The quarantine from NANOKUBE_POD_GC_QUARANTINE, and a gc period that keeps upstream's
+    ratio to it (a half), so a deleted node's pods go within one and a half quarantines."""
+    if not env.get(QUARANTINE_ENV):
+        return {}
+    quarantine = float(env[QUARANTINE_ENV])
+    return {"quarantine": quarantine, "period": min(GC_PERIOD, max(quarantine / 2, 0.1))}
 
 
 def _phase(pod: dict) -> str:

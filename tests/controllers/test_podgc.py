@@ -3,7 +3,7 @@ terminating pods, and terminated pods beyond the threshold (oldest, evicted firs
 
 import pytest
 
-from nanokube.controllers.podgc import PodGCController
+from nanokube.controllers.podgc import PodGCController, options_from_env
 from nanokube.machinery.errors import APIError
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -91,3 +91,9 @@ async def test_terminated_pods_beyond_the_threshold_go_evicted_first_then_oldest
     assert await eventually(lambda: _gone(pods, "a"))
     for name in ("b", "c"):
         await pods.get(name, "default")
+
+
+def test_a_shortened_quarantine_comes_from_the_environment_with_the_period_at_half():
+    assert options_from_env({}) == {}
+    assert options_from_env({"NANOKUBE_POD_GC_QUARANTINE": "2"}) == {"quarantine": 2.0, "period": 1.0}
+    assert options_from_env({"NANOKUBE_POD_GC_QUARANTINE": "600"}) == {"quarantine": 600.0, "period": 20.0}

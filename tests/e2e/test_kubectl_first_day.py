@@ -106,9 +106,10 @@ def test_describe_of_a_namespace_stuck_terminating_shows_what_holds_it(cluster):
 
 
 def test_deleting_a_node_has_its_pods_garbage_collected_and_replaced():
-    """PodGC: 40 s after `kubectl delete node` the pods bound to it are marked Failed (DisruptionTarget
+    """PodGC: a quarantine after `kubectl delete node` (40 s upstream, 2 s here by
+    NANOKUBE_POD_GC_QUARANTINE) the pods bound to it are marked Failed (DisruptionTarget
     DeletionByPodGC) and force-deleted, so their ReplicaSet makes new ones on a node that exists."""
-    with running_cluster("podgc") as c:
+    with running_cluster("podgc", env={"NANOKUBE_POD_GC_QUARANTINE": "2"}) as c:
         c.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2")
         pods = wait_for(lambda: (got := c.kubectl_json("get", "pods", "-l", "app=web")["items"])
                         and len(got) == 2 and all(p["spec"].get("nodeName") for p in got) and got, what="two bound pods")
