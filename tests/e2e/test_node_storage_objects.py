@@ -26,7 +26,8 @@ def _attachment(name: str, node: str) -> dict:
 
 
 def test_each_kubelet_makes_its_nodes_csinode_with_no_drivers(cluster):
-    """As the kubelet's CSI plugin at start-up: `kubectl get csinodes` lists every node, DRIVERS 0."""
+    """As the kubelet's CSI plugin at start-up: `kubectl get csinodes` lists every node, DRIVERS 0,
+    each annotated with the plugins migrated to CSI."""
     def listed():  # (a Node is Ready as it registers, its CSINode created right after)
         rows = [line.split()[:2] for line in cluster.kubectl("get", "csinodes").stdout.splitlines()]
         return rows if len(rows) == 3 else None
@@ -37,6 +38,10 @@ def test_each_kubelet_makes_its_nodes_csinode_with_no_drivers(cluster):
     assert csinode["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Node", "name": "gpu-1", "uid": node["metadata"]["uid"]}]
     assert csinode["spec"] == {"drivers": []}
+    # the in-tree plugins the kubelet hands to CSI drivers (1.37: every one csi-translation-lib knows)
+    assert csinode["metadata"]["annotations"]["storage.alpha.kubernetes.io/migrated-plugins"] == (
+        "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,"
+        "kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume")
 
 
 def test_a_node_writes_only_its_own_csinode(cluster, gpu0):  # noqa: F811

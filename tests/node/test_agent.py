@@ -11,6 +11,10 @@ from nanokube.node.manager import GC_FREEZE_NODES, NodeManager, _full_collection
 from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 
+#: csi-translation-lib's in-tree plugins, all migrated in 1.37, as setMigrationAnnotation joins them
+MIGRATED = ("kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,"
+            "kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume")
+
 
 def test_pod_cidrs_follow_the_node_index_and_stay_in_10_8():
     assert pod_cidr(0) == "10.244.0.0/24" and pod_cidr(7) == "10.244.7.0/24"
@@ -114,8 +118,9 @@ async def test_a_restarted_manager_adopts_existing_nodes():
 
 async def test_each_node_gets_a_csinode_it_owns_and_a_restarted_agent_keeps_it():
     """As the kubelet's CSI plugin at start-up: a storage.k8s.io/v1 CSINode named after the Node,
-    owned by it, with no drivers; a restarted agent keeps the one there (a driver a registrar added
-    included) rather than writing it again."""
+    owned by it, with no drivers, annotated with the in-tree plugins migrated to CSI; a restarted
+    agent keeps the one there (a driver a registrar added included) rather than writing it again,
+    unless its annotation lacks a migrated plugin (an older kubelet's), which it then sets."""
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     csinodes = s.client.resource("storage.k8s.io", "v1", "csinodes")
@@ -131,8 +136,13 @@ async def test_each_node_gets_a_csinode_it_owns_and_a_restarted_agent_keeps_it()
         assert c["metadata"]["ownerReferences"] == [
             {"apiVersion": "v1", "kind": "Node", "name": node["metadata"]["name"], "uid": node["metadata"]["uid"]}]
         assert c["spec"] == {"drivers": []}
+        assert c["metadata"]["annotations"] == {"storage.alpha.kubernetes.io/migrated-plugins": MIGRATED}
     w0 = await csinodes.get("w-0")
     w0 = await csinodes.update({**w0, "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "w-0"}]}})
+    # an older kubelet's w-1: its annotation names fewer plugins, beside one of another writer
+    w1 = await csinodes.get("w-1")
+    w1 = await csinodes.update({**w1, "metadata": {**w1["metadata"], "annotations": {
+        "storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/gce-pd", "example.com/keep": "yes"}}})
     mgr = NodeManager(connector(s.rest), cluster, ManualClock())
     await mgr.start()
     await mgr.stop()
@@ -140,6 +150,10 @@ async def test_each_node_gets_a_csinode_it_owns_and_a_restarted_agent_keeps_it()
     assert kept["metadata"]["uid"] == w0["metadata"]["uid"]
     assert kept["metadata"]["resourceVersion"] == w0["metadata"]["resourceVersion"]
     assert [d["name"] for d in kept["spec"]["drivers"]] == ["csi.example.com"]
+    updated = await csinodes.get("w-1")
+    assert updated["metadata"]["uid"] == w1["metadata"]["uid"]
+    assert updated["metadata"]["annotations"] == {"storage.alpha.kubernetes.io/migrated-plugins": MIGRATED,
+                                                  "example.com/keep": "yes"}
     # a simulation's agents (no plugin registry, so no CSI driver to list) make none
     sim = NodeManager(connector(s.rest), parse_cluster("pools:\n  - {name: sim, count: 1, capacity: {cpu: '4', memory: 8Gi}}\n"),
                       ManualClock(), plugin_registry=False)
