@@ -27,6 +27,7 @@ from ..machinery.meta import new_uid
 from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
 from ..machinery.selectors import matches_fields, matches_labels, parse_field_selector, parse_label_selector
+from ..machinery.fieldorder import in_unstructured_order, in_upstream_order
 from ..machinery.validation import immutable, invalid
 from . import continuetoken, decoded_specs, omitempty, options, serializer, structural, warning
 from .patch import PatchError, json_copy, jsonpatch, merge, strategic
@@ -110,6 +111,20 @@ def _converts(strategy: Strategy) -> bool:
 
 def _matches_all(obj: dict) -> bool:
     return True
+
+
+def _in_stored_order(res: Resource, obj: dict) -> dict:
+    """A dry run's object in the order its write would have stored and served it (stored_json's:
+    Go's struct order, a custom resource's maps sorted), as upstream encodes the same struct either
+    way; no resourceVersion where it has none (a create's)."""
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    if res.strategy.unstructured:
+        out = in_unstructured_order(obj, rv or "")
+    else:
+        out = in_upstream_order(dict(obj), rv or "")
+    if rv is None:
+        del out["metadata"]["resourceVersion"]
+    return out
 
 
 def _meta(obj: dict) -> dict:
@@ -867,7 +882,7 @@ class GenericREST:
             res.strategy.release(obj)
             if await self.store.get(key) is not None:  # DryRunnableStorage.Create: a name taken is taken
                 raise self._name_taken(res, key, md["name"], generated)
-            return Result(self._external(res, obj, version), 201, warnings)
+            return Result(self._external(res, _in_stored_order(res, obj), version), 201, warnings)
         held = res.strategy.reservations
         made = await self._reserve(res, obj, None) if held is not None else None
         try:
@@ -1099,7 +1114,7 @@ class GenericREST:
                 await res.strategy.prepare_conversion([old], version)
             return Result(self._external(res, old, version), 200, warned)
         if opts.dry_run:
-            return Result(self._external(res, new, version), 200, warned)
+            return Result(self._external(res, _in_stored_order(res, new), version), 200, warned)
         key = res.key(nm.get("namespace"), nm["name"])
         if nm.get("deletionTimestamp") and not nm.get("finalizers") and not res.strategy.blocks_deletion(new) \
                 and not nm.get("deletionGracePeriodSeconds"):
