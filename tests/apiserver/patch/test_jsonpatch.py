@@ -319,3 +319,31 @@ async def test_over_http_copies_may_add_at_most_3_mib(tmp_path):
         with pytest.raises(ApiException) as e:
             await asyncio.to_thread(core.patch_namespaced_config_map, "c", "default", doubling, dry_run="All")
         assert e.value.status == 422 and json.loads(e.value.body)["reason"] == "Invalid"
+
+
+async def test_over_http_a_failed_test_answers_upstreams_generic_422_and_changes_nothing(tmp_path):
+    """kube-apiserver's jsonPatcher answers an operation that does not apply (a failed `test` among them) with
+    NewGenericServerResponse(422, "", {}, "", err, 0, false): reason Invalid, the generic message in place of the
+    library's, and a details struct with every field empty, which Go encodes as {}. The operations before it are
+    not applied."""
+    import asyncio
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api):
+        def request(method: str, path: str, body: bytes, ctype: str) -> tuple[int, bytes]:
+            r = api.rest_client.pool_manager.request(method, api.configuration.host + path, body=body,
+                                                     headers={"Content-Type": ctype})
+            return r.status, r.data
+
+        cms = "/api/v1/namespaces/default/configmaps"
+        code, _ = await asyncio.to_thread(request, "POST", cms, b'{"metadata":{"name":"c"},"data":{"v":"1"}}',
+                                          "application/json")
+        assert code == 201
+        ops = b'[{"op":"replace","path":"/data/v","value":"2"},{"op":"test","path":"/data/v","value":"1"}]'
+        code, body = await asyncio.to_thread(request, "PATCH", f"{cms}/c", ops, "application/json-patch+json")
+        assert (code, body) == (422, b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                                     b'"message":"the server rejected our request due to an error in our request",'
+                                     b'"reason":"Invalid","details":{},"code":422}\n')
+        code, body = await asyncio.to_thread(request, "GET", f"{cms}/c", None, "application/json")
+        assert code == 200 and b'"data":{"v":"1"}' in body
