@@ -67,13 +67,16 @@ def _made_for(claim: dict, pod: dict) -> bool:
 
 @dataclass(frozen=True)
 class _Prepared:
-    """A device an external driver's NodePrepareResources returned."""
+    """A device prepared for a claim: one an external driver's NodePrepareResources returned, or a
+    built-in driver's allocation result."""
 
     #: the claim's requests it serves (none: all of them)
     requests: tuple[str, ...]
     pool: str
     device: str
     cdi_ids: tuple[str, ...]
+    #: the share of a device allocated with consumable capacity (the result's shareID; KEP-5075), else None
+    share_id: str | None = None
 
 
 def _ref(claim: dict) -> dict:
@@ -194,7 +197,7 @@ class ClaimPreparer:
                     entry = self.prepared[cmd["uid"]] = (cmd["namespace"], cmd["name"], set())
                     for r in self._ours(claim):
                         self.builtin.setdefault(cmd["uid"], {}).setdefault(r["driver"], []).append(
-                            _Prepared((r["request"],), r["pool"], r["device"], ()))
+                            _Prepared((r["request"],), r["pool"], r["device"], (), r.get("shareID")))
                     self.drivers_of[cmd["uid"]] = tuple(self._drivers(claim))
                 entry[2].add(md["uid"])
                 uids.append(cmd["uid"])
@@ -343,7 +346,8 @@ class ClaimPreparer:
                 raise NotReady(f"prepare dynamic resources: NodePrepareResources left out {left} claims")
             for c in group:
                 self.external.setdefault(c["metadata"]["uid"], {})[driver] = [
-                    _Prepared(tuple(d.request_names), d.pool_name, d.device_name, tuple(d.cdi_device_ids))
+                    _Prepared(tuple(d.request_names), d.pool_name, d.device_name, tuple(d.cdi_device_ids),
+                              d.share_id if d.HasField("share_id") else None)
                     for d in resp.claims[c["metadata"]["uid"]].devices]
 
     async def _unprepare_external(self, uid: str, ns: str, name: str) -> bool:

@@ -12,8 +12,10 @@ v1.PodResourcesLister on `<node dir>/pod-resources/kubelet.sock`, as a kubelet s
   GetContainerClaimInfos), and the pod's extended resource claim when a request of it maps to
   the container; a device per entry with its driver, pool, name and its own CDI device IDs
   (upstream's loop also hands a driver's later devices the IDs of its earlier ones, a slip not
-  copied). A claim not prepared yet leaves the container's list empty, as upstream's lookup
-  error does.
+  copied), and the share ID of a device allocated with consumable capacity (KEP-5075: an
+  external driver's Device.share_id, a built-in one's allocation result's shareID; unset, not
+  empty, for a device allocated whole). A claim not prepared yet leaves the container's list
+  empty, as upstream's lookup error does.
 - GetAllocatableResources: the device plugins', CPU and memory managers' inventory: empty for
   the same reason (DRA devices are in ResourceSlices, not here, upstream too).
 
@@ -235,6 +237,6 @@ class PodResourcesServer:
             devices = {**self.claims.builtin.get(uid, {}), **self.claims.external.get(uid, {})}
             out.append(pb.DynamicResource(claim_name=name, claim_namespace=ns, claim_resources=[
                 pb.ClaimResource(driver_name=driver, pool_name=d.pool, device_name=d.device,
-                                 cdi_devices=[pb.CDIDevice(name=i) for i in d.cdi_ids])
+                                 cdi_devices=[pb.CDIDevice(name=i) for i in d.cdi_ids], share_id=d.share_id)
                 for driver in sorted(devices) for d in devices[driver]]))
         return out

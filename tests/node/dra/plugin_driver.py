@@ -5,7 +5,7 @@ Registration on `<registry>/<driver>-reg.sock` and DRAPlugin on
 spec (kind `<driver>/device`, one device per prepared device, each setting
 `DEVICE_<n>` and the spec-wide `DRIVER`, with a mount and a device node), and
 answers NodePrepareResources with one device per allocation result of its driver, found by `results`
-(claim namespace, name -> [(request, pool, device)]). Listing a
+(claim namespace, name -> [(request, pool, device[, shareID])]). Listing a
 DRAResourceHealth service in `versions` serves NodeWatchResources: the health
 `set_health` gives each device, streamed again on each change and every
 `resend` seconds (a device's health holds for its timeout only).
@@ -28,7 +28,7 @@ from nanokube.node.dra.proto import dra_health_pb2 as health
 from nanokube.node.dra.proto import dra_pb2 as dra
 from nanokube.node.dra.proto import pluginregistration_pb2 as reg
 
-Results = Callable[[str, str], list[tuple[str, str, str]]]
+Results = Callable[[str, str], list[tuple[str, ...]]]
 
 
 class PluginDriver:
@@ -138,11 +138,13 @@ class PluginDriver:
                 out.claims[c["uid"]].error = self.fail[c["uid"]]
                 continue
             result = out.claims[c["uid"]]
-            for request_name, pool, device in self.results(c["namespace"], c["name"]):
+            for request_name, pool, device, *share in self.results(c["namespace"], c["name"]):
                 if device not in self.no_spec:
                     self.write_spec(device)
+                # kubeletplugin hands on the allocation result's shareID (a 4th element here) as share_id
                 result.devices.add(request_names=[request_name], pool_name=pool, device_name=device,
-                                   cdi_device_ids=[f"{self.driver}/device={device}"])
+                                   cdi_device_ids=[f"{self.driver}/device={device}"],
+                                   share_id=share[0] if share else None)
         return out
 
     def _unprepare(self, request, context) -> dra.NodeUnprepareResourcesResponse:

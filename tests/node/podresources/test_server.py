@@ -6,13 +6,14 @@ the server's module."""
 import os
 import shutil
 import tempfile
+import uuid
 from types import SimpleNamespace
 
 import grpc
 import pytest
 
 from nanokube.apiserver.loopback import connector
-from nanokube.node.cluster import default_cluster
+from nanokube.node.cluster import default_cluster, parse_cluster
 from nanokube.node.manager import NodeManager
 from nanokube.node.podresources.proto import podresources_pb2 as pb
 from tests.controllers import eventually, make_stack
@@ -60,10 +61,9 @@ async def env():
         drivers: list[PluginDriver] = []
         client = Client(socket_of(mgr))
 
-        def driver() -> PluginDriver:
+        def driver(results=lambda ns, n: [("gpu", NODE, "gpu-0")]) -> PluginDriver:
             a = mgr.agents[NODE]
-            d = PluginDriver(DRIVER, a.plugins_registry, f"{mgr.pods_dir}/{NODE}/plugins", a.cdi_dir,
-                             lambda ns, n: [("gpu", NODE, "gpu-0")])
+            d = PluginDriver(DRIVER, a.plugins_registry, f"{mgr.pods_dir}/{NODE}/plugins", a.cdi_dir, results)
             drivers.append(d)
             return d.start()
 
@@ -102,6 +102,100 @@ async def test_list_shows_the_gpu_an_external_driver_prepared_with_its_cdi_devic
         assert ("default", "trainer") not in await other.list()
     finally:
         await other.channel.close()
+
+
+def shares(c: pb.ContainerResources) -> list[tuple]:
+    """Each claim's devices of a container: (claim, device, its share ID or None where unset)."""
+    return [(r.claim_name, x.device_name, x.share_id if x.HasField("share_id") else None)
+            for r in c.dynamic_resources for x in r.claim_resources]
+
+
+def _allocated(claim: dict, pod: dict, results: list[dict]) -> dict:
+    """The claim with the status the scheduler's PreBind writes: `results`, reserved for `pod`."""
+    return {**claim, "status": {"allocation": {"devices": {"results": results}}, "reservedFor": [
+        {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}]}}
+
+
+async def test_an_external_drivers_share_ids_are_listed_for_the_devices_it_shares(env):
+    """A device allocated with consumable capacity (allowMultipleAllocations, KEP-5075) carries
+    the allocation result's shareID, which the driver's NodePrepareResources hands back
+    (Device.share_id, as kubeletplugin's Device.ShareID) and the API lists as ClaimResource.share_id;
+    a device allocated whole has none, not an empty one."""
+    client, clock, mgr, prc, driver = env
+    claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
+    share = str(uuid.uuid4())
+    # as a real driver does: the results of its devices in the claim's allocation
+    given: dict[tuple[str, str], list[tuple]] = {}
+    d = driver(lambda ns, n: given[(ns, n)])
+    await registered(clock, mgr, d)
+    c = await claims.create({"metadata": {"name": "mixed", "namespace": "default"}, "spec": {"devices": {"requests": [
+        {"name": "part", "exactly": {"deviceClassName": "example"}},
+        {"name": "whole", "exactly": {"deviceClassName": "example"}}]}}})
+    p = await pods.create(pod_body("mixed", "mixed"))
+    results = [{"request": "part", "driver": DRIVER, "pool": NODE, "device": "gpu-0", "shareID": share,
+                "consumedCapacity": {"memory": "10Gi"}},
+               {"request": "whole", "driver": DRIVER, "pool": NODE, "device": "gpu-1"}]
+    c = await claims.update(_allocated(c, p, results), subresource="status")
+    given[("default", "mixed")] = [(r["request"], r["pool"], r["device"], *([r["shareID"]] if "shareID" in r else []))
+                                   for r in c["status"]["allocation"]["devices"]["results"]]
+    await eventually(phase(pods, "mixed", "Running", clock))
+    [app] = (await prc.get("mixed")).containers
+    assert shares(app) == [("mixed", "gpu-0", share), ("mixed", "gpu-1", None)]
+    assert claim_resources(app) == [("default", "mixed", [(DRIVER, NODE, "gpu-0", [f"{DRIVER}/device=gpu-0"]),
+                                                          (DRIVER, NODE, "gpu-1", [f"{DRIVER}/device=gpu-1"])])]
+    assert (await prc.list())[("default", "mixed")].containers[0] == app
+
+
+SHARED_GPU_NODE = """\
+pools:
+  - name: gpu
+    count: 1
+    capacity: {cpu: "16", memory: 64Gi}
+    gpus: {count: 1, model: L4, memory: 24Gi, architecture: Ada, driverVersion: 550.54.15, cudaVersion: "12.4",
+           computeCapability: "8.9", numaNodes: 1, sharing: true}
+    nics: {count: 1, model: ConnectX-7, bandwidth: 400G, rdma: true}
+"""
+
+
+async def test_two_claims_sharing_a_built_in_gpu_list_their_own_share_ids_and_a_nic_none():
+    """A node whose GPU allows multiple allocations (`sharing`): two claims each hold a share of
+    gpu-0 under the shareID the scheduler gave it; the NIC, allocated whole, lists none."""
+    clock = ManualClock()
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    s.rest.clock = clock
+    mgr = NodeManager(connector(s.rest), parse_cluster(SHARED_GPU_NODE), clock)
+    await mgr.start()
+    prc = Client(socket_of(mgr))
+    try:
+        claims, pods = s.client.resource("resource.k8s.io", "v1", "resourceclaims"), s.client.resource("", "v1", "pods")
+        body = {"metadata": {"name": "pair", "namespace": "default"}, "spec": {
+            "resourceClaims": [{"name": n, "resourceClaimName": n} for n in ("half-a", "half-b", "net")],
+            "nodeName": NODE, "containers": [{"name": "app", "image": "busybox", "resources": {
+                "claims": [{"name": n} for n in ("half-a", "half-b", "net")]}}]}}
+        p = await pods.create(body)
+        ids = {}
+        for name in ("half-a", "half-b"):
+            c = await claims.create({"metadata": {"name": name, "namespace": "default"}, "spec": {"devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nanokube.io",
+                                                         "capacity": {"requests": {"milli": "500", "memory": "12Gi"}}}}]}}})
+            ids[name] = str(uuid.uuid4())
+            await claims.update(_allocated(c, p, [{
+                "request": "gpu", "driver": "gpu.nanokube.io", "pool": NODE, "device": "gpu-0", "shareID": ids[name],
+                "consumedCapacity": {"milli": "500", "memory": "12Gi"}}]), subresource="status")
+        c = await claims.create({"metadata": {"name": "net", "namespace": "default"}, "spec": {"devices": {
+            "requests": [{"name": "nic", "exactly": {"deviceClassName": "rdma.nanokube.io"}}]}}})
+        await claims.update(_allocated(c, p, [{"request": "nic", "driver": "nic.nanokube.io", "pool": NODE,
+                                               "device": "nic-0"}]), subresource="status")
+        await eventually(phase(pods, "pair", "Running", clock))
+        [app] = (await prc.get("pair")).containers
+        assert shares(app) == [("half-a", "gpu-0", ids["half-a"]), ("half-b", "gpu-0", ids["half-b"]),
+                               ("net", "nic-0", None)]
+        assert ids["half-a"] != ids["half-b"]
+    finally:
+        await prc.channel.close()
+        await mgr.stop()
+        await s.close()
 
 
 async def test_built_in_devices_are_listed_per_claim_and_go_with_the_pod(env):

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tdra.proto\x12\x1ek8s.io.kubelet.pkg.apis.dra.v1\"T\n\x1bNodePrepareResourcesRequest\x12\x35\n\x06\x63laims\x18\x01 \x03(\x0b\x32%.k8s.io.kubelet.pkg.apis.dra.v1.Claim\"\xe4\x01\n\x1cNodePrepareResourcesResponse\x12X\n\x06\x63laims\x18\x01 \x03(\x0b\x32H.k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourcesResponse.ClaimsEntry\x1aj\n\x0b\x43laimsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12J\n\x05value\x18\x02 \x01(\x0b\x32;.k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse:\x02\x38\x01\"e\n\x1bNodePrepareResourceResponse\x12\x37\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32&.k8s.io.kubelet.pkg.apis.dra.v1.Device\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"_\n\x06\x44\x65vice\x12\x15\n\rrequest_names\x18\x01 \x03(\t\x12\x11\n\tpool_name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65vice_name\x18\x03 \x01(\t\x12\x16\n\x0e\x63\x64i_device_ids\x18\x04 \x03(\t\"V\n\x1dNodeUnprepareResourcesRequest\x12\x35\n\x06\x63laims\x18\x01 \x03(\x0b\x32%.k8s.io.kubelet.pkg.apis.dra.v1.Claim\"\xea\x01\n\x1eNodeUnprepareResourcesResponse\x12Z\n\x06\x63laims\x18\x01 \x03(\x0b\x32J.k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourcesResponse.ClaimsEntry\x1al\n\x0b\x43laimsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12L\n\x05value\x18\x02 \x01(\x0b\x32=.k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourceResponse:\x02\x38\x01\".\n\x1dNodeUnprepareResourceResponse\x12\r\n\x05\x65rror\x18\x01 \x01(\t\"5\n\x05\x43laim\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03uid\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t2\xbd\x02\n\tDRAPlugin\x12\x93\x01\n\x14NodePrepareResources\x12;.k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourcesRequest\x1a<.k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourcesResponse\"\x00\x12\x99\x01\n\x16NodeUnprepareResources\x12=.k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourcesRequest\x1a>.k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourcesResponse\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tdra.proto\x12\x1ek8s.io.kubelet.pkg.apis.dra.v1\"T\n\x1bNodePrepareResourcesRequest\x12\x35\n\x06\x63laims\x18\x01 \x03(\x0b\x32%.k8s.io.kubelet.pkg.apis.dra.v1.Claim\"\xe4\x01\n\x1cNodePrepareResourcesResponse\x12X\n\x06\x63laims\x18\x01 \x03(\x0b\x32H.k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourcesResponse.ClaimsEntry\x1aj\n\x0b\x43laimsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12J\n\x05value\x18\x02 \x01(\x0b\x32;.k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse:\x02\x38\x01\"e\n\x1bNodePrepareResourceResponse\x12\x37\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32&.k8s.io.kubelet.pkg.apis.dra.v1.Device\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\x83\x01\n\x06\x44\x65vice\x12\x15\n\rrequest_names\x18\x01 \x03(\t\x12\x11\n\tpool_name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65vice_name\x18\x03 \x01(\t\x12\x16\n\x0e\x63\x64i_device_ids\x18\x04 \x03(\t\x12\x15\n\x08share_id\x18\x05 \x01(\tH\x00\x88\x01\x01\x42\x0b\n\t_share_id\"V\n\x1dNodeUnprepareResourcesRequest\x12\x35\n\x06\x63laims\x18\x01 \x03(\x0b\x32%.k8s.io.kubelet.pkg.apis.dra.v1.Claim\"\xea\x01\n\x1eNodeUnprepareResourcesResponse\x12Z\n\x06\x63laims\x18\x01 \x03(\x0b\x32J.k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourcesResponse.ClaimsEntry\x1al\n\x0b\x43laimsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12L\n\x05value\x18\x02 \x01(\x0b\x32=.k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourceResponse:\x02\x38\x01\".\n\x1dNodeUnprepareResourceResponse\x12\r\n\x05\x65rror\x18\x01 \x01(\t\"5\n\x05\x43laim\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03uid\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t2\xbd\x02\n\tDRAPlugin\x12\x93\x01\n\x14NodePrepareResources\x12;.k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourcesRequest\x1a<.k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourcesResponse\"\x00\x12\x99\x01\n\x16NodeUnprepareResources\x12=.k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourcesRequest\x1a>.k8s.io.kubelet.pkg.apis.dra.v1.NodeUnprepareResourcesResponse\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,18 +43,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODEPREPARERESOURCESRESPONSE_CLAIMSENTRY']._serialized_end=360
   _globals['_NODEPREPARERESOURCERESPONSE']._serialized_start=362
   _globals['_NODEPREPARERESOURCERESPONSE']._serialized_end=463
-  _globals['_DEVICE']._serialized_start=465
-  _globals['_DEVICE']._serialized_end=560
-  _globals['_NODEUNPREPARERESOURCESREQUEST']._serialized_start=562
-  _globals['_NODEUNPREPARERESOURCESREQUEST']._serialized_end=648
-  _globals['_NODEUNPREPARERESOURCESRESPONSE']._serialized_start=651
-  _globals['_NODEUNPREPARERESOURCESRESPONSE']._serialized_end=885
-  _globals['_NODEUNPREPARERESOURCESRESPONSE_CLAIMSENTRY']._serialized_start=777
-  _globals['_NODEUNPREPARERESOURCESRESPONSE_CLAIMSENTRY']._serialized_end=885
-  _globals['_NODEUNPREPARERESOURCERESPONSE']._serialized_start=887
-  _globals['_NODEUNPREPARERESOURCERESPONSE']._serialized_end=933
-  _globals['_CLAIM']._serialized_start=935
-  _globals['_CLAIM']._serialized_end=988
-  _globals['_DRAPLUGIN']._serialized_start=991
-  _globals['_DRAPLUGIN']._serialized_end=1308
+  _globals['_DEVICE']._serialized_start=466
+  _globals['_DEVICE']._serialized_end=597
+  _globals['_NODEUNPREPARERESOURCESREQUEST']._serialized_start=599
+  _globals['_NODEUNPREPARERESOURCESREQUEST']._serialized_end=685
+  _globals['_NODEUNPREPARERESOURCESRESPONSE']._serialized_start=688
+  _globals['_NODEUNPREPARERESOURCESRESPONSE']._serialized_end=922
+  _globals['_NODEUNPREPARERESOURCESRESPONSE_CLAIMSENTRY']._serialized_start=814
+  _globals['_NODEUNPREPARERESOURCESRESPONSE_CLAIMSENTRY']._serialized_end=922
+  _globals['_NODEUNPREPARERESOURCERESPONSE']._serialized_start=924
+  _globals['_NODEUNPREPARERESOURCERESPONSE']._serialized_end=970
+  _globals['_CLAIM']._serialized_start=972
+  _globals['_CLAIM']._serialized_end=1025
+  _globals['_DRAPLUGIN']._serialized_start=1028
+  _globals['_DRAPLUGIN']._serialized_end=1345
 # @@protoc_insertion_point(module_scope)
