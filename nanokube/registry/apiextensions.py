@@ -27,6 +27,36 @@ def storage_version(crd: Obj) -> str | None:
     return None
 
 
+#: CustomResourceDefinitionStatus's fields and CustomResourceDefinitionNames' in Go's struct order, which
+#: upstream serves them in whatever order a writer sent them
+_STATUS_FIELDS = ("conditions", "acceptedNames", "storedVersions")
+_NAMES_FIELDS = ("plural", "singular", "shortNames", "kind", "listKind", "categories")
+
+
+def _in_order(d: dict, fields: tuple[str, ...]) -> dict:
+    """`d` itself when its known fields come first and in `fields`' order, else a copy that is."""
+    known = [k for k in d if k in fields]
+    if known == [k for k in fields if k in d] and list(d)[:len(known)] == known:
+        return d
+    out = {k: d[k] for k in fields if k in d}
+    out.update((k, v) for k, v in d.items() if k not in out)
+    return out
+
+
+def _status_in_go_order(crd: Obj) -> None:
+    """The status (and its acceptedNames) in struct order: the naming controller and a status writer
+    build them in any order (acceptedNames' defaults came last), and a copy replaces what is out of it
+    (a written status may be shared with a remembered patch's)."""
+    st = crd.get("status")
+    if not isinstance(st, dict):
+        return
+    ordered = _in_order(st, _STATUS_FIELDS)
+    names = ordered.get("acceptedNames")
+    if isinstance(names, dict) and (named := _in_order(names, _NAMES_FIELDS)) is not names:
+        ordered = {**ordered, "acceptedNames": named}
+    crd["status"] = ordered
+
+
 def _with_stored_version(crd: Obj) -> None:
     """Append the current storage version to status.storedVersions (a copy of status)."""
     sv = storage_version(crd)
@@ -64,11 +94,15 @@ class CRDStrategy(Strategy):
                 an.setdefault("listKind", an["kind"] + "List")
 
     def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = {"acceptedNames": {"kind": "", "plural": ""}, "conditions": None, "storedVersions": []}
+        obj["status"] = {"conditions": None, "acceptedNames": {"plural": "", "kind": ""}, "storedVersions": []}
         _with_stored_version(obj)
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
         _with_stored_version(new)
+        _status_in_go_order(new)
+
+    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+        _status_in_go_order(new)
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return crd_validation.validate(obj)
