@@ -17,7 +17,9 @@ from pathlib import Path
 
 import orjson
 
+from ..machinery import errors
 from ..machinery.goduration import string as go_duration
+from . import serializer
 
 MAGIC = b"k8s\x00"
 META = "k8s.io.apimachinery.pkg.apis.meta.v1."
@@ -160,13 +162,17 @@ def decode(body: bytes) -> dict:
         raise ProtobufError("protobuf body has no kind")
     message = message_name(api_version, kind)
     obj = {"apiVersion": api_version, "kind": kind} if api_version else {"kind": kind}
-    obj.update(_message(raw, 0, len(raw), message))
+    obj.update(_message(raw, 0, len(raw), message, 1))
+    try:  # (as deep as a JSON body may be: what reads it, the audit log's encoder included, recurses)
+        serializer.check_depth(obj)
+    except errors.APIError as e:
+        raise ProtobufError(e.message) from None
     return obj
 
 
 def decode_message(raw: bytes, name: str):
     """The JSON form of one message `name` (no `k8s\\x00` envelope), or raise ProtobufError."""
-    return _message(raw, 0, len(raw), name)
+    return _message(raw, 0, len(raw), name, 1)
 
 
 #: groups whose proto package is not named by their first label
@@ -263,28 +269,33 @@ def _packed(ftype: str, buf: bytes, span: tuple[int, int]) -> list:
     return [struct.unpack_from(fmt, buf, i)[0] for i in range(span[0], span[1], size)]
 
 
-def _value(ftype: str, buf: bytes, wire: int, val):
-    """Decode one occurrence of a field of proto type ftype."""
+def _value(ftype: str, buf: bytes, wire: int, val, depth: int = 0):
+    """Decode one occurrence of a field of proto type ftype (a message as the `depth`th level of the object)."""
     if ftype in _SCALARS:
         if wire != _WIRE[ftype]:
             raise ProtobufError(f"wire type {wire} does not match {ftype}")
         return _scalar(ftype, buf, val)
     if wire != 2:
         raise ProtobufError(f"wire type {wire} does not match message {ftype}")
-    return _message(buf, val[0], val[1], ftype)
+    return _message(buf, val[0], val[1], ftype, depth)
 
 
 def _zero(ftype: str):
     """The value of a map entry whose value is absent on the wire (the Go zero value)."""
     if ftype in _SCALARS:
         return {"bool": False, "string": "", "bytes": ""}.get(ftype, 0)
-    return _message(b"", 0, 0, ftype)
+    return _message(b"", 0, 0, ftype, 0)
 
 
-def _message(buf: bytes, start: int, end: int, name: str):
+def _message(buf: bytes, start: int, end: int, name: str, depth: int):
+    """The JSON form of message `name` in buf[start:end], the `depth`th level of the object: one nested
+    deeper than a body may be is refused before it is decoded (a recursive type, a CRD's schema, nests
+    without end in a few bytes a level)."""
+    if depth > serializer.MAX_DEPTH:
+        raise ProtobufError(serializer.too_deep().message)
     special = _SPECIAL.get(name)
     if special is not None:
-        return special(buf, start, end)
+        return special(buf, start, end, depth)
     fields = TABLE.get(name)
     if fields is None:
         raise ProtobufError(f"no protobuf schema for message {name}")
@@ -299,7 +310,7 @@ def _message(buf: bytes, start: int, end: int, name: str):
             if wire == 2 and ftype in _SCALARS and _WIRE[ftype] != 2:
                 items.extend(_packed(ftype, buf, val))
             else:
-                items.append(_value(ftype, buf, wire, val))
+                items.append(_value(ftype, buf, wire, val, depth + 2))
         elif flags == "m":
             if wire != 2:
                 raise ProtobufError(f"map field {jname} is not length-delimited")
@@ -308,12 +319,12 @@ def _message(buf: bytes, start: int, end: int, name: str):
                 if n == 1:
                     key = _value("string", buf, w, v)
                 elif n == 2:
-                    value = _value(ftype, buf, w, v)
+                    value = _value(ftype, buf, w, v, depth + 2)
             out.setdefault(jname, {})[key] = _zero(ftype) if value is None else value
         elif flags == "i":
-            out.update(_value(ftype, buf, wire, val))
+            out.update(_value(ftype, buf, wire, val, depth))
         else:
-            value = _value(ftype, buf, wire, val)
+            value = _value(ftype, buf, wire, val, depth + 1)
             if flags == "o" and not value:
                 out.pop(jname, None)
             elif value is None and flags == "p" and ftype in _ZERO_TIMES:  # a pointer at the zero time
@@ -357,12 +368,12 @@ _ZERO_TIMES = {META + "Time": "0001-01-01T00:00:00Z", META + "MicroTime": "0001-
 _YEAR_ZERO, _YEAR_ONE, _CYCLE = -62167219200, -62135596800, 146097 * 86400
 
 
-def _quantity(buf: bytes, start: int, end: int) -> str:
+def _quantity(buf: bytes, start: int, end: int, depth: int) -> str:
     wire, val = _sub(buf, start, end).get(1, (2, (0, 0)))
     return _value("string", buf, wire, val)
 
 
-def _int_or_string(buf: bytes, start: int, end: int):
+def _int_or_string(buf: bytes, start: int, end: int, depth: int):
     f = _sub(buf, start, end)
     if _int(f, 1) == 1:
         wire, val = f.get(3, (2, (0, 0)))
@@ -370,7 +381,7 @@ def _int_or_string(buf: bytes, start: int, end: int):
     return _value("int32", buf, *f.get(2, (0, 0)))
 
 
-def _raw_json(buf: bytes, start: int, end: int):
+def _raw_json(buf: bytes, start: int, end: int, depth: int):
     wire, val = _sub(buf, start, end).get(1, (2, (0, 0)))
     if wire != 2:
         raise ProtobufError("raw JSON field must be length-delimited")
@@ -382,34 +393,34 @@ def _raw_json(buf: bytes, start: int, end: int):
         raise ProtobufError(f"embedded raw object is not JSON: {e}") from None
 
 
-def _schema_or_array(buf: bytes, start: int, end: int):
+def _schema_or_array(buf: bytes, start: int, end: int, depth: int):
     """JSONSchemaPropsOrArray{schema = 1, jSONSchemas = 2}: its list when it has one, else its schema."""
     one, many = None, []
     for num, wire, val in _fields(buf, start, end):
         if num == 1:
-            one = _value(_SCHEMA, buf, wire, val)
+            one = _value(_SCHEMA, buf, wire, val, depth)
         elif num == 2:
-            many.append(_value(_SCHEMA, buf, wire, val))
+            many.append(_value(_SCHEMA, buf, wire, val, depth + 1))
     return many or one
 
 
-def _schema_or_bool(buf: bytes, start: int, end: int):
+def _schema_or_bool(buf: bytes, start: int, end: int, depth: int):
     """JSONSchemaPropsOrBool{allows = 1, schema = 2}: its schema when it has one, else the bool."""
     allows, schema = False, None
     for num, wire, val in _fields(buf, start, end):
         if num == 1:
             allows = _value("bool", buf, wire, val)
         elif num == 2:
-            schema = _value(_SCHEMA, buf, wire, val)
+            schema = _value(_SCHEMA, buf, wire, val, depth)
     return allows if schema is None else schema
 
 
-def _schema_or_strings(buf: bytes, start: int, end: int):
+def _schema_or_strings(buf: bytes, start: int, end: int, depth: int):
     """JSONSchemaPropsOrStringArray{schema = 1, property = 2}: its strings when it has some, else its schema."""
     schema, strings = None, []
     for num, wire, val in _fields(buf, start, end):
         if num == 1:
-            schema = _value(_SCHEMA, buf, wire, val)
+            schema = _value(_SCHEMA, buf, wire, val, depth)
         elif num == 2:
             strings.append(_value("string", buf, wire, val))
     return strings or schema
@@ -420,9 +431,9 @@ _SPECIAL = {
     _X + "JSONSchemaPropsOrArray": _schema_or_array,
     _X + "JSONSchemaPropsOrBool": _schema_or_bool,
     _X + "JSONSchemaPropsOrStringArray": _schema_or_strings,
-    META + "Time": lambda b, s, e: _timestamp(b, s, e, micro=False),
-    META + "MicroTime": lambda b, s, e: _timestamp(b, s, e, micro=True),
-    META + "Duration": lambda b, s, e: go_duration(_int(_sub(b, s, e), 1)),
+    META + "Time": lambda b, s, e, _: _timestamp(b, s, e, micro=False),
+    META + "MicroTime": lambda b, s, e, _: _timestamp(b, s, e, micro=True),
+    META + "Duration": lambda b, s, e, _: go_duration(_int(_sub(b, s, e), 1)),
     META + "FieldsV1": _raw_json,
     "k8s.io.apimachinery.pkg.runtime.RawExtension": _raw_json,
     "k8s.io.apimachinery.pkg.api.resource.Quantity": _quantity,

@@ -140,3 +140,28 @@ async def test_a_real_crd_round_trips_json_protobuf_json(server):
             assert r.status == 201, await r.text()
             created = await r.json()
         assert created["spec"]["versions"] == served["spec"]["versions"]
+
+
+async def test_a_schema_nested_deeper_than_a_body_may_be_is_a_400(server):
+    """JSONSchemaProps nests itself a level in a few bytes: a CRD whose schema nests deeper than a JSON
+    body may (serializer.MAX_DEPTH) is the same 400, at any depth (it was a 500: orjson's recursion limit
+    in managedFields at 300 levels, Python's in the decoder at 5,000)."""
+    url = f"http://127.0.0.1:{server.port}/apis/apiextensions.k8s.io/v1/customresourcedefinitions?dryRun=All"
+
+    def crd(depth: int) -> bytes:
+        schema = props(f5=s(5, "object"))
+        for _ in range(depth):
+            schema = props(f5=s(5, "object"), f29=s(29, entry("a", schema)))
+        names = s(1, "deeps") + s(4, "Deep")
+        version = s(1, "v1") + v(2, 1) + v(3, 1) + s(4, s(1, schema))
+        spec = s(1, "example.com") + s(3, names) + s(4, "Namespaced") + s(7, version)
+        return unknown("apiextensions.k8s.io/v1", "CustomResourceDefinition", s(1, s(1, "deeps.example.com")) + s(2, spec))
+
+    async with aiohttp.ClientSession() as c:
+        async with c.post(url, data=crd(10), headers={"Content-Type": PB}) as r:
+            assert r.status == 201, await r.text()
+        for depth in (60, 300, 5_000):
+            async with c.post(url, data=crd(depth), headers={"Content-Type": PB}) as r:
+                got = await r.json()
+            assert (r.status, got["reason"]) == (400, "BadRequest"), got
+            assert "nested deeper than 100 levels" in got["message"]
