@@ -1,0 +1,1 @@
+"""The kubelet's device manager for device plugins' extended resources (pkg/kubelet/cm/devicemanager)."""

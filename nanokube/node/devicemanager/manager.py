@@ -1,0 +1,211 @@
+"""The node's device manager (upstream's ManagerImpl): the devices each device plugin reports,
+their allocation to containers at pod admission, and the node's capacity of their resources.
+
+- A registered plugin's ListAndWatch sets its resource's devices; capacity counts them all,
+  allocatable only the healthy ones (an unhealthy device leaves allocatable, not capacity).
+- `allocate` admits a pod: for each container (init containers first) and each limit of a
+  registered resource, devices the pod's init containers used are reused first (not a
+  sidecar's, which runs on beside the app containers), then healthy ones no other container
+  holds, in sorted order; the plugin's Allocate answer is kept with them. A container that
+  holds devices already keeps them (an agent restarted, a container restarted). Devices of
+  pods no longer active are freed first, as upstream frees them lazily (UpdateAllocatedDevices).
+- Every change is checkpointed, and a new manager on the same directory starts from it, so a
+  restarted node agent gives its running pods the same devices.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+
+from ...machinery.quantity import QuantityError, parse_quantity
+from . import checkpoint
+from .plugin import HEALTHY, Allocation, PluginDevice, SimulatedPlugin
+
+log = logging.getLogger(__name__)
+
+#: under the kubelet's root directory, as upstream's /var/lib/kubelet/device-plugins
+DEVICE_PLUGINS_DIR = "device-plugins"
+#: DevicesPerNUMA's key for a device without topology (upstream's nodeWithoutTopology)
+NO_TOPOLOGY = -1
+#: a pod rejected at admission for its devices (upstream's lifecycle.UnexpectedAdmissionError)
+REJECT_REASON = "UnexpectedAdmissionError"
+
+
+class AllocationError(Exception):
+    """The pod's devices cannot be allocated; the message is upstream's."""
+
+
+class DeviceManager:
+    """Device plugins' resources on one node; `node_dir` (the node's root, none: no checkpoint)
+    holds the checkpoint."""
+
+    def __init__(self, node_dir: str = ""):
+        self.path = os.path.join(node_dir, DEVICE_PLUGINS_DIR, checkpoint.NAME) if node_dir else ""
+        self.plugins: dict[str, SimulatedPlugin] = {}
+        #: resource -> device ID -> the device as its plugin last listed it
+        self.devices: dict[str, dict[str, PluginDevice]] = {}
+        #: (pod UID, container) -> resource -> (device IDs, the plugin's Allocate answer)
+        self.pod_devices: dict[tuple[str, str], dict[str, tuple[list[str], Allocation]]] = {}
+        self._restore()
+
+    # --- plugins and capacity -----------------------------------------------------------------
+
+    def register(self, plugin: SimulatedPlugin) -> None:
+        """A plugin registers its resource; its ListAndWatch starts."""
+        self.plugins[plugin.resource] = plugin
+        plugin.watch(lambda devices, resource=plugin.resource: self._listed(resource, devices))
+
+    def _listed(self, resource: str, devices: list[PluginDevice]) -> None:
+        new = {d.id: d for d in devices}
+        if self.devices.get(resource) == new:
+            return
+        self.devices[resource] = new
+        self._checkpoint()
+
+    def capacity(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Each resource's capacity (all its devices) and allocatable (its healthy ones)."""
+        return ({r: str(len(ds)) for r, ds in self.devices.items()},
+                {r: str(len(self._healthy(r))) for r in self.devices})
+
+    def _healthy(self, resource: str) -> set[str]:
+        return {i for i, d in self.devices.get(resource, {}).items() if d.health == HEALTHY}
+
+    def allocatable_devices(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        """(resource, device ID, NUMA nodes) of every healthy device (GetAllocatableDevices)."""
+        return [(r, i, self.devices[r][i].numa) for r in sorted(self.devices) for i in sorted(self._healthy(r))]
+
+    # --- admission -----------------------------------------------------------------------------
+
+    def allocate(self, pod: dict, active: set[str]) -> None:
+        """Allocate the devices of `pod`'s containers (`active`: the UIDs of the node's pods
+        still running, this one included); AllocationError leaves the pod holding none."""
+        uid = pod["metadata"]["uid"]
+        self._free_inactive(active | {uid})
+        spec = pod.get("spec") or {}
+        reuse: dict[str, list[str]] = {}
+        before = {k: v for k, v in self.pod_devices.items() if k[0] == uid}
+        try:
+            for c in spec.get("initContainers") or []:
+                held = self._allocate_container(uid, c, reuse)
+                sidecar = c.get("restartPolicy") == "Always"
+                for resource, ids in held.items():
+                    reuse[resource] = [i for i in reuse.get(resource, []) if i not in ids] if sidecar else \
+                        sorted({*reuse.get(resource, []), *ids})
+            for c in spec.get("containers") or []:
+                held = self._allocate_container(uid, c, reuse)
+                for resource, ids in held.items():
+                    reuse[resource] = [i for i in reuse.get(resource, []) if i not in ids]
+        except AllocationError:
+            for key in [k for k in self.pod_devices if k[0] == uid and k not in before]:
+                del self.pod_devices[key]
+            raise
+        if {k: v for k, v in self.pod_devices.items() if k[0] == uid} != before:
+            self._checkpoint()
+
+    def _allocate_container(self, uid: str, c: dict, reuse: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Container `c`'s devices by resource (those it held already, or new ones)."""
+        held: dict[str, list[str]] = {}
+        limits = (c.get("resources") or {}).get("limits") or {}
+        for resource in sorted(limits):
+            if resource not in self.devices:  # not a device plugin's resource
+                continue
+            needed = _count(limits[resource])
+            if not needed:
+                continue
+            have = self.pod_devices.get((uid, c["name"]), {}).get(resource)
+            if have is not None:
+                if len(have[0]) != needed:
+                    raise AllocationError(f"pod {uid!r} container {c['name']!r} changed request for resource "
+                                          f"{resource!r} from {len(have[0])} to {needed}")
+                held[resource] = have[0]
+                continue
+            healthy = self._healthy(resource)
+            ids = [i for i in reuse.get(resource, []) if i in healthy][:needed]
+            if len(ids) < needed:
+                available = sorted(healthy - self._in_use(resource))
+                if len(available) < needed - len(ids):
+                    raise AllocationError(f"requested number of devices unavailable for {resource}. Requested: "
+                                          f"{needed - len(ids)}, Available: {len(available)}")
+                ids += available[:needed - len(ids)]
+            answer = self.plugins[resource].allocate(ids)
+            self.pod_devices.setdefault((uid, c["name"]), {})[resource] = (ids, answer)
+            held[resource] = ids
+        return held
+
+    def _in_use(self, resource: str) -> set[str]:
+        return {i for held in self.pod_devices.values() if resource in held for i in held[resource][0]}
+
+    def _free_inactive(self, active: set[str]) -> None:
+        gone = [k for k in self.pod_devices if k[0] not in active]
+        for key in gone:
+            del self.pod_devices[key]
+        if gone:
+            self._checkpoint()
+
+    # --- what a container gets ------------------------------------------------------------------
+
+    def environment(self, uid: str, container: str) -> dict[str, str]:
+        """The env its plugins' Allocate answers set, by resource name."""
+        env: dict[str, str] = {}
+        for _, (_, answer) in sorted(self.pod_devices.get((uid, container), {}).items()):
+            env |= answer.envs
+        return env
+
+    def container_devices(self, uid: str, container: str) -> list[tuple[str, list[str], int]]:
+        """(resource, device IDs, NUMA node or NO_TOPOLOGY) per resource and NUMA node, as
+        upstream's DevicesPerNUMA groups a container's devices."""
+        out = []
+        for resource, (ids, _) in sorted(self.pod_devices.get((uid, container), {}).items()):
+            by_numa: dict[int, list[str]] = {}
+            for i in ids:
+                d = self.devices.get(resource, {}).get(i)
+                for n in (d.numa if d and d.numa else (NO_TOPOLOGY,)):
+                    by_numa.setdefault(n, []).append(i)
+            out += [(resource, by_numa[n], n) for n in sorted(by_numa)]
+        return out
+
+    # --- checkpoint -----------------------------------------------------------------------------
+
+    def _checkpoint(self) -> None:
+        if not self.path:
+            return
+        entries = []
+        for (uid, container), held in sorted(self.pod_devices.items()):
+            for resource, (ids, answer) in sorted(held.items()):
+                by_numa: dict[str, list[str]] = {}
+                for resource_, ids_, n in self.container_devices(uid, container):
+                    if resource_ == resource:
+                        by_numa[str(n)] = ids_
+                entries.append({"PodUID": uid, "ContainerName": container, "ResourceName": resource,
+                                "DeviceIDs": by_numa or {str(NO_TOPOLOGY): ids},
+                                "AllocResp": base64.b64encode(json.dumps(answer.to_json()).encode()).decode()})
+        registered = {r: sorted(ds) for r, ds in sorted(self.devices.items())}
+        try:
+            checkpoint.write(self.path, {"PodDeviceEntries": entries, "RegisteredDevices": registered})
+        except OSError as e:
+            log.error("device manager: cannot write checkpoint %s: %s", self.path, e)
+
+    def _restore(self) -> None:
+        if not self.path:
+            return
+        try:
+            data = checkpoint.read(self.path)
+        except checkpoint.CorruptCheckpoint as e:
+            log.warning("device manager: %s; starting without allocations", e)
+            return
+        for e in (data or {}).get("PodDeviceEntries") or []:
+            ids = list(dict.fromkeys(i for n in sorted(e["DeviceIDs"], key=int) for i in e["DeviceIDs"][n]))
+            answer = Allocation.from_json(json.loads(base64.b64decode(e["AllocResp"])))
+            self.pod_devices.setdefault((e["PodUID"], e["ContainerName"]), {})[e["ResourceName"]] = (ids, answer)
+
+
+def _count(quantity) -> int:
+    """A device plugin resource's amount: a whole number (validation allows no fractions)."""
+    try:
+        value = parse_quantity(str(quantity))
+    except QuantityError:
+        return 0
+    return int(value) if value.denominator == 1 else 0
