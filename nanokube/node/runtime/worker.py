@@ -44,7 +44,7 @@ from .. import inplace
 from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from ..lifecycle import volume_mount_statuses
-from .. import container_env, hooks
+from .. import container_env, hooks, hosts_file
 from .netns import NetnsError
 from .probes import http_get, run_probe
 from . import stdio
@@ -137,6 +137,7 @@ class ProcessPodWorker(PodWorker):
         self._log_root = os.path.join(self.runtime.state_dir, "logs", f"{self.namespace}_{self.name}_{self.uid}")
         init_specs = (self.pod.get("spec") or {}).get("initContainers") or []
         self._initializing = bool(init_specs)
+        self._write_hosts_file()
         for spec in init_specs + self._containers():
             c = await self._set_up(Container(spec))
             if spec in init_specs:
@@ -165,8 +166,23 @@ class ProcessPodWorker(PodWorker):
             self.runtime.claim_mountpoint(vm["mountPath"], os.path.isfile(src))
             mounts.append((src, vm["mountPath"], bool(vm.get("readOnly"))
                            or self.agent.volumes.read_only(self.uid, vm["name"])))
+        if hosts_file.managed(self.pod, spec):
+            mounts.append((self._hosts_path(), hosts_file.PATH, False))
         self._env[c.name] = await self._environment(spec)
         return c
+
+    def _hosts_path(self) -> str:
+        """The pod's managed hosts file, in its directory (the kubelet's pods/<uid>/etc-hosts)."""
+        return os.path.join(self.agent.volumes.pod_dir(self.uid), "etc-hosts")
+
+    def _write_hosts_file(self) -> None:
+        """ensureHostsFile: written once the pod has its IP, before any container starts."""
+        spec = self.pod.get("spec") or {}
+        if spec.get("hostNetwork"):
+            return
+        os.makedirs(os.path.dirname(self._hosts_path()), exist_ok=True)
+        with open(self._hosts_path(), "w") as f:
+            f.write(hosts_file.content(self._hostname(), [self.ip], spec.get("hostAliases")))
 
     async def _environment(self, spec: dict) -> dict[str, str]:
         return await container_env.environment(self, spec)
@@ -425,6 +441,9 @@ class ProcessPodWorker(PodWorker):
             await self._spawn(c)
             for reason in ("Created", "Started"):
                 await self._event("Normal", reason, f"Container {reason.lower()}", field_path(self.pod, c.name))
+            if self._stopping.is_set():  # the pod began stopping as it started: too late for `_kill_gracefully`
+                await self._kill_events([c.spec])
+                await self._stop(c, self._grace_deadline())
             started = self.clock.rfc3339()
             probe = None
             if not (failed := await self._post_start(c)):

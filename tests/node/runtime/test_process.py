@@ -114,6 +114,32 @@ async def test_container_gets_env_workdir_hostname_and_volumes(env):
     await eventually(target_removed)  # what the runtime created for the mount goes with the pod
 
 
+async def test_containers_get_the_kubelet_managed_hosts_file(env):
+    """/etc/hosts names the pod's IP by its hostname, then spec.hostAliases, in upstream's layout:
+    the pod's own name resolves from the file (a Python server's bind looks it up), not through a
+    DNS server its namespace cannot reach. A container that mounts a volume at /etc/hosts keeps it."""
+    client, rt, _ = env
+    resolve = "import socket; print(socket.gethostbyname(socket.gethostname()), socket.getfqdn('0.0.0.0'))"
+    p = pod("named", ["sh", "-c", f"cat /etc/hosts; python3 -c \"{resolve}\""])
+    p["spec"]["hostAliases"] = [{"ip": "192.0.2.7", "hostnames": ["db.local", "db"]}]
+    p["spec"]["containers"].append({"name": "own", "image": "busybox:1.36", "command": ["cat", "/etc/hosts"],
+                                    "volumeMounts": [{"name": "hosts", "mountPath": "/etc/hosts",
+                                                      "subPath": "hosts"}]})
+    p["spec"]["volumes"] = [{"name": "hosts", "configMap": {"name": "own-hosts"}}]
+    await client.resource("", "v1", "configmaps").create(
+        {"metadata": {"name": "own-hosts", "namespace": "default"}, "data": {"hosts": "10.9.9.9 mine\n"}})
+    pods = client.resource("", "v1", "pods")
+    await pods.create(p)
+    done = await eventually(status_of(pods, "named", phase("Succeeded")))
+    ip = done["status"]["podIP"]
+    assert (await log_of(rt, "named")).decode() == (
+        "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+        "fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n"
+        f"{ip}\tnamed\n\n# Entries added by HostAliases.\n192.0.2.7\tdb.local\tdb\n{ip} named\n")
+    own = await rt.pods[("default", "named")].logs("own", log_options({}, time.time()))
+    assert (own if isinstance(own, bytes) else b"".join([chunk async for chunk in own])) == b"10.9.9.9 mine\n"
+
+
 async def test_exit_codes_and_restarts_drive_container_statuses(env):
     client, rt, _ = env
     pods = client.resource("", "v1", "pods")
