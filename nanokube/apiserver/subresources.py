@@ -81,6 +81,8 @@ class Subresources:
             body, opts = await h._create_input(request)
             body = _typed(body, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
             warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
+            if (body.get("metadata") or {}).get("name") != name:  # EvictionREST.Create, before anything is read
+                raise errors.bad_request("name in URL does not match name in Eviction object")
             if body.get("deleteOptions") is not None:
                 body["deleteOptions"] = delete_options({}, body["deleteOptions"], [])
             return _warned(json_response(await self.evict(namespace, name, body, opts), 201), warnings)

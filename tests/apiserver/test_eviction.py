@@ -194,3 +194,33 @@ async def test_a_pod_under_two_budgets_gets_the_eviction_rests_own_status_over_h
                 assert r.status == 200 and "deletionTimestamp" not in (await r.json())["metadata"]
     finally:
         await server.stop()
+
+
+async def test_an_eviction_named_for_another_pod_or_none_is_a_400_over_http():
+    """EvictionREST.Create refuses an Eviction whose name is not the URL's before it reads a budget or the
+    pod (a slip found by fuzzing: another name, or none, evicted the URL's pod, or answered its budget's 429)."""
+    import aiohttp
+
+    from nanokube.apiserver.app import APIServer
+    from nanokube.store.memory import MemoryStore
+
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    pods = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/pods"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(pods, json={"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}) as r:
+                assert r.status == 201
+            for metadata in ({"name": "other"}, {}, {"name": ""}):
+                async with s.post(f"{pods}/p/eviction", json={"apiVersion": "policy/v1", "kind": "Eviction",
+                                                              "metadata": metadata}) as r:
+                    got = await r.json()
+                assert (r.status, got["reason"], got["message"]) == (
+                    400, "BadRequest", "name in URL does not match name in Eviction object"), got
+            async with s.get(f"{pods}/p") as r:
+                assert r.status == 200 and "deletionTimestamp" not in (await r.json())["metadata"]
+            async with s.post(f"{pods}/p/eviction", json={"apiVersion": "policy/v1", "kind": "Eviction",
+                                                          "metadata": {"name": "p"}}) as r:
+                assert r.status == 201, await r.text()
+    finally:
+        await server.stop()
