@@ -9,6 +9,7 @@ import datetime as _dt
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 
 
 class Clock:
@@ -21,6 +22,11 @@ class Clock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+    def call_later(self, seconds: float, callback: Callable[[], object]) -> asyncio.TimerHandle | asyncio.Future:
+        """Call `callback` once `seconds` have passed on this clock, without a task of its own (a
+        timeout many waiters share); `cancel()` on what it returns stops it."""
+        return asyncio.get_running_loop().call_later(seconds, callback)
 
     def rfc3339(self, t: float | None = None) -> str:
         """Kubernetes' metav1.Time form: second precision, UTC, `Z` suffix."""
@@ -103,6 +109,13 @@ class VirtualClock(Clock):
         fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._mono + seconds, next(self._seq), fut))
         await fut
+
+    def call_later(self, seconds: float, callback: Callable[[], object]) -> asyncio.Future:
+        """A timer among the sleepers: `advance` calls `callback` when it reaches the deadline."""
+        fut = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(lambda f: f.cancelled() or callback())
+        heapq.heappush(self._sleepers, (self._mono + max(seconds, 0.0), next(self._seq), fut))
+        return fut
 
     def next_due(self) -> float | None:
         """The monotonic instant of the earliest live sleeper (None: nobody

@@ -144,7 +144,7 @@ class APIServer:
         self.advertise = advertise if advertise is not None else advertise_address(host)
         self.jwks_uri = jwks_uri
         self.index = ResourceIndex(all_resources())
-        self.cache = WatchCache(self.store)
+        self.cache = WatchCache(self.store, clock=clock)
         built_in = frozenset(r.key_prefix() for r in self.index.resources)
         self.cache.unstructured = lambda prefix: prefix not in built_in  # custom resources' (apiextensions)
         self.metrics.watch_cache(self.cache.stats, lambda: self.cache.rev)

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 from sortedcontainers import SortedList
 
+from ..clock import REAL, Clock
 from ..machinery import encoded as json_memo
 from ..machinery.fieldorder import in_unstructured_order, in_upstream_order
 from ..machinery.responses import go_escaped
@@ -254,8 +255,10 @@ def decode(value: bytes, rev: int, unstructured: bool = False) -> dict:
 
 
 class WatchCache:
-    def __init__(self, store: Store, window: int = 50_000):
+    def __init__(self, store: Store, window: int = 50_000, clock: Clock = REAL):
+        """`clock` times the read-your-writes waits (`wait_for`): virtual seconds in simulation."""
         self.store = store
+        self.clock = clock
         self.window = window
         self.rev = 0
         self._by_prefix: dict[str, dict[str, Entry]] = {}
@@ -273,8 +276,9 @@ class WatchCache:
         #: future, deadline)
         self._waiters: list[tuple[int, int, asyncio.Future, float]] = []
         self._waiter_seq = itertools.count()
-        #: the one timer that fails the waiters past their deadline (see wait_for)
-        self._expiry: asyncio.TimerHandle | None = None
+        #: the one timer that fails the waiters past their deadline (see wait_for), and when it is due
+        self._expiry: asyncio.TimerHandle | asyncio.Future | None = None
+        self._expiry_at = 0.0
         self._task: asyncio.Task | None = None
         #: stops the store's synchronous delivery of commits (see _follow); None while the cache
         #: follows the store's change stream instead
@@ -695,6 +699,9 @@ class WatchCache:
             fut = heapq.heappop(self._waiters)[2]
             if not fut.done():
                 fut.set_result(None)
+            if not self._waiters and self._expiry is not None:  # none left to fail: no wake-up for nothing
+                self._expiry.cancel()
+                self._expiry = None
 
     def expect(self, key: str, value: bytes, obj: dict, at: int = -1) -> None:
         """A writer is about to store `value` (`stored_json`'s bytes and object) and will not
@@ -709,29 +716,29 @@ class WatchCache:
 
     async def wait_for(self, rev: int, timeout: float = 10.0) -> None:
         """Block until the cache reflects revision `rev` (read-your-writes); TimeoutError after
-        `timeout` seconds. Every write waits here, nearly always for less than a loop turn: one
-        timer for all waiters, set for the earliest deadline, replaces an `asyncio.timeout` per
-        wait (its timer scheduled and cancelled again: ~35 k instructions, 4-8% of a small write).
-        The timer finds the waiters past their deadline among those still waiting, nearly always
-        none: a heap of every wait's deadline, each popped 10 s later, was ~10 k instructions of a
-        write waiting here (the memory store's, the simulation's)."""
+        `timeout` seconds of the cache's clock (virtual ones in simulation, as upstream's
+        waitUntilFreshAndBlock takes its clock). Every write waits here, nearly always for less than a
+        loop turn: one timer for all waiters, set for the earliest deadline, replaces an
+        `asyncio.timeout` per wait (its timer scheduled and cancelled again: ~35 k instructions, 4-8%
+        of a small write). The timer finds the waiters past their deadline among those still waiting,
+        nearly always none: a heap of every wait's deadline, each popped 10 s later, was ~10 k
+        instructions of a write waiting here (the memory store's, the simulation's). It is cancelled
+        once no one waits (`_wake`), so a virtual clock has no wake-up left for it."""
         if rev <= self.rev:
             return
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        deadline = loop.time() + timeout
+        fut = asyncio.get_running_loop().create_future()
+        deadline = self.clock.monotonic() + timeout
         heapq.heappush(self._waiters, (rev, next(self._waiter_seq), fut, deadline))
-        if self._expiry is None or deadline < self._expiry.when():
+        if self._expiry is None or deadline < self._expiry_at:
             if self._expiry is not None:
                 self._expiry.cancel()
-            self._expiry = loop.call_at(deadline, self._expire)
+            self._expiry, self._expiry_at = self.clock.call_later(timeout, self._expire), deadline
         await fut
 
     def _expire(self) -> None:
         """Fail the waiters past their deadline, forget those done, and set the timer for the next."""
         self._expiry = None
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = self.clock.monotonic()
         waiting = []
         for w in self._waiters:
             if w[2].done():
@@ -743,7 +750,8 @@ class WatchCache:
         heapq.heapify(waiting)
         self._waiters = waiting
         if waiting:
-            self._expiry = loop.call_at(min(w[3] for w in waiting), self._expire)
+            self._expiry_at = min(w[3] for w in waiting)
+            self._expiry = self.clock.call_later(self._expiry_at - now, self._expire)
 
     async def sync(self) -> None:
         """Catch up with the store's current revision (a consistent read)."""

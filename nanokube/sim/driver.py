@@ -72,6 +72,9 @@ class PacedClock(Clock):
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(seconds, 0.0) / self.speed)
 
+    def call_later(self, seconds: float, callback) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(max(seconds, 0.0) / self.speed, callback)
+
 
 #: seconds between progress lines: rewritten in place on a terminal; appended, less often, to a file or pipe
 TERMINAL_EVERY, LOG_EVERY = 1.0, 10.0

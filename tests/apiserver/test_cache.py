@@ -7,6 +7,7 @@ from sortedcontainers import SortedList
 
 from nanokube.apiserver.cache import (ADDED, DELETED, MODIFIED, Entry, WatchCache, Watcher, decode, served_json, stored_json,
                                       stored_value)
+from nanokube.clock import VirtualClock
 from nanokube.machinery.fieldorder import in_upstream_order
 from nanokube.store.interface import Compacted
 from nanokube.store.memory import MemoryStore
@@ -626,3 +627,35 @@ async def test_a_watcher_that_falls_behind_is_ended_and_counted_as_terminated(en
     assert (terminated.name, terminated.labels, terminated.value) == (
         "apiserver_terminated_watchers_total", {"group": "", "resource": "configmaps"}, 1)
     assert [s.value for s in fams["apiserver_watch_cache_events_received"].samples] == [2]
+
+
+async def test_a_wait_times_out_on_the_cache_s_clock_and_one_met_leaves_no_timer():
+    """wait_for counts the injected clock's seconds (virtual ones here), as upstream's waitUntilFreshAndBlock
+    takes its clock; its one timer is gone once nobody waits, so a virtual clock has nothing due for it."""
+    clock = VirtualClock()
+    store = MemoryStore()
+    cache = WatchCache(store, clock=clock)
+    await cache.start()
+    try:
+        late = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=5))
+        met = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=5))
+        await clock.advance(0)
+        assert clock.next_due() == clock.monotonic() + 5
+        await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
+        await met
+        await clock.advance(4.5)
+        assert not late.done()
+        await clock.advance(0.5)
+        with pytest.raises(TimeoutError):
+            await late
+        assert clock.next_due() is None
+
+        again = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=5))
+        await clock.advance(1)
+        assert clock.next_due() == clock.monotonic() + 5 - 1
+        await store.create(PREFIX + "ns/b", b'{"metadata":{"name":"b"}}')
+        await again
+        assert clock.next_due() is None
+    finally:
+        await cache.stop()
+        await store.close()

@@ -2,11 +2,15 @@
 revision; one the cache has not reached within its wait is the 504 Too large resource version (with
 Retry-After), and one that is not a number a 400."""
 
+import asyncio
+
 import aiohttp
 
 from nanokube.apiserver import rest
 from nanokube.apiserver.app import APIServer
+from nanokube.clock import VirtualClock
 from nanokube.store.memory import MemoryStore
+from tests.controllers import tries
 
 
 async def test_a_get_at_a_resource_version_is_not_older_than_it(monkeypatch):
@@ -27,5 +31,47 @@ async def test_a_get_at_a_resource_version_is_not_older_than_it(monkeypatch):
         assert got == {rv: (200, None, "a"), "0": (200, None, "a"), "1": (200, None, "a"),
                        "999999": (504, "1", f"Timeout: Too large resource version: 999999, current: {current}"),
                        "abc": (400, None, 'invalid resource version "abc"')}
+    finally:
+        await server.stop()
+
+
+async def test_a_read_at_a_future_resource_version_waits_on_the_server_s_clock(monkeypatch):
+    """The wait is the server's clock's (virtual seconds in simulation): with an hour's wait, a GET at a
+    revision never reached answers its 504 once virtual time passes the hour, and one whose revision a
+    write then reaches answers at once."""
+    monkeypatch.setattr(rest, "FUTURE_RV_WAIT", 3600.0)
+    clock = VirtualClock()
+    server = APIServer(MemoryStore(), None, port=0, clock=clock)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    cache = server.rest.cache
+
+    async def waiting(n: int) -> None:
+        for _ in tries():
+            if len(cache._waiters) == n:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"{n} reads never waited")
+    try:
+        async with aiohttp.ClientSession() as s:
+            async def get(rv: str) -> tuple[int, str]:
+                async with s.get(f"{cms}/a", params={"resourceVersion": rv}) as r:
+                    body = await r.json()
+                    return r.status, body.get("message") or body["metadata"]["name"]
+            async with s.post(cms, json={"metadata": {"name": "a"}}) as r:
+                rv = int((await r.json())["metadata"]["resourceVersion"])
+            never = asyncio.create_task(get(str(rv + 10**6)))
+            await waiting(1)
+            await clock.advance(3599)
+            assert not never.done()
+            met = asyncio.create_task(get(str(cache.rev + 1)))
+            await waiting(2)
+            async with s.post(cms, json={"metadata": {"name": "b"}}) as r:
+                assert r.status == 201
+            assert await asyncio.wait_for(met, 30) == (200, "a")
+            await clock.advance(1)
+            code, message = await asyncio.wait_for(never, 30)
+            assert (code, message.rpartition(" ")[0]) == (
+                504, f"Timeout: Too large resource version: {rv + 10**6}, current:")
     finally:
         await server.stop()
