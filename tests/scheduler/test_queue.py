@@ -1,4 +1,5 @@
 import asyncio
+import random
 
 from nanokube.clock import VirtualClock
 from nanokube.scheduler import plugins
@@ -276,3 +277,51 @@ async def test_the_flushers_move_pods_at_the_ticks_of_a_one_second_loop_without_
         assert clock.wakeups <= 4  # a 1-s loop: 330
     finally:
         flushers.cancel()
+
+
+def _walk(q, last: float, ticks: int) -> tuple[float, float, int]:
+    """A 1-s loop's view: visits the ticks one by one until one at or past the earliest backoff
+    expiry, a 30th past the oldest unschedulable pod's 5 minutes, or (both queues empty) the next
+    one after now; at most 360 of them."""
+    expiry = min((i.backoff_expires for i in q.backoff.values()), default=float("inf"))
+    oldest = min((i.timestamp for i in q.unschedulable.values() if not i.gated_by), default=float("inf"))
+    empty = expiry == oldest == float("inf")
+    before = t = last
+    for _ in range(360):
+        t, ticks = before + 1.0, ticks + 1
+        if t >= expiry or empty and t > q.clock.monotonic() or ticks % 30 == 0 and t - oldest > 300:
+            break
+        before = t
+    return before, t, ticks
+
+
+def test_the_flushers_next_tick_is_the_one_a_one_second_loop_reaches_first():
+    """Where the flushers sleep to is counted from the queues' times; it is the tick a walk of
+    every tick finds first (backoff expiries on and between ticks, unschedulable pods of any age,
+    gated pods that do not count, both queues empty), for tick numbers at any place in the 30."""
+    rng = random.Random(5)
+    q, clock = make_queue()
+    checked = 0
+    for case in range(3000):
+        q.backoff.clear()
+        q.unschedulable.clear()
+        last = rng.choice((1000.0, 1000.5, 1234.25, rng.uniform(0, 1e7)))
+        clock.t = last + rng.choice((0.0, 0.5, 3.0, 400.0, rng.uniform(0, 900)))
+        for i in range(rng.choice((0, 0, 1, 3))):
+            info = PodInfo(pod(f"b{case}-{i}"), clock.t)
+            info.backoff_expires = last + rng.choice((-5.0, 0.0, 1.0, 7.5, 12.0, 359.0, 360.0, 361.0, rng.uniform(0, 500)))
+            q.backoff[info.key] = info
+        for i in range(rng.choice((0, 0, 1, 4))):
+            info = PodInfo(pod(f"u{case}-{i}"), clock.t)
+            info.timestamp = last - rng.choice((0.0, 0.5, 299.0, 300.0, 301.0, 1e4, rng.uniform(0, 700))) + \
+                rng.choice((0.0, 12.0))
+            info.unschedulable_plugins = {"TaintToleration"}
+            info.gated_by = rng.choice(("", "", "SchedulingGates"))
+            q.unschedulable[info.key] = info
+        ticks = rng.randrange(0, 100)
+        before, due, n = q._next_flush(last, ticks)
+        want = _walk(q, last, ticks)
+        assert n == want[2], (case, last, ticks)
+        assert abs(before - want[0]) < 1e-6 and abs(due - want[1]) < 1e-6, (case, last, ticks)
+        checked += 1
+    assert checked == 3000
