@@ -9,6 +9,7 @@ never executed) are left out."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "nanokube"
@@ -27,20 +28,26 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+#: the fields that hold statements (an import is a statement, so nothing below an expression is read)
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
 def _runtime_nodes(tree: ast.AST):
-    """Every node of the tree except those under `if TYPE_CHECKING:`, which only annotate."""
+    """Every statement of the tree except those under `if TYPE_CHECKING:`, which only annotate."""
     todo = [tree]
     while todo:
         node = todo.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
-            test = getattr(child, "test", None) if isinstance(child, ast.If) else None
-            if test is not None and "TYPE_CHECKING" in ast.unparse(test):
-                todo.extend(child.orelse)
+        for field in _BODIES:
+            children = getattr(node, field, None)
+            if not isinstance(children, list):
                 continue
-            todo.append(child)
+            if field == "body" and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            todo.extend(children)
 
 
+@functools.cache
 def _imports() -> dict[str, set[str]]:
     """Every nanokube module and the nanokube modules it imports (resolved to modules,
     `from pkg import mod` counted as importing pkg.mod when that is a module)."""
@@ -69,40 +76,37 @@ def _imports() -> dict[str, set[str]]:
     return graph
 
 
-GRAPH = _imports()
-
-
 def _package(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
 
 def test_machinery_imports_nothing_of_nanokube():
-    bad = {m: sorted(d) for m, d in GRAPH.items() if _package(m) == "machinery"
+    bad = {m: sorted(d) for m, d in _imports().items() if _package(m) == "machinery"
            for d in [{x for x in d if _package(x) != "machinery"}] if d}
     assert not bad
 
 
 def test_shared_helpers_import_only_shared_helpers():
-    bad = {m: sorted(d) for m, d in GRAPH.items() if _package(m) in SHARED
+    bad = {m: sorted(d) for m, d in _imports().items() if _package(m) in SHARED
            for d in [{x for x in d if _package(x) not in SHARED}] if d}
     assert not bad
 
 
 def test_components_do_not_import_the_server_side():
-    bad = {m: sorted(d) for m, d in GRAPH.items() if _package(m) in COMPONENTS
+    bad = {m: sorted(d) for m, d in _imports().items() if _package(m) in COMPONENTS
            for d in [{x for x in d if _package(x) in SERVER_SIDE}] if d}
     assert not bad
 
 
 def test_controllers_do_not_import_the_scheduler():
-    bad = {m: sorted(d) for m, d in GRAPH.items() if _package(m) == "controllers"
+    bad = {m: sorted(d) for m, d in _imports().items() if _package(m) == "controllers"
            for d in [{x for x in d if _package(x) == "scheduler"}] if d}
     assert not bad
 
 
 def test_node_agents_do_not_import_the_scheduler():
-    bad = {m: sorted(d) for m, d in GRAPH.items() if _package(m) == "node"
+    bad = {m: sorted(d) for m, d in _imports().items() if _package(m) == "node"
            for d in [{x for x in d if _package(x) == "scheduler"}] if d}
     assert not bad
 
@@ -153,7 +157,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycles():
-    assert _cycles(GRAPH) == []
+    assert _cycles(_imports()) == []
 
 
 def test_cycle_finder_finds_a_circle():
