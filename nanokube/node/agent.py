@@ -24,6 +24,8 @@ from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
 from . import csinode
 from .cluster import NodeSpec
+from .devicemanager.manager import REJECT_REASON, AllocationError, DeviceManager
+from .devicemanager.plugin import simulated_plugins
 from .dra.driver import NodeDriver
 from .dra.grpc_api import DRA_PLUGIN_TYPE
 from .dra.plugin_manager import DRAPluginManager
@@ -277,9 +279,17 @@ class NodeAgent:
         self.dra_plugins.on_health = self.dra.on_health = self._device_health_changed
         if self.plugin_watcher is not None:
             self.claims.metrics.watch(self.plugin_watcher)
+        #: device plugins' extended resources: a simulated plugin for each the cluster file gives the node
+        self.devices = DeviceManager(node_dir)
+        for plugin in simulated_plugins(spec):
+            self.devices.register(plugin)
+        self._posted_devices = self.devices.capacity()
+        #: pods refused at admission (their devices unavailable): no worker runs them
+        self._rejected: set[str] = set()
         #: the pod resources API on `<node dir>/pod-resources/kubelet.sock`, for monitoring agents and DRA drivers
         self.pod_resources = PodResourcesServer(node_dir, lambda: [w.pod for w in self.workers.values()], self.claims,
-                                                clock, spec.name) if node_dir and plugin_registry else None
+                                                clock, spec.name, devices=self.devices) \
+            if node_dir and plugin_registry else None
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
         self.volumes.host_paths = self.runtime.name == "process"
@@ -319,9 +329,10 @@ class NodeAgent:
 
     def status(self) -> dict:
         ident = _machine_id(self.name)
+        capacity, allocatable = self.devices.capacity()
         return {
-            "capacity": dict(self.spec.capacity),
-            "allocatable": dict(self.spec.allocatable),
+            "capacity": {**self.spec.capacity, **capacity},
+            "allocatable": {**self.spec.allocatable, **allocatable},
             "conditions": self._conditions,
             "addresses": [{"type": "InternalIP", "address": self.host_ip}, {"type": "Hostname", "address": self.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
@@ -394,8 +405,13 @@ class NodeAgent:
         images = frozenset(self.images)
         if images != self._posted_images:
             status["images"] = image_list(images)
+        devices = self.devices.capacity()
+        if devices != self._posted_devices:  # a device plugin's devices or their health changed
+            full_status = self.status()
+            status.update(capacity=full_status["capacity"], allocatable=full_status["allocatable"])
         node = await self.nodes.patch(self.name, {"status": status}, SMP, subresource="status")
         self._posted_images = images
+        self._posted_devices = devices
         self._posted_rv = resource_version(node)
         self._last_status = self.clock.monotonic()
         if self._theirs is theirs:  # else a copy seen meanwhile decides
@@ -486,6 +502,7 @@ class NodeAgent:
                 async with self.throttle.slot(Throttle.HEARTBEAT):
                     await self.renew_lease()
                     if self._theirs or self.images != self._posted_images or \
+                            self.devices.capacity() != self._posted_devices or \
                             self.clock.monotonic() - self._last_status >= self.status_interval:
                         async with self._fault_lock:  # in order with a fault's post
                             await self.post_status()
@@ -610,12 +627,44 @@ class NodeAgent:
         uid = pod["metadata"]["uid"]
         w = self.workers.get(uid)
         if w is None:
+            if not self._admit(pod):
+                return
             w = self.workers[uid] = self.runtime.worker(self, pod)
             w.start()
         else:
             w.update(pod)
 
+    def _admit(self, pod: dict) -> bool:
+        """Allocate a pod's device plugin devices as the kubelet admits it; one whose devices are
+        unavailable is rejected: Failed with upstream's reason and message, and an event."""
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return True  # its worker ends it (a rejected one too, once its Failed status is back)
+        if pod["metadata"]["uid"] in self._rejected:
+            return False
+        active = {u for u, w in self.workers.items() if (w.pod.get("status") or {}).get("phase")
+                  not in ("Succeeded", "Failed")}
+        try:
+            self.devices.allocate(pod, active)
+        except AllocationError as e:
+            self._rejected.add(pod["metadata"]["uid"])
+            self._in_background(self._reject(pod, f"Allocate failed due to {e}, which is unexpected"))
+            return False
+        return True
+
+    async def _reject(self, pod: dict, message: str) -> None:
+        """upstream's rejectPod: a Warning event, and the pod Failed without running."""
+        md = pod["metadata"]
+        await self.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": md}, "Warning", REJECT_REASON,
+                                 message)
+        try:
+            await self.pods.patch(md["name"], {"metadata": {"uid": md["uid"]}, "status": {
+                "phase": "Failed", "reason": REJECT_REASON, "message": "Pod was rejected: " + message}}, SMP,
+                namespace=md.get("namespace"), subresource="status")
+        except APIError as e:
+            log.warning("node %s: rejecting pod %s/%s: %s", self.name, md.get("namespace"), md["name"], e)
+
     def forget_pod(self, pod: dict) -> None:
+        self._rejected.discard(pod["metadata"]["uid"])
         w = self.workers.pop(pod["metadata"]["uid"], None)
         if w is not None:
             asyncio.ensure_future(self._release(w))

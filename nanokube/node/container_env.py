@@ -3,10 +3,11 @@ then containerd's defaults), shared by both runtimes: the process runtime execs 
 simulated one's shell (simulated_command) expands and prints it.
 
 In order: the image's PATH, HOSTNAME and HOME (the process runtime's images are the node's own
-root, so these are busybox's defaults), TERM for a tty, the kubelet's service link variables
-(service_env), then envFrom and env, each `env` value's `$(VAR)` references expanded with what
-comes before it; valueFrom reads fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef and
-fileKeyRef; last, the env edits of the CDI devices external DRA drivers prepared for it
+root, so these are busybox's defaults), TERM for a tty, the env device plugins' Allocate
+answers set (devicemanager), the kubelet's service link variables (service_env), then envFrom
+and env, each `env` value's `$(VAR)` references expanded with what comes before it; valueFrom
+reads fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef and fileKeyRef; last, the env
+edits of the CDI devices external DRA drivers prepared for it
 (dra/cdi.py). Whether a ConfigMap or Secret that is not optional is missing is envvars.py's check,
 made before the container starts; here a missing one leaves its variables out."""
 
@@ -50,6 +51,9 @@ async def environment(worker, spec: dict) -> dict[str, str]:
     env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname(pod, agent.name), "HOME": "/root"}
     if spec.get("tty"):  # containerd's WithTTY, before the image's and the container's own env
         env["TERM"] = "xterm"
+    # device plugins' Allocate envs come before the kubelet's (GenerateRunContainerOptions), so the
+    # container's own env wins over them
+    env |= agent.devices.environment(worker.uid, spec["name"])
     # the kubelet's service variables; what the container's own env and envFrom set wins
     env |= await service_env.variables(agent.client, worker.namespace,
                                        (pod.get("spec") or {}).get("enableServiceLinks", True))

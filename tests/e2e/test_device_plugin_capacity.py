@@ -1,12 +1,18 @@
 """A node pool that advertises an extended resource in its capacity, as NVIDIA's device plugin
 does (`nvidia.com/gpu: 2`): the Node reports it, NodeResourcesFit counts it (no DRA claim), and
-a pod asking for more than is left is 'Insufficient nvidia.com/gpu'."""
+a pod asking for more than is left is 'Insufficient nvidia.com/gpu'. The node's device manager
+hands the pod two of the simulated plugin's GPUs: NVIDIA_VISIBLE_DEVICES in the container's
+environment, and the pod resources API lists them."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from nanokube.node.podresources.proto import podresources_pb2 as pb
 from tests.e2e.conftest import running_cluster, wait_for
+from tests.e2e.test_pod_resources import Client
 
 CLUSTER = """\
 pools:
@@ -54,3 +60,26 @@ def test_an_advertised_extended_resource_is_counted_by_the_scheduler(cluster):
                                                     "involvedObject.name=three,reason=FailedScheduling")["items"],
                        what="FailedScheduling")
     assert "Insufficient nvidia.com/gpu" in event["message"]
+
+
+def test_the_device_plugins_gpus_are_the_containers_and_the_pod_resources_api_lists_them(cluster):
+    cluster.kubectl("apply", "-f", "-", input=gpu_pod("two", 2))  # unchanged if the test above made it
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "two")["status"].get("phase") == "Running", what="two running")
+    out = cluster.kubectl("exec", "two", "--", "env").stdout
+    env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    gpus = env["NVIDIA_VISIBLE_DEVICES"].split(",")
+    assert len(set(gpus)) == 2 and all(g.startswith("GPU-") for g in gpus)
+
+    node_dir = cluster.data_dir / "pods" / "plugin-0"
+    prc = Client(node_dir / "pod-resources" / "kubelet.sock")
+    try:
+        [cuda] = prc.get("two").containers
+        assert [(d.resource_name, list(d.device_ids)) for d in cuda.devices] == [("nvidia.com/gpu", gpus)]
+        allocatable = prc.call["GetAllocatableResources"](pb.AllocatableResourcesRequest(), timeout=10).devices
+        assert sorted(i for d in allocatable for i in d.device_ids) == sorted(gpus)
+    finally:
+        prc.channel.close()
+    # checkpointed where a kubelet keeps it, for the node agent's next start
+    saved = json.loads((node_dir / "device-plugins" / "kubelet_internal_checkpoint").read_text())["Data"]
+    assert [(e["ContainerName"], e["ResourceName"], e["DeviceIDs"]) for e in saved["PodDeviceEntries"]] == \
+        [("cuda", "nvidia.com/gpu", {"-1": gpus})]

@@ -8,6 +8,7 @@ import pytest
 from nanokube.clock import Clock
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.streaming import LogOptions, StreamFailed, StreamSession
+from nanokube.node.devicemanager.manager import DeviceManager
 from nanokube.node.dra.cdi import ContainerEdits
 from nanokube.node.simulated_command import interpret
 from nanokube.node.simulated_io import SimulatedIO
@@ -27,6 +28,7 @@ def worker(annotations=None, ports=(), **main):
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "annotations": annotations or {}},
            "spec": {"containers": [{"name": "main", "ports": [{"containerPort": p} for p in ports], **main}]}}
     agent = SimpleNamespace(name="node-1", host_ip="10.0.0.1", client=_NoServices(), volumes=None,
+                            devices=DeviceManager(),
                             claims=SimpleNamespace(cdi_environment=lambda pod, container: {},
                                                    cdi_edits=lambda pod, container: ContainerEdits()))
     return SimpleNamespace(pod=pod, clock=Clock(), uid="u1", name="p", namespace="ns", changed=asyncio.Event(),

@@ -5,9 +5,10 @@ v1.PodResourcesLister on `<node dir>/pod-resources/kubelet.sock`, as a kubelet s
 - List: the node's active pods (not Succeeded or Failed), Get: one pod the node runs, whatever
   its phase, or upstream's error for another ("pod NAME in namespace NS not found", a plain
   error: gRPC code Unknown). Each pod lists its sidecars (restartable init containers), then its
-  containers; each container its devices from device plugins, exclusive CPUs and memory blocks
-  (always none: a simulated node has no device plugins, and its CPU and memory managers are the
-  `none` policy's) and its dynamic resources: each prepared ResourceClaim its `resources.claims`
+  containers; each container its devices from device plugins (the device manager's, one entry
+  per resource and NUMA node, without topology for devices that have none), exclusive CPUs and
+  memory blocks (always none: a simulated node's CPU and memory managers are the `none`
+  policy's) and its dynamic resources: each prepared ResourceClaim its `resources.claims`
   name (once per reference, the whole claim whatever request it names, as upstream's
   GetContainerClaimInfos), and the pod's extended resource claim when a request of it maps to
   the container; a device per entry with its driver, pool, name and its own CDI device IDs
@@ -16,8 +17,9 @@ v1.PodResourcesLister on `<node dir>/pod-resources/kubelet.sock`, as a kubelet s
   external driver's Device.share_id, a built-in one's allocation result's shareID; unset, not
   empty, for a device allocated whole). A claim not prepared yet leaves the container's list
   empty, as upstream's lookup error does.
-- GetAllocatableResources: the device plugins', CPU and memory managers' inventory: empty for
-  the same reason (DRA devices are in ResourceSlices, not here, upstream too).
+- GetAllocatableResources: the device plugins', CPU and memory managers' inventory: each healthy
+  device plugin device, one entry each (per NUMA node), and no CPUs or memory (DRA devices are in
+  ResourceSlices, not here, upstream too).
 
 Every call first passes the rate limit (ratelimit.py); those served are counted in the
 kubelet's metrics (`metrics`, on the node's /metrics). The servers of all nodes share the
@@ -45,6 +47,7 @@ import grpc
 from ...clock import REAL, Clock
 from ...dra.resourceclaim import EXTENDED_CLAIM_REF, pod_claims
 from ..dra.grpc_api import handler, target
+from ..devicemanager.manager import NO_TOPOLOGY, DeviceManager
 from ..dra.prepare import ClaimPreparer
 from .proto import podresources_pb2 as pb
 from .ratelimit import DEFAULT_BURST, DEFAULT_QPS, LIMIT_EXCEEDED, Limiter
@@ -92,17 +95,18 @@ def _file_budget() -> int:
 
 class PodResourcesServer:
     """Serves the pods `pods()` gives (the node's pod workers' copies) with the devices `claims`
-    prepared for them, on `root_dir`'s pod-resources socket."""
+    prepared for them and `devices` allocated them, on `root_dir`'s pod-resources socket."""
 
     #: the files this process's listening servers hold, and whether a server was refused for them (logged once)
     files = 0
     _over_budget = False
 
     def __init__(self, root_dir: str, pods, claims: ClaimPreparer, clock: Clock = REAL, node: str = "",
-                 qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST):
+                 qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST, devices: DeviceManager | None = None):
         self.path = os.path.join(root_dir, SOCKET_DIR, SOCKET_NAME)
         self.pods = pods
         self.claims = claims
+        self.devices = devices or DeviceManager()
         self.node = node
         self.limiter = Limiter(clock, qps, burst)
         #: the calls served by _METRICS key (a vector's series shows once counted)
@@ -188,7 +192,9 @@ class PodResourcesServer:
 
     async def _allocatable(self, request: pb.AllocatableResourcesRequest, context) -> pb.AllocatableResourcesResponse:
         self._count("requests_get_allocatable")
-        return pb.AllocatableResourcesResponse()
+        return pb.AllocatableResourcesResponse(devices=[
+            pb.ContainerDevices(resource_name=resource, device_ids=[device], topology=_topology(node))
+            for resource, device, numa in self.devices.allocatable_devices() for node in numa or (NO_TOPOLOGY,)])
 
     async def _get(self, request: pb.GetPodResourcesRequest, context) -> pb.GetPodResourcesResponse:
         self._count("requests_get")
@@ -208,8 +214,14 @@ class PodResourcesServer:
         containers += spec.get("containers") or []
         md = pod["metadata"]
         return pb.PodResources(name=md["name"], namespace=md.get("namespace", ""), containers=[
-            pb.ContainerResources(name=c["name"], dynamic_resources=self.dynamic_resources(pod, c))
+            pb.ContainerResources(name=c["name"], devices=self.container_devices(md.get("uid", ""), c["name"]),
+                                  dynamic_resources=self.dynamic_resources(pod, c))
             for c in containers])
+
+    def container_devices(self, uid: str, container: str) -> list[pb.ContainerDevices]:
+        return [pb.ContainerDevices(resource_name=resource, device_ids=ids,
+                                    topology=_topology(numa))
+                for resource, ids, numa in self.devices.container_devices(uid, container)]
 
     def dynamic_resources(self, pod: dict, container: dict) -> list[pb.DynamicResource]:
         """The prepared claims the container uses, each with its devices (upstream's GetDynamicResources)."""
@@ -240,3 +252,8 @@ class PodResourcesServer:
                                  cdi_devices=[pb.CDIDevice(name=i) for i in d.cdi_ids], share_id=d.share_id)
                 for driver in sorted(devices) for d in devices[driver]]))
         return out
+
+
+def _topology(numa: int) -> pb.TopologyInfo | None:
+    """One NUMA node's topology; none for devices without topology (upstream leaves it nil)."""
+    return None if numa == NO_TOPOLOGY else pb.TopologyInfo(nodes=[pb.NUMANode(ID=numa)])

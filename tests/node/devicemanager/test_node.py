@@ -1,0 +1,167 @@
+"""A node whose cluster file advertises `nvidia.com/gpu` runs the simulated device plugin: its
+Node's capacity and allocatable come from the plugin's devices, a pod is allocated its GPUs at
+admission (or rejected when they are gone), the pod resources API lists them, and a restarted
+node agent gives its running pods the same ones."""
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from nanokube.apiserver.loopback import connector
+from nanokube.node.cluster import parse_cluster
+from nanokube.node.manager import NodeManager
+from nanokube.node.podresources.proto import podresources_pb2 as pb
+from tests.controllers import becomes, eventually, make_stack
+from tests.node import ManualClock
+from tests.node.podresources.test_server import Client
+from tests.node.test_lifecycle import phase_is
+
+GPU = "nvidia.com/gpu"
+NODE = "plugin-0"
+CLUSTER = parse_cluster("""\
+pools:
+  - name: plugin
+    count: 1
+    capacity: {cpu: "8", memory: 32Gi, nvidia.com/gpu: 4}
+""")
+
+
+@pytest.fixture
+def node_dir():
+    """A short directory: a unix socket's path holds at most 107 bytes (pytest's tmp_path may be longer)."""
+    d = tempfile.mkdtemp(prefix="nk-dm-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def gpu_pod(name: str, gpus: int) -> dict:
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "nodeName": NODE, "terminationGracePeriodSeconds": 0, "containers": [
+        {"name": "cuda", "image": "cuda:12", "resources": {"limits": {GPU: str(gpus)}}}]}}
+
+
+@contextlib.asynccontextmanager
+async def node(s, clock, pods_dir):
+    mgr = NodeManager(connector(s.rest), CLUSTER, clock, pods_dir=str(pods_dir))
+    await mgr.start()
+    client = Client(os.path.join(pods_dir, NODE, "pod-resources", "kubelet.sock"))
+    try:
+        yield mgr, client
+    finally:
+        await client.channel.close()
+        await mgr.stop()
+
+
+@contextlib.asynccontextmanager
+async def stack():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    s.rest.clock = clock = ManualClock()
+    try:
+        yield s, clock
+    finally:
+        await s.close()
+
+
+def devices(c: pb.ContainerResources) -> list[tuple[str, list[str]]]:
+    return [(d.resource_name, list(d.device_ids)) for d in c.devices]
+
+
+async def test_a_pods_gpus_are_allocated_from_the_plugin_and_listed_by_the_pod_resources_api(node_dir):
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        nodes, pods = s.client.resource("", "v1", "nodes"), s.client.resource("", "v1", "pods")
+        status = (await nodes.get(NODE))["status"]
+        assert (status["capacity"][GPU], status["allocatable"][GPU]) == ("4", "4")
+        allocatable = (await prc.allocatable()).devices
+        gpus = sorted(d.device_ids[0] for d in allocatable)
+        assert len(gpus) == 4 and {d.resource_name for d in allocatable} == {GPU}
+        assert all(g.startswith("GPU-") and not d.HasField("topology") for g, d in zip(gpus, allocatable))
+
+        await pods.create(gpu_pod("two", 2))
+        await eventually(phase_is(pods, "two", "Running"))
+        [cuda] = (await prc.get("two")).containers
+        [(resource, two)] = devices(cuda)
+        assert resource == GPU and len(two) == 2 and set(two) <= set(gpus)
+        assert (await prc.list())[("default", "two")].containers[0] == cuda
+
+        await pods.create(gpu_pod("rest", 2))
+        await eventually(phase_is(pods, "rest", "Running"))
+        [(_, rest)] = devices((await prc.get("rest")).containers[0])
+        assert sorted(two + rest) == gpus
+
+
+async def test_a_pod_whose_gpus_are_gone_is_rejected_at_admission(node_dir):
+    """The scheduler counts GPUs, but a pod bound by name is admitted by the node alone: with
+    too few left it fails as upstream's kubelet rejects it, and holds none."""
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
+        await pods.create(gpu_pod("three", 3))
+        await eventually(phase_is(pods, "three", "Running"))
+        await pods.create(gpu_pod("greedy", 2))
+        p = await eventually(phase_is(pods, "greedy", "Failed"))
+        message = (f"Allocate failed due to requested number of devices unavailable for {GPU}. Requested: 2, "
+                   "Available: 1, which is unexpected")
+        assert (p["status"]["reason"], p["status"]["message"]) == ("UnexpectedAdmissionError",
+                                                                   "Pod was rejected: " + message)
+        assert "containerStatuses" not in p["status"]
+
+        async def rejection():
+            items, _ = await events.list("default")
+            return [(e["type"], e["message"]) for e in items
+                    if e["involvedObject"]["name"] == "greedy" and e["reason"] == "UnexpectedAdmissionError"]
+        await becomes(rejection, [("Warning", message)])
+        assert ("default", "greedy") not in await prc.list()
+        # its deletion goes through as any ended pod's
+        await pods.delete("greedy", "default")
+        await eventually(gone(pods, "greedy"))
+
+
+def gone(pods, name: str):
+    async def check():
+        items, _ = await pods.list("default")
+        return name not in [i["metadata"]["name"] for i in items]
+    return check
+
+
+async def test_a_restarted_node_agent_keeps_the_pods_gpus(node_dir):
+    """From its checkpoint: the GPUs a fresh allocation would pick first were another pod's."""
+    async with stack() as (s, clock):
+        pods = s.client.resource("", "v1", "pods")
+        async with node(s, clock, node_dir) as (mgr, prc):
+            await pods.create(gpu_pod("one", 1))
+            await eventually(phase_is(pods, "one", "Running"))
+            await pods.create(gpu_pod("two", 2))
+            await eventually(phase_is(pods, "two", "Running"))
+            before = devices((await prc.get("two")).containers[0])
+            await pods.delete("one", "default")
+            await eventually(gone(pods, "one"))
+        async with node(s, clock, node_dir) as (mgr, prc):
+            async def listed():
+                return ("default", "two") in await prc.list()
+            await eventually(listed)
+            assert devices((await prc.get("two")).containers[0]) == before
+            # the two others go to the next pod
+            await pods.create(gpu_pod("next", 2))
+            await eventually(phase_is(pods, "next", "Running"))
+            [(_, got)] = devices((await prc.get("next")).containers[0])
+            assert not set(got) & set(before[0][1])
+
+
+async def test_an_unhealthy_gpu_leaves_the_nodes_allocatable_at_the_next_status_post(node_dir):
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        nodes = s.client.resource("", "v1", "nodes")
+        plugin = mgr.agents[NODE].devices.plugins[GPU]
+        sick = sorted(plugin.devices)[0]
+        plugin.set_health(sick, False)  # as NVIDIA's plugin's health check reports an XID error
+
+        async def gpus():
+            await clock.advance(10)
+            st = (await nodes.get(NODE))["status"]
+            return st["capacity"][GPU], st["allocatable"][GPU]
+        await becomes(gpus, ("4", "3"))
+        assert sick not in [d.device_ids[0] for d in (await prc.allocatable()).devices]
+        plugin.set_health(sick, True)
+        await becomes(gpus, ("4", "4"))
