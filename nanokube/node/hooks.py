@@ -4,7 +4,11 @@ request to the pod, `host` defaulting to its IP, the port a number or a named on
 container's), or sleep (KEP-3960), and on failure the message the kubelet logs (a postStart one's
 is also the PostStartHookError its container then waits in; its events say only `PostStartHook
 failed`, `PreStopHook failed`, so that no secret leaks). An httpGet hook fails only when the
-request does: the kubelet reads no status code of the answer.
+request does: the kubelet reads no status code of the answer. One with scheme HTTPS whose server
+answered in plain HTTP (SCHEME_MISMATCH) is made again over HTTP without its Authorization header,
+for the hooks written before the kubelet honoured the scheme: if that one gets an answer, the hook
+passed, and the runtime is told (`Runner.fallback`: the pod's LifecycleHTTPFallback Warning and
+kubelet_lifecycle_handler_http_fallbacks_total); if not, the HTTPS request's error stands.
 
 Each runtime says how a command runs in its containers and how a request reaches its pods
 (`Runner`); the sleep is on the worker's clock, virtual in simulation. When the kubelet runs a hook
@@ -25,17 +29,22 @@ POST_START_FAILED = "PostStartHook failed"
 PRE_STOP_FAILED = "PreStopHook failed"
 #: the User-Agent of an httpGet hook's request (NewRequestForHTTPGetAction's "lifecycle" fragment)
 USER_AGENT = "kube-lifecycle/1.37"
+#: net/http's ErrSchemeMismatch: an HTTPS request whose server answered in plain HTTP
+SCHEME_MISMATCH = "http: server gave HTTP response to HTTPS client"
+FALLBACK_EVENT = "LifecycleHTTPFallback"
 
 
 @dataclass
 class Runner:
     """How a runtime runs a hook: `exec(argv)` runs a command in the container to its end and gives
     its exit code, stdout and stderr (a StreamFailed where it cannot run); `http_get(host, port,
-    path, headers, scheme)` makes one request and gives '' or why it failed; `sleep(seconds)`."""
+    path, headers, scheme)` makes one request and gives '' or why it failed (Go's words);
+    `sleep(seconds)`; `fallback(message)` tells of an HTTPS hook that passed over HTTP."""
 
     exec: Callable[[list[str]], Awaitable[tuple[int, bytes, bytes]]]
     http_get: Callable[[str, int, str, list[dict], str], Awaitable[str]]
     sleep: Callable[[float], Awaitable[None]]
+    fallback: Callable[[str], Awaitable[None]]
 
 
 def handler(container: dict, hook: str) -> dict | None:
@@ -77,8 +86,7 @@ async def run(pod: dict, container: dict, spec: dict, pod_ip: str, runner: Runne
     if "httpGet" in spec:
         h = spec["httpGet"] or {}
         try:
-            error = await runner.http_get(h.get("host") or pod_ip, port(container, h.get("port")), h.get("path") or "",
-                                          list(h.get("httpHeaders") or ()), h.get("scheme") or "HTTP")
+            error = await _http_get(h, h.get("host") or pod_ip, port(container, h.get("port")), runner)
         except ValueError as e:
             error = str(e)
         return f"HTTP lifecycle hook ({h.get('path') or ''}) {where} - error: {error}" if error else ""
@@ -86,3 +94,17 @@ async def run(pod: dict, container: dict, spec: dict, pod_ip: str, runner: Runne
         await runner.sleep(float((spec["sleep"] or {}).get("seconds") or 0))
         return ""
     return f"Cannot run handler: invalid handler: {spec}"
+
+
+async def _http_get(h: dict, host: str, number: int, runner: Runner) -> str:
+    """runHTTPHandler's request of httpGet action `h` to `host`:`number`, and its fallback to HTTP."""
+    path, headers, scheme = h.get("path") or "", list(h.get("httpHeaders") or ()), h.get("scheme") or "HTTP"
+    error = await runner.http_get(host, number, path, headers, scheme)
+    if scheme.upper() != "HTTPS" or not error.endswith(SCHEME_MISMATCH):
+        return error
+    plain = [x for x in headers if str(x.get("name", "")).lower() != "authorization"]
+    if await runner.http_get(host, number, path, plain, "HTTP"):
+        return error
+    address = f"[{host}]:{number}" if ":" in host else f"{host}:{number}"
+    await runner.fallback(f"request to HTTPS lifecycle hook {address} got HTTP response, retry with HTTP succeeded")
+    return ""

@@ -376,9 +376,10 @@ class KubeletServer:
 
     async def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), its
-        node's name, its pod resources endpoint's calls, the pods and containers it runs, the
-        volume stats collector's series of each claim in use (once, however many pods here use it)
-        and its plugin manager's plugins; families by name, as client_golang gathers them."""
+        lifecycle hooks' HTTP fallbacks, its node's name, its pod resources endpoint's calls, the
+        pods and containers it runs, the volume stats collector's series of each claim in use (once,
+        however many pods here use it) and its plugin manager's plugins; families by name, as
+        client_golang gathers them."""
         running = self._running()
         claims: dict[tuple[str, str], dict] = {}
         for volumes in await self._volume_stats([pod for pod, _, _ in running], self.agent.clock.rfc3339(),
@@ -386,7 +387,11 @@ class KubeletServer:
             for v in volumes:
                 claims.setdefault((v["pvcRef"]["namespace"], v["pvcRef"]["name"]), v)
         containers = sum(len(usage) for _, usage, _ in running)
-        lines = ["# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.",
+        lines = ["# HELP kubelet_lifecycle_handler_http_fallbacks_total [ALPHA] The number of times lifecycle "
+                 "handlers successfully fell back to http from https.",
+                 "# TYPE kubelet_lifecycle_handler_http_fallbacks_total counter",
+                 f"kubelet_lifecycle_handler_http_fallbacks_total {self.agent.lifecycle_http_fallbacks}",
+                 "# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.",
                  "# TYPE kubelet_node_name gauge", f'kubelet_node_name{{node="{self.agent.name}"}} 1',
                  *(self.agent.pod_resources.metrics() if self.agent.pod_resources else ()),
                  "# HELP kubelet_running_containers [ALPHA] Number of containers currently running",

@@ -1344,11 +1344,17 @@ class PodWorker:
 
         async def get(host: str, port: int, path: str, headers: list[dict], scheme: str) -> str:
             declared = {p.get("containerPort") for x in self._containers() + self._sidecars() for p in x.get("ports") or ()}
-            if host in (self.ip, "localhost", "127.0.0.1") and port in declared:
-                return ""
-            return f'Get "{scheme.lower()}://{host}:{port}{path or "/"}": dial tcp {host}:{port}: connect: ' \
-                   "connection refused"
-        return await hooks.run(self.pod, c, spec, self.ip, hooks.Runner(run_in, get, self.clock.sleep))
+            url = f'Get "{scheme.lower()}://{host}:{port}{path or "/"}": '
+            if host not in (self.ip, "localhost", "127.0.0.1") or port not in declared:
+                return f"{url}dial tcp {host}:{port}: connect: connection refused"
+            return url + hooks.SCHEME_MISMATCH if scheme.upper() == "HTTPS" else ""  # (a plain HTTP server)
+        return await hooks.run(self.pod, c, spec, self.ip, hooks.Runner(run_in, get, self.clock.sleep,
+                                                                         self._http_fallback))
+
+    async def _http_fallback(self, message: str) -> None:
+        """An HTTPS hook passed over HTTP (hooks.py): counted on the kubelet's metrics, told on the pod."""
+        self.agent.lifecycle_http_fallbacks += 1
+        await self._event("Warning", hooks.FALLBACK_EVENT, message)
 
     async def _unless_deleted(self, aw) -> bool:
         """Await `aw` unless the pod's deletion comes first (it is then cancelled): True if it did."""

@@ -34,7 +34,8 @@ def agent(clock):
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
                            status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}),
                            claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
-                           workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)})
+                           workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)},
+                           lifecycle_http_fallbacks=0)
 
 
 GET = SimpleNamespace(method="GET", query={}, headers={})
@@ -77,9 +78,11 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
             "text/plain; version=0.0.4; charset=utf-8; escaping=allow-utf-8"
     _, text = await body(server, "/metrics")
     assert "\nkubelet_running_pods 1\n" in text and 'kubelet_running_containers{container_state="running"} 1' in text
-    # families by name: the DRA claims gauge (no claims in use) before the kubelet_* ones
+    # families by name: the DRA claims gauge (no claims in use) before the kubelet_* ones; the
+    # lifecycle hooks' fallback counter, registered unconditionally, at 0
     assert text.startswith("# HELP dra_resource_claims_in_use [ALPHA] ") and \
-        '\ndra_resource_claims_in_use{driver_name="<any>"} 0\n# HELP kubelet_node_name ' in text
+        '\ndra_resource_claims_in_use{driver_name="<any>"} 0\n# HELP kubelet_lifecycle_handler_http_fallbacks_total ' \
+        in text and "\nkubelet_lifecycle_handler_http_fallbacks_total 0\n# HELP kubelet_node_name " in text
 
 
 async def test_what_the_kubelet_does_not_serve():

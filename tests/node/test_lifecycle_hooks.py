@@ -2,6 +2,8 @@
 preStop exec (the simulated shell on the container's files), httpGet and sleep, with the kubelet's
 events, states and grace-period accounting."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from nanokube.clock import parse_time
@@ -116,6 +118,26 @@ async def test_an_http_get_post_start_needs_a_declared_port(env):
     await eventually(phase_is(pods, "closed", "Failed"))
     assert "FailedPostStartHook" not in [e[1] for e in await pod_events(pods, "served")]
     assert "FailedPostStartHook" in [e[1] for e in await pod_events(pods, "closed")]
+
+
+async def test_an_https_http_get_hook_falls_back_to_the_simulated_servers_plain_http(env):
+    """The simulated pod's servers speak plain HTTP (as its port-forward's does): an HTTPS httpGet
+    hook's request gets an HTTP answer to its TLS hello, so the kubelet makes it again over HTTP,
+    which passes the hook, and tells so (a LifecycleHTTPFallback Warning on the pod, its address
+    in the message) and counts it on the node's kubelet_lifecycle_handler_http_fallbacks_total."""
+    pods, clock, mgr = env
+    p = hooked("tls", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": 8443, "scheme": "HTTPS"}})
+    p["spec"]["containers"][0]["ports"] = [{"containerPort": 8443}]
+    await pods.create(p)
+    p = await eventually(phase_is(pods, "tls", "Running"))
+    events = await pod_events(pods, "tls")
+    ip = p["status"]["podIP"]
+    assert ("Warning", "LifecycleHTTPFallback", "",
+            f"request to HTTPS lifecycle hook {ip}:8443 got HTTP response, retry with HTTP succeeded", 1) in events
+    assert "FailedPostStartHook" not in [e[1] for e in events]
+    server = mgr.kubelet_for(p["spec"]["nodeName"])
+    text = (await server.serve(SimpleNamespace(method="GET", query={}, headers={}), "/metrics")).text
+    assert "\nkubelet_lifecycle_handler_http_fallbacks_total 1\n" in text
 
 
 async def test_a_pre_stop_sleep_delays_sigterm_and_the_pods_removal(env):

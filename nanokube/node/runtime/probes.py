@@ -3,7 +3,8 @@ namespaces. Network probes connect from the node's namespace to the pod IP,
 as a kubelet does; an exec probe runs its command in the container's
 context through the same launcher as the container. Each attempt returns whether it passed
 and, for a failure, the output upstream's probers give (the kubelet's Unhealthy message):
-the command's output, `HTTP probe failed with statuscode: N`, or Go's dial error."""
+the command's output, `HTTP probe failed with statuscode: N`, or Go's error (a dial's; an HTTPS
+request a plain HTTP server answered: SCHEME_MISMATCH)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import socket
 import ssl
 
+from ..hooks import SCHEME_MISMATCH
 from .netns import open_in_netns
 
 HTTP_OK = range(200, 400)
@@ -64,6 +66,61 @@ def _insecure_tls() -> ssl.SSLContext:
     return ctx
 
 
+class SchemeMismatch(Exception):
+    """An HTTPS request's server answered in plain HTTP."""
+
+
+async def _exchange(sock: socket.socket, request: bytes, tls_host: str | None) -> bytes:
+    """Send `request` on `sock` (in TLS for server name `tls_host`) and read the answer's first line.
+    TLS runs over memory BIOs so that the server's first bytes are seen: Go's client reads a record
+    header of 5 and names an answer that starts `HTTP/` (a plain HTTP server's 400 to its hello)
+    SCHEME_MISMATCH (net/http's ErrSchemeMismatch), raised as SchemeMismatch."""
+    loop = asyncio.get_running_loop()
+    if tls_host is None:
+        await loop.sock_sendall(sock, request)
+        line = b""
+        while b"\n" not in line and (data := await loop.sock_recv(sock, 4096)):
+            line += data
+        return line.partition(b"\n")[0]
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = _insecure_tls().wrap_bio(incoming, outgoing, server_hostname=tls_host)
+    head = bytearray()
+
+    async def run(op):
+        while True:
+            try:
+                result, more = op(), False
+            except ssl.SSLWantReadError:
+                result, more = None, True
+            if out := outgoing.read():
+                await loop.sock_sendall(sock, out)
+            if not more:
+                return result
+            data = await loop.sock_recv(sock, 65536)
+            head.extend(data[:5 - len(head)])
+            if data:
+                incoming.write(data)
+            else:
+                incoming.write_eof()
+    try:
+        await run(tls.do_handshake)
+    except ssl.SSLError:
+        if head == b"HTTP/":
+            raise SchemeMismatch from None
+        raise
+    await run(lambda: tls.write(request))
+    line = b""
+    while b"\n" not in line:
+        try:
+            data = await run(lambda: tls.read(4096))
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            break
+        if not data:
+            break
+        line += data
+    return line.partition(b"\n")[0]
+
+
 async def http_get(netns: str, host: str, port: int, path: str, headers: list[dict], scheme: str,
                    agent: str = "kube-probe/1.37") -> tuple[int | None, str]:
     """One GET from `netns`, as the prober's and the lifecycle hooks' requests are made (HTTPS
@@ -74,29 +131,23 @@ async def http_get(netns: str, host: str, port: int, path: str, headers: list[di
         sock = await _connect(netns, host, port)
     except OSError as e:
         return None, f'Get "{url}": {_dial_error(host, port, e)}'
-    tls = scheme.upper() == "HTTPS"
-    writer = None
+    lines = [f"GET {path or '/'} HTTP/1.1", f"Host: {host}:{port}", f"User-Agent: {agent}",
+             "Accept: */*", "Connection: close"]
+    lines += [f"{h['name']}: {h['value']}" for h in headers]
     try:
-        reader, writer = await asyncio.open_connection(sock=sock, ssl=_insecure_tls() if tls else None,
-                                                       server_hostname=host if tls else None)
-        lines = [f"GET {path or '/'} HTTP/1.1", f"Host: {host}:{port}", f"User-Agent: {agent}",
-                 "Accept: */*", "Connection: close"]
-        lines += [f"{h['name']}: {h['value']}" for h in headers]
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-        await writer.drain()
-        parts = (await reader.readline()).split()
+        parts = (await _exchange(sock, ("\r\n".join(lines) + "\r\n\r\n").encode(),
+                                 host if scheme.upper() == "HTTPS" else None)).split()
         if not (len(parts) >= 2 and parts[1].isdigit()):
             return None, f'Get "{url}": malformed HTTP response'
         return int(parts[1]), ""
+    except SchemeMismatch:
+        return None, f'Get "{url}": {SCHEME_MISMATCH}'
     except ssl.SSLError as e:
         return None, f'Get "{url}": {e.reason or e}'
     except OSError as e:
         return None, f'Get "{url}": {os.strerror(e.errno) if e.errno else e}'
     finally:
-        if writer is None:
-            sock.close()
-        else:
-            writer.transport.abort()
+        sock.close()
 
 
 async def http_probe(netns: str, host: str, port: int, path: str, headers: list[dict],

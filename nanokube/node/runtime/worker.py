@@ -363,7 +363,8 @@ class ProcessPodWorker(PodWorker):
         async def get(host: str, port: int, path: str, headers: list[dict], scheme: str) -> str:
             return (await http_get(node_ns, host, port, path, headers, scheme, hooks.USER_AGENT))[1]
         return await hooks.run(self.pod, c.spec, spec, self.ip,
-                               hooks.Runner(lambda argv: self._run_in(c, argv), get, self.clock.sleep))
+                               hooks.Runner(lambda argv: self._run_in(c, argv), get, self.clock.sleep,
+                                            self._http_fallback))
 
     async def _post_start(self, c: Container) -> str:
         """startContainer's last step: `c`'s postStart hook, if any, its process started. A failed

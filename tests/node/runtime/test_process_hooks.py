@@ -6,8 +6,12 @@ import asyncio
 import os
 import time
 
+from types import SimpleNamespace
+
 import pytest
 
+from nanokube.node.kubelet_server import KubeletServer
+from nanokube.node.streaming import log_options
 from nanokube.pki.ca import issue, new_ca
 from tests.controllers import eventually
 from tests.node.runtime.test_process import kubelet_events, log_of, phase, pod, process_agents, status_of
@@ -278,3 +282,83 @@ async def test_an_https_pre_stop_reaches_a_server_whose_certificate_nothing_trus
     assert w.containers["main"].state["terminated"]["exitCode"] == 0
     reasons = [e[1] for e in await kubelet_events(client, "tls")]
     assert "Killing" in reasons and "FailedPreStopHook" not in reasons
+
+
+PLAIN_SERVER = r"""
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8443))
+s.listen()
+while True:
+    conn, _ = s.accept()
+    data = conn.recv(65536)
+    if data[:1] == b"\x16":  # a TLS client hello: the 400 a plain HTTP server answers it with
+        print("tls hello", flush=True)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     b"Connection: close\r\n\r\n400 Bad Request")
+        conn.close()
+        continue
+    while data and b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    if data and sys.argv[1] == "answers":  # (not the startup probe's bare connection)
+        print(" | ".join(data.split(b"\r\n\r\n")[0].decode().split("\r\n")), flush=True)
+        conn.sendall(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+    conn.close()
+"""
+
+
+def behind_plain_server(name, mode):
+    """Pod `name` whose sidecar `server` (Started once it listens) is a plain HTTP server on 8443
+    that answers a TLS hello with a 400 and a request (`mode` answers) with a 204, or (mute) with
+    nothing; its app container's postStart is an HTTPS httpGet to it, with an Authorization header
+    and another."""
+    hook = {"postStart": {"httpGet": {"path": "/warm", "port": 8443, "scheme": "HTTPS", "httpHeaders": [
+        {"name": "Authorization", "value": "Bearer secret"}, {"name": "X-Warm", "value": "yes"}]}}}
+    p = pod(name, ["sleep", "300"], restart="Always", grace=2, lifecycle=hook)
+    p["spec"]["initContainers"] = [{"name": "server", "image": "python:3", "restartPolicy": "Always",
+                                    "command": ["python3", "-c", PLAIN_SERVER, mode],
+                                    "startupProbe": {"tcpSocket": {"port": 8443}, "periodSeconds": 1}}]
+    return p
+
+
+async def server_log(rt, name):
+    w = rt.pods[("default", name)]
+    data = await w.logs("server", log_options({}, time.time()))
+    return data if isinstance(data, bytes) else b"".join([chunk async for chunk in data])
+
+
+async def test_an_https_hook_whose_server_answers_in_plain_http_falls_back_to_http(env):
+    """runHTTPHandler: the HTTPS request's server answers the TLS hello in plain HTTP ("server gave
+    HTTP response to HTTPS client"), so the hook is made again over HTTP without its Authorization
+    header; that one's answer passes the hook, told by a LifecycleHTTPFallback Warning on the pod
+    and kubelet_lifecycle_handler_http_fallbacks_total. Where the retry gets no answer, the hook
+    fails with the HTTPS request's error (PostStartHookError), and nothing is told or counted."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create(behind_plain_server("fallback", "answers"))
+    created = await pods.create(behind_plain_server("unanswered", "mute"))
+    p, cs = await waiting_in(pods, created, "PostStartHookError")
+    uid, ip = p["metadata"]["uid"], p["status"]["podIP"]
+    assert cs["state"]["waiting"]["message"] == (
+        f'HTTP lifecycle hook (/warm) for Container "main" in Pod "unanswered_default({uid})" failed - error: '
+        f'Get "https://{ip}:8443/warm": http: server gave HTTP response to HTTPS client')
+    assert "LifecycleHTTPFallback" not in [e[1] for e in await kubelet_events(client, "unanswered")]
+
+    p = await eventually(container_state(pods, "fallback", lambda cs: cs["name"] == "main" and "running" in cs["state"]))
+    ip = p["status"]["podIP"]
+    assert p["status"]["containerStatuses"][0]["restartCount"] == 0
+    events = await kubelet_events(client, "fallback")
+    assert ("Warning", "LifecycleHTTPFallback", "",
+            f"request to HTTPS lifecycle hook {ip}:8443 got HTTP response, retry with HTTP succeeded", 1) in events
+    assert "FailedPostStartHook" not in [e[1] for e in events]
+    assert (await server_log(rt, "fallback")).decode().splitlines() == [
+        "tls hello", f"GET /warm HTTP/1.1 | Host: {ip}:8443 | User-Agent: kube-lifecycle/1.37 | Accept: */* | "
+                     "Connection: close | X-Warm: yes"]
+    agent = rt.pods[("default", "fallback")].agent
+    text = (await KubeletServer(agent, time.time()).serve(SimpleNamespace(method="GET", query={}, headers={}),
+                                                          "/metrics")).text
+    assert "\nkubelet_lifecycle_handler_http_fallbacks_total 1\n" in text
+    for name in ("fallback", "unanswered"):
+        await pods.delete(name, "default")
+        await eventually(gone(pods, name))
