@@ -33,7 +33,8 @@ its hook is done or the grace period is up, with what is left of it (at least 2 
 a sidecar's only after the app containers stopped. An exec hook
 runs as `kubectl exec` does in the container (simulated_io: its files, the
 simulated shell; a command it does not run passes, as probes do); an httpGet
-one reaches a port a container of the pod declares.
+one reaches the pod's simulated servers, plain HTTP on any port but one only its
+containers not running now declare (an HTTPS one falls back to HTTP: hooks.py).
 """
 
 from __future__ import annotations
@@ -1320,9 +1321,11 @@ class PodWorker:
     async def _run_hook(self, c: dict, spec: dict) -> str:
         """Run one of container `c`'s hooks: '' or why it failed. An exec runs as `kubectl exec`
         would (its output kept for the message), one the simulation neither interprets nor is
-        told the output of (an exec annotation) passing, as the runtime's probes do; an httpGet
-        gets an answer from a port one of the pod's containers declares, as port-forward does,
-        and connection refused elsewhere."""
+        told the output of (an exec annotation) passing, as the runtime's probes do. An httpGet
+        reaches the pod's simulated servers, which answer in plain HTTP on any port (as its probes
+        pass: what listens in a container is not known, and a real hook to a port the spec does
+        not declare works where a process listens), but refuse the connection on one that only
+        containers not running now declare, or at another host (as from the node)."""
         async def run_in(argv: list[str]) -> tuple[int, bytes, bytes]:
             out: list[bytes] = []
             err: list[bytes] = []
@@ -1343,9 +1346,14 @@ class PodWorker:
             return code, b"".join(out), b"".join(err)
 
         async def get(host: str, port: int, path: str, headers: list[dict], scheme: str) -> str:
-            declared = {p.get("containerPort") for x in self._containers() + self._sidecars() for p in x.get("ports") or ()}
+            def tcp(running: bool) -> set[int]:
+                return {p.get("containerPort") for x in self._containers() + self._sidecars()
+                        if (x["name"] in self.io.running) == running
+                        for p in x.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
             url = f'Get "{scheme.lower()}://{host}:{port}{path or "/"}": '
-            if host not in (self.ip, "localhost", "127.0.0.1") or port not in declared:
+            # the kubelet dials from the node: localhost is the pod only for a hostNetwork one
+            pod = {self.ip} | ({"localhost", "127.0.0.1"} if (self.pod.get("spec") or {}).get("hostNetwork") else set())
+            if host not in pod or port in tcp(False) - tcp(True):
                 return f"{url}dial tcp {host}:{port}: connect: connection refused"
             return url + hooks.SCHEME_MISMATCH if scheme.upper() == "HTTPS" else ""  # (a plain HTTP server)
         return await hooks.run(self.pod, c, spec, self.ip, hooks.Runner(run_in, get, self.clock.sleep,

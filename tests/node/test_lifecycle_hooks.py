@@ -108,16 +108,37 @@ async def test_a_failed_post_start_under_restart_policy_never_fails_the_pod_with
     assert reasons.index("FailedPostStartHook") > reasons.index("Started")
 
 
-async def test_an_http_get_post_start_needs_a_declared_port(env):
+async def test_an_http_get_hook_reaches_any_port_of_the_pod_not_left_to_a_stopped_container(env):
+    """A real hook reaches whatever listens at the pod's IP, declared or not: the simulated pod's
+    servers answer on its own declared port and on an undeclared one alike. What it can know is
+    closed is: a port only a container not running declares (a sidecar's postStart to the app's
+    port, before the app starts: refused, the sidecar killed, the app never started), and
+    localhost, which from the kubelet is the node's own (refused: the pod fails)."""
     pods, clock, _ = env
     ok = hooked("served", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": "http"}})
     ok["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8000}]
     await pods.create(ok)
-    await pods.create(hooked("closed", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": 9}}))
-    await eventually(phase_is(pods, "served", "Running"))
-    await eventually(phase_is(pods, "closed", "Failed"))
-    assert "FailedPostStartHook" not in [e[1] for e in await pod_events(pods, "served")]
-    assert "FailedPostStartHook" in [e[1] for e in await pod_events(pods, "closed")]
+    await pods.create(hooked("undeclared", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": 9}}))
+    await pods.create(hooked("loopback", ["sleep", "infinity"], postStart={"httpGet": {
+        "path": "/warm", "port": 9, "host": "localhost"}}))
+    early = with_sidecar("early", {"httpGet": {"path": "/warm", "port": 8080}}, "true")
+    early["spec"]["containers"][0] |= {"command": ["sleep", "infinity"], "ports": [{"containerPort": 8080}]}
+    await pods.create(early)
+    for name in ("served", "undeclared"):
+        await eventually(phase_is(pods, name, "Running"))
+        assert "FailedPostStartHook" not in [e[1] for e in await pod_events(pods, name)]
+    await eventually(phase_is(pods, "loopback", "Failed"))
+
+    def hook_failed(name, path):
+        async def told():
+            return ("Warning", "FailedPostStartHook", path, "PostStartHook failed") in \
+                [e[:4] for e in await pod_events(pods, name)]
+        return told
+    await eventually(hook_failed("loopback", "spec.containers{app}"))
+    await eventually(hook_failed("early", "spec.initContainers{side}"))
+    p = await pods.get("early", "default")
+    assert p["status"]["phase"] == "Pending"
+    assert not any(e[2] == "spec.containers{app}" for e in await pod_events(pods, "early"))
 
 
 async def test_an_https_http_get_hook_falls_back_to_the_simulated_servers_plain_http(env):
