@@ -1,14 +1,16 @@
 """The scheduler's cache: one NodeInfo per node with the pods on it (bound
 or assumed), the subsets of them carrying inter-pod (anti-)affinity terms
 (so affinity pre-passes skip the many pods without any), and their summed
-requests, kept up to date from informer events,
-and a Snapshot cloned per cycle from the nodes that changed since the last."""
+requests, kept up to date from informer events, the nodes' zones (a
+NodeTree, which orders the search), and a Snapshot cloned per cycle from the
+nodes that changed since the last."""
 
 from __future__ import annotations
 
 import itertools
 
 from .framework import PodInfo
+from .node_tree import NodeTree, zone_key
 from .resources import Resources, from_list
 
 
@@ -264,8 +266,9 @@ def host_ports(pod: dict) -> list[tuple[str, str, int]]:
 
 
 class Snapshot:
-    """The cluster as one scheduling cycle sees it; `nodes` keeps the
-    cache's node order so the search can rotate through it. Like upstream's
+    """The cluster as one scheduling cycle sees it; `nodes` is in the order of
+    the cache's NodeTree (zones in turn) so the search rotates through every
+    zone. Like upstream's
     HavePodsWithAffinityNodeInfoList and
     HavePodsWithRequiredAntiAffinityNodeInfoList, it keeps the nodes holding
     pods with inter-pod terms, so affinity pre-passes skip all the others."""
@@ -275,6 +278,8 @@ class Snapshot:
         self.nodes: list[NodeInfo] = []
         self.index: dict[str, int] = {}
         self.generation = -1
+        #: the NodeTree.version `nodes` was listed at; -1: never
+        self.tree_version = -1
         self._with_affinity: dict[str, NodeInfo] = {}
         self._with_anti_affinity: dict[str, NodeInfo] = {}
         #: the NodeInfo.affinity_epoch the two maps reflect; -1: never built
@@ -462,11 +467,12 @@ class Cache:
         self.infos: dict[str, NodeInfo] = {}
         self.assumed: dict[str, str] = {}  # pod uid -> node name
         self.pod_nodes: dict[str, str] = {}  # pod uid -> node name, for every pod held
-        #: nodes changed since the last snapshot, in the order they first changed: a snapshot
-        #: lists new nodes in the order the cache got them (a set's order would vary with the
-        #: process's string hashing, and with it the search order and the placements)
+        #: nodes changed since the last snapshot, in the order they first changed (a set's order
+        #: would vary with the process's string hashing)
         self._dirty: dict[str, None] = {}
         self.generation = 0
+        #: the nodes by zone, in the order each was first seen: the snapshot's node order
+        self.tree = NodeTree()
 
     def _info(self, name: str) -> NodeInfo:
         info = self.infos.get(name)
@@ -483,9 +489,10 @@ class Cache:
     def add_node(self, node: dict) -> None:
         info = self._info(node["metadata"]["name"])
         info.set_node(node)
+        self.tree.add(info.name, zone_key(info.labels))
         self._touch(info)
 
-    #: an update is the same write: the snapshot moves nodes only when one enters or leaves it
+    #: an update is the same write: the tree moves the node only when its zone changed
     update_node = add_node
 
     def remove_node(self, name: str) -> None:
@@ -495,6 +502,7 @@ class Cache:
         info.node = None
         if not info.pods:
             del self.infos[name]
+        self.tree.remove(name)
         self._touch(info)
 
     # pods
@@ -546,12 +554,12 @@ class Cache:
 
     def update_snapshot(self, snap: Snapshot) -> None:
         """Clones only the NodeInfos changed since the snapshot was taken. The node order (and
-        with it every KeptColumns' layout) is rebuilt only when a node entered or left the
-        snapshot; a node that changed (a kubelet's status post, a new pod) is replaced in its
+        with it every KeptColumns' layout) is listed from the tree again only when the tree
+        changed (a node entered or left, or changed zone), as upstream's updateNodeInfoSnapshotList;
+        a node that changed otherwise (a kubelet's status post, a new pod) is replaced in its
         place. A NodeInfo kept only for pods on a node not seen (or no longer) is in none."""
         if snap.generation == self.generation:
             return
-        reorder = False
         for name in self._dirty:
             info = self.infos.get(name)
             old = snap.infos.get(name)
@@ -559,22 +567,21 @@ class Cache:
             if info is None or info.node is None:
                 if old is None:
                     continue
-                reorder = True
                 del snap.infos[name]
                 snap._replaced(name, None)
                 snap._relabel(name, old.labels, None)
                 snap._reimage(old.images, None)
             else:
-                if old is None:
-                    reorder = True
                 snap.infos[name] = info.clone()
                 snap._count(info, 1)
                 snap._replaced(name, snap.infos[name])
                 snap._relabel(name, old.labels if old is not None else None, info.labels)
                 snap._reimage(old.images if old is not None else None, info.images)
         snap.counted = True
-        if reorder:
-            snap.nodes = list(snap.infos.values())
+        if snap.tree_version != self.tree.version:
+            infos = snap.infos
+            snap.nodes = [infos[name] for name in self.tree.list()]
+            snap.tree_version = self.tree.version
             snap.index = {n.name: i for i, n in enumerate(snap.nodes)}
             snap.layout += 1
             snap.replaced_base += len(snap.replaced)

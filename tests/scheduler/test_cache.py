@@ -237,10 +237,10 @@ def test_kept_columns_follow_replaced_nodes_wrapped_windows_and_in_place_changes
     assert kept.values(1, snap, window(0, 7), pods) == [0, 1, 0, 0, 0, 1, 0] and len(computed) == 7
 
 
-def test_node_updates_keep_the_order_and_columns_only_nodes_entering_or_leaving_move_them():
-    """The order is the order nodes entered the snapshot, so a kubelet's status post or a relabel
-    (a zone moved) replaces the node in its place: columns recompute that node alone. A node added,
-    deleted, or deleted and seen again rebuilds the order."""
+def test_node_updates_keep_the_order_and_columns_only_the_tree_changing_moves_them():
+    """A kubelet's status post or an allocatable change replaces the node in its place: columns
+    recompute that node alone. A zone relabel moves the node in the tree, and a node added,
+    deleted, or deleted and seen again changes the tree too: each lists the order again."""
     zone = "topology.kubernetes.io/zone"
     cache, snap, kept, computed = Cache(), Snapshot(), KeptColumns(), []
     for i in range(4):
@@ -256,11 +256,11 @@ def test_node_updates_keep_the_order_and_columns_only_nodes_entering_or_leaving_
     beat = node("n1", labels={zone: "a"})
     beat["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:10Z"}]
     cache.update_node(beat)
-    cache.update_node(node("n2", labels={zone: "b"}))
+    cache.update_node(node("n2", labels={zone: "a", "rack": "r2"}))
     cache.update_node(node("n3", cpu="2", labels={zone: "a"}))
     cache.update_snapshot(snap)
     assert snap.layout == layout and [n.name for n in snap.nodes] == ["n0", "n1", "n2", "n3"]
-    assert snap.nodes[1].node is beat and snap.nodes_with_labels({zone: "b"}) == {"n2"}
+    assert snap.nodes[1].node is beat and snap.nodes_with_labels({"rack": "r2"}) == {"n2"}
     assert kept.values(1, snap, snap.nodes, free_cpu) == [4000, 4000, 4000, 2000]
     assert computed == ["n1", "n2", "n3"]
     # the heartbeat kept the node's totals, and the results kept for them, in the cache's NodeInfo
@@ -272,17 +272,23 @@ def test_node_updates_keep_the_order_and_columns_only_nodes_entering_or_leaving_
     cache.update_snapshot(snap)
     assert snap.layout == layout
     computed.clear()
+    # n2 moves to zone b: zones a (n0 n1 n3) and b (n2) in turn
+    cache.update_node(node("n2", labels={zone: "b"}))
+    cache.update_snapshot(snap)
+    assert snap.layout == layout + 1 and [n.name for n in snap.nodes] == ["n0", "n2", "n1", "n3"]
+    assert snap.nodes_with_labels({zone: "b"}) == {"n2"}
+    assert kept.values(1, snap, snap.nodes, free_cpu) == [4000, 4000, 3000, 2000] and len(computed) == 4
+    # a node without a zone is in zone "", seen third
     cache.add_node(node("n4"))
     cache.update_snapshot(snap)
-    assert snap.layout == layout + 1 and [n.name for n in snap.nodes] == ["n0", "n1", "n2", "n3", "n4"]
-    assert kept.values(1, snap, snap.nodes, free_cpu) == [4000, 3000, 4000, 2000, 4000] and len(computed) == 5
+    assert snap.layout == layout + 2 and [n.name for n in snap.nodes] == ["n0", "n2", "n4", "n1", "n3"]
     cache.remove_node("n0")
     cache.update_snapshot(snap)
-    assert snap.layout == layout + 2 and [n.name for n in snap.nodes] == ["n1", "n2", "n3", "n4"]
-    cache.add_node(node("n0"))
+    assert snap.layout == layout + 3 and [n.name for n in snap.nodes] == ["n1", "n2", "n4", "n3"]
+    cache.add_node(node("n0", labels={zone: "a"}))
     cache.update_snapshot(snap)
-    assert snap.layout == layout + 3 and [n.name for n in snap.nodes] == ["n1", "n2", "n3", "n4", "n0"]
-    assert snap.index == {"n1": 0, "n2": 1, "n3": 2, "n4": 3, "n0": 4}
+    assert snap.layout == layout + 4 and [n.name for n in snap.nodes] == ["n1", "n2", "n4", "n3", "n0"]
+    assert snap.index == {"n1": 0, "n2": 1, "n4": 2, "n3": 3, "n0": 4}
 
 
 def test_pods_of_a_node_not_in_the_snapshot_change_nothing_there():
