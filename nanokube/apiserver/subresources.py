@@ -76,6 +76,8 @@ class Subresources:
             body, opts = await h._create_input(request)
             body = _typed(body, "io.k8s.api.core.v1.Binding", "Binding", version)
             warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.core.v1.Binding", "Binding", version)
+            if (body.get("metadata") or {}).get("name") != name:  # BindingREST.Create, before anything is read
+                raise errors.bad_request("name in URL does not match name in Binding object")
             return _warned(json_response(await self.bind(res, namespace, name, body, opts), 201), warnings)
         if sub == "eviction" and m == "POST":
             body, opts = await h._create_input(request)

@@ -149,3 +149,29 @@ async def test_binding_sets_pod_scheduled_in_its_place_moving_its_time_only_on_a
             assert (first["type"], first["status"], second) == ("PodScheduled", "True", {**custom, "lastProbeTime": None})
             assert "reason" not in first and "message" not in first
             assert (first["lastTransitionTime"] != then) is moved
+
+
+async def test_a_binding_named_for_another_pod_or_none_is_a_400_over_http(tmp_path):
+    """BindingREST.Create refuses a Binding whose name is not the URL's before it binds (a slip found by
+    fuzzing: another name, or none, bound the URL's pod)."""
+    import asyncio
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        core = client.CoreV1Api(api_client)
+        await asyncio.to_thread(core.create_namespaced_pod, "default", {
+            "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        for metadata in ({"name": "other"}, {}):
+            with pytest.raises(ApiException) as e:
+                await asyncio.to_thread(core.create_namespaced_pod_binding, "p", "default",
+                                        {"metadata": metadata, "target": {"kind": "Node", "name": "n1"}},
+                                        _preload_content=False)
+            got = orjson.loads(e.value.body)
+            assert (e.value.status, got["reason"], got["message"]) == (
+                400, "BadRequest", "name in URL does not match name in Binding object")
+        pod = await asyncio.to_thread(core.read_namespaced_pod, "p", "default")
+        assert pod.spec.node_name is None
