@@ -267,6 +267,14 @@ def _names(text: str) -> bool:
     return not isinstance(obj, dict) or md is not None and not isinstance(md, dict) or bool((md or {}).get("name"))
 
 
+def _options(text) -> Any:
+    """A delete's body (JSON text, as sent) as its value; None for none or one that is not JSON."""
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        return None
+
+
 def _repeats(text: str) -> bool:
     """Does a JSON text repeat a key in one of its objects?"""
     found = []
@@ -450,12 +458,12 @@ def requests(draw, fuzzer: Fuzzer):
         value = draw(st.one_of(st.sampled_from(HOSTILE_STRINGS), st.text(max_size=30)))
     elif how == "number":
         value = draw(st.one_of(st.sampled_from(HOSTILE_NUMBERS), st.integers()))
-    elif how == "value":
-        value = draw(st.sampled_from(HOSTILE_VALUES))
+    elif how == "value":  # (a copy: a create names what it is given, and a changed list would change the next draws)
+        value = copy.deepcopy(draw(st.sampled_from(HOSTILE_VALUES)))
     elif how == "deep":
         value = deep(draw(st.sampled_from([30, 99, 101, 150, 1000])))
     elif how == "unknown":
-        path, value = path + ["fuzzUnknown"], draw(st.sampled_from(HOSTILE_VALUES + HOSTILE_STRINGS[:5]))
+        path, value = path + ["fuzzUnknown"], copy.deepcopy(draw(st.sampled_from(HOSTILE_VALUES + HOSTILE_STRINGS[:5])))
     elif how == "schema":
         value = draw(fuzzer.schemas.values(json.dumps(fuzzer.schemas.at(root, path)), 3))
     else:
@@ -854,6 +862,13 @@ PROBES = {"validatingadmissionpolicies": _PROBE_CM, "mutatingadmissionpolicies":
                                          "metadata": {"name": "fuzz-probe"}, "spec": {"n": 1}})}
 
 
+#: the checks `Fuzzer.check` makes beside send's contract, each judging only the answers it applies to
+ORACLES = ("invalid label selector", "tampered continue", "refused write", "re-validates", "custom resource anew",
+           "doubled slash", "dryRun not All", "repeated key under Strict", "update naming no object",
+           "list's sendInitialEvents", "unmet precondition", "conversion refused", "conversion",
+           "continue beside a resourceVersion")
+
+
 def _too_large_rv(code: int, got) -> bool:
     """The 504 kube-apiserver's watch cache answers a read at a resourceVersion it has not reached (its
     Timeout Status with a retry hint): an answer of the contract, not a server error."""
@@ -873,6 +888,8 @@ class Fuzzer:
         self.slowest_request = ""
         #: the request before the current one: what a slow answer may be paying for (its watchers, controllers)
         self.previous = ""
+        #: how often each of ORACLES judged an answer (a fixed run must judge by each of them)
+        self.armed: collections.Counter = collections.Counter()
         self._seeded: set[str] = set()
         code = raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})[0]
         assert code in (201, 409), code
@@ -981,12 +998,15 @@ class Fuzzer:
         # (a GET of one object, ?watch or not, is a get: its label selector is not read, as upstream's
         # RequestInfo makes a named request's verb get and GetResource decodes only GetOptions)
         if method == "GET" and collection and (query or {}).get("labelSelector") in INVALID_LABEL_SELECTORS:
+            self.armed["invalid label selector"] += 1
             assert code == 400, f"labelSelector {query['labelSelector'][:60]!r} on {path} answered {code}, not 400"
         if method == "GET" and (query or {}).get("continue") in TAMPERED_CONTINUE and set(query) <= {"limit", "continue"}:
+            self.armed["tampered continue"] += 1
             assert code == 400, f"continue {query['continue']!r} on {path} answered {code}, not 400"
         self._oracles(method, path, query or {}, body, code, got, before, collection, headers[0] if headers else {})
         if code >= 400:
             if before is not None:
+                self.armed["refused write"] += 1
                 code_after, after = self.send("GET", f"{base}/{target}")
                 assert code_after == 200, f"refused {method} {path} removed {target}"
                 assert _stable(after) == _stable(before) or _ours(after) == _ours(before), \
@@ -1001,9 +1021,11 @@ class Fuzzer:
         url = f"{base}/{quote(name, safe='')}"  # RBAC names are any path segment (spaces, non-ASCII)
         code, stored = self.send("GET", url)
         if code == 200:  # (a delete-on-update may have removed it)
+            self.armed["re-validates"] += 1
             code, again = self.send("PUT", url, stored, "application/json", {"dryRun": "All"})
             assert code in (200, 409), f"stored {name} does not re-validate: {code} {str(again)[:400]}"
             if base.rsplit("/", 1)[-1] in CUSTOM and not stored["metadata"].get("deletionTimestamp"):
+                self.armed["custom resource anew"] += 1
                 fresh = {**stored, "metadata": {k: v for k, v in stored["metadata"].items() if k in ("labels", "annotations")}}
                 fresh["metadata"]["name"] = "fuzz-again"
                 code, again = self.send("POST", base, fresh, "application/json", {"dryRun": "All"})
@@ -1021,22 +1043,29 @@ class Fuzzer:
         PartialObjectMetadata of a list or PartialObjectMetadataList of one object is a 406."""
         what = f"{method} {path} {str(query)[:200]} -> {code} {str(got)[:200]}"
         if "//" in path[1:].split("/proxy/")[0]:
+            self.armed["doubled slash"] += 1
             assert code == 404, f"a doubled slash is routed: {what}"
         writes = method in ("POST", "PUT", "PATCH") or method == "DELETE" and not body
         if writes and "dryRun" in query and query["dryRun"] != "All":
+            self.armed["dryRun not All"] += 1
             assert code >= 400, f"dryRun {query['dryRun']!r} is not refused: {what}"
         if query.get("fieldValidation") == "Strict" and isinstance(body, str) and method in ("POST", "PUT", "PATCH") and \
                 _repeats(body):
+            self.armed["repeated key under Strict"] += 1
             assert code >= 400, f"a repeated key is not refused under Strict: {what}"
         if method == "PUT" and isinstance(body, str) and not _names(body):
+            self.armed["update naming no object"] += 1
             assert code >= 400, f"an update that names no object is not refused: {what}"
         if method == "GET" and collection and "sendInitialEvents" in query and not query.get("watch"):
+            self.armed["list's sendInitialEvents"] += 1
             assert code >= 400, f"a list's sendInitialEvents is not refused: {what}"
-        pre = body.get("preconditions") if method == "DELETE" and before is not None and isinstance(body, dict) else None
+        options = _options(body) if method == "DELETE" and before is not None else None
+        pre = options.get("preconditions") if isinstance(options, dict) else None
         if isinstance(pre, dict):
             md = before.get("metadata") or {}
             if pre.get("uid") is not None and pre["uid"] != md.get("uid") or \
                     pre.get("resourceVersion") is not None and pre["resourceVersion"] != md.get("resourceVersion"):
+                self.armed["unmet precondition"] += 1
                 assert code >= 400, f"an unmet precondition is not refused: {what}"
         want = CONVERTED.get(headers.get("Accept", ""))
         if want is None or query.get("watch") or not isinstance(got, dict) or got.get("kind") == "Status" and code < 300:
@@ -1045,10 +1074,12 @@ class Fuzzer:
         listed = collection and method in ("GET", "DELETE")
         if want == "PartialObjectMetadataList" and (one or collection and method == "POST") or \
                 want == "PartialObjectMetadata" and listed:
+            self.armed["conversion refused"] += 1
             # (a collection DELETE the resource does not serve, as namespaces', is the router's 405, before negotiation)
             assert code == 406 or code == 405 and method == "DELETE" and collection, \
                 f"{want} of {'a list' if listed else 'one object'} is not a 406: {what}"
         elif code < 300 and (one or listed or collection and method == "POST"):
+            self.armed["conversion"] += 1
             assert got.get("kind") == want, f"asked for {want}: {what}"
 
     def _grace(self, base: str, pod: str, where: str, grace) -> None:
@@ -1077,6 +1108,7 @@ class Fuzzer:
         query = {**query, "continue": token}
         code, got = self.send("GET", other, None, None, query)
         if query.get("resourceVersion") not in (None, "", "0") and query.get("watch") != "1":
+            self.armed["continue beside a resourceVersion"] += 1
             assert code >= 400, f"continue with resourceVersion {query['resourceVersion']!r} answered {code}: {str(got)[:200]}"
 
     def _reseed(self, base: str, name: str) -> None:
