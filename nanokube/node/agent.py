@@ -26,6 +26,7 @@ from . import csinode
 from .cluster import NodeSpec
 from .devicemanager.manager import REJECT_REASON, AllocationError, DeviceManager
 from .devicemanager.plugin import simulated_plugins
+from .devicemanager.registration import RegistrationServer
 from .dra.driver import NodeDriver
 from .dra.grpc_api import DRA_PLUGIN_TYPE
 from .dra.plugin_manager import DRAPluginManager
@@ -283,8 +284,13 @@ class NodeAgent:
         self.devices = DeviceManager(node_dir)
         for plugin in simulated_plugins(spec):
             self.devices.register(plugin)
+        #: external device plugins register on `<node dir>/device-plugins/kubelet.sock`
+        self.device_registration = RegistrationServer(node_dir, self.devices, spec.name) \
+            if node_dir and plugin_registry else None
         self._posted_devices = self.devices.capacity()
-        #: pods refused at admission (their devices unavailable): no worker runs them
+        #: pods whose devices are being allocated (their latest copies), and those refused at
+        #: admission (their devices unavailable): no worker runs them
+        self._admitting: dict[str, dict] = {}
         self._rejected: set[str] = set()
         #: the pod resources API on `<node dir>/pod-resources/kubelet.sock`, for monitoring agents and DRA drivers
         self.pod_resources = PodResourcesServer(node_dir, lambda: [w.pod for w in self.workers.values()], self.claims,
@@ -525,6 +531,8 @@ class NodeAgent:
             # as a starting kubelet: no external DRA driver is registered yet, so none advertises devices
             await self.dra_plugins.wipe_at_start(slices or {}, [p.driver for p in self.dra.publishers])
             await self.plugin_watcher.start()
+        if self.device_registration:
+            await self.device_registration.start()
         if self.pod_resources:
             await self.pod_resources.start()
             # one node says where (thousands would flood the log); the others' paths differ only in the name
@@ -618,6 +626,8 @@ class NodeAgent:
             await self.plugin_watcher.stop()
         if self.pod_resources:
             await self.pod_resources.stop()
+        if self.device_registration:
+            await self.device_registration.stop()
         await self.claims.close()
         await self.dra_plugins.stop()
         await self.volumes.close()
@@ -628,30 +638,38 @@ class NodeAgent:
     def sync_pod(self, pod: dict) -> None:
         uid = pod["metadata"]["uid"]
         w = self.workers.get(uid)
-        if w is None:
-            if not self._admit(pod):
-                return
-            w = self.workers[uid] = self.runtime.worker(self, pod)
-            w.start()
-        else:
+        if w is not None:
             w.update(pod)
+        elif uid in self._admitting:
+            self._admitting[uid] = pod  # the copy its worker starts from
+        elif uid in self._rejected and (pod.get("status") or {}).get("phase") != "Failed":
+            pass  # its Failed status is on its way
+        elif (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and self.devices.needs_devices(pod):
+            self._admitting[uid] = pod
+            self._in_background(self._admit(pod))
+        else:  # a rejected one too, once Failed: its worker ends it like any ended pod
+            self._start(pod)
 
-    def _admit(self, pod: dict) -> bool:
-        """Allocate a pod's device plugin devices as the kubelet admits it; one whose devices are
-        unavailable is rejected: Failed with upstream's reason and message, and an event."""
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            return True  # its worker ends it (a rejected one too, once its Failed status is back)
-        if pod["metadata"]["uid"] in self._rejected:
-            return False
+    def _start(self, pod: dict) -> None:
+        w = self.workers[pod["metadata"]["uid"]] = self.runtime.worker(self, pod)
+        w.start()
+
+    async def _admit(self, pod: dict) -> None:
+        """Allocate a pod's device plugin devices as the kubelet admits it, then run it; one whose
+        devices are unavailable (or whose plugin's Allocate failed) is rejected: Failed with
+        upstream's reason and message, and an event."""
+        uid = pod["metadata"]["uid"]
         active = {u for u, w in self.workers.items() if (w.pod.get("status") or {}).get("phase")
-                  not in ("Succeeded", "Failed")}
+                  not in ("Succeeded", "Failed")} | set(self._admitting)
         try:
-            self.devices.allocate(pod, active)
+            await self.devices.allocate(pod, active)
         except AllocationError as e:
-            self._rejected.add(pod["metadata"]["uid"])
-            self._in_background(self._reject(pod, f"Allocate failed due to {e}, which is unexpected"))
-            return False
-        return True
+            if self._admitting.pop(uid, None) is not None:
+                self._rejected.add(uid)
+                await self._reject(pod, f"Allocate failed due to {e}, which is unexpected")
+            return
+        if (pod := self._admitting.pop(uid, None)) is not None:  # else deleted meanwhile
+            self._start(pod)
 
     async def _reject(self, pod: dict, message: str) -> None:
         """upstream's rejectPod: a Warning event, and the pod Failed without running."""
@@ -667,6 +685,7 @@ class NodeAgent:
 
     def forget_pod(self, pod: dict) -> None:
         self._rejected.discard(pod["metadata"]["uid"])
+        self._admitting.pop(pod["metadata"]["uid"], None)
         w = self.workers.pop(pod["metadata"]["uid"], None)
         if w is not None:
             asyncio.ensure_future(self._release(w))

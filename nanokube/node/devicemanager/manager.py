@@ -22,7 +22,7 @@ import os
 
 from ...machinery.quantity import QuantityError, parse_quantity
 from . import checkpoint
-from .plugin import HEALTHY, Allocation, PluginDevice, SimulatedPlugin
+from .plugin import HEALTHY, Allocation, Plugin, PluginDevice, PluginError
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class DeviceManager:
 
     def __init__(self, node_dir: str = ""):
         self.path = os.path.join(node_dir, DEVICE_PLUGINS_DIR, checkpoint.NAME) if node_dir else ""
-        self.plugins: dict[str, SimulatedPlugin] = {}
+        self.plugins: dict[str, Plugin] = {}
         #: resource -> device ID -> the device as its plugin last listed it
         self.devices: dict[str, dict[str, PluginDevice]] = {}
         #: (pod UID, container) -> resource -> (device IDs, the plugin's Allocate answer)
@@ -53,12 +53,18 @@ class DeviceManager:
 
     # --- plugins and capacity -----------------------------------------------------------------
 
-    def register(self, plugin: SimulatedPlugin) -> None:
-        """A plugin registers its resource; its ListAndWatch starts."""
+    def register(self, plugin: Plugin) -> Plugin | None:
+        """A plugin registers its resource, in place of the one registered for it before (which
+        is returned, for its owner to close); its ListAndWatch starts."""
+        old = self.plugins.get(plugin.resource)
         self.plugins[plugin.resource] = plugin
-        plugin.watch(lambda devices, resource=plugin.resource: self._listed(resource, devices))
+        plugin.watch(lambda devices: self._listed(plugin, devices))
+        return old
 
-    def _listed(self, resource: str, devices: list[PluginDevice]) -> None:
+    def _listed(self, plugin: Plugin, devices: list[PluginDevice]) -> None:
+        resource = plugin.resource
+        if self.plugins.get(resource) is not plugin:  # replaced since
+            return
         new = {d.id: d for d in devices}
         if self.devices.get(resource) == new:
             return
@@ -79,9 +85,16 @@ class DeviceManager:
 
     # --- admission -----------------------------------------------------------------------------
 
-    def allocate(self, pod: dict, active: set[str]) -> None:
+    def needs_devices(self, pod: dict) -> bool:
+        """Whether a container of the pod limits a registered resource."""
+        spec = pod.get("spec") or {}
+        return any(r in self.devices for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+                   for r in (c.get("resources") or {}).get("limits") or {})
+
+    async def allocate(self, pod: dict, active: set[str]) -> None:
         """Allocate the devices of `pod`'s containers (`active`: the UIDs of the node's pods
-        still running, this one included); AllocationError leaves the pod holding none."""
+        still running or being admitted, this one included); AllocationError leaves the pod
+        holding none."""
         uid = pod["metadata"]["uid"]
         self._free_inactive(active | {uid})
         spec = pod.get("spec") or {}
@@ -89,13 +102,13 @@ class DeviceManager:
         before = {k: v for k, v in self.pod_devices.items() if k[0] == uid}
         try:
             for c in spec.get("initContainers") or []:
-                held = self._allocate_container(uid, c, reuse)
+                held = await self._allocate_container(uid, c, reuse)
                 sidecar = c.get("restartPolicy") == "Always"
                 for resource, ids in held.items():
                     reuse[resource] = [i for i in reuse.get(resource, []) if i not in ids] if sidecar else \
                         sorted({*reuse.get(resource, []), *ids})
             for c in spec.get("containers") or []:
-                held = self._allocate_container(uid, c, reuse)
+                held = await self._allocate_container(uid, c, reuse)
                 for resource, ids in held.items():
                     reuse[resource] = [i for i in reuse.get(resource, []) if i not in ids]
         except AllocationError:
@@ -105,8 +118,10 @@ class DeviceManager:
         if {k: v for k, v in self.pod_devices.items() if k[0] == uid} != before:
             self._checkpoint()
 
-    def _allocate_container(self, uid: str, c: dict, reuse: dict[str, list[str]]) -> dict[str, list[str]]:
-        """Container `c`'s devices by resource (those it held already, or new ones)."""
+    async def _allocate_container(self, uid: str, c: dict, reuse: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Container `c`'s devices by resource (those it held already, or new ones). The devices
+        are taken before the plugin's Allocate is awaited, so that no other admission takes them
+        meanwhile; a failed Allocate is the pod's AllocationError."""
         held: dict[str, list[str]] = {}
         limits = (c.get("resources") or {}).get("limits") or {}
         for resource in sorted(limits):
@@ -130,8 +145,12 @@ class DeviceManager:
                     raise AllocationError(f"requested number of devices unavailable for {resource}. Requested: "
                                           f"{needed - len(ids)}, Available: {len(available)}")
                 ids += available[:needed - len(ids)]
-            answer = self.plugins[resource].allocate(ids)
-            self.pod_devices.setdefault((uid, c["name"]), {})[resource] = (ids, answer)
+            held_now = self.pod_devices.setdefault((uid, c["name"]), {})
+            held_now[resource] = (ids, Allocation())
+            try:
+                held_now[resource] = (ids, await self.plugins[resource].allocate(ids))
+            except PluginError as e:
+                raise AllocationError(str(e)) from None
             held[resource] = ids
         return held
 

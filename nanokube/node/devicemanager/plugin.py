@@ -5,6 +5,7 @@ A plugin serves one resource. ListAndWatch is `watch(send)`: the plugin calls `s
 whole device list at once and again whenever a device's health changes, as the stream sends
 whole lists. Allocate takes the device IDs the manager picked for one container and answers
 what the runtime adds to it (a ContainerAllocateResponse: envs, mounts, devices, annotations).
+An external plugin registered over gRPC is the same to the manager (endpoint.py).
 
 The simulated plugin is NVIDIA's k8s-device-plugin for `nvidia.com/*` resources: device IDs
 are the GPUs' UUIDs (`GPU-<uuid>`, the node's GPUs' own when its cluster file describes them,
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 from ...machinery.quantity import parse_quantity
 from ..cluster import CAPACITY_KEYS, NodeSpec
@@ -24,6 +25,10 @@ from ..cluster import CAPACITY_KEYS, NodeSpec
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
 _NAMESPACE = uuid.UUID("0c1d7f5e-3a52-4d0e-8f61-646576706c67")
+
+
+class PluginError(Exception):
+    """A plugin's call failed (an external plugin's gRPC error, its connection gone)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,16 @@ class Allocation:
     @classmethod
     def from_json(cls, data: dict) -> Allocation:
         return cls(dict(data.get("envs") or {}), dict(data.get("annotations") or {}))
+
+
+class Plugin(Protocol):
+    """What the device manager calls of a registered plugin."""
+
+    resource: str
+
+    def watch(self, send: Callable[[list[PluginDevice]], None]) -> None: ...
+
+    async def allocate(self, device_ids: list[str]) -> Allocation: ...
 
 
 class SimulatedPlugin:
@@ -86,7 +101,7 @@ class SimulatedPlugin:
         for send in self._watchers:
             send(list(self.devices.values()))
 
-    def allocate(self, device_ids: list[str]) -> Allocation:
+    async def allocate(self, device_ids: list[str]) -> Allocation:
         """Allocate for one container: NVIDIA's plugin names the devices in NVIDIA_VISIBLE_DEVICES."""
         if self.nvidia:
             return Allocation(envs={"NVIDIA_VISIBLE_DEVICES": ",".join(device_ids)})

@@ -5,10 +5,6 @@ node agent gives its running pods the same ones."""
 
 import contextlib
 import os
-import shutil
-import tempfile
-
-import pytest
 
 from nanokube.apiserver.loopback import connector
 from nanokube.node.cluster import parse_cluster
@@ -27,14 +23,6 @@ pools:
     count: 1
     capacity: {cpu: "8", memory: 32Gi, nvidia.com/gpu: 4}
 """)
-
-
-@pytest.fixture
-def node_dir():
-    """A short directory: a unix socket's path holds at most 107 bytes (pytest's tmp_path may be longer)."""
-    d = tempfile.mkdtemp(prefix="nk-dm-")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def gpu_pod(name: str, gpus: int) -> dict:

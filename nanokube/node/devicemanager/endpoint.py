@@ -1,0 +1,83 @@
+"""A device plugin that registered over gRPC (upstream's endpoint and plugin client): the
+manager's ListAndWatch is the plugin's stream, Allocate its RPC. When the stream ends (the
+plugin stopped, its socket went), its devices turn unhealthy until it registers again, as
+upstream's PluginDisconnected marks the resource unhealthy: they leave allocatable, not capacity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import grpc
+
+from ..dra.grpc_api import stub, target
+from .plugin import UNHEALTHY, Allocation, PluginDevice, PluginError
+from .proto import deviceplugin_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+SERVICE = "v1beta1.DevicePlugin"
+METHODS = {"Allocate": (pb.AllocateRequest, pb.AllocateResponse)}
+STREAMS = {"ListAndWatch": (pb.Empty, pb.ListAndWatchResponse)}
+#: how long a dial and an Allocate may take
+TIMEOUT = 10.0
+
+
+def _code(e: grpc.aio.AioRpcError) -> str:
+    """A gRPC status code as Go's codes.Code prints it (InvalidArgument)."""
+    return "".join(w.capitalize() for w in e.code().name.split("_"))
+
+
+class GRPCPlugin:
+    """The DevicePlugin service of `resource`'s plugin on unix socket `socket`."""
+
+    def __init__(self, resource: str, socket: str, options: pb.DevicePluginOptions):
+        self.resource = resource
+        self.socket = socket
+        self.options = options
+        self.channel = grpc.aio.insecure_channel(target(socket))
+        self._calls = stub(self.channel, SERVICE, METHODS)
+        self._streams = stub(self.channel, SERVICE, STREAMS, streaming=True)
+        self.devices: list[PluginDevice] = []
+        self._task: asyncio.Task | None = None
+
+    async def connect(self) -> None:
+        """Dial the plugin; PluginError with upstream's words if it does not answer in time."""
+        try:
+            await asyncio.wait_for(self.channel.channel_ready(), TIMEOUT)
+        except asyncio.TimeoutError:
+            await self.channel.close()
+            raise PluginError(f"failed to dial device plugin: {self.socket} not ready in {TIMEOUT:g}s") from None
+
+    def watch(self, send: Callable[[list[PluginDevice]], None]) -> None:
+        self._task = asyncio.create_task(self._list_and_watch(send))
+
+    async def _list_and_watch(self, send: Callable[[list[PluginDevice]], None]) -> None:
+        try:
+            async for resp in self._streams["ListAndWatch"](pb.Empty()):
+                self.devices = [PluginDevice(d.ID, d.health, tuple(n.ID for n in d.topology.nodes))
+                                for d in resp.devices]
+                send(self.devices)
+        except grpc.aio.AioRpcError as e:
+            log.info("device plugin %s: ListAndWatch ended: %s", self.resource, e.details() or e.code())
+        send([PluginDevice(d.id, UNHEALTHY, d.numa) for d in self.devices])
+
+    async def allocate(self, device_ids: list[str]) -> Allocation:
+        request = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=device_ids)])
+        try:
+            resp = await self._calls["Allocate"](request, timeout=TIMEOUT)
+        except grpc.aio.AioRpcError as e:
+            raise PluginError(f"rpc error: code = {_code(e)} desc = {e.details()}") from None
+        if len(resp.container_responses) != 1:
+            raise PluginError(f"failed to allocate devices of {self.resource}: the plugin answered "
+                              f"{len(resp.container_responses)} containers, not 1")
+        r = resp.container_responses[0]
+        return Allocation(dict(r.envs), dict(r.annotations))
+
+    async def close(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.channel.close()

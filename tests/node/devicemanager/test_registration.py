@@ -1,0 +1,93 @@
+"""An external device plugin registers over the node's device-plugins/kubelet.sock, with real
+gRPC: the Node advertises its resource, a pod gets its devices from its Allocate, the pod
+resources API lists them, and its stop or a failed Allocate act as upstream's."""
+
+import os
+
+import grpc
+import pytest
+
+from tests.controllers import becomes, eventually
+from tests.node.devicemanager.plugin_server import DevicePlugin
+from tests.node.devicemanager.test_node import NODE, node, stack
+from tests.node.test_lifecycle import phase_is
+
+FPGA = "example.com/fpga"
+
+
+def fpga_pod(name: str, n: int) -> dict:
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "nodeName": NODE, "terminationGracePeriodSeconds": 0, "containers": [
+            {"name": "app", "image": "busybox:1.36", "resources": {"limits": {FPGA: str(n)}}}]}}
+
+
+def fpgas(s, clock):
+    nodes = s.client.resource("", "v1", "nodes")
+
+    async def get():
+        await clock.advance(10)  # the next heartbeat posts what changed
+        st = (await nodes.get(NODE))["status"]
+        return st["capacity"].get(FPGA), st["allocatable"].get(FPGA)
+    return get
+
+
+async def test_a_registered_plugins_devices_are_advertised_allocated_and_listed(node_dir):
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA,
+                                    {"fpga-a": 0, "fpga-b": None}).start()
+        try:
+            await plugin.register()
+            await becomes(fpgas(s, clock), ("2", "2"))
+            pods = s.client.resource("", "v1", "pods")
+            await pods.create(fpga_pod("one", 1))
+            await eventually(phase_is(pods, "one", "Running"))
+            [[device]] = plugin.allocations
+            [app] = (await prc.get("one")).containers
+            [d] = app.devices
+            assert (d.resource_name, list(d.device_ids)) == (FPGA, [device])
+            assert [n.ID for n in d.topology.nodes] == ([0] if device == "fpga-a" else [])
+            listed = {(x.resource_name, x.device_ids[0]) for x in (await prc.allocatable()).devices}
+            assert {(FPGA, "fpga-a"), (FPGA, "fpga-b")} <= listed
+
+            plugin.set_health("fpga-a", "Unhealthy")
+            await becomes(fpgas(s, clock), ("2", "1"))
+            # a stopped plugin's devices are all unhealthy: allocatable 0, capacity kept
+            await plugin.stop()
+            await becomes(fpgas(s, clock), ("2", "0"))
+        finally:
+            await plugin.stop()
+
+
+async def test_a_failed_allocate_rejects_the_pod(node_dir):
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA, {"fpga-a": None}).start()
+        try:
+            await plugin.register()
+            await becomes(fpgas(s, clock), ("1", "1"))
+            plugin.fail = "no bitstream loaded"
+            pods = s.client.resource("", "v1", "pods")
+            await pods.create(fpga_pod("one", 1))
+            p = await eventually(phase_is(pods, "one", "Failed"))
+            assert p["status"]["message"] == ("Pod was rejected: Allocate failed due to rpc error: code = Unknown "
+                                              "desc = no bitstream loaded, which is unexpected")
+            # the device was given back: the next pod gets it
+            plugin.fail = ""
+            await pods.create(fpga_pod("two", 1))
+            await eventually(phase_is(pods, "two", "Running"))
+            assert plugin.allocations == [["fpga-a"], ["fpga-a"]]
+        finally:
+            await plugin.stop()
+
+
+@pytest.mark.parametrize("version, resource, message", [
+    ("v1alpha", FPGA, 'requested API version "v1alpha" is not supported by kubelet. Supported versions are '
+                      '["v1beta1"]'),
+    ("v1beta1", "fpga", 'the ResourceName "fpga" is invalid'),
+    ("v1beta1", "kubernetes.io/fpga", 'the ResourceName "kubernetes.io/fpga" is invalid'),
+])
+async def test_registration_refusals_are_upstreams(version, resource, message, node_dir):
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        plugin = DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA, {})
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await plugin.register(version, resource)
+        assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNKNOWN, message)
