@@ -113,13 +113,20 @@ class ResourceClient:
 
     async def list(self, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
                    resource_version: str = "") -> tuple[list[dict], str]:
+        items, meta = await self.list_page(namespace, label_selector, field_selector, resource_version)
+        return items, meta["resourceVersion"]
+
+    async def list_page(self, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
+                        resource_version: str = "", limit: int = 0, continue_: str = "") -> tuple[list[dict], dict]:
+        """One page of a list and its metadata, as the HTTP client's `list_page`."""
         await asyncio.sleep(0)
         items, meta = await self.c.rest.list(self.res, self.version, namespace, label_selector=label_selector,
-                                             field_selector=field_selector, resource_version=resource_version)
+                                             field_selector=field_selector, limit=limit, continue_=continue_,
+                                             resource_version=resource_version)
         d = mutation.DETECTOR
         if d is not None:
             d.keep_all(items, self._origin("list"))
-        return items, meta["resourceVersion"]
+        return items, meta
 
     async def watch(self, namespace: str | None = None, resource_version: str = "", label_selector: str = "",
                     field_selector: str = "", timeout_seconds: int | None = None):

@@ -253,14 +253,22 @@ class HTTPResourceClient:
     async def list(self, namespace: str | None = None, label_selector: str = "",
                    field_selector: str = "", resource_version: str = "") -> tuple[list[dict], str]:
         """The items and the list's resourceVersion; `resource_version` as the API's ("": a quorum read)."""
+        items, meta = await self.list_page(namespace, label_selector, field_selector, resource_version)
+        return items, meta.get("resourceVersion", "")
+
+    async def list_page(self, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
+                        resource_version: str = "", limit: int = 0, continue_: str = "") -> tuple[list[dict], dict]:
+        """One page of a list (`limit` items at most, 0: all) and its metadata (resourceVersion,
+        continue, remainingItemCount); `continue_` is the previous page's token."""
         params = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector),
-                                    ("resourceVersion", resource_version)) if v}
+                                    ("resourceVersion", resource_version), ("limit", str(limit) if limit else ""),
+                                    ("continue", continue_)) if v}
         out = await self.c.request("GET", self._path(namespace), params=params)
         kind = self.res.kind
         for item in out.get("items") or []:
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", self.res.api_version(self.version))
-        return out.get("items") or [], out["metadata"].get("resourceVersion", "")
+        return out.get("items") or [], out.get("metadata") or {}
 
     #: informers sync by a streaming list (client-go's WatchListClient, on by default since 1.35)
     watch_list = True

@@ -8,7 +8,7 @@ and from "" again once that is refused as expired or too large; a stream the ser
 serve falls back to a list. The lists ask for what the reflector's relistResourceVersion does:
 "0" first (any version the server's cache holds), then the last resourceVersion seen (a list at
 least that fresh), and "" (a quorum read) only after a list at that version was refused as
-expired or too large.
+expired or too large; they come in pages as the reflector's pager asks for them (`_list`).
 Each watch asks for its own timeout, and a relist waits out a backoff, as the reflector's do.
 The objects are shared by every handler and reader (copy before changing); the cache mutation
 detector (mutation.py) checks that."""
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from . import mutation
+from .pager import PAGE_SIZE, list_pages
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class Informer:
         self.synced = asyncio.Event()
         self.last_sync_rv = ""
         self._rv_unavailable = False
+        #: a list at "0" came in pages: the server pages every list (the reflector's paginatedResult)
+        self._paginated = False
         self._on_add: list[Callable[[dict], None]] = []
         self._on_update: list[Callable[[dict, dict], None]] = []
         self._on_delete: list[Callable[[dict], None]] = []
@@ -253,20 +256,29 @@ class Informer:
         return self.last_sync_rv or "0"
 
     async def _list(self) -> tuple[list[dict], str]:
-        """List at `_relist_rv`; a version the server no longer holds (410) or does not hold yet (a
-        504 Too large resource version: a store restored from a backup) is tried again at once as a
-        quorum read, so the informer makes progress, as the reflector's list does."""
+        """List at `_relist_rv`, in pages as the reflector's pager asks for them (pager.py): 500
+        items a page for a list at "0" or "" (a quorum read), one request without a limit for a list
+        at a version seen (which the watch cache serves whole), and pages again at any version once
+        a list at "0" came in pages (a server without a watch cache). A version the server no longer
+        holds (410) or does not hold yet (a 504 Too large resource version: a store restored from a
+        backup) is tried again at once as a quorum read, with the same page size, so the informer
+        makes progress, as the reflector's list does. The list's resourceVersion is its first page's
+        (every page is read at it), which the watch then starts from."""
+        rv = self._relist_rv()
+        page_size = 0 if rv not in ("", "0") and not self._paginated else PAGE_SIZE
         try:
-            out = await self.rc.list(self.namespace, self.label_selector, self.field_selector,
-                                     resource_version=self._relist_rv())
+            items, synced, paginated = await list_pages(self.rc, self.namespace, self.label_selector,
+                                                        self.field_selector, rv, page_size)
         except APIError as e:
             if not _unavailable(e):
                 raise
             self._rv_unavailable = True
-            out = await self.rc.list(self.namespace, self.label_selector, self.field_selector,
-                                     resource_version=self._relist_rv())
+            items, synced, paginated = await list_pages(self.rc, self.namespace, self.label_selector,
+                                                        self.field_selector, self._relist_rv(), page_size)
+        if rv == "0" and paginated:
+            self._paginated = True
         self._rv_unavailable = False
-        return out
+        return items, synced
 
     def _replace(self, items: list[dict], d, origin: str) -> None:
         """A list's items become the store; the handlers hear what changed since the last one."""

@@ -68,12 +68,12 @@ async def test_a_failing_handler_does_not_keep_the_event_from_the_others_or_rest
     s, factory = env
     pods = s.client.resource("", "v1", "pods")
     inf = factory.informer(pods)
-    lists, real_list = [], inf.rc.list
+    lists, real_list = [], inf.rc.list_page
 
     async def counted(*a, **kw):
         lists.append(1)
         return await real_list(*a, **kw)
-    inf.rc.list = counted
+    inf.rc.list_page = counted
 
     def broken(o):
         raise RuntimeError("a controller's bug")

@@ -60,12 +60,12 @@ class Recorded:
         self.seen: list[tuple[str, str]] = []
         self.gate: asyncio.Event | None = None
         rc = self.inf.rc
-        real_list, real_watch = rc.list, rc.watch
+        real_list, real_watch = rc.list_page, rc.watch
 
         async def listed(*a, **kw):
-            items, rv = await real_list(*a, **kw)
-            self.calls.append(("list", rv))
-            return items, rv
+            items, meta = await real_list(*a, **kw)
+            self.calls.append(("list", meta["resourceVersion"]))
+            return items, meta
 
         async def watched(namespace, rv, *a, **kw):
             self.calls.append(("stream" if kw.get("send_initial_events") else "watch", rv))
@@ -73,7 +73,7 @@ class Recorded:
             if self.gate is not None and self.watches() > 1:
                 await self.gate.wait()
             return await real_watch(namespace, rv, *a, **kw)
-        rc.list, rc.watch = listed, watched
+        rc.list_page, rc.watch = listed, watched
         self.inf.add_handlers(on_add=lambda o: self.seen.append(("add", o["metadata"]["name"])),
                               on_update=lambda _o, n: self.seen.append(("update", n["metadata"]["name"])),
                               on_delete=lambda o: self.seen.append(("delete", o["metadata"]["name"])))
