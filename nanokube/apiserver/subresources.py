@@ -63,6 +63,14 @@ def pod_container(pod: dict, container: str) -> str:
     return container
 
 
+def _same_namespace(body: dict, namespace: str) -> None:
+    """The create handler's EnsureObjectNamespaceMatchesRequestNamespace, before a subresource's REST Create
+    reads the object (a Binding, an Eviction, a TokenRequest): one naming another namespace is a 400."""
+    theirs = (body.get("metadata") or {}).get("namespace")
+    if theirs and theirs != namespace:
+        raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+
+
 class Subresources:
     def __init__(self, rest: GenericREST) -> None:
         self.rest = rest
@@ -76,6 +84,7 @@ class Subresources:
             body, opts = await h._create_input(request)
             body = _typed(body, "io.k8s.api.core.v1.Binding", "Binding", version)
             warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.core.v1.Binding", "Binding", version)
+            _same_namespace(body, namespace)
             if (body.get("metadata") or {}).get("name") != name:  # BindingREST.Create, before anything is read
                 raise errors.bad_request("name in URL does not match name in Binding object")
             return _warned(json_response(await self.bind(res, namespace, name, body, opts), 201), warnings)
@@ -83,6 +92,7 @@ class Subresources:
             body, opts = await h._create_input(request)
             body = _typed(body, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
             warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
+            _same_namespace(body, namespace)
             if (body.get("metadata") or {}).get("name") != name:  # EvictionREST.Create, before anything is read
                 raise errors.bad_request("name in URL does not match name in Eviction object")
             if body.get("deleteOptions") is not None:
@@ -92,6 +102,7 @@ class Subresources:
             body, opts = await h._create_input(request)  # (the options are judged, as any create's)
             body = _typed(body, TOKEN_REQUEST, "TokenRequest", version)
             warnings = await _strict_fields(h, request, body, opts, TOKEN_REQUEST, "TokenRequest", version)
+            _same_namespace(body, namespace)
             return _warned(h.render_untabled(request, self.tokens.token_request(namespace, name, body),
                                              "*authentication.TokenRequest"), warnings)
         if sub == "log" and m == "GET":

@@ -152,8 +152,8 @@ async def test_binding_sets_pod_scheduled_in_its_place_moving_its_time_only_on_a
 
 
 async def test_a_binding_named_for_another_pod_or_none_is_a_400_over_http(tmp_path):
-    """BindingREST.Create refuses a Binding whose name is not the URL's before it binds (a slip found by
-    fuzzing: another name, or none, bound the URL's pod)."""
+    """BindingREST.Create refuses a Binding whose name is not the URL's before it binds, and the create handler
+    one of another namespace before that (slips found by fuzzing: each bound the URL's pod)."""
     import asyncio
 
     from kubernetes import client
@@ -173,5 +173,11 @@ async def test_a_binding_named_for_another_pod_or_none_is_a_400_over_http(tmp_pa
             got = orjson.loads(e.value.body)
             assert (e.value.status, got["reason"], got["message"]) == (
                 400, "BadRequest", "name in URL does not match name in Binding object")
+        with pytest.raises(ApiException) as e:  # (the create handler's check, before BindingREST's)
+            await asyncio.to_thread(core.create_namespaced_pod_binding, "p", "default",
+                                    {"metadata": {"name": "p", "namespace": "other"}, "target": {"kind": "Node", "name": "n1"}},
+                                    _preload_content=False)
+        assert (e.value.status, orjson.loads(e.value.body)["message"]) == (
+            400, "the namespace of the provided object does not match the namespace sent on the request")
         pod = await asyncio.to_thread(core.read_namespaced_pod, "p", "default")
         assert pod.spec.node_name is None

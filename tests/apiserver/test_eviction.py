@@ -198,7 +198,8 @@ async def test_a_pod_under_two_budgets_gets_the_eviction_rests_own_status_over_h
 
 async def test_an_eviction_named_for_another_pod_or_none_is_a_400_over_http():
     """EvictionREST.Create refuses an Eviction whose name is not the URL's before it reads a budget or the
-    pod (a slip found by fuzzing: another name, or none, evicted the URL's pod, or answered its budget's 429)."""
+    pod, and the create handler one of another namespace before that (slips found by fuzzing: each evicted
+    the URL's pod, or answered its budget's 429)."""
     import aiohttp
 
     from nanokube.apiserver.app import APIServer
@@ -217,6 +218,11 @@ async def test_an_eviction_named_for_another_pod_or_none_is_a_400_over_http():
                     got = await r.json()
                 assert (r.status, got["reason"], got["message"]) == (
                     400, "BadRequest", "name in URL does not match name in Eviction object"), got
+            async with s.post(f"{pods}/p/eviction", json={"apiVersion": "policy/v1", "kind": "Eviction",
+                                                          "metadata": {"name": "p", "namespace": "other"}}) as r:
+                got = await r.json()
+            assert (r.status, got["message"]) == (
+                400, "the namespace of the provided object does not match the namespace sent on the request"), got
             async with s.get(f"{pods}/p") as r:
                 assert r.status == 200 and "deletionTimestamp" not in (await r.json())["metadata"]
             async with s.post(f"{pods}/p/eviction", json={"apiVersion": "policy/v1", "kind": "Eviction",

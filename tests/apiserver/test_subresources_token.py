@@ -33,3 +33,18 @@ async def test_a_token_request_of_the_wrong_shape_is_a_bad_request(tmp_path, bod
         assert (code, got) == (400, f'TokenRequest in version "v1" cannot be handled as a TokenRequest: {message}')
         issued = await call(c, "POST", TOKEN, {"spec": {"audiences": ["api"], "expirationSeconds": 3600}})
         assert issued["spec"]["audiences"] == ["api"] and issued["status"]["token"].count(".") == 2
+
+
+async def test_a_token_request_naming_another_account_or_namespace_is_refused(tmp_path):
+    """The create handler refuses an object of another namespace (400) before TokenREST.Create, which refuses a
+    body naming another account (422 on metadata.name); its own name and namespace are accepted (a slip found
+    by fuzzing: any name was issued the URL's account's token)."""
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", SA, {"metadata": {"name": "robot"}})
+        code, got = await refused(c, "POST", TOKEN, {"metadata": {"name": "other"}, "spec": {}})
+        assert (code, got) == (422, 'TokenRequest.authentication.k8s.io "robot" is invalid: metadata.name: '
+                                    'Invalid value: "other": must match the service account name if specified')
+        code, got = await refused(c, "POST", TOKEN, {"metadata": {"namespace": "kube-system"}, "spec": {}})
+        assert (code, got) == (400, "the namespace of the provided object does not match the namespace sent on the request")
+        issued = await call(c, "POST", TOKEN, {"metadata": {"name": "robot", "namespace": "default"}, "spec": {}})
+        assert issued["metadata"]["name"] == "robot" and issued["status"]["token"].count(".") == 2

@@ -139,6 +139,11 @@ class ServiceAccountTokens:
         default, resolve the bound object, and return the filled-in request."""
         if not isinstance(body, dict):
             raise errors.bad_request("the body of a TokenRequest must be an object")
+        md = body.get("metadata") or {}
+        for field, mine in (("name", name), ("namespace", namespace)):
+            if md.get(field) and md[field] != mine:  # TokenREST.Create: the body may name only the URL's account
+                raise errors.invalid("authentication.k8s.io", "TokenRequest", name, [
+                    invalid(f"metadata.{field}", md[field], f"must match the service account {field} if specified")])
         spec = dict(body.get("spec") or {})
         spec["audiences"] = list(spec.get("audiences") or self.audiences)
         seconds = spec.setdefault("expirationSeconds", DEFAULT_EXPIRATION)
