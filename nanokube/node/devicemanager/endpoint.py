@@ -19,7 +19,8 @@ from .proto import deviceplugin_pb2 as pb
 log = logging.getLogger(__name__)
 
 SERVICE = "v1beta1.DevicePlugin"
-METHODS = {"Allocate": (pb.AllocateRequest, pb.AllocateResponse)}
+METHODS = {"Allocate": (pb.AllocateRequest, pb.AllocateResponse),
+           "GetPreferredAllocation": (pb.PreferredAllocationRequest, pb.PreferredAllocationResponse)}
 STREAMS = {"ListAndWatch": (pb.Empty, pb.ListAndWatchResponse)}
 #: how long a dial and an Allocate may take
 TIMEOUT = 10.0
@@ -63,6 +64,19 @@ class GRPCPlugin:
         except grpc.aio.AioRpcError as e:
             log.info("device plugin %s: ListAndWatch ended: %s", self.resource, e.details() or e.code())
         send([PluginDevice(d.id, UNHEALTHY, d.numa) for d in self.devices])
+
+    async def preferred(self, available: list[str], must_include: list[str], size: int) -> list[str] | None:
+        """GetPreferredAllocation, if the plugin's options offer it."""
+        if not self.options.get_preferred_allocation_available:
+            return None
+        request = pb.PreferredAllocationRequest(container_requests=[pb.ContainerPreferredAllocationRequest(
+            available_deviceIDs=available, must_include_deviceIDs=must_include, allocation_size=size)])
+        try:
+            resp = await self._calls["GetPreferredAllocation"](request, timeout=TIMEOUT)
+        except grpc.aio.AioRpcError as e:
+            raise PluginError(f"device plugin GetPreferredAllocation rpc failed with err: rpc error: code = "
+                              f"{_code(e)} desc = {e.details()}") from None
+        return [i for r in resp.container_responses for i in r.deviceIDs]
 
     async def allocate(self, device_ids: list[str]) -> Allocation:
         request = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=device_ids)])

@@ -6,7 +6,8 @@ their allocation to containers at pod admission, and the node's capacity of thei
 - `allocate` admits a pod: for each container (init containers first) and each limit of a
   registered resource, devices the pod's init containers used are reused first (not a
   sidecar's, which runs on beside the app containers), then healthy ones no other container
-  holds, in sorted order; the plugin's Allocate answer is kept with them. A container that
+  holds, those the plugin prefers first (GetPreferredAllocation, where it offers it) then in
+  sorted order; the plugin's Allocate answer is kept with them. A container that
   holds devices already keeps them (an agent restarted, a container restarted). Devices of
   pods no longer active are freed first, as upstream frees them lazily (UpdateAllocatedDevices).
 - Every change is checkpointed, and a new manager on the same directory starts from it, so a
@@ -15,6 +16,7 @@ their allocation to containers at pod admission, and the node's capacity of thei
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -49,6 +51,8 @@ class DeviceManager:
         self.devices: dict[str, dict[str, PluginDevice]] = {}
         #: (pod UID, container) -> resource -> (device IDs, the plugin's Allocate answer)
         self.pod_devices: dict[tuple[str, str], dict[str, tuple[list[str], Allocation]]] = {}
+        #: one pod is admitted at a time, as the kubelet's sync loop admits them
+        self._admission = asyncio.Lock()
         self._restore()
 
     # --- plugins and capacity -----------------------------------------------------------------
@@ -95,6 +99,10 @@ class DeviceManager:
         """Allocate the devices of `pod`'s containers (`active`: the UIDs of the node's pods
         still running or being admitted, this one included); AllocationError leaves the pod
         holding none."""
+        async with self._admission:
+            await self._allocate(pod, active)
+
+    async def _allocate(self, pod: dict, active: set[str]) -> None:
         uid = pod["metadata"]["uid"]
         self._free_inactive(active | {uid})
         spec = pod.get("spec") or {}
@@ -119,9 +127,8 @@ class DeviceManager:
             self._checkpoint()
 
     async def _allocate_container(self, uid: str, c: dict, reuse: dict[str, list[str]]) -> dict[str, list[str]]:
-        """Container `c`'s devices by resource (those it held already, or new ones). The devices
-        are taken before the plugin's Allocate is awaited, so that no other admission takes them
-        meanwhile; a failed Allocate is the pod's AllocationError."""
+        """Container `c`'s devices by resource (those it held already, or new ones); a failed
+        call to the plugin is the pod's AllocationError."""
         held: dict[str, list[str]] = {}
         limits = (c.get("resources") or {}).get("limits") or {}
         for resource in sorted(limits):
@@ -139,18 +146,23 @@ class DeviceManager:
                 continue
             healthy = self._healthy(resource)
             ids = [i for i in reuse.get(resource, []) if i in healthy][:needed]
-            if len(ids) < needed:
-                available = sorted(healthy - self._in_use(resource))
-                if len(available) < needed - len(ids):
-                    raise AllocationError(f"requested number of devices unavailable for {resource}. Requested: "
-                                          f"{needed - len(ids)}, Available: {len(available)}")
-                ids += available[:needed - len(ids)]
-            held_now = self.pod_devices.setdefault((uid, c["name"]), {})
-            held_now[resource] = (ids, Allocation())
+            plugin = self.plugins[resource]
             try:
-                held_now[resource] = (ids, await self.plugins[resource].allocate(ids))
+                if len(ids) < needed:
+                    available = sorted(healthy - self._in_use(resource))
+                    if len(available) < needed - len(ids):
+                        raise AllocationError(f"requested number of devices unavailable for {resource}. Requested: "
+                                              f"{needed - len(ids)}, Available: {len(available)}")
+                    # the plugin's preference first (no NUMA alignment asked: the topology manager's
+                    # `none` policy), then the rest in order
+                    preferred = await plugin.preferred(sorted({*available, *ids}), ids, needed) or []
+                    for i in [*preferred, *available]:
+                        if len(ids) < needed and i in available and i not in ids:
+                            ids.append(i)
+                answer = await plugin.allocate(ids)
             except PluginError as e:
                 raise AllocationError(str(e)) from None
+            self.pod_devices.setdefault((uid, c["name"]), {})[resource] = (ids, answer)
             held[resource] = ids
         return held
 

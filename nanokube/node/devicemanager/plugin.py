@@ -3,7 +3,8 @@ simulated plugin a node runs for the extended resources its cluster file adverti
 
 A plugin serves one resource. ListAndWatch is `watch(send)`: the plugin calls `send` with its
 whole device list at once and again whenever a device's health changes, as the stream sends
-whole lists. Allocate takes the device IDs the manager picked for one container and answers
+whole lists. GetPreferredAllocation, where a plugin offers it, picks among the devices
+available. Allocate takes the device IDs the manager picked for one container and answers
 what the runtime adds to it (a ContainerAllocateResponse: envs, mounts, devices, annotations).
 An external plugin registered over gRPC is the same to the manager (endpoint.py).
 
@@ -62,6 +63,8 @@ class Plugin(Protocol):
 
     def watch(self, send: Callable[[list[PluginDevice]], None]) -> None: ...
 
+    async def preferred(self, available: list[str], must_include: list[str], size: int) -> list[str] | None: ...
+
     async def allocate(self, device_ids: list[str]) -> Allocation: ...
 
 
@@ -100,6 +103,10 @@ class SimulatedPlugin:
         self.devices[device_id] = PluginDevice(d.id, health, d.numa)
         for send in self._watchers:
             send(list(self.devices.values()))
+
+    async def preferred(self, available: list[str], must_include: list[str], size: int) -> list[str] | None:
+        """GetPreferredAllocation: none offered (the plugin's options do not set it)."""
+        return None
 
     async def allocate(self, device_ids: list[str]) -> Allocation:
         """Allocate for one container: NVIDIA's plugin names the devices in NVIDIA_VISIBLE_DEVICES."""

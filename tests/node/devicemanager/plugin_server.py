@@ -15,9 +15,11 @@ from nanokube.node.devicemanager.proto import deviceplugin_pb2 as pb
 
 class DevicePlugin:
     """`devices`: ID -> NUMA node (None: no topology); Allocate answers FPGA_DEVICES=<IDs>, or
-    fails with `fail` when set."""
+    fails with `fail` when set; with `prefer`, GetPreferredAllocation is offered and answers
+    the first `allocation_size` of those IDs."""
 
-    def __init__(self, directory: str, resource: str, devices: dict[str, int | None], name: str = "fpga.sock"):
+    def __init__(self, directory: str, resource: str, devices: dict[str, int | None], name: str = "fpga.sock",
+                 prefer: list[str] | None = None):
         self.directory = directory
         self.resource = resource
         self.endpoint = name
@@ -25,6 +27,9 @@ class DevicePlugin:
         self.numa = devices
         self.allocations: list[list[str]] = []
         self.fail = ""
+        self.prefer = prefer
+        #: the GetPreferredAllocation requests: (available, must include, size)
+        self.preference_asked: list[tuple[list[str], list[str], int]] = []
         self._changed = asyncio.Event()
         self.server: grpc.aio.Server | None = None
 
@@ -47,6 +52,14 @@ class DevicePlugin:
         return pb.AllocateResponse(container_responses=[
             pb.ContainerAllocateResponse(envs={"FPGA_DEVICES": ",".join(i)}) for i in ids])
 
+    async def _preferred(self, request: pb.PreferredAllocationRequest, context) -> pb.PreferredAllocationResponse:
+        out = []
+        for r in request.container_requests:
+            self.preference_asked.append((list(r.available_deviceIDs), list(r.must_include_deviceIDs),
+                                          r.allocation_size))
+            out.append(pb.ContainerPreferredAllocationResponse(deviceIDs=self.prefer[:r.allocation_size]))
+        return pb.PreferredAllocationResponse(container_responses=out)
+
     def set_health(self, device: str, health: str) -> None:
         self.health[device] = health
         self._changed.set()
@@ -57,6 +70,9 @@ class DevicePlugin:
             "ListAndWatch": grpc.unary_stream_rpc_method_handler(
                 self._list_and_watch, request_deserializer=pb.Empty.FromString,
                 response_serializer=pb.ListAndWatchResponse.SerializeToString),
+            "GetPreferredAllocation": grpc.unary_unary_rpc_method_handler(
+                self._preferred, request_deserializer=pb.PreferredAllocationRequest.FromString,
+                response_serializer=pb.PreferredAllocationResponse.SerializeToString),
             "Allocate": grpc.unary_unary_rpc_method_handler(
                 self._allocate, request_deserializer=pb.AllocateRequest.FromString,
                 response_serializer=pb.AllocateResponse.SerializeToString)})])
@@ -71,8 +87,9 @@ class DevicePlugin:
             register = ch.unary_unary("/v1beta1.Registration/Register",
                                       request_serializer=pb.RegisterRequest.SerializeToString,
                                       response_deserializer=pb.Empty.FromString)
+            options = pb.DevicePluginOptions(get_preferred_allocation_available=self.prefer is not None)
             await register(pb.RegisterRequest(version=version, endpoint=self.endpoint,
-                                              resource_name=resource or self.resource), timeout=20)
+                                              resource_name=resource or self.resource, options=options), timeout=20)
 
     async def stop(self) -> None:
         if self.server:

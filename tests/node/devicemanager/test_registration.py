@@ -79,6 +79,27 @@ async def test_a_failed_allocate_rejects_the_pod(node_dir):
             await plugin.stop()
 
 
+async def test_a_plugins_preferred_allocation_is_taken_first(node_dir):
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA,
+                                    dict.fromkeys(["fpga-a", "fpga-b", "fpga-c", "fpga-d"]),
+                                    prefer=["fpga-d", "fpga-c"]).start()
+        try:
+            await plugin.register()
+            await becomes(fpgas(s, clock), ("4", "4"))
+            pods = s.client.resource("", "v1", "pods")
+            await pods.create(fpga_pod("two", 2))
+            await eventually(phase_is(pods, "two", "Running"))
+            await pods.create(fpga_pod("one", 1))
+            await eventually(phase_is(pods, "one", "Running"))
+            # the plugin prefers devices taken already: the next in order is taken instead
+            assert plugin.allocations == [["fpga-d", "fpga-c"], ["fpga-a"]]
+            assert plugin.preference_asked == [(["fpga-a", "fpga-b", "fpga-c", "fpga-d"], [], 2),
+                                               (["fpga-a", "fpga-b"], [], 1)]
+        finally:
+            await plugin.stop()
+
+
 @pytest.mark.parametrize("version, resource, message", [
     ("v1alpha", FPGA, 'requested API version "v1alpha" is not supported by kubelet. Supported versions are '
                       '["v1beta1"]'),
