@@ -673,14 +673,17 @@ class PodWorker:
 
     def _init_statuses(self, now: str, running: bool, at: float | None = None) -> list[dict]:
         """The init containers' statuses: a sidecar (restartable init container) is Started and
-        Ready once its startup and readiness probes passed by the monotonic `at` (default now)."""
+        Ready once its startup and readiness probes passed by the monotonic `at` (default now).
+        Not `running`, one waits PodInitializing, or as it waited to restart once it had run (one
+        stopped with the pod is terminated: `ended`)."""
         out = []
         at = self.clock.monotonic() if at is None else at
         for c in (self.pod.get("spec") or {}).get("initContainers") or []:
             if c.get("restartPolicy") == "Always":
+                initializing = {"waiting": {"reason": "PodInitializing"}}
                 state = (self.waiting.get(c["name"]) or {"running": {
-                    "startedAt": self.own_started.get(c["name"]) or self.started_at or now}}) \
-                    if running else {"waiting": {"reason": "PodInitializing"}}
+                    "startedAt": self.own_started.get(c["name"]) or self.started_at or now}}) if running else \
+                    self.waiting.get(c["name"], initializing) if c["name"] in self.own_last_state else initializing
                 up = running and c["name"] not in self.waiting  # not while waiting out its back-off
                 started, ready = self.probed.get(c["name"], (at, at))
                 out.append(self._status_of(c, state, up and ready <= at, up and started <= at))
@@ -992,7 +995,8 @@ class PodWorker:
     async def _ensure_config(self, c: dict, blocked: dict[str, str] | None = None) -> bool:
         """The ConfigMaps and Secrets container `c`'s environment names (envvars.py), read again at
         each of its starts: while one, or a key of it, that is not optional is missing, its start
-        fails with CreateContainerConfigError (Warning Failed 'Error: ...'), tried again each
+        fails with CreateContainerConfigError (Warning Failed 'Error: ...'), as does a failed
+        PreStartContainer of a device plugin that asks for it, tried again each
         SYNC_RETRY; then the runtime's part: a CDI device of its claims that no CDI spec on the
         node resolves fails it with CreateContainerError, as containerd refuses to create it. With
         `blocked` (a container restarting while others run on) that is not waited for here: the
@@ -1001,6 +1005,8 @@ class PodWorker:
         while True:
             reason, error = "CreateContainerConfigError", await environment_error(
                 self.agent.volumes.watched, self.namespace, c)
+            if not error:  # the device plugins' PreStartContainer (GetDeviceRunContainerOptions)
+                error = await self.agent.devices.pre_start(self.uid, c["name"])
             if not error:
                 reason, error = "CreateContainerError", self.agent.claims.cdi_error(self.pod, c["name"])
             if not error:
@@ -1663,6 +1669,7 @@ class PodWorker:
                                f"pod={self.name}_{self.namespace}({self.uid})"}}
             # the sidecars stop with the pod, once no app container runs, waits to restart or starts again now
             if not apps & (lifetimes.keys() | backoff.keys() | {c["name"] for c in starting}):
+                now = await self._stop_sidecars(now)
                 await self._finish(next((terms[n] for n in reversed(terms) if n in apps), term), now)
                 return
             if terms.keys() - at_once:  # those restarting at once are written as they start
@@ -1786,6 +1793,23 @@ class PodWorker:
         await self._write(phase, statuses, False, now, "PodCompleted" if phase == "Succeeded" else "PodFailed")
         await self._ended()
 
+    async def _stop_sidecars(self, now: str) -> str:
+        """The app containers are done for good, so the kubelet kills the pod (computePodActions'
+        KillPod): its running sidecars stop as a deletion stops them (Killing, in reverse order, each
+        its preStop hook and SIGTERM in turn, within the pod's grace period), each then terminated
+        with its own exit code. Until then the pod is Running with the apps' ends (getPhase counts a
+        running sidecar). When they all stopped."""
+        sidecars = [c for c in self._sidecars() if c["name"] in self.io.running]
+        if not sidecars:
+            return now
+        await self._write_running(now)
+        await self._kill_events(sidecars[::-1])
+        deadline = self.clock.now() + (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        stopped = {c["name"]: asyncio.Event() for c in sidecars}
+        await asyncio.gather(*(self._stop(c, deadline, [stopped[x["name"]] for x in sidecars[i + 1:]],
+                                          stopped[c["name"]]) for i, c in enumerate(sidecars)))
+        return self.clock.rfc3339()
+
     async def _never_started(self) -> None:
         """The pod ended before its containers ran (its claims, volumes or an image were not ready
         yet): deleted, or past the active deadline, which the kubelet's sync loop checks first
@@ -1843,7 +1867,8 @@ class PodWorker:
     async def _stop(self, c: dict, deadline: float, turn: list[asyncio.Event], done: asyncio.Event) -> None:
         """killContainer for container `c` as the pod stops by `deadline` (wall clock): its preStop
         hook, for a sidecar its turn (once each of `turn` is set, or its time is up), then SIGTERM;
-        `done` is set once it stopped. An app container's status says how it ended."""
+        `done` is set once it stopped. Its status says how it ended (a sidecar's too: upstream's
+        shows the terminated container the runtime reports)."""
         name = c["name"]
         try:
             left = max(deadline - self.clock.now(), 0.0)
@@ -1877,12 +1902,11 @@ class PodWorker:
                 if (own := await self._until_ended(name, end)) is not None:  # its command ended first
                     (end, code), why = own, ""
             self.io.exit(name, code, why, at=end)
-            if c in self._containers():
-                now = self.clock.rfc3339()
-                self.ended[name] = self._status_of(c, {"terminated": {
-                    "exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                    "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}},
-                    False, False)
+            now = self.clock.rfc3339()
+            self.ended[name] = self._status_of(c, {"terminated": {
+                "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}},
+                False, False)
         finally:
             done.set()
 

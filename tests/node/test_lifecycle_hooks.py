@@ -374,3 +374,62 @@ async def test_each_container_gets_its_sigterm_right_after_its_own_pre_stop(env)
     assert {name: (code, t - at) for name, (code, t) in ended.items()} == {
         "quick": (143, 2), "slow": (143, 6), "plain": (143, 0)}
     await pods.patch("staggered", {"metadata": {"finalizers": None}}, namespace="default")
+
+
+async def test_a_finished_pods_sidecars_are_stopped_and_show_how_they_ended(env):
+    """Once the app container exited for good (restartPolicy Never) the kubelet kills the pod: its
+    sidecars stop as on deletion, Killing in reverse order, `proxy` (the later one) after its 2 s
+    preStop sleep (SIGTERM: 143), then `logger`, whose TERM trap exits 0 at its loop's next turn.
+    Meanwhile the pod is Running with the app terminated and the sidecars running; then Succeeded
+    (a sidecar's exit code does not count), each sidecar terminated with its own code, not waiting
+    PodInitializing."""
+    pods, clock, _ = env
+    p = pod("done", restart="Never", grace=30)
+    p["spec"]["containers"][0]["command"] = ["sh", "-c", "sleep 5"]
+    p["spec"]["initContainers"] = [
+        {"name": "logger", "image": "busybox:1.36", "restartPolicy": "Always",
+         "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]},
+        {"name": "proxy", "image": "busybox:1.36", "restartPolicy": "Always", "command": ["sleep", "infinity"],
+         "lifecycle": {"preStop": {"sleep": {"seconds": 2}}}}]
+    await pods.create(p)
+    await eventually(phase_is(pods, "done", "Running"))
+    await clock.advance(5)
+
+    async def stopping():
+        kills = [e[2:4] for e in await pod_events(pods, "done") if e[1] == "Killing"]
+        return kills if len(kills) == 2 else None
+    assert await eventually(stopping) == [("spec.initContainers{proxy}", "Stopping container proxy"),
+                                          ("spec.initContainers{logger}", "Stopping container logger")]
+    p = await pods.get("done", "default")
+    assert p["status"]["phase"] == "Running"
+    assert app_status(p)["state"]["terminated"]["exitCode"] == 0
+    assert [list(s["state"]) for s in p["status"]["initContainerStatuses"]] == [["running"], ["running"]]
+    ended = parse_time(app_status(p)["state"]["terminated"]["finishedAt"])
+    await clock.advance(2)  # proxy's hook is done: its SIGTERM, then logger's turn
+    await clock.advance(1)  # logger's `sleep 1` ends: its trap runs
+    done = await eventually(phase_is(pods, "done", "Succeeded"))
+    proxy, logger = (init_status(done, n)["state"]["terminated"] for n in ("proxy", "logger"))
+    assert (proxy["exitCode"], proxy["reason"], parse_time(proxy["finishedAt"]) - ended) == (143, "Error", 2)
+    assert (logger["exitCode"], logger["reason"]) == (0, "Completed")
+    assert parse_time(logger["finishedAt"]) >= parse_time(proxy["finishedAt"])
+    assert all(s.get("containerID") for s in done["status"]["initContainerStatuses"])
+
+
+async def test_a_sidecar_waiting_out_its_back_off_as_the_pod_ends_keeps_that_state(env):
+    """A sidecar that exited (1 s, code 1; again at once, then backing off 10 s) when the app
+    container ends (3 s) is not running to be stopped: the Succeeded pod shows it waiting in
+    CrashLoopBackOff with how it last ended (convertToAPIContainerStatuses: a restartable init
+    container would be restarted), not PodInitializing as if it had never run."""
+    pods, clock, _ = env
+    p = pod("flaky-side", restart="Never")
+    p["spec"]["containers"][0]["command"] = ["sleep", "3"]
+    p["spec"]["initContainers"] = [{"name": "side", "image": "busybox:1.36", "restartPolicy": "Always",
+                                    "command": ["sh", "-c", "sleep 1; exit 1"]}]
+    await pods.create(p)
+    await eventually(phase_is(pods, "flaky-side", "Running"))
+    await clock.advance(3)
+    done = await eventually(phase_is(pods, "flaky-side", "Succeeded"))
+    side = init_status(done, "side")
+    assert side["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert side["lastState"]["terminated"]["exitCode"] == 1 and side["restartCount"] == 1
+    assert "Stopping container side" not in [e[3] for e in await pod_events(pods, "flaky-side")]
