@@ -362,3 +362,31 @@ async def test_an_https_hook_whose_server_answers_in_plain_http_falls_back_to_ht
     for name in ("fallback", "unanswered"):
         await pods.delete(name, "default")
         await eventually(gone(pods, name))
+
+
+async def test_a_first_process_that_ignores_sigterm_is_killed_when_the_grace_period_is_up(env):
+    """killContainer: the preStop hook (sleep 1) takes part of the 2 s grace period, then SIGTERM,
+    which the container's first process ignores (`trap '' TERM`), so what is left of the grace
+    period, at least 2 s, passes and SIGKILL ends it: the status says terminated, 137, Error, no
+    sooner than 3 s after the deletion, and nothing but the Killing is told."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    p = pod("deaf", ["sh", "-c", "trap '' TERM; echo trapped; sleep 300"], grace=2,
+            lifecycle={"preStop": {"sleep": {"seconds": 1}}})
+    p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+    await pods.create(p)
+
+    async def trapped():
+        return await log_of(rt, "deaf") == b"trapped\n"
+    await eventually(container_state(pods, "deaf", lambda cs: "running" in cs["state"]))
+    await eventually(trapped)
+    asked = time.time()
+    await pods.delete("deaf", "default")
+    done = await eventually(status_of(pods, "deaf", phase("Failed")))
+    assert time.time() - asked >= 3
+    term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (137, "Error")
+    events = [e[1:4] for e in await kubelet_events(client, "deaf") if e[1] not in ("Pulling", "Pulled", "Created", "Started")]
+    assert events == [("Killing", "spec.containers{main}", "Stopping container main")]
+    await pods.patch("deaf", {"metadata": {"finalizers": None}}, namespace="default")
+    await eventually(gone(pods, "deaf"))
