@@ -20,7 +20,7 @@ def accepted(request: web.Request) -> bool:
         return True
     if "100-continue" not in (t.strip().lower() for t in expect.split(",")):
         return False
-    if request.version >= HttpVersion11 and request.content_length != 0:
+    if request.version >= HttpVersion11 and request.body_exists:  # net/http: a ContentLength not 0 (-1: chunked)
         request[_PENDING] = True
     return True
 

@@ -363,3 +363,19 @@ async def test_a_body_held_back_for_a_100_continue_is_asked_for_and_forwarded(en
         assert seen["body"] == body.decode() and "Expect" not in seen["headers"]
     finally:
         writer.close()
+
+
+async def test_an_upgrade_without_a_body_gets_no_100_continue(env):
+    """An upgrade request naming `Expect: 100-continue` has no body (net/http's ContentLength 0), so nothing
+    waits for one: kube-apiserver sends no 100 Continue, and the first answer is the backend's 101."""
+    send, _ = env
+    reader, writer = await asyncio.open_connection("127.0.0.1", send.server.port)
+    try:
+        writer.write(b"GET /api/v1/namespaces/default/pods/web/proxy/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+                     b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                     b"Expect: 100-continue\r\n\r\n")
+        await writer.drain()
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
+        assert head.startswith("HTTP/1.1 101 "), head
+    finally:
+        writer.close()

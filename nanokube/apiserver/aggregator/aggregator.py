@@ -18,7 +18,7 @@ from ...machinery.conditions import find_condition, is_condition_true
 from ...machinery.errors import APIError
 from ...machinery.user import User
 from ..auth.authorizer import USER
-from .proxy import ResolveError, forward, resolve_endpoint, tls_context
+from .proxy import ExpectForwarded, ResolveError, forward, resolve_endpoint, tls_context
 
 GROUP = "apiregistration.k8s.io"
 PROBE_USER = User("system:kube-aggregator", ("system:masters",))
@@ -67,7 +67,8 @@ class Aggregator(Controller):
     @staticmethod
     def _new_session(socket_factory=None) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(connector=aiohttp.TCPConnector(socket_factory=socket_factory),
-                                     auto_decompress=False, timeout=aiohttp.ClientTimeout(sock_connect=5))
+                                     auto_decompress=False, timeout=aiohttp.ClientTimeout(sock_connect=5),
+                                     request_class=ExpectForwarded)
 
     async def dial_services_from(self, socket_factory) -> None:
         """Open connections to APIServices' endpoints with `socket_factory` (see

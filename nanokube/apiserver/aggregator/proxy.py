@@ -24,6 +24,8 @@ from ...machinery.errors import APIError
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                "transfer-encoding", "upgrade", "content-length", "host"}
 _IDENTITY_PREFIXES = ("x-remote-", "impersonate-")
+#: the most bytes of a client's body copied to the backend at a time
+_CHUNK = 64 * 1024
 
 
 class ResolveError(Exception):
@@ -90,15 +92,39 @@ def identity_headers(user) -> list[tuple[str, str]]:
     return headers
 
 
+class ExpectForwarded(aiohttp.ClientRequest):
+    """A request to an extension server as the Go transport of kube-apiserver's proxy sends it (its
+    ExpectContinueTimeout is 0): the client's `Expect: 100-continue` goes along, as
+    httputil.ReverseProxy keeps it, but the body follows the head at once instead of waiting for the
+    backend's 100 Continue (a backend that sends none would never get it); an interim answer of the
+    backend is skipped."""
+
+    def update_expect_continue(self, expect: bool = False) -> None:
+        """No wait for a 100 Continue, whatever the headers say."""
+
+
+async def _body(request: web.Request):
+    """The client's body as the backend connection takes it in: the 100 Continue the client may wait
+    for goes out on its first read, as net/http's does when the reverse proxy's transport starts
+    copying the body, so a backend that cannot be reached is answered without the body."""
+    await expect.continued(request)
+    async for chunk in request.content.iter_chunked(_CHUNK):
+        yield chunk
+
+
 async def forward(session: aiohttp.ClientSession, request: web.Request, base: str, server_name: str,
                   ctx: ssl.SSLContext, user) -> web.StreamResponse:
-    """Send `request` to `base` (https://host:port) and stream the answer back."""
+    """Send `request` to `base` (https://host:port), its body streamed with the length it came with
+    (`session` makes ExpectForwarded requests), and stream the answer back."""
     headers = [(k, v) for k, v in request.headers.items()
                if k.lower() not in _HOP_BY_HOP and k.lower() != "authorization"
                and not k.lower().startswith(_IDENTITY_PREFIXES)]
     headers += identity_headers(user)
-    await expect.continued(request)
-    body = await request.read() if request.body_exists else None
+    body = None
+    if request.body_exists:
+        body = _body(request)
+        if request.content_length is not None:
+            headers.append(("Content-Length", str(request.content_length)))
     try:
         upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
                                          data=body, ssl=ctx, server_hostname=server_name, allow_redirects=False)
