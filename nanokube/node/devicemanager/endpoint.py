@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 SERVICE = "v1beta1.DevicePlugin"
 METHODS = {"Allocate": (pb.AllocateRequest, pb.AllocateResponse),
-           "GetPreferredAllocation": (pb.PreferredAllocationRequest, pb.PreferredAllocationResponse)}
+           "GetPreferredAllocation": (pb.PreferredAllocationRequest, pb.PreferredAllocationResponse),
+           "PreStartContainer": (pb.PreStartContainerRequest, pb.PreStartContainerResponse)}
 STREAMS = {"ListAndWatch": (pb.Empty, pb.ListAndWatchResponse)}
 #: how long a dial and an Allocate may take
 TIMEOUT = 10.0
@@ -38,6 +39,7 @@ class GRPCPlugin:
         self.resource = resource
         self.socket = socket
         self.options = options
+        self.pre_start_required = options.pre_start_required
         self.channel = grpc.aio.insecure_channel(target(socket))
         self._calls = stub(self.channel, SERVICE, METHODS)
         self._streams = stub(self.channel, SERVICE, STREAMS, streaming=True)
@@ -89,6 +91,13 @@ class GRPCPlugin:
                               f"{len(resp.container_responses)} containers, not 1")
         r = resp.container_responses[0]
         return Allocation(dict(r.envs), dict(r.annotations))
+
+    async def pre_start(self, device_ids: list[str]) -> None:
+        try:
+            await self._calls["PreStartContainer"](pb.PreStartContainerRequest(devices_ids=device_ids),
+                                                   timeout=TIMEOUT)
+        except grpc.aio.AioRpcError as e:
+            raise PluginError(f"rpc error: code = {_code(e)} desc = {e.details()}") from None
 
     async def close(self) -> None:
         if self._task:

@@ -10,6 +10,8 @@ their allocation to containers at pod admission, and the node's capacity of thei
   sorted order; the plugin's Allocate answer is kept with them. A container that
   holds devices already keeps them (an agent restarted, a container restarted). Devices of
   pods no longer active are freed first, as upstream frees them lazily (UpdateAllocatedDevices).
+- A container's start first calls PreStartContainer of its plugins that ask for it (a failure
+  fails the start as upstream's GetDeviceRunContainerOptions does: CreateContainerConfigError).
 - Every change is checkpointed, and a new manager on the same directory starts from it, so a
   restarted node agent gives its running pods the same devices.
 """
@@ -184,6 +186,18 @@ class DeviceManager:
         for _, (_, answer) in sorted(self.pod_devices.get((uid, container), {}).items()):
             env |= answer.envs
         return env
+
+    async def pre_start(self, uid: str, container: str) -> str:
+        """Call PreStartContainer of the container's plugins that ask for it, before it starts;
+        upstream's error if one fails (the container's start then fails), else ""."""
+        for resource, (ids, _) in sorted(self.pod_devices.get((uid, container), {}).items()):
+            plugin = self.plugins.get(resource)
+            if plugin is not None and plugin.pre_start_required:
+                try:
+                    await plugin.pre_start(ids)
+                except PluginError as e:
+                    return f"device plugin PreStartContainer rpc failed with err: {e}"
+        return ""
 
     def container_devices(self, uid: str, container: str) -> list[tuple[str, list[str], int]]:
         """(resource, device IDs, NUMA node or NO_TOPOLOGY) per resource and NUMA node, as

@@ -4,7 +4,8 @@ simulated plugin a node runs for the extended resources its cluster file adverti
 A plugin serves one resource. ListAndWatch is `watch(send)`: the plugin calls `send` with its
 whole device list at once and again whenever a device's health changes, as the stream sends
 whole lists. GetPreferredAllocation, where a plugin offers it, picks among the devices
-available. Allocate takes the device IDs the manager picked for one container and answers
+available. PreStartContainer, where a plugin asks for it, is called before each start of a
+container holding its devices. Allocate takes the device IDs the manager picked for one container and answers
 what the runtime adds to it (a ContainerAllocateResponse: envs, mounts, devices, annotations).
 An external plugin registered over gRPC is the same to the manager (endpoint.py).
 
@@ -60,12 +61,16 @@ class Plugin(Protocol):
     """What the device manager calls of a registered plugin."""
 
     resource: str
+    #: PreStartContainer is called before each start of a container holding its devices
+    pre_start_required: bool
 
     def watch(self, send: Callable[[list[PluginDevice]], None]) -> None: ...
 
     async def preferred(self, available: list[str], must_include: list[str], size: int) -> list[str] | None: ...
 
     async def allocate(self, device_ids: list[str]) -> Allocation: ...
+
+    async def pre_start(self, device_ids: list[str]) -> None: ...
 
 
 class SimulatedPlugin:
@@ -107,6 +112,11 @@ class SimulatedPlugin:
     async def preferred(self, available: list[str], must_include: list[str], size: int) -> list[str] | None:
         """GetPreferredAllocation: none offered (the plugin's options do not set it)."""
         return None
+
+    pre_start_required = False
+
+    async def pre_start(self, device_ids: list[str]) -> None:
+        """PreStartContainer: not asked for."""
 
     async def allocate(self, device_ids: list[str]) -> Allocation:
         """Allocate for one container: NVIDIA's plugin names the devices in NVIDIA_VISIBLE_DEVICES."""

@@ -16,10 +16,11 @@ from nanokube.node.devicemanager.proto import deviceplugin_pb2 as pb
 class DevicePlugin:
     """`devices`: ID -> NUMA node (None: no topology); Allocate answers FPGA_DEVICES=<IDs>, or
     fails with `fail` when set; with `prefer`, GetPreferredAllocation is offered and answers
-    the first `allocation_size` of those IDs."""
+    the first `allocation_size` of those IDs; with `pre_start`, PreStartContainer is asked for
+    (failing with `pre_start_fail` when set)."""
 
     def __init__(self, directory: str, resource: str, devices: dict[str, int | None], name: str = "fpga.sock",
-                 prefer: list[str] | None = None):
+                 prefer: list[str] | None = None, pre_start: bool = False):
         self.directory = directory
         self.resource = resource
         self.endpoint = name
@@ -28,6 +29,10 @@ class DevicePlugin:
         self.allocations: list[list[str]] = []
         self.fail = ""
         self.prefer = prefer
+        self.pre_start = pre_start
+        self.pre_start_fail = ""
+        #: the devices of each PreStartContainer call
+        self.pre_started: list[list[str]] = []
         #: the GetPreferredAllocation requests: (available, must include, size)
         self.preference_asked: list[tuple[list[str], list[str], int]] = []
         self._changed = asyncio.Event()
@@ -60,6 +65,12 @@ class DevicePlugin:
             out.append(pb.ContainerPreferredAllocationResponse(deviceIDs=self.prefer[:r.allocation_size]))
         return pb.PreferredAllocationResponse(container_responses=out)
 
+    async def _pre_start(self, request: pb.PreStartContainerRequest, context) -> pb.PreStartContainerResponse:
+        self.pre_started.append(list(request.devices_ids))
+        if self.pre_start_fail:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, self.pre_start_fail)
+        return pb.PreStartContainerResponse()
+
     def set_health(self, device: str, health: str) -> None:
         self.health[device] = health
         self._changed.set()
@@ -73,6 +84,9 @@ class DevicePlugin:
             "GetPreferredAllocation": grpc.unary_unary_rpc_method_handler(
                 self._preferred, request_deserializer=pb.PreferredAllocationRequest.FromString,
                 response_serializer=pb.PreferredAllocationResponse.SerializeToString),
+            "PreStartContainer": grpc.unary_unary_rpc_method_handler(
+                self._pre_start, request_deserializer=pb.PreStartContainerRequest.FromString,
+                response_serializer=pb.PreStartContainerResponse.SerializeToString),
             "Allocate": grpc.unary_unary_rpc_method_handler(
                 self._allocate, request_deserializer=pb.AllocateRequest.FromString,
                 response_serializer=pb.AllocateResponse.SerializeToString)})])
@@ -87,7 +101,8 @@ class DevicePlugin:
             register = ch.unary_unary("/v1beta1.Registration/Register",
                                       request_serializer=pb.RegisterRequest.SerializeToString,
                                       response_deserializer=pb.Empty.FromString)
-            options = pb.DevicePluginOptions(get_preferred_allocation_available=self.prefer is not None)
+            options = pb.DevicePluginOptions(get_preferred_allocation_available=self.prefer is not None,
+                                             pre_start_required=self.pre_start)
             await register(pb.RegisterRequest(version=version, endpoint=self.endpoint,
                                               resource_name=resource or self.resource, options=options), timeout=20)
 

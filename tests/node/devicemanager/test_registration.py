@@ -100,6 +100,41 @@ async def test_a_plugins_preferred_allocation_is_taken_first(node_dir):
             await plugin.stop()
 
 
+async def test_pre_start_container_is_called_before_each_start_and_its_failure_fails_the_start(node_dir):
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA,
+                                    {"fpga-a": None, "fpga-b": None}, pre_start=True).start()
+        try:
+            await plugin.register()
+            await becomes(fpgas(s, clock), ("2", "2"))
+            pods = s.client.resource("", "v1", "pods")
+            await pods.create(fpga_pod("one", 1))
+            await eventually(phase_is(pods, "one", "Running"))
+            assert plugin.pre_started == plugin.allocations == [["fpga-a"]]
+
+            plugin.pre_start_fail = "device busy"
+            await pods.create(fpga_pod("two", 1))
+            message = "device plugin PreStartContainer rpc failed with err: rpc error: code = Unavailable desc = device busy"
+
+            async def refused():
+                p = await pods.get("two", "default")
+                [c] = p["status"].get("containerStatuses") or [{}]
+                waiting = (c.get("state") or {}).get("waiting") or {}
+                return waiting if waiting.get("reason") == "CreateContainerConfigError" else None
+            assert (await eventually(refused))["message"] == message
+            plugin.pre_start_fail = ""
+
+            async def running():
+                await clock.advance(10)  # the start is tried again each sync
+                return await phase_is(pods, "two", "Running")()
+            await eventually(running)
+            # asked again at each try, with the pod's device
+            assert plugin.pre_started[0] == ["fpga-a"] and len(plugin.pre_started) >= 3
+            assert {tuple(d) for d in plugin.pre_started[1:]} == {("fpga-b",)}
+        finally:
+            await plugin.stop()
+
+
 @pytest.mark.parametrize("version, resource, message", [
     ("v1alpha", FPGA, 'requested API version "v1alpha" is not supported by kubelet. Supported versions are '
                       '["v1beta1"]'),
