@@ -70,11 +70,16 @@ class SchemeMismatch(Exception):
     """An HTTPS request's server answered in plain HTTP."""
 
 
+class NotTLS(Exception):
+    """An HTTPS request's server answered with what is no TLS record, or nothing: Go's words."""
+
+
 async def _exchange(sock: socket.socket, request: bytes, tls_host: str | None) -> bytes:
     """Send `request` on `sock` (in TLS for server name `tls_host`) and read the answer's first line.
     TLS runs over memory BIOs so that the server's first bytes are seen: Go's client reads a record
     header of 5 and names an answer that starts `HTTP/` (a plain HTTP server's 400 to its hello)
-    SCHEME_MISMATCH (net/http's ErrSchemeMismatch), raised as SchemeMismatch."""
+    SCHEME_MISMATCH (net/http's ErrSchemeMismatch), raised as SchemeMismatch; another that is
+    no TLS record (neither handshake nor alert), or none at all, fails as crypto/tls words it."""
     loop = asyncio.get_running_loop()
     if tls_host is None:
         await loop.sock_sendall(sock, request)
@@ -107,6 +112,10 @@ async def _exchange(sock: socket.socket, request: bytes, tls_host: str | None) -
     except ssl.SSLError:
         if head == b"HTTP/":
             raise SchemeMismatch from None
+        if not head:
+            raise NotTLS("EOF") from None
+        if head[0] not in (21, 22):  # alert, handshake: a first record's type (readRecordOrCCS)
+            raise NotTLS("tls: first record does not look like a TLS handshake") from None
         raise
     await run(lambda: tls.write(request))
     line = b""
@@ -142,6 +151,8 @@ async def http_get(netns: str, host: str, port: int, path: str, headers: list[di
         return int(parts[1]), ""
     except SchemeMismatch:
         return None, f'Get "{url}": {SCHEME_MISMATCH}'
+    except NotTLS as e:
+        return None, f'Get "{url}": {e}'
     except ssl.SSLError as e:
         return None, f'Get "{url}": {e.reason or e}'
     except OSError as e:

@@ -295,22 +295,25 @@ while True:
     data = conn.recv(65536)
     if data[:1] == b"\x16":  # a TLS client hello: the 400 a plain HTTP server answers it with
         print("tls hello", flush=True)
-        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        conn.sendall(b"<!DOCTYPE HTML>\n<title>Error response</title>\n" if sys.argv[1] == "html" else
+                     b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
                      b"Connection: close\r\n\r\n400 Bad Request")
         conn.close()
         continue
     while data and b"\r\n\r\n" not in data:
         data += conn.recv(65536)
-    if data and sys.argv[1] == "answers":  # (not the startup probe's bare connection)
+    if data:  # (not the startup probe's bare connection)
         print(" | ".join(data.split(b"\r\n\r\n")[0].decode().split("\r\n")), flush=True)
-        conn.sendall(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+        if sys.argv[1] == "answers":
+            conn.sendall(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
     conn.close()
 """
 
 
 def behind_plain_server(name, mode):
     """Pod `name` whose sidecar `server` (Started once it listens) is a plain HTTP server on 8443
-    that answers a TLS hello with a 400 and a request (`mode` answers) with a 204, or (mute) with
+    that answers a TLS hello with a 400 (`mode` html: with a bare HTML page, as Python's http.server
+    answers what it takes for HTTP/0.9) and a request (answers) with a 204, or (mute, html) with
     nothing; its app container's postStart is an HTTPS httpGet to it, with an Authorization header
     and another."""
     hook = {"postStart": {"httpGet": {"path": "/warm", "port": 8443, "scheme": "HTTPS", "httpHeaders": [
@@ -332,18 +335,28 @@ async def test_an_https_hook_whose_server_answers_in_plain_http_falls_back_to_ht
     """runHTTPHandler: the HTTPS request's server answers the TLS hello in plain HTTP ("server gave
     HTTP response to HTTPS client"), so the hook is made again over HTTP without its Authorization
     header; that one's answer passes the hook, told by a LifecycleHTTPFallback Warning on the pod
-    and kubelet_lifecycle_handler_http_fallbacks_total. Where the retry gets no answer, the hook
-    fails with the HTTPS request's error (PostStartHookError), and nothing is told or counted."""
+    and kubelet_lifecycle_handler_http_fallbacks_total. Where the retry gets no answer, or the
+    answer to the hello is not HTTP (no retry then), the hook fails with the HTTPS request's error
+    (PostStartHookError), and nothing is told or counted."""
     client, rt = env
     pods = client.resource("", "v1", "pods")
     await pods.create(behind_plain_server("fallback", "answers"))
-    created = await pods.create(behind_plain_server("unanswered", "mute"))
-    p, cs = await waiting_in(pods, created, "PostStartHookError")
-    uid, ip = p["metadata"]["uid"], p["status"]["podIP"]
-    assert cs["state"]["waiting"]["message"] == (
-        f'HTTP lifecycle hook (/warm) for Container "main" in Pod "unanswered_default({uid})" failed - error: '
-        f'Get "https://{ip}:8443/warm": http: server gave HTTP response to HTTPS client')
-    assert "LifecycleHTTPFallback" not in [e[1] for e in await kubelet_events(client, "unanswered")]
+    for name, mode, error in (("unanswered", "mute", "http: server gave HTTP response to HTTPS client"),
+                              ("html", "html", "tls: first record does not look like a TLS handshake")):
+        created = await pods.create(behind_plain_server(name, mode))
+        p, cs = await waiting_in(pods, created, "PostStartHookError")
+        uid, ip = p["metadata"]["uid"], p["status"]["podIP"]
+        assert cs["state"]["waiting"]["message"] == (
+            f'HTTP lifecycle hook (/warm) for Container "main" in Pod "{name}_default({uid})" failed - error: '
+            f'Get "https://{ip}:8443/warm": {error}')
+        assert "LifecycleHTTPFallback" not in [e[1] for e in await kubelet_events(client, name)]
+        retry = f"GET /warm HTTP/1.1 | Host: {ip}:8443 | User-Agent: kube-lifecycle/1.37 | Accept: */* | " \
+                "Connection: close | X-Warm: yes"
+        lines = {"tls hello", retry} if mode == "mute" else {"tls hello"}  # the HTML answer is not retried
+
+        async def logged():
+            return set((await server_log(rt, name)).decode().splitlines()) == lines
+        await eventually(logged)
 
     p = await eventually(container_state(pods, "fallback", lambda cs: cs["name"] == "main" and "running" in cs["state"]))
     ip = p["status"]["podIP"]
@@ -352,14 +365,16 @@ async def test_an_https_hook_whose_server_answers_in_plain_http_falls_back_to_ht
     assert ("Warning", "LifecycleHTTPFallback", "",
             f"request to HTTPS lifecycle hook {ip}:8443 got HTTP response, retry with HTTP succeeded", 1) in events
     assert "FailedPostStartHook" not in [e[1] for e in events]
-    assert (await server_log(rt, "fallback")).decode().splitlines() == [
-        "tls hello", f"GET /warm HTTP/1.1 | Host: {ip}:8443 | User-Agent: kube-lifecycle/1.37 | Accept: */* | "
-                     "Connection: close | X-Warm: yes"]
+    async def served():  # (the log is read from the server's stdout as it comes)
+        return (await server_log(rt, "fallback")).decode().splitlines() == [
+            "tls hello", f"GET /warm HTTP/1.1 | Host: {ip}:8443 | User-Agent: kube-lifecycle/1.37 | Accept: */* | "
+                         "Connection: close | X-Warm: yes"]
+    await eventually(served)
     agent = rt.pods[("default", "fallback")].agent
     text = (await KubeletServer(agent, time.time()).serve(SimpleNamespace(method="GET", query={}, headers={}),
                                                           "/metrics")).text
     assert "\nkubelet_lifecycle_handler_http_fallbacks_total 1\n" in text
-    for name in ("fallback", "unanswered"):
+    for name in ("fallback", "unanswered", "html"):
         await pods.delete(name, "default")
         await eventually(gone(pods, name))
 
