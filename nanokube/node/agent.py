@@ -584,6 +584,8 @@ class NodeAgent:
                     w.resync()
             for device, kind, heal in sorted([(*f, True) for f in old.devices - want.devices] +
                                              [(*f, False) for f in want.devices - old.devices]):
+                if self.devices.fault(device, kind, not heal):  # a simulated device plugin's device
+                    continue
                 try:
                     await (self.dra.clear_fault(device, kind) if heal else self.dra.inject_fault(device, kind))
                 except (KeyError, APIError) as e:

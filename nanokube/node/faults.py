@@ -9,7 +9,9 @@ The value is a comma-separated list of tokens, each a fault:
 - `not-ready`: the kubelet keeps heartbeating but reports Ready=False.
 - `gpu:<device>:<kind>`: the device (a GPU or NIC named as in its
   ResourceSlice) is unhealthy; kind is `xid` or `link-down` (NoExecute
-  taint) or `ecc` (NoSchedule taint).
+  taint) or `ecc` (NoSchedule taint). A simulated device plugin's device
+  (its ID, `GPU-<uuid>`) is reported Unhealthy instead, whatever the kind,
+  and leaves the Node's allocatable.
 
 A fault may carry timing options after semicolons, with RFC 3339 times so
 the annotation says when things happen and a restarted agent agrees:

@@ -2,11 +2,14 @@
 does (`nvidia.com/gpu: 2`): the Node reports it, NodeResourcesFit counts it (no DRA claim), and
 a pod asking for more than is left is 'Insufficient nvidia.com/gpu'. The node's device manager
 hands the pod two of the simulated plugin's GPUs: NVIDIA_VISIBLE_DEVICES in the container's
-environment, and the pod resources API lists them."""
+environment, and the pod resources API lists them; `nanokube fault gpu` on one makes the plugin
+report it unhealthy, out of the Node's allocatable until healed."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -83,3 +86,25 @@ def test_the_device_plugins_gpus_are_the_containers_and_the_pod_resources_api_li
     saved = json.loads((node_dir / "device-plugins" / "kubelet_internal_checkpoint").read_text())["Data"]
     assert [(e["ContainerName"], e["ResourceName"], e["DeviceIDs"]) for e in saved["PodDeviceEntries"]] == \
         [("cuda", "nvidia.com/gpu", {"-1": gpus})]
+
+
+def test_a_faulty_plugin_gpu_leaves_the_nodes_allocatable_until_healed(cluster):
+    prc = Client(cluster.data_dir / "pods" / "plugin-0" / "pod-resources" / "kubelet.sock")
+    try:
+        gpu = sorted(i for d in prc.call["GetAllocatableResources"](pb.AllocatableResourcesRequest(), timeout=10).devices
+                     for i in d.device_ids)[0]
+    finally:
+        prc.channel.close()
+
+    def fault(*extra: str) -> None:
+        r = subprocess.run([sys.executable, "-m", "nanokube.cli", "fault", "gpu", "plugin-0", gpu, *extra,
+                            "--kubeconfig", cluster.kubeconfig], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+
+    def gpus() -> tuple[str, str]:
+        st = cluster.kubectl_json("get", "node", "plugin-0")["status"]
+        return st["capacity"]["nvidia.com/gpu"], st["allocatable"]["nvidia.com/gpu"]
+    fault("--kind", "xid")
+    wait_for(lambda: gpus() == ("2", "1"), what="allocatable 1", timeout=60)
+    fault("--clear")
+    wait_for(lambda: gpus() == ("2", "2"), what="allocatable 2 again", timeout=60)

@@ -26,7 +26,7 @@ import os
 
 from ...machinery.quantity import QuantityError, parse_quantity
 from . import checkpoint
-from .plugin import HEALTHY, Allocation, Plugin, PluginDevice, PluginError
+from .plugin import HEALTHY, Allocation, Plugin, PluginDevice, PluginError, SimulatedPlugin
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,8 @@ class DeviceManager:
         self.devices: dict[str, dict[str, PluginDevice]] = {}
         #: (pod UID, container) -> resource -> (device IDs, the plugin's Allocate answer)
         self.pod_devices: dict[tuple[str, str], dict[str, tuple[list[str], Allocation]]] = {}
+        #: device ID -> the fault kinds on it (`fault`)
+        self._faults: dict[str, set[str]] = {}
         #: one pod is admitted at a time, as the kubelet's sync loop admits them
         self._admission = asyncio.Lock()
         self._restore()
@@ -84,6 +86,18 @@ class DeviceManager:
 
     def _healthy(self, resource: str) -> set[str]:
         return {i for i, d in self.devices.get(resource, {}).items() if d.health == HEALTHY}
+
+    def fault(self, device_id: str, kind: str, on: bool) -> bool:
+        """A fault (faults.py's `gpu:<device>:<kind>`) put on or taken off a simulated plugin's
+        device: unhealthy while any kind is on it, as that plugin's health check would find it.
+        False if no simulated plugin has the device."""
+        for plugin in self.plugins.values():
+            if isinstance(plugin, SimulatedPlugin) and device_id in plugin.devices:
+                kinds = self._faults.setdefault(device_id, set())
+                (kinds.add if on else kinds.discard)(kind)
+                plugin.set_health(device_id, not kinds)
+                return True
+        return False
 
     def allocatable_devices(self) -> list[tuple[str, str, tuple[int, ...]]]:
         """(resource, device ID, NUMA nodes) of every healthy device (GetAllocatableDevices)."""

@@ -138,12 +138,17 @@ async def test_a_restarted_node_agent_keeps_the_pods_gpus(node_dir):
             assert not set(got) & set(before[0][1])
 
 
-async def test_an_unhealthy_gpu_leaves_the_nodes_allocatable_at_the_next_status_post(node_dir):
+async def test_a_faulty_gpu_leaves_the_nodes_allocatable_at_the_next_status_post(node_dir):
+    """A fault on a plugin GPU (the Node's `sim.nanokube.io/fault` annotation, as `nanokube fault
+    gpu NODE GPU-...` writes it) makes the plugin report it Unhealthy, as NVIDIA's does on an XID
+    error; taking the fault off heals it."""
     async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         nodes = s.client.resource("", "v1", "nodes")
-        plugin = mgr.agents[NODE].devices.plugins[GPU]
-        sick = sorted(plugin.devices)[0]
-        plugin.set_health(sick, False)  # as NVIDIA's plugin's health check reports an XID error
+        sick = sorted(d.device_ids[0] for d in (await prc.allocatable()).devices)[0]
+
+        async def annotate(value):
+            await nodes.patch(NODE, {"metadata": {"annotations": {"sim.nanokube.io/fault": value}}})
+        await annotate(f"gpu:{sick}:xid,gpu:{sick}:ecc")
 
         async def gpus():
             await clock.advance(10)
@@ -151,5 +156,8 @@ async def test_an_unhealthy_gpu_leaves_the_nodes_allocatable_at_the_next_status_
             return st["capacity"][GPU], st["allocatable"][GPU]
         await becomes(gpus, ("4", "3"))
         assert sick not in [d.device_ids[0] for d in (await prc.allocatable()).devices]
-        plugin.set_health(sick, True)
+        await annotate(f"gpu:{sick}:ecc")  # one fault of two healed: still unhealthy
+        await clock.advance(10)
+        assert await gpus() == ("4", "3")
+        await annotate(None)
         await becomes(gpus, ("4", "4"))
