@@ -1118,6 +1118,7 @@ def update_managed_fields(
     ignore_status: bool = False,
     convert: Convert | None = None,
     decoded: bool = False,
+    create_key: tuple | None = None,
 ) -> dict[str, Any]:
     """Record a create/update/patch in `new`'s managedFields: the fields this
     write changed go to `manager` and are taken from everyone else (each
@@ -1129,14 +1130,16 @@ def update_managed_fields(
     An object that does not fit its schema loses its managedFields, as
     upstream's UpdateNoErrors does. The result shares nested values with
     `new` (it is read, not mutated); creates of one shape reuse the field
-    set computed for the first of them."""
+    set computed for the first of them (`create_key`: the key of this create
+    that `create_managed_fields` looked up already, or `_UNKEYED` where it
+    skipped it)."""
     raw = _root_schema(schema)
     ignored = _ignored(ignore_status, subresource)
     managers = {} if subresource else _decode_or_empty(_sender_of_entries(old, new))
     if not managers and old is None:
         base = (id(raw), manager, operation, api_version, subresource, ignore_status, decoded)
-        plain = (*base, _create_key(new))
-        entries = _CREATES.get(plain, MISSING)
+        plain = None if create_key is _UNKEYED else create_key or (*base, _create_key(new))
+        entries = _CREATES.get(plain, MISSING) if plain is not None else MISSING
         if entries is MISSING:
             if len(_CREATES) >= _CREATES_LIMIT:
                 _CREATES.clear()
@@ -1152,11 +1155,13 @@ def update_managed_fields(
                 tracked = _track(None, _without_managed_fields(new), raw, managers, manager, operation, now,
                                  api_version, subresource, ignored, convert, decoded)
                 entries = (tracked.get("metadata") or {}).get("managedFields")
-                _CREATES[plain] = entries
+                if plain is not None:
+                    _CREATES[plain] = entries
                 if typed is not None:
                     _CREATES[typed] = entries
                 return tracked
-            _CREATES[plain] = entries
+            if plain is not None:
+                _CREATES[plain] = entries
         result = _own_metadata(new)
         if entries is not None:
             result["metadata"]["managedFields"] = _stamped(entries, now)
@@ -1224,13 +1229,23 @@ def create_managed_fields(
     from memory without copying `new` (every create's object was copied for them, then dropped).
     `known`: a map of `new`'s top level and its shape.signature, taken already."""
     raw = _root_schema(schema)
+    key: Any = None
     if not _decode_or_empty(new):
-        key = (id(raw), manager, "Update", api_version, "", ignore_status, decoded, _create_key(new, known))
-        entries = _CREATES.get(key, MISSING)
-        if entries is not MISSING:
-            return _stamped(entries, now) if entries is not None else None
+        base = (id(raw), manager, "Update", api_version, "", ignore_status, decoded)
+        misses = _PLAIN_MISSES.get(base, 0)
+        if known is None and misses >= _PLAIN_TRIES and misses % _PLAIN_TRIES:
+            _PLAIN_MISSES[base] = misses + 1
+            key = _UNKEYED
+        else:
+            key = (*base, _create_key(new, known))
+            entries = _CREATES.get(key, MISSING)
+            if len(_PLAIN_MISSES) >= _CREATES_LIMIT:
+                _PLAIN_MISSES.clear()
+            _PLAIN_MISSES[base] = misses + 1 if entries is MISSING else 0
+            if entries is not MISSING:
+                return _stamped(entries, now) if entries is not None else None
     tracked = update_managed_fields(None, new, manager, "Update", schema, now, api_version,
-                                    ignore_status=ignore_status, convert=convert, decoded=decoded)
+                                    ignore_status=ignore_status, convert=convert, decoded=decoded, create_key=key)
     return (tracked.get("metadata") or {}).get("managedFields")
 
 
@@ -1354,6 +1369,13 @@ _CREATES_LIMIT = 4096
 #: again only once every as many creates
 _TYPED_MISSES: dict[tuple, int] = {}
 _TYPED_TRIES = 32
+#: `_create_key` lookups that missed in a row, by writer: creates that share a shape but never a
+#: signature (pods of many templates, each spec new: ~83 k instructions a pod) go straight to
+#: the schema-aware key after this many, trying the signature again once every as many creates
+_PLAIN_MISSES: dict[tuple, int] = {}
+_PLAIN_TRIES = 32
+#: `create_key` of a create whose `_create_key` was not taken
+_UNKEYED = ("unkeyed",)
 
 
 def _create_key(obj: dict[str, Any], known: tuple[dict, tuple | None] | None = None) -> tuple | bytes:

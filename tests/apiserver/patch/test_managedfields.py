@@ -363,6 +363,8 @@ OTHER_SHAPE = [
     pod("h", "app", "nginx:1", 80, args=()),          # an atomic list becomes empty
     pod("i", "app", "nginx:1", 80, imagePullSecrets=[]),   # an empty list where there was none
     pod("j", "app", "nginx:1", 80, tolerations=[{"key": "a", "operator": "Exists"}]),  # an atomic list appears
+    pod("k", "app", "nginx:1", 80, priority=5),       # a scalar's zero becomes a value
+    pod("l", "app", "nginx:1", 80, nodeSelector={"zone": ""}),  # a map of an empty value appears
 ]
 
 
@@ -396,6 +398,26 @@ def test_a_create_remembered_by_shape_gets_what_update_managed_fields_records(va
         assert variant == sent, "the created object is left alone"
     again = create_managed_fields(variant, "kubelet", POD, T2, "v1")
     assert again[0] is not got[0] and again[0]["fieldsV1"] is got[0]["fieldsV1"], "an entry each, one FieldsV1"
+
+
+def test_creates_whose_signatures_never_repeat_are_remembered_by_their_schema_aware_shape():
+    from nanokube.apiserver.patch import apply as apply_mod
+
+    apply_mod._CREATES.clear()
+    apply_mod._PLAIN_MISSES.clear()
+    apply_mod._TYPED_MISSES.clear()
+    alone = update(None, pod("a", "app", "nginx:0", 80), "kubelet", T0, schema=POD)["metadata"]["managedFields"]
+    apply_mod._CREATES.clear()
+    n = 3 * apply_mod._PLAIN_TRIES
+    for i in range(n):  # each image new: the plain signature never hits again
+        got = create_managed_fields(pod("a", "app", f"nginx:{i}", 80), "kubelet", POD, T1, "v1")
+        assert got == [{**e, "time": T1} for e in alone]
+    plain = [k for k in apply_mod._CREATES if not (type(k[-1]) is bytes and k[-1].startswith(b"typed:"))]
+    assert apply_mod._PLAIN_TRIES <= len(plain) < n, "signatures taken until they kept missing, then once in a while"
+    again = pod("a", "app", "nginx:0", 80)
+    for _ in range(apply_mod._PLAIN_TRIES):  # one repeated create: its signature is tried again, and hits
+        assert create_managed_fields(copy.deepcopy(again), "kubelet", POD, T2, "v1") == [{**e, "time": T2} for e in alone]
+    assert apply_mod._PLAIN_MISSES[next(iter(apply_mod._PLAIN_MISSES))] < apply_mod._PLAIN_TRIES
 
 
 def test_a_create_sending_managed_fields_or_another_manager_is_not_given_remembered_ones():
