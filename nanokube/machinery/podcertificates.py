@@ -7,17 +7,22 @@ import functools
 from typing import Any
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 
 @functools.lru_cache(maxsize=1024)
 def stub_request(der: bytes) -> x509.CertificateSigningRequest | None:
     """A stub CSR parsed once for the create's validation, the signer and
-    the check of the issued certificate; None when it does not parse."""
+    the check of the issued certificate; None when it does not parse, its public key
+    included (which the load leaves unread: a key of an unknown type or curve, or one
+    that is not a point, fails only when it is first read, where Go's parser fails at once)."""
     try:
-        return x509.load_der_x509_csr(der)
-    except ValueError:
+        csr = x509.load_der_x509_csr(der)
+        csr.public_key()
+    except (ValueError, UnsupportedAlgorithm, x509.InvalidVersion):
         return None
+    return csr
 
 
 @functools.lru_cache(maxsize=1024)

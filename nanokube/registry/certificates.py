@@ -160,15 +160,16 @@ NAME = Column("Name", "string", _name, "Name must be unique within a namespace."
 def _csr_request(value: str) -> str:
     """'' when `spec.request` (base64 of a PEM CSR) parses and is self-signed, else why not."""
     from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
     pem = _b64(value or "")
     blocks = pem_blocks(pem.decode("latin-1")) if pem is not None else []
     if not blocks or blocks[0][0] != "CERTIFICATE REQUEST" or blocks[0][2] is None:
         return "PEM block type must be CERTIFICATE REQUEST"
-    try:
-        csr = x509.load_der_x509_csr(blocks[0][2])
-    except ValueError as e:
+    try:  # (the public key is read only by the check: one of an unknown type or curve fails there)
+        valid = x509.load_der_x509_csr(blocks[0][2]).is_signature_valid
+    except (ValueError, UnsupportedAlgorithm, x509.InvalidVersion) as e:
         return str(e)
-    return "" if csr.is_signature_valid else "x509: signature of the certificate request does not verify"
+    return "" if valid else "x509: signature of the certificate request does not verify"
 
 
 def _certificate_problem(value: str) -> str:
@@ -394,7 +395,7 @@ _ED25519_OID = "1.3.101.112"
 
 def _stub_signature_valid(csr: x509.CertificateSigningRequest, key: Any) -> bool:
     """Whether the stub CSR is signed by the key it carries (the proof of possession)."""
-    from cryptography.exceptions import InvalidSignature
+    from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519
     oid = csr.signature_algorithm_oid.dotted_string
@@ -405,13 +406,14 @@ def _stub_signature_valid(csr: x509.CertificateSigningRequest, key: Any) -> bool
             key.verify(csr.signature, csr.tbs_certrequest_bytes)
         else:
             return csr.is_signature_valid
-    except InvalidSignature:
+    except (InvalidSignature, UnsupportedAlgorithm):  # (a signature algorithm none implements)
         return False
     return True
 
 
 def stub_public_key(spec: dict) -> Any:
     """The subject public key: from the stub CSR, else from v1beta1's pkixPublicKey."""
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
 
     from ..machinery.podcertificates import stub_request_key
@@ -421,7 +423,7 @@ def stub_public_key(spec: dict) -> Any:
             return stub_request_key(stub)
         pkix = _b64(spec.get("pkixPublicKey") or "")
         return serialization.load_der_public_key(pkix) if pkix else None
-    except ValueError:
+    except (ValueError, UnsupportedAlgorithm):
         return None
 
 
@@ -478,6 +480,7 @@ def _stub_errors(spec: dict) -> Errors:
 
 
 def _legacy_key_errors(spec: dict) -> Errors:
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
     pkix, proof = spec.get("pkixPublicKey") or "", _b64(spec.get("proofOfPossession") or "") or b""
     raw = _b64(pkix) or b""
@@ -487,7 +490,7 @@ def _legacy_key_errors(spec: dict) -> Errors:
         return [too_long("spec.proofOfPossession", MAX_PROOF)]
     try:
         key = serialization.load_der_public_key(raw)
-    except ValueError:
+    except (ValueError, UnsupportedAlgorithm):  # (a key of a type or curve none implements)
         return [invalid("spec.pkixPublicKey", pkix, "must be a valid PKIX-serialized public key")]
     shown, detail = _key_problem(key)
     if detail:

@@ -484,3 +484,51 @@ async def test_over_http_the_legacy_signer_is_refused_on_create(tmp_path):
     assert json.loads(e.value.body)["details"]["causes"] == [{
         "reason": "FieldValueInvalid", "field": "spec.signerName",
         "message": 'Invalid value: "kubernetes.io/legacy-unknown": the legacy signerName is not allowed via this API version'}]
+
+
+#: a P-256 key's SubjectPublicKeyInfo as DER writes it, and changes no library reads at load time: its
+#: curve one none implements, its algorithm none knows, its point no point (each read only with the key)
+_SPKI_MANGLES = {"curve": (b"\x06\x08\x2a\x86\x48\xce\x3d\x03\x01\x07", b"\x06\x08\x2a\x86\x48\xce\x3d\x03\x01\x06"),
+                 "algorithm": (b"\x06\x07\x2a\x86\x48\xce\x3d\x02\x01", b"\x06\x07\x2a\x86\x48\xce\x3d\x02\x02"),
+                 "point": (b"\x03\x42\x00\x04", b"\x03\x42\x00\x05")}
+
+
+def _mangled(der: bytes, how: str) -> bytes:
+    old, new = _SPKI_MANGLES[how]
+    assert der.count(old) == 1
+    return der.replace(old, new)
+
+
+@pytest.mark.parametrize("how", sorted(_SPKI_MANGLES))
+def test_a_request_whose_public_key_does_not_parse_is_invalid_not_an_error(how):
+    """cryptography reads a CSR's public key only when it is first used (Go's parser reads it at once): a key
+    of an unknown curve or algorithm, or no point, raised from the signature check (a 500, found by fuzz45's
+    protobuf sweep); it is the field's invalid value, for a CSR and a PodCertificateRequest's stub alike."""
+    der = x509.load_pem_x509_csr(base64.b64decode(csr_request())).public_bytes(serialization.Encoding.DER)
+    request = b64(b"-----BEGIN CERTIFICATE REQUEST-----\n" + base64.encodebytes(_mangled(der, how))
+                  + b"-----END CERTIFICATE REQUEST-----\n")
+    assert errors(CertificateSigningRequestStrategy().validate(csr(request=request))) == [("spec.request", "FieldValueInvalid")]
+    stub_der = _mangled(base64.b64decode(stub(EC_KEY)), how)
+    [e] = PodCertificateRequestStrategy().validate(pcr(maxExpirationSeconds=3600, stubPKCS10Request=b64(stub_der)))
+    assert (e.field, e.message) == ("spec.stubPKCS10Request",
+                                    'Invalid value: "<value omitted>": must be a DER-encoded PKCS#10 certificate signing request')
+
+
+async def test_over_http_a_csr_whose_public_key_does_not_parse_is_a_422(tmp_path):
+    import asyncio
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    der = x509.load_pem_x509_csr(base64.b64decode(csr_request())).public_bytes(serialization.Encoding.DER)
+    request = b64(b"-----BEGIN CERTIFICATE REQUEST-----\n" + base64.encodebytes(_mangled(der, "curve"))
+                  + b"-----END CERTIFICATE REQUEST-----\n")
+    async with served(tmp_path) as (_, api_client):
+        certs = client.CertificatesV1Api(api_client)
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(certs.create_certificate_signing_request, csr(request=request))
+    assert e.value.status == 422
+    assert [c["field"] for c in json.loads(e.value.body)["details"]["causes"]] == ["spec.request"]
