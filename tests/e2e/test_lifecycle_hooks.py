@@ -1,7 +1,9 @@
 """Container lifecycle hooks through `nanokube up` and kubectl, on each runtime: a postStart exec
 whose file the main command waits for, a failing postStart's FailedPostStartHook and restart, and
 an inference server's preStop that drains (writes what its sidecar waits for on their emptyDir)
-before SIGTERM. The process runtime's case is skipped (loudly) only without root, `ip` or `nft`."""
+before SIGTERM, and an HTTPS httpGet postStart that falls back to a plain HTTP server (its event
+and the kubelet's counter through nodes/proxy). The process runtime's case is skipped (loudly) only
+without root, `ip` or `nft`."""
 
 from __future__ import annotations
 
@@ -78,3 +80,49 @@ def test_pre_stop_drains_before_sigterm_and_its_sidecar_sees_it(cluster):
         assert not [e for e in events if e["reason"] == "FailedPreStopHook"]
     finally:
         cluster.kubectl("patch", "pod", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+
+
+PLAIN_SERVER = r"""
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8443))
+s.listen()
+while True:
+    conn, _ = s.accept()
+    if conn.recv(65536)[:1] == b"\x16":  # a TLS hello: a plain HTTP server's 400
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
+    else:
+        conn.sendall(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+    conn.close()
+"""
+
+
+def test_an_https_post_start_to_a_plain_http_server_falls_back_and_is_counted(cluster):
+    """An HTTPS httpGet postStart whose server (a sidecar, Started once it listens; the simulated
+    pod's servers are plain HTTP too) answers the TLS hello in plain HTTP passes over HTTP: the
+    container runs, `kubectl get events` shows the LifecycleHTTPFallback Warning, and the node's
+    kubelet /metrics (nodes/proxy) counts it."""
+    name = "fallback"
+    manifest = json.loads(_pod(name, [{"name": "main", "command": ["sleep", "3600"], "lifecycle": {"postStart": {
+        "httpGet": {"path": "/warm", "port": 8443, "scheme": "HTTPS"}}}}], restart="Always", grace=1))
+    manifest["spec"]["initContainers"] = [{
+        "name": "server", "image": "python:3", "restartPolicy": "Always", "command": ["python3", "-c", PLAIN_SERVER],
+        "ports": [{"containerPort": 8443}], "startupProbe": {"tcpSocket": {"port": 8443}, "periodSeconds": 1}}]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    try:
+        wait_for(lambda: any("running" in s["state"] for s in _status(cluster, name).get("containerStatuses") or ()),
+                 60, "main running")
+        status = _status(cluster, name)
+        assert status["containerStatuses"][0]["restartCount"] == 0
+        events = wait_for(lambda: cluster.kubectl_json("get", "events", "--field-selector",
+                                                       f"involvedObject.name={name},reason=LifecycleHTTPFallback")["items"],
+                          30, "LifecycleHTTPFallback")
+        assert [(e["type"], e["message"]) for e in events] == [
+            ("Warning", f"request to HTTPS lifecycle hook {status['podIP']}:8443 got HTTP response, retry with HTTP "
+                        "succeeded")]
+        node = cluster.kubectl_json("get", "pod", name)["spec"]["nodeName"]
+        metrics = cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics").stdout
+        assert "\nkubelet_lifecycle_handler_http_fallbacks_total 1\n" in metrics
+    finally:
+        cluster.kubectl("delete", "pod", name, "--wait=false")
