@@ -281,7 +281,7 @@ class NodeAgent:
         if self.plugin_watcher is not None:
             self.claims.metrics.watch(self.plugin_watcher)
         #: device plugins' extended resources: a simulated plugin for each the cluster file gives the node
-        self.devices = DeviceManager(node_dir)
+        self.devices = DeviceManager(node_dir, clock)
         for plugin in simulated_plugins(spec):
             self.devices.register(plugin)
         #: external device plugins register on `<node dir>/device-plugins/kubelet.sock`

@@ -1,7 +1,7 @@
 """A device plugin that registered over gRPC (upstream's endpoint and plugin client): the
 manager's ListAndWatch is the plugin's stream, Allocate its RPC. When the stream ends (the
-plugin stopped, its socket went), its devices turn unhealthy until it registers again, as
-upstream's PluginDisconnected marks the resource unhealthy: they leave allocatable, not capacity.
+plugin stopped, its socket went) it tells the manager (None for a list), which marks the
+devices unhealthy as upstream's PluginDisconnected does.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import grpc
 
 from ..dra.grpc_api import stub, target
-from .plugin import UNHEALTHY, Allocation, PluginDevice, PluginError
+from .plugin import Allocation, PluginDevice, PluginError
 from .proto import deviceplugin_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -54,10 +54,10 @@ class GRPCPlugin:
             await self.channel.close()
             raise PluginError(f"failed to dial device plugin: {self.socket} not ready in {TIMEOUT:g}s") from None
 
-    def watch(self, send: Callable[[list[PluginDevice]], None]) -> None:
+    def watch(self, send: Callable[[list[PluginDevice] | None], None]) -> None:
         self._task = asyncio.create_task(self._list_and_watch(send))
 
-    async def _list_and_watch(self, send: Callable[[list[PluginDevice]], None]) -> None:
+    async def _list_and_watch(self, send: Callable[[list[PluginDevice] | None], None]) -> None:
         try:
             async for resp in self._streams["ListAndWatch"](pb.Empty()):
                 self.devices = [PluginDevice(d.ID, d.health, tuple(n.ID for n in d.topology.nodes))
@@ -65,7 +65,7 @@ class GRPCPlugin:
                 send(self.devices)
         except grpc.aio.AioRpcError as e:
             log.info("device plugin %s: ListAndWatch ended: %s", self.resource, e.details() or e.code())
-        send([PluginDevice(d.id, UNHEALTHY, d.numa) for d in self.devices])
+        send(None)
 
     async def preferred(self, available: list[str], must_include: list[str], size: int) -> list[str] | None:
         """GetPreferredAllocation, if the plugin's options offer it."""

@@ -14,6 +14,9 @@ their allocation to containers at pod admission, and the node's capacity of thei
   fails the start as upstream's GetDeviceRunContainerOptions does: CreateContainerConfigError).
 - Every change is checkpointed, and a new manager on the same directory starts from it, so a
   restarted node agent gives its running pods the same devices.
+- A plugin whose ListAndWatch ends leaves its devices unhealthy; unless it registers again
+  within STOP_GRACE_PERIOD its resource goes (0 on the Node). Resources the checkpoint names
+  start so too, with no devices, until their plugins register again.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ import json
 import logging
 import os
 
+from ...clock import REAL, Clock
 from ...machinery.quantity import QuantityError, parse_quantity
 from . import checkpoint
-from .plugin import HEALTHY, Allocation, Plugin, PluginDevice, PluginError, SimulatedPlugin
+from .plugin import HEALTHY, UNHEALTHY, Allocation, Plugin, PluginDevice, PluginError, SimulatedPlugin
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 DEVICE_PLUGINS_DIR = "device-plugins"
 #: DevicesPerNUMA's key for a device without topology (upstream's nodeWithoutTopology)
 NO_TOPOLOGY = -1
+#: how long a stopped plugin's resource stays (upstream's endpointStopGracePeriod)
+STOP_GRACE_PERIOD = 300.0
 #: a pod rejected at admission for its devices (upstream's lifecycle.UnexpectedAdmissionError)
 REJECT_REASON = "UnexpectedAdmissionError"
 
@@ -46,8 +52,14 @@ class DeviceManager:
     """Device plugins' resources on one node; `node_dir` (the node's root, none: no checkpoint)
     holds the checkpoint."""
 
-    def __init__(self, node_dir: str = ""):
+    def __init__(self, node_dir: str = "", clock: Clock = REAL):
         self.path = os.path.join(node_dir, DEVICE_PLUGINS_DIR, checkpoint.NAME) if node_dir else ""
+        self.clock = clock
+        #: resource -> when its plugin stopped (or this manager started without it): its resource
+        #: goes once STOP_GRACE_PERIOD passes, unless a plugin registers it again
+        self._stopped: dict[str, float] = {}
+        #: resources whose plugin went: capacity and allocatable 0, as upstream keeps them on the Node
+        self.removed: set[str] = set()
         self.plugins: dict[str, Plugin] = {}
         #: resource -> device ID -> the device as its plugin last listed it
         self.devices: dict[str, dict[str, PluginDevice]] = {}
@@ -66,13 +78,20 @@ class DeviceManager:
         is returned, for its owner to close); its ListAndWatch starts."""
         old = self.plugins.get(plugin.resource)
         self.plugins[plugin.resource] = plugin
+        self._stopped.pop(plugin.resource, None)
+        self.removed.discard(plugin.resource)
         plugin.watch(lambda devices: self._listed(plugin, devices))
         return old
 
-    def _listed(self, plugin: Plugin, devices: list[PluginDevice]) -> None:
+    def _listed(self, plugin: Plugin, devices: list[PluginDevice] | None) -> None:
+        """A ListAndWatch list; None: the stream ended, every device turns unhealthy
+        (PluginDisconnected) and the grace period starts."""
         resource = plugin.resource
         if self.plugins.get(resource) is not plugin:  # replaced since
             return
+        if devices is None:
+            self._stopped[resource] = self.clock.monotonic()
+            devices = [PluginDevice(d.id, UNHEALTHY, d.numa) for d in self.devices.get(resource, {}).values()]
         new = {d.id: d for d in devices}
         if self.devices.get(resource) == new:
             return
@@ -80,9 +99,19 @@ class DeviceManager:
         self._checkpoint()
 
     def capacity(self) -> tuple[dict[str, str], dict[str, str]]:
-        """Each resource's capacity (all its devices) and allocatable (its healthy ones)."""
-        return ({r: str(len(ds)) for r, ds in self.devices.items()},
-                {r: str(len(self._healthy(r))) for r in self.devices})
+        """Each resource's capacity (all its devices) and allocatable (its healthy ones); a
+        resource whose plugin stopped STOP_GRACE_PERIOD ago goes, with 0 of each (GetCapacity's
+        deleted resources, which the kubelet sets to 0)."""
+        now = self.clock.monotonic()
+        for resource, since in list(self._stopped.items()):
+            if now - since >= STOP_GRACE_PERIOD:
+                del self._stopped[resource]
+                self.devices.pop(resource, None)
+                self.removed.add(resource)
+                self._checkpoint()
+        gone = dict.fromkeys(self.removed, "0")
+        return ({**gone, **{r: str(len(ds)) for r, ds in self.devices.items()}},
+                {**gone, **{r: str(len(self._healthy(r))) for r in self.devices}})
 
     def _healthy(self, resource: str) -> set[str]:
         return {i for i, d in self.devices.get(resource, {}).items() if d.health == HEALTHY}
@@ -162,7 +191,7 @@ class DeviceManager:
                 continue
             healthy = self._healthy(resource)
             ids = [i for i in reuse.get(resource, []) if i in healthy][:needed]
-            plugin = self.plugins[resource]
+            plugin = self.plugins.get(resource)
             try:
                 if len(ids) < needed:
                     available = sorted(healthy - self._in_use(resource))
@@ -171,10 +200,14 @@ class DeviceManager:
                                               f"{needed - len(ids)}, Available: {len(available)}")
                     # the plugin's preference first (no NUMA alignment asked: the topology manager's
                     # `none` policy), then the rest in order
+                    if plugin is None:  # registered before a restart, not since: no healthy devices either
+                        raise AllocationError(f"unknown Device Plugin {resource}")
                     preferred = await plugin.preferred(sorted({*available, *ids}), ids, needed) or []
                     for i in [*preferred, *available]:
                         if len(ids) < needed and i in available and i not in ids:
                             ids.append(i)
+                if plugin is None:
+                    raise AllocationError(f"unknown Device Plugin {resource}")
                 answer = await plugin.allocate(ids)
             except PluginError as e:
                 raise AllocationError(str(e)) from None
@@ -255,6 +288,11 @@ class DeviceManager:
         except checkpoint.CorruptCheckpoint as e:
             log.warning("device manager: %s; starting without allocations", e)
             return
+        # resources registered before: 0 devices until their plugin registers again, gone if it
+        # does not within the grace period (upstream's stopped endpoints)
+        for resource in (data or {}).get("RegisteredDevices") or {}:
+            self.devices[resource] = {}
+            self._stopped[resource] = self.clock.monotonic()
         for e in (data or {}).get("PodDeviceEntries") or []:
             ids = list(dict.fromkeys(i for n in sorted(e["DeviceIDs"], key=int) for i in e["DeviceIDs"][n]))
             answer = Allocation.from_json(json.loads(base64.b64decode(e["AllocResp"])))

@@ -3,7 +3,7 @@ simulated plugin a node runs for the extended resources its cluster file adverti
 
 A plugin serves one resource. ListAndWatch is `watch(send)`: the plugin calls `send` with its
 whole device list at once and again whenever a device's health changes, as the stream sends
-whole lists. GetPreferredAllocation, where a plugin offers it, picks among the devices
+whole lists, and with None if the stream ends. GetPreferredAllocation, where a plugin offers it, picks among the devices
 available. PreStartContainer, where a plugin asks for it, is called before each start of a
 container holding its devices. Allocate takes the device IDs the manager picked for one container and answers
 what the runtime adds to it (a ContainerAllocateResponse: envs, mounts, devices, annotations).
@@ -64,7 +64,7 @@ class Plugin(Protocol):
     #: PreStartContainer is called before each start of a container holding its devices
     pre_start_required: bool
 
-    def watch(self, send: Callable[[list[PluginDevice]], None]) -> None: ...
+    def watch(self, send: Callable[[list[PluginDevice] | None], None]) -> None: ...
 
     async def preferred(self, available: list[str], must_include: list[str], size: int) -> list[str] | None: ...
 

@@ -135,6 +135,41 @@ async def test_pre_start_container_is_called_before_each_start_and_its_failure_f
             await plugin.stop()
 
 
+async def test_a_stopped_plugins_resource_goes_after_the_grace_period_and_comes_back_with_it(node_dir):
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA,
+                                    {"fpga-a": None, "fpga-b": None}).start()
+        try:
+            await plugin.register()
+            await becomes(fpgas(s, clock), ("2", "2"))
+            await plugin.stop()
+            await becomes(fpgas(s, clock), ("2", "0"))
+            await clock.advance(300)  # upstream's endpointStopGracePeriod: 5 minutes
+            await becomes(fpgas(s, clock), ("0", "0"))
+            await plugin.start()
+            await plugin.register()
+            await becomes(fpgas(s, clock), ("2", "2"))
+        finally:
+            await plugin.stop()
+
+
+async def test_a_restarted_node_has_none_of_a_plugins_devices_until_it_registers_again(node_dir):
+    async with stack() as (s, clock):
+        plugin = DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA, {"fpga-a": None})
+        try:
+            async with node(s, clock, node_dir):
+                await (await plugin.start()).register()
+                await becomes(fpgas(s, clock), ("1", "1"))
+            await plugin.stop()
+            async with node(s, clock, node_dir):
+                # from the checkpoint's registered resources: 0 until the plugin registers again
+                await becomes(fpgas(s, clock), ("0", "0"))
+                await (await plugin.start()).register()
+                await becomes(fpgas(s, clock), ("1", "1"))
+        finally:
+            await plugin.stop()
+
+
 @pytest.mark.parametrize("version, resource, message", [
     ("v1alpha", FPGA, 'requested API version "v1alpha" is not supported by kubelet. Supported versions are '
                       '["v1beta1"]'),
