@@ -9,6 +9,8 @@ random fuzzer had not (see `git log --grep=sweep`):
   values of its own type that validation must judge (empty, huge, signed, odd strings), sent as a
   dry-run create or update; an accepted one must be accepted again as the server answered it (the
   round trip; a Job re-created with its generated selector is refused as upstream does);
+- `protobuf`: each seed sent as a typed client sends it (protobuf), cut short, with a byte changed and
+  with an overlong length put in, at random places;
 - `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
   dry-run create each: an answer slower than --slow seconds is reported (quadratic validation held
   the loop for minutes: warnings, field errors, policy variables).
@@ -31,10 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nanokube.apiserver import protobuf_encode  # noqa: E402
 from tests.e2e.fuzz_seeds import CREATE_ONLY  # noqa: E402
 from tests.e2e.fuzzing import NS, Fuzzer, Schemas, _get, _nested, _paths, _pointer, _set, seed_object  # noqa: E402
 from tests.e2e.test_hardening import Raw  # noqa: E402
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
 #: values of every JSON type, for the `types` sweep
 ANY = [None, "x", "", 1, -1, 0, 1.5, True, [], {}, [None], {"a": None}, 2**63, -(2**63) - 1, 2**64, 1e300, "1e999",
        "\x00", "ééé", [1], [{}], {"": 1}, "-1", "1Gi", "0.5", "9" * 30]
@@ -126,6 +130,30 @@ class Sweep:
             obj["metadata"].pop(k, None)
         obj.pop("status", None)
         return name, obj
+
+    def protobuf(self, cuts: int = 20) -> None:
+        """Each seed as a typed client sends it (protobuf), cut short, with a byte changed and with a
+        length of 2^32 put in, at `cuts` places each, as a dry-run create: a 4xx (a body that does not
+        decode, or an object judged), never a 5xx (a kind protobuf does not serve, a custom resource's,
+        is sent no body)."""
+        for gv, plural, _, seed_gv, namespaced in self.targets():
+            seeded = self.seed(gv, plural, seed_gv, namespaced)
+            if seeded is None:
+                continue
+            obj = seeded[1]
+            obj["metadata"]["name"] = self.fuzzer.fresh_name(seed_gv, plural, 45)
+            try:
+                wire = protobuf_encode.encode(obj)
+            except protobuf_encode.NotMarshalable:
+                continue
+            print(f"protobuf: {gv} {plural}", flush=True)
+            base = self.base(gv, plural, namespaced)
+            self.send("POST", base, wire, {"dryRun": "All"}, PROTOBUF)
+            for _ in range(cuts):
+                i = random.randrange(len(protobuf_encode.MAGIC), len(wire))
+                for body in (wire[:i], wire[:i] + bytes([random.randrange(256)]) + wire[i + 1:],
+                             wire[:i] + b"\x80\x80\x80\x80\x10" + wire[i:]):
+                    self.send("POST", base, body, {"dryRun": "All"}, PROTOBUF)
 
     def types(self) -> None:
         for gv, plural, _, seed_gv, namespaced in self.targets():
@@ -269,7 +297,7 @@ def _unique(v, i: int):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sweeps", nargs="+", choices=["types", "schema", "lists"])
+    ap.add_argument("sweeps", nargs="+", choices=["types", "schema", "lists", "protobuf"])
     ap.add_argument("--kubeconfig", required=True, help="the server to sweep (admin; it writes in the namespace fuzz)")
     ap.add_argument("--seed", type=int, default=1, help="the random choices' seed (verbs, values drawn)")
     ap.add_argument("--items", type=int, default=3000, help="the `lists` sweep's items per list")
