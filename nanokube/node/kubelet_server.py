@@ -376,7 +376,8 @@ class KubeletServer:
 
     async def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), its
-        lifecycle hooks' HTTP fallbacks, its node's name, its pod resources endpoint's calls, the
+        device plugins' registrations and Allocate durations (devicemanager), its lifecycle hooks'
+        HTTP fallbacks, its node's name, its pod resources endpoint's calls, the
         pods and containers it runs, the volume stats collector's series of each claim in use (once,
         however many pods here use it) and its plugin manager's plugins; families by name, as
         client_golang gathers them."""
@@ -387,7 +388,8 @@ class KubeletServer:
             for v in volumes:
                 claims.setdefault((v["pvcRef"]["namespace"], v["pvcRef"]["name"]), v)
         containers = sum(len(usage) for _, usage, _ in running)
-        lines = ["# HELP kubelet_lifecycle_handler_http_fallbacks_total [ALPHA] The number of times lifecycle "
+        lines = [*self.agent.devices.metrics(),
+                 "# HELP kubelet_lifecycle_handler_http_fallbacks_total [ALPHA] The number of times lifecycle "
                  "handlers successfully fell back to http from https.",
                  "# TYPE kubelet_lifecycle_handler_http_fallbacks_total counter",
                  f"kubelet_lifecycle_handler_http_fallbacks_total {self.agent.lifecycle_http_fallbacks}",

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import orjson
 
 from nanokube.clock import VirtualClock
+from nanokube.node.devicemanager.manager import DeviceManager
 from nanokube.node.dra.metrics import DRAMetrics
 from nanokube.node.kubelet_server import KubeletServer
 
@@ -34,6 +35,7 @@ def agent(clock):
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
                            status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}),
                            claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
+                           devices=DeviceManager(),
                            workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)},
                            lifecycle_http_fallbacks=0)
 

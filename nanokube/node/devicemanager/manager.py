@@ -27,8 +27,13 @@ import json
 import logging
 import os
 
+from prometheus_client import CollectorRegistry
+
 from ...clock import REAL, Clock
+from ...machinery.metrics import Family
 from ...machinery.quantity import QuantityError, parse_quantity
+from ...metrics.exposition import render
+from ..dra.metrics import DEF_BUCKETS
 from . import checkpoint
 from .plugin import HEALTHY, UNHEALTHY, Allocation, Plugin, PluginDevice, PluginError, SimulatedPlugin
 
@@ -67,6 +72,14 @@ class DeviceManager:
         self.pod_devices: dict[tuple[str, str], dict[str, tuple[list[str], Allocation]]] = {}
         #: device ID -> the fault kinds on it (`fault`)
         self._faults: dict[str, set[str]] = {}
+        #: the kubelet's device plugin metrics (pkg/kubelet/metrics), on the node's /metrics
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._registrations = Family("counter", "kubelet_device_plugin_registration_total",
+                                     "[ALPHA] Cumulative number of device plugin registrations. Broken down by "
+                                     "resource name.", ["resource_name"], self.registry)
+        self._alloc_duration = Family("histogram", "kubelet_device_plugin_alloc_duration_seconds",
+                                      "[ALPHA] Duration in seconds to serve a device plugin Allocation request. "
+                                      "Broken down by resource name.", ["resource_name"], self.registry, DEF_BUCKETS)
         #: one pod is admitted at a time, as the kubelet's sync loop admits them
         self._admission = asyncio.Lock()
         self._restore()
@@ -80,6 +93,7 @@ class DeviceManager:
         self.plugins[plugin.resource] = plugin
         self._stopped.pop(plugin.resource, None)
         self.removed.discard(plugin.resource)
+        self._registrations.labels(plugin.resource).inc()
         plugin.watch(lambda devices: self._listed(plugin, devices))
         return old
 
@@ -208,7 +222,11 @@ class DeviceManager:
                             ids.append(i)
                 if plugin is None:
                     raise AllocationError(f"unknown Device Plugin {resource}")
-                answer = await plugin.allocate(ids)
+                started = self.clock.monotonic()
+                try:
+                    answer = await plugin.allocate(ids)
+                finally:
+                    self._alloc_duration.labels(resource).observe(self.clock.monotonic() - started)
             except PluginError as e:
                 raise AllocationError(str(e)) from None
             self.pod_devices.setdefault((uid, c["name"]), {})[resource] = (ids, answer)
@@ -258,6 +276,10 @@ class DeviceManager:
                     by_numa.setdefault(n, []).append(i)
             out += [(resource, by_numa[n], n) for n in sorted(by_numa)]
         return out
+
+    def metrics(self) -> list[str]:
+        """The families in the text format, by name (none before a plugin registers)."""
+        return render(self.registry).decode().splitlines()
 
     # --- checkpoint -----------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@ gRPC: the Node advertises its resource, a pod gets its devices from its Allocate
 resources API lists them, and its stop or a failed Allocate act as upstream's."""
 
 import os
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -48,6 +49,16 @@ async def test_a_registered_plugins_devices_are_advertised_allocated_and_listed(
             assert [n.ID for n in d.topology.nodes] == ([0] if device == "fpga-a" else [])
             listed = {(x.resource_name, x.device_ids[0]) for x in (await prc.allocatable()).devices}
             assert {(FPGA, "fpga-a"), (FPGA, "fpga-b")} <= listed
+
+            # the kubelet's device plugin metrics on the node's /metrics
+            text = (await mgr.kubelet_for(NODE).serve(SimpleNamespace(method="GET", query={}, headers={}),
+                                                      "/metrics")).text
+            samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith("kubelet_device_plugin_")}
+            assert samples['kubelet_device_plugin_registration_total{resource_name="example.com/fpga"}'] == 1
+            assert samples['kubelet_device_plugin_registration_total{resource_name="nvidia.com/gpu"}'] == 1
+            assert samples['kubelet_device_plugin_alloc_duration_seconds_count{resource_name="example.com/fpga"}'] == 1
+            assert "# TYPE kubelet_device_plugin_alloc_duration_seconds histogram" in text
 
             plugin.set_health("fpga-a", "Unhealthy")
             await becomes(fpgas(s, clock), ("2", "1"))
