@@ -537,8 +537,9 @@ class NodeAgent:
             await self.pod_resources.start()
             # one node says where (thousands would flood the log); the others' paths differ only in the name
             (log.info if self.spec.index == 0 else log.debug)(
-                "node %s: DRA kubelet plugins register in %s, CDI specs in %s, pod resources API on %s (each node: "
-                "its own)", self.name, self.plugins_registry, self.cdi_dir, self.pod_resources.path)
+                "node %s: DRA kubelet plugins register in %s, CDI specs in %s, pod resources API on %s, device "
+                "plugins register on %s (each node: its own)", self.name, self.plugins_registry, self.cdi_dir,
+                self.pod_resources.path, self.device_registration.path)
         self._task = asyncio.create_task(self._heartbeat())
 
     # --- injected faults (see faults.py) -------------------------------------------
