@@ -17,7 +17,7 @@ import grpc
 
 from ...quota.resources import is_extended
 from ..dra.grpc_api import handler, target
-from ..podresources.server import MAX_SOCKET_PATH
+from ..podresources.server import MAX_SOCKET_PATH, PodResourcesServer, _file_budget
 from .endpoint import GRPCPlugin
 from .manager import DEVICE_PLUGINS_DIR, DeviceManager
 from .plugin import PluginError
@@ -33,6 +33,9 @@ SUPPORTED_VERSIONS = ["v1beta1"]
 class RegistrationServer:
     """Registers device plugins with `devices`, the node's device manager."""
 
+    #: whether a server was refused for the process's open files (logged once)
+    _over_budget = False
+
     def __init__(self, node_dir: str, devices: DeviceManager, node: str = ""):
         self.dir = os.path.join(node_dir, DEVICE_PLUGINS_DIR)
         self.path = os.path.join(self.dir, SOCKET_NAME)
@@ -41,6 +44,14 @@ class RegistrationServer:
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
+        """Listen, within the open files the node servers of the process may hold (shared with
+        the pod resources servers: past it, the node serves no registration, which is logged once)."""
+        if PodResourcesServer.files >= _file_budget():
+            if not RegistrationServer._over_budget:
+                RegistrationServer._over_budget = True
+                log.warning("node %s and those starting after it: no device plugin registration (the node servers "
+                            "hold half the process's limit on open files)", self.node)
+            return
         if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
             log.warning("node %s: no device plugin registration: %s is longer than a unix socket's path",
                         self.node, self.path)
@@ -58,12 +69,14 @@ class RegistrationServer:
             return
         await server.start()
         self._server = server
+        PodResourcesServer.files += 1
 
     async def stop(self) -> None:
         """Stop serving, and hang up on the plugins registered here."""
         if self._server is not None:
             await self._server.stop(None)
             self._server = None
+            PodResourcesServer.files -= 1
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
         for plugin in list(self.devices.plugins.values()):

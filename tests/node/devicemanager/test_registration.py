@@ -8,6 +8,10 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
+from nanokube.node.devicemanager import registration
+from nanokube.node.devicemanager.manager import DeviceManager
+from nanokube.node.devicemanager.registration import RegistrationServer
+from nanokube.node.podresources.server import PodResourcesServer
 from tests.controllers import becomes, eventually
 from tests.node.devicemanager.plugin_server import DevicePlugin
 from tests.node.devicemanager.test_node import NODE, node, stack
@@ -193,3 +197,19 @@ async def test_registration_refusals_are_upstreams(version, resource, message, n
         with pytest.raises(grpc.aio.AioRpcError) as e:
             await plugin.register(version, resource)
         assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNKNOWN, message)
+
+
+async def test_the_registration_sockets_share_the_node_servers_open_files_budget(node_dir, monkeypatch):
+    """Thousands of nodes in one process: a registration socket counts against the budget the pod
+    resources servers keep (half the open files limit), and past it none is made."""
+    held = PodResourcesServer.files
+    server = RegistrationServer(node_dir, DeviceManager(), "n1")
+    await server.start()
+    assert os.path.exists(server.path) and PodResourcesServer.files == held + 1
+    await server.stop()
+    assert not os.path.exists(server.path) and PodResourcesServer.files == held
+
+    monkeypatch.setattr(registration, "_file_budget", lambda: held)
+    await server.start()
+    assert not os.path.exists(server.path) and PodResourcesServer.files == held
+    await server.stop()
