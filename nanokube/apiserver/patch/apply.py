@@ -239,6 +239,26 @@ def _item_element(shape: _Shape, item: Any) -> fp.PathElement:
     return fp.key(k)
 
 
+def _refuse_duplicates(v: Any, raw: dict[str, Any] | None) -> None:
+    """An apply configuration may not list a key of an associative list (or a set's value) twice, at any
+    depth: structured-merge-diff refuses it when it types the patch, whether or not the live object has the
+    list (merge meets only the lists both sides have; a live object's duplicates are tolerated)."""
+    shape = _shape(raw, v)
+    if shape.kind == "leaf" or shape.atomic or not v:
+        return
+    if shape.kind == "list":
+        seen: set[fp.PathElement] = set()
+        for item in v:
+            pe = _item_element(shape, item)
+            if pe in seen:
+                raise _TypeError(f"duplicate entries for key {fp.element_string(pe)}")
+            seen.add(pe)
+            _refuse_duplicates(item, shape.elem)
+        return
+    for k, child in v.items():
+        _refuse_duplicates(child, _child(shape, k)[0])
+
+
 def _empty(v: Any) -> bool:
     return v is MISSING or v is None or v == {} or v == []
 
@@ -953,6 +973,7 @@ def apply(
     current = _without_managed_fields(live) if live is not None else {}
     self_id = _ident(manager, "Apply", api_version, subresource)
     try:
+        _refuse_duplicates(applied, raw)
         merged = merge(current, applied, raw)
         previous = managers.get(self_id)
         mine = fp.without_prefixes(field_set(applied, raw), ignored) - _STRIPPED

@@ -362,6 +362,20 @@ def test_duplicate_keys_in_configuration_are_rejected():
     )
 
 
+def test_duplicate_keys_are_rejected_on_create_and_in_lists_the_live_object_lacks():
+    """structured-merge-diff types the whole configuration before it merges: duplicates in a list only the
+    configuration has (a container's env), or in any list of a create, were accepted (found by fuzz45:
+    `kubectl apply --server-side` of a pod whose env named A twice created it)."""
+    cfg = deployment()
+    containers(cfg)[0]["env"] = [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
+    for live in (None, applied(None, deployment(), now=T0)):
+        with pytest.raises(PatchError) as err:
+            applied(live, cfg)
+        assert err.value.code == 400 and 'duplicate entries for key [name="A"]' in str(err.value)
+    containers(cfg)[0]["env"] = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert [e["name"] for e in containers(applied(None, cfg))[0]["env"]] == ["A", "B"]
+
+
 def test_untyped_object_applies_with_deduced_maps():
     cr = {
         "apiVersion": "example.com/v1",
