@@ -10,7 +10,7 @@ random fuzzer had not (see `git log --grep=sweep`):
   dry-run create or update; an accepted one must be accepted again as the server answered it (the
   round trip; a Job re-created with its generated selector is refused as upstream does);
 - `protobuf`: each seed sent as a typed client sends it (protobuf), cut short, with a byte changed and
-  with an overlong length put in, at random places;
+  with an overlong length put in, at --paths random places (20);
 - `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
   dry-run create each: an answer slower than --slow seconds is reported (quadratic validation held
   the loop for minutes: warnings, field errors, policy variables).
@@ -304,13 +304,17 @@ def main() -> int:
     ap.add_argument("--slow", type=float, default=5.0, help="seconds past which an answer is reported")
     ap.add_argument("--out", default="fuzz-sweep.jsonl", help="where broken requests are written")
     ap.add_argument("--kinds", default=None, help="comma-separated plurals to sweep (default: all the fuzzer seeds)")
-    ap.add_argument("--paths", type=int, default=None, help="the most paths of each kind a sweep tries (default all)")
+    ap.add_argument("--paths", type=int, default=None,
+                    help="the most paths of each kind a sweep tries (default all; `protobuf`: its places, default 20)")
     args = ap.parse_args()
     random.seed(args.seed)
     sweep = Sweep(args.kubeconfig, args.slow, args.out, args.kinds.split(",") if args.kinds else None, args.paths)
     start = time.monotonic()
     for name in args.sweeps:
-        sweep.lists(args.items) if name == "lists" else getattr(sweep, name)()
+        if name == "protobuf":
+            sweep.protobuf(args.paths or 20)
+        else:
+            sweep.lists(args.items) if name == "lists" else getattr(sweep, name)()
     print(f"{sweep.requests} requests in {time.monotonic() - start:.0f} s, {sweep.broken} broken")
     return 1 if sweep.broken else 0
 
