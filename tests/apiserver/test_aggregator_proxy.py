@@ -17,7 +17,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from nanokube.pki.ca import issue, new_ca
+from nanokube.pki.ca import ensure_front_proxy, issue, new_ca
 from tests.apiserver.test_expect import Conn, served
 from tests.controllers import tries
 
@@ -35,9 +35,10 @@ def host_ip() -> str:
         return s.getsockname()[0]
 
 
-async def extension_server() -> tuple[web.AppRunner, str, int]:
+async def extension_server(routes=(), client_ca: bytes | None = None) -> tuple[web.AppRunner, str, int]:
     """HTTPS serving the wardle group's discovery and echoing, for flunders, the Expect header and the body
-    length it got; it never answers 100 Continue itself (its expect handler does nothing)."""
+    length it got; it never answers 100 Continue itself (its expect handler does nothing). `routes`: more
+    (method, path, handler); `client_ca`: the CA whose client certificates it asks for (the front proxy's)."""
     ca = new_ca("wardle-ca")
     serving = issue(ca, "api.wardle.svc", dns_names=("api.wardle.svc",), server=True)
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -45,6 +46,9 @@ async def extension_server() -> tuple[web.AppRunner, str, int]:
         (Path(tmp) / "tls.crt").write_bytes(serving.cert_pem)
         (Path(tmp) / "tls.key").write_bytes(serving.key_pem)
         ctx.load_cert_chain(Path(tmp) / "tls.crt", Path(tmp) / "tls.key")
+    if client_ca is not None:
+        ctx.load_verify_locations(cadata=client_ca.decode())
+        ctx.verify_mode = ssl.CERT_OPTIONAL
 
     async def resources(_):
         return web.json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",
@@ -62,12 +66,40 @@ async def extension_server() -> tuple[web.AppRunner, str, int]:
     app = web.Application()
     app.router.add_get(f"/apis/{GROUP}/{VERSION}", resources)
     app.router.add_route("*", FLUNDERS.decode(), echo, expect_handler=no_continue)
+    for method, path, handler in routes:
+        app.router.add_route(method, path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
     ip = host_ip()
     site = web.TCPSite(runner, ip, 0, ssl_context=ctx)
     await site.start()
     return runner, ip, site._server.sockets[0].getsockname()[1]
+
+
+async def register(server, ctx: ssl.SSLContext, ip: str, port: int) -> None:
+    """A Service, its EndpointSlice and the APIService for the extension server at ip:port; returns once
+    the APIService is Available."""
+    base = f"https://127.0.0.1:{server.port}"
+    async with aiohttp.ClientSession() as s:
+        for path, obj in [
+            ("/api/v1/namespaces/default/services", {"metadata": {"name": "api"}, "spec": {
+                "ports": [{"port": 443, "targetPort": port}]}}),
+            ("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", {
+                "metadata": {"name": "api-1", "labels": {"kubernetes.io/service-name": "api"}},
+                "addressType": "IPv4", "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+                "ports": [{"name": "", "port": port, "protocol": "TCP"}]}),
+            ("/apis/apiregistration.k8s.io/v1/apiservices", {"metadata": {"name": f"{VERSION}.{GROUP}"}, "spec": {
+                "group": GROUP, "version": VERSION, "groupPriorityMinimum": 1000, "versionPriority": 15,
+                "service": {"namespace": "default", "name": "api"}, "insecureSkipTLSVerify": True}}),
+        ]:
+            async with s.post(base + path, json=obj, ssl=ctx) as r:
+                assert r.status == 201, await r.text()
+        for _ in tries():
+            async with s.get(f"{base}/apis/apiregistration.k8s.io/v1/apiservices/{VERSION}.{GROUP}", ssl=ctx) as r:
+                conds = (await r.json()).get("status", {}).get("conditions") or []
+            if any(c["type"] == "Available" and c["status"] == "True" for c in conds):
+                return
+        raise AssertionError(f"the APIService never became Available: {conds}")
 
 
 async def answer(c: Conn) -> tuple[int, bytes]:
@@ -86,29 +118,7 @@ async def test_expect_100_continue_through_an_apiservice(tmp_path):
     async with served(tmp_path) as (server, ctx):
         runner, ip, port = await extension_server()
         try:
-            base = f"https://127.0.0.1:{server.port}"
-            async with aiohttp.ClientSession() as s:
-                for path, obj in [
-                    ("/api/v1/namespaces/default/services", {"metadata": {"name": "api"}, "spec": {
-                        "ports": [{"port": 443, "targetPort": port}]}}),
-                    ("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", {
-                        "metadata": {"name": "api-1", "labels": {"kubernetes.io/service-name": "api"}},
-                        "addressType": "IPv4", "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
-                        "ports": [{"name": "", "port": port, "protocol": "TCP"}]}),
-                    ("/apis/apiregistration.k8s.io/v1/apiservices", {"metadata": {"name": f"{VERSION}.{GROUP}"}, "spec": {
-                        "group": GROUP, "version": VERSION, "groupPriorityMinimum": 1000, "versionPriority": 15,
-                        "service": {"namespace": "default", "name": "api"}, "insecureSkipTLSVerify": True}}),
-                ]:
-                    async with s.post(base + path, json=obj, ssl=ctx) as r:
-                        assert r.status == 201, await r.text()
-                for _ in tries():
-                    async with s.get(f"{base}/apis/apiregistration.k8s.io/v1/apiservices/{VERSION}.{GROUP}",
-                                     ssl=ctx) as r:
-                        conds = (await r.json()).get("status", {}).get("conditions") or []
-                    if any(c["type"] == "Available" and c["status"] == "True" for c in conds):
-                        break
-                else:
-                    raise AssertionError(f"the APIService never became Available: {conds}")
+            await register(server, ctx, ip, port)
 
             c = await Conn.open(server, ctx)
             try:
@@ -125,5 +135,118 @@ async def test_expect_100_continue_through_an_apiservice(tmp_path):
                 assert (code, orjson.loads(out)) == (200, {"expect": "100-continue", "length": 0})
             finally:
                 c.close()
+        finally:
+            await runner.cleanup()
+
+
+def user_context(pki, tmp_path, name: str, *groups: str) -> ssl.SSLContext:
+    """A TLS client context presenting a certificate of the cluster CA for user `name` in `groups`."""
+    cert = issue(pki.ca, name, organizations=groups, client=True)
+    (tmp_path / f"{name}.crt").write_bytes(cert.cert_pem)
+    (tmp_path / f"{name}.key").write_bytes(cert.key_pem)
+    ctx = ssl.create_default_context(cadata=pki.ca.cert_pem.decode())
+    ctx.load_cert_chain(tmp_path / f"{name}.crt", tmp_path / f"{name}.key")
+    return ctx
+
+
+WS_HEADERS = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+
+
+async def test_websocket_upgrade_through_an_apiservice(tmp_path):
+    """A WebSocket on an aggregated subresource (as `virtctl console` opens KubeVirt's): the upgrade reaches
+    the extension server with the front-proxy identity, and messages cross both ways once it answers 101;
+    a user the subresource is forbidden to gets a 403 and the extension server is never asked; a refusal
+    instead of a 101 comes back as the extension server gave it."""
+    seen: list[tuple[str, str | None]] = []  # (path, X-Remote-User) of each subresource request the server got
+
+    async def console(request: web.Request):
+        seen.append((request.path, request.headers.get("X-Remote-User")))
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        peer = request.transport.get_extra_info("peercert") or {}
+        await ws.send_json({
+            "user": request.headers.get("X-Remote-User"), "groups": request.headers.getall("X-Remote-Group", []),
+            "extra": request.headers.getall("X-Remote-Extra-Scopes", []),
+            "authorization": request.headers.get("Authorization"), "query": request.query_string,
+            "client": [v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"]})
+        async for msg in ws:
+            if msg.type == aiohttp.WSMsgType.TEXT:
+                await ws.send_str(f"echo: {msg.data}")
+            elif msg.type == aiohttp.WSMsgType.BINARY:
+                await ws.send_bytes(msg.data[::-1])
+        return ws
+
+    made: list[socket.socket] = []  # the sockets of the socket factory given to the aggregator below
+    from_factory: list[bool] = []  # whether each vnc request came over one of them
+
+    async def vnc(request: web.Request):
+        seen.append((request.path, request.headers.get("X-Remote-User")))
+        peer = request.transport.get_extra_info("peername")[:2]
+        from_factory.append(any(sk.fileno() != -1 and sk.getsockname()[:2] == peer for sk in made))
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 400,
+                                  "reason": "BadRequest", "message": "flunder x is not running"}, status=400)
+
+    sub = f"/apis/{GROUP}/{VERSION}/namespaces/default/flunders/x"
+    async with served(tmp_path) as (server, ctx):
+        front_proxy_ca, _ = ensure_front_proxy(server.pki.dir)
+        runner, ip, port = await extension_server([("GET", f"{sub}/console", console), ("GET", f"{sub}/vnc", vnc)],
+                                                  client_ca=front_proxy_ca.cert_pem)
+        try:
+            await register(server, ctx, ip, port)
+            base = f"https://127.0.0.1:{server.port}"
+            async with aiohttp.ClientSession() as s:
+                for path, obj in [
+                    ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", {
+                        "metadata": {"name": "console"}, "rules": [{"apiGroups": [GROUP], "verbs": ["get"],
+                                                                    "resources": ["flunders/console", "flunders/vnc"]}]}),
+                    ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", {
+                        "metadata": {"name": "console"}, "subjects": [{"kind": "User", "name": "alice"}],
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "console"}}),
+                ]:
+                    async with s.post(base + path, json=obj, ssl=ctx) as r:
+                        assert r.status == 201, await r.text()
+                review = {"spec": {"user": "alice", "resourceAttributes": {
+                    "namespace": "default", "verb": "get", "group": GROUP, "resource": "flunders",
+                    "subresource": "console", "name": "x"}}}
+                for _ in tries():
+                    async with s.post(f"{base}/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review,
+                                      ssl=ctx) as r:
+                        if (await r.json())["status"].get("allowed"):
+                            break
+                else:
+                    raise AssertionError("alice was never allowed flunders/console")
+
+                alice = user_context(server.pki, tmp_path, "alice", "devs")
+                async with s.ws_connect(f"{base}{sub}/console?tty=true", ssl=alice,
+                                        headers={"X-Remote-User": "mallory", "X-Remote-Group": "system:masters"}) as ws:
+                    assert await ws.receive_json(timeout=10) == {
+                        "user": "alice", "groups": ["devs", "system:authenticated"], "extra": [],
+                        "authorization": None, "query": "tty=true", "client": ["front-proxy-client"]}
+                    await ws.send_str("hello")
+                    assert (await ws.receive(timeout=10)).data == "echo: hello"
+                    await ws.send_bytes(b"\x00\x01abc")
+                    assert (await ws.receive(timeout=10)).data == b"cba\x01\x00"
+                assert seen == [(f"{sub}/console", "alice")]
+
+                bob = user_context(server.pki, tmp_path, "bob")
+                async with s.get(f"{base}{sub}/console", ssl=bob, headers=WS_HEADERS) as r:
+                    status = await r.json()
+                    assert (r.status, status["reason"]) == (403, "Forbidden")
+                    assert 'User "bob" cannot get resource "flunders/console" in API group "wardle.example.com" ' \
+                           'in the namespace "default"' in status["message"]
+                assert seen == [(f"{sub}/console", "alice")]  # the extension server was never asked
+
+                def factory(addr_info):  # as netns.dialer's: where Services are reached through one, upgrades too
+                    made.append(socket.socket(addr_info[0], addr_info[1], addr_info[2]))
+                    return made[-1]
+
+                await server.handlers.aggregator.dial_services_from(factory)
+                async with s.get(f"{base}{sub}/vnc", ssl=alice, headers=WS_HEADERS) as r:
+                    assert (r.status, await r.json()) == (400, {
+                        "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 400, "reason": "BadRequest",
+                        "message": "flunder x is not running"})
+                assert seen[-1] == (f"{sub}/vnc", "alice")
+                assert from_factory == [True]
         finally:
             await runner.cleanup()

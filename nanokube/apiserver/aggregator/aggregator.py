@@ -18,7 +18,9 @@ from ...machinery.conditions import find_condition, is_condition_true
 from ...machinery.errors import APIError
 from ...machinery.user import User
 from ..auth.authorizer import USER
-from .proxy import ExpectForwarded, ResolveError, forward, resolve_endpoint, tls_context
+from ..streaming.proxy import is_upgrade
+from .proxy import (ExpectForwarded, ExtensionServer, ResolveError, forward, forward_upgrade, resolve_endpoint,
+                    tls_context)
 
 GROUP = "apiregistration.k8s.io"
 PROBE_USER = User("system:kube-aggregator", ("system:masters",))
@@ -50,6 +52,8 @@ class Aggregator(Controller):
         #: (group, version) -> the APIResourceList the last successful probe returned
         self.resources: dict[tuple[str, str], dict] = {}
         self.session: aiohttp.ClientSession | None = None
+        #: how the session's connections are opened (dial_services_from), which the upgrade path dials with too
+        self._socket_factory = None
         #: APIService name -> (resourceVersion, its TLS context)
         self._tls: dict[str, tuple[str, object]] = {}
         self.as_inf.add_handlers(on_add=self._observe, on_update=lambda o, n: self._observe(n), on_delete=self._forget)
@@ -73,6 +77,7 @@ class Aggregator(Controller):
     async def dial_services_from(self, socket_factory) -> None:
         """Open connections to APIServices' endpoints with `socket_factory` (see
         netns.dialer), then probe every remote APIService again."""
+        self._socket_factory = socket_factory
         old, self.session = self.session, self._new_session(socket_factory)
         if old is not None:
             await old.close()
@@ -225,5 +230,9 @@ class Aggregator(Controller):
             host, port = await resolve_endpoint(self.client, svc["namespace"], svc["name"], svc.get("port", 443))
         except ResolveError:
             return web.Response(status=503, text="service unavailable\n")
-        return await forward(self.session, request, f"https://{host}:{port}", f"{svc['name']}.{svc['namespace']}.svc",
+        server_name = f"{svc['name']}.{svc['namespace']}.svc"
+        if is_upgrade(request):
+            return await forward_upgrade(request, ExtensionServer(host, port, self._context(apiservice), server_name,
+                                                                  self._socket_factory), user)
+        return await forward(self.session, request, f"https://{host}:{port}", server_name,
                              self._context(apiservice), user)

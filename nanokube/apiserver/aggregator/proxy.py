@@ -5,13 +5,18 @@ EndpointSlices; the request goes there over HTTPS with the same path, query
 and body, authenticated by the front-proxy client certificate, and the
 authenticated user travels in the request-header identity headers
 (X-Remote-User, one X-Remote-Group per group, X-Remote-Extra-<key>,
-X-Remote-Uid), replacing any the client sent.
+X-Remote-Uid), replacing any the client sent. An upgrade request (WebSocket,
+SPDY) goes the way of the proxy subresources' (streaming.proxy.upgrade): the
+same identity headers, the connection to the extension server spliced to the
+client's once it answers 101.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import random
+import socket
 import ssl
 from urllib.parse import quote
 
@@ -19,6 +24,7 @@ import aiohttp
 from aiohttp import web
 
 from .. import expect
+from ..streaming.proxy import DialError, upgrade
 from ...machinery.errors import APIError
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -26,6 +32,8 @@ _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriz
 _IDENTITY_PREFIXES = ("x-remote-", "impersonate-")
 #: the most bytes of a client's body copied to the backend at a time
 _CHUNK = 64 * 1024
+#: how long the upgrade path waits for the extension server's TCP and TLS handshakes
+_DIAL_TIMEOUT = 5.0
 
 
 class ResolveError(Exception):
@@ -142,3 +150,50 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
         return resp
     finally:
         upstream.release()
+
+
+class ExtensionServer:
+    """An endpoint of an APIService's Service as the upgrade path dials it: TLS with the APIService's
+    context (its CA, the front-proxy client certificate), from `socket_factory` where the API server
+    reaches Services through one (netns.dialer), as the proxy's transport does."""
+
+    def __init__(self, address: str, port: int, ctx: ssl.SSLContext, server_name: str, socket_factory=None):
+        self.address, self.port, self.ctx, self.server_name = address, port, ctx, server_name
+        self.socket_factory = socket_factory
+
+    @property
+    def host(self) -> str:
+        return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            async with asyncio.timeout(_DIAL_TIMEOUT):
+                if self.socket_factory is None:
+                    return await asyncio.open_connection(self.address, self.port, ssl=self.ctx,
+                                                         server_hostname=self.server_name)
+                family = socket.AF_INET6 if ":" in self.address else socket.AF_INET
+                sock = self.socket_factory((family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "",
+                                            (self.address, self.port)))
+                try:
+                    sock.setblocking(False)
+                    await asyncio.get_running_loop().sock_connect(sock, (self.address, self.port))
+                    return await asyncio.open_connection(sock=sock, ssl=self.ctx, server_hostname=self.server_name)
+                except BaseException:
+                    sock.close()
+                    raise
+        except ConnectionRefusedError:
+            raise DialError(f"dial tcp {self.host}: connect: connection refused") from None
+        except TimeoutError:
+            raise DialError(f"dial tcp {self.host}: i/o timeout") from None
+        except (ssl.SSLError, OSError) as e:
+            raise DialError(str(e)) from None
+
+
+async def forward_upgrade(request: web.Request, backend: ExtensionServer, user) -> web.StreamResponse:
+    """An upgrade request to an extension server (handler_proxy.go sets the identity headers on it
+    before the UpgradeAwareHandler dials); what fails before the 101 is the aggregator responder's
+    503 with the error's text."""
+    try:
+        return await upgrade(request, backend, request.rel_url.raw_path_qs, identity_headers(user))
+    except APIError as e:
+        return web.Response(status=503, text=f"{e.message}\n")

@@ -23,7 +23,7 @@ import random
 import re
 import ssl
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from html.parser import HTMLParser
 from urllib.parse import urlsplit, urlunsplit
 
@@ -47,6 +47,7 @@ _CREDENTIALS = ("authorization", "impersonate-", "x-remote-")
 _CORS = frozenset(("access-control-allow-credentials", "access-control-allow-headers",
                    "access-control-allow-methods", "access-control-allow-origin"))
 _VALID_SCHEMES = ("", "http", "https")
+_NEWLINE_TO_SPACE = str.maketrans("\r\n", "  ")
 #: tag -> attributes holding URLs, which the proxy rewrites in HTML (upstream's atomsToAttrs)
 _URL_ATTRS = {
     "a": {"href"}, "applet": {"codebase"}, "area": {"href"}, "audio": {"src"}, "base": {"href"},
@@ -297,7 +298,7 @@ def _redirect_to_slash(request: web.Request) -> web.StreamResponse:
 # --- the reverse proxy ------------------------------------------------------------------------
 
 async def forward(request: web.Request, backend: Backend, target: str) -> web.StreamResponse:
-    """UpgradeAwareHandler.ServeHTTP: an upgrade joins the two connections (`_upgrade`); otherwise one
+    """UpgradeAwareHandler.ServeHTTP: an upgrade joins the two connections (`upgrade`); otherwise one
     request to `target` on the backend, its answer streamed back with hop-by-hop and CORS headers
     dropped and links rewritten."""
     # the location's path gets the request's trailing slash; the proxy path before it is what links
@@ -305,8 +306,8 @@ async def forward(request: web.Request, backend: Backend, target: str) -> web.St
     suffix = target + ("/" if request.path.endswith("/") and not target.endswith("/") else "")
     prefix = request.path[:len(request.path) - len(suffix)] if suffix and request.path.endswith(suffix) \
         else request.path
-    if _is_upgrade(request):
-        return await _upgrade(request, backend, target)
+    if is_upgrade(request):
+        return await upgrade(request, backend, target)
     target = suffix
     if not target and request.method in ("GET", "HEAD"):
         return _redirect_to_slash(request)
@@ -325,17 +326,19 @@ async def forward(request: web.Request, backend: Backend, target: str) -> web.St
         writer.close()
 
 
-def _is_upgrade(request: web.Request) -> bool:
+def is_upgrade(request: web.Request) -> bool:
     """httpstream.IsUpgradeRequest: a Connection header naming upgrade."""
     return any(t.strip().lower() == "upgrade" for v in request.headers.getall("Connection", [])
                for t in v.split(","))
 
 
-async def _upgrade(request: web.Request, backend: Backend, location: str) -> web.StreamResponse:
+async def upgrade(request: web.Request, backend: Backend, location: str,
+                  identity: Iterable[tuple[str, str]] = ()) -> web.StreamResponse:
     """UpgradeAwareHandler.tryUpgrade: the request as it came (its Connection and Upgrade headers
-    too) to the location, without the query, which the location does not carry; a 101 joins the
-    two connections, an error answer is passed back, anything else is refused. Failures here
-    reach the responder unwrapped: a 500 with Go's error text."""
+    too, less the credentials, plus the `identity` headers) to the location, which carries a query
+    only where the caller put one; a 101 joins the two connections, an error answer is passed back,
+    anything else is refused. Failures here reach the responder unwrapped: a 500 with Go's error
+    text. `backend` is anything with `host` and `connect()` (an extension API server's too)."""
     try:
         reader, writer = await backend.connect()
     except DialError as e:
@@ -344,6 +347,8 @@ async def _upgrade(request: web.Request, backend: Backend, location: str) -> web
         lines = [f"{request.method} {location or '/'} HTTP/1.1"]
         lines += [f"{k}: {v}" for k, v in request.headers.items()
                   if not k.lower().startswith(_CREDENTIALS) and k.lower() != "x-forwarded-for"]
+        # net/http writes a newline in a header value as a space: a value cannot add a header
+        lines += [f"{k}: {v.translate(_NEWLINE_TO_SPACE).strip()}" for k, v in identity]
         forwarded_for = request.headers.get("X-Forwarded-For")
         lines.append(f"X-Forwarded-For: {forwarded_for + ', ' if forwarded_for else ''}{request.remote or ''}")
         await expect.continued(request)
