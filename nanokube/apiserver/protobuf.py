@@ -351,7 +351,9 @@ def _timestamp(buf: bytes, start: int, end: int, micro: bool):
     if start == end:
         return None
     f = _sub(buf, start, end)
-    seconds = _int(f, 1)
+    nanos = (_int(f, 2) + 2**31) % 2**32 - 2**31  # (an int32 field, as Go reads its varint)
+    # time.Unix(seconds, nanos), as Go's Unmarshal: nanos past a second, or negative, move the seconds
+    seconds, nanos = _int(f, 1) + nanos // 1_000_000_000, nanos % 1_000_000_000
     # year 0, which Go writes and datetime cannot hold, is read 400 years (one calendar cycle) later
     era = 400 if _YEAR_ZERO <= seconds < _YEAR_ONE else 0
     try:
@@ -359,7 +361,7 @@ def _timestamp(buf: bytes, start: int, end: int, micro: bool):
     except (OverflowError, OSError, ValueError) as e:
         raise ProtobufError(f"timestamp out of range: {e}") from None
     text = f"{t.year - era:04d}" + t.strftime("-%m-%dT%H:%M:%S")
-    return text + (f".{_int(f, 2) // 1000:06d}Z" if micro else "Z")
+    return text + (f".{nanos // 1000:06d}Z" if micro else "Z")
 
 
 #: how JSON writes Go's zero time, which protobuf sends as an empty Timestamp

@@ -96,6 +96,20 @@ def test_microtime_and_duration_and_negative_ints():
                            "acquireTime": "2023-11-14T22:13:20.123456Z"}
 
 
+@pytest.mark.parametrize("nanos, micro, time", [
+    (-5_000, "2023-11-14T22:13:19.999995Z", "2023-11-14T22:13:19Z"),
+    (1_500_000_000, "2023-11-14T22:13:21.500000Z", "2023-11-14T22:13:21Z"),
+    ((-1) & (1 << 64) - 1, "2023-11-14T22:13:19.999999Z", "2023-11-14T22:13:19Z"),
+    (2**32 + 7_000, "2023-11-14T22:13:20.000007Z", "2023-11-14T22:13:20Z"),
+])
+def test_timestamp_nanos_out_of_range_move_the_seconds_as_go_reads_them(nanos, micro, time):
+    """Go reads a Timestamp's nanos as an int32 and builds the time with time.Unix, which carries nanos past a
+    second, or negative, into the seconds; they were a 400 ("parsing time", found by fuzz45's protobuf family)."""
+    stamp = vfield(1, 1_700_000_000) + vfield(2, nanos)
+    got = decode(body("coordination.k8s.io/v1", "Lease", meta("l", ts=lfield(8, stamp)) + lfield(2, lfield(3, stamp))))
+    assert (got["spec"]["acquireTime"], got["metadata"]["creationTimestamp"]) == (micro, time)
+
+
 def test_delete_options_and_eviction():
     opts = vfield(1, 0) + lfield(4, "Foreground") + lfield(5, "All")
     got = decode(body("v1", "DeleteOptions", opts))
