@@ -1260,11 +1260,13 @@ def create_managed_fields(
         else:
             key = (*base, _create_key(new, known))
             entries = _CREATES.get(key, MISSING)
+            if entries is not MISSING:
+                if misses:
+                    _PLAIN_MISSES[base] = 0
+                return _stamped(entries, now) if entries is not None else None
             if len(_PLAIN_MISSES) >= _CREATES_LIMIT:
                 _PLAIN_MISSES.clear()
-            _PLAIN_MISSES[base] = misses + 1 if entries is MISSING else 0
-            if entries is not MISSING:
-                return _stamped(entries, now) if entries is not None else None
+            _PLAIN_MISSES[base] = misses + 1
     tracked = update_managed_fields(None, new, manager, "Update", schema, now, api_version,
                                     ignore_status=ignore_status, convert=convert, decoded=decoded, create_key=key)
     return (tracked.get("metadata") or {}).get("managedFields")
