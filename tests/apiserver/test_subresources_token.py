@@ -48,3 +48,16 @@ async def test_a_token_request_naming_another_account_or_namespace_is_refused(tm
         assert (code, got) == (400, "the namespace of the provided object does not match the namespace sent on the request")
         issued = await call(c, "POST", TOKEN, {"metadata": {"name": "robot", "namespace": "default"}, "spec": {}})
         assert issued["metadata"]["name"] == "robot" and issued["status"]["token"].count(".") == 2
+
+
+async def test_a_token_request_of_another_account_uid_is_a_conflict(tmp_path):
+    """TokenRequestServiceAccountUIDValidation (beta, on since 1.34): a TokenRequest whose metadata.uid is not
+    the account's is a 409, so that a token is not issued to an account deleted and made again."""
+    async with served(tmp_path) as (_, c):
+        sa = await call(c, "POST", SA, {"metadata": {"name": "robot"}})
+        code, got = await refused(c, "POST", TOKEN, {"metadata": {"uid": "not-robots"}, "spec": {}})
+        assert (code, got) == (409, 'Operation cannot be fulfilled on TokenRequest.authentication.k8s.io "robot": the UID '
+                                    f'in the token request (not-robots) does not match the UID of the service account '
+                                    f'({sa["metadata"]["uid"]})')
+        issued = await call(c, "POST", TOKEN, {"metadata": {"uid": sa["metadata"]["uid"]}, "spec": {}})
+        assert issued["status"]["token"].count(".") == 2

@@ -156,6 +156,10 @@ class ServiceAccountTokens:
         sa = self.lookup("serviceaccounts", namespace, name)
         if sa is None:
             raise errors.not_found("", "serviceaccounts", name)
+        theirs, mine = md.get("uid"), (sa.get("metadata") or {}).get("uid")
+        if theirs and theirs != mine:  # TokenRequestServiceAccountUIDValidation (beta, on since 1.34)
+            raise errors.conflict("authentication.k8s.io", "TokenRequest", name, f"the UID in the token request "
+                                  f"({theirs}) does not match the UID of the service account ({mine})")
         bound = self._bound(namespace, name, spec.get("boundObjectRef"))
         now = self.clock.now()
         token = self.issue(sa, spec["audiences"], seconds, bound, now)
