@@ -148,6 +148,9 @@ class Scheduler:
         self._reports: collections.deque[tuple] = collections.deque()
         self._idle: list[asyncio.Future] = []
         self._reporters: set[asyncio.Task] = set()
+        #: pod UID -> (resourceVersion, reason, message) of the last PodScheduled=False patch sent
+        #: (`_needs_status_patch`), until the pod binds or goes
+        self._sent_status: dict[str, tuple] = {}
 
     def _count_events(self, inf: Informer) -> None:
         inf.add_handlers(self._hear, self._hear, self._hear)
@@ -227,6 +230,7 @@ class Scheduler:
             newly_bound = not (old.get("spec") or {}).get("nodeName")
             if newly_bound:
                 self.queue.delete(new)
+                self._sent_status.pop(new["metadata"].get("uid", ""), None)
             if _terminal(new):
                 if not _terminal(old):
                     self._on_assigned_pod_gone(new)
@@ -245,6 +249,7 @@ class Scheduler:
 
     def _on_pod_delete(self, pod: dict) -> None:
         self.podgroups.forget_pod(pod)
+        self._sent_status.pop(pod["metadata"].get("uid", ""), None)
         if (pod.get("spec") or {}).get("nodeName") or self.cache.is_assumed(pod["metadata"].get("uid", "")):
             self._on_assigned_pod_gone(pod)
         else:
@@ -435,7 +440,7 @@ class Scheduler:
         else:
             self.queue.add_unschedulable(info, error=error)
         event = self.api.record_event(info.pod, "Warning", "FailedScheduling", message)
-        reported = _already_reported(info.pod, reason, message)
+        reported = not self._needs_status_patch(info.pod, reason, message)
         if event is not None or not reported:
             self._submit((event, info.pod, reason, message, reported))
 
@@ -482,7 +487,24 @@ class Scheduler:
     async def _report_failure(self, pod: dict, reason: str, message: str) -> None:
         """A gang member's failure, as `_failed` reports a pod's."""
         await self._report(self.api.record_event(pod, "Warning", "FailedScheduling", message), pod, reason, message,
-                           _already_reported(pod, reason, message))
+                           not self._needs_status_patch(pod, reason, message))
+
+    def _needs_status_patch(self, pod: dict, reason: str, message: str) -> bool:
+        """Whether a failed attempt must patch PodScheduled=False: not when the pod says so already,
+        nor when this scheduler sent the same patch for this version of the pod, which the
+        informer has not delivered yet (a retry at the same instant). Upstream's API dispatcher
+        skips such a call as a no-op against the pod status its cache synced from the last call;
+        each repeat would bump the resourceVersion and so start a new FailedScheduling series.
+        Records the patch it asks for."""
+        if _already_reported(pod, reason, message):
+            return False
+        md = pod["metadata"]
+        sent = (md.get("resourceVersion"), reason, message)
+        uid = md.get("uid", "")
+        if self._sent_status.get(uid) == sent:
+            return False
+        self._sent_status[uid] = sent
+        return True
 
     async def _report(self, event, pod: dict, reason: str, message: str, reported: bool = False) -> None:
         """The FailedScheduling event's write (if it needs one), then PodScheduled=False unless the
@@ -493,6 +515,10 @@ class Scheduler:
                 await self.api.set_unschedulable(pod, reason, message)
             except APIError as e:
                 log.info("scheduler write failed: %s", e.message)
+                md = pod["metadata"]  # not sent after all: the next attempt tries again
+                uid = md.get("uid", "")
+                if self._sent_status.get(uid) == (md.get("resourceVersion"), reason, message):
+                    del self._sent_status[uid]
 
     async def _write(self, coro) -> None:
         try:

@@ -5,6 +5,8 @@ same FailedScheduling message, same rejecting plugins, preemption attempts count
 Anything the scheduler hears (a node, a pod bound, a claim...) makes the next retry run in full,
 so it binds, or preempts, as soon as it can."""
 
+import asyncio
+
 import pytest
 
 from nanokube.clock import VirtualClock
@@ -138,3 +140,59 @@ def test_a_repeated_failure_moves_the_search_start_as_the_search_does():
         assert e.value.searched == 5 and replayed.next_start == searched.next_start == start % 5
     replayed.repeat_failure(0)
     assert replayed.next_start == 0
+
+
+class _HeldStatusPatches:
+    """The pods resource, its status patches counted and held until `gate` is set: the informer
+    cannot hear of a patch the scheduler sent."""
+
+    def __init__(self, inner, gate: asyncio.Event) -> None:
+        self.inner, self.gate, self.status_patches = inner, gate, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def patch(self, *args, **kwargs):
+        if kwargs.get("subresource") == "status":
+            self.status_patches += 1
+            await self.gate.wait()
+        return await self.inner.patch(*args, **kwargs)
+
+
+class _Client:
+    def __init__(self, client, pods) -> None:
+        self.client, self.pods = client, pods
+
+    def resource(self, group, version, plural):
+        return self.pods if (group, plural) == ("", "pods") else self.client.resource(group, version, plural)
+
+
+async def test_a_retry_before_the_informer_hears_of_the_status_patch_sends_it_once():
+    """The same PodScheduled=False for the same version of the pod is patched once: a second patch
+    would bump the resourceVersion for nothing and start a new FailedScheduling series."""
+    s = await make_stack()
+    gate = asyncio.Event()
+    pods = _HeldStatusPatches(s.client.resource("", "v1", "pods"), gate)
+    clock = VirtualClock()
+    sched = Scheduler(_Client(s.client, pods), clock=clock, seed=1)
+    try:
+        await add_node(s.client, node("n0", "4", "8Gi"))
+        await sched.start()
+        await pods.create(strip_uid(pod("too-big", "16")))
+        await _attempt(sched, clock, 1)
+        await _attempt(sched, clock, 2, FLUSH)
+        await settled(clock, lambda: _true(not sched._reports))
+        assert pods.status_patches == 1
+        gate.set()
+        await settled(clock, lambda: _condition_written(pods, "too-big"))
+        await _attempt(sched, clock, 3, FLUSH)
+        await settled(clock, lambda: _true(not sched._reports))
+        assert pods.status_patches == 1  # the informer's pod says it now
+    finally:
+        gate.set()
+        await sched.stop()
+        await s.close()
+
+
+async def _true(value):
+    return value
