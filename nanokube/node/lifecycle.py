@@ -1352,14 +1352,10 @@ class PodWorker:
             return code, b"".join(out), b"".join(err)
 
         async def get(host: str, port: int, path: str, headers: list[dict], scheme: str) -> str:
-            def tcp(running: bool) -> set[int]:
-                return {p.get("containerPort") for x in self._containers() + self._sidecars()
-                        if (x["name"] in self.io.running) == running
-                        for p in x.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
             url = f'Get "{scheme.lower()}://{host}:{port}{path or "/"}": '
             # the kubelet dials from the node: localhost is the pod only for a hostNetwork one
             pod = {self.ip} | ({"localhost", "127.0.0.1"} if (self.pod.get("spec") or {}).get("hostNetwork") else set())
-            if host not in pod or port in tcp(False) - tcp(True):
+            if host not in pod or not self.io.listens(port):
                 return f"{url}dial tcp {host}:{port}: connect: connection refused"
             return url + hooks.SCHEME_MISMATCH if scheme.upper() == "HTTPS" else ""  # (a plain HTTP server)
         return await hooks.run(self.pod, c, spec, self.ip, hooks.Runner(run_in, get, self.clock.sleep,

@@ -39,9 +39,10 @@ port-forward, declared on the pod with annotations.
   One running a shell (`kubectl run -i -- sh`, `kubectl debug -it` of
   busybox) runs the lines it is sent, as exec's shell does, and ends with
   their status at EOF, or at `exit [N]` with N.
-- Port-forward: a port the container declares (`ports[].containerPort`)
-  answers HTTP requests with a line naming the pod and echoes anything else;
-  other ports refuse the connection, as the kubelet reports a closed port.
+- Port-forward (and httpGet hooks): any port of a pod with a running container
+  answers HTTP requests with a line naming the pod, a TLS hello with a plain
+  HTTP server's 400, and echoes anything else; a port only containers not
+  running declare refuses the connection, as the kubelet reports a closed port.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ LOG = "sim.nanokube.io/log"
 EXEC_PREFIX = "sim.nanokube.io/exec."
 _LINE_END = re.compile(rb"\r\n?|\n")
 SMI_LIST = re.compile(r"\bnvidia-smi\s+(-L|--list-gpus)\b")
+# Go's net/http answer to bytes that are no HTTP request, a TLS ClientHello among them
+BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
 
 
 class SimulatedIO:
@@ -671,10 +674,22 @@ class SimulatedIO:
         self.stdin_closed.add(container)
         self.worker.changed.set()
 
+    def listens(self, port: int) -> bool:
+        """Whether the pod's simulated servers answer on TCP `port`. What listens in a container is
+        not known (a spec's ports are informational), so any port answers while a container runs,
+        but one that only containers not running now declare is closed (a finished init container's,
+        a sidecar's hook to the app's port before the app starts), and all are once none runs."""
+        def tcp(running: bool) -> set[int]:
+            spec = self.worker.pod.get("spec") or {}
+            return {p.get("containerPort") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+                    if (c["name"] in self.running) == running
+                    for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
+        return bool(self.running) and port not in tcp(False) - tcp(True)
+
     async def port_forward(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        declared = {p.get("containerPort") for c in (self.worker.pod.get("spec") or {}).get("containers") or []
-                    for p in c.get("ports") or [] if p.get("protocol", "TCP") == "TCP"}
-        if port not in declared:
+        """A connection to `port` in the pod, as a real runtime dials localhost in its network
+        namespace: the simulated server where one `listens`, containerd's refusal elsewhere."""
+        if not self.listens(port):
             netns = f"/var/run/netns/cni-{self.worker.uid}"
             raise StreamFailed(f'failed to execute portforward in network namespace "{netns}": failed to connect to '
                                f'localhost:{port} inside namespace "{self.worker.uid}", IPv4: dial tcp4 '
@@ -685,7 +700,9 @@ class SimulatedIO:
         return await asyncio.open_connection(sock=ours)
 
     async def _listener(self, sock: socket.socket, port: int) -> None:
-        """The simulated server behind a declared port: HTTP gets a one-line answer, anything else is echoed."""
+        """The simulated server behind a port: HTTP gets a one-line answer; a TLS ClientHello the
+        400 Go's net/http sends when what it read is no HTTP request (a plain-HTTP server, as the
+        hooks' HTTPS falls back to), the connection then closed; anything else is echoed."""
         reader, writer = await asyncio.open_connection(sock=sock)
         try:
             first = await reader.read(65536)
@@ -696,6 +713,8 @@ class SimulatedIO:
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
                              + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n"
                              + (b"" if first.startswith(b"HEAD") else body))
+            elif first[:2] == b"\x16\x03":  # a TLS handshake record
+                writer.write(BAD_REQUEST)
             else:
                 data = first
                 while data:

@@ -1,7 +1,7 @@
 """What a user sees of simulated pods in their first minutes, through kubectl:
 lifecycle log lines, exec as a runtime answers it for an image without the
 binary (or as the pod's sim.nanokube.io/exec.* annotations script it),
-port-forward to a declared port, `kubectl top` following the usage model
+port-forward to a pod's ports, `kubectl top` following the usage model
 (a crash-looping container counting for nothing),
 an HPA on CPU utilization scaling when `nanokube metrics usage` raises the
 usage, and `kubectl auth whoami`."""
@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 
@@ -88,33 +89,56 @@ def test_exec_answers_as_a_runtime_does(c):
     assert "container nope is not valid for pod trainer" in r.stderr
 
 
-def test_port_forward_reaches_a_declared_port_only(c):
-    p = subprocess.Popen([KUBECTL, "port-forward", "pod/trainer", ":8000", "--address", "127.0.0.1"],
+def port_forward(c, pod: str, port: int) -> tuple[subprocess.Popen, int]:
+    """`kubectl port-forward` of `port` to a local port it picks, once it listens: it and that port."""
+    p = subprocess.Popen([KUBECTL, "port-forward", f"pod/{pod}", f":{port}", "--address", "127.0.0.1"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "KUBECONFIG": c.kubeconfig})
+    return p, int(re.search(rf"127\.0\.0\.1:(\d+) -> {port}", p.stdout.readline()).group(1))
+
+
+def test_port_forward_reaches_any_port_a_container_may_listen_on(c):
+    """Declared or not, a port of the running pod answers (what listens is not known, as for its
+    httpGet hooks); a TLS client gets a plain-HTTP server's 400 and fails its handshake."""
+    for port in (8000, 9000):
+        p, local = port_forward(c, "trainer", port)
+        try:
+            assert http_get(f"http://127.0.0.1:{local}/") == f"nanokube simulated pod default/trainer port {port}\n"
+            with pytest.raises(ssl.SSLError):
+                with socket.create_connection(("127.0.0.1", local), timeout=10) as sock:
+                    ssl.create_default_context().wrap_socket(sock, server_hostname="trainer")
+        finally:
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=10)
+
+
+def test_port_forward_to_a_port_only_a_finished_init_container_declares_is_refused(c):
+    """Nothing listens on it: the connection reaches nothing, and kubectl reports the kubelet's
+    error (containerd's connection refused) and exits."""
+    gated = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gated", "namespace": "default"},
+             "spec": {"initContainers": [{"name": "fetch", "image": "busybox", "command": ["true"],
+                                          "ports": [{"containerPort": 7000}]}],
+                      "containers": [{"name": "main", "image": "trainer:1.0"}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(gated))
+    wait_for(lambda: c.kubectl_json("get", "pod", "gated")["status"].get("phase") == "Running", 60, "gated running")
+    p, local = port_forward(c, "gated", 7000)
     try:
-        port = re.search(r"127\.0\.0\.1:(\d+) -> 8000", p.stdout.readline()).group(1)
-        assert http_get(f"http://127.0.0.1:{port}/") == "nanokube simulated pod default/trainer port 8000\n"
-    finally:
-        p.send_signal(signal.SIGINT)
-        p.wait(timeout=10)
-    p = subprocess.Popen([KUBECTL, "port-forward", "pod/trainer", ":9000", "--address", "127.0.0.1"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "KUBECONFIG": c.kubeconfig})
-    try:
-        port = re.search(r"127\.0\.0\.1:(\d+) -> 9000", p.stdout.readline()).group(1)
-        with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as sock:
+        with socket.create_connection(("127.0.0.1", local), timeout=10) as sock:
             sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
             try:
                 got = sock.recv(100)
             except ConnectionResetError:  # kubectl closed the connection with our request unread: a reset
                 got = b""
-            assert got == b"", "nothing reaches the client from an undeclared port"
+            assert got == b"", "nothing reaches the client from a closed port"
         assert p.wait(timeout=20) == 1
-        assert "connect: connection refused" in p.stderr.read()
+        err = p.stderr.read().replace('\\"', '"')  # (klog quotes the error)
+        assert re.search(r"error forwarding port 7000 to pod gated, uid [\w-]+: failed to execute portforward in network "
+                         r'namespace "[^"]+": failed to connect to localhost:7000 inside namespace "[^"]+", IPv4: '
+                         r"dial tcp4 127\.0\.0\.1:7000: connect: connection refused", err), err
     finally:
         if p.poll() is None:
             p.kill()
+        c.kubectl("delete", "pod", "gated", "--wait=false")
 
 
 def test_top_follows_the_usage_model(c):

@@ -1,5 +1,5 @@
 """The proxy subresources as a user reaches them: `kubectl get --raw` and
-`kubectl proxy` to a simulated pod's declared port directly and through its
+`kubectl proxy` to a simulated pod's port directly and through its
 Service, the Python client's connect_* calls, upstream's errors as kubectl
 prints them, RBAC on services/proxy, a node's kubelet endpoints, and a real
 HTTP server in a `--runtime process` pod (its links rewritten under the proxy
@@ -18,7 +18,9 @@ from tests.e2e.conftest import KUBECTL, PROCESS_RUNTIME, http_get, process_clust
 
 APP = [
     {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
-     "spec": {"containers": [{"name": "web", "image": "nginx", "ports": [{"name": "http", "containerPort": 8000}]}]}},
+     "spec": {"initContainers": [{"name": "fetch", "image": "busybox", "command": ["true"],
+                                  "ports": [{"containerPort": 9999}]}],  # (closed once it finished)
+              "containers": [{"name": "web", "image": "nginx", "ports": [{"name": "http", "containerPort": 8000}]}]}},
     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
      "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}},
 ]
@@ -59,7 +61,11 @@ def test_kubectl_proxy_serves_the_service_path(c):
 
 
 def test_errors_as_kubectl_prints_them(c):
+    """A port the pod does not declare answers (whatever listens there would); one only its
+    finished init container declares is closed."""
     ip = c.kubectl_json("get", "pod", "web")["status"]["podIP"]
+    r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/pods/web:9000/proxy/")
+    assert r.stdout == "nanokube simulated pod default/web port 9000\n"
     r = c.kubectl("get", "--raw", "/api/v1/namespaces/default/pods/web:9999/proxy/", check=False)
     assert r.returncode == 1
     assert (f"Error from server (ServiceUnavailable): error trying to reach service: dial tcp {ip}:9999: "

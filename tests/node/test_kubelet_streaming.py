@@ -55,16 +55,16 @@ async def cluster(request, tmp_path):
         await server.stop()
 
 
-async def running_pod(server, kind: str, name: str, ready: bool = False, **container) -> str:
+async def running_pod(server, kind: str, name: str, ready: bool = False, inits: list[dict] | None = None, **container) -> str:
     """A pod on gpu-0 with container `main` (for the process runtime, by default a shell that
-    waits), once Running (and, with `ready`, Ready): its uid."""
+    waits) after the init containers `inits`, once Running (and, with `ready`, Ready): its uid."""
     container = {"name": "main", "image": "busybox:1.36", **container}
     if kind == "process":
         container.setdefault("command", ["sh", "-c", "echo started; exec sleep 300"])
     else:
         container.pop("command", None)
     pod = {"metadata": {"name": name, "namespace": "default", "annotations": SCRIPTED},
-           "spec": {"nodeName": "gpu-0", "containers": [container]}}
+           "spec": {"nodeName": "gpu-0", "initContainers": inits or [], "containers": [container]}}
     client = LocalClient(server.rest)
     pods = client.resource("", "v1", "pods")
     await pods.create(pod, "default")
@@ -193,8 +193,11 @@ async def test_attach_through_the_kubelet_streams_the_containers_output(cluster)
 
 
 async def test_port_forward_through_the_kubelet_speaks_its_websocket_channels(cluster):
+    """Port 9 is closed: only the finished init container declares it (nothing listens there in
+    the process runtime, and the simulated one knows it)."""
     server, kind = cluster
-    await running_pod(server, kind, "web")
+    await running_pod(server, kind, "web", inits=[{"name": "setup", "image": "busybox:1.36", "command": ["true"],
+                                                   "ports": [{"containerPort": 9}]}])
     async with aiohttp.ClientSession() as http:
         async with http.get(url(server, "/portForward/default/web"), headers={
                 "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",

@@ -1,6 +1,7 @@
 """Simulated containers' logs, exec, attach and port-forward, as their pod's annotations declare them."""
 
 import asyncio
+import ssl
 from types import SimpleNamespace
 
 import pytest
@@ -114,17 +115,48 @@ async def test_attach_streams_new_lines_until_exit():
     assert out == [b"working\n", b"nanokube: container main exited with code 7\n"]
 
 
-async def test_port_forward_to_declared_ports_only():
-    io = SimulatedIO(worker(ports=(8000,)))
-    reader, writer = await io.port_forward(8000)
-    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert (await reader.read()).endswith(b"\r\n\r\nnanokube simulated pod ns/p port 8000\n")
-    reader, writer = await io.port_forward(8000)
+async def test_port_forward_reaches_any_port_but_one_only_stopped_containers_declare():
+    """What listens in a container is not known: a declared port and an undeclared one answer
+    alike, as httpGet hooks find them; a finished init container's port is closed, and every port
+    once no container runs. The refusal is containerd's, which the kubelet reports."""
+    w = worker(ports=(8000,))
+    w.pod["spec"]["initContainers"] = [{"name": "setup", "ports": [{"containerPort": 7000}]}]
+    io = SimulatedIO(w)
+    io.started({"main": "img"}, {"setup": "img"})
+    for port in (8000, 9000):
+        reader, writer = await io.port_forward(port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await reader.read()).endswith(f"\r\n\r\nnanokube simulated pod ns/p port {port}\n".encode())
+    reader, writer = await io.port_forward(9000)
     writer.write(b"echo me")
     assert await reader.read(7) == b"echo me"
     writer.close()
-    with pytest.raises(StreamFailed, match="connection refused"):
-        await io.port_forward(9000)
+    for port in (7000, 8000):
+        if port == 8000:
+            io.exited(0)
+        with pytest.raises(StreamFailed, match=f"failed to connect to localhost:{port} inside namespace \"u1\", "
+                           f"IPv4: dial tcp4 127.0.0.1:{port}: connect: connection refused"):
+            await io.port_forward(port)
+
+
+async def test_port_forward_answers_a_tls_hello_as_a_plain_http_server_does():
+    """The simulated servers speak plain HTTP (an HTTPS hook falls back to it): a TLS ClientHello
+    gets the 400 Go's net/http sends for what is no HTTP request, then the connection closes, so
+    a TLS client fails its handshake instead of reading its own hello back."""
+    io = SimulatedIO(worker())
+    io.started({"main": "img"})
+    reader, writer = await io.port_forward(8443)
+    tls = ssl.create_default_context().wrap_bio(incoming := ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(),
+                                                server_hostname="p")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    writer.write(outgoing.read())
+    answer = await reader.read()
+    assert answer == (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                      b"Connection: close\r\n\r\n400 Bad Request")
+    incoming.write(answer)
+    with pytest.raises(ssl.SSLError, match="WRONG_VERSION_NUMBER|record layer failure|packet length too long"):
+        tls.do_handshake()
 
 
 @pytest.mark.parametrize("once", [True, False])
