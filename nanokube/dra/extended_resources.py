@@ -8,7 +8,7 @@ scheduler, the claim controller and the kubelet share about it."""
 
 from __future__ import annotations
 
-from ..machinery.quantity import QuantityError, parse_quantity
+from ..machinery.quantity import whole_count
 
 #: every DeviceClass is also the extended resource of this prefix and its name
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -48,9 +48,9 @@ def device_requests(spec: dict, backed: dict[str, str]) -> list[dict]:
     for i, c in enumerate(_containers(spec)):
         reqs = _requests(c)
         for j, name in enumerate(sorted(reqs)):
-            if name in backed and _count(reqs[name]):
+            if name in backed and whole_count(reqs[name]):
                 out.append({"name": f"container-{i}-request-{j}", "exactly": {
-                    "deviceClassName": backed[name], "allocationMode": "ExactCount", "count": _count(reqs[name])}})
+                    "deviceClassName": backed[name], "allocationMode": "ExactCount", "count": whole_count(reqs[name])}})
     return sorted(out, key=lambda r: r["name"])
 
 
@@ -61,15 +61,6 @@ def request_mappings(spec: dict, requests: list[dict]) -> list[dict]:
     return [{"containerName": c["name"], "resourceName": name, "requestName": f"container-{i}-request-{j}"}
             for i, c in enumerate(_containers(spec)) for j, name in enumerate(sorted(_requests(c)))
             if f"container-{i}-request-{j}" in names]
-
-
-def _count(quantity) -> int:
-    """An extended resource's amount: a whole number (validation allows no fractions)."""
-    try:
-        value = parse_quantity(str(quantity))
-    except QuantityError:
-        return 0
-    return int(value) if value.denominator == 1 else 0
 
 
 def claim_name(pod: dict) -> str | None:

@@ -177,6 +177,16 @@ def parse_quantity(s: str) -> Fraction:
     return parse(s).value
 
 
+def whole_count(quantity) -> int:
+    """An extended resource's amount (a device count): a whole number, as validation allows no
+    fractions of one; 0 for anything else."""
+    try:
+        value = parse_quantity(str(quantity))
+    except QuantityError:
+        return 0
+    return int(value) if value.denominator == 1 else 0
+
+
 def nano_value(s: str) -> int:
     """The exact value of a quantity string in billionths, an int (parsed values are rounded to
     nano precision): sums and comparisons of ints cost a fraction of those of `Fraction`s, which

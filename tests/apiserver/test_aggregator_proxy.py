@@ -17,6 +17,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from nanokube.apiserver.kubernetes_service import host_address
 from nanokube.pki.ca import ensure_front_proxy, issue, new_ca
 from tests.apiserver.test_expect import Conn, served
 from tests.controllers import tries
@@ -27,12 +28,7 @@ FLUNDERS = f"/apis/{GROUP}/{VERSION}/namespaces/default/flunders".encode()
 
 def host_ip() -> str:
     """A non-loopback address of this host (EndpointSlices refuse loopback ones)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("10.255.255.255", 1))
-        except OSError:
-            pytest.skip("no non-loopback IPv4 address for the extension server")
-        return s.getsockname()[0]
+    return host_address() or pytest.skip("no non-loopback IPv4 address for the extension server")
 
 
 async def extension_server(routes=(), client_ca: bytes | None = None) -> tuple[web.AppRunner, str, int]:

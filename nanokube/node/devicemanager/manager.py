@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from ...clock import REAL, Clock
 from ...machinery.metrics import Family
-from ...machinery.quantity import QuantityError, parse_quantity
+from ...machinery.quantity import whole_count
 from ...metrics.exposition import render
 from ..dra.metrics import DEF_BUCKETS
 from . import checkpoint
@@ -193,7 +193,7 @@ class DeviceManager:
         for resource in sorted(limits):
             if resource not in self.devices:  # not a device plugin's resource
                 continue
-            needed = _count(limits[resource])
+            needed = whole_count(limits[resource])
             if not needed:
                 continue
             have = self.pod_devices.get((uid, c["name"]), {}).get(resource)
@@ -319,12 +319,3 @@ class DeviceManager:
             ids = list(dict.fromkeys(i for n in sorted(e["DeviceIDs"], key=int) for i in e["DeviceIDs"][n]))
             answer = Allocation.from_json(json.loads(base64.b64decode(e["AllocResp"])))
             self.pod_devices.setdefault((e["PodUID"], e["ContainerName"]), {})[e["ResourceName"]] = (ids, answer)
-
-
-def _count(quantity) -> int:
-    """A device plugin resource's amount: a whole number (validation allows no fractions)."""
-    try:
-        value = parse_quantity(str(quantity))
-    except QuantityError:
-        return 0
-    return int(value) if value.denominator == 1 else 0
