@@ -303,6 +303,8 @@ class NodeAgent:
         self.workers: dict[str, PodWorker] = {}
         #: kubelet_lifecycle_handler_http_fallbacks_total: HTTPS hooks that passed over HTTP (hooks.py)
         self.lifecycle_http_fallbacks = 0
+        #: kubelet_sleep_action_terminated_early_total: sleep hooks cut off before their end (hooks.py)
+        self.lifecycle_sleeps_cut = 0
         #: prober_probe_total: (probe_type, result, container, pod, namespace, pod_uid) -> probes run
         self.probe_results: dict[tuple[str, str, str, str, str, str], int] = {}
         #: the images on this node (their fully qualified references): the pool's preloaded ones and

@@ -8,7 +8,9 @@ request does: the kubelet reads no status code of the answer. One with scheme HT
 answered in plain HTTP (SCHEME_MISMATCH) is made again over HTTP without its Authorization header,
 for the hooks written before the kubelet honoured the scheme: if that one gets an answer, the hook
 passed, and the runtime is told (`Runner.fallback`: the pod's LifecycleHTTPFallback Warning and
-kubelet_lifecycle_handler_http_fallbacks_total); if not, the HTTPS request's error stands.
+kubelet_lifecycle_handler_http_fallbacks_total); if not, the HTTPS request's error stands. A sleep
+cut off before its end (the grace period up, the pod's deletion) is told too (`Runner.sleep_cut`:
+kubelet_sleep_action_terminated_early_total, the counter runSleepHandler bumps when its context ends).
 
 Each runtime says how a command runs in its containers and how a request reaches its pods
 (`Runner`); the sleep is on the worker's clock, virtual in simulation. When the kubelet runs a hook
@@ -17,6 +19,7 @@ and what a failure does (the container killed, the time left for SIGTERM) is the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -39,12 +42,14 @@ class Runner:
     """How a runtime runs a hook: `exec(argv)` runs a command in the container to its end and gives
     its exit code, stdout and stderr (a StreamFailed where it cannot run); `http_get(host, port,
     path, headers, scheme)` makes one request and gives '' or why it failed (Go's words);
-    `sleep(seconds)`; `fallback(message)` tells of an HTTPS hook that passed over HTTP."""
+    `sleep(seconds)`; `fallback(message)` tells of an HTTPS hook that passed over HTTP, `sleep_cut()`
+    of a sleep cut off before its end."""
 
     exec: Callable[[list[str]], Awaitable[tuple[int, bytes, bytes]]]
     http_get: Callable[[str, int, str, list[dict], str], Awaitable[str]]
     sleep: Callable[[float], Awaitable[None]]
     fallback: Callable[[str], Awaitable[None]]
+    sleep_cut: Callable[[], None]
 
 
 def handler(container: dict, hook: str) -> dict | None:
@@ -91,7 +96,11 @@ async def run(pod: dict, container: dict, spec: dict, pod_ip: str, runner: Runne
             error = str(e)
         return f"HTTP lifecycle hook ({h.get('path') or ''}) {where} - error: {error}" if error else ""
     if "sleep" in spec:
-        await runner.sleep(float((spec["sleep"] or {}).get("seconds") or 0))
+        try:
+            await runner.sleep(float((spec["sleep"] or {}).get("seconds") or 0))
+        except asyncio.CancelledError:
+            runner.sleep_cut()
+            raise
         return ""
     return f"Cannot run handler: invalid handler: {spec}"
 

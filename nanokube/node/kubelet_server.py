@@ -377,8 +377,8 @@ class KubeletServer:
     async def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), its
         device plugins' registrations and Allocate durations (devicemanager), its lifecycle hooks'
-        HTTP fallbacks, its node's name, its pod resources endpoint's calls, the
-        pods and containers it runs, the volume stats collector's series of each claim in use (once,
+        HTTP fallbacks and sleeps cut short, its node's name, its pod resources endpoint's calls,
+        the pods and containers it runs, the volume stats collector's series of each claim in use (once,
         however many pods here use it) and its plugin manager's plugins; families by name, as
         client_golang gathers them."""
         running = self._running()
@@ -400,7 +400,11 @@ class KubeletServer:
                  "# TYPE kubelet_running_containers gauge",
                  f'kubelet_running_containers{{container_state="running"}} {containers}',
                  "# HELP kubelet_running_pods [ALPHA] Number of pods that have a running pod sandbox",
-                 "# TYPE kubelet_running_pods gauge", f"kubelet_running_pods {len(running)}"]
+                 "# TYPE kubelet_running_pods gauge", f"kubelet_running_pods {len(running)}",
+                 "# HELP kubelet_sleep_action_terminated_early_total [ALPHA] The number of times lifecycle sleep "
+                 "handler got terminated before it finishes",
+                 "# TYPE kubelet_sleep_action_terminated_early_total counter",
+                 f"kubelet_sleep_action_terminated_early_total {self.agent.lifecycle_sleeps_cut}"]
         for name, field, doc in _VOLUME_METRICS if claims else ():
             lines += [f"# HELP kubelet_volume_stats_{name} [ALPHA] {doc}", f"# TYPE kubelet_volume_stats_{name} gauge"]
             lines += [f'kubelet_volume_stats_{name}{{namespace="{ns}",persistentvolumeclaim="{claim}"}} '

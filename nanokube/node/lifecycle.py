@@ -1359,12 +1359,16 @@ class PodWorker:
                 return f"{url}dial tcp {host}:{port}: connect: connection refused"
             return url + hooks.SCHEME_MISMATCH if scheme.upper() == "HTTPS" else ""  # (a plain HTTP server)
         return await hooks.run(self.pod, c, spec, self.ip, hooks.Runner(run_in, get, self.clock.sleep,
-                                                                         self._http_fallback))
+                                                                         self._http_fallback, self._sleep_cut))
 
     async def _http_fallback(self, message: str) -> None:
         """An HTTPS hook passed over HTTP (hooks.py): counted on the kubelet's metrics, told on the pod."""
         self.agent.lifecycle_http_fallbacks += 1
         await self._event("Warning", hooks.FALLBACK_EVENT, message)
+
+    def _sleep_cut(self) -> None:
+        """A sleep hook cut off before its end (hooks.py): counted on the kubelet's metrics."""
+        self.agent.lifecycle_sleeps_cut += 1
 
     async def _unless_deleted(self, aw) -> bool:
         """Await `aw` unless the pod's deletion comes first (it is then cancelled): True if it did."""

@@ -211,6 +211,36 @@ async def test_a_pre_stop_past_the_grace_period_is_cut_off_and_sigterm_gets_two_
     assert "FailedPreStopHook" not in [e[1] for e in await pod_events(pods, "slow")]
 
 
+async def test_a_pre_stop_sleep_the_grace_period_cuts_off_is_counted_on_the_kubelets_metrics(env):
+    """kubelet_sleep_action_terminated_early_total counts sleep hooks ended before their time (here
+    by the grace period a delete shortens to 3 s); one that ran its course is not counted."""
+    pods, clock, mgr = env
+
+    async def cut() -> float:
+        text = (await mgr.kubelet_for("gpu-0").serve(SimpleNamespace(method="GET", query={}, headers={}),
+                                                     "/metrics")).text
+        assert "# TYPE kubelet_sleep_action_terminated_early_total counter\n" in text
+        return float(text.split("\nkubelet_sleep_action_terminated_early_total ", 1)[1].split("\n", 1)[0])
+
+    async def counted() -> bool:
+        return await cut() == 1
+    await pods.create(hooked("done", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 1}}))
+    await pods.create(hooked("cut", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 20}}))
+    for name in ("done", "cut"):
+        await eventually(phase_is(pods, name, "Running"))
+    await delete_killed(pods, "done")
+    await clock.advance(1)
+    await eventually(gone(pods, "done"))
+    assert await cut() == 0
+    await pods.delete("cut", "default", grace_period_seconds=3)
+    await killed(pods, "cut")
+    await clock.advance(3)  # the hook cut off at 3 s, SIGTERM then
+    await eventually(counted)
+    await clock.advance(2)
+    await eventually(gone(pods, "cut"))
+    assert await cut() == 1
+
+
 async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_own(env):
     """While main's preStop hook runs, the other container (no hook: its SIGTERM comes at once, and
     it ignores it) finds the file the hook wrote in their emptyDir and exits 0 by itself: it ends

@@ -364,7 +364,7 @@ class ProcessPodWorker(PodWorker):
             return (await http_get(node_ns, host, port, path, headers, scheme, hooks.USER_AGENT))[1]
         return await hooks.run(self.pod, c.spec, spec, self.ip,
                                hooks.Runner(lambda argv: self._run_in(c, argv), get, self.clock.sleep,
-                                            self._http_fallback))
+                                            self._http_fallback, self._sleep_cut))
 
     async def _post_start(self, c: Container) -> str:
         """startContainer's last step: `c`'s postStart hook, if any, its process started. A failed
