@@ -28,26 +28,63 @@ def _unset(v: Any) -> bool:
     return v is None or v == "" or (v == 0 and type(v) is int)
 
 
-def _encode(ev: Obj, always: tuple, omitted: frozenset) -> None:
-    """Every Event written is encoded twice (stored, served) and its fields are mostly set
-    strings: only the omitempty fields it has are looked at, and `_unset` only for a falsy one."""
-    for f in omitted.intersection(ev):
+def _plan(keys: tuple, always: tuple, omitted: frozenset) -> tuple:
+    """What encoding an Event of these fields (in this order) takes: the omitempty fields it has
+    (dropped where unset), the always-encoded ones it has whose zero is not null (null -> zero),
+    and the always-encoded ones it lacks (appended, in `always`' order, as assigning them would)."""
+    have = set(keys)
+    return (tuple(f for f in keys if f in omitted),
+            tuple((f, zero) for f, zero in always if f in have and zero is not None),
+            tuple((f, zero) for f, zero in always if f not in have))
+
+
+def encode_planned(ev: Obj, plan: tuple) -> None:
+    """`ev` encoded by the `plan` made for its fields, in place."""
+    drop, fill, add = plan
+    for f in drop:
         v = ev[f]
         if not v and (v is None or v == "" or type(v) is int):
             del ev[f]
-    for f, zero in always:
-        if ev.get(f) is None:
+    for f, zero in fill:
+        if ev[f] is None:
             ev[f] = {} if zero == {} else zero
+    for f, zero in add:
+        ev[f] = {} if zero == {} else zero
+
+
+def core_plan(keys: tuple) -> tuple:
+    return _plan(keys, _CORE_ALWAYS, _CORE_OMITTED)
+
+
+def events_v1_plan(keys: tuple) -> tuple:
+    return _plan(keys, _EVENTS_ALWAYS, _EVENTS_OMITTED)
+
+
+def _encode(ev: Obj, plans: dict[tuple, tuple], make) -> None:
+    """Every Event written is encoded twice (stored, served), mostly with the same fields in the
+    same order: its plan is remembered by them, so only what the plan names is looked at."""
+    keys = tuple(ev)
+    plan = plans.get(keys)
+    if plan is None:
+        if len(plans) >= 1024:
+            plans.clear()
+        plan = plans[keys] = make(keys)
+    encode_planned(ev, plan)
+
+
+#: `_encode`'s plans by an Event's fields
+_CORE_PLANS: dict[tuple, tuple] = {}
+_EVENTS_PLANS: dict[tuple, tuple] = {}
 
 
 def core_encoding(ev: Obj) -> None:
     """`ev` (core/v1's shape) as Go encodes core/v1's Event, in place."""
-    _encode(ev, _CORE_ALWAYS, _CORE_OMITTED)
+    _encode(ev, _CORE_PLANS, core_plan)
 
 
 def events_v1_encoding(ev: Obj) -> None:
     """`ev` (events.k8s.io/v1's shape, renamed from core/v1's) as Go encodes that API's Event, in place."""
-    _encode(ev, _EVENTS_ALWAYS, _EVENTS_OMITTED)
+    _encode(ev, _EVENTS_PLANS, events_v1_plan)
 
 
 def same_value(a: Any, b: Any) -> bool:

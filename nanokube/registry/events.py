@@ -23,7 +23,7 @@ from ..clock import REAL
 from .apps import api_doc
 from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import NAME_DOC, doc, since
-from .event_encoding import core_encoding, events_v1_encoding, same_value
+from .event_encoding import core_encoding, encode_planned, events_v1_plan, same_value
 from ..machinery.validation import FieldError, dns1123_subdomain, immutable, invalid, qualified_name, required
 
 Clock = Callable[[], float]
@@ -48,19 +48,20 @@ _NOTE_LIMIT = 1024
 
 
 def to_core(obj: Obj) -> Obj:
-    return _renamed(obj, _RENAMES, _TO_CORE)
+    return _renamed(obj, _RENAMES, _TO_CORE, None)[0]
 
 
 def from_core(obj: Obj) -> Obj:
-    out = _renamed(obj, _TO_EVENTS, _FROM_CORE)
-    events_v1_encoding(out)
+    out, encoding = _renamed(obj, _TO_EVENTS, _FROM_CORE, events_v1_plan)
+    encode_planned(out, encoding)
     return out
 
 
-def _renamed(obj: Obj, renames: dict[str, str], plans: dict[tuple, tuple]) -> Obj:
-    """`obj` without apiVersion and kind, its fields renamed by `renames`, in its order. Which
-    fields go under which names is remembered by the object's fields in their order: every Event
-    written is converted on the way in, for the response and for each version it is watched at."""
+def _renamed(obj: Obj, renames: dict[str, str], plans: dict[tuple, tuple], encoding) -> tuple[Obj, tuple | None]:
+    """`obj` without apiVersion and kind, its fields renamed by `renames`, in its order, and the plan
+    that `encoding` (None: none) makes for encoding its new fields. Both are remembered by the
+    object's fields in their order: an events.k8s.io/v1 patch converts its Event once in and four
+    times out (the patched object, managedFields' old and new, the response)."""
     keys = tuple(obj)
     plan = plans.get(keys)
     if plan is None:
@@ -68,12 +69,13 @@ def _renamed(obj: Obj, renames: dict[str, str], plans: dict[tuple, tuple]) -> Ob
         values = itemgetter(*kept) if len(kept) > 1 else (lambda o, k=kept[0]: (o[k],)) if kept else (lambda o: ())
         if len(plans) >= 1024:
             plans.clear()
-        plan = plans[keys] = (tuple(renames.get(k, k) for k in kept), values)
-    names, values = plan
-    return dict(zip(names, values(obj)))
+        names = tuple(renames.get(k, k) for k in kept)
+        plan = plans[keys] = (names, values, encoding and encoding(tuple(dict.fromkeys(names))))
+    names, values, planned = plan
+    return dict(zip(names, values(obj))), planned
 
 
-#: `_renamed`'s plans (the new names, and what reads the kept values) by the fields of an object
+#: `_renamed`'s plans (the new names, what reads the kept values, the encoding) by the fields of an object
 _TO_CORE: dict[tuple, tuple] = {}
 _FROM_CORE: dict[tuple, tuple] = {}
 
@@ -145,9 +147,11 @@ def validate_event_update(new: Obj, old: Obj) -> list[FieldError]:
     errs = _legacy_errors(new)
     if new.get("series") != old.get("series"):
         errs += _series_errors(new)
-    for f in _IMMUTABLE:
-        if not same_value(new.get(f), old.get(f)):
-            errs.append(immutable(_UPDATE_PATHS.get(f, f), new.get(f)))
+    immutables = [*map(new.get, _IMMUTABLE)]
+    if immutables != [*map(old.get, _IMMUTABLE)]:  # mostly the same objects (a series refresh): one comparison
+        for f, v in zip(_IMMUTABLE, immutables):
+            if not same_value(v, old.get(f)):
+                errs.append(immutable(_UPDATE_PATHS.get(f, f), v))
     if (new.get("eventTime") or "")[:26] != (old.get("eventTime") or "")[:26]:
         errs.append(immutable("eventTime", new.get("eventTime")))
     return errs
