@@ -151,11 +151,14 @@ async def test_an_https_http_get_hook_falls_back_to_the_simulated_servers_plain_
     p["spec"]["containers"][0]["ports"] = [{"containerPort": 8443}]
     await pods.create(p)
     p = await eventually(phase_is(pods, "tls", "Running"))
-    events = await pod_events(pods, "tls")
     ip = p["status"]["podIP"]
-    assert ("Warning", "LifecycleHTTPFallback", "",
-            f"request to HTTPS lifecycle hook {ip}:8443 got HTTP response, retry with HTTP succeeded", 1) in events
-    assert "FailedPostStartHook" not in [e[1] for e in events]
+    told = ("Warning", "LifecycleHTTPFallback", "",
+            f"request to HTTPS lifecycle hook {ip}:8443 got HTTP response, retry with HTTP succeeded", 1)
+
+    async def events():  # the recorder writes from its own task, maybe after the Running status
+        ev = await pod_events(pods, "tls")
+        return ev if told in ev else None
+    assert "FailedPostStartHook" not in [e[1] for e in await eventually(events)]
     server = mgr.kubelet_for(p["spec"]["nodeName"])
     text = (await server.serve(SimpleNamespace(method="GET", query={}, headers={}), "/metrics")).text
     assert "\nkubelet_lifecycle_handler_http_fallbacks_total 1\n" in text
