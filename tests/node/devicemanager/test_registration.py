@@ -36,6 +36,11 @@ def fpgas(s, clock):
     return get
 
 
+async def listed_fpgas(prc) -> set[str]:
+    """The FPGA device IDs the pod resources API's GetAllocatableResources lists."""
+    return {i for d in (await prc.allocatable()).devices if d.resource_name == FPGA for i in d.device_ids}
+
+
 async def test_a_registered_plugins_devices_are_advertised_allocated_and_listed(node_dir):
     async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA,
@@ -159,11 +164,13 @@ async def test_a_stopped_plugins_resource_goes_after_the_grace_period_and_comes_
             await becomes(fpgas(s, clock), ("2", "2"))
             await plugin.stop()
             await becomes(fpgas(s, clock), ("2", "0"))
+            assert await listed_fpgas(prc) == set()  # unhealthy: not allocatable
             await clock.advance(300)  # upstream's endpointStopGracePeriod: 5 minutes
             await becomes(fpgas(s, clock), ("0", "0"))
             await plugin.start()
             await plugin.register()
             await becomes(fpgas(s, clock), ("2", "2"))
+            assert await listed_fpgas(prc) == {"fpga-a", "fpga-b"}
         finally:
             await plugin.stop()
 
@@ -176,11 +183,13 @@ async def test_a_restarted_node_has_none_of_a_plugins_devices_until_it_registers
                 await (await plugin.start()).register()
                 await becomes(fpgas(s, clock), ("1", "1"))
             await plugin.stop()
-            async with node(s, clock, node_dir):
+            async with node(s, clock, node_dir) as (_, prc):
                 # from the checkpoint's registered resources: 0 until the plugin registers again
                 await becomes(fpgas(s, clock), ("0", "0"))
+                assert await listed_fpgas(prc) == set()
                 await (await plugin.start()).register()
                 await becomes(fpgas(s, clock), ("1", "1"))
+                assert await listed_fpgas(prc) == {"fpga-a"}
         finally:
             await plugin.stop()
 
