@@ -1207,8 +1207,15 @@ class GenericREST:
                     if subresource:
                         raise errors.not_found(res.group, res.plural, name)
                     mf = (new.get("metadata") or {}).get("managedFields")
-                    r = await self._create_applied(res, version, namespace, new, opts, mf)
-                    return r
+                    try:
+                        return await self._create_applied(res, version, namespace, new, opts, mf)
+                    except errors.APIError as e:
+                        # another client created it since the cache was read: applied again to theirs,
+                        # as upstream's apply creates inside GuaranteedUpdate, which retries as an update
+                        if e.reason != "AlreadyExists" or attempt == PATCH_ATTEMPTS - 1:
+                            raise
+                    await self.cache.sync()
+                    continue
                 body = new
             else:
                 if entry is None:
