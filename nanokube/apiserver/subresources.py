@@ -71,6 +71,15 @@ def _same_namespace(body: dict, namespace: str) -> None:
         raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
 
 
+def _same_target(body: dict, namespace: str, name: str, kind: str) -> None:
+    """A Binding's or an Eviction's own namespace, then its name, against the URL's, before anything is
+    read: the create handler's check, then BindingREST.Create's and EvictionREST.Create's first one.
+    Here in bind and evict, so every caller gets them, the in-process clients as HTTP's."""
+    _same_namespace(body, namespace)
+    if (body.get("metadata") or {}).get("name") != name:
+        raise errors.bad_request(f"name in URL does not match name in {kind} object")
+
+
 class Subresources:
     def __init__(self, rest: GenericREST) -> None:
         self.rest = rest
@@ -84,19 +93,11 @@ class Subresources:
             body, opts = await h._create_input(request)
             body = _typed(body, "io.k8s.api.core.v1.Binding", "Binding", version)
             warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.core.v1.Binding", "Binding", version)
-            _same_namespace(body, namespace)
-            if (body.get("metadata") or {}).get("name") != name:  # BindingREST.Create, before anything is read
-                raise errors.bad_request("name in URL does not match name in Binding object")
             return _warned(json_response(await self.bind(res, namespace, name, body, opts), 201), warnings)
         if sub == "eviction" and m == "POST":
             body, opts = await h._create_input(request)
             body = _typed(body, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
             warnings = await _strict_fields(h, request, body, opts, "io.k8s.api.policy.v1.Eviction", "Eviction", version)
-            _same_namespace(body, namespace)
-            if (body.get("metadata") or {}).get("name") != name:  # EvictionREST.Create, before anything is read
-                raise errors.bad_request("name in URL does not match name in Eviction object")
-            if body.get("deleteOptions") is not None:
-                body["deleteOptions"] = delete_options({}, body["deleteOptions"], [])
             return _warned(json_response(await self.evict(namespace, name, body, opts), 201), warnings)
         if sub == "token" and m == "POST" and self.tokens is not None:
             body, opts = await h._create_input(request)  # (the options are judged, as any create's)
@@ -157,6 +158,7 @@ class Subresources:
         return json_response(await self.bind(pods, namespace, pod, body, opts), 201)
 
     async def bind(self, res: Resource, namespace: str, name: str, binding: dict, opts: WriteOptions) -> dict:
+        _same_target(binding, namespace, name, "Binding")
         binding = await self.rest.admit_subresource_create(res, "v1", "binding", BINDING_KIND, namespace, name, binding, opts)
         target = (binding or {}).get("target") or {}
         errs = validate_binding(binding or {})
@@ -217,6 +219,9 @@ class Subresources:
         """The Eviction API: a pod covered by a PodDisruptionBudget is deleted
         only if the budget allows one more disruption, which this records
         (disruptedPods) before deleting, as kube-apiserver does."""
+        _same_target(eviction, namespace, name, "Eviction")
+        if eviction.get("deleteOptions") is not None:  # (checked as a DELETE's, after the name)
+            eviction["deleteOptions"] = delete_options({}, eviction["deleteOptions"], [])
         pods = self.rest.index.get("", "v1", "pods")
         pdbs = self.rest.index.get("policy", "v1", "poddisruptionbudgets")
         eviction = await self.rest.admit_subresource_create(pods, "v1", "eviction", EVICTION_KIND, namespace, name,

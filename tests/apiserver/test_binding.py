@@ -181,3 +181,47 @@ async def test_a_binding_named_for_another_pod_or_none_is_a_400_over_http(tmp_pa
             400, "the namespace of the provided object does not match the namespace sent on the request")
         pod = await asyncio.to_thread(core.read_namespaced_pod, "p", "default")
         assert pod.spec.node_name is None
+
+
+async def test_the_in_process_client_gets_the_same_checks(env):
+    """The checks sit in bind itself, as upstream's in BindingREST: a component's in-process client is
+    refused a Binding naming another pod, none, or another namespace, as an HTTP client is."""
+    _, _, pods = env
+    await pods.create({"metadata": {"name": "p", "namespace": "default"},
+                       "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    for metadata, message in (({"name": "other"}, "name in URL does not match name in Binding object"),
+                              ({}, "name in URL does not match name in Binding object"),
+                              ({"name": "p", "namespace": "other"},
+                               "the namespace of the provided object does not match the namespace sent on the request")):
+        with pytest.raises(APIError) as e:
+            await pods.create_subresource("p", "binding", {"metadata": metadata, "target": {"kind": "Node", "name": "n1"}},
+                                          "default")
+        assert (e.value.code, e.value.reason, e.value.message) == (400, "BadRequest", message)
+    assert "nodeName" not in (await pods.get("p", "default"))["spec"]
+
+
+async def test_a_binding_of_another_namespace_to_the_bindings_collection_is_a_400(tmp_path):
+    """POST .../namespaces/{ns}/bindings (LegacyBindingREST: the Binding names its pod) takes the
+    create handler's namespace check too; it bound the pod of the URL's namespace before."""
+    import asyncio
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        core = client.CoreV1Api(api_client)
+        await asyncio.to_thread(core.create_namespaced_pod, "default", {
+            "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.create_namespaced_binding, "default",
+                                    {"metadata": {"name": "p", "namespace": "other"}, "target": {"kind": "Node", "name": "n1"}},
+                                    _preload_content=False)
+        assert (e.value.status, orjson.loads(e.value.body)["message"]) == (
+            400, "the namespace of the provided object does not match the namespace sent on the request")
+        assert (await asyncio.to_thread(core.read_namespaced_pod, "p", "default")).spec.node_name is None
+        await asyncio.to_thread(core.create_namespaced_binding, "default",
+                                {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}},
+                                _preload_content=False)
+        assert (await asyncio.to_thread(core.read_namespaced_pod, "p", "default")).spec.node_name == "n1"

@@ -37,7 +37,7 @@ async def budget(s, name="db", selector=None, status=None, **spec):
 
 
 async def evict(sub, name, dry_run=False):
-    return await sub.evict("default", name, {}, WriteOptions(dry_run=dry_run))
+    return await sub.evict("default", name, {"metadata": {"name": name}}, WriteOptions(dry_run=dry_run))
 
 
 async def gone(s, name):
@@ -122,7 +122,7 @@ async def test_an_evicted_pod_is_marked_disruption_target_before_it_goes(env):
     await budget(s)
     await evict(sub, "a")
     current = await pods.get("b", "default")
-    await sub.evict("default", "b", {"deleteOptions": {"preconditions": {
+    await sub.evict("default", "b", {"metadata": {"name": "b"}, "deleteOptions": {"preconditions": {
         "resourceVersion": current["metadata"]["resourceVersion"]}}}, WriteOptions())
     for name in ("a", "b"):
         pod = await pods.get(name, "default")
@@ -134,7 +134,8 @@ async def test_an_evicted_pod_is_marked_disruption_target_before_it_goes(env):
         # the generation the eviction saw (PodObservedGenerationTracking), not the one its delete moved on to
         assert (cond["observedGeneration"], pod["metadata"]["generation"]) == (1, 2)
     with pytest.raises(APIError) as e:
-        await sub.evict("default", "a", {"deleteOptions": {"preconditions": {"uid": "other"}}}, WriteOptions())
+        await sub.evict("default", "a", {"metadata": {"name": "a"}, "deleteOptions": {"preconditions": {"uid": "other"}}},
+                        WriteOptions())
     assert e.value.code == 409 and f"UID in record ({p['metadata']['uid']})" in e.value.message
 
 
@@ -230,3 +231,24 @@ async def test_an_eviction_named_for_another_pod_or_none_is_a_400_over_http():
                 assert r.status == 201, await r.text()
     finally:
         await server.stop()
+
+
+async def test_the_in_process_client_gets_the_same_checks(env):
+    """The checks sit in evict itself, as upstream's in EvictionREST: a component's in-process client
+    is refused an Eviction naming another pod, none, or another namespace, and bad deleteOptions, as
+    an HTTP client is; the pod stays."""
+    s, _ = env
+    pods = s.client.resource("", "v1", "pods")
+    await running_pod(s, "p")
+    for body, message in (({"metadata": {"name": "other"}}, "name in URL does not match name in Eviction object"),
+                          ({}, "name in URL does not match name in Eviction object"),
+                          ({"metadata": {"name": "p", "namespace": "other"}},
+                           "the namespace of the provided object does not match the namespace sent on the request"),
+                          ({"metadata": {"name": "p"}, "deleteOptions": {"gracePeriodSeconds": "soon"}},
+                           "json: cannot unmarshal string into Go struct field DeleteOptions.gracePeriodSeconds of "
+                           "type int64")):
+        with pytest.raises(APIError) as e:
+            await pods.create_subresource("p", "eviction", {"apiVersion": "policy/v1", "kind": "Eviction", **body},
+                                          "default")
+        assert (e.value.code, e.value.reason, e.value.message) == (400, "BadRequest", message)
+    assert not await gone(s, "p")
