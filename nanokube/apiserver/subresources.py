@@ -434,6 +434,9 @@ class Subresources:
                     await self.rest.cache.sync()
                     continue
                 raise
+            if opts.dry_run:  # the object as it would have been written (the cache holds the one before)
+                await res.strategy.prepare_conversion([r.obj], res.storage_version)
+                return _scale_of(res, res.strategy.to_storage(r.obj, version))
             stored = self.rest.cache.get(res.key(namespace, name))
             return _scale_of(res, stored.obj if stored else r.obj)
         raise errors.conflict(res.group, res.plural, name, errors.STALE)

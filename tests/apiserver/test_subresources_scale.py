@@ -80,6 +80,20 @@ async def test_an_apply_through_scale_conflicts_and_forced_takes_the_replicas(tm
         assert message == 'Apply failed with 1 conflict: conflict with "hpa" with subresource "scale": .spec.replicas'
 
 
+async def test_a_dry_run_through_scale_answers_the_scale_it_would_write(tmp_path):
+    """As upstream's scale REST, a dry run answers the Scale of the object it would have written, and
+    writes nothing; it answered the stored object's replicas (found by fuzz_sweep's subresources sweep)."""
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", DEPLOYMENTS, deployment(1))
+        dry = await call(c, "PUT", f"{DEPLOYMENTS}/d/scale?dryRun=All", scale(3))
+        assert dry["spec"] == {"replicas": 3} and dry["status"]["selector"] == "app=d"
+        dry = await call(c, "PATCH", f"{DEPLOYMENTS}/d/scale?dryRun=All", {"spec": {"replicas": 4}},
+                         content_type="application/merge-patch+json")
+        assert dry["spec"] == {"replicas": 4}
+        assert (await call(c, "GET", f"{DEPLOYMENTS}/d/scale"))["spec"] == {"replicas": 1}
+        assert (await call(c, "GET", f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
+
+
 async def test_a_custom_resource_scale_writer_owns_its_replicas_path(tmp_path):
     group = "example.com"
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -103,6 +117,8 @@ async def test_a_custom_resource_scale_writer_owns_its_replicas_path(tmp_path):
                 await asyncio.sleep(0.05)
         else:
             pytest.fail("the CRD was never served")
+        dry = await call(c, "PUT", f"{widgets}/d/scale?dryRun=All", scale(7))  # (converted from storage, as written)
+        assert dry["spec"]["replicas"] == 7 and (await call(c, "GET", f"{widgets}/d"))["spec"]["size"] == 1
         out = await call(c, "PUT", f"{widgets}/d/scale", scale(4), "kubectl")
         assert out["spec"]["replicas"] == 4
         w = await call(c, "GET", f"{widgets}/d")
