@@ -9,6 +9,7 @@ server, which proxies clients to it as kube-apiserver proxies to the kubelet).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -27,6 +28,12 @@ TUNNELED_PORT_FORWARD = "SPDY/3.1+portforward.k8s.io"
 class StreamFailed(Exception):
     """The command could not be run at all (reported as an InternalError
     Status on the error channel, as the kubelet does)."""
+
+
+def sandbox_id(uid: str) -> str:
+    """The ID of pod `uid`'s sandbox as the runtime names it (a containerd ID, 64 hex digits): what
+    the CRI streaming server calls the pod in a port-forward's error."""
+    return hashlib.sha256(f"{uid}/sandbox".encode()).hexdigest()
 
 
 def executable_not_found(exec_id: str, command: str) -> StreamFailed:

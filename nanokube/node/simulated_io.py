@@ -57,7 +57,7 @@ import re
 import socket
 from collections.abc import Callable, Iterable, Iterator
 
-from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found
+from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found, sandbox_id
 from . import container_env
 from .containerlog import ContainerLog
 from .simulated_command import Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin
@@ -692,9 +692,9 @@ class SimulatedIO:
         if not self.listens(port):
             netns = f"/var/run/netns/cni-{self.worker.uid}"
             raise StreamFailed(f'failed to execute portforward in network namespace "{netns}": failed to connect to '
-                               f'localhost:{port} inside namespace "{self.worker.uid}", IPv4: dial tcp4 '
+                               f'localhost:{port} inside namespace "{sandbox_id(self.worker.uid)}", IPv4: dial tcp4 '
                                f"127.0.0.1:{port}: connect: connection refused IPv6 dial tcp6: address localhost: "
-                               f"no suitable address ")
+                               f"no suitable address found ")
         ours, theirs = socket.socketpair()
         asyncio.ensure_future(self._listener(theirs, port))
         return await asyncio.open_connection(sock=ours)

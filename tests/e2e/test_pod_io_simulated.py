@@ -132,9 +132,11 @@ def test_port_forward_to_a_port_only_a_finished_init_container_declares_is_refus
             assert got == b"", "nothing reaches the client from a closed port"
         assert p.wait(timeout=20) == 1
         err = p.stderr.read().replace('\\"', '"')  # (klog quotes the error)
-        assert re.search(r"error forwarding port 7000 to pod gated, uid [\w-]+: failed to execute portforward in network "
-                         r'namespace "[^"]+": failed to connect to localhost:7000 inside namespace "[^"]+", IPv4: '
-                         r"dial tcp4 127\.0\.0\.1:7000: connect: connection refused", err), err
+        # the CRI streaming server's words: the pod named by its sandbox's ID, the uid left empty
+        assert re.search(r"error forwarding port 7000 to pod ([0-9a-f]{64}), uid : failed to execute portforward in "
+                         r'network namespace "[^"]+": failed to connect to localhost:7000 inside namespace "\1", IPv4: '
+                         r"dial tcp4 127\.0\.0\.1:7000: connect: connection refused IPv6 dial tcp6: address localhost: "
+                         r"no suitable address found", err), err
     finally:
         if p.poll() is None:
             p.kill()

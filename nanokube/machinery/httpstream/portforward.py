@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from .. import errors
-from ..streaming import PORT_FORWARD, TUNNELED_PORT_FORWARD, V4, NodeStreaming, StreamFailed
+from ..streaming import PORT_FORWARD, TUNNELED_PORT_FORWARD, V4, NodeStreaming, StreamFailed, sandbox_id
 from .spdy import SpdySession, SpdyStream
 from .transports import (CHUNK, WebSocketChannels, handshake, is_spdy, is_websocket, offered, spdy_over_websocket,
                          upgrade_to_spdy)
@@ -60,8 +60,10 @@ async def serve_port_forward(request: web.Request, node: NodeStreaming, ns: str,
     raise errors.bad_request("Upgrade request required")
 
 
-def _forward_error(port: int, name: str, uid: str, e: Exception) -> bytes:
-    return f"error forwarding port {port} to pod {name}, uid {uid}: {e}".encode()
+def _forward_error(port: int, uid: str, e: Exception) -> bytes:
+    """The CRI streaming server's words (containerd's, which the kubelet hands port-forwards to):
+    the pod it names is its sandbox's ID, with no uid."""
+    return f"error forwarding port {port} to pod {sandbox_id(uid)}, uid : {e}".encode()
 
 
 async def _copy_to_pod(read: Callable[[int], Awaitable[bytes]], writer: asyncio.StreamWriter) -> None:
@@ -83,7 +85,7 @@ async def _spdy_port_forward(spdy: SpdySession, node: NodeStreaming, ns: str, na
         try:
             reader, writer = await node.port_forward(ns, name, uid, port)
         except (StreamFailed, OSError) as e:
-            await error.write(_forward_error(port, name, uid, e))
+            await error.write(_forward_error(port, uid, e))
             await error.close()
             await data.close()
             return
@@ -142,7 +144,7 @@ async def _websocket_port_forward(ch: WebSocketChannels, node: NodeStreaming, ns
         try:
             reader, writer = await node.port_forward(ns, name, uid, port)
         except (StreamFailed, OSError) as e:
-            await ch.send(2 * i + 1, _forward_error(port, name, uid, e))
+            await ch.send(2 * i + 1, _forward_error(port, uid, e))
             return
         up = asyncio.ensure_future(_copy_to_pod(to_pod[i].read, writer))
         try:
