@@ -29,15 +29,29 @@ class LoopHolds:
         self.longest_request = ""
 
     async def serve(self, request, handler: Callable[[Any], Awaitable]) -> Any:
-        """`handler(request)`, each of its steps on the loop timed."""
+        """`handler(request)` and the writing of its answer, each of their steps on the loop timed."""
         held = [0.0]
         try:
-            return await _stepped(handler(request), held)
+            return await _stepped(_answered(request, handler), held)
         finally:
             if held[0] > self.longest:
                 self.longest, self.longest_request = held[0], f"{request.method} {request.rel_url}"
             if held[0] > WARN_AFTER:
                 log.warning("%s %s held the event loop for %.2f CPU s", request.method, request.rel_url, held[0])
+
+
+async def _answered(request, handler: Callable[[Any], Awaitable]) -> Any:
+    """`handler(request)`, its answer written here rather than by the connection after it returns:
+    a large list's body (its compression, its copy into the transport) holds the loop as its
+    encoding does. A write the client cut off is left to the connection, which closes it."""
+    response = await handler(request)
+    if response is not None and not response.prepared:
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except ConnectionError:
+            pass
+    return response
 
 
 @types.coroutine
