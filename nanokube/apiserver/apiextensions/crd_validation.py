@@ -20,6 +20,7 @@ from ...machinery.validation import (
     FieldError, dns1035_label, dns1123_subdomain, duplicate, forbidden, immutable, invalid, mixed_case_label,
     not_supported, required, too_many,
 )
+from ..webhook.validation import validate_service, validate_url
 from . import cel_rules, internal, jsonpath, structural_schema
 
 PRINTER_TYPES = ("boolean", "date", "integer", "number", "string")
@@ -152,6 +153,9 @@ def _scale(scale: dict[str, Any], schema: dict | None, path: str) -> list[FieldE
 
 
 def _conversion(conv: Any, path: str) -> list[FieldError]:
+    """validateCustomResourceConversion, its paths those of the internal type (webhookClientConfig, not
+    webhook.clientConfig): the client config's url or service as an admission webhook's (the url https,
+    without user, query or fragment), the review versions DNS labels, once each, one of them known."""
     errs: list[FieldError] = []
     if not isinstance(conv, dict):
         return errs
@@ -159,23 +163,33 @@ def _conversion(conv: Any, path: str) -> list[FieldError]:
     if strategy not in ("None", "Webhook"):
         errs.append(not_supported(f"{path}.strategy", strategy, ["None", "Webhook"]))
         return errs
-    if strategy == "None" and conv.get("webhook"):
-        errs.append(forbidden(f"{path}.webhook", "should not be set when strategy is not set to Webhook"))
-    if strategy == "Webhook":
-        wh = conv.get("webhook")
-        if not isinstance(wh, dict):
-            errs.append(required(f"{path}.webhook", "required when strategy is set to Webhook"))
-            return errs
-        cc = wh.get("clientConfig")
-        if not isinstance(cc, dict):
-            errs.append(required(f"{path}.webhook.clientConfig", "required when strategy is set to Webhook"))
-        elif bool(cc.get("url")) == bool(cc.get("service")):
-            errs.append(required(f"{path}.webhook.clientConfig", "exactly one of url or service is required"))
-        crv = wh.get("conversionReviewVersions")
-        if not crv:
-            errs.append(required(f"{path}.webhook.conversionReviewVersions", "must include at least one of v1, v1beta1"))
-        elif not any(v in ("v1", "v1beta1") for v in crv):
-            errs.append(invalid(f"{path}.webhook.conversionReviewVersions", crv, "must include at least one of v1, v1beta1"))
+    wh = conv.get("webhook") if isinstance(conv.get("webhook"), dict) else {}
+    cc, crv = wh.get("clientConfig"), wh.get("conversionReviewVersions") or []
+    if strategy == "None":
+        if cc is not None:
+            errs.append(forbidden(f"{path}.webhookClientConfig", "should not be set when strategy is not set to Webhook"))
+        if crv:
+            errs.append(forbidden(f"{path}.conversionReviewVersions", "should not be set when strategy is not set to Webhook"))
+        return errs
+    if not isinstance(cc, dict):
+        errs.append(required(f"{path}.webhookClientConfig", "required when strategy is set to Webhook"))
+    elif (cc.get("url") is None) == (cc.get("service") is None):
+        errs.append(required(f"{path}.webhookClientConfig", "exactly one of url or service is required"))
+    elif cc.get("url") is not None:
+        errs += validate_url(f"{path}.webhookClientConfig.url", cc["url"])
+    else:
+        errs += validate_service(f"{path}.webhookClientConfig.service", cc["service"])
+    if not crv:
+        return errs + [required(f"{path}.conversionReviewVersions")]
+    seen: set[str] = set()
+    for i, v in enumerate(crv):
+        if v in seen:
+            errs.append(invalid(f"{path}.conversionReviewVersions[{i}]", v, "duplicate version"))
+            continue
+        seen.add(v)
+        errs += [invalid(f"{path}.conversionReviewVersions[{i}]", v, m) for m in dns1035_label(v)]
+    if not seen & {"v1", "v1beta1"}:
+        errs.append(invalid(f"{path}.conversionReviewVersions", crv, "must include at least one of v1, v1beta1"))
     return errs
 
 

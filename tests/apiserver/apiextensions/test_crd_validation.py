@@ -12,7 +12,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from nanokube.apiserver.apiextensions import crd_validation, structural_schema
-from tests.served import served
+from tests.served import send, served
 
 SCHEMA = {"type": "object", "properties": {
     "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}, "color": {"type": "string"}}},
@@ -430,3 +430,36 @@ async def test_over_http_unrecognized_formats_are_warned_about(tmp_path):
             api.patch_custom_resource_definition_with_http_info, created.metadata.name, patch)
         assert status == 200
         assert headers.getlist("Warning") == ['299 - "unrecognized format \\"decimal\\""']
+
+
+async def test_over_http_a_conversion_webhooks_client_config_and_review_versions_are_validated(tmp_path):
+    """validateCustomResourceConversion checks the client config as an admission webhook's (ValidateWebhookURL,
+    ValidateWebhookService) and the review versions one by one, at the internal type's paths; a url with
+    user information, a query and a fragment was accepted (found by fuzzing conversion webhook configs)."""
+    p = "spec.conversion"
+
+    def conversion(strategy: str, **webhook) -> dict:
+        return crd(conversion={"strategy": strategy, "webhook": webhook})
+    cases = [
+        (conversion("Webhook", clientConfig={"url": "https://user:pw@127.0.0.1:1/x?q=1#f"}, conversionReviewVersions=["v1"]),
+         [(f"{p}.webhookClientConfig.url", 'Invalid value: "user:pw": user information is not permitted in the URL'),
+          (f"{p}.webhookClientConfig.url", 'Invalid value: "f": fragments are not permitted in the URL'),
+          (f"{p}.webhookClientConfig.url", 'Invalid value: "q=1": query parameters are not permitted in the URL')]),
+        (conversion("Webhook", clientConfig={"service": {"name": "s", "namespace": "default", "path": "x", "port": 0}},
+                    conversionReviewVersions=["v1", "v1", "V2"]),
+         [(f"{p}.webhookClientConfig.service.port", "Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive"),
+          (f"{p}.webhookClientConfig.service.path", "Invalid value: \"x\": must start with a '/'"),
+          (f"{p}.webhookClientConfig.service.path", 'Invalid value: "x": segment[0] may not be empty'),
+          (f"{p}.conversionReviewVersions[1]", 'Invalid value: "v1": duplicate version'),
+          (f"{p}.conversionReviewVersions[2]", 'Invalid value: "V2": a DNS-1035 label must consist of lower case '
+           "alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character "
+           "(e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")]),
+        (conversion("None", clientConfig={"url": "https://h/x"}, conversionReviewVersions=["v1"]),
+         [(f"{p}.webhookClientConfig", "Forbidden: should not be set when strategy is not set to Webhook"),
+          (f"{p}.conversionReviewVersions", "Forbidden: should not be set when strategy is not set to Webhook")]),
+    ]
+    async with served(tmp_path) as (_, api_client):
+        for body, want in cases:
+            code, got = await send(api_client, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body)
+            assert code == 422, got
+            assert [(c["field"], c["message"]) for c in got["details"]["causes"]] == want
