@@ -1,7 +1,9 @@
 """A device plugin that registered over gRPC (upstream's endpoint and plugin client): the
-manager's ListAndWatch is the plugin's stream, Allocate its RPC. When the stream ends (the
-plugin stopped, its socket went) it tells the manager (None for a list), which marks the
-devices unhealthy as upstream's PluginDisconnected does.
+manager's ListAndWatch is the plugin's stream, Allocate its RPC. Once dialled, its options come
+from its GetDevicePluginOptions, as upstream's PluginConnected asks them (not those of the
+RegisterRequest). When the stream ends (the plugin stopped, its socket went) it tells the
+manager (None for a list), which marks the devices unhealthy as upstream's PluginDisconnected
+does.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from .proto import deviceplugin_pb2 as pb
 log = logging.getLogger(__name__)
 
 SERVICE = "v1beta1.DevicePlugin"
-METHODS = {"Allocate": (pb.AllocateRequest, pb.AllocateResponse),
+METHODS = {"GetDevicePluginOptions": (pb.Empty, pb.DevicePluginOptions),
+           "Allocate": (pb.AllocateRequest, pb.AllocateResponse),
            "GetPreferredAllocation": (pb.PreferredAllocationRequest, pb.PreferredAllocationResponse),
            "PreStartContainer": (pb.PreStartContainerRequest, pb.PreStartContainerResponse)}
 STREAMS = {"ListAndWatch": (pb.Empty, pb.ListAndWatchResponse)}
@@ -35,11 +38,11 @@ def _code(e: grpc.aio.AioRpcError) -> str:
 class GRPCPlugin:
     """The DevicePlugin service of `resource`'s plugin on unix socket `socket`."""
 
-    def __init__(self, resource: str, socket: str, options: pb.DevicePluginOptions):
+    def __init__(self, resource: str, socket: str):
         self.resource = resource
         self.socket = socket
-        self.options = options
-        self.pre_start_required = options.pre_start_required
+        self.options = pb.DevicePluginOptions()
+        self.pre_start_required = False
         self.channel = grpc.aio.insecure_channel(target(socket))
         self._calls = stub(self.channel, SERVICE, METHODS)
         self._streams = stub(self.channel, SERVICE, STREAMS, streaming=True)
@@ -47,12 +50,19 @@ class GRPCPlugin:
         self._task: asyncio.Task | None = None
 
     async def connect(self) -> None:
-        """Dial the plugin; PluginError with upstream's words if it does not answer in time."""
+        """Dial the plugin and ask its options; PluginError with upstream's words if it does
+        not answer in time or refuses."""
         try:
             await asyncio.wait_for(self.channel.channel_ready(), TIMEOUT)
+            self.options = await self._calls["GetDevicePluginOptions"](pb.Empty(), timeout=TIMEOUT)
         except asyncio.TimeoutError:
             await self.channel.close()
             raise PluginError(f"failed to dial device plugin: {self.socket} not ready in {TIMEOUT:g}s") from None
+        except grpc.aio.AioRpcError as e:
+            await self.channel.close()
+            raise PluginError(f"failed to get device plugin options: rpc error: code = {_code(e)} "
+                              f"desc = {e.details()}") from None
+        self.pre_start_required = self.options.pre_start_required
 
     def watch(self, send: Callable[[list[PluginDevice] | None], None]) -> None:
         self._task = asyncio.create_task(self._list_and_watch(send))

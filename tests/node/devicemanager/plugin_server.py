@@ -31,6 +31,8 @@ class DevicePlugin:
         self.prefer = prefer
         self.pre_start = pre_start
         self.pre_start_fail = ""
+        #: GetDevicePluginOptions answers Unimplemented (a plugin written against an older API)
+        self.options_unimplemented = False
         #: the devices of each PreStartContainer call
         self.pre_started: list[list[str]] = []
         #: the GetPreferredAllocation requests: (available, must include, size)
@@ -48,6 +50,15 @@ class DevicePlugin:
             self._changed.clear()
             yield self._list()
             await self._changed.wait()
+
+    async def _options(self, request: pb.Empty, context) -> pb.DevicePluginOptions:
+        if self.options_unimplemented:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method GetDevicePluginOptions")
+        return self.options()
+
+    def options(self) -> pb.DevicePluginOptions:
+        return pb.DevicePluginOptions(get_preferred_allocation_available=self.prefer is not None,
+                                      pre_start_required=self.pre_start)
 
     async def _allocate(self, request: pb.AllocateRequest, context) -> pb.AllocateResponse:
         ids = [list(c.devices_ids) for c in request.container_requests]
@@ -78,6 +89,9 @@ class DevicePlugin:
     async def start(self) -> DevicePlugin:
         server = grpc.aio.server()
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("v1beta1.DevicePlugin", {
+            "GetDevicePluginOptions": grpc.unary_unary_rpc_method_handler(
+                self._options, request_deserializer=pb.Empty.FromString,
+                response_serializer=pb.DevicePluginOptions.SerializeToString),
             "ListAndWatch": grpc.unary_stream_rpc_method_handler(
                 self._list_and_watch, request_deserializer=pb.Empty.FromString,
                 response_serializer=pb.ListAndWatchResponse.SerializeToString),
@@ -101,10 +115,9 @@ class DevicePlugin:
             register = ch.unary_unary("/v1beta1.Registration/Register",
                                       request_serializer=pb.RegisterRequest.SerializeToString,
                                       response_deserializer=pb.Empty.FromString)
-            options = pb.DevicePluginOptions(get_preferred_allocation_available=self.prefer is not None,
-                                             pre_start_required=self.pre_start)
             await register(pb.RegisterRequest(version=version, endpoint=self.endpoint,
-                                              resource_name=resource or self.resource, options=options), timeout=20)
+                                              resource_name=resource or self.resource, options=self.options()),
+                           timeout=20)
 
     async def stop(self) -> None:
         if self.server:

@@ -3,6 +3,7 @@ gRPC: the Node advertises its resource, a pod gets its devices from its Allocate
 resources API lists them, and its stop or a failed Allocate act as upstream's."""
 
 import os
+import socket
 from types import SimpleNamespace
 
 import grpc
@@ -208,14 +209,85 @@ async def test_registration_refusals_are_upstreams(version, resource, message, n
         assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNKNOWN, message)
 
 
+async def test_a_plugin_registering_its_resource_again_replaces_the_one_before(node_dir):
+    """The kubelet hangs up on the plugin registered before: its devices go, and its stop later
+    leaves the new plugin's devices healthy."""
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        directory = os.path.join(node_dir, NODE, "device-plugins")
+        first = await DevicePlugin(directory, FPGA, {"fpga-a": None}, name="fpga-1.sock").start()
+        second = await DevicePlugin(directory, FPGA, {"fpga-b": None, "fpga-c": None}, name="fpga-2.sock").start()
+        try:
+            await first.register()
+            await becomes(fpgas(s, clock), ("1", "1"))
+            await second.register()
+            await becomes(fpgas(s, clock), ("2", "2"))
+            assert await listed_fpgas(prc) == {"fpga-b", "fpga-c"}
+            await first.stop()
+            pods = s.client.resource("", "v1", "pods")
+            await pods.create(fpga_pod("two", 2))
+            await eventually(phase_is(pods, "two", "Running"))
+            assert (first.allocations, second.allocations) == ([], [["fpga-b", "fpga-c"]])
+            assert await fpgas(s, clock)() == ("2", "2")
+        finally:
+            await first.stop()
+            await second.stop()
+
+
+async def test_a_plugin_without_get_device_plugin_options_is_refused(node_dir):
+    """The kubelet asks a plugin it dialled for its options; a refusal is the Register call's error."""
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA, {"fpga-a": None}).start()
+        plugin.options_unimplemented = True
+        try:
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await plugin.register()
+            assert (e.value.code(), e.value.details()) == (
+                grpc.StatusCode.UNKNOWN, "failed to get device plugin options: rpc error: code = Unimplemented "
+                                         "desc = unknown method GetDevicePluginOptions")
+            assert await listed_fpgas(prc) == set() and await fpgas(s, clock)() == (None, None)
+        finally:
+            await plugin.stop()
+
+
+async def test_sockets_left_in_the_directory_are_removed_at_start(node_dir):
+    """As upstream's CleanupPluginDirectory: a previous run's sockets go (a plugin still running
+    takes that as the sign to register again); other files, directories and the checkpoint stay."""
+    directory = os.path.join(node_dir, NODE, "device-plugins")
+    os.makedirs(os.path.join(directory, "sub"))
+    for name in ("old-plugin.sock", "kubelet.sock", os.path.join("sub", "kept.sock")):
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(os.path.join(directory, name))
+    for name in ("notes.txt", "kubelet_internal_checkpoint"):
+        with open(os.path.join(directory, name), "w") as f:
+            f.write("{}")
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        assert sorted(os.listdir(directory)) == ["kubelet.sock", "kubelet_internal_checkpoint", "notes.txt", "sub"]
+        assert os.listdir(os.path.join(directory, "sub")) == ["kept.sock"]
+        plugin = await DevicePlugin(directory, FPGA, {"fpga-a": None}).start()
+        try:
+            await plugin.register()  # the new kubelet.sock answers
+            await becomes(fpgas(s, clock), ("1", "1"))
+        finally:
+            await plugin.stop()
+
+
 async def test_the_registration_sockets_share_the_node_servers_open_files_budget(node_dir, monkeypatch):
     """Thousands of nodes in one process: a registration socket counts against the budget the pod
-    resources servers keep (half the open files limit), and past it none is made."""
+    resources servers keep (half the open files limit), and past it none is made. The gRPC
+    server behind the socket starts with the first plugin that connects, and counts too."""
     held = PodResourcesServer.files
     server = RegistrationServer(node_dir, DeviceManager(), "n1")
     await server.start()
     assert os.path.exists(server.path) and PodResourcesServer.files == held + 1
-    await server.stop()
+    plugin = await DevicePlugin(server.dir, FPGA, {"fpga-a": None}).start()
+    try:
+        await plugin.register()
+        assert FPGA in server.devices.plugins and PodResourcesServer.files == held + 2
+        await plugin.register()  # the same server answers again
+        assert PodResourcesServer.files == held + 2
+    finally:
+        await plugin.stop()
+        await server.stop()
     assert not os.path.exists(server.path) and PodResourcesServer.files == held
 
     monkeypatch.setattr(registration, "_file_budget", lambda: held)
