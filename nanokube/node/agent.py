@@ -301,6 +301,7 @@ class NodeAgent:
         self.volumes.host_paths = self.runtime.name == "process"
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
+        self.devices.on_health = self._plugin_device_health_changed
         #: kubelet_lifecycle_handler_http_fallbacks_total: HTTPS hooks that passed over HTTP (hooks.py)
         self.lifecycle_http_fallbacks = 0
         #: kubelet_sleep_action_terminated_early_total: sleep hooks cut off before their end (hooks.py)
@@ -708,6 +709,14 @@ class NodeAgent:
         again (allocatedResourcesStatus)."""
         for w in self.workers.values():
             if self.claims.uses_driver(w.uid, driver):
+                w.reconcile = True
+                w.changed.set()
+
+    def _plugin_device_health_changed(self, uids: set[str]) -> None:
+        """A device plugin's devices changed health: the pods holding them write their statuses
+        again (allocatedResourcesStatus)."""
+        for uid in uids:
+            if (w := self.workers.get(uid)) is not None:
                 w.reconcile = True
                 w.changed.set()
 

@@ -906,9 +906,9 @@ class PodWorker:
         gated = readiness_gates_message(spec, conditions) if ready else ""
         pod_ready, ready_reason, ready_message = (False, "ReadinessGatesNotReady", gated) if gated else \
             (ready, reason, message)
-        # the health external DRA drivers last reported of the containers' devices (KEP-4680)
-        containers = [{**c, "allocatedResourcesStatus": health} if (health := self.agent.claims.resource_health(
-            self.pod, c["name"])) else c for c in containers]
+        # the health device plugins and DRA drivers last reported of the containers' devices (KEP-4680)
+        containers = [{**c, "allocatedResourcesStatus": health} if (health := self.agent.devices.resource_health(
+            self.uid, c["name"]) + self.agent.claims.resource_health(self.pod, c["name"])) else c for c in containers]
         st = {
             "phase": phase, "hostIP": self.agent.host_ip, "hostIPs": [{"ip": self.agent.host_ip}],
             "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,

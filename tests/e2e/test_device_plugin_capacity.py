@@ -89,6 +89,10 @@ def test_the_device_plugins_gpus_are_the_containers_and_the_pod_resources_api_li
 
 
 def test_a_faulty_plugin_gpu_leaves_the_nodes_allocatable_until_healed(cluster):
+    """...and shows Unhealthy in the container status of the pod holding it (KEP-4680's
+    allocatedResourcesStatus), as the kubelet writes it for a device plugin's resource."""
+    cluster.kubectl("apply", "-f", "-", input=gpu_pod("two", 2))  # unchanged if a test above made it
+    wait_for(lambda: cluster.kubectl_json("get", "pod", "two")["status"].get("phase") == "Running", what="two running")
     prc = Client(cluster.data_dir / "pods" / "plugin-0" / "pod-resources" / "kubelet.sock")
     try:
         gpu = sorted(i for d in prc.call["GetAllocatableResources"](pb.AllocatableResourcesRequest(), timeout=10).devices
@@ -104,7 +108,15 @@ def test_a_faulty_plugin_gpu_leaves_the_nodes_allocatable_until_healed(cluster):
     def gpus() -> tuple[str, str]:
         st = cluster.kubectl_json("get", "node", "plugin-0")["status"]
         return st["capacity"]["nvidia.com/gpu"], st["allocatable"]["nvidia.com/gpu"]
+    def health() -> dict[str, str]:
+        [c] = cluster.kubectl_json("get", "pod", "two")["status"]["containerStatuses"]
+        return {d["resourceID"]: d["health"] for r in c.get("allocatedResourcesStatus") or []
+                if r["name"] == "nvidia.com/gpu" for d in r["resources"]}
+    [other] = set(health()) - {gpu}
+    assert health() == {gpu: "Healthy", other: "Healthy"}
     fault("--kind", "xid")
     wait_for(lambda: gpus() == ("2", "1"), what="allocatable 1", timeout=60)
+    wait_for(lambda: health() == {gpu: "Unhealthy", other: "Healthy"}, what="the pod's GPU Unhealthy", timeout=60)
     fault("--clear")
     wait_for(lambda: gpus() == ("2", "2"), what="allocatable 2 again", timeout=60)
+    wait_for(lambda: health() == {gpu: "Healthy", other: "Healthy"}, what="the pod's GPU Healthy", timeout=60)

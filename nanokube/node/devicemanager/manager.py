@@ -12,6 +12,10 @@ their allocation to containers at pod admission, and the node's capacity of thei
   pods no longer active are freed first, as upstream frees them lazily (UpdateAllocatedDevices).
 - A container's start first calls PreStartContainer of its plugins that ask for it (a failure
   fails the start as upstream's GetDeviceRunContainerOptions does: CreateContainerConfigError).
+- A container's `allocatedResourcesStatus` (KEP-4680, beta and on by default since 1.36) lists
+  its devices by resource with their health; when a listed device's health changes (or it comes
+  back), `on_health` is told the pods holding it, whose statuses are written again, as upstream's
+  device manager sends their UIDs on its updates channel.
 - Every change is checkpointed, and a new manager on the same directory starts from it, so a
   restarted node agent gives its running pods the same devices.
 - A plugin whose ListAndWatch ends leaves its devices unhealthy; unless it registers again
@@ -26,6 +30,7 @@ import base64
 import json
 import logging
 import os
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -70,6 +75,11 @@ class DeviceManager:
         self.devices: dict[str, dict[str, PluginDevice]] = {}
         #: (pod UID, container) -> resource -> (device IDs, the plugin's Allocate answer)
         self.pod_devices: dict[tuple[str, str], dict[str, tuple[list[str], Allocation]]] = {}
+        #: resource -> device ID -> its health as its plugin last listed it (a plugin that went
+        #: leaves it: upstream's allDevices, which allocatedResourcesStatus reports)
+        self.listed_health: dict[str, dict[str, str]] = {}
+        #: told the UIDs of the pods holding devices whose health changed (allocatedResourcesStatus)
+        self.on_health: Callable[[set[str]], None] = lambda uids: None
         #: device ID -> the fault kinds on it (`fault`)
         self._faults: dict[str, set[str]] = {}
         #: the kubelet's device plugin metrics (pkg/kubelet/metrics), on the node's /metrics
@@ -103,14 +113,27 @@ class DeviceManager:
         resource = plugin.resource
         if self.plugins.get(resource) is not plugin:  # replaced since
             return
+        plugin_listed = devices is not None
         if devices is None:
             self._stopped[resource] = self.clock.monotonic()
             devices = [PluginDevice(d.id, UNHEALTHY, d.numa) for d in self.devices.get(resource, {}).values()]
         new = {d.id: d for d in devices}
-        if self.devices.get(resource) == new:
-            return
-        self.devices[resource] = new
-        self._checkpoint()
+        if self.devices.get(resource) != new:
+            self.devices[resource] = new
+            self._checkpoint()
+        if plugin_listed:
+            self._health_listed(resource, {d.id: d.health for d in devices})
+
+    def _health_listed(self, resource: str, health: dict[str, str]) -> None:
+        """Tell `on_health` the pods holding a device whose listed health changed, or that is
+        listed again (genericDeviceUpdateCallback)."""
+        old = self.listed_health.get(resource, {})
+        self.listed_health[resource] = health
+        changed = {i for i, h in health.items() if old.get(i) != h}
+        uids = {uid for (uid, _), held in self.pod_devices.items()
+                if resource in held and not changed.isdisjoint(held[resource][0])}
+        if uids:
+            self.on_health(uids)
 
     def capacity(self) -> tuple[dict[str, str], dict[str, str]]:
         """Each resource's capacity (all its devices) and allocatable (its healthy ones); a
@@ -263,6 +286,19 @@ class DeviceManager:
                 except PluginError as e:
                     return f"device plugin PreStartContainer rpc failed with err: {e}"
         return ""
+
+    def resource_health(self, uid: str, container: str) -> list[dict]:
+        """The container's `allocatedResourcesStatus` entries for its device plugin resources
+        (UpdateAllocatedResourcesStatus): one per resource, each device by its ID, Healthy or
+        Unhealthy as its plugin last listed it; as upstream, Healthy if it does not list it (or
+        not since a restart), and a plugin that went leaves its last list, not Unknown."""
+        out = []
+        for resource, (ids, _) in sorted(self.pod_devices.get((uid, container), {}).items()):
+            listed = self.listed_health.get(resource, {})
+            out.append({"name": resource, "resources": [
+                {"resourceID": i, "health": HEALTHY if listed.get(i, HEALTHY) == HEALTHY else UNHEALTHY}
+                for i in ids]})
+        return out
 
     def container_devices(self, uid: str, container: str) -> list[tuple[str, list[str], int]]:
         """(resource, device IDs, NUMA node or NO_TOPOLOGY) per resource and NUMA node, as

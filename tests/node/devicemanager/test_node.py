@@ -161,3 +161,25 @@ async def test_a_faulty_gpu_leaves_the_nodes_allocatable_at_the_next_status_post
         assert await gpus() == ("4", "3")
         await annotate(None)
         await becomes(gpus, ("4", "4"))
+
+
+async def test_a_pods_gpu_health_shows_in_its_container_status(node_dir):
+    """KEP-4680's allocatedResourcesStatus for a device plugin's resource: each GPU the container
+    holds by its ID, Unhealthy while a fault is on it; the status is written again when the
+    plugin lists the change, with no other change to the pod."""
+    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+        pods, nodes = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "nodes")
+        await pods.create(gpu_pod("two", 2))
+        await eventually(phase_is(pods, "two", "Running"))
+        [(_, held)] = devices((await prc.get("two")).containers[0])
+
+        async def health():
+            [c] = (await pods.get("two", "default"))["status"]["containerStatuses"]
+            return [(r["name"], [(d["resourceID"], d["health"]) for d in r["resources"]])
+                    for r in c.get("allocatedResourcesStatus") or []]
+        assert await health() == [(GPU, [(g, "Healthy") for g in held])]
+
+        await nodes.patch(NODE, {"metadata": {"annotations": {"sim.nanokube.io/fault": f"gpu:{held[1]}:xid"}}})
+        await becomes(health, [(GPU, [(held[0], "Healthy"), (held[1], "Unhealthy")])])
+        await nodes.patch(NODE, {"metadata": {"annotations": {"sim.nanokube.io/fault": None}}})
+        await becomes(health, [(GPU, [(g, "Healthy") for g in held])])
