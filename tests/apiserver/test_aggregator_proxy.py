@@ -7,6 +7,7 @@ sends such requests, to a served server and an extension server of this test."""
 
 from __future__ import annotations
 
+import base64
 import socket
 import ssl
 import tempfile
@@ -72,9 +73,9 @@ async def extension_server(routes=(), client_ca: bytes | None = None) -> tuple[w
     return runner, ip, site._server.sockets[0].getsockname()[1]
 
 
-async def register(server, ctx: ssl.SSLContext, ip: str, port: int) -> None:
+async def register(server, ctx: ssl.SSLContext, ip: str, port: int, tls: dict | None = None) -> None:
     """A Service, its EndpointSlice and the APIService for the extension server at ip:port; returns once
-    the APIService is Available."""
+    the APIService is Available. `tls`: how the APIService trusts the server (by default it does not check)."""
     base = f"https://127.0.0.1:{server.port}"
     async with aiohttp.ClientSession() as s:
         for path, obj in [
@@ -86,7 +87,7 @@ async def register(server, ctx: ssl.SSLContext, ip: str, port: int) -> None:
                 "ports": [{"name": "", "port": port, "protocol": "TCP"}]}),
             ("/apis/apiregistration.k8s.io/v1/apiservices", {"metadata": {"name": f"{VERSION}.{GROUP}"}, "spec": {
                 "group": GROUP, "version": VERSION, "groupPriorityMinimum": 1000, "versionPriority": 15,
-                "service": {"namespace": "default", "name": "api"}, "insecureSkipTLSVerify": True}}),
+                "service": {"namespace": "default", "name": "api"}, **(tls or {"insecureSkipTLSVerify": True})}}),
         ]:
             async with s.post(base + path, json=obj, ssl=ctx) as r:
                 assert r.status == 201, await r.text()
@@ -244,5 +245,64 @@ async def test_websocket_upgrade_through_an_apiservice(tmp_path):
                         "message": "flunder x is not running"})
                 assert seen[-1] == (f"{sub}/vnc", "alice")
                 assert from_factory == [True]
+        finally:
+            await runner.cleanup()
+
+
+async def test_an_extension_server_that_went_away(tmp_path):
+    """handler_proxy.go: while the APIService is still Available, a request the extension server cannot take
+    is the responder's 503 with the transport's error in net/http's http.Error; the availability check then
+    finds it gone (FailedDiscoveryCheck, with http.Client's error), and the proxy answers "service unavailable"
+    without dialling."""
+    async with served(tmp_path) as (server, ctx):
+        runner, ip, port = await extension_server()
+        stopped = False
+        try:
+            await register(server, ctx, ip, port)
+            base = f"https://127.0.0.1:{server.port}"
+            async with aiohttp.ClientSession() as s:
+                async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
+                    assert r.status == 200
+                await runner.cleanup()
+                stopped = True
+                async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
+                    assert (r.status, await r.text()) == (503, f"dial tcp {ip}:{port}: connect: connection refused\n")
+                    assert (r.headers["Content-Type"], r.headers["X-Content-Type-Options"]) == (
+                        "text/plain; charset=utf-8", "nosniff")
+
+                # a change to the Service has the availability controller check the APIService at once
+                async with s.patch(f"{base}/api/v1/namespaces/default/services/api", ssl=ctx,
+                                   json={"metadata": {"labels": {"poked": "yes"}}},
+                                   headers={"Content-Type": "application/merge-patch+json"}) as r:
+                    assert r.status == 200, await r.text()
+                url = f"https://{ip}:{port}/apis/{GROUP}/{VERSION}"
+                for _ in tries():
+                    async with s.get(f"{base}/apis/apiregistration.k8s.io/v1/apiservices/{VERSION}.{GROUP}", ssl=ctx) as r:
+                        [cond] = [c for c in (await r.json())["status"]["conditions"] if c["type"] == "Available"]
+                    if cond["status"] == "False":
+                        break
+                assert (cond["status"], cond["reason"], cond["message"]) == (
+                    "False", "FailedDiscoveryCheck", f'failing or missing response from {url}: Get "{url}": dial tcp '
+                                                     f"{ip}:{port}: connect: connection refused")
+                async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
+                    assert (r.status, await r.text()) == (503, "service unavailable\n")
+        finally:
+            if not stopped:
+                await runner.cleanup()
+
+
+async def test_an_extension_server_the_ca_bundle_does_not_trust(tmp_path):
+    """The availability check does not verify the extension server (a best-effort GET with the front-proxy
+    certificate), so the APIService is Available; the proxy verifies with the caBundle, and its transport's
+    TLS error is the responder's 503."""
+    async with served(tmp_path) as (server, ctx):
+        runner, ip, port = await extension_server()
+        try:
+            other = base64.b64encode(new_ca("another-ca").cert_pem).decode()
+            await register(server, ctx, ip, port, tls={"caBundle": other})
+            async with aiohttp.ClientSession() as s:
+                async with s.get(f"https://127.0.0.1:{server.port}" + FLUNDERS.decode(), ssl=ctx) as r:
+                    assert (r.status, await r.text()) == (
+                        503, "tls: failed to verify certificate: x509: certificate signed by unknown authority\n")
         finally:
             await runner.cleanup()

@@ -19,8 +19,8 @@ from ...machinery.errors import APIError
 from ...machinery.user import User
 from ..auth.authorizer import USER
 from ..streaming.proxy import is_upgrade
-from .proxy import (ExpectForwarded, ExtensionServer, ResolveError, forward, forward_upgrade, resolve_endpoint,
-                    tls_context)
+from .proxy import (ExpectForwarded, ExtensionServer, ResolveError, forward, forward_upgrade, go_dial_error,
+                    proxy_error, resolve_endpoint, tls_context)
 
 GROUP = "apiregistration.k8s.io"
 PROBE_USER = User("system:kube-aggregator", ("system:masters",))
@@ -56,6 +56,7 @@ class Aggregator(Controller):
         self._socket_factory = None
         #: APIService name -> (resourceVersion, its TLS context)
         self._tls: dict[str, tuple[str, object]] = {}
+        self._probe_tls = None
         self.as_inf.add_handlers(on_add=self._observe, on_update=lambda o, n: self._observe(n), on_delete=self._forget)
         for inf in (self.svc_inf, self.eps_inf):
             inf.add_handlers(on_add=self._service_changed, on_update=lambda o, n: self._service_changed(n),
@@ -125,6 +126,13 @@ class Aggregator(Controller):
             cached = self._tls[md["name"]] = (md.get("resourceVersion"), tls_context(_spec(apiservice), *self.cert))
         return cached[1]
 
+    def _probe_context(self):
+        """The availability check's TLS: the front-proxy client certificate, the server's not verified
+        (remote_available_controller.go: a best-effort GET; the proxy verifies with the caBundle)."""
+        if self._probe_tls is None:
+            self._probe_tls = tls_context({"insecureSkipTLSVerify": True}, *self.cert)
+        return self._probe_tls
+
     # --- availability ------------------------------------------------------------
 
     async def _probe(self, apiservice: dict) -> tuple[str, str, str, dict | None]:
@@ -138,14 +146,17 @@ class Aggregator(Controller):
         url = f"https://{host}:{port}/apis/{spec['group']}/{spec['version']}"
         headers = [("X-Remote-User", PROBE_USER.name)] + [("X-Remote-Group", g) for g in PROBE_USER.groups]
         try:
-            ctx = self._context(apiservice)
+            ctx = self._probe_context()
             async with self.session.get(url, headers=headers, ssl=ctx, server_hostname=f"{svc['name']}.{svc['namespace']}.svc",
                                         timeout=aiohttp.ClientTimeout(total=5)) as r:
                 body = await r.read()
                 if not 200 <= r.status < 300:
                     return "False", "FailedDiscoveryCheck", f"bad status from {url}: {r.status}", None
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
-            return "False", "FailedDiscoveryCheck", f"failing or missing response from {url}: {e or type(e).__name__}", None
+            # http.Client.Do's url.Error around the transport's; its 5 s Timeout as the client words it
+            why = ("context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+                   if isinstance(e, asyncio.TimeoutError) else go_dial_error(f"{host}:{port}", e))
+            return "False", "FailedDiscoveryCheck", f'failing or missing response from {url}: Get "{url}": {why}', None
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -220,16 +231,16 @@ class Aggregator(Controller):
             return web.json_response(self.group_document(group))
         apiservice = self.remote.get((group, version))
         if apiservice is None or not _available(self.as_inf.get(apiservice["metadata"]["name"]) or apiservice):
-            return web.Response(status=503, text="service unavailable\n")
+            return proxy_error("service unavailable")
         user = request.get(USER)
         if user is None:
-            return web.Response(status=500, text="missing user\n")
+            return proxy_error("missing user", 500)
         spec = _spec(apiservice)
         svc = spec["service"]
         try:
             host, port = await resolve_endpoint(self.client, svc["namespace"], svc["name"], svc.get("port", 443))
         except ResolveError:
-            return web.Response(status=503, text="service unavailable\n")
+            return proxy_error("service unavailable")
         server_name = f"{svc['name']}.{svc['namespace']}.svc"
         if is_upgrade(request):
             return await forward_upgrade(request, ExtensionServer(host, port, self._context(apiservice), server_name,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import random
 import socket
 import ssl
@@ -34,6 +35,8 @@ _IDENTITY_PREFIXES = ("x-remote-", "impersonate-")
 _CHUNK = 64 * 1024
 #: how long the upgrade path waits for the extension server's TCP and TLS handshakes
 _DIAL_TIMEOUT = 5.0
+#: OpenSSL's verify codes for a chain that ends at no trusted CA (Go's UnknownAuthorityError)
+_UNKNOWN_AUTHORITY = frozenset((18, 19, 20, 21))
 
 
 class ResolveError(Exception):
@@ -70,6 +73,34 @@ async def resolve_endpoint(client, namespace: str, name: str, port: int) -> tupl
         raise ResolveError("MissingEndpoints", f'endpoints for service/{name} in "{namespace}" have no addresses '
                                                f'with port name "{sport.get("name") or ""}"')
     return random.choice(candidates)
+
+
+def go_dial_error(host: str, e: BaseException) -> str:
+    """What Go's transport says of a connection to `host` (address:port) that could not be made:
+    net.Dial's error, or crypto/tls's after it, as the aggregator's responder and the availability
+    check pass it on. A connection the server closed before answering is Go's EOF."""
+    if isinstance(e, aiohttp.ClientConnectorCertificateError):
+        e = e.certificate_error
+    elif isinstance(e, aiohttp.ClientConnectorError) and not isinstance(e, ssl.SSLError):
+        e = e.os_error
+    if isinstance(e, aiohttp.ServerDisconnectedError):
+        return "EOF"
+    if isinstance(e, ConnectionRefusedError):
+        return f"dial tcp {host}: connect: connection refused"
+    if isinstance(e, (TimeoutError, aiohttp.ServerTimeoutError)):
+        return f"dial tcp {host}: i/o timeout"
+    if isinstance(e, ssl.SSLCertVerificationError) and e.verify_code in _UNKNOWN_AUTHORITY:
+        return "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"tls: failed to verify certificate: x509: {e.verify_message}"
+    if isinstance(e, OSError) and not isinstance(e, ssl.SSLError) and e.errno:
+        return f"dial tcp {host}: connect: {os.strerror(e.errno).lower()}"
+    return str(e) or type(e).__name__
+
+
+def proxy_error(message: str, status: int = 503) -> web.Response:
+    """handler_proxy.go's proxyError and responder.Error: net/http's http.Error, the text and a newline."""
+    return web.Response(status=status, text=f"{message}\n", headers={"X-Content-Type-Options": "nosniff"})
 
 
 def tls_context(spec: dict, client_cert: str, client_key: str) -> ssl.SSLContext:
@@ -136,8 +167,8 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
     try:
         upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
                                          data=body, ssl=ctx, server_hostname=server_name, allow_redirects=False)
-    except (aiohttp.ClientError, OSError, TimeoutError):
-        return web.Response(status=503, text="service unavailable\n")
+    except (aiohttp.ClientError, OSError, TimeoutError) as e:  # the reverse proxy's ErrorHandler: the responder's 503
+        return proxy_error(go_dial_error(base.removeprefix("https://"), e))
     try:
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
         for k, v in upstream.headers.items():
@@ -181,12 +212,8 @@ class ExtensionServer:
                 except BaseException:
                     sock.close()
                     raise
-        except ConnectionRefusedError:
-            raise DialError(f"dial tcp {self.host}: connect: connection refused") from None
-        except TimeoutError:
-            raise DialError(f"dial tcp {self.host}: i/o timeout") from None
         except (ssl.SSLError, OSError) as e:
-            raise DialError(str(e)) from None
+            raise DialError(go_dial_error(self.host, e)) from None
 
 
 async def forward_upgrade(request: web.Request, backend: ExtensionServer, user) -> web.StreamResponse:
@@ -196,4 +223,4 @@ async def forward_upgrade(request: web.Request, backend: ExtensionServer, user) 
     try:
         return await upgrade(request, backend, request.rel_url.raw_path_qs, identity_headers(user))
     except APIError as e:
-        return web.Response(status=503, text=f"{e.message}\n")
+        return proxy_error(e.message)
