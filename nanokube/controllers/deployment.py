@@ -323,15 +323,18 @@ class DeploymentController(Controller):
                 **(md.get("annotations") or {}), REVISION: str(rev)}}}, subresource="status")
 
     async def _scale(self, d: dict, rs: dict, replicas: int) -> None:
-        """Resize, recording the Deployment size (and ceiling) the ReplicaSet was sized for."""
+        """Resize, recording the Deployment size (and ceiling) the ReplicaSet was sized for; on the
+        ReplicaSet as read (its resourceVersion a precondition, as upstream's Update), so a stale
+        copy scales nothing and records no second ScalingReplicaSet event for one change."""
         old = _replicas(rs)
         want = d["spec"].get("replicas", 1)
         ann = {DESIRED: str(want), MAX_REPLICAS: str(want + surge_and_unavailable(d)[0])}
         current = rs["metadata"].get("annotations") or {}
         if old == replicas and all(current.get(k) == v for k, v in ann.items()):
             return
+        rv = rs["metadata"].get("resourceVersion")
         try:
-            await self.rs.patch(rs["metadata"]["name"], {"metadata": {"annotations": ann},
+            await self.rs.patch(rs["metadata"]["name"], {"metadata": {"annotations": ann, "resourceVersion": rv},
                                                          "spec": {"replicas": replicas}},
                                 namespace=rs["metadata"]["namespace"])
         except APIError as e:

@@ -391,3 +391,31 @@ async def test_recreate_passes_over_many_pods_in_turns():
         assert await ctrl._old_pods_running(d, [old]) is False
     finally:
         await s.close()
+
+
+async def test_scaling_from_a_stale_replicaset_copy_changes_nothing_and_records_no_event():
+    """The size is written on the ReplicaSet as read (its resourceVersion a precondition, as
+    upstream's Update): a copy the informer has not yet replaced scales nothing, so one scaling
+    is not recorded twice."""
+    s = await make_stack()
+    ctrl = DeploymentController(s.client)
+    rs_api = s.client.resource("apps", "v1", "replicasets")
+    d = {**deployment(replicas=2), "metadata": {"name": "web", "namespace": "default", "uid": "u1"}}
+    stale = await rs_api.create({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                 "metadata": {"name": "web-1", "namespace": "default", "labels": LABELS},
+                                 "spec": {"replicas": 1, "selector": {"matchLabels": LABELS},
+                                          "template": d["spec"]["template"]}})
+    await ctrl._scale(d, stale, 2)
+    fresh = await rs_api.get("web-1", "default")
+    assert fresh["spec"]["replicas"] == 2
+    await ctrl._scale(d, stale, 2)  # the copy from before that scaling: refused
+    await ctrl._scale(d, {**stale, "spec": {**stale["spec"], "replicas": 2}}, 3)
+    assert (await rs_api.get("web-1", "default"))["metadata"]["resourceVersion"] == fresh["metadata"]["resourceVersion"]
+    events = await eventually(lambda: _scaling_events(s.client))
+    assert [e["message"] for e in events] == ["Scaled up replica set web-1 from 1 to 2"]
+    await s.close()
+
+
+async def _scaling_events(client) -> list[dict]:
+    events, _ = await client.resource("", "v1", "events").list("default")
+    return [e for e in events if e["reason"] == "ScalingReplicaSet"]
