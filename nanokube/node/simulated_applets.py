@@ -2,7 +2,7 @@
 simulated_command's interpreter: `cat`, `ls`, `mkdir`, `rm`, `touch`, `test`/`[`,
 `tar` (real archives through tarfile, as `kubectl cp` sends and reads them), `wc`,
 `md5sum`, `sha256sum`, `head`, `tail`, `tee`, `cp`, `mv` and `hostname`, their output and errors worded as
-busybox's. Each takes the running command (`Process`: its stdout, stderr and stdin),
+busybox's, and `tty` and `stty size`, which read the command's terminal (`Terminal`), if it has one. Each takes the running command (`Process`: its stdout, stderr and stdin),
 the container's files, its name and its arguments, and gives its exit status; `Unknown`
 for a use it does not simulate (an option, compression), which leaves the whole command
 uninterpreted, as an unknown command does.
@@ -32,8 +32,24 @@ class NoTerminal(Unknown):
     """A command at an interactive shell reads its stdin, the terminal, which is not simulated."""
 
 
+@dataclass
+class Terminal:
+    """The pseudo-terminal a command runs on (`kubectl exec -t`, a `tty: true` container): its
+    device, and its size as the client last sent it on the resize channel (0 0 before it has, as
+    a new pty's is)."""
+
+    device: str = "/dev/pts/0"
+    rows: int = 0
+    columns: int = 0
+
+    def resized(self, width: int, height: int) -> None:
+        self.columns, self.rows = width, height
+
+
 class Process(Protocol):
-    """The running command, as an applet sees it."""
+    """The running command, as an applet sees it: `terminal` is None without one."""
+
+    terminal: Terminal | None
 
     def out(self, data: str | bytes) -> None: ...
 
@@ -554,6 +570,31 @@ def _pwd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     run.out(fs.cwd + "\n")
     return 0
 
+
+def _tty(run: Process, name: str, args: list[str]) -> int:
+    """busybox tty: the terminal's device, or `not a tty` (status 1); `-s` only sets the status."""
+    flags, rest = _flags(args, "s")
+    if rest:
+        raise Unknown
+    if "s" not in flags:
+        run.out(f"{run.terminal.device}\n" if run.terminal else "not a tty\n")
+    return 0 if run.terminal else 1
+
+
+def _stty(run: Process, name: str, args: list[str]) -> int:
+    """busybox stty's `size`: the terminal's rows and columns; on stdin that is no terminal its
+    failing ioctl, as glibc words it (status 1)."""
+    if args != ["size"]:
+        raise Unknown
+    if run.terminal is None:
+        run.err("stty: standard input: Inappropriate ioctl for device\n")
+        return 1
+    run.out(f"{run.terminal.rows} {run.terminal.columns}\n")
+    return 0
+
+
+#: applets that read the command's terminal, not its files
+TERMINAL_APPLETS: dict[str, Callable[[Process, str, list[str]], int]] = {"tty": _tty, "stty": _stty}
 
 APPLETS: dict[str, Callable[[Process, ContainerFS, str, list[str]], int]] = {
     "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar,

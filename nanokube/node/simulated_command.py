@@ -85,7 +85,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from . import simulated_filters as filters
-from .simulated_applets import APPLETS, NoTerminal as _NoTerminal, Unknown as _Unknown, reads_data
+from .simulated_applets import APPLETS, TERMINAL_APPLETS, Terminal, reads_data
+from .simulated_applets import NoTerminal as _NoTerminal, Unknown as _Unknown
 from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Return
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
 from .simulated_script import (PATTERN_OPS, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
@@ -138,13 +139,14 @@ class Endless:
 
     def __init__(self, run: _Run, node: Loop):
         self.node, self.started, self.fs, self.stdin = node, run.started, run.fs, run.stdin
+        self.terminal = run.terminal
         self.state = (run.status, run.snapshot(), run.now)
 
     def timeline(self) -> Iterator[tuple[float, str, object]]:
         fs, stdin = self.fs, self.stdin
         status, shell, at = self.state
         while True:
-            run = _Run(self.started, status, fs=fs, stdin=stdin)
+            run = _Run(self.started, status, fs=fs, stdin=stdin, terminal=self.terminal)
             run.restore(shell)
             run.now, run.loops = at, 1
             mark = run._journal()
@@ -228,31 +230,33 @@ class Wait:
 
 
 def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes | None = b"",
-              env: dict[str, str] | None = None) -> Program | None:
+              env: dict[str, str] | None = None, terminal: Terminal | None = None) -> Program | None:
     """The program `argv` runs when it starts at `now` (the node's wall clock, epoch seconds) with
     the environment `env`, or None when it is not one of the commands interpreted here. With `fs`
     (the container's files) the file commands run too, reading `stdin` (None: what is still to
-    come, a `stdin: true` container's; one that reads it is not worked out ahead)."""
+    come, a `stdin: true` container's; one that reads it is not worked out ahead). `terminal`: the
+    one it runs on (`tty`, `stty size`), None for none."""
     if not argv:
         return None
     try:
         if os.path.basename(argv[0]) in SHELLS:
             if len(argv) < 3 or argv[1] != "-c":
                 return None
-            run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2])
+            run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2], terminal=terminal)
             program = _execute(parse(argv[2]), run).program()
             if "TERM" not in run.trapped:
                 return program
 
             def signalled(at: float, files: Files) -> Program | None:
-                later = _Run(now, fs=files, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2])
+                later = _Run(now, fs=files, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2],
+                             terminal=terminal)
                 later.signal = at
                 try:
                     return _execute(parse(argv[2]), later).program()
                 except _Unknown:
                     return None
             return replace(program, signalled=signalled)
-        run = _Run(now, fs=fs, stdin=stdin, env=env, seed=" ".join(argv))
+        run = _Run(now, fs=fs, stdin=stdin, env=env, seed=" ".join(argv), terminal=terminal)
         run.command(argv, in_shell=False)
         return run.program()
     except _Unknown:
@@ -386,11 +390,11 @@ def _on_exit(run: _Run) -> None:
 def _resumption(run: _Run) -> Callable[[ContainerFS, float], _Run | None]:
     """How `run`, waiting in the loop that starts its `rest`, goes on later on other files."""
     rest, state = run.rest, (run.status, run.snapshot(), run.stdin, run.fs.cwd)
-    interactive = run.interactive
+    interactive, terminal = run.interactive, run.terminal
 
     def go_on(fs: ContainerFS, now: float) -> _Run | None:
         status, shell, stdin, cwd = state
-        later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive)
+        later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive, terminal=terminal)
         later.restore(shell)
         fs.cwd = cwd
         try:
@@ -411,8 +415,9 @@ class _Run:
 
     def __init__(self, started: float, status: int = 0, fs: Files = None,
                  stdin: bytes | None = b"", interactive: bool = False, env: dict[str, str] | None = None,
-                 args: list[str] | None = None, seed: str = ""):
+                 args: list[str] | None = None, seed: str = "", terminal: Terminal | None = None):
         self.started = started
+        self.terminal = terminal
         self.now = 0.0
         self.output: list[tuple[float, str | bytes]] = []
         self.status = status
@@ -640,7 +645,7 @@ class _Run:
             fs = self.fs
 
             def iteration(at: float) -> list[tuple[float, str, str | bytes]]:
-                run = _Run(self.started, state[1], fs=fs, stdin=state[2])
+                run = _Run(self.started, state[1], fs=fs, stdin=state[2], terminal=self.terminal)
                 run.restore(state[0])
                 run.now, run.loops = at, 1
                 try:
@@ -1008,6 +1013,8 @@ class _Run:
             if step:
                 self.out("".join(f"{i}\n" for i in range(first, last + (1 if step > 0 else -1), step)))
             self.status = 0
+        elif name in TERMINAL_APPLETS:
+            self.status = TERMINAL_APPLETS[name](self, name, args)
         elif name in APPLETS:
             self.status = APPLETS[name](self, self._files(), name, args)
         elif name in filters.APPLETS:
@@ -1162,11 +1169,12 @@ class Shell:
     [N]` or the end of stdin (then the shell exits with `status`). A line that leaves a command
     unfinished (`while true; do`) waits for the next ones, prompting `> `. `files()`, where given,
     is the container's files, for the file commands; `cwd` the working directory (the container's
-    workingDir), where `cd` goes from line to line."""
+    workingDir), where `cd` goes from line to line; `terminal` the one it reads from, if any."""
 
     def __init__(self, files: Callable[[], ContainerFS] | None = None, cwd: str = "/",
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, terminal: Terminal | None = None):
         self.status = 0
+        self.terminal = terminal
         self.files = files
         self.cwd = cwd
         self.vars = dict(env or {})
@@ -1190,7 +1198,7 @@ class Shell:
     def line(self, text: str, now: float) -> Step:
         """Run one line typed at `now` (the node's wall clock, epoch seconds)."""
         run = _Run(now, self.status, fs=self._files if self.files else None, stdin=_TERMINAL, interactive=True,
-                   env=self.vars, seed=text)
+                   env=self.vars, seed=text, terminal=self.terminal)
         run.vars, run.exported, run.functions, run.traps = self.vars, self.exported, self.functions, self.traps
         source, self.pending = self.pending + text, ""
         try:
@@ -1205,7 +1213,8 @@ class Shell:
 
     def close(self, now: float) -> Step:
         """The end of stdin (EOF, ^D) ends the shell at `now`: its EXIT trap runs, as at `exit`."""
-        run = _Run(now, self.status, fs=self._files if self.files else None, stdin=_TERMINAL, interactive=True)
+        run = _Run(now, self.status, fs=self._files if self.files else None, stdin=_TERMINAL, interactive=True,
+                   terminal=self.terminal)
         run.vars, run.exported, run.functions, run.traps = self.vars, self.exported, self.functions, self.traps
         try:
             _on_exit(run)

@@ -48,6 +48,7 @@ port-forward, declared on the pod with annotations.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import heapq
 import json
@@ -60,6 +61,7 @@ from collections.abc import Callable, Iterable, Iterator
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found, sandbox_id
 from . import container_env
 from .containerlog import ContainerLog
+from .simulated_applets import Terminal
 from .simulated_command import Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin
 from .simulated_command import stream as filter_of
 from .simulated_filters import Filter
@@ -70,6 +72,8 @@ LOG = "sim.nanokube.io/log"
 EXEC_PREFIX = "sim.nanokube.io/exec."
 _LINE_END = re.compile(rb"\r\n?|\n")
 SMI_LIST = re.compile(r"\bnvidia-smi\s+(-L|--list-gpus)\b")
+#: how long an exec asking its terminal's size at once waits for the client's first one
+FIRST_SIZE_WAIT = 1.0
 # Go's net/http answer to bytes that are no HTTP request, a TLS ClientHello among them
 BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
 
@@ -211,7 +215,8 @@ class SimulatedIO:
             self.programs.pop(name, None)
             if spec.get("stdin") and reads_stdin(argv, image):
                 # a shell on its stdin logs what it writes, as a real one would (`kubectl run -i -- sh`)
-                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name), self.environment(name))
+                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name), self.environment(name),
+                                          Terminal() if spec.get("tty") else None)
             else:
                 self._write(f"nanokube: container {name} started (image {image})", [name])
                 self._write(f"nanokube: container {name} is ready", [name])
@@ -350,7 +355,8 @@ class SimulatedIO:
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         if program is None and reads_stdin(argv, image):
             if spec.get("stdin"):
-                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name), self.environment(name))
+                self.shells[name] = Shell(lambda: self.files(name), self._workdir(name), self.environment(name),
+                                          Terminal() if spec.get("tty") else None)
                 if spec.get("tty"):
                     self._emit(name, self.shells[name].prompt())
                 return
@@ -448,7 +454,21 @@ class SimulatedIO:
         return smi_list(devices) if devices else None
 
     async def exec(self, container: str, command: list[str], session: StreamSession) -> int:
+        """Run `command` in the container; with a terminal (`-t`) it is sized as the client says,
+        the resizes it sends followed while the command runs."""
         self._running(container)
+        terminal = None
+        if session.tty:
+            terminal = Terminal()
+            if session.resizes.empty() and any("stty" in word for word in command):
+                # asked at once, before kubectl's first size (sent as the stream opens) is read
+                with contextlib.suppress(TimeoutError):
+                    terminal.resized(*await asyncio.wait_for(session.resizes.get(), FIRST_SIZE_WAIT))
+        async with _following(session, terminal):
+            return await self._exec(container, command, session, terminal)
+
+    async def _exec(self, container: str, command: list[str], session: StreamSession,
+                    terminal: Terminal | None) -> int:
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
         if declared is None and os.path.basename(command[0]) == "nvidia-smi":
             listing = self._smi_list(container)
@@ -456,7 +476,7 @@ class SimulatedIO:
                 declared = listing if command[1:] in (["-L"], ["--list-gpus"]) else json.dumps(
                     {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
         if declared is None and reads_stdin(command, ""):
-            return await self._exec_shell(session, container)
+            return await self._exec_shell(session, container, terminal)
         if declared is None and session.stdin and not session.tty and (stream := filter_of(command)):
             return await self._exec_stream(stream, session)
         if declared is None:
@@ -466,7 +486,7 @@ class SimulatedIO:
                     sent.append(data)
             stdin = b"".join(sent)
             program = interpret(command, self.worker.clock.now(), lambda: self.draft(container, fresh=False), stdin,
-                                await self._exec_environment(container, session))
+                                await self._exec_environment(container, session), terminal)
             if program is not None:
                 return await self._exec_program(program, session, container)
         if declared is None:
@@ -478,11 +498,12 @@ class SimulatedIO:
                 out = json.loads(declared)
             except ValueError:
                 pass
+        newline = "\r\n" if session.tty else "\n"  # a terminal's line discipline (onlcr)
         if out.get("stdout") and session.stdout:
-            await session.write_stdout(str(out["stdout"]).encode())
+            await session.write_stdout(str(out["stdout"]).replace("\n", newline).encode())
         if out.get("stderr"):
-            write = session.write_stderr if session.stderr else session.write_stdout
-            await write(str(out["stderr"]).encode())
+            write = session.write_stderr if session.stderr and not session.tty else session.write_stdout
+            await write(str(out["stderr"]).replace("\n", newline).encode())
         return int(out.get("exitCode", 0) or 0)
 
     async def _exec_program(self, program: Program, session: StreamSession, container: str) -> int:
@@ -498,6 +519,8 @@ class SimulatedIO:
                     self.files(container).replay([text])
                     continue
                 data = text if isinstance(text, bytes) else text.encode()
+                if session.tty:  # the terminal's line discipline (onlcr)
+                    data = data.replace(b"\n", b"\r\n")
                 if stream == "stdout" and session.stdout:
                     await session.write_stdout(data)
                 elif stream == "stderr" and (session.stderr or session.tty):
@@ -527,7 +550,7 @@ class SimulatedIO:
         await write(out)
         return code
 
-    async def _exec_shell(self, session: StreamSession, container: str) -> int:
+    async def _exec_shell(self, session: StreamSession, container: str, terminal: Terminal | None) -> int:
         """`sh` exec'd without a command: it runs each line of its stdin (simulated_command.Shell) until
         `exit` or EOF (^D on a terminal). On a terminal it prompts as busybox's does for root (`/ # `)
         and the terminal echoes what is typed, Enter as a new line."""
@@ -545,7 +568,7 @@ class SimulatedIO:
         async def read() -> bytes:
             return await session.read_stdin() if session.stdin else b""
         shell = Shell(lambda: self.files(container), self._workdir(container),
-                      await self._exec_environment(container, session))
+                      await self._exec_environment(container, session), terminal)
         return await self._shell(shell, read, write, tty, prompt=True)
 
     async def _exec_environment(self, container: str, session: StreamSession) -> dict[str, str]:
@@ -605,24 +628,27 @@ class SimulatedIO:
                 return shell.status
 
     async def attach(self, container: str, session: StreamSession) -> int | None:
+        """Join the container's output (and its stdin); a shell on a terminal is sized as the client says."""
         log = self._running(container)
         written = log.attach()
         if written is None:
             return self.exit_codes.get(container)
         spec = self._spec(container)
+        shell = self.shells.get(container)
         reader = None
-        if session.stdin and spec.get("stdin"):
-            reader = asyncio.ensure_future(self._read_stdin(container, log, session, bool(spec.get("tty")),
-                                                            bool(spec.get("stdinOnce"))))
-        try:
-            async for stream, data in written:
-                if stream == "stderr" and session.stderr and not session.tty:
-                    await session.write_stderr(data)
-                else:
-                    await session.write_stdout(data)
-        finally:
-            if reader is not None:
-                reader.cancel()
+        async with _following(session, shell.terminal if shell is not None and session.tty else None):
+            if session.stdin and spec.get("stdin"):
+                reader = asyncio.ensure_future(self._read_stdin(container, log, session, bool(spec.get("tty")),
+                                                                bool(spec.get("stdinOnce"))))
+            try:
+                async for stream, data in written:
+                    if stream == "stderr" and session.stderr and not session.tty:
+                        await session.write_stderr(data)
+                    else:
+                        await session.write_stdout(data)
+            finally:
+                if reader is not None:
+                    reader.cancel()
         return self.exit_codes.get(container)  # the log closes when the instance exits, its code recorded
 
     async def _read_stdin(self, container: str, log: ContainerLog, session: StreamSession, tty: bool, once: bool) -> None:
@@ -726,6 +752,20 @@ class SimulatedIO:
             pass
         finally:
             writer.close()
+
+
+@contextlib.asynccontextmanager
+async def _following(session: StreamSession, terminal: Terminal | None):
+    """While in it, each size the client sends on the resize channel is `terminal`'s."""
+    async def follow() -> None:
+        while True:
+            terminal.resized(*await session.resizes.get())
+    task = asyncio.ensure_future(follow()) if terminal is not None else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
 
 
 class _Writes:

@@ -2,16 +2,20 @@
 run -i --rm` of a shell returns once its stdin closes (the container reads it
 to EOF and exits 0, as `sh` does), and the pod is deleted; a container whose
 stdin is left open (no stdinOnce) keeps running after the client leaves;
-`kubectl run -it` on a terminal echoes what is typed and ends at ^D."""
+`kubectl run -it` on a terminal echoes what is typed and ends at ^D; `tty` and
+`stty size` tell a terminal (sized as the client's, resized with it) from none."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import pty
 import select
+import struct
 import subprocess
+import termios
 import time
 
 from tests.e2e.conftest import KUBECTL, wait_for
@@ -68,13 +72,20 @@ def _read_until(fd: int, want: bytes, timeout: float = 30) -> bytes:
     return out
 
 
+def _window(fd: int, rows: int, columns: int) -> None:
+    """Size the terminal; done on its master side, the kernel signals SIGWINCH to the client on it."""
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+
 @contextlib.contextmanager
-def _on_a_terminal(cluster, *args: str):
-    """kubectl `args` on a pseudo-terminal: yields the terminal's fd and `exited()`, which waits for
-    kubectl to exit and gives its exit code; kubectl is killed if the test leaves before."""
+def _on_a_terminal(cluster, *args: str, size: tuple[int, int] = (24, 80)):
+    """kubectl `args` on a pseudo-terminal of `size` (rows, columns): yields the terminal's fd and
+    `exited()`, which waits for kubectl to exit and gives its exit code; kubectl is killed if the
+    test leaves before."""
     env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "KUBECACHEDIR": str(cluster.data_dir / "kubecache")}
     pid, fd = pty.fork()
     if pid == 0:
+        _window(0, *size)
         os.execve(KUBECTL, [KUBECTL, *args], env)
     reaped = []
 
@@ -232,3 +243,27 @@ def test_a_shells_loop_waiting_for_a_file_goes_on_once_an_exec_makes_it(cluster)
         p.wait()
     assert p.returncode == 5, err
     assert set(out.decode().splitlines()[:-1]) == {"waiting"} and out.decode().endswith("waiting\nreleased\n")
+
+
+def test_tty_and_stty_size_tell_a_terminal_from_none(cluster):
+    """Without -t a command has no terminal: busybox's `tty` prints `not a tty` (status 1) and
+    `stty size` fails its ioctl; with -t it is on /dev/pts/0, sized as kubectl's terminal is (sent
+    on the resize channel) and resized as that is, its output's new lines CR LF, as a pty's are."""
+    _running_pod(cluster, "terminal")
+    r = cluster.kubectl("exec", "terminal", "--", "tty", check=False)
+    assert (r.returncode, r.stdout) == (1, "not a tty\n"), r.stderr
+    r = cluster.kubectl("exec", "terminal", "--", "sh", "-c", "stty size || echo failed $?", check=False)
+    assert (r.stdout, r.stderr) == ("failed 1\n", "stty: standard input: Inappropriate ioctl for device\n")
+    with _on_a_terminal(cluster, "exec", "-it", "terminal", "--", "stty", "size", size=(33, 111)) as (fd, exited):
+        assert _read_until(fd, b"33 111\r\n").endswith(b"33 111\r\n")
+        assert exited() == 0
+    with _on_a_terminal(cluster, "exec", "-it", "terminal", "--", "sh", size=(33, 111)) as (fd, exited):
+        assert b"/ # " in _read_until(fd, b"/ # ")
+        os.write(fd, b"stty size; tty -s && tty\r")
+        assert b"\r\n33 111\r\n/dev/pts/0\r\n/ # " in _read_until(fd, b"/dev/pts/0\r\n/ # ")
+        _window(fd, 50, 150)
+        # the new size reaches the shell on the resize channel, after kubectl's SIGWINCH
+        wait_for(lambda: os.write(fd, b"stty size\r") and b"\r\n50 150\r\n" in _read_until(fd, b"\r\n/ # ", 5),
+                 30, "the resize")
+        os.write(fd, b"exit\r")
+        assert exited() == 0

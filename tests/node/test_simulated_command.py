@@ -6,6 +6,7 @@ import math
 import pytest
 
 from nanokube.clock import Clock
+from nanokube.node.simulated_applets import Terminal
 from nanokube.node.simulated_command import Program, Shell, Step, interpret, reads_stdin
 from nanokube.node.simulated_fs import PodFiles
 
@@ -60,6 +61,20 @@ def test_date_prints_the_time_it_runs_at_as_busybox_does():
 ])
 def test_anything_else_is_not_interpreted(argv):
     assert interpret(argv) is None
+
+
+def test_tty_and_stty_size_read_the_terminal_the_command_runs_on():
+    """busybox: `tty` names the terminal or prints `not a tty` (status 1; `-s` only the status);
+    `stty size` is its rows and columns as last resized, and fails its ioctl without one."""
+    terminal = Terminal(rows=40, columns=100)
+    assert interpret(["sh", "-c", "tty; stty size"], terminal=terminal).output == ((0, "/dev/pts/0\n"), (0, "40 100\n"))
+    assert interpret(["tty"]) == Program(((0, "not a tty\n"),), 0, 1)
+    assert interpret(["sh", "-c", "tty -s || echo $?"]).output == ((0, "1\n"),)
+    assert interpret(["stty", "size"]) == Program((), 0, 1, ((0, 0, "stty: standard input: Inappropriate ioctl for device\n"),))
+    shell = Shell(terminal=terminal)
+    terminal.resized(132, 43)
+    assert shell.line("stty size", 0) == Step(((0, "stdout", "43 132\n"),), 0, False)
+    assert interpret(["stty", "-a"], terminal=terminal) is None  # only `size` is simulated
 
 
 def test_a_shell_reading_stdin_runs_each_line_and_carries_its_status():
