@@ -11,8 +11,13 @@ An external plugin registered over gRPC is the same to the manager (endpoint.py)
 
 The simulated plugin is NVIDIA's k8s-device-plugin for `nvidia.com/*` resources: device IDs
 are the GPUs' UUIDs (`GPU-<uuid>`, the node's GPUs' own when its cluster file describes them,
-with their NUMA node) and Allocate sets NVIDIA_VISIBLE_DEVICES to them (its default
-envvar device-list strategy). Another vendor's resource gets IDs `<name>-<i>` and no edits.
+with their NUMA node as ListAndWatch's topology) and Allocate sets NVIDIA_VISIBLE_DEVICES to
+them (its default envvar device-list strategy). For `nvidia.com/gpu` it offers
+GetPreferredAllocation and answers as NVIDIA's does for whole GPUs (besteffort.py: GPUs
+grouped by NUMA node, the kubelet's order where there is no topology); its other resources
+(MIG devices, replicas) would take its distributed policy, whose answer for devices with no
+parent GPU in common is arbitrary, so they offer none. Another vendor's resource gets IDs
+`<name>-<i>`, no preference and no edits.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Callable, Protocol
 
 from ...machinery.quantity import parse_quantity
 from ..cluster import CAPACITY_KEYS, NodeSpec
+from . import besteffort
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -110,8 +116,11 @@ class SimulatedPlugin:
             send(list(self.devices.values()))
 
     async def preferred(self, available: list[str], must_include: list[str], size: int) -> list[str] | None:
-        """GetPreferredAllocation: none offered (the plugin's options do not set it)."""
-        return None
+        """GetPreferredAllocation, offered for whole NVIDIA GPUs (None: not offered)."""
+        if self.resource != "nvidia.com/gpu":
+            return None
+        numa = {i: d.numa[0] if d.numa else None for i, d in self.devices.items()}
+        return besteffort.allocate(available, must_include, size, numa)
 
     pre_start_required = False
 

@@ -149,3 +149,23 @@ async def test_a_corrupt_checkpoint_is_refused_whole(tmp_path):
         checkpoint.read(path)
     again, _ = manager(tmp_path)
     assert again.pod_devices == {}
+
+
+async def test_the_nvidia_plugin_prefers_gpus_of_one_numa_node():
+    """GetPreferredAllocation as NVIDIA's plugin answers it: in the kubelet's (sorted) order the
+    described node's GPUs alternate between its two NUMA nodes, yet a pod's GPUs share one."""
+    spec = default_cluster().nodes()[0]
+    gpus = [d for d in spec.devices if d.kind == "gpu"]
+    numa = {g.attributes["uuid"]: g.attributes["numaNode"] for g in gpus}
+    m = DeviceManager()
+    m.register(SimulatedPlugin(spec.name, GPU, 8, gpus))
+    first = sorted(numa)
+    assert len({numa[i] for i in first[:2]}) == 2  # what the plain order would give: across both
+    await m.allocate(gpu_pod("p1", ("a", 2)), set())
+    a = ids(m, "p1", "a")
+    assert a[0] == first[0] and len({numa[i] for i in a}) == 1
+    await m.allocate(gpu_pod("p2", ("a", 4)), {"p1"})
+    b = ids(m, "p2", "a")
+    assert len({numa[i] for i in b}) == 1 and numa[b[0]] != numa[a[0]]
+    # another vendor's plugin offers no preference
+    assert await SimulatedPlugin(spec.name, "example.com/fpga", 2).preferred(["fpga-0", "fpga-1"], [], 1) is None

@@ -53,6 +53,7 @@ async def test_a_registered_plugins_devices_are_advertised_allocated_and_listed(
             await pods.create(fpga_pod("one", 1))
             await eventually(phase_is(pods, "one", "Running"))
             [[device]] = plugin.allocations
+            assert plugin.preference_asked == []  # its options do not offer GetPreferredAllocation
             [app] = (await prc.get("one")).containers
             [d] = app.devices
             assert (d.resource_name, list(d.device_ids)) == (FPGA, [device])
