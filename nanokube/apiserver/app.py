@@ -632,7 +632,9 @@ class APIServer:
     async def _openapi_v3_index(self, request: web.Request) -> web.Response:
         from . import openapi
 
-        body = self._openapi_bytes("v3", lambda: openapi.build_v3_index(self.index.resources))
+        # (in a worker, as the documents: the index hashes every group-version's, a CRD's many versions each)
+        body = await asyncio.get_running_loop().run_in_executor(
+            None, self._openapi_bytes, "v3", lambda: openapi.build_v3_index(self.index.resources))
         aggregator = self.handlers.aggregator
         if aggregator is not None and (remote := aggregator.openapi_paths()):  # extension servers' documents
             body = orjson.dumps({"paths": {**orjson.loads(body)["paths"], **remote}})

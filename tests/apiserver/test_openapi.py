@@ -1,6 +1,7 @@
 import asyncio
 import os
 import shutil
+import threading
 
 import orjson
 import pytest
@@ -8,6 +9,8 @@ from aiohttp import web
 
 from nanokube.apiserver import openapi
 from nanokube.registry.base import Resource
+from tests.controllers import tries
+from tests.served import send, served
 
 RESOURCES = [
     Resource("", "pods", "Pod", ["v1"], True, subresources=("status", "binding", "eviction", "log")),
@@ -212,3 +215,32 @@ async def test_kubectl_explain_nested_field_and_recursive(kubectl):
     assert rc == 0, out
     assert "resources\t<ResourceRequirements>" in out
 
+
+
+async def test_the_v3_index_is_built_off_the_event_loop(tmp_path, monkeypatch):
+    """The index hashes every group-version's document, each version of each CRD's: built on the loop, a CRD
+    of 841 versions held it 0.6 CPU s at each rebuild (found by fuzzing CRDs with very many versions). It is
+    built in a worker, as the documents are, and still lists every version."""
+    threads = []
+    build = openapi.build_v3_index
+
+    def recorded(resources):
+        threads.append(threading.current_thread())
+        return build(resources)
+    monkeypatch.setattr(openapi, "build_v3_index", recorded)
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    versions = [{"name": f"v{i}", "served": True, "storage": i == 1, "schema": schema} for i in range(1, 31)]
+    async with served(tmp_path) as (_, c):
+        code, got = await send(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+            "metadata": {"name": "manies.example.com"}, "spec": {"group": "example.com", "scope": "Namespaced",
+                                                                 "names": {"plural": "manies", "kind": "Many"}, "versions": versions}})
+        assert code == 201, got
+        for _ in tries():
+            code, index = await send(c, "GET", "/openapi/v3")
+            if "apis/example.com/v30" in index["paths"]:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the CRD's versions were never published")
+    assert {f"apis/example.com/v{i}" for i in range(1, 31)} <= set(index["paths"])
+    assert threads and threading.main_thread() not in threads
