@@ -96,16 +96,22 @@ class DeviceManager:
 
     # --- plugins and capacity -----------------------------------------------------------------
 
-    def register(self, plugin: Plugin) -> Plugin | None:
+    def register(self, plugin: Plugin, counted: bool = False) -> Plugin | None:
         """A plugin registers its resource, in place of the one registered for it before (which
-        is returned, for its owner to close); its ListAndWatch starts."""
+        is returned, for its owner to close); its ListAndWatch starts. `counted`: the request
+        was counted already (`registration_requested`)."""
         old = self.plugins.get(plugin.resource)
         self.plugins[plugin.resource] = plugin
         self._stopped.pop(plugin.resource, None)
         self.removed.discard(plugin.resource)
-        self._registrations.labels(plugin.resource).inc()
+        if not counted:
+            self.registration_requested(plugin.resource)
         plugin.watch(lambda devices: self._listed(plugin, devices))
         return old
+
+    def registration_requested(self, resource: str) -> None:
+        """Count a Register call, as upstream counts each before checking it (a refused one too)."""
+        self._registrations.labels(resource).inc()
 
     def _listed(self, plugin: Plugin, devices: list[PluginDevice] | None) -> None:
         """A ListAndWatch list; None: the stream ended, every device turns unhealthy

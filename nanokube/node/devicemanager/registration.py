@@ -211,6 +211,7 @@ class RegistrationServer:
     # --- the Registration service ------------------------------------------------------------------
 
     async def _register(self, request: pb.RegisterRequest, context) -> pb.Empty:
+        self.devices.registration_requested(request.resource_name)
         if request.version not in SUPPORTED_VERSIONS:
             await context.abort(grpc.StatusCode.UNKNOWN, f"requested API version {json.dumps(request.version)} is "
                                 f"not supported by kubelet. Supported versions are {json.dumps(SUPPORTED_VERSIONS)}")
@@ -223,7 +224,7 @@ class RegistrationServer:
         except PluginError as e:
             await context.abort(grpc.StatusCode.UNKNOWN, str(e))
         log.info("node %s: device plugin for %s registered on %s", self.node, request.resource_name, plugin.socket)
-        old = self.devices.register(plugin)
+        old = self.devices.register(plugin, counted=True)
         if isinstance(old, GRPCPlugin):
             await old.close()
         return pb.Empty()

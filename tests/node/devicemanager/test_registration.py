@@ -208,6 +208,10 @@ async def test_registration_refusals_are_upstreams(version, resource, message, n
         with pytest.raises(grpc.aio.AioRpcError) as e:
             await plugin.register(version, resource)
         assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNKNOWN, message)
+        # counted all the same, as upstream counts a request before checking it
+        text = (await mgr.kubelet_for(NODE).serve(SimpleNamespace(method="GET", query={}, headers={}),
+                                                  "/metrics")).text
+        assert f'kubelet_device_plugin_registration_total{{resource_name="{resource}"}} 1' in text.splitlines()
 
 
 async def test_a_plugin_registering_its_resource_again_replaces_the_one_before(node_dir):
