@@ -36,6 +36,7 @@ from .faults import Faults, Plan
 from .faults import parse as parse_faults
 from .lifecycle import SMP, PodWorker, SimulatedRuntime, image_id, image_ref, image_size, resource_version
 from .podresources.server import PodResourcesServer
+from .simulated_host import system_info
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
 
@@ -299,6 +300,8 @@ class NodeAgent:
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
         self.volumes.host_paths = self.runtime.name == "process"
+        #: the osImage and kernelVersion it reports: the host's where its containers run on it
+        self.os_image, self.kernel_version = system_info(self.volumes.host_paths)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
         self.devices.on_health = self._plugin_device_health_changed
@@ -350,7 +353,7 @@ class NodeAgent:
             "images": image_list(self.images),
             "nodeInfo": {
                 "machineID": ident, "systemUUID": _dashed(ident), "bootID": _dashed(ident[::-1]),
-                "kernelVersion": "6.8.0-nanokube", "osImage": "nanokube simulated node",
+                "kernelVersion": self.kernel_version, "osImage": self.os_image,
                 "containerRuntimeVersion": "nanokube-sim://1.37.0", "kubeletVersion": KUBELET_VERSION,
                 "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
             },

@@ -19,7 +19,8 @@ a fresh root. Its volume mounts lie over it:
   with the pod as upstream's emptyDir is.
 
 A mount's `subPath` and `readOnly` are honoured, and a volume the pod or its
-PersistentVolume takes read-only (`read_only`) is read-only at every mount.
+PersistentVolume takes read-only (`read_only`) is read-only at every mount. A
+volume that is a file on the node (a hostPath of one) is mounted as that file.
 The CDI devices of a container's DRA claims add theirs (`cdi`): a CDI mount is
 the node's file or directory at its container path, and a device node an empty
 file at its path (its `fileMode`), as the runtime would create it.
@@ -98,7 +99,7 @@ class PodFiles:
         self.volume_dir = volume_dir
         self.read_only = read_only
         self.clock = clock
-        self.volumes: dict[str, Dir] = {}
+        self.volumes: dict[str, Dir | File] = {}
         self.roots: dict[str, Dir] = {}
         #: a draft's copy: a volume on the node is copied into memory, so working a command out
         #: leaves the node's directory as it is
@@ -151,8 +152,12 @@ class PodFiles:
             if kind in ON_NODE and vol["name"] not in self.volumes:
                 root = self.volume_dir(vol["name"])
                 copied = _host_node(_Mount("/", host=root, root=root), [])
-                self.volumes[vol["name"]] = copied if isinstance(copied, Dir) else Dir(mode=0o777, mtime=now)
+                self.volumes[vol["name"]] = copied if copied is not None else Dir(mode=0o777, mtime=now)
             tree = self.volumes.setdefault(vol["name"], Dir(mode=0o777, mtime=now))
+            if isinstance(tree, File):  # a hostPath of a file, mounted as that file
+                if not sub:
+                    mounts.append(_Mount(path, tree=tree, read_only=read_only))
+                continue
             for part in sub:  # the kubelet makes a missing subPath directory
                 tree = tree.entries.setdefault(part, Dir(mtime=now))
                 if not isinstance(tree, Dir):
@@ -288,6 +293,9 @@ class ContainerFS:
     def write(self, path: str, data: bytes, append: bool = False, mode: int | None = None,
               mtime: float | None = None) -> None:
         """Create or replace (or add to) a regular file."""
+        mount, parts = self._mount(self.normal(path))
+        if mount is not None and not parts and not isinstance(self.lookup(path), Dir | None):
+            return self._write_mounted_file(mount, path, data, append, mode, mtime)
         real = self._on_node(path)
         if real is not None:
             if os.path.isdir(real):
@@ -312,6 +320,28 @@ class ContainerFS:
         node.mtime = self.now if mtime is None else mtime
         if mode is not None:
             node.mode = mode
+        self._done("write", path, data, append=append, mode=mode, mtime=mtime)
+
+    def _write_mounted_file(self, mount: _Mount, path: str, data: bytes, append: bool, mode: int | None,
+                            mtime: float | None) -> None:
+        """Write a file mounted as itself (a hostPath of a file, a subPath of one), on the node or in memory."""
+        if mount.read_only:
+            raise FsError(READ_ONLY)
+        if isinstance(mount.tree, File):
+            node = mount.tree
+            node.data = node.data + data if append else data
+            node.mtime = self.now if mtime is None else mtime
+            if mode is not None:
+                node.mode = mode
+        else:
+            real = os.path.realpath(mount.host or "")
+            with _os_error():
+                with open(real, "ab" if append else "wb") as f:
+                    f.write(data)
+                if mode is not None:
+                    os.chmod(real, mode)
+                if mtime is not None:
+                    os.utime(real, (mtime, mtime))
         self._done("write", path, data, append=append, mode=mode, mtime=mtime)
 
     def mkdir(self, path: str, parents: bool = False, mode: int = 0o755) -> None:

@@ -62,19 +62,26 @@ def test_kubectl_debug_node_runs_in_the_nodes_network(c):
     """`kubectl debug node/N` makes a hostNetwork pod: the kubelet gives it the node's IP (podIP is
     the hostIP) and runs it in the node's network and UTS namespaces, so it sees the node's address
     and hostname, and reaches the node's own listeners (kube-proxy's /healthz on :10256); its
-    hostPath volume of / at /host is the host's root, so the node's files are there."""
+    hostPath volume of / at /host is the host's root, so the node's files are there, and the node
+    reports the host's OS image (its /etc/os-release PRETTY_NAME) and kernel, as a kubelet does."""
     node = c.kubectl_json("get", "pod", "app")["spec"]["nodeName"]
     marker = c.data_dir / "host-marker"
     marker.write_text("from the host\n")
     out = c.kubectl("debug", "-i", f"node/{node}", "--image=busybox", "--",
-                    "sh", "-c", "hostname; echo HOSTNAME=$HOSTNAME; ip -4 -o addr show dev eth0; "
+                    "sh", "-c", "grep ^PRETTY_NAME= /host/etc/os-release; uname -r; "
+                    "hostname; echo HOSTNAME=$HOSTNAME; ip -4 -o addr show dev eth0; "
                     f"wget -q -O- http://127.0.0.1:10256/healthz; echo; cat /host{marker}",
                     input="", timeout=90).stdout
     assert out.endswith("\nfrom the host\n"), out
     node_ip = next(a["address"] for a in c.kubectl_json("get", "node", node)["status"]["addresses"]
                    if a["type"] == "InternalIP")
-    assert f"{node}\nHOSTNAME={node}\n" in out and f" inet {node_ip}/" in out and '"nodeEligible":true' in out, out
     pod = next(p for p in c.kubectl_json("get", "pods")["items"] if p["metadata"]["name"].startswith("node-debugger-"))
+    # all it wrote (attach shows only what is written once kubectl has attached)
+    out = c.kubectl("logs", pod["metadata"]["name"]).stdout
+    assert f"{node}\nHOSTNAME={node}\n" in out and f" inet {node_ip}/" in out and '"nodeEligible":true' in out, out
+    info = c.kubectl_json("get", "node", node)["status"]["nodeInfo"]
+    assert out.startswith("PRETTY_NAME=") and out.splitlines()[0].split("=", 1)[1].strip('"') == info["osImage"], out
+    assert out.splitlines()[1] == info["kernelVersion"] and info["osImage"] != "nanokube simulated node"
     st = pod["status"]
     assert (st["podIP"], st["podIPs"], st["hostIP"]) == (node_ip, [{"ip": node_ip}], node_ip)
     c.kubectl("delete", "pod", pod["metadata"]["name"], "--timeout=60s")

@@ -3,7 +3,8 @@ run -i --rm` of a shell returns once its stdin closes (the container reads it
 to EOF and exits 0, as `sh` does), and the pod is deleted; a container whose
 stdin is left open (no stdinOnce) keeps running after the client leaves;
 `kubectl run -it` on a terminal echoes what is typed and ends at ^D; `tty` and
-`stty size` tell a terminal (sized as the client's, resized with it) from none."""
+`stty size` tell a terminal (sized as the client's, resized with it) from none;
+`kubectl debug node/N` sees the simulated node's own root at /host."""
 
 from __future__ import annotations
 
@@ -267,3 +268,43 @@ def test_tty_and_stty_size_tell_a_terminal_from_none(cluster):
                  30, "the resize")
         os.write(fd, b"exit\r")
         assert exited() == 0
+
+
+def test_debug_node_sees_the_simulated_nodes_root_at_host(cluster):
+    """`kubectl debug node/N` mounts the node's / at /host (hostPath): a simulated node's root is its
+    own directory, with the /etc/os-release of the OS image it reports; what is written there a pod
+    on that node sees through its own hostPath volume, one on another node does not; a hostPath of
+    a file is mounted as that file; one whose type check fails is FailedMount, named as the pod gave it."""
+    os_image = cluster.kubectl("get", "node", "gpu-0", "-o", "jsonpath={.status.nodeInfo.osImage}").stdout
+    r = cluster.kubectl("debug", "-i", "node/gpu-0", "--image=busybox", "--", "sh", "-c",
+                        "ls /host; ls /host/var/log; cat /host/etc/os-release; echo from-debug > /host/tmp/note",
+                        input="", check=False, timeout=60)
+    listing = r.stdout.split("PRETTY_NAME=")[0].splitlines()
+    assert {"etc", "proc", "root", "tmp", "usr", "var", "containers", "pods"} <= set(listing), r.stdout + r.stderr
+    assert f'PRETTY_NAME="{os_image}"\n' in r.stdout and os_image
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"reads-{node}"}, "spec": {
+        "nodeName": node, "restartPolicy": "Never",
+        "volumes": [{"name": "node-tmp", "hostPath": {"path": "/tmp", "type": "Directory"}},
+                    {"name": "release", "hostPath": {"path": "/etc/os-release", "type": "File"}}],
+        "containers": [{"name": "main", "image": "busybox", "command": ["cat", "/node-tmp/note", "/etc/os-release"],
+                        "volumeMounts": [{"name": "node-tmp", "mountPath": "/node-tmp"},
+                                         {"name": "release", "mountPath": "/etc/os-release", "readOnly": True}]}]}}
+            for node in ("gpu-0", "gpu-1")]
+    pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wants-a-file"}, "spec": {
+        "nodeName": "gpu-0", "volumes": [{"name": "conf", "hostPath": {"path": "/etc/missing.conf", "type": "File"}}],
+        "containers": [{"name": "main", "image": "busybox",
+                        "volumeMounts": [{"name": "conf", "mountPath": "/conf"}]}]}})
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    phases = {"reads-gpu-0": "Succeeded", "reads-gpu-1": "Failed"}
+    wait_for(lambda: all(cluster.kubectl_json("get", "pod", name)["status"].get("phase") == phase
+                         for name, phase in phases.items()), 60, "the readers ran")
+    release = r.stdout[r.stdout.index("PRETTY_NAME="):]
+    assert cluster.kubectl("logs", "reads-gpu-0").stdout == "from-debug\n" + release
+    assert cluster.kubectl("logs", "reads-gpu-1").stdout == \
+        "cat: can't open '/node-tmp/note': No such file or directory\n" + release
+    message = ('MountVolume.SetUp failed for volume "conf" : hostPath type check failed: /etc/missing.conf '
+               'is not a file')
+    wait_for(lambda: message in cluster.kubectl("events", "--for", "pod/wants-a-file").stdout, 60, "FailedMount")
+    debugger = next(p["metadata"]["name"] for p in cluster.kubectl_json("get", "pods")["items"]
+                    if p["metadata"]["name"].startswith("node-debugger-gpu-0-"))
+    cluster.kubectl("delete", "pod", debugger, "reads-gpu-0", "reads-gpu-1", "wants-a-file", "--wait=false")

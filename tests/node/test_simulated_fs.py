@@ -264,6 +264,28 @@ def test_a_claim_is_its_directory_on_the_node_and_a_draft_leaves_that_as_it_is(t
     assert code == 1 and "Read-only file system" in err and (tmp_path / "pv" / "latest").exists()
 
 
+def test_a_host_path_of_a_file_is_mounted_as_that_file(tmp_path):
+    """A hostPath volume whose path is a file (the kubelet links the volume to it) is that file at
+    its mount point: read and written there, on a draft only once its changes are made, and
+    refused where the mount is read-only."""
+    (tmp_path / "node").mkdir()
+    (tmp_path / "node" / "app.sock").write_text("one\n")
+    os.symlink(tmp_path / "node" / "app.sock", tmp_path / "sock")
+    pod = {"metadata": {"name": "w"}, "spec": {
+        "volumes": [{"name": "sock", "hostPath": {"path": "/run/app.sock", "type": "File"}}],
+        "containers": [{"name": "main", "volumeMounts": [{"name": "sock", "mountPath": "/app.sock"}]},
+                       {"name": "ro", "volumeMounts": [{"name": "sock", "mountPath": "/app.sock", "readOnly": True}]}]}}
+    files = PodFiles(pod, lambda name: str(tmp_path / name), _Clock())
+    assert run(files.container("main"), "sh", "-c", "cat /app.sock; echo two >> /app.sock") == (0, b"one\n", "")
+    assert (tmp_path / "node" / "app.sock").read_text() == "one\ntwo\n"
+    program = interpret(["sh", "-c", "cat /app.sock; echo three > /app.sock"], T0, files.draft("main"))
+    assert program.output == ((0, b"one\ntwo\n"),) and (tmp_path / "node" / "app.sock").read_text() == "one\ntwo\n"
+    files.container("main").replay(program.changes)
+    assert (tmp_path / "node" / "app.sock").read_text() == "three\n"
+    assert run(files.container("ro"), "sh", "-c", "echo x > /app.sock") == (
+        1, b"", "sh: can't create /app.sock: Read-only file system\n")
+
+
 @pytest.mark.parametrize("script, out, code", [
     ("echo 'a b c' | awk '{print $2}'", b"b\n", 0),
     ("rev /etc/hostname; echo 'k=1 v' | awk -F= '{print $2, $1}'", None, None),  # rev: not simulated

@@ -52,7 +52,8 @@ class VolumeManager:
         """`watched`: the ConfigMap and Secret managers ("configmaps", "secrets") the pods' volumes
         read through, shared by the node agents of a process; this node's own when None."""
         self.client = client
-        #: whether hostPath volumes are this host's paths (the process runtime's containers run on it)
+        #: whether hostPath volumes are this host's paths (the process runtime's containers run on it),
+        #: else paths in the simulated node's own root (simulated_host.py)
         self.host_paths = False
         self._own_watched = watched is None
         self.watched = watched or {p: WatchBasedManager(client, p, clock) for p in ("configmaps", "secrets")}
@@ -88,7 +89,7 @@ class VolumeManager:
 
     async def mount(self, pod: dict) -> dict[str, str]:
         """Set up every volume of a known kind; returns volume name -> directory.
-        Kinds a simulated node cannot provide (cloud disks, hostPath) get an empty
+        Kinds a simulated node cannot provide (cloud disks) get an empty
         directory, as an image is recorded rather than pulled."""
         uid = pod["metadata"]["uid"]
         for manager in self.watched.values():
