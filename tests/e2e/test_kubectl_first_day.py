@@ -259,3 +259,85 @@ def test_a_standalone_controller_manager_with_the_signing_key_fills_token_secret
         finally:
             kcm.terminate()
             kcm.wait(timeout=20)
+
+
+def test_a_rollout_set_image_and_undo_show_as_on_a_real_cluster(cluster):
+    """create deployment, expose, scale, set image, rollout status/history/undo: the revisions kubectl
+    lists, `get -o wide`'s columns, and the deployment controller's ScalingReplicaSet events, one for
+    each scaling (a stale ReplicaSet scaled again made a second, repeated event)."""
+    cluster.kubectl("create", "deployment", "first-day-web", "--image=nginx", "--replicas=2")
+    assert cluster.kubectl("expose", "deployment", "first-day-web", "--port=80").stdout == \
+        "service/first-day-web exposed\n"
+    cluster.kubectl("rollout", "status", "deployment/first-day-web", "--timeout=60s")
+    cluster.kubectl("scale", "deployment/first-day-web", "--replicas=3")
+    cluster.kubectl("set", "image", "deployment/first-day-web", "nginx=nginx:1.27")
+    cluster.kubectl("rollout", "status", "deployment/first-day-web", "--timeout=60s")
+
+    def revisions() -> list[str]:
+        out = cluster.kubectl("rollout", "history", "deployment/first-day-web").stdout.splitlines()
+        assert out[:2] == ["deployment.apps/first-day-web ", "REVISION  CHANGE-CAUSE"], out
+        return [line.split()[0] for line in out[2:] if line.strip()]
+    assert revisions() == ["1", "2"]
+    assert cluster.kubectl("rollout", "undo", "deployment/first-day-web").stdout == \
+        "deployment.apps/first-day-web rolled back\n"
+    cluster.kubectl("rollout", "status", "deployment/first-day-web", "--timeout=60s")
+    assert revisions() == ["2", "3"]
+    wide = cluster.kubectl("get", "deployment", "first-day-web", "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"]
+    assert wide[1].split()[:4] + wide[1].split()[5:] == ["first-day-web", "3/3", "3", "3", "nginx", "nginx",
+                                                        "app=first-day-web"]
+    events = cluster.kubectl_json("get", "events", "--field-selector",
+                                  "involvedObject.kind=Deployment,involvedObject.name=first-day-web")["items"]
+    scaled = [(e["message"], e.get("count", 1)) for e in events if e["reason"] == "ScalingReplicaSet"
+              and e["source"]["component"] == "deployment-controller"]
+    # past 10 such events in 10 minutes the recorder's aggregator combines the rest into one, as client-go's
+    assert scaled and all(count == 1 for message, count in scaled
+                          if not message.startswith("(combined from similar events): ")), scaled
+    assert ("Scaled up replica set first-day-web-" in scaled[0][0] and scaled[0][0].endswith(" from 0 to 2"))
+    cluster.kubectl("delete", "deployment,service", "first-day-web")
+
+
+KUSTOMIZATION = """
+namePrefix: first-day-
+labels:
+- pairs: {env: first-day}
+  includeSelectors: true
+resources: [deploy.yaml, settings.yaml]
+"""
+KUSTOMIZED_DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kz}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: kz}}
+  template:
+    metadata: {labels: {app: kz}}
+    spec: {containers: [{name: main, image: busybox, command: [sleep, "3600"]}]}
+"""
+
+
+def test_kustomize_diff_and_apply_prune(cluster, tmp_path):
+    """`kubectl apply -k` of a kustomization, `kubectl diff -k` (a server-side dry run: exit 0 when
+    nothing would change, 1 and a unified diff when something would), and `apply --prune -l` removing
+    what the configuration no longer lists."""
+    (tmp_path / "kustomization.yaml").write_text(KUSTOMIZATION)
+    (tmp_path / "deploy.yaml").write_text(KUSTOMIZED_DEPLOYMENT)
+    (tmp_path / "settings.yaml").write_text("{apiVersion: v1, kind: ConfigMap, metadata: {name: settings}, "
+                                            "data: {mode: fast}}\n")
+    built = cluster.kubectl("kustomize", str(tmp_path)).stdout
+    assert "name: first-day-kz" in built and "env: first-day" in built
+    out = cluster.kubectl("apply", "-k", str(tmp_path)).stdout
+    assert out.splitlines() == ["configmap/first-day-settings created", "deployment.apps/first-day-kz created"]
+    same = cluster.kubectl("diff", "-k", str(tmp_path), check=False)
+    assert (same.returncode, same.stdout) == (0, ""), same.stderr
+    (tmp_path / "deploy.yaml").write_text(KUSTOMIZED_DEPLOYMENT.replace("replicas: 1", "replicas: 2"))
+    changed = cluster.kubectl("diff", "-k", str(tmp_path), check=False)
+    assert changed.returncode == 1, changed.stderr
+    assert "-  replicas: 1\n+  replicas: 2\n" in changed.stdout and "-  generation: 1\n+  generation: 2\n" in changed.stdout
+    (tmp_path / "kustomization.yaml").write_text(KUSTOMIZATION.replace(", settings.yaml", ""))
+    out = cluster.kubectl("apply", "-k", str(tmp_path), "--prune", "-l", "env=first-day").stdout
+    assert out.splitlines() == ["deployment.apps/first-day-kz configured", "configmap/first-day-settings pruned"]
+    assert cluster.kubectl("get", "configmap", "first-day-settings", "--ignore-not-found", "-o", "name").stdout == ""
+    assert cluster.kubectl_json("get", "deployment", "first-day-kz")["spec"]["replicas"] == 2
+    cluster.kubectl("delete", "deployment", "first-day-kz")
