@@ -35,7 +35,9 @@ from .metrics import Family, InflightWatermark
 SERVER_CONCURRENCY = 600
 #: nonMutatingRequestVerbs: a request of any other verb is a mutating one to the inflight watermark
 _READ_ONLY = frozenset(("get", "list", "watch"))
-_LONG_RUNNING = ("exec", "attach", "portforward", "proxy")
+#: kube-apiserver's LongRunningFunc: BasicLongRunningRequestCheck of these verbs and subresources
+_LONG_RUNNING_VERBS = frozenset(("watch", "proxy"))
+_LONG_RUNNING = frozenset(("attach", "exec", "proxy", "log", "portforward"))
 
 
 def _has(values: list | None, want: str) -> bool:
@@ -83,9 +85,10 @@ def matches(schema: dict, user, a: Attributes) -> bool:
     return False
 
 
-def long_running(a: Attributes, query) -> bool:
-    return a.verb == "watch" or a.subresource in _LONG_RUNNING or (
-        a.subresource == "log" and query.get("follow") in ("true", "1"))
+def long_running(a: Attributes) -> bool:
+    """Whether kube-apiserver serves the request as long-running: by its verb or its subresource alone
+    (a pods/log read is one whether it follows or not; so is an aggregated API's exec, never its console)."""
+    return a.verb in _LONG_RUNNING_VERBS or a.resource_request and a.subresource in _LONG_RUNNING
 
 
 _UNKNOWN = object()
@@ -244,12 +247,16 @@ class FlowControl:
     async def serve(self, request: web.Request, user, a: Attributes, handler) -> web.StreamResponse:
         """`middleware` for an authenticated request whose user and attributes the caller has
         (the API server's authentication calls it directly: one coroutine less per request)."""
+        watch = a.verb == "watch"
+        if not watch and long_running(a):  # WithPriorityAndFairness leaves these be: not classified nor counted
+            return await handler(request)
         found = self.classify(user, a)
         if found is None:
             return await handler(request)
         route = self._route(*found)
-        running = long_running(a, request.query)
-        level = self._state.get(route.labels[1]) if route.limited and not running else None
+        # a watch is served from the watch cache at once: the seat and the executing count upstream keeps
+        # until it is initialized (or delegated to an extension server) are let go at its start
+        level = self._state.get(route.labels[1]) if route.limited and not watch else None
         queued = time.perf_counter() if level is not None else 0.0
         if level is not None and not await level.acquire():
             self.rejected.labels(*route.labels, "queue-full" if level.max_waiting else "concurrency-limit").inc()
@@ -261,19 +268,20 @@ class FlowControl:
         if queued:  # the queue wait, which the request's SLI latency leaves out
             request[APF_WAIT] = time.perf_counter() - queued
         route.dispatched.inc()
-        executing = route.executing
-        executing.inc()
-        mutating = None if running else a.verb not in _READ_ONLY
-        if mutating is not None:
-            self.inflight.enter(mutating)
-        try:
+        if watch:
             resp = await handler(request)
-        finally:
-            executing.dec()
-            if mutating is not None:
+        else:
+            executing = route.executing
+            executing.inc()
+            mutating = a.verb not in _READ_ONLY
+            self.inflight.enter(mutating)
+            try:
+                resp = await handler(request)
+            finally:
+                executing.dec()
                 self.inflight.leave(mutating)
-            if level is not None:
-                level.release()
+                if level is not None:
+                    level.release()
         if not resp.prepared:
             resp.headers.update(route.headers)
         return resp

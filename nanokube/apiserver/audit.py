@@ -76,7 +76,7 @@ _AUDIT_ID_HEADER = istr("Audit-Id")
 class _Request:
     """One audited request's state across its stages' events."""
     __slots__ = ("log", "request", "attrs", "received", "audit_id", "decision", "refused", "request_object",
-                 "response_object")
+                 "response_object", "started")
 
     def __init__(self, log: AuditLog, request: web.Request, attrs, received: str, audit_id: str):
         self.log, self.request, self.attrs, self.received, self.audit_id = log, request, attrs, received, audit_id
@@ -85,6 +85,8 @@ class _Request:
         self.refused = False
         self.request_object: dict | None = None
         self.response_object: dict | None = None
+        #: a long-running request's: whether its ResponseStarted event is behind it (None: not one)
+        self.started: bool | None = None
 
 
 class AuditMetrics:
@@ -192,14 +194,14 @@ class AuditLog:
         received = self.clock.rfc3339_micro()
         ctx = request[_CONTEXT] = _Request(self, request, attrs, received, request[AUDIT_ID])
         if self.policy is not None:  # (without one, no RequestReceived event is written)
-            if _long_running(attrs, request.query):
+            if _long_running(attrs):
                 prior = request._prepare_hook  # (audit_id's)
+                ctx.started = False
 
                 async def started(response: web.StreamResponse) -> None:
                     await prior(response)
-                    self._stage(ctx, STARTED, response.status, None)
-                    if self._blocking is not None:  # sent before the headers are, as upstream's WriteHeader
-                        await self._blocking.flush()
+                    if self._start(ctx, response.status) and self._blocking is not None:
+                        await self._blocking.flush()  # sent before the headers are, as upstream's WriteHeader
                 # aiohttp's hook as each response's headers are written; the fast path has no router
                 # signal to attach it to (an instance attribute: __setattr__ would warn in debug mode)
                 object.__setattr__(request, "_prepare_hook", started)
@@ -210,6 +212,7 @@ class AuditLog:
                 return response
         except web.HTTPException as e:
             if then is None or e.status < 400:
+                self._start(ctx, e.status)
                 self._complete(ctx, e)
                 if blocking is not None:
                     await blocking.flush()
@@ -223,13 +226,27 @@ class AuditLog:
         if response.status == 500 and (e := request.get(PANIC)) is not None:  # (a miss raises inside get)
             self._panic(ctx, e)
         else:
+            if not response.prepared:  # its headers are written after this; upstream's WriteHeader is before
+                self._start(ctx, response.status)
             self._complete(ctx, response)
         if blocking is not None:  # the webhook's blocking mode: answered once its events are sent
             await blocking.flush()
         return response
 
+    def _start(self, ctx: _Request, status: int) -> bool:
+        """A long-running request's ResponseStarted event, once, as its response's headers go out;
+        whether it was written now."""
+        if ctx.started is not False:
+            return False
+        ctx.started = True
+        self._stage(ctx, STARTED, status, None)
+        return True
+
     def _panic(self, ctx: _Request, e: Exception) -> None:
-        """The Panic stage, in place of ResponseComplete, as upstream's audit filter recovers a panic."""
+        """The Panic stage, in place of ResponseComplete, as upstream's audit filter recovers a panic
+        (the 500 then goes out past the filter: no ResponseStarted for it)."""
+        if ctx.started is False:
+            ctx.started = True
         self._stage(ctx, STAGE_PANIC, 500, {"kind": "Status", "status": "Failure", "reason": "InternalError",
                                             "message": f"APIServer panic'd: {e}", "code": 500})
 
@@ -649,12 +666,12 @@ def _json_body(response: web.StreamResponse, joined: bool = False) -> dict:
     return out if isinstance(out, dict) else {}
 
 
-def _long_running(attrs, query) -> bool:
+def _long_running(attrs) -> bool:
     """apf.long_running, imported when a policy first asks (not with the module: an in-process
     component's writes pay for every module the server holds, in its collections' passes)."""
     from .apf import long_running
 
-    return long_running(attrs, query)
+    return long_running(attrs)
 
 
 def _status(code: int, body: dict) -> dict:

@@ -7,6 +7,7 @@ sends such requests, to a served server and an extension server of this test."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import socket
 import ssl
@@ -146,6 +147,12 @@ def user_context(pki, tmp_path, name: str, *groups: str) -> ssl.SSLContext:
     return ctx
 
 
+def executing(server, level: str) -> float:
+    """apiserver_flowcontrol_current_executing_requests of priority level `level`."""
+    return sum(s.value for m in server.flow_control.executing.collect() for s in m.samples
+               if s.labels["priority_level"] == level)
+
+
 WS_HEADERS = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
               "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
 
@@ -224,6 +231,14 @@ async def test_websocket_upgrade_through_an_apiservice(tmp_path):
                     assert (await ws.receive(timeout=10)).data == "echo: hello"
                     await ws.send_bytes(b"\x00\x01abc")
                     assert (await ws.receive(timeout=10)).data == b"cba\x01\x00"
+                    # no long-running request to kube-apiserver (its subresource is not exec, attach, ...):
+                    # APF counts it executing at alice's level for as long as it is open
+                    assert executing(server, "global-default") == 1
+                for _ in tries():
+                    if executing(server, "global-default") == 0:
+                        break
+                    await asyncio.sleep(0.05)
+                assert executing(server, "global-default") == 0
                 assert seen == [(f"{sub}/console", "alice")]
 
                 bob = user_context(server.pki, tmp_path, "bob")

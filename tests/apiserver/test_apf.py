@@ -118,6 +118,54 @@ def test_middleware_answers_429_with_retry_after():
     asyncio.run(run())
 
 
+def test_long_running_requests_other_than_watches_are_left_out_of_apf():
+    """WithPriorityAndFairness skips what the LongRunningFunc names (exec, attach, portforward, proxy and log
+    subresources, a pods/log read that does not follow too) unless it is a watch: such a request takes no
+    seat, is neither dispatched nor executing in the metrics, and gets no PF headers, so a full level still
+    serves them; a console on an aggregated API is no such request and waits for a seat like any other."""
+    levels = {**PRIORITY_LEVELS, "global-default": {"type": "Limited", "limited": {
+        "nominalConcurrencyShares": 1, "lendablePercent": 0, "limitResponse": {"type": "Reject"}}}}
+    fc = control(levels, concurrency=1)
+    gate = asyncio.Event()
+
+    async def handler(request):
+        if request.path.endswith("/configmaps"):
+            await gate.wait()
+        return web.json_response({})
+
+    @web.middleware
+    async def as_alice(request, handler):
+        request[USER] = ALICE
+        return await handler(request)
+
+    def count(family, level="global-default") -> float:
+        return sum(s.value for m in family.collect() for s in m.samples if s.labels["priority_level"] == level)
+
+    async def run():
+        app = web.Application(middlewares=[as_alice, fc.middleware])
+        app.router.add_get("/{tail:.*}", handler)
+        async with TestClient(TestServer(app)) as c:
+            holder = asyncio.create_task(c.get("/api/v1/namespaces/default/configmaps"))
+            for _ in tries():
+                if count(fc.executing) == 1:
+                    break
+                await asyncio.sleep(0.01)
+            dispatched = count(fc.dispatched)
+            assert (dispatched, count(fc.executing)) == (1, 1)  # the configmaps list holds the level's one seat
+            for path in ("/api/v1/namespaces/default/pods/p/exec", "/api/v1/namespaces/default/pods/p/attach",
+                         "/api/v1/namespaces/default/pods/p/portforward", "/api/v1/namespaces/default/pods/p/log",
+                         "/api/v1/namespaces/default/pods/p/proxy/x", "/apis/subresources.kubevirt.io/v1/namespaces/"
+                         "default/virtualmachineinstances/vm/portforward/22"):
+                r = await c.get(path)
+                assert r.status == 200 and "X-Kubernetes-PF-FlowSchema-UID" not in r.headers, path
+            assert (count(fc.dispatched), count(fc.executing)) == (dispatched, 1)
+            r = await c.get("/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/vm/console")
+            assert r.status == 429 and r.headers["X-Kubernetes-PF-FlowSchema-UID"] == "uid-global-default"
+            gate.set()
+            assert (await holder).status == 200
+    asyncio.run(run())
+
+
 def test_a_kept_classification_follows_a_changed_configuration():
     schemas = Inf(objects(FLOW_SCHEMAS))
     fc = FlowControl(schemas, Inf(objects(PRIORITY_LEVELS)))

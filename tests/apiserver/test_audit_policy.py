@@ -206,6 +206,23 @@ async def test_a_watch_and_an_exec_have_a_response_started_stage(cluster):
     assert execs[1]["responseStatus"]["code"] == 101 and len({e["auditID"] for e in execs}) == 1
 
 
+async def test_a_log_read_that_does_not_follow_is_long_running_too(cluster):
+    """kube-apiserver's LongRunningFunc names the log subresource whatever the query says: a plain read has
+    its ResponseStarted event as its headers go out, before its ResponseComplete."""
+    ctx = admin_context(cluster.server.pki, cluster.tmp_path)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as http:
+        async with http.get(f"{cluster.server.url}/api/v1/namespaces/default/pods/one/log") as r:
+            assert r.status == 200, await r.text()
+    for _ in range(100):
+        if cluster.events(verb="get", stage="ResponseComplete"):
+            break
+        await asyncio.sleep(0.01)
+    logs = cluster.by_resource("pods")
+    assert [(e["stage"], e["objectRef"].get("subresource")) for e in logs] == [
+        ("RequestReceived", "log"), ("ResponseStarted", "log"), ("ResponseComplete", "log")]
+    assert logs[1]["responseStatus"]["code"] == 200 and len({e["auditID"] for e in logs}) == 1
+
+
 async def test_a_legacy_tokens_warning_is_not_on_an_execs_protocol_switch(cluster):
     """Upstream relays the kubelet's 101, which has no Warning of the API server's; a plain read has it."""
     from tests.apiserver.auth.test_legacy_token_tracking import AUTO_WARNING
