@@ -134,6 +134,17 @@ def _meta(obj: dict) -> dict:
     return md
 
 
+def _same_namespace(res: Resource, md: dict, requested: str | None) -> None:
+    """EnsureObjectNamespaceMatchesRequestNamespace, as BeforeCreate and BeforeUpdate run it after mutating
+    admission: a namespace a policy or webhook removed is the request's again, one it changed a 400."""
+    if not res.namespaced:
+        md.pop("namespace", None)
+    elif not md.get("namespace"):
+        md["namespace"] = requested
+    elif md["namespace"] != requested:
+        raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+
+
 def check_target(md: dict, name: str, namespace: str | None) -> None:
     """EnsureObjectNamespaceMatchesRequestNamespace, then checkName, as the update and patch handlers
     judge the object they are about to write (a /scale's Scale too): a 400 when it names another
@@ -841,8 +852,10 @@ class GenericREST:
             managed_fields = await _computed(_large(obj, len(opts.body)), self._track_fields, res, version, None, obj, opts,
                                              sent=sent, known=known)
         _set_managed_fields(_meta(obj), managed_fields)  # what admission sees, as upstream's
+        requested = md.get("namespace")
         obj, admission = await self._mutating_admission(res, version, "", "CREATE", obj, None, opts)
         md = _meta(obj)
+        _same_namespace(res, md, requested)
         if md.get("managedFields") is not managed_fields:
             managed_fields = self._admitted_fields(admission, md, managed_fields)
         if md.get("resourceVersion"):
@@ -1068,6 +1081,7 @@ class GenericREST:
                                held: list | None = None) -> Result:
         old = entry.obj
         om, nm = old["metadata"], _meta(new)
+        _same_namespace(res, nm, om.get("namespace"))
         if subresource == "status":
             _keep_stored(nm, om, res.strategy.status_deletion_kept)
         meta_errs = _deletion_fields(om, nm)

@@ -182,7 +182,7 @@ class Admission:
                 or a.obj is None or (a.sub_kind is not None and not a.scale):
             self._mutate_builtin(a)
             return
-        self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts, a.subresource)
+        self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts, a.subresource, a.namespace)
         await self.service_account.admit(a)
         for p in self._plugins_for(a.res)[0]:
             p.mutate(a)
@@ -192,7 +192,7 @@ class Admission:
         if a.operation == "DELETE":
             self.plugins.mutate_delete(a.res, a.name, a.opts)
         elif a.obj is not None and a.operation in ("CREATE", "UPDATE") and (a.sub_kind is None or a.scale):
-            self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts, a.subresource)
+            self.plugins.mutate(a.res, a.operation, a.obj, a.old, a.opts, a.subresource, a.namespace)
             for p in self._plugins_for(a.res)[0]:
                 p.mutate(a)
 

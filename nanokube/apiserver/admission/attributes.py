@@ -81,7 +81,15 @@ class Attributes:
         """Drop the fields a mutated `t` object's schema does not know, as decoding it does.
         `typed` (a webhook's patch, a policy's mutation): a value of the wrong type is refused
         first, a ValueError with the words of upstream's decoding of the patched JSON into the kind."""
+        md = obj.get("metadata")
+        if md is None:  # removed or nulled: decoded, the kind's ObjectMeta is empty
+            obj["metadata"] = {}
         if self.sub_kind is None and t.res.strategy.decode(obj, t.version) is not None:
+            if typed and type(md) is not dict and md is not None:  # (a kind's own schema check refuses one)
+                from ..structural import _json_kind
+
+                raise ValueError(f"json: cannot unmarshal {_json_kind(md, False)} into Go struct field "
+                                 f"{t.res.kind}.metadata of type v1.ObjectMeta")
             return obj  # the kind decodes itself (a custom resource's structural schema)
         sch = self.schema(t)
         if sch is None:

@@ -42,10 +42,11 @@ class BuiltinPlugins:
         self._global_default = Listing(rest, "scheduling.k8s.io", "priorityclasses",
                                        lambda pcs: next((pc for pc in pcs if pc.get("globalDefault")), None))
 
-    def mutate(self, res: Resource, op: str, obj: dict, old: dict | None, opts, subresource: str = "") -> None:
-        """The in-tree mutating plugins, on the object in its storage form."""
+    def mutate(self, res: Resource, op: str, obj: dict, old: dict | None, opts, subresource: str = "",
+               namespace: str = "") -> None:
+        """The in-tree mutating plugins, on the object in its storage form; `namespace`: the request's."""
         if res.namespaced and op == "CREATE":
-            self._namespace_lifecycle(res, obj)
+            self._namespace_lifecycle(res, obj, namespace)
         node_restriction(self._lookup, res.group, res.plural, op, obj, old, opts.user, subresource)
         if res.group == "certificates.k8s.io" and res.plural == "certificatesigningrequests" and op == "CREATE":
             self._csr_requester(obj, opts.user)
@@ -108,8 +109,10 @@ class BuiltinPlugins:
         else:
             spec.pop("extra", None)
 
-    def _namespace_lifecycle(self, res: Resource, obj: dict) -> None:
-        ns = obj["metadata"].get("namespace")
+    def _namespace_lifecycle(self, res: Resource, obj: dict, namespace: str = "") -> None:
+        """As upstream's, of the request's namespace (a.GetNamespace()), whatever a policy or webhook
+        left in the object's (it must match the request's later, as BeforeCreate checks)."""
+        ns = namespace or obj["metadata"].get("namespace")
         if self._namespaces is None:
             self._namespaces = self.rest.index.get("", "v1", "namespaces").key_prefix()
         entry = self.rest.cache.get(f"{self._namespaces}{ns}")

@@ -445,3 +445,37 @@ async def test_mutations_must_build_their_patch_types(stack):
                 "expression": 'Object{metadata: Object.metadata{labels: {"a": "b"}}}'}},
             {"patchType": "JSONPatch", "jsonPatch": {
                 "expression": 'has(object.data) ? [JSONPatch{op: "add", path: "/data/x", value: "1"}] : []'}}]}})
+
+
+async def test_a_mutation_may_not_move_an_object_nor_leave_it_without_metadata(stack):
+    """As BeforeCreate and BeforeUpdate after mutating admission: a namespace a mutation changed is the 400 of
+    an object not in the request's namespace, one it removed is the request's again, and an object whose
+    metadata a mutation removed has no name (the 422), as its ObjectMeta decodes empty. Found by fuzzing
+    MutatingAdmissionPolicies: a JSONPatch setting /metadata/namespace created the ConfigMap in that namespace,
+    and one removing /metadata was a 500 (NamespaceLifecycle read the object's namespace)."""
+    configmaps = api(stack, "configmaps", "")
+    await api(stack, "namespaces", "").create({"metadata": {"name": "elsewhere"}})
+    await configmaps.create({"metadata": {"name": "moved", "namespace": "default"}})
+    for name, patch in [("moved", '[JSONPatch{op: "add", path: "/metadata/namespace", value: "elsewhere"}]'),
+                        ("unset", '[JSONPatch{op: "remove", path: "/metadata/namespace"}]'),
+                        ("stripped", '[JSONPatch{op: "remove", path: "/metadata"}]')]:
+        await api(stack, "mutatingadmissionpolicies", version="v1beta1").create({"metadata": {"name": name}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}]},
+            "matchConditions": [{"name": "named", "expression": f'has(object.metadata.name) && object.metadata.name == "{name}"'}],
+            "reinvocationPolicy": "IfNeeded",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}]}})
+        await api(stack, "mutatingadmissionpolicybindings").create({"metadata": {"name": name}, "spec": {"policyName": name}})
+    moved = "the namespace of the provided object does not match the namespace sent on the request"
+    for write in (configmaps.create({"metadata": {"name": "moved", "namespace": "default"}, "data": {"a": "b"}}),
+                  configmaps.update({"metadata": {"name": "moved", "namespace": "default"}, "data": {"a": "b"}})):
+        with pytest.raises(APIError) as e:
+            await write
+        assert (e.value.code, e.value.message) == (400, moved)
+    assert (await configmaps.list("elsewhere"))[0] == []
+    created = await configmaps.create({"metadata": {"name": "unset", "namespace": "default"}})
+    assert created["metadata"]["namespace"] == "default"
+    with pytest.raises(APIError) as e:
+        await configmaps.create({"metadata": {"name": "stripped", "namespace": "default"}})
+    assert (e.value.code, e.value.message) == (
+        422, 'ConfigMap "" is invalid: metadata.name: Required value: name or generateName is required')
