@@ -10,6 +10,8 @@ resized in place) is `podresize.resources_spec`, whose result is the spec these 
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -56,6 +58,29 @@ def _quantity(name: str, q) -> Quantity | None:
 
 #: exact quantities, each keeping its format (a sum the first non-zero term's, as Go's)
 QUANTITIES: Arithmetic[Quantity] = Arithmetic(_quantity, add, lambda a, b: a.value > b.value, lambda q: not q.value)
+
+
+@functools.lru_cache(maxsize=4096)
+def scaled(text: str, milli: bool) -> int:
+    """A quantity in thousandths (CPU) or rounded up to an integer: the rounding is exact
+    `Fraction` arithmetic, and a cluster's pods and nodes repeat a few strings ("100m", "500Mi")."""
+    try:
+        parsed = parse(text)
+    except QuantityError:
+        return 0
+    return parsed.milli() if milli else parsed.ceil()
+
+
+@functools.lru_cache(maxsize=4096)
+def _count(name: str, q) -> int | None:
+    """A resource list's entry as an integer (`pods` left out): one cached call per entry, as a
+    cluster's pods repeat a few (name, quantity) pairs."""
+    return None if name == "pods" else scaled(str(q), name == "cpu")
+
+
+#: how the scheduler's NodeInfo and the kubelet's admission count: milli-CPU, bytes, and the
+#: integer value of every other resource (upstream's framework.Resource)
+INTEGERS: Arithmetic[int] = Arithmetic(_count, operator.add, operator.gt, operator.not_)
 
 
 def _sum_into(into: dict, more: dict, plus: Callable) -> None:

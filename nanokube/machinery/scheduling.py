@@ -1,6 +1,6 @@
 """Scheduling rules the scheduler, controllers and node agents share (upstream's
-component-helpers/scheduling): tolerations against taints, and
-node selector terms against a node's labels and fields."""
+component-helpers/scheduling): tolerations against taints,
+node selector terms against a node's labels and fields, and host ports."""
 
 from __future__ import annotations
 
@@ -119,3 +119,28 @@ class NodeMatcher:
             if not hit:
                 return False
         return all(f.get("key") == "metadata.name" and _requirement(f, name) for f in fields)
+
+
+#: a host port on every address of the node
+WILDCARD = "0.0.0.0"
+
+
+def host_ports(pod: dict) -> list[tuple[str, str, int]]:
+    """(hostIP, protocol, hostPort) of every container port with a host port."""
+    out = []
+    spec = pod.get("spec") or {}
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for p in c.get("ports") or []:
+            if p.get("hostPort"):
+                out.append((p.get("hostIP") or WILDCARD, p.get("protocol") or "TCP", p["hostPort"]))
+    return out
+
+
+def ports_conflict(want: list, used: list) -> bool:
+    """Whether a wanted host port is in use: the same protocol and port, when either host IP is
+    the wildcard or both are equal (upstream's HostPortInfo.CheckConflict)."""
+    for ip, proto, port in want:
+        for uip, uproto, uport in used:
+            if port == uport and proto == uproto and (ip == uip or WILDCARD in (ip, uip)):
+                return True
+    return False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 
+from ..machinery.scheduling import host_ports
 from .framework import PodInfo
 from .node_tree import NodeTree, zone_key
 from .resources import Resources, from_list
@@ -252,17 +253,6 @@ class ShapeMemo:
                 self._keys.clear()
             k = self._keys[shape] = next(self._next)
         return k
-
-
-def host_ports(pod: dict) -> list[tuple[str, str, int]]:
-    """(hostIP, protocol, hostPort) of every container port with a host port."""
-    out = []
-    spec = pod.get("spec") or {}
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        for p in c.get("ports") or []:
-            if p.get("hostPort"):
-                out.append((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", p["hostPort"]))
-    return out
 
 
 class Snapshot:

@@ -3,13 +3,10 @@ Filter and Score compare integers instead of parsing quantities per node."""
 
 from __future__ import annotations
 
-import functools
-import operator
 from dataclasses import dataclass, field
 
 from ..machinery import podresources
-from ..machinery.podresources import Arithmetic
-from ..machinery.quantity import QuantityError, parse
+from ..machinery.podresources import INTEGERS
 
 CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
 #: what Score assumes for a container that requests nothing (upstream's non-zero defaults)
@@ -57,26 +54,6 @@ class Resources:
         return not (self.milli_cpu or self.memory or self.ephemeral or any(self.scalars.values()))
 
 
-@functools.lru_cache(maxsize=4096)
-def _scaled(text: str, milli: bool) -> int:
-    """A quantity in thousandths (CPU) or rounded up to an integer: the rounding is exact
-    `Fraction` arithmetic, and a cluster's pods and nodes repeat a few strings ("100m", "500Mi")."""
-    try:
-        parsed = parse(text)
-    except QuantityError:
-        return 0
-    return parsed.milli() if milli else parsed.ceil()
-
-
-@functools.lru_cache(maxsize=4096)
-def _count(name: str, q) -> int | None:
-    """A resource list's entry in the scheduler's integers (`pods` left out): one cached call per
-    entry, as a cluster's pods repeat a few (name, quantity) pairs."""
-    return None if name == PODS else _scaled(str(q), name == CPU)
-
-
-#: how the scheduler counts a pod's requests and limits (machinery.podresources)
-INTEGERS: Arithmetic[int] = Arithmetic(_count, operator.add, operator.gt, operator.not_)
 #: NonMissingContainerRequests: what Score counts for a container that names no CPU or memory
 NON_ZERO = {CPU: DEFAULT_MILLI_CPU, MEMORY: DEFAULT_MEMORY}
 

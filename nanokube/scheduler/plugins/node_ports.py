@@ -4,7 +4,7 @@ are equal."""
 
 from __future__ import annotations
 
-from ..cache import host_ports
+from ...machinery.scheduling import host_ports, ports_conflict
 from ..framework import (
     ASSIGNED_POD,
     NODE,
@@ -18,15 +18,6 @@ from ..framework import (
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 _KEY = "PreFilterNodePorts"
-WILDCARD = "0.0.0.0"
-
-
-def conflicts(want: list, used: list) -> bool:
-    for ip, proto, port in want:
-        for uip, uproto, uport in used:
-            if port == uport and proto == uproto and (ip == uip or WILDCARD in (ip, uip)):
-                return True
-    return False
 
 
 class NodePorts:
@@ -43,7 +34,7 @@ class NodePorts:
         return None, None
 
     def filter(self, state, info, node):
-        if node.ports and conflicts(state[_KEY], node.ports):
+        if node.ports and ports_conflict(state[_KEY], node.ports):
             return unschedulable(REASON)
         return None
 
@@ -52,7 +43,7 @@ class NodePorts:
         deletion of a pod holding a port this pod wants."""
         def freed_hint(pod: dict, old, new) -> Hint:
             used = host_ports(old)
-            return Hint.QUEUE if used and conflicts(host_ports(pod), used) else Hint.SKIP
+            return Hint.QUEUE if used and ports_conflict(host_ports(pod), used) else Hint.SKIP
 
         return [Registration(ClusterEvent(ASSIGNED_POD, Action.DELETE), freed_hint),
                 Registration(ClusterEvent(NODE, Action.ADD))]
