@@ -6,6 +6,8 @@ before any handler (aiohttp's application answers it, as net/http does)."""
 
 from __future__ import annotations
 
+from http import HTTPStatus
+
 from aiohttp import HttpVersion11, hdrs, web
 
 #: a request whose client holds its body back until the 100 Continue
@@ -31,6 +33,22 @@ async def continued(request: web.Request) -> None:
         request[_PENDING] = False
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0  # (the answer's size counts from its own status line)
+
+
+async def informational(request: web.Request, code: int, headers) -> None:
+    """An interim answer (1xx but 101) ahead of the response, as net/http's WriteHeader writes one: its
+    status line with Go's status text, its headers but Content-Length and Transfer-Encoding. A 100
+    Continue is the one a pending client waits for: none follows on the body's first read."""
+    if code == 100:
+        request[_PENDING] = False
+    try:
+        text = HTTPStatus(code).phrase
+    except ValueError:
+        text = f"status code {code}"
+    lines = [f"HTTP/{request.version.major}.{request.version.minor} {code} {text}"]
+    lines += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in ("content-length", "transfer-encoding")]
+    await request.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape"))
+    request.writer.output_size = 0
 
 
 def answered(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:

@@ -321,3 +321,32 @@ async def test_an_extension_server_the_ca_bundle_does_not_trust(tmp_path):
                         503, "tls: failed to verify certificate: x509: certificate signed by unknown authority\n")
         finally:
             await runner.cleanup()
+
+
+async def test_informational_answers_of_an_extension_server_reach_the_client(tmp_path):
+    """httputil.ReverseProxy's Got1xxResponse: each 1xx the extension server sends before its answer (102
+    Processing, 103 Early Hints) goes to the client as it comes, with its headers and Go's status text, and
+    the answer follows whole."""
+    hints = f"/apis/{GROUP}/{VERSION}/namespaces/default/hints"
+
+    async def early(request: web.Request):
+        await request.writer.write(b"HTTP/1.1 102 Processing\r\n\r\n")
+        await request.writer.write(b"HTTP/1.1 103 Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+        return web.json_response({"kind": "Hinted"}, status=202)
+
+    async with served(tmp_path) as (server, ctx):
+        runner, ip, port = await extension_server([("GET", hints, early)])
+        try:
+            await register(server, ctx, ip, port)
+            c = await Conn.open(server, ctx)
+            try:
+                c.writer.write(f"GET {hints} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+                interim = [await asyncio.wait_for(c.reader.readline(), 10) for _ in range(5)]
+                assert interim == [b"HTTP/1.1 102 Processing\r\n", b"\r\n", b"HTTP/1.1 103 Early Hints\r\n",
+                                   b"Link: </style.css>; rel=preload\r\n", b"\r\n"]
+                code, out = await answer(c)
+                assert (code, orjson.loads(out)) == (202, {"kind": "Hinted"})
+            finally:
+                c.close()
+        finally:
+            await runner.cleanup()

@@ -19,8 +19,8 @@ from ...machinery.errors import APIError
 from ...machinery.user import User
 from ..auth.authorizer import USER
 from ..streaming.proxy import is_upgrade
-from .proxy import (ExpectForwarded, ExtensionServer, ResolveError, forward, forward_upgrade, go_dial_error,
-                    proxy_error, resolve_endpoint, tls_context)
+from .proxy import (ExpectForwarded, ExtensionServer, InterimRelayed, ResolveError, forward, forward_upgrade,
+                    go_dial_error, proxy_error, resolve_endpoint, tls_context)
 
 GROUP = "apiregistration.k8s.io"
 PROBE_USER = User("system:kube-aggregator", ("system:masters",))
@@ -73,7 +73,7 @@ class Aggregator(Controller):
     def _new_session(socket_factory=None) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(connector=aiohttp.TCPConnector(socket_factory=socket_factory),
                                      auto_decompress=False, timeout=aiohttp.ClientTimeout(sock_connect=5),
-                                     request_class=ExpectForwarded)
+                                     request_class=ExpectForwarded, response_class=InterimRelayed)
 
     async def dial_services_from(self, socket_factory) -> None:
         """Open connections to APIServices' endpoints with `socket_factory` (see

@@ -19,6 +19,7 @@ import os
 import random
 import socket
 import ssl
+from contextvars import ContextVar
 from urllib.parse import quote
 
 import aiohttp
@@ -131,12 +132,39 @@ def identity_headers(user) -> list[tuple[str, str]]:
     return headers
 
 
+#: the client request whose answer `forward` is fetching: where the extension server's interim answers go
+_RELAY_TO: ContextVar[web.Request | None] = ContextVar("nanokube.aggregated_request", default=None)
+
+
+class InterimRelayed(aiohttp.ClientResponse):
+    """An extension server's answer whose informational answers before it (1xx but 101: 100 Continue,
+    102 Processing, 103 Early Hints) go on to the client as they come, as httputil.ReverseProxy's
+    Got1xxResponse writes each (aiohttp's own response would skip them)."""
+
+    async def start(self, connection) -> aiohttp.ClientResponse:
+        client, protocol = _RELAY_TO.get(), connection.protocol
+        if client is None or protocol is None:
+            return await super().start(connection)
+        read = protocol.read
+
+        async def relaying():
+            message, payload = await read()
+            if 100 <= message.code < 200 and message.code != 101:
+                await expect.informational(client, message.code, message.headers)
+            return message, payload
+        protocol.read = relaying
+        try:
+            return await super().start(connection)
+        finally:
+            del protocol.read
+
+
 class ExpectForwarded(aiohttp.ClientRequest):
     """A request to an extension server as the Go transport of kube-apiserver's proxy sends it (its
     ExpectContinueTimeout is 0): the client's `Expect: 100-continue` goes along, as
     httputil.ReverseProxy keeps it, but the body follows the head at once instead of waiting for the
-    backend's 100 Continue (a backend that sends none would never get it); an interim answer of the
-    backend is skipped."""
+    backend's 100 Continue (a backend that sends none would never get it); the backend's interim
+    answers are relayed (InterimRelayed)."""
 
     def update_expect_continue(self, expect: bool = False) -> None:
         """No wait for a 100 Continue, whatever the headers say."""
@@ -164,11 +192,14 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
         body = _body(request)
         if request.content_length is not None:
             headers.append(("Content-Length", str(request.content_length)))
+    relaying = _RELAY_TO.set(request)
     try:
         upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
                                          data=body, ssl=ctx, server_hostname=server_name, allow_redirects=False)
     except (aiohttp.ClientError, OSError, TimeoutError) as e:  # the reverse proxy's ErrorHandler: the responder's 503
         return proxy_error(go_dial_error(base.removeprefix("https://"), e))
+    finally:
+        _RELAY_TO.reset(relaying)
     try:
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
         for k, v in upstream.headers.items():
