@@ -144,6 +144,8 @@ class WebhookClient:
             u = urlsplit(dialled)
             why = "connection refused" if isinstance(e.os_error, ConnectionRefusedError) else (e.os_error.strerror or str(e.os_error)).lower()
             raise WebhookError(f'Post "{shown}": dial tcp {u.hostname}:{u.port or 443}: connect: {why}') from None
+        except UnicodeError:  # a host no resolver takes (a label empty or past 63 bytes: IDNA refuses to encode it)
+            raise WebhookError(f'Post "{shown}": dial tcp: lookup {urlsplit(dialled).hostname}: no such host') from None
         except (aiohttp.ClientError, OSError) as e:
             raise WebhookError(f'Post "{shown}": {e}') from None
         if not 200 <= status < 300:

@@ -135,6 +135,27 @@ async def test_failure_policies(stack, server):
     await stack.client.resource("", "v1", "configmaps").create(cm("a"))
 
 
+@pytest.mark.parametrize("host", ["a" * 64 + ".example.com", "a..example.com"])
+async def test_a_host_no_resolver_takes_fails_the_call_under_its_failure_policy(stack, server, host):
+    """A url whose host has a label past 63 bytes or an empty one is valid configuration (ValidateWebhookURL
+    asks only for a host) but cannot be looked up: Go's resolver answers "no such host", and the failure
+    policy decides. The IDNA encoding's UnicodeError escaped the client, a 500 even under Ignore (found by
+    fuzzing webhook clientConfigs)."""
+    down = {"url": f"https://{host}/v", "caBundle": server.ca.bundle}
+    await configure(stack, "validating", "v", hook(server, "bad-host.example.com", "/v", clientConfig=down, timeoutSeconds=2))
+    with pytest.raises(APIError) as e:
+        await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    assert (e.value.code, e.value.message) == (500, 'Internal error occurred: failed calling webhook "bad-host.example.com": '
+                                                    f'failed to call webhook: Post "https://{host}/v?timeout=2s": dial tcp: '
+                                                    f"lookup {host}: no such host")
+    cfgs = stack.client.resource(G, "v1", "validatingwebhookconfigurations")
+    cfg = copy.deepcopy(await cfgs.get("v"))
+    cfg["webhooks"][0]["failurePolicy"] = "Ignore"
+    await cfgs.update(cfg)
+    created = await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    assert created["metadata"]["name"] == "a"
+
+
 async def test_selectors_and_match_conditions_skip(stack, server):
     server.handlers["/v"] = lambda r: deny(r, "denied")
     await configure(stack, "validating", "v", hook(
