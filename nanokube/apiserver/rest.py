@@ -967,9 +967,19 @@ class GenericREST:
         if entry is None:
             if subresource or not res.strategy.allow_create_on_update:
                 raise errors.not_found(res.group, res.plural, name)
-            _meta(new).pop("resourceVersion", None)
-            r = await self.create(res, version, namespace, self._external(res, new, version), opts)
-            return r
+            created = orjson.loads(orjson.dumps(new))  # (create fills in what it is given; `new` may be updated yet)
+            _meta(created).pop("resourceVersion", None)
+            try:
+                return await self.create(res, version, namespace, self._external(res, created, version), opts)
+            except errors.APIError as e:
+                # another client created it since the cache was read: this is an update of theirs, as
+                # upstream's create-on-update inside GuaranteedUpdate becomes one when the key is taken
+                if e.reason != "AlreadyExists":
+                    raise
+                await self.cache.sync()
+                entry = _as_decoded(res, self.cache.get(key), subresource)
+                if entry is None:  # (and gone again)
+                    raise
         uid, stored_uid = _meta(new).get("uid"), entry.obj["metadata"].get("uid")
         if uid and uid != stored_uid:  # the body's uid is a precondition, as upstream's UpdatedObjectInfo makes it
             raise errors.conflict(res.group, res.plural, name, _precondition_failed(key, "UID", uid, stored_uid))

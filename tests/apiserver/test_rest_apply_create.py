@@ -51,3 +51,39 @@ async def test_concurrent_applies_of_a_new_object_both_succeed(tmp_path, etcd_se
             assert stored["metadata"]["labels"] == {"alpha": "yes", "beta": "yes"}
             assert {(e["manager"], e["operation"]) for e in stored["metadata"]["managedFields"]} == {
                 ("alpha", "Apply"), ("beta", "Apply")}
+
+
+def put(api_client, path: str, body: dict) -> tuple[int, dict]:
+    request = api_client.param_serialize("PUT", path, body=body, header_params={"Content-Type": "application/json",
+                                                                               "Accept": "application/json"})
+    response = api_client.call_api(*request[:4])
+    response.read()
+    return response.status, json.loads(response.data)
+
+
+async def test_concurrent_puts_creating_a_lease_both_succeed(tmp_path, etcd_server):
+    """A kind created on update (Lease: AllowCreateOnUpdate): a PUT whose create finds the name taken is an
+    update of the Lease another client just made, as Store.Update's GuaranteedUpdate retries it; without a
+    resourceVersion (AllowUnconditionalUpdate) it applies. Neither client sees 409 AlreadyExists."""
+    async with served(tmp_path, store=EtcdStore([etcd_server.endpoint])) as (_, api_client):
+        base = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+        names = [f"raced-{uuid.uuid4().hex[:8]}-{i}" for i in range(16)]
+        start = asyncio.Event()
+
+        async def holder(name: str, who: str) -> tuple[int, dict]:
+            await start.wait()
+            return await asyncio.to_thread(put, api_client, f"{base}/{name}", {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+                "spec": {"holderIdentity": who, "leaseDurationSeconds": 15}})
+
+        tasks = [asyncio.create_task(holder(n, w)) for n in names for w in ("alpha", "beta")]
+        start.set()
+        answers = await asyncio.gather(*tasks)
+        assert [(code, body.get("reason")) for code, body in answers if code not in (200, 201)] == []
+        for name in names:
+            mine = [(code, body) for code, body in answers if body["metadata"]["name"] == name]
+            assert sorted(code for code, _ in mine) == [200, 201]
+            created = next(body for code, body in mine if code == 201)
+            updated = next(body for code, body in mine if code == 200)
+            assert updated["metadata"]["uid"] == created["metadata"]["uid"]  # the one Lease, updated
+            assert int(updated["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
