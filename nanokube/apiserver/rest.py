@@ -134,6 +134,14 @@ def _meta(obj: dict) -> dict:
     return md
 
 
+def _revision(resource_version: str) -> int:
+    """A resourceVersion parameter as ParseResourceVersion reads it (strconv.ParseUint): ASCII digits only,
+    no sign, space or underscore (which int() takes), below 2^64; otherwise the 400 of an invalid one."""
+    if not (resource_version.isascii() and resource_version.isdigit()) or int(resource_version) >= 2**64:
+        raise errors.bad_request(f'invalid resource version "{resource_version}"')
+    return int(resource_version)
+
+
 def _same_namespace(res: Resource, md: dict, requested: str | None) -> None:
     """EnsureObjectNamespaceMatchesRequestNamespace, as BeforeCreate and BeforeUpdate run it after mutating
     admission: a namespace a policy or webhook removed is the request's again, one it changed a 400."""
@@ -513,10 +521,7 @@ class GenericREST:
         """The object; with a `resource_version` (other than "0") as the watch cache's Get serves it: not
         older than that revision, waited for up to FUTURE_RV_WAIT, then the 504 Too large resource version."""
         if resource_version not in ("", "0"):
-            try:
-                want = int(resource_version)
-            except ValueError:
-                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+            want = _revision(resource_version)
             if want > self.cache.rev:
                 try:
                     await self.cache.wait_for(want, FUTURE_RV_WAIT)
@@ -561,10 +566,7 @@ class GenericREST:
         if resource_version == "0" and not continue_:
             limit = 0  # the watch cache's computeListLimit: "the limit is ignored for requests that set RV == 0"
         if resource_version not in ("", "0"):
-            try:
-                want = int(resource_version)
-            except ValueError:
-                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+            want = _revision(resource_version)
             if resource_version_match == "Exact" and want != self.cache.rev:
                 # an exact revision the cache cannot serve is etcd's to answer, as the cacher delegates it:
                 # a future one is GetList's ErrFutureRev (504, no retry hint), a compacted one ErrCompacted
@@ -672,10 +674,7 @@ class GenericREST:
             if resource_version == "":
                 await self.cache.sync()
             elif resource_version != "0":  # a watch-list's initial state is at least as new as what it names
-                try:
-                    want = int(resource_version)
-                except ValueError:
-                    raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+                want = _revision(resource_version)
                 try:
                     await self.cache.wait_for(want, FUTURE_RV_WAIT)
                 except TimeoutError:
@@ -686,10 +685,7 @@ class GenericREST:
                 for key, e in self.cache.list(prefix):
                     initial.append(CacheEvent(ADDED, key, e, None, e.rev))
         else:
-            try:
-                rev = int(resource_version)
-            except ValueError:
-                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+            rev = _revision(resource_version)
             try:
                 initial = self.cache.events_since(rev, prefix)
             except Compacted as c:

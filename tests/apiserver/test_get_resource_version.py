@@ -75,3 +75,28 @@ async def test_a_read_at_a_future_resource_version_waits_on_the_server_s_clock(m
                 504, f"Timeout: Too large resource version: {rv + 10**6}, current:")
     finally:
         await server.stop()
+
+
+async def test_a_resource_version_is_a_plain_unsigned_number_on_every_read(monkeypatch):
+    """ParseResourceVersion is strconv.ParseUint: a sign, a space, an underscore or a value past 2^64-1 is the
+    400 of an invalid resource version on a get, a list and a watch alike. Python's int() took "-5", "+5",
+    " 5" and "1_000" (a watch from revision -5 was served; found by fuzzing watch parameters), and one past
+    2^64 was waited for as a future revision (the 504)."""
+    monkeypatch.setattr(rest, "FUTURE_RV_WAIT", 0.05)
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(cms, json={"metadata": {"name": "a"}}) as r:
+                assert r.status == 201
+            for asked in ("-5", "+5", " 5", "1_000", "18446744073709551616", "٣"):
+                for url, query in ((f"{cms}/a", {}), (cms, {}), (cms, {"resourceVersionMatch": "NotOlderThan"}),
+                                   (cms, {"watch": "1", "timeoutSeconds": "1"})):
+                    async with s.get(url, params={"resourceVersion": asked, **query}) as r:
+                        assert (r.status, (await r.json())["message"]) == (400, f'invalid resource version "{asked}"'), \
+                            (url, query, asked)
+            async with s.get(cms, params={"resourceVersion": "18446744073709551615", "resourceVersionMatch": "Exact"}) as r:
+                assert r.status == 504  # (the largest revision there is: a future one)
+    finally:
+        await server.stop()
