@@ -22,6 +22,7 @@ from ..registry.base import Strategy, all_resources
 from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
 from ..machinery import errors
+from ..machinery.hostport import join_host_port
 from .admission import AUDIT_ANNOTATIONS as ADMISSION_AUDIT
 from .admission import Admission
 from .audit import ANNOTATIONS as AUDIT_ANNOTATIONS
@@ -578,7 +579,7 @@ class APIServer:
         if self.jwks_uri:
             return self.jwks_uri
         host = self.advertise or self.host
-        return f"https://{f'[{host}]' if ':' in host else host}:{self.port}{JWKS_PATH}"
+        return f"https://{join_host_port(host, self.port)}{JWKS_PATH}"
 
     async def _version(self, request: web.Request) -> web.Response:
         """Indented, as WriteRawJSON writes a non-API object (json.MarshalIndent, two spaces)."""

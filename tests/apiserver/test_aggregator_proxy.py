@@ -33,10 +33,22 @@ def host_ip() -> str:
     return host_address() or pytest.skip("no non-loopback IPv4 address for the extension server")
 
 
-async def extension_server(routes=(), client_ca: bytes | None = None) -> tuple[web.AppRunner, str, int]:
+def host_ipv6() -> str:
+    """A global IPv6 address of this host: the source of its route towards a documentation address."""
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("2001:db8::1", 1))
+        except OSError:
+            pytest.skip("no IPv6 route for the extension server")
+        return s.getsockname()[0]
+
+
+async def extension_server(routes=(), client_ca: bytes | None = None, ip: str | None = None
+                           ) -> tuple[web.AppRunner, str, int]:
     """HTTPS serving the wardle group's discovery and echoing, for flunders, the Expect header and the body
     length it got; it never answers 100 Continue itself (its expect handler does nothing). `routes`: more
-    (method, path, handler); `client_ca`: the CA whose client certificates it asks for (the front proxy's)."""
+    (method, path, handler); `client_ca`: the CA whose client certificates it asks for (the front proxy's);
+    `ip`: where it listens (by default the host's IPv4 address)."""
     ca = new_ca("wardle-ca")
     serving = issue(ca, "api.wardle.svc", dns_names=("api.wardle.svc",), server=True)
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -68,7 +80,7 @@ async def extension_server(routes=(), client_ca: bytes | None = None) -> tuple[w
         app.router.add_route(method, path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
-    ip = host_ip()
+    ip = ip or host_ip()
     site = web.TCPSite(runner, ip, 0, ssl_context=ctx)
     await site.start()
     return runner, ip, site._server.sockets[0].getsockname()[1]
@@ -84,7 +96,7 @@ async def register(server, ctx: ssl.SSLContext, ip: str, port: int, tls: dict | 
                 "ports": [{"port": 443, "targetPort": port}]}}),
             ("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", {
                 "metadata": {"name": "api-1", "labels": {"kubernetes.io/service-name": "api"}},
-                "addressType": "IPv4", "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+                "addressType": "IPv6" if ":" in ip else "IPv4", "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
                 "ports": [{"name": "", "port": port, "protocol": "TCP"}]}),
             ("/apis/apiregistration.k8s.io/v1/apiservices", {"metadata": {"name": f"{VERSION}.{GROUP}"}, "spec": {
                 "group": GROUP, "version": VERSION, "groupPriorityMinimum": 1000, "versionPriority": 15,
@@ -301,6 +313,39 @@ async def test_an_extension_server_that_went_away(tmp_path):
                                                      f"{ip}:{port}: connect: connection refused")
                 async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
                     assert (r.status, await r.text()) == (503, "service unavailable\n")
+        finally:
+            if not stopped:
+                await runner.cleanup()
+
+
+async def test_an_extension_server_at_an_ipv6_endpoint(tmp_path):
+    """The availability check and the proxy dial an IPv6 endpoint as net.JoinHostPort joins it, in brackets;
+    the URL and the dial errors name it so too."""
+    async with served(tmp_path) as (server, ctx):
+        runner, ip, port = await extension_server(ip=host_ipv6())
+        stopped = False
+        try:
+            await register(server, ctx, ip, port)
+            base = f"https://127.0.0.1:{server.port}"
+            async with aiohttp.ClientSession() as s:
+                async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
+                    assert (r.status, await r.json()) == (200, {"expect": None, "length": 0})
+                await runner.cleanup()
+                stopped = True
+                async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
+                    assert (r.status, await r.text()) == (503, f"dial tcp [{ip}]:{port}: connect: connection refused\n")
+                async with s.patch(f"{base}/api/v1/namespaces/default/services/api", ssl=ctx,
+                                   json={"metadata": {"labels": {"poked": "yes"}}},
+                                   headers={"Content-Type": "application/merge-patch+json"}) as r:
+                    assert r.status == 200, await r.text()
+                url = f"https://[{ip}]:{port}/apis/{GROUP}/{VERSION}"
+                for _ in tries():
+                    async with s.get(f"{base}/apis/apiregistration.k8s.io/v1/apiservices/{VERSION}.{GROUP}", ssl=ctx) as r:
+                        [cond] = [c for c in (await r.json())["status"]["conditions"] if c["type"] == "Available"]
+                    if cond["status"] == "False":
+                        break
+                assert cond["message"] == (f'failing or missing response from {url}: Get "{url}": dial tcp '
+                                           f"[{ip}]:{port}: connect: connection refused")
         finally:
             if not stopped:
                 await runner.cleanup()

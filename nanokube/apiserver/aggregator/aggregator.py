@@ -16,6 +16,7 @@ from ...client.informer import Informer
 from ...controllers.base import Controller
 from ...machinery.conditions import find_condition, is_condition_true
 from ...machinery.errors import APIError
+from ...machinery.hostport import join_host_port
 from ...machinery.user import User
 from ..auth.authorizer import USER
 from ..streaming.proxy import is_upgrade
@@ -143,7 +144,7 @@ class Aggregator(Controller):
             host, port = await resolve_endpoint(self.client, svc["namespace"], svc["name"], svc.get("port", 443))
         except ResolveError as e:
             return "False", e.reason, str(e), None
-        url = f"https://{host}:{port}/apis/{spec['group']}/{spec['version']}"
+        url = f"https://{join_host_port(host, port)}/apis/{spec['group']}/{spec['version']}"
         headers = [("X-Remote-User", PROBE_USER.name)] + [("X-Remote-Group", g) for g in PROBE_USER.groups]
         try:
             ctx = self._probe_context()
@@ -155,7 +156,7 @@ class Aggregator(Controller):
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
             # http.Client.Do's url.Error around the transport's; its 5 s Timeout as the client words it
             why = ("context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
-                   if isinstance(e, asyncio.TimeoutError) else go_dial_error(f"{host}:{port}", e))
+                   if isinstance(e, asyncio.TimeoutError) else go_dial_error(join_host_port(host, port), e))
             return "False", "FailedDiscoveryCheck", f'failing or missing response from {url}: Get "{url}": {why}', None
         try:
             doc = orjson.loads(body)
@@ -245,5 +246,5 @@ class Aggregator(Controller):
         if is_upgrade(request):
             return await forward_upgrade(request, ExtensionServer(host, port, self._context(apiservice), server_name,
                                                                   self._socket_factory), user)
-        return await forward(self.session, request, f"https://{host}:{port}", server_name,
+        return await forward(self.session, request, f"https://{join_host_port(host, port)}", server_name,
                              self._context(apiservice), user)

@@ -28,6 +28,7 @@ from aiohttp import web
 from .. import expect
 from ..streaming.proxy import DialError, upgrade
 from ...machinery.errors import APIError
+from ...machinery.hostport import join_host_port
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                "transfer-encoding", "upgrade", "content-length", "host"}
@@ -225,7 +226,7 @@ class ExtensionServer:
 
     @property
     def host(self) -> str:
-        return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
+        return join_host_port(self.address, self.port)
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         try:

@@ -32,6 +32,7 @@ from multidict import CIMultiDict
 
 from .. import expect
 from ...machinery import errors
+from ...machinery.hostport import join_host_port
 from ...machinery.streaming import NodeStreaming, StreamFailed
 from ..auth.authorizer import USER
 from ..rest import WriteOptions
@@ -119,7 +120,7 @@ class Backend:
     @property
     def host(self) -> str:
         """The location's host (net.JoinHostPort)."""
-        return f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+        return join_host_port(self.ip, self.port)
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A connection to the backend; DialError says why there is none, in Go's words."""
@@ -127,13 +128,13 @@ class Backend:
             # Go's transport reads a host whose port is not a number as a host name to look up
             raise DialError(f"dial tcp: lookup {self.ip}:{self.port}: no such host")
         if self.node is None:
-            raise DialError(f"dial tcp {self.ip}:{self.port}: connect: no route to host")
+            raise DialError(f"dial tcp {self.host}: connect: no route to host")
         md = self.pod["metadata"]
         try:
             reader, writer = await self.node.port_forward(md["namespace"], md["name"], md.get("uid", ""),
                                                           int(self.port))
         except (StreamFailed, OSError):
-            raise DialError(f"dial tcp {self.ip}:{self.port}: connect: connection refused") from None
+            raise DialError(f"dial tcp {self.host}: connect: connection refused") from None
         if self.scheme == "https":  # the proxy transport does not verify the backend's certificate
             ctx = ssl.create_default_context()
             ctx.check_hostname = False
@@ -261,10 +262,10 @@ class ProxySubresources:
         host = next((a.get("address") for a in (node.get("status") or {}).get("addresses") or []
                      if a.get("type") == "InternalIP"), name)
         if port and port != kubelet_port:
-            raise unreachable(f"dial tcp {host}:{port}: connect: connection refused")
+            raise unreachable(f"dial tcp {join_host_port(host, port)}: connect: connection refused")
         kubelet = next((k for lookup in self.kubelets if (k := lookup(name)) is not None), None)
         if kubelet is None:
-            raise unreachable(f"dial tcp {host}:{kubelet_port}: connect: no route to host")
+            raise unreachable(f"dial tcp {join_host_port(host, kubelet_port)}: connect: no route to host")
         target = join_preserving_trailing_slash("", sub)
         if not target and request.method in ("GET", "HEAD"):
             return _redirect_to_slash(request)

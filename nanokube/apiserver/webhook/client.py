@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
+from ...machinery.hostport import join_host_port
+
 #: (namespace, name, port) -> (host, port) to dial; raises WebhookError when the
 #: Service cannot be reached (not found, no such port, no ready endpoints)
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]
@@ -114,8 +116,7 @@ class WebhookClient:
         if self.resolver is None:
             return shown, shown, server_name
         host, dial_port = self.resolver(ns, name, port)
-        host = f"[{host}]" if ":" in host else host
-        return shown, f"https://{host}:{dial_port}{path}", server_name
+        return shown, f"https://{join_host_port(host, dial_port)}{path}", server_name
 
     async def post(self, cc: dict, body: Any, timeout: float, send_timeout: bool = True) -> dict:
         """POST `body` as JSON and return the decoded JSON answer. `timeout` bounds
@@ -143,7 +144,7 @@ class WebhookClient:
         except aiohttp.ClientConnectorError as e:
             u = urlsplit(dialled)
             why = "connection refused" if isinstance(e.os_error, ConnectionRefusedError) else (e.os_error.strerror or str(e.os_error)).lower()
-            raise WebhookError(f'Post "{shown}": dial tcp {u.hostname}:{u.port or 443}: connect: {why}') from None
+            raise WebhookError(f'Post "{shown}": dial tcp {join_host_port(u.hostname or "", u.port or 443)}: connect: {why}') from None
         except UnicodeError:  # a host no resolver takes (a label empty or past 63 bytes: IDNA refuses to encode it)
             raise WebhookError(f'Post "{shown}": dial tcp: lookup {urlsplit(dialled).hostname}: no such host') from None
         except (aiohttp.ClientError, OSError) as e:
