@@ -240,6 +240,33 @@ def test_python_client_stream_and_portforward(c):
     assert pf.error(8080) is None
 
 
+def test_a_shared_process_namespace_lets_containers_see_and_signal_each_other(c):
+    """shareProcessNamespace ("Share Process Namespace between Containers in a Pod"): `kubectl
+    exec` into either container sees the pod's processes, PID 1 the sandbox's pause; `kill` from
+    one ends the other's first process (no PID 1 there: SIGTERM kills it, 143), which restarts.
+    Without it, a container's first process is its own namespace's PID 1."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "shared", "namespace": "default"},
+           "spec": {"shareProcessNamespace": True, "terminationGracePeriodSeconds": 1, "containers": [
+               {"name": "app", "image": "nginx", "command": ["sleep", "601"]},
+               {"name": "shell", "image": "busybox", "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 602 & wait"]}]}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    c.kubectl("wait", "--for=condition=Ready", "pod/shared", "--timeout=60s")
+    ps = c.kubectl("exec", "shared", "-c", "shell", "--", "ps", "-e", "-o", "pid=,args=").stdout
+    seen = {int(pid): args for pid, args in (line.split(None, 1) for line in ps.splitlines())}
+    assert "sleep 602" in seen.values() and "ps -e -o pid=,args=" in seen.values()
+    assert c.kubectl("exec", "shared", "-c", "app", "--", "cat", "/proc/1/comm").stdout == "pause\n"
+    app = next(pid for pid, args in seen.items() if args == "sleep 601")
+    c.kubectl("exec", "shared", "-c", "shell", "--", "kill", str(app))
+
+    def restarted():
+        st = next(s for s in c.kubectl_json("get", "pod", "shared")["status"]["containerStatuses"] if s["name"] == "app")
+        return st["restartCount"] == 1 and "running" in st["state"] and st
+    st = wait_for(restarted, 30, "app restarted")
+    assert st["lastState"]["terminated"]["exitCode"] == 143
+    assert c.kubectl("exec", "web", "--", "cat", "/proc/1/cmdline").stdout.startswith("python3\x00-c\x00")
+    c.kubectl("delete", "pod", "shared", "--wait=false")
+
+
 def test_exec_with_a_terminal_and_resize(c):
     api = client.CoreV1Api(c.client())
     ws = stream(api.connect_get_namespaced_pod_exec, "web", "default", command=["sh"], stderr=True, stdin=True,

@@ -46,15 +46,54 @@ class ContainerIO:
             q.put_nowait(None)
 
 
+async def launch(argv: list[str], **streams) -> tuple[asyncio.subprocess.Process, int]:
+    """Start launch.py's `argv` in a session of its own with `streams`: the process and, once the
+    command's process exists, that one's PID (0: it never started; see launch.py). Cancelled, it
+    kills what it started."""
+    loop = asyncio.get_running_loop()
+    r, w = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(*argv, str(w), pass_fds=(w,), start_new_session=True, **streams)
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r, "rb", 0))
+    read = asyncio.ensure_future(reader.read())
+    try:
+        return proc, int(await asyncio.shield(read) or 0)
+    except asyncio.CancelledError:
+        kill(proc, int(await read or 0), signal.SIGKILL)  # the command's PID first: the shim reaps it
+        await proc.wait()
+        raise
+    finally:
+        transport.close()
+
+
+def kill(proc: asyncio.subprocess.Process, pid: int, sig: int) -> None:
+    """Signal a launched command: SIGTERM through its shim (which passes it on; under hostPID the
+    command is the process), SIGKILL to the command's process group (all of its PID namespace
+    where it is that one's PID 1), after which the shim exits as the command did. A launch that
+    never started its command is killed itself."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        if sig != signal.SIGKILL:
+            os.kill(proc.pid, sig)
+        else:
+            os.killpg(pid or proc.pid, sig)
+
+
 async def spawn(argv: list[str], spec: dict, log: ContainerLog, io: ContainerIO,
-                now: Callable[[], float]) -> asyncio.subprocess.Process:
-    """Start a container process whose output goes to `log` and attached clients."""
+                now: Callable[[], float]) -> tuple[asyncio.subprocess.Process, int]:
+    """Start a container process whose output goes to `log` and attached clients (launch)."""
     loop = asyncio.get_running_loop()
     if spec.get("tty"):
         master, slave = os.openpty()
         try:
-            proc = await asyncio.create_subprocess_exec(*argv, stdin=slave, stdout=slave, stderr=slave,
-                                                        start_new_session=True)
+            proc, pid = await launch(argv, stdin=slave, stdout=slave, stderr=slave)
         finally:
             os.close(slave)
         io.pty = master
@@ -62,14 +101,13 @@ async def spawn(argv: list[str], spec: dict, log: ContainerLog, io: ContainerIO,
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(master, "rb", 0))
         io.stdin = _PtyWriter(master) if spec.get("stdin") else None
         io.pumps = [asyncio.ensure_future(_pump(reader, "stdout", log, io, now, transport))]
-        return proc
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE if spec.get("stdin") else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        return proc, pid
+    proc, pid = await launch(argv, stdin=asyncio.subprocess.PIPE if spec.get("stdin") else asyncio.subprocess.DEVNULL,
+                             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     io.stdin = proc.stdin
     io.pumps = [asyncio.ensure_future(_pump(proc.stdout, "stdout", log, io, now)),
                 asyncio.ensure_future(_pump(proc.stderr, "stderr", log, io, now))]
-    return proc
+    return proc, pid
 
 
 async def _pump(reader: asyncio.StreamReader, stream: str, log: ContainerLog, io: ContainerIO,
@@ -168,8 +206,7 @@ async def run(argv: list[str], session: StreamSession, exit_code: Callable[[int]
     if session.tty:
         master, slave = os.openpty()
         try:
-            proc = await asyncio.create_subprocess_exec(*argv, stdin=slave, stdout=slave, stderr=slave,
-                                                        start_new_session=True)
+            proc, pid = await launch(argv, stdin=slave, stdout=slave, stderr=slave)
         finally:
             os.close(slave)
         reader = asyncio.StreamReader()
@@ -182,11 +219,10 @@ async def run(argv: list[str], session: StreamSession, exit_code: Callable[[int]
             tasks.append(asyncio.ensure_future(_stdin_to(session, pty.write, lambda: pty.write(b"\x04"))))
     else:
         transport = None
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE if session.stdin else asyncio.subprocess.DEVNULL,
+        proc, pid = await launch(
+            argv, stdin=asyncio.subprocess.PIPE if session.stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE if session.stdout else asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE if session.stderr else asyncio.subprocess.DEVNULL,
-            start_new_session=True)
+            stderr=asyncio.subprocess.PIPE if session.stderr else asyncio.subprocess.DEVNULL)
         if session.stdout:
             outputs.append(asyncio.ensure_future(_copy(proc.stdout, session.write_stdout)))
         if session.stderr:
@@ -203,8 +239,7 @@ async def run(argv: list[str], session: StreamSession, exit_code: Callable[[int]
         for t in tasks:
             t.cancel()
         if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill(proc, pid, signal.SIGKILL)
             await proc.wait()
         if transport is not None:
             transport.close()

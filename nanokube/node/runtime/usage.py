@@ -1,8 +1,8 @@
 """Measured usage of process containers, as the kubelet's resource metrics
 report it to metrics-server: CPU as the rate of the container's cumulative
 CPU time between two samples, memory as its resident set. A container is
-its process session (every container starts a session of its own), read
-from /proc."""
+its process session (every container's command leads a session of its own;
+its launcher, a shim outside it, is not counted), read from /proc."""
 
 from __future__ import annotations
 
@@ -54,11 +54,11 @@ class CPUSamples:
 
 
 def measure(containers, now: float) -> dict[str, Usage]:
-    """Usage of running containers (objects with .name, .proc and .cpu) at monotonic time `now`."""
+    """Usage of running containers (objects with .name, .proc, .pid and .cpu) at monotonic time `now`."""
     running = [c for c in containers if c.proc is not None and c.proc.returncode is None]
-    stats = session_stats({c.proc.pid for c in running})
+    stats = session_stats({c.pid for c in running})
     out = {}
     for c in running:
-        ticks, rss = stats.get(c.proc.pid, (0, 0))
+        ticks, rss = stats.get(c.pid, (0, 0))
         out[c.name] = Usage(c.cpu.rate(ticks, now), rss)
     return out

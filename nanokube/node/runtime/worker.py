@@ -19,8 +19,13 @@ with it, as a container's go with its init. Hooks exec in
 the container's context as `kubectl exec` does, or request the pod's IP
 (hooks.py). Each container instance
 logs stdout and stderr to a file of its own (logs.py serves them).
+Each container runs in a PID namespace of its own (its first process is
+PID 1, which ignores the signals it has no handler for), the pod's
+(shareProcessNamespace: the sandbox's pause process is PID 1, every
+container sees the others), or the host's (hostPID); an exec, probe or hook
+joins the container's (launch.py).
 Images are recorded, not pulled: a container with neither command nor args
-runs `sleep infinity` in place of the image's entrypoint.
+runs ENTRYPOINT in place of the image's.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
+#: what runs in place of an image's entrypoint (images are not pulled): it waits, and ends on SIGTERM as a
+#: server does (a bare `sleep` as its container's PID 1 would ignore it and be killed when the grace is up)
+ENTRYPOINT = ["sh", "-c", "trap 'exit 143' TERM; sleep infinity & wait"]
 
 
 def exit_code(returncode: int) -> int:
@@ -76,7 +84,8 @@ class Container:
     ready: bool = False
     started: bool = False  # running, and past its startup probe if it has one
     up: asyncio.Event = field(default_factory=asyncio.Event)  # set once an instance is started
-    proc: asyncio.subprocess.Process | None = None
+    proc: asyncio.subprocess.Process | None = None  # the launcher: the command's shim, or the command (hostPID)
+    pid: int = 0  # the command's process (the host's numbering), which leads its process group and session
     log_dir: str = ""
     logs: list[FileContainerLog] = field(default_factory=list)  # one per instance, the last is current
     io: ContainerIO = field(default_factory=ContainerIO)
@@ -105,6 +114,8 @@ class ProcessPodWorker(PodWorker):
         self.runtime = runtime
         self.netns = ""
         self._creating: asyncio.Future | None = None
+        #: shareProcessNamespace: the sandbox's pause process (launcher, PID), the PID 1 of the pod's namespace
+        self._pause: tuple[asyncio.subprocess.Process, int] | None = None
         self.containers: dict[str, Container] = {}
         self.inits: dict[str, Container] = {}
         #: the ephemeral containers started (`kubectl debug`), by name; never restarted
@@ -125,12 +136,25 @@ class ProcessPodWorker(PodWorker):
         """Create the pod's namespace; shielded, as the thread that builds it
         runs on when the worker is cancelled, and teardown waits for it. A hostNetwork
         pod runs in its node's namespace, which outlives it."""
-        if (self.pod.get("spec") or {}).get("hostNetwork"):
+        spec = self.pod.get("spec") or {}
+        if spec.get("hostNetwork"):
             self.netns = self.runtime.net.nodes[self.agent.name][0]
-            return
-        self._creating = asyncio.ensure_future(
-            asyncio.to_thread(self.runtime.net.add_pod, self.agent.name, self.uid, self.ip))
-        self.netns = await asyncio.shield(self._creating)
+        else:
+            self._creating = asyncio.ensure_future(
+                asyncio.to_thread(self.runtime.net.add_pod, self.agent.name, self.uid, self.ip))
+            self.netns = await asyncio.shield(self._creating)
+        if spec.get("shareProcessNamespace") and not spec.get("hostPID"):
+            self._pause = await self._start_pause()
+
+    async def _start_pause(self) -> tuple[asyncio.subprocess.Process, int]:
+        """The sandbox's pause process, the PID 1 of the pod's shared PID namespace."""
+        proc, pid = await stdio.launch(self._launch({"hostname": self._hostname(), "pid": "new", "pause": True}),
+                                       stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                                       stderr=asyncio.subprocess.DEVNULL)
+        if not pid:
+            await proc.wait()
+            raise NetnsError("the pause process did not start")
+        return proc, pid
 
     async def _prepare(self) -> None:
         """Log directories, mount targets and environments of every container."""
@@ -188,9 +212,16 @@ class ProcessPodWorker(PodWorker):
         return await container_env.environment(self, spec)
 
     async def _teardown(self) -> None:
-        """Kill what is left; remove the pod's namespace and the mount targets made for it."""
+        """Kill what is left, the pause process last, each reaped; remove the pod's namespace and
+        the mount targets made for it."""
+        running = [c.proc for c in [*self._all(), *self.debug.values()] if c.proc and c.proc.returncode is None]
         for c in [*self._all(), *self.debug.values()]:
             _kill(c, signal.SIGKILL)
+        await asyncio.gather(*(_exited(proc) for proc in running))
+        if self._pause is not None:
+            stdio.kill(*self._pause, signal.SIGKILL)
+            await self._pause[0].wait()
+            self._pause = None
         if self._creating is not None:
             await asyncio.gather(self._creating, return_exceptions=True)
             await asyncio.to_thread(self.runtime.net.remove_pod, self.agent.name, self.uid)
@@ -392,16 +423,43 @@ class ProcessPodWorker(PodWorker):
     # --- one container --------------------------------------------------------------
 
     def _argv(self, c: Container) -> list[str]:
-        return container_env.command(c.spec, self._env[c.name]) or ["sleep", "infinity"]
+        return container_env.command(c.spec, self._env[c.name]) or ENTRYPOINT
 
     def _hostname(self) -> str:
         """The pod's hostname: its node's for a hostNetwork pod, which shares the node's UTS namespace."""
         return container_env.hostname(self.pod, self.agent.name)
 
-    def _launch_argv(self, c: Container, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+    def _launch_argv(self, c: Container, argv: list[str], env: dict[str, str] | None = None,
+                     pid: str | None = "") -> list[str]:
+        """launch.py's command line for `argv` in `c`'s context: its PID namespace (`pid`, for
+        launch.py) is `c`'s own unless named, as an exec joins the container's."""
         spec = {"hostname": self._hostname(), "mounts": self._mounts[c.name] + self._cdi_mounts.get(c.name, []),
-                "workdir": c.spec.get("workingDir") or "/", "env": env or self._env[c.name], "argv": argv}
+                "workdir": c.spec.get("workingDir") or "/", "env": env or self._env[c.name], "argv": argv,
+                "pid": self._joined(c.proc) if pid == "" else pid}
+        return self._launch(spec)
+
+    def _launch(self, spec: dict) -> list[str]:
         return ["ip", "netns", "exec", self.netns, sys.executable, "-I", LAUNCHER, json.dumps(spec)]
+
+    def _joined(self, launcher: asyncio.subprocess.Process) -> str | None:
+        """The PID namespace a launched command runs in, to join (None: the host's, hostPID)."""
+        if (self.pod.get("spec") or {}).get("hostPID"):
+            return None
+        return f"/proc/{launcher.pid}/ns/pid_for_children"
+
+    def _pid_namespace(self, c: Container) -> str | None:
+        """Where `c` runs (the CRI's NamespaceOption pid): the host's (hostPID), the pod's, whose
+        PID 1 is the pause process (shareProcessNamespace), an ephemeral container's target's, or
+        a new one of its own."""
+        if (self.pod.get("spec") or {}).get("hostPID"):
+            return None
+        if self._pause is not None:
+            return self._joined(self._pause[0])
+        name = c.spec.get("targetContainerName", "") if c.name in self.debug else ""
+        target = self.containers.get(name) or self.inits.get(name)
+        if target is not None and target.proc is not None and target.proc.returncode is None:
+            return self._joined(target.proc)
+        return "new"
 
     async def _spawn(self, c: Container) -> None:
         log = FileContainerLog(c.log_path(c.instances), self.runtime.log_max_size, self.runtime.log_max_files)
@@ -414,7 +472,8 @@ class ProcessPodWorker(PodWorker):
         # may have just written an env file, a ConfigMap or Secret it names may have appeared or changed
         self._env[c.name] = await self._environment(c.spec)
         self._set_cdi_mounts(c)
-        c.proc = await stdio.spawn(self._launch_argv(c, self._argv(c)), c.spec, log, c.io, self.clock.now)
+        c.proc, c.pid = await stdio.spawn(self._launch_argv(c, self._argv(c), pid=self._pid_namespace(c)), c.spec, log,
+                                          c.io, self.clock.now)
         c.instances += 1
 
     def _set_cdi_mounts(self, c: Container) -> None:
@@ -559,14 +618,13 @@ class ProcessPodWorker(PodWorker):
         prober's `command "..." timed out`."""
         if not argv:
             return -1, ""
-        proc = await asyncio.create_subprocess_exec(*self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        proc, pid = await stdio.launch(self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
+                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-            return proc.returncode, out[:10240].decode(errors="replace")
+            return exit_code(proc.returncode), out[:10240].decode(errors="replace")
         except TimeoutError:
-            os.killpg(proc.pid, signal.SIGKILL)
+            stdio.kill(proc, pid, signal.SIGKILL)
             await proc.wait()
             return -1, f'command "{" ".join(argv)}" timed out'
 
@@ -574,13 +632,12 @@ class ProcessPodWorker(PodWorker):
         """A hook's command in `c`'s context, as `kubectl exec` runs one there, to its end: its exit
         code, stdout and stderr; cancelled (cut off), it is killed."""
         self._running(c.name)
-        proc = await asyncio.create_subprocess_exec(*self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                    start_new_session=True)
+        proc, pid = await stdio.launch(self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
+                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await proc.communicate()
         except asyncio.CancelledError:
-            os.killpg(proc.pid, signal.SIGKILL)
+            stdio.kill(proc, pid, signal.SIGKILL)
             await proc.wait()
             raise
         return exit_code(proc.returncode), out, err
@@ -733,13 +790,11 @@ def _restarts(c: Container, policy: str, code: int) -> bool:
 
 def _kill(c: Container, sig: int) -> None:
     """SIGTERM to the container's first process only, as a runtime's StopContainer signals it (its
-    children run on: a shell's `sleep` ends as it would, and the shell's trap then runs); SIGKILL
-    to every process of the container (its process group)."""
-    if c.proc is not None and c.proc.returncode is None:
-        try:
-            os.killpg(c.proc.pid, sig) if sig == signal.SIGKILL else os.kill(c.proc.pid, sig)
-        except ProcessLookupError:
-            pass
+    children run on: a shell's `sleep` ends as it would, and the shell's trap then runs; a PID 1
+    with no handler for it ignores it); SIGKILL to every process of the container (its process
+    group; in a PID namespace of its own, the namespace)."""
+    if c.proc is not None:
+        stdio.kill(c.proc, c.pid, sig)
 
 
 async def _exited(proc: asyncio.subprocess.Process) -> None:
@@ -761,10 +816,10 @@ async def _exited(proc: asyncio.subprocess.Process) -> None:
 
 def _kill_rest(c: Container) -> None:
     """What is left of a container whose first process exited (a command it started in the
-    background) goes with it, as a container's processes go with its init; its process group's ID
-    is not reused while any of them lives."""
+    background) goes with it, as a container's processes go with its init (in a namespace of its
+    own the kernel saw to that); its process group's ID is not reused while any of them lives."""
     try:
-        os.killpg(c.proc.pid, signal.SIGKILL)
+        os.killpg(c.pid or c.proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
 

@@ -57,6 +57,11 @@ async def env(tmp_path):
         yield client, rt, tmp_path
 
 
+#: a long-running command that ends on SIGTERM as a server does (143): a bare `sleep` would be its
+#: container's PID 1, which ignores a signal it has no handler for, and end by SIGKILL after the grace (137)
+SERVE = ["sh", "-c", "trap 'exit 143' TERM; sleep 300 & wait"]
+
+
 def pod(name, command, restart="Never", grace=None, **container):
     spec = {"nodeName": "gpu-0", "restartPolicy": restart,
             "containers": [{"name": "main", "image": "busybox:1.36", "command": command, **container}]}
@@ -77,6 +82,22 @@ def status_of(pods, name, check):
 
 def phase(want):
     return lambda st: st.get("phase") == want
+
+
+def host_pid(member: int, pid: int) -> int | None:
+    """The host's PID of the process numbered `pid` in the PID namespace of process `member`."""
+    ns = os.readlink(f"/proc/{member}/ns/pid")
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != ns:
+                continue
+            with open(f"/proc/{entry}/status") as f:
+                nspid = next(line for line in f if line.startswith("NSpid:")).split()
+        except OSError:
+            continue
+        if int(nspid[-1]) == pid:
+            return int(entry)
+    return None
 
 
 async def read_log(rt, name, query):
@@ -203,23 +224,31 @@ async def test_a_containers_restart_rule_restarts_it_on_its_exit_code_alone(env)
 
 
 async def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(env):
+    """SIGTERM, then SIGKILL once the grace period is up: a shell whose trap handles SIGTERM ends
+    with its own code; a bare `sleep` is its container's PID 1, which the kernel spares the
+    signals it has no handler for, so it lives on to SIGKILL (137), as under containerd; the
+    same `sleep` in the host's PID namespace (hostPID) is no PID 1 and dies of SIGTERM (143)."""
     client, rt, _ = env
     pods = client.resource("", "v1", "pods")
-    await pods.create(pod("polite", ["sleep", "300"], grace=5))
-    await pods.create(pod("stubborn", ["sh", "-c", "trap '' TERM; echo trapped; sleep 300"], grace=1))
+    await pods.create(pod("polite", ["sh", "-c", "trap 'exit 3' TERM; echo up; sleep 300 & wait"], grace=30))
+    await pods.create(pod("pid-one", ["sleep", "300"], grace=1))
+    host = pod("host-pid", ["sleep", "300"], grace=30)
+    host["spec"]["hostPID"] = True
+    await pods.create(host)
+    names = ("polite", "pid-one", "host-pid")
     running = lambda st: st.get("phase") == "Running" and st["containerStatuses"][0]["state"].get("running")
-    await eventually(status_of(pods, "polite", running))
-    await eventually(status_of(pods, "stubborn", running))
+    for n in names:
+        await eventually(status_of(pods, n, running))
+    workers = {n: rt.pods[("default", n)] for n in names}
 
     async def trapped():
-        return await log_of(rt, "stubborn") == b"trapped\n"
+        return await log_of(rt, "polite") == b"up\n"
     await eventually(trapped)
-    workers = {n: rt.pods[("default", n)] for n in ("polite", "stubborn")}
-    await pods.delete("polite", "default")
-    await pods.delete("stubborn", "default")
+    for n in names:
+        await pods.delete(n, "default")
 
     async def gone():
-        for n in workers:
+        for n in names:
             try:
                 await pods.get(n, "default")
                 return False
@@ -227,15 +256,15 @@ async def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(env):
                 pass
         return True
     await eventually(gone)
-    assert workers["polite"].containers["main"].state["terminated"]["exitCode"] == 143
-    assert workers["stubborn"].containers["main"].state["terminated"]["exitCode"] == 137
+    codes = {n: w.containers["main"].state["terminated"]["exitCode"] for n, w in workers.items()}
+    assert codes == {"polite": 3, "pid-one": 137, "host-pid": 143}
 
 
 async def test_readiness_probes_drive_ready(env):
     client, rt, tmp = env
     pods = client.resource("", "v1", "pods")
     mount = str(tmp / "flags")
-    exec_pod = pod("exec-probe", ["sleep", "300"], restart="Always", volumeMounts=[{"name": "f", "mountPath": mount}],
+    exec_pod = pod("exec-probe", SERVE, restart="Always", volumeMounts=[{"name": "f", "mountPath": mount}],
                    readinessProbe={"exec": {"command": ["test", "-f", f"{mount}/ok"]}, "periodSeconds": 1})
     exec_pod["spec"]["volumes"] = [{"name": "f", "emptyDir": {}}]
     server = "import socket, time; s = socket.socket(); s.bind(('0.0.0.0', 9000)); s.listen(); time.sleep(300)"
@@ -302,7 +331,7 @@ async def test_a_sidecar_runs_beside_the_app_and_stops_after_it(env):
     pods = client.resource("", "v1", "pods")
     p = pod("with-sidecar", ["sh", "-c", "sleep 1"], grace=5)
     p["spec"]["initContainers"] = [{"name": "proxy", "image": "envoy", "restartPolicy": "Always",
-                                    "command": ["sleep", "300"]}]
+                                    "command": SERVE}]
     await pods.create(p)
 
     def both_running(st):
@@ -324,7 +353,7 @@ async def test_the_next_init_container_waits_for_its_sidecars_startup_probe(env)
     p["spec"]["volumes"] = [{"name": "s", "emptyDir": {}}]
     p["spec"]["initContainers"] = [
         {"name": "proxy", "image": "envoy", "restartPolicy": "Always", "volumeMounts": mount,
-         "command": ["sh", "-c", f"sleep 2; echo proxy up >> {shared}/order; sleep 300"],
+         "command": ["sh", "-c", f"trap 'exit 143' TERM; sleep 2; echo proxy up >> {shared}/order; sleep 300 & wait"],
          "startupProbe": {"exec": {"command": ["grep", "-q", "up", f"{shared}/order"]}, "periodSeconds": 1,
                           "failureThreshold": 30}},
         {"name": "setup", "image": "busybox", "volumeMounts": mount,
@@ -341,7 +370,7 @@ async def test_liveness_failures_restart_and_startup_probes_gate_readiness(env):
     pods = client.resource("", "v1", "pods")
     flags = str(tmp / "flags")
     mount = [{"name": "f", "mountPath": flags}]
-    live = pod("liveness", ["sleep", "300"], restart="Always", grace=1, volumeMounts=mount,
+    live = pod("liveness", SERVE, restart="Always", grace=1, volumeMounts=mount,
                livenessProbe={"exec": {"command": ["test", "-f", f"{flags}/alive"]}, "periodSeconds": 1,
                               "failureThreshold": 1})
     live["spec"]["volumes"] = [{"name": "f", "emptyDir": {}}]
@@ -350,7 +379,7 @@ async def test_liveness_failures_restart_and_startup_probes_gate_readiness(env):
                                            .get("restartCount", 0) >= 1))
     assert restarted["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 143
 
-    gated = pod("startup", ["sleep", "300"], restart="Always", volumeMounts=mount,
+    gated = pod("startup", SERVE, restart="Always", volumeMounts=mount,
                 startupProbe={"exec": {"command": ["test", "-f", f"{flags}/up"]}, "periodSeconds": 1,
                               "failureThreshold": 1000})
     gated["spec"]["volumes"] = [{"name": "f", "emptyDir": {}}]
@@ -405,7 +434,7 @@ async def test_container_events_and_an_unhealthy_event_for_each_failed_probe(env
     # timeoutSeconds well past the default 1 s: each exec probe starts a Python launcher, which a
     # loaded machine can take over a second to start, and a timed-out attempt reports a timeout
     # instead of the probe's output
-    await pods.create(pod("sick", ["sleep", "300"], restart="Always", grace=1,
+    await pods.create(pod("sick", SERVE, restart="Always", grace=1,
                           readinessProbe={"exec": {"command": ["sh", "-c", "echo not ready yet; exit 1"]},
                                           "periodSeconds": 1, "timeoutSeconds": 30},
                           livenessProbe={"exec": {"command": ["sh", "-c", "echo dead >&2; exit 1"]}, "periodSeconds": 1,
@@ -432,7 +461,7 @@ async def test_a_refused_probe_says_what_go_would_and_deletion_kills(env):
     """A refused connection in Go's words; deleting the pod records Killing 'Stopping container'."""
     client, _, _ = env
     pods = client.resource("", "v1", "pods")
-    await pods.create(pod("refused", ["sleep", "300"], restart="Always",
+    await pods.create(pod("refused", SERVE, restart="Always",
                               readinessProbe={"httpGet": {"port": 8080, "path": "/healthz"}, "periodSeconds": 1},
                               startupProbe={"tcpSocket": {"port": 9}, "periodSeconds": 1, "failureThreshold": 100}))
 
@@ -486,7 +515,7 @@ async def test_each_probe_run_is_counted_on_the_kubelets_metrics_probes(env):
     type and result of each container, dropped with the pod."""
     client, rt, _ = env
     pods = client.resource("", "v1", "pods")
-    p = pod("probed", ["sleep", "300"], restart="Always",
+    p = pod("probed", SERVE, restart="Always",
             readinessProbe={"exec": {"command": ["true"]}, "periodSeconds": 1},
             livenessProbe={"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 100})
     await pods.create(p)
@@ -521,7 +550,7 @@ async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
     pulled then never starts, its container ending ContainerStatusUnknown."""
     client, rt, tmp = env
     pods = client.resource("", "v1", "pods")
-    running = pod("capped", ["sleep", "300"])
+    running = pod("capped", SERVE)
     pulling = pod("pulling", ["sh", "-c", f"touch {tmp}/pulled-ran"])
     pulling["metadata"]["annotations"] = {"sim.nanokube.io/pull-seconds": "600"}
     pulling["spec"]["containers"][0]["image"] = "registry.local/big:1"
@@ -533,7 +562,7 @@ async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
         assert (st["reason"], st["message"]) == ("DeadlineExceeded",
                                                  "Pod was active on the node longer than the specified deadline")
     term = (await pods.get("capped", "default"))["status"]["containerStatuses"][0]["state"]["terminated"]
-    assert term["exitCode"] == 143  # sleep ends on SIGTERM
+    assert term["exitCode"] == 143  # its shell's trap ends it on SIGTERM
     term = (await pods.get("pulling", "default"))["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (137, "ContainerStatusUnknown")
     assert not (tmp / "pulled-ran").exists()
@@ -568,7 +597,7 @@ async def test_a_pod_deleted_while_its_image_is_pulled_ends_container_status_unk
 async def test_ready_follows_the_readiness_gates_condition(env):
     client, rt, tmp = env
     pods = client.resource("", "v1", "pods")
-    gated = pod("gated", ["sleep", "300"])
+    gated = pod("gated", SERVE)
     gated["spec"]["readinessGates"] = [{"conditionType": "example.com/lb-ready"}]
     await pods.create(gated)
 

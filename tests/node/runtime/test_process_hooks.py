@@ -14,7 +14,7 @@ from nanokube.node.kubelet_server import KubeletServer
 from nanokube.node.streaming import log_options
 from nanokube.pki.ca import issue, new_ca
 from tests.controllers import eventually
-from tests.node.runtime.test_process import kubelet_events, log_of, phase, pod, process_agents, status_of
+from tests.node.runtime.test_process import SERVE, host_pid, kubelet_events, log_of, phase, pod, process_agents, status_of
 from tests.node.test_lifecycle import gone
 
 
@@ -30,6 +30,13 @@ def shared(p, *containers):
     p["spec"]["volumes"] = [{"name": "shared", "emptyDir": {}}]
     for c in p["spec"]["containers"]:
         c["volumeMounts"] = [{"name": "shared", "mountPath": "/shared"}]
+    return p
+
+
+def host_pid_namespace(p):
+    """Pod `p` in the host's PID namespace: its bare `sleep` is no PID 1 there, so the SIGTERM a
+    failed postStart brings ends it at once (143), not by SIGKILL at the grace period's end."""
+    p["spec"]["hostPID"] = True
     return p
 
 
@@ -59,7 +66,7 @@ async def test_post_start_runs_in_the_container_before_it_is_reported_running(en
     before the sync that reports it), and the main command, waiting for it, reads it."""
     client, rt = env
     pods = client.resource("", "v1", "pods")
-    main = "until [ -e /shared/greeting ]; do sleep 0.05; done; cat /shared/greeting; sleep 300"
+    main = "trap 'exit 143' TERM; until [ -e /shared/greeting ]; do sleep 0.05; done; cat /shared/greeting; sleep 300 & wait"
     p = shared(pod("greeter", ["sh", "-c", main], grace=2, lifecycle={"postStart": {"exec": {"command": [
         "sh", "-c", "sleep 0.5; echo hello from postStart > /shared/greeting.tmp; mv /shared/greeting.tmp "
                     "/shared/greeting; cp /shared/greeting /shared/seen-by-hook"]}}}))
@@ -86,8 +93,9 @@ async def test_a_failed_post_start_kills_the_container_and_it_restarts(env):
     client, rt = env
     pods = client.resource("", "v1", "pods")
     hook = {"postStart": {"exec": {"command": ["sh", "-c", "echo secret-output; exit 3"]}}}
-    created = await pods.create(pod("hooked", ["sleep", "300"], restart="Always", grace=2, lifecycle=hook))
-    await pods.create(pod("once", ["sleep", "300"], restart="Never", grace=2, lifecycle=hook))
+    created = await pods.create(host_pid_namespace(pod("hooked", ["sleep", "300"], restart="Always", grace=2,
+                                                       lifecycle=hook)))
+    await pods.create(host_pid_namespace(pod("once", ["sleep", "300"], restart="Never", grace=2, lifecycle=hook)))
     _, cs = await waiting_in(pods, created, "PostStartHookError")
     uid = created["metadata"]["uid"]
     assert cs["state"]["waiting"]["message"] == (
@@ -119,8 +127,8 @@ async def test_a_post_start_http_get_that_cannot_connect_fails_with_the_dial_err
     client, rt = env
     pods = client.resource("", "v1", "pods")
     hook = {"postStart": {"httpGet": {"path": "/warm", "port": "web"}}}
-    created = await pods.create(pod("web", ["sleep", "300"], restart="Always", grace=2, lifecycle=hook,
-                                    ports=[{"name": "web", "containerPort": 8080}]))
+    created = await pods.create(host_pid_namespace(pod("web", ["sleep", "300"], restart="Always", grace=2, lifecycle=hook,
+                                                       ports=[{"name": "web", "containerPort": 8080}])))
     p, cs = await waiting_in(pods, created, "PostStartHookError")
     uid, ip = p["metadata"]["uid"], p["status"]["podIP"]
     assert cs["state"]["waiting"]["message"] == (
@@ -166,8 +174,8 @@ async def test_a_pre_stop_sleep_delays_deletion_and_one_past_the_grace_period_is
     at its end (its command killed), SIGTERM following with the 2 s floor."""
     client, rt = env
     pods = client.resource("", "v1", "pods")
-    await pods.create(pod("napper", ["sleep", "300"], grace=30, lifecycle={"preStop": {"sleep": {"seconds": 3}}}))
-    p = shared(pod("stuck", ["sleep", "300"], grace=2, lifecycle={"preStop": {"exec": {"command": [
+    await pods.create(pod("napper", SERVE, grace=30, lifecycle={"preStop": {"sleep": {"seconds": 3}}}))
+    p = shared(pod("stuck", SERVE, grace=2, lifecycle={"preStop": {"exec": {"command": [
         "sh", "-c", "echo $$ > /shared/hook.pid; exec sleep 300"]}}}))
     await pods.create(p)
     for name in ("napper", "stuck"):
@@ -183,7 +191,7 @@ async def test_a_pre_stop_sleep_delays_deletion_and_one_past_the_grace_period_is
             return int(open(os.path.join(volume, "hook.pid")).read())
         except (OSError, ValueError):
             return None
-    pid = await eventually(hook_pid)
+    pid = host_pid(workers["stuck"].containers["main"].pid, await eventually(hook_pid))
     await eventually(gone(pods, "napper"))
     assert time.time() - asked >= 3
     await eventually(gone(pods, "stuck"))
@@ -202,7 +210,8 @@ async def test_a_pre_stop_sleep_delays_deletion_and_one_past_the_grace_period_is
 async def test_sigterm_goes_to_the_first_process_and_what_it_left_goes_with_it(env):
     """StopContainer signals the container's first process: the shell's foreground `sleep 1` is
     not signalled (no "Terminated" from the shell), ends, and the trap runs; a command a container
-    left in the background is killed as the container's first process exits."""
+    left in the background is killed as the container's first process exits (hostPID: there is no
+    PID namespace of its own for the kernel to end with it)."""
     client, rt = env
     pods = client.resource("", "v1", "pods")
     keep = {"finalizers": ["test.nanokube.io/keep"]}
@@ -210,6 +219,7 @@ async def test_sigterm_goes_to_the_first_process_and_what_it_left_goes_with_it(e
     trap["metadata"] |= keep
     left = pod("leaver", ["sh", "-c", "sleep 300 & echo $!"])
     left["metadata"] |= keep
+    left["spec"]["hostPID"] = True
     await pods.create(trap)
     await pods.create(left)
 
@@ -318,7 +328,7 @@ def behind_plain_server(name, mode):
     and another."""
     hook = {"postStart": {"httpGet": {"path": "/warm", "port": 8443, "scheme": "HTTPS", "httpHeaders": [
         {"name": "Authorization", "value": "Bearer secret"}, {"name": "X-Warm", "value": "yes"}]}}}
-    p = pod(name, ["sleep", "300"], restart="Always", grace=2, lifecycle=hook)
+    p = host_pid_namespace(pod(name, ["sleep", "300"], restart="Always", grace=2, lifecycle=hook))
     p["spec"]["initContainers"] = [{"name": "server", "image": "python:3", "restartPolicy": "Always",
                                     "command": ["python3", "-c", PLAIN_SERVER, mode],
                                     "startupProbe": {"tcpSocket": {"port": 8443}, "periodSeconds": 1}}]

@@ -5,7 +5,7 @@ through pods/ephemeralcontainers (`kubectl debug`) runs as a process of the pod 
 
 from nanokube.node.streaming import log_options
 from tests.controllers import eventually
-from tests.node.runtime.test_process import status_of
+from tests.node.runtime.test_process import SERVE, status_of
 from tests.node.runtime.test_process import env  # noqa: F401 (the fixture)
 
 SMP = "application/strategic-merge-patch+json"
@@ -15,7 +15,7 @@ RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "2
 def sleeper(name: str, **container) -> dict:
     return {"metadata": {"name": name, "namespace": "default"}, "spec": {
         "nodeName": "gpu-0", "terminationGracePeriodSeconds": 1,
-        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "600"], "resources": RESOURCES,
+        "containers": [{"name": "main", "image": "busybox:1.36", "command": SERVE, "resources": RESOURCES,
                         **container}]}}
 
 
@@ -67,7 +67,7 @@ async def test_an_ephemeral_container_runs_once_beside_the_pods_containers(env):
     await eventually(status_of(pods, "dbg", running_main))
     await pods.patch("dbg", {"spec": {"ephemeralContainers": [{
         "name": "debugger", "image": "busybox:1.36", "targetContainerName": "main",
-        "command": ["sh", "-c", "echo hello from $HOSTNAME"]}]}}, SMP, namespace="default",
+        "command": ["sh", "-c", "echo hello from $HOSTNAME; cat /proc/1/cmdline"]}]}}, SMP, namespace="default",
         subresource="ephemeralcontainers")
 
     def finished(st):
@@ -80,4 +80,5 @@ async def test_an_ephemeral_container_runs_once_beside_the_pods_containers(env):
     assert p["status"]["phase"] == "Running" and p["status"]["containerStatuses"][0]["restartCount"] == 0
     log = await rt.pods[("default", "dbg")].logs("debugger", log_options({}, 0))
     data = log if isinstance(log, bytes) else b"".join([chunk async for chunk in log])
-    assert data == b"hello from dbg\n"
+    # in its target's PID namespace, whose PID 1 is main's first process
+    assert data == b"hello from dbg\n" + "\x00".join([*SERVE, ""]).encode()

@@ -1,0 +1,133 @@
+"""PID namespaces on the process runtime, as runc and containerd give them: a container's first
+process is PID 1 of a namespace of its own; shareProcessNamespace puts a pod's containers in one
+whose PID 1 is the sandbox's pause process; hostPID runs them in the host's. Exec (the kubelet's
+/run) joins the container's; what ran in a namespace is gone, reaped, once its PID 1 is."""
+
+import os
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from nanokube.node.kubelet_server import KubeletServer
+from tests.controllers import eventually
+from tests.node.runtime.test_process import SERVE, pod, process_agents, status_of
+from tests.node.test_lifecycle import gone
+
+
+@pytest.fixture
+async def env(tmp_path):
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, _):
+        yield client.resource("", "v1", "pods"), rt
+
+
+async def started(pods, rt, p: dict):
+    """Create `p`; once all its containers run: its worker and a kubelet server of its node."""
+    await pods.create(p)
+
+    def all_running(st):
+        return st.get("phase") == "Running" and all("running" in cs["state"] for cs in st["containerStatuses"])
+    await eventually(status_of(pods, p["metadata"]["name"], all_running))
+    w = rt.pods[("default", p["metadata"]["name"])]
+    return w, KubeletServer(w.agent, time.time())
+
+
+async def run(server, name: str, container: str, cmd: str) -> str:
+    """The kubelet's /run: `cmd` (split at spaces) in the container, as `kubectl exec` runs it."""
+    r = await server.serve(SimpleNamespace(method="POST", query={"cmd": cmd}, headers={}),
+                           f"/run/default/{name}/{container}")
+    assert r.status == 200, r.text
+    return r.text
+
+
+def processes(ps: str) -> dict[int, str]:
+    """`ps -e -o pid=,args=` output by PID, the ps itself left out."""
+    rows = (line.strip().split(" ", 1) for line in ps.splitlines() if line.strip())
+    return {int(pid): args for pid, args in rows if args.split(" ")[0] != "ps"}
+
+
+def members(pid: int) -> set[int]:
+    """The host's PIDs of every process in the PID namespace of process `pid`."""
+    ns = os.readlink(f"/proc/{pid}/ns/pid")
+    out = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") == ns:
+                out.add(int(entry))
+        except OSError:
+            pass
+    return out
+
+
+def reaped(pids: set[int]) -> bool:
+    """None of `pids` exists, not even as a zombie (signal 0 reaches a zombie)."""
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            return False
+        except ProcessLookupError:
+            pass
+    return True
+
+
+async def test_each_container_is_pid_1_of_its_own_namespace_and_exec_joins_it(env):
+    """The first process of each container is its PID 1 and the only one it sees (with what an
+    exec starts there); /proc/1 is it. Deleted, its namespace ends with its PID 1: a process that
+    left the container's session goes too, and every process, the launchers' included, is reaped."""
+    pods, rt = env
+    p = pod("own", ["sh", "-c", "trap 'exit 143' TERM; setsid sleep 301 & sleep 302 & wait"], grace=1)
+    p["spec"]["containers"].append({"name": "other", "image": "busybox", "command": ["sleep", "303"]})
+    w, server = await started(pods, rt, p)
+    seen = processes(await run(server, "own", "main", "ps -e -o pid=,args="))
+    assert seen[1] == "sh -c trap 'exit 143' TERM; setsid sleep 301 & sleep 302 & wait"
+    assert sorted(seen.values()) == sorted([seen[1], "sleep 301", "sleep 302"])
+    assert await run(server, "own", "other", "cat /proc/1/cmdline") == "sleep\x00303\x00"
+    assert processes(await run(server, "own", "other", "ps -e -o pid=,args=")) == {1: "sleep 303"}
+
+    main, other = w.containers["main"], w.containers["other"]
+    assert os.readlink(f"/proc/{main.pid}/ns/pid") != os.readlink(f"/proc/{other.pid}/ns/pid")
+    ran = members(main.pid) | members(other.pid) | {main.proc.pid, other.proc.pid}
+    assert len(ran) == 6  # four commands, two shims
+    await pods.delete("own", "default")
+    await eventually(gone(pods, "own"))
+    assert w.containers["main"].state["terminated"]["exitCode"] == 143
+    assert w.containers["other"].state["terminated"]["exitCode"] == 137  # PID 1 ignored SIGTERM
+    assert reaped(ran)
+
+
+async def test_a_shared_namespace_has_the_pause_process_as_pid_1_and_every_container_in_it(env):
+    """shareProcessNamespace: PID 1 is the sandbox's pause process, each container sees the
+    others' processes and may signal them; a container's first process is then no PID 1, so
+    SIGTERM from its neighbour ends it (143). The pod's deletion takes the pause process and all."""
+    pods, rt = env
+    p = pod("shared", ["sleep", "304"], restart="Never", grace=30)
+    p["spec"]["shareProcessNamespace"] = True
+    p["spec"]["containers"].append({"name": "side", "image": "busybox", "command": SERVE})
+    w, server = await started(pods, rt, p)
+    names = processes(await run(server, "shared", "side", "ps -e -o pid=,comm="))
+    seen = processes(await run(server, "shared", "side", "ps -e -o pid=,args="))
+    assert names[1] == "pause" and names.keys() == seen.keys()
+    assert sorted(args for pid, args in seen.items() if pid != 1) == ["sh -c " + SERVE[2], "sleep 300", "sleep 304"]
+    sleeper = next(pid for pid, args in seen.items() if args == "sleep 304")
+    assert processes(await run(server, "shared", "main", "ps -e -o pid=,args=")) == seen
+
+    ran = members(w.containers["main"].pid) | {c.proc.pid for c in w.containers.values()} | {w._pause[0].pid}
+    await run(server, "shared", "side", f"kill {sleeper}")
+    st = await eventually(status_of(pods, "shared", lambda st: "terminated" in st["containerStatuses"][0]["state"]))
+    assert st["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+    assert "running" in st["status"]["containerStatuses"][1]["state"]
+    await pods.delete("shared", "default")
+    await eventually(gone(pods, "shared"))
+    assert reaped(ran)
+
+
+async def test_host_pid_runs_the_containers_in_the_hosts_namespace(env):
+    pods, rt = env
+    p = pod("host", SERVE, grace=30)
+    p["spec"]["hostPID"] = True
+    w, server = await started(pods, rt, p)
+    with open("/proc/1/cmdline") as f:
+        assert await run(server, "host", "main", "cat /proc/1/cmdline") == f.read()
+    assert os.readlink(f"/proc/{w.containers['main'].pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
+    await pods.delete("host", "default")
+    await eventually(gone(pods, "host"))
