@@ -206,22 +206,48 @@ VariableCosts = dict[str, tuple[int, frozenset]]
 
 
 def compute_variables(spec: dict, act: dict) -> VariableCosts:
-    """spec.variables in order; one that fails to evaluate stays unset, so an
-    expression reading it fails in turn (upstream evaluates them lazily, and
-    charges each to the budget of the expressions that read it: the costs
-    returned are charged so, see cel.Budget)."""
+    """spec.variables in order, only those the policy's expressions read (directly or through other
+    variables): upstream evaluates them lazily, so one that nothing reads costs nothing. One that fails
+    to evaluate stays unset, so an expression reading it fails in turn; the costs returned are charged
+    to the budget of the expressions reading them (see cel.Budget). Once the variables evaluated cost
+    more than a whole budget together, the rest are charged past it unevaluated: any expression reading
+    one runs out of budget, as it would upstream after evaluating it."""
     out: dict[str, Any] = {}
     costs: VariableCosts = {}
     act["variables"] = out
+    wanted, total = _variables_wanted(spec), 0
     for v in spec.get("variables") or []:
         name, expression = v.get("name", ""), v.get("expression", "")
+        if name not in wanted:
+            continue
+        if total > RUNTIME_CEL_COST_BUDGET:
+            costs[name] = (RUNTIME_CEL_COST_BUDGET + 1, variables_read(expression))
+            continue
         spent = Budget(RUNTIME_CEL_COST_BUDGET)
         try:
             out[name] = evaluate(expression, act, spent)
         except CELError:
             pass
         costs[name] = (RUNTIME_CEL_COST_BUDGET - spent.remaining, variables_read(expression))
+        total += costs[name][0]
     return costs
+
+
+def _variables_wanted(spec: dict) -> set[str]:
+    """The variables a policy's matchConditions, validations, messages, audit annotations and mutations
+    read, with those these read in turn (a variable reads only the ones declared before it)."""
+    expressions = [c.get("expression", "") for c in spec.get("matchConditions") or []]
+    for v in spec.get("validations") or []:
+        expressions += [v.get("expression", ""), v.get("messageExpression", "")]
+    expressions += [a.get("valueExpression", "") for a in spec.get("auditAnnotations") or []]
+    for m in spec.get("mutations") or []:
+        expressions += [(m.get("applyConfiguration") or {}).get("expression", ""),
+                        (m.get("jsonPatch") or {}).get("expression", "")]
+    wanted: set[str] = set().union(*(variables_read(e) for e in expressions if e))
+    for v in reversed(spec.get("variables") or []):
+        if v.get("name", "") in wanted:
+            wanted |= variables_read(v.get("expression", ""))
+    return wanted
 
 
 def _message(v: dict, got: Any, expression: str) -> str:
