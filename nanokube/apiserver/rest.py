@@ -14,7 +14,7 @@ import copy
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import orjson
 
@@ -1452,14 +1452,18 @@ class GenericREST:
 
     async def admit_subresource_create(self, res: Resource, version: str, subresource: str, kind: dict,
                                        namespace: str | None, name: str, body: dict, opts: WriteOptions,
-                                       operation: str = "CREATE") -> dict:
+                                       operation: str = "CREATE", mutated: Callable[[dict], None] | None = None
+                                       ) -> dict:
         """Admission of a create through a subresource with an object of its own kind
-        (pods/binding, pods/eviction); returns the object as admission left it."""
+        (pods/binding, pods/eviction); returns the object as admission left it. `mutated` judges the
+        object between the chains, as the REST's Create does before its createValidation."""
         if self.admission is None or not isinstance(body, dict):
+            if mutated is not None:
+                mutated(body)
             return body
         a = self.admission.subresource_attributes(res, version, subresource, kind, namespace, name, body, opts,
                                                   operation)
-        await self.admission.admit(a)
+        await self.admission.admit(a, mutated)
         return a.obj
 
     async def admit_connect(self, subresource: str, namespace: str, name: str, options: dict, user: User) -> None:

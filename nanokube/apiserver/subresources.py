@@ -71,11 +71,10 @@ def _same_namespace(body: dict, namespace: str) -> None:
         raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
 
 
-def _same_target(body: dict, namespace: str, name: str, kind: str) -> None:
-    """A Binding's or an Eviction's own namespace, then its name, against the URL's, before anything is
-    read: the create handler's check, then BindingREST.Create's and EvictionREST.Create's first one.
-    Here in bind and evict, so every caller gets them, the in-process clients as HTTP's."""
-    _same_namespace(body, namespace)
+def _same_name(body: dict, name: str, kind: str) -> None:
+    """BindingREST.Create's and EvictionREST.Create's first check, of the object mutating admission left
+    (the create handler runs that chain before Create): its name is the URL's. In bind and evict, so
+    every caller gets it, the in-process clients as HTTP's."""
     if (body.get("metadata") or {}).get("name") != name:
         raise errors.bad_request(f"name in URL does not match name in {kind} object")
 
@@ -160,12 +159,17 @@ class Subresources:
         return json_response(await self.bind(pods, namespace, pod, body, opts), 201)
 
     async def bind(self, res: Resource, namespace: str, name: str, binding: dict, opts: WriteOptions) -> dict:
-        _same_target(binding, namespace, name, "Binding")
-        binding = await self.rest.admit_subresource_create(res, "v1", "binding", BINDING_KIND, namespace, name, binding, opts)
-        target = (binding or {}).get("target") or {}
-        errs = validate_binding(binding or {})
-        if errs:
-            raise errors.invalid("core", "Binding", name, errs)
+        _same_namespace(binding, namespace)
+
+        def mutated(binding: dict) -> None:  # BindingREST.Create, before its createValidation
+            _same_name(binding, name, "Binding")
+            errs = validate_binding(binding)
+            if errs:
+                raise errors.invalid("core", "Binding", name, errs)
+
+        binding = await self.rest.admit_subresource_create(res, "v1", "binding", BINDING_KIND, namespace, name, binding,
+                                                           opts, mutated=mutated)
+        target = binding.get("target") or {}
         uid = (binding.get("metadata") or {}).get("uid")
 
         def bound(pod: dict) -> dict:
@@ -221,13 +225,17 @@ class Subresources:
         """The Eviction API: a pod covered by a PodDisruptionBudget is deleted
         only if the budget allows one more disruption, which this records
         (disruptedPods) before deleting, as kube-apiserver does."""
-        _same_target(eviction, namespace, name, "Eviction")
-        if eviction.get("deleteOptions") is not None:  # (checked as a DELETE's, after the name)
-            eviction["deleteOptions"] = delete_options({}, eviction["deleteOptions"], [])
+        _same_namespace(eviction, namespace)
+
+        def mutated(eviction: dict) -> None:  # EvictionREST.Create, before its createValidation
+            _same_name(eviction, name, "Eviction")
+            if eviction.get("deleteOptions") is not None:  # (checked as a DELETE's, after the name)
+                eviction["deleteOptions"] = delete_options({}, eviction["deleteOptions"], [])
+
         pods = self.rest.index.get("", "v1", "pods")
         pdbs = self.rest.index.get("policy", "v1", "poddisruptionbudgets")
         eviction = await self.rest.admit_subresource_create(pods, "v1", "eviction", EVICTION_KIND, namespace, name,
-                                                            eviction, opts)
+                                                            eviction, opts, mutated=mutated)
         pod = self.rest._entry(pods, namespace, name).obj
         phase = (pod.get("status") or {}).get("phase")
         if pdbs is not None and phase not in ("Succeeded", "Failed", "Pending") \

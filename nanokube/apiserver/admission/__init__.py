@@ -15,6 +15,7 @@ and audit annotations land in the request's audit event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 
 from ...cel.library.authz import Authz
@@ -218,11 +219,13 @@ class Admission:
         if self.quota.may_charge(a):
             await self.quota.validate(a)
 
-    async def admit(self, a: Attributes) -> None:
+    async def admit(self, a: Attributes, mutated: Callable[[dict], None] | None = None) -> None:
         """Both chains over one request (a subresource's or a DELETE's), its annotations and
-        warnings published whether they admit it or not."""
+        warnings published whether they admit it or not; `mutated` judges the object between them."""
         try:
             await self.mutate(a)
+            if mutated is not None:
+                mutated(a.obj)
             await self.validate(a)
         except errors.APIError as e:
             self.publish(a, e)
