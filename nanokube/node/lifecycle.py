@@ -56,6 +56,7 @@ from . import hooks, prober
 from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
 from . import inplace
+from .simulated_applets import Terminal
 from .simulated_command import Program, interpret
 from .simulated_io import SimulatedIO
 from .volumes import MountError
@@ -1692,12 +1693,14 @@ class PodWorker:
         """What container `c`'s command runs as simulated_command interprets it (its file commands on
         a draft of its files: the changes are made as it starts); None where it is not a command
         interpreted there, or where the pod's run-seconds or exit-code annotation declares how its
-        containers run (what a simulation says wins)."""
+        containers run (what a simulation says wins). One with `tty` runs on a terminal the runtime
+        made, not yet sized by any client (0 0)."""
         given = (self.pod.get("metadata") or {}).get("annotations") or {}
         if RUN_SECONDS in given or EXIT_CODE in given:
             return None
         return interpret(self.io.command(c), self.clock.now(), lambda: self.io.draft(c["name"]),
-                         b"" if not c.get("stdin") else None, self.io.environment(c["name"]))
+                         b"" if not c.get("stdin") else None, self.io.environment(c["name"]),
+                         Terminal() if c.get("tty") else None)
 
     def _lifetime(self, c: dict) -> tuple[float | None, int]:
         """When container `c`, started just now, exits (monotonic; None: not on its own) and with

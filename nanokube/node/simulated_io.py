@@ -245,12 +245,17 @@ class SimulatedIO:
             self._scripted[name] = asyncio.ensure_future(self._later(name, then))
 
     def _flush(self, name: str, until: float) -> None:
-        """Write what container `name` wrote by `until` (monotonic)."""
+        """Write what container `name` wrote by `until` (monotonic); on its terminal (`tty`) all is
+        one stream, stdout, its new lines CR LF, as the pty's line discipline (onlcr) makes them."""
         pending = self._pending.get(name)
+        tty = bool(self._spec(name).get("tty")) if pending is not None else False
         while pending is not None and pending.due is not None and pending.due <= until:
             _, stream, text = pending.pop()
             if stream == "files":
                 self.files(name).replay([text])
+            elif tty:
+                data = text if isinstance(text, bytes) else text.encode()
+                self._emit(name, data.replace(b"\n", b"\r\n"))
             else:
                 self._emit(name, text, stream)
 

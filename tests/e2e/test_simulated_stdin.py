@@ -308,3 +308,23 @@ def test_debug_node_sees_the_simulated_nodes_root_at_host(cluster):
     debugger = next(p["metadata"]["name"] for p in cluster.kubectl_json("get", "pods")["items"]
                     if p["metadata"]["name"].startswith("node-debugger-gpu-0-"))
     cluster.kubectl("delete", "pod", debugger, "reads-gpu-0", "reads-gpu-1", "wants-a-file", "--wait=false")
+
+
+def test_a_tty_containers_command_runs_on_its_terminal(cluster):
+    """A container with `tty: true` runs on a terminal the runtime made (no client has sized it
+    yet: 0 0); its log is that terminal's output, new lines CR LF. Without `tty`, its command
+    has none."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "on-a-tty"}, "spec": {
+        "restartPolicy": "Never", "containers": [
+            {"name": "term", "image": "busybox", "tty": True,
+             "command": ["sh", "-c", "tty; stty size; ls /nope; sleep 600"]},
+            {"name": "plain", "image": "busybox", "command": ["sh", "-c", "tty; ls /nope; sleep 600"]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: cluster.kubectl("logs", "on-a-tty", "-c", "plain", check=False).stdout.count("\n") == 2, 60,
+             "both lines logged")
+    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "KUBECACHEDIR": str(cluster.data_dir / "kubecache")}
+    logs = subprocess.run([KUBECTL, "logs", "on-a-tty", "-c", "term"], capture_output=True, env=env, check=True)
+    assert logs.stdout == b"/dev/pts/0\r\n0 0\r\nls: /nope: No such file or directory\r\n"  # bytes: CR LF kept
+    assert cluster.kubectl("logs", "on-a-tty", "-c", "plain").stdout == \
+        "not a tty\nls: /nope: No such file or directory\n"
+    cluster.kubectl("delete", "pod", "on-a-tty", "--wait=false")
