@@ -22,7 +22,7 @@ from ..machinery.errors import APIError
 from ..client.http import EXPECTED
 from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
-from . import csinode
+from . import admission, csinode
 from .cluster import NodeSpec
 from .devicemanager.manager import REJECT_REASON, AllocationError, DeviceManager
 from .devicemanager.plugin import simulated_plugins
@@ -34,6 +34,7 @@ from .dra.plugin_watcher import PluginWatcher
 from .dra.prepare import ClaimPreparer
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
+from .inplace import desired
 from .lifecycle import SMP, PodWorker, SimulatedRuntime, image_id, image_ref, image_size, resource_version
 from .podresources.server import PodResourcesServer
 from .simulated_host import system_info
@@ -289,10 +290,14 @@ class NodeAgent:
         self.device_registration = RegistrationServer(node_dir, self.devices, spec.name) \
             if node_dir and plugin_registry else None
         self._posted_devices = self.devices.capacity()
-        #: pods whose devices are being allocated (their latest copies), and those refused at
-        #: admission (their devices unavailable): no worker runs them
+        #: pods being admitted (their latest copies: the Node read again, their devices allocated),
+        #: and those refused at admission: no worker runs them
         self._admitting: dict[str, dict] = {}
         self._rejected: set[str] = set()
+        #: what each admitted pod holds, by UID, with the allocation it was worked out for
+        self._holds: dict[str, tuple[dict, admission.Admitted]] = {}
+        #: the Node as the server last showed it (its labels, taints and status for admission)
+        self.node: dict = self.node_object()
         #: the pod resources API on `<node dir>/pod-resources/kubelet.sock`, for monitoring agents and DRA drivers
         self.pod_resources = PodResourcesServer(node_dir, lambda: [w.pod for w in self.workers.values()], self.claims,
                                                 clock, spec.name, devices=self.devices) \
@@ -381,6 +386,7 @@ class NodeAgent:
             node = await self.nodes.get(self.name)
             await self.post_status(full=True)
         self.node_uid = node["metadata"]["uid"]
+        self.node = node
         if self._csi_node:
             await csinode.ensure(self.client, node)
         await self.record("NodeAllocatableEnforced", "Updated Node Allocatable limit across pods")
@@ -440,6 +446,7 @@ class NodeAgent:
         patches its status whenever it differs from its lister's Node
         (nodeStatusHasChanged), not only every status_interval. Only the copy
         is compared: no request per heartbeat, and nothing at all while in sync."""
+        self.node = node
         have = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or ()}
         theirs = {}
         for c in self._conditions:
@@ -653,9 +660,8 @@ class NodeAgent:
             self._admitting[uid] = pod  # the copy its worker starts from
         elif uid in self._rejected and (pod.get("status") or {}).get("phase") != "Failed":
             pass  # its Failed status is on its way
-        elif (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and self.devices.needs_devices(pod):
-            self._admitting[uid] = pod
-            self._in_background(self._admit(pod))
+        elif (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            self._admit_new(pod)
         else:  # a rejected one too, once Failed: its worker ends it like any ended pod
             self._start(pod)
 
@@ -663,37 +669,102 @@ class NodeAgent:
         w = self.workers[pod["metadata"]["uid"]] = self.runtime.worker(self, pod)
         w.start()
 
-    async def _admit(self, pod: dict) -> None:
-        """Allocate a pod's device plugin devices as the kubelet admits it, then run it; one whose
-        devices are unavailable (or whose plugin's Allocate failed) is rejected: Failed with
-        upstream's reason and message, and an event."""
+    def _active(self) -> list[str]:
+        """The UIDs of the pods admitted here and not ended, and of those being admitted."""
+        return [u for u, w in self.workers.items() if (w.pod.get("status") or {}).get("phase")
+                not in ("Succeeded", "Failed")] + list(self._admitting)
+
+    def _holding(self, uid: str) -> admission.Admitted:
+        """What an admitted pod holds: a running pod's allocation, or the spec of one being admitted."""
+        w = self.workers.get(uid)
+        pod, allocation = (w.pod, w.allocated) if w is not None else (self._admitting[uid], {})
+        cached = self._holds.get(uid)
+        if cached is None or cached[0] is not allocation:
+            cached = self._holds[uid] = (allocation, admission.holding(pod, allocation or desired(pod)))
+        return cached[1]
+
+    def _predicates(self, pod: dict, node: dict) -> list[admission.Rejection]:
+        """The predicate admit handler's failures for `pod` against `node` and the pods admitted
+        before it (upstream's order: the OS checks, then GeneralPredicates)."""
+        if (rejected := admission.os_rejection(pod, node)) is not None:
+            return [rejected]
         uid = pod["metadata"]["uid"]
-        active = {u for u, w in self.workers.items() if (w.pod.get("status") or {}).get("phase")
-                  not in ("Succeeded", "Failed")} | set(self._admitting)
-        try:
-            await self.devices.allocate(pod, active)
-        except AllocationError as e:
-            if self._admitting.pop(uid, None) is not None:
-                self._rejected.add(uid)
-                await self._reject(pod, f"Allocate failed due to {e}, which is unexpected")
-            return
+        others = [u for u in self._active() if u != uid]
+        allocated: dict[str, int] = {}
+        if self.devices.pod_devices:
+            live = set(others)
+            for (owner, _), by_resource in self.devices.pod_devices.items():
+                if owner in live:
+                    for resource, (ids, _) in by_resource.items():
+                        allocated[resource] = allocated.get(resource, 0) + len(ids)
+        allocatable = admission.node_allocatable(node, self.status_allocatable(), allocated)
+        return admission.general_filter(pod, node, allocatable, [self._holding(u) for u in others])
+
+    def status_allocatable(self) -> dict[str, str]:
+        """The node's allocatable as this kubelet reports it (its devices' included)."""
+        return {**self.spec.allocatable, **self.devices.capacity()[1]}
+
+    def _admit_new(self, pod: dict) -> None:
+        """Admit a new pod as the kubelet's HandlePodAdditions does, one at a time in the order they
+        come: the predicates first, then the device manager's allocation. A pod that fails only
+        node affinity is checked again against the Node read afresh; one that needs devices is
+        allocated them; each in the background, the pod counted as held meanwhile."""
+        uid = pod["metadata"]["uid"]
+        reasons = self._predicates(pod, self.node)
+        if reasons and not admission.only_affinity(reasons):
+            self._rejected.add(uid)
+            self._in_background(self._reject(pod, reasons[0]))
+        elif reasons or self.devices.needs_devices(pod):
+            self._admitting[uid] = pod
+            self._in_background(self._admit(pod, recheck=bool(reasons)))
+        else:
+            self._start(pod)
+
+    async def _admit(self, pod: dict, recheck: bool) -> None:
+        """The rest of a pod's admission: with `recheck`, the predicates again against the Node as
+        the server has it now; then its device plugin devices allocated, and it runs. One the
+        predicates still refuse, or whose devices are unavailable (or whose plugin's Allocate
+        failed), is rejected: Failed with upstream's reason and message, and an event."""
+        uid = pod["metadata"]["uid"]
+        if recheck:
+            try:
+                self.node = await self.nodes.get(self.name)
+            except APIError as e:
+                log.warning("node %s: reading the Node to admit pod %s: %s", self.name, pod["metadata"]["name"], e)
+            if reasons := self._predicates(self._admitting.get(uid, pod), self.node):
+                if self._admitting.pop(uid, None) is not None:
+                    self._rejected.add(uid)
+                    await self._reject(pod, reasons[0])
+                return
+        if uid in self._admitting and self.devices.needs_devices(pod):
+            try:
+                await self.devices.allocate(pod, set(self._active()))
+            except AllocationError as e:
+                if self._admitting.pop(uid, None) is not None:
+                    self._rejected.add(uid)
+                    await self._reject(pod, admission.Rejection(
+                        REJECT_REASON, f"Allocate failed due to {e}, which is unexpected"))
+                return
         if (pod := self._admitting.pop(uid, None)) is not None:  # else deleted meanwhile
             self._start(pod)
 
-    async def _reject(self, pod: dict, message: str) -> None:
+    async def _reject(self, pod: dict, why: admission.Rejection) -> None:
         """upstream's rejectPod: a Warning event, and the pod Failed without running."""
         md = pod["metadata"]
-        await self.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": md}, "Warning", REJECT_REASON,
-                                 message)
+        log.info("node %s: pod %s/%s rejected: %s: %s", self.name, md.get("namespace"), md["name"], why.reason,
+                 why.message)
+        await self.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": md}, "Warning", why.reason,
+                                 why.message)
         try:
             await self.pods.patch(md["name"], {"metadata": {"uid": md["uid"]}, "status": {
-                "phase": "Failed", "reason": REJECT_REASON, "message": "Pod was rejected: " + message}}, SMP,
+                "phase": "Failed", "reason": why.reason, "message": "Pod was rejected: " + why.message}}, SMP,
                 namespace=md.get("namespace"), subresource="status")
         except APIError as e:
             log.warning("node %s: rejecting pod %s/%s: %s", self.name, md.get("namespace"), md["name"], e)
 
     def forget_pod(self, pod: dict) -> None:
         self._rejected.discard(pod["metadata"]["uid"])
+        self._holds.pop(pod["metadata"]["uid"], None)
         self._admitting.pop(pod["metadata"]["uid"], None)
         w = self.workers.pop(pod["metadata"]["uid"], None)
         if w is not None:

@@ -10,7 +10,7 @@ to take a new cpu, or memory limit (computeContainerResizeActions)."""
 from __future__ import annotations
 
 from ..machinery.gofmt import Struct, marshal
-from ..machinery.podresources import QUANTITIES, amounts, pod_requests
+from ..machinery.podresources import QUANTITIES, Arithmetic, amounts, pod_requests
 from ..machinery.quantity import Quantity, canonical
 
 PENDING = "PodResizePending"
@@ -41,14 +41,14 @@ def status_resources(actuated: dict) -> dict:
     return out
 
 
-def requests_with(pod: dict, allocation: dict[str, dict]) -> dict[str, Quantity]:
-    """The pod's requests (PodRequests) with each container's `allocation`."""
+def requests_with(pod: dict, allocation: dict[str, dict], arith: Arithmetic = QUANTITIES) -> dict:
+    """The pod's requests (PodRequests) with each container's `allocation`, in `arith`'s numbers."""
     spec = pod.get("spec") or {}
     with_alloc = {**spec}
     for key in ("initContainers", "containers"):
         if spec.get(key):
             with_alloc[key] = [{**c, "resources": allocation.get(c["name"], {})} for c in spec[key]]
-    return pod_requests(with_alloc, QUANTITIES)
+    return pod_requests(with_alloc, arith)
 
 
 def _cpu_memory(rl: dict[str, Quantity]) -> tuple[int, int]:

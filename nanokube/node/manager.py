@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import AsyncIterable, Mapping
 
 from ..machinery.user import User
-from ..client.informer import Informer
+from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock
 from .agent import NodeAgent, Throttle
 from .kubelet_server import KubeletServer
@@ -116,6 +116,8 @@ class NodeManager:
         self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=", clock=clock)
         self.pods.add_handlers(on_add=self._dispatch, on_update=lambda _old, new: self._dispatch(new),
                                on_delete=self._forget)
+        #: until the pods' first list is handed out: the keys of those listed (see `start`)
+        self._listed: list[str] | None = []
         self._informer: asyncio.Task | None = None
         self.nodes = Informer(self.client.resource("", "v1", "nodes"), clock=clock)
         self.nodes.add_handlers(on_add=lambda n: self._node_changed(None, n), on_update=self._node_changed)
@@ -142,6 +144,7 @@ class NodeManager:
             await asyncio.gather(*(one(a) for a in self.agents.values()))
             self._informer = asyncio.create_task(self.pods.run())
             await self.pods.synced.wait()
+            self._admit_listed()
             self._node_informer = asyncio.create_task(self.nodes.run())
             await self.nodes.synced.wait()
         _freeze(len(self.agents))
@@ -201,7 +204,20 @@ class NodeManager:
     def _agent(self, pod: dict) -> NodeAgent | None:
         return self.agents.get((pod.get("spec") or {}).get("nodeName") or "")
 
+    def _admit_listed(self) -> None:
+        """Hand the pods the first list found to their agents oldest first, as a starting kubelet
+        admits the pods it finds sorted by creation time: each is admitted against those before it.
+        Each agent gets the informer's latest copy; one deleted meanwhile is left out."""
+        listed, self._listed = self._listed or [], None
+        pods = [p for p in map(self.pods.get, dict.fromkeys(listed)) if p is not None]
+        pods.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        for pod in pods:
+            self._dispatch(pod)
+
     def _dispatch(self, pod: dict) -> None:
+        if self._listed is not None:
+            self._listed.append(key_of(pod))
+            return
         agent = self._agent(pod)
         if agent is not None:
             agent.sync_pod(pod)

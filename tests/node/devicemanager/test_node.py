@@ -81,25 +81,24 @@ async def test_a_pods_gpus_are_allocated_from_the_plugin_and_listed_by_the_pod_r
         assert sorted(two + rest) == gpus
 
 
-async def test_a_pod_whose_gpus_are_gone_is_rejected_at_admission(node_dir):
+async def test_a_pod_asking_more_gpus_than_are_left_is_rejected_at_admission(node_dir):
     """The scheduler counts GPUs, but a pod bound by name is admitted by the node alone: with
-    too few left it fails as upstream's kubelet rejects it, and holds none."""
+    too few left its predicates fail (the device plugin's resource is in the node's allocatable),
+    as upstream's kubelet rejects it before the device manager allocates, and it holds none."""
     async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
         await pods.create(gpu_pod("three", 3))
         await eventually(phase_is(pods, "three", "Running"))
         await pods.create(gpu_pod("greedy", 2))
         p = await eventually(phase_is(pods, "greedy", "Failed"))
-        message = (f"Allocate failed due to requested number of devices unavailable for {GPU}. Requested: 2, "
-                   "Available: 1, which is unexpected")
-        assert (p["status"]["reason"], p["status"]["message"]) == ("UnexpectedAdmissionError",
-                                                                   "Pod was rejected: " + message)
+        message = f"Node didn't have enough resource: {GPU}, requested: 2, used: 3, capacity: 4"
+        assert (p["status"]["reason"], p["status"]["message"]) == (f"OutOf{GPU}", "Pod was rejected: " + message)
         assert "containerStatuses" not in p["status"]
 
         async def rejection():
             items, _ = await events.list("default")
             return [(e["type"], e["message"]) for e in items
-                    if e["involvedObject"]["name"] == "greedy" and e["reason"] == "UnexpectedAdmissionError"]
+                    if e["involvedObject"]["name"] == "greedy" and e["reason"] == f"OutOf{GPU}"]
         await becomes(rejection, [("Warning", message)])
         assert ("default", "greedy") not in await prc.list()
         # its deletion goes through as any ended pod's

@@ -1,0 +1,259 @@
+"""The kubelet's pod admission: the predicate admit handler's checks, alone (admission.py) and as a
+node agent applies them to pods bound with spec.nodeName (agent.py): a pod that does not fit is
+Failed with upstream's reason, message and a Warning event; the pods admitted before it run on."""
+
+import contextlib
+
+from nanokube.apiserver.loopback import connector
+from nanokube.node import admission
+from nanokube.node.admission import Admitted, Rejection, general_filter, node_allocatable, os_rejection, requests
+from nanokube.node.cluster import parse_cluster
+from nanokube.node.manager import NodeManager
+from tests.controllers import becomes, eventually, make_stack
+from tests.node import ManualClock
+from tests.node.test_lifecycle import phase_is
+
+NODE = {"metadata": {"name": "n1", "labels": {"kubernetes.io/os": "linux", "zone": "a"}},
+        "spec": {}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "3"}}}
+
+
+def spec_pod(*containers: dict, **spec) -> dict:
+    return {"metadata": {"name": "p", "uid": "u"}, "spec": {"containers": list(containers), **spec}}
+
+
+def asks(name: str = "app", **requests) -> dict:
+    return {"name": name, "resources": {"requests": {k.replace("_", "-"): v for k, v in requests.items()}}}
+
+
+def allocatable(node: dict = NODE, **own) -> dict[str, int]:
+    return node_allocatable(node, {k.replace("_", "-"): v for k, v in own.items()}, {})
+
+
+def held(**requests) -> Admitted:
+    return Admitted(dict(requests), [])
+
+
+def test_a_pod_asking_more_cpu_than_is_left_is_out_of_cpu_in_milli_cpu():
+    [r] = general_filter(spec_pod(asks(cpu="2")), NODE, allocatable(), [held(cpu=1500), held(cpu=2000)])
+    assert r == Rejection("OutOfcpu", "Node didn't have enough resource: cpu, requested: 2000, used: 3500, "
+                                      "capacity: 4000")
+    assert general_filter(spec_pod(asks(cpu="500m")), NODE, allocatable(), [held(cpu=1500), held(cpu=2000)]) == []
+
+
+def test_memory_counts_bytes_and_extended_resources_their_integer():
+    [mem, dongle] = general_filter(spec_pod(asks(memory="9Gi", **{"example.com/dongle": "3"})), NODE,
+                                   allocatable(**{"example.com/dongle": "2"}), [held(**{"example.com/dongle": 1})])
+    assert mem == Rejection("OutOfmemory", "Node didn't have enough resource: memory, requested: 9663676416, "
+                                           "used: 0, capacity: 8589934592")
+    assert dongle == Rejection("OutOfexample.com/dongle", "Node didn't have enough resource: example.com/dongle, "
+                                                          "requested: 3, used: 1, capacity: 2")
+
+
+def test_a_full_node_is_out_of_pods_first_even_for_a_pod_asking_nothing():
+    others = [held(cpu=100)] * 3
+    assert general_filter(spec_pod(asks()), NODE, allocatable(), others) == [
+        Rejection("OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3")]
+    reasons = general_filter(spec_pod(asks(cpu="4")), NODE, allocatable(), others)
+    assert [r.reason for r in reasons] == ["OutOfpods", "OutOfcpu"]
+
+
+def test_extended_resources_the_node_lacks_or_a_dra_claim_backs_are_left_out_hugepages_are_not():
+    pod = spec_pod(asks(**{"example.com/dongle": "1", "hugepages-2Mi": "2Mi"}),
+                   asks("side", **{"deviceclass.resource.kubernetes.io/gpu": "1"}))
+    assert requests(pod, allocatable()) == {"hugepages-2Mi": 2097152, "deviceclass.resource.kubernetes.io/gpu": 1}
+    [huge, implicit] = general_filter(pod, NODE, allocatable(), [])
+    assert huge.reason == "OutOfhugepages-2Mi" and huge.message.endswith("requested: 2097152, used: 0, capacity: 0")
+    assert implicit.reason == "OutOfdeviceclass.resource.kubernetes.io/gpu"
+    backed = {**pod, "status": {"extendedResourceClaimStatus": {"requestMappings": [
+        {"containerName": "side", "resourceName": "deviceclass.resource.kubernetes.io/gpu", "requestName": "r"}]}}}
+    with_gpus = allocatable(**{"deviceclass.resource.kubernetes.io/gpu": "8", "example.com/dongle": "1"})
+    assert requests(backed, with_gpus) == {"example.com/dongle": 1, "hugepages-2Mi": 2097152}
+
+
+def test_requests_count_init_containers_sidecars_and_overhead_as_the_scheduler_does():
+    """The init container runs beside the sidecar started before it (3.5 CPUs), more than the app
+    with the sidecar (1.5); the overhead comes on top."""
+    pod = spec_pod(asks(cpu="1"), initContainers=[{**asks("side", cpu="500m"), "restartPolicy": "Always"},
+                                                  asks("init", cpu="3")],
+                   overhead={"cpu": "250m"})
+    assert requests(pod) == {"cpu": 3750}
+    [r] = general_filter(pod, NODE, allocatable(), [held(cpu=1000)])
+    assert r.message == "Node didn't have enough resource: cpu, requested: 3750, used: 1000, capacity: 4000"
+
+
+def test_device_plugin_resources_are_at_least_what_admitted_pods_hold():
+    assert node_allocatable(NODE, {"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": 3})["nvidia.com/gpu"] == 3
+    assert node_allocatable(NODE, {"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": 3})["nvidia.com/gpu"] == 4
+
+
+def test_a_node_selector_or_required_affinity_the_node_does_not_match():
+    want = [Rejection("NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+                                      "affinity/selector")]
+    assert general_filter(spec_pod(asks(), nodeSelector={"zone": "b"}), NODE, allocatable(), []) == want
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b", "c"]}]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    assert general_filter(spec_pod(asks(), affinity=affinity), NODE, allocatable(), []) == want
+    assert admission.only_affinity(want)
+    assert general_filter(spec_pod(asks(), nodeSelector={"zone": "a"}), NODE, allocatable(), []) == []
+
+
+def test_host_ports_in_use_clash_on_the_wildcard_or_the_same_address():
+    pod = spec_pod({"name": "app", "ports": [{"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"}]})
+    wildcard = Admitted({}, [("0.0.0.0", "TCP", 8080)])
+    [r] = general_filter(pod, NODE, allocatable(), [wildcard])
+    assert r == Rejection("NodePorts", "Predicate NodePorts failed: node(s) didn't have free ports for the "
+                                       "requested pod ports")
+    assert general_filter(pod, NODE, allocatable(), [Admitted({}, [("0.0.0.0", "UDP", 8080)]),
+                                                     Admitted({}, [("10.0.0.2", "TCP", 8080)])]) == []
+
+
+def test_only_untolerated_no_execute_taints_reject_and_not_a_static_pod():
+    tainted = {**NODE, "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"},
+                                           {"key": "maintenance", "value": "now", "effect": "NoExecute"}]}}
+    [r] = general_filter(spec_pod(asks()), tainted, allocatable(), [])
+    assert r == Rejection("TaintToleration", "Predicate TaintToleration failed: node(s) had taints that the pod "
+                                             "didn't tolerate")
+    tolerant = spec_pod(asks(), tolerations=[{"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}])
+    assert general_filter(tolerant, tainted, allocatable(), []) == []
+    static = {**spec_pod(asks()), "metadata": {"name": "p", "annotations": {"kubernetes.io/config.source": "file"}}}
+    assert general_filter(static, tainted, allocatable(), []) == []
+
+
+def test_the_os_checks():
+    windows_label = {**spec_pod(asks()), "metadata": {"name": "p", "labels": {"kubernetes.io/os": "windows"}}}
+    assert os_rejection(windows_label, NODE) == Rejection(
+        "PodOSSelectorNodeLabelDoesNotMatch", "Failed to admit pod as the `kubernetes.io/os` label doesn't match "
+                                              "node label")
+    # a node whose label is missing or wrong counts as the kubelet's own OS
+    linux_label = {**windows_label, "metadata": {"name": "p", "labels": {"kubernetes.io/os": "linux"}}}
+    assert os_rejection(linux_label, {"metadata": {"name": "n", "labels": {"kubernetes.io/os": "plan9"}}}) is None
+    assert os_rejection(spec_pod(asks(), os={"name": "windows"}), NODE) == Rejection(
+        "PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")
+    assert os_rejection(spec_pod(asks(), os={"name": "linux"}), NODE) is None
+
+
+# --- through the API: a node agent admitting pods bound by name ----------------------------------
+
+CLUSTER = parse_cluster("""\
+pools:
+  - name: small
+    count: 1
+    capacity: {cpu: "4", memory: 8Gi, pods: "4"}
+    labels: {zone: a}
+""")
+
+
+@contextlib.asynccontextmanager
+async def api():
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
+    s.rest.clock = clock = ManualClock()
+    try:
+        yield s, clock
+    finally:
+        await s.close()
+
+
+@contextlib.asynccontextmanager
+async def agents(s, clock):
+    mgr = NodeManager(connector(s.rest), CLUSTER, clock)
+    await mgr.start()
+    try:
+        yield mgr
+    finally:
+        await mgr.stop()
+
+
+def bound(name: str, cpu: str = "", **spec) -> dict:
+    res = {"resources": {"requests": {"cpu": cpu}}} if cpu else {}
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": "small-0", "terminationGracePeriodSeconds": 0, "containers": [{"name": "app", "image": "busybox:1.36", **res}], **spec}}
+
+
+def rejected_events(events, name: str):
+    async def get():
+        items, _ = await events.list("default")
+        return [(e["type"], e["reason"], e["message"]) for e in items
+                if e["involvedObject"]["name"] == name and e["source"].get("component") == "kubelet"
+                and e["type"] == "Warning"]
+    return get
+
+
+async def test_a_pod_bound_by_name_that_overfills_the_node_is_rejected_and_the_others_run_on():
+    async with api() as (s, clock), agents(s, clock):
+        pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
+        await pods.create(bound("first", "3"))
+        await eventually(phase_is(pods, "first", "Running"))
+        await pods.create(bound("second", "2"))
+        p = await eventually(phase_is(pods, "second", "Failed"))
+        message = "Node didn't have enough resource: cpu, requested: 2000, used: 3000, capacity: 4000"
+        assert (p["status"]["reason"], p["status"]["message"]) == ("OutOfcpu", "Pod was rejected: " + message)
+        assert "containerStatuses" not in p["status"] and "startTime" not in p["status"]
+        await becomes(rejected_events(events, "second"), [("Warning", "OutOfcpu", message)])
+        # a rejected pod holds nothing: one that fits beside the first is admitted
+        await pods.create(bound("third", "1"))
+        await eventually(phase_is(pods, "third", "Running"))
+        assert (await pods.get("first", "default"))["status"]["phase"] == "Running"
+        # a pod that ended holds nothing either
+        await pods.delete("first", "default")
+        await pods.create(bound("fourth", "3"))
+        await eventually(phase_is(pods, "fourth", "Running"))
+
+
+async def test_node_affinity_taints_and_host_ports_are_checked_on_the_nodes_own_view():
+    async with api() as (s, clock), agents(s, clock) as mgr:
+        pods, nodes = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "nodes")
+        await pods.create(bound("elsewhere", nodeSelector={"zone": "b"}))
+        p = await eventually(phase_is(pods, "elsewhere", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == (
+            "NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+                            "affinity/selector")
+        # a label added since is found: the Node is read again before node affinity alone rejects a pod
+        await nodes.patch("small-0", {"metadata": {"labels": {"tier": "gold"}}})
+        await pods.create(bound("gold", nodeSelector={"tier": "gold"}))
+        await eventually(phase_is(pods, "gold", "Running"))
+
+        port = {"containerPort": 80, "hostPort": 8080}
+        await pods.create({**bound("web"), "spec": {**bound("web")["spec"], "containers": [
+            {"name": "app", "image": "nginx", "ports": [port]}]}})
+        await eventually(phase_is(pods, "web", "Running"))
+        await pods.create({**bound("web2"), "spec": {**bound("web2")["spec"], "containers": [
+            {"name": "app", "image": "nginx", "ports": [port]}]}})
+        p = await eventually(phase_is(pods, "web2", "Failed"))
+        assert p["status"]["reason"] == "NodePorts"
+
+        await nodes.patch("small-0", {"spec": {"taints": [{"key": "drain", "effect": "NoExecute"}]}})
+        await eventually(lambda: _tainted(mgr))
+        await pods.create(bound("late"))
+        p = await eventually(phase_is(pods, "late", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == (
+            "TaintToleration", "Pod was rejected: Predicate TaintToleration failed: node(s) had taints that the "
+                               "pod didn't tolerate")
+
+
+async def _tainted(mgr) -> bool:
+    """The node manager's Node informer (which shows the agent its Node) has the taint."""
+    node = mgr.nodes.get("small-0")
+    return bool(node and (node.get("spec") or {}).get("taints"))
+
+
+async def test_a_starting_node_admits_the_pods_it_finds_oldest_first():
+    """The pods listed at start-up are admitted in creation order, not the list's (by name)."""
+    async with api() as (s, clock):
+        pods = s.client.resource("", "v1", "pods")
+        await pods.create(bound("z-older", "3"))
+        await clock.advance(5)
+        await pods.create(bound("a-newer", "3"))
+        async with agents(s, clock):
+            await eventually(phase_is(pods, "z-older", "Running"))
+            p = await eventually(phase_is(pods, "a-newer", "Failed"))
+            assert p["status"]["reason"] == "OutOfcpu"
+
+
+async def test_a_pod_for_another_os_is_rejected():
+    async with api() as (s, clock), agents(s, clock):
+        pods = s.client.resource("", "v1", "pods")
+        await pods.create(bound("win", os={"name": "windows"}))
+        p = await eventually(phase_is(pods, "win", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == (
+            "PodOSNotSupported", "Pod was rejected: Failed to admit pod as the OS field doesn't match node OS")
