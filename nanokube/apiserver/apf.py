@@ -269,6 +269,7 @@ class FlowControl:
             request[APF_WAIT] = time.perf_counter() - queued
         route.dispatched.inc()
         if watch:
+            _headed(request, route.headers)
             resp = await handler(request)
         else:
             executing = route.executing
@@ -285,3 +286,14 @@ class FlowControl:
         if not resp.prepared:
             resp.headers.update(route.headers)
         return resp
+
+
+def _headed(request: web.Request, headers: dict[str, str]) -> None:
+    """The PF headers on a watch's response as its head is written: the filter sets them before the
+    handler, which streams (it is prepared before `serve` sees it), as a proxied one does."""
+    prepare = request._prepare_hook
+
+    async def hook(response: web.StreamResponse) -> None:
+        response.headers.update(headers)
+        await prepare(response)
+    object.__setattr__(request, "_prepare_hook", hook)  # (as audit_id's: __setattr__ would warn in debug mode)

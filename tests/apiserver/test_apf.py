@@ -218,3 +218,29 @@ async def test_a_flow_schema_moved_to_another_priority_level_gets_a_dangling_mes
     assert [(c["type"], c["status"], c["reason"], c["message"]) for c in after] == [(
         "Dangling", "False", "Found",
         'This FlowSchema references the PriorityLevelConfiguration object named "pl-b" and it exists')]
+
+
+async def test_a_watch_is_answered_with_the_pf_headers_as_a_list_is(tmp_path):
+    """WithPriorityAndFairness sets the matched FlowSchema's and priority level's UIDs on the response
+    before the handler runs, so a watch, whose head goes out as it starts streaming, carries them too
+    (over HTTP, the official client): the same UIDs as a list of the same resource, the exempt ones', and
+    its Audit-Id still."""
+    from kubernetes import client as k8s
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        fc = k8s.FlowcontrolApiserverV1Api(api_client)
+        core = k8s.CoreV1Api(api_client)
+        fs = await asyncio.to_thread(fc.read_flow_schema, "exempt")
+        pl = await asyncio.to_thread(fc.read_priority_level_configuration, "exempt")
+        want = {"X-Kubernetes-PF-FlowSchema-UID": fs.metadata.uid, "X-Kubernetes-PF-PriorityLevel-UID": pl.metadata.uid}
+        listed = await asyncio.to_thread(core.list_namespaced_config_map, "default", _preload_content=False)
+        watched = await asyncio.to_thread(core.list_namespaced_config_map, "default", watch=True, timeout_seconds=1,
+                                          _preload_content=False)
+        try:
+            for r in (listed, watched):
+                assert {k: r.headers.get(k) for k in want} == want
+            assert watched.headers["Content-Type"] == "application/json" and watched.headers["Audit-Id"]
+        finally:
+            watched.release_conn()
