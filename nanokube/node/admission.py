@@ -36,6 +36,23 @@ OUT_OF = "OutOf"
 _NATIVE = ("cpu", "memory", "ephemeral-storage")
 
 
+#: the reasons kubelet_admission_rejections_total names as they are (upstream's admissionRejectionReasons:
+#: others are OutOfExtendedResources or Other; TaintToleration is not among them, the Filter's reason is)
+METRIC_REASONS = frozenset({
+    "AppArmor", "PodOSSelectorNodeLabelDoesNotMatch", "PodOSNotSupported", "InvalidNodeInfo",
+    "InitContainerRestartPolicyForbidden", "SupplementalGroupsPolicyNotSupported", "UnexpectedAdmissionError",
+    "UnknownReason", "UnexpectedPredicateFailureType", "OutOfcpu", "OutOfmemory", "OutOfephemeral-storage",
+    "OutOfpods", TAINTS_NOT_TOLERATED, "Evicted", "SysctlForbidden", "TopologyAffinityError", "NodeShutdown"})
+
+
+def metric_reason(reason: str) -> str:
+    """The `reason` label kubelet_admission_rejections_total counts a rejection under (recordAdmissionRejection:
+    a short list as they are, so the label stays of few values)."""
+    if reason in METRIC_REASONS:
+        return reason
+    return "OutOfExtendedResources" if reason.startswith(OUT_OF) else "Other"
+
+
 @dataclass(frozen=True, slots=True)
 class Rejection:
     """Why a pod is not admitted: the pod's status.reason (and the event's) and the message."""

@@ -314,6 +314,8 @@ class NodeAgent:
         self.lifecycle_http_fallbacks = 0
         #: kubelet_sleep_action_terminated_early_total: sleep hooks cut off before their end (hooks.py)
         self.lifecycle_sleeps_cut = 0
+        #: kubelet_admission_rejections_total: pods rejected at admission, by the metric's reason
+        self.admission_rejections: dict[str, int] = {}
         #: prober_probe_total: (probe_type, result, container, pod, namespace, pod_uid) -> probes run
         self.probe_results: dict[tuple[str, str, str, str, str, str], int] = {}
         #: the images on this node (their fully qualified references): the pool's preloaded ones and
@@ -753,6 +755,8 @@ class NodeAgent:
         md = pod["metadata"]
         log.info("node %s: pod %s/%s rejected: %s: %s", self.name, md.get("namespace"), md["name"], why.reason,
                  why.message)
+        label = admission.metric_reason(why.reason)
+        self.admission_rejections[label] = self.admission_rejections.get(label, 0) + 1
         await self.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": md}, "Warning", why.reason,
                                  why.message)
         try:

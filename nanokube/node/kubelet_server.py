@@ -375,8 +375,9 @@ class KubeletServer:
                       "pods": pods})
 
     async def _metrics(self) -> web.Response:
-        """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), its
-        device plugins' registrations and Allocate durations (devicemanager), its lifecycle hooks'
+        """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), the pods
+        it rejected at admission, its device plugins' registrations and Allocate durations
+        (devicemanager), its lifecycle hooks'
         HTTP fallbacks and sleeps cut short, its node's name, its pod resources endpoint's calls,
         the pods and containers it runs, the volume stats collector's series of each claim in use (once,
         however many pods here use it) and its plugin manager's plugins; families by name, as
@@ -388,7 +389,11 @@ class KubeletServer:
             for v in volumes:
                 claims.setdefault((v["pvcRef"]["namespace"], v["pvcRef"]["name"]), v)
         containers = sum(len(usage) for _, usage, _ in running)
-        lines = [*self.agent.devices.metrics(),
+        rejected = self.agent.admission_rejections
+        lines = [*(["# HELP kubelet_admission_rejections_total [ALPHA] Cumulative number pod admission rejections "
+                    "by the Kubelet.", "# TYPE kubelet_admission_rejections_total counter"] if rejected else []),
+                 *(f'kubelet_admission_rejections_total{{reason="{r}"}} {n}' for r, n in sorted(rejected.items())),
+                 *self.agent.devices.metrics(),
                  "# HELP kubelet_lifecycle_handler_http_fallbacks_total [ALPHA] The number of times lifecycle "
                  "handlers successfully fell back to http from https.",
                  "# TYPE kubelet_lifecycle_handler_http_fallbacks_total counter",

@@ -3,6 +3,7 @@ node agent applies them to pods bound with spec.nodeName (agent.py): a pod that 
 Failed with upstream's reason, message and a Warning event; the pods admitted before it run on."""
 
 import contextlib
+from types import SimpleNamespace
 
 from nanokube.apiserver.loopback import connector
 from nanokube.node import admission
@@ -119,6 +120,12 @@ def test_only_untolerated_no_execute_taints_reject_and_not_a_static_pod():
     assert general_filter(static, tainted, allocatable(), []) == []
 
 
+def test_rejections_are_counted_under_few_reasons():
+    assert [admission.metric_reason(r) for r in ("OutOfcpu", "OutOfpods", "OutOfnvidia.com/gpu", "NodeAffinity",
+                                                 "TaintToleration", "PodOSNotSupported")] == [
+        "OutOfcpu", "OutOfpods", "OutOfExtendedResources", "Other", "Other", "PodOSNotSupported"]
+
+
 def test_the_os_checks():
     windows_label = {**spec_pod(asks()), "metadata": {"name": "p", "labels": {"kubernetes.io/os": "windows"}}}
     assert os_rejection(windows_label, NODE) == Rejection(
@@ -164,6 +171,14 @@ async def agents(s, clock):
         await mgr.stop()
 
 
+async def rejections(mgr) -> dict[str, float]:
+    """kubelet_admission_rejections_total on the node's /metrics, by reason."""
+    text = (await mgr.kubelet_for("small-0").serve(SimpleNamespace(method="GET", query={}, headers={}),
+                                                   "/metrics")).text
+    return {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith("kubelet_admission_rejections_total{")}
+
+
 def bound(name: str, cpu: str = "", **spec) -> dict:
     res = {"resources": {"requests": {"cpu": cpu}}} if cpu else {}
     return {"metadata": {"name": name, "namespace": "default"},
@@ -180,8 +195,9 @@ def rejected_events(events, name: str):
 
 
 async def test_a_pod_bound_by_name_that_overfills_the_node_is_rejected_and_the_others_run_on():
-    async with api() as (s, clock), agents(s, clock):
+    async with api() as (s, clock), agents(s, clock) as mgr:
         pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
+        assert await rejections(mgr) == {}
         await pods.create(bound("first", "3"))
         await eventually(phase_is(pods, "first", "Running"))
         await pods.create(bound("second", "2"))
@@ -190,6 +206,7 @@ async def test_a_pod_bound_by_name_that_overfills_the_node_is_rejected_and_the_o
         assert (p["status"]["reason"], p["status"]["message"]) == ("OutOfcpu", "Pod was rejected: " + message)
         assert "containerStatuses" not in p["status"] and "startTime" not in p["status"]
         await becomes(rejected_events(events, "second"), [("Warning", "OutOfcpu", message)])
+        assert await rejections(mgr) == {"OutOfcpu": 1}
         # a rejected pod holds nothing: one that fits beside the first is admitted
         await pods.create(bound("third", "1"))
         await eventually(phase_is(pods, "third", "Running"))
@@ -229,6 +246,7 @@ async def test_node_affinity_taints_and_host_ports_are_checked_on_the_nodes_own_
         assert (p["status"]["reason"], p["status"]["message"]) == (
             "TaintToleration", "Pod was rejected: Predicate TaintToleration failed: node(s) had taints that the "
                                "pod didn't tolerate")
+        assert await rejections(mgr) == {"Other": 3}  # NodeAffinity, NodePorts, TaintToleration
 
 
 async def _tainted(mgr) -> bool:

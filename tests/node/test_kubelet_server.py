@@ -37,7 +37,8 @@ def agent(clock):
                            claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
                            devices=DeviceManager(),
                            workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)},
-                           lifecycle_http_fallbacks=0, lifecycle_sleeps_cut=0)
+                           lifecycle_http_fallbacks=0, lifecycle_sleeps_cut=0,
+                           admission_rejections={})
 
 
 GET = SimpleNamespace(method="GET", query={}, headers={})
