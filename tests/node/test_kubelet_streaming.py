@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 import secrets
 import shutil
+import socket
 import sys
 
 import aiohttp
@@ -223,6 +225,20 @@ async def test_port_forward_through_the_kubelet_speaks_its_websocket_channels(cl
             f'failed to execute portforward in network namespace "{netns}": failed to connect to localhost:9 '
             f'inside namespace "{sandbox_id(uid)}", IPv4: dial tcp4 127.0.0.1:9: connect: connection refused '
             f"IPv6 dial tcp6: address localhost: no suitable address found ".encode()), frames
+    else:  # the same words from a real dial of localhost in the pod's namespace, IPv4 then IPv6
+        assert re.fullmatch(
+            rf'.*failed to execute portforward in network namespace "/var/run/netns/[^"]+": failed to connect to '
+            rf'localhost:9 inside namespace "{sandbox_id(uid)}", IPv4: dial tcp4 127\.0\.0\.1:9: connect: connection '
+            rf"refused IPv6 {re.escape(_localhost6_refusal(9))} ", frames[2].decode()), frames
+
+
+def _localhost6_refusal(port: int) -> str:
+    """Go's error for a refused tcp6 dial of localhost: its IPv6 address as this host resolves it, if any."""
+    try:
+        addr = socket.getaddrinfo("localhost", port, socket.AF_INET6, socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        return "dial tcp6: address localhost: no suitable address found"
+    return f"dial tcp6 [{addr}]:{port}: connect: connection refused"
 
 
 async def test_port_forward_through_the_kubelet_reaches_the_pods_server(cluster):

@@ -16,10 +16,12 @@ import contextlib
 import fcntl
 import os
 import signal
+import socket
 import struct
 import termios
 from collections.abc import Awaitable, Callable
 
+from ...machinery.hostport import join_host_port
 from ...machinery.streaming import StreamFailed, StreamSession
 from ..containerlog import ContainerLog
 from .netns import open_in_netns
@@ -263,15 +265,42 @@ async def _copy(reader: asyncio.StreamReader, write: Callable[[bytes], Awaitable
         await write(chunk)
 
 
-async def connect(netns: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connection to localhost:`port` inside `netns`."""
-    sock = await asyncio.to_thread(open_in_netns, netns)
+async def connect(netns: str, port: int, sandbox: str, shown: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to localhost:`port` inside `netns`, dialled as containerd's port-forward dials it:
+    IPv4 first, then IPv6 (a server may listen on one family only; localhost's IPv6 address as the
+    host's resolver gives it). Refused by both: containerd's error, naming the network namespace as
+    `shown` (its path, or "host") and the pod as its `sandbox` ID."""
+    try:
+        return await _dial(await asyncio.to_thread(open_in_netns, netns), "127.0.0.1", port)
+    except ConnectError as e:
+        v4 = f"dial tcp4 127.0.0.1:{port}: connect: {e}"
+    try:
+        v6_addr = (await asyncio.to_thread(socket.getaddrinfo, "localhost", port, socket.AF_INET6,
+                                           socket.SOCK_STREAM))[0][4][0]
+    except (OSError, IndexError):
+        v6 = "dial tcp6: address localhost: no suitable address found"
+    else:
+        try:
+            return await _dial(await asyncio.to_thread(open_in_netns, netns, socket.AF_INET6), v6_addr, port)
+        except ConnectError as e:
+            v6 = f"dial tcp6 {join_host_port(v6_addr, port)}: connect: {e}"
+    raise StreamFailed(f'failed to execute portforward in network namespace "{shown}": failed to connect to '
+                       f'localhost:{port} inside namespace "{sandbox}", IPv4: {v4} IPv6 {v6} ')
+
+
+class ConnectError(Exception):
+    """A connect(2) that failed, in Go's syscall.Errno words: the C library's text, first letter lower case."""
+
+
+async def _dial(sock: socket.socket, address: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     sock.setblocking(False)
     try:
-        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        await asyncio.get_running_loop().sock_connect(sock, (address, port))
     except OSError as e:
         sock.close()
-        raise StreamFailed(f'failed to execute portforward in network namespace "/var/run/netns/{netns}": failed '
-                           f'to connect to localhost:{port} inside namespace "{netns}", IPv4: dial tcp4 '
-                           f"127.0.0.1:{port}: connect: {(os.strerror(e.errno) if e.errno else str(e)).lower()}") from None
+        why = os.strerror(e.errno) if e.errno else (e.strerror or str(e) or type(e).__name__)
+        raise ConnectError(f"{why[:1].lower()}{why[1:]}") from None
+    except BaseException:
+        sock.close()
+        raise
     return await asyncio.open_connection(sock=sock)

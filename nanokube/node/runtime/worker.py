@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ...machinery import errors, restartrules
-from ...machinery.streaming import StreamFailed, executable_not_found
+from ...machinery.streaming import StreamFailed, executable_not_found, sandbox_id
 from ...clock import parse_time
 from .. import inplace
 from ..streaming import no_log
@@ -707,7 +707,8 @@ class ProcessPodWorker(PodWorker):
     async def port_forward(self, port: int):
         if not self.netns:
             raise StreamFailed(f'pod "{self.name}" has no network namespace yet')
-        return await stdio.connect(self.netns, port)
+        shown = "host" if (self.pod.get("spec") or {}).get("hostNetwork") else f"/var/run/netns/{self.netns}"
+        return await stdio.connect(self.netns, port, sandbox_id(self.uid), shown)
 
     async def logs(self, container: str, options):
         c = self._named(container)
