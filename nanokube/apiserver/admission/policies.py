@@ -15,18 +15,20 @@ failurePolicy.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from ...cel.environment import METER_FROM
 from ...machinery import errors
 from ...machinery.selectors import matches_labels, selector_from_object
 from ..patch import PatchError, json_copy, jsonpatch
 from .attributes import Attributes
 from .cel import (
-    MATCH_CONDITIONS_COST_BUDGET, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, Budget, CELError, OutOfBudget, evaluate,
-    variables_read,
+    MATCH_CONDITIONS_COST_BUDGET, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, Budget, CELError, OutOfBudget, compile_expression,
+    evaluate, variables_read,
 )
 from .matching import Target, match_rules, namespace_labels, namespace_matches, object_matches
 from .source import ConfigSource
@@ -233,6 +235,26 @@ def compute_variables(spec: dict, act: dict) -> VariableCosts:
     return costs
 
 
+def _costly(spec: dict) -> bool:
+    """Whether a validating policy's expressions may cost enough to be metered (a worst case past
+    METER_FROM: up to the per-call limit each, about a CPU second here); one reading the authorizer
+    is not (its checks read the server's state, which only the loop may)."""
+    expressions = [v.get("expression", "") for v in spec.get("variables") or []]
+    expressions += [c.get("expression", "") for c in spec.get("matchConditions") or []]
+    for v in spec.get("validations") or []:
+        expressions += [v.get("expression", ""), v.get("messageExpression", "")]
+    expressions += [a.get("valueExpression", "") for a in spec.get("auditAnnotations") or []]
+    costly = False
+    for e in expressions:
+        if "authorizer" in e:
+            return False
+        try:
+            costly = costly or (bool(e) and compile_expression(e).max_cost >= METER_FROM)
+        except CELError:
+            continue
+    return costly
+
+
 def _variables_wanted(spec: dict) -> set[str]:
     """The variables a policy's matchConditions, validations, messages, audit annotations and mutations
     read, with those these read in turn (a variable reads only the ones declared before it)."""
@@ -281,17 +303,10 @@ class ValidatingPolicies(PolicyEngine):
             for params in all_params:
                 t = inv.target
                 act = self.activation(a, t, a.versioned(t, a.obj), params)
-                variables = compute_variables(inv.spec, act)
-                decisions: list[tuple[int, str, str]] = []  # (expression index, message, reason)
-                try:
-                    if not self.conditions_match(inv, act, variables):
-                        continue
-                except ConfigError as e:
-                    if inv.fail:
-                        decisions.append((0, str(e), "Invalid"))
+                if _costly(inv.spec):  # (seconds of metered CEL: in a worker, the loop serving others meanwhile)
+                    decisions = await asyncio.to_thread(self._decide, inv, act, annotations)
                 else:
-                    decisions = self._validations(inv, act, variables)
-                    decisions = self._audit_annotations(inv, act, variables, annotations, decisions)
+                    decisions = self._decide(inv, act, annotations)
                 for i, msg, reason in decisions:
                     if "Deny" in actions:
                         denied.append((inv, msg, reason))
@@ -308,6 +323,18 @@ class ValidatingPolicies(PolicyEngine):
             inv, msg, reason = denied[0]
             policy, binding = inv.names
             raise self.forbidden(a, f"{self.kind} '{policy}' with binding '{binding}' denied request: {msg}", reason)
+
+    def _decide(self, inv: Invocation, act: dict, annotations: dict[str, list[str]]) -> list[tuple[int, str, str]]:
+        """One invocation's decisions (expression index, message, reason): none where its matchConditions
+        skip it; its audit annotations go into `annotations`."""
+        variables = compute_variables(inv.spec, act)
+        try:
+            if not self.conditions_match(inv, act, variables):
+                return []
+        except ConfigError as e:
+            return [(0, str(e), "Invalid")] if inv.fail else []
+        decisions = self._validations(inv, act, variables)
+        return self._audit_annotations(inv, act, variables, annotations, decisions)
 
     @staticmethod
     def _validations(inv: Invocation, act: dict, variables: VariableCosts) -> list[tuple[int, str, str]]:

@@ -504,3 +504,37 @@ def test_only_the_variables_a_policy_reads_are_evaluated():
     evaluated = list(act["variables"])
     assert 0 < len(evaluated) < 40 and sum(costs[n][0] for n in evaluated) > RUNTIME_CEL_COST_BUDGET
     assert all(costs[f"v{i}"][0] > RUNTIME_CEL_COST_BUDGET for i in range(len(evaluated), 40))
+
+
+async def test_a_policy_that_may_cost_seconds_is_evaluated_off_the_event_loop(stack, monkeypatch):
+    """CEL runs here at about two million cost units a CPU second, so a policy within its budget (ten
+    million) held the event loop for seconds and every other client waited (found by fuzzing policies:
+    6.5 CPU s for 40 variables read by one validation). A policy whose expressions may be metered (a
+    worst case past METER_FROM) is evaluated in a worker thread; a cheap one, or one reading the
+    authorizer (which reads the server's state), on the loop; their decisions are the same."""
+    import threading
+
+    from nanokube.apiserver.admission import policies
+
+    ran: dict[str, str] = {}
+    decide = policies.ValidatingPolicies._decide
+
+    def recorded(self, inv, act, annotations):
+        ran[inv.names[0]] = threading.current_thread().name
+        return decide(self, inv, act, annotations)
+    monkeypatch.setattr(policies.ValidatingPolicies, "_decide", recorded)
+    rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]}
+    for name, expression in [("costly", "object.data.all(k, object.data.all(j, k + j != 'ab'))"),
+                             ("cheap", "object.metadata.name != 'refused'"),
+                             ("asks", "object.data.all(k, k != 'zz') || authorizer.path('/healthz').check('get').allowed()")]:
+        await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": name}, "spec": {
+            "matchConstraints": rules, "validations": [{"expression": expression}]}})
+        await api(stack, "validatingadmissionpolicybindings").create(
+            {"metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}})
+    configmaps = api(stack, "configmaps", "")
+    await configmaps.create({"metadata": {"name": "a", "namespace": "default"}, "data": {"k": "v"}})
+    loop = threading.current_thread().name
+    assert ran["costly"] != loop and ran["cheap"] == loop and ran["asks"] == loop
+    with pytest.raises(APIError) as e:
+        await configmaps.create({"metadata": {"name": "b", "namespace": "default"}, "data": {"a": "", "b": ""}})
+    assert "ValidatingAdmissionPolicy 'costly' with binding 'costly' denied request" in e.value.message
