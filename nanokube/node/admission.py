@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..machinery.podresize import resources_spec
 from ..machinery.podresources import INTEGERS, amounts, pod_requests
 from ..machinery.scheduling import NodeMatcher, host_ports, ports_conflict, untolerated
 from ..quota.resources import IMPLICIT_DEVICE_CLASS_PREFIX, is_extended
@@ -89,11 +90,13 @@ def os_rejection(pod: dict, node: dict) -> Rejection | None:
 
 
 def requests(pod: dict, allocatable: dict[str, int] | None = None) -> dict[str, int]:
-    """What the pod asks of the node (PodRequests). With `allocatable`, the containers' extended
-    resources the node does not have are left out, and those a DRA claim backs
-    (status.extendedResourceClaimStatus), as removeMissingExtendedResources does: the node cannot
-    tell a cluster-level or DRA-backed resource from a missing one."""
-    spec = pod.get("spec") or {}
+    """What the pod asks of the node (PodRequests): a pod the node ran before (a restarted node
+    admits it again) counts what its status says it was allocated, as the scheduler counts it
+    (`resources_spec`: a resize the node found infeasible is not asked for). With `allocatable`,
+    the containers' extended resources the node does not have are left out, and those a DRA claim
+    backs (status.extendedResourceClaimStatus), as removeMissingExtendedResources does: the node
+    cannot tell a cluster-level or DRA-backed resource from a missing one."""
+    spec = resources_spec(pod)
     if allocatable is None:
         return pod_requests(spec, INTEGERS)
     backed = {(m.get("containerName"), m.get("resourceName")) for m in

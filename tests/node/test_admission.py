@@ -82,6 +82,17 @@ def test_requests_count_init_containers_sidecars_and_overhead_as_the_scheduler_d
     assert r.message == "Node didn't have enough resource: cpu, requested: 3750, used: 1000, capacity: 4000"
 
 
+def test_a_pod_admitted_again_counts_its_allocation_not_an_infeasible_resize():
+    """After a restart the node admits its running pods again: one whose resize to more than the node
+    has is pending Infeasible still holds what it was allocated."""
+    pod = {**spec_pod(asks(cpu="16")), "status": {
+        "phase": "Running", "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}],
+        "containerStatuses": [{"name": "app", "allocatedResources": {"cpu": "150m"},
+                               "resources": {"requests": {"cpu": "150m"}}}]}}
+    assert requests(pod) == {"cpu": 150}
+    assert general_filter(pod, NODE, allocatable(), [held(cpu=3000)]) == []
+
+
 def test_device_plugin_resources_are_at_least_what_admitted_pods_hold():
     assert node_allocatable(NODE, {"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": 3})["nvidia.com/gpu"] == 3
     assert node_allocatable(NODE, {"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": 3})["nvidia.com/gpu"] == 4
