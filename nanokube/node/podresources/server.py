@@ -23,32 +23,26 @@ v1.PodResourcesLister on `<node dir>/pod-resources/kubelet.sock`, as a kubelet s
 
 Every call first passes the rate limit (ratelimit.py); those served are counted in the
 kubelet's metrics (`metrics`, on the node's /metrics). The servers of all nodes share the
-process's event loop (grpc.aio: one listening socket each, no thread; about 16 KiB and 0.3 ms of
-start-up a node), and read the node's state on it. Thousands of nodes hold as many sockets: the
-first server raises the process's soft limit on open files to its hard limit, as Go's runtime
-does for every kubelet, and the servers take at most half of it, leaving the rest to the API
-server, its clients and stores; the nodes past that (or one that cannot listen) run without the
-API, which the log says. A socket path past a unix socket's 107 bytes is bound through
-/proc/self/fd, so that a long data directory still serves (a client then needs a short path to
-it: a symlink).
+process's event loop and read the node's state on it. The socket is a KubeletSocket
+(../kubelet_socket.py): a bare listening socket whose gRPC server starts when a client first
+connects, within the open files the node servers of the process share; a path too long for a
+unix socket is bound through /proc/self/fd.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import os
-import resource
 from collections import Counter
 
 import grpc
 
 from ...clock import REAL, Clock
 from ...dra.resourceclaim import EXTENDED_CLAIM_REF, pod_claims
-from ..dra.grpc_api import handler, target
+from ..dra.grpc_api import handler
 from ..devicemanager.manager import NO_TOPOLOGY, DeviceManager
 from ..dra.prepare import ClaimPreparer
+from ..kubelet_socket import KubeletSocket
 from .proto import podresources_pb2 as pb
 from .ratelimit import DEFAULT_BURST, DEFAULT_QPS, LIMIT_EXCEEDED, Limiter
 
@@ -63,8 +57,6 @@ METHODS = {
     "GetAllocatableResources": (pb.AllocatableResourcesRequest, pb.AllocatableResourcesResponse),
     "Get": (pb.GetPodResourcesRequest, pb.GetPodResourcesResponse),
 }
-#: the longest path a unix socket binds to (sun_path less its terminating NUL)
-MAX_SOCKET_PATH = 107
 _TERMINAL = ("Succeeded", "Failed")
 #: the kubelet's counters of the endpoint (pkg/kubelet/metrics), kubelet_pod_resources_endpoint_<key>: their help
 _METRICS = {
@@ -82,24 +74,9 @@ _METRICS = {
 }
 
 
-@functools.cache
-def _file_budget() -> int:
-    """How many files the servers of a process hold at most: half its limit, the soft
-    RLIMIT_NOFILE first raised to the hard one (once per process)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2
-
-
 class PodResourcesServer:
     """Serves the pods `pods()` gives (the node's pod workers' copies) with the devices `claims`
     prepared for them and `devices` allocated them, on `root_dir`'s pod-resources socket."""
-
-    #: the files this process's listening servers hold, and whether a server was refused for them (logged once)
-    files = 0
-    _over_budget = False
 
     def __init__(self, root_dir: str, pods, claims: ClaimPreparer, clock: Clock = REAL, node: str = "",
                  qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST, devices: DeviceManager | None = None):
@@ -111,56 +88,17 @@ class PodResourcesServer:
         self.limiter = Limiter(clock, qps, burst)
         #: the calls served by _METRICS key (a vector's series shows once counted)
         self.counts: Counter[str] = Counter()
-        self._server: grpc.aio.Server | None = None
-        self._dir_fd: int | None = None
+        self.socket = KubeletSocket(self.path, self._handlers, "pod resources API", node)
 
     async def start(self) -> None:
-        if PodResourcesServer.files >= _file_budget():
-            if not PodResourcesServer._over_budget:
-                PodResourcesServer._over_budget = True
-                log.warning("node %s and those starting after it: no pod resources API (the servers hold half the "
-                            "process's limit on open files)", self.node)
-            return
-        directory = os.path.dirname(self.path)
-        os.makedirs(directory, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)  # a previous run's
-        bind = self.path
-        if len(os.fsencode(bind)) > MAX_SOCKET_PATH:
-            self._dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-            bind = f"/proc/self/fd/{self._dir_fd}/{SOCKET_NAME}"
-        impl = {"List": self._list, "GetAllocatableResources": self._allocatable, "Get": self._get}
-        server = grpc.aio.server(handlers=[handler(SERVICE, METHODS, {
-            name: self._limited(fn) for name, fn in impl.items()})])
-        try:
-            server.add_insecure_port(target(bind))
-        except RuntimeError as e:  # grpc's words for any failed bind (out of file descriptors, say)
-            log.warning("node %s: no pod resources API on %s: %s", self.node, self.path, e)
-            await server.stop(None)
-            self._close_dir()
-            return
-        await server.start()
-        self._server = server
-        PodResourcesServer.files += self._files()
+        await self.socket.start()
 
     async def stop(self) -> None:
-        if self._server is None:
-            return
-        await self._server.stop(None)
-        self._server = None
-        PodResourcesServer.files -= self._files()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-        self._close_dir()
+        await self.socket.stop()
 
-    def _files(self) -> int:
-        """The files a listening server holds: its socket, and the directory bound through."""
-        return 1 + (self._dir_fd is not None)
-
-    def _close_dir(self) -> None:
-        if self._dir_fd is not None:
-            os.close(self._dir_fd)
-            self._dir_fd = None
+    def _handlers(self) -> list[grpc.GenericRpcHandler]:
+        impl = {"List": self._list, "GetAllocatableResources": self._allocatable, "Get": self._get}
+        return [handler(SERVICE, METHODS, {name: self._limited(fn) for name, fn in impl.items()})]
 
     def metrics(self) -> list[str]:
         """The counters in the text format, by name; named as client_golang exposes a counter (no

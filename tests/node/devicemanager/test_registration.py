@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
-from nanokube.node.devicemanager import registration
 from nanokube.node.devicemanager.manager import DeviceManager
+from nanokube.node import kubelet_socket
 from nanokube.node.devicemanager.registration import RegistrationServer
-from nanokube.node.podresources.server import PodResourcesServer
+from nanokube.node.kubelet_socket import KubeletSocket
 from tests.controllers import becomes, eventually
 from tests.node.devicemanager.plugin_server import DevicePlugin
 from tests.node.devicemanager.test_node import NODE, node, stack
@@ -280,22 +280,22 @@ async def test_the_registration_sockets_share_the_node_servers_open_files_budget
     """Thousands of nodes in one process: a registration socket counts against the budget the pod
     resources servers keep (half the open files limit), and past it none is made. The gRPC
     server behind the socket starts with the first plugin that connects, and counts too."""
-    held = PodResourcesServer.files
+    held = KubeletSocket.files
     server = RegistrationServer(node_dir, DeviceManager(), "n1")
     await server.start()
-    assert os.path.exists(server.path) and PodResourcesServer.files == held + 1
+    assert os.path.exists(server.path) and KubeletSocket.files == held + 1
     plugin = await DevicePlugin(server.dir, FPGA, {"fpga-a": None}).start()
     try:
         await plugin.register()
-        assert FPGA in server.devices.plugins and PodResourcesServer.files == held + 2
+        assert FPGA in server.devices.plugins and KubeletSocket.files == held + 2
         await plugin.register()  # the same server answers again
-        assert PodResourcesServer.files == held + 2
+        assert KubeletSocket.files == held + 2
     finally:
         await plugin.stop()
         await server.stop()
-    assert not os.path.exists(server.path) and PodResourcesServer.files == held
+    assert not os.path.exists(server.path) and KubeletSocket.files == held
 
-    monkeypatch.setattr(registration, "_file_budget", lambda: held)
+    monkeypatch.setattr(kubelet_socket, "file_budget", lambda: held)
     await server.start()
-    assert not os.path.exists(server.path) and PodResourcesServer.files == held
+    assert not os.path.exists(server.path) and KubeletSocket.files == held
     await server.stop()

@@ -5,6 +5,7 @@ the server's module."""
 
 import os
 import shutil
+import socket
 import tempfile
 import uuid
 from types import SimpleNamespace
@@ -13,9 +14,12 @@ import grpc
 import pytest
 
 from nanokube.apiserver.loopback import connector
+from nanokube.node import kubelet_socket
 from nanokube.node.cluster import default_cluster, parse_cluster
+from nanokube.node.kubelet_socket import KubeletSocket
 from nanokube.node.manager import NodeManager
 from nanokube.node.podresources.proto import podresources_pb2 as pb
+from nanokube.node.podresources.server import PodResourcesServer
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
 from tests.node.dra.plugin_driver import PluginDriver
@@ -369,4 +373,37 @@ async def test_a_data_directory_too_long_for_a_socket_path_still_serves():
             await s.close()
         assert not os.path.exists(path)  # the node removes its socket when it stops
     finally:
+        shutil.rmtree(tmp)
+
+
+async def test_the_grpc_server_starts_with_the_first_client_and_counts_against_the_open_files_budget(monkeypatch):
+    """Thousands of nodes in one process: until a client connects a node holds only its listening
+    socket (a previous run's replaced); the gRPC server behind it starts with the first call, and
+    both count against the budget the node servers share (half the open files limit), past which
+    no socket is made."""
+    tmp = tempfile.mkdtemp(prefix="prs-")
+    held = KubeletSocket.files
+    server = PodResourcesServer(tmp, lambda: [], None, node="n1")
+    try:
+        os.makedirs(os.path.dirname(server.path))
+        with socket.socket(socket.AF_UNIX) as stale:
+            stale.bind(server.path)
+        await server.start()
+        assert KubeletSocket.files == held + 1
+        client = Client(server.path)
+        try:
+            assert await client.list() == {}
+            assert KubeletSocket.files == held + 2
+            assert await client.allocatable() == pb.AllocatableResourcesResponse()
+            assert KubeletSocket.files == held + 2 and server.counts["requests_total"] == 2
+        finally:
+            await client.channel.close()
+        await server.stop()
+        assert not os.path.exists(server.path) and KubeletSocket.files == held
+
+        monkeypatch.setattr(kubelet_socket, "file_budget", lambda: held)
+        await server.start()
+        assert not os.path.exists(server.path) and KubeletSocket.files == held
+    finally:
+        await server.stop()
         shutil.rmtree(tmp)
