@@ -379,3 +379,19 @@ async def test_an_upgrade_without_a_body_gets_no_100_continue(env):
         assert head.startswith("HTTP/1.1 101 "), head
     finally:
         writer.close()
+
+
+async def test_a_node_at_an_ipv6_address_is_dialled_in_brackets(env):
+    """The transport's dial errors name an IPv6 node address as net.JoinHostPort joins it."""
+    send, _ = env
+    code, _, out = await send("POST", "/api/v1/nodes", {"metadata": {"name": "n6"}})
+    assert code == 201, out
+    code, _, out = await send("PATCH", "/api/v1/nodes/n6/status", {"status": {
+        "addresses": [{"type": "InternalIP", "address": "fd00::7"}]}}, "application/merge-patch+json")
+    assert code == 200, out
+    code, _, out = await send("GET", "/api/v1/nodes/n6/proxy/metrics")
+    assert (code, json.loads(out)["message"]) == (
+        503, "error trying to reach service: dial tcp [fd00::7]:10250: connect: no route to host")
+    code, _, out = await send("GET", "/api/v1/nodes/n6:9100/proxy/metrics")
+    assert (code, json.loads(out)["message"]) == (
+        503, "error trying to reach service: dial tcp [fd00::7]:9100: connect: connection refused")
