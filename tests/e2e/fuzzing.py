@@ -209,6 +209,8 @@ EDGE_TIMES = ["0000-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "0001-01-01T00:00:
 _TABLE, _PARTIAL = "application/json;as=Table;v=v1;g=meta.k8s.io", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
 CONVERTED = {_TABLE: "Table", "application/json;as=Table;v=v1beta1;g=meta.k8s.io": "Table", _PARTIAL: "PartialObjectMetadata",
              _PARTIAL + "List": "PartialObjectMetadataList"}
+#: answers that are not the object written: a Status, a Scale, or the object converted for the Accept header
+CONVERTED_KINDS = frozenset({"Status", "Scale", *CONVERTED.values()})
 WRITE_ACCEPTS = [*CONVERTED, "application/json;as=Bogus;v=v1;g=meta.k8s.io", "text/html", "application/json;as=Table;v=v9;g=meta.k8s.io"]
 #: an object's path as a client may mangle it: trailing slashes and dots, escaped slashes, names that are no
 #: object's (unicode, NUL, too long); a doubled slash is added by `_other` (each a 404: no route matches it)
@@ -1029,8 +1031,8 @@ class Fuzzer:
                     f"refused {method} {path} changed {target}: {_changes(_stable(before), _stable(after))}"
             return
         name = (got.get("metadata") or {}).get("name") if isinstance(got, dict) else None
-        if dry and name and method in ("POST", "PUT", "PATCH") and got.get("kind") not in ("Status", "Scale"):
-            self._anew(base, got)  # (what a dry run answers is what it would have stored)
+        if dry and name and method in ("POST", "PUT", "PATCH") and got.get("kind") not in CONVERTED_KINDS:
+            self._anew(base, got)  # (what a dry run answers is what it would have stored, unless converted)
         if dry or not name or method == "GET":
             return
         probe = PROBES.get(base.rsplit("/", 1)[-1])
