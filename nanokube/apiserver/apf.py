@@ -12,7 +12,9 @@ nominalConcurrencyShares; beyond that a request waits in the level's queue
 (first come, first served: no shuffle sharding across flows) up to
 queues x queueLengthLimit waiting requests, or is refused with 429 when
 the level's limitResponse is Reject or the queue is full. Long-running
-requests (watches, exec/attach/port-forward, followed logs) take no seat.
+requests other than watches (exec, attach, port-forward, proxy, logs) are
+neither classified nor counted; a watch waits for a seat as any request
+does and holds it until it is initialized (its head written).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import asyncio
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from aiohttp import web
@@ -254,9 +257,7 @@ class FlowControl:
         if found is None:
             return await handler(request)
         route = self._route(*found)
-        # a watch is served from the watch cache at once: the seat and the executing count upstream keeps
-        # until it is initialized (or delegated to an extension server) are let go at its start
-        level = self._state.get(route.labels[1]) if route.limited and not watch else None
+        level = self._state.get(route.labels[1]) if route.limited else None
         queued = time.perf_counter() if level is not None else 0.0
         if level is not None and not await level.acquire():
             self.rejected.labels(*route.labels, "queue-full" if level.max_waiting else "concurrency-limit").inc()
@@ -268,32 +269,51 @@ class FlowControl:
         if queued:  # the queue wait, which the request's SLI latency leaves out
             request[APF_WAIT] = time.perf_counter() - queued
         route.dispatched.inc()
+        executing = route.executing
+        executing.inc()
+        mutating = a.verb not in _READ_ONLY
+        self.inflight.enter(mutating)
         if watch:
-            _headed(request, route.headers)
+            return await self._watch(request, handler, route, level, executing)
+        try:
             resp = await handler(request)
-        else:
-            executing = route.executing
-            executing.inc()
-            mutating = a.verb not in _READ_ONLY
-            self.inflight.enter(mutating)
-            try:
-                resp = await handler(request)
-            finally:
-                executing.dec()
-                self.inflight.leave(mutating)
-                if level is not None:
-                    level.release()
+        finally:
+            executing.dec()
+            self.inflight.leave(mutating)
+            if level is not None:
+                level.release()
         if not resp.prepared:
             resp.headers.update(route.headers)
         return resp
 
+    async def _watch(self, request: web.Request, handler, route, level, executing) -> web.StreamResponse:
+        """A watch holds its seat until it is initialized (upstream's initialization signal): here, as its
+        head goes out, the watcher registered; or as its handler ends without one."""
+        held = True
 
-def _headed(request: web.Request, headers: dict[str, str]) -> None:
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                executing.dec()
+                self.inflight.leave(False)
+                if level is not None:
+                    level.release()
+        _headed(request, route.headers, release)
+        try:
+            return await handler(request)
+        finally:
+            release()
+
+
+def _headed(request: web.Request, headers: dict[str, str], initialized: Callable[[], None]) -> None:
     """The PF headers on a watch's response as its head is written: the filter sets them before the
-    handler, which streams (it is prepared before `serve` sees it), as a proxied one does."""
+    handler, which streams (it is prepared before `serve` sees it), as a proxied one does. The head
+    goes out once the watch is registered, where upstream's initialization signal lets its seat go."""
     prepare = request._prepare_hook
 
     async def hook(response: web.StreamResponse) -> None:
         response.headers.update(headers)
+        initialized()
         await prepare(response)
     object.__setattr__(request, "_prepare_hook", hook)  # (as audit_id's: __setattr__ would warn in debug mode)

@@ -10,7 +10,7 @@ from nanokube.apiserver.apf import FlowControl, PriorityLevel
 from nanokube.apiserver.auth.authorizer import USER, attributes_for
 from nanokube.apiserver.flowcontrol import FLOW_SCHEMAS, PRIORITY_LEVELS
 from nanokube.machinery.user import User
-from tests.controllers import tries
+from tests.controllers import DEADLINE, tries
 
 
 class Inf:
@@ -163,6 +163,74 @@ def test_long_running_requests_other_than_watches_are_left_out_of_apf():
             assert r.status == 429 and r.headers["X-Kubernetes-PF-FlowSchema-UID"] == "uid-global-default"
             gate.set()
             assert (await holder).status == 200
+    asyncio.run(run())
+
+
+def test_a_watch_waits_for_a_seat_and_holds_it_until_it_is_initialized():
+    """WithPriorityAndFairness queues a watch like any request (a full level that rejects answers it 429)
+    and lets its seat go once the watch is initialized, here as its head goes out, though it goes on."""
+    levels = {**PRIORITY_LEVELS, "global-default": {"type": "Limited", "limited": {
+        "nominalConcurrencyShares": 1, "lendablePercent": 0, "limitResponse": {"type": "Reject"}}}}
+    fc = control(levels, concurrency=1)
+    gate, registered, ended = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def handler(request):
+        if "watch" not in request.query:
+            await gate.wait()
+            return web.json_response({})
+        await registered.wait()
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(b'{"type":"ADDED"}\n')
+        await ended.wait()
+        return resp
+
+    @web.middleware
+    async def as_alice(request, handler):
+        request[USER] = ALICE
+        return await handler(request)
+
+    def executing() -> float:
+        return sum(s.value for m in fc.executing.collect() for s in m.samples
+                   if s.labels["priority_level"] == "global-default")
+
+    async def until_executing(n: int) -> None:
+        for _ in tries():
+            if executing() == n:
+                return
+            await asyncio.sleep(0.01)
+        assert executing() == n
+
+    async def run():
+        app = web.Application(middlewares=[as_alice, fc.middleware])
+        app.router.add_get("/{tail:.*}", handler)
+        async with TestClient(TestServer(app)) as c:
+            try:
+                holder = asyncio.create_task(c.get("/api/v1/namespaces/default/configmaps"))
+                await until_executing(1)
+                # (a watch let through would wait for `registered`: a deadline, not a hang)
+                r = await asyncio.wait_for(c.get("/api/v1/namespaces/default/configmaps", params={"watch": "true"}),
+                                           DEADLINE)
+                assert r.status == 429 and r.headers["X-Kubernetes-PF-PriorityLevel-UID"] == "uid-global-default"
+                gate.set()
+                assert (await holder).status == 200
+                await until_executing(0)
+
+                watch = asyncio.create_task(c.get("/api/v1/namespaces/default/configmaps", params={"watch": "true"}))
+                await until_executing(1)  # not yet initialized: it holds the level's one seat
+                r = await c.get("/api/v1/namespaces/default/configmaps")
+                assert r.status == 429
+                registered.set()
+                w = await watch
+                assert w.status == 200 and await w.content.readline() == b'{"type":"ADDED"}\n'
+                assert executing() == 0  # streaming on, its seat let go
+                r = await c.get("/api/v1/namespaces/default/configmaps")
+                assert r.status == 200
+                ended.set()
+                await w.read()
+            finally:  # nothing left waiting, should an assertion fail
+                for event in (gate, registered, ended):
+                    event.set()
     asyncio.run(run())
 
 
