@@ -72,8 +72,9 @@ LOG = "sim.nanokube.io/log"
 EXEC_PREFIX = "sim.nanokube.io/exec."
 _LINE_END = re.compile(rb"\r\n?|\n")
 SMI_LIST = re.compile(r"\bnvidia-smi\s+(-L|--list-gpus)\b")
-#: how long an exec asking its terminal's size at once waits for the client's first one
-FIRST_SIZE_WAIT = 1.0
+#: how long an exec asking its terminal's size at once waits for the client's first one (kubectl
+#: sends it as the stream opens; the wait ends when it comes, so only a client sending none waits it out)
+FIRST_SIZE_WAIT = 5.0
 # Go's net/http answer to bytes that are no HTTP request, a TLS ClientHello among them
 BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
 
@@ -465,7 +466,10 @@ class SimulatedIO:
         terminal = None
         if session.tty:
             terminal = Terminal()
-            if session.resizes.empty() and any("stty" in word for word in command):
+            sized = not session.resizes.empty()
+            while not session.resizes.empty():  # what came with the request, before the command starts
+                terminal.resized(*session.resizes.get_nowait())
+            if not sized and any("stty" in word for word in command):
                 # asked at once, before kubectl's first size (sent as the stream opens) is read
                 with contextlib.suppress(TimeoutError):
                     terminal.resized(*await asyncio.wait_for(session.resizes.get(), FIRST_SIZE_WAIT))
