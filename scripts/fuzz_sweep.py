@@ -15,6 +15,10 @@ random fuzzer had not (see `git log --grep=sweep`):
   eviction, token, approval, log, exec, attach, portforward, proxy) with each method, bodies of every shape
   (empty, null, arrays, another kind, the seed naming another object, cut short, protobuf, YAML aliases)
   under each content type, and the streaming ones with odd query parameters, all dry runs;
+- `crds`: CRDs of odd schemas (extension combinations, int-or-string list-map keys, preserve-unknown-fields
+  list items, formats, CEL rules near and past their cost, defaults that break their schema, odd scale
+  paths), custom resources of odd values written to each through every verb and /status and /scale, and
+  CRDs whose conversion webhook cannot be called, read at the version it converts to;
 - `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
   dry-run create each: an answer slower than --slow seconds is reported (quadratic validation held
   the loop for minutes: warnings, field errors, policy variables).
@@ -83,6 +87,52 @@ SUB_QUERIES = {
             {"tailLines": str(2**63)}, {"stream": "Bogus"}, {"stream": "Stderr", "tailLines": "1"}, {"insecureSkipTLSVerifyBackend": "x"}],
     "proxy": [{}, {"path": "/x"}],
 }
+#: the group of the `crds` sweep's CRDs
+SWEEP_GROUP = "sweep.fuzz.example.com"
+_O = {"type": "object"}
+_LIST_MAP = {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"]}
+#: (openAPIV3Schema, subresources) of the `crds` sweep: extension combinations, formats, bounds, CEL rules
+#: (a cost past the budget is the CRD's 422), defaults that break their own schema (a 422 too)
+CRD_SCHEMAS = [(dict(_O, properties={"spec": dict(_O, properties=props), "status": dict(_O, **{
+                    "x-kubernetes-preserve-unknown-fields": True})}), sub) for props, sub in [
+    ({"l": dict(_LIST_MAP, items=dict(_O, properties={"k": {"x-kubernetes-int-or-string": True}}, required=["k"]))}, {}),
+    ({"l": dict(_LIST_MAP, items=dict(_O, required=["k"], properties={"k": {"type": "string"}},
+                                      **{"x-kubernetes-preserve-unknown-fields": True}))}, {"status": {}}),
+    ({"l": {"type": "array", "x-kubernetes-list-type": "set", "items": {"x-kubernetes-int-or-string": True}},
+      "n": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "number"}}}, {}),
+    ({"m": dict(_O, additionalProperties={"type": "string"}, **{"x-kubernetes-map-type": "atomic"}),
+      "e": dict(_O, **{"x-kubernetes-embedded-resource": True, "x-kubernetes-preserve-unknown-fields": True})}, {}),
+    ({"replicas": {"type": "integer", "format": "int32"}, "a": dict(_O, properties={"b": dict(_O, properties={
+        "c": {"type": "integer"}})})}, {"status": {}, "scale": {"specReplicasPath": ".spec.a.b.c",
+                                                                "statusReplicasPath": ".status.r", "labelSelectorPath": ".status.s"}}),
+    ({"replicas": {"type": "integer"}}, {"scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}}),
+    ({"t": {"type": "string", "format": "date-time"}, "d": {"type": "string", "format": "duration"},
+      "b": {"type": "string", "format": "byte"}, "p": {"type": "string", "pattern": "^(a+)+$", "maxLength": 64},
+      "f": {"type": "number", "multipleOf": 0.1, "maximum": 1e308, "exclusiveMaximum": True}}, {}),
+    ({"l": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 64},
+            "x-kubernetes-validations": [{"rule": "self.all(x, self.exists(y, x + y == y + x))", "messageExpression": "string(self)"},
+                                         {"rule": "self.size() == 0 || self[0].matches('^(a+)+$')"}]}}, {}),
+    ({"l": {"type": "array", "items": {"type": "string"},
+            "x-kubernetes-validations": [{"rule": "self.all(x, self.all(y, self.all(z, x == y)))"}]}}, {}),
+    ({"a": {"type": "string", "maxLength": 8, "x-kubernetes-validations": [
+        {"rule": "!oldSelf.hasValue() || self == oldSelf.value()", "optionalOldSelf": True}]},
+      "o": dict(_O, properties={"x": {"type": "string"}}, **{"x-kubernetes-validations": [{"rule": "has(self.x)", "reason": "FieldValueForbidden"}]})}, {}),
+    ({"a": {"type": "integer", "default": "x"}, "b": {"type": "integer", "default": 5, "maximum": 3}}, {}),
+    ({"a": {"type": "string", "enum": ["x", 1, None]}, "o": dict(_O, enum=[{"a": 1}]), "n": {"type": "object", "nullable": True,
+      "x-kubernetes-preserve-unknown-fields": True}}, {}),
+]]
+#: spec (and status) values of the `crds` sweep's custom resources
+CRD_VALUES = [{}, {"l": [{"k": 1}, {"k": "1"}, {"k": 1.5}]}, {"l": [{"k": None}, {"k": True}]}, {"l": [1, 1]}, {"l": [None]},
+              {"l": ["a" * 64] * 100}, {"n": [1, 1.0]}, {"m": {"a": 1}}, {"e": {"apiVersion": "v1", "kind": "X", "metadata": {
+                  "name": "Bad_", "labels": {"-": "x"}}}}, {"e": {"x": 1}}, {"replicas": 2**40}, {"replicas": "x"},
+              {"a": {"b": {"c": -1}}}, {"a": {"b": 5}}, {"t": "2026-13-45T99:99:99Z", "d": "x", "b": "!!", "p": "a" * 40 + "!",
+                                                       "f": 1e308}, {"a": "x" * 9}, {"o": {}}, {"n": None}, {"a": 2**64},
+              {"x": {"y": {"z": [[[[{}]]]]}}}, {"l": "x", "m": [], "o": 5}, {"l": [{"k": "a", "x": {"d": 1e300}}, {"k": "a"}]}]
+#: conversion webhooks of the `crds` sweep that cannot be called: refused, unknown service, unresolvable host
+CONVERSION_WEBHOOKS = [{"conversionReviewVersions": ["v1"], "clientConfig": cc} for cc in [
+    {"url": "https://127.0.0.1:1/convert"}, {"service": {"name": "fuzz-nobody", "namespace": "fuzz", "path": "/convert"}},
+    {"url": "https://" + "a" * 64 + ".example/convert"}, {"url": "https://a..example/convert"},
+    {"url": "https://127.0.0.1:1/convert", "caBundle": "Zm9v"}]]
 #: metadata fields the `schema` sweep leaves to the server
 SERVER_SET = {"managedFields", "resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "selfLink",
               "generation", "ownerReferences", "finalizers"}
@@ -98,7 +148,10 @@ class Sweep:
         self.slow, self.out, self.paths = slow, out, paths
         self.requests = self.broken = 0
 
-    def send(self, method: str, path: str, body, query: dict, ctype: str | None = "application/json", round_trip: bool = False):
+    def send(self, method: str, path: str, body, query: dict, ctype: str | None = "application/json", round_trip: bool = False,
+             converts: bool = False):
+        """`converts`: the request reads or writes through a conversion webhook that cannot be called, whose
+        500 ("conversion webhook for ... failed") is upstream's answer."""
         self.requests += 1
         url = path + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
         start = time.monotonic()
@@ -109,6 +162,9 @@ class Sweep:
             self.raw.conn = None
         took = time.monotonic() - start
         unreachable = code == 503 and "/proxy" in path  # (a proxied backend that cannot be dialled: upstream's 503)
+        unreachable |= converts and code == 500 and "conversion webhook for" in str(got)
+        # (a custom resource without its spec replicas field has no Scale: ScaleREST.Get's InternalError)
+        unreachable |= code == 500 and path.endswith("/scale") and "the spec replicas field" in str(got)
         if (code >= 500 and not unreachable) or code < 0 or took > self.slow:
             self.report("broken", method, url, body, code, got, took)
         elif round_trip and code in (200, 201) and method in ("POST", "PUT") and isinstance(got, dict) \
@@ -306,6 +362,61 @@ class Sweep:
                         query = {"dryRun": "All", **({"fieldManager": "sweep", "force": "true"} if "apply" in ctype else {})}
                         self.send(method, url, body, query, ctype)
 
+    def crds(self) -> None:
+        """CRDs of odd schemas (CRD_SCHEMAS), created (a 422 is an answer too), then custom resources of
+        odd values (CRD_VALUES) sent to each served one by create, update, merge patch and apply, through
+        its /status and /scale; and CRDs with a misconfigured conversion webhook, read at the version it
+        would convert to (its 500 is upstream's: a conversion that failed)."""
+        crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        for i, (schema, subresources) in enumerate(CRD_SCHEMAS):
+            plural, kind = f"sweeps{i}", f"Sweep{i}"
+            served = self._crd(plural, kind, [{"name": "v1", "served": True, "storage": True, "subresources": subresources,
+                                               "schema": {"openAPIV3Schema": schema}}])
+            print(f"crds: {plural}: {'served' if served else 'refused'}", flush=True)
+            if served:
+                base, item = f"/apis/{SWEEP_GROUP}/v1/namespaces/{NS}/{plural}", f"/apis/{SWEEP_GROUP}/v1/namespaces/{NS}/{plural}/o"
+                for spec in CRD_VALUES:
+                    obj = {"apiVersion": f"{SWEEP_GROUP}/v1", "kind": kind, "metadata": {"name": "o"}, "spec": spec,
+                           "status": spec}
+                    self.send("POST", base, json.dumps(obj), {})
+                    self.send("PATCH", item, json.dumps(obj), {"fieldManager": "sweep", "force": "true"},
+                              "application/apply-patch+yaml")
+                    self.send("PUT", item, json.dumps(obj), {})
+                    self.send("PATCH", item, json.dumps({"spec": spec}), {}, "application/merge-patch+json")
+                    self.send("PUT", item + "/status", json.dumps(obj), {})
+                    self.send("GET", item + "/scale", None, {}, None)
+                    self.send("PATCH", item + "/scale", json.dumps({"spec": {"replicas": 2}}), {}, "application/merge-patch+json")
+                    self.send("DELETE", item, None, {}, None)
+            self.raw.request("DELETE", f"{crds}/{plural}.{SWEEP_GROUP}", ctype=None)
+        for i, webhook in enumerate(CONVERSION_WEBHOOKS):
+            plural, kind = f"sweepconversions{i}", f"SweepConversion{i}"
+            schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+            versions = [{"name": v, "served": True, "storage": v == "v1", "schema": {"openAPIV3Schema": schema}}
+                        for v in ("v1", "v2")]
+            if self._crd(plural, kind, versions, {"strategy": "Webhook", "webhook": webhook}):
+                print(f"crds: {plural}: conversion {webhook['clientConfig']}", flush=True)
+                for v in ("v1", "v2"):
+                    obj = {"apiVersion": f"{SWEEP_GROUP}/{v}", "kind": kind, "metadata": {"name": f"o{v}"}}
+                    self.send("POST", f"/apis/{SWEEP_GROUP}/{v}/namespaces/{NS}/{plural}", json.dumps(obj), {}, converts=True)
+                    for read in ("", "/ov1", "?watch=1&timeoutSeconds=1"):
+                        self.send("GET", f"/apis/{SWEEP_GROUP}/{v}/namespaces/{NS}/{plural}{read}", None, {}, None, converts=True)
+            self.raw.request("DELETE", f"{crds}/{plural}.{SWEEP_GROUP}", ctype=None)
+
+    def _crd(self, plural: str, kind: str, versions: list, conversion: dict | None = None) -> bool:
+        """Whether the CRD was created and its first version came to be served (within 10 s)."""
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": f"{plural}.{SWEEP_GROUP}"},
+               "spec": {"group": SWEEP_GROUP, "scope": "Namespaced", "names": {"plural": plural, "kind": kind},
+                        "versions": versions, **({"conversion": conversion} if conversion else {})}}
+        if self.send("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json.dumps(crd), {}) != 201:
+            return False
+        deadline = time.monotonic() + 10
+        while self.raw.request("GET", f"/apis/{SWEEP_GROUP}/{versions[0]['name']}/namespaces/{NS}/{plural}")[0] != 200:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
 
 def _put(obj: dict, path: list, value) -> dict:
     """`obj` with `value` at `path`, the objects and lists on the way made where missing or of another type."""
@@ -351,7 +462,7 @@ def _unique(v, i: int):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sweeps", nargs="+", choices=["types", "schema", "lists", "protobuf", "subresources"])
+    ap.add_argument("sweeps", nargs="+", choices=["types", "schema", "lists", "protobuf", "subresources", "crds"])
     ap.add_argument("--kubeconfig", required=True, help="the server to sweep (admin; it writes in the namespace fuzz)")
     ap.add_argument("--seed", type=int, default=1, help="the random choices' seed (verbs, values drawn)")
     ap.add_argument("--items", type=int, default=3000, help="the `lists` sweep's items per list")
