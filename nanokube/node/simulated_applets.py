@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
 
-from .simulated_fs import NOT_FOUND, ContainerFS, Dir, FsError
+from .simulated_fs import NOT_FOUND, ContainerFS, Dir, File, FsError
 
 
 class Unknown(Exception):
@@ -47,9 +47,13 @@ class Terminal:
 
 
 class Process(Protocol):
-    """The running command, as an applet sees it: `terminal` is None without one."""
+    """The running command, as an applet sees it: `terminal` is None without one, and
+    `out_terminal` the terminal its stdout is, None where that is a pipe, a file or none."""
 
     terminal: Terminal | None
+
+    @property
+    def out_terminal(self) -> Terminal | None: ...
 
     def out(self, data: str | bytes) -> None: ...
 
@@ -101,8 +105,18 @@ def _cat(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 
 
 def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox ls: one name a line, or, with stdout a terminal, in columns as wide as the terminal
+    (`-1`: one a line still) and coloured by type, as its LS_COLOR_IS_DEFAULT build does."""
     flags, paths = _flags(args, "1aAl")
     status, listed = 0, []
+    terminal = run.out_terminal
+
+    def group(entries: list[tuple[str, File | Dir]]) -> list[str]:
+        if "l" in flags:
+            return [_ls_line(n, node, True, terminal is not None) for n, node in entries]
+        if terminal is None:
+            return [n for n, _ in entries]
+        return [_coloured(n, node) for n, node in entries] if "1" in flags else _columns(entries, terminal)
     files, dirs = [], []
     for path in paths or ["."]:
         node = fs.lookup(path)
@@ -113,8 +127,7 @@ def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
             dirs.append((path, node))
         else:
             files.append((path, node))
-    for path, node in files:
-        listed.append(_ls_line(path, node, "l" in flags))
+    listed.extend(group(files))
     if files and dirs:
         listed.append("")
     for i, (path, node) in enumerate(dirs):
@@ -127,14 +140,52 @@ def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
             names = [n for n in names if not n.startswith(".")]
         if "l" in flags:
             listed.append(f"total {sum(1 for _ in names)}")
-        listed.extend(_ls_line(n, node.entries.get(n, node), "l" in flags) for n in names)
+        listed.extend(group([(n, node.entries.get(n, node)) for n in names]))
     run.out("".join(line + "\n" for line in listed))
     return status
 
 
-def _ls_line(name: str, node, long: bool) -> str:
+def _coloured(name: str, node: File | Dir) -> str:
+    """The name in busybox ls's colour for its type: a directory bold blue, an executable bold
+    green, any other file plain (its `0;0`), each reset after."""
+    if isinstance(node, Dir):
+        code = "1;34"
+    else:
+        code = "1;32" if node.mode & 0o111 else "0;0"
+    return f"\x1b[{code}m{name}\x1b[m"
+
+
+def _columns(entries: list[tuple[str, File | Dir]], terminal: Terminal) -> list[str]:
+    """busybox ls's columns: each as wide as the longest name and two more, as many as fit one
+    less than the terminal's width (80 where it has none), filled down first."""
+    if not entries:
+        return []
+    width = (terminal.columns if 1 < terminal.columns < 30000 else 80) - 1
+    column_width = max(len(n) for n, _ in entries) + 2
+    ncols = max(width // column_width, 1)
+    nrows = -(-len(entries) // ncols)
+    lines = []
+    for row in range(nrows):
+        line, column, nexttab = "", 0, 0
+        for nc in range(ncols):
+            i = nc * nrows + row
+            if i >= len(entries):
+                continue
+            if column > 0:
+                line += " " * (nexttab - column)
+                column = nexttab
+            nexttab = column + column_width
+            line += _coloured(*entries[i])
+            column += len(entries[i][0])
+        lines.append(line)
+    return lines
+
+
+def _ls_line(name: str, node, long: bool, colour: bool = False) -> str:
     if not long:
         return name
+    if colour:
+        name = _coloured(name, node)
     kind = "d" if isinstance(node, Dir) else "-"
     bits = "".join(c if node.mode & (1 << (8 - i)) else "-" for i, c in enumerate("rwxrwxrwx"))
     if node.mode & 0o1000:

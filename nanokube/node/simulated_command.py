@@ -418,6 +418,8 @@ class _Run:
                  args: list[str] | None = None, seed: str = "", terminal: Terminal | None = None):
         self.started = started
         self.terminal = terminal
+        #: how many captures of stdout the command running is inside (a pipe, `$(...)`, a redirection)
+        self.captured = 0
         self.now = 0.0
         self.output: list[tuple[float, str | bytes]] = []
         self.status = status
@@ -475,6 +477,11 @@ class _Run:
         changes = tuple((t - self.started, *change) for t, *change in journal)
         return Program(tuple(self.output), self.now, self.status, tuple(self.errors), changes, self.repeat,
                        self.wait)
+
+    @property
+    def out_terminal(self) -> Terminal | None:
+        """The terminal stdout is, if it is one (not captured: a pipe, `$(...)`, a file)."""
+        return None if self.captured else self.terminal
 
     def err(self, text: str) -> None:
         """Write to stderr."""
@@ -688,12 +695,15 @@ class _Run:
                 if i:
                     self.stdin = piped
                 mark = len(self.output)
+                self.captured += not last
                 try:
                     self.node(node)
                 except _Exit:
                     pass
                 except _Forever:
                     raise _Unknown from None  # an endless command in a pipe is not simulated
+                finally:
+                    self.captured -= not last
                 if i == 0:
                     rest = self.stdin
                 failed = self.status or failed
@@ -814,6 +824,7 @@ class _Run:
         (what it sets stays there); its status is the shell's."""
         saved = dict(self.vars), set(self.exported), self.fs.cwd if isinstance(self.fs, ContainerFS) else None
         mark = len(self.output)
+        self.captured += 1
         try:
             self.script(parse(script))
         except _Exit:
@@ -821,6 +832,7 @@ class _Run:
         except _Forever:
             raise _Unknown from None
         finally:
+            self.captured -= 1
             self.vars, self.exported = saved[0], saved[1]
             if saved[2] is not None:
                 self.fs.cwd = saved[2]
@@ -928,9 +940,12 @@ class _Run:
                 self.stdin = saved
                 return
         marks = len(self.output), len(self.errors)
+        captured = table[1] not in (_STDOUT, _STDERR)  # stdout into a file or /dev/null
+        self.captured += captured
         try:
             run()
         finally:
+            self.captured -= captured
             if table != {1: _STDOUT, 2: _STDERR}:
                 self._route(marks, table, fs)
             if any(kind == "<" for _, kind, _ in redirects):

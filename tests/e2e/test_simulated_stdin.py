@@ -249,7 +249,8 @@ def test_a_shells_loop_waiting_for_a_file_goes_on_once_an_exec_makes_it(cluster)
 def test_tty_and_stty_size_tell_a_terminal_from_none(cluster):
     """Without -t a command has no terminal: busybox's `tty` prints `not a tty` (status 1) and
     `stty size` fails its ioctl; with -t it is on /dev/pts/0, sized as kubectl's terminal is (sent
-    on the resize channel) and resized as that is, its output's new lines CR LF, as a pty's are."""
+    on the resize channel) and resized as that is, its output's new lines CR LF, as a pty's are;
+    there busybox's ls colours its names."""
     _running_pod(cluster, "terminal")
     r = cluster.kubectl("exec", "terminal", "--", "tty", check=False)
     assert (r.returncode, r.stdout) == (1, "not a tty\n"), r.stderr
@@ -262,6 +263,8 @@ def test_tty_and_stty_size_tell_a_terminal_from_none(cluster):
         assert b"/ # " in _read_until(fd, b"/ # ")
         os.write(fd, b"stty size; tty -s && tty\r")
         assert b"\r\n33 111\r\n/dev/pts/0\r\n/ # " in _read_until(fd, b"/dev/pts/0\r\n/ # ")
+        os.write(fd, b"ls -1 /; ls / | head -1\r")  # on the terminal in colour; through a pipe plain
+        assert b"\r\n\x1b[1;34mbin\x1b[m\r\n\x1b[1;34mdev\x1b[m\r\n" in _read_until(fd, b"\r\nbin\r\n/ # ")
         _window(fd, 50, 150)
         # the new size reaches the shell on the resize channel, after kubectl's SIGWINCH
         wait_for(lambda: os.write(fd, b"stty size\r") and b"\r\n50 150\r\n" in _read_until(fd, b"\r\n/ # ", 5),

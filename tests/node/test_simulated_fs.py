@@ -9,6 +9,7 @@ import tarfile
 import pytest
 
 from nanokube.clock import Clock
+from nanokube.node.simulated_applets import Terminal
 from nanokube.node.simulated_command import Shell, interpret, wants_stdin
 from nanokube.node.simulated_fs import PodFiles
 
@@ -262,6 +263,28 @@ def test_a_claim_is_its_directory_on_the_node_and_a_draft_leaves_that_as_it_is(t
     assert (tmp_path / "pv" / "latest").read_text() == "step-2\nstep-3\n"
     code, _, err = run(files.container("ro"), "rm", "/data/latest")
     assert code == 1 and "Read-only file system" in err and (tmp_path / "pv" / "latest").exists()
+
+
+def test_ls_on_a_terminal_lays_out_columns_and_colours_as_busybox_does(pod_files):
+    """With stdout a terminal, busybox ls fills columns down first (each as wide as the longest name
+    and two more, as many as fit one less than the terminal's width) and colours each name by its
+    type; through a pipe, into a file or `$(...)` it writes one plain name a line."""
+    fs = pod_files.container("main")
+    fs.write("/tmp/run.sh", b"", mode=0o755)
+    fs.write("/tmp/notes", b"")
+
+    def shown(script: str, columns: int = 40) -> str:
+        program = interpret(["sh", "-c", script], T0, fs, b"", None, Terminal(rows=24, columns=columns))
+        return "".join(x if isinstance(x, str) else x.decode() for _, x in program.output)
+
+    def row(*names: str) -> str:  # directories, bold blue, in columns 6 wide ("home" and two)
+        return "".join(f"\x1b[1;34m{n}\x1b[m" + " " * (6 - len(n)) for n in names).rstrip() + "\n"
+    # 11 names in 39 columns: 6 columns, 2 rows, filled down
+    assert shown("ls /") == row("bin", "dev", "home", "root", "tmp", "var") + row("data", "etc", "proc", "sys", "usr")
+    assert shown("ls /tmp", columns=0) == "\x1b[0;0mnotes\x1b[m   \x1b[1;32mrun.sh\x1b[m\n"  # unsized: 80 wide
+    assert shown("ls -1 /tmp") == "\x1b[0;0mnotes\x1b[m\n\x1b[1;32mrun.sh\x1b[m\n"
+    assert shown("ls /tmp | cat; echo $(ls /tmp); ls /tmp > /tmp/list; cat /tmp/list") == \
+        "notes\nrun.sh\nnotes run.sh\nlist\nnotes\nrun.sh\n"  # the shell makes the file before ls runs
 
 
 def test_a_host_path_of_a_file_is_mounted_as_that_file(tmp_path):
