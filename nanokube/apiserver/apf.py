@@ -36,6 +36,9 @@ from .latencytrackers import APF_WAIT
 from .metrics import Family, InflightWatermark
 
 SERVER_CONCURRENCY = 600
+#: the matched FlowSchema's and level's PF headers, for a handler that streams its answer (the
+#: aggregator's proxy: its head is written before `serve` sees it) to put on it
+PF_HEADERS = web.RequestKey("nanokube.apf_headers", dict)
 #: nonMutatingRequestVerbs: a request of any other verb is a mutating one to the inflight watermark
 _READ_ONLY = frozenset(("get", "list", "watch"))
 #: kube-apiserver's LongRunningFunc: BasicLongRunningRequestCheck of these verbs and subresources
@@ -275,6 +278,7 @@ class FlowControl:
         self.inflight.enter(mutating)
         if watch:
             return await self._watch(request, handler, route, level, executing)
+        request[PF_HEADERS] = route.headers
         try:
             resp = await handler(request)
         finally:

@@ -395,3 +395,31 @@ async def test_informational_answers_of_an_extension_server_reach_the_client(tmp
                 c.close()
         finally:
             await runner.cleanup()
+
+
+async def test_a_proxied_answer_carries_the_pf_headers_before_the_extension_servers(tmp_path):
+    """WithPriorityAndFairness sets the matched FlowSchema's and level's UIDs before the proxy runs, and
+    httputil.ReverseProxy adds the backend's headers to them: a streamed answer has ours, then an
+    extension server's own (one with APF of its own answers with its UIDs too)."""
+    pf = "/apis/wardle.example.com/v1alpha1/namespaces/default/pf"
+
+    async def own_pf(_):
+        return web.json_response({}, headers={"X-Kubernetes-PF-FlowSchema-UID": "theirs"})
+
+    async with served(tmp_path) as (server, ctx):
+        runner, ip, port = await extension_server(routes=[("GET", pf, own_pf)])
+        try:
+            await register(server, ctx, ip, port)
+            base = f"https://127.0.0.1:{server.port}"
+            async with aiohttp.ClientSession() as s:
+                async with s.get(f"{base}/api/v1/namespaces/default/configmaps", ssl=ctx) as r:
+                    ours = {k: r.headers[k] for k in ("X-Kubernetes-PF-FlowSchema-UID", "X-Kubernetes-PF-PriorityLevel-UID")}
+                async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
+                    assert r.status == 200
+                    assert {k: r.headers.getall(k) for k in ours} == {k: [v] for k, v in ours.items()}
+                async with s.get(base + pf, ssl=ctx) as r:
+                    assert r.status == 200
+                    assert r.headers.getall("X-Kubernetes-PF-FlowSchema-UID") == [
+                        ours["X-Kubernetes-PF-FlowSchema-UID"], "theirs"]
+        finally:
+            await runner.cleanup()

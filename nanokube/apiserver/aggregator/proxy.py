@@ -26,6 +26,7 @@ import aiohttp
 from aiohttp import web
 
 from .. import expect
+from ..apf import PF_HEADERS
 from ..streaming.proxy import DialError, upgrade
 from ...machinery.errors import APIError
 from ...machinery.hostport import join_host_port
@@ -202,7 +203,8 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
     finally:
         _RELAY_TO.reset(relaying)
     try:
-        resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        # the PF filter's headers first, as it set them before the proxy added the backend's
+        resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=request.get(PF_HEADERS))
         for k, v in upstream.headers.items():
             if k.lower() not in _HOP_BY_HOP:
                 resp.headers.add(k, v)
