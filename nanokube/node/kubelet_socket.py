@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import logging
 import os
 import resource
+import secrets
 import socket
 from collections.abc import Callable, Sequence
 
@@ -37,7 +37,6 @@ MAX_SOCKET_PATH = 107
 BACKLOG = 64
 #: how long accepting waits after the process ran out of files (as Go's http server backs off)
 ACCEPT_RETRY = 1.0
-_names = itertools.count()
 
 
 @functools.cache
@@ -187,7 +186,9 @@ class KubeletSocket:
             self._starting = asyncio.Lock()
         async with self._starting:
             if self._server is None:
-                address = f"nanokube-{os.getpid()}-kubelet-{next(_names)}"
+                # random, not the PID: processes in PID namespaces of their own (each PID 1, say) share
+                # the network namespace's abstract names
+                address = f"nanokube-kubelet-{secrets.token_hex(16)}"
                 server = grpc.aio.server(handlers=list(self.handlers()))
                 try:
                     server.add_insecure_port("unix-abstract:" + address)

@@ -3,12 +3,19 @@
 import asyncio
 import os
 import shutil
+import socket
+import struct
+import sys
 import tempfile
+from pathlib import Path
 
 import grpc
 import uvloop
 
 from nanokube.node.kubelet_socket import KubeletSocket
+from tests.controllers import tries
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def echo() -> list[grpc.GenericRpcHandler]:
@@ -47,3 +54,76 @@ async def test_clients_are_relayed_on_asyncios_loop():
         assert await serve_two_clients(directory) == [b"hi 0", b"hi 1"]
     finally:
         shutil.rmtree(directory)
+
+
+#: a process serving echo on the kubelet socket given as argv[1]: it answers one client of its own, prints
+#: what it got, and serves on until its stdin closes
+SERVE_ONE = """
+import asyncio, os, sys
+import grpc
+from nanokube.node.kubelet_socket import KubeletSocket
+from tests.node.test_kubelet_socket import echo
+
+async def main():
+    server = KubeletSocket(sys.argv[1], echo, "echo")
+    await server.start()
+    async with grpc.aio.insecure_channel("unix://" + server.path) as c:
+        try:
+            print((await c.unary_unary("/test.Echo/Echo")(b"hi", timeout=10)).decode(), os.getpid(), flush=True)
+        except grpc.aio.AioRpcError as e:
+            print(e.code().name, os.getpid(), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await server.stop()
+
+asyncio.run(main())
+"""
+
+
+async def test_two_processes_each_pid_1_of_its_own_namespace_serve_side_by_side(tmp_path):
+    """Two `nanokube up`s in PID namespaces of their own (as in containers sharing the host's network)
+    have the same PID: the abstract sockets behind their kubelet sockets, one network namespace's
+    names, must not be named by it."""
+    procs = []
+    try:
+        for n in range(2):
+            procs.append(await asyncio.create_subprocess_exec(
+                "unshare", "--pid", "--fork", sys.executable, "-c", SERVE_ONE, str(tmp_path / f"{n}.sock"),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=ROOT))
+            # the first serves on while the second starts
+            assert (await asyncio.wait_for(procs[-1].stdout.readline(), 60)).split() == [b"hi", b"1"]
+    finally:
+        for p in procs:
+            p.stdin.close()
+        for p in procs:
+            if await asyncio.wait_for(p.wait(), 60) != 0:
+                raise AssertionError(f"exit {p.returncode}")
+
+
+async def test_a_client_gone_mid_request_leaves_no_relay_nor_file_open(tmp_path):
+    """A plugin that hangs up halfway through its request (or resets the connection) ends its relay:
+    its task, both of its sockets and the gRPC server's end of the connection go."""
+    server = KubeletSocket(str(tmp_path / "kubelet.sock"), echo, "echo", "n1")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel("unix://" + server.path) as c:  # the gRPC server started
+            assert await c.unary_unary("/test.Echo/Echo")(b"hi", timeout=10) == b"hi"
+        await until(lambda: not server._relays)
+        files = len(os.listdir("/proc/self/fd"))
+        for n in range(20):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(server.path)
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00")  # the preface, then half a frame's head
+            if n % 2:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+            sock.close()
+        await until(lambda: not server._relays and len(os.listdir("/proc/self/fd")) == files)
+    finally:
+        await server.stop()
+
+
+async def until(condition) -> None:
+    for _ in tries():
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    assert condition()
