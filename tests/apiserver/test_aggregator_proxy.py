@@ -297,17 +297,8 @@ async def test_an_extension_server_that_went_away(tmp_path):
                     assert (r.headers["Content-Type"], r.headers["X-Content-Type-Options"]) == (
                         "text/plain; charset=utf-8", "nosniff")
 
-                # a change to the Service has the availability controller check the APIService at once
-                async with s.patch(f"{base}/api/v1/namespaces/default/services/api", ssl=ctx,
-                                   json={"metadata": {"labels": {"poked": "yes"}}},
-                                   headers={"Content-Type": "application/merge-patch+json"}) as r:
-                    assert r.status == 200, await r.text()
+                cond = await unavailable_once_checked(s, base, ctx)
                 url = f"https://{ip}:{port}/apis/{GROUP}/{VERSION}"
-                for _ in tries():
-                    async with s.get(f"{base}/apis/apiregistration.k8s.io/v1/apiservices/{VERSION}.{GROUP}", ssl=ctx) as r:
-                        [cond] = [c for c in (await r.json())["status"]["conditions"] if c["type"] == "Available"]
-                    if cond["status"] == "False":
-                        break
                 assert (cond["status"], cond["reason"], cond["message"]) == (
                     "False", "FailedDiscoveryCheck", f'failing or missing response from {url}: Get "{url}": dial tcp '
                                                      f"{ip}:{port}: connect: connection refused")
@@ -316,6 +307,21 @@ async def test_an_extension_server_that_went_away(tmp_path):
         finally:
             if not stopped:
                 await runner.cleanup()
+
+
+async def unavailable_once_checked(s: aiohttp.ClientSession, base: str, ctx: ssl.SSLContext) -> dict:
+    """The APIService's Available condition once it is False: a change to its Service has the
+    availability controller check it at once."""
+    async with s.patch(f"{base}/api/v1/namespaces/default/services/api", ssl=ctx,
+                       json={"metadata": {"labels": {"poked": "yes"}}},
+                       headers={"Content-Type": "application/merge-patch+json"}) as r:
+        assert r.status == 200, await r.text()
+    for _ in tries():
+        async with s.get(f"{base}/apis/apiregistration.k8s.io/v1/apiservices/{VERSION}.{GROUP}", ssl=ctx) as r:
+            [cond] = [c for c in (await r.json())["status"]["conditions"] if c["type"] == "Available"]
+        if cond["status"] == "False":
+            break
+    return cond
 
 
 async def test_an_extension_server_at_an_ipv6_endpoint(tmp_path):
@@ -334,16 +340,8 @@ async def test_an_extension_server_at_an_ipv6_endpoint(tmp_path):
                 stopped = True
                 async with s.get(base + FLUNDERS.decode(), ssl=ctx) as r:
                     assert (r.status, await r.text()) == (503, f"dial tcp [{ip}]:{port}: connect: connection refused\n")
-                async with s.patch(f"{base}/api/v1/namespaces/default/services/api", ssl=ctx,
-                                   json={"metadata": {"labels": {"poked": "yes"}}},
-                                   headers={"Content-Type": "application/merge-patch+json"}) as r:
-                    assert r.status == 200, await r.text()
+                cond = await unavailable_once_checked(s, base, ctx)
                 url = f"https://[{ip}]:{port}/apis/{GROUP}/{VERSION}"
-                for _ in tries():
-                    async with s.get(f"{base}/apis/apiregistration.k8s.io/v1/apiservices/{VERSION}.{GROUP}", ssl=ctx) as r:
-                        [cond] = [c for c in (await r.json())["status"]["conditions"] if c["type"] == "Available"]
-                    if cond["status"] == "False":
-                        break
                 assert cond["message"] == (f'failing or missing response from {url}: Get "{url}": dial tcp '
                                            f"[{ip}]:{port}: connect: connection refused")
         finally:
