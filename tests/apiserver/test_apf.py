@@ -86,27 +86,46 @@ def test_a_full_level_queues_then_hands_its_seat_on():
     asyncio.run(run())
 
 
+#: global-default, alice's level, with one seat and no queue
+ONE_SEAT = {**PRIORITY_LEVELS, "global-default": {"type": "Limited", "limited": {
+    "nominalConcurrencyShares": 1, "lendablePercent": 0, "limitResponse": {"type": "Reject"}}}}
+
+
+@web.middleware
+async def as_alice(request, handler):
+    """Every request authenticated as alice (global-default's)."""
+    request[USER] = ALICE
+    return await handler(request)
+
+
+def at_global_default(family) -> float:
+    """A metric family's value at priority level global-default."""
+    return sum(s.value for m in family.collect() for s in m.samples if s.labels["priority_level"] == "global-default")
+
+
+async def until_executing(fc: FlowControl, n: int) -> None:
+    """Until global-default has `n` requests executing."""
+    for _ in tries():
+        if at_global_default(fc.executing) == n:
+            return
+        await asyncio.sleep(0.01)
+    assert at_global_default(fc.executing) == n
+
+
 def test_middleware_answers_429_with_retry_after():
-    levels = {**PRIORITY_LEVELS, "global-default": {"type": "Limited", "limited": {
-        "nominalConcurrencyShares": 1, "lendablePercent": 0, "limitResponse": {"type": "Reject"}}}}
-    fc = control(levels, concurrency=1)
+    fc = control(ONE_SEAT, concurrency=1)
     gate = asyncio.Event()
 
     async def handler(request):
         await gate.wait()
         return web.json_response({})
 
-    @web.middleware
-    async def as_alice(request, handler):
-        request[USER] = ALICE
-        return await handler(request)
-
     async def run():
         app = web.Application(middlewares=[as_alice, fc.middleware])
         app.router.add_get("/{tail:.*}", handler)
         async with TestClient(TestServer(app)) as c:
             first = asyncio.create_task(c.get("/api/v1/namespaces/default/configmaps"))
-            await asyncio.sleep(0.1)
+            await until_executing(fc, 1)
             second = await c.get("/api/v1/namespaces/default/configmaps")
             assert second.status == 429 and second.headers["Retry-After"] == "1"
             body = await second.json()
@@ -123,9 +142,7 @@ def test_long_running_requests_other_than_watches_are_left_out_of_apf():
     subresources, a pods/log read that does not follow too) unless it is a watch: such a request takes no
     seat, is neither dispatched nor executing in the metrics, and gets no PF headers, so a full level still
     serves them; a console on an aggregated API is no such request and waits for a seat like any other."""
-    levels = {**PRIORITY_LEVELS, "global-default": {"type": "Limited", "limited": {
-        "nominalConcurrencyShares": 1, "lendablePercent": 0, "limitResponse": {"type": "Reject"}}}}
-    fc = control(levels, concurrency=1)
+    fc = control(ONE_SEAT, concurrency=1)
     gate = asyncio.Event()
 
     async def handler(request):
@@ -133,32 +150,21 @@ def test_long_running_requests_other_than_watches_are_left_out_of_apf():
             await gate.wait()
         return web.json_response({})
 
-    @web.middleware
-    async def as_alice(request, handler):
-        request[USER] = ALICE
-        return await handler(request)
-
-    def count(family, level="global-default") -> float:
-        return sum(s.value for m in family.collect() for s in m.samples if s.labels["priority_level"] == level)
-
     async def run():
         app = web.Application(middlewares=[as_alice, fc.middleware])
         app.router.add_get("/{tail:.*}", handler)
         async with TestClient(TestServer(app)) as c:
             holder = asyncio.create_task(c.get("/api/v1/namespaces/default/configmaps"))
-            for _ in tries():
-                if count(fc.executing) == 1:
-                    break
-                await asyncio.sleep(0.01)
-            dispatched = count(fc.dispatched)
-            assert (dispatched, count(fc.executing)) == (1, 1)  # the configmaps list holds the level's one seat
+            await until_executing(fc, 1)
+            dispatched = at_global_default(fc.dispatched)
+            assert dispatched == 1  # the configmaps list holds the level's one seat
             for path in ("/api/v1/namespaces/default/pods/p/exec", "/api/v1/namespaces/default/pods/p/attach",
                          "/api/v1/namespaces/default/pods/p/portforward", "/api/v1/namespaces/default/pods/p/log",
                          "/api/v1/namespaces/default/pods/p/proxy/x", "/apis/subresources.kubevirt.io/v1/namespaces/"
                          "default/virtualmachineinstances/vm/portforward/22"):
                 r = await c.get(path)
                 assert r.status == 200 and "X-Kubernetes-PF-FlowSchema-UID" not in r.headers, path
-            assert (count(fc.dispatched), count(fc.executing)) == (dispatched, 1)
+            assert (at_global_default(fc.dispatched), at_global_default(fc.executing)) == (dispatched, 1)
             r = await c.get("/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/vm/console")
             assert r.status == 429 and r.headers["X-Kubernetes-PF-FlowSchema-UID"] == "uid-global-default"
             gate.set()
@@ -169,9 +175,7 @@ def test_long_running_requests_other_than_watches_are_left_out_of_apf():
 def test_a_watch_waits_for_a_seat_and_holds_it_until_it_is_initialized():
     """WithPriorityAndFairness queues a watch like any request (a full level that rejects answers it 429)
     and lets its seat go once the watch is initialized, here as its head goes out, though it goes on."""
-    levels = {**PRIORITY_LEVELS, "global-default": {"type": "Limited", "limited": {
-        "nominalConcurrencyShares": 1, "lendablePercent": 0, "limitResponse": {"type": "Reject"}}}}
-    fc = control(levels, concurrency=1)
+    fc = control(ONE_SEAT, concurrency=1)
     gate, registered, ended = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
     async def handler(request):
@@ -185,45 +189,29 @@ def test_a_watch_waits_for_a_seat_and_holds_it_until_it_is_initialized():
         await ended.wait()
         return resp
 
-    @web.middleware
-    async def as_alice(request, handler):
-        request[USER] = ALICE
-        return await handler(request)
-
-    def executing() -> float:
-        return sum(s.value for m in fc.executing.collect() for s in m.samples
-                   if s.labels["priority_level"] == "global-default")
-
-    async def until_executing(n: int) -> None:
-        for _ in tries():
-            if executing() == n:
-                return
-            await asyncio.sleep(0.01)
-        assert executing() == n
-
     async def run():
         app = web.Application(middlewares=[as_alice, fc.middleware])
         app.router.add_get("/{tail:.*}", handler)
         async with TestClient(TestServer(app)) as c:
             try:
                 holder = asyncio.create_task(c.get("/api/v1/namespaces/default/configmaps"))
-                await until_executing(1)
+                await until_executing(fc, 1)
                 # (a watch let through would wait for `registered`: a deadline, not a hang)
                 r = await asyncio.wait_for(c.get("/api/v1/namespaces/default/configmaps", params={"watch": "true"}),
                                            DEADLINE)
                 assert r.status == 429 and r.headers["X-Kubernetes-PF-PriorityLevel-UID"] == "uid-global-default"
                 gate.set()
                 assert (await holder).status == 200
-                await until_executing(0)
+                await until_executing(fc, 0)
 
                 watch = asyncio.create_task(c.get("/api/v1/namespaces/default/configmaps", params={"watch": "true"}))
-                await until_executing(1)  # not yet initialized: it holds the level's one seat
+                await until_executing(fc, 1)  # not yet initialized: it holds the level's one seat
                 r = await c.get("/api/v1/namespaces/default/configmaps")
                 assert r.status == 429
                 registered.set()
                 w = await watch
                 assert w.status == 200 and await w.content.readline() == b'{"type":"ADDED"}\n'
-                assert executing() == 0  # streaming on, its seat let go
+                assert at_global_default(fc.executing) == 0  # streaming on, its seat let go
                 r = await c.get("/api/v1/namespaces/default/configmaps")
                 assert r.status == 200
                 ended.set()
