@@ -236,7 +236,7 @@ def compute_variables(spec: dict, act: dict) -> VariableCosts:
 
 
 def _costly(spec: dict) -> bool:
-    """Whether a validating policy's expressions may cost enough to be metered (a worst case past
+    """Whether a policy's expressions may cost enough to be metered (a worst case past
     METER_FROM: up to the per-call limit each, about a CPU second here); one reading the authorizer
     is not (its checks read the server's state, which only the loop may)."""
     expressions = [v.get("expression", "") for v in spec.get("variables") or []]
@@ -244,6 +244,9 @@ def _costly(spec: dict) -> bool:
     for v in spec.get("validations") or []:
         expressions += [v.get("expression", ""), v.get("messageExpression", "")]
     expressions += [a.get("valueExpression", "") for a in spec.get("auditAnnotations") or []]
+    for m in spec.get("mutations") or []:
+        expressions += [(m.get("applyConfiguration") or {}).get("expression", ""),
+                        (m.get("jsonPatch") or {}).get("expression", "")]
     costly = False
     for e in expressions:
         if "authorizer" in e:
@@ -445,13 +448,25 @@ class MutatingPolicies(PolicyEngine):
         await a.prepare(t)
         obj = a.versioned(t, a.obj)
         act = self.activation(a, t, obj, params)
+        if _costly(inv.spec):  # (seconds of metered CEL: in a worker, the loop serving others meanwhile)
+            obj = await asyncio.to_thread(self._mutated, inv, a, t, obj, act)
+        else:
+            obj = self._mutated(inv, a, t, obj, act)
+        if obj is None:
+            return False
+        await a.store_versioned(t, obj)
+        return True
+
+    def _mutated(self, inv: Invocation, a: Attributes, t: Target, obj: dict, act: dict) -> dict | None:
+        """The object the invocation's mutations make of `obj`, or None where they change nothing (its
+        matchConditions skip it, or a failure its failurePolicy ignores)."""
         variables = compute_variables(inv.spec, act)
         try:
             if not self.conditions_match(inv, act, variables):
-                return False
+                return None
         except ConfigError as e:
             self._error(inv, a, str(e))
-            return False
+            return None
         before = json_copy(obj)
         sch = a.schema(t)
         for m in inv.spec.get("mutations") or []:
@@ -463,13 +478,10 @@ class MutatingPolicies(PolicyEngine):
                               typed=True)
             except (CELError, PatchError, ValueError, OutOfBudget) as e:
                 self._error(inv, a, str(e))
-                return False
+                return None
             obj["apiVersion"], obj["kind"] = before["apiVersion"], before["kind"]
             a.default(t, obj)
-        if obj == before:
-            return False
-        await a.store_versioned(t, obj)
-        return True
+        return None if obj == before else obj
 
     @staticmethod
     def _mutation(m: dict, act: dict, obj: dict, sch: dict | None, budget: Budget) -> dict:

@@ -538,3 +538,32 @@ async def test_a_policy_that_may_cost_seconds_is_evaluated_off_the_event_loop(st
     with pytest.raises(APIError) as e:
         await configmaps.create({"metadata": {"name": "b", "namespace": "default"}, "data": {"a": "", "b": ""}})
     assert "ValidatingAdmissionPolicy 'costly' with binding 'costly' denied request" in e.value.message
+
+
+async def test_a_mutating_policy_that_may_cost_seconds_is_evaluated_off_the_event_loop(stack, monkeypatch):
+    """As a validating one: the mutations of a MutatingAdmissionPolicy whose CEL may be metered are made in
+    a worker thread, a cheap one's on the loop; the object is mutated the same."""
+    import threading
+
+    from nanokube.apiserver.admission import policies
+
+    ran: dict[str, str] = {}
+    mutated = policies.MutatingPolicies._mutated
+
+    def recorded(self, inv, a, t, obj, act):
+        ran[inv.names[0]] = threading.current_thread().name
+        return mutated(self, inv, a, t, obj, act)
+    monkeypatch.setattr(policies.MutatingPolicies, "_mutated", recorded)
+    rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]}
+    for name, expression in [("costly", '[JSONPatch{op: "add", path: "/data/pairs", '
+                                        'value: string(object.data.map(k, object.data.map(j, k + j)).size())}]'),
+                             ("cheap", '[JSONPatch{op: "add", path: "/data/name", value: object.metadata.name}]')]:
+        await api(stack, "mutatingadmissionpolicies", version="v1beta1").create({"metadata": {"name": name}, "spec": {
+            "matchConstraints": rules, "reinvocationPolicy": "Never",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}]}})
+        await api(stack, "mutatingadmissionpolicybindings").create({"metadata": {"name": name}, "spec": {"policyName": name}})
+    created = await api(stack, "configmaps", "").create({"metadata": {"name": "a", "namespace": "default"},
+                                                         "data": {"x": "1", "y": "2"}})
+    assert created["data"]["pairs"] in ("2", "3") and created["data"]["name"] == "a"  # (keys, as the first saw them)
+    loop = threading.current_thread().name
+    assert ran["costly"] != loop and ran["cheap"] == loop
