@@ -164,6 +164,10 @@ MATCH_CONDITIONS_COST_BUDGET = 2_500_000
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
 
 
+#: where an activation keeps why each of the policy's variables that failed to evaluate did (name -> error)
+FAILED_VARIABLES = "__failed_variables__"
+
+
 class OutOfBudget(Exception):
     """The expressions sharing a Budget cost more than it holds: none after this one runs."""
 
@@ -256,5 +260,9 @@ def evaluate(expression: str, activation: dict[str, Any], budget: Budget | None 
     if budget is not None:
         budget.spend(cost, variables_read(expression))
     if why is not None:
+        failed = activation.get(FAILED_VARIABLES) or {}
+        name = why[len("no such key: "):] if why.startswith("no such key: ") else None
+        if name in failed and name in variables_read(expression):  # (upstream's lazy variable's error)
+            why = f'composited variable "{name}" fails to evaluate: {failed[name]}'
         raise CELError(f"expression '{expression}' resulted in error: {why}")
     return value

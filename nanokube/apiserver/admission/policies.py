@@ -27,8 +27,8 @@ from ...machinery.selectors import matches_labels, selector_from_object
 from ..patch import PatchError, json_copy, jsonpatch
 from .attributes import Attributes
 from .cel import (
-    MATCH_CONDITIONS_COST_BUDGET, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, Budget, CELError, OutOfBudget, compile_expression,
-    evaluate, variables_read,
+    FAILED_VARIABLES, MATCH_CONDITIONS_COST_BUDGET, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, Budget, CELError, OutOfBudget,
+    compile_expression, evaluate, variables_read,
 )
 from .matching import Target, match_rules, namespace_labels, namespace_matches, object_matches
 from .source import ConfigSource
@@ -216,7 +216,8 @@ def compute_variables(spec: dict, act: dict) -> VariableCosts:
     one runs out of budget, as it would upstream after evaluating it."""
     out: dict[str, Any] = {}
     costs: VariableCosts = {}
-    act["variables"] = out
+    failed: dict[str, str] = {}
+    act["variables"], act[FAILED_VARIABLES] = out, failed
     wanted, total = _variables_wanted(spec), 0
     for v in spec.get("variables") or []:
         name, expression = v.get("name", ""), v.get("expression", "")
@@ -228,8 +229,8 @@ def compute_variables(spec: dict, act: dict) -> VariableCosts:
         spent = Budget(RUNTIME_CEL_COST_BUDGET)
         try:
             out[name] = evaluate(expression, act, spent)
-        except CELError:
-            pass
+        except CELError as e:  # (its reader's error names it and why, as upstream's lazy variable does)
+            failed[name] = str(e).removeprefix(f"expression '{expression}' resulted in error: ")
         costs[name] = (RUNTIME_CEL_COST_BUDGET - spent.remaining, variables_read(expression))
         total += costs[name][0]
     return costs

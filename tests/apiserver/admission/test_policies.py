@@ -567,3 +567,20 @@ async def test_a_mutating_policy_that_may_cost_seconds_is_evaluated_off_the_even
     assert created["data"]["pairs"] in ("2", "3") and created["data"]["name"] == "a"  # (keys, as the first saw them)
     loop = threading.current_thread().name
     assert ran["costly"] != loop and ran["cheap"] == loop
+
+
+async def test_an_expression_reading_a_variable_that_failed_names_it_and_why(stack):
+    """Upstream's lazy variable answers its reader with 'composited variable "t" fails to evaluate: ...';
+    a variable that failed was left unset, so its reader said "no such key: t" (found by fuzzing policies:
+    a variable past its cost limit read that way)."""
+    rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]}
+    await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "reads"}, "spec": {
+        "matchConstraints": rules, "variables": [{"name": "t", "expression": "object.data.x"}],
+        "validations": [{"expression": "variables.t == 'y'"}]}})
+    await api(stack, "validatingadmissionpolicybindings").create(
+        {"metadata": {"name": "reads"}, "spec": {"policyName": "reads", "validationActions": ["Deny"]}})
+    with pytest.raises(APIError) as e:
+        await api(stack, "configmaps", "").create({"metadata": {"name": "a", "namespace": "default"}, "data": {"k": "v"}})
+    assert e.value.message == (
+        "configmaps \"a\" is forbidden: ValidatingAdmissionPolicy 'reads' with binding 'reads' denied request: "
+        "expression 'variables.t == 'y'' resulted in error: composited variable \"t\" fails to evaluate: no such key: x")
