@@ -3,13 +3,17 @@ does (`nvidia.com/gpu: 2`): the Node reports it, NodeResourcesFit counts it (no 
 a pod asking for more than is left is 'Insufficient nvidia.com/gpu'. The node's device manager
 hands the pod two of the simulated plugin's GPUs: NVIDIA_VISIBLE_DEVICES in the container's
 environment, and the pod resources API lists them; `nanokube fault gpu` on one makes the plugin
-report it unhealthy, out of the Node's allocatable until healed."""
+report it unhealthy, out of the Node's allocatable until healed. A device plugin of one's own, a
+process of its own, registers on the node's device-plugins/kubelet.sock as on a kubelet's."""
 
 from __future__ import annotations
 
 import json
+import os
+import selectors
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +124,68 @@ def test_a_faulty_plugin_gpu_leaves_the_nodes_allocatable_until_healed(cluster):
     fault("--clear")
     wait_for(lambda: gpus() == ("2", "2"), what="allocatable 2 again", timeout=60)
     wait_for(lambda: health() == {gpu: "Healthy", other: "Healthy"}, what="the pod's GPU Healthy", timeout=60)
+
+
+FPGA = "example.com/fpga"
+
+
+def registered(plugin: subprocess.Popen, timeout: float = 20) -> str:
+    """The plugin's first line: "registered", or why the kubelet refused it (within `timeout`)."""
+    sel = selectors.DefaultSelector()
+    sel.register(plugin.stdout, selectors.EVENT_READ)
+    ready = sel.select(timeout)
+    sel.close()
+    assert ready, f"the plugin neither registered nor was refused within {timeout} s"
+    return plugin.stdout.readline().strip()
+
+
+def test_an_external_device_plugin_process_registers_and_its_devices_are_allocated(cluster):
+    """The Registration socket under `nanokube up` (uvloop), dialled by a plugin process with
+    grpcio, as NVIDIA's or an FPGA vendor's plugin dials /var/lib/kubelet/device-plugins/kubelet.sock."""
+    node_dir = cluster.data_dir / "pods" / "plugin-0"
+    plugins = node_dir / "device-plugins"
+    wait_for(lambda: (plugins / "kubelet.sock").exists(), what="the Registration socket")
+    root = Path(__file__).resolve().parents[2]
+    plugin = subprocess.Popen([sys.executable, "-m", "tests.e2e.external_device_plugin", str(plugins), FPGA,
+                               "fpga-0", "fpga-1"], cwd=root, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                              text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert registered(plugin) == "registered"
+        path = "{.status.%s.example\\.com/fpga}"
+        wait_for(lambda: [cluster.kubectl("get", "node", "plugin-0", "-o", "jsonpath=" + path % field).stdout
+                          for field in ("capacity", "allocatable")] == ["2", "2"], what="fpga capacity 2")
+        cluster.kubectl("apply", "-f", "-", input=f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: fpga}}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: app
+    image: registry.example.com/fpga-app:1
+    resources:
+      limits: {{{FPGA}: 1}}
+""")
+        wait_for(lambda: cluster.kubectl_json("get", "pod", "fpga")["status"].get("phase") == "Running",
+                 what="fpga running")
+        out = cluster.kubectl("exec", "fpga", "--", "env").stdout
+        env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        assert env["FPGA_DEVICES"] in ("fpga-0", "fpga-1")  # the plugin's Allocate answer
+
+        prc = Client(node_dir / "pod-resources" / "kubelet.sock")
+        try:
+            [app] = prc.get("fpga").containers
+            assert [(d.resource_name, list(d.device_ids)) for d in app.devices] == [(FPGA, [env["FPGA_DEVICES"]])]
+            allocatable = prc.call["GetAllocatableResources"](pb.AllocatableResourcesRequest(), timeout=10).devices
+            assert sorted(i for d in allocatable if d.resource_name == FPGA for i in d.device_ids) == \
+                ["fpga-0", "fpga-1"]
+        finally:
+            prc.channel.close()
+    finally:
+        plugin.terminate()
+        try:
+            plugin.wait(10)
+        except subprocess.TimeoutExpired:
+            plugin.kill()
+            plugin.wait()
+        plugin.stdout.close()
