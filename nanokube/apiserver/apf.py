@@ -39,6 +39,9 @@ SERVER_CONCURRENCY = 600
 #: the matched FlowSchema's and level's PF headers, for a handler that streams its answer (the
 #: aggregator's proxy: its head is written before `serve` sees it) to put on it
 PF_HEADERS = web.RequestKey("nanokube.apf_headers", dict)
+#: a watch's initialization signal, for a handler that hands it on (the aggregator's proxy: upstream's
+#: RequestDelegated lets the watch's seat go before the extension server is asked)
+DELEGATED = web.RequestKey("nanokube.apf_delegated", object)
 #: nonMutatingRequestVerbs: a request of any other verb is a mutating one to the inflight watermark
 _READ_ONLY = frozenset(("get", "list", "watch"))
 #: kube-apiserver's LongRunningFunc: BasicLongRunningRequestCheck of these verbs and subresources
@@ -304,6 +307,7 @@ class FlowControl:
                 if level is not None:
                     level.release()
         _headed(request, route.headers, release)
+        request[DELEGATED] = release
         try:
             return await handler(request)
         finally:

@@ -421,3 +421,55 @@ async def test_a_proxied_answer_carries_the_pf_headers_before_the_extension_serv
                         ours["X-Kubernetes-PF-FlowSchema-UID"], "theirs"]
         finally:
             await runner.cleanup()
+
+
+async def test_a_watch_proxied_to_an_extension_server_lets_its_seat_go_as_it_is_delegated(tmp_path):
+    """kube-aggregator signals RequestDelegated before its proxy asks the extension server: a watch's APF
+    seat and executing count go then, though the extension server has not answered yet."""
+    fischers = f"/apis/{GROUP}/{VERSION}/namespaces/default/fischers"
+    asked, answer_now = asyncio.Event(), asyncio.Event()
+
+    async def slow_watch(request: web.Request):
+        asked.set()
+        await answer_now.wait()
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        await resp.write(b'{"type":"ADDED","object":{}}\n')
+        await resp.write_eof()
+        return resp
+
+    async with served(tmp_path) as (server, ctx):
+        runner, ip, port = await extension_server([("GET", fischers, slow_watch)])
+        try:
+            await register(server, ctx, ip, port)
+            base = f"https://127.0.0.1:{server.port}"
+            async with aiohttp.ClientSession() as s:
+                for path, obj in [
+                    ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", {
+                        "metadata": {"name": "fischers"}, "rules": [{"apiGroups": [GROUP], "verbs": ["watch"],
+                                                                     "resources": ["fischers"]}]}),
+                    ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", {
+                        "metadata": {"name": "fischers"}, "subjects": [{"kind": "User", "name": "alice"}],
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "fischers"}}),
+                ]:
+                    async with s.post(base + path, json=obj, ssl=ctx) as r:
+                        assert r.status == 201, await r.text()
+                review = {"spec": {"user": "alice", "resourceAttributes": {
+                    "namespace": "default", "verb": "watch", "group": GROUP, "resource": "fischers"}}}
+                for _ in tries():
+                    async with s.post(f"{base}/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review,
+                                      ssl=ctx) as r:
+                        if (await r.json())["status"].get("allowed"):
+                            break
+                alice = user_context(server.pki, tmp_path, "alice")
+                watch = asyncio.create_task(s.get(f"{base}{fischers}?watch=true", ssl=alice))
+                try:
+                    await asyncio.wait_for(asked.wait(), 30)
+                    assert executing(server, "global-default") == 0
+                finally:
+                    answer_now.set()
+                async with await watch as r:
+                    assert (r.status, await r.content.readline()) == (200, b'{"type":"ADDED","object":{}}\n')
+                    assert r.headers["X-Kubernetes-PF-PriorityLevel-UID"]
+        finally:
+            await runner.cleanup()

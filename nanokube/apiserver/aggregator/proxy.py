@@ -26,7 +26,7 @@ import aiohttp
 from aiohttp import web
 
 from .. import expect
-from ..apf import PF_HEADERS
+from ..apf import DELEGATED, PF_HEADERS
 from ..streaming.proxy import DialError, upgrade
 from ...machinery.errors import APIError
 from ...machinery.hostport import join_host_port
@@ -194,6 +194,8 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
         body = _body(request)
         if request.content_length is not None:
             headers.append(("Content-Length", str(request.content_length)))
+    if (delegated := request.get(DELEGATED)) is not None:  # RequestDelegated: a watch lets its APF seat go
+        delegated()
     relaying = _RELAY_TO.set(request)
     try:
         upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
