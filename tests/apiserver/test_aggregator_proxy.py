@@ -112,6 +112,28 @@ async def register(server, ctx: ssl.SSLContext, ip: str, port: int, tls: dict | 
         raise AssertionError(f"the APIService never became Available: {conds}")
 
 
+async def allow_alice(s: aiohttp.ClientSession, base: str, ctx: ssl.SSLContext, verb: str, resources: list[str]):
+    """A Role of `verb` on the wardle group's `resources` (a "resource/subresource" for a subresource) in
+    namespace default, bound to alice; returns once the authorizer allows her the first of them."""
+    for path, obj in [
+        ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", {
+            "metadata": {"name": "alice"}, "rules": [{"apiGroups": [GROUP], "verbs": [verb], "resources": resources}]}),
+        ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", {
+            "metadata": {"name": "alice"}, "subjects": [{"kind": "User", "name": "alice"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "alice"}}),
+    ]:
+        async with s.post(base + path, json=obj, ssl=ctx) as r:
+            assert r.status == 201, await r.text()
+    resource, _, subresource = resources[0].partition("/")
+    review = {"spec": {"user": "alice", "resourceAttributes": {
+        "namespace": "default", "verb": verb, "group": GROUP, "resource": resource, "subresource": subresource}}}
+    for _ in tries():
+        async with s.post(f"{base}/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review, ssl=ctx) as r:
+            if (await r.json())["status"].get("allowed"):
+                return
+    raise AssertionError(f"alice is not allowed to {verb} {resources[0]}")
+
+
 async def answer(c: Conn) -> tuple[int, bytes]:
     """One response's status and body, which the proxy relays chunked."""
     code, headers, body = await c.answer()
@@ -212,26 +234,7 @@ async def test_websocket_upgrade_through_an_apiservice(tmp_path):
             await register(server, ctx, ip, port)
             base = f"https://127.0.0.1:{server.port}"
             async with aiohttp.ClientSession() as s:
-                for path, obj in [
-                    ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", {
-                        "metadata": {"name": "console"}, "rules": [{"apiGroups": [GROUP], "verbs": ["get"],
-                                                                    "resources": ["flunders/console", "flunders/vnc"]}]}),
-                    ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", {
-                        "metadata": {"name": "console"}, "subjects": [{"kind": "User", "name": "alice"}],
-                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "console"}}),
-                ]:
-                    async with s.post(base + path, json=obj, ssl=ctx) as r:
-                        assert r.status == 201, await r.text()
-                review = {"spec": {"user": "alice", "resourceAttributes": {
-                    "namespace": "default", "verb": "get", "group": GROUP, "resource": "flunders",
-                    "subresource": "console", "name": "x"}}}
-                for _ in tries():
-                    async with s.post(f"{base}/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review,
-                                      ssl=ctx) as r:
-                        if (await r.json())["status"].get("allowed"):
-                            break
-                else:
-                    raise AssertionError("alice was never allowed flunders/console")
+                await allow_alice(s, base, ctx, "get", ["flunders/console", "flunders/vnc"])
 
                 alice = user_context(server.pki, tmp_path, "alice", "devs")
                 async with s.ws_connect(f"{base}{sub}/console?tty=true", ssl=alice,
@@ -444,23 +447,7 @@ async def test_a_watch_proxied_to_an_extension_server_lets_its_seat_go_as_it_is_
             await register(server, ctx, ip, port)
             base = f"https://127.0.0.1:{server.port}"
             async with aiohttp.ClientSession() as s:
-                for path, obj in [
-                    ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", {
-                        "metadata": {"name": "fischers"}, "rules": [{"apiGroups": [GROUP], "verbs": ["watch"],
-                                                                     "resources": ["fischers"]}]}),
-                    ("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", {
-                        "metadata": {"name": "fischers"}, "subjects": [{"kind": "User", "name": "alice"}],
-                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "fischers"}}),
-                ]:
-                    async with s.post(base + path, json=obj, ssl=ctx) as r:
-                        assert r.status == 201, await r.text()
-                review = {"spec": {"user": "alice", "resourceAttributes": {
-                    "namespace": "default", "verb": "watch", "group": GROUP, "resource": "fischers"}}}
-                for _ in tries():
-                    async with s.post(f"{base}/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review,
-                                      ssl=ctx) as r:
-                        if (await r.json())["status"].get("allowed"):
-                            break
+                await allow_alice(s, base, ctx, "watch", ["fischers"])
                 alice = user_context(server.pki, tmp_path, "alice")
                 watch = asyncio.create_task(s.get(f"{base}{fischers}?watch=true", ssl=alice))
                 try:
