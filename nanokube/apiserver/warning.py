@@ -16,6 +16,9 @@ ITEM_RUNES = 256
 #: one warning-value of a Warning header (RFC 7234): code, agent, quoted text; a header may hold several
 _VALUE = re.compile(r'(\d{3}) (\S+) "((?:[^"\\]|\\.)*)"')
 _ESCAPED = re.compile(r"\\(.)")
+#: control characters (Go's unicode.IsControl): NewWarningHeader refuses a text holding one, so the
+#: recorder drops that warning (aiohttp refuses to write one in a header: a 500)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 #: the request's warnings in the order they came, each once (a dict: a body of 100,000 unknown fields
 #: warns as many times, and a list's membership test made that quadratic)
@@ -54,7 +57,8 @@ def limit(headers) -> None:
     """Leaves a response's Warning headers (a multidict) as upstream's recorder writes them: each text
     once, the first time it came (whatever its agent), and once the texts would pass TOTAL_RUNES in
     all, every one, those before included, cut to ITEM_RUNES runes, and none added after the cut ones
-    reach TOTAL_RUNES. Untouched when no text repeats and all fit."""
+    reach TOTAL_RUNES; a text holding a control character is dropped. Untouched when no text repeats
+    and all fit."""
     values = headers.getall("Warning", ())
     if not values:
         return
@@ -67,7 +71,7 @@ def limit(headers) -> None:
         if truncating and written >= TOTAL_RUNES:
             break
         read += 1
-        if not text or text in seen:
+        if not text or text in seen or _CONTROL.search(text):
             continue
         seen.add(text)
         kept.append((agent, text))
