@@ -427,17 +427,20 @@ class GenericREST:
         return opts.field_manager or default
 
     def _track_fields(self, res: Resource, version: str, old: dict | None, new: dict, opts: WriteOptions,
-                      subresource: str = "", sent: dict | None = None, known: tuple | None = None) -> list | None:
+                      subresource: str = "", sent: dict | None = None, known: tuple | None = None,
+                      sent_old: dict | None = None) -> list | None:
         """The managedFields of an Update of `old` (None: a create) to `new`, both in storage shape, as
         upstream's field manager records them: in the request's version (a kind whose versions differ
         in shape is compared as `version` shows it, other managers' fields in their own versions).
-        `sent`: `new` as the request gave it at `version`, where the caller holds it (no conversion).
+        `sent`: `new` as the request gave it at `version`, where the caller holds it (no conversion);
+        `sent_old`: `old` at `version`, where the caller converted it already (a patch's live object).
         `known`: a create's (map, its shape.signature) for a map of `new` whose shape is known."""
         sch = schemas.kind_schema(res.group, version, res.kind)
         convert = self.index.converters.get((res.group, version, res.plural))
         if convert is not None or (_converts(res.strategy) and version != res.storage_version):
             new = sent if sent is not None else res.strategy.from_storage(new, version)
-            old = res.strategy.from_storage(old, version) if old is not None else None
+            if old is not None:
+                old = sent_old if sent_old is not None else res.strategy.from_storage(old, version)
         ignore_status = "status" in res.subresources
         manager, now, api_version = self._manager(opts, "unknown"), self.clock.rfc3339(), res.api_version(version)
         if old is None:
@@ -1048,9 +1051,12 @@ class GenericREST:
 
     async def _update_from(
         self, res: Resource, version: str, entry, new: dict, opts: WriteOptions, subresource: str, expected_rev: int,
-        managed_fields: list | None = None, held: list | None = None, size: int = 0,
+        managed_fields: list | None = None, held: list | None = None, size: int = 0, sent: tuple | None = None,
     ) -> Result:
-        """`size`: the JSON length of the object tracked as the request knows it (rest._large), 0 where not."""
+        """`size`: the JSON length of the object tracked as the request knows it (rest._large), 0 where not.
+        `sent`: a main-resource patch's (live object, patched object) at `version` (the field manager's
+        liveObj and newObj, as upstream's patcher hands them), where `new` is the latter converted for
+        storage: tracked without converting both again."""
         old = entry.obj
         if managed_fields is None:  # tracked before admission, as upstream's update and patch handlers do
             if subresource in ("status", "approval"):
@@ -1061,8 +1067,9 @@ class GenericREST:
                 tracked = new
             if _converts(res.strategy) and version != res.storage_version:  # fields are tracked at `version`
                 await res.strategy.prepare_conversion([old, tracked], version)
+            live, patched = sent if sent is not None and tracked is new else (None, None)
             managed_fields = await _computed(_large(tracked, size), self._track_fields, res, version, old, tracked, opts,
-                                             subresource)
+                                             subresource, sent=patched, sent_old=live)
         _set_managed_fields(_meta(new), managed_fields)  # what admission sees, as upstream's
         new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, old, opts)
         if (md := _meta(new)).get("managedFields") is not managed_fields:
@@ -1307,8 +1314,10 @@ class GenericREST:
                 else:
                     # a merge's result is no longer than what it merges: the stored object and the patch
                     size = entry.size and entry.size + len(patch) if patch_type in (MERGE_PATCH, STRATEGIC_PATCH) else 0
+                    # a kind stored in another shape: the live and patched objects at `version` are tracked
+                    converted = not subresource and new is not body and not _converts(res.strategy)
                     r = await self._update_from(res, version, entry, new, opts, subresource, entry.rev, held=held,
-                                                size=size)
+                                                size=size, sent=(current, body) if converted else None)
             except errors.APIError as e:
                 # lost a race with another write: apply the patch again to the newer object (a patch
                 # that names a resourceVersion then fails the precondition above, as upstream)

@@ -60,3 +60,35 @@ async def test_events_are_served_as_go_encodes_them_at_both_versions(tmp_path):
         new = await call(api_client, "GET", f"{EVENTS}/new")
         again = await call(api_client, "PUT", f"{EVENTS}/new", new)
         assert again["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"]
+
+
+async def test_patches_through_events_k8s_io_are_tracked_at_that_version(tmp_path):
+    """A patch at events.k8s.io/v1 (stored as core/v1) is tracked on the live and patched objects at
+    the request's version, as upstream's patcher hands its field manager: the series refresh an events
+    recorder sends owns series alone, and fields the writer sent unchanged stay their first owner's."""
+    async with served(tmp_path) as (_, api_client):
+        created = await call(api_client, "POST", EVENTS, event("web.1", "scaled"), "recorder")
+        first = entries(created)["recorder"]
+        series = {"series": {"count": 2, "lastObservedTime": "2026-01-01T00:30:00.000000Z"}}
+        refreshed = await call(api_client, "PATCH", f"{EVENTS}/web.1", series, "refresher",
+                               "application/strategic-merge-patch+json")
+        owners = entries(refreshed)
+        assert owners["refresher"] == ("Update", "events.k8s.io/v1",
+                                       {"f:series": {".": {}, "f:count": {}, "f:lastObservedTime": {}}})
+        assert owners["recorder"] == first
+        assert refreshed["series"] == series["series"] and refreshed["note"] == "scaled"
+        # a JSON patch of the count, and a merge patch sending the note it has: the count changes hands,
+        # the note does not
+        counted = await call(api_client, "PATCH", f"{EVENTS}/web.1",
+                             [{"op": "replace", "path": "/series/count", "value": 3}], "counter",
+                             "application/json-patch+json")
+        assert entries(counted)["counter"] == ("Update", "events.k8s.io/v1", {"f:series": {"f:count": {}}})
+        assert entries(counted)["refresher"][2] == {"f:series": {".": {}, "f:lastObservedTime": {}}}
+        same = await call(api_client, "PATCH", f"{EVENTS}/web.1", {"note": "scaled", "series": {"count": 4}}, "merger",
+                          "application/merge-patch+json")
+        assert entries(same)["merger"] == ("Update", "events.k8s.io/v1", {"f:series": {"f:count": {}}})
+        assert entries(same)["recorder"] == first
+        # the core/v1 view holds the same entries, each in the version it was written at
+        core = await call(api_client, "GET", f"{CORE_EVENTS}/web.1")
+        assert core["metadata"]["managedFields"] == same["metadata"]["managedFields"]
+        assert core["series"]["count"] == 4
