@@ -49,7 +49,7 @@ from tests.e2e.test_hardening import Raw  # noqa: E402
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 #: values of every JSON type, for the `types` sweep
 ANY = [None, "x", "", 1, -1, 0, 1.5, True, [], {}, [None], {"a": None}, 2**63, -(2**63) - 1, 2**64, 1e300, "1e999",
-       "\x00", "ééé", [1], [{}], {"": 1}, "-1", "1Gi", "0.5", "9" * 30]
+       "\x00", "ééé", [1], [{}], {"": 1}, {"\b": 1}, "-1", "1Gi", "0.5", "9" * 30]
 #: values of a schema's type, for the `schema` sweep
 OF_TYPE = {
     "string": ["", " ", "-1", "1e999", "x" * 300, "é", "\x00", "0", "a/b", "::", "999.999.999.999", "10.0.0.0/33", "*",
