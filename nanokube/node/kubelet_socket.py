@@ -3,9 +3,12 @@ Registration service), served so that thousands of simulated nodes in one proces
 
 Few nodes are ever asked: a gRPC server each would cost ~0.3 ms of start-up and ~13 KiB a node,
 for nothing. So a node listens on its socket with a bare unix socket on the event loop
-(~0.5 KiB), and starts its gRPC server only when a client first connects, on an abstract unix
-socket (no file) behind it; each connection to the public socket is relayed byte for byte to
-that server, so a client speaks gRPC to the socket as to a kubelet's.
+(~0.5 KiB), and starts its gRPC server only when a client first connects, on a unix socket
+behind it; each connection to the public socket is relayed byte for byte to that server, so a
+client speaks gRPC to the socket as to a kubelet's. That hidden socket is a file in a directory of
+its own that only this process's user may enter (0700, removed when the node stops), not an
+abstract socket: those have no permissions, so any process in the network namespace could reach
+the server past the public socket's (register a device plugin, read the pod resources).
 
 Thousands of nodes hold as many sockets: the first one raises the process's soft limit on open
 files to its hard limit, as Go's runtime does for every kubelet, and the sockets and servers of
@@ -23,8 +26,9 @@ import functools
 import logging
 import os
 import resource
-import secrets
+import shutil
 import socket
+import tempfile
 from collections.abc import Callable, Sequence
 
 import grpc
@@ -67,9 +71,10 @@ class KubeletSocket:
         self.node = node
         #: the public socket, listening
         self._listener: socket.socket | None = None
-        #: the gRPC server behind it, once a client connected, and its abstract socket's name
+        #: the gRPC server behind it, once a client connected, its socket's path and private directory
         self._server: grpc.aio.Server | None = None
         self._address = ""
+        self._directory = ""
         self._starting: asyncio.Lock | None = None
         self._relays: set[asyncio.Task] = set()
 
@@ -125,6 +130,9 @@ class KubeletSocket:
             await self._server.stop(None)
             self._server = None
             KubeletSocket.files -= 1
+        if self._directory:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = self._address = ""
 
     # --- the public socket -------------------------------------------------------------------------
 
@@ -161,7 +169,7 @@ class KubeletSocket:
             address = await self._grpc_server()
             if not address:
                 return
-            upstream_reader, upstream_writer = await _connect_abstract(address)
+            upstream_reader, upstream_writer = await asyncio.open_unix_connection(address)
             writers.append(upstream_writer)
             pumps = [asyncio.ensure_future(_pump(reader, upstream_writer)),
                      asyncio.ensure_future(_pump(upstream_reader, writer))]
@@ -180,39 +188,45 @@ class KubeletSocket:
                 w.close()
 
     async def _grpc_server(self) -> str:
-        """The gRPC server's abstract socket name, the server started at the first call ("" if it
-        cannot listen)."""
+        """The gRPC server's socket path, the server started at the first call ("" if it cannot
+        listen)."""
         if self._starting is None:
             self._starting = asyncio.Lock()
         async with self._starting:
             if self._server is None:
-                # random, not the PID: processes in PID namespaces of their own (each PID 1, say) share
-                # the network namespace's abstract names
-                address = f"nanokube-kubelet-{secrets.token_hex(16)}"
                 server = grpc.aio.server(handlers=list(self.handlers()))
                 try:
-                    server.add_insecure_port("unix-abstract:" + address)
-                except RuntimeError as e:  # grpc's words for any failed bind (out of file descriptors, say)
+                    # mkdtemp: a fresh 0700 directory, so processes in PID namespaces of their own
+                    # (each PID 1, say) never meet either
+                    directory = tempfile.mkdtemp(prefix="nanokube-kubelet-", dir=_private_root())
+                except OSError as e:
                     log.warning("node %s: no %s server: %s", self.node, self.what, e)
                     await server.stop(None)
                     return ""
-                await server.start()
-                self._server, self._address = server, address
+                address = os.path.join(directory, "grpc.sock")
+                try:
+                    server.add_insecure_port("unix:" + address)
+                    await server.start()
+                except BaseException as e:
+                    await server.stop(None)
+                    shutil.rmtree(directory, ignore_errors=True)
+                    if not isinstance(e, RuntimeError):
+                        raise
+                    # grpc's words for any failed bind (out of file descriptors, say)
+                    log.warning("node %s: no %s server: %s", self.node, self.what, e)
+                    return ""
+                self._server, self._address, self._directory = server, address, directory
                 KubeletSocket.files += 1
         return self._address
 
 
-async def _connect_abstract(name: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connection to the abstract unix socket `name`, connected by the loop's sock_connect:
-    uvloop's open_unix_connection refuses an abstract address (EINVAL)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.setblocking(False)
-        await asyncio.get_running_loop().sock_connect(sock, "\0" + name)
-        return await asyncio.open_unix_connection(sock=sock)
-    except BaseException:
-        sock.close()
-        raise
+@functools.cache
+def _private_root() -> str:
+    """Where the gRPC servers' private directories go: the temporary directory, or /tmp where its
+    path leaves no room for theirs within a unix socket's MAX_SOCKET_PATH."""
+    root = tempfile.gettempdir()
+    longest = os.path.join(root, "nanokube-kubelet-" + "x" * 8, "grpc.sock")
+    return root if len(os.fsencode(longest)) <= MAX_SOCKET_PATH else "/tmp"
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -1,9 +1,11 @@
 """A kubelet socket's lazily started gRPC server, reached by real gRPC clients over the unix socket."""
 
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -39,8 +41,7 @@ async def serve_two_clients(directory: str) -> list[bytes]:
 
 
 def test_clients_are_relayed_on_uvloop_as_nanokube_up_runs_the_nodes():
-    """`nanokube up` runs on uvloop, whose open_unix_connection refuses the abstract address the
-    gRPC server listens on: the relay still reaches it, for concurrent clients."""
+    """`nanokube up` runs on uvloop: the relay reaches the gRPC server there too, for concurrent clients."""
     directory = tempfile.mkdtemp(prefix="ks-")
     try:
         assert uvloop.run(serve_two_clients(directory)) == [b"hi 0", b"hi 1"]
@@ -81,8 +82,7 @@ asyncio.run(main())
 
 async def test_two_processes_each_pid_1_of_its_own_namespace_serve_side_by_side(tmp_path):
     """Two `nanokube up`s in PID namespaces of their own (as in containers sharing the host's network)
-    have the same PID: the abstract sockets behind their kubelet sockets, one network namespace's
-    names, must not be named by it."""
+    have the same PID: the sockets behind their kubelet sockets must not be named by it."""
     procs = []
     try:
         for n in range(2):
@@ -127,3 +127,51 @@ async def until(condition) -> None:
             return
         await asyncio.sleep(0.02)
     assert condition()
+
+
+def unix_sockets_held() -> set[str]:
+    """The names of the unix sockets this process holds, from /proc/net/unix ('@' leads an abstract one)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/self/fd/{fd}")
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:["):-1])
+    with open("/proc/net/unix") as table:
+        rows = [line.split() for line in table.read().splitlines()[1:]]
+    return {row[7] for row in rows if len(row) > 7 and row[6] in inodes}
+
+
+async def test_the_grpc_server_hides_behind_a_file_only_its_user_reaches(tmp_path):
+    """Not an abstract socket, which any process in the network namespace could reach past the public
+    socket's permissions: a socket file in a 0700 directory of its own, both gone when the node stops."""
+    server = KubeletSocket(str(tmp_path / "kubelet.sock"), echo, "echo", "n1")
+    before = unix_sockets_held()
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel("unix://" + server.path) as c:
+            assert await c.unary_unary("/test.Echo/Echo")(b"hi", timeout=10) == b"hi"
+        held = unix_sockets_held() - before
+        assert not [name for name in held if name.startswith("@")], held
+        [hidden] = held - {server.path}
+        directory = os.path.dirname(hidden)
+        info = os.stat(directory)
+        assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == os.getuid()
+        assert stat.S_ISSOCK(os.stat(hidden).st_mode)
+    finally:
+        await server.stop()
+    assert not os.path.exists(hidden) and not os.path.exists(directory)
+    assert hidden not in unix_sockets_held()
+
+
+async def test_a_temporary_directory_too_long_for_a_socket_still_serves(tmp_path):
+    """TMPDIR so long that no socket path under it binds: the hidden socket's directory goes to /tmp."""
+    long_tmp = tmp_path / ("t" * 100)
+    long_tmp.mkdir()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SERVE_ONE, str(tmp_path / "kubelet.sock"), env={**os.environ, "TMPDIR": str(long_tmp)},
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, cwd=ROOT)
+    try:
+        assert (await asyncio.wait_for(proc.stdout.readline(), 60)).split()[0] == b"hi"
+    finally:
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
