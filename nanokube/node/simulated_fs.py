@@ -300,13 +300,7 @@ class ContainerFS:
         if real is not None:
             if os.path.isdir(real):
                 raise FsError(IS_DIR)
-            with _os_error():
-                with open(real, "ab" if append else "wb") as f:
-                    f.write(data)
-                if mode is not None:
-                    os.chmod(real, mode)
-                if mtime is not None:
-                    os.utime(real, (mtime, mtime))
+            _write_real(real, data, append, mode, mtime)
             self._done("write", path, data, append=append, mode=mode, mtime=mtime)
             return
         parent, name = self._parent(path)
@@ -316,10 +310,7 @@ class ContainerFS:
         if node is None:
             node = parent.entries[name] = File(mode=0o644)
             parent.mtime = self.now
-        node.data = node.data + data if append else data
-        node.mtime = self.now if mtime is None else mtime
-        if mode is not None:
-            node.mode = mode
+        self._write_node(node, data, append, mode, mtime)
         self._done("write", path, data, append=append, mode=mode, mtime=mtime)
 
     def _write_mounted_file(self, mount: _Mount, path: str, data: bytes, append: bool, mode: int | None,
@@ -328,21 +319,17 @@ class ContainerFS:
         if mount.read_only:
             raise FsError(READ_ONLY)
         if isinstance(mount.tree, File):
-            node = mount.tree
-            node.data = node.data + data if append else data
-            node.mtime = self.now if mtime is None else mtime
-            if mode is not None:
-                node.mode = mode
+            self._write_node(mount.tree, data, append, mode, mtime)
         else:
-            real = os.path.realpath(mount.host or "")
-            with _os_error():
-                with open(real, "ab" if append else "wb") as f:
-                    f.write(data)
-                if mode is not None:
-                    os.chmod(real, mode)
-                if mtime is not None:
-                    os.utime(real, (mtime, mtime))
+            _write_real(os.path.realpath(mount.host or ""), data, append, mode, mtime)
         self._done("write", path, data, append=append, mode=mode, mtime=mtime)
+
+    def _write_node(self, node: File, data: bytes, append: bool, mode: int | None, mtime: float | None) -> None:
+        """Write an in-memory file."""
+        node.data = node.data + data if append else data
+        node.mtime = self.now if mtime is None else mtime
+        if mode is not None:
+            node.mode = mode
 
     def mkdir(self, path: str, parents: bool = False, mode: int = 0o755) -> None:
         path = self.normal(path)
@@ -429,3 +416,14 @@ def _host_node(mount: _Mount, parts: list[str]) -> File | Dir | None:
                    mode=st.st_mode & 0o7777, mtime=st.st_mtime)
     with open(real, "rb") as f:
         return File(f.read(), mode=st.st_mode & 0o7777, mtime=st.st_mtime)
+
+
+def _write_real(real: str, data: bytes, append: bool, mode: int | None, mtime: float | None) -> None:
+    """Write a file on the node's disk (the node's root, a hostPath), its mode and time as asked."""
+    with _os_error():
+        with open(real, "ab" if append else "wb") as f:
+            f.write(data)
+        if mode is not None:
+            os.chmod(real, mode)
+        if mtime is not None:
+            os.utime(real, (mtime, mtime))

@@ -10,8 +10,8 @@ from nanokube.node import admission
 from nanokube.node.admission import Admitted, Rejection, general_filter, node_allocatable, os_rejection, requests
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.manager import NodeManager
-from tests.controllers import becomes, eventually, make_stack
-from tests.node import ManualClock
+from tests.controllers import becomes, eventually
+from tests.node import api_on_manual_clock
 from tests.node.test_lifecycle import phase_is
 
 NODE = {"metadata": {"name": "n1", "labels": {"kubernetes.io/os": "linux", "zone": "a"}},
@@ -162,17 +162,6 @@ pools:
 
 
 @contextlib.asynccontextmanager
-async def api():
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
-    s.rest.clock = clock = ManualClock()
-    try:
-        yield s, clock
-    finally:
-        await s.close()
-
-
-@contextlib.asynccontextmanager
 async def agents(s, clock):
     mgr = NodeManager(connector(s.rest), CLUSTER, clock)
     await mgr.start()
@@ -206,7 +195,7 @@ def rejected_events(events, name: str):
 
 
 async def test_a_pod_bound_by_name_that_overfills_the_node_is_rejected_and_the_others_run_on():
-    async with api() as (s, clock), agents(s, clock) as mgr:
+    async with api_on_manual_clock() as (s, clock), agents(s, clock) as mgr:
         pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
         assert await rejections(mgr) == {}
         await pods.create(bound("first", "3"))
@@ -229,7 +218,7 @@ async def test_a_pod_bound_by_name_that_overfills_the_node_is_rejected_and_the_o
 
 
 async def test_node_affinity_taints_and_host_ports_are_checked_on_the_nodes_own_view():
-    async with api() as (s, clock), agents(s, clock) as mgr:
+    async with api_on_manual_clock() as (s, clock), agents(s, clock) as mgr:
         pods, nodes = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "nodes")
         await pods.create(bound("elsewhere", nodeSelector={"zone": "b"}))
         p = await eventually(phase_is(pods, "elsewhere", "Failed"))
@@ -268,7 +257,7 @@ async def _tainted(mgr) -> bool:
 
 async def test_a_starting_node_admits_the_pods_it_finds_oldest_first():
     """The pods listed at start-up are admitted in creation order, not the list's (by name)."""
-    async with api() as (s, clock):
+    async with api_on_manual_clock() as (s, clock):
         pods = s.client.resource("", "v1", "pods")
         await pods.create(bound("z-older", "3"))
         await clock.advance(5)
@@ -280,7 +269,7 @@ async def test_a_starting_node_admits_the_pods_it_finds_oldest_first():
 
 
 async def test_a_pod_for_another_os_is_rejected():
-    async with api() as (s, clock), agents(s, clock):
+    async with api_on_manual_clock() as (s, clock), agents(s, clock):
         pods = s.client.resource("", "v1", "pods")
         await pods.create(bound("win", os={"name": "windows"}))
         p = await eventually(phase_is(pods, "win", "Failed"))

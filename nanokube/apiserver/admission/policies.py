@@ -240,14 +240,7 @@ def _costly(spec: dict) -> bool:
     """Whether a policy's expressions may cost enough to be metered (a worst case past
     METER_FROM: up to the per-call limit each, about a CPU second here); one reading the authorizer
     is not (its checks read the server's state, which only the loop may)."""
-    expressions = [v.get("expression", "") for v in spec.get("variables") or []]
-    expressions += [c.get("expression", "") for c in spec.get("matchConditions") or []]
-    for v in spec.get("validations") or []:
-        expressions += [v.get("expression", ""), v.get("messageExpression", "")]
-    expressions += [a.get("valueExpression", "") for a in spec.get("auditAnnotations") or []]
-    for m in spec.get("mutations") or []:
-        expressions += [(m.get("applyConfiguration") or {}).get("expression", ""),
-                        (m.get("jsonPatch") or {}).get("expression", "")]
+    expressions = [v.get("expression", "") for v in spec.get("variables") or []] + _uses(spec)
     costly = False
     for e in expressions:
         if "authorizer" in e:
@@ -259,9 +252,9 @@ def _costly(spec: dict) -> bool:
     return costly
 
 
-def _variables_wanted(spec: dict) -> set[str]:
-    """The variables a policy's matchConditions, validations, messages, audit annotations and mutations
-    read, with those these read in turn (a variable reads only the ones declared before it)."""
+def _uses(spec: dict) -> list[str]:
+    """A policy's expressions other than its variables: match conditions, validations and their
+    messages, audit annotations, mutations ("" where one is absent)."""
     expressions = [c.get("expression", "") for c in spec.get("matchConditions") or []]
     for v in spec.get("validations") or []:
         expressions += [v.get("expression", ""), v.get("messageExpression", "")]
@@ -269,7 +262,12 @@ def _variables_wanted(spec: dict) -> set[str]:
     for m in spec.get("mutations") or []:
         expressions += [(m.get("applyConfiguration") or {}).get("expression", ""),
                         (m.get("jsonPatch") or {}).get("expression", "")]
-    wanted: set[str] = set().union(*(variables_read(e) for e in expressions if e))
+    return expressions
+
+def _variables_wanted(spec: dict) -> set[str]:
+    """The variables a policy's matchConditions, validations, messages, audit annotations and mutations
+    read, with those these read in turn (a variable reads only the ones declared before it)."""
+    wanted: set[str] = set().union(*(variables_read(e) for e in _uses(spec) if e))
     for v in reversed(spec.get("variables") or []):
         if v.get("name", "") in wanted:
             wanted |= variables_read(v.get("expression", ""))

@@ -10,8 +10,8 @@ from nanokube.apiserver.loopback import connector
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.manager import NodeManager
 from nanokube.node.podresources.proto import podresources_pb2 as pb
-from tests.controllers import becomes, eventually, make_stack
-from tests.node import ManualClock
+from tests.controllers import becomes, eventually
+from tests.node import api_on_manual_clock
 from tests.node.podresources.test_server import Client
 from tests.node.test_lifecycle import phase_is
 
@@ -43,23 +43,12 @@ async def node(s, clock, pods_dir):
         await mgr.stop()
 
 
-@contextlib.asynccontextmanager
-async def stack():
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
-    s.rest.clock = clock = ManualClock()
-    try:
-        yield s, clock
-    finally:
-        await s.close()
-
-
 def devices(c: pb.ContainerResources) -> list[tuple[str, list[str]]]:
     return [(d.resource_name, list(d.device_ids)) for d in c.devices]
 
 
 async def test_a_pods_gpus_are_allocated_from_the_plugin_and_listed_by_the_pod_resources_api(node_dir):
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         nodes, pods = s.client.resource("", "v1", "nodes"), s.client.resource("", "v1", "pods")
         status = (await nodes.get(NODE))["status"]
         assert (status["capacity"][GPU], status["allocatable"][GPU]) == ("4", "4")
@@ -85,7 +74,7 @@ async def test_a_pod_asking_more_gpus_than_are_left_is_rejected_at_admission(nod
     """The scheduler counts GPUs, but a pod bound by name is admitted by the node alone: with
     too few left its predicates fail (the device plugin's resource is in the node's allocatable),
     as upstream's kubelet rejects it before the device manager allocates, and it holds none."""
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
         await pods.create(gpu_pod("three", 3))
         await eventually(phase_is(pods, "three", "Running"))
@@ -115,7 +104,7 @@ def gone(pods, name: str):
 
 async def test_a_restarted_node_agent_keeps_the_pods_gpus(node_dir):
     """From its checkpoint: the GPUs a fresh allocation would pick first were another pod's."""
-    async with stack() as (s, clock):
+    async with api_on_manual_clock() as (s, clock):
         pods = s.client.resource("", "v1", "pods")
         async with node(s, clock, node_dir) as (mgr, prc):
             await pods.create(gpu_pod("one", 1))
@@ -141,7 +130,7 @@ async def test_a_faulty_gpu_leaves_the_nodes_allocatable_at_the_next_status_post
     """A fault on a plugin GPU (the Node's `sim.nanokube.io/fault` annotation, as `nanokube fault
     gpu NODE GPU-...` writes it) makes the plugin report it Unhealthy, as NVIDIA's does on an XID
     error; taking the fault off heals it."""
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         nodes = s.client.resource("", "v1", "nodes")
         sick = sorted(d.device_ids[0] for d in (await prc.allocatable()).devices)[0]
 
@@ -166,7 +155,7 @@ async def test_a_pods_gpu_health_shows_in_its_container_status(node_dir):
     """KEP-4680's allocatedResourcesStatus for a device plugin's resource: each GPU the container
     holds by its ID, Unhealthy while a fault is on it; the status is written again when the
     plugin lists the change, with no other change to the pod."""
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         pods, nodes = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "nodes")
         await pods.create(gpu_pod("two", 2))
         await eventually(phase_is(pods, "two", "Running"))
