@@ -15,7 +15,8 @@ from nanokube.node.devicemanager.registration import RegistrationServer
 from nanokube.node.kubelet_socket import KubeletSocket
 from tests.controllers import becomes, eventually
 from tests.node.devicemanager.plugin_server import DevicePlugin
-from tests.node.devicemanager.test_node import NODE, node, stack
+from tests.node import api_on_manual_clock
+from tests.node.devicemanager.test_node import NODE, node
 from tests.node.test_lifecycle import phase_is
 
 FPGA = "example.com/fpga"
@@ -43,7 +44,7 @@ async def listed_fpgas(prc) -> set[str]:
 
 
 async def test_a_registered_plugins_devices_are_advertised_allocated_and_listed(node_dir):
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA,
                                     {"fpga-a": 0, "fpga-b": None}).start()
         try:
@@ -81,7 +82,7 @@ async def test_a_registered_plugins_devices_are_advertised_allocated_and_listed(
 
 
 async def test_a_failed_allocate_rejects_the_pod(node_dir):
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA, {"fpga-a": None}).start()
         try:
             await plugin.register()
@@ -102,7 +103,7 @@ async def test_a_failed_allocate_rejects_the_pod(node_dir):
 
 
 async def test_a_plugins_preferred_allocation_is_taken_first(node_dir):
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA,
                                     dict.fromkeys(["fpga-a", "fpga-b", "fpga-c", "fpga-d"]),
                                     prefer=["fpga-d", "fpga-c"]).start()
@@ -123,7 +124,7 @@ async def test_a_plugins_preferred_allocation_is_taken_first(node_dir):
 
 
 async def test_pre_start_container_is_called_before_each_start_and_its_failure_fails_the_start(node_dir):
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA,
                                     {"fpga-a": None, "fpga-b": None}, pre_start=True).start()
         try:
@@ -158,7 +159,7 @@ async def test_pre_start_container_is_called_before_each_start_and_its_failure_f
 
 
 async def test_a_stopped_plugins_resource_goes_after_the_grace_period_and_comes_back_with_it(node_dir):
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA,
                                     {"fpga-a": None, "fpga-b": None}).start()
         try:
@@ -178,7 +179,7 @@ async def test_a_stopped_plugins_resource_goes_after_the_grace_period_and_comes_
 
 
 async def test_a_restarted_node_has_none_of_a_plugins_devices_until_it_registers_again(node_dir):
-    async with stack() as (s, clock):
+    async with api_on_manual_clock() as (s, clock):
         plugin = DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA, {"fpga-a": None})
         try:
             async with node(s, clock, node_dir):
@@ -203,7 +204,7 @@ async def test_a_restarted_node_has_none_of_a_plugins_devices_until_it_registers
     ("v1beta1", "kubernetes.io/fpga", 'the ResourceName "kubernetes.io/fpga" is invalid'),
 ])
 async def test_registration_refusals_are_upstreams(version, resource, message, node_dir):
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         plugin = DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA, {})
         with pytest.raises(grpc.aio.AioRpcError) as e:
             await plugin.register(version, resource)
@@ -217,7 +218,7 @@ async def test_registration_refusals_are_upstreams(version, resource, message, n
 async def test_a_plugin_registering_its_resource_again_replaces_the_one_before(node_dir):
     """The kubelet hangs up on the plugin registered before: its devices go, and its stop later
     leaves the new plugin's devices healthy."""
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         directory = os.path.join(node_dir, NODE, "device-plugins")
         first = await DevicePlugin(directory, FPGA, {"fpga-a": None}, name="fpga-1.sock").start()
         second = await DevicePlugin(directory, FPGA, {"fpga-b": None, "fpga-c": None}, name="fpga-2.sock").start()
@@ -240,7 +241,7 @@ async def test_a_plugin_registering_its_resource_again_replaces_the_one_before(n
 
 async def test_a_plugin_without_get_device_plugin_options_is_refused(node_dir):
     """The kubelet asks a plugin it dialled for its options; a refusal is the Register call's error."""
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         plugin = await DevicePlugin(os.path.join(node_dir, NODE, "device-plugins"), FPGA, {"fpga-a": None}).start()
         plugin.options_unimplemented = True
         try:
@@ -265,7 +266,7 @@ async def test_sockets_left_in_the_directory_are_removed_at_start(node_dir):
     for name in ("notes.txt", "kubelet_internal_checkpoint"):
         with open(os.path.join(directory, name), "w") as f:
             f.write("{}")
-    async with stack() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
+    async with api_on_manual_clock() as (s, clock), node(s, clock, node_dir) as (mgr, prc):
         assert sorted(os.listdir(directory)) == ["kubelet.sock", "kubelet_internal_checkpoint", "notes.txt", "sub"]
         assert os.listdir(os.path.join(directory, "sub")) == ["kept.sock"]
         plugin = await DevicePlugin(directory, FPGA, {"fpga-a": None}).start()
