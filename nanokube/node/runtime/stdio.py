@@ -77,15 +77,21 @@ async def launch(argv: list[str], **streams) -> tuple[asyncio.subprocess.Process
 def kill(proc: asyncio.subprocess.Process, pid: int, sig: int) -> None:
     """Signal a launched command: SIGTERM through its shim (which passes it on; under hostPID the
     command is the process), SIGKILL to the command's process group (all of its PID namespace
-    where it is that one's PID 1), after which the shim exits as the command did. A launch that
-    never started its command is killed itself."""
+    where it is that one's PID 1), after which the shim exits as the command did; a command that
+    has not yet made its own group (launch.py reports its PID at once) is killed by its PID. A
+    launch that never started its command is killed itself."""
     if proc.returncode is not None:
         return
     with contextlib.suppress(ProcessLookupError):
         if sig != signal.SIGKILL:
             os.kill(proc.pid, sig)
-        else:
+            return
+        try:
             os.killpg(pid or proc.pid, sig)
+        except ProcessLookupError:
+            if not pid:
+                raise
+            os.kill(pid, sig)
 
 
 async def spawn(argv: list[str], spec: dict, log: ContainerLog, io: ContainerIO,

@@ -3,13 +3,21 @@ process is PID 1 of a namespace of its own; shareProcessNamespace puts a pod's c
 whose PID 1 is the sandbox's pause process; hostPID runs them in the host's. Exec (the kubelet's
 /run) joins the container's; what ran in a namespace is gone, reaped, once its PID 1 is."""
 
+import asyncio
+import contextlib
+import json
 import os
+import shutil
+import signal
+import sys
 import time
 from types import SimpleNamespace
 
 import pytest
 
 from nanokube.node.kubelet_server import KubeletServer
+from nanokube.node.runtime import stdio
+from nanokube.node.runtime.worker import LAUNCHER
 from tests.controllers import eventually
 from tests.node.runtime.test_process import SERVE, pod, process_agents, status_of
 from tests.node.test_lifecycle import gone
@@ -131,3 +139,28 @@ async def test_host_pid_runs_the_containers_in_the_hosts_namespace(env):
     assert os.readlink(f"/proc/{w.containers['main'].pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
     await pods.delete("host", "default")
     await eventually(gone(pods, "host"))
+
+
+async def test_a_command_killed_as_soon_as_its_launch_names_it_goes_with_its_launcher():
+    """SIGKILL the moment launch.py reports the command's PID (a launch cancelled by the pod's
+    teardown does so), before the command has made its own process group: the command is killed
+    all the same, and its launcher ends as it did (137). A missed kill left `sleep 300` and its
+    launcher running, and the teardown waiting on them."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("SKIPPED LOUDLY: launching into a PID namespace needs root and unshare")
+    spec = {"hostname": "kill-early", "pid": "new", "argv": ["sleep", "300"], "env": {"PATH": os.environ["PATH"]},
+            "workdir": "/"}
+    argv = ["unshare", "--mount", "--propagation", "private", sys.executable, "-I", LAUNCHER, json.dumps(spec)]
+    for _ in range(20):
+        proc, pid = await stdio.launch(argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                                       stderr=asyncio.subprocess.DEVNULL)
+        assert pid > 0
+        stdio.kill(proc, pid, signal.SIGKILL)
+        try:
+            assert await asyncio.wait_for(proc.wait(), 60) == 128 + signal.SIGKILL
+        finally:
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                await proc.wait()
