@@ -230,20 +230,11 @@ def validate_match_conditions(conds: Any, path: str, declared: frozenset = WEBHO
 
 
 def _validate_review_versions(versions: Any, path: str, require_known: bool) -> list[FieldError]:
+    from ..apiserver.webhook.validation import validate_review_versions
     versions = versions if isinstance(versions, list) else []
     if not versions:
         return [required(path, "must specify one of v1, v1beta1")]
-    errs: list[FieldError] = []
-    seen: set[str] = set()
-    for i, v in enumerate(versions):
-        if v in seen:
-            errs.append(invalid(f"{path}[{i}]", v, "duplicate version"))
-            continue
-        seen.add(v)
-        errs += [invalid(f"{path}[{i}]", v, m) for m in dns1035_label(v)]
-    if require_known and not any(v in _REVIEW_VERSIONS for v in versions):
-        errs.append(invalid(path, versions, "must include at least one of v1, v1beta1"))
-    return errs
+    return validate_review_versions(path, versions, require_known)
 
 
 def validate_webhook(w: Any, path: str, mutating: bool, lenient: dict) -> list[FieldError]:

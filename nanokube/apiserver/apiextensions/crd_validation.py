@@ -20,7 +20,7 @@ from ...machinery.validation import (
     FieldError, dns1035_label, dns1123_subdomain, duplicate, forbidden, immutable, invalid, mixed_case_label,
     not_supported, required, too_many,
 )
-from ..webhook.validation import validate_service, validate_url
+from ..webhook.validation import validate_review_versions, validate_service, validate_url
 from . import cel_rules, internal, jsonpath, structural_schema
 
 PRINTER_TYPES = ("boolean", "date", "integer", "number", "string")
@@ -181,16 +181,7 @@ def _conversion(conv: Any, path: str) -> list[FieldError]:
         errs += validate_service(f"{path}.webhookClientConfig.service", cc["service"])
     if not crv:
         return errs + [required(f"{path}.conversionReviewVersions")]
-    seen: set[str] = set()
-    for i, v in enumerate(crv):
-        if v in seen:
-            errs.append(invalid(f"{path}.conversionReviewVersions[{i}]", v, "duplicate version"))
-            continue
-        seen.add(v)
-        errs += [invalid(f"{path}.conversionReviewVersions[{i}]", v, m) for m in dns1035_label(v)]
-    if not seen & {"v1", "v1beta1"}:
-        errs.append(invalid(f"{path}.conversionReviewVersions", crv, "must include at least one of v1, v1beta1"))
-    return errs
+    return errs + validate_review_versions(f"{path}.conversionReviewVersions", crv)
 
 
 APPROVAL = "api-approved.kubernetes.io"

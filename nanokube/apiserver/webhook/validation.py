@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...machinery.validation import FieldError, dns1123_subdomain, invalid, required
+from ...machinery.validation import FieldError, dns1035_label, dns1123_subdomain, invalid, required
 
 _FORM = "; desired format: https://host[/path]"
 
@@ -69,3 +69,23 @@ def validate_client_config(path: str, cc: Any) -> list[FieldError]:
     if has_url:
         return validate_url(f"{path}.url", cc["url"])
     return validate_service(f"{path}.service", cc["service"])
+
+
+#: the review versions a webhook (admission or CRD conversion) may be sent that this server speaks
+REVIEW_VERSIONS = ("v1", "v1beta1")
+
+
+def validate_review_versions(path: str, versions: list, require_known: bool = True) -> list[FieldError]:
+    """A webhook's admissionReviewVersions / conversionReviewVersions: each a DNS-1035 label, none
+    twice, and (with `require_known`) one this server speaks among them."""
+    errs: list[FieldError] = []
+    seen: set[str] = set()
+    for i, v in enumerate(versions):
+        if v in seen:
+            errs.append(invalid(f"{path}[{i}]", v, "duplicate version"))
+            continue
+        seen.add(v)
+        errs += [invalid(f"{path}[{i}]", v, m) for m in dns1035_label(v)]
+    if require_known and not any(v in REVIEW_VERSIONS for v in versions):
+        errs.append(invalid(path, versions, "must include at least one of v1, v1beta1"))
+    return errs
