@@ -167,8 +167,12 @@ class PluginWatcher:
         channel = grpc.insecure_channel(target(path))
         try:
             calls = stub(channel, REGISTRATION_SERVICE, REGISTRATION_METHODS)
+            ready = grpc.channel_ready_future(channel)
             try:
-                await asyncio.to_thread(grpc.channel_ready_future(channel).result, timeout=DIAL_TIMEOUT)
+                await asyncio.to_thread(ready.result, timeout=DIAL_TIMEOUT)
+            except asyncio.CancelledError:
+                ready.cancel()  # wakes the thread: a stopping node waits for no dial to time out
+                raise
             except grpc.FutureTimeoutError:
                 raise RegistrationError(f"RegisterPlugin error -- dial failed at socket {path}, err: "
                                         "context deadline exceeded") from None
