@@ -23,7 +23,7 @@ from .core_printing import AGE_DOC, NAME_DOC, Clock, doc, since
 from .core_services import NodePortAllocator, ServiceIPAllocator, ServiceStrategy
 from .core_spec import PROTOCOLS, port_number, taint_effect
 from .event_encoding import core_encoding
-from ..machinery import gojson
+from ..machinery import gofmt, gojson
 from ..machinery.quantity import parse_quantity
 from ..machinery.validation import (
     FieldError,
@@ -254,7 +254,22 @@ class NodeStrategy(Strategy):
         o = _spec(old).get("providerID")
         if o and _spec(new).get("providerID") != o:
             errs.append(forbidden("spec.providerID", "node updates may not change providerID except from \"\" to valid"))
-        return errs
+        return errs + _duplicate_addresses(new)
+
+    def validate_status_update(self, new, old):
+        """nodeStatusStrategy validates as an update of the whole node does (ValidateNodeUpdate)."""
+        return self.validate_update(new, old)
+
+
+def _duplicate_addresses(node: dict) -> list[FieldError]:
+    """ValidateNodeUpdate's check that no address is listed twice (a create is not checked)."""
+    errs, seen = [], set()
+    for i, a in enumerate(_status(node).get("addresses") or []):
+        key = (a.get("type", ""), a.get("address", ""))
+        if key in seen:
+            errs.append(duplicate(f"status.addresses[{i}]", gofmt.Struct(type=key[0], address=key[1])))
+        seen.add(key)
+    return errs
 
 
 def _node_resources(node: dict) -> list[FieldError]:

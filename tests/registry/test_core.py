@@ -679,6 +679,38 @@ def test_node_pod_cidrs():
     assert errs({"podCIDRs": ["10.0.0.0/24", "fd00::/64"]}, errs({})[1])[0] == []
 
 
+
+async def test_over_http_a_node_update_refuses_an_address_listed_twice_and_status_writes_are_validated(core):
+    """ValidateNodeUpdate, which nodeStatusStrategy runs too: an address listed twice is a Duplicate on any
+    update (a create is not checked), and a write through /status is validated as a whole node (a
+    negative capacity or a repeated address sent to /status was stored; found by fuzz47)."""
+    import asyncio
+    import json
+
+    from kubernetes.client.rest import ApiException
+
+    twice = [{"type": "InternalIP", "address": "10.0.0.1"}] * 2
+    created = await asyncio.to_thread(core.create_node, {"metadata": {"name": "n"}, "status": {"addresses": twice}})
+    assert len(created.status.addresses) == 2
+
+    def causes(call, *args):
+        with pytest.raises(ApiException) as e:
+            call(*args)
+        assert e.value.status == 422
+        return [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]]
+
+    dup = ("status.addresses[1]", 'Duplicate value: {"type":"InternalIP","address":"10.0.0.1"}')
+    assert await asyncio.to_thread(causes, core.patch_node, "n", {"metadata": {"labels": {"a": "b"}}}) == [dup]
+    node = {"metadata": {"name": "n"}, "status": {"addresses": twice[:1] + [{"type": "Hostname", "address": "n"}] + twice[:1]}}
+    assert await asyncio.to_thread(causes, core.replace_node_status, "n", node) == [("status.addresses[2]", dup[1])]
+    node["status"] = {"addresses": twice[:1], "capacity": {"cpu": "-1"}, "allocatable": {"cpu": "1"}}
+    assert await asyncio.to_thread(causes, core.replace_node_status, "n", node) == [
+        ("status.capacity.cpu", 'Invalid value: "-1": must be greater than or equal to 0')]
+    node["status"] = {"addresses": twice[:1]}
+    fixed = await asyncio.to_thread(core.replace_node_status, "n", node)
+    assert [a.address for a in fixed.status.addresses] == ["10.0.0.1"]
+
+
 # --- configmaps, secrets, service accounts, endpoints, events ------------------
 
 
