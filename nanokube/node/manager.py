@@ -20,6 +20,7 @@ from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock
 from .agent import NodeAgent, Throttle
 from .kubelet_server import KubeletServer
+from .lifecycle import SYNC_RETRY
 from .streaming import NodeStreamingServer, log_options
 from .volumes.stats import AGG_PERIOD
 from .volumes.watch_based_manager import WatchBasedManager
@@ -83,13 +84,14 @@ def _freeze(nodes: int) -> None:
 class NodeManager:
     def __init__(self, connect, cluster: Cluster, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  status_interval: float = 300.0, pods_dir: str | None = None, runtime=None,
-                 plugin_registry: bool = True, volume_stats_agg_period: float = AGG_PERIOD):
+                 plugin_registry: bool = True, volume_stats_agg_period: float = AGG_PERIOD,
+                 sync_retry: float = SYNC_RETRY):
         """`connect(user, field_manager)` gives the client the agents act through (the loopback
         client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
         node's containers (default: simulated). `plugin_registry=False`: the agents watch no
         plugins_registry directory (NodeAgent). `volume_stats_agg_period`: how long the kubelet
-        endpoints' volume measurements stand (volumeStatsAggPeriod)."""
+        endpoints' volume measurements stand (volumeStatsAggPeriod). `sync_retry`: NodeAgent's."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         self._own_pods_dir = pods_dir is None
@@ -105,7 +107,7 @@ class NodeManager:
             self.agents = {
                 s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
                                   pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle,
-                                  watched=self.watched, plugin_registry=plugin_registry)
+                                  watched=self.watched, plugin_registry=plugin_registry, sync_retry=sync_retry)
                 for s in cluster.nodes()
             }
         _freeze(len(self.agents))
