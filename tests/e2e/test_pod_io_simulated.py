@@ -43,7 +43,9 @@ HPA = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
 
 @pytest.fixture(scope="module")
 def c(store_url):
-    with running_cluster("pod-io", env={"NANOKUBE_HPA_SYNC_PERIOD": "1"}, store=store_url) as cluster:
+    # the HPA counts a ready pod's CPU at once, not one metrics window (15 s) after it became ready
+    env = {"NANOKUBE_HPA_SYNC_PERIOD": "1", "NANOKUBE_HPA_CPU_INITIALIZATION_PERIOD": "0"}
+    with running_cluster("pod-io", env=env, store=store_url) as cluster:
         cluster.kubectl("apply", "-f", "-", input=json.dumps(POD))
         wait_for(lambda: cluster.kubectl_json("get", "pod", "trainer")["status"].get("phase") == "Running", 60,
                  "trainer running")
@@ -181,8 +183,10 @@ def test_top_leaves_out_a_crash_looping_container(c):
 def test_hpa_scales_when_the_simulated_usage_rises(c):
     c.kubectl("apply", "-f", "-", input=json.dumps(DEPLOY))
     c.kubectl("apply", "-f", "-", input=json.dumps(HPA))
-    wait_for(lambda: (c.kubectl_json("get", "hpa", "web").get("status") or {}).get("currentMetrics"), 60,
-             "the HPA reads CPU utilization")
+    def utilization():
+        metrics = (c.kubectl_json("get", "hpa", "web").get("status") or {}).get("currentMetrics") or [{}]
+        return (metrics[0].get("resource") or {}).get("current", {}).get("averageUtilization")
+    assert wait_for(utilization, 60, "the HPA reads CPU utilization") == 50, "half the request, under the target"
     assert c.kubectl_json("get", "deployment", "web")["spec"]["replicas"] == 1
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", "metrics", "usage", "-l", "app=web", "--cpu", "900m",
                         "--kubeconfig", c.kubeconfig], capture_output=True, text=True, timeout=60)

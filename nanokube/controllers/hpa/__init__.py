@@ -3,7 +3,8 @@
 `options_from_env` reads the controller flags that `nanokube up` lets users
 shorten (tests use seconds instead of upstream's 15s/5m):
 NANOKUBE_HPA_SYNC_PERIOD, NANOKUBE_HPA_DOWNSCALE_STABILIZATION,
-NANOKUBE_HPA_TOLERANCE (upstream's --horizontal-pod-autoscaler-* flags)."""
+NANOKUBE_HPA_TOLERANCE, NANOKUBE_HPA_CPU_INITIALIZATION_PERIOD (upstream's
+--horizontal-pod-autoscaler-* flags)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from .controller import HPAController
 
 _ENV = {"NANOKUBE_HPA_SYNC_PERIOD": "sync_period", "NANOKUBE_HPA_DOWNSCALE_STABILIZATION": "downscale_window",
-        "NANOKUBE_HPA_TOLERANCE": "tolerance"}
+        "NANOKUBE_HPA_TOLERANCE": "tolerance", "NANOKUBE_HPA_CPU_INITIALIZATION_PERIOD": "cpu_initialization_period"}
 
 
 def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:

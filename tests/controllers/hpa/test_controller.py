@@ -242,8 +242,9 @@ async def test_bounds_without_metrics(env):
 
 
 def test_options_from_env():
-    assert options_from_env({"NANOKUBE_HPA_SYNC_PERIOD": "1", "NANOKUBE_HPA_DOWNSCALE_STABILIZATION": "2"}) == {
-        "sync_period": 1.0, "downscale_window": 2.0}
+    assert options_from_env({"NANOKUBE_HPA_SYNC_PERIOD": "1", "NANOKUBE_HPA_DOWNSCALE_STABILIZATION": "2",
+                             "NANOKUBE_HPA_CPU_INITIALIZATION_PERIOD": "0"}) == {
+        "sync_period": 1.0, "downscale_window": 2.0, "cpu_initialization_period": 0.0}
 
 
 async def test_a_failed_resource_metric_is_worded_as_upstream_at_each_layer(env):
