@@ -133,16 +133,16 @@ def test_run_rm_interactive_of_a_command_prints_its_output_and_exits_with_its_co
 
 CONFIGURED = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "configured", "namespace": "default"}, "spec": {
     "restartPolicy": "OnFailure",
-    "containers": [{"name": "app", "image": "busybox", "command": ["sh", "-c", "sleep 5; exit 1"],
+    "containers": [{"name": "app", "image": "busybox", "command": ["sh", "-c", "echo $MODE; sleep 5; exit 1"],
                     "env": [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "mode"}}}]},
-                   {"name": "side", "image": "busybox", "command": ["sh", "-c", "sleep 15"]}]}}
+                   {"name": "side", "image": "busybox", "command": ["sh", "-c", "sleep 12"]}]}}
 
 
 def test_a_restarting_container_makes_its_environment_again_while_the_others_run_on(cluster):
     """The kubelet makes a container's environment at each of its starts: a ConfigMap deleted while
     the container runs keeps its restart waiting in CreateContainerConfigError (a Warning Failed
     event), tried again at each sync, while the pod's other container runs on and ends on its own
-    meanwhile; once the ConfigMap is there again the container starts."""
+    meanwhile; once the ConfigMap is there again the container starts, with its new value."""
     cluster.kubectl("create", "configmap", "app-config", "--from-literal=mode=fast")
     cluster.kubectl("apply", "-f", "-", input=json.dumps(CONFIGURED))
     # app runs for 5 s, time for the ConfigMap's deletion; its first exit restarts it at once
@@ -164,8 +164,13 @@ def test_a_restarting_container_makes_its_environment_again_while_the_others_run
                     "side Completed")
     assert side["side"]["state"]["terminated"]["exitCode"] == 0
     assert side["app"]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+    # side ends 12 s in, before the retry SYNC_RETRY (10 s) after app's exit 5 s in, which finds the ConfigMap
     cluster.kubectl("create", "configmap", "app-config", "--from-literal=mode=slow")
-    wait_for(lambda: _statuses(cluster, "configured")["app"]["restartCount"] == 2, 30, "app ran again")
+    app = wait_for(lambda: (s := _statuses(cluster, "configured")["app"])["state"].get("running") and s, 30,
+                   "app ran again")
+    assert app["restartCount"] == 1, "the starts its missing ConfigMap failed made no container"
+    wait_for(lambda: cluster.kubectl("logs", "configured", "-c", "app").stdout == "slow\n", 30, "the new MODE logged")
+    assert cluster.kubectl("logs", "configured", "-c", "app", "--previous").stdout == "fast\n"
 
 
 def test_exec_of_an_interpreted_command_runs_it(cluster):
@@ -354,7 +359,7 @@ def test_a_training_loop_with_a_step_counter_logs_and_writes_each_step_as_it_com
     """`i=0; while true; do ...; i=$((i+1)); sleep 1; done`: no pass repeats another, yet the loop
     runs on, lazily, logging each step and appending it to a file that exec reads, on the clock."""
     cluster.kubectl("run", "counter", "--image=busybox", "--", "sh", "-c",
-                    'i=0; while true; do echo "step $i" | tee -a /tmp/steps; i=$((i+1)); sleep 0.25; done')
+                    'i=0; while true; do echo "step $i" | tee -a /tmp/steps; i=$((i+1)); sleep 0.1; done')
     wait_for(lambda: cluster.kubectl("logs", "counter", check=False).stdout.count("\n") >= 60, 60, "60 steps")
     logged = cluster.kubectl("logs", "counter").stdout.splitlines()
     assert logged[:60] == [f"step {i}" for i in range(60)]  # past the first 50 passes, worked out ahead
