@@ -249,16 +249,19 @@ async def test_a_watch_list_marks_the_end_of_its_initial_events_only_for_a_watch
     end = ("BOOKMARK", None, {"k8s.io/initial-events-end": "true"})
     listed = [("ADDED", "a", None), ("ADDED", "b", None)]
     watch_list = "watch=true&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
-    for query, want in [
+    cases = [
         (watch_list + "&allowWatchBookmarks=true", listed + [end]),
         (watch_list, listed),
         ("watch=true&timeoutSeconds=1&allowWatchBookmarks=true&resourceVersion=0", listed + [end]),
         ("watch=true&timeoutSeconds=1&allowWatchBookmarks=true", listed + [end]),
         ("watch=true&timeoutSeconds=1", listed),
-    ]:
-        status, stream = await asyncio.to_thread(_get, core, path, query)
-        assert (status, _events(stream)) == (200, want), query
-    status, stream = await asyncio.to_thread(_get, core, path, watch_list + "&resourceVersion=99999999")
+    ]
+    # each watch lasts its timeout: all at once, as independent clients
+    *answers, (_, stream) = await asyncio.gather(
+        *(asyncio.to_thread(_get, core, path, query) for query, _ in cases),
+        asyncio.to_thread(_get, core, path, watch_list + "&resourceVersion=99999999"))
+    for (query, want), (status, events) in zip(cases, answers, strict=True):
+        assert (status, _events(events)) == (200, want), query
     assert [e["type"] for e in stream] == ["ERROR"]
     assert (stream[0]["object"]["code"], stream[0]["object"]["details"]["causes"][0]["reason"]) == (
         504, "ResourceVersionTooLarge")
@@ -316,11 +319,11 @@ async def test_a_legacy_watch_path_has_a_lists_options(core):
             headers={**api.default_headers, "Accept": "application/json"})
         return response.status, response.data
 
-    status, data = await asyncio.to_thread(get, "allowWatchBookmarks=true")
-    assert status == 200 and [json.loads(line)["type"] for line in data.splitlines()] == ["ADDED"]
-    status, data = await asyncio.to_thread(get, "allowWatchBookmarks=true&watch=true")
-    assert status == 200 and [json.loads(line)["type"] for line in data.splitlines()] == ["ADDED", "BOOKMARK"]
-    status, data = await asyncio.to_thread(get, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
+    legacy, watch, (status, data) = await asyncio.gather(*(asyncio.to_thread(get, q) for q in (
+        "allowWatchBookmarks=true", "allowWatchBookmarks=true&watch=true",
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan")))  # each watch lasts its timeout: at once
+    assert legacy[0] == 200 and [json.loads(line)["type"] for line in legacy[1].splitlines()] == ["ADDED"]
+    assert watch[0] == 200 and [json.loads(line)["type"] for line in watch[1].splitlines()] == ["ADDED", "BOOKMARK"]
     assert (status, json.loads(data)["message"]) == (422, 'ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: '
                                                           'Forbidden: resourceVersionMatch is forbidden unless resourceVersion '
                                                           'is provided, sendInitialEvents: Forbidden: sendInitialEvents is '
