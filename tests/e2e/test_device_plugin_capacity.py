@@ -33,7 +33,9 @@ pools:
 def cluster(tmp_path_factory):
     path = tmp_path_factory.mktemp("plugin") / "cluster.yaml"
     path.write_text(CLUSTER)
-    with running_cluster("device-plugin", ("--cluster", str(path))) as c:
+    # the kubelet posts a plugin's changed devices with its next status update (nodeStatusUpdateFrequency,
+    # 10 s by default): each 1 s here
+    with running_cluster("device-plugin", ("--cluster", str(path)), env={"NANOKUBE_NODE_RENEW_INTERVAL": "1"}) as c:
         yield c
 
 
