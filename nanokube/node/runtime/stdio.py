@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from ...machinery.hostport import join_host_port
 from ...machinery.streaming import StreamFailed, StreamSession
 from ..containerlog import ContainerLog
+from . import cgroup as cgroups
 from .netns import open_in_netns
 
 _CHUNK = 32 * 1024
@@ -48,38 +49,45 @@ class ContainerIO:
             q.put_nowait(None)
 
 
-async def launch(argv: list[str], **streams) -> tuple[asyncio.subprocess.Process, int]:
-    """Start launch.py's `argv` in a session of its own with `streams`: the process and, once the
-    command's process exists, that one's PID (0: it never started; see launch.py). Cancelled, it
-    kills what it started."""
+async def launch(argv: list[str], cgroup: str | None = None, **streams) -> tuple[asyncio.subprocess.Process, int]:
+    """Start launch.py's `argv` in a session of its own (in `cgroup`, where given) with `streams`:
+    the process and, once the command's process exists, that one's PID (0: it never started; see
+    launch.py). Cancelled, it kills what it started."""
     loop = asyncio.get_running_loop()
     r, w = os.pipe()
+    procs = cgroups.open_procs(cgroup)
+    fds = (w,) if procs is None else (w, procs)
     try:
-        proc = await asyncio.create_subprocess_exec(*argv, str(w), pass_fds=(w,), start_new_session=True, **streams)
+        proc = await asyncio.create_subprocess_exec(*argv, *map(str, fds), pass_fds=fds, start_new_session=True,
+                                                    **streams)
     except BaseException:
         os.close(r)
         raise
     finally:
-        os.close(w)
+        for fd in fds:
+            os.close(fd)
     reader = asyncio.StreamReader()
     transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r, "rb", 0))
     read = asyncio.ensure_future(reader.read())
     try:
         return proc, int(await asyncio.shield(read) or 0)
     except asyncio.CancelledError:
-        kill(proc, int(await read or 0), signal.SIGKILL)  # the command's PID first: the shim reaps it
+        kill(proc, int(await read or 0), signal.SIGKILL, cgroup)  # the command's PID first: the shim reaps it
         await proc.wait()
         raise
     finally:
         transport.close()
 
 
-def kill(proc: asyncio.subprocess.Process, pid: int, sig: int) -> None:
+def kill(proc: asyncio.subprocess.Process, pid: int, sig: int, cgroup: str | None = None) -> None:
     """Signal a launched command: SIGTERM through its shim (which passes it on; under hostPID the
-    command is the process), SIGKILL to the command's process group (all of its PID namespace
-    where it is that one's PID 1), after which the shim exits as the command did; a command that
-    has not yet made its own group (launch.py reports its PID at once) is killed by its PID. A
-    launch that never started its command is killed itself."""
+    command is the process), SIGKILL to every process of its `cgroup` (where it has one) and its
+    process group (all of its PID namespace where it is that one's PID 1), after which the shim
+    exits as the command did; a command that has not yet made its own group (launch.py reports
+    its PID at once) is killed by its PID. A launch that never started its command is killed
+    itself."""
+    if sig == signal.SIGKILL:
+        cgroups.kill(cgroup)
     if proc.returncode is not None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -94,14 +102,67 @@ def kill(proc: asyncio.subprocess.Process, pid: int, sig: int) -> None:
             os.kill(pid, sig)
 
 
-async def spawn(argv: list[str], spec: dict, log: ContainerLog, io: ContainerIO,
-                now: Callable[[], float]) -> tuple[asyncio.subprocess.Process, int]:
-    """Start a container process whose output goes to `log` and attached clients (launch)."""
+async def exited(proc: asyncio.subprocess.Process) -> None:
+    """Until the process exits: its pidfd says so, where asyncio's wait also waits for its output
+    pipes to close, which a command it left in the background holds open."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:  # exited and reaped already
+        return
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+async def run_to_end(argv: list[str], cgroup: str | None, timeout: float | None,
+                     **streams) -> tuple[int | None, bytes, bytes]:
+    """Launch `argv` in `cgroup` (an exec's own, removed after) and collect its output to its end:
+    its launcher's return code, stdout and stderr. Past `timeout` seconds, or cancelled, it is
+    killed with all it started (its cgroup, its process group), as containerd kills a timed-out or
+    cancelled ExecSync's process: then None and what it wrote by then are returned (cancelled:
+    raised), whatever still holds its output open. What a finished command left running stays,
+    in its container's cgroup."""
+    try:
+        proc, pid = await launch(argv, cgroup, stdin=asyncio.subprocess.DEVNULL, **streams)
+    except BaseException:
+        await asyncio.to_thread(cgroups.remove, cgroup)
+        raise
+    chunks: dict[str, list[bytes]] = {name: [] for name in ("stdout", "stderr") if getattr(proc, name) is not None}
+    waits = [asyncio.ensure_future(exited(proc)),
+             *(asyncio.ensure_future(_collect(getattr(proc, name), chunks[name])) for name in chunks)]
+    code = None
+    try:
+        if not (await asyncio.wait(waits, timeout=timeout))[1]:
+            code = await proc.wait()
+            cgroups.release(cgroup)
+    finally:
+        for t in waits:
+            t.cancel()
+        if code is None:  # timed out, or cancelled
+            kill(proc, pid, signal.SIGKILL, cgroup)
+            await exited(proc)
+            await asyncio.to_thread(cgroups.remove, cgroup)
+    return code, b"".join(chunks.get("stdout", ())), b"".join(chunks.get("stderr", ()))
+
+
+async def _collect(reader: asyncio.StreamReader, into: list[bytes]) -> None:
+    while chunk := await reader.read(_CHUNK):
+        into.append(chunk)
+
+
+async def spawn(argv: list[str], spec: dict, log: ContainerLog, io: ContainerIO, now: Callable[[], float],
+                cgroup: str | None = None) -> tuple[asyncio.subprocess.Process, int]:
+    """Start a container process (in `cgroup`) whose output goes to `log` and attached clients (launch)."""
     loop = asyncio.get_running_loop()
     if spec.get("tty"):
         master, slave = os.openpty()
         try:
-            proc, pid = await launch(argv, stdin=slave, stdout=slave, stderr=slave)
+            proc, pid = await launch(argv, cgroup, stdin=slave, stdout=slave, stderr=slave)
         finally:
             os.close(slave)
         io.pty = master
@@ -110,7 +171,8 @@ async def spawn(argv: list[str], spec: dict, log: ContainerLog, io: ContainerIO,
         io.stdin = _PtyWriter(master) if spec.get("stdin") else None
         io.pumps = [asyncio.ensure_future(_pump(reader, "stdout", log, io, now, transport))]
         return proc, pid
-    proc, pid = await launch(argv, stdin=asyncio.subprocess.PIPE if spec.get("stdin") else asyncio.subprocess.DEVNULL,
+    proc, pid = await launch(argv, cgroup,
+                             stdin=asyncio.subprocess.PIPE if spec.get("stdin") else asyncio.subprocess.DEVNULL,
                              stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     io.stdin = proc.stdin
     io.pumps = [asyncio.ensure_future(_pump(proc.stdout, "stdout", log, io, now)),

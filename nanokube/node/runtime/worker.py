@@ -23,7 +23,9 @@ Each container runs in a PID namespace of its own (its first process is
 PID 1, which ignores the signals it has no handler for), the pod's
 (shareProcessNamespace: the sandbox's pause process is PID 1, every
 container sees the others), or the host's (hostPID); an exec, probe or hook
-joins the container's (launch.py).
+joins the container's (launch.py). Each container's processes are in a
+cgroup of their own, an exec's in one below it (cgroup.py), which a kill
+empties.
 Images are recorded, not pulled: a container with neither command nor args
 runs ENTRYPOINT in place of the image's.
 """
@@ -52,7 +54,7 @@ from ..lifecycle import volume_mount_statuses
 from .. import container_env, hooks, hosts_file
 from .netns import NetnsError
 from .probes import http_get, run_probe
-from . import stdio
+from . import cgroup as cgroups, stdio
 from .stdio import ContainerIO
 from .usage import CPUSamples
 from ..containerlog import FileContainerLog
@@ -86,6 +88,7 @@ class Container:
     up: asyncio.Event = field(default_factory=asyncio.Event)  # set once an instance is started
     proc: asyncio.subprocess.Process | None = None  # the launcher: the command's shim, or the command (hostPID)
     pid: int = 0  # the command's process (the host's numbering), which leads its process group and session
+    cgroup: str | None = None  # its cgroup, the one of each instance and its execs (None: no cgroups)
     log_dir: str = ""
     logs: list[FileContainerLog] = field(default_factory=list)  # one per instance, the last is current
     io: ContainerIO = field(default_factory=ContainerIO)
@@ -149,8 +152,8 @@ class ProcessPodWorker(PodWorker):
     async def _start_pause(self) -> tuple[asyncio.subprocess.Process, int]:
         """The sandbox's pause process, the PID 1 of the pod's shared PID namespace."""
         proc, pid = await stdio.launch(self._launch({"hostname": self._hostname(), "pid": "new", "pause": True}),
-                                       stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                                       stderr=asyncio.subprocess.DEVNULL)
+                                       self.runtime.cgroups.path(self.uid, "pause"), stdin=asyncio.subprocess.DEVNULL,
+                                       stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         if not pid:
             await proc.wait()
             raise NetnsError("the pause process did not start")
@@ -217,11 +220,12 @@ class ProcessPodWorker(PodWorker):
         running = [c.proc for c in [*self._all(), *self.debug.values()] if c.proc and c.proc.returncode is None]
         for c in [*self._all(), *self.debug.values()]:
             _kill(c, signal.SIGKILL)
-        await asyncio.gather(*(_exited(proc) for proc in running))
+        await asyncio.gather(*(stdio.exited(proc) for proc in running))
         if self._pause is not None:
             stdio.kill(*self._pause, signal.SIGKILL)
             await self._pause[0].wait()
             self._pause = None
+        await asyncio.to_thread(cgroups.remove, self.runtime.cgroups.path(self.uid, create=False))
         if self._creating is not None:
             await asyncio.gather(self._creating, return_exceptions=True)
             await asyncio.to_thread(self.runtime.net.remove_pod, self.agent.name, self.uid)
@@ -472,8 +476,9 @@ class ProcessPodWorker(PodWorker):
         # may have just written an env file, a ConfigMap or Secret it names may have appeared or changed
         self._env[c.name] = await self._environment(c.spec)
         self._set_cdi_mounts(c)
+        c.cgroup = self.runtime.cgroups.path(self.uid, c.name)
         c.proc, c.pid = await stdio.spawn(self._launch_argv(c, self._argv(c), pid=self._pid_namespace(c)), c.spec, log,
-                                          c.io, self.clock.now)
+                                          c.io, self.clock.now, c.cgroup)
         c.instances += 1
 
     def _set_cdi_mounts(self, c: Container) -> None:
@@ -516,7 +521,7 @@ class ProcessPodWorker(PodWorker):
                     c.up.set()
                 probe = asyncio.create_task(self._probes(c)) if probed else None
             try:
-                await _exited(c.proc)
+                await stdio.exited(c.proc)
                 _kill_rest(c)
                 code = exit_code(await c.proc.wait())
             finally:
@@ -615,32 +620,23 @@ class ProcessPodWorker(PodWorker):
     async def _exec(self, c: Container, argv: list[str], timeout: float) -> tuple[int, str]:
         """An exec probe: `argv` in the container's context; its exit code and output (stdout and
         stderr together, the first 10 KiB as upstream reads); a timeout fails it (-1) with the
-        prober's `command "..." timed out`."""
+        prober's `command "..." timed out`, and kills it with all it started (run_to_end), as a
+        cancelled probe's is."""
         if not argv:
             return -1, ""
-        proc, pid = await stdio.launch(self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
-                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-            return exit_code(proc.returncode), out[:10240].decode(errors="replace")
-        except TimeoutError:
-            stdio.kill(proc, pid, signal.SIGKILL)
-            await proc.wait()
+        code, out, _ = await stdio.run_to_end(self._launch_argv(c, argv), self.runtime.cgroups.exec_path(c.cgroup),
+                                              timeout, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        if code is None:
             return -1, f'command "{" ".join(argv)}" timed out'
+        return exit_code(code), out[:10240].decode(errors="replace")
 
     async def _run_in(self, c: Container, argv: list[str]) -> tuple[int, bytes, bytes]:
         """A hook's command in `c`'s context, as `kubectl exec` runs one there, to its end: its exit
         code, stdout and stderr; cancelled (cut off), it is killed."""
         self._running(c.name)
-        proc, pid = await stdio.launch(self._launch_argv(c, argv), stdin=asyncio.subprocess.DEVNULL,
-                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        try:
-            out, err = await proc.communicate()
-        except asyncio.CancelledError:
-            stdio.kill(proc, pid, signal.SIGKILL)
-            await proc.wait()
-            raise
-        return exit_code(proc.returncode), out, err
+        code, out, err = await stdio.run_to_end(self._launch_argv(c, argv), self.runtime.cgroups.exec_path(c.cgroup),
+                                                None, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        return exit_code(code), out, err
 
     # --- what changes of a running pod's spec (PodWorker._sync_spec decides) --------------
 
@@ -793,32 +789,17 @@ def _kill(c: Container, sig: int) -> None:
     """SIGTERM to the container's first process only, as a runtime's StopContainer signals it (its
     children run on: a shell's `sleep` ends as it would, and the shell's trap then runs; a PID 1
     with no handler for it ignores it); SIGKILL to every process of the container (its process
-    group; in a PID namespace of its own, the namespace)."""
+    group and cgroup; in a PID namespace of its own, the namespace)."""
     if c.proc is not None:
-        stdio.kill(c.proc, c.pid, sig)
-
-
-async def _exited(proc: asyncio.subprocess.Process) -> None:
-    """Until the process exits: its pidfd says so, where asyncio's wait also waits for its output
-    pipes to close, which a command it left in the background holds open."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except ProcessLookupError:  # exited and reaped already
-        return
-    loop = asyncio.get_running_loop()
-    done = loop.create_future()
-    loop.add_reader(fd, lambda: done.done() or done.set_result(None))
-    try:
-        await done
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
+        stdio.kill(c.proc, c.pid, sig, c.cgroup)
 
 
 def _kill_rest(c: Container) -> None:
     """What is left of a container whose first process exited (a command it started in the
-    background) goes with it, as a container's processes go with its init (in a namespace of its
-    own the kernel saw to that); its process group's ID is not reused while any of them lives."""
+    background, its execs) goes with it, as a container's processes go with its init (in a
+    namespace of its own the kernel saw to that): its cgroup's, and its process group's, whose ID
+    is not reused while any of them lives."""
+    cgroups.kill(c.cgroup)
     try:
         os.killpg(c.pid or c.proc.pid, signal.SIGKILL)
     except ProcessLookupError:
