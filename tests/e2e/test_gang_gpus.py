@@ -103,12 +103,15 @@ def test_two_gangs_one_runs_the_other_holds_nothing_until_it_ends(cluster, hog):
         return all(p["status"].get("phase") in ("Running", "Succeeded") for p in pods) and pods
     wait_for(second_runs)
     assert all(p["status"]["phase"] == "Succeeded" for p in pods_of(cluster, first))
+    # the second gang has shown what it had to: its GPUs go back now, not after its 12 s run
+    cluster.kubectl("delete", "pod", "-n", "default", *(p["metadata"]["name"] for p in pods_of(cluster, second)))
 
 
 def test_basic_groups_are_placed_piecemeal(cluster, hog):
     docs = [group(g, {"basic": {}}) for g in ("b1", "b2")]
     docs += [gpu_pod(f"{g}-{i}", "two-gpus", g) for i in range(4) for g in ("b1", "b2")]
-    wait_for(lambda: all(p["status"].get("phase") == "Succeeded" for p in pods_of(cluster, "g1") + pods_of(cluster, "g2")))
+    wait_for(lambda: all(p["status"].get("phase") == "Succeeded" for p in pods_of(cluster, "g1") + pods_of(cluster, "g2"))
+             and gpus_held(cluster, "g1") + gpus_held(cluster, "g2") == 0, what="the gangs' GPUs free")
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
 
     def settled():
