@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 
 from ..machinery.conditions import find_condition, is_condition_true, remove_condition
 from ..machinery.errors import APIError
@@ -60,6 +61,9 @@ JOB_CONTROLLER = "kubernetes.io/job-controller"
 #: the key of the Job a pod's controller reference names
 _JOB = owned_by("Job")
 BACKOFF_BASE, BACKOFF_MAX = 10.0, 360.0  # upstream's pod re-creation backoff after failures
+#: a shorter base of that backoff (seconds) `nanokube up` reads, as upstream's integration tests set
+#: DefaultJobPodFailureBackOff
+BACKOFF_ENV = "NANOKUBE_JOB_POD_FAILURE_BACKOFF"
 #: upstream's syncJobBatchPeriod: how long a sync that pod events (or the Job's status writes) ask for waits
 SYNC_BATCH_PERIOD = 1.0
 #: upstream's MaxPodCreateDeletePerSync
@@ -212,16 +216,22 @@ def finish_time(pod: dict) -> float | None:
     return parse_time(ready["lastTransitionTime"]) if ready and ready.get("lastTransitionTime") else None
 
 
-def indexes_ready(todo: list[int], replaced: dict[int, dict], now: float) -> tuple[list[int], float]:
+def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
+    """The pod failure backoff's base from NANOKUBE_JOB_POD_FAILURE_BACKOFF (its cap stays BACKOFF_MAX)."""
+    return {"backoff_base": float(env[BACKOFF_ENV])} if env.get(BACKOFF_ENV) else {}
+
+
+def indexes_ready(todo: list[int], replaced: dict[int, dict], now: float,
+                  base: float = BACKOFF_BASE) -> tuple[list[int], float]:
     """Per-index backoff: the indexes whose last failure is old enough
-    (10s doubling per failure of that index, at most 360s), and, when none
+    (`base`, 10s, doubling per failure of that index, at most 360s), and, when none
     is, the seconds until the first one is."""
     ready, waits = [], []
     for i in todo:
         pod = replaced.get(i)
         end = finish_time(pod) if pod is not None else None
         left = 0.0 if end is None else \
-            end + min(BACKOFF_BASE * 2 ** sum(job_failure_policy.failure_counts(pod)), BACKOFF_MAX) - now
+            end + min(base * 2 ** sum(job_failure_policy.failure_counts(pod)), BACKOFF_MAX) - now
         if left > 0:
             waits.append(left)
         else:
@@ -296,9 +306,11 @@ class JobController(Controller):
     workers = 2
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None,
-                 metrics: ControllerMetrics | None = None):
+                 metrics: ControllerMetrics | None = None, backoff_base: float = BACKOFF_BASE):
+        """`backoff_base`: the pod failure backoff's first step (BACKOFF_BASE; options_from_env)."""
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.metrics = metrics or ControllerMetrics()
+        self.backoff_base = backoff_base
         self.jobs = client.resource("batch", "v1", "jobs")
         self.pods = client.resource("", "v1", "pods")
         self.job_inf = self.informer_factory.informer(self.jobs)
@@ -698,7 +710,7 @@ class JobController(Controller):
             free = [i for i in range(spec.get("completions") or 0) if i not in busy]
             todo = free[:max(0, spec.get("parallelism", 1) - len(active))]
             if per_index:
-                todo, wait = indexes_ready(todo, replaced, now)
+                todo, wait = indexes_ready(todo, replaced, now, self.backoff_base)
                 if wait > 0:
                     self._enqueue_with_delay(key, wait + 0.05)
         else:
@@ -732,14 +744,14 @@ class JobController(Controller):
         return count
 
     async def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
-        """Seconds before a replacement may start: 10s doubling per failure, from the last failure."""
+        """Seconds before a replacement may start: `backoff_base` (10s) doubling per failure, from the last failure."""
         ends = [parse_time(c["lastTransitionTime"]) async for part in in_turns(pods) for p in part
                 if not pod_succeeded(p) and pod_is_terminal(p)
                 for c in (p.get("status") or {}).get("conditions") or []
                 if c.get("type") == "Ready" and c.get("lastTransitionTime")]
         if not ends:
             return 0.0
-        delay = min(BACKOFF_BASE * 2 ** (failed - 1), BACKOFF_MAX)
+        delay = min(self.backoff_base * 2 ** (failed - 1), BACKOFF_MAX)
         return max(ends) + delay - now
 
     def _pod(self, job: dict, index: int | None, group: str | None = None, replaced: dict | None = None) -> dict:

@@ -30,6 +30,7 @@ from .expand import ExpandController
 from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
 from .job import JobController
+from .job import options_from_env as job_options
 from .metrics import ControllerMetrics
 from .namespace import NamespaceController
 from .nodelifecycle import NodeLifecycleController
@@ -147,7 +148,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         ServiceLBController: {"pool": load_balancer_pool},
         EndpointSliceController: {"endpoints_client": client.named("endpoint-controller")},
         CronJobController: {"metrics": metrics},
-        JobController: {"metrics": metrics},
+        JobController: {"metrics": metrics, **job_options()},
         HPAController: options_from_env(),
         NodeLifecycleController: node_lifecycle_options(),
         PodGCController: pod_gc_options(),

@@ -5,7 +5,7 @@ and checks the Job's status as upstream reports it."""
 import pytest
 
 from nanokube.controllers import job_failure_policy as jfp
-from nanokube.controllers.job import indexes_ready
+from nanokube.controllers.job import indexes_ready, options_from_env
 from tests.controllers import eventually, ticking
 from tests.controllers.test_job import env, job  # noqa: F401  (the fixture)
 
@@ -173,3 +173,12 @@ T0 = 1_700_000_000.0
 def test_backoff_is_per_index(replaced, now, want):
     """10s doubling with each failure of that index (ignored ones too), at most 360s."""
     assert indexes_ready([0, 1], replaced, now) == want
+
+
+def test_a_shorter_backoff_base_from_the_environment_still_doubles():
+    """NANOKUBE_JOB_POD_FAILURE_BACKOFF, as `nanokube up` passes it to the controller."""
+    assert options_from_env({"NANOKUBE_JOB_POD_FAILURE_BACKOFF": "1"}) == {"backoff_base": 1.0}
+    assert options_from_env({}) == {}
+    replaced = {0: pod(0, finished_at="2023-11-14T22:13:20Z"), 1: pod(2, finished_at="2023-11-14T22:13:20Z")}
+    assert indexes_ready([0, 1], replaced, T0 + 1, base=1.0) == ([0], 0.0)
+    assert indexes_ready([1], replaced, T0 + 1, base=1.0) == ([], 3.0)

@@ -7,12 +7,21 @@ pod of index 2 a failing exit code before it lets the pod be scheduled."""
 
 import json
 
+import pytest
 import yaml
 
-from .conftest import wait_for
+from .conftest import running_cluster, wait_for
 
 GATE = "e2e.nanokube.io/hold"
 INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The module's cluster: a failed pod's replacement waits the Job controller's pod failure backoff, 1 s
+    here (10 s by default)."""
+    with running_cluster("job-per-index", env={"NANOKUBE_JOB_POD_FAILURE_BACKOFF": "1"}) as c:
+        yield c
 
 
 def indexed_job(name, **spec):

@@ -3,9 +3,18 @@ complete or fail, all driven through kubectl against simulated nodes."""
 
 import json
 
+import pytest
 import yaml
 
-from .conftest import wait_for
+from .conftest import running_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The module's cluster: a failed pod's replacement waits the Job controller's pod failure backoff, 1 s
+    here (10 s by default)."""
+    with running_cluster("workloads", env={"NANOKUBE_JOB_POD_FAILURE_BACKOFF": "1"}) as c:
+        yield c
 
 
 def deployment(name, image, replicas):
