@@ -4,6 +4,9 @@ on its: the pod's OS, its requests against the node's allocatable less what the 
 before hold, its node selector and required node affinity, its host ports and the node's NoExecute
 taints. A pod that fails is rejected (Failed, the first failure's reason and message) instead of
 overcommitting the node: it matters for pods bound with spec.nodeName, which no scheduler checked.
+A critical pod that fails for resources alone makes room instead: the node preempts the fewest,
+least important pods that free enough (upstream's CriticalPodAdmissionHandler, pkg/kubelet/preemption).
+Before all that, the pod's sysctls are checked against the kubelet's allowlist (pkg/kubelet/sysctl).
 
 Requests are counted as the scheduler counts them (`machinery.podresources.pod_requests` in
 INTEGERS: milli-CPU, bytes, the integer value of the rest), with init containers, sidecars,
@@ -11,7 +14,7 @@ pod-level resources and overhead."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..machinery.podresize import resources_spec
 from ..machinery.podresources import INTEGERS, amounts, pod_requests
@@ -56,16 +59,18 @@ def metric_reason(reason: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """Why a pod is not admitted: the pod's status.reason (and the event's) and the message."""
+    """Why a pod is not admitted: the pod's status.reason (and the event's) and the message; for a
+    resource the node lacks, how much more it would need (GetInsufficientAmount)."""
 
     reason: str
     message: str
+    shortfall: int = field(default=0, compare=False)
 
 
 def _out_of(name: str, requested: int, used: int, capacity: int) -> Rejection:
     """An InsufficientResourceError: OutOf<resource> and upstream's message."""
     return Rejection(OUT_OF + name, f"Node didn't have enough resource: {name}, requested: {requested}, "
-                                    f"used: {used}, capacity: {capacity}")
+                                    f"used: {used}, capacity: {capacity}", requested - (capacity - used))
 
 
 def _predicate(name: str, reason: str) -> Rejection:
@@ -192,3 +197,194 @@ def only_affinity(reasons: list[Rejection]) -> bool:
     """Whether node affinity alone failed: the kubelet then reads the Node again, as its labels may
     have changed after the copy it checked against."""
     return bool(reasons) and all(r.reason == NODE_AFFINITY for r in reasons)
+
+
+# --- the critical pod admission handler (pkg/kubelet/preemption) ---------------------------------
+
+#: SystemCriticalPriority: a pod of this priority or more is critical (system-cluster-critical, system-node-critical)
+CRITICAL_PRIORITY = 2_000_000_000
+#: a mirror pod's annotation (types.IsMirrorPod)
+CONFIG_MIRROR = "kubernetes.io/config.mirror"
+#: a preempted pod's status.reason and message, and its Warning event's (events.PreemptContainer)
+PREEMPTING = "Preempting"
+PREEMPTED = "Preempted in order to admit critical pod"
+#: the DisruptionTarget condition a preempted pod gets (PodDisruptionConditions, GA in 1.31)
+DISRUPTION_TARGET = ("DisruptionTarget", "TerminationByKubelet", "Pod was preempted by Kubelet to accommodate a "
+                                                                 "critical pod.")
+#: the reason a pod is rejected under when no set of pods frees what it needs
+UNEXPECTED = "UnexpectedAdmissionError"
+RECOVERY_FAILED = "Unexpected error while attempting to recover from admission failure: "
+
+
+def is_critical(pod: dict) -> bool:
+    """IsCriticalPod: a static or mirror pod, or one of at least CRITICAL_PRIORITY."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(CONFIG_SOURCE, "api") != "api" or CONFIG_MIRROR in annotations:
+        return True
+    priority = (pod.get("spec") or {}).get("priority")
+    return priority is not None and priority >= CRITICAL_PRIORITY
+
+
+def preemptable(preemptor: dict, preemptee: dict) -> bool:
+    """types.Preemptable: a critical pod may preempt any pod that is not, and a pod one of lower priority."""
+    if is_critical(preemptor) and not is_critical(preemptee):
+        return True
+    mine, theirs = ((p.get("spec") or {}).get("priority") for p in (preemptor, preemptee))
+    return mine is not None and theirs is not None and mine > theirs
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A pod admitted here that preemption may stop: `key` names it to the caller; `requests` is
+    what it holds (GetResourceRequest: a pod slot is 1 of `pods`)."""
+
+    key: object
+    pod: dict
+    requests: dict[str, int]
+
+    def request(self, resource: str) -> int:
+        return 1 if resource == "pods" else self.requests.get(resource, 0)
+
+
+#: what the pod still needs freed: (resource, amount), in the order the predicates found them short
+Requirements = list[tuple[str, int]]
+
+
+class NoVictims(Exception):
+    """No set of the pods admitted here frees enough."""
+
+
+def _left(needs: Requirements, victims: list[Candidate]) -> Requirements:
+    """What is still needed once `victims` are stopped (admissionRequirementList.subtract)."""
+    out = []
+    for name, amount in needs:
+        for v in victims:
+            amount -= v.request(name)
+            if amount <= 0:
+                break
+        if amount > 0:
+            out.append((name, amount))
+    return out
+
+
+def _no_set(needs: Requirements) -> NoVictims:
+    listed = "".join(f"(res: {name}, q: {amount}), " for name, amount in needs)
+    return NoVictims(f"no set of running pods found to reclaim resources: [{listed}]")
+
+
+def _distance(needs: Requirements, c: Candidate) -> float:
+    """How far stopping `c` leaves each need from met, each as a fraction of itself, squared and summed."""
+    return sum(((amount - c.request(name)) / amount) ** 2 for name, amount in needs if amount > c.request(name))
+
+
+def _smaller(a: Candidate, b: Candidate) -> bool:
+    """smallerResourceRequest: memory first, then CPU; equal counts as smaller."""
+    for name in ("memory", "cpu"):
+        if a.request(name) != b.request(name):
+            return a.request(name) < b.request(name)
+    return True
+
+
+def _by_distance(pods: list[Candidate], needs: Requirements) -> list[Candidate]:
+    """getPodsToPreemptByDistance: the closest pod to what is still needed (the smaller one of equals)
+    until it is met, so that few pods are stopped; the pool is kept as upstream keeps it (the last
+    pod takes the place of the one taken), which decides among pods asking the same."""
+    pods, out = list(pods), []
+    while needs:
+        if not pods:
+            raise _no_set(needs)
+        best, best_distance = 0, float(len(needs) + 1)
+        for i, p in enumerate(pods):
+            d = _distance(needs, p)
+            if d < best_distance or (d == best_distance and _smaller(p, pods[best])):
+                best, best_distance = i, d
+        needs = _left(needs, [pods[best]])
+        out.append(pods[best])
+        pods[best] = pods[-1]
+        pods.pop()
+    return out
+
+
+def pods_to_preempt(pod: dict, candidates: list[Candidate], needs: Requirements) -> list[Candidate]:
+    """getPodsToPreempt: of the pods `pod` may preempt, the guaranteed ones needed were every
+    burstable and best-effort pod stopped, then the burstable ones needed beside those and every
+    best-effort pod, then the best-effort ones needed beside both: the fewest of the most
+    important classes. Best-effort first in the result, the order they are stopped in."""
+    classes: dict[str, list[Candidate]] = {"BestEffort": [], "Burstable": [], "Guaranteed": []}
+    for c in candidates:
+        if preemptable(pod, c.pod):
+            classes.get((c.pod.get("status") or {}).get("qosClass", ""), []).append(c)
+    best_effort, burstable, guaranteed = classes["BestEffort"], classes["Burstable"], classes["Guaranteed"]
+    if left := _left(needs, best_effort + burstable + guaranteed):
+        raise _no_set(left)
+    guaranteed_out = _by_distance(guaranteed, _left(needs, best_effort + burstable))
+    burstable_out = _by_distance(burstable, _left(needs, best_effort + guaranteed_out))
+    best_effort_out = _by_distance(best_effort, _left(needs, burstable_out + guaranteed_out))
+    return best_effort_out + burstable_out + guaranteed_out
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """The pods to stop for a critical pod, in order, and the first resource it is short of (the
+    `preemption_signal` kubelet_preemptions_total counts each stopped pod under)."""
+
+    victims: list[Candidate]
+    signal: str
+
+
+def handle_failure(pod: dict, reasons: list[Rejection],
+                   candidates: list[Candidate]) -> tuple[list[Rejection], Preemption | None]:
+    """HandleAdmissionFailure: a critical pod short of resources alone is admitted once the pods
+    `pods_to_preempt` picks are stopped: no reasons are left, and those are returned to stop. A
+    critical pod that fails for other reasons is rejected for those; one no set of pods makes
+    room for is rejected as UnexpectedAdmissionError; any other pod for its reasons."""
+    if not reasons or not is_critical(pod):
+        return reasons, None
+    if other := [r for r in reasons if not r.reason.startswith(OUT_OF)]:
+        return other, None
+    needs = [(r.reason[len(OUT_OF):], r.shortfall) for r in reasons]
+    try:
+        return [], Preemption(pods_to_preempt(pod, candidates, needs), needs[0][0])
+    except NoVictims as e:
+        return [Rejection(UNEXPECTED, f"{RECOVERY_FAILED}preemption: error finding a set of pods to preempt: {e}")], None
+
+
+# --- the sysctl allowlist (pkg/kubelet/sysctl) ----------------------------------------------------
+
+SYSCTL_FORBIDDEN = "SysctlForbidden"
+#: SafeSysctlAllowlist: namespaced sysctls that affect no other pod on the node (the newest of them
+#: needs kernel 4.6; a simulated node runs 6.8). The kubelet allows no unsafe ones by default.
+SAFE_SYSCTLS = frozenset({
+    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range",
+    "net.ipv4.ip_unprivileged_port_start", "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem"})
+
+
+def _dotted(name: str) -> str:
+    """A sysctl written with slashes (net/ipv4/tcp_rmem, where a dot may be part of a name) in dots."""
+    first = next((ch for ch in name if ch in "./"), ".")
+    return name if first == "." else name.translate(str.maketrans("./", "/."))
+
+
+def _namespace(name: str) -> str:
+    """The kernel namespace that isolates the sysctl (NamespacedBy)."""
+    if name == "kernel.sem" or name.startswith(("kernel.shm", "kernel.msg", "fs.mqueue.")):
+        return "ipc"
+    return "net" if name.startswith("net.") else ""
+
+
+def sysctl_rejection(pod: dict) -> Rejection | None:
+    """The allowlist's Admit: each of spec.securityContext.sysctls must be on it, and not in a
+    namespace the pod shares with the host (hostNetwork, hostIPC)."""
+    spec = pod.get("spec") or {}
+    for s in (spec.get("securityContext") or {}).get("sysctls") or ():
+        name = _dotted(s.get("name", ""))
+        if name not in SAFE_SYSCTLS:
+            why = f'"{name}" not allowlisted'
+        elif (ns := _namespace(name)) == "ipc" and spec.get("hostIPC") or ns == "net" and spec.get("hostNetwork"):
+            why = f'"{name}" not allowed with host {ns} enabled'
+        else:
+            continue
+        return Rejection(SYSCTL_FORBIDDEN, f"forbidden sysctl: {why}")
+    return None

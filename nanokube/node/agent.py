@@ -35,7 +35,7 @@ from .dra.prepare import ClaimPreparer
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
 from .inplace import desired
-from .lifecycle import (SMP, SYNC_RETRY, PodWorker, SimulatedRuntime, image_id, image_ref, image_size,
+from .lifecycle import (SMP, SYNC_RETRY, Eviction, PodWorker, SimulatedRuntime, image_id, image_ref, image_size,
                         resource_version)
 from .podresources.server import PodResourcesServer
 from .simulated_host import system_info
@@ -45,6 +45,8 @@ from .volumes import VolumeManager
 log = logging.getLogger(__name__)
 
 KUBELET_VERSION = "v1.37.0"
+#: how the kubelet stops a pod it preempts for a critical one
+PREEMPTION = Eviction(admission.PREEMPTING, admission.PREEMPTED, (admission.DISRUPTION_TARGET,))
 LEASE_NAMESPACE = "kube-node-lease"
 #: the most images status.images lists, the largest first (the kubelet's nodeStatusMaxImages)
 NODE_STATUS_MAX_IMAGES = 50
@@ -319,6 +321,8 @@ class NodeAgent:
         self.lifecycle_sleeps_cut = 0
         #: kubelet_admission_rejections_total: pods rejected at admission, by the metric's reason
         self.admission_rejections: dict[str, int] = {}
+        #: kubelet_preemptions_total: pods stopped to admit critical ones, by the first resource short
+        self.preemptions: dict[str, int] = {}
         #: prober_probe_total: (probe_type, result, container, pod, namespace, pod_uid) -> probes run
         self.probe_results: dict[tuple[str, str, str, str, str, str], int] = {}
         #: the images on this node (their fully qualified references): the pool's preloaded ones and
@@ -705,42 +709,60 @@ class NodeAgent:
         allocatable = admission.node_allocatable(node, self.status_allocatable(), allocated)
         return admission.general_filter(pod, node, allocatable, [self._holding(u) for u in others])
 
+    def _admission(self, pod: dict, node: dict) -> tuple[list[admission.Rejection], admission.Preemption | None]:
+        """The predicate admit handler with its failure handler: the reasons `pod` is refused, or
+        for a critical pod short of resources alone the running pods to stop for it instead (each
+        candidate's key its worker)."""
+        reasons = self._predicates(pod, node)
+        if not reasons or not admission.is_critical(pod):
+            return reasons, None
+        uid = pod["metadata"]["uid"]
+        return admission.handle_failure(pod, reasons, [
+            admission.Candidate(w, w.pod, self._holding(u).requests) for u, w in self.workers.items()
+            if u != uid and (w.pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")])
+
     def status_allocatable(self) -> dict[str, str]:
         """The node's allocatable as this kubelet reports it (its devices' included)."""
         return {**self.spec.allocatable, **self.devices.capacity()[1]}
 
     def _admit_new(self, pod: dict) -> None:
         """Admit a new pod as the kubelet's HandlePodAdditions does, one at a time in the order they
-        come: the predicates first, then the device manager's allocation. A pod that fails only
-        node affinity is checked again against the Node read afresh; one that needs devices is
-        allocated them; each in the background, the pod counted as held meanwhile."""
+        come: its sysctls first, then the predicates (a critical pod's failure handled), then the
+        device manager's allocation. A pod that fails only node affinity is checked again against
+        the Node read afresh; a critical one makes room; one that needs devices is allocated them;
+        each in the background, the pod counted as held meanwhile."""
         uid = pod["metadata"]["uid"]
-        reasons = self._predicates(pod, self.node)
+        forbidden = admission.sysctl_rejection(pod)
+        reasons, preemption = ([forbidden], None) if forbidden else self._admission(pod, self.node)
         if reasons and not admission.only_affinity(reasons):
             self._rejected.add(uid)
             self._in_background(self._reject(pod, reasons[0]))
-        elif reasons or self.devices.needs_devices(pod):
+        elif reasons or preemption or self.devices.needs_devices(pod):
             self._admitting[uid] = pod
-            self._in_background(self._admit(pod, recheck=bool(reasons)))
+            self._in_background(self._admit(pod, recheck=bool(reasons), preemption=preemption))
         else:
             self._start(pod)
 
-    async def _admit(self, pod: dict, recheck: bool) -> None:
+    async def _admit(self, pod: dict, recheck: bool, preemption: admission.Preemption | None) -> None:
         """The rest of a pod's admission: with `recheck`, the predicates again against the Node as
-        the server has it now; then its device plugin devices allocated, and it runs. One the
-        predicates still refuse, or whose devices are unavailable (or whose plugin's Allocate
-        failed), is rejected: Failed with upstream's reason and message, and an event."""
+        the server has it now; then the pods a critical one preempts stopped (`_preempt`), its
+        device plugin devices allocated, and it runs. One the predicates still refuse, or whose
+        devices are unavailable (or whose plugin's Allocate failed), is rejected: Failed with
+        upstream's reason and message, and an event."""
         uid = pod["metadata"]["uid"]
         if recheck:
             try:
                 self.node = await self.nodes.get(self.name)
             except APIError as e:
                 log.warning("node %s: reading the Node to admit pod %s: %s", self.name, pod["metadata"]["name"], e)
-            if reasons := self._predicates(self._admitting.get(uid, pod), self.node):
+            reasons, preemption = self._admission(self._admitting.get(uid, pod), self.node)
+            if reasons:
                 if self._admitting.pop(uid, None) is not None:
                     self._rejected.add(uid)
                     await self._reject(pod, reasons[0])
                 return
+        if preemption and uid in self._admitting:
+            await self._preempt(preemption)
         if uid in self._admitting and self.devices.needs_devices(pod):
             try:
                 await self.devices.allocate(pod, set(self._active()))
@@ -752,6 +774,21 @@ class NodeAgent:
                 return
         if (pod := self._admitting.pop(uid, None)) is not None:  # else deleted meanwhile
             self._start(pod)
+
+    async def _preempt(self, preemption: admission.Preemption) -> None:
+        """evictPodsToFreeRequests: each pod in turn gets a Warning Preempting event, is stopped as
+        PREEMPTION says and waited for, as long as its grace period and half again (at least
+        10 s); each that stopped is counted. The critical pod is admitted even if one has not."""
+        for w in (v.key for v in preemption.victims):
+            await self.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": w.pod["metadata"]}, "Warning",
+                                     admission.PREEMPTING, admission.PREEMPTED)
+            grace = (w.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            w.evict(PREEMPTION)
+            if not await w.ends_within(max(grace + grace // 2, 10)):
+                log.warning("node %s: pod %s/%s preempted for a critical pod has not stopped yet", self.name,
+                            w.namespace, w.name)
+                continue
+            self.preemptions[preemption.signal] = self.preemptions.get(preemption.signal, 0) + 1
 
     async def _reject(self, pod: dict, why: admission.Rejection) -> None:
         """upstream's rejectPod: a Warning event, and the pod Failed without running."""

@@ -376,12 +376,11 @@ class KubeletServer:
 
     async def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), the pods
-        it rejected at admission, its device plugins' registrations and Allocate durations
-        (devicemanager), its lifecycle hooks'
-        HTTP fallbacks and sleeps cut short, its node's name, its pod resources endpoint's calls,
-        the pods and containers it runs, the volume stats collector's series of each claim in use (once,
-        however many pods here use it) and its plugin manager's plugins; families by name, as
-        client_golang gathers them."""
+        it rejected at admission or preempted for critical ones, its device plugins' registrations
+        and Allocate durations (devicemanager), its lifecycle hooks' HTTP fallbacks and sleeps cut
+        short, its node's name, its pod resources endpoint's calls, the pods and containers it runs,
+        the volume stats collector's series of each claim in use (once, however many pods here use
+        it) and its plugin manager's plugins; families by name, as client_golang gathers them."""
         running = self._running()
         claims: dict[tuple[str, str], dict] = {}
         for volumes in await self._volume_stats([pod for pod, _, _ in running], self.agent.clock.rfc3339(),
@@ -390,6 +389,7 @@ class KubeletServer:
                 claims.setdefault((v["pvcRef"]["namespace"], v["pvcRef"]["name"]), v)
         containers = sum(len(usage) for _, usage, _ in running)
         rejected = self.agent.admission_rejections
+        preempted = self.agent.preemptions
         lines = [*(["# HELP kubelet_admission_rejections_total [ALPHA] Cumulative number pod admission rejections "
                     "by the Kubelet.", "# TYPE kubelet_admission_rejections_total counter"] if rejected else []),
                  *(f'kubelet_admission_rejections_total{{reason="{r}"}} {n}' for r, n in sorted(rejected.items())),
@@ -401,6 +401,9 @@ class KubeletServer:
                  "# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.",
                  "# TYPE kubelet_node_name gauge", f'kubelet_node_name{{node="{self.agent.name}"}} 1',
                  *(self.agent.pod_resources.metrics() if self.agent.pod_resources else ()),
+                 *(["# HELP kubelet_preemptions_total [ALPHA] Cumulative number of pod preemptions by preemption "
+                    "resource", "# TYPE kubelet_preemptions_total counter"] if preempted else []),
+                 *(f'kubelet_preemptions_total{{preemption_signal="{r}"}} {n}' for r, n in sorted(preempted.items())),
                  "# HELP kubelet_running_containers [ALPHA] Number of containers currently running",
                  "# TYPE kubelet_running_containers gauge",
                  f'kubelet_running_containers{{container_state="running"}} {containers}',

@@ -44,6 +44,7 @@ import functools
 import hashlib
 import logging
 import math
+from dataclasses import dataclass
 
 from ..machinery.goduration import string as go_duration
 from ..machinery.conditions import transition_time
@@ -72,6 +73,21 @@ SIGTERM_EXIT = 143
 PULL_SECONDS = "sim.nanokube.io/pull-seconds"
 #: the kubelet's activeDeadlineHandler's message (status.message and its DeadlineExceeded Event)
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Why the kubelet stops a pod before its end (a kill with upstream's KillPodOptions.Evict): the
+    pod is Failed with this status reason and message, and these (type, reason, message)
+    conditions True, once its containers stopped with its grace period."""
+
+    reason: str
+    message: str
+    conditions: tuple[tuple[str, str, str], ...] = ()
+
+
+#: spec.activeDeadlineSeconds ran out (activeDeadlineHandler)
+DEADLINE = Eviction("DeadlineExceeded", DEADLINE_MESSAGE)
 #: the state the status manager's TerminatePod gives a container that had not finished when its pod ended
 #: (its times zero: null, as the server serves them)
 UNKNOWN_STATE = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
@@ -445,8 +461,8 @@ class PodWorker:
         self.unsynced = False
         self._status_retry: asyncio.Task | None = None
         self._status_lock = asyncio.Lock()
-        #: spec.activeDeadlineSeconds ran out (activeDeadlineHandler): the pod is stopped and Failed
-        self.deadline_exceeded = False
+        #: the kubelet stops the pod (its active deadline ran out, `evict`): it is stopped and Failed
+        self.eviction: Eviction | None = None
         #: the container whose start (its image) is under way, or was last
         self.starting = ""
         #: when each (non-sidecar) init container ran: (startedAt, finishedAt), kept across writes
@@ -474,6 +490,23 @@ class PodWorker:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
+
+    def evict(self, why: Eviction) -> None:
+        """Stop the pod as `why` says, unless it ends or is stopped already."""
+        if self.eviction is None and not self.finished:
+            self.eviction = why
+            self.changed.set()
+
+    async def ends_within(self, timeout: float) -> bool:
+        """Whether the pod's lifecycle ends within `timeout` seconds (on the agent's clock)."""
+        if self._task is None:
+            return False
+        limit = asyncio.ensure_future(self.clock.sleep(timeout))
+        try:
+            await asyncio.wait([self._task, limit], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            limit.cancel()
+        return self._task.done()
 
     def update(self, pod: dict) -> None:
         """A copy older than the one a status write returned (the informer lags) is dropped: the
@@ -570,7 +603,7 @@ class PodWorker:
     async def _wait(self, deadline: float | None, active: bool = False) -> bool:
         """Sleep until the monotonic `deadline` (None: forever); True if cut
         short by deletion, or (`active`: the pod is being set up, its containers run or wait to
-        restart) by the pod's activeDeadlineSeconds running out, which sets deadline_exceeded.
+        restart) by the pod's activeDeadlineSeconds running out or its eviction (`eviction`).
         Deadlines are fixed before the status write so the API round trip counts as run time.
         Running containers' wait also ends, False, when one reading stdin reaches its EOF."""
         timer = waiter = limit = None
@@ -584,9 +617,10 @@ class PodWorker:
                     await self._write(**self._last_write, now=self.clock.rfc3339())
                 if self.live:
                     await self._sync_spec()
-                left = self._active_deadline_left() if active else None
+                left = self._active_deadline_left() if active and self.eviction is None else None
                 if left is not None and left <= 0:
-                    self.deadline_exceeded = True
+                    self.eviction = DEADLINE
+                if active and self.eviction is not None:
                     return True
                 if self.live and self.io.stdin_closed:  # a container reading stdin got EOF and exited
                     return False
@@ -899,6 +933,7 @@ class PodWorker:
         gen = self.pod["metadata"].get("generation")
         conditions = live.get("conditions") or []
         kept = {c.get("type"): c for c in conditions}
+        evicted = {c[0]: c for c in self.eviction.conditions} if self.eviction else {}
         spec = self.pod.get("spec") or {}
         init_statuses = (self._init_statuses(now, running) if inits is None else inits) \
             if spec.get("initContainers") else None
@@ -913,7 +948,9 @@ class PodWorker:
         st = {
             "phase": phase, "hostIP": self.agent.host_ip, "hostIPs": [{"ip": self.agent.host_ip}],
             "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
-            "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS] + self.resize_conditions + [
+            "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS and c.get("type") not in
+                           evicted] + [_condition(t, True, now, kept, gen, why, message)
+                                       for t, why, message in evicted.values()] + self.resize_conditions + [
                 _condition("PodReadyToStartContainers", True, now, kept, gen),
                 # a Succeeded pod's is PodCompleted (GeneratePodInitializedCondition)
                 _condition("Initialized", initialized, now, kept, gen,
@@ -930,8 +967,8 @@ class PodWorker:
             st["conditions"].append(_condition(restartrules.CONDITION, ok, now, kept, gen, why, message))
         if gen:
             st["observedGeneration"] = gen
-        if self.deadline_exceeded:
-            st["reason"], st["message"] = "DeadlineExceeded", DEADLINE_MESSAGE
+        if self.eviction is not None:
+            st["reason"], st["message"] = self.eviction.reason, self.eviction.message
         if init_statuses is not None:
             st["initContainerStatuses"] = init_statuses
         if self.ephemeral:
@@ -1787,7 +1824,7 @@ class PodWorker:
         self.finished = True
         statuses = [self._status_of(c, {"terminated": term}, False, False) for c in self._containers()]
         codes = [s["state"]["terminated"]["exitCode"] for s in statuses]
-        phase = "Succeeded" if not any(codes) and not self.deadline_exceeded else "Failed"
+        phase = "Succeeded" if not any(codes) and self.eviction is None else "Failed"
         for name, s in self.ephemeral.items():  # they stop with the pod
             if running := s["state"].get("running"):
                 self.ephemeral[name] = {**s, "state": {"terminated": {**term, "startedAt": running["startedAt"]}}}
@@ -1820,7 +1857,7 @@ class PodWorker:
         as the status manager's TerminatePod leaves it (ContainerStatusUnknown, 137, no
         containerID), not as a container a SIGTERM stopped."""
         self.finished = True
-        if self.deadline_exceeded:
+        if self.eviction is DEADLINE:
             await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
         self.io.exited(SIGTERM_EXIT, "received SIGTERM")  # an init container running its command, sidecars
         now = self.clock.rfc3339()
@@ -1841,13 +1878,14 @@ class PodWorker:
         or with its own code where its command ended first (one waiting for what a hook wrote). A
         sidecar's SIGTERM waits its turn (KEP-753's termination ordering): until the app containers
         and the sidecars after it stopped, or its time is up. Past activeDeadlineSeconds the kubelet
-        kills the pod the same way, with the pod's own grace period."""
+        kills the pod the same way, with the pod's own grace period, and as it evicts one (`evict`)."""
         md = self.pod["metadata"]
         if self.deleting():
             grace = md.get("deletionGracePeriodSeconds") or 0
             asked = parse_time(md["deletionTimestamp"]) - grace
         else:
-            await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
+            if self.eviction is DEADLINE:
+                await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
             asked = self.clock.now()
         await self.clock.sleep(max(asked - self.clock.now(), 0.0))

@@ -1,6 +1,7 @@
 """The kubelet's admission, seen with kubectl as on a real cluster: a pod bound to a node by name
 (`kubectl run --overrides` with spec.nodeName, no scheduler involved) that does not fit there is
-rejected by the node, `kubectl get` shows OutOfcpu, `kubectl describe` the message and the Event."""
+rejected by the node, `kubectl get` shows OutOfcpu, `kubectl describe` the message and the Event;
+a critical one that does not fit preempts a pod there instead, and runs."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ def admission_cluster(store_url):
         yield c
 
 
-def run_on(c, name: str, node: str, cpu: str) -> None:
+def run_on(c, name: str, node: str, cpu: str, **spec) -> None:
     overrides = {"apiVersion": "v1", "spec": {"nodeName": node, "containers": [
-        {"name": name, "image": "busybox:1.36", "resources": {"requests": {"cpu": cpu}}}]}}
+        {"name": name, "image": "busybox:1.36", "resources": {"requests": {"cpu": cpu}}}], **spec}}
     c.kubectl("run", name, "--image=busybox:1.36", "--restart=Never", f"--overrides={json.dumps(overrides)}")
 
 
@@ -49,3 +50,17 @@ def test_a_pod_bound_by_name_that_overfills_its_node_is_out_of_cpu(admission_clu
     assert status_of(c, "big") == "Running"
     run_on(c, "small", "gpu-0", "1")
     wait_for(lambda: status_of(c, "small") == "Running", what="small Running")
+
+
+def test_a_system_node_critical_pod_bound_to_a_full_node_preempts_a_pod_and_runs(admission_cluster):
+    c = admission_cluster
+    run_on(c, "filler", "gpu-1", "60")
+    wait_for(lambda: status_of(c, "filler") == "Running", what="filler Running")
+    run_on(c, "node-agent", "gpu-1", "8", priorityClassName="system-node-critical")
+    wait_for(lambda: status_of(c, "node-agent") == "Running", what="node-agent Running")
+    # the preempted pod's status says why, and that it was a disruption
+    got = c.kubectl("get", "pod", "filler", "-o", "jsonpath={.status.phase}|{.status.reason}|{.status.message}|"
+                    "{.status.conditions[?(@.type=='DisruptionTarget')].reason}").stdout
+    assert got == "Failed|Preempting|Preempted in order to admit critical pod|TerminationByKubelet", got
+    wait_for(lambda: re.search(r"Warning\s+Preempting\s+\S+\s+kubelet\s+Preempted in order to admit critical pod",
+                               c.kubectl("describe", "pod", "filler").stdout), 30, "the Preempting event in describe")

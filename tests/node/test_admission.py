@@ -1,13 +1,17 @@
-"""The kubelet's pod admission: the predicate admit handler's checks, alone (admission.py) and as a
-node agent applies them to pods bound with spec.nodeName (agent.py): a pod that does not fit is
-Failed with upstream's reason, message and a Warning event; the pods admitted before it run on."""
+"""The kubelet's pod admission: the predicate admit handler's checks, the critical pod admission
+handler's choice of pods to preempt and the sysctl allowlist, alone (admission.py) and as a node
+agent applies them to pods bound with spec.nodeName (agent.py): a pod that does not fit is Failed
+with upstream's reason, message and a Warning event; the pods admitted before it run on, unless a
+critical pod preempts them."""
 
 import contextlib
 from types import SimpleNamespace
 
 from nanokube.apiserver.loopback import connector
 from nanokube.node import admission
-from nanokube.node.admission import Admitted, Rejection, general_filter, node_allocatable, os_rejection, requests
+from nanokube.node.admission import (Admitted, Candidate, Rejection, general_filter, handle_failure, is_critical,
+                                     node_allocatable, os_rejection, pods_to_preempt, preemptable, requests,
+                                     sysctl_rejection)
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.manager import NodeManager
 from tests.controllers import becomes, eventually
@@ -150,6 +154,100 @@ def test_the_os_checks():
     assert os_rejection(spec_pod(asks(), os={"name": "linux"}), NODE) is None
 
 
+MI = 1024 * 1024
+
+
+def prioritized(name: str, priority: int | None = None, qos: str = "Burstable", **annotations) -> dict:
+    spec = {} if priority is None else {"priority": priority}
+    return {"metadata": {"name": name, "annotations": annotations}, "spec": spec, "status": {"qosClass": qos}}
+
+
+CRITICAL = prioritized("critical", 2_000_001_000)
+
+
+def candidate(name: str, qos: str, priority: int | None = 0, **requests) -> Candidate:
+    return Candidate(name, prioritized(name, priority, qos), dict(requests))
+
+
+def test_critical_pods_are_static_mirror_or_of_system_priority_and_preempt_by_priority():
+    assert is_critical(CRITICAL) and is_critical(prioritized("c", 2_000_000_000))
+    assert not is_critical(prioritized("p", 1_999_999_999)) and not is_critical(prioritized("none"))
+    static = prioritized("s", **{"kubernetes.io/config.source": "file"})
+    mirror = prioritized("m", **{"kubernetes.io/config.mirror": "abc"})
+    assert is_critical(static) and is_critical(mirror)
+    assert not is_critical(prioritized("a", **{"kubernetes.io/config.source": "api"}))
+    # a critical pod preempts any other; critical ones only by priority, which a static one may lack
+    assert preemptable(static, prioritized("p", 1000)) and not preemptable(static, CRITICAL)
+    assert preemptable(CRITICAL, prioritized("c", 2_000_000_000)) and not preemptable(prioritized("c", 2_000_000_000),
+                                                                                      CRITICAL)
+    assert preemptable(prioritized("hi", 10), prioritized("lo", 5)) and not preemptable(prioritized("x", 5),
+                                                                                        prioritized("y", 5))
+
+
+PODS = [candidate("besteffort", "BestEffort"), candidate("small", "Burstable", memory=100 * MI, cpu=100),
+        candidate("big", "Burstable", memory=400 * MI), candidate("guaranteed", "Guaranteed", memory=300 * MI),
+        candidate("daemon", "Burstable", 2_000_001_000, memory=1024 * MI)]
+
+
+def chosen(needs) -> list[str]:
+    return [c.key for c in pods_to_preempt(CRITICAL, PODS, needs)]
+
+
+def test_the_fewest_pods_of_the_least_important_classes_are_preempted():
+    # the burstable pod that alone frees enough, not the smaller one nor the guaranteed one
+    assert chosen([("memory", 350 * MI)]) == ["big"]
+    # more than every burstable pod holds: a guaranteed one too, then the burstable one closest to the rest
+    assert chosen([("memory", 600 * MI)]) == ["big", "guaranteed"]
+    # a pod slot: the best-effort pod frees one
+    assert chosen([("pods", 1)]) == ["besteffort"]
+    # two needs: each pod's distance counts both
+    assert chosen([("memory", 50 * MI), ("cpu", 100)]) == ["small"]
+
+
+def test_of_pods_as_close_the_one_asking_less_memory_then_cpu_goes():
+    pods = [candidate("a", "Burstable", cpu=1000, memory=200 * MI), candidate("b", "Burstable", cpu=1000, memory=100 * MI),
+            candidate("c", "Burstable", cpu=2000, memory=100 * MI)]
+    assert [c.key for c in pods_to_preempt(CRITICAL, pods, [("cpu", 500)])] == ["b"]
+
+
+def test_a_critical_pod_short_of_resources_alone_preempts_or_is_rejected_as_unexpected():
+    short = [Rejection("OutOfpods", "", 1), Rejection("OutOfmemory", "", 350 * MI)]
+    reasons, preemption = handle_failure(CRITICAL, short, PODS)
+    assert reasons == [] and [c.key for c in preemption.victims] == ["big"] and preemption.signal == "pods"
+    # another pod, or another reason, is rejected as the predicates say
+    assert handle_failure(prioritized("p", 1000), short, PODS) == (short, None)
+    affinity = Rejection("NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+                                         "affinity/selector")
+    assert handle_failure(CRITICAL, [short[1], affinity], PODS) == ([affinity], None)
+    # the critical daemon's memory is not the preemptor's to take
+    [r], preemption = handle_failure(CRITICAL, [Rejection("OutOfmemory", "", 2048 * MI)], PODS)
+    assert preemption is None and r == Rejection(
+        "UnexpectedAdmissionError", "Unexpected error while attempting to recover from admission failure: preemption: "
+                                    "error finding a set of pods to preempt: no set of running pods found to reclaim "
+                                    "resources: [(res: memory, q: 1308622848), ]")
+
+
+def test_the_shortfall_is_what_the_pod_asks_beyond_what_is_left():
+    [pods, cpu] = general_filter(spec_pod(asks(cpu="2")), NODE, allocatable(), [held(cpu=1500)] * 3)
+    assert (pods.reason, pods.shortfall, cpu.reason, cpu.shortfall) == ("OutOfpods", 1, "OutOfcpu", 2500)
+
+
+def test_sysctls_must_be_safe_and_not_in_a_namespace_shared_with_the_host():
+    def pod(*names: str, **spec) -> dict:
+        return spec_pod(asks(), securityContext={"sysctls": [{"name": n, "value": "1"} for n in names]}, **spec)
+
+    assert sysctl_rejection(pod("net.ipv4.tcp_syncookies", "net/ipv4/ip_local_port_range", "kernel.shm_rmid_forced")) \
+        is None
+    assert sysctl_rejection(spec_pod(asks())) is None
+    assert sysctl_rejection(pod("net.ipv4.tcp_rmem", "kernel.msgmax")) == Rejection(
+        "SysctlForbidden", 'forbidden sysctl: "kernel.msgmax" not allowlisted')
+    assert sysctl_rejection(pod("net/ipv4/tcp_syncookies", hostNetwork=True)) == Rejection(
+        "SysctlForbidden", 'forbidden sysctl: "net.ipv4.tcp_syncookies" not allowed with host net enabled')
+    assert sysctl_rejection(pod("kernel.shm_rmid_forced", hostIPC=True)).message == \
+        'forbidden sysctl: "kernel.shm_rmid_forced" not allowed with host ipc enabled'
+    assert sysctl_rejection(pod("kernel.shm_rmid_forced", hostNetwork=True)) is None
+
+
 # --- through the API: a node agent admitting pods bound by name ----------------------------------
 
 CLUSTER = parse_cluster("""\
@@ -275,3 +373,66 @@ async def test_a_pod_for_another_os_is_rejected():
         p = await eventually(phase_is(pods, "win", "Failed"))
         assert (p["status"]["reason"], p["status"]["message"]) == (
             "PodOSNotSupported", "Pod was rejected: Failed to admit pod as the OS field doesn't match node OS")
+
+
+async def preemptions(mgr) -> dict[str, float]:
+    """kubelet_preemptions_total on the node's /metrics, by preemption signal."""
+    text = (await mgr.kubelet_for("small-0").serve(SimpleNamespace(method="GET", query={}, headers={}),
+                                                   "/metrics")).text
+    return {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith("kubelet_preemptions_total{")}
+
+
+def warnings(events, name: str):
+    async def get():
+        items, _ = await events.list("default")
+        return [(e["reason"], e["message"]) for e in items if e["involvedObject"]["name"] == name
+                and e["type"] == "Warning"]
+    return get
+
+
+async def test_a_critical_pod_bound_to_a_full_node_preempts_the_pod_that_frees_enough_and_runs():
+    async with api_on_manual_clock() as (s, clock), agents(s, clock) as mgr:
+        pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
+        await pods.create(bound("big", "3"))
+        await pods.create(bound("small", "500m"))
+        for name in ("big", "small"):
+            await eventually(phase_is(pods, name, "Running"))
+        await pods.create(bound("critical", "2", priorityClassName="system-node-critical"))
+        await eventually(phase_is(pods, "critical", "Running"))
+        p = await eventually(phase_is(pods, "big", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == ("Preempting",
+                                                                   "Preempted in order to admit critical pod")
+        [target] = [c for c in p["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+        assert (target["status"], target["reason"], target["message"]) == (
+            "True", "TerminationByKubelet", "Pod was preempted by Kubelet to accommodate a critical pod.")
+        assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+        assert ("Preempting", "Preempted in order to admit critical pod") in await warnings(events, "big")()
+        assert (await pods.get("small", "default"))["status"]["phase"] == "Running"
+        assert await preemptions(mgr) == {"cpu": 1}
+        assert await rejections(mgr) == {}
+
+
+async def test_a_critical_pod_no_set_of_pods_makes_room_for_is_rejected():
+    async with api_on_manual_clock() as (s, clock), agents(s, clock) as mgr:
+        pods = s.client.resource("", "v1", "pods")
+        await pods.create(bound("daemon", "3", priorityClassName="system-node-critical"))
+        await eventually(phase_is(pods, "daemon", "Running"))
+        await pods.create(bound("critical", "2", priorityClassName="system-node-critical"))
+        p = await eventually(phase_is(pods, "critical", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == (
+            "UnexpectedAdmissionError", "Pod was rejected: Unexpected error while attempting to recover from "
+                                        "admission failure: preemption: error finding a set of pods to preempt: no "
+                                        "set of running pods found to reclaim resources: [(res: cpu, q: 1000), ]")
+        assert await rejections(mgr) == {"UnexpectedAdmissionError": 1}
+        assert (await pods.get("daemon", "default"))["status"]["phase"] == "Running"
+
+
+async def test_a_pod_asking_an_unsafe_sysctl_is_rejected():
+    async with api_on_manual_clock() as (s, clock), agents(s, clock) as mgr:
+        pods = s.client.resource("", "v1", "pods")
+        await pods.create(bound("tuned", securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]}))
+        p = await eventually(phase_is(pods, "tuned", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == (
+            "SysctlForbidden", 'Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted')
+        assert await rejections(mgr) == {"SysctlForbidden": 1}

@@ -38,7 +38,7 @@ def agent(clock):
                            devices=DeviceManager(),
                            workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)},
                            lifecycle_http_fallbacks=0, lifecycle_sleeps_cut=0,
-                           admission_rejections={})
+                           admission_rejections={}, preemptions={})
 
 
 GET = SimpleNamespace(method="GET", query={}, headers={})

@@ -49,7 +49,7 @@ from ...machinery.streaming import StreamFailed, executable_not_found, sandbox_i
 from ...clock import parse_time
 from .. import inplace
 from ..streaming import no_log
-from ..lifecycle import BACKOFF_MAX, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
+from ..lifecycle import BACKOFF_MAX, DEADLINE, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from ..lifecycle import volume_mount_statuses
 from .. import container_env, hooks, hosts_file
 from .netns import NetnsError
@@ -273,9 +273,10 @@ class ProcessPodWorker(PodWorker):
                 self.reconcile = False
                 await self._write(**self._last_write, now=self.clock.rfc3339())
             await self._sync_spec()  # an ephemeral container added, a resize
-            left = self._active_deadline_left()
+            left = self._active_deadline_left() if self.eviction is None else None
             if left is not None and left <= 0:
-                self.deadline_exceeded = True
+                self.eviction = DEADLINE
+            if self.eviction is not None:
                 break
             waits = [flow, asyncio.ensure_future(self.changed.wait())]
             if left is not None:
@@ -283,9 +284,10 @@ class ProcessPodWorker(PodWorker):
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for t in waits[1:]:
                 t.cancel()
-        if self.deadline_exceeded and not self.deleting():
-            # activeDeadlineHandler: stopped with the pod's grace period; what never ran ends unknown
-            await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
+        if self.eviction is not None and not self.deleting():
+            # activeDeadlineHandler, or an eviction: stopped with the pod's grace period; what never ran ends unknown
+            if self.eviction is DEADLINE:
+                await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
             await self._kill_gracefully([*self._all(), *self.debug.values()], self.clock.now() + grace)
         elif not flow.done():
@@ -296,13 +298,13 @@ class ProcessPodWorker(PodWorker):
         await asyncio.gather(*self._children)
         now = self.clock.rfc3339()
         inits, statuses = self._init_statuses(now, False) if self.inits else [], self._statuses()
-        if self.deadline_exceeded or self.deleting():  # stopped: what never ran (or waited to restart) is unknown
+        if self.eviction is not None or self.deleting():  # stopped: what never ran (or waited to restart) is unknown
             inits, statuses = terminate_pod(inits, statuses, not self._initializing)
         sidecars = {c.name for c in self.inits.values() if c.sidecar}
         codes = [(s["state"].get("terminated") or (s.get("lastState") or {}).get("terminated") or {}).get("exitCode", 0)
                  for s in inits + statuses if s["name"] not in sidecars]
         try:
-            succeeded = all(code == 0 for code in codes) and not self.deadline_exceeded
+            succeeded = all(code == 0 for code in codes) and self.eviction is None
             await self._write("Succeeded" if succeeded else "Failed", statuses, False, now,
                               "PodCompleted" if succeeded else "PodFailed", initialized=not self._initializing,
                               inits=inits if self.inits else None)
@@ -323,7 +325,7 @@ class ProcessPodWorker(PodWorker):
         policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
         init_policy = "OnFailure" if policy == "Always" else policy  # an init container must complete
         for c in self.inits.values():
-            if self._stopping.is_set() or self.deadline_exceeded:
+            if self._stopping.is_set() or self.eviction is not None:
                 return
             if c.sidecar:
                 loop = asyncio.create_task(self._container_loop(c, lambda _code: True))
@@ -333,7 +335,7 @@ class ProcessPodWorker(PodWorker):
             code = await self._container_loop(c, functools.partial(_restarts, c, init_policy))
             if code != 0:
                 return
-        if self._stopping.is_set() or self.deadline_exceeded:
+        if self._stopping.is_set() or self.eviction is not None:
             return
         self._initializing = False
         await asyncio.gather(*(self._container_loop(c, functools.partial(_restarts, c, policy))
