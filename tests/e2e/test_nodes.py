@@ -14,7 +14,9 @@ CLUSTER_FILE = "examples/clusters/mixed.yaml"
 
 @pytest.fixture(scope="module")
 def nodes_cluster(store_url):
-    with running_cluster("nodes", ("--cluster", CLUSTER_FILE), store=store_url) as c:
+    """The nodes renew their leases every 2 s instead of 10, so a renewal is soon seen."""
+    with running_cluster("nodes", ("--cluster", CLUSTER_FILE), {"NANOKUBE_NODE_RENEW_INTERVAL": "2"},
+                         store=store_url) as c:
         yield c
 
 
