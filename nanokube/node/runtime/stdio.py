@@ -28,6 +28,8 @@ from . import cgroup as cgroups
 from .netns import open_in_netns
 
 _CHUNK = 32 * 1024
+#: the flag of a task that has begun to exit (include/linux/sched.h)
+PF_EXITING = 0x4
 
 
 class ContainerIO:
@@ -117,6 +119,20 @@ async def exited(proc: asyncio.subprocess.Process) -> None:
     finally:
         loop.remove_reader(fd)
         os.close(fd)
+
+
+def ending(proc: asyncio.subprocess.Process, pid: int) -> bool:
+    """Whether a launched command (its launcher `proc`, its PID `pid`) has ended or is on its way
+    out (the kernel's PF_EXITING): a PID namespace's first process ends only once the kernel
+    killed and reaped the rest of its namespace, and those may be seen gone first."""
+    if proc.returncode is not None:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return True
+    return fields[0] in "ZX" or bool(int(fields[6]) & PF_EXITING)
 
 
 async def run_to_end(argv: list[str], cgroup: str | None, timeout: float | None,

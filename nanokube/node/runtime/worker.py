@@ -22,8 +22,9 @@ logs stdout and stderr to a file of its own (logs.py serves them).
 Each container runs in a PID namespace of its own (its first process is
 PID 1, which ignores the signals it has no handler for), the pod's
 (shareProcessNamespace: the sandbox's pause process is PID 1, every
-container sees the others), or the host's (hostPID); an exec, probe or hook
-joins the container's (launch.py). Each container's processes are in a
+container sees the others; were the pause process to die, the pod is killed
+and its sandbox made anew, SandboxChanged), or the host's (hostPID); an exec,
+probe or hook joins the container's (launch.py). Each container's processes are in a
 cgroup of their own, an exec's in one below it (cgroup.py), which a kill
 empties.
 Images are recorded, not pulled: a container with neither command nor args
@@ -126,6 +127,7 @@ class ProcessPodWorker(PodWorker):
         self._initializing = False
         self._children: list[asyncio.Task] = []
         self._stopping = asyncio.Event()
+        self._ending = False  # stopped for good: the pod ends (its sandbox is not made again)
         self._write_lock = asyncio.Lock()
         self._published: bytes = b""
         self._mounts: dict[str, list[tuple[str, str, bool]]] = {}  # container -> (source, target, read-only)
@@ -319,6 +321,65 @@ class ProcessPodWorker(PodWorker):
             await self._delete()
 
     async def _pod_flow(self) -> None:
+        """The pod's containers (`_containers_flow`) in its sandbox. Where the sandbox's pause
+        process dies under them (its PID namespace ends, with every process in it), the kubelet's
+        computePodActions kills the pod and, unless its restartPolicy is Never and its containers
+        ran, makes its sandbox again (SandboxChanged) and starts its init containers from the first
+        and its containers again in the new one (under OnFailure, those that had not succeeded),
+        each restart counted."""
+        while True:
+            flow = asyncio.ensure_future(self._containers_flow())
+            if self._pause is None:
+                return await flow
+            lost = asyncio.ensure_future(stdio.exited(self._pause[0]))
+            try:
+                await asyncio.wait([flow, lost], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                lost.cancel()
+                if not flow.done() and not lost.done():  # cancelled: the pod's worker stops
+                    flow.cancel()
+            if not self._sandbox_gone() or self._stopping.is_set():
+                return await flow
+            policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+            again = policy != "Never" or not any(c.instances for c in self._all())
+            if again:
+                await self._event("Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+            await self._kill_gracefully([*self._all(), *self.debug.values()], self._grace_deadline(), for_good=not again)
+            await flow
+            await asyncio.gather(*(t for t in self._children if t is not asyncio.current_task()))
+            await self._pause[0].wait()
+            if not again or self._ending or self.deleting():
+                return
+            if not await self._retry(self._new_sandbox, NetnsError, "FailedCreatePodSandBox",
+                                     "Failed to create pod sandbox: {}"):
+                return
+            self._stopping.clear()
+
+    def _sandbox_gone(self) -> bool:
+        """Whether the pod's pause process has ended or is ending (a pod without one has no sandbox
+        to lose)."""
+        return self._pause is not None and stdio.ending(*self._pause)
+
+    async def _new_sandbox(self, _pod: dict) -> None:
+        """The sandbox made again: a new pause process; every container to start in it waits as a
+        new pod's do, its restart counted and its last instance its lastState (the kubelet counts
+        on from the container's last status, or its logs)."""
+        self._pause = await self._start_pause()
+        policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        self._initializing = bool(self.inits)
+        for c in self._all():
+            ended = c.state.get("terminated")
+            if policy == "OnFailure" and c.name in self.containers and ended and ended["exitCode"] == 0:
+                continue
+            if c.instances:
+                c.restarts += 1
+                c.last_state = {"terminated": ended} if ended else c.last_state
+            c.state = {"waiting": {"reason": "PodInitializing" if self._initializing else "ContainerCreating"}}
+            c.ready = c.started = False
+            c.up.clear()
+        await self._publish()
+
+    async def _containers_flow(self) -> None:
         """Init containers in order (a failed one that may not restart fails
         the pod), then the app containers until none restarts; sidecars are
         stopped once the app containers are done."""
@@ -339,9 +400,9 @@ class ProcessPodWorker(PodWorker):
             return
         self._initializing = False
         await asyncio.gather(*(self._container_loop(c, functools.partial(_restarts, c, policy))
-                               for c in self.containers.values()))
+                               for c in self.containers.values() if "terminated" not in c.state))
         sidecars = [c for c in self.inits.values() if c.sidecar]
-        if sidecars:
+        if sidecars and not self._stopping.is_set() and not self._sandbox_gone():  # else: being stopped
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
             await self._kill_gracefully(sidecars, self.clock.now() + grace)
 
@@ -357,10 +418,12 @@ class ProcessPodWorker(PodWorker):
     def _all(self):
         return [*self.inits.values(), *self.containers.values()]
 
-    async def _kill_gracefully(self, containers: list[Container], deadline: float) -> None:
-        """No more restarts; every running container stopped at once (`_stop`), within the grace
-        period that ends at `deadline` (wall clock)."""
+    async def _kill_gracefully(self, containers: list[Container], deadline: float, for_good: bool = True) -> None:
+        """No more restarts (not `for_good`: until the sandbox is made again); every running
+        container stopped at once (`_stop`), within the grace period that ends at `deadline` (wall
+        clock)."""
         self._stopping.set()
+        self._ending = self._ending or for_good
         running = [c for c in containers if c.proc and c.proc.returncode is None]
         await self._kill_events([c.spec for c in running if not c.sidecar] + [c.spec for c in running if c.sidecar][::-1])
         await asyncio.gather(*(self._stop(c, deadline) for c in running))
@@ -538,7 +601,7 @@ class ProcessPodWorker(PodWorker):
                 c.resize_restart = False
                 c.last_state, c.restarts = {"terminated": term}, c.restarts + 1
                 continue
-            if self._stopping.is_set() or not restart(code):
+            if self._stopping.is_set() or self._sandbox_gone() or not restart(code):
                 await self._publish()
                 return code
             c.last_state = {"terminated": term}

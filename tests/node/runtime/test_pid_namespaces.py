@@ -164,3 +164,42 @@ async def test_a_command_killed_as_soon_as_its_launch_names_it_goes_with_its_lau
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                 await proc.wait()
+
+
+async def test_a_dead_pause_process_makes_the_kubelet_recreate_the_sandbox(env):
+    """The sandbox's pause process killed (its namespace ends, and every container with it): the
+    kubelet says so (SandboxChanged), makes a new sandbox and runs the init containers from the
+    first and the containers again in it, each restart counted, the last instance killed (137)."""
+    pods, rt = env
+    p = pod("resandbox", SERVE, restart="Always", grace=1)
+    p["spec"]["shareProcessNamespace"] = True
+    p["spec"]["initContainers"] = [{"name": "init", "image": "busybox", "command": ["true"]}]
+    w, server = await started(pods, rt, p)
+    old_pause = w._pause[1]
+    os.kill(old_pause, signal.SIGKILL)
+
+    def again(st):
+        cs, init = st["containerStatuses"][0], st["initContainerStatuses"][0]
+        return "running" in cs["state"] and cs["restartCount"] == 1 and init["restartCount"] == 1
+    st = (await eventually(status_of(pods, "resandbox", again)))["status"]
+    assert st["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
+    assert st["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert w._pause[1] != old_pause
+    assert processes(await run(server, "resandbox", "main", "ps -e -o pid=,comm="))[1] == "pause"
+
+    async def sandbox_changed():
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return [(e["type"], e["message"], e["count"]) for e in items if e["reason"] == "SandboxChanged"]
+    assert await eventually(sandbox_changed) == [("Normal", "Pod sandbox changed, it will be killed and re-created.", 1)]
+
+
+async def test_a_dead_pause_process_ends_a_never_restarting_pod(env):
+    """restartPolicy Never, its container run: no new sandbox; the pod fails with its container killed."""
+    pods, rt = env
+    p = pod("no-resandbox", ["sleep", "305"], restart="Never", grace=1)
+    p["spec"]["shareProcessNamespace"] = True
+    w, _ = await started(pods, rt, p)
+    os.kill(w._pause[1], signal.SIGKILL)
+    st = (await eventually(status_of(pods, "no-resandbox", lambda st: st.get("phase") == "Failed")))["status"]
+    assert st["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+    assert w.containers["main"].instances == 1
