@@ -78,3 +78,48 @@ async def test_reads_and_writes_on_the_stores_one_cursor_leave_no_snapshot_open(
     finally:
         other.close()
         await store.close()
+
+
+def _meta_revision(path: str) -> int:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT value FROM meta WHERE name='revision'").fetchone()[0]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+async def test_the_revision_goes_on_across_restarts_whether_a_deletion_or_an_update_was_last(tmp_path, shared):
+    """A create or update leaves its revision in its row; only a transaction holding a deletion
+    bumps the meta row. A start (either mode) takes the higher, so revisions never repeat."""
+    path = str(tmp_path / "db")
+    store = SQLiteStore(path)
+    await store.start()
+    try:
+        a = await store.create("/registry/pods/ns/a", b"a")
+        b = await store.create("/registry/pods/ns/b", b"b")
+        gone = await store.delete("/registry/pods/ns/b", b.mod_revision)
+        after_delete = await store.current_revision()
+        assert gone.mod_revision == after_delete
+        updated = await store.update("/registry/pods/ns/a", b"a2", a.mod_revision)
+        last = await store.current_revision()
+        assert updated.mod_revision == last > after_delete
+    finally:
+        await store.close()
+    assert _meta_revision(path) == after_delete  # the update's transaction left the meta row alone
+    reopened = SQLiteStore(path, shared=shared)
+    await reopened.start()
+    try:
+        assert await reopened.current_revision() == last
+        c = await reopened.create("/registry/pods/ns/c", b"c")
+        assert c.mod_revision == last + 1
+        gone = await reopened.delete("/registry/pods/ns/c", c.mod_revision)
+    finally:
+        await reopened.close()
+    again = SQLiteStore(path)
+    await again.start()
+    try:  # the deletion was the last write: its revision is the meta row's
+        assert await again.current_revision() == gone.mod_revision == last + 2
+        assert (await again.create("/registry/pods/ns/d", b"d")).mod_revision == last + 3
+    finally:
+        await again.close()
