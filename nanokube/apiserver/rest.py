@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import random
 import re
 from dataclasses import dataclass, field
@@ -63,8 +64,9 @@ SYSTEM = User("system:apiserver", ("system:masters",))
 PATCH_ATTEMPTS = 64
 #: entries a list scans (and decodes, the first time) between yields to the event loop
 LIST_CHUNK = 1024
-#: how long a read at a resourceVersion the cache has not reached waits for it (upstream's blockTimeout)
-FUTURE_RV_WAIT = 3.0
+#: how long a read at a resourceVersion the cache has not reached waits for it (upstream's blockTimeout, 3 s,
+#: which no flag sets; NANOKUBE_FUTURE_RV_WAIT (seconds) sets a shorter one for tests that ask for many)
+FUTURE_RV_WAIT = float(os.environ.get("NANOKUBE_FUTURE_RV_WAIT", "3"))
 #: a watch that allows bookmarks gets one this often, busy or idle, and its last this long before it times
 #: out (upstream's cacher: defaultBookmarkFrequency, cacheWatcher.nextBookmarkTime's pre-timeout bookmark)
 BOOKMARK_FREQUENCY = 60.0

@@ -105,6 +105,17 @@ COPY_BOMBS = [
 LONG_LISTS = {"metadata": {"$setElementOrder/finalizers": [f"example.com/f{i}" for i in range(20_000)],
                            "finalizers": [f"example.com/f{i}" for i in range(20_000)],
                            "$deleteFromPrimitiveList/finalizers": [f"example.com/g{i}" for i in range(20_000)]}}
+
+
+@functools.cache
+def _huge_body(shape: str) -> str:
+    """A body past the 3 MiB a body may be (a 413), or one of 100,000 annotations: built once a run, as each is
+    drawn a few dozen times and costs a second to build."""
+    if shape == "huge":
+        return '{"metadata": {"annotations": {"a": "' + "x" * (3 * 1024 * 1024) + '"}}}'
+    return json.dumps({"metadata": {"annotations": {f"k{i}": "v" for i in range(100_000)}}})
+
+
 #: label selectors in a body (where the seed has one): many expressions of many values, many labels
 HUGE_SELECTORS = [
     {"matchExpressions": [{"key": f"k{i}", "operator": "In", "values": [f"v{j}" for j in range(100)]} for i in range(100)]},
@@ -311,15 +322,19 @@ class Schemas:
         for gv in {k[0] for k in kinds}:
             doc = raw.request("GET", index[gv]["serverRelativeURL"])[2]
             self.components.update(doc["components"]["schemas"])
+        #: (group, version, kind) -> its schema, the first component that names it (every draw looks one up)
+        self._kinds: dict[tuple[str, str, str], dict] = {}
+        for s in self.components.values():
+            for gvk in s.get("x-kubernetes-group-version-kind", ()):
+                self._kinds.setdefault((gvk["group"], gvk["version"], gvk["kind"]), s)
 
     def kind(self, group_version: str, kind: str) -> dict:
         group = "" if group_version == "api/v1" else group_version.split("/")[1]
         version = group_version.rsplit("/", 1)[1]
-        for name, s in self.components.items():
-            for gvk in s.get("x-kubernetes-group-version-kind", ()):
-                if (gvk["group"], gvk["version"], gvk["kind"]) == (group, version, kind):
-                    return s
-        raise LookupError(kind)
+        try:
+            return self._kinds[(group, version, kind)]
+        except KeyError:
+            raise LookupError(kind) from None
 
     def resolve(self, s: dict | None) -> dict:
         while s:
@@ -432,31 +447,44 @@ def seed_object(gv: str, kind: str, name: str, spec: dict) -> dict:
             "metadata": {"name": name, "labels": {"app": "x"}}, **copy.deepcopy(spec)}
 
 
+def _places(how: str, obj: Any) -> list[list]:
+    """Where in a seed a mutation `how` of "cel" or "selector" goes: its CEL expressions, its label selectors."""
+    if how == "cel":
+        return [p for p in _paths(obj, []) if p and p[-1] in EXPRESSION_KEYS]
+    return [p for p in _paths(obj, []) if p and isinstance(p[-1], str) and p[-1].endswith(("selector", "Selector"))
+            and isinstance(_get(obj, p), dict)]
+
+
+#: how a request's seed is mutated (a value generated from the schema three times as often as each other way),
+#: and what is sent: each a family of requests a fixed run must check
+MUTATIONS = ("string", "number", "value", "deep", "remove", "unknown", "schema", "schema", "schema", "cel", "selector")
+VERBS = ("create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list", "scale", "watch",
+         "encoding", "accept", "subresource", "continue", "headers", "directive", "convert", "path", "page", "subbody",
+         "repeat", "grace", "times", "named")
+
+
 @st.composite
 def requests(draw, fuzzer: Fuzzer):
     """One fuzzed write: (method, path, body bytes, content type, target name or None, dry run)."""
+    how = draw(st.sampled_from(MUTATIONS))
     custom = [k for k in fuzzer.kinds if k[1] in CUSTOM]
     # (one draw in 8 is a custom resource's: their schemas and rules vary the most, and 3 kinds of 79 drawn alike
     # left the check that an accepted one is accepted anew to a few draws in 3,000, none in some fixed runs)
-    gv, plural, kind, seed_spec = draw(st.sampled_from(custom if custom and draw(st.integers(0, 7)) == 0 else fuzzer.kinds))
+    kinds = custom if custom and draw(st.integers(0, 7)) == 0 else fuzzer.kinds
+    if how == "cel":  # (a kind whose seed holds CEL: 4 of 79, which left 2 such requests in 3,000)
+        kinds = [k for k in fuzzer.kinds if _places(how, k[3])] or kinds
+    gv, plural, kind, seed_spec = draw(st.sampled_from(kinds))
     base = fuzzer.base(gv, plural)
     seed = seed_object(gv, kind, fuzzer.seed_name(gv, plural), seed_spec)
     obj = copy.deepcopy(seed)
     path = draw(st.sampled_from(_paths(obj, [])[1:]))
     root = fuzzer.schemas.kind(gv, kind)
-    how = draw(st.sampled_from(["string", "number", "value", "deep", "remove", "unknown", "schema", "schema", "schema",
-                                "cel", "selector"]))
-    if how == "selector":
-        selectors = [p for p in _paths(obj, []) if p and isinstance(p[-1], str) and p[-1].endswith(("selector", "Selector"))
-                     and isinstance(_get(obj, p), dict)]
-        how = "value"
-        if selectors:
-            path, how = draw(st.sampled_from(selectors)), "selector"
-    if how == "cel":
-        cel = [p for p in _paths(obj, []) if p and p[-1] in EXPRESSION_KEYS]
-        how = "string"
-        if cel:
-            path, how = draw(st.sampled_from(cel)), "cel"
+    if how in ("cel", "selector"):  # (where the seed has a place for it, else a string or a value of another type)
+        places = _places(how, obj)
+        if places:
+            path = draw(st.sampled_from(places))
+        else:
+            how = "string" if how == "cel" else "value"
     if how == "cel":
         value = draw(st.sampled_from(HOSTILE_CEL))
     elif how == "selector":
@@ -481,10 +509,8 @@ def requests(draw, fuzzer: Fuzzer):
         _set(obj, path, None, remove=True)
     else:
         obj = _set(obj, path, value)
-    verb = "create" if plural in CREATE_ONLY else draw(
-        st.sampled_from(["create", "update", "merge", "strategic", "json", "apply", "status", "delete", "list",
-                         "scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "directive",
-                         "convert", "path", "page", "subbody", "repeat", "grace", "times", "named"]))
+    verb = "create" if plural in CREATE_ONLY else draw(st.sampled_from(VERBS))
+    fuzzer.drawing = (plural, how, verb)
     if verb == "times":  # a time of the first or last year Go reads, written for real where the seed's kind keeps one
         paths = fuzzer.schemas.time_paths(json.dumps(root))
         if paths:
@@ -494,6 +520,7 @@ def requests(draw, fuzzer: Fuzzer):
             return "PATCH", f"{base}/{seed['metadata']['name']}{sub}", {}, patch, "application/merge-patch+json", \
                 seed["metadata"]["name"], None
         verb = "merge"
+        fuzzer.drawing = (plural, how, verb)
     if verb in ("scale", "watch", "encoding", "accept", "subresource", "continue", "headers", "convert", "path", "page", "subbody",
                 "repeat", "grace", "named"):
         return draw(_other(verb, fuzzer, gv, plural, base, seed["metadata"]["name"], obj, value))
@@ -613,6 +640,12 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
     pod's or service account's subresource. Every write of them is a dry run (a scale of the seed to 2^31 would
     make its pods)."""
     dry = {"dryRun": "All"}
+    owners = {"scale": SCALED, "subresource": SUBRESOURCES, "grace": ("pods",)}.get(verb)
+    targets = [k for k in fuzzer.kinds if k[1] in owners] if owners is not None and plural not in owners else []
+    if targets:  # (a verb of a few kinds, drawn with another: sent to one of those, with the value the mutation drew)
+        gv, plural = draw(st.sampled_from(targets))[:2]
+        base, name = fuzzer.base(gv, plural), fuzzer.seed_name(gv, plural)
+        fuzzer.drawing = (plural, *fuzzer.drawing[1:])
     if verb == "scale" and plural in SCALED:
         replicas = draw(st.one_of(st.sampled_from(HOSTILE_NUMBERS + HOSTILE_VALUES + HOSTILE_STRINGS[:4]), st.just(value)))
         how = draw(st.sampled_from(["put", "merge", "json", "apply", "get", "metadata"]))
@@ -742,10 +775,8 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
             depth = draw(st.sampled_from([99, 101, 10_001, 100_000]))
             body = DEEP_BODIES["json"](depth) if ctype == "application/json-patch+json" else \
                 '{"metadata": {"annotations": ' + '{"a":' * depth + '"x"' + "}" * depth + "}}"
-        elif shape == "huge":  # past the 3 MiB a body may be: a 413
-            body = '{"metadata": {"annotations": {"a": "' + "x" * (3 * 1024 * 1024) + '"}}}'
-        elif shape == "wide":
-            body = json.dumps({"metadata": {"annotations": {f"k{i}": "v" for i in range(100_000)}}})
+        elif shape in ("huge", "wide"):
+            body = _huge_body(shape)
         elif shape == "protobuf":
             ctype, body = "application/vnd.kubernetes.protobuf", draw(st.sampled_from(
                 [b"k8s\x00" + bytes(range(256)), b"k8s\x00\x0a\xff\xff\xff\xff\x0f", b"k8s\x00", b"\x00" * 64]))
@@ -797,6 +828,7 @@ def _other(draw, verb: str, fuzzer: Fuzzer, gv: str, plural: str, base: str, nam
         body = _set(copy.deepcopy(body), draw(st.sampled_from(_paths(body, [])[1:])), value)
         method = "PATCH" if ctype.endswith("patch+json") else "PUT" if sub in ("ephemeralcontainers", "approval", "status") else "POST"
         return method, f"{base}/{name}/{sub}", dry, json.dumps(body), ctype, name, "All"
+    fuzzer.drawing = (plural, fuzzer.drawing[1], "get")  # (a verb with no target in this kind: a plain read)
     return "GET", f"{base}/{name}", {}, None, None, None, None
 
 
@@ -908,6 +940,10 @@ class Fuzzer:
         self.previous = ""
         #: how often each of ORACLES judged an answer (a fixed run must judge by each of them)
         self.armed: collections.Counter = collections.Counter()
+        #: the kind (plural), mutation and verb of the request `requests` drew last; how often each was checked,
+        #: by ("kind" | "mutation" | "verb", its name)
+        self.drawing: tuple = ()
+        self.drawn: collections.Counter = collections.Counter()
         self._seeded: set[str] = set()
         code = raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})[0]
         assert code in (201, 409), code
@@ -1000,6 +1036,7 @@ class Fuzzer:
 
     def check(self, request) -> None:
         method, path, query, body, ctype, target, dry, *headers = request
+        self.drawn.update(zip(("kind", "mutation", "verb"), self.drawing))
         if method == "PAGE":
             self._page(path, query, body)
             return
