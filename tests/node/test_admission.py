@@ -4,6 +4,7 @@ agent applies them to pods bound with spec.nodeName (agent.py): a pod that does 
 with upstream's reason, message and a Warning event; the pods admitted before it run on, unless a
 critical pod preempts them."""
 
+import asyncio
 import contextlib
 from types import SimpleNamespace
 
@@ -16,6 +17,7 @@ from nanokube.node.cluster import parse_cluster
 from nanokube.node.manager import NodeManager
 from tests.controllers import becomes, eventually
 from tests.node import api_on_manual_clock
+from tests.node.runtime.test_process import process_agents
 from tests.node.test_lifecycle import phase_is
 
 NODE = {"metadata": {"name": "n1", "labels": {"kubernetes.io/os": "linux", "zone": "a"}},
@@ -436,3 +438,25 @@ async def test_a_pod_asking_an_unsafe_sysctl_is_rejected():
         assert (p["status"]["reason"], p["status"]["message"]) == (
             "SysctlForbidden", 'Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted')
         assert await rejections(mgr) == {"SysctlForbidden": 1}
+
+
+async def test_a_critical_pod_stops_the_processes_of_the_pod_it_preempts(tmp_path):
+    """On the process runtime: the preempted pod's process gets SIGTERM (its trap, once set, exits
+    143) before the critical pod runs."""
+    trapped = tmp_path / "trapped"
+    serve = ["sh", "-c", f"trap 'exit 143' TERM; touch {trapped}; sleep 300 & wait"]
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, _, mgr):
+        pods = client.resource("", "v1", "pods")
+        server = {"name": "app", "image": "busybox:1.36", "command": serve, "resources": {"requests": {"cpu": "60"}}}
+        await pods.create({"metadata": {"name": "server", "namespace": "default"},
+                           "spec": {"nodeName": "gpu-0", "containers": [server]}})
+        await eventually(lambda: asyncio.sleep(0, trapped.exists()))
+        await pods.create({"metadata": {"name": "agent", "namespace": "default"}, "spec": {
+            "nodeName": "gpu-0", "priorityClassName": "system-node-critical", "containers": [
+                {"name": "app", "image": "busybox:1.36", "command": ["sleep", "300"],
+                 "resources": {"requests": {"cpu": "8"}}}]}})
+        await eventually(phase_is(pods, "agent", "Running"))
+        st = (await pods.get("server", "default"))["status"]
+        assert (st["phase"], st["reason"]) == ("Failed", "Preempting")
+        assert st["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+        assert mgr.agents["gpu-0"].preemptions == {"cpu": 1}
