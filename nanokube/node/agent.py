@@ -235,7 +235,8 @@ class NodeAgent:
     def __init__(self, client, spec: NodeSpec, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  lease_duration: int = 40, status_interval: float = 300.0,
                  pods_dir: str = "", runtime=None, throttle: Throttle | None = None, watched: dict | None = None,
-                 plugin_registry: bool = True, sync_retry: float = SYNC_RETRY):
+                 plugin_registry: bool = True, sync_retry: float = SYNC_RETRY,
+                 max_container_restart_period: float | None = None):
         """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
         `throttle` and `watched` (the ConfigMap and Secret watches volumes read, see
         volumes/watch_based_manager.py) are shared by the agents of one process.
@@ -243,7 +244,9 @@ class NodeAgent:
         kubelet plugin or monitoring agent can reach (a simulation's), and no CSINode, which lists the
         CSI drivers registered there (one without drivers leaves the scheduler's volume limits as
         none does; 1000 nodes' start-up took ~8% more CPU with it). `sync_retry`: how soon a pod whose
-        sync failed is synced again (lifecycle.SYNC_RETRY; tests on real time shorten it)."""
+        sync failed is synced again (lifecycle.SYNC_RETRY; tests on real time shorten it).
+        `max_container_restart_period`: the longest crash-loop back-off (KubeletConfiguration's
+        crashLoopBackOff.maxContainerRestartPeriod; None: 5 min, lifecycle.crash_backoff)."""
         self.client = client
         self._csi_node = plugin_registry
         self.runtime = runtime or SimulatedRuntime()
@@ -252,6 +255,7 @@ class NodeAgent:
         self.clock = clock
         self.renew_interval = renew_interval
         self.sync_retry = sync_retry
+        self.max_container_restart_period = max_container_restart_period
         self.lease_duration = lease_duration
         self.status_interval = status_interval
         self.pod_cidr = pod_cidr(spec.index)

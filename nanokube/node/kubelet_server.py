@@ -326,6 +326,8 @@ class KubeletServer:
             "maxPods": int(a.spec.capacity.get("pods", 110)),
             "containerLogMaxSize": "10Mi", "containerLogMaxFiles": 5,
             "volumeStatsAggPeriod": go_duration(round(self.volume_stats.period * 1e9)),
+            "crashLoopBackOff": {} if a.max_container_restart_period is None else
+            {"maxContainerRestartPeriod": go_duration(round(a.max_container_restart_period * 1e9))},
         }
         return _json({"kubeletconfig": cfg}, headers={"X-Content-Type-Options": "nosniff"})
 

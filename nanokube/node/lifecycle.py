@@ -110,12 +110,14 @@ def pod_gone(e: BaseException) -> bool:
     return isinstance(e, APIError) and (e.code == 404 or e.code == 409 and "UID in precondition" in e.message)
 
 
-def crash_backoff(restarts: int) -> float:
+def crash_backoff(restarts: int, longest: float | None = None) -> float:
     """How long the kubelet waits to start a container again that exited after `restarts` restarts
     (kuberuntime's doBackOff): the first exit finds no back-off entry, so the container restarts
     at once; then 10 s, doubling to 5 min (KEP-4603's shorter curve, ReduceDefaultCrashLoopBackOffDecay,
-    is alpha and off by default)."""
-    return 0.0 if restarts <= 0 else min(BACKOFF_INITIAL * 2 ** (restarts - 1), BACKOFF_MAX)
+    is alpha and off by default). `longest`: the node's crashLoopBackOff.maxContainerRestartPeriod
+    (KEP-4603's KubeletCrashLoopBackOffMax) in place of 5 min; one under 10 s is the first step too."""
+    longest = BACKOFF_MAX if longest is None else longest
+    return 0.0 if restarts <= 0 else min(min(BACKOFF_INITIAL, longest) * 2 ** (restarts - 1), longest)
 
 #: how often a pod blocked on its resource claims or volumes re-checks them (doubling)
 CLAIM_RETRY_INITIAL = 1.0
@@ -1179,7 +1181,7 @@ class PodWorker:
         self.own_last_state[name] = {"terminated": {
             "exitCode": code, "reason": "Error", "startedAt": self.own_started.get(name) or now, "finishedAt": now}}
         await self._init_waiting(c, self.waiting[name])
-        if delay := crash_backoff(self._restart_count(name)):
+        if delay := crash_backoff(self._restart_count(name), self.agent.max_container_restart_period):
             self.waiting[name] = {"waiting": {
                 "reason": "CrashLoopBackOff", "message": f"back-off {int(delay)}s restarting failed container="
                                                         f"{name} pod={self.name}_{self.namespace}({self.uid})"}}
@@ -1229,7 +1231,7 @@ class PodWorker:
             if never:
                 self.init_failed = (c, term)
                 return True
-            delay = crash_backoff(self.init_restarts.get(name, 0))
+            delay = crash_backoff(self.init_restarts.get(name, 0), self.agent.max_container_restart_period)
             self.init_last[name] = {"terminated": term}
             path = field_path(self.pod, name)
             if delay:  # the first exit restarts at once
@@ -1269,7 +1271,7 @@ class PodWorker:
                 self.own_last_state[name] = {"terminated": {
                     "exitCode": code, "reason": "Completed" if code == 0 else "Error",
                     "startedAt": self.own_started.get(name) or now, "finishedAt": now}}
-                delay = crash_backoff(self._restart_count(name))
+                delay = crash_backoff(self._restart_count(name), self.agent.max_container_restart_period)
                 self.backoff[name] = at + delay
                 if not delay:
                     self.own_restarts[name] = self.own_restarts.get(name, 0) + 1
@@ -1693,7 +1695,7 @@ class PodWorker:
                 if not actions[name]:
                     self.ended[name] = self._status_of(specs[name], {"terminated": term}, False, False)
                     continue
-                delay = crash_backoff(self._restart_count(name))
+                delay = crash_backoff(self._restart_count(name), self.agent.max_container_restart_period)
                 backoff[name] = self.clock.monotonic() + delay
                 self.own_last_state[name] = {"terminated": term}
                 if not delay:  # started again at once, at the top of the loop
@@ -1798,7 +1800,7 @@ class PodWorker:
         self.ended.clear()
         self.waiting.clear()
         self.last_state = {"terminated": term}
-        delay = min(BACKOFF_INITIAL * 2 ** self.restarts, BACKOFF_MAX)
+        delay = crash_backoff(self.restarts + 1, self.agent.max_container_restart_period)
         self.restarts += 1
         self.all_restarts += 1
         self.started_at = ""

@@ -37,15 +37,24 @@ API_CONCURRENCY = 8
 GC_FREEZE_NODES = 1000
 RENEW_ENV = "NANOKUBE_NODE_RENEW_INTERVAL"
 VOLUME_STATS_ENV = "NANOKUBE_VOLUME_STATS_AGG_PERIOD"
+RESTART_PERIOD_ENV = "NANOKUBE_MAX_CONTAINER_RESTART_PERIOD"
 
 
 def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
     """A shorter lease renew interval (seconds) for `nanokube up`, so tests can
     also shorten the node lifecycle controller's grace period; a shorter volume
-    stats aggregation period (seconds), so they see a write in the stats soon."""
+    stats aggregation period (seconds), so they see a write in the stats soon; the
+    kubelets' crashLoopBackOff.maxContainerRestartPeriod (seconds, 1 to 300 as the
+    kubelet validates it), so a crash-looping container restarts sooner."""
     out = {"renew_interval": float(env[RENEW_ENV])} if env.get(RENEW_ENV) else {}
     if env.get(VOLUME_STATS_ENV):
         out["volume_stats_agg_period"] = float(env[VOLUME_STATS_ENV])
+    if env.get(RESTART_PERIOD_ENV):
+        period = float(env[RESTART_PERIOD_ENV])
+        if not 1 <= period <= 300:
+            raise ValueError(f"{RESTART_PERIOD_ENV}: crashLoopBackOff.maxContainerRestartPeriod must be "
+                             "between 1s and 300s")
+        out["max_container_restart_period"] = period
     return out
 
 
@@ -85,13 +94,14 @@ class NodeManager:
     def __init__(self, connect, cluster: Cluster, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  status_interval: float = 300.0, pods_dir: str | None = None, runtime=None,
                  plugin_registry: bool = True, volume_stats_agg_period: float = AGG_PERIOD,
-                 sync_retry: float = SYNC_RETRY):
+                 sync_retry: float = SYNC_RETRY, max_container_restart_period: float | None = None):
         """`connect(user, field_manager)` gives the client the agents act through (the loopback
         client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
         node's containers (default: simulated). `plugin_registry=False`: the agents watch no
         plugins_registry directory (NodeAgent). `volume_stats_agg_period`: how long the kubelet
-        endpoints' volume measurements stand (volumeStatsAggPeriod). `sync_retry`: NodeAgent's."""
+        endpoints' volume measurements stand (volumeStatsAggPeriod). `sync_retry`,
+        `max_container_restart_period`: NodeAgent's."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         self._own_pods_dir = pods_dir is None
@@ -107,7 +117,8 @@ class NodeManager:
             self.agents = {
                 s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
                                   pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle,
-                                  watched=self.watched, plugin_registry=plugin_registry, sync_retry=sync_retry)
+                                  watched=self.watched, plugin_registry=plugin_registry, sync_retry=sync_retry,
+                                  max_container_restart_period=max_container_restart_period)
                 for s in cluster.nodes()
             }
         _freeze(len(self.agents))

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.conftest import wait_for
+import pytest
+
+from tests.e2e.conftest import running_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The module's cluster: its kubelets' crash-loop back-off at most 1 s
+    (crashLoopBackOff.maxContainerRestartPeriod; 5 min, from 10 s, by default)."""
+    with running_cluster("restart-rules", env={"NANOKUBE_MAX_CONTAINER_RESTART_PERIOD": "1"}) as c:
+        yield c
 
 
 def create(c, name: str, exit_codes: str, action: str, inits: bool = False) -> None:
@@ -31,7 +41,7 @@ def test_a_rule_restarts_the_container_then_its_never_policy_ends_the_pod(cluste
     c = cluster
     create(c, "ruled", "42,1", "Restart")
     create(c, "gang", "42,0", "RestartAllContainers", inits=True)
-    cols = wait_for(row(c, "ruled", "Error"), what="ruled Error after one restart")  # 1 s, back-off 10 s, 1 s
+    cols = wait_for(row(c, "ruled", "Error"), what="ruled Error after one restart")  # 1 s, back-off 1 s, 1 s
     assert cols[3] == "1", cols
     got = c.kubectl("get", "pod", "ruled", "-o", "jsonpath={.status.phase} "
                     "{.status.containerStatuses[0].lastState.terminated.exitCode} "
@@ -50,3 +60,6 @@ def test_a_rule_restarts_the_container_then_its_never_policy_ends_the_pod(cluste
         "get", "events", "--field-selector", "involvedObject.name=gang,reason=Started",
         "-o", "jsonpath={range .items[*]}{.involvedObject.fieldPath}={.count} {end}").stdout, 30,
         "the init container's second Started")
+    node = c.kubectl_json("get", "pod", "gang")["spec"]["nodeName"]
+    config = json.loads(c.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/configz").stdout)["kubeletconfig"]
+    assert config["crashLoopBackOff"] == {"maxContainerRestartPeriod": "1s"}

@@ -11,12 +11,20 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import running_cluster, wait_for
 
 PAIR = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pair", "namespace": "default"}, "spec": {
     "initContainers": [{"name": "proxy", "image": "busybox", "restartPolicy": "Always"}],
     "containers": [{"name": "shell", "image": "busybox", "stdin": True, "stdinOnce": True},
                    {"name": "web", "image": "nginx"}]}}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The module's cluster: its kubelets' crash-loop back-off at most 5 s
+    (crashLoopBackOff.maxContainerRestartPeriod; 5 min, from 10 s, by default)."""
+    with running_cluster("simulated-runtime", env={"NANOKUBE_MAX_CONTAINER_RESTART_PERIOD": "5"}) as c:
+        yield c
 
 
 def _statuses(cluster, pod: str) -> dict:

@@ -33,6 +33,7 @@ def agent(clock):
     info = {"bootID": "b", "machineID": "m", "systemUUID": "s"}
     return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
+                           max_container_restart_period=None,
                            status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}),
                            claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
                            devices=DeviceManager(),
@@ -98,6 +99,7 @@ async def test_what_the_kubelet_does_not_serve():
     config = orjson.loads((await body(server, "/configz"))[1])["kubeletconfig"]
     assert (config["nodeStatusUpdateFrequency"], config["nodeStatusReportFrequency"], config["maxPods"]) == (
         "10s", "5m0s", 110)
+    assert config["crashLoopBackOff"] == {}, "no maxContainerRestartPeriod set"
 
 
 async def test_json_answers_are_written_as_the_kubelet_writes_them():

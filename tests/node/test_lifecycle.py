@@ -11,7 +11,7 @@ from nanokube.machinery.errors import APIError
 from nanokube.machinery.streaming import LogOptions
 from nanokube.node.cluster import default_cluster
 from nanokube.node.lifecycle import PodWorker, image_id, image_ref, status_patch
-from nanokube.node.manager import NodeManager
+from nanokube.node.manager import RESTART_PERIOD_ENV, NodeManager, options_from_env
 from tests.controllers import becomes, eventually, make_stack
 from tests.node import ManualClock
 
@@ -24,12 +24,13 @@ def test_image_references_are_fully_qualified():
 
 
 @contextlib.asynccontextmanager
-async def node_agents(clock: ManualClock):
-    """An API server (its stack) and the default cluster's node agents (their manager), on `clock`."""
+async def node_agents(clock: ManualClock, **options):
+    """An API server (its stack) and the default cluster's node agents (their manager, with
+    `options`), on `clock`."""
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     s.rest.clock = clock  # deletionTimestamps in the agents' time
-    mgr = NodeManager(connector(s.rest), default_cluster(), clock)
+    mgr = NodeManager(connector(s.rest), default_cluster(), clock, **options)
     await mgr.start()
     try:
         yield s, mgr
@@ -182,6 +183,38 @@ async def test_restart_policy_always_restarts_at_once_then_with_backoff(env):
     uid = (await pods.get("loop", "default"))["metadata"]["uid"]
     assert (e["type"], e["message"]) == ("Warning", f"Back-off restarting failed container app in pod loop_default({uid})")
     assert e["involvedObject"]["fieldPath"] == "spec.containers{app}" and e["source"]["component"] == "kubelet"
+
+
+async def test_a_max_container_restart_period_shortens_the_back_off_from_its_first_step():
+    """crashLoopBackOff.maxContainerRestartPeriod (KEP-4603), 3 s from the environment of `nanokube
+    up`: the back-off after the second exit is 3 s, not 10 s, and stays 3 s after the third."""
+    assert options_from_env({RESTART_PERIOD_ENV: "3"}) == {"max_container_restart_period": 3.0}
+    with pytest.raises(ValueError, match="between 1s and 300s"):
+        options_from_env({RESTART_PERIOD_ENV: "0.5"})
+    clock = ManualClock()
+    async with node_agents(clock, **options_from_env({RESTART_PERIOD_ENV: "3"})) as (s, _):
+        pods = s.client.resource("", "v1", "pods")
+        await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5",
+                                                   "sim.nanokube.io/exit-code": "1"}))
+        await eventually(phase_is(pods, "loop", "Running"))
+
+        def status(restarts, state):
+            async def check():
+                c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
+                return c if c["restartCount"] == restarts and state in c["state"] else None
+            return check
+        await clock.advance(5)
+        await eventually(status(1, "running"))
+        await clock.advance(5)
+        c = await eventually(status(1, "waiting"))
+        assert c["state"]["waiting"]["reason"] == "CrashLoopBackOff" and "back-off 3s" in c["state"]["waiting"]["message"]
+        await clock.advance(3)
+        await eventually(status(2, "running"))
+        await clock.advance(5)
+        c = await eventually(status(2, "waiting"))
+        assert "back-off 3s" in c["state"]["waiting"]["message"], "capped, not doubled"
+        await clock.advance(3)
+        await eventually(status(3, "running"))
 
 
 async def test_a_container_due_to_restart_as_the_other_ends_keeps_the_pod_running(env):
