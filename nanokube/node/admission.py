@@ -6,7 +6,8 @@ taints. A pod that fails is rejected (Failed, the first failure's reason and mes
 overcommitting the node: it matters for pods bound with spec.nodeName, which no scheduler checked.
 A critical pod that fails for resources alone makes room instead: the node preempts the fewest,
 least important pods that free enough (upstream's CriticalPodAdmissionHandler, pkg/kubelet/preemption).
-Before all that, the pod's sysctls are checked against the kubelet's allowlist (pkg/kubelet/sysctl).
+Before all that, the pod's sysctls are checked against the kubelet's allowlist (pkg/kubelet/sysctl);
+after it, that the node can enforce the AppArmor profiles the pod asks for.
 
 Requests are counted as the scheduler counts them (`machinery.podresources.pod_requests` in
 INTEGERS: milli-CPU, bytes, the integer value of the rest), with init containers, sidecars,
@@ -388,3 +389,35 @@ def sysctl_rejection(pod: dict) -> Rejection | None:
             continue
         return Rejection(SYSCTL_FORBIDDEN, f"forbidden sysctl: {why}")
     return None
+
+
+# --- AppArmor (pkg/kubelet/lifecycle's AppArmor admit handler, pkg/security/apparmor) ---------------
+
+APPARMOR = "AppArmor"
+#: the deprecated per-container annotations' prefix, and the value that asks for no profile
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+APPARMOR_UNCONFINED = "unconfined"
+
+
+def _confined(security_context: dict | None) -> bool:
+    return ((security_context or {}).get("appArmorProfile") or {}).get("type", "Unconfined") != "Unconfined"
+
+
+def apparmor_required(pod: dict) -> bool:
+    """isRequired: the pod's or a container's appArmorProfile, or a deprecated annotation, asks for
+    a profile other than Unconfined."""
+    spec = pod.get("spec") or {}
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ()),
+                  *(spec.get("ephemeralContainers") or ())]
+    if _confined(spec.get("securityContext")) or any(_confined(c.get("securityContext")) for c in containers):
+        return True
+    return any(k.startswith(APPARMOR_ANNOTATION) and v != APPARMOR_UNCONFINED
+               for k, v in ((pod.get("metadata") or {}).get("annotations") or {}).items())
+
+
+def apparmor_rejection(pod: dict, enabled: bool) -> Rejection | None:
+    """A pending pod that asks for an AppArmor profile on a node that cannot enforce one (a running
+    pod admitted again is not checked)."""
+    if (pod.get("status") or {}).get("phase") != "Pending" or enabled or not apparmor_required(pod):
+        return None
+    return Rejection(APPARMOR, "Cannot enforce AppArmor: AppArmor is not enabled on the host")

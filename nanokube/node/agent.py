@@ -38,7 +38,7 @@ from .inplace import desired
 from .lifecycle import (SMP, SYNC_RETRY, Eviction, PodWorker, SimulatedRuntime, image_id, image_ref, image_size,
                         resource_version)
 from .podresources.server import PodResourcesServer
-from .simulated_host import system_info
+from .simulated_host import apparmor_enabled, system_info
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
 
@@ -316,6 +316,8 @@ class NodeAgent:
         self.volumes.host_paths = self.runtime.name == "process"
         #: the osImage and kernelVersion it reports: the host's where its containers run on it
         self.os_image, self.kernel_version = system_info(self.volumes.host_paths)
+        #: whether it can enforce AppArmor profiles (the host's kernel, for containers run on it)
+        self.apparmor = apparmor_enabled(self.volumes.host_paths)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
         self.devices.on_health = self._plugin_device_health_changed
@@ -714,16 +716,21 @@ class NodeAgent:
         return admission.general_filter(pod, node, allocatable, [self._holding(u) for u in others])
 
     def _admission(self, pod: dict, node: dict) -> tuple[list[admission.Rejection], admission.Preemption | None]:
-        """The predicate admit handler with its failure handler: the reasons `pod` is refused, or
-        for a critical pod short of resources alone the running pods to stop for it instead (each
-        candidate's key its worker)."""
-        reasons = self._predicates(pod, node)
-        if not reasons or not admission.is_critical(pod):
-            return reasons, None
-        uid = pod["metadata"]["uid"]
-        return admission.handle_failure(pod, reasons, [
-            admission.Candidate(w, w.pod, self._holding(u).requests) for u, w in self.workers.items()
-            if u != uid and (w.pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")])
+        """The kubelet's admit handlers in upstream's order: the sysctl allowlist, the predicates
+        with the critical pod's failure handler, AppArmor. The reasons `pod` is refused for, or,
+        for a critical pod short of resources alone, the running pods to stop for it instead (each
+        candidate's key its worker). Unlike upstream, a pod AppArmor refuses stops no pod first."""
+        if (forbidden := admission.sysctl_rejection(pod)) is not None:
+            return [forbidden], None
+        reasons, preemption = self._predicates(pod, node), None
+        if reasons and admission.is_critical(pod):
+            uid = pod["metadata"]["uid"]
+            reasons, preemption = admission.handle_failure(pod, reasons, [
+                admission.Candidate(w, w.pod, self._holding(u).requests) for u, w in self.workers.items()
+                if u != uid and (w.pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")])
+        if not reasons and (blocked := admission.apparmor_rejection(pod, self.apparmor)) is not None:
+            return [blocked], None
+        return reasons, preemption
 
     def status_allocatable(self) -> dict[str, str]:
         """The node's allocatable as this kubelet reports it (its devices' included)."""
@@ -731,13 +738,12 @@ class NodeAgent:
 
     def _admit_new(self, pod: dict) -> None:
         """Admit a new pod as the kubelet's HandlePodAdditions does, one at a time in the order they
-        come: its sysctls first, then the predicates (a critical pod's failure handled), then the
-        device manager's allocation. A pod that fails only node affinity is checked again against
-        the Node read afresh; a critical one makes room; one that needs devices is allocated them;
-        each in the background, the pod counted as held meanwhile."""
+        come: the admit handlers first (`_admission`), then the device manager's allocation. A pod
+        that fails only node affinity is checked again against the Node read afresh; a critical one
+        makes room; one that needs devices is allocated them; each in the background, the pod
+        counted as held meanwhile."""
         uid = pod["metadata"]["uid"]
-        forbidden = admission.sysctl_rejection(pod)
-        reasons, preemption = ([forbidden], None) if forbidden else self._admission(pod, self.node)
+        reasons, preemption = self._admission(pod, self.node)
         if reasons and not admission.only_affinity(reasons):
             self._rejected.add(uid)
             self._in_background(self._reject(pod, reasons[0]))
@@ -748,8 +754,8 @@ class NodeAgent:
             self._start(pod)
 
     async def _admit(self, pod: dict, recheck: bool, preemption: admission.Preemption | None) -> None:
-        """The rest of a pod's admission: with `recheck`, the predicates again against the Node as
-        the server has it now; then the pods a critical one preempts stopped (`_preempt`), its
+        """The rest of a pod's admission: with `recheck`, the admit handlers again against the Node
+        as the server has it now; then the pods a critical one preempts stopped (`_preempt`), its
         device plugin devices allocated, and it runs. One the predicates still refuse, or whose
         devices are unavailable (or whose plugin's Allocate failed), is rejected: Failed with
         upstream's reason and message, and an event."""

@@ -64,3 +64,16 @@ def system_info(on_this_host: bool) -> tuple[str, str]:
     except OSError:
         pass
     return image, os.uname().release
+
+
+def apparmor_enabled(on_this_host: bool) -> bool:
+    """Whether the node can enforce AppArmor profiles (runc's apparmor.IsEnabled): a simulated
+    node can, as a distribution's kernel with the module loaded; a node whose containers run on
+    this host, if the host's kernel has AppArmor enabled."""
+    if not on_this_host:
+        return True
+    try:
+        with open("/sys/module/apparmor/parameters/enabled", "rb") as f:
+            return os.path.isdir("/sys/kernel/security/apparmor") and f.read(1) == b"Y"
+    except OSError:
+        return False

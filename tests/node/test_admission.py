@@ -10,9 +10,10 @@ from types import SimpleNamespace
 
 from nanokube.apiserver.loopback import connector
 from nanokube.node import admission
-from nanokube.node.admission import (Admitted, Candidate, Rejection, general_filter, handle_failure, is_critical,
-                                     node_allocatable, os_rejection, pods_to_preempt, preemptable, requests,
-                                     sysctl_rejection)
+from nanokube.node.admission import (Admitted, Candidate, Rejection, apparmor_rejection, general_filter,
+                                     handle_failure, is_critical, node_allocatable, os_rejection, pods_to_preempt,
+                                     preemptable, requests, sysctl_rejection)
+from nanokube.node.simulated_host import apparmor_enabled
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.manager import NodeManager
 from tests.controllers import becomes, eventually
@@ -250,6 +251,26 @@ def test_sysctls_must_be_safe_and_not_in_a_namespace_shared_with_the_host():
     assert sysctl_rejection(pod("kernel.shm_rmid_forced", hostNetwork=True)) is None
 
 
+def test_a_pending_pod_asking_an_apparmor_profile_needs_a_node_that_enforces_them():
+    def pending(*contexts: dict, annotations: dict | None = None, **spec) -> dict:
+        pod = spec_pod(*({**asks(f"c{i}"), "securityContext": sc} for i, sc in enumerate(contexts)), **spec)
+        return {**pod, "metadata": {"name": "p", "annotations": annotations or {}}, "status": {"phase": "Pending"}}
+
+    runtime_default = {"appArmorProfile": {"type": "RuntimeDefault"}}
+    refused = Rejection("AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host")
+    for pod in (pending({}, runtime_default), pending(securityContext={"appArmorProfile": {
+            "type": "Localhost", "localhostProfile": "k8s-deny-write"}}),
+            pending({}, annotations={"container.apparmor.security.beta.kubernetes.io/c0": "runtime/default"})):
+        assert apparmor_rejection(pod, enabled=False) == refused
+        assert apparmor_rejection(pod, enabled=True) is None
+    unconfined = {"appArmorProfile": {"type": "Unconfined"}}
+    assert apparmor_rejection(pending(unconfined, annotations={
+        "container.apparmor.security.beta.kubernetes.io/c0": "unconfined"}), enabled=False) is None
+    # a running pod admitted again is not checked
+    assert apparmor_rejection({**pending(runtime_default), "status": {"phase": "Running"}}, enabled=False) is None
+    assert apparmor_enabled(False)  # a simulated node enforces them
+
+
 # --- through the API: a node agent admitting pods bound by name ----------------------------------
 
 CLUSTER = parse_cluster("""\
@@ -428,6 +449,20 @@ async def test_a_critical_pod_no_set_of_pods_makes_room_for_is_rejected():
                                         "set of running pods found to reclaim resources: [(res: cpu, q: 1000), ]")
         assert await rejections(mgr) == {"UnexpectedAdmissionError": 1}
         assert (await pods.get("daemon", "default"))["status"]["phase"] == "Running"
+
+
+async def test_an_apparmor_profile_runs_on_a_node_that_enforces_them_and_is_refused_elsewhere():
+    async with api_on_manual_clock() as (s, clock), agents(s, clock) as mgr:
+        pods = s.client.resource("", "v1", "pods")
+        confined = {"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}
+        await pods.create(bound("confined", **confined))
+        await eventually(phase_is(pods, "confined", "Running"))
+        mgr.agents["small-0"].apparmor = False  # as a process runtime node on a host without AppArmor
+        await pods.create(bound("refused", **confined))
+        p = await eventually(phase_is(pods, "refused", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == (
+            "AppArmor", "Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host")
+        assert await rejections(mgr) == {"AppArmor": 1}
 
 
 async def test_a_pod_asking_an_unsafe_sysctl_is_rejected():
