@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pytest
@@ -123,3 +124,31 @@ async def test_the_revision_goes_on_across_restarts_whether_a_deletion_or_an_upd
         assert (await again.create("/registry/pods/ns/d", b"d")).mod_revision == last + 3
     finally:
         await again.close()
+
+
+async def test_an_update_of_a_key_written_last_checks_its_revision_in_the_statement(tmp_path):
+    """An update whose expected revision is the key's last committed one takes that KV as its event's
+    prev instead of reading the row; the UPDATE itself still checks the revision: a write of the same
+    turn's open batch, or one by another connection, makes it a RevisionMismatch as before."""
+    path = str(tmp_path / "db")
+    store = SQLiteStore(path)
+    await store.start()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        kv = await store.create("/registry/pods/ns/a", b"a")
+        events = []
+        store.follow(kv.mod_revision, events.append)
+        first, second = await asyncio.gather(store.update("/registry/pods/ns/a", b"b", kv.mod_revision),
+                                             store.update("/registry/pods/ns/a", b"c", kv.mod_revision),
+                                             return_exceptions=True)
+        assert (first.value, first.create_revision, first.mod_revision) == (b"b", kv.mod_revision, kv.mod_revision + 1)
+        assert isinstance(second, RevisionMismatch) and second.current.value == b"b"
+        assert [(e.kv, e.prev) for e in events] == [(first, kv)]
+        other.execute("UPDATE kv SET value=x'7a', mod_rev=mod_rev+100 WHERE key='/registry/pods/ns/a'")
+        with pytest.raises(RevisionMismatch) as stale:
+            await store.update("/registry/pods/ns/a", b"d", first.mod_revision)
+        assert (stale.value.current.value, stale.value.current.mod_revision) == (b"z", first.mod_revision + 100)
+        assert (await store.get("/registry/pods/ns/a")).value == b"z"
+    finally:
+        other.close()
+        await store.close()
