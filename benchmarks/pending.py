@@ -56,6 +56,8 @@ class PendingConfig:
     pending_pods: int = 8000
     concurrency: int = 32
     namespace: str = "queue"
+    #: seconds the informers and the watch cache get to settle after the bound pods, before measuring
+    settle_s: float = 2.0
 
 
 def node_manifest(i: int) -> dict:
@@ -140,7 +142,7 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
 
         progress(f"  {cfg.bound_pods} bound pods")
         bound_rate, _ = await _rate(cfg.bound_pods, cfg.concurrency, lambda i: api.call("POST", api.pods, bound(i)))
-        await asyncio.sleep(2.0)  # let the informers and the watch cache settle before measuring
+        await asyncio.sleep(cfg.settle_s)
         progress(f"  {cfg.pending_pods} pending pods, {cfg.concurrency} in flight")
         cpu0 = cpu_seconds(server.pid)
         rate, latencies = await _rate(cfg.pending_pods, cfg.concurrency,

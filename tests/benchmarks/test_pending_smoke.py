@@ -15,7 +15,7 @@ from benchmarks.pending import METRICS, MODES, PendingConfig, format_table, run
 
 @pytest.mark.timeout(240)
 def test_both_modes_report_every_metric():
-    cfg = PendingConfig(nodes=20, bound_pods=30, pending_pods=40, concurrency=8)
+    cfg = PendingConfig(nodes=20, bound_pods=30, pending_pods=40, concurrency=8, settle_s=0.2)  # (30 pods settle at once)
     messages: list[str] = []
     results = run(cfg, messages.append)
     assert list(results) == list(MODES)
