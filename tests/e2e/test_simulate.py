@@ -92,7 +92,7 @@ def test_paced_run_can_be_watched_with_a_kubernetes_client(tmp_path):
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in pods))
     cmd = [sys.executable, "-c", "import sys; from nanokube.cli import main; sys.exit(main(sys.argv[1:]))",
            "simulate", "--cluster", str(tmp_path / "cluster.yaml"), "--trace", str(tmp_path / "trace.jsonl"),
-           "--until", "10", "--speed", "1", "--serve-port", "0", "--quiet"]
+           "--until", "6", "--speed", "1", "--serve-port", "0", "--quiet"]  # (the last pod comes at 2)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         kubeconfig = None
