@@ -24,37 +24,20 @@ COMMANDS = {"fault": "cli_fault", "metrics": "cli_metrics", "controller-manager"
 
 async def _up(args: argparse.Namespace) -> int:
     gcsettle.defer()  # until gcsettle.settle() below, once everything has started
-    from .apiserver.app import APIServer
+    # what judges the flags first: a refused flag stops `up` before the components are imported
     from .apiserver.eventttl import parse_ttl
-    from .apiserver.kubernetes_service import default_advertise_address
     from .machinery import goduration
-    from .cli_scheduler import ElectedScheduler
-    from .component_cli import stop_on_signals
-    from .client.leaderelection import LeaderElector, elector_for
-    from .apiserver.loopback import connector
-    from .controllers.manager import LEASE_NAME, ControllerManager
-    from .machinery.user import CONTROLLER_USER, SCHEDULER_USER
     from .metrics.prometheus import load_source
     from .metrics.provider import MetricsProvider
     from .metrics.rules import RulesError
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
-    from .node.manager import NodeManager
-    from .node.manager import options_from_env as node_options
-    from .node.storage import PROVISIONER, PROVISIONER_USER, LocalPathProvisioner
-    from .pki.ca import ensure_pki
-    from .pki.kubeconfig import write_kubeconfig
     from .proxy.modes import ModeError, select_mode
     from .apiserver.audit_policy import PolicyError
     from .apiserver.audit_policy import load as load_audit_policy
     from .apiserver import audit_options
-    from .apiserver.audit_file import ensure_log_file
     from .apiserver.audit_webhook import WebhookError
     from .scheduler.config import ConfigError, SchedulerConfig
     from .scheduler.config import load as load_scheduler_config
-    from .scheduler.scheduler import Scheduler
-    from .store.backends import open_store
-    from .apiserver.admission import admission_flag_problem
-    from .zpages import flags
 
     try:
         MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
@@ -96,6 +79,24 @@ async def _up(args: argparse.Namespace) -> int:
     if args.runtime == "process" and (problem := _process_runtime_problem(len(cluster.nodes()))):
         print(f"nanokube: --runtime process: {problem}", file=sys.stderr)
         return 2
+    from .apiserver.app import APIServer
+    from .apiserver.kubernetes_service import default_advertise_address
+    from .cli_scheduler import ElectedScheduler
+    from .component_cli import stop_on_signals
+    from .client.leaderelection import LeaderElector, elector_for
+    from .apiserver.loopback import connector
+    from .controllers.manager import LEASE_NAME, ControllerManager
+    from .machinery.user import CONTROLLER_USER, SCHEDULER_USER
+    from .node.manager import NodeManager
+    from .node.manager import options_from_env as node_options
+    from .node.storage import PROVISIONER, PROVISIONER_USER, LocalPathProvisioner
+    from .pki.ca import ensure_pki
+    from .pki.kubeconfig import write_kubeconfig
+    from .apiserver.audit_file import ensure_log_file
+    from .scheduler.scheduler import Scheduler
+    from .store.backends import open_store
+    from .apiserver.admission import admission_flag_problem
+    from .zpages import flags
     data_dir = os.path.abspath(args.data_dir)
     os.makedirs(data_dir, exist_ok=True)
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
