@@ -284,15 +284,17 @@ async def attach(io: ContainerIO, proc: asyncio.subprocess.Process, session: Str
             t.cancel()
 
 
-async def run(argv: list[str], session: StreamSession, exit_code: Callable[[int], int]) -> int:
-    """An exec: `argv` with the client's streams; its exit code (the process is killed if the client leaves)."""
+async def run(argv: list[str], session: StreamSession, exit_code: Callable[[int], int],
+              cgroup: str | None = None) -> int:
+    """An exec: `argv` with the client's streams, in its container's `cgroup` (a kill of the
+    container takes what it started too); its exit code (the process is killed if the client leaves)."""
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Future] = []
     outputs: list[asyncio.Future] = []
     if session.tty:
         master, slave = os.openpty()
         try:
-            proc, pid = await launch(argv, stdin=slave, stdout=slave, stderr=slave)
+            proc, pid = await launch(argv, cgroup, stdin=slave, stdout=slave, stderr=slave)
         finally:
             os.close(slave)
         reader = asyncio.StreamReader()
@@ -306,7 +308,7 @@ async def run(argv: list[str], session: StreamSession, exit_code: Callable[[int]
     else:
         transport = None
         proc, pid = await launch(
-            argv, stdin=asyncio.subprocess.PIPE if session.stdin else asyncio.subprocess.DEVNULL,
+            argv, cgroup, stdin=asyncio.subprocess.PIPE if session.stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE if session.stdout else asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE if session.stderr else asyncio.subprocess.DEVNULL)
         if session.stdout:

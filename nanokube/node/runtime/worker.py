@@ -759,7 +759,7 @@ class ProcessPodWorker(PodWorker):
             exec_id = hashlib.sha256(f"{self.uid}/{container}/{command}/{self.clock.now()}".encode()).hexdigest()
             raise executable_not_found(exec_id, command[0])
         env = {**self._env[c.name], "TERM": "xterm"} if session.tty else None  # containerd's exec with a tty
-        return await stdio.run(self._launch_argv(c, command, env), session, exit_code)
+        return await stdio.run(self._launch_argv(c, command, env), session, exit_code, c.cgroup)
 
     async def attach(self, container: str, session):
         c = self._running(container)

@@ -15,6 +15,7 @@ from nanokube.node.runtime import stdio
 from nanokube.node.runtime.cgroup import Cgroups
 from nanokube.node.runtime.worker import LAUNCHER
 from tests.controllers import eventually
+from tests.node.runtime.test_pid_namespaces import run, started
 from tests.node.runtime.test_process import kubelet_events, pod, process_agents, status_of
 from tests.node.test_lifecycle import gone
 
@@ -55,15 +56,15 @@ async def written(path, lines: int = 1) -> list[list[int]]:
 
 
 async def test_killing_a_container_kills_what_left_its_process_group(env):
-    """hostPID (no namespace of its own whose end takes everything): a process that made a session
-    of its own is in the container's cgroup, and goes when its first process ends, where a kill of
-    the process group missed it."""
+    """hostPID and hostNetwork (no namespace ends with the pod to take everything in it along): a
+    process that made a session of its own is in the container's cgroup, and goes when its first
+    process ends, where a kill of the process group missed it."""
     client, rt, tmp = env
     pods = client.resource("", "v1", "pods")
     record = tmp / "escaped"
     p = pod("escape", ["sh", "-c", f"setsid sleep 4711 & echo $! > {record}; trap 'exit 143' TERM; sleep 300 & wait"],
             grace=30)
-    p["spec"]["hostPID"] = True
+    p["spec"]["hostPID"] = p["spec"]["hostNetwork"] = True  # (a pod network namespace's removal kills all in it)
     created = await pods.create(p)
     await eventually(status_of(pods, "escape", lambda st: st.get("phase") == "Running"))
     [[escaped]] = await written(record)
@@ -128,3 +129,20 @@ async def test_a_cancelled_exec_is_killed_with_all_it_started(tmp_path):
     finally:
         cgroups.close()
     assert not os.path.exists(root)
+
+
+async def test_what_an_exec_started_goes_with_its_container(env):
+    """`kubectl exec` runs in its container's cgroup (hostPID and hostNetwork: no namespace ends
+    with the pod to take it along): a process it left in a session of its own is killed with the
+    container, as a container's exec processes go with it under runc."""
+    client, rt, tmp = env
+    pods = client.resource("", "v1", "pods")
+    p = pod("exec-left", ["sh", "-c", "trap 'exit 143' TERM; sleep 300 & wait"], grace=30)
+    p["spec"]["hostPID"] = p["spec"]["hostNetwork"] = True  # (a pod network namespace's removal kills all in it)
+    _, server = await started(pods, rt, p)
+    script = "setsid sleep 4741 </dev/null >/dev/null 2>&1 & echo $!".replace(" ", "\t")  # (/run splits at spaces)
+    left = int(await run(server, "exec-left", "main", f"sh -c {script}"))
+    assert alive(left)
+    await pods.delete("exec-left", "default")
+    await eventually(gone(pods, "exec-left"))
+    assert not alive(left)
