@@ -79,6 +79,12 @@ async def _up(args: argparse.Namespace) -> int:
     if args.runtime == "process" and (problem := _process_runtime_problem(len(cluster.nodes()))):
         print(f"nanokube: --runtime process: {problem}", file=sys.stderr)
         return 2
+    if args.api_workers < 1:
+        print("nanokube: --api-workers must be at least 1", file=sys.stderr)
+        return 2
+    if args.min_request_timeout < 0:
+        print("nanokube: --min-request-timeout can not be negative value", file=sys.stderr)
+        return 2
     from .apiserver.app import APIServer
     from .apiserver.kubernetes_service import default_advertise_address
     from .cli_scheduler import ElectedScheduler
@@ -102,12 +108,6 @@ async def _up(args: argparse.Namespace) -> int:
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
     advertise = args.advertise_address or default_advertise_address(args.address) or ""
     pki = ensure_pki(data_dir, ips=(advertise,) if advertise else ())
-    if args.api_workers < 1:
-        print("nanokube: --api-workers must be at least 1", file=sys.stderr)
-        return 2
-    if args.min_request_timeout < 0:
-        print("nanokube: --min-request-timeout can not be negative value", file=sys.stderr)
-        return 2
     disabled = [n.strip() for n in args.disable_admission_plugins.split(",") if n.strip()]
     if problem := admission_flag_problem(disabled):
         print(f"nanokube: {problem}", file=sys.stderr)
