@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import http.client
 import json
 import random
 import sys
@@ -156,7 +157,7 @@ class Sweep:
         url = path + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
         start = time.monotonic()
         try:
-            code, _, got = self.raw.request(method, url, body, ctype)
+            code, _, got = self._watch(url) if "watch=1" in url else self.raw.request(method, url, body, ctype)
         except Exception as e:  # a dropped connection or no answer in time
             code, got = -1, repr(e)
             self.raw.conn = None
@@ -177,6 +178,17 @@ class Sweep:
             if code2 not in (200, 201, 409) and not path.endswith("/jobs"):
                 self.report("not accepted again", method, url, json.dumps(again), code2, got2, 0)
         return code
+
+    def _watch(self, url: str):
+        """A watch's answer up to its headers (its Status when refused), on a connection of its own then closed:
+        its code is what `send` judges, and read to the end a stream lasts its whole timeoutSeconds."""
+        conn = http.client.HTTPSConnection(self.raw.host, self.raw.port, context=self.raw.ctx, timeout=self.raw.timeout)
+        try:
+            conn.request("GET", url, headers={"Accept": "application/json"})
+            r = conn.getresponse()
+            return r.status, r.headers, json.loads(r.read()) if r.status >= 400 else b""
+        finally:
+            conn.close()
 
     def report(self, what: str, method: str, url: str, body, code: int, got, took: float) -> None:
         self.broken += 1
