@@ -82,17 +82,30 @@ class Cgroups:
         if self.root is None:
             return None
         path = os.path.join(self.root, *names)
-        if create:
-            os.makedirs(path, exist_ok=True)
-        return path
+        return _made(path) if create else path
 
     def exec_path(self, container: str | None) -> str | None:
         """A new cgroup for one exec below `container`'s (None without cgroups)."""
         if container is None:
             return None
-        path = os.path.join(container, f"exec-{next(self._execs)}")
-        os.makedirs(path, exist_ok=True)
-        return path
+        return _made(os.path.join(container, f"exec-{next(self._execs)}"), parents=False)
+
+
+def _made(path: str, parents: bool = True) -> str | None:
+    """`path`, made where missing (with its `parents`: an exec's is made only in its container's
+    as it is, never anew after its pod's removal); None (its processes then in nanokube's cgroup)
+    where it cannot be."""
+    try:
+        if parents:
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.mkdir(path)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        log.warning("cgroup %s not made: %s", path, e)
+        return None
+    return path
 
 
 def open_procs(path: str | None) -> int | None:
@@ -113,26 +126,30 @@ def kill(path: str | None) -> None:
 
 def release(path: str | None) -> None:
     """Remove an exec's cgroup once its command is done: what it left running in the background
-    (a `cmd &`) moves up to its container's, where upstream's exec processes all are."""
+    (a `cmd &`) moves up to its container's, where upstream's exec processes all are. A cgroup
+    that cannot be removed is left to its pod's removal (logged), never failing the exec."""
     if path is None:
         return
-    for _ in range(100):
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            if e.errno != errno.EBUSY:
-                raise
-        with open(os.path.join(path, "cgroup.procs")) as f:
-            pids = f.read().split()
-        if not pids:  # killed ones on their way out
-            wait_empty(path, 1.0)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError), open(os.path.join(path, "..", "cgroup.procs"), "w") as f:
-                f.write(pid)
-    log.warning("cgroup %s not removed: its processes keep coming", path)
+    try:
+        for _ in range(100):
+            try:
+                os.rmdir(path)
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids = f.read().split()
+            if not pids:  # killed ones on their way out
+                wait_empty(path, 1.0)
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError), open(os.path.join(path, "..", "cgroup.procs"), "w") as f:
+                    f.write(pid)
+        log.warning("cgroup %s not removed: its processes keep coming", path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        log.warning("cgroup %s not removed: %s", path, e)
 
 
 def populated(path: str) -> bool:
