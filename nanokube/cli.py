@@ -103,6 +103,11 @@ async def _up(args: argparse.Namespace) -> int:
     from .store.backends import open_store
     from .apiserver.admission import admission_flag_problem
     from .zpages import flags
+    try:  # the nodes' knobs from the environment, judged before anything starts
+        node_opts = node_options()
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
     data_dir = os.path.abspath(args.data_dir)
     os.makedirs(data_dir, exist_ok=True)
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
@@ -185,7 +190,7 @@ async def _up(args: argparse.Namespace) -> int:
 
         runtime = ProcessRuntime(os.path.join(data_dir, "runtime"), cluster_tag(data_dir))
     nodes = NodeManager(connect, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
-                        runtime=runtime, **node_options())
+                        runtime=runtime, **node_opts)
     server.handlers.sub.log_readers.append(nodes.read_log)
     server.handlers.streams.node_servers.append(nodes.streaming_for)
     server.handlers.proxies.kubelets.append(nodes.kubelet_for)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import math
 import os
 from collections.abc import Callable, Mapping
 
@@ -217,8 +218,17 @@ def finish_time(pod: dict) -> float | None:
 
 
 def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
-    """The pod failure backoff's base from NANOKUBE_JOB_POD_FAILURE_BACKOFF (its cap stays BACKOFF_MAX)."""
-    return {"backoff_base": float(env[BACKOFF_ENV])} if env.get(BACKOFF_ENV) else {}
+    """The pod failure backoff's base from NANOKUBE_JOB_POD_FAILURE_BACKOFF (its cap stays BACKOFF_MAX).
+    A base of 0 or less would start replacements at once, with no backoff at all: refused."""
+    if not env.get(BACKOFF_ENV):
+        return {}
+    try:
+        base = float(env[BACKOFF_ENV])
+    except ValueError:
+        base = math.nan
+    if not 0 < base < math.inf:
+        raise ValueError(f"{BACKOFF_ENV}: the pod failure backoff must be a positive number of seconds")
+    return {"backoff_base": base}
 
 
 def indexes_ready(todo: list[int], replaced: dict[int, dict], now: float,

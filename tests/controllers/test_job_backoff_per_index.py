@@ -179,6 +179,9 @@ def test_a_shorter_backoff_base_from_the_environment_still_doubles():
     """NANOKUBE_JOB_POD_FAILURE_BACKOFF, as `nanokube up` passes it to the controller."""
     assert options_from_env({"NANOKUBE_JOB_POD_FAILURE_BACKOFF": "1"}) == {"backoff_base": 1.0}
     assert options_from_env({}) == {}
+    for bad in ("0", "-1", "nan", "inf", "soon"):  # none of them a backoff
+        with pytest.raises(ValueError, match="NANOKUBE_JOB_POD_FAILURE_BACKOFF"):
+            options_from_env({"NANOKUBE_JOB_POD_FAILURE_BACKOFF": bad})
     replaced = {0: pod(0, finished_at="2023-11-14T22:13:20Z"), 1: pod(2, finished_at="2023-11-14T22:13:20Z")}
     assert indexes_ready([0, 1], replaced, T0 + 1, base=1.0) == ([0], 0.0)
     assert indexes_ready([1], replaced, T0 + 1, base=1.0) == ([], 3.0)

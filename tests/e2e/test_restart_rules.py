@@ -63,3 +63,19 @@ def test_a_rule_restarts_the_container_then_its_never_policy_ends_the_pod(cluste
     node = c.kubectl_json("get", "pod", "gang")["spec"]["nodeName"]
     config = json.loads(c.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/configz").stdout)["kubeletconfig"]
     assert config["crashLoopBackOff"] == {"maxContainerRestartPeriod": "1s"}
+
+
+@pytest.mark.parametrize("env, error", [
+    ({"NANOKUBE_MAX_CONTAINER_RESTART_PERIOD": "0.5"}, "maxContainerRestartPeriod must be between 1s and 300s"),
+    ({"NANOKUBE_JOB_POD_FAILURE_BACKOFF": "-1"}, "must be a positive number of seconds"),
+])
+def test_a_shortening_knob_out_of_range_is_refused(tmp_path, env, error):
+    """`nanokube up` refuses it with exit code 2 and says why (before, the restart period's was a
+    traceback once the controllers ran, and a negative Job backoff removed the backoff)."""
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0"],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+    assert r.returncode == 2 and error in r.stderr and "Traceback" not in r.stderr
