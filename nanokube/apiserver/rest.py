@@ -822,14 +822,17 @@ class GenericREST:
     # --- create ----------------------------------------------------------
 
     async def create(self, res: Resource, version: str, namespace: str | None, body: Any, opts: WriteOptions,
-                     managed_fields: list | None = None) -> Result:
+                     managed_fields: list | None = None, large: bool | None = None) -> Result:
+        """`large`: whether the object is large (rest._large), where the caller knows."""
         held: list = []
+        if large is None:  # judged once: its decoding, tracking and validation leave the loop alike
+            large = _large(body, len(opts.body))
         spec_key = decoded_specs.key(res.strategy, res.kind, version, body, bool(opts.duplicates)
                                      or serializer.OUT_OF_RANGE.get())
         remembered = decoded_specs.find(spec_key, body["spec"]) if spec_key is not None else None
         # a spec remembered decoded and defaulted: only the rest of the body is decoded
-        warnings = self._decode_checks(res, version, body, opts, held=held,
-                                       changed=None if remembered is None else body.keys() - _SPEC)
+        warnings = await _computed(large, self._decode_checks, res, version, body, opts,
+                                   held=held, changed=None if remembered is None else body.keys() - _SPEC)
         obj = body
         md = _meta(obj)
         if res.namespaced:
@@ -850,7 +853,7 @@ class GenericREST:
             await res.strategy.prepare_conversion([obj], res.storage_version)
         sent, obj = obj, res.strategy.to_storage(obj, version)  # a kind of many shapes converts to a new object
         if managed_fields is None:  # tracked before admission, as upstream's create handler does
-            managed_fields = await _computed(_large(obj, len(opts.body)), self._track_fields, res, version, None, obj, opts,
+            managed_fields = await _computed(large, self._track_fields, res, version, None, obj, opts,
                                              sent=sent, known=known)
         _set_managed_fields(_meta(obj), managed_fields)  # what admission sees, as upstream's
         requested = md.get("namespace")
@@ -874,17 +877,19 @@ class GenericREST:
             obj.pop("status", None)
         res.strategy.prepare_for_create(obj)
         try:
-            return await self._create_prepared(res, version, obj, opts, warnings, admission, generated, held)
+            return await self._create_prepared(res, version, obj, opts, warnings, admission, generated, held, large)
         except BaseException:
             res.strategy.release(obj)
             raise
 
     async def _create_prepared(self, res, version, obj, opts, warnings, admission=None,
-                               generated: bool = False, held: list | None = None) -> Result:
+                               generated: bool = False, held: list | None = None, large: bool = False) -> Result:
         """`generated`: the name is generateName's, and one taken is drawn again (RetryGenerateName);
         `held`: the empty lists validation reads, left out once it passed."""
         md = obj["metadata"]
-        errs = res.validate_create(obj)
+        # a large custom resource is validated in a worker thread (a built-in kind's validation may
+        # allocate, as a Service's begin_create does, and stays on the loop)
+        errs = await _computed(large and res.strategy.unstructured, res.validate_create, obj)
         if errs:
             raise self._invalid(res, obj, errs)
         if held:
@@ -896,7 +901,7 @@ class GenericREST:
             res.strategy.release(obj)
             if await self.store.get(key) is not None:  # DryRunnableStorage.Create: a name taken is taken
                 raise self._name_taken(res, key, md["name"], generated)
-            return Result(self._external(res, _in_stored_order(res, obj), version), 201, warnings)
+            return Result(self._external(res, await _computed(large, _in_stored_order, res, obj), version), 201, warnings)
         held = res.strategy.reservations
         made = await self._reserve(res, obj, None) if held is not None else None
         try:
@@ -952,7 +957,8 @@ class GenericREST:
         subresource: str = "",
     ) -> Result:
         held: list = []  # the empty lists its validation reads (omitempty.held), back for it only
-        warnings = self._decode_checks(res, version, body, opts, held=held)
+        warnings = await _computed(len(opts.body) >= OFF_LOOP_OBJECT, self._decode_checks, res, version, body, opts,
+                                   held=held)
         omitempty.drop(held)
         md = _meta(body)
         check_target(md, name, namespace if res.namespaced else None)
@@ -1096,6 +1102,8 @@ class GenericREST:
                                held: list | None = None) -> Result:
         old = entry.obj
         om, nm = old["metadata"], _meta(new)
+        # a large custom resource is validated, and a large dry run's answer ordered, in a worker thread
+        large = max(len(opts.body), entry.size) >= OFF_LOOP_OBJECT
         _same_namespace(res, nm, om.get("namespace"))
         if subresource == "status":
             _keep_stored(nm, om, res.strategy.status_deletion_kept)
@@ -1125,7 +1133,8 @@ class GenericREST:
             res.strategy.prepare_for_update(new, old)
             if res.strategy.track_generation and _spec_changed(old, new):
                 nm["generation"] = om.get("generation", 0) + 1
-            errs = omitempty.validated(held, new, lambda: res.validate_update(new, old))
+            errs = await _computed(large and res.strategy.unstructured, omitempty.validated, held, new,
+                                   lambda: res.validate_update(new, old))
         if meta_errs:
             errs = meta_errs + list(errs or [])
         if errs:
@@ -1143,7 +1152,7 @@ class GenericREST:
                 await res.strategy.prepare_conversion([old], version)
             return Result(self._external(res, old, version), 200, warned)
         if opts.dry_run:
-            return Result(self._external(res, _in_stored_order(res, new), version), 200, warned)
+            return Result(self._external(res, await _computed(large, _in_stored_order, res, new), version), 200, warned)
         key = res.key(nm.get("namespace"), nm["name"])
         if nm.get("deletionTimestamp") and not nm.get("finalizers") and not res.strategy.blocks_deletion(new) \
                 and not nm.get("deletionGracePeriodSeconds"):
@@ -1214,10 +1223,13 @@ class GenericREST:
         for attempt in range(PATCH_ATTEMPTS):
             entry = _as_decoded(res, self.cache.get(key), subresource)
             memo = remembered = None
+            # a large object is patched, decoded and validated in a worker thread (judged by the lengths
+            # known; an apply, whose merge costs most, encodes a stored object of unknown length)
+            large = len(patch) >= OFF_LOOP_OBJECT or entry is not None and (
+                _large(entry.obj, entry.size) if apply else entry.size >= OFF_LOOP_OBJECT)
             if patch_type == "application/apply-patch+yaml":
                 if not isinstance(parsed, dict):
                     raise errors.bad_request("error decoding YAML: the apply patch must be an object")
-                large = len(patch) >= OFF_LOOP_OBJECT or entry is not None and _large(entry.obj, entry.size)
                 await _computed(large, _check_apply_configuration, res, version, parsed, sch)
                 if entry and _converts(res.strategy):
                     await res.strategy.prepare_conversion([entry.obj], version)
@@ -1237,7 +1249,7 @@ class GenericREST:
                         raise errors.not_found(res.group, res.plural, name)
                     mf = (new.get("metadata") or {}).get("managedFields")
                     try:
-                        return await self._create_applied(res, version, namespace, new, opts, mf)
+                        return await self._create_applied(res, version, namespace, new, opts, mf, large)
                     except errors.APIError as e:
                         # another client created it since the cache was read: applied again to theirs,
                         # as upstream's apply creates inside GuaranteedUpdate, which retries as an update
@@ -1266,15 +1278,15 @@ class GenericREST:
                     elif patch_type == "application/json-patch+json":
                         if not isinstance(parsed, list):
                             raise errors.bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-                        body = jsonpatch.apply(current, parsed)
+                        body = await _computed(large, jsonpatch.apply, current, parsed)
                     elif patch_type == MERGE_PATCH:
                         if not isinstance(parsed, dict):
                             raise errors.bad_request("json: cannot unmarshal into map[string]interface{}")
-                        body = merge.apply(doc, _handed(parsed, patch, attempt), handed=True)
+                        body = await _computed(large, merge.apply, doc, _handed(parsed, patch, attempt), handed=True)
                     elif patch_type == STRATEGIC_PATCH:
                         if not isinstance(parsed, dict):
                             raise errors.bad_request("json: cannot unmarshal into map[string]interface{}")
-                        body = strategic.apply(doc, _handed(parsed, patch, attempt), sch, handed=True)
+                        body = await _computed(large, strategic.apply, doc, _handed(parsed, patch, attempt), sch, handed=True)
                     else:
                         raise errors.unsupported_media_type(patch_type)
                 except PatchError as e:
@@ -1300,8 +1312,9 @@ class GenericREST:
                 mf = (body.get("metadata") or {}).get("managedFields")
                 popts = WriteOptions(opts.dry_run, "", opts.field_validation, opts.force, opts.user)
             held: list = []
-            warnings = self._decode_checks(res, version, body, popts, _NO_FIELDS if remembered is not None else changed,
-                                           held=held, patched=None if apply else _Patched(patch_type, patch, dups))
+            warnings = await _computed(large, self._decode_checks, res, version, body, popts,
+                                       _NO_FIELDS if remembered is not None else changed, held=held,
+                                       patched=None if apply else _Patched(patch_type, patch, dups))
             omitempty.drop(held)
             if memo is not None and remembered is None and not warnings:  # no unknown field: checked as it is
                 status_patch.remember(memo, sch, body.get("status"))
@@ -1344,13 +1357,13 @@ class GenericREST:
                 and not res.strategy.defaults_status and not _converts(res.strategy)
                 and (self.admission is None or not self.admission.shows_objects(res)))
 
-    async def _create_applied(self, res, version, namespace, obj, opts, managed_fields) -> Result:
-        obj = orjson.loads(orjson.dumps(obj))  # a deep copy, 10x faster than copy.deepcopy for a big CRD
+    async def _create_applied(self, res, version, namespace, obj, opts, managed_fields, large: bool) -> Result:
+        obj = await _computed(large, orjson.loads, orjson.dumps(obj))  # a deep copy, 10x faster than copy.deepcopy
         md = _meta(obj)
         md.pop("managedFields", None)
         if res.namespaced:
             md.setdefault("namespace", namespace)
-        return await self.create(res, version, namespace, obj, opts, managed_fields=managed_fields)
+        return await self.create(res, version, namespace, obj, opts, managed_fields=managed_fields, large=large)
 
     async def _update_applied(self, res, version, entry, new, opts, subresource, managed_fields) -> Result:
         return await self._update_from(res, version, entry, new, opts, subresource, entry.rev, managed_fields=managed_fields or [])

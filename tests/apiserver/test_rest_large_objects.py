@@ -96,3 +96,59 @@ async def test_large_objects_have_their_updates_and_patches_tracked_in_a_worker_
             assert code == 200 and "labels" not in got["metadata"], got
     assert threads == [("create", 1, True), ("update", 1, True), ("update", 1, True), ("update", 1, True),
                        ("create", 3000, False), ("update", 3000, False), ("update", 3000, False), ("update", 3000, False)]
+
+
+def _gizmo_crd() -> dict:
+    items = {"type": "object", "required": ["k"], "properties": {"k": {"type": "string"}}}
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"l": {
+        "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"], "items": items}}}}}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "gizmos.large.example.com"},
+            "spec": {"group": "large.example.com", "scope": "Namespaced", "names": {
+                "plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"},
+                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}]}}
+
+
+async def test_large_custom_resources_are_patched_decoded_and_validated_in_a_worker_thread(tmp_path, monkeypatch):
+    """A custom resource's decoding (pruning, coercion) and schema validation, and the merge of a json or merge
+    patch, are linear but were on the loop: an apply of a 150,000-entry list-map (a 3 MB body) held the event
+    loop for 3.2 CPU s, a json patch of it 2.5 s (fuzz47; 0.4 s and 0.1 s now, the rest its stored JSON)."""
+    from nanokube.apiserver.apiextensions.resource import CustomResourceStrategy
+    from nanokube.apiserver.patch import jsonpatch
+    from tests.apiserver.apiextensions import install
+
+    threads: list[tuple[str, int, bool]] = []
+
+    def recorded(fn, what):
+        def call(*args, **kwargs):
+            obj = args[1] if what != "patch" else args[0]
+            if obj.get("kind") == "Gizmo":
+                threads.append((what, len(obj["spec"]["l"]), threading.current_thread() is threading.main_thread()))
+            return fn(*args, **kwargs)
+        return call
+    for name in ("decode", "validate", "validate_update"):
+        monkeypatch.setattr(CustomResourceStrategy, name, recorded(getattr(CustomResourceStrategy, name), name))
+    monkeypatch.setattr(jsonpatch, "apply", recorded(jsonpatch.apply, "patch"))
+    path = "/apis/large.example.com/v1/namespaces/default/gizmos"
+    async with served(tmp_path) as (_, api):
+        await install(api, _gizmo_crd(), path)
+
+        def gizmo(name: str, n: int) -> dict:  # 1,400 keys of 200 bytes: past rest.OFF_LOOP_OBJECT
+            return {"apiVersion": "large.example.com/v1", "kind": "Gizmo", "metadata": {"name": name},
+                    "spec": {"l": [{"k": f"{i:04}" + "k" * 196} for i in range(n)]}}
+        for name, n in (("small", 1), ("large", 1400)):
+            code, got = await send(api, "POST", path, gizmo(name, n))
+            assert code == 201, got
+        code, got = await send(api, "PATCH", f"{path}/large?fieldManager=b&force=true", gizmo("large", 1399),
+                               "application/apply-patch+yaml")
+        assert code == 200 and len(got["spec"]["l"]) == 1400, got.get("message")  # (the last is the creator's)
+        code, got = await send(api, "PATCH", f"{path}/large", [{"op": "remove", "path": "/spec/l/0"}],
+                               "application/json-patch+json")
+        assert code == 200 and got["spec"]["l"][0]["k"].startswith("0001"), got.get("message")
+        repeated = {"op": "add", "path": "/spec/l/-", "value": {"k": "0001" + "k" * 196}}
+        code, got = await send(api, "PATCH", f"{path}/large", [repeated], "application/json-patch+json")
+        assert code == 422 and got["details"]["causes"][0]["field"] == "spec.l[1399]", got
+    assert threads == [("decode", 1, True), ("validate", 1, True), ("decode", 1400, False), ("validate", 1400, False),
+                       ("decode", 1400, False), ("validate_update", 1400, False), ("patch", 1400, False),
+                       ("decode", 1399, False), ("validate_update", 1399, False), ("patch", 1399, False),
+                       ("decode", 1400, False), ("validate_update", 1400, False)]
