@@ -353,6 +353,8 @@ class ProcessPodWorker(PodWorker):
             if not await self._retry(self._new_sandbox, NetnsError, "FailedCreatePodSandBox",
                                      "Failed to create pod sandbox: {}"):
                 return
+            if self._ending or self.deleting():  # stopped for good while the sandbox was made: that stop stands
+                return
             self._stopping.clear()
 
     def _sandbox_gone(self) -> bool:

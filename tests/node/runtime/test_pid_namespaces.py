@@ -203,3 +203,26 @@ async def test_a_dead_pause_process_ends_a_never_restarting_pod(env):
     st = (await eventually(status_of(pods, "no-resandbox", lambda st: st.get("phase") == "Failed")))["status"]
     assert st["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
     assert w.containers["main"].instances == 1
+
+
+async def test_a_pod_deleted_while_its_sandbox_is_made_again_is_not_started_in_it(env):
+    """The deletion comes while the new pause process starts: the pod's containers are not started
+    in the new sandbox (the stop the deletion asked for stands) and the pod goes."""
+    pods, rt = env
+    p = pod("late-delete", SERVE, restart="Always", grace=1)
+    p["spec"]["shareProcessNamespace"] = True
+    w, _ = await started(pods, rt, p)
+    reached, release, start_pause = asyncio.Event(), asyncio.Event(), w._start_pause
+
+    async def held_start_pause():
+        reached.set()
+        await release.wait()
+        return await start_pause()
+    w._start_pause = held_start_pause
+    os.kill(w._pause[1], signal.SIGKILL)
+    await asyncio.wait_for(reached.wait(), 30)
+    await pods.delete("late-delete", "default")
+    await eventually(lambda: asyncio.sleep(0, w._ending))  # the deletion's stop reached the worker
+    release.set()
+    await eventually(gone(pods, "late-delete"))
+    assert w.containers["main"].instances == 1
