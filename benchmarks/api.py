@@ -109,6 +109,8 @@ class BenchConfig:
     custom_objects: int = 2000
     #: `nanokube up --api-workers`: API server processes on the one port and store
     api_workers: int = 1
+    #: the server is done with what the creates set off once it used under a tenth of a core over this long (`settle`)
+    settle_window_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -380,8 +382,8 @@ class CPU:
         return server_cpu_seconds(self.pid) - self.server, time.process_time() - self.client
 
 
-async def settle(pid: int, limit: float = 180.0) -> float:
-    """Waits until the server has used under a tenth of a core over one second (at most `limit`
+async def settle(pid: int, window: float = 1.0, limit: float = 180.0) -> float:
+    """Waits until the server has used under a tenth of a core over `window` seconds (at most `limit`
     seconds) and returns how long that took. After the creates, `nanokube up`'s own scheduler
     and controllers are still working through the pods (the two default nodes fit about 220; the
     rest get a scheduling attempt, a status patch and an Event each): reads measured meanwhile
@@ -390,9 +392,9 @@ async def settle(pid: int, limit: float = 180.0) -> float:
     start = time.monotonic()
     last = server_cpu_seconds(pid)
     while time.monotonic() - start < limit:
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(window)
         now = server_cpu_seconds(pid)
-        if now - last < 0.1:
+        if now - last < 0.1 * window:
             break
         last = now
     return time.monotonic() - start
@@ -758,7 +760,7 @@ async def measure(server: Server, tls: tuple[Path, Path], cfg: BenchConfig, prog
             "memory per pod (KiB/pod)": (rss_full - rss_start) / cfg.pods,
         }
         progress("  waiting for the server to finish what the creates set off")
-        results["server busy after creates (s)"] = await settle(server.pid)
+        results["server busy after creates (s)"] = await settle(server.pid, cfg.settle_window_s)
         if not cfg.watch_only:
             results |= await measure_reads(api, cfg, progress, server.pid)
         with _without_cycle_collector():
