@@ -29,7 +29,7 @@ import time
 log = logging.getLogger(__name__)
 
 
-def _own_cgroup_dir() -> str | None:
+def own_cgroup_dir() -> str | None:
     """Where this process's cgroup of the cgroup2 hierarchy is in the file system, if mounted."""
     try:
         with open("/proc/self/cgroup") as f:
@@ -55,7 +55,7 @@ class Cgroups:
 
     def create(self) -> None:
         """Make the runtime's cgroup, killing and removing what a crashed run of its tag left."""
-        base = _own_cgroup_dir()
+        base = own_cgroup_dir()
         if base is None:
             log.warning("no cgroup2 hierarchy: the process runtime's kills reach process groups only")
             return
