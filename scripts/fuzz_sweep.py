@@ -19,6 +19,10 @@ random fuzzer had not (see `git log --grep=sweep`):
   list items, formats, CEL rules near and past their cost, defaults that break their schema, odd scale
   paths), custom resources of odd values written to each through every verb and /status and /scale, and
   CRDs whose conversion webhook cannot be called, read at the version it converts to;
+- `patches`: each path of each seed under strategic merge patch directives ($patch, $retainKeys,
+  $setElementOrder, $deleteFromPrimitiveList), json patch operations with odd pointers (~1, ~0, "-",
+  huge indexes), a field selector on it, and writes, deletes and applies with odd fieldManager,
+  fieldValidation, force and dryRun values; names, labels and annotations at and past their limits;
 - `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
   dry-run create each: an answer slower than --slow seconds is reported (quadratic validation held
   the loop for minutes: warnings, field errors, policy variables).
@@ -38,6 +42,7 @@ import json
 import random
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -88,6 +93,30 @@ SUB_QUERIES = {
             {"tailLines": str(2**63)}, {"stream": "Bogus"}, {"stream": "Stderr", "tailLines": "1"}, {"insecureSkipTLSVerifyBackend": "x"}],
     "proxy": [{}, {"path": "/x"}],
 }
+#: strategic merge patch directives the `patches` sweep puts at each path (`F`: the path's field name)
+SMP_DIRECTIVES = [{"$patch": "delete"}, {"$patch": "replace"}, {"$patch": "merge"}, {"$patch": "bogus"}, {"$patch": None},
+                  {"$patch": 1}, {"$retainKeys": ["x", None]}, {"$retainKeys": "x"}, {"$retainKeys": []},
+                  {"$setElementOrder/F": [{"name": "x"}, 1]}, {"$setElementOrder/F": "x"}, {"$setElementOrder/F": []},
+                  {"$deleteFromPrimitiveList/F": ["x", {}]}, {"$deleteFromPrimitiveList/F": "x"}, {"$setElementOrder/": []},
+                  {"$deleteFromPrimitiveList/": [1]}, {"F": [{"$patch": "delete"}]}, {"F": [{"$patch": "replace"}, {}]},
+                  {"F": [{"$patch": "delete", "name": None}]}, {"F": {"$patch": "delete"}}, {"F": [{"$retainKeys": ["a"]}]}]
+#: json patch pointers the `patches` sweep appends to each path: escapes, the end marker, odd and huge indexes
+JSON_POINTER_TAILS = ["/~1", "/~0", "/~2", "/~", "/-", "/-/x", "/99999999999999999999", "/-1", "/01", "/0x1", "/ 1", "",
+                      "/", "//", "/%00", "/\u0000", "/" + "a" * 300, "/0/0/0/0/0/0"]
+#: json patch operations of the `patches` sweep, each at the path with a tail (`P`) and from the seed's path
+JSON_OPS = [{"op": "add", "path": "P", "value": 1}, {"op": "remove", "path": "P"}, {"op": "replace", "path": "P", "value": None},
+            {"op": "move", "from": "P", "path": "/metadata/labels/x"}, {"op": "copy", "from": "P", "path": "P"},
+            {"op": "test", "path": "P", "value": {}}, {"op": "move", "from": "/metadata", "path": "/metadata/x"},
+            {"op": "copy", "from": "/spec", "path": "/spec/x/y"}, {"op": "add", "path": "P"}, {"op": "ADD", "path": "P", "value": 1},
+            {"op": "add", "path": 1, "value": 1}, {"op": "remove", "path": "P", "from": 5}]
+#: odd query parameters of the `patches` sweep's writes (each with dryRun=All)
+WRITE_QUERIES = [{"fieldManager": ""}, {"fieldManager": "x" * 300}, {"fieldManager": "%00"}, {"fieldManager": "%C3%A9"},
+                 {"fieldValidation": "strict"}, {"fieldValidation": "Bogus"}, {"fieldValidation": ""},
+                 {"fieldValidation": "Strict", "fieldManager": "a%0Ab"}, {"force": "maybe"}, {"force": "true"},
+                 {"dryRun": "Bogus"}, {"dryRun": "All&dryRun=All"}, {"pretty": "x"}]
+#: field selectors of the `patches` sweep's lists (`F`: each path of the seed, dotted)
+FIELD_SELECTORS = ["F=x", "F!=x", "F==x", "F", "F=", "=x", "F=x,F!=y", "F in (x)", "F=x=y", "F=%00", "F=" + "x" * 300,
+                   "metadata.name=\\,", "metadata.name=a\\", "metadata.namespace!=", ",", "!", "metadata.name=é"]
 #: the group of the `crds` sweep's CRDs
 SWEEP_GROUP = "sweep.fuzz.example.com"
 _O = {"type": "object"}
@@ -279,6 +308,53 @@ class Sweep:
                     else:
                         self.send("PATCH", item, json.dumps(changed), {**dry, "fieldManager": "sweep", "force": "true"},
                                   "application/apply-patch+yaml")
+
+    def patches(self) -> None:
+        """Each path of each seed (dry runs): strategic merge patch directives at it ($patch, $retainKeys,
+        $setElementOrder, $deleteFromPrimitiveList, odd and misplaced), json patch operations at it with odd
+        pointer tails (escapes, "-", huge indexes), lists with a field selector on it, and writes, deletes and
+        applies with odd fieldManager, fieldValidation, force and dryRun values; names, labels and annotations
+        at and past their limits (253, 63, 256 KiB)."""
+        for gv, plural, _, seed_gv, namespaced in self.targets():
+            seeded = self.seed(gv, plural, seed_gv, namespaced)
+            if seeded is None:
+                continue
+            name, obj = seeded
+            base, item = self.base(gv, plural, namespaced), f"{self.base(gv, plural, namespaced)}/{name}"
+            print(f"patches: {gv} {plural}", flush=True)
+            dry = {"dryRun": "All"}
+            for path in self._some(_paths(obj, [])[1:]):
+                field = str(path[-1])
+                for directive in random.sample(SMP_DIRECTIVES, 6):
+                    d = json.loads(json.dumps(directive).replace('/F"', f'/{field}"').replace('"F"', json.dumps(field)))
+                    self.send("PATCH", item, json.dumps(_nested(path[:-1], d) if path[:-1] else d), dry,
+                              "application/strategic-merge-patch+json")
+                pointer = _pointer(path)
+                for op in random.sample(JSON_OPS, 4):
+                    tail = random.choice(JSON_POINTER_TAILS)
+                    body = json.dumps([op]).replace('"P"', json.dumps(pointer + tail))
+                    self.send("PATCH", item, body, dry, "application/json-patch+json")
+                dotted = ".".join(str(p) for p in path)
+                selector = random.choice(FIELD_SELECTORS).replace("F", dotted)
+                self.send("GET", base, None, {"fieldSelector": urllib.parse.quote(selector, safe="")}, None)
+            for query in WRITE_QUERIES:
+                q = {**dry, **query}
+                self.send("PUT", item, json.dumps(obj), q)
+                self.send("PATCH", item, json.dumps({"metadata": {"labels": {"a": "b"}}}), q, "application/merge-patch+json")
+                self.send("PATCH", item, json.dumps(obj), {**q, "fieldManager": q.get("fieldManager") or "sweep"},
+                          "application/apply-patch+yaml")
+                self.send("DELETE", item, None, q, None)
+                self.send("DELETE", base, None, {**q, "labelSelector": "nothing=here"}, None)
+            long_meta = [{"name": "a" * 253}, {"name": "a" * 254}, {"generateName": "a" * 300},
+                         {"labels": {"a" * 63: "b" * 63}}, {"labels": {"a" * 64: "b"}}, {"labels": {"a": "b" * 64}},
+                         {"labels": {"p" * 253 + "/" + "a" * 63: "b"}}, {"annotations": {"a": "x" * (256 * 1024)}},
+                         {"annotations": {"a": "x" * (256 * 1024 - 1)}}, {"annotations": {"a" * 317: "x"}}]
+            for meta in long_meta:
+                changed = copy.deepcopy(obj)
+                changed["metadata"] = {**changed["metadata"], **meta}
+                if "name" not in meta:
+                    changed["metadata"]["name"] = name + "-long"
+                self.send("POST", base, json.dumps(changed), dry)
 
     def _some(self, paths: list) -> list:
         """`paths`, or `self.paths` of them drawn at random, in their order."""
@@ -474,7 +550,8 @@ def _unique(v, i: int):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sweeps", nargs="+", choices=["types", "schema", "lists", "protobuf", "subresources", "crds"])
+    ap.add_argument("sweeps", nargs="+",
+                    choices=["types", "schema", "lists", "protobuf", "subresources", "crds", "patches"])
     ap.add_argument("--kubeconfig", required=True, help="the server to sweep (admin; it writes in the namespace fuzz)")
     ap.add_argument("--seed", type=int, default=1, help="the random choices' seed (verbs, values drawn)")
     ap.add_argument("--items", type=int, default=3000, help="the `lists` sweep's items per list")
