@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from nanokube.node.runtime import stdio
+from nanokube.node.runtime import cgroup, stdio
 from nanokube.node.runtime.cgroup import Cgroups
 from nanokube.node.runtime.worker import LAUNCHER
 from tests.controllers import eventually
@@ -146,3 +146,29 @@ async def test_what_an_exec_started_goes_with_its_container(env):
     await pods.delete("exec-left", "default")
     await eventually(gone(pods, "exec-left"))
     assert not alive(left)
+
+
+async def test_without_a_cgroup2_hierarchy_the_runtime_says_so_and_its_pods_run_as_before(tmp_path, monkeypatch,
+                                                                                         caplog):
+    """Where no cgroup2 with cgroup.kill is to be had (cgroup v1, an old kernel; here a plain
+    directory stands for it), the runtime logs why and runs its containers without cgroups: a pod
+    starts, its exec probe passes, `kubectl exec` runs, and its deletion still kills its processes
+    (their process group)."""
+    monkeypatch.setattr(cgroup, "own_cgroup_dir", lambda: str(tmp_path))
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, _):
+        assert rt.cgroups.root is None and not os.path.exists(tmp_path / f"nanokube-{rt.net.tag}")
+        assert any("lacks cgroup.kill: kills reach process groups only" in r.getMessage() for r in caplog.records)
+        pods = client.resource("", "v1", "pods")
+        record = tmp_path / "child"
+        p = pod("plain", ["sh", "-c", f"sleep 4731 & echo $! > {record}; trap 'exit 143' TERM; wait"], grace=30,
+                readinessProbe={"exec": {"command": ["true"]}, "periodSeconds": 1})
+        p["spec"]["hostPID"] = p["spec"]["hostNetwork"] = True  # no namespace ends with the pod to take it along
+        w, server = await started(pods, rt, p)
+        await eventually(status_of(pods, "plain", lambda st: st["containerStatuses"][0]["ready"]))
+        assert (await run(server, "plain", "main", "echo exec")).strip() == "exec"
+        [[child]] = await written(record)
+        with open(f"/proc/{child}/cgroup") as f:
+            assert "nanokube-" not in f.read()
+        await pods.delete("plain", "default")
+        await eventually(gone(pods, "plain"))
+        assert not alive(child)
