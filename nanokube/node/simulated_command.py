@@ -222,11 +222,23 @@ class Wait:
 
     at: float
     period: float
-    go_on: Callable[[ContainerFS, float], _Run | None]
+    go_on: Callable[..., _Run | None]
 
     def resume(self, fs: ContainerFS, now: float) -> Program | None:
+        """The program from this pass on; where the script traps TERM, with how it runs when the
+        signal comes during it (`Program.signalled`, worked out from the pass as the start's is)."""
         later = self.go_on(fs, now)
-        return None if later is None else later.program()
+        if later is None:
+            return None
+        program = later.program()
+        if "TERM" not in later.trapped:
+            return program
+
+        def signalled(at: float, files: Files) -> Program | None:
+            files = files() if callable(files) else files
+            again = None if files is None else self.go_on(files, now, at)
+            return None if again is None else again.program()
+        return replace(program, signalled=signalled)
 
 
 def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes | None = b"",
@@ -387,15 +399,17 @@ def _on_exit(run: _Run) -> None:
     run.status = status
 
 
-def _resumption(run: _Run) -> Callable[[ContainerFS, float], _Run | None]:
-    """How `run`, waiting in the loop that starts its `rest`, goes on later on other files."""
+def _resumption(run: _Run) -> Callable[..., _Run | None]:
+    """How `run`, waiting in the loop that starts its `rest`, goes on later on other files (with
+    SIGTERM coming `signal` seconds in, if given)."""
     rest, state = run.rest, (run.status, run.snapshot(), run.stdin, run.fs.cwd)
-    interactive, terminal = run.interactive, run.terminal
+    interactive, terminal, trapped = run.interactive, run.terminal, set(run.trapped)
 
-    def go_on(fs: ContainerFS, now: float) -> _Run | None:
+    def go_on(fs: ContainerFS, now: float, signal: float | None = None) -> _Run | None:
         status, shell, stdin, cwd = state
         later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive, terminal=terminal)
         later.restore(shell)
+        later.trapped, later.signal = set(trapped), signal
         fs.cwd = cwd
         try:
             return _execute(rest, later)

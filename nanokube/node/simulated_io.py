@@ -100,11 +100,11 @@ class SimulatedIO:
         #: what each running container writes later, and the task writing it
         self._pending: dict[str, _Writes] = {}
         self._scripted: dict[str, asyncio.Task] = {}
-        #: the running containers whose command is interpreted (simulated_command): what they run,
-        #: and when (monotonic) it started, while it is the program that runs (not one that went on
-        #: from a wait)
+        #: the running containers whose command is interpreted (simulated_command): what they run;
+        #: what SIGTERM is worked out on (that program, or what went on from its wait's last pass)
+        #: and when (monotonic) it began
         self.programs: dict[str, Program] = {}
-        self.began: dict[str, float] = {}
+        self.began: dict[str, tuple[Program, float]] = {}
         #: how each container's last instance exited, for an attach that saw it end
         self.exit_codes: dict[str, int] = {}
         #: the containers reading stdin that reached its EOF: each exits 0 (the worker's run wait ends)
@@ -207,7 +207,7 @@ class SimulatedIO:
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         if program is not None:
             self.programs[name] = program
-            self.began[name] = self.worker.clock.monotonic()
+            self.began[name] = program, self.worker.clock.monotonic()
             timeline = program.timeline()
         elif spec.get("stdin") and (stream := filter_of(argv)) is not None:
             self.programs.pop(name, None)
@@ -284,8 +284,10 @@ class SimulatedIO:
             await clock.sleep(max(began + program.wait.at - clock.monotonic(), 0.0))
             now = clock.monotonic()
             later = program.wait.resume(self.draft(name, fresh=False), clock.now())
-            self.began.pop(name, None)
-            if later is not None:
+            if later is None:  # it runs on, not worked out
+                self.began.pop(name, None)
+            else:
+                self.began[name] = later, now
                 self._schedule(name, later.timeline(), self._then(name, later, now, resumed=True))
         return passes
 
@@ -322,9 +324,10 @@ class SimulatedIO:
         by name."""
         now, out = self.worker.clock.monotonic(), {}
         for name in list(self.running) if names is None else [n for n in names if n in self.running]:
-            program, began = self.programs.get(name), self.began.get(name)
-            if program is None or program.signalled is None or began is None:
+            running = self.began.get(name) if name in self.programs else None
+            if running is None or running[0].signalled is None:
                 continue
+            program, began = running
             at = now - began
             later = program.signalled(at, self.draft(name, fresh=False))  # the running instance's files
             if later is None:

@@ -244,10 +244,12 @@ async def test_a_pre_stop_sleep_the_grace_period_cuts_off_is_counted_on_the_kube
     assert await cut() == 1
 
 
-async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_own(env):
+@pytest.mark.parametrize("after", [0, 0.5, 1, 1.5, 2, 5])
+async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_own(env, after):
     """While main's preStop hook runs, the other container (no hook: its SIGTERM comes at once, and
     it ignores it) finds the file the hook wrote in their emptyDir and exits 0 by itself: it ends
-    so, not as SIGTERM (later) ends main."""
+    so, not as SIGTERM (later) ends main. Whenever the signal lands in its loop (deleted `after`
+    seconds in: before its first pass, as a pass begins, in a pass's `sleep`, passes later)."""
     pods, clock, _ = env
     p = hooked("pair", ["sleep", "infinity"], grace=30, preStop={"exec": {"command": [
         "sh", "-c", "echo draining > /shared/drain; sleep 3"]}})
@@ -260,12 +262,34 @@ async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_o
         c["volumeMounts"] = [{"name": "shared", "mountPath": "/shared"}]
     await pods.create(p)
     await eventually(phase_is(pods, "pair", "Running"))
+    await clock.advance(after)
     await delete_killed(pods, "pair")
     await clock.advance(3)
     done = await eventually(phase_is(pods, "pair", "Failed"))
     codes = {s["name"]: s["state"]["terminated"]["exitCode"] for s in done["status"]["containerStatuses"]}
     assert codes == {"app": 143, "watcher": 0}
     await pods.patch("pair", {"metadata": {"finalizers": None}}, namespace="default")
+
+
+async def test_a_waiting_container_deleted_passes_into_its_loop_runs_its_term_trap(env):
+    """A command trapping TERM and waiting for a file that never comes, deleted 5.5 s in (its wait
+    gone on at several passes), runs its trap once the `sleep 1` then running ends: exit 0 half a
+    second later, not 143 at once as if the signal could not be worked out."""
+    pods, clock, mgr = env
+    command = ["sh", "-c", "trap 'echo stopping; exit 0' TERM; until [ -f /tmp/never ]; do sleep 1; done"]
+    p = hooked("waiter", command, grace=30)
+    p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+    await pods.create(p)
+    await eventually(phase_is(pods, "waiter", "Running"))
+    await clock.advance(5.5)
+    await delete_killed(pods, "waiter")
+    await clock.advance(0.4)
+    assert (await pods.get("waiter", "default"))["status"]["phase"] == "Running"
+    await clock.advance(0.1)
+    done = await eventually(phase_is(pods, "waiter", "Succeeded"))
+    assert app_status(done)["state"]["terminated"]["exitCode"] == 0
+    assert worker(mgr, done).io.serve_log("app", LogOptions()) == b"stopping\n"
+    await pods.patch("waiter", {"metadata": {"finalizers": None}}, namespace="default")
 
 
 async def test_a_hook_command_the_simulation_does_not_run_passes_as_probes_do(env):

@@ -275,6 +275,33 @@ def test_a_loop_waiting_for_a_file_goes_on_on_the_files_as_they_are_later(pod_fi
     assert went_on.writes() == [(0, "stdout", "go\n")]
 
 
+def test_sigterm_during_a_wait_that_went_on_is_worked_out_from_its_last_pass(pod_files):
+    """A script trapping TERM and waiting for a file, resumed at a pass, still takes the kubelet's
+    SIGTERM as its trap says: its action runs once the `sleep` running then ends, whenever in the
+    pass the signal comes. One that ignores TERM (`trap '' TERM`: dash sets SIG_IGN, which its
+    `sleep` inherits) waits on as if it never came, and ends by itself once the file is there."""
+    wait = "until [ -f /tmp/drain ]; do sleep 1; done; echo done"
+    trapping = interpret(["sh", "-c", f"trap 'echo got; exit 3' TERM; {wait}"], 100.0,
+                         lambda: pod_files.draft("main"))
+    waiting = trapping.wait.resume(pod_files.draft("main", fresh=False), 101.0)
+    assert (waiting.seconds, waiting.wait.at) == (math.inf, 1.0)
+    for at, ends in ((0.0, 0.0), (0.5, 1.0), (1.0, 1.0)):  # as the pass starts, in its `sleep 1`, as it ends
+        taken = waiting.signalled(at, pod_files.draft("main", fresh=False))
+        assert (taken.seconds, taken.exit_code, taken.writes()) == (ends, 3, [(ends, "stdout", "got\n")])
+    later = waiting.signalled(5.0, pod_files.draft("main", fresh=False))  # past this pass: worked out to it
+    assert (later.seconds, later.exit_code, later.writes()) == (5.0, 3, [(5.0, "stdout", "got\n")])
+    ignoring = interpret(["sh", "-c", f"trap '' TERM; {wait}"], 100.0, lambda: pod_files.draft("main"))
+    waiting = ignoring.wait.resume(pod_files.draft("main", fresh=False), 101.0)
+    for at in (0.0, 0.5, 1.0):
+        on = waiting.signalled(at, pod_files.draft("main", fresh=False))
+        assert (on.seconds, on.wait.at, on.writes()) == (math.inf, 1.0, [])
+    pod_files.container("main").write("/tmp/drain", b"")
+    on = waiting.signalled(0.5, pod_files.draft("main", fresh=False))
+    assert (on.exit_code, on.wait, [text for _, _, text in on.writes()]) == (0, None, ["done\n"])  # by itself
+    assert interpret(["sh", "-c", wait], 100.0, lambda: pod_files.draft("main")).wait.resume(
+        pod_files.draft("main", fresh=False), 101.0).signalled is None  # no trap: nothing to work out
+
+
 @pytest.mark.parametrize("script", [
     "until [ -f /tmp/ready ]; do sleep 1; done",  # no files given: it cannot see any change
     "if true; then until [ -f /tmp/ready ]; do sleep 1; done; fi",  # not at the top level
