@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
+import math
 import os
 import random
 import re
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, AsyncIterator, Callable
 
 import orjson
@@ -58,15 +61,38 @@ def name_suffix(prefix: str) -> str:
     return "".join((_NAME_PAIRS[n % 729], _NAME_PAIRS[n // 729 % 729], NAME_CHARS[n // 531441]))
 
 
+log = logging.getLogger(__name__)
 SYSTEM = User("system:apiserver", ("system:masters",))
 #: how often a patch is re-applied after losing a race with another write (upstream retries
 #: until it wins; every round some writer wins, so this bound is only a guard)
 PATCH_ATTEMPTS = 64
 #: entries a list scans (and decodes, the first time) between yields to the event loop
 LIST_CHUNK = 1024
-#: how long a read at a resourceVersion the cache has not reached waits for it (upstream's blockTimeout, 3 s,
-#: which no flag sets; NANOKUBE_FUTURE_RV_WAIT (seconds) sets a shorter one for tests that ask for many)
-FUTURE_RV_WAIT = float(os.environ.get("NANOKUBE_FUTURE_RV_WAIT", "3"))
+#: upstream's blockTimeout, which no flag sets
+BLOCK_TIMEOUT = 3.0
+FUTURE_RV_WAIT_ENV = "NANOKUBE_FUTURE_RV_WAIT"
+
+
+def future_rv_wait(env: Mapping[str, str] = os.environ) -> float:
+    """BLOCK_TIMEOUT, or the shorter wait (seconds) NANOKUBE_FUTURE_RV_WAIT sets for tests that ask for
+    many 504s. Any other value is named in a warning and the wait stays upstream's: this is read at
+    import, where a refusal would be a traceback."""
+    raw = env.get(FUTURE_RV_WAIT_ENV)
+    if not raw:
+        return BLOCK_TIMEOUT
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = math.nan
+    if 0 < wait <= BLOCK_TIMEOUT:
+        return wait
+    log.warning("%s=%s is not a wait of more than 0 and at most %g seconds: a read at a future resourceVersion "
+                "waits %g s", FUTURE_RV_WAIT_ENV, raw, BLOCK_TIMEOUT, BLOCK_TIMEOUT)
+    return BLOCK_TIMEOUT
+
+
+#: how long a read at a resourceVersion the cache has not reached waits for it
+FUTURE_RV_WAIT = future_rv_wait()
 #: a watch that allows bookmarks gets one this often, busy or idle, and its last this long before it times
 #: out (upstream's cacher: defaultBookmarkFrequency, cacheWatcher.nextBookmarkTime's pre-timeout bookmark)
 BOOKMARK_FREQUENCY = 60.0

@@ -100,3 +100,17 @@ async def test_a_resource_version_is_a_plain_unsigned_number_on_every_read(monke
                 assert r.status == 504  # (the largest revision there is: a future one)
     finally:
         await server.stop()
+
+
+def test_the_wait_for_a_future_resource_version_shortens_only_through_the_environment(caplog):
+    """NANOKUBE_FUTURE_RV_WAIT may shorten upstream's 3 s; a value that is not a wait over 0 and at
+    most 3 s (read at import, where a refusal would be a traceback) is named in a warning and the
+    wait stays 3 s."""
+    assert rest.future_rv_wait({}) == rest.BLOCK_TIMEOUT == 3.0
+    assert rest.future_rv_wait({"NANOKUBE_FUTURE_RV_WAIT": "0.2"}) == 0.2
+    for bad in ("0", "-1", "7", "nan", "soon"):
+        caplog.clear()
+        assert rest.future_rv_wait({"NANOKUBE_FUTURE_RV_WAIT": bad}) == 3.0
+        assert [r.getMessage() for r in caplog.records] == [
+            f"NANOKUBE_FUTURE_RV_WAIT={bad} is not a wait of more than 0 and at most 3 seconds: a read at a future "
+            "resourceVersion waits 3 s"]
