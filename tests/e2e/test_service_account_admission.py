@@ -13,6 +13,8 @@ import sys
 import time
 import urllib.request
 
+import pytest
+
 from tests.e2e.conftest import running_cluster, wait_for
 from tests.e2e.manifests import to_yaml
 from tests.e2e.test_controller_manager_identities import manager, stop
@@ -72,28 +74,35 @@ def test_a_pod_naming_a_missing_account_is_refused(cluster):
             'serviceaccount "robot" not found') in r.stderr
 
 
-def test_a_standalone_manager_publishes_the_ca_its_kubeconfig_trusts(tmp_path):
+@pytest.fixture(scope="module")
+def no_controllers():
+    """A cluster without controllers nor ServiceAccount admission, for the next two tests."""
+    with running_cluster("no-sa", ("--controllers", "", "--disable-admission-plugins", "ServiceAccount")) as c:
+        yield c
+
+
+def test_a_standalone_manager_publishes_the_ca_its_kubeconfig_trusts(no_controllers, tmp_path):
     """kube-controller-manager without --root-ca-file publishes its client's CA data."""
-    with running_cluster("root-ca", ("--controllers", "")) as c:
-        assert c.kubectl("get", "configmap", "kube-root-ca.crt", check=False).returncode == 1
-        p = manager(c, tmp_path / "kcm.log", "--controllers", "root-ca-cert-publisher")
-        try:
-            cm = wait_for(lambda: c.kubectl("get", "configmap", "kube-root-ca.crt", "-o", "json", check=False).stdout,
-                          60, "kube-root-ca.crt")
-        finally:
-            stop(p)
-        assert json.loads(cm)["data"] == {"ca.crt": (c.data_dir / "pki" / "ca.crt").read_text()}
+    c = no_controllers
+    assert c.kubectl("get", "configmap", "kube-root-ca.crt", check=False).returncode == 1
+    p = manager(c, tmp_path / "kcm.log", "--controllers", "root-ca-cert-publisher")
+    try:
+        cm = wait_for(lambda: c.kubectl("get", "configmap", "kube-root-ca.crt", "-o", "json", check=False).stdout,
+                      60, "kube-root-ca.crt")
+    finally:
+        stop(p)
+    assert json.loads(cm)["data"] == {"ca.crt": (c.data_dir / "pki" / "ca.crt").read_text()}
 
 
-def test_disable_admission_plugins_turns_service_account_admission_off(tmp_path):
+def test_disable_admission_plugins_turns_service_account_admission_off(no_controllers, tmp_path):
     """`--disable-admission-plugins ServiceAccount`, as with kube-apiserver: a cluster without the
     serviceaccount controller admits pods, which then name no account and mount no token; a name
     kube-apiserver does not know, or a plugin nanokube always runs, stops `up` with exit code 2."""
-    with running_cluster("no-sa", ("--controllers", "", "--disable-admission-plugins", "ServiceAccount")) as c:
-        c.kubectl("create", "namespace", NS)
-        c.kubectl("apply", "-f", "-", input=to_yaml([_pod("bare")]))
-        spec = c.kubectl_json("get", "pod", "bare", "-n", NS)["spec"]
-        assert "serviceAccountName" not in spec and "volumes" not in spec
+    c = no_controllers
+    c.kubectl("create", "namespace", NS)
+    c.kubectl("apply", "-f", "-", input=to_yaml([_pod("bare")]))
+    spec = c.kubectl_json("get", "pod", "bare", "-n", NS)["spec"]
+    assert "serviceAccountName" not in spec and "volumes" not in spec
     for names, why in (("Nope", 'disable-admission-plugins plugin "Nope" is unknown'),
                        ("ServiceAccount,LimitRanger", "nanokube always runs LimitRanger")):
         r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--port", "0", "--data-dir", str(tmp_path),
