@@ -170,6 +170,14 @@ def _revision(resource_version: str) -> int:
     return int(resource_version)
 
 
+def _object_revision(resource_version: Any) -> int | None:
+    """An object's metadata.resourceVersion on an update or patch as the store's versioner reads it
+    (ObjectResourceVersion, strconv.ParseUint: "007" is 7, "0" asks for no version as none does); one
+    that does not parse is _revision's 400 (upstream's raw strconv error is a 500). None for a value of
+    another type, which matches no revision."""
+    return _revision(resource_version) if isinstance(resource_version, str) else None
+
+
 def _same_namespace(res: Resource, md: dict, requested: str | None) -> None:
     """EnsureObjectNamespaceMatchesRequestNamespace, as BeforeCreate and BeforeUpdate run it after mutating
     admission: a namespace a policy or webhook removed is the request's again, one it changed a 400."""
@@ -1017,9 +1025,10 @@ class GenericREST:
         if uid and uid != stored_uid:  # the body's uid is a precondition, as upstream's UpdatedObjectInfo makes it
             raise errors.conflict(res.group, res.plural, name, _precondition_failed(key, "UID", uid, stored_uid))
         rv = _meta(new).get("resourceVersion")
-        if not rv and not res.strategy.allow_unconditional_update:
+        rv = _object_revision(rv) if rv else 0
+        if rv == 0 and not res.strategy.allow_unconditional_update:
             raise _resource_version_required(res, name)
-        if rv and rv != str(entry.rev):
+        if rv != 0 and rv != entry.rev:
             raise errors.conflict(res.group, res.plural, name, errors.STALE)
         if rv:
             result = await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev,
@@ -1328,7 +1337,7 @@ class GenericREST:
                     "v1.ObjectMeta", meta, "v1.ObjectMeta", False), None if apply else _Patched(patch_type, patch))
             check_target(body.get("metadata") or {}, name, namespace if res.namespaced else None)
             patched_rv = (body.get("metadata") or {}).get("resourceVersion")
-            if patched_rv and patched_rv != str(entry.rev):
+            if patched_rv and _object_revision(patched_rv) not in (0, entry.rev):
                 raise errors.conflict(res.group, res.plural, name, errors.STALE)
             patched_uid = (body.get("metadata") or {}).get("uid")
             if patched_uid and patched_uid != entry.obj["metadata"].get("uid"):
