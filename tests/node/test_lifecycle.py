@@ -1,5 +1,6 @@
 import asyncio
 import contextlib
+import functools
 from types import SimpleNamespace
 
 import pytest
@@ -66,6 +67,14 @@ def phase_is(pods, name, phase):
         except APIError:
             return None
         return p if (p.get("status") or {}).get("phase") == phase else None
+    return check
+
+
+def loop_status(pods, restarts: int, state: str):
+    """A check that pod `loop`'s container has `restarts` restarts and is in `state`: its status then."""
+    async def check():
+        c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
+        return c if c["restartCount"] == restarts and state in c["state"] else None
     return check
 
 
@@ -155,11 +164,7 @@ async def test_restart_policy_always_restarts_at_once_then_with_backoff(env):
     await pods.create(pod("loop", annotations={"sim.nanokube.io/run-seconds": "5", "sim.nanokube.io/exit-code": "1"}))
     await eventually(phase_is(pods, "loop", "Running"))
 
-    def status(restarts, state):
-        async def check():
-            c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
-            return c if c["restartCount"] == restarts and state in c["state"] else None
-        return check
+    status = functools.partial(loop_status, pods)
     await clock.advance(5)
     c = await eventually(status(1, "running"))
     assert c["lastState"]["terminated"]["exitCode"] == 1
@@ -198,11 +203,7 @@ async def test_a_max_container_restart_period_shortens_the_back_off_from_its_fir
                                                    "sim.nanokube.io/exit-code": "1"}))
         await eventually(phase_is(pods, "loop", "Running"))
 
-        def status(restarts, state):
-            async def check():
-                c = (await pods.get("loop", "default"))["status"]["containerStatuses"][0]
-                return c if c["restartCount"] == restarts and state in c["state"] else None
-            return check
+        status = functools.partial(loop_status, pods)
         await clock.advance(5)
         await eventually(status(1, "running"))
         await clock.advance(5)

@@ -11,12 +11,17 @@ from nanokube.store.interface import KeyExists, RevisionMismatch
 from nanokube.store.sqlite import SQLiteStore
 
 
-def _kv_sql(path: str) -> str:
+def _one(path: str, query: str):
+    """The first column of `query`'s first row, read on a connection of its own."""
     db = sqlite3.connect(path)
     try:
-        return db.execute("SELECT sql FROM sqlite_master WHERE name='kv'").fetchone()[0]
+        return db.execute(query).fetchone()[0]
     finally:
         db.close()
+
+
+def _kv_sql(path: str) -> str:
+    return _one(path, "SELECT sql FROM sqlite_master WHERE name='kv'")
 
 
 async def _use(path: str) -> None:
@@ -82,11 +87,7 @@ async def test_reads_and_writes_on_the_stores_one_cursor_leave_no_snapshot_open(
 
 
 def _meta_revision(path: str) -> int:
-    db = sqlite3.connect(path)
-    try:
-        return db.execute("SELECT value FROM meta WHERE name='revision'").fetchone()[0]
-    finally:
-        db.close()
+    return _one(path, "SELECT value FROM meta WHERE name='revision'")
 
 
 @pytest.mark.parametrize("shared", [False, True])
