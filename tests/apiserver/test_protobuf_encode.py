@@ -93,6 +93,14 @@ def test_configmap_by_hand():
     assert pe.encode(cm) == unknown("v1", "ConfigMap", raw[:-2])
 
 
+def test_lengths_and_numbers_at_the_varint_byte_boundaries():
+    """The encoder's table of small varints against the test's own varints, either side of each byte boundary."""
+    for n in (0, 1, 127, 128, 129, 255, 256, 300, 16383, 16384, 16385, 1 << 21):
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "generation": n}, "data": {"k": "v" * n}}
+        meta = s(1, "x") + s(2) + s(3) + s(4) + s(5) + s(6) + v(7, n) + s(8)
+        assert pe.encode(cm) == unknown("v1", "ConfigMap", s(1, meta) + s(2, s(1, "k") + s(2, "v" * n))), n
+
+
 def test_pod_with_a_quantity_and_a_time_by_hand():
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "p", "namespace": "default", "creationTimestamp": "2023-11-14T22:13:20Z"},
