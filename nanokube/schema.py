@@ -10,7 +10,8 @@ semantics and OpenAPI serving are all derived from this one file.
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,7 +22,10 @@ REF_PREFIX = "#/$defs/"
 @functools.cache
 def builtin_definitions() -> dict[str, dict[str, Any]]:
     """The release-1.37 definitions as shipped: every built-in kind, nothing defined at run time."""
-    root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema" / "v1.37.0-local"
+    # found, not imported: the package's __init__ imports jsonschema and its dependencies (~0.2 CPU-s of
+    # every server start), none of which is used here
+    package = Path(importlib.util.find_spec("kubernetes_validate").submodule_search_locations[0])
+    root = package / "kubernetes-json-schema" / "v1.37.0-local"
     return orjson.loads((root / "_definitions.json").read_bytes())["$defs"]
 
 
