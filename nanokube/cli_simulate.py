@@ -138,14 +138,6 @@ def _exit(rc: int | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if os.environ.get("PYTHONHASHSEED") != "0":
-        # string hashing decides set order; a fixed seed makes the run repeatable. Re-executed before
-        # the control plane's modules are imported: the new interpreter imports them again.
-        os.execve(sys.executable, [sys.executable, "-c", REEXEC, *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"})
-    if args.quiet:  # the components' informational logs (nodes registered...) too; warnings and errors stay
-        import logging
-
-        logging.getLogger().setLevel(logging.WARNING)
     for bad, why in ((args.serve_port is not None and not args.speed,
                       "--serve-port needs --speed (virtual time otherwise outruns any client)"),
                      (args.speed is not None and args.speed <= 0, f"--speed {args.speed}: must be above 0"),
@@ -164,6 +156,15 @@ def run(args: argparse.Namespace) -> int:
         if bad:
             print(f"nanokube simulate: {why}", file=sys.stderr)
             return 2
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # string hashing decides set order; a fixed seed makes the run repeatable. Re-executed once the arguments
+        # are judged (a refusal needs no second interpreter) and before the control plane's modules are
+        # imported: the new interpreter imports them again.
+        os.execve(sys.executable, [sys.executable, "-c", REEXEC, *sys.argv[1:]], {**os.environ, "PYTHONHASHSEED": "0"})
+    if args.quiet:  # the components' informational logs (nodes registered...) too; warnings and errors stay
+        import logging
+
+        logging.getLogger().setLevel(logging.WARNING)
     # (imported once the arguments are judged: they import much of the control plane, 0.4 of a refusal's 0.55 CPU-s)
     from .apiserver.eventttl import parse_ttl
     from .node.cluster import ClusterFileError
