@@ -14,30 +14,7 @@ import sys
 
 import pytest
 
-CLUSTER = """\
-pools:
-  - name: n
-    count: 2
-    capacity: {cpu: "4", memory: 16Gi}
-"""
-MOST_ALLOCATED = """\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-  - schedulerName: default-scheduler
-    pluginConfig:
-      - name: NodeResourcesFit
-        args: {scoringStrategy: {type: MostAllocated}}
-"""
-
-
-def _simulate(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    (tmp_path / "tmp").mkdir(exist_ok=True)
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}, "TMPDIR": str(tmp_path / "tmp")}
-    cmd = [sys.executable, "-c", "import sys; from nanokube.cli import main; sys.exit(main(sys.argv[1:]))",
-           "simulate", "--cluster", str(tmp_path / "cluster.yaml"), "--trace", str(tmp_path / "trace.jsonl"),
-           "--quiet", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+from .simulate import CLUSTER, MOST_ALLOCATED, NODES, PODS, simulate, simulate_csv
 
 
 def test_output_and_exit_status_survive_the_fast_exit(tmp_path):
@@ -46,7 +23,7 @@ def test_output_and_exit_status_survive_the_fast_exit(tmp_path):
                                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}} for i in range(3)]
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
     out = tmp_path / "out"
-    proc = _simulate(tmp_path, "--until", "5", "--out", str(out))
+    proc = simulate(tmp_path, "--until", "5", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "default: 3/3 pods scheduled" in proc.stdout and "placements" in proc.stdout
     assert proc.stdout.rstrip().endswith(f"report: {out / 'report.html'}")
@@ -56,7 +33,7 @@ def test_output_and_exit_status_survive_the_fast_exit(tmp_path):
 
     # two configurations: the first stops as a library caller's run does, the second is left to the exit
     (tmp_path / "most.yaml").write_text(MOST_ALLOCATED)
-    proc = _simulate(tmp_path, "--until", "5", "--out", str(out), "--scheduler-config", str(tmp_path / "most.yaml"),
+    proc = simulate(tmp_path, "--until", "5", "--out", str(out), "--scheduler-config", str(tmp_path / "most.yaml"),
                      "--scheduler-config", str(tmp_path / "most.yaml"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "most#1: 3/3 pods scheduled" in proc.stdout and "most#2: 3/3 pods scheduled" in proc.stdout
@@ -64,7 +41,7 @@ def test_output_and_exit_status_survive_the_fast_exit(tmp_path):
     assert list((tmp_path / "tmp").iterdir()) == []
 
     (tmp_path / "trace.jsonl").write_text('{"time": -1, "object": {}}\n')
-    proc = _simulate(tmp_path)
+    proc = simulate(tmp_path)
     assert proc.returncode == 2
     assert "time: must be a number of seconds >= 0" in proc.stderr
 
@@ -72,27 +49,9 @@ def test_output_and_exit_status_survive_the_fast_exit(tmp_path):
 def test_a_bad_event_ttl_is_refused_before_the_run(tmp_path):
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
     (tmp_path / "trace.jsonl").write_text("")
-    proc = _simulate(tmp_path, "--event-ttl", "90")
+    proc = simulate(tmp_path, "--event-ttl", "90")
     assert proc.returncode == 2
     assert 'nanokube simulate: invalid argument "90" for "--event-ttl" flag' in proc.stderr
-
-
-NODES = """sn,cpu_milli,memory_mib,gpu,model
-openb-node-0000,32000,262144,0,
-openb-node-0001,96000,786432,8,V100M32
-"""
-PODS = """name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
-openb-pod-0000,12000,16384,1,1000,,LS,Running,0,100,0
-openb-pod-0001,6000,12288,1,460,,LS,Running,10,50,10
-"""
-
-
-def _csv(tmp_path, nodes: str, pods: str, *args: str) -> subprocess.CompletedProcess:
-    (tmp_path / "nodes.csv").write_text(nodes)
-    (tmp_path / "pods.csv").write_text(pods)
-    cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "nodes.csv"),
-           "--trace", str(tmp_path / "pods.csv"), "--quiet", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
 def test_a_malformed_openb_csv_is_one_line_naming_the_file_line_and_column(tmp_path):
@@ -114,14 +73,14 @@ def test_a_malformed_openb_csv_is_one_line_naming_the_file_line_and_column(tmp_p
          "(--inflate FACTOR)"),
     ]
     for nodes, pods, message in cases:
-        proc = _csv(tmp_path, nodes, pods)
+        proc = simulate_csv(tmp_path, nodes, pods)
         assert proc.returncode == 2, (message, proc.stderr[-2000:])
         assert message in proc.stderr and "Traceback" not in proc.stderr, (message, proc.stderr[-2000:])
 
 
 def test_a_csv_saved_with_a_byte_order_mark_and_crlf_line_ends_is_read(tmp_path):
     """As a spreadsheet saves it: the mark is not part of the first column's name."""
-    proc = _csv(tmp_path, "\ufeff" + NODES.replace("\n", "\r\n"), "\ufeff" + PODS.replace("\n", "\r\n"))
+    proc = simulate_csv(tmp_path, "\ufeff" + NODES.replace("\n", "\r\n"), "\ufeff" + PODS.replace("\n", "\r\n"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("default: 2/2 pods scheduled"), proc.stdout
 
@@ -131,19 +90,19 @@ def test_small_gpu_shares_keep_two_decimals(tmp_path):
     compared on a large cluster differ in the second decimal); 10% and more keep one."""
     nodes = NODES + "openb-node-0002,96000,786432,8,V100M32\n"
     pods = PODS.splitlines()[0] + "\nopenb-pod-0000,12000,16384,1,1000,,LS,Running,0,100,0\n"
-    proc = _csv(tmp_path, nodes, pods)
+    proc = simulate_csv(tmp_path, nodes, pods)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
     assert lines[header + 1].split()[:8] == ["default", "1", "1", "0", "0", lines[header + 1].split()[5], "6.25%",
                                              "0.0%"], lines
-    proc = _csv(tmp_path, nodes, pods.replace("16384,1,1000", "16384,2,1000"))
+    proc = simulate_csv(tmp_path, nodes, pods.replace("16384,1,1000", "16384,2,1000"))
     assert proc.stdout.splitlines()[header + 1].split()[6] == "12.5%", proc.stdout
 
 
 def test_an_untimed_task_list_is_sampled_by_inflation(tmp_path):
     pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\nt0,12000,16384,1,1000\nt1,6000,12288,1,500\n"
-    proc = _csv(tmp_path, NODES, pods, "--inflate", "1.0", "--seed", "2")
+    proc = simulate_csv(tmp_path, NODES, pods, "--inflate", "1.0", "--seed", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = proc.stdout.splitlines()[0]
     assert line.startswith("default: ") and " pods scheduled" in line
@@ -166,7 +125,7 @@ def test_the_table_compares_configurations_with_units(tmp_path):
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (tmp_path / "most.yaml").write_text(MOST_ALLOCATED)
     out = tmp_path / "out"
-    proc = _simulate(tmp_path, "--until", "400", "--out", str(out), "--scheduler-config", str(tmp_path / "most.yaml"))
+    proc = simulate(tmp_path, "--until", "400", "--out", str(out), "--scheduler-config", str(tmp_path / "most.yaml"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
@@ -219,81 +178,6 @@ def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path, signum, status, sai
     [run] = json.loads((out / "results.json").read_text())["runs"]
     assert run["interrupted"] is True and run["pods"] == 1 and run["virtual_s"] < 60
     assert (out / "report.html").exists()
-
-
-@pytest.mark.timeout(600)  # thirteen simulate processes: a loaded machine takes up to ~10 s to start each
-def test_what_if_more_fewer_or_other_nodes(tmp_path):
-    """Four 3-CPU pods on 4-CPU nodes: one pod a node, so the pods scheduled count the nodes."""
-    (tmp_path / "cluster.yaml").write_text(CLUSTER)
-    (tmp_path / "big.yaml").write_text(CLUSTER.replace("name: n", "name: big").replace("count: 2", "count: 1")
-                                       .replace('cpu: "4"', 'cpu: "8"'))
-    pods = [{"time": 0, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"}, "spec": {
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}}} for i in range(4)]
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
-
-    def nodes(*args: str) -> list[str]:
-        out = tmp_path / "out"
-        proc = _simulate(tmp_path, "--until", "5", "--out", str(out), *args)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        return sorted(set(json.loads((out / "results.json").read_text())["runs"][0]["placements"].values()))
-
-    assert nodes() == ["n-0", "n-1"]
-    assert nodes("--add-nodes", "n=2") == ["n-0", "n-1", "n-2", "n-3"]
-    assert "<code>" + str(tmp_path / "cluster.yaml") + "</code> with --add-nodes n=2," in \
-        (tmp_path / "out" / "report.html").read_text()
-    assert nodes("--drop-nodes", "1") == ["n-0"]
-    assert nodes("--drop-nodes", "50%", "--add-nodes", "n=1") == ["n-0", "n-1"]
-    assert nodes("--cluster", str(tmp_path / "big.yaml")) == ["big-0", "n-0", "n-1"]
-    # a drop takes from the first file's nodes, the cluster as it is, not from a file of nodes added
-    # (seed 0 drew big-0 and one n when the draw took 50% of all three)
-    dropped = nodes("--cluster", str(tmp_path / "big.yaml"), "--drop-nodes", "50%")
-    assert len(dropped) == 2 and dropped[0] == "big-0" and dropped[1] in ("n-0", "n-1"), dropped
-
-    proc = subprocess.run([sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
-                           "--trace", str(tmp_path / "trace.jsonl"), "--add-nodes", "n=1", "--until", "1"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "cluster: 3 nodes, 0 GPUs in 1 pools" in proc.stderr, proc.stderr[-2000:]
-    for args, message in [
-        (("--add-nodes", "gpu=3"), "--add-nodes: no pool 'gpu'; the cluster's pools: n"),
-        (("--add-nodes", "n"), "--add-nodes 'n': want POOL=COUNT, e.g. n=10"),
-        (("--drop-nodes", "2"), "--drop-nodes 2: 2 of the cluster's 2 nodes would leave none"),
-        (("--drop-nodes", "0.1"), "--drop-nodes '0.1': want a number of nodes (50) or a percentage of them (10%)"),
-        (("--cluster", str(tmp_path / "cluster.yaml")), "cluster.yaml: pool 'n' is also in"),
-        (("--inflate", "-1"), "--inflate -1.0: must be above 0"),
-        (("--inflate", "1.3", "--drain"), "--drain with --inflate: inflated pods never end"),
-    ]:
-        proc = _simulate(tmp_path, *args)
-        assert proc.returncode == 2 and "nanokube simulate: " in proc.stderr and message in proc.stderr, \
-            (args, proc.stderr[-2000:])
-
-
-def test_drain_runs_on_until_the_pods_end(tmp_path):
-    """Without --drain the run ends at the trace's last write (2 s), the pods still waiting;
-    with it, at the last pod's end, or 10 quiet minutes after it when a pod fits nowhere."""
-    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace("count: 2", "count: 1"))
-    pod = lambda name, secs, cpu="3": {"apiVersion": "v1", "kind": "Pod", "metadata": {  # noqa: E731
-        "name": name, "annotations": {"sim.nanokube.io/run-seconds": str(secs)}}, "spec": {
-        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
-                                                  "resources": {"requests": {"cpu": cpu}}}]}}
-    events = [{"time": 0, "object": pod("hog", 100)}, {"time": 1, "object": pod("a", 50)},
-              {"time": 2, "object": pod("b", 50)}]
-    out = tmp_path / "out"
-
-    def run(*args: str) -> dict:
-        (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-        proc = _simulate(tmp_path, "--out", str(out), *args)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        return json.loads((out / "results.json").read_text())["runs"][0]
-
-    cut = run()
-    assert cut["virtual_s"] == 2 and cut["summary"]["pending_at_end"] == 2 and cut["summary"]["makespan_s"] is None
-    drained = run("--drain")
-    assert drained["virtual_s"] == 200 and drained["scheduled"] == 3 and drained["summary"]["makespan_s"] == 200
-    events.append({"time": 2, "object": pod("too-big", 10, cpu="5")})
-    stuck = run("--drain")
-    assert stuck["virtual_s"] == 200 + 600 and stuck["summary"]["pending_at_end"] == 1
-    assert run("--drain", "--until", "150")["virtual_s"] == 150
-    assert "</code> (--until 150.0 --drain), seed 0" in (out / "report.html").read_text()
 
 
 def test_progress_counts_the_trace_writes_replayed(tmp_path):
@@ -360,12 +244,12 @@ def test_a_reader_gone_from_stdout_ends_the_command_without_a_traceback(tmp_path
 
 
 def test_limit_pods_replays_the_first_pods_created(tmp_path):
-    proc = _csv(tmp_path, NODES, PODS, "--limit-pods", "1", "--out", str(tmp_path / "out"))
+    proc = simulate_csv(tmp_path, NODES, PODS, "--limit-pods", "1", "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("default: 1/1 pods scheduled"), proc.stdout
     [run] = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
     assert list(run["placements"]) == ["default/openb-pod-0000"] and run["virtual_s"] == 100  # its deletion
-    proc = _csv(tmp_path, NODES, PODS, "--limit-pods", "0")
+    proc = simulate_csv(tmp_path, NODES, PODS, "--limit-pods", "0")
     assert proc.returncode == 2 and "nanokube simulate: --limit-pods 0: must be 1 or more" in proc.stderr
 
 
@@ -392,7 +276,7 @@ def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path)
         (("--scheduler-config", str(tmp_path / "cluster.yaml")),
          f'{tmp_path / "cluster.yaml"}: no kind "" is registered for version ""'),
     ]:
-        proc = _simulate(tmp_path, *args)
+        proc = simulate(tmp_path, *args)
         assert proc.returncode == 2, (args, proc.stderr[-2000:])
         assert f"nanokube simulate: {message}" in proc.stderr and "Traceback" not in proc.stderr, \
             (args, proc.stderr[-2000:])
@@ -412,7 +296,7 @@ def test_refused_trace_writes_are_counted_after_the_run(tmp_path):
               {"time": 2, "object": {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}}]
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     out = tmp_path / "out"
-    proc = _simulate(tmp_path, "--out", str(out), "--until", "1h")
+    proc = simulate(tmp_path, "--out", str(out), "--until", "1h")
     assert proc.returncode == 0, proc.stderr[-2000:]
     first = 'create Pod bad: Pod "bad" is invalid: spec.containers: Required value'
     assert f"nanokube simulate: {first}" in proc.stderr, proc.stderr[-2000:]
@@ -424,46 +308,10 @@ def test_refused_trace_writes_are_counted_after_the_run(tmp_path):
     assert json.loads((out / "results.json").read_text())["inputs"]["until"] == 3600
 
     (tmp_path / "trace.jsonl").write_text(json.dumps(events[0]) + "\n")
-    proc = _simulate(tmp_path, "--out", str(out), "--until", "1d12h")
+    proc = simulate(tmp_path, "--out", str(out), "--until", "1d12h")
     assert proc.returncode == 0 and "trace write" not in proc.stdout, proc.stdout
     assert json.loads((out / "results.json").read_text())["runs"][0]["refused_writes"] == []
     assert json.loads((out / "results.json").read_text())["inputs"]["until"] == 36 * 3600
-
-
-def test_arrival_rate_replays_arrivals_sooner_and_keeps_lifetimes(tmp_path):
-    """One 4-CPU node, three 3-CPU pods 100 s apart, each deleted 50 s after its creation: one
-    at a time fits. At 4x they arrive 25 s apart and still live 50 s, so each waits for the one
-    before it: the delays the what-if is for."""
-    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace("count: 2", "count: 1"))
-    pod = lambda name: {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {  # noqa: E731
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}}
-    events = []
-    for i in range(3):
-        events += [{"time": 100 * i, "object": pod(f"p{i}")},
-                   {"time": 100 * i + 50, "verb": "delete", "object": pod(f"p{i}")}]
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    out = tmp_path / "out"
-
-    def run(*args: str) -> dict:
-        proc = _simulate(tmp_path, "--out", str(out), *args)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        return json.loads((out / "results.json").read_text())["runs"][0]
-
-    same = run()
-    assert [v[0] for v in same["timeline"].values()] == [0, 100, 200] and same["virtual_s"] == 250
-    assert same["summary"]["scheduling_delay_s"]["max"] == 0
-    busy = run("--arrival-rate", "4")
-    assert [v[0] for v in busy["timeline"].values()] == [0, 25, 50] and busy["virtual_s"] == 100
-    assert [v[3] for v in busy["timeline"].values()] == [50, 75, 100]  # each lives its 50 s
-    assert [v[1] for v in busy["timeline"].values()] == [0, 50, 75]  # bound once the one before is gone
-    assert busy["summary"]["scheduling_delay_s"]["max"] == 25
-    assert "(--arrival-rate 4.0)" in (out / "report.html").read_text()
-    assert json.loads((out / "results.json").read_text())["inputs"]["arrival_rate"] == 4.0
-    for args, message in [(("--arrival-rate", "0"), "--arrival-rate 0.0: must be above 0"),
-                          (("--arrival-rate", "2", "--inflate", "1.3"), "--arrival-rate with --inflate: ")]:
-        proc = _simulate(tmp_path, *args)
-        assert proc.returncode == 2 and f"nanokube simulate: {message}" in proc.stderr, (args, proc.stderr[-2000:])
 
 
 def test_pods_the_trace_deletes_while_they_wait_are_counted_apart(tmp_path):
@@ -477,7 +325,7 @@ def test_pods_the_trace_deletes_while_they_wait_are_counted_apart(tmp_path):
               {"time": 2, "object": pod("waits")}, {"time": 50, "verb": "delete", "object": pod("gives-up")}]
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     out = tmp_path / "out"
-    proc = _simulate(tmp_path, "--until", "60", "--out", str(out))
+    proc = simulate(tmp_path, "--until", "60", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("default: 1/3 pods scheduled, virtual 60s (1m00s) in wall "), lines[0]
@@ -488,42 +336,6 @@ def test_pods_the_trace_deletes_while_they_wait_are_counted_apart(tmp_path):
     summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
     assert summary["deleted_waiting"] == 1 and summary["pending_at_end"] == 1
     assert "<th>deleted waiting</th>" in (out / "report.html").read_text()
-
-
-def test_keep_run_times_delays_a_waiting_task_instead_of_cutting_it_short(tmp_path):
-    """One 8-GPU node, three 8-GPU tasks: a ran 0-100 s; c was never scheduled in the trace
-    (deleted at 60 s, waiting); d ran 30-80 s there (on a node this cluster lacks) and failed.
-    Replayed as the trace says, d waits for a's GPUs and is deleted at 80 s before it ever runs;
-    with --keep-run-times it runs its 50 s once a has ended, and fails as it did."""
-    pods = (PODS.split("\n")[0] + "\n"
-            "a,1000,1024,8,1000,,LS,Running,0,100,0\n"
-            "c,1000,1024,8,1000,,BE,Pending,20,60,\n"
-            "d,1000,1024,8,1000,,BE,Failed,30,80,30\n")
-    out = tmp_path / "out"
-
-    def run(*args: str) -> dict:
-        proc = _csv(tmp_path, NODES, pods, "--out", str(out), *args)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        return json.loads((out / "results.json").read_text())["runs"][0]
-
-    cut = run()
-    assert cut["scheduled"] == 1 and cut["summary"]["deleted_waiting"] == 2 and cut["virtual_s"] == 100
-    kept = run("--keep-run-times")
-    a, c, d = (kept["timeline"][f"default/{n}"] for n in "acd")
-    assert a[3] - a[2] == 100 and c[1] is None and c[3] == 60
-    assert d[1] >= a[3] and d[3] - d[2] == 50  # bound once a's GPUs are free, then its own 50 s
-    assert kept["summary"]["deleted_waiting"] == 1 and kept["summary"]["makespan_s"] == d[3]
-    assert kept["virtual_s"] == d[3]  # --drain: on to the last task's end, past the trace's last write (60 s)
-    assert "--keep-run-times --drain" in (out / "report.html").read_text()
-
-    for args, message in [
-        (("--keep-run-times", "--inflate", "1.3"), "--keep-run-times with --inflate: inflated pods never end"),
-    ]:
-        proc = _csv(tmp_path, NODES, pods, *args)
-        assert proc.returncode == 2 and f"nanokube simulate: {message}" in proc.stderr, (args, proc.stderr[-2000:])
-    proc = _csv(tmp_path, NODES, pods.replace("30,80,30", "30,80,90"), "--keep-run-times")
-    assert proc.returncode == 2 and "pods.csv:4: scheduled_time: 90 is not between creation_time 30 and " \
-                                    "deletion_time 80" in proc.stderr, proc.stderr[-2000:]
 
 
 def test_a_terminal_too_narrow_for_the_rows_gets_the_configurations_side_by_side(tmp_path):
@@ -544,21 +356,8 @@ def test_a_terminal_too_narrow_for_the_rows_gets_the_configurations_side_by_side
     assert next(line for line in lines if line.startswith("PODS ")).split() == ["PODS", "1", "1"]
     assert next(line for line in lines if line.startswith("DELAY P99 ")).split() == ["DELAY", "P99", "0.0s", "0.0s"]
 
-    proc = _simulate(tmp_path, "--until", "1", "--scheduler-config", str(tmp_path / "most.yaml"))
+    proc = simulate(tmp_path, "--until", "1", "--scheduler-config", str(tmp_path / "most.yaml"))
     header = next(line for line in proc.stdout.splitlines() if line.startswith("CONFIGURATION"))
     assert header.split("   ")[:3] == ["CONFIGURATION", "PODS", "SCHEDULED"], proc.stdout
 
 
-def test_a_pool_of_no_nodes_is_a_node_type_to_add(tmp_path):
-    """`count: 0` declares a node type without nodes, for `--add-nodes` to add: a 3-CPU pod fits
-    only the big nodes, none of which exist until added."""
-    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace('cpu: "4"', 'cpu: "2"') + CLUSTER.replace(
-        "pools:\n", "").replace("name: n", "name: big").replace("count: 2", "count: 0"))
-    pod = {"time": 0, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}}}
-    (tmp_path / "trace.jsonl").write_text(json.dumps(pod) + "\n")
-    for args, want in [((), {}), (("--add-nodes", "big=1"), {"default/p": "big-0"})]:
-        out = tmp_path / "out"
-        proc = _simulate(tmp_path, "--until", "5", "--out", str(out), *args)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert json.loads((out / "results.json").read_text())["runs"][0]["placements"] == want
