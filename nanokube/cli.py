@@ -24,28 +24,27 @@ COMMANDS = {"fault": "cli_fault", "metrics": "cli_metrics", "controller-manager"
 
 async def _up(args: argparse.Namespace) -> int:
     gcsettle.defer()  # until gcsettle.settle() below, once everything has started
-    # what judges the flags first: a refused flag stops `up` before the components are imported
-    from .apiserver.eventttl import parse_ttl
+    # what judges the flags first: a refused flag stops `up` before the components are imported, and
+    # the checks that need a heavier module (the scheduler's plugins, the Prometheus client, the watch
+    # cache) import it only where its flag is set, or come last
     from .machinery import goduration
-    from .metrics.prometheus import load_source
-    from .metrics.provider import MetricsProvider
     from .metrics.rules import RulesError
     from .node.cluster import ClusterFileError, default_cluster, load_cluster
     from .proxy.modes import ModeError, select_mode
     from .apiserver.audit_policy import PolicyError
     from .apiserver.audit_policy import load as load_audit_policy
     from .apiserver import audit_options
-    from .apiserver.audit_webhook import WebhookError
-    from .scheduler.config import ConfigError, SchedulerConfig
-    from .scheduler.config import load as load_scheduler_config
 
+    metrics_source = None  # the builtin provider
+    if (args.metrics_provider, args.metrics_rules) != ("builtin", None):
+        from .metrics.prometheus import load_source
+
+        try:
+            metrics_source = load_source(args.metrics_provider, args.metrics_rules)
+        except RulesError as e:
+            print(f"nanokube: {e}", file=sys.stderr)
+            return 2
     try:
-        MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
-    except RulesError as e:
-        print(f"nanokube: {e}", file=sys.stderr)
-        return 2
-    try:
-        event_ttl = parse_ttl(args.event_ttl)
         signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
@@ -61,14 +60,16 @@ async def _up(args: argparse.Namespace) -> int:
     except audit_options.FlagError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
-    except WebhookError as e:
-        print(f"nanokube: --audit-webhook-config-file: {e}", file=sys.stderr)
-        return 2
-    try:
-        sched_cfg = load_scheduler_config(args.scheduler_config) if args.scheduler_config else None
-    except (ConfigError, OSError) as e:
-        print(f"nanokube: --scheduler-config: {e}", file=sys.stderr)
-        return 2
+    sched_cfg = None
+    if args.scheduler_config:
+        from .scheduler.config import ConfigError
+        from .scheduler.config import load as load_scheduler_config
+
+        try:
+            sched_cfg = load_scheduler_config(args.scheduler_config)
+        except (ConfigError, OSError) as e:
+            print(f"nanokube: --scheduler-config: {e}", file=sys.stderr)
+            return 2
     try:
         cluster = load_cluster(args.cluster) if args.cluster else default_cluster()
         proxy_mode, mode_warnings = select_mode(args.proxy_mode) if args.runtime == "process" or args.proxy_mode \
@@ -85,7 +86,16 @@ async def _up(args: argparse.Namespace) -> int:
     if args.min_request_timeout < 0:
         print("nanokube: --min-request-timeout can not be negative value", file=sys.stderr)
         return 2
+    from .apiserver.eventttl import parse_ttl
+
+    try:
+        event_ttl = parse_ttl(args.event_ttl)
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
     from .apiserver.app import APIServer
+    from .metrics.provider import MetricsProvider
+    from .scheduler.config import SchedulerConfig
     from .apiserver.kubernetes_service import default_advertise_address
     from .cli_scheduler import ElectedScheduler
     from .component_cli import stop_on_signals
@@ -108,6 +118,7 @@ async def _up(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
+    MetricsProvider.default_source = metrics_source
     data_dir = os.path.abspath(args.data_dir)
     os.makedirs(data_dir, exist_ok=True)
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))

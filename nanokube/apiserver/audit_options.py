@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from ..machinery import goduration
 from .audit_file import LogOptions
+from .audit_modes import MODES
 from .audit_truncate import MAX_BATCH, MAX_EVENT, Truncate
-from .audit_webhook import MODES, WebhookBackend
+
+if TYPE_CHECKING:
+    from .audit_webhook import WebhookBackend
 
 #: the event versions kube-apiserver 1.37 serializes (--audit-log-version, --audit-webhook-version)
 VERSIONS = ("audit.k8s.io/v1",)
@@ -20,6 +24,10 @@ FORMATS = ("json", "legacy")
 
 class FlagError(ValueError):
     """A flag value kube-apiserver's validation refuses: `up` does not start."""
+
+
+class WebhookConfigError(FlagError):
+    """--audit-webhook-config-file names a configuration the webhook backend cannot use."""
 
 
 def go_bool(text: str) -> bool:
@@ -145,7 +153,7 @@ def log_options(args: argparse.Namespace, enabled: bool = True) -> LogOptions:
 
 def webhook(args: argparse.Namespace) -> WebhookBackend | None:
     """The webhook backend --audit-webhook-config-file names, or None; FlagError as
-    AuditWebhookOptions.Validate words it, audit_webhook.WebhookError for its configuration."""
+    AuditWebhookOptions.Validate words it, WebhookConfigError for its configuration."""
     if not args.audit_webhook_config_file:
         return None
     mode = args.audit_webhook_mode
@@ -158,8 +166,13 @@ def webhook(args: argparse.Namespace) -> WebhookBackend | None:
         backoff = goduration.parse(args.audit_webhook_initial_backoff, "--audit-webhook-initial-backoff")
     except ValueError as e:
         raise FlagError(str(e)) from None
-    return WebhookBackend(args.audit_webhook_config_file, mode, max_batch=size, max_wait=wait, buffer=buffer,
-                          initial_backoff=backoff, throttle=throttle, truncate=truncate)
+    from .audit_webhook import WebhookBackend, WebhookError  # its client (aiohttp): once the flags are judged
+
+    try:
+        return WebhookBackend(args.audit_webhook_config_file, mode, max_batch=size, max_wait=wait, buffer=buffer,
+                              initial_backoff=backoff, throttle=throttle, truncate=truncate)
+    except WebhookError as e:
+        raise WebhookConfigError(f"--audit-webhook-config-file: {e}") from None
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:

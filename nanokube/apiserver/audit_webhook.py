@@ -24,11 +24,10 @@ import aiohttp
 
 from ..client import kubeconfig
 from . import audit_truncate
+from .audit_modes import MODES
 
 log = logging.getLogger(__name__)
 
-#: kube-apiserver's AllowedModes, in its order (that of its "allowed modes are" message)
-MODES = ("batch", "blocking", "blocking-strict")
 _HEAD = b'{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":['
 
 

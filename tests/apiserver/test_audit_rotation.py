@@ -121,3 +121,18 @@ def test_audit_flags_upstream_refuses_stop_up(tmp_path, flags, error):
                         "--audit-webhook-config-file", str(tmp_path / "webhook.yaml"), *flags],
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stderr) == (2, f"nanokube: {error}\n")
+
+
+def test_a_refused_audit_flag_stops_up_before_the_server_and_the_webhook_client_are_imported(tmp_path):
+    """kube-apiserver validates its options before it builds anything: so does `up`, cheaply."""
+    (tmp_path / "webhook.yaml").write_text("apiVersion: v1\nkind: Config\n")
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path / "data"),
+                        "--audit-webhook-config-file", str(tmp_path / "webhook.yaml"), "--audit-webhook-mode", "async"],
+                       capture_output=True, text=True, timeout=60)
+    imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    assert r.returncode == 2 and r.stderr.endswith(
+        'nanokube: invalid audit webhook mode async, allowed modes are "batch,blocking,blocking-strict"\n')
+    assert "nanokube.apiserver.audit_options" in imported  # (the listing is read right)
+    assert not imported & {"nanokube.apiserver.app", "nanokube.apiserver.audit_webhook", "nanokube.apiserver.cache",
+                           "nanokube.scheduler.plugins", "nanokube.metrics.prometheus"}
+    assert not (tmp_path / "data").exists()
