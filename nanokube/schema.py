@@ -22,7 +22,7 @@ REF_PREFIX = "#/$defs/"
 @functools.cache
 def builtin_definitions() -> dict[str, dict[str, Any]]:
     """The release-1.37 definitions as shipped: every built-in kind, nothing defined at run time."""
-    # found, not imported: the package's __init__ imports jsonschema and its dependencies (~0.2 CPU-s of
+    # found, not imported: the package's __init__ imports jsonschema and its dependencies (~60 ms of
     # every server start), none of which is used here
     package = Path(importlib.util.find_spec("kubernetes_validate").submodule_search_locations[0])
     root = package / "kubernetes-json-schema" / "v1.37.0-local"
