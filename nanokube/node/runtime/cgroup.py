@@ -24,6 +24,7 @@ import itertools
 import logging
 import os
 import select
+import subprocess
 import time
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,10 @@ class Cgroups:
             log.warning("cgroup v2 at %s lacks cgroup.kill: kills reach process groups only", base)
             os.rmdir(root)
             return
+        if (why := refuses_processes(root)) is not None:
+            log.warning("cgroup %s takes no process (%s): kills reach process groups only", root, why)
+            remove(root)
+            return
         self.root = root
 
     def close(self) -> None:
@@ -89,6 +94,26 @@ class Cgroups:
         if container is None:
             return None
         return _made(os.path.join(container, f"exec-{next(self._execs)}"), parents=False)
+
+
+def refuses_processes(root: str) -> str | None:
+    """Why no process can join a cgroup below `root` (a host that delegates the directory but not
+    its cgroup.procs, a read-only or foreign hierarchy), tried once with a short-lived shell; None
+    where one can. Without this a launch would fail every container instead of falling back."""
+    probe = os.path.join(root, "probe")
+    try:
+        os.mkdir(probe)
+        done = subprocess.run(["sh", "-c", 'test -f "$1" && echo 0 > "$1"', "sh", os.path.join(probe, "cgroup.procs")],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        return str(e)
+    finally:
+        if os.path.exists(os.path.join(probe, "cgroup.events")):
+            remove(probe)
+        else:
+            with contextlib.suppress(OSError):
+                os.rmdir(probe)
+    return None if done.returncode == 0 else done.stderr.strip() or "it has no cgroup.procs"
 
 
 def _made(path: str, parents: bool = True) -> str | None:

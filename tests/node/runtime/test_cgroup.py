@@ -172,3 +172,20 @@ async def test_without_a_cgroup2_hierarchy_the_runtime_says_so_and_its_pods_run_
         await pods.delete("plain", "default")
         await eventually(gone(pods, "plain"))
         assert not alive(child)
+
+
+def test_a_directory_no_process_can_join_is_told_from_a_cgroup(tmp_path):
+    """The runtime tries once that a process can join a cgroup below its own before it relies on
+    cgroups: a directory that is no cgroup (as a hierarchy that withholds cgroup.procs) is refused
+    with why, this host's cgroup2 taken, and the probe leaves nothing behind either way."""
+    assert cgroup.refuses_processes(str(tmp_path)) == "it has no cgroup.procs"
+    assert os.listdir(tmp_path) == []
+    cgroups = Cgroups("t" + secrets.token_hex(3))
+    cgroups.create()
+    if cgroups.root is None:
+        pytest.skip("SKIPPED LOUDLY: no writable cgroup v2 hierarchy with cgroup.kill here")
+    try:
+        assert cgroup.refuses_processes(cgroups.root) is None
+        assert not os.path.exists(os.path.join(cgroups.root, "probe"))
+    finally:
+        cgroups.close()
