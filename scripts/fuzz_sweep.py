@@ -281,14 +281,20 @@ class Sweep:
                              wire[:i] + b"\x80\x80\x80\x80\x10" + wire[i:]):
                     self.send("POST", base, body, {"dryRun": "All"}, PROTOBUF)
 
-    def types(self) -> None:
+    def _seeds(self, family: str):
+        """Each target kind whose seed exists: (name, seed object, collection path, the seed's path),
+        announced as `family` sweeps it."""
         for gv, plural, _, seed_gv, namespaced in self.targets():
             seeded = self.seed(gv, plural, seed_gv, namespaced)
             if seeded is None:
                 continue
             name, obj = seeded
-            base, item = self.base(gv, plural, namespaced), f"{self.base(gv, plural, namespaced)}/{name}"
-            print(f"types: {gv} {plural}", flush=True)
+            base = self.base(gv, plural, namespaced)
+            print(f"{family}: {gv} {plural}", flush=True)
+            yield name, obj, base, f"{base}/{name}"
+
+    def types(self) -> None:
+        for name, obj, base, item in self._seeds("types"):
             for path in self._some(_paths(obj, [])[1:]):
                 for value in ANY:
                     changed, dry = _set(copy.deepcopy(obj), path, value), {"dryRun": "All"}
@@ -315,13 +321,7 @@ class Sweep:
         pointer tails (escapes, "-", huge indexes), lists with a field selector on it, and writes, deletes and
         applies with odd fieldManager, fieldValidation, force and dryRun values; names, labels and annotations
         at and past their limits (253, 63, 256 KiB)."""
-        for gv, plural, _, seed_gv, namespaced in self.targets():
-            seeded = self.seed(gv, plural, seed_gv, namespaced)
-            if seeded is None:
-                continue
-            name, obj = seeded
-            base, item = self.base(gv, plural, namespaced), f"{self.base(gv, plural, namespaced)}/{name}"
-            print(f"patches: {gv} {plural}", flush=True)
+        for name, obj, base, item in self._seeds("patches"):
             dry = {"dryRun": "All"}
             for path in self._some(_paths(obj, [])[1:]):
                 field = str(path[-1])
