@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import math
 import os
 import random
 import re
@@ -26,7 +25,7 @@ from .. import schema as schemas
 from ..clock import Clock
 from ..registry.base import STATUS_META, Resource, Strategy
 from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
-from ..machinery import errors, gofmt, gojson
+from ..machinery import envknob, errors, gofmt, gojson
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from .cache import ADDED, DELETED, MODIFIED, CacheEvent, Entry, WatchCache, Watcher, stored_json
@@ -77,18 +76,13 @@ def future_rv_wait(env: Mapping[str, str] = os.environ) -> float:
     """BLOCK_TIMEOUT, or the shorter wait (seconds) NANOKUBE_FUTURE_RV_WAIT sets for tests that ask for
     many 504s. Any other value is named in a warning and the wait stays upstream's: this is read at
     import, where a refusal would be a traceback."""
-    raw = env.get(FUTURE_RV_WAIT_ENV)
-    if not raw:
-        return BLOCK_TIMEOUT
     try:
-        wait = float(raw)
+        wait = envknob.seconds(env, FUTURE_RV_WAIT_ENV, lambda s: 0 < s <= BLOCK_TIMEOUT, "")
     except ValueError:
-        wait = math.nan
-    if 0 < wait <= BLOCK_TIMEOUT:
-        return wait
-    log.warning("%s=%s is not a wait of more than 0 and at most %g seconds: a read at a future resourceVersion "
-                "waits %g s", FUTURE_RV_WAIT_ENV, raw, BLOCK_TIMEOUT, BLOCK_TIMEOUT)
-    return BLOCK_TIMEOUT
+        log.warning("%s=%s is not a wait of more than 0 and at most %g seconds: a read at a future resourceVersion "
+                    "waits %g s", FUTURE_RV_WAIT_ENV, env[FUTURE_RV_WAIT_ENV], BLOCK_TIMEOUT, BLOCK_TIMEOUT)
+        return BLOCK_TIMEOUT
+    return BLOCK_TIMEOUT if wait is None else wait
 
 
 #: how long a read at a resourceVersion the cache has not reached waits for it

@@ -26,6 +26,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 
+from ..machinery import envknob
 from ..machinery.conditions import find_condition, is_condition_true, remove_condition
 from ..machinery.errors import APIError
 from ..machinery.meta import controller_ref
@@ -220,15 +221,9 @@ def finish_time(pod: dict) -> float | None:
 def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
     """The pod failure backoff's base from NANOKUBE_JOB_POD_FAILURE_BACKOFF (its cap stays BACKOFF_MAX).
     A base of 0 or less would start replacements at once, with no backoff at all: refused."""
-    if not env.get(BACKOFF_ENV):
-        return {}
-    try:
-        base = float(env[BACKOFF_ENV])
-    except ValueError:
-        base = math.nan
-    if not 0 < base < math.inf:
-        raise ValueError(f"{BACKOFF_ENV}: the pod failure backoff must be a positive number of seconds")
-    return {"backoff_base": base}
+    base = envknob.seconds(env, BACKOFF_ENV, lambda s: 0 < s < math.inf,
+                           "the pod failure backoff must be a positive number of seconds")
+    return {} if base is None else {"backoff_base": base}
 
 
 def indexes_ready(todo: list[int], replaced: dict[int, dict], now: float,

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterable, Mapping
 
+from ..machinery import envknob
 from ..machinery.user import User
 from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock
@@ -49,11 +50,9 @@ def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
     out = {"renew_interval": float(env[RENEW_ENV])} if env.get(RENEW_ENV) else {}
     if env.get(VOLUME_STATS_ENV):
         out["volume_stats_agg_period"] = float(env[VOLUME_STATS_ENV])
-    if env.get(RESTART_PERIOD_ENV):
-        period = float(env[RESTART_PERIOD_ENV])
-        if not 1 <= period <= 300:
-            raise ValueError(f"{RESTART_PERIOD_ENV}: crashLoopBackOff.maxContainerRestartPeriod must be "
-                             "between 1s and 300s")
+    period = envknob.seconds(env, RESTART_PERIOD_ENV, lambda s: 1 <= s <= 300,
+                             "crashLoopBackOff.maxContainerRestartPeriod must be between 1s and 300s")
+    if period is not None:
         out["max_container_restart_period"] = period
     return out
 
