@@ -495,3 +495,24 @@ async def test_a_critical_pod_stops_the_processes_of_the_pod_it_preempts(tmp_pat
         assert (st["phase"], st["reason"]) == ("Failed", "Preempting")
         assert st["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
         assert mgr.agents["gpu-0"].preemptions == {"cpu": 1}
+
+
+async def test_a_critical_pod_waits_for_the_pod_it_preempts_to_stop_however_long_its_grace():
+    """The kill is synchronous, as upstream's killPodFunc: a victim that ignores SIGTERM holds its
+    room through its 60 s grace period, and the critical pod runs only once SIGKILL ended it."""
+    async with api_on_manual_clock() as (s, clock), agents(s, clock) as mgr:
+        pods = s.client.resource("", "v1", "pods")
+        stubborn = bound("stubborn", "3", terminationGracePeriodSeconds=60)
+        stubborn["spec"]["containers"][0]["command"] = ["sh", "-c", "trap '' TERM; sleep 3600"]
+        await pods.create(stubborn)
+        await eventually(phase_is(pods, "stubborn", "Running"))
+        await pods.create(bound("critical", "2", priorityClassName="system-node-critical"))
+        await eventually(warnings(s.client.resource("", "v1", "events"), "stubborn"))
+        await clock.advance(59)
+        assert (await pods.get("critical", "default"))["status"].get("phase") == "Pending"
+        assert (await pods.get("stubborn", "default"))["status"]["phase"] == "Running"
+        await clock.advance(1)
+        p = await eventually(phase_is(pods, "stubborn", "Failed"))
+        assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+        await eventually(phase_is(pods, "critical", "Running"))
+        assert await preemptions(mgr) == {"cpu": 1}
