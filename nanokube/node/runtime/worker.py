@@ -323,10 +323,10 @@ class ProcessPodWorker(PodWorker):
     async def _pod_flow(self) -> None:
         """The pod's containers (`_containers_flow`) in its sandbox. Where the sandbox's pause
         process dies under them (its PID namespace ends, with every process in it), the kubelet's
-        computePodActions kills the pod and, unless its restartPolicy is Never and its containers
-        ran, makes its sandbox again (SandboxChanged) and starts its init containers from the first
-        and its containers again in the new one (under OnFailure, those that had not succeeded),
-        each restart counted."""
+        computePodActions kills the pod and, where a container would start in a new sandbox
+        (`sandbox_again`), makes it (SandboxChanged) and starts its init containers from the first
+        and its containers again in it (under OnFailure, those that had not succeeded), each
+        restart counted."""
         while True:
             flow = asyncio.ensure_future(self._containers_flow())
             if self._pause is None:
@@ -340,8 +340,8 @@ class ProcessPodWorker(PodWorker):
                     flow.cancel()
             if not self._sandbox_gone() or self._stopping.is_set():
                 return await flow
-            policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
-            again = policy != "Never" or not any(c.instances for c in self._all())
+            again = sandbox_again((self.pod.get("spec") or {}).get("restartPolicy", "Always"),
+                                  list(self.inits.values()), list(self.containers.values()))
             if again:
                 await self._event("Normal", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
             await self._kill_gracefully([*self._all(), *self.debug.values()], self._grace_deadline(), for_good=not again)
@@ -843,6 +843,18 @@ class ProcessPodWorker(PodWorker):
             except errors.APIError as e:
                 if e.code != 404:
                     raise
+
+
+def sandbox_again(policy: str, inits: list[Container], containers: list[Container]) -> bool:
+    """Whether a pod whose sandbox died gets a new one (computePodActions): not where no container
+    would start in it: under Never once any container ran, under OnFailure once every app
+    container succeeded (its last instance exited 0; a running one is dying with the sandbox)."""
+    if policy == "Never":
+        return not any(c.instances for c in [*inits, *containers])
+    if policy == "OnFailure":
+        return not containers or not all(
+            (c.state.get("terminated") or {}).get("exitCode", 1) == 0 for c in containers)
+    return True
 
 
 def _restarts(c: Container, policy: str, code: int) -> bool:

@@ -17,7 +17,7 @@ import pytest
 
 from nanokube.node.kubelet_server import KubeletServer
 from nanokube.node.runtime import stdio
-from nanokube.node.runtime.worker import LAUNCHER
+from nanokube.node.runtime.worker import LAUNCHER, Container, sandbox_again
 from tests.controllers import eventually
 from tests.node.runtime.test_process import SERVE, pod, process_agents, status_of
 from tests.node.test_lifecycle import gone
@@ -226,3 +226,47 @@ async def test_a_pod_deleted_while_its_sandbox_is_made_again_is_not_started_in_i
     release.set()
     await eventually(gone(pods, "late-delete"))
     assert w.containers["main"].instances == 1
+
+
+async def test_a_dead_pause_process_gets_no_new_sandbox_once_every_container_of_an_on_failure_pod_succeeded(
+        env, tmp_path):
+    """restartPolicy OnFailure, the pause process dying as its container's exit 0 is being told: no
+    container would start in a new sandbox, so none is made (no SandboxChanged, the init container
+    not run again) and the pod succeeds."""
+    pods, rt = env
+    go = tmp_path / "go"
+    p = pod("done", ["sh", "-c", f"until [ -e {go} ]; do sleep 0.05; done"], restart="OnFailure", grace=1)
+    p["spec"]["shareProcessNamespace"] = True
+    p["spec"]["initContainers"] = [{"name": "init", "image": "busybox", "command": ["true"]}]
+    w, _ = await started(pods, rt, p)
+    reached, release, publish = asyncio.Event(), asyncio.Event(), w._publish
+
+    async def held_publish():
+        if "terminated" in w.containers["main"].state and not release.is_set():
+            reached.set()
+            await release.wait()
+        return await publish()
+    w._publish = held_publish
+    go.touch()
+    await asyncio.wait_for(reached.wait(), 30)
+    os.kill(w._pause[1], signal.SIGKILL)
+    await eventually(lambda: asyncio.sleep(0, w._sandbox_gone()))
+    release.set()
+    st = (await eventually(status_of(pods, "done", lambda st: st.get("phase") == "Succeeded")))["status"]
+    assert st["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert (w.inits["init"].instances, w.containers["main"].instances) == (1, 1)
+    events, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+    assert [e for e in events if e["reason"] == "SandboxChanged"] == []
+
+
+def test_a_new_sandbox_is_made_only_where_a_container_would_start_in_it():
+    def ended(name: str, code: int | None) -> Container:
+        state = {"running": {}} if code is None else {"terminated": {"exitCode": code}}
+        return Container({"name": name}, state=state, instances=1)
+    init, fresh = ended("init", 0), Container({"name": "init"})
+    assert sandbox_again("Always", [init], [ended("a", 0)])
+    assert not sandbox_again("Never", [init], [ended("a", None)]) and sandbox_again("Never", [fresh], [])
+    assert not sandbox_again("OnFailure", [init], [ended("a", 0), ended("b", 0)])
+    # one failed, or one running as the sandbox went (its process dies with it): it starts again
+    assert sandbox_again("OnFailure", [init], [ended("a", 0), ended("b", 1)])
+    assert sandbox_again("OnFailure", [init], [ended("a", 0), ended("b", None)])
