@@ -23,6 +23,7 @@ import orjson
 
 from ...cel.environment import METER_FROM
 from ...machinery import errors
+from ...machinery.validation import invalid
 from ...machinery.selectors import matches_labels, selector_from_object
 from ..patch import PatchError, json_copy, jsonpatch
 from .attributes import Attributes
@@ -473,8 +474,10 @@ class MutatingPolicies(PolicyEngine):
                 act["object"] = obj
                 variables = compute_variables(inv.spec, act)
             try:
-                obj = a.prune(t, self._mutation(m, act, obj, sch, Budget(RUNTIME_CEL_COST_BUDGET, variables)),
-                              typed=True)
+                out = self._mutation(m, act, obj, sch, Budget(RUNTIME_CEL_COST_BUDGET, variables))
+                if m.get("patchType") != "ApplyConfiguration" and (err := _type_meta_error(self.rest.index, a, t, before, out)):
+                    raise err
+                obj = a.prune(t, out, typed=True)
             except (CELError, PatchError, ValueError, OutOfBudget) as e:
                 self._error(inv, a, str(e))
                 return None
@@ -506,3 +509,82 @@ class MutatingPolicies(PolicyEngine):
         if not isinstance(out, dict):
             raise ValueError("JSON Patch: the patched value is not an object")
         return out
+
+
+#: the name upstream's built-in scheme gives itself in its decoding errors
+LEGACY_SCHEME = "pkg/api/legacyscheme/scheme.go:30"
+
+
+def _group_version(api: str) -> tuple[str, str] | None:
+    """schema.ParseGroupVersion: None where it fails (more than one slash)."""
+    if api in ("", "/"):
+        return "", ""
+    if api.count("/") > 1:
+        return None
+    group, _, version = api.rpartition("/")
+    return group, version
+
+
+def _go_package(group: str) -> str:
+    """The Go package of a group's internal types, as a conversion error names them."""
+    return group.split(".")[0] if group else "core"
+
+
+def _type_meta_error(index, a: Attributes, t: Target, before: dict, out: dict) -> errors.APIError | None:
+    """Upstream's answer where a JSON patch mutation changed the object's apiVersion or kind, or None
+    where it still decodes as the kind (an emptied one is filled in, as gvkWithDefaults fills it). The
+    patched JSON is decoded into the kind: a kind the scheme lacks is an InternalError, and so is another
+    kind, which does not convert back. A custom resource's is decoded as it is and converted back to the
+    request's version: a missing kind, another group or a version the CRD lacks is an InternalError, and
+    another kind is refused by the custom resource's validation (ValidateTypeMeta). Each is the answer
+    whatever the failurePolicy: upstream's dispatcher returns a StatusError as it is."""
+    api, kind = out.get("apiVersion"), out.get("kind")
+    if api == before.get("apiVersion") and kind == before.get("kind"):
+        return None
+    if a.sub_kind is not None and not (before.get("apiVersion") and before.get("kind")):
+        return None  # (a Binding or Eviction sent without them: its subresource takes it as it is)
+    if a.sub_kind is None and t.res.strategy.unstructured:
+        return _custom_type_meta_error(a, t, before, out)
+    for f, v in (("apiVersion", api), ("kind", kind)):
+        if v is not None and type(v) is not str:
+            from ..structural import _json_kind
+
+            return errors.internal(f"json: cannot unmarshal {_json_kind(v, False)} into Go struct field .{f} of type string")
+    want = _group_version(before["apiVersion"])
+    gv = _group_version(api or "")
+    if gv is None:
+        return errors.internal(f"unexpected GroupVersion string: {api}")
+    group, version = gv
+    kind = kind or before["kind"]
+    if not version and (not group or group == want[0]):
+        group, version = group or want[0], want[1]
+    if (group, version, kind) == (*want, before["kind"]):
+        return None
+    res = index.by_kind(group, kind)
+    if res is None or version not in res.versions:
+        gv_text = f"{group}/{version}" if group else version
+        return errors.internal(f'no kind "{kind}" is registered for version "{gv_text}" in scheme "{LEGACY_SCHEME}"')
+    return errors.internal(f"failed to convert object: converting ({version}.{kind}) to "
+                           f"({_go_package(want[0])}.{before['kind']}): unknown conversion")
+
+
+def _custom_type_meta_error(a: Attributes, t: Target, before: dict, out: dict) -> errors.APIError | None:
+    """A custom resource's (unstructured) side of `_type_meta_error`."""
+    api, kind = out.get("apiVersion"), out.get("kind")
+    if type(kind) is not str or not kind:
+        return errors.internal(f"Object 'Kind' is missing in '{orjson.dumps(out).decode()}'")
+    gv = _group_version(api) if type(api) is str else ("", "")
+    group, version = gv if gv is not None else ("", "")
+    if gv is None:
+        kind = ""  # (an apiVersion that does not parse leaves the whole GroupVersionKind empty)
+    want = _group_version(before["apiVersion"])
+    if group != want[0]:
+        return errors.internal(f"failed to convert object: {group}/{version}, Kind={kind} is unstructured and is not "
+                               f'suitable for converting to "{want[0]}/{want[1]}"')
+    if version not in {v.get("name") for v in t.res.strategy.crd["spec"]["versions"]}:
+        return errors.internal(f"failed to convert object: request to convert CR from an invalid group/version: "
+                               f"{group}/{version}")
+    if kind == before["kind"]:
+        return None
+    name = (out.get("metadata") or {}).get("name") if isinstance(out.get("metadata"), dict) else None
+    return errors.invalid(t.res.group, before["kind"], name or a.name, [invalid("kind", kind, f"must be {before['kind']}")])

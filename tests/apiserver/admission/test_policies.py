@@ -6,6 +6,7 @@ validation."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 
 import orjson
@@ -14,6 +15,8 @@ import pytest
 from nanokube.apiserver.admission import AUDIT_ANNOTATIONS
 from nanokube.apiserver.rest import WriteOptions
 from nanokube.machinery.errors import APIError
+from tests.controllers import tries
+from tests.served import send, served
 
 G = "admissionregistration.k8s.io"
 
@@ -584,3 +587,75 @@ async def test_an_expression_reading_a_variable_that_failed_names_it_and_why(sta
     assert e.value.message == (
         "configmaps \"a\" is forbidden: ValidatingAdmissionPolicy 'reads' with binding 'reads' denied request: "
         "expression 'variables.t == 'y'' resulted in error: composited variable \"t\" fails to evaluate: no such key: x")
+
+
+async def _kind_patching_policy(stack, name, group, plural, ops):
+    rules = {"resourceRules": [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE"], "resources": [plural]}]}
+    await api(stack, "mutatingadmissionpolicies").create({"metadata": {"name": name}, "spec": {
+        "matchConstraints": rules, "reinvocationPolicy": "Never", "failurePolicy": "Ignore",
+        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": ops}}]}})
+    await api(stack, "mutatingadmissionpolicybindings").create({"metadata": {"name": name}, "spec": {"policyName": name}})
+
+
+async def test_a_json_patch_mutation_changing_kind_or_apiversion_is_answered_as_upstreams_decoder_does(stack):
+    """Upstream decodes a JSON patch mutation's result into the kind: a kind or apiVersion the scheme
+    lacks is an InternalError, whatever the failurePolicy (the dispatcher returns a StatusError as it is);
+    an emptied one is filled in. The mutation was reset silently (201). A custom resource's result is
+    decoded as it is: another kind is refused by its validation (422), another group cannot convert
+    back (500)."""
+    cms = api(stack, "configmaps", "")
+    await _kind_patching_policy(stack, "kind", "", "configmaps", '''object.metadata.name == "kind" ?
+        [JSONPatch{op: "replace", path: "/kind", value: "Foo"}] : object.metadata.name == "version" ?
+        [JSONPatch{op: "replace", path: "/apiVersion", value: "v2"}] : object.metadata.name == "other" ?
+        [JSONPatch{op: "replace", path: "/kind", value: "Secret"}] :
+        [JSONPatch{op: "remove", path: "/kind"}, JSONPatch{op: "replace", path: "/apiVersion", value: ""}]''')
+    for name, message in [
+            ("kind", 'no kind "Foo" is registered for version "v1" in scheme "pkg/api/legacyscheme/scheme.go:30"'),
+            ("version", 'no kind "ConfigMap" is registered for version "v2" in scheme "pkg/api/legacyscheme/scheme.go:30"'),
+            ("other", "failed to convert object: converting (v1.Secret) to (core.ConfigMap): unknown conversion")]:
+        with pytest.raises(APIError) as e:
+            await cms.create({"metadata": {"name": name, "namespace": "default"}})
+        assert (e.value.code, e.value.reason, e.value.message) == (500, "InternalError", f"Internal error occurred: {message}")
+    created = await cms.create({"metadata": {"name": "emptied", "namespace": "default"}})
+    assert (created["apiVersion"], created["kind"]) == ("v1", "ConfigMap")
+
+
+async def test_a_json_patch_mutation_changing_a_custom_resources_kind_or_apiversion(tmp_path):
+    """A custom resource's mutated JSON is decoded as it is and converted back to the request's version:
+    another kind is refused by its validation (422), another group or a version the CRD lacks cannot
+    convert back, and a removed kind does not decode (500s, whatever the failurePolicy)."""
+    group = "kinds.example.com"
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": f"widgets.{group}"}, "spec": {
+               "group": group, "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+               "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                   "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    expression = f'''
+        object.metadata.name == "kind" ? [JSONPatch{{op: "replace", path: "/kind", value: "Gadget"}}] :
+        object.metadata.name == "group" ? [JSONPatch{{op: "replace", path: "/apiVersion", value: "other.example.com/v1"}}] :
+        object.metadata.name == "version" ? [JSONPatch{{op: "replace", path: "/apiVersion", value: "{group}/v9"}}] :
+        [JSONPatch{{op: "remove", path: "/kind"}}]'''
+    rules = {"resourceRules": [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["widgets"]}]}
+    admission = f"/apis/{G}/v1"
+    path = f"/apis/{group}/v1/namespaces/default/widgets"
+    cases = [("kind", 422, f'Widget.{group} "kind" is invalid: kind: Invalid value: "Gadget": must be Widget'),
+             ("group", 500, "Internal error occurred: failed to convert object: other.example.com/v1, Kind=Widget is "
+                            f'unstructured and is not suitable for converting to "{group}/v1"'),
+             ("version", 500, "Internal error occurred: failed to convert object: request to convert CR from an invalid "
+                              f"group/version: {group}/v9"),
+             ("removed", 500, f"Internal error occurred: Object 'Kind' is missing in '{{\"apiVersion\":\"{group}/v1\"")]
+    async with served(tmp_path) as (_, c):
+        assert (await send(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd))[0] == 201
+        assert (await send(c, "POST", f"{admission}/mutatingadmissionpolicies", {"metadata": {"name": "k"}, "spec": {
+            "matchConstraints": rules, "failurePolicy": "Ignore", "reinvocationPolicy": "Never",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}]}}))[0] == 201
+        assert (await send(c, "POST", f"{admission}/mutatingadmissionpolicybindings",
+                           {"metadata": {"name": "k"}, "spec": {"policyName": "k"}}))[0] == 201
+        for _ in tries():
+            if (await send(c, "GET", path))[0] == 200:
+                break
+            await asyncio.sleep(0.05)
+        for name, code, message in cases:
+            got = await send(c, "POST", path, {"apiVersion": f"{group}/v1", "kind": "Widget",
+                                               "metadata": {"name": name, "namespace": "default"}})
+            assert (got[0], got[1]["message"][:len(message)]) == (code, message), (name, got)
