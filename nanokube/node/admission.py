@@ -6,8 +6,9 @@ taints. A pod that fails is rejected (Failed, the first failure's reason and mes
 overcommitting the node: it matters for pods bound with spec.nodeName, which no scheduler checked.
 A critical pod that fails for resources alone makes room instead: the node preempts the fewest,
 least important pods that free enough (upstream's CriticalPodAdmissionHandler, pkg/kubelet/preemption).
-Before all that, the pod's sysctls are checked against the kubelet's allowlist (pkg/kubelet/sysctl);
-after it, that the node can enforce the AppArmor profiles the pod asks for.
+Before all that, the eviction manager refuses pods a node under resource pressure cannot take
+(pkg/kubelet/eviction), then the pod's sysctls are checked against the kubelet's allowlist
+(pkg/kubelet/sysctl); after it, that the node can enforce the AppArmor profiles the pod asks for.
 
 Requests are counted as the scheduler counts them (`machinery.podresources.pod_requests` in
 INTEGERS: milli-CPU, bytes, the integer value of the rest), with init containers, sidecars,
@@ -348,6 +349,28 @@ def handle_failure(pod: dict, reasons: list[Rejection],
         return [], Preemption(pods_to_preempt(pod, candidates, needs), needs[0][0])
     except NoVictims as e:
         return [Rejection(UNEXPECTED, f"{RECOVERY_FAILED}preemption: error finding a set of pods to preempt: {e}")], None
+
+
+# --- the eviction manager's admit handler (pkg/kubelet/eviction) -----------------------------------
+
+EVICTED = "Evicted"
+#: the node conditions the eviction manager reports, in the order its rejection lists them
+PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure")
+#: the taint a best-effort pod must tolerate to be admitted under memory pressure alone
+MEMORY_PRESSURE_TAINT = {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}
+
+
+def eviction_rejection(pod: dict, conditions: list[str]) -> Rejection | None:
+    """The eviction manager's Admit while the node has pressure `conditions`: a critical pod is
+    admitted anyway, as is, under memory pressure alone, a pod that is not best-effort or one that
+    tolerates the memory-pressure taint; any other pod is refused, as reclaiming would evict it."""
+    if not conditions or is_critical(pod):
+        return None
+    if conditions == ["MemoryPressure"] and (
+            (pod.get("status") or {}).get("qosClass") != "BestEffort" or
+            not untolerated([MEMORY_PRESSURE_TAINT], (pod.get("spec") or {}).get("tolerations") or [], ("NoSchedule",))):
+        return None
+    return Rejection(EVICTED, f"The node had condition: [{' '.join(conditions)}]. ")
 
 
 # --- the sysctl allowlist (pkg/kubelet/sysctl) ----------------------------------------------------

@@ -189,13 +189,20 @@ _CONDITION_EVENTS = {
 }
 
 
+#: each pressure condition's (reason, message) when False and when True (the kubelet's setters)
+_PRESSURE_ROWS = {
+    "MemoryPressure": (("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                       ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available")),
+    "DiskPressure": (("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                     ("KubeletHasDiskPressure", "kubelet has disk pressure")),
+    "PIDPressure": (("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                    ("KubeletHasInsufficientPID", "kubelet has insufficient PID available")),
+}
+
+
 def _conditions(now: str) -> list[dict]:
-    rows = [
-        ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-        ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-        ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-    ]
+    rows = [(t, "False", *no) for t, (no, _) in _PRESSURE_ROWS.items()]
+    rows.append(("Ready", "True", "KubeletReady", "kubelet is posting ready status"))
     return [{"type": t, "status": s, "lastHeartbeatTime": now, "lastTransitionTime": now, "reason": r, "message": m}
             for t, s, r, m in rows]
 
@@ -621,7 +628,10 @@ class NodeAgent:
                     log.warning("node %s: fault on %s: %s", self.name, device, e)
             if want.not_ready != old.not_ready:
                 self._set_ready(not want.not_ready)
-            if not want.lease_stop and (old.lease_stop or want.not_ready != old.not_ready):
+            if want.pressure != old.pressure:
+                self._set_pressure(want.pressure)
+            if not want.lease_stop and (old.lease_stop or want.not_ready != old.not_ready or
+                                        want.pressure != old.pressure):
                 try:
                     await self.post_status()
                     await self.renew_lease()
@@ -644,6 +654,19 @@ class NodeAgent:
         for c in self._conditions:
             if c["type"] == "Ready":
                 c.update(row, lastTransitionTime=self.clock.rfc3339())
+
+    def _set_pressure(self, pressure: frozenset[str]) -> None:
+        """The pressure conditions as the kubelet's setters write them, True for those in `pressure`."""
+        for c in self._conditions:
+            if c["type"] in _PRESSURE_ROWS and (c["status"] == "True") != (c["type"] in pressure):
+                reason, message = _PRESSURE_ROWS[c["type"]][c["type"] in pressure]
+                c.update(status=str(c["type"] in pressure), reason=reason, message=message,
+                         lastTransitionTime=self.clock.rfc3339())
+
+    def pressure(self) -> list[str]:
+        """The eviction manager's node conditions: those of ours under pressure, in its order."""
+        on = {c["type"] for c in self._conditions if c["status"] == "True"}
+        return [t for t in admission.PRESSURE_CONDITIONS if t in on]
 
     async def stop(self) -> None:
         tasks = [w.stop() for w in self.workers.values()]
@@ -716,10 +739,13 @@ class NodeAgent:
         return admission.general_filter(pod, node, allocatable, [self._holding(u) for u in others])
 
     def _admission(self, pod: dict, node: dict) -> tuple[list[admission.Rejection], admission.Preemption | None]:
-        """The kubelet's admit handlers in upstream's order: the sysctl allowlist, the predicates
-        with the critical pod's failure handler, AppArmor. The reasons `pod` is refused for, or,
-        for a critical pod short of resources alone, the running pods to stop for it instead (each
-        candidate's key its worker). Unlike upstream, a pod AppArmor refuses stops no pod first."""
+        """The kubelet's admit handlers in upstream's order: the eviction manager's, the sysctl
+        allowlist, the predicates with the critical pod's failure handler, AppArmor. The reasons
+        `pod` is refused for, or, for a critical pod short of resources alone, the running pods to
+        stop for it instead (each candidate's key its worker). Unlike upstream, a pod AppArmor
+        refuses stops no pod first."""
+        if (refused := admission.eviction_rejection(pod, self.pressure())) is not None:
+            return [refused], None
         if (forbidden := admission.sysctl_rejection(pod)) is not None:
             return [forbidden], None
         reasons, preemption = self._predicates(pod, node), None

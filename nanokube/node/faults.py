@@ -7,6 +7,9 @@ The value is a comma-separated list of tokens, each a fault:
 - `lease-stop`: the kubelet goes silent; it stops renewing its Lease and
   posting status (the node lifecycle controller then marks it Unknown).
 - `not-ready`: the kubelet keeps heartbeating but reports Ready=False.
+- `memory-pressure`, `disk-pressure`, `pid-pressure`: the kubelet reports the
+  node condition (MemoryPressure...) True, and its eviction manager refuses the
+  pods such a node does not admit (admission.py).
 - `gpu:<device>:<kind>`: the device (a GPU or NIC named as in its
   ResourceSlice) is unhealthy; kind is `xid` or `link-down` (NoExecute
   taint) or `ecc` (NoSchedule taint). A simulated device plugin's device
@@ -34,7 +37,9 @@ from .dra.driver import FAULT_EFFECTS
 ANNOTATION = "sim.nanokube.io/fault"
 LEASE_STOP = "lease-stop"
 NOT_READY = "not-ready"
-NODE_FAULTS = (LEASE_STOP, NOT_READY)
+#: the pressure faults, each with the node condition it makes True
+PRESSURES = {"memory-pressure": "MemoryPressure", "disk-pressure": "DiskPressure", "pid-pressure": "PIDPressure"}
+NODE_FAULTS = (LEASE_STOP, NOT_READY, *PRESSURES)
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class Faults:
     lease_stop: bool = False
     not_ready: bool = False
     devices: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    #: the node conditions under pressure (MemoryPressure...)
+    pressure: frozenset[str] = field(default_factory=frozenset)
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,7 @@ class Plan:
     def at(self, t: float) -> Faults:
         on = [base for base, timing in self.entries if timing.active(t)]
         devices = frozenset((p[1], p[2]) for p in (b.split(":") for b in on if b.startswith("gpu:")))
-        return Faults(LEASE_STOP in on, NOT_READY in on, devices)
+        return Faults(LEASE_STOP in on, NOT_READY in on, devices, frozenset(PRESSURES[b] for b in on if b in PRESSURES))
 
     def next_change(self, t: float) -> float | None:
         return min((c for _, timing in self.entries if (c := timing.next_change(t)) is not None), default=None)

@@ -243,3 +243,24 @@ def test_an_out_of_service_taint_lets_the_silenced_nodes_terminating_pod_go(clus
         fault(cluster, "node", node, "--clear")
     cluster.kubectl("delete", "statefulset", "queue")
     assert wait_for(lambda: _node(cluster, node)[0] == "True"), _node(cluster, node)
+
+
+def test_a_node_under_memory_pressure_refuses_a_best_effort_pod_bound_to_it(cluster):
+    """`nanokube fault node --memory-pressure`: the kubelet reports MemoryPressure (the node
+    lifecycle controller taints the node for it), and a best-effort pod bound to it by name is
+    refused by the kubelet's eviction manager: Failed, Evicted, with a Warning event."""
+    fault(cluster, "node", "gpu-1", "--memory-pressure")
+    try:
+        assert wait_for(lambda: ("node.kubernetes.io/memory-pressure", "NoSchedule") in _node(cluster, "gpu-1")[1])
+        cluster.kubectl("run", "squeezed", "--image=busybox:1.36", "--restart=Never",
+                        '--overrides={"spec": {"nodeName": "gpu-1"}}', "--", "sleep", "300")
+        message = "The node had condition: [MemoryPressure]. "
+        got = wait_for(lambda: (p := cluster.kubectl_json("get", "pod", "squeezed"))["status"].get("phase") == "Failed"
+                       and p["status"])
+        assert got and (got["reason"], got["message"]) == ("Evicted", "Pod was rejected: " + message), got
+        events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=squeezed")["items"]
+        assert [(e["type"], e["reason"], e["message"]) for e in events] == [("Warning", "Evicted", message)]
+    finally:
+        fault(cluster, "node", "gpu-1", "--clear")
+        cluster.kubectl("delete", "pod", "squeezed", "--ignore-not-found", "--wait=false")
+    assert wait_for(lambda: _node(cluster, "gpu-1") == ("True", set())), _node(cluster, "gpu-1")

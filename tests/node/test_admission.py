@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 from nanokube.apiserver.loopback import connector
 from nanokube.node import admission
-from nanokube.node.admission import (Admitted, Candidate, Rejection, apparmor_rejection, general_filter,
-                                     handle_failure, is_critical, node_allocatable, os_rejection, pods_to_preempt,
-                                     preemptable, requests, sysctl_rejection)
+from nanokube.node.admission import (Admitted, Candidate, Rejection, apparmor_rejection, eviction_rejection,
+                                     general_filter, handle_failure, is_critical, node_allocatable, os_rejection,
+                                     pods_to_preempt, preemptable, requests, sysctl_rejection)
 from nanokube.node.simulated_host import apparmor_enabled
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.manager import NodeManager
@@ -271,6 +271,23 @@ def test_a_pending_pod_asking_an_apparmor_profile_needs_a_node_that_enforces_the
     assert apparmor_enabled(False)  # a simulated node enforces them
 
 
+def test_under_memory_pressure_alone_only_best_effort_pods_not_tolerating_it_are_refused():
+    def qos(cls: str, **spec) -> dict:
+        return {"metadata": {"name": "p"}, "spec": spec, "status": {"qosClass": cls}}
+    memory = ["MemoryPressure"]
+    assert eviction_rejection(qos("BestEffort"), []) is None
+    assert eviction_rejection(qos("BestEffort"), memory) == Rejection("Evicted",
+                                                                      "The node had condition: [MemoryPressure]. ")
+    assert eviction_rejection(qos("Burstable"), memory) is None
+    tolerant = [{"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"}]
+    assert eviction_rejection(qos("BestEffort", tolerations=tolerant), memory) is None
+    # any other pressure refuses every pod but a critical one, whatever it tolerates
+    both = ["MemoryPressure", "DiskPressure"]
+    assert eviction_rejection(qos("Guaranteed", tolerations=tolerant), both) == Rejection(
+        "Evicted", "The node had condition: [MemoryPressure DiskPressure]. ")
+    assert eviction_rejection(qos("BestEffort", priority=2_000_000_000), both) is None
+
+
 # --- through the API: a node agent admitting pods bound by name ----------------------------------
 
 CLUSTER = parse_cluster("""\
@@ -516,3 +533,20 @@ async def test_a_critical_pod_waits_for_the_pod_it_preempts_to_stop_however_long
         assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
         await eventually(phase_is(pods, "critical", "Running"))
         assert await preemptions(mgr) == {"cpu": 1}
+
+
+async def test_a_node_under_memory_pressure_refuses_best_effort_pods_and_admits_the_others():
+    async with api_on_manual_clock() as (s, clock), agents(s, clock) as mgr:
+        pods, events = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "events")
+        await mgr.agents["small-0"].apply_faults("memory-pressure")
+        await pods.create(bound("best-effort"))
+        p = await eventually(phase_is(pods, "best-effort", "Failed"))
+        message = "The node had condition: [MemoryPressure]. "
+        assert (p["status"]["reason"], p["status"]["message"]) == ("Evicted", "Pod was rejected: " + message)
+        await becomes(rejected_events(events, "best-effort"), [("Warning", "Evicted", message)])
+        await pods.create(bound("burstable", "1"))
+        await eventually(phase_is(pods, "burstable", "Running"))
+        assert await rejections(mgr) == {"Evicted": 1}
+        await mgr.agents["small-0"].apply_faults(None)  # healed: admitted again
+        await pods.create(bound("later"))
+        await eventually(phase_is(pods, "later", "Running"))

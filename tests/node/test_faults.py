@@ -230,6 +230,32 @@ def test_cli_durations_and_timed_edits():
     assert flapping.endswith(f",gpu:gpu-1:ecc;flap=2;since={at(T0)}")
     assert _edit(_args("gpu", "n", "gpu-1", "--clear"), flapping, T0) == value
     assert _edit(_args("node", "n", "--clear"), value, T0) == ""
+    pressed = _edit(_args("node", "n", "--memory-pressure", "--for", "30s"), value, T0)
+    assert pressed == f"{value},memory-pressure;until={at(T0 + 30)}"
+    assert parse(pressed).at(T0).pressure == {"MemoryPressure"} and not parse(pressed).at(T0 + 30).pressure
+    assert _edit(_args("node", "n", "--clear"), pressed, T0) == ""
+
+
+async def test_a_pressure_fault_sets_its_condition_as_the_kubelet_reports_it_until_healed(env):
+    client, clock, agent = env
+    events = client.resource("", "v1", "events")
+
+    async def conditions() -> dict[str, tuple[str, str, str]]:
+        node = await client.resource("", "v1", "nodes").get("gpu-0")
+        return {c["type"]: (c["status"], c["reason"], c["message"]) for c in node["status"]["conditions"]}
+    await agent.apply_faults("disk-pressure,memory-pressure")
+    got = await conditions()
+    assert got["MemoryPressure"] == ("True", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available")
+    assert got["DiskPressure"] == ("True", "KubeletHasDiskPressure", "kubelet has disk pressure")
+    assert got["PIDPressure"][0] == "False" and agent.pressure() == ["MemoryPressure", "DiskPressure"]
+    await agent.apply_faults(None)
+    got = await conditions()
+    assert got["MemoryPressure"] == ("False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available")
+    assert got["DiskPressure"] == ("False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+    items, _ = await events.list("default")
+    told = [e["reason"] for e in items if e["involvedObject"]["kind"] == "Node"]
+    assert {"NodeHasInsufficientMemory", "NodeHasDiskPressure", "NodeHasSufficientMemory",
+            "NodeHasNoDiskPressure"} <= set(told)
 
 
 async def _mark_unknown(client) -> None:
