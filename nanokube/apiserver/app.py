@@ -4,6 +4,7 @@ OpenAPI and the resource routes, over one store and its watch cache."""
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import socket
 import ssl
@@ -105,6 +106,16 @@ def _warn_when_sent(request: web.Request, texts: list[str]) -> None:
     object.__setattr__(request, "_prepare_hook", hook)  # (see AuditLog._around)
 
 
+def _etagged(request: web.Request, body: bytes, tag: str, headers: dict[str, str]) -> web.Response:
+    """A JSON document under its quoted ETag, or 304 to a client that holds it
+    (If-None-Match), as http.ServeContent answers for kube-openapi."""
+    headers["ETag"] = f'"{tag}"'
+    held = {t.strip().removeprefix("W/") for t in request.headers.get("If-None-Match", "").split(",")}
+    if headers["ETag"] in held or "*" in held:
+        return web.Response(status=304, headers=headers)
+    return web.Response(body=body, content_type="application/json", headers=headers)
+
+
 def _user_from_cert(cert: dict | None) -> User | None:
     if not cert:
         return None
@@ -182,7 +193,7 @@ class APIServer:
         #: the groups under /apis/ that routes of the application serve (the metrics APIs)
         self._routed_groups: frozenset[str] = frozenset()
         self._tasks: list[asyncio.Task] = []
-        self._openapi: dict[str, bytes] = {}
+        self._openapi: dict[str, Any] = {}
         self._loops: list = []
         #: the socket factory Services' endpoints are dialled with (dial_services_from); None: the host's
         self._service_dialer = None
@@ -602,7 +613,7 @@ class APIServer:
         openapi.forget_documents()
         self._openapi.clear()
 
-    def _openapi_bytes(self, key: str, build) -> bytes:
+    def _openapi_bytes(self, key: str, build) -> Any:
         b = self._openapi.get(key)
         if b is None:
             b = self._openapi[key] = build()
@@ -639,7 +650,7 @@ class APIServer:
         aggregator = self.handlers.aggregator
         if aggregator is not None and (remote := aggregator.openapi_paths()):  # extension servers' documents
             body = orjson.dumps({"paths": {**orjson.loads(body)["paths"], **remote}})
-        return web.Response(body=body, content_type="application/json")
+        return _etagged(request, body, openapi.content_hash(body), {})
 
     async def _openapi_v3(self, request: web.Request) -> web.Response:
         from . import openapi
@@ -656,9 +667,21 @@ class APIServer:
             return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
         if version not in self.index.group_versions().get(group, []):
             return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
-        body = await asyncio.get_running_loop().run_in_executor(
-            None, self._openapi_bytes, f"v3/{path}", lambda: openapi.build_v3_doc(self.index.resources, group, version))
-        return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "public, immutable"})
+        entry = await asyncio.get_running_loop().run_in_executor(
+            None, self._openapi_bytes, f"v3/{path}", lambda: openapi.v3_document(self.index.resources, group, version))
+        if entry is None:
+            return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
+        body, tag = entry
+        # kube-openapi's handler3: the index names each document with `?hash=` its
+        # content hash; a stale hash is redirected to the current one, and only a
+        # current one may be cached for good (a plain GET revalidates by ETag)
+        headers = {"Vary": "Accept"}
+        if (want := request.query.get("hash")) is not None and want != "":
+            if want != tag:
+                return web.Response(status=301, headers={**headers, "Location": f"/openapi/v3/{path}?hash={tag}"})
+            headers["Cache-Control"] = "public, immutable"
+            headers["Expires"] = email.utils.formatdate(self.clock.now() + 365 * 86400, usegmt=True)
+        return _etagged(request, body, tag, headers)
 
     def stats(self) -> dict[str, Any]:
         return {"revision": self.cache.rev, "watchers": self.cache.watcher_count,

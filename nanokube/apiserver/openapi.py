@@ -477,6 +477,11 @@ def _gv_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
+def content_hash(body: bytes) -> str:
+    """kube-openapi's computeETag: the upper-case hex SHA-512 of a document."""
+    return hashlib.sha512(body).hexdigest().upper()
+
+
 def v3_documents(resources: list[Resource]) -> dict[str, tuple[bytes, str]]:
     """Each group-version's OpenAPI 3.0 document and its content hash, keyed
     as `/openapi/v3/<key>` names it (`api/v1`, `apis/apps/v1`)."""
@@ -499,7 +504,7 @@ def v3_documents(resources: list[Resource]) -> dict[str, tuple[bytes, str]]:
                 "security": [{"BearerToken": []}],
             }
             body = orjson.dumps(doc)
-            docs[_gv_path(group, version)] = (body, hashlib.sha512(body).hexdigest().upper())
+            docs[_gv_path(group, version)] = (body, content_hash(body))
         _V3_CACHE[key] = docs
     return _V3_CACHE[key]
 
@@ -511,7 +516,6 @@ def build_v3_index(resources: list[Resource]) -> bytes:
                                    for p, (_, h) in docs.items()}})
 
 
-def build_v3_doc(resources: list[Resource], group: str, version: str) -> bytes | None:
-    """The OpenAPI 3.0 document of one group-version; None if none is served."""
-    entry = v3_documents(resources).get(_gv_path(group, version))
-    return entry[0] if entry else None
+def v3_document(resources: list[Resource], group: str, version: str) -> tuple[bytes, str] | None:
+    """The OpenAPI 3.0 document of one group-version and its hash; None if none is served."""
+    return v3_documents(resources).get(_gv_path(group, version))

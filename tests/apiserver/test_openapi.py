@@ -1,4 +1,5 @@
 import asyncio
+import hashlib
 import os
 import shutil
 import threading
@@ -27,7 +28,7 @@ def v2() -> dict:
 
 
 def v3(group: str, version: str) -> dict:
-    return orjson.loads(openapi.build_v3_doc(RESOURCES, group, version))
+    return orjson.loads(openapi.v3_document(RESOURCES, group, version)[0])
 
 
 def test_v2_header_and_cached_bytes():
@@ -97,8 +98,9 @@ def test_v3_index_points_at_each_group_version_with_its_hash():
     url = index["apis/apps/v1"]["serverRelativeURL"]
     body, digest = openapi.v3_documents(RESOURCES)["apis/apps/v1"]
     assert url == f"/openapi/v3/apis/apps/v1?hash={digest}"
-    assert openapi.build_v3_doc(RESOURCES, "apps", "v1") == body
-    assert openapi.build_v3_doc(RESOURCES, "batch", "v1") is None
+    assert openapi.v3_document(RESOURCES, "apps", "v1") == (body, digest)
+    assert digest == hashlib.sha512(body).hexdigest().upper()
+    assert openapi.v3_document(RESOURCES, "batch", "v1") is None
 
 
 def test_v3_doc_schemas_and_paths():

@@ -1,0 +1,51 @@
+"""A new user's first commands beyond the everyday ones (debug, cp, rollout, explain,
+raw endpoints...) against `nanokube up`, checked against what kube-apiserver 1.37
+answers them; one shared cluster for the module."""
+
+from __future__ import annotations
+
+import json
+import re
+
+
+def _raw(cluster, path: str, **headers: str):
+    """GET `path` with the admin's client certificate, not following a redirect."""
+    pool = cluster.client().rest_client.pool_manager
+    return pool.request("GET", cluster.url + path, headers=headers, redirect=False)
+
+
+def test_openapi_v3_document_is_served_by_hash_as_kube_openapi_serves_it(cluster):
+    """kubectl explain reads /openapi/v3, then each group-version's document at the
+    `?hash=` URL the index names. kube-openapi's handler3 answers that URL with an ETag
+    and, for the current hash only, `Cache-Control: public, immutable`; a stale hash
+    (the document changed since the client read the index) is redirected (301) to the
+    current one, and a client holding the ETag gets 304. nanokube sent every document
+    as immutable whatever hash was asked for, so a client's cache kept a stale one."""
+    index = json.loads(cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"]
+    url = index["apis/apps/v1"]["serverRelativeURL"]
+    digest = url.split("hash=", 1)[1]
+    assert re.fullmatch(r"[0-9A-F]{128}", digest)
+
+    # kubectl follows the redirect of a stale hash to the current one
+    r = cluster.kubectl("get", "--raw", "/openapi/v3/apis/apps/v1?hash=stale", "-v=7")
+    hops = re.findall(r'"Response" status="([^"]+)"', r.stderr)
+    assert hops == ["301 Moved Permanently", "200 OK"]
+    assert f'url="{cluster.url}{url}"' in r.stderr
+    assert json.loads(r.stdout)["openapi"] == "3.0.0"
+
+    stale = _raw(cluster, "/openapi/v3/apis/apps/v1?hash=stale")
+    assert (stale.status, stale.headers["Location"]) == (301, url)
+    current = _raw(cluster, url)
+    assert current.status == 200
+    assert current.headers["ETag"] == f'"{digest}"'
+    assert current.headers["Cache-Control"] == "public, immutable"
+    assert current.headers["Vary"] == "Accept"
+    assert "Expires" in current.headers
+    plain = _raw(cluster, "/openapi/v3/apis/apps/v1")
+    assert plain.status == 200 and plain.data == current.data
+    assert plain.headers["ETag"] == f'"{digest}"' and "Cache-Control" not in plain.headers
+    held = _raw(cluster, "/openapi/v3/apis/apps/v1", **{"If-None-Match": f'"{digest}"'})
+    assert (held.status, held.data) == (304, b"")
+    # the index has an ETag of its own
+    index_tag = _raw(cluster, "/openapi/v3").headers["ETag"]
+    assert _raw(cluster, "/openapi/v3", **{"If-None-Match": index_tag}).status == 304
