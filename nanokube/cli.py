@@ -83,6 +83,13 @@ async def _up(args: argparse.Namespace) -> int:
     if args.api_workers < 1:
         print("nanokube: --api-workers must be at least 1", file=sys.stderr)
         return 2
+    from .store.backends import check as check_store
+
+    try:
+        check_store(args.store, shared=args.api_workers > 1)
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
     if args.min_request_timeout < 0:
         print("nanokube: --min-request-timeout can not be negative value", file=sys.stderr)
         return 2

@@ -258,6 +258,7 @@ def test_what_cannot_run_several_workers_is_refused(tmp_path, args, error):
     r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0", *args],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and error in r.stderr
+    assert list(tmp_path.iterdir()) == [], "refused with the other flags, before the cluster's keys are made"
 
 
 def _race(conns: list[Conn], path: str, bodies: list[dict]) -> list[tuple[int, dict]]:
