@@ -81,8 +81,8 @@ def install(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, e
 
     async def root(request: web.Request) -> web.Response:
         excluded = set(request.query.getall("exclude", []))
-        lines, failed = [], False
-        for c in current():
+        lines, failed, now = [], False, current()
+        for c in now:
             if c.name in excluded:
                 lines.append(f"[+]{c.name} excluded: ok\n")
                 continue
@@ -94,6 +94,9 @@ def install(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, e
                 failed = True
                 lines.append(f"[-]{c.name} failed: reason withheld\n")
                 log.info("%s check %s failed: %s", kind, c.name, reason)
+        if unmatched := sorted(excluded - {c.name for c in now}):
+            lines.append("warn: some health checks cannot be excluded: no matches for "
+                         + ",".join(f'"{n}"' for n in unmatched) + "\n")
         if failed:
             return web.Response(status=500, text="".join(lines) + f"{kind} check failed\n", headers=TEXT)
         if "verbose" not in request.query:

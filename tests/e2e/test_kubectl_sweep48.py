@@ -49,3 +49,16 @@ def test_openapi_v3_document_is_served_by_hash_as_kube_openapi_serves_it(cluster
     # the index has an ETag of its own
     index_tag = _raw(cluster, "/openapi/v3").headers["ETag"]
     assert _raw(cluster, "/openapi/v3", **{"If-None-Match": index_tag}).status == 304
+
+
+def test_readyz_names_the_excludes_it_found_no_check_for(cluster):
+    """healthz's root handler says which `?exclude=` names matched no check (a typo
+    is otherwise silent); kube-apiserver prints the line before its verdict."""
+    r = cluster.kubectl("get", "--raw", "/readyz?verbose&exclude=etcd&exclude=etdc&exclude=informer-sink")
+    lines = r.stdout.splitlines()
+    assert "[+]etcd excluded: ok" in lines
+    assert lines[-2:] == ['warn: some health checks cannot be excluded: no matches for "etdc","informer-sink"',
+                          "readyz check passed"]
+    # matched ones only: no warning; not verbose: just ok
+    assert "warn" not in cluster.kubectl("get", "--raw", "/livez?verbose&exclude=ping").stdout
+    assert cluster.kubectl("get", "--raw", "/livez?exclude=nope").stdout == "ok"
