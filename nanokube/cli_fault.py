@@ -18,7 +18,7 @@ import urllib.request
 
 from .client import kubeconfig
 from .node.dra.driver import FAULT_EFFECTS
-from .node.faults import ANNOTATION, LEASE_STOP, NODE_FAULTS, NOT_READY, PRESSURES, edit, gpu_token, token
+from .node.faults import ANNOTATION, LEASE_STOP, NODE_FAULTS, NOT_READY, PRESSURES, SHUTDOWN, edit, gpu_token, token
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -42,15 +42,18 @@ def add_parser(sub) -> None:
     p = sub.add_parser("fault", help="inject or clear faults on simulated nodes and devices")
     what = p.add_subparsers(dest="target", required=True)
     node = what.add_parser("node", parents=[common, timing],
-                           help="a node's kubelet: stop its lease, report NotReady or resource pressure, or heal")
+                           help="a node's kubelet: stop its lease, report NotReady or resource pressure, shut down, or heal")
     node.add_argument("name")
     mode = node.add_mutually_exclusive_group(required=True)
     mode.add_argument("--lease-stop", action="store_true", help="stop renewing the Lease and posting status")
     mode.add_argument("--not-ready", action="store_true", help="keep heartbeating but report Ready=False")
     for fault, condition in PRESSURES.items():
-        mode.add_argument(f"--{fault}", dest="pressure", action="store_const", const=fault,
+        mode.add_argument(f"--{fault}", dest="fault", action="store_const", const=fault,
                           help=f"report {condition}=True; the kubelet then refuses the pods its eviction manager would")
-    mode.add_argument("--clear", action="store_true", help="heal the node's lease, readiness and pressure faults")
+    mode.add_argument("--shutdown", action="store_const", dest="fault", const=SHUTDOWN,
+                      help="begin a graceful node shutdown: its pods are stopped and new ones refused")
+    mode.add_argument("--clear", action="store_true",
+                      help="heal the node's lease, readiness and pressure faults, or cancel its shutdown")
     gpu = what.add_parser("gpu", parents=[common, timing], help="a device on a node goes unhealthy (its ResourceSlice entry is tainted)")
     gpu.add_argument("node")
     gpu.add_argument("device")
@@ -82,7 +85,7 @@ def _edit(args: argparse.Namespace, value: str | None, now: float) -> str:
     if args.target == "node":
         if args.clear:
             return edit(value, remove=lambda f: f in NODE_FAULTS)
-        fault = LEASE_STOP if args.lease_stop else args.pressure or NOT_READY
+        fault = LEASE_STOP if args.lease_stop else args.fault or NOT_READY
     else:
         prefix = f"gpu:{args.device}:"
         if args.clear:

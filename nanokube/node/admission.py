@@ -8,7 +8,8 @@ A critical pod that fails for resources alone makes room instead: the node preem
 least important pods that free enough (upstream's CriticalPodAdmissionHandler, pkg/kubelet/preemption).
 Before all that, the eviction manager refuses pods a node under resource pressure cannot take
 (pkg/kubelet/eviction), then the pod's sysctls are checked against the kubelet's allowlist
-(pkg/kubelet/sysctl); after it, that the node can enforce the AppArmor profiles the pod asks for.
+(pkg/kubelet/sysctl); after it, that the node can enforce the AppArmor profiles the pod asks for,
+and last that the node is not shutting down (pkg/kubelet/nodeshutdown).
 
 Requests are counted as the scheduler counts them (`machinery.podresources.pod_requests` in
 INTEGERS: milli-CPU, bytes, the integer value of the rest), with init containers, sidecars,
@@ -371,6 +372,12 @@ def eviction_rejection(pod: dict, conditions: list[str]) -> Rejection | None:
             not untolerated([MEMORY_PRESSURE_TAINT], (pod.get("spec") or {}).get("tolerations") or [], ("NoSchedule",))):
         return None
     return Rejection(EVICTED, f"The node had condition: [{' '.join(conditions)}]. ")
+
+
+# --- the node shutdown manager's admit handler (pkg/kubelet/nodeshutdown) --------------------------
+
+NODE_SHUTDOWN = "NodeShutdown"
+NODE_SHUTDOWN_MESSAGE = "Pod was rejected as the node is shutting down."
 
 
 # --- the sysctl allowlist (pkg/kubelet/sysctl) ----------------------------------------------------

@@ -47,6 +47,13 @@ log = logging.getLogger(__name__)
 KUBELET_VERSION = "v1.37.0"
 #: how the kubelet stops a pod it preempts for a critical one
 PREEMPTION = Eviction(admission.PREEMPTING, admission.PREEMPTED, (admission.DISRUPTION_TARGET,))
+#: graceful node shutdown (pkg/kubelet/nodeshutdown) as the simulated kubelets are configured for it:
+#: shutdownGracePeriod, of which shutdownGracePeriodCriticalPods is kept for system-critical pods
+SHUTDOWN_GRACE_PERIOD = 30
+SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS = 10
+#: how a pod the shutdown stops ends, and the Ready condition's message meanwhile
+SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+SHUTDOWN_NOT_READY = "node is shutting down"
 LEASE_NAMESPACE = "kube-node-lease"
 #: the most images status.images lists, the largest first (the kubelet's nodeStatusMaxImages)
 NODE_STATUS_MAX_IMAGES = 50
@@ -336,6 +343,8 @@ class NodeAgent:
         self.admission_rejections: dict[str, int] = {}
         #: kubelet_preemptions_total: pods stopped to admit critical ones, by the first resource short
         self.preemptions: dict[str, int] = {}
+        #: shutdownGracePeriod and shutdownGracePeriodCriticalPods, in seconds
+        self.shutdown_grace_period = (SHUTDOWN_GRACE_PERIOD, SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS)
         #: prober_probe_total: (probe_type, result, container, pod, namespace, pod_uid) -> probes run
         self.probe_results: dict[tuple[str, str, str, str, str, str], int] = {}
         #: the images on this node (their fully qualified references): the pool's preloaded ones and
@@ -626,12 +635,15 @@ class NodeAgent:
                     await (self.dra.clear_fault(device, kind) if heal else self.dra.inject_fault(device, kind))
                 except (KeyError, APIError) as e:
                     log.warning("node %s: fault on %s: %s", self.name, device, e)
-            if want.not_ready != old.not_ready:
-                self._set_ready(not want.not_ready)
+            if (want.not_ready, want.shutdown) != (old.not_ready, old.shutdown):
+                self._set_ready(want)
             if want.pressure != old.pressure:
                 self._set_pressure(want.pressure)
+            if want.shutdown and not old.shutdown:
+                await self.record("NodeShutdown", "Shutdown manager detected shutdown event")
+                self._in_background(self._shut_down())
             if not want.lease_stop and (old.lease_stop or want.not_ready != old.not_ready or
-                                        want.pressure != old.pressure):
+                                        want.pressure != old.pressure or want.shutdown != old.shutdown):
                 try:
                     await self.post_status()
                     await self.renew_lease()
@@ -646,11 +658,16 @@ class NodeAgent:
                         log.exception("node %s: status post failed, the next heartbeat posts it", self.name)
                     self._last_status = -math.inf
 
-    def _set_ready(self, ready: bool) -> None:
-        row = {"status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"} if ready else {
-            "status": "False", "reason": "KubeletNotReady",
-            "message": "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
-                       "message:simulated fault"}
+    def _set_ready(self, faults: Faults) -> None:
+        """The Ready condition as the kubelet's setter writes it: False with each error that makes
+        it so (a simulated network fault, the node shutting down), aggregated as Go's errors are."""
+        errors = ["container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                  "message:simulated fault"] if faults.not_ready else []
+        if faults.shutdown:
+            errors.append(SHUTDOWN_NOT_READY)
+        row = {"status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"} \
+            if not errors else {"status": "False", "reason": "KubeletNotReady",
+                                "message": errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"}
         for c in self._conditions:
             if c["type"] == "Ready":
                 c.update(row, lastTransitionTime=self.clock.rfc3339())
@@ -667,6 +684,23 @@ class NodeAgent:
         """The eviction manager's node conditions: those of ours under pressure, in its order."""
         on = {c["type"] for c in self._conditions if c["status"] == "True"}
         return [t for t in admission.PRESSURE_CONDITIONS if t in on]
+
+    async def _shut_down(self) -> None:
+        """processShutdownEvent: the pods running here stopped in two groups, those under system-critical
+        priority first, each with the group's grace period (its own where shorter) and the group
+        waited for as long, then the critical ones; each ends Failed, Terminated, with a
+        DisruptionTarget condition."""
+        total, critical = self.shutdown_grace_period
+        for group, grace in ((False, total - critical), (True, critical)):
+            workers = [w for w in self.workers.values() if (w.pod.get("status") or {}).get("phase") not in
+                       ("Succeeded", "Failed") and
+                       (((w.pod.get("spec") or {}).get("priority") or 0) >= admission.CRITICAL_PRIORITY) == group]
+            for w in workers:
+                own = (w.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+                w.evict(Eviction("Terminated", SHUTDOWN_MESSAGE,
+                                 (("DisruptionTarget", "TerminationByKubelet", SHUTDOWN_MESSAGE),), min(own, grace)))
+            if workers:
+                await asyncio.wait([asyncio.ensure_future(w.ends_within(grace)) for w in workers])
 
     async def stop(self) -> None:
         tasks = [w.stop() for w in self.workers.values()]
@@ -740,10 +774,10 @@ class NodeAgent:
 
     def _admission(self, pod: dict, node: dict) -> tuple[list[admission.Rejection], admission.Preemption | None]:
         """The kubelet's admit handlers in upstream's order: the eviction manager's, the sysctl
-        allowlist, the predicates with the critical pod's failure handler, AppArmor. The reasons
-        `pod` is refused for, or, for a critical pod short of resources alone, the running pods to
-        stop for it instead (each candidate's key its worker). Unlike upstream, a pod AppArmor
-        refuses stops no pod first."""
+        allowlist, the predicates with the critical pod's failure handler, AppArmor, the shutdown
+        manager's. The reasons `pod` is refused for, or, for a critical pod short of resources
+        alone, the running pods to stop for it instead (each candidate's key its worker). Unlike
+        upstream, a pod AppArmor or the shutdown refuses stops no pod first."""
         if (refused := admission.eviction_rejection(pod, self.pressure())) is not None:
             return [refused], None
         if (forbidden := admission.sysctl_rejection(pod)) is not None:
@@ -756,6 +790,8 @@ class NodeAgent:
                 if u != uid and (w.pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")])
         if not reasons and (blocked := admission.apparmor_rejection(pod, self.apparmor)) is not None:
             return [blocked], None
+        if not reasons and self.faults.shutdown:
+            return [admission.Rejection(admission.NODE_SHUTDOWN, admission.NODE_SHUTDOWN_MESSAGE)], None
         return reasons, preemption
 
     def status_allocatable(self) -> dict[str, str]:

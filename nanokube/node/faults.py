@@ -10,6 +10,10 @@ The value is a comma-separated list of tokens, each a fault:
 - `memory-pressure`, `disk-pressure`, `pid-pressure`: the kubelet reports the
   node condition (MemoryPressure...) True, and its eviction manager refuses the
   pods such a node does not admit (admission.py).
+- `shutdown`: the node is shutting down (graceful node shutdown, as systemd
+  announces it): the kubelet reports Ready=False, stops its pods as Terminated
+  and refuses new ones (NodeShutdown) until the fault is removed (shutdown
+  cancelled).
 - `gpu:<device>:<kind>`: the device (a GPU or NIC named as in its
   ResourceSlice) is unhealthy; kind is `xid` or `link-down` (NoExecute
   taint) or `ecc` (NoSchedule taint). A simulated device plugin's device
@@ -39,7 +43,8 @@ LEASE_STOP = "lease-stop"
 NOT_READY = "not-ready"
 #: the pressure faults, each with the node condition it makes True
 PRESSURES = {"memory-pressure": "MemoryPressure", "disk-pressure": "DiskPressure", "pid-pressure": "PIDPressure"}
-NODE_FAULTS = (LEASE_STOP, NOT_READY, *PRESSURES)
+SHUTDOWN = "shutdown"
+NODE_FAULTS = (LEASE_STOP, NOT_READY, *PRESSURES, SHUTDOWN)
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class Faults:
     devices: frozenset[tuple[str, str]] = field(default_factory=frozenset)
     #: the node conditions under pressure (MemoryPressure...)
     pressure: frozenset[str] = field(default_factory=frozenset)
+    shutdown: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ class Plan:
     def at(self, t: float) -> Faults:
         on = [base for base, timing in self.entries if timing.active(t)]
         devices = frozenset((p[1], p[2]) for p in (b.split(":") for b in on if b.startswith("gpu:")))
-        return Faults(LEASE_STOP in on, NOT_READY in on, devices, frozenset(PRESSURES[b] for b in on if b in PRESSURES))
+        return Faults(LEASE_STOP in on, NOT_READY in on, devices, frozenset(PRESSURES[b] for b in on if b in PRESSURES),
+                      SHUTDOWN in on)
 
     def next_change(self, t: float) -> float | None:
         return min((c for _, timing in self.entries if (c := timing.next_change(t)) is not None), default=None)

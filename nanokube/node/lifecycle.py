@@ -79,11 +79,13 @@ DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadlin
 class Eviction:
     """Why the kubelet stops a pod before its end (a kill with upstream's KillPodOptions.Evict): the
     pod is Failed with this status reason and message, and these (type, reason, message)
-    conditions True, once its containers stopped with its grace period."""
+    conditions True, once its containers stopped with its grace period, or with `grace` seconds
+    where given (KillPodFunc's gracePeriodOverride)."""
 
     reason: str
     message: str
     conditions: tuple[tuple[str, str, str], ...] = ()
+    grace: int | None = None
 
 
 #: spec.activeDeadlineSeconds ran out (activeDeadlineHandler)
@@ -1889,6 +1891,8 @@ class PodWorker:
             if self.eviction is DEADLINE:
                 await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            if self.eviction is not None and self.eviction.grace is not None:
+                grace = self.eviction.grace
             asked = self.clock.now()
         await self.clock.sleep(max(asked - self.clock.now(), 0.0))
         apps = [c for c in self._containers() if c["name"] in self.io.running and c["name"] not in self.ended]

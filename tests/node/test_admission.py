@@ -550,3 +550,63 @@ async def test_a_node_under_memory_pressure_refuses_best_effort_pods_and_admits_
         await mgr.agents["small-0"].apply_faults(None)  # healed: admitted again
         await pods.create(bound("later"))
         await eventually(phase_is(pods, "later", "Running"))
+
+
+async def test_a_node_shutting_down_stops_its_pods_critical_ones_last_and_refuses_new_ones():
+    """Graceful node shutdown (the `shutdown` fault): Ready=False, a NodeShutdown event; the pods
+    under system-critical priority stopped with 20 s (30 s shutdownGracePeriod less 10 s for
+    critical pods; their own 60 s is longer), then the critical ones with 10 s; each Failed as
+    Terminated. A pod bound meanwhile is refused; cancelled, the node admits pods again."""
+    async with api_on_manual_clock() as (s, clock), agents(s, clock) as mgr:
+        pods, nodes = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "nodes")
+        stubborn = {"command": ["sh", "-c", "trap '' TERM; sleep 3600"]}
+        for name, spec in (("plain", {}), ("daemon", {"priorityClassName": "system-node-critical"})):
+            p = bound(name, "1", terminationGracePeriodSeconds=60, **spec)
+            p["spec"]["containers"][0].update(stubborn)
+            await pods.create(p)
+            await eventually(phase_is(pods, name, "Running"))
+        await mgr.agents["small-0"].apply_faults("shutdown")
+        ready = next(c for c in (await nodes.get("small-0"))["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"], ready["message"]) == ("False", "KubeletNotReady",
+                                                                        "node is shutting down")
+        await pods.create(bound("late"))
+        p = await eventually(phase_is(pods, "late", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == (
+            "NodeShutdown", "Pod was rejected: Pod was rejected as the node is shutting down.")
+        await clock.advance(19)
+        assert (await pods.get("plain", "default"))["status"]["phase"] == "Running"
+        await clock.advance(1)
+        p = await eventually(phase_is(pods, "plain", "Failed"))
+        message = "Pod was terminated in response to imminent node shutdown."
+        assert (p["status"]["reason"], p["status"]["message"]) == ("Terminated", message)
+        [target] = [c for c in p["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+        assert (target["reason"], target["message"]) == ("TerminationByKubelet", message)
+        assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+        await clock.advance(9)
+        assert (await pods.get("daemon", "default"))["status"]["phase"] == "Running"
+        await clock.advance(1)
+        p = await eventually(phase_is(pods, "daemon", "Failed"))
+        assert p["status"]["reason"] == "Terminated"
+        assert await rejections(mgr) == {"NodeShutdown": 1}
+        items, _ = await s.client.resource("", "v1", "events").list("default")
+        assert ("NodeShutdown", "Shutdown manager detected shutdown event") in [
+            (e["reason"], e["message"]) for e in items if e["involvedObject"]["kind"] == "Node"]
+        await mgr.agents["small-0"].apply_faults(None)  # the shutdown cancelled
+        await pods.create(bound("after"))
+        await eventually(phase_is(pods, "after", "Running"))
+
+
+async def test_a_node_shutting_down_kills_a_process_with_the_shutdown_grace_not_its_own(tmp_path):
+    """On the process runtime: a process that ignores SIGTERM, its pod's grace 60 s, is killed
+    (137) once the shutdown's 1 s for non-critical pods (shortened here) is up."""
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, _, mgr):
+        pods = client.resource("", "v1", "pods")
+        await pods.create({"metadata": {"name": "stubborn", "namespace": "default"}, "spec": {
+            "nodeName": "gpu-0", "terminationGracePeriodSeconds": 60, "containers": [
+                {"name": "app", "image": "busybox:1.36", "command": ["sleep", "300"]}]}})
+        await eventually(phase_is(pods, "stubborn", "Running"))
+        mgr.agents["gpu-0"].shutdown_grace_period = (2, 1)
+        await mgr.agents["gpu-0"].apply_faults("shutdown")
+        p = await eventually(phase_is(pods, "stubborn", "Failed"))
+        assert (p["status"]["reason"], p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]) == (
+            "Terminated", 137)

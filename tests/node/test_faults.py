@@ -234,6 +234,7 @@ def test_cli_durations_and_timed_edits():
     assert pressed == f"{value},memory-pressure;until={at(T0 + 30)}"
     assert parse(pressed).at(T0).pressure == {"MemoryPressure"} and not parse(pressed).at(T0 + 30).pressure
     assert _edit(_args("node", "n", "--clear"), pressed, T0) == ""
+    assert _edit(_args("node", "n", "--shutdown"), None, T0) == "shutdown" and parse("shutdown").at(T0).shutdown
 
 
 async def test_a_pressure_fault_sets_its_condition_as_the_kubelet_reports_it_until_healed(env):

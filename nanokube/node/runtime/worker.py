@@ -287,10 +287,13 @@ class ProcessPodWorker(PodWorker):
             for t in waits[1:]:
                 t.cancel()
         if self.eviction is not None and not self.deleting():
-            # activeDeadlineHandler, or an eviction: stopped with the pod's grace period; what never ran ends unknown
+            # activeDeadlineHandler, or an eviction: stopped with the pod's grace period (or the eviction's); what never
+            # ran ends unknown
             if self.eviction is DEADLINE:
                 await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            if self.eviction.grace is not None:
+                grace = self.eviction.grace
             await self._kill_gracefully([*self._all(), *self.debug.values()], self.clock.now() + grace)
         elif not flow.done():
             md = self.pod["metadata"]
