@@ -193,7 +193,7 @@ def delete_options(query: Mapping[str, str], body: Any, dry_run_query: list[str]
     orphan = boolean(query, "orphanDependents")
     if orphan is not None:
         options["orphanDependents"] = orphan
-    if query.get("propagationPolicy"):
+    if query.get("propagationPolicy") is not None:  # (named but empty: a policy of "", refused below)
         options["propagationPolicy"] = query["propagationPolicy"]
     if dry_run_query:
         options["dryRun"] = list(dry_run_query)

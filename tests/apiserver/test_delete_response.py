@@ -124,6 +124,28 @@ async def test_delete_options_come_from_the_body_when_there_is_one_else_from_the
         await server.stop()
 
 
+async def test_an_empty_propagation_policy_in_the_query_is_refused():
+    """`?propagationPolicy=` names a policy of "" (Convert_Slice_string_To_Pointer_v1_DeletionPropagation
+    points at whatever the query holds), which ValidateDeleteOptions refuses: it was read as no policy
+    and the object deleted (found by fuzz_sweep's `options` family)."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cms = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.post(cms, json={"metadata": {"name": "a"}}) as r:
+                assert r.status == 201
+            for url in (f"{cms}/a?propagationPolicy=", f"{cms}?propagationPolicy="):
+                async with s.delete(url) as r:
+                    assert (r.status, (await r.json())["message"]) == (422, (
+                        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "": '
+                        'supported values: "Foreground", "Background", "Orphan", "nil"')), url
+            async with s.get(f"{cms}/a") as r:
+                assert r.status == 200
+    finally:
+        await server.stop()
+
+
 async def test_an_empty_precondition_is_compared_not_ignored():
     """Preconditions.Check compares a precondition that is set, even to "": a delete whose uid or
     resourceVersion precondition is empty is a 409 and deletes nothing; one left null checks nothing."""
