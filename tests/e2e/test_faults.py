@@ -264,3 +264,30 @@ def test_a_node_under_memory_pressure_refuses_a_best_effort_pod_bound_to_it(clus
         fault(cluster, "node", "gpu-1", "--clear")
         cluster.kubectl("delete", "pod", "squeezed", "--ignore-not-found", "--wait=false")
     assert wait_for(lambda: _node(cluster, "gpu-1") == ("True", set())), _node(cluster, "gpu-1")
+
+
+def test_a_node_shutting_down_terminates_its_pods_and_refuses_new_ones(cluster):
+    """`nanokube fault node --shutdown`: the node goes NotReady ("node is shutting down"), its pod
+    ends Failed as Terminated, a pod bound to it then is refused (NodeShutdown); --clear cancels."""
+    bound = '{"spec": {"nodeName": "gpu-1", "terminationGracePeriodSeconds": 0}}'
+    cluster.kubectl("run", "doomed", "--image=busybox:1.36", "--restart=Never", f"--overrides={bound}",
+                    "--", "sleep", "300")
+    assert wait_for(lambda: _running_pod(cluster, "doomed"))
+    fault(cluster, "node", "gpu-1", "--shutdown")
+    try:
+        def phase(name: str, want: str):
+            return lambda: (p := cluster.kubectl_json("get", "pod", name))["status"].get("phase") == want and p["status"]
+        got = wait_for(phase("doomed", "Failed"))
+        assert got and (got["reason"], got["message"]) == (
+            "Terminated", "Pod was terminated in response to imminent node shutdown."), got
+        ready = next(c for c in cluster.kubectl_json("get", "node", "gpu-1")["status"]["conditions"]
+                     if c["type"] == "Ready")
+        assert (ready["status"], ready["message"]) == ("False", "node is shutting down")
+        cluster.kubectl("run", "refused", "--image=busybox:1.36", "--restart=Never", f"--overrides={bound}",
+                        "--", "sleep", "300")
+        got = wait_for(phase("refused", "Failed"))
+        assert got and got["reason"] == "NodeShutdown", got
+    finally:
+        fault(cluster, "node", "gpu-1", "--clear")
+        cluster.kubectl("delete", "pod", "doomed", "refused", "--ignore-not-found", "--wait=false")
+    assert wait_for(lambda: _node(cluster, "gpu-1")[0] == "True"), _node(cluster, "gpu-1")
