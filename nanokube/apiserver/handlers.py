@@ -862,6 +862,7 @@ class APIHandlers:
 
         ctype = f"{_PROTOBUF};stream=watch" if pb else _JSON
         timeout = watch_timeout(integer(q, "timeoutSeconds"), self.min_request_timeout)
+        integer(q, "limit")  # (decoded with the other ListOptions, though a watch reads it not: a 400 if it does not parse)
         field_selector = q.get("fieldSelector", "")
         try:
             stream = await self.rest.watch(

@@ -306,6 +306,28 @@ async def test_a_delete_collection_judges_its_list_options_before_its_body_and_l
     assert [c.metadata.name for c in (await asyncio.to_thread(core.list_namespaced_config_map, "default")).items] == ["c"]
 
 
+async def test_a_watch_decodes_its_limit_as_a_list_does(core):
+    """ListResource decodes every ListOptions parameter before it watches: a limit that does not parse
+    is a 400 for a watch too, after timeoutSeconds (their fields' order), though a watch reads no limit.
+    A watch took any (found by fuzz_sweep's `options` family)."""
+    api = core.api_client
+
+    def get(query: str) -> tuple[int, dict]:
+        response = api.rest_client.pool_manager.request(
+            "GET", f"{api.configuration.host}/api/v1/namespaces/default/configmaps?watch=true&{query}",
+            headers={**api.default_headers, "Accept": "application/json"})
+        return response.status, json.loads(response.data) if response.status != 200 else {}
+
+    for query, message in [("timeoutSeconds=1&limit=x", 'strconv.ParseInt: parsing "x": invalid syntax'),
+                           ("timeoutSeconds=1&limit=", 'strconv.ParseInt: parsing "": invalid syntax'),
+                           ("timeoutSeconds=1&limit=99999999999999999999",
+                            'strconv.ParseInt: parsing "99999999999999999999": value out of range'),
+                           ("timeoutSeconds=y&limit=x", 'strconv.ParseInt: parsing "y": invalid syntax')]:
+        status, body = await asyncio.to_thread(get, query)
+        assert (status, body.get("message")) == (400, message), query
+    assert (await asyncio.to_thread(get, "timeoutSeconds=1&limit=5"))[0] == 200
+
+
 async def test_a_legacy_watch_path_has_a_lists_options(core):
     """ListResource's forceWatch (GET .../watch/...) leaves the options' watch false: no watch-list
     defaults (so no initial-events-end bookmark) and a list's rules (sendInitialEvents is refused).
