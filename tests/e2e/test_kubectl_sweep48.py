@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 
 def _raw(cluster, path: str, **headers: str):
     """GET `path` with the admin's client certificate, not following a redirect."""
@@ -62,3 +64,26 @@ def test_readyz_names_the_excludes_it_found_no_check_for(cluster):
     # matched ones only: no warning; not verbose: just ok
     assert "warn" not in cluster.kubectl("get", "--raw", "/livez?verbose&exclude=ping").stdout
     assert cluster.kubectl("get", "--raw", "/livez?exclude=nope").stdout == "ok"
+
+
+def test_exec_into_a_completed_pod_is_the_kubelets_container_not_found(cluster):
+    """kube-apiserver proxies pods/exec and pods/attach to the kubelet whatever the pod's
+    phase (the 'cannot exec into a container in a completed pod' line is kubectl's own
+    check); the kubelet finds no running container and answers `container not found`.
+    nanokube refused a completed pod in the API server with a 400 of kubectl's wording,
+    which clients without kubectl's check (and kubectl's run/debug attach fallback) saw."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.stream import stream
+
+    cluster.kubectl("run", "done-once", "--image=busybox", "--restart=Never", "--", "sh", "-c", "echo fin")
+    cluster.kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/done-once", "--timeout=30s")
+    v1 = client.CoreV1Api(cluster.client())
+    for connect, extra in ((v1.connect_get_namespaced_pod_exec, {"command": ["echo", "x"]}),
+                           (v1.connect_get_namespaced_pod_attach, {})):
+        with pytest.raises(ApiException) as e:
+            stream(connect, "done-once", "default", stdout=True, stderr=True, stdin=False, tty=False, **extra)
+        assert e.value.reason.endswith('-+-+- container not found ("done-once")'), e.value.reason
+    # kubectl checks the phase itself first, as against any cluster
+    r = cluster.kubectl("exec", "done-once", "--", "ls", check=False)
+    assert r.stderr.strip() == "error: cannot exec into a container in a completed pod; current phase is Succeeded"

@@ -88,10 +88,6 @@ class PodStreaming:
         q = request.query
         container = pod_container(pod, q.get("container", ""))
         node = self._node(pod)
-        phase = (pod.get("status") or {}).get("phase")
-        if phase in ("Succeeded", "Failed"):
-            verb = "exec into" if sub == "exec" else "attach to"
-            raise errors.bad_request(f"cannot {verb} a container in a completed pod; current phase is {phase}")
         if not node.has_container(namespace, name, pod["metadata"].get("uid", ""), container):
             # the kubelet's answer, which clients print as "unable to upgrade connection: ..."
             return web.Response(status=404, text=f'container not found ("{container}")')
