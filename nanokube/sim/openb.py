@@ -21,7 +21,6 @@ import csv
 from collections import Counter
 
 from ..node.cluster import Cluster, ClusterFileError, Pool
-from ..node.lifecycle import EXIT_CODE, RUN_SECONDS
 from .trace import Trace, TraceError, TraceEvent
 
 MODEL_LABEL = "gpu.nanokube.io/model"
@@ -145,6 +144,8 @@ def load_pods(path: str, untimed: bool = False, run_times: bool = False) -> Trac
     gpu_milli: dict[str, int] = {}
     setup: list[dict] = []
     lines: dict[str, int] = {}  # task name -> its line: a name is one pod, created once
+    if run_times:  # (here, not above: node.lifecycle imports much of the node agent, 0.3 CPU-s of a refused list)
+        from ..node.lifecycle import EXIT_CODE, RUN_SECONDS
     timed = None
     for _, row in _read(path, "pod list", POD_COLUMNS, POD_OPTIONAL, TraceError):
         if timed is None:
