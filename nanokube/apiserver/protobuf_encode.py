@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import math
 import struct
+from collections import OrderedDict
 from datetime import UTC, datetime
 
 from ..machinery import goduration, gotime
@@ -335,8 +336,9 @@ def encode(obj: dict) -> bytes:
 
 
 #: recent watch frames by (object, event type): every watcher of a kind is sent the same stored
-#: object, encoded once (the memo holds the objects, so an id in it always names its own)
-_FRAMES: dict[tuple[int, str], tuple[dict, bytes]] = {}
+#: object, encoded once (the memo holds the objects, so an id in it always names its own); ordered, so
+#: the oldest leaves in O(1) (see machinery/encoded.py)
+_FRAMES: OrderedDict[tuple[int, str], tuple[dict, bytes]] = OrderedDict()
 _FRAMES_MAX = 1024
 
 
@@ -353,6 +355,6 @@ def watch_event(event_type: str, obj: dict) -> bytes:
     event = b"\x0a" + _varint(len(typ)) + typ + b"\x12" + _varint(len(ext)) + ext
     frame = struct.pack(">I", len(event)) + event
     if len(_FRAMES) >= _FRAMES_MAX:
-        del _FRAMES[next(iter(_FRAMES))]
+        _FRAMES.popitem(last=False)
     _FRAMES[memo_key] = (obj, frame)
     return frame

@@ -47,6 +47,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import AsyncIterator
 
@@ -342,8 +343,9 @@ class SQLiteStore(Store):
         self._batch: list[tuple[asyncio.Future, Event]] | None = None
         #: the open transaction holds a deletion: its commit bumps the meta row
         self._deleted = False
-        #: the committed KV of each of the LATEST keys written last (see update)
-        self._latest: dict[str, KV] = {}
+        #: the committed KV of each of the LATEST keys written last (see update); ordered so the oldest
+        #: leaves in O(1): a dict's `next(iter(d))` walks the slots its deletions left, ~22 us a write at 8192
+        self._latest: OrderedDict[str, KV] = OrderedDict()
         self._history: History | None = None
         #: shared mode: the writes queued for the end of this turn (op, key, value, expected revision, future),
         #: when they first waited for the lock (0: not yet), the log's oldest revision, the doorbell
@@ -470,7 +472,7 @@ class SQLiteStore(Store):
             if event.type == PUT:
                 latest[kv.key] = kv
         while len(latest) > LATEST:
-            del latest[next(iter(latest))]
+            latest.popitem(last=False)
         self._checkpoint_after_commit(size)
         # acknowledged a turn later, once the watch cache has taken the events: as with one
         # transaction per write, watchers are handed an event before its writer is answered

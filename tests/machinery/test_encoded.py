@@ -1,3 +1,5 @@
+from collections import OrderedDict
+
 import orjson
 
 from nanokube.apiserver import cache
@@ -39,7 +41,7 @@ def test_stored_bytes_with_remembered_parts_are_the_object_s_own():
 
 
 def test_the_remembered_json_stays_within_its_bounds(monkeypatch):
-    monkeypatch.setattr(encoded, "_KNOWN", {})
+    monkeypatch.setattr(encoded, "_KNOWN", OrderedDict())
     monkeypatch.setattr(encoded, "_size", 0)
     monkeypatch.setattr(encoded, "_SIZE_MAX", 1600)
     values = [{"v": "x" * 90} for _ in range(40)]  # 100 bytes of JSON each

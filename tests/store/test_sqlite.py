@@ -153,3 +153,23 @@ async def test_an_update_of_a_key_written_last_checks_its_revision_in_the_statem
     finally:
         other.close()
         await store.close()
+
+
+async def test_the_keys_written_last_are_bounded_and_the_least_recently_written_leaves_first(tmp_path, monkeypatch):
+    """The map of the LATEST keys written last keeps the newest, an update moving its key to the end;
+    an update of a key that left it reads the row and still checks the revision."""
+    monkeypatch.setattr("nanokube.store.sqlite.LATEST", 2)
+    store = SQLiteStore(str(tmp_path / "db"))
+    await store.start()
+    try:
+        a, b, _ = [await store.create(f"/registry/pods/ns/{k}", k.encode()) for k in "abc"]
+        assert list(store._latest) == ["/registry/pods/ns/b", "/registry/pods/ns/c"]
+        await store.update("/registry/pods/ns/b", b"b2", b.mod_revision)
+        await store.create("/registry/pods/ns/d", b"d")
+        assert list(store._latest) == ["/registry/pods/ns/b", "/registry/pods/ns/d"]
+        with pytest.raises(RevisionMismatch):
+            await store.update("/registry/pods/ns/a", b"a2", a.mod_revision + 1)
+        assert (await store.update("/registry/pods/ns/a", b"a2", a.mod_revision)).value == b"a2"
+        assert list(store._latest) == ["/registry/pods/ns/d", "/registry/pods/ns/a"]
+    finally:
+        await store.close()

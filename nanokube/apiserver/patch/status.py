@@ -15,17 +15,18 @@ keys, trying again every `_TRIES`th write, as the managedFields memos of apply.p
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import orjson
 
 from ...machinery import encoded as json_memo
 
-#: key -> (schema, status)
-_PATCHED: dict[tuple, tuple[dict, dict]] = {}
+#: key -> (schema, status), the oldest first (OrderedDict: see machinery/encoded.py)
+_PATCHED: OrderedDict[tuple, tuple[dict, dict]] = OrderedDict()
 #: (patch type, patch bytes) of the patches remembered: each names status alone, so a request that
 #: sends them again is known to be such a patch without decoding them
-_SEEN: dict[tuple[str, bytes], None] = {}
+_SEEN: OrderedDict[tuple[str, bytes], None] = OrderedDict()
 #: keys that missed in a row, by writer (resource and field manager)
 _MISSES: dict[tuple, int] = {}
 _LIMIT = 1024
@@ -75,9 +76,9 @@ def remember(k: tuple, schema: dict, status: Any) -> None:
     if type(status) is not dict:
         return
     if len(_PATCHED) >= _LIMIT:
-        del _PATCHED[next(iter(_PATCHED))]
+        _PATCHED.popitem(last=False)
     _PATCHED[k] = (schema, status)
     if len(_SEEN) >= _LIMIT:
-        del _SEEN[next(iter(_SEEN))]
+        _SEEN.popitem(last=False)
     _SEEN[k[1], k[2]] = None
     json_memo.fragment(status)
