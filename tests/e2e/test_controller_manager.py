@@ -94,9 +94,10 @@ def test_unknown_controller_is_refused(bare):
                                          '"bootstrapsigner" is not in the list of known controllers')
 
 
-def test_metrics_cli_sets_series_the_metrics_api_serves(cluster):
+def test_metrics_cli_sets_series_the_metrics_api_serves(bare):
+    """(On the module's cluster: the API server serves the metrics, with or without controllers.)"""
     def metrics(*args):
-        r = subprocess.run([sys.executable, "-m", "nanokube.cli", "metrics", *args, "--kubeconfig", cluster.kubeconfig],
+        r = subprocess.run([sys.executable, "-m", "nanokube.cli", "metrics", *args, "--kubeconfig", bare.kubeconfig],
                            check=False, capture_output=True, text=True, timeout=60)
         return r
     assert metrics("set", "queue_length", "12").returncode == 0
