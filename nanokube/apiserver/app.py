@@ -33,7 +33,7 @@ from .audit import AuditedRequest, audit_id
 from .audit import authenticated as audit_authenticated
 from .audit import unauthenticated as audit_unauthenticated
 from .audit_file import LogOptions
-from .auth import RBACAuthorizer, bootstrap_policy, forbidden
+from .auth import RBACAuthorizer, bootstrap_policy, forbidden, namespace_policy
 from .auth.authorizer import USER, request_attributes
 from .auth.impersonation import impersonate
 from .auth.requestheader import is_front_proxy, user_from_headers
@@ -390,6 +390,11 @@ class APIServer:
             await self.ensure("rbac.authorization.k8s.io", "v1", "clusterroles", None, role)
         for binding in bindings:
             await self.ensure("rbac.authorization.k8s.io", "v1", "clusterrolebindings", None, binding)
+        roles, bindings = namespace_policy()
+        for role in roles:
+            await self.ensure("rbac.authorization.k8s.io", "v1", "roles", role["metadata"]["namespace"], role)
+        for binding in bindings:
+            await self.ensure("rbac.authorization.k8s.io", "v1", "rolebindings", binding["metadata"]["namespace"], binding)
 
     async def ensure(self, group: str, version: str, plural: str, namespace: str | None, obj: dict) -> None:
         res = self.index.get(group, version, plural)

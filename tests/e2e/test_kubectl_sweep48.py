@@ -87,3 +87,54 @@ def test_exec_into_a_completed_pod_is_the_kubelets_container_not_found(cluster):
     # kubectl checks the phase itself first, as against any cluster
     r = cluster.kubectl("exec", "done-once", "--", "ls", check=False)
     assert r.stderr.strip() == "error: cannot exec into a container in a completed pod; current phase is Succeeded"
+
+
+EXTENSION_SERVER_RBAC = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: ext-metrics, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: ext-metrics-auth-reader, namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: extension-apiserver-authentication-reader}
+subjects: [{kind: ServiceAccount, name: ext-metrics, namespace: kube-system}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "ext-metrics:system:auth-delegator"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:auth-delegator"}
+subjects: [{kind: ServiceAccount, name: ext-metrics, namespace: kube-system}]
+"""
+
+
+def test_an_extension_api_servers_rbac_binds_the_bootstrap_roles_it_names(cluster):
+    """metrics-server's (and KEDA's, prometheus-adapter's) manifests bind the kube-system Role
+    extension-apiserver-authentication-reader and the ClusterRole system:auth-delegator, which
+    kube-apiserver's bootstrap policy creates; nanokube created neither (nor any other
+    namespaced bootstrap Role), so such a server could not read the client CA nor review tokens."""
+    roles = cluster.kubectl("get", "roles", "-A", "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,N:.metadata.name")
+    assert [line.split() for line in roles.stdout.splitlines()] == [
+        ["kube-public", "system:controller:bootstrap-signer"],
+        ["kube-system", "extension-apiserver-authentication-reader"],
+        ["kube-system", "system::leader-locking-kube-controller-manager"],
+        ["kube-system", "system::leader-locking-kube-scheduler"],
+        ["kube-system", "system:controller:bootstrap-signer"],
+        ["kube-system", "system:controller:cloud-provider"],
+        ["kube-system", "system:controller:token-cleaner"]]
+    binding = cluster.kubectl_json("get", "rolebinding", "-n", "kube-system", "system::extension-apiserver-authentication-reader")
+    assert binding["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+    assert binding["metadata"]["labels"] == {"kubernetes.io/bootstrapping": "rbac-defaults"}
+    assert [s["name"] for s in binding["subjects"]] == ["system:kube-controller-manager", "system:kube-scheduler"]
+
+    sa = ["--as=system:serviceaccount:kube-system:ext-metrics"]
+    checks = (["get", "configmaps/extension-apiserver-authentication", "-n", "kube-system"],
+              ["create", "tokenreviews.authentication.k8s.io"], ["create", "subjectaccessreviews.authorization.k8s.io"])
+    for check in checks:
+        assert cluster.kubectl("auth", "can-i", *check, *sa, check=False).stdout.strip() == "no"
+    cluster.kubectl("apply", "-f", "-", input=EXTENSION_SERVER_RBAC)
+    for check in checks:
+        assert cluster.kubectl("auth", "can-i", *check, *sa).stdout.strip() == "yes"
+    # the Role names one ConfigMap only
+    assert cluster.kubectl("auth", "can-i", "get", "configmaps/other", "-n", "kube-system", *sa,
+                           check=False).stdout.strip() == "no"

@@ -185,6 +185,18 @@ def _subject(kind: str, name: str) -> dict:
     return {"apiGroup": GROUP, "kind": kind, "name": name}
 
 
+def _role(namespace: str, name: str, rules: list[dict]) -> dict:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": dict(_BOOTSTRAP_LABELS),
+                         "annotations": dict(_AUTOUPDATE)}, "rules": rules}
+
+
+def _role_binding(namespace: str, name: str, role: str, *subjects: tuple[str, str]) -> dict:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": dict(_BOOTSTRAP_LABELS),
+                         "annotations": dict(_AUTOUPDATE)},
+            "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": role},
+            "subjects": [_subject(k, n) for k, n in subjects]}
+
+
 def _aggregate_to(*roles: str) -> dict:
     return {f"rbac.authorization.k8s.io/aggregate-to-{r}": "true" for r in roles}
 
@@ -303,6 +315,9 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
             _rule(_RO + ["create", "update"], ["certificates.k8s.io"], ["clustertrustbundles"]),
         ]),
         _cluster_role("system:cluster-trust-bundle-discovery", [_rule(_RO, ["certificates.k8s.io"], ["clustertrustbundles"])]),
+        # what an extension API server or an auth proxy binds to delegate authentication and authorization
+        _cluster_role("system:auth-delegator", [_rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+                                                _rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"])]),
         *_CSR_ROLES,
         *(_cluster_role(f"system:controller:{sa}", rules) for sa, rules in CONTROLLER_RULES.items()),
     ]
@@ -322,5 +337,44 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
                  ("Group", "system:serviceaccounts"), ("Group", "system:nodes")),
         *(_binding(f"system:controller:{sa}", f"system:controller:{sa}", ("ServiceAccount", f"kube-system/{sa}"))
           for sa in CONTROLLER_RULES),
+    ]
+    return roles, bindings
+
+
+def namespace_policy() -> tuple[list[dict], list[dict]]:
+    """(Roles, RoleBindings) kube-apiserver's bootstrap policy puts in kube-system and
+    kube-public (bootstrappolicy/namespace_policy.go): notably the Role an extension API
+    server's RoleBinding names to read the extension-apiserver-authentication ConfigMap."""
+    events = _rule(["create", "patch", "update"], ["", "events.k8s.io"], ["events"])
+    sys, pub = "kube-system", "kube-public"
+    roles = [
+        _role(sys, "extension-apiserver-authentication-reader", [
+            _rule(_RO, [""], ["configmaps"]) | {"resourceNames": ["extension-apiserver-authentication"]}]),
+        _role(sys, "system:controller:bootstrap-signer", [_rule(_RO, [""], ["secrets"])]),
+        _role(sys, "system:controller:cloud-provider", [_rule(["create", "get", "list", "watch"], [""], ["configmaps"])]),
+        _role(sys, "system:controller:token-cleaner", [_rule(["delete", "get", "list", "watch"], [""], ["secrets"]), events]),
+        _role(sys, "system::leader-locking-kube-controller-manager", [
+            _rule(["watch"], [""], ["configmaps"]),
+            _rule(["get", "update"], [""], ["configmaps"]) | {"resourceNames": ["kube-controller-manager"]},
+            _rule(["create", "get", "list", "update", "watch"], ["coordination.k8s.io"], ["leases"])]),
+        _role(sys, "system::leader-locking-kube-scheduler", [
+            _rule(["watch"], [""], ["configmaps"]),
+            _rule(["get", "update"], [""], ["configmaps"]) | {"resourceNames": ["kube-scheduler"]}]),
+        _role(pub, "system:controller:bootstrap-signer", [
+            _rule(_RO, [""], ["configmaps"]),
+            _rule(["update"], [""], ["configmaps"]) | {"resourceNames": ["cluster-info"]}, events]),
+    ]
+    bindings = [
+        _role_binding(sys, "system::extension-apiserver-authentication-reader", "extension-apiserver-authentication-reader",
+                      ("User", "system:kube-controller-manager"), ("User", "system:kube-scheduler")),
+        _role_binding(sys, "system::leader-locking-kube-controller-manager", "system::leader-locking-kube-controller-manager",
+                      ("User", "system:kube-controller-manager"), ("ServiceAccount", "kube-system/kube-controller-manager"),
+                      ("ServiceAccount", "kube-system/leader-election-controller")),
+        _role_binding(sys, "system::leader-locking-kube-scheduler", "system::leader-locking-kube-scheduler",
+                      ("User", "system:kube-scheduler"), ("ServiceAccount", "kube-system/kube-scheduler")),
+        *(_role_binding(sys, f"system:controller:{sa}", f"system:controller:{sa}", ("ServiceAccount", f"kube-system/{sa}"))
+          for sa in ("bootstrap-signer", "cloud-provider", "token-cleaner")),
+        _role_binding(pub, "system:controller:bootstrap-signer", "system:controller:bootstrap-signer",
+                      ("ServiceAccount", "kube-system/bootstrap-signer")),
     ]
     return roles, bindings
