@@ -12,7 +12,6 @@ pods/log's PodLogOptions (`ValidatePodLogOptions`).
 from __future__ import annotations
 
 import random
-import unicodedata
 from typing import Any, Mapping
 
 from ..clock import format_time
@@ -20,7 +19,6 @@ from ..machinery import errors, gotime
 from ..machinery import validation as v
 from . import structural
 
-FIELD_MANAGER_MAX_LENGTH = 128
 _PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
 _DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
 #: metav1.Time's zero, as RFC 3339 formats it
@@ -109,20 +107,8 @@ def pod_log_options(query: Mapping[str, str], name: str) -> dict[str, str]:
 
 
 def field_manager_errors(manager: str) -> list[v.FieldError]:
-    """ValidateFieldManager: at most 128 bytes, printable characters only."""
-    errs = []
-    if len(manager.encode()) > FIELD_MANAGER_MAX_LENGTH:
-        errs.append(v.too_long("fieldManager", FIELD_MANAGER_MAX_LENGTH))
-    for i, ch in enumerate(manager):
-        if not _printable(ch):
-            errs.append(v.invalid("fieldManager", manager, f"invalid character U+{ord(ch):04X} (at position {i})"))
-            break
-    return errs
-
-
-def _printable(ch: str) -> bool:
-    """Go's unicode.IsPrint: letters, marks, numbers, punctuation, symbols and the ASCII space."""
-    return ch == " " or unicodedata.category(ch)[0] in "LMNPS"
+    """ValidateFieldManager of the fieldManager query parameter."""
+    return v.field_manager_errors(manager, "fieldManager")
 
 
 def dry_run_errors(values: list[Any]) -> list[v.FieldError]:

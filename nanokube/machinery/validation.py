@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -545,6 +546,47 @@ def validate_object_meta(
     for i, fin in enumerate(meta.get("finalizers") or []):
         for msg in qualified_name(fin):
             errs.append(invalid(f"{path}.finalizers[{i}]", fin, msg))
+    return errs + managed_fields_errors(meta.get("managedFields"), f"{path}.managedFields")
+
+
+#: ValidateFieldManager's limit on a manager's name, in bytes
+FIELD_MANAGER_MAX_LENGTH = 128
+
+
+def field_manager_errors(manager: str, path: str) -> list[FieldError]:
+    """ValidateFieldManager: at most 128 bytes, printable characters only."""
+    errs = []
+    if len(manager.encode()) > FIELD_MANAGER_MAX_LENGTH:
+        errs.append(too_long(path, FIELD_MANAGER_MAX_LENGTH))
+    for i, ch in enumerate(manager):
+        if not _printable(ch):
+            errs.append(invalid(path, manager, f"invalid character U+{ord(ch):04X} (at position {i})"))
+            break
+    return errs
+
+
+def _printable(ch: str) -> bool:
+    """Go's unicode.IsPrint: letters, marks, numbers, punctuation, symbols and the ASCII space."""
+    return ch == " " or unicodedata.category(ch)[0] in "LMNPS"
+
+
+def managed_fields_errors(entries: Any, path: str) -> list[FieldError]:
+    """v1validation.ValidateManagedFields: each entry's operation, fieldsType, manager and subresource
+    (what the field manager kept of the ones a write sent: a manager's name it decodes, but not one of
+    129 bytes)."""
+    errs: list[FieldError] = []
+    for i, e in enumerate(entries if type(entries) is list else ()):
+        if not isinstance(e, dict):
+            continue
+        p = f"{path}[{i}]"
+        if (op := e.get("operation") or "") not in ("Apply", "Update"):
+            errs.append(invalid(f"{p}.operation", op, "must be `Apply` or `Update`"))
+        if (ft := e.get("fieldsType") or "") and ft != "FieldsV1":
+            errs.append(invalid(f"{p}.fieldsType", ft, "must be `FieldsV1`"))
+        if type(manager := e.get("manager") or "") is str:
+            errs += field_manager_errors(manager, f"{p}.manager")
+        if type(sub := e.get("subresource") or "") is str and len(sub.encode()) > 256:
+            errs.append(too_long(f"{p}.subresource", 256))
     return errs
 
 

@@ -11,7 +11,7 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from tests.served import served
+from tests.served import send, served
 from tests.controllers import tries
 
 EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
@@ -265,3 +265,36 @@ async def test_creates_of_one_shape_own_a_value_and_not_a_zero(tmp_path):
             out = await call(api_client, "POST", "/api/v1/namespaces/default/pods", pod, "creator")
             assert ("f:hostNetwork" in entries(out)["creator"][2]["f:spec"]) is value, name
             assert out["spec"].get("hostNetwork") is (value or None)  # false is omitempty's zero: not stored
+
+
+async def test_sent_managed_fields_are_decoded_and_validated_as_upstreams(tmp_path):
+    """A write's managedFields as kube-apiserver's field manager takes them (decodeLiveOrNew): entries its
+    decoder refuses (an operation, apiVersion or fieldsType it lacks) stand for the stored ones, an empty
+    list resets them, and what it keeps is validated (ValidateManagedFields: a manager of 129 bytes or a
+    control character, a subresource of 257, is a 422). A merge patch stored `operation: Bogus` entries,
+    and every manager's name, as sent (found by hand probes beside fuzz_sweep, fuzz48)."""
+    base = "/api/v1/namespaces/default/configmaps"
+    entry = {"manager": "m", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:data": {"f:other": {}}}}
+
+    def managers(obj: dict) -> list:
+        return [(e["manager"], e["operation"]) for e in obj["metadata"].get("managedFields", [])]
+
+    async with served(tmp_path) as (_, c):
+        assert (await send(c, "POST", f"{base}?fieldManager=creator", {"metadata": {"name": "a"}, "data": {"k": "v"}}))[0] == 201
+        for bad in ({"operation": "Bogus"}, {"apiVersion": ""}, {"fieldsType": None}):
+            code, got = await send(c, "PATCH", f"{base}/a?fieldManager=patcher",
+                                   {"metadata": {"managedFields": [{**entry, **bad}]}}, "application/merge-patch+json")
+            assert (code, managers(got)) == (200, [("creator", "Update")]), bad
+        code, got = await send(c, "PATCH", f"{base}/a", {"metadata": {"managedFields": []}}, "application/merge-patch+json")
+        assert (code, managers(got)) == (200, []), got
+        for bad, cause in [({"manager": "x" * 129}, ("metadata.managedFields[0].manager", "Too long: may not be more than 128 bytes")),
+                           ({"manager": "a\nb"}, ("metadata.managedFields[0].manager",
+                                                  'Invalid value: "a\\nb": invalid character U+000A (at position 1)')),
+                           ({"subresource": "s" * 257}, ("metadata.managedFields[0].subresource",
+                                                         "Too long: may not be more than 256 bytes"))]:
+            for method, path, body, ctype in [
+                    ("POST", base, {"metadata": {"name": "b", "managedFields": [{**entry, **bad}]}}, "application/json"),
+                    ("PATCH", f"{base}/a", {"metadata": {"managedFields": [{**entry, **bad}]}}, "application/merge-patch+json")]:
+                code, got = await send(c, method, path, body, ctype)
+                assert (code, [(x["field"], x["message"]) for x in got["details"]["causes"]]) == (422, [cause]), (method, bad)

@@ -734,6 +734,18 @@ def managed_fields_problem(entries: Any) -> str | None:
     unlike `_decode`, also wants each entry's operation, apiVersion and fieldsType), or None."""
     if entries is None:
         return None
+    problem = _entries_problem(entries)
+    if problem is not None:
+        return problem
+    try:
+        _decode({"metadata": {"managedFields": entries}})
+    except ValueError as e:
+        return f"error decoding set: {e}"
+    return None
+
+
+def _entries_problem(entries: Any) -> str | None:
+    """`managed_fields_problem` short of decoding the entries' fields."""
     if type(entries) is not list:
         return "managedFields must be a list"
     for i, e in enumerate(entries):
@@ -747,11 +759,30 @@ def managed_fields_problem(entries: Any) -> str | None:
             return f"missing fieldsType in managed fields entry {i}"
         if e["fieldsType"] != "FieldsV1":
             return f"invalid fieldsType {json.dumps(e['fieldsType'])} in managed fields entry {i}"
-    try:
-        _decode({"metadata": {"managedFields": entries}})
-    except ValueError as e:
-        return f"error decoding set: {e}"
     return None
+
+
+def _sent_managers(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[tuple, _Manager] | None:
+    """decodeLiveOrNew's reading of the managedFields a main-resource write sent: none (a reset) for an
+    empty list or a single empty entry; None, standing for the stored ones, where none were sent, where
+    upstream's DecodeManagedFields refuses them (an operation, apiVersion or fieldsType it lacks, fields
+    that do not decode) or where they name no manager."""
+    md = new.get("metadata")
+    sent = md.get("managedFields") if isinstance(md, dict) else None
+    if sent is None:
+        return None
+    if type(sent) is list and (not sent or len(sent) == 1 and _zero_entry(sent[0])):
+        return {}
+    if _entries_problem(sent) is not None:
+        return None
+    return _decode_or_empty(_sender_of_entries(old, new)) or None  # (fields that do not decode: none)
+
+
+def _zero_entry(e: Any) -> bool:
+    """The entry is Go's zero ManagedFieldsEntry once decoded (null, or every field empty)."""
+    return e is None or (isinstance(e, dict) and e.get("time") is None and e.get("fieldsV1") is None
+                         and all(e.get(k) in (None, "") for k in ("manager", "operation", "apiVersion", "fieldsType",
+                                                                   "subresource")))
 
 
 def _decode_or_empty(obj: dict[str, Any] | None) -> dict[tuple, _Manager]:
@@ -1147,7 +1178,8 @@ def update_managed_fields(
     objects read as upstream's decoded structs (`compare`), as an Update's do.
 
     Managed fields sent with a main-resource write replace the stored ones
-    (a single empty entry clears them); an empty list keeps the stored ones.
+    (an empty list or a single empty entry clears them); ones upstream's
+    decoder refuses are ignored, as if none were sent.
     An object that does not fit its schema loses its managedFields, as
     upstream's UpdateNoErrors does. The result shares nested values with
     `new` (it is read, not mutated); creates of one shape reuse the field
@@ -1156,7 +1188,8 @@ def update_managed_fields(
     skipped it)."""
     raw = _root_schema(schema)
     ignored = _ignored(ignore_status, subresource)
-    managers = {} if subresource else _decode_or_empty(_sender_of_entries(old, new))
+    sent = None if subresource else _sent_managers(old, new)
+    managers = sent or {}
     if not managers and old is None:
         base = (id(raw), manager, operation, api_version, subresource, ignore_status, decoded)
         plain = None if create_key is _UNKEYED else create_key or (*base, _create_key(new))
@@ -1190,7 +1223,7 @@ def update_managed_fields(
     result = _own_metadata(new)
     if ignored is _SPEC:
         return _status_write(old, result, raw, manager, operation, now, api_version, subresource, convert, decoded)
-    if not managers:
+    if sent is None:
         managers = _decode_or_empty(old)
     return _track(old, result, raw, managers, manager, operation, now, api_version, subresource, ignored, convert,
                   decoded)
@@ -1251,7 +1284,7 @@ def create_managed_fields(
     `known`: a map of `new`'s top level and its shape.signature, taken already."""
     raw = _root_schema(schema)
     key: Any = None
-    if not _decode_or_empty(new):
+    if not _sent_managers(None, new):
         base = (id(raw), manager, "Update", api_version, "", ignore_status, decoded)
         misses = _PLAIN_MISSES.get(base, 0)
         if known is None and misses >= _PLAIN_TRIES and misses % _PLAIN_TRIES:

@@ -259,16 +259,26 @@ def test_entries_sorted_apply_first_then_by_time_and_manager():
 
 
 def test_client_sent_managed_fields():
+    """As upstream's decodeLiveOrNew: an empty list or a single empty entry resets them
+    (TestResetManagedFieldsEmptyList), entries its DecodeManagedFields refuses stand for the stored ones."""
     live = update(None, configmap(key="v"), "creator", T0)
     stored = live["metadata"]["managedFields"]
 
-    kept = copy.deepcopy(live)
-    kept["metadata"]["managedFields"] = []
-    assert update(live, kept, "x", T1)["metadata"]["managedFields"] == stored
+    for reset in ([], [{}], [None], [{"manager": "", "fieldsV1": None}]):
+        cleared = copy.deepcopy(live)
+        cleared["metadata"]["managedFields"] = reset
+        assert "managedFields" not in update(live, cleared, "x", T1)["metadata"], reset
 
-    cleared = copy.deepcopy(live)
-    cleared["metadata"]["managedFields"] = [{}]
-    assert "managedFields" not in update(live, cleared, "x", T1)["metadata"]
+    entry = {"manager": "importer", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:data": {"f:key": {}}}}
+    for bad in ({"operation": "Bogus"}, {"operation": ""}, {"apiVersion": ""}, {"fieldsType": ""},
+                {"fieldsType": "FieldsV2"}, {"fieldsV1": {"x:key": {}}}):
+        refused = copy.deepcopy(live)
+        refused["metadata"]["managedFields"] = [{**entry, **bad}]
+        assert update(live, refused, "x", T1)["metadata"]["managedFields"] == stored, bad
+        created = update(None, {**configmap(key="v"), "metadata": {**configmap(key="v")["metadata"],
+                                                                     "managedFields": [{**entry, **bad}]}}, "creator", T0)
+        assert [e["manager"] for e in created["metadata"]["managedFields"]] == ["creator"], bad
 
     replaced = copy.deepcopy(live)
     replaced["metadata"]["managedFields"] = [
