@@ -23,6 +23,11 @@ random fuzzer had not (see `git log --grep=sweep`):
   $setElementOrder, $deleteFromPrimitiveList), json patch operations with odd pointers (~1, ~0, "-",
   huge indexes), a field selector on it, and writes, deletes and applies with odd fieldManager,
   fieldValidation, force and dryRun values; names, labels and annotations at and past their limits;
+- `options`: each kind's collection listed, watched and deleted (deletecollection, matching nothing) and
+  its seed deleted (as a dry run, or with a uid precondition that fails) with odd options: limit, continue,
+  resourceVersion and resourceVersionMatch, sendInitialEvents, allowWatchBookmarks, timeoutSeconds,
+  label and field selectors of edge syntax (`in ()`, `!`, unicode, long), and DeleteOptions bodies
+  (preconditions, propagationPolicy, gracePeriodSeconds, dryRun, orphanDependents, another kind);
 - `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
   dry-run create each: an answer slower than --slow seconds is reported (quadratic validation held
   the loop for minutes: warnings, field errors, policy variables).
@@ -117,6 +122,54 @@ WRITE_QUERIES = [{"fieldManager": ""}, {"fieldManager": "x" * 300}, {"fieldManag
 #: field selectors of the `patches` sweep's lists (`F`: each path of the seed, dotted)
 FIELD_SELECTORS = ["F=x", "F!=x", "F==x", "F", "F=", "=x", "F=x,F!=y", "F in (x)", "F=x=y", "F=%00", "F=" + "x" * 300,
                    "metadata.name=\\,", "metadata.name=a\\", "metadata.namespace!=", ",", "!", "metadata.name=é"]
+#: list options of the `options` sweep (each also sent as a watch, with timeoutSeconds=1 unless it names one)
+LIST_OPTIONS = [{"limit": v} for v in ("-1", "0", "x", "1.5", "99999999999999999999", "1%00", "")] + [
+    {"continue": v} for v in ("x", "%00", "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTF9", "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiIuLi8ifQ",
+                              "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTg0NDY3NDQwNzM3MDk1NTE2MTUsInN0YXJ0IjoiYSJ9", "=" * 3, "a" * 5000)] + [
+    {"limit": "1", "continue": "x", "resourceVersion": "1"}, {"continue": "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MX0", "labelSelector": "a=b"},
+    {"resourceVersion": "0", "resourceVersionMatch": "Exact"}, {"resourceVersion": "1", "resourceVersionMatch": "Exact"},
+    {"resourceVersion": "", "resourceVersionMatch": "NotOlderThan"}, {"resourceVersionMatch": "Bogus", "resourceVersion": "1"},
+    {"resourceVersion": "18446744073709551615"}, {"resourceVersion": "18446744073709551616"}, {"resourceVersion": "-1"},
+    {"resourceVersion": "1", "resourceVersionMatch": "Exact", "limit": "1"}, {"resourceVersion": "x", "limit": "1"},
+    {"sendInitialEvents": "true"}, {"sendInitialEvents": "false", "resourceVersionMatch": "NotOlderThan"},
+    {"sendInitialEvents": "maybe"}, {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "resourceVersion": ""},
+    {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "resourceVersion": "0", "allowWatchBookmarks": "true"},
+    {"sendInitialEvents": "true", "resourceVersionMatch": "Exact", "allowWatchBookmarks": "true"},
+    {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "false"},
+    {"sendInitialEvents": "false", "resourceVersionMatch": "NotOlderThan", "resourceVersion": "1", "allowWatchBookmarks": "true"},
+    {"allowWatchBookmarks": "maybe"}, {"allowWatchBookmarks": "1"}, {"timeoutSeconds": "-1"}, {"timeoutSeconds": "0"},
+    {"timeoutSeconds": "x"}, {"timeoutSeconds": "1.5"}, {"timeoutSeconds": "99999999999999999999"}, {"timeoutSeconds": "1e3"},
+    {"watch": "maybe", "timeoutSeconds": "1"}, {"watch": "0"}, {"pretty": "maybe"}, {"includeUninitialized": "true"}, {"resourceVersionMatch": "NotOlderThan"}]
+#: label selectors of the `options` sweep: edge syntax, unicode, long
+LABEL_SELECTORS = ["a in ()", "a notin ()", "!", "!a", "!a,!b", "a", "a,", ",a", "a,,b", "a in (b,", "a in (b))", "a in b",
+                   "a==b==c", "a!=", "a=b,a=c", "é=x", "a=é", "a in (é)", "a." * 200 + "b=c", "a=" + "b" * 64, "x" * 10000,
+                   "a in (" + ",".join(f"v{i}" for i in range(2000)) + ")", ",".join(f"k{i}=v" for i in range(2000)),
+                   "a>1", "a<1", "a gt 1", "a exists", "\x00", "a=\x00", "a in (b c)", "(a)", "a = b", " a ", "a\tin\t(b)",
+                   "example.com/a=b", "/a=b", "a/=b", "-a=b", "a=-b-", "A=B"]
+#: field selectors of the `options` sweep beside the `patches` sweep's, on any kind
+ANY_FIELD_SELECTORS = ["metadata.name in (a)", "metadata.name notin (a)", "!metadata.name", "metadata.name",
+                       "metadata.name=" + "a" * 10000, ",".join(f"metadata.name!=a{i}" for i in range(2000)),
+                       "metadata.namespace=é", "spec.nope=x", "status.phase=Running", "metadata.name=a,metadata.name=b",
+                       "metadata.uid=x", "metadata.resourceVersion=1", "metadata.name\\=a=b", "metadata.name=a\\,b"]
+#: DeleteOptions bodies of the `options` sweep's deletes
+DELETE_BODIES = [{}, None, [], "x", 1, {"kind": "DeleteOptions", "apiVersion": "v2"}, {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"},
+                 {"kind": "DeleteOptions", "apiVersion": "policy/v1"}, {"kind": "Pod", "apiVersion": "v1"}, {"kind": 1},
+                 {"gracePeriodSeconds": -1}, {"gracePeriodSeconds": -(2**63)}, {"gracePeriodSeconds": 2**63}, {"gracePeriodSeconds": 2**63 - 1},
+                 {"gracePeriodSeconds": "x"}, {"gracePeriodSeconds": 1.5}, {"gracePeriodSeconds": None}, {"gracePeriodSeconds": 0},
+                 {"propagationPolicy": "Bogus"}, {"propagationPolicy": ""}, {"propagationPolicy": None}, {"propagationPolicy": 1},
+                 {"propagationPolicy": "orphan"}, {"orphanDependents": True, "propagationPolicy": "Foreground"},
+                 {"orphanDependents": "yes"}, {"orphanDependents": None}, {"preconditions": {}}, {"preconditions": None},
+                 {"preconditions": {"uid": ""}}, {"preconditions": {"resourceVersion": "x"}}, {"preconditions": {"resourceVersion": "-1"}},
+                 {"preconditions": {"uid": 1}}, {"preconditions": []}, {"preconditions": {"uid": "x" * 10000}},
+                 {"dryRun": ["All", "All"]}, {"dryRun": ["x"]}, {"dryRun": "All"}, {"dryRun": []}, {"dryRun": [None]},
+                 {"ignoreStoreReadErrorWithClusterBreakingPotential": True}, {"ignoreStoreReadErrorWithClusterBreakingPotential": "x"},
+                 {"unknown": 1}, {"metadata": {"name": "x"}}, {"gracePeriodSeconds": 1, "preconditions": {"uid": "nope"}}]
+#: query parameters of the `options` sweep's deletes (each with dryRun=All, but those naming dryRun)
+DELETE_QUERIES = [{}, {"gracePeriodSeconds": "-1"}, {"gracePeriodSeconds": "x"}, {"gracePeriodSeconds": "99999999999999999999"},
+                  {"propagationPolicy": "Bogus"}, {"propagationPolicy": ""}, {"orphanDependents": "maybe"},
+                  {"orphanDependents": "true", "propagationPolicy": "Background"}, {"dryRun": "x"}, {"dryRun": ""},
+                  {"dryRun": "All&dryRun=x"}, {"ignoreStoreReadErrorWithClusterBreakingPotential": "true"},
+                  {"ignoreStoreReadErrorWithClusterBreakingPotential": "maybe"}, {"preconditions": "x"}]
 #: the group of the `crds` sweep's CRDs
 SWEEP_GROUP = "sweep.fuzz.example.com"
 _O = {"type": "object"}
@@ -195,6 +248,8 @@ class Sweep:
         unreachable |= converts and code == 500 and "conversion webhook for" in str(got)
         # (a custom resource without its spec replicas field has no Scale: ScaleREST.Get's InternalError)
         unreachable |= code == 500 and path.endswith("/scale") and "the spec replicas field" in str(got)
+        # (a list from a resourceVersion the server has not reached: the cacher's 504 after its 3 s wait)
+        unreachable |= code == 504 and "Too large resource version" in str(got)
         if (code >= 500 and not unreachable) or code < 0 or took > self.slow:
             self.report("broken", method, url, body, code, got, took)
         elif round_trip and code in (200, 201) and method in ("POST", "PUT") and isinstance(got, dict) \
@@ -355,6 +410,44 @@ class Sweep:
                 if "name" not in meta:
                     changed["metadata"]["name"] = name + "-long"
                 self.send("POST", base, json.dumps(changed), dry)
+
+    def options(self) -> None:
+        """Each kind's collection listed and watched with odd list options (LIST_OPTIONS) and selectors
+        (LABEL_SELECTORS, ANY_FIELD_SELECTORS), and deleted with odd DeleteOptions bodies and query
+        parameters: the collection by a label selector nothing matches, the seed as a dry run or under a
+        uid precondition that fails, so that nothing is deleted."""
+        q = urllib.parse.quote
+        for name, _, base, item in self._seeds("options"):
+            for opts in LIST_OPTIONS:
+                self.send("GET", base, None, {k: q(v, safe="%") for k, v in opts.items()}, None)
+                watch = {"timeoutSeconds": "1", **opts, "watch": "1"} if "watch" not in opts else opts
+                self.send("GET", base, None, {k: q(v, safe="%") for k, v in watch.items()}, None)
+            for sel in LABEL_SELECTORS:
+                self.send("GET", base, None, {"labelSelector": q(sel, safe="")}, None)
+                self.send("GET", base, None, {"labelSelector": q(sel, safe=""), "watch": "1", "timeoutSeconds": "1"}, None)
+                self.send("DELETE", base, None, {"labelSelector": q(sel, safe=""), "dryRun": "All"}, None)
+            for sel in ANY_FIELD_SELECTORS:
+                self.send("GET", base, None, {"fieldSelector": q(sel, safe="")}, None)
+                self.send("GET", base, None, {"fieldSelector": q(sel, safe=""), "watch": "1", "timeoutSeconds": "1"}, None)
+            nothing = {"labelSelector": "fuzz-sweep-nothing%3Dhere"}
+            for body in DELETE_BODIES:
+                # a body's options are the delete's: the query's are not read (as upstream's DeleteResource)
+                guarded = body
+                if isinstance(body, dict):
+                    guarded = {**body, "dryRun": ["All"]} if "dryRun" not in body else \
+                        {**body, "preconditions": {"uid": "fuzz-sweep-nope"}}
+                if body is not None:  # (a null body decodes as no options: a delete that is no dry run)
+                    self.send("DELETE", item, json.dumps(guarded), {"dryRun": "All"})
+                self.send("DELETE", base, json.dumps(body), {**nothing, "dryRun": "All"})
+            for query in DELETE_QUERIES:
+                guard = {} if "dryRun" in query else {"dryRun": "All"}
+                self.send("DELETE", item, json.dumps({"preconditions": {"uid": "fuzz-sweep-nope"}}) if not guard else None,
+                          {**query, **guard}, "application/json" if not guard else None)
+                self.send("DELETE", base, None, {**nothing, **query, **guard}, None)
+            for opts in LIST_OPTIONS[:20]:  # (deletecollection takes list options too)
+                self.send("DELETE", base, None, {**nothing, "dryRun": "All", **{k: q(v, safe="%") for k, v in opts.items()}}, None)
+            if self.raw.request("GET", item)[0] != 200:
+                self.report("seed deleted", "GET", item, None, 404, "the seed is gone after the options sweep", 0)
 
     def _some(self, paths: list) -> list:
         """`paths`, or `self.paths` of them drawn at random, in their order."""
@@ -551,7 +644,7 @@ def _unique(v, i: int):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sweeps", nargs="+",
-                    choices=["types", "schema", "lists", "protobuf", "subresources", "crds", "patches"])
+                    choices=["types", "schema", "lists", "protobuf", "subresources", "crds", "patches", "options"])
     ap.add_argument("--kubeconfig", required=True, help="the server to sweep (admin; it writes in the namespace fuzz)")
     ap.add_argument("--seed", type=int, default=1, help="the random choices' seed (verbs, values drawn)")
     ap.add_argument("--items", type=int, default=3000, help="the `lists` sweep's items per list")
