@@ -174,17 +174,23 @@ def _unchanged(err: FieldError, new: Obj, old: Obj) -> bool:
     return bool(path) and _value_at(new, path) == _value_at(old, path)
 
 
+def _split_path(path: str) -> list[str]:
+    """A scale path's fields as the scale subresource splits it (splitReplicasPath): at each period
+    after the leading one, nothing trimmed (`.spec.replicas ` names the field "replicas ")."""
+    return path.removeprefix(".").split(".")
+
+
 def _get_path(obj: Obj, path: str) -> tuple[bool, Any]:
     cur: Any = obj
-    for step in jsonpath.compile_path(path):
-        if not isinstance(cur, dict) or step[1] not in cur:
+    for step in _split_path(path):
+        if not isinstance(cur, dict) or step not in cur:
             return False, None
-        cur = cur[step[1]]
+        cur = cur[step]
     return True, cur
 
 
 def _set_path(obj: Obj, path: str, value: Any) -> None:
-    steps = [s[1] for s in jsonpath.compile_path(path)]
+    steps = _split_path(path)
     cur = obj
     for name in steps[:-1]:
         nxt = cur.get(name)
@@ -490,7 +496,7 @@ class CustomResourceStrategy(Strategy):
         _set_path(obj, self._replicas_path(), replicas)
 
     def replicas_path(self) -> tuple[str, ...]:
-        return tuple(s[1] for s in jsonpath.compile_path(self._replicas_path()))
+        return tuple(_split_path(self._replicas_path()))
 
     def _replicas_path(self) -> str:
         return (self._info(self.storage).scale or {}).get("specReplicasPath", ".spec.replicas")

@@ -105,3 +105,22 @@ async def test_a_scale_at_zero_without_a_selector_leaves_out_spec_replicas_and_t
                    content_type="application/merge-patch+json")
         got = await raw()
         assert (got["spec"], got["status"]) == ({"replicas": 2}, {"replicas": 0})
+
+
+async def test_a_scale_path_is_split_at_its_periods_and_nothing_trimmed(tmp_path):
+    """splitReplicasPath splits `.spec.size ` at its periods, nothing trimmed: it names the field "size ",
+    which the widget lacks (the internal error), not spec.size, which a kubectl JSONPath reading of
+    it found (3, found by fuzz48's probes of odd scale paths)."""
+    crd = json.loads(json.dumps(CRD).replace('".spec.size"', '".spec.size "'))
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        for _ in tries():
+            try:
+                await call(c, "POST", WIDGETS, {"apiVersion": f"{GROUP}/v1", "kind": "Widget",
+                                                "metadata": {"name": "a"}, "spec": {"size": 3}})
+                break
+            except ApiException as e:
+                assert e.status == 404  # not served yet
+                await asyncio.sleep(0.05)
+        assert await _refused(c, "GET", f"{WIDGETS}/a/scale", None) == (
+            500, 'Internal error occurred: the spec replicas field ".spec.size " does not exist')
