@@ -36,6 +36,7 @@ from .audit_file import LogOptions
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden, namespace_policy
 from .auth.authorizer import USER, request_attributes
 from .auth.impersonation import impersonate
+from .auth.rbac import reconcile_binding, reconcile_role
 from .auth.requestheader import is_front_proxy, user_from_headers
 from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
@@ -385,16 +386,35 @@ class APIServer:
         ):
             await self.ensure("scheduling.k8s.io", "v1", "priorityclasses", None,
                               {"metadata": {"name": name}, "value": value, "description": desc})
-        roles, bindings = bootstrap_policy()
-        for role in roles:
-            await self.ensure("rbac.authorization.k8s.io", "v1", "clusterroles", None, role)
-        for binding in bindings:
-            await self.ensure("rbac.authorization.k8s.io", "v1", "clusterrolebindings", None, binding)
+        cluster_roles, cluster_bindings = bootstrap_policy()
         roles, bindings = namespace_policy()
-        for role in roles:
-            await self.ensure("rbac.authorization.k8s.io", "v1", "roles", role["metadata"]["namespace"], role)
-        for binding in bindings:
-            await self.ensure("rbac.authorization.k8s.io", "v1", "rolebindings", binding["metadata"]["namespace"], binding)
+        for plural, objs in (("clusterroles", cluster_roles), ("clusterrolebindings", cluster_bindings),
+                             ("roles", roles), ("rolebindings", bindings)):
+            for obj in objs:
+                await self.ensure_rbac(plural, obj)
+
+    async def ensure_rbac(self, plural: str, wanted: dict) -> None:
+        """Create a default role or binding, or reconcile the one there as kube-apiserver's
+        rbac/bootstrap-roles post-start hook does (rbac.reconcile_role / reconcile_binding)."""
+        res = self.index.get("rbac.authorization.k8s.io", "v1", plural)
+        ns, name = wanted["metadata"].get("namespace"), wanted["metadata"]["name"]
+        entry = self.cache.get(res.key(ns, name))
+        if entry is None:
+            return await self.ensure("rbac.authorization.k8s.io", "v1", plural, ns, wanted)
+        opts = WriteOptions(field_manager="kube-apiserver", user=SYSTEM)
+        if plural.endswith("bindings"):
+            body, recreate = reconcile_binding(entry.obj, wanted)
+        else:
+            body, recreate = reconcile_role(entry.obj, wanted), False
+        if body is None:
+            return
+        body = {**body, "apiVersion": "rbac.authorization.k8s.io/v1", "kind": res.kind}
+        if recreate:
+            await self.rest.delete(res, "v1", ns, name, None, opts)
+            body["metadata"] = {k: v for k, v in body["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
+            await self.rest.create(res, "v1", ns, body, opts)
+        else:
+            await self.rest.update(res, "v1", ns, name, body, opts)
 
     async def ensure(self, group: str, version: str, plural: str, namespace: str | None, obj: dict) -> None:
         res = self.index.get(group, version, plural)

@@ -149,7 +149,8 @@ class RBACAuthorizer:
 # --- default policy -----------------------------------------------------------------
 
 _BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
-_AUTOUPDATE = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+AUTOUPDATE_KEY = "rbac.authorization.kubernetes.io/autoupdate"
+_AUTOUPDATE = {AUTOUPDATE_KEY: "true"}
 _RO = ["get", "list", "watch"]
 _RW = ["create", "delete", "deletecollection", "patch", "update"]
 
@@ -259,6 +260,96 @@ _NODE = [
 ]
 
 
+_EVENTS = _rule(["create", "update", "patch"], ["", "events.k8s.io"], ["events"])
+_RU = _RO + ["update", "patch"]
+
+#: kube-scheduler's role (bootstrappolicy's kubeSchedulerRules): leader election, binding, the
+#: objects its plugins read; with DRA, Workload/PodGroup and CompositePodGroup the 1.37 additions
+#: its plugins need: claims it allocates (finalizer and status), the extended-resource claims it
+#: creates and deletes, and the status of the groups it schedules
+_KUBE_SCHEDULER = [
+    _EVENTS,
+    _rule(["create"], ["coordination.k8s.io"], ["leases"]),
+    _rule(["get", "update"], ["coordination.k8s.io"], ["leases"]) | {"resourceNames": ["kube-scheduler"]},
+    _rule(["create"], [""], ["endpoints"]),
+    _rule(["get", "update"], [""], ["endpoints"]) | {"resourceNames": ["kube-scheduler"]},
+    _rule(_RO, [""], ["nodes"]),
+    _rule(_RO + ["delete"], [""], ["pods"]),
+    _rule(["create"], [""], ["pods/binding", "bindings"]),
+    _rule(["patch", "update"], [""], ["pods/status"]),
+    _rule(_RO, [""], ["services", "replicationcontrollers"]),
+    _rule(_RO, ["apps", "extensions"], ["replicasets"]),
+    _rule(_RO, ["apps"], ["statefulsets"]),
+    _rule(_RO, ["policy"], ["poddisruptionbudgets"]),
+    _rule(_RO, [""], ["persistentvolumeclaims", "persistentvolumes"]),
+    _rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+    _rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
+    _rule(_RO, ["storage.k8s.io"], ["csinodes"]),
+    _rule(_RO, [""], ["namespaces"]),
+    _rule(_RO, ["storage.k8s.io"], ["csidrivers"]),
+    _rule(_RO, ["storage.k8s.io"], ["csistoragecapacities"]),
+    _rule(_RO, ["storage.k8s.io"], ["volumeattachments"]),
+    _rule(_RO, ["resource.k8s.io"], ["resourceclaims", "deviceclasses"]),
+    _rule(_RU, [""], ["pods/finalizers"]),
+    _rule(_RU, ["resource.k8s.io"], ["resourceclaims", "resourceclaims/status"]),
+    _rule(["create", "delete"], ["resource.k8s.io"], ["resourceclaims"]),
+    _rule(_RO, ["resource.k8s.io"], ["resourceslices", "devicetaintrules"]),
+    _rule(_RO, ["scheduling.k8s.io"], ["workloads", "podgroups", "compositepodgroups"]),
+    _rule(["patch", "update"], ["scheduling.k8s.io"], ["podgroups/status", "compositepodgroups/status"]),
+]
+#: kube-controller-manager's own identity: enough to start the shared informers and mint the
+#: per-controller service accounts and their tokens (each controller then acts as its own)
+_KUBE_CONTROLLER_MANAGER = [
+    _EVENTS,
+    _rule(["create"], ["coordination.k8s.io"], ["leases"]),
+    _rule(["get", "update"], ["coordination.k8s.io"], ["leases"]) | {"resourceNames": ["kube-controller-manager"]},
+    _rule(["create"], [""], ["endpoints"]),
+    _rule(["get", "update"], [""], ["endpoints"]) | {"resourceNames": ["kube-controller-manager"]},
+    _rule(["create"], [""], ["secrets", "serviceaccounts"]),
+    _rule(["delete"], [""], ["secrets"]),
+    _rule(["get"], [""], ["namespaces", "secrets", "serviceaccounts", "configmaps"]),
+    _rule(["update"], [""], ["secrets", "serviceaccounts"]),
+    _rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+    _rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
+    _rule(["list", "watch"], ["*"], ["*"]),
+    _rule(["create"], [""], ["serviceaccounts/token"]),
+]
+#: the roles of the other system components kube-apiserver bootstraps; only some are bound by default
+_COMPONENT_ROLES = [
+    _cluster_role("system:kube-scheduler", _KUBE_SCHEDULER),
+    _cluster_role("system:volume-scheduler", [
+        _rule(_RU, [""], ["persistentvolumes"]),
+        _rule(_RO, ["storage.k8s.io"], ["storageclasses"]),
+        _rule(_RU, [""], ["persistentvolumeclaims"]),
+    ]),
+    _cluster_role("system:kube-controller-manager", _KUBE_CONTROLLER_MANAGER),
+    _cluster_role("system:node-proxier", [
+        _rule(["list", "watch"], [""], ["services", "endpoints"]),
+        _rule(_RO, [""], ["nodes"]),
+        _EVENTS,
+        _rule(["list", "watch"], ["discovery.k8s.io"], ["endpointslices"]),
+    ]),
+    _cluster_role("system:kube-dns", [_rule(["list", "watch"], [""], ["endpoints", "services"])]),
+    _cluster_role("system:kube-aggregator", [_rule(_RO, [""], ["services", "endpoints"])]),
+    _cluster_role("system:heapster", [
+        _rule(_RO, [""], ["events", "pods", "nodes", "namespaces"]),
+        _rule(_RO, ["extensions"], ["deployments"]),
+    ]),
+    _cluster_role("system:node-problem-detector", [
+        _rule(["get"], [""], ["nodes"]),
+        _rule(["patch"], [""], ["nodes/status"]),
+        _EVENTS,
+    ]),
+    _cluster_role("system:persistent-volume-provisioner", [
+        _rule(["get", "list", "watch", "create", "delete"], [""], ["persistentvolumes"]),
+        _rule(["get", "list", "watch", "update"], [""], ["persistentvolumeclaims"]),
+        _rule(_RO, ["storage.k8s.io"], ["storageclasses"]),
+        _rule(["watch"], [""], ["events"]),
+        _EVENTS,
+    ]),
+]
+
+
 #: kube-apiserver's ClusterRoles for certificate requests, bound by nobody by default (kubeadm binds
 #: them): csrapproving approves a kubelet client request whose requester may create .../nodeclient or
 #: .../selfnodeclient; a bootstrapping kubelet needs the node-bootstrapper's; an approver needs
@@ -319,6 +410,7 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
         _cluster_role("system:auth-delegator", [_rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
                                                 _rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"])]),
         *_CSR_ROLES,
+        *_COMPONENT_ROLES,
         *(_cluster_role(f"system:controller:{sa}", rules) for sa, rules in CONTROLLER_RULES.items()),
     ]
     bindings = [
@@ -331,6 +423,12 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
         _binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery",
                  ("Group", "system:serviceaccounts")),
         _binding("system:node", "system:node", ("Group", "system:nodes")),
+        _binding("system:node-proxier", "system:node-proxier", ("User", "system:kube-proxy")),
+        _binding("system:kube-controller-manager", "system:kube-controller-manager",
+                 ("User", "system:kube-controller-manager")),
+        _binding("system:kube-dns", "system:kube-dns", ("ServiceAccount", "kube-system/kube-dns")),
+        _binding("system:kube-scheduler", "system:kube-scheduler", ("User", "system:kube-scheduler")),
+        _binding("system:volume-scheduler", "system:volume-scheduler", ("User", "system:kube-scheduler")),
         _binding("nanokube:pod-identity-signer", "nanokube:pod-identity-signer",
                  ("ServiceAccount", "kube-system/pod-identity-signer")),
         _binding("system:cluster-trust-bundle-discovery", "system:cluster-trust-bundle-discovery",
@@ -339,6 +437,76 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
           for sa in CONTROLLER_RULES),
     ]
     return roles, bindings
+
+
+def _atoms(rule: dict) -> Iterable[tuple[dict, Attributes]]:
+    """A rule broken down into one rule per verb, group, resource and name (or URL), each with
+    the request it grants (upstream's BreakdownRule)."""
+    for verb in rule.get("verbs") or ():
+        for url in rule.get("nonResourceURLs") or ():
+            yield _urls([verb], [url]), Attributes(verb, url)
+        for group in rule.get("apiGroups") or ():
+            for resource in rule.get("resources") or ():
+                res, _, sub = resource.partition("/")
+                for name in rule.get("resourceNames") or [""]:
+                    atom = _rule([verb], [group], [resource]) | ({"resourceNames": [name]} if name else {})
+                    yield atom, Attributes(verb, "", True, group, "", res, sub, "", name)
+
+
+def _merged_metadata(existing: dict, wanted: dict) -> dict:
+    """The existing metadata with the labels and annotations it lacks; the values it has win."""
+    md = existing["metadata"]
+    out = dict(md)
+    for key in ("labels", "annotations"):
+        merged = {**(wanted["metadata"].get(key) or {}), **(md.get(key) or {})}
+        if merged != (md.get(key) or {}):
+            out[key] = merged
+    return out
+
+
+def reconcile_role(existing: dict, wanted: dict) -> dict | None:
+    """The (Cluster)Role the API server's bootstrap reconcile writes over `existing`, or None to
+    leave it be (upstream's computeReconciledRole without RemoveExtraPermissions): a role
+    annotated autoupdate "false" is the user's; otherwise what the user added stays, and the
+    labels, annotations, rules (each piece not covered by a rule it has) and aggregation
+    selectors of the default that it lacks are added."""
+    if ((existing["metadata"].get("annotations") or {}).get(AUTOUPDATE_KEY)) == "false":
+        return None
+    out = {**existing, "metadata": _merged_metadata(existing, wanted)}
+    if "aggregationRule" in wanted:
+        have = (existing.get("aggregationRule") or {}).get("clusterRoleSelectors") or []
+        missing = [sel for sel in wanted["aggregationRule"]["clusterRoleSelectors"] if sel not in have]
+        if missing:
+            out["aggregationRule"] = {**(existing.get("aggregationRule") or {}), "clusterRoleSelectors": have + missing}
+    else:
+        rules = existing.get("rules") or []
+        missing = [atom for rule in wanted["rules"] for atom, a in _atoms(rule)
+                   if not any(rule_allows(r, a) for r in rules)]
+        if missing:
+            out["rules"] = rules + missing
+    return None if out == existing else out
+
+
+def _subject_key(subject: dict) -> tuple[str, str, str]:
+    return subject.get("kind", ""), subject.get("namespace", ""), subject.get("name", "")
+
+
+def reconcile_binding(existing: dict, wanted: dict) -> tuple[dict | None, bool]:
+    """(the binding to write over `existing` or None, whether it must be deleted and created
+    again) as upstream's computeReconciledRoleBinding: autoupdate "false" keeps it; a
+    different roleRef, which is immutable, means recreating it; otherwise the labels,
+    annotations and subjects it lacks are added."""
+    if ((existing["metadata"].get("annotations") or {}).get(AUTOUPDATE_KEY)) == "false":
+        return None, False
+    if existing.get("roleRef") != wanted["roleRef"]:
+        return {**wanted, "subjects": existing.get("subjects") or wanted.get("subjects") or []}, True
+    out = {**existing, "metadata": _merged_metadata(existing, wanted)}
+    have = existing.get("subjects") or []
+    keys = {_subject_key(s) for s in have}
+    missing = [s for s in wanted.get("subjects") or [] if _subject_key(s) not in keys]
+    if missing:
+        out["subjects"] = have + missing
+    return (None if out == existing else out), False
 
 
 def namespace_policy() -> tuple[list[dict], list[dict]]:
