@@ -62,6 +62,8 @@ of its files (simulated_fs.PodFiles.draft), as does exec's; the changes are
 made, as the output is written, when their time comes on the node's clock
 (`sleep 5; touch /tmp/ready` makes the file 5 s later, and not at all if
 the container is stopped before). Without files these commands are not interpreted.
+`nslookup`, `getent hosts`, `wget` and `curl` reach the cluster's Services and pods as
+simulated_net works them out (where the runtime gave it the cluster's network).
 
 It is not a whole shell: no other command is recognised. A shell started
 without `-c` (`kubectl exec -it pod -- sh`) reads its stdin line by line
@@ -85,6 +87,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from . import simulated_filters as filters
+from . import simulated_net as net
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, Terminal, reads_data
 from .simulated_applets import NoTerminal as _NoTerminal, Unknown as _Unknown
 from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Return
@@ -1048,6 +1051,8 @@ class _Run:
             self.status = APPLETS[name](self, self._files(), name, args)
         elif name in filters.APPLETS:
             self.status = filters.APPLETS[name](self, self._files(), name, args)
+        elif name in net.APPLETS:
+            self.status = net.APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
 

@@ -16,6 +16,9 @@ port-forward, declared on the pod with annotations.
   container's environment (container_env, as the process runtime's). A shell with no
   command (`kubectl exec -it pod -- sh`) runs the lines of its stdin so,
   prompting `/ # ` on a terminal, until `exit [N]` or EOF.
+- Network: a command running `wget`, `curl`, `nslookup` or `getent` (exec's, a shell line, a
+  container's own) is given the cluster's network as the API shows it as it starts
+  (simulated_net): Services, their ready endpoints and pods' simulated servers, below.
 - Files: exec and a shell see the container's files (simulated_fs: an
   in-memory root, its volume mounts): `cat`, `ls`, `tar` and redirections
   work on them, so `kubectl cp` (`tar cf -`, `tar xmf -`) copies to and from
@@ -59,7 +62,7 @@ import socket
 from collections.abc import Callable, Iterable, Iterator
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found, sandbox_id
-from . import container_env
+from . import container_env, simulated_net
 from .containerlog import ContainerLog
 from .simulated_applets import Terminal
 from .simulated_command import Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin
@@ -126,6 +129,8 @@ class SimulatedIO:
         reads no variable costs its node no list of Services."""
         self.environments.pop(spec["name"], None)
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
+        # the network its command (`wget -qO- web`) sees as it starts, for the start in this task that follows
+        simulated_net.NETWORK.set(await simulated_net.view(self.worker, " ".join(argv)))
         if uses_environment(argv) or reads_stdin(argv, spec.get("image", "")):
             self.environments[spec["name"]] = await container_env.environment(self.worker, spec)
 
@@ -497,6 +502,7 @@ class SimulatedIO:
                 while data := await session.read_stdin():
                     sent.append(data)
             stdin = b"".join(sent)
+            await self._network(" ".join(command))
             program = interpret(command, self.worker.clock.now(), lambda: self.draft(container, fresh=False), stdin,
                                 await self._exec_environment(container, session), terminal)
             if program is not None:
@@ -583,6 +589,12 @@ class SimulatedIO:
                       await self._exec_environment(container, session), terminal)
         return await self._shell(shell, read, write, tty, prompt=True)
 
+    async def _network(self, text: str) -> None:
+        """The cluster's network as it is now, for the command `text` about to be worked out, where it
+        runs `wget`, `curl` or `nslookup` (simulated_net)."""
+        if simulated_net.names_network(text):
+            simulated_net.NETWORK.set(await simulated_net.view(self.worker, text))
+
     async def _exec_environment(self, container: str, session: StreamSession) -> dict[str, str]:
         """What an exec'd command's environment is: the container's, and TERM on a terminal (containerd's exec)."""
         env = await self._environment_made(container)
@@ -622,6 +634,7 @@ class SimulatedIO:
                 return shell.status
             line, pending = (pending[:end.start()], pending[end.end():]) if end else (pending, b"")
             start = clock.monotonic()
+            await self._network(line.decode(errors="replace"))
             step = shell.line(line.decode(errors="replace"), clock.now())
             while True:
                 for when, stream, text in step.output:
@@ -747,10 +760,8 @@ class SimulatedIO:
             if first.split(b" ", 1)[0] in (b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS"):
                 while b"\r\n\r\n" not in first and (more := await reader.read(65536)):
                     first += more
-                body = f"nanokube simulated pod {self.worker.namespace}/{self.worker.name} port {port}\n".encode()
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
-                             + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n"
-                             + (b"" if first.startswith(b"HEAD") else body))
+                writer.write(simulated_net.response(self.worker.namespace, self.worker.name, port,
+                                                    head=first.startswith(b"HEAD")))
             elif first[:2] == b"\x16\x03":  # a TLS handshake record
                 writer.write(BAD_REQUEST)
             else:

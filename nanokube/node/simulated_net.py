@@ -1,0 +1,546 @@
+"""The network a simulated container sees, for the commands people first reach a Service with:
+`nslookup`, `getent hosts`, `wget` and `curl` (simulated_command runs them as busybox and curl do).
+
+A simulated pod has no network namespace, so its view is worked out from the API at the moment
+the command starts (`network`: Services, EndpointSlices and Pods, fetched only for a command that
+names one of these applets) and set for the interpreter in `NETWORK`; without it (a command worked
+out where no cluster is at hand) the applets are not interpreted, as before.
+
+- Names resolve as in a pod with dnsPolicy ClusterFirst: its /etc/hosts first (the kubelet's,
+  hosts_file), then the cluster's DNS server (the tenth address of the Service range, as kubeadm
+  gives kube-dns) through the search path the kubelet writes into resolv.conf
+  (`<ns>.svc.cluster.local svc.cluster.local cluster.local`, ndots:5, then spec.dnsConfig's),
+  answered as CoreDNS's kubernetes plugin answers: a Service's ClusterIP, a headless Service's
+  ready endpoints (and `hostname.subdomain` and dashed-IP names for each), and
+  `a-b-c-d.<ns>.pod.cluster.local`. A name outside the cluster domain would be forwarded to the
+  node's resolver, which the simulation does not have: SERVFAIL. dnsPolicy Default has no
+  cluster names at all.
+- A connection goes as kube-proxy would send it: to a ClusterIP, on one of the Service's ports,
+  to a ready endpoint it picks (a serving, terminating one when none is ready), at the port the
+  EndpointSlice resolved the targetPort (a named one too) to; with no endpoint, or to a port the
+  Service does not have, it is refused (the nftables proxy's reject). A pod IP answers as
+  port-forward and pods/proxy do (`listens`, `answer`): any port while a container runs, but a
+  port only containers not running declare, which refuses. Any other address (the internet, a
+  node) is unreachable: the simulation gives a pod no real network.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import posixpath
+import random
+import re
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from ..machinery.errors import APIError
+from . import hosts_file
+from .container_env import hostname as pod_hostname
+from .simulated_applets import Process, Unknown
+from .simulated_fs import ContainerFS, FsError
+
+log = logging.getLogger(__name__)
+
+ZONE = "cluster.local"
+NDOTS = 5
+#: the applets here: a command naming one gets the network worked out before it runs
+NAMES = ("nslookup", "getent", "wget", "curl")
+_NAMED = re.compile(r"(?:^|[\s/;|&(`$])(?:" + "|".join(NAMES) + r")(?=\s|$)")
+NETWORK: ContextVar[Network | None] = ContextVar("simulated_network", default=None)
+
+
+def names_network(text: str) -> bool:
+    """Whether a command line (or a script) runs one of the network applets."""
+    return bool(_NAMED.search(text))
+
+
+def answer(namespace: str, name: str, port: int) -> str:
+    """What the simulated server behind a pod's port answers an HTTP request with (its body)."""
+    return f"nanokube simulated pod {namespace}/{name} port {port}\n"
+
+
+def response(namespace: str, name: str, port: int, head: bool = False) -> bytes:
+    """The whole HTTP response the simulated server gives."""
+    body = answer(namespace, name, port).encode()
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + str(len(body)).encode()
+            + b"\r\nConnection: close\r\n\r\n" + (b"" if head else body))
+
+
+def listening(pod: dict, port: int) -> bool:
+    """Whether `pod` (as the API shows it) answers on TCP `port`: SimulatedIO.listens' rule, from its
+    container statuses."""
+    status = pod.get("status") or {}
+    running = {s["name"] for key in ("containerStatuses", "initContainerStatuses")
+               for s in status.get(key) or () if "running" in (s.get("state") or {})}
+    spec = pod.get("spec") or {}
+
+    def tcp(up: bool) -> set[int]:
+        return {p.get("containerPort") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+                if (c["name"] in running) == up for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
+    return bool(running) and port not in tcp(False) - tcp(True)
+
+
+class Refused(Exception):
+    """The connection is refused (ECONNREFUSED)."""
+
+
+class Unreachable(Exception):
+    """No route to the address from a simulated pod (ENETUNREACH)."""
+
+
+@dataclass
+class Network:
+    """What one pod's container can reach: the cluster's Services, EndpointSlices and Pods as
+    listed, and the pod's resolver configuration."""
+
+    namespace: str
+    pod: dict
+    node: str
+    services: list[dict]
+    slices: list[dict]
+    pods: list[dict]
+    hosts: str = ""
+    nameservers: list[str] = field(default_factory=list)
+    search: list[str] = field(default_factory=list)
+    cluster_dns: bool = True
+
+    # --- DNS -----------------------------------------------------------------------------
+    def candidates(self, name: str) -> list[str]:
+        """The names the resolver asks for, in order (ndots and the search path)."""
+        if name.endswith("."):
+            return [name[:-1]]
+        searched = [f"{name}.{domain}" for domain in self.search]
+        return [name, *searched] if name.count(".") >= NDOTS else [*searched, name]
+
+    def query(self, name: str) -> tuple[str, list[str]]:
+        """The DNS server's answer for `name`: its rcode and addresses."""
+        name = name.lower().rstrip(".")
+        if not self.cluster_dns:
+            return "SERVFAIL", []
+        if name != ZONE and not name.endswith("." + ZONE):
+            return "SERVFAIL", []  # forwarded upstream: no network outside the simulation
+        labels = name[:-len(ZONE) - 1].split(".") if name != ZONE else []
+        if len(labels) == 3 and labels[2] == "pod":
+            try:
+                return "NOERROR", [str(ipaddress.IPv4Address(labels[0].replace("-", ".")))]
+            except ValueError:
+                return "NXDOMAIN", []
+        if len(labels) in (3, 4) and labels[-1] == "svc":
+            svc = self._service(labels[-2], labels[-3])
+            if svc is None:
+                return "NXDOMAIN", []
+            spec = svc.get("spec") or {}
+            if len(labels) == 3 and spec.get("clusterIP") not in (None, "", "None"):
+                return "NOERROR", list(spec.get("clusterIPs") or [spec["clusterIP"]])
+            ready = self._endpoints(svc, all_=bool(spec.get("publishNotReadyAddresses")))
+            if len(labels) == 3:
+                return ("NOERROR" if ready else "NXDOMAIN"), [ip for ip, _ in ready]
+            ips = [ip for ip, host in ready if labels[0] in (host, ip.replace(".", "-"))]
+            return ("NOERROR" if ips else "NXDOMAIN"), ips
+        return "NXDOMAIN", []
+
+    def _service(self, namespace: str, name: str) -> dict | None:
+        return next((s for s in self.services if s["metadata"]["namespace"] == namespace
+                     and s["metadata"]["name"] == name), None)
+
+    def _endpoints(self, svc: dict, all_: bool = False) -> list[tuple[str, str]]:
+        """The addresses (with their hostnames) of the Service's endpoints that are ready."""
+        out = []
+        for es in self._slices(svc):
+            for ep in es.get("endpoints") or ():
+                if all_ or (ep.get("conditions") or {}).get("ready") is not False:
+                    out += [(ip, ep.get("hostname") or "") for ip in ep.get("addresses") or ()]
+        return out
+
+    def _slices(self, svc: dict) -> list[dict]:
+        meta = svc["metadata"]
+        return [es for es in self.slices if es["metadata"]["namespace"] == meta["namespace"]
+                and (es["metadata"].get("labels") or {}).get("kubernetes.io/service-name") == meta["name"]]
+
+    def in_hosts(self, name: str) -> list[str]:
+        """The addresses /etc/hosts gives `name`."""
+        found = []
+        for line in self.hosts.splitlines():
+            words = line.split("#", 1)[0].split()
+            if len(words) > 1 and name.lower() in (w.lower() for w in words[1:]):
+                found.append(words[0])
+        return found
+
+    def resolve(self, name: str) -> tuple[str, str] | None:
+        """getaddrinfo: the first IPv4 address `name` has (and the name that gave it), None if none."""
+        try:
+            return name, str(ipaddress.IPv4Address(name))
+        except ValueError:
+            pass
+        if ips := [ip for ip in self.in_hosts(name) if ":" not in ip]:
+            return name, ips[0]
+        for candidate in self.candidates(name):
+            rcode, ips = self.query(candidate)
+            if rcode == "NOERROR" and ips:
+                return candidate, ips[0]
+        return None
+
+    # --- connections ---------------------------------------------------------------------
+    def connect(self, ip: str, port: int, rng: random.Random) -> tuple[dict, int]:
+        """The pod (and its port) a TCP connection to ip:port reaches; Refused or Unreachable."""
+        if ip.startswith("127.") or ip == self.pod_ip:
+            return self._at_pod(self.pod, port)
+        for svc in self.services:
+            spec = svc.get("spec") or {}
+            if ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]):
+                return self._through(svc, port, rng)
+        pod = next((p for p in self.pods if ip in _pod_ips(p) and not (p.get("spec") or {}).get("hostNetwork")),
+                   None)
+        if pod is None:
+            raise Unreachable
+        return self._at_pod(pod, port)
+
+    @property
+    def pod_ip(self) -> str:
+        return (self.pod.get("status") or {}).get("podIP") or ""
+
+    def _at_pod(self, pod: dict, port: int) -> tuple[dict, int]:
+        if not listening(pod, port):
+            raise Refused
+        return pod, port
+
+    def _through(self, svc: dict, port: int, rng: random.Random) -> tuple[dict, int]:
+        """kube-proxy's choice for a connection to the Service's ClusterIP and `port`."""
+        sp = next((p for p in (svc.get("spec") or {}).get("ports") or ()
+                   if p.get("port") == port and p.get("protocol", "TCP") == "TCP"), None)
+        if sp is None:
+            raise Refused
+        local = (svc.get("spec") or {}).get("internalTrafficPolicy") == "Local"
+        ready, terminating = [], []
+        for es in self._slices(svc):
+            target = next((p.get("port") for p in es.get("ports") or () if (p.get("name") or "") == (sp.get("name") or "")
+                           and p.get("protocol", "TCP") == "TCP"), None)
+            for ep in es.get("endpoints") or () if target is not None else ():
+                if local and ep.get("nodeName") != self.node:
+                    continue
+                cond = ep.get("conditions") or {}
+                chosen = ready if cond.get("ready") is not False else \
+                    terminating if cond.get("serving") and cond.get("terminating") else None
+                if chosen is not None:
+                    chosen += [(ip, target) for ip in ep.get("addresses") or ()]
+        pool = ready or terminating
+        if not pool:
+            raise Refused
+        ip, target = pool[rng.randrange(len(pool))]
+        pod = next((p for p in self.pods if ip in _pod_ips(p)), None)
+        if pod is None:
+            raise Refused
+        return self._at_pod(pod, target)
+
+
+def _pod_ips(pod: dict) -> list[str]:
+    status = pod.get("status") or {}
+    return [a["ip"] for a in status.get("podIPs") or () if a.get("ip")] or \
+        ([status["podIP"]] if status.get("podIP") else [])
+
+
+def dns_server(services: list[dict]) -> str:
+    """The cluster DNS server's address: the tenth of the Service range, which the `kubernetes`
+    Service's ClusterIP (its first) starts."""
+    first = next((s["spec"].get("clusterIP") for s in services if s["metadata"]["name"] == "kubernetes"
+                  and s["metadata"]["namespace"] == "default"), None) or "10.96.0.1"
+    return str(ipaddress.ip_address(first) + 9)
+
+
+async def network(worker) -> Network:
+    """The network pod `worker` (a PodWorker) sees now, listed from the API."""
+    client, pod = worker.agent.client, worker.pod
+    services = (await client.resource("", "v1", "services").list(None))[0]
+    slices = (await client.resource("discovery.k8s.io", "v1", "endpointslices").list(None))[0]
+    pods = (await client.resource("", "v1", "pods").list(None))[0]
+    spec, ns = pod.get("spec") or {}, worker.namespace
+    me = next((p for p in pods if p["metadata"].get("uid") == worker.uid), pod)
+    if worker.ip and not (me.get("status") or {}).get("podIP"):
+        me = {**me, "status": {**(me.get("status") or {}), "podIP": worker.ip}}
+    policy = spec.get("dnsPolicy") or "ClusterFirst"
+    cluster = policy == "ClusterFirstWithHostNet" or (policy == "ClusterFirst" and not spec.get("hostNetwork"))
+    nameservers = [dns_server(services)] if cluster else []
+    search = [f"{ns}.svc.{ZONE}", f"svc.{ZONE}", ZONE] if cluster else []
+    config = spec.get("dnsConfig") or {}
+    if policy == "None":
+        nameservers, search = [], []
+        cluster = dns_server(services) in (config.get("nameservers") or ())
+    nameservers += [s for s in config.get("nameservers") or () if s not in nameservers]
+    search += [s for s in config.get("searches") or () if s not in search]
+    hosts = "" if spec.get("hostNetwork") else hosts_file.content(
+        pod_hostname(pod, worker.agent.name), [worker.ip] if worker.ip else [], spec.get("hostAliases"))
+    return Network(ns, me, worker.agent.name, services, slices, pods, hosts, nameservers, search, cluster)
+
+
+async def view(worker, text: str) -> Network | None:
+    """The network for command line (or script) `text` about to be worked out in pod `worker`: None
+    where it runs none of these applets, or the API cannot be listed (then they are not interpreted)."""
+    if not names_network(text):
+        return None
+    try:
+        return await network(worker)
+    except APIError as e:
+        log.warning("the network of pod %s/%s: %s", worker.namespace, worker.name, e.message)
+        return None
+
+
+def resolv_conf(net: Network) -> str:
+    """The pod's /etc/resolv.conf as the kubelet writes it."""
+    text = "".join(f"nameserver {s}\n" for s in net.nameservers)
+    return text + (f"search {' '.join(net.search)}\n" if net.search else "") + f"options ndots:{NDOTS}\n"
+
+
+def _net() -> Network:
+    net = NETWORK.get()
+    if net is None:
+        raise Unknown
+    return net
+
+
+def _rng(run: Process) -> random.Random:
+    return getattr(run, "random", None) or random.Random(0)
+
+
+# --- nslookup, getent ---------------------------------------------------------------------
+def _nslookup(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox's nslookup (its own resolver): the server, then each name asked for, in the search
+    path's order up to the first that has an address, NXDOMAIN in busybox's words before it."""
+    if not args or args[0].startswith("-") or len(args) > 2:
+        raise Unknown
+    net = _net()
+    host = args[0]
+    server = args[1] if len(args) == 2 else (net.nameservers[0] if net.nameservers else "127.0.0.1")
+    if server not in net.nameservers[:1]:
+        raise Unknown  # another server: not simulated
+    if not net.cluster_dns:
+        run.out(";; connection timed out; no servers could be reached\n\n")
+        return 1
+    out = f"Server:\t\t{server}\nAddress:\t{server}:53\n\n"
+    for candidate in net.candidates(host):
+        rcode, ips = net.query(candidate)
+        if rcode == "NOERROR" and ips:
+            out += "".join(f"Name:\t{candidate}\nAddress: {ip}\n" for ip in ips) + "\n"
+            run.out(out)
+            return 0
+        out += f"** server can't find {candidate}: {rcode if rcode != 'NOERROR' else 'NXDOMAIN'}\n\n"
+    run.out(out)
+    return 1
+
+
+def _getent(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """`getent hosts NAME...`: each name's address and canonical name; 2 if one is not found."""
+    if len(args) < 2 or args[0] not in ("hosts", "ahostsv4"):
+        raise Unknown
+    net, status = _net(), 0
+    for host in args[1:]:
+        found = net.resolve(host)
+        if found is None:
+            status = 2
+            continue
+        canonical, ip = found
+        run.out(f"{ip:<15} {canonical}\n" if canonical == host else f"{ip:<15} {canonical}  {host}\n")
+    return status
+
+
+# --- wget, curl -----------------------------------------------------------------------------
+def _options(args: list[str], flags: str, valued: str, long: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Short options (combined: `-qO-`), the long ones mapped to short letters; Unknown for others."""
+    opts: dict[str, str] = {}
+    operands: list[str] = []
+    it = iter(args)
+    for arg in it:
+        if arg.startswith("--") and len(arg) > 2:
+            key, eq, value = arg[2:].partition("=")
+            letter = long.get(key)
+            if letter is None:
+                raise Unknown
+            if letter in valued and not eq:
+                value = next(it, None)
+                if value is None:
+                    raise Unknown
+            opts[letter] = value
+        elif arg.startswith("-") and len(arg) > 1:
+            i = 1
+            while i < len(arg):
+                c = arg[i]
+                if c in valued:
+                    value = arg[i + 1:] or next(it, None)
+                    if value is None:
+                        raise Unknown
+                    opts[c] = value
+                    break
+                if c not in flags:
+                    raise Unknown
+                opts[c] = ""
+                i += 1
+        else:
+            operands.append(arg)
+    return opts, operands
+
+
+@dataclass
+class _Url:
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+
+def _url(text: str) -> _Url:
+    parts = urlsplit(text if "://" in text else "http://" + text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Unknown
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return _Url(parts.scheme, parts.hostname, port, parts.path or "/")
+
+
+def _fetch(net: Network, run: Process, url: _Url) -> tuple[str, bytes, str] | str:
+    """The connection's outcome: (ip, the server's response, ip:port) or why it failed: 'resolve',
+    'refused', 'unreachable' or 'tls'."""
+    found = net.resolve(url.host)
+    if found is None:
+        return "resolve"
+    ip = found[1]
+    try:
+        pod, port = net.connect(ip, url.port, _rng(run))
+    except Refused:
+        return "refused"
+    except Unreachable:
+        return "unreachable"
+    if url.scheme == "https":
+        return "tls"  # the simulated server speaks plain HTTP only
+    meta = pod["metadata"]
+    return ip, response(meta.get("namespace", ""), meta["name"], port), f"{ip}:{url.port}"
+
+
+def _split(resp: bytes) -> tuple[str, bytes, bytes]:
+    head, _, body = resp.partition(b"\r\n\r\n")
+    return head.split(b"\r\n", 1)[0].decode(), head + b"\r\n\r\n", body
+
+
+def _write(run: Process, fs: ContainerFS, who: str, path: str, data: bytes, exclusive: bool = False) -> bool:
+    try:
+        if exclusive and fs.lookup(fs.normal(path)) is not None:
+            raise FsError("File exists")
+        fs.write(path, data)
+    except FsError as e:
+        run.err(f"{who}: can't open '{path}': {e.reason}\n" if who == "wget" else
+                "curl: (23) Failure writing output to destination\n")
+        return False
+    return True
+
+
+def _wget(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox's wget: -q, -O FILE (- for stdout), --spider (-s), -S, -T SEC; one URL."""
+    opts, urls = _options(args, "qsS", "OTUY", {"quiet": "q", "spider": "s", "output-document": "O",
+                                               "timeout": "T", "server-response": "S", "user-agent": "U"})
+    if len(urls) != 1:
+        raise Unknown
+    net, url = _net(), _url(urls[0])
+    quiet = "q" in opts
+    got = _fetch(net, run, url)
+    if got == "resolve":
+        run.err(f"wget: bad address '{url.host}'\n")
+        return 1
+    if got in ("refused", "unreachable"):
+        ip = net.resolve(url.host)[1]
+        run.err(f"wget: can't connect to remote host ({ip}): "
+                f"{'Connection refused' if got == 'refused' else 'Network is unreachable'}\n")
+        return 1
+    if got == "tls":
+        run.err("wget: error getting response: Connection reset by peer\n")
+        return 1
+    ip, resp, address = got
+    status, head, body = _split(resp)
+    if not quiet:
+        run.err(f"Connecting to {url.host} ({address})\n")
+    if "S" in opts:
+        run.err("".join(f"  {line}\n" for line in head.decode().split("\r\n") if line))
+    if "s" in opts:
+        if not quiet:
+            run.err("remote file exists\n")
+        return 0
+    out = opts.get("O")
+    to_stdout = out == "-"
+    target = out or posixpath.basename(url.path) or "index.html"
+    if to_stdout:
+        if not quiet:
+            run.err("writing to stdout\n")
+        run.out(body)
+    else:  # opened before it says so; without -O, a file already there is not overwritten (O_EXCL)
+        if not _write(run, fs, "wget", target, body, exclusive=out is None):
+            return 1
+        if not quiet:
+            run.err(f"saving to '{target}'\n")
+    if not quiet:
+        shown = "-" if to_stdout else posixpath.basename(target)
+        run.err(f"{shown:<20.20} 100% |{'*' * 32}| {len(body):>5}  0:00:00 ETA\n"
+                + ("written to stdout\n" if to_stdout else f"'{target}' saved\n"))
+    return 0
+
+
+_CURL_METER = ("  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
+               "                                 Dload  Upload   Total   Spent    Left  Speed\n")
+
+
+def _curl(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """curl: -s, -S, -f, -I, -i, -L, -k, -o FILE, -w FORMAT, -m/--connect-timeout SEC, -X, -H, -d."""
+    opts, urls = _options(args, "sSfIiLkv4", "owmXHdA", {
+        "silent": "s", "show-error": "S", "fail": "f", "head": "I", "include": "i", "location": "L",
+        "insecure": "k", "output": "o", "write-out": "w", "max-time": "m", "connect-timeout": "m",
+        "request": "X", "header": "H", "data": "d", "user-agent": "A"})
+    if len(urls) != 1 or "v" in opts:
+        raise Unknown
+    net, url = _net(), _url(urls[0])
+    silent, show = "s" in opts, "S" in opts or "s" not in opts
+    got = _fetch(net, run, url)
+    code, error = "000", None
+    if got == "resolve":
+        error = 6, f"Could not resolve host: {url.host}"
+    elif got in ("refused", "unreachable"):
+        error = 7, f"Failed to connect to {url.host} port {url.port} after 0 ms: Could not connect to server"
+    elif got == "tls":
+        error = 35, "OpenSSL/3.3.2: error:0A00010B:SSL routines::wrong version number"
+    body = b""
+    if error is None:
+        ip, resp, _ = got
+        status, head, body = _split(resp)
+        code = status.split()[1]
+        if "f" in opts and int(code) >= 400:
+            error = 22, f"The requested URL returned error: {code}"
+            body = b""
+        elif "I" in opts:
+            body = head
+        elif "i" in opts:
+            body = head + body
+    meter = not silent and (opts.get("o") or run.out_terminal is None)
+    if meter:
+        n = len(body)
+        run.err(_CURL_METER + f"{'100' if n else '  0'} {n:>5}  {'100' if n else '  0'} {n:>5}    0     0      0"
+                "      0 --:--:-- --:--:-- --:--:--     0\n")
+    if body:
+        if opts.get("o"):
+            if not _write(run, fs, "curl", opts["o"], body):
+                return 23
+        else:
+            run.out(body)
+    if "w" in opts:
+        run.out(_write_out(opts["w"], code, len(body), got if isinstance(got, tuple) else None, url))
+    if error is not None:
+        if show:
+            run.err(f"curl: ({error[0]}) {error[1]}\n")
+        return error[0]
+    return 0
+
+
+def _write_out(fmt: str, code: str, size: int, got, url: _Url) -> str:
+    values = {"http_code": code, "response_code": code, "size_download": str(size),
+              "remote_ip": got[0] if got else "", "remote_port": str(url.port) if got else "0",
+              "url": f"{url.scheme}://{url.host}:{url.port}{url.path}"}
+    text = re.sub(r"%\{(\w+)\}", lambda m: values.get(m.group(1), ""), fmt)
+    return text.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r")
+
+
+APPLETS = {"nslookup": _nslookup, "getent": _getent, "wget": _wget, "curl": _curl}

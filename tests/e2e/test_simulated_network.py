@@ -1,0 +1,112 @@
+"""A new user's first "can I reach my service" checks on the simulated runtime: `kubectl exec` of
+busybox's wget and nslookup (and curl) in a client pod reach a Deployment behind a Service, by
+name and ClusterIP and pod IP, as kube-proxy and cluster DNS would route them (simulated_net); a
+Service whose only endpoint is not ready, a port the Service does not have, and a name no one
+has fail in busybox's words and exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import running_cluster, wait_for
+
+LABELS = {"app": "web"}
+OBJECTS = [
+    {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+     "spec": {"replicas": 2, "selector": {"matchLabels": LABELS}, "template": {
+         "metadata": {"labels": LABELS},
+         "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+             "name": "web", "image": "nginx", "ports": [{"name": "http", "containerPort": 8080}]}]}}}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+     "spec": {"selector": LABELS, "ports": [{"port": 80, "targetPort": "http"}]}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-headless", "namespace": "default"},
+     "spec": {"clusterIP": "None", "selector": LABELS, "ports": [{"port": 8080}]}},
+    # never Ready: its readiness gate's condition is set by no one
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "slow", "namespace": "default", "labels": {"app": "slow"}},
+     "spec": {"terminationGracePeriodSeconds": 1, "readinessGates": [{"conditionType": "example.com/warm"}],
+              "containers": [{"name": "slow", "image": "nginx", "ports": [{"containerPort": 8080}]}]}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "slow", "namespace": "default"},
+     "spec": {"selector": {"app": "slow"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client", "namespace": "default"},
+     "spec": {"terminationGracePeriodSeconds": 1,
+              "containers": [{"name": "client", "image": "busybox", "command": ["sleep", "3600"]}]}},
+]
+
+
+def _endpoints(c, service: str) -> list[dict]:
+    slices = c.kubectl_json("get", "endpointslices", "-l", f"kubernetes.io/service-name={service}")["items"]
+    return [ep for es in slices for ep in es.get("endpoints") or ()]
+
+
+@pytest.fixture(scope="module")
+def net():
+    """A cluster running the web Deployment behind its Services, the never-ready pod and the client."""
+    with running_cluster("simnet") as c:
+        c.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": OBJECTS}))
+        wait_for(lambda: sum((ep.get("conditions") or {}).get("ready") is True for ep in _endpoints(c, "web")) == 2,
+                 60, "two ready web endpoints")
+        wait_for(lambda: len(_endpoints(c, "slow")) == 1, 60, "the slow pod's endpoint")
+        wait_for(lambda: c.kubectl_json("get", "pod", "client")["status"].get("phase") == "Running", 60,
+                 "client running")
+        yield c
+
+
+def _pods(c) -> dict[str, str]:
+    """The web pods' IPs by name."""
+    return {p["metadata"]["name"]: p["status"]["podIP"]
+            for p in c.kubectl_json("get", "pods", "-l", "app=web")["items"]}
+
+
+def test_wget_reaches_the_service_by_name_and_lands_on_one_of_its_pods(net):
+    pods = _pods(net)
+    out = net.kubectl("exec", "client", "--", "wget", "-qO-", "http://web").stdout
+    served = {f"nanokube simulated pod default/{name} port 8080\n" for name in pods}
+    assert out in served  # the named targetPort, resolved by the EndpointSlice
+    ip = net.kubectl_json("get", "service", "web")["spec"]["clusterIP"]
+    assert net.kubectl("exec", "client", "--", "wget", "-qO-", f"{ip}:80").stdout in served
+    name, pod_ip = sorted(pods.items())[0]
+    assert net.kubectl("exec", "client", "--", "wget", "-qO-", f"http://{pod_ip}:8080/").stdout == \
+        f"nanokube simulated pod default/{name} port 8080\n"
+    r = net.kubectl("exec", "client", "--", "sh", "-c",
+                    "curl -s -o /tmp/page -w '%{http_code}\\n' web.default.svc.cluster.local && cat /tmp/page")
+    code, page = r.stdout.split("\n", 1)
+    assert code == "200" and page in served
+    shell = net.kubectl("exec", "-i", "client", "--", "sh", input="wget -qO- web\nwget -qO- web:9; echo $?\n")
+    assert shell.stdout.splitlines()[0] + "\n" in served and shell.stdout.splitlines()[1] == "1"
+
+
+def test_nslookup_answers_as_cluster_dns_through_the_search_path(net):
+    ip = net.kubectl_json("get", "service", "web")["spec"]["clusterIP"]
+    dns = net.kubectl_json("get", "service", "kubernetes")["spec"]["clusterIP"].rsplit(".", 1)[0] + ".10"
+    out = net.kubectl("exec", "client", "--", "nslookup", "web").stdout
+    assert out == (f"Server:\t\t{dns}\nAddress:\t{dns}:53\n\n"
+                   f"Name:\tweb.default.svc.cluster.local\nAddress: {ip}\n\n")
+    headless = net.kubectl("exec", "client", "--", "nslookup", "web-headless.default.svc.cluster.local.").stdout
+    assert sorted(line.split()[1] for line in headless.splitlines() if line.startswith("Address: ")) == \
+        sorted(_pods(net).values())  # a headless Service answers with its ready endpoints
+    r = net.kubectl("exec", "client", "--", "nslookup", "nope", check=False)
+    assert r.returncode == 1
+    assert "** server can't find nope.default.svc.cluster.local: NXDOMAIN\n" in r.stdout
+
+
+def test_no_ready_endpoint_a_wrong_port_and_an_unknown_name_fail_as_busybox_says(net):
+    ip = net.kubectl_json("get", "service", "slow")["spec"]["clusterIP"]
+    r = net.kubectl("exec", "client", "--", "wget", "-qO-", "http://slow", check=False)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert f"wget: can't connect to remote host ({ip}): Connection refused" in r.stderr
+    web = net.kubectl_json("get", "service", "web")["spec"]["clusterIP"]
+    r = net.kubectl("exec", "client", "--", "wget", "-qO-", "http://web:8080", check=False)
+    assert r.returncode == 1 and f"wget: can't connect to remote host ({web}): Connection refused" in r.stderr
+    r = net.kubectl("exec", "client", "--", "wget", "-qO-", "http://nope", check=False)
+    assert r.returncode == 1 and "wget: bad address 'nope'" in r.stderr
+    r = net.kubectl("exec", "client", "--", "curl", "-sS", "http://slow", check=False)
+    assert r.returncode == 7 and "curl: (7) Failed to connect to slow port 80 after 0 ms" in r.stderr
+
+
+def test_a_containers_own_command_reaches_the_service(net):
+    net.kubectl("run", "probe", "--image=busybox", "--restart=Never", "--", "wget", "-qO-", "web")
+    wait_for(lambda: net.kubectl_json("get", "pod", "probe")["status"].get("phase") == "Succeeded", 30,
+             "the probe pod's wget to finish")
+    assert net.kubectl("logs", "probe").stdout.startswith("nanokube simulated pod default/web-")

@@ -1,0 +1,167 @@
+"""The network applets a simulated container runs (simulated_net): nslookup, getent, wget and curl,
+on a cluster given as the API lists it, their output and exit codes as busybox's and curl's."""
+
+from __future__ import annotations
+
+import pytest
+
+from nanokube.clock import Clock
+from nanokube.node import simulated_net as sn
+from nanokube.node.simulated_command import interpret
+from nanokube.node.simulated_fs import PodFiles
+
+CLIENT = {"metadata": {"name": "client", "namespace": "default", "uid": "c"},
+          "spec": {"containers": [{"name": "main"}]}}
+SEARCH = ["default.svc.cluster.local", "svc.cluster.local", "cluster.local"]
+
+
+def _pod(name: str, ip: str, running: bool = True, ports=({"name": "http", "containerPort": 8080},), **spec) -> dict:
+    return {"metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"containers": [{"name": "c", "ports": list(ports)}], **spec},
+            "status": {"podIP": ip, "podIPs": [{"ip": ip}],
+                       "containerStatuses": [{"name": "c", "state": {"running": {}} if running else
+                                              {"waiting": {"reason": "ContainerCreating"}}}]}}
+
+
+def _service(name: str, ip: str, port: int = 80, target="http", **spec) -> dict:
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"clusterIP": ip, "clusterIPs": [ip], "ports": [{"port": port, "targetPort": target}], **spec}}
+
+
+def _slice(service: str, port: int, *endpoints: tuple[str, bool], hostname: str = "") -> dict:
+    return {"metadata": {"name": f"{service}-x", "namespace": "default",
+                         "labels": {"kubernetes.io/service-name": service}},
+            "ports": [{"name": "", "port": port, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": ready}, **({"hostname": hostname} if hostname else {})}
+                          for ip, ready in endpoints]}
+
+
+@pytest.fixture
+def network():
+    pods = [_pod("web-1", "10.244.0.5"), _pod("slow-1", "10.244.0.6"), _pod("db-0", "10.244.0.7", subdomain="db"),
+            _pod("down", "10.244.0.8", running=False), {**CLIENT, "status": {"podIP": "10.244.0.9"}}]
+    services = [_service("kubernetes", "10.96.0.1", 443, 6443), _service("web", "10.96.0.50"),
+                _service("slow", "10.96.0.60", target=8080), _service("db", "None", 5432, 5432)]
+    slices = [_slice("web", 8080, ("10.244.0.5", True)), _slice("slow", 8080, ("10.244.0.6", False)),
+              _slice("db", 5432, ("10.244.0.7", True), hostname="db-0")]
+    net = sn.Network("default", pods[-1], "n1", services, slices, pods,
+                     "127.0.0.1\tlocalhost\n10.244.0.9\tclient\n", [sn.dns_server(services)], SEARCH)
+    token = sn.NETWORK.set(net)
+    yield net
+    sn.NETWORK.reset(token)
+
+
+@pytest.fixture
+def files(tmp_path):
+    pod_files = PodFiles(CLIENT, lambda name: str(tmp_path / name), Clock())
+    return lambda: pod_files.draft("main", CLIENT, False)
+
+
+def run(argv: list[str], files) -> tuple[int, str, str]:
+    program = interpret(argv, 0.0, files)
+    assert program is not None
+    text = {"stdout": "", "stderr": ""}
+    for _, stream, data in program.writes():
+        text[stream] += data if isinstance(data, str) else data.decode()
+    return program.exit_code, text["stdout"], text["stderr"]
+
+
+WEB = "nanokube simulated pod default/web-1 port 8080\n"
+
+
+def test_nslookup_walks_the_search_path_to_the_services_cluster_ip(network, files):
+    assert run(["nslookup", "web"], files) == (0, "Server:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n\n"
+                                                  "Name:\tweb.default.svc.cluster.local\nAddress: 10.96.0.50\n\n", "")
+    code, out, _ = run(["nslookup", "web.default"], files)
+    assert code == 0 and out.endswith("Name:\tweb.default.svc.cluster.local\nAddress: 10.96.0.50\n\n")
+    assert "** server can't find web.default.default.svc.cluster.local: NXDOMAIN\n\n" in out
+
+
+def test_nslookup_of_a_name_no_one_has_is_nxdomain_and_exits_1(network, files):
+    code, out, _ = run(["nslookup", "nope.default.svc.cluster.local."], files)
+    assert (code, out) == (1, "Server:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n\n"
+                              "** server can't find nope.default.svc.cluster.local: NXDOMAIN\n\n")
+    code, out, _ = run(["nslookup", "example.com"], files)  # forwarded upstream, which the simulation has not
+    assert code == 1 and out.endswith("** server can't find example.com: SERVFAIL\n\n")
+
+
+def test_a_headless_service_answers_with_its_ready_endpoints_and_their_hostnames(network, files):
+    assert run(["nslookup", "db.default.svc.cluster.local."], files)[1].endswith("Address: 10.244.0.7\n\n")
+    assert run(["getent", "hosts", "db-0.db"], files) == (
+        0, "10.244.0.7      db-0.db.default.svc.cluster.local  db-0.db\n", "")
+    assert run(["getent", "hosts", "10-244-0-5.default.pod.cluster.local"], files)[1].startswith("10.244.0.5 ")
+    assert run(["getent", "hosts", "client"], files) == (0, "10.244.0.9      client\n", "")  # /etc/hosts
+    assert run(["getent", "hosts", "nope"], files) == (2, "", "")
+
+
+def test_wget_and_curl_reach_a_ready_endpoint_through_the_named_target_port(network, files):
+    assert run(["wget", "-qO-", "http://web"], files) == (0, WEB, "")
+    assert run(["wget", "-q", "-O", "-", "10.96.0.50:80"], files) == (0, WEB, "")
+    assert run(["curl", "-s", "web.default.svc.cluster.local"], files) == (0, WEB, "")
+    assert run(["curl", "-s", "http://10.244.0.5:9000/"], files) == (
+        0, "nanokube simulated pod default/web-1 port 9000\n", "")  # any port of a running pod answers
+    assert run(["curl", "-so", "/dev/null", "-w", "%{http_code} %{remote_ip}\\n", "web"], files) == (
+        0, "200 10.96.0.50\n", "")
+    code, out, _ = run(["curl", "-sI", "web"], files)
+    assert out.startswith("HTTP/1.1 200 OK\r\n") and f"Content-Length: {len(WEB)}\r\n" in out and WEB not in out
+
+
+def test_wget_without_q_reports_as_busybox_and_saves_the_file(network, files):
+    code, out, err = run(["sh", "-c", "wget web && cat index.html && wget web"], files)
+    assert (code, out) == (1, WEB)
+    assert err.startswith("Connecting to web (10.96.0.50:80)\nsaving to 'index.html'\nindex.html           100% |")
+    assert err.endswith("'index.html' saved\nConnecting to web (10.96.0.50:80)\n"
+                        "wget: can't open 'index.html': File exists\n")
+    assert run(["wget", "--spider", "web"], files) == (0, "", "Connecting to web (10.96.0.50:80)\nremote file exists\n")
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("http://slow", "Connection refused"),            # its only endpoint is not ready
+    ("http://web:8080", "Connection refused"),        # a port the Service does not have
+    ("http://10.244.0.8:8080", "Connection refused"),  # a pod whose container does not run
+    ("http://1.2.3.4", "Network is unreachable"),     # outside the cluster
+])
+def test_what_nothing_answers_fails_in_busyboxs_and_curls_words(network, files, url, reason):
+    ip = url.split("//")[1].split(":")[0]
+    ip = {"slow": "10.96.0.60", "web": "10.96.0.50"}.get(ip, ip)
+    assert run(["wget", "-qO-", url], files) == (1, "", f"wget: can't connect to remote host ({ip}): {reason}\n")
+    host, _, port = url.split("//")[1].partition(":")
+    assert run(["curl", "-sS", url], files) == (
+        7, "", f"curl: (7) Failed to connect to {host} port {port or 80} after 0 ms: Could not connect to server\n")
+    assert run(["curl", "-s", "-w", "%{http_code}", url], files) == (7, "000", "")
+
+
+def test_unknown_names_and_the_dns_policy(network, files):
+    assert run(["wget", "-qO-", "nope"], files) == (1, "", "wget: bad address 'nope'\n")
+    assert run(["curl", "-sS", "nope"], files) == (6, "", "curl: (6) Could not resolve host: nope\n")
+    network.cluster_dns, network.nameservers, network.search = False, [], []  # dnsPolicy Default
+    assert run(["wget", "-qO-", "web"], files) == (1, "", "wget: bad address 'web'\n")
+
+
+def test_kube_proxy_prefers_ready_endpoints_and_honours_the_local_traffic_policy(network, files):
+    network.slices[0]["endpoints"].append({"addresses": ["10.244.0.6"], "nodeName": "n2",
+                                           "conditions": {"ready": False, "serving": True, "terminating": True}})
+    assert {run(["wget", "-qO-", "web"], files)[1] for _ in range(10)} == {WEB}
+    network.services[1]["spec"]["internalTrafficPolicy"] = "Local"
+    assert run(["wget", "-qO-", "web"], files)[2] == "wget: can't connect to remote host (10.96.0.50): " \
+                                                     "Connection refused\n"  # its endpoint is on another node
+
+
+def test_without_a_network_or_with_options_not_simulated_the_command_is_not_interpreted(network, files):
+    assert interpret(["wget", "--no-check-certificate", "web"], 0.0, files) is None
+    assert interpret(["curl", "-v", "web"], 0.0, files) is None
+    sn.NETWORK.set(None)
+    assert interpret(["wget", "-qO-", "web"], 0.0, files) is None
+
+
+def test_which_commands_need_the_network():
+    assert sn.names_network("wget -qO- web") and sn.names_network("sh -c 'x=1; /usr/bin/curl -s web'")
+    assert not sn.names_network("echo wgetting") and not sn.names_network("cat /etc/curlrc")
+
+
+def test_the_listening_rule_follows_the_pods_container_statuses():
+    pod = _pod("p", "10.0.0.1", ports=[{"containerPort": 80}])
+    assert sn.listening(pod, 80) and sn.listening(pod, 81)
+    pod["spec"]["initContainers"] = [{"name": "init", "ports": [{"containerPort": 9000}]}]
+    assert not sn.listening(pod, 9000)  # only a container not running declares it
+    assert not sn.listening(_pod("q", "10.0.0.2", running=False), 80)
