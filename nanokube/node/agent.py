@@ -359,6 +359,9 @@ class NodeAgent:
         self._theirs: dict[str, str | None] = {}
         self._last_status = 0.0
         self._renewed_at = 0.0
+        #: when the heartbeat loop last went round with the kubelet not silent (its syncLoopMonitor:
+        #: the kubelet's /healthz/syncloop fails once it is 5 minutes old); None before the first
+        self.sync_loop_at: float | None = None
         self.throttle = throttle or Throttle(1)
         self._task: asyncio.Task | None = None
         self.faults = Faults()
@@ -550,6 +553,7 @@ class NodeAgent:
             await self.clock.sleep(due - self.clock.monotonic())
             if self.faults.lease_stop:
                 continue
+            self.sync_loop_at = self.clock.monotonic()
             try:
                 async with self.throttle.slot(Throttle.HEARTBEAT):
                     await self.renew_lease()

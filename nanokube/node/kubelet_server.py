@@ -1,5 +1,5 @@
 """The kubelet's HTTP endpoints a node agent answers (pkg/kubelet/server), which
-the API server's nodes/proxy reaches: /healthz, /pods, /runningpods/, /configz, /stats/summary,
+the API server's nodes/proxy reaches: /healthz (and /healthz/ping, /log, /syncloop), /pods, /runningpods/, /configz, /stats/summary,
 /metrics, /metrics/resource, /metrics/cadvisor, /metrics/probes, /containerLogs/ and /logs/ (the
 node's /var/log as the system log handler, on by default, lists it: the pods' log files), and the
 streaming endpoints /exec/, /attach/, /portForward/ (upgraded to the WebSocket channel protocols or
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from .agent import NodeAgent
 
 _TEXT = "text/plain; charset=utf-8"
+#: how long the sync loop may go unentered before /healthz/syncloop fails: the kubelet's
+#: max(2 x resyncInterval (1m), 5m)
+SYNC_LOOP_GRACE = 300.0
 #: the resource metrics (kubelet's /metrics/resource collector): name, type, help
 _RESOURCE_METRICS = (
     ("container_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed by the container in core-seconds"),
@@ -99,7 +102,13 @@ class KubeletServer:
             return await self._streaming(request, path.split("/")[1:])
         if path.startswith("/logs/") and request.method in ("GET", "HEAD"):
             return self._logs(path[len("/logs/"):])
-        handler = {"/healthz": self._healthz, "/pods": self._pods, "/pods/": self._pods, "/configz": self._configz,
+        if path == "/healthz" or path.removeprefix("/healthz/") in ("ping", "log", "syncloop"):
+            if request.method not in ("GET", "HEAD"):
+                return _text(405, "405: Method Not Allowed")
+            response = self._healthz(request.query) if path == "/healthz" else self._healthz_check(path.split("/")[2])
+            response.headers["X-Content-Type-Options"] = "nosniff"
+            return response
+        handler = {"/pods": self._pods, "/pods/": self._pods, "/configz": self._configz,
                    "/runningpods/": self._running_pods,
                    "/stats/summary": self._summary, "/stats/summary/": self._summary,
                    "/metrics": self._metrics, "/metrics/resource": self._resource_metrics,
@@ -308,8 +317,39 @@ class KubeletServer:
 
     # --- endpoints ----------------------------------------------------------------------
 
-    def _healthz(self) -> web.Response:
-        return _text(200, "ok")
+    def _checks(self) -> list[tuple[str, str | None]]:
+        """The kubelet's health checks in its order (healthz.PingHealthz, LogHealthz and the
+        syncloop check), each with the reason it fails or None."""
+        at = self.agent.sync_loop_at
+        stuck = at is not None and self.agent.clock.monotonic() > at + SYNC_LOOP_GRACE
+        return [("ping", None), ("log", None), ("syncloop", "sync Loop took longer than expected" if stuck else None)]
+
+    def _healthz(self, query) -> web.Response:
+        """healthz.InstallHandler's root: 'ok', or with ?verbose each check; ?exclude=NAME
+        skips one (a name that matches none is warned of); a failing check makes it a 500."""
+        excluded = set(query.getall("exclude", []))
+        lines, failed = [], False
+        for name, reason in self._checks():
+            if name in excluded:
+                lines.append(f"[+]{name} excluded: ok\n")
+            elif reason is None:
+                lines.append(f"[+]{name} ok\n")
+            else:
+                failed = True
+                lines.append(f"[-]{name} failed: reason withheld\n")
+        if unmatched := sorted(excluded - {name for name, _ in self._checks()}):
+            lines.append("warn: some health checks cannot be excluded: no matches for "
+                         + ",".join(f'"{n}"' for n in unmatched) + "\n")
+        if failed:
+            return _text(500, "".join(lines) + "healthz check failed\n")
+        if "verbose" not in query:
+            return _text(200, "ok")
+        return _text(200, "".join(lines) + "healthz check passed\n")
+
+    def _healthz_check(self, name: str) -> web.Response:
+        """/healthz/NAME: one check, 'ok' or a 500 with its reason."""
+        reason = dict(self._checks())[name]
+        return _text(200, "ok") if reason is None else _text(500, f"internal server error: {reason}\n")
 
     def _pods(self) -> web.Response:
         items = [w.pod for w in list(self.agent.workers.values())]

@@ -1,6 +1,7 @@
 """The default ClusterRoles of the system components, as `kubectl get clusterroles` shows them,
 and the docs' "Configure Multiple Schedulers" RBAC: a ServiceAccount bound to
-system:kube-scheduler and system:volume-scheduler runs a second scheduler."""
+system:kube-scheduler and system:volume-scheduler runs a second scheduler. And the kubelet's
+/healthz checks, which a monitoring role reaches through nodes/proxy."""
 
 from __future__ import annotations
 
@@ -129,3 +130,13 @@ def test_a_second_scheduler_runs_as_the_service_account(my_scheduler, tmp_path):
         c.kubectl("delete", "pod", "annotation-second-scheduler", "--wait=false", check=False)
     text = log.read_text()
     assert "forbidden" not in text.lower(), text
+
+
+def test_kubelet_healthz_checks_through_nodes_proxy(cluster):
+    node = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").stdout
+    base = f"/api/v1/nodes/{node}/proxy/healthz"
+    assert cluster.kubectl("get", "--raw", base).stdout == "ok"
+    assert cluster.kubectl("get", "--raw", base + "?verbose").stdout == \
+        "[+]ping ok\n[+]log ok\n[+]syncloop ok\nhealthz check passed\n"
+    assert cluster.kubectl("get", "--raw", base + "?verbose&exclude=log").stdout.splitlines()[1] == "[+]log excluded: ok"
+    assert cluster.kubectl("get", "--raw", base + "/syncloop").stdout == "ok"

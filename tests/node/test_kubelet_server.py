@@ -5,6 +5,7 @@ system share added, and the kubelet's answers for what it does not serve."""
 from types import SimpleNamespace
 
 import orjson
+from multidict import MultiDict
 
 from nanokube.clock import VirtualClock
 from nanokube.node.devicemanager.manager import DeviceManager
@@ -39,10 +40,10 @@ def agent(clock):
                            devices=DeviceManager(),
                            workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)},
                            lifecycle_http_fallbacks=0, lifecycle_sleeps_cut=0,
-                           admission_rejections={}, preemptions={})
+                           admission_rejections={}, preemptions={}, sync_loop_at=None)
 
 
-GET = SimpleNamespace(method="GET", query={}, headers={})
+GET = SimpleNamespace(method="GET", query=MultiDict(), headers={})
 
 
 async def body(server, path, request=GET):
@@ -87,6 +88,33 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
     assert text.startswith("# HELP dra_resource_claims_in_use [ALPHA] ") and \
         '\ndra_resource_claims_in_use{driver_name="<any>"} 0\n# HELP kubelet_lifecycle_handler_http_fallbacks_total ' \
         in text and "\nkubelet_lifecycle_handler_http_fallbacks_total 0\n# HELP kubelet_node_name " in text
+
+
+async def test_healthz_lists_excludes_and_serves_each_check():
+    clock = VirtualClock(start=START)
+    node = agent(clock)
+    server = KubeletServer(node, START)
+    verbose = SimpleNamespace(method="GET", query=MultiDict(verbose=""), headers={})
+    assert await body(server, "/healthz", verbose) == (200, "[+]ping ok\n[+]log ok\n[+]syncloop ok\nhealthz check passed\n")
+    excluded = SimpleNamespace(method="GET", query=MultiDict([("verbose", "1"), ("exclude", "log"), ("exclude", "nope")]),
+                               headers={})
+    assert await body(server, "/healthz", excluded) == (200, '[+]ping ok\n[+]log excluded: ok\n[+]syncloop ok\n'
+                                                             'warn: some health checks cannot be excluded: no matches '
+                                                             'for "nope"\nhealthz check passed\n')
+    assert (await server.serve(GET, "/healthz")).headers["X-Content-Type-Options"] == "nosniff"
+    for check in ("ping", "log", "syncloop"):
+        assert await body(server, f"/healthz/{check}") == (200, "ok")
+    assert await body(server, "/healthz/other") == (404, "404 page not found\n")
+    # the heartbeat loop last went round 5 minutes ago, and a moment more: the sync loop is stuck
+    node.sync_loop_at = clock.monotonic()
+    await clock.advance(300)
+    assert await body(server, "/healthz") == (200, "ok")
+    await clock.advance(1)
+    assert await body(server, "/healthz/syncloop") == (500, "internal server error: sync Loop took longer than expected\n")
+    assert await body(server, "/healthz") == (500, "[+]ping ok\n[+]log ok\n[-]syncloop failed: reason withheld\n"
+                                                   "healthz check failed\n")
+    excluded = SimpleNamespace(method="GET", query=MultiDict(exclude="syncloop"), headers={})
+    assert await body(server, "/healthz", excluded) == (200, "ok")
 
 
 async def test_what_the_kubelet_does_not_serve():
