@@ -1121,7 +1121,7 @@ async def _decode_body(raw: bytes, ctype: str, kind: str = "") -> Any:
         if ctype in ("application/yaml", "application/x-yaml"):
             return await serializer.off_loop(serializer.loads_yaml, raw)
         if ctype == _JSON:
-            return serializer.loads_json(raw, lenient=True)
+            return await serializer.off_loop_json(raw, lenient=True)
         if ctype == _PROTOBUF:
             return protobuf.decode(raw)
     except (orjson.JSONDecodeError, yaml.YAMLError, protobuf.ProtobufError) as e:

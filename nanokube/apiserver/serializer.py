@@ -59,6 +59,19 @@ async def off_loop(fn: Callable[..., Any], raw: bytes, *args: Any) -> Any:
     return await asyncio.to_thread(fn, raw, *args)
 
 
+async def off_loop_json(raw: bytes, lenient: bool = False) -> Any:
+    """`loads_json(raw, lenient)`, in a worker thread where `raw` is OFF_LOOP bytes or more (a 2 MB
+    body of 150,000 small maps: ~50 ms to decode, ~0.2 s to measure its depth), with what it
+    sets of OUT_OF_RANGE set in the caller's context too."""
+    if len(raw) < OFF_LOOP:
+        return loads_json(raw, lenient)
+    ctx = contextvars.copy_context()
+    obj = await asyncio.get_running_loop().run_in_executor(None, ctx.run, loads_json, raw, lenient)
+    if lenient:
+        OUT_OF_RANGE.set(ctx[OUT_OF_RANGE])
+    return obj
+
+
 def too_deep() -> errors.APIError:
     return errors.bad_request(f"the request body is nested deeper than {MAX_DEPTH} levels: exceeded max depth")
 

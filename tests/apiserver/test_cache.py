@@ -8,7 +8,7 @@ from sortedcontainers import SortedList
 from nanokube.apiserver.cache import (ADDED, DELETED, MODIFIED, Entry, WatchCache, Watcher, decode, served_json, stored_json,
                                       stored_value)
 from nanokube.clock import VirtualClock
-from nanokube.machinery.fieldorder import in_upstream_order
+from nanokube.machinery.fieldorder import in_unstructured_order, in_upstream_order
 from nanokube.store.interface import Compacted
 from nanokube.store.memory import MemoryStore
 from tests.controllers import eventually
@@ -257,6 +257,7 @@ def test_stored_value_drops_resource_version():
     {"kind": "ConfigMap", "metadata": {"name": ['"resourceVersion":""', 1], "labels": {"a": "b"}}},
     {"kind": "X", "apiVersion": "e.io/v1", "metadata": {"zz": 1, "name": 'é\\"resourceVersion":""', "creationTimestamp": None}},
     {"apiVersion": "v1", "status": {}, "metadata": {"annotations": {"resourceVersion": ""}, "name": "s"}, "data": None},
+    {"kind": "ConfigMap", "metadata": {"name": "{"}},
 ])
 def test_stored_bytes_are_served_with_the_revision_put_back(obj):
     value, handed, at = stored_json(obj)
@@ -270,11 +271,31 @@ def test_stored_bytes_are_served_with_the_revision_put_back(obj):
     assert orjson.dumps(handed) == orjson.dumps(served)
 
 
-@pytest.mark.parametrize("metadata", [{"name": {"resourceVersion": ""}, "labels": {}}, {"labels": {}}, {"name": "{"}])
+@pytest.mark.parametrize("metadata", [{"name": {"resourceVersion": ""}, "labels": {}}, {"labels": {}},
+                                      {"name": "{", "annotations": {"resourceVersion": ""}}])
 def test_bytes_whose_resource_version_has_no_known_place_are_stored_but_not_served(metadata):
     value, handed, at = stored_json({"kind": "ConfigMap", "metadata": metadata})
     assert at == -1 and value == stored_value({"kind": "ConfigMap", "metadata": metadata})
     assert served_json(value, at, 3) is None and handed["metadata"]["resourceVersion"] == ""
+
+
+@pytest.mark.parametrize("labels", [{"a": "b"}, {"a": "b", "resourceVersion": ""}])
+def test_a_custom_resources_bytes_are_served_with_the_revision_put_back_after_its_managed_fields(labels):
+    """A custom resource's metadata is sorted, its managedFields (maps) before its resourceVersion:
+    the field is still found where it is the only one of that name (a label of that name and value
+    before it leaves it unknown), and the object is not encoded a second time."""
+    obj = {"kind": "Gizmo", "apiVersion": "e.io/v1", "spec": {"b": 1, "a": {"c": ""}},
+           "metadata": {"name": "g", "labels": labels, "managedFields": [
+               {"manager": "m", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:a": {}}}}]}}
+    value, handed, at = stored_json(obj, unstructured=True)
+    assert value == stored_value(in_unstructured_order(obj, ""))
+    if "resourceVersion" in labels:
+        assert at == -1 and served_json(value, at, 9) is None
+        return
+    served = decode(value, 9, unstructured=True)
+    assert served_json(value, at, 9) == orjson.dumps(served) + b"\n"
+    assert list(served["metadata"]) == ["labels", "managedFields", "name", "resourceVersion"]
+    assert served["metadata"]["resourceVersion"] == "9" and list(served["spec"]) == ["a", "b"]
 
 
 async def test_encode_event_shares_one_line_per_object_and_type(env):
