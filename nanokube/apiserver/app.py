@@ -36,13 +36,12 @@ from .audit_file import LogOptions
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden, namespace_policy
 from .auth.authorizer import USER, request_attributes
 from .auth.impersonation import impersonate
-from .auth.rbac import reconcile_binding, reconcile_role
 from .auth.requestheader import is_front_proxy, user_from_headers
 from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
-from .auth.rbac import CachePolicySource
+from .auth.rbac import CachePolicySource, reconcile_binding, reconcile_role
 from .auth.serviceaccount import LAST_USED_LABEL, ServiceAccountTokens, load_or_create_key
-from . import controlplane, discovery, expect, healthz, warning
+from . import componentstatus, controlplane, discovery, expect, healthz, warning
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, as_negotiated, sized
@@ -449,11 +448,13 @@ class APIServer:
 
     async def _count_objects(self) -> None:
         """apiserver_storage_objects and apiserver_resource_objects: each resource's stored objects,
-        counted every COUNT_POLL_PERIOD as kube-apiserver polls its storage's counts."""
+        counted every COUNT_POLL_PERIOD as kube-apiserver polls its storage's counts. Not the
+        ComponentStatuses kept here: kube-apiserver stores none (its REST probes on each read)."""
         while True:
             await self.clock.sleep(COUNT_POLL_PERIOD)
             for prefix in self.cache.prefixes():
-                self.metrics.stored(prefix.split("/")[2], self.cache.count(prefix))
+                if (resource := prefix.split("/")[2]) != componentstatus.KEY:
+                    self.metrics.stored(resource, self.cache.count(prefix))
 
     # --- middleware and plain endpoints ---------------------------------
 

@@ -78,6 +78,11 @@ async def test_storage_requests_are_etcd_request_duration_seconds_by_operation_g
     assert value(text, 'apiserver_storage_objects{resource="deployments.apps"}') == 1
     assert value(text, 'apiserver_resource_objects{group="apps",resource="deployments"}') == 1
     assert value(text, 'apiserver_resource_objects{group="",resource="podtemplates"}') == 1
+    # the ComponentStatuses the API server keeps are no stored objects of kube-apiserver's
+    async with http.get("/api/v1/componentstatuses") as r:
+        assert "etcd-0" in [c["metadata"]["name"] for c in (await r.json())["items"]]
+    assert value(text, 'apiserver_storage_objects{resource="componentstatuses"}') is None
+    assert value(text, 'apiserver_resource_objects{group="",resource="componentstatuses"}') is None
 
 
 @pytest.mark.parametrize("accept", [
