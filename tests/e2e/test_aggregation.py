@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import socket
 import ssl
@@ -67,11 +68,18 @@ class ExtensionServer:
         app.router.add_get(f"/apis/{GROUP}/{VERSION}", self.resources)
         app.router.add_get(f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/flunders", self.flunders)
         app.router.add_get(f"/openapi/v3/apis/{GROUP}/{VERSION}", self.openapi)
+        app.router.add_get("/openapi/v3", self.openapi_index)
         self.runner = web.AppRunner(app)
         self.loop.run_until_complete(self.runner.setup())
         self.loop.run_until_complete(web.TCPSite(self.runner, self.ip, self.port, ssl_context=self.ctx).start())
         self.ready.set()
         self.loop.run_forever()
+
+    async def openapi_index(self, request: web.Request) -> web.Response:
+        """The index a k8s.io/apiserver server publishes: its document's URL under the hash of its bytes."""
+        digest = hashlib.sha512((await self.openapi(request)).body).hexdigest().upper()
+        return web.json_response({"paths": {f"apis/{GROUP}/{VERSION}": {
+            "serverRelativeURL": f"/openapi/v3/apis/{GROUP}/{VERSION}?hash={digest}"}}})
 
     async def openapi(self, request: web.Request) -> web.Response:
         flunder = {"type": "object", "description": "A Flunder flunders.",
@@ -169,8 +177,11 @@ def test_extension_api_server_through_an_apiservice(cluster, wardle):
     rows = wait_for(lambda: [r.split() for r in cluster.kubectl("api-resources", f"--api-group={GROUP}",
                                                                 "--no-headers").stdout.splitlines()], 60, "discovery")
     assert rows == [["flunders", "fl", f"{GROUP}/{VERSION}", "true", "Flunder"]]
+    # the extension server's document is indexed under its own URL and hash, as the server's index names it
     index = json.loads(cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"]
-    assert index[f"apis/{GROUP}/{VERSION}"]["serverRelativeURL"].startswith(f"/openapi/v3/apis/{GROUP}/{VERSION}?hash=")
+    url = index[f"apis/{GROUP}/{VERSION}"]["serverRelativeURL"]
+    document = cluster.kubectl("get", "--raw", url).stdout.encode()
+    assert url == f"/openapi/v3/apis/{GROUP}/{VERSION}?hash={hashlib.sha512(document).hexdigest().upper()}"
     explained = cluster.kubectl("explain", "flunders.spec").stdout
     assert "What it refers to." in explained
     seen = cluster.kubectl_json("get", "flunders", "-n", "wardle")["items"][0]["metadata"]["annotations"]

@@ -52,6 +52,8 @@ class Aggregator(Controller):
         self.remote: dict[tuple[str, str], dict] = {}
         #: (group, version) -> the APIResourceList the last successful probe returned
         self.resources: dict[tuple[str, str], dict] = {}
+        #: (group, version) -> its entry in the extension server's own /openapi/v3 index
+        self.openapi: dict[tuple[str, str], dict] = {}
         self.session: aiohttp.ClientSession | None = None
         #: how the session's connections are opened (dial_services_from), which the upgrade path dials with too
         self._socket_factory = None
@@ -100,6 +102,7 @@ class Aggregator(Controller):
             self.remote[gv] = obj
         elif self.remote.pop(gv, None) is not None:
             self.resources.pop(gv, None)
+            self.openapi.pop(gv, None)
         self.queue.add(obj["metadata"]["name"])
         self.on_discovery_change()
 
@@ -110,6 +113,7 @@ class Aggregator(Controller):
         if self.remote.get(gv, {}).get("metadata", {}).get("name") == obj["metadata"]["name"]:
             del self.remote[gv]
             self.resources.pop(gv, None)
+            self.openapi.pop(gv, None)
         self.on_discovery_change()
 
     def _service_changed(self, obj: dict) -> None:
@@ -136,6 +140,33 @@ class Aggregator(Controller):
 
     # --- availability ------------------------------------------------------------
 
+    def _get(self, apiservice: dict, host: str, port: int, path: str):
+        """A GET of `path` from the APIService's endpoint as the aggregator itself (the
+        session's request context manager)."""
+        svc = _spec(apiservice)["service"]
+        headers = [("X-Remote-User", PROBE_USER.name)] + [("X-Remote-Group", g) for g in PROBE_USER.groups]
+        return self.session.get(f"https://{join_host_port(host, port)}{path}", headers=headers,
+                                ssl=self._probe_context(), server_hostname=f"{svc['name']}.{svc['namespace']}.svc",
+                                timeout=aiohttp.ClientTimeout(total=5))
+
+    async def _openapi_entry(self, apiservice: dict) -> dict | None:
+        """The APIService's group-version in its server's /openapi/v3 index, the URL (and so
+        its `?hash=`) as that server names it, as kube-aggregator's OpenAPI v3 aggregator
+        downloads each APIService's discovery; None when the server publishes none."""
+        spec = _spec(apiservice)
+        svc = spec["service"]
+        try:
+            host, port = await resolve_endpoint(self.client, svc["namespace"], svc["name"], svc.get("port", 443))
+            async with self._get(apiservice, host, port, "/openapi/v3") as r:
+                if r.status != 200:
+                    return None
+                index = orjson.loads(await r.read())
+        except (ResolveError, aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError):
+            return None
+        entry = ((index.get("paths") if isinstance(index, dict) else None) or {}).get(
+            f"apis/{spec['group']}/{spec['version']}")
+        return entry if isinstance(entry, dict) and isinstance(entry.get("serverRelativeURL"), str) else None
+
     async def _probe(self, apiservice: dict) -> tuple[str, str, str, dict | None]:
         """(status, reason, message, APIResourceList) of a remote APIService."""
         spec = _spec(apiservice)
@@ -144,12 +175,10 @@ class Aggregator(Controller):
             host, port = await resolve_endpoint(self.client, svc["namespace"], svc["name"], svc.get("port", 443))
         except ResolveError as e:
             return "False", e.reason, str(e), None
-        url = f"https://{join_host_port(host, port)}/apis/{spec['group']}/{spec['version']}"
-        headers = [("X-Remote-User", PROBE_USER.name)] + [("X-Remote-Group", g) for g in PROBE_USER.groups]
+        path = f"/apis/{spec['group']}/{spec['version']}"
+        url = f"https://{join_host_port(host, port)}{path}"
         try:
-            ctx = self._probe_context()
-            async with self.session.get(url, headers=headers, ssl=ctx, server_hostname=f"{svc['name']}.{svc['namespace']}.svc",
-                                        timeout=aiohttp.ClientTimeout(total=5)) as r:
+            async with self._get(apiservice, host, port, path) as r:
                 body = await r.read()
                 if not 200 <= r.status < 300:
                     return "False", "FailedDiscoveryCheck", f"bad status from {url}: {r.status}", None
@@ -174,6 +203,10 @@ class Aggregator(Controller):
             status, reason, message, doc = await self._probe(obj)
             if doc is not None:
                 self.resources[gv] = doc
+            if status == "True" and (entry := await self._openapi_entry(obj)) is not None:
+                self.openapi[gv] = entry
+            else:
+                self.openapi.pop(gv, None)
             self.queue.add_after(name, RECHECK_AVAILABLE if status == "True" else RECHECK_UNAVAILABLE)
         else:
             status, reason, message = "True", "Local", "Local APIServices are always available"
@@ -218,13 +251,13 @@ class Aggregator(Controller):
         return out
 
     def openapi_paths(self) -> dict[str, dict]:
-        """`/openapi/v3` index entries of the available remote group/versions; their
-        documents are the extension servers' own (`serve` proxies them)."""
+        """`/openapi/v3` index entries of the available remote group/versions, as their servers'
+        own indexes name them; their documents are the extension servers' own (`serve` proxies
+        them, the server answering a stale `?hash=`)."""
         out = {}
-        for (group, version), a in self.remote.items():
-            if _available(self.as_inf.get(a["metadata"]["name"]) or a):
-                rv = a["metadata"].get("resourceVersion", "")
-                out[f"apis/{group}/{version}"] = {"serverRelativeURL": f"/openapi/v3/apis/{group}/{version}?hash={rv}"}
+        for gv, a in self.remote.items():
+            if gv in self.openapi and _available(self.as_inf.get(a["metadata"]["name"]) or a):
+                out[f"apis/{gv[0]}/{gv[1]}"] = self.openapi[gv]
         return out
 
     async def serve(self, request: web.Request, group: str, version: str | None) -> web.StreamResponse:
