@@ -2,7 +2,8 @@
 -- cat` and `sh -c 'echo x > /f'` behave as on a real node.
 
 A simulated container runs no image, so its root is a small in-memory tree
-(the directories a busybox image has, `/etc/hostname`) made when something
+(the directories a busybox image has, `/etc/hostname`, the kubelet's
+/etc/resolv.conf and /etc/hosts: simulated_net) made when something
 first looks, and made afresh for each new instance, as a new container gets
 a fresh root. Its volume mounts lie over it:
 
@@ -87,13 +88,16 @@ class _Mount:
 class PodFiles:
     """One pod's in-memory volumes and its containers' roots, made when first needed."""
 
-    def __init__(self, pod: dict, volume_dir, clock, read_only=lambda name: False, node: str = "", cdi=None):
+    def __init__(self, pod: dict, volume_dir, clock, read_only=lambda name: False, node: str = "", cdi=None,
+                 etc=None):
         """`volume_dir(name)`: where the kubelet set up volume `name` on the node; `read_only(name)`:
         whether the kubelet mounts it read-only everywhere (a claim or its PersistentVolume says so);
         `node`: the node's name (a hostNetwork pod's hostname); `cdi(container)`: the CDI edits of
         its devices (`mounts`: (host path, container path, read-only); `device_nodes`: (path, host
-        path, mode))."""
+        path, mode)); `etc(container)`: the files the kubelet and runtime put in its /etc (name: text),
+        /etc/resolv.conf and /etc/hosts."""
         self.pod = pod
+        self.etc = etc
         self.node = node
         self.cdi = cdi
         self.volume_dir = volume_dir
@@ -114,7 +118,7 @@ class PodFiles:
         copy: a command is worked out on it (a container's more than once, as the kubelet's sync
         looks at it) without touching the files, and what it changes (`journal`) is done when
         its time comes (`replay`)."""
-        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock, self.read_only, self.node, self.cdi)
+        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock, self.read_only, self.node, self.cdi, self.etc)
         scratch.volumes = copy.deepcopy(self.volumes)
         scratch.snapshot = True
         if not fresh:
@@ -176,6 +180,8 @@ class PodFiles:
             host = self.node if spec.get("hostNetwork") and self.node else \
                 spec.get("hostname") or (self.pod.get("metadata") or {}).get("name", "")
             root.entries["etc"].entries["hostname"] = File(f"{host}\n".encode(), mtime=now)
+            for file, text in (self.etc(c) if self.etc else {}).items():
+                root.entries["etc"].entries[file] = File(text.encode(), mtime=now)
             for path in [m.path for m in mounts] + [workdir]:  # the runtime makes each mount point, and workingDir
                 d = root
                 for part in path.split("/")[1:]:

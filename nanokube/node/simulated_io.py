@@ -157,7 +157,9 @@ class SimulatedIO:
             volumes, uid = self.worker.agent.volumes, self.worker.uid
             self._files = PodFiles(self.worker.pod, lambda name: volumes.volume_dir(uid, name), self.worker.clock,
                                    lambda name: volumes.read_only(uid, name), self.worker.agent.name,
-                                   lambda name: self.worker.agent.claims.cdi_edits(self.worker.pod, name))
+                                   lambda name: self.worker.agent.claims.cdi_edits(self.worker.pod, name),
+                                   lambda c: simulated_net.etc_files(self.worker.pod, c, self.worker.agent.name,
+                                                                     self.worker.ip))
         return self._files.container(container, self.worker.pod)
 
     def draft(self, container: str, fresh: bool = True) -> ContainerFS:

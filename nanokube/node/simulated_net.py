@@ -14,14 +14,16 @@ out where no cluster is at hand) the applets are not interpreted, as before.
   ready endpoints (and `hostname.subdomain` and dashed-IP names for each), and
   `a-b-c-d.<ns>.pod.cluster.local`. A name outside the cluster domain would be forwarded to the
   node's resolver, which the simulation does not have: SERVFAIL. dnsPolicy Default has no
-  cluster names at all.
+  cluster names at all. The container's /etc/resolv.conf and /etc/hosts say as much (`etc_files`).
 - A connection goes as kube-proxy would send it: to a ClusterIP, on one of the Service's ports,
   to a ready endpoint it picks (a serving, terminating one when none is ready), at the port the
   EndpointSlice resolved the targetPort (a named one too) to; with no endpoint, or to a port the
   Service does not have, it is refused (the nftables proxy's reject). A pod IP answers as
-  port-forward and pods/proxy do (`listens`, `answer`): any port while a container runs, but a
+  port-forward and pods/proxy do (`listening`, `answer`): any port while a container runs, but a
   port only containers not running declare, which refuses. Any other address (the internet, a
-  node) is unreachable: the simulation gives a pod no real network.
+  node) is unreachable: the simulation gives a pod no real network. The runtime is the whole
+  cluster's (`nanokube up --runtime`), so every pod reached is a simulated one; the process
+  runtime's pods have real network namespaces, kube-proxy and tools, and none of this.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ from .simulated_fs import ContainerFS, FsError
 log = logging.getLogger(__name__)
 
 ZONE = "cluster.local"
+#: kube-dns's ClusterIP, as kubeadm gives it: the tenth address of the Service range (nanokube's is
+#: 10.96.0.0/12, the `kubernetes` Service's 10.96.0.1 its first)
+DNS_SERVER = "10.96.0.10"
 NDOTS = 5
 #: the applets here: a command naming one gets the network worked out before it runs
 NAMES = ("nslookup", "getent", "wget", "curl")
@@ -241,12 +246,36 @@ def _pod_ips(pod: dict) -> list[str]:
         ([status["podIP"]] if status.get("podIP") else [])
 
 
-def dns_server(services: list[dict]) -> str:
-    """The cluster DNS server's address: the tenth of the Service range, which the `kubernetes`
-    Service's ClusterIP (its first) starts."""
-    first = next((s["spec"].get("clusterIP") for s in services if s["metadata"]["name"] == "kubernetes"
-                  and s["metadata"]["namespace"] == "default"), None) or "10.96.0.1"
-    return str(ipaddress.ip_address(first) + 9)
+def resolver(pod: dict) -> tuple[list[str], list[str], list[str]]:
+    """The pod's nameservers, search path and options, as the kubelet works them out of its
+    dnsPolicy and dnsConfig (ClusterFirst: the cluster's DNS; Default: the node's resolver, which
+    a simulated node has not; None: dnsConfig alone)."""
+    spec = pod.get("spec") or {}
+    ns = (pod.get("metadata") or {}).get("namespace") or "default"
+    policy = spec.get("dnsPolicy") or "ClusterFirst"
+    cluster = policy == "ClusterFirstWithHostNet" or (policy == "ClusterFirst" and not spec.get("hostNetwork"))
+    nameservers = [DNS_SERVER] if cluster else []
+    search = [f"{ns}.svc.{ZONE}", f"svc.{ZONE}", ZONE] if cluster else []
+    options = [f"ndots:{NDOTS}"] if cluster else []
+    config = spec.get("dnsConfig") or {}
+    nameservers += [s for s in config.get("nameservers") or () if s not in nameservers]
+    search += [s for s in config.get("searches") or () if s not in search]
+    options += [o["name"] + (f":{o['value']}" if o.get("value") else "") for o in config.get("options") or ()
+                if o.get("name") and not (o["name"] == "ndots" and cluster)]
+    return nameservers, search, options
+
+
+def etc_files(pod: dict, container: dict, node: str, ip: str) -> dict[str, str]:
+    """/etc/resolv.conf (as the kubelet writes it) and /etc/hosts (the kubelet-managed one,
+    hosts_file) of a simulated container."""
+    nameservers, search, options = resolver(pod)
+    files = {"resolv.conf": (f"search {' '.join(search)}\n" if search else "")
+             + "".join(f"nameserver {s}\n" for s in nameservers)
+             + (f"options {' '.join(options)}\n" if options else "")}
+    if hosts_file.managed(pod, container):
+        files["hosts"] = hosts_file.content(pod_hostname(pod, node), [ip] if ip else [],
+                                            (pod.get("spec") or {}).get("hostAliases"))
+    return files
 
 
 async def network(worker) -> Network:
@@ -255,23 +284,15 @@ async def network(worker) -> Network:
     services = (await client.resource("", "v1", "services").list(None))[0]
     slices = (await client.resource("discovery.k8s.io", "v1", "endpointslices").list(None))[0]
     pods = (await client.resource("", "v1", "pods").list(None))[0]
-    spec, ns = pod.get("spec") or {}, worker.namespace
+    spec = pod.get("spec") or {}
     me = next((p for p in pods if p["metadata"].get("uid") == worker.uid), pod)
     if worker.ip and not (me.get("status") or {}).get("podIP"):
         me = {**me, "status": {**(me.get("status") or {}), "podIP": worker.ip}}
-    policy = spec.get("dnsPolicy") or "ClusterFirst"
-    cluster = policy == "ClusterFirstWithHostNet" or (policy == "ClusterFirst" and not spec.get("hostNetwork"))
-    nameservers = [dns_server(services)] if cluster else []
-    search = [f"{ns}.svc.{ZONE}", f"svc.{ZONE}", ZONE] if cluster else []
-    config = spec.get("dnsConfig") or {}
-    if policy == "None":
-        nameservers, search = [], []
-        cluster = dns_server(services) in (config.get("nameservers") or ())
-    nameservers += [s for s in config.get("nameservers") or () if s not in nameservers]
-    search += [s for s in config.get("searches") or () if s not in search]
+    nameservers, search, _ = resolver(pod)
     hosts = "" if spec.get("hostNetwork") else hosts_file.content(
         pod_hostname(pod, worker.agent.name), [worker.ip] if worker.ip else [], spec.get("hostAliases"))
-    return Network(ns, me, worker.agent.name, services, slices, pods, hosts, nameservers, search, cluster)
+    return Network(worker.namespace, me, worker.agent.name, services, slices, pods, hosts, nameservers, search,
+                   DNS_SERVER in nameservers)
 
 
 async def view(worker, text: str) -> Network | None:
@@ -284,12 +305,6 @@ async def view(worker, text: str) -> Network | None:
     except APIError as e:
         log.warning("the network of pod %s/%s: %s", worker.namespace, worker.name, e.message)
         return None
-
-
-def resolv_conf(net: Network) -> str:
-    """The pod's /etc/resolv.conf as the kubelet writes it."""
-    text = "".join(f"nameserver {s}\n" for s in net.nameservers)
-    return text + (f"search {' '.join(net.search)}\n" if net.search else "") + f"options ndots:{NDOTS}\n"
 
 
 def _net() -> Network:
@@ -311,12 +326,12 @@ def _nslookup(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         raise Unknown
     net = _net()
     host = args[0]
-    server = args[1] if len(args) == 2 else (net.nameservers[0] if net.nameservers else "127.0.0.1")
-    if server not in net.nameservers[:1]:
+    if len(args) == 2 and args[1] not in net.nameservers[:1]:
         raise Unknown  # another server: not simulated
-    if not net.cluster_dns:
+    if not net.cluster_dns:  # the node's resolver, or one outside: the simulation has no network to them
         run.out(";; connection timed out; no servers could be reached\n\n")
         return 1
+    server = net.nameservers[0]
     out = f"Server:\t\t{server}\nAddress:\t{server}:53\n\n"
     for candidate in net.candidates(host):
         rcode, ips = net.query(candidate)

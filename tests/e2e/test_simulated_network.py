@@ -86,6 +86,8 @@ def test_nslookup_answers_as_cluster_dns_through_the_search_path(net):
     headless = net.kubectl("exec", "client", "--", "nslookup", "web-headless.default.svc.cluster.local.").stdout
     assert sorted(line.split()[1] for line in headless.splitlines() if line.startswith("Address: ")) == \
         sorted(_pods(net).values())  # a headless Service answers with its ready endpoints
+    assert net.kubectl("exec", "client", "--", "cat", "/etc/resolv.conf").stdout == (
+        f"search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver {dns}\noptions ndots:5\n")
     r = net.kubectl("exec", "client", "--", "nslookup", "nope", check=False)
     assert r.returncode == 1
     assert "** server can't find nope.default.svc.cluster.local: NXDOMAIN\n" in r.stdout
@@ -110,3 +112,6 @@ def test_a_containers_own_command_reaches_the_service(net):
     wait_for(lambda: net.kubectl_json("get", "pod", "probe")["status"].get("phase") == "Succeeded", 30,
              "the probe pod's wget to finish")
     assert net.kubectl("logs", "probe").stdout.startswith("nanokube simulated pod default/web-")
+    r = net.kubectl("run", "-i", "--rm", "once", "--image=busybox", "--restart=Never", "--", "wget", "-qO-", "web",
+                    timeout=30)
+    assert "nanokube simulated pod default/web-" in r.stdout

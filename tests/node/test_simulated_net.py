@@ -45,7 +45,7 @@ def network():
     slices = [_slice("web", 8080, ("10.244.0.5", True)), _slice("slow", 8080, ("10.244.0.6", False)),
               _slice("db", 5432, ("10.244.0.7", True), hostname="db-0")]
     net = sn.Network("default", pods[-1], "n1", services, slices, pods,
-                     "127.0.0.1\tlocalhost\n10.244.0.9\tclient\n", [sn.dns_server(services)], SEARCH)
+                     "127.0.0.1\tlocalhost\n10.244.0.9\tclient\n", [sn.DNS_SERVER], SEARCH)
     token = sn.NETWORK.set(net)
     yield net
     sn.NETWORK.reset(token)
@@ -165,3 +165,32 @@ def test_the_listening_rule_follows_the_pods_container_statuses():
     pod["spec"]["initContainers"] = [{"name": "init", "ports": [{"containerPort": 9000}]}]
     assert not sn.listening(pod, 9000)  # only a container not running declares it
     assert not sn.listening(_pod("q", "10.0.0.2", running=False), 80)
+
+
+def test_resolv_conf_and_hosts_are_the_kubelets():
+    pod = {"metadata": {"name": "p", "namespace": "ml"}, "spec": {"hostname": "h", "hostAliases": [
+        {"ip": "10.1.1.1", "hostnames": ["db.local"]}]}}
+    etc = sn.etc_files(pod, {"name": "c"}, "n1", "10.244.1.4")
+    assert etc["resolv.conf"] == ("search ml.svc.cluster.local svc.cluster.local cluster.local\n"
+                                  "nameserver 10.96.0.10\noptions ndots:5\n")
+    assert "10.244.1.4\th\n" in etc["hosts"] and etc["hosts"].endswith("10.1.1.1\tdb.local\n")
+    none = {**pod, "spec": {"dnsPolicy": "None", "dnsConfig": {
+        "nameservers": ["1.1.1.1"], "searches": ["corp.example"], "options": [{"name": "ndots", "value": "2"}]}}}
+    assert sn.etc_files(none, {}, "n1", "")["resolv.conf"] == \
+        "search corp.example\nnameserver 1.1.1.1\noptions ndots:2\n"
+    host_net = {**pod, "spec": {"hostNetwork": True}}  # dnsPolicy ClusterFirst falls back to Default
+    assert sn.etc_files(host_net, {}, "n1", "") == {"resolv.conf": ""}  # and the node's hosts file stays
+
+
+def test_a_simulated_containers_files_hold_its_resolv_conf(tmp_path):
+    pod = {**CLIENT, "spec": {"containers": [{"name": "main"}], "subdomain": "x"}}
+    pod_files = PodFiles(pod, lambda name: str(tmp_path / name), Clock(),
+                         etc=lambda c: sn.etc_files(pod, c, "n1", "10.244.0.9"))
+    assert run(["cat", "/etc/resolv.conf"], lambda: pod_files.draft("main", pod, False))[1].startswith(
+        "search default.svc.cluster.local ")
+    assert run(["cat", "/etc/hosts"], lambda: pod_files.draft("main", pod, False))[1].endswith("10.244.0.9\tclient\n")
+
+
+def test_without_a_cluster_nameserver_nslookup_times_out(network, files):
+    network.cluster_dns, network.nameservers, network.search = False, [], []
+    assert run(["nslookup", "web"], files) == (1, ";; connection timed out; no servers could be reached\n\n", "")
