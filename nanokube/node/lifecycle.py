@@ -58,7 +58,7 @@ from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
 from . import inplace
 from .simulated_applets import Terminal
-from .simulated_command import Program, interpret
+from .simulated_command import Program, interpret, outlives_sigterm
 from .simulated_io import SimulatedIO
 from .volumes import MountError
 
@@ -1878,11 +1878,13 @@ class PodWorker:
         """Graceful deletion, as killContainersWithSyncResult stops the running containers: each at
         once, side by side, its own preStop hook first, then its SIGTERM with what is left of the
         grace period (at least 2 s after a hook); it stops after min(that, stop-seconds), exiting
-        as stop_exit_code says (137: still running when its time is up) or as its TERM trap does,
-        or with its own code where its command ended first (one waiting for what a hook wrote). A
-        sidecar's SIGTERM waits its turn (KEP-753's termination ordering): until the app containers
-        and the sidecars after it stopped, or its time is up. Past activeDeadlineSeconds the kubelet
-        kills the pod the same way, with the pod's own grace period, and as it evicts one (`evict`)."""
+        as stop_exit_code says (137: still running when its time is up) or as its TERM trap does;
+        an interpreted command with no TERM handler ignores the signal, as runc's first process
+        does, and is killed when its time is up (137); it ends with its own code where its command
+        ended first (one waiting for what a hook wrote). A sidecar's SIGTERM waits its turn
+        (KEP-753's termination ordering): until the app containers and the sidecars after it
+        stopped, or its time is up. Past activeDeadlineSeconds the kubelet kills the pod the same
+        way, with the pod's own grace period, and as it evicts one (`evict`)."""
         md = self.pod["metadata"]
         if self.deleting():
             grace = md.get("deletionGracePeriodSeconds") or 0
@@ -1942,6 +1944,10 @@ class PodWorker:
                     end, code = trapped
                     if end is None or end > at + left:
                         end, code = at + left, 137
+                elif self._outlives_sigterm(c):  # it ends on its own, or is killed when its time is up
+                    if end is None or end > at + left:
+                        end, code = at + left, 137
+                        why = "was killed after the grace period"
                 else:
                     stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
                     end, code = at + min(left, stop), stop_exit_code(self.pod, left)
@@ -1956,6 +1962,15 @@ class PodWorker:
                 False, False)
         finally:
             done.set()
+
+    def _outlives_sigterm(self, c: dict) -> bool:
+        """Whether container `c`'s command, its first process, runs on past SIGTERM as runc's would
+        (simulated_command.outlives_sigterm): not where the pod's stop annotations say how its
+        containers stop, which win over what the command would do."""
+        annotations = (self.pod.get("metadata") or {}).get("annotations") or {}
+        if STOP_SECONDS in annotations or STOP_EXIT_CODE in annotations:
+            return False
+        return outlives_sigterm(self.io.command(c), c["name"] in self.io.programs)
 
     async def _until_ended(self, name: str, end: float) -> tuple[float, int] | None:
         """Sleep until monotonic `end` unless container `name`'s command ends first (one whose TERM

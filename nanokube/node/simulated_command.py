@@ -93,7 +93,7 @@ from .simulated_applets import NoTerminal as _NoTerminal, Unknown as _Unknown
 from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Return
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
 from .simulated_script import (PATTERN_OPS, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
-                               Simple, Script, literal, parse)
+                               Simple, Script, Word, literal, parse)
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
@@ -285,6 +285,68 @@ def reads_stdin(argv: list[str], image: str) -> bool:
         return len(argv) == 1 and os.path.basename(argv[0]) in SHELLS
     name = image.split("@")[0].rsplit("/", 1)[-1].split(":")[0]
     return name in SHELL_IMAGES
+
+
+def outlives_sigterm(argv: list[str], interpreted: bool) -> bool:
+    """Whether `argv`, run as its container's first process, runs on past the kubelet's SIGTERM
+    (to be killed when the grace period is up): the kernel drops a signal a PID namespace's init
+    has no handler for. An `interpreted` command installs none (no command simulated here does),
+    unless its script sets a TERM trap that acts; a `sh -c` script that ignores TERM (`trap ''
+    TERM`) stays the first process, its commands its children, so it outlives the signal whatever
+    it runs. False where a trap may act (its action not worked out) or the program is another's,
+    its handlers unknown."""
+    if not argv or os.path.basename(argv[0]) not in SHELLS:
+        return interpreted
+    try:
+        script = parse(argv[2]) if len(argv) >= 3 and argv[1] == "-c" else None
+    except _Unknown:
+        return False
+    if script is None:
+        return False
+    actions = []
+    for command in _simple_commands(script):
+        words = [_static(w) for w in command.words]
+        if words and words[0] in (None, "eval", ".", "source"):
+            return False  # it may set a trap no one can see here
+        if words and words[0] == "trap" and len(words) > 2 and any(
+                (w or "").upper().removeprefix("SIG") in ("TERM", "15") for w in words[2:]):
+            actions.append(words[1])
+    if any(a not in ("", "-") for a in actions):
+        return False
+    return interpreted or "" in actions
+
+
+def _simple_commands(node) -> Iterator[Simple]:
+    """Every simple command of a script (a list of and-or lists) or compound command, at any depth."""
+    if isinstance(node, list):
+        for and_or in node:
+            for _, pipeline in and_or:
+                for command in pipeline.commands:
+                    yield from _simple_commands(command)
+    elif isinstance(node, Simple):
+        yield node
+    elif isinstance(node, Redirected):
+        yield from _simple_commands(node.node)
+    elif isinstance(node, If):
+        for cond, body in node.branches:
+            yield from _simple_commands(cond)
+            yield from _simple_commands(body)
+        yield from _simple_commands(node.otherwise or [])
+    elif isinstance(node, Case):
+        for _, body in node.items:
+            yield from _simple_commands(body)
+    elif isinstance(node, Loop):
+        yield from _simple_commands(node.cond)
+        yield from _simple_commands(node.body)
+    elif isinstance(node, For | Group | Function):
+        yield from _simple_commands(node.body)
+
+
+def _static(word: Word) -> str | None:
+    """The word's text where it has no expansion (quoted or not), else None."""
+    if all(part[0] == "lit" for part in word):
+        return "".join(part[1] for part in word)
+    return None
 
 
 def stream(argv: list[str]) -> filters.Filter | None:

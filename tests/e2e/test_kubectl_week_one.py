@@ -27,6 +27,7 @@ def test_a_json_patch_whose_test_fails_is_upstreams_generic_invalid(cluster):
     assert cluster.kubectl_json("get", "configmap", "jp-test")["data"] == {"a": "1"}
 
 
+#: (the agent's loop ends on SIGTERM by its trap: a rollout replacing its pods does not wait out their grace period)
 ROLLBACK_KINDS = """
 apiVersion: apps/v1
 kind: DaemonSet
@@ -36,7 +37,7 @@ spec:
   template:
     metadata: {labels: {app: undo-agent}}
     spec:
-      containers: [{name: a, image: "busybox:1", command: [sh, -c, "true && sleep 1000"]}]
+      containers: [{name: a, image: "busybox:1", command: [sh, -c, "trap 'exit 0' TERM && while true; do sleep 0.1; done"]}]
 ---
 apiVersion: apps/v1
 kind: StatefulSet

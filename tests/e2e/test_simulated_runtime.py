@@ -294,7 +294,8 @@ def test_a_pod_ends_with_its_app_containers_however_its_sidecar_runs(cluster):
 
 def test_a_training_loop_logs_each_step_on_the_clock_until_its_pod_is_deleted(cluster):
     """`sh -c 'while true; do echo step; sleep 1; done'`, the keep-alive loop of many training and
-    serving manifests, logs a line a second as it runs, forever, and its pod is deleted as any."""
+    serving manifests, logs a line a second as it runs, forever, and its pod is deleted as any (the
+    shell, PID 1 with no TERM trap, ignores SIGTERM: it is killed once the 1 s grace asked is up)."""
     cluster.kubectl("run", "loop", "--image=busybox", "--", "sh", "-c",
                     "echo training $HOSTNAME; while true; do echo step; sleep 1; done")
     wait_for(lambda: cluster.kubectl("logs", "loop", check=False).stdout.count("\n") >= 3, 30, "3 lines logged")
@@ -302,7 +303,7 @@ def test_a_training_loop_logs_each_step_on_the_clock_until_its_pod_is_deleted(cl
     assert first.startswith("training loop\nstep\nstep\n") and set(first.splitlines()[1:]) == {"step"}
     wait_for(lambda: len(cluster.kubectl("logs", "loop").stdout) > len(first), 10, "more steps logged")
     assert "running" in _statuses(cluster, "loop")["loop"]["state"]
-    cluster.kubectl("delete", "pod", "loop", "--wait", timeout=30)
+    cluster.kubectl("delete", "pod", "loop", "--grace-period=1", "--wait", timeout=30)
 
 
 def test_a_job_of_a_for_loop_with_conditions_completes_with_its_exit_code(cluster):
@@ -373,7 +374,7 @@ def test_a_training_loop_with_a_step_counter_logs_and_writes_each_step_as_it_com
     assert logged[:60] == [f"step {i}" for i in range(60)]  # past the first 50 passes, worked out ahead
     steps = cluster.kubectl("exec", "counter", "--", "cat", "/tmp/steps").stdout.splitlines()
     assert len(steps) >= 60 and steps == [f"step {i}" for i in range(len(steps))]
-    cluster.kubectl("delete", "pod", "counter", "--wait", timeout=30)
+    cluster.kubectl("delete", "pod", "counter", "--grace-period=1", "--wait", timeout=30)
 
 
 def test_an_init_container_copies_files_for_the_app_which_execs_its_server(cluster):
@@ -421,10 +422,12 @@ def test_an_init_container_waiting_for_a_file_goes_on_when_an_exec_makes_it(clus
 def test_an_app_waiting_for_a_file_a_sidecar_is_made_to_write_ends_with_its_code(cluster):
     """The app container's waiting loop sees the file an exec into its sidecar writes on their shared
     emptyDir; what follows it runs, and the container ends with its code as it ran (exit 5 fails
-    the Never pod), an end the kubelet learns as the command runs."""
+    the Never pod), an end the kubelet learns as the command runs. Its sidecar, stopped then, exits
+    0 from its TERM trap."""
     app = {"name": "app", "command": ["sh", "-c", "echo waiting; until [ -f /work/ready ]; do sleep 1; done; "
                                                   "echo go $(cat /work/ready); sleep 1; exit 5"]}
-    side = {"name": "side", "restartPolicy": "Always", "command": ["sleep", "infinity"]}
+    side = {"name": "side", "restartPolicy": "Always",
+            "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"]}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(_waiter("gated-app", app, side)))
     wait_for(lambda: cluster.kubectl_json("get", "pod", "gated-app")["status"].get("phase") == "Running", 60,
              "gated-app Running")
@@ -433,8 +436,10 @@ def test_an_app_waiting_for_a_file_a_sidecar_is_made_to_write_ends_with_its_code
     cluster.kubectl("exec", "gated-app", "-c", "side", "--", "sh", "-c", "echo now > /work/ready")
     wait_for(lambda: cluster.kubectl_json("get", "pod", "gated-app")["status"].get("phase") == "Failed", 30,
              "gated-app Failed")
-    term = _statuses(cluster, "gated-app")["app"]["state"]["terminated"]
+    statuses = _statuses(cluster, "gated-app")
+    term = statuses["app"]["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (5, "Error")
+    assert statuses["side"]["state"]["terminated"]["exitCode"] == 0
     assert cluster.kubectl("logs", "gated-app", "-c", "app").stdout == "waiting\ngo now\n"
 
 
@@ -522,3 +527,36 @@ def test_a_container_restarted_for_its_new_image_runs_its_command_anew(cluster):
     wait_for(lambda: cluster.kubectl("logs", "counter", check=False).stdout == "runs 2\n", 30, "second run")
     assert cluster.kubectl("logs", "counter", "--previous").stdout == "runs 1\n"
     assert cluster.kubectl("exec", "counter", "--", "cat", "/cache/runs").stdout == "run\nrun\n"
+
+
+def test_sigterm_is_ignored_by_a_first_process_without_a_handler_and_ends_one_that_traps_it(cluster):
+    """As under runc, the kubelet's SIGTERM goes to each container's first process, and the kernel
+    drops it where that process has no handler: `sleep infinity` runs on until the 2 s grace period
+    is up and is killed then (137, Error: finishedAt not before the deletionTimestamp, the grace
+    period's end), where a script whose TERM trap exits 0 ends then, at its loop's next turn, its
+    trap's line logged."""
+    def kept(name: str, command: list[str]) -> dict:  # (a finalizer keeps the deleted pod to be read)
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": "default", "finalizers": ["test.nanokube.io/keep"]}, "spec": {
+            "terminationGracePeriodSeconds": 2, "restartPolicy": "Never",
+            "containers": [{"name": "app", "image": "busybox", "command": command}]}}
+    commands = {"stubborn": ["sleep", "infinity"],
+                "trapping": ["sh", "-c", "trap 'echo stopping; exit 0' TERM; while true; do sleep 1; done"]}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        kept(name, command) for name, command in commands.items()]}))
+
+    def all_in(state: str) -> dict | None:  # the pods by name, once each one's container is in `state`
+        pods = {p["metadata"]["name"]: p for p in cluster.kubectl_json("get", "pods", *commands)["items"]}
+        return pods if all(state in ((p["status"].get("containerStatuses") or [{}])[0].get("state") or {})
+                           for p in pods.values()) else None
+    wait_for(lambda: all_in("running"), 60, "both running")
+    cluster.kubectl("delete", "pod", *commands, "--wait=false")
+    pods = wait_for(lambda: all_in("terminated"), 30, "both ended")
+    stubborn, trapping = (pods[name]["status"]["containerStatuses"][0]["state"]["terminated"] for name in commands)
+    deleted = datetime.fromisoformat(pods["stubborn"]["metadata"]["deletionTimestamp"])
+    assert (stubborn["exitCode"], stubborn["reason"]) == (137, "Error")
+    assert datetime.fromisoformat(stubborn["finishedAt"]) >= deleted  # it ran on past SIGTERM, to the grace's end
+    assert (trapping["exitCode"], trapping["reason"]) == (0, "Completed")
+    assert cluster.kubectl("logs", "trapping").stdout == "stopping\n"
+    for name in commands:
+        cluster.kubectl("patch", "pod", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')

@@ -8,6 +8,7 @@ import pytest
 from nanokube import schema
 from nanokube.apiserver.loopback import connector
 from nanokube.apiserver.patch import strategic
+from nanokube.clock import parse_time
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.streaming import LogOptions
 from nanokube.node.cluster import default_cluster
@@ -443,6 +444,46 @@ async def test_sigterm_ends_a_container_with_143_unless_it_says_otherwise(env):
     assert (cond(clean, "Initialized")["status"], cond(clean, "Initialized")["reason"]) == ("True", "PodCompleted")
     assert "reason" not in cond(plain, "Initialized")
     for name in ("plain", "clean"):
+        await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
+
+
+async def test_a_command_without_a_term_trap_ignores_sigterm_and_is_killed_after_the_grace_period(env):
+    """A command the simulation runs is its container's first process, which ignores a signal it
+    has no handler for (runc's PID 1, the process runtime's): with no TERM trap it runs on past
+    SIGTERM, to its own end if that comes first (`finite`), else until it is killed when the grace
+    period is up (137, Error); so does a script ignoring TERM (`trap ''`) whose commands are not
+    simulated. One that traps TERM exits then."""
+    pods, clock = env
+    scripts = {"untrapped": ["sh", "-c", "sleep 600"], "finite": ["sleep", "3"],
+               "ignored": ["sh", "-c", "trap '' TERM; python train.py"],
+               "trapped": ["sh", "-c", "trap 'exit 143' TERM; while true; do sleep 1; done"]}
+    for name, command in scripts.items():
+        p = pod(name, grace=5, restart="Never", finalizers=["test.nanokube.io/keep"])
+        p["spec"]["containers"][0]["command"] = command
+        await pods.create(p)
+        await eventually(phase_is(pods, name, "Running"))
+    await clock.advance(0.5)  # (their traps set by now)
+    for name in scripts:
+        await pods.delete(name, "default")
+
+        async def killing(name=name):  # SIGTERM follows: a clock advance before it would pass it by
+            items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+            return any(e["reason"] == "Killing" and e["involvedObject"]["name"] == name for e in items)
+        await eventually(killing)
+    await clock.advance(1)  # the trap runs once the `sleep 1` running as SIGTERM came ends
+    trapped = await eventually(phase_is(pods, "trapped", "Failed"))
+    assert trapped["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+    for name in ("untrapped", "ignored", "finite"):
+        assert (await pods.get(name, "default"))["status"]["phase"] == "Running", name
+    await clock.advance(1.5)
+    finite = (await eventually(phase_is(pods, "finite", "Succeeded")))["status"]["containerStatuses"][0]
+    assert finite["state"]["terminated"]["exitCode"] == 0
+    await clock.advance(2.5)
+    for name in ("untrapped", "ignored"):
+        t = (await eventually(phase_is(pods, name, "Failed")))["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert (t["exitCode"], t["reason"]) == (137, "Error"), name
+        assert parse_time(t["finishedAt"]) - parse_time(t["startedAt"]) >= 5, name
+    for name in scripts:
         await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
 
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from nanokube.clock import parse_time
+from nanokube.node.lifecycle import STOP_EXIT_CODE
 from nanokube.machinery.streaming import LogOptions
 from tests.controllers import eventually
 from tests.node import ManualClock
@@ -21,8 +22,13 @@ async def env():
         yield s.client.resource("", "v1", "pods"), clock, mgr
 
 
-def hooked(name, command, restart="Never", grace=None, **lifecycle):
-    p = pod(name, restart=restart, grace=grace)
+#: a pod whose containers end at once on SIGTERM, exiting 143 (a server's handler that exits), where an
+#: interpreted command with no TERM trap, its container's first process, would run on past it
+ENDS_ON_SIGTERM = {STOP_EXIT_CODE: "143"}
+
+
+def hooked(name, command, restart="Never", grace=None, annotations=None, **lifecycle):
+    p = pod(name, restart=restart, grace=grace, annotations=annotations)
     p["spec"]["containers"][0] |= {"command": command, "lifecycle": lifecycle}
     return p
 
@@ -166,7 +172,8 @@ async def test_an_https_http_get_hook_falls_back_to_the_simulated_servers_plain_
 
 async def test_a_pre_stop_sleep_delays_sigterm_and_the_pods_removal(env):
     pods, clock, _ = env
-    await pods.create(hooked("drain", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 3}}))
+    await pods.create(hooked("drain", ["sleep", "infinity"], grace=30, annotations=ENDS_ON_SIGTERM,
+                             preStop={"sleep": {"seconds": 3}}))
     await eventually(phase_is(pods, "drain", "Running"))
     await delete_killed(pods, "drain")
     await clock.advance(2.9)
@@ -186,7 +193,8 @@ async def test_a_pre_stop_exec_writes_before_sigterm_and_a_failed_one_is_told(en
     p = hooked("graceful", main, grace=30, preStop={"exec": {"command": ["sh", "-c", "sleep 1.5; echo drained > /tmp/drained"]}})
     p["metadata"]["finalizers"] = keep
     await pods.create(p)
-    bad = hooked("bad", ["sleep", "infinity"], grace=30, preStop={"exec": {"command": ["sh", "-c", "exit 7"]}})
+    bad = hooked("bad", ["sleep", "infinity"], grace=30, annotations=ENDS_ON_SIGTERM,
+                 preStop={"exec": {"command": ["sh", "-c", "exit 7"]}})
     await pods.create(bad)
     for name in ("graceful", "bad"):
         await eventually(phase_is(pods, name, "Running"))
@@ -227,12 +235,12 @@ async def test_a_pre_stop_sleep_the_grace_period_cuts_off_is_counted_on_the_kube
 
     async def counted() -> bool:
         return await cut() == 1
-    await pods.create(hooked("done", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 1}}))
+    await pods.create(hooked("done", ["sleep", "infinity"], grace=2, preStop={"sleep": {"seconds": 1}}))
     await pods.create(hooked("cut", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 20}}))
     for name in ("done", "cut"):
         await eventually(phase_is(pods, name, "Running"))
     await delete_killed(pods, "done")
-    await clock.advance(1)
+    await clock.advance(3)  # the hook's 1 s, then its `sleep`, ignoring SIGTERM, killed 2 s after (the floor)
     await eventually(gone(pods, "done"))
     assert await cut() == 0
     await pods.delete("cut", "default", grace_period_seconds=3)
@@ -248,10 +256,11 @@ async def test_a_pre_stop_sleep_the_grace_period_cuts_off_is_counted_on_the_kube
 async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_own(env, after):
     """While main's preStop hook runs, the other container (no hook: its SIGTERM comes at once, and
     it ignores it) finds the file the hook wrote in their emptyDir and exits 0 by itself: it ends
-    so, not as SIGTERM (later) ends main. Whenever the signal lands in its loop (deleted `after`
-    seconds in: before its first pass, as a pass begins, in a pass's `sleep`, passes later)."""
+    so, not as main does (its `sleep`, ignoring the SIGTERM after the hook, killed when the grace
+    period is up: 137). Whenever the signal lands in its loop (deleted `after` seconds in: before
+    its first pass, as a pass begins, in a pass's `sleep`, passes later)."""
     pods, clock, _ = env
-    p = hooked("pair", ["sleep", "infinity"], grace=30, preStop={"exec": {"command": [
+    p = hooked("pair", ["sleep", "infinity"], grace=5, preStop={"exec": {"command": [
         "sh", "-c", "echo draining > /shared/drain; sleep 3"]}})
     p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
     p["spec"]["containers"].append({"name": "watcher", "image": "busybox:1.36", "command": [
@@ -265,9 +274,11 @@ async def test_a_container_waiting_for_what_a_pre_stop_hook_writes_ends_on_its_o
     await clock.advance(after)
     await delete_killed(pods, "pair")
     await clock.advance(3)
+    assert (await pods.get("pair", "default"))["status"]["phase"] == "Running"  # main's grace is not up
+    await clock.advance(2)
     done = await eventually(phase_is(pods, "pair", "Failed"))
     codes = {s["name"]: s["state"]["terminated"]["exitCode"] for s in done["status"]["containerStatuses"]}
-    assert codes == {"app": 143, "watcher": 0}
+    assert codes == {"app": 137, "watcher": 0}
     await pods.patch("pair", {"metadata": {"finalizers": None}}, namespace="default")
 
 
@@ -366,16 +377,22 @@ def init_status(p, name):
 async def test_a_sidecars_post_start_runs_before_the_next_init_container_starts(env):
     """startContainer runs postStart for a sidecar too, and the next init container starts only once
     it is done: `check` finds the file the sidecar's 3 s hook wrote and exits 0 (without the hook,
-    or starting before its end, it exits 1 and fails the Never pod)."""
+    or starting before its end, it exits 1 and fails the Never pod). The app done, the sidecar's
+    `sleep` ignores its SIGTERM and is killed when the pod's 2 s grace period is up."""
     pods, clock, _ = env
-    await pods.create(with_sidecar("side", {"exec": {"command": ["sh", "-c", "sleep 3; echo up > /shared/ready"]}},
-                                   '[ "$(cat /shared/ready)" = up ]'))
+    p = with_sidecar("side", {"exec": {"command": ["sh", "-c", "sleep 3; echo up > /shared/ready"]}},
+                     '[ "$(cat /shared/ready)" = up ]')
+    p["spec"]["terminationGracePeriodSeconds"] = 2
+    await pods.create(p)
     started = parse_time(await eventually(lambda: _started(pods, "side")))  # the sidecar's
     await clock.advance(2.9)
     p = await pods.get("side", "default")
     assert init_status(p, "check")["state"] == {"waiting": {"reason": "PodInitializing"}}
     await clock.advance(0.1)
+    await killed(pods, "side")  # the app ran `true`: the sidecar is stopped
+    await clock.advance(2)
     done = await eventually(phase_is(pods, "side", "Succeeded"))
+    assert init_status(done, "side")["state"]["terminated"]["exitCode"] == 137
     check = init_status(done, "check")
     assert check["state"]["terminated"]["exitCode"] == 0 and check["restartCount"] == 0
     assert parse_time(check["state"]["terminated"]["startedAt"]) >= started + 3
@@ -410,9 +427,10 @@ async def test_a_sidecar_whose_post_start_fails_restarts_and_holds_back_the_next
 async def test_each_container_gets_its_sigterm_right_after_its_own_pre_stop(env):
     """killContainersWithSyncResult stops the containers side by side: `plain` (no hook) ends at
     once, `quick` (preStop sleep 2) 2 s later, `slow` (sleep 6) 6 s later, each finishedAt its own,
-    not all at the slowest hook's end."""
+    not all at the slowest hook's end (their programs end at once on SIGTERM)."""
     pods, clock, _ = env
-    p = hooked("staggered", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 2}})
+    p = hooked("staggered", ["sleep", "infinity"], grace=30, annotations=ENDS_ON_SIGTERM,
+               preStop={"sleep": {"seconds": 2}})
     p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
     p["spec"]["containers"][0]["name"] = "quick"
     p["spec"]["containers"] += [
@@ -436,12 +454,12 @@ async def test_each_container_gets_its_sigterm_right_after_its_own_pre_stop(env)
 async def test_a_finished_pods_sidecars_are_stopped_and_show_how_they_ended(env):
     """Once the app container exited for good (restartPolicy Never) the kubelet kills the pod: its
     sidecars stop as on deletion, Killing in reverse order, `proxy` (the later one) after its 2 s
-    preStop sleep (SIGTERM: 143), then `logger`, whose TERM trap exits 0 at its loop's next turn.
+    preStop sleep (SIGTERM ends it: 143), then `logger`, whose TERM trap exits 0 at its loop's next turn.
     Meanwhile the pod is Running with the app terminated and the sidecars running; then Succeeded
     (a sidecar's exit code does not count), each sidecar terminated with its own code, not waiting
     PodInitializing."""
     pods, clock, _ = env
-    p = pod("done", restart="Never", grace=30)
+    p = pod("done", restart="Never", grace=30, annotations=ENDS_ON_SIGTERM)
     p["spec"]["containers"][0]["command"] = ["sh", "-c", "sleep 5"]
     p["spec"]["initContainers"] = [
         {"name": "logger", "image": "busybox:1.36", "restartPolicy": "Always",

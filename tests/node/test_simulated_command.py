@@ -7,7 +7,7 @@ import pytest
 
 from nanokube.clock import Clock
 from nanokube.node.simulated_applets import Terminal
-from nanokube.node.simulated_command import Program, Shell, Step, interpret, reads_stdin
+from nanokube.node.simulated_command import Program, Shell, Step, interpret, outlives_sigterm, reads_stdin
 from nanokube.node.simulated_fs import PodFiles
 
 
@@ -408,3 +408,22 @@ def test_sigterm_runs_the_trap_once_the_command_it_came_during_ends():
     counter = interpret(["sh", "-c", "trap 'echo at $i; exit' TERM; i=0; while true; do i=$((i+1)); sleep 1; done"])
     assert counter.signalled(80.5, None).writes() == [(81, "stdout", "at 81\n")]  # its passes worked out to it
     assert counter.signalled(1e6, None) is None  # too far to work out: as the kubelet's stop says
+
+
+@pytest.mark.parametrize("argv, outlives", [
+    (["sleep", "infinity"], True),  # no handler: the kernel drops the signal to a PID 1
+    (["sh", "-c", "while true; do echo step; sleep 1; done"], True),
+    (["sh", "-c", "trap 'exit 0' TERM; trap - TERM; sleep 600"], False),  # a trap that acts, for a while
+    (["sh", "-c", "trap - TERM; sleep 600"], True),  # the default again: dropped as well
+    (["sh", "-c", "trap '' TERM; python train.py"], True),  # ignored, the shell PID 1 whatever it runs
+    (["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], False),
+    (["sh", "-c", "f() { trap 'exit 0' SIGTERM; }; f; sleep 600"], False),  # set in a function
+    (["sh", "-c", "trap '' 15; $SETUP; sleep 600"], False),  # a command named by an expansion may trap it
+    (["sh", "-c", "python train.py"], False),  # the shell may exec it: its handlers are unknown
+    (["python", "train.py"], False),
+    (["sh"], False),
+])
+def test_a_first_process_outlives_sigterm_unless_it_may_handle_it(argv, outlives):
+    """Whether the kubelet's SIGTERM leaves a container's first process running (to be killed when
+    the grace period is up), as runc's PID 1 would, from its command and whether it is interpreted."""
+    assert outlives_sigterm(argv, interpret(argv) is not None) is outlives
