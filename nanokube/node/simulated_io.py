@@ -290,6 +290,7 @@ class SimulatedIO:
         async def passes() -> None:
             await clock.sleep(max(began + program.wait.at - clock.monotonic(), 0.0))
             now = clock.monotonic()
+            await self._network(" ".join(self._command(name)))  # `until nslookup svc` sees it come
             later = program.wait.resume(self.draft(name, fresh=False), clock.now())
             if later is None:  # it runs on, not worked out
                 self.began.pop(name, None)
@@ -508,7 +509,7 @@ class SimulatedIO:
             program = interpret(command, self.worker.clock.now(), lambda: self.draft(container, fresh=False), stdin,
                                 await self._exec_environment(container, session), terminal)
             if program is not None:
-                return await self._exec_program(program, session, container)
+                return await self._exec_program(program, session, container, " ".join(command))
         if declared is None:
             exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
             raise executable_not_found(exec_id, command[0])
@@ -526,10 +527,11 @@ class SimulatedIO:
             await write(str(out["stderr"]).replace("\n", newline).encode())
         return int(out.get("exitCode", 0) or 0)
 
-    async def _exec_program(self, program: Program, session: StreamSession, container: str) -> int:
+    async def _exec_program(self, program: Program, session: StreamSession, container: str, text: str) -> int:
         """An interpreted command exec'd in the container: what it writes and changes in the
         container's files, when it does on the node's clock, and its exit code once it ends. One
-        waiting in a loop for its files (`Wait`) reads them again at each pass, until it goes on."""
+        waiting in a loop for its files (`Wait`) reads them again at each pass, until it goes on, and
+        the cluster's network where its command line `text` asks (`until nslookup svc`)."""
         clock = self.worker.clock
         start = clock.monotonic()
         while True:
@@ -549,6 +551,7 @@ class SimulatedIO:
                 break
             await clock.sleep(max(start + program.wait.at - clock.monotonic(), 0.0))
             start = clock.monotonic()
+            await self._network(text)
             later = program.wait.resume(self.draft(container, fresh=False), clock.now())
             if later is None:
                 break
@@ -647,6 +650,7 @@ class SimulatedIO:
                 # a loop waiting for its files reads them again at its next pass, as a container's does
                 start += step.wait.at
                 await clock.sleep(max(start - clock.monotonic(), 0.0))
+                await self._network(line.decode(errors="replace"))
                 step = shell.resume(step.wait, clock.now())
             if math.isinf(step.seconds):  # until the client ends the session
                 await asyncio.Event().wait()

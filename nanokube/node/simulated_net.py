@@ -146,6 +146,19 @@ class Network:
             return ("NOERROR" if ips else "NXDOMAIN"), ips
         return "NXDOMAIN", []
 
+    def reverse(self, ip: str) -> list[str]:
+        """The names a PTR query for `ip` answers (CoreDNS's in-addr.arpa): a Service's for its
+        ClusterIP, an endpoint's (its hostname, else its dashed address, under its Service)."""
+        names = []
+        for svc in self.services:
+            meta, spec = svc["metadata"], svc.get("spec") or {}
+            if ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]):
+                names.append(f"{meta['name']}.{meta['namespace']}.svc.{ZONE}")
+            elif spec.get("clusterIP") == "None":
+                names += [f"{host or ip.replace('.', '-')}.{meta['name']}.{meta['namespace']}.svc.{ZONE}"
+                          for address, host in self._endpoints(svc) if address == ip]
+        return names
+
     def _service(self, namespace: str, name: str) -> dict | None:
         return next((s for s in self.services if s["metadata"]["namespace"] == namespace
                      and s["metadata"]["name"] == name), None)
@@ -320,8 +333,10 @@ def _rng(run: Process) -> random.Random:
 
 # --- nslookup, getent ---------------------------------------------------------------------
 def _nslookup(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
-    """busybox's nslookup (its own resolver): the server, then each name asked for, in the search
-    path's order up to the first that has an address, NXDOMAIN in busybox's words before it."""
+    """busybox's nslookup (its own resolver, not libc's): the server, then each query's answer in
+    the order they were sent: an A then an AAAA query for the name, a dotless one under each search
+    domain instead (busybox's add_query_with_search: no ndots), or a PTR query for an address.
+    Exit 1 where any query got an error (an NXDOMAIN under one of the search domains too)."""
     if not args or args[0].startswith("-") or len(args) > 2:
         raise Unknown
     net = _net()
@@ -331,17 +346,33 @@ def _nslookup(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     if not net.cluster_dns:  # the node's resolver, or one outside: the simulation has no network to them
         run.out(";; connection timed out; no servers could be reached\n\n")
         return 1
-    server = net.nameservers[0]
+    server, status = net.nameservers[0], 0
     out = f"Server:\t\t{server}\nAddress:\t{server}:53\n\n"
-    for candidate in net.candidates(host):
-        rcode, ips = net.query(candidate)
-        if rcode == "NOERROR" and ips:
-            out += "".join(f"Name:\t{candidate}\nAddress: {ip}\n" for ip in ips) + "\n"
-            run.out(out)
-            return 0
-        out += f"** server can't find {candidate}: {rcode if rcode != 'NOERROR' else 'NXDOMAIN'}\n\n"
+    try:
+        ip = ipaddress.IPv4Address(host)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        arpa = ip.reverse_pointer
+        names = net.reverse(str(ip))
+        if not names:
+            run.out(out + f"** server can't find {arpa}: NXDOMAIN\n\n")
+            return 1
+        run.out(out + "".join(f"{arpa}\tname = {n}\n" for n in names) + "\n")
+        return 0
+    names = [f"{host}.{d}" for d in net.search] if "." not in host and net.search else [host.rstrip(".")]
+    for qtype in ("A", "AAAA"):
+        for candidate in names:
+            rcode, ips = net.query(candidate)
+            if rcode != "NOERROR":
+                out += f"** server can't find {candidate}: {rcode}\n\n"
+                status = 1
+            elif qtype == "A" and ips:
+                out += "".join(f"Name:\t{candidate}\nAddress: {ip}\n" for ip in ips) + "\n"
+            else:  # the cluster's addresses are IPv4 only
+                out += f"*** Can't find {candidate}: No answer\n\n"
     run.out(out)
-    return 1
+    return status
 
 
 def _getent(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:

@@ -2,7 +2,8 @@
 busybox's wget and nslookup (and curl) in a client pod reach a Deployment behind a Service, by
 name and ClusterIP and pod IP, as kube-proxy and cluster DNS would route them (simulated_net); a
 Service whose only endpoint is not ready, a port the Service does not have, and a name no one
-has fail in busybox's words and exit codes."""
+has fail in busybox's words and exit codes; an init container's `until nslookup` loop ends once
+its Service is made."""
 
 from __future__ import annotations
 
@@ -80,9 +81,12 @@ def test_wget_reaches_the_service_by_name_and_lands_on_one_of_its_pods(net):
 def test_nslookup_answers_as_cluster_dns_through_the_search_path(net):
     ip = net.kubectl_json("get", "service", "web")["spec"]["clusterIP"]
     dns = net.kubectl_json("get", "service", "kubernetes")["spec"]["clusterIP"].rsplit(".", 1)[0] + ".10"
-    out = net.kubectl("exec", "client", "--", "nslookup", "web").stdout
-    assert out == (f"Server:\t\t{dns}\nAddress:\t{dns}:53\n\n"
-                   f"Name:\tweb.default.svc.cluster.local\nAddress: {ip}\n\n")
+    out = net.kubectl("exec", "client", "--", "nslookup", "web.default.svc.cluster.local").stdout
+    assert out == (f"Server:\t\t{dns}\nAddress:\t{dns}:53\n\nName:\tweb.default.svc.cluster.local\nAddress: {ip}\n\n"
+                   "*** Can't find web.default.svc.cluster.local: No answer\n\n")  # the AAAA query
+    r = net.kubectl("exec", "client", "--", "nslookup", "web", check=False)  # busybox: under each search domain
+    assert r.returncode == 1 and f"Name:\tweb.default.svc.cluster.local\nAddress: {ip}\n" in r.stdout
+    assert "** server can't find web.svc.cluster.local: NXDOMAIN\n" in r.stdout
     headless = net.kubectl("exec", "client", "--", "nslookup", "web-headless.default.svc.cluster.local.").stdout
     assert sorted(line.split()[1] for line in headless.splitlines() if line.startswith("Address: ")) == \
         sorted(_pods(net).values())  # a headless Service answers with its ready endpoints
@@ -115,3 +119,24 @@ def test_a_containers_own_command_reaches_the_service(net):
     r = net.kubectl("run", "-i", "--rm", "once", "--image=busybox", "--restart=Never", "--", "wget", "-qO-", "web",
                     timeout=30)
     assert "nanokube simulated pod default/web-" in r.stdout
+
+
+def test_an_init_container_waits_for_its_service_as_the_docs_example_does(net):
+    """The init containers docs' `until nslookup myservice...; do sleep 2; done` (1 s here): it loops until the
+    Service is made, then the pod starts."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "myapp", "namespace": "default"},
+           "spec": {"terminationGracePeriodSeconds": 1,
+                    "initContainers": [{"name": "init-myservice", "image": "busybox", "command": [
+                        "sh", "-c", "until nslookup myservice.default.svc.cluster.local; do echo waiting for myservice;"
+                        " sleep 1; done"]}],
+                    "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"]}]}}
+    net.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for(lambda: "waiting for myservice" in net.kubectl("logs", "myapp", "-c", "init-myservice",
+                                                             check=False).stdout, 30, "the init container looping")
+    assert net.kubectl_json("get", "pod", "myapp")["status"]["phase"] == "Pending"
+    net.kubectl("create", "service", "clusterip", "myservice", "--tcp=80:9376")
+    wait_for(lambda: net.kubectl_json("get", "pod", "myapp")["status"].get("phase") == "Running", 30,
+             "myapp running once myservice resolves")
+    log = net.kubectl("logs", "myapp", "-c", "init-myservice").stdout
+    assert "** server can't find myservice.default.svc.cluster.local: NXDOMAIN" in log
+    assert log.rstrip("\n").endswith("*** Can't find myservice.default.svc.cluster.local: No answer")
