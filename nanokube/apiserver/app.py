@@ -15,11 +15,12 @@ from aiohttp import web
 
 from .loopback import LocalClient
 from ..clock import REAL, Clock
+from ..metrics import openapi as metrics_openapi
 from ..metrics.api import MetricsAPI
 from ..metrics.exposition import content_type
 from ..metrics.provider import MetricsProvider
 from ..pki.ca import ClusterPKI, ensure_front_proxy
-from ..registry.base import Strategy, all_resources
+from ..registry.base import Resource, Strategy, all_resources
 from ..store.instrumented import InstrumentedStore
 from ..store.interface import Store
 from ..machinery import errors
@@ -80,6 +81,9 @@ PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
 #: kube-apiserver's --etcd-count-metric-poll-period default: how often the stored objects are counted
 COUNT_POLL_PERIOD = 60.0
+#: the metrics.k8s.io kinds as resources, for the OpenAPI documents only (no storage: metrics/api.py serves them)
+_METRICS_RESOURCES = [Resource(metrics_openapi.GROUP, plural, kind, [metrics_openapi.VERSION], namespaced=namespaced,
+                               verbs=("get", "list")) for plural, kind, namespaced in metrics_openapi.KINDS]
 JWKS_PATH = "/openid/v1/jwks"
 
 
@@ -274,6 +278,7 @@ class APIServer:
         metrics_api = MetricsAPI(MetricsProvider(LocalClient(self.rest), self.clock))
         metrics_api.add_routes(app)
         self.handlers.extra_groups = metrics_api.discovery()
+        metrics_openapi.define()
         zpages.install(app, "kube-apiserver", self.flags, now=self.clock.now)
         debugflags.install(app)
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.handlers.dispatch)  # names may hold any character
@@ -639,6 +644,11 @@ class APIServer:
         openapi.forget_documents()
         self._openapi.clear()
 
+    def _openapi_resources(self) -> list[Resource]:
+        """What the OpenAPI documents describe: the served resources and the metrics.k8s.io kinds
+        answered in-process, whose documents kube-aggregator would merge from metrics-server."""
+        return [*self.index.resources, *_METRICS_RESOURCES]
+
     def _openapi_bytes(self, key: str, build) -> Any:
         b = self._openapi.get(key)
         if b is None:
@@ -655,7 +665,7 @@ class APIServer:
             return web.Response(status=406, headers={"Vary": "Accept"})
 
         def build() -> tuple[bytes, bytes]:
-            doc = self._openapi_bytes("v2", lambda: openapi.build_v2(self.index.resources))
+            doc = self._openapi_bytes("v2", lambda: openapi.build_v2(self._openapi_resources()))
             tag = self._openapi_bytes("v2.etag", lambda: openapi_proto.etag(doc).encode())
             if media == openapi_proto.MEDIA_PB:
                 doc = self._openapi_bytes("v2.pb", lambda: openapi_proto.encode_document(doc))
@@ -672,7 +682,7 @@ class APIServer:
 
         # (in a worker, as the documents: the index hashes every group-version's, a CRD's many versions each)
         body = await asyncio.get_running_loop().run_in_executor(
-            None, self._openapi_bytes, "v3", lambda: openapi.build_v3_index(self.index.resources))
+            None, self._openapi_bytes, "v3", lambda: openapi.build_v3_index(self._openapi_resources()))
         aggregator = self.handlers.aggregator
         if aggregator is not None and (remote := aggregator.openapi_paths()):  # extension servers' documents
             body = orjson.dumps({"paths": {**orjson.loads(body)["paths"], **remote}})
@@ -691,10 +701,11 @@ class APIServer:
                 return await self.handlers.aggregator.serve(request, group, version)
         else:
             return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
-        if version not in self.index.group_versions().get(group, []):
+        if version not in self.index.group_versions().get(group, []) and \
+                (group, version) != (metrics_openapi.GROUP, metrics_openapi.VERSION):
             return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
         entry = await asyncio.get_running_loop().run_in_executor(
-            None, self._openapi_bytes, f"v3/{path}", lambda: openapi.v3_document(self.index.resources, group, version))
+            None, self._openapi_bytes, f"v3/{path}", lambda: openapi.v3_document(self._openapi_resources(), group, version))
         if entry is None:
             return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
         body, tag = entry

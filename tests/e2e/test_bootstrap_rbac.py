@@ -1,10 +1,13 @@
 """The default ClusterRoles of the system components, as `kubectl get clusterroles` shows them,
 and the docs' "Configure Multiple Schedulers" RBAC: a ServiceAccount bound to
 system:kube-scheduler and system:volume-scheduler runs a second scheduler. And the kubelet's
-/healthz checks, which a monitoring role reaches through nodes/proxy."""
+/healthz checks, which a monitoring role reaches through nodes/proxy, and the metrics.k8s.io
+kinds in the OpenAPI documents, as metrics-server publishes them."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 
@@ -140,3 +143,24 @@ def test_kubelet_healthz_checks_through_nodes_proxy(cluster):
         "[+]ping ok\n[+]log ok\n[+]syncloop ok\nhealthz check passed\n"
     assert cluster.kubectl("get", "--raw", base + "?verbose&exclude=log").stdout.splitlines()[1] == "[+]log excluded: ok"
     assert cluster.kubectl("get", "--raw", base + "/syncloop").stdout == "ok"
+
+
+@pytest.mark.parametrize("output, head, item", [
+    ("plaintext-openapiv2", "KIND:     PodMetrics\nVERSION:  metrics.k8s.io/v1beta1\n", "Object"),
+    ("plaintext", "GROUP:      metrics.k8s.io\nKIND:       PodMetrics\nVERSION:    v1beta1\n", "ContainerMetrics"),
+])
+def test_kubectl_explains_the_metrics_kinds(cluster, output, head, item):
+    explained = cluster.kubectl("explain", "podmetrics", f"--output={output}").stdout
+    assert explained.startswith(head), explained
+    assert "PodMetrics sets resource usage metrics of a pod." in explained
+    assert f"containers\t<[]{item}> -required-" in explained, explained
+    usage = cluster.kubectl("explain", "nodemetrics.usage", f"--output={output}").stdout
+    assert "The memory usage is the memory working set." in usage
+
+
+def test_the_metrics_document_is_indexed_by_its_hash(cluster):
+    url = json.loads(cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"]["apis/metrics.k8s.io/v1beta1"][
+        "serverRelativeURL"]
+    document = cluster.kubectl("get", "--raw", url).stdout.encode()
+    assert url == f"/openapi/v3/apis/metrics.k8s.io/v1beta1?hash={hashlib.sha512(document).hexdigest().upper()}"
+    assert "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics" in json.loads(document)["components"]["schemas"]

@@ -1,0 +1,30 @@
+"""metrics.k8s.io's definitions in the API server's Swagger document: every reference resolves,
+and the paths carry the operation ids metrics-server's installer gives them."""
+
+import re
+
+import orjson
+
+from nanokube.apiserver import openapi
+from nanokube.apiserver.app import _METRICS_RESOURCES
+from nanokube.metrics import openapi as metrics_openapi
+from nanokube.registry.base import all_resources
+
+
+def test_the_swagger_document_holds_the_metrics_kinds_and_their_paths():
+    metrics_openapi.define()
+    doc = orjson.loads(openapi.build_v2(all_resources() + _METRICS_RESOURCES))
+    refs = {m.decode() for m in re.findall(rb'"\$ref":"#/definitions/([^"]+)"', orjson.dumps(doc))}
+    assert "io.k8s.metrics.pkg.apis.metrics.v1beta1.ContainerMetrics" in refs
+    assert refs <= set(doc["definitions"])
+    ops = {p: v["get"]["operationId"] for p, v in doc["paths"].items() if p.startswith("/apis/metrics.k8s.io/")}
+    root = "/apis/metrics.k8s.io/v1beta1"
+    assert ops == {f"{root}/nodes": "listMetricsV1beta1NodeMetrics",
+                   f"{root}/nodes/{{name}}": "readMetricsV1beta1NodeMetrics",
+                   f"{root}/namespaces/{{namespace}}/pods": "listMetricsV1beta1NamespacedPodMetrics",
+                   f"{root}/namespaces/{{namespace}}/pods/{{name}}": "readMetricsV1beta1NamespacedPodMetrics",
+                   f"{root}/pods": "listMetricsV1beta1PodMetricsForAllNamespaces"}
+    pod = doc["definitions"]["io.k8s.metrics.pkg.apis.metrics.v1beta1.PodMetrics"]
+    assert pod["required"] == ["timestamp", "window", "containers"]
+    assert pod["x-kubernetes-group-version-kind"] == [{"group": "metrics.k8s.io", "kind": "PodMetrics", "version": "v1beta1"}]
+    assert doc["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.Duration"]["type"] == "string"
