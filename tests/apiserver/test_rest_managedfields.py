@@ -172,9 +172,26 @@ async def test_managed_fields_a_policy_leaves_unreadable_are_restored_with_a_war
                              warnings=warned)
         assert entries(created) == {"me": ("Update", "v1", {"f:data": {".": {}, "f:k": {}}})}
         assert created["metadata"]["managedFields"][0]["fieldsType"] == "FieldsV1"
+        # (managedfields.ValidateManagedFields: the entries' validation before their decoding)
         assert warned == ['299 - ".metadata.managedFields was in an invalid state after admission; this could be '
-                          'caused by an outdated mutating admission controller; please fix your requests: invalid '
-                          'fieldsType \\"Bad\\" in managed fields entry 0"']
+                          'caused by an outdated mutating admission controller; please fix your requests: '
+                          'metadata.managedFields[0].fieldsType: Invalid value: \\"Bad\\": must be `FieldsV1`"']
+
+
+async def test_managed_fields_a_policy_leaves_invalid_are_restored_with_a_warning(tmp_path):
+    """A manager's name of 129 bytes decodes, but fails ValidateManagedFields: the admission controller
+    puts the entries back and warns, where the write was refused (a 422 at validation)."""
+    policy = {**POLICY, "spec": {**POLICY["spec"], "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+        "expression": f'[JSONPatch{{op: "replace", path: "/metadata/managedFields/0/manager", value: "{"m" * 129}"}}]'}}]}}
+    async with served(tmp_path) as (_, api_client):
+        await in_force(api_client, policy, lambda _, warned: bool(warned))
+        warned: list[str] = []
+        created = await call(api_client, "POST", CONFIGMAPS, {"metadata": {"name": "cm"}, "data": {"k": "v"}}, "me",
+                             warnings=warned)
+        assert list(entries(created)) == ["me"]
+        assert warned == ['299 - ".metadata.managedFields was in an invalid state after admission; this could be '
+                          'caused by an outdated mutating admission controller; please fix your requests: '
+                          'metadata.managedFields[0].manager: Too long: may not be more than 128 bytes"']
 
 
 HPA_V2 = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"

@@ -25,6 +25,7 @@ import orjson
 from nanokube import schema as sch
 from nanokube.machinery import encoded as json_memo
 from nanokube.machinery import shape
+from nanokube.machinery.validation import managed_fields_errors
 from nanokube.apiserver.patch import PatchError, json_copy
 from nanokube.apiserver.patch import fieldpath as fp
 from nanokube.apiserver.patch.fieldpath import Path
@@ -730,10 +731,13 @@ def _decode(obj: dict[str, Any] | None) -> dict[tuple, _Manager]:
 
 
 def managed_fields_problem(entries: Any) -> str | None:
-    """Why managedFields entries cannot be read as upstream's DecodeManagedFields reads them (which,
-    unlike `_decode`, also wants each entry's operation, apiVersion and fieldsType), or None."""
+    """Why managedFields entries are not valid as upstream's managedfields.ValidateManagedFields judges
+    them, or None: their validation's errors (aggregated), else why DecodeManagedFields cannot read them
+    (which, unlike `_decode`, also wants each entry's operation, apiVersion and fieldsType)."""
     if entries is None:
         return None
+    if errs := [str(e) for e in managed_fields_errors(entries, "metadata.managedFields")]:
+        return errs[0] if len(errs) == 1 else "[" + ", ".join(dict.fromkeys(errs)) + "]"
     problem = _entries_problem(entries)
     if problem is not None:
         return problem
