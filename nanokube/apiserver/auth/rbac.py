@@ -493,19 +493,19 @@ def _subject_key(subject: dict) -> tuple[str, str, str]:
 
 def reconcile_binding(existing: dict, wanted: dict) -> tuple[dict | None, bool]:
     """(the binding to write over `existing` or None, whether it must be deleted and created
-    again) as upstream's computeReconciledRoleBinding: autoupdate "false" keeps it; a
-    different roleRef, which is immutable, means recreating it; otherwise the labels,
-    annotations and subjects it lacks are added."""
+    again) as upstream's computeReconciledRoleBinding: autoupdate "false" keeps it; else the
+    labels, annotations and subjects it lacks are added, and a different roleRef, which is
+    immutable, is set by recreating it."""
     if ((existing["metadata"].get("annotations") or {}).get(AUTOUPDATE_KEY)) == "false":
         return None, False
-    if existing.get("roleRef") != wanted["roleRef"]:
-        return {**wanted, "subjects": existing.get("subjects") or wanted.get("subjects") or []}, True
     out = {**existing, "metadata": _merged_metadata(existing, wanted)}
     have = existing.get("subjects") or []
     keys = {_subject_key(s) for s in have}
     missing = [s for s in wanted.get("subjects") or [] if _subject_key(s) not in keys]
     if missing:
         out["subjects"] = have + missing
+    if existing.get("roleRef") != wanted["roleRef"]:
+        return {**out, "roleRef": wanted["roleRef"]}, True
     return (None if out == existing else out), False
 
 

@@ -15,6 +15,7 @@ LEASES = {"verbs": ["get", "update"], "apiGroups": ["coordination.k8s.io"], "res
 MINE = {"verbs": ["get", "update"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
         "resourceNames": ["my-scheduler"]}
 SA = {"kind": "ServiceAccount", "name": "my-scheduler", "namespace": "kube-system"}
+ADMIN = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dns-admin"}
 
 
 class Server:
@@ -63,6 +64,11 @@ async def test_a_restart_restores_default_rules_and_subjects_and_keeps_the_users
         frozen = await s.call("PUT", f"{RBAC}/clusterroles/system:volume-scheduler", frozen)
         untouched = await s.call("GET", f"{RBAC}/clusterroles/system:node-proxier")
         await s.call("DELETE", f"{RBAC}/clusterroles/system:kube-dns")
+        # a binding made again to another role (a roleRef cannot change in place)
+        await s.call("DELETE", f"{RBAC}/clusterrolebindings/system:kube-dns")
+        await s.call("POST", f"{RBAC}/clusterrolebindings", {
+            "metadata": {"name": "system:kube-dns"}, "subjects": [ADMIN],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}})
     async with server as s:
         role = await s.call("GET", f"{RBAC}/clusterroles/system:kube-scheduler")
         # the user's rule stays; what was taken away comes back broken down, a rule per verb
@@ -75,3 +81,7 @@ async def test_a_restart_restores_default_rules_and_subjects_and_keeps_the_users
         got = await s.call("GET", f"{RBAC}/clusterroles/system:node-proxier")
         assert got["metadata"]["resourceVersion"] == untouched["metadata"]["resourceVersion"]
         assert (await s.call("GET", f"{RBAC}/clusterroles/system:kube-dns"))["rules"]
+        dns = await s.call("GET", f"{RBAC}/clusterrolebindings/system:kube-dns")
+        assert dns["roleRef"]["name"] == "system:kube-dns"
+        assert dns["subjects"] == [ADMIN, {"kind": "ServiceAccount", "name": "kube-dns", "namespace": "kube-system"}]
+        assert dns["metadata"]["labels"] == {"kubernetes.io/bootstrapping": "rbac-defaults"}
