@@ -62,7 +62,7 @@ of its files (simulated_fs.PodFiles.draft), as does exec's; the changes are
 made, as the output is written, when their time comes on the node's clock
 (`sleep 5; touch /tmp/ready` makes the file 5 s later, and not at all if
 the container is stopped before). Without files these commands are not interpreted.
-`nslookup`, `getent hosts`, `wget` and `curl` reach the cluster's Services and pods as
+`nslookup`, `getent hosts`, `wget`, `curl` and `ping -c N` reach the cluster's Services and pods as
 simulated_net works them out (where the runtime gave it the cluster's network).
 
 It is not a whole shell: no other command is recognised. A shell started

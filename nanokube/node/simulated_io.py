@@ -16,7 +16,7 @@ port-forward, declared on the pod with annotations.
   container's environment (container_env, as the process runtime's). A shell with no
   command (`kubectl exec -it pod -- sh`) runs the lines of its stdin so,
   prompting `/ # ` on a terminal, until `exit [N]` or EOF.
-- Network: a command running `wget`, `curl`, `nslookup` or `getent` (exec's, a shell line, a
+- Network: a command running `wget`, `curl`, `nslookup`, `getent` or `ping` (exec's, a shell line, a
   container's own) is given the cluster's network as the API shows it as it starts
   (simulated_net): Services, their ready endpoints and pods' simulated servers, below.
 - Files: exec and a shell see the container's files (simulated_fs: an
@@ -596,7 +596,7 @@ class SimulatedIO:
 
     async def _network(self, text: str) -> None:
         """The cluster's network as it is now, for the command `text` about to be worked out, where it
-        runs `wget`, `curl` or `nslookup` (simulated_net)."""
+        runs `wget`, `curl`, `nslookup`, `getent` or `ping` (simulated_net)."""
         if simulated_net.names_network(text):
             simulated_net.NETWORK.set(await simulated_net.view(self.worker, text))
 

@@ -1,5 +1,6 @@
 """The network a simulated container sees, for the commands people first reach a Service with:
-`nslookup`, `getent hosts`, `wget` and `curl` (simulated_command runs them as busybox and curl do).
+`nslookup`, `getent hosts`, `wget`, `curl` and `ping -c N` (simulated_command runs them as busybox
+and curl do).
 
 A simulated pod has no network namespace, so its view is worked out from the API at the moment
 the command starts (`network`: Services, EndpointSlices and Pods, fetched only for a command that
@@ -51,7 +52,7 @@ ZONE = "cluster.local"
 DNS_SERVER = "10.96.0.10"
 NDOTS = 5
 #: the applets here: a command naming one gets the network worked out before it runs
-NAMES = ("nslookup", "getent", "wget", "curl")
+NAMES = ("nslookup", "getent", "wget", "curl", "ping")
 _NAMED = re.compile(r"(?:^|[\s/;|&(`$])(?:" + "|".join(NAMES) + r")(?=\s|$)")
 NETWORK: ContextVar[Network | None] = ContextVar("simulated_network", default=None)
 
@@ -214,6 +215,17 @@ class Network:
         if pod is None:
             raise Unreachable
         return self._at_pod(pod, port)
+
+    def echoes(self, ip: str) -> bool | None:
+        """Whether an ICMP echo to `ip` is answered: by a pod, and the pod itself; not by a ClusterIP
+        (kube-proxy's reject); None where there is no route (outside the cluster)."""
+        if ip.startswith("127.") or ip == self.pod_ip:
+            return True
+        if any(ip in (svc["spec"].get("clusterIPs") or [svc["spec"].get("clusterIP")]) for svc in self.services):
+            return False
+        if any(ip in _pod_ips(p) and not (p.get("spec") or {}).get("hostNetwork") for p in self.pods):
+            return True
+        return None
 
     @property
     def pod_ip(self) -> str:
@@ -589,4 +601,41 @@ def _write_out(fmt: str, code: str, size: int, got, url: _Url) -> str:
     return text.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r")
 
 
-APPLETS = {"nslookup": _nslookup, "getent": _getent, "wget": _wget, "curl": _curl}
+#: busybox ping's wait for replies once its -c packets are sent, without -W (MAXWAIT)
+PING_WAIT = 10
+
+
+def _ping(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox's `ping -c N [-q] [-W SEC] HOST`, one packet a second: a pod answers; a ClusterIP
+    does not (kube-proxy rejects what is no Service port: no echo reply, so ping waits -W and
+    counts the loss); an address outside the cluster is unreachable. Without -c it would run until
+    interrupted: not simulated."""
+    opts, hosts = _options(args, "q4", "cW", {})
+    if len(hosts) != 1 or not opts.get("c", "").isdigit() or not opts.get("W", "1").isdigit() or not int(opts["c"]):
+        raise Unknown
+    net, host, count = _net(), hosts[0], int(opts["c"])
+    found = net.resolve(host)
+    if found is None:
+        run.err(f"ping: bad address '{host}'\n")
+        return 1
+    ip = found[1]
+    run.out(f"PING {host} ({ip}): 56 data bytes\n")
+    answers = net.echoes(ip)
+    if answers is None:
+        run.err("ping: sendto: Network is unreachable\n")
+        return 1
+    for seq in range(count):
+        if answers and "q" not in opts:
+            run.out(f"64 bytes from {ip}: seq={seq} ttl=64 time=0.080 ms\n")
+        if seq < count - 1:
+            run.now += 1  # the next packet, a second later
+    if not answers:
+        run.now += int(opts.get("W", PING_WAIT))
+    received = count if answers else 0
+    run.out(f"\n--- {host} ping statistics ---\n{count} packets transmitted, {received} packets received, "
+            f"{100 - received * 100 // count}% packet loss\n"
+            + ("round-trip min/avg/max = 0.080/0.080/0.080 ms\n" if received else ""))
+    return 0 if received else 1
+
+
+APPLETS = {"nslookup": _nslookup, "getent": _getent, "wget": _wget, "curl": _curl, "ping": _ping}

@@ -206,3 +206,20 @@ def test_a_simulated_containers_files_hold_its_resolv_conf(tmp_path):
 def test_without_a_cluster_nameserver_nslookup_times_out(network, files):
     network.cluster_dns, network.nameservers, network.search = False, [], []
     assert run(["nslookup", "web"], files) == (1, ";; connection timed out; no servers could be reached\n\n", "")
+
+
+def test_ping_gets_a_pods_echo_but_not_a_cluster_ips(network, files):
+    program = interpret(["ping", "-c", "2", "web-0.x"], 0.0, files)
+    assert program is not None and program.exit_code == 1  # no such name
+    assert run(["ping", "-c", "2", "10.244.0.5"], files) == (0, (
+        "PING 10.244.0.5 (10.244.0.5): 56 data bytes\n"
+        "64 bytes from 10.244.0.5: seq=0 ttl=64 time=0.080 ms\n64 bytes from 10.244.0.5: seq=1 ttl=64 time=0.080 ms\n"
+        "\n--- 10.244.0.5 ping statistics ---\n2 packets transmitted, 2 packets received, 0% packet loss\n"
+        "round-trip min/avg/max = 0.080/0.080/0.080 ms\n"), "")
+    assert interpret(["ping", "-c", "2", "10.244.0.5"], 0.0, files).seconds == 1  # one packet a second
+    lost = interpret(["ping", "-c1", "web"], 0.0, files)  # kube-proxy rejects ICMP to a ClusterIP
+    assert (lost.exit_code, lost.seconds) == (1, sn.PING_WAIT)
+    assert lost.output[-1][1].endswith("1 packets transmitted, 0 packets received, 100% packet loss\n")
+    assert run(["ping", "-c1", "1.1.1.1"], files) == (
+        1, "PING 1.1.1.1 (1.1.1.1): 56 data bytes\n", "ping: sendto: Network is unreachable\n")
+    assert interpret(["ping", "web"], 0.0, files) is None  # until interrupted: not simulated
