@@ -53,7 +53,7 @@ DNS_SERVER = "10.96.0.10"
 NDOTS = 5
 #: the applets here: a command naming one gets the network worked out before it runs
 NAMES = ("nslookup", "getent", "wget", "curl", "ping")
-_NAMED = re.compile(r"(?:^|[\s/;|&(`$])(?:" + "|".join(NAMES) + r")(?=\s|$)")
+_NAMED = re.compile(r"(?:^|[\s/;|&(`$'\"])(?:" + "|".join(NAMES) + r")(?=[\s;|&)'\"]|$)")
 NETWORK: ContextVar[Network | None] = ContextVar("simulated_network", default=None)
 
 

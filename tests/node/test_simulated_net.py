@@ -169,6 +169,7 @@ def test_without_a_network_or_with_options_not_simulated_the_command_is_not_inte
 def test_which_commands_need_the_network():
     assert sn.names_network("wget -qO- web") and sn.names_network("sh -c 'x=1; /usr/bin/curl -s web'")
     assert not sn.names_network("echo wgetting") and not sn.names_network("cat /etc/curlrc")
+    assert sn.names_network('sh -c if "wget" -q web; then :; fi') and sn.names_network("x=$(ping -c1 web)")
 
 
 def test_the_listening_rule_follows_the_pods_container_statuses():
