@@ -85,9 +85,11 @@ class ResourceClient:
         return WriteOptions(field_manager=self.c.field_manager, user=self.c.user, **kw)
 
     async def _audited(self, verb: str, namespace: str | None, name: str, call: Awaitable, subresource: str = "",
-                       code: int = 200, sent: Any = None) -> Any:
+                       code: int = 200, sent: Any = None, stored: bool = False) -> Any:
         """Run a write, logged to the audit log (when the server keeps one) as a write over HTTP is;
-        `sent`: its body (the object, the patch's bytes), which an audit policy may log."""
+        `sent`: its body (the object, the patch's bytes), which an audit policy may log. `stored`: the
+        call answers with the object as stored (WriteOptions.response), which the Metadata line reads
+        the metadata of, and which is converted to the request's version for a policy, which may log it."""
         audit = self.c.rest.audit
         if audit is None:
             return await call
@@ -101,6 +103,8 @@ class ResourceClient:
             raise
         if isinstance(out, Result):
             code, body = out.code, out.obj
+            if stored and audit.policy is not None:
+                body = c.rest._external(self.res, body, self.version)
         else:
             body = out
         audit.loopback(verb, c.user, self.res, self.version, namespace, name, subresource, code,
@@ -141,7 +145,9 @@ class ResourceClient:
             return stream
         return mutation.KeptStream(stream, d, self._origin("watch"))
 
-    async def create(self, obj: dict, namespace: str | None = None) -> dict:
+    async def create(self, obj: dict, namespace: str | None = None, response: bool = True) -> dict | None:
+        """`response` False: the caller drops the created object (an Event recorder), so the server
+        leaves it unconverted to this version, and None is returned (over HTTP the answer comes anyway)."""
         await asyncio.sleep(0)
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
         if self.res.verbs == ("create",) and self.c.rest.reviews is not None:  # answered, never stored
@@ -149,8 +155,10 @@ class ResourceClient:
         d = mutation.DETECTOR
         if d is not None:
             d.check_write(obj)
-        return self._handed_out((await self._audited("create", ns, "", self.c.rest.create(
-            self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts()), sent=obj)).obj, "create")
+        out = await self._audited("create", ns, "", self.c.rest.create(
+            self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts(response=response)), sent=obj,
+            stored=not response)
+        return self._handed_out(out.obj, "create") if response else None
 
     async def update(self, obj: dict, subresource: str = "") -> dict:
         await asyncio.sleep(0)

@@ -113,6 +113,10 @@ class WriteOptions:
     #: repeats: reported with its unknown fields, as one decoder meets them (`_decode_checks`)
     body: bytes = b""
     duplicates: tuple[str, ...] = ()
+    #: False: the in-process caller drops a create's response (an Event recorder's write), so it is the
+    #: object as stored, not converted to the request's version (events.k8s.io/v1's from_core: ~22 k
+    #: instructions of a FailedScheduling Event's ~714 k create)
+    response: bool = True
 
 
 @dataclass
@@ -949,17 +953,21 @@ class GenericREST:
                 await held.undo(made)
             raise
         await self._write_wait(kv.mod_revision)
-        return await self._written(res, key, obj, (value, at, kv.mod_revision), version, 201, warnings)
+        return await self._written(res, key, obj, (value, at, kv.mod_revision), version, 201, warnings,
+                                   opts.response)
 
     async def _written(self, res: Resource, key: str, obj: dict, stored: tuple[bytes, int, int], version: str,
-                       code: int, warnings: list[str]) -> Result:
+                       code: int, warnings: list[str], convert: bool = True) -> Result:
         """The response to a create or update just stored (`stored`: its bytes, where their
         resourceVersion goes, its revision): the cache's object when the watch has brought that
-        revision in (then served as the bytes stored, where it needs no conversion), else `obj` at it."""
+        revision in (then served as the bytes stored, where it needs no conversion), else `obj` at it;
+        as stored, unconverted, where `convert` is False (WriteOptions.response)."""
         rev = stored[2]
         entry = self.cache.get(key)
         cached = entry is not None and entry.rev == rev
         written = entry.obj if cached else {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rev)}}
+        if not convert:
+            return Result(written, code, warnings)
         if _converts(res.strategy):
             await res.strategy.prepare_conversion([written], version)
         out = self._external(res, written, version)

@@ -230,7 +230,8 @@ class EventBroadcaster:
 
     async def _record(self, event: dict) -> tuple[dict | None, bool]:
         """recordEvent: a series is patched (created if the Event is gone: it expired), a singleton
-        created. Returns the server's Event and whether to try again: only after a transport error,
+        created. Returns the server's Event (None from a create: the recorder drops that answer, as
+        upstream's does, so it does not ask for it) and whether to try again: only after a transport error,
         or when creating a series' Event found it created meanwhile."""
         md = event["metadata"]
         series = event.get("series")
@@ -241,7 +242,7 @@ class EventBroadcaster:
                 except APIError as e:
                     if e.code != 404:
                         raise
-            return await self.events.create(event), False
+            return await self.events.create(event, response=False), False
         except APIError as e:
             if e.reason == "AlreadyExists" and series is not None:
                 return None, True

@@ -295,7 +295,8 @@ class HTTPResourceClient:
             raise _error(resp.status, raw)
         return _events(resp)
 
-    async def create(self, obj: dict, namespace: str | None = None) -> dict:
+    async def create(self, obj: dict, namespace: str | None = None, response: bool = True) -> dict:
+        """`response`: as the in-process client's (LocalClient); the server answers over HTTP anyway."""
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
         return await self.c.request("POST", self._path(ns), obj, self._manager())
 

@@ -5,6 +5,7 @@ each of its requests gives the event loop a turn, as a network round trip does."
 import asyncio
 import copy
 
+import orjson
 import pytest
 
 from nanokube.machinery.errors import APIError
@@ -193,3 +194,42 @@ async def test_a_review_is_answered_by_the_servers_reviews_and_never_stored(tmp_
         await server.stop()
     assert (admin["kind"], admin["status"]) == ("SubjectAccessReview", {"allowed": True, "reason": 'allowed by group "system:masters"'})
     assert nobody["status"] == {"allowed": False}
+
+
+EVENT = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "p.1", "namespace": "default"},
+         "eventTime": "2026-12-05T22:00:00.123456Z", "reportingController": "default-scheduler",
+         "reportingInstance": "default-scheduler-h", "action": "Scheduling", "reason": "FailedScheduling",
+         "type": "Warning", "note": "0/1 nodes are available",
+         "regarding": {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "default", "uid": "u"}}
+
+
+@pytest.mark.parametrize("level", ["", "RequestResponse"])
+async def test_a_create_whose_answer_is_dropped_is_stored_and_audited_as_any(stack, tmp_path, level):
+    """An Event recorder's create (response=False) gets None instead of the Event converted back to
+    events.k8s.io/v1; it is stored as any create, its audit line names the stored object's uid and
+    resourceVersion, and a policy logging the response logs it in the request's version."""
+    from nanokube.apiserver import audit_policy
+    from nanokube.apiserver.audit import AuditLog
+
+    policy = audit_policy.parse({"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                                 "rules": [{"level": level}]}) if level else None
+    stack.rest.audit = audit = AuditLog(str(tmp_path / "audit.log"), policy=policy)
+    events = stack.client.resource("events.k8s.io", "v1", "events")
+    try:
+        assert await events.create(EVENT, response=False) is None
+        answered = await events.create({**EVENT, "metadata": {"name": "p.2", "namespace": "default"}})
+    finally:
+        audit.close()
+        stack.rest.audit = None
+    stored = await events.get("p.1", "default")
+    assert (stored["note"], stored["regarding"]) == (EVENT["note"], EVENT["regarding"])
+    assert answered["note"] == EVENT["note"] and answered["apiVersion"] == "events.k8s.io/v1"
+    dropped, kept = [orjson.loads(line) for line in (tmp_path / "audit.log").read_bytes().splitlines()]
+    md = stored["metadata"]
+    assert (dropped["objectRef"]["uid"], dropped["objectRef"]["resourceVersion"]) == (md["uid"], md["resourceVersion"])
+    assert dropped["responseStatus"] == kept["responseStatus"] == {"metadata": {}, "code": 201}
+    if level:
+        assert dropped["responseObject"] == stored
+        assert kept["responseObject"] == answered
+    else:
+        assert "responseObject" not in dropped

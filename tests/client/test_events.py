@@ -124,11 +124,11 @@ class Flaky:
     def __init__(self, inner, fails: int) -> None:
         self.inner, self.fails, self.creates = inner, fails, 0
 
-    async def create(self, obj):
+    async def create(self, obj, **kw):
         self.creates += 1
         if self.creates <= self.fails:
             raise ConnectionResetError("connection reset by peer")
-        return await self.inner.create(obj)
+        return await self.inner.create(obj, **kw)
 
 
 async def test_a_transport_error_is_retried_after_a_pause_on_the_clock(env):
