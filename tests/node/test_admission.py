@@ -591,7 +591,10 @@ async def test_a_node_shutting_down_stops_its_pods_critical_ones_last_and_refuse
         items, _ = await s.client.resource("", "v1", "events").list("default")
         assert ("NodeShutdown", "Shutdown manager detected shutdown event") in [
             (e["reason"], e["message"]) for e in items if e["involvedObject"]["kind"] == "Node"]
-        await mgr.agents["small-0"].apply_faults(None)  # the shutdown cancelled
+        await mgr.agents["small-0"].apply_faults(None)  # the shutdown cancelled: Ready again
+        ready = next(c for c in (await nodes.get("small-0"))["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"], ready["message"]) == ("True", "KubeletReady",
+                                                                        "kubelet is posting ready status")
         await pods.create(bound("after"))
         await eventually(phase_is(pods, "after", "Running"))
 
