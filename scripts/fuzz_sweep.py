@@ -292,7 +292,8 @@ class Sweep:
         versions = [("api/" + v) for v in self.raw.request("GET", "/api")[2]["versions"]]
         versions += ["apis/" + v["groupVersion"] for g in self.raw.request("GET", "/apis")[2]["groups"] for v in g["versions"]]
         for gv in versions:
-            for r in self.raw.request("GET", "/" + gv)[2]["resources"]:
+            # (a group-version of a CRD deleted a moment ago may still be listed, its own document gone)
+            for r in (self.raw.request("GET", "/" + gv)[2] or {}).get("resources", ()):
                 seeds = [k for k in self.fuzzer.kinds if k[1] == r["name"] and r["name"] not in CREATE_ONLY]
                 if seeds and "create" in r.get("verbs", ()):
                     out.append((gv, r["name"], r["kind"], seeds[0][0], r["namespaced"]))
