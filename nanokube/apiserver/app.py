@@ -413,12 +413,17 @@ class APIServer:
         if body is None:
             return
         body = {**body, "apiVersion": "rbac.authorization.k8s.io/v1", "kind": res.kind}
-        if recreate:
-            await self.rest.delete(res, "v1", ns, name, None, opts)
-            body["metadata"] = {k: v for k, v in body["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
-            await self.rest.create(res, "v1", ns, body, opts)
-        else:
-            await self.rest.update(res, "v1", ns, name, body, opts)
+        try:
+            if recreate:
+                await self.rest.delete(res, "v1", ns, name, None, opts)
+                body["metadata"] = {k: v for k, v in body["metadata"].items()
+                                    if k in ("name", "namespace", "labels", "annotations")}
+                await self.rest.create(res, "v1", ns, body, opts)
+            else:
+                await self.rest.update(res, "v1", ns, name, body, opts)
+        except errors.APIError as e:  # another API server on the store reconciled it meanwhile
+            if e.code not in (404, 409):
+                raise
 
     async def ensure(self, group: str, version: str, plural: str, namespace: str | None, obj: dict) -> None:
         res = self.index.get(group, version, plural)
