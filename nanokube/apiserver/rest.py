@@ -1173,8 +1173,13 @@ class GenericREST:
             res.strategy.prepare_for_update(new, old)
             if res.strategy.track_generation and _spec_changed(old, new):
                 nm["generation"] = om.get("generation", 0) + 1
+            # a built-in kind's own checks stay on the loop (they may allocate); a large one's metadata
+            # checks (100,000 annotations: ~0.3 s) are worked out in a worker thread first, where
+            # validation runs once (no empty lists held, which it would read both without and with)
+            meta = await asyncio.to_thread(res.update_meta_errors, new, old) \
+                if large and not res.strategy.unstructured and not held else None
             errs = await _computed(large and res.strategy.unstructured, omitempty.validated, held, new,
-                                   lambda: res.validate_update(new, old))
+                                   lambda: res.validate_update(new, old, meta))
         if meta_errs:
             errs = meta_errs + list(errs or [])
         if errs:

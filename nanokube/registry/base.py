@@ -326,15 +326,23 @@ class Resource:
             errs += kube_finalizer_errors(meta)
         return _after(errs, self.strategy.validate, obj)
 
-    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+    def validate_update(self, new: Obj, old: Obj, meta_errs: list[FieldError] | None = None) -> list[FieldError]:
+        """`meta_errs`: `update_meta_errors(new, old)` where worked out already (for a large object, in a
+        worker thread: the strategy's checks may allocate, as a Service's begin_update does, and stay
+        on the loop)."""
         if errs := self.strategy.begin_update(new, old):
             return errs
-        errs = validate_object_meta(new.get("metadata") or {}, self.namespaced,
-                                    self.strategy.update_name_validator or self.strategy.name_validator)
-        errs += validate_object_meta_update(new.get("metadata") or {}, old.get("metadata") or {})
-        if not self.strategy.generic_meta:
-            errs += kube_finalizer_errors(new.get("metadata") or {})
+        errs = self.update_meta_errors(new, old) if meta_errs is None else list(meta_errs)
         return _after(errs, self.strategy.validate_update, new, old)
+
+    def update_meta_errors(self, new: Obj, old: Obj) -> list[FieldError]:
+        """An update's metadata checks (pure: they read the objects only)."""
+        meta = new.get("metadata") or {}
+        errs = validate_object_meta(meta, self.namespaced, self.strategy.update_name_validator or self.strategy.name_validator)
+        errs += validate_object_meta_update(meta, old.get("metadata") or {})
+        if not self.strategy.generic_meta:
+            errs += kube_finalizer_errors(meta)
+        return errs
 
     def validate_spec_subresource_update(self, subresource: str, new: Obj, old: Obj) -> list[FieldError]:
         """A write through one of the strategy's `spec_subresources`: the metadata's update checks,

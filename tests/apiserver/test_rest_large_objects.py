@@ -292,3 +292,32 @@ async def test_large_status_writes_are_validated_in_a_worker_thread(tmp_path, mo
     assert threads == [("status", "Gizmo", True), ("meta", "Gizmo", True),
                        ("status", "Gizmo", False), ("meta", "Gizmo", False),
                        ("meta", "Pod", False), ("meta", "Pod", True)]
+
+
+async def test_a_large_built_in_objects_metadata_is_validated_in_a_worker_thread(tmp_path, monkeypatch):
+    """A pod patched with 100,000 annotations: the metadata's checks (each key's syntax, then their
+    size, refused as upstream refuses it) leave the loop; the kind's own checks, which may allocate,
+    stay on it."""
+    from nanokube.registry.base import Resource
+
+    threads: list[tuple[int, bool]] = []
+    meta_errors = Resource.update_meta_errors
+
+    def recorded(self, new, old):
+        if new.get("kind") == "Pod":
+            threads.append((len(new["metadata"].get("annotations") or {}), threading.current_thread() is threading.main_thread()))
+        return meta_errors(self, new, old)
+    monkeypatch.setattr(Resource, "update_meta_errors", recorded)
+    async with served(tmp_path) as (_, api):
+        code, got = await send(api, "POST", PODS, _pod("p", 1))
+        assert code == 201, got
+        for annotations in ({"a": "b"}, {f"example.com/a{i}": "x" for i in range(100_000)}):
+            code, got = await send(api, "PATCH", f"{PODS}/p", {"metadata": {"annotations": annotations}},
+                                   "application/merge-patch+json")
+            if len(annotations) == 1:
+                assert code == 200 and got["metadata"]["annotations"] == annotations, got
+            else:
+                assert code == 422 and got["details"]["causes"] == [{
+                    "reason": "FieldValueTooLong", "field": "metadata.annotations",
+                    "message": "Too long: may not be more than 262144 bytes"}], got
+    assert threads == [(1, True), (100_001, False)]  # (the first annotation kept)
