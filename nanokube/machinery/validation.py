@@ -555,6 +555,8 @@ FIELD_MANAGER_MAX_LENGTH = 128
 
 def field_manager_errors(manager: str, path: str) -> list[FieldError]:
     """ValidateFieldManager: at most 128 bytes, printable characters only."""
+    if manager.isascii() and manager.isprintable() and len(manager) <= FIELD_MANAGER_MAX_LENGTH:
+        return []  # ASCII: Python's printable is Go's IsPrint (0x20-0x7E); one unicodedata call a character was ~2 k
     errs = []
     if len(manager.encode()) > FIELD_MANAGER_MAX_LENGTH:
         errs.append(too_long(path, FIELD_MANAGER_MAX_LENGTH))

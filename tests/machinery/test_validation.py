@@ -8,7 +8,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from nanokube.machinery.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name, validate_object_meta
+from nanokube.machinery.validation import (dns1123_label, dns1123_subdomain, field_manager_errors, label_value, qualified_name,
+                                          validate_object_meta)
 from tests.served import served
 
 NAME_EMPTY = "name part must be non-empty"
@@ -155,3 +156,16 @@ def test_owner_references_are_checked_only_when_present_and_then_fully():
     assert [str(e) for e in validate_object_meta({**meta, "ownerReferences": [event]}, True)] == [
         'metadata.ownerReferences: Invalid value: {"apiVersion":"v1","kind":"Event","name":"e","uid":"3"}: '
         "/v1, Kind=Event is disallowed from being an owner"]
+
+
+@pytest.mark.parametrize("manager, messages", [
+    ("default-scheduler", []),
+    ("kubectl-client-side-apply ~!@#", []),
+    ("gestionnaire-é", []),  # not ASCII: each character's category, printable
+    ("a\x7fb", ["invalid character U+007F (at position 1)"]),  # ASCII DEL: not Go's IsPrint
+    ("a\tb", ["invalid character U+0009 (at position 1)"]),
+    ("m" * 129, ["may not be more than 128 bytes"]),
+    ("é" * 65, ["may not be more than 128 bytes"]),  # 130 bytes in 65 characters
+])
+def test_a_field_managers_name_is_at_most_128_bytes_of_printable_characters(manager, messages):
+    assert [e.detail for e in field_manager_errors(manager, "m")] == messages
