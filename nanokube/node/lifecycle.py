@@ -483,8 +483,8 @@ class PodWorker:
         self.init_restarts: dict[str, int] = {}
         self.init_failed: tuple[dict, dict] | None = None
         #: the running containers whose liveness probe is to fail (their end in `lifetimes` is the
-        #: kill): what it prints then
-        self.liveness_failed: dict[str, str] = {}
+        #: kill's start): what it prints then, and when (None: never) and how the command would end
+        self.liveness_failed: dict[str, tuple[str, float | None, int]] = {}
         #: when (monotonic) each app container waiting out its back-off starts again, by name
         self.backoff: dict[str, float] = {}
         #: how far the lifecycle got, where a sync that failed goes on from (`_resync`): the
@@ -1667,18 +1667,20 @@ class PodWorker:
                 continue
             now = self.clock.rfc3339()
             specs = {c["name"]: c for c in self._sidecars() + self._containers()}
-            killed = {name for name in exits if name in self.liveness_failed}
-            await self._liveness_kills(specs, exits)
-            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            if killed and await self._pre_stop_hooks(self.clock.now() + grace, killed):
-                now, reached = self.clock.rfc3339(), self.clock.monotonic()  # they ran on until their hooks ended
-            else:
-                killed = set()
+            failed = {name: self.liveness_failed.pop(name) for name in exits if name in self.liveness_failed
+                      and name not in closed | went_on.keys()}  # (not one that ended on its own first)
+            await self._liveness_kills(specs, {name: output for name, (output, _, _) in failed.items()})
+            stops = await asyncio.gather(*(self._liveness_kill(specs[name], *failed[name][1:]) for name in failed))
+            for name, (end, code) in zip(failed, stops):
+                lifetimes[name] = end, code  # it ends then: now, or as SIGTERM left it
+                del exits[name]
+            if not exits:
+                continue
             terms = {}
             for name, code in exits.items():
                 end = lifetimes.pop(name)[0]
                 self.waiting.pop(name, None)  # (PostStartHookError: its end is now known)
-                self.io.exit(name, code, at=reached if end is None or name in closed | went_on.keys() | killed else end)
+                self.io.exit(name, code, at=reached if end is None or name in closed | went_on.keys() else end)
                 terms[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                "startedAt": self.own_started.get(name) or self.started_at, "finishedAt": now}
             actions = {name: restartrules.on_exit(specs[name], policy, code) for name, code in exits.items()}
@@ -1753,23 +1755,41 @@ class PodWorker:
             failed = self._liveness(c, program)
             self.liveness_failed.pop(c["name"], None)
             if failed is not None and (end is None or now + failed[0] < end):
-                self.liveness_failed[c["name"]] = failed[1]
-                return now + failed[0], 137  # killed (SIGKILL) to be restarted
+                self.liveness_failed[c["name"]] = failed[1], end, program.exit_code
+                return now + failed[0], 137  # then killed to be restarted (`_liveness_kill`)
             return end, program.exit_code
         run = _annotation(self.pod, RUN_SECONDS, None)
         return (None if run is None else self.clock.monotonic() + max(run, 0.0),
                 exit_code(self.pod, self._restart_count(c["name"])))
 
-    async def _liveness_kills(self, specs: dict[str, dict], exits: dict[str, int]) -> None:
-        """The kubelet's events for the containers killed as their liveness probe failed: Unhealthy
-        for each failed run (folded into one with a count), then Killing."""
-        for name in exits:
-            if (output := self.liveness_failed.pop(name, None)) is None:
-                continue
+    async def _liveness_kills(self, specs: dict[str, dict], outputs: dict[str, str]) -> None:
+        """The kubelet's events for the containers killed as their liveness probe failed, with what
+        its last run printed (by name): Unhealthy for each failed run (folded into one with a
+        count), then Killing."""
+        for name, output in outputs.items():
             path = field_path(self.pod, name)
             for _ in range(specs[name]["livenessProbe"].get("failureThreshold") or prober.FAILURE_THRESHOLD):
                 await self._event("Warning", "Unhealthy", f"Liveness probe failed: {output}", path)
             await self._event("Normal", "Killing", f"Container {name} failed liveness probe, will be restarted", path)
+
+    async def _liveness_kill(self, c: dict, end: float | None, code: int) -> tuple[float, int]:
+        """killContainer for container `c`, whose liveness probe failed just now and whose command
+        would end at `end` (monotonic; None: never) with `code`: its preStop hook, then SIGTERM
+        with what is left of the grace period (the probe's terminationGracePeriodSeconds if set,
+        else the pod's; at least 2 s), as setTerminationGracePeriod picks it. When it then ends and
+        with which code (`_sigterm`): a first process with no TERM handler at the grace's end (137)."""
+        probe = c.get("livenessProbe") or {}
+        grace = probe.get("terminationGracePeriodSeconds")
+        if grace is None:
+            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        deadline = self.clock.now() + grace
+        await self._pre_stop_hooks(deadline, {c["name"]})
+        at = self.clock.monotonic()
+        left = max(deadline - self.clock.now(), hooks.MIN_GRACE)
+        if end is not None and end <= at:  # its command ended while its hook ran
+            return at, code
+        end, code, _ = self._sigterm(c, at, left, end, code)
+        return end, code
 
     def _liveness(self, c: dict, program: Program) -> tuple[float, str] | None:
         """When (seconds from its start) container `c`'s exec liveness probe fails for good, as its
@@ -1940,18 +1960,7 @@ class PodWorker:
             if name in self.io.ended:  # its command ended on its own meanwhile
                 end, code = at, self.io.ended.pop(name)
             elif end is None or end > at:
-                if trapped := self.io.signalled([name]).get(name):
-                    end, code = trapped
-                    if end is None or end > at + left:
-                        end, code = at + left, 137
-                elif self._outlives_sigterm(c):  # it ends on its own, or is killed when its time is up
-                    if end is None or end > at + left:
-                        end, code = at + left, 137
-                        why = "was killed after the grace period"
-                else:
-                    stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
-                    end, code = at + min(left, stop), stop_exit_code(self.pod, left)
-                    why = "received SIGTERM" if code != 137 else "was killed after the grace period"
+                end, code, why = self._sigterm(c, at, left, end, code)
                 if (own := await self._until_ended(name, end)) is not None:  # its command ended first
                     (end, code), why = own, ""
             self.io.exit(name, code, why, at=end)
@@ -1962,6 +1971,25 @@ class PodWorker:
                 False, False)
         finally:
             done.set()
+
+    def _sigterm(self, c: dict, at: float, left: float, end: float | None, code: int) -> tuple[float, int, str]:
+        """The kubelet's SIGTERM at monotonic `at` to container `c`, which would end at `end` with
+        `code` on its own (None: never), killed `left` seconds later if still running: when it
+        ends, with which code, and why (as the runtime tells it; "" for its own end). Its TERM
+        trap acts where it sets one; a first process with no handler runs on (runc); otherwise
+        the pod's stop annotations say."""
+        if trapped := self.io.signalled([c["name"]]).get(c["name"]):
+            end, code = trapped
+            if end is None or end > at + left:
+                return at + left, 137, ""
+            return end, code, ""
+        if self._outlives_sigterm(c):  # it ends on its own, or is killed when its time is up
+            if end is None or end > at + left:
+                return at + left, 137, "was killed after the grace period"
+            return end, code, ""
+        stop = _annotation(self.pod, STOP_SECONDS, 0.0) or 0.0
+        code = stop_exit_code(self.pod, left)
+        return at + min(left, stop), code, "received SIGTERM" if code != 137 else "was killed after the grace period"
 
     def _outlives_sigterm(self, c: dict) -> bool:
         """Whether container `c`'s command, its first process, runs on past SIGTERM as runc's would

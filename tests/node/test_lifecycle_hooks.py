@@ -334,10 +334,11 @@ async def test_a_container_restarted_for_a_new_image_runs_its_pre_stop_first(env
 
 async def test_a_container_its_liveness_probe_kills_runs_its_pre_stop_first(env):
     """The docs' liveness example (`cat /tmp/healthy` fails from 30 s: killed at the 40 s tick)
-    with a 5 s preStop sleep: Killing at 40 s, the container's end and restart at 45 s."""
+    with a 5 s preStop sleep and grace 10: Killing at 40 s, the hook until 45 s, then SIGTERM with
+    the 5 s left, which its `sh` (no TERM trap) ignores: its end (137) and restart at 50 s."""
     pods, clock, _ = env
     p = hooked("liveness", ["/bin/sh", "-c", "touch /tmp/healthy; sleep 30; rm -f /tmp/healthy; sleep 600"],
-               restart="Always", grace=30, preStop={"sleep": {"seconds": 5}})
+               restart="Always", grace=10, preStop={"sleep": {"seconds": 5}})
     p["spec"]["containers"][0]["livenessProbe"] = {"exec": {"command": ["cat", "/tmp/healthy"]},
                                                    "initialDelaySeconds": 5, "periodSeconds": 5}
     await pods.create(p)
@@ -346,6 +347,8 @@ async def test_a_container_its_liveness_probe_kills_runs_its_pre_stop_first(env)
     await killed(pods, "liveness")
     await clock.advance(4.9)
     assert app_status(await pods.get("liveness", "default"))["restartCount"] == 0  # its hook still runs
+    await clock.advance(5)
+    assert app_status(await pods.get("liveness", "default"))["restartCount"] == 0  # it outlived SIGTERM
     await clock.advance(0.1)
 
     async def restarted():

@@ -38,6 +38,14 @@ def status(pods, name, want):
     return check
 
 
+def killing(pods, name):
+    """The kubelet's Killing event for pod `name` was recorded."""
+    async def check():
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return any(e["reason"] == "Killing" and e["involvedObject"]["name"] == name for e in items)
+    return check
+
+
 def ready_since(p: dict) -> float:
     """Seconds from the container's start to the pod's Ready transition."""
     [c] = p["status"]["containerStatuses"]
@@ -120,8 +128,9 @@ async def test_a_sidecars_startup_probe_holds_the_app_containers_and_its_readine
 
 async def test_the_docs_liveness_command_example_kills_and_restarts_the_container(env):
     """"Define a liveness command": the container removes /tmp/healthy after 30 s; `cat
-    /tmp/healthy` then fails at the ticks of 30, 35 and 40 s, and the kubelet kills it (137) to
-    restart it, with Unhealthy (x3) and Killing events."""
+    /tmp/healthy` then fails at the ticks of 30, 35 and 40 s, and the kubelet kills it to restart
+    it, with Unhealthy (x3) and Killing events: SIGTERM at 40 s, which its `sh` (PID 1, no TERM
+    trap) ignores, then SIGKILL when the pod's grace period (30 s) is up: 137 at 70 s."""
     pods, clock = env
     await pods.create(probed_pod(
         "liveness-exec", args=["/bin/sh", "-c", "touch /tmp/healthy; sleep 30; rm -f /tmp/healthy; sleep 600"],
@@ -131,12 +140,19 @@ async def test_the_docs_liveness_command_example_kills_and_restarts_the_containe
     [c] = (await pods.get("liveness-exec", "default"))["status"]["containerStatuses"]
     assert c["restartCount"] == 0 and "running" in c["state"]
     await clock.advance(1)
+    await eventually(killing(pods, "liveness-exec"))
+    await clock.advance(29.5)
+    [c] = (await pods.get("liveness-exec", "default"))["status"]["containerStatuses"]
+    assert c["restartCount"] == 0 and "running" in c["state"]  # it outlived the SIGTERM
+    await clock.advance(0.5)
 
     async def killed():
         [c] = (await pods.get("liveness-exec", "default"))["status"]["containerStatuses"]
         return c if c["restartCount"] == 1 else None
     c = await eventually(killed)
-    assert (c["lastState"]["terminated"]["exitCode"], c["lastState"]["terminated"]["reason"]) == (137, "Error")
+    t = c["lastState"]["terminated"]
+    assert (t["exitCode"], t["reason"]) == (137, "Error")
+    assert parse_time(t["finishedAt"]) - parse_time(t["startedAt"]) == 70
 
     async def reported():  # the recorder writes them from its queue, maybe after the restart's status
         items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
@@ -147,3 +163,41 @@ async def test_the_docs_liveness_command_example_kills_and_restarts_the_containe
         "Liveness probe failed: cat: can't open '/tmp/healthy': No such file or directory\n"
     assert seen["Unhealthy"]["count"] == 3 and seen["Unhealthy"]["type"] == "Warning"
     assert seen["Killing"]["message"] == "Container app failed liveness probe, will be restarted"
+
+
+async def test_a_liveness_kill_gives_the_probes_grace_period_and_a_term_trap_its_say(env):
+    """killContainer after a failed liveness probe sends SIGTERM with the probe's own
+    terminationGracePeriodSeconds where set (KEP-2238), else the pod's: a first process with no
+    TERM trap runs on until then (137); one that traps TERM ends as its trap does, at once."""
+    pods, clock = env
+    loop = "touch /tmp/healthy; sleep 12; rm -f /tmp/healthy; while true; do sleep 1; done"
+    probe = {"exec": {"command": ["cat", "/tmp/healthy"]}, "periodSeconds": 5, "failureThreshold": 1}
+    scripts = {"probe-grace": (loop, {**probe, "terminationGracePeriodSeconds": 3}),
+               "pod-grace": (loop, probe), "trapped": ("trap 'exit 0' TERM; " + loop, probe)}
+    for name, (script, liveness) in scripts.items():
+        p = probed_pod(name, command=["sh", "-c", script], livenessProbe=liveness)
+        p["spec"]["terminationGracePeriodSeconds"] = 8
+        await pods.create(p)
+        await eventually(status(pods, name, lambda c: True))
+    await clock.advance(15)  # the probe fails at the 15 s tick
+    for name in scripts:
+        await eventually(killing(pods, name))
+    await clock.advance(1)  # the trap runs once the `sleep 1` running as SIGTERM came ends
+
+    def last(name):
+        async def check():
+            [c] = (await pods.get(name, "default"))["status"]["containerStatuses"]
+            return c["lastState"].get("terminated") if c["restartCount"] == 1 else None
+        return check
+    t = await eventually(last("trapped"))
+    assert (t["exitCode"], t["reason"]) == (0, "Completed")
+    await clock.advance(1.5)
+    for name in ("probe-grace", "pod-grace"):  # both outlived the SIGTERM
+        [c] = (await pods.get(name, "default"))["status"]["containerStatuses"]
+        assert c["restartCount"] == 0 and "running" in c["state"], name
+    await clock.advance(0.5)
+    t = await eventually(last("probe-grace"))
+    assert t["exitCode"] == 137 and parse_time(t["finishedAt"]) - parse_time(t["startedAt"]) == 18
+    await clock.advance(5)
+    t = await eventually(last("pod-grace"))
+    assert t["exitCode"] == 137 and parse_time(t["finishedAt"]) - parse_time(t["startedAt"]) == 23
