@@ -1432,8 +1432,9 @@ class PodWorker:
     async def _post_start_hooks(self, started: list[dict]) -> None:
         """Each of the containers just `started` that has a postStart hook runs it, in turn, before
         the status says they run. One whose hook fails is told (FailedPostStartHook, without the
-        hook's output), killed (Killing FailedPostStartHook): it ends now, stopped by SIGTERM, and
-        waits in PostStartHookError with why until the pod's loop restarts it or not. The pod's
+        hook's output), killed (Killing FailedPostStartHook) with the pod's grace period, as
+        killContainer does (`_sigterm`: a first process with no TERM handler runs on until it is
+        up, 137), and waits in PostStartHookError with why until the pod's loop restarts it or not. The pod's
         deletion cuts the hooks short."""
         for c in started:
             if (spec := hooks.handler(c, "postStart")) is None or c["name"] not in self.io.running:
@@ -1448,7 +1449,9 @@ class PodWorker:
             await self._event("Warning", "FailedPostStartHook", hooks.POST_START_FAILED, path)
             await self._event("Normal", "Killing", "FailedPostStartHook", path)
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            self.lifetimes[c["name"]] = (self.clock.monotonic(), stop_exit_code(self.pod, grace))
+            end, code = self.lifetimes.get(c["name"], (None, 0))
+            end, code, _ = self._sigterm(c, self.clock.monotonic(), max(grace, hooks.MIN_GRACE), end, code)
+            self.lifetimes[c["name"]] = end, code
             self.waiting[c["name"]] = {"waiting": {"reason": "PostStartHookError", "message": message}}
 
     async def _pre_stop_hooks(self, deadline: float, names: set[str] | None = None) -> bool:

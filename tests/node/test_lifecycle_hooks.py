@@ -86,7 +86,7 @@ async def _started(pods, name):
 
 async def test_a_failed_post_start_kills_the_container_which_restarts_with_back_off(env):
     pods, clock, _ = env
-    await pods.create(hooked("broken", ["sleep", "infinity"], restart="Always",
+    await pods.create(hooked("broken", ["sleep", "infinity"], restart="Always", annotations=ENDS_ON_SIGTERM,
                              postStart={"exec": {"command": ["sh", "-c", "echo no config >&2; exit 2"]}}))
 
     async def crash_looping():
@@ -105,11 +105,19 @@ async def test_a_failed_post_start_kills_the_container_which_restarts_with_back_
 
 
 async def test_a_failed_post_start_under_restart_policy_never_fails_the_pod_with_its_message_logged(env):
+    """killContainer (FailedPostStartHook) stops the container with the pod's grace period: its
+    `sleep infinity`, PID 1 with no TERM handler, runs on past SIGTERM and is killed (137) when
+    the 2 s are up; the pod is then Failed."""
     pods, clock, mgr = env
-    await pods.create(hooked("once", ["sleep", "infinity"], postStart={"exec": {"command": ["false"]}}))
+    await pods.create(hooked("once", ["sleep", "infinity"], grace=2, postStart={"exec": {"command": ["false"]}}))
+    await killed(pods, "once")
+    await clock.advance(1.9)
+    assert (await pods.get("once", "default"))["status"]["phase"] == "Running"  # it outlived the SIGTERM
+    await clock.advance(0.1)
     p = await eventually(phase_is(pods, "once", "Failed"))
     t = app_status(p)["state"]["terminated"]
-    assert (t["exitCode"], t["reason"]) == (143, "Error")
+    assert (t["exitCode"], t["reason"]) == (137, "Error")
+    assert parse_time(t["finishedAt"]) - parse_time(t["startedAt"]) >= 2
     reasons = [e[1] for e in await pod_events(pods, "once")]
     assert reasons.index("FailedPostStartHook") > reasons.index("Started")
 
@@ -125,9 +133,10 @@ async def test_an_http_get_hook_reaches_any_port_of_the_pod_not_left_to_a_stoppe
     ok["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8000}]
     await pods.create(ok)
     await pods.create(hooked("undeclared", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": 9}}))
-    await pods.create(hooked("loopback", ["sleep", "infinity"], postStart={"httpGet": {
+    await pods.create(hooked("loopback", ["sleep", "infinity"], annotations=ENDS_ON_SIGTERM, postStart={"httpGet": {
         "path": "/warm", "port": 9, "host": "localhost"}}))
     early = with_sidecar("early", {"httpGet": {"path": "/warm", "port": 8080}}, "true")
+    early["metadata"]["annotations"] = ENDS_ON_SIGTERM  # (ended at once, not after the grace)
     early["spec"]["containers"][0] |= {"command": ["sleep", "infinity"], "ports": [{"containerPort": 8080}]}
     await pods.create(early)
     for name in ("served", "undeclared"):
@@ -406,10 +415,13 @@ async def test_a_sidecars_post_start_runs_before_the_next_init_container_starts(
 
 async def test_a_sidecar_whose_post_start_fails_restarts_and_holds_back_the_next_init_container(env):
     """A sidecar's failing postStart: FailedPostStartHook and Killing on spec.initContainers{side},
-    it ends (143) and starts again at once, then after its back-off (CrashLoopBackOff); `check`
-    never starts while no start of the sidecar got through its hook."""
+    it ends (143: the stop annotation, for a `sleep infinity` that would otherwise run out the
+    grace period, 137) and starts again at once, then after its back-off (CrashLoopBackOff);
+    `check` never starts while no start of the sidecar got through its hook."""
     pods, clock, _ = env
-    await pods.create(with_sidecar("flaky", {"exec": {"command": ["sh", "-c", "exit 4"]}}, "true"))
+    p = with_sidecar("flaky", {"exec": {"command": ["sh", "-c", "exit 4"]}}, "true")
+    p["metadata"]["annotations"] = ENDS_ON_SIGTERM
+    await pods.create(p)
 
     async def backing_off():
         p = await pods.get("flaky", "default")
