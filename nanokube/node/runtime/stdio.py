@@ -124,13 +124,14 @@ async def exited(proc: asyncio.subprocess.Process) -> None:
 def ending(proc: asyncio.subprocess.Process, pid: int) -> bool:
     """Whether a launched command (its launcher `proc`, its PID `pid`) has ended or is on its way
     out (the kernel's PF_EXITING): a PID namespace's first process ends only once the kernel
-    killed and reaped the rest of its namespace, and those may be seen gone first."""
+    killed and reaped the rest of its namespace, and those may be seen gone first. A process
+    reaped between the open and the read of its stat file fails the read with ESRCH."""
     if proc.returncode is not None:
         return True
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return True
     return fields[0] in "ZX" or bool(int(fields[6]) & PF_EXITING)
 

@@ -166,6 +166,26 @@ async def test_a_command_killed_as_soon_as_its_launch_names_it_goes_with_its_lau
                 await proc.wait()
 
 
+def test_a_process_reaped_while_its_stat_is_read_is_ending(monkeypatch):
+    """A process reaped between the open of /proc/PID/stat and its read fails the read with
+    ESRCH: it has ended. (It raised out of the sandbox check instead, seen once in CI while a
+    killed pause process's namespace was being torn down.)"""
+    class Reaped:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self):
+            raise ProcessLookupError(3, "No such process")
+
+    opened = []
+    monkeypatch.setattr(stdio, "open", lambda path: opened.append(path) or Reaped(), raising=False)
+    assert stdio.ending(SimpleNamespace(returncode=None), 4242) is True
+    assert opened == ["/proc/4242/stat"]
+
+
 async def test_a_dead_pause_process_makes_the_kubelet_recreate_the_sandbox(env):
     """The sandbox's pause process killed (its namespace ends, and every container with it): the
     kubelet says so (SandboxChanged), makes a new sandbox and runs the init containers from the
