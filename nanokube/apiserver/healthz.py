@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from ..machinery import healthz
 from ..metrics.exposition import content_type, render
 
 log = logging.getLogger("nanokube.healthz")
@@ -79,38 +80,22 @@ def install(app: web.Application, path: str, checks: Checks, slis: HealthSLIs, e
     def current() -> list[Check]:
         return checks() or [PING]
 
+    def ran(name: str, reason: str | None) -> None:
+        slis.observe(name, kind, reason is None)
+        if reason is not None:
+            log.info("%s check %s failed: %s", kind, name, reason)
+
     async def root(request: web.Request) -> web.Response:
-        excluded = set(request.query.getall("exclude", []))
-        lines, failed, now = [], False, current()
-        for c in now:
-            if c.name in excluded:
-                lines.append(f"[+]{c.name} excluded: ok\n")
-                continue
-            reason = c.run()
-            slis.observe(c.name, kind, reason is None)
-            if reason is None:
-                lines.append(f"[+]{c.name} ok\n")
-            else:
-                failed = True
-                lines.append(f"[-]{c.name} failed: reason withheld\n")
-                log.info("%s check %s failed: %s", kind, c.name, reason)
-        if unmatched := sorted(excluded - {c.name for c in now}):
-            lines.append("warn: some health checks cannot be excluded: no matches for "
-                         + ",".join(f'"{n}"' for n in unmatched) + "\n")
-        if failed:
-            return web.Response(status=500, text="".join(lines) + f"{kind} check failed\n", headers=TEXT)
-        if "verbose" not in request.query:
-            return web.Response(text="ok", headers=TEXT)
-        return web.Response(text="".join(lines) + f"{kind} check passed\n", headers=TEXT)
+        status, text = healthz.root_answer(kind, [(c.name, c.run) for c in current()],
+                                           set(request.query.getall("exclude", [])), "verbose" in request.query, ran)
+        return web.Response(status=status, text=text, headers=TEXT)
 
     async def one(request: web.Request) -> web.Response:
         check = next((c for c in current() if c.name == request.match_info["name"]), None)
         if check is None:
             raise web.HTTPNotFound()
-        reason = check.run()
-        if reason is None:
-            return web.Response(text="ok", headers=TEXT)
-        return web.Response(status=500, text=f"internal server error: {reason}\n", headers=TEXT)
+        status, text = healthz.check_answer(check.run())
+        return web.Response(status=status, text=text, headers=TEXT)
 
     async def monitored(request: web.Request) -> web.Response:
         started = time.perf_counter()

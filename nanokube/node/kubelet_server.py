@@ -21,6 +21,7 @@ from urllib.parse import quote
 import orjson
 from aiohttp import web
 
+from ..machinery import healthz
 from ..machinery.goduration import string as go_duration
 from ..machinery.httpstream.portforward import serve_port_forward
 from ..machinery.httpstream.remotecommand import serve_command
@@ -325,31 +326,14 @@ class KubeletServer:
         return [("ping", None), ("log", None), ("syncloop", "sync Loop took longer than expected" if stuck else None)]
 
     def _healthz(self, query) -> web.Response:
-        """healthz.InstallHandler's root: 'ok', or with ?verbose each check; ?exclude=NAME
-        skips one (a name that matches none is warned of); a failing check makes it a 500."""
-        excluded = set(query.getall("exclude", []))
-        lines, failed = [], False
-        for name, reason in self._checks():
-            if name in excluded:
-                lines.append(f"[+]{name} excluded: ok\n")
-            elif reason is None:
-                lines.append(f"[+]{name} ok\n")
-            else:
-                failed = True
-                lines.append(f"[-]{name} failed: reason withheld\n")
-        if unmatched := sorted(excluded - {name for name, _ in self._checks()}):
-            lines.append("warn: some health checks cannot be excluded: no matches for "
-                         + ",".join(f'"{n}"' for n in unmatched) + "\n")
-        if failed:
-            return _text(500, "".join(lines) + "healthz check failed\n")
-        if "verbose" not in query:
-            return _text(200, "ok")
-        return _text(200, "".join(lines) + "healthz check passed\n")
+        """healthz.InstallHandler's root over the kubelet's checks (machinery/healthz.root_answer)."""
+        checks = [(name, lambda reason=reason: reason) for name, reason in self._checks()]
+        status, text = healthz.root_answer("healthz", checks, set(query.getall("exclude", [])), "verbose" in query)
+        return _text(status, text)
 
     def _healthz_check(self, name: str) -> web.Response:
         """/healthz/NAME: one check, 'ok' or a 500 with its reason."""
-        reason = dict(self._checks())[name]
-        return _text(200, "ok") if reason is None else _text(500, f"internal server error: {reason}\n")
+        return _text(*healthz.check_answer(dict(self._checks())[name]))
 
     def _pods(self) -> web.Response:
         items = [w.pod for w in list(self.agent.workers.values())]
