@@ -1,6 +1,7 @@
 import asyncio
 import socket
 import subprocess
+import time
 
 from nanokube.node.runtime.netns import ClusterNetwork, dialer, ip, list_netns, listen_in_netns, open_in_netns
 
@@ -49,6 +50,10 @@ def test_a_new_run_removes_what_a_crashed_one_left(network):
     network.create(NODES)
     pod = network.add_pod("a", "aaaa1111-0000", "10.244.0.5")
     sleeper = subprocess.Popen(["ip", "netns", "exec", pod, "sleep", "300"])
+    for _ in range(500):  # a crashed run's processes had long entered their namespaces
+        if str(sleeper.pid) in ip("netns", "pids", pod).split():
+            break
+        time.sleep(0.01)
     again = ClusterNetwork(network.tag)  # what the next `nanokube up` on the same data dir builds
     gone = again.cleanup()
     assert set(gone) == {network.cluster_ns, network.node_ns(0), network.node_ns(1), pod}
