@@ -89,6 +89,126 @@ def to_status_error(name: str, result: dict | None) -> errors.APIError:
     return errors.APIError(code, result.get("reason", ""), msg, result.get("details"))
 
 
+_STR = "string"
+_CAUSE = ("StatusCause", "v1.StatusCause", {"reason": "v1.CauseType", "message": _STR, "field": _STR})
+_DETAILS = ("StatusDetails", "v1.StatusDetails", {
+    "name": _STR, "group": _STR, "kind": _STR, "uid": "types.UID", "causes": ("[]v1.StatusCause", _CAUSE),
+    "retryAfterSeconds": "int32"})
+_STATUS = ("Status", "v1.Status", {
+    "kind": _STR, "apiVersion": _STR, "status": _STR, "message": _STR, "reason": "v1.StatusReason", "code": "int32",
+    "details": _DETAILS, "metadata": ("ListMeta", "v1.ListMeta", {
+        "selfLink": _STR, "resourceVersion": _STR, "continue": _STR, "remainingItemCount": "int64"})})
+#: AdmissionResponse's fields as Go's decoder types them: a Go type's name, (struct, type name, fields) or
+#: (slice or map type name, element); `[]uint8` is base64 text
+_RESPONSE = {"uid": "types.UID", "allowed": "bool", "status": _STATUS, "patch": "[]uint8", "patchType": "PatchType",
+             "auditAnnotations": ("map[string]string", _STR), "warnings": ("[]string", _STR)}
+_INT_BOUNDS = {"int32": 2**31, "int64": 2**63}
+
+
+def decode_review(review: dict, version: str) -> None:
+    """What Go's decoder refuses in an AdmissionReview answer (the REST client's `Into`): the first value of
+    the wrong type in its response, or a patch that is not base64, raised as a ValueError in Go's words.
+    A webhook's call fails with it, under its failurePolicy."""
+    for f in ("apiVersion", "kind"):  # (the serializer reads the type first, as SimpleMetaFactory.Interpret)
+        if review.get(f) is not None and not isinstance(review[f], str):
+            raise ValueError("couldn't get version/kind; json parse error: json: cannot unmarshal "
+                             f"{_go_kind(review[f], False)} into Go struct field .{f} of type string")
+    if isinstance(review.get("apiVersion"), str) and review["apiVersion"].count("/") > 1:
+        raise ValueError(f"unexpected GroupVersion string: {review['apiVersion']}")
+    resp = review.get("response")
+    if resp is not None:
+        why = _mismatch(resp, ("AdmissionResponse", f"{version}.AdmissionResponse", _RESPONSE), "AdmissionReview",
+                        "response", version)
+        if why:
+            raise ValueError(why)
+
+
+def _mismatch(v, t, struct: str, path: str, version: str) -> str | None:
+    """Go's text for the first value in `v` its type `t` does not take (None when it takes them all)."""
+    if v is None:  # (null leaves a Go value at its zero)
+        return None
+    if isinstance(t, str):
+        name = f"{version}.PatchType" if t == "PatchType" else t
+        if t == "bool":
+            ok = isinstance(v, bool)
+        elif t in _INT_BOUNDS:
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                    not (isinstance(v, int) and -_INT_BOUNDS[t] <= v < _INT_BOUNDS[t]):
+                return _type_error(f"number {v}", struct, path, name)
+            ok = isinstance(v, int) and not isinstance(v, bool)
+        else:
+            ok = isinstance(v, str)
+            if ok and t == "[]uint8":
+                at = _base64_error(v.encode())
+                if at is not None:
+                    return f"illegal base64 data at input byte {at}"
+        return None if ok else _type_error(_go_kind(v, False), struct, path, name)
+    if len(t) == 3:  # a struct
+        own, name, fields = t
+        if not isinstance(v, dict):
+            return _type_error(_go_kind(v, False), struct, path, name)
+        for k, x in v.items():
+            if k in fields:
+                why = _mismatch(x, fields[k], own, f"{path}.{k}", version)
+                if why:
+                    return why
+        return None
+    name, elem = t
+    if not isinstance(v, dict if name.startswith("map") else list):
+        return _type_error(_go_kind(v, False), struct, path, name)
+    for x in (v.values() if isinstance(v, dict) else v):
+        why = _mismatch(x, elem, struct, path, version)
+        if why:
+            return why
+    return None
+
+
+def _go_kind(v, literal: bool) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return f"number {v}" if literal else "number"
+    return "string" if isinstance(v, str) else "array" if isinstance(v, list) else "object"
+
+
+def _type_error(kind: str, struct: str, path: str, go_type: str) -> str:
+    return f"json: cannot unmarshal {kind} into Go struct field {struct}.{path} of type {go_type}"
+
+
+_B64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def _base64_error(src: bytes) -> int | None:
+    """Where Go's base64.StdEncoding refuses `src` (its CorruptInputError offset), or None: padding is
+    required, and line breaks are skipped anywhere."""
+    si, n = 0, len(src)
+    while True:
+        j = 0
+        while j < 4:
+            if si == n:
+                return None if j == 0 else si - j
+            c = src[si]
+            si += 1
+            if c in _B64:
+                j += 1
+                continue
+            if c in b"\r\n":
+                continue
+            if c != 0x3D or j < 2:  # (anything but "=", or padding too early)
+                return si - 1
+            if j == 2:  # "==" expected: the second "="
+                while si < n and src[si] in b"\r\n":
+                    si += 1
+                if si == n:
+                    return n
+                if src[si] != 0x3D:
+                    return si - 1
+                si += 1
+            while si < n and src[si] in b"\r\n":
+                si += 1
+            return si if si < n else None  # (anything after the padding is trailing garbage)
+
+
 def verify_response(review: dict, version: str, uid: str, mutating: bool) -> dict:
     """VerifyAdmissionResponse: the response part of a well-formed review."""
     resp = review.get("response")
@@ -246,7 +366,8 @@ class Webhooks:
                   "request": a.request(t, uid, a.versioned(t, a.obj), a.versioned(t, a.old))}
         try:
             answer = await self.client.post(w.get("clientConfig") or {}, review, float(w.get("timeoutSeconds") or 10))
-        except WebhookError as e:
+            decode_review(answer, version)
+        except (WebhookError, ValueError) as e:
             raise CallError(hook.name, f"failed to call webhook: {e}", 503 if hook.mutating else 400) from None
         try:
             resp = verify_response(answer, version, uid, hook.mutating)

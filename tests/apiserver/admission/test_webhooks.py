@@ -424,3 +424,47 @@ async def test_mutating_webhook_on_scale_caps_replicas(stack, server):
     assert scale["spec"]["replicas"] == 2
     stored = await stack.client.resource("apps", "v1", "deployments").get("d", "default")
     assert stored["spec"]["replicas"] == 2
+
+
+@pytest.mark.parametrize(("response", "mutating", "reason"), [
+    ({"allowed": "yes"}, False, "json: cannot unmarshal string into Go struct field AdmissionResponse.response.allowed of type bool"),
+    ({"auditAnnotations": ["k"]}, True,
+     "json: cannot unmarshal array into Go struct field AdmissionResponse.response.auditAnnotations of type map[string]string"),
+    ({"auditAnnotations": {"k": 1}}, False,
+     "json: cannot unmarshal number into Go struct field AdmissionResponse.response.auditAnnotations of type string"),
+    ({"warnings": "careful"}, False,
+     "json: cannot unmarshal string into Go struct field AdmissionResponse.response.warnings of type []string"),
+    ({"allowed": False, "status": "no"}, False,
+     "json: cannot unmarshal string into Go struct field AdmissionResponse.response.status of type v1.Status"),
+    ({"allowed": False, "status": {"code": 2**40}}, True,
+     "json: cannot unmarshal number 1099511627776 into Go struct field Status.response.status.code of type int32"),
+    ({"allowed": False, "status": {"details": {"causes": [{"field": 1}]}}}, False,
+     "json: cannot unmarshal number into Go struct field StatusCause.response.status.details.causes.field of type string"),
+    ({"patchType": "JSONPatch", "patch": [1]}, True,
+     "json: cannot unmarshal array into Go struct field AdmissionResponse.response.patch of type []uint8"),
+    ({"patchType": "JSONPatch", "patch": "W10=!"}, True, "illegal base64 data at input byte 4"),
+    ({"apiVersion": 1}, True, "couldn't get version/kind; json parse error: json: cannot unmarshal number into Go "
+                              "struct field .apiVersion of type string"),
+])
+async def test_an_answer_go_cannot_decode_fails_the_call(stack, server, response, mutating, reason):
+    """An AdmissionReview whose response holds a value of the wrong type fails the call under the failure
+    policy, in the words of Go's decoder (the REST client's Into), as kube-apiserver's does: a list of
+    audit annotations or a Status that was a string raised in the server (a 500 even under Ignore), and
+    `allowed: "yes"` let the request through a webhook that fails closed."""
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+    server.handlers["/w"] = lambda r: {**review, **{k: v for k, v in response.items() if k == "apiVersion"},
+                                       "response": {"uid": r["request"]["uid"], "allowed": True,
+                                                    **{k: v for k, v in response.items() if k != "apiVersion"}}}
+    kind = "mutating" if mutating else "validating"
+    await configure(stack, kind, "w", hook(server, "w.example.com", "/w"))
+    configmaps = stack.client.resource("", "v1", "configmaps")
+    with pytest.raises(APIError) as e:
+        await configmaps.create(cm("a"))
+    assert (e.value.code, e.value.message) == (
+        500, f'Internal error occurred: failed calling webhook "w.example.com": failed to call webhook: {reason}')
+    cfgs = stack.client.resource(G, "v1", f"{kind}webhookconfigurations")
+    cfg = copy.deepcopy(await cfgs.get("w"))
+    cfg["webhooks"][0]["failurePolicy"] = "Ignore"
+    await cfgs.update(cfg)
+    created = await configmaps.create(cm("a"))
+    assert created["data"] == {"k": "v"} and "labels" not in created["metadata"]
