@@ -1118,7 +1118,10 @@ class GenericREST:
             managed_fields = await _computed(large or _large(tracked, size), self._track_fields, res, version, old, tracked, opts,
                                              subresource, sent=patched, sent_old=live)
         _set_managed_fields(_meta(new), managed_fields)  # what admission sees, as upstream's
+        sent_rv, sent_uid = _meta(new).get("resourceVersion"), _meta(new).get("uid")
         new, admission = await self._mutating_admission(res, version, subresource, "UPDATE", new, old, opts)
+        if admission is not None:
+            _admitted_identity(res, entry, _meta(new), sent_rv, sent_uid)
         if (md := _meta(new)).get("managedFields") is not managed_fields:
             managed_fields = self._admitted_fields(admission, md, managed_fields)
         # prepare_for_update runs on `new`
@@ -1687,6 +1690,22 @@ def _check_fields(obj: dict, sch: dict, changed: set[str] | None,
         obj[k] = view[k]
     return out
 
+
+
+def _admitted_identity(res: Resource, entry, md: dict, sent_rv, sent_uid) -> None:
+    """Store.Update's checks of what mutating admission left, which upstream runs inside UpdatedObject
+    before them: a resourceVersion it changed must still be the stored one (409) or, emptied, one the
+    kind may go without (422); a uid it changed to another is immutable (ValidateObjectMetaUpdate, 422)."""
+    name = entry.obj["metadata"].get("name", "")
+    if (rv := md.get("resourceVersion")) != sent_rv:
+        n = _object_revision(rv) if rv else 0
+        if n == 0 and not res.strategy.allow_unconditional_update:
+            raise _resource_version_required(res, name)
+        if n != 0 and n != entry.rev:
+            raise errors.conflict(res.group, res.plural, name, errors.STALE)
+    stored = entry.obj["metadata"].get("uid")
+    if (uid := md.get("uid")) and uid != sent_uid and uid != stored:
+        raise errors.invalid(res.group, res.kind, name, [immutable("metadata.uid", uid)])
 
 
 def _keep_stored(nm: dict, om: dict, fields: tuple[str, ...]) -> None:

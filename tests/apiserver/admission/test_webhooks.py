@@ -468,3 +468,30 @@ async def test_an_answer_go_cannot_decode_fails_the_call(stack, server, response
     await cfgs.update(cfg)
     created = await configmaps.create(cm("a"))
     assert created["data"] == {"k": "v"} and "labels" not in created["metadata"]
+
+
+@pytest.mark.parametrize(("ops", "code", "message"), [
+    ([{"op": "replace", "path": "/metadata/resourceVersion", "value": "12345"}], 409,
+     'Operation cannot be fulfilled on configmaps "a": the object has been modified; please apply your changes to '
+     "the latest version and try again"),
+    ([{"op": "replace", "path": "/metadata/uid", "value": "other"}], 422,
+     'ConfigMap "a" is invalid: metadata.uid: Invalid value: "other": field is immutable'),
+])
+async def test_a_mutation_of_the_resource_version_or_uid_on_update_is_judged_as_the_store_judges_it(
+        stack, server, ops, code, message):
+    """Upstream's mutating admission runs inside Store.Update's UpdatedObject, so the object it leaves meets
+    the resourceVersion check (a webhook's other version is a 409) and ValidateObjectMetaUpdate (another
+    uid is immutable); ours put the stored values back and wrote the update."""
+    configmaps = stack.client.resource("", "v1", "configmaps")
+    created = await configmaps.create(cm("a"))
+    server.handlers["/m"] = lambda r: json_patch(r, ops)
+    w = hook(server, "m.example.com", "/m")
+    w["rules"][0]["operations"] = ["UPDATE"]
+    await configure(stack, "mutating", "m", w)
+    changed = copy.deepcopy(created)
+    changed["data"] = {"k": "changed"}
+    with pytest.raises(APIError) as e:
+        await configmaps.update(changed)
+    assert (e.value.code, e.value.message) == (code, message)
+    stored = await configmaps.get("a", "default")
+    assert stored["data"] == {"k": "v"} and stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
