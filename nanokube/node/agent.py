@@ -38,6 +38,7 @@ from .inplace import desired
 from .lifecycle import (SMP, SYNC_RETRY, Eviction, PodWorker, SimulatedRuntime, image_id, image_ref, image_size,
                         resource_version)
 from .podresources.server import PodResourcesServer
+from .simulated_cluster import WatchedCluster
 from .simulated_host import apparmor_enabled, system_info
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
@@ -250,10 +251,11 @@ class NodeAgent:
                  lease_duration: int = 40, status_interval: float = 300.0,
                  pods_dir: str = "", runtime=None, throttle: Throttle | None = None, watched: dict | None = None,
                  plugin_registry: bool = True, sync_retry: float = SYNC_RETRY,
-                 max_container_restart_period: float | None = None):
+                 max_container_restart_period: float | None = None, cluster: WatchedCluster | None = None):
         """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
-        `throttle` and `watched` (the ConfigMap and Secret watches volumes read, see
-        volumes/watch_based_manager.py) are shared by the agents of one process.
+        `throttle`, `watched` (the ConfigMap and Secret watches volumes read, see
+        volumes/watch_based_manager.py) and `cluster` (what simulated pods' network commands reach,
+        simulated_cluster) are shared by the agents of one process.
         `plugin_registry=False`: no plugin watcher nor pod resources socket, for agents no external
         kubelet plugin or monitoring agent can reach (a simulation's), and no CSINode, which lists the
         CSI drivers registered there (one without drivers leaves the scheduler's volume limits as
@@ -334,6 +336,7 @@ class NodeAgent:
         self.apparmor = apparmor_enabled(self.volumes.host_paths)
         self.node_uid = ""
         self.workers: dict[str, PodWorker] = {}
+        self._cluster, self._own_cluster = cluster, cluster is None
         self.devices.on_health = self._plugin_device_health_changed
         #: kubelet_lifecycle_handler_http_fallbacks_total: HTTPS hooks that passed over HTTP (hooks.py)
         self.lifecycle_http_fallbacks = 0
@@ -724,6 +727,15 @@ class NodeAgent:
         await self.dra_plugins.stop()
         await self.volumes.close()
         await self.recorder.close()
+        if self._own_cluster and self._cluster is not None:
+            await self._cluster.close()
+
+    def watched_cluster(self) -> WatchedCluster:
+        """What simulated pods' network commands reach: the process's, else the agent's own, made
+        at the first such command."""
+        if self._cluster is None:
+            self._cluster = WatchedCluster(self.client, self.clock)
+        return self._cluster
 
     # --- pods -----------------------------------------------------------------------
 

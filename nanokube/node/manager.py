@@ -26,6 +26,7 @@ from .streaming import NodeStreamingServer, log_options
 from .volumes.stats import AGG_PERIOD
 from .volumes.watch_based_manager import WatchBasedManager
 from .cluster import Cluster
+from .simulated_cluster import WatchedCluster
 from .dra.deviceclasses import ensure_device_classes, nvidia_models
 from .faults import ANNOTATION as FAULT_ANNOTATION
 
@@ -112,12 +113,16 @@ class NodeManager:
         self._started = clock.now()
         #: the ConfigMaps and Secrets the agents' pods' volumes name, one watch each for all agents
         self.watched = {p: WatchBasedManager(self.client, p, clock) for p in ("configmaps", "secrets")}
+        self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=", clock=clock)
+        #: the Services, EndpointSlices and (these) pods simulated pods' network commands reach
+        self.watched_cluster = WatchedCluster(self.client, clock, pods=self.pods)
         with _full_collections_deferred(sum(p.count for p in cluster.pools)):
             self.agents = {
                 s.name: NodeAgent(self.client, s, clock, renew_interval=renew_interval, status_interval=status_interval,
                                   pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle,
                                   watched=self.watched, plugin_registry=plugin_registry, sync_retry=sync_retry,
-                                  max_container_restart_period=max_container_restart_period)
+                                  max_container_restart_period=max_container_restart_period,
+                                  cluster=self.watched_cluster)
                 for s in cluster.nodes()
             }
         _freeze(len(self.agents))
@@ -125,7 +130,6 @@ class NodeManager:
         first = [d for p in cluster.pools if p.count for d in self.agents[f"{p.name}-0"].spec.devices]
         self._nvidia = any(d.attributes.get("driver") == "nvidia" for d in first)
         self._nvidia_gpus = nvidia_models(d.attributes.get("model", "") for d in first if d.kind == "gpu")
-        self.pods = Informer(self.client.resource("", "v1", "pods"), field_selector="spec.nodeName!=", clock=clock)
         self.pods.add_handlers(on_add=self._dispatch, on_update=lambda _old, new: self._dispatch(new),
                                on_delete=self._forget)
         #: until the pods' first list is handed out: the keys of those listed (see `start`)
@@ -170,6 +174,7 @@ class NodeManager:
         await asyncio.gather(*(a.stop() for a in self.agents.values()), return_exceptions=True)
         for manager in self.watched.values():
             await manager.close()
+        await self.watched_cluster.close()
         if self._own_pods_dir:
             shutil.rmtree(self.pods_dir, ignore_errors=True)
 

@@ -28,6 +28,11 @@ class Unknown(Exception):
     """The command is not one simulated_command interprets."""
 
 
+class NotFound(Unknown):
+    """The command is known not to be in the container's image (curl in busybox's): a shell says
+    so (`sh: curl: not found`, 127); run by itself it is not interpreted, as an unknown one."""
+
+
 class NoTerminal(Unknown):
     """A command at an interactive shell reads its stdin, the terminal, which is not simulated."""
 

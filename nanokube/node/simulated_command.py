@@ -89,7 +89,7 @@ from datetime import datetime, timezone
 from . import simulated_filters as filters
 from . import simulated_net as net
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, Terminal, reads_data
-from .simulated_applets import NoTerminal as _NoTerminal, Unknown as _Unknown
+from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
 from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Return
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
 from .simulated_script import (PATTERN_OPS, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
@@ -102,6 +102,10 @@ _SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 #: how many passes of a loop that cannot end, each different, are worked out ahead (`Endless`)
 LAZY_AFTER = 50
+#: the mark a loop's later passes give, at its time, before each is worked out where the command
+#: reaches the cluster's network (`paced`): its reader waits for it before asking for the pass,
+#: which so sees the cluster as it is then (a Service made since, endpoints ready since)
+PASS = "pass"
 #: where a descriptor's output goes, unredirected
 _STDOUT, _STDERR = "\0stdout", "\0stderr"
 #: how many simple commands one run interprets at most: a loop that has not ended (nor repeated
@@ -112,24 +116,37 @@ BUDGET = 10000
 BUSY_WAIT = 1.0
 
 
+def paced() -> bool:
+    """Whether the command running reaches the cluster's network (simulated_net): its loops' later
+    passes are each worked out at their time (`PASS`), never ahead."""
+    return net.NETWORK.get() is not None
+
+
 @dataclass(frozen=True)
 class Repeat:
     """An endless loop's iterations, the first at `start` (seconds after the program started),
     one each `period`: each is worked out when it is reached (`iteration(at)`: what it writes,
-    (when, stream, text)), so an endless loop costs nothing before its time comes."""
+    (when, stream, text); None where it ends), so an endless loop costs nothing before its time
+    comes. A `paced` one marks each iteration's start (`PASS`) before working it out, and goes on
+    through iterations that write nothing (a wget that fails quietly, until its Service comes)."""
 
     start: float
     period: float
-    iteration: Callable[[float], list[tuple[float, str, str | bytes]]]
+    iteration: Callable[[float], list[tuple[float, str, str | bytes]] | None]
+    paced: bool = False
 
-    def writes(self) -> Iterator[tuple[float, str, str | bytes]]:
+    def timeline(self) -> Iterator[tuple[float, str, object]]:
         for n in itertools.count():
-            written = self.iteration(self.start + n * self.period)
-            if not written:
+            at = self.start + n * self.period
+            if self.paced:
+                yield at, PASS, None
+            written = self.iteration(at)
+            if written is None or not written and not self.paced:
                 return
             yield from written
 
-    timeline = writes
+    def writes(self) -> Iterator[tuple[float, str, str | bytes]]:
+        return (e for e in self.timeline() if e[1] != PASS)
 
 
 class Endless:
@@ -144,17 +161,21 @@ class Endless:
         self.node, self.started, self.fs, self.stdin = node, run.started, run.fs, run.stdin
         self.terminal = run.terminal
         self.state = (run.status, run.snapshot(), run.now)
+        #: one pass at a time, each marked (`PASS`), where it reaches the network
+        self.paced = paced()
 
     def timeline(self) -> Iterator[tuple[float, str, object]]:
         fs, stdin = self.fs, self.stdin
         status, shell, at = self.state
         while True:
+            if self.paced:
+                yield at, PASS, None
             run = _Run(self.started, status, fs=fs, stdin=stdin, terminal=self.terminal)
             run.restore(shell)
             run.now, run.loops = at, 1
             mark = run._journal()
             try:
-                for _ in range(self.CHUNK):
+                for _ in range(1 if self.paced else self.CHUNK):
                     run._condition(self.node.cond)
                     run.script(self.node.body)
                 done = run.now <= at
@@ -170,7 +191,7 @@ class Endless:
             fs, stdin, status, shell, at = run.fs, run.stdin, run.status, run.snapshot(), run.now
 
     def writes(self) -> Iterator[tuple[float, str, str | bytes]]:
-        return (e for e in self.timeline() if e[1] != "files")
+        return (e for e in self.timeline() if e[1] not in ("files", PASS))
 
 
 @dataclass(frozen=True)
@@ -678,7 +699,7 @@ class _Run:
                     if period > 0 and self.now + period <= self.signal:
                         self.now += (self.signal - self.now) // period * period
                     seen.clear()
-                if passes >= LAZY_AFTER and self._cannot_end(node) and not {"e", "u"} & self.options and \
+                if passes >= (1 if paced() else LAZY_AFTER) and self._cannot_end(node) and not {"e", "u"} & self.options and \
                         (self.signal is None or self.signal_taken):  # (worked out to the signal, within BUDGET)
                     if self.now == began and (len(self.output) > seen_marks[0] or len(self.errors) > seen_marks[1]):
                         raise _Unknown  # writing without end at one instant: not simulated
@@ -739,9 +760,9 @@ class _Run:
                         run._condition(node.cond)
                         run.script(node.body)
                 except (_Unknown, _Exit, _Jump, _Forever):
-                    return []
+                    return None
                 return run.program().writes()
-            self.repeat = Repeat(self.now, period, iteration)
+            self.repeat = Repeat(self.now, period, iteration, paced())
         self.now = math.inf
         raise _Forever
 
@@ -1061,8 +1082,8 @@ class _Run:
                 raise
             self.err(f"sh: {words[0]}: nanokube's simulated shell gives a command no terminal to read\n")
             self.status = 1
-        except _Unknown:
-            if not self.interactive:
+        except _Unknown as e:
+            if not self.interactive and not isinstance(e, _NotFound):
                 raise
             self.err(f"sh: {words[0]}: not found\n")
             self.status = 127
@@ -1249,7 +1270,7 @@ def _seconds(arg: str) -> float:
 @dataclass(frozen=True)
 class Step:
     """What one line typed at a `Shell` does: its output ((seconds after the line started, "stdout" or
-    "stderr", text); endless for an endless loop), how long it takes, and whether it ended the
+    "stderr", text); endless for an endless loop, its passes marked where paced: `PASS`), how long it takes, and whether it ended the
     shell (`exit`); where it waits in a loop for its files (`wait.at` after it started, its
     seconds then infinite), the shell goes on with it then (`Shell.resume`)."""
 
@@ -1336,7 +1357,7 @@ class Shell:
             self.cwd = run.fs.cwd
         program = run.program()
         output = tuple(program.writes()) if program.repeat is None else itertools.chain(
-            program.writes(), program.repeat.writes())
+            program.writes(), (e for e in program.repeat.timeline() if e[1] != "files"))
         return Step(output, run.now, run.exited, run.wait)
 
 

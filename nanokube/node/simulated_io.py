@@ -65,7 +65,7 @@ from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, execu
 from . import container_env, simulated_net
 from .containerlog import ContainerLog
 from .simulated_applets import Terminal
-from .simulated_command import Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin
+from .simulated_command import PASS, Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin
 from .simulated_command import stream as filter_of
 from .simulated_filters import Filter
 from .simulated_fs import ContainerFS, PodFiles
@@ -130,7 +130,7 @@ class SimulatedIO:
         self.environments.pop(spec["name"], None)
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         # the network its command (`wget -qO- web`) sees as it starts, for the start in this task that follows
-        simulated_net.NETWORK.set(await simulated_net.view(self.worker, " ".join(argv)))
+        simulated_net.NETWORK.set(await simulated_net.view(self.worker, " ".join(argv), spec.get("image", "")))
         if uses_environment(argv) or reads_stdin(argv, spec.get("image", "")):
             self.environments[spec["name"]] = await container_env.environment(self.worker, spec)
 
@@ -259,6 +259,8 @@ class SimulatedIO:
         tty = bool(self._spec(name).get("tty")) if pending is not None else False
         while pending is not None and pending.due is not None and pending.due <= until:
             _, stream, text = pending.pop()
+            if stream == PASS:  # a loop's next pass, worked out now (the network as it is now)
+                continue
             if stream == "files":
                 self.files(name).replay([text])
             elif tty:
@@ -290,7 +292,7 @@ class SimulatedIO:
         async def passes() -> None:
             await clock.sleep(max(began + program.wait.at - clock.monotonic(), 0.0))
             now = clock.monotonic()
-            await self._network(" ".join(self._command(name)))  # `until nslookup svc` sees it come
+            await self._network(" ".join(self._command(name)), name)  # `until nslookup svc` sees it come
             later = program.wait.resume(self.draft(name, fresh=False), clock.now())
             if later is None:  # it runs on, not worked out
                 self.began.pop(name, None)
@@ -505,7 +507,7 @@ class SimulatedIO:
                 while data := await session.read_stdin():
                     sent.append(data)
             stdin = b"".join(sent)
-            await self._network(" ".join(command))
+            await self._network(" ".join(command), container)
             program = interpret(command, self.worker.clock.now(), lambda: self.draft(container, fresh=False), stdin,
                                 await self._exec_environment(container, session), terminal)
             if program is not None:
@@ -535,12 +537,14 @@ class SimulatedIO:
         clock = self.worker.clock
         start = clock.monotonic()
         while True:
-            for when, stream, text in program.timeline():
+            for when, stream, written in program.timeline():
                 await clock.sleep(max(start + when - clock.monotonic(), 0.0))
-                if stream == "files":
-                    self.files(container).replay([text])
+                if stream == PASS:
                     continue
-                data = text if isinstance(text, bytes) else text.encode()
+                if stream == "files":
+                    self.files(container).replay([written])
+                    continue
+                data = written if isinstance(written, bytes) else written.encode()
                 if session.tty:  # the terminal's line discipline (onlcr)
                     data = data.replace(b"\n", b"\r\n")
                 if stream == "stdout" and session.stdout:
@@ -551,7 +555,7 @@ class SimulatedIO:
                 break
             await clock.sleep(max(start + program.wait.at - clock.monotonic(), 0.0))
             start = clock.monotonic()
-            await self._network(text)
+            await self._network(text, container)
             later = program.wait.resume(self.draft(container, fresh=False), clock.now())
             if later is None:
                 break
@@ -592,21 +596,23 @@ class SimulatedIO:
             return await session.read_stdin() if session.stdin else b""
         shell = Shell(lambda: self.files(container), self._workdir(container),
                       await self._exec_environment(container, session), terminal)
-        return await self._shell(shell, read, write, tty, prompt=True)
+        return await self._shell(container, shell, read, write, tty, prompt=True)
 
-    async def _network(self, text: str) -> None:
-        """The cluster's network as it is now, for the command `text` about to be worked out, where it
-        runs `wget`, `curl`, `nslookup`, `getent` or `ping` (simulated_net)."""
+    async def _network(self, text: str, container: str) -> None:
+        """The cluster's network, for the command `text` about to be worked out in `container`, where
+        it runs `wget`, `curl`, `nslookup`, `getent` or `ping` (simulated_net)."""
         if simulated_net.names_network(text):
-            simulated_net.NETWORK.set(await simulated_net.view(self.worker, text))
+            image = self._spec(container).get("image", "")
+            simulated_net.NETWORK.set(await simulated_net.view(self.worker, text, image))
 
     async def _exec_environment(self, container: str, session: StreamSession) -> dict[str, str]:
         """What an exec'd command's environment is: the container's, and TERM on a terminal (containerd's exec)."""
         env = await self._environment_made(container)
         return {**env, "TERM": "xterm"} if session.tty else env
 
-    async def _shell(self, shell: Shell, read, write, tty: bool, prompt: bool) -> int | None:
-        """Run the lines `read()` gives (b"" at EOF; None: no more, stdin left open) through `shell`,
+    async def _shell(self, container: str, shell: Shell, read, write, tty: bool, prompt: bool) -> int | None:
+        """Run the lines `read()` gives (b"" at EOF; None: no more, stdin left open) through `shell`
+        (in `container`),
         writing with `write(stream, text)`, until `exit` or EOF (^D on a terminal): the shell's exit
         status, None if stdin was left open. On a terminal it prompts as busybox's does for root
         (`/ # `; `prompt`: before the first line too), echoes what is typed, and writes CR LF."""
@@ -639,18 +645,19 @@ class SimulatedIO:
                 return shell.status
             line, pending = (pending[:end.start()], pending[end.end():]) if end else (pending, b"")
             start = clock.monotonic()
-            await self._network(line.decode(errors="replace"))
+            await self._network(line.decode(errors="replace"), container)
             step = shell.line(line.decode(errors="replace"), clock.now())
             while True:
                 for when, stream, text in step.output:
                     await clock.sleep(max(start + when - clock.monotonic(), 0.0))
-                    await out(stream, text)
+                    if stream != PASS:
+                        await out(stream, text)
                 if step.wait is None:
                     break
                 # a loop waiting for its files reads them again at its next pass, as a container's does
                 start += step.wait.at
                 await clock.sleep(max(start - clock.monotonic(), 0.0))
-                await self._network(line.decode(errors="replace"))
+                await self._network(line.decode(errors="replace"), container)
                 step = shell.resume(step.wait, clock.now())
             if math.isinf(step.seconds):  # until the client ends the session
                 await asyncio.Event().wait()
@@ -693,7 +700,7 @@ class SimulatedIO:
             async def write(stream: str, text: str | bytes) -> None:
                 if not log.closed:
                     log.append(self.worker.clock.now(), stream, text if isinstance(text, bytes) else text.encode())
-            code = await self._shell(shell, read, write, tty, prompt=False)
+            code = await self._shell(container, shell, read, write, tty, prompt=False)
             if code is None:
                 return
             if container in self.ephemeral:

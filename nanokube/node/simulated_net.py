@@ -2,15 +2,19 @@
 `nslookup`, `getent hosts`, `wget`, `curl` and `ping -c N` (simulated_command runs them as busybox
 and curl do).
 
-A simulated pod has no network namespace, so its view is worked out from the API at the moment
-the command starts (`network`: Services, EndpointSlices and Pods, fetched only for a command that
-names one of these applets) and set for the interpreter in `NETWORK`; without it (a command worked
-out where no cluster is at hand) the applets are not interpreted, as before.
+A simulated pod has no network namespace, so its view is worked out from the cluster as the node
+agents' watches keep it (simulated_cluster: Services, EndpointSlices and Pods, watched from the
+first command that names one of these applets), read when each command runs: a loop's later
+pass sees a Service made since (simulated_command's `PASS`). The view is set for the interpreter
+in `NETWORK`; without it (a command worked out where no cluster is at hand) the applets are not
+interpreted, as before. An image known to lack one (`LACKING`: curl in busybox and alpine) has it
+not found.
 
 - Names resolve as in a pod with dnsPolicy ClusterFirst: its /etc/hosts first (the kubelet's,
   hosts_file), then the cluster's DNS server (the tenth address of the Service range, as kubeadm
   gives kube-dns) through the search path the kubelet writes into resolv.conf
-  (`<ns>.svc.cluster.local svc.cluster.local cluster.local`, ndots:5, then spec.dnsConfig's),
+  (`<ns>.svc.cluster.local svc.cluster.local cluster.local`, ndots:5, then spec.dnsConfig's; its
+  options replace those of the same name), a name with at least ndots dots asked as it is first,
   answered as CoreDNS's kubernetes plugin answers: a Service's ClusterIP, a headless Service's
   ready endpoints (and `hostname.subdomain` and dashed-IP names for each), and
   `a-b-c-d.<ns>.pod.cluster.local`. A name outside the cluster domain would be forwarded to the
@@ -36,12 +40,12 @@ import random
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
-from ..machinery.errors import APIError
 from . import hosts_file
 from .container_env import hostname as pod_hostname
-from .simulated_applets import Process, Unknown
+from .simulated_applets import NotFound, Process, Unknown
 from .simulated_fs import ContainerFS, FsError
 
 log = logging.getLogger(__name__)
@@ -51,10 +55,41 @@ ZONE = "cluster.local"
 #: 10.96.0.0/12, the `kubernetes` Service's 10.96.0.1 its first)
 DNS_SERVER = "10.96.0.10"
 NDOTS = 5
+#: the most ndots a resolver takes (RES_MAXNDOTS)
+RES_MAXNDOTS = 15
+#: the label an EndpointSlice names its Service with
+SERVICE_NAME = "kubernetes.io/service-name"
 #: the applets here: a command naming one gets the network worked out before it runs
 NAMES = ("nslookup", "getent", "wget", "curl", "ping")
 _NAMED = re.compile(r"(?:^|[\s/;|&(`$'\"])(?:" + "|".join(NAMES) + r")(?=[\s;|&)'\"]|$)")
 NETWORK: ContextVar[Network | None] = ContextVar("simulated_network", default=None)
+#: which of these commands the images people first reach a Service from lack, by repository: busybox's
+#: applets have wget, nslookup and ping but no curl, nor getent (a C library's tool); alpine adds
+#: musl's getent; the distributions' base images have none of the network tools. An image not
+#: named here (curlimages/curl, nicolaka/netshoot, an application's) has them all.
+LACKING = {
+    "busybox": frozenset({"curl", "getent"}),
+    "alpine": frozenset({"curl"}),
+    "ubuntu": frozenset({"curl", "wget", "nslookup", "ping"}),
+    "debian": frozenset({"curl", "wget", "nslookup", "ping"}),
+}
+
+
+def repository(image: str) -> str:
+    """An image reference's repository, without its registry, tag or digest (`docker.io/library/
+    busybox:1.36` -> `busybox`)."""
+    path = image.split("@", 1)[0]
+    head, sep, tail = path.rpartition("/")
+    path = head + sep + tail.split(":", 1)[0]
+    first, _, rest = path.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        path = rest
+    return path.removeprefix("library/")
+
+
+def image_lacks(image: str) -> frozenset[str]:
+    """The network commands image `image` does not have (`LACKING`)."""
+    return LACKING.get(repository(image), frozenset())
 
 
 def names_network(text: str) -> bool:
@@ -96,21 +131,84 @@ class Unreachable(Exception):
     """No route to the address from a simulated pod (ENETUNREACH)."""
 
 
+class Cluster(Protocol):
+    """What a simulated pod's network is worked out from: the cluster's Services, EndpointSlices
+    and Pods as they are now (simulated_cluster.WatchedCluster: watch-fed caches; `Listed`: lists)."""
+
+    def service(self, namespace: str, name: str) -> dict | None: ...
+
+    def service_at(self, ip: str) -> dict | None: ...
+
+    def slices(self, namespace: str, service: str) -> list[dict]: ...
+
+    def slices_with(self, ip: str) -> list[dict]: ...
+
+    def pod_at(self, ip: str) -> dict | None: ...
+
+
+@dataclass
+class Listed:
+    """A cluster given as lists of its Services, EndpointSlices and Pods."""
+
+    services: list[dict]
+    endpoint_slices: list[dict]
+    pods: list[dict]
+
+    def service(self, namespace: str, name: str) -> dict | None:
+        return next((s for s in self.services if s["metadata"]["namespace"] == namespace
+                     and s["metadata"]["name"] == name), None)
+
+    def service_at(self, ip: str) -> dict | None:
+        return next((s for s in self.services if ip in cluster_ips(s)), None)
+
+    def slices(self, namespace: str, service: str) -> list[dict]:
+        return [es for es in self.endpoint_slices if es["metadata"]["namespace"] == namespace
+                and (es["metadata"].get("labels") or {}).get(SERVICE_NAME) == service]
+
+    def slices_with(self, ip: str) -> list[dict]:
+        return [es for es in self.endpoint_slices if ip in slice_addresses(es)]
+
+    def pod_at(self, ip: str) -> dict | None:
+        return next((p for p in self.pods if ip in pod_ips(p)), None)
+
+
+def cluster_ips(svc: dict) -> tuple[str, ...]:
+    """The Service's ClusterIPs (none for a headless one)."""
+    spec = svc.get("spec") or {}
+    return tuple(ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None")
+
+
+def slice_addresses(es: dict) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(ip for ep in es.get("endpoints") or () for ip in ep.get("addresses") or ()))
+
+
+def pod_ips(pod: dict) -> tuple[str, ...]:
+    """The pod's IPs (its node's, for a pod on the node's network)."""
+    status = pod.get("status") or {}
+    return tuple(a["ip"] for a in status.get("podIPs") or () if a.get("ip")) or \
+        ((status["podIP"],) if status.get("podIP") else ())
+
+
 @dataclass
 class Network:
-    """What one pod's container can reach: the cluster's Services, EndpointSlices and Pods as
-    listed, and the pod's resolver configuration."""
+    """What one pod's container can reach: the cluster as it is when asked (`cluster`), and the
+    pod's resolver configuration and image."""
 
     namespace: str
     pod: dict
     node: str
-    services: list[dict]
-    slices: list[dict]
-    pods: list[dict]
+    cluster: Cluster
     hosts: str = ""
     nameservers: list[str] = field(default_factory=list)
     search: list[str] = field(default_factory=list)
     cluster_dns: bool = True
+    ndots: int = 1
+    #: the container's image: which of these commands it has (`has`)
+    image: str = ""
+
+    def has(self, command: str) -> bool:
+        """Whether the container's image has `command` (`image_lacks`)."""
+        return command not in image_lacks(self.image)
 
     # --- DNS -----------------------------------------------------------------------------
     def candidates(self, name: str) -> list[str]:
@@ -118,7 +216,7 @@ class Network:
         if name.endswith("."):
             return [name[:-1]]
         searched = [f"{name}.{domain}" for domain in self.search]
-        return [name, *searched] if name.count(".") >= NDOTS else [*searched, name]
+        return [name, *searched] if name.count(".") >= self.ndots else [*searched, name]
 
     def query(self, name: str) -> tuple[str, list[str]]:
         """The DNS server's answer for `name`: its rcode and addresses."""
@@ -134,7 +232,7 @@ class Network:
             except ValueError:
                 return "NXDOMAIN", []
         if len(labels) in (3, 4) and labels[-1] == "svc":
-            svc = self._service(labels[-2], labels[-3])
+            svc = self.cluster.service(labels[-2], labels[-3])
             if svc is None:
                 return "NXDOMAIN", []
             spec = svc.get("spec") or {}
@@ -150,33 +248,24 @@ class Network:
     def reverse(self, ip: str) -> list[str]:
         """The names a PTR query for `ip` answers (CoreDNS's in-addr.arpa): a Service's for its
         ClusterIP, an endpoint's (its hostname, else its dashed address, under its Service)."""
+        svc = self.cluster.service_at(ip)
+        if svc is not None:
+            return [f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.{ZONE}"]
         names = []
-        for svc in self.services:
-            meta, spec = svc["metadata"], svc.get("spec") or {}
-            if ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]):
-                names.append(f"{meta['name']}.{meta['namespace']}.svc.{ZONE}")
-            elif spec.get("clusterIP") == "None":
-                names += [f"{host or ip.replace('.', '-')}.{meta['name']}.{meta['namespace']}.svc.{ZONE}"
-                          for address, host in self._endpoints(svc) if address == ip]
-        return names
-
-    def _service(self, namespace: str, name: str) -> dict | None:
-        return next((s for s in self.services if s["metadata"]["namespace"] == namespace
-                     and s["metadata"]["name"] == name), None)
+        for es in self.cluster.slices_with(ip):
+            meta = es["metadata"]
+            svc = self.cluster.service(meta["namespace"], (meta.get("labels") or {}).get(SERVICE_NAME) or "")
+            if svc is not None and (svc.get("spec") or {}).get("clusterIP") == "None":
+                names += [f"{host or ip.replace('.', '-')}.{svc['metadata']['name']}.{meta['namespace']}.svc.{ZONE}"
+                          for address, host in _ready([es]) if address == ip]
+        return list(dict.fromkeys(names))
 
     def _endpoints(self, svc: dict, all_: bool = False) -> list[tuple[str, str]]:
         """The addresses (with their hostnames) of the Service's endpoints that are ready."""
-        out = []
-        for es in self._slices(svc):
-            for ep in es.get("endpoints") or ():
-                if all_ or (ep.get("conditions") or {}).get("ready") is not False:
-                    out += [(ip, ep.get("hostname") or "") for ip in ep.get("addresses") or ()]
-        return out
+        return _ready(self._slices(svc), all_)
 
     def _slices(self, svc: dict) -> list[dict]:
-        meta = svc["metadata"]
-        return [es for es in self.slices if es["metadata"]["namespace"] == meta["namespace"]
-                and (es["metadata"].get("labels") or {}).get("kubernetes.io/service-name") == meta["name"]]
+        return self.cluster.slices(svc["metadata"]["namespace"], svc["metadata"]["name"])
 
     def in_hosts(self, name: str) -> list[str]:
         """The addresses /etc/hosts gives `name`."""
@@ -206,13 +295,11 @@ class Network:
         """The pod (and its port) a TCP connection to ip:port reaches; Refused or Unreachable."""
         if ip.startswith("127.") or ip == self.pod_ip:
             return self._at_pod(self.pod, port)
-        for svc in self.services:
-            spec = svc.get("spec") or {}
-            if ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]):
-                return self._through(svc, port, rng)
-        pod = next((p for p in self.pods if ip in _pod_ips(p) and not (p.get("spec") or {}).get("hostNetwork")),
-                   None)
-        if pod is None:
+        svc = self.cluster.service_at(ip)
+        if svc is not None:
+            return self._through(svc, port, rng)
+        pod = self.cluster.pod_at(ip)
+        if pod is None or (pod.get("spec") or {}).get("hostNetwork"):  # a node's address
             raise Unreachable
         return self._at_pod(pod, port)
 
@@ -221,11 +308,10 @@ class Network:
         (kube-proxy's reject); None where there is no route (outside the cluster)."""
         if ip.startswith("127.") or ip == self.pod_ip:
             return True
-        if any(ip in (svc["spec"].get("clusterIPs") or [svc["spec"].get("clusterIP")]) for svc in self.services):
+        if self.cluster.service_at(ip) is not None:
             return False
-        if any(ip in _pod_ips(p) and not (p.get("spec") or {}).get("hostNetwork") for p in self.pods):
-            return True
-        return None
+        pod = self.cluster.pod_at(ip)
+        return True if pod is not None and not (pod.get("spec") or {}).get("hostNetwork") else None
 
     @property
     def pod_ip(self) -> str:
@@ -259,16 +345,20 @@ class Network:
         if not pool:
             raise Refused
         ip, target = pool[rng.randrange(len(pool))]
-        pod = next((p for p in self.pods if ip in _pod_ips(p)), None)
+        pod = self.cluster.pod_at(ip)
         if pod is None:
             raise Refused
         return self._at_pod(pod, target)
 
 
-def _pod_ips(pod: dict) -> list[str]:
-    status = pod.get("status") or {}
-    return [a["ip"] for a in status.get("podIPs") or () if a.get("ip")] or \
-        ([status["podIP"]] if status.get("podIP") else [])
+def _ready(slices: list[dict], all_: bool = False) -> list[tuple[str, str]]:
+    """The addresses (with their hostnames) of the slices' endpoints that are ready (`all_`: all)."""
+    out = []
+    for es in slices:
+        for ep in es.get("endpoints") or ():
+            if all_ or (ep.get("conditions") or {}).get("ready") is not False:
+                out += [(ip, ep.get("hostname") or "") for ip in ep.get("addresses") or ()]
+    return out
 
 
 def resolver(pod: dict) -> tuple[list[str], list[str], list[str]]:
@@ -281,13 +371,25 @@ def resolver(pod: dict) -> tuple[list[str], list[str], list[str]]:
     cluster = policy == "ClusterFirstWithHostNet" or (policy == "ClusterFirst" and not spec.get("hostNetwork"))
     nameservers = [DNS_SERVER] if cluster else []
     search = [f"{ns}.svc.{ZONE}", f"svc.{ZONE}", ZONE] if cluster else []
-    options = [f"ndots:{NDOTS}"] if cluster else []
+    options = {"ndots": str(NDOTS)} if cluster else {}
     config = spec.get("dnsConfig") or {}
     nameservers += [s for s in config.get("nameservers") or () if s not in nameservers]
     search += [s for s in config.get("searches") or () if s not in search]
-    options += [o["name"] + (f":{o['value']}" if o.get("value") else "") for o in config.get("options") or ()
-                if o.get("name") and not (o["name"] == "ndots" and cluster)]
-    return nameservers, search, options
+    for o in config.get("options") or ():  # the kubelet's mergeDNSOptions: one of the same name replaces it
+        if o.get("name"):
+            options[o["name"]] = o.get("value") or ""
+    return nameservers, search, [name + (f":{value}" if value else "") for name, value in options.items()]
+
+
+def ndots(options: list[str]) -> int:
+    """The resolver's ndots from resolv.conf's options (musl's and glibc's reading: the last one's
+    leading digits, at most 15; 1 without one)."""
+    found = 1
+    for option in options:
+        name, _, value = option.partition(":")
+        if name == "ndots" and (digits := re.match(r"\d+", value)):
+            found = min(int(digits.group()), RES_MAXNDOTS)
+    return found
 
 
 def etc_files(pod: dict, container: dict, node: str, ip: str) -> dict[str, str]:
@@ -303,39 +405,38 @@ def etc_files(pod: dict, container: dict, node: str, ip: str) -> dict[str, str]:
     return files
 
 
-async def network(worker) -> Network:
-    """The network pod `worker` (a PodWorker) sees now, listed from the API."""
-    client, pod = worker.agent.client, worker.pod
-    services = (await client.resource("", "v1", "services").list(None))[0]
-    slices = (await client.resource("discovery.k8s.io", "v1", "endpointslices").list(None))[0]
-    pods = (await client.resource("", "v1", "pods").list(None))[0]
-    spec = pod.get("spec") or {}
-    me = next((p for p in pods if p["metadata"].get("uid") == worker.uid), pod)
-    if worker.ip and not (me.get("status") or {}).get("podIP"):
-        me = {**me, "status": {**(me.get("status") or {}), "podIP": worker.ip}}
-    nameservers, search, _ = resolver(pod)
-    hosts = "" if spec.get("hostNetwork") else hosts_file.content(
-        pod_hostname(pod, worker.agent.name), [worker.ip] if worker.ip else [], spec.get("hostAliases"))
-    return Network(worker.namespace, me, worker.agent.name, services, slices, pods, hosts, nameservers, search,
-                   DNS_SERVER in nameservers)
-
-
-async def view(worker, text: str) -> Network | None:
-    """The network for command line (or script) `text` about to be worked out in pod `worker`: None
-    where it runs none of these applets, or the API cannot be listed (then they are not interpreted)."""
+async def view(worker, text: str, image: str = "") -> Network | None:
+    """The network for command line (or script) `text` about to be worked out in a container (of
+    `image`) of pod `worker` (a PodWorker): the cluster as the node agent's watches keep it
+    (simulated_cluster), read at each command. None where it runs none of these applets, or the
+    watches have not listed the cluster (then they are not interpreted)."""
     if not names_network(text):
         return None
-    try:
-        return await network(worker)
-    except APIError as e:
-        log.warning("the network of pod %s/%s: %s", worker.namespace, worker.name, e.message)
+    cluster = worker.agent.watched_cluster()
+    if not await cluster.ready():
+        log.warning("the network of pod %s/%s: Services, EndpointSlices and Pods not listed yet",
+                    worker.namespace, worker.name)
         return None
+    spec = worker.pod.get("spec") or {}
+    pod = cluster.pods.get(f"{worker.namespace}/{worker.name}")  # its status as the server has it
+    if pod is None or pod["metadata"].get("uid") != worker.uid:
+        pod = worker.pod
+    if worker.ip and not (pod.get("status") or {}).get("podIP"):
+        pod = {**pod, "status": {**(pod.get("status") or {}), "podIP": worker.ip}}
+    nameservers, search, options = resolver(worker.pod)
+    hosts = "" if spec.get("hostNetwork") else hosts_file.content(
+        pod_hostname(worker.pod, worker.agent.name), [worker.ip] if worker.ip else [], spec.get("hostAliases"))
+    return Network(worker.namespace, pod, worker.agent.name, cluster, hosts, nameservers, search,
+                   DNS_SERVER in nameservers, ndots(options), image)
 
 
-def _net() -> Network:
+def _net(command: str) -> Network:
+    """The network, for `command` run in a container whose image has it (NotFound otherwise)."""
     net = NETWORK.get()
     if net is None:
         raise Unknown
+    if not net.has(command):
+        raise NotFound
     return net
 
 
@@ -351,7 +452,7 @@ def _nslookup(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     Exit 1 where any query got an error (an NXDOMAIN under one of the search domains too)."""
     if not args or args[0].startswith("-") or len(args) > 2:
         raise Unknown
-    net = _net()
+    net = _net(name)
     host = args[0]
     if len(args) == 2 and args[1] not in net.nameservers[:1]:
         raise Unknown  # another server: not simulated
@@ -391,7 +492,7 @@ def _getent(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     """`getent hosts NAME...`: each name's address and canonical name; 2 if one is not found."""
     if len(args) < 2 or args[0] not in ("hosts", "ahostsv4"):
         raise Unknown
-    net, status = _net(), 0
+    net, status = _net(name), 0
     for host in args[1:]:
         found = net.resolve(host)
         if found is None:
@@ -496,7 +597,7 @@ def _wget(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
                                                "timeout": "T", "server-response": "S", "user-agent": "U"})
     if len(urls) != 1:
         raise Unknown
-    net, url = _net(), _url(urls[0])
+    net, url = _net(name), _url(urls[0])
     quiet = "q" in opts
     got = _fetch(net, run, url)
     if got == "resolve":
@@ -551,7 +652,7 @@ def _curl(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         "request": "X", "header": "H", "data": "d", "user-agent": "A"})
     if len(urls) != 1 or "v" in opts:
         raise Unknown
-    net, url = _net(), _url(urls[0])
+    net, url = _net(name), _url(urls[0])
     silent, show = "s" in opts, "S" in opts or "s" not in opts
     got = _fetch(net, run, url)
     code, error = "000", None
@@ -613,7 +714,7 @@ def _ping(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     opts, hosts = _options(args, "q4", "cW", {})
     if len(hosts) != 1 or not opts.get("c", "").isdigit() or not opts.get("W", "1").isdigit() or not int(opts["c"]):
         raise Unknown
-    net, host, count = _net(), hosts[0], int(opts["c"])
+    net, host, count = _net(name), hosts[0], int(opts["c"])
     found = net.resolve(host)
     if found is None:
         run.err(f"ping: bad address '{host}'\n")
@@ -638,4 +739,14 @@ def _ping(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     return 0 if received else 1
 
 
-APPLETS = {"nslookup": _nslookup, "getent": _getent, "wget": _wget, "curl": _curl, "ping": _ping}
+def _in_image(applet):
+    """`applet`, where the container's image has it: a command it lacks is not found (`sh: curl: not
+    found`, 127), whatever its options."""
+    def run(process: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+        _net(name)
+        return applet(process, fs, name, args)
+    return run
+
+
+APPLETS = {name: _in_image(applet) for name, applet in
+           {"nslookup": _nslookup, "getent": _getent, "wget": _wget, "curl": _curl, "ping": _ping}.items()}

@@ -2,8 +2,9 @@
 busybox's wget and nslookup (and curl) in a client pod reach a Deployment behind a Service, by
 name and ClusterIP and pod IP, as kube-proxy and cluster DNS would route them (simulated_net); a
 Service whose only endpoint is not ready, a port the Service does not have, and a name no one
-has fail in busybox's words and exit codes; an init container's `until nslookup` loop ends once
-its Service is made."""
+has fail in busybox's words and exit codes; busybox has no curl (curlimages/curl has); an init
+container's `until nslookup` loop ends once its Service is made, and a polling container's endless
+wget loop reaches a Service made after it started."""
 
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ OBJECTS = [
     {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client", "namespace": "default"},
      "spec": {"terminationGracePeriodSeconds": 1,
               "containers": [{"name": "client", "image": "busybox", "command": ["sleep", "3600"]}]}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "curl", "namespace": "default"},
+     "spec": {"terminationGracePeriodSeconds": 1,
+              "containers": [{"name": "curl", "image": "curlimages/curl", "command": ["sleep", "3600"]}]}},
+    # polls a Service no one has made yet, with the pod's own ndots
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "poller", "namespace": "default"},
+     "spec": {"terminationGracePeriodSeconds": 1, "dnsConfig": {"options": [{"name": "ndots", "value": "2"}]},
+              "containers": [{"name": "poller", "image": "busybox", "command": [
+                  "sh", "-c", "while true; do wget -qO- late; sleep 1; done"]}]}},
 ]
 
 
@@ -49,8 +58,9 @@ def net():
         wait_for(lambda: sum((ep.get("conditions") or {}).get("ready") is True for ep in _endpoints(c, "web")) == 2,
                  60, "two ready web endpoints")
         wait_for(lambda: len(_endpoints(c, "slow")) == 1, 60, "the slow pod's endpoint")
-        wait_for(lambda: c.kubectl_json("get", "pod", "client")["status"].get("phase") == "Running", 60,
-                 "client running")
+        for pod in ("client", "curl", "poller"):
+            wait_for(lambda: c.kubectl_json("get", "pod", pod)["status"].get("phase") == "Running", 60,
+                     f"{pod} running")
         yield c
 
 
@@ -70,7 +80,7 @@ def test_wget_reaches_the_service_by_name_and_lands_on_one_of_its_pods(net):
     name, pod_ip = sorted(pods.items())[0]
     assert net.kubectl("exec", "client", "--", "wget", "-qO-", f"http://{pod_ip}:8080/").stdout == \
         f"nanokube simulated pod default/{name} port 8080\n"
-    r = net.kubectl("exec", "client", "--", "sh", "-c",
+    r = net.kubectl("exec", "curl", "--", "sh", "-c",
                     "curl -s -o /tmp/page -w '%{http_code}\\n' web.default.svc.cluster.local && cat /tmp/page")
     code, page = r.stdout.split("\n", 1)
     assert code == "200" and page in served
@@ -107,8 +117,10 @@ def test_no_ready_endpoint_a_wrong_port_and_an_unknown_name_fail_as_busybox_says
     assert r.returncode == 1 and f"wget: can't connect to remote host ({web}): Connection refused" in r.stderr
     r = net.kubectl("exec", "client", "--", "wget", "-qO-", "http://nope", check=False)
     assert r.returncode == 1 and "wget: bad address 'nope'" in r.stderr
-    r = net.kubectl("exec", "client", "--", "curl", "-sS", "http://slow", check=False)
+    r = net.kubectl("exec", "curl", "--", "curl", "-sS", "http://slow", check=False)
     assert r.returncode == 7 and "curl: (7) Failed to connect to slow port 80 after 0 ms" in r.stderr
+    r = net.kubectl("exec", "client", "--", "sh", "-c", "curl -s web", check=False)  # busybox has wget, no curl
+    assert r.returncode == 127 and r.stderr.startswith("sh: curl: not found\n")
 
 
 def test_a_containers_own_command_reaches_the_service(net):
@@ -140,3 +152,15 @@ def test_an_init_container_waits_for_its_service_as_the_docs_example_does(net):
     log = net.kubectl("logs", "myapp", "-c", "init-myservice").stdout
     assert "** server can't find myservice.default.svc.cluster.local: NXDOMAIN" in log
     assert log.rstrip("\n").endswith("*** Can't find myservice.default.svc.cluster.local: No answer")
+
+
+def test_a_polling_loop_sees_a_service_made_later_through_its_own_ndots(net):
+    """`while true; do wget -qO- late; sleep 1; done` fails while no Service `late` exists; each later pass
+    sees the cluster as it is then, so it reaches the web pods once the Service is made."""
+    assert net.kubectl("exec", "poller", "--", "cat", "/etc/resolv.conf").stdout.endswith("options ndots:2\n")
+    wait_for(lambda: "wget: bad address 'late'" in net.kubectl("logs", "poller").stdout, 30, "the poller failing")
+    net.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "late", "namespace": "default"},
+        "spec": {"selector": LABELS, "ports": [{"port": 80, "targetPort": "http"}]}}))
+    wait_for(lambda: "nanokube simulated pod default/web-" in net.kubectl("logs", "poller").stdout, 30,
+             "the poller reaching the web pods through Service late")

@@ -44,8 +44,8 @@ def network():
                 _service("slow", "10.96.0.60", target=8080), _service("db", "None", 5432, 5432)]
     slices = [_slice("web", 8080, ("10.244.0.5", True)), _slice("slow", 8080, ("10.244.0.6", False)),
               _slice("db", 5432, ("10.244.0.7", True), hostname="db-0")]
-    net = sn.Network("default", pods[-1], "n1", services, slices, pods,
-                     "127.0.0.1\tlocalhost\n10.244.0.9\tclient\n", [sn.DNS_SERVER], SEARCH)
+    net = sn.Network("default", pods[-1], "n1", sn.Listed(services, slices, pods),
+                     "127.0.0.1\tlocalhost\n10.244.0.9\tclient\n", [sn.DNS_SERVER], SEARCH, ndots=5)
     token = sn.NETWORK.set(net)
     yield net
     sn.NETWORK.reset(token)
@@ -151,10 +151,10 @@ def test_unknown_names_and_the_dns_policy(network, files):
 
 
 def test_kube_proxy_prefers_ready_endpoints_and_honours_the_local_traffic_policy(network, files):
-    network.slices[0]["endpoints"].append({"addresses": ["10.244.0.6"], "nodeName": "n2",
+    network.cluster.endpoint_slices[0]["endpoints"].append({"addresses": ["10.244.0.6"], "nodeName": "n2",
                                            "conditions": {"ready": False, "serving": True, "terminating": True}})
     assert {run(["wget", "-qO-", "web"], files)[1] for _ in range(10)} == {WEB}
-    network.services[1]["spec"]["internalTrafficPolicy"] = "Local"
+    network.cluster.services[1]["spec"]["internalTrafficPolicy"] = "Local"
     assert run(["wget", "-qO-", "web"], files)[2] == "wget: can't connect to remote host (10.96.0.50): " \
                                                      "Connection refused\n"  # its endpoint is on another node
 
@@ -224,3 +224,32 @@ def test_ping_gets_a_pods_echo_but_not_a_cluster_ips(network, files):
     assert run(["ping", "-c1", "1.1.1.1"], files) == (
         1, "PING 1.1.1.1 (1.1.1.1): 56 data bytes\n", "ping: sendto: Network is unreachable\n")
     assert interpret(["ping", "web"], 0.0, files) is None  # until interrupted: not simulated
+
+
+def test_dns_config_options_merge_into_the_kubelets_and_ndots_orders_the_search():
+    pod = {"metadata": {"name": "p", "namespace": "ml"}, "spec": {"dnsConfig": {"options": [
+        {"name": "ndots", "value": "2"}, {"name": "edns0"}, {"name": "timeout", "value": "1"}]}}}
+    _, _, options = sn.resolver(pod)  # mergeDNSOptions: the pod's ndots replaces the kubelet's 5
+    assert options == ["ndots:2", "edns0", "timeout:1"] and sn.ndots(options) == 2
+    assert sn.etc_files(pod, {}, "n1", "")["resolv.conf"].endswith("options ndots:2 edns0 timeout:1\n")
+    assert sn.ndots(["ndots:5"]) == 5 and sn.ndots([]) == 1 and sn.ndots(["ndots:99"]) == 15
+    net = sn.Network("ml", pod, "n1", sn.Listed([], [], []), search=["ml.svc.cluster.local"], ndots=2)
+    assert net.candidates("web.ml") == ["web.ml.ml.svc.cluster.local", "web.ml"]  # fewer dots: the search first
+    assert net.candidates("web.ml.svc") == ["web.ml.svc", "web.ml.svc.ml.svc.cluster.local"]  # as it is first
+    net.ndots = 5
+    assert net.candidates("web.ml.svc")[0] == "web.ml.svc.ml.svc.cluster.local"
+
+
+@pytest.mark.parametrize("image, curl, getent", [
+    ("busybox", False, False), ("docker.io/library/busybox:1.36", False, False), ("alpine:3.20", False, True),
+    ("curlimages/curl:8.10.1", True, True), ("registry.local:5000/team/app@sha256:ab", True, True),
+])
+def test_which_images_have_curl_and_getent(network, files, image, curl, getent):
+    network.image = image
+    assert run(["sh", "-c", "curl -s web; echo $?"], files)[:2] == ((0, WEB + "0\n") if curl else (0, "127\n"))
+    assert run(["sh", "-c", "getent hosts client"], files) == (
+        (0, "10.244.0.9      client\n", "") if getent else (127, "", "sh: getent: not found\n"))
+    assert run(["wget", "-qO-", "web"], files) == (0, WEB, "")  # busybox's applet, in all of these
+    if not curl:  # run by itself: not interpreted (exec answers as for a binary the image lacks)
+        assert interpret(["curl", "-s", "web"], 0.0, files) is None
+        assert run(["sh", "-c", "curl -v web"], files)[2] == "sh: curl: not found\n"

@@ -1,0 +1,111 @@
+"""A simulated pod's network commands read the cluster from watches the node agents share
+(simulated_cluster), not lists per command: node agents talking to an API server over HTTP, the
+requests counted by its apiserver_request_total, a container's endless wget loop in virtual time
+seeing a Service and its ready endpoint come."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import aiohttp
+import pytest
+
+from nanokube.apiserver.app import APIServer
+from nanokube.client.http import HTTPClient
+from nanokube.client.kubeconfig import Credentials
+from nanokube.machinery.streaming import LogOptions
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from nanokube.store.memory import MemoryStore
+from tests.controllers import eventually
+from tests.node import ManualClock
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    clock = ManualClock()
+    server = APIServer(MemoryStore(), None, port=0, clock=clock)
+    await server.start()
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
+    await client.start()
+    nodes = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
+                        pods_dir=str(tmp_path))
+    await nodes.start()
+    yield client, nodes, clock, server
+    await nodes.stop()
+    await client.close()
+    await server.stop()
+
+
+async def requests(server) -> dict[str, tuple[float, float]]:
+    """Each network resource's LISTs (apiserver_request_total, all codes) and its watches open now
+    (apiserver_longrunning_requests, verb WATCH)."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{server.port}/metrics") as r:
+        text = await r.text()
+
+    def total(series: str, labels: str) -> float:
+        return sum(float(m.group(1)) for m in re.finditer(rf"^{series}{{{labels}}} (\S+)$", text, re.M))
+    return {plural: (total("apiserver_request_total", rf'code="\d+",[^}}]*resource="{plural}",[^}}]*subresource="",'
+                                                      r'verb="LIST"[^}]*'),
+                     total("apiserver_longrunning_requests", rf'component="apiserver",[^}}]*resource="{plural}",'
+                                                             r'[^}]*verb="WATCH"[^}]*'))
+            for plural in ("services", "endpointslices", "pods")}
+
+
+def pod(name: str, node: str, *command: str, image: str = "busybox") -> dict:
+    return {"metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": image, "command": list(command),
+                                                       "ports": [{"name": "http", "containerPort": 8080}]}]}}
+
+
+async def test_an_endless_wget_loop_sees_the_service_come_through_shared_watches(cluster):
+    client, nodes, clock, server = cluster
+    pods = client.resource("", "v1", "pods")
+    before = await requests(server)
+    assert before["services"] == (0, 0) and before["endpointslices"] == (0, 0)  # nothing watched before a command
+    made = await pods.create(pod("client", "gpu-0", "sh", "-c", "while true; do wget -qO- web; sleep 1; done"))
+    worker = await eventually(lambda: _worker(nodes, "gpu-0", made["metadata"]["uid"]))
+
+    async def log() -> str:
+        return worker.io.serve_log("main", LogOptions()).decode() if worker.io.logs.get("main") else ""
+    await eventually(lambda: _has(log, "wget: bad address 'web'\n"))
+
+    web = await pods.create(pod("web-1", "gpu-1", "sleep", "infinity", image="nginx"))
+    ip = (await eventually(lambda: _ip(pods, "web-1")))
+    await client.resource("", "v1", "services").create({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"app": "web-1"}, "ports": [{"port": 80, "targetPort": "http"}]}})
+    served = "nanokube simulated pod default/web-1 port 8080\n"
+    await clock.advance(3)
+    assert served not in await log()  # no endpoint yet: refused
+    assert "wget: can't connect to remote host" in await log()
+    await client.resource("discovery.k8s.io", "v1", "endpointslices").create({
+        "metadata": {"name": "web-x", "namespace": "default", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4", "ports": [{"name": "", "port": 8080, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}, "targetRef": {
+            "kind": "Pod", "name": "web-1", "namespace": "default", "uid": web["metadata"]["uid"]}}]})
+    for _ in range(3):
+        await clock.advance(1)
+        await asyncio.sleep(0.05)
+    await eventually(lambda: _has(log, served))
+    assert (await log()).endswith(served)  # each later pass reaches it
+
+    after = await requests(server)  # one watch each for every command and pass since, no list per command
+    for plural in ("services", "endpointslices"):
+        assert after[plural][1] == 1 and after[plural][0] <= 1, (plural, after)
+    assert after["pods"] == before["pods"], "the node manager's pod watch serves the network too"
+
+
+async def _worker(nodes: NodeManager, node: str, uid: str):
+    return nodes.agents[node].workers.get(uid)
+
+
+async def _has(log, text: str) -> bool:
+    return text in await log()
+
+
+async def _ip(pods, name: str) -> str | None:
+    p = await pods.get(name, "default")
+    running = any("running" in (s.get("state") or {}) for s in (p.get("status") or {}).get("containerStatuses") or ())
+    return running and (p.get("status") or {}).get("podIP")
