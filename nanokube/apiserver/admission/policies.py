@@ -475,7 +475,7 @@ class MutatingPolicies(PolicyEngine):
                 variables = compute_variables(inv.spec, act)
             try:
                 out = self._mutation(m, act, obj, sch, Budget(RUNTIME_CEL_COST_BUDGET, variables))
-                if m.get("patchType") != "ApplyConfiguration" and (err := _type_meta_error(self.rest.index, a, t, before, out)):
+                if m.get("patchType") != "ApplyConfiguration" and (err := type_meta_error(self.rest.index, a, t, before, out)):
                     raise err
                 obj = a.prune(t, out, typed=True)
             except (CELError, PatchError, ValueError, OutOfBudget) as e:
@@ -530,7 +530,7 @@ def _go_package(group: str) -> str:
     return group.split(".")[0] if group else "core"
 
 
-def _type_meta_error(index, a: Attributes, t: Target, before: dict, out: dict) -> errors.APIError | None:
+def type_meta_error(index, a: Attributes, t: Target, before: dict, out: dict) -> errors.APIError | None:
     """Upstream's answer where a JSON patch mutation changed the object's apiVersion or kind, or None
     where it still decodes as the kind (an emptied one is filled in, as gvkWithDefaults fills it). The
     patched JSON is decoded into the kind: a kind the scheme lacks is an InternalError, and so is another
@@ -569,7 +569,7 @@ def _type_meta_error(index, a: Attributes, t: Target, before: dict, out: dict) -
 
 
 def _custom_type_meta_error(a: Attributes, t: Target, before: dict, out: dict) -> errors.APIError | None:
-    """A custom resource's (unstructured) side of `_type_meta_error`."""
+    """A custom resource's (unstructured) side of `type_meta_error`."""
     api, kind = out.get("apiVersion"), out.get("kind")
     if type(kind) is not str or not kind:
         return errors.internal(f"Object 'Kind' is missing in '{orjson.dumps(out).decode()}'")

@@ -31,6 +31,7 @@ from .attributes import Attributes
 from .source import ConfigSource
 from .cel import MATCH_CONDITIONS_COST_BUDGET, OUT_OF_BUDGET, Budget, CELError, OutOfBudget, evaluate
 from .metrics import CALLING_WEBHOOK_ERROR, INTERNAL_ERROR, NO_ERROR, AdmissionMetrics
+from .policies import type_meta_error
 from .matching import (
     Target,
     match_rules,
@@ -207,6 +208,19 @@ def _base64_error(src: bytes) -> int | None:
             while si < n and src[si] in b"\r\n":
                 si += 1
             return si if si < n else None  # (anything after the padding is trailing garbage)
+
+
+def _as_webhooks(err: errors.APIError) -> errors.APIError:
+    """A mutating policy's answer to a patch that changed the kind or apiVersion, as the webhook dispatcher
+    gives it: the conversion back to the request's type at the end of its Dispatch returns Convert's error
+    as it is, which the handler answers as a 500 of no reason (ErrorToAPIStatus); a kind or apiVersion that
+    is no string is the json serializer's Interpret error; the rest are the same."""
+    internal = "Internal error occurred: "
+    if err.message.startswith(internal + "failed to convert object: "):
+        return errors.APIError(500, "", err.message[len(internal + "failed to convert object: "):])
+    if err.message.startswith(internal + "json: cannot unmarshal") and " Go struct field ." in err.message:
+        return errors.internal("couldn't get version/kind; json parse error: " + err.message[len(internal):])
+    return err
 
 
 def verify_response(review: dict, version: str, uid: str, mutating: bool) -> dict:
@@ -427,6 +441,8 @@ class Webhooks:
             raise errors.internal(str(e)) from None
         if not isinstance(patched, dict):
             raise errors.internal("json: cannot unmarshal the patched object into an object")
+        if err := type_meta_error(self.rest.index, a, t, current, patched):
+            raise _as_webhooks(err)
         try:
             patched = a.prune(t, patched, typed=True)
         except ValueError as e:  # upstream's dispatcher decodes the patched JSON: a 500

@@ -44,3 +44,35 @@ async def test_a_policy_mutation_of_the_wrong_type_is_its_failure(stack):  # noq
     assert (e.value.code, e.value.message) == (403, (
         'configmaps "a" is forbidden: policy \'numbers\' with binding \'numbers\' denied request: '
         "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"))
+
+
+@pytest.mark.parametrize(("ops", "reason", "message"), [
+    ([{"op": "replace", "path": "/kind", "value": "Secret"}], "",
+     "converting (v1.Secret) to (core.ConfigMap): unknown conversion"),
+    ([{"op": "replace", "path": "/kind", "value": "Foo"}], "InternalError",
+     'Internal error occurred: no kind "Foo" is registered for version "v1" in scheme "pkg/api/legacyscheme/scheme.go:30"'),
+    ([{"op": "replace", "path": "/kind", "value": 5}], "InternalError",
+     "Internal error occurred: couldn't get version/kind; json parse error: json: cannot unmarshal number into Go "
+     "struct field .kind of type string"),
+])
+async def test_a_patch_changing_the_kind_is_refused_as_the_dispatcher_decodes_it(stack, server, ops, reason, message):  # noqa: F811
+    """The dispatcher decodes the patched JSON as its apiVersion and kind say (another registered kind is
+    made, and fails to convert back at the end of Dispatch: Convert's own error, a 500 of no reason); ours
+    put the kind back and created the ConfigMap, whatever its failurePolicy (Ignore here)."""
+    server.handlers["/m"] = lambda r: json_patch(r, ops)
+    await configure(stack, "mutating", "m", hook(server, "m.example.com", "/m", failurePolicy="Ignore"))
+    configmaps = stack.client.resource("", "v1", "configmaps")
+    with pytest.raises(APIError) as e:
+        await configmaps.create(cm("a"))
+    assert (e.value.code, e.value.reason, e.value.message) == (500, reason, message)
+    with pytest.raises(APIError) as e:
+        await configmaps.get("a", "default")
+    assert e.value.code == 404
+
+
+async def test_a_patch_emptying_the_kind_is_filled_in(stack, server):  # noqa: F811
+    server.handlers["/m"] = lambda r: json_patch(r, [{"op": "remove", "path": "/kind"},
+                                                     {"op": "add", "path": "/data/x", "value": "y"}])
+    await configure(stack, "mutating", "m", hook(server, "m.example.com", "/m"))
+    created = await stack.client.resource("", "v1", "configmaps").create(cm("a"))
+    assert (created["kind"], created["data"]) == ("ConfigMap", {"k": "v", "x": "y"})
