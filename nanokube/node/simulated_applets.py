@@ -74,6 +74,8 @@ def reads_data(words: list[str]) -> bool:
         return not args or "-" in args
     if name == "tee":
         return True
+    if name == "nc":  # sends what it reads, unless it only checks the port (-z)
+        return not any(a.startswith("-") and not a.startswith("--") and "z" in a for a in args)
     if name == "tar":
         opts = _tar_options(args)
         return opts.mode in ("x", "t") and opts.file == "-"

@@ -1,6 +1,6 @@
 """The network a simulated container sees, for the commands people first reach a Service with:
-`nslookup`, `getent hosts`, `wget`, `curl` and `ping -c N` (simulated_command runs them as busybox
-and curl do).
+`nslookup`, `getent hosts`, `wget`, `curl`, `ping -c N` and `nc` (simulated_command runs them as
+busybox and curl do).
 
 A simulated pod has no network namespace, so its view is worked out from the cluster as the node
 agents' watches keep it (simulated_cluster: Services, EndpointSlices and Pods, watched from the
@@ -60,7 +60,7 @@ RES_MAXNDOTS = 15
 #: the label an EndpointSlice names its Service with
 SERVICE_NAME = "kubernetes.io/service-name"
 #: the applets here: a command naming one gets the network worked out before it runs
-NAMES = ("nslookup", "getent", "wget", "curl", "ping")
+NAMES = ("nslookup", "getent", "wget", "curl", "ping", "nc")
 _NAMED = re.compile(r"(?:^|[\s/;|&(`$'\"])(?:" + "|".join(NAMES) + r")(?=[\s;|&)'\"]|$)")
 NETWORK: ContextVar[Network | None] = ContextVar("simulated_network", default=None)
 #: which of these commands the images people first reach a Service from lack, by repository: busybox's
@@ -70,8 +70,8 @@ NETWORK: ContextVar[Network | None] = ContextVar("simulated_network", default=No
 LACKING = {
     "busybox": frozenset({"curl", "getent"}),
     "alpine": frozenset({"curl"}),
-    "ubuntu": frozenset({"curl", "wget", "nslookup", "ping"}),
-    "debian": frozenset({"curl", "wget", "nslookup", "ping"}),
+    "ubuntu": frozenset({"curl", "wget", "nslookup", "ping", "nc"}),
+    "debian": frozenset({"curl", "wget", "nslookup", "ping", "nc"}),
 }
 
 
@@ -644,17 +644,23 @@ _CURL_METER = ("  % Total    % Received % Xferd  Average Speed   Time    Time   
                "                                 Dload  Upload   Total   Spent    Left  Speed\n")
 
 
+#: the curl the simulated images ship (curlimages/curl's), as its User-Agent says
+CURL_VERSION = "8.10.1"
+
+
 def _curl(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
-    """curl: -s, -S, -f, -I, -i, -L, -k, -o FILE, -w FORMAT, -m/--connect-timeout SEC, -X, -H, -d."""
+    """curl: -s, -S, -f, -I, -i, -L, -k, -v, -o FILE, -w FORMAT, -m/--connect-timeout SEC, -X, -H, -d, -A."""
     opts, urls = _options(args, "sSfIiLkv4", "owmXHdA", {
         "silent": "s", "show-error": "S", "fail": "f", "head": "I", "include": "i", "location": "L",
-        "insecure": "k", "output": "o", "write-out": "w", "max-time": "m", "connect-timeout": "m",
+        "insecure": "k", "verbose": "v", "output": "o", "write-out": "w", "max-time": "m", "connect-timeout": "m",
         "request": "X", "header": "H", "data": "d", "user-agent": "A"})
-    if len(urls) != 1 or "v" in opts:
+    if len(urls) != 1:
         raise Unknown
     net, url = _net(name), _url(urls[0])
     silent, show = "s" in opts, "S" in opts or "s" not in opts
     got = _fetch(net, run, url)
+    if "v" in opts:
+        run.err(_curl_verbose(net, run, url, got, args, opts))
     code, error = "000", None
     if got == "resolve":
         error = 6, f"Could not resolve host: {url.host}"
@@ -692,6 +698,51 @@ def _curl(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
             run.err(f"curl: ({error[0]}) {error[1]}\n")
         return error[0]
     return 0
+
+
+def _curl_verbose(net: Network, run: Process, url: _Url, got, args: list[str], opts: dict[str, str]) -> str:
+    """What `curl -v` says of the connection on stderr: the name resolved, the connection tried,
+    the request sent (`> `) and the response's head (`< `), or where it failed."""
+    lines = []
+    found = net.resolve(url.host)
+    literal = found is not None and found[1] == url.host
+    if found is not None and not literal:
+        lines += [f"* Host {url.host}:{url.port} was resolved.", "* IPv6: (none)", f"* IPv4: {found[1]}"]
+    if got == "resolve":
+        return "".join(f"{line}\n" for line in [f"* Could not resolve host: {url.host}",
+                                                "* shutting down connection #0"])
+    ip = found[1]
+    lines.append(f"*   Trying {ip}:{url.port}...")
+    if got in ("refused", "unreachable"):
+        lines += [f"* connect to {ip} port {url.port} from {net.pod_ip or '0.0.0.0'} port "
+                  f"{_rng(run).randrange(32768, 61000)} failed: Connection refused" if got == "refused" else
+                  f"* Immediate connect fail for {ip}: Network is unreachable",
+                  f"* Failed to connect to {url.host} port {url.port} after 0 ms: Could not connect to server",
+                  "* closing connection #0"]
+        return "".join(f"{line}\n" for line in lines)
+    lines.append(f"* Connected to {url.host} ({ip}) port {url.port}")
+    if got == "tls":
+        lines += ["* ALPN: curl offers h2,http/1.1", "* TLSv1.3 (OUT), TLS handshake, Client hello (1):",
+                  "* OpenSSL/3.3.2: error:0A00010B:SSL routines::wrong version number", "* closing connection #0"]
+        return "".join(f"{line}\n" for line in lines)
+    method = opts.get("X") or ("HEAD" if "I" in opts else "POST" if "d" in opts else "GET")
+    headers = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-H", "--header")]
+    given = {h.split(":", 1)[0].strip().lower() for h in headers}
+    request = [f"{method} {url.path} HTTP/1.1", f"Host: {url.host}" + (f":{url.port}" if url.port != 80 else "")]
+    request += [f"User-Agent: {opts.get('A', f'curl/{CURL_VERSION}')}"] if "user-agent" not in given else []
+    request += ["Accept: */*"] if "accept" not in given else []
+    request += headers
+    if "d" in opts:
+        request += [f"Content-Length: {len(opts['d'].encode())}"]
+        if "content-type" not in given:
+            request += ["Content-Type: application/x-www-form-urlencoded"]
+    lines += ["* using HTTP/1.x", *(f"> {line}" for line in request), "> ", "* Request completely sent off"]
+    status, head, body = _split(got[1])
+    lines += [f"< {line}" for line in head.decode().split("\r\n")[:-2]] + ["< "]
+    if body and method != "HEAD" and run.out_terminal is None:
+        lines.append(f"{{ [{len(body)} bytes data]")
+    lines.append("* shutting down connection #0")
+    return "".join(f"{line}\n" for line in lines)
 
 
 def _write_out(fmt: str, code: str, size: int, got, url: _Url) -> str:
@@ -748,5 +799,51 @@ def _in_image(applet):
     return run
 
 
-APPLETS = {name: _in_image(applet) for name, applet in
-           {"nslookup": _nslookup, "getent": _getent, "wget": _wget, "curl": _curl, "ping": _ping}.items()}
+#: the methods an HTTP request the simulated server answers starts with
+_METHODS = (b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS")
+#: the service names busybox's nc takes for a port (bb_lookup_port, /etc/services)
+_SERVICES = {"http": 80, "https": 443, "ssh": 22, "domain": 53, "postgresql": 5432, "mysql": 3306,
+             "redis": 6379}
+
+
+def _nc(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox's nc (netcat 1.10's, nc_bloaty) connecting out: `nc -z HOST PORT` tells whether the
+    port is open by its exit status, `-v` says `HOST (IP:PORT) open` (a refusal only at `-vv`);
+    without -z it sends its stdin and writes what the server answers: the simulated HTTP server's
+    response to a request, an echo of anything else. `-w SEC` is taken, `-n` too."""
+    opts, operands = _options(args, "zvn", "w", {})
+    verbose = sum(1 for a in args if a.startswith("-") and not a.startswith("--") for c in a[1:] if c == "v")
+    if len(operands) != 2 or not opts.get("w", "1").isdigit():
+        raise Unknown
+    host, service = operands
+    port = int(service) if service.isdigit() else _SERVICES.get(service)
+    if port is None or not 0 < port < 65536:
+        raise Unknown
+    net = _net(name)
+    found = net.resolve(host)
+    if found is None:
+        run.err(f"nc: bad address '{host}'\n")
+        return 1
+    ip = found[1]
+    try:
+        pod, target = net.connect(ip, port, _rng(run))
+    except (Refused, Unreachable) as e:
+        if verbose > 1 or verbose and isinstance(e, Unreachable):
+            reason = "Connection refused" if isinstance(e, Refused) else "Network is unreachable"
+            run.err(f"nc: {host} ({ip}:{port}): {reason}\n")
+        return 1
+    if verbose:
+        run.err(f"{host} ({ip}:{port}) open\n")
+    if "z" in opts:
+        return 0
+    sent = run.read_stdin()
+    if sent.split(b" ", 1)[0] in _METHODS:
+        meta = pod["metadata"]
+        run.out(response(meta.get("namespace", ""), meta["name"], target, head=sent.startswith(b"HEAD")))
+    else:
+        run.out(sent)
+    return 0
+
+
+APPLETS = {name: _in_image(applet) for name, applet in {
+    "nslookup": _nslookup, "getent": _getent, "wget": _wget, "curl": _curl, "ping": _ping, "nc": _nc}.items()}

@@ -84,6 +84,8 @@ def test_wget_reaches_the_service_by_name_and_lands_on_one_of_its_pods(net):
                     "curl -s -o /tmp/page -w '%{http_code}\\n' web.default.svc.cluster.local && cat /tmp/page")
     code, page = r.stdout.split("\n", 1)
     assert code == "200" and page in served
+    r = net.kubectl("exec", "client", "--", "nc", "-zv", "web", "80")  # busybox's nc: the port is open
+    assert r.stderr == f"web ({ip}:80) open\n"
     shell = net.kubectl("exec", "-i", "client", "--", "sh", input="wget -qO- web\nwget -qO- web:9; echo $?\n")
     assert shell.stdout.splitlines()[0] + "\n" in served and shell.stdout.splitlines()[1] == "1"
 

@@ -161,7 +161,7 @@ def test_kube_proxy_prefers_ready_endpoints_and_honours_the_local_traffic_policy
 
 def test_without_a_network_or_with_options_not_simulated_the_command_is_not_interpreted(network, files):
     assert interpret(["wget", "--no-check-certificate", "web"], 0.0, files) is None
-    assert interpret(["curl", "-v", "web"], 0.0, files) is None
+    assert interpret(["curl", "--trace", "-", "web"], 0.0, files) is None
     sn.NETWORK.set(None)
     assert interpret(["wget", "-qO-", "web"], 0.0, files) is None
 
@@ -253,3 +253,36 @@ def test_which_images_have_curl_and_getent(network, files, image, curl, getent):
     if not curl:  # run by itself: not interpreted (exec answers as for a binary the image lacks)
         assert interpret(["curl", "-s", "web"], 0.0, files) is None
         assert run(["sh", "-c", "curl -v web"], files)[2] == "sh: curl: not found\n"
+
+
+def test_busybox_nc_checks_a_port_and_speaks_to_the_simulated_server(network, files):
+    assert run(["nc", "-z", "web", "80"], files) == (0, "", "")
+    assert run(["nc", "-zv", "web", "http"], files) == (0, "", "web (10.96.0.50:80) open\n")
+    assert run(["nc", "-zv", "slow", "80"], files) == (1, "", "")  # a refusal is said only at -vv
+    assert run(["nc", "-z", "-vv", "slow", "80"], files) == (1, "", "nc: slow (10.96.0.60:80): Connection refused\n")
+    assert run(["nc", "-zv", "1.2.3.4", "80"], files) == (1, "", "nc: 1.2.3.4 (1.2.3.4:80): Network is unreachable\n")
+    assert run(["nc", "-z", "nope", "80"], files) == (1, "", "nc: bad address 'nope'\n")
+    code, out, _ = run(["sh", "-c", r"printf 'GET / HTTP/1.0\r\n\r\n' | nc web 80"], files)
+    assert code == 0 and out.startswith("HTTP/1.1 200 OK\r\n") and out.endswith("\r\n\r\n" + WEB)
+    assert run(["sh", "-c", "echo hi | nc -w 1 10.244.0.5 7000"], files) == (0, "hi\n", "")  # not HTTP: echoed
+    assert interpret(["nc", "-l", "-p", "80"], 0.0, files) is None  # listening: not simulated
+
+
+def test_curl_v_shows_the_request_and_the_response_head(network, files):
+    code, out, err = run(["curl", "-sv", "-H", "X-Trace: 1", "web"], files)
+    assert (code, out) == (0, WEB)
+    assert err == ("* Host web:80 was resolved.\n* IPv6: (none)\n* IPv4: 10.96.0.50\n*   Trying 10.96.0.50:80...\n"
+                   "* Connected to web (10.96.0.50) port 80\n* using HTTP/1.x\n> GET / HTTP/1.1\n> Host: web\n"
+                   f"> User-Agent: curl/{sn.CURL_VERSION}\n> Accept: */*\n> X-Trace: 1\n> \n"
+                   "* Request completely sent off\n< HTTP/1.1 200 OK\n< Content-Type: text/plain\n"
+                   f"< Content-Length: {len(WEB)}\n< Connection: close\n< \n{{ [{len(WEB)} bytes data]\n"
+                   "* shutting down connection #0\n")
+    code, _, err = run(["curl", "-sSv", "http://slow"], files)
+    assert code == 7 and "* connect to 10.96.0.60 port 80 from 10.244.0.9 port " in err
+    assert err.endswith("failed: Connection refused\n* Failed to connect to slow port 80 after 0 ms: Could not connect"
+                        " to server\n* closing connection #0\ncurl: (7) Failed to connect to slow port 80 after 0 ms:"
+                        " Could not connect to server\n")
+    assert run(["curl", "-sv", "nope"], files) == (
+        6, "", "* Could not resolve host: nope\n* shutting down connection #0\n")
+    code, out, err = run(["curl", "-sIv", "-o", "/dev/null", "-w", "%{http_code}", "10.96.0.50"], files)
+    assert (code, out) == (0, "200") and "> HEAD / HTTP/1.1\n> Host: 10.96.0.50\n" in err and "bytes data" not in err
