@@ -1,7 +1,7 @@
 """The cluster a simulated pod's network commands reach (simulated_net.Cluster), kept by watches:
 one informer each of Services and EndpointSlices, and one of the bound pods (the node manager's,
 which already feeds every agent), shared by the node agents of one process. They start when a
-command first names `wget`, `curl`, `nslookup`, `getent` or `ping`, so a cluster that never
+command first names `wget`, `curl`, `nslookup`, `getent`, `ping` or `nc`, so a cluster that never
 runs one watches nothing more; from then on each such command, each pass of a loop running
 one, reads the caches as they are at that moment and costs the API server no request.
 """

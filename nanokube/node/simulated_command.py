@@ -62,8 +62,13 @@ of its files (simulated_fs.PodFiles.draft), as does exec's; the changes are
 made, as the output is written, when their time comes on the node's clock
 (`sleep 5; touch /tmp/ready` makes the file 5 s later, and not at all if
 the container is stopped before). Without files these commands are not interpreted.
-`nslookup`, `getent hosts`, `wget`, `curl` and `ping -c N` reach the cluster's Services and pods as
-simulated_net works them out (where the runtime gave it the cluster's network).
+`nslookup`, `getent hosts`, `wget`, `curl`, `ping -c N` and `nc` reach the cluster's Services and
+pods as simulated_net works them out (where the runtime gave it the cluster's network), read
+when each runs: a command reaching it is worked out no earlier than its time, so a run that
+reaches one of the script's top-level lists naming one after time has passed (`sleep 5; wget
+web`) waits there (`Wait`, `_Run.defers`), and an endless loop's later passes are each worked out
+as they come (`PASS`). Passes of a loop that ends (a `for`, a counted `while`) are still worked
+out at its start.
 
 It is not a whole shell: no other command is recognised. A shell started
 without `-c` (`kubectl exec -it pod -- sh`) reads its stdin line by line
@@ -363,6 +368,28 @@ def _simple_commands(node) -> Iterator[Simple]:
         yield from _simple_commands(node.body)
 
 
+def _reaches_network(script: Script, functions: dict[str, object]) -> bool:
+    """Whether a command of `script` may reach the cluster's network: one of simulated_net's
+    applets, a command named by an expansion, a function running one, or a command substitution
+    naming one."""
+    called: set[str] = set()
+
+    def reaches(node) -> bool:
+        for command in _simple_commands(node):
+            words = [w for _, w in command.assigns] + command.words
+            if any(part[0] == "cmd" and net.names_network(part[1]) for w in words for part in w):
+                return True
+            first = _static(command.words[0]) if command.words else ""
+            if first is None or os.path.basename(first) in net.NAMES:
+                return True
+            if first in functions and first not in called:
+                called.add(first)
+                if reaches(functions[first]):
+                    return True
+        return False
+    return reaches(script)
+
+
 def _static(word: Word) -> str | None:
     """The word's text where it has no expansion (quoted or not), else None."""
     if all(part[0] == "lit" for part in word):
@@ -456,6 +483,8 @@ def _execute(script: Script, run: _Run) -> _Run:
     try:
         for i, and_or in enumerate(script):
             run.rest = script[i:]
+            if run.now > 0 and run.defers(and_or):
+                raise _Waiting  # (`sleep 5; wget -qO- web`: the wget sees the cluster 5 s on)
             run.script([and_or])
     except _Waiting:
         run.wait = Wait(run.now, run.period, _resumption(run))
@@ -591,6 +620,16 @@ class _Run:
         """Write to stdout."""
         if data:
             self.output.append((self.now, data))
+
+    def defers(self, and_or: list) -> bool:
+        """Whether the run, some time after it started, leaves the top-level list `and_or` for its
+        owner to run when its time comes (`Wait`, at no period): where the list reaches the
+        cluster's network, so that it sees the cluster as it is then, not as at the start."""
+        if not paced() or self.signal is not None or self.fs is None or \
+                not _reaches_network([and_or], self.functions):
+            return False
+        self._files()
+        return True
 
     def _files(self) -> ContainerFS:
         if self.fs is None:

@@ -16,9 +16,10 @@ port-forward, declared on the pod with annotations.
   container's environment (container_env, as the process runtime's). A shell with no
   command (`kubectl exec -it pod -- sh`) runs the lines of its stdin so,
   prompting `/ # ` on a terminal, until `exit [N]` or EOF.
-- Network: a command running `wget`, `curl`, `nslookup`, `getent` or `ping` (exec's, a shell line, a
-  container's own) is given the cluster's network as the API shows it as it starts
-  (simulated_net): Services, their ready endpoints and pods' simulated servers, below.
+- Network: a command running `wget`, `curl`, `nslookup`, `getent`, `ping` or `nc` (exec's, a shell
+  line, a container's own) is given the cluster's network as the node agents' watches keep it
+  (simulated_net, simulated_cluster): Services, their ready endpoints and pods' simulated servers,
+  below; a loop's later passes and what runs after a sleep read it when their time comes.
 - Files: exec and a shell see the container's files (simulated_fs: an
   in-memory root, its volume mounts): `cat`, `ls`, `tar` and redirections
   work on them, so `kubectl cp` (`tar cf -`, `tar xmf -`) copies to and from
@@ -600,7 +601,7 @@ class SimulatedIO:
 
     async def _network(self, text: str, container: str) -> None:
         """The cluster's network, for the command `text` about to be worked out in `container`, where
-        it runs `wget`, `curl`, `nslookup`, `getent` or `ping` (simulated_net)."""
+        it runs `wget`, `curl`, `nslookup`, `getent`, `ping` or `nc` (simulated_net)."""
         if simulated_net.names_network(text):
             image = self._spec(container).get("image", "")
             simulated_net.NETWORK.set(await simulated_net.view(self.worker, text, image))

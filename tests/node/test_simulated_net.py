@@ -286,3 +286,21 @@ def test_curl_v_shows_the_request_and_the_response_head(network, files):
         6, "", "* Could not resolve host: nope\n* shutting down connection #0\n")
     code, out, err = run(["curl", "-sIv", "-o", "/dev/null", "-w", "%{http_code}", "10.96.0.50"], files)
     assert (code, out) == (0, "200") and "> HEAD / HTTP/1.1\n> Host: 10.96.0.50\n" in err and "bytes data" not in err
+
+
+def test_a_command_after_a_sleep_sees_the_cluster_as_it_is_then(network, files):
+    """`sleep 5; wget -qO- late` is left to run when its time comes (a Wait), not worked out at the start:
+    a Service made in those 5 s is reached."""
+    program = interpret(["sh", "-c", "echo start; sleep 5; wget -qO- late; echo $?"], 0.0, files)
+    assert (program.output, program.wait.at) == (((0, "start\n"),), 5)
+    network.cluster.services.append(_service("late", "10.96.0.70"))
+    network.cluster.endpoint_slices.append(_slice("late", 8080, ("10.244.0.5", True)))
+    later = program.wait.resume(files(), 5.0)
+    assert (later.output, later.exit_code, later.wait) == (((0, WEB.encode()), (0, "0\n")), 0, None)
+    # an endless loop's later passes, each worked out when its time comes, see it go again
+    loop = interpret(["sh", "-c", "while true; do wget -qO- late; sleep 1; done"], 0.0, files)
+    passes = loop.timeline()
+    assert [next(passes) for _ in range(3)] == [(0, "stdout", WEB.encode()), (1, "pass", None),
+                                                (1, "stdout", WEB.encode())]
+    network.cluster.services.pop()
+    assert [next(passes) for _ in range(2)] == [(2, "pass", None), (2, "stderr", "wget: bad address 'late'\n")]
