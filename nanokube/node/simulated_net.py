@@ -692,7 +692,20 @@ def _curl(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         else:
             run.out(body)
     if "w" in opts:
-        run.out(_write_out(opts["w"], code, len(body), got if isinstance(got, tuple) else None, url))
+        head = _split(got[1])[1] if isinstance(got, tuple) else b""
+        method = opts.get("X") or ("HEAD" if "I" in opts else "POST" if "d" in opts else "GET")
+        _write_out(run, opts["w"], {
+            "http_code": code, "response_code": code, "size_download": str(len(body) if "I" not in opts else 0),
+            "size_header": str(len(head)), "content_type": "text/plain" if head else "",
+            "remote_ip": got[0] if isinstance(got, tuple) else "",
+            "remote_port": str(url.port) if isinstance(got, tuple) else "0",
+            "local_ip": net.pod_ip if isinstance(got, tuple) else "", "num_connects": "1" if got != "resolve" else "0",
+            "http_version": "1.1" if head else "0", "method": method, "scheme": url.scheme.upper(),
+            "url": urls[0], "url_effective": f"{url.scheme}://{url.host}{'' if url.port in (80, 443) else f':{url.port}'}"
+                                            f"{url.path}",
+            "exitcode": str(error[0] if error else 0), "errormsg": error[1] if error else "",
+            **{f"time_{t}": "0.000000" for t in ("namelookup", "connect", "appconnect", "pretransfer",
+                                                 "starttransfer", "redirect", "total")}})
     if error is not None:
         if show:
             run.err(f"curl: ({error[0]}) {error[1]}\n")
@@ -745,12 +758,18 @@ def _curl_verbose(net: Network, run: Process, url: _Url, got, args: list[str], o
     return "".join(f"{line}\n" for line in lines)
 
 
-def _write_out(fmt: str, code: str, size: int, got, url: _Url) -> str:
-    values = {"http_code": code, "response_code": code, "size_download": str(size),
-              "remote_ip": got[0] if got else "", "remote_port": str(url.port) if got else "0",
-              "url": f"{url.scheme}://{url.host}:{url.port}{url.path}"}
-    text = re.sub(r"%\{(\w+)\}", lambda m: values.get(m.group(1), ""), fmt)
-    return text.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r")
+def _write_out(run: Process, fmt: str, values: dict[str, str]) -> None:
+    """curl's --write-out: `%{variable}` replaced (the times are all 0: the simulation takes none),
+    `%%` a percent sign, \\n, \\t and \\r; an unknown variable is warned of and left out."""
+    def variable(m: re.Match) -> str:
+        if m.group(0) == "%%":
+            return "%"
+        if m.group(1) not in values:
+            run.err(f"curl: unknown --write-out variable: '{m.group(1)}'\n")
+            return ""
+        return values[m.group(1)]
+    text = re.sub(r"%%|%\{(\w+)\}", variable, fmt)
+    run.out(text.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r"))
 
 
 #: busybox ping's wait for replies once its -c packets are sent, without -W (MAXWAIT)

@@ -304,3 +304,13 @@ def test_a_command_after_a_sleep_sees_the_cluster_as_it_is_then(network, files):
                                                 (1, "stdout", WEB.encode())]
     network.cluster.services.pop()
     assert [next(passes) for _ in range(2)] == [(2, "pass", None), (2, "stderr", "wget: bad address 'late'\n")]
+
+
+def test_curl_write_out_variables(network, files):
+    fmt = "%{http_code} %{content_type} %{size_download} %{url_effective} %{remote_port} %{exitcode} 100%%\\n"
+    assert run(["curl", "-so", "/dev/null", "-w", fmt, "web"], files) == (
+        0, f"200 text/plain {len(WEB)} http://web/ 80 0 100%\n", "")
+    assert run(["curl", "-s", "-w", "%{http_code} %{exitcode} %{errormsg}", "http://slow"], files) == (
+        7, "000 7 Failed to connect to slow port 80 after 0 ms: Could not connect to server", "")
+    assert run(["curl", "-so", "/dev/null", "-w", "%{nope}%{time_total}", "web"], files) == (
+        0, "0.000000", "curl: unknown --write-out variable: 'nope'\n")
