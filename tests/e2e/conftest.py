@@ -282,3 +282,14 @@ def cluster():
     """The module's shared cluster, on a store of its own."""
     with running_cluster("shared") as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def session_cluster():
+    """One cluster for every module of this (xdist worker's) session that opts in, saving each
+    a start and a stop of `up`. A module opts in by defining its `cluster` as this one, and may
+    only when what it leaves cannot change another's outcome: objects of names of its own, no
+    API groups (CRDs, APIServices), Roles, webhooks, admission policies, node taints or held
+    devices left behind, and no assertion on a cluster-wide list that another's objects join."""
+    with running_cluster("session") as c:
+        yield c

@@ -19,9 +19,18 @@ import re
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from nanokube import schema
 
 from .test_bad_input import HTTP
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module only reads discovery."""
+    return session_cluster
+
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = json.loads((ROOT / "tests/apiserver/data/api_resources_1.37.json").read_text())["resources"]

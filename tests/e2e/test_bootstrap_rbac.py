@@ -16,6 +16,14 @@ import yaml
 
 from .conftest import wait_for
 
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module adds a ServiceAccount, its
+    bindings and a pod it deletes."""
+    return session_cluster
+
+
 SA = "system:serviceaccount:kube-system:my-scheduler"
 COMPONENT_ROLES = ("system:kube-scheduler", "system:volume-scheduler", "system:kube-controller-manager",
                    "system:node-proxier", "system:kube-dns", "system:persistent-volume-provisioner",

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from .conftest import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module deletes its Service and
+    pods; an Endpoints of its own name stays."""
+    return session_cluster
 
 
 def pod(name: str) -> dict:

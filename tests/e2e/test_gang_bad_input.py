@@ -13,6 +13,13 @@ import pytest
 import yaml
 
 
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module adds a PriorityClass and
+    PodGroups of its own, no pods."""
+    return session_cluster
+
+
 def podgroup(name: str, **spec) -> str:
     spec.setdefault("schedulingPolicy", {"gang": {"minCount": 2}})
     return yaml.safe_dump({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",

@@ -1,6 +1,6 @@
 """A new user's first commands beyond the everyday ones (debug, cp, rollout, explain,
 raw endpoints...) against `nanokube up`, checked against what kube-apiserver 1.37
-answers them; one shared cluster for the module."""
+answers them, on the session's shared cluster."""
 
 from __future__ import annotations
 
@@ -8,6 +8,13 @@ import json
 import re
 
 import pytest
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module adds a completed pod, a
+    ServiceAccount and its bindings."""
+    return session_cluster
 
 
 def _raw(cluster, path: str, **headers: str):
