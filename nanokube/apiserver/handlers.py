@@ -783,7 +783,7 @@ class APIHandlers:
             resp = json_response(r.obj, r.code) if body is None else web.Response(body=body, status=r.code,
                                                                                    content_type=_JSON)
         request[RESPONSE_OBJECT] = r.obj
-        for w in r.warnings:
+        for w in warning.texts(r.warnings):
             resp.headers.add("Warning", warning.header(w))
         return resp
 

@@ -64,6 +64,25 @@ def limit(headers) -> None:
         return
     # (read as far as they are kept: the texts past the cut are never unquoted)
     warned = ((agent, _ESCAPED.sub(r"\1", quoted)) for v in values for _, agent, quoted in _VALUE.findall(v))
+    kept, truncating, read = _kept(warned)
+    if not truncating and len(kept) == read:
+        return
+    headers.popall("Warning")
+    for agent, text in kept:
+        headers.add("Warning", header(text[:ITEM_RUNES] if truncating else text, agent))
+
+
+def texts(warnings: list[str]) -> list[str]:
+    """`warnings` as `limit` would leave them, before any header is made of them: a webhook's 10,000
+    warnings of 1 KiB made as many headers for `limit` to parse again (2.8 s of the loop a request),
+    where upstream's recorder drops each past its budget as it is added."""
+    kept, truncating, _ = _kept(("-", w) for w in warnings)
+    return [t[:ITEM_RUNES] if truncating else t for _, t in kept]
+
+
+def _kept(warned) -> tuple[list[tuple[str, str]], bool, int]:
+    """The (agent, text) pairs the recorder keeps of `warned`, read only as far as it keeps any: the
+    kept ones, whether they are cut, and how many were read."""
     kept: list[tuple[str, str]] = []
     seen: set[str] = set()
     written, truncating, read = 0, False, 0
@@ -82,8 +101,4 @@ def limit(headers) -> None:
         else:  # replays what was written, each cut
             truncating = True
             written = sum(len(t[:ITEM_RUNES]) for _, t in kept)
-    if not truncating and len(kept) == read:
-        return
-    headers.popall("Warning")
-    for agent, text in kept:
-        headers.add("Warning", header(text[:ITEM_RUNES] if truncating else text, agent))
+    return kept, truncating, read

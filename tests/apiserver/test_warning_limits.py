@@ -2,6 +2,8 @@
 while their texts fit in 4 Ki runes; past that every text, those already written included, cut to 256
 runes, and no more once the cut ones reach 4 Ki runes. A refused write is limited the same way."""
 
+import re
+
 import aiohttp
 
 from nanokube.apiserver.app import APIServer
@@ -58,3 +60,43 @@ async def test_a_warning_holding_a_control_character_is_dropped():
                 assert r.status == 400 and "strict decoding error" in (await r.json())["message"]
     finally:
         await server.stop()
+
+
+async def test_a_webhooks_many_warnings_are_kept_as_the_recorder_keeps_them():
+    """A webhook answering 10,000 warnings of 1 KiB (the same one twice over): each text once, cut and
+    stopped at the recorder's budget, on an admitted write and on a refused one. Every one was made a
+    header that `limit` parsed again (2.8 s of the loop a request; found by fuzz_sweep's `webhooks`)."""
+    from tests.apiserver.admission.server import WebhookServer, allow, deny
+
+    many = [f"{i:05d}" + "w" * 1019 for i in range(5000)] * 2
+    hook = WebhookServer().start()
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        async with aiohttp.ClientSession() as s:
+            config = {"metadata": {"name": "warns"}, "webhooks": [{
+                "name": "warns.example.com", "clientConfig": {"url": hook.url("/w"), "caBundle": hook.ca.bundle},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}]}
+            async with s.post(f"{base}/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", json=config) as r:
+                assert r.status == 201, await r.text()
+            heard = {}
+            for name, answer in (("admitted", allow), ("refused", lambda r, **kw: deny(r, "no", **kw))):
+                hook.handlers["/w"] = lambda r, answer=answer: answer(r, warnings=many)
+                for _ in range(100):  # (until the configuration reaches admission: the webhook is called)
+                    hook.calls.clear()
+                    async with s.post(f"{base}/api/v1/namespaces/default/configmaps", params={"dryRun": "All"},
+                                      json={"metadata": {"name": "a"}}) as r:
+                        if hook.calls:
+                            heard[name] = (r.status, _texts(r.headers.getall("Warning")))
+                            break
+    finally:
+        await server.stop()
+        hook.stop()
+    assert heard["admitted"][0] == 201 and heard["refused"][0] == 403
+    # (a refusal writes its admission warnings in one header, values joined by ", " as HTTP allows)
+    heard["refused"] = (403, [t for v in heard["refused"][1] for t in re.findall(r'(\d{5}w*)(?:", 299 - "|$)', v)])
+    texts = heard["admitted"][1]
+    assert texts == heard["refused"][1] == [t[:256] for t in many[:len(texts)]]
+    assert sum(map(len, texts[:-1])) < 4096 <= sum(map(len, texts))

@@ -22,6 +22,7 @@ from ...cel.library.authz import Authz
 from ...machinery import errors, gofmt
 from ...machinery.podgroups import PODGROUP_PROTECTION
 from ...registry.base import Resource
+from .. import warning
 from ..auth.authorizer import Attributes as AuthzAttributes
 from ..webhook.client import WebhookClient
 from ..webhook.resolver import EndpointServiceResolver
@@ -240,5 +241,5 @@ class Admission:
             for k, v in a.annotations.items():
                 audit.setdefault(k, v)
         if error is not None and a.warnings:
-            error.headers = {**error.headers, "Warning": _warning_header(a.warnings)}
+            error.headers = {**error.headers, "Warning": _warning_header(warning.texts(a.warnings))}
         return a.warnings
