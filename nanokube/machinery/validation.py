@@ -572,12 +572,27 @@ def _printable(ch: str) -> bool:
     return ch == " " or unicodedata.category(ch)[0] in "LMNPS"
 
 
+#: what a managedFields entry's operation and fieldsType may be without a second look
+_OPERATIONS = ("Apply", "Update")
+_FIELDS_TYPES = ("FieldsV1", None, "")
+
+
 def managed_fields_errors(entries: Any, path: str) -> list[FieldError]:
     """v1validation.ValidateManagedFields: each entry's operation, fieldsType, manager and subresource
     (what the field manager kept of the ones a write sent: a manager's name it decodes, but not one of
     129 bytes)."""
+    if type(entries) is not list:
+        return []
+    for e in entries:  # one pass without paths: an entry the field manager wrote has no error to name
+        if not (type(e) is dict and e.get("operation") in _OPERATIONS and e.get("fieldsType") in _FIELDS_TYPES
+                and (type(m := e.get("manager")) is str and m.isascii() and m.isprintable()
+                     and len(m) <= FIELD_MANAGER_MAX_LENGTH or m is None)
+                and (type(s := e.get("subresource")) is str and len(s) <= 64 or s is None)):
+            break
+    else:
+        return []
     errs: list[FieldError] = []
-    for i, e in enumerate(entries if type(entries) is list else ()):
+    for i, e in enumerate(entries):
         if not isinstance(e, dict):
             continue
         p = f"{path}[{i}]"

@@ -169,3 +169,25 @@ def test_owner_references_are_checked_only_when_present_and_then_fully():
 ])
 def test_a_field_managers_name_is_at_most_128_bytes_of_printable_characters(manager, messages):
     assert [e.detail for e in field_manager_errors(manager, "m")] == messages
+
+
+_ENTRY = {"manager": "m", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {}}
+
+
+@pytest.mark.parametrize("change, errors", [
+    ({}, []),
+    ({"fieldsType": None, "subresource": "", "manager": None}, []),
+    ({"manager": "m" * 128, "subresource": "s" * 256}, []),
+    ({"manager": "gestionnaire-é", "subresource": "\U0001f600" * 64}, []),  # 256 bytes in 64 characters
+    ({"subresource": "\U0001f600" * 65}, ["metadata.managedFields[1].subresource: Too long: may not be more than 256 bytes"]),
+    ({"manager": "m" * 129}, ["metadata.managedFields[1].manager: Too long: may not be more than 128 bytes"]),
+    ({"manager": "a\nb"}, ["metadata.managedFields[1].manager: Invalid value: \"a\\nb\": invalid character U+000A (at position 1)"]),
+    ({"operation": "Bogus", "fieldsType": "FieldsV2"},
+     ['metadata.managedFields[1].operation: Invalid value: "Bogus": must be `Apply` or `Update`',
+      'metadata.managedFields[1].fieldsType: Invalid value: "FieldsV2": must be `FieldsV1`']),
+    ({"operation": None}, ['metadata.managedFields[1].operation: Invalid value: "": must be `Apply` or `Update`']),
+])
+def test_each_managed_fields_entry_is_validated_at_its_index(change, errors):
+    """ValidateManagedFields, the entries a write ends with: the second entry's errors at [1], the first's none."""
+    meta = {"name": "a", "namespace": "default", "managedFields": [_ENTRY, {**_ENTRY, **change}]}
+    assert [str(e) for e in validate_object_meta(meta, True)] == errors
