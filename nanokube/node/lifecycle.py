@@ -465,8 +465,10 @@ class PodWorker:
         self.unsynced = False
         self._status_retry: asyncio.Task | None = None
         self._status_lock = asyncio.Lock()
-        #: the kubelet stops the pod (its active deadline ran out, `evict`): it is stopped and Failed
+        #: the kubelet stops the pod (its active deadline ran out, `evict`): it is stopped and Failed;
+        #: when (wall clock) it was asked to, the time its grace period counts from (None: as it stops)
         self.eviction: Eviction | None = None
+        self.evicted_at: float | None = None
         #: the container whose start (its image) is under way, or was last
         self.starting = ""
         #: when each (non-sidecar) init container ran: (startedAt, finishedAt), kept across writes
@@ -491,14 +493,19 @@ class PodWorker:
         #: containers were started and their loop entered; the pod's final status is wanted
         self.ran = False
         self.finished = False
+        #: its containers are being stopped for good (`_terminate`): a kill under way is not changed
+        self.terminating = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
     def evict(self, why: Eviction) -> None:
-        """Stop the pod as `why` says, unless it ends or is stopped already."""
-        if self.eviction is None and not self.finished:
-            self.eviction = why
+        """Stop the pod as `why` says, unless it ends or is being stopped already: a deletion's kill
+        under way keeps its grace period and its status, as upstream's SyncTerminatingPod, which
+        runs to its end with the grace and status function it began with (its context is not the
+        pod worker's, kubernetes#113606), does (the pod is not then Failed as `why` says)."""
+        if self.eviction is None and not (self.finished or self.terminating):
+            self.eviction, self.evicted_at = why, self.clock.now()
             self.changed.set()
 
     async def ends_within(self, timeout: float) -> bool:
@@ -623,7 +630,7 @@ class PodWorker:
                     await self._sync_spec()
                 left = self._active_deadline_left() if active and self.eviction is None else None
                 if left is not None and left <= 0:
-                    self.eviction = DEADLINE
+                    self.eviction, self.evicted_at = DEADLINE, self.clock.now()
                 if active and self.eviction is not None:
                     return True
                 if self.live and self.io.stdin_closed:  # a container reading stdin got EOF and exited
@@ -1433,8 +1440,9 @@ class PodWorker:
         """Each of the containers just `started` that has a postStart hook runs it, in turn, before
         the status says they run. One whose hook fails is told (FailedPostStartHook, without the
         hook's output), killed (Killing FailedPostStartHook) with the pod's grace period, as
-        killContainer does (`_sigterm`: a first process with no TERM handler runs on until it is
-        up, 137), and waits in PostStartHookError with why until the pod's loop restarts it or not. The pod's
+        killContainer does: its preStop hook first (the pod's loop waits for it, as SyncPod does),
+        then SIGTERM with what is left, at least 2 s (`_sigterm`: a first process with no TERM
+        handler runs on until it is up, 137), and waits in PostStartHookError with why until the pod's loop restarts it or not. The pod's
         deletion cuts the hooks short."""
         for c in started:
             if (spec := hooks.handler(c, "postStart")) is None or c["name"] not in self.io.running:
@@ -1448,9 +1456,15 @@ class PodWorker:
             path = field_path(self.pod, c["name"])
             await self._event("Warning", "FailedPostStartHook", hooks.POST_START_FAILED, path)
             await self._event("Normal", "Killing", "FailedPostStartHook", path)
-            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            deadline = self.clock.now() + (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            if await self._unless_deleted(self._pre_stop_hooks(deadline, {c["name"]})):
+                return  # (the deletion stops it)
             end, code = self.lifetimes.get(c["name"], (None, 0))
-            end, code, _ = self._sigterm(c, self.clock.monotonic(), max(grace, hooks.MIN_GRACE), end, code)
+            if c["name"] in self.io.ended:  # its command ended on its own while the hook ran
+                end, code = self.clock.monotonic(), self.io.ended.pop(c["name"])
+            elif end is None or end > self.clock.monotonic():
+                left = max(deadline - self.clock.now(), hooks.MIN_GRACE)
+                end, code, _ = self._sigterm(c, self.clock.monotonic(), left, end, code)
             self.lifetimes[c["name"]] = end, code
             self.waiting[c["name"]] = {"waiting": {"reason": "PostStartHookError", "message": message}}
 
@@ -1900,7 +1914,7 @@ class PodWorker:
     async def _terminate(self) -> None:
         """Graceful deletion, as killContainersWithSyncResult stops the running containers: each at
         once, side by side, its own preStop hook first, then its SIGTERM with what is left of the
-        grace period (at least 2 s after a hook); it stops after min(that, stop-seconds), exiting
+        grace period (`_kill_grace`), at least 2 s; it stops after min(that, stop-seconds), exiting
         as stop_exit_code says (137: still running when its time is up) or as its TERM trap does;
         an interpreted command with no TERM handler ignores the signal, as runc's first process
         does, and is killed when its time is up (137); it ends with its own code where its command
@@ -1908,17 +1922,10 @@ class PodWorker:
         (KEP-753's termination ordering): until the app containers and the sidecars after it
         stopped, or its time is up. Past activeDeadlineSeconds the kubelet kills the pod the same
         way, with the pod's own grace period, and as it evicts one (`evict`)."""
-        md = self.pod["metadata"]
-        if self.deleting():
-            grace = md.get("deletionGracePeriodSeconds") or 0
-            asked = parse_time(md["deletionTimestamp"]) - grace
-        else:
-            if self.eviction is DEADLINE:
-                await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
-            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            if self.eviction is not None and self.eviction.grace is not None:
-                grace = self.eviction.grace
-            asked = self.clock.now()
+        self.terminating = True
+        if self.eviction is DEADLINE and not self.deleting():
+            await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
+        grace, asked = self._kill_grace()
         await self.clock.sleep(max(asked - self.clock.now(), 0.0))
         apps = [c for c in self._containers() if c["name"] in self.io.running and c["name"] not in self.ended]
         sidecars = [c for c in self._sidecars() if c["name"] in self.io.running]
@@ -1936,16 +1943,40 @@ class PodWorker:
             if e.code != 404:
                 raise
 
+    def _kill_grace(self) -> tuple[float, float]:
+        """The grace period the pod's containers stop with and when (wall clock) it counts from, as
+        the pod workers' calculateEffectiveGracePeriod settles it from the requests in the order
+        they came: the deletion's (deletionGracePeriodSeconds) and the kubelet's own (an eviction;
+        node shutdown's gracePeriodOverride) -- the first sets it, a later one only shortens it --,
+        the pod's terminationGracePeriodSeconds where the first gives none (its active deadline, a
+        preemption), and never under 1 s (a deletion with grace 0 that a finalizer holds gets 1)."""
+        md = self.pod["metadata"]
+        asks: list[tuple[float, float | None]] = []
+        if self.deleting():  # (one gone from the API without a deletion seen: the kubelet's own request)
+            given = md.get("deletionGracePeriodSeconds")
+            asks.append((parse_time(md["deletionTimestamp"]) - (given or 0), given))
+        if self.eviction is not None:
+            asks.append((self.clock.now() if self.evicted_at is None else self.evicted_at, self.eviction.grace))
+        grace, asked = None, self.clock.now()
+        for at, given in sorted(asks, key=lambda a: a[0]):
+            if given is None and grace is None:
+                given = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            if given is not None and (grace is None or given < grace):
+                grace, asked = max(given, 1), at
+        if grace is None:
+            grace = max((self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30), 1)
+        return grace, asked
+
     async def _stop(self, c: dict, deadline: float, turn: list[asyncio.Event], done: asyncio.Event) -> None:
         """killContainer for container `c` as the pod stops by `deadline` (wall clock): its preStop
-        hook, for a sidecar its turn (once each of `turn` is set, or its time is up), then SIGTERM;
+        hook, for a sidecar its turn (once each of `turn` is set, or its time is up), then SIGTERM
+        with what is left, at least 2 s (minimumGracePeriodInSeconds, whether a hook ran or not);
         `done` is set once it stopped. Its status says how it ended (a sidecar's too: upstream's
         shows the terminated container the runtime reports)."""
         name = c["name"]
         try:
+            await self._pre_stop_hooks(deadline, {name})
             left = max(deadline - self.clock.now(), 0.0)
-            if await self._pre_stop_hooks(deadline, {name}):
-                left = max(deadline - self.clock.now(), hooks.MIN_GRACE)
             if turn:
                 start = self.clock.monotonic()
                 limit = asyncio.ensure_future(self._sleep_until(start + left))
@@ -1956,7 +1987,8 @@ class PodWorker:
                     for t in (limit, *waits):
                         t.cancel()
                     await asyncio.gather(limit, *waits, return_exceptions=True)
-                left = max(left - (self.clock.monotonic() - start), hooks.MIN_GRACE)
+                left -= self.clock.monotonic() - start
+            left = max(left, hooks.MIN_GRACE)  # killContainer's minimal shutdown window, hook or not
             at = self.clock.monotonic()
             end, code = self.lifetimes.get(name, (None, 0))
             why = ""

@@ -523,3 +523,93 @@ async def test_a_sidecar_waiting_out_its_back_off_as_the_pod_ends_keeps_that_sta
     assert side["state"]["waiting"]["reason"] == "CrashLoopBackOff"
     assert side["lastState"]["terminated"]["exitCode"] == 1 and side["restartCount"] == 1
     assert "Stopping container side" not in [e[3] for e in await pod_events(pods, "flaky-side")]
+
+
+async def test_a_deletion_with_grace_0_a_finalizer_holds_gives_the_hook_1_s_and_sigterm_2_s(env):
+    """A deletion with gracePeriodSeconds 0 that a finalizer keeps: the pod workers floor the grace
+    period at 1 s (calculateEffectiveGracePeriod), so the preStop sleep runs for 1 s, and SIGTERM
+    gets killContainer's minimal 2 s, which `sleep` (PID 1, no TERM handler) outlives: 137 at 3 s."""
+    pods, clock, _ = env
+    p = hooked("held", ["sleep", "infinity"], grace=30, preStop={"sleep": {"seconds": 5}})
+    p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+    await pods.create(p)
+    await eventually(phase_is(pods, "held", "Running"))
+    await pods.delete("held", "default", grace_period_seconds=0)
+    await killed(pods, "held")
+    await clock.advance(2.9)
+    assert (await pods.get("held", "default"))["status"]["phase"] == "Running"
+    await clock.advance(0.1)
+    done = await eventually(phase_is(pods, "held", "Failed"))
+    t = app_status(done)["state"]["terminated"]
+    assert (t["exitCode"], t["reason"]) == (137, "Error")
+    assert parse_time(t["finishedAt"]) - parse_time(done["metadata"]["deletionTimestamp"]) >= 3
+    await pods.patch("held", {"metadata": {"finalizers": None}}, namespace="default")
+    assert await eventually(gone(pods, "held"))
+
+
+async def test_sigterm_gets_at_least_2_s_without_a_hook_too(env):
+    """`kubectl delete --grace-period=1` of a container with no preStop hook: killContainer still
+    gives SIGTERM its minimal 2 s before SIGKILL."""
+    pods, clock, _ = env
+    await pods.create(hooked("quick", ["sleep", "infinity"], grace=30))
+    await eventually(phase_is(pods, "quick", "Running"))
+    await pods.delete("quick", "default", grace_period_seconds=1)
+    await killed(pods, "quick")
+    await clock.advance(1.9)
+    assert (await pods.get("quick", "default"))["status"]["phase"] == "Running"
+    await clock.advance(0.1)
+    assert await eventually(gone(pods, "quick"))
+
+
+async def test_a_deletion_after_the_node_shutdown_asked_for_a_shorter_grace_keeps_the_shorter(env):
+    """Node shutdown asks (gracePeriodOverride 20 s, the pod's own 60 s being longer) while the
+    container's postStart hook runs; a deletion a second later asks for 60 s. The pod workers keep
+    the first request's grace and let a later one only shorten it: SIGKILL 20 s after the shutdown."""
+    pods, clock, mgr = env
+    await pods.create(hooked("late", ["sleep", "infinity"], grace=60, postStart={"sleep": {"seconds": 10}}))
+    await eventually(lambda: _started(pods, "late"))
+    await mgr.agents["gpu-0"].apply_faults("shutdown")
+    await clock.advance(1)
+    await pods.delete("late", "default")
+    await killed(pods, "late")
+    await clock.advance(18.9)
+    assert (await pods.get("late", "default"))["metadata"]["deletionTimestamp"]  # still there
+    await clock.advance(0.1)
+    assert await eventually(gone(pods, "late"))
+
+
+async def test_a_container_its_failed_post_start_kills_runs_its_pre_stop_first(env):
+    """killContainer runs the preStop hook for a FailedPostStartHook kill as for any other: the hook
+    (1.5 s) writes what the command's TERM trap then prints, and SIGTERM follows it."""
+    pods, clock, mgr = env
+    main = ["sh", "-c", "trap 'cat /tmp/drained; exit 0' TERM; while true; do sleep 1; done"]
+    await pods.create(hooked("unstarted", main, grace=30, postStart={"exec": {"command": ["false"]}},
+                             preStop={"exec": {"command": ["sh", "-c", "sleep 1.5; echo drained > /tmp/drained"]}}))
+    await killed(pods, "unstarted")
+    await clock.advance(1.4)
+    assert (await pods.get("unstarted", "default"))["status"]["phase"] == "Pending"  # the hook runs
+    await clock.advance(1.6)  # the hook's end, SIGTERM, the trap once the loop's `sleep 1` ends
+    done = await eventually(phase_is(pods, "unstarted", "Succeeded"))
+    assert app_status(done)["state"]["terminated"]["exitCode"] == 0
+    assert worker(mgr, done).io.serve_log("app", LogOptions()) == b"drained\n"
+
+
+async def test_a_node_shutdown_leaves_a_deletions_kill_under_way_as_it_is(env):
+    """A pod whose deletion's kill (grace 60 s) is under way when the node shuts down keeps it:
+    upstream's SyncTerminatingPod runs on with the grace and status it began with, so no SIGKILL
+    at the shutdown's 20 s, and the pod ends as a deleted one, not Terminated with DisruptionTarget."""
+    pods, clock, mgr = env
+    p = hooked("leaving", ["sleep", "infinity"], grace=60)
+    p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+    await pods.create(p)
+    await eventually(phase_is(pods, "leaving", "Running"))
+    await delete_killed(pods, "leaving")
+    await mgr.agents["gpu-0"].apply_faults("shutdown")
+    await clock.advance(59.9)
+    assert (await pods.get("leaving", "default"))["status"]["phase"] == "Running"
+    await clock.advance(0.1)
+    done = await eventually(phase_is(pods, "leaving", "Failed"))
+    assert app_status(done)["state"]["terminated"]["exitCode"] == 137
+    assert "reason" not in done["status"]
+    assert "DisruptionTarget" not in [c["type"] for c in done["status"]["conditions"]]
+    await pods.patch("leaving", {"metadata": {"finalizers": None}}, namespace="default")
