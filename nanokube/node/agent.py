@@ -900,7 +900,7 @@ class NodeAgent:
         self._admitting.pop(pod["metadata"]["uid"], None)
         w = self.workers.pop(pod["metadata"]["uid"], None)
         if w is not None:
-            asyncio.ensure_future(self._release(w))
+            self._in_background(self._release(w))
             self.retry_resizes()
 
     def retry_resizes(self) -> None:
@@ -932,9 +932,10 @@ class NodeAgent:
         self.probe_results[key] = self.probe_results.get(key, 0) + 1
 
     async def _release(self, w: PodWorker) -> None:
-        """A deleted pod's worker stops, then its claims are unprepared, its volumes removed and its
-        probes' series dropped (the prober's workers delete theirs)."""
-        await w.stop()
+        """A deleted pod's worker stops (what runs of a force-deleted one stopped gracefully first),
+        then its claims are unprepared, its volumes removed and its probes' series dropped (the
+        prober's workers delete theirs)."""
+        await w.removed()
         for key in [k for k in self.probe_results if k[5] == w.uid]:
             del self.probe_results[key]
         await self.claims.unprepare(w.uid)

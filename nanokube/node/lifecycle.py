@@ -539,6 +539,21 @@ class PodWorker:
             self.reconcile = True
             self.changed.set()
 
+    async def removed(self) -> None:
+        """The pod is gone from the API (force-deleted): the kubelet still stops what runs of it as
+        it stops a deleted pod (HandlePodRemoves' kill), from the last copy it knew -- its
+        deletionGracePeriodSeconds where it had seen it deleted, else its own grace period --, its
+        preStop hooks, SIGTERM and at least 2 s before SIGKILL; then the worker stops."""
+        md = self.pod["metadata"]
+        if not md.get("deletionTimestamp"):
+            self.pod = {**self.pod, "metadata": {**md, "deletionTimestamp": self.clock.rfc3339()}}
+        self.changed.set()
+        try:
+            if self._task is not None:
+                await asyncio.gather(self._task, return_exceptions=True)
+        finally:
+            await self.stop()
+
     async def stop(self) -> None:
         for t in (self._task, self._status_retry):
             if t is not None:

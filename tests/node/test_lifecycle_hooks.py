@@ -594,6 +594,26 @@ async def test_a_container_its_failed_post_start_kills_runs_its_pre_stop_first(e
     assert worker(mgr, done).io.serve_log("app", LogOptions()) == b"drained\n"
 
 
+async def test_a_force_deleted_pods_containers_are_still_stopped_gracefully_on_the_node(env):
+    """`kubectl delete --force --grace-period=0`: the pod is gone from the API at once, but the
+    kubelet still kills what runs of it from the last copy it knew (HandlePodRemoves), with its own
+    grace period: Killing, then its whole preStop hook (3 s, then failing: FailedPreStopHook)."""
+    pods, clock, _ = env
+    await pods.create(hooked("forced", ["sleep", "infinity"], grace=30,
+                             preStop={"exec": {"command": ["sh", "-c", "sleep 3; exit 1"]}}))
+    await eventually(phase_is(pods, "forced", "Running"))
+    await pods.delete("forced", "default", grace_period_seconds=0)
+    assert await gone(pods, "forced")()
+    await killed(pods, "forced")
+    await clock.advance(2.9)
+    assert "FailedPreStopHook" not in [e[1] for e in await pod_events(pods, "forced")]  # the hook runs
+    await clock.advance(0.1)
+
+    async def hook_failed():
+        return "FailedPreStopHook" in [e[1] for e in await pod_events(pods, "forced")]
+    await eventually(hook_failed)
+
+
 async def test_a_node_shutdown_leaves_a_deletions_kill_under_way_as_it_is(env):
     """A pod whose deletion's kill (grace 60 s) is under way when the node shuts down keeps it:
     upstream's SyncTerminatingPod runs on with the grace and status it began with, so no SIGKILL
