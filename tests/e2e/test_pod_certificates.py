@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -155,7 +154,10 @@ def test_denied_request_keeps_pod_from_starting(cluster, e2e_signer):
     evs = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=refused")["items"]
     mine = next(e for e in evs if e["reason"] == "PolicyRefused")
     assert mine["type"] == "Warning" and "e2e signer refuses every request" in mine["message"]
-    time.sleep(3)
+    # the kubelet sets the volume up again (backing off from 1 s): where a second request would be made
+    wait_for(lambda: [e for e in cluster.kubectl_json("get", "events", "--field-selector",
+                                                      "involvedObject.name=refused,reason=FailedMount")["items"]
+                      if "denied" in e["message"] and e.get("count", 1) >= 2], 30, "a second FailedMount after the denial")
     p = cluster.kubectl_json("get", "pod", "refused")
     assert p["status"]["phase"] == "Pending"
     assert p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
