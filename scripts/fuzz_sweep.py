@@ -28,6 +28,12 @@ random fuzzer had not (see `git log --grep=sweep`):
   resourceVersion and resourceVersionMatch, sendInitialEvents, allowWatchBookmarks, timeoutSeconds,
   label and field selectors of edge syntax (`in ()`, `!`, unicode, long), and DeleteOptions bodies
   (preconditions, propagationPolicy, gracePeriodSeconds, dryRun, orphanDependents, another kind);
+- `webhooks`: a mutating and a validating webhook (this script serves them) answering a ConfigMap's
+  create, update, patch and delete (dry runs) in odd ways, under each failurePolicy: values of the wrong
+  type in the AdmissionReview (allowed, uid, status, patch, patchType, warnings, auditAnnotations), the
+  wrong uid or apiVersion, a patch that is not base64 or not a JSON patch, patches touching the kind,
+  resourceVersion, uid, managedFields, name or namespace, a huge answer, and one slower than its timeout;
+  a 5xx is judged by its text (upstream's webhook failures are 500s);
 - `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
   dry-run create each: an answer slower than --slow seconds is reported (quadratic validation held
   the loop for minutes: warnings, field errors, policy variables).
@@ -216,6 +222,51 @@ CONVERSION_WEBHOOKS = [{"conversionReviewVersions": ["v1"], "clientConfig": cc} 
     {"url": "https://127.0.0.1:1/convert"}, {"service": {"name": "fuzz-nobody", "namespace": "fuzz", "path": "/convert"}},
     {"url": "https://" + "a" * 64 + ".example/convert"}, {"url": "https://a..example/convert"},
     {"url": "https://127.0.0.1:1/convert", "caBundle": "Zm9v"}]]
+_JP = "JSONPatch"
+#: answers of the `webhooks` sweep's webhooks: each response merged into an allowing AdmissionReview
+#: ("UID" is the request's uid; a "patch" list is sent base64-encoded), or "review" replacing it whole
+WEBHOOK_ANSWERS = [{"response": r} for r in [
+    {"allowed": "yes"}, {"allowed": None}, {"allowed": False}, {"allowed": 1}, {"uid": 1}, {"uid": "other"}, {"uid": None},
+    {"auditAnnotations": ["k"]}, {"auditAnnotations": "k"}, {"auditAnnotations": {"k": 1}}, {"auditAnnotations": {"": "v", "a b": "\x00"}},
+    {"warnings": "careful"}, {"warnings": [1, None]}, {"warnings": {"a": 1}}, {"warnings": ["a\nb", "x" * 5000, ""]},
+    {"allowed": False, "status": "no"}, {"allowed": False, "status": [1]}, {"allowed": False, "status": {"code": 2**40}},
+    {"allowed": False, "status": {"code": "403"}}, {"allowed": False, "status": {"code": 403.5}}, {"allowed": False, "status": {"code": 99}},
+    {"allowed": False, "status": {"code": 999, "message": "m"}}, {"allowed": False, "status": {"code": 500, "reason": "x"}},
+    {"allowed": False, "status": {"reason": 5, "message": 7}}, {"allowed": False, "status": {"details": "x"}},
+    {"allowed": False, "status": {"details": {"causes": "x"}}}, {"allowed": False, "status": {"details": {"causes": [{"field": 1}]}}},
+    {"allowed": False, "status": {"message": "a\x00b\r\nc", "metadata": {"remainingItemCount": "x"}}},
+    {"patchType": _JP, "patch": [1]}, {"patchType": _JP, "patch": 5}, {"patchType": _JP, "patch": "!!!!"},
+    {"patchType": _JP, "patch": "W10"}, {"patchType": _JP, "patch": "bm9wZQ=="}, {"patchType": _JP, "patch": {"op": "add"}},
+    {"patchType": _JP, "patch": [1, "x"]}, {"patchType": _JP, "patch": [{"path": "/data/x", "value": "1"}]},
+    {"patchType": 1, "patch": [{"op": "add", "path": "/data/x", "value": "1"}]}, {"patchType": "MergePatch", "patch": [{"op": "add"}]},
+    {"patch": []}, {"patchType": _JP}, {"patchType": ""}, {"patchType": _JP, "patch": None},
+    *({"patchType": _JP, "patch": [{"op": "replace", "path": p, "value": v}]} for p, v in [
+        ("/metadata/resourceVersion", "12345"), ("/metadata/resourceVersion", "x"), ("/metadata/resourceVersion", 5),
+        ("/metadata/resourceVersion", ""), ("/metadata/uid", "other"), ("/metadata/uid", 5), ("/metadata/uid", ""),
+        ("/metadata/managedFields", [{"manager": "x", "operation": "Bogus"}]), ("/metadata/managedFields", "x"),
+        ("/metadata/managedFields", [1, None]), ("/metadata/creationTimestamp", "garbage"), ("/metadata/generation", -5),
+        ("/metadata/deletionTimestamp", "2020-01-01T00:00:00Z"), ("/metadata/name", "other"), ("/metadata/namespace", "other"),
+        ("/metadata/namespace", None), ("/metadata", None), ("", 5), ("", {}), ("/kind", "Secret"), ("/kind", "Foo"), ("/kind", 5),
+        ("/apiVersion", "apps/v1"), ("/apiVersion", "a/b/c"), ("/apiVersion", ""), ("/data", {"k": 5}), ("/data/big", "x" * 2**21),
+        ("/metadata/finalizers", ["bad finalizer!"]), ("/metadata/labels", {"-bad": "x"}), ("/data/k", 1e300)]),
+    {"patchType": _JP, "patch": [{"op": "test", "path": "/data/k", "value": "nope"}]},
+    {"patchType": _JP, "patch": [{"op": "add", "path": f"/data/k{i}", "value": "v"} for i in range(10001)]},
+]] + [{"review": r} for r in [
+    {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, {"apiVersion": 5, "kind": "AdmissionReview"},
+    {"apiVersion": "a/b/c", "kind": None}, {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview",
+                                           "response": {"allowed": True}},
+    {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": []}, [], "x",
+    {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "UID", "allowed": True,
+                                                                                  "warnings": ["w" * 1024] * 10000}},
+]] + [{"sleep": 3}]
+#: the 5xx answers upstream gives a webhook that failed or was refused (its own Status code included):
+#: any other is reported
+WEBHOOK_5XX = ("Internal error occurred: failed calling webhook", 'admission webhook "sweep.fuzz.example.com" denied',
+               "Internal error occurred: json: cannot unmarshal", "Internal error occurred: admission webhook",
+               "Internal error occurred: testing value", "Internal error occurred: replace operation",
+               "Internal error occurred: parsing time", "Internal error occurred: Unexpected kind",
+               "Internal error occurred: The allowed maximum operations", "converting (", "Internal error occurred: no kind",
+               "Internal error occurred: couldn't get version/kind", "Internal error occurred: unexpected GroupVersion")
 #: metadata fields the `schema` sweep leaves to the server
 SERVER_SET = {"managedFields", "resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "selfLink",
               "generation", "ownerReferences", "finalizers"}
@@ -232,9 +283,10 @@ class Sweep:
         self.requests = self.broken = 0
 
     def send(self, method: str, path: str, body, query: dict, ctype: str | None = "application/json", round_trip: bool = False,
-             converts: bool = False):
+             converts: bool = False, upstream_5xx: tuple[str, ...] = ()):
         """`converts`: the request reads or writes through a conversion webhook that cannot be called, whose
-        500 ("conversion webhook for ... failed") is upstream's answer."""
+        500 ("conversion webhook for ... failed") is upstream's answer; `upstream_5xx`: the beginnings of
+        the other 5xx messages upstream gives it."""
         self.requests += 1
         url = path + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
         start = time.monotonic()
@@ -246,6 +298,7 @@ class Sweep:
         took = time.monotonic() - start
         unreachable = code == 503 and "/proxy" in path  # (a proxied backend that cannot be dialled: upstream's 503)
         unreachable |= converts and code == 500 and "conversion webhook for" in str(got)
+        unreachable |= code >= 500 and isinstance(got, dict) and str(got.get("message", "")).startswith(upstream_5xx or ("\0",))
         # (a custom resource without its spec replicas field has no Scale: ScaleREST.Get's InternalError)
         unreachable |= code == 500 and path.endswith("/scale") and "the spec replicas field" in str(got)
         # (a list from a resourceVersion the server has not reached: the cacher's 504 after its 3 s wait)
@@ -584,6 +637,76 @@ class Sweep:
                         self.send("GET", f"/apis/{SWEEP_GROUP}/{v}/namespaces/{NS}/{plural}{read}", None, {}, None, converts=True)
             self.raw.request("DELETE", f"{crds}/{plural}.{SWEEP_GROUP}", ctype=None)
 
+    def webhooks(self, answers: list[dict] | None = None, policies: tuple[str, ...] = ("Fail", "Ignore")) -> None:
+        """A ConfigMap's create, update, merge patch and delete (dry runs) through a mutating and then a
+        validating webhook answering each of `answers` (default WEBHOOK_ANSWERS), under each failurePolicy
+        of `policies`. The webhooks, served here on 127.0.0.1, match only configmaps of the namespace NS
+        labelled fuzz-sweep-webhook, so the cluster's other writes never reach them."""
+        answers = WEBHOOK_ANSWERS if answers is None else answers
+        import base64
+        import threading
+
+        from tests.apiserver.admission.server import WebhookServer
+
+        server = WebhookServer().start()
+        answer: dict = {}
+
+        def handle(review: dict):
+            if "sleep" in answer:
+                threading.Event().wait(answer["sleep"])
+            if "review" in answer:
+                return json.loads(json.dumps(answer["review"]).replace('"UID"', json.dumps(review["request"]["uid"])))
+            resp = {"uid": review["request"]["uid"], "allowed": True, **answer.get("response", {})}
+            if isinstance(resp.get("patch"), (list, dict)):
+                resp["patch"] = base64.b64encode(json.dumps(resp["patch"]).encode()).decode()
+            return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp}
+
+        server.handlers["/w"] = handle
+        admission = "/apis/admissionregistration.k8s.io/v1"
+        label = "fuzz-sweep-webhook"
+        base = f"/api/v1/namespaces/{NS}/configmaps"
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": label, "labels": {label: "1"}}, "data": {"k": "v"}}
+        self.raw.request("POST", base, json.dumps(cm))
+        try:
+            for kind in ("mutating", "validating"):
+                plural = f"{kind}webhookconfigurations"
+                for policy in policies:
+                    hook = {"name": "sweep.fuzz.example.com", "clientConfig": {"url": server.url("/w"), "caBundle": server.ca.bundle},
+                            "rules": [{"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+                            "objectSelector": {"matchLabels": {label: "1"}}, "failurePolicy": policy, "timeoutSeconds": 1,
+                            "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+                    self.raw.request("DELETE", f"{admission}/{plural}/{label}", ctype=None)
+                    code, _, got = self.raw.request("POST", f"{admission}/{plural}", json.dumps(
+                        {"metadata": {"name": label}, "webhooks": [hook]}))
+                    if code != 201:
+                        self.report("webhook not configured", "POST", plural, None, code, got, 0)
+                        continue
+                    print(f"webhooks: {kind}, failurePolicy {policy}: {len(answers)} answers", flush=True)
+                    answer.clear()  # (the configuration reaches admission through its informer: until a denial comes)
+                    answer["response"] = {"allowed": False}
+                    deadline = time.monotonic() + 10
+                    other = json.dumps({**cm, "metadata": {**cm["metadata"], "name": label + "-new"}})
+                    while self.raw.request("POST", base + "?dryRun=All", other)[0] != 400 and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                    for a in answers:
+                        answer.clear()
+                        answer.update(a)
+                        live = self.raw.request("GET", f"{base}/{label}")[2]
+                        other = {**cm, "metadata": {**cm["metadata"], "name": label + "-new"}}
+                        for method, url, body, ctype in [
+                                ("POST", base, other, "application/json"), ("PUT", f"{base}/{label}", live, "application/json"),
+                                ("PATCH", f"{base}/{label}", {"data": {"p": "q"}}, "application/merge-patch+json"),
+                                ("DELETE", f"{base}/{label}", None, None)]:
+                            self.send(method, url, json.dumps(body) if body is not None else None, {"dryRun": "All"}, ctype,
+                                      upstream_5xx=WEBHOOK_5XX)
+                    self.raw.request("DELETE", f"{admission}/{plural}/{label}", ctype=None)
+        finally:
+            for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+                self.raw.request("DELETE", f"{admission}/{plural}/{label}", ctype=None)
+            self.raw.request("DELETE", f"{base}/{label}", ctype=None)
+            server.stop()
+
     def _crd(self, plural: str, kind: str, versions: list, conversion: dict | None = None) -> bool:
         """Whether the CRD was created and its first version came to be served (within 10 s)."""
         crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -645,7 +768,7 @@ def _unique(v, i: int):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sweeps", nargs="+",
-                    choices=["types", "schema", "lists", "protobuf", "subresources", "crds", "patches", "options"])
+                    choices=["types", "schema", "lists", "protobuf", "subresources", "crds", "patches", "options", "webhooks"])
     ap.add_argument("--kubeconfig", required=True, help="the server to sweep (admin; it writes in the namespace fuzz)")
     ap.add_argument("--seed", type=int, default=1, help="the random choices' seed (verbs, values drawn)")
     ap.add_argument("--items", type=int, default=3000, help="the `lists` sweep's items per list")
