@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -34,46 +33,61 @@ def bare():
         yield c
 
 
-def holder(c) -> str:
-    r = c.kubectl("get", "lease", "-n", "kube-system", "kube-controller-manager", "-o",
-                  "jsonpath={.spec.holderIdentity}", check=False)
-    return r.stdout if r.returncode == 0 else ""
-
-
 def ready_replicas(c, name) -> int:
     return int(c.kubectl("get", "deployment", name, "-o", "jsonpath={.status.readyReplicas}").stdout or 0)
+
+
+def lease(c) -> tuple[str, str]:
+    """The lease's holder and last renewal ("", "" while there is none)."""
+    r = c.kubectl("get", "lease", "-n", "kube-system", "kube-controller-manager", "-o",
+                  "jsonpath={.spec.holderIdentity} {.spec.renewTime}", check=False)
+    return tuple(r.stdout.split(" ")) if r.returncode == 0 else ("", "")
+
+
+def identity(log: Path) -> str:
+    """The identity a manager campaigns as, once it has said so."""
+    found = re.search(r"attempting to acquire leader lease kube-system/kube-controller-manager as (\S+)",
+                      log.read_text())
+    return found.group(1) if found else ""
 
 
 def test_external_managers_take_turns_through_the_lease(bare):
     c = bare
     c.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2")
-    time.sleep(2)
-    assert c.kubectl("get", "replicasets", "-o", "name").stdout == "", "nothing acts without a controller manager"
-
-    first = manager(c, c.data_dir / "kcm-1.log")
-    second = None
+    logs = [c.data_dir / "kcm-1.log", c.data_dir / "kcm-2.log"]
+    procs = [manager(c, logs[0])]
     try:
-        leader = wait_for(lambda: holder(c))
+        leader = wait_for(lambda: lease(c)[0])
+        assert leader == identity(logs[0])
         wait_for(lambda: ready_replicas(c, "web") == 2)
-        second = manager(c, c.data_dir / "kcm-2.log")
-        time.sleep(3)
-        assert holder(c) == leader, "the second manager stands by"
+        procs.append(manager(c, logs[1]))
+        standby = wait_for(lambda: identity(logs[1]), 30, "the second manager campaigning")
+        # it asks every 0.5 s from then on: while the leader renews twice more it would have
+        # taken the lease, had it not stood by (and the leader's renewals would have stopped)
+        renewals = set()
 
-        first.terminate()
-        assert first.wait(20) == 0
-        wait_for(lambda: holder(c) not in ("", leader))
+        def renewed_twice():
+            holder, renewed = lease(c)
+            assert holder == leader, "the second manager stands by"
+            renewals.add(renewed)
+            return len(renewals) >= 3
+        wait_for(renewed_twice, what="the leader renewing")
+
+        procs[0].terminate()
+        assert procs[0].wait(20) == 0
+        wait_for(lambda: lease(c)[0] == standby)
         c.kubectl("scale", "deployment", "web", "--replicas=3")
         wait_for(lambda: ready_replicas(c, "web") == 3)
         # the manager reports its controllers once every one's informers have synced
-        wait_for(lambda: "controllers: " in (c.data_dir / "kcm-2.log").read_text(), 30, "second manager running")
+        wait_for(lambda: "controllers: " in logs[1].read_text(), 30, "second manager running")
     finally:
-        for p in (first, second):
-            if p is not None and p.poll() is None:
+        for p in procs:
+            if p.poll() is None:
                 p.kill()
                 p.wait()
-    logs = (c.data_dir / "kcm-2.log").read_text()
-    running = re.search(r"running (\d+) controllers: (.*)", logs)
-    assert "became leader" in logs and running, logs
+    text = logs[1].read_text()
+    running = re.search(r"running (\d+) controllers: (.*)", text)
+    assert "became leader" in text and running, text
     names = running.group(2).split(", ")
     assert int(running.group(1)) == len(names) and {"deployment-controller", "replicaset-controller", "service-lb-controller"} <= set(names)
     # each controller has a client of its own, named as kube-controller-manager's client builder names it
@@ -84,6 +98,12 @@ def test_external_managers_take_turns_through_the_lease(bare):
                         agents["create", "pods"]), agents
     assert agents["create", "replicasets"].endswith("/deployment-controller")
     assert agents["update", "leases"].endswith("/leader-election")
+    # nothing acts without a controller manager: every pod and replica set was made by the external ones
+    made = {(e["objectRef"]["resource"], e["userAgent"]) for e in writes
+            if e["verb"] == "create" and e["objectRef"]["resource"] in ("pods", "replicasets")
+            and "subresource" not in e["objectRef"]}
+    assert all(re.fullmatch(r"kube-controller-manager/v1\.37\.0 \(\w+/\w+\) kubernetes/0000000/"
+                            r"(replicaset|deployment)-controller", agent) for _, agent in made), made
 
 
 def test_unknown_controller_is_refused(bare):
