@@ -31,6 +31,7 @@ from .auth.authorizer import USER
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
 from ..machinery.responses import dumps, error_response, go_escaped, json_response
 from ..machinery.selectors import field_requirements, parse_label_selector
+from ..machinery.validation import user_agent_manager
 from .patch import strict
 from .options import (
     APPLY_PATCH,
@@ -315,7 +316,7 @@ def _user(request: web.Request) -> User:
 
 def _field_manager_default(request: web.Request) -> str:
     ua = request.headers.get("User-Agent", "")
-    return ua.split("/", 1)[0][:128] if ua else "unknown"
+    return user_agent_manager(ua) if ua else "unknown"
 
 
 class APIHandlers:

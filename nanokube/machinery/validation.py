@@ -572,6 +572,23 @@ def _printable(ch: str) -> bool:
     return ch == " " or unicodedata.category(ch)[0] in "LMNPS"
 
 
+def user_agent_manager(user_agent: str) -> str:
+    """prefixFromUserAgent: the field manager of a write that names none, a valid one (at most 128
+    bytes of printable characters): the User-Agent before its first '/', its unprintable characters
+    dropped, cut before the character that would pass 128 bytes."""
+    head = user_agent.split("/", 1)[0]
+    if head.isascii() and head.isprintable() and len(head) <= FIELD_MANAGER_MAX_LENGTH:
+        return head
+    kept, size = [], 0
+    for ch in head:
+        if _printable(ch):
+            size += len(ch.encode())  # (not a surrogate: those are unprintable)
+            if size > FIELD_MANAGER_MAX_LENGTH:
+                break
+            kept.append(ch)
+    return "".join(kept)
+
+
 #: what a managedFields entry's operation and fieldsType may be without a second look
 _OPERATIONS = ("Apply", "Update")
 _FIELDS_TYPES = ("FieldsV1", None, "")

@@ -315,3 +315,24 @@ async def test_sent_managed_fields_are_decoded_and_validated_as_upstreams(tmp_pa
                     ("PATCH", f"{base}/a", {"metadata": {"managedFields": [{**entry, **bad}]}}, "application/merge-patch+json")]:
                 code, got = await send(c, method, path, body, ctype)
                 assert (code, [(x["field"], x["message"]) for x in got["details"]["causes"]]) == (422, [cause]), (method, bad)
+
+
+@pytest.mark.parametrize("agent, manager", [
+    ("kubectl/v1.37.0 (linux/amd64)", "kubectl"),
+    ("é" * 100 + "/1.0", "é" * 64),  # cut at 128 bytes, not 128 characters
+    ("x" * 127 + "é/1.0", "x" * 127),  # the character that would pass 128 bytes is left out whole
+    ("a\tb\u00a0c/1.0", "abc"),  # unprintable characters dropped (a tab, a no-break space)
+])
+async def test_a_write_naming_no_manager_is_managed_by_its_user_agents_prefix(tmp_path, agent, manager):
+    """managerOrUserAgent's prefixFromUserAgent: a valid manager whatever the User-Agent, where the
+    first 128 characters were taken (a 422 at metadata.managedFields[0].manager once ab2d1dd2
+    validated every write's entries)."""
+    async with served(tmp_path) as (_, c):
+        def create():  # the header's bytes in UTF-8, as Go's client sends a string
+            r = c.rest_client.pool_manager.request(
+                "POST", c.configuration.host + "/api/v1/namespaces/default/configmaps",
+                body=json.dumps({"metadata": {"name": "a"}, "data": {"k": "v"}}).encode(),
+                headers={"Content-Type": "application/json", "User-Agent": agent.encode()})
+            return r.status, json.loads(r.data)
+        code, got = await asyncio.to_thread(create)
+        assert (code, [e["manager"] for e in got["metadata"]["managedFields"]]) == (201, [manager]), got
