@@ -35,6 +35,7 @@ from .audit import authenticated as audit_authenticated
 from .audit import unauthenticated as audit_unauthenticated
 from .audit_file import LogOptions
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden, namespace_policy
+from .apf import long_running
 from .auth.authorizer import USER, request_attributes
 from .auth.impersonation import impersonate
 from .auth.requestheader import is_front_proxy, user_from_headers
@@ -53,7 +54,7 @@ from ..machinery.user import bearer_token
 from ..machinery.version import BUILD_VERSION, GO_VERSION
 from .. import debugflags, zpages
 from .metrics import APIMetrics
-from .options import MIN_REQUEST_TIMEOUT
+from .options import MIN_REQUEST_TIMEOUT, request_deadline
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
 from .kubernetes_service import advertise_address
 from .systemnamespaces import SYSTEM_NAMESPACES
@@ -488,6 +489,11 @@ class APIServer:
             audit_id(request, routed=True)
             return sized(request, await self._app._handle(request))
         audit_id(request)
+        if "timeout" in request.query and not long_running(request_attributes(request)):
+            try:  # (WithRequestDeadline, before authentication: a timeout that does not parse is a 400)
+                request_deadline(request.query)
+            except errors.APIError as e:
+                return expect.answered(request, as_negotiated(request, error_response(e)))
         audit = self.audit
         if audit is not None:
             attrs = request_attributes(request)

@@ -15,7 +15,7 @@ import random
 from typing import Any, Mapping
 
 from ..clock import format_time
-from ..machinery import errors, gotime
+from ..machinery import errors, goduration, gotime
 from ..machinery import validation as v
 from . import structural
 
@@ -25,6 +25,8 @@ _DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
 _ZERO_TIME = "0001-01-01T00:00:00Z"
 #: kube-apiserver's --min-request-timeout default, in seconds
 MIN_REQUEST_TIMEOUT = 1800
+#: kube-apiserver's --request-timeout default, in seconds
+REQUEST_TIMEOUT = 60.0
 
 
 def options_invalid(kind: str, errs: list[v.FieldError]) -> errors.APIError:
@@ -40,6 +42,20 @@ def watch_timeout(timeout_seconds: int | None, min_request_timeout: float, draw=
     if timeout_seconds:
         return float(timeout_seconds)
     return min_request_timeout * (draw() + 1.0)
+
+
+def request_deadline(query: Mapping[str, str]) -> float:
+    """The seconds a request that is not long-running may take (WithRequestDeadline): the `timeout`
+    query parameter (a Go duration) where it is above 0 and below --request-timeout's 60 s, else 60 s.
+    One that does not parse is a 400 in upstream's words, whatever the request."""
+    value = query.get("timeout") or ""
+    if not value:
+        return REQUEST_TIMEOUT
+    try:
+        seconds = goduration.parse(value)
+    except ValueError as e:
+        raise errors.bad_request(f"invalid timeout specified in the request URL - {e}") from None
+    return seconds if 0 < seconds < REQUEST_TIMEOUT else REQUEST_TIMEOUT
 
 
 def integer(query: Mapping[str, str], name: str) -> int | None:

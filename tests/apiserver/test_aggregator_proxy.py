@@ -460,3 +460,38 @@ async def test_a_watch_proxied_to_an_extension_server_lets_its_seat_go_as_it_is_
                     assert r.headers["X-Kubernetes-PF-PriorityLevel-UID"]
         finally:
             await runner.cleanup()
+
+
+async def test_an_extension_server_that_never_answers_is_timed_out(tmp_path):
+    """A request to an aggregated API is not long-running, so kube-apiserver's request deadline bounds it
+    (the `timeout` query parameter below --request-timeout's 60 s): past it, before the extension server
+    answers, the timeout filter's 504. Ours waited for the extension server as long as it kept the
+    connection open. A `timeout` that does not parse is WithRequestDeadline's 400 on any request."""
+    hung = asyncio.Event()
+
+    async def never(_):
+        await hung.wait()  # (set at the end, so that the extension server can stop)
+        return web.json_response({})
+
+    sleepers = f"/apis/{GROUP}/{VERSION}/namespaces/default/sleepers"
+    async with served(tmp_path) as (server, ctx):
+        runner, ip, port = await extension_server(routes=[("GET", sleepers, never)])
+        try:
+            await register(server, ctx, ip, port)
+            base = f"https://127.0.0.1:{server.port}"
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:  # (not forever, if it hangs)
+                async with s.get(base + sleepers, params={"timeout": "1s"}, ssl=ctx) as r:
+                    assert (r.status, await r.json()) == (504, {
+                        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "message": "Timeout: request did not complete within requested timeout - context deadline exceeded",
+                        "reason": "Timeout", "details": {}, "code": 504})
+                for path in (sleepers, "/api/v1/namespaces"):
+                    async with s.get(base + path, params={"timeout": "foo"}, ssl=ctx) as r:
+                        assert (r.status, (await r.json())["message"]) == (
+                            400, 'invalid timeout specified in the request URL - time: invalid duration "foo"')
+                async with s.get(base + "/api/v1/namespaces", params={"timeout": "foo", "watch": "1",
+                                                                      "timeoutSeconds": "1"}, ssl=ctx) as r:
+                    assert r.status == 200  # (a watch is long-running: the parameter is not read)
+        finally:
+            hung.set()
+            await runner.cleanup()

@@ -30,6 +30,7 @@ from ..apf import DELEGATED, PF_HEADERS
 from ..streaming.proxy import DialError, upgrade
 from ...machinery.errors import APIError
 from ...machinery.hostport import join_host_port
+from ...machinery.responses import error_response
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                "transfer-encoding", "upgrade", "content-length", "host"}
@@ -181,10 +182,16 @@ async def _body(request: web.Request):
         yield chunk
 
 
+#: the timeout filter's answer to a request past its deadline (WithTimeoutForNonLongRunningRequests)
+TIMED_OUT = "Timeout: request did not complete within requested timeout - context deadline exceeded"
+
+
 async def forward(session: aiohttp.ClientSession, request: web.Request, base: str, server_name: str,
-                  ctx: ssl.SSLContext, user) -> web.StreamResponse:
+                  ctx: ssl.SSLContext, user, deadline: float | None = None) -> web.StreamResponse:
     """Send `request` to `base` (https://host:port), its body streamed with the length it came with
-    (`session` makes ExpectForwarded requests), and stream the answer back."""
+    (`session` makes ExpectForwarded requests), and stream the answer back. `deadline` (the loop's time)
+    is the request's (WithRequestDeadline): passed before the answer begins, upstream's timeout filter
+    answers 504; once it has begun, the filter's ErrAbortHandler cuts the connection."""
     headers = [(k, v) for k, v in request.headers.items()
                if k.lower() not in _HOP_BY_HOP and k.lower() != "authorization"
                and not k.lower().startswith(_IDENTITY_PREFIXES)]
@@ -197,10 +204,14 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
     if (delegated := request.get(DELEGATED)) is not None:  # RequestDelegated: a watch lets its APF seat go
         delegated()
     relaying = _RELAY_TO.set(request)
+    until = asyncio.timeout_at(deadline)
     try:
-        upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
-                                         data=body, ssl=ctx, server_hostname=server_name, allow_redirects=False)
+        async with until:
+            upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
+                                             data=body, ssl=ctx, server_hostname=server_name, allow_redirects=False)
     except (aiohttp.ClientError, OSError, TimeoutError) as e:  # the reverse proxy's ErrorHandler: the responder's 503
+        if until.expired():
+            return error_response(APIError(504, "Timeout", TIMED_OUT, {}))
         return proxy_error(go_dial_error(base.removeprefix("https://"), e))
     finally:
         _RELAY_TO.reset(relaying)
@@ -211,8 +222,16 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
             if k.lower() not in _HOP_BY_HOP:
                 resp.headers.add(k, v)
         await resp.prepare(request)
-        async for chunk in upstream.content.iter_any():
-            await resp.write(chunk)
+        until = asyncio.timeout_at(deadline)
+        try:
+            async with until:
+                async for chunk in upstream.content.iter_any():
+                    await resp.write(chunk)
+        except TimeoutError:
+            if not until.expired() or request.transport is None:
+                raise
+            request.transport.close()
+            return resp
         await resp.write_eof()
         return resp
     finally:
