@@ -1472,16 +1472,28 @@ class PodWorker:
             await self._event("Warning", "FailedPostStartHook", hooks.POST_START_FAILED, path)
             await self._event("Normal", "Killing", "FailedPostStartHook", path)
             deadline = self.clock.now() + (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            if await self._unless_deleted(self._pre_stop_hooks(deadline, {c["name"]})):
+            pre_stop = asyncio.ensure_future(self._pre_stop(c, deadline))
+            if await self._unless_deleted(pre_stop):
                 return  # (the deletion stops it)
             end, code = self.lifetimes.get(c["name"], (None, 0))
             if c["name"] in self.io.ended:  # its command ended on its own while the hook ran
                 end, code = self.clock.monotonic(), self.io.ended.pop(c["name"])
             elif end is None or end > self.clock.monotonic():
-                left = max(deadline - self.clock.now(), hooks.MIN_GRACE)
+                left = max(pre_stop.result(), hooks.MIN_GRACE)
                 end, code, _ = self._sigterm(c, self.clock.monotonic(), left, end, code)
             self.lifetimes[c["name"]] = end, code
             self.waiting[c["name"]] = {"waiting": {"reason": "PostStartHookError", "message": message}}
+
+    async def _pre_stop(self, c: dict, deadline: float) -> float:
+        """killContainer's preStop hook of container `c`, cut off at `deadline` (wall clock), and the
+        seconds of grace then left for its SIGTERM as executePreStopHook counts them: what was left
+        as it began less the whole seconds it ran (Go's int64 of the elapsed time), so a 1.5 s hook
+        takes 1 s off. At least MIN_GRACE is the caller's to give."""
+        began = self.clock.now()
+        left = max(deadline - began, 0.0)
+        if await self._pre_stop_hooks(deadline, {c["name"]}):
+            left -= math.floor(self.clock.now() - began + 1e-6)  # (a float's 2.9999... is 3 s run)
+        return left
 
     async def _pre_stop_hooks(self, deadline: float, names: set[str] | None = None) -> bool:
         """The running containers' preStop hooks (those `names` only, if given), side by side, cut
@@ -1815,9 +1827,8 @@ class PodWorker:
         if grace is None:
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         deadline = self.clock.now() + grace
-        await self._pre_stop_hooks(deadline, {c["name"]})
+        left = max(await self._pre_stop(c, deadline), hooks.MIN_GRACE)
         at = self.clock.monotonic()
-        left = max(deadline - self.clock.now(), hooks.MIN_GRACE)
         if end is not None and end <= at:  # its command ended while its hook ran
             return at, code
         end, code, _ = self._sigterm(c, at, left, end, code)
@@ -1990,8 +2001,7 @@ class PodWorker:
         shows the terminated container the runtime reports)."""
         name = c["name"]
         try:
-            await self._pre_stop_hooks(deadline, {name})
-            left = max(deadline - self.clock.now(), 0.0)
+            left = await self._pre_stop(c, deadline)
             if turn:
                 start = self.clock.monotonic()
                 limit = asyncio.ensure_future(self._sleep_until(start + left))

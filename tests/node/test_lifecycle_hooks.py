@@ -633,3 +633,16 @@ async def test_a_node_shutdown_leaves_a_deletions_kill_under_way_as_it_is(env):
     assert "reason" not in done["status"]
     assert "DisruptionTarget" not in [c["type"] for c in done["status"]["conditions"]]
     await pods.patch("leaving", {"metadata": {"finalizers": None}}, namespace="default")
+
+
+async def test_a_pre_stop_hook_takes_its_whole_seconds_off_the_grace_period(env):
+    """executePreStopHook gives back the seconds the hook ran as Go's int64 of them: a 1.5 s hook
+    takes 1 s off grace 4, so SIGTERM (which `sleep`, PID 1, outlives) gets 3 s: SIGKILL at 4.5 s."""
+    pods, clock, _ = env
+    await pods.create(hooked("whole", ["sleep", "infinity"], grace=4, preStop={"exec": {"command": ["sleep", "1.5"]}}))
+    await eventually(phase_is(pods, "whole", "Running"))
+    await delete_killed(pods, "whole")
+    await clock.advance(4.4)
+    assert (await pods.get("whole", "default"))["status"]["phase"] == "Running"
+    await clock.advance(0.1)
+    assert await eventually(gone(pods, "whole"))
