@@ -193,6 +193,16 @@ spec:
       containers: [{name: db, image: postgres:16}]
 """
 
+CONTROL_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: db-control}}
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 5
+  containers: [{{name: db, image: postgres:16}}]
+"""
+
 
 def test_a_silenced_kubelet_leaves_its_deleted_pod_terminating_until_it_returns(cluster):
     """Upstream's pods on a node whose kubelet is gone stay Terminating (deletionTimestamp set,
@@ -202,11 +212,16 @@ def test_a_silenced_kubelet_leaves_its_deleted_pod_terminating_until_it_returns(
     pod = wait_for(lambda: _running_pod(cluster, "db-0"), 30)
     assert pod, "db-0 never ran"
     node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
+    # the same pod on a live kubelet, deleted together with db-0: its kubelet's deletion finishing
+    # is the time the silent one had to finish db-0's
+    other = next(n for n in ("gpu-0", "gpu-1") if n != node)
+    cluster.kubectl("apply", "-f", "-", input=CONTROL_POD.format(node=other))
+    assert wait_for(lambda: _running_pod(cluster, "db-control"), 30), "db-control never ran"
     fault(cluster, "node", node, "--lease-stop")
     try:
-        cluster.kubectl("delete", "pod", "db-0", "--wait=false")
-        # a live kubelet finishes this deletion within a second; give the silent one five
-        time.sleep(5)
+        cluster.kubectl("delete", "pod", "db-0", "db-control", "--wait=false")
+        assert wait_for(lambda: cluster.kubectl("get", "pod", "db-control", check=False).returncode != 0, 30), \
+            "the live kubelet never finished its pod's deletion"
         held = cluster.kubectl_json("get", "pod", "db-0")
         assert held["metadata"]["uid"] == uid and held["metadata"].get("deletionTimestamp")
         assert held["status"]["phase"] == "Running", "the silent kubelet wrote the pod's status"
