@@ -225,14 +225,20 @@ def test_watch_sees_each_change(cluster, applied):
 def test_wait_for_condition(cluster, applied):
     waiter = subprocess.Popen(
         [KUBECTL, "--kubeconfig", cluster.kubeconfig, "wait", "-n", NS, "--for=condition=PodGroupInitiallyScheduled",
-         "podgroup/trainers", "--timeout=30s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
+         "podgroup/trainers", "--timeout=30s", "-v=6"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    logged: list[str] = []
+    reader = threading.Thread(target=lambda: logged.extend(iter(waiter.stderr.readline, "")), daemon=True)
+    reader.start()
+    # the condition is set once kubectl has read the group without it and watches for it (-v=6 logs the answer)
+    wait_for(lambda: any('"Response" verb="GET"' in line and "watch=true" in line for line in logged), 30,
+             "kubectl watching the group")
     status = {"status": {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
                                          "message": "all members placed", "lastTransitionTime": "2026-11-30T10:00:00Z",
                                          "observedGeneration": 1}]}}
     cluster.kubectl("patch", "podgroup", "trainers", "-n", NS, "--subresource=status", "--type=merge", "-p", json.dumps(status))
-    out, err = waiter.communicate(timeout=40)
-    assert waiter.returncode == 0, err
+    out = waiter.stdout.read()
+    assert waiter.wait(timeout=40) == 0, logged
+    reader.join(10)
     assert "condition met" in out
 
 
