@@ -9,8 +9,16 @@ import json
 import pytest
 import yaml
 
+
 NS = "openapi-v2"
 PB = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): its objects live in its own namespace (openapi-v2),
+    which stays."""
+    return session_cluster
 
 
 def _list(*items: dict) -> str:

@@ -8,7 +8,16 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from tests.e2e.conftest import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): its four Deployments (roll, evented, paused,
+    quiet) stay, each looked up by its own name and label."""
+    return session_cluster
 
 
 def _deployment(name: str, image: str) -> dict:

@@ -6,6 +6,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): it leaves the Services np-a (NodePort 31234) and
+    ip-a (10.96.7.7), a port and an address no other module asks for."""
+    return session_cluster
+
 
 def svc(name: str, **spec) -> str:
     base = {"selector": {"app": name}, "ports": [{"port": 80}]}

@@ -9,7 +9,16 @@ import select
 import subprocess
 import time
 
+import pytest
+
 from tests.e2e.conftest import KUBECTL, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): its three pods (sink, catter, piper) stay, without
+    requests."""
+    return session_cluster
 
 
 def _kubectl(cluster, *args: str) -> subprocess.Popen:
