@@ -35,6 +35,8 @@ def parse(text: str, flag: str = "") -> float:
             raise fail(f'time: unknown unit "{unit}" in duration "{text}"')
         total += float(number) * _UNIT[unit]
         s = s[len(unit):]
+    if total * 1e9 > (2**63 if text[0] == "-" else 2**63 - 1):  # (a time.Duration is int64 nanoseconds)
+        raise fail(f'time: invalid duration "{text}"')
     return -total if text[0] == "-" else total
 
 

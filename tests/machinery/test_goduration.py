@@ -9,9 +9,11 @@ def test_go_durations():
     assert goduration.parse("1.5s") == 1.5
     assert goduration.parse("-2m") == -120
     assert goduration.parse("0") == 0
+    assert goduration.parse("2562047h47m16s") == 2562047 * 3600 + 47 * 60 + 16  # (time.Duration's largest hours)
     for bad, why in (("1y", 'unknown unit "y" in duration "1y"'), ("", 'invalid duration ""'),
                      (".s", 'invalid duration ".s"'), ("1..5s", 'missing unit in duration "1..5s"'),
-                     ("a year", 'invalid duration "a year"')):
+                     ("a year", 'invalid duration "a year"'), ("2562048h", 'invalid duration "2562048h"'),
+                     ("99999999999h", 'invalid duration "99999999999h"')):
         with pytest.raises(ValueError) as e:
             goduration.parse(bad)
         assert str(e.value) == f"time: {why}"
