@@ -25,6 +25,7 @@ random fuzzer had not (see `git log --grep=sweep`):
   fieldValidation, force and dryRun values; names, labels and annotations at and past their limits;
 - `options`: each kind's collection listed, watched and deleted (deletecollection, matching nothing) and
   its seed deleted (as a dry run, or with a uid precondition that fails) with odd options: limit, continue,
+  timeout (a Go duration, read by the request deadline),
   resourceVersion and resourceVersionMatch, sendInitialEvents, allowWatchBookmarks, timeoutSeconds,
   label and field selectors of edge syntax (`in ()`, `!`, unicode, long), and DeleteOptions bodies
   (preconditions, propagationPolicy, gracePeriodSeconds, dryRun, orphanDependents, another kind);
@@ -145,7 +146,8 @@ LIST_OPTIONS = [{"limit": v} for v in ("-1", "0", "x", "1.5", "99999999999999999
     {"sendInitialEvents": "false", "resourceVersionMatch": "NotOlderThan", "resourceVersion": "1", "allowWatchBookmarks": "true"},
     {"allowWatchBookmarks": "maybe"}, {"allowWatchBookmarks": "1"}, {"timeoutSeconds": "-1"}, {"timeoutSeconds": "0"},
     {"timeoutSeconds": "x"}, {"timeoutSeconds": "1.5"}, {"timeoutSeconds": "99999999999999999999"}, {"timeoutSeconds": "1e3"},
-    {"watch": "maybe", "timeoutSeconds": "1"}, {"watch": "0"}, {"pretty": "maybe"}, {"includeUninitialized": "true"}, {"resourceVersionMatch": "NotOlderThan"}]
+    {"watch": "maybe", "timeoutSeconds": "1"}, {"watch": "0"}, {"pretty": "maybe"}, {"includeUninitialized": "true"}, {"resourceVersionMatch": "NotOlderThan"}] + [
+    {"timeout": v} for v in ("foo", "10", "-1s", "0s", "1ns", "1e3s", "99999999999h", "1h1h", ".s", "1µs", "%00")]
 #: label selectors of the `options` sweep: edge syntax, unicode, long
 LABEL_SELECTORS = ["a in ()", "a notin ()", "!", "!a", "!a,!b", "a", "a,", ",a", "a,,b", "a in (b,", "a in (b))", "a in b",
                    "a==b==c", "a!=", "a=b,a=c", "é=x", "a=é", "a in (é)", "a." * 200 + "b=c", "a=" + "b" * 64, "x" * 10000,
