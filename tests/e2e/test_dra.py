@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from .conftest import wait_for
 
 DRIVER = "test.nanokube.io"
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module's DeviceClass, slice, claim
+    and pod are of a driver and names of its own, and hold no node's GPUs."""
+    return session_cluster
 
 
 def test_pod_with_claim_lands_on_the_node_with_the_device(cluster):

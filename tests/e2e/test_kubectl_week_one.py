@@ -7,7 +7,16 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from tests.e2e.conftest import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module deletes the workloads it
+    runs (a ConfigMap and finished pods of its own names stay)."""
+    return session_cluster
 
 
 def test_a_json_patch_whose_test_fails_is_upstreams_generic_invalid(cluster):
@@ -70,6 +79,7 @@ def test_rollout_undo_to_the_current_revision_is_skipped(cluster, tmp_path):
         assert r.stdout.strip() == (
             f"{kind_name}/{name} skipped rollback (current template already matches revision 2)")
         assert cluster.kubectl("rollout", "undo", f"{kind}/{name}").stdout.strip() == f"{kind_name}/{name} rolled back"
+    cluster.kubectl("delete", "-f", str(manifest), "--wait=false")
 
 
 def test_kubelet_json_through_nodes_proxy_is_compact_go_json(cluster):
@@ -132,6 +142,7 @@ def test_exec_into_a_container_that_exited_is_container_not_found(cluster, tmp_p
     r = cluster.kubectl("exec", "exited-exec", "--", "echo", "hi", check=False)
     assert r.returncode == 1
     assert r.stderr.strip() == 'error: unable to upgrade connection: container not found ("c")'
+    cluster.kubectl("delete", "pod", "exited-exec", "--wait=false")
 
 
 def test_get_pods_restarts_of_a_crash_looping_pod_are_those_of_the_run_that_ended(cluster):
