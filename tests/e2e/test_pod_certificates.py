@@ -31,6 +31,14 @@ DENY = "e2e.nanokube.io/deny"
 GROUP, VERSION = "certificates.k8s.io", "v1"
 
 
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module deletes its pods; it leaves their
+    requests and the ClusterTrustBundle e2e.nanokube.io:fast:ca (its own signer's, which no other
+    module names)."""
+    return session_cluster
+
+
 def rfc3339(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
