@@ -32,6 +32,7 @@ from .dra.grpc_api import DRA_PLUGIN_TYPE
 from .dra.plugin_manager import DRAPluginManager
 from .dra.plugin_watcher import PluginWatcher
 from .dra.prepare import ClaimPreparer
+from .eviction import EvictionManager
 from .faults import Faults, Plan
 from .faults import parse as parse_faults
 from .inplace import desired
@@ -372,6 +373,8 @@ class NodeAgent:
         self._fault_plan = Plan()
         self._fault_lock = asyncio.Lock()
         self._fault_timer: asyncio.Task | None = None
+        #: node-pressure eviction (eviction.py); its conditions join the pressure faults'
+        self.eviction = EvictionManager(self)
 
     # --- registration and heartbeats ----------------------------------------------
 
@@ -592,6 +595,7 @@ class NodeAgent:
                 "plugins register on %s (each node: its own)", self.name, self.plugins_registry, self.cdi_dir,
                 self.pod_resources.path, self.device_registration.path)
         self._task = asyncio.create_task(self._heartbeat())
+        self.eviction.start()
 
     # --- injected faults (see faults.py) -------------------------------------------
 
@@ -627,6 +631,7 @@ class NodeAgent:
             if want == old:
                 return
             self.faults = want
+            self.eviction.notify()
             if want.lease_stop:
                 self.up.clear()
             else:
@@ -645,7 +650,7 @@ class NodeAgent:
             if (want.not_ready, want.shutdown) != (old.not_ready, old.shutdown):
                 self._set_ready(want)
             if want.pressure != old.pressure:
-                self._set_pressure(want.pressure)
+                self._set_pressure(want.pressure | self.eviction.conditions)
             if want.shutdown and not old.shutdown:
                 await self.record("NodeShutdown", "Shutdown manager detected shutdown event")
                 self._in_background(self._shut_down())
@@ -687,6 +692,20 @@ class NodeAgent:
                 c.update(status=str(c["type"] in pressure), reason=reason, message=message,
                          lastTransitionTime=self.clock.rfc3339())
 
+    async def eviction_conditions_changed(self) -> None:
+        """The eviction manager's own observations crossed thresholds or stopped crossing them: the
+        pressure conditions are those and the faults', posted at once as a fault's change is."""
+        async with self._fault_lock:
+            before = self.pressure()
+            self._set_pressure(self.faults.pressure | self.eviction.conditions)
+            if self.pressure() == before or self.faults.lease_stop:
+                return
+            try:
+                await self.post_status()
+            except EXPECTED as e:
+                log.warning("node %s: status post failed, the next heartbeat posts it: %r", self.name, e)
+                self._last_status = -math.inf
+
     def pressure(self) -> list[str]:
         """The eviction manager's node conditions: those of ours under pressure, in its order."""
         on = {c["type"] for c in self._conditions if c["status"] == "True"}
@@ -713,6 +732,7 @@ class NodeAgent:
         tasks = [w.stop() for w in self.workers.values()]
         self.workers.clear()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.eviction.stop()
         for t in (self._task, self._fault_timer, *self._event_tasks):
             if t:
                 t.cancel()
@@ -741,6 +761,7 @@ class NodeAgent:
 
     def sync_pod(self, pod: dict) -> None:
         uid = pod["metadata"]["uid"]
+        self.eviction.notify()
         w = self.workers.get(uid)
         if w is not None:
             w.update(pod)
@@ -895,6 +916,7 @@ class NodeAgent:
             log.warning("node %s: rejecting pod %s/%s: %s", self.name, md.get("namespace"), md["name"], e)
 
     def forget_pod(self, pod: dict) -> None:
+        self.eviction.notify()
         self._rejected.discard(pod["metadata"]["uid"])
         self._holds.pop(pod["metadata"]["uid"], None)
         self._admitting.pop(pod["metadata"]["uid"], None)

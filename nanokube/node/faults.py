@@ -9,7 +9,8 @@ The value is a comma-separated list of tokens, each a fault:
 - `not-ready`: the kubelet keeps heartbeating but reports Ready=False.
 - `memory-pressure`, `disk-pressure`, `pid-pressure`: the kubelet reports the
   node condition (MemoryPressure...) True, and its eviction manager refuses the
-  pods such a node does not admit (admission.py).
+  pods such a node does not admit (admission.py) and evicts running ones, one
+  per pass, as a leak outside the pods would make it (eviction.py).
 - `shutdown`: the node is shutting down (graceful node shutdown, as systemd
   announces it): the kubelet reports Ready=False, stops its pods as Terminated
   and refuses new ones (NodeShutdown) until the fault is removed (shutdown

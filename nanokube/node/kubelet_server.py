@@ -402,11 +402,12 @@ class KubeletServer:
 
     async def _metrics(self) -> web.Response:
         """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), the pods
-        it rejected at admission or preempted for critical ones, its device plugins' registrations
-        and Allocate durations (devicemanager), its lifecycle hooks' HTTP fallbacks and sleeps cut
-        short, its node's name, its pod resources endpoint's calls, the pods and containers it runs,
-        the volume stats collector's series of each claim in use (once, however many pods here use
-        it) and its plugin manager's plugins; families by name, as client_golang gathers them."""
+        it rejected at admission, preempted for critical ones or evicted under node pressure, its
+        device plugins' registrations and Allocate durations (devicemanager), its lifecycle hooks'
+        HTTP fallbacks and sleeps cut short, its node's name, its pod resources endpoint's calls, the
+        pods and containers it runs, the volume stats collector's series of each claim in use (once,
+        however many pods here use it) and its plugin manager's plugins; families by name, as
+        client_golang gathers them."""
         running = self._running()
         claims: dict[tuple[str, str], dict] = {}
         for volumes in await self._volume_stats([pod for pod, _, _ in running], self.agent.clock.rfc3339(),
@@ -416,10 +417,14 @@ class KubeletServer:
         containers = sum(len(usage) for _, usage, _ in running)
         rejected = self.agent.admission_rejections
         preempted = self.agent.preemptions
+        evicted = self.agent.eviction.evictions
         lines = [*(["# HELP kubelet_admission_rejections_total [ALPHA] Cumulative number pod admission rejections "
                     "by the Kubelet.", "# TYPE kubelet_admission_rejections_total counter"] if rejected else []),
                  *(f'kubelet_admission_rejections_total{{reason="{r}"}} {n}' for r, n in sorted(rejected.items())),
                  *self.agent.devices.metrics(),
+                 *(["# HELP kubelet_evictions [ALPHA] Cumulative number of pod evictions by eviction signal",
+                    "# TYPE kubelet_evictions counter"] if evicted else []),
+                 *(f'kubelet_evictions{{eviction_signal="{s}"}} {n}' for s, n in sorted(evicted.items())),
                  "# HELP kubelet_lifecycle_handler_http_fallbacks_total [ALPHA] The number of times lifecycle "
                  "handlers successfully fell back to http from https.",
                  "# TYPE kubelet_lifecycle_handler_http_fallbacks_total counter",

@@ -40,7 +40,8 @@ def agent(clock):
                            devices=DeviceManager(),
                            workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)},
                            lifecycle_http_fallbacks=0, lifecycle_sleeps_cut=0,
-                           admission_rejections={}, preemptions={}, sync_loop_at=None)
+                           admission_rejections={}, preemptions={}, sync_loop_at=None,
+                           eviction=SimpleNamespace(evictions={}))
 
 
 GET = SimpleNamespace(method="GET", query=MultiDict(), headers={})

@@ -1,0 +1,54 @@
+"""Node-pressure eviction through `nanokube up` and kubectl: a ReplicaSet's pod whose memory use
+(the usage annotation `kubectl top` reads) fills its node is evicted by the node's kubelet, and
+the ReplicaSet's replacement runs on the other node. The module's shared cluster is the default
+two-node one."""
+
+from __future__ import annotations
+
+import json
+import time
+
+
+def wait_for(check, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while not (got := check()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return got
+
+
+REPLICASET = {
+    "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "trainer"},
+    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "trainer"}}, "template": {
+        "metadata": {"labels": {"app": "trainer"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "3600"],
+                                 "resources": {"requests": {"memory": "64Mi"}}}]}}}}
+
+
+def test_a_pod_filling_its_node_is_evicted_and_its_replicaset_replaces_it_elsewhere(cluster):
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(REPLICASET))
+
+    def pods() -> list[dict]:
+        return cluster.kubectl_json("get", "pods", "-l", "app=trainer")["items"]
+    [first] = wait_for(lambda: [p for p in pods() if p["status"].get("phase") == "Running"])
+    name, node = first["metadata"]["name"], first["spec"]["nodeName"]
+    capacity = cluster.kubectl_json("get", "node", node)["status"]["capacity"]["memory"]
+    cluster.kubectl("annotate", "pod", name, f"sim.nanokube.io/memory-usage={capacity}")
+
+    evicted = wait_for(lambda: (p := cluster.kubectl_json("get", "pod", name))["status"].get("phase") == "Failed"
+                       and p["status"])
+    why = ("The node was low on resource: memory. Threshold quantity: 100Mi, available: 0. "
+           f"Container main was using {capacity}, request is 64Mi, has larger consumption of memory. ")
+    assert evicted and (evicted["reason"], evicted["message"]) == ("Evicted", why), evicted
+    assert ("DisruptionTarget", "True", "TerminationByKubelet") in [
+        (c["type"], c["status"], c.get("reason")) for c in evicted["conditions"]]
+    events = cluster.kubectl_json("get", "events", "--field-selector", f"involvedObject.name={name}")["items"]
+    assert ("Warning", "Evicted", why) in [(e["type"], e["reason"], e["message"]) for e in events]
+    conditions = cluster.kubectl_json("get", "node", node)["status"]["conditions"]
+    assert ("MemoryPressure", "True") in [(c["type"], c["status"]) for c in conditions]
+
+    replacement = wait_for(lambda: [p for p in pods() if p["metadata"]["name"] != name
+                                    and p["status"].get("phase") == "Running"])
+    assert replacement and replacement[0]["spec"]["nodeName"] != node, replacement
+    metrics = cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics").stdout
+    assert 'kubelet_evictions{eviction_signal="memory.available"} 1' in metrics.splitlines()
+    cluster.kubectl("delete", "replicaset", "trainer")
