@@ -17,6 +17,13 @@ import yaml
 NS = "harden"
 
 
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module writes in a namespace of its
+    own, and cluster-wide only a PriorityClass of its own name."""
+    return session_cluster
+
+
 class Raw:
     """One keep-alive HTTPS connection with the admin certificate; answers are
     (status, headers, parsed JSON body or raw bytes); `timeout`: the most seconds
