@@ -1,7 +1,8 @@
 """Node-pressure eviction through `nanokube up` and kubectl: a ReplicaSet's pod whose memory use
 (the usage annotation `kubectl top` reads) fills its node is evicted by the node's kubelet, and
-the ReplicaSet's replacement runs on the other node. The module's shared cluster is the default
-two-node one."""
+the ReplicaSet's replacement runs on the other node. On a cluster of its own (conftest's module
+`cluster`), not the session's: the node stays under MemoryPressure, tainted for it, for the 5-minute
+transition period after."""
 
 from __future__ import annotations
 
