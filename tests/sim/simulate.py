@@ -24,14 +24,15 @@ profiles:
 """
 
 
-def simulate(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    """tmp_path/cluster.yaml and tmp_path/trace.jsonl replayed --quiet; no PYTHONHASHSEED, so it re-executes
-    itself, and its temporary files go under tmp_path/tmp for the test to see them gone."""
+def simulate(tmp_path, *args: str, quiet: bool = True) -> subprocess.CompletedProcess:
+    """tmp_path/cluster.yaml and tmp_path/trace.jsonl replayed (--quiet unless `quiet` is false); no
+    PYTHONHASHSEED, so it re-executes itself, and its temporary files go under tmp_path/tmp for the test
+    to see them gone."""
     (tmp_path / "tmp").mkdir(exist_ok=True)
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}, "TMPDIR": str(tmp_path / "tmp")}
     cmd = [sys.executable, "-c", "import sys; from nanokube.cli import main; sys.exit(main(sys.argv[1:]))",
            "simulate", "--cluster", str(tmp_path / "cluster.yaml"), "--trace", str(tmp_path / "trace.jsonl"),
-           "--quiet", *args]
+           *(("--quiet",) if quiet else ()), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
 
 
