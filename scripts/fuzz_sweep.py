@@ -234,6 +234,7 @@ WEBHOOK_ANSWERS = [{"response": r} for r in [
     {"allowed": False, "status": "no"}, {"allowed": False, "status": [1]}, {"allowed": False, "status": {"code": 2**40}},
     {"allowed": False, "status": {"code": "403"}}, {"allowed": False, "status": {"code": 403.5}}, {"allowed": False, "status": {"code": 99}},
     {"allowed": False, "status": {"code": 999, "message": "m"}}, {"allowed": False, "status": {"code": 500, "reason": "x"}},
+    {"allowed": False, "status": {"code": 1000}}, {"allowed": False, "status": {"code": 2**31 - 1}},
     {"allowed": False, "status": {"reason": 5, "message": 7}}, {"allowed": False, "status": {"details": "x"}},
     {"allowed": False, "status": {"details": {"causes": "x"}}}, {"allowed": False, "status": {"details": {"causes": [{"field": 1}]}}},
     {"allowed": False, "status": {"message": "a\x00b\r\nc", "metadata": {"remainingItemCount": "x"}}},
@@ -268,7 +269,8 @@ WEBHOOK_5XX = ("Internal error occurred: failed calling webhook", 'admission web
                "Internal error occurred: testing value", "Internal error occurred: replace operation",
                "Internal error occurred: parsing time", "Internal error occurred: Unexpected kind",
                "Internal error occurred: The allowed maximum operations", "converting (", "Internal error occurred: no kind",
-               "Internal error occurred: couldn't get version/kind", "Internal error occurred: unexpected GroupVersion")
+               "Internal error occurred: couldn't get version/kind", "Internal error occurred: unexpected GroupVersion",
+               "This request caused apiserver to panic")  # (a denial's code past 999: Go's WriteHeader panics)
 #: metadata fields the `schema` sweep leaves to the server
 SERVER_SET = {"managedFields", "resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "selfLink",
               "generation", "ownerReferences", "finalizers"}
@@ -300,7 +302,8 @@ class Sweep:
         took = time.monotonic() - start
         unreachable = code == 503 and "/proxy" in path  # (a proxied backend that cannot be dialled: upstream's 503)
         unreachable |= converts and code == 500 and "conversion webhook for" in str(got)
-        unreachable |= code >= 500 and isinstance(got, dict) and str(got.get("message", "")).startswith(upstream_5xx or ("\0",))
+        said = str(got.get("message", "")) if isinstance(got, dict) else got.decode(errors="replace") if isinstance(got, bytes) else ""
+        unreachable |= code >= 500 and said.startswith(upstream_5xx or ("\0",))
         # (a custom resource without its spec replicas field has no Scale: ScaleREST.Get's InternalError)
         unreachable |= code == 500 and path.endswith("/scale") and "the spec replicas field" in str(got)
         # (a list from a resourceVersion the server has not reached: the cacher's 504 after its 3 s wait)

@@ -42,6 +42,10 @@ def json_response(obj: Any, status: int = 200, headers: dict | None = None) -> w
 def error_response(e: errors.APIError) -> web.Response:
     """The Status of `e`; a retry period in its details is also a Retry-After header, as upstream's
     ErrorNegotiated sets it (client-go waits that long and retries a 429 or 5xx that has one)."""
+    if not 100 <= e.code <= 999:  # (a webhook's denial may name any int32 code)
+        # net/http's WriteHeader panics on such a code, and the API server's panic filter answers for it
+        return web.Response(status=500, text="This request caused apiserver to panic. Look in the logs for details.\n",
+                            headers={"Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff"})
     headers = e.headers
     retry = (e.details or {}).get("retryAfterSeconds")
     if retry and "Retry-After" not in headers:

@@ -125,10 +125,12 @@ async def test_patches_sweep_gets_no_5xx(tmp_path):
 async def test_webhooks_sweep_gets_no_5xx_but_upstreams(tmp_path):
     """Webhooks answering with values of the wrong type or a patch moving the kind, under failurePolicy
     Ignore: a list of audit annotations or a Status that was a string raised in the server, 500s that no
-    policy ignored (found by hand probes, fuzz49; the sweep's every answer: 1,328 requests, none broken)."""
+    policy ignored (found by hand probes, fuzz49), and a denial of code 1000 was written as the status line
+    "HTTP/1.1 1000", which no client reads."""
     fuzz_sweep = _sweep_module()
     found = [{"response": {"auditAnnotations": ["k"]}}, {"response": {"allowed": False, "status": "no"}},
-             {"response": {"patchType": "JSONPatch", "patch": [{"op": "replace", "path": "/kind", "value": "Secret"}]}}]
+             {"response": {"patchType": "JSONPatch", "patch": [{"op": "replace", "path": "/kind", "value": "Secret"}]}},
+             {"response": {"allowed": False, "status": {"code": 1000}}}]
     async with served(tmp_path) as (server, _):
         def sweep():
             s = fuzz_sweep.Sweep(str(tmp_path / "kubeconfig"), slow=float("inf"), out=str(tmp_path / "broken.jsonl"),
