@@ -6,9 +6,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from kubernetes import client
 
 from .conftest import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module's one Role goes with the
+    namespace it deletes; its token and kubeconfig are of the default ServiceAccount."""
+    return session_cluster
 
 
 def test_subject_access_reviews(cluster):
@@ -40,6 +48,8 @@ def test_subject_access_reviews(cluster):
     rules = api.create_self_subject_rules_review({"spec": {"namespace": "reviews"}})
     assert any(r.resources == ["*"] and r.verbs == ["*"] for r in rules.status.resource_rules)
     core.delete_namespace("reviews")
+    # gone, Role and all, before the next module of the shared cluster lists what there is
+    wait_for(lambda: not core.list_namespace(field_selector="metadata.name=reviews").items, 60, "reviews deleted")
 
 
 def test_can_i_list(cluster):
