@@ -49,8 +49,13 @@ def recorded() -> list[str]:
 def header(text: str, agent: str = "-") -> str:
     """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped;
     a line break is a space, as Go's header writer makes it."""
-    text = text.replace("\n", " ").replace("\r", " ")
+    text = _one_line(text)
     return f'299 {agent} "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _one_line(text: str) -> str:
+    """The text as its header carries it: a line break is not a control character `limit` drops."""
+    return text.replace("\n", " ").replace("\r", " ")
 
 
 def limit(headers) -> None:
@@ -76,7 +81,7 @@ def texts(warnings: list[str]) -> list[str]:
     """`warnings` as `limit` would leave them, before any header is made of them: a webhook's 10,000
     warnings of 1 KiB made as many headers for `limit` to parse again (2.8 s of the loop a request),
     where upstream's recorder drops each past its budget as it is added."""
-    kept, truncating, _ = _kept(("-", w) for w in warnings)
+    kept, truncating, _ = _kept(("-", _one_line(w)) for w in warnings)
     return [t[:ITEM_RUNES] if truncating else t for _, t in kept]
 
 

@@ -100,3 +100,21 @@ async def test_a_webhooks_many_warnings_are_kept_as_the_recorder_keeps_them():
     texts = heard["admitted"][1]
     assert texts == heard["refused"][1] == [t[:256] for t in many[:len(texts)]]
     assert sum(map(len, texts[:-1])) < 4096 <= sum(map(len, texts))
+
+
+async def test_a_warning_with_line_breaks_is_kept_on_one_line():
+    """A YAML body's duplicate key warns with yaml's two-line message: its header carries it on one
+    line (as the handler writes it), not dropped as a text with a control character."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    cm = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps/dupy"
+    body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dupy\ndata:\n  a: '1'\n  a: '2'\n"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.patch(cm, params={"fieldManager": "m", "dryRun": "All"}, data=body,
+                               headers={"Content-Type": "application/apply-patch+yaml"}) as r:
+                assert r.status == 201, await r.text()
+                assert _texts(r.headers.getall("Warning")) == [
+                    'error converting YAML to JSON: yaml: unmarshal errors:   line 7: key "a" already set in map']
+    finally:
+        await server.stop()
