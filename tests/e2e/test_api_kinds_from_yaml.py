@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import tempfile
 
+import pytest
 from kubernetes import client, utils
+
+from .conftest import wait_for
 
 MANIFEST = """
 apiVersion: v1
@@ -65,6 +68,13 @@ spec: {group: mixed.example.com, version: v1, groupPriorityMinimum: 500, version
 """
 
 
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module deletes what it made, and
+    waits for its APIService's group to leave discovery."""
+    return session_cluster
+
+
 def test_mixed_manifest_round_trips(cluster):
     api = cluster.client()
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
@@ -91,3 +101,6 @@ def test_mixed_manifest_round_trips(cluster):
     assert "PodSelector:     app=db" in described and "10.0.0.0/8" in described
 
     cluster.kubectl("delete", "-f", "-", "--wait=false", "--ignore-not-found", input=MANIFEST)
+    # the APIService's group leaves discovery before the next module of the shared cluster reads it
+    wait_for(lambda: "mixed.example.com/v1" not in cluster.kubectl("api-versions").stdout.split(), 30,
+             "mixed.example.com gone from discovery")
