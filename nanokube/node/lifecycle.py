@@ -1995,14 +1995,15 @@ class PodWorker:
 
     async def _stop(self, c: dict, deadline: float, turn: list[asyncio.Event], done: asyncio.Event) -> None:
         """killContainer for container `c` as the pod stops by `deadline` (wall clock): its preStop
-        hook, for a sidecar its turn (once each of `turn` is set, or its time is up), then SIGTERM
-        with what is left, at least 2 s (minimumGracePeriodInSeconds, whether a hook ran or not);
-        `done` is set once it stopped. Its status says how it ended (a sidecar's too: upstream's
-        shows the terminated container the runtime reports)."""
+        hook, for a sidecar its turn (once each of `turn` is set, or its time is up; the whole
+        seconds it waited come off, as waitForTurn's are truncated), then SIGTERM with what is
+        left, at least 2 s (minimumGracePeriodInSeconds, whether a hook ran or not); `done` is
+        set once it stopped. Its status says how it ended (a sidecar's too: upstream's shows the
+        terminated container the runtime reports)."""
         name = c["name"]
         try:
             left = await self._pre_stop(c, deadline)
-            if turn:
+            if turn and left > 0:
                 start = self.clock.monotonic()
                 limit = asyncio.ensure_future(self._sleep_until(start + left))
                 waits = [asyncio.ensure_future(e.wait()) for e in turn]
@@ -2012,7 +2013,7 @@ class PodWorker:
                     for t in (limit, *waits):
                         t.cancel()
                     await asyncio.gather(limit, *waits, return_exceptions=True)
-                left -= self.clock.monotonic() - start
+                left -= math.floor(self.clock.monotonic() - start + 1e-6)  # waitForTurn's seconds, truncated
             left = max(left, hooks.MIN_GRACE)  # killContainer's minimal shutdown window, hook or not
             at = self.clock.monotonic()
             end, code = self.lifetimes.get(name, (None, 0))

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from nanokube.clock import parse_time
-from nanokube.node.lifecycle import STOP_EXIT_CODE
+from nanokube.node.lifecycle import STOP_EXIT_CODE, STOP_SECONDS
 from nanokube.machinery.streaming import LogOptions
 from tests.controllers import eventually
 from tests.node import ManualClock
@@ -646,3 +646,25 @@ async def test_a_pre_stop_hook_takes_its_whole_seconds_off_the_grace_period(env)
     assert (await pods.get("whole", "default"))["status"]["phase"] == "Running"
     await clock.advance(0.1)
     assert await eventually(gone(pods, "whole"))
+
+async def test_a_sidecars_wait_for_its_turn_takes_only_whole_seconds_off_its_grace(env):
+    """KEP-753's termination ordering: the sidecar's SIGTERM waits until the app container stopped,
+    and killContainer takes the seconds it waited off its grace truncated (int64 of waitForTurn's).
+    The app stops 1.5 s after its SIGTERM (the stop annotations), so the sidecar, whose TERM trap
+    ignores the signal, gets 5 - 1 = 4 s: killed (137) 5.5 s after the deletion, not at 5 s."""
+    pods, clock, _ = env
+    p = hooked("ordered", ["sleep", "infinity"], grace=5, annotations={STOP_SECONDS: "1.5", STOP_EXIT_CODE: "0"})
+    p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+    p["spec"]["initContainers"] = [{"name": "side", "image": "busybox:1.36", "restartPolicy": "Always",
+                                    "command": ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"]}]
+    await pods.create(p)
+    await eventually(phase_is(pods, "ordered", "Running"))
+    await delete_killed(pods, "ordered")
+    await clock.advance(5.4)
+    assert (await pods.get("ordered", "default"))["status"]["phase"] == "Running"
+    await clock.advance(0.1)
+    done = await eventually(phase_is(pods, "ordered", "Succeeded"))  # (the sidecar's code does not count)
+    app, side = app_status(done)["state"]["terminated"], done["status"]["initContainerStatuses"][0]["state"]["terminated"]
+    assert (app["exitCode"], side["exitCode"], side["reason"]) == (0, 137, "Error")
+    await pods.patch("ordered", {"metadata": {"finalizers": None}}, namespace="default")
+    assert await eventually(gone(pods, "ordered"))

@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING
 
 from ...machinery import errors, restartrules
 from ...machinery.streaming import StreamFailed, executable_not_found, sandbox_id
-from ...clock import parse_time
 from .. import inplace
 from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, DEADLINE, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
@@ -286,18 +285,14 @@ class ProcessPodWorker(PodWorker):
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for t in waits[1:]:
                 t.cancel()
-        if self.eviction is not None and not self.deleting():
-            # activeDeadlineHandler, or an eviction: stopped with the pod's grace period (or the eviction's); what never
-            # ran ends unknown
-            if self.eviction is DEADLINE:
+        if (self.eviction is not None and not self.deleting()) or not flow.done():
+            # deleted, past activeDeadlineSeconds, or evicted: stopped with the grace the simulated runtime's kill
+            # settles (`_kill_grace`); what never ran ends unknown
+            self.terminating = True
+            if self.eviction is DEADLINE and not self.deleting():
                 await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
-            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            if self.eviction.grace is not None:
-                grace = self.eviction.grace
-            await self._kill_gracefully([*self._all(), *self.debug.values()], self.clock.now() + grace)
-        elif not flow.done():
-            md = self.pod["metadata"]
-            await self._kill_gracefully([*self._all(), *self.debug.values()], parse_time(md["deletionTimestamp"]))
+            grace, asked = self._kill_grace()
+            await self._kill_gracefully([*self._all(), *self.debug.values()], asked + grace)
         for c in self.debug.values():  # the app containers are done: what is left of a debug session goes
             _kill(c, signal.SIGKILL)
         await asyncio.gather(*self._children)

@@ -419,3 +419,29 @@ async def test_a_first_process_that_ignores_sigterm_is_killed_when_the_grace_per
     assert events == [("Killing", "spec.containers{main}", "Stopping container main")]
     await pods.patch("deaf", {"metadata": {"finalizers": None}}, namespace="default")
     await eventually(gone(pods, "deaf"))
+
+
+async def test_a_deletion_with_grace_0_a_finalizer_holds_still_runs_the_pre_stop_hook(env):
+    """The process runtime settles its kill's grace as the simulated one does (PodWorker._kill_grace,
+    calculateEffectiveGracePeriod): a deletion with gracePeriodSeconds 0 that a finalizer keeps gets
+    1 s, not a deadline already past, so main's preStop exec runs and writes its file before
+    SIGTERM, which main's trap answers with 0 (9 had the hook been skipped)."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    main = "trap '[ -e /shared/drain ] && exit 0; exit 9' TERM; touch /shared/main; sleep 300 & wait"
+    p = shared(pod("held", ["sh", "-c", main], grace=30, lifecycle={"preStop": {"exec": {"command": [
+        "sh", "-c", "echo draining > /shared/drain"]}}}))
+    p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+    await pods.create(p)
+
+    async def trapping():
+        w = rt.pods.get(("default", "held"))
+        volume = w and w.agent.volumes.volume_dir(w.uid, "shared")
+        return volume and os.path.exists(os.path.join(volume, "main"))
+    await eventually(trapping)
+    await pods.delete("held", "default", grace_period_seconds=0)
+    done = await eventually(status_of(pods, "held", phase("Succeeded")))
+    term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (0, "Completed")
+    await pods.patch("held", {"metadata": {"finalizers": None}}, namespace="default")
+    await eventually(gone(pods, "held"))
