@@ -75,7 +75,18 @@ def cluster(session_cluster):
     return session_cluster
 
 
-def test_mixed_manifest_round_trips(cluster):
+@pytest.fixture
+def removed_after(cluster):
+    """The manifest's objects deleted after the test, passed or not, its APIService's group gone from
+    discovery before the next module of the shared cluster reads it."""
+    yield cluster
+    cluster.kubectl("delete", "-f", "-", "--wait=false", "--ignore-not-found", input=MANIFEST)
+    wait_for(lambda: "mixed.example.com/v1" not in cluster.kubectl("api-versions").stdout.split(), 30,
+             "mixed.example.com gone from discovery")
+
+
+def test_mixed_manifest_round_trips(removed_after):
+    cluster = removed_after
     api = cluster.client()
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         f.write(MANIFEST)
@@ -99,8 +110,3 @@ def test_mixed_manifest_round_trips(cluster):
     assert "matchingPrecedence" in cluster.kubectl("explain", "flowschema.spec").stdout
     described = cluster.kubectl("describe", "networkpolicy", "db", "-n", "mixed").stdout
     assert "PodSelector:     app=db" in described and "10.0.0.0/8" in described
-
-    cluster.kubectl("delete", "-f", "-", "--wait=false", "--ignore-not-found", input=MANIFEST)
-    # the APIService's group leaves discovery before the next module of the shared cluster reads it
-    wait_for(lambda: "mixed.example.com/v1" not in cluster.kubectl("api-versions").stdout.split(), 30,
-             "mixed.example.com gone from discovery")

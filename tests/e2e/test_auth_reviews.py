@@ -19,11 +19,20 @@ def cluster(session_cluster):
     return session_cluster
 
 
-def test_subject_access_reviews(cluster):
-    api = client.AuthorizationV1Api(cluster.client())
-    rbac = client.RbacAuthorizationV1Api(cluster.client())
+@pytest.fixture
+def reviews(cluster):
+    """The namespace `reviews`, gone (Role and all) after the test, passed or not, before the next
+    module of the shared cluster lists what there is."""
     core = client.CoreV1Api(cluster.client())
     core.create_namespace({"metadata": {"name": "reviews"}})
+    yield
+    core.delete_namespace("reviews")
+    wait_for(lambda: not core.list_namespace(field_selector="metadata.name=reviews").items, 60, "reviews deleted")
+
+
+def test_subject_access_reviews(cluster, reviews):
+    api = client.AuthorizationV1Api(cluster.client())
+    rbac = client.RbacAuthorizationV1Api(cluster.client())
     rbac.create_namespaced_role("reviews", {"metadata": {"name": "pod-reader"}, "rules": [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
     rbac.create_namespaced_role_binding("reviews", {"metadata": {"name": "alice"}, "roleRef": {
@@ -47,9 +56,6 @@ def test_subject_access_reviews(cluster):
     assert local.status.allowed and local.metadata.namespace == "reviews"
     rules = api.create_self_subject_rules_review({"spec": {"namespace": "reviews"}})
     assert any(r.resources == ["*"] and r.verbs == ["*"] for r in rules.status.resource_rules)
-    core.delete_namespace("reviews")
-    # gone, Role and all, before the next module of the shared cluster lists what there is
-    wait_for(lambda: not core.list_namespace(field_selector="metadata.name=reviews").items, 60, "reviews deleted")
 
 
 def test_can_i_list(cluster):
