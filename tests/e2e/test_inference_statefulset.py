@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.e2e.conftest import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module deletes its StatefulSets and
+    autoscaler and puts the `standard` StorageClass back as it found it."""
+    return session_cluster
 
 
 def _server(name: str, replicas: int, **spec) -> dict:
@@ -84,3 +93,4 @@ def test_autoscaler_on_a_container_the_pods_lack_says_which(cluster):
         "False", "FailedGetContainerResourceMetric", f"the HPA was unable to compute the replica count: {cause}")
     described = cluster.kubectl("describe", "hpa", "chat").stdout
     assert f"first error is: failed to get sidecar container metric value: {cause}" in described
+    cluster.kubectl("delete", "hpa/chat", "statefulset/chat", "--wait=false")
