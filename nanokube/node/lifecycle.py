@@ -825,22 +825,24 @@ class PodWorker:
                 await self._write_running(self.clock.rfc3339())
 
     async def _restart_container(self, name: str, why: str = "") -> None:
-        """Stop one running container and start it again at once (its resize needs a restart): the
-        Killing event, its preStop hook, then the start's (Pulled, Created, Started), its restartCount one more, and lastState how the instance ended (as
-        graceful deletion's, stop_exit_code). One not running (waiting out its back-off, or ended)
-        has nothing to stop: it starts with what is allocated, if it starts again."""
+        """Stop one running container and start it again (its resize needs a restart, its image
+        changed), as SyncPod's killContainer does before the start, the pod's sync waiting for it:
+        the Killing event, its preStop hook, SIGTERM with what is left of the pod's grace period
+        (at least 2 s) and SIGKILL when that is up (`_kill_container`); then the start's (Pulled,
+        Created, Started), its restartCount one more, and lastState how the instance ended. One not
+        running (waiting out its back-off, or ended) has nothing to stop: it starts with what is
+        allocated, if it starts again."""
         if name not in self.io.running:
             return
         path = "spec.containers" if any(c["name"] == name for c in self._containers()) else "spec.initContainers"
         await self._event("Normal", "Killing", why or f"Container {name} resize requires restart", f"{path}{{{name}}}")
-        grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-        await self._pre_stop_hooks(self.clock.now() + grace, {name})
-        now = self.clock.rfc3339()
-        code = stop_exit_code(self.pod, grace)
         spec = next(c for c in self._sidecars() + self._containers() if c["name"] == name)
-        self.io.restarted(name, image_ref(spec.get("image", "")), code,
-                          "received SIGTERM" if code != 137 else "was killed after the grace period",
-                          lambda: self._program(spec))
+        grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        left = await self._pre_stop(spec, self.clock.now() + grace)
+        _, code, ended = await self._kill_container(spec, left)
+        self.changed.set()  # (the wait clears it: what changed meanwhile, a deletion, is looked at again)
+        now = self.clock.rfc3339()
+        self.io.restarted(name, image_ref(spec.get("image", "")), code, ended, lambda: self._program(spec))
         self.own_last_state[name] = {"terminated": {
             "exitCode": code, "reason": "Completed" if code == 0 else "Error",
             "startedAt": self.own_started.get(name) or self.started_at or now, "finishedAt": now}}
@@ -2014,16 +2016,7 @@ class PodWorker:
                         t.cancel()
                     await asyncio.gather(limit, *waits, return_exceptions=True)
                 left -= math.floor(self.clock.monotonic() - start + 1e-6)  # waitForTurn's seconds, truncated
-            left = max(left, hooks.MIN_GRACE)  # killContainer's minimal shutdown window, hook or not
-            at = self.clock.monotonic()
-            end, code = self.lifetimes.get(name, (None, 0))
-            why = ""
-            if name in self.io.ended:  # its command ended on its own meanwhile
-                end, code = at, self.io.ended.pop(name)
-            elif end is None or end > at:
-                end, code, why = self._sigterm(c, at, left, end, code)
-                if (own := await self._until_ended(name, end)) is not None:  # its command ended first
-                    (end, code), why = own, ""
+            end, code, why = await self._kill_container(c, left)
             self.io.exit(name, code, why, at=end)
             now = self.clock.rfc3339()
             self.ended[name] = self._status_of(c, {"terminated": {
@@ -2032,6 +2025,23 @@ class PodWorker:
                 False, False)
         finally:
             done.set()
+
+    async def _kill_container(self, c: dict, left: float) -> tuple[float, int, str]:
+        """StopContainer for container `c` once its preStop hook ran: SIGTERM now, with `left`
+        seconds of grace, at least 2 s (minimumGracePeriodInSeconds, whether a hook ran or not),
+        waited out unless it ends first. When (monotonic) and with which code it ended, and why
+        as the runtime tells it ("" for its own end); the caller reports the end."""
+        left = max(left, hooks.MIN_GRACE)
+        at = self.clock.monotonic()
+        end, code = self.lifetimes.get(c["name"], (None, 0))
+        if c["name"] in self.io.ended:  # its command ended on its own meanwhile
+            return at, self.io.ended.pop(c["name"]), ""
+        if end is not None and end <= at:
+            return end, code, ""
+        end, code, why = self._sigterm(c, at, left, end, code)
+        if (own := await self._until_ended(c["name"], end)) is not None:  # its command ended first
+            return *own, ""
+        return end, code, why
 
     def _sigterm(self, c: dict, at: float, left: float, end: float | None, code: int) -> tuple[float, int, str]:
         """The kubelet's SIGTERM at monotonic `at` to container `c`, which would end at `end` with

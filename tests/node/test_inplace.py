@@ -11,7 +11,7 @@ from nanokube.clock import Clock
 from nanokube.machinery.podresources import QUANTITIES, amounts
 from nanokube.node import inplace
 from nanokube.node.cluster import default_cluster
-from nanokube.node.lifecycle import PodWorker
+from nanokube.node.lifecycle import STOP_EXIT_CODE, PodWorker
 from nanokube.node.manager import NodeManager
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -80,8 +80,8 @@ SMP = "application/strategic-merge-patch+json"
 APP = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 
 
-async def _running(pods, containers: list[dict]) -> dict:
-    await pods.create({"metadata": {"name": "web", "namespace": "default"},
+async def _running(pods, containers: list[dict], annotations: dict | None = None) -> dict:
+    await pods.create({"metadata": {"name": "web", "namespace": "default", "annotations": annotations or {}},
                        "spec": {"nodeName": "gpu-0", "containers": containers}})
 
     async def running():
@@ -226,7 +226,8 @@ async def test_a_container_restarted_for_a_resize_runs_its_command_from_the_star
     try:
         await _running(pods, [{"name": "app", "image": "busybox", "resources": APP,
                                "command": ["sh", "-c", "sleep 10; exit 3"],
-                               "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]}])
+                               "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]}],
+                       {STOP_EXIT_CODE: "143"})  # (its shell, PID 1, would outlive the restart's SIGTERM)
         await clock.advance(5)
         await _resize(pods, {"requests": {"memory": "2Gi"}, "limits": {"memory": "2Gi"}})
         await eventually(_events(events, ["Killing", "ResizeCompleted"]))

@@ -323,9 +323,12 @@ async def test_a_hook_command_the_simulation_does_not_run_passes_as_probes_do(en
     assert "FailedPostStartHook" not in [e[1] for e in await pod_events(pods, "scripted")]
 
 
-async def test_a_container_restarted_for_a_new_image_runs_its_pre_stop_first(env):
+async def test_a_container_restarted_for_a_new_image_runs_its_pre_stop_then_waits_out_its_sigterm(env):
+    """killContainer before the new image's start: the preStop sleep (2 s), then SIGTERM with the
+    rest of the pod's 5 s grace, which `sleep` (PID 1, no TERM handler) outlives: SIGKILL at 5 s
+    (lastState 137), the new instance started only then."""
     pods, clock, _ = env
-    p = hooked("swap", ["sleep", "infinity"], restart="Always", grace=30, preStop={"sleep": {"seconds": 2}})
+    p = hooked("swap", ["sleep", "infinity"], restart="Always", grace=5, preStop={"sleep": {"seconds": 2}})
     await pods.create(p)
     await eventually(phase_is(pods, "swap", "Running"))
     p["spec"]["containers"][0]["image"] = "busybox:1.37"
@@ -333,12 +336,36 @@ async def test_a_container_restarted_for_a_new_image_runs_its_pre_stop_first(env
     await killed(pods, "swap")
     await clock.advance(1.9)
     assert app_status(await pods.get("swap", "default"))["restartCount"] == 0  # the hook still runs
+    await clock.advance(3.0)
+    assert app_status(await pods.get("swap", "default"))["restartCount"] == 0  # SIGTERM ignored, grace not up
     await clock.advance(0.1)
 
     async def restarted():
         s = app_status(await pods.get("swap", "default"))
-        return s["restartCount"] == 1 and s["image"].endswith("busybox:1.37")
-    await eventually(restarted)
+        return s["restartCount"] == 1 and s["image"].endswith("busybox:1.37") and s
+    s = await eventually(restarted)
+    assert (s["lastState"]["terminated"]["exitCode"], s["lastState"]["terminated"]["reason"]) == (137, "Error")
+    assert "running" in s["state"]
+
+
+async def test_a_container_restarted_for_a_new_image_ends_by_its_term_trap(env):
+    """A restart's SIGTERM reaches the container's TERM trap as a deletion's does: it exits 3 once
+    its loop's `sleep 1` ends, and the new instance starts then, not at the 30 s grace's end."""
+    pods, clock, _ = env
+    p = hooked("trapper", ["sh", "-c", "trap 'exit 3' TERM; while true; do sleep 1; done"], restart="Always", grace=30)
+    await pods.create(p)
+    await eventually(phase_is(pods, "trapper", "Running"))
+    await clock.advance(0.5)
+    p["spec"]["containers"][0]["image"] = "busybox:1.37"
+    await pods.patch("trapper", {"spec": {"containers": p["spec"]["containers"]}}, namespace="default")
+    await killed(pods, "trapper")
+    await clock.advance(0.5)
+
+    async def restarted():
+        s = app_status(await pods.get("trapper", "default"))
+        return s["restartCount"] == 1 and s
+    s = await eventually(restarted)
+    assert s["lastState"]["terminated"]["exitCode"] == 3
 
 
 async def test_a_container_its_liveness_probe_kills_runs_its_pre_stop_first(env):
@@ -646,6 +673,7 @@ async def test_a_pre_stop_hook_takes_its_whole_seconds_off_the_grace_period(env)
     assert (await pods.get("whole", "default"))["status"]["phase"] == "Running"
     await clock.advance(0.1)
     assert await eventually(gone(pods, "whole"))
+
 
 async def test_a_sidecars_wait_for_its_turn_takes_only_whole_seconds_off_its_grace(env):
     """KEP-753's termination ordering: the sidecar's SIGTERM waits until the app container stopped,
