@@ -399,7 +399,10 @@ def main(argv: list[str] | None = None) -> int:
 
         # uvloop's event loop and TLS transport (libuv, Cython) instead of asyncio's selector loop and
         # pure-Python SSL protocol: every request of every client crosses them (issue 16)
-        return uvloop.run(_up(args))
+        try:
+            return uvloop.run(_up(args))
+        finally:
+            gcsettle.cancel()
     return modules[args.command].run(args)
 
 

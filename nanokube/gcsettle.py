@@ -56,6 +56,15 @@ def settle(young_only: bool = False) -> tuple[int, int, int]:
     return before
 
 
+def cancel() -> None:
+    """Undoes a `defer` that no `settle` followed: a start-up that stopped early (a refused flag or
+    file) gives the process its full collections back, as an in-process caller of `main` goes on."""
+    global _deferred
+    if _deferred is not None:
+        gc.set_threshold(*gc.get_threshold()[:2], _deferred)
+        _deferred = None
+
+
 def restore(thresholds: tuple[int, int, int]) -> None:
     """Undoes `settle`: what was frozen is the collector's again (garbage once a run ends)."""
     gc.unfreeze()

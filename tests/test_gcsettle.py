@@ -30,3 +30,16 @@ def test_settle_without_defer_keeps_the_thresholds_it_found():
         assert gc.get_threshold() == (gcsettle.YOUNG, 7, 9)
     finally:
         gcsettle.restore((700, 10, 10))
+
+
+def test_an_up_that_stops_before_it_settles_gives_full_collections_back(tmp_path, capsys):
+    """`up` refusing its cluster file (after its deferral) leaves an in-process caller's collector as it was:
+    a test worker that kept the deferral ran no full collection for the rest of its session."""
+    from nanokube.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pools:\n  - name: a\n    count: 1\n    capacity: {cpu: 1, memory: 1Gi, gpus: 8}\n")
+    before = gc.get_threshold()
+    assert main(["up", "--cluster", str(bad), "--data-dir", str(tmp_path / "d")]) == 2
+    assert "pools[0].capacity.gpus: unknown field" in capsys.readouterr().err
+    assert gc.get_threshold() == before
