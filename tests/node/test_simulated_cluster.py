@@ -6,51 +6,29 @@ seeing a Service and its ready endpoint come."""
 from __future__ import annotations
 
 import asyncio
-import re
 
-import aiohttp
 import pytest
 
-from nanokube.apiserver.app import APIServer
-from nanokube.client.http import HTTPClient
-from nanokube.client.kubeconfig import Credentials
 from nanokube.machinery.streaming import LogOptions
-from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
-from nanokube.store.memory import MemoryStore
 from tests.controllers import eventually
-from tests.node import ManualClock
+from tests.node import metric_totals, nodes_over_http
 
 
 @pytest.fixture
 async def cluster(tmp_path):
-    clock = ManualClock()
-    server = APIServer(MemoryStore(), None, port=0, clock=clock)
-    await server.start()
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
-    await client.start()
-    nodes = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
-                        pods_dir=str(tmp_path))
-    await nodes.start()
-    yield client, nodes, clock, server
-    await nodes.stop()
-    await client.close()
-    await server.stop()
+    async with nodes_over_http(str(tmp_path)) as got:
+        yield got
 
 
 async def requests(server) -> dict[str, tuple[float, float]]:
     """Each network resource's LISTs (apiserver_request_total, all codes) and its watches open now
     (apiserver_longrunning_requests, verb WATCH)."""
-    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{server.port}/metrics") as r:
-        text = await r.text()
-
-    def total(series: str, labels: str) -> float:
-        return sum(float(m.group(1)) for m in re.finditer(rf"^{series}{{{labels}}} (\S+)$", text, re.M))
-    return {plural: (total("apiserver_request_total", rf'code="\d+",[^}}]*resource="{plural}",[^}}]*subresource="",'
-                                                      r'verb="LIST"[^}]*'),
-                     total("apiserver_longrunning_requests", rf'component="apiserver",[^}}]*resource="{plural}",'
-                                                             r'[^}]*verb="WATCH"[^}]*'))
-            for plural in ("services", "endpointslices", "pods")}
+    plurals = ("services", "endpointslices", "pods")
+    got = await metric_totals(server, *(q for plural in plurals for q in (
+        ("apiserver_request_total", rf'code="\d+",[^}}]*resource="{plural}",[^}}]*subresource="",verb="LIST"[^}}]*'),
+        ("apiserver_longrunning_requests", rf'component="apiserver",[^}}]*resource="{plural}",[^}}]*verb="WATCH"[^}}]*'))))
+    return {plural: (got[2 * i], got[2 * i + 1]) for i, plural in enumerate(plurals)}
 
 
 def pod(name: str, node: str, *command: str, image: str = "busybox") -> dict:

@@ -5,50 +5,29 @@ HTTP, the requests counted by the server's apiserver_request_total, the resyncs 
 from __future__ import annotations
 
 import asyncio
-import re
 
-import aiohttp
 import pytest
 
-from nanokube.apiserver.app import APIServer
-from nanokube.client.http import HTTPClient
-from nanokube.client.kubeconfig import Credentials
-from nanokube.node.cluster import default_cluster
-from nanokube.node.manager import NodeManager
 from nanokube.node.volumes.sources import RESYNC
-from nanokube.store.memory import MemoryStore
 from tests.controllers import eventually
-from tests.node import ManualClock
+from tests.node import metric_totals, nodes_over_http
 
 
 @pytest.fixture
 async def cluster(tmp_path):
-    clock = ManualClock()
-    server = APIServer(MemoryStore(), None, port=0, clock=clock)
-    await server.start()
-    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
-    await client.start()
-    nodes = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
-                        pods_dir=str(tmp_path))
-    await nodes.start()
-    yield client, nodes, clock, tmp_path, server
-    await nodes.stop()
-    await client.close()
-    await server.stop()
+    async with nodes_over_http(str(tmp_path)) as (client, nodes, clock, server):
+        yield client, nodes, clock, tmp_path, server
 
 
 async def configmap_requests(server) -> tuple[float, float, float]:
     """The server's count of GETs and LISTs of configmaps (apiserver_request_total, all codes) and its
     ConfigMap watches now (apiserver_longrunning_requests, verb WATCH)."""
-    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{server.port}/metrics") as r:
-        text = await r.text()
-
-    def total(series: str, labels: str) -> float:
-        return sum(float(m.group(1)) for m in re.finditer(rf"^{series}{{{labels}}} (\S+)$", text, re.M))
-    return (total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",[^}]*subresource="",verb="GET"[^}]*'),
-            total("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",[^}]*subresource="",verb="LIST"[^}]*'),
-            total("apiserver_longrunning_requests", r'component="apiserver",group="",resource="configmaps",'
-                                                     r'scope="\w+",subresource="",verb="WATCH",version="v1"'))
+    return tuple(await metric_totals(
+        server,
+        ("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",[^}]*subresource="",verb="GET"[^}]*'),
+        ("apiserver_request_total", r'code="\d+",[^}]*resource="configmaps",[^}]*subresource="",verb="LIST"[^}]*'),
+        ("apiserver_longrunning_requests", r'component="apiserver",group="",resource="configmaps",'
+                                           r'scope="\w+",subresource="",verb="WATCH",version="v1"')))
 
 
 def pod(name: str, node: str) -> dict:
