@@ -25,7 +25,8 @@ def test_the_example_cluster_scales_to_any_size():
 @pytest.mark.timeout(120)
 def test_every_metric_is_reported_and_heartbeats_are_counted():
     messages: list[str] = []
-    results = nodes.run([12], steady_s=1.0, progress=messages.append, renew_interval=0.25)
+    # (a 2 s window: one stall of the loop under a loaded CI machine must not take the rate past its bound)
+    results = nodes.run([12], steady_s=2.0, progress=messages.append, renew_interval=0.25)
     row = results[12]
     assert list(row) == list(nodes.METRICS)
     assert all(math.isfinite(v) for v in row.values()), row
