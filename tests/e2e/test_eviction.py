@@ -7,14 +7,8 @@ transition period after."""
 from __future__ import annotations
 
 import json
-import time
 
-
-def wait_for(check, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (got := check()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return got
+from tests.e2e.conftest import wait_for
 
 
 REPLICASET = {
@@ -30,16 +24,16 @@ def test_a_pod_filling_its_node_is_evicted_and_its_replicaset_replaces_it_elsewh
 
     def pods() -> list[dict]:
         return cluster.kubectl_json("get", "pods", "-l", "app=trainer")["items"]
-    [first] = wait_for(lambda: [p for p in pods() if p["status"].get("phase") == "Running"])
+    [first] = wait_for(lambda: [p for p in pods() if p["status"].get("phase") == "Running"], what="the pod Running")
     name, node = first["metadata"]["name"], first["spec"]["nodeName"]
     capacity = cluster.kubectl_json("get", "node", node)["status"]["capacity"]["memory"]
     cluster.kubectl("annotate", "pod", name, f"sim.nanokube.io/memory-usage={capacity}")
 
     evicted = wait_for(lambda: (p := cluster.kubectl_json("get", "pod", name))["status"].get("phase") == "Failed"
-                       and p["status"])
+                       and p["status"], what="the pod evicted")
     why = ("The node was low on resource: memory. Threshold quantity: 100Mi, available: 0. "
            f"Container main was using {capacity}, request is 64Mi, has larger consumption of memory. ")
-    assert evicted and (evicted["reason"], evicted["message"]) == ("Evicted", why), evicted
+    assert (evicted["reason"], evicted["message"]) == ("Evicted", why), evicted
     assert ("DisruptionTarget", "True", "TerminationByKubelet") in [
         (c["type"], c["status"], c.get("reason")) for c in evicted["conditions"]]
     events = cluster.kubectl_json("get", "events", "--field-selector", f"involvedObject.name={name}")["items"]
@@ -48,8 +42,8 @@ def test_a_pod_filling_its_node_is_evicted_and_its_replicaset_replaces_it_elsewh
     assert ("MemoryPressure", "True") in [(c["type"], c["status"]) for c in conditions]
 
     replacement = wait_for(lambda: [p for p in pods() if p["metadata"]["name"] != name
-                                    and p["status"].get("phase") == "Running"])
-    assert replacement and replacement[0]["spec"]["nodeName"] != node, replacement
+                                    and p["status"].get("phase") == "Running"], what="a replacement Running")
+    assert replacement[0]["spec"]["nodeName"] != node, replacement
     metrics = cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics").stdout
     assert 'kubelet_evictions{eviction_signal="memory.available"} 1' in metrics.splitlines()
     cluster.kubectl("delete", "replicaset", "trainer")
