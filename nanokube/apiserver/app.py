@@ -82,9 +82,9 @@ PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
 #: kube-apiserver's --etcd-count-metric-poll-period default: how often the stored objects are counted
 COUNT_POLL_PERIOD = 60.0
-#: the metrics.k8s.io kinds as resources, for the OpenAPI documents only (no storage: metrics/api.py serves them)
-_METRICS_RESOURCES = [Resource(metrics_openapi.GROUP, plural, kind, [metrics_openapi.VERSION], namespaced=namespaced,
-                               verbs=("get", "list")) for plural, kind, namespaced in metrics_openapi.KINDS]
+#: the metrics APIs' kinds as resources, for the OpenAPI documents only (no storage: metrics/api.py serves them)
+_METRICS_RESOURCES = [Resource(group, plural, kind, [version], namespaced=namespaced, verbs=verbs)
+                      for group, version, plural, kind, namespaced, verbs in metrics_openapi.KINDS]
 JWKS_PATH = "/openid/v1/jwks"
 
 
@@ -656,8 +656,8 @@ class APIServer:
         self._openapi.clear()
 
     def _openapi_resources(self) -> list[Resource]:
-        """What the OpenAPI documents describe: the served resources and the metrics.k8s.io kinds
-        answered in-process, whose documents kube-aggregator would merge from metrics-server."""
+        """What the OpenAPI documents describe: the served resources and the metrics APIs' kinds
+        answered in-process, whose documents kube-aggregator would merge from metrics-server and an adapter."""
         return [*self.index.resources, *_METRICS_RESOURCES]
 
     def _openapi_bytes(self, key: str, build) -> Any:
@@ -713,7 +713,7 @@ class APIServer:
         else:
             return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
         if version not in self.index.group_versions().get(group, []) and \
-                (group, version) != (metrics_openapi.GROUP, metrics_openapi.VERSION):
+                (group, version) not in metrics_openapi.GROUP_VERSIONS:
             return error_response(errors.APIError(404, "NotFound", "the server could not find the requested resource"))
         entry = await asyncio.get_running_loop().run_in_executor(
             None, self._openapi_bytes, f"v3/{path}", lambda: openapi.v3_document(self._openapi_resources(), group, version))

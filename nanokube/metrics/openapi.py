@@ -1,33 +1,45 @@
-"""The OpenAPI definitions of metrics.k8s.io/v1beta1 (NodeMetrics, PodMetrics and their
-lists), as metrics-server publishes them and kube-aggregator merges them into /openapi/v2
-and /openapi/v3: what `kubectl explain podmetrics` reads. In the schema module's JSON
-Schema form, so the API server's OpenAPI builder renders them as it renders the built-in
-kinds; `define` adds them."""
+"""The OpenAPI definitions of the metrics APIs answered in-process: metrics.k8s.io/v1beta1
+(NodeMetrics, PodMetrics and their lists) as metrics-server publishes them, and
+custom.metrics.k8s.io/v1beta2 (MetricValue) and external.metrics.k8s.io/v1beta1
+(ExternalMetricValue) as a custom-metrics adapter publishes them; kube-aggregator merges
+them into /openapi/v2 and /openapi/v3, which `kubectl explain podmetrics` reads. In the
+schema module's JSON Schema form, so the API server's OpenAPI builder renders them as it
+renders the built-in kinds; `define` adds them."""
 
 from __future__ import annotations
 
 from .. import schema
+from .api import CUSTOM, CUSTOM_VERSION, EXTERNAL, VERSION
 from .api import RESOURCE as GROUP
-from .api import VERSION
 
 _P = "io.k8s.metrics.pkg.apis.metrics.v1beta1."
+_CUSTOM = "io.k8s.metrics.pkg.apis.custom_metrics.v1beta2."
+_EXTERNAL = "io.k8s.metrics.pkg.apis.external_metrics.v1beta1."
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
+_QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 DURATION = _META + "Duration"
-#: the kinds served, (plural, kind, namespaced), as metrics-server's REST storage registers them
-KINDS = (("nodes", "NodeMetrics", False), ("pods", "PodMetrics", True))
+#: the kinds described, (group, version, plural, kind, namespaced, verbs): metrics-server's two
+#: as its REST storage registers them; the adapters' two with no verbs, as their metric-named
+#: routes are no resource's paths (the documents carry the definitions, not those routes)
+KINDS = ((GROUP, VERSION, "nodes", "NodeMetrics", False, ("get", "list")),
+         (GROUP, VERSION, "pods", "PodMetrics", True, ("get", "list")),
+         (CUSTOM, CUSTOM_VERSION, "metricvalues", "MetricValue", True, ()),
+         (EXTERNAL, VERSION, "externalmetrics", "ExternalMetricValue", True, ()))
+#: the group-versions whose documents /openapi/v3 serves though no stored resource is in them
+GROUP_VERSIONS = frozenset((group, version) for group, version, *_ in KINDS)
 
 
 def _ref(name: str, description: str = "") -> dict:
     return {"$ref": schema.REF_PREFIX + name, **({"description": description} if description else {})}
 
 
-def _gvk(kind: str) -> list[dict]:
-    return [{"group": GROUP, "kind": kind, "version": VERSION}]
+def _gvk(kind: str, group: str = GROUP, version: str = VERSION) -> list[dict]:
+    return [{"group": group, "kind": kind, "version": version}]
 
 
 def _usage() -> dict:
     return {"description": "The memory usage is the memory working set.", "type": "object",
-            "additionalProperties": _ref("io.k8s.apimachinery.pkg.api.resource.Quantity")}
+            "additionalProperties": _ref(_QUANTITY)}
 
 
 def _definitions() -> dict[str, dict]:
@@ -74,6 +86,67 @@ def _definitions() -> dict[str, dict]:
                                           "items": _ref(_P + "ContainerMetrics"), "x-kubernetes-list-type": "atomic"}},
             "x-kubernetes-group-version-kind": _gvk("PodMetrics")},
         _P + "PodMetricsList": listed("PodMetrics", "pod"),
+        **_adapter_definitions(pod["apiVersion"], pod["kind"], pod_list["metadata"]["description"]),
+    }
+
+
+def _adapter_definitions(api_version: dict, kind: dict, list_meta: str) -> dict[str, dict]:
+    """custom.metrics.k8s.io's MetricValue and external.metrics.k8s.io's ExternalMetricValue, with their lists
+    (k8s.io/metrics' types): the items carry apiVersion and kind but no metadata."""
+    window = ("indicates the window ([Timestamp-Window, Timestamp]) from which these metrics were calculated, when "
+              "returning rate metrics calculated from cumulative metrics (or zero for non-calculated instantaneous "
+              "metrics).")
+    timestamp = _ref(_META + "Time", "indicates the time at which the metrics were produced")
+
+    def listed(prefix: str, kind_name: str, group: str, version: str, description: str, items: str) -> dict:
+        return {"description": description, "type": "object", "required": ["items"],
+                "properties": {"apiVersion": api_version,
+                               "items": {"description": items, "type": "array", "items": _ref(prefix + kind_name)},
+                               "kind": kind, "metadata": _ref(_META + "ListMeta", list_meta)},
+                "x-kubernetes-group-version-kind": _gvk(kind_name + "List", group, version)}
+
+    return {
+        _CUSTOM + "MetricIdentifier": {
+            "description": "MetricIdentifier identifies a metric by name and, optionally, selector", "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"description": "name is the name of the given metric", "type": "string"},
+                           "selector": _ref(_META + "LabelSelector",
+                                            "selector represents the label selector that could be used to select "
+                                            "this metric, and will generally just be the selector passed in to the "
+                                            "query used to fetch this metric. When left blank, only the metric's "
+                                            "Name will be used to gather metrics.")}},
+        _CUSTOM + "MetricValue": {
+            "description": "MetricValue is the metric value for some object", "type": "object",
+            "required": ["describedObject", "metric", "timestamp", "value"],
+            "properties": {"apiVersion": api_version, "kind": kind,
+                           "describedObject": _ref("io.k8s.api.core.v1.ObjectReference",
+                                                   "a reference to the described object"),
+                           "metric": _ref(_CUSTOM + "MetricIdentifier"), "timestamp": timestamp,
+                           "windowSeconds": {"description": window, "type": "integer", "format": "int64"},
+                           "value": _ref(_QUANTITY, "the value of the metric for this")},
+            "x-kubernetes-group-version-kind": _gvk("MetricValue", CUSTOM, CUSTOM_VERSION)},
+        _CUSTOM + "MetricValueList": listed(
+            _CUSTOM, "MetricValue", CUSTOM, CUSTOM_VERSION,
+            "MetricValueList is a list of values for a given metric for some set of objects",
+            "the value of the metric across the described objects"),
+        _EXTERNAL + "ExternalMetricValue": {
+            "description": "ExternalMetricValue is a metric value for external metric A single metric value is "
+                           "identified by metric name and a set of string labels. For one metric there can be "
+                           "multiple values with different sets of labels.", "type": "object",
+            "required": ["metricName", "metricLabels", "timestamp", "value"],
+            "properties": {"apiVersion": api_version, "kind": kind,
+                           "metricName": {"description": "the name of the metric", "type": "string"},
+                           "metricLabels": {"description": "a set of labels that identify a single time series for "
+                                                           "the metric", "type": "object",
+                                            "additionalProperties": {"type": "string", "default": ""}},
+                           "timestamp": timestamp,
+                           "window": {"description": window, "type": "integer", "format": "int64"},
+                           "value": _ref(_QUANTITY, "the value of the metric")},
+            "x-kubernetes-group-version-kind": _gvk("ExternalMetricValue", EXTERNAL, VERSION)},
+        _EXTERNAL + "ExternalMetricValueList": listed(
+            _EXTERNAL, "ExternalMetricValue", EXTERNAL, VERSION,
+            "ExternalMetricValueList is a list of values for a given metric for some set labels",
+            "value of the metric matching a given set of labels"),
     }
 
 

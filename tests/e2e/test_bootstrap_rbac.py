@@ -172,3 +172,34 @@ def test_the_metrics_document_is_indexed_by_its_hash(cluster):
     document = cluster.kubectl("get", "--raw", url).stdout.encode()
     assert url == f"/openapi/v3/apis/metrics.k8s.io/v1beta1?hash={hashlib.sha512(document).hexdigest().upper()}"
     assert "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics" in json.loads(document)["components"]["schemas"]
+
+
+@pytest.mark.parametrize("group_version, kind", [
+    ("external.metrics.k8s.io/v1beta1", "io.k8s.metrics.pkg.apis.external_metrics.v1beta1.ExternalMetricValue"),
+    ("custom.metrics.k8s.io/v1beta2", "io.k8s.metrics.pkg.apis.custom_metrics.v1beta2.MetricValue"),
+])
+def test_the_adapter_metrics_kinds_are_in_both_documents(cluster, group_version, kind):
+    url = json.loads(cluster.kubectl("get", "--raw", "/openapi/v3").stdout)["paths"][f"apis/{group_version}"][
+        "serverRelativeURL"]
+    document = cluster.kubectl("get", "--raw", url).stdout.encode()
+    assert url == f"/openapi/v3/apis/{group_version}?hash={hashlib.sha512(document).hexdigest().upper()}"
+    group, version = group_version.split("/")
+    schemas = json.loads(document)["components"]["schemas"]
+    assert schemas[kind + "List"]["x-kubernetes-group-version-kind"] == [
+        {"group": group, "kind": kind.rsplit(".", 1)[1] + "List", "version": version}]
+    assert schemas[kind + "List"]["properties"]["items"]["items"]["$ref"] == f"#/components/schemas/{kind}"
+    definitions = json.loads(cluster.kubectl("get", "--raw", "/openapi/v2").stdout)["definitions"]
+    assert definitions[kind]["required"] == schemas[kind]["required"]
+    assert "timestamp" in definitions[kind]["required"]
+
+
+def test_kubectl_explains_the_external_metrics_from_the_swagger_document(cluster):
+    """The v2 explainer finds a kind by its group-version-kind; the v3 one needs a path naming the resource,
+    which the adapter's metric-named routes do not give."""
+    explained = cluster.kubectl("explain", "externalmetrics", "--output=plaintext-openapiv2").stdout
+    assert explained.startswith("KIND:     ExternalMetricValueList\nVERSION:  external.metrics.k8s.io/v1beta1\n")
+    assert "ExternalMetricValueList is a list of values for a given metric for some set labels" in " ".join(
+        explained.split()), explained  # kubectl wraps the description
+    assert "items\t<[]Object> -required-" in explained, explained
+    labels = cluster.kubectl("explain", "externalmetrics.items.metricLabels", "--output=plaintext-openapiv2").stdout
+    assert "a set of labels that identify a single time series for the metric" in " ".join(labels.split()), labels

@@ -28,3 +28,18 @@ def test_the_swagger_document_holds_the_metrics_kinds_and_their_paths():
     assert pod["required"] == ["timestamp", "window", "containers"]
     assert pod["x-kubernetes-group-version-kind"] == [{"group": "metrics.k8s.io", "kind": "PodMetrics", "version": "v1beta1"}]
     assert doc["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.Duration"]["type"] == "string"
+
+
+def test_the_adapters_kinds_are_defined_without_paths():
+    """custom.metrics.k8s.io and external.metrics.k8s.io are answered on metric-named routes, not a resource's."""
+    metrics_openapi.define()
+    doc = orjson.loads(openapi.build_v2(all_resources() + _METRICS_RESOURCES))
+    external = doc["definitions"]["io.k8s.metrics.pkg.apis.external_metrics.v1beta1.ExternalMetricValue"]
+    assert external["required"] == ["metricName", "metricLabels", "timestamp", "value"]
+    assert external["properties"]["window"] == {"description": external["properties"]["window"]["description"],
+                                                "type": "integer", "format": "int64"}
+    value = doc["definitions"]["io.k8s.metrics.pkg.apis.custom_metrics.v1beta2.MetricValue"]
+    assert value["properties"]["metric"]["$ref"] == "#/definitions/io.k8s.metrics.pkg.apis.custom_metrics.v1beta2.MetricIdentifier"
+    assert value["x-kubernetes-group-version-kind"] == [
+        {"group": "custom.metrics.k8s.io", "kind": "MetricValue", "version": "v1beta2"}]
+    assert not [p for p in doc["paths"] if p.startswith(("/apis/custom.metrics.k8s.io/", "/apis/external.metrics.k8s.io/"))]
