@@ -36,11 +36,22 @@ def sandbox_id(uid: str) -> str:
     return hashlib.sha256(f"{uid}/sandbox".encode()).hexdigest()
 
 
+def _not_in_path(command: str) -> str:
+    """runc's words for a process whose binary the container does not have."""
+    return f'unable to start container process: exec: "{command}": executable file not found in $PATH: unknown'
+
+
 def executable_not_found(exec_id: str, command: str) -> StreamFailed:
     """What containerd answers for an exec of a binary the container does not have."""
     return StreamFailed(f'failed to exec in container: failed to start exec "{exec_id}": OCI runtime exec failed: '
-                        f'exec failed: unable to start container process: exec: "{command}": executable file not '
-                        f"found in $PATH: unknown")
+                        f"exec failed: {_not_in_path(command)}")
+
+
+def start_not_found(command: str) -> str:
+    """What containerd answers when a container's own command is a binary its image does not have:
+    the task is never created (the container's StartError, exit code 128)."""
+    return ("failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+            f"runc create failed: {_not_in_path(command)}")
 
 
 def exit_status(code: int, command: list[str]) -> dict:

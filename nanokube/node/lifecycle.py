@@ -50,10 +50,10 @@ from ..machinery.goduration import string as go_duration
 from ..machinery.conditions import transition_time
 from ..machinery import restartrules
 from ..machinery.errors import APIError
-from ..machinery.streaming import StreamFailed, StreamSession
+from ..machinery.streaming import StreamFailed, StreamSession, start_not_found
 from ..client.http import EXPECTED
 from ..clock import parse_time
-from . import hooks, prober
+from . import hooks, prober, simulated_net
 from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
 from . import inplace
@@ -165,6 +165,16 @@ def exit_code(pod: dict, run: int) -> int:
 def _end(start: float, program: Program) -> float | None:
     """When (monotonic) `program` started at `start` ends; None for one that runs until stopped."""
     return None if math.isinf(program.seconds) else start + program.seconds
+
+
+def start_error(c: dict) -> str:
+    """containerd's answer where container `c`'s own command (not one a shell runs) is a tool its
+    image lacks (simulated_net.LACKING): runc cannot exec it, so the container never runs; "" where
+    it starts."""
+    command = c.get("command") or []
+    if command and command[0].rpartition("/")[2] in simulated_net.image_lacks(c.get("image", "")):
+        return start_not_found(command[0])
+    return ""
 
 
 def invalid_annotations(pod: dict) -> list[str]:
@@ -1153,6 +1163,9 @@ class PodWorker:
             await self.io.prepare(c)
             path = field_path(self.pod, c["name"])
             await self._event("Normal", "Created", "Container created", path)
+            if path.startswith("spec.containers") and (error := start_error(c)):
+                await self._event("Warning", "Failed", f"Error: {error}", path)
+                continue
             await self._event("Normal", "Started", "Container started", path)
             if path.startswith("spec.initContainers") and c.get("restartPolicy") == "Always" and \
                     blocked is None and interruptible and await self._sidecar_startup(c):
@@ -1675,6 +1688,9 @@ class PodWorker:
                         self.own_started[c["name"]] = now
                         self.waiting.pop(c["name"], None)
                 lifetimes.update((c["name"], self._lifetime(c)) for c in running)
+                for c in running:  # one runc could not start ends at once (`_lifetime`), never running
+                    if error := start_error(c):
+                        self.waiting[c["name"]] = {"waiting": {"reason": "RunContainerError", "message": error}}
                 await self._post_start_hooks([] if adopted else fresh + running)  # (an adopted one ran its hook)
                 if write:
                     self.probed.update((c["name"], prober.passing(c, self.clock.monotonic())) for c in running)
@@ -1729,6 +1745,9 @@ class PodWorker:
                 self.io.exit(name, code, at=reached if end is None or name in closed | went_on.keys() else end)
                 terms[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                "startedAt": self.own_started.get(name) or self.started_at, "finishedAt": now}
+                if error := start_error(specs[name]):  # as containerd reports a task never created
+                    terms[name] = {"exitCode": 128, "reason": "StartError", "message": error,
+                                   "startedAt": "1970-01-01T00:00:00Z", "finishedAt": now}
             actions = {name: restartrules.on_exit(specs[name], policy, code) for name, code in exits.items()}
             if restartrules.RESTART_ALL in actions.values():
                 term = terms[next(n for n, a in actions.items() if a == restartrules.RESTART_ALL)]
@@ -1785,7 +1804,7 @@ class PodWorker:
         containers run (what a simulation says wins). One with `tty` runs on a terminal the runtime
         made, not yet sized by any client (0 0)."""
         given = (self.pod.get("metadata") or {}).get("annotations") or {}
-        if RUN_SECONDS in given or EXIT_CODE in given:
+        if RUN_SECONDS in given or EXIT_CODE in given or start_error(c):
             return None
         return interpret(self.io.command(c), self.clock.now(), lambda: self.io.draft(c["name"]),
                          b"" if not c.get("stdin") else None, self.io.environment(c["name"]),
@@ -1795,7 +1814,10 @@ class PodWorker:
         """When container `c`, started just now, exits (monotonic; None: not on its own) and with
         which code: as the interpreted command it started with runs (not worked out again: its
         first changes are made by now, and a second `mkdir` would fail), else as the pod's
-        run-seconds and exit-code annotations say for its run."""
+        run-seconds and exit-code annotations say for its run; one runc could not start (`start_error`)
+        ends now, with containerd's 128."""
+        if start_error(c) and c["name"] in {s["name"] for s in self._containers()}:
+            return self.clock.monotonic(), 128
         if program := self.io.programs.get(c["name"]):
             end, now = _end(self.clock.monotonic(), program), self.clock.monotonic()
             failed = self._liveness(c, program)

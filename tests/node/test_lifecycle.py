@@ -271,6 +271,58 @@ async def test_a_container_in_back_off_keeps_the_id_of_the_instance_that_crashed
     assert c["containerID"] != first and c["lastState"]["terminated"]["containerID"] == first
 
 
+async def test_a_command_its_image_lacks_fails_to_start_then_backs_off(env):
+    """runc cannot exec a container's own command its image lacks (curl in busybox): containerd never
+    creates the task, so the container is Waiting (RunContainerError, then CrashLoopBackOff) with
+    lastState terminated StartError, exit code 128, and a Warning Failed Event in containerd's words;
+    it never runs."""
+    pods, clock = env
+    p = pod("loop")
+    p["spec"]["containers"][0]["command"] = ["curl", "http://web"]
+    await pods.create(p)
+    words = ('failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create '
+             'failed: unable to start container process: exec: "curl": executable file not found in $PATH: unknown')
+
+    async def backing_off():
+        c = ((await pods.get("loop", "default"))["status"].get("containerStatuses") or [{"state": {}}])[0]
+        return c if (c["state"].get("waiting") or {}).get("reason") == "CrashLoopBackOff" else None
+    c = await eventually(backing_off)
+    term = c["lastState"]["terminated"]
+    assert (term["exitCode"], term["reason"], term["message"]) == (128, "StartError", words)
+    assert term["startedAt"] == "1970-01-01T00:00:00Z" and not c["ready"] and not c["started"]
+    assert "back-off 10s" in c["state"]["waiting"]["message"] and c["restartCount"] == 1
+
+    async def reasons():
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        got = {e["reason"]: e for e in items if e["involvedObject"]["name"] == "loop"}
+        return got if "Failed" in got and "BackOff" in got else None
+    events = await eventually(reasons)
+    assert (events["Failed"]["type"], events["Failed"]["message"]) == ("Warning", f"Error: {words}")
+    assert events["Failed"]["count"] == 2 and "Started" not in events, "each start failed, none started"
+    await clock.advance(10)  # started again after its back-off, and failing again: 20 s now
+    c = await eventually(loop_status(pods, 2, "waiting"))
+    assert "back-off 20s" in c["state"]["waiting"]["message"]
+    assert c["lastState"]["terminated"]["reason"] == "StartError"
+
+
+async def test_a_start_error_under_restart_policy_never_fails_the_pod(env):
+    """wget is not in ubuntu: with restartPolicy Never the container ends there (StartError, 128) and
+    so does the pod; a shell running a tool the image lacks starts (the shell reports it, not runc)."""
+    pods, _ = env
+    p = pod("once", restart="Never")
+    p["spec"]["containers"][0].update(image="ubuntu:24.04", command=["/usr/bin/wget", "-qO-", "http://web"])
+    await pods.create(p)
+    shell = pod("shell")
+    shell["spec"]["containers"][0]["command"] = ["sh", "-c", "curl http://web; sleep 3600"]
+    await pods.create(shell)
+    done = await eventually(phase_is(pods, "once", "Failed"))
+    term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (128, "StartError")
+    assert term["message"].endswith('exec: "/usr/bin/wget": executable file not found in $PATH: unknown')
+    up = await eventually(phase_is(pods, "shell", "Running"))
+    assert "running" in up["status"]["containerStatuses"][0]["state"]
+
+
 async def test_on_failure_does_not_restart_a_successful_container(env):
     pods, clock = env
     await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "1"}, restart="OnFailure"))
