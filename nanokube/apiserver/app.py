@@ -86,6 +86,9 @@ COUNT_POLL_PERIOD = 60.0
 _METRICS_RESOURCES = [Resource(group, plural, kind, [version], namespaced=namespaced, verbs=verbs)
                       for group, version, plural, kind, namespaced, verbs in metrics_openapi.KINDS]
 JWKS_PATH = "/openid/v1/jwks"
+#: (group, resource) kept in the store though kube-apiserver stores none (its ComponentStatus REST probes on each
+#: read): no storage or watch cache series name it, nor a stored-objects count
+_UNSTORED = frozenset({("", componentstatus.KEY)})
 
 
 def _passes() -> None:
@@ -154,7 +157,7 @@ class APIServer:
         self.loop_holds = LoopHolds()
         #: the health checks /healthz, /livez and /readyz ran, served at /metrics/slis
         self.slis = healthz.HealthSLIs()
-        self.store = InstrumentedStore(store, self.metrics)
+        self.store = InstrumentedStore(store, self.metrics, _UNSTORED)
         self.clock = clock
         self.pki = pki
         self.host, self.port = host, port
@@ -164,7 +167,7 @@ class APIServer:
         self.cache = WatchCache(self.store, clock=clock)
         built_in = frozenset(r.key_prefix() for r in self.index.resources)
         self.cache.unstructured = lambda prefix: prefix not in built_in  # custom resources' (apiextensions)
-        self.metrics.watch_cache(self.cache.stats, lambda: self.cache.rev)
+        self.metrics.watch_cache(self.cache.stats, lambda: self.cache.rev, _UNSTORED)
         self.event_ttl = EventTTL(self.store, self.cache, clock, event_ttl, self.metrics.registry)
         self.rest = GenericREST(self.store, self.cache, self.index, clock)
         self.rest.admission = Admission(self.rest)

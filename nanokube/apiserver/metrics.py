@@ -103,12 +103,19 @@ class WatchCacheCollector:
     so serving a list or an event costs a dict increment. Lists are all served from the cache, which
     indexes nothing (`index` is ""); the store is listed only to fill it, as upstream's reflector lists
     the storage. One store watch follows every resource, so each resource's watch cache is at the
-    cache's revision, as upstream's are once the storage's progress notifications reach them."""
+    cache's revision, as upstream's are once the storage's progress notifications reach them. The
+    (group, resource) pairs in `unmetered` are cached here but have no watch cache upstream: no series."""
 
     _RV_DIGITS = 10**15  # "truncated to the 15 least significant digits"
 
-    def __init__(self, stats, revision) -> None:
-        self.stats, self.revision = stats, revision
+    def __init__(self, stats, revision, unmetered: frozenset[tuple[str, str]] = frozenset()) -> None:
+        self.stats, self.revision, self.unmetered = stats, revision, unmetered
+
+    def _metered(self, counts: dict):
+        """(group, resource) and value of each prefix's count, less the unmetered resources'."""
+        for rp, v in counts.items():
+            if (gr := _group_resource(rp)) not in self.unmetered:
+                yield gr, v
 
     @staticmethod
     def _family(kind: str, name: str, help_: str, labels=("group", "resource")) -> Metric:
@@ -152,22 +159,21 @@ class WatchCacheCollector:
         (lists, fetched, returned, init_events, received, dispatched, terminated, rv, inits, storage_lists,
          storage_fetched, storage_evaluated, storage_returned) = families = self.describe()
         s = self.stats
-        for rp, (n, f, r) in s.lists.items():
-            gr = _group_resource(rp)
+        for gr, (n, f, r) in self._metered(s.lists):
             lists.add_metric([*gr, ""], n)
             fetched.add_metric([*gr, ""], f)
             returned.add_metric(gr, r)
         for counts, *into in ((s.init_events, init_events), (s.received, received, dispatched),
                               (s.terminated, terminated), (s.inits, inits, storage_lists)):
-            for rp, n in counts.items():
+            for gr, n in self._metered(counts):
                 for family in into:
-                    family.add_metric(_group_resource(rp), n)
-        for rp, n in s.init_objects.items():
+                    family.add_metric(gr, n)
+        for gr, n in self._metered(s.init_objects):
             for family in (storage_fetched, storage_evaluated, storage_returned):
-                family.add_metric(_group_resource(rp), n)
+                family.add_metric(gr, n)
         rev = self.revision() % self._RV_DIGITS
-        for rp in {*s.inits, *s.received}:
-            rv.add_metric(_group_resource(rp), rev)
+        for gr, _ in self._metered(dict.fromkeys({*s.inits, *s.received})):
+            rv.add_metric(gr, rev)
         return families
 
 
@@ -229,9 +235,10 @@ class APIMetrics:
         self.request_count, self.request_latency = self.requests.labels, self.latency.labels
         self.response_size, self.request_sli = self.response_sizes.labels, self.sli_latency.labels
 
-    def watch_cache(self, stats, revision) -> None:
-        """Serves the watch cache's metrics from its `stats` (cache.CacheStats) and `revision()`."""
-        self.registry.register(WatchCacheCollector(stats, revision))
+    def watch_cache(self, stats, revision, unmetered: frozenset[tuple[str, str]] = frozenset()) -> None:
+        """Serves the watch cache's metrics from its `stats` (cache.CacheStats) and `revision()`, but
+        not those of the (group, resource) pairs in `unmetered`."""
+        self.registry.register(WatchCacheCollector(stats, revision, unmetered))
 
     def watch_sent(self, group: str, version: str, resource: str) -> WatchSent:
         return WatchSent(self.watch_events.labels(group, version, resource),

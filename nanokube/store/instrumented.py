@@ -20,20 +20,25 @@ def _group_resource(key: str) -> tuple[str, str]:
 class InstrumentedStore(Store):
     """`metrics`: the API server's (etcd_request_duration_seconds, etcd_requests_total and
     etcd_request_errors_total). A failure is the store's (Unavailable), as an etcd client's error
-    is upstream's: a key that exists, is missing or moved on is a request answered."""
+    is upstream's: a key that exists, is missing or moved on is a request answered. The (group,
+    resource) pairs in `unmetered` are kept here but not in upstream's storage, so have no series."""
 
-    def __init__(self, inner: Store, metrics) -> None:
+    def __init__(self, inner: Store, metrics, unmetered: frozenset[tuple[str, str]] = frozenset()) -> None:
         self.inner = inner
         self._latency = metrics.storage_latency
         self._requests, self._errors = metrics.storage_requests, metrics.storage_errors
-        #: the latency and count children by (operation, group, resource)
+        self._unmetered = unmetered
+        #: the latency and count children by (operation, group, resource); () for an unmetered resource
         self._children: dict[tuple[str, str, str], tuple] = {}
 
     def _obs(self, op: str, key: str, t0: float, failed: bool) -> None:
         labels = (op, *_group_resource(key))
         series = self._children.get(labels)
         if series is None:
-            series = self._children[labels] = (self._latency.labels(*labels), self._requests.labels(*labels))
+            series = self._children[labels] = () if labels[1:] in self._unmetered else (
+                self._latency.labels(*labels), self._requests.labels(*labels))
+        if not series:
+            return
         series[0].observe(time.perf_counter() - t0)
         series[1].inc()
         if failed:

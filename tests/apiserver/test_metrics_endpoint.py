@@ -83,6 +83,12 @@ async def test_storage_requests_are_etcd_request_duration_seconds_by_operation_g
         assert "etcd-0" in [c["metadata"]["name"] for c in (await r.json())["items"]]
     assert value(text, 'apiserver_storage_objects{resource="componentstatuses"}') is None
     assert value(text, 'apiserver_resource_objects{group="",resource="componentstatuses"}') is None
+    # nor requests to its storage or a watch cache of them, though they were written and listed here
+    families = ("etcd_request_duration_seconds_count{", "etcd_requests_total{", "apiserver_watch_cache_events_received_total{",
+                "apiserver_watch_cache_resource_version{", "apiserver_cache_list_total{")
+    series = [line for line in (await scrape(http)).splitlines() if line.startswith(families)]
+    assert {line.split("{")[0] for line in series} == {f[:-1] for f in families}
+    assert [line for line in series if 'resource="componentstatuses"' in line] == []
 
 
 @pytest.mark.parametrize("accept", [
