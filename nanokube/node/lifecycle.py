@@ -177,6 +177,15 @@ def start_error(c: dict) -> str:
     return ""
 
 
+def _net_probe(c: dict) -> dict | None:
+    """Container `c`'s readiness probe where it execs a network tool (`wget -qO- http://web`, or a
+    shell running one): it passes as the command does on the cluster's simulated network, run each
+    period (`PodWorker._net_probes`), not once as other simulated probes."""
+    probe = c.get("readinessProbe") or {}
+    command = (probe.get("exec") or {}).get("command") or []
+    return probe if command and simulated_net.names_network(" ".join(command)) else None
+
+
 def invalid_annotations(pod: dict) -> list[str]:
     """Why each numeric simulation annotation that is not a number is ignored (its default is used)."""
     given = (pod.get("metadata") or {}).get("annotations") or {}
@@ -462,6 +471,10 @@ class PodWorker:
         self.restart_due: set[str] = set()
         #: when (monotonic) each app container started passes its startup and readiness probes
         self.probed: dict[str, tuple[float, float]] = {}
+        #: the app containers whose exec readiness probe reaches the network (`_net_probe`): when
+        #: (monotonic) it last ran, and whether it passed then
+        self.net_ticked: dict[str, float] = {}
+        self.net_ready: dict[str, bool] = {}
         #: each running app container's end (monotonic; None: not on its own) and exit code
         self.lifetimes: dict[str, tuple[float | None, int]] = {}
         #: the last status write's arguments and what it left of the status the kubelet owns: a copy
@@ -913,7 +926,8 @@ class PodWorker:
                 {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}}
 
         def passed(c: dict, probe: int) -> bool:
-            return c["name"] not in self.waiting and self.probed.get(c["name"], (at, at))[probe] <= at
+            return c["name"] not in self.waiting and self.probed.get(c["name"], (at, at))[probe] <= at and \
+                (probe == 0 or not _net_probe(c) or self.net_ready.get(c["name"], False))
         statuses = [self._status_of(c, state(c), passed(c, 1), passed(c, 0)) for c in self._containers()]
         inits = self._init_statuses(now, True, at) if (self.pod.get("spec") or {}).get("initContainers") else None
         sidecars = {c["name"] for c in self._sidecars()}
@@ -1689,6 +1703,8 @@ class PodWorker:
                         self.waiting.pop(c["name"], None)
                 lifetimes.update((c["name"], self._lifetime(c)) for c in running)
                 for c in running:  # one runc could not start ends at once (`_lifetime`), never running
+                    self.net_ticked.pop(c["name"], None)
+                    self.net_ready.pop(c["name"], None)
                     if error := start_error(c):
                         self.waiting[c["name"]] = {"waiting": {"reason": "RunContainerError", "message": error}}
                 await self._post_start_hooks([] if adopted else fresh + running)  # (an adopted one ran its hook)
@@ -1698,8 +1714,9 @@ class PodWorker:
             adopted = together = False
             starting = []
             probes = [t for times in self.probed.values() for t in times if t > self.clock.monotonic()]
-            wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()) + probes,
-                       default=None)
+            ticks = [t for c in self._containers() if (t := self._net_tick(c)) is not None]
+            wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()) + probes +
+                       ticks, default=None)
             self.live = self.ran = True
             stopped = await self._wait(wake, active=True)
             self.live = False
@@ -1723,8 +1740,9 @@ class PodWorker:
             for c in starting:
                 del backoff[c["name"]]
                 self._count_restart(c["name"])
+            changed = await self._net_probes(reached)
             if not exits:
-                if wake in probes:  # a probe passed: Started or Ready
+                if wake in probes or changed:  # a probe passed (Started or Ready), or a network one changed
                     await self._write_running(self.clock.rfc3339(), at=reached)
                 continue
             now = self.clock.rfc3339()
@@ -1787,6 +1805,37 @@ class PodWorker:
                 if actions[name] and name not in at_once:
                     await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
                                       f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, name))
+
+    def _net_tick(self, c: dict) -> float | None:
+        """When (monotonic) running app container `c`'s network readiness probe (`_net_probe`) runs
+        next: first as its readiness timing passes (prober.passing), then each periodSeconds."""
+        probe, name = _net_probe(c), c["name"]
+        if probe is None or name not in self.lifetimes or name not in self.probed or name in self.waiting:
+            return None
+        last = self.net_ticked.get(name)
+        return self.probed[name][1] if last is None else last + (probe.get("periodSeconds") or prober.PERIOD_SECONDS)
+
+    async def _net_probes(self, at: float) -> bool:
+        """Run the network readiness probes due by the monotonic `at`, as `kubectl exec` runs their
+        command (simulated_net's view of the cluster now): each result counts at once (a threshold of
+        one). Whether a container's readiness changed."""
+        changed = False
+        for c in self._containers():
+            if (tick := self._net_tick(c)) is None or tick > at:
+                continue
+            period = _net_probe(c).get("periodSeconds") or prober.PERIOD_SECONDS
+            self.net_ticked[c["name"]] = tick + (at - tick) // period * period
+            command = _net_probe(c)["exec"]["command"]
+            token = simulated_net.NETWORK.set(await simulated_net.view(self, " ".join(command), c.get("image", "")))
+            try:
+                program = interpret(command, self.clock.now(), lambda: self.io.draft(c["name"], fresh=False), b"",
+                                    self.io.environment(c["name"]))
+            finally:
+                simulated_net.NETWORK.reset(token)
+            ok = program is None or program.exit_code == 0  # a command not interpreted passes, as probes do
+            changed |= self.net_ready.get(c["name"]) != ok
+            self.net_ready[c["name"]] = ok
+        return changed
 
     def _restart_count(self, name: str) -> int:
         return self.restarts + self.own_restarts.get(name, 0)

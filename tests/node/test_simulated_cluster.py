@@ -75,6 +75,43 @@ async def test_an_endless_wget_loop_sees_the_service_come_through_shared_watches
     assert after["pods"] == before["pods"], "the node manager's pod watch serves the network too"
 
 
+async def test_a_readiness_probe_that_wgets_a_service_passes_once_its_endpoint_is_ready(cluster):
+    """An exec readiness probe runs its network command as `kubectl exec` would, each period: the
+    pod is not Ready while `web` has no name, nor an endpoint, and turns Ready once it does."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    probed = pod("client", "gpu-0", "sleep", "infinity")
+    probed["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["sh", "-c", "wget -qO- -T 1 web"]}, "periodSeconds": 2}
+    await pods.create(probed)
+
+    async def ready(want: bool):
+        p = await pods.get("client", "default")
+        statuses = (p.get("status") or {}).get("containerStatuses") or [{}]
+        return p if "running" in (statuses[0].get("state") or {}) and statuses[0]["ready"] is want else None
+    await eventually(lambda: ready(False))
+    web = await pods.create(pod("web-1", "gpu-1", "sleep", "infinity", image="nginx"))
+    ip = await eventually(lambda: _ip(pods, "web-1"))
+    await client.resource("", "v1", "services").create({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"app": "web-1"}, "ports": [{"port": 80, "targetPort": "http"}]}})
+    for _ in range(3):  # probed each 2 s: the name resolves, nothing answers yet
+        await clock.advance(2)
+        await asyncio.sleep(0.05)
+    assert await ready(False)
+    await client.resource("discovery.k8s.io", "v1", "endpointslices").create({
+        "metadata": {"name": "web-x", "namespace": "default", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4", "ports": [{"name": "", "port": 8080, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}, "targetRef": {
+            "kind": "Pod", "name": "web-1", "namespace": "default", "uid": web["metadata"]["uid"]}}]})
+
+    async def advanced_until_ready():
+        await clock.advance(2)
+        return await ready(True)
+    p = await eventually(advanced_until_ready)
+    assert {c["type"]: c["status"] for c in p["status"]["conditions"]}["Ready"] == "True"
+
+
 async def _worker(nodes: NodeManager, node: str, uid: str):
     return nodes.agents[node].workers.get(uid)
 
