@@ -462,13 +462,14 @@ class APIServer:
 
     async def _count_objects(self) -> None:
         """apiserver_storage_objects and apiserver_resource_objects: each resource's stored objects,
-        counted every COUNT_POLL_PERIOD as kube-apiserver polls its storage's counts. Not the
-        ComponentStatuses kept here: kube-apiserver stores none (its REST probes on each read)."""
+        counted every COUNT_POLL_PERIOD as kube-apiserver polls its storage's counts. Not those kept
+        here that kube-apiserver stores none of (`_UNSTORED`)."""
         while True:
             await self.clock.sleep(COUNT_POLL_PERIOD)
             for prefix in self.cache.prefixes():
-                if (resource := prefix.split("/")[2]) != componentstatus.KEY:
-                    self.metrics.stored(resource, self.cache.count(prefix))
+                resource, _, group = (key := prefix.split("/")[2]).partition(".")
+                if (group, resource) not in _UNSTORED:
+                    self.metrics.stored(key, self.cache.count(prefix))
 
     # --- middleware and plain endpoints ---------------------------------
 

@@ -392,7 +392,7 @@ class GenericREST:
         for f in ("apiVersion", "kind"):
             if obj.get(f) is not None and type(obj[f]) is not str:
                 raise errors.bad_request(f'{res.kind} in version "{version}" cannot be handled as a {res.kind}: '
-                                         f"json: cannot unmarshal {_json_kind(obj[f])} into Go struct field "
+                                         f"json: cannot unmarshal {gojson.value_kind(obj[f])} into Go struct field "
                                          f"{res.kind}.{f} of type string")
         if obj.get("apiVersion") and obj["apiVersion"] != api_version:
             raise errors.bad_request(
@@ -1346,7 +1346,7 @@ class GenericREST:
             if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
                 meta = body["metadata"]
                 raise _undecodable(res.kind, version, body, structural.Mismatch(
-                    f"json: cannot unmarshal {_json_kind(meta)} into Go struct field {res.kind}.metadata of type "
+                    f"json: cannot unmarshal {gojson.value_kind(meta)} into Go struct field {res.kind}.metadata of type "
                     "v1.ObjectMeta", meta, "v1.ObjectMeta", False), None if apply else _Patched(patch_type, patch))
             check_target(body.get("metadata") or {}, name, namespace if res.namespaced else None)
             patched_rv = (body.get("metadata") or {}).get("resourceVersion")
@@ -1890,7 +1890,7 @@ def decode_patched(kind: str, version: str, obj: Any, definition: str, opts: Wri
     patchers' 422; returns `obj` and, under Warn, the unknown fields' warnings."""
     patched = _Patched(patch_type, raw, duplicates)
     if type(obj) is not dict:
-        what = "array" if type(obj) is list else "null" if obj is None else _json_kind(obj)
+        what = "array" if type(obj) is list else "null" if obj is None else gojson.value_kind(obj)
         raise _undecodable(kind, version, obj, f"json: cannot unmarshal {what} into Go value of type "
                                                f"{definition.rsplit('.', 2)[-2]}.{kind}", patched)
     sch = schemas.definitions()[definition]
@@ -1927,11 +1927,6 @@ def _grace_offset(grace: int) -> float:
     """time.Second * time.Duration(grace), in seconds: nanoseconds in an int64, whose overflow wraps as Go's
     multiplication does (a grace period of centuries marks a date within 292 years of now, not past any)."""
     return ((grace * 1_000_000_000 + 2**63) % 2**64 - 2**63) / 1e9
-
-
-def _json_kind(v: Any) -> str:
-    return "bool" if type(v) is bool else "number" if isinstance(v, (int, float)) else \
-        "array" if type(v) is list else "object" if type(v) is dict else "string"
 
 
 def _precondition_failed(key: str, what: str, wanted: str, actual: str) -> str:

@@ -87,18 +87,7 @@ class _Result:
 
     def mismatch(self, value: Any, go_type: str, path: Path, literal: bool = False, custom: bool = False) -> None:
         """`custom`: the Go type decodes itself (UnmarshalJSON), so a value reaches it whole."""
-        self.errors.append(Mismatch(_type_error(_json_kind(value, literal), go_type, path), value, go_type, custom, path))
-
-
-def _json_kind(v: Any, literal: bool) -> str:
-    """How Go's decoder names the offending JSON value."""
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return f"number {v}" if literal else "number"
-    if isinstance(v, str):
-        return "string"
-    return "array" if isinstance(v, list) else "object"
+        self.errors.append(Mismatch(_type_error(gojson.value_kind(value, literal), go_type, path), value, go_type, custom, path))
 
 
 def _type_error(value: str, go_type: str, path: Path) -> str:
@@ -693,7 +682,7 @@ def unstructured_error(err: str) -> str:
         return err
     v, go = err.value, err.go_type
     if err.custom:
-        return _type_error(_json_kind(v, go != "string" and type(v) in (int, float)), go, None)
+        return _type_error(gojson.value_kind(v, go != "string" and type(v) in (int, float)), go, None)
     kind = _reflect_kind(v)
     if go == "[]uint8" and kind == "slice":
         return err

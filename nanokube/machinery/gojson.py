@@ -22,6 +22,18 @@ class _Syntax(Exception):
     pass
 
 
+def value_kind(v: object, literal: bool = False) -> str:
+    """How Go's decoder names a decoded JSON value it cannot unmarshal into the field's type (an
+    UnmarshalTypeError's Value): a number with its literal where the decoder has it."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return f"number {v}" if literal else "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
 def _char(c: int) -> str:
     """quoteChar: the byte as a Go character literal."""
     if c == ord("'"):

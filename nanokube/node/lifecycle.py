@@ -1823,9 +1823,10 @@ class PodWorker:
         for c in self._containers():
             if (tick := self._net_tick(c)) is None or tick > at:
                 continue
-            period = _net_probe(c).get("periodSeconds") or prober.PERIOD_SECONDS
+            probe = _net_probe(c)
+            period = probe.get("periodSeconds") or prober.PERIOD_SECONDS
             self.net_ticked[c["name"]] = tick + (at - tick) // period * period
-            command = _net_probe(c)["exec"]["command"]
+            command = probe["exec"]["command"]
             token = simulated_net.NETWORK.set(await simulated_net.view(self, " ".join(command), c.get("image", "")))
             try:
                 program = interpret(command, self.clock.now(), lambda: self.io.draft(c["name"], fresh=False), b"",

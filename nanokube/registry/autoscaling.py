@@ -315,11 +315,6 @@ _ANNOTATION_VALUES = ((METRICS_ANNOTATION, "[]v1.MetricSpec"), (CURRENT_METRICS_
                       (CONDITIONS_ANNOTATION, "[]v1.HorizontalPodAutoscalerCondition"))
 
 
-def _go_kind(v: Any) -> str:
-    return "bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float)) else "string" \
-        if isinstance(v, str) else "array" if isinstance(v, list) else "object"
-
-
 def _annotation_value_error(v: Any, go: str, shown: str, struct: str, fields: tuple[str, ...]) -> str | None:
     """json.Unmarshal's error for the decoded value `v` of Go type `go` (`_ANNOTATION_TYPES`; `shown`: as an
     error names it), at `fields` of the struct `struct`; None when it decodes."""
@@ -331,11 +326,11 @@ def _annotation_value_error(v: Any, go: str, shown: str, struct: str, fields: tu
         return None
     if go.startswith("[]"):
         if not isinstance(v, list):
-            return mismatch(_go_kind(v))
+            return mismatch(gojson.value_kind(v))
         return next((e for x in v if (e := _annotation_value_error(x, go[2:], go[2:], struct, fields)) is not None), None)
     if go in _ANNOTATION_TYPES:
         if not isinstance(v, dict):
-            return mismatch(_go_kind(v))
+            return mismatch(gojson.value_kind(v))
         table, owner, folded = _ANNOTATION_TYPES[go], go.rpartition(".")[2], go.startswith("autoscaling.")
         for k, x in v.items():
             field_shown, kind = table.get(k.lower() if folded else k, ("", ""))
@@ -343,10 +338,10 @@ def _annotation_value_error(v: Any, go: str, shown: str, struct: str, fields: tu
                 return e
         return None
     if go == "string":
-        return None if isinstance(v, str) else mismatch(_go_kind(v))
+        return None if isinstance(v, str) else mismatch(gojson.value_kind(v))
     if go == "int32":
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            return mismatch(_go_kind(v))
+            return mismatch(gojson.value_kind(v))
         return None if float(v).is_integer() and -(2**31) <= v < 2**31 else mismatch(f"number {v}")
     from ..apiserver import structural
 

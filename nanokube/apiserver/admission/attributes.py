@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import schema as schemas
+from ...machinery.gojson import value_kind
 from ...registry.base import Resource
 from ..patch import json_copy
 from .matching import Target
@@ -86,9 +87,7 @@ class Attributes:
             obj["metadata"] = {}
         if self.sub_kind is None and t.res.strategy.decode(obj, t.version) is not None:
             if typed and type(md) is not dict and md is not None:  # (a kind's own schema check refuses one)
-                from ..structural import _json_kind
-
-                raise ValueError(f"json: cannot unmarshal {_json_kind(md, False)} into Go struct field "
+                raise ValueError(f"json: cannot unmarshal {value_kind(md)} into Go struct field "
                                  f"{t.res.kind}.metadata of type v1.ObjectMeta")
             return obj  # the kind decodes itself (a custom resource's structural schema)
         sch = self.schema(t)

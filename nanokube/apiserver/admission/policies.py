@@ -23,6 +23,7 @@ import orjson
 
 from ...cel.environment import METER_FROM
 from ...machinery import errors
+from ...machinery.gojson import value_kind
 from ...machinery.validation import invalid
 from ...machinery.selectors import matches_labels, selector_from_object
 from ..patch import PatchError, json_copy, jsonpatch
@@ -547,9 +548,7 @@ def type_meta_error(index, a: Attributes, t: Target, before: dict, out: dict) ->
         return _custom_type_meta_error(a, t, before, out)
     for f, v in (("apiVersion", api), ("kind", kind)):
         if v is not None and type(v) is not str:
-            from ..structural import _json_kind
-
-            return errors.internal(f"json: cannot unmarshal {_json_kind(v, False)} into Go struct field .{f} of type string")
+            return errors.internal(f"json: cannot unmarshal {value_kind(v)} into Go struct field .{f} of type string")
     want = _group_version(before["apiVersion"])
     gv = _group_version(api or "")
     if gv is None:

@@ -24,6 +24,7 @@ from typing import TypeVar
 import orjson
 
 from ...machinery import errors
+from ...machinery.gojson import value_kind
 from .. import latencytrackers
 from ..patch import PatchError, json_copy, jsonpatch
 from ..webhook.client import WebhookClient, WebhookError
@@ -113,7 +114,7 @@ def decode_review(review: dict, version: str) -> None:
     for f in ("apiVersion", "kind"):  # (the serializer reads the type first, as SimpleMetaFactory.Interpret)
         if review.get(f) is not None and not isinstance(review[f], str):
             raise ValueError("couldn't get version/kind; json parse error: json: cannot unmarshal "
-                             f"{_go_kind(review[f], False)} into Go struct field .{f} of type string")
+                             f"{value_kind(review[f])} into Go struct field .{f} of type string")
     if isinstance(review.get("apiVersion"), str) and review["apiVersion"].count("/") > 1:
         raise ValueError(f"unexpected GroupVersion string: {review['apiVersion']}")
     resp = review.get("response")
@@ -135,7 +136,7 @@ def _mismatch(v, t, struct: str, path: str, version: str) -> str | None:
         elif t in _INT_BOUNDS:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and \
                     not (isinstance(v, int) and -_INT_BOUNDS[t] <= v < _INT_BOUNDS[t]):
-                return _type_error(f"number {v}", struct, path, name)
+                return _type_error(value_kind(v, True), struct, path, name)
             ok = isinstance(v, int) and not isinstance(v, bool)
         else:
             ok = isinstance(v, str)
@@ -143,11 +144,11 @@ def _mismatch(v, t, struct: str, path: str, version: str) -> str | None:
                 at = _base64_error(v.encode())
                 if at is not None:
                     return f"illegal base64 data at input byte {at}"
-        return None if ok else _type_error(_go_kind(v, False), struct, path, name)
+        return None if ok else _type_error(value_kind(v), struct, path, name)
     if len(t) == 3:  # a struct
         own, name, fields = t
         if not isinstance(v, dict):
-            return _type_error(_go_kind(v, False), struct, path, name)
+            return _type_error(value_kind(v), struct, path, name)
         for k, x in v.items():
             if k in fields:
                 why = _mismatch(x, fields[k], own, f"{path}.{k}", version)
@@ -156,20 +157,12 @@ def _mismatch(v, t, struct: str, path: str, version: str) -> str | None:
         return None
     name, elem = t
     if not isinstance(v, dict if name.startswith("map") else list):
-        return _type_error(_go_kind(v, False), struct, path, name)
+        return _type_error(value_kind(v), struct, path, name)
     for x in (v.values() if isinstance(v, dict) else v):
         why = _mismatch(x, elem, struct, path, version)
         if why:
             return why
     return None
-
-
-def _go_kind(v, literal: bool) -> str:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return f"number {v}" if literal else "number"
-    return "string" if isinstance(v, str) else "array" if isinstance(v, list) else "object"
 
 
 def _type_error(kind: str, struct: str, path: str, go_type: str) -> str:
