@@ -497,18 +497,18 @@ class APIServer:
             try:  # (WithRequestDeadline, before authentication: a timeout that does not parse is a 400)
                 request_deadline(request.query)
             except errors.APIError as e:
-                return expect.answered(request, as_negotiated(request, error_response(e)))
+                return expect.answered(request, await as_negotiated(request, error_response(e)))
         audit = self.audit
         if audit is not None:
             attrs = request_attributes(request)
             if attrs.verb in WRITE_VERBS or audit.policy is not None:
                 response = await audit.serve(request, attrs, self._authn, self.handlers.dispatch)
-                return expect.answered(request, as_negotiated(request, response))
+                return expect.answered(request, await as_negotiated(request, response))
         try:
             response = await self._authn(request, self.handlers.dispatch)
         except web.HTTPException as e:
             response = status_response(e)
-        return expect.answered(request, as_negotiated(request, response))
+        return expect.answered(request, await as_negotiated(request, response))
 
     @web.middleware
     async def _authn(self, request: web.Request, handler) -> web.StreamResponse:

@@ -216,18 +216,19 @@ def sized(request: web.Request, response: web.StreamResponse) -> web.StreamRespo
     return response
 
 
-def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+async def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     """`_negotiated`, `sized`."""
-    return sized(request, _negotiated(request, response))
+    return sized(request, await _negotiated(request, response))
 
 
-def _negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+async def _negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     """A JSON response in YAML where the Accept header negotiates application/yaml, as upstream's YAML
     serializer writes it (sigs.k8s.io/yaml: keys sorted, block style), or in protobuf where it
     negotiates that; errors too, negotiated as ErrorNegotiated does (no conversion; a custom
     resource's Status is protobuf too). A watch is framed by its handler.
     A JSON one pretty-printed where isPrettyPrint asks for it (json.MarshalIndent: two spaces, no
-    newline after it)."""
+    newline after it). A body of serializer.OFF_LOOP bytes or more is converted in a worker thread
+    (a 3 MB list took PyYAML 16 s, all of it a hold of the loop)."""
     if type(response) is not web.Response or response.content_type != _JSON:
         return response
     accept = request.headers.get("Accept", "")
@@ -237,13 +238,20 @@ def _negotiated(request: web.Request, response: web.StreamResponse) -> web.Strea
             accept, "" if error else request.get(_UNMARSHALABLE, ""), conversions=not error)[0]
     except errors.APIError:
         return response
-    if media == _PROTOBUF:
-        return _as_protobuf(response)
-    to_yaml = media == _YAML
-    if not to_yaml and not _pretty(request):
+    if media != _PROTOBUF and media != _YAML and not _pretty(request):
         return response
     body = response.body
     data = body.decode() if isinstance(body, Payload) else bytes(body or b"")
+    if len(data) < serializer.OFF_LOOP:
+        return _converted(response, data, media)
+    return await asyncio.to_thread(_converted, response, data, media)
+
+
+def _converted(response: web.Response, data: bytes, media: str) -> web.Response:
+    """`response`, its JSON body `data` written in `media` (YAML, protobuf, or indented JSON)."""
+    if media == _PROTOBUF:
+        return _as_protobuf(response, data)
+    to_yaml = media == _YAML
     if to_yaml:
         text = yaml.safe_dump(orjson.loads(data), sort_keys=True, default_flow_style=False, allow_unicode=True).encode()
     else:
@@ -255,11 +263,10 @@ def _negotiated(request: web.Request, response: web.StreamResponse) -> web.Strea
     return out
 
 
-def _as_protobuf(response: web.Response) -> web.Response:
+def _as_protobuf(response: web.Response, data: bytes) -> web.Response:
     """A JSON response re-encoded in protobuf; one whose kind has no message (an aggregated API's)
     stays JSON."""
-    body = response.body
-    obj = orjson.loads(body.decode() if isinstance(body, Payload) else bytes(body or b""))
+    obj = orjson.loads(data)
     if type(obj) is not dict:
         return response
     status = response.status
@@ -807,7 +814,8 @@ class APIHandlers:
             # other requests meanwhile, as it does while a JoinedPayload is written
             listed = {"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta, "items": items}
             encode = protobuf_encode.encode
-            data = await asyncio.to_thread(encode, listed) if len(items) > 100 else encode(listed)
+            large = len(items) > 100 or sum(len(raw) for raw in encoded if raw is not None) >= serializer.OFF_LOOP
+            data = await asyncio.to_thread(encode, listed) if large else encode(listed)
             return web.Response(body=data, content_type=_PROTOBUF)
         if None in encoded:  # items converted for the version asked for have no cached JSON
             encoded = [raw if raw is not None else dumps(o) for raw, o in zip(encoded, items)]
