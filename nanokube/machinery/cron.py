@@ -39,7 +39,7 @@ def load_zone(name: str) -> dt.tzinfo:
         return dt.timezone.utc
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory of zones ("America")
         raise ScheduleError(f"unknown time zone {name}") from None
 
 
@@ -143,7 +143,9 @@ def _value(text: str, names: dict) -> int:
         return names[text.lower()]
     if not re.fullmatch(r"[+-]?[0-9]+", text):
         raise ScheduleError(f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": invalid syntax')
-    return int(text)
+    if not -(2**63) <= (n := int(text)) < 2**63:
+        raise ScheduleError(f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": value out of range')
+    return n
 
 
 def _every(text: str, spec: str) -> float:

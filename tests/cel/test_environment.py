@@ -139,6 +139,7 @@ def test_compile_error_shows_the_caret():
     ("[[1], [2]].flatten(-1) == []", "^level must be non-negative$"),
     ("math.bitShiftLeft(1, -1) == 0", r"^math.bitShiftLeft\(\) negative offset: -1$"),
     ("timestamp('2024-01-01T00:00:00Z').getHours('Mars/Olympus') == 1", "unknown time zone Mars/Olympus"),
+    ("timestamp('2024-01-01T00:00:00Z').getHours('America') == 1", "unknown time zone America"),  # a directory of zones
     ("string(dyn(b'\\xff')) == ''", "invalid UTF-8 in bytes, cannot convert to string"),
     ("'%f'.format([1]) == ''", "fixed-point clause can only be used on doubles, was given int"),
     ("'%s'.format([quantity('1')]) == ''", "string clause can only be used on .* was given kubernetes.Quantity"),

@@ -49,6 +49,8 @@ async def test_defaults_and_columns(cronjobs):
     ("*/0 * * * *", "step of range should be a positive number: */0"),
     ("x * * * *", 'failed to parse int from x: strconv.Atoi: parsing "x": invalid syntax'),
     ("@fortnightly", "unrecognized descriptor: @fortnightly"),
+    ("*/99999999999999999999 * * * *",  # past int64: accepted before fuzz50
+     'failed to parse int from 99999999999999999999: strconv.Atoi: parsing "99999999999999999999": value out of range'),
 ])
 async def test_bad_schedules(cronjobs, schedule, message):
     msg = await invalid(cronjobs, cronjob(schedule=schedule))
@@ -60,6 +62,9 @@ async def test_tz_in_schedule_and_time_zones(cronjobs):
     assert "cannot use TZ or CRON_TZ in schedule, use timeZone field instead" in msg
     msg = await invalid(cronjobs, cronjob(timeZone="Mars/Olympus_Mons"))
     assert 'spec.timeZone: Invalid value: "Mars/Olympus_Mons": unknown time zone Mars/Olympus_Mons' in msg
+    for zone in ("America", "Etc"):  # a directory of zones: a 500 (IsADirectoryError) before fuzz50
+        msg = await invalid(cronjobs, cronjob(timeZone=zone))
+        assert f'spec.timeZone: Invalid value: "{zone}": unknown time zone {zone}' in msg
     msg = await invalid(cronjobs, cronjob(timeZone=""))
     assert "timeZone must be nil or non-empty string" in msg
     msg = await invalid(cronjobs, cronjob(timeZone="Local"))

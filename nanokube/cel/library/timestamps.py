@@ -27,7 +27,7 @@ def zone(name: str) -> datetime.tzinfo:
         return datetime.timezone(-delta if m[1] == "-" else delta)
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory of zones ("America")
         raise CELError(f"unknown time zone {name}") from None
 
 
