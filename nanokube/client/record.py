@@ -210,14 +210,20 @@ class CoreEventRecorder:
         self.correlator = EventCorrelator(clock)
         self._queue = EventQueue(self._deliver)
 
-    async def emit(self, obj: dict, type_: str, reason: str, message: str, field_path: str = "") -> None:
+    async def emit(self, obj: dict, type_: str, reason: str, message: str, field_path: str = "",
+                   annotations: dict[str, str] | None = None) -> None:
         """Record one event on `obj` (which needs kind), or on the part of it `field_path` names (a
-        pod's container): correlated now, its write queued; never waits for the API server. A type
-        other than Normal or Warning is logged and dropped, as upstream's ValidateEventType drops it."""
+        pod's container), with `annotations` on the Event (AnnotatedEventf's: the kubelet's eviction
+        says what it reclaimed there): correlated now, its write queued; never waits for the API
+        server. A type other than Normal or Warning is logged and dropped, as upstream's
+        ValidateEventType drops it."""
         if type_ not in EVENT_TYPES:
             log.error("%s: unsupported event type %r (event %s dropped)", self.component, type_, reason)
             return
-        correlated = self.correlator.correlate(self._make(obj, type_, reason, message, field_path))
+        event = self._make(obj, type_, reason, message, field_path)
+        if annotations:
+            event["metadata"]["annotations"] = dict(annotations)
+        correlated = self.correlator.correlate(event)
         if correlated is not None:
             event, _, patch = correlated
             self._queue.post((event, patch))

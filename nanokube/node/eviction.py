@@ -5,10 +5,20 @@ the first of the pods ranked as upstream ranks them (memory: pods using more tha
 first, then by priority, then by use above requests; disk: the same by ephemeral storage; PIDs: by
 priority, then process count). A critical pod is never evicted; the next one in rank goes instead.
 
+Before the thresholds, each pass enforces the pods' local storage limits, node pressure or not
+(localStorageEviction, LocalStorageCapacityIsolation being on): every running pod whose emptyDir
+uses more than its sizeLimit, whose ephemeral storage exceeds the pod's ephemeral-storage limit
+(its containers' summed), or one of whose containers' writable layer exceeds its own limit is
+evicted in that pass, with upstream's message and no DisruptionTarget condition; kubelet_evictions
+counts it under emptydirfs.limit, ephemeralpodfs.limit or ephemeralcontainerfs.limit.
+
 The observations come from what the node reports in its summary (kubelet_server.py): each running
 pod's containers' working sets (`MetricsProvider.usage`, the usage model or what the process
-runtime measures) plus the system's share for memory; the pods' in-memory emptyDirs for disk; one
-process per running container for PIDs. A pressure fault (faults.py) is a leak outside the pods:
+runtime measures) plus the system's share for memory; for disk, the pods' in-memory emptyDirs
+(volumes/stats.py's du count, as the summary's volume stats) and their containers' writable
+layers (what a simulated container wrote to its own root: `dd`, `fallocate`, `echo > /tmp/f`);
+one process per running container for PIDs. The Evicted event of a threshold's eviction carries
+upstream's annotations: the containers over their requests, their usage and the starved resource. A pressure fault (faults.py) is a leak outside the pods:
 while it holds, its signal observes half its threshold available, so the manager evicts one pod
 per period until it heals (its condition follows the fault, as before); without one, a pod whose
 usage fills the node (`sim.nanokube.io/memory-usage`) crosses the threshold for real, and the
@@ -27,12 +37,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..client.http import EXPECTED
-from ..machinery.quantity import BINARY_SI, DECIMAL_SI, QuantityError, format_quantity, parse, parse_quantity
+from ..machinery.podresources import QUANTITIES, pod_limits
+from ..machinery.quantity import (BINARY_SI, DECIMAL_SI, Quantity, QuantityError, format_quantity, parse,
+                                  parse_quantity)
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import SYSTEM_MEMORY
 from .admission import is_critical, requests
 from .lifecycle import Eviction
-from .volumes.stats import in_memory_volumes, tree_usage
+from .volumes.stats import in_memory_volumes, tree_usage, writable_layer
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +62,12 @@ PID_MAX = 4_194_304
 FAULT_LEFT = Fraction(1, 2)
 
 REASON = "Evicted"
+#: the Evicted event's annotations (OffendingContainersKey, OffendingContainersUsageKey, StarvedResourceKey)
+OFFENDING_CONTAINERS, OFFENDING_CONTAINERS_USAGE = "offending_containers", "offending_containers_usage"
+STARVED_RESOURCE = "starved_resource"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+#: the kubelet_evictions signals of the local storage limits (signalEmptyDirFsLimit...)
+EMPTY_DIR_LIMIT, POD_LIMIT, CONTAINER_LIMIT = "emptydirfs.limit", "ephemeralpodfs.limit", "ephemeralcontainerfs.limit"
 THRESHOLD_MET = "EvictionThresholdMet"
 #: the DisruptionTarget condition's reason on an evicted pod
 TERMINATION_BY_KUBELET = "TerminationByKubelet"
@@ -94,12 +112,16 @@ class Observation:
 
 @dataclass(frozen=True)
 class PodStats:
-    """What the summary says of one running pod: each container's working set, its local storage
-    used and its processes."""
+    """What the summary says of one running pod: each container's working set, its local ephemeral
+    storage used (its containers' writable layers and its emptyDirs on disk), its processes, each
+    emptyDir's used bytes and each container's writable layer (rootfs; the simulated logs count
+    nothing)."""
 
     memory: dict[str, int] = field(default_factory=dict)
     disk: int = 0
     processes: int = 0
+    volumes: dict[str, int] = field(default_factory=dict)
+    rootfs: dict[str, int] = field(default_factory=dict)
 
 
 #: the pod's stats, or None where the summary has none (no container running)
@@ -195,27 +217,75 @@ def _container_request(pod: dict, container: dict, resource: str) -> str:
         return "0"
 
 
-def message(signal: str, pod: dict, stats: PodStats | None, observation: Observation | None) -> str:
+def message(signal: str, pod: dict, stats: PodStats | None,
+            observation: Observation | None) -> tuple[str, dict[str, str]]:
     """evictionMessage: the resource the node was low on, the threshold and what was available, and
-    each container that used more of it than it requests (memory alone: the simulated containers
-    report no writable layer or log usage for ephemeral storage)."""
+    each container (app or init; in the summary's order) that used more of it than it requests
+    (memory: its working set; ephemeral storage: its writable layer); with the Evicted event's
+    annotations, which name those containers, their usage and the resource (none without stats)."""
     _, resource, fmt = SIGNALS[signal]
     out = f"The node was low on resource: {resource}. "
     threshold = next(t for t in HARD if t.signal == signal)
     if observation is not None:
         out += (f"Threshold quantity: {_quantity(threshold.value(observation.capacity), fmt)}, "
                 f"available: {_quantity(observation.available, fmt)}. ")
-    if stats is None or resource != "memory":
-        return out
-    for c in (pod.get("spec") or {}).get("containers") or ():
-        used = stats.memory.get(c["name"])
-        if used is None:
+    if stats is None:
+        return out, {}
+    spec = pod.get("spec") or {}
+    containers = {c["name"]: c for key in ("initContainers", "containers") for c in spec.get(key) or ()}
+    usage = stats.memory if resource == "memory" else stats.rootfs if resource == "ephemeral-storage" else {}
+    offending, used_by = [], []
+    for name, used in usage.items():
+        c = containers.get(name)
+        if c is None:  # an ephemeral container: it has no resources to compare
             continue
         asked = _container_request(pod, c, resource)
         if used > parse_quantity(asked):
-            out += (f"Container {c['name']} was using {_quantity(used, BINARY_SI)}, request is {asked}, "
+            out += (f"Container {name} was using {_quantity(used, BINARY_SI)}, request is {asked}, "
                     f"has larger consumption of {resource}. ")
-    return out
+            offending.append(name)
+            used_by.append(_quantity(used, BINARY_SI))
+    return out, {OFFENDING_CONTAINERS: ",".join(offending), OFFENDING_CONTAINERS_USAGE: ",".join(used_by),
+                 STARVED_RESOURCE: resource}
+
+
+def _limit(q) -> Quantity | None:
+    try:
+        return parse(str(q)) if q is not None else None
+    except QuantityError:
+        return None
+
+
+def storage_limited(pod: dict) -> bool:
+    """Whether the pod has a local storage limit the manager enforces at each pass: an emptyDir's
+    sizeLimit or a container's ephemeral-storage limit."""
+    spec = pod.get("spec") or {}
+    return any((v.get("emptyDir") or {}).get("sizeLimit") for v in spec.get("volumes") or ()) or any(
+        EPHEMERAL_STORAGE in ((c.get("resources") or {}).get("limits") or {})
+        for key in ("initContainers", "containers") for c in spec.get(key) or ())
+
+
+def storage_violation(pod: dict, stats: PodStats) -> tuple[str, str] | None:
+    """localStorageEviction's checks of one pod, in upstream's order: (signal, message) of the first
+    limit its usage exceeds (an emptyDir's sizeLimit, the pod's ephemeral-storage limit, a
+    container's), or None."""
+    spec = pod.get("spec") or {}
+    for v in spec.get("volumes") or ():
+        if "emptyDir" not in v:
+            continue
+        size, used = _limit((v.get("emptyDir") or {}).get("sizeLimit")), stats.volumes.get(v.get("name", ""))
+        if size is not None and size.value > 0 and used is not None and used > size.value:
+            return EMPTY_DIR_LIMIT, f'Usage of EmptyDir volume "{v["name"]}" exceeds the limit "{size}". '
+    total = pod_limits(spec, QUANTITIES).get(EPHEMERAL_STORAGE)
+    if total is not None and stats.disk > total.value:
+        return POD_LIMIT, f"Pod ephemeral local storage usage exceeds the total limit of containers {total}. "
+    limits = {c["name"]: q for c in spec.get("containers") or ()
+              if (q := _limit(((c.get("resources") or {}).get("limits") or {}).get(EPHEMERAL_STORAGE)))
+              is not None and q.ceil() != 0}
+    for name, used in stats.rootfs.items():
+        if name in limits and used > limits[name].value:
+            return CONTAINER_LIMIT, f'Container {name} exceeded its local ephemeral storage limit "{limits[name]}". '
+    return None
 
 
 def _bytes(q) -> int:
@@ -260,7 +330,10 @@ class EvictionManager:
         self._changed.set()
 
     def _periodic(self) -> bool:
-        return bool(self.agent.faults.pressure or self.conditions or MetricsProvider.usage_sources)
+        """Whether a pass is due each period: a signal may be crossed without a pod or fault change,
+        or a pod's writes may take it past a local storage limit (its files change on their own)."""
+        return bool(self.agent.faults.pressure or self.conditions or MetricsProvider.usage_sources) or any(
+            storage_limited(w.pod) for w in list(self.agent.workers.values()) if self._active(w))
 
     async def _run(self) -> None:
         """Passes, each after a change or one period after the last while periodic; after an
@@ -277,14 +350,22 @@ class EvictionManager:
             except Exception as e:
                 (log.warning if isinstance(e, EXPECTED) else log.exception)("node %s: eviction pass failed: %s",
                                                                              self.agent.name, e)
-                evicted = None
-            if evicted is not None and not await evicted.ends_within(POD_CLEANUP_TIMEOUT):
-                log.info("node %s: timed out waiting for pod %s/%s to be cleaned up", self.agent.name,
-                         evicted.namespace, evicted.name)
-            if evicted is not None or self._periodic():
+                evicted = []
+            if evicted and not await self._cleaned_up(evicted):
+                log.info("node %s: timed out waiting for pods %s to be cleaned up", self.agent.name,
+                         ", ".join(f"{w.namespace}/{w.name}" for w in evicted))
+            if evicted or self._periodic():
                 await self.clock.sleep(max(began + MONITORING_PERIOD - self.clock.monotonic(), 0.0))
             else:
                 await self._changed.wait()
+
+    async def _cleaned_up(self, evicted: list) -> bool:
+        """waitForPodsCleanup: whether every evicted pod stops within POD_CLEANUP_TIMEOUT."""
+        deadline = self.clock.monotonic() + POD_CLEANUP_TIMEOUT
+        for w in evicted:
+            if not await w.ends_within(max(deadline - self.clock.monotonic(), 0.0)):
+                return False
+        return True
 
     # --- observations --------------------------------------------------------------------
 
@@ -310,8 +391,10 @@ class EvictionManager:
             if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
                 continue
             usage = self._usage(pod)
-            disk = sum(tree_usage(w.empty_dir(name))[0] for name in in_memory_volumes(volumes, pod))
-            out[uid] = PodStats({name: u.memory for name, u in usage.items()}, disk, len(usage))
+            empty_dirs = {name: tree_usage(w.empty_dir(name))[0] for name in in_memory_volumes(volumes, pod)}
+            rootfs = {} if volumes.host_paths else {name: writable_layer(w.container_root(name)) for name in usage}
+            out[uid] = PodStats({name: u.memory for name, u in usage.items()},
+                                sum(empty_dirs.values()) + sum(rootfs.values()), len(usage), empty_dirs, rootfs)
         for uid in [u for u in self._usage_cache if u not in self.agent.workers]:
             del self._usage_cache[uid]
         return out
@@ -342,11 +425,12 @@ class EvictionManager:
 
     # --- a pass --------------------------------------------------------------------------
 
-    async def synchronize(self):
-        """One pass: observe, report the conditions, and evict the first pod in rank for the most
-        pressing threshold crossed (memory first). The evicted pod's worker, or None."""
+    async def synchronize(self) -> list:
+        """One pass: observe, report the conditions, evict every pod past a local storage limit,
+        and if none was, the first pod in rank for the most pressing threshold crossed (memory
+        first). The evicted pods' workers."""
         if self.agent.faults.lease_stop:  # the kubelet is gone
-            return None
+            return []
         stats = self.pod_stats()
         real = self.observe(stats)
         now = self.clock.monotonic()
@@ -358,17 +442,19 @@ class EvictionManager:
         if conditions != self.conditions:
             self.conditions = conditions
             await self.agent.eviction_conditions_changed()
+        workers = {w.uid: w for w in self.agent.workers.values() if self._active(w)}
+        if evicted := await self._local_storage_eviction(workers, stats):
+            return evicted
         observations = self._faulted(real)
         met = [t for t in HARD if (o := observations.get(t.signal)) is not None and o.available < t.value(o.capacity)]
         if not met:
-            return None
+            return []
         threshold = met[0]  # byEvictionPriority: memory first
         resource = SIGNALS[threshold.signal][1]
         await self.agent.record(THRESHOLD_MET, f"Attempting to reclaim {resource}", "Warning")
-        workers = {w.uid: w for w in self.agent.workers.values() if self._active(w)}
         if not workers:
             log.info("node %s: eviction thresholds have been met, but no pods are active to evict", self.agent.name)
-            return None
+            return []
         ranked = RANK[threshold.signal]([w.pod for w in workers.values()],
                                         lambda p: stats.get(p["metadata"]["uid"]))
         for pod in ranked:
@@ -377,15 +463,40 @@ class EvictionManager:
                          pod["metadata"].get("namespace"), pod["metadata"]["name"])
                 continue
             w = workers[pod["metadata"]["uid"]]
-            why = message(threshold.signal, pod, stats.get(w.uid), observations[threshold.signal])
-            await self.agent.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": pod["metadata"]},
-                                           "Warning", REASON, why)
-            w.evict(Eviction(REASON, why, (("DisruptionTarget", TERMINATION_BY_KUBELET, why),), IMMEDIATE_GRACE))
-            self.evictions[threshold.signal] = self.evictions.get(threshold.signal, 0) + 1
-            log.info("node %s: evicted pod %s/%s: %s", self.agent.name, w.namespace, w.name, why)
-            return w
+            why, annotations = message(threshold.signal, pod, stats.get(w.uid), observations[threshold.signal])
+            await self._evict(w, threshold.signal, why, annotations,
+                              (("DisruptionTarget", TERMINATION_BY_KUBELET, why),))
+            return [w]
         log.info("node %s: eviction manager: unable to evict any pods from the node", self.agent.name)
-        return None
+        return []
+
+    async def _local_storage_eviction(self, workers: dict, stats: dict[str, PodStats]) -> list:
+        """localStorageEviction: every running pod past one of its local storage limits, whatever
+        the node's signals (LocalStorageCapacityIsolation), without a DisruptionTarget condition."""
+        evicted = []
+        for w in workers.values():
+            s = stats.get(w.uid)
+            found = storage_violation(w.pod, s) if s is not None else None
+            if found is None:
+                continue
+            if is_critical(w.pod):
+                log.info("node %s: eviction manager: cannot evict a critical pod %s/%s", self.agent.name,
+                         w.namespace, w.name)
+                continue
+            await self._evict(w, *found)
+            evicted.append(w)
+        return evicted
+
+    async def _evict(self, w, signal: str, why: str, annotations: dict[str, str] | None = None,
+                     conditions: tuple = ()) -> None:
+        """evictPod: the Evicted event (with its annotations), the pod stopped with the immediate
+        grace and Failed, and kubelet_evictions counted under `signal`."""
+        pod = w.pod
+        await self.agent.recorder.emit({"kind": "Pod", "apiVersion": "v1", "metadata": pod["metadata"]},
+                                       "Warning", REASON, why, annotations=annotations)
+        w.evict(Eviction(REASON, why, conditions, IMMEDIATE_GRACE))
+        self.evictions[signal] = self.evictions.get(signal, 0) + 1
+        log.info("node %s: evicted pod %s/%s: %s", self.agent.name, w.namespace, w.name, why)
 
     @staticmethod
     def _active(w) -> bool:

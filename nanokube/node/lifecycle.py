@@ -612,6 +612,12 @@ class PodWorker:
         files = self.io._files
         return None if files is None else files.volumes.get(name)
 
+    def container_root(self, name: str):
+        """The in-memory root of container `name`'s current instance (simulated_fs.Dir: what it
+        wrote to its writable layer), None while nothing has looked at its files."""
+        files = self.io._files
+        return None if files is None else files.roots.get(name)
+
     def container_logs(self) -> dict:
         """Each container's current log and its restart count (the log file's name), as the
         kubelet's /logs/ lists them."""

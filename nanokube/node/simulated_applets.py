@@ -1,7 +1,8 @@
 """The busybox applets a simulated container runs on its files (simulated_fs), for
 simulated_command's interpreter: `cat`, `ls`, `mkdir`, `rm`, `touch`, `test`/`[`,
 `tar` (real archives through tarfile, as `kubectl cp` sends and reads them), `wc`,
-`md5sum`, `sha256sum`, `head`, `tail`, `tee`, `cp`, `mv` and `hostname`, their output and errors worded as
+`md5sum`, `sha256sum`, `head`, `tail`, `tee`, `cp`, `mv`, `hostname`, and `dd` and `fallocate`
+(which write zeros that take no memory: a container filling its disk), their output and errors worded as
 busybox's, and `tty` and `stty size`, which read the command's terminal (`Terminal`), if it has one. Each takes the running command (`Process`: its stdout, stderr and stdin),
 the container's files, its name and its arguments, and gives its exit status; `Unknown`
 for a use it does not simulate (an option, compression), which leaves the whole command
@@ -539,6 +540,105 @@ def _head_tail(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int
     return 0
 
 
+#: busybox dd's size suffixes (dd_suffixes) and fallocate's (kmg_i_suffixes)
+_DD_SUFFIXES = {"": 1, "c": 1, "w": 2, "b": 512, "kB": 1000, "kD": 1000, "k": 1024, "K": 1024, "MB": 10**6,
+                "MD": 10**6, "M": 1 << 20, "GB": 10**9, "GD": 10**9, "G": 1 << 30}
+_KMG_SUFFIXES = {"": 1, **{f"{c}{tail}": 1 << (10 * (i + 1)) for i, u in enumerate("KMGT")
+                           for c in (u, u.lower()) for tail in ("", "iB")}}
+
+
+def _size(text: str, suffixes: dict[str, int]) -> int:
+    m = re.fullmatch(r"(\d+)([A-Za-z]*)", text)
+    if m is None or m.group(2) not in suffixes:
+        raise Unknown
+    return int(m.group(1)) * suffixes[m.group(2)]
+
+
+def _human(size: int) -> str:
+    """make_human_readable_str(size, 1, 0): whole bytes below 1K, else one decimal and a unit."""
+    if size < 1024:
+        return str(size)
+    value, unit = float(size), ""
+    for unit in "KMGTPE":
+        value /= 1024
+        if value < 1024:
+            break
+    return f"{value:.1f}{unit}"
+
+
+def _dd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """dd if=FILE of=FILE bs=N count=N [status=none|noxfer]: `count` blocks of `bs` bytes from the
+    input (/dev/zero: zeros, as many as asked; stdin or a file: what it holds) to the output file
+    (replaced) or stdout; its records and bytes on stderr, as busybox's. The zeros take no memory
+    until read (a calloc'd bytes), so `dd if=/dev/zero of=/cache/blob bs=1M count=2048` fills an
+    emptyDir or the writable layer with 2Gi at no cost: what the kubelet's storage limits
+    measure. The copy takes no time on the node's clock (0.000000 seconds)."""
+    ops: dict[str, str] = {}
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if not eq or key not in ("if", "of", "bs", "count", "status") or key in ops:
+            raise Unknown
+        ops[key] = value
+    bs = _size(ops.get("bs", "512"), _DD_SUFFIXES)
+    count = _size(ops["count"], _DD_SUFFIXES) if "count" in ops else None
+    if bs == 0 or ops.get("status", "none") not in ("none", "noxfer", "progress"):
+        raise Unknown
+    source = ops.get("if", "-")
+    if fs.normal(source) == "/dev/zero" and source != "-":
+        if count is None:  # until the disk is full
+            raise Unknown
+        data = bytes(bs * count)
+    else:
+        try:
+            data = run.read_stdin() if source == "-" else fs.read(source)
+        except FsError as e:
+            run.err(f"dd: can't open '{source}': {e.reason}\n")
+            return 1
+        if count is not None:
+            data = data[:bs * count]
+    if "of" in ops:
+        try:
+            fs.write(ops["of"], data)
+        except FsError as e:
+            run.err(f"dd: can't open '{ops['of']}': {e.reason}\n")
+            return 1
+    else:
+        run.out(data)
+    status = ops.get("status")
+    if status != "none":
+        full, part = divmod(len(data), bs)
+        records = f"{full}+{1 if part else 0}"
+        run.err(f"{records} records in\n{records} records out\n")
+        if status != "noxfer":
+            run.err(f"{len(data)} bytes ({_human(len(data))}B) copied, 0.000000 seconds, 0B/s\n")
+    return 0
+
+
+def _fallocate(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """fallocate [-o OFFSET] -l LENGTH FILE: the file (made if missing) holds at least OFFSET+LENGTH
+    bytes, the added ones zeros that take no memory until read (as `dd if=/dev/zero`)."""
+    opts: dict[str, int] = {}
+    i = 0
+    while i < len(args) - 1 and args[i] in ("-o", "-l") and args[i] not in opts:
+        opts[args[i]] = _size(args[i + 1], _KMG_SUFFIXES)
+        i += 2
+    if "-l" not in opts or len(args) != i + 1 or opts["-l"] == 0:
+        raise Unknown
+    path = args[i]
+    node = fs.lookup(path)
+    if isinstance(node, Dir):
+        run.err(f"fallocate: can't open '{path}': Is a directory\n")
+        return 1
+    data = node.data if isinstance(node, File) else b""
+    want = opts.get("-o", 0) + opts["-l"]
+    try:
+        fs.write(path, data + bytes(want - len(data)) if want > len(data) else data)
+    except FsError as e:
+        run.err(f"fallocate: can't open '{path}': {e.reason}\n")
+        return 1
+    return 0
+
+
 def _copy(fs: ContainerFS, source: str, target: str, keep: bool) -> None:
     """`source` (a file, or a directory and all below it) copied to `target` (kept: its mode and time)."""
     node = fs.lookup(source)
@@ -657,4 +757,5 @@ TERMINAL_APPLETS: dict[str, Callable[[Process, str, list[str]], int]] = {"tty": 
 APPLETS: dict[str, Callable[[Process, ContainerFS, str, list[str]], int]] = {
     "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar,
     "wc": _wc, "md5sum": _digest, "sha256sum": _digest, "head": _head_tail, "tail": _head_tail,
-    "hostname": _hostname, "cd": _cd, "pwd": _pwd, "tee": _tee, "cp": _cp_mv, "mv": _cp_mv}
+    "hostname": _hostname, "cd": _cd, "pwd": _pwd, "tee": _tee, "cp": _cp_mv, "mv": _cp_mv, "dd": _dd,
+    "fallocate": _fallocate}

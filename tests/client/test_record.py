@@ -105,6 +105,18 @@ async def test_a_controller_repeating_itself_counts_on_one_event_as_kubectl_show
     assert sorted(got) == [("EnsuringLoadBalancer", 5), ("SyncLoadBalancerFailed", 1)]
 
 
+async def test_an_annotated_event_carries_its_annotations_and_a_repeat_keeps_them(env):
+    """AnnotatedEventf: the annotations are the Event's own (the kubelet's Evicted event names what
+    it reclaimed there); an event without any has none."""
+    clock, rec, events = env
+    notes = {"starved_resource": "memory", "offending_containers": ""}
+    await rec.emit(CM, "Warning", "Evicted", "low on memory", annotations=notes)
+    await rec.emit(CM, "Normal", "Plain", "no annotations")
+    await rec.emit(CM, "Warning", "Evicted", "low on memory", annotations=notes)
+    got = {e["reason"]: (e["count"], e["metadata"].get("annotations")) for e in await listed(clock, events)}
+    assert got == {"Evicted": (2, notes), "Plain": (1, None)}
+
+
 async def test_ten_similar_events_combine_into_one_counted_event(env):
     clock, rec, events = env
     for i in range(9):

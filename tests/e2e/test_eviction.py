@@ -1,6 +1,7 @@
-"""Node-pressure eviction through `nanokube up` and kubectl: a ReplicaSet's pod whose memory use
-(the usage annotation `kubectl top` reads) fills its node is evicted by the node's kubelet, and
-the ReplicaSet's replacement runs on the other node. On a cluster of its own (conftest's module
+"""Eviction by the kubelet through `nanokube up` and kubectl: a pod writing past its emptyDir's
+sizeLimit is evicted without node pressure; a ReplicaSet's pod whose memory use (the usage
+annotation `kubectl top` reads) fills its node is evicted by the node's kubelet, and the
+ReplicaSet's replacement runs on the other node. On a cluster of its own (conftest's module
 `cluster`), not the session's: the node stays under MemoryPressure, tainted for it, for the 5-minute
 transition period after."""
 
@@ -17,6 +18,31 @@ REPLICASET = {
         "metadata": {"labels": {"app": "trainer"}},
         "spec": {"containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "3600"],
                                  "resources": {"requests": {"memory": "64Mi"}}}]}}}}
+
+
+CACHE_HOG = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cache-hog"},
+    "spec": {"restartPolicy": "Never", "volumes": [{"name": "cache", "emptyDir": {"sizeLimit": "1Mi"}}],
+             "containers": [{"name": "main", "image": "busybox:1.36",
+                             "command": ["sh", "-c", "dd if=/dev/zero of=/cache/blob bs=1M count=2; sleep 3600"],
+                             "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}]}}
+
+
+def test_a_pod_writing_past_its_empty_dirs_size_limit_is_evicted(cluster):
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(CACHE_HOG))
+    status = wait_for(lambda: (p := cluster.kubectl_json("get", "pod", "cache-hog"))["status"].get("phase") == "Failed"
+                      and p["status"], what="the pod evicted")
+    why = 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". '
+    assert (status["reason"], status["message"]) == ("Evicted", why), status
+    assert "DisruptionTarget" not in [c["type"] for c in status.get("conditions") or ()]
+    events = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=cache-hog")["items"]
+    assert ("Warning", "Evicted", why) in [(e["type"], e["reason"], e["message"]) for e in events]
+    node = cluster.kubectl_json("get", "pod", "cache-hog")["spec"]["nodeName"]
+    metrics = cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics").stdout
+    assert 'kubelet_evictions{eviction_signal="emptydirfs.limit"} 1' in metrics.splitlines()
+    conditions = cluster.kubectl_json("get", "node", node)["status"]["conditions"]
+    assert ("DiskPressure", "False") in [(c["type"], c["status"]) for c in conditions]
+    cluster.kubectl("delete", "pod", "cache-hog")
 
 
 def test_a_pod_filling_its_node_is_evicted_and_its_replicaset_replaces_it_elsewhere(cluster):

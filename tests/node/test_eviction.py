@@ -7,13 +7,15 @@ from types import SimpleNamespace
 from nanokube.apiserver.loopback import connector
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.eviction import (HARD, MEMORY, NODEFS, PIDS, Observation, PodStats, message,
-                                    rank_disk_pressure, rank_memory_pressure, rank_pid_pressure)
+                                    rank_disk_pressure, rank_memory_pressure, rank_pid_pressure,
+                                    storage_limited, storage_violation)
 from nanokube.node.manager import NodeManager
 from tests.controllers import becomes, eventually
 from tests.node import api_on_manual_clock
 from tests.node.test_lifecycle import phase_is
 
 MI = 1024 * 1024
+GI = 1024 * MI
 
 
 def pod(name: str, priority: int = 0, memory: str | None = None, storage: str | None = None) -> dict:
@@ -52,27 +54,67 @@ def test_the_message_names_the_threshold_what_was_left_and_each_container_over_i
     p = pod("p", memory="128Mi")
     p["spec"]["containers"].append({"name": "side", "resources": {}})
     p["spec"]["containers"].append({"name": "modest", "resources": {"requests": {"memory": "1G"}}})
-    stats = PodStats({"app": 1536 * 1024, "side": 4 * MI, "modest": 10 * MI})
+    p["spec"]["initContainers"] = [{"name": "proxy", "restartPolicy": "Always", "resources": {}}]
+    stats = PodStats({"proxy": 2 * MI, "app": 1536 * 1024, "side": 4 * MI, "modest": 10 * MI, "debug": 64 * MI})
+    # a sidecar counts; an ephemeral container (debug: in the stats, not in the spec) does not
     assert message(MEMORY, p, stats, Observation(50 * MI, 8 << 30)) == (
         "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
-        "Container side was using 4Mi, request is 0, has larger consumption of memory. ")
-    stats = PodStats({"app": 200 * MI})
-    assert message(MEMORY, p, stats, Observation(1000, 8 << 30)).endswith(
+        "Container proxy was using 2Mi, request is 0, has larger consumption of memory. "
+        "Container side was using 4Mi, request is 0, has larger consumption of memory. ",
+        {"offending_containers": "proxy,side", "offending_containers_usage": "2Mi,4Mi", "starved_resource": "memory"})
+    why, annotations = message(MEMORY, p, PodStats({"app": 200 * MI}), Observation(1000, 8 << 30))
+    assert why.endswith(
         "available: 1k. Container app was using 200Mi, request is 128Mi, has larger consumption of memory. ")
+    assert annotations == {"offending_containers": "app", "offending_containers_usage": "200Mi",
+                           "starved_resource": "memory"}
     # a percentage threshold is that share of the capacity (a float32, as upstream holds it:
-    # 109951164416 bytes, not a tenth of 1Ti)
-    assert message(NODEFS, p, PodStats(disk=1), Observation(1 << 30, 1 << 40)) == (
-        "The node was low on resource: ephemeral-storage. Threshold quantity: 107374184Ki, available: 1Gi. ")
+    # 109951164416 bytes, not a tenth of 1Ti); ephemeral storage compares each writable layer
+    # with the container's request
+    disk = PodStats(disk=3 * MI, rootfs={"app": 3 * MI, "side": 0})
+    assert message(NODEFS, pod("p", storage="1Mi"), disk, Observation(1 << 30, 1 << 40)) == (
+        "The node was low on resource: ephemeral-storage. Threshold quantity: 107374184Ki, available: 1Gi. "
+        "Container app was using 3Mi, request is 1Mi, has larger consumption of ephemeral-storage. ",
+        {"offending_containers": "app", "offending_containers_usage": "3Mi", "starved_resource": "ephemeral-storage"})
+    # no stats, no containers to name and no annotations
     assert message(PIDS, p, None, Observation(200_000, 4_194_304)) == (
-        "The node was low on resource: pids. Threshold quantity: 419430, available: 200k. ")
+        "The node was low on resource: pids. Threshold quantity: 419430, available: 200k. ", {})
     assert {t.signal for t in HARD} == {MEMORY, NODEFS, PIDS}
+
+
+def limited(volumes=(), containers=(), inits=()) -> dict:
+    return {"metadata": {"name": "p"}, "spec": {
+        "volumes": [{"name": n, "emptyDir": {"sizeLimit": q} if q else {}} for n, q in volumes],
+        "initContainers": [{"name": n, "restartPolicy": "Always",
+                            "resources": {"limits": {"ephemeral-storage": q}}} for n, q in inits],
+        "containers": [{"name": n, "resources": {"limits": {"ephemeral-storage": q}} if q else {}}
+                       for n, q in containers]}}
+
+
+def test_local_storage_limits_in_upstreams_order_and_words():
+    p = limited([("cache", "1Gi"), ("plain", None)], [("app", "1Gi"), ("side", "512Mi")])
+    assert storage_limited(p) and not storage_limited(limited([("plain", None)], [("app", None)]))
+    under = PodStats(disk=GI, volumes={"cache": GI, "plain": 5 * GI}, rootfs={"app": 0, "side": 0})
+    assert storage_violation(p, under) is None  # at a limit is not past it; no limit, no check
+    assert storage_violation(p, PodStats(disk=GI + 1, volumes={"cache": GI + 1})) == (
+        "emptydirfs.limit", 'Usage of EmptyDir volume "cache" exceeds the limit "1Gi". ')
+    # the pod's limit is its containers' sum (1536Mi), its usage the layers and emptyDirs together
+    assert storage_violation(p, PodStats(disk=1537 * MI, volumes={"cache": GI}, rootfs={"side": 0})) == (
+        "ephemeralpodfs.limit", "Pod ephemeral local storage usage exceeds the total limit of containers 1536Mi. ")
+    assert storage_violation(p, PodStats(disk=600 * MI, rootfs={"app": 10 * MI, "side": 600 * MI})) == (
+        "ephemeralcontainerfs.limit", 'Container side exceeded its local ephemeral storage limit "512Mi". ')
+    # a sidecar's limit adds to the pod's; without a container's limit there is no pod limit
+    sidecar = limited(containers=[("app", "1G")], inits=[("proxy", "1G")])
+    assert storage_violation(sidecar, PodStats(disk=2 * 10**9, rootfs={"app": 0})) is None
+    assert storage_violation(sidecar, PodStats(disk=2 * 10**9 + 1, rootfs={"app": 0}))[1] == \
+        "Pod ephemeral local storage usage exceeds the total limit of containers 2G. "
+    assert storage_violation(limited(containers=[("app", None)]), PodStats(disk=100 * GI)) is None
 
 
 CLUSTER = parse_cluster("""\
 pools:
   - name: small
     count: 1
-    capacity: {cpu: "4", memory: 8Gi, pods: "6"}
+    capacity: {cpu: "4", memory: 8Gi, pods: "6", ephemeral-storage: 100Gi}
 """)
 
 
@@ -124,6 +166,12 @@ def events_of(client, name: str, kind: str = "Pod"):
     return get
 
 
+async def evicted_annotations(client, name: str) -> list[dict]:
+    items, _ = await client.resource("", "v1", "events").list("default")
+    return [e["metadata"].get("annotations") for e in items
+            if e["involvedObject"]["name"] == name and e["reason"] == "Evicted"]
+
+
 async def condition(client, kind: str) -> str:
     node = await client.resource("", "v1", "nodes").get("small-0")
     return next(c["status"] for c in node["status"]["conditions"] if c["type"] == kind)
@@ -147,6 +195,8 @@ async def test_a_memory_pressure_fault_evicts_one_pod_per_pass_in_rank_and_never
         assert (target["status"], target["reason"], target["message"]) == ("True", "TerminationByKubelet", why)
         assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
         await becomes(events_of(client, "best-effort"), [("Warning", "Evicted", why)])
+        assert await evicted_annotations(client, "best-effort") == [
+            {"offending_containers": "app", "offending_containers_usage": "4Mi", "starved_resource": "memory"}]
         assert ("Warning", "EvictionThresholdMet", "Attempting to reclaim memory") in \
             await events_of(client, "small-0", "Node")()
         assert await phases(pods) == {"best-effort": "Failed", "burstable": "Running", "daemon": "Running"}
@@ -159,6 +209,8 @@ async def test_a_memory_pressure_fault_evicts_one_pod_per_pass_in_rank_and_never
         p = await eventually(phase_is(pods, "burstable", "Failed"))
         assert p["status"]["message"] == "The node was low on resource: memory. Threshold quantity: 100Mi, " \
                                          "available: 50Mi. "
+        await becomes(lambda: evicted_annotations(client, "burstable"), [
+            {"offending_containers": "", "offending_containers_usage": "", "starved_resource": "memory"}])
         for _ in range(3):
             await clock.advance(10)
         assert await phases(pods) == {"best-effort": "Failed", "burstable": "Failed", "daemon": "Running"}
@@ -191,3 +243,54 @@ async def test_a_pod_using_more_than_the_node_has_is_evicted_and_the_pressure_ou
         assert await condition(client, "MemoryPressure") == "True"
         await clock.advance(20)  # the pass 300 s after it
         assert await condition(client, "MemoryPressure") == "False"
+
+
+def writer(name: str, script: str, limit: str = "", size_limit: str = "") -> dict:
+    """A pod whose container runs `script` with an emptyDir at /cache (`size_limit` its sizeLimit)
+    and `limit` its container's ephemeral-storage limit."""
+    res = {"resources": {"limits": {"ephemeral-storage": limit}}} if limit else {}
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": "small-0", "restartPolicy": "Never",
+                     "volumes": [{"name": "cache", "emptyDir": {"sizeLimit": size_limit} if size_limit else {}}],
+                     "containers": [{"name": "app", "image": "busybox:1.36", "command": ["sh", "-c", script],
+                                     "volumeMounts": [{"name": "cache", "mountPath": "/cache"}], **res}]}}
+
+
+async def test_pods_past_their_local_storage_limits_are_evicted_without_node_pressure():
+    """Each pass checks every running pod's emptyDirs, total and containers against their limits
+    (as the summary measures them: what `dd` wrote), node pressure or not: all three writers go in
+    one pass, a pod within its limits stays; no DisruptionTarget condition, no event annotations."""
+    async with node() as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        layer_hog = writer("layer-hog", "sleep 5; fallocate -l 2M /tmp/blob; sleep 3600", limit="1Mi")
+        layer_hog["spec"]["containers"].append({"name": "side", "image": "busybox:1.36", "command": ["sleep", "inf"],
+                                                "resources": {"limits": {"ephemeral-storage": "10Mi"}}})
+        for p in (writer("cache-hog", "sleep 5; dd if=/dev/zero of=/cache/blob bs=1M count=2; sleep 3600",
+                         size_limit="1Mi"), layer_hog,
+                  writer("pod-hog", "sleep 5; dd if=/dev/zero of=/cache/blob bs=1M count=3 status=none; sleep 3600",
+                         limit="2Mi"),
+                  writer("tidy", "sleep 5; dd if=/dev/zero of=/cache/blob bs=1M count=1; sleep 3600",
+                         limit="2Mi", size_limit="2Mi")):
+            await pods.create(p)
+        for name in ("cache-hog", "layer-hog", "pod-hog", "tidy"):
+            await eventually(phase_is(pods, name, "Running"))
+        await clock.advance(4)  # nothing written yet
+        assert await evictions(mgr) == {}
+        for _ in range(2):  # the writes at 5 s, the next pass within a period
+            await clock.advance(5)
+        expected = {
+            "cache-hog": 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". ',
+            "layer-hog": 'Container app exceeded its local ephemeral storage limit "1Mi". ',
+            "pod-hog": "Pod ephemeral local storage usage exceeds the total limit of containers 2Mi. "}
+        for name, why in expected.items():
+            p = await eventually(phase_is(pods, name, "Failed"))
+            assert (p["status"]["reason"], p["status"]["message"]) == ("Evicted", why)
+            assert "DisruptionTarget" not in [c["type"] for c in p["status"].get("conditions") or ()]
+            await becomes(events_of(client, name), [("Warning", "Evicted", why)])
+        items, _ = await client.resource("", "v1", "events").list("default")
+        assert not [e for e in items if e["reason"] == "Evicted" and e["metadata"].get("annotations")]
+        assert await evictions(mgr) == {"emptydirfs.limit": 1, "ephemeralcontainerfs.limit": 1,
+                                        "ephemeralpodfs.limit": 1}
+        await clock.advance(30)
+        assert (await pods.get("tidy", "default"))["status"]["phase"] == "Running"
+        assert await condition(client, "DiskPressure") == "False"

@@ -370,3 +370,24 @@ def test_cp_and_mv(pod_files):
     assert run(fs, "cp", "/nope", "/data/") == (1, b"", "cp: can't stat '/nope': No such file or directory\n")
     assert run(fs, "sh", "-c", "cp /tmp/src/a /tmp/src/sub/b /data/moved") == (
         1, b"", "cp: '/data/moved' is not a directory\n")
+
+
+def test_dd_and_fallocate_fill_a_volume_with_zeros_that_cost_no_memory(pod_files):
+    """What a container writes to fill its disk: dd from /dev/zero (records on stderr, as busybox
+    prints them) and fallocate; 4Gi of zeros is a calloc'd buffer, not 4Gi of this process's memory."""
+    main = pod_files.container("main")
+    assert run(main, "dd", "if=/dev/zero", "of=/data/blob", "bs=1M", "count=3") == (
+        0, b"", "3+0 records in\n3+0 records out\n3145728 bytes (3.0MB) copied, 0.000000 seconds, 0B/s\n")
+    assert run(main, "sh", "-c", "dd if=/dev/zero of=/tmp/z bs=1000 count=3 status=none; wc -c /tmp/z") == (
+        0, b"3000 /tmp/z\n", "")
+    assert run(main, "sh", "-c", "echo hello > /tmp/in; dd if=/tmp/in bs=4 status=noxfer") == (
+        0, b"hello\n", "1+1 records in\n1+1 records out\n")
+    assert run(main, "fallocate", "-l", "4G", "/data/big") == (0, b"", "")
+    assert len(pod_files.volumes["scratch"].entries["big"].data) == 4 << 30
+    assert run(main, "fallocate", "-o", "1K", "-l", "1", "/data/blob") == (0, b"", "")
+    assert run(main, "wc", "-c", "/data/blob")[1] == b"3145728 /data/blob\n"  # already longer: kept
+    assert run(main, "dd", "if=/dev/zero", "of=/etc/app/x", "count=1")[2] == \
+        "dd: can't open '/etc/app/x': Read-only file system\n"
+    assert run(main, "fallocate", "-l", "1M", "/nope/f") == (
+        1, b"", "fallocate: can't open '/nope/f': No such file or directory\n")
+    assert interpret(["dd", "if=/dev/zero", "of=/data/f"], T0, main) is None  # until the disk is full

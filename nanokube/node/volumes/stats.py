@@ -44,6 +44,8 @@ CSI, STATFS = "csi", "statfs"
 AGG_PERIOD = 60.0
 #: the node filesystem's block: what du counts a directory, and a file's data rounded up to
 _BLOCK = 4096
+#: the files a container's root holds that the kubelet and runtime mount there, not its own writes
+_MOUNTED_FILES = frozenset({"/etc/hostname", "/etc/hosts", "/etc/resolv.conf"})
 
 
 class StatCache:
@@ -84,6 +86,24 @@ def tree_usage(tree: Dir | None) -> tuple[int, int]:
         else:
             used += -(-len(node.data) // _BLOCK) * _BLOCK
     return used, inodes
+
+
+def writable_layer(root: Dir | None) -> int:
+    """The bytes a simulated container wrote to its own root (its writable layer, the rootfs a
+    container's ephemeral storage counts): its files' data in whole blocks, less the files the
+    kubelet and the runtime mount in its /etc; directories count nothing, as an overlay's upper
+    directory holds only those a write copied up."""
+    if root is None:
+        return 0
+    used = 0
+    stack: list = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, Dir):
+            stack.extend((child, f"{path}/{name}") for name, child in node.entries.items())
+        elif path not in _MOUNTED_FILES:
+            used += -(-len(node.data) // _BLOCK) * _BLOCK
+    return used
 
 
 @dataclass(frozen=True)
