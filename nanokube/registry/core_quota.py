@@ -5,6 +5,7 @@ columns. Enforcement is admission's (apiserver/admission_plugins)."""
 
 from __future__ import annotations
 
+from ..machinery import gofmt
 from ..machinery.quantity import QuantityError, format_quantity, parse_quantity
 from ..machinery.validation import FieldError, duplicate, forbidden, invalid, qualified_name, required
 from ..quota.resources import (
@@ -56,6 +57,46 @@ def _quantity_value(name: str, value, path: str) -> list[FieldError]:
     return []
 
 
+#: the scopes a selector may only ask to exist
+_EXISTS_ONLY = ("BestEffort", "NotBestEffort", "Terminating", "NotTerminating", "CrossNamespacePodAffinity")
+
+
+def _scope_selector_errors(spec: dict) -> list[FieldError]:
+    """validateScopedResourceSelectorRequirement: its paths name `matchExpressions`, not an item."""
+    errs: list[FieldError] = []
+    p = "spec.scopeSelector.matchExpressions"
+    selector = spec["scopeSelector"]
+    exprs = selector.get("matchExpressions") or []
+    value = gofmt.Struct(**({"matchExpressions": [gofmt.Struct(
+        scopeName=e.get("scopeName", ""), operator=e.get("operator", ""), **({"values": e["values"]} if e.get("values") else {}))
+        for e in exprs]} if exprs else {}))
+    hard = sorted(spec.get("hard") or {})
+    chosen = set()
+    for sel in exprs:
+        scope, op, values = sel.get("scopeName"), sel.get("operator"), sel.get("values") or []
+        if scope not in SCOPES:
+            errs.append(invalid(f"{p}.scopeName", scope, "unsupported scope"))
+        else:
+            errs += [invalid(p, value, m) for m in scope_errors([scope], hard)]
+        if scope in _EXISTS_ONLY and op != "Exists":
+            errs.append(invalid(f"{p}.operator", op, "must be 'Exists' when scope is any of ResourceQuotaScopeTerminating, "
+                                "ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort, "
+                                "ResourceQuotaScopeNotBestEffort or ResourceQuotaScopeCrossNamespacePodAffinity"))
+        if op in ("In", "NotIn"):
+            if not values:
+                errs.append(required(f"{p}.values", "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector"))
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                errs.append(invalid(f"{p}.values", values, "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector"))
+        else:
+            errs.append(invalid(f"{p}.operator", op, "not a valid selector operator"))
+        chosen.add(scope)
+    for pair in (("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating")):
+        if chosen.issuperset(pair):
+            errs.append(invalid(p, spec.get("scopes"), "conflicting scopes"))
+    return errs
+
+
 class ResourceQuotaStrategy(Strategy):
     return_deleted_object = True
     track_generation = False
@@ -75,21 +116,8 @@ class ResourceQuotaStrategy(Strategy):
             errs += _quantity_value(name, value, p)
         scopes = list(spec.get("scopes") or [])
         errs += [invalid("spec.scopes", scopes, m) for m in scope_errors(scopes, list(spec.get("hard") or {}))]
-        selected = []
-        for i, sel in enumerate((spec.get("scopeSelector") or {}).get("matchExpressions") or []):
-            p = f"spec.scopeSelector.matchExpressions[{i}]"
-            scope, op, values = sel.get("scopeName"), sel.get("operator"), sel.get("values") or []
-            if scope not in SCOPES:
-                errs.append(invalid(f"{p}.scopeName", scope, "unsupported scope"))
-            if op in ("In", "NotIn") and not values:
-                errs.append(required(f"{p}.values", "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector"))
-            elif op in ("Exists", "DoesNotExist") and values:
-                errs.append(invalid(f"{p}.values", values, "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector"))
-            elif op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-                errs.append(invalid(f"{p}.operator", op, "not a valid selector operator"))
-            if scope in SCOPES:
-                selected.append(scope)
-        errs += [invalid("spec.scopeSelector", selected, m) for m in scope_errors(selected, list(spec.get("hard") or {}))]
+        if "scopeSelector" in spec and spec["scopeSelector"] is not None:
+            errs += _scope_selector_errors(spec)
         return errs
 
     def validate_status_update(self, new, old):

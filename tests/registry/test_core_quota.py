@@ -33,3 +33,35 @@ async def test_a_few_unsupported_scopes_keep_a_cause_each(tmp_path):
         assert status["message"] == f'ResourceQuota "q" is invalid: spec.scopes: {body}'
         cause = {"reason": "FieldValueInvalid", "message": body, "field": "spec.scopes"}
         assert status["details"]["causes"] == [cause, cause]  # as upstream: one per error, repeats kept
+
+
+async def test_a_scope_selector_is_judged_as_validateScopedResourceSelectorRequirement(tmp_path):
+    """A pod-state scope (BestEffort, Terminating, ...) may only be selected with Exists, and the errors name
+    spec.scopeSelector.matchExpressions, not an item of it, as upstream's (fuzz50: BestEffort `In ["a"]` and
+    CrossNamespacePodAffinity `In ["a"]` were stored)."""
+    async def causes(api, *exprs, hard=None):
+        quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                 "spec": {"hard": hard or {"pods": "1"}, "scopeSelector": {"matchExpressions": list(exprs)}}}
+        code, status = await send(api, "POST", "/api/v1/namespaces/default/resourcequotas?dryRun=All", quota)
+        return code, [(c["field"], c["message"]) for c in status.get("details", {}).get("causes", [])]
+    p = "spec.scopeSelector.matchExpressions"
+    exists_only = ("must be 'Exists' when scope is any of ResourceQuotaScopeTerminating, ResourceQuotaScopeNotTerminating, "
+                   "ResourceQuotaScopeBestEffort, ResourceQuotaScopeNotBestEffort or ResourceQuotaScopeCrossNamespacePodAffinity")
+    async with served(tmp_path) as (_, api):
+        for scope in ("BestEffort", "NotBestEffort", "Terminating", "NotTerminating", "CrossNamespacePodAffinity"):
+            assert await causes(api, {"scopeName": scope, "operator": "In", "values": ["a"]}) == \
+                (422, [(f"{p}.operator", f'Invalid value: "In": {exists_only}')]), scope
+            assert (await causes(api, {"scopeName": scope, "operator": "Exists"}))[0] == 201
+        assert await causes(api, {"scopeName": "Terminating", "operator": "DoesNotExist"}) == \
+            (422, [(f"{p}.operator", f'Invalid value: "DoesNotExist": {exists_only}')])
+        assert (await causes(api, {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["a"]}))[0] == 201
+        assert await causes(api, {"scopeName": "PriorityClass", "operator": "In"}) == \
+            (422, [(f"{p}.values", "Required value: must be at least one value when `operator` is 'In' or 'NotIn' for scope selector")])
+        assert await causes(api, {"scopeName": "Nope", "operator": "Near"}) == \
+            (422, [(f"{p}.scopeName", 'Invalid value: "Nope": unsupported scope'),
+                   (f"{p}.operator", 'Invalid value: "Near": not a valid selector operator')])
+        assert await causes(api, {"scopeName": "BestEffort", "operator": "Exists"}, {"scopeName": "NotBestEffort", "operator": "Exists"}) == \
+            (422, [(p, "Invalid value: null: conflicting scopes")])
+        code, got = await causes(api, {"scopeName": "BestEffort", "operator": "Exists"}, hard={"cpu": "1"})
+        assert (code, got) == (422, [(p, 'Invalid value: {"matchExpressions":[{"scopeName":"BestEffort","operator":"Exists"}]}: '
+                                         "unsupported scope applied to resource")])
