@@ -378,6 +378,53 @@ async def test_a_missing_config_map_or_key_in_the_environment_is_create_containe
                                   "Error: couldn't find key mode in ConfigMap default/app-config"])
 
 
+async def test_a_restarting_container_makes_its_environment_again_while_the_other_runs_on():
+    """The kubelet makes a container's environment at each of its starts: a ConfigMap deleted while
+    the container runs keeps its restart waiting in CreateContainerConfigError (a Warning Failed
+    event), tried again at each sync retry, while the pod's other container runs on and ends on its
+    own meanwhile; once the ConfigMap is there again the container starts, with its new value."""
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        pods, configmaps = s.client.resource("", "v1", "pods"), s.client.resource("", "v1", "configmaps")
+        await configmaps.create({"metadata": {"name": "app-config", "namespace": "default"}, "data": {"mode": "fast"}})
+        p = pod("configured", restart="OnFailure", containers=("app", "side"))
+        app, side = p["spec"]["containers"]
+        app |= {"command": ["sh", "-c", "echo $MODE; sleep 5; exit 1"],
+                "env": [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "mode"}}}]}
+        side["command"] = ["sleep", "12"]
+        created = await pods.create(p)
+        await eventually(phase_is(pods, "configured", "Running"))
+        await configmaps.delete("app-config", "default")
+
+        def statuses(check):
+            async def read():
+                got = {c["name"]: c for c in (await pods.get("configured", "default"))["status"]["containerStatuses"]}
+                return got if check(got) else None
+            return read
+        await clock.advance(5)  # app exits 1; its first restart, at once, finds no ConfigMap
+        got = await eventually(statuses(lambda c: "waiting" in c["app"]["state"]))
+        assert got["app"]["state"]["waiting"] == {"reason": "CreateContainerConfigError",
+                                                  "message": 'configmap "app-config" not found'}
+        assert got["app"]["restartCount"] == 1 and got["app"]["lastState"]["terminated"]["exitCode"] == 1
+        assert "running" in got["side"]["state"] and got["side"]["restartCount"] == 0
+
+        async def failed():  # written from the recorder's queue
+            events, _ = await s.client.resource("", "v1", "events").list(namespace="default")
+            return [e["message"] for e in events if e["reason"] == "Failed" and e["involvedObject"]["name"] == "configured"]
+        assert await becomes(failed, ['Error: configmap "app-config" not found'])
+        await clock.advance(7)  # side ends 12 s in, before the retry SYNC_RETRY (10 s) after app's exit
+        got = await eventually(statuses(lambda c: "terminated" in c["side"]["state"]))
+        assert got["side"]["state"]["terminated"]["exitCode"] == 0
+        assert got["app"]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+        await configmaps.create({"metadata": {"name": "app-config", "namespace": "default"}, "data": {"mode": "slow"}})
+        await clock.advance(3)
+        got = await eventually(statuses(lambda c: "running" in c["app"]["state"]))
+        assert got["app"]["restartCount"] == 1, "the starts its missing ConfigMap failed made no container"
+        worker = mgr.agents["gpu-0"].workers[created["metadata"]["uid"]]
+        assert worker.io.serve_log("app", LogOptions()) == b"slow\n"
+        assert worker.io.serve_log("app", LogOptions(previous=True)) == b"fast\n"
+
+
 async def test_ready_conditions_name_the_unready_containers_as_the_kubelet_does(env):
     """ContainersReady and Ready, False while containers start: reason ContainersNotReady and
     GenerateContainersReadyCondition's message listing the sidecars, then the app containers, not
