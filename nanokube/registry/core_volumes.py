@@ -19,6 +19,7 @@ from ..machinery.validation import (
     not_supported,
     qualified_name,
     required,
+    validate_label_selector,
     validate_node_selector,
 )
 from ..volume.binding import ACCESS_MODES, access_modes_string
@@ -305,7 +306,8 @@ class PersistentVolumeClaimStrategy(Strategy):
         return validate_claim_spec(_spec(obj), "spec")
 
     def validate_update(self, new, old):
-        errs = self.validate(new)
+        # (ValidationOptionsForPersistentVolumeClaim: a stored selector's invalid label values stay allowed)
+        errs = validate_claim_spec(_spec(new), "spec", bool(validate_label_selector(_spec(old).get("selector"), "")))
         ns, os_ = dict(_spec(new)), dict(_spec(old))
         if not os_.get("volumeName"):
             os_.pop("volumeName", None)
@@ -408,9 +410,12 @@ def _typed_copy(ref: dict) -> dict:
     return {"apiGroup": ref.get("apiGroup"), "kind": ref.get("kind", ""), "name": ref.get("name", "")}
 
 
-def validate_claim_spec(spec: dict, path: str) -> list[FieldError]:
-    """ValidatePersistentVolumeClaimSpec (also a StatefulSet's volumeClaimTemplates)."""
-    errs = validate_access_modes(spec.get("accessModes"), f"{path}.accessModes", claim=True)
+def validate_claim_spec(spec: dict, path: str, allow_invalid_selector_values: bool = False) -> list[FieldError]:
+    """ValidatePersistentVolumeClaimSpec (also an ephemeral volume's claim template): the selector is judged
+    after a missing access mode and before the modes given, as upstream orders them."""
+    modes = validate_access_modes(spec.get("accessModes"), f"{path}.accessModes", claim=True)
+    selector = validate_label_selector(spec.get("selector"), f"{path}.selector", allow_invalid_selector_values)
+    errs = modes + selector if not spec.get("accessModes") else selector + modes
     requests = (spec.get("resources") or {}).get("requests") or {}
     if "storage" not in requests:
         errs.append(required(f"{path}.resources[storage]"))

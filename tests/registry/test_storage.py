@@ -427,3 +427,29 @@ async def test_over_http_a_claims_health_status_is_dropped_while_its_alpha_gate_
     assert got.status.health_status is None and got.status.capacity == {"storage": "1Gi"}
     stored = await asyncio.to_thread(core.read_namespaced_persistent_volume_claim, "c", "default")
     assert stored.status.health_status is None
+
+
+async def test_over_http_a_claims_selector_is_a_valid_label_selector(core):
+    """ValidatePersistentVolumeClaimSpec judges spec.selector (fuzz50: `In` with no values, an unknown operator,
+    a key with a space and a value with one were stored), after a missing access mode and before bad ones."""
+    async def causes(**spec):
+        body = {"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                    "resources": {"requests": {"storage": "1Gi"}}, **spec}}
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.create_namespaced_persistent_volume_claim, "default", body)
+        assert e.value.status == 422
+        return [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]]
+
+    p = "spec.selector.matchExpressions[0]"
+    assert await causes(selector={"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}) == [
+        (f"{p}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")]
+    assert (await causes(selector={"matchExpressions": [{"key": "a b", "operator": "Near"}]}))[0] == \
+        (f"{p}.operator", 'Invalid value: "Near": not a valid selector operator')
+    [(field, _)] = await causes(selector={"matchLabels": {"a": "b c"}})
+    assert field == "spec.selector.matchLabels"
+    bad = {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}
+    assert [f for f, _ in await causes(accessModes=[], selector=bad)] == ["spec.accessModes", f"{p}.values"]
+    assert [f for f, _ in await causes(accessModes=["Sometimes"], selector=bad)] == [f"{p}.values", "spec.accessModes"]
+    ok = {"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                                              "selector": {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}}}
+    await asyncio.to_thread(core.create_namespaced_persistent_volume_claim, "default", ok)
