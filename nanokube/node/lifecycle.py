@@ -47,6 +47,7 @@ import math
 from dataclasses import dataclass
 
 from ..machinery.goduration import string as go_duration
+from ..machinery.gofmt import quote as go_quote
 from ..machinery.conditions import transition_time
 from ..machinery import restartrules
 from ..machinery.errors import APIError
@@ -177,11 +178,17 @@ def start_error(c: dict) -> str:
     return ""
 
 
-def _net_probe(c: dict) -> dict | None:
-    """Container `c`'s readiness probe where it execs a network tool (`wget -qO- http://web`, or a
-    shell running one): it passes as the command does on the cluster's simulated network, run each
-    period (`PodWorker._net_probes`), not once as other simulated probes."""
-    probe = c.get("readinessProbe") or {}
+#: the probes a container's prober workers run, in the order they count, with the name their
+#: events give each
+PROBES = {"startupProbe": "Startup", "readinessProbe": "Readiness", "livenessProbe": "Liveness"}
+
+
+def _net_probe(c: dict, kind: str = "readinessProbe") -> dict | None:
+    """Container `c`'s probe of `kind` (PROBES) where it execs a network tool (`wget -qO-
+    http://web`, or a shell running one): it passes as the command does on the cluster's simulated
+    network, run each period with its thresholds and timeout (`PodWorker._net_probes`), not on
+    timing alone as other simulated probes."""
+    probe = c.get(kind) or {}
     command = (probe.get("exec") or {}).get("command") or []
     return probe if command and simulated_net.names_network(" ".join(command)) else None
 
@@ -471,10 +478,10 @@ class PodWorker:
         self.restart_due: set[str] = set()
         #: when (monotonic) each app container started passes its startup and readiness probes
         self.probed: dict[str, tuple[float, float]] = {}
-        #: the app containers whose exec readiness probe reaches the network (`_net_probe`): when
-        #: (monotonic) it last ran, and whether it passed then
-        self.net_ticked: dict[str, float] = {}
-        self.net_ready: dict[str, bool] = {}
+        #: when (monotonic) each running app container started, and the workers of its probes that
+        #: reach the network (`_net_probe`), by (container, kind)
+        self.began: dict[str, float] = {}
+        self.net: dict[tuple[str, str], prober.Worker] = {}
         #: each running app container's end (monotonic; None: not on its own) and exit code
         self.lifetimes: dict[str, tuple[float | None, int]] = {}
         #: the last status write's arguments and what it left of the status the kubelet owns: a copy
@@ -508,8 +515,10 @@ class PodWorker:
         self.init_restarts: dict[str, int] = {}
         self.init_failed: tuple[dict, dict] | None = None
         #: the running containers whose liveness probe is to fail (their end in `lifetimes` is the
-        #: kill's start): what it prints then, and when (None: never) and how the command would end
+        #: kill's start): what it prints then, and when (None: never) and how the command would end;
+        #: and the kind of those a probe on the network failed (its Unhealthy events told as it ran)
         self.liveness_failed: dict[str, tuple[str, float | None, int]] = {}
+        self.net_failed: dict[str, str] = {}
         #: when (monotonic) each app container waiting out its back-off starts again, by name
         self.backoff: dict[str, float] = {}
         #: how far the lifecycle got, where a sync that failed goes on from (`_resync`): the
@@ -932,8 +941,9 @@ class PodWorker:
                 {"running": {"startedAt": self.own_started.get(c["name"]) or self.started_at or now}}
 
         def passed(c: dict, probe: int) -> bool:
+            worker = self.net.get((c["name"], "readinessProbe"))
             return c["name"] not in self.waiting and self.probed.get(c["name"], (at, at))[probe] <= at and \
-                (probe == 0 or not _net_probe(c) or self.net_ready.get(c["name"], False))
+                (probe == 0 or not _net_probe(c) or worker is not None and worker.result is True)
         statuses = [self._status_of(c, state(c), passed(c, 1), passed(c, 0)) for c in self._containers()]
         inits = self._init_statuses(now, True, at) if (self.pod.get("spec") or {}).get("initContainers") else None
         sidecars = {c["name"] for c in self._sidecars()}
@@ -1709,18 +1719,18 @@ class PodWorker:
                         self.waiting.pop(c["name"], None)
                 lifetimes.update((c["name"], self._lifetime(c)) for c in running)
                 for c in running:  # one runc could not start ends at once (`_lifetime`), never running
-                    self.net_ticked.pop(c["name"], None)
-                    self.net_ready.pop(c["name"], None)
+                    for kind in PROBES:
+                        self.net.pop((c["name"], kind), None)
                     if error := start_error(c):
                         self.waiting[c["name"]] = {"waiting": {"reason": "RunContainerError", "message": error}}
                 await self._post_start_hooks([] if adopted else fresh + running)  # (an adopted one ran its hook)
                 if write:
-                    self.probed.update((c["name"], prober.passing(c, self.clock.monotonic())) for c in running)
+                    self.probed.update((c["name"], self._passing(c)) for c in running)
                     await self._write_running(now)
             adopted = together = False
             starting = []
-            probes = [t for times in self.probed.values() for t in times if t > self.clock.monotonic()]
-            ticks = [t for c in self._containers() if (t := self._net_tick(c)) is not None]
+            probes = [t for times in self.probed.values() for t in times if self.clock.monotonic() < t < math.inf]
+            ticks = [t for c in self._containers() for kind in PROBES if (t := self._net_tick(c, kind)) is not None]
             wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()) + probes +
                        ticks, default=None)
             self.live = self.ran = True
@@ -1739,6 +1749,7 @@ class PodWorker:
             # woken by the timer (not by an EOF): what was due then is, however early the wake-up
             reached = self.clock.monotonic() if closed or went_on or wake is None else \
                 max(self.clock.monotonic(), wake)
+            changed = await self._net_probes(reached)  # (one failing liveness now ends as it is killed)
             exits = {name: self.io.stdin_status.pop(name, 0) if name in closed else went_on.get(name, code)
                      for name, (end, code) in lifetimes.items()
                      if name in closed or name in went_on or (end is not None and end <= reached)}
@@ -1746,7 +1757,6 @@ class PodWorker:
             for c in starting:
                 del backoff[c["name"]]
                 self._count_restart(c["name"])
-            changed = await self._net_probes(reached)
             if not exits:
                 if wake in probes or changed:  # a probe passed (Started or Ready), or a network one changed
                     await self._write_running(self.clock.rfc3339(), at=reached)
@@ -1755,7 +1765,8 @@ class PodWorker:
             specs = {c["name"]: c for c in self._sidecars() + self._containers()}
             failed = {name: self.liveness_failed.pop(name) for name in exits if name in self.liveness_failed
                       and name not in closed | went_on.keys()}  # (not one that ended on its own first)
-            await self._liveness_kills(specs, {name: output for name, (output, _, _) in failed.items()})
+            await self._liveness_kills(specs, {name: output for name, (output, _, _) in failed.items()},
+                                       {name: self.net_failed.pop(name, "livenessProbe") for name in failed})
             stops = await asyncio.gather(*(self._liveness_kill(specs[name], *failed[name][1:]) for name in failed))
             for name, (end, code) in zip(failed, stops):
                 lifetimes[name] = end, code  # it ends then: now, or as SIGTERM left it
@@ -1812,37 +1823,91 @@ class PodWorker:
                     await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
                                       f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, name))
 
-    def _net_tick(self, c: dict) -> float | None:
-        """When (monotonic) running app container `c`'s network readiness probe (`_net_probe`) runs
-        next: first as its readiness timing passes (prober.passing), then each periodSeconds."""
-        probe, name = _net_probe(c), c["name"]
-        if probe is None or name not in self.lifetimes or name not in self.probed or name in self.waiting:
+    def _passing(self, c: dict) -> tuple[float, float]:
+        """When (monotonic) app container `c`, starting now, is Started and Ready as far as its
+        probes' timing goes (prober.passing); one whose startup probe reaches the network is
+        Started only once that probe passes (`_net_probes`)."""
+        self.began[c["name"]] = start = self.clock.monotonic()
+        return (math.inf, math.inf) if _net_probe(c, "startupProbe") else prober.passing(c, start)
+
+    def _net_tick(self, c: dict, kind: str) -> float | None:
+        """When (monotonic) running app container `c`'s probe of `kind` that reaches the network
+        (`_net_probe`) runs next: a startup probe from the start, the others from the first tick
+        after the container is Started, then each periodSeconds; None while it has none to run."""
+        probe, name = _net_probe(c, kind), c["name"]
+        if probe is None or name not in self.lifetimes or name not in self.began or name in self.waiting:
             return None
-        last = self.net_ticked.get(name)
-        return self.probed[name][1] if last is None else last + (probe.get("periodSeconds") or prober.PERIOD_SECONDS)
+        worker = self.net.get((name, kind))
+        if worker is None:
+            up = 0.0 if kind == "startupProbe" else self.probed.get(name, (math.inf,))[0] - self.began[name]
+            if math.isinf(up):
+                return None
+            worker = self.net[name, kind] = prober.Worker(self.began[name] + prober.first_tick(probe, up))
+        return None if worker.held else worker.due
 
     async def _net_probes(self, at: float) -> bool:
-        """Run the network readiness probes due by the monotonic `at`, as `kubectl exec` runs their
-        command (simulated_net's view of the cluster now): each result counts at once (a threshold of
-        one). Whether a container's readiness changed."""
+        """Run the probes that reach the network due by the monotonic `at`, as the kubelet's
+        workers run them (prober/worker.go): each failed run is an Unhealthy event; a result counts
+        once successThreshold runs in a row pass, or failureThreshold fail. A startup probe that
+        passes makes its container Started (its other probes start); a liveness or startup probe that
+        fails has it killed (`_liveness_kill`: its end in `lifetimes` is now). Whether a container's
+        Started or Ready changed."""
         changed = False
         for c in self._containers():
-            if (tick := self._net_tick(c)) is None or tick > at:
-                continue
-            probe = _net_probe(c)
-            period = probe.get("periodSeconds") or prober.PERIOD_SECONDS
-            self.net_ticked[c["name"]] = tick + (at - tick) // period * period
-            command = probe["exec"]["command"]
-            token = simulated_net.NETWORK.set(await simulated_net.view(self, " ".join(command), c.get("image", "")))
-            try:
-                program = interpret(command, self.clock.now(), lambda: self.io.draft(c["name"], fresh=False), b"",
-                                    self.io.environment(c["name"]))
-            finally:
-                simulated_net.NETWORK.reset(token)
-            ok = program is None or program.exit_code == 0  # a command not interpreted passes, as probes do
-            changed |= self.net_ready.get(c["name"]) != ok
-            self.net_ready[c["name"]] = ok
+            name = c["name"]
+            for kind, called in PROBES.items():
+                end = self.lifetimes.get(name, (None,))[0]
+                if (tick := self._net_tick(c, kind)) is None or tick > at or end is not None and end <= at:
+                    continue  # (not one ending now)
+                probe, worker = _net_probe(c, kind), self.net[name, kind]
+                ok, output = await self._exec_probe(c, probe)
+                if not ok:
+                    await self._event("Warning", "Unhealthy", f"{called} probe failed: {output}", field_path(self.pod, name))
+                if not worker.record(probe, ok, at):
+                    continue
+                if kind == "readinessProbe":
+                    changed = True
+                elif ok and kind == "startupProbe":
+                    worker.held = changed = True
+                    since = at - self.began[name]
+                    self.probed[name] = at, self.began[name] + prober.first_pass(c.get("readinessProbe"), since)
+                elif not ok and kind != "readinessProbe":
+                    worker.held = True
+                    self.liveness_failed[name] = output, *self.lifetimes[name]
+                    self.net_failed[name] = kind
+                    self.lifetimes[name] = at, 137
         return changed
+
+    async def _exec_probe(self, c: dict, probe: dict) -> tuple[bool, str]:
+        """Run exec probe `probe` in running container `c` as `kubectl exec` runs its command, on
+        simulated_net's view of the cluster now: whether it passed, and its output (stdout then
+        stderr, as ExecSync gives them). One that runs past timeoutSeconds fails with the runtime's
+        words; one not interpreted passes, as other simulated probes do."""
+        command, name = probe["exec"]["command"], c["name"]
+        timeout = probe.get("timeoutSeconds") or prober.TIMEOUT_SECONDS
+        token = simulated_net.NETWORK.set(await simulated_net.view(self, " ".join(command), c.get("image", "")))
+        try:
+            program = interpret(command, self.clock.now(), lambda: self.io.draft(name, fresh=False), b"",
+                                self.io.environment(name))
+            elapsed, writes = 0.0, []
+            while program is not None:
+                writes += program.writes()
+                if program.wait is None:
+                    elapsed += program.seconds
+                    break
+                elapsed += program.wait.at  # (`sleep 1; wget ...`: the rest at its time, if within the timeout)
+                if elapsed > timeout:
+                    break
+                program = program.wait.resume(self.io.draft(name, fresh=False), self.clock.now() + elapsed)
+        finally:
+            simulated_net.NETWORK.reset(token)
+        if program is None:
+            return True, ""
+        if elapsed > timeout:  # (the exec is cut at its deadline: what it wrote is not given)
+            return False, f"command {go_quote(' '.join(command))} timed out"
+        text = "".join(x if isinstance(x, str) else x.decode(errors="replace")
+                       for stream in ("stdout", "stderr") for _, s, x in writes if s == stream)
+        return program.exit_code == 0, text
 
     def _restart_count(self, name: str) -> int:
         return self.restarts + self.own_restarts.get(name, 0)
@@ -1886,15 +1951,18 @@ class PodWorker:
         return (None if run is None else self.clock.monotonic() + max(run, 0.0),
                 exit_code(self.pod, self._restart_count(c["name"])))
 
-    async def _liveness_kills(self, specs: dict[str, dict], outputs: dict[str, str]) -> None:
-        """The kubelet's events for the containers killed as their liveness probe failed, with what
-        its last run printed (by name): Unhealthy for each failed run (folded into one with a
-        count), then Killing."""
+    async def _liveness_kills(self, specs: dict[str, dict], outputs: dict[str, str], kinds: dict[str, str]) -> None:
+        """The kubelet's events for the containers killed as their liveness (or startup: `kinds`)
+        probe failed, with what its last run printed (by name): Unhealthy for each failed run
+        (folded into one with a count; one that reached the network told them as it ran), then
+        Killing."""
         for name, output in outputs.items():
             path = field_path(self.pod, name)
-            for _ in range(specs[name]["livenessProbe"].get("failureThreshold") or prober.FAILURE_THRESHOLD):
+            for _ in range(0 if _net_probe(specs[name], kinds[name]) else
+                           specs[name]["livenessProbe"].get("failureThreshold") or prober.FAILURE_THRESHOLD):
                 await self._event("Warning", "Unhealthy", f"Liveness probe failed: {output}", path)
-            await self._event("Normal", "Killing", f"Container {name} failed liveness probe, will be restarted", path)
+            await self._event("Normal", "Killing", f"Container {name} failed {PROBES[kinds[name]].lower()} probe, "
+                              "will be restarted", path)
 
     async def _liveness_kill(self, c: dict, end: float | None, code: int) -> tuple[float, int]:
         """killContainer for container `c`, whose liveness probe failed just now and whose command
@@ -1919,7 +1987,7 @@ class PodWorker:
         command changes its files, and the probe's output then; None if it never does, or is not
         an exec of a command simulated_command interprets."""
         command = ((c.get("livenessProbe") or {}).get("exec") or {}).get("command") or []
-        if not command or interpret(command, self.clock.now(), lambda: self.io.draft(c["name"])) is None:
+        if not command or _net_probe(c, "livenessProbe") or interpret(command, self.clock.now(), lambda: self.io.draft(c["name"])) is None:
             return None
 
         def check(t: float) -> tuple[bool, str]:

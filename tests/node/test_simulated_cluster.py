@@ -124,3 +124,169 @@ async def _ip(pods, name: str) -> str | None:
     p = await pods.get(name, "default")
     running = any("running" in (s.get("state") or {}) for s in (p.get("status") or {}).get("containerStatuses") or ())
     return running and (p.get("status") or {}).get("podIP")
+
+
+async def test_a_readiness_probe_on_the_network_counts_its_thresholds(cluster):
+    """successThreshold successes in a row make the container Ready, failureThreshold failures in a
+    row unready, as the kubelet's probe worker counts them; each failure is an Unhealthy event with
+    wget's words: a Service with no endpoint refuses at once (kube-proxy's reject), no timeout."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    ip, _ = await _web(client, pods)
+    probed = pod("client", "gpu-0", "sleep", "infinity")
+    probed["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["wget", "-qO-", "-T", "1", "web"]}, "periodSeconds": 2, "successThreshold": 2,
+        "failureThreshold": 2}
+    made = await pods.create(probed)
+    worker = await eventually(lambda: _worker(nodes, "gpu-0", made["metadata"]["uid"]))
+    await eventually(lambda: _probed(worker, "readinessProbe", 1))  # one success (at the start): not Ready
+    assert not await _ready(pods, "client", True)
+    await clock.advance(2)
+    await eventually(lambda: _ready(pods, "client", True))
+
+    await client.resource("discovery.k8s.io", "v1", "endpointslices").delete("web-x", "default")
+    cluster_ip = (await client.resource("", "v1", "services").get("web", "default"))["spec"]["clusterIP"]
+    refused = f"Readiness probe failed: wget: can't connect to remote host ({cluster_ip}): Connection refused\n"
+    await eventually(lambda: _no_endpoint(nodes, "web"))
+    await clock.advance(2)
+    assert (await eventually(lambda: _unhealthy(client, "client", 1)))["message"] == refused
+    assert await _ready(pods, "client", True), "one failure of two: still Ready"
+    await clock.advance(2)
+    await eventually(lambda: _ready(pods, "client", False))
+    assert ip
+
+
+async def test_an_exec_probe_that_runs_past_its_timeout_fails(cluster):
+    """A probe's command that runs longer than timeoutSeconds fails in the runtime's words (ExecSync's
+    deadline); within it, the same command passes once its wget is answered."""
+    client, _, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    await _web(client, pods)
+    probed = pod("client", "gpu-0", "sleep", "infinity")
+    slow = probed["spec"]["containers"][0]
+    script = ["sh", "-c", "sleep 2; wget -qO- web"]
+    slow["readinessProbe"] = {"exec": {"command": script}, "periodSeconds": 5}
+    patient = {**slow, "name": "patient", "ports": [],
+               "readinessProbe": {"exec": {"command": script}, "periodSeconds": 5, "timeoutSeconds": 3}}
+    probed["spec"]["containers"].append(patient)
+    await pods.create(probed)
+    event = await eventually(lambda: _unhealthy(client, "client", 1))
+    assert event["message"] == 'Readiness probe failed: command "sh -c sleep 2; wget -qO- web" timed out'
+    assert event["involvedObject"]["fieldPath"] == "spec.containers{main}"
+    p = await eventually(lambda: _ready(pods, "client", True, 1))
+    assert not p["status"]["containerStatuses"][0]["ready"]
+    assert {c["type"]: c["status"] for c in p["status"]["conditions"]}["Ready"] == "False"
+
+
+async def test_a_liveness_probe_on_the_network_restarts_the_container_once_its_service_goes(cluster):
+    """A liveness probe wget-ing a Service passes while it answers; once its endpoint goes, each run
+    fails (Unhealthy, wget's words) and after failureThreshold runs the container is killed and
+    restarted (Killing: failed liveness probe), its SIGTERM-deaf sleep killed at the grace's end (137)."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    await _web(client, pods)
+    probed = pod("client", "gpu-0", "sleep", "infinity")
+    probed["spec"]["terminationGracePeriodSeconds"] = 2
+    probed["spec"]["containers"][0]["livenessProbe"] = {
+        "exec": {"command": ["sh", "-c", "wget -qO- web"]}, "periodSeconds": 3, "failureThreshold": 2}
+    made = await pods.create(probed)
+    worker = await eventually(lambda: _worker(nodes, "gpu-0", made["metadata"]["uid"]))
+    await eventually(lambda: _probed(worker, "livenessProbe", 1))
+    await clock.advance(3)
+    await eventually(lambda: _probed(worker, "livenessProbe", 2))
+    assert not await _unhealthy(client, "client", 1), "passing while the Service answers"
+
+    await client.resource("discovery.k8s.io", "v1", "endpointslices").delete("web-x", "default")
+    await eventually(lambda: _no_endpoint(nodes, "web"))
+    await clock.advance(3)
+    event = await eventually(lambda: _unhealthy(client, "client", 1))
+    assert event["message"].startswith("Liveness probe failed: wget: can't connect to remote host (")
+    assert event["message"].endswith("): Connection refused\n")
+    await clock.advance(3)
+    await eventually(lambda: _unhealthy(client, "client", 2))
+    await clock.advance(2)  # SIGTERM's grace: sleep ignores it as PID 1, so it is killed
+
+    async def restarted():
+        p = await pods.get("client", "default")
+        s = p["status"]["containerStatuses"][0]
+        return s if s["restartCount"] == 1 and "running" in s["state"] else None
+    s = await eventually(restarted)
+    assert s["lastState"]["terminated"]["exitCode"] == 137
+    items, _ = await client.resource("", "v1", "events").list(namespace="default")
+    killing = [e for e in items if e["reason"] == "Killing" and e["involvedObject"]["name"] == "client"]
+    assert [e["message"] for e in killing] == ["Container main failed liveness probe, will be restarted"]
+
+
+async def test_a_startup_probe_on_the_network_holds_started_until_it_passes(cluster):
+    """A startup probe that wgets a Service: the container is not Started (nor its readiness timing
+    begun) while it fails, Started once the Service answers; failing failureThreshold times first
+    kills it to restart (Killing: failed startup probe)."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    probed = pod("client", "gpu-0", "sleep", "infinity")
+    probed["spec"]["terminationGracePeriodSeconds"] = 2
+    probed["spec"]["containers"][0]["startupProbe"] = {
+        "exec": {"command": ["wget", "-qO-", "web"]}, "periodSeconds": 2, "failureThreshold": 2}
+    await pods.create(probed)
+    event = await eventually(lambda: _unhealthy(client, "client", 1))
+    assert event["message"] == "Startup probe failed: wget: bad address 'web'\n"
+    s = (await pods.get("client", "default"))["status"]["containerStatuses"][0]
+    assert "running" in s["state"] and not s["started"] and not s["ready"]
+    await clock.advance(2)
+    await eventually(lambda: _unhealthy(client, "client", 2))
+    await clock.advance(2)
+
+    async def restarted():
+        s = (await pods.get("client", "default"))["status"]["containerStatuses"][0]
+        return s if s["restartCount"] == 1 and "running" in s["state"] else None
+    await eventually(restarted)
+    items, _ = await client.resource("", "v1", "events").list(namespace="default")
+    assert "Container main failed startup probe, will be restarted" in [e["message"] for e in items]
+    await _web(client, pods)
+
+    async def advanced_until_started():
+        await clock.advance(2)
+        s = (await pods.get("client", "default"))["status"]["containerStatuses"][0]
+        return s if s["started"] and s["ready"] else None
+    s = await eventually(advanced_until_started)
+    assert s["restartCount"] == 1
+
+
+async def _web(client, pods) -> tuple[str, str]:
+    """Pod web-1 on gpu-1 behind Service `web`, its EndpointSlice web-x ready: the pod's IP and UID."""
+    web = await pods.create(pod("web-1", "gpu-1", "sleep", "infinity", image="nginx"))
+    ip = await eventually(lambda: _ip(pods, "web-1"))
+    await client.resource("", "v1", "services").create({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"app": "web-1"}, "ports": [{"port": 80, "targetPort": "http"}]}})
+    await client.resource("discovery.k8s.io", "v1", "endpointslices").create({
+        "metadata": {"name": "web-x", "namespace": "default", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4", "ports": [{"name": "", "port": 8080, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}, "targetRef": {
+            "kind": "Pod", "name": "web-1", "namespace": "default", "uid": web["metadata"]["uid"]}}]})
+    return ip, web["metadata"]["uid"]
+
+
+async def _ready(pods, name: str, want: bool, index: int = 0) -> dict | None:
+    p = await pods.get(name, "default")
+    statuses = (p.get("status") or {}).get("containerStatuses") or []
+    s = statuses[index] if len(statuses) > index else {}
+    return p if "running" in (s.get("state") or {}) and s["ready"] is want else None
+
+
+async def _probed(worker, kind: str, runs: int) -> bool:
+    """The container's probe of `kind` on the network passed `runs` times in a row (its worker's count)."""
+    w = worker.net.get(("main", kind))
+    return w is not None and w.last is True and w.run >= runs
+
+
+async def _unhealthy(client, pod_name: str, count: int) -> dict | None:
+    """The pod's Unhealthy Event once the recorder has counted `count` of it."""
+    items, _ = await client.resource("", "v1", "events").list(namespace="default")
+    got = [e for e in items if e["reason"] == "Unhealthy" and e["involvedObject"]["name"] == pod_name]
+    return got[0] if got and got[0].get("count", 1) >= count else None
+
+
+async def _no_endpoint(nodes: NodeManager, service: str) -> bool:
+    """The node agents' shared watches no longer hold an EndpointSlice for `service`."""
+    return not nodes.watched_cluster.slices("default", service)
