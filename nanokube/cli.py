@@ -126,6 +126,7 @@ async def _up(args: argparse.Namespace) -> int:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
     MetricsProvider.default_source = metrics_source
+    MetricsProvider.usage_sources = ()
     data_dir = os.path.abspath(args.data_dir)
     os.makedirs(data_dir, exist_ok=True)
     kubeconfig = os.path.abspath(args.kubeconfig or os.path.join(data_dir, "kubeconfig"))
@@ -220,7 +221,7 @@ async def _up(args: argparse.Namespace) -> int:
                                     api=(server.advertise, server.port))
         if pods_listen is not None:
             await server.listen_on(pods_listen)
-        MetricsProvider.usage_sources.append(runtime.usage)
+        MetricsProvider.usage_sources = (runtime.usage,)
         from .node.runtime.netns import dialer
 
         await server.dial_services_from(dialer(runtime.net.cluster_ns, server.advertise if pods_listen else ""))
@@ -260,6 +261,7 @@ async def _up(args: argparse.Namespace) -> int:
     await provisioner.stop()
     await nodes.stop()
     if runtime is not None:
+        MetricsProvider.usage_sources = ()
         runtime.close()
     await controllers.stop()
     if workers is not None:

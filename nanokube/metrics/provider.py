@@ -37,7 +37,9 @@ from ..machinery.errors import APIError
 from ..machinery.selectors import matches_labels, parse_label_selector
 from ..clock import REAL, Clock
 from ..machinery.quantity import QuantityError, format_quantity, parse_quantity
-from .usage import CPU_ANNOTATION, MEMORY_ANNOTATION, SYSTEM_CPU, SYSTEM_MEMORY, WINDOW, Usage, simulated_usage
+from ..node import faults
+from .usage import (CPU_ANNOTATION, MEMORY_ANNOTATION, MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, WINDOW, Usage,
+                    simulated_usage, with_leak)
 from .usage import scraped_at
 
 __all__ = ["CPU_ANNOTATION", "MEMORY_ANNOTATION", "MetricsProvider", "MetricsUnavailable"]
@@ -77,6 +79,22 @@ def from_milli(v: int) -> str:
     return format_quantity(Fraction(v, 1000))
 
 
+def _pressure_faults(node: dict, now: float) -> frozenset[str]:
+    """The pressure conditions the node's faults (its `sim.nanokube.io/fault` annotation) hold now;
+    none for a value its agent would not understand either."""
+    try:
+        return faults.parse((node["metadata"].get("annotations") or {}).get(faults.ANNOTATION)).at(now).pressure
+    except ValueError:
+        return frozenset()
+
+
+def _integer(q) -> int:
+    try:
+        return math.ceil(parse_quantity(str(q)))
+    except QuantityError:
+        return 0
+
+
 def _running(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
 
@@ -98,14 +116,18 @@ def memory_quantity(size: int) -> str:
 class MetricsProvider:
     #: the source every provider of this process composes in unless given one
     default_source = None
-    #: measured usage: `source(pod) -> {container: Usage}` or None for pods it does not run
-    #: (the process runtime registers one in `nanokube up`)
-    usage_sources: list = []
+    #: measured usage: `source(pod) -> {container: Usage}` or None for pods it does not run, those
+    #: of every provider of this process unless given its own: `nanokube up` sets them as it starts
+    #: (the process runtime's, or none) and clears them as it stops, so a later cluster in the same
+    #: process measures nothing of an earlier one's runtime
+    usage_sources: tuple = ()
 
-    def __init__(self, client, clock: Clock = REAL, source=None):
+    def __init__(self, client, clock: Clock = REAL, source=None, usage_sources: tuple | None = None):
         self.client = client
         self.clock = clock
         self.source = source if source is not None else self.default_source
+        if usage_sources is not None:
+            self.usage_sources = usage_sources
         self.pods = client.resource("", "v1", "pods")
         self.configmaps = client.resource("", "v1", "configmaps")
 
@@ -149,7 +171,8 @@ class MetricsProvider:
         return out
 
     async def node_metrics(self, selector: str = "", name: str = "") -> list[dict]:
-        """NodeMetrics objects: each node's running containers plus the system's share."""
+        """NodeMetrics objects: each node's running containers plus the system's share, and a
+        memory-pressure fault's leak (usage.with_leak), as its kubelet's summary reports them."""
         nodes, _ = await self.client.resource("", "v1", "nodes").list(label_selector=selector)
         totals: dict[str, list[int]] = {}
         for pod in await self._pods(None, ""):
@@ -166,12 +189,17 @@ class MetricsProvider:
             if name and md["name"] != name:
                 continue
             cpu, mem = totals.get(md["name"], (0, 0))
+            mem += SYSTEM_MEMORY
+            if "MemoryPressure" in _pressure_faults(node, self.clock.now()):
+                capacity = ((node.get("status") or {}).get("capacity") or {}).get("memory")
+                if capacity is not None:
+                    mem = with_leak(mem, _integer(capacity), MEMORY_THRESHOLD)
             out.append({"kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
                         "metadata": {"name": md["name"], "creationTimestamp": self.clock.rfc3339(),
                                      "labels": md.get("labels") or {}},
                         "timestamp": timestamp, "window": window,
                         "usage": {"cpu": cpu_quantity(cpu + SYSTEM_CPU),
-                                  "memory": memory_quantity(mem + SYSTEM_MEMORY)}})
+                                  "memory": memory_quantity(mem)}})
         return out
 
     async def resource_metric(self, namespace: str, selector: str, resource: str, container: str = "") -> dict[str, Sample]:

@@ -18,7 +18,11 @@ alone, so every process (API server, a separate controller manager) agrees:
   container running has no metrics, as metrics-server has none. A Running
   pod that reports no container statuses at all counts its containers.
 - A node uses what its running pods use plus `SYSTEM_CPU` and
-  `SYSTEM_MEMORY` for the system (kubelet, runtime, OS).
+  `SYSTEM_MEMORY` for the system (kubelet, runtime, OS). While a
+  `memory-pressure` fault holds (node/faults.py), a leak outside the pods
+  takes all but `FAULT_LEFT` (half) of the kubelet's memory.available
+  threshold (`with_leak`): what `kubectl top node` shows is what the
+  eviction manager observes.
 
 Pods a registered source knows (`MetricsProvider.usage_sources`: the
 process runtime measures its containers in /proc) report measured usage
@@ -44,6 +48,10 @@ SYSTEM_CPU = 100
 SYSTEM_MEMORY = 512 * 1024 * 1024
 #: metrics-server's default --metric-resolution: the window of every sample
 WINDOW = 15.0
+#: the kubelet's memory.available hard eviction threshold (evictionHard's Linux default, 100Mi)
+MEMORY_THRESHOLD = 100 * 1024 * 1024
+#: the part of its signal's threshold a pressure fault leaves available
+FAULT_LEFT = Fraction(1, 2)
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,12 @@ def _split(total: int, weights: list[int]) -> list[int]:
     parts = [total * w // whole for w in weights]
     parts[0] += total - sum(parts)
     return parts
+
+
+def with_leak(used: int, capacity: int, threshold: int) -> int:
+    """What a node under a pressure fault uses: enough more than `used` (when that is less) that
+    FAULT_LEFT of the signal's `threshold` is left of its `capacity`."""
+    return max(used, capacity - math.floor(threshold * FAULT_LEFT))
 
 
 def scraped_at(now: float) -> float:

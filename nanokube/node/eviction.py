@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from ..machinery.podresources import QUANTITIES, pod_limits
 from ..machinery.quantity import (BINARY_SI, DECIMAL_SI, Quantity, QuantityError, format_quantity, parse,
                                   parse_quantity)
 from ..metrics.provider import MetricsProvider
-from ..metrics.usage import SYSTEM_MEMORY
+from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_MEMORY, with_leak
 from .admission import is_critical, requests
 from .lifecycle import Eviction
 from .volumes.stats import in_memory_volumes, tree_usage, writable_layer
@@ -58,8 +57,6 @@ IMMEDIATE_GRACE = 1
 POD_CLEANUP_TIMEOUT = 30.0
 #: a simulated node's kernel.pid_max (64-bit default with systemd)
 PID_MAX = 4_194_304
-#: the part of its threshold a pressure fault leaves available
-FAULT_LEFT = Fraction(1, 2)
 
 REASON = "Evicted"
 #: the Evicted event's annotations (OffendingContainersKey, OffendingContainersUsageKey, StarvedResourceKey)
@@ -100,7 +97,7 @@ class Threshold:
 #: the simulated kubelets' evictionHard: upstream's Linux defaults for the signals the nodes observe
 #: (memory.available<100Mi, nodefs.available<10%), with pid.available<10%, which upstream leaves
 #: unset, so that PIDPressure has a threshold as many distributions configure one
-HARD = (Threshold(MEMORY, quantity=100 * 1024 * 1024), Threshold(NODEFS, percentage=0.10),
+HARD = (Threshold(MEMORY, quantity=MEMORY_THRESHOLD), Threshold(NODEFS, percentage=0.10),
         Threshold(PIDS, percentage=0.10))
 
 
@@ -414,13 +411,15 @@ class EvictionManager:
         return out
 
     def _faulted(self, observations: dict[str, Observation]) -> dict[str, Observation]:
-        """The observations with each pressure fault's leak: half its threshold left."""
+        """The observations with each pressure fault's leak: half its threshold left (as the node's
+        metrics show it: metrics/usage.with_leak)."""
         pressure = self.agent.faults.pressure
         out = dict(observations)
         for t in HARD:
             o = out.get(t.signal)
             if o is not None and SIGNALS[t.signal][0] in pressure:
-                out[t.signal] = Observation(min(o.available, math.floor(t.value(o.capacity) * FAULT_LEFT)), o.capacity)
+                used = with_leak(o.capacity - o.available, o.capacity, t.value(o.capacity))
+                out[t.signal] = Observation(o.capacity - used, o.capacity)
         return out
 
     # --- a pass --------------------------------------------------------------------------

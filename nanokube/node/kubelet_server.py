@@ -31,7 +31,7 @@ from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.streaming import StreamFailed, StreamSession
 from ..metrics.exposition import CONTENT_TYPE, content_type, go_float as _float
 from ..metrics.provider import MetricsProvider
-from ..metrics.usage import SYSTEM_CPU, SYSTEM_MEMORY, Usage
+from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
 from .containerlog import cri_line
 from .volumes.stats import AGG_PERIOD, StatCache, in_memory_volumes, pod_volume_stats, tree_usage
 from .streaming import log_options
@@ -316,6 +316,14 @@ class KubeletServer:
     def _system_cpu_seconds(self, now: float) -> float:
         return SYSTEM_CPU / 1000 * max(now - self.started, 0)
 
+    def _node_memory(self, used: int) -> int:
+        """The node's working set from what its pods and the system use: with a memory-pressure
+        fault, its leak outside the pods too (usage.with_leak), as the eviction manager observes it."""
+        capacity = _bytes(self.agent.spec.capacity.get("memory"))
+        if capacity and "MemoryPressure" in self.agent.faults.pressure:
+            return with_leak(used, capacity, MEMORY_THRESHOLD)
+        return used
+
     # --- endpoints ----------------------------------------------------------------------
 
     def _checks(self) -> list[tuple[str, str | None]]:
@@ -393,6 +401,7 @@ class KubeletServer:
             if volume:
                 pods[-1]["volume"] = volume
         capacity = _bytes(self.agent.spec.capacity.get("memory"))
+        node_mem = self._node_memory(node_mem)
         node_memory = _memory(stamp, node_mem)
         if capacity:
             node_memory["availableBytes"] = max(capacity - node_mem, 0)
@@ -485,7 +494,7 @@ class KubeletServer:
             cpu_s, mem = sum(s for _, _, _, s in containers), sum(u.memory for _, u, _, _ in containers)
             series(cpu_s, mem, started, cgroup=cgroup, **where)
             node_cpu_s, node_mem = node_cpu_s + cpu_s, node_mem + mem
-        series(node_cpu_s, node_mem, self.started)
+        series(node_cpu_s, self._node_memory(node_mem), self.started)
         capacity, info = self.agent.spec.capacity, self.agent.status()["nodeInfo"]
         machine = f'{{boot_id="{info["bootID"]}",machine_id="{info["machineID"]}",system_uuid="{info["systemUUID"]}"}}'
         rows["machine_cpu_cores"].append(f"{machine} {_float(_bytes(capacity.get('cpu')))}")
@@ -513,7 +522,7 @@ class KubeletServer:
             samples["pod_memory_working_set_bytes"].append(f"{{{labels}}} {_float(mem)} {ms}")
             node_cpu_s, node_mem = node_cpu_s + pod_cpu_s, node_mem + mem
         samples["node_cpu_usage_seconds_total"].append(f" {_float(node_cpu_s)} {ms}")
-        samples["node_memory_working_set_bytes"].append(f" {_float(node_mem)} {ms}")
+        samples["node_memory_working_set_bytes"].append(f" {_float(self._node_memory(node_mem))} {ms}")
         samples["resource_scrape_error"].append(" 0")
         lines = []
         for name, kind, doc in _RESOURCE_METRICS:

@@ -4,6 +4,7 @@ metrics from the `nanokube-external-metrics` ConfigMap, garbage refused."""
 import pytest
 
 from nanokube.metrics.provider import CPU_ANNOTATION, MetricsProvider, MetricsUnavailable
+from nanokube.metrics.usage import Usage
 from tests.controllers import make_stack
 
 
@@ -53,6 +54,30 @@ async def test_node_metrics_add_the_systems_share(env):
     assert nm["kind"] == "NodeMetrics" and nm["metadata"]["labels"] == {"pool": "gpu"}
     assert nm["usage"] == {"cpu": "1100m", "memory": "1536Mi"}
     assert await prov.node_metrics("pool=cpu") == []
+
+
+async def test_a_memory_pressure_fault_shows_as_the_leak_the_kubelet_evicts_for(env):
+    """While the node's fault annotation holds memory-pressure, top shows all but half the kubelet's
+    100Mi memory.available threshold used; a healed, later or malformed fault shows none."""
+    client, prov = env
+    nodes = client.resource("", "v1", "nodes")
+    for name, fault in (("leaky", "memory-pressure"), ("healed", "memory-pressure;until=2000-01-01T00:00:00Z"),
+                        ("garbled", "memory-pressure;until=soon"), ("disk", "disk-pressure")):
+        n = await nodes.create({"metadata": {"name": name, "annotations": {"sim.nanokube.io/fault": fault}}})
+        await nodes.update({**n, "status": {"capacity": {"memory": "8Gi"}}}, subresource="status")
+    usage = {nm["metadata"]["name"]: nm["usage"]["memory"] for nm in await prov.node_metrics()}
+    assert usage == {"leaky": "8142Mi", "healed": "512Mi", "garbled": "512Mi", "disk": "512Mi"}
+
+
+async def test_measured_usage_comes_from_the_providers_own_sources_else_the_process_wide_ones(env):
+    client, prov = env
+    await running_pod(client, "a", {})
+    measured = MetricsProvider(client, usage_sources=(lambda pod: {"c": Usage(7, 7 << 20)},))
+    [pm] = await measured.pod_metrics("default")
+    assert pm["containers"] == [{"name": "c", "usage": {"cpu": "7m", "memory": "7Mi"}}]
+    assert MetricsProvider.usage_sources == ()  # nothing left registered by another cluster of this process
+    [pm] = await prov.pod_metrics("default")
+    assert [c["usage"] for c in pm["containers"]] == [{"cpu": "1m", "memory": "4Mi"}] * 2
 
 
 CRASHING = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"}}

@@ -2,9 +2,11 @@
 eviction manager on a hand-driven clock evicting one running pod per pass, through the API."""
 
 import contextlib
+import json
 from types import SimpleNamespace
 
 from nanokube.apiserver.loopback import connector
+from nanokube.metrics.provider import MetricsProvider
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.eviction import (HARD, MEMORY, NODEFS, PIDS, Observation, PodStats, message,
                                     rank_disk_pressure, rank_memory_pressure, rank_pid_pressure,
@@ -186,7 +188,9 @@ async def test_a_memory_pressure_fault_evicts_one_pod_per_pass_in_rank_and_never
             await eventually(phase_is(pods, p["metadata"]["name"], "Running"))
         await clock.advance(10)
         assert await evictions(mgr) == {}  # no pressure, no eviction
-        await mgr.agents["small-0"].apply_faults("memory-pressure")  # a pass at once
+        await client.resource("", "v1", "nodes").patch(  # as `nanokube fault node`: a pass at once
+            "small-0", {"metadata": {"annotations": {"sim.nanokube.io/fault": "memory-pressure"}}},
+            "application/merge-patch+json")
         p = await eventually(phase_is(pods, "best-effort", "Failed"))
         why = ("The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
                "Container app was using 4Mi, request is 0, has larger consumption of memory. ")
@@ -201,6 +205,13 @@ async def test_a_memory_pressure_fault_evicts_one_pod_per_pass_in_rank_and_never
             await events_of(client, "small-0", "Node")()
         assert await phases(pods) == {"best-effort": "Failed", "burstable": "Running", "daemon": "Running"}
         assert await evictions(mgr) == {"memory.available": 1}
+        # the leak shows where `kubectl top node` and the summary look: 50Mi of the 8Gi left
+        summary = json.loads((await mgr.kubelet_for("small-0").serve(
+            SimpleNamespace(method="GET", query={}, headers={}), "/stats/summary")).text)
+        assert (summary["node"]["memory"]["availableBytes"], summary["node"]["memory"]["workingSetBytes"]) == \
+            (50 * MI, 8 * GI - 50 * MI)
+        [top] = await MetricsProvider(client, clock).node_metrics()
+        assert top["usage"]["memory"] == "8142Mi"
         # the next pass, a period later: the critical pod ranks before the burstable one (it
         # exceeds its request), but is passed over
         await clock.advance(9)

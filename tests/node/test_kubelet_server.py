@@ -10,6 +10,7 @@ from multidict import MultiDict
 from nanokube.clock import VirtualClock
 from nanokube.node.devicemanager.manager import DeviceManager
 from nanokube.node.dra.metrics import DRAMetrics
+from nanokube.node.faults import Faults
 from nanokube.node.kubelet_server import KubeletServer
 
 START = 1_800_000_000.0
@@ -41,7 +42,7 @@ def agent(clock):
                            workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)},
                            lifecycle_http_fallbacks=0, lifecycle_sleeps_cut=0,
                            admission_rejections={}, preemptions={}, sync_loop_at=None,
-                           eviction=SimpleNamespace(evictions={}))
+                           eviction=SimpleNamespace(evictions={}), faults=Faults())
 
 
 GET = SimpleNamespace(method="GET", query=MultiDict(), headers={})
@@ -89,6 +90,24 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
     assert text.startswith("# HELP dra_resource_claims_in_use [ALPHA] ") and \
         '\ndra_resource_claims_in_use{driver_name="<any>"} 0\n# HELP kubelet_lifecycle_handler_http_fallbacks_total ' \
         in text and "\nkubelet_lifecycle_handler_http_fallbacks_total 0\n# HELP kubelet_node_name " in text
+
+
+async def test_a_memory_pressure_faults_leak_is_in_the_nodes_working_set():
+    """What the eviction manager observes of a memory-pressure fault (half its 100Mi threshold
+    left) is what the summary, /metrics/resource and cAdvisor's root cgroup report."""
+    clock = VirtualClock(start=START)
+    node = agent(clock)
+    node.faults = Faults(pressure=frozenset({"MemoryPressure"}))
+    server = KubeletServer(node, START)
+    leaked = 16 * 2**30 - 50 * 2**20
+    summary = orjson.loads((await body(server, "/stats/summary"))[1])
+    assert (summary["node"]["memory"]["workingSetBytes"], summary["node"]["memory"]["availableBytes"]) == \
+        (leaked, 50 * 2**20)
+    assert sample((await body(server, "/metrics/resource"))[1], "node_memory_working_set_bytes") == leaked
+    root = 'container_memory_working_set_bytes{container="",id="/",image="",name="",namespace="",pod=""}'
+    assert sample((await body(server, "/metrics/cadvisor"))[1], root) == leaked
+    # the pods' own usage is theirs alone
+    assert summary["pods"][0]["memory"]["workingSetBytes"] == 512 * 2**20
 
 
 async def test_healthz_lists_excludes_and_serves_each_check():
