@@ -159,6 +159,29 @@ async def test_an_empty_list_a_creates_validation_reads_is_left_for_it_then_drop
         assert ingress["spec"] == {"defaultBackend": backend}
 
 
+
+async def test_an_empty_list_of_scaling_policies_is_kept_for_defaulting_and_refused(tmp_path):
+    """copyHPAScalingRules keeps a non-nil `policies: []` (only nil takes the defaults), so validateScalingRules
+    refuses it: it was dropped as unset and the defaults stored (fuzz50). Left out or null, it is defaulted."""
+    async with served(tmp_path) as (_, api):
+        hpas = client.AutoscalingV2Api(api)
+
+        def hpa(name: str, rules: dict) -> dict:
+            return {"metadata": {"name": name}, "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                                            "name": "d"}, "maxReplicas": 3,
+                                                         "behavior": {"scaleDown": rules}}}
+        try:
+            await _json(hpas.create_namespaced_horizontal_pod_autoscaler, "default", hpa("empty", {"policies": []}))
+        except client.ApiException as e:
+            assert e.status == 422 and json.loads(e.body)["details"]["causes"] == [{
+                "reason": "FieldValueRequired", "message": "Required value: must specify at least one Policy",
+                "field": "spec.behavior.scaleDown.policies"}]
+        else:
+            raise AssertionError("created")
+        for name, rules in (("none", {}), ("null", {"policies": None})):
+            got = await _json(hpas.create_namespaced_horizontal_pod_autoscaler, "default", hpa(name, rules))
+            assert got["spec"]["behavior"]["scaleDown"]["policies"] == [{"type": "Percent", "value": 100, "periodSeconds": 15}]
+
 async def test_dra_flowcontrol_admission_and_storage_kinds_drop_their_omitempty_zeros(tmp_path):
     async with served(tmp_path) as (_, api):
         claim = {"metadata": {"name": "c"}, "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
