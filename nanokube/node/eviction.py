@@ -17,7 +17,11 @@ pod's containers' working sets (`MetricsProvider.usage`, the usage model or what
 runtime measures) plus the system's share for memory; for disk, the pods' in-memory emptyDirs
 (volumes/stats.py's du count, as the summary's volume stats) and their containers' writable
 layers (what a simulated container wrote to its own root: `dd`, `fallocate`, `echo > /tmp/f`);
-one process per running container for PIDs. The Evicted event of a threshold's eviction carries
+one process per running container for PIDs (volumes/stats.local_usage counts the disk for the
+summary too, which serves an emptyDir's count from its last minute's measurement where this
+counts it at each pass). Simulated images and exited containers take no disk, so the node-level
+reclaim upstream tries before a disk eviction (container and image GC) would free nothing and is
+not modelled. The Evicted event of a threshold's eviction carries
 upstream's annotations: the containers over their requests, their usage and the starved resource. A pressure fault (faults.py) is a leak outside the pods:
 while it holds, its signal observes half its threshold available, so the manager evicts one pod
 per period until it heals (its condition follows the fault, as before); without one, a pod whose
@@ -43,7 +47,7 @@ from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_MEMORY, with_leak
 from .admission import is_critical, requests
 from .lifecycle import Eviction
-from .volumes.stats import in_memory_volumes, tree_usage, writable_layer
+from .volumes.stats import local_usage
 
 log = logging.getLogger(__name__)
 
@@ -388,8 +392,7 @@ class EvictionManager:
             if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
                 continue
             usage = self._usage(pod)
-            empty_dirs = {name: tree_usage(w.empty_dir(name))[0] for name in in_memory_volumes(volumes, pod)}
-            rootfs = {} if volumes.host_paths else {name: writable_layer(w.container_root(name)) for name in usage}
+            empty_dirs, rootfs = local_usage(volumes, w, pod, usage)
             out[uid] = PodStats({name: u.memory for name, u in usage.items()},
                                 sum(empty_dirs.values()) + sum(rootfs.values()), len(usage), empty_dirs, rootfs)
         for uid in [u for u in self._usage_cache if u not in self.agent.workers]:

@@ -304,4 +304,11 @@ async def test_pods_past_their_local_storage_limits_are_evicted_without_node_pre
                                         "ephemeralpodfs.limit": 1}
         await clock.advance(30)
         assert (await pods.get("tidy", "default"))["status"]["phase"] == "Running"
+        # the summary counts the tidy pod's storage as the manager does: its 1Mi and the directory's block
+        summary = json.loads((await mgr.kubelet_for("small-0").serve(
+            SimpleNamespace(method="GET", query={}, headers={}), "/stats/summary")).text)
+        [tidy] = [p for p in summary["pods"] if p["podRef"]["name"] == "tidy"]
+        assert [v["usedBytes"] for v in tidy["volume"] if v["name"] == "cache"] == [MI + 4096]
+        assert tidy["ephemeral-storage"]["usedBytes"] == MI + 4096
+        assert tidy["containers"][0]["rootfs"]["usedBytes"] == 0
         assert await condition(client, "DiskPressure") == "False"

@@ -12,6 +12,7 @@ from nanokube.node.devicemanager.manager import DeviceManager
 from nanokube.node.dra.metrics import DRAMetrics
 from nanokube.node.faults import Faults
 from nanokube.node.kubelet_server import KubeletServer
+from nanokube.node.simulated_fs import Dir, File
 
 START = 1_800_000_000.0
 
@@ -32,14 +33,17 @@ def agent(clock):
     pending = {"metadata": {"name": "wait", "namespace": "ml", "uid": "u2"},
                "spec": {"containers": [{"name": "main"}]}, "status": {"phase": "Pending"}}
     spec = SimpleNamespace(capacity={"cpu": "8", "memory": "16Gi", "pods": "110"})
+    # main wrote 5000 bytes to its writable layer (two blocks); the runtime's /etc files are not its own
+    root = Dir({"etc": Dir({"hosts": File(b"127.0.0.1 localhost\n")}), "tmp": Dir({"out": File(bytes(5000))})})
     info = {"bootID": "b", "machineID": "m", "systemUUID": "s"}
     return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
                            max_container_restart_period=None,
-                           status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}),
+                           status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}, host_paths=False),
                            claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
                            devices=DeviceManager(),
-                           workers={"u1": SimpleNamespace(pod=pod), "u2": SimpleNamespace(pod=pending)},
+                           workers={"u1": SimpleNamespace(pod=pod, container_root=lambda name: root),
+                                    "u2": SimpleNamespace(pod=pending)},
                            lifecycle_http_fallbacks=0, lifecycle_sleeps_cut=0,
                            admission_rejections={}, preemptions={}, sync_loop_at=None,
                            eviction=SimpleNamespace(evictions={}), faults=Faults())
@@ -73,6 +77,8 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
     assert summary["pods"][0]["cpu"] == {"time": clock.rfc3339(), "usageNanoCores": 1_000_000_000,
                                          "usageCoreNanoSeconds": 10_000_000_000}
     assert summary["node"]["memory"]["availableBytes"] == 16 * 2**30 - 512 * 2**20 - 512 * 2**20
+    assert summary["pods"][0]["containers"][0]["rootfs"] == {"time": clock.rfc3339(), "usedBytes": 8192}
+    assert summary["pods"][0]["ephemeral-storage"] == {"time": clock.rfc3339(), "usedBytes": 8192}
     _, text = await body(server, "/metrics/cadvisor")
     assert sample(text, 'container_cpu_usage_seconds_total{container="main",cpu="total",id="/kubepods/podu1/abc",'
                         'image="docker.io/library/trainer:1",name="abc",namespace="ml",pod="train"}') == 10

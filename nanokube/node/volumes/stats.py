@@ -106,6 +106,17 @@ def writable_layer(root: Dir | None) -> int:
     return used
 
 
+def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> tuple[dict[str, int], dict[str, int]]:
+    """What a simulated pod holds on the node's disk outside its claims now, as the summary and the
+    eviction manager count its ephemeral storage: each in-memory emptyDir's bytes (`tree_usage`)
+    and each of its running `containers`' writable layer; none on the process runtime, whose
+    files are real (its emptyDirs are measured with the volume stats)."""
+    if mgr.host_paths:
+        return {}, {}
+    return ({name: tree_usage(worker.empty_dir(name))[0] for name in in_memory_volumes(mgr, pod)},
+            {name: writable_layer(worker.container_root(name)) for name in containers})
+
+
 @dataclass(frozen=True)
 class ClaimVolume:
     """What the kubelet knows of a pod's claim once mounted: the claim, how its volume is
