@@ -22,6 +22,32 @@ FIELDS = {
 }
 
 
+#: upstream's resourceapi.CELSelectorExpressionMaxCost
+MAX_COST = 1_000_000
+#: worst-case sizes a selector's compile-time estimate assumes (upstream declares them on the type):
+#: attributes and capacities per device, and the longest string attribute
+MAX_ENTRIES = 32
+MAX_STRING = 64
+
+
+def sizes(entries: int, longest: int):
+    """A cost bound's sizes for a device of at most `entries` entries per map and `longest` characters."""
+    def size(t: Type) -> int:
+        if t.exact:
+            return t.max_size
+        if t.name in ("string", "bytes"):
+            return min(t.max_size, longest)
+        if t.name in ("list", "map"):
+            return min(t.max_size, entries)
+        return max(entries, longest, 1) if t.name == "dyn" else 1
+    return size
+
+
+def estimated_cost(program) -> int:
+    """A compiled selector's worst case on any device (CompilationResult.MaxCost)."""
+    return program.cost_bound(sizes(MAX_ENTRIES, MAX_STRING))
+
+
 def field_type(obj: Type, name: str) -> Type | None:
     return FIELDS.get(name) if obj == DEVICE else None
 

@@ -226,6 +226,8 @@ def _compile_selector(expression: Any, path: str) -> Errors:
         return [invalid(path, expression, f"compilation failed: {e}")]
     if program.result_type.name not in ("bool", "dyn"):
         return [invalid(path, expression, "must evaluate to bool")]
+    if device_cel.estimated_cost(program) > device_cel.MAX_COST:
+        return [forbidden(path, "too complex, exceeds cost limit")]
     return []
 
 

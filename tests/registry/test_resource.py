@@ -530,3 +530,27 @@ async def test_over_http_a_v1beta1_request_without_a_class_is_neither_kind(tmp_p
         assert e.value.status == 422
         assert [(c["field"], c["message"]) for c in json.loads(e.value.body)["details"]["causes"]] == [
             ("spec.devices.requests[0]", "Required value: exactly one of `exactly` or `firstAvailable` is required")]
+
+
+async def test_over_http_a_selector_past_the_cost_limit_is_refused(tmp_path):
+    """validateCELSelector refuses an expression whose worst case on any device (32 attributes a domain, strings
+    of 64 characters: the sizes upstream declares on kubernetes.DRADevice) exceeds CELSelectorExpressionMaxCost,
+    in a class or a claim (fuzz50: four comprehensions over the attributes, ~3.4 M, were stored); three pass."""
+    from tests.served import send, served
+
+    nested = "device.attributes.all(d, device.attributes[d].all(a, device.attributes[d].all(b, {})))"
+    three, four = nested.format("true"), nested.format("device.attributes[d].all(c, true)")
+    async with served(tmp_path) as (_, api):
+        def dc(name: str, expression: str) -> dict:
+            return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+                    "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+        code, got = await send(api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", dc("four", four))
+        assert (code, got["details"]["causes"]) == (422, [{"reason": "FieldValueForbidden", "message": "Forbidden: too complex, "
+                                                            "exceeds cost limit", "field": "spec.selectors[0].cel.expression"}])
+        code, got = await send(api, "POST", "/apis/resource.k8s.io/v1/deviceclasses", dc("three", three))
+        assert code == 201, got
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {"devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "three", "selectors": [{"cel": {"expression": four}}]}}]}}}
+        code, got = await send(api, "POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", claim)
+        assert (code, [c["field"] for c in got["details"]["causes"]]) == (
+            422, ["spec.devices.requests[0].exactly.selectors[0].cel.expression"])

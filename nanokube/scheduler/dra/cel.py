@@ -13,34 +13,17 @@ from ...dra import device_cel
 from ...cel.environment import COST_LIMIT_ERROR
 from ...cel.library.quantity import quantity_value
 from ...cel.library.semver import semver_value
-from ...cel.types import Type
 
 __all__ = ["COST_LIMIT_ERROR", "CELError", "DeviceInput", "Selector", "compile_selector", "quantity_value",
            "semver_value"]
 
-#: upstream's resourceapi.CELSelectorExpressionMaxCost and MaxLength
-MAX_COST = 1_000_000
+MAX_COST = device_cel.MAX_COST
+#: upstream's resourceapi.CELSelectorExpressionMaxLength
 MAX_EXPRESSION_LENGTH = 10 * 1024
-#: worst-case sizes assumed by the compile-time estimate: attributes and
-#: capacities per device, and the longest string attribute
-MAX_ENTRIES = 32
-MAX_STRING = 64
 
 _DOMAIN_REF = re.compile(r"""device\s*\.\s*(attributes|capacity)\s*\[\s*("[^"]*"|'[^']*')\s*\]""")
 _DOMAIN_TEST = re.compile(r"""("[^"]*"|'[^']*')\s+in\s+device\s*\.\s*(attributes|capacity)\b""")
 _ENV = device_cel.environment()
-
-
-def _sizes(entries: int, longest: int):
-    def size(t: Type) -> int:
-        if t.exact:
-            return t.max_size
-        if t.name in ("string", "bytes"):
-            return min(t.max_size, longest)
-        if t.name in ("list", "map"):
-            return min(t.max_size, entries)
-        return max(entries, longest, 1) if t.name == "dyn" else 1
-    return size
 
 
 class Selector:
@@ -56,7 +39,7 @@ class Selector:
         except CELError as e:
             raise CELError(f"compilation failed: {e}") from None
         self.expression = expression
-        self.estimated_cost = self.program.cost_bound(_sizes(MAX_ENTRIES, MAX_STRING))
+        self.estimated_cost = device_cel.estimated_cost(self.program)
         tested = {(m.group(2), m.group(1)[1:-1]) for m in _DOMAIN_TEST.finditer(expression)}
         self._domains = {(m.group(1), m.group(2)[1:-1]) for m in _DOMAIN_REF.finditer(expression)} - tested
 
@@ -68,7 +51,7 @@ class Selector:
             value = {**value, **{k: dict(value[k]) for k, _ in missing}}
             for k, d in missing:
                 value[k][d] = {}  # an unknown domain reads as an empty map
-        bound = self.program.cost_bound(_sizes(device.entries, device.longest))
+        bound = self.program.cost_bound(device_cel.sizes(device.entries, device.longest))
         result = self.program.evaluate({"device": value}, bound, MAX_COST)
         if not isinstance(result, bool):
             raise CELError(f"must evaluate to bool or the unknown type, not {type(result).__name__}")
