@@ -51,7 +51,9 @@ run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`,
 `touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, -eq and the integer comparisons, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
 `md5sum`, `sha256sum`, `tee [-a]`, `cp [-rap]`, `mv`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
---retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, the
+--retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, `dd` (if=, of=, bs=, count=,
+status=) and `fallocate [-o N] -l N` (zeros that take no memory, to fill a volume or the
+writable layer up to its storage limits), the
 filters `tr`, `grep`, `sed`, `awk` and `cut` in the forms people type
 (simulated_filters), and a script's `>`, `>>`, `<` and `2>&1`-like
 redirections, of simple and compound commands (`done > log`). A command reading
