@@ -17,16 +17,20 @@ pod's containers' working sets (`MetricsProvider.usage`, the usage model or what
 runtime measures) plus the system's share for memory; for disk, the pods' in-memory emptyDirs
 (volumes/stats.py's du count, as the summary's volume stats) and their containers' writable
 layers (what a simulated container wrote to its own root: `dd`, `fallocate`, `echo > /tmp/f`);
-one process per running container for PIDs (volumes/stats.local_usage counts the disk for the
+one process per running container for PIDs. volumes/stats.local_usage counts the disk for the
 summary too, which serves an emptyDir's count from its last minute's measurement where this
-counts it at each pass). Simulated images and exited containers take no disk, so the node-level
-reclaim upstream tries before a disk eviction (container and image GC) would free nothing and is
-not modelled. The Evicted event of a threshold's eviction carries
-upstream's annotations: the containers over their requests, their usage and the starved resource. A pressure fault (faults.py) is a leak outside the pods:
-while it holds, its signal observes half its threshold available, so the manager evicts one pod
-per period until it heals (its condition follows the fault, as before); without one, a pod whose
-usage fills the node (`sim.nanokube.io/memory-usage`) crosses the threshold for real, and the
-condition stays for the pressure transition period after the last crossing."""
+counts it at each pass. On the process runtime the emptyDirs of the pods with a storage limit
+are walked on the node's disk at each pass; its containers' own files are not counted.
+Simulated images and exited containers take no disk, so the node-level reclaim upstream tries
+before a disk eviction (container and image GC) would free nothing and is not modelled.
+
+The Evicted event of a threshold's eviction carries upstream's annotations: the containers over
+their requests, their usage and the starved resource. A pressure fault (faults.py) is a leak
+outside the pods: while it holds, its signal observes half its threshold available, so the
+manager evicts one pod per period until it heals (its condition follows the fault, as before);
+without one, a pod whose usage fills the node (`sim.nanokube.io/memory-usage`) crosses the
+threshold for real, and the condition stays for the pressure transition period after the last
+crossing."""
 
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ import functools
 import logging
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from ..client.http import EXPECTED
@@ -47,7 +51,7 @@ from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_MEMORY, with_leak
 from .admission import is_critical, requests
 from .lifecycle import Eviction
-from .volumes.stats import local_usage
+from .volumes.stats import disk_empty_dirs, local_usage
 
 log = logging.getLogger(__name__)
 
@@ -399,6 +403,20 @@ class EvictionManager:
             del self._usage_cache[uid]
         return out
 
+    async def _measure_empty_dirs(self, stats: dict[str, PodStats]) -> dict[str, PodStats]:
+        """On the process runtime, the emptyDirs of the pods with a local storage limit measured on
+        the node's disk (in a thread: a walk of real directories), into their stats."""
+        pods = [w.pod for uid, w in list(self.agent.workers.items()) if uid in stats and storage_limited(w.pod)]
+        if not pods:
+            return stats
+        volumes = self.agent.volumes
+        measured = await asyncio.to_thread(lambda: [disk_empty_dirs(volumes, pod) for pod in pods])
+        out = dict(stats)
+        for pod, dirs in zip(pods, measured):
+            s = out[pod["metadata"]["uid"]]
+            out[pod["metadata"]["uid"]] = replace(s, disk=s.disk + sum(dirs.values()), volumes=dirs)
+        return out
+
     def observe(self, stats: dict[str, PodStats]) -> dict[str, Observation]:
         """makeSignalObservations: each signal's capacity and what is available of it."""
         capacity = self.agent.spec.capacity
@@ -434,6 +452,8 @@ class EvictionManager:
         if self.agent.faults.lease_stop:  # the kubelet is gone
             return []
         stats = self.pod_stats()
+        if self.agent.volumes.host_paths:
+            stats = await self._measure_empty_dirs(stats)
         real = self.observe(stats)
         now = self.clock.monotonic()
         for t in HARD:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import PROCESS_RUNTIME, process_cluster, wait_for
 
 
 REPLICASET = {
@@ -43,6 +43,20 @@ def test_a_pod_writing_past_its_empty_dirs_size_limit_is_evicted(cluster):
     conditions = cluster.kubectl_json("get", "node", node)["status"]["conditions"]
     assert ("DiskPressure", "False") in [(c["type"], c["status"]) for c in conditions]
     cluster.kubectl("delete", "pod", "cache-hog")
+
+
+@PROCESS_RUNTIME
+def test_a_real_process_writing_past_its_empty_dirs_size_limit_is_evicted(store_url):
+    """On `nanokube up --runtime process` the emptyDir is a directory on the node that the process
+    fills for real (busybox's head, no simulated dd): the kubelet measures it and evicts the pod."""
+    hog = json.loads(json.dumps(CACHE_HOG))
+    hog["spec"]["containers"][0]["command"] = ["sh", "-c", "head -c 2097152 /dev/zero > /cache/blob && sleep 3600"]
+    with process_cluster(store_url, "evict") as c:
+        c.kubectl("apply", "-f", "-", input=json.dumps(hog))
+        status = wait_for(lambda: (p := c.kubectl_json("get", "pod", "cache-hog"))["status"].get("phase") == "Failed"
+                          and p["status"], 90, "the pod evicted")
+        assert (status["reason"], status["message"]) == (
+            "Evicted", 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". '), status
 
 
 def test_a_pod_filling_its_node_is_evicted_and_its_replicaset_replaces_it_elsewhere(cluster):

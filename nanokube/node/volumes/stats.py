@@ -106,6 +106,15 @@ def writable_layer(root: Dir | None) -> int:
     return used
 
 
+def disk_empty_dirs(mgr: VolumeManager, pod: dict) -> dict[str, int]:
+    """Each of the pod's emptyDirs on disk measured where the process runtime runs it (its real
+    directory, as MetricsDu walks it); blocking: run it in a thread."""
+    uid = pod["metadata"]["uid"]
+    return {v["name"]: _disk_usage(mgr.volume_dir(uid, v["name"]))[0] for v in (pod.get("spec") or {}).get("volumes")
+            or () if "emptyDir" in v and (v.get("emptyDir") or {}).get("medium") != "Memory"
+            and os.path.isdir(mgr.volume_dir(uid, v["name"]))}
+
+
 def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> tuple[dict[str, int], dict[str, int]]:
     """What a simulated pod holds on the node's disk outside its claims now, as the summary and the
     eviction manager count its ephemeral storage: each in-memory emptyDir's bytes (`tree_usage`)
