@@ -168,13 +168,17 @@ def _end(start: float, program: Program) -> float | None:
     return None if math.isinf(program.seconds) else start + program.seconds
 
 
-def start_error(c: dict) -> str:
-    """containerd's answer where container `c`'s own command (not one a shell runs) is a tool its
-    image lacks (simulated_net.LACKING): runc cannot exec it, so the container never runs; "" where
-    it starts."""
-    command = c.get("command") or []
-    if command and command[0].rpartition("/")[2] in simulated_net.image_lacks(c.get("image", "")):
-        return start_not_found(command[0])
+#: the start containerd reports for a container whose task was never created (StartError)
+NEVER_STARTED = "1970-01-01T00:00:00Z"
+
+
+def start_error(argv: list[str], image: str) -> str:
+    """containerd's answer where the process a container starts, `argv` (its command and args,
+    $(VAR) references expanded: the images LACKING names have no entrypoint, so `args` alone name
+    it too), is a tool `image` lacks (simulated_net.LACKING), not one a shell runs: runc cannot exec
+    it, so the container never runs; "" where it starts."""
+    if argv and argv[0].rpartition("/")[2] in simulated_net.image_lacks(image):
+        return start_not_found(argv[0])
     return ""
 
 
@@ -907,10 +911,18 @@ class PodWorker:
             if name in self.ephemeral:
                 continue
             image, now = c.get("image", ""), self.clock.rfc3339()
-            self.io.start_ephemeral(name, image_ref(image), self._program(c))
+            state, last = {"running": {"startedAt": now}}, {}
+            if error := self._start_error(c):  # it ends as it starts, never started again
+                self.io.start_ephemeral(name, image_ref(image), Program((), 0.0, 128))
+                state = {"terminated": {"exitCode": 128, "reason": "StartError", "message": error,
+                                        "startedAt": NEVER_STARTED, "finishedAt": now}}
+                if (self.pod.get("spec") or {}).get("restartPolicy") != "Never":  # (ShouldContainerBeRestarted)
+                    state, last = {"waiting": {"reason": "RunContainerError", "message": error}}, state
+            else:
+                self.io.start_ephemeral(name, image_ref(image), self._program(c))
             self.ephemeral_started.append(c)
             cid = hashlib.sha256(f"{self.uid}/{name}/0".encode()).hexdigest()
-            self.ephemeral[name] = {"name": name, "state": {"running": {"startedAt": now}}, "lastState": {},
+            self.ephemeral[name] = {"name": name, "state": state, "lastState": last,
                                     "ready": False, "restartCount": 0, "image": image_ref(image),
                                     "imageID": image_id(image), "containerID": f"containerd://{cid}", "resources": {}}
             if mounts := volume_mount_statuses(c):
@@ -1193,21 +1205,32 @@ class PodWorker:
             await self.io.prepare(c)
             path = field_path(self.pod, c["name"])
             await self._event("Normal", "Created", "Container created", path)
-            if path.startswith("spec.containers") and (error := start_error(c)):
-                await self._event("Warning", "Failed", f"Error: {error}", path)
-                continue
-            await self._event("Normal", "Started", "Container started", path)
+            error = await self._started(c, path)
             if path.startswith("spec.initContainers") and c.get("restartPolicy") == "Always" and \
                     blocked is None and interruptible and await self._sidecar_startup(c):
                 return True
             if path.startswith("spec.initContainers") and c.get("restartPolicy") != "Always":
-                if (program := self._program(c)) is not None:
+                if (program := self._program(c)) is not None or error:  # (one not started has none)
                     if await self._run_init(c, program):
                         return True
                     continue
                 now = self.clock.rfc3339()  # a simulated init container ends as it starts
                 self.init_ran.setdefault(c["name"], (now, now))
         return False
+
+    def _start_error(self, c: dict) -> str:
+        """`start_error` for container `c` as it starts now (its environment made)."""
+        return start_error(self.io.command(c), c.get("image", ""))
+
+    async def _started(self, c: dict, path: str) -> str:
+        """The event of container `c`'s start (at `path`): Started, or where runc cannot exec its
+        process (`start_error`), Failed in containerd's words (startContainer's "Error: ..."),
+        which this gives, "" where it started."""
+        if error := self._start_error(c):
+            await self._event("Warning", "Failed", f"Error: {error}", path)
+        else:
+            await self._event("Normal", "Started", "Container started", path)
+        return error
 
     async def _sidecar_startup(self, c: dict) -> bool:
         """Sidecar `c` started as the pod initializes: it runs from now, beside the init containers
@@ -1219,11 +1242,15 @@ class PodWorker:
         hook passes. True if the pod was deleted or ran past its active deadline meanwhile."""
         name = c["name"]
         while True:
-            self.io.start(name, image_ref(c.get("image", "")), self._program(c))
-            self.own_started[name] = self.clock.rfc3339()
-            if name in self.io.programs:
-                self.lifetimes[name] = self._lifetime(c)
-            await self._post_start_hooks([c])
+            if error := self._start_error(c):  # runc could not start it: it ends now (StartError, 128)
+                self.waiting[name] = {"waiting": {"reason": "RunContainerError", "message": error}}
+                self.lifetimes[name] = self.clock.monotonic(), 128
+            else:
+                self.io.start(name, image_ref(c.get("image", "")), self._program(c))
+                self.own_started[name] = self.clock.rfc3339()
+                if name in self.io.programs:
+                    self.lifetimes[name] = self._lifetime(c)
+                await self._post_start_hooks([c])
             if self.deleting():
                 return True
             if name not in self.waiting:
@@ -1239,16 +1266,19 @@ class PodWorker:
         return await self._wait(up, active=True)
 
     async def _sidecar_hook_failed(self, c: dict) -> bool:
-        """Sidecar `c`'s postStart hook failed as the pod initializes: it ended (its status waits in
-        PostStartHookError, then CrashLoopBackOff) and starts again after its back-off (at once the
-        first time), its restartCount one more. True if the pod was deleted or ran past its active
-        deadline meanwhile."""
+        """Sidecar `c`'s postStart hook failed as the pod initializes, or runc could not start it
+        (`start_error`): it ended (its status waits in PostStartHookError or RunContainerError, then
+        CrashLoopBackOff) and starts again after its back-off (at once the first time), its
+        restartCount one more. True if the pod was deleted or ran past its active deadline meanwhile."""
         name = c["name"]
         end, code = self.lifetimes.pop(name)
         self.io.exit(name, code, at=end)
         now = self.clock.rfc3339()
         self.own_last_state[name] = {"terminated": {
             "exitCode": code, "reason": "Error", "startedAt": self.own_started.get(name) or now, "finishedAt": now}}
+        if error := self._start_error(c):
+            self.own_last_state[name] = {"terminated": {"exitCode": 128, "reason": "StartError", "message": error,
+                                                        "startedAt": NEVER_STARTED, "finishedAt": now}}
         await self._init_waiting(c, self.waiting[name])
         if delay := crash_backoff(self._restart_count(name), self.agent.max_container_restart_period):
             self.waiting[name] = {"waiting": {
@@ -1265,38 +1295,44 @@ class PodWorker:
             return True
         path = field_path(self.pod, name)
         await self._event("Normal", "Created", "Container created", path)
-        await self._event("Normal", "Started", "Container started", path)
+        await self._started(c, path)
         return False
 
-    async def _run_init(self, c: dict, program: Program) -> bool:
-        """Init container `c`, started, runs its interpreted command: the pod Pending with `c`
+    async def _run_init(self, c: dict, program: Program | None) -> bool:
+        """Init container `c`, started, runs its interpreted command `program`: the pod Pending with `c`
         running until the command ends. Exit 0 and the next one starts; another code restarts it
         after a crash-loop back-off (Init:CrashLoopBackOff) unless the pod's restartPolicy is Never,
-        which fails the pod (`init_failed`). True if the pod must stop: deleted or past its active
-        deadline meanwhile, or failed."""
+        which fails the pod (`init_failed`). One runc could not start (`start_error`) ends so at
+        once (Init:RunContainerError; StartError, 128). True if the pod must stop: deleted or past
+        its active deadline meanwhile, or failed."""
         name, image = c["name"], image_ref(c.get("image", ""))
         never = (self.pod.get("spec") or {}).get("restartPolicy") == "Never"
         while True:
-            program = self._program(c) or program  # made again at each start (`date` says when)
             started = self.clock.rfc3339()
-            self.io.start(name, image, program)  # before its end is reckoned: it schedules what it writes from now
-            end = _end(self.clock.monotonic(), program)
-            await self._init_waiting(c, {"running": {"startedAt": started}})
-            while True:  # the sidecars started before it may exit and restart meanwhile
-                due = [t for t in (end, *self._sidecars_due()) if t is not None]
-                if await self._wait(min(due, default=None), active=True):
-                    return True
-                if name in self.io.ended or end is not None and self.clock.monotonic() >= end:
-                    break
-                if await self._restart_sidecars(c, started):
-                    return True
-            code = self.io.ended.pop(name, program.exit_code)  # found as it ran: it waited for its files
-            self.io.exit(name, code, at=end)
-            if code == 0:
-                self.init_ran[name] = (started, self.clock.rfc3339())
-                return False
-            term = {"exitCode": code, "reason": "Error", "startedAt": started,
-                    "finishedAt": self.clock.rfc3339()}
+            if error := self._start_error(c):
+                await self._init_waiting(c, {"waiting": {"reason": "RunContainerError", "message": error}})
+                term = {"exitCode": 128, "reason": "StartError", "message": error, "startedAt": NEVER_STARTED,
+                        "finishedAt": started}
+            else:
+                program = self._program(c) or program  # made again at each start (`date` says when)
+                self.io.start(name, image, program)  # before its end is reckoned: it schedules what it writes from now
+                end = _end(self.clock.monotonic(), program)
+                await self._init_waiting(c, {"running": {"startedAt": started}})
+                while True:  # the sidecars started before it may exit and restart meanwhile
+                    due = [t for t in (end, *self._sidecars_due()) if t is not None]
+                    if await self._wait(min(due, default=None), active=True):
+                        return True
+                    if name in self.io.ended or end is not None and self.clock.monotonic() >= end:
+                        break
+                    if await self._restart_sidecars(c, started):
+                        return True
+                code = self.io.ended.pop(name, program.exit_code)  # found as it ran: it waited for its files
+                self.io.exit(name, code, at=end)
+                if code == 0:
+                    self.init_ran[name] = (started, self.clock.rfc3339())
+                    return False
+                term = {"exitCode": code, "reason": "Error", "startedAt": started,
+                        "finishedAt": self.clock.rfc3339()}
             if never:
                 self.init_failed = (c, term)
                 return True
@@ -1316,7 +1352,7 @@ class PodWorker:
             if await self._ensure_image(c) or await self._ensure_config(c):
                 return True
             await self._event("Normal", "Created", "Container created", path)
-            await self._event("Normal", "Started", "Container started", path)
+            await self._started(c, path)
 
     def _sidecars_due(self) -> list[float]:
         """When (monotonic) a sidecar's command ends, or one waiting out its back-off starts again."""
@@ -1359,7 +1395,7 @@ class PodWorker:
                     return True
                 path = field_path(self.pod, name)
                 await self._event("Normal", "Created", "Container created", path)
-                await self._event("Normal", "Started", "Container started", path)
+                await self._started(spec, path)
                 self.io.start(name, image_ref(spec.get("image", "")), self._program(spec))
                 self.own_started[name] = self.clock.rfc3339()
                 self.waiting.pop(name, None)
@@ -1721,7 +1757,7 @@ class PodWorker:
                 for c in running:  # one runc could not start ends at once (`_lifetime`), never running
                     for kind in PROBES:
                         self.net.pop((c["name"], kind), None)
-                    if error := start_error(c):
+                    if error := self._start_error(c):
                         self.waiting[c["name"]] = {"waiting": {"reason": "RunContainerError", "message": error}}
                 await self._post_start_hooks([] if adopted else fresh + running)  # (an adopted one ran its hook)
                 if write:
@@ -1780,9 +1816,9 @@ class PodWorker:
                 self.io.exit(name, code, at=reached if end is None or name in closed | went_on.keys() else end)
                 terms[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                "startedAt": self.own_started.get(name) or self.started_at, "finishedAt": now}
-                if error := start_error(specs[name]):  # as containerd reports a task never created
+                if error := self._start_error(specs[name]):  # as containerd reports a task never created
                     terms[name] = {"exitCode": 128, "reason": "StartError", "message": error,
-                                   "startedAt": "1970-01-01T00:00:00Z", "finishedAt": now}
+                                   "startedAt": NEVER_STARTED, "finishedAt": now}
             actions = {name: restartrules.on_exit(specs[name], policy, code) for name, code in exits.items()}
             if restartrules.RESTART_ALL in actions.values():
                 term = terms[next(n for n, a in actions.items() if a == restartrules.RESTART_ALL)]
@@ -1925,7 +1961,7 @@ class PodWorker:
         containers run (what a simulation says wins). One with `tty` runs on a terminal the runtime
         made, not yet sized by any client (0 0)."""
         given = (self.pod.get("metadata") or {}).get("annotations") or {}
-        if RUN_SECONDS in given or EXIT_CODE in given or start_error(c):
+        if RUN_SECONDS in given or EXIT_CODE in given or self._start_error(c):
             return None
         return interpret(self.io.command(c), self.clock.now(), lambda: self.io.draft(c["name"]),
                          b"" if not c.get("stdin") else None, self.io.environment(c["name"]),
@@ -1937,7 +1973,7 @@ class PodWorker:
         first changes are made by now, and a second `mkdir` would fail), else as the pod's
         run-seconds and exit-code annotations say for its run; one runc could not start (`start_error`)
         ends now, with containerd's 128."""
-        if start_error(c) and c["name"] in {s["name"] for s in self._containers()}:
+        if self._start_error(c) and c["name"] in {s["name"] for s in self._containers()}:
             return self.clock.monotonic(), 128
         if program := self.io.programs.get(c["name"]):
             end, now = _end(self.clock.monotonic(), program), self.clock.monotonic()

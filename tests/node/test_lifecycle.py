@@ -323,6 +323,106 @@ async def test_a_start_error_under_restart_policy_never_fails_the_pod(env):
     assert "running" in up["status"]["containerStatuses"][0]["state"]
 
 
+async def test_an_init_container_that_cannot_start_backs_off_and_holds_the_pod(env):
+    """An init container whose process its image lacks (args alone name it: busybox has no
+    entrypoint) fails to start as an app container does: Init:RunContainerError, then
+    Init:CrashLoopBackOff on the usual back-off, lastState StartError (128); the app container
+    never starts. Under restartPolicy Never the pod fails there."""
+    pods, clock = env
+    p = pod("loop")
+    p["spec"]["initContainers"] = [{"name": "wait", "image": "busybox:1.36", "args": ["curl", "-sf", "http://db"]}]
+    await pods.create(p)
+    words = 'exec: "curl": executable file not found in $PATH: unknown'
+
+    async def init_state(reason: str):
+        st = (await pods.get("loop", "default"))["status"]
+        s = (st.get("initContainerStatuses") or [{"state": {}}])[0]
+        return (st, s) if (s["state"].get("waiting") or {}).get("reason") == reason else None
+    st, s = await eventually(lambda: init_state("CrashLoopBackOff"))
+    term = s["lastState"]["terminated"]
+    assert (term["exitCode"], term["reason"], term["startedAt"]) == (128, "StartError", "1970-01-01T00:00:00Z")
+    assert term["message"].endswith(words) and s["restartCount"] == 1 and "back-off 10s" in s["state"]["waiting"]["message"]
+    assert st["phase"] == "Pending" and st["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    await clock.advance(10)  # tried again: it fails again, 20 s now
+    await eventually(lambda: _init_restarts(pods, "loop", 2))
+    items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+    mine = [e for e in items if e["involvedObject"]["name"] == "loop"]
+    failed = next(e for e in mine if e["reason"] == "Failed")
+    assert failed["message"].endswith(words) and failed["involvedObject"]["fieldPath"] == "spec.initContainers{wait}"
+    assert not [e for e in mine if e["reason"] == "Started"], "neither it nor the app container started"
+
+    never = pod("once", restart="Never")
+    never["spec"]["initContainers"] = [{"name": "wait", "image": "ubuntu:24.04", "command": ["wget", "http://db"]}]
+    await pods.create(never)
+    done = (await eventually(phase_is(pods, "once", "Failed")))["status"]
+    term = done["initContainerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (128, "StartError")
+    assert done["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+
+
+async def _init_restarts(pods, name: str, restarts: int) -> bool:
+    s = (await pods.get(name, "default"))["status"]["initContainerStatuses"][0]
+    return s["restartCount"] >= restarts and s["state"].get("waiting", {}).get("reason") == "CrashLoopBackOff"
+
+
+async def test_a_sidecar_that_cannot_start_backs_off_before_the_next_init_container(env):
+    """A restartable init container whose command (through $(VAR) expansion) is a tool its image
+    lacks never starts: it waits in RunContainerError, then CrashLoopBackOff, lastState StartError
+    (128), and the init container after it does not start."""
+    pods, clock = env
+    p = pod("sidecar")
+    p["spec"]["initContainers"] = [
+        {"name": "proxy", "image": "alpine:3.20", "restartPolicy": "Always", "env": [{"name": "TOOL", "value": "curl"}],
+         "command": ["$(TOOL)", "http://mesh"]},
+        {"name": "setup", "image": "busybox:1.36", "command": ["true"]}]
+    await pods.create(p)
+
+    async def backing_off():
+        st = (await pods.get("sidecar", "default"))["status"]
+        s = (st.get("initContainerStatuses") or [{"state": {}}])[0]
+        return (st, s) if (s["state"].get("waiting") or {}).get("reason") == "CrashLoopBackOff" else None
+    st, s = await eventually(backing_off)
+    term = s["lastState"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (128, "StartError")
+    assert term["message"].endswith('exec: "curl": executable file not found in $PATH: unknown')
+    assert not s["started"] and st["phase"] == "Pending"
+    assert st["initContainerStatuses"][1]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    await clock.advance(10)
+    await eventually(lambda: _init_restarts(pods, "sidecar", 2))
+    st = (await pods.get("sidecar", "default"))["status"]
+    assert st["initContainerStatuses"][1]["state"] == {"waiting": {"reason": "PodInitializing"}}
+
+
+async def test_an_ephemeral_container_that_cannot_start_is_never_started_again(env):
+    """`kubectl debug --image=busybox -- curl ...`: the ephemeral container fails to start (a Failed
+    event in containerd's words) and, never restarted, waits in RunContainerError with lastState
+    StartError (128) while the pod runs on."""
+    pods, _ = env
+    await pods.create(pod("web"))
+    await eventually(phase_is(pods, "web", "Running"))
+    await pods.patch("web", {"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox:1.36",
+                                                               "command": ["curl", "http://web"]}]}},
+                     "application/strategic-merge-patch+json", namespace="default", subresource="ephemeralcontainers")
+
+    async def debugger():
+        st = (await pods.get("web", "default"))["status"]
+        return st if st.get("ephemeralContainerStatuses") else None
+    st = await eventually(debugger)
+    s = st["ephemeralContainerStatuses"][0]
+    words = 'exec: "curl": executable file not found in $PATH: unknown'
+    assert s["state"]["waiting"]["reason"] == "RunContainerError" and s["state"]["waiting"]["message"].endswith(words)
+    term = s["lastState"]["terminated"]
+    assert (term["exitCode"], term["reason"], term["startedAt"]) == (128, "StartError", "1970-01-01T00:00:00Z")
+    assert st["phase"] == "Running" and "running" in st["containerStatuses"][0]["state"]
+
+    async def failed():  # written from the recorder's queue
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return [(e["reason"], e["message"]) for e in items if e["involvedObject"].get("fieldPath") ==
+                "spec.ephemeralContainers{debugger}" and e["reason"] in ("Started", "Failed")]
+    got = await eventually(failed)
+    assert len(got) == 1 and got[0][0] == "Failed" and got[0][1].endswith(words)
+
+
 async def test_on_failure_does_not_restart_a_successful_container(env):
     pods, clock = env
     await pods.create(pod("job", annotations={"sim.nanokube.io/run-seconds": "1"}, restart="OnFailure"))
