@@ -106,6 +106,12 @@ def test_libraries(src, want):
                   "'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n | self.a ==\n | ....."),
     ("Object{spec: 1}", "undeclared reference to 'Object' (in container '')"),
     ("authorizer.group('') != null", "undeclared reference to 'authorizer'"),
+    # a conversion takes the types cel-go declares for it, not any value (fuzz50: these compiled)
+    ("string([1]) == ''", "found no matching overload for 'string' applied to '(list(int))'"),
+    ("string({'a': 1}) == ''", "found no matching overload for 'string' applied to '(map(string, int))'"),
+    ("int(true) == 1", "found no matching overload for 'int' applied to '(bool)'"),
+    ("bool(1)", "found no matching overload for 'bool' applied to '(int)'"),
+    ("bytes(1) == b''", "found no matching overload for 'bytes' applied to '(int)'"),
 ])
 def test_compile_errors_use_cel_go_wording(src, err):
     with pytest.raises(CELError) as e:

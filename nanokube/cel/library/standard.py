@@ -34,13 +34,27 @@ def _ops() -> list[Overload]:
     return out
 
 
+#: the type conversions and the argument types cel-go declares for each (`string([1])` is no overload)
+_CONVERSIONS = {
+    ("int", INT): (INT, UINT, DOUBLE, STRING, TIMESTAMP, DURATION),
+    ("uint", UINT): (INT, UINT, DOUBLE, STRING),
+    ("double", DOUBLE): (INT, UINT, DOUBLE, STRING),
+    ("string", STRING): (STRING, BOOL, INT, UINT, DOUBLE, BYTES, TIMESTAMP, DURATION),
+    ("bytes", BYTES): (BYTES, STRING),
+    ("bool", BOOL): (BOOL, STRING),
+    ("timestamp", TIMESTAMP): (TIMESTAMP, STRING, INT),
+    ("duration", DURATION): (DURATION, STRING, INT),
+    ("dyn", DYN): (PARAM_A,),
+    ("type", TYPE): (PARAM_A,),
+}
+
+
 def _functions() -> list[Overload]:
     out = []
     for t in (STRING, BYTES, LIST_A, MAP_AB):
         out += [Overload("size", (t,), INT), Overload("size", (t,), INT, member=True)]
-    for name, t in (("int", INT), ("uint", UINT), ("double", DOUBLE), ("string", STRING), ("bytes", BYTES),
-                    ("bool", BOOL), ("timestamp", TIMESTAMP), ("duration", DURATION), ("dyn", DYN), ("type", TYPE)):
-        out.append(Overload(name, (DYN,), t))
+    for (name, t), sources in _CONVERSIONS.items():
+        out += [Overload(name, (a,), t) for a in sources]
     for name in ("contains", "startsWith", "endsWith", "matches"):
         out.append(Overload(name, (STRING, STRING), BOOL, member=True))
     out.append(Overload("matches", (STRING, STRING), BOOL))
