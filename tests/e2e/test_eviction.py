@@ -78,6 +78,9 @@ def test_a_pod_filling_its_node_is_evicted_and_its_replicaset_replaces_it_elsewh
         (c["type"], c["status"], c.get("reason")) for c in evicted["conditions"]]
     events = cluster.kubectl_json("get", "events", "--field-selector", f"involvedObject.name={name}")["items"]
     assert ("Warning", "Evicted", why) in [(e["type"], e["reason"], e["message"]) for e in events]
+    [evicted_event] = [e for e in events if e["reason"] == "Evicted"]
+    assert evicted_event["metadata"]["annotations"] == {
+        "offending_containers": "main", "offending_containers_usage": capacity, "starved_resource": "memory"}
     conditions = cluster.kubectl_json("get", "node", node)["status"]["conditions"]
     assert ("MemoryPressure", "True") in [(c["type"], c["status"]) for c in conditions]
 
