@@ -616,7 +616,8 @@ def _dd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 
 def _fallocate(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     """fallocate [-o OFFSET] -l LENGTH FILE: the file (made if missing) holds at least OFFSET+LENGTH
-    bytes, the added ones zeros that take no memory until read (as `dd if=/dev/zero`)."""
+    bytes, the added ones zeros that take no memory until read (as `dd if=/dev/zero`), unless the
+    file held data already: that is copied into the longer buffer, which then takes its size."""
     opts: dict[str, int] = {}
     i = 0
     while i < len(args) - 1 and args[i] in ("-o", "-l") and args[i] not in opts:
