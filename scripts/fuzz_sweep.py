@@ -35,6 +35,13 @@ random fuzzer had not (see `git log --grep=sweep`):
   wrong uid or apiVersion, a patch that is not base64 or not a JSON patch, patches touching the kind,
   resourceVersion, uid, managedFields, name or namespace, a huge answer, and one slower than its timeout;
   a 5xx is judged by its text (upstream's webhook failures are 500s);
+- `upstream`: built-in kinds AI clusters use most (Job, CronJob, StatefulSet, DaemonSet, PVC,
+  ResourceQuota, LimitRange, PodDisruptionBudget, HPA, NetworkPolicy, Ingress, IngressClass, Lease, CSR,
+  ClusterTrustBundle, DeviceClass CEL selectors), each field set to invalid and boundary values whose
+  answer upstream 1.37's validation fixes (UPSTREAM_CASES, read against pkg/apis/*/validation), sent as
+  dry-run creates: a code other than upstream's is reported as a slip; and bodies of odd encodings
+  (YAML documents, aliases and tags, gzip and deflate, JSON nested or wide, CBOR) and answers in YAML,
+  protobuf and CBOR of a list holding a large object;
 - `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
   dry-run create each: an answer slower than --slow seconds is reported (quadratic validation held
   the loop for minutes: warnings, field errors, policy variables).
@@ -49,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gzip
 import http.client
 import json
 import random
@@ -275,6 +283,119 @@ WEBHOOK_5XX = ("Internal error occurred: failed calling webhook", 'admission web
 SERVER_SET = {"managedFields", "resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "selfLink",
               "generation", "ownerReferences", "finalizers"}
 
+_POD = {"metadata": {"labels": {"a": "b"}}, "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}
+_ALWAYS = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+_SEL = {"matchLabels": {"a": "b"}}
+_CLAIM = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+
+
+def _rule(**kw) -> list:
+    return [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [1]}, **kw}]
+
+
+def _cel(expression: str) -> list:
+    return [{"cel": {"expression": expression}}]
+
+
+#: the `upstream` sweep: (collection under /apis or /api, kind, apiVersion, the valid spec (or top-level
+#: fields, under "."), [(dotted path in it, value, upstream 1.37's code)]); the base is sent too (201)
+UPSTREAM_CASES = [
+    ("batch/v1", "jobs", "Job", {"spec": {"template": _POD}}, [
+        ("spec.podFailurePolicy.rules", _rule(), 201), ("spec.podFailurePolicy.rules", _rule(action="FailIndex"), 422),
+        ("spec.podFailurePolicy.rules", _rule(onExitCodes={"operator": "In", "values": [0]}), 422),
+        ("spec.podFailurePolicy.rules", _rule(onExitCodes={"operator": "In", "values": [2, 1]}), 422),
+        ("spec.podFailurePolicy.rules", _rule(onExitCodes={"operator": "In", "values": list(range(1, 257))}), 422),
+        ("spec.podFailurePolicy.rules", _rule(onExitCodes={"operator": "In", "values": [1], "containerName": "x"}), 422),
+        ("spec.podFailurePolicy.rules", [{"action": "Ignore", "onPodConditions": [{"type": "a b", "status": "True"}]}], 422),
+        ("spec.podFailurePolicy.rules", _rule() * 21, 422), ("spec.podReplacementPolicy", "", 422),
+        ("spec.backoffLimitPerIndex", 1, 422), ("spec.maxFailedIndexes", 1, 422), ("spec.managedBy", "x", 422),
+        ("spec.managedBy", "example.com/" + "x" * 60, 422), ("spec.activeDeadlineSeconds", -1, 422),
+        ("spec.template.spec.restartPolicy", "Always", 422)]),
+    ("batch/v1", "jobs", "Job", {"spec": {"completionMode": "Indexed", "completions": 5, "parallelism": 5, "template": _POD}}, [
+        ("spec.parallelism", 10**5 + 1, 422), ("spec.backoffLimitPerIndex", 1, 201), ("spec.completions", None, 422),
+        ("spec.successPolicy", {"rules": [{"succeededCount": 6}]}, 422), ("spec.successPolicy", {"rules": [{}]}, 422),
+        ("spec.successPolicy", {"rules": [{"succeededIndexes": "0-2", "succeededCount": 4}]}, 422),
+        ("spec.successPolicy", {"rules": [{"succeededIndexes": "3,1"}]}, 422), ("spec.successPolicy", {"rules": [{"succeededIndexes": "5"}]}, 422),
+        ("spec.successPolicy", {"rules": [{"succeededIndexes": "0-1,1-2"}]}, 422), ("spec.successPolicy", {"rules": [{"succeededIndexes": ""}]}, 201),
+        ("spec.successPolicy", {"rules": [{"succeededIndexes": "0" + ",1" * 40000}]}, 422),
+        ("spec.successPolicy", {"rules": [{"succeededIndexes": "99999999999999999999"}]}, 422)]),
+    ("batch/v1", "cronjobs", "CronJob", {"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": _POD}}}}, [
+        *(("spec.schedule", v, c) for v, c in [
+            ("@every 0s", 201), ("@every x", 422), ("@reboot", 422), ("0 0 * * 7", 422), ("*/0 * * * *", 422), ("5-1 * * * *", 422),
+            ("*/99999999999999999999 * * * *", 422), ("TZ=UTC * * * * *", 422), ("1,,2 * * * *", 422), ("0 0 31 2 *", 201)]),
+        *(("spec.timeZone", v, c) for v, c in [
+            ("America", 422), ("Etc", 422), ("Local", 422), ("", 422), ("../etc/passwd", 422), ("America/New_York ", 422),
+            ("Etc/GMT+5", 201), ("x" * 300, 422)]),
+        ("spec.concurrencyPolicy", "", 201), ("spec.startingDeadlineSeconds", -1, 422)]),
+    ("apps/v1", "statefulsets", "StatefulSet", {"spec": {"selector": _SEL, "serviceName": "x", "template": _ALWAYS,
+                                                         "volumeClaimTemplates": [{"metadata": {"name": "d"}, "spec": _CLAIM}]}}, [
+        ("spec.updateStrategy", {"type": "OnDelete", "rollingUpdate": {"partition": 1}}, 422),
+        ("spec.updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "0%"}}, 422),
+        ("spec.persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Bogus"}, 422), ("spec.ordinals", {"start": -1}, 422),
+        ("spec.template.spec.activeDeadlineSeconds", 5, 422), ("spec.podManagementPolicy", "Bogus", 422)]),
+    ("apps/v1", "daemonsets", "DaemonSet", {"spec": {"selector": _SEL, "template": _ALWAYS}}, [
+        ("spec.updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 0}}, 422),
+        ("spec.updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}, 201),
+        ("spec.updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "1.5%"}}, 422),
+        ("spec.updateStrategy", {"type": "Bogus"}, 422), ("spec.template.spec.restartPolicy", "OnFailure", 422)]),
+    ("v1", "persistentvolumeclaims", "PersistentVolumeClaim", {"spec": _CLAIM}, [
+        ("spec.selector", {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}, 422),
+        ("spec.selector", {"matchLabels": {"a": "b c"}}, 422), ("spec.dataSource", {"kind": "Foo", "name": "x"}, 201),
+        ("spec.dataSourceRef", {"kind": "Foo", "apiGroup": "x.io", "name": "x", "namespace": "Bad_NS"}, 201),
+        ("spec.dataSourceRef", {"kind": "Foo", "name": "x"}, 422), ("spec.resources.requests.storage", "0", 422),
+        ("spec.accessModes", ["ReadWriteOncePod", "ReadWriteOnce"], 422)]),
+    ("v1", "resourcequotas", "ResourceQuota", {"spec": {"hard": {"pods": "10"}}}, [
+        *(("spec.scopeSelector", {"matchExpressions": [{"scopeName": n, "operator": "In", "values": ["a"]}]}, 422)
+          for n in ("BestEffort", "NotBestEffort", "Terminating", "NotTerminating", "CrossNamespacePodAffinity")),
+        ("spec.scopeSelector", {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In"}]}, 422),
+        ("spec.scopeSelector", {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["a"]}]}, 201),
+        ("spec.scopes", ["Terminating", "NotTerminating"], 422), ("spec.hard", {"pods": "1.5"}, 422),
+        ("spec.hard", {"requests.nvidia.com/gpu": "1.5"}, 201), ("spec.hard", {"x.deviceclass.resource.k8s.io/devices": "1.5"}, 422)]),
+    ("v1", "limitranges", "LimitRange", {"spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}}]}}, [
+        ("spec.limits", [{"type": "Container", "max": {"cpu": "1"}, "min": {"cpu": "2"}}], 422),
+        ("spec.limits", [{"type": "Container", "maxLimitRequestRatio": {"cpu": "0.5"}}], 422),
+        ("spec.limits", [{"type": "Pod", "default": {"cpu": "1"}}], 422), ("spec.limits", [{"type": "", "max": {"cpu": "1"}}], 422),
+        ("spec.limits", [{"type": "PersistentVolumeClaim", "default": {"storage": "1Gi"}}], 422)]),
+    ("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", {"spec": {"minAvailable": 1, "selector": _SEL}}, [
+        ("spec.minAvailable", "101%", 422), ("spec.minAvailable", "1.5%", 422), ("spec.minAvailable", "1", 422),
+        ("spec.maxUnavailable", 1, 422), ("spec.unhealthyPodEvictionPolicy", "Bogus", 422),
+        ("spec.selector", {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}, 422)]),
+    ("autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", {"spec": {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}, "maxReplicas": 3}}, [
+        ("spec.minReplicas", 0, 422), ("spec.minReplicas", 4, 422), ("spec.scaleTargetRef.name", "a/b", 422),
+        ("spec.behavior", {"scaleUp": {"policies": []}}, 422), ("spec.behavior", {"scaleDown": {"tolerance": "-1"}}, 422),
+        ("spec.behavior", {"scaleUp": {"stabilizationWindowSeconds": 3601}}, 422),
+        ("spec.behavior", {"scaleUp": {"policies": [{"type": "Pods", "value": 1, "periodSeconds": 1801}]}}, 422),
+        ("spec.metrics", [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 0}}}], 422),
+        ("spec.metrics", [{"type": "External", "external": {"metric": {"name": "m"}, "target": {"type": "Value", "value": "0"}}}], 422),
+        ("spec.metrics", [{"type": "ContainerResource", "containerResource": {"name": "cpu", "container": "",
+                                                                              "target": {"type": "Utilization", "averageUtilization": 5}}}], 422)]),
+    ("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", {"spec": {"podSelector": {}}}, [
+        ("spec.policyTypes", ["Ingress", "Egress", "Ingress"], 422), ("spec.ingress", [{"ports": [{"port": 80, "endPort": 79}]}], 422),
+        ("spec.ingress", [{"ports": [{"port": "http", "endPort": 90}]}], 422), ("spec.ingress", [{"from": [{}]}], 422),
+        ("spec.ingress", [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["11.0.0.0/16"]}}]}], 422),
+        ("spec.ingress", [{"from": [{"ipBlock": {"cidr": "010.0.0.0/8"}}]}], 422)]),
+    ("networking.k8s.io/v1", "ingresses", "Ingress", {"spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}}, [
+        ("spec.defaultBackend", {"service": {"name": "s", "port": {"number": 80, "name": "http"}}}, 422),
+        ("spec.rules", [{"host": "*"}], 422), ("spec.rules", [{"host": "1.2.3.4"}], 422), ("spec.rules", [{"host": "*.a.com"}], 201),
+        ("spec.rules", [{"http": {"paths": [{"path": "/a//b", "pathType": "Prefix", "backend": {"service": {
+            "name": "s", "port": {"number": 80}}}}]}}], 422), ("spec.tls", [{"hosts": ["*"]}], 422)]),
+    ("networking.k8s.io/v1", "ingressclasses", "IngressClass", {"spec": {"controller": "example.com/c"}}, [
+        ("spec.controller", "c", 422), ("spec.parameters", {"kind": "K", "name": "n", "scope": "Namespace"}, 422),
+        ("spec.parameters", {"kind": "K", "name": "n", "scope": "Cluster", "namespace": "ns"}, 422)]),
+    ("coordination.k8s.io/v1", "leases", "Lease", {"spec": {"holderIdentity": "x", "leaseDurationSeconds": 10}}, [
+        ("spec.leaseDurationSeconds", 0, 422), ("spec.preferredHolder", "x", 422), ("spec.strategy", "Bogus", 422),
+        ("spec.acquireTime", "2020-01-01T00:00:00Z", 400)]),
+    ("resource.k8s.io/v1", "deviceclasses", "DeviceClass", {"spec": {"selectors": _cel("true")}}, [
+        *(("spec.selectors", _cel(e), c) for e, c in [
+            ("", 422), ("device.driver", 422), ("device.nope == 1", 422), ("'a'.matches('(')", 422),
+            ("string(device.capacity) == ''", 422), ("string([1]) == ''", 422), ("semver('1.0.0') < semver('2.0.0')", 422),
+            ("device.attributes.all(d, device.attributes[d].all(a, device.attributes[d].all(b, device.attributes[d].all(c, true))))", 422),
+            ("device.attributes.all(d, device.attributes[d].all(a, device.attributes[d].all(b, true)))", 201),
+            ("(" * 500 + "true" + ")" * 500, 422), ("device.attributes['x'].y" + " && true" * 3000, 422)]),
+        ("spec.selectors", _cel("true") * 33, 422), ("spec.extendedResourceName", "cpu", 422)]),
+]
+
 
 class Sweep:
     def __init__(self, kubeconfig: str, slow: float, out: str, kinds: list[str] | None = None,
@@ -287,15 +408,15 @@ class Sweep:
         self.requests = self.broken = 0
 
     def send(self, method: str, path: str, body, query: dict, ctype: str | None = "application/json", round_trip: bool = False,
-             converts: bool = False, upstream_5xx: tuple[str, ...] = ()):
+             converts: bool = False, upstream_5xx: tuple[str, ...] = (), expect: int | None = None, headers: dict | None = None):
         """`converts`: the request reads or writes through a conversion webhook that cannot be called, whose
         500 ("conversion webhook for ... failed") is upstream's answer; `upstream_5xx`: the beginnings of
-        the other 5xx messages upstream gives it."""
+        the other 5xx messages upstream gives it; `expect`: upstream's code, any other is a slip."""
         self.requests += 1
         url = path + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
         start = time.monotonic()
         try:
-            code, _, got = self._watch(url) if "watch=1" in url else self.raw.request(method, url, body, ctype)
+            code, _, got = self._watch(url) if "watch=1" in url else self.raw.request(method, url, body, ctype, headers)
         except Exception as e:  # a dropped connection or no answer in time
             code, got = -1, repr(e)
             self.raw.conn = None
@@ -310,6 +431,8 @@ class Sweep:
         unreachable |= code == 504 and "Too large resource version" in str(got)
         if (code >= 500 and not unreachable) or code < 0 or took > self.slow:
             self.report("broken", method, url, body, code, got, took)
+        elif expect is not None and code != expect:
+            self.report(f"slip: upstream answers {expect}", method, url, body, code, got, took)
         elif round_trip and code in (200, 201) and method in ("POST", "PUT") and isinstance(got, dict) \
                 and isinstance(got.get("metadata"), dict) and not path.endswith("/status"):
             again = copy.deepcopy(got)
@@ -557,6 +680,63 @@ class Sweep:
                     else:
                         self.send("PUT", f"{base}/{name}", json.dumps(changed), {"dryRun": "All"}, round_trip=True)
 
+    def upstream(self, wide: int = 5000) -> None:
+        """UPSTREAM_CASES as dry-run creates, judged by upstream's code; then the `encodings` (`wide`: the keys
+        of the large ConfigMap read back)."""
+        for gv, plural, kind, base, cases in UPSTREAM_CASES:
+            namespaced = plural not in ("ingressclasses", "deviceclasses")
+            url = f"/{'api' if gv == 'v1' else 'apis'}/{gv}" + (f"/namespaces/{NS}" if namespaced else "") + f"/{plural}"
+            print(f"upstream: {gv} {plural}: {len(cases)} cases", flush=True)
+            for i, (path, value, code) in enumerate([(None, None, 201)] + cases):
+                obj = {"apiVersion": gv, "kind": kind, "metadata": {"name": f"fuzz-upstream-{i}"}, **copy.deepcopy(base)}
+                if path is not None:
+                    keys, parent = path.split("."), obj
+                    for k in keys[:-1]:
+                        parent = parent.setdefault(k, {})
+                    if value is None:
+                        parent.pop(keys[-1], None)
+                    else:
+                        parent[keys[-1]] = value
+                self.send("POST", url, json.dumps(obj), {"dryRun": "All"}, expect=code)
+        self.encodings(wide)
+
+    def encodings(self, wide: int) -> None:
+        """Bodies of odd encodings on a ConfigMap's create (each a dry run), then a list holding a ConfigMap of
+        `wide` keys (none: not sent) read back in YAML, protobuf, CBOR, as a Table and pretty (converted off
+        the event loop)."""
+        base = f"/api/v1/namespaces/{NS}/configmaps"
+        cm = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fuzz-encoding"}}).encode()
+        names = "abcdefgh"  # (a billion laughs: each alias nine of the one before)
+        aliases = "a: &a [" + ", ".join(["x"] * 9) + "]\n" + "".join(
+            f"{c}: &{c} [" + ", ".join([f"*{p}"] * 9) + "]\n" for p, c in zip(names, names[1:]))
+        bodies = [
+            (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: ConfigMap\n", "application/yaml", None, 400),
+            (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: !!binary eTQ=}\n", "application/yaml", None, 422),
+            (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, generation: .nan}\n", "application/yaml", None, 400),
+            (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nx: &a {a: 1}\ndata: {<<: *a}\n", "application/yaml", None, 400),
+            (aliases.encode() + b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", "application/yaml", None, 400),
+            (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nx: " + b"[" * 100000 + b"]" * 100000, "application/yaml", None, 400),
+            (cm[:-1] + b',"x":' + b"[" * 100000 + b"]" * 100000 + b"}", "application/json", None, 400),
+            (cm[:-1] + b',"x":' + b'{"a":' * 20000 + b"1" + b"}" * 20000 + b"}", "application/json", None, 400),
+            (gzip.compress(cm), "application/json", {"Content-Encoding": "gzip"}, 201),
+            (b"\x1f\x8bxxxx", "application/json", {"Content-Encoding": "gzip"}, 400),
+            (cm, "application/json", {"Content-Encoding": "deflate"}, 400),
+            (gzip.compress(b" " * 4_000_000), "application/json", {"Content-Encoding": "gzip"}, 413),
+            (b"\xa1\x61\x61\x01", "application/cbor", None, 415),
+        ]
+        print(f"upstream: encodings: {len(bodies)} bodies", flush=True)
+        for body, ctype, headers, code in bodies:
+            self.send("POST", base, body, {"dryRun": "All"}, ctype, headers=headers, expect=code)
+        big = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fuzz-encoding-wide"},
+                "data": {f"k{i}": "v" * 10 for i in range(wide)}}
+        self.raw.request("DELETE", f"{base}/fuzz-encoding-wide", ctype=None)
+        if wide and self.send("POST", base, json.dumps(big), {}) == 201:
+            for accept, code in (("application/yaml", 200), (PROTOBUF, 200), ("application/cbor", 406),
+                                 ("application/json;as=Table;v=v1;g=meta.k8s.io", 200)):
+                self.send("GET", base, None, {}, None, headers={"Accept": accept}, expect=code)
+            self.send("GET", base, None, {"pretty": "true"}, None, expect=200)
+            self.raw.request("DELETE", f"{base}/fuzz-encoding-wide", ctype=None)
+
     def lists(self, n: int) -> None:
         schemas = self.fuzzer.schemas
         for gv, plural, kind, spec in self.fuzzer.kinds:
@@ -773,7 +953,8 @@ def _unique(v, i: int):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sweeps", nargs="+",
-                    choices=["types", "schema", "lists", "protobuf", "subresources", "crds", "patches", "options", "webhooks"])
+                    choices=["types", "schema", "lists", "protobuf", "subresources", "crds", "patches", "options", "webhooks",
+                             "upstream"])
     ap.add_argument("--kubeconfig", required=True, help="the server to sweep (admin; it writes in the namespace fuzz)")
     ap.add_argument("--seed", type=int, default=1, help="the random choices' seed (verbs, values drawn)")
     ap.add_argument("--items", type=int, default=3000, help="the `lists` sweep's items per list")

@@ -142,3 +142,23 @@ async def test_webhooks_sweep_gets_no_5xx_but_upstreams(tmp_path):
         assert s.broken == 0, broken[:3000]
         assert s.requests == len(found) * 2 * 4  # (each answer: a mutating and a validating webhook, four writes)
         assert server.loop_holds.longest < HOLD_BOUND, server.loop_holds.longest_request
+
+
+async def test_upstream_sweep_answers_as_upstream(tmp_path):
+    """Built-in kinds' invalid and boundary values get upstream 1.37's code, and odd encodings (YAML aliases,
+    gzip, nested JSON, CBOR) theirs; fuzz50's finds among them: a CronJob timeZone naming a directory of zones
+    (a 500), a scope selector's In on BestEffort, a PVC selector, an HPA's empty policies and a DRA selector
+    past the cost limit (stored)."""
+    fuzz_sweep = _sweep_module()
+    async with served(tmp_path) as (server, _):
+        def sweep():
+            s = fuzz_sweep.Sweep(str(tmp_path / "kubeconfig"), slow=float("inf"), out=str(tmp_path / "broken.jsonl"),
+                                 kinds=["configmaps"])
+            s.upstream(wide=0)  # (a large list's YAML: test_handlers)
+            return s
+        s = await asyncio.to_thread(sweep)
+        broken = (tmp_path / "broken.jsonl").read_text() if s.broken else ""
+        assert s.broken == 0, broken[:3000]
+        cases = sum(len(c[4]) + 1 for c in fuzz_sweep.UPSTREAM_CASES)
+        assert s.requests == cases + 13  # (the cases and the bodies)
+        assert server.loop_holds.longest < HOLD_BOUND, server.loop_holds.longest_request
