@@ -132,9 +132,11 @@ class Entry:
     _decode: Callable[[bytes, int], dict] | None = None
     #: the length of the JSON it was stored as (0 where unknown): how a write judges its size (rest._large)
     size: int = 0
-    #: the bytes a write stored it as, and where its resourceVersion goes in them (served_json):
-    #: `raw` then splices instead of encoding the object again (a pod's first GET or watch event)
-    _written: bytes | None = None
+    #: the store's KV of a version this server wrote, and where the resourceVersion goes in its
+    #: bytes (served_json): `raw` then splices instead of encoding the object again (a pod's first
+    #: GET or watch event), and until then the next update hands the KV to the store as the one
+    #: its precondition names (`Store.update`'s prev), which then reads nothing first
+    kv: KV | None = None
     _at: int = -1
 
     @property
@@ -170,11 +172,11 @@ class Entry:
     @property
     def raw(self) -> bytes:
         if self._raw is None:
-            if self._written is None:
+            if self.kv is None:
                 self._raw = compact_dumps(self.obj)
-            else:
-                self._raw = served_json(self._written, self._at, self.rev, b"")
-                self._written = None
+            else:  # the bytes go: keeping them as well would hold the object's JSON twice
+                self._raw = served_json(self.kv.value, self._at, self.rev, b"")
+                self.kv = None
         return self._raw
 
     # A list page reads these of every entry: the slots straight, and the properties only where
@@ -459,7 +461,7 @@ class WatchCache:
                 self._share_spec(obj, prev._obj if prev is not None else None, prefix)
                 entry = Entry(obj, rev, size=len(ev.kv.value))
                 if handed[2] >= 0:
-                    entry._written, entry._at = handed[0], handed[2]
+                    entry.kv, entry._at = ev.kv, handed[2]
             elif self.lazy and not self._watchers.get(prefix):  # read, if ever, later: decoded then
                 entry = Entry(None, rev, None, ev.kv.value, self.decoder(prefix), len(ev.kv.value))
             else:

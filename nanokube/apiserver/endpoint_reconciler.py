@@ -52,7 +52,7 @@ class MasterLeases:
                 if kv is None:
                     await self.store.create(key, value)
                 else:
-                    await self.store.update(key, value, kv.mod_revision)
+                    await self.store.update(key, value, kv.mod_revision, kv)
                 return
             except (KeyExists, RevisionMismatch, KeyNotFound):
                 continue

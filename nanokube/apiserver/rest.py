@@ -1221,7 +1221,7 @@ class GenericREST:
             spec = new.get("spec")
             value, handed, at = await _stored_json(res, new, large, spec is not None and spec is old.get("spec"))
             self.cache.expect(key, value, handed, at)
-            kv = await self.store.update(key, value, expected_rev)
+            kv = await self.store.update(key, value, expected_rev, entry.kv)
         except BaseException as e:
             if made:
                 await held.undo(made)
@@ -1512,7 +1512,7 @@ class GenericREST:
             try:
                 value, handed, _ = await _stored_json(res, new, entry.size >= OFF_LOOP_OBJECT)
                 self.cache.expect(key, value, handed)
-                kv = await self.store.update(key, value, entry.rev)
+                kv = await self.store.update(key, value, entry.rev, entry.kv)
             except RevisionMismatch:
                 await self.cache.sync()
                 continue

@@ -209,7 +209,7 @@ class Subresources:
             # the cache takes the pod as written instead of decoding it again (about half of a binding)
             self.rest.cache.expect(key, value, handed)
             try:
-                kv = await self.rest.store.update(key, value, entry.rev)
+                kv = await self.rest.store.update(key, value, entry.rev, entry.kv)
             except RevisionMismatch:
                 await self.rest.cache.sync()
                 continue
@@ -337,7 +337,7 @@ class Subresources:
                           if old.get("status") == "False" else now})
             nst["conditions"] = conds
         try:
-            kv = await self.rest.store.update(pdbs.key(namespace, name), stored_value(new), entry.rev)
+            kv = await self.rest.store.update(pdbs.key(namespace, name), stored_value(new), entry.rev, entry.kv)
         except RevisionMismatch:
             return False
         await self.rest.cache.wait_for(kv.mod_revision)

@@ -213,16 +213,20 @@ class EtcdStore(Store):
         current = resp.get("responses", [{}])[0].get("response_range", {}).get("kvs")
         return RevisionMismatch(key, _kv(current[0])) if current else KeyNotFound(key)
 
-    async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
+    async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
+        """A `prev` at the expected revision gives the create revision, so the put does not ask etcd
+        to send the previous value back (the watch's events carry their own prev_kv)."""
         k = _b64(key)
+        known = prev is not None and prev.mod_revision == expected_mod_revision and prev.key == key
         resp = await self._txn(
             self._guards(k, expected_mod_revision),
-            [{"request_put": {"key": k, "value": _b64(value), "prev_kv": True}}],
+            [{"request_put": {"key": k, "value": _b64(value), "prev_kv": not known}}],
             [{"request_range": {"key": k}}],
         )
         if not resp.get("succeeded"):
             raise self._lost(key, resp)
-        prev = _kv(resp["responses"][0]["response_put"]["prev_kv"])
+        if not known:
+            prev = _kv(resp["responses"][0]["response_put"]["prev_kv"])
         return KV(key, value, prev.create_revision, int(resp["header"]["revision"]))
 
     async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:

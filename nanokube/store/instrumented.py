@@ -80,10 +80,10 @@ class InstrumentedStore(Store):
         finally:
             self._obs("create", key, t0, failed)
 
-    async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
+    async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
         t0, failed = time.perf_counter(), False
         try:
-            return await self.inner.update(key, value, expected_mod_revision)
+            return await self.inner.update(key, value, expected_mod_revision, prev)
         except Unavailable:
             failed = True
             raise

@@ -99,8 +99,15 @@ class Store(abc.ABC):
         """Raises KeyExists."""
 
     @abc.abstractmethod
-    async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
-        """Compare-and-swap on mod_revision. Raises KeyNotFound or RevisionMismatch."""
+    async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
+        """Compare-and-swap on mod_revision. Raises KeyNotFound or RevisionMismatch.
+
+        `prev`: the caller's copy of the key's KV at `expected_mod_revision`, as this store committed
+        it (the watch cache's, from the store's own event), as upstream's GuaranteedUpdate is handed
+        the cached object. A store may take it as the event's previous KV instead of reading the
+        key first: the compare-and-swap proves the key still holds that revision, and a revision
+        names one write. A `prev` at another revision (or key) is ignored; a failed write is
+        answered as without it (RevisionMismatch carries the key's current KV, read)."""
 
     @abc.abstractmethod
     async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:

@@ -37,7 +37,8 @@ class MemoryStore(Store):
         self._history.append(Event(PUT, kv, None))
         return kv
 
-    async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
+    async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
+        """`prev` is not needed: the key's KV is a dict lookup away."""
         cur = self._data.get(key)
         if cur is None:
             raise KeyNotFound(key)

@@ -347,7 +347,7 @@ class SQLiteStore(Store):
         #: leaves in O(1): a dict's `next(iter(d))` walks the slots its deletions left, ~22 us a write at 8192
         self._latest: OrderedDict[str, KV] = OrderedDict()
         self._history: History | None = None
-        #: shared mode: the writes queued for the end of this turn (op, key, value, expected revision, future),
+        #: shared mode: the writes queued for the end of this turn (op, key, value, expected revision, future, prev),
         #: when they first waited for the lock (0: not yet), the log's oldest revision, the doorbell
         self._queued: list[tuple] | None = None
         self._busy_since = 0.0
@@ -497,13 +497,13 @@ class SQLiteStore(Store):
 
     # --- shared mode ------------------------------------------------------
 
-    def _queue(self, op: int, key: str, value: bytes, expected: int | None) -> asyncio.Future:
+    def _queue(self, op: int, key: str, value: bytes, expected: int | None, prev: KV | None = None) -> asyncio.Future:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         if self._queued is None:
             self._queued = []
             loop.call_soon(self._flush)
-        self._queued.append((op, key, value, expected, fut))
+        self._queued.append((op, key, value, expected, fut, prev))
         return fut
 
     def _catch_up(self) -> None:
@@ -544,8 +544,8 @@ class SQLiteStore(Store):
         try:
             self._catch_up()
             rev = self._rev
-            for op, key, value, expected, fut in ops:
-                event = self._execute(op, key, value, expected, rev + 1)
+            for op, key, value, expected, fut, prev in ops:
+                event = self._execute(op, key, value, expected, rev + 1, prev)
                 if isinstance(event, Event):
                     rev += 1
                     kv = event.kv
@@ -574,8 +574,10 @@ class SQLiteStore(Store):
             self._checkpoint_after_commit(size)
         asyncio.get_running_loop().call_soon(_settle, results)
 
-    def _execute(self, op: int, key: str, value: bytes, expected: int | None, rev: int) -> Event | BaseException:
-        """One queued write at revision `rev`, inside the transaction: its event, or why it failed."""
+    def _execute(self, op: int, key: str, value: bytes, expected: int | None, rev: int,
+                 prev: KV | None) -> Event | BaseException:
+        """One queued write at revision `rev`, inside the transaction: its event, or why it failed.
+        An update's `prev` (at the expected revision) is the row if the conditional UPDATE changes it."""
         cur = self._cur
         if op == _CREATE:
             try:
@@ -583,6 +585,10 @@ class SQLiteStore(Store):
             except sqlite3.IntegrityError:
                 return KeyExists(key)
             return Event(PUT, KV(key, value, rev, rev), None)
+        if prev is not None:
+            cur.execute("UPDATE kv SET value=?, mod_rev=? WHERE key=? AND mod_rev=?", (value, rev, key, expected))
+            if cur.rowcount == 1:
+                return Event(PUT, KV(key, value, prev.create_revision, rev), prev)
         now = self._row(key)
         if now is None:
             return KeyNotFound(key)
@@ -606,17 +612,23 @@ class SQLiteStore(Store):
             raise KeyExists(key) from None
         return await self._acknowledged(Event(PUT, KV(key, value, rev, rev), None))
 
-    async def update(self, key: str, value: bytes, expected_mod_revision: int) -> KV:
+    async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
+        """The key's KV at the expected revision, `prev` (the caller's) or the one committed last
+        (`_latest`), is taken as the event's prev without reading the row (~26 k instructions):
+        most of the scheduler's status patches at 5,000 nodes, seconds behind the creates, are of
+        keys that left `_latest`, but the watch cache holds the KV their precondition came from."""
+        if prev is None or prev.mod_revision != expected_mod_revision or prev.key != key:
+            prev = None
         if self.shared:
-            return await self._queue(_UPDATE, key, value, expected_mod_revision)
-        known = self._latest.get(key)
+            return await self._queue(_UPDATE, key, value, expected_mod_revision, prev)
+        known = prev or self._latest.get(key)
         if known is not None and known.mod_revision == expected_mod_revision:
             # the row is that KV if its revision is still the one expected, which the UPDATE checks
             rev = self._write("UPDATE kv SET value=?, mod_rev=? WHERE key=? AND mod_rev=?",
                               (value, self._rev + 1, key, expected_mod_revision))
             if self._cur.rowcount == 1:
                 return await self._acknowledged(Event(PUT, KV(key, value, known.create_revision, rev), known))
-            self._rev -= 1  # (no row changed: an uncommitted write of this batch moved it) read below
+            self._rev -= 1  # (no row changed: a write since, this batch's uncommitted ones too, moved it) read below
         cur = self._row(key)
         if cur is None:
             raise KeyNotFound(key)

@@ -8,12 +8,19 @@ from nanokube.machinery.errors import APIError
 from nanokube.machinery.fieldorder import in_upstream_order
 from nanokube.apiserver.rest import WriteOptions
 from nanokube.apiserver.subresources import Subresources
+from nanokube.store.sqlite import SQLiteStore
 from tests.controllers import make_stack
 
 
-@pytest.fixture
-async def env():
-    s = await make_stack()
+@pytest.fixture(params=["memory", "sqlite"])
+async def env(request, tmp_path, monkeypatch):
+    """On SQLite no key stays among those written last (LATEST 0): each write's precondition is the
+    watch cache's KV of the pod, stale when another write came between (see `race`)."""
+    store = None
+    if request.param == "sqlite":
+        monkeypatch.setattr("nanokube.store.sqlite.LATEST", 0)
+        store = SQLiteStore(str(tmp_path / "db"))
+    s = await make_stack(store=store)
     yield s, Subresources(s.rest), s.client.resource("", "v1", "pods")
     await s.close()
 
@@ -64,9 +71,9 @@ async def test_binding_a_pod_deleted_after_it_was_read_is_not_found(env, monkeyp
                        "spec": {"containers": [{"name": "c", "image": "x"}]}})
     real = s.rest.store.update
 
-    async def deleted_first(key, value, rev):
+    async def deleted_first(key, value, rev, prev=None):
         await s.rest.store.delete(key)
-        return await real(key, value, rev)
+        return await real(key, value, rev, prev)
 
     monkeypatch.setattr(s.rest.store, "update", deleted_first)
     with pytest.raises(APIError) as e:
@@ -80,7 +87,7 @@ def race(monkeypatch, s, name: str, times: int) -> None:
     pods, key = s.client.resource("", "v1", "pods"), s.rest.index.get("", "v1", "pods").key("default", name)
     real, left, busy = s.rest.store.update, [times], []
 
-    async def raced(k, value, rev):
+    async def raced(k, value, rev, prev=None):
         if k == key and left[0] and not busy:
             left[0] -= 1
             busy.append(k)
@@ -88,7 +95,7 @@ def race(monkeypatch, s, name: str, times: int) -> None:
                 await pods.patch(name, {"metadata": {"labels": {"raced": str(left[0])}}}, namespace="default")
             finally:
                 busy.pop()
-        return await real(k, value, rev)
+        return await real(k, value, rev, prev)
 
     monkeypatch.setattr(s.rest.store, "update", raced)
 

@@ -5,7 +5,8 @@ import pytest
 
 from nanokube.machinery.errors import APIError
 from nanokube.apiserver.cache import served_json
-from nanokube.apiserver.rest import MERGE_PATCH, WriteOptions
+from nanokube.apiserver.rest import MERGE_PATCH, STRATEGIC_PATCH, WriteOptions
+from nanokube.store.sqlite import SQLiteStore
 from tests.controllers import make_stack, tries
 
 NS = "default"
@@ -442,11 +443,11 @@ async def test_a_patch_that_lost_a_race_is_applied_again_as_it_was_sent(stack, p
     await pods.patch("p", {"status": {"conditions": both}}, MERGE_PATCH, namespace=NS, subresource="status")
     store_update, calls = stack.store.update, []
 
-    async def lose_once(key, value, rev):
+    async def lose_once(key, value, rev, prev=None):
         calls.append(key)
         if len(calls) == 1:
             raise RevisionMismatch(key, None)
-        return await store_update(key, value, rev)
+        return await store_update(key, value, rev, prev)
 
     stack.store.update = lose_once
     if patch_type == SMP:
@@ -512,6 +513,41 @@ async def test_a_write_answers_with_the_json_it_stored_when_it_serves_the_cached
                                                "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}}
     converted = await rest.create(hpas, "v1", NS, hpa, WriteOptions())
     assert converted.stored is None and converted.obj["apiVersion"] == "autoscaling/v1"
+
+
+async def test_a_write_hands_the_store_the_cached_kv_its_precondition_names(tmp_path, monkeypatch):
+    """GuaranteedUpdate's cachedExistingObject: a status patch, a patch, an update and a graceful
+    delete (of a pod on a node) each hand the store the watch cache's KV of the object, so SQLite
+    reads no row first, even for a key no longer among those it wrote last (LATEST 0); each event's
+    prev is what was stored."""
+    monkeypatch.setattr("nanokube.store.sqlite.LATEST", 0)
+    stack = await make_stack(store=SQLiteStore(str(tmp_path / "db")))
+    try:
+        pods, key = stack.client.resource("", "v1", "pods"), "/registry/pods/default/p"
+        made = await pods.create({"metadata": {"name": "p", "namespace": NS},
+                                  "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})
+        events, statements, stored = [], [], []
+        stack.store.follow(int(made["metadata"]["resourceVersion"]), events.append)
+        stack.store._db.set_trace_callback(statements.append)
+
+        async def written(write):
+            stored.append(await stack.store.get(key))
+            statements.clear()
+            out = await write
+            assert not [q for q in statements if q.startswith("SELECT")]
+            return out
+
+        cond = {"type": "PodScheduled", "status": "False"}
+        await written(pods.patch("p", {"status": {"conditions": [cond]}}, STRATEGIC_PATCH, namespace=NS,
+                                 subresource="status"))
+        got = await written(pods.patch("p", {"metadata": {"labels": {"a": "1"}}}, MERGE_PATCH, namespace=NS))
+        await written(pods.update({**got, "metadata": {**got["metadata"], "annotations": {"b": "2"}}}))
+        await written(pods.delete("p", NS))
+        assert [e.prev for e in events] == stored
+        assert orjson.loads(events[-1].kv.value)["metadata"]["deletionTimestamp"]
+        assert await stack.store.get(key) == events[-1].kv
+    finally:
+        await stack.close()
 
 
 async def test_updates_without_a_resource_version_win_races_with_other_writes(cms):

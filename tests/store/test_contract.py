@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from nanokube.store.interface import DELETE, PUT, Compacted, KeyExists, KeyNotFound, RevisionMismatch, Unavailable
+from nanokube.store.interface import DELETE, KV, PUT, Compacted, KeyExists, KeyNotFound, RevisionMismatch, Unavailable
 
 
 async def test_create_then_get(store, prefix):
@@ -57,6 +57,44 @@ async def test_update_stale_revision_carries_current(store, prefix):
         await store.update(prefix + "a", b"three", first.mod_revision)
     assert err.value.current == second
     assert await store.get(prefix + "a") == second
+
+
+async def test_an_update_handed_the_kv_it_replaces_publishes_it_as_prev(store, prefix):
+    """`prev` (the caller's copy of the key at the expected revision, as the watch cache holds it)
+    is the event's previous KV; a `prev` at another revision or of another key is ignored and the
+    event still carries the real previous KV."""
+    start = await store.current_revision()
+    first = await store.create(prefix + "a", b"one")
+    other = await store.create(prefix + "b", b"b")
+    second = await store.update(prefix + "a", b"two", first.mod_revision, first)
+    third = await store.update(prefix + "a", b"three", second.mod_revision, first)
+    fourth = await store.update(prefix + "a", b"four", third.mod_revision,
+                                KV(prefix + "b", b"b", other.create_revision, third.mod_revision))
+    assert (second.value, second.create_revision) == (b"two", first.create_revision)
+    assert [kv.create_revision for kv in (third, fourth)] == [first.create_revision] * 2
+    assert await store.get(prefix + "a") == fourth
+    watch = store.watch(start)
+    try:
+        events = [await anext(watch) for _ in range(5)]
+    finally:
+        await watch.aclose()
+    assert [(e.kv, e.prev) for e in events[2:]] == [(second, first), (third, second), (fourth, third)]
+
+
+async def test_an_update_handed_a_stale_kv_is_a_conflict_and_writes_nothing(store, prefix):
+    """A `prev` at the expected revision when the key has moved on since (a watch cache behind the
+    store): RevisionMismatch carrying the key's current KV, as without it, and no write."""
+    first = await store.create(prefix + "a", b"one")
+    second = await store.update(prefix + "a", b"two", first.mod_revision)
+    with pytest.raises(RevisionMismatch) as err:
+        await store.update(prefix + "a", b"three", first.mod_revision, first)
+    assert err.value.current == second
+    gone = await store.delete(prefix + "a")
+    assert gone.value == b"two"
+    with pytest.raises(KeyNotFound):
+        await store.update(prefix + "a", b"four", second.mod_revision, second)
+    assert await store.get(prefix + "a") is None
+    assert await store.current_revision() == gone.mod_revision
 
 
 async def test_update_missing_raises_key_not_found(store, prefix):

@@ -155,6 +155,37 @@ async def test_an_update_of_a_key_written_last_checks_its_revision_in_the_statem
         await store.close()
 
 
+async def test_an_update_handed_the_kv_it_replaces_reads_no_row_and_a_stale_one_is_refused(tmp_path, monkeypatch):
+    """A key no longer among those written last (LATEST 0: none is) whose update is handed its KV
+    at the expected revision (the watch cache's) runs the UPDATE alone, and that KV is the event's
+    prev; handed a KV the row has moved past (another connection's write), the UPDATE changes
+    nothing, the row is read and the write refused with it, as without the KV."""
+    monkeypatch.setattr("nanokube.store.sqlite.LATEST", 0)
+    path = str(tmp_path / "db")
+    store = SQLiteStore(path)
+    await store.start()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        kv = await store.create("/registry/pods/ns/a", b"a")
+        assert not store._latest
+        events, statements = [], []
+        store.follow(kv.mod_revision, events.append)
+        store._db.set_trace_callback(statements.append)
+        first = await store.update("/registry/pods/ns/a", b"b", kv.mod_revision, kv)
+        assert not [q for q in statements if q.startswith("SELECT")]
+        assert (first.value, first.create_revision) == (b"b", kv.create_revision)
+        assert [(e.kv, e.prev) for e in events] == [(first, kv)]
+        other.execute("UPDATE kv SET value=x'7a', mod_rev=mod_rev+100 WHERE key='/registry/pods/ns/a'")
+        with pytest.raises(RevisionMismatch) as stale:
+            await store.update("/registry/pods/ns/a", b"c", first.mod_revision, first)
+        assert (stale.value.current.value, stale.value.current.mod_revision) == (b"z", first.mod_revision + 100)
+        assert [q for q in statements if q.startswith("SELECT")]
+        assert (await store.get("/registry/pods/ns/a")).value == b"z" and len(events) == 1
+    finally:
+        other.close()
+        await store.close()
+
+
 async def test_the_keys_written_last_are_bounded_and_the_least_recently_written_leaves_first(tmp_path, monkeypatch):
     """The map of the LATEST keys written last keeps the newest, an update moving its key to the end;
     an update of a key that left it reads the row and still checks the revision."""

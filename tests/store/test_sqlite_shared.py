@@ -92,6 +92,25 @@ async def test_a_precondition_is_checked_against_the_other_workers_commits(pair)
     assert (await a.get("/registry/k/x")).value == b"2"
 
 
+async def test_an_update_handed_the_kv_it_replaces_reads_no_row_unless_another_worker_moved_it(pair):
+    """A worker's update handed the key's KV at the expected revision runs the conditional UPDATE
+    alone and publishes that KV as the event's prev; once another worker has written the key, the
+    same KV is stale: refused with what that worker wrote, nothing written."""
+    a, b = pair
+    kv = await a.create("/registry/k/x", b"1")
+    prevs, statements = [], []
+    a.follow(kv.mod_revision, lambda ev: prevs.append((ev.kv, ev.prev)))
+    a._db.set_trace_callback(statements.append)
+    first = await a.update("/registry/k/x", b"2", kv.mod_revision, kv)
+    assert not [q for q in statements if "FROM kv" in q]
+    assert prevs == [(first, kv)] and first.create_revision == kv.create_revision
+    moved = await b.update("/registry/k/x", b"3", first.mod_revision, first)
+    with pytest.raises(RevisionMismatch) as stale:
+        await a.update("/registry/k/x", b"4", first.mod_revision, first)
+    assert stale.value.current == moved
+    assert (await a.get("/registry/k/x")).value == b"3"
+
+
 async def test_an_idle_worker_is_rung_and_a_consistent_read_catches_up(pair):
     a, b = pair
     fa = Follower(a)
