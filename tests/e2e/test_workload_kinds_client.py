@@ -23,6 +23,14 @@ JOB_TEMPLATE = {"spec": {"template": {"spec": {"restartPolicy": "OnFailure",
 
 
 @pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): the module works in a namespace of its own,
+    deleted with what it holds (the DaemonSets' pods on every node among it) once the module ends."""
+    yield session_cluster
+    session_cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
 def api(cluster):
     c = cluster.client()
     client.CoreV1Api(c).create_namespace({"metadata": {"name": NS}})
