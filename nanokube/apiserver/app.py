@@ -43,7 +43,7 @@ from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource, reconcile_binding, reconcile_role
 from .auth.serviceaccount import LAST_USED_LABEL, ServiceAccountTokens, load_or_create_key
-from . import componentstatus, controlplane, discovery, expect, healthz, warning
+from . import componentstatus, controlplane, discovery, expect, healthz, timeout, warning
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, as_negotiated, sized
@@ -488,19 +488,26 @@ class APIServer:
         if self.workers > 1:  # another worker may have written what this request reads or updates
             await self.cache.sync()
         path = request.rel_url.path_safe
-        if not (path.startswith("/api/") or path.startswith("/apis/") and path.split("/", 3)[2] not in self._routed_groups
-                or path in ("/api", "/apis")) or not expect.accepted(request):
-            audit_id(request, routed=True)
+        routed = not (path.startswith("/api/") or path.startswith("/apis/") and path.split("/", 3)[2]
+                      not in self._routed_groups or path in ("/api", "/apis")) or not expect.accepted(request)
+        audit_id(request, routed=routed)
+        attrs = request_attributes(request)
+        if long_running(attrs):
+            return await self._handled(request, attrs, routed)
+        try:  # WithRequestDeadline's, before authentication, on every path
+            seconds = request_deadline(request.query)
+        except errors.APIError as e:
+            if self.audit is not None:
+                await self.audit.refused(request, attrs, e)
+            return expect.answered(request, await as_negotiated(request, error_response(e)))
+        return await timeout.within(request, seconds, self.clock, self._handled(request, attrs, routed))
+
+    async def _handled(self, request: web.Request, attrs, routed: bool) -> web.StreamResponse:
+        """`_serve`'s request past its deadline's filter: `routed`, through the application."""
+        if routed:
             return sized(request, await self._app._handle(request))
-        audit_id(request)
-        if "timeout" in request.query and not long_running(request_attributes(request)):
-            try:  # (WithRequestDeadline, before authentication: a timeout that does not parse is a 400)
-                request_deadline(request.query)
-            except errors.APIError as e:
-                return expect.answered(request, await as_negotiated(request, error_response(e)))
         audit = self.audit
         if audit is not None:
-            attrs = request_attributes(request)
             if attrs.verb in WRITE_VERBS or audit.policy is not None:
                 response = await audit.serve(request, attrs, self._authn, self.handlers.dispatch)
                 return expect.answered(request, await as_negotiated(request, response))

@@ -13,6 +13,7 @@ response, audited or not, carries its request's audit ID in an Audit-Id header (
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 
@@ -25,6 +26,8 @@ from prometheus_client.metrics_core import CounterMetricFamily
 
 from ..clock import REAL, Clock
 from ..machinery import gofmt
+from ..machinery.errors import APIError
+from ..machinery.responses import error_response
 from ..machinery.meta import new_uid
 from ..machinery.user import User
 from ..machinery.validation import sloppy_ip
@@ -34,6 +37,7 @@ from .audit_policy import PANIC as STAGE_PANIC
 from .audit_truncate import truncated
 from .auth.authorizer import USER, request_attributes
 from .http_errors import status_response
+from .timeout import FINISHER_MESSAGE, TIMED_OUT
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +222,14 @@ class AuditLog:
                     await blocking.flush()
                 raise
             response = status_response(e)
+        except asyncio.CancelledError:
+            if request.get(TIMED_OUT):  # the handler's answer as its context ends: the finisher's 504
+                response = error_response(APIError(504, "Timeout", FINISHER_MESSAGE, {}))
+                self._start(ctx, 504)
+                self._complete(ctx, response)
+                if blocking is not None:
+                    await blocking.flush()
+            raise
         except Exception as e:
             self._panic(ctx, e)
             if blocking is not None:
@@ -281,6 +293,18 @@ class AuditLog:
         ResponseStarted naming the methods attempted, no RequestReceived or ResponseComplete.
         Without a policy nothing (the default audits ResponseComplete only; upstream, nothing)."""
         ctx.refused = True
+        await self._failed(ctx, 401, _attempted(ctx.request))
+
+    async def refused(self, request: web.Request, attrs, e: APIError) -> None:
+        """A request refused before authentication (WithRequestDeadline's 400 for a `timeout` that does
+        not parse), audited as upstream's withFailedRequestAudit does: as `unauthenticated`, with the
+        refusal's code and message."""
+        await self._failed(_Request(self, request, attrs, self.clock.rfc3339_micro(), request[AUDIT_ID]),
+                           e.code, e.message)
+
+    async def _failed(self, ctx: _Request, code: int, message: str) -> None:
+        """The one ResponseStarted event of a request refused before it has a user, the policy asked
+        for no user."""
         a = ctx.attrs
         if self.policy is None:
             ctx.decision = _NOTHING
@@ -290,8 +314,8 @@ class AuditLog:
         self._levels[d.level] = self._levels.get(d.level, 0) + 1
         if d.level == NONE or STARTED in d.omit_stages:
             return
-        status = {"kind": "Status", "message": _attempted(ctx.request)}
-        self._append(self._event(ctx, STARTED, 401, status, self.clock.rfc3339_micro(), _NOBODY))
+        status = {"kind": "Status", "message": message}
+        self._append(self._event(ctx, STARTED, code, status, self.clock.rfc3339_micro(), _NOBODY))
         if self._blocking is not None:
             await self._blocking.flush()
 

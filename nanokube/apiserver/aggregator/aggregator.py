@@ -18,9 +18,7 @@ from ...machinery.conditions import find_condition, is_condition_true
 from ...machinery.errors import APIError
 from ...machinery.hostport import join_host_port
 from ...machinery.user import User
-from ..apf import long_running
-from ..auth.authorizer import USER, request_attributes
-from ..options import request_deadline
+from ..auth.authorizer import USER
 from ..streaming.proxy import is_upgrade
 from .proxy import (ExpectForwarded, ExtensionServer, InterimRelayed, ResolveError, forward, forward_upgrade,
                     go_dial_error, proxy_error, resolve_endpoint, tls_context)
@@ -281,7 +279,5 @@ class Aggregator(Controller):
         if is_upgrade(request):
             return await forward_upgrade(request, ExtensionServer(host, port, self._context(apiservice), server_name,
                                                                   self._socket_factory), user)
-        deadline = None if long_running(request_attributes(request)) else \
-            asyncio.get_running_loop().time() + request_deadline(request.query)
         return await forward(self.session, request, f"https://{join_host_port(host, port)}", server_name,
-                             self._context(apiservice), user, deadline)
+                             self._context(apiservice), user)

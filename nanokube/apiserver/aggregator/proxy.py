@@ -30,7 +30,6 @@ from ..apf import DELEGATED, PF_HEADERS
 from ..streaming.proxy import DialError, upgrade
 from ...machinery.errors import APIError
 from ...machinery.hostport import join_host_port
-from ...machinery.responses import error_response
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                "transfer-encoding", "upgrade", "content-length", "host"}
@@ -182,16 +181,11 @@ async def _body(request: web.Request):
         yield chunk
 
 
-#: the timeout filter's answer to a request past its deadline (WithTimeoutForNonLongRunningRequests)
-TIMED_OUT = "Timeout: request did not complete within requested timeout - context deadline exceeded"
-
-
 async def forward(session: aiohttp.ClientSession, request: web.Request, base: str, server_name: str,
-                  ctx: ssl.SSLContext, user, deadline: float | None = None) -> web.StreamResponse:
+                  ctx: ssl.SSLContext, user) -> web.StreamResponse:
     """Send `request` to `base` (https://host:port), its body streamed with the length it came with
-    (`session` makes ExpectForwarded requests), and stream the answer back. `deadline` (the loop's time)
-    is the request's (WithRequestDeadline): passed before the answer begins, upstream's timeout filter
-    answers 504; once it has begun, the filter's ErrAbortHandler cuts the connection."""
+    (`session` makes ExpectForwarded requests), and stream the answer back. The request's deadline
+    is the server's (timeout.within), as upstream's proxy runs inside its timeout filter."""
     headers = [(k, v) for k, v in request.headers.items()
                if k.lower() not in _HOP_BY_HOP and k.lower() != "authorization"
                and not k.lower().startswith(_IDENTITY_PREFIXES)]
@@ -204,14 +198,10 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
     if (delegated := request.get(DELEGATED)) is not None:  # RequestDelegated: a watch lets its APF seat go
         delegated()
     relaying = _RELAY_TO.set(request)
-    until = asyncio.timeout_at(deadline)
     try:
-        async with until:
-            upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
-                                             data=body, ssl=ctx, server_hostname=server_name, allow_redirects=False)
+        upstream = await session.request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
+                                         data=body, ssl=ctx, server_hostname=server_name, allow_redirects=False)
     except (aiohttp.ClientError, OSError, TimeoutError) as e:  # the reverse proxy's ErrorHandler: the responder's 503
-        if until.expired():
-            return error_response(APIError(504, "Timeout", TIMED_OUT, {}))
         return proxy_error(go_dial_error(base.removeprefix("https://"), e))
     finally:
         _RELAY_TO.reset(relaying)
@@ -222,16 +212,8 @@ async def forward(session: aiohttp.ClientSession, request: web.Request, base: st
             if k.lower() not in _HOP_BY_HOP:
                 resp.headers.add(k, v)
         await resp.prepare(request)
-        until = asyncio.timeout_at(deadline)
-        try:
-            async with until:
-                async for chunk in upstream.content.iter_any():
-                    await resp.write(chunk)
-        except TimeoutError:
-            if not until.expired() or request.transport is None:
-                raise
-            request.transport.close()
-            return resp
+        async for chunk in upstream.content.iter_any():
+            await resp.write(chunk)
         await resp.write_eof()
         return resp
     finally:

@@ -1,0 +1,71 @@
+"""The deadline of a request that is not long-running, as kube-apiserver's
+WithRequestDeadline and WithTimeoutForNonLongRunningRequests filters keep it.
+
+Every request but a watch, a proxy and the attach/exec/log/portforward/proxy
+subresources (apf.long_running) gets a deadline of its `timeout` query
+parameter, or of --request-timeout (60 s) where that is absent, not above 0 or
+not below it (options.request_deadline); a `timeout` that does not parse is a
+400, audited as upstream's withFailedRequestAudit audits it. Past the deadline
+the timeout filter answers 504 with its own Status (written by json.Encoder
+with no kind, and sniffed as text/plain by Go's server) if nothing was written
+yet, else it cuts the connection (ErrAbortHandler). Upstream leaves the
+handler running against a cancelled context; here its task is cancelled, as a
+client that goes away cancels it, so a write past its deadline is not stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable
+
+import orjson
+from aiohttp import web
+
+from ..clock import Clock
+
+#: set on a request whose deadline passed while it was served (audit's ResponseComplete reads it)
+TIMED_OUT = web.RequestKey("timed_out", bool)
+#: the timeout filter's answer: NewTimeoutError's Status as json.Encoder writes it (no TypeMeta, a newline)
+_BODY = orjson.dumps({"metadata": {}, "status": "Failure",
+                      "message": "Timeout: request did not complete within the allotted timeout",
+                      "reason": "Timeout", "details": {}, "code": 504}) + b"\n"
+#: what the REST handler's finisher answers as the context ends (audited as the handler's response)
+FINISHER_MESSAGE = "Timeout: request did not complete within requested timeout - context deadline exceeded"
+
+
+class _Expiry:
+    """Cancels the serving task once, marking its request as timed out."""
+
+    __slots__ = ("request", "task", "expired")
+
+    def __init__(self, request: web.Request, task: asyncio.Task) -> None:
+        self.request, self.task, self.expired = request, task, False
+
+    def __call__(self) -> None:
+        self.expired = True
+        self.request[TIMED_OUT] = True
+        self.task.cancel()
+
+
+async def within(request: web.Request, seconds: float, clock: Clock,
+                 serve: Awaitable[web.StreamResponse]) -> web.StreamResponse:
+    """`serve`'s response, or, once `seconds` have passed on `clock`, the timeout filter's 504 in its
+    place (its own response dropped); a response whose bytes had begun to go out ends with the
+    connection closed. A cancellation from elsewhere (the client went away) goes on as it came."""
+    expiry = _Expiry(request, asyncio.current_task())
+    timer = clock.call_later(seconds, expiry)
+    try:
+        response = await serve
+    except asyncio.CancelledError:
+        if not expiry.expired or expiry.task.uncancel() > 0:
+            raise
+    else:
+        if not expiry.expired:
+            return response
+        expiry.task.uncancel()  # (a handler that swallowed the cancellation: timed out all the same)
+    finally:
+        timer.cancel()
+    writer = request.writer
+    if writer is not None and writer.output_size > 0 and request.transport is not None:
+        request.transport.close()
+    return web.Response(status=504, body=_BODY, content_type="text/plain", charset="utf-8")

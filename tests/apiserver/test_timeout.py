@@ -1,0 +1,111 @@
+"""A request's deadline over HTTP, as kube-apiserver's WithRequestDeadline and
+WithTimeoutForNonLongRunningRequests keep it: `?timeout=` that does not parse is a 400 on
+every path, audited with no user; a request still being served at its deadline is answered
+the timeout filter's 504 and its write is not stored; long-running requests have none."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import orjson
+import pytest
+
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.audit_policy import parse
+from nanokube.pki.ca import ensure_pki
+from nanokube.store.memory import MemoryStore
+from tests.apiserver.test_request_body import admin_context
+
+CMS = "/api/v1/namespaces/default/configmaps"
+INVALID = 'invalid timeout specified in the request URL - time: invalid duration "foo"'
+
+
+class HeldStore(MemoryStore):
+    """A memory store whose creates of keys ending in /held wait until released (a slow etcd)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.held = asyncio.Event()
+
+    async def create(self, key, value):
+        if key.endswith("/held"):
+            self.held.set()
+            await self.release.wait()
+        return await super().create(key, value)
+
+
+@pytest.fixture
+async def api(tmp_path):
+    """(its store, an admin's session on it, the audit log), audited by a policy that logs every request
+    at Metadata."""
+    pki = ensure_pki(str(tmp_path))
+    store = HeldStore()
+    server = APIServer(store, pki, port=0, audit_log_path=str(tmp_path / "audit.log"),
+                       audit_policy=parse({"rules": [{"level": "Metadata"}]}))
+    server.rest.admission.disable("ServiceAccount")
+    await server.start()
+    ctx = admin_context(pki, tmp_path)
+    try:
+        async with aiohttp.ClientSession(f"https://127.0.0.1:{server.port}", timeout=aiohttp.ClientTimeout(total=30),
+                                         connector=aiohttp.TCPConnector(ssl=ctx)) as s:
+            yield store, s, tmp_path / "audit.log"
+    finally:
+        store.release.set()
+        await server.stop()
+
+
+def events(log, **match) -> list[dict]:
+    return [ev for line in log.read_bytes().splitlines()
+            if all((ev := orjson.loads(line)).get(k) == v for k, v in match.items())]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/namespaces", CMS, "/healthz", "/readyz", "/version", "/openapi/v2",
+                                  "/metrics", "/apis/metrics.k8s.io/v1beta1/nodes"])
+async def test_a_timeout_that_does_not_parse_is_refused_on_every_path_and_audited_with_no_user(api, path):
+    _, s, log = api
+    async with s.get(path, params={"timeout": "foo"}) as r:
+        assert (r.status, await r.json()) == (400, {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": INVALID,
+            "reason": "BadRequest", "code": 400})
+        audit_id = r.headers["Audit-Id"]
+    # one event, at ResponseStarted, before authentication: no user, no RequestReceived or ResponseComplete
+    [event] = events(log, auditID=audit_id)
+    assert (event["stage"], event["user"], event["verb"], event["responseStatus"]) == (
+        "ResponseStarted", {}, "list" if path.endswith(("namespaces", "configmaps", "nodes")) else "get",
+        {"metadata": {}, "code": 400, "message": INVALID})
+
+
+async def test_long_running_requests_do_not_read_the_timeout(api):
+    _, s, _ = api
+    async with s.get(CMS, params={"timeout": "foo", "watch": "1", "timeoutSeconds": "1"}) as r:
+        assert r.status == 200
+        await r.read()  # (the watch ends after its timeoutSeconds)
+    async with s.get(CMS, params={"timeout": "1ms", "watch": "1", "timeoutSeconds": "1"}) as r:
+        assert r.status == 200
+        assert await r.read() == b""  # served its second to the end, not cut after a millisecond
+    async with s.get("/api/v1/namespaces/default/pods/none/log", params={"timeout": "foo"}) as r:
+        assert (r.status, (await r.json())["reason"]) == (404, "NotFound")  # a log read is long-running too
+
+
+async def test_a_write_past_its_timeout_is_answered_504_by_the_timeout_filter_and_not_stored(api):
+    store, s, log = api
+    async with s.post(CMS, params={"timeout": "1s"}, json={"metadata": {"name": "held"}}) as r:
+        # the filter's Status as json.Encoder writes it: no kind nor apiVersion; Go's server sniffs its type
+        assert (r.status, r.headers["Content-Type"], await r.read()) == (
+            504, "text/plain; charset=utf-8",
+            b'{"metadata":{},"status":"Failure","message":"Timeout: request did not complete within the allotted '
+            b'timeout","reason":"Timeout","details":{},"code":504}\n')
+        audit_id = r.headers["Audit-Id"]
+    assert store.held.is_set()
+    async with s.get(CMS + "/held") as r:
+        assert r.status == 404
+    # the handler's own end, audited as the REST finisher answers once the request's context is done
+    [event] = events(log, auditID=audit_id, stage="ResponseComplete")
+    assert event["responseStatus"] == {
+        "metadata": {}, "status": "Failure", "reason": "Timeout", "code": 504,
+        "message": "Timeout: request did not complete within requested timeout - context deadline exceeded"}
+    # the connection, and the server, serve on
+    async with s.post(CMS, params={"timeout": "1s"}, json={"metadata": {"name": "quick"}}) as r:
+        assert r.status == 201
