@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..machinery import gofmt
 from ..machinery.quantity import QuantityError, format_quantity, parse_quantity
-from ..machinery.validation import FieldError, duplicate, forbidden, invalid, qualified_name, required
+from ..machinery.validation import FieldError, duplicate, forbidden, immutable, invalid, qualified_name, required
 from ..quota.resources import (
     SCOPES,
     is_extended,
@@ -118,6 +118,14 @@ class ResourceQuotaStrategy(Strategy):
         errs += [invalid("spec.scopes", scopes, m) for m in scope_errors(scopes, list(spec.get("hard") or {}))]
         if "scopeSelector" in spec and spec["scopeSelector"] is not None:
             errs += _scope_selector_errors(spec)
+        return errs
+
+    def validate_update(self, new, old):
+        """ValidateResourceQuotaUpdate: the spec as on create, and scopes, as a set, that do not change."""
+        errs = self.validate(new)
+        scopes = (new.get("spec") or {}).get("scopes")
+        if set(scopes or ()) != set((old.get("spec") or {}).get("scopes") or ()):
+            errs.append(immutable("spec.scopes", scopes or None))
         return errs
 
     def validate_status_update(self, new, old):

@@ -65,3 +65,21 @@ async def test_a_scope_selector_is_judged_as_validateScopedResourceSelectorRequi
         code, got = await causes(api, {"scopeName": "BestEffort", "operator": "Exists"}, hard={"cpu": "1"})
         assert (code, got) == (422, [(p, 'Invalid value: {"matchExpressions":[{"scopeName":"BestEffort","operator":"Exists"}]}: '
                                          "unsupported scope applied to resource")])
+
+
+async def test_a_quotas_scopes_do_not_change(tmp_path):
+    """ValidateResourceQuotaUpdate compares the scopes as sets: another scope, or none left, is `field is immutable`
+    (fuzz50: both were stored); the same scopes reordered, or the hard limits changed, pass."""
+    base = "/api/v1/namespaces/default/resourcequotas"
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+             "spec": {"hard": {"pods": "1"}, "scopes": ["NotBestEffort", "NotTerminating"]}}
+    async with served(tmp_path) as (_, api):
+        code, live = await send(api, "POST", base, quota)
+        assert code == 201, live
+        for spec, want in (({"hard": {"pods": "1"}, "scopes": ["BestEffort"]}, 'Invalid value: ["BestEffort"]: field is immutable'),
+                           ({"hard": {"pods": "1"}}, "Invalid value: null: field is immutable")):
+            code, status = await send(api, "PUT", f"{base}/q?dryRun=All", {**live, "spec": spec})
+            assert (code, status["details"]["causes"]) == (422, [{"reason": "FieldValueInvalid", "message": want, "field": "spec.scopes"}])
+        code, _ = await send(api, "PUT", f"{base}/q?dryRun=All",
+                             {**live, "spec": {"hard": {"pods": "2"}, "scopes": ["NotTerminating", "NotBestEffort"]}})
+        assert code == 200
