@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from ...cel.environment import METER_FROM
-from ...machinery import errors
+from ...machinery import errors, gofmt
 from ...machinery.gojson import value_kind
 from ...machinery.validation import invalid
 from ...machinery.selectors import matches_labels, selector_from_object
@@ -48,9 +48,14 @@ class ConfigError(Exception):
 
 @dataclass
 class Invocation:
+    """A policy bound to a request by one of its bindings; or, with no binding, a policy that cannot
+    be configured (`error`: its paramKind names no kind the server serves), which upstream's policy
+    source records on the policy before any binding is looked at (hook.ConfigurationError)."""
+
     policy: dict
-    binding: dict
+    binding: dict | None
     target: Target
+    error: str = ""
 
     @property
     def spec(self) -> dict:
@@ -58,7 +63,7 @@ class Invocation:
 
     @property
     def names(self) -> tuple[str, str]:
-        return self.policy["metadata"]["name"], self.binding["metadata"]["name"]
+        return self.policy["metadata"]["name"], self.binding["metadata"]["name"] if self.binding else ""
 
     @property
     def fail(self) -> bool:
@@ -123,6 +128,10 @@ class PolicyEngine:
             t = match_resources(self.rest, (p.get("spec") or {}).get("matchConstraints"), a)
             if t is None:
                 continue
+            if (unknown := self._unknown_param_kind(p)) is not None:
+                out.append(Invocation(p, None, t, f"failed to configure policy: failed to find resource "
+                                                  f"referenced by paramKind: '{unknown}'"))
+                continue
             for b in mine:
                 mr = (b.get("spec") or {}).get("matchResources")
                 if mr is not None and match_resources(self.rest, mr, a) is None:
@@ -159,6 +168,17 @@ class PolicyEngine:
         t = Target(res, version)
         await a.prepare(t, *found)
         return [a.versioned(t, o) for o in found]
+
+    def _unknown_param_kind(self, policy: dict) -> str | None:
+        """The policy's paramKind as Go prints a GroupVersionKind, where no served resource has it
+        (the RESTMapper's miss), whether or not a binding names a paramRef; else None."""
+        kind = (policy.get("spec") or {}).get("paramKind")
+        if kind is None:
+            return None
+        group, _, version = (kind.get("apiVersion") or "").rpartition("/")
+        if self._by_kind(group, version, kind.get("kind", "")) is not None:
+            return None
+        return f"{group}/{version}, Kind={kind.get('kind', '')}"
 
     def _by_kind(self, group: str, version: str, kind: str):
         res = self.rest.index.by_kind(group, kind)
@@ -295,6 +315,10 @@ class ValidatingPolicies(PolicyEngine):
         failures: list[dict] = []
         annotations: dict[str, list[str]] = {}
         for inv in self.invocations(a):
+            if inv.binding is None:
+                if inv.fail:
+                    denied.append((inv, inv.error, "Invalid"))
+                continue
             policy, binding = inv.names
             actions = (inv.binding.get("spec") or {}).get("validationActions") or []
             try:
@@ -326,7 +350,8 @@ class ValidatingPolicies(PolicyEngine):
         if denied:
             inv, msg, reason = denied[0]
             policy, binding = inv.names
-            raise self.forbidden(a, f"{self.kind} '{policy}' with binding '{binding}' denied request: {msg}", reason)
+            by = f"{self.kind} '{policy}' with binding '{binding}'" if binding else f"{self.kind} '{policy}'"
+            raise self.forbidden(a, f"{by} denied request: {msg}", reason)
 
     def _decide(self, inv: Invocation, act: dict, annotations: dict[str, list[str]]) -> list[tuple[int, str, str]]:
         """One invocation's decisions (expression index, message, reason): none where its matchConditions
@@ -420,6 +445,9 @@ class MutatingPolicies(PolicyEngine):
         for inv in self.invocations(a):
             if a.obj is None:
                 continue
+            if inv.binding is None:
+                self._error(inv, a, inv.error)
+                continue
             try:
                 all_params = await self.params(inv, a)
             except ConfigError as e:
@@ -440,9 +468,11 @@ class MutatingPolicies(PolicyEngine):
             state.last_output = json_copy(a.obj)
 
     def _error(self, inv: Invocation, a: Attributes, message: str) -> None:
+        """PolicyError's denial, where the failurePolicy fails (its Go %q of a policy with no binding)."""
         if inv.fail:
             policy, binding = inv.names
-            raise self.forbidden(a, f"policy '{policy}' with binding '{binding}' denied request: {message}")
+            by = f"policy '{policy}' with binding '{binding}'" if binding else f"policy {gofmt.quote(policy)}"
+            raise self.forbidden(a, f"{by} denied request: {message}")
 
     async def _apply(self, inv: Invocation, a: Attributes, params: dict | None) -> bool:
         t = inv.target

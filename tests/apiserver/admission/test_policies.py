@@ -335,20 +335,52 @@ async def test_authorizer_variable_checks_the_requesting_user(stack):
     assert ("bob", "approve", "", "configmaps", "default") in seen
 
 
-async def test_unknown_param_kind_is_a_binding_configuration_error(stack):
-    await api(stack, "validatingadmissionpolicies").create({"metadata": {"name": "p"}, "spec": {
-        "paramKind": {"apiVersion": "nope.example.com/v1", "kind": "Nope"},
-        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                                "resources": ["configmaps"]}]},
-        "validations": [{"expression": "params.ok == true"}]}})
-    await api(stack, "validatingadmissionpolicybindings").create({"metadata": {"name": "b"}, "spec": {
-        "policyName": "p", "validationActions": ["Deny"],
-        "paramRef": {"name": "x", "parameterNotFoundAction": "Allow"}}})
-    with pytest.raises(APIError) as e:
-        await api(stack, "configmaps", "").create({"metadata": {"name": "c", "namespace": "default"}})
-    assert e.value.message == ("configmaps \"c\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied "
-                               "request: failed to configure binding: paramKind kind `nope.example.com/v1, Kind=Nope` "
-                               "not known")
+async def test_a_policy_whose_param_kind_is_unknown_fails_by_its_failure_policy(tmp_path):
+    """Upstream's policy source cannot map the paramKind, so the policy carries a configuration error,
+    found before any binding is looked at: a binding with or without a paramRef, denied alike (422)
+    where the failurePolicy fails, and the policy not evaluated at all where it ignores."""
+    admission = f"/apis/{G}/v1"
+    cms = "/api/v1/namespaces/default/configmaps"
+    unknown = "failed to configure policy: failed to find resource referenced by paramKind: 'nope.example.com/v1, Kind=Nope'"
+
+    def policy(name, failure):
+        return {"metadata": {"name": name}, "spec": {
+            "paramKind": {"apiVersion": "nope.example.com/v1", "kind": "Nope"}, "failurePolicy": failure,
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                    "resources": ["configmaps"]}]},
+            "validations": [{"expression": "false", "message": "never"}]}}
+
+    async def created(c, name):
+        for _ in tries():
+            code, status = await send(c, "POST", cms, {"metadata": {"name": name}})
+            if code != 201:
+                return code, status
+            await send(c, "DELETE", f"{cms}/{name}")
+            await asyncio.sleep(0.05)
+
+    async with served(tmp_path) as (_, c):
+        assert (await send(c, "POST", f"{admission}/validatingadmissionpolicies", policy("p", "Fail")))[0] == 201
+        assert (await send(c, "POST", f"{admission}/validatingadmissionpolicybindings", {"metadata": {"name": "b"}, "spec": {
+            "policyName": "p", "validationActions": ["Deny"]}}))[0] == 201  # no paramRef
+        code, status = await created(c, "a")
+        assert (code, status["reason"], status["message"]) == (
+            422, "Invalid", f"configmaps \"a\" is forbidden: ValidatingAdmissionPolicy 'p' denied request: {unknown}")
+        # a paramRef to the kind no server serves: the same policy-level denial, no binding named
+        assert (await send(c, "PUT", f"{admission}/validatingadmissionpolicybindings/b", {
+            "metadata": {"name": "b", "resourceVersion": (await send(c, "GET", f"{admission}/validatingadmissionpolicybindings/b"))[1]["metadata"]["resourceVersion"]},
+            "spec": {"policyName": "p", "validationActions": ["Deny"],
+                     "paramRef": {"name": "x", "parameterNotFoundAction": "Allow"}}}))[0] == 200
+        assert (await send(c, "POST", cms, {"metadata": {"name": "b"}}))[1]["message"] == (
+            f"configmaps \"b\" is forbidden: ValidatingAdmissionPolicy 'p' denied request: {unknown}")
+        # Ignore: the policy is skipped whole, its validation ("false") never run
+        assert (await send(c, "DELETE", f"{admission}/validatingadmissionpolicies/p"))[0] == 200
+        assert (await send(c, "POST", f"{admission}/validatingadmissionpolicies", policy("p", "Ignore")))[0] == 201
+        for _ in tries():
+            code, _ = await send(c, "POST", cms, {"metadata": {"name": "c"}})
+            if code == 201:
+                break
+            await asyncio.sleep(0.05)
+        assert code == 201
 
 
 @pytest.mark.parametrize("policy,seen", [("IfNeeded", "1"), ("Never", "0")])
