@@ -69,8 +69,8 @@ pods as simulated_net works them out (where the runtime gave it the cluster's ne
 when each runs: a command reaching it is worked out no earlier than its time, so a run that
 reaches one of the script's top-level lists naming one after time has passed (`sleep 5; wget
 web`) waits there (`Wait`, `_Run.defers`), and an endless loop's later passes are each worked out
-as they come (`PASS`). Passes of a loop that ends (a `for`, a counted `while`) are still worked
-out at its start.
+as they come (`PASS`); so does a pass of a loop that ends (a `for`, a counted `while`) starting
+a top-level list, once time has passed in it (`_Run._pass_defers`).
 
 It is not a whole shell: no other command is recognised. A shell started
 without `-c` (`kubectl exec -it pod -- sh`) reads its stdin line by line
@@ -748,6 +748,8 @@ class _Run:
                         self.repeat = Endless(self, node)
                     self.now = math.inf  # else it spins, silent, forever
                     raise _Forever
+                if self._pass_defers(node):  # (the loop again from here, its condition read then)
+                    raise _Waiting
                 if self._iterate(node.cond, condition=True) == "break":
                     break
                 if (self.status == 0) == node.until:
@@ -807,12 +809,28 @@ class _Run:
         self.now = math.inf
         raise _Forever
 
+    def _pass_defers(self, node: Loop | For) -> bool:
+        """Whether the run leaves loop `node`'s next pass, time having passed since it started, for
+        its owner to run when its time comes (`Wait`, at no period), as `defers` leaves a top-level
+        list: where the loop starts the top-level list running (not nested in a loop, condition,
+        function or capture) and reaches the cluster's network, so each pass sees the cluster as
+        it is then, not as at the loop's start."""
+        if self.now <= 0 or self.loops != 1 or self.conditions or self.captured or self.frames or not self.rest:
+            return False
+        pipeline = self.rest[0][0][1]
+        return len(pipeline.commands) == 1 and pipeline.commands[0] is node and self.defers(self.rest[0])
+
     def for_loop(self, node: For) -> None:
         items = self.args[1:] if node.items is None else [f for w in node.items for f in self.expand(w)]
         status = 0
         self.loops += 1
         try:
-            for item in items:
+            for i, item in enumerate(items):
+                if self._pass_defers(node):  # the rest of its items, then what follows it
+                    (op, pipeline), *after = self.rest[0]
+                    rest = For(node.name, [(("lit", x, True),) for x in items[i:]], node.body)
+                    self.rest = [[(op, Pipeline([rest], pipeline.negate)), *after], *self.rest[1:]]
+                    raise _Waiting
                 self.vars[node.name] = item
                 jumped = self._iterate(node.body)
                 status = 0 if jumped else self.status

@@ -252,6 +252,38 @@ async def test_a_startup_probe_on_the_network_holds_started_until_it_passes(clus
     assert s["restartCount"] == 1
 
 
+async def test_a_for_loops_later_pass_reaches_a_service_made_after_it_started(cluster):
+    """A container's `for` loop that wgets each second runs each pass at its time: a pass after the
+    Service and its endpoint were made reaches it, and the container completes once its items end."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    looped = pod("client", "gpu-0", "sh", "-c", "for i in 1 2 3 4 5 6; do wget -qO- -T 1 web || echo no $i; sleep 1; done")
+    looped["spec"]["restartPolicy"] = "Never"
+    made = await pods.create(looped)
+    worker = await eventually(lambda: _worker(nodes, "gpu-0", made["metadata"]["uid"]))
+
+    async def log() -> str:
+        return worker.io.serve_log("main", LogOptions()).decode() if worker.io.logs.get("main") else ""
+    await eventually(lambda: _has(log, "no 1\n"))
+    await _web(client, pods)
+    await eventually(lambda: _has_endpoint(nodes, "web"))
+
+    async def advanced_until_served():
+        await clock.advance(1)
+        return await _has(log, "nanokube simulated pod default/web-1 port 8080\n")
+    await eventually(advanced_until_served)
+    served = (await log()).count("port 8080\n")
+    assert "no 1\n" in await log() and 1 <= served <= 5
+
+    async def advanced_until_done():
+        await clock.advance(1)
+        p = await pods.get("client", "default")
+        return p if p["status"].get("phase") == "Succeeded" else None
+    p = await eventually(advanced_until_done)
+    assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert (await log()).count("port 8080\n") + (await log()).count("no ") == 6, "one line a pass"
+
+
 async def _web(client, pods) -> tuple[str, str]:
     """Pod web-1 on gpu-1 behind Service `web`, its EndpointSlice web-x ready: the pod's IP and UID."""
     web = await pods.create(pod("web-1", "gpu-1", "sleep", "infinity", image="nginx"))
@@ -285,6 +317,10 @@ async def _unhealthy(client, pod_name: str, count: int) -> dict | None:
     items, _ = await client.resource("", "v1", "events").list(namespace="default")
     got = [e for e in items if e["reason"] == "Unhealthy" and e["involvedObject"]["name"] == pod_name]
     return got[0] if got and got[0].get("count", 1) >= count else None
+
+
+async def _has_endpoint(nodes: NodeManager, service: str) -> bool:
+    return not await _no_endpoint(nodes, service)
 
 
 async def _no_endpoint(nodes: NodeManager, service: str) -> bool:

@@ -306,6 +306,40 @@ def test_a_command_after_a_sleep_sees_the_cluster_as_it_is_then(network, files):
     assert [next(passes) for _ in range(2)] == [(2, "pass", None), (2, "stderr", "wget: bad address 'late'\n")]
 
 
+def test_a_loop_that_ends_runs_each_later_pass_when_its_time_comes(network, files):
+    """A `for` loop (and a counted `while`) reaching the network, its passes taking time, leaves each
+    later pass for its time (a Wait at no period): a pass sees a Service made since, and the loop
+    goes on with its remaining items, then what follows it."""
+    program = interpret(["sh", "-c", "for i in 1 2 3; do wget -qO- late || echo no $i; sleep 2; done; echo done $i"],
+                        0.0, files)
+    assert (program.output, program.wait.at, program.wait.period) == (((0, "no 1\n"),), 2, 0)
+    network.cluster.services.append(_service("late", "10.96.0.70"))
+    network.cluster.endpoint_slices.append(_slice("late", 8080, ("10.244.0.5", True)))
+    second = program.wait.resume(files(), 2.0)
+    assert (second.output, second.wait.at) == (((0, WEB.encode()),), 2)
+    network.cluster.services.pop()
+    third = second.wait.resume(files(), 4.0)
+    assert (third.output, third.wait) == (((0, "no 3\n"), (2, "done 3\n")), None)
+    assert third.seconds == 2 and third.exit_code == 0
+
+    counted = interpret(["sh", "-c", "n=0; while [ $n -lt 2 ]; do n=$((n+1)); wget -qO- late || echo no $n; "
+                         "sleep 1; done"], 0.0, files)
+    assert (counted.output, counted.wait.at) == (((0, "no 1\n"),), 1)
+    network.cluster.services.append(_service("late", "10.96.0.70"))
+    later = counted.wait.resume(files(), 1.0)
+    assert (later.output, later.wait.at) == (((0, WEB.encode()),), 1)
+    last = later.wait.resume(files(), 2.0)  # its condition, read then, ends it
+    assert (last.output, last.wait, last.seconds) == ((), None, 0)
+
+
+def test_a_loop_without_the_network_or_nested_is_worked_out_at_its_start(network, files):
+    """Passes that reach no network, and a loop nested in a function, are still worked out ahead."""
+    program = interpret(["sh", "-c", "for i in 1 2; do echo $i; sleep 1; done"], 0.0, files)
+    assert (program.output, program.wait, program.seconds) == (((0, "1\n"), (1, "2\n")), None, 2)
+    nested = interpret(["sh", "-c", "f() { for i in 1 2; do wget -qO- web; sleep 1; done; }; f"], 0.0, files)
+    assert (nested.output, nested.wait) == (((0, WEB.encode()), (1, WEB.encode())), None)
+
+
 def test_curl_write_out_variables(network, files):
     fmt = "%{http_code} %{content_type} %{size_download} %{url_effective} %{remote_port} %{exitcode} 100%%\\n"
     assert run(["curl", "-so", "/dev/null", "-w", fmt, "web"], files) == (
