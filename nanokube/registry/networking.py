@@ -317,12 +317,20 @@ def _validate_lb_ingress(status: dict, old_status: dict, path: str) -> list[Fiel
 
 
 def _ingress_hosts(o: Obj) -> str:
-    """formatHosts: up to three hosts, '*' for a rule without one."""
-    hosts = [r.get("host") or "*" for r in _spec(o).get("rules") or []]
+    """formatHosts: the first three rules' hosts (a hostless rule adds none), '*' when there are
+    none, and once three are listed any rule after them counts as 'more'."""
+    rules = _spec(o).get("rules") or []
+    hosts: list[str] = []
+    more = False
+    for rule in rules:
+        if len(hosts) == 3:
+            more = True
+            break
+        if rule.get("host"):
+            hosts.append(rule["host"])
     if not hosts:
         return "*"
-    text = ",".join(hosts[:3])
-    return text + (f" + {len(hosts) - 3} more..." if len(hosts) > 3 else "")
+    return ",".join(hosts) + (f" + {len(rules) - 3} more..." if more else "")
 
 
 def _lb_addresses(o: Obj) -> str:
