@@ -578,9 +578,11 @@ class WatchCache:
         if type(spec) is not dict:
             return
         old = prev.get("spec") if prev is not None else None
+        if old is spec:  # kept by the write (a status write's): `==` walked every field to find that
+            return
         if type(old) is not dict:
             old = {}
-        elif old == spec:  # identity first, then a C-level comparison
+        elif old == spec:  # a C-level comparison
             obj["spec"] = old
             json_memo.alias(spec, old)
             return
