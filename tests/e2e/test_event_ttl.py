@@ -33,7 +33,7 @@ def event_names(api: client.CoreV1Api) -> list[str]:
 
 
 def test_an_event_is_listed_then_deleted_after_its_ttl_and_a_watch_sees_it_go():
-    with running_cluster("event-ttl", ("--event-ttl", "3s", *QUIET)) as c:
+    with running_cluster("event-ttl", ("--event-ttl", "2s", *QUIET)) as c:
         api = client.CoreV1Api(c.client())
         rv = c.kubectl_json("get", "events", "-n", "default")["metadata"]["resourceVersion"]
         watch = subprocess.Popen(
