@@ -3,7 +3,8 @@ change what users see. Mutating (they run first, in upstream's order):
 NamespaceLifecycle, NodeRestriction, Priority, the CertificateSigningRequest
 requester and PodGroupProtection (ServiceAccount is service_account.py). Validating:
 ClusterTrustBundleAttest, CertificateSubjectRestriction, DRA's admin-access namespace check,
-and CertificateApproval and CertificateSigning (CertificateSigners, which needs the subresource)."""
+Priority's one global default, and CertificateApproval and CertificateSigning (CertificateSigners,
+which needs the subresource)."""
 
 from __future__ import annotations
 
@@ -38,9 +39,11 @@ class BuiltinPlugins:
         self.authorizer = None
         #: where Namespaces are stored (NamespaceLifecycle reads one on every namespaced create)
         self._namespaces: str | None = None
-        #: the PriorityClass marked globalDefault (the first by name), or None
+        #: the PriorityClass marked globalDefault, or None; of several (created in a race), the one
+        #: of the lowest value, as upstream's getDefaultPriorityClass picks
         self._global_default = Listing(rest, "scheduling.k8s.io", "priorityclasses",
-                                       lambda pcs: next((pc for pc in pcs if pc.get("globalDefault")), None))
+                                       lambda pcs: min((pc for pc in pcs if pc.get("globalDefault")),
+                                                       key=lambda pc: pc.get("value", 0), default=None))
 
     def mutate(self, res: Resource, op: str, obj: dict, old: dict | None, opts, subresource: str = "",
                namespace: str = "") -> None:
@@ -75,6 +78,19 @@ class BuiltinPlugins:
         if res.group == "resource.k8s.io" and res.plural in ("resourceclaims", "resourceclaimtemplates") \
                 and op == "CREATE":
             self._admin_access(res, obj)
+        if res.group == "scheduling.k8s.io" and res.plural == "priorityclasses" and op in ("CREATE", "UPDATE"):
+            self._one_global_default(obj, op)
+
+    def _one_global_default(self, pc: dict, op: str) -> None:
+        """Priority's validation: a second PriorityClass may not be created as, or made, the global default."""
+        if not pc.get("globalDefault"):
+            return
+        default = self._global_default()
+        name = pc["metadata"].get("name", "")
+        if default is not None and (op == "CREATE" or default["metadata"]["name"] != name):
+            raise errors.forbidden("scheduling.k8s.io", "priorityclasses", name,
+                                   f"PriorityClass {default['metadata']['name']} is already marked as default. "
+                                   "Only one default can exist")
 
     def _admin_access(self, res: Resource, obj: dict) -> None:
         """DRA admin access (in-use devices) only in namespaces labelled for it (KEP-5018)."""

@@ -172,3 +172,31 @@ async def test_pod_certificate_request_status_needs_sign_for_its_signer(tmp_path
                                           'Forbidden: User "dave" is not permitted to "sign" for signer '
                                           '"example.com/workload-identity"'}]
     assert [c["type"] for c in denied["status"]["conditions"]] == ["Denied"]
+
+
+async def test_priority_allows_one_global_default_priority_class(tmp_path):
+    """Priority's validation (`kubectl create priorityclass b --global-default` while `a` is the
+    default): a second default is Forbidden on create, and on an update making another one the
+    default; the default itself may be updated, and a pod without a class still gets its value."""
+    async with served(tmp_path) as (_, api_client):
+        sched, core = client.SchedulingV1Api(api_client), client.CoreV1Api(api_client)
+
+        def pc(name: str, value: int, default: bool) -> dict:
+            return {"metadata": {"name": name}, "value": value, "globalDefault": default}
+
+        await asyncio.to_thread(sched.create_priority_class, pc("a", 100, True))
+        refusals = []
+        for call, body in ((sched.create_priority_class, pc("b", 200, True)),
+                           (sched.create_priority_class, pc("c", 300, False)),
+                           (lambda body: sched.patch_priority_class("c", body), {"globalDefault": True})):
+            try:
+                await asyncio.to_thread(call, body)
+            except ApiException as e:
+                refusals.append((e.status, json.loads(e.body)["message"]))
+        await asyncio.to_thread(sched.patch_priority_class, "a", {"description": "the default"})
+        pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        got = await asyncio.to_thread(core.create_namespaced_pod, "default", pod)
+    why = "is forbidden: PriorityClass a is already marked as default. Only one default can exist"
+    assert refusals == [(403, f'priorityclasses.scheduling.k8s.io "b" {why}'),
+                        (403, f'priorityclasses.scheduling.k8s.io "c" {why}')]
+    assert (got.spec.priority_class_name, got.spec.priority) == ("a", 100)
