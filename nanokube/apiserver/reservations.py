@@ -22,15 +22,17 @@ is given up for the next free one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
+from collections.abc import Awaitable
 
 import orjson
 
 from ..machinery.errors import APIError
 from ..machinery.services import needs_health_check
 from ..registry.core_services import AllocationError, ServiceStrategy, cluster_ips, node_ports
-from ..store.interface import KeyExists, KeyNotFound, RevisionMismatch
+from ..store.interface import KV, KeyExists, KeyNotFound, RevisionMismatch
 from .ipaddresses import GROUP, ip_address_for
 from .background import BackgroundLoop
 from .rest import SYSTEM, WriteOptions
@@ -162,6 +164,28 @@ class Reservations:
                 return None
             s.pick(uid, port)
         return None
+
+    async def written(self, write: Awaitable[KV], made: list) -> KV:
+        """The Service's store `write`, its values recorded as `made`. A request cancelled while
+        the write is in flight (its client gone, its deadline past) leaves the write to end in a
+        task of its own, since the store may make it all the same, and its records are removed
+        only if it fails: a Service stored without them would let another worker hand its values
+        out again. `made` is emptied then, so the caller's `undo` removes nothing."""
+        task = asyncio.ensure_future(write)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            records = made[:]
+            made.clear()
+            _BACKGROUND.add(task)
+            task.add_done_callback(functools.partial(self._undo_unwritten, records))
+            raise
+
+    def _undo_unwritten(self, records: list, task: asyncio.Task) -> None:
+        """A cancelled request's write has ended: its `records` removed if the store did not make it."""
+        _BACKGROUND.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            _hold(asyncio.ensure_future(self.undo(records)))
 
     async def undo(self, made: list) -> None:
         """Removes the records `made` (the write failed), to the end even if the request is

@@ -941,7 +941,8 @@ class GenericREST:
                 value, handed, at = await _stored_json(res, obj, large)
                 self.cache.expect(key, value, handed, at)
                 try:
-                    kv = await self.store.create(key, value)
+                    write = self.store.create(key, value)
+                    kv = await (held.written(write, made) if made else write)
                     break
                 except KeyExists:
                     if not generated or attempt == NAME_ATTEMPTS - 1:
@@ -1221,7 +1222,8 @@ class GenericREST:
             spec = new.get("spec")
             value, handed, at = await _stored_json(res, new, large, spec is not None and spec is old.get("spec"))
             self.cache.expect(key, value, handed, at)
-            kv = await self.store.update(key, value, expected_rev, entry.kv)
+            write = self.store.update(key, value, expected_rev, entry.kv)
+            kv = await (held.written(write, made) if made else write)
         except BaseException as e:
             if made:
                 await held.undo(made)

@@ -247,6 +247,77 @@ async def test_a_request_cancelled_while_a_record_is_written_has_it_removed(work
     assert e.value.code == 404
 
 
+@pytest.mark.parametrize("taken", [False, True])
+async def test_a_request_cancelled_while_its_service_is_written_keeps_the_records_of_a_service_stored(
+        workers, monkeypatch, taken):
+    """The Service's own write in flight when the request ends (its client gone, its deadline
+    past): the store makes it all the same, and its ClusterIP and node port stay recorded, or
+    the name was taken and the write fails, and they are removed."""
+    a, _ = workers
+    if taken:
+        await services(a).create(svc("s"))
+    before = await _records(a)
+    ip, port = f"10.96.9.{11 + taken}", 30997 - taken  # (the allocators are the process's: a value each)
+    store, writing, answer = a.store, asyncio.Event(), asyncio.Event()
+    create = store.create
+
+    async def late_answer(key, value):  # the write goes in; its answer is on its way when the request ends
+        if key.endswith("/services/default/s"):
+            writing.set()
+            await answer.wait()
+        return await create(key, value)
+
+    monkeypatch.setattr(store, "create", late_answer)
+    request = asyncio.ensure_future(services(a).create(svc("s", clusterIP=ip, ports=[{"port": 80, "nodePort": port}])))
+    await asyncio.wait_for(writing.wait(), 10)
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    answer.set()
+    for _ in tries():  # the write, then any undo, end in tasks of their own
+        if not reservations._BACKGROUND:
+            break
+        await asyncio.sleep(0.01)
+    stored = await services(a).get("s", NS)
+    ip_key = a.index.get("networking.k8s.io", "v1", "ipaddresses").key(None, ip)
+    if taken:
+        assert stored["spec"]["ports"][0]["nodePort"] != port and await _records(a) == before
+    else:
+        assert (stored["spec"]["clusterIP"], stored["spec"]["ports"][0]["nodePort"]) == (ip, port)
+        assert await _records(a) == ([ip_key], [f"{NODE_PORTS}{port}"])
+
+
+async def test_a_request_cancelled_while_its_update_is_written_keeps_the_records_of_its_new_values(
+        workers, monkeypatch):
+    """An update that gives a Service a node port, cancelled while its write is in flight: the
+    store makes it, and the new port stays recorded."""
+    a, _ = workers
+    await services(a).create(svc("u", type="ClusterIP"))
+    store, writing, answer = a.store, asyncio.Event(), asyncio.Event()
+    update = store.update
+
+    async def late_answer(key, *args):
+        if key.endswith("/services/default/u"):
+            writing.set()
+            await answer.wait()
+        return await update(key, *args)
+
+    monkeypatch.setattr(store, "update", late_answer)
+    request = asyncio.ensure_future(services(a).patch("u", {"spec": {"type": "NodePort", "ports": [
+        {"port": 80, "nodePort": 30995}]}}, namespace=NS))
+    await asyncio.wait_for(writing.wait(), 10)
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    answer.set()
+    for _ in tries():
+        if not reservations._BACKGROUND:
+            break
+        await asyncio.sleep(0.01)
+    assert (await services(a).get("u", NS))["spec"]["ports"][0]["nodePort"] == 30995
+    assert (await _records(a))[1] == [f"{NODE_PORTS}30995"]
+
+
 def local_lb(name: str, **spec) -> dict:
     return svc(name, type="LoadBalancer", externalTrafficPolicy="Local", allocateLoadBalancerNodePorts=False, **spec)
 
