@@ -58,13 +58,16 @@ def test_a_failing_post_start_is_a_warning_event_and_the_container_restarts(clus
 
 def test_pre_stop_drains_before_sigterm_and_its_sidecar_sees_it(cluster):
     """Deleting the pod runs the server's preStop (it writes `drain` on the shared emptyDir, then
-    takes 1 s): the other container, which ignores SIGTERM, finds the file and exits 0 by itself;
-    the server, signalled after the hook, exits 143 from its TERM trap (as its container's PID 1 a
-    shell without a handler would ignore SIGTERM and be killed after the grace period)."""
+    takes 1 s and writes `hooked`): the other container, which ignores SIGTERM, finds the file and
+    exits 0 by itself; the server, signalled after the hook, exits 143 from its TERM trap, and 99
+    had the hook not ended by then (as its container's PID 1 a shell without a handler would
+    ignore SIGTERM and be killed after the grace period)."""
     name = "server"
     cluster.kubectl("apply", "-f", "-", input=_pod(name, [
-        {"name": "main", "command": ["sh", "-c", "trap 'exit 143' TERM; while true; do sleep 1; done"],
-         "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo draining > /work/drain; sleep 1"]}}}},
+        {"name": "main", "command": ["sh", "-c", "trap '[ -f /work/hooked ] && exit 143; exit 99' TERM; "
+                                                 "while true; do sleep 1; done"],
+         "lifecycle": {"preStop": {"exec": {"command": [
+             "sh", "-c", "echo draining > /work/drain; sleep 1; touch /work/hooked"]}}}},
         {"name": "watcher", "command": ["sh", "-c", "trap '' TERM; touch /work/watching; "
                                                     "until [ -f /work/drain ]; do sleep 1; done; "
                                                     '[ "$(cat /work/drain)" = draining ]']}]))
