@@ -51,7 +51,7 @@ from ..machinery.gofmt import quote as go_quote
 from ..machinery.conditions import transition_time
 from ..machinery import restartrules
 from ..machinery.errors import APIError
-from ..machinery.streaming import StreamFailed, StreamSession, start_not_found
+from ..machinery.streaming import StreamFailed, StreamSession, executable_not_found, start_not_found
 from ..client.http import EXPECTED
 from ..clock import parse_time
 from . import hooks, prober, simulated_net
@@ -1897,6 +1897,11 @@ class PodWorker:
                     continue  # (not one ending now)
                 probe, worker = _net_probe(c, kind), self.net[name, kind]
                 ok, output = await self._exec_probe(c, probe)
+                if ok is None:  # an error, not a result: thrown away (doProbe), the state unchanged
+                    worker.ran(probe, at)
+                    await self._event("Warning", "Unhealthy", f"{called} probe errored and resulted in unknown state: "
+                                      f"{output}", field_path(self.pod, name))
+                    continue
                 if not ok:
                     await self._event("Warning", "Unhealthy", f"{called} probe failed: {output}", field_path(self.pod, name))
                 if not worker.record(probe, ok, at):
@@ -1914,12 +1919,16 @@ class PodWorker:
                     self.lifetimes[name] = at, 137
         return changed
 
-    async def _exec_probe(self, c: dict, probe: dict) -> tuple[bool, str]:
+    async def _exec_probe(self, c: dict, probe: dict) -> tuple[bool | None, str]:
         """Run exec probe `probe` in running container `c` as `kubectl exec` runs its command, on
         simulated_net's view of the cluster now: whether it passed, and its output (stdout then
         stderr, as ExecSync gives them). One that runs past timeoutSeconds fails with the runtime's
-        words; one not interpreted passes, as other simulated probes do."""
+        words; one not interpreted passes, as other simulated probes do. A tool the image lacks,
+        exec'd directly, cannot run at all: None, and the runtime's error."""
         command, name = probe["exec"]["command"], c["name"]
+        if command[0].rpartition("/")[2] in simulated_net.image_lacks(c.get("image", "")):
+            exec_id = hashlib.sha256(f"{self.uid}/{name}/{command}".encode()).hexdigest()
+            return None, f"rpc error: code = Unknown desc = {executable_not_found(exec_id, command[0])}"
         timeout = probe.get("timeoutSeconds") or prober.TIMEOUT_SECONDS
         token = simulated_net.NETWORK.set(await simulated_net.view(self, " ".join(command), c.get("image", "")))
         try:

@@ -72,11 +72,15 @@ class Worker:
     run: int = 0
     held: bool = False
 
-    def record(self, probe: dict, ok: bool, at: float) -> bool:
-        """Count a run at `at` (its next is the first period tick after); whether the result reported
-        changed: it takes successThreshold successes, or failureThreshold failures, in a row."""
+    def ran(self, probe: dict, at: float) -> None:
+        """It ran at `at`: its next run is at the first period tick after."""
         period = probe.get("periodSeconds") or PERIOD_SECONDS
         self.due += ((at - self.due) // period + 1) * period
+
+    def record(self, probe: dict, ok: bool, at: float) -> bool:
+        """Count a run at `at` (`ran`); whether the result reported changed: it takes
+        successThreshold successes, or failureThreshold failures, in a row."""
+        self.ran(probe, at)
         self.run = self.run + 1 if ok == self.last else 1
         self.last = ok
         needed = (probe.get("successThreshold") or SUCCESS_THRESHOLD) if ok else \

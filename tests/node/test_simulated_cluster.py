@@ -252,6 +252,36 @@ async def test_a_startup_probe_on_the_network_holds_started_until_it_passes(clus
     assert s["restartCount"] == 1
 
 
+async def test_a_probe_exec_of_a_tool_the_image_lacks_errors_and_changes_nothing(cluster):
+    """wget is not in ubuntu: the runtime cannot exec it, so each run is an error, not a result
+    (Unhealthy "probe errored and resulted in unknown state", the runtime's words); its worker
+    throws it away: the container never turns Ready, nor does a failing liveness probe kill it."""
+    client, _, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    await _web(client, pods)
+    probed = pod("client", "gpu-0", "sleep", "infinity", image="ubuntu:24.04")
+    wget = {"exec": {"command": ["wget", "-qO-", "web"]}, "periodSeconds": 2, "failureThreshold": 1}
+    probed["spec"]["containers"][0] |= {"readinessProbe": wget, "livenessProbe": wget}
+    await pods.create(probed)
+
+    async def errored(count: int):
+        items, _ = await client.resource("", "v1", "events").list(namespace="default")
+        got = {e["message"].partition(" ")[0]: e for e in items if e["reason"] == "Unhealthy"}
+        return got if len(got) == 2 and all(e.get("count", 1) >= count for e in got.values()) else None
+    for runs in (1, 2, 3):
+        got = await eventually(lambda: errored(runs))
+        await clock.advance(2)
+    words = ('rpc error: code = Unknown desc = failed to exec in container: failed to start exec "{}": OCI runtime '
+             'exec failed: exec failed: unable to start container process: exec: "wget": executable file not found '
+             'in $PATH: unknown')
+    for kind in ("Readiness", "Liveness"):
+        message = got[kind]["message"]
+        exec_id = message.split('start exec "')[1].split('"')[0]
+        assert message == f"{kind} probe errored and resulted in unknown state: " + words.format(exec_id)
+    s = (await pods.get("client", "default"))["status"]["containerStatuses"][0]
+    assert (s["ready"], s["restartCount"]) == (False, 0) and "running" in s["state"]
+
+
 async def test_a_for_loops_later_pass_reaches_a_service_made_after_it_started(cluster):
     """A container's `for` loop that wgets each second runs each pass at its time: a pass after the
     Service and its endpoint were made reaches it, and the container completes once its items end."""
