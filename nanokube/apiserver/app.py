@@ -173,6 +173,8 @@ class APIServer:
         self.rest.admission = Admission(self.rest)
         self.handlers = APIHandlers(self.rest, self.index, clock, self.metrics, None)
         self.handlers.min_request_timeout = min_request_timeout
+        #: every request's but the long-running ones' (WithRequestDeadline)
+        self.deadlines = timeout.Deadlines(clock)
         self.rbac = RBACAuthorizer(CachePolicySource(self.index, self.cache))
         self.authorizer = ChainAuthorizer(NodeAuthorizer(*cache_reader(self.index, self.cache)), self.rbac)
         self.rest.admission.authorizer = self.authorizer
@@ -500,7 +502,7 @@ class APIServer:
             if self.audit is not None:
                 await self.audit.refused(request, attrs, e)
             return expect.answered(request, await as_negotiated(request, error_response(e)))
-        return await timeout.within(request, seconds, self.clock, self._handled(request, attrs, routed))
+        return await self.deadlines.within(request, seconds, self._handled(request, attrs, routed))
 
     async def _handled(self, request: web.Request, attrs, routed: bool) -> web.StreamResponse:
         """`_serve`'s request past its deadline's filter: `routed`, through the application."""

@@ -6,13 +6,18 @@ the timeout filter's 504 and its write is not stored; long-running requests have
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.audit_policy import parse
+from nanokube.apiserver.timeout import Deadlines
+from nanokube.clock import VirtualClock
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_request_body import admin_context
@@ -109,3 +114,35 @@ async def test_a_write_past_its_timeout_is_answered_504_by_the_timeout_filter_an
     # the connection, and the server, serve on
     async with s.post(CMS, params={"timeout": "1s"}, json={"metadata": {"name": "quick"}}) as r:
         assert r.status == 201
+
+
+async def test_default_deadlines_share_one_timer_and_each_comes_due_in_its_turn():
+    """--request-timeout's 60 s deadlines wait in arrival order under one timer (timeout.Deadlines),
+    on the injected clock: a request that ends stops counting, one still served at its 60 s gets
+    the 504, and those after it keep their own time; a shorter `timeout` keeps its own timer."""
+    clock = VirtualClock()
+    deadlines = Deadlines(clock)
+    release = {name: asyncio.Event() for name in ("a", "b", "c", "short")}
+
+    async def served(name):
+        await release[name].wait()
+        return web.Response(text=name)
+
+    def start(name, seconds=60.0):
+        request = make_mocked_request("GET", "/", writer=SimpleNamespace(output_size=0))  # (nothing sent yet)
+        return asyncio.ensure_future(deadlines.within(request, seconds, served(name)))
+
+    a = start("a")
+    await clock.advance(10)
+    b, c = start("b"), start("c")
+    short = start("short", 5.0)
+    await clock.advance(5)
+    assert short.done() and short.result().status == 504  # its own 5 s
+    release["a"].set()
+    assert (await a).text == "a"
+    await clock.advance(54.9)  # 69.9 s in: b and c, 59.9 s old, are still served
+    assert not b.done() and not c.done()
+    release["c"].set()
+    assert (await c).text == "c"
+    await clock.advance(0.2)
+    assert b.done() and b.result().status == 504
