@@ -97,6 +97,20 @@ async def test_an_update_handed_a_stale_kv_is_a_conflict_and_writes_nothing(stor
     assert await store.current_revision() == gone.mod_revision
 
 
+async def test_an_update_handed_the_kv_of_a_key_deleted_and_made_again_is_a_conflict(store, prefix):
+    """The key deleted and created again between the caller's read and its write (a watch cache
+    behind both): the `prev` it hands is of the old incarnation, so the write is refused with the
+    new one's KV, which it leaves as it is, and publishes nothing."""
+    first = await store.create(prefix + "a", b"old")
+    await store.delete(prefix + "a")
+    again = await store.create(prefix + "a", b"new")
+    with pytest.raises(RevisionMismatch) as err:
+        await store.update(prefix + "a", b"lost", first.mod_revision, first)
+    assert err.value.current == again and again.create_revision > first.create_revision
+    assert await store.get(prefix + "a") == again
+    assert await store.current_revision() == again.mod_revision
+
+
 async def test_update_missing_raises_key_not_found(store, prefix):
     with pytest.raises(KeyNotFound):
         await store.update(prefix + "nope", b"x", 0)
