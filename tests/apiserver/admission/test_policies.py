@@ -381,6 +381,16 @@ async def test_a_policy_whose_param_kind_is_unknown_fails_by_its_failure_policy(
                 break
             await asyncio.sleep(0.05)
         assert code == 201
+        # a mutating policy alike, in PolicyError's words for a policy with no binding (its name as Go's %q)
+        mutating = policy("m", "Fail")
+        mutating["spec"] |= {"reinvocationPolicy": "Never", "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+            "expression": '[JSONPatch{op: "add", path: "/metadata/labels", value: {"m": "1"}}]'}}]}
+        del mutating["spec"]["validations"]
+        assert (await send(c, "POST", f"{admission}/mutatingadmissionpolicies", mutating))[0] == 201
+        assert (await send(c, "POST", f"{admission}/mutatingadmissionpolicybindings", {"metadata": {"name": "m"},
+                                                                                    "spec": {"policyName": "m"}}))[0] == 201
+        code, status = await created(c, "d")
+        assert (code, status["message"]) == (403, f'configmaps "d" is forbidden: policy "m" denied request: {unknown}')
 
 
 @pytest.mark.parametrize("policy,seen", [("IfNeeded", "1"), ("Never", "0")])
