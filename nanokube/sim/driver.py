@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 
 from ..apiserver.eventttl import DEFAULT_TTL
-from ..clock import Clock, VirtualClock
+from ..apiserver.timeout import Deadlines
+from ..clock import REAL, Clock, VirtualClock
 from ..client.informer import Informer
 from ..machinery.errors import APIError
 from ..node.cluster import Cluster
@@ -188,6 +189,9 @@ async def run(name: str, cluster: Cluster, trace: Trace, config: SchedulerConfig
         # a served watch's default length (--min-request-timeout's draw) runs on this clock: scaled,
         # `kubectl get -w` lasts as many real seconds as against `nanokube up`, not 1/speed of them
         plane.server.handlers.min_request_timeout *= speed
+        # and a request's deadline (--request-timeout's 60 s) is the wall clock's, as upstream's:
+        # on this clock a client would have 60/speed real seconds (60 ms at 1000x) to be answered
+        plane.server.deadlines = Deadlines(REAL)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     await plane.start()
     if serve_port is not None:

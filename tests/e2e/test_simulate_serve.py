@@ -1,9 +1,11 @@
 """`nanokube simulate --speed X --serve-port PORT`: a served watch without timeoutSeconds lasts as
 long in real time as one against `nanokube up` (--min-request-timeout's 30 to 60 min draw), not
-1/X of it, though the server's clock runs X times faster."""
+1/X of it, though the server's clock runs X times faster; so does a request's deadline
+(--request-timeout's 60 s)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import select
@@ -12,6 +14,7 @@ import sys
 import time
 
 from .conftest import KUBECTL
+from .test_bad_input import HTTP
 
 CLUSTER = """\
 pools:
@@ -58,6 +61,19 @@ def test_a_served_watch_lasts_in_real_time_at_a_high_speed(tmp_path):
         assert watch.returncode is None, f"the watch ended after < {OPEN_FOR} s: rc {watch.returncode}"
         watch.kill()
         watch.communicate(timeout=10)
+        # a create whose body comes 0.5 s after its headers: past 60 virtual seconds, well within 60 real ones
+        h = HTTP(kubeconfig)
+        conn = http.client.HTTPSConnection(h.server.removeprefix("https://"), context=h.ctx, timeout=30)
+        body = json.dumps({"metadata": {"name": "slow"}}).encode()
+        conn.putrequest("POST", "/api/v1/namespaces/default/configmaps")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders()
+        time.sleep(0.5)
+        conn.send(body)
+        answer = conn.getresponse()
+        assert answer.status == 201, (answer.status, answer.read()[-2000:])
+        conn.close()
     finally:
         for p in (watch, sim):
             if p is not None and p.poll() is None:
