@@ -10,7 +10,12 @@ the timeout filter answers 504 with its own Status (written by json.Encoder
 with no kind, and sniffed as text/plain by Go's server) if nothing was written
 yet, else it cuts the connection (ErrAbortHandler). Upstream leaves the
 handler running against a cancelled context; here its task is cancelled, as a
-client that goes away cancels it, so a write past its deadline is not stored.
+client that goes away cancels it: a write not yet handed to the store is not
+made, but one the store has taken (SQLite runs the statement at once and
+commits its batch whatever the caller does) is made all the same, as upstream's
+may commit after its 504 (reservations.written keeps such a Service's records).
+Deadlines run on the server's clock; a paced simulation hands it the wall
+clock's (sim/driver.py).
 """
 
 from __future__ import annotations
