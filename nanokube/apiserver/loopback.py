@@ -155,8 +155,11 @@ class ResourceClient:
         d = mutation.DETECTOR
         if d is not None:
             d.check_write(obj)
+        # the copy's JSON goes along as an HTTP request's body does: the server judges the object's
+        # size by it (rest._large) instead of encoding the object once more
+        raw = orjson.dumps(obj)
         out = await self._audited("create", ns, "", self.c.rest.create(
-            self.res, self.version, ns, orjson.loads(orjson.dumps(obj)), self._opts(response=response)), sent=obj,
+            self.res, self.version, ns, orjson.loads(raw), self._opts(response=response, body=raw)), sent=obj,
             stored=not response)
         return self._handed_out(out.obj, "create") if response else None
 

@@ -233,3 +233,20 @@ async def test_a_create_whose_answer_is_dropped_is_stored_and_audited_as_any(sta
         assert kept["responseObject"] == answered
     else:
         assert "responseObject" not in dropped
+
+
+async def test_a_create_hands_the_server_its_json_as_an_http_body_does(stack, monkeypatch):
+    """The server judges a loopback create's size (whether its checks leave the loop) by the JSON the
+    client's copy was made from, as by an HTTP request's body, not by encoding the object again."""
+    from nanokube.apiserver import rest
+
+    sizes = []
+    judge = rest._large
+    monkeypatch.setattr(rest, "_large", lambda obj, size=0: sizes.append((size, obj == sent)) or judge(obj, size))
+    small = {"metadata": {"name": "small", "namespace": "default"}, "data": {"k": "v"}}
+    large = {"metadata": {"name": "large", "namespace": "default"}, "data": {"k": "v" * rest.OFF_LOOP_OBJECT}}
+    configmaps = stack.client.resource("", "v1", "configmaps")
+    for sent in (small, large):
+        await configmaps.create(sent)
+    assert sizes == [(len(orjson.dumps(small)), True), (len(orjson.dumps(large)), True)]
+    assert (await configmaps.get("large", "default"))["data"] == large["data"]
