@@ -247,6 +247,21 @@ async def test_a_request_cancelled_while_a_record_is_written_has_it_removed(work
     assert e.value.code == 404
 
 
+async def _cancelled_in_flight(request, writing: asyncio.Event, answer: asyncio.Event) -> None:
+    """Runs `request`, cancels it once its store write is in flight (`writing`), lets the store
+    answer, and waits until the tasks the request left (the write, an undo) have ended."""
+    request = asyncio.ensure_future(request)
+    await asyncio.wait_for(writing.wait(), 10)
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    answer.set()
+    for _ in tries():
+        if not reservations._BACKGROUND:
+            break
+        await asyncio.sleep(0.01)
+
+
 @pytest.mark.parametrize("taken", [False, True])
 async def test_a_request_cancelled_while_its_service_is_written_keeps_the_records_of_a_service_stored(
         workers, monkeypatch, taken):
@@ -268,16 +283,8 @@ async def test_a_request_cancelled_while_its_service_is_written_keeps_the_record
         return await create(key, value)
 
     monkeypatch.setattr(store, "create", late_answer)
-    request = asyncio.ensure_future(services(a).create(svc("s", clusterIP=ip, ports=[{"port": 80, "nodePort": port}])))
-    await asyncio.wait_for(writing.wait(), 10)
-    request.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await request
-    answer.set()
-    for _ in tries():  # the write, then any undo, end in tasks of their own
-        if not reservations._BACKGROUND:
-            break
-        await asyncio.sleep(0.01)
+    await _cancelled_in_flight(services(a).create(svc("s", clusterIP=ip, ports=[{"port": 80, "nodePort": port}])),
+                               writing, answer)
     stored = await services(a).get("s", NS)
     ip_key = a.index.get("networking.k8s.io", "v1", "ipaddresses").key(None, ip)
     if taken:
@@ -303,17 +310,8 @@ async def test_a_request_cancelled_while_its_update_is_written_keeps_the_records
         return await update(key, *args)
 
     monkeypatch.setattr(store, "update", late_answer)
-    request = asyncio.ensure_future(services(a).patch("u", {"spec": {"type": "NodePort", "ports": [
-        {"port": 80, "nodePort": 30995}]}}, namespace=NS))
-    await asyncio.wait_for(writing.wait(), 10)
-    request.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await request
-    answer.set()
-    for _ in tries():
-        if not reservations._BACKGROUND:
-            break
-        await asyncio.sleep(0.01)
+    await _cancelled_in_flight(services(a).patch("u", {"spec": {"type": "NodePort", "ports": [
+        {"port": 80, "nodePort": 30995}]}}, namespace=NS), writing, answer)
     assert (await services(a).get("u", NS))["spec"]["ports"][0]["nodePort"] == 30995
     assert (await _records(a))[1] == [f"{NODE_PORTS}30995"]
 
