@@ -1,6 +1,6 @@
 """An operator author's day on `nanokube up`, with kubectl, kopf and the official client: a CRD
 with map and set lists that two server-side appliers share, nested defaults, an embedded
-resource, priority columns and a scale subresource; a ValidatingAdmissionPolicy whose binding
+resource, priority columns and a scale subresource (an HPA on one without a selector); a ValidatingAdmissionPolicy whose binding
 picks its ConfigMap params by label in the request's namespace; a MutatingAdmissionPolicy
 labelling new objects; foreground deletion waiting on a child's finalizer; validation
 ratcheting after a schema is tightened; a CRD deleted while an object holds a finalizer; a kopf
@@ -149,6 +149,30 @@ VAPB = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmi
         "metadata": {"name": "max-replicas"},
         "spec": {"policyName": "max-replicas", "validationActions": ["Deny"],
                  "paramRef": {"selector": {"matchLabels": {"limits": "trainers"}}, "parameterNotFoundAction": "Deny"}}}
+
+
+def test_autoscaling_a_resource_whose_scale_has_no_selector_is_refused(c):
+    """`kubectl autoscale trainer` of a Trainer whose status has no selector yet: its scale names
+    none, and the HPA controller's validateAndParseSelector stops there (SelectorRequired, then
+    FailedComputeMetricsReplicas; ScalingActive False, InvalidSelector) and scales nothing.
+    nanokube listed every pod of the namespace with the empty selector and judged their metrics."""
+    apply(c, trainer("unselected", replicas=2))
+    c.kubectl("autoscale", "trainer", "unselected", "--min=1", "--max=3", "--cpu=50%")
+    c.kubectl("wait", "hpa/unselected", "--timeout=30s",
+              "--for=jsonpath={.status.conditions[?(@.type=='ScalingActive')].reason}=InvalidSelector")
+    hpa = c.kubectl_json("get", "hpa", "unselected")
+    active = next(x for x in hpa["status"]["conditions"] if x["type"] == "ScalingActive")
+    assert (active["status"], active["message"]) == ("False", "the HPA target's scale is missing a selector")
+    assert hpa["status"]["currentMetrics"] is None  # (no omitempty upstream: null)
+
+    def reasons():
+        events = c.kubectl_json("get", "events", "--field-selector", "involvedObject.name=unselected,"
+                                "involvedObject.kind=HorizontalPodAutoscaler")["items"]
+        return {e["reason"]: e["message"] for e in events}
+    wait_for(lambda: {"SelectorRequired", "FailedComputeMetricsReplicas"} <= set(reasons()), 30, "the HPA's events")
+    assert reasons() == {"SelectorRequired": "selector is required", "FailedComputeMetricsReplicas": "selector is required"}
+    assert c.kubectl_json("get", "trainer", "unselected")["spec"]["replicas"] == 2
+    c.kubectl("delete", "hpa,trainer", "unselected")
 
 
 def test_policy_params_are_picked_by_label_in_the_requests_namespace(c):

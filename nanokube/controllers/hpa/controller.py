@@ -143,6 +143,13 @@ class HPAController(Controller):
             desired, reason = lo, "Current number of replicas below Spec.MinReplicas"
         else:
             selector = scale["status"].get("selector") or ""
+            if not selector:  # validateAndParseSelector: never every pod of the namespace
+                await self._event(hpa, "Warning", "SelectorRequired", "selector is required")
+                conds["ScalingActive"] = ("False", "InvalidSelector", "the HPA target's scale is missing a selector")
+                await self._event(hpa, "Warning", "FailedComputeMetricsReplicas", "selector is required")
+                status["currentMetrics"] = None
+                await self._write_status(hpa, status, conds)
+                return
             target = Target(md["namespace"], current, status["currentReplicas"],
                             await self._pods(md["namespace"], selector), selector)
             computed = await self._compute(hpa, metric_specs, target, conds, status)
