@@ -259,20 +259,37 @@ def _validate_index_lists(job: Obj, old_status: dict) -> list[FieldError]:
 
 
 def _first_overlap(completed: str, failed: str, completions: int) -> int | None:
-    """The lowest index in both lists, skipping intervals that do not parse
-    (their format is reported on its own)."""
-    def indexes(text: str) -> set[int]:
-        out: set[int] = set()
-        for interval in text.split(",") if text else ():
-            try:
-                parse_indexes(interval, completions)
-            except ValueError:
-                continue
-            bounds = [int(x) for x in interval.split("-")]
-            out.update(range(bounds[0], bounds[-1] + 1))
-        return out
-    both = indexes(completed) & indexes(failed)
-    return min(both) if both else None
+    """validateFailedIndexesNotOverlapCompleted: the two lists walked interval by interval, as their
+    format keeps them sorted, to the first pair that overlaps; an interval that does not parse is
+    skipped (its format is reported on its own). Linear in the intervals, not the indexes: two
+    intervals of 3,000,000 indexes, made into sets, held the event loop 2.2 s."""
+    if not completed or not failed:
+        return None
+    cs, fs = completed.split(","), failed.split(",")
+    ci = fi = 0
+    c, f = _interval(cs[0], completions), _interval(fs[0], completions)
+    while ci < len(cs) and fi < len(fs):
+        if c is not None and f is not None and c[0] <= f[1] and f[0] <= c[1]:
+            return max(c[0], f[0])
+        if c is None or (f is not None and c[0] <= f[0]):
+            ci += 1
+            c = _interval(cs[ci], completions) if ci < len(cs) else None
+        else:
+            fi += 1
+            f = _interval(fs[fi], completions) if fi < len(fs) else None
+    return None
+
+
+def _interval(text: str, completions: int) -> tuple[int, int] | None:
+    """parseIndexInterval: the first and last index of `a` or `a-b`, None where it does not parse."""
+    if not text:
+        return None
+    try:
+        parse_indexes(text, completions)
+    except ValueError:
+        return None
+    bounds = text.split("-")
+    return int(bounds[0]), int(bounds[-1])
 
 
 def _labels_from_template(obj: Obj) -> None:

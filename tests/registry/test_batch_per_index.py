@@ -78,6 +78,16 @@ def test_per_index_fields_are_immutable():
      {("status.completedIndexes", "cannot set non-empty completedIndexes when non-indexed completion mode")}),
     (indexed(), {}, {"completedIndexes": "x"},
      {("status.completedIndexes", 'error parsing completedIndexes: cannot convert string to integer for index: "x"')}),
+    # the overlap is found interval by interval, skipping those that do not parse (fuzz50: "," was a 500)
+    (indexed(backoffLimitPerIndex=1), {}, {"completedIndexes": "0", "failedIndexes": ","},
+     {("status.failedIndexes", 'error parsing failedIndexes: cannot convert string to integer for index: ""')}),
+    (indexed(backoffLimitPerIndex=1), {}, {"completedIndexes": "0,x,3", "failedIndexes": "1-2,y,3"},
+     {("status.completedIndexes", 'error parsing completedIndexes: cannot convert string to integer for index: "x"'),
+      ("status.failedIndexes", 'error parsing failedIndexes: cannot convert string to integer for index: "y"'),
+      ("status.failedIndexes", "failedIndexes and completedIndexes overlap at index: 3")}),
+    (job(completionMode="Indexed", completions=2**31 - 1, parallelism=1, backoffLimitPerIndex=1), {},
+     {"completedIndexes": "5-2147483646", "failedIndexes": "0-4,7-9"},  # (two billion indexes were made a set)
+     {("status.failedIndexes", "failedIndexes and completedIndexes overlap at index: 7")}),
     # unchanged values written before these rules are left alone
     (indexed(backoffLimitPerIndex=1), {"failedIndexes": "9"}, {"failedIndexes": "9", "failed": 1}, set()),
 ])
