@@ -39,7 +39,8 @@ random fuzzer had not (see `git log --grep=sweep`):
   ResourceQuota, LimitRange, PodDisruptionBudget, HPA, NetworkPolicy, Ingress, IngressClass, Lease, CSR,
   ClusterTrustBundle, DeviceClass CEL selectors), each field set to invalid and boundary values whose
   answer upstream 1.37's validation fixes (UPSTREAM_CASES, read against pkg/apis/*/validation), sent as
-  dry-run creates: a code other than upstream's is reported as a slip; and bodies of odd encodings
+  dry-run creates, and status writes (UPSTREAM_STATUS: a Job's index lists, a PVC's resize status) as
+  dry-run updates: a code other than upstream's is reported as a slip; and bodies of odd encodings
   (YAML documents, aliases and tags, gzip and deflate, JSON nested or wide, CBOR) and answers in YAML,
   protobuf and CBOR of a list holding a large object;
 - `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
@@ -396,6 +397,25 @@ UPSTREAM_CASES = [
         ("spec.selectors", _cel("true") * 33, 422), ("spec.extendedResourceName", "cpu", 422)]),
 ]
 
+_INDEXED = {"spec": {"completionMode": "Indexed", "completions": 5, "parallelism": 5, "backoffLimitPerIndex": 1, "template": _POD}}
+#: the `upstream` sweep's status writes: (group-version, plural, kind, the object created, [(status, upstream's code)]),
+#: each a dry-run PUT of /status on it
+UPSTREAM_STATUS = [
+    ("batch/v1", "jobs", "Job", _INDEXED, [
+        *(({f: v}, c) for f in ("completedIndexes", "failedIndexes") for v, c in [
+            ("5-1", 422), ("0-4", 200), ("1,0", 422), ("0-99999999999999999999", 422), ("-1", 422), ("", 200), (",", 422),
+            ("0-", 422), ("4,5", 422), ("0-2,1-3", 422), (" 1", 422), ("0-0", 422), ("0" + ",1" * 50000, 422)]),
+        ({"completedIndexes": "0,x,3", "failedIndexes": "1-2,y,3"}, 422), ({"completedIndexes": "0-1", "failedIndexes": "2-4"}, 200),
+        ({"succeeded": -1}, 422), ({"ready": -1}, 422), ({"uncountedTerminatedPods": {"succeeded": ["", "a", "a"]}}, 422),
+        ({"active": 2**31}, 400)]),
+    ("batch/v1", "jobs", "Job", {"spec": {"completionMode": "Indexed", "completions": 3_000_000, "parallelism": 1, "template": _POD}}, [
+        ({"completedIndexes": "0-2999999", "failedIndexes": "0-2999999"}, 422), ({"completedIndexes": "0-2999999"}, 200)]),
+    ("v1", "persistentvolumeclaims", "PersistentVolumeClaim", {"spec": _CLAIM}, [
+        ({"phase": "Bogus"}, 422), ({"allocatedResources": {"storage": "-1"}}, 422), ({"allocatedResources": {"cpu": "1"}}, 422),
+        ({"allocatedResourceStatuses": {"storage": "Bogus"}}, 422), ({"capacity": {"storage": "x"}}, 400),
+        ({"allocatedResources": {"example.com/foo": "1"}}, 200)]),
+]
+
 
 class Sweep:
     def __init__(self, kubeconfig: str, slow: float, out: str, kinds: list[str] | None = None,
@@ -698,6 +718,19 @@ class Sweep:
                     else:
                         parent[keys[-1]] = value
                 self.send("POST", url, json.dumps(obj), {"dryRun": "All"}, expect=code)
+        for i, (gv, plural, kind, base, cases) in enumerate(UPSTREAM_STATUS):
+            url = f"/{'api' if gv == 'v1' else 'apis'}/{gv}/namespaces/{NS}/{plural}"
+            name = f"fuzz-upstream-status-{i}"
+            self.raw.request("DELETE", f"{url}/{name}", ctype=None)
+            code, _, live = self.raw.request("POST", url, json.dumps({"apiVersion": gv, "kind": kind, "metadata": {"name": name},
+                                                                     **copy.deepcopy(base)}))
+            if code != 201:
+                self.report("status object not created", "POST", url, None, code, live, 0)
+                continue
+            print(f"upstream: {gv} {plural}/status: {len(cases)} cases", flush=True)
+            for status, code in cases:
+                self.send("PUT", f"{url}/{name}/status", json.dumps({**live, "status": status}), {"dryRun": "All"}, expect=code)
+            self.raw.request("DELETE", f"{url}/{name}", ctype=None)
         self.encodings(wide)
 
     def encodings(self, wide: int) -> None:

@@ -148,7 +148,8 @@ async def test_upstream_sweep_answers_as_upstream(tmp_path):
     """Built-in kinds' invalid and boundary values get upstream 1.37's code, and odd encodings (YAML aliases,
     gzip, nested JSON, CBOR) theirs; fuzz50's finds among them: a CronJob timeZone naming a directory of zones
     (a 500), a scope selector's In on BestEffort, a PVC selector, an HPA's empty policies and a DRA selector
-    past the cost limit (stored)."""
+    past the cost limit (stored), a Job status's failedIndexes "," (a 500) and two lists of 3,000,000 indexes
+    (a 2 s loop hold)."""
     fuzz_sweep = _sweep_module()
     async with served(tmp_path) as (server, _):
         def sweep():
@@ -160,5 +161,6 @@ async def test_upstream_sweep_answers_as_upstream(tmp_path):
         broken = (tmp_path / "broken.jsonl").read_text() if s.broken else ""
         assert s.broken == 0, broken[:3000]
         cases = sum(len(c[4]) + 1 for c in fuzz_sweep.UPSTREAM_CASES)
-        assert s.requests == cases + 13  # (the cases and the bodies)
+        statuses = sum(len(c[4]) for c in fuzz_sweep.UPSTREAM_STATUS)
+        assert s.requests == cases + statuses + 13  # (the cases, the status writes and the bodies)
         assert server.loop_holds.longest < HOLD_BOUND, server.loop_holds.longest_request
