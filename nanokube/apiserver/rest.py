@@ -454,6 +454,7 @@ class GenericREST:
             texts = [*opts.duplicates, *structural.unknown_field_warnings(unknown)]
         if opts.field_validation == "Strict":
             raise _undecodable(res.kind, version, obj, "strict decoding error: " + ", ".join(texts), None)
+        texts = warning.strict_decoding(texts)
         warning.record(texts)
         return texts
 

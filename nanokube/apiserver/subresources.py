@@ -511,6 +511,7 @@ async def _strict_fields(h: APIHandlers, request: web.Request, body: dict, opts:
     opts.body, opts.duplicates = b"", ()  # (reported here: not again by the write of the object behind it)
     if texts and opts.field_validation == "Strict":
         raise errors.bad_request(structural.decode_error_message(kind, version, "strict decoding error: " + ", ".join(texts)))
+    texts = warning.strict_decoding(texts)
     warning.record(texts)
     return texts
 

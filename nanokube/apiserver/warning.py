@@ -16,9 +16,12 @@ ITEM_RUNES = 256
 #: one warning-value of a Warning header (RFC 7234): code, agent, quoted text; a header may hold several
 _VALUE = re.compile(r'(\d{3}) (\S+) "((?:[^"\\]|\\.)*)"')
 _ESCAPED = re.compile(r"\\(.)")
-#: control characters (Go's unicode.IsControl): NewWarningHeader refuses a text holding one, so the
-#: recorder drops that warning (aiohttp refuses to write one in a header: a 500)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: control characters (Go's unicode.IsControl) and lone surrogates (a str's invalid UTF-8):
+#: NewWarningHeader refuses a text holding one, so the recorder drops that warning (a line break
+#: included: aiohttp refuses to write one in a header, a 500)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: a YAML strict decoding error (go-yaml's TypeError, bare or as sigs.k8s.io/yaml wraps it)
+_YAML_ERRORS = ("yaml: unmarshal errors:\n", "error converting YAML to JSON: yaml: unmarshal errors:\n")
 
 #: the request's warnings in the order they came, each once (a dict: a body of 100,000 unknown fields
 #: warns as many times, and a list's membership test made that quadratic)
@@ -46,16 +49,22 @@ def recorded() -> list[str]:
     return list(_RECORDED.get() or ())
 
 
+def strict_decoding(texts: list[str]) -> list[str]:
+    """Strict decoding errors as upstream warns of them (addStrictDecodingWarnings): a YAML one, which
+    lists a line per repeated key, is a warning per line (`line 7: key "a" already set in map`), so
+    none holds the line break the recorder would drop it for; any other is one warning as it is."""
+    split: list[str] = []
+    for text in texts:
+        prefix = next((p for p in _YAML_ERRORS if text.startswith(p)), "")
+        split += [line.strip() for line in text[len(prefix):].split("\n")] if prefix else [text]
+    return split
+
+
 def header(text: str, agent: str = "-") -> str:
-    """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped;
-    a line break is a space, as Go's header writer makes it."""
-    text = _one_line(text)
+    """A Warning header value (RFC 7234): code 299, agent "-", the text quoted with its quotes escaped.
+    A text with a control character makes no valid header: `limit` drops it, as upstream's recorder
+    drops the warning NewWarningHeader refuses."""
     return f'299 {agent} "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _one_line(text: str) -> str:
-    """The text as its header carries it: a line break is not a control character `limit` drops."""
-    return text.replace("\n", " ").replace("\r", " ")
 
 
 def limit(headers) -> None:
@@ -81,7 +90,7 @@ def texts(warnings: list[str]) -> list[str]:
     """`warnings` as `limit` would leave them, before any header is made of them: a webhook's 10,000
     warnings of 1 KiB made as many headers for `limit` to parse again (2.8 s of the loop a request),
     where upstream's recorder drops each past its budget as it is added."""
-    kept, truncating, _ = _kept(("-", _one_line(w)) for w in warnings)
+    kept, truncating, _ = _kept(("-", w) for w in warnings)
     return [t[:ITEM_RUNES] if truncating else t for _, t in kept]
 
 

@@ -564,5 +564,4 @@ def test_duplicate_keys_in_yaml_bodies(existing):
     code, headers, got = existing.request("PATCH", CMS + "/dupy?fieldManager=m&dryRun=All",
                                           "apiVersion: v1\nkind: ConfigMap\n" + body, "application/apply-patch+yaml")
     assert code == 201 and got["data"] == {"a": "2"}, got
-    assert '299 - "error converting YAML to JSON: yaml: unmarshal errors:   line 7: key \\"a\\" already set in map"' \
-        in headers.get_all("Warning")
+    assert '299 - "line 7: key \\"a\\" already set in map"' in headers.get_all("Warning")

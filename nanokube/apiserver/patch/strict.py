@@ -36,6 +36,7 @@ async def patch_duplicates(raw: bytes, ctype: str, opts: WriteOptions) -> list[s
         texts = await serializer.off_loop(serializer.duplicates, raw, False)
     if texts and opts.field_validation == "Strict":
         return texts
+    texts = warning.strict_decoding(texts)
     warning.record(texts)
     return texts
 
