@@ -502,7 +502,10 @@ class APIServer:
             if self.audit is not None:
                 await self.audit.refused(request, attrs, e)
             return expect.answered(request, await as_negotiated(request, error_response(e)))
-        return await self.deadlines.within(request, seconds, self._handled(request, attrs, routed))
+        response = await self.deadlines.within(request, seconds, self._handled(request, attrs, routed))
+        if timeout.TIMED_OUT in request:  # the timeout filter's postTimeoutFn
+            self.metrics.terminated(request.method, request.content_type, attrs, 504)
+        return response
 
     async def _handled(self, request: web.Request, attrs, routed: bool) -> web.StreamResponse:
         """`_serve`'s request past its deadline's filter: `routed`, through the application."""

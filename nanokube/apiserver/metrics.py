@@ -25,6 +25,9 @@ _RESPONSE_SIZE_BUCKETS = exponential_buckets(1000, 10, 7)
 _SLI_BUCKETS = _REQUEST_BUCKETS[2:]
 #: WatchEventsSizes' buckets: 1 KiB to 128 KiB
 _EVENT_SIZE_BUCKETS = exponential_buckets(1024, 2, 8)
+#: the verbs a request metric reports (validRequestMethods); any other is "other"
+_VERBS = frozenset(("APPLY", "CONNECT", "CREATE", "DELETE", "DELETECOLLECTION", "GET", "LIST", "PATCH", "POST",
+                    "PROXY", "PUT", "UPDATE", "WATCH", "WATCHLIST"))
 
 
 class WatchSent:
@@ -230,10 +233,34 @@ class APIMetrics:
         self.resource_objects = Family(
             "gauge", "apiserver_resource_objects", "[ALPHA] Number of stored objects at the time of last check split "
             "by kind. In case of a fetching error, the value will be -1.", ["group", "resource"], self.registry)
+        self.terminations = Family(
+            "counter", "apiserver_request_terminations_total", "[ALPHA] Number of requests which apiserver "
+            "terminated in self-defense.", ["verb", "group", "version", "resource", "subresource", "scope",
+                                            "component", "code"], self.registry)
         self.inflight = InflightWatermark(clock)
         self.registry.register(self.inflight)
         self.request_count, self.request_latency = self.requests.labels, self.latency.labels
         self.response_size, self.request_sli = self.response_sizes.labels, self.sli_latency.labels
+
+    def terminated(self, method: str, content_type: str, attrs, code: int) -> None:
+        """RecordRequestTermination: a request the server ended itself (the timeout filter's 504,
+        APF's 429), under the labels of its request info `attrs` (authorizer.Attributes); its verb
+        is the method's as the handler chain sees it (a collection's GET a LIST, an apply an APPLY),
+        a non-resource request's path its subresource."""
+        scope = "resource" if attrs.name or attrs.verb == "create" else (
+            "namespace" if attrs.namespace else "cluster" if attrs.resource_request else "")
+        verb = method.upper()
+        if verb in ("GET", "HEAD"):  # CanonicalVerb, then cleanVerb
+            verb = "WATCH" if attrs.resource_request and attrs.verb == "watch" else (
+                "GET" if scope in ("resource", "") else "LIST")
+        elif verb == "PATCH" and content_type == "application/apply-patch+yaml":
+            verb = "APPLY"
+        verb = verb if verb in _VERBS else "other"
+        if attrs.resource_request:
+            labels = (verb, attrs.group, attrs.version, attrs.resource, attrs.subresource, scope)
+        else:
+            labels = (verb, "", "", "", attrs.path, scope)
+        self.terminations.labels(*labels, "apiserver", str(code)).inc()
 
     def watch_cache(self, stats, revision, unmetered: frozenset[tuple[str, str]] = frozenset()) -> None:
         """Serves the watch cache's metrics from its `stats` (cache.CacheStats) and `revision()`, but
@@ -260,6 +287,6 @@ class APIMetrics:
         """DELETE /metrics (MetricsWithReset, installed with profiling): the request, watch event
         and storage counters and histograms start again. The long-running request, stored object
         and inflight gauges are kept: they hold the server's state, which clearing would misstate."""
-        for family in (self.requests, self.latency, self.sli_latency, self.response_sizes, self.watch_events,
-                       self.watch_event_sizes, self.storage_latency):
+        for family in (self.requests, self.latency, self.sli_latency, self.response_sizes, self.terminations,
+                       self.watch_events, self.watch_event_sizes, self.storage_latency):
             family.reset()

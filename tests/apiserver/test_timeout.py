@@ -116,6 +116,30 @@ async def test_a_write_past_its_timeout_is_answered_504_by_the_timeout_filter_an
         assert r.status == 201
 
 
+async def test_a_request_past_its_deadline_counts_as_a_termination(api):
+    """The timeout filter's postTimeoutFn records apiserver_request_terminations_total with code 504,
+    under RecordRequestTermination's labels: the method as verb (a create's POST), the request info's
+    group, version, resource and subresource, CleanScope's scope; a request served in time is none."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _, s, _ = api
+
+    async def terminations() -> list:
+        async with s.get("/metrics") as r:
+            text = await r.text()
+        return [(m.labels, m.value) for f in text_string_to_metric_families(text) for m in f.samples
+                if m.name == "apiserver_request_terminations_total"]
+
+    async with s.post(CMS, params={"timeout": "1s"}, json={"metadata": {"name": "quick"}}) as r:
+        assert r.status == 201
+    assert await terminations() == []
+    async with s.post(CMS, params={"timeout": "1s"}, json={"metadata": {"name": "held"}}) as r:
+        assert r.status == 504
+    assert await terminations() == [({"verb": "POST", "group": "", "version": "v1", "resource": "configmaps",
+                                      "subresource": "", "scope": "resource", "component": "apiserver",
+                                      "code": "504"}, 1.0)]
+
+
 async def test_default_deadlines_share_one_timer_and_each_comes_due_in_its_turn():
     """--request-timeout's 60 s deadlines wait in arrival order under one timer (timeout.Deadlines),
     on the injected clock: a request that ends stops counting, one still served at its 60 s gets
