@@ -26,7 +26,6 @@ from . import admission, csinode
 from .cluster import NodeSpec
 from .devicemanager.manager import REJECT_REASON, AllocationError, DeviceManager
 from .devicemanager.plugin import simulated_plugins
-from .devicemanager.registration import RegistrationServer
 from .dra.driver import NodeDriver
 from .dra.grpc_api import DRA_PLUGIN_TYPE
 from .dra.plugin_manager import DRAPluginManager
@@ -38,7 +37,6 @@ from .faults import parse as parse_faults
 from .inplace import desired
 from .lifecycle import (SMP, SYNC_RETRY, Eviction, PodWorker, SimulatedRuntime, image_id, image_ref, image_size,
                         resource_version)
-from .podresources.server import PodResourcesServer
 from .simulated_cluster import WatchedCluster
 from .simulated_host import apparmor_enabled, system_info
 from .streaming import NodeStreamingServer
@@ -312,6 +310,9 @@ class NodeAgent:
         self.devices = DeviceManager(node_dir, clock)
         for plugin in simulated_plugins(spec):
             self.devices.register(plugin)
+        if node_dir and plugin_registry:  # (both import grpc, which `nanokube simulate`'s kubelets never load)
+            from .devicemanager.registration import RegistrationServer
+            from .podresources.server import PodResourcesServer
         #: external device plugins register on `<node dir>/device-plugins/kubelet.sock`
         self.device_registration = RegistrationServer(node_dir, self.devices, spec.name) \
             if node_dir and plugin_registry else None

@@ -25,8 +25,6 @@ import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-import grpc
-
 from ...machinery.errors import APIError
 from ...clock import REAL, Clock
 from ...dra.podgroup_claims import owned_by_group
@@ -38,6 +36,9 @@ from .grpc_api import DRA_SERVICES
 from .metrics import ANY_DRIVER, PREPARE, UNPREPARE, DRAMetrics
 from .plugin_manager import DRAPluginManager
 from .plugin_watcher import rpc_error
+
+# grpc is imported where a call is made: `nanokube simulate`'s kubelets make none, and each
+# of its runs would pay for the import (3.5% of a small run's instructions)
 
 log = logging.getLogger(__name__)
 
@@ -332,6 +333,8 @@ class ClaimPreparer:
                 self.external.setdefault(c["metadata"]["uid"], {}).setdefault(driver, [])
                 self.attempted.setdefault(pod_uid, {})[c["metadata"]["uid"]] = (c["metadata"]["namespace"],
                                                                                c["metadata"]["name"])
+            import grpc
+
             try:
                 resp = await plugin.prepare([_ref(c) for c in group])
             except grpc.RpcError as e:
@@ -368,6 +371,8 @@ class ClaimPreparer:
             if plugin is None:
                 err = f"DRA driver {driver} is not registered"
             else:
+                import grpc
+
                 try:
                     resp = await plugin.unprepare([{"namespace": ns, "uid": uid, "name": name}])
                     r = resp.claims.get(uid)
