@@ -539,8 +539,10 @@ def validate_object_meta(
         errs.append(forbidden(f"{path}.namespace", "not allowed on this type"))
     if type(generation := meta.get("generation")) is int and generation < 0:  # as sent, where a kind does not track it
         errs.append(invalid(f"{path}.generation", generation, "must be greater than or equal to 0"))
-    errs += validate_labels(meta.get("labels"), f"{path}.labels")
-    errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
+    if labels := meta.get("labels"):  # (none or empty: no error, and no call or path to build)
+        errs += validate_labels(labels, f"{path}.labels")
+    if annotations := meta.get("annotations"):
+        errs += validate_annotations(annotations, f"{path}.annotations")
     if refs := meta.get("ownerReferences"):
         errs += _owner_reference_errors(refs, f"{path}.ownerReferences")
     for i, fin in enumerate(meta.get("finalizers") or []):

@@ -94,7 +94,8 @@ def _legacy_errors(ev: Obj) -> list[FieldError]:
         controller = ev.get("reportingComponent", "")
         if not controller:
             errs.append(required("reportingController"))
-        errs += [invalid("reportingController", controller, m) for m in qualified_name(controller)]
+        if msgs := qualified_name(controller):  # (a comprehension over none made a frame each Event)
+            errs += [invalid("reportingController", controller, m) for m in msgs]
         for f, limit in (("reportingInstance", _REPORTING_INSTANCE_LIMIT), ("action", _ACTION_LIMIT),
                          ("reason", _REASON_LIMIT)):
             if not ev.get(f):
@@ -105,7 +106,8 @@ def _legacy_errors(ev: Obj) -> list[FieldError]:
             errs.append(invalid("message", "", f"can have at most {_NOTE_LIMIT} characters"))
     elif involved_ns != ns and (involved_ns or ns not in ("", "default")):
         errs.append(invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
-    errs += [invalid("namespace", ns, m) for m in dns1123_subdomain(ns)]
+    if msgs := dns1123_subdomain(ns):
+        errs += [invalid("namespace", ns, m) for m in msgs]
     return errs
 
 
