@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from ..machinery import envknob
 from ..machinery.conditions import find_condition, is_condition_true, remove_condition
 from ..machinery.errors import APIError
+from ..machinery.jobindexes import Indexes
 from ..machinery.meta import controller_ref
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
@@ -75,34 +76,7 @@ MAX_POD_CREATE_DELETE_PER_SYNC = 500
 MAX_UNCOUNTED_PODS = 500
 
 
-def parse_indexes(s: str | None) -> set[int]:
-    out: set[int] = set()
-    for part in (s or "").split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.update(range(int(a), int(b) + 1))
-        elif part:
-            out.add(int(part))
-    return out
-
-
-def format_indexes(idx: set[int]) -> str:
-    """Sorted intervals as upstream writes them: {0,1,2,4,6,7} → "0-2,4,6,7"
-    (a run of two is written as two indexes)."""
-    parts, run = [], []
-    for i in sorted(idx) + [None]:
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if len(run) > 2:
-            parts.append(f"{run[0]}-{run[-1]}")
-        else:
-            parts.extend(str(x) for x in run)
-        run = [i]
-    return ",".join(parts)
-
-
-def success_policy_match(policy: dict | None, completions: int, done: set[int]) -> str | None:
+def success_policy_match(policy: dict | None, completions: int, done: Indexes) -> str | None:
     """The message of the first successPolicy rule an Indexed Job meets: all
     (or succeededCount) of its succeededIndexes, or succeededCount overall."""
     if not policy or not done:
@@ -110,11 +84,10 @@ def success_policy_match(policy: dict | None, completions: int, done: set[int]) 
     for i, rule in enumerate(policy.get("rules") or []):
         count = rule.get("succeededCount")
         if rule.get("succeededIndexes") is not None:
-            required = {x for x in parse_indexes(rule["succeededIndexes"]) if x < completions}
+            required = Indexes.parse(rule["succeededIndexes"], completions)
             if not required:
                 continue
-            hits = len(required & done)
-            if hits >= (len(required) if count is None else count):
+            if done.shared(required) >= (len(required) if count is None else count):
                 return f"Matched rules at index {i}"
         elif count is not None and len(done) >= count:
             return f"Matched rules at index {i}"
@@ -244,11 +217,11 @@ def indexes_ready(todo: list[int], replaced: dict[int, dict], now: float,
     return ready, (0.0 if ready or not waits else min(waits))
 
 
-async def failed_indexes(spec: dict, st: dict, pods: list[dict], only_failed_phase: bool) -> set[int]:
+async def failed_indexes(spec: dict, st: dict, pods: list[dict], only_failed_phase: bool) -> Indexes:
     """status.failedIndexes plus the indexes whose not yet counted pod just
     failed them (below completions only). A pass in turns (in_turns), as the next one."""
     completions = spec.get("completions") or 0
-    out = {i for i in parse_indexes(st.get("failedIndexes")) if i < completions}
+    out = Indexes.parse(st.get("failedIndexes"), completions)
     async for part in in_turns(pods):
         for p in part:
             i = pod_index(p)
@@ -258,17 +231,17 @@ async def failed_indexes(spec: dict, st: dict, pods: list[dict], only_failed_pha
     return out
 
 
-async def awaiting_replacement(spec: dict, pods: list[dict], settled: set[int], active: list[dict],
+async def awaiting_replacement(spec: dict, pods: list[dict], settled: Indexes, active: list[dict],
                                only_failed_phase: bool) -> dict[int, dict]:
     """Per index still to run and with no active pod, its newest failed pod
     that still holds the finalizer: the one its replacement's counts come from."""
     completions = spec.get("completions") or 0
-    busy = settled | {pod_index(p) async for part in in_turns(active) for p in part}
+    busy = {pod_index(p) async for part in in_turns(active) for p in part}
     out: dict[int, dict] = {}
     async for part in in_turns(pods):
         for p in part:
             i = pod_index(p)
-            if i is None or i >= completions or i in busy or TRACKING not in (p["metadata"].get("finalizers") or []) \
+            if i is None or i >= completions or i in settled or i in busy or TRACKING not in (p["metadata"].get("finalizers") or []) \
                     or not pod_failed(p, only_failed_phase):
                 continue
             age = (sum(job_failure_policy.failure_counts(p)), finish_time(p) or 0.0)
@@ -477,13 +450,13 @@ class JobController(Controller):
         indexed = spec.get("completionMode") == "Indexed"
         per_index = indexed and spec.get("backoffLimitPerIndex") is not None
         replace_failed = replaces_only_failed(spec)
-        done_idx = parse_indexes(st.get("completedIndexes"))
+        done_idx = Indexes.parse(st.get("completedIndexes"), spec.get("completions") or 0)
         active, terminating = [], []  # terminating: CountTerminatingPods's, before this sync's deletes
         async for part in in_turns(pods):
             for p in part:
                 if not pod_is_terminal(p):
                     (terminating if p["metadata"].get("deletionTimestamp") else active).append(p)
-        failed_idx = await failed_indexes(spec, st, pods, replace_failed) if per_index else set()
+        failed_idx = await failed_indexes(spec, st, pods, replace_failed) if per_index else Indexes()
         # indexes whose pod succeeded but is not counted yet must not run again either
         finishing = {pod_index(p) async for part in in_turns(pods) for p in part
                      if pod_succeeded(p) and pod_index(p) is not None
@@ -513,8 +486,7 @@ class JobController(Controller):
                         if p["metadata"]["uid"] not in uncounted.get("succeeded", ()):  # else listed before: step 2
                             released.append(p)
                             i = pod_index(p)
-                            if i is not None and i < (spec.get("completions") or 0) and i not in done_idx:
-                                done_idx.add(i)
+                            if i is not None and i < (spec.get("completions") or 0) and done_idx.add(i):
                                 st["succeeded"] = st.get("succeeded", 0) + 1
                                 new_indexes += 1
                         message = None
@@ -532,16 +504,15 @@ class JobController(Controller):
                     keep.append(uid)
                     continue
                 if kind == "succeeded" and indexed and p is not None and pod_index(p) is not None:
-                    if pod_index(p) not in done_idx:
-                        done_idx.add(pod_index(p))
+                    if done_idx.add(pod_index(p)):
                         st["succeeded"] = st.get("succeeded", 0) + 1
                 else:
                     st[kind] = st.get(kind, 0) + 1
             uncounted[kind] = keep
         if indexed:
-            st["completedIndexes"] = format_indexes(done_idx)
+            st["completedIndexes"] = str(done_idx)
         if per_index:
-            st["failedIndexes"] = format_indexes(failed_idx)
+            st["failedIndexes"] = str(failed_idx)
         succeeded = len(done_idx) if indexed else st.get("succeeded", 0) + len(uncounted.get("succeeded", []))
         failed = st.get("failed", 0) + len(uncounted.get("failed", [])) + \
             sum(1 for v in held_verdicts if not (v and v[0] == "Ignore"))
@@ -711,9 +682,9 @@ class JobController(Controller):
         if spec.get("completionMode") == "Indexed":
             if doomed := [p async for part in in_turns(active) for p in part if pod_index(p) in settled]:
                 return 0, *await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC], untrack=True)
-            busy = {pod_index(p) async for part in in_turns(active + waited) for p in part} | settled
-            free = [i for i in range(spec.get("completions") or 0) if i not in busy]
-            todo = free[:max(0, spec.get("parallelism", 1) - len(active))]
+            busy = {pod_index(p) async for part in in_turns(active + waited) for p in part}
+            todo = settled.first_missing(max(0, spec.get("parallelism", 1) - len(active)),
+                                         spec.get("completions") or 0, busy)
             if per_index:
                 todo, wait = indexes_ready(todo, replaced, now, self.backoff_base)
                 if wait > 0:

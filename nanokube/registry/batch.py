@@ -29,6 +29,7 @@ from .base import Column, Obj, Resource, Strategy, register
 from .core_printing import human_duration, parse_time
 from ..machinery.conditions import is_condition_true
 from ..machinery.gofmt import Struct, quote
+from ..machinery.jobindexes import first_overlap
 from ..machinery.validation import (
     FieldError,
     OMIT,
@@ -265,19 +266,9 @@ def _first_overlap(completed: str, failed: str, completions: int) -> int | None:
     intervals of 3,000,000 indexes, made into sets, held the event loop 2.2 s."""
     if not completed or not failed:
         return None
-    cs, fs = completed.split(","), failed.split(",")
-    ci = fi = 0
-    c, f = _interval(cs[0], completions), _interval(fs[0], completions)
-    while ci < len(cs) and fi < len(fs):
-        if c is not None and f is not None and c[0] <= f[1] and f[0] <= c[1]:
-            return max(c[0], f[0])
-        if c is None or (f is not None and c[0] <= f[0]):
-            ci += 1
-            c = _interval(cs[ci], completions) if ci < len(cs) else None
-        else:
-            fi += 1
-            f = _interval(fs[fi], completions) if fi < len(fs) else None
-    return None
+    def parsed(text: str) -> list[tuple[int, int]]:
+        return [i for part in text.split(",") if (i := _interval(part, completions)) is not None]
+    return first_overlap(parsed(completed), parsed(failed))
 
 
 def _interval(text: str, completions: int) -> tuple[int, int] | None:

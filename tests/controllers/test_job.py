@@ -3,12 +3,11 @@ import pytest
 from nanokube.clock import VirtualClock
 from nanokube.controllers.base import TURN
 from nanokube.machinery.errors import APIError
+from nanokube.machinery.jobindexes import Indexes
 from nanokube.controllers.job import (
     INDEX,
     SYNC_BATCH_PERIOD,
     JobController,
-    format_indexes,
-    parse_indexes,
     success_policy_match,
     transition_events,
     wanted_active,
@@ -182,14 +181,6 @@ async def test_suspended_job_runs_nothing(env):
     assert await live_pods(client, 0) == []
 
 
-def test_index_ranges_round_trip():
-    assert format_indexes({4, 0, 1, 2, 7, 8}) == "0-2,4,7,8"
-    assert format_indexes({1, 3, 4, 5}) == "1,3-5"
-    assert format_indexes(set()) == ""
-    assert parse_indexes("0-2,4,7-8") == {0, 1, 2, 4, 7, 8}
-    assert parse_indexes("") == set()
-
-
 def test_wanted_active_caps_by_remaining_completions():
     assert wanted_active({"parallelism": 4, "completions": 5}, 3, 4) == 2
     assert wanted_active({"parallelism": 2}, 0, 1) == 2
@@ -297,14 +288,20 @@ async def test_a_deleted_pod_counts_as_failed_unless_only_failed_pods_are_replac
 
 
 def test_success_policy_rules_by_indexes_and_by_count():
+    def done(*indexes):
+        return Indexes((i, i) for i in indexes)
     policy = {"rules": [{"succeededIndexes": "0,2-3", "succeededCount": 2}, {"succeededCount": 3}]}
-    assert success_policy_match(policy, 5, {0, 1}) is None
-    assert success_policy_match(policy, 5, {0, 3}) == "Matched rules at index 0"
-    assert success_policy_match(policy, 5, {1, 4, 0}) == "Matched rules at index 1"
-    assert success_policy_match({"rules": [{"succeededIndexes": "1-2"}]}, 5, {1}) is None
-    assert success_policy_match({"rules": [{"succeededIndexes": "1-2"}]}, 5, {1, 2}) == "Matched rules at index 0"
-    assert success_policy_match({"rules": [{"succeededIndexes": "7"}]}, 5, {1}) is None
-    assert success_policy_match(None, 5, {1}) is None
+    assert success_policy_match(policy, 5, done(0, 1)) is None
+    assert success_policy_match(policy, 5, done(0, 3)) == "Matched rules at index 0"
+    assert success_policy_match(policy, 5, done(1, 4, 0)) == "Matched rules at index 1"
+    assert success_policy_match({"rules": [{"succeededIndexes": "1-2"}]}, 5, done(1)) is None
+    assert success_policy_match({"rules": [{"succeededIndexes": "1-2"}]}, 5, done(1, 2)) == "Matched rules at index 0"
+    assert success_policy_match({"rules": [{"succeededIndexes": "7"}]}, 5, done(1)) is None
+    assert success_policy_match(None, 5, done(1)) is None
+    big = 2**31 - 1  # a rule naming two billion indexes, all but one done: counted by interval
+    rule = {"rules": [{"succeededIndexes": f"0-{big - 1}"}]}
+    assert success_policy_match(rule, big, Indexes([(0, big - 2)])) is None
+    assert success_policy_match(rule, big, Indexes([(0, big - 1)])) == "Matched rules at index 0"
 
 
 async def test_success_policy_completes_an_indexed_job_early(env):
@@ -825,6 +822,29 @@ async def test_an_indexed_jobs_succeeded_pods_count_by_index_at_once(env):
     writes.clear()
     await ctrl.sync("default/ix")
     assert {c["type"] for c in writes[0]["conditions"]} == {"SuccessCriteriaMet", "Complete"}
+
+
+async def test_an_index_list_of_two_billion_indexes_is_read_as_intervals(env):
+    """An Indexed Job without backoffLimitPerIndex may have 2^31-1 completions, so its completedIndexes
+    may name two billion indexes: the controller holds the list as intervals (upstream's orderedIntervals)
+    and walks their gaps for the pending indexes, where a set of the indexes took gigabytes."""
+    client, ctrl, _ = env
+    completions = 2**31 - 1
+    big = job("big", parallelism=2, completions=completions, completionMode="Indexed",
+              selector={"matchLabels": {"job": "big"}})
+    big["metadata"].update(uid="big-uid", generation=1)
+    big["status"] = {"startTime": "2026-01-01T00:00:00Z", "uncountedTerminatedPods": {}, "succeeded": completions - 3,
+                     "completedIndexes": f"0-{completions - 5},{completions - 3}"}
+    ctrl.job_inf.get = lambda key: big if key == "default/big" else None
+    ctrl.pod_inf.list_namespace = lambda ns: []
+    writes = []
+    ctrl._write_status = lambda j, st: _async(writes.append(st))
+    await ctrl.sync("default/big")
+    [st] = writes
+    assert (st["completedIndexes"], st["succeeded"], st["active"]) == (big["status"]["completedIndexes"],
+                                                                         completions - 3, 2)
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    assert sorted(int(p["metadata"]["annotations"][INDEX]) for p in items) == [completions - 4, completions - 2]
 
 
 async def test_pods_over_parallelism_go_pending_first_as_active_pods_orders_them(env):
