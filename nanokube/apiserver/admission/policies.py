@@ -224,6 +224,17 @@ class PolicyEngine:
         details["causes"] = [{"message": message}]
         return errors.APIError(_REASON_CODE.get(reason, 422), reason, f'{gr} "{name}" is forbidden: {message}', details)
 
+    def policy_errors(self, a: Attributes, failures: list[tuple[str, str]]) -> errors.APIError:
+        """The generic policy dispatcher's answer to the PolicyErrors of policies that fail closed
+        ((message, reason) each): admission.NewForbidden's 403 and details, its message replaced whole
+        by the first failure's (no `<resource> "<name>" is forbidden: ` before it), its reason the
+        first's where it has one, and every failure a cause."""
+        message, reason = failures[0]
+        e = self.forbidden(a, message)
+        e.message, e.reason = message, reason or "Forbidden"
+        e.details["causes"] = [{"message": m} for m, _ in failures]
+        return e
+
 
 #: a policy's variables: name -> (what evaluating it cost, the variables it reads)
 VariableCosts = dict[str, tuple[int, frozenset]]
@@ -439,64 +450,74 @@ class MutatingPolicies(PolicyEngine):
         super().__init__(rest, source, validating=False)
 
     async def mutate(self, a: Attributes, state: PolicyRound, round_: int) -> None:
-        """Apply matching policies in order (in the second round only those to reinvoke)."""
+        """Apply matching policies in order (in the second round only those to reinvoke). A policy
+        that fails closed denies the request once all have run, with every failure as a cause: the
+        generic dispatcher's configuration errors (reason Forbidden) before the mutating dispatcher's
+        (a match condition's or mutation's, reason Invalid)."""
         if round_ and state.last_output != a.obj:
             state.again |= state.called
+        configuring: list[tuple[str, str]] = []
+        failed: list[tuple[str, str]] = []
         for inv in self.invocations(a):
             if a.obj is None:
                 continue
             if inv.binding is None:
-                self._error(inv, a, inv.error)
+                self._error(inv, configuring, inv.error, "")
                 continue
             try:
                 all_params = await self.params(inv, a)
             except ConfigError as e:
-                self._error(inv, a, f"failed to configure binding: {e}")
+                self._error(inv, configuring, f"failed to configure binding: {e}", "")
                 continue
             for params in all_params:
                 key = (*inv.names, ((params or {}).get("metadata") or {}).get("namespace"),
                        ((params or {}).get("metadata") or {}).get("name"))
                 if round_ and key not in state.again:
                     continue
-                changed = await self._apply(inv, a, params)
+                changed = await self._apply(inv, a, params, failed)
                 if changed:
                     state.changed = True
                     state.again |= {k for k in state.called if k != key}
                 if inv.spec.get("reinvocationPolicy") == "IfNeeded":
                     state.called.add(key)
+        if configuring or failed:
+            raise self.policy_errors(a, configuring + failed)
         if not round_ and state.called:  # read only by a second round, and only to re-invoke `called`
             state.last_output = json_copy(a.obj)
 
-    def _error(self, inv: Invocation, a: Attributes, message: str) -> None:
-        """PolicyError's denial, where the failurePolicy fails (its Go %q of a policy with no binding)."""
+    @staticmethod
+    def _error(inv: Invocation, failures: list[tuple[str, str]], message: str, reason: str) -> None:
+        """Adds PolicyError's words (its Go %q of a policy with no binding) to `failures` where the
+        failurePolicy fails."""
         if inv.fail:
             policy, binding = inv.names
             by = f"policy '{policy}' with binding '{binding}'" if binding else f"policy {gofmt.quote(policy)}"
-            raise self.forbidden(a, f"{by} denied request: {message}")
+            failures.append((f"{by} denied request: {message}", reason))
 
-    async def _apply(self, inv: Invocation, a: Attributes, params: dict | None) -> bool:
+    async def _apply(self, inv: Invocation, a: Attributes, params: dict | None, failed: list[tuple[str, str]]) -> bool:
         t = inv.target
         await a.prepare(t)
         obj = a.versioned(t, a.obj)
         act = self.activation(a, t, obj, params)
         if _costly(inv.spec):  # (seconds of metered CEL: in a worker, the loop serving others meanwhile)
-            obj = await asyncio.to_thread(self._mutated, inv, a, t, obj, act)
+            obj = await asyncio.to_thread(self._mutated, inv, a, t, obj, act, failed)
         else:
-            obj = self._mutated(inv, a, t, obj, act)
+            obj = self._mutated(inv, a, t, obj, act, failed)
         if obj is None:
             return False
         await a.store_versioned(t, obj)
         return True
 
-    def _mutated(self, inv: Invocation, a: Attributes, t: Target, obj: dict, act: dict) -> dict | None:
+    def _mutated(self, inv: Invocation, a: Attributes, t: Target, obj: dict, act: dict,
+                 failed: list[tuple[str, str]]) -> dict | None:
         """The object the invocation's mutations make of `obj`, or None where they change nothing (its
-        matchConditions skip it, or a failure its failurePolicy ignores)."""
+        matchConditions skip it, or it fails: a failure is added to `failed`)."""
         variables = compute_variables(inv.spec, act)
         try:
             if not self.conditions_match(inv, act, variables):
                 return None
         except ConfigError as e:
-            self._error(inv, a, str(e))
+            self._error(inv, failed, str(e), "Invalid")
             return None
         before = json_copy(obj)
         sch = a.schema(t)
@@ -510,7 +531,7 @@ class MutatingPolicies(PolicyEngine):
                     raise err
                 obj = a.prune(t, out, typed=True)
             except (CELError, PatchError, ValueError, OutOfBudget) as e:
-                self._error(inv, a, str(e))
+                self._error(inv, failed, str(e), "Invalid")
                 return None
             obj["apiVersion"], obj["kind"] = before["apiVersion"], before["kind"]
             a.default(t, obj)

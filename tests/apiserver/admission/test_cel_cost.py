@@ -277,7 +277,10 @@ async def test_a_mutations_expression_and_the_variables_it_reads_share_a_budget(
         big = {"metadata": {"name": "big", "labels": {"set": "budget"}}, "data": {"s": "x" * 1_000_000}}
         with pytest.raises(ApiException) as e:
             await asyncio.to_thread(core.create_namespaced_config_map, "default", big, dry_run="All")
-        assert e.value.status == 403, e.value.body
-        assert json.loads(e.value.body)["message"] == (
-            "configmaps \"big\" is forbidden: policy 'budget' with binding 'budget' denied request: validation failed "
-            "due to running out of cost budget, no further validation rules will be run")
+        # the generic policy dispatcher's answer: NewForbidden's 403 and details, its message replaced by the
+        # PolicyError's, its reason the mutating dispatcher's for a mutation that fails (Invalid)
+        denied = ("policy 'budget' with binding 'budget' denied request: validation failed due to running out of "
+                  "cost budget, no further validation rules will be run")
+        status = json.loads(e.value.body)
+        assert (e.value.status, status["code"], status["reason"], status["message"]) == (403, 403, "Invalid", denied)
+        assert status["details"] == {"name": "big", "kind": "configmaps", "causes": [{"message": denied}]}

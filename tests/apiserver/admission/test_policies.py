@@ -390,7 +390,8 @@ async def test_a_policy_whose_param_kind_is_unknown_fails_by_its_failure_policy(
         assert (await send(c, "POST", f"{admission}/mutatingadmissionpolicybindings", {"metadata": {"name": "m"},
                                                                                     "spec": {"policyName": "m"}}))[0] == 201
         code, status = await created(c, "d")
-        assert (code, status["message"]) == (403, f'configmaps "d" is forbidden: policy "m" denied request: {unknown}')
+        # (the generic dispatcher's configuration error: its message whole, NewForbidden's reason kept)
+        assert (code, status["reason"], status["message"]) == (403, "Forbidden", f'policy "m" denied request: {unknown}')
 
 
 @pytest.mark.parametrize("policy,seen", [("IfNeeded", "1"), ("Never", "0")])
@@ -595,9 +596,9 @@ async def test_a_mutating_policy_that_may_cost_seconds_is_evaluated_off_the_even
     ran: dict[str, str] = {}
     mutated = policies.MutatingPolicies._mutated
 
-    def recorded(self, inv, a, t, obj, act):
+    def recorded(self, inv, a, t, obj, act, failed):
         ran[inv.names[0]] = threading.current_thread().name
-        return mutated(self, inv, a, t, obj, act)
+        return mutated(self, inv, a, t, obj, act, failed)
     monkeypatch.setattr(policies.MutatingPolicies, "_mutated", recorded)
     rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]}
     for name, expression in [("costly", '[JSONPatch{op: "add", path: "/data/pairs", '
@@ -701,3 +702,32 @@ async def test_a_json_patch_mutation_changing_a_custom_resources_kind_or_apivers
             got = await send(c, "POST", path, {"apiVersion": f"{group}/v1", "kind": "Widget",
                                                "metadata": {"name": name, "namespace": "default"}})
             assert (got[0], got[1]["message"][:len(message)]) == (code, message), (name, got)
+
+
+async def test_mutating_policies_that_fail_are_denied_together_in_policy_errors_words(stack):
+    """The generic policy dispatcher gathers the PolicyErrors of every invocation before it answers:
+    NewForbidden's 403 and details, the message the first failure's whole (no `configmaps "x" is
+    forbidden: ` before it), the reason the mutating dispatcher's for a failed mutation (Invalid), each
+    failure of a policy that fails closed a cause, one that ignores failures left out."""
+    def mutating(name, failure, value):
+        return {"metadata": {"name": name}, "spec": {
+            "failurePolicy": failure, "reinvocationPolicy": "Never",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                    "resources": ["configmaps"]}]},
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {
+                "expression": f'[JSONPatch{{op: "add", path: "/data/n", value: {value}}}]'}}]}}
+
+    for name, failure, value in [("a-first", "Fail", "5"), ("b-ignored", "Ignore", "6"),
+                                 ("c-second", "Fail", "object.data.nope")]:
+        await api(stack, "mutatingadmissionpolicies").create(mutating(name, failure, value))
+        await api(stack, "mutatingadmissionpolicybindings").create({"metadata": {"name": name},
+                                                                    "spec": {"policyName": name}})
+    with pytest.raises(APIError) as e:
+        await api(stack, "configmaps", "").create({"metadata": {"name": "x", "namespace": "default"}, "data": {"a": "1"}})
+    first = ("policy 'a-first' with binding 'a-first' denied request: "
+             "json: cannot unmarshal number into Go struct field ConfigMap.data of type string")
+    assert (e.value.code, e.value.reason, e.value.message) == (403, "Invalid", first)
+    causes = [c["message"] for c in e.value.details["causes"]]
+    assert causes[0] == first and len(causes) == 2, causes
+    assert causes[1].startswith("policy 'c-second' with binding 'c-second' denied request: "), causes
+    assert {k: v for k, v in e.value.details.items() if k != "causes"} == {"name": "x", "kind": "configmaps"}

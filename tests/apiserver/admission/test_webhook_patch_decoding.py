@@ -41,8 +41,8 @@ async def test_a_policy_mutation_of_the_wrong_type_is_its_failure(stack):  # noq
         {"metadata": {"name": "numbers"}, "spec": {"policyName": "numbers"}})
     with pytest.raises(APIError) as e:
         await stack.client.resource("", "v1", "configmaps").create(cm("a"))
-    assert (e.value.code, e.value.message) == (403, (
-        'configmaps "a" is forbidden: policy \'numbers\' with binding \'numbers\' denied request: '
+    assert (e.value.code, e.value.reason, e.value.message) == (403, "Invalid", (
+        "policy 'numbers' with binding 'numbers' denied request: "
         "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"))
 
 
