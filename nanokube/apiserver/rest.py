@@ -997,13 +997,13 @@ class GenericREST:
         held: list = []  # the empty lists its validation reads (omitempty.held), back for it only
         warnings = await _computed(len(opts.body) >= OFF_LOOP_OBJECT, self._decode_checks, res, version, body, opts,
                                    held=held)
-        omitempty.drop(held)
         md = _meta(body)
         check_target(md, name, namespace if res.namespaced else None)
         md["name"] = name
         if res.namespaced:
             md["namespace"] = namespace
         res.strategy.default(body, version)
+        omitempty.drop(held)  # after defaulting, which reads them as set (copyHPAScalingRules keeps `[]`)
         if _converts(res.strategy):
             await res.strategy.prepare_conversion([body], res.storage_version)
         new = res.strategy.to_storage(body, version)
@@ -1366,11 +1366,11 @@ class GenericREST:
             warnings = await _computed(large, self._decode_checks, res, version, body, popts,
                                        _NO_FIELDS if remembered is not None else changed, held=held,
                                        patched=None if apply else _Patched(patch_type, patch, dups))
-            omitempty.drop(held)
             if memo is not None and remembered is None and not warnings:  # no unknown field: checked as it is
                 status_patch.remember(memo, sch, body.get("status"))
             if not status_only:
                 res.strategy.default(body, version)
+            omitempty.drop(held)  # after defaulting, as an update's
             if _converts(res.strategy):
                 await res.strategy.prepare_conversion([body], res.storage_version)
             new = res.strategy.to_storage(body, version)

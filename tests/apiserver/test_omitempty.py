@@ -182,6 +182,34 @@ async def test_an_empty_list_of_scaling_policies_is_kept_for_defaulting_and_refu
             got = await _json(hpas.create_namespaced_horizontal_pod_autoscaler, "default", hpa(name, rules))
             assert got["spec"]["behavior"]["scaleDown"]["policies"] == [{"type": "Percent", "value": 100, "periodSeconds": 15}]
 
+
+async def test_an_update_to_an_empty_list_of_scaling_policies_is_refused(tmp_path):
+    """ValidateHorizontalPodAutoscalerUpdate validates the whole new spec, so a PUT or a patch to
+    `policies: []` is refused as a create is: the update path dropped the list before defaulting, which
+    then stored the default policies (fuzz50)."""
+    path = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"
+    cause = [{"reason": "FieldValueRequired", "message": "Required value: must specify at least one Policy",
+              "field": "spec.behavior.scaleUp.policies"}]
+    async with served(tmp_path) as (_, api):
+        hpa = await call(api, "POST", path, {"metadata": {"name": "h"}, "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}, "maxReplicas": 3,
+            "behavior": {"scaleUp": {"selectPolicy": "Min"}}}})
+        put = {**hpa, "spec": {**hpa["spec"], "behavior": {"scaleUp": {"selectPolicy": "Min", "policies": []}}}}
+        patch = {"spec": {"behavior": {"scaleUp": {"policies": []}}}}
+        json_patch = [{"op": "replace", "path": "/spec/behavior/scaleUp/policies", "value": []}]
+        for method, body, content_type in (("PUT", put, "application/json"),
+                                           ("PATCH", patch, "application/merge-patch+json"),
+                                           ("PATCH", patch, "application/strategic-merge-patch+json"),
+                                           ("PATCH", json_patch, "application/json-patch+json")):
+            try:
+                await call(api, method, f"{path}/h", body, content_type=content_type)
+            except client.ApiException as e:
+                assert e.status == 422 and json.loads(e.body)["details"]["causes"] == cause, (content_type, e.body)
+            else:
+                raise AssertionError(f"{content_type}: accepted")
+        stored = await call(api, "GET", f"{path}/h")
+        assert stored["spec"] == hpa["spec"] and stored["metadata"]["resourceVersion"] == hpa["metadata"]["resourceVersion"]
+
 async def test_dra_flowcontrol_admission_and_storage_kinds_drop_their_omitempty_zeros(tmp_path):
     async with served(tmp_path) as (_, api):
         claim = {"metadata": {"name": "c"}, "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
