@@ -511,7 +511,8 @@ class MutatingPolicies(PolicyEngine):
     def _mutated(self, inv: Invocation, a: Attributes, t: Target, obj: dict, act: dict,
                  failed: list[tuple[str, str]]) -> dict | None:
         """The object the invocation's mutations make of `obj`, or None where they change nothing (its
-        matchConditions skip it, or it fails: a failure is added to `failed`)."""
+        matchConditions skip it, or fail). A failure is added to `failed`; a mutation that fails is
+        skipped and those after it still apply, as upstream's dispatcher goes on to the next."""
         variables = compute_variables(inv.spec, act)
         try:
             if not self.conditions_match(inv, act, variables):
@@ -530,9 +531,9 @@ class MutatingPolicies(PolicyEngine):
                 if m.get("patchType") != "ApplyConfiguration" and (err := type_meta_error(self.rest.index, a, t, before, out)):
                     raise err
                 obj = a.prune(t, out, typed=True)
-            except (CELError, PatchError, ValueError, OutOfBudget) as e:
+            except (CELError, PatchError, ValueError, OutOfBudget) as e:  # the next mutation goes on from `obj`
                 self._error(inv, failed, str(e), "Invalid")
-                return None
+                continue
             obj["apiVersion"], obj["kind"] = before["apiVersion"], before["kind"]
             a.default(t, obj)
         return None if obj == before else obj

@@ -731,3 +731,21 @@ async def test_mutating_policies_that_fail_are_denied_together_in_policy_errors_
     assert causes[0] == first and len(causes) == 2, causes
     assert causes[1].startswith("policy 'c-second' with binding 'c-second' denied request: "), causes
     assert {k: v for k, v in e.value.details.items() if k != "causes"} == {"name": "x", "kind": "configmaps"}
+
+
+async def test_a_mutation_that_fails_is_skipped_and_the_policys_next_ones_apply(stack):
+    """The mutating dispatcher goes on to a policy's next mutation after one fails: where the policy
+    ignores failures, the mutations before and after the failed one are all made."""
+    await api(stack, "mutatingadmissionpolicies").create({"metadata": {"name": "steps"}, "spec": {
+        "failurePolicy": "Ignore", "reinvocationPolicy": "Never",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                "resources": ["configmaps"]}]},
+        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": expression}} for expression in (
+            '[JSONPatch{op: "add", path: "/data/before", value: "1"}]',
+            '[JSONPatch{op: "add", path: "/data/n", value: object.data.nope}]',
+            '[JSONPatch{op: "add", path: "/data/after", value: "1"}]')]}})
+    await api(stack, "mutatingadmissionpolicybindings").create({"metadata": {"name": "steps"},
+                                                                "spec": {"policyName": "steps"}})
+    made = await api(stack, "configmaps", "").create({"metadata": {"name": "s", "namespace": "default"},
+                                                      "data": {"a": "1"}})
+    assert made["data"] == {"a": "1", "before": "1", "after": "1"}
