@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 #: what a command reads as stdin when it was sent nothing: an interactive shell's commands have a
 #: terminal there, which is not simulated
 TERMINAL = None
+
+
+class Open(bytes):
+    """Stdin that is still open: what it has held so far, more to come. A read past it waits
+    (NoTerminal, as for a stdin still to come), as a real process blocks in read(2)."""
 #: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
 SHELL_ONLY = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec",
                         "return", "local", "trap"})
@@ -223,9 +228,10 @@ def _read(run: _Run, name: str, args: list[str]) -> int:
     names = args[1:] if raw else args
     if any(n.startswith("-") or not re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
         raise Unknown
-    if run.stdin is TERMINAL:
+    if run.stdin is TERMINAL or isinstance(run.stdin, Open) and b"\n" not in run.stdin:
         raise NoTerminal
-    line, newline, run.stdin = run.stdin.partition(b"\n")
+    line, newline, rest = run.stdin.partition(b"\n")
+    run.stdin = type(run.stdin)(rest)
     text = line.decode(errors="replace")
     if not raw:
         text = re.sub(r"\\(.)", r"\1", text)

@@ -59,7 +59,8 @@ filters `tr`, `grep`, `sed`, `awk` and `cut` in the forms people type
 redirections, of simple and compound commands (`done > log`). A command reading
 stdin gets what the exec client sent (read to its end first; a filter
 alone, `kubectl exec -i pod -- grep x`, answers each line as it comes:
-simulated_io). A container's own command runs them on a draft
+simulated_io); a `stdin: true` container's script is given its stdin as it comes
+(`written_so_far`: all before a read that waits for more), whole at EOF. A container's own command runs them on a draft
 of its files (simulated_fs.PodFiles.draft), as does exec's; the changes are
 made, as the output is written, when their time comes on the node's clock
 (`sleep 5; touch /tmp/ready` makes the file 5 s later, and not at all if
@@ -97,7 +98,7 @@ from . import simulated_filters as filters
 from . import simulated_net as net
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, Terminal, reads_data
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
-from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Return
+from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Return
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError
 from .simulated_script import (PATTERN_OPS, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
                                Simple, Script, Word, literal, parse)
@@ -304,6 +305,33 @@ def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes 
         return run.program()
     except _Unknown:
         return None
+
+
+def written_so_far(argv: list[str], now: float, fs: Files, stdin: bytes, env: dict[str, str] | None = None,
+                   terminal: Terminal | None = None) -> tuple[list[tuple[float, str, str | bytes]], bool] | None:
+    """What the `sh -c` script `argv`, started at `now`, has written (when, "stdout" or "stderr",
+    text) while its stdin, still open, has held `stdin`: all before the read that waits for more
+    (`read` with no whole line left, `cat` before its EOF), or before the top-level list holding
+    it where what it reads goes into a pipe or `$(...)`; and whether that read waits for the EOF
+    (`cat`, `wc`: more data changes nothing before it). None where it does not wait (it ends
+    first: its program is `interpret`'s on that stdin); nothing, waiting for the EOF, where it is
+    not worked out so (the network read later, a loop waiting for its files: all is worked out
+    at EOF). Changes to its files are made once it is worked out whole."""
+    run = _Run(now, fs=fs, stdin=Open(stdin), env=env, args=argv[3:] or argv[:1], seed=argv[2], terminal=terminal)
+    marks = 0, 0
+    try:
+        for and_or in parse(argv[2]):
+            marks = len(run.output), len(run.errors)
+            run.script([and_or])
+    except _NoTerminal:
+        if run.captured_read:
+            del run.output[marks[0]:], run.errors[marks[1]:]
+        return run.program().writes(), run.reads_to_eof
+    except (_Exit, _Forever, _Jump):
+        return None
+    except (_Unknown, _Waiting):
+        return [], True
+    return None
 
 
 def reads_stdin(argv: list[str], image: str) -> bool:
@@ -551,6 +579,9 @@ class _Run:
         self.terminal = terminal
         #: how many captures of stdout the command running is inside (a pipe, `$(...)`, a redirection)
         self.captured = 0
+        #: whether the read that waits for stdin still to come is inside one, and reads all to the
+        #: EOF (`cat`, not `read`): `written_so_far`
+        self.captured_read = self.reads_to_eof = False
         self.now = 0.0
         self.output: list[tuple[float, str | bytes]] = []
         self.status = status
@@ -643,7 +674,8 @@ class _Run:
 
     def read_stdin(self) -> bytes:
         """All that is left of stdin (nothing after)."""
-        if self.stdin is _TERMINAL:
+        if self.stdin is _TERMINAL or isinstance(self.stdin, Open):
+            self.reads_to_eof = True
             raise _NoTerminal
         data, self.stdin = self.stdin, b""
         return data
@@ -1138,6 +1170,7 @@ class _Run:
             self.command(words, in_shell=True)
         except _NoTerminal:
             if not self.interactive:  # a container's stdin that is still to come: not worked out ahead
+                self.captured_read = self.captured > 0
                 raise
             self.err(f"sh: {words[0]}: nanokube's simulated shell gives a command no terminal to read\n")
             self.status = 1

@@ -38,7 +38,11 @@ port-forward, declared on the pod with annotations.
   One whose command is interpreted (`echo hi`, `sleep 5`) does not read its
   stdin: it ends when its command does; one whose command is a filter
   (`cat`, `grep x`: simulated_filters) writes what it makes of each piece of
-  its stdin as it comes, and exits with the filter's status at EOF. On a terminal, what the client types
+  its stdin as it comes, and exits with the filter's status at EOF. One whose `sh -c` script reads its
+  stdin (`while read l; do echo got:$l; done`, `sleep 1; cat`) writes, as each piece comes, what it
+  has written before its next read waits for more; at EOF (or once it needs no more) it is worked
+  out whole on all it was sent, its file changes made then, and ends with the script's status.
+  On a terminal, what the client types
   is echoed (into the log, as a tty's output is) with Enter as a new line.
   One running a shell (`kubectl run -i -- sh`, `kubectl debug -it` of
   busybox) runs the lines it is sent, as exec's shell does, and ends with
@@ -55,18 +59,20 @@ import asyncio
 import contextlib
 import hashlib
 import heapq
+import itertools
 import json
 import math
 import os
 import re
 import socket
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found, sandbox_id
 from . import container_env, simulated_net
 from .containerlog import ContainerLog
 from .simulated_applets import Terminal
-from .simulated_command import PASS, Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin
+from .simulated_command import PASS, Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin, written_so_far
 from .simulated_command import stream as filter_of
 from .simulated_filters import Filter
 from .simulated_fs import ContainerFS, PodFiles
@@ -88,7 +94,7 @@ class SimulatedIO:
 
     __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
                  "stdin_closed", "stdin_status", "shells", "ephemeral_ended", "_files", "environments",
-                 "streams", "ended", "began")
+                 "streams", "ended", "began", "scripts")
 
     def __init__(self, worker):
         self.worker = worker
@@ -101,6 +107,9 @@ class SimulatedIO:
         self.shells: dict[str, Shell] = {}
         #: the containers running a filter on their stdin (`cat`, `grep x`: attach feeds it)
         self.streams: dict[str, Filter] = {}
+        #: the containers whose `sh -c` script reads their stdin (`while read l; do ...; done`):
+        #: what it has been sent so far, worked out as it comes, whole at EOF (`_stdin_ended`)
+        self.scripts: dict[str, _StdinScript] = {}
         #: what each running container writes later, and the task writing it
         self._pending: dict[str, _Writes] = {}
         self._scripted: dict[str, asyncio.Task] = {}
@@ -212,6 +221,7 @@ class SimulatedIO:
         spec = self._spec(name)
         self.shells.pop(name, None)
         self.streams.pop(name, None)
+        self.scripts.pop(name, None)
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         if program is not None:
             self.programs[name] = program
@@ -220,6 +230,10 @@ class SimulatedIO:
         elif spec.get("stdin") and (stream := filter_of(argv)) is not None:
             self.programs.pop(name, None)
             self.streams[name] = stream  # writes what it reads, as its stdin comes (attach)
+        elif spec.get("stdin") and (script := self._stdin_script(name)) is not None:
+            self.programs.pop(name, None)
+            self.scripts[name] = script  # worked out as its stdin comes (attach)
+            self._stdin_read(name, script)
         else:
             self.programs.pop(name, None)
             if spec.get("stdin") and reads_stdin(argv, image):
@@ -264,11 +278,79 @@ class SimulatedIO:
                 continue
             if stream == "files":
                 self.files(name).replay([text])
-            elif tty:
-                data = text if isinstance(text, bytes) else text.encode()
-                self._emit(name, data.replace(b"\n", b"\r\n"))
             else:
-                self._emit(name, text, stream)
+                self._put(name, stream, text, tty)
+
+    def _put(self, name: str, stream: str, text: str | bytes, tty: bool) -> None:
+        """Container `name` writes `text`; on its terminal all is one stream, its new lines CR LF."""
+        if tty:
+            data = text if isinstance(text, bytes) else text.encode()
+            self._emit(name, data.replace(b"\n", b"\r\n"))
+        else:
+            self._emit(name, text, stream)
+
+    def _stdin_script(self, name: str) -> _StdinScript | None:
+        """Container `name`'s `sh -c` script where it reads its stdin (`while read l; do ...; done`,
+        `sleep 1; cat`), so was not worked out as it started, yet is interpreted once that stdin is
+        known; None for any other command."""
+        argv, spec = self.command(self._spec(name)), self._spec(name)
+        if not argv or not wants_stdin(argv):
+            return None
+        now = self.worker.clock.now()
+        if interpret(argv, now, lambda: self.draft(name, fresh=False), b"", self.environment(name),
+                     Terminal() if spec.get("tty") else None) is None:
+            return None
+        return _StdinScript(argv, now, self.worker.clock.monotonic())
+
+    def _stdin_read(self, name: str, script: _StdinScript) -> None:
+        """The script has been sent more (or has just started): what it has written by now while
+        it waits for the rest (`written_so_far`) is written, and what it writes later, before it
+        reads again, when its time comes; where it ends without reading the rest, it ends so."""
+        clock, spec = self.worker.clock, self._spec(name)
+        so_far = written_so_far(script.argv, script.started, lambda: self.draft(name, fresh=False), bytes(script.data),
+                                self.environment(name), Terminal() if spec.get("tty") else None)
+        if so_far is None:
+            self._stdin_ended(name, script)
+            return
+        writes, script.to_eof = so_far
+        if script.timer is not None:
+            script.timer.cancel()
+            script.timer = None
+        now = clock.monotonic()
+        for at, stream, text in writes[script.shown:]:
+            if script.began + at > now:
+                async def later(delay: float = script.began + at - now) -> None:
+                    await clock.sleep(delay)
+                    script.timer = None
+                    self._stdin_read(name, script)
+                script.timer = asyncio.ensure_future(later())
+                return
+            self._put(name, stream, text, bool(spec.get("tty")))
+            script.shown += 1
+
+    def _stdin_ended(self, name: str, script: _StdinScript) -> None:
+        """The EOF of a script's stdin (`_stdin_script`): it is worked out from its start on all it was
+        sent, on the files as they are now; what it wrote by now is written at once, the rest when
+        its time comes, and the worker sees it end (`ended`) with its status."""
+        if self.scripts.pop(name, None) is None:
+            return
+        if script.timer is not None:
+            script.timer.cancel()
+        program = interpret(script.argv, script.started, lambda: self.draft(name, fresh=False), bytes(script.data),
+                            self.environment(name), Terminal() if self._spec(name).get("tty") else None)
+        if program is None:  # (not expected: it was interpreted on an empty stdin) a reader ending at EOF
+            self.stdin_closed.add(name)
+            self.worker.changed.set()
+            return
+        self.programs[name] = program
+        self.began[name] = program, script.began
+        if task := self._scripted.pop(name, None):
+            task.cancel()
+        declared = ((t - script.began, stream, text) for t, stream, text in _remaining(self._pending.get(name)))
+        shown = itertools.count()  # what it wrote as it waited for the rest is written
+        unseen = (e for e in program.timeline() if e[1] not in ("stdout", "stderr") or next(shown) >= script.shown)
+        self._schedule(name, heapq.merge(unseen, declared, key=lambda e: e[0]),
+                       self._then(name, program, script.began, resumed=True), now=script.began)
 
     def _then(self, name: str, program: Program | None, began: float, resumed: bool = False):
         """What container `name` does once `program` (started at `began`, monotonic) has written all:
@@ -320,7 +402,9 @@ class SimulatedIO:
         self.ended.pop(name, None)
         if task := self._scripted.pop(name, None):
             task.cancel()
-        if name not in self.programs and name not in self.streams and name not in self.shells:  # (what it wrote)
+        if (script := self.scripts.get(name)) is not None and script.timer is not None:
+            script.timer.cancel()
+        if not any(name in d for d in (self.programs, self.streams, self.shells, self.scripts)):  # (what it wrote)
             if why:
                 self._write(f"nanokube: container {name} {why}", [name])
             self._write(f"nanokube: container {name} exited with code {code}", [name])
@@ -711,7 +795,7 @@ class SimulatedIO:
             self.stdin_closed.add(container)
             self.worker.changed.set()
             return
-        stream = self.streams.get(container)
+        stream, script = self.streams.get(container), self.scripts.get(container)
 
         def written(data: bytes) -> None:
             if data and not log.closed:
@@ -726,12 +810,19 @@ class SimulatedIO:
                 written(stream.feed(data))
                 if stream.done:
                     break
+            if script is not None and data and self.scripts.get(container) is script:
+                script.data += data
+                if not script.to_eof:  # (one reading to the EOF writes nothing more before it)
+                    self._stdin_read(container, script)
             if eof:
                 break
         else:
             if not once:
                 return
         if container in self.programs:  # an interpreted command does not read its stdin
+            return
+        if script is not None:
+            self._stdin_ended(container, script)
             return
         if stream is not None:
             out, self.stdin_status[container] = stream.end()
@@ -803,6 +894,28 @@ async def _following(session: StreamSession, terminal: Terminal | None):
     finally:
         if task is not None:
             task.cancel()
+
+
+@dataclass
+class _StdinScript:
+    """A `sh -c` script reading its container's stdin: its command, when it started (the node's wall
+    clock, and monotonic) and what it has been sent."""
+
+    argv: list[str]
+    started: float
+    began: float
+    data: bytearray = field(default_factory=bytearray)
+    #: how many of its writes are written (`written_so_far`'s), the task writing the next, due later,
+    #: and whether it waits for the EOF (`cat`: what more comes changes nothing before it)
+    shown: int = 0
+    timer: asyncio.Future | None = None
+    to_eof: bool = False
+
+
+def _remaining(pending: _Writes | None) -> Iterator[tuple[float, str, object]]:
+    """What `pending` has still to write (monotonic times)."""
+    while pending is not None and pending.due is not None:
+        yield pending.pop()
 
 
 class _Writes:

@@ -247,6 +247,17 @@ def test_run_i_of_a_shell_runs_what_is_piped_and_exits_with_its_exit_code(cluste
     assert (term["exitCode"], term["reason"]) == (3, "Error")
 
 
+def test_run_i_of_a_script_reading_its_stdin_prints_what_it_writes_and_the_pod_is_removed(cluster):
+    """`kubectl run -i --rm -- sh -c 'while read l; do echo got:$l; done'`: the loop reads what is
+    piped to its EOF; kubectl prints what it wrote (none of nanokube's lines) and returns 0."""
+    r = cluster.kubectl("run", "-i", "--rm", "--restart=Never", "reads", "--image=busybox", "--", "sh", "-c",
+                        "while read l; do echo got:$l; done", input="a\nb\n", check=False, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("got:a\ngot:b\n") and "nanokube" not in r.stdout + r.stderr, (r.stdout, r.stderr)
+    wait_for(lambda: cluster.kubectl("get", "pod", "reads", "--ignore-not-found", "-o", "name").stdout == "", 30,
+             "reads deleted")
+
+
 def test_a_shells_loop_waiting_for_a_file_goes_on_once_an_exec_makes_it(cluster):
     """A loop typed at `kubectl exec -i pod -- sh` that waits for a file reads the container's files
     again at each pass, as a container's command does: once another exec makes the file, what

@@ -7,7 +7,8 @@ import pytest
 
 from nanokube.clock import Clock
 from nanokube.node.simulated_applets import Terminal
-from nanokube.node.simulated_command import Program, Shell, Step, interpret, outlives_sigterm, reads_stdin
+from nanokube.node.simulated_command import (Program, Shell, Step, interpret, outlives_sigterm, reads_stdin,
+                                             written_so_far)
 from nanokube.node.simulated_fs import PodFiles
 
 
@@ -212,6 +213,22 @@ def test_set_options_and_read(script, stdin, writes, code):
 
 def test_read_of_a_stdin_still_to_come_is_not_worked_out_ahead():
     assert interpret(["sh", "-c", "read x; echo $x"], stdin=None) is None
+
+
+@pytest.mark.parametrize("script, sent, writes", [
+    ("while read l; do echo got:$l; done", b"a\nb", ([(0.0, "stdout", "got:a\n")], False)),  # b's line to end
+    ("echo start; sleep 2; printf 'x\\n' >&2; wc -l", b"a\n",
+     ([(0.0, "stdout", "start\n"), (2.0, "stderr", "x\n")], True)),
+    ("echo s; while read l; do echo $l; done | tr a b", b"a\n", ([(0.0, "stdout", "s\n")], False)),  # at its end
+    ("echo s; x=$(cat); echo $x", b"a\n", ([(0.0, "stdout", "s\n")], True)),
+    ("read l; echo $l", b"a\n", None),  # it ends, the rest never read
+    ("cat; exit 3", b"", ([], True)),
+])
+def test_what_a_script_on_an_open_stdin_has_written_before_it_waits_for_more(pod_files, script, sent, writes):
+    """`kubectl run -i -- sh -c SCRIPT`: what it writes before a read waits for more of its stdin,
+    and whether that read waits for the EOF (None where it ends before); what goes into a pipe
+    or `$(...)` comes when the list ends."""
+    assert written_so_far(["sh", "-c", script], 0.0, lambda: pod_files.container("main"), sent) == writes
 
 
 @pytest.mark.parametrize("args, out, code", [(["train"], "training\n", 0), (["eval-1"], "evaluating\n", 0),

@@ -419,3 +419,106 @@ async def test_an_ephemeral_container_waiting_for_a_file_ends_once_an_exec_makes
     assert io.ephemeral_ended == {"debug": 3}
     assert io.serve_log("debug", LogOptions()) == b"waiting\n" * 3 + b"went\n"
     io.stop()
+
+
+async def test_a_script_reading_its_stdin_answers_each_line_as_it_comes_and_ends_at_eof():
+    """`kubectl run -i -- sh -c 'while read l; do echo got:$l; done'`: each line answered as it
+    comes, on the node's clock; at the EOF of stdinOnce the loop ends, so does the container
+    (0), its log only what the script wrote."""
+    from tests.node import ManualClock
+
+    w = worker(stdin=True, stdinOnce=True, command=["sh", "-c", "while read l; do echo got:$l; done"])
+    w.clock = clock = ManualClock()
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    out = []
+    s = session(out, stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"a\nb")
+    await settle()
+    assert out == [b"got:a\n"] and not io.ended
+    await clock.advance(5)
+    s.stdin_data.put_nowait(b"\n")
+    await settle()
+    assert out == [b"got:a\n", b"got:b\n"] and not io.ended
+    s.stdin_data.put_nowait(None)
+    await settle()
+    assert io.ended == {"main": 0} and w.changed.is_set() and not io.stdin_closed
+    io.exit("main", 0)
+    assert io.serve_log("main", LogOptions()) == b"got:a\ngot:b\n"
+    assert await asyncio.wait_for(attached, 5) == 0
+
+
+@pytest.mark.parametrize("script, code, log", [
+    ("sleep 1; cat", 0, b"a\nb\n"),
+    ("echo start; wc -l; exit 4", 4, b"start\n2\n"),
+    ("grep a | tr a-z A-Z; echo done", 0, b"A\ndone\n"),
+    ("head -n 1; echo after", 0, b"a\nafter\n"),
+])
+async def test_a_script_reading_stdin_after_other_commands_gets_it_to_its_eof(script, code, log):
+    """`sh -c 'sleep 1; cat'` and the like: the command after the others reads the container's
+    stdin, all of it at EOF (stdinOnce); the container ends with the script's status."""
+    from tests.node import ManualClock
+
+    w = worker(stdin=True, stdinOnce=True, command=["sh", "-c", script])
+    w.clock = clock = ManualClock()
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"a\n")
+    await clock.advance(3)
+    assert not io.ended
+    s.stdin_data.put_nowait(b"b\n")
+    s.stdin_data.put_nowait(None)
+    await settle()
+    assert io.ended == {"main": code}
+    assert io.serve_log("main", LogOptions()) == log
+    attached.cancel()
+
+
+async def test_a_script_that_reads_what_it_needs_ends_without_waiting_for_eof():
+    """`sleep 2; echo s; read l; echo $l; sleep 3; echo end`: with its line sent it goes on as
+    its clock says, written when due, and ends at 5 s, its stdin still open."""
+    from tests.node import ManualClock
+
+    w = worker(stdin=True, stdinOnce=True, command=["sh", "-c", "sleep 2; echo s; read l; echo $l; sleep 3; echo end"])
+    w.clock = clock = ManualClock()
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    out = []
+    s = session(out, stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    await clock.advance(1)
+    assert out == []
+    await clock.advance(1)
+    assert out == [b"s\n"]
+    s.stdin_data.put_nowait(b"a\n")
+    await settle()
+    assert out == [b"s\n", b"a\n"] and not io.ended
+    await clock.advance(3)
+    assert out == [b"s\n", b"a\n", b"end\n"] and io.ended == {"main": 0}
+    attached.cancel()
+
+
+async def test_a_script_waiting_for_its_stdin_keeps_it_open_without_stdin_once():
+    """Without stdinOnce (`--leave-stdin-open`) the client leaving is no EOF: the script waits on,
+    a later client's lines reach it; its log holds no nanokube line, even once it is killed."""
+    w = worker(stdin=True, command=["sh", "-c", "while read l; do echo got:$l; done"])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"a\n")
+    s.stdin_data.put_nowait(None)
+    await settle()
+    assert not io.ended and not io.stdin_closed
+    attached.cancel()
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"b\n")
+    await settle()
+    assert io.serve_log("main", LogOptions()) == b"got:a\ngot:b\n" and not io.ended
+    io.exit("main", 137)
+    assert io.serve_log("main", LogOptions()) == b"got:a\ngot:b\n"
+    attached.cancel()
