@@ -156,11 +156,10 @@ class FlowControl:
     PriorityLevelConfiguration informers it is given (the status loop's)."""
 
     def __init__(self, schemas, levels, server_concurrency: int = SERVER_CONCURRENCY,
-                 inflight: InflightWatermark | None = None, terminated=None) -> None:
+                 inflight: InflightWatermark | None = None, refused=None) -> None:
         self.schemas, self.levels = schemas, levels
-        #: RecordRequestTermination's counter of the server's metrics (APIMetrics.terminated), told of
-        #: each request refused with 429
-        self.terminated = terminated
+        #: the server's request metrics (APIMetrics.refused), told of each request refused with 429
+        self.refused = refused
         #: the requests executing, by kind (apiserver_current_inflight_requests)
         self.inflight = inflight or InflightWatermark()
         self.server_concurrency = server_concurrency
@@ -270,8 +269,8 @@ class FlowControl:
         queued = time.perf_counter() if level is not None else 0.0
         if level is not None and not await level.acquire():
             self.rejected.labels(*route.labels, "queue-full" if level.max_waiting else "concurrency-limit").inc()
-            if self.terminated is not None:
-                self.terminated(request.method, request.content_type, a, 429)
+            if self.refused is not None:
+                self.refused(request, a)
             e = errors.APIError(429, "TooManyRequests", "Too many requests, please try again later.",
                                 {"retryAfterSeconds": 1}, {"Retry-After": "1"})
             resp = error_response(e)

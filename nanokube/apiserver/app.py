@@ -504,7 +504,7 @@ class APIServer:
             return expect.answered(request, await as_negotiated(request, error_response(e)))
         response = await self.deadlines.within(request, seconds, self._handled(request, attrs, routed))
         if timeout.TIMED_OUT in request:  # the timeout filter's postTimeoutFn
-            self.metrics.terminated(request.method, request.content_type, attrs, 504)
+            self.metrics.terminated(request, attrs, 504)
         return response
 
     async def _handled(self, request: web.Request, attrs, routed: bool) -> web.StreamResponse:

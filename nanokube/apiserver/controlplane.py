@@ -51,7 +51,7 @@ async def start_loops(server, writer: bool = True) -> list:
     services = server.index.get("", "v1", "services").strategy
     apf_status = FlowSchemaStatus(loopback, clock=server.clock)
     server.flow_control = FlowControl(apf_status.fs_inf, apf_status.pl_inf, inflight=server.metrics.inflight,
-                                      terminated=server.metrics.terminated)
+                                      refused=server.metrics.refused)
     server.component_metrics.append(server.flow_control.registry)
     crds = CustomResources(server, LocalClient(server.rest, SYSTEM, "kube-apiextensions-apiserver"),
                            server.resources_changed)

@@ -242,25 +242,50 @@ class APIMetrics:
         self.request_count, self.request_latency = self.requests.labels, self.latency.labels
         self.response_size, self.request_sli = self.response_sizes.labels, self.sli_latency.labels
 
-    def terminated(self, method: str, content_type: str, attrs, code: int) -> None:
-        """RecordRequestTermination: a request the server ended itself (the timeout filter's 504,
-        APF's 429), under the labels of its request info `attrs` (authorizer.Attributes); its verb
-        is the method's as the handler chain sees it (a collection's GET a LIST, an apply an APPLY),
-        a non-resource request's path its subresource."""
+    @staticmethod
+    def _filtered(request, attrs) -> tuple[str, str]:
+        """The verb and scope a filter reports a request under, from its method and request info
+        `attrs` (authorizer.Attributes): CleanScope, then CanonicalVerb and cleanVerb (a collection's
+        GET is a LIST, a GET with a true `watch` a WATCH, an apply patch an APPLY, any verb but
+        validRequestMethods "other")."""
         scope = "resource" if attrs.name or attrs.verb == "create" else (
             "namespace" if attrs.namespace else "cluster" if attrs.resource_request else "")
-        verb = method.upper()
-        if verb in ("GET", "HEAD"):  # CanonicalVerb, then cleanVerb
-            verb = "WATCH" if attrs.resource_request and attrs.verb == "watch" else (
-                "GET" if scope in ("resource", "") else "LIST")
-        elif verb == "PATCH" and content_type == "application/apply-patch+yaml":
+        verb = request.method.upper()
+        if verb in ("GET", "HEAD"):
+            watch = request.query.getall("watch", ())
+            if verb == "GET" and watch and watch[0].lower() not in ("0", "false"):
+                verb = "WATCH"
+            else:
+                verb = "GET" if scope in ("resource", "") else "LIST"
+        elif verb == "PATCH" and request.content_type == "application/apply-patch+yaml":
             verb = "APPLY"
-        verb = verb if verb in _VERBS else "other"
+        return verb if verb in _VERBS else "other", scope
+
+    def terminated(self, request, attrs, code: int) -> None:
+        """RecordRequestTermination: a request the server ended itself (the timeout filter's 504,
+        APF's 429), a non-resource request's path its subresource."""
+        verb, scope = self._filtered(request, attrs)
         if attrs.resource_request:
             labels = (verb, attrs.group, attrs.version, attrs.resource, attrs.subresource, scope)
         else:
             labels = (verb, "", "", "", attrs.path, scope)
         self.terminations.labels(*labels, "apiserver", str(code)).inc()
+
+    def refused(self, request, attrs) -> None:
+        """APF's 429 (RecordDroppedRequest and RecordRequestTermination): the request, refused before
+        its handler counts it, is counted in apiserver_request_total under its dryRun (cleanDryRun)
+        and as a termination."""
+        verb, scope = self._filtered(request, attrs)
+        dry = ""
+        if "dryRun" in request.query_string:
+            values = sorted(set(request.query.getall("dryRun", ())))
+            dry = ",".join(values) if set(values) <= {"All"} else "invalid"
+        if attrs.resource_request:
+            labels = (verb, dry, attrs.group, attrs.version, attrs.resource, attrs.subresource, scope)
+        else:
+            labels = (verb, dry, "", "", "", "", scope)
+        self.requests.labels(*labels, "apiserver", "429").inc()
+        self.terminated(request, attrs, 429)
 
     def watch_cache(self, stats, revision, unmetered: frozenset[tuple[str, str]] = frozenset()) -> None:
         """Serves the watch cache's metrics from its `stats` (cache.CacheStats) and `revision()`, but

@@ -137,13 +137,14 @@ def test_middleware_answers_429_with_retry_after():
     asyncio.run(run())
 
 
-def test_a_refused_request_counts_as_a_termination():
+def test_a_refused_request_counts_as_a_termination_and_a_request():
     """WithPriorityAndFairness records each 429 in apiserver_request_terminations_total
-    (RecordRequestTermination), under the request's labels: a collection's GET is a LIST."""
+    (RecordRequestTermination) and, as its handler never counts it, in apiserver_request_total
+    (RecordDroppedRequest), under the request's labels: a collection's GET is a LIST."""
     from nanokube.apiserver.metrics import APIMetrics
 
     metrics = APIMetrics()
-    fc = FlowControl(Inf(objects(FLOW_SCHEMAS)), Inf(objects(ONE_SEAT)), 1, terminated=metrics.terminated)
+    fc = FlowControl(Inf(objects(FLOW_SCHEMAS)), Inf(objects(ONE_SEAT)), 1, refused=metrics.refused)
     gate = asyncio.Event()
 
     async def handler(request):
@@ -154,19 +155,26 @@ def test_a_refused_request_counts_as_a_termination():
         return [(s.labels, s.value) for m in metrics.terminations.collect() for s in m.samples
                 if s.name == "apiserver_request_terminations_total"]
 
+    def requests() -> list:
+        return [(s.labels, s.value) for m in metrics.requests.collect() for s in m.samples
+                if s.name == "apiserver_request_total"]
+
     async def run():
         app = web.Application(middlewares=[as_alice, fc.middleware])
         app.router.add_get("/{tail:.*}", handler)
         async with TestClient(TestServer(app)) as c:
             first = asyncio.create_task(c.get("/apis/apps/v1/namespaces/default/deployments"))
             await until_executing(fc, 1)
-            assert terminations() == []
-            assert (await c.get("/apis/apps/v1/namespaces/default/deployments")).status == 429
+            assert terminations() == [] and requests() == []
+            assert (await c.get("/apis/apps/v1/namespaces/default/deployments", params={"dryRun": "All"})).status == 429
             gate.set()
             assert (await first).status == 200
         assert terminations() == [({"verb": "LIST", "group": "apps", "version": "v1", "resource": "deployments",
                                     "subresource": "", "scope": "namespace", "component": "apiserver",
                                     "code": "429"}, 1.0)]
+        assert requests() == [({"verb": "LIST", "dry_run": "All", "group": "apps", "version": "v1",
+                                "resource": "deployments", "subresource": "", "scope": "namespace",
+                                "component": "apiserver", "code": "429"}, 1.0)]
     asyncio.run(run())
 
 
