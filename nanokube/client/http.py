@@ -27,6 +27,10 @@ from . import kubeconfig
 from .kubeconfig import Credentials
 
 JSON = "application/json"
+#: the auto header a session leaves out: the components ask for no gzip (rest.Config's DisableCompression,
+#: as the loopback client sets it): beside the server, compressing a large list costs both sides CPU
+#: and saves nothing, and the server writes an uncompressed one in slices without copying it
+_NO_GZIP = ("Accept-Encoding",)
 #: seconds between reads of discovery (kube-controller-manager's garbage collector and quota
 #: controllers rediscover every 30 s)
 REDISCOVERY_PERIOD = 30.0
@@ -169,7 +173,7 @@ class HTTPClient:
             if self._pool.session is None:
                 self._pool.session = aiohttp.ClientSession(
                     headers={"Accept": JSON}, connector=aiohttp.TCPConnector(ssl=self.creds.ssl or False, limit=0),
-                    timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+                    timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), skip_auto_headers=_NO_GZIP)
         return headers or None
 
     async def start(self) -> None:
@@ -178,7 +182,7 @@ class HTTPClient:
         runs dozens of informers (a bounded pool would starve requests)."""
         self.session = aiohttp.ClientSession(
             headers=self.headers, connector=aiohttp.TCPConnector(ssl=self.creds.ssl or False, limit=0),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), skip_auto_headers=_NO_GZIP)
         self.index = await self._discover()
         self._rediscovery = asyncio.create_task(self._rediscover())
 

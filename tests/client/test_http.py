@@ -142,3 +142,16 @@ async def test_a_named_client_says_its_name_in_its_user_agent(tmp_path):
               if e["verb"] == "create" and e["objectRef"]["resource"] == "configmaps"}
     assert agents["by-root"].startswith("kube-controller-manager/v1.37.0 (") and " kubernetes/0000000" in agents["by-root"]
     assert agents["by-named"] == agents["by-root"] + "/replicaset-controller"
+
+
+async def test_a_large_list_is_asked_for_without_gzip(client):
+    """The server gzips an answer over 128 KiB for a client that accepts it; the components ask for
+    none (rest.Config's DisableCompression): they run beside it."""
+    cms = client.resource("", "v1", "configmaps")
+    await cms.create(cm("big", v="x" * 200_000))
+    path = "/api/v1/namespaces/default/configmaps"
+    async with client.session.get(client.creds.server + path) as r:
+        assert "Accept-Encoding" not in r.request_info.headers
+        assert "Content-Encoding" not in r.headers and int(r.headers["Content-Length"]) > 200_000
+    async with client.session.get(client.creds.server + path, headers={"Accept-Encoding": "gzip"}) as r:
+        assert r.headers["Content-Encoding"] == "gzip"  # (what it would be asked for otherwise)
