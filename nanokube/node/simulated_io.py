@@ -307,6 +307,8 @@ class SimulatedIO:
         it waits for the rest (`written_so_far`) is written, and what it writes later, before it
         reads again, when its time comes; where it ends without reading the rest, it ends so."""
         clock, spec = self.worker.clock, self._spec(name)
+        if self.logs[name][-1].closed:  # (it was stopped)
+            return
         so_far = written_so_far(script.argv, script.started, lambda: self.draft(name, fresh=False), bytes(script.data),
                                 self.environment(name), Terminal() if spec.get("tty") else None)
         if so_far is None:
@@ -332,13 +334,16 @@ class SimulatedIO:
         """The EOF of a script's stdin (`_stdin_script`): it is worked out from its start on all it was
         sent, on the files as they are now; what it wrote by now is written at once, the rest when
         its time comes, and the worker sees it end (`ended`) with its status."""
-        if self.scripts.pop(name, None) is None:
+        if self.scripts.pop(name, None) is None or self.logs[name][-1].closed:
             return
         if script.timer is not None:
             script.timer.cancel()
         program = interpret(script.argv, script.started, lambda: self.draft(name, fresh=False), bytes(script.data),
                             self.environment(name), Terminal() if self._spec(name).get("tty") else None)
         if program is None:  # (not expected: it was interpreted on an empty stdin) a reader ending at EOF
+            if name in self.ephemeral:
+                self.end_ephemeral(name, 0)
+                return
             self.stdin_closed.add(name)
             self.worker.changed.set()
             return
@@ -466,6 +471,10 @@ class SimulatedIO:
                 return
             if argv:  # the image's own shell, with no stdin, is left running, as before
                 program = Program((), 0.0, 0)
+        if program is None and spec.get("stdin") and (script := self._stdin_script(name)) is not None:
+            self.scripts[name] = script  # worked out as its stdin comes (attach)
+            self._stdin_read(name, script)
+            return
         if program is None:
             self._write(f"nanokube: ephemeral container {name} started (image {image})", [name])
             return
@@ -498,7 +507,7 @@ class SimulatedIO:
         """The pod stopped: its ephemeral containers end with it."""
         for name in self.ephemeral:
             if not self.logs[name][-1].closed:
-                if name not in self.programs and name not in self.shells:
+                if not any(name in d for d in (self.programs, self.shells, self.scripts)):
                     self._write(f"nanokube: ephemeral container {name} exited with code {code}", [name])
                 self.logs[name][-1].close()
 

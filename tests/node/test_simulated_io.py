@@ -522,3 +522,26 @@ async def test_a_script_waiting_for_its_stdin_keeps_it_open_without_stdin_once()
     io.exit("main", 137)
     assert io.serve_log("main", LogOptions()) == b"got:a\ngot:b\n"
     attached.cancel()
+
+
+async def test_an_ephemeral_containers_script_reads_what_kubectl_debug_i_sends():
+    """`kubectl debug -i --image=busybox p -- sh -c 'sleep 1; wc -l; exit 2'`: the ephemeral
+    container's script reads its stdin to the EOF and ends with its status, after its sleep."""
+    from tests.node import ManualClock
+
+    w = worker()
+    w.clock = clock = ManualClock()
+    w.pod["spec"]["ephemeralContainers"] = [{"name": "debug", "image": "busybox", "stdin": True, "stdinOnce": True,
+                                             "command": ["sh", "-c", "sleep 1; wc -l; exit 2"]}]
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    io.start_ephemeral("debug", "busybox")
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("debug", s))
+    s.stdin_data.put_nowait(b"a\nb\nc\n")
+    s.stdin_data.put_nowait(None)
+    await settle()
+    assert io.ephemeral_ended == {}
+    await clock.advance(1)
+    assert io.ephemeral_ended == {"debug": 2} and io.serve_log("debug", LogOptions()) == b"3\n"
+    assert await asyncio.wait_for(attached, 5) == 2
