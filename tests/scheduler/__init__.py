@@ -42,6 +42,30 @@ def node(name: str, cpu: str = "4", memory: str = "32Gi", pods: str = "110", lab
             "spec": spec, "status": {"allocatable": alloc, "capacity": alloc}}
 
 
+#: the priorities the API-driven preemption tests run pods and PodGroups at, each with its PriorityClass
+PRIORITIES = (1, 2, 5, 8, 10, 50, 100, 1000)
+
+
+def at_priority(value: int, policy: str = "PreemptLowerPriority") -> dict:
+    """Spec fields of a pod or PodGroup of that priority: its PriorityClass (`p<value>`, `-never` for
+    preemptionPolicy Never) and the priority and policy Priority admission computes from it (a create
+    may carry them only where they agree); the values too, for tests that build PodInfos directly."""
+    fields = {"priority": value, "preemptionPolicy": policy}
+    if value or policy != "PreemptLowerPriority":
+        fields["priorityClassName"] = f"p{value}" + ("-never" if policy == "Never" else "")
+    return fields
+
+
+async def add_priority_classes(client) -> None:
+    """The PriorityClasses `at_priority` names, for PRIORITIES under both policies."""
+    classes = client.resource("scheduling.k8s.io", "v1", "priorityclasses")
+    for value in PRIORITIES:
+        for suffix, policy in (("", "PreemptLowerPriority"), ("-never", "Never")):
+            await classes.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                  "metadata": {"name": f"p{value}{suffix}"}, "value": value,
+                                  "preemptionPolicy": policy})
+
+
 def pod(name: str, cpu: str | None = None, memory: str | None = None, **spec) -> dict:
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     container = {"name": "c", "image": "pause"}

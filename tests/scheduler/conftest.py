@@ -5,6 +5,7 @@ import pytest
 
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import make_stack
+from tests.scheduler import add_priority_classes
 from tests.scheduler.test_scheduler import add_node
 
 
@@ -13,6 +14,7 @@ async def stack():
     """(client, scheduler), the scheduler not started: a test adds what it must find first.
     Stopped, and the API server closed, after the test."""
     s = await make_stack()
+    await add_priority_classes(s.client)
     sched = Scheduler(s.client, seed=1)
     yield s.client, sched
     await sched.stop()
@@ -24,6 +26,7 @@ async def schedulers():
     """(client, start): `await start(*nodes)` adds the nodes and starts another scheduler over the
     same API server (one that restarts, or one beside it); each is stopped after the test."""
     s = await make_stack()
+    await add_priority_classes(s.client)
     started = []
 
     async def start(*nodes):

@@ -7,7 +7,7 @@ import pytest
 from nanokube.scheduler.framework import Code, CycleState, NodeToStatus, Status
 from nanokube.scheduler.plugins.default_preemption import Candidate, pick_one, split_by_pdb
 from tests.controllers import becomes, eventually
-from tests.scheduler import info, node, pod
+from tests.scheduler import at_priority, info, node, pod
 
 
 async def add_node(client, n):
@@ -17,7 +17,7 @@ async def add_node(client, n):
 
 
 def running(name, on, priority, cpu="1", labels=None, finalizers=None):
-    p = pod(name, cpu, nodeName=on, priority=priority, terminationGracePeriodSeconds=0)
+    p = pod(name, cpu, nodeName=on, terminationGracePeriodSeconds=0, **at_priority(priority))
     del p["metadata"]["uid"]
     p["metadata"]["labels"] = labels or {}
     if finalizers:
@@ -25,8 +25,8 @@ def running(name, on, priority, cpu="1", labels=None, finalizers=None):
     return p
 
 
-def pending(name, priority, cpu="1", **spec):
-    p = pod(name, cpu, priority=priority, **spec)
+def pending(name, priority, cpu="1", preemptionPolicy="PreemptLowerPriority", **spec):
+    p = pod(name, cpu, **at_priority(priority, preemptionPolicy), **spec)
     del p["metadata"]["uid"]
     return p
 

@@ -15,7 +15,7 @@ from nanokube.scheduler.cycle import Algorithm, FitError
 from nanokube.scheduler.framework import CycleState, PodInfo, Profile
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import make_stack, settled
-from tests.scheduler import node, pod
+from tests.scheduler import add_priority_classes, node, pod
 from tests.scheduler.test_cycle import framework, snapshot
 from tests.scheduler.test_default_preemption import pending, running
 from tests.scheduler.test_pending_queue import _attempts, _condition_written
@@ -42,6 +42,7 @@ async def cluster(monkeypatch):
     """(client, scheduler on a VirtualClock with FilterCounter before the default plugins, clock)."""
     monkeypatch.setitem(plugins.REGISTRY, FilterCounter.name, FilterCounter)
     s = await make_stack()
+    await add_priority_classes(s.client)
     clock = VirtualClock()
     profile = Profile("default-scheduler", [FilterCounter.name, *plugins.DEFAULT_PLUGINS], dict(plugins.DEFAULT_WEIGHTS))
     sched = Scheduler(s.client, clock=clock, seed=1, profiles=[profile])

@@ -14,7 +14,7 @@ from nanokube.scheduler.framework import PodInfo
 from nanokube.scheduler.plugins.workload_preemption import Plan, Unit, victim_units
 from nanokube.scheduler.podgroups import PodGroupIndex
 from tests.controllers import becomes, eventually
-from tests.scheduler import node, pod
+from tests.scheduler import at_priority, node, pod
 
 HOLD = ["test/hold"]
 
@@ -25,16 +25,17 @@ async def add_node(client, n):
     await nodes.update({**created, "status": n["status"]}, subresource="status")
 
 
-def podgroup(name, min_count=None, priority=0, mode="single", **spec):
+def podgroup(name, min_count=None, priority=0, mode="single", preemptionPolicy="PreemptLowerPriority", **spec):
     policy = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
     return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedulingPolicy": policy, "priority": priority, "disruptionMode": {mode: {}}, **spec}}
+            "spec": {"schedulingPolicy": policy, **at_priority(priority, preemptionPolicy),
+                     "disruptionMode": {mode: {}}, **spec}}
 
 
-def member(name, group, priority=0, cpu="1", on=None, **spec):
-    p = pod(name, cpu, schedulingGroup={"podGroupName": group}, priority=priority, terminationGracePeriodSeconds=0,
-            **({"nodeName": on} if on else {}), **spec)
+def member(name, group, priority=0, cpu="1", on=None, preemptionPolicy="PreemptLowerPriority", **spec):
+    p = pod(name, cpu, schedulingGroup={"podGroupName": group}, terminationGracePeriodSeconds=0,
+            **at_priority(priority, preemptionPolicy), **({"nodeName": on} if on else {}), **spec)
     del p["metadata"]["uid"]
     if on:
         p["metadata"]["finalizers"] = list(HOLD)
@@ -42,7 +43,7 @@ def member(name, group, priority=0, cpu="1", on=None, **spec):
 
 
 def lone(name, priority, on, cpu="1"):
-    p = pod(name, cpu, nodeName=on, priority=priority, terminationGracePeriodSeconds=0)
+    p = pod(name, cpu, nodeName=on, terminationGracePeriodSeconds=0, **at_priority(priority))
     del p["metadata"]["uid"]
     p["metadata"]["finalizers"] = list(HOLD)
     return p

@@ -145,37 +145,50 @@ class BuiltinPlugins:
                      "causes": [{"reason": errors.NAMESPACE_TERMINATING, "message": f"namespace {ns} is being terminated", "field": "metadata.namespace"}]})
 
     def _priority(self, pod: dict, kind: str = "pods") -> None:
-        """Priority admission for pods and PodGroups: spec.priority (and the
-        preemption policy) from the PriorityClass, or the global default."""
+        """Priority admission for pods and PodGroups (upstream's admitPod): spec.priority and
+        spec.preemptionPolicy come from the PriorityClass, the global default, or 0 and
+        PreemptLowerPriority; a create that sets either to anything else is refused (a PodGroup's
+        preemptionPolicy excepted), as a client may not pick its own priority."""
         spec = pod.setdefault("spec", {})
         name = spec.get("priorityClassName")
         if not name:
             default = self._global_default()
-            if default is not None:
-                spec["priorityClassName"] = default["metadata"]["name"]
-                spec["priority"] = default.get("value", 0)
-                spec.setdefault("preemptionPolicy", default.get("preemptionPolicy", "PreemptLowerPriority"))
-                return
-            spec.setdefault("priority", 0)
-            spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-            return
-        pcres = self.rest.index.get("scheduling.k8s.io", "v1", "priorityclasses")
-        pc = self.rest.cache.get(pcres.key(None, name)) if pcres else None
-        if pc is None:
-            if name in SYSTEM_PRIORITY:
+            if default is None:
+                value, policy = 0, "PreemptLowerPriority"
+            else:
+                name, value = default["metadata"]["name"], default.get("value", 0)
+                policy = default.get("preemptionPolicy", "PreemptLowerPriority")
+        else:
+            pcres = self.rest.index.get("scheduling.k8s.io", "v1", "priorityclasses")
+            pc = self.rest.cache.get(pcres.key(None, name)) if pcres else None
+            if pc is not None:
+                value, policy = pc.obj.get("value", 0), pc.obj.get("preemptionPolicy", "PreemptLowerPriority")
+            elif name in SYSTEM_PRIORITY:
                 value, policy = SYSTEM_PRIORITY[name], "PreemptLowerPriority"
             else:
-                raise errors.APIError(403, "Forbidden",
-                                      f'{kind} "{pod["metadata"].get("name") or pod["metadata"].get("generateName", "")}" is forbidden: no PriorityClass with name {name} was found',
-                                      {"name": pod["metadata"].get("name", ""), "kind": kind})
-        else:
-            value, policy = pc.obj.get("value", 0), pc.obj.get("preemptionPolicy", "PreemptLowerPriority")
+                raise self._priority_forbidden(pod, kind, f"no PriorityClass with name {name} was found")
         if spec.get("priority") is not None and spec["priority"] != value:
-            raise errors.APIError(403, "Forbidden",
-                                  f'{kind} "{pod["metadata"].get("name", "")}" is forbidden: the integer value of priority ({spec["priority"]}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name',
-                                  {"name": pod["metadata"].get("name", ""), "kind": kind})
+            raise self._priority_forbidden(
+                pod, kind, f"the integer value of priority ({spec['priority']}) must not be provided in pod spec; "
+                f"priority admission controller computed {value} from the given PriorityClass name")
+        if kind != "pods":
+            # a PodGroup's policy only defaults from the class (validation then judges one it sets)
+            policy = spec.get("preemptionPolicy") or policy
+        elif spec.get("preemptionPolicy") is not None and spec["preemptionPolicy"] != policy:
+            raise self._priority_forbidden(
+                pod, kind, f"the string value of PreemptionPolicy ({spec['preemptionPolicy']}) must not be provided "
+                f"in pod spec; priority admission controller computed {policy} from the given PriorityClass name")
+        if name:
+            spec["priorityClassName"] = name
         spec["priority"] = value
-        spec.setdefault("preemptionPolicy", policy)
+        spec["preemptionPolicy"] = policy
+
+    @staticmethod
+    def _priority_forbidden(obj: dict, kind: str, why: str) -> errors.APIError:
+        """admission.NewForbidden: 403 naming the object, by its generateName before it has a name."""
+        plural, _, group = kind.partition(".")
+        meta = obj["metadata"]
+        return errors.forbidden(group, plural, meta.get("name") or meta.get("generateName", ""), why)
 
 
 class CertificateSigners:

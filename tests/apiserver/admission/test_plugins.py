@@ -200,3 +200,46 @@ async def test_priority_allows_one_global_default_priority_class(tmp_path):
     assert refusals == [(403, f'priorityclasses.scheduling.k8s.io "b" {why}'),
                         (403, f'priorityclasses.scheduling.k8s.io "c" {why}')]
     assert (got.spec.priority_class_name, got.spec.priority) == ("a", 100)
+
+
+async def test_priority_refuses_a_pod_that_sets_its_own_priority_or_preemption_policy(tmp_path):
+    """Priority admission (upstream's admitPod) computes spec.priority and spec.preemptionPolicy from
+    the pod's PriorityClass, or 0 and PreemptLowerPriority without one: a create carrying other values
+    is Forbidden, one carrying the computed ones is admitted, and an update keeps what the create set."""
+    async with served(tmp_path) as (_, api_client):
+        sched, core = client.SchedulingV1Api(api_client), client.CoreV1Api(api_client)
+        await asyncio.to_thread(sched.create_priority_class, {"metadata": {"name": "polite"}, "value": 1000,
+                                                              "preemptionPolicy": "Never"})
+
+        def pod(name: str, **spec) -> dict:
+            meta = {"generateName": name} if name.endswith("-") else {"name": name}
+            return {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec}}
+
+        refusals = []
+        for body in (pod("bare", priority=5), pod("classy", priorityClassName="polite", priority=7),
+                     pod("eager", priorityClassName="polite", preemptionPolicy="PreemptLowerPriority"),
+                     pod("gen-", priorityClassName="nope")):
+            with pytest.raises(ApiException) as e:
+                await asyncio.to_thread(core.create_namespaced_pod, "default", body)
+            status = json.loads(e.value.body)
+            refusals.append((e.value.status, status["reason"], status["message"], status["details"]))
+        agreeing = await asyncio.to_thread(core.create_namespaced_pod, "default",
+                                           pod("agreeing", priorityClassName="polite", priority=1000,
+                                               preemptionPolicy="Never"))
+        plain = await asyncio.to_thread(core.create_namespaced_pod, "default", pod("plain", priority=0))
+        relabelled = await asyncio.to_thread(core.patch_namespaced_pod, "agreeing", "default",
+                                             {"metadata": {"labels": {"a": "b"}}})
+    computed = "priority admission controller computed {} from the given PriorityClass name"
+    assert refusals == [
+        (403, "Forbidden", 'pods "bare" is forbidden: the integer value of priority (5) must not be provided '
+         "in pod spec; " + computed.format(0), {"name": "bare", "kind": "pods"}),
+        (403, "Forbidden", 'pods "classy" is forbidden: the integer value of priority (7) must not be provided '
+         "in pod spec; " + computed.format(1000), {"name": "classy", "kind": "pods"}),
+        (403, "Forbidden", 'pods "eager" is forbidden: the string value of PreemptionPolicy (PreemptLowerPriority) '
+         "must not be provided in pod spec; " + computed.format("Never"), {"name": "eager", "kind": "pods"}),
+        (403, "Forbidden", 'pods "gen-" is forbidden: no PriorityClass with name nope was found',
+         {"name": "gen-", "kind": "pods"})]
+    assert (agreeing.spec.priority, agreeing.spec.preemption_policy) == (1000, "Never")
+    assert (plain.spec.priority, plain.spec.preemption_policy, plain.spec.priority_class_name) == (
+        0, "PreemptLowerPriority", None)
+    assert (relabelled.spec.priority, relabelled.spec.preemption_policy) == (1000, "Never")
