@@ -32,6 +32,14 @@ def _subject_restriction(csr: dict) -> None:
                                f"use of {signer} signer with system:masters group is not allowed")
 
 
+def _keep_priority(pod: dict, old: dict) -> None:
+    """Priority on a pod update: a body without spec.priority keeps the one the create computed
+    (validation refuses any other change of it)."""
+    spec, was = pod.get("spec"), (old.get("spec") or {}).get("priority")
+    if isinstance(spec, dict) and spec.get("priority") is None and was is not None:
+        spec["priority"] = was
+
+
 class BuiltinPlugins:
     def __init__(self, rest) -> None:
         self.rest = rest
@@ -60,6 +68,8 @@ class BuiltinPlugins:
                 finalizers.append(PODGROUP_PROTECTION)
         if res.group == "" and res.plural == "pods" and op == "CREATE":
             self._priority(obj)
+        if res.group == "" and res.plural == "pods" and op == "UPDATE" and not subresource and old is not None:
+            _keep_priority(obj, old)
 
     def mutate_delete(self, res: Resource, name: str, opts=None) -> None:
         """The in-tree mutating plugins on a DELETE: NamespaceLifecycle keeps the immortal namespaces;

@@ -205,7 +205,8 @@ async def test_priority_allows_one_global_default_priority_class(tmp_path):
 async def test_priority_refuses_a_pod_that_sets_its_own_priority_or_preemption_policy(tmp_path):
     """Priority admission (upstream's admitPod) computes spec.priority and spec.preemptionPolicy from
     the pod's PriorityClass, or 0 and PreemptLowerPriority without one: a create carrying other values
-    is Forbidden, one carrying the computed ones is admitted, and an update keeps what the create set."""
+    is Forbidden, one carrying the computed ones is admitted, and an update keeps the priority the create
+    set, also from a body without it."""
     async with served(tmp_path) as (_, api_client):
         sched, core = client.SchedulingV1Api(api_client), client.CoreV1Api(api_client)
         await asyncio.to_thread(sched.create_priority_class, {"metadata": {"name": "polite"}, "value": 1000,
@@ -229,6 +230,9 @@ async def test_priority_refuses_a_pod_that_sets_its_own_priority_or_preemption_p
         plain = await asyncio.to_thread(core.create_namespaced_pod, "default", pod("plain", priority=0))
         relabelled = await asyncio.to_thread(core.patch_namespaced_pod, "agreeing", "default",
                                              {"metadata": {"labels": {"a": "b"}}})
+        body = api_client.sanitize_for_serialization(relabelled)
+        del body["spec"]["priority"]  # a client that drops the field it may not set
+        replaced = await asyncio.to_thread(core.replace_namespaced_pod, "agreeing", "default", body)
     computed = "priority admission controller computed {} from the given PriorityClass name"
     assert refusals == [
         (403, "Forbidden", 'pods "bare" is forbidden: the integer value of priority (5) must not be provided '
@@ -243,3 +247,4 @@ async def test_priority_refuses_a_pod_that_sets_its_own_priority_or_preemption_p
     assert (plain.spec.priority, plain.spec.preemption_policy, plain.spec.priority_class_name) == (
         0, "PreemptLowerPriority", None)
     assert (relabelled.spec.priority, relabelled.spec.preemption_policy) == (1000, "Never")
+    assert replaced.spec.priority == 1000
