@@ -133,10 +133,9 @@ class Entry:
     #: the length of the JSON it was stored as (0 where unknown): how a write judges its size (rest._large)
     size: int = 0
     #: the store's KV of a version this server wrote, and where the resourceVersion goes in its
-    #: bytes (served_json): `raw` then splices instead of encoding the object again (a pod's first
-    #: GET or watch event), and until then the next update hands the KV to the store as the one
-    #: its precondition names (`Store.update`'s prev), which then reads nothing first
-    kv: KV | None = None
+    #: bytes (served_json, -1: not known): `raw` then splices instead of encoding the object again
+    #: (a pod's first GET or watch event), keeping the KV without its value (see `kv`)
+    _kv: KV | None = None
     _at: int = -1
 
     @property
@@ -172,12 +171,27 @@ class Entry:
     @property
     def raw(self) -> bytes:
         if self._raw is None:
-            if self.kv is None:
+            kv = self._kv
+            if kv is None or self._at < 0:
                 self._raw = compact_dumps(self.obj)
+                self._kv = None
             else:  # the bytes go: keeping them as well would hold the object's JSON twice
-                self._raw = served_json(self.kv.value, self._at, self.rev, b"")
-                self.kv = None
+                self._raw = served_json(kv.value, self._at, self.rev, b"")
+                self._kv = KV(kv.key, b"", kv.create_revision, kv.mod_revision)
         return self._raw
+
+    @property
+    def kv(self) -> KV | None:
+        """The store's KV of this version where this server wrote it, which an update hands the
+        store as the one its precondition names (`Store.update`'s prev: nothing is read first);
+        once `raw` took the bytes' place, rebuilt from it (the bytes are `raw` less the
+        resourceVersion `served_json` put at `_at`). None for an entry loaded at start or decoded
+        from an event."""
+        kv, raw = self._kv, self._raw
+        if kv is None or raw is None:
+            return kv
+        at = self._at
+        return KV(kv.key, raw[:at] + raw[at + len(b',"resourceVersion":"%d"' % self.rev):], kv.create_revision, self.rev)
 
     # A list page reads these of every entry: the slots straight, and the properties only where
     # they have work to do (three property calls per entry were a third of a 500-pod page's list).
@@ -459,9 +473,7 @@ class WatchCache:
                 obj = handed[1]
                 obj["metadata"]["resourceVersion"] = str(rev)
                 self._share_spec(obj, prev._obj if prev is not None else None, prefix)
-                entry = Entry(obj, rev, size=len(ev.kv.value))
-                if handed[2] >= 0:
-                    entry.kv, entry._at = ev.kv, handed[2]
+                entry = Entry(obj, rev, size=len(ev.kv.value), _kv=ev.kv, _at=handed[2])
             elif self.lazy and not self._watchers.get(prefix):  # read, if ever, later: decoded then
                 entry = Entry(None, rev, None, ev.kv.value, self.decoder(prefix), len(ev.kv.value))
             else:

@@ -1513,8 +1513,8 @@ class GenericREST:
                     await res.strategy.reservations.free(new)
                 return Result(self._deleted_result(res, version, new), 200)
             try:
-                value, handed, _ = await _stored_json(res, new, entry.size >= OFF_LOOP_OBJECT)
-                self.cache.expect(key, value, handed)
+                value, handed, at = await _stored_json(res, new, entry.size >= OFF_LOOP_OBJECT)
+                self.cache.expect(key, value, handed, at)
                 kv = await self.store.update(key, value, entry.rev, entry.kv)
             except RevisionMismatch:
                 await self.cache.sync()

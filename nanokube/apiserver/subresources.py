@@ -205,9 +205,9 @@ class Subresources:
             new = change(entry.obj)
             if dry_run:
                 return None
-            key, (value, handed, _) = pods.key(namespace, name), stored_json(new)
+            key, (value, handed, at) = pods.key(namespace, name), stored_json(new)
             # the cache takes the pod as written instead of decoding it again (about half of a binding)
-            self.rest.cache.expect(key, value, handed)
+            self.rest.cache.expect(key, value, handed, at)
             try:
                 kv = await self.rest.store.update(key, value, entry.rev, entry.kv)
             except RevisionMismatch:

@@ -47,7 +47,6 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import AsyncIterator
 
@@ -96,9 +95,6 @@ BUSY_GIVE_UP = 10.0
 CHECKPOINT_BYTES = 4 << 20
 #: WAL pages past which a commit checkpoints on the loop too (see Checkpointer)
 WAL_LIMIT = 16_000
-#: keys whose last committed KV an update takes instead of reading its row (the precondition
-#: read was ~5% of a pods/status patch, which follows its pod's create within a few thousand writes)
-LATEST = 8192
 _PAGE = 4096
 
 
@@ -343,9 +339,6 @@ class SQLiteStore(Store):
         self._batch: list[tuple[asyncio.Future, Event]] | None = None
         #: the open transaction holds a deletion: its commit bumps the meta row
         self._deleted = False
-        #: the committed KV of each of the LATEST keys written last (see update); ordered so the oldest
-        #: leaves in O(1): a dict's `next(iter(d))` walks the slots its deletions left, ~22 us a write at 8192
-        self._latest: OrderedDict[str, KV] = OrderedDict()
         self._history: History | None = None
         #: shared mode: the writes queued for the end of this turn (op, key, value, expected revision, future, prev),
         #: when they first waited for the lock (0: not yet), the log's oldest revision, the doorbell
@@ -463,16 +456,9 @@ class SQLiteStore(Store):
         self._committed = self._rev
         self._deleted = False
         size = self._unchecked
-        latest = self._latest
         for _, event in batch:
-            kv = event.kv
-            size += len(kv.value) + _PAGE
+            size += len(event.kv.value) + _PAGE
             self._history.append(event)
-            latest.pop(kv.key, None)
-            if event.type == PUT:
-                latest[kv.key] = kv
-        while len(latest) > LATEST:
-            latest.popitem(last=False)
         self._checkpoint_after_commit(size)
         # acknowledged a turn later, once the watch cache has taken the events: as with one
         # transaction per write, watchers are handed an event before its writer is answered
@@ -613,21 +599,20 @@ class SQLiteStore(Store):
         return await self._acknowledged(Event(PUT, KV(key, value, rev, rev), None))
 
     async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
-        """The key's KV at the expected revision, `prev` (the caller's) or the one committed last
-        (`_latest`), is taken as the event's prev without reading the row (~26 k instructions):
-        most of the scheduler's status patches at 5,000 nodes, seconds behind the creates, are of
-        keys that left `_latest`, but the watch cache holds the KV their precondition came from."""
+        """`prev` at the expected revision (the watch cache's KV) is taken as the event's prev without
+        reading the row first (~26 k instructions). (A map of the 8,192 keys written last served
+        that before; the scheduler's status patches at 5,000 nodes, seconds behind the creates,
+        mostly missed it, and every write paid for its upkeep.)"""
         if prev is None or prev.mod_revision != expected_mod_revision or prev.key != key:
             prev = None
         if self.shared:
             return await self._queue(_UPDATE, key, value, expected_mod_revision, prev)
-        known = prev or self._latest.get(key)
-        if known is not None and known.mod_revision == expected_mod_revision:
+        if prev is not None:
             # the row is that KV if its revision is still the one expected, which the UPDATE checks
             rev = self._write("UPDATE kv SET value=?, mod_rev=? WHERE key=? AND mod_rev=?",
                               (value, self._rev + 1, key, expected_mod_revision))
             if self._cur.rowcount == 1:
-                return await self._acknowledged(Event(PUT, KV(key, value, known.create_revision, rev), known))
+                return await self._acknowledged(Event(PUT, KV(key, value, prev.create_revision, rev), prev))
             self._rev -= 1  # (no row changed: a write since, this batch's uncommitted ones too, moved it) read below
         cur = self._row(key)
         if cur is None:

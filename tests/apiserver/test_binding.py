@@ -13,14 +13,10 @@ from tests.controllers import make_stack
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-async def env(request, tmp_path, monkeypatch):
-    """On SQLite no key stays among those written last (LATEST 0): each write's precondition is the
-    watch cache's KV of the pod, stale when another write came between (see `race`)."""
-    store = None
-    if request.param == "sqlite":
-        monkeypatch.setattr("nanokube.store.sqlite.LATEST", 0)
-        store = SQLiteStore(str(tmp_path / "db"))
-    s = await make_stack(store=store)
+async def env(request, tmp_path):
+    """On SQLite a write hands the store the watch cache's KV of the pod, stale when another write
+    came between (see `race`)."""
+    s = await make_stack(store=SQLiteStore(str(tmp_path / "db")) if request.param == "sqlite" else None)
     yield s, Subresources(s.rest), s.client.resource("", "v1", "pods")
     await s.close()
 

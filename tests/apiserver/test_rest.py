@@ -6,6 +6,7 @@ import pytest
 from nanokube.machinery.errors import APIError
 from nanokube.apiserver.cache import served_json
 from nanokube.apiserver.rest import MERGE_PATCH, STRATEGIC_PATCH, WriteOptions
+from nanokube.apiserver.subresources import Subresources
 from nanokube.store.sqlite import SQLiteStore
 from tests.controllers import make_stack, tries
 
@@ -515,12 +516,11 @@ async def test_a_write_answers_with_the_json_it_stored_when_it_serves_the_cached
     assert converted.stored is None and converted.obj["apiVersion"] == "autoscaling/v1"
 
 
-async def test_a_write_hands_the_store_the_cached_kv_its_precondition_names(tmp_path, monkeypatch):
-    """GuaranteedUpdate's cachedExistingObject: a status patch, a patch, an update and a graceful
-    delete (of a pod on a node) each hand the store the watch cache's KV of the object, so SQLite
-    reads no row first, even for a key no longer among those it wrote last (LATEST 0); each event's
-    prev is what was stored."""
-    monkeypatch.setattr("nanokube.store.sqlite.LATEST", 0)
+async def test_a_write_hands_the_store_the_cached_kv_its_precondition_names(tmp_path):
+    """GuaranteedUpdate's cachedExistingObject: a status patch, a patch, an update, a binding and
+    graceful deletes (of pods on a node) each hand the store the watch cache's KV of the object, so
+    SQLite reads no row first, also after the object was served whole (its JSON kept in place of the
+    stored bytes, as a GET or a watch event leaves it); each event's prev is what was stored."""
     stack = await make_stack(store=SQLiteStore(str(tmp_path / "db")))
     try:
         pods, key = stack.client.resource("", "v1", "pods"), "/registry/pods/default/p"
@@ -541,11 +541,17 @@ async def test_a_write_hands_the_store_the_cached_kv_its_precondition_names(tmp_
         await written(pods.patch("p", {"status": {"conditions": [cond]}}, STRATEGIC_PATCH, namespace=NS,
                                  subresource="status"))
         got = await written(pods.patch("p", {"metadata": {"labels": {"a": "1"}}}, MERGE_PATCH, namespace=NS))
+        assert orjson.loads(stack.cache.get(key).raw) == got
         await written(pods.update({**got, "metadata": {**got["metadata"], "annotations": {"b": "2"}}}))
         await written(pods.delete("p", NS))
-        assert [e.prev for e in events] == stored
         assert orjson.loads(events[-1].kv.value)["metadata"]["deletionTimestamp"]
         assert await stack.store.get(key) == events[-1].kv
+        await pods.create({"metadata": {"name": "q", "namespace": NS}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        pods_res, key = stack.rest.index.get("", "v1", "pods"), "/registry/pods/default/q"
+        await written(Subresources(stack.rest).bind(pods_res, NS, "q", {
+            "metadata": {"name": "q"}, "target": {"kind": "Node", "name": "n1"}}, WriteOptions()))
+        await written(pods.delete("q", NS))
+        assert [e.prev for e in events if e.prev] == stored
     finally:
         await stack.close()
 

@@ -127,80 +127,37 @@ async def test_the_revision_goes_on_across_restarts_whether_a_deletion_or_an_upd
         await again.close()
 
 
-async def test_an_update_of_a_key_written_last_checks_its_revision_in_the_statement(tmp_path):
-    """An update whose expected revision is the key's last committed one takes that KV as its event's
-    prev instead of reading the row; the UPDATE itself still checks the revision: a write of the same
-    turn's open batch, or one by another connection, makes it a RevisionMismatch as before."""
+async def test_an_update_handed_the_kv_it_replaces_reads_no_row_and_the_statement_checks_its_revision(tmp_path):
+    """An update handed the key's KV at the expected revision (the watch cache's) runs the
+    conditional UPDATE alone and publishes that KV as its event's prev; the UPDATE itself checks
+    the revision: a write of the same turn's open batch, or one by another connection, makes it a
+    RevisionMismatch carrying the row, read then, and nothing is written. Without a KV the row is
+    read first."""
     path = str(tmp_path / "db")
     store = SQLiteStore(path)
     await store.start()
     other = sqlite3.connect(path, isolation_level=None)
     try:
         kv = await store.create("/registry/pods/ns/a", b"a")
-        events = []
+        events, statements = [], []
         store.follow(kv.mod_revision, events.append)
-        first, second = await asyncio.gather(store.update("/registry/pods/ns/a", b"b", kv.mod_revision),
-                                             store.update("/registry/pods/ns/a", b"c", kv.mod_revision),
+        store._db.set_trace_callback(statements.append)
+        first, second = await asyncio.gather(store.update("/registry/pods/ns/a", b"b", kv.mod_revision, kv),
+                                             store.update("/registry/pods/ns/a", b"c", kv.mod_revision, kv),
                                              return_exceptions=True)
         assert (first.value, first.create_revision, first.mod_revision) == (b"b", kv.mod_revision, kv.mod_revision + 1)
         assert isinstance(second, RevisionMismatch) and second.current.value == b"b"
         assert [(e.kv, e.prev) for e in events] == [(first, kv)]
+        assert len([q for q in statements if q.startswith("SELECT")]) == 1  # the refused one's
         other.execute("UPDATE kv SET value=x'7a', mod_rev=mod_rev+100 WHERE key='/registry/pods/ns/a'")
         with pytest.raises(RevisionMismatch) as stale:
-            await store.update("/registry/pods/ns/a", b"d", first.mod_revision)
+            await store.update("/registry/pods/ns/a", b"d", first.mod_revision, first)
         assert (stale.value.current.value, stale.value.current.mod_revision) == (b"z", first.mod_revision + 100)
-        assert (await store.get("/registry/pods/ns/a")).value == b"z"
-    finally:
-        other.close()
-        await store.close()
-
-
-async def test_an_update_handed_the_kv_it_replaces_reads_no_row_and_a_stale_one_is_refused(tmp_path, monkeypatch):
-    """A key no longer among those written last (LATEST 0: none is) whose update is handed its KV
-    at the expected revision (the watch cache's) runs the UPDATE alone, and that KV is the event's
-    prev; handed a KV the row has moved past (another connection's write), the UPDATE changes
-    nothing, the row is read and the write refused with it, as without the KV."""
-    monkeypatch.setattr("nanokube.store.sqlite.LATEST", 0)
-    path = str(tmp_path / "db")
-    store = SQLiteStore(path)
-    await store.start()
-    other = sqlite3.connect(path, isolation_level=None)
-    try:
-        kv = await store.create("/registry/pods/ns/a", b"a")
-        assert not store._latest
-        events, statements = [], []
-        store.follow(kv.mod_revision, events.append)
-        store._db.set_trace_callback(statements.append)
-        first = await store.update("/registry/pods/ns/a", b"b", kv.mod_revision, kv)
-        assert not [q for q in statements if q.startswith("SELECT")]
-        assert (first.value, first.create_revision) == (b"b", kv.create_revision)
-        assert [(e.kv, e.prev) for e in events] == [(first, kv)]
-        other.execute("UPDATE kv SET value=x'7a', mod_rev=mod_rev+100 WHERE key='/registry/pods/ns/a'")
-        with pytest.raises(RevisionMismatch) as stale:
-            await store.update("/registry/pods/ns/a", b"c", first.mod_revision, first)
-        assert (stale.value.current.value, stale.value.current.mod_revision) == (b"z", first.mod_revision + 100)
-        assert [q for q in statements if q.startswith("SELECT")]
         assert (await store.get("/registry/pods/ns/a")).value == b"z" and len(events) == 1
+        statements.clear()
+        plain = await store.update("/registry/pods/ns/a", b"e", first.mod_revision + 100)
+        assert [q for q in statements if q.startswith("SELECT")]
+        assert [(e.kv, e.prev.value) for e in events[1:]] == [(plain, b"z")]
     finally:
         other.close()
-        await store.close()
-
-
-async def test_the_keys_written_last_are_bounded_and_the_least_recently_written_leaves_first(tmp_path, monkeypatch):
-    """The map of the LATEST keys written last keeps the newest, an update moving its key to the end;
-    an update of a key that left it reads the row and still checks the revision."""
-    monkeypatch.setattr("nanokube.store.sqlite.LATEST", 2)
-    store = SQLiteStore(str(tmp_path / "db"))
-    await store.start()
-    try:
-        a, b, _ = [await store.create(f"/registry/pods/ns/{k}", k.encode()) for k in "abc"]
-        assert list(store._latest) == ["/registry/pods/ns/b", "/registry/pods/ns/c"]
-        await store.update("/registry/pods/ns/b", b"b2", b.mod_revision)
-        await store.create("/registry/pods/ns/d", b"d")
-        assert list(store._latest) == ["/registry/pods/ns/b", "/registry/pods/ns/d"]
-        with pytest.raises(RevisionMismatch):
-            await store.update("/registry/pods/ns/a", b"a2", a.mod_revision + 1)
-        assert (await store.update("/registry/pods/ns/a", b"a2", a.mod_revision)).value == b"a2"
-        assert list(store._latest) == ["/registry/pods/ns/d", "/registry/pods/ns/a"]
-    finally:
         await store.close()
