@@ -60,7 +60,9 @@ def test_pod_writes_its_claim_and_a_new_pod_reads_it_back(proc_cluster):
                                             read_only=True))
     assert wait_for(lambda: finished(c), 60, "read-only pod finished") == "Succeeded"
     assert c.kubectl("logs", "worker").stdout == "read-only\n"
-    assert not os.path.exists(MOUNT)  # the runtime removes the mount point it made
+    # the runtime removes the mount point it made once the finished pod's sandbox is torn down, which
+    # may come after the phase is written
+    assert wait_for(lambda: not os.path.exists(MOUNT), 30, "the mount point removed")
 
 
 def test_a_trainer_checkpoints_to_a_csi_claim_and_reads_an_nfs_export(proc_cluster):
