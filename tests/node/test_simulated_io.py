@@ -13,6 +13,7 @@ from nanokube.node.devicemanager.manager import DeviceManager
 from nanokube.node.dra.cdi import ContainerEdits
 from nanokube.node.simulated_command import interpret
 from nanokube.node.simulated_io import SimulatedIO
+from tests.node import ManualClock
 
 
 class _NoServices:
@@ -46,6 +47,17 @@ def session(out: list, stdin=False, tty=False):
     async def write(data):
         out.append(data)
     return StreamSession(stdin, True, True, tty, write, write)
+
+def stdin_script(script: str, out: list):
+    """A busybox container running `sh -c script` with its stdin (stdinOnce) attached by a client
+    writing to `out`, on a manual clock: (the clock, its SimulatedIO, the session, the attach)."""
+    w = worker(stdin=True, stdinOnce=True, command=["sh", "-c", script])
+    w.clock = clock = ManualClock()
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    s = session(out, stdin=True)
+    return clock, io, s, asyncio.ensure_future(io.attach("main", s))
+
 
 
 async def test_log_lines_of_init_and_app_containers_and_the_previous_instance():
@@ -240,8 +252,6 @@ async def test_file_changes_happen_when_the_command_makes_them_on_the_nodes_cloc
     """exec's `sleep 5; echo x > /tmp/f` makes the file 5 s later; a container's own command's
     changes come on its clock too, from its start."""
     from nanokube.node.simulated_fs import Dir
-    from tests.node import ManualClock
-
     clock = ManualClock()
     w = worker()
     w.clock = clock
@@ -266,8 +276,6 @@ async def test_file_changes_happen_when_the_command_makes_them_on_the_nodes_cloc
 async def test_an_endless_loop_logs_each_pass_on_the_nodes_clock_until_the_container_stops():
     """`while true; do echo step; sleep 5; done`: a line each 5 s of the node's clock, written as
     it comes due, and none after the container is stopped (the pod deleted)."""
-    from tests.node import ManualClock
-
     clock = ManualClock()
     w = worker()
     w.clock = clock
@@ -376,8 +384,6 @@ async def test_a_host_network_pods_hostname_is_its_nodes_in_its_files_and_enviro
 async def test_an_exec_waiting_for_a_file_goes_on_once_another_exec_makes_it(tmp_path):
     """exec's `until [ -f /tmp/go ]; do sleep 1; done && echo went` reads the container's files again
     at each pass (not the copy it was worked out on): it answers once another exec made the file."""
-    from tests.node import ManualClock
-
     clock = ManualClock()
     w = worker()
     w.clock = clock
@@ -399,8 +405,6 @@ async def test_an_exec_waiting_for_a_file_goes_on_once_another_exec_makes_it(tmp
 async def test_an_ephemeral_container_waiting_for_a_file_ends_once_an_exec_makes_it(tmp_path):
     """An ephemeral container (`kubectl debug`) whose command waits in a loop for a file ends, with
     what follows the loop's code, a pass after an exec into it made the file."""
-    from tests.node import ManualClock
-
     clock = ManualClock()
     w = worker()
     w.clock = clock
@@ -425,15 +429,8 @@ async def test_a_script_reading_its_stdin_answers_each_line_as_it_comes_and_ends
     """`kubectl run -i -- sh -c 'while read l; do echo got:$l; done'`: each line answered as it
     comes, on the node's clock; at the EOF of stdinOnce the loop ends, so does the container
     (0), its log only what the script wrote."""
-    from tests.node import ManualClock
-
-    w = worker(stdin=True, stdinOnce=True, command=["sh", "-c", "while read l; do echo got:$l; done"])
-    w.clock = clock = ManualClock()
-    io = SimulatedIO(w)
-    io.started({"main": "busybox"})
     out = []
-    s = session(out, stdin=True)
-    attached = asyncio.ensure_future(io.attach("main", s))
+    clock, io, s, attached = stdin_script("while read l; do echo got:$l; done", out)
     s.stdin_data.put_nowait(b"a\nb")
     await settle()
     assert out == [b"got:a\n"] and not io.ended
@@ -443,7 +440,7 @@ async def test_a_script_reading_its_stdin_answers_each_line_as_it_comes_and_ends
     assert out == [b"got:a\n", b"got:b\n"] and not io.ended
     s.stdin_data.put_nowait(None)
     await settle()
-    assert io.ended == {"main": 0} and w.changed.is_set() and not io.stdin_closed
+    assert io.ended == {"main": 0} and io.worker.changed.is_set() and not io.stdin_closed
     io.exit("main", 0)
     assert io.serve_log("main", LogOptions()) == b"got:a\ngot:b\n"
     assert await asyncio.wait_for(attached, 5) == 0
@@ -458,14 +455,7 @@ async def test_a_script_reading_its_stdin_answers_each_line_as_it_comes_and_ends
 async def test_a_script_reading_stdin_after_other_commands_gets_it_to_its_eof(script, code, log):
     """`sh -c 'sleep 1; cat'` and the like: the command after the others reads the container's
     stdin, all of it at EOF (stdinOnce); the container ends with the script's status."""
-    from tests.node import ManualClock
-
-    w = worker(stdin=True, stdinOnce=True, command=["sh", "-c", script])
-    w.clock = clock = ManualClock()
-    io = SimulatedIO(w)
-    io.started({"main": "busybox"})
-    s = session([], stdin=True)
-    attached = asyncio.ensure_future(io.attach("main", s))
+    clock, io, s, attached = stdin_script(script, [])
     s.stdin_data.put_nowait(b"a\n")
     await clock.advance(3)
     assert not io.ended
@@ -480,15 +470,8 @@ async def test_a_script_reading_stdin_after_other_commands_gets_it_to_its_eof(sc
 async def test_a_script_that_reads_what_it_needs_ends_without_waiting_for_eof():
     """`sleep 2; echo s; read l; echo $l; sleep 3; echo end`: with its line sent it goes on as
     its clock says, written when due, and ends at 5 s, its stdin still open."""
-    from tests.node import ManualClock
-
-    w = worker(stdin=True, stdinOnce=True, command=["sh", "-c", "sleep 2; echo s; read l; echo $l; sleep 3; echo end"])
-    w.clock = clock = ManualClock()
-    io = SimulatedIO(w)
-    io.started({"main": "busybox"})
     out = []
-    s = session(out, stdin=True)
-    attached = asyncio.ensure_future(io.attach("main", s))
+    clock, io, s, attached = stdin_script("sleep 2; echo s; read l; echo $l; sleep 3; echo end", out)
     await clock.advance(1)
     assert out == []
     await clock.advance(1)
@@ -527,8 +510,6 @@ async def test_a_script_waiting_for_its_stdin_keeps_it_open_without_stdin_once()
 async def test_an_ephemeral_containers_script_reads_what_kubectl_debug_i_sends():
     """`kubectl debug -i --image=busybox p -- sh -c 'sleep 1; wc -l; exit 2'`: the ephemeral
     container's script reads its stdin to the EOF and ends with its status, after its sleep."""
-    from tests.node import ManualClock
-
     w = worker()
     w.clock = clock = ManualClock()
     w.pod["spec"]["ephemeralContainers"] = [{"name": "debug", "image": "busybox", "stdin": True, "stdinOnce": True,
