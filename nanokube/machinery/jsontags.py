@@ -155,4 +155,6 @@ VALIDATED_EMPTY: dict[str, frozenset[str]] = {
     "io.k8s.api.networking.v1.IngressSpec": frozenset({"rules"}),
     # copyHPAScalingRules keeps a non-nil `policies: []`, which validateScalingRules refuses
     "io.k8s.api.autoscaling.v2.HPAScalingRules": frozenset({"policies"}),
+    # ValidateResourceQuotaUpdate prints the new scopes it finds changed: `Invalid value: []`
+    "io.k8s.api.core.v1.ResourceQuotaSpec": frozenset({"scopes"}),
 }

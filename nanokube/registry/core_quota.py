@@ -121,11 +121,12 @@ class ResourceQuotaStrategy(Strategy):
         return errs
 
     def validate_update(self, new, old):
-        """ValidateResourceQuotaUpdate: the spec as on create, and scopes, as a set, that do not change."""
+        """ValidateResourceQuotaUpdate: the spec as on create, and scopes, as a set, that do not change
+        (the new list as sent in the error: `[]` an empty one, `null` none at all, as Go prints them)."""
         errs = self.validate(new)
         scopes = (new.get("spec") or {}).get("scopes")
         if set(scopes or ()) != set((old.get("spec") or {}).get("scopes") or ()):
-            errs.append(immutable("spec.scopes", scopes or None))
+            errs.append(immutable("spec.scopes", scopes))
         return errs
 
     def validate_status_update(self, new, old):

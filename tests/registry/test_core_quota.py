@@ -69,7 +69,7 @@ async def test_a_scope_selector_is_judged_as_validateScopedResourceSelectorRequi
 
 async def test_a_quotas_scopes_do_not_change(tmp_path):
     """ValidateResourceQuotaUpdate compares the scopes as sets: another scope, or none left, is `field is immutable`
-    (fuzz50: both were stored); the same scopes reordered, or the hard limits changed, pass."""
+    (fuzz50: both were stored), the new scopes as Go prints them (`[]` for an empty list, `null` for none); the same scopes reordered, or the hard limits changed, pass."""
     base = "/api/v1/namespaces/default/resourcequotas"
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
              "spec": {"hard": {"pods": "1"}, "scopes": ["NotBestEffort", "NotTerminating"]}}
@@ -77,9 +77,14 @@ async def test_a_quotas_scopes_do_not_change(tmp_path):
         code, live = await send(api, "POST", base, quota)
         assert code == 201, live
         for spec, want in (({"hard": {"pods": "1"}, "scopes": ["BestEffort"]}, 'Invalid value: ["BestEffort"]: field is immutable'),
+                           ({"hard": {"pods": "1"}, "scopes": []}, "Invalid value: []: field is immutable"),
                            ({"hard": {"pods": "1"}}, "Invalid value: null: field is immutable")):
             code, status = await send(api, "PUT", f"{base}/q?dryRun=All", {**live, "spec": spec})
             assert (code, status["details"]["causes"]) == (422, [{"reason": "FieldValueInvalid", "message": want, "field": "spec.scopes"}])
         code, _ = await send(api, "PUT", f"{base}/q?dryRun=All",
                              {**live, "spec": {"hard": {"pods": "2"}, "scopes": ["NotTerminating", "NotBestEffort"]}})
         assert code == 200
+        # the empty list only reaches validation: a quota created with it is served without it
+        code, made = await send(api, "POST", base, {**quota, "metadata": {"name": "empty"},
+                                                    "spec": {"hard": {"pods": "1"}, "scopes": []}})
+        assert (code, made["spec"]) == (201, {"hard": {"pods": "1"}})
