@@ -18,9 +18,18 @@ from .test_bad_input import HTTP
 
 @pytest.fixture(scope="module")
 def cluster(session_cluster):
-    """The session's cluster (conftest.session_cluster) for the tests that read it: they leave the
-    ConfigMap metrics-applied; the restart test starts and stops clusters of its own."""
+    """The session's cluster (conftest.session_cluster) for the tests that read it; the restart test
+    starts and stops clusters of its own."""
     return session_cluster
+
+
+@pytest.fixture
+def applied(cluster):
+    """The name of the ConfigMap a test creates with a server-side apply in `default`, deleted
+    after it: the session's cluster is shared, and a create must find it absent (APPLY's 201)."""
+    name = "metrics-applied"
+    yield name
+    cluster.kubectl("delete", "configmap", name, "-n", "default", "--ignore-not-found")
 
 
 def test_health_version_metrics(cluster):
@@ -82,7 +91,7 @@ def test_sigterm_then_restart_keeps_objects_and_revisions(store_url):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_request_metrics_carry_kube_apiservers_labels(cluster):
+def test_request_metrics_carry_kube_apiservers_labels(cluster, applied):
     """apiserver_request_total and apiserver_request_duration_seconds (STABLE) are broken out as
     kube-apiserver's: verb (a server-side apply is APPLY), dry_run, group, version, resource,
     subresource, scope (resource for a named object or a create, namespace, cluster) and
@@ -93,7 +102,7 @@ def test_request_metrics_carry_kube_apiservers_labels(cluster):
     cluster.kubectl("get", "pods", "-n", "default")
     cluster.kubectl("get", "namespace", "default")
     cluster.kubectl("create", "configmap", "dry", "--dry-run=server")
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "metrics-applied", "namespace": "default"}}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": applied, "namespace": "default"}}
     cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(cm))
     text = cluster.kubectl("get", "--raw", "/metrics").stdout
 
