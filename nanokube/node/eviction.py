@@ -59,7 +59,9 @@ log = logging.getLogger(__name__)
 MONITORING_PERIOD = 10.0
 #: evictionPressureTransitionPeriod: how long a condition stays after its threshold was last crossed
 PRESSURE_TRANSITION_PERIOD = 300.0
-#: immediateEvictionGracePeriodSeconds: the grace a hard threshold's eviction gives the pod
+#: immediateEvictionGracePeriodSeconds: the grace a hard threshold's or a local storage limit's eviction
+#: gives the pod, whatever its own (2 s for each container, killContainer's minimum). Upstream's local
+#: storage evictions passed 0 before kubernetes PR 124063, which the pod workers read as no override.
 IMMEDIATE_GRACE = 1
 #: podCleanupTimeout: how long a pass waits for its evicted pod to stop before the next one
 POD_CLEANUP_TIMEOUT = 30.0

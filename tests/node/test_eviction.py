@@ -6,6 +6,7 @@ import json
 from types import SimpleNamespace
 
 from nanokube.apiserver.loopback import connector
+from nanokube.clock import parse_time
 from nanokube.metrics.provider import MetricsProvider
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.eviction import (HARD, MEMORY, NODEFS, PIDS, Observation, PodStats, message,
@@ -312,3 +313,35 @@ async def test_pods_past_their_local_storage_limits_are_evicted_without_node_pre
         assert tidy["ephemeral-storage"]["usedBytes"] == MI + 4096
         assert tidy["containers"][0]["rootfs"]["usedBytes"] == 0
         assert await condition(client, "DiskPressure") == "False"
+
+
+async def test_a_local_storage_eviction_stops_the_pod_in_two_seconds_whatever_its_own_grace():
+    """localStorageEviction kills with immediateEvictionGracePeriodSeconds (1; before kubernetes
+    PR 124063 it passed 0, which the pod workers' calculateEffectiveGracePeriod read as no override
+    and replaced with the pod's terminationGracePeriodSeconds): the pod's grace is 1 s, which
+    killContainer raises to its 2 s minimum. So a container ignoring SIGTERM, in a pod asking for an
+    hour, is killed (137) 2 s after its SIGTERM, not an hour later."""
+    async with node() as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        p = writer("stubborn", "sleep 5; dd if=/dev/zero of=/cache/blob bs=1M count=2; sleep 3600", size_limit="1Mi")
+        p["spec"]["terminationGracePeriodSeconds"] = 3600
+        await pods.create(p)
+        await eventually(phase_is(pods, "stubborn", "Running"))
+
+        async def killing():  # SIGTERM follows the event: a clock advance before it would pass it by
+            items, _ = await client.resource("", "v1", "events").list("default")
+            return next((e for e in items if e["reason"] == "Killing"
+                         and e["involvedObject"]["name"] == "stubborn"), None)
+        for _ in range(2):  # the write at 5 s, the pass at 10 s
+            await clock.advance(5)
+        await eventually(killing)
+        sigterm = clock.now()
+        await clock.advance(1.5)
+        assert (await pods.get("stubborn", "default"))["status"]["phase"] == "Running"
+        await clock.advance(0.5)
+        p = await eventually(phase_is(pods, "stubborn", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == (
+            "Evicted", 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". ')
+        t = p["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert (t["exitCode"], t["reason"]) == (137, "Error")
+        assert parse_time(t["finishedAt"]) - sigterm == 2, (t["finishedAt"], sigterm)
