@@ -482,7 +482,7 @@ class PodWorker:
         self.restart_due: set[str] = set()
         #: when (monotonic) each app container started passes its startup and readiness probes
         self.probed: dict[str, tuple[float, float]] = {}
-        #: when (monotonic) each running app container started, and the workers of its probes that
+        #: when (monotonic) each running app container or sidecar started, and the workers of its probes that
         #: reach the network (`_net_probe`), by (container, kind)
         self.began: dict[str, float] = {}
         self.net: dict[tuple[str, str], prober.Worker] = {}
@@ -789,7 +789,9 @@ class PodWorker:
                     self.waiting.get(c["name"], initializing) if c["name"] in self.own_last_state else initializing
                 up = running and c["name"] not in self.waiting  # not while waiting out its back-off
                 started, ready = self.probed.get(c["name"], (at, at))
-                out.append(self._status_of(c, state, up and ready <= at, up and started <= at))
+                worker = self.net.get((c["name"], "readinessProbe"))
+                ready = ready <= at and (not _net_probe(c) or worker is not None and worker.result is True)
+                out.append(self._status_of(c, state, up and ready, up and started <= at))
             else:
                 started, finished = self.init_ran.get(c["name"], (now, now))
                 term = {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": finished}
@@ -1254,16 +1256,30 @@ class PodWorker:
             if self.deleting():
                 return True
             if name not in self.waiting:
-                break
+                start = self.clock.monotonic()
+                self.probed[name] = self._passing(c)
+                up = self.probed[name][0]
+                if up <= start:
+                    return False
+                await self._init_waiting(c, {"running": {"startedAt": self.clock.rfc3339()}})
+                # a startup probe that runs on the network: the next container waits for it to pass
+                while math.isinf(up) and (tick := self._net_tick(c, "startupProbe")) is not None:
+                    if await self._wait(tick, active=True):
+                        return True
+                    await self._net_probes(max(self.clock.monotonic(), tick))
+                    up = self.probed[name][0]
+                if not math.isinf(up):
+                    return await self._wait(up, active=True)
+                # it failed failureThreshold times: killed (preStop, grace), it starts again after its back-off
+                output, end, code = self.liveness_failed.pop(name)
+                await self._liveness_kills({name: c}, {name: output}, {name: self.net_failed.pop(name)})
+                self.lifetimes[name] = end, code = await self._liveness_kill(c, end, code)
+                if await self._wait(end, active=True):
+                    return True
+                self.waiting[name] = {"terminated": {"exitCode": code, "reason": "Error", "startedAt":
+                                                     self.own_started.get(name, ""), "finishedAt": self.clock.rfc3339()}}
             if await self._sidecar_hook_failed(c):
                 return True
-        start = self.clock.monotonic()
-        self.probed[c["name"]] = prober.passing(c, start)
-        up = self.probed[c["name"]][0]
-        if up <= start:
-            return False
-        await self._init_waiting(c, {"running": {"startedAt": self.clock.rfc3339()}})
-        return await self._wait(up, active=True)
 
     async def _sidecar_hook_failed(self, c: dict) -> bool:
         """Sidecar `c`'s postStart hook failed as the pod initializes, or runc could not start it
@@ -1319,11 +1335,13 @@ class PodWorker:
                 end = _end(self.clock.monotonic(), program)
                 await self._init_waiting(c, {"running": {"startedAt": started}})
                 while True:  # the sidecars started before it may exit and restart meanwhile
-                    due = [t for t in (end, *self._sidecars_due()) if t is not None]
-                    if await self._wait(min(due, default=None), active=True):
+                    ticks = [self._net_tick(s, kind) for s in self._sidecars() for kind in PROBES]
+                    due = [t for t in (end, *self._sidecars_due(), *ticks) if t is not None]
+                    if await self._wait(wake := min(due, default=None), active=True):
                         return True
                     if name in self.io.ended or end is not None and self.clock.monotonic() >= end:
                         break
+                    await self._net_probes(max(self.clock.monotonic(), wake or 0.0))
                     if await self._restart_sidecars(c, started):
                         return True
                 code = self.io.ended.pop(name, program.exit_code)  # found as it ran: it waited for its files
@@ -1371,6 +1389,8 @@ class PodWorker:
             end, code = self.lifetimes.get(name, (None, 0))
             if end is not None and end <= at:
                 del self.lifetimes[name]
+                self.liveness_failed.pop(name, None)
+                self.net_failed.pop(name, None)
                 self.io.exit(name, code, at=end)
                 now = self.clock.rfc3339()
                 self.own_last_state[name] = {"terminated": {
@@ -1399,7 +1419,7 @@ class PodWorker:
                 self.io.start(name, image_ref(spec.get("image", "")), self._program(spec))
                 self.own_started[name] = self.clock.rfc3339()
                 self.waiting.pop(name, None)
-                self.probed[name] = prober.passing(spec, self.clock.monotonic())
+                self.probed[name] = self._passing(spec)
                 if name in self.io.programs:
                     self.lifetimes[name] = self._lifetime(spec)
                 await self._post_start_hooks([spec])  # a failure ends it now: it restarts as one that exited
@@ -1755,18 +1775,19 @@ class PodWorker:
                         self.waiting.pop(c["name"], None)
                 lifetimes.update((c["name"], self._lifetime(c)) for c in running)
                 for c in running:  # one runc could not start ends at once (`_lifetime`), never running
-                    for kind in PROBES:
-                        self.net.pop((c["name"], kind), None)
                     if error := self._start_error(c):
                         self.waiting[c["name"]] = {"waiting": {"reason": "RunContainerError", "message": error}}
                 await self._post_start_hooks([] if adopted else fresh + running)  # (an adopted one ran its hook)
                 if write:
                     self.probed.update((c["name"], self._passing(c)) for c in running)
                     await self._write_running(now)
+                elif adopted:
+                    self._adopt_probes(self._sidecars() + running)
             adopted = together = False
             starting = []
             probes = [t for times in self.probed.values() for t in times if self.clock.monotonic() < t < math.inf]
-            ticks = [t for c in self._containers() for kind in PROBES if (t := self._net_tick(c, kind)) is not None]
+            ticks = [t for c in self._sidecars() + self._containers() for kind in PROBES
+                     if (t := self._net_tick(c, kind)) is not None]
             wake = min([end for end, _ in lifetimes.values() if end is not None] + list(backoff.values()) + probes +
                        ticks, default=None)
             self.live = self.ran = True
@@ -1860,18 +1881,32 @@ class PodWorker:
                                       f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, name))
 
     def _passing(self, c: dict) -> tuple[float, float]:
-        """When (monotonic) app container `c`, starting now, is Started and Ready as far as its
-        probes' timing goes (prober.passing); one whose startup probe reaches the network is
-        Started only once that probe passes (`_net_probes`)."""
+        """When (monotonic) container `c` (an app container or sidecar), starting now, is Started and
+        Ready as far as its probes' timing goes (prober.passing); one whose startup probe reaches the
+        network is Started only once that probe passes (`_net_probes`), its old probe workers gone."""
         self.began[c["name"]] = start = self.clock.monotonic()
+        for kind in PROBES:
+            self.net.pop((c["name"], kind), None)
         return (math.inf, math.inf) if _net_probe(c, "startupProbe") else prober.passing(c, start)
 
+    def _adopt_probes(self, containers: list[dict]) -> None:
+        """The agent restarted and adopted `containers` running: their probes that reach the network
+        run again from now, as a restarted kubelet's probe workers do (a container that was Started
+        is not startup-probed again; until its readiness probe passes, it is not Ready)."""
+        now = self.clock.monotonic()
+        for c in containers:
+            self._passing(c)
+            self.probed[c["name"]] = now, now
+            if _net_probe(c, "startupProbe"):
+                self.net[c["name"], "startupProbe"] = prober.Worker(now, result=True, held=True)
+
     def _net_tick(self, c: dict, kind: str) -> float | None:
-        """When (monotonic) running app container `c`'s probe of `kind` that reaches the network
+        """When (monotonic) running container or sidecar `c`'s probe of `kind` that reaches the network
         (`_net_probe`) runs next: a startup probe from the start, the others from the first tick
         after the container is Started, then each periodSeconds; None while it has none to run."""
         probe, name = _net_probe(c, kind), c["name"]
-        if probe is None or name not in self.lifetimes or name not in self.began or name in self.waiting:
+        running = name in self.lifetimes or name in self.io.running  # (a sidecar may have no end of its own)
+        if probe is None or not running or name not in self.began or name in self.waiting:
             return None
         worker = self.net.get((name, kind))
         if worker is None:
@@ -1889,7 +1924,7 @@ class PodWorker:
         fails has it killed (`_liveness_kill`: its end in `lifetimes` is now). Whether a container's
         Started or Ready changed."""
         changed = False
-        for c in self._containers():
+        for c in self._sidecars() + self._containers():
             name = c["name"]
             for kind, called in PROBES.items():
                 end = self.lifetimes.get(name, (None,))[0]
@@ -1914,7 +1949,7 @@ class PodWorker:
                     self.probed[name] = at, self.began[name] + prober.first_pass(c.get("readinessProbe"), since)
                 elif not ok and kind != "readinessProbe":
                     worker.held = True
-                    self.liveness_failed[name] = output, *self.lifetimes[name]
+                    self.liveness_failed[name] = output, *self.lifetimes.get(name, (None, 0))
                     self.net_failed[name] = kind
                     self.lifetimes[name] = at, 137
         return changed

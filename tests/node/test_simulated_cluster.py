@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from nanokube.machinery.streaming import LogOptions
+from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
 from tests.controllers import eventually
 from tests.node import metric_totals, nodes_over_http
@@ -250,6 +251,143 @@ async def test_a_startup_probe_on_the_network_holds_started_until_it_passes(clus
         return s if s["started"] and s["ready"] else None
     s = await eventually(advanced_until_started)
     assert s["restartCount"] == 1
+
+
+def _with_proxy(probed: dict, **probes: dict) -> dict:
+    """`probed` with a sidecar `proxy` (a restartable init container) that has `probes`."""
+    probed["spec"]["initContainers"] = [{"name": "proxy", "image": "busybox", "command": ["sleep", "infinity"],
+                                         "restartPolicy": "Always", **probes}]
+    return probed
+
+
+async def test_a_sidecars_network_probes_gate_the_pods_start_and_readiness(cluster):
+    """A sidecar's startup probe wgets a Service: the app container does not start while it fails
+    (the pod Pending, the sidecar not Started); once the Service answers it does. The sidecar's
+    readiness probe then counts for the pod's Ready: its Service losing its endpoint makes the
+    pod unready while the app container stays Ready."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    wget = {"exec": {"command": ["wget", "-qO-", "web"]}, "periodSeconds": 2}
+    await pods.create(_with_proxy(pod("client", "gpu-0", "sleep", "infinity"),
+                                  startupProbe=wget | {"failureThreshold": 5}, readinessProbe=wget | {"failureThreshold": 1}))
+    event = await eventually(lambda: _unhealthy(client, "client", 1))
+    assert event["message"] == "Startup probe failed: wget: bad address 'web'\n"
+    assert event["involvedObject"]["fieldPath"] == "spec.initContainers{proxy}"
+    p = await pods.get("client", "default")
+    proxy = p["status"]["initContainerStatuses"][0]
+    assert p["status"]["phase"] == "Pending" and "running" in proxy["state"] and not proxy["started"]
+    assert "waiting" in p["status"]["containerStatuses"][0]["state"]
+    await _web(client, pods)
+    await eventually(lambda: _has_endpoint(nodes, "web"))
+
+    async def advanced_until_ready():
+        await clock.advance(2)
+        return await _ready(pods, "client", True)
+    p = await eventually(advanced_until_ready)
+    assert p["status"]["initContainerStatuses"][0]["started"] is True
+    assert {c["type"]: c["status"] for c in p["status"]["conditions"]}["Ready"] == "True"
+
+    await client.resource("discovery.k8s.io", "v1", "endpointslices").delete("web-x", "default")
+    await eventually(lambda: _no_endpoint(nodes, "web"))
+
+    async def advanced_until_unready():
+        await clock.advance(2)
+        p = await pods.get("client", "default")
+        return p if {c["type"]: c["status"] for c in p["status"]["conditions"]}["Ready"] == "False" else None
+    p = await eventually(advanced_until_unready)
+    assert not p["status"]["initContainerStatuses"][0]["ready"]
+    assert p["status"]["containerStatuses"][0]["ready"], "the app container's own readiness is unchanged"
+
+
+async def test_a_sidecars_startup_probe_that_fails_on_the_network_restarts_it(cluster):
+    """A sidecar's startup probe failing failureThreshold times kills it to restart it (Killing:
+    failed startup probe), the pod still Pending; once the Service answers, the restarted sidecar
+    is Started and the app container starts."""
+    client, _, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    probed = _with_proxy(pod("client", "gpu-0", "sleep", "infinity"), startupProbe={
+        "exec": {"command": ["wget", "-qO-", "web"]}, "periodSeconds": 2, "failureThreshold": 2})
+    probed["spec"]["terminationGracePeriodSeconds"] = 2
+    await pods.create(probed)
+    await eventually(lambda: _unhealthy(client, "client", 1))
+
+    async def advanced_until_restarted():
+        await clock.advance(1)
+        p = await pods.get("client", "default")
+        s = p["status"]["initContainerStatuses"][0]
+        return p if s["restartCount"] == 1 and "running" in s["state"] else None
+    p = await eventually(advanced_until_restarted)
+    assert p["status"]["phase"] == "Pending" and not p["status"]["initContainerStatuses"][0]["started"]
+    assert p["status"]["initContainerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
+    items, _ = await client.resource("", "v1", "events").list(namespace="default")
+    assert [e["message"] for e in items if e["reason"] == "Killing"] == \
+        ["Container proxy failed startup probe, will be restarted"]
+    await _web(client, pods)
+
+    async def advanced_until_ready():
+        await clock.advance(2)
+        return await _ready(pods, "client", True)
+    p = await eventually(advanced_until_ready)
+    assert p["status"]["initContainerStatuses"][0]["started"] is True
+
+
+async def test_a_sidecars_liveness_probe_on_the_network_restarts_it(cluster):
+    """A sidecar's liveness probe wgets a Service; once its endpoint goes, failureThreshold failures
+    kill the sidecar to restart it (Killing: failed liveness probe), the app container running on."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    await _web(client, pods)
+    probed = _with_proxy(pod("client", "gpu-0", "sleep", "infinity"), livenessProbe={
+        "exec": {"command": ["sh", "-c", "wget -qO- web"]}, "periodSeconds": 3, "failureThreshold": 2})
+    probed["spec"]["terminationGracePeriodSeconds"] = 2
+    await pods.create(probed)
+    await eventually(lambda: _ready(pods, "client", True))
+    await client.resource("discovery.k8s.io", "v1", "endpointslices").delete("web-x", "default")
+    await eventually(lambda: _no_endpoint(nodes, "web"))
+
+    async def advanced_until_restarted():
+        await clock.advance(1)
+        p = await pods.get("client", "default")
+        s = p["status"]["initContainerStatuses"][0]
+        return p if s["restartCount"] == 1 and "running" in s["state"] else None
+    p = await eventually(advanced_until_restarted)
+    assert p["status"]["initContainerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
+    assert p["status"]["containerStatuses"][0]["restartCount"] == 0
+    items, _ = await client.resource("", "v1", "events").list(namespace="default")
+    assert [e["message"] for e in items if e["reason"] == "Killing"] == \
+        ["Container proxy failed liveness probe, will be restarted"]
+
+
+async def test_an_adopted_pods_network_readiness_probe_runs(cluster, tmp_path):
+    """A node agent restarted with a running pod adopts it and runs its probes again: its readiness
+    probe wgets a Service, which then loses its endpoint, and the pod goes unready."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    await _web(client, pods)
+    probed = pod("client", "gpu-0", "sleep", "infinity")
+    probed["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["wget", "-qO-", "web"]}, "periodSeconds": 2, "failureThreshold": 1}
+    made = await pods.create(probed)
+    await eventually(lambda: _ready(pods, "client", True))
+    await nodes.stop()
+    again = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
+                        pods_dir=str(tmp_path))
+    await again.start()
+    try:
+        worker = await eventually(lambda: _worker(again, "gpu-0", made["metadata"]["uid"]))
+        await eventually(lambda: _probed(worker, "readinessProbe", 1))  # (it runs at once, as a new worker's first)
+        await eventually(lambda: _has_endpoint(again, "web"))
+        await client.resource("discovery.k8s.io", "v1", "endpointslices").delete("web-x", "default")
+        await eventually(lambda: _no_endpoint(again, "web"))
+
+        async def advanced_until_unready():
+            await clock.advance(2)
+            return await _ready(pods, "client", False)
+        p = await eventually(advanced_until_unready)
+        assert {c["type"]: c["status"] for c in p["status"]["conditions"]}["Ready"] == "False"
+        assert p["status"]["containerStatuses"][0]["restartCount"] == 0, "adopted, not restarted"
+    finally:
+        await again.stop()
 
 
 async def test_a_probe_exec_of_a_tool_the_image_lacks_errors_and_changes_nothing(cluster):
