@@ -1387,10 +1387,12 @@ class PodWorker:
         for spec in self._sidecars():
             name = spec["name"]
             end, code = self.lifetimes.get(name, (None, 0))
+            if end is not None and end <= at and name in self.liveness_failed:  # its probe failed: killed first
+                output, end, code = self.liveness_failed.pop(name)
+                await self._liveness_kills({name: spec}, {name: output}, {name: self.net_failed.pop(name, "livenessProbe")})
+                self.lifetimes[name] = end, code = await self._liveness_kill(spec, end, code)
             if end is not None and end <= at:
                 del self.lifetimes[name]
-                self.liveness_failed.pop(name, None)
-                self.net_failed.pop(name, None)
                 self.io.exit(name, code, at=end)
                 now = self.clock.rfc3339()
                 self.own_last_state[name] = {"terminated": {

@@ -358,6 +358,30 @@ async def test_a_sidecars_liveness_probe_on_the_network_restarts_it(cluster):
         ["Container proxy failed liveness probe, will be restarted"]
 
 
+async def test_a_sidecars_liveness_probe_fails_while_an_init_container_runs(cluster):
+    """While the next init container runs, a sidecar whose liveness probe on the network fails
+    failureThreshold times is killed (Killing: failed liveness probe) and restarted."""
+    client, _, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    probed = _with_proxy(pod("client", "gpu-0", "sleep", "infinity"), livenessProbe={
+        "exec": {"command": ["wget", "-qO-", "web"]}, "periodSeconds": 2, "failureThreshold": 2})
+    probed["spec"]["initContainers"].append({"name": "setup", "image": "busybox", "command": ["sleep", "60"]})
+    probed["spec"]["terminationGracePeriodSeconds"] = 2
+    await pods.create(probed)
+
+    async def advanced_until_restarted():
+        await clock.advance(1)
+        p = await pods.get("client", "default")
+        s = p["status"]["initContainerStatuses"][0]
+        return p if s["restartCount"] == 1 and "running" in s["state"] else None
+    p = await eventually(advanced_until_restarted)
+    assert p["status"]["phase"] == "Pending" and "running" in p["status"]["initContainerStatuses"][1]["state"]
+    assert p["status"]["initContainerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
+    items, _ = await client.resource("", "v1", "events").list(namespace="default")
+    assert [e["message"] for e in items if e["reason"] == "Killing"] == \
+        ["Container proxy failed liveness probe, will be restarted"]
+
+
 async def test_an_adopted_pods_network_readiness_probe_runs(cluster, tmp_path):
     """A node agent restarted with a running pod adopts it and runs its probes again: its readiness
     probe wgets a Service, which then loses its endpoint, and the pod goes unready."""
