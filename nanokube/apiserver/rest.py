@@ -1207,7 +1207,7 @@ class GenericREST:
         if nm.get("deletionTimestamp") and not nm.get("finalizers") and not res.strategy.blocks_deletion(new) \
                 and not nm.get("deletionGracePeriodSeconds"):
             try:
-                kv = await self.store.delete(key, expected_rev)
+                kv = await self.store.delete(key, expected_rev, entry.kv)
             except RevisionMismatch:
                 raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
             except KeyNotFound:
@@ -1467,7 +1467,7 @@ class GenericREST:
                 if opts.dry_run:
                     return Result(self._deleted_result(res, version, obj), 200)
                 try:
-                    kv = await self.store.delete(key, entry.rev)
+                    kv = await self.store.delete(key, entry.rev, entry.kv)
                 except RevisionMismatch:
                     await self.cache.sync()
                     continue
@@ -1503,7 +1503,7 @@ class GenericREST:
                 return Result(self._external(res, new, version), pending)
             if grace == 0 and not finalizers and not res.strategy.blocks_deletion(new):
                 try:
-                    kv = await self.store.delete(key, entry.rev)
+                    kv = await self.store.delete(key, entry.rev, entry.kv)
                 except RevisionMismatch:
                     await self.cache.sync()
                     continue

@@ -29,7 +29,7 @@ from .patch import fieldpath as fp
 from .rest import GenericREST, WriteOptions, check_target, decode_patched, patch_out_of_range
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 from ..store.interface import KeyNotFound, RevisionMismatch
-from .cache import stored_json, stored_value
+from .cache import stored_json
 
 if TYPE_CHECKING:
     from .handlers import APIHandlers
@@ -336,8 +336,12 @@ class Subresources:
                           "lastTransitionTime": old.get("lastTransitionTime", now)
                           if old.get("status") == "False" else now})
             nst["conditions"] = conds
+        key, (value, handed, at) = pdbs.key(namespace, name), stored_json(new)
+        # as any write of this server: the cache keeps the budget as written, and its KV for the next
+        # eviction's write (which then reads no row first)
+        self.rest.cache.expect(key, value, handed, at)
         try:
-            kv = await self.rest.store.update(pdbs.key(namespace, name), stored_value(new), entry.rev, entry.kv)
+            kv = await self.rest.store.update(key, value, entry.rev, entry.kv)
         except RevisionMismatch:
             return False
         await self.rest.cache.wait_for(kv.mod_revision)

@@ -229,16 +229,21 @@ class EtcdStore(Store):
             prev = _kv(resp["responses"][0]["response_put"]["prev_kv"])
         return KV(key, value, prev.create_revision, int(resp["header"]["revision"]))
 
-    async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
+    async def delete(self, key: str, expected_mod_revision: int | None = None, prev: KV | None = None) -> KV:
+        """A `prev` at the expected revision is the deleted value, so etcd is not asked to send it
+        back (an unconditional delete's prev could be stale: it asks)."""
         k = _b64(key)
+        known = prev is not None and expected_mod_revision is not None \
+            and prev.mod_revision == expected_mod_revision and prev.key == key
         resp = await self._txn(
             self._guards(k, expected_mod_revision),
-            [{"request_delete_range": {"key": k, "prev_kv": True}}],
+            [{"request_delete_range": {"key": k, "prev_kv": not known}}],
             [{"request_range": {"key": k}}],
         )
         if not resp.get("succeeded"):
             raise self._lost(key, resp)
-        prev = _kv(resp["responses"][0]["response_delete_range"]["prev_kvs"][0])
+        if not known:
+            prev = _kv(resp["responses"][0]["response_delete_range"]["prev_kvs"][0])
         return KV(key, prev.value, prev.create_revision, int(resp["header"]["revision"]))
 
     async def current_revision(self) -> int:

@@ -90,10 +90,10 @@ class InstrumentedStore(Store):
         finally:
             self._obs("update", key, t0, failed)
 
-    async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
+    async def delete(self, key: str, expected_mod_revision: int | None = None, prev: KV | None = None) -> KV:
         t0, failed = time.perf_counter(), False
         try:
-            return await self.inner.delete(key, expected_mod_revision)
+            return await self.inner.delete(key, expected_mod_revision, prev)
         except Unavailable:
             failed = True
             raise

@@ -110,9 +110,12 @@ class Store(abc.ABC):
         answered as without it (RevisionMismatch carries the key's current KV, read)."""
 
     @abc.abstractmethod
-    async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
+    async def delete(self, key: str, expected_mod_revision: int | None = None, prev: KV | None = None) -> KV:
         """Returns the deleted KV with mod_revision set to the deletion revision.
-        Raises KeyNotFound or RevisionMismatch."""
+        Raises KeyNotFound or RevisionMismatch.
+
+        `prev`: as `update`'s, the caller's copy of the key's KV (at `expected_mod_revision` when one
+        is given), which a store may take as the deleted value instead of reading the key first."""
 
     @abc.abstractmethod
     async def current_revision(self) -> int: ...

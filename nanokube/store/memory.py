@@ -50,7 +50,8 @@ class MemoryStore(Store):
         self._history.append(Event(PUT, kv, cur))
         return kv
 
-    async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
+    async def delete(self, key: str, expected_mod_revision: int | None = None, prev: KV | None = None) -> KV:
+        """`prev` is not needed, as for `update`."""
         cur = self._data.get(key)
         if cur is None:
             raise KeyNotFound(key)

@@ -563,7 +563,7 @@ class SQLiteStore(Store):
     def _execute(self, op: int, key: str, value: bytes, expected: int | None, rev: int,
                  prev: KV | None) -> Event | BaseException:
         """One queued write at revision `rev`, inside the transaction: its event, or why it failed.
-        An update's `prev` (at the expected revision) is the row if the conditional UPDATE changes it."""
+        A `prev` (at the expected revision) is the row if the conditional UPDATE (DELETE) changes it."""
         cur = self._cur
         if op == _CREATE:
             try:
@@ -572,9 +572,15 @@ class SQLiteStore(Store):
                 return KeyExists(key)
             return Event(PUT, KV(key, value, rev, rev), None)
         if prev is not None:
-            cur.execute("UPDATE kv SET value=?, mod_rev=? WHERE key=? AND mod_rev=?", (value, rev, key, expected))
-            if cur.rowcount == 1:
-                return Event(PUT, KV(key, value, prev.create_revision, rev), prev)
+            if op == _UPDATE:
+                cur.execute("UPDATE kv SET value=?, mod_rev=? WHERE key=? AND mod_rev=?",
+                            (value, rev, key, prev.mod_revision))
+                if cur.rowcount == 1:
+                    return Event(PUT, KV(key, value, prev.create_revision, rev), prev)
+            else:
+                cur.execute("DELETE FROM kv WHERE key=? AND mod_rev=?", (key, prev.mod_revision))
+                if cur.rowcount == 1:
+                    return Event(DELETE, KV(key, prev.value, prev.create_revision, rev), prev)
         now = self._row(key)
         if now is None:
             return KeyNotFound(key)
@@ -623,9 +629,19 @@ class SQLiteStore(Store):
         self._write("UPDATE kv SET value=?, mod_rev=? WHERE key=?", (value, rev, key))
         return await self._acknowledged(Event(PUT, KV(key, value, cur.create_revision, rev), cur))
 
-    async def delete(self, key: str, expected_mod_revision: int | None = None) -> KV:
+    async def delete(self, key: str, expected_mod_revision: int | None = None, prev: KV | None = None) -> KV:
+        """`prev` as `update`'s: the deleted row if the DELETE conditional on its revision removes
+        one (no read first); without an expected revision, a stale prev leaves the row read."""
+        if prev is not None and (prev.key != key or expected_mod_revision not in (None, prev.mod_revision)):
+            prev = None
         if self.shared:
-            return await self._queue(_DELETE, key, b"", expected_mod_revision)
+            return await self._queue(_DELETE, key, b"", expected_mod_revision, prev)
+        if prev is not None:
+            rev = self._write("DELETE FROM kv WHERE key=? AND mod_rev=?", (key, prev.mod_revision))
+            if self._cur.rowcount == 1:
+                self._deleted = True
+                return await self._acknowledged(Event(DELETE, KV(key, prev.value, prev.create_revision, rev), prev))
+            self._rev -= 1  # (no row removed: a write since moved it) read below
         cur = self._row(key)
         if cur is None:
             raise KeyNotFound(key)

@@ -219,11 +219,11 @@ class FailingOnce(MemoryStore):
 
     failed = False
 
-    async def delete(self, key, expected_mod_revision=None):
+    async def delete(self, key, expected_mod_revision=None, prev=None):
         if not self.failed:
             self.failed = True
             raise Unavailable("no endpoint answered")
-        return await super().delete(key, expected_mod_revision)
+        return await super().delete(key, expected_mod_revision, prev)
 
 
 async def test_a_delete_the_store_fails_is_tried_again():

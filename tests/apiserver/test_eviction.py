@@ -6,6 +6,7 @@ import pytest
 from nanokube.machinery.errors import APIError
 from nanokube.apiserver.rest import WriteOptions
 from nanokube.apiserver.subresources import Subresources
+from nanokube.store.sqlite import SQLiteStore
 from tests.apiserver.test_binding import race
 from tests.controllers import make_stack
 
@@ -252,3 +253,30 @@ async def test_the_in_process_client_gets_the_same_checks(env):
                                           "default")
         assert (e.value.code, e.value.reason, e.value.message) == (400, "BadRequest", message)
     assert not await gone(s, "p")
+
+
+async def test_evictions_under_one_budget_hand_the_store_the_cached_kvs_and_read_no_row(tmp_path):
+    """Each write of an eviction (the budget's, the pod's DisruptionTarget condition and its
+    delete) hands SQLite the watch cache's KV: the second eviction under a budget reads no row,
+    the budget's included (the first eviction's write of it left its KV in the cache), and each
+    event's prev is what was stored."""
+    s = await make_stack(store=SQLiteStore(str(tmp_path / "db")))
+    try:
+        sub = Subresources(s.rest)
+        for name in "abc":
+            await running_pod(s, name)
+        await budget(s, status={"disruptionsAllowed": 2, "currentHealthy": 3, "expectedPods": 3})
+        assert (await evict(sub, "a"))["code"] == 201
+        pdb_key = "/registry/poddisruptionbudgets.policy/default/db"
+        before = [await s.store.get(k) for k in (pdb_key, "/registry/pods/default/b")]
+        events, statements = [], []
+        s.store.follow(await s.store.current_revision(), events.append)
+        s.store._db.set_trace_callback(statements.append)
+        assert (await evict(sub, "b"))["code"] == 201 and await gone(s, "b")
+        assert not [q for q in statements if q.startswith("SELECT")]
+        assert [(e.kv.key, e.prev) for e in events] == [(pdb_key, before[0]), (before[1].key, before[1]),
+                                                        (before[1].key, events[1].kv)]
+        pdb = await s.client.resource("policy", "v1", "poddisruptionbudgets").get("db", "default")
+        assert pdb["status"]["disruptionsAllowed"] == 0 and set(pdb["status"]["disruptedPods"]) == {"a", "b"}
+    finally:
+        await s.close()

@@ -7,6 +7,7 @@ from nanokube.machinery.errors import APIError
 from nanokube.apiserver.cache import served_json
 from nanokube.apiserver.rest import MERGE_PATCH, STRATEGIC_PATCH, WriteOptions
 from nanokube.apiserver.subresources import Subresources
+from nanokube.store.interface import DELETE, PUT
 from nanokube.store.sqlite import SQLiteStore
 from tests.controllers import make_stack, tries
 
@@ -551,6 +552,18 @@ async def test_a_write_hands_the_store_the_cached_kv_its_precondition_names(tmp_
         await written(Subresources(stack.rest).bind(pods_res, NS, "q", {
             "metadata": {"name": "q"}, "target": {"kind": "Node", "name": "n1"}}, WriteOptions()))
         await written(pods.delete("q", NS))
+        # the deletes that remove the key: a pod's at grace 0, an object's without a grace period,
+        # and one's whose last finalizer goes (as the GC's and the namespace controller's)
+        await written(pods.delete("q", NS, grace_period_seconds=0))
+        cms = stack.client.resource("", "v1", "configmaps")
+        for name, finalizers in (("plain", []), ("held", ["example.com/hold"])):
+            await cms.create({"metadata": {"name": name, "namespace": NS, "finalizers": finalizers}})
+            key = f"/registry/configmaps/default/{name}"
+            await written(cms.delete(name, NS))
+        got = await cms.get("held", NS)
+        await written(cms.update({**got, "metadata": {**got["metadata"], "finalizers": []}}))
+        assert [e.type for e in events[-6:]] == [DELETE, PUT, DELETE, PUT, PUT, DELETE]
+        assert [await stack.store.get(k) for k in (key, "/registry/pods/default/q")] == [None, None]
         assert [e.prev for e in events if e.prev] == stored
     finally:
         await stack.close()

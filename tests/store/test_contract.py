@@ -111,6 +111,59 @@ async def test_an_update_handed_the_kv_of_a_key_deleted_and_made_again_is_a_conf
     assert await store.current_revision() == again.mod_revision
 
 
+async def test_a_delete_handed_the_kv_it_removes_publishes_it_as_prev(store, prefix):
+    """`delete`'s `prev` as `update`'s: at the expected revision (or, unconditional, the key's
+    current one) it is the deleted value and the event's prev; one of another key, or behind an
+    unconditional delete's key (moved on, or deleted and made again), is ignored, and the deleted
+    value and the event's prev are what the store held."""
+    start = await store.current_revision()
+    a1 = await store.create(prefix + "a", b"a1")
+    a2 = await store.update(prefix + "a", b"a2", a1.mod_revision, a1)
+    b1 = await store.create(prefix + "b", b"b1")
+    c1 = await store.create(prefix + "c", b"c1")
+    c2 = await store.update(prefix + "c", b"c2", c1.mod_revision)
+    d1 = await store.create(prefix + "d", b"d1")
+    await store.delete(prefix + "d")
+    d2 = await store.create(prefix + "d", b"d2")
+    e1 = await store.create(prefix + "e", b"e1")
+    gone = [await store.delete(prefix + "a", a2.mod_revision, a2),
+            await store.delete(prefix + "b", None, b1),
+            await store.delete(prefix + "c", None, c1),
+            await store.delete(prefix + "d", None, d1),
+            await store.delete(prefix + "e", e1.mod_revision, KV(prefix + "a", b"a2", a1.create_revision, e1.mod_revision))]
+    held = [a2, b1, c2, d2, e1]
+    assert [(g.key, g.value, g.create_revision) for g in gone] == [(h.key, h.value, h.create_revision) for h in held]
+    assert [g.mod_revision for g in gone] == list(range(e1.mod_revision + 1, e1.mod_revision + 6))
+    assert await store.list(prefix) == ([], gone[-1].mod_revision)
+    watch = store.watch(start)
+    try:
+        events = [await anext(watch) for _ in range(14)]
+    finally:
+        await watch.aclose()
+    assert [(e.type, e.kv, e.prev) for e in events[9:]] == [(DELETE, g, h) for g, h in zip(gone, held)]
+
+
+async def test_a_delete_handed_a_stale_kv_is_a_conflict_and_deletes_nothing(store, prefix):
+    """A conditional delete handed the KV it expects when the key moved on since, or was deleted
+    and made again: RevisionMismatch with the key's current KV, as without it, and no write; the
+    key gone: KeyNotFound."""
+    first = await store.create(prefix + "a", b"one")
+    second = await store.update(prefix + "a", b"two", first.mod_revision)
+    with pytest.raises(RevisionMismatch) as err:
+        await store.delete(prefix + "a", first.mod_revision, first)
+    assert err.value.current == second and await store.get(prefix + "a") == second
+    await store.delete(prefix + "a", second.mod_revision, second)
+    with pytest.raises(KeyNotFound):
+        await store.delete(prefix + "a", second.mod_revision, second)
+    with pytest.raises(KeyNotFound):
+        await store.delete(prefix + "a", None, second)
+    again = await store.create(prefix + "a", b"new")
+    with pytest.raises(RevisionMismatch) as err:
+        await store.delete(prefix + "a", second.mod_revision, second)
+    assert err.value.current == again and await store.get(prefix + "a") == again
+    assert await store.current_revision() == again.mod_revision
+
+
 async def test_update_missing_raises_key_not_found(store, prefix):
     with pytest.raises(KeyNotFound):
         await store.update(prefix + "nope", b"x", 0)

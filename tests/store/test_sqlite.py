@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from nanokube.store.interface import KeyExists, RevisionMismatch
+from nanokube.store.interface import DELETE, KeyExists, RevisionMismatch
 from nanokube.store.sqlite import SQLiteStore
 
 
@@ -158,6 +158,39 @@ async def test_an_update_handed_the_kv_it_replaces_reads_no_row_and_the_statemen
         plain = await store.update("/registry/pods/ns/a", b"e", first.mod_revision + 100)
         assert [q for q in statements if q.startswith("SELECT")]
         assert [(e.kv, e.prev.value) for e in events[1:]] == [(plain, b"z")]
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_a_delete_handed_the_kv_it_removes_reads_no_row_and_the_statement_checks_its_revision(tmp_path):
+    """A delete handed the key's KV (the watch cache's) runs the DELETE conditional on its revision
+    alone, and the event's prev is that KV; a row another connection moved makes a conditional
+    delete a RevisionMismatch carrying the row, read then, and an unconditional one deletes (and
+    publishes) the row as it is. Without a KV the row is read first."""
+    path = str(tmp_path / "db")
+    store = SQLiteStore(path)
+    await store.start()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        a, b, c = [await store.create(f"/registry/pods/ns/{n}", n.encode()) for n in "abc"]
+        events, statements = [], []
+        store.follow(c.mod_revision, events.append)
+        store._db.set_trace_callback(statements.append)
+        gone = await store.delete(a.key, a.mod_revision, a)
+        assert (gone.value, gone.create_revision, gone.mod_revision) == (b"a", a.create_revision, c.mod_revision + 1)
+        assert [(e.type, e.kv, e.prev) for e in events] == [(DELETE, gone, a)]
+        assert not [q for q in statements if q.startswith("SELECT")]
+        other.execute("UPDATE kv SET value=x'7a', mod_rev=mod_rev+100 WHERE key IN ('/registry/pods/ns/b', '/registry/pods/ns/c')")
+        with pytest.raises(RevisionMismatch) as stale:
+            await store.delete(b.key, b.mod_revision, b)
+        assert (stale.value.current.value, stale.value.current.mod_revision) == (b"z", b.mod_revision + 100)
+        assert (await store.get(b.key)).value == b"z" and len(events) == 1
+        statements.clear()
+        moved = await store.delete(c.key, None, c)
+        assert [q for q in statements if q.startswith("SELECT")]
+        assert [(e.kv, e.prev.value, e.prev.mod_revision) for e in events[1:]] == [(moved, b"z", c.mod_revision + 100)]
+        assert moved.value == b"z" and await store.get(c.key) is None
     finally:
         other.close()
         await store.close()

@@ -111,6 +111,28 @@ async def test_an_update_handed_the_kv_it_replaces_reads_no_row_unless_another_w
     assert (await a.get("/registry/k/x")).value == b"3"
 
 
+async def test_a_delete_handed_the_kv_it_removes_reads_no_row_unless_another_worker_moved_it(pair):
+    """A worker's delete handed the key's KV runs the conditional DELETE alone, the event's prev
+    that KV; once another worker has written the key, a conditional delete with the same KV is
+    refused with what that worker wrote, and an unconditional one deletes and publishes that."""
+    a, b = pair
+    x, y = await a.create("/registry/k/x", b"1"), await a.create("/registry/k/y", b"1")
+    events, statements = [], []
+    a.follow(y.mod_revision, events.append)
+    a._db.set_trace_callback(statements.append)
+    gone = await a.delete(x.key, x.mod_revision, x)
+    assert not [q for q in statements if q.startswith("SELECT") and "FROM kv" in q]
+    assert [(e.type, e.kv, e.prev) for e in events] == [(DELETE, gone, x)] and gone.value == b"1"
+    moved = await b.update(y.key, b"2", y.mod_revision, y)
+    with pytest.raises(RevisionMismatch) as stale:
+        await a.delete(y.key, y.mod_revision, y)
+    assert stale.value.current == moved
+    last = await a.delete(y.key, None, y)
+    assert (last.value, last.create_revision) == (b"2", y.create_revision)
+    assert (events[-1].type, events[-1].kv, events[-1].prev) == (DELETE, last, moved)
+    assert (await b.current_revision(), await b.get(y.key)) == (last.mod_revision, None)
+
+
 async def test_an_idle_worker_is_rung_and_a_consistent_read_catches_up(pair):
     a, b = pair
     fa = Follower(a)
