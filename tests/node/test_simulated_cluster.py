@@ -299,6 +299,23 @@ async def test_a_sidecars_network_probes_gate_the_pods_start_and_readiness(clust
     assert p["status"]["containerStatuses"][0]["ready"], "the app container's own readiness is unchanged"
 
 
+async def _sidecar_restarted(pods, clock) -> dict:
+    """Pod `client`, once its sidecar (first init container) runs again after one restart, the
+    clock advanced a second at a time until then."""
+    async def advanced_until_restarted():
+        await clock.advance(1)
+        p = await pods.get("client", "default")
+        s = p["status"]["initContainerStatuses"][0]
+        return p if s["restartCount"] == 1 and "running" in s["state"] else None
+    return await eventually(advanced_until_restarted)
+
+
+async def _killings(client) -> list[str]:
+    """The messages of the Killing events in namespace default."""
+    items, _ = await client.resource("", "v1", "events").list(namespace="default")
+    return [e["message"] for e in items if e["reason"] == "Killing"]
+
+
 async def test_a_sidecars_startup_probe_that_fails_on_the_network_restarts_it(cluster):
     """A sidecar's startup probe failing failureThreshold times kills it to restart it (Killing:
     failed startup probe), the pod still Pending; once the Service answers, the restarted sidecar
@@ -310,18 +327,10 @@ async def test_a_sidecars_startup_probe_that_fails_on_the_network_restarts_it(cl
     probed["spec"]["terminationGracePeriodSeconds"] = 2
     await pods.create(probed)
     await eventually(lambda: _unhealthy(client, "client", 1))
-
-    async def advanced_until_restarted():
-        await clock.advance(1)
-        p = await pods.get("client", "default")
-        s = p["status"]["initContainerStatuses"][0]
-        return p if s["restartCount"] == 1 and "running" in s["state"] else None
-    p = await eventually(advanced_until_restarted)
+    p = await _sidecar_restarted(pods, clock)
     assert p["status"]["phase"] == "Pending" and not p["status"]["initContainerStatuses"][0]["started"]
     assert p["status"]["initContainerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
-    items, _ = await client.resource("", "v1", "events").list(namespace="default")
-    assert [e["message"] for e in items if e["reason"] == "Killing"] == \
-        ["Container proxy failed startup probe, will be restarted"]
+    assert await _killings(client) == ["Container proxy failed startup probe, will be restarted"]
     await _web(client, pods)
 
     async def advanced_until_ready():
@@ -344,18 +353,10 @@ async def test_a_sidecars_liveness_probe_on_the_network_restarts_it(cluster):
     await eventually(lambda: _ready(pods, "client", True))
     await client.resource("discovery.k8s.io", "v1", "endpointslices").delete("web-x", "default")
     await eventually(lambda: _no_endpoint(nodes, "web"))
-
-    async def advanced_until_restarted():
-        await clock.advance(1)
-        p = await pods.get("client", "default")
-        s = p["status"]["initContainerStatuses"][0]
-        return p if s["restartCount"] == 1 and "running" in s["state"] else None
-    p = await eventually(advanced_until_restarted)
+    p = await _sidecar_restarted(pods, clock)
     assert p["status"]["initContainerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
     assert p["status"]["containerStatuses"][0]["restartCount"] == 0
-    items, _ = await client.resource("", "v1", "events").list(namespace="default")
-    assert [e["message"] for e in items if e["reason"] == "Killing"] == \
-        ["Container proxy failed liveness probe, will be restarted"]
+    assert await _killings(client) == ["Container proxy failed liveness probe, will be restarted"]
 
 
 async def test_a_sidecars_liveness_probe_fails_while_an_init_container_runs(cluster):
@@ -368,18 +369,10 @@ async def test_a_sidecars_liveness_probe_fails_while_an_init_container_runs(clus
     probed["spec"]["initContainers"].append({"name": "setup", "image": "busybox", "command": ["sleep", "60"]})
     probed["spec"]["terminationGracePeriodSeconds"] = 2
     await pods.create(probed)
-
-    async def advanced_until_restarted():
-        await clock.advance(1)
-        p = await pods.get("client", "default")
-        s = p["status"]["initContainerStatuses"][0]
-        return p if s["restartCount"] == 1 and "running" in s["state"] else None
-    p = await eventually(advanced_until_restarted)
+    p = await _sidecar_restarted(pods, clock)
     assert p["status"]["phase"] == "Pending" and "running" in p["status"]["initContainerStatuses"][1]["state"]
     assert p["status"]["initContainerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
-    items, _ = await client.resource("", "v1", "events").list(namespace="default")
-    assert [e["message"] for e in items if e["reason"] == "Killing"] == \
-        ["Container proxy failed liveness probe, will be restarted"]
+    assert await _killings(client) == ["Container proxy failed liveness probe, will be restarted"]
 
 
 async def test_an_adopted_pods_network_readiness_probe_runs(cluster, tmp_path):
