@@ -32,6 +32,9 @@ async def test_an_answer_over_128_kib_is_gzipped_for_a_client_that_accepts_it(tm
             headers, got = await _get(api, path, "deflate, gzip")
             assert headers["Content-Encoding"] == "gzip" and headers["Vary"] == "Accept-Encoding"
             assert int(headers["Content-Length"]) < 8 * 1024  # 128 KiB of one letter, gzipped
+            for answer in (plain, got):
+                if answer["kind"] == "ConfigMapList":
+                    answer["metadata"].pop("resourceVersion")  # other namespaces' writes move it between the reads
             assert got == plain
         for path, accept_encoding in ((f"{CMS}/small", "gzip"), (f"{CMS}/big", "deflate"),
                                       (f"{CMS}/big", "gzip;q=0.5"), (f"{CMS}/big", "identity")):
