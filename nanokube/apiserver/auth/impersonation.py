@@ -17,6 +17,7 @@ from urllib.parse import unquote
 
 from ...machinery import errors
 from ...machinery.user import User
+from ...machinery.validation import dns1123_label, dns1123_subdomain
 from .authorizer import Attributes, forbidden
 
 USER, GROUP, UID, EXTRA = "Impersonate-User", "Impersonate-Group", "Impersonate-Uid", "Impersonate-Extra-"
@@ -28,8 +29,8 @@ def _requests(headers) -> list[tuple[str, str, str, str]]:
     out = []
     user = headers.get(USER, "")
     if user:
-        ns, _, name = user[len(SA_PREFIX):].partition(":") if user.startswith(SA_PREFIX) else ("", "", "")
-        out.append(("ServiceAccount", ns, name, "") if ns and name else ("User", "", user, ""))
+        ns, name = _service_account(user)
+        out.append(("ServiceAccount", ns, name, "") if ns else ("User", "", user, ""))
     out += [("Group", "", g, "") for g in headers.getall(GROUP, [])]
     for header in headers:
         if header.lower().startswith(EXTRA.lower()):
@@ -41,6 +42,15 @@ def _requests(headers) -> list[tuple[str, str, str, str]]:
         # Upstream's filter answers this as an InternalError; it is the client's doing, so a 400 with its words.
         raise errors.bad_request(f"requested [{' '.join(_go_reference(r) for r in out)}] without impersonating a user")
     return out
+
+
+def _service_account(user: str) -> tuple[str, str]:
+    """(namespace, name) of a ServiceAccount's username, ("", "") for any other user (serviceaccount.SplitUsername):
+    `system:serviceaccount:a:b:c` or one naming an invalid namespace is a plain user, with no ServiceAccount groups."""
+    parts = user[len(SA_PREFIX):].split(":") if user.startswith(SA_PREFIX) else ()
+    if len(parts) != 2 or dns1123_label(parts[0]) or dns1123_subdomain(parts[1]):
+        return "", ""
+    return parts[0], parts[1]
 
 
 def _go_reference(request: tuple[str, str, str, str]) -> str:

@@ -81,3 +81,28 @@ async def test_groups_uid_or_extra_without_a_user_is_a_bad_request_over_http(tmp
                     assert body["message"] == f"requested [{requested}] without impersonating a user"
     finally:
         await s.stop()
+
+
+async def test_a_username_that_is_no_service_accounts_is_a_plain_user(tmp_path):
+    """Only `system:serviceaccount:<namespace>:<name>` with a valid namespace and name impersonates a
+    ServiceAccount (serviceaccount.SplitUsername): a third part or an invalid namespace made it one, with
+    the ServiceAccount groups and only `impersonate serviceaccounts` checked."""
+    pki = ensure_pki(str(tmp_path))
+    s = APIServer(MemoryStore(), pki, port=0)
+    await s.start()
+    ctx = admin_context(pki, tmp_path)
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as admin:
+            for name, groups in (("system:serviceaccount:a:b", ["system:serviceaccounts", "system:serviceaccounts:a",
+                                                               "system:authenticated"]),
+                                 ("system:serviceaccount:a:b:c", ["system:authenticated"]),
+                                 ("system:serviceaccount:A_B:x", ["system:authenticated"]),
+                                 ("system:serviceaccount:a:B", ["system:authenticated"]),
+                                 ("system:serviceaccount::b", ["system:authenticated"])):
+                async with admin.post(f"https://localhost:{s.port}/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                      json=review, headers={"Impersonate-User": name}) as r:
+                    info = (await r.json())["status"]["userInfo"]
+                    assert (r.status, info["username"], info["groups"]) == (201, name, groups)
+    finally:
+        await s.stop()
