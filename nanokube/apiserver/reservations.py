@@ -165,12 +165,14 @@ class Reservations:
             s.pick(uid, port)
         return None
 
-    async def written(self, write: Awaitable[KV], made: list) -> KV:
-        """The Service's store `write`, its values recorded as `made`. A request cancelled while
-        the write is in flight (its client gone, its deadline past) leaves the write to end in a
-        task of its own, since the store may make it all the same, and its records are removed
-        only if it fails: a Service stored without them would let another worker hand its values
-        out again. `made` is emptied then, so the caller's `undo` removes nothing."""
+    async def written(self, write: Awaitable[KV], made: list, old: dict | None = None, new: dict | None = None) -> KV:
+        """The Service's store `write`, its values recorded as `made`; an update's writes `new` over `old`.
+        A request cancelled while the write is in flight (its client gone, its deadline past) leaves
+        the write to end in a task of its own, since the store may make it all the same: its records
+        are removed only if it fails (a Service stored without them would let another worker hand its
+        values out again), and if it is made, the records of the values `old` held that `new` does not
+        are freed, as the caller would have after it. `made` is emptied then, so the
+        caller's `undo` removes nothing."""
         task = asyncio.ensure_future(write)
         try:
             return await asyncio.shield(task)
@@ -178,14 +180,17 @@ class Reservations:
             records = made[:]
             made.clear()
             _BACKGROUND.add(task)
-            task.add_done_callback(functools.partial(self._undo_unwritten, records))
+            task.add_done_callback(functools.partial(self._settle_unanswered, records, old, new))
             raise
 
-    def _undo_unwritten(self, records: list, task: asyncio.Task) -> None:
-        """A cancelled request's write has ended: its `records` removed if the store did not make it."""
+    def _settle_unanswered(self, records: list, old: dict | None, new: dict | None, task: asyncio.Task) -> None:
+        """A cancelled request's write has ended: its `records` removed if the store did not make it,
+        `old`'s values it gave up freed if it did."""
         _BACKGROUND.discard(task)
         if task.cancelled() or task.exception() is not None:
             _hold(asyncio.ensure_future(self.undo(records)))
+        elif old is not None:
+            _hold(asyncio.ensure_future(self.free(old, new)))
 
     async def undo(self, made: list) -> None:
         """Removes the records `made` (the write failed), to the end even if the request is

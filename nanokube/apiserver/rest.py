@@ -1224,7 +1224,7 @@ class GenericREST:
             value, handed, at = await _stored_json(res, new, large, spec is not None and spec is old.get("spec"))
             self.cache.expect(key, value, handed, at)
             write = self.store.update(key, value, expected_rev, entry.kv)
-            kv = await (held.written(write, made) if made else write)
+            kv = await (held.written(write, made, old, new) if held is not None else write)
         except BaseException as e:
             if made:
                 await held.undo(made)
@@ -1233,9 +1233,11 @@ class GenericREST:
             if isinstance(e, KeyNotFound):
                 raise errors.not_found(res.group, res.plural, nm["name"]) from None
             raise
-        await self._write_wait(kv.mod_revision)
-        if held is not None:
-            await held.free(old, new)
+        try:
+            await self._write_wait(kv.mod_revision)
+        finally:  # the write is made: the values it gave up are freed even if the request ends here
+            if held is not None:
+                await held.free(old, new)
         return await self._written(res, key, new, (value, at, kv.mod_revision), version, 200, warned)
 
     # --- patch -----------------------------------------------------------

@@ -316,6 +316,32 @@ async def test_a_request_cancelled_while_its_update_is_written_keeps_the_records
     assert (await _records(a))[1] == [f"{NODE_PORTS}30995"]
 
 
+@pytest.mark.parametrize("patch", [
+    {"spec": {"ports": [{"port": 80, "nodePort": 30993}]}},  # a port moved: one record made, one freed
+    {"spec": {"type": "ClusterIP", "ports": [{"port": 80, "nodePort": None}]}},  # ports dropped: none made
+])
+async def test_a_request_cancelled_while_its_update_is_written_frees_the_values_it_gave_up(
+        workers, monkeypatch, patch):
+    """An update that moves a Service off its node port, cancelled while its write is in flight: the
+    store makes it, and the old port's record is removed as the answered update's would be."""
+    a, _ = workers
+    await services(a).create(svc("m", ports=[{"port": 80, "nodePort": 30994}]))
+    store, writing, answer = a.store, asyncio.Event(), asyncio.Event()
+    update = store.update
+
+    async def late_answer(key, *args):
+        if key.endswith("/services/default/m"):
+            writing.set()
+            await answer.wait()
+        return await update(key, *args)
+
+    monkeypatch.setattr(store, "update", late_answer)
+    await _cancelled_in_flight(services(a).patch("m", patch, namespace=NS), writing, answer)
+    stored = (await services(a).get("m", NS))["spec"]["ports"][0].get("nodePort")
+    assert stored == patch["spec"]["ports"][0]["nodePort"]
+    assert (await _records(a))[1] == ([f"{NODE_PORTS}{stored}"] if stored else [])
+
+
 def local_lb(name: str, **spec) -> dict:
     return svc(name, type="LoadBalancer", externalTrafficPolicy="Local", allocateLoadBalancerNodePorts=False, **spec)
 
