@@ -51,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pending", nargs="?", const="5000,11000,8000", metavar="NODES,BOUND,PENDING",
                    help="instead: pod creates over HTTPS while pods that fit nowhere queue up, with and without "
                         "the scheduler (default 5000 fake nodes, 11000 bound pods, 8000 pending pods)")
+    p.add_argument("--pending-modes", default="none,in-process", metavar="MODES",
+                   help="with --pending: comma-separated servers to run, of none (no scheduler), in-process "
+                        "(up's own) and own-process (a `nanokube scheduler` process beside `up --scheduler none`); "
+                        "default none,in-process")
     args = p.parse_args(argv)
     if args.pending:
         from . import pending
@@ -59,7 +63,12 @@ def main(argv: list[str] | None = None) -> int:
             nodes, bound, queued = (int(n) for n in args.pending.split(","))
         except ValueError:
             p.error("--pending: give NODES,BOUND,PENDING, e.g. 5000,11000,8000")
-        cfg = pending.PendingConfig(nodes=nodes, bound_pods=bound, pending_pods=queued)
+        modes = tuple(m.strip() for m in args.pending_modes.split(",") if m.strip())
+        unknown = sorted(set(modes) - set(pending.MODES))
+        if unknown or not modes:
+            p.error(f"--pending-modes: unknown {', '.join(unknown) or '(none given)'}; "
+                    f"choose from {', '.join(pending.MODES)}")
+        cfg = pending.PendingConfig(nodes=nodes, bound_pods=bound, pending_pods=queued, modes=modes)
         signal.signal(signal.SIGTERM, _interrupt)
         print(pending.format_table(cfg, pending.run(cfg, _progress)))
         return 0

@@ -1,14 +1,20 @@
 """A full cluster with a queue, over HTTPS (issue 19): do pending pods throttle other clients?
 
-Two fresh `nanokube up` servers (SQLite), one with the in-process scheduler and one
-started with `--scheduler none`, get the same load from a client in this process:
+Fresh `nanokube up` servers (SQLite), one per mode, get the same load from a client in this
+process. The modes (`--pending-modes`; the first two by default): `none`, started with
+`--scheduler none`; `in-process`, `up`'s own scheduler in the server's process; `own-process`,
+`--scheduler none` beside a `nanokube scheduler` process on the server's kubeconfig, as
+kube-scheduler runs beside kube-apiserver (leader election on, as its default; measured once it
+leads with its informers synced, stopped with SIGTERM at the end and required to exit cleanly).
+The load:
 N fake nodes (plain Node objects with 4 CPU / 32Gi / 110 pods and a Ready condition,
 like scheduler_perf's and kwok's; no node agent), M pods already bound to them
 (created with `spec.nodeName`, so neither server's scheduler does anything for them),
 then P pods whose `nodeSelector` no node carries, created with 32 requests in flight.
 The measured row is that last phase: with a scheduler every such pod costs a
 scheduling attempt over every node, a `PodScheduled=False` status write and a
-FailedScheduling Event, all in the server process that also answers the creates.
+FailedScheduling Event, all in the server process that also answers the creates (in-process),
+or only the two writes and their watch events there, the attempt in the scheduler's process.
 
 The node lifecycle controller is left out of both servers (`--controllers
 *,-node-lifecycle-controller`): fake nodes renew no Lease, and marking 5000 of them
@@ -19,24 +25,35 @@ competes with), and from the first create until the server has gone idle with ev
 reported on (the scheduler's whole work on them). The first span's ratio between the two servers is
 the create rate's ratio with the machine's load taken out: the server runs on one core's worth of
 one event loop, so its creates/s is the CPU it gets divided by the CPU a create costs there.
+The scheduler process's CPU is read over the same two spans; "until idle" waits for both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import orjson
 
-from .api import (PodsApi, Progress, Server, _bounded, cpu_seconds, nanokube_server, percentile, pod_manifest,
-                  tls_context)
+from .api import (PodsApi, Progress, Server, _bounded, _number, _running, _tail, _wait_for, cpu_seconds,
+                  nanokube_server, percentile, pod_manifest, tls_context)
 
-MODES = ("no scheduler", "scheduler")
+#: `--pending-modes` names and their columns' headings
+MODES = {"none": "no scheduler", "in-process": "scheduler", "own-process": "scheduler (own process)"}
+DEFAULT_MODES = ("none", "in-process")
+#: rows only the own-process mode has
+PROCESS_METRICS = (
+    "scheduler process CPU per pending create, during the creates (ms)",
+    "scheduler process CPU per pending pod, until idle (ms)",
+)
 METRICS = (
     "pending pod creates (pods/s)",
     "pending pod create p50 (ms)",
@@ -47,6 +64,8 @@ METRICS = (
     "setup: node creates (nodes/s)",
     "setup: bound pod creates (pods/s)",
     "setup: server busy after the bound pods (s)",
+    "pending pods reported PodScheduled=False",
+    *PROCESS_METRICS,
 )
 
 
@@ -60,6 +79,8 @@ class PendingConfig:
     #: seconds the informers and the watch cache get to settle after the bound pods, before the
     #: measured creates wait for the server to go idle as well
     settle_s: float = 2.0
+    #: which of MODES to run, in this order
+    modes: tuple[str, ...] = DEFAULT_MODES
 
 
 def node_manifest(i: int) -> dict:
@@ -97,28 +118,33 @@ async def _reported(api: PodsApi) -> int:
                    for c in (pod.get("status") or {}).get("conditions") or ()) for pod in body["items"])
 
 
-async def _idle(api: PodsApi, pid: int, wanted: int) -> tuple[float, float]:
-    """Waits until the server has used under a tenth of a core over half a second with `wanted`
-    pending pods reported on, and returns when that idle spell began and the server's CPU seconds
-    then. Idleness is read from /proc rather than from a watch of the pods: handing one HTTPS
-    watch every pod event (ADDED, then the scheduler's MODIFIED, a loop turn apart so one TLS
-    record and `send` each) was a third of the server's CPU after the creates, the harness
-    measuring itself. A LIST then checks the reports (outside the counted CPU); if some are
-    missing, the next idle spell is waited for."""
+def _cpu(pids: tuple[int, ...]) -> tuple[float, ...]:
+    return tuple(cpu_seconds(pid) for pid in pids)
+
+
+async def _idle(api: PodsApi, pids: tuple[int, ...], wanted: int) -> tuple[float, tuple[float, ...]]:
+    """Waits until the server and the scheduler process (`pids`) have used under a tenth of a core
+    together over half a second with `wanted` pending pods reported on, and returns when that idle
+    spell began and each process's CPU seconds then. Idleness is read from /proc rather than from
+    a watch of the pods: handing one HTTPS watch every pod event (ADDED, then the scheduler's
+    MODIFIED, a loop turn apart so one TLS record and `send` each) was a third of the server's CPU
+    after the creates, the harness measuring itself. A LIST then checks the reports (outside the
+    counted CPU); if some are missing, the next idle spell is waited for."""
     while True:
-        began, cpu = time.perf_counter(), cpu_seconds(pid)
+        began, cpu = time.perf_counter(), _cpu(pids)
         while True:
             await asyncio.sleep(0.5)
-            now, used = time.perf_counter(), cpu_seconds(pid)
-            if used - cpu < 0.05:
+            now, used = time.perf_counter(), _cpu(pids)
+            if sum(used) - sum(cpu) < 0.05:
                 break
             began, cpu = now, used
         if not wanted or await _reported(api) >= wanted:
             return began, cpu
 
 
-async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: bool,
+async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: bool, scheduler_pid: int | None,
                    progress: Progress) -> dict[str, float]:
+    pids = (server.pid,) if scheduler_pid is None else (server.pid, scheduler_pid)
     connector = aiohttp.TCPConnector(ssl=ssl_ctx, limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=300)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -149,54 +175,93 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         # What the nodes set off (the TTL controller annotating each node anew as the cluster grew past
         # its size thresholds: ~4,000 node patches at 5,000 nodes) must be over before the measured
         # span, else a slower machine measures it inside the span and the ratio moves with its speed.
-        settled, _ = await _idle(api, server.pid, 0)
+        settled, _ = await _idle(api, pids, 0)
         progress(f"  {cfg.pending_pods} pending pods, {cfg.concurrency} in flight")
-        cpu0 = cpu_seconds(server.pid)
+        cpu0 = _cpu(pids)
         rate, latencies = await _rate(cfg.pending_pods, cfg.concurrency,
                                       lambda i: api.call("POST", api.pods, pending(i)))
-        last_create, cpu1 = time.perf_counter(), cpu_seconds(server.pid)
-        idle, cpu2 = await _idle(api, server.pid, cfg.pending_pods if with_scheduler else 0)
-    return {
+        last_create, cpu1 = time.perf_counter(), _cpu(pids)
+        idle, cpu2 = await _idle(api, pids, cfg.pending_pods if with_scheduler else 0)
+        reported = await _reported(api)
+
+    def per_pod(cpu: tuple[float, ...], i: int = 0) -> float:
+        return (cpu[i] - cpu0[i]) / cfg.pending_pods * 1000
+
+    results = {
         "pending pod creates (pods/s)": rate,
         "pending pod create p50 (ms)": percentile(latencies, 0.5) * 1000,
         "pending pod create p99 (ms)": percentile(latencies, 0.99) * 1000,
-        "server CPU per pending create, during the creates (ms)": (cpu1 - cpu0) / cfg.pending_pods * 1000,
-        "server CPU per pending pod, until idle (ms)": (cpu2 - cpu0) / cfg.pending_pods * 1000,
+        "server CPU per pending create, during the creates (ms)": per_pod(cpu1),
+        "server CPU per pending pod, until idle (ms)": per_pod(cpu2),
         "server idle after last create (s)": max(idle - last_create, 0.0),
         "setup: node creates (nodes/s)": node_rate,
         "setup: bound pod creates (pods/s)": bound_rate,
         "setup: server busy after the bound pods (s)": max(settled - bound_done, 0.0),
+        "pending pods reported PodScheduled=False": reported,
     }
+    if scheduler_pid is not None:
+        results.update(zip(PROCESS_METRICS, (per_pod(cpu1, 1), per_pod(cpu2, 1))))
+    return results
+
+
+@contextlib.contextmanager
+def scheduler_process(server: Server, work: Path) -> Iterator[int]:
+    """`nanokube scheduler --kubeconfig` on `server`, with its defaults (leader election on), until
+    the block exits; yields its pid once it schedules: it syncs its informers before it campaigns,
+    and logs its profiles once it leads. SIGTERM stops it, as a supervisor would, and anything but
+    a clean exit then fails the run. No secure port: nothing here reads its metrics."""
+    log = work / "scheduler.log"
+    argv = [sys.executable, "-m", "nanokube.cli", "scheduler", "--kubeconfig", str(server.kubeconfig),
+            "--secure-port", "0"]
+    with _running(argv, log) as proc:
+        _wait_for(lambda: "scheduling pods for profiles:" in log.read_text(errors="replace") or None,
+                  proc, "nanokube scheduler", log, timeout=120)
+        yield proc.pid
+        proc.terminate()
+        if proc.wait(timeout=30) != 0:
+            raise RuntimeError(f"nanokube scheduler exited with {proc.returncode}:\n{_tail(log)}")
 
 
 def run(cfg: PendingConfig, progress: Progress) -> dict[str, dict[str, float]]:
-    """Both modes, each on a fresh server in its own temporary directory."""
+    """Each of cfg.modes on a fresh server in its own temporary directory, keyed by MODES' heading."""
     results = {}
-    for mode in MODES:
-        with_scheduler = mode == "scheduler"
+    for mode in cfg.modes:
         extra = ("--controllers", "*,-node-lifecycle-controller", "--scheduler",
-                 "in-process" if with_scheduler else "none")
+                 "in-process" if mode == "in-process" else "none")
         with contextlib.ExitStack() as stack:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nanokube-bench-pending-")))
             server = stack.enter_context(nanokube_server(work / "nanokube", "sqlite", extra))
-            progress(f"{mode}: nanokube pid {server.pid} serving {server.url}")
-            results[mode] = asyncio.run(_measure(server, tls_context(server.kubeconfig, work), cfg,
-                                                 with_scheduler, progress))
+            scheduler_pid = stack.enter_context(scheduler_process(server, work)) if mode == "own-process" else None
+            progress(f"{MODES[mode]}: nanokube pid {server.pid} serving {server.url}"
+                     + (f", nanokube scheduler pid {scheduler_pid}" if scheduler_pid else ""))
+            results[MODES[mode]] = asyncio.run(_measure(server, tls_context(server.kubeconfig, work), cfg,
+                                                        mode != "none", scheduler_pid, progress))
     return results
 
 
 def format_table(cfg: PendingConfig, results: dict[str, dict[str, float]]) -> str:
-    from .api import _number
+    """One column per mode run ('-' for a row a mode has not); with `none` among them, each
+    scheduler mode's create rate and server CPU per create against it."""
+    modes = list(results)
 
-    rows = [["metric", *MODES]] + [[m, *(_number(results[mode][m]) for mode in MODES)] for m in METRICS]
-    ratio = results["scheduler"][METRICS[0]] / results["no scheduler"][METRICS[0]] * 100
+    def cell(mode: str, metric: str) -> str:
+        v = results[mode].get(metric)
+        return "-" if v is None else f"{v:,}" if isinstance(v, int) else _number(v)
+
+    rows = [["metric", *modes]] + [[m, *(cell(mode, m) for mode in modes)] for m in METRICS]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [" | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in rows]
     lines.insert(1, "-+-".join("-" * w for w in widths))
     head = (f"pending pods over HTTPS: {cfg.nodes} fake nodes, {cfg.bound_pods} bound pods, "
             f"{cfg.pending_pods} pods that fit nowhere, {cfg.concurrency} creates in flight")
-    cpu = METRICS[3]
-    cpu_ratio = results["no scheduler"][cpu] / results["scheduler"][cpu] * 100
-    return "\n".join([head, *lines, f"creates with the scheduler: {ratio:.0f}% of the rate without it",
-                       f"server CPU per create during the creates, without / with the scheduler: {cpu_ratio:.0f}%"])
+    base = results.get(MODES["none"])
+    rate, cpu = METRICS[0], METRICS[3]
+    for mode in modes:
+        if base is None or mode == MODES["none"]:
+            continue
+        ratio = results[mode][rate] / base[rate] * 100
+        cpu_ratio = base[cpu] / results[mode][cpu] * 100 if results[mode][cpu] else math.nan
+        lines += [f"creates with the {mode}: {ratio:.0f}% of the rate without it",
+                  f"server CPU per create during the creates, without / with the {mode}: {cpu_ratio:.0f}%"]
+    return "\n".join([head, *lines])

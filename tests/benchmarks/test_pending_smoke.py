@@ -1,7 +1,8 @@
-"""Smoke test of the pending-pods benchmark: both servers, every phase, at toy sizes.
+"""Smoke test of the pending-pods benchmark: every mode's server, every phase, at toy sizes.
 
 Asserts that every metric is reported and that the scheduler really reported on every
-pending pod (the run waits for it); timings are never compared against thresholds.
+pending pod (the run waits for it): in the own-process mode only the separate `nanokube
+scheduler` can have, `up` running none. Timings are never compared against thresholds.
 """
 
 from __future__ import annotations
@@ -10,22 +11,40 @@ import math
 
 import pytest
 
-from benchmarks.pending import METRICS, MODES, PendingConfig, format_table, run
+from benchmarks.__main__ import main
+from benchmarks.pending import METRICS, MODES, PROCESS_METRICS, PendingConfig, format_table, run
 
 
-@pytest.mark.timeout(240)
-def test_both_modes_report_every_metric():
-    cfg = PendingConfig(nodes=20, bound_pods=30, pending_pods=40, concurrency=8, settle_s=0.2)  # (30 pods settle at once)
+@pytest.mark.timeout(300)
+def test_every_mode_reports_every_metric():
+    cfg = PendingConfig(nodes=20, bound_pods=30, pending_pods=40, concurrency=8, settle_s=0.2,  # (30 pods settle at once)
+                        modes=tuple(MODES))
     messages: list[str] = []
     results = run(cfg, messages.append)
-    assert list(results) == list(MODES)
-    for mode in MODES:
-        assert list(results[mode]) == list(METRICS)
-        assert all(math.isfinite(v) and v >= 0 for v in results[mode].values())
-        assert results[mode]["pending pod creates (pods/s)"] > 0
-        during, until_idle = (results[mode][m] for m in METRICS[3:5])
+    assert list(results) == list(MODES.values())
+    for mode, rows in results.items():
+        separate = mode == MODES["own-process"]
+        assert list(rows) == [m for m in METRICS if separate or m not in PROCESS_METRICS]
+        assert all(math.isfinite(v) and v >= 0 for v in rows.values())
+        assert rows["pending pod creates (pods/s)"] > 0
+        during, until_idle = (rows[m] for m in METRICS[3:5])
         assert 0 <= during <= until_idle
-    assert any("scheduler: nanokube pid" in m for m in messages)
+        assert rows["pending pods reported PodScheduled=False"] == (0 if mode == MODES["none"] else cfg.pending_pods)
+    process = results[MODES["own-process"]]
+    during, until_idle = (process[m] for m in PROCESS_METRICS)
+    assert 0 <= during <= until_idle and until_idle > 0, "the scheduler process did the attempts"
+    assert any(m.startswith("scheduler: nanokube pid") for m in messages)
+    assert any(m.startswith("scheduler (own process): nanokube pid") and ", nanokube scheduler pid " in m
+               for m in messages)
     table = format_table(cfg, results)
-    assert "creates with the scheduler:" in table and "% of the rate without it" in table
-    assert "without / with the scheduler:" in table
+    assert "creates with the scheduler: " in table and "creates with the scheduler (own process): " in table
+    assert "without / with the scheduler:" in table and "without / with the scheduler (own process):" in table
+    in_process_rows = [line for line in table.splitlines() if line.startswith(PROCESS_METRICS[0])]
+    assert [cell.strip() for cell in in_process_rows[0].split("|")[1:3]] == ["-", "-"]
+
+
+def test_pending_modes_are_checked(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--pending", "1,1,1", "--pending-modes", "none,elsewhere"])
+    assert exc.value.code == 2
+    assert "--pending-modes: unknown elsewhere; choose from none, in-process, own-process" in capsys.readouterr().err
