@@ -8,6 +8,7 @@ from ..machinery.gofmt import Struct
 from ..machinery.validation import (
     FieldError,
     dns1123_subdomain,
+    forbidden,
     immutable,
     invalid,
     label_selector_value,
@@ -188,15 +189,49 @@ class ReviewStrategy(Strategy):
     def validate(self, obj):
         spec = obj.get("spec") or {}
         ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        errs = []
         if ra is not None and nra is not None:
-            return [invalid("spec.nonResourceAttributes", _non_resource(nra),
-                            "cannot be specified in combination with resourceAttributes")]
+            errs.append(invalid("spec.nonResourceAttributes", _non_resource(nra),
+                                "cannot be specified in combination with resourceAttributes"))
         if ra is None and nra is None:
-            return [invalid("spec.resourceAttributes", None, "exactly one of nonResourceAttributes or resourceAttributes must be specified")]
+            errs.append(invalid("spec.resourceAttributes", None,
+                                "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
+        return errs + self.validate_subject(spec) + _selector_attributes(ra or {})
+
+    def validate_subject(self, spec: dict) -> list[FieldError]:
         return []
 
     def validate_update(self, new, old):
         return [immutable("spec", new.get("spec"))]
+
+
+def _selector_attributes(ra: dict) -> list[FieldError]:
+    """A reviewed request's field and label selectors (validateFieldSelectorAttributes and its label twin):
+    a raw selector or requirements, not both; each requirement as metav1 judges it, an operator this
+    server does not know allowed (a newer client's), a raw selector left to the authorizer unparsed."""
+    errs: list[FieldError] = []
+    for name in ("fieldSelector", "labelSelector"):
+        sel = ra.get(name)
+        if sel is None:
+            continue
+        path, raw, reqs = f"spec.resourceAttributes.{name}", sel.get("rawSelector") or "", sel.get("requirements") or []
+        if raw and reqs:
+            errs.append(invalid(f"{path}.rawSelector", raw, "may not specified at the same time as requirements"))
+        if not raw and not reqs:
+            errs.append(required(f"{path}.requirements", f"when {path} is specified, requirements or rawSelector is required"))
+        for i, r in enumerate(reqs):
+            p, op, key, values = f"{path}.requirements[{i}]", r.get("operator") or "", r.get("key") or "", r.get("values") or []
+            if name == "fieldSelector" and not key:
+                errs.append(required(f"{p}.key", "must be specified"))
+            if op in ("In", "NotIn") and not values:
+                errs.append(required(f"{p}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+            elif op in ("Exists", "DoesNotExist") and values:
+                errs.append(forbidden(f"{p}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+            if name == "labelSelector":
+                errs += [invalid(f"{p}.key", key, m) for m in qualified_name(key)]
+                for j, v in enumerate(values):
+                    errs += [invalid(f"{p}.values[{j}]", v, m) for m in label_value(v)]
+    return errs
 
 
 def _non_resource(nra: dict) -> Struct:
@@ -207,12 +242,10 @@ def _non_resource(nra: dict) -> Struct:
 class SubjectAccessReviewStrategy(ReviewStrategy):
     """A review about a named subject: a user or at least one group."""
 
-    def validate(self, obj):
-        errs = super().validate(obj)
-        spec = obj.get("spec") or {}
+    def validate_subject(self, spec: dict) -> list[FieldError]:
         if not spec.get("user") and not spec.get("groups"):
-            errs.append(invalid("spec.user", spec.get("user", ""), "at least one of user or group must be specified"))
-        return errs
+            return [invalid("spec.user", spec.get("user", ""), "at least one of user or group must be specified")]
+        return []
 
 
 class LocalSubjectAccessReviewStrategy(SubjectAccessReviewStrategy):

@@ -102,3 +102,44 @@ def test_token_review():
     with pytest.raises(APIError) as e:
         ask("tokenreviews", {})
     assert (e.value.code, e.value.message) == (400, "token is required for TokenReview in authentication")
+
+
+async def test_access_reviews_judge_their_selectors_over_http(tmp_path):
+    """A reviewed request's field and label selectors are validated as upstream's
+    validateFieldSelectorAttributes does (they were stored into the decision unjudged): raw and
+    requirements together, neither, a requirement without its values or with values it may not have,
+    a bad label key; an operator this server does not know, and a raw selector that does not parse, pass."""
+    from tests.served import send, served
+    az = "/apis/authorization.k8s.io/v1"
+    sel = "spec.resourceAttributes"
+    cases = [
+        ({"fieldSelector": {"rawSelector": "a=b", "requirements": [{"key": "a", "operator": "In", "values": ["b"]}]}},
+         f'{sel}.fieldSelector.rawSelector: Invalid value: "a=b": may not specified at the same time as requirements'),
+        ({"labelSelector": {}}, f"{sel}.labelSelector.requirements: Required value: when {sel}.labelSelector is specified, "
+                                "requirements or rawSelector is required"),
+        ({"fieldSelector": {"requirements": [{"key": "", "operator": "Bogus"}]}},
+         f"{sel}.fieldSelector.requirements[0].key: Required value: must be specified"),
+        ({"fieldSelector": {"requirements": [{"key": "k", "operator": "NotIn", "values": []}]}},
+         f"{sel}.fieldSelector.requirements[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"),
+        ({"labelSelector": {"requirements": [{"key": "k", "operator": "DoesNotExist", "values": ["v"]}]}},
+         f"{sel}.labelSelector.requirements[0].values: Forbidden: may not be specified when `operator` is 'Exists' or "
+         "'DoesNotExist'"),
+        ({"labelSelector": {"requirements": [{"key": "()foo", "operator": "Exists"}]}},
+         f'{sel}.labelSelector.requirements[0].key: Invalid value: "()foo": name part must consist of alphanumeric'),
+        ({"labelSelector": {"requirements": [{"key": "k", "operator": "Gt", "values": ["1"]}]}}, None),
+        ({"fieldSelector": {"rawSelector": "!!!"}}, None),
+    ]
+    async with served(tmp_path) as (_, api):
+        for attrs, message in cases:
+            spec = {"resourceAttributes": {"verb": "list", "resource": "pods", **attrs}}
+            for path, body in ((f"{az}/subjectaccessreviews", {"spec": {**spec, "user": "u"}}),
+                               (f"{az}/selfsubjectaccessreviews", {"spec": spec})):
+                code, status = await send(api, "POST", path, body)
+                if message is None:
+                    assert code == 201, status
+                else:
+                    assert (code, status["reason"]) == (422, "Invalid"), status
+                    assert message in status["message"], status["message"]
+        code, status = await send(api, "POST", f"{az}/subjectaccessreviews", {"spec": {"nonResourceAttributes": {"path": "/x"},
+                                                                                  "resourceAttributes": {}}})
+        assert code == 422 and "at least one of user or group must be specified" in status["message"]
