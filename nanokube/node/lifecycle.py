@@ -1272,8 +1272,9 @@ class PodWorker:
                     return await self._wait(up, active=True)
                 # it failed failureThreshold times: killed (preStop, grace), it starts again after its back-off
                 output, end, code = self.liveness_failed.pop(name)
-                await self._liveness_kills({name: c}, {name: output}, {name: self.net_failed.pop(name)})
-                self.lifetimes[name] = end, code = await self._liveness_kill(c, end, code)
+                kind = self.net_failed.pop(name)
+                await self._liveness_kills({name: c}, {name: output}, {name: kind})
+                self.lifetimes[name] = end, code = await self._liveness_kill(c, end, code, kind)
                 if await self._wait(end, active=True):
                     return True
                 self.waiting[name] = {"terminated": {"exitCode": code, "reason": "Error", "startedAt":
@@ -1389,8 +1390,9 @@ class PodWorker:
             end, code = self.lifetimes.get(name, (None, 0))
             if end is not None and end <= at and name in self.liveness_failed:  # its probe failed: killed first
                 output, end, code = self.liveness_failed.pop(name)
-                await self._liveness_kills({name: spec}, {name: output}, {name: self.net_failed.pop(name, "livenessProbe")})
-                self.lifetimes[name] = end, code = await self._liveness_kill(spec, end, code)
+                kind = self.net_failed.pop(name, "livenessProbe")
+                await self._liveness_kills({name: spec}, {name: output}, {name: kind})
+                self.lifetimes[name] = end, code = await self._liveness_kill(spec, end, code, kind)
             if end is not None and end <= at:
                 del self.lifetimes[name]
                 self.io.exit(name, code, at=end)
@@ -1824,9 +1826,10 @@ class PodWorker:
             specs = {c["name"]: c for c in self._sidecars() + self._containers()}
             failed = {name: self.liveness_failed.pop(name) for name in exits if name in self.liveness_failed
                       and name not in closed | went_on.keys()}  # (not one that ended on its own first)
-            await self._liveness_kills(specs, {name: output for name, (output, _, _) in failed.items()},
-                                       {name: self.net_failed.pop(name, "livenessProbe") for name in failed})
-            stops = await asyncio.gather(*(self._liveness_kill(specs[name], *failed[name][1:]) for name in failed))
+            kinds = {name: self.net_failed.pop(name, "livenessProbe") for name in failed}
+            await self._liveness_kills(specs, {name: output for name, (output, _, _) in failed.items()}, kinds)
+            stops = await asyncio.gather(*(self._liveness_kill(specs[name], *failed[name][1:], kinds[name])
+                                           for name in failed))
             for name, (end, code) in zip(failed, stops):
                 lifetimes[name] = end, code  # it ends then: now, or as SIGTERM left it
                 del exits[name]
@@ -2046,13 +2049,14 @@ class PodWorker:
             await self._event("Normal", "Killing", f"Container {name} failed {PROBES[kinds[name]].lower()} probe, "
                               "will be restarted", path)
 
-    async def _liveness_kill(self, c: dict, end: float | None, code: int) -> tuple[float, int]:
-        """killContainer for container `c`, whose liveness probe failed just now and whose command
-        would end at `end` (monotonic; None: never) with `code`: its preStop hook, then SIGTERM
-        with what is left of the grace period (the probe's terminationGracePeriodSeconds if set,
-        else the pod's; at least 2 s), as setTerminationGracePeriod picks it. When it then ends and
-        with which code (`_sigterm`): a first process with no TERM handler at the grace's end (137)."""
-        probe = c.get("livenessProbe") or {}
+    async def _liveness_kill(self, c: dict, end: float | None, code: int, kind: str) -> tuple[float, int]:
+        """killContainer for container `c`, whose liveness (or startup: `kind`) probe failed just now
+        and whose command would end at `end` (monotonic; None: never) with `code`: its preStop hook,
+        then SIGTERM with what is left of the grace period (the failed probe's own
+        terminationGracePeriodSeconds if set, else the pod's; at least 2 s), as
+        setTerminationGracePeriod picks it by the kill's reason. When it then ends and with which
+        code (`_sigterm`): a first process with no TERM handler at the grace's end (137)."""
+        probe = c.get(kind) or {}
         grace = probe.get("terminationGracePeriodSeconds")
         if grace is None:
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)

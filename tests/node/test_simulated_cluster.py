@@ -253,6 +253,35 @@ async def test_a_startup_probe_on_the_network_holds_started_until_it_passes(clus
     assert s["restartCount"] == 1
 
 
+async def test_a_failed_startup_probe_kills_with_its_own_termination_grace_period(cluster):
+    """A startup probe failing failureThreshold times kills the container with the startup probe's
+    terminationGracePeriodSeconds (setTerminationGracePeriod picks it by the kill's reason), not the
+    liveness probe's nor the pod's: `sleep`, deaf to SIGTERM, is killed 3 s later and restarted."""
+    client, _, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    probed = pod("client", "gpu-0", "sleep", "infinity")
+    probed["spec"]["terminationGracePeriodSeconds"] = 60
+    probed["spec"]["containers"][0] |= {
+        "startupProbe": {"exec": {"command": ["wget", "-qO-", "web"]}, "periodSeconds": 2, "failureThreshold": 2,
+                         "terminationGracePeriodSeconds": 3},
+        "livenessProbe": {"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": 30}}
+    await pods.create(probed)
+    await eventually(lambda: _unhealthy(client, "client", 1))
+    await clock.advance(2)
+    await eventually(lambda: _killings(client))
+    assert await _killings(client) == ["Container main failed startup probe, will be restarted"]
+    await clock.advance(2.9)
+    s = (await pods.get("client", "default"))["status"]["containerStatuses"][0]
+    assert s["restartCount"] == 0 and "running" in s["state"], "SIGTERM's grace is not over"
+    await clock.advance(0.1)
+
+    async def restarted():
+        s = (await pods.get("client", "default"))["status"]["containerStatuses"][0]
+        return s if s["restartCount"] == 1 and "running" in s["state"] else None
+    s = await eventually(restarted)
+    assert s["lastState"]["terminated"]["exitCode"] == 137
+
+
 def _with_proxy(probed: dict, **probes: dict) -> dict:
     """`probed` with a sidecar `proxy` (a restartable init container) that has `probes`."""
     probed["spec"]["initContainers"] = [{"name": "proxy", "image": "busybox", "command": ["sleep", "infinity"],

@@ -648,10 +648,13 @@ class ProcessPodWorker(PodWorker):
             await self._kill_unhealthy(c, "Liveness")
 
     async def _kill_unhealthy(self, c: Container, kind: str) -> None:
-        """A failed startup or liveness probe: the container is killed and its restartPolicy decides what follows."""
+        """A failed startup or liveness probe: the container is killed, with the failed probe's own
+        terminationGracePeriodSeconds where it sets one (setTerminationGracePeriod), and its
+        restartPolicy decides what follows."""
         await self._event("Normal", "Killing", f"Container {c.name} failed {kind.lower()} probe, will be restarted",
                           field_path(self.pod, c.name))
-        await self._stop(c, self._grace_deadline())
+        grace = (c.spec.get(f"{kind.lower()}Probe") or {}).get("terminationGracePeriodSeconds")
+        await self._stop(c, self._grace_deadline() if grace is None else self.clock.now() + grace)
 
     async def _probe_loop(self, c: Container, p: dict, until_success: bool | None = None) -> bool:
         """Probe every periodSeconds. Readiness (`until_success` None) follows

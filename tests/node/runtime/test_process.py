@@ -398,6 +398,22 @@ async def test_liveness_failures_restart_and_startup_probes_gate_readiness(env):
     assert up["status"]["containerStatuses"][0]["ready"] is True
 
 
+async def test_a_failed_probe_kills_with_its_own_termination_grace_period(env):
+    """A startup or liveness probe that fails kills its container with that probe's
+    terminationGracePeriodSeconds (1 s, so killContainer's minimal 2 s), not the pod's 60 s: the
+    bare `sleep`, PID 1 deaf to SIGTERM, is SIGKILLed (137) and restarted within seconds."""
+    client, rt, _ = env
+    pods = client.resource("", "v1", "pods")
+    failing = {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 1,
+               "terminationGracePeriodSeconds": 1}
+    await pods.create(pod("startup", ["sleep", "300"], restart="Always", grace=60, startupProbe=failing))
+    await pods.create(pod("liveness", ["sleep", "300"], restart="Always", grace=60, livenessProbe=failing))
+    for name in ("startup", "liveness"):
+        restarted = await eventually(status_of(pods, name, lambda st: (st.get("containerStatuses") or [{}])[0]
+                                               .get("restartCount", 0) >= 1), timeout=15)
+        assert restarted["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
+
+
 async def test_env_from_a_file_an_init_container_wrote(env):
     """env[].valueFrom.fileKeyRef: read from the emptyDir volume as the container starts, after the
     init container wrote the file (the reading container does not mount the volume): comments
