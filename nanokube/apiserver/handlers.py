@@ -26,6 +26,7 @@ from ..registry.base import Resource
 from ..machinery import errors, gofmt, gojson
 from . import discovery, expect, latencytrackers, protobuf, protobuf_encode, serializer, tables, warning
 from .cache import served_json
+from .metrics import CONNECT_SUBRESOURCES
 from .audit import PANIC, REQUEST_BODY, RESPONSE_OBJECT
 from .auth.authorizer import USER
 from .rest import GenericREST, ResourceIndex, User, WriteOptions
@@ -480,17 +481,16 @@ class APIHandlers:
                 self.metrics.request_latency(verb, dry, g, v, r, s, scope, "apiserver").observe(elapsed)
                 if verb != "WATCH":  # a watch has no latency trackers, so no SLI
                     self.metrics.request_sli(verb, g, v, r, s, scope, "apiserver").observe(elapsed - trackers.excluded())
-                if verb in _READS and resp is not None:  # observed once negotiated (`sized`)
+                # a read's route (a log's is a GET's, a connect's is not), observed once negotiated (`sized`)
+                if (verb in _READS or s == "log") and resp is not None:
                     request[_RESPONSE_SIZE] = self.metrics.response_size(verb, g, v, r, s, scope, "apiserver")
 
     @contextlib.contextmanager
-    def long_running(self, request: web.Request, labels: list) -> Iterator[None]:
-        """RecordLongRunning around a connect (exec, attach, portforward, proxy) or a log stream: counted
-        in apiserver_longrunning_requests while it is served, its verb the request's method as
-        CanonicalVerb gives it (a HEAD is a GET), not the CONNECT of the request metrics."""
+    def long_running(self, labels: list) -> Iterator[None]:
+        """RecordLongRunning around a connect (exec, attach, portforward, proxy): counted in
+        apiserver_longrunning_requests while it is served, under verb CONNECT (CleanVerb's)."""
         _, group, version, plural, sub, _, scope, _ = labels
-        verb = "GET" if request.method == "HEAD" else request.method
-        g = self.metrics.longrunning.labels(verb, group, version, plural, sub, scope, "apiserver")
+        g = self.metrics.longrunning.labels("CONNECT", group, version, plural, sub, scope, "apiserver")
         g.inc()
         try:
             yield
@@ -563,8 +563,8 @@ class APIHandlers:
             verb = "DELETE" if name else "DELETECOLLECTION"
         else:
             verb = m
-        if sub in ("exec", "attach", "portforward", "proxy") and not group:
-            verb = "CONNECT"  # the connect routes are instrumented under their action's verb
+        if sub in CONNECT_SUBRESOURCES:
+            verb = "CONNECT"  # CleanVerb's, whatever the method (a log's too)
         elif m == "PATCH" and request.content_type == "application/apply-patch+yaml":
             verb = "APPLY"  # cleanVerb: a server-side apply is reported as its own verb
         labels[:5] = verb, group, version, plural, sub
@@ -599,10 +599,10 @@ class APIHandlers:
             labels[5] = (labels[5] or []) + self.rest._decode_checks(res, version, body, opts)
             return self.render_untabled(request, await self.reviews(res, body, _user(request), namespace), _go_type(res, False))
         if sub in ("exec", "attach", "portforward") and not group:
-            with self.long_running(request, labels):
+            with self.long_running(labels):
                 return await self.streams.handle(request, namespace, name, sub)
         if sub == "proxy" and not group:
-            with self.long_running(request, labels):
+            with self.long_running(labels):
                 return await self.proxies.handle(request, plural, namespace, name, rest[3:], path.endswith("/"))
         if sub in ("binding", "eviction", "log", "scale", "token"):
             return await self.sub.handle(self, request, res, version, namespace, name, sub)

@@ -28,6 +28,9 @@ _EVENT_SIZE_BUCKETS = exponential_buckets(1024, 2, 8)
 #: the verbs a request metric reports (validRequestMethods); any other is "other"
 _VERBS = frozenset(("APPLY", "CONNECT", "CREATE", "DELETE", "DELETECOLLECTION", "GET", "LIST", "PATCH", "POST",
                     "PROXY", "PUT", "UPDATE", "WATCH", "WATCHLIST"))
+#: validConnectRequests: a resource request for one of these subresources is reported under verb
+#: CONNECT (CleanVerb), in the request metrics, the long-running gauge and the terminations alike
+CONNECT_SUBRESOURCES = frozenset(("log", "exec", "portforward", "attach", "proxy"))
 
 
 class WatchSent:
@@ -246,8 +249,8 @@ class APIMetrics:
     def _filtered(request, attrs) -> tuple[str, str]:
         """The verb and scope a filter reports a request under, from its method and request info
         `attrs` (authorizer.Attributes): CleanScope, then CanonicalVerb and cleanVerb (a collection's
-        GET is a LIST, a GET with a true `watch` a WATCH, an apply patch an APPLY, any verb but
-        validRequestMethods "other")."""
+        GET is a LIST, a GET with a true `watch` a WATCH, an apply patch an APPLY, a connect's or a
+        log's a CONNECT, any verb but validRequestMethods "other")."""
         scope = "resource" if attrs.name or attrs.verb == "create" else (
             "namespace" if attrs.namespace else "cluster" if attrs.resource_request else "")
         verb = request.method.upper()
@@ -259,6 +262,8 @@ class APIMetrics:
                 verb = "GET" if scope in ("resource", "") else "LIST"
         elif verb == "PATCH" and request.content_type == "application/apply-patch+yaml":
             verb = "APPLY"
+        if attrs.resource_request and attrs.subresource in CONNECT_SUBRESOURCES:
+            verb = "CONNECT"
         return verb if verb in _VERBS else "other", scope
 
     def terminated(self, request, attrs, code: int) -> None:

@@ -111,7 +111,7 @@ class Subresources:
             # a repeated parameter's first value, as url.Values conversion takes it
             data = await self.log(namespace, name, {k: request.query.getone(k) for k in request.query.keys()})
             if not isinstance(data, bytes):  # a stream (follow): a long-running request while it is written
-                data = _counted(data, h.metrics.longrunning.labels(m, "", version, "pods", "log", "resource", "apiserver"))
+                data = _counted(data, h.metrics.longrunning.labels("CONNECT", "", version, "pods", "log", "resource", "apiserver"))
             return web.Response(body=data, content_type="text/plain")
         if sub == "scale":
             if m == "GET":

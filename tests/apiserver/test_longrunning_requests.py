@@ -1,7 +1,7 @@
 """apiserver_longrunning_requests counts every long-running request while it is served, as upstream's
 RecordLongRunning wraps a watch, a connect (pods/exec, attach, portforward, proxy) and a streamed
-log alike: labelled with the request's method as verb (GET for a WebSocket exec), its group,
-version, resource, subresource and scope, and back to 0 once the stream ends."""
+log alike: labelled with verb CONNECT for a connect or a log (CleanVerb's, whatever the method), its
+group, version, resource, subresource and scope, and back to 0 once the stream ends."""
 
 import asyncio
 
@@ -13,9 +13,9 @@ from nanokube.apiserver.rest import SYSTEM, WriteOptions
 from nanokube.store.memory import MemoryStore
 
 
-def _series(sub: str, verb: str = "GET") -> str:
+def _series(sub: str) -> str:
     return (f'apiserver_longrunning_requests{{component="apiserver",group="",resource="pods",scope="resource",'
-            f'subresource="{sub}",verb="{verb}",version="v1"}}')
+            f'subresource="{sub}",verb="CONNECT",version="v1"}}')
 
 
 class EchoNode:
@@ -96,3 +96,23 @@ async def test_a_followed_log_counts_while_it_streams(server):
                 break
             await asyncio.sleep(0.01)
         assert await _gauge(http, server, _series("log")) == 0
+
+
+async def test_a_log_is_counted_and_sized_under_connect(server):
+    """A log's GET is a CONNECT in the request metrics (CleanVerb), and its answer is sized as a
+    read's (its route is a GET's), under CONNECT too."""
+    async def whole_log(namespace, name, container, query):
+        return b"first\nlast\n"
+
+    server.handlers.sub.log_readers[:] = [whole_log]
+    url = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/one/log"
+    labels = 'group="",resource="pods",scope="resource",subresource="log",verb="CONNECT",version="v1"'
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url) as r:
+            assert r.status == 200 and await r.read() == b"first\nlast\n"
+        assert await _gauge(http, server, f'apiserver_request_total{{code="200",component="apiserver",dry_run="",'
+                                          f'{labels}}}') == 1
+        assert await _gauge(http, server, f'apiserver_response_sizes_sum{{component="apiserver",{labels}}}') == 11
+        assert await _gauge(http, server, 'apiserver_request_total{code="200",component="apiserver",dry_run="",'
+                                          'group="",resource="pods",scope="resource",subresource="log",verb="GET",'
+                                          'version="v1"}') is None
