@@ -1691,6 +1691,8 @@ class PodWorker:
             for ics in st.get("initContainerStatuses") or ():
                 if term := (ics.get("state") or {}).get("terminated"):
                     self.init_ran[ics["name"]] = (term.get("startedAt", ""), term.get("finishedAt", ""))
+                if "running" in (ics.get("state") or {}):  # a sidecar: its start is its own
+                    self.own_started[ics["name"]] = ics["state"]["running"].get("startedAt", "")
             # each container's restarts, start and last end are its own (the pod's: the fewest restarts)
             self.restarts = min(c.get("restartCount", 0) for c in st["containerStatuses"])
             for c in st["containerStatuses"]:
@@ -1895,15 +1897,22 @@ class PodWorker:
         return (math.inf, math.inf) if _net_probe(c, "startupProbe") else prober.passing(c, start)
 
     def _adopt_probes(self, containers: list[dict]) -> None:
-        """The agent restarted and adopted `containers` running: their probes that reach the network
-        run again from now, as a restarted kubelet's probe workers do (a container that was Started
-        is not startup-probed again; until its readiness probe passes, it is not Ready)."""
-        now = self.clock.monotonic()
+        """The agent restarted and adopted `containers` running: their probes run again, as a
+        restarted kubelet's probe workers do, their initialDelaySeconds counted from each container's
+        start (its status' startedAt: the worker's time since StartedAt), not from the adoption, so
+        on the ticks they would have had without the restart (a container that was Started is not
+        startup-probed again on the network; until its readiness probe passes, it is not Ready)."""
+        now, wall = self.clock.monotonic(), self.clock.now()
         for c in containers:
+            name = c["name"]
             self._passing(c)
-            self.probed[c["name"]] = now, now
+            started = self.own_started.get(name) or self.started_at
+            self.began[name] = began = now - max(wall - parse_time(started), 0.0) if started else now
             if _net_probe(c, "startupProbe"):
-                self.net[c["name"], "startupProbe"] = prober.Worker(now, result=True, held=True)
+                self.probed[name] = now, now
+                self.net[name, "startupProbe"] = prober.Worker(now, result=True, held=True)
+            else:
+                self.probed[name] = prober.passing(c, began)
 
     def _net_tick(self, c: dict, kind: str) -> float | None:
         """When (monotonic) running container or sidecar `c`'s probe of `kind` that reaches the network

@@ -436,6 +436,44 @@ async def test_an_adopted_pods_network_readiness_probe_runs(cluster, tmp_path):
         await again.stop()
 
 
+async def test_an_adopted_containers_initial_delay_counts_from_its_start(cluster, tmp_path):
+    """Readiness probes with initialDelaySeconds 10, one wget-ing a Service, one `true`: the agent
+    restarts 4 s after the containers started and adopts them; their probes are not held back a
+    whole delay from the adoption (the kubelet's worker counts it from the container's StartedAt),
+    so both containers turn Ready 10 s after they started, not before."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    await _web(client, pods)
+    probed = pod("client", "gpu-0", "sleep", "infinity")
+    probed["spec"]["containers"].append({"name": "side", "image": "busybox", "command": ["sleep", "infinity"]})
+    delayed = {"initialDelaySeconds": 10, "periodSeconds": 2}
+    probed["spec"]["containers"][0]["readinessProbe"] = {"exec": {"command": ["wget", "-qO-", "web"]}, **delayed}
+    probed["spec"]["containers"][1]["readinessProbe"] = {"exec": {"command": ["true"]}, **delayed}
+    made = await pods.create(probed)
+    await eventually(lambda: _ready(pods, "client", False, 1))
+    await clock.advance(4)
+    await nodes.stop()
+    again = NodeManager(lambda _user, field_manager: client.named(field_manager), default_cluster(), clock,
+                        pods_dir=str(tmp_path))
+    await again.start()
+    try:
+        await eventually(lambda: _worker(again, "gpu-0", made["metadata"]["uid"]))
+        await clock.advance(5.9)
+        await asyncio.sleep(0.05)
+        p = await pods.get("client", "default")
+        assert [s["ready"] for s in p["status"]["containerStatuses"]] == [False, False], "within the delay"
+        await clock.advance(0.1)
+
+        async def both_ready():
+            p = await pods.get("client", "default")
+            return p if [s["ready"] for s in p["status"]["containerStatuses"]] == [True, True] else None
+        p = await eventually(both_ready)
+        assert {c["type"]: c["status"] for c in p["status"]["conditions"]}["Ready"] == "True"
+        assert [s["restartCount"] for s in p["status"]["containerStatuses"]] == [0, 0], "adopted, not restarted"
+    finally:
+        await again.stop()
+
+
 async def test_a_probe_exec_of_a_tool_the_image_lacks_errors_and_changes_nothing(cluster):
     """wget is not in ubuntu: the runtime cannot exec it, so each run is an error, not a result
     (Unhealthy "probe errored and resulted in unknown state", the runtime's words); its worker
