@@ -3,6 +3,12 @@ so a field of the wrong JSON type is the decoder's 400, as upstream's, never a s
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.apiserver.test_rest_managedfields import call, refused
@@ -72,4 +78,30 @@ async def test_a_token_request_answers_without_the_fields_its_type_lacks(tmp_pat
         for spec in ('{"replicas": 1e999}', '{"audiences": ["api"], "replicas": 1, "boundObjectRef": null}'):
             code, issued = await send(c, "POST", TOKEN, f'{{"spec": {spec}, "extra": 1}}'.encode())
             assert code == 201, issued
-            assert set(issued["spec"]) == {"audiences", "expirationSeconds"} and "extra" not in issued
+            # (boundObjectRef has no omitempty: null when unbound)
+            assert set(issued["spec"]) == {"audiences", "expirationSeconds", "boundObjectRef"} and "extra" not in issued
+
+
+async def test_kubectl_create_token_prints_the_answer_kube_apiserver_gives(tmp_path):
+    """`kubectl create token -o json|yaml` prints the TokenRequest answered: TokenREST fills the account's
+    name, namespace and uid into the request's metadata, stamps its creation, and echoes the spec, whose
+    boundObjectRef (no omitempty) is null for an unbound token. The request's own metadata is echoed."""
+    kubectl = [str(Path(sys.executable).parent / "kubectl"), "--kubeconfig", str(tmp_path / "kubeconfig")]
+    async with served(tmp_path) as (_, c):
+        sa = await call(c, "POST", SA, {"metadata": {"name": "robot"}})
+        uid = sa["metadata"]["uid"]
+        for output in ("json", "yaml"):
+            r = await asyncio.to_thread(subprocess.run, [*kubectl, "create", "token", "robot", "-o", output],
+                                        capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            if output == "json":
+                got = json.loads(r.stdout)
+                assert list(got["metadata"]) == ["name", "namespace", "uid", "creationTimestamp"]
+                assert got["spec"]["boundObjectRef"] is None and list(got["status"]) == ["token", "expirationTimestamp"]
+            else:
+                assert f"  name: robot\n  namespace: default\n  uid: {uid}\n" in r.stdout
+                assert "  boundObjectRef: null\n" in r.stdout
+        assert (got["metadata"]["name"], got["metadata"]["namespace"], got["metadata"]["uid"]) == ("robot", "default", uid)
+        labelled = await call(c, "POST", TOKEN, {"metadata": {"labels": {"a": "b"}}, "spec": {}})
+        assert list(labelled["metadata"]) == ["name", "namespace", "uid", "creationTimestamp", "labels"]
+        assert labelled["metadata"]["labels"] == {"a": "b"}

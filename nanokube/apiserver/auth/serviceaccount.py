@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from ...clock import REAL, Clock, format_time, parse_time
 from ...pki.jwt import LEGACY_ISSUER, key_id, sign_es256
+from ...machinery.fieldorder import OBJECT_META
 from ...machinery.metrics import Family
 from ...machinery.validation import invalid
 from ...machinery import errors
@@ -101,6 +102,10 @@ def service_account_user(namespace: str, name: str, uid: str = "", extra: dict |
                 uid, extra or {})
 
 
+#: ObjectMeta's fields in their Go order
+_META_ORDER = {k: i for i, k in enumerate(OBJECT_META)}
+
+
 class ServiceAccountTokens:
     """Issues and verifies bound tokens for one API server."""
 
@@ -163,11 +168,16 @@ class ServiceAccountTokens:
         bound = self._bound(namespace, name, spec.get("boundObjectRef"))
         now = self.clock.now()
         token = self.issue(sa, spec["audiences"], seconds, bound, now)
+        # the request echoed (TokenREST keeps its ObjectMeta, system fields too) with the account's name,
+        # namespace and uid where it gave none, created now; in ObjectMeta's order, as Go encodes it
+        meta = {**md, "name": name, "namespace": namespace, "uid": mine, "creationTimestamp": format_time(now)}
         return {
             "kind": "TokenRequest",
             "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": format_time(now)},
-            "spec": spec,
+            "metadata": {k: meta[k] for k in sorted(meta, key=lambda k: _META_ORDER.get(k, len(_META_ORDER)))},
+            # TokenRequestSpec's fields have no omitempty: an unbound token's boundObjectRef is null
+            "spec": {"audiences": spec.pop("audiences"), "expirationSeconds": spec.pop("expirationSeconds"),
+                     "boundObjectRef": spec.pop("boundObjectRef", None), **spec},
             "status": {"token": token, "expirationTimestamp": format_time(now + seconds)},
         }
 

@@ -59,7 +59,7 @@ def test_key_is_created_once_and_reloaded(tmp_path):
 
 def test_token_request_defaults_and_claims(tokens):
     tr = tokens.token_request("ns", "robot", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"})
-    assert tr["spec"] == {"audiences": [API_AUDIENCE], "expirationSeconds": 3600}
+    assert tr["spec"] == {"audiences": [API_AUDIENCE], "expirationSeconds": 3600, "boundObjectRef": None}
     assert tr["status"]["expirationTimestamp"] == "2030-03-17T18:46:40Z"
     claims = _claims(tr["status"]["token"])
     assert claims["sub"] == "system:serviceaccount:ns:robot"
