@@ -65,7 +65,7 @@ class Process(Protocol):
 
     def err(self, text: str) -> None: ...
 
-    def read_stdin(self) -> bytes: ...
+    def read_stdin(self, enough: Callable[[bytes], bool] | None = None) -> bytes: ...
 
 
 def reads_data(words: list[str]) -> bool:
@@ -464,13 +464,15 @@ def _tar_add(archive: tarfile.TarFile, fs: ContainerFS, path: str, member: str, 
     archive.addfile(info, io.BytesIO(node.data))
 
 
-def _inputs(run: Process, fs: ContainerFS, name: str, files: list[str]):
-    """(name, data) of each file (`-` or none: stdin), an error said for each that cannot be read;
-    the last is the exit status (0, or 1 when one could not be read)."""
+def _inputs(run: Process, fs: ContainerFS, name: str, files: list[str],
+            enough: Callable[[bytes], bool] | None = None):
+    """(name, data) of each file (`-` or none: stdin, read to its EOF unless what came is `enough`),
+    an error said for each that cannot be read; the last is the exit status (0, or 1 when one could
+    not be read)."""
     status = 0
     for path in files or ["-"]:
         if path == "-":
-            yield "-", run.read_stdin()
+            yield "-", run.read_stdin(enough)
             continue
         try:
             yield path, fs.read(path)
@@ -507,7 +509,8 @@ _COUNT = re.compile(r"-(?:([nc])(\+?\d+)?|(\d+))")
 
 def _head_tail(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     """head and tail: `-n N` (`-N`) lines or `-c N` bytes; tail's `+N` counts from the start
-    (`tail -c+N`, which `kubectl cp --retries` resumes with)."""
+    (`tail -c+N`, which `kubectl cp --retries` resumes with). head reading a stdin still open ends
+    once it has its lines (or bytes), not at the EOF."""
     unit, count, files = "n", "10", []
     i = 0
     while i < len(args):
@@ -528,7 +531,10 @@ def _head_tail(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int
     if not re.fullmatch(r"\+?\d+", count):
         raise Unknown
     n, plus = int(count), count.startswith("+") and name == "tail"
-    for path, data in _inputs(run, fs, name, files):
+
+    def enough(data: bytes) -> bool:
+        return name == "head" and (len(data) if unit == "c" else data.count(b"\n")) >= n
+    for path, data in _inputs(run, fs, name, files, enough):
         if path is None:
             return data
         if len(files) > 1:

@@ -672,10 +672,16 @@ class _Run:
         self.fs.now = self.started + self.now
         return self.fs
 
-    def read_stdin(self) -> bytes:
-        """All that is left of stdin (nothing after)."""
+    def read_stdin(self, enough: Callable[[bytes], bool] | None = None) -> bytes:
+        """All that is left of stdin (nothing after). One still open waits for its EOF, unless
+        what came is `enough` for the reader (`head -n 1` has its line): it takes all that came,
+        as its buffered read(2) of the pipe does, and what comes later is left to the next; until
+        then it waits for more, not for the EOF."""
+        if isinstance(self.stdin, Open) and enough is not None and enough(self.stdin):
+            data, self.stdin = bytes(self.stdin), Open(b"")
+            return data
         if self.stdin is _TERMINAL or isinstance(self.stdin, Open):
-            self.reads_to_eof = True
+            self.reads_to_eof = enough is None
             raise _NoTerminal
         data, self.stdin = self.stdin, b""
         return data

@@ -195,6 +195,32 @@ async def test_attach_through_the_kubelet_streams_the_containers_output(cluster)
             assert first.type == aiohttp.WSMsgType.BINARY and first.data == b"\x01"  # the empty stdout frame
 
 
+async def test_attach_feeds_a_scripts_stdin_and_head_ends_with_its_line(cluster):
+    """`kubectl run -i --restart=Never -- sh -c 'head -n 1; echo after'`: the attached client sends a
+    line and leaves its stdin open; `head -n 1` ends once its line came, not at the EOF, so the
+    script goes on and the container completes while the client is still attached."""
+    server, kind = cluster
+    pods = LocalClient(server.rest).resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "one", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "head -n 1; echo after"],
+            "stdin": True, "stdinOnce": True}]}}, "default")
+
+    async def phase(want: str):
+        return (p := await pods.get("one", "default")).get("status", {}).get("phase") == want and p
+    await eventually(lambda: phase("Running"))
+    out = b""
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url(server, "/attach/default/one/main?stdin=1&stdout=1", ws=True),
+                                   protocols=("v5.channel.k8s.io",)) as ws:
+            await ws.send_bytes(b"\x00a\n")
+            while (msg := await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.BINARY:
+                out += msg.data[1:] if msg.data[0] == 1 else b""
+    assert out == b"a\nafter\n"
+    done = await eventually(lambda: phase("Succeeded"))
+    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
 async def test_port_forward_through_the_kubelet_speaks_its_websocket_channels(cluster):
     """Port 9 is closed: only the finished init container declares it (nothing listens there in
     the process runtime, and the simulated one knows it)."""

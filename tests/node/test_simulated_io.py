@@ -450,7 +450,6 @@ async def test_a_script_reading_its_stdin_answers_each_line_as_it_comes_and_ends
     ("sleep 1; cat", 0, b"a\nb\n"),
     ("echo start; wc -l; exit 4", 4, b"start\n2\n"),
     ("grep a | tr a-z A-Z; echo done", 0, b"A\ndone\n"),
-    ("head -n 1; echo after", 0, b"a\nafter\n"),
 ])
 async def test_a_script_reading_stdin_after_other_commands_gets_it_to_its_eof(script, code, log):
     """`sh -c 'sleep 1; cat'` and the like: the command after the others reads the container's
