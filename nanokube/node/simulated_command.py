@@ -72,6 +72,8 @@ reaches one of the script's top-level lists naming one after time has passed (`s
 web`) waits there (`Wait`, `_Run.defers`), and an endless loop's later passes are each worked out
 as they come (`PASS`); so does a pass of a loop that ends (a `for`, a counted `while`) starting
 a top-level list, once time has passed in it (`_Run._pass_defers`).
+`id`, `whoami` and `uname` answer for the container's security context and the simulated
+node (simulated_identity).
 
 It is not a whole shell: no other command is recognised. A shell started
 without `-c` (`kubectl exec -it pod -- sh`) reads its stdin line by line
@@ -95,6 +97,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from . import simulated_filters as filters
+from . import simulated_identity as identity
 from . import simulated_net as net
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, Terminal, reads_data
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
@@ -1234,6 +1237,8 @@ class _Run:
             self.status = filters.APPLETS[name](self, self._files(), name, args)
         elif name in net.APPLETS:
             self.status = net.APPLETS[name](self, self._files(), name, args)
+        elif name in identity.APPLETS:
+            self.status = identity.APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
 

@@ -21,6 +21,8 @@ import posixpath
 #: NodeSystemInfo of a simulated node, as its root's /etc/os-release and uname would give them
 OS_IMAGE = "nanokube simulated node"
 KERNEL_VERSION = "6.8.0-nanokube"
+#: the kernel's build, as `uname -v` prints it
+KERNEL_BUILD = "#1 SMP PREEMPT_DYNAMIC Mon Nov 30 00:00:00 UTC 2026"
 #: /etc/os-release (os-release(5)); PRETTY_NAME is what the kubelet reports as osImage
 OS_RELEASE = f'PRETTY_NAME="{OS_IMAGE}"\nNAME="nanokube"\nID=nanokube\nVERSION_ID="1.37"\n'
 #: the directories of the root (the FHS ones a distribution's root has), and the kubelet's own

@@ -1,0 +1,62 @@
+"""`id`, `whoami` and `uname` in simulated containers, as `kubectl exec` and a shell run them: the
+first commands people type in a new pod, answered `sh: id: not found` before."""
+
+import asyncio
+
+from nanokube.machinery.streaming import LogOptions
+from nanokube.node.simulated_io import SimulatedIO
+from tests.node.test_simulated_io import session, settle, worker
+
+
+async def exec_(io: SimulatedIO, command: str) -> tuple[int, bytes]:
+    out = []
+    code = await io.exec("main", ["sh", "-c", command], session(out))
+    return code, b"".join(out)
+
+
+async def test_the_security_context_docs_pod_runs_as_its_user_group_and_fs_group():
+    """The docs' security-context-demo (runAsUser 1000, runAsGroup 3000, fsGroup 2000, supplementalGroups
+    [4000]): `id` shows them, the groups sorted as the kernel keeps them; no account names uid 1000."""
+    w = worker()
+    w.pod["spec"]["securityContext"] = {"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000,
+                                        "supplementalGroups": [4000]}
+    io = SimulatedIO(w)
+    io.started({"main": "busybox:1.28"})
+    assert await exec_(io, "id") == (0, b"uid=1000 gid=3000 groups=2000,3000,4000\n")
+    assert await exec_(io, "id -u; id -G") == (0, b"1000\n2000 3000 4000\n")
+    assert await exec_(io, "whoami") == (1, b"whoami: unknown uid 1000\n")
+    assert await exec_(io, "id -un") == (1, b"id: unknown ID 1000\n1000\n")
+    io.stop()
+
+
+async def test_a_containers_own_security_context_wins_and_root_is_named():
+    w = worker(securityContext={"runAsUser": 0})
+    w.pod["spec"]["securityContext"] = {"runAsUser": 1000}
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    assert await exec_(io, "id; whoami; id -gn") == (0, b"uid=0(root) gid=0(root) groups=0(root)\nroot\nroot\n")
+    io.stop()
+
+
+async def test_uname_answers_for_the_simulated_nodes_kernel_and_the_pods_hostname():
+    io = SimulatedIO(worker())
+    io.started({"main": "busybox"})
+    assert await exec_(io, "uname") == (0, b"Linux\n")
+    code, out = await exec_(io, "uname -a")
+    assert code == 0 and out.startswith(b"Linux p 6.8.0-nanokube #1 SMP") and out.endswith(b" x86_64 GNU/Linux\n")
+    assert await exec_(io, "uname -rm") == (0, b"6.8.0-nanokube x86_64\n")
+    io.stop()
+
+
+async def test_an_interactive_shell_runs_them_instead_of_not_finding_them():
+    """`kubectl run -i --rm tmp --image=busybox -- sh` typed `id` and `uname -s`."""
+    w = worker(stdin=True, stdinOnce=True, command=["sh"])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"id\nuname -s\nexit\n")
+    await settle()
+    log = io.serve_log("main", LogOptions())
+    assert b"uid=0(root) gid=0(root) groups=0(root)\nLinux\n" in log and b"not found" not in log
+    attached.cancel()
