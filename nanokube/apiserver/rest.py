@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import os
 import random
 import re
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import orjson
 
 from .. import schema as schemas
 from ..clock import Clock
 from ..registry.base import STATUS_META, Resource, Strategy
-from ..store.interface import Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
+from ..store.interface import KV, Compacted, KeyExists, KeyNotFound, RevisionMismatch, Store
 from ..machinery import envknob, errors, gofmt, gojson
 from ..machinery.meta import new_uid
 from ..machinery.user import User
@@ -911,6 +912,8 @@ class GenericREST:
         res.strategy.prepare_for_create(obj)
         try:
             return await self._create_prepared(res, version, obj, opts, warnings, admission, generated, held, large)
+        except WriteGoesOn:
+            raise  # its write, still in flight, releases the values if it fails
         except BaseException:
             res.strategy.release(obj)
             raise
@@ -943,7 +946,12 @@ class GenericREST:
                 self.cache.expect(key, value, handed, at)
                 try:
                     write = self.store.create(key, value)
-                    kv = await (held.written(write, made) if made else write)
+                    if made:
+                        kv = await held.written(write, made)
+                    elif type(res.strategy).release is not Strategy.release:  # values allocated (a Service's)
+                        kv = await _unabandoned(write, functools.partial(res.strategy.release, obj))
+                    else:
+                        kv = await write
                     break
                 except KeyExists:
                     if not generated or attempt == NAME_ATTEMPTS - 1:
@@ -1792,6 +1800,35 @@ def _large(obj: dict, size: int = 0) -> bool:
         return len(orjson.dumps(obj)) >= OFF_LOOP_OBJECT
     except TypeError:  # (a value JSON has no form for: judged by the code that meets it)
         return False
+
+
+class WriteGoesOn(asyncio.CancelledError):
+    """The request was cancelled (its client gone, its deadline past) while its store write was in
+    flight, which goes on in a task of its own (`_unabandoned`)."""
+
+
+#: the writes of cancelled requests still in flight
+_UNABANDONED: set[asyncio.Task] = set()
+
+
+async def _unabandoned(write: Awaitable[KV], unmade: Callable[[], object]) -> KV:
+    """`write`, which a cancelled request leaves to end in a task of its own, since the store may make
+    it all the same (upstream's handler runs on after its 504): `unmade` then undoes what the request
+    did for it (a Service's allocated values) only if it fails, so that a Service stored as the
+    request ended keeps its ClusterIP and node ports, and one not stored holds none."""
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        _UNABANDONED.add(task)
+        task.add_done_callback(functools.partial(_settled, unmade))
+        raise WriteGoesOn() from None
+
+
+def _settled(unmade: Callable[[], object], task: asyncio.Task) -> None:
+    _UNABANDONED.discard(task)
+    if task.cancelled() or task.exception() is not None:
+        unmade()
 
 
 async def _computed(large: bool, fn, *args, **kwargs):

@@ -13,7 +13,11 @@ handler running against a cancelled context; here its task is cancelled, as a
 client that goes away cancels it: a write not yet handed to the store is not
 made, but one the store has taken (SQLite runs the statement at once and
 commits its batch whatever the caller does) is made all the same, as upstream's
-may commit after its 504 (reservations.written keeps such a Service's records).
+may commit after its 504. What the request did beside the write is settled by
+the write's own end, never by the request's: a Service's create goes on in a
+task of its own (rest._unabandoned), which releases its ClusterIP and node
+ports only if the write fails, and keeps them (and, with several workers, their
+store records: reservations.written) if it is made.
 Deadlines run on the server's clock; a paced simulation hands it the wall
 clock's (sim/driver.py).
 """

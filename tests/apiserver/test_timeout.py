@@ -23,11 +23,13 @@ from nanokube.store.memory import MemoryStore
 from tests.apiserver.test_request_body import admin_context
 
 CMS = "/api/v1/namespaces/default/configmaps"
+SVCS = "/api/v1/namespaces/default/services"
 INVALID = 'invalid timeout specified in the request URL - time: invalid duration "foo"'
 
 
 class HeldStore(MemoryStore):
-    """A memory store whose creates of keys ending in /held wait until released (a slow etcd)."""
+    """A memory store whose creates of keys ending in /held wait until released (a slow etcd), and
+    whose creates of keys ending in /late are made at once, their answers held until released."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -38,7 +40,11 @@ class HeldStore(MemoryStore):
         if key.endswith("/held"):
             self.held.set()
             await self.release.wait()
-        return await super().create(key, value)
+        kv = await super().create(key, value)
+        if key.endswith("/late"):
+            self.held.set()
+            await self.release.wait()
+        return kv
 
 
 @pytest.fixture
@@ -113,6 +119,33 @@ async def test_a_write_past_its_timeout_is_answered_504_by_the_timeout_filter_an
         "message": "Timeout: request did not complete within requested timeout - context deadline exceeded"}
     # the connection, and the server, serve on
     async with s.post(CMS, params={"timeout": "1s"}, json={"metadata": {"name": "quick"}}) as r:
+        assert r.status == 201
+
+
+@pytest.mark.parametrize("name", ["late", "held"])
+async def test_a_service_create_past_its_deadline_is_whole_either_way(api, name):
+    """A Service's create past its deadline: its write, handed to the store, goes on after the 504 (as
+    upstream's handler runs on), whether the store had made it (its answer late) or not yet. Once it is
+    made the Service holds its ClusterIP, which no other Service is given, until it is deleted (the
+    request's end once released the values of a Service stored all the same: two held one address)."""
+    store, s, _ = api
+    spec = {"clusterIP": "10.96.7.7", "ports": [{"port": 80}]}
+    async with s.post(SVCS, params={"timeout": "1s"}, json={"metadata": {"name": name}, "spec": spec}) as r:
+        assert r.status == 504
+    assert store.held.is_set()
+    store.release.set()
+    for _ in range(500):  # the write's own task ends once the store answers
+        async with s.get(f"{SVCS}/{name}") as r:
+            if r.status == 200:
+                break
+        await asyncio.sleep(0.01)
+    async with s.get(f"{SVCS}/{name}") as r:
+        assert (r.status, (await r.json())["spec"]["clusterIP"]) == (200, "10.96.7.7")
+    async with s.post(SVCS, json={"metadata": {"name": "other"}, "spec": spec}) as r:
+        assert r.status == 422 and "provided IP is already allocated" in (await r.json())["message"]
+    async with s.delete(f"{SVCS}/{name}") as r:
+        assert r.status == 200
+    async with s.post(SVCS, json={"metadata": {"name": "other"}, "spec": spec}) as r:
         assert r.status == 201
 
 
