@@ -73,6 +73,10 @@ def _go_list(items: list[str]) -> str:
     return "[" + " ".join(items) + "]"
 
 
+#: stdin a session holds for its command before the client is made to wait (kubectl writes 32 KiB at a time)
+STDIN_BUFFER = 1 << 20
+
+
 @dataclass
 class StreamSession:
     """One exec or attach as the node sees it: what the client sends (stdin,
@@ -87,6 +91,20 @@ class StreamSession:
     write_stderr: Callable[[bytes], Awaitable[None]]
     stdin_data: asyncio.Queue = field(default_factory=asyncio.Queue)
     resizes: asyncio.Queue = field(default_factory=asyncio.Queue)
+    #: bytes fed (`feed_stdin`) and not yet read, and the event a read sets
+    _unread: int = 0
+    _read: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def feed_stdin(self, data: bytes | None) -> None:
+        """Queue a piece of stdin (None: its end); while more than STDIN_BUFFER bytes wait for the
+        command, wait for it to read, so a client that writes faster than the command reads is slowed
+        through its connection, as upstream's stdin pipe slows it, instead of held in memory."""
+        self.stdin_data.put_nowait(data)
+        if data:
+            self._unread += len(data)
+        while self._unread > STDIN_BUFFER:
+            self._read.clear()
+            await self._read.wait()
 
     async def read_stdin(self) -> bytes:
         """The next piece of stdin; b"" at its end."""
@@ -94,6 +112,8 @@ class StreamSession:
         if data is None:
             self.stdin_data.put_nowait(None)
             return b""
+        self._unread = max(0, self._unread - len(data))
+        self._read.set()
         return data
 
 

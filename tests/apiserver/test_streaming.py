@@ -5,6 +5,7 @@ stand-in, SPDY/3.1 framing as moby/spdystream speaks it, and exec over SPDY in e
 protocol version the kubelet negotiates (v1 to v5)."""
 
 import asyncio
+import contextlib
 import struct
 import zlib
 
@@ -289,3 +290,65 @@ async def test_a_spdy_protocol_the_server_does_not_speak_is_forbidden(server, pa
     assert status == 403 and [v for k, v in headers if k == "X-Accepted-Stream-Protocol-Versions"] == accepted
     assert body == (f"unable to upgrade: unable to negotiate protocol: client supports [v9.channel.k8s.io], "
                     f"server accepts [{' '.join(accepted)}]\n")
+
+
+class _LateReader:
+    """A node agent whose command reads no stdin until `reading` is set, then counts it all."""
+
+    def __init__(self):
+        self.session = None
+        self.reading = asyncio.Event()
+        self.seen: list[int] = []  # each exec's stdin, in bytes
+
+    def has_container(self, namespace, pod, uid, container):
+        return True
+
+    async def exec(self, namespace, pod, uid, container, command, session):
+        self.session = session
+        await self.reading.wait()
+        seen = 0
+        while data := await session.read_stdin():
+            seen += len(data)
+        self.seen.append(seen)
+        return seen % 256
+
+
+def _held(session) -> int:
+    return sum(len(d) for d in session.stdin_data._queue if d)
+
+
+async def test_stdin_a_command_does_not_read_is_not_held_unbounded(server):
+    """A client writing stdin faster than the command reads it is slowed through its connection, as the
+    kubelet's stdin pipe slows it: the server held every frame (a client sent 300 MiB to `sleep` and the
+    server kept all of it). A message past 32 MiB ends the stream (x/net/websocket's limit)."""
+    from nanokube.machinery.streaming import STDIN_BUFFER
+
+    node = _LateReader()
+    server.handlers.streams.node_servers.insert(0, lambda name: node if name == "n2" else None)
+    pods = server.index.get("", "v1", "pods")
+    await server.rest.create(pods, "v1", "default", {"metadata": {"name": "late"}, "spec": {
+        "nodeName": "n2", "containers": [{"name": "app", "image": "x"}]}}, WriteOptions(user=SYSTEM))
+    url = f"ws://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/late/exec?command=x&stdin=true&stdout=true"
+    frame, frames = b"\x00" + b"x" * (1 << 16), 512  # 32 MiB in kubectl-sized writes
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
+            async def send():
+                for _ in range(frames):
+                    await ws.send_bytes(frame)
+                await ws.send_bytes(bytes([255, 0]))
+            sending = asyncio.ensure_future(send())
+            await eventually(lambda: _true(node.session is not None and _held(node.session) >= STDIN_BUFFER))
+            await asyncio.sleep(0.3)  # (time for the client to push more, were it let)
+            assert _held(node.session) <= STDIN_BUFFER + len(frame) and not sending.done()
+            node.reading.set()
+            await asyncio.wait_for(sending, 30)
+            received = [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
+    status = orjson.loads(b"".join(f[1:] for f in received if f[0] == 3))
+    assert status["status"] == "Success"  # every byte read: (512 * 65536) % 256 == 0
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url, protocols=("v5.channel.k8s.io",), max_msg_size=0) as ws:
+            with contextlib.suppress(ConnectionError):
+                await ws.send_bytes(b"\x00" + bytes(33 << 20))
+            assert [m.data async for m in ws] == [b"\x01"]  # the opening frame, then the end
+    await eventually(lambda: _true(len(node.seen) == 2))
+    assert node.seen == [frames * (len(frame) - 1), 0]

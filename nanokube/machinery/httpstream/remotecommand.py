@@ -16,7 +16,7 @@ from .. import errors
 from ..streaming import (ERROR, STDERR, STDOUT, V4, V4_BASE64, V5, NodeStreaming, StreamFailed, StreamSession,
                          exit_status, failure_status)
 from .spdy import SpdyStream
-from .transports import (CHUNK, WebSocketChannels, handshake, is_spdy, is_websocket, offered, resize_stream_reader,
+from .transports import (CHUNK, MAX_MESSAGE, WebSocketChannels, handshake, is_spdy, is_websocket, offered, resize_stream_reader,
                          upgrade_to_spdy)
 
 #: the channel protocols before v4: the error channel carries a failure's message alone, and nothing
@@ -74,7 +74,7 @@ async def serve_command(request: web.Request, node: NodeStreaming, ns: str, name
 
 async def _command_over_websocket(request: web.Request, proto: str, flags, run) -> web.StreamResponse:
     stdin, stdout, stderr, tty = flags
-    ws = web.WebSocketResponse(protocols=(proto,) if proto else (), max_msg_size=0)
+    ws = web.WebSocketResponse(protocols=(proto,) if proto else (), max_msg_size=MAX_MESSAGE)
     await ws.prepare(request)
     ch = WebSocketChannels(ws, base64=proto in (V4_BASE64, V1_BASE64))
     session = StreamSession(stdin, stdout, stderr, tty, lambda d: ch.send(STDOUT, d), lambda d: ch.send(STDERR, d))
@@ -159,5 +159,5 @@ async def _discard(_data: bytes) -> None:
 
 async def _feed_stdin(reader: asyncio.StreamReader, session: StreamSession) -> None:
     while chunk := await reader.read(CHUNK):
-        session.stdin_data.put_nowait(chunk)
+        await session.feed_stdin(chunk)
     session.stdin_data.put_nowait(None)

@@ -21,6 +21,9 @@ from .spdy import SpdySession
 
 #: how much one copy between a stream and the pod moves at a time
 CHUNK = 32 * 1024
+#: the largest WebSocket message a stream takes: golang.org/x/net/websocket's DefaultMaxPayloadBytes, past
+#: which the kubelet's wsstream ends the connection (a larger one closes it with 1009, message too big)
+MAX_MESSAGE = 32 << 20
 
 
 def offered(request: web.Request, header: str) -> list[str]:
@@ -93,12 +96,12 @@ class WebSocketChannels:
             channel, data = frame[0], frame[1:]
             if channel == CLOSE:
                 if session is not None and data[:1] == bytes([STDIN]):
-                    session.stdin_data.put_nowait(None)
+                    await session.feed_stdin(None)
                 continue
             if on_data is not None:
                 await on_data(channel, data)
             elif channel == STDIN and session.stdin:
-                session.stdin_data.put_nowait(data)
+                await session.feed_stdin(data)
             elif channel == RESIZE:
                 _resizes(session, data)
         self.closed = True
