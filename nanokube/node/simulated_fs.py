@@ -46,17 +46,6 @@ ON_NODE = frozenset({"persistentVolumeClaim", "ephemeral", "hostPath", "nfs"})
 IMAGE_DIRS = ("bin", "dev", "etc", "home", "proc", "root", "sys", "tmp", "usr", "var")
 
 
-def run_as(spec: dict, container: dict) -> tuple[int, int, tuple[int, ...]]:
-    """(uid, gid, groups) of the container's processes: runAsUser and runAsGroup (the container's
-    over the pod's; the image's root without), and as groups the gid, fsGroup and the pod's
-    supplementalGroups, sorted as the kernel keeps them (the image's /etc/group is not read)."""
-    pod, own = spec.get("securityContext") or {}, container.get("securityContext") or {}
-    uid = own.get("runAsUser", pod.get("runAsUser")) or 0
-    gid = own.get("runAsGroup", pod.get("runAsGroup")) or 0
-    extra = [pod["fsGroup"]] if pod.get("fsGroup") is not None else []
-    return uid, gid, tuple(sorted({gid, *extra, *(pod.get("supplementalGroups") or ())}))
-
-
 class FsError(Exception):
     """A system call's failure: `reason` as strerror words it ("No such file or directory")."""
 
@@ -206,7 +195,7 @@ class PodFiles:
                 d.entries.setdefault(leaf, File(mode=0o666 if mode is None else mode & 0o7777, mtime=now))
         fs = ContainerFS(root, sorted(mounts, key=lambda m: len(m.path), reverse=True), now)
         fs.cwd = workdir
-        fs.user = run_as(spec, c)
+        fs.pod, fs.container = self.pod, name
         return fs
 
 
@@ -219,8 +208,10 @@ class ContainerFS:
         self.mounts = mounts
         self.now = now
         self.cwd = "/"
-        #: who the container's processes run as: (uid, gid, supplementary groups)
-        self.user: tuple[int, int, tuple[int, ...]] = (0, 0, (0,))
+        #: the pod and the container whose view it is (who its processes run as, what they see
+        #: of the pod's: simulated_identity)
+        self.pod: dict = {}
+        self.container = ""
         #: the changes made, where they are kept to be done again (`PodFiles.draft`): (when, change,
         #: its arguments)
         self.journal: list[tuple[float, str, tuple, dict]] | None = None

@@ -1,11 +1,16 @@
-"""Who and where a simulated container's process is, as busybox's `id`, `whoami` and `uname`
-say it: the first commands people type in a new pod (`kubectl exec -it pod -- sh`, the
-security-context docs' `id`), which a shell would otherwise answer `sh: id: not found`.
+"""Who and where a simulated container's process is, as busybox's `id`, `whoami`, `uname` and
+`ps` say it: the first commands people type in a new pod (`kubectl exec -it pod -- sh`, the
+security-context docs' `id`, `ps` in `kubectl debug --target`), which a shell would otherwise
+answer `sh: id: not found`.
 
-The identity is the pod's security context's (simulated_fs.run_as: runAsUser, runAsGroup,
-fsGroup, supplementalGroups; root without). Names come from the accounts every image has (root,
+The identity is the pod's security context's (`run_as`: runAsUser, runAsGroup, fsGroup,
+supplementalGroups; root without). Names come from the accounts every image has (root,
 nobody), not from the image's /etc/passwd: another uid is shown as a number, as busybox shows
 one its image does not name. `uname` answers for the simulated node's kernel (simulated_host).
+`ps` lists the container's PID namespace (`processes`): its own main process, or with
+`shareProcessNamespace` the pod's pause and every running container's, or for an ephemeral
+container with `targetContainerName` the target's; each container one process (its command,
+or its image's name without one), then `ps` itself.
 """
 
 from __future__ import annotations
@@ -16,6 +21,53 @@ from .simulated_host import KERNEL_BUILD, KERNEL_VERSION
 
 USERS = {0: "root", 65534: "nobody"}
 GROUPS = {0: "root", 65534: "nogroup"}
+#: what the images whose default command is a shell run without a command
+DEFAULT_COMMANDS = {"busybox": "sh", "alpine": "/bin/sh", "ubuntu": "/bin/bash", "debian": "bash"}
+
+
+def _containers(spec: dict) -> list[dict]:
+    """The containers that run beside the app: sidecars (restartable init containers), the app's,
+    the ephemeral ones."""
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    return [*sidecars, *(spec.get("containers") or ()), *(spec.get("ephemeralContainers") or ())]
+
+
+def run_as(pod: dict, name: str) -> tuple[int, int, tuple[int, ...]]:
+    """(uid, gid, groups) of container `name`'s processes: runAsUser and runAsGroup (the container's
+    over the pod's; the image's root without), and as groups the gid, fsGroup and the pod's
+    supplementalGroups, sorted as the kernel keeps them (the image's /etc/group is not read)."""
+    spec = pod.get("spec") or {}
+    container = next((c for c in _containers(spec) + list(spec.get("initContainers") or ()) if c.get("name") == name), {})
+    ctx, own = spec.get("securityContext") or {}, container.get("securityContext") or {}
+    uid = own.get("runAsUser", ctx.get("runAsUser")) or 0
+    gid = own.get("runAsGroup", ctx.get("runAsGroup")) or 0
+    extra = [ctx["fsGroup"]] if ctx.get("fsGroup") is not None else []
+    return uid, gid, tuple(sorted({gid, *extra, *(ctx.get("supplementalGroups") or ())}))
+
+
+def _main_process(container: dict) -> str:
+    argv = [*(container.get("command") or ()), *(container.get("args") or ())]
+    if argv:
+        return " ".join(argv)
+    image = (container.get("image") or "").split("@")[0].rsplit("/", 1)[-1].split(":")[0]
+    return DEFAULT_COMMANDS.get(image, image)
+
+
+def processes(pod: dict, name: str) -> list[tuple[int, str]]:
+    """(uid, command line) of each process container `name` sees, PID 1 first: those of the
+    containers in its PID namespace that run (the pod's status says so; `name` itself always)."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    running = {s.get("name") for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+               for s in status.get(key) or () if "running" in (s.get("state") or {})}
+    containers = _containers(spec)
+    me = next((c for c in containers if c.get("name") == name), {"name": name})
+    if spec.get("shareProcessNamespace"):
+        members, head = containers, [(0, "/pause")]
+    else:
+        owner = me.get("targetContainerName") or name
+        members, head = [c for c in containers if c.get("name") == owner or c.get("targetContainerName") == owner], []
+    return head + [(run_as(pod, c["name"])[0], _main_process(c)) for c in members
+                   if c.get("name") == name or c.get("name") in running or not status]
 
 
 def _id(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
@@ -24,7 +76,7 @@ def _id(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     flags, rest = _flags(args, "ugGnr")
     if rest or len(flags & {"u", "g", "G"}) > 1 or ("n" in flags and not flags & {"u", "g", "G"}):
         raise Unknown
-    uid, gid, groups = fs.user
+    uid, gid, groups = run_as(fs.pod, fs.container)
     if not flags & {"u", "g", "G"}:
         def named(n: int, names: dict[int, str]) -> str:
             return f"{n}({names[n]})" if n in names else str(n)
@@ -49,7 +101,7 @@ def _id(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 def _whoami(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     if args:
         raise Unknown
-    uid = fs.user[0]
+    uid = run_as(fs.pod, fs.container)[0]
     if uid not in USERS:
         run.err(f"whoami: unknown uid {uid}\n")
         return 1
@@ -71,4 +123,17 @@ def _uname(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     return 0
 
 
-APPLETS = {"id": _id, "whoami": _whoami, "uname": _uname}
+def _ps(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox ps: PID, USER, TIME and COMMAND of each process; its options (`aux`, `-ef`) change
+    nothing, but `-o`, a format, is not simulated."""
+    if any(a.startswith("-") and "o" in a for a in args):
+        raise Unknown
+    rows = processes(fs.pod, fs.container) + [(run_as(fs.pod, fs.container)[0], " ".join([name, *args]))]
+    lines = ["PID   USER     TIME  COMMAND"]
+    for i, (uid, command) in enumerate(rows):
+        lines.append(f"{1 + 6 * i:5d} {USERS.get(uid, str(uid)):<8.8s}  0:00 {command}")
+    run.out("\n".join(lines) + "\n")
+    return 0
+
+
+APPLETS = {"id": _id, "whoami": _whoami, "uname": _uname, "ps": _ps}

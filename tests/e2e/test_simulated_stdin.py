@@ -169,10 +169,10 @@ def test_exec_of_a_shell_with_piped_stdin_runs_each_line_until_exit(cluster):
     """`kubectl exec -i pod -- sh` runs the lines it is sent; `exit 3` ends it (kubectl exits 3), and a
     command not interpreted is not found, as busybox's sh says."""
     _running_pod(cluster, "piped-shell")
-    r = cluster.kubectl("exec", "-i", "piped-shell", "--", "sh", input="echo hi\nps\nexit 3\necho never\n",
+    r = cluster.kubectl("exec", "-i", "piped-shell", "--", "sh", input="echo hi\npython3\nexit 3\necho never\n",
                         check=False)
     assert (r.returncode, r.stdout) == (3, "hi\n"), r.stderr
-    assert "sh: ps: not found\n" in r.stderr
+    assert "sh: python3: not found\n" in r.stderr
     r = cluster.kubectl("exec", "-i", "piped-shell", "--", "/bin/bash", input="false\n", check=False)
     assert r.returncode == 1, r.stderr  # EOF: the shell exits with the last command's status
     r = cluster.kubectl("exec", "-i", "piped-shell", "--", "sh", input="trap 'echo bye $?' EXIT\necho hi; false\n",
@@ -222,6 +222,19 @@ def test_debug_i_pipes_commands_to_the_ephemeral_shell_until_exit(cluster):
     wait_for(lambda: "terminated" in _ephemeral(cluster, "piped-debug", "dbg").get("state", {}), 30,
              "dbg terminated")
     assert _ephemeral(cluster, "piped-debug", "dbg")["state"]["terminated"]["exitCode"] == 0
+
+
+def test_debug_with_a_target_sees_its_process_and_exec_answers_id_and_uname(cluster):
+    """`kubectl debug -it pod --target=... -- sh -c 'ps'`, the debug docs' first step, hung: `ps` was
+    not simulated, so neither was the script, and the container ran on. Now it lists the target's
+    process, the debugger's and itself, and ends; `id` and `uname` answer in an exec too."""
+    _running_pod(cluster, "ps-target")
+    r = cluster.kubectl("debug", "-i", "ps-target", "--image=busybox", "--target=ps-target", "--container=ps",
+                        "--", "sh", "-c", "ps; id", input="", check=False, timeout=60)
+    assert "    1 root      0:00 sh\n    7 root      0:00 sh -c ps; id\n   13 root      0:00 ps\n" in r.stdout, r.stderr
+    assert "uid=0(root) gid=0(root) groups=0(root)\n" in r.stdout
+    wait_for(lambda: "terminated" in _ephemeral(cluster, "ps-target", "ps").get("state", {}), 30, "ps terminated")
+    assert cluster.kubectl("exec", "ps-target", "--", "uname", "-sr").stdout == "Linux 6.8.0-nanokube\n"
 
 
 def test_debug_it_runs_what_is_typed_in_the_ephemeral_shell(cluster):

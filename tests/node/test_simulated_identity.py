@@ -60,3 +60,29 @@ async def test_an_interactive_shell_runs_them_instead_of_not_finding_them():
     log = io.serve_log("main", LogOptions())
     assert b"uid=0(root) gid=0(root) groups=0(root)\nLinux\n" in log and b"not found" not in log
     attached.cancel()
+
+
+async def test_ps_lists_the_containers_pid_namespace_then_itself():
+    """Its own main process alone; with shareProcessNamespace the pause and each running container
+    (a sidecar's user its own); an ephemeral container with a target sees the target's."""
+    w = worker(image="nginx:1.27")
+    w.pod["spec"]["initContainers"] = [{"name": "side", "image": "busybox", "restartPolicy": "Always",
+                                        "command": ["sleep", "3600"], "securityContext": {"runAsUser": 101}}]
+    w.pod["spec"]["ephemeralContainers"] = [{"name": "dbg", "image": "busybox", "targetContainerName": "main"}]
+    w.pod["status"] = {"containerStatuses": [{"name": "main", "state": {"running": {}}}],
+                       "initContainerStatuses": [{"name": "side", "state": {"running": {}}}]}
+    io = SimulatedIO(w)
+    io.started({"main": "nginx:1.27"})
+    assert await exec_(io, "ps") == (0, b"PID   USER     TIME  COMMAND\n"
+                                        b"    1 root      0:00 nginx\n"
+                                        b"    7 root      0:00 ps\n")
+    io.start_ephemeral("dbg", "busybox")
+    out = []
+    assert await io.exec("dbg", ["ps", "aux"], session(out)) == 0
+    assert b"".join(out).splitlines()[1:] == [b"    1 root      0:00 nginx", b"    7 root      0:00 sh",
+                                              b"   13 root      0:00 ps aux"]
+    w.pod["spec"]["shareProcessNamespace"] = True
+    code, out = await exec_(io, "ps -ef")
+    assert code == 0 and out.splitlines()[1:] == [b"    1 root      0:00 /pause", b"    7 101       0:00 sleep 3600",
+                                                  b"   13 root      0:00 nginx", b"   19 root      0:00 ps -ef"]
+    io.stop()

@@ -108,8 +108,8 @@ async def test_exec_is_scripted_or_not_found():
     out = []
     assert await io.exec("main", ["/bin/hostname"], session(out)) == 0 and out == [b"p\n"]
     assert await io.exec("main", ["fail", "now"], session(out)) == 4 and out[-1] == b"bad\n"
-    with pytest.raises(StreamFailed, match='exec: "ps": executable file not found in \\$PATH'):
-        await io.exec("main", ["ps"], session(out))
+    with pytest.raises(StreamFailed, match='exec: "python3": executable file not found in \\$PATH'):
+        await io.exec("main", ["python3"], session(out))
     io.exited(0)
     with pytest.raises(StreamFailed, match="not running"):
         await io.exec("main", ["hostname"], session(out))
@@ -197,10 +197,10 @@ async def test_a_terminal_echoes_what_is_typed_its_shell_runs_it_and_ctrl_d_is_e
     out = []
     s = session(out, stdin=True, tty=True)
     attached = asyncio.ensure_future(io.attach("main", s))
-    s.stdin_data.put_nowait(b"ps\r")
+    s.stdin_data.put_nowait(b"python3\r")
     await settle()  # the next prompt shows before its line ends, as on a real terminal
-    assert out == [b"ps\r\n", b"sh: ps: not found\r\n", b"/ # "] and not io.stdin_closed
-    assert io.serve_log("main", LogOptions()).endswith(b"/ # ps\r\nsh: ps: not found\r\n")
+    assert out == [b"python3\r\n", b"sh: python3: not found\r\n", b"/ # "] and not io.stdin_closed
+    assert io.serve_log("main", LogOptions()).endswith(b"/ # python3\r\nsh: python3: not found\r\n")
     s.stdin_data.put_nowait(b"\x04")
     await settle()
     assert io.stdin_closed == {"main"} and w.changed.is_set()
