@@ -690,8 +690,8 @@ class PodWorker:
                     self.eviction, self.evicted_at = DEADLINE, self.clock.now()
                 if active and self.eviction is not None:
                     return True
-                if self.live and self.io.stdin_closed:  # a container reading stdin got EOF and exited
-                    return False
+                if self.io.stdin_closed and (self.live or self.starting in self.io.stdin_closed):
+                    return False  # a container reading stdin got EOF and exited
                 if self.io.ended and (self.live or self.starting in self.io.ended):  # a command went on, ended
                     return False
                 waiter = asyncio.ensure_future(self.changed.wait())
@@ -1212,7 +1212,8 @@ class PodWorker:
                     blocked is None and interruptible and await self._sidecar_startup(c):
                 return True
             if path.startswith("spec.initContainers") and c.get("restartPolicy") != "Always":
-                if (program := self._program(c)) is not None or error:  # (one not started has none)
+                # (one not started has no program; one reading its stdin runs on what it is sent)
+                if (program := self._program(c)) is not None or error or self.io.runs_on_stdin(c):
                     if await self._run_init(c, program):
                         return True
                     continue
@@ -1316,12 +1317,13 @@ class PodWorker:
         return False
 
     async def _run_init(self, c: dict, program: Program | None) -> bool:
-        """Init container `c`, started, runs its interpreted command `program`: the pod Pending with `c`
-        running until the command ends. Exit 0 and the next one starts; another code restarts it
-        after a crash-loop back-off (Init:CrashLoopBackOff) unless the pod's restartPolicy is Never,
-        which fails the pod (`init_failed`). One runc could not start (`start_error`) ends so at
-        once (Init:RunContainerError; StartError, 128). True if the pod must stop: deleted or past
-        its active deadline meanwhile, or failed."""
+        """Init container `c`, started, runs its interpreted command `program` (None: what reads its
+        stdin, as an app container's does, until that ends: its EOF, its `exit`, the script's end):
+        the pod Pending with `c` running until the command ends. Exit 0 and the next one starts;
+        another code restarts it after a crash-loop back-off (Init:CrashLoopBackOff) unless the
+        pod's restartPolicy is Never, which fails the pod (`init_failed`). One runc could not
+        start (`start_error`) ends so at once (Init:RunContainerError; StartError, 128). True if
+        the pod must stop: deleted or past its active deadline meanwhile, or failed."""
         name, image = c["name"], image_ref(c.get("image", ""))
         never = (self.pod.get("spec") or {}).get("restartPolicy") == "Never"
         while True:
@@ -1333,19 +1335,24 @@ class PodWorker:
             else:
                 program = self._program(c) or program  # made again at each start (`date` says when)
                 self.io.start(name, image, program)  # before its end is reckoned: it schedules what it writes from now
-                end = _end(self.clock.monotonic(), program)
+                end = None if program is None else _end(self.clock.monotonic(), program)
                 await self._init_waiting(c, {"running": {"startedAt": started}})
                 while True:  # the sidecars started before it may exit and restart meanwhile
                     ticks = [self._net_tick(s, kind) for s in self._sidecars() for kind in PROBES]
                     due = [t for t in (end, *self._sidecars_due(), *ticks) if t is not None]
                     if await self._wait(wake := min(due, default=None), active=True):
                         return True
-                    if name in self.io.ended or end is not None and self.clock.monotonic() >= end:
+                    if name in self.io.ended or name in self.io.stdin_closed or \
+                            end is not None and self.clock.monotonic() >= end:
                         break
                     await self._net_probes(max(self.clock.monotonic(), wake or 0.0))
                     if await self._restart_sidecars(c, started):
                         return True
-                code = self.io.ended.pop(name, program.exit_code)  # found as it ran: it waited for its files
+                if name in self.io.stdin_closed:  # its stdin's EOF (a shell's `exit`) ended it
+                    self.io.stdin_closed.discard(name)
+                    code = self.io.stdin_status.pop(name, 0)
+                else:  # found as it ran: it waited for its files, or was worked out on its stdin
+                    code = self.io.ended.pop(name, 0 if program is None else program.exit_code)
                 self.io.exit(name, code, at=end)
                 if code == 0:
                     self.init_ran[name] = (started, self.clock.rfc3339())

@@ -289,6 +289,14 @@ class SimulatedIO:
         else:
             self._emit(name, text, stream)
 
+    def runs_on_stdin(self, spec: dict) -> bool:
+        """Whether container `spec`, its command not interpreted as it starts, runs on what its
+        stdin (`stdin: true`) is sent as it comes (`start`): a filter, a `sh -c` script reading
+        it, or a shell; it then ends at that stdin's EOF or its own `exit`, not as it starts."""
+        argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
+        return bool(spec.get("stdin")) and (filter_of(argv) is not None or self._stdin_script(spec["name"]) is not None
+                                            or reads_stdin(argv, spec.get("image", "")))
+
     def _stdin_script(self, name: str) -> _StdinScript | None:
         """Container `name`'s `sh -c` script where it reads its stdin (`while read l; do ...; done`,
         `sleep 1; cat`), so was not worked out as it started, yet is interpreted once that stdin is

@@ -221,6 +221,40 @@ async def test_attach_feeds_a_scripts_stdin_and_head_ends_with_its_line(cluster)
     assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
 
 
+async def test_an_init_containers_script_runs_on_what_attach_sends_it(cluster):
+    """An init container with `stdin: true` whose script reads it (`read l; echo got:$l`) runs, the
+    pod Pending, until it gets its line from a client attached to it (`kubectl attach -c setup -i`),
+    as an app container's does; then it completes and the app container starts."""
+    server, kind = cluster
+    pods = LocalClient(server.rest).resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "fed", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "initContainers": [{
+            "name": "setup", "image": "busybox:1.36", "command": ["sh", "-c", "read l; echo got:$l"],
+            "stdin": True, "stdinOnce": True}],
+        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "300"]}]}}, "default")
+
+    async def init_running():
+        p = await pods.get("fed", "default")
+        statuses = p.get("status", {}).get("initContainerStatuses") or [{}]
+        return p if "running" in (statuses[0].get("state") or {}) else None
+    p = await eventually(init_running)
+    assert p["status"]["phase"] == "Pending"
+    out = b""
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url(server, "/attach/default/fed/setup?stdin=1&stdout=1", ws=True),
+                                   protocols=("v5.channel.k8s.io",)) as ws:
+            await ws.send_bytes(b"\x00x\n")
+            while (msg := await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.BINARY:
+                out += msg.data[1:] if msg.data[0] == 1 else b""
+    assert out == b"got:x\n"
+
+    async def running():
+        return (p := await pods.get("fed", "default")).get("status", {}).get("phase") == "Running" and p
+    p = await eventually(running)
+    setup = p["status"]["initContainerStatuses"][0]["state"]["terminated"]
+    assert (setup["exitCode"], setup["reason"]) == (0, "Completed")
+
+
 async def test_port_forward_through_the_kubelet_speaks_its_websocket_channels(cluster):
     """Port 9 is closed: only the finished init container declares it (nothing listens there in
     the process runtime, and the simulated one knows it)."""
