@@ -8,10 +8,12 @@ import email.utils
 import logging
 import socket
 import ssl
+import zlib
 from typing import Any
 
 import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 
 from .loopback import LocalClient
 from ..clock import REAL, Clock
@@ -46,7 +48,7 @@ from .auth.serviceaccount import LAST_USED_LABEL, ServiceAccountTokens, load_or_
 from . import componentstatus, controlplane, discovery, expect, healthz, timeout, warning
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
-from .handlers import APIHandlers, as_negotiated, sized
+from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzipped, sized
 from .http_errors import StatusAppRunner, http_exceptions, status_response
 from .loophold import LoopHolds
 from ..machinery.responses import error_response, json_response
@@ -77,6 +79,8 @@ VERSION = {
     "platform": "linux/amd64",
 }
 _VERSION_BODY = orjson.dumps(VERSION, option=orjson.OPT_INDENT_2)
+#: gziphandler's DefaultMinSize: a smaller /openapi/v2 answer is sent as it is
+GZIP_MIN_SIZE = 1400
 
 PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
@@ -510,7 +514,10 @@ class APIServer:
     async def _handled(self, request: web.Request, attrs, routed: bool) -> web.StreamResponse:
         """`_serve`'s request past its deadline's filter: `routed`, through the application."""
         if routed:
-            return sized(request, await self._app._handle(request))
+            response = await self._app._handle(request)
+            if request.rel_url.path_safe.startswith("/apis/"):  # the metrics APIs': their servers' SerializeObject gzips
+                response = await compressed(request, response)
+            return sized(request, response)
         audit = self.audit
         if audit is not None:
             if attrs.verb in WRITE_VERBS or audit.policy is not None:
@@ -689,7 +696,7 @@ class APIServer:
 
         media = openapi_proto.negotiate(request.headers.get("Accept", ""))
         if media is None:
-            return web.Response(status=406, headers={"Vary": "Accept"})
+            return web.Response(status=406, headers=CIMultiDict((("Vary", "Accept-Encoding"), ("Vary", "Accept"))))
 
         def build() -> tuple[bytes, bytes]:
             doc = self._openapi_bytes("v2", lambda: openapi.build_v2(self._openapi_resources()))
@@ -699,9 +706,16 @@ class APIServer:
             return doc, tag
 
         body, tag = await asyncio.get_running_loop().run_in_executor(None, build)
-        headers = {"Vary": "Accept", "ETag": tag.decode()}
+        # kube-openapi serves it through NYTimes gziphandler: Vary: Accept-Encoding on every answer, and
+        # a body of GZIP_MIN_SIZE bytes or more gzipped (at its default level) for a client accepting gzip
+        headers = CIMultiDict((("Vary", "Accept-Encoding"), ("Vary", "Accept"), ("ETag", tag.decode())))
         if tag.decode() in (t.strip() for t in request.headers.get("If-None-Match", "").split(",")):
             return web.Response(status=304, headers=headers)
+        if accepts_gzip(request) and len(body) >= GZIP_MIN_SIZE:
+            key = "v2.pb.gz" if media == openapi_proto.MEDIA_PB else "v2.gz"
+            body = await asyncio.get_running_loop().run_in_executor(
+                None, self._openapi_bytes, key, lambda: gzipped(body, zlib.Z_DEFAULT_COMPRESSION))
+            headers["Content-Encoding"] = "gzip"
         return web.Response(body=body, content_type=media, headers=headers)
 
     async def _openapi_v3_index(self, request: web.Request) -> web.Response:

@@ -218,15 +218,15 @@ def sized(request: web.Request, response: web.StreamResponse) -> web.StreamRespo
 
 
 async def as_negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
-    """`_negotiated`, `_compressed`, `sized`."""
-    return sized(request, await _compressed(request, await _negotiated(request, response)))
+    """`_negotiated`, `compressed`, `sized`."""
+    return sized(request, await compressed(request, await _negotiated(request, response)))
 
 
 #: upstream's defaultGzipThresholdBytes: an answer longer than this is gzipped for a client that accepts it
 GZIP_THRESHOLD = 128 * 1024
 
 
-async def _compressed(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+async def compressed(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     """APIResponseCompression, as upstream's deferredResponseWriter: an answer (any verb's, errors too;
     never a watch's stream) of more than GZIP_THRESHOLD bytes is gzipped at level 1
     (defaultGzipContentEncodingLevel) where an Accept-Encoding token is `gzip`
@@ -236,21 +236,40 @@ async def _compressed(request: web.Request, response: web.StreamResponse) -> web
             t.strip() == "gzip" for t in request.headers.get("Accept-Encoding", "").split(",")):
         return response
     body = response.body
-    if isinstance(body, JoinedPayload):
-        if body.size <= GZIP_THRESHOLD:
-            return response
-        body = body.joined()
-    elif not isinstance(body, bytes) or len(body) <= GZIP_THRESHOLD:
+    if not (isinstance(body, JoinedPayload) and body.size > GZIP_THRESHOLD
+            or isinstance(body, bytes) and len(body) > GZIP_THRESHOLD):
         return response
-    response.body = await asyncio.to_thread(_gzip, body)
+    response.body = await asyncio.to_thread(gzipped, body, 1)
     response.headers["Content-Encoding"] = "gzip"
     response.headers.add("Vary", "Accept-Encoding")
     return response
 
 
-def _gzip(data: bytes) -> bytes:
-    z = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    return z.compress(data) + z.flush()
+def gzipped(body: bytes | JoinedPayload, level: int) -> bytes:
+    """`body` gzipped; a list's JoinedPayload slice by slice, never joined whole (a 40 MB list's copy)."""
+    z = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    if isinstance(body, bytes):
+        return z.compress(body) + z.flush()
+    return b"".join([*map(z.compress, body.slices()), z.flush()])
+
+
+def accepts_gzip(request: web.Request) -> bool:
+    """NYTimes gziphandler's acceptsGzip (around /openapi/v2): a `gzip` coding of Accept-Encoding
+    whose quality is above 0 (`gzip;q=0` refuses it; a quality that does not parse is 0)."""
+    for coding in request.headers.get("Accept-Encoding", "").split(","):
+        name, _, params = coding.partition(";")
+        if name.strip() != "gzip":
+            continue
+        q = 1.0
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        return q > 0
+    return False
 
 
 async def _negotiated(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
@@ -1117,10 +1136,11 @@ class JoinedPayload(Payload):
     def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
         return self.joined().decode(encoding, errors)
 
-    async def write(self, writer) -> None:
+    def slices(self) -> Iterator[bytes]:
+        """The body in slices of about SLICE bytes, each one join of its items."""
         items = self._value
         if not items:
-            await writer.write(self._head + self._tail)
+            yield self._head + self._tail
             return
         n = len(items)
         step = max(1, n * self.SLICE // self._size)  # items per slice
@@ -1132,7 +1152,11 @@ class JoinedPayload(Payload):
                 group[0] = self._head + group[0]
             if i + step >= n:
                 group[-1] += self._tail
-            await writer.write(b",".join(group))
+            yield b",".join(group)
+
+    async def write(self, writer) -> None:
+        for piece in self.slices():
+            await writer.write(piece)
 
 
 def _verb(method: str, name: str | None, watch: bool) -> str:

@@ -93,7 +93,8 @@ def test_v2_headers_etag_and_media_types(cluster):
     as_json = get("application/json")
     assert as_json.status == 200 and json.loads(as_json.data)["swagger"] == "2.0"
     etag = '"' + hashlib.sha512(as_json.data).hexdigest().upper() + '"'
-    assert as_json.headers["ETag"] == etag and as_json.headers["Vary"] == "Accept"
+    # (gziphandler adds its Vary before the handler adds its own; urllib3 joins the two)
+    assert as_json.headers["ETag"] == etag and as_json.headers["Vary"] == "Accept-Encoding, Accept"
 
     pb = get(PB)
     assert pb.status == 200
