@@ -1,6 +1,7 @@
 """Proxy mode selection with 1.37's deprecations (spec §7): nftables is the
 implemented mode; an unset mode warns that the default is changing; ipvs is
-refused with the deprecation message and the supported modes."""
+refused with the deprecation message and the supported modes, saying which of
+them nanokube runs (iptables, the other, is refused next)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ DEFAULT_CHANGING = (
     "and runs it")
 IPVS_DEPRECATED = (
     "the ipvs proxy mode is deprecated and is being removed (KEP-5495; the KubeProxyIPVS gate "
-    "defaults to false in 1.40); use one of the supported modes: " + ", ".join(SUPPORTED))
+    "defaults to false in 1.40); use one of the supported modes: " + ", ".join(SUPPORTED) +
+    " (nanokube implements only \"nftables\")")
 
 
 class ModeError(ValueError):

@@ -16,10 +16,12 @@ def test_explicit_nftables_runs_without_warnings():
     assert select_mode("nftables") == ("nftables", [])
 
 
-def test_ipvs_is_refused_with_the_supported_modes():
+def test_ipvs_is_refused_with_the_supported_modes_and_the_one_nanokube_runs():
+    """Told only "iptables, nftables", a user moving off ipvs tried iptables, refused in turn."""
     with pytest.raises(ModeError) as e:
         select_mode("ipvs")
     assert "deprecated" in str(e.value) and "iptables, nftables" in str(e.value)
+    assert str(e.value).endswith('(nanokube implements only "nftables")')
 
 
 @pytest.mark.parametrize("mode", ["userspace", "iptables"])
