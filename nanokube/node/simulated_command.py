@@ -72,8 +72,8 @@ reaches one of the script's top-level lists naming one after time has passed (`s
 web`) waits there (`Wait`, `_Run.defers`), and an endless loop's later passes are each worked out
 as they come (`PASS`); so does a pass of a loop that ends (a `for`, a counted `while`) starting
 a top-level list, once time has passed in it (`_Run._pass_defers`).
-`id`, `whoami` and `uname` answer for the container's security context and the simulated
-node (simulated_identity).
+`id`, `whoami`, `uname` and `ps` answer for the container's security context, the simulated
+node and the pod's containers (simulated_identity).
 
 It is not a whole shell: no other command is recognised. A shell started
 without `-c` (`kubectl exec -it pod -- sh`) reads its stdin line by line
