@@ -352,3 +352,19 @@ async def test_stdin_a_command_does_not_read_is_not_held_unbounded(server):
             assert [m.data async for m in ws] == [b"\x01"]  # the opening frame, then the end
     await eventually(lambda: _true(len(node.seen) == 2))
     assert node.seen == [frames * (len(frame) - 1), 0]
+
+
+async def test_a_terminal_size_that_does_not_decode_leaves_the_session_running(server):
+    """A resize frame whose width is a string or past any integer ended the whole exec (the pump raised
+    ValueError); the kubelet's resize reader stops reading sizes and the command goes on."""
+    url = (f"ws://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/one/exec"
+           "?command=tr&stdin=true&stdout=true&tty=true")
+    for size in (b'{"Width":"x","Height":1}', b'{"Width":1e400,"Height":1}', b'{"Width":null}', b"[1]"):
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
+                await ws.send_bytes(b"\x04" + size)
+                await ws.send_bytes(b"\x00hi")
+                await ws.send_bytes(bytes([255, 0]))
+                frames = [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
+        assert b"".join(f[1:] for f in frames if f[0] == 1) == b"HI", size
+        assert orjson.loads(b"".join(f[1:] for f in frames if f[0] == 3))["details"]["causes"][0]["message"] == "2"

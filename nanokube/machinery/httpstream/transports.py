@@ -115,8 +115,10 @@ class WebSocketChannels:
 
 
 def _resizes(session: StreamSession, data: bytes) -> None:
+    """Terminal sizes; one that does not decode (`"Width": "x"`, a number past int) is dropped, the
+    session going on, as the kubelet's resize reader only stops reading sizes."""
     for part in data.replace(b"}{", b"}\n{").splitlines():
-        with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
+        with contextlib.suppress(ValueError, KeyError, TypeError, OverflowError):
             size = orjson.loads(part)
             session.resizes.put_nowait((int(size["Width"]), int(size["Height"])))
 
