@@ -16,7 +16,7 @@ scheduling attempt over every node, a `PodScheduled=False` status write and a
 FailedScheduling Event, all in the server process that also answers the creates (in-process),
 or only the two writes and their watch events there, the attempt in the scheduler's process.
 
-The node lifecycle controller is left out of both servers (`--controllers
+The node lifecycle controller is left out of every server (`--controllers
 *,-node-lifecycle-controller`): fake nodes renew no Lease, and marking 5000 of them
 unreachable mid-run would measure that controller instead.
 
@@ -25,7 +25,9 @@ competes with), and from the first create until the server has gone idle with ev
 reported on (the scheduler's whole work on them). The first span's ratio between the two servers is
 the create rate's ratio with the machine's load taken out: the server runs on one core's worth of
 one event loop, so its creates/s is the CPU it gets divided by the CPU a create costs there.
-The scheduler process's CPU is read over the same two spans; "until idle" waits for both.
+The scheduler process's CPU is read over the same two spans; "until idle" waits for both. The
+server's CPU per bound pod create is what a create costs with no scheduler write after it: against
+`none`'s, what handing the pod to the scheduler adds (its watch event, over HTTPS to its own process).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ METRICS = (
     "server idle after last create (s)",
     "setup: node creates (nodes/s)",
     "setup: bound pod creates (pods/s)",
+    "setup: server CPU per bound pod create (ms)",
     "setup: server busy after the bound pods (s)",
     "pending pods reported PodScheduled=False",
     *PROCESS_METRICS,
@@ -169,8 +172,9 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
             return pod
 
         progress(f"  {cfg.bound_pods} bound pods")
+        bound_cpu = cpu_seconds(server.pid)
         bound_rate, _ = await _rate(cfg.bound_pods, cfg.concurrency, lambda i: api.call("POST", api.pods, bound(i)))
-        bound_done = time.perf_counter()
+        bound_done, bound_cpu = time.perf_counter(), cpu_seconds(server.pid) - bound_cpu
         await asyncio.sleep(cfg.settle_s)
         # What the nodes set off (the TTL controller annotating each node anew as the cluster grew past
         # its size thresholds: ~4,000 node patches at 5,000 nodes) must be over before the measured
@@ -196,6 +200,7 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         "server idle after last create (s)": max(idle - last_create, 0.0),
         "setup: node creates (nodes/s)": node_rate,
         "setup: bound pod creates (pods/s)": bound_rate,
+        "setup: server CPU per bound pod create (ms)": bound_cpu / cfg.bound_pods * 1000,
         "setup: server busy after the bound pods (s)": max(settled - bound_done, 0.0),
         "pending pods reported PodScheduled=False": reported,
     }
