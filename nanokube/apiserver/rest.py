@@ -548,6 +548,29 @@ class GenericREST:
     async def _write_wait(self, rev: int) -> None:
         await self.cache.wait_for(rev)
 
+    async def _delete_written(self, res: Resource, key: str, rev: int, prev, released: dict, freed: dict) -> KV:
+        """The store's delete (of revision `rev`; `prev` the caller's KV), waited for in the cache, then the
+        values the object held let go: `released`'s in the allocators (Strategy.release), `freed`'s
+        records with several workers (reservations.free). Made, they are let go even if the request ends
+        meanwhile: a Service's delete goes on in a task of its own, as its create does."""
+        write = self.store.delete(key, rev, prev)
+        if type(res.strategy).release is Strategy.release:
+            kv = await write
+            await self._write_wait(kv.mod_revision)
+            return kv
+
+        async def let_go() -> None:
+            res.strategy.release(released)
+            if res.strategy.reservations is not None:
+                await res.strategy.reservations.free(freed)
+
+        kv = await _unabandoned(write, made=lambda: _hold(asyncio.ensure_future(let_go())))
+        try:
+            await self._write_wait(kv.mod_revision)
+        finally:  # the write is made: let go even if the request ends here
+            await let_go()
+        return kv
+
     def _entry(self, res: Resource, namespace: str | None, name: str):
         e = self.cache.get(res.key(namespace, name))
         if e is None:
@@ -949,7 +972,7 @@ class GenericREST:
                     if made:
                         kv = await held.written(write, made)
                     elif type(res.strategy).release is not Strategy.release:  # values allocated (a Service's)
-                        kv = await _unabandoned(write, functools.partial(res.strategy.release, obj))
+                        kv = await _unabandoned(write, unmade=functools.partial(res.strategy.release, obj))
                     else:
                         kv = await write
                     break
@@ -1215,15 +1238,11 @@ class GenericREST:
         if nm.get("deletionTimestamp") and not nm.get("finalizers") and not res.strategy.blocks_deletion(new) \
                 and not nm.get("deletionGracePeriodSeconds"):
             try:
-                kv = await self.store.delete(key, expected_rev, entry.kv)
+                kv = await self._delete_written(res, key, expected_rev, entry.kv, new, old)
             except RevisionMismatch:
                 raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
             except KeyNotFound:
                 raise errors.not_found(res.group, res.plural, nm["name"]) from None
-            await self._write_wait(kv.mod_revision)
-            res.strategy.release(new)
-            if res.strategy.reservations is not None:
-                await res.strategy.reservations.free(old)
             return Result(self._external(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version), 200, warned)
         held = res.strategy.reservations
         made = await self._reserve(res, new, old) if held is not None else None
@@ -1477,16 +1496,12 @@ class GenericREST:
                 if opts.dry_run:
                     return Result(self._deleted_result(res, version, obj), 200)
                 try:
-                    kv = await self.store.delete(key, entry.rev, entry.kv)
+                    kv = await self._delete_written(res, key, entry.rev, entry.kv, obj, obj)
                 except RevisionMismatch:
                     await self.cache.sync()
                     continue
                 except KeyNotFound:
                     raise errors.not_found(res.group, res.plural, name) from None
-                await self._write_wait(kv.mod_revision)
-                res.strategy.release(obj)
-                if res.strategy.reservations is not None:
-                    await res.strategy.reservations.free(obj)
                 return Result(self._deleted_result(res, version, {**obj, "metadata": {**md, "resourceVersion": str(kv.mod_revision)}}), 200)
             new = copy.copy(obj)
             new["metadata"] = new_md
@@ -1513,14 +1528,10 @@ class GenericREST:
                 return Result(self._external(res, new, version), pending)
             if grace == 0 and not finalizers and not res.strategy.blocks_deletion(new):
                 try:
-                    kv = await self.store.delete(key, entry.rev, entry.kv)
+                    await self._delete_written(res, key, entry.rev, entry.kv, new, new)
                 except RevisionMismatch:
                     await self.cache.sync()
                     continue
-                await self._write_wait(kv.mod_revision)
-                res.strategy.release(new)
-                if res.strategy.reservations is not None:
-                    await res.strategy.reservations.free(new)
                 return Result(self._deleted_result(res, version, new), 200)
             try:
                 value, handed, at = await _stored_json(res, new, entry.size >= OFF_LOOP_OBJECT)
@@ -1811,24 +1822,33 @@ class WriteGoesOn(asyncio.CancelledError):
 _UNABANDONED: set[asyncio.Task] = set()
 
 
-async def _unabandoned(write: Awaitable[KV], unmade: Callable[[], object]) -> KV:
+async def _unabandoned(write: Awaitable[KV], unmade: Callable[[], object] | None = None,
+                       made: Callable[[], object] | None = None) -> KV:
     """`write`, which a cancelled request leaves to end in a task of its own, since the store may make
-    it all the same (upstream's handler runs on after its 504): `unmade` then undoes what the request
-    did for it (a Service's allocated values) only if it fails, so that a Service stored as the
-    request ended keeps its ClusterIP and node ports, and one not stored holds none."""
+    it all the same (upstream's handler runs on after its 504): then `unmade` undoes what the request
+    did for it if it fails (a created Service's allocated values), `made` does what the request would
+    have done after it if it is made (a deleted Service's values let go), so that a Service stored as
+    the request ended keeps its ClusterIP and node ports, and one not stored holds none."""
     task = asyncio.ensure_future(write)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
         _UNABANDONED.add(task)
-        task.add_done_callback(functools.partial(_settled, unmade))
+        task.add_done_callback(functools.partial(_settled, unmade, made))
         raise WriteGoesOn() from None
 
 
-def _settled(unmade: Callable[[], object], task: asyncio.Task) -> None:
+def _settled(unmade: Callable[[], object] | None, made: Callable[[], object] | None, task: asyncio.Task) -> None:
     _UNABANDONED.discard(task)
-    if task.cancelled() or task.exception() is not None:
-        unmade()
+    then = unmade if task.cancelled() or task.exception() is not None else made
+    if then is not None:
+        then()
+
+
+def _hold(task: asyncio.Task) -> None:
+    """Keeps `task` (a cancelled request's follow-up) referenced until it ends."""
+    _UNABANDONED.add(task)
+    task.add_done_callback(_UNABANDONED.discard)
 
 
 async def _computed(large: bool, fn, *args, **kwargs):

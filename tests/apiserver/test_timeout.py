@@ -29,7 +29,8 @@ INVALID = 'invalid timeout specified in the request URL - time: invalid duration
 
 class HeldStore(MemoryStore):
     """A memory store whose creates of keys ending in /held wait until released (a slow etcd), and
-    whose creates of keys ending in /late are made at once, their answers held until released."""
+    whose creates and deletes of keys ending in /late are made at once, their answers held until
+    released."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -41,6 +42,13 @@ class HeldStore(MemoryStore):
             self.held.set()
             await self.release.wait()
         kv = await super().create(key, value)
+        if key.endswith("/late"):
+            self.held.set()
+            await self.release.wait()
+        return kv
+
+    async def delete(self, key, expected_mod_revision=None, prev=None):
+        kv = await super().delete(key, expected_mod_revision, prev)
         if key.endswith("/late"):
             self.held.set()
             await self.release.wait()
@@ -147,6 +155,29 @@ async def test_a_service_create_past_its_deadline_is_whole_either_way(api, name)
         assert r.status == 200
     async with s.post(SVCS, json={"metadata": {"name": "other"}, "spec": spec}) as r:
         assert r.status == 201
+
+
+async def test_a_service_delete_past_its_deadline_lets_its_cluster_ip_go(api):
+    """A Service's delete past its deadline whose store write was made (its answer late): its ClusterIP
+    is let go as the answered delete's would be, and another Service is given it (the request's end
+    once skipped the release, and the address stayed held by no Service)."""
+    store, s, _ = api
+    spec = {"clusterIP": "10.96.7.8", "ports": [{"port": 80}]}
+    store.release.set()
+    async with s.post(SVCS, json={"metadata": {"name": "late"}, "spec": spec}) as r:
+        assert r.status == 201
+    store.release.clear()
+    async with s.delete(f"{SVCS}/late", params={"timeout": "1s"}) as r:
+        assert r.status == 504
+    store.release.set()
+    for _ in range(500):  # the write's own task lets the address go once the store answers
+        async with s.post(SVCS, json={"metadata": {"name": "other"}, "spec": spec}) as r:
+            if r.status == 201:
+                break
+        await asyncio.sleep(0.01)
+    assert r.status == 201
+    async with s.get(f"{SVCS}/late") as r:
+        assert r.status == 404
 
 
 async def test_a_request_past_its_deadline_counts_as_a_termination(api):
