@@ -94,7 +94,7 @@ class SimulatedIO:
 
     __slots__ = ("worker", "logs", "running", "ephemeral", "_scripted", "_pending", "programs", "exit_codes",
                  "stdin_closed", "stdin_status", "shells", "ephemeral_ended", "_files", "environments",
-                 "streams", "ended", "began", "scripts")
+                 "streams", "ended", "began", "scripts", "_commands")
 
     def __init__(self, worker):
         self.worker = worker
@@ -128,6 +128,8 @@ class SimulatedIO:
         self._files: PodFiles | None = None
         #: each container's environment, made as it starts (`prepare`)
         self.environments: dict[str, dict[str, str]] = {}
+        #: each container's command expanded (`command`), with the environment, command and args it was for
+        self._commands: dict[str, tuple[tuple, list[str]]] = {}
         #: the containers whose command, waiting for its files (`Wait`), went on and ended since the
         #: worker last looked: their exit codes (the worker's run wait ends)
         self.ended: dict[str, int] = {}
@@ -158,8 +160,14 @@ class SimulatedIO:
         return made
 
     def command(self, spec: dict) -> list[str]:
-        """Container `spec`'s command and args, their $(VAR) references expanded with its environment."""
-        return container_env.command(spec, self.environment(spec["name"]))
+        """Container `spec`'s command and args, their $(VAR) references expanded with its environment:
+        once for the environment it has (made again at each start) and the command and args
+        given, not at each look a start takes (its start error, its program, its lifetime)."""
+        name, key = spec["name"], (self.environments.get(spec["name"]), spec.get("command"), spec.get("args"))
+        cached = self._commands.get(name)
+        if cached is None or any(a is not b for a, b in zip(cached[0], key)):
+            self._commands[name] = cached = key, container_env.command(spec, self.environment(name))
+        return cached[1]
 
     def files(self, container: str) -> ContainerFS:
         """What container `container` sees of its files (simulated_fs)."""

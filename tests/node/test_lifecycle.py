@@ -11,6 +11,7 @@ from nanokube.apiserver.patch import strategic
 from nanokube.clock import parse_time
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.streaming import LogOptions
+from nanokube.node import container_env
 from nanokube.node.cluster import default_cluster
 from nanokube.node.lifecycle import PodWorker, image_id, image_ref, status_patch
 from nanokube.node.manager import RESTART_PERIOD_ENV, NodeManager, options_from_env
@@ -111,6 +112,22 @@ async def test_bound_pod_runs_with_ip_conditions_and_container_status(env):
     assert c["ready"] and c["started"] and c["restartCount"] == 0 and "running" in c["state"]
     assert c["containerID"].startswith("containerd://") and c["imageID"].startswith("docker.io/library/busybox@sha256:")
     assert c["image"] == "docker.io/library/busybox:1.36"
+
+
+async def test_a_containers_start_expands_its_command_once(env, monkeypatch):
+    """The kubelet expands a container's $(VAR) references once per start, as it makes the
+    container's config (ExpandContainerCommandAndArgs); the simulated start reads the expanded
+    command for its start error, its program and its lifetime: one expansion serves them all."""
+    pods, _ = env
+    expanded = []
+    real = container_env.command
+    monkeypatch.setattr(container_env, "command", lambda spec, e: expanded.append(spec["name"]) or real(spec, e))
+    p = pod("once")
+    p["spec"]["containers"][0] |= {"command": ["sh", "-c", "echo $(WHO); sleep 300"],
+                                   "env": [{"name": "WHO", "value": "me"}]}
+    await pods.create(p)
+    await eventually(phase_is(pods, "once", "Running"))
+    assert expanded == ["app"]
 
 
 async def test_pods_on_other_nodes_are_left_alone(env):
