@@ -368,3 +368,22 @@ async def test_a_terminal_size_that_does_not_decode_leaves_the_session_running(s
                 frames = [m.data async for m in ws if m.type == aiohttp.WSMsgType.BINARY]
         assert b"".join(f[1:] for f in frames if f[0] == 1) == b"HI", size
         assert orjson.loads(b"".join(f[1:] for f in frames if f[0] == 3))["details"]["causes"][0]["message"] == "2"
+
+
+async def test_a_spdy_header_block_that_inflates_past_a_mebibyte_ends_the_connection(server):
+    """A SYN_STREAM whose header block is a zlib bomb (a frame of 1 MiB inflated to 3 GB and held the loop
+    half a minute) or does not parse ends the SPDY connection; the server reads on."""
+    path = "/api/v1/namespaces/default/pods/one/exec?command=tr&stdin=true&stdout=true"
+    deflate = zlib.compressobj(9, zdict=DICTIONARY)
+    bomb = [deflate.compress(struct.pack(">II", 1, 64 << 20))] + [deflate.compress(bytes(1 << 20)) for _ in range(64)]
+    bomb.append(deflate.compress(struct.pack(">I", 1) + b"x"))  # a 64 MiB name with a value: a whole header
+    short = zlib.compressobj(9, zdict=DICTIONARY)
+    for block in (b"".join(bomb) + deflate.flush(zlib.Z_SYNC_FLUSH), short.compress(b"\x00") + short.flush(zlib.Z_SYNC_FLUSH)):
+        status, _, (reader, writer) = await _spdy_upgrade(server, path, "v4.channel.k8s.io")
+        assert status == 101
+        writer.write(struct.pack(">HHI", 0x8003, 1, len(block) + 10) + struct.pack(">IIH", 1, 0, 0) + block)
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, no SYN_REPLY
+        writer.close()
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{server.port}/readyz") as r:
+            assert r.status == 200

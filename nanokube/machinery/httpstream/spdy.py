@@ -44,6 +44,9 @@ SYN_STREAM, SYN_REPLY, RST_STREAM, SETTINGS, PING, GOAWAY, HEADERS, WINDOW_UPDAT
 FLAG_FIN = 0x01
 RST_CANCEL = 5
 MAX_DATA = 32 * 1024
+#: the most one header block may inflate to (Go's http.DefaultMaxHeaderBytes; the streams' headers are a few
+#: dozen bytes): a frame of 1 MiB inflating to gigabytes held the loop half a minute and took 3 GB
+MAX_HEADER_BLOCK = 1 << 20
 
 
 class SpdyError(Exception):
@@ -107,8 +110,8 @@ class SpdySession:
                         return
                 else:
                     self._data(first & 0x7FFFFFFF, flags, payload)
-        except (EOFError, ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (EOFError, ConnectionError, asyncio.IncompleteReadError, SpdyError, struct.error):
+            pass  # the peer left, or broke the framing: the connection ends
         finally:
             for s in self.streams.values():
                 s.reader.feed_eof()
@@ -148,17 +151,22 @@ class SpdySession:
 
     def _headers(self, block: bytes) -> dict[str, str]:
         try:
-            raw = self._inflate.decompress(block)
+            raw = self._inflate.decompress(block, MAX_HEADER_BLOCK)
         except zlib.error as e:
             raise SpdyError(f"header block: {e}") from None
-        (count,), pos, out = struct.unpack(">I", raw[:4]), 4, {}
-        for _ in range(count):
-            n = struct.unpack(">I", raw[pos:pos + 4])[0]
-            name = raw[pos + 4:pos + 4 + n].decode().lower()
-            pos += 4 + n
-            n = struct.unpack(">I", raw[pos:pos + 4])[0]
-            out[name] = raw[pos + 4:pos + 4 + n].decode().split("\x00")[0]
-            pos += 4 + n
+        if self._inflate.unconsumed_tail:
+            raise SpdyError(f"header block: over {MAX_HEADER_BLOCK} bytes")
+        try:
+            (count,), pos, out = struct.unpack(">I", raw[:4]), 4, {}
+            for _ in range(count):
+                n = struct.unpack(">I", raw[pos:pos + 4])[0]
+                name = raw[pos + 4:pos + 4 + n].decode().lower()
+                pos += 4 + n
+                n = struct.unpack(">I", raw[pos:pos + 4])[0]
+                out[name] = raw[pos + 4:pos + 4 + n].decode().split("\x00")[0]
+                pos += 4 + n
+        except (struct.error, UnicodeDecodeError) as e:
+            raise SpdyError(f"header block: {e}") from None
         return out
 
     def _header_block(self, headers: dict[str, str]) -> bytes:
