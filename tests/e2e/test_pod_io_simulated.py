@@ -82,11 +82,11 @@ def test_exec_answers_as_a_runtime_does(c):
     assert c.kubectl("exec", "trainer", "--", "nvidia-smi").stdout == "GPU 0: NVIDIA H100\n"
     r = c.kubectl("exec", "trainer", "--", "check", check=False)
     assert r.returncode == 3 and "not healthy" in r.stderr and "command terminated with exit code 3" in r.stderr
-    r = c.kubectl("exec", "trainer", "--", "ps", check=False)
+    r = c.kubectl("exec", "trainer", "--", "no-such-binary", check=False)
     assert r.returncode == 1
     assert ('error: Internal error occurred: error executing command in container: failed to exec in container: '
             'failed to start exec') in r.stderr
-    assert 'exec: "ps": executable file not found in $PATH: unknown' in r.stderr
+    assert 'exec: "no-such-binary": executable file not found in $PATH: unknown' in r.stderr
     r = c.kubectl("exec", "trainer", "-c", "nope", "--", "ls", check=False)
     assert "container nope is not valid for pod trainer" in r.stderr
 

@@ -151,8 +151,8 @@ def test_exec_of_an_interpreted_command_runs_it(cluster):
     assert (r.returncode, r.stdout) == (3, "one\ntwo\n")
     assert "command terminated with exit code 3" in r.stderr
     assert cluster.kubectl("exec", "shell", "--", "true").returncode == 0
-    r = cluster.kubectl("exec", "shell", "--", "ps", check=False)
-    assert r.returncode != 0 and 'exec: "ps": executable file not found in $PATH' in r.stderr
+    r = cluster.kubectl("exec", "shell", "--", "no-such-binary", check=False)
+    assert r.returncode != 0 and 'exec: "no-such-binary": executable file not found in $PATH' in r.stderr
 
 
 def _pod(name: str, restart: str, init_command: list[str]) -> dict:
