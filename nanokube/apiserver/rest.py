@@ -1159,12 +1159,15 @@ class GenericREST:
             managed_fields = self._admitted_fields(admission, md, managed_fields)
         # prepare_for_update runs on `new`
         prepared = subresource not in ("status", "approval", "finalize") and subresource not in res.strategy.spec_subresources
+        written: list[KV] = []  # the store's answer, once it made the write
         try:
             result = await self._update_admitted(res, version, entry, new, opts, subresource, expected_rev,
-                                                 managed_fields, admission, held, large)
+                                                 managed_fields, admission, held, large, written if prepared else None)
+        except WriteGoesOn:
+            raise  # its write, still in flight, finishes the update's values when it ends
         except BaseException:
-            if prepared:
-                res.strategy.finish_update(new, entry.obj, False)
+            if prepared:  # (a request ended after its write: the values are the new object's)
+                res.strategy.finish_update(new, entry.obj, bool(written))
             raise
         if prepared:
             res.strategy.finish_update(new, entry.obj, not opts.dry_run)
@@ -1174,7 +1177,9 @@ class GenericREST:
 
     async def _update_admitted(self, res: Resource, version: str, entry, new: dict, opts: WriteOptions,
                                subresource: str, expected_rev: int, managed_fields: list | None, admission,
-                               held: list | None = None, large: bool = False) -> Result:
+                               held: list | None = None, large: bool = False, written: list | None = None) -> Result:
+        """`written`: where the store's answer goes once it made the write, for an update whose values
+        the strategy finishes (prepare_for_update ran)."""
         old = entry.obj
         om, nm = old["metadata"], _meta(new)
         # a large custom resource is validated, and a large dry run's answer ordered, in a worker thread;
@@ -1251,7 +1256,14 @@ class GenericREST:
             value, handed, at = await _stored_json(res, new, large, spec is not None and spec is old.get("spec"))
             self.cache.expect(key, value, handed, at)
             write = self.store.update(key, value, expected_rev, entry.kv)
-            kv = await (held.written(write, made, old, new) if held is not None else write)
+            if held is not None:
+                kv = await held.written(write, made, old, new)
+            elif written is not None and type(res.strategy).finish_update is not Strategy.finish_update:
+                finish = res.strategy.finish_update  # (a Service's values: as the request would once it ends)
+                kv = await _unabandoned(write, unmade=functools.partial(finish, new, old, False),
+                                        made=functools.partial(finish, new, old, True))
+            else:
+                kv = await write
         except BaseException as e:
             if made:
                 await held.undo(made)
@@ -1260,6 +1272,8 @@ class GenericREST:
             if isinstance(e, KeyNotFound):
                 raise errors.not_found(res.group, res.plural, nm["name"]) from None
             raise
+        if written is not None:
+            written.append(kv)
         try:
             await self._write_wait(kv.mod_revision)
         finally:  # the write is made: the values it gave up are freed even if the request ends here

@@ -29,8 +29,7 @@ INVALID = 'invalid timeout specified in the request URL - time: invalid duration
 
 class HeldStore(MemoryStore):
     """A memory store whose creates of keys ending in /held wait until released (a slow etcd), and
-    whose creates and deletes of keys ending in /late are made at once, their answers held until
-    released."""
+    whose writes of keys ending in /late are made at once, their answers held until released."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -42,6 +41,13 @@ class HeldStore(MemoryStore):
             self.held.set()
             await self.release.wait()
         kv = await super().create(key, value)
+        if key.endswith("/late"):
+            self.held.set()
+            await self.release.wait()
+        return kv
+
+    async def update(self, key, value, expected_mod_revision=None, prev=None):
+        kv = await super().update(key, value, expected_mod_revision, prev)
         if key.endswith("/late"):
             self.held.set()
             await self.release.wait()
@@ -178,6 +184,36 @@ async def test_a_service_delete_past_its_deadline_lets_its_cluster_ip_go(api):
     assert r.status == 201
     async with s.get(f"{SVCS}/late") as r:
         assert r.status == 404
+
+
+async def test_a_service_update_past_its_deadline_keeps_its_new_node_port_and_lets_the_old_go(api):
+    """A Service's update moving its node port, past its deadline after its store write was made: the
+    new port stays held by it and the old one is let go, as the answered update's would be (the
+    request's end once undid the allocation: the new port went to another Service too, the old one
+    was held by no Service)."""
+    store, s, _ = api
+    store.release.set()
+    async with s.post(SVCS, json={"metadata": {"name": "late"}, "spec": {
+            "type": "NodePort", "ports": [{"port": 80, "nodePort": 30710}]}}) as r:
+        assert r.status == 201
+    store.release.clear()
+    async with s.patch(f"{SVCS}/late", params={"timeout": "1s"}, data=orjson.dumps(
+            {"spec": {"ports": [{"port": 80, "nodePort": 30711}]}}),
+            headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
+        assert r.status == 504
+    store.release.set()
+    async with s.get(f"{SVCS}/late") as r:
+        assert (await r.json())["spec"]["ports"][0]["nodePort"] == 30711
+
+    async def given(port: int) -> int:
+        async with s.post(SVCS, json={"metadata": {"name": f"p{port}"}, "spec": {
+                "type": "NodePort", "ports": [{"port": 80, "nodePort": port}]}}) as r:
+            return r.status
+    for _ in range(500):  # the write's own task finishes the update once the store answers
+        if (old_port := await given(30710)) == 201:
+            break
+        await asyncio.sleep(0.01)
+    assert old_port == 201 and await given(30711) == 422
 
 
 async def test_a_request_past_its_deadline_counts_as_a_termination(api):
