@@ -294,24 +294,29 @@ async def test_a_request_cancelled_while_its_service_is_written_keeps_the_record
         assert await _records(a) == ([ip_key], [f"{NODE_PORTS}{port}"])
 
 
+def _late_update(monkeypatch, store, name: str) -> tuple[asyncio.Event, asyncio.Event]:
+    """Service `name`'s updates go in once `answer` is set, `writing` set meanwhile: (writing, answer)."""
+    writing, answer = asyncio.Event(), asyncio.Event()
+    update = store.update
+
+    async def late_answer(key, *args):
+        if key.endswith(f"/services/default/{name}"):
+            writing.set()
+            await answer.wait()
+        return await update(key, *args)
+
+    monkeypatch.setattr(store, "update", late_answer)
+    return writing, answer
+
+
 async def test_a_request_cancelled_while_its_update_is_written_keeps_the_records_of_its_new_values(
         workers, monkeypatch):
     """An update that gives a Service a node port, cancelled while its write is in flight: the
     store makes it, and the new port stays recorded."""
     a, _ = workers
     await services(a).create(svc("u", type="ClusterIP"))
-    store, writing, answer = a.store, asyncio.Event(), asyncio.Event()
-    update = store.update
-
-    async def late_answer(key, *args):
-        if key.endswith("/services/default/u"):
-            writing.set()
-            await answer.wait()
-        return await update(key, *args)
-
-    monkeypatch.setattr(store, "update", late_answer)
     await _cancelled_in_flight(services(a).patch("u", {"spec": {"type": "NodePort", "ports": [
-        {"port": 80, "nodePort": 30995}]}}, namespace=NS), writing, answer)
+        {"port": 80, "nodePort": 30995}]}}, namespace=NS), *_late_update(monkeypatch, a.store, "u"))
     assert (await services(a).get("u", NS))["spec"]["ports"][0]["nodePort"] == 30995
     assert (await _records(a))[1] == [f"{NODE_PORTS}30995"]
 
@@ -326,17 +331,7 @@ async def test_a_request_cancelled_while_its_update_is_written_frees_the_values_
     store makes it, and the old port's record is removed as the answered update's would be."""
     a, _ = workers
     await services(a).create(svc("m", ports=[{"port": 80, "nodePort": 30994}]))
-    store, writing, answer = a.store, asyncio.Event(), asyncio.Event()
-    update = store.update
-
-    async def late_answer(key, *args):
-        if key.endswith("/services/default/m"):
-            writing.set()
-            await answer.wait()
-        return await update(key, *args)
-
-    monkeypatch.setattr(store, "update", late_answer)
-    await _cancelled_in_flight(services(a).patch("m", patch, namespace=NS), writing, answer)
+    await _cancelled_in_flight(services(a).patch("m", patch, namespace=NS), *_late_update(monkeypatch, a.store, "m"))
     stored = (await services(a).get("m", NS))["spec"]["ports"][0].get("nodePort")
     assert stored == patch["spec"]["ports"][0]["nodePort"]
     assert (await _records(a))[1] == ([f"{NODE_PORTS}{stored}"] if stored else [])
