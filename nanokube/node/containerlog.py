@@ -58,7 +58,7 @@ class ContainerLog:
     """One container instance's log, in memory (thousands of simulated pods
     keep one each: followers and unfinished lines take room only when present)."""
 
-    __slots__ = ("_records", "_subscribers", "_attached", "_partial", "closed")
+    __slots__ = ("_records", "_subscribers", "_attached", "_partial", "closed", "size")
 
     def __init__(self) -> None:
         self._records: list[LogRecord] = []
@@ -66,12 +66,15 @@ class ContainerLog:
         self._attached: set[asyncio.Queue] | None = None
         self._partial: dict[str, tuple[float, bytes]] | None = None  # stream -> (time it started, text so far)
         self.closed = False
+        #: the bytes its records take as the kubelet's CRI log file (`cri_line`), which the node's disk holds
+        self.size = 0
 
     def records(self) -> list[LogRecord]:
         return list(self._records)
 
     def _store(self, rec: LogRecord) -> None:
         self._records.append(rec)
+        self.size += cri_size(rec)
 
     def append(self, t: float, stream: str, data: bytes) -> None:
         """Add what a stream wrote at `t`: complete lines become records (a line
@@ -162,6 +165,14 @@ def cri_line(rec: LogRecord) -> bytes:
     tag = b"F" if rec.line.endswith(b"\n") else b"P"
     content = rec.line[:-1] if tag == b"F" else rec.line
     return rfc3339nano(rec.time).encode() + b" " + rec.stream.encode() + b" " + tag + b" " + content + b"\n"
+
+
+def cri_size(rec: LogRecord) -> int:
+    """len(cri_line(rec)), without formatting its time: RFC3339Nano's 20 characters, and the
+    fraction's digits left once its trailing zeros go."""
+    nanos = int(round((rec.time - int(rec.time)) * 1e9)) % 1_000_000_000
+    stamp = 20 + (1 + len(str(nanos).rjust(9, "0").rstrip("0")) if nanos else 0)
+    return stamp + len(rec.stream) + len(rec.line) + (4 if rec.line.endswith(b"\n") else 5)
 
 
 def _render(rec: LogRecord, timestamps: bool) -> bytes:

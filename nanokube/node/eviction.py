@@ -8,18 +8,20 @@ priority, then process count). A critical pod is never evicted; the next one in 
 Before the thresholds, each pass enforces the pods' local storage limits, node pressure or not
 (localStorageEviction, LocalStorageCapacityIsolation being on): every running pod whose emptyDir
 uses more than its sizeLimit, whose ephemeral storage exceeds the pod's ephemeral-storage limit
-(its containers' summed), or one of whose containers' writable layer exceeds its own limit is
+(its containers' summed), or one of whose containers' writable layer and logs exceed its own limit is
 evicted in that pass, with upstream's message and no DisruptionTarget condition; kubelet_evictions
 counts it under emptydirfs.limit, ephemeralpodfs.limit or ephemeralcontainerfs.limit.
 
 The observations come from what the node reports in its summary (kubelet_server.py): each running
 pod's containers' working sets (`MetricsProvider.usage`, the usage model or what the process
 runtime measures) plus the system's share for memory; for disk, the pods' in-memory emptyDirs
-(volumes/stats.py's du count, as the summary's volume stats) and their containers' writable
-layers (what a simulated container wrote to its own root: `dd`, `fallocate`, `echo > /tmp/f`);
-one process per running container for PIDs. volumes/stats.local_usage counts the disk for the
-summary too, which serves an emptyDir's count from its last minute's measurement where this
-counts it at each pass. On the process runtime the emptyDirs of the pods with a storage limit
+(volumes/stats.py's du count, as the summary's volume stats), their containers' writable
+layers (what a simulated container wrote to its own root: `dd`, `fallocate`, `echo > /tmp/f`)
+and log files (what they wrote to stdout and stderr, as CRI log files), and their etc-hosts
+files; one process per running container for PIDs. volumes/stats.local_usage counts the disk for
+the summary too, which serves an emptyDir's count from its last minute's measurement where this
+counts it at each pass, and adds the configMap volumes the kubelet wrote on disk, which this
+leaves out (measuring them is a walk of the node's disk). On the process runtime the emptyDirs of the pods with a storage limit
 are walked on the node's disk at each pass; its containers' own files are not counted.
 Simulated images and exited containers take no disk, so the node-level reclaim upstream tries
 before a disk eviction (container and image GC) would free nothing and is not modelled.
@@ -120,9 +122,9 @@ class Observation:
 @dataclass(frozen=True)
 class PodStats:
     """What the summary says of one running pod: each container's working set, its local ephemeral
-    storage used (its containers' writable layers and its emptyDirs on disk), its processes, each
-    emptyDir's used bytes and each container's writable layer (rootfs; the simulated logs count
-    nothing)."""
+    storage used (its containers' writable layers and logs, its emptyDirs on disk and its etc-hosts
+    file), its processes, each emptyDir's used bytes and each container's own ephemeral storage
+    (rootfs: its writable layer and its logs, as containerEphemeralStorageLimitEviction adds them)."""
 
     memory: dict[str, int] = field(default_factory=dict)
     disk: int = 0
@@ -228,7 +230,7 @@ def message(signal: str, pod: dict, stats: PodStats | None,
             observation: Observation | None) -> tuple[str, dict[str, str]]:
     """evictionMessage: the resource the node was low on, the threshold and what was available, and
     each container (app or init; in the summary's order) that used more of it than it requests
-    (memory: its working set; ephemeral storage: its writable layer); with the Evicted event's
+    (memory: its working set; ephemeral storage: its writable layer and logs); with the Evicted event's
     annotations, which name those containers, their usage and the resource (none without stats)."""
     _, resource, fmt = SIGNALS[signal]
     out = f"The node was low on resource: {resource}. "
@@ -398,9 +400,9 @@ class EvictionManager:
             if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
                 continue
             usage = self._usage(pod)
-            empty_dirs, rootfs = local_usage(volumes, w, pod, usage)
-            out[uid] = PodStats({name: u.memory for name, u in usage.items()},
-                                sum(empty_dirs.values()) + sum(rootfs.values()), len(usage), empty_dirs, rootfs)
+            local = local_usage(volumes, w, pod, usage)
+            out[uid] = PodStats({name: u.memory for name, u in usage.items()}, local.total, len(usage),
+                                local.empty_dirs, {name: used + local.logs[name] for name, used in local.rootfs.items()})
         for uid in [u for u in self._usage_cache if u not in self.agent.workers]:
             del self._usage_cache[uid]
         return out

@@ -33,7 +33,8 @@ from ..metrics.exposition import CONTENT_TYPE, content_type, go_float as _float
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
 from .containerlog import cri_line
-from .volumes.stats import AGG_PERIOD, StatCache, in_memory_volumes, local_usage, pod_volume_stats, tree_usage
+from .volumes.stats import (AGG_PERIOD, LocalUsage, StatCache, ephemeral_volumes, in_memory_volumes, local_usage,
+                            pod_volume_stats, tree_usage)
 from .streaming import log_options
 
 if TYPE_CHECKING:
@@ -390,10 +391,8 @@ class KubeletServer:
         for (pod, started, containers), volume in zip(accounts, volumes):
             md = pod["metadata"]
             worker = self.agent.workers.get(md.get("uid", ""))
-            _, rootfs = local_usage(self.agent.volumes, worker, pod, [c[0] for c in containers]) \
-                if worker is not None else ({}, {})
-            empty_dirs = {v["name"] for v in (pod.get("spec") or {}).get("volumes") or ()
-                          if "emptyDir" in v and (v.get("emptyDir") or {}).get("medium") != "Memory"}
+            local = local_usage(self.agent.volumes, worker, pod, [c[0] for c in containers]) \
+                if worker is not None else LocalUsage()
             cpu, mem = sum(u.cpu for _, u, _, _ in containers), sum(u.memory for _, u, _, _ in containers)
             core_s = sum(s for _, _, _, s in containers)
             node_cpu, node_mem, node_core_s = node_cpu + cpu, node_mem + mem, node_core_s + core_s
@@ -401,14 +400,17 @@ class KubeletServer:
                          "startTime": clock.rfc3339(started),
                          "containers": [{"name": name, "startTime": clock.rfc3339(since),
                                          "cpu": _cpu(stamp, u.cpu, cpu_s), "memory": _memory(stamp, u.memory),
-                                         **({"rootfs": {"time": stamp, "usedBytes": rootfs[name]}}
-                                            if name in rootfs else {})}
+                                         **({"rootfs": {"time": stamp, "usedBytes": local.rootfs[name]},
+                                             "logs": {"time": stamp, "usedBytes": local.logs[name]}}
+                                            if name in local.rootfs else {})}
                                         for name, u, since, cpu_s in containers],
                          "cpu": _cpu(stamp, cpu, core_s), "memory": _memory(stamp, mem)})
             if volume:
                 pods[-1]["volume"] = volume
-            if rootfs:  # calcEphemeralStorage: the writable layers and the pod's emptyDirs on disk
-                used = sum(rootfs.values()) + sum(v["usedBytes"] for v in volume or () if v["name"] in empty_dirs)
+            if local.rootfs:  # calcEphemeralStorage: writable layers, logs, ephemeral volumes, etc-hosts
+                ephemeral = ephemeral_volumes(pod)
+                used = local.total - sum(local.empty_dirs.values()) + \
+                    sum(v["usedBytes"] for v in volume or () if v["name"] in ephemeral)
                 pods[-1]["ephemeral-storage"] = {"time": stamp, "usedBytes": used}
         capacity = _bytes(self.agent.spec.capacity.get("memory"))
         node_mem = self._node_memory(node_mem)

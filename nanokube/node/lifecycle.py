@@ -54,7 +54,7 @@ from ..machinery.errors import APIError
 from ..machinery.streaming import StreamFailed, StreamSession, executable_not_found, start_not_found
 from ..client.http import EXPECTED
 from ..clock import parse_time
-from . import hooks, prober, simulated_net
+from . import container_env, hooks, hosts_file, prober, simulated_net
 from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
 from . import inplace
@@ -630,6 +630,20 @@ class PodWorker:
         wrote to its writable layer), None while nothing has looked at its files."""
         files = self.io._files
         return None if files is None else files.roots.get(name)
+
+    def log_sizes(self, name: str) -> list[int]:
+        """The size of each CRI log file of container `name` the kubelet keeps: its current
+        instance's and the last one that ended."""
+        return [log.size for log in self.io.logs.get(name, ())]
+
+    def etc_hosts(self) -> str | None:
+        """The pod's etc-hosts file as the kubelet writes it (hosts_file), None where none of its
+        containers mounts one."""
+        spec = self.pod.get("spec") or {}
+        if not any(hosts_file.managed(self.pod, c) for c in spec.get("containers") or ()):
+            return None
+        return hosts_file.content(container_env.hostname(self.pod, self.agent.name), [self.ip] if self.ip else [],
+                                  spec.get("hostAliases"))
 
     def container_logs(self) -> dict:
         """Each container's current log and its restart count (the log file's name), as the

@@ -305,13 +305,67 @@ async def test_pods_past_their_local_storage_limits_are_evicted_without_node_pre
                                         "ephemeralpodfs.limit": 1}
         await clock.advance(30)
         assert (await pods.get("tidy", "default"))["status"]["phase"] == "Running"
-        # the summary counts the tidy pod's storage as the manager does: its 1Mi and the directory's block
-        summary = json.loads((await mgr.kubelet_for("small-0").serve(
-            SimpleNamespace(method="GET", query={}, headers={}), "/stats/summary")).text)
+        # the summary counts the tidy pod's storage as the manager does: its 1Mi and the directory's block,
+        # the block of its log (dd's report on stderr) and that of its etc-hosts file
+        summary = await stats_summary(mgr)
         [tidy] = [p for p in summary["pods"] if p["podRef"]["name"] == "tidy"]
         assert [v["usedBytes"] for v in tidy["volume"] if v["name"] == "cache"] == [MI + 4096]
-        assert tidy["ephemeral-storage"]["usedBytes"] == MI + 4096
+        assert tidy["ephemeral-storage"]["usedBytes"] == MI + 3 * 4096
         assert tidy["containers"][0]["rootfs"]["usedBytes"] == 0
+        assert tidy["containers"][0]["logs"]["usedBytes"] == 4096
+
+
+async def stats_summary(mgr) -> dict:
+    """small-0's /stats/summary, as its kubelet serves it."""
+    return json.loads((await mgr.kubelet_for("small-0").serve(
+        SimpleNamespace(method="GET", query={}, headers={}), "/stats/summary")).text)
+
+
+async def test_a_containers_logs_count_toward_its_ephemeral_storage_limit():
+    """A container's log files are its ephemeral storage too (containerEphemeralStorageLimitEviction
+    adds its logs to its writable layer): one printing 3000 lines, some 100 KiB as CRI log lines,
+    and writing no file, is evicted past its 64Ki limit."""
+    async with node() as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        chatty = writer("chatty", "sleep 5; seq 1 3000; sleep 3600", limit="64Ki")
+        chatty["spec"]["containers"].append({"name": "side", "image": "busybox:1.36", "command": ["sleep", "inf"],
+                                             "resources": {"limits": {"ephemeral-storage": "10Mi"}}})
+        await pods.create(chatty)
+        await eventually(phase_is(pods, "chatty", "Running"))
+        await clock.advance(4)
+        [chatty] = (await stats_summary(mgr))["pods"]
+        assert chatty["containers"][0]["logs"]["usedBytes"] == 0, "nothing printed yet"
+        for _ in range(2):
+            await clock.advance(5)
+        why = 'Container app exceeded its local ephemeral storage limit "64Ki". '
+        p = await eventually(phase_is(pods, "chatty", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == ("Evicted", why)
+        assert await evictions(mgr) == {"ephemeralcontainerfs.limit": 1}
+
+
+async def test_the_summary_counts_logs_configmaps_and_etc_hosts_in_a_pods_ephemeral_storage():
+    """calcEphemeralStorage: a pod's ephemeral storage is its containers' writable layers and logs,
+    its local ephemeral volumes (an emptyDir on disk, a configMap; not a secret, nor a memory-backed
+    emptyDir) and its etc-hosts file."""
+    async with node() as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        await client.resource("", "v1", "configmaps").create(
+            {"metadata": {"name": "cfg", "namespace": "default"}, "data": {"conf": "x" * 5000}})
+        await client.resource("", "v1", "secrets").create(
+            {"metadata": {"name": "sec", "namespace": "default"}, "stringData": {"key": "y" * 5000}})
+        p = writer("mixed", "echo hello; echo data > /tmp/f; echo in memory > /mem/f; sleep 3600")
+        p["spec"]["volumes"] += [{"name": "cfg", "configMap": {"name": "cfg"}}, {"name": "sec", "secret": {
+            "secretName": "sec"}}, {"name": "mem", "emptyDir": {"medium": "Memory"}}]
+        p["spec"]["containers"][0]["volumeMounts"] += [{"name": n, "mountPath": f"/{n}"} for n in ("cfg", "sec", "mem")]
+        await pods.create(p)
+        await eventually(phase_is(pods, "mixed", "Running"))
+        await clock.advance(1)
+        [mixed] = (await stats_summary(mgr))["pods"]
+        volumes = {v["name"]: v["usedBytes"] for v in mixed["volume"]}
+        container = mixed["containers"][0]
+        assert (container["rootfs"]["usedBytes"], container["logs"]["usedBytes"]) == (4096, 4096)
+        assert volumes["cfg"] > 4096 and volumes["sec"] > 4096
+        assert mixed["ephemeral-storage"]["usedBytes"] == 4096 + 4096 + volumes["cache"] + volumes["cfg"] + 4096
         assert await condition(client, "DiskPressure") == "False"
 
 

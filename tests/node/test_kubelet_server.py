@@ -33,7 +33,8 @@ def agent(clock):
     pending = {"metadata": {"name": "wait", "namespace": "ml", "uid": "u2"},
                "spec": {"containers": [{"name": "main"}]}, "status": {"phase": "Pending"}}
     spec = SimpleNamespace(capacity={"cpu": "8", "memory": "16Gi", "pods": "110"})
-    # main wrote 5000 bytes to its writable layer (two blocks); the runtime's /etc files are not its own
+    # main wrote 5000 bytes to its writable layer (two blocks); the runtime's /etc files are not its own;
+    # its log files (the current instance's and the last one's) take three blocks, the etc-hosts file one
     root = Dir({"etc": Dir({"hosts": File(b"127.0.0.1 localhost\n")}), "tmp": Dir({"out": File(bytes(5000))})})
     info = {"bootID": "b", "machineID": "m", "systemUUID": "s"}
     return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
@@ -42,7 +43,9 @@ def agent(clock):
                            status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}, host_paths=False),
                            claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
                            devices=DeviceManager(),
-                           workers={"u1": SimpleNamespace(pod=pod, container_root=lambda name: root),
+                           workers={"u1": SimpleNamespace(pod=pod, container_root=lambda name: root,
+                                                          log_sizes=lambda name: [5000, 100],
+                                                          etc_hosts=lambda: "127.0.0.1\tlocalhost\n"),
                                     "u2": SimpleNamespace(pod=pending)},
                            lifecycle_http_fallbacks=0, lifecycle_sleeps_cut=0,
                            admission_rejections={}, preemptions={}, sync_loop_at=None,
@@ -78,7 +81,8 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
                                          "usageCoreNanoSeconds": 10_000_000_000}
     assert summary["node"]["memory"]["availableBytes"] == 16 * 2**30 - 512 * 2**20 - 512 * 2**20
     assert summary["pods"][0]["containers"][0]["rootfs"] == {"time": clock.rfc3339(), "usedBytes": 8192}
-    assert summary["pods"][0]["ephemeral-storage"] == {"time": clock.rfc3339(), "usedBytes": 8192}
+    assert summary["pods"][0]["containers"][0]["logs"] == {"time": clock.rfc3339(), "usedBytes": 12288}
+    assert summary["pods"][0]["ephemeral-storage"] == {"time": clock.rfc3339(), "usedBytes": 8192 + 12288 + 4096}
     _, text = await body(server, "/metrics/cadvisor")
     assert sample(text, 'container_cpu_usage_seconds_total{container="main",cpu="total",id="/kubepods/podu1/abc",'
                         'image="docker.io/library/trainer:1",name="abc",namespace="ml",pod="train"}') == 10

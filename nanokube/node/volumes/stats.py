@@ -20,13 +20,17 @@ their `pvcRef` (upstream walks a map, so its order is not fixed).
 
 Each volume's measurement stands for the kubelet's volumeStatsAggPeriod (1 minute) on the node's
 clock (`StatCache`), as its volume stat calculator serves the latest one it made (du and statfs
-run once a period, not at each scrape): its `time` says when it was made."""
+run once a period, not at each scrape): its `time` says when it was made.
+
+A simulated pod's ephemeral storage (calcEphemeralStorage) adds what it holds on the node's disk
+outside these (`local_usage`: its containers' writable layers and log files, its etc-hosts file)
+to its local ephemeral volumes' (`ephemeral_volumes`)."""
 
 from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...volume.resize import volume_capacity
@@ -84,7 +88,7 @@ def tree_usage(tree: Dir | None) -> tuple[int, int]:
             used += _BLOCK
             stack.extend(node.entries.values())
         else:
-            used += -(-len(node.data) // _BLOCK) * _BLOCK
+            used += _blocks(len(node.data))
     return used, inodes
 
 
@@ -102,7 +106,7 @@ def writable_layer(root: Dir | None) -> int:
         if isinstance(node, Dir):
             stack.extend((child, f"{path}/{name}") for name, child in node.entries.items())
         elif path not in _MOUNTED_FILES:
-            used += -(-len(node.data) // _BLOCK) * _BLOCK
+            used += _blocks(len(node.data))
     return used
 
 
@@ -115,15 +119,48 @@ def disk_empty_dirs(mgr: VolumeManager, pod: dict) -> dict[str, int]:
             and os.path.isdir(mgr.volume_dir(uid, v["name"]))}
 
 
-def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> tuple[dict[str, int], dict[str, int]]:
-    """What a simulated pod holds on the node's disk outside its claims now, as the summary and the
-    eviction manager count its ephemeral storage: each in-memory emptyDir's bytes (`tree_usage`)
-    and each of its running `containers`' writable layer; none on the process runtime, whose
-    files are real (its emptyDirs are measured with the volume stats)."""
+@dataclass(frozen=True)
+class LocalUsage:
+    """What a simulated pod holds on the node's disk outside its claims and the volumes the kubelet
+    writes there, as du counts it: each in-memory emptyDir (`tree_usage`), each running
+    container's writable layer and its log files (the kubelet's CRI log files of its instances
+    kept: the current one and the last that ended), and the pod's etc-hosts file."""
+
+    empty_dirs: dict[str, int] = field(default_factory=dict)
+    rootfs: dict[str, int] = field(default_factory=dict)
+    logs: dict[str, int] = field(default_factory=dict)
+    etc_hosts: int = 0
+
+    @property
+    def total(self) -> int:
+        """calcEphemeralStorage's sum of these (the volumes on disk are the summary's to add)."""
+        return sum(self.empty_dirs.values()) + sum(self.rootfs.values()) + sum(self.logs.values()) + self.etc_hosts
+
+
+def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> LocalUsage:
+    """What a simulated pod and its running `containers` hold on the node's disk now (LocalUsage),
+    as the summary and the eviction manager count its ephemeral storage; nothing on the process
+    runtime, whose files are real (its emptyDirs are measured with the volume stats)."""
     if mgr.host_paths:
-        return {}, {}
-    return ({name: tree_usage(worker.empty_dir(name))[0] for name in in_memory_volumes(mgr, pod)},
-            {name: writable_layer(worker.container_root(name)) for name in containers})
+        return LocalUsage()
+    hosts = worker.etc_hosts()
+    return LocalUsage({name: tree_usage(worker.empty_dir(name))[0] for name in in_memory_volumes(mgr, pod)},
+                      {name: writable_layer(worker.container_root(name)) for name in containers},
+                      {name: sum(_blocks(size) for size in worker.log_sizes(name)) for name in containers},
+                      0 if hosts is None else _blocks(len(hosts)))
+
+
+def _blocks(size: int) -> int:
+    """A file of `size` bytes as du counts it: whole blocks."""
+    return -(-size // _BLOCK) * _BLOCK
+
+
+def ephemeral_volumes(pod: dict) -> set[str]:
+    """IsLocalEphemeralVolume: the pod's volumes on the node's own disk that live as long as it does
+    (an emptyDir of the default medium, a configMap, a gitRepo), which its ephemeral storage counts;
+    not a secret's, downwardAPI's or projected volume's, nor a memory-backed emptyDir (tmpfs)."""
+    return {v.get("name", "") for v in (pod.get("spec") or {}).get("volumes") or ()
+            if "configMap" in v or "gitRepo" in v or "emptyDir" in v and not (v.get("emptyDir") or {}).get("medium")}
 
 
 @dataclass(frozen=True)
