@@ -277,26 +277,31 @@ class Wait:
 
 
 def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes | None = b"",
-              env: dict[str, str] | None = None, terminal: Terminal | None = None) -> Program | None:
+              env: dict[str, str] | None = None, terminal: Terminal | None = None,
+              not_found: bool = False) -> Program | None:
     """The program `argv` runs when it starts at `now` (the node's wall clock, epoch seconds) with
     the environment `env`, or None when it is not one of the commands interpreted here. With `fs`
     (the container's files) the file commands run too, reading `stdin` (None: what is still to
     come, a `stdin: true` container's; one that reads it is not worked out ahead). `terminal`: the
-    one it runs on (`tty`, `stty size`), None for none."""
+    one it runs on (`tty`, `stty size`), None for none. `not_found`: a `sh -c` script's command
+    not interpreted is not found, as at an interactive shell (an exec's: `sh -c 'ip addr; echo
+    x'` says `sh: ip: not found` and goes on), instead of leaving the script uninterpreted (a
+    container's own: `sh -c 'python train.py'` runs on)."""
     if not argv:
         return None
     try:
         if os.path.basename(argv[0]) in SHELLS:
             if len(argv) < 3 or argv[1] != "-c":
                 return None
-            run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2], terminal=terminal)
+            run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2], terminal=terminal,
+                       not_found=not_found)
             program = _execute(parse(argv[2]), run).program()
             if "TERM" not in run.trapped:
                 return program
 
             def signalled(at: float, files: Files) -> Program | None:
                 later = _Run(now, fs=files, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2],
-                             terminal=terminal)
+                             terminal=terminal, not_found=not_found)
                 later.signal = at
                 try:
                     return _execute(parse(argv[2]), later).program()
@@ -551,11 +556,11 @@ def _resumption(run: _Run) -> Callable[..., _Run | None]:
     """How `run`, waiting in the loop that starts its `rest`, goes on later on other files (with
     SIGTERM coming `signal` seconds in, if given)."""
     rest, state = run.rest, (run.status, run.snapshot(), run.stdin, run.fs.cwd)
-    interactive, terminal, trapped = run.interactive, run.terminal, set(run.trapped)
+    interactive, terminal, trapped, not_found = run.interactive, run.terminal, set(run.trapped), run.not_found
 
     def go_on(fs: ContainerFS, now: float, signal: float | None = None) -> _Run | None:
         status, shell, stdin, cwd = state
-        later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive, terminal=terminal)
+        later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive, terminal=terminal, not_found=not_found)
         later.restore(shell)
         later.trapped, later.signal = set(trapped), signal
         fs.cwd = cwd
@@ -577,7 +582,8 @@ class _Run:
 
     def __init__(self, started: float, status: int = 0, fs: Files = None,
                  stdin: bytes | None = b"", interactive: bool = False, env: dict[str, str] | None = None,
-                 args: list[str] | None = None, seed: str = "", terminal: Terminal | None = None):
+                 args: list[str] | None = None, seed: str = "", terminal: Terminal | None = None,
+                 not_found: bool = False):
         self.started = started
         self.terminal = terminal
         #: how many captures of stdout the command running is inside (a pipe, `$(...)`, a redirection)
@@ -591,9 +597,11 @@ class _Run:
         self.exited = False
         self.fs = fs
         self.stdin = stdin
-        #: a command not interpreted is not found (its message on stderr), as a shell says, instead of
-        #: leaving the whole run uninterpreted
+        #: an interactive shell's, reading its terminal
         self.interactive = interactive
+        #: a command not interpreted is not found (its message on stderr), as a shell says, instead of
+        #: leaving the whole run uninterpreted: at an interactive shell, or where asked (an exec's)
+        self.not_found = interactive or not_found
         self.errors: list[tuple[int, float, str]] = []  # (its place in `output`, when, text)
         self.vars: dict[str, str] = dict(env or {})
         self.exported: set[str] = set(self.vars)
@@ -1184,7 +1192,7 @@ class _Run:
             self.err(f"sh: {words[0]}: nanokube's simulated shell gives a command no terminal to read\n")
             self.status = 1
         except _Unknown as e:
-            if not self.interactive and not isinstance(e, _NotFound):
+            if not self.not_found and not isinstance(e, _NotFound):
                 raise
             self.err(f"sh: {words[0]}: not found\n")
             self.status = 127

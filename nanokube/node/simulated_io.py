@@ -619,7 +619,7 @@ class SimulatedIO:
             stdin = b"".join(sent)
             await self._network(" ".join(command), container)
             program = interpret(command, self.worker.clock.now(), lambda: self.draft(container, fresh=False), stdin,
-                                await self._exec_environment(container, session), terminal)
+                                await self._exec_environment(container, session), terminal, not_found=True)
             if program is not None:
                 return await self._exec_program(program, session, container, " ".join(command))
         if declared is None:

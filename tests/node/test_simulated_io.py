@@ -115,6 +115,19 @@ async def test_exec_is_scripted_or_not_found():
         await io.exec("main", ["hostname"], session(out))
 
 
+async def test_an_execs_shell_script_says_which_command_it_does_not_know_and_goes_on():
+    """`kubectl exec pod -- sh -c 'ip addr; echo after'` failed with `exec: "sh": executable file not
+    found`, as if the image had no shell; a shell says `sh: ip: not found` and runs the rest, as the
+    interactive one does. A container's own such script still runs on (`python train.py`)."""
+    io = SimulatedIO(worker())
+    io.started({"main": "busybox"})
+    out = []
+    assert await io.exec("main", ["sh", "-c", "ip addr; echo after; df -h"], session(out)) == 127
+    assert b"".join(out) == b"sh: ip: not found\nafter\nsh: df: not found\n"
+    assert interpret(["sh", "-c", "python train.py"], 0.0, io.draft("main")) is None
+    io.stop()
+
+
 async def test_attach_streams_new_lines_until_exit():
     io = SimulatedIO(worker())
     io.started({"main": "img"})
