@@ -67,7 +67,7 @@ class MasterLeases:
                 ips.append(lease["ip"])
                 continue
             try:
-                await self.store.delete(kv.key, kv.mod_revision)
+                await self.store.delete(kv.key, kv.mod_revision, kv)
             except (KeyNotFound, RevisionMismatch):
                 pass  # renewed or removed meanwhile
         return ips

@@ -217,8 +217,11 @@ class EventTTL:
             held = self._attached.get(key)
             if held is None or held[0] is not lease:
                 continue
+            # the cache's KV of the revision it was attached at, when it has it: SQLite then deletes
+            # without reading the row first (Store.delete's prev)
+            entry = self.cache.get(key)
             try:
-                await self.store.delete(key, held[1])
+                await self.store.delete(key, held[1], entry.kv if entry is not None and entry.rev == held[1] else None)
                 deleted += 1
             except KeyNotFound:  # deleted meanwhile (its DELETE drops it too, unless it came before a restore)
                 if self._attached.get(key) is held:

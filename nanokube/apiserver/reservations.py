@@ -236,7 +236,7 @@ class Reservations:
         if kv is None or (uid is not None and orjson.loads(kv.value).get("uid") != uid):
             return
         try:
-            await self.store.delete(key, kv.mod_revision)
+            await self.store.delete(key, kv.mod_revision, kv)
         except (KeyNotFound, RevisionMismatch):
             pass
 
@@ -297,7 +297,7 @@ class NodePortRepair(BackgroundLoop):
             if (record.get("uid"), port) in held or record.get("at", 0) + self.grace > self.clock.now():
                 continue
             try:
-                await self.store.delete(kv.key, kv.mod_revision)
+                await self.store.delete(kv.key, kv.mod_revision, kv)
                 freed.append(port)
             except (KeyNotFound, RevisionMismatch):
                 pass

@@ -15,6 +15,7 @@ from nanokube.apiserver.rest import WriteOptions
 from nanokube.clock import VirtualClock
 from nanokube.store.interface import Unavailable
 from nanokube.store.memory import MemoryStore
+from nanokube.store.sqlite import SQLiteStore
 
 T0 = 1_800_000_000.0
 
@@ -239,6 +240,35 @@ async def test_a_delete_the_store_fails_is_tried_again():
         assert await names(events) == []
     finally:
         await stop(s)
+
+
+async def test_an_expired_event_is_deleted_with_the_caches_kv_and_no_row_read(tmp_path):
+    """Over SQLite the expiry hands the store the watch cache's KV of the revision the Event was
+    attached at (Store.delete's prev), whether the entry still holds the stored bytes or was served
+    whole since: the DELETE runs alone, no SELECT first, and watchers still get the last object."""
+    clock = VirtualClock(start=T0)
+    store = SQLiteStore(str(tmp_path / "db.sqlite"))
+    s, client = await start(store, clock, 100)
+    events = client.resource("", "v1", "events")
+    statements: list[str] = []
+    try:
+        await events.create(event("e1", clock))
+        await events.create(event("e2", clock))
+        await events.get("e2", "default")  # served whole: the entry's raw takes the bytes' place
+        stream = await events.watch("default", (await events.list("default"))[1])
+        store._db.set_trace_callback(statements.append)
+        await clock.advance(106)
+        store._db.set_trace_callback(None)
+        assert await names(events) == []
+        deleted = [await next_event(stream), await next_event(stream)]
+        await stream.aclose()
+        assert [(typ, obj["metadata"]["name"], obj["message"]) for typ, obj in deleted] == [
+            ("DELETED", "e1", "0/3 nodes are available"), ("DELETED", "e2", "0/3 nodes are available")]
+        assert [q.split()[0] for q in statements if not q.startswith(("BEGIN", "COMMIT", "UPDATE meta"))] == [
+            "DELETE", "DELETE"]
+    finally:
+        await stop(s)
+        await store.close()
 
 
 async def test_events_written_at_one_instant_share_a_lease_up_to_a_thousand():

@@ -15,6 +15,7 @@ from kubernetes.client.rest import ApiException
 from nanokube.apiserver import kubernetes_service
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.endpoint_reconciler import MasterLeases
+from nanokube.clock import VirtualClock
 from nanokube.pki.ca import ensure_pki
 from nanokube.pki.kubeconfig import write_kubeconfig
 from nanokube.store.memory import MemoryStore
@@ -171,3 +172,26 @@ async def test_a_restart_on_another_port_corrects_the_ports_once(tmp_path, monke
             return (svc["spec"]["ports"][0]["target_port"], ep["subsets"][0]["ports"][0]["port"],
                     items[0]["ports"][0]["port"]) == (server.port,) * 3
         await eventually(moved)
+
+
+async def test_an_expired_lease_is_deleted_with_the_kv_listed_and_no_row_read(tmp_path):
+    """A lease nobody renewed is removed by whoever lists it, handing SQLite the KV it listed
+    (Store.delete's prev): the DELETE runs alone, no SELECT of the row first."""
+    clock = VirtualClock(start=1_800_000_000.0)
+    store = SQLiteStore(str(tmp_path / "db.sqlite"))
+    await store.start()
+    statements: list[str] = []
+    try:
+        leases = MasterLeases(store, clock)
+        await leases.update("10.0.0.1")
+        await leases.update("10.0.0.2")
+        await clock.advance(16)  # past both leases' 15 s
+        await leases.update("10.0.0.2")
+        store._db.set_trace_callback(statements.append)
+        assert await leases.list() == ["10.0.0.2"]
+        store._db.set_trace_callback(None)
+        assert [q.split()[0] for q in statements if not q.startswith(("BEGIN", "COMMIT", "UPDATE meta"))] == [
+            "SELECT", "DELETE"]  # the list, then the delete
+        assert await store.get("/masterleases/10.0.0.1") is None
+    finally:
+        await store.close()

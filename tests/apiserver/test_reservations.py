@@ -153,6 +153,31 @@ async def test_node_port_repair_frees_only_stale_records_no_service_holds(worker
     assert orjson.loads(kvs[0].value)["uid"] == made["metadata"]["uid"]
 
 
+async def test_node_port_records_are_deleted_with_the_kv_read_so_sqlite_reads_no_row(workers, monkeypatch):
+    """The repair and the freeing of a port hand the store the KV they read (Store.delete's prev),
+    which SQLite deletes by without reading the row again."""
+    a, _ = workers
+    clock = Clock()
+    handed = []
+    delete = a.store.delete
+
+    async def spy(key, expected=None, prev=None):
+        handed.append((key, expected, prev))
+        return await delete(key, expected, prev)
+
+    monkeypatch.setattr(a.store, "delete", spy)
+    stale = await a.store.create(f"{NODE_PORTS}30101", orjson.dumps({"uid": "gone", "at": clock.now() - 60}))
+    server = SimpleNamespace(store=a.store, cache=a.cache, clock=clock, index=a.index)
+    assert await NodePortRepair(server, grace=10).repair() == [30101]
+    made = await services(a).create(svc("s"))
+    key = f"{NODE_PORTS}{made['spec']['ports'][0]['nodePort']}"
+    record = await a.store.get(key)
+    await services(a).delete("s", NS)
+    assert await a.store.get(key) is None
+    assert handed[0] == (stale.key, stale.mod_revision, stale)
+    assert (record.key, record.mod_revision, record) in handed and orjson.loads(record.value)["uid"] == made["metadata"]["uid"]
+
+
 async def test_a_dynamic_pick_that_finds_no_free_record_reports_the_range_full(workers, monkeypatch):
     a, b = workers
     first = await services(a).create(svc("first", type="ClusterIP"))
