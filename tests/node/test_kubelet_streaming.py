@@ -195,6 +195,19 @@ async def test_attach_through_the_kubelet_streams_the_containers_output(cluster)
             assert first.type == aiohttp.WSMsgType.BINARY and first.data == b"\x01"  # the empty stdout frame
 
 
+async def attached_stdout(server, path: str, line: bytes) -> bytes:
+    """What the container at `path` (/attach/NS/POD/CONTAINER) writes to a client attached over a v5
+    WebSocket that sends it `line` and leaves its stdin open, until the container ends."""
+    out = b""
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url(server, f"{path}?stdin=1&stdout=1", ws=True),
+                                   protocols=("v5.channel.k8s.io",)) as ws:
+            await ws.send_bytes(b"\x00" + line)
+            while (msg := await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.BINARY:
+                out += msg.data[1:] if msg.data[0] == 1 else b""
+    return out
+
+
 async def test_attach_feeds_a_scripts_stdin_and_head_ends_with_its_line(cluster):
     """`kubectl run -i --restart=Never -- sh -c 'head -n 1; echo after'`: the attached client sends a
     line and leaves its stdin open; `head -n 1` ends once its line came, not at the EOF, so the
@@ -209,14 +222,7 @@ async def test_attach_feeds_a_scripts_stdin_and_head_ends_with_its_line(cluster)
     async def phase(want: str):
         return (p := await pods.get("one", "default")).get("status", {}).get("phase") == want and p
     await eventually(lambda: phase("Running"))
-    out = b""
-    async with aiohttp.ClientSession() as http:
-        async with http.ws_connect(url(server, "/attach/default/one/main?stdin=1&stdout=1", ws=True),
-                                   protocols=("v5.channel.k8s.io",)) as ws:
-            await ws.send_bytes(b"\x00a\n")
-            while (msg := await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.BINARY:
-                out += msg.data[1:] if msg.data[0] == 1 else b""
-    assert out == b"a\nafter\n"
+    assert await attached_stdout(server, "/attach/default/one/main", b"a\n") == b"a\nafter\n"
     done = await eventually(lambda: phase("Succeeded"))
     assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
 
@@ -239,14 +245,7 @@ async def test_an_init_containers_script_runs_on_what_attach_sends_it(cluster):
         return p if "running" in (statuses[0].get("state") or {}) else None
     p = await eventually(init_running)
     assert p["status"]["phase"] == "Pending"
-    out = b""
-    async with aiohttp.ClientSession() as http:
-        async with http.ws_connect(url(server, "/attach/default/fed/setup?stdin=1&stdout=1", ws=True),
-                                   protocols=("v5.channel.k8s.io",)) as ws:
-            await ws.send_bytes(b"\x00x\n")
-            while (msg := await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.BINARY:
-                out += msg.data[1:] if msg.data[0] == 1 else b""
-    assert out == b"got:x\n"
+    assert await attached_stdout(server, "/attach/default/fed/setup", b"x\n") == b"got:x\n"
 
     async def running():
         return (p := await pods.get("fed", "default")).get("status", {}).get("phase") == "Running" and p
