@@ -74,6 +74,11 @@ CERTIFICATE_CONTROLLER_USER = User(
     ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
 #: the controllers built over the certificate controller's client when the manager has one
 _CERTIFICATE_CONTROLLERS = (CSRApprovingController, CSRCleanerController)
+#: the ClusterRole aggregation controller acts as its service account too: only its policy's `escalate`
+#: lets it write rules it does not hold (RBAC escalation prevention)
+AGGREGATION_CONTROLLER_USER = User(
+    "system:serviceaccount:kube-system:clusterrole-aggregation-controller",
+    ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
 
 
 #: the client name each controller's client builder is asked for upstream, where it is not the
@@ -183,13 +188,14 @@ class ControllerManager:
 
     def __init__(self, client, clock: Clock = REAL, *, controllers: str = "*", signer_client=None,
                  data_dir: str | None = None, elector: LeaderElector | None = None,
-                 load_balancer_pool: str = DEFAULT_POOL, certificate_client=None,
+                 load_balancer_pool: str = DEFAULT_POOL, certificate_client=None, aggregation_client=None,
                  signers: dict[str, Files] | None = None, signing_duration: int = SIGNING_DURATION,
                  controller_clients=None, root_ca: bytes = b"", service_account_key=None):
         """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too;
         `signers` (each CSR signer's CA files) and `signing_duration` the CSR signer;
         `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from;
-        `certificate_client` (else `client`) is the certificate controllers'; `controller_clients`
+        `certificate_client` (else `client`) is the certificate controllers', `aggregation_client` (else the
+        builder's) the ClusterRole aggregation controller's; `controller_clients`
         (else `client`) names each controller's client (clientbuilder's service-account clients);
         `root_ca` is what kube-root-ca.crt publishes; `service_account_key` (the API server's signing
         key) runs the token controller; the shared informers read through `client`."""
@@ -207,8 +213,13 @@ class ControllerManager:
             self.informers = InformerFactory(clock, client.named("shared-informers"))
             own = (PodCertificateSigner, CSRSigningController, TokensController, *_CERTIFICATE_CONTROLLERS)
             builder = controller_clients or client
-            out = build_controllers(builder, clock, load_balancer_pool, self.metrics, self.informers,
-                                    [k for k in on if k not in own], root_ca)
+            kinds = [k for k in on if k not in own]
+            if aggregation_client is not None:
+                kinds = [k for k in kinds if k is not ClusterRoleAggregationController]
+            out = build_controllers(builder, clock, load_balancer_pool, self.metrics, self.informers, kinds, root_ca)
+            if aggregation_client is not None and ClusterRoleAggregationController in on:
+                out.append(ClusterRoleAggregationController(controller_client(aggregation_client, ClusterRoleAggregationController),
+                                                            clock, self.informers))
             certs = certificate_client or builder
             out += [k(controller_client(certs, k), clock, self.informers) for k in on if k in _CERTIFICATE_CONTROLLERS]
             if CSRSigningController in on:
@@ -242,6 +253,7 @@ class ControllerManager:
         signer = connect(SIGNER_USER, "pod-identity-signer") if data_dir else None
         return cls(connect(CONTROLLER_USER, "kube-controller-manager"), clock, signer_client=signer, data_dir=data_dir,
                    certificate_client=connect(CERTIFICATE_CONTROLLER_USER, "kube-controller-manager"),
+                   aggregation_client=connect(AGGREGATION_CONTROLLER_USER, "kube-controller-manager"),
                    signers=cluster_ca(data_dir) if data_dir else None,
                    root_ca=_read(os.path.join(data_dir, "pki", "ca.crt")) if data_dir else b"",
                    service_account_key=_service_account_key(data_dir), **kw)

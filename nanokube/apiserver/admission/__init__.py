@@ -36,6 +36,7 @@ from .runtime_class import RuntimeClass
 from .service_account import ServiceAccount
 from .storage_object_in_use import StorageObjectInUseProtection
 from .matching import exempt
+from ..auth.escalation import RBACEscalation
 from .plugins import BuiltinPlugins, CertificateSigners
 from .policies import MutatingPolicies, PolicyRound, ValidatingPolicies
 from .source import ConfigSource
@@ -90,7 +91,8 @@ class Admission:
         self.service_account: ServiceAccount | None = ServiceAccount(rest)
         self.claim_resize = PersistentVolumeClaimResize(rest)
         #: in-tree validating plugins after the built-ins, in upstream's order
-        self.validators = [self.limit_ranger, self.claim_resize, self.runtime_class, CertificateSigners(self.plugins)]
+        self.validators = [self.limit_ranger, self.claim_resize, self.runtime_class, CertificateSigners(self.plugins),
+                           RBACEscalation(self.plugins)]
         #: (mutators, validators) that can act on a (group, plural), in order: most writes are of
         #: kinds none of them handles, and a call to each to return at once was ~10 k instructions
         self._in_tree: dict[tuple[str, str], tuple[list, list]] = {}

@@ -1,0 +1,75 @@
+"""RBAC escalation prevention through the API: a writer of Roles, ClusterRoles and bindings grants only
+what it holds, unless it may `escalate` or `bind` (a user allowed to create RoleBindings bound itself
+cluster-admin before)."""
+
+import asyncio
+import json
+
+from tests.served import send, served
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+MALLORY = {"Impersonate-User": "mallory"}
+
+
+async def _as_mallory(api, method, path, body):
+    """A request the admin sends as mallory (the impersonated user is the one judged, as upstream's)."""
+    def call():
+        r = api.rest_client.pool_manager.request(method, api.configuration.host + path, body=json.dumps(body),
+                                                 headers={"Content-Type": "application/json", **MALLORY})
+        return r.status, json.loads(r.data)
+    return await asyncio.to_thread(call)
+
+
+def _role(name, rules, kind="Role", **extra):
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": {"name": name}, "rules": rules, **extra}
+
+
+def _binding(name, kind, role):
+    return {"metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"kind": "User", "name": "mallory"}]}
+
+
+async def test_roles_and_bindings_grant_only_what_the_writer_holds(tmp_path):
+    async with served(tmp_path) as (_, api):
+        assert (await send(api, "POST", "/api/v1/namespaces", {"metadata": {"name": "f"}}))[0] == 201
+        maker = [{"verbs": ["create", "update"], "apiGroups": ["rbac.authorization.k8s.io"],
+                  "resources": ["roles", "rolebindings", "clusterroles"]}]
+        assert (await send(api, "POST", f"{RBAC}/clusterroles", _role("role-maker", maker, "ClusterRole")))[0] == 201
+        assert (await send(api, "POST", f"{RBAC}/clusterrolebindings",
+                           _binding("role-maker", "ClusterRole", "role-maker")))[0] == 201
+        roles = f"{RBAC}/namespaces/f/roles"
+
+        code, status = await _as_mallory(api, "POST", roles, _role("r", [
+            {"verbs": ["get", "list"], "apiGroups": [""], "resources": ["secrets"]},
+            {"verbs": ["get"], "apiGroups": [""], "resources": ["pods"], "resourceNames": ["p"]}]))
+        assert (code, status["reason"]) == (403, "Forbidden")
+        assert status["message"] == (
+            'roles.rbac.authorization.k8s.io "r" is forbidden: user "mallory" (groups=["system:authenticated"]) is '
+            "attempting to grant RBAC permissions not currently held:\n"
+            '{APIGroups:[""], Resources:["pods"], ResourceNames:["p"], Verbs:["get"]}\n'
+            '{APIGroups:[""], Resources:["secrets"], Verbs:["get" "list"]}')
+        # what it holds it may grant
+        assert (await _as_mallory(api, "POST", roles, _role("ok", [
+            {"verbs": ["create"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"]}])))[0] == 201
+
+        code, status = await _as_mallory(api, "POST", f"{RBAC}/clusterroles", _role("agg", [], "ClusterRole", aggregationRule={
+            "clusterRoleSelectors": [{"matchLabels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}]}))
+        assert (code, status["message"]) == (403, 'clusterroles.rbac.authorization.k8s.io "agg" is forbidden: '
+                                                  "must have cluster-admin privileges to use the aggregationRule")
+
+        bindings = f"{RBAC}/namespaces/f/rolebindings"
+        code, status = await _as_mallory(api, "POST", bindings, _binding("b", "ClusterRole", "cluster-admin"))
+        assert code == 403 and "is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], " \
+                               "Resources:[\"*\"], Verbs:[\"*\"]}" in status["message"]
+        code, status = await _as_mallory(api, "POST", bindings, _binding("b", "Role", "nope"))
+        assert (code, status["message"]) == (404, 'roles.rbac.authorization.k8s.io "nope" not found')
+
+        # `bind` on the role named, and `escalate` on roles, let it through
+        power = [{"verbs": ["bind"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                  "resourceNames": ["cluster-admin"]},
+                 {"verbs": ["escalate"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"]}]
+        assert (await send(api, "POST", f"{RBAC}/namespaces/f/roles", _role("power", power)))[0] == 201
+        assert (await send(api, "POST", bindings, _binding("power", "Role", "power")))[0] == 201
+        assert (await _as_mallory(api, "POST", bindings, _binding("b", "ClusterRole", "cluster-admin")))[0] == 201
+        assert (await _as_mallory(api, "POST", roles, _role("any", [{"verbs": ["*"], "apiGroups": ["*"],
+                                                                       "resources": ["*"]}])))[0] == 201
