@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 def bearer_token(header: str) -> str | None:
     """The token of an Authorization header of the Bearer scheme, named in any case (the official
     Python client sends `bearer`), as the bearertoken authenticator of kube-apiserver and of every
-    component's delegated authentication reads it; None for another scheme."""
+    component's delegated authentication reads it; None for another scheme, and for an empty token:
+    `Bearer  x` (a space before the token) authenticates nobody, as upstream's ignores it."""
     parts = header.strip().split(" ", 2)
-    return parts[1] if len(parts) >= 2 and parts[0].lower() == "bearer" else None
+    return parts[1] or None if len(parts) >= 2 and parts[0].lower() == "bearer" else None
 
 
 @dataclass

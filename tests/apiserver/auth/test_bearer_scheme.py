@@ -66,6 +66,11 @@ async def test_another_scheme_is_anonymous_and_a_bad_bearer_token_unauthorized(t
         assert (code, body["reason"]) == (401, "Unauthorized")
         code, body = await asyncio.to_thread(get, "Basic dXNlcjpwYXNz", "/version")
         assert (code, body["gitVersion"]) == (200, "v1.37.0-nanokube")
+        # a space before the token leaves it empty: ignored (anonymous), as upstream's, not a 401
+        code, body = await asyncio.to_thread(get, "Bearer  not-a-token", "/version")
+        assert (code, body["gitVersion"]) == (200, "v1.37.0-nanokube")
+        code, body = await asyncio.to_thread(get, "Bearer  not-a-token")
+        assert (code, body["reason"]) == (403, "Forbidden")
 
 
 async def test_a_token_review_that_fails_says_why_as_the_authenticators_do(tmp_path):
