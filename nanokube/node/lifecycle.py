@@ -449,6 +449,10 @@ class PodWorker:
         self.started_at = ""
         self.start_time = ""
         self.ip = ""
+        #: whether the pod's sandbox is made: not while its claims are prepared and its volumes
+        #: mounted (the kubelet does both before createPodSandbox), so no podIP is reported, and
+        #: PodReadyToStartContainers is False, for a pod stuck there
+        self.sandboxed = False
         self._task: asyncio.Task | None = None
         self.io = SimulatedIO(self)
         #: each container's requests and limits as allocated, and as its running instance has them
@@ -1043,11 +1047,12 @@ class PodWorker:
             self.uid, c["name"]) + self.agent.claims.resource_health(self.pod, c["name"])) else c for c in containers]
         st = {
             "phase": phase, "hostIP": self.agent.host_ip, "hostIPs": [{"ip": self.agent.host_ip}],
-            "podIP": self.ip, "podIPs": [{"ip": self.ip}], "startTime": self.start_time,
+            **({"podIP": self.ip, "podIPs": [{"ip": self.ip}]} if self.sandboxed or spec.get("hostNetwork") else {}),
+            "startTime": self.start_time,
             "conditions": [c for c in conditions if c.get("type") not in KUBELET_CONDITIONS and c.get("type") not in
                            evicted] + [_condition(t, True, now, kept, gen, why, message)
                                        for t, why, message in evicted.values()] + self.resize_conditions + [
-                _condition("PodReadyToStartContainers", True, now, kept, gen),
+                _condition("PodReadyToStartContainers", self.sandboxed, now, kept, gen),
                 # a Succeeded pod's is PodCompleted (GeneratePodInitializedCondition)
                 _condition("Initialized", initialized, now, kept, gen,
                            ("PodCompleted" if phase == "Succeeded" else "") if initialized else "ContainersNotInitialized",
@@ -1735,6 +1740,7 @@ class PodWorker:
             if not (await self._prepare_claims() and await self._mount_volumes()):
                 await self._never_started()
                 return
+        self.sandboxed = True
         await self._run_containers(bool(adopted))
 
     async def _run_containers(self, adopted: bool, resume: bool = False) -> None:

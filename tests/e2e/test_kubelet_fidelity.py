@@ -145,3 +145,25 @@ def test_container_statuses_list_the_volume_mounts(kubelet_cluster):
         {"name": token["name"], "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True,
          "recursiveReadOnly": "Disabled"}]
     c.kubectl("delete", "pod", "mounts", "--wait=false")
+
+
+def test_a_pod_whose_volume_cannot_mount_has_no_sandbox_so_no_ip_until_it_mounts(kubelet_cluster):
+    """The kubelet mounts volumes (and prepares DRA claims) before createPodSandbox: a pod stuck on a
+    missing ConfigMap has no podIP (`-o wide` shows <none>) and PodReadyToStartContainers=False;
+    before, it reported an IP and True. Once the ConfigMap exists it starts with both."""
+    c = kubelet_cluster
+    create(c, {"metadata": {"name": "awaits-config"},
+               "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["sleep", "inf"],
+                                        "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}],
+                        "volumes": [{"name": "cfg", "configMap": {"name": "later"}}]}})
+    wait_for(lambda: "FailedMount" in c.kubectl("events", "--for", "pod/awaits-config").stdout, 60, "FailedMount")
+
+    def status() -> dict:
+        st = c.kubectl_json("get", "pod", "awaits-config")["status"]
+        return {"ip": st.get("podIP"), **{x["type"]: x["status"] for x in st.get("conditions") or ()}}
+    assert (status()["ip"], status()["PodReadyToStartContainers"]) == (None, "False")
+    assert c.kubectl("get", "pod", "awaits-config", "-o", "wide", "--no-headers").stdout.split()[5] == "<none>"
+    c.kubectl("create", "configmap", "later", "--from-literal=k=v")
+    wait_for(status_is(c, "awaits-config", "Running"), 60, "awaits-config Running")
+    st = status()
+    assert st["ip"] and st["PodReadyToStartContainers"] == "True"
