@@ -43,6 +43,13 @@ random fuzzer had not (see `git log --grep=sweep`):
   dry-run updates: a code other than upstream's is reported as a slip; and bodies of odd encodings
   (YAML documents, aliases and tags, gzip and deflate, JSON nested or wide, CBOR) and answers in YAML,
   protobuf and CBOR of a list holding a large object;
+- `auth`: Authorization headers of every malformed shape without a client certificate (a bearer token
+  nobody issued is a 401, any other header anonymous), impersonation headers (ServiceAccount-shaped names
+  that are not one, empty and odd groups, extras and uids, judged by the SelfSubjectReview's groups), access
+  reviews of odd shape (selectors' raw form and requirements, subjects, extras), RBAC writes as a user who
+  may only create RBAC objects (escalation prevention's 403s, `bind` by holding the role) and watch-lists of
+  odd options, each judged by upstream's code (AUTH_HEADERS, IMPERSONATIONS, ACCESS_REVIEWS, ESCALATIONS,
+  WATCH_LISTS);
 - `lists`: each list of the kind's schema filled with N items (the seed's first, made unique), one
   dry-run create each: an answer slower than --slow seconds is reported (quadratic validation held
   the loop for minutes: warnings, field errors, policy variables).
@@ -61,6 +68,7 @@ import gzip
 import http.client
 import json
 import random
+import ssl
 import sys
 import time
 import urllib.parse
@@ -416,30 +424,118 @@ UPSTREAM_STATUS = [
         ({"allocatedResources": {"example.com/foo": "1"}}, 200)]),
 ]
 
+#: Authorization headers of the `auth` sweep, sent without a client certificate: a non-empty bearer token nobody
+#: issued fails the chain (401); any other header authenticates nobody (system:anonymous)
+AUTH_HEADERS = ["", " ", "Bearer", "Bearer ", "Bearer  x", "bearer x", "BEARER x y", "Bearer x\ty", "Bearer " + "a" * 20000,
+                "Bearer a.b.c", "Bearer ..", "Bearer a.b.c.d", "Basic Zm9vOmJhcg==", "Basic !!", "Negotiate x", "Bearer %00",
+                "Bearer eyJhbGciOiJub25lIn0.eyJpc3MiOiJ4In0.", "Bearer eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJ4In0." + "A" * 86,
+                "Bearer W10.W10." + "A" * 86, "Bearer " + "a." * 5000, " Bearer x ", "Bearerx"]
+#: (path, method, anonymous's code) the `auth` sweep's headers are sent to
+AUTH_PATHS = [("/version", "GET", 200), ("/api/v1/namespaces", "GET", 403),
+              ("/apis/authentication.k8s.io/v1/selfsubjectreviews", "POST", 403)]
+_SA_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:a", "system:authenticated"]
+#: impersonation headers of the `auth` sweep (the admin asks): (headers, upstream's code, the user's groups if 201)
+IMPERSONATIONS = [
+    ({"Impersonate-User": "system:serviceaccount:a:b"}, 201, _SA_GROUPS),
+    *(({"Impersonate-User": u}, 201, ["system:authenticated"]) for u in (
+        "system:serviceaccount:a:b:c", "system:serviceaccount:A_B:x", "system:serviceaccount::b", "system:serviceaccount:a:",
+        "system:serviceaccount:a:B", "system:serviceaccount:" + "a" * 64 + ":b", "é", "x" * 10000, "a,b", "system:node:")),
+    ({"Impersonate-User": "system:anonymous"}, 403, None),  # (system:unauthenticated may not create a review)
+    ({"Impersonate-User": "u", "Impersonate-Group": ""}, 201, ["", "system:authenticated"]),
+    ({"Impersonate-User": "system:serviceaccount:a:b", "Impersonate-Group": "g"}, 201, ["g", "system:authenticated"]),
+    ({"Impersonate-User": "system:anonymous", "Impersonate-Group": "system:authenticated"}, 201,
+     ["system:authenticated", "system:unauthenticated"]),
+    ({"Impersonate-Group": "g"}, 400, None), ({"Impersonate-Uid": "u"}, 400, None), ({"Impersonate-Extra-x": "y"}, 400, None),
+    ({"Impersonate-User": "u", "Impersonate-Extra-": "v"}, 201, ["system:authenticated"]),
+    ({"Impersonate-User": "u", "Impersonate-Extra-%zz": "v", "Impersonate-Extra-A%2fB": "w"}, 201, ["system:authenticated"]),
+    ({"Impersonate-User": "u", "Impersonate-Uid": "", "Impersonate-Extra-" + "k" * 5000: "v"}, 201, ["system:authenticated"]),
+]
+_SEL = {"verb": "list", "resource": "pods"}
+#: access reviews of the `auth` sweep: (plural, spec, upstream's code); a SubjectAccessReview's names user u
+ACCESS_REVIEWS = [
+    *(("subjectaccessreviews", {"user": "u", "resourceAttributes": {**_SEL, k: v}}, c) for k, v, c in [
+        ("fieldSelector", {"rawSelector": "a=b", "requirements": [{"key": "a", "operator": "In", "values": ["b"]}]}, 422),
+        ("fieldSelector", {}, 422), ("labelSelector", {}, 422), ("fieldSelector", {"rawSelector": "!!!"}, 201),
+        ("fieldSelector", {"requirements": [{"key": "", "operator": "Exists"}]}, 422),
+        ("fieldSelector", {"requirements": [{"key": "a", "operator": "In"}]}, 422),
+        ("fieldSelector", {"requirements": [{"key": "a", "operator": "Bogus"}]}, 201),
+        ("labelSelector", {"requirements": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, 422),
+        ("labelSelector", {"requirements": [{"key": "()a", "operator": "Exists"}]}, 422),
+        ("labelSelector", {"requirements": [{"key": "a", "operator": "In", "values": ["b c"]}]}, 422),
+        ("labelSelector", {"requirements": [{"key": "a", "operator": "Gt", "values": ["1"]}]}, 201),
+        ("labelSelector", {"rawSelector": "a in ("}, 201), ("namespace", 5, 400), ("name", "é" * 1000, 201)]),
+    ("subjectaccessreviews", {"resourceAttributes": _SEL}, 422), ("subjectaccessreviews", {"user": "u"}, 422),
+    ("subjectaccessreviews", {"user": "u", "resourceAttributes": _SEL, "nonResourceAttributes": {"path": "/x"}}, 422),
+    ("subjectaccessreviews", {"groups": ["g"], "nonResourceAttributes": {"path": "/x", "verb": "get"}}, 201),
+    ("subjectaccessreviews", {"user": "u", "extra": {"": [None]}, "resourceAttributes": _SEL}, 201),
+    ("subjectaccessreviews", {"user": "u", "extra": {"k": "v"}, "resourceAttributes": _SEL}, 400),
+    ("selfsubjectaccessreviews", {"resourceAttributes": {**_SEL, "labelSelector": {}}}, 422),
+    ("selfsubjectaccessreviews", {"nonResourceAttributes": {"path": "x" * 100000, "verb": "get"}}, 201),
+    ("selfsubjectrulesreviews", {"namespace": "é"}, 201), ("selfsubjectrulesreviews", {}, 400),
+    ("selfsubjectrulesreviews", {"namespace": 1}, 400), ("selfsubjectreviews", {}, 201),
+]
+_RBAC = "rbac.authorization.k8s.io"
+#: RBAC writes of the `auth` sweep by a user who may only create RBAC objects, read pods and /healthz (dry runs):
+#: (plural, object, upstream's code): what it does not hold is escalation's 403 (none is also invalid: upstream
+#: judges escalation before validation, this server after)
+ESCALATIONS = [
+    ("roles", {"rules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]}, 403),
+    ("roles", {"rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]}, 201),
+    ("roles", {"rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"], "resourceNames": ["p"]}]}, 201),
+    ("roles", {"rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods/log"]}]}, 403),
+    ("roles", {"rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods", "secrets"]}]}, 403),
+    ("roles", {"rules": [{"verbs": ["get", "list"], "apiGroups": ["", "apps"], "resources": ["pods"]}]}, 403),
+    ("roles", {"rules": [{"verbs": ["get"], "apiGroups": ["*"], "resources": ["pods"]}]}, 403),
+    ("clusterroles", {"rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}, 201),
+    ("clusterroles", {"rules": [{"verbs": ["get"], "nonResourceURLs": ["/*"]}]}, 403),
+    ("clusterroles", {"rules": [], "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"a": "b"}}]}}, 403),
+    ("clusterroles", {"rules": [{"verbs": ["*"], "apiGroups": [""], "resources": ["pods"]}]}, 403),
+    ("rolebindings", {"roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "cluster-admin"}}, 403),
+    ("rolebindings", {"roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "fuzz-rbac-writer"}}, 201),
+    ("rolebindings", {"roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": "fuzz-none"}}, 404),
+    ("rolebindings", {"roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": "fuzz-pods-reader"}}, 201),
+    ("clusterrolebindings", {"roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "edit"}}, 403),
+    ("clusterrolebindings", {"roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "system:public-info-viewer"}}, 201),
+]
+#: watch-lists of odd options (of ConfigMaps, with watch=1&timeoutSeconds=1): (query, upstream's code)
+_WL = "sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+WATCH_LISTS = [
+    (f"{_WL}&resourceVersion=x", 400), (f"{_WL}&resourceVersion=-1", 400), (f"{_WL}&resourceVersion=18446744073709551616", 400),
+    ("sendInitialEvents=true&resourceVersionMatch=notolderthan", 422), (f"{_WL}&limit=1&continue=x", 422),
+    (f"{_WL}&resourceVersion=0&resourceVersion=1", 200), (f"{_WL}&resourceVersionMatch=Exact", 200),
+    (f"{_WL}&fieldSelector=metadata.name%3Dx&labelSelector=a", 200), ("sendInitialEvents=1&resourceVersionMatch=NotOlderThan"
+                                                                     "&allowWatchBookmarks=1", 200),
+    ("sendInitialEvents=&resourceVersionMatch=NotOlderThan", 200), ("sendInitialEvents=true", 422),
+    ("resourceVersionMatch=NotOlderThan", 422)]
+
 
 class Sweep:
     def __init__(self, kubeconfig: str, slow: float, out: str, kinds: list[str] | None = None,
                  paths: int | None = None) -> None:
         """`paths`: the most paths of each kind a sweep tries, drawn at random (default all)."""
         self.raw = Raw(kubeconfig, timeout=120)
+        self.kubeconfig = kubeconfig
         self.fuzzer = Fuzzer(self.raw, kinds)
         self.fuzzer.ensure_seeds()
         self.slow, self.out, self.paths = slow, out, paths
         self.requests = self.broken = 0
 
     def send(self, method: str, path: str, body, query: dict, ctype: str | None = "application/json", round_trip: bool = False,
-             converts: bool = False, upstream_5xx: tuple[str, ...] = (), expect: int | None = None, headers: dict | None = None):
+             converts: bool = False, upstream_5xx: tuple[str, ...] = (), expect: int | None = None, headers: dict | None = None,
+             via: Raw | None = None):
         """`converts`: the request reads or writes through a conversion webhook that cannot be called, whose
         500 ("conversion webhook for ... failed") is upstream's answer; `upstream_5xx`: the beginnings of
-        the other 5xx messages upstream gives it; `expect`: upstream's code, any other is a slip."""
+        the other 5xx messages upstream gives it; `expect`: upstream's code, any other is a slip; `via`: the
+        connection it goes over (the admin's by default)."""
         self.requests += 1
+        raw = via or self.raw
         url = path + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
         start = time.monotonic()
         try:
-            code, _, got = self._watch(url) if "watch=1" in url else self.raw.request(method, url, body, ctype, headers)
+            code, _, got = self._watch(url) if "watch=1" in url else raw.request(method, url, body, ctype, headers)
         except Exception as e:  # a dropped connection or no answer in time
             code, got = -1, repr(e)
-            self.raw.conn = None
+            raw.conn = None
         took = time.monotonic() - start
         unreachable = code == 503 and "/proxy" in path  # (a proxied backend that cannot be dialled: upstream's 503)
         unreachable |= converts and code == 500 and "conversion webhook for" in str(got)
@@ -733,6 +829,49 @@ class Sweep:
             self.raw.request("DELETE", f"{url}/{name}", ctype=None)
         self.encodings(wide)
 
+    def auth(self) -> None:
+        """AUTH_HEADERS without a client certificate on AUTH_PATHS; IMPERSONATIONS asked by the admin, judged by
+        the SelfSubjectReview's code and groups; ACCESS_REVIEWS; ESCALATIONS as a user who may only write RBAC
+        objects and read pods; WATCH_LISTS: each with upstream's code."""
+        anonymous = Raw(self.kubeconfig, timeout=self.raw.timeout)  # the cluster's CA, and no client certificate
+        anonymous.ctx = ssl.create_default_context(cadata=ssl.DER_cert_to_PEM_cert(self.raw.ctx.get_ca_certs(binary_form=True)[0]))
+        review = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        print(f"auth: {len(AUTH_HEADERS)} headers, {len(IMPERSONATIONS)} impersonations, {len(ACCESS_REVIEWS)} reviews, "
+              f"{len(ESCALATIONS)} RBAC writes, {len(WATCH_LISTS)} watch-lists", flush=True)
+        for header in AUTH_HEADERS:
+            parts = header.strip().split(" ", 2)
+            token = len(parts) > 1 and parts[0].lower() == "bearer" and parts[1]
+            for path, method, anonymous_code in AUTH_PATHS:
+                self.send(method, path, review if method == "POST" else None, {}, headers={"Authorization": header},
+                          via=anonymous, expect=401 if token else anonymous_code)
+        ssr = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+        for headers, code, groups in IMPERSONATIONS:
+            if self.send("POST", ssr, review, {}, headers=headers, expect=code) == 201 and groups is not None:
+                got = self.raw.request("POST", ssr, review, headers=headers)[2]
+                if (got.get("status") or {}).get("userInfo", {}).get("groups") != groups:
+                    self.report(f"slip: upstream's groups {groups}", "POST", ssr, json.dumps(headers)[:500], 201, got, 0)
+        for plural, spec, code in ACCESS_REVIEWS:
+            group = "authentication.k8s.io" if plural == "selfsubjectreviews" else "authorization.k8s.io"
+            self.send("POST", f"/apis/{group}/v1/{plural}", json.dumps({"spec": spec}), {}, expect=code)
+        rbac = f"/apis/{_RBAC}/v1"
+        writer = [{"verbs": ["create"], "apiGroups": [_RBAC], "resources": ["roles", "clusterroles", "rolebindings", "clusterrolebindings"]},
+                  {"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}, {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]
+        for plural, obj in (("clusterroles", {"rules": writer}), ("clusterrolebindings", {
+                "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "fuzz-rbac-writer"},
+                "subjects": [{"kind": "User", "name": "fuzz-rbac-writer"}]})):
+            code, _, got = self.raw.request("POST", f"{rbac}/{plural}", {"metadata": {"name": "fuzz-rbac-writer"}, **obj})
+            if code not in (201, 409):
+                self.report("RBAC writer not created", "POST", f"{rbac}/{plural}", None, code, got, 0)
+        self.raw.request("POST", f"{rbac}/namespaces/{NS}/roles", {"metadata": {"name": "fuzz-pods-reader"}, "rules": writer[1:2]})
+        for i, (plural, obj, code) in enumerate(ESCALATIONS):
+            url = f"{rbac}/namespaces/{NS}/{plural}" if plural in ("roles", "rolebindings") else f"{rbac}/{plural}"
+            body = {"apiVersion": f"{_RBAC}/v1", "metadata": {"name": f"fuzz-escalation-{i}"}, **obj}
+            if plural.endswith("bindings"):
+                body["subjects"] = [{"kind": "User", "name": "fuzz-rbac-writer"}]
+            self.send("POST", url, json.dumps(body), {"dryRun": "All"}, headers={"Impersonate-User": "fuzz-rbac-writer"}, expect=code)
+        for query, code in WATCH_LISTS:
+            self.send("GET", f"/api/v1/namespaces/{NS}/configmaps?watch=1&timeoutSeconds=1&{query}", None, {}, expect=code)
+
     def encodings(self, wide: int) -> None:
         """Bodies of odd encodings on a ConfigMap's create (each a dry run), then a list holding a ConfigMap of
         `wide` keys (none: not sent) read back in YAML, protobuf, CBOR, as a Table and pretty (converted off
@@ -987,7 +1126,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sweeps", nargs="+",
                     choices=["types", "schema", "lists", "protobuf", "subresources", "crds", "patches", "options", "webhooks",
-                             "upstream"])
+                             "upstream", "auth"])
     ap.add_argument("--kubeconfig", required=True, help="the server to sweep (admin; it writes in the namespace fuzz)")
     ap.add_argument("--seed", type=int, default=1, help="the random choices' seed (verbs, values drawn)")
     ap.add_argument("--items", type=int, default=3000, help="the `lists` sweep's items per list")

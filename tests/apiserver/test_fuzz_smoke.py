@@ -164,3 +164,24 @@ async def test_upstream_sweep_answers_as_upstream(tmp_path):
         statuses = sum(len(c[4]) for c in fuzz_sweep.UPSTREAM_STATUS)
         assert s.requests == cases + statuses + 13  # (the cases, the status writes and the bodies)
         assert server.loop_holds.longest < HOLD_BOUND, server.loop_holds.longest_request
+
+
+async def test_auth_sweep_answers_as_upstream(tmp_path):
+    """Malformed Authorization headers, impersonation headers, access reviews of odd shape, RBAC writes by a
+    user who may only write RBAC objects, and odd watch-lists get upstream 1.37's codes; fuzz52's finds among
+    them: `system:serviceaccount:a:b:c` impersonated a ServiceAccount, selectors of access reviews were never
+    validated, a RoleBinding to cluster-admin by such a user was stored (no escalation check), and
+    `Bearer  x` was a 401."""
+    fuzz_sweep = _sweep_module()
+    async with served(tmp_path) as (server, _):
+        def sweep():
+            s = fuzz_sweep.Sweep(str(tmp_path / "kubeconfig"), slow=float("inf"), out=str(tmp_path / "broken.jsonl"),
+                                 kinds=["configmaps"])
+            s.auth()
+            return s
+        s = await asyncio.to_thread(sweep)
+        broken = (tmp_path / "broken.jsonl").read_text() if s.broken else ""
+        assert s.broken == 0, broken[:3000]
+        assert s.requests == (len(fuzz_sweep.AUTH_HEADERS) * len(fuzz_sweep.AUTH_PATHS) + len(fuzz_sweep.IMPERSONATIONS)
+                              + len(fuzz_sweep.ACCESS_REVIEWS) + len(fuzz_sweep.ESCALATIONS) + len(fuzz_sweep.WATCH_LISTS))
+        assert server.loop_holds.longest < HOLD_BOUND, server.loop_holds.longest_request
