@@ -313,7 +313,7 @@ def _https_url(value: str) -> str:
 
 def _add_up_parser(sub) -> None:
     from .apiserver.audit_options import add_flags as audit_flags
-    from .controllers.service_lb import DEFAULT_POOL
+    from .controllers.lb_pool import DEFAULT_POOL
 
     up = sub.add_parser("up", help="run the control plane in the foreground until SIGINT/SIGTERM")
     up.add_argument("--data-dir", default="./.nanokube", help="state, PKI and kubeconfig (default ./.nanokube)")

@@ -29,24 +29,10 @@ import logging
 from ..client.informer import InformerFactory, key_of
 from ..clock import REAL, Clock
 from .base import Controller
+from .lb_pool import DEFAULT_POOL, parse_pool
 from ..client.record import CoreEventRecorder
 
 log = logging.getLogger(__name__)
-
-#: outside the pod CIDRs (10.0.0.0/8), the service CIDR (10.96.0.0/12) and the
-#: process runtime's node bridge (172.18.0.0/16)
-DEFAULT_POOL = "172.19.0.0/24"
-
-
-def parse_pool(cidr: str) -> ipaddress.IPv4Network:
-    """The pool as a network; anything but an IPv4 CIDR is a ValueError."""
-    try:
-        net = ipaddress.ip_network(cidr.strip(), strict=False)
-    except ValueError as e:
-        raise ValueError(f"--load-balancer-pool: {cidr!r} is not a CIDR") from e
-    if net.version != 4:
-        raise ValueError(f"--load-balancer-pool: {cidr!r} is not an IPv4 CIDR")
-    return net
 
 
 def wants_load_balancer(svc: dict) -> bool:

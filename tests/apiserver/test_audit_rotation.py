@@ -134,5 +134,6 @@ def test_a_refused_audit_flag_stops_up_before_the_server_and_the_webhook_client_
         'nanokube: invalid audit webhook mode async, allowed modes are "batch,blocking,blocking-strict"\n')
     assert "nanokube.apiserver.audit_options" in imported  # (the listing is read right)
     assert not imported & {"nanokube.apiserver.app", "nanokube.apiserver.audit_webhook", "nanokube.apiserver.cache",
-                           "nanokube.scheduler.plugins", "nanokube.metrics.prometheus"}
+                           "nanokube.scheduler.plugins", "nanokube.metrics.prometheus", "nanokube.controllers.base",
+                           "aiohttp"}
     assert not (tmp_path / "data").exists()
