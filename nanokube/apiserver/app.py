@@ -676,17 +676,21 @@ class APIServer:
 
         self.handlers.forget_discovery()
         openapi.forget_documents()
-        self._openapi.clear()
+        self._openapi = {}  # (not cleared: a document still being made for the old resources lands in the old one)
 
     def _openapi_resources(self) -> list[Resource]:
         """What the OpenAPI documents describe: the served resources and the metrics APIs' kinds
         answered in-process, whose documents kube-aggregator would merge from metrics-server and an adapter."""
         return [*self.index.resources, *_METRICS_RESOURCES]
 
-    def _openapi_bytes(self, key: str, build) -> Any:
-        b = self._openapi.get(key)
+    def _openapi_bytes(self, key: str, build, cache: dict | None = None) -> Any:
+        """The document `key`, made by `build` once per set of resources: kept in `cache`, the
+        resources' cache when the request began (default: now), so that what a request made from
+        the resources before a change (its gzip made after it) is never served after it."""
+        cache = self._openapi if cache is None else cache
+        b = cache.get(key)
         if b is None:
-            b = self._openapi[key] = build()
+            b = cache[key] = build()
         return b
 
     async def _openapi_v2(self, request: web.Request) -> web.Response:
@@ -698,11 +702,13 @@ class APIServer:
         if media is None:
             return web.Response(status=406, headers=CIMultiDict((("Vary", "Accept-Encoding"), ("Vary", "Accept"))))
 
+        cache = self._openapi
+
         def build() -> tuple[bytes, bytes]:
-            doc = self._openapi_bytes("v2", lambda: openapi.build_v2(self._openapi_resources()))
-            tag = self._openapi_bytes("v2.etag", lambda: openapi_proto.etag(doc).encode())
+            doc = self._openapi_bytes("v2", lambda: openapi.build_v2(self._openapi_resources()), cache)
+            tag = self._openapi_bytes("v2.etag", lambda: openapi_proto.etag(doc).encode(), cache)
             if media == openapi_proto.MEDIA_PB:
-                doc = self._openapi_bytes("v2.pb", lambda: openapi_proto.encode_document(doc))
+                doc = self._openapi_bytes("v2.pb", lambda: openapi_proto.encode_document(doc), cache)
             return doc, tag
 
         body, tag = await asyncio.get_running_loop().run_in_executor(None, build)
@@ -714,7 +720,7 @@ class APIServer:
         if accepts_gzip(request) and len(body) >= GZIP_MIN_SIZE:
             key = "v2.pb.gz" if media == openapi_proto.MEDIA_PB else "v2.gz"
             body = await asyncio.get_running_loop().run_in_executor(
-                None, self._openapi_bytes, key, lambda: gzipped(body, zlib.Z_DEFAULT_COMPRESSION))
+                None, self._openapi_bytes, key, lambda: gzipped(body, zlib.Z_DEFAULT_COMPRESSION), cache)
             headers["Content-Encoding"] = "gzip"
         return web.Response(body=body, content_type=media, headers=headers)
 

@@ -4,6 +4,9 @@ client is sent as it is."""
 
 import asyncio
 import json
+import threading
+
+import pytest
 
 from nanokube.apiserver.rest import SYSTEM, WriteOptions
 from nanokube.metrics.provider import CUSTOM_PREFIX
@@ -111,3 +114,41 @@ async def test_response_sizes_observe_the_bytes_sent_gzipped(tmp_path):
         headers, _ = await _get(api, CMS, "gzip")
         assert headers["Content-Encoding"] == "gzip"
         assert await observed() - before == int(headers["Content-Length"])
+
+
+async def test_a_gzipped_openapi_v2_made_across_a_crd_change_is_not_served_after_it(tmp_path, monkeypatch):
+    """A request's /openapi/v2 gzip, made from the document it read before a CRD came to be served,
+    stays that request's: the next gzipped answer has the CRD (it kept serving the document
+    without it until the next change)."""
+    from nanokube.apiserver import app
+    from tests.controllers import tries
+    from tests.served import send
+
+    started, go, real = threading.Event(), threading.Event(), app.gzipped
+
+    def held(body, level):
+        if not started.is_set():
+            started.set()
+            go.wait(60)
+        return real(body, level)
+    monkeypatch.setattr(app, "gzipped", held)
+    async with served(tmp_path) as (_, api):
+        first = asyncio.ensure_future(_get(api, "/openapi/v2", "gzip"))
+        assert await asyncio.to_thread(started.wait, 60)
+        code, got = await send(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+            "metadata": {"name": "gadgets.example.com"}, "spec": {
+                "group": "example.com", "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
+                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+        assert code == 201, got
+        for _ in tries():
+            _, plain = await _get(api, "/openapi/v2", None)
+            if "com.example.v1.Gadget" in plain["definitions"]:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the CRD was never published")
+        go.set()
+        await first
+        headers, gz = await _get(api, "/openapi/v2", "gzip")
+        assert headers["Content-Encoding"] == "gzip" and "com.example.v1.Gadget" in gz["definitions"]
