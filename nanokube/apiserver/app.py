@@ -52,7 +52,7 @@ from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzip
 from .http_errors import StatusAppRunner, http_exceptions, status_response
 from .loophold import LoopHolds
 from ..machinery.responses import error_response, json_response
-from ..machinery.user import bearer_token
+from ..machinery.user import SPACED_BEARER_WARNING, bearer_token, spaced_bearer
 from ..machinery.version import BUILD_VERSION, GO_VERSION
 from .. import debugflags, zpages
 from .metrics import APIMetrics
@@ -554,6 +554,8 @@ class APIServer:
                     await audit_unauthenticated(request)
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
+            if spaced_bearer(headers.get("Authorization", "")):
+                _warn_when_sent(request, [SPACED_BEARER_WARNING])
             if self.audit_policy is not None and (refused := await audit_authenticated(request)) is not None:
                 return refused
             if request.path in PUBLIC_PATHS:

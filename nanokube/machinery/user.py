@@ -15,6 +15,16 @@ def bearer_token(header: str) -> str | None:
     return parts[1] or None if len(parts) >= 2 and parts[0].lower() == "bearer" else None
 
 
+#: upstream's bearertoken Warning for `Bearer  <token>`, whose empty token it ignores
+SPACED_BEARER_WARNING = "the provided Authorization header contains extra space before the bearer token, and is ignored"
+
+
+def spaced_bearer(header: str) -> bool:
+    """Is the header `Bearer  <token>`: the Bearer scheme, an empty token, more after it?"""
+    parts = header.strip().split(" ", 2)
+    return len(parts) == 3 and parts[0].lower() == "bearer" and not parts[1]
+
+
 @dataclass
 class User:
     name: str
