@@ -387,3 +387,41 @@ async def test_a_spdy_header_block_that_inflates_past_a_mebibyte_ends_the_connec
     async with aiohttp.ClientSession() as http:
         async with http.get(f"http://127.0.0.1:{server.port}/readyz") as r:
             assert r.status == 200
+
+
+async def test_port_forward_data_a_pod_does_not_read_is_not_held_unbounded(server):
+    """What a client sends a forwarded port the pod does not read is held only up to a bound, then the
+    client is slowed through its connection (the server held all of it: the WebSocket's channel fed the
+    copy to the pod without limit); once the pod reads, every byte arrives."""
+    reading, got = asyncio.Event(), []
+
+    async def pod(reader, writer):
+        await reading.wait()
+        while data := await reader.read(1 << 16):
+            got.append(len(data))
+        writer.close()
+
+    listener = await asyncio.start_server(pod, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+
+    class Node(FakeNode):
+        async def port_forward(self, namespace, pod, uid, p):
+            return await asyncio.open_connection("127.0.0.1", port)
+
+    server.handlers.streams.node_servers.insert(0, lambda name: Node() if name == "n1" else None)
+    url = f"ws://127.0.0.1:{server.port}/api/v1/namespaces/default/pods/one/portforward?ports=80"
+    frame, frames = b"\x00" + b"x" * (1 << 16), 1024  # 64 MiB
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(url, protocols=("v4.channel.k8s.io",)) as ws:
+                async def send():
+                    for _ in range(frames):
+                        await ws.send_bytes(frame)
+                sending = asyncio.ensure_future(send())
+                await asyncio.sleep(1)  # (time for the client to push it all, were it let)
+                assert not sending.done()
+                reading.set()
+                await asyncio.wait_for(sending, 60)
+                await eventually(lambda: _true(sum(got) == frames * (len(frame) - 1)))
+    finally:
+        listener.close()

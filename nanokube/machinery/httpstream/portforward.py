@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from .. import errors
-from ..streaming import PORT_FORWARD, TUNNELED_PORT_FORWARD, V4, NodeStreaming, StreamFailed, sandbox_id
+from ..streaming import PORT_FORWARD, STDIN_BUFFER, TUNNELED_PORT_FORWARD, V4, NodeStreaming, StreamFailed, sandbox_id
 from .spdy import SpdySession, SpdyStream
 from .transports import (CHUNK, MAX_MESSAGE, WebSocketChannels, handshake, is_spdy, is_websocket, offered, spdy_over_websocket,
                          upgrade_to_spdy)
@@ -125,16 +125,44 @@ async def _spdy_port_forward(spdy: SpdySession, node: NodeStreaming, ns: str, na
         await asyncio.gather(serving, *tasks, return_exceptions=True)
 
 
+class _HeldReader(asyncio.StreamReader):
+    """What the client sends one port, for the copy to the pod: `feed` waits while more than
+    STDIN_BUFFER is unread (the reader pauses its stand-in transport at twice its limit and resumes it
+    once read down to it), so a pod that does not read slows the client through its connection, as
+    the kubelet's pipe to the pod does, instead of the server holding it all."""
+
+    def __init__(self) -> None:
+        super().__init__(limit=STDIN_BUFFER // 2)
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self.set_transport(self)
+
+    def pause_reading(self) -> None:
+        self._resumed.clear()
+
+    def resume_reading(self) -> None:
+        self._resumed.set()
+
+    async def feed(self, data: bytes) -> None:
+        self.feed_data(data)
+        await self._resumed.wait()
+
+    def close(self) -> None:
+        """The copy is over: nothing more is read, and a feeder waiting goes on."""
+        self._resumed.set()
+
+
 async def _websocket_port_forward(ch: WebSocketChannels, node: NodeStreaming, ns: str, name: str, uid: str,
                                   ports: list[int]) -> None:
     """The kubelet's native WebSocket port-forward: channel 2i carries port i's
     data, 2i+1 its errors; each starts with the port as two little-endian
     bytes. The connection ends when every port's connection has."""
-    to_pod = {i: asyncio.StreamReader() for i in range(len(ports))}
+    to_pod = {i: _HeldReader() for i in range(len(ports))}
 
     async def on_data(channel: int, data: bytes) -> None:
-        if channel % 2 == 0 and channel // 2 in to_pod:
-            to_pod[channel // 2].feed_data(data)
+        reader = to_pod.get(channel // 2) if channel % 2 == 0 else None
+        if reader is not None:
+            await reader.feed(data)
 
     for i, port in enumerate(ports):
         await ch.send(2 * i, port.to_bytes(2, "little"))
@@ -144,6 +172,7 @@ async def _websocket_port_forward(ch: WebSocketChannels, node: NodeStreaming, ns
         try:
             reader, writer = await node.port_forward(ns, name, uid, port)
         except (StreamFailed, OSError) as e:
+            to_pod.pop(i).close()
             await ch.send(2 * i + 1, _forward_error(port, uid, e))
             return
         up = asyncio.ensure_future(_copy_to_pod(to_pod[i].read, writer))
@@ -155,6 +184,7 @@ async def _websocket_port_forward(ch: WebSocketChannels, node: NodeStreaming, ns
         finally:
             up.cancel()
             writer.close()
+            to_pod.pop(i).close()  # what the client sends this port from now on is dropped
 
     pump = asyncio.ensure_future(ch.pump_into(None, on_data))
     forwards = asyncio.ensure_future(asyncio.gather(*(forward(i, p) for i, p in enumerate(ports))))
