@@ -17,10 +17,21 @@ LOCALHOST = ("127.0.0.1\tlocalhost\n"
              "fe00::2\tip6-allrouters\n")
 
 
-def content(hostname: str, ips: list[str], aliases: list[dict] | None = None) -> str:
-    """managedHostsFileContent without a cluster domain (nanokube's nodes are configured with
-    none, so spec.subdomain adds no FQDN): localhost, each pod IP by `hostname`, then spec.hostAliases."""
-    text = HEADER + LOCALHOST + "".join(f"{ip}\t{hostname}\n" for ip in ips)
+def domain(pod: dict, cluster_domain: str) -> str:
+    """GeneratePodHostNameAndDomain's domain: `<subdomain>.<namespace>.svc.<cluster domain>` for a
+    pod with spec.subdomain (a StatefulSet's serviceName) on a kubelet with a cluster domain (a
+    simulated node's), else none."""
+    sub = (pod.get("spec") or {}).get("subdomain")
+    if not (sub and cluster_domain):
+        return ""
+    return f"{sub}.{(pod.get('metadata') or {}).get('namespace') or 'default'}.svc.{cluster_domain}"
+
+
+def content(hostname: str, ips: list[str], aliases: list[dict] | None = None, domain: str = "") -> str:
+    """managedHostsFileContent: localhost, each pod IP by `hostname` (by its FQDN first, where the
+    pod has a `domain`: `hostname -f`, a StatefulSet pod's stable name), then spec.hostAliases."""
+    names = f"{hostname}.{domain}\t{hostname}" if domain else hostname
+    text = HEADER + LOCALHOST + "".join(f"{ip}\t{names}\n" for ip in ips)
     if aliases:
         text += "\n# Entries added by HostAliases.\n" + "".join(
             f"{a['ip']}\t{chr(9).join(a.get('hostnames') or ())}\n" for a in aliases)

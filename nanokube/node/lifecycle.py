@@ -647,7 +647,7 @@ class PodWorker:
         if not any(hosts_file.managed(self.pod, c) for c in spec.get("containers") or ()):
             return None
         return hosts_file.content(container_env.hostname(self.pod, self.agent.name), [self.ip] if self.ip else [],
-                                  spec.get("hostAliases"))
+                                  spec.get("hostAliases"), hosts_file.domain(self.pod, simulated_net.ZONE))
 
     def container_logs(self) -> dict:
         """Each container's current log and its restart count (the log file's name), as the

@@ -711,9 +711,26 @@ def _tee(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 
 
 def _hostname(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
-    if args:
+    """busybox hostname: the name (/etc/hostname), its first label (-s); or, looked up in /etc/hosts
+    (the kubelet's names a StatefulSet pod's FQDN first) as gethostbyname does, its canonical name
+    (-f), the domain after that name's first dot (-d) or its address (-i, a space after it)."""
+    flags, rest = _flags(args, "sfdi")
+    if rest or len(flags) > 1:
         raise Unknown
-    run.out(fs.read("/etc/hostname"))
+    host = fs.read("/etc/hostname").decode().strip()
+    if not flags & {"f", "d", "i"}:
+        run.out((host.split(".")[0] if "s" in flags else host) + "\n")
+        return 0
+    try:
+        hosts = fs.read("/etc/hosts").decode(errors="replace")
+    except FsError:
+        raise Unknown from None
+    entry = next((words for line in hosts.splitlines() if (words := line.split("#")[0].split()) and host in words[1:]),
+                 None)
+    if entry is None:
+        raise Unknown
+    run.out(f"{entry[0]} \n" if "i" in flags else entry[1] + "\n" if "f" in flags else
+            (entry[1].partition(".")[2] + "\n" if "." in entry[1] else ""))
     return 0
 
 

@@ -401,7 +401,7 @@ def etc_files(pod: dict, container: dict, node: str, ip: str) -> dict[str, str]:
              + (f"options {' '.join(options)}\n" if options else "")}
     if hosts_file.managed(pod, container):
         files["hosts"] = hosts_file.content(pod_hostname(pod, node), [ip] if ip else [],
-                                            (pod.get("spec") or {}).get("hostAliases"))
+                                            (pod.get("spec") or {}).get("hostAliases"), hosts_file.domain(pod, ZONE))
     return files
 
 
@@ -425,7 +425,8 @@ async def view(worker, text: str, image: str = "") -> Network | None:
         pod = {**pod, "status": {**(pod.get("status") or {}), "podIP": worker.ip}}
     nameservers, search, options = resolver(worker.pod)
     hosts = "" if spec.get("hostNetwork") else hosts_file.content(
-        pod_hostname(worker.pod, worker.agent.name), [worker.ip] if worker.ip else [], spec.get("hostAliases"))
+        pod_hostname(worker.pod, worker.agent.name), [worker.ip] if worker.ip else [], spec.get("hostAliases"),
+        hosts_file.domain(worker.pod, ZONE))
     return Network(worker.namespace, pod, worker.agent.name, cluster, hosts, nameservers, search,
                    DNS_SERVER in nameservers, ndots(options), image)
 

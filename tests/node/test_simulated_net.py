@@ -201,7 +201,25 @@ def test_a_simulated_containers_files_hold_its_resolv_conf(tmp_path):
                          etc=lambda c: sn.etc_files(pod, c, "n1", "10.244.0.9"))
     assert run(["cat", "/etc/resolv.conf"], lambda: pod_files.draft("main", pod, False))[1].startswith(
         "search default.svc.cluster.local ")
-    assert run(["cat", "/etc/hosts"], lambda: pod_files.draft("main", pod, False))[1].endswith("10.244.0.9\tclient\n")
+    # spec.subdomain names the pod's FQDN first, as the kubelet's cluster domain (resolv.conf's) makes it
+    assert run(["cat", "/etc/hosts"], lambda: pod_files.draft("main", pod, False))[1].endswith(
+        "10.244.0.9\tclient.x.default.svc.cluster.local\tclient\n")
+
+
+def test_hostname_f_d_and_i_read_the_pods_names_in_its_hosts_file(tmp_path):
+    """A StatefulSet pod's `hostname -f` (ZooKeeper's and etcd's start scripts) is its stable FQDN."""
+    pod = {"metadata": {"name": "db-5", "namespace": "shop", "uid": "d"},
+           "spec": {"hostname": "db-5", "subdomain": "db", "containers": [{"name": "main"}]}}
+    pod_files = PodFiles(pod, lambda name: str(tmp_path / name), Clock(),
+                         etc=lambda c: sn.etc_files(pod, c, "n1", "10.244.0.4"))
+    assert run(["sh", "-c", "hostname; hostname -f; hostname -d; hostname -i; hostname -s"],
+               lambda: pod_files.draft("main", pod, False)) == (
+        0, "db-5\ndb-5.db.shop.svc.cluster.local\ndb.shop.svc.cluster.local\n10.244.0.4 \ndb-5\n", "")
+    plain = {**pod, "spec": {"containers": [{"name": "main"}]}}
+    pod_files = PodFiles(plain, lambda name: str(tmp_path / name), Clock(),
+                         etc=lambda c: sn.etc_files(plain, c, "n1", "10.244.0.4"))
+    assert run(["sh", "-c", "hostname -f; hostname -d"], lambda: pod_files.draft("main", plain, False)) == (
+        0, "db-5\n", "")
 
 
 def test_without_a_cluster_nameserver_nslookup_times_out(network, files):
