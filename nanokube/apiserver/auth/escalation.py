@@ -131,7 +131,9 @@ class RBACEscalation:
             if authorizer.authorize(user.name, user.groups, asked).allowed:
                 return
             why = not_held(rbac, user, ns, a.obj.get("rules") or [])
-            if not why and a.obj.get("aggregationRule") and not_held(rbac, user, ns, FULL_AUTHORITY):
+            # (an update's too where the old role had one: dropping it stops what it gathers being tightened)
+            aggregates = a.obj.get("aggregationRule") or (a.old or {}).get("aggregationRule")
+            if not why and aggregates and not_held(rbac, user, ns, FULL_AUTHORITY):
                 why = "must have cluster-admin privileges to use the aggregationRule"
         else:
             ref = a.obj.get("roleRef") or {}

@@ -73,3 +73,21 @@ async def test_roles_and_bindings_grant_only_what_the_writer_holds(tmp_path):
         assert (await _as_mallory(api, "POST", bindings, _binding("b", "ClusterRole", "cluster-admin")))[0] == 201
         assert (await _as_mallory(api, "POST", roles, _role("any", [{"verbs": ["*"], "apiGroups": ["*"],
                                                                        "resources": ["*"]}])))[0] == 201
+
+
+async def test_dropping_an_aggregation_rule_takes_full_authority_too(tmp_path):
+    """A ClusterRole update that removes its aggregationRule is judged as one that sets it (upstream's
+    hasAggregationRule of the new or the old role): mallory, allowed to update ClusterRoles, may not."""
+    async with served(tmp_path) as (_, api):
+        maker = [{"verbs": ["update"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"]}]
+        assert (await send(api, "POST", f"{RBAC}/clusterroles", _role("updater", maker, "ClusterRole")))[0] == 201
+        assert (await send(api, "POST", f"{RBAC}/clusterrolebindings",
+                           _binding("updater", "ClusterRole", "updater")))[0] == 201
+        gathers = {"clusterRoleSelectors": [{"matchLabels": {"gathered-by": "agg"}}]}
+        assert (await send(api, "POST", f"{RBAC}/clusterroles", _role("agg", [], "ClusterRole", aggregationRule=gathers)))[0] == 201
+        code, status = await _as_mallory(api, "PUT", f"{RBAC}/clusterroles/agg", _role("agg", [], "ClusterRole"))
+        assert (code, status["message"]) == (403, 'clusterroles.rbac.authorization.k8s.io "agg" is forbidden: '
+                                                  "must have cluster-admin privileges to use the aggregationRule")
+        # a ClusterRole that never had one it may update within what it holds
+        assert (await send(api, "POST", f"{RBAC}/clusterroles", _role("plain", [], "ClusterRole")))[0] == 201
+        assert (await _as_mallory(api, "PUT", f"{RBAC}/clusterroles/plain", _role("plain", maker, "ClusterRole")))[0] == 200
