@@ -45,6 +45,13 @@ class HTTP:
 
 
 @pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module writes only in its own namespace,
+    and every write it sends but the setup's is refused."""
+    return session_cluster
+
+
+@pytest.fixture(scope="module")
 def http(cluster):
     h = HTTP(cluster.kubeconfig)
     code, _ = h.request("POST", "/api/v1/namespaces", json.dumps({"metadata": {"name": NS}}).encode())

@@ -15,6 +15,13 @@ pytestmark = pytest.mark.filterwarnings("ignore:Kubernetes version .* is not sup
 
 
 @pytest.fixture(scope="module")
+def cluster(session_cluster):
+    """The session's cluster (conftest.session_cluster): this module makes and deletes ConfigMaps in a
+    namespace of its own."""
+    return session_cluster
+
+
+@pytest.fixture(scope="module")
 def kubeconfig(cluster):
     cluster.kubectl("create", "namespace", NS)
     return cluster.kubeconfig
