@@ -1417,11 +1417,13 @@ class Shell:
         return fs
 
     def prompt(self) -> str:
-        """busybox sh's prompt for root (`\\w # `): the working directory, `~` for root's home; `> `
-        while a command is unfinished."""
+        """busybox sh's prompt (`\\w \\$ `): the working directory, `~` for root's home, then `#` for
+        root and `$` for another user (simulated_identity); `> ` while a command is unfinished."""
         if self.pending:
             return "> "
-        return ("~" + self.cwd[5:] if (self.cwd + "/").startswith("/root/") else self.cwd) + " # "
+        fs = self.files() if self.files else None
+        mark = "#" if fs is None or identity.run_as(fs.pod, fs.container)[0] == 0 else "$"
+        return ("~" + self.cwd[5:] if (self.cwd + "/").startswith("/root/") else self.cwd) + f" {mark} "
 
     def line(self, text: str, now: float) -> Step:
         """Run one line typed at `now` (the node's wall clock, epoch seconds)."""

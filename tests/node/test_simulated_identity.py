@@ -86,3 +86,20 @@ async def test_ps_lists_the_containers_pid_namespace_then_itself():
     assert code == 0 and out.splitlines()[1:] == [b"    1 root      0:00 /pause", b"    7 101       0:00 sleep 3600",
                                                   b"   13 root      0:00 nginx", b"   19 root      0:00 ps -ef"]
     io.stop()
+
+
+async def test_a_shell_on_a_terminal_prompts_with_dollar_for_a_user_other_than_root():
+    """`kubectl run -it --rm nonroot --image=busybox --overrides=<runAsUser: 1000>`: ash's `\\w \\$ `."""
+    w = worker(stdin=True, tty=True, securityContext={"runAsUser": 1000})
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    out = []
+    s = session(out, stdin=True, tty=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(b"id -u\r")
+    await settle()
+    assert out == [b"id -u\r\n", b"1000\r\n", b"/ $ "]
+    s.stdin_data.put_nowait(b"\x04")
+    await settle()
+    io.exited(0)
+    assert await asyncio.wait_for(attached, 5) == 0
