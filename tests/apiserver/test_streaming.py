@@ -425,3 +425,39 @@ async def test_port_forward_data_a_pod_does_not_read_is_not_held_unbounded(serve
                 await eventually(lambda: _true(sum(got) == frames * (len(frame) - 1)))
     finally:
         listener.close()
+
+
+async def test_spdy_stdin_a_command_does_not_read_slows_the_client(server):
+    """Over SPDY too (kubectl's fallback and older clients), stdin a command does not read is held only up to
+    a bound: the session reads no further frame, and the connection no further byte, while a stream holds too
+    much (every DATA frame was held before); once the command reads, it all arrives."""
+    node = _LateReader()
+    server.handlers.streams.node_servers.insert(0, lambda name: node if name == "n2" else None)
+    pods = server.index.get("", "v1", "pods")
+    await server.rest.create(pods, "v1", "default", {"metadata": {"name": "late"}, "spec": {
+        "nodeName": "n2", "containers": [{"name": "app", "image": "x"}]}}, WriteOptions(user=SYSTEM))
+    status, _, (reader, writer) = await _spdy_upgrade(
+        server, "/api/v1/namespaces/default/pods/late/exec?command=x&stdin=true&stdout=true", "v4.channel.k8s.io")
+    assert status == 101
+    deflate = zlib.compressobj(9, zdict=DICTIONARY)
+    for sid, kind in ((1, "error"), (3, "stdin"), (5, "stdout")):
+        block = _frame_headers(deflate, {"streamtype": kind})
+        writer.write(struct.pack(">HHI", 0x8003, 1, len(block) + 10) + struct.pack(">IIH", sid, 0, 0) + block)
+    chunk, chunks = bytes(32 << 10), 2048  # 64 MiB
+
+    async def send():
+        for _ in range(chunks):
+            writer.write(struct.pack(">II", 3, len(chunk)) + chunk)
+            await writer.drain()
+        writer.write(struct.pack(">II", 3, 1 << 24))  # FIN
+        await writer.drain()
+    sending = asyncio.ensure_future(send())
+    try:
+        await asyncio.sleep(1)  # (time for the client to push it all, were it let)
+        assert not sending.done()
+        node.reading.set()
+        await asyncio.wait_for(sending, 60)
+        await eventually(lambda: _true(node.seen == [chunks * len(chunk)]))
+    finally:
+        sending.cancel()
+        writer.close()

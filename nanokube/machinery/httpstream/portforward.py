@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from .. import errors
-from ..streaming import PORT_FORWARD, STDIN_BUFFER, TUNNELED_PORT_FORWARD, V4, NodeStreaming, StreamFailed, sandbox_id
-from .spdy import SpdySession, SpdyStream
+from ..streaming import PORT_FORWARD, TUNNELED_PORT_FORWARD, V4, NodeStreaming, StreamFailed, sandbox_id
+from .spdy import HeldReader, SpdySession, SpdyStream
 from .transports import (CHUNK, MAX_MESSAGE, WebSocketChannels, handshake, is_spdy, is_websocket, offered, spdy_over_websocket,
                          upgrade_to_spdy)
 
@@ -85,6 +85,7 @@ async def _spdy_port_forward(spdy: SpdySession, node: NodeStreaming, ns: str, na
         try:
             reader, writer = await node.port_forward(ns, name, uid, port)
         except (StreamFailed, OSError) as e:
+            data.reader.close()
             await error.write(_forward_error(port, uid, e))
             await error.close()
             await data.close()
@@ -99,6 +100,7 @@ async def _spdy_port_forward(spdy: SpdySession, node: NodeStreaming, ns: str, na
         finally:
             up.cancel()
             writer.close()
+            data.reader.close()
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await data.close()
                 await error.close()
@@ -125,39 +127,12 @@ async def _spdy_port_forward(spdy: SpdySession, node: NodeStreaming, ns: str, na
         await asyncio.gather(serving, *tasks, return_exceptions=True)
 
 
-class _HeldReader(asyncio.StreamReader):
-    """What the client sends one port, for the copy to the pod: `feed` waits while more than
-    STDIN_BUFFER is unread (the reader pauses its stand-in transport at twice its limit and resumes it
-    once read down to it), so a pod that does not read slows the client through its connection, as
-    the kubelet's pipe to the pod does, instead of the server holding it all."""
-
-    def __init__(self) -> None:
-        super().__init__(limit=STDIN_BUFFER // 2)
-        self._resumed = asyncio.Event()
-        self._resumed.set()
-        self.set_transport(self)
-
-    def pause_reading(self) -> None:
-        self._resumed.clear()
-
-    def resume_reading(self) -> None:
-        self._resumed.set()
-
-    async def feed(self, data: bytes) -> None:
-        self.feed_data(data)
-        await self._resumed.wait()
-
-    def close(self) -> None:
-        """The copy is over: nothing more is read, and a feeder waiting goes on."""
-        self._resumed.set()
-
-
 async def _websocket_port_forward(ch: WebSocketChannels, node: NodeStreaming, ns: str, name: str, uid: str,
                                   ports: list[int]) -> None:
     """The kubelet's native WebSocket port-forward: channel 2i carries port i's
     data, 2i+1 its errors; each starts with the port as two little-endian
     bytes. The connection ends when every port's connection has."""
-    to_pod = {i: _HeldReader() for i in range(len(ports))}
+    to_pod = {i: HeldReader() for i in range(len(ports))}
 
     async def on_data(channel: int, data: bytes) -> None:
         reader = to_pod.get(channel // 2) if channel % 2 == 0 else None

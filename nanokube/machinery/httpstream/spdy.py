@@ -18,6 +18,8 @@ import struct
 import zlib
 from collections.abc import Awaitable, Callable
 
+from ..streaming import STDIN_BUFFER
+
 _WORDS = (
     'options', 'head', 'post', 'put', 'delete', 'trace', 'accept', 'accept-charset', 'accept-encoding',
     'accept-language', 'accept-ranges', 'age', 'allow', 'authorization', 'cache-control', 'connection',
@@ -53,6 +55,43 @@ class SpdyError(Exception):
     """The peer broke the framing; the connection is unusable."""
 
 
+class HeldReader(asyncio.StreamReader):
+    """What a client sends one stream (a SPDY stream, a WebSocket channel's port), for whoever reads it:
+    `feed` waits while more than STDIN_BUFFER is unread (the reader pauses its stand-in transport at
+    twice its limit and resumes it once read down to it), so a reader that does not keep up (a pod port,
+    a command's stdin) slows the client through its connection, as the kubelet's pipes do, instead of
+    the server holding it all; once closed, what comes is dropped."""
+
+    def __init__(self) -> None:
+        super().__init__(limit=STDIN_BUFFER // 2)
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._dropped = self._ended = False
+        self.set_transport(self)
+
+    def pause_reading(self) -> None:
+        self._resumed.clear()
+
+    def resume_reading(self) -> None:
+        self._resumed.set()
+
+    async def feed(self, data: bytes) -> None:
+        if self._dropped or self._ended:
+            return
+        self.feed_data(data)
+        await self._resumed.wait()
+
+    def feed_eof(self) -> None:
+        self._ended = True
+        super().feed_eof()
+
+    def close(self) -> None:
+        """Nothing more is read: a feeder waiting goes on, and what comes after is dropped."""
+        self._dropped = True
+        self._resumed.set()
+
+
+
 class SpdyStream:
     """One stream the client opened: its headers, what it sent (a reader that
     ends at the client's FIN) and writes back to it."""
@@ -61,7 +100,7 @@ class SpdyStream:
         self.session = session
         self.id = stream_id
         self.headers = headers
-        self.reader = asyncio.StreamReader()
+        self.reader = HeldReader()
         self.closed = False  # our side sent FIN
 
     async def write(self, data: bytes) -> None:
@@ -109,7 +148,7 @@ class SpdySession:
                     if not await self._control(first & 0xFFFF, flags, payload):
                         return
                 else:
-                    self._data(first & 0x7FFFFFFF, flags, payload)
+                    await self._data(first & 0x7FFFFFFF, flags, payload)
         except (EOFError, ConnectionError, asyncio.IncompleteReadError, SpdyError, struct.error):
             pass  # the peer left, or broke the framing: the connection ends
         finally:
@@ -140,12 +179,14 @@ class SpdySession:
             self._headers(payload[4:])  # keeps the shared decompression context in step
         return True
 
-    def _data(self, stream_id: int, flags: int, data: bytes) -> None:
+    async def _data(self, stream_id: int, flags: int, data: bytes) -> None:
+        """A DATA frame to its stream's reader; the session reads no further frame while the stream holds
+        too much unread (spdystream's frame queue blocks as well)."""
         stream = self.streams.get(stream_id)
         if stream is None:
             return
         if data:
-            stream.reader.feed_data(data)
+            await stream.reader.feed(data)
         if flags & FLAG_FIN:
             stream.reader.feed_eof()
 

@@ -17,7 +17,7 @@ from aiohttp import WSMsgType, web
 from multidict import CIMultiDict
 
 from ..streaming import CLOSE, RESIZE, STDIN, StreamSession
-from .spdy import SpdySession
+from .spdy import HeldReader, SpdySession
 
 #: how much one copy between a stream and the pod moves at a time
 CHUNK = 32 * 1024
@@ -188,6 +188,7 @@ async def splice(request: web.Request, resp: web.StreamResponse, reader: asyncio
 async def upgrade_to_spdy(request: web.Request, protocol: str) -> tuple[SpdySession, web.StreamResponse]:
     """Answer 101 Switching Protocols to SPDY/3.1 and start serving SPDY frames."""
     reader = asyncio.StreamReader()
+    reader.set_transport(request.transport)  # paused while the session reads no further (a stream holds too much)
     resp = RawUpgrade(status=101, headers={"Connection": "Upgrade", "Upgrade": "SPDY/3.1",
                                             "X-Stream-Protocol-Version": protocol})
     resp.force_close()
@@ -198,12 +199,12 @@ async def upgrade_to_spdy(request: web.Request, protocol: str) -> tuple[SpdySess
 
 def spdy_over_websocket(ws: web.WebSocketResponse) -> tuple[SpdySession, asyncio.Task]:
     """A SPDY connection whose bytes travel in the WebSocket's binary messages."""
-    reader = asyncio.StreamReader()
+    reader = HeldReader()
 
     async def pump() -> None:
         async for msg in ws:
             if msg.type == WSMsgType.BINARY:
-                reader.feed_data(msg.data)
+                await reader.feed(msg.data)  # (the WebSocket is read no further while the session is not)
         reader.feed_eof()
 
     return SpdySession(reader.read, ws.send_bytes), asyncio.ensure_future(pump())
