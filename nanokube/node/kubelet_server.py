@@ -32,6 +32,7 @@ from ..machinery.streaming import StreamFailed, StreamSession
 from ..metrics.exposition import CONTENT_TYPE, content_type, go_float as _float
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
+from . import simulated_net
 from .containerlog import cri_line
 from .volumes.stats import (AGG_PERIOD, LocalUsage, StatCache, ephemeral_volumes, in_memory_volumes, local_usage,
                             pod_volume_stats, tree_usage)
@@ -362,6 +363,8 @@ class KubeletServer:
             "crashLoopBackOff": {} if a.max_container_restart_period is None else
             {"maxContainerRestartPeriod": go_duration(round(a.max_container_restart_period * 1e9))},
         }
+        if a.runtime.name != "process":  # a simulated node's pods resolve through the cluster's DNS (simulated_net)
+            cfg |= {"clusterDomain": simulated_net.ZONE, "clusterDNS": [simulated_net.DNS_SERVER]}
         return _json({"kubeletconfig": cfg}, headers={"X-Content-Type-Options": "nosniff"})
 
     async def _volume_stats(self, pods: list[dict], stamp: str, claims_only: bool = False) -> list[list[dict]]:

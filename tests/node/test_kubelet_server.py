@@ -39,7 +39,7 @@ def agent(clock):
     info = {"bootID": "b", "machineID": "m", "systemUUID": "s"}
     return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
-                           max_container_restart_period=None,
+                           max_container_restart_period=None, runtime=SimpleNamespace(name="simulated"),
                            status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}, host_paths=False),
                            claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
                            devices=DeviceManager(),
@@ -158,6 +158,8 @@ async def test_what_the_kubelet_does_not_serve():
     assert (config["nodeStatusUpdateFrequency"], config["nodeStatusReportFrequency"], config["maxPods"]) == (
         "10s", "5m0s", 110)
     assert config["crashLoopBackOff"] == {}, "no maxContainerRestartPeriod set"
+    # the cluster domain its pods' resolv.conf searches and /etc/hosts names FQDNs in (tools read it here)
+    assert (config["clusterDomain"], config["clusterDNS"]) == ("cluster.local", ["10.96.0.10"])
 
 
 async def test_json_answers_are_written_as_the_kubelet_writes_them():
