@@ -548,23 +548,36 @@ class GenericREST:
     async def _write_wait(self, rev: int) -> None:
         await self.cache.wait_for(rev)
 
-    async def _delete_written(self, res: Resource, key: str, rev: int, prev, released: dict, freed: dict) -> KV:
+    async def _delete_written(self, res: Resource, key: str, rev: int, prev, released: dict, freed: dict,
+                              written: list | None = None) -> KV:
         """The store's delete (of revision `rev`; `prev` the caller's KV), waited for in the cache, then the
         values the object held let go: `released`'s in the allocators (Strategy.release), `freed`'s
         records with several workers (reservations.free). Made, they are let go even if the request ends
-        meanwhile: a Service's delete goes on in a task of its own, as its create does."""
+        meanwhile: a Service's delete goes on in a task of its own, as its create does. `written`: an
+        update's that deletes (`released` over `freed`, its values prepared), where the store's answer
+        goes once made; a cancelled request's write then finishes those values itself as it ends."""
         write = self.store.delete(key, rev, prev)
         if type(res.strategy).release is Strategy.release:
             kv = await write
+            if written is not None:
+                written.append(kv)
             await self._write_wait(kv.mod_revision)
             return kv
+        finish = None if written is None else functools.partial(res.strategy.finish_update, released, freed)
 
         async def let_go() -> None:
             res.strategy.release(released)
             if res.strategy.reservations is not None:
                 await res.strategy.reservations.free(freed)
 
-        kv = await _unabandoned(write, made=lambda: _hold(asyncio.ensure_future(let_go())))
+        def made() -> None:
+            if finish is not None:
+                finish(True)
+            _hold(asyncio.ensure_future(let_go()))
+
+        kv = await _unabandoned(write, unmade=finish and functools.partial(finish, False), made=made)
+        if written is not None:
+            written.append(kv)
         try:
             await self._write_wait(kv.mod_revision)
         finally:  # the write is made: let go even if the request ends here
@@ -1243,7 +1256,7 @@ class GenericREST:
         if nm.get("deletionTimestamp") and not nm.get("finalizers") and not res.strategy.blocks_deletion(new) \
                 and not nm.get("deletionGracePeriodSeconds"):
             try:
-                kv = await self._delete_written(res, key, expected_rev, entry.kv, new, old)
+                kv = await self._delete_written(res, key, expected_rev, entry.kv, new, old, written)
             except RevisionMismatch:
                 raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
             except KeyNotFound:

@@ -216,6 +216,38 @@ async def test_a_service_update_past_its_deadline_keeps_its_new_node_port_and_le
     assert old_port == 201 and await given(30711) == 422
 
 
+async def test_an_update_that_deletes_a_service_past_its_deadline_lets_its_old_and_new_node_ports_go(api):
+    """An update that drops a terminating Service's last finalizer (so deletes it) and moves its node
+    port, past its deadline after the store made the delete: both ports are let go, as the answered
+    update's would be (the request's end once skipped finishing the update: the old port stayed held
+    by no Service)."""
+    store, s, _ = api
+    store.release.set()
+    async with s.post(SVCS, json={"metadata": {"name": "late", "finalizers": ["example.com/keep"]}, "spec": {
+            "type": "NodePort", "ports": [{"port": 80, "nodePort": 30720}]}}) as r:
+        assert r.status == 201
+    async with s.delete(f"{SVCS}/late") as r:
+        assert r.status == 200
+    store.release.clear()
+    async with s.patch(f"{SVCS}/late", params={"timeout": "1s"}, data=orjson.dumps(
+            {"metadata": {"finalizers": None}, "spec": {"ports": [{"port": 80, "nodePort": 30721}]}}),
+            headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
+        assert r.status == 504
+    store.release.set()
+
+    async def given(port: int) -> int:
+        async with s.post(SVCS, json={"metadata": {"name": f"p{port}"}, "spec": {
+                "type": "NodePort", "ports": [{"port": 80, "nodePort": port}]}}) as r:
+            return r.status
+    for _ in range(500):  # the write's own task finishes the update once the store answers
+        if (old_port := await given(30720)) == 201:
+            break
+        await asyncio.sleep(0.01)
+    assert old_port == 201 and await given(30721) == 201
+    async with s.get(f"{SVCS}/late") as r:
+        assert r.status == 404
+
+
 async def test_a_request_past_its_deadline_counts_as_a_termination(api):
     """The timeout filter's postTimeoutFn records apiserver_request_terminations_total with code 504,
     under RecordRequestTermination's labels: the method as verb (a create's POST), the request info's
