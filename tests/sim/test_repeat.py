@@ -75,10 +75,21 @@ def _start(args: list[str], hash_seed: str) -> subprocess.Popen:
                             env=env)
 
 
-def _finish(proc: subprocess.Popen) -> str:
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err[-2000:]
-    return out
+def _finish(procs: list[subprocess.Popen]) -> list[str]:
+    """Each one's stdout once it has ended; after a failure or a timeout those still running are killed (a
+    replay left over from a timed-out run went on for 36 minutes, ten CPU-minutes, beside the next tests)."""
+    try:
+        outs = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err[-2000:]
+            outs.append(out)
+        return outs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def _results(path: Path) -> list[dict]:
@@ -97,7 +108,7 @@ def test_two_policies_compared_repeat_whatever_the_hash_seed(tmp_path):
              _start(["-m", "nanokube.cli", "simulate", "--cluster", str(nodes), "--trace", str(pods),
                      "--keep-run-times", "--seed", "1", "--scheduler-config", FGD,
                      "--scheduler-config", LEAST_ALLOCATED, "--quiet", "--out", str(tmp_path / "out")], "2")]
-    driven, out = (_finish(p) for p in procs)
+    driven, out = _finish(procs)
     driven = json.loads(driven)
     assert [r["name"] for r in driven] == ["fgd", "least-allocated"]
     # the trace makes its pods wait: retried at instants where others end, not all placed at once
