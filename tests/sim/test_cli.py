@@ -232,7 +232,10 @@ def test_a_reader_gone_from_stdout_ends_the_command_without_a_traceback(tmp_path
            "--trace", str(tmp_path / "trace.jsonl"), "--until", "1", "--out", str(tmp_path / "out")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.stdout.close()
-    _, stderr = proc.communicate(timeout=120)
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
     assert proc.returncode == 141, stderr[-2000:]
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr[-2000:]
 
