@@ -946,18 +946,23 @@ class GenericREST:
         if "status" in res.subresources and not res.strategy.keep_status_on_create:
             obj.pop("status", None)
         res.strategy.prepare_for_create(obj)
+        written: list[KV] = []  # the store's answer, once it made the write
         try:
-            return await self._create_prepared(res, version, obj, opts, warnings, admission, generated, held, large)
+            return await self._create_prepared(res, version, obj, opts, warnings, admission, generated, held, large,
+                                               written)
         except WriteGoesOn:
             raise  # its write, still in flight, releases the values if it fails
         except BaseException:
-            res.strategy.release(obj)
+            if not written:  # (a request ended after its write, in the cache's wait: the values are the stored object's)
+                res.strategy.release(obj)
             raise
 
     async def _create_prepared(self, res, version, obj, opts, warnings, admission=None,
-                               generated: bool = False, held: list | None = None, large: bool = False) -> Result:
+                               generated: bool = False, held: list | None = None, large: bool = False,
+                               written: list | None = None) -> Result:
         """`generated`: the name is generateName's, and one taken is drawn again (RetryGenerateName);
-        `held`: the empty lists validation reads, left out once it passed."""
+        `held`: the empty lists validation reads, left out once it passed; `written`: where the
+        store's answer goes once it made the write."""
         md = obj["metadata"]
         # a large custom resource is validated in a worker thread (a built-in kind's validation may
         # allocate, as a Service's begin_create does, and stays on the loop)
@@ -998,6 +1003,8 @@ class GenericREST:
             if made:
                 await held.undo(made)
             raise
+        if written is not None:
+            written.append(kv)
         await self._write_wait(kv.mod_revision)
         return await self._written(res, key, obj, (value, at, kv.mod_revision), version, 201, warnings,
                                    opts.response)

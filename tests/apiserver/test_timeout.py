@@ -16,6 +16,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.audit_policy import parse
+from nanokube.apiserver.rest import GenericREST
 from nanokube.apiserver.timeout import Deadlines
 from nanokube.clock import VirtualClock
 from nanokube.pki.ca import ensure_pki
@@ -161,6 +162,28 @@ async def test_a_service_create_past_its_deadline_is_whole_either_way(api, name)
         assert r.status == 200
     async with s.post(SVCS, json={"metadata": {"name": "other"}, "spec": spec}) as r:
         assert r.status == 201
+
+
+async def test_a_service_created_whose_answer_waits_past_its_deadline_keeps_its_cluster_ip(api, monkeypatch):
+    """A Service's create made by the store whose request ends past its deadline while its answer waits
+    for the watch cache: the Service keeps its ClusterIP, which no other Service is given (the
+    request's end released it: two Services held one address)."""
+    store, s, _ = api
+    written = GenericREST._written
+
+    async def unseen(self, res, key, *args, **kwargs):  # (the watch slow to bring the Service in)
+        if key.endswith("/services/default/unseen"):
+            await asyncio.Event().wait()
+        return await written(self, res, key, *args, **kwargs)
+    monkeypatch.setattr(GenericREST, "_written", unseen)
+    store.release.set()
+    spec = {"clusterIP": "10.96.7.9", "ports": [{"port": 80}]}
+    async with s.post(SVCS, params={"timeout": "1s"}, json={"metadata": {"name": "unseen"}, "spec": spec}) as r:
+        assert r.status == 504
+    async with s.get(f"{SVCS}/unseen") as r:
+        assert (r.status, (await r.json())["spec"]["clusterIP"]) == (200, "10.96.7.9")
+    async with s.post(SVCS, json={"metadata": {"name": "other"}, "spec": spec}) as r:
+        assert r.status == 422 and "provided IP is already allocated" in (await r.json())["message"]
 
 
 async def test_a_service_delete_past_its_deadline_lets_its_cluster_ip_go(api):
