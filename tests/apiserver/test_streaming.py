@@ -461,3 +461,34 @@ async def test_spdy_stdin_a_command_does_not_read_slows_the_client(server):
     finally:
         sending.cancel()
         writer.close()
+
+
+async def test_a_spdy_resize_stream_that_never_ends_a_size_is_dropped_and_the_exec_goes_on(server):
+    """48 MiB on a terminal's resize stream with no size ending in it: the sizes stop (the kubelet's
+    decoder stops at an error) and the rest is read and dropped, so the session reads on and the
+    command gets its stdin (each chunk was joined to all before it: the loop held for a minute)."""
+    status, _, (reader, writer) = await _spdy_upgrade(server, _EXEC + "&tty=true", "v4.channel.k8s.io")
+    assert status == 101
+    deflate = zlib.compressobj(9, zdict=DICTIONARY)
+    for sid, kind in ((1, "error"), (3, "stdin"), (5, "stdout"), (7, "resize")):
+        block = _frame_headers(deflate, {"streamtype": kind})
+        writer.write(struct.pack(">HHI", 0x8003, 1, len(block) + 10) + struct.pack(">IIH", sid, 0, 0) + block)
+    junk = b"x" * (32 << 10)
+
+    async def run() -> bytes:
+        for _ in range(48 << 5):  # 48 MiB
+            writer.write(struct.pack(">II", 7, len(junk)) + junk)
+            await writer.drain()
+        writer.write(struct.pack(">II", 3, (1 << 24) | 5) + b"hello")
+        out = b""
+        while True:
+            first, second = struct.unpack(">II", await reader.readexactly(8))
+            body = await reader.readexactly(second & 0xFFFFFF)
+            if first == 5:
+                out += body
+            elif first & 0x80000000 and first & 0xFFFF == 7:  # GOAWAY
+                return out
+    try:
+        assert await asyncio.wait_for(run(), 20) == b"HELLO"
+    finally:
+        writer.close()

@@ -123,15 +123,24 @@ def _resizes(session: StreamSession, data: bytes) -> None:
             session.resizes.put_nowait((int(size["Width"]), int(size["Height"])))
 
 
+#: the most a SPDY resize stream holds of a terminal size still to end (one takes a few dozen bytes)
+MAX_SIZE_MESSAGE = 64 * 1024
+
+
 def resize_stream_reader(session: StreamSession, reader: asyncio.StreamReader):
-    """A SPDY resize stream: JSON sizes one after another."""
+    """A SPDY resize stream: JSON sizes one after another. One that runs past MAX_SIZE_MESSAGE
+    without ending stops the sizes, as a decode error stops the kubelet's reader; the stream is
+    read on to its end and dropped (it was held whole, each chunk joined to all before it: 16 MiB
+    held the loop 5 s)."""
     async def pump() -> None:
         buf = b""
         while chunk := await reader.read(4096):
-            buf += chunk
-            while b"}" in buf:
-                part, buf = buf.split(b"}", 1)
+            *parts, buf = (buf + chunk).split(b"}")
+            for part in parts:
                 _resizes(session, part + b"}")
+            if len(buf) > MAX_SIZE_MESSAGE:
+                while await reader.read(CHUNK):
+                    pass
     return pump()
 
 
