@@ -73,7 +73,8 @@ web`) waits there (`Wait`, `_Run.defers`), and an endless loop's later passes ar
 as they come (`PASS`); so does a pass of a loop that ends (a `for`, a counted `while`) starting
 a top-level list, once time has passed in it (`_Run._pass_defers`).
 `id`, `whoami`, `uname` and `ps` answer for the container's security context, the simulated
-node and the pod's containers (simulated_identity).
+node and the pod's containers (simulated_identity); `nvidia-smi` for the GPUs the container was
+given (simulated_gpu).
 
 It is not a whole shell: no other command is recognised. A shell started
 without `-c` (`kubectl exec -it pod -- sh`) reads its stdin line by line
@@ -97,6 +98,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from . import simulated_filters as filters
+from . import simulated_gpu as gpu
 from . import simulated_identity as identity
 from . import simulated_net as net
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, Terminal, reads_data
@@ -1247,6 +1249,8 @@ class _Run:
             self.status = net.APPLETS[name](self, self._files(), name, args)
         elif name in identity.APPLETS:
             self.status = identity.APPLETS[name](self, self._files(), name, args)
+        elif name in gpu.APPLETS:
+            self.status = gpu.APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
 

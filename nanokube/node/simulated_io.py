@@ -24,10 +24,11 @@ port-forward, declared on the pod with annotations.
   in-memory root, its volume mounts): `cat`, `ls`, `tar` and redirections
   work on them, so `kubectl cp` (`tar cf -`, `tar xmf -`) copies to and from
   the pod. A command that reads stdin (`tar xmf -`) gets all the client sends.
-- GPUs: on a node with NVIDIA-personality GPUs, `nvidia-smi -L` is built in:
-  it lists the GPUs and MIG devices the container's claims were prepared
-  with, answered by exec and printed at start by a container whose command
-  runs it (as the NVIDIA DRA driver's quickstart examples do).
+- GPUs: `nvidia-smi` (its table, `-L`, `--query-gpu`) answers for the GPUs the container was
+  given, its DRA claims' and NVIDIA_VISIBLE_DEVICES' (simulated_gpu), in exec, a shell and a
+  container's own command. On a node with NVIDIA-personality GPUs `nvidia-smi -L` lists the MIG
+  devices too, answered by exec and printed at start by a container whose command runs it
+  (as the NVIDIA DRA driver's quickstart examples do).
 - Attach: streams what the container writes as it writes it (a prompt with no
   new line after it too, which its log keeps until the line ends), until it exits.
   A `stdin: true` container is a process reading its stdin until EOF (a
@@ -69,7 +70,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found, sandbox_id
-from . import container_env, simulated_net
+from . import container_env, simulated_gpu, simulated_net
 from .containerlog import ContainerLog
 from .simulated_applets import Terminal
 from .simulated_command import PASS, Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin, written_so_far
@@ -143,6 +144,8 @@ class SimulatedIO:
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         # the network its command (`wget -qO- web`) sees as it starts, for the start in this task that follows
         simulated_net.NETWORK.set(await simulated_net.view(self.worker, " ".join(argv), spec.get("image", "")))
+        if "nvidia-smi" in " ".join(argv):
+            simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), spec["name"]: await self._gpus(spec["name"])})
         if uses_environment(argv) or reads_stdin(argv, spec.get("image", "")):
             self.environments[spec["name"]] = await container_env.environment(self.worker, spec)
 
@@ -582,6 +585,25 @@ class SimulatedIO:
         devices = self.worker.agent.claims.container_devices(self.worker.pod, container)
         return smi_list(devices) if devices else None
 
+    async def _gpus(self, container: str) -> tuple[simulated_gpu.Gpu, ...]:
+        """The node's GPUs container `container` sees (simulated_gpu): those of its DRA claims and
+        those NVIDIA_VISIBLE_DEVICES names (the device plugin's Allocate sets it; `all`: every one),
+        each once, in the node's PCI bus order, as nvidia-smi enumerates them."""
+        agent = self.worker.agent
+        node = [d for d in getattr(getattr(agent, "spec", None), "devices", ()) if d.kind == "gpu"]
+        by_name = {d.name: d for d in node}
+        seen = []
+        claimed = getattr(agent.claims, "_container_devices", None)
+        for _, _, d in claimed(self.worker.pod, container) if claimed and node else ():
+            m = re.match(r"gpu-\d+", d.device)  # a MIG device or a shared GPU's share: its GPU
+            if m and m.group() in by_name:
+                seen.append(by_name[m.group()])
+        visible = (await self._environment_made(container)).get("NVIDIA_VISIBLE_DEVICES", "").split(",")
+        by_id = {d.attributes.get("uuid"): d for d in node} | {str(d.attributes.get("index")): d for d in node}
+        seen += node if visible == ["all"] else [by_id[v] for v in visible if v in by_id]
+        return tuple(simulated_gpu.gpu(d.attributes, d.capacity, d.attributes.get("index", 0))
+                     for d in sorted({d.name: d for d in seen}.values(), key=lambda d: d.attributes.get("index", 0)))
+
     async def exec(self, container: str, command: list[str], session: StreamSession) -> int:
         """Run `command` in the container; with a terminal (`-t`) it is sized as the client says,
         the resizes it sends followed while the command runs."""
@@ -602,11 +624,10 @@ class SimulatedIO:
     async def _exec(self, container: str, command: list[str], session: StreamSession,
                     terminal: Terminal | None) -> int:
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
-        if declared is None and os.path.basename(command[0]) == "nvidia-smi":
-            listing = self._smi_list(container)
-            if listing is not None:
-                declared = listing if command[1:] in (["-L"], ["--list-gpus"]) else json.dumps(
-                    {"stderr": "nanokube: only `nvidia-smi -L` is simulated\n", "exitCode": 1})
+        if declared is None and os.path.basename(command[0]) == "nvidia-smi" and command[1:] in (["-L"], ["--list-gpus"]):
+            declared = self._smi_list(container)  # NVIDIA-personality GPUs: their MIG devices too
+        if declared is None and ("nvidia-smi" in " ".join(command) or reads_stdin(command, "")):
+            simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: await self._gpus(container)})
         if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session, container, terminal)
         if declared is None and session.stdin and not session.tty and (stream := filter_of(command)):

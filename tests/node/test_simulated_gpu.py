@@ -1,0 +1,127 @@
+"""`nvidia-smi` in a GPU pod on the default cluster, through the kubelet's exec (what the exec
+subresource reaches) and the container's own command: the GPUs its claim or NVIDIA_VISIBLE_DEVICES
+gave it, as the real tool prints them; none (and no binary) without any."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from nanokube.machinery.streaming import LogOptions, StreamFailed
+from nanokube.node.simulated_io import SimulatedIO
+from tests.controllers import eventually
+from tests.node.dra.test_prepare import allocate, claim_body, env, phase, pod_body, running_trainer
+from tests.node.test_simulated_io import session, worker
+
+__all__ = ["env"]  # the fixture: an API server and the default cluster's node agents
+QUERY = "--query-gpu=index,name,uuid,memory.total,memory.used,utilization.gpu"
+
+
+async def exec_(mgr, pod: str, command: list[str]) -> tuple[int, str]:
+    agent = mgr.agents["gpu-0"]
+    uid = next(u for u, w in agent.workers.items() if w.name == pod)
+    out: list[bytes] = []
+    code = await agent.streaming.exec("default", pod, uid, "app", command, session(out))
+    return code, b"".join(out).decode()
+
+
+def node_gpus(mgr, *names: str) -> list:
+    return [next(d for d in mgr.agents["gpu-0"].spec.devices if d.name == n) for n in names]
+
+
+async def test_nvidia_smi_prints_the_table_of_the_gpus_the_claim_gave_the_container(env):
+    """The claim's two H100s (gpu-0, gpu-1 of the node's eight): the header with the cluster file's
+    driver and CUDA versions, a block per GPU (bus id, idle memory of its total, 0% busy), and an
+    empty processes table; exit 0."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    code, out = await exec_(mgr, "trainer", ["nvidia-smi"])
+    assert code == 0
+    lines = out.splitlines()
+    assert re.fullmatch(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4} +", lines[0])
+    assert lines[2] == ("| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      "
+                        "CUDA Version: 12.4     |")
+    rows = [line for line in lines if re.match(r"\|\s+\d  NVIDIA", line)]
+    assert rows == ["|   0  NVIDIA H100-SXM5-80GB          On  |   00000000:10:00.0 Off |                    0 |",
+                    "|   1  NVIDIA H100-SXM5-80GB          On  |   00000000:11:00.0 Off |                    0 |"]
+    assert out.count("|       1MiB /  81920MiB |      0%      Default |") == 2
+    assert "|  No running processes found" in out and lines[-1] == "+" + "-" * 89 + "+"
+    assert {len(line) for line in lines[1:]} == {91}, "every line of the boxes is as wide as the real one's"
+
+
+async def test_list_and_query_name_the_claims_gpus_by_their_published_uuids(env):
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    g0, g1 = (d.attributes["uuid"] for d in node_gpus(mgr, "gpu-0", "gpu-1"))
+    assert await exec_(mgr, "trainer", ["nvidia-smi", "-L"]) == (
+        0, f"GPU 0: NVIDIA H100-SXM5-80GB (UUID: {g0})\nGPU 1: NVIDIA H100-SXM5-80GB (UUID: {g1})\n")
+    assert await exec_(mgr, "trainer", ["nvidia-smi", QUERY, "--format=csv"]) == (0, (
+        "index, name, uuid, memory.total [MiB], memory.used [MiB], utilization.gpu [%]\n"
+        f"0, NVIDIA H100-SXM5-80GB, {g0}, 81920 MiB, 1 MiB, 0 %\n"
+        f"1, NVIDIA H100-SXM5-80GB, {g1}, 81920 MiB, 1 MiB, 0 %\n"))
+    # as scripts read it: in a shell, no header, no units
+    assert await exec_(mgr, "trainer", ["sh", "-c", "nvidia-smi --query-gpu=uuid,memory.total "
+                                        "--format=csv,noheader,nounits | grep -c 81920"]) == (0, "2\n")
+    assert await exec_(mgr, "trainer", ["nvidia-smi", "--query-gpu=bogus", "--format=csv"]) == (
+        2, 'Field "bogus" is not a valid field to query.\n\n')
+
+
+async def test_a_container_running_nvidia_smi_prints_its_table_and_succeeds(env):
+    """The ML engineer's first pod: `command: [nvidia-smi]` ends (exit 0, the pod Succeeded) with the
+    table in its log, instead of running forever."""
+    client, clock, mgr = env
+    claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
+    await claims.create(claim_body("smi"))
+    body = pod_body("smi", "smi", restartPolicy="Never")
+    body["spec"]["containers"][0]["command"] = ["nvidia-smi"]
+    await allocate(claims, "smi", await pods.create(body))
+    await eventually(phase(pods, "smi", "Succeeded", clock))
+    p = await pods.get("smi", "default")
+    assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    agent = mgr.agents["gpu-0"]
+    log = (await agent.streaming.logs("default", "smi", p["metadata"]["uid"], "app", LogOptions())).decode()
+    assert "| NVIDIA-SMI 550.54.15" in log and log.count("NVIDIA H100-SXM5-80GB") == 2
+
+
+async def test_a_container_without_gpus_has_no_nvidia_smi(env):
+    """The NVIDIA runtime mounts nvidia-smi in only for a container it gives GPUs: exec finds no
+    such executable, a shell says `not found`."""
+    client, clock, mgr = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "cpu", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}]}})
+    await eventually(phase(pods, "cpu", "Running", clock))
+    with pytest.raises(StreamFailed, match='exec: "nvidia-smi": executable file not found in \\$PATH'):
+        await exec_(mgr, "cpu", ["nvidia-smi"])
+    assert await exec_(mgr, "cpu", ["sh", "-c", "nvidia-smi -L"]) == (127, "sh: nvidia-smi: not found\n")
+
+
+async def test_nvidia_visible_devices_picks_the_gpus_numbered_in_pci_bus_order(env):
+    """The device plugin's Allocate names the GPUs by UUID in NVIDIA_VISIBLE_DEVICES (here the
+    container's own env sets it, as the runtime reads it alike); `all` is every GPU of the node."""
+    client, clock, mgr = env
+    pods = client.resource("", "v1", "pods")
+    g5, g2 = (d.attributes["uuid"] for d in node_gpus(mgr, "gpu-5", "gpu-2"))
+    for name, value in (("two", f"{g5},{g2}"), ("all", "all")):
+        await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox",
+                                                 "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}]}]}})
+        await eventually(phase(pods, name, "Running", clock))
+    assert await exec_(mgr, "two", ["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"]) == (
+        0, f"0, {g2}, 00000000:12:00.0\n1, {g5}, 00000000:15:00.0\n")
+    code, out = await exec_(mgr, "all", ["nvidia-smi", "-L"])
+    assert code == 0 and out.count("GPU ") == 8
+
+
+async def test_a_shell_on_a_node_without_gpus_finds_no_nvidia_smi():
+    """A node with no GPUs (nor claims): `nvidia-smi` is a command the shell does not find, and the
+    script goes on with its status."""
+    w = worker()
+    w.agent.claims.container_devices = lambda pod, container: None
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    out: list[bytes] = []
+    assert await io.exec("main", ["sh", "-c", "nvidia-smi || echo $?"], session(out)) == 0
+    assert b"".join(out) == b"sh: nvidia-smi: not found\n127\n"
+    io.stop()
