@@ -74,7 +74,7 @@ as they come (`PASS`); so does a pass of a loop that ends (a `for`, a counted `w
 a top-level list, once time has passed in it (`_Run._pass_defers`).
 `id`, `whoami`, `uname` and `ps` answer for the container's security context, the simulated
 node and the pod's containers (simulated_identity); `nvidia-smi` for the GPUs the container was
-given (simulated_gpu).
+given (simulated_gpu); `nproc`, `free` and `df` for its node's machine (simulated_system).
 
 It is not a whole shell: no other command is recognised. A shell started
 without `-c` (`kubectl exec -it pod -- sh`) reads its stdin line by line
@@ -101,6 +101,7 @@ from . import simulated_filters as filters
 from . import simulated_gpu as gpu
 from . import simulated_identity as identity
 from . import simulated_net as net
+from . import simulated_system as system
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, Terminal, reads_data
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
 from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Return
@@ -1251,6 +1252,8 @@ class _Run:
             self.status = identity.APPLETS[name](self, self._files(), name, args)
         elif name in gpu.APPLETS:
             self.status = gpu.APPLETS[name](self, self._files(), name, args)
+        elif name in system.APPLETS:
+            self.status = system.APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
 

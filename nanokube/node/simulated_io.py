@@ -26,9 +26,10 @@ port-forward, declared on the pod with annotations.
   the pod. A command that reads stdin (`tar xmf -`) gets all the client sends.
 - GPUs: `nvidia-smi` (its table, `-L`, `--query-gpu`) answers for the GPUs the container was
   given, its DRA claims' and NVIDIA_VISIBLE_DEVICES' (simulated_gpu), in exec, a shell and a
-  container's own command. On a node with NVIDIA-personality GPUs `nvidia-smi -L` lists the MIG
-  devices too, answered by exec and printed at start by a container whose command runs it
-  (as the NVIDIA DRA driver's quickstart examples do).
+  container's own command; `nproc`, `free` and `df` for its node's machine (simulated_system).
+  On a node with NVIDIA-personality GPUs `nvidia-smi -L` lists the MIG devices too, answered by
+  exec and printed at start by a container whose command runs it (as the NVIDIA DRA driver's
+  quickstart examples do).
 - Attach: streams what the container writes as it writes it (a prompt with no
   new line after it too, which its log keeps until the line ends), until it exits.
   A `stdin: true` container is a process reading its stdin until EOF (a
@@ -70,7 +71,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found, sandbox_id
-from . import container_env, simulated_gpu, simulated_net
+from . import container_env, simulated_gpu, simulated_net, simulated_system
 from .containerlog import ContainerLog
 from .simulated_applets import Terminal
 from .simulated_command import PASS, Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin, written_so_far
@@ -144,6 +145,7 @@ class SimulatedIO:
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         # the network its command (`wget -qO- web`) sees as it starts, for the start in this task that follows
         simulated_net.NETWORK.set(await simulated_net.view(self.worker, " ".join(argv), spec.get("image", "")))
+        simulated_system.NODE.set(getattr(getattr(self.worker.agent, "spec", None), "capacity", None))
         if "nvidia-smi" in " ".join(argv):
             simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), spec["name"]: await self._gpus(spec["name"])})
         if uses_environment(argv) or reads_stdin(argv, spec.get("image", "")):
@@ -626,6 +628,7 @@ class SimulatedIO:
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
         if declared is None and os.path.basename(command[0]) == "nvidia-smi" and command[1:] in (["-L"], ["--list-gpus"]):
             declared = self._smi_list(container)  # NVIDIA-personality GPUs: their MIG devices too
+        simulated_system.NODE.set(getattr(getattr(self.worker.agent, "spec", None), "capacity", None))
         if declared is None and ("nvidia-smi" in " ".join(command) or reads_stdin(command, "")):
             simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: await self._gpus(container)})
         if declared is None and reads_stdin(command, ""):

@@ -1,0 +1,52 @@
+"""`nproc`, `free` and `df` in a pod on the default cluster (64 CPUs, 512Gi of memory, 1Ti of
+ephemeral storage per node), through the kubelet's exec: busybox's formats, for the node's
+machine, as a container sees it whatever its limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.controllers import eventually
+from tests.node.dra.test_prepare import env, phase
+from tests.node.test_simulated_gpu import exec_
+
+__all__ = ["env"]  # the fixture: an API server and the default cluster's node agents
+
+
+@pytest.fixture
+async def small(env):
+    """A pod limited to 1.5 CPUs and 1Gi on node gpu-0, running: the node's agents."""
+    client, clock, mgr = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "small", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "resources": {
+            "limits": {"cpu": "1500m", "memory": "1Gi"}}}]}})
+    await eventually(phase(pods, "small", "Running", clock))
+    return mgr
+
+
+async def test_nproc_counts_the_nodes_cpus_which_a_cpu_limit_does_not_narrow(small):
+    """A CPU limit is a CFS quota, not a cpuset: nproc (sched_getaffinity) still sees all 64."""
+    assert await exec_(small, "small", ["nproc"]) == (0, "64\n")
+    assert await exec_(small, "small", ["sh", "-c", "nproc --ignore=4"]) == (0, "60\n")
+
+
+async def test_free_reads_the_nodes_memory_not_the_containers_limit(small):
+    header = "              total        used        free      shared  buff/cache   available\n"
+    assert await exec_(small, "small", ["free"]) == (0, header + (
+        "Mem:      536870912    16777216   486539264           0    33554432   520093696\n"
+        "Swap:             0           0           0\n"))
+    code, out = await exec_(small, "small", ["sh", "-c", "free -m | grep Mem"])
+    assert (code, out.split()) == (0, ["Mem:", "524288", "16384", "475136", "0", "32768", "507904"])
+
+
+async def test_df_lists_the_overlay_root_the_runtimes_tmpfs_and_the_kubelets_files(small):
+    code, out = await exec_(small, "small", ["df"])
+    assert code == 0
+    assert out.splitlines()[:4] == [
+        "Filesystem           1K-blocks      Used Available Use% Mounted on",
+        "overlay              1073741824 107374182 966367642  10% /",
+        "tmpfs                    65536         0     65536   0% /dev",
+        "shm                      65536         0     65536   0% /dev/shm"]
+    assert [line.split()[-1] for line in out.splitlines()[4:]] == [
+        "/etc/hosts", "/dev/termination-log", "/etc/hostname", "/etc/resolv.conf"]
