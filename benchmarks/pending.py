@@ -26,8 +26,9 @@ reported on (the scheduler's whole work on them). The first span's ratio between
 the create rate's ratio with the machine's load taken out: the server runs on one core's worth of
 one event loop, so its creates/s is the CPU it gets divided by the CPU a create costs there.
 The scheduler process's CPU is read over the same two spans; "until idle" waits for both. The
-server's CPU per bound pod create is what a create costs with no scheduler write after it: against
-`none`'s, what handing the pod to the scheduler adds (its watch event, over HTTPS to its own process).
+server's CPU per bound pod create, read over the creates alone (what lags past the last one is left
+out), is what a create costs with no scheduler write after it: against `none`'s, what handing the
+pod to the scheduler adds (its watch event, over HTTPS to its own process).
 """
 
 from __future__ import annotations
