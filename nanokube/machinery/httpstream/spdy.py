@@ -91,7 +91,6 @@ class HeldReader(asyncio.StreamReader):
         self._resumed.set()
 
 
-
 class SpdyStream:
     """One stream the client opened: its headers, what it sent (a reader that
     ends at the client's FIN) and writes back to it."""
