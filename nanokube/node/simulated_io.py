@@ -145,9 +145,7 @@ class SimulatedIO:
         argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
         # the network its command (`wget -qO- web`) sees as it starts, for the start in this task that follows
         simulated_net.NETWORK.set(await simulated_net.view(self.worker, " ".join(argv), spec.get("image", "")))
-        simulated_system.NODE.set(getattr(getattr(self.worker.agent, "spec", None), "capacity", None))
-        if "nvidia-smi" in " ".join(argv):
-            simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), spec["name"]: await self._gpus(spec["name"])})
+        await self._machine(spec["name"], "nvidia-smi" in " ".join(argv))
         if uses_environment(argv) or reads_stdin(argv, spec.get("image", "")):
             self.environments[spec["name"]] = await container_env.environment(self.worker, spec)
 
@@ -587,6 +585,14 @@ class SimulatedIO:
         devices = self.worker.agent.claims.container_devices(self.worker.pod, container)
         return smi_list(devices) if devices else None
 
+    async def _machine(self, container: str, gpus: bool) -> None:
+        """What the commands about to be worked out in `container` (in this task and those it
+        starts) see of the node's machine: its capacity (simulated_system) and, where they may run
+        nvidia-smi (`gpus`), the GPUs the container was given."""
+        simulated_system.NODE.set(getattr(getattr(self.worker.agent, "spec", None), "capacity", None))
+        if gpus:
+            simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: await self._gpus(container)})
+
     async def _gpus(self, container: str) -> tuple[simulated_gpu.Gpu, ...]:
         """The node's GPUs container `container` sees (simulated_gpu): those of its DRA claims and
         those NVIDIA_VISIBLE_DEVICES names (the device plugin's Allocate sets it; `all`: every one),
@@ -628,9 +634,8 @@ class SimulatedIO:
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
         if declared is None and os.path.basename(command[0]) == "nvidia-smi" and command[1:] in (["-L"], ["--list-gpus"]):
             declared = self._smi_list(container)  # NVIDIA-personality GPUs: their MIG devices too
-        simulated_system.NODE.set(getattr(getattr(self.worker.agent, "spec", None), "capacity", None))
-        if declared is None and ("nvidia-smi" in " ".join(command) or reads_stdin(command, "")):
-            simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: await self._gpus(container)})
+        await self._machine(container, declared is None and ("nvidia-smi" in " ".join(command)
+                                                             or reads_stdin(command, "")))
         if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session, container, terminal)
         if declared is None and session.stdin and not session.tty and (stream := filter_of(command)):
@@ -807,6 +812,8 @@ class SimulatedIO:
             return self.exit_codes.get(container)
         spec = self._spec(container)
         shell = self.shells.get(container)
+        if shell is not None:  # the lines it is sent are worked out in the reader's task
+            await self._machine(container, True)
         reader = None
         async with _following(session, shell.terminal if shell is not None and session.tty else None):
             if session.stdin and spec.get("stdin"):

@@ -5,14 +5,16 @@ gave it, as the real tool prints them; none (and no binary) without any."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
 from nanokube.machinery.streaming import LogOptions, StreamFailed
+from nanokube.node.devices import Device
 from nanokube.node.simulated_io import SimulatedIO
 from tests.controllers import eventually
 from tests.node.dra.test_prepare import allocate, claim_body, env, phase, pod_body, running_trainer
-from tests.node.test_simulated_io import session, worker
+from tests.node.test_simulated_io import session, typed, worker
 
 __all__ = ["env"]  # the fixture: an API server and the default cluster's node agents
 QUERY = "--query-gpu=index,name,uuid,memory.total,memory.used,utilization.gpu"
@@ -125,3 +127,20 @@ async def test_a_shell_on_a_node_without_gpus_finds_no_nvidia_smi():
     assert await io.exec("main", ["sh", "-c", "nvidia-smi || echo $?"], session(out)) == 0
     assert b"".join(out) == b"sh: nvidia-smi: not found\n127\n"
     io.stop()
+
+
+async def test_a_shell_typed_into_by_attach_runs_nvidia_smi_and_nproc():
+    """`kubectl run -it --image=busybox -- sh` on a GPU node, its container given GPU 3 by the
+    device plugin: the lines typed are worked out in the attach's task, with the node at hand."""
+    w = worker(stdin=True, stdinOnce=True, command=["sh"],
+               env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-3"}])
+    w.agent.claims.container_devices = lambda pod, container: None
+    w.agent.spec = SimpleNamespace(capacity={"cpu": "16", "memory": "64Gi"}, devices=[
+        Device("gpu", f"gpu-{i}", {"model": "L4", "uuid": f"GPU-{i}", "index": i, "driverVersion": "550.54.15",
+                                   "cudaVersion": "12.4"}, {"memory": "23034Mi"}) for i in range(4)])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    attached = await typed(io, b"nvidia-smi -L\nnproc\nexit\n")
+    log = io.serve_log("main", LogOptions())
+    assert log == b"GPU 0: NVIDIA L4 (UUID: GPU-3)\n16\n"
+    attached.cancel()

@@ -5,7 +5,7 @@ import asyncio
 
 from nanokube.machinery.streaming import LogOptions
 from nanokube.node.simulated_io import SimulatedIO
-from tests.node.test_simulated_io import session, settle, worker
+from tests.node.test_simulated_io import session, settle, typed, worker
 
 
 async def exec_(io: SimulatedIO, command: str) -> tuple[int, bytes]:
@@ -53,10 +53,7 @@ async def test_an_interactive_shell_runs_them_instead_of_not_finding_them():
     w = worker(stdin=True, stdinOnce=True, command=["sh"])
     io = SimulatedIO(w)
     io.started({"main": "busybox"})
-    s = session([], stdin=True)
-    attached = asyncio.ensure_future(io.attach("main", s))
-    s.stdin_data.put_nowait(b"id\nuname -s\nexit\n")
-    await settle()
+    attached = await typed(io, b"id\nuname -s\nexit\n")
     log = io.serve_log("main", LogOptions())
     assert b"uid=0(root) gid=0(root) groups=0(root)\nLinux\n" in log and b"not found" not in log
     attached.cancel()

@@ -48,6 +48,15 @@ def session(out: list, stdin=False, tty=False):
         out.append(data)
     return StreamSession(stdin, True, True, tty, write, write)
 
+async def typed(io: SimulatedIO, lines: bytes) -> asyncio.Future:
+    """A client attached to container main's stdin that sent `lines`, once they were taken: the attach."""
+    s = session([], stdin=True)
+    attached = asyncio.ensure_future(io.attach("main", s))
+    s.stdin_data.put_nowait(lines)
+    await settle()
+    return attached
+
+
 def stdin_script(script: str, out: list):
     """A busybox container running `sh -c script` with its stdin (stdinOnce) attached by a client
     writing to `out`, on a manual clock: (the clock, its SimulatedIO, the session, the attach)."""
