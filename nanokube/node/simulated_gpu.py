@@ -88,8 +88,9 @@ def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> in
         proc.err(f'Field "{bad}" is not a valid field to query.\n\n')
         return 2
     units = "nounits" not in opts
+    # `nounits` drops the units from the values only: the header still names them
     lines = [] if "noheader" in opts else [", ".join(
-        _QUERY[f][0] + (f" [{_QUERY[f][1]}]" if units and _QUERY[f][1] else "") for f in fields)]
+        _QUERY[f][0] + (f" [{_QUERY[f][1]}]" if _QUERY[f][1] else "") for f in fields)]
     for i, g in enumerate(gpus):
         lines.append(", ".join(_QUERY[f][2](i, g) + (f" {_QUERY[f][1]}" if units and _QUERY[f][1] else "")
                                for f in fields))

@@ -65,6 +65,8 @@ async def test_list_and_query_name_the_claims_gpus_by_their_published_uuids(env)
     # as scripts read it: in a shell, no header, no units
     assert await exec_(mgr, "trainer", ["sh", "-c", "nvidia-smi --query-gpu=uuid,memory.total "
                                         "--format=csv,noheader,nounits | grep -c 81920"]) == (0, "2\n")
+    assert await exec_(mgr, "trainer", ["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,nounits"]) == (
+        0, "index, memory.used [MiB]\n0, 1\n1, 1\n")  # the header keeps its units
     assert await exec_(mgr, "trainer", ["nvidia-smi", "--query-gpu=bogus", "--format=csv"]) == (
         2, 'Field "bogus" is not a valid field to query.\n\n')
 
