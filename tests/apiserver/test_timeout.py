@@ -137,6 +137,22 @@ async def test_a_write_past_its_timeout_is_answered_504_by_the_timeout_filter_an
         assert r.status == 201
 
 
+async def _created(s, name: str, spec: dict, tries: int = 500) -> int:
+    """Service `name` of `spec` created, tried until the server takes it (a cancelled request's write lets
+    its values go in a task of its own, once the store answers) or `tries` run out: the last answer's code."""
+    for _ in range(tries):
+        async with s.post(SVCS, json={"metadata": {"name": name}, "spec": spec}) as r:
+            if r.status == 201:
+                return 201
+            status = r.status
+        await asyncio.sleep(0.01)
+    return status
+
+
+def _node_port(port: int) -> dict:
+    return {"type": "NodePort", "ports": [{"port": 80, "nodePort": port}]}
+
+
 @pytest.mark.parametrize("name", ["late", "held"])
 async def test_a_service_create_past_its_deadline_is_whole_either_way(api, name):
     """A Service's create past its deadline: its write, handed to the store, goes on after the 504 (as
@@ -199,12 +215,7 @@ async def test_a_service_delete_past_its_deadline_lets_its_cluster_ip_go(api):
     async with s.delete(f"{SVCS}/late", params={"timeout": "1s"}) as r:
         assert r.status == 504
     store.release.set()
-    for _ in range(500):  # the write's own task lets the address go once the store answers
-        async with s.post(SVCS, json={"metadata": {"name": "other"}, "spec": spec}) as r:
-            if r.status == 201:
-                break
-        await asyncio.sleep(0.01)
-    assert r.status == 201
+    assert await _created(s, "other", spec) == 201
     async with s.get(f"{SVCS}/late") as r:
         assert r.status == 404
 
@@ -216,8 +227,7 @@ async def test_a_service_update_past_its_deadline_keeps_its_new_node_port_and_le
     was held by no Service)."""
     store, s, _ = api
     store.release.set()
-    async with s.post(SVCS, json={"metadata": {"name": "late"}, "spec": {
-            "type": "NodePort", "ports": [{"port": 80, "nodePort": 30710}]}}) as r:
+    async with s.post(SVCS, json={"metadata": {"name": "late"}, "spec": _node_port(30710)}) as r:
         assert r.status == 201
     store.release.clear()
     async with s.patch(f"{SVCS}/late", params={"timeout": "1s"}, data=orjson.dumps(
@@ -227,16 +237,8 @@ async def test_a_service_update_past_its_deadline_keeps_its_new_node_port_and_le
     store.release.set()
     async with s.get(f"{SVCS}/late") as r:
         assert (await r.json())["spec"]["ports"][0]["nodePort"] == 30711
-
-    async def given(port: int) -> int:
-        async with s.post(SVCS, json={"metadata": {"name": f"p{port}"}, "spec": {
-                "type": "NodePort", "ports": [{"port": 80, "nodePort": port}]}}) as r:
-            return r.status
-    for _ in range(500):  # the write's own task finishes the update once the store answers
-        if (old_port := await given(30710)) == 201:
-            break
-        await asyncio.sleep(0.01)
-    assert old_port == 201 and await given(30711) == 422
+    assert await _created(s, "p30710", _node_port(30710)) == 201  # (once the write's own task finished the update)
+    assert await _created(s, "p30711", _node_port(30711), tries=1) == 422
 
 
 async def test_an_update_that_deletes_a_service_past_its_deadline_lets_its_old_and_new_node_ports_go(api):
@@ -246,8 +248,7 @@ async def test_an_update_that_deletes_a_service_past_its_deadline_lets_its_old_a
     by no Service)."""
     store, s, _ = api
     store.release.set()
-    async with s.post(SVCS, json={"metadata": {"name": "late", "finalizers": ["example.com/keep"]}, "spec": {
-            "type": "NodePort", "ports": [{"port": 80, "nodePort": 30720}]}}) as r:
+    async with s.post(SVCS, json={"metadata": {"name": "late", "finalizers": ["example.com/keep"]}, "spec": _node_port(30720)}) as r:
         assert r.status == 201
     async with s.delete(f"{SVCS}/late") as r:
         assert r.status == 200
@@ -257,16 +258,8 @@ async def test_an_update_that_deletes_a_service_past_its_deadline_lets_its_old_a
             headers={"Content-Type": "application/strategic-merge-patch+json"}) as r:
         assert r.status == 504
     store.release.set()
-
-    async def given(port: int) -> int:
-        async with s.post(SVCS, json={"metadata": {"name": f"p{port}"}, "spec": {
-                "type": "NodePort", "ports": [{"port": 80, "nodePort": port}]}}) as r:
-            return r.status
-    for _ in range(500):  # the write's own task finishes the update once the store answers
-        if (old_port := await given(30720)) == 201:
-            break
-        await asyncio.sleep(0.01)
-    assert old_port == 201 and await given(30721) == 201
+    assert await _created(s, "p30720", _node_port(30720)) == 201  # (once the write's own task finished the update)
+    assert await _created(s, "p30721", _node_port(30721), tries=1) == 201
     async with s.get(f"{SVCS}/late") as r:
         assert r.status == 404
 
