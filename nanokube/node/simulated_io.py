@@ -601,7 +601,7 @@ class SimulatedIO:
         node = [d for d in getattr(getattr(agent, "spec", None), "devices", ()) if d.kind == "gpu"]
         by_name = {d.name: d for d in node}
         seen = []
-        claimed = getattr(agent.claims, "_container_devices", None)
+        claimed = getattr(agent.claims, "prepared_devices", None)
         for _, _, d in claimed(self.worker.pod, container) if claimed and node else ():
             m = re.match(r"gpu-\d+", d.device)  # a MIG device or a shared GPU's share: its GPU
             if m and m.group() in by_name:

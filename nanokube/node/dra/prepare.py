@@ -404,7 +404,7 @@ class ClaimPreparer:
         await asyncio.gather(*self.unpreparing.values(), return_exceptions=True)
         self.unpreparing.clear()
 
-    def _container_devices(self, pod: dict, container: str) -> list[tuple[dict, str, _Prepared]]:
+    def prepared_devices(self, pod: dict, container: str) -> list[tuple[dict, str, _Prepared]]:
         """(claim reference, driver, device) for each device drivers prepared for the claims (and
         requests) a container of the pod names in `resources.claims`."""
         ns = pod["metadata"]["namespace"]
@@ -425,7 +425,7 @@ class ClaimPreparer:
     def cdi_devices(self, pod: dict, container: str) -> list[str]:
         """The CDI device IDs of a container's devices from external drivers, in order, each once."""
         out: list[str] = []
-        for _, _, d in self._container_devices(pod, container):
+        for _, _, d in self.prepared_devices(pod, container):
             out += [i for i in d.cdi_ids if i not in out]
         return out
 
@@ -439,7 +439,7 @@ class ClaimPreparer:
         if not (plugins and plugins.health and self.external) and not (self.device_health and self.builtin):
             return []
         out: dict[str, list[dict]] = {}
-        for ref, driver, d in self._container_devices(pod, container):
+        for ref, driver, d in self.prepared_devices(pod, container):
             if driver in self.drivers and self.device_health:
                 health = self.device_health(d.device)
             elif plugins and plugins.reports_health(driver):
