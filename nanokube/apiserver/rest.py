@@ -798,6 +798,7 @@ class GenericREST:
                 yield ("BOOKMARK", self._bookmark(res, version, high, initial_end=True))
             if allow_bookmarks:
                 timer = self._schedule_bookmark(w, deadline)
+            converts = _converts(res.strategy)  # else no event's conversion awaits anything
             while True:
                 ev = await w.queue.get()
                 if ev is None:
@@ -809,7 +810,8 @@ class GenericREST:
                 if ev.rev <= high:
                     continue
                 high = ev.rev
-                await res.strategy.prepare_conversion([ev.entry.obj], version, reuse=True)
+                if converts:
+                    await res.strategy.prepare_conversion([ev.entry.obj], version, reuse=True)
                 out = self._translate(res, version, ev, ok, self._external)
                 if out:
                     w.stored = ev.entry.obj
