@@ -3,7 +3,8 @@ then containerd's defaults), shared by both runtimes: the process runtime execs 
 simulated one's shell (simulated_command) expands and prints it.
 
 In order: the image's PATH, HOSTNAME and HOME (the process runtime's images are the node's own
-root, so these are busybox's defaults), TERM for a tty, the env device plugins' Allocate
+root, so these are busybox's defaults; HOME is root's unless the runtime says whose home it is:
+the simulated one passes runAsUser's from the image's /etc/passwd, as runc does), TERM for a tty, the env device plugins' Allocate
 answers set (devicemanager), the kubelet's service link variables (service_env), then envFrom
 and env, each `env` value's `$(VAR)` references expanded with what comes before it; valueFrom
 reads fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef and fileKeyRef; last, the env
@@ -45,10 +46,11 @@ def hostname(pod: dict, node: str) -> str:
     return spec.get("hostname") or pod["metadata"]["name"]
 
 
-async def environment(worker, spec: dict) -> dict[str, str]:
-    """Container `spec`'s environment in pod `worker` (a PodWorker: its agent, pod, uid and IP)."""
+async def environment(worker, spec: dict, home: str = "/root") -> dict[str, str]:
+    """Container `spec`'s environment in pod `worker` (a PodWorker: its agent, pod, uid and IP),
+    `home` its user's home directory (HOME, unless its own env sets one)."""
     agent, pod = worker.agent, worker.pod
-    env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname(pod, agent.name), "HOME": "/root"}
+    env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname(pod, agent.name), "HOME": home}
     if spec.get("tty"):  # containerd's WithTTY, before the image's and the container's own env
         env["TERM"] = "xterm"
     # device plugins' Allocate envs come before the kubelet's (GenerateRunContainerOptions), so the

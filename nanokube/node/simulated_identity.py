@@ -21,6 +21,8 @@ from .simulated_host import KERNEL_BUILD, KERNEL_VERSION
 
 USERS = {0: "root", 65534: "nobody"}
 GROUPS = {0: "root", 65534: "nogroup"}
+#: the home directories of busybox's /etc/passwd; runc sets HOME to "/" for a uid it lacks
+HOMES = {0: "/root", 65534: "/home"}
 #: what the images whose default command is a shell run without a command
 DEFAULT_COMMANDS = {"busybox": "sh", "alpine": "/bin/sh", "ubuntu": "/bin/bash", "debian": "bash"}
 
@@ -43,6 +45,11 @@ def run_as(pod: dict, name: str) -> tuple[int, int, tuple[int, ...]]:
     gid = own.get("runAsGroup", ctx.get("runAsGroup")) or 0
     extra = [ctx["fsGroup"]] if ctx.get("fsGroup") is not None else []
     return uid, gid, tuple(sorted({gid, *extra, *(ctx.get("supplementalGroups") or ())}))
+
+
+def home(pod: dict, name: str) -> str:
+    """HOME of container `name`: its user's home in the image's /etc/passwd, "/" for an unknown uid."""
+    return HOMES.get(run_as(pod, name)[0], "/")
 
 
 def _main_process(container: dict) -> str:

@@ -100,3 +100,26 @@ async def test_a_shell_on_a_terminal_prompts_with_dollar_for_a_user_other_than_r
     await settle()
     io.exited(0)
     assert await asyncio.wait_for(attached, 5) == 0
+
+
+async def test_home_is_the_users_home_in_busyboxs_passwd_unless_the_container_sets_it():
+    """runc sets HOME from the image's /etc/passwd: root's /root, nobody's /home, "/" for a uid the
+    image lacks; the container's own HOME wins, and its command's $(HOME) sees the same."""
+    w = worker(securityContext={"runAsUser": 65534})
+    w.pod["spec"]["securityContext"] = {"runAsUser": 1000}
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    assert io.environment("main")["HOME"] == "/home"
+    assert await exec_(io, "echo $HOME") == (0, b"/home\n")
+    io.stop()
+    w = worker()
+    w.pod["spec"]["securityContext"] = {"runAsUser": 1000}
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    assert await exec_(io, "echo $HOME") == (0, b"/\n")
+    io.stop()
+    w = worker(securityContext={"runAsUser": 1000}, env=[{"name": "HOME", "value": "/data"}])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    assert await exec_(io, "echo $HOME; id -u") == (0, b"/data\n1000\n")
+    io.stop()
