@@ -36,7 +36,7 @@ from .runtime_class import RuntimeClass
 from .service_account import ServiceAccount
 from .storage_object_in_use import StorageObjectInUseProtection
 from .matching import exempt
-from ..auth.escalation import RBACEscalation
+from ..auth.escalation import GROUP as ESCALATION_GROUP, RBACEscalation
 from .plugins import BuiltinPlugins, CertificateSigners
 from .policies import MutatingPolicies, PolicyRound, ValidatingPolicies
 from .source import ConfigSource
@@ -91,8 +91,9 @@ class Admission:
         self.service_account: ServiceAccount | None = ServiceAccount(rest)
         self.claim_resize = PersistentVolumeClaimResize(rest)
         #: in-tree validating plugins after the built-ins, in upstream's order
-        self.validators = [self.limit_ranger, self.claim_resize, self.runtime_class, CertificateSigners(self.plugins),
-                           RBACEscalation(self.plugins)]
+        self.validators = [self.limit_ranger, self.claim_resize, self.runtime_class, CertificateSigners(self.plugins)]
+        #: RBAC escalation prevention, on the mutated object before the registry validates it
+        self.escalation = RBACEscalation(self.plugins)
         #: (mutators, validators) that can act on a (group, plural), in order: most writes are of
         #: kinds none of them handles, and a call to each to return at once was ~10 k instructions
         self._in_tree: dict[tuple[str, str], tuple[list, list]] = {}
@@ -165,21 +166,25 @@ class Admission:
         return not exempt(res) and self.configs.configured()
 
     async def mutate(self, a: Attributes) -> None:
+        """The mutating chain; then, on the object it leaves, what upstream's RBAC storage judges before
+        its registry validates the object (escalation: a role both invalid and escalating is 403)."""
         if exempt(a.res) or not self.configs.configured():  # no policy or webhook to change the object: one round
             if self.service_account is not None and a.res.plural == "pods":
                 await self._mutate_in_tree(a)
             else:  # nothing in-tree awaits: no coroutine for it (most writes)
                 self._mutate_builtin(a)
-            return
-        state, policies = MutationRound(), PolicyRound()
-        for state.round in (0, 1):
-            await self._mutate_in_tree(a)
-            if not exempt(a.res) and self.configs.configured():
-                self._with_authorizer(a)
-                await self.mutating_policies.mutate(a, policies, state.round)
-                await self.webhooks.mutate(a, state)
-            if not (state.changed or policies.changed):
-                break  # nothing changed the object: no second round
+        else:
+            state, policies = MutationRound(), PolicyRound()
+            for state.round in (0, 1):
+                await self._mutate_in_tree(a)
+                if not exempt(a.res) and self.configs.configured():
+                    self._with_authorizer(a)
+                    await self.mutating_policies.mutate(a, policies, state.round)
+                    await self.webhooks.mutate(a, state)
+                if not (state.changed or policies.changed):
+                    break  # nothing changed the object: no second round
+        if a.res.group == ESCALATION_GROUP:
+            self.escalation.validate(a)
 
     async def _mutate_in_tree(self, a: Attributes) -> None:
         if self.service_account is None or a.res.plural != "pods" or a.operation != "CREATE" \

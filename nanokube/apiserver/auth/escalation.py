@@ -87,15 +87,21 @@ def _compacted(missing: list[dict]) -> list[dict]:
 
 
 def not_held(rbac, user, namespace: str, rules: list[dict]) -> str:
-    """ConfirmNoEscalation: "" when the user holds every rule in `namespace`, else why not."""
-    resource, non_resource = rbac.rules_for(user.name, user.groups, namespace)
+    """ConfirmNoEscalation: "" when the user holds every rule in `namespace`, else why not (with the
+    user's bindings whose role could not be found: what they would grant is not counted)."""
+    unresolved: list[str] = []
+    resource, non_resource = rbac.rules_for(user.name, user.groups, namespace, unresolved)
     owned = resource + non_resource
     missing = [a for r in rules for a in breakdown(r) if not any(covers(o, a) for o in owned)]
     if not missing:
         return ""
     described = sorted({compact_string(r) for r in _compacted(missing)})
-    return (f"user {_quoted([user.name])[1:-1]} (groups={_quoted(list(user.groups))}) is attempting to grant RBAC "
-            "permissions not currently held:\n" + "\n".join(described))
+    why = (f"user {_quoted([user.name])[1:-1]} (groups={_quoted(list(user.groups))}) is attempting to grant RBAC "
+           "permissions not currently held:\n" + "\n".join(described))
+    if unresolved:  # Go's %v of a one-error list, the error an aggregate ("[a, b]" where several differ)
+        distinct = list(dict.fromkeys(unresolved))
+        why += "; resolution errors: [" + (distinct[0] if len(distinct) == 1 else "[" + ", ".join(distinct) + "]") + "]"
+    return why
 
 
 def _only_gc_fields(obj: dict, old: dict | None) -> bool:
@@ -110,10 +116,9 @@ def _only_gc_fields(obj: dict, old: dict | None) -> bool:
 
 
 class RBACEscalation:
-    """The checks on writes of the four RBAC kinds, once the server's authorizer is known (admission's
-    `validators`: they run on the final object, as upstream's storage wrappers judge it)."""
-
-    validates = frozenset((GROUP, p) for p in ("roles", "clusterroles", "rolebindings", "clusterrolebindings"))
+    """The checks on writes of the four RBAC kinds, once the server's authorizer is known. They run on the
+    object mutating admission leaves, before the registry validates it, as upstream's storage wrappers
+    judge it before their inner storage does: a role both invalid and escalating is refused 403, not 422."""
 
     def __init__(self, plugins) -> None:
         self.plugins = plugins
@@ -138,8 +143,8 @@ class RBACEscalation:
         else:
             ref = a.obj.get("roleRef") or {}
             kind = {"ClusterRole": "clusterroles", "Role": "roles"}.get(ref.get("kind", ""))
-            if kind is None:
-                return  # (validation refuses it)
+            if kind is None:  # upstream answers 500 (GetRoleReferenceRules' plain error); validation's 422 here
+                return
             bind = Attributes("bind", "", True, ref.get("apiGroup", ""), "", kind, "", ns, ref.get("name", ""))
             if authorizer.authorize(user.name, user.groups, bind).allowed:
                 return

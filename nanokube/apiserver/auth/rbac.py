@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol
 
+from ...machinery import gofmt
 from ...machinery.selectors import matches_labels, selector_from_object
 from .authorizer import Attributes, Decision
 from .controller_policy import RULES as CONTROLLER_RULES
@@ -108,16 +109,28 @@ class RBACAuthorizer:
         role = self.source.get("roles", namespace, ref.get("name", ""))
         return (role or {}).get("rules") or []
 
-    def rules_for(self, user_name: str, groups: tuple[str, ...], namespace: str) -> tuple[list[dict], list[dict]]:
+    def _missing(self, ref: dict, namespace: str) -> str:
+        """"" where the role a binding refers to exists, else the NotFound message its lookup gives."""
+        plural = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
+        if self.source.get(plural, None if plural == "clusterroles" else namespace, ref.get("name", "")) is not None:
+            return ""
+        return f'{plural}.rbac.authorization.k8s.io {gofmt.quote(ref.get("name", ""))} not found'
+
+    def rules_for(self, user_name: str, groups: tuple[str, ...], namespace: str,
+                  unresolved: list[str] | None = None) -> tuple[list[dict], list[dict]]:
         """(resource rules, non-resource rules) granted to the user in `namespace`
-        by every ClusterRoleBinding and the namespace's RoleBindings (RulesFor)."""
+        by every ClusterRoleBinding and the namespace's RoleBindings (RulesFor); `unresolved`
+        gathers, in that order, why a binding's role could not be found (RulesFor's errors)."""
         rules: list[dict] = []
         bindings = [(b, "") for b in self.source.list("clusterrolebindings")]
         if namespace:
             bindings += [(b, namespace) for b in self.source.list("rolebindings", namespace)]
         for b, ns in bindings:
             if any(subject_matches(s, user_name, groups, ns) for s in b.get("subjects") or []):
-                rules += self._role_rules(b.get("roleRef") or {}, ns)
+                ref = b.get("roleRef") or {}
+                if unresolved is not None and self._missing(ref, ns):
+                    unresolved.append(self._missing(ref, ns))
+                rules += self._role_rules(ref, ns)
         return [r for r in rules if r.get("resources")], [r for r in rules if r.get("nonResourceURLs")]
 
     def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:

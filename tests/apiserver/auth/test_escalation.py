@@ -91,3 +91,40 @@ async def test_dropping_an_aggregation_rule_takes_full_authority_too(tmp_path):
         # a ClusterRole that never had one it may update within what it holds
         assert (await send(api, "POST", f"{RBAC}/clusterroles", _role("plain", [], "ClusterRole")))[0] == 201
         assert (await _as_mallory(api, "PUT", f"{RBAC}/clusterroles/plain", _role("plain", maker, "ClusterRole")))[0] == 200
+
+
+async def test_escalation_is_judged_before_validation_and_names_unresolved_bindings(tmp_path):
+    """As upstream's storage wrappers, which judge escalation before their inner storage validates: a
+    role or binding both invalid and escalating is 403, not 422; a binding of mallory's whose role is
+    missing shows in the message (RulesFor's resolution errors)."""
+    async with served(tmp_path) as (_, api):
+        assert (await send(api, "POST", "/api/v1/namespaces", {"metadata": {"name": "f"}}))[0] == 201
+        maker = [{"verbs": ["create", "update"], "apiGroups": ["rbac.authorization.k8s.io"],
+                  "resources": ["roles", "rolebindings"]}]
+        assert (await send(api, "POST", f"{RBAC}/clusterroles", _role("role-maker", maker, "ClusterRole")))[0] == 201
+        assert (await send(api, "POST", f"{RBAC}/clusterrolebindings",
+                           _binding("role-maker", "ClusterRole", "role-maker")))[0] == 201
+        roles, bindings = f"{RBAC}/namespaces/f/roles", f"{RBAC}/namespaces/f/rolebindings"
+        secrets = [{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]}]
+        code, status = await _as_mallory(api, "POST", roles, _role("bad%name", secrets))
+        assert (code, status["reason"]) == (403, "Forbidden")
+        assert status["message"].endswith('\n{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}')
+        bad_subject = {**_binding("b", "ClusterRole", "cluster-admin"), "subjects": [{"kind": "Robot", "name": "x"}]}
+        assert (await _as_mallory(api, "POST", bindings, bad_subject))[0] == 403
+        # what it holds, invalid, is refused by validation as before
+        code, status = await _as_mallory(api, "POST", roles, _role("bad%name", maker))
+        assert (code, status["reason"]) == (422, "Invalid")
+        # a roleRef of no role kind: upstream's GetRoleReferenceRules error is a 500; validation answers here
+        code, status = await _as_mallory(api, "POST", bindings, _binding("p", "Pod", "x"))
+        assert (code, status["reason"]) == (422, "Invalid")
+
+        for name, kind in (("gone", "Role"), ("gone-too", "Role")):
+            assert (await send(api, "POST", bindings, {**_binding(name, kind, name)}))[0] == 201
+        code, status = await _as_mallory(api, "POST", roles, _role("r", secrets))
+        assert code == 403 and status["message"].endswith(
+            '\n{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}; resolution errors: '
+            '[[roles.rbac.authorization.k8s.io "gone" not found, roles.rbac.authorization.k8s.io "gone-too" not found]]')
+        assert (await send(api, "DELETE", f"{bindings}/gone-too"))[0] == 200
+        code, status = await _as_mallory(api, "POST", roles, _role("r", secrets))
+        assert code == 403 and status["message"].endswith(
+            '; resolution errors: [roles.rbac.authorization.k8s.io "gone" not found]')
