@@ -128,8 +128,8 @@ class RBACAuthorizer:
         for b, ns in bindings:
             if any(subject_matches(s, user_name, groups, ns) for s in b.get("subjects") or []):
                 ref = b.get("roleRef") or {}
-                if unresolved is not None and self._missing(ref, ns):
-                    unresolved.append(self._missing(ref, ns))
+                if unresolved is not None and (missing := self._missing(ref, ns)):
+                    unresolved.append(missing)
                 rules += self._role_rules(ref, ns)
         return [r for r in rules if r.get("resources")], [r for r in rules if r.get("nonResourceURLs")]
 
