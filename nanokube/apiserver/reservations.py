@@ -35,7 +35,7 @@ from ..registry.core_services import AllocationError, ServiceStrategy, cluster_i
 from ..store.interface import KV, KeyExists, KeyNotFound, RevisionMismatch
 from .ipaddresses import GROUP, ip_address_for
 from .background import BackgroundLoop
-from .rest import SYSTEM, WriteOptions
+from .rest import SYSTEM, WriteGoesOn, WriteOptions
 
 log = logging.getLogger(__name__)
 
@@ -166,13 +166,16 @@ class Reservations:
         return None
 
     async def written(self, write: Awaitable[KV], made: list, old: dict | None = None, new: dict | None = None) -> KV:
-        """The Service's store `write`, its values recorded as `made`; an update's writes `new` over `old`.
-        A request cancelled while the write is in flight (its client gone, its deadline past) leaves
-        the write to end in a task of its own, since the store may make it all the same: its records
-        are removed only if it fails (a Service stored without them would let another worker hand its
-        values out again), and if it is made, the records of the values `old` held that `new` does not
-        are freed, as the caller would have after it. `made` is emptied then, so the
-        caller's `undo` removes nothing."""
+        """The Service's store `write`, its values recorded as `made`; `new` the Service written, `old` the
+        one it updates. A request cancelled while the write is in flight (its client gone, its deadline
+        past) leaves the write to end in a task of its own, since the store may make it all the same
+        (WriteGoesOn: the caller leaves the values to it). If it fails, its records are removed (a
+        Service stored without them would let another worker hand its values out again) and this
+        process's allocators give up what only `new` held; if it is made, the values `old` held that
+        `new` does not are freed, records and allocations, as the caller would have after it. The
+        allocators are settled here, not by the cancelled caller: the watch event of a write made
+        before the request ended may have come already (it re-allocates what the Service holds only
+        as it comes), and none comes after. `made` is emptied then, so the caller's `undo` removes nothing."""
         task = asyncio.ensure_future(write)
         try:
             return await asyncio.shield(task)
@@ -181,15 +184,20 @@ class Reservations:
             made.clear()
             _BACKGROUND.add(task)
             task.add_done_callback(functools.partial(self._settle_unanswered, records, old, new))
-            raise
+            raise WriteGoesOn() from None
 
     def _settle_unanswered(self, records: list, old: dict | None, new: dict | None, task: asyncio.Task) -> None:
-        """A cancelled request's write has ended: its `records` removed if the store did not make it,
-        `old`'s values it gave up freed if it did."""
+        """A cancelled request's write has ended: its `records` removed and `new`'s values given back if
+        the store did not make it, `old`'s values it gave up freed if it did."""
         _BACKGROUND.discard(task)
         if task.cancelled() or task.exception() is not None:
+            if old is not None:
+                self.strategy.finish_update(new, old, False)
+            elif new is not None:
+                self.strategy.release(new)
             _hold(asyncio.ensure_future(self.undo(records)))
         elif old is not None:
+            self.strategy.finish_update(new, old, True)
             _hold(asyncio.ensure_future(self.free(old, new)))
 
     async def undo(self, made: list) -> None:

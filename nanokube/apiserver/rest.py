@@ -991,7 +991,7 @@ class GenericREST:
                 try:
                     write = self.store.create(key, value)
                     if made:
-                        kv = await held.written(write, made)
+                        kv = await held.written(write, made, None, obj)
                     elif type(res.strategy).release is not Strategy.release:  # values allocated (a Service's)
                         kv = await _unabandoned(write, unmade=functools.partial(res.strategy.release, obj))
                     else:

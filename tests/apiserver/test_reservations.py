@@ -438,3 +438,40 @@ async def test_a_dual_stack_services_secondary_picked_that_the_other_worker_reco
         assert (await ipaddresses(a).get(secondary))["spec"]["parentRef"]["name"] == "second"
     finally:
         ips.set_extra_ranges({})
+
+
+def _answered_late(monkeypatch, workers, method: str, name: str) -> tuple[asyncio.Event, asyncio.Event]:
+    """Service `name`'s `method` (create or update) is made at once, both caches take its event, and
+    its answer comes once `answer` is set, `writing` set meanwhile: (writing, answer)."""
+    store, writing, answer = workers[0].store, asyncio.Event(), asyncio.Event()
+    write = getattr(store, method)
+
+    async def late_answer(key, *args):
+        kv = await write(key, *args)
+        if key.endswith(f"/services/default/{name}"):
+            for w in workers:
+                await w.cache.wait_for(kv.mod_revision)
+            writing.set()
+            await answer.wait()
+        return kv
+
+    monkeypatch.setattr(store, method, late_answer)
+    return writing, answer
+
+
+async def test_a_request_cancelled_once_its_write_is_made_and_watched_keeps_its_values_allocated(workers, monkeypatch):
+    """The Service's create, then its update, made and taken by both watch caches before the request ends
+    (the store's answer late): the values the stored Service holds stay this process's allocations
+    (no later event gives them back), and the values the update gave up are free."""
+    a, _ = workers
+    strategy = a.index.get("", "v1", "services").strategy
+    await _cancelled_in_flight(services(a).create(svc("w", clusterIP="10.96.9.21", ports=[{"port": 80, "nodePort": 30981}])),
+                               *_answered_late(monkeypatch, workers, "create", "w"))
+    uid = (await services(a).get("w", NS))["metadata"]["uid"]
+    assert (strategy.ips.owner("10.96.9.21"), strategy.node_ports.owner(30981)) == (uid, uid)
+    await _cancelled_in_flight(services(a).patch("w", {"spec": {"ports": [{"port": 80, "nodePort": 30982}]}}, namespace=NS),
+                               *_answered_late(monkeypatch, workers, "update", "w"))
+    assert (await services(a).get("w", NS))["spec"]["ports"][0]["nodePort"] == 30982
+    assert (strategy.node_ports.owner(30982), strategy.node_ports.owner(30981)) == (uid, None)
+    assert await _records(a) == ([a.index.get("networking.k8s.io", "v1", "ipaddresses").key(None, "10.96.9.21")],
+                                 [f"{NODE_PORTS}30982"])
