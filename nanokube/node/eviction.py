@@ -14,7 +14,8 @@ counts it under emptydirfs.limit, ephemeralpodfs.limit or ephemeralcontainerfs.l
 
 The observations come from what the node reports in its summary (kubelet_server.py): each running
 pod's containers' working sets (`MetricsProvider.usage`, the usage model or what the process
-runtime measures) plus the system's share for memory; for disk, the pods' in-memory emptyDirs
+runtime measures) and its memory-backed emptyDirs' files (tmpfs pages, charged to the pod's
+cgroup) plus the system's share for memory; for disk, the pods' in-memory emptyDirs
 (volumes/stats.py's du count, as the summary's volume stats), their containers' writable
 layers (what a simulated container wrote to its own root: `dd`, `fallocate`, `echo > /tmp/f`)
 and log files (what they wrote to stdout and stderr, as CRI log files), and their etc-hosts
@@ -47,13 +48,13 @@ from fractions import Fraction
 
 from ..client.http import EXPECTED
 from ..machinery.podresources import QUANTITIES, pod_limits
-from ..machinery.quantity import (BINARY_SI, DECIMAL_SI, Quantity, QuantityError, format_quantity, parse,
+from ..machinery.quantity import (BINARY_SI, DECIMAL_SI, QuantityError, format_quantity, parse,
                                   parse_quantity)
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_MEMORY, with_leak
 from .admission import is_critical, requests
 from .lifecycle import Eviction
-from .volumes.stats import disk_empty_dirs, local_usage
+from .volumes.stats import disk_empty_dirs, local_usage, memory_backed, quantity_or_none
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,8 @@ class Observation:
 class PodStats:
     """What the summary says of one running pod: each container's working set, its local ephemeral
     storage used (its containers' writable layers and logs, its emptyDirs on disk and its etc-hosts
-    file), its processes, each emptyDir's used bytes and each container's own ephemeral storage
+    file), its processes, each emptyDir's used bytes (of either medium: sizeLimit bounds both) and
+    each container's own ephemeral storage
     (rootfs: its writable layer and its logs, as containerEphemeralStorageLimitEviction adds them)."""
 
     memory: dict[str, int] = field(default_factory=dict)
@@ -131,6 +133,8 @@ class PodStats:
     processes: int = 0
     volumes: dict[str, int] = field(default_factory=dict)
     rootfs: dict[str, int] = field(default_factory=dict)
+    #: its memory-backed emptyDirs' pages, which count in the pod's working set (and the node's)
+    tmpfs: int = 0
 
 
 #: the pod's stats, or None where the summary has none (no container running)
@@ -181,7 +185,7 @@ def _ordered(pods: list[dict], *cmps: Callable) -> list[dict]:
 
 
 def _memory_used(s: PodStats) -> int:
-    return sum(s.memory.values())
+    return sum(s.memory.values()) + s.tmpfs
 
 
 def _disk_used(s: PodStats) -> int:
@@ -258,13 +262,6 @@ def message(signal: str, pod: dict, stats: PodStats | None,
                  STARVED_RESOURCE: resource}
 
 
-def _limit(q) -> Quantity | None:
-    try:
-        return parse(str(q)) if q is not None else None
-    except QuantityError:
-        return None
-
-
 def storage_limited(pod: dict) -> bool:
     """Whether the pod has a local storage limit the manager enforces at each pass: an emptyDir's
     sizeLimit or a container's ephemeral-storage limit."""
@@ -282,14 +279,14 @@ def storage_violation(pod: dict, stats: PodStats) -> tuple[str, str] | None:
     for v in spec.get("volumes") or ():
         if "emptyDir" not in v:
             continue
-        size, used = _limit((v.get("emptyDir") or {}).get("sizeLimit")), stats.volumes.get(v.get("name", ""))
+        size, used = quantity_or_none((v.get("emptyDir") or {}).get("sizeLimit")), stats.volumes.get(v.get("name", ""))
         if size is not None and size.value > 0 and used is not None and used > size.value:
             return EMPTY_DIR_LIMIT, f'Usage of EmptyDir volume "{v["name"]}" exceeds the limit "{size}". '
     total = pod_limits(spec, QUANTITIES).get(EPHEMERAL_STORAGE)
     if total is not None and stats.disk > total.value:
         return POD_LIMIT, f"Pod ephemeral local storage usage exceeds the total limit of containers {total}. "
     limits = {c["name"]: q for c in spec.get("containers") or ()
-              if (q := _limit(((c.get("resources") or {}).get("limits") or {}).get(EPHEMERAL_STORAGE)))
+              if (q := quantity_or_none(((c.get("resources") or {}).get("limits") or {}).get(EPHEMERAL_STORAGE)))
               is not None and q.ceil() != 0}
     for name, used in stats.rootfs.items():
         if name in limits and used > limits[name].value:
@@ -340,9 +337,10 @@ class EvictionManager:
 
     def _periodic(self) -> bool:
         """Whether a pass is due each period: a signal may be crossed without a pod or fault change,
-        or a pod's writes may take it past a local storage limit (its files change on their own)."""
+        or a pod's writes may take it past a local storage limit or fill the node's memory (a
+        memory-backed emptyDir's files: they change on their own)."""
         return bool(self.agent.faults.pressure or self.conditions or MetricsProvider.usage_sources) or any(
-            storage_limited(w.pod) for w in list(self.agent.workers.values()) if self._active(w))
+            storage_limited(w.pod) or memory_backed(w.pod) for w in list(self.agent.workers.values()) if self._active(w))
 
     async def _run(self) -> None:
         """Passes, each after a change or one period after the last while periodic; after an
@@ -402,7 +400,9 @@ class EvictionManager:
             usage = self._usage(pod)
             local = local_usage(volumes, w, pod, usage)
             out[uid] = PodStats({name: u.memory for name, u in usage.items()}, local.total, len(usage),
-                                local.empty_dirs, {name: used + local.logs[name] for name, used in local.rootfs.items()})
+                                local.empty_dirs | local.tmpfs,
+                                {name: used + local.logs[name] for name, used in local.rootfs.items()},
+                                sum(local.tmpfs.values()))
         for uid in [u for u in self._usage_cache if u not in self.agent.workers]:
             del self._usage_cache[uid]
         return out

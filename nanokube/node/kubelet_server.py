@@ -35,7 +35,7 @@ from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, 
 from . import simulated_net
 from .containerlog import cri_line
 from .volumes.stats import (AGG_PERIOD, LocalUsage, StatCache, ephemeral_volumes, in_memory_volumes, local_usage,
-                            pod_volume_stats, tree_usage)
+                            memory_backed, pod_volume_stats, tree_usage)
 from .streaming import log_options
 
 if TYPE_CHECKING:
@@ -379,8 +379,10 @@ class KubeletServer:
             worker = self.agent.workers.get(uid)
             in_memory[uid] = {name: tree_usage(worker.empty_dir(name)) for name in in_memory_volumes(mgr, pod)
                               if worker is not None and cache.fresh((uid, name), now) is None}
+        allocatable = _bytes(self.agent.spec.allocatable.get("memory")) if any(map(memory_backed, pods)) else 0
         return await asyncio.to_thread(lambda: [
-            pod_volume_stats(mgr, pod, stamp, claims_only, cache, now, in_memory.get(pod["metadata"]["uid"]))
+            pod_volume_stats(mgr, pod, stamp, claims_only, cache, now, in_memory.get(pod["metadata"]["uid"]),
+                             allocatable)
             for pod in pods])
 
     async def _summary(self) -> web.Response:
@@ -396,7 +398,9 @@ class KubeletServer:
             worker = self.agent.workers.get(md.get("uid", ""))
             local = local_usage(self.agent.volumes, worker, pod, [c[0] for c in containers]) \
                 if worker is not None else LocalUsage()
-            cpu, mem = sum(u.cpu for _, u, _, _ in containers), sum(u.memory for _, u, _, _ in containers)
+            # a memory-backed emptyDir's pages count in the pod cgroup's working set, not its containers'
+            cpu = sum(u.cpu for _, u, _, _ in containers)
+            mem = sum(u.memory for _, u, _, _ in containers) + sum(local.tmpfs.values())
             core_s = sum(s for _, _, _, s in containers)
             node_cpu, node_mem, node_core_s = node_cpu + cpu, node_mem + mem, node_core_s + core_s
             pods.append({"podRef": {"name": md["name"], "namespace": md.get("namespace", ""), "uid": md.get("uid", "")},

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from nanokube.apiserver.loopback import connector
 from nanokube.clock import parse_time
+from nanokube.machinery.quantity import parse_quantity
 from nanokube.metrics.provider import MetricsProvider
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.eviction import (HARD, MEMORY, NODEFS, PIDS, Observation, PodStats, message,
@@ -399,3 +400,83 @@ async def test_a_local_storage_eviction_stops_the_pod_in_two_seconds_whatever_it
         t = p["status"]["containerStatuses"][0]["state"]["terminated"]
         assert (t["exitCode"], t["reason"]) == (137, "Error")
         assert parse_time(t["finishedAt"]) - sigterm == 2, (t["finishedAt"], sigterm)
+
+
+def tmpfs_writer(name: str, script: str, size_limit: str = "", memory_limit: str = "",
+                 annotations: dict | None = None) -> dict:
+    """writer's pod with its emptyDir at /cache memory-backed (a tmpfs), `memory_limit` its
+    container's memory limit."""
+    p = writer(name, script, size_limit=size_limit)
+    p["spec"]["volumes"][0]["emptyDir"]["medium"] = "Memory"
+    p["metadata"]["annotations"] = annotations or {}
+    if memory_limit:
+        p["spec"]["containers"][0]["resources"] = {"limits": {"memory": memory_limit}}
+    return p
+
+
+async def test_a_memory_backed_emptydir_is_charged_to_the_pods_memory_and_sized_as_its_tmpfs():
+    """The summary lists a medium Memory emptyDir among the pod's volumes (du of its files), its
+    capacity the tmpfs's size: the sizeLimit, else the pod's memory limit, else the node's
+    allocatable memory; its pages count in the pod's memory working set, not its ephemeral storage."""
+    async with node() as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        await pods.create(tmpfs_writer("sized", "dd if=/dev/zero of=/cache/blob bs=1M count=2; sleep 3600",
+                                       size_limit="8Mi", memory_limit="64Mi"))
+        await pods.create(tmpfs_writer("limited", "dd if=/dev/zero of=/cache/blob bs=1M count=1; sleep 3600",
+                                       memory_limit="64Mi"))
+        await pods.create(tmpfs_writer("unlimited", "sleep 3600"))
+        for name in ("sized", "limited", "unlimited"):
+            await eventually(phase_is(pods, name, "Running"))
+        await clock.advance(1)
+        summary = {p["podRef"]["name"]: p for p in (await stats_summary(mgr))["pods"]}
+        node_obj = await client.resource("", "v1", "nodes").get("small-0")
+        allocatable = parse_quantity(node_obj["status"]["allocatable"]["memory"])
+        for name, used, size in (("sized", 2 * MI + 4096, 8 * MI), ("limited", MI + 4096, 64 * MI),
+                                 ("unlimited", 4096, allocatable)):
+            [cache] = summary[name]["volume"]
+            assert (cache["name"], cache["usedBytes"], cache["capacityBytes"], cache["availableBytes"]) == \
+                ("cache", used, size, size - used), name
+            containers = sum(c["memory"]["workingSetBytes"] for c in summary[name]["containers"])
+            assert summary[name]["memory"]["workingSetBytes"] == containers + used, name
+            # its ephemeral storage: its container's writable layer and logs, and the etc-hosts file's block
+            own = sum(c["rootfs"]["usedBytes"] + c["logs"]["usedBytes"] for c in summary[name]["containers"])
+            assert summary[name]["ephemeral-storage"]["usedBytes"] == own + 4096, name
+        assert await evictions(mgr) == {}
+
+
+async def test_a_memory_backed_emptydir_past_its_size_limit_is_evicted():
+    """localStorageEviction's emptyDir check ignores the medium: a tmpfs's files past its sizeLimit
+    evict the pod as a disk emptyDir's do."""
+    async with node() as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        await pods.create(tmpfs_writer("ram-hog", "sleep 5; dd if=/dev/zero of=/cache/blob bs=1M count=2; sleep 3600",
+                                       size_limit="1Mi"))
+        await eventually(phase_is(pods, "ram-hog", "Running"))
+        await clock.advance(4)
+        assert await evictions(mgr) == {}
+        for _ in range(2):
+            await clock.advance(5)
+        why = 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". '
+        p = await eventually(phase_is(pods, "ram-hog", "Failed"))
+        assert (p["status"]["reason"], p["status"]["message"]) == ("Evicted", why)
+        assert await evictions(mgr) == {"emptydirfs.limit": 1}
+
+
+async def test_files_in_a_memory_backed_emptydir_count_in_memory_pressure():
+    """A pod using 7560Mi leaves the node 120Mi over its system share; the 24Mi it then writes to
+    its tmpfs take the node under the 100Mi threshold: MemoryPressure, and the pod is evicted for
+    memory."""
+    async with node() as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        await pods.create(tmpfs_writer("ram-filler", "sleep 5; dd if=/dev/zero of=/cache/blob bs=1M count=24; sleep 3600",
+                                       annotations={"sim.nanokube.io/memory-usage": "7560Mi"}))
+        await eventually(phase_is(pods, "ram-filler", "Running"))
+        await clock.advance(4)
+        assert await evictions(mgr) == {} and await condition(client, "MemoryPressure") == "False"
+        for _ in range(2):
+            await clock.advance(5)
+        p = await eventually(phase_is(pods, "ram-filler", "Failed"))
+        assert p["status"]["reason"] == "Evicted"
+        assert p["status"]["message"].startswith("The node was low on resource: memory. Threshold quantity: 100Mi, ")
+        assert await evictions(mgr) == {"memory.available": 1}
+        assert await condition(client, "MemoryPressure") == "True"

@@ -14,8 +14,9 @@ MetricsProvider measures it, from the node's real directory for the volume:
 An emptyDir on disk is measured as the kubelet-written ones: where the process runtime runs the
 pod, from its directory (its files are there); on the simulated runtime, where its files live in
 the pod's memory (simulated_fs), from that tree (`tree_usage`, as du would count it on the node's
-filesystem), with statfs of its directory on the node for the totals. One with medium Memory (a
-tmpfs upstream, none here) is left out. Volumes without a claim come first, then the claims with
+filesystem), with statfs of its directory on the node for the totals. One with medium Memory is
+a tmpfs upstream, measured by du as well: on the simulated runtime its tree's count, its capacity
+the tmpfs's size (`tmpfs_size`); the process runtime, which mounts no tmpfs, leaves it out. Volumes without a claim come first, then the claims with
 their `pvcRef` (upstream walks a map, so its order is not fixed).
 
 Each volume's measurement stands for the kubelet's volumeStatsAggPeriod (1 minute) on the node's
@@ -24,7 +25,8 @@ run once a period, not at each scrape): its `time` says when it was made.
 
 A simulated pod's ephemeral storage (calcEphemeralStorage) adds what it holds on the node's disk
 outside these (`local_usage`: its containers' writable layers and log files, its etc-hosts file)
-to its local ephemeral volumes' (`ephemeral_volumes`)."""
+to its local ephemeral volumes' (`ephemeral_volumes`). A memory-backed emptyDir's pages are
+charged to the pod's memory (shmem counts in its cgroup's working set) instead: `LocalUsage.tmpfs`."""
 
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ...machinery.podresources import QUANTITIES, pod_limits
+from ...machinery.quantity import Quantity, QuantityError, parse
 from ...volume.resize import volume_capacity
 from ..simulated_fs import Dir
 from ..storage.provisioner import CSI_DRIVER
@@ -124,12 +128,14 @@ class LocalUsage:
     """What a simulated pod holds on the node's disk outside its claims and the volumes the kubelet
     writes there, as du counts it: each in-memory emptyDir (`tree_usage`), each running
     container's writable layer and its log files (the kubelet's CRI log files of its instances
-    kept: the current one and the last that ended), and the pod's etc-hosts file."""
+    kept: the current one and the last that ended), and the pod's etc-hosts file; and apart, in
+    memory, not on disk, each memory-backed emptyDir (`tmpfs`)."""
 
     empty_dirs: dict[str, int] = field(default_factory=dict)
     rootfs: dict[str, int] = field(default_factory=dict)
     logs: dict[str, int] = field(default_factory=dict)
     etc_hosts: int = 0
+    tmpfs: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -144,10 +150,13 @@ def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> LocalUsage
     if mgr.host_paths:
         return LocalUsage()
     hosts = worker.etc_hosts()
-    return LocalUsage({name: tree_usage(worker.empty_dir(name))[0] for name in in_memory_volumes(mgr, pod)},
+    dirs = {name: tree_usage(worker.empty_dir(name))[0] for name in in_memory_volumes(mgr, pod)}
+    tmpfs = memory_backed(pod)
+    return LocalUsage({name: used for name, used in dirs.items() if name not in tmpfs},
                       {name: writable_layer(worker.container_root(name)) for name in containers},
                       {name: sum(_blocks(size) for size in worker.log_sizes(name)) for name in containers},
-                      0 if hosts is None else _blocks(len(hosts)))
+                      0 if hosts is None else _blocks(len(hosts)),
+                      {name: used for name, used in dirs.items() if name in tmpfs})
 
 
 def _blocks(size: int) -> int:
@@ -181,20 +190,51 @@ def claim_volume(namespace: str, claim: str, pv: dict) -> ClaimVolume:
 
 
 def in_memory_volumes(mgr: VolumeManager, pod: dict) -> list[str]:
-    """The pod's emptyDirs whose files live in its worker's memory (the simulated runtime's)."""
+    """The pod's emptyDirs whose files live in its worker's memory (the simulated runtime's), of
+    either medium."""
     names = [vol.get("name", "") for vol in (pod.get("spec") or {}).get("volumes") or ()
-             if next((k for k in vol if k != "name"), "emptyDir") == "emptyDir"
-             and (vol.get("emptyDir") or {}).get("medium") != "Memory"]
+             if next((k for k in vol if k != "name"), "emptyDir") == "emptyDir"]
     return [] if not names or mgr.host_paths else names
+
+
+def memory_backed(pod: dict) -> set[str]:
+    """The pod's emptyDirs of medium Memory: a tmpfs each, charged to the pod's memory."""
+    return {vol.get("name", "") for vol in (pod.get("spec") or {}).get("volumes") or ()
+            if (vol.get("emptyDir") or {}).get("medium") == "Memory"}
+
+
+def tmpfs_size(pod: dict, vol: dict, allocatable: int) -> int:
+    """calculateEmptyDirMemorySize (SizeMemoryBackedVolumes): the node's allocatable memory, the
+    pod's memory limit where its cgroup has one (every container limited) and it is smaller, the
+    volume's sizeLimit where it is positive and smaller still; 0 where none of them is known."""
+    spec = pod.get("spec") or {}
+    size = allocatable
+    limited = ((spec.get("resources") or {}).get("limits") or {}).get("memory") or all(
+        ((c.get("resources") or {}).get("limits") or {}).get("memory") for c in spec.get("containers") or ())
+    limit = pod_limits(spec, QUANTITIES).get("memory") if limited else None
+    for candidate in (limit, quantity_or_none((vol.get("emptyDir") or {}).get("sizeLimit"))):
+        value = int(candidate.value) if candidate is not None else 0
+        if value > 0 and (not size or value <= size):
+            size = value
+    return size
+
+
+def quantity_or_none(q) -> Quantity | None:
+    """A spec's quantity parsed; None where it is unset or garbage."""
+    try:
+        return parse(str(q)) if q is not None else None
+    except QuantityError:
+        return None
 
 
 def pod_volume_stats(mgr: VolumeManager, pod: dict, stamp: str, claims_only: bool = False,
                      cache: StatCache | None = None, now: float = 0.0,
-                     in_memory: dict[str, tuple[int, int]] | None = None) -> list[dict]:
+                     in_memory: dict[str, tuple[int, int]] | None = None, allocatable: int = 0) -> list[dict]:
     """statsapi.VolumeStats of each of the pod's volumes that its plugin measures (`claims_only`:
     of its claims alone, all the metrics collector reports): from `cache` where a measurement
     stands at `now`, else measured (`stamp` its time) and kept there. `in_memory`: the du
-    counts of the pod's in-memory emptyDirs (`in_memory_volumes`) by name, for those to measure."""
+    counts of the pod's in-memory emptyDirs (`in_memory_volumes`) by name, for those to measure;
+    `allocatable` the node's allocatable memory, a memory-backed one's size without a smaller limit."""
     uid = pod["metadata"]["uid"]
     claims = mgr.claims.get(uid, {})
     own, persistent = [], []
@@ -205,7 +245,7 @@ def pod_volume_stats(mgr: VolumeManager, pod: dict, stamp: str, claims_only: boo
             continue
         entry = cache.fresh((uid, name), now) if cache is not None else None
         if entry is None:
-            entry = _volume(mgr, uid, vol, claim, stamp, in_memory or {})
+            entry = _volume(mgr, pod, vol, claim, stamp, in_memory or {}, allocatable)
             if entry is None:
                 continue
             if cache is not None:
@@ -214,17 +254,20 @@ def pod_volume_stats(mgr: VolumeManager, pod: dict, stamp: str, claims_only: boo
     return own + persistent
 
 
-def _volume(mgr: VolumeManager, uid: str, vol: dict, claim: ClaimVolume | None, stamp: str,
-            in_memory: dict[str, tuple[int, int]]) -> dict | None:
+def _volume(mgr: VolumeManager, pod: dict, vol: dict, claim: ClaimVolume | None, stamp: str,
+            in_memory: dict[str, tuple[int, int]], allocatable: int) -> dict | None:
     """One volume's VolumeStats as its plugin's MetricsProvider measures it; None if it measures none."""
     name = vol.get("name", "")
     kind = next((k for k in vol if k != "name"), "emptyDir")
-    path = mgr.volume_dir(uid, name)
-    if kind in _DU_KINDS or kind == "emptyDir" and (vol.get("emptyDir") or {}).get("medium") != "Memory":
+    path = mgr.volume_dir(pod["metadata"]["uid"], name)
+    tmpfs = kind == "emptyDir" and (vol.get("emptyDir") or {}).get("medium") == "Memory"
+    if kind in _DU_KINDS or kind == "emptyDir" and not (tmpfs and mgr.host_paths):
         if not mgr.host_paths and kind == "emptyDir":
             if name not in in_memory or (fs := _measure(path, walk=False)) is None:
                 return None
             fs["usedBytes"], fs["inodesUsed"] = in_memory[name]
+            if tmpfs and (size := tmpfs_size(pod, vol, allocatable)):  # statfs of the tmpfs: its size
+                fs["capacityBytes"], fs["availableBytes"] = size, max(size - fs["usedBytes"], 0)
         elif (fs := _measure(path, walk=True)) is None:
             return None
         return {"time": stamp, **fs, "name": name}

@@ -43,7 +43,8 @@ async def test_a_simulated_emptydir_is_measured_and_each_measurement_stands_a_mi
     assert (first["usedBytes"], first["inodesUsed"]) == (4096 + 8192, 2)
     assert first["capacityBytes"] >= first["availableBytes"] > 0 and first["inodes"] >= first["inodesFree"] > 0
     assert "pvcRef" not in first and first["time"] == clock.rfc3339()
-    assert "ram" not in await _volumes(kubelet), "a Memory emptyDir is not measured"
+    ram = (await _volumes(kubelet))["ram"]
+    assert (ram["usedBytes"], ram["inodesUsed"]) == (4096, 1), "a Memory emptyDir is measured too (du of its tmpfs)"
 
     for _ in range(31):
         await clock.advance(1)
