@@ -770,16 +770,21 @@ class GenericREST:
             # events that raced in between are in both; skip by revision below
         self.cache.stats.watched(prefix, len(initial))
         deadline = self.clock.monotonic() + timeout if timeout else None
-        gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline)
         translate = None
         if not _converts(res.strategy):
             if everything and not name:
                 translate = lambda ev: self._translate_unfiltered(res, version, ev)  # noqa: E731
             else:
                 translate = lambda ev: self._translate(res, version, ev, ok, self._external_once)  # noqa: E731
+        gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
+                           translate)
         return WatchStream(gen, self.cache, w, translate)
 
-    async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline):
+    async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
+                      translate):
+        """`translate`: WatchStream.translate, which the live events of a kind without asynchronous
+        conversion take too: the watches of a resource that the cache woke for one event (every
+        in-process informer of pods) then share its translation, made by the first."""
         timer = None
         try:
             last = 0
@@ -798,7 +803,6 @@ class GenericREST:
                 yield ("BOOKMARK", self._bookmark(res, version, high, initial_end=True))
             if allow_bookmarks:
                 timer = self._schedule_bookmark(w, deadline)
-            converts = _converts(res.strategy)  # else no event's conversion awaits anything
             while True:
                 ev = await w.queue.get()
                 if ev is None:
@@ -810,9 +814,11 @@ class GenericREST:
                 if ev.rev <= high:
                     continue
                 high = ev.rev
-                if converts:
+                if translate is not None:
+                    out = translate(ev)
+                else:
                     await res.strategy.prepare_conversion([ev.entry.obj], version, reuse=True)
-                out = self._translate(res, version, ev, ok, self._external)
+                    out = self._translate(res, version, ev, ok, self._external)
                 if out:
                     w.stored = ev.entry.obj
                     yield out
