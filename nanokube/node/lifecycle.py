@@ -441,6 +441,10 @@ class PodWorker:
     def __init__(self, agent, pod: dict):
         self.agent = agent
         self.clock = agent.clock
+        #: when (wall clock) this worker first saw the pod deleted: the deletion's grace counts from
+        #: then, as killContainer counts it from the kill's start (the deletionTimestamp, in whole
+        #: seconds and read late on a busy node, would eat a 1 s grace and skip the preStop hooks)
+        self.deleted_at: float | None = None
         self.pod = pod
         self.uid = pod["metadata"]["uid"]
         self.changed = asyncio.Event()
@@ -535,6 +539,16 @@ class PodWorker:
         self.finished = False
         #: its containers are being stopped for good (`_terminate`): a kill under way is not changed
         self.terminating = False
+
+    @property
+    def pod(self) -> dict:
+        return self._pod
+
+    @pod.setter
+    def pod(self, pod: dict) -> None:
+        self._pod = pod
+        if self.deleted_at is None and pod["metadata"].get("deletionTimestamp"):
+            self.deleted_at = self.clock.now()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -2222,7 +2236,6 @@ class PodWorker:
         if self.eviction is DEADLINE and not self.deleting():
             await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
         grace, asked = self._kill_grace()
-        await self.clock.sleep(max(asked - self.clock.now(), 0.0))
         apps = [c for c in self._containers() if c["name"] in self.io.running and c["name"] not in self.ended]
         sidecars = [c for c in self._sidecars() if c["name"] in self.io.running]
         stopped = {c["name"]: asyncio.Event() for c in apps + sidecars}
@@ -2242,15 +2255,15 @@ class PodWorker:
     def _kill_grace(self) -> tuple[float, float]:
         """The grace period the pod's containers stop with and when (wall clock) it counts from, as
         the pod workers' calculateEffectiveGracePeriod settles it from the requests in the order
-        they came: the deletion's (deletionGracePeriodSeconds) and the kubelet's own (an eviction;
-        node shutdown's gracePeriodOverride) -- the first sets it, a later one only shortens it --,
-        the pod's terminationGracePeriodSeconds where the first gives none (its active deadline, a
-        preemption), and never under 1 s (a deletion with grace 0 that a finalizer holds gets 1)."""
+        they came: the deletion's (deletionGracePeriodSeconds, from when this worker saw it) and the
+        kubelet's own (an eviction; node shutdown's gracePeriodOverride; from their request) -- the
+        first sets it, a later one only shortens it --, the pod's terminationGracePeriodSeconds
+        where the first gives none (its active deadline, a preemption), and never under 1 s (a
+        deletion with grace 0 that a finalizer holds gets 1)."""
         md = self.pod["metadata"]
         asks: list[tuple[float, float | None]] = []
         if self.deleting():  # (one gone from the API without a deletion seen: the kubelet's own request)
-            given = md.get("deletionGracePeriodSeconds")
-            asks.append((parse_time(md["deletionTimestamp"]) - (given or 0), given))
+            asks.append((self.deleted_at, md.get("deletionGracePeriodSeconds")))
         if self.eviction is not None:
             asks.append((self.clock.now() if self.evicted_at is None else self.evicted_at, self.eviction.grace))
         grace, asked = None, self.clock.now()

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from nanokube.clock import parse_time
+from nanokube.clock import Clock, parse_time
 from nanokube.node.lifecycle import STOP_EXIT_CODE, STOP_SECONDS
 from nanokube.machinery.streaming import LogOptions
 from tests.controllers import eventually
@@ -572,6 +572,49 @@ async def test_a_deletion_with_grace_0_a_finalizer_holds_gives_the_hook_1_s_and_
     assert parse_time(t["finishedAt"]) - parse_time(done["metadata"]["deletionTimestamp"]) >= 3
     await pods.patch("held", {"metadata": {"finalizers": None}}, namespace="default")
     assert await eventually(gone(pods, "held"))
+
+
+class Lagging(Clock):
+    """`clock`, its wall clock read `lag` seconds behind: an API server on it stamps a deletion as
+    if the node, on `clock`, saw it `lag` seconds late (a busy node's informer)."""
+
+    def __init__(self, clock: ManualClock, lag: float):
+        self.clock, self.lag = clock, lag
+
+    def now(self) -> float:
+        return self.clock.now() - self.lag
+
+    def monotonic(self) -> float:
+        return self.clock.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.clock.sleep(seconds)
+
+    def call_later(self, seconds, callback):
+        return self.clock.call_later(seconds, callback)
+
+
+async def test_a_deletion_the_node_sees_late_still_gets_its_whole_grace_period():
+    """A deletion (grace 10 s) the node sees 8 s after it was asked for: killContainer counts the
+    grace from the kill's start, not from the deletionTimestamp, so the preStop hook runs to its end
+    (4 s, then failing: FailedPreStopHook, which one cut off never tells) and SIGTERM gets the 6 s
+    left, which `sleep` (PID 1, no TERM handler) outlives: 137 at 10 s."""
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        pods = s.client.resource("", "v1", "pods")
+        p = hooked("late", ["sleep", "infinity"], grace=10, preStop={"exec": {"command": ["sh", "-c", "sleep 4; exit 1"]}})
+        p["metadata"]["finalizers"] = ["test.nanokube.io/keep"]
+        await pods.create(p)
+        await eventually(phase_is(pods, "late", "Running"))
+        s.rest.clock = Lagging(clock, 8)
+        await delete_killed(pods, "late")
+        await clock.advance(9.9)
+        assert (await pods.get("late", "default"))["status"]["phase"] == "Running"
+        assert "FailedPreStopHook" in [e[1] for e in await pod_events(pods, "late")]
+        await clock.advance(0.1)
+        done = await eventually(phase_is(pods, "late", "Failed"))
+        assert app_status(done)["state"]["terminated"]["exitCode"] == 137
+        await pods.patch("late", {"metadata": {"finalizers": None}}, namespace="default")
 
 
 async def test_sigterm_gets_at_least_2_s_without_a_hook_too(env):
