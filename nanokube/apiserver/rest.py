@@ -136,10 +136,6 @@ def _converts(strategy: Strategy) -> bool:
     return type(strategy).prepare_conversion is not Strategy.prepare_conversion
 
 
-def _matches_all(obj: dict) -> bool:
-    return True
-
-
 def _in_stored_order(res: Resource, obj: dict) -> dict:
     """A dry run's object in the order its write would have stored and served it (stored_json's:
     Go's struct order, a custom resource's maps sorted), as upstream encodes the same struct either
@@ -876,7 +872,10 @@ class GenericREST:
         last = self._unfiltered
         if last[0] is ev and last[1] is res and last[2] == version:
             return last[3]
-        out = self._translate(res, version, ev, _matches_all, self._external_once)
+        # `_translate` with a filter that keeps everything: the event's own type, but an ADDED for a
+        # MODIFIED that has no previous object
+        typ = ev.type if ev.prev is not None or ev.type != MODIFIED else ADDED
+        out = (typ, self._external_once(res, ev.entry.obj, version))
         self._unfiltered = (ev, res, version, out)
         return out
 
