@@ -160,10 +160,11 @@ class CronJobController(Controller):
             requeue = await self._sync_cronjob(cj, status, jobs)
         except EXPECTED + self.retriable as e:
             failure, requeue = e, None  # what changed before it is written all the same
-        if status != before:
+        for st in (status, before):  # an empty field is no change: upstream writes only what it changed
             for f in ("active", "lastScheduleTime", "lastSuccessfulTime"):
-                if not status.get(f):
-                    status.pop(f, None)
+                if not st.get(f):
+                    st.pop(f, None)
+        if status != before:
             try:
                 await self.cronjobs.update({**cj, "status": status}, subresource="status")
             except APIError as e:

@@ -427,3 +427,25 @@ async def test_a_new_schedule_that_never_fires_is_synced_and_reported_at_once(en
     await cjs.patch("tick", {"spec": {"schedule": "0 0 30 2 *"}}, namespace="default")
     got = await soon(lambda: events(client, "InvalidSchedule"))
     assert got[0]["message"] == "invalid schedule: 0 0 30 2 * : time difference between two schedules is less than 1 second"
+
+
+async def test_a_sync_that_changes_nothing_writes_no_status(env, tmp_path):
+    """A CronJob whose every time falls outside startingDeadlineSeconds is synced each second and
+    starts nothing: its status (no active Jobs) is not written again and again, as upstream's
+    syncCronJob asks for a status update only where it changed one."""
+    from nanokube.apiserver.audit import AuditLog
+
+    client, clock = env
+    client.rest.audit = audit = AuditLog(str(tmp_path / "audit.log"))
+    try:
+        await client.resource("batch", "v1", "cronjobs").create(
+            cronjob("late", schedule="@every 1s", startingDeadlineSeconds=0))
+        for _ in range(5):
+            await clock.advance(1)
+            await asyncio.sleep(0.01)
+    finally:
+        audit.close()
+        client.rest.audit = None
+    writes = [line for line in (tmp_path / "audit.log").read_text().splitlines() if '"cronjobs"' in line]
+    assert writes and all('"subresource":"status"' not in w for w in writes), writes
+    assert not await jobs(client)
