@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of sqlite,memory,etcd")
     p.add_argument("--quick", action="store_true", help="N=1000 pods")
     p.add_argument("--api-workers", type=int, default=1, metavar="N",
-                   help="run the server as `nanokube up --api-workers N` (sqlite and etcd; CPU and RSS summed over them)")
+                   help="run the server as `nanokube up --api-workers N` (sqlite and etcd; CPU and RSS summed over them; "
+                        "with --pending, every mode's server)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also save the config and results as JSON")
     p.add_argument("--watch-only", action="store_true",
                    help="only the pod creates and the watch phase (100 watchers x 200 updates), once the server settled")
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or not modes:
             p.error(f"--pending-modes: unknown {', '.join(unknown) or '(none given)'}; "
                     f"choose from {', '.join(pending.MODES)}")
-        cfg = pending.PendingConfig(nodes=nodes, bound_pods=bound, pending_pods=queued, modes=modes)
+        cfg = pending.PendingConfig(nodes=nodes, bound_pods=bound, pending_pods=queued, modes=modes,
+                                    api_workers=args.api_workers)
         signal.signal(signal.SIGTERM, _interrupt)
         print(pending.format_table(cfg, pending.run(cfg, _progress)))
         return 0

@@ -300,6 +300,67 @@ def server_pids(pid: int) -> list[int]:
     return [pid, *children]
 
 
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if (target := os.readlink(fd)).startswith("socket:["):
+                inodes.add(target[8:-1])
+    return inodes
+
+
+def _tcp_sockets(pid: int) -> list[tuple[int, int, str, str]]:
+    """(local port, remote port, state, inode) of every TCP socket in `pid`'s network namespace."""
+    rows = []
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                f = line.split()
+                rows.append((int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16), f[3], f[9]))
+    return rows
+
+
+_ESTABLISHED, _TIME_WAIT = "01", "06"
+
+
+@dataclass(frozen=True)
+class Connections:
+    """A census of the TCP connections to a server's port: which server process holds each, and
+    which client process opened it."""
+
+    #: server pid -> client name (or "other") -> established connections
+    held: dict[int, dict[str, int]]
+    #: connections to the port closed lately (TIME_WAIT on either side, ~60 s on Linux)
+    closed: int
+
+    def __str__(self) -> str:
+        names = sorted({n for counts in self.held.values() for n in counts})
+        per = ", ".join(f"{pid}: " + " / ".join(f"{counts.get(n, 0)} {n}" for n in names)
+                        for pid, counts in self.held.items())
+        return f"{per}; {self.closed} closed lately"
+
+
+def connections(servers: list[int], port: int, clients: dict[str, int]) -> Connections:
+    """Counts, for each server process, its established connections on `port` by the named client
+    processes' (pid) that opened them (SO_REUSEPORT: the kernel picks a worker per connection)."""
+    sockets = _tcp_sockets(servers[0])
+    opened_by = {}
+    for name, pid in clients.items():
+        inodes = _socket_inodes(pid)
+        opened_by |= {local: name for local, remote, state, inode in sockets if remote == port and inode in inodes}
+    held = {}
+    for pid in servers:
+        inodes = _socket_inodes(pid)
+        counts: dict[str, int] = {}
+        for local, remote, state, inode in sockets:
+            if local == port and state == _ESTABLISHED and inode in inodes:
+                name = opened_by.get(remote, "other")
+                counts[name] = counts.get(name, 0) + 1
+        held[pid] = counts
+    closed = sum(state == _TIME_WAIT and port in (local, remote) for local, remote, state, _ in sockets)
+    return Connections(held, closed)
+
+
 def server_cpu_seconds(pid: int) -> float:
     """`cpu_seconds` summed over the server's processes."""
     return sum(cpu_seconds(p) for p in server_pids(pid))

@@ -23,8 +23,13 @@ unreachable mid-run would measure that controller instead.
 The server's CPU (from /proc) is read over two spans: the creates alone (what the creates/s row
 competes with), and from the first create until the server has gone idle with every pending pod
 reported on (the scheduler's whole work on them). The first span's ratio between the two servers is
-the create rate's ratio with the machine's load taken out: the server runs on one core's worth of
-one event loop, so its creates/s is the CPU it gets divided by the CPU a create costs there.
+the create rate's ratio with the machine's load taken out: one server process runs on one core's
+worth of one event loop, so its creates/s is the CPU it gets divided by the CPU a create costs there.
+`--api-workers N` runs every mode's server as `nanokube up --api-workers N` (API server processes
+on one port and one SQLite database, the kernel spreading connections over them by SO_REUSEPORT):
+the server's CPU is then that of `up` and its workers together, with the busiest one's share of it
+and a census of which process holds which client's connections (a progress line); the rate can
+then grow with the cores the server gets, which the CPU ratio does not show.
 The scheduler process's CPU is read over the same two spans; "until idle" waits for both. The
 server's CPU per bound pod create, read over the creates alone (what lags past the last one is left
 out), is what a create costs with no scheduler write after it: against `none`'s, what handing the
@@ -36,9 +41,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +53,8 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from .api import (PodsApi, Progress, Server, _bounded, _number, _running, _tail, _wait_for, cpu_seconds,
-                  nanokube_server, percentile, pod_manifest, tls_context)
+from .api import (PodsApi, Progress, Server, _bounded, _number, _running, _tail, _wait_for, connections,
+                  cpu_seconds, nanokube_server, percentile, pod_manifest, server_pids, tls_context)
 
 #: `--pending-modes` names and their columns' headings
 MODES = {"none": "no scheduler", "in-process": "scheduler", "own-process": "scheduler (own process)"}
@@ -56,6 +63,7 @@ DEFAULT_MODES = ("none", "in-process")
 PROCESS_METRICS = (
     "scheduler process CPU per pending create, during the creates (ms)",
     "scheduler process CPU per pending pod, until idle (ms)",
+    "scheduler process connections at the last create",
 )
 METRICS = (
     "pending pod creates (pods/s)",
@@ -69,6 +77,8 @@ METRICS = (
     "setup: server CPU per bound pod create (ms)",
     "setup: server busy after the bound pods (s)",
     "pending pods reported PodScheduled=False",
+    "server processes",
+    "busiest server process's share of the server CPU during the creates (%)",
     *PROCESS_METRICS,
 )
 
@@ -85,6 +95,8 @@ class PendingConfig:
     settle_s: float = 2.0
     #: which of MODES to run, in this order
     modes: tuple[str, ...] = DEFAULT_MODES
+    #: `nanokube up --api-workers`, the same in every mode
+    api_workers: int = 1
 
 
 def node_manifest(i: int) -> dict:
@@ -122,12 +134,28 @@ async def _reported(api: PodsApi) -> int:
                    for c in (pod.get("status") or {}).get("conditions") or ()) for pod in body["items"])
 
 
-def _cpu(pids: tuple[int, ...]) -> tuple[float, ...]:
-    return tuple(cpu_seconds(pid) for pid in pids)
+@dataclass(frozen=True)
+class Processes:
+    """The processes whose CPU is read: the server's (`up` and the API workers it started, found
+    from /proc once they listen) and the scheduler's, when it runs in a process of its own."""
+
+    server: tuple[int, ...]
+    scheduler: int | None = None
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return self.server if self.scheduler is None else (*self.server, self.scheduler)
+
+    def cpu(self) -> tuple[float, ...]:
+        """Each process's CPU seconds, in `pids`' order."""
+        return tuple(cpu_seconds(pid) for pid in self.pids)
+
+    def server_cpu(self, cpu: tuple[float, ...]) -> float:
+        return sum(cpu[:len(self.server)])
 
 
-async def _idle(api: PodsApi, pids: tuple[int, ...], wanted: int) -> tuple[float, tuple[float, ...]]:
-    """Waits until the server and the scheduler process (`pids`) have used under a tenth of a core
+async def _idle(api: PodsApi, procs: Processes, wanted: int) -> tuple[float, tuple[float, ...]]:
+    """Waits until the server and the scheduler process have used under a tenth of a core
     together over half a second with `wanted` pending pods reported on, and returns when that idle
     spell began and each process's CPU seconds then. Idleness is read from /proc rather than from
     a watch of the pods: handing one HTTPS watch every pod event (ADDED, then the scheduler's
@@ -135,10 +163,10 @@ async def _idle(api: PodsApi, pids: tuple[int, ...], wanted: int) -> tuple[float
     after the creates, the harness measuring itself. A LIST then checks the reports (outside the
     counted CPU); if some are missing, the next idle spell is waited for."""
     while True:
-        began, cpu = time.perf_counter(), _cpu(pids)
+        began, cpu = time.perf_counter(), procs.cpu()
         while True:
             await asyncio.sleep(0.5)
-            now, used = time.perf_counter(), _cpu(pids)
+            now, used = time.perf_counter(), procs.cpu()
             if sum(used) - sum(cpu) < 0.05:
                 break
             began, cpu = now, used
@@ -146,9 +174,8 @@ async def _idle(api: PodsApi, pids: tuple[int, ...], wanted: int) -> tuple[float
             return began, cpu
 
 
-async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: bool, scheduler_pid: int | None,
+async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: bool, procs: Processes,
                    progress: Progress) -> dict[str, float]:
-    pids = (server.pid,) if scheduler_pid is None else (server.pid, scheduler_pid)
     connector = aiohttp.TCPConnector(ssl=ssl_ctx, limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=300)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -173,25 +200,30 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
             return pod
 
         progress(f"  {cfg.bound_pods} bound pods")
-        bound_cpu = cpu_seconds(server.pid)
+        bound_cpu = procs.server_cpu(procs.cpu())
         bound_rate, _ = await _rate(cfg.bound_pods, cfg.concurrency, lambda i: api.call("POST", api.pods, bound(i)))
-        bound_done, bound_cpu = time.perf_counter(), cpu_seconds(server.pid) - bound_cpu
+        bound_done, bound_cpu = time.perf_counter(), procs.server_cpu(procs.cpu()) - bound_cpu
         await asyncio.sleep(cfg.settle_s)
         # What the nodes set off (the TTL controller annotating each node anew as the cluster grew past
         # its size thresholds: ~4,000 node patches at 5,000 nodes) must be over before the measured
         # span, else a slower machine measures it inside the span and the ratio moves with its speed.
-        settled, _ = await _idle(api, pids, 0)
+        settled, _ = await _idle(api, procs, 0)
         progress(f"  {cfg.pending_pods} pending pods, {cfg.concurrency} in flight")
-        cpu0 = _cpu(pids)
+        cpu0 = procs.cpu()
         rate, latencies = await _rate(cfg.pending_pods, cfg.concurrency,
                                       lambda i: api.call("POST", api.pods, pending(i)))
-        last_create, cpu1 = time.perf_counter(), _cpu(pids)
-        idle, cpu2 = await _idle(api, pids, cfg.pending_pods if with_scheduler else 0)
+        last_create, cpu1 = time.perf_counter(), procs.cpu()
+        clients = {"benchmark": os.getpid()} | ({"scheduler": procs.scheduler} if procs.scheduler else {})
+        census = connections(list(procs.server), urllib.parse.urlsplit(server.url).port, clients)
+        progress(f"  connections at the last create, per server process: {census}")
+        idle, cpu2 = await _idle(api, procs, cfg.pending_pods if with_scheduler else 0)
         reported = await _reported(api)
 
-    def per_pod(cpu: tuple[float, ...], i: int = 0) -> float:
-        return (cpu[i] - cpu0[i]) / cfg.pending_pods * 1000
+    def per_pod(cpu: tuple[float, ...], i: int | None = None) -> float:
+        spent = procs.server_cpu(cpu) - procs.server_cpu(cpu0) if i is None else cpu[i] - cpu0[i]
+        return spent / cfg.pending_pods * 1000
 
+    during = [cpu1[i] - cpu0[i] for i in range(len(procs.server))]
     results = {
         "pending pod creates (pods/s)": rate,
         "pending pod create p50 (ms)": percentile(latencies, 0.5) * 1000,
@@ -204,9 +236,14 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         "setup: server CPU per bound pod create (ms)": bound_cpu / cfg.bound_pods * 1000,
         "setup: server busy after the bound pods (s)": max(settled - bound_done, 0.0),
         "pending pods reported PodScheduled=False": reported,
+        "server processes": len(procs.server),
+        "busiest server process's share of the server CPU during the creates (%)":
+            max(during) / sum(during) * 100 if sum(during) else math.nan,
     }
-    if scheduler_pid is not None:
-        results.update(zip(PROCESS_METRICS, (per_pod(cpu1, 1), per_pod(cpu2, 1))))
+    if procs.scheduler is not None:
+        scheduler = len(procs.server)
+        results.update(zip(PROCESS_METRICS, (per_pod(cpu1, scheduler), per_pod(cpu2, scheduler),
+                                             sum(counts.get("scheduler", 0) for counts in census.held.values()))))
     return results
 
 
@@ -233,15 +270,19 @@ def run(cfg: PendingConfig, progress: Progress) -> dict[str, dict[str, float]]:
     results = {}
     for mode in cfg.modes:
         extra = ("--controllers", "*,-node-lifecycle-controller", "--scheduler",
-                 "in-process" if mode == "in-process" else "none")
+                 "in-process" if mode == "in-process" else "none", "--api-workers", str(cfg.api_workers))
         with contextlib.ExitStack() as stack:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nanokube-bench-pending-")))
             server = stack.enter_context(nanokube_server(work / "nanokube", "sqlite", extra))
             scheduler_pid = stack.enter_context(scheduler_process(server, work)) if mode == "own-process" else None
+            procs = Processes(tuple(server_pids(server.pid)), scheduler_pid)
+            if len(procs.server) != cfg.api_workers:
+                raise RuntimeError(f"nanokube up --api-workers {cfg.api_workers} runs {len(procs.server)} processes")
             progress(f"{MODES[mode]}: nanokube pid {server.pid} serving {server.url}"
+                     + (f", API workers {', '.join(map(str, procs.server[1:]))}" if procs.server[1:] else "")
                      + (f", nanokube scheduler pid {scheduler_pid}" if scheduler_pid else ""))
             results[MODES[mode]] = asyncio.run(_measure(server, tls_context(server.kubeconfig, work), cfg,
-                                                        mode != "none", scheduler_pid, progress))
+                                                        mode != "none", procs, progress))
     return results
 
 
@@ -260,7 +301,8 @@ def format_table(cfg: PendingConfig, results: dict[str, dict[str, float]]) -> st
              for r in rows]
     lines.insert(1, "-+-".join("-" * w for w in widths))
     head = (f"pending pods over HTTPS: {cfg.nodes} fake nodes, {cfg.bound_pods} bound pods, "
-            f"{cfg.pending_pods} pods that fit nowhere, {cfg.concurrency} creates in flight")
+            f"{cfg.pending_pods} pods that fit nowhere, {cfg.concurrency} creates in flight"
+            + (f", {cfg.api_workers} API server workers" if cfg.api_workers > 1 else ""))
     base = results.get(MODES["none"])
     rate, cpu = METRICS[0], METRICS[3]
     for mode in modes:
