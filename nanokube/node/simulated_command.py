@@ -226,6 +226,8 @@ class Program:
     #: where the script traps TERM: how it runs when the signal comes `at` seconds after it started
     #: (`signalled(at, fs)`, on the files given), None where that is not worked out
     signalled: Callable[[float, Files], Program | None] | None = field(default=None, compare=False)
+    #: where it is what `signalled` gave: how many of its writes and changes came before its TERM trap ran
+    taken: tuple[int, int] | None = field(default=None, compare=False)
 
     def writes(self) -> list[tuple[float, str, str | bytes]]:
         """Everything written before any endless repetition, in order: (when, "stdout" or "stderr", text)."""
@@ -234,13 +236,21 @@ class Program:
             out.insert(place, (t, "stderr", x))
         return out
 
-    def timeline(self) -> Iterator[tuple[float, str, object]]:
+    def timeline(self, signalled: float | None = None) -> Iterator[tuple[float, str, object]]:
         """What it writes and the changes it makes to its files, in order: (when, "stdout",
         "stderr" or "files", the text or the change); a change comes before what is written then.
-        Endless where the program repeats itself forever."""
-        yield from sorted([*((c[0], "files", c) for c in self.changes), *self.writes()], key=lambda e: e[0])
+        Endless where the program repeats itself forever. With `signalled` (seconds in: the SIGTERM
+        that `Program.signalled` worked this program out for), only what is still to come then:
+        what comes later, and what its TERM trap does at that instant (where the command running as
+        the signal came ends then), which the program it replaces never did."""
+        writes, changes = self.writes(), [(c[0], "files", c) for c in self.changes]
+        if signalled is not None:
+            before_writes, before_changes = self.taken or (len(writes), len(changes))
+            writes = [e for i, e in enumerate(writes) if e[0] > signalled or i >= before_writes]
+            changes = [e for i, e in enumerate(changes) if e[0] > signalled or i >= before_changes]
+        yield from sorted([*changes, *writes], key=lambda e: e[0])
         if self.repeat is not None:
-            yield from self.repeat.timeline()
+            yield from (e for e in self.repeat.timeline() if signalled is None or e[0] > signalled)
 
 
 #: the container's files, or what gives them when a command first needs them
@@ -632,9 +642,10 @@ class _Run:
         self.traps: dict[str, str] = {}
         self.trapped: set[str] = set()
         #: when SIGTERM comes (seconds since the start), where the run works out what it then does,
-        #: and whether it was taken
+        #: whether it was taken, and how much it had written and changed then (`Program.taken`)
         self.signal: float | None = None
         self.signal_taken = False
+        self.taken: tuple[int, int] | None = None
 
     def snapshot(self) -> tuple:
         """The shell's state a later run goes on from (`restore`): its variables, positional
@@ -652,7 +663,7 @@ class _Run:
         journal = self.fs.journal or () if isinstance(self.fs, ContainerFS) else ()
         changes = tuple((t - self.started, *change) for t, *change in journal)
         return Program(tuple(self.output), self.now, self.status, tuple(self.errors), changes, self.repeat,
-                       self.wait)
+                       self.wait, taken=self.taken)
 
     @property
     def out_terminal(self) -> Terminal | None:
@@ -1096,6 +1107,7 @@ class _Run:
         if self.signal is None or self.signal_taken or self.now < self.signal or math.isinf(self.now):
             return
         self.signal_taken = True
+        self.taken = len(self.output) + len(self.errors), len(self.fs.journal or ()) if isinstance(self.fs, ContainerFS) else 0
         action = self.traps.get("TERM")
         if not action:
             return

@@ -456,7 +456,7 @@ class SimulatedIO:
             self._flush(name, now)
             if task := self._scripted.pop(name, None):
                 task.cancel()
-            self._schedule(name, ((t - at, stream, text) for t, stream, text in later.timeline() if t > at),
+            self._schedule(name, ((t - at, stream, text) for t, stream, text in later.timeline(at)),
                            self._then(name, later, now - at, resumed=True), now=now)
             out[name] = (None if math.isinf(later.seconds) else now + (later.seconds - at), later.exit_code)
         return out

@@ -703,6 +703,37 @@ async def test_a_command_without_a_term_trap_ignores_sigterm_and_is_killed_after
         await pods.patch(name, {"metadata": {"finalizers": None}}, namespace="default")
 
 
+async def test_a_term_traps_output_as_the_running_command_ends_with_the_signal_is_in_the_log():
+    """A TERM trap runs once the command running as SIGTERM comes ends: where that is the very
+    instant of the signal (a loop's `sleep 1` ending on the whole second a deletion or a failed
+    liveness probe's kill comes), what the trap writes is in the log (`kubectl logs`, and
+    `--previous` for the instance a liveness kill restarted), as it is a moment later."""
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        pods = s.client.resource("", "v1", "pods")
+        script = ["sh", "-c", "trap 'echo bye; exit 0' TERM; echo hi; while true; do sleep 1; done"]
+        deleted = pod("deleted", grace=5, restart="Never", finalizers=["test.nanokube.io/keep"])
+        probed = pod("probed", grace=5)
+        probed["spec"]["containers"][0]["livenessProbe"] = {"exec": {"command": ["false"]}, "initialDelaySeconds": 1,
+                                                            "periodSeconds": 3, "failureThreshold": 1}
+        for p in (deleted, probed):
+            p["spec"]["containers"][0]["command"] = script
+            await pods.create(p)
+            await eventually(phase_is(pods, p["metadata"]["name"], "Running"))
+        await clock.advance(2)
+        await pods.delete("deleted", "default")
+        await eventually(phase_is(pods, "deleted", "Succeeded"))
+        assert await mgr.read_log("default", "deleted", "app", {}) == b"hi\nbye\n"
+        await clock.advance(1)  # the probe fails at 3 s, as the loop's third sleep ends: killed, then restarted
+
+        async def restarted():
+            c = (await pods.get("probed", "default"))["status"]["containerStatuses"][0]
+            return c["restartCount"] == 1 and "running" in c["state"]
+        await eventually(restarted)
+        assert await mgr.read_log("default", "probed", "app", {"previous": "true"}) == b"hi\nbye\n"
+        await pods.patch("deleted", {"metadata": {"finalizers": None}}, namespace="default")
+
+
 async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
     """activeDeadlineHandler: once spec.activeDeadlineSeconds have passed since the pod started (running
     or crash-looping), the kubelet records DeadlineExceeded, stops the containers and the pod is Failed
