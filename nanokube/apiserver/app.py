@@ -19,7 +19,6 @@ from .loopback import LocalClient
 from ..clock import REAL, Clock
 from ..metrics import openapi as metrics_openapi
 from ..metrics.api import MetricsAPI
-from ..metrics.exposition import content_type
 from ..metrics.provider import MetricsProvider
 from ..pki.ca import ClusterPKI, ensure_front_proxy
 from ..registry.base import Resource, Strategy, all_resources
@@ -663,9 +662,12 @@ class APIServer:
         """Indented, as WriteRawJSON writes a non-API object (json.MarshalIndent, two spaces)."""
         return web.Response(body=_VERSION_BODY, content_type="application/json")
 
+    def metrics_text(self) -> bytes:
+        """/metrics' exposition: the server's families and its components'."""
+        return self.metrics.render(*self.component_metrics)
+
     async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(*self.component_metrics),
-                            headers={"Content-Type": content_type(request.headers.get("Accept"))})
+        return await healthz.exposition_of(request, self.metrics_text())
 
     async def _reset_metrics(self, request: web.Request) -> web.Response:
         self.metrics.reset()

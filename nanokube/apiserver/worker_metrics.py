@@ -18,10 +18,11 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from ..metrics.exposition import content_type, go_float
+from ..metrics.exposition import go_float
 from .aggregator.proxy import identity_headers
 from .aggregator.requestheader import front_proxy_files
 from .auth.authorizer import USER
+from .healthz import exposition_of
 
 #: gauges of the one store, which every worker reports alike, and of the processes that are one
 #: server (its start, its limits): the largest, not the sum
@@ -77,12 +78,12 @@ class WorkerMetrics:
             if request.transport.get_extra_info("sockname")[1] == self.server.relay_port:
                 return await self.own(request)  # worker 0 asks for this worker's own
             return await self.relay.relay(request)
-        own = await self.own(request)
-        headers = CIMultiDict(identity_headers(request[USER]))  # a header per group
+        own = self.server.metrics_text()
+        # a header per group; the others' answers not gzipped only to be undone here
+        headers = CIMultiDict(identity_headers(request[USER]), **{"Accept-Encoding": "identity"})
         async with aiohttp.ClientSession() as session:
             others = await asyncio.gather(*(self._fetch(session, port, headers) for port in list(self.ports.values())))
-        body = merge([own.body, *(b for b in others if b is not None)])
-        return web.Response(body=body, headers={"Content-Type": content_type(request.headers.get("Accept"))})
+        return await exposition_of(request, merge([own, *(b for b in others if b is not None)]))
 
     async def _fetch(self, session: aiohttp.ClientSession, port: int, headers: CIMultiDict) -> bytes | None:
         """A worker's own metrics; None from one that is not there (being started again)."""

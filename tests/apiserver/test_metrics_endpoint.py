@@ -4,6 +4,7 @@ apiserver_resource_objects; apiserver_longrunning_requests while a watch streams
 apiserver_watch_events_total and apiserver_watch_events_sizes for the events it was sent."""
 
 import asyncio
+import gzip
 import time
 
 import aiohttp
@@ -405,3 +406,23 @@ async def test_the_scrape_is_answered_in_the_text_format_with_the_escaping_it_as
         assert r.status == 200
         assert r.headers["Content-Type"] == f"text/plain; version=0.0.4; charset=utf-8; escaping={escaping}"
         assert families(await r.text())["apiserver_current_inflight_requests"].type == "gauge"  # the same body
+
+
+@pytest.mark.parametrize("accept_encoding, gzipped", [
+    ("gzip", True), ("deflate, gzip", True), ("gzip;q=0.5, identity;q=0.4", True),  # (Go's and aiohttp's clients)
+    (None, False), ("identity", False), ("gzip;q=0", False),
+    ("*", False), ("gzip, identity", False),  # identity, promhttp's first offer, wins a tie
+])
+async def test_the_scrape_is_gzipped_whatever_its_size_where_the_client_prefers_gzip(api, accept_encoding, gzipped):
+    """promhttp's handler (component-base's /metrics and /metrics/slis) negotiates the encoding of every
+    answer between its offers, identity and gzip, with no size threshold, and varies on both headers."""
+    s, clock, http = api
+    headers = {"Accept-Encoding": accept_encoding} if accept_encoding else {"Accept-Encoding": ""}
+    for path in ("/metrics", "/metrics/slis"):
+        async with http.get(path, headers=headers, auto_decompress=False) as r:
+            body = await r.read()
+            assert (r.status, r.headers.getall("Vary")) == (200, ["Accept", "Accept-Encoding"])
+            assert r.headers.get("Content-Encoding") == ("gzip" if gzipped else None), path
+            text = (gzip.decompress(body) if gzipped else body).decode()
+            if path == "/metrics":
+                assert families(text)["apiserver_current_inflight_requests"].type == "gauge"

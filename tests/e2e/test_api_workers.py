@@ -4,6 +4,7 @@ workers, each of them known to the test (which process holds the server side of 
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import os
@@ -299,11 +300,13 @@ def test_a_value_asked_for_through_both_workers_at_once_goes_to_one_service(c, f
         assert conns[r % len(conns)].call("DELETE", f"{svcs}/again-{field.lower()}-{r}")[0] == 200
 
 
-def _scrape(conn: Conn) -> dict:
-    """apiserver_request_total from a scrape through `conn`."""
-    conn.http.request("GET", "/metrics")
+def _scrape(conn: Conn, gzipped: bool = False) -> dict:
+    """apiserver_request_total from a scrape through `conn`, asked for gzipped where `gzipped`."""
+    conn.http.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"} if gzipped else {})
     r = conn.http.getresponse()
-    body = r.read().decode()
+    raw = r.read()
+    assert r.getheader("Content-Encoding") == ("gzip" if gzipped else None)
+    body = (gzip.decompress(raw) if gzipped else raw).decode()
     assert r.status == 200, body
     out = {}
     for fam in text_string_to_metric_families(body):
@@ -314,14 +317,15 @@ def _scrape(conn: Conn) -> dict:
 
 
 def test_metrics_count_what_every_worker_served(c):
-    """A scrape through either worker reports the whole server: requests served by both are counted."""
+    """A scrape through either worker reports the whole server: requests served by both are counted;
+    gzipped for a client that asks, the others' answers merged before."""
     conns, pids = _spread(c, 8)
     assert len(pids) == 2 and {x.worker for x in conns} == set(pids)
     before = _scrape(conns[0])
     assert all(conn.call("GET", "/api/v1/namespaces/default/configmaps/not-there")[0] == 404
                for conn in conns for _ in range(5))
     for conn in (next(x for x in conns if x.worker == pid) for pid in pids):
-        after = _scrape(conn)
+        after = _scrape(conn, gzipped=True)
         counted = [k for k in after if k[0] == "apiserver_request_total" and dict(k[1]).get("resource") == "configmaps"
                    and dict(k[1]).get("code") == "404" and dict(k[1]).get("verb") == "GET"]
         assert len(counted) == 1, counted
