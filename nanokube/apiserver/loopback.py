@@ -206,7 +206,7 @@ class ResourceClient:
     async def get_scale(self, name: str, namespace: str | None = None) -> dict:
         """The autoscaling/v1 Scale of a resource with a scale subresource (workloads, CRDs)."""
         await asyncio.sleep(0)
-        return await self.c.subresources.get_scale(self.res, namespace, name)
+        return await self.c.subresources.get_scale(self.res, namespace, name, version=self.version)
 
     async def update_scale(self, name: str, replicas: int, namespace: str | None = None) -> dict:
         await asyncio.sleep(0)

@@ -115,7 +115,7 @@ class Subresources:
             return web.Response(body=data, content_type="text/plain")
         if sub == "scale":
             if m == "GET":
-                scale = await self.get_scale(res, namespace, name)
+                scale = await self.get_scale(res, namespace, name, version=version)
                 # a built-in workload's (a CRD's group has a dot): its store prints Scales as Tables too
                 return h.render_scale(request, res, scale, table=res.group in ("", "apps"))
             if m in ("PUT", "PATCH"):
@@ -128,7 +128,7 @@ class Subresources:
                     raw = await h._raw(request)
                     opts = h._write_opts(request)  # after the media type and the body, as upstream's patch handler
                     repeated = await strict.patch_duplicates(raw, ctype, opts)  # (an apply's, under Strict, a 400 here)
-                    current = await self.get_scale(res, namespace, name, UNSET_REPLICAS)
+                    current = await self.get_scale(res, namespace, name, UNSET_REPLICAS, version)
                     # (typed before its metadata is read: a patch may leave anything there, or at the root)
                     body, warnings = await self._patch_scale(current, ctype, raw, opts, repeated)
                     md = body.get("metadata") or {}
@@ -366,9 +366,18 @@ class Subresources:
 
     # --- scale ------------------------------------------------------------
 
-    async def get_scale(self, res: Resource, namespace: str, name: str, unset: int | None = None) -> dict:
+    async def get_scale(self, res: Resource, namespace: str, name: str, unset: int | None = None,
+                        version: str | None = None) -> dict:
         obj = self.rest._entry(res, namespace, name).obj
-        return _scale_of(res, obj, unset)
+        return _scale_of(res, await self._at_version(res, obj, version), unset)
+
+    async def _at_version(self, res: Resource, obj: dict, version: str | None) -> dict:
+        """A custom resource's object as `version` serves it, whose /scale reads that version's
+        paths (upstream serves each version's from the object converted to it)."""
+        if version is None or not res.strategy.unstructured:
+            return obj
+        await res.strategy.prepare_conversion([obj], version)
+        return self.rest._external(res, obj, version)
 
     async def _patch_scale(self, scale: dict, ctype: str, raw: bytes, opts: WriteOptions,
                            repeated: list[str]) -> tuple[dict, list[str]]:
@@ -418,24 +427,27 @@ class Subresources:
             rv = ((scale.get("metadata") or {}).get("resourceVersion"))
             if rv and rv != str(entry.rev):
                 raise errors.conflict(res.group, res.plural, name, errors.STALE)
+            ext = await self._at_version(res, entry.obj, version)
             try:
                 written, fields = ssa.scale_write(
-                    entry.obj, fp.make_path(*res.strategy.replicas_path()), res.api_version(version),
-                    _scale_of(res, entry.obj, UNSET_REPLICAS), scale, opts.field_manager, self.rest.clock.rfc3339(),
+                    entry.obj, _replicas_at(res), res.api_version(version),
+                    _scale_of(res, ext, UNSET_REPLICAS), scale, opts.field_manager, self.rest.clock.rfc3339(),
                     applied, opts.force)
             except PatchError as e:
                 raise errors.APIError(e.code, e.reason, e.status_message, e.details) from None
             replicas = (written.get("spec") or {}).get("replicas", 0)
-            if replicas == UNSET_REPLICAS and res.strategy.scale_of(entry.obj, 0) is not None:  # a custom resource's
-                path = ".".join(("", *res.strategy.replicas_path()))
+            if replicas == UNSET_REPLICAS and res.strategy.scale_of(ext, 0) is not None:  # a custom resource's
+                path = ".".join(("", *(res.strategy.replicas_path(res.api_version(version)) or ())))
                 raise errors.bad_request(f'the spec replicas field "{path}" cannot be empty')
             if not isinstance(replicas, int) or replicas < 0:
                 raise errors.APIError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0',
                                       {"name": name, "group": "autoscaling", "kind": "Scale", "causes": [
                                           {"reason": "FieldValueInvalid", "message": f"Invalid value: {replicas}: must be greater than or equal to 0", "field": "spec.replicas"}]})
-            await res.strategy.prepare_conversion([entry.obj], version)
-            new = copy.deepcopy(self.rest._external(res, entry.obj, version))
-            res.strategy.set_replicas(new, replicas)
+            if ext is entry.obj:  # (a built-in kind's)
+                await res.strategy.prepare_conversion([entry.obj], version)
+                ext = self.rest._external(res, entry.obj, version)
+            new = copy.deepcopy(ext)
+            res.strategy.set_replicas(new, replicas)  # at the request's version's path
             await res.strategy.prepare_conversion([new], res.storage_version)
             new = res.strategy.to_storage(new, version)
             try:
@@ -448,15 +460,23 @@ class Subresources:
                 raise
             if opts.dry_run:  # the object as it would have been written (the cache holds the one before)
                 await res.strategy.prepare_conversion([r.obj], res.storage_version)
-                return _scale_of(res, res.strategy.to_storage(r.obj, version))
+                return _scale_of(res, await self._at_version(res, res.strategy.to_storage(r.obj, version), version))
             stored = self.rest.cache.get(res.key(namespace, name))
-            return _scale_of(res, stored.obj if stored else r.obj)
+            return _scale_of(res, await self._at_version(res, stored.obj if stored else r.obj, version))
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
 
 
 #: scaleUpdatedObjectInfo's invalidSpecReplicas: the replicas of a custom resource's Scale
 #: before an update where its spec replicas field is not set (an update must set them)
 UNSET_REPLICAS = -2147483648
+
+
+def _replicas_at(res: Resource) -> Callable[[str], fp.Path | None]:
+    """Each apiVersion's replicas path, for the managers of the parent's replicas (each at its own)."""
+    def at(api_version: str) -> fp.Path | None:
+        path = res.strategy.replicas_path(api_version)
+        return fp.make_path(*path) if path is not None else None
+    return at
 
 
 def _scale_of(res: Resource, obj: dict, unset: int | None = None) -> dict:

@@ -164,8 +164,9 @@ class Strategy:
         """What a write through /scale changes."""
         obj.setdefault("spec", {})["replicas"] = replicas
 
-    def replicas_path(self) -> tuple[str, ...]:
-        """The field `set_replicas` writes, which a /scale writer's managedFields name."""
+    def replicas_path(self, api_version: str = "") -> tuple[str, ...] | None:
+        """The field `set_replicas` writes at `api_version` (default: the storage version), which
+        a /scale writer's managedFields name; None where that version has no /scale."""
         return ("spec", "replicas")
 
     def default(self, obj: Obj, version: str) -> None:

@@ -479,7 +479,9 @@ class CustomResourceStrategy(Strategy):
     # --- scale -----------------------------------------------------------------------
 
     def scale_of(self, obj: Obj, unset: int | None = None) -> tuple[int, int, str]:
-        sc = self._info(self.storage).scale or {}
+        """Read at the paths of the object's own version, as each version's /scale is served
+        from the object converted to it (versions may name other paths)."""
+        sc = self._info(obj).scale or {}
         found, spec = _get_path(obj, sc.get("specReplicasPath", ".spec.replicas"))
         if not found and unset is None:
             raise errors.internal(f"the spec replicas field {sc.get('specReplicasPath')!r} does not exist".replace("'", '"'))
@@ -493,13 +495,13 @@ class CustomResourceStrategy(Strategy):
         return spec, status if isinstance(status, int) else 0, selector
 
     def set_replicas(self, obj: Obj, replicas: int) -> None:
-        _set_path(obj, self._replicas_path(), replicas)
+        _set_path(obj, (self._info(obj).scale or {}).get("specReplicasPath", ".spec.replicas"), replicas)
 
-    def replicas_path(self) -> tuple[str, ...]:
-        return tuple(_split_path(self._replicas_path()))
-
-    def _replicas_path(self) -> str:
-        return (self._info(self.storage).scale or {}).get("specReplicasPath", ".spec.replicas")
+    def replicas_path(self, api_version: str = "") -> tuple[str, ...] | None:
+        info = self.versions.get(api_version.rpartition("/")[2] or self.storage)
+        if info is None or info.scale is None:
+            return None
+        return tuple(_split_path(info.scale.get("specReplicasPath", ".spec.replicas")))
 
     def deprecation(self, version: str) -> str | None:
         info = self.versions.get(version)

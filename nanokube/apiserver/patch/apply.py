@@ -1238,12 +1238,14 @@ _SCALE_REPLICAS = fp.make_path("spec", "replicas")
 
 
 def scale_write(
-    parent: dict[str, Any], replicas: Path, parent_version: str, old_scale: dict[str, Any],
+    parent: dict[str, Any], replicas_at: Callable[[str], Path | None], parent_version: str, old_scale: dict[str, Any],
     sent: dict[str, Any], manager: str, now: str, applied: bool = False, force: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """A write through /scale (upstream's ScaleHandler around the Scale's field manager): the Scale
-    it leaves, and the parent's managedFields. The managers of the parent's `replicas` own the
-    Scale's spec.replicas; the write is tracked on the Scale (`sent` is the new Scale), or applied
+    it leaves, and the parent's managedFields. The managers of the parent's replicas own the
+    Scale's spec.replicas, each manager's replicas path read at its own apiVersion (`replicas_at`:
+    a custom resource's versions may each name another; None, a version without one, owns
+    none); the write is tracked on the Scale (`sent` is the new Scale), or applied
     (`sent` is the configuration; raises ApplyConflict; an update's Scale is decoded, `compare`, so
     its replicas at 0 is no field); then a parent manager loses `replicas`
     where it lost it on the Scale, and each new owner gets an entry at `parent_version` timed as
@@ -1251,8 +1253,9 @@ def scale_write(
     has none)."""
     raw = _root_schema(sch.kind_schema("autoscaling", "v1", "Scale"))
     parents = _decode_or_empty(parent)
+    paths = {m.api_version: replicas_at(m.api_version) for m in parents.values()}
     owners = {mid: _Manager(m.manager, m.operation, m.api_version, m.subresource, frozenset({_SCALE_REPLICAS}),
-                            m.time) for mid, m in parents.items() if replicas in m.fields}
+                            m.time) for mid, m in parents.items() if paths[m.api_version] in m.fields}
     live = _encode(_without_managed_fields(old_scale), owners)
     if applied:
         result = apply(live, sent, manager, force, raw, now, "autoscaling/v1", "scale", ignore_status=True)
@@ -1262,11 +1265,12 @@ def scale_write(
     scaled = _decode_or_empty(result)
     kept: dict[tuple, _Manager] = {}
     for mid, m in parents.items():
-        if replicas in m.fields and mid not in scaled:  # taken through the Scale
-            m.fields = m.fields - {replicas}
+        if (path := paths[m.api_version]) in m.fields and mid not in scaled:  # taken through the Scale
+            m.fields = m.fields - {path}
         kept[mid] = m
+    replicas = replicas_at(parent_version)
     for mid, m in scaled.items():
-        if mid not in parents and _SCALE_REPLICAS in m.fields:
+        if mid not in parents and _SCALE_REPLICAS in m.fields and replicas is not None:
             kept[mid] = _Manager(m.manager, m.operation, parent_version, m.subresource, frozenset({replicas}))
     return result, _encode({}, kept)["metadata"].get("managedFields")
 

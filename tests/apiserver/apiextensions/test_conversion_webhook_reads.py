@@ -120,3 +120,43 @@ async def test_a_watch_at_a_non_storage_version_gets_live_events_through_the_web
     events = await watching
     assert [(e["type"], e["object"]["apiVersion"], e["object"]["spec"]) for e in events] == [
         ("MODIFIED", f"{GROUP}/v2", {"sizeV2": 5})]
+
+
+async def test_each_versions_scale_reads_and_writes_its_own_replicas_path(tmp_path):
+    """A version's /scale is served from the object converted to it, at that version's
+    specReplicasPath (v1 .spec.size, v2 .spec.sizeV2), as on kube-apiserver: a write through v2's
+    was answered 200 and lost (v2's object got the storage version's path set, which the
+    conversion back to v1 overwrote), and its writer owns v2's path."""
+    hook = WebhookServer().start()
+    hook.handlers["/convert"] = converter()
+    status = {"type": "object", "properties": {"replicas": {"type": "integer"}}}
+    versions = [{"name": v, "served": True, "storage": v == "v1",
+                 "subresources": {"scale": {"specReplicasPath": path, "statusReplicasPath": ".status.replicas"}},
+                 "schema": {"openAPIV3Schema": {**SCHEMAS[v], "properties": {**SCHEMAS[v]["properties"], "status": status}}}}
+                for v, path in (("v1", ".spec.size"), ("v2", ".spec.sizeV2"))]
+    try:
+        async with served(tmp_path) as (_, c):
+            await call(c, "POST", CRDS, {
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"crates.{GROUP}"},
+                "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "crates", "kind": "Crate"},
+                         "versions": versions,
+                         "conversion": {"strategy": "Webhook", "webhook": {
+                             "conversionReviewVersions": ["v1"],
+                             "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca.bundle}}}}})
+            v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/crates" for v in ("v1", "v2"))
+            await create_when_served(c, f"{v2}?fieldManager=maker", {
+                "apiVersion": f"{GROUP}/v2", "kind": "Crate", "metadata": {"name": "c"}, "spec": {"sizeV2": 3}})
+            assert (await call(c, "GET", f"{v2}/c/scale"))["spec"] == {"replicas": 3}
+            out = await call(c, "PATCH", f"{v2}/c/scale", {"spec": {"replicas": 5}}, "scaler",
+                             "application/merge-patch+json")
+            assert out["spec"] == {"replicas": 5}
+            assert (await call(c, "GET", f"{v1}/c"))["spec"] == {"size": 5}
+            crate = await call(c, "GET", f"{v2}/c")
+            assert crate["spec"] == {"sizeV2": 5}
+            assert [(m["manager"], m["apiVersion"], m.get("subresource"), m["fieldsV1"])
+                    for m in crate["metadata"]["managedFields"]] == [  # maker's one field is the scaler's now
+                ("scaler", f"{GROUP}/v2", "scale", {"f:spec": {"f:sizeV2": {}}})]
+            assert (await call(c, "GET", f"{v1}/c/scale"))["spec"] == {"replicas": 5}
+    finally:
+        hook.stop()
