@@ -231,7 +231,9 @@ class HPAController(Controller):
         status["observedGeneration"] = hpa["metadata"].get("generation")
         status.setdefault("desiredReplicas", status.get("currentReplicas", 0))
         status = {k: v for k, v in status.items() if v is not None}
-        if status == hpa.get("status"):
+        # (the server answers a status without currentMetrics with currentMetrics: null, as upstream's
+        # field without omitempty: null is no change, or every sync rewrites the same status)
+        if status == {k: v for k, v in (hpa.get("status") or {}).items() if v is not None}:
             return
         body = {**hpa, "status": status}
         try:

@@ -300,3 +300,26 @@ async def test_a_failed_metric_keeps_its_place_in_current_metrics(env):
     assert h["status"]["currentMetrics"] == [
         {"type": ""}, {"type": "External", "external": {"metric": {"name": "queue"}, "current": {"value": "20"}}}]
     assert format_hpa_metrics(h) == "<unknown>/5, 20/10"
+
+
+async def test_a_sync_that_changes_nothing_writes_no_status(env, tmp_path):
+    """An HPA whose target is missing fails each sync the same way: its status (no currentMetrics,
+    which the server answers as null) is written once, not again at every sync, as upstream's
+    updateStatusIfNeeded compares before it writes."""
+    from nanokube.apiserver.audit import AuditLog
+
+    missing = hpa([external(value="5")])
+    missing["spec"]["scaleTargetRef"]["name"] = "nope"
+    await env.hpas.create(missing)
+    env.client.rest.audit = audit = AuditLog(str(tmp_path / "audit.log"))
+    try:
+        for _ in range(3):
+            h = await env.sync()
+            await env.clock.advance(15)
+    finally:
+        audit.close()
+        env.client.rest.audit = None
+    assert cond(h, "AbleToScale") == ("False", "FailedGetScale")
+    writes = [line for line in (tmp_path / "audit.log").read_text().splitlines()
+              if '"horizontalpodautoscalers"' in line and '"subresource":"status"' in line]
+    assert len(writes) == 1, writes
