@@ -377,7 +377,8 @@ class KubeletServer:
         for pod in () if claims_only else pods:
             uid = pod["metadata"]["uid"]
             worker = self.agent.workers.get(uid)
-            in_memory[uid] = {name: tree_usage(worker.empty_dir(name)) for name in in_memory_volumes(mgr, pod)
+            tmpfs = memory_backed(pod)
+            in_memory[uid] = {name: tree_usage(worker.empty_dir(name), name in tmpfs) for name in in_memory_volumes(mgr, pod)
                               if worker is not None and cache.fresh((uid, name), now) is None}
         allocatable = _bytes(self.agent.spec.allocatable.get("memory")) if any(map(memory_backed, pods)) else 0
         return await asyncio.to_thread(lambda: [

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
 
-from .simulated_fs import NOT_FOUND, ContainerFS, Dir, File, FsError
+from .simulated_fs import NOT_FOUND, ContainerFS, Dir, File, FsError, NoSpace
 
 
 class Unknown(Exception):
@@ -602,9 +602,13 @@ def _dd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
             return 1
         if count is not None:
             data = data[:bs * count]
+    code, copied = 0, len(data)
     if "of" in ops:
         try:
             fs.write(ops["of"], data)
+        except NoSpace as e:  # a tmpfs filled: the records it took, then the one that failed (read, not written)
+            run.err(f"dd: error writing '{ops['of']}': {e.reason}\n")
+            code, copied = 1, e.written
         except FsError as e:
             run.err(f"dd: can't open '{ops['of']}': {e.reason}\n")
             return 1
@@ -612,12 +616,12 @@ def _dd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         run.out(data)
     status = ops.get("status")
     if status != "none":
-        full, part = divmod(len(data), bs)
-        records = f"{full}+{1 if part else 0}"
-        run.err(f"{records} records in\n{records} records out\n")
+        full, part = divmod(copied, bs)
+        read = f"{full + 1}+0" if code else f"{full}+{1 if part else 0}"
+        run.err(f"{read} records in\n{full}+{1 if part else 0} records out\n")
         if status != "noxfer":
-            run.err(f"{len(data)} bytes ({_human(len(data))}B) copied, 0.000000 seconds, 0B/s\n")
-    return 0
+            run.err(f"{copied} bytes ({_human(copied)}B) copied, 0.000000 seconds, 0B/s\n")
+    return code
 
 
 def _fallocate(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:

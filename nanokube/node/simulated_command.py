@@ -105,7 +105,7 @@ from . import simulated_system as system
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, Terminal, reads_data
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
 from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Return
-from .simulated_fs import NOT_FOUND, ContainerFS, FsError
+from .simulated_fs import NOT_FOUND, ContainerFS, FsError, NoSpace
 from .simulated_script import (PATTERN_OPS, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
                                Simple, Script, Word, literal, parse)
 
@@ -1194,6 +1194,9 @@ class _Run:
         for path, chunks in into.items():
             try:
                 fs.write(path, b"".join(chunks), append=True)
+            except NoSpace as e:  # a tmpfs filled: what fitted went in
+                self.err(f"sh: write error: {e.reason}\n")
+                self.status = 1
             except FsError as e:  # the file went meanwhile (`rm f > f`)
                 self.err(f"sh: can't create {path}: {e.reason}\n")
 

@@ -60,6 +60,18 @@ IS_DIR = "Is a directory"
 EXISTS = "File exists"
 READ_ONLY = "Read-only file system"
 NOT_EMPTY = "Directory not empty"
+NO_SPACE = "No space left on device"
+#: a tmpfs's page: what a file's data takes of its size, in whole pages (its directories take none)
+PAGE = 4096
+
+
+class NoSpace(FsError):
+    """A write past a tmpfs's size (ENOSPC): `written` of its bytes went in first, as a write(2)
+    that fills the last free pages returns short and the next one fails."""
+
+    def __init__(self, written: int):
+        super().__init__(NO_SPACE)
+        self.written = written
 
 
 @dataclass
@@ -83,20 +95,24 @@ class _Mount:
     host: str | None = None  # a volume the kubelet wrote: its directory on the node (subPath joined)
     root: str | None = None  # the volume's own directory on the node: nothing outside it is read
     read_only: bool = False
+    volume: Dir | None = None  # a tmpfs's whole tree (a subPath mount's too), its size `limit` bytes
+    limit: int = 0
 
 
 class PodFiles:
     """One pod's in-memory volumes and its containers' roots, made when first needed."""
 
     def __init__(self, pod: dict, volume_dir, clock, read_only=lambda name: False, node: str = "", cdi=None,
-                 etc=None):
+                 etc=None, tmpfs_size=None):
         """`volume_dir(name)`: where the kubelet set up volume `name` on the node; `read_only(name)`:
         whether the kubelet mounts it read-only everywhere (a claim or its PersistentVolume says so);
         `node`: the node's name (a hostNetwork pod's hostname); `cdi(container)`: the CDI edits of
         its devices (`mounts`: (host path, container path, read-only); `device_nodes`: (path, host
         path, mode)); `etc(container)`: the files the kubelet and runtime put in its /etc (name: text),
-        /etc/resolv.conf and /etc/hosts."""
+        /etc/resolv.conf and /etc/hosts; `tmpfs_size(volume)`: the size in bytes the kubelet mounts a
+        memory-backed emptyDir's tmpfs with (0: unbounded), past which a write fails (ENOSPC)."""
         self.pod = pod
+        self.tmpfs_size = tmpfs_size
         self.etc = etc
         self.node = node
         self.cdi = cdi
@@ -118,7 +134,8 @@ class PodFiles:
         copy: a command is worked out on it (a container's more than once, as the kubelet's sync
         looks at it) without touching the files, and what it changes (`journal`) is done when
         its time comes (`replay`)."""
-        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock, self.read_only, self.node, self.cdi, self.etc)
+        scratch = PodFiles(pod or self.pod, self.volume_dir, self.clock, self.read_only, self.node, self.cdi, self.etc,
+                           self.tmpfs_size)
         scratch.volumes = copy.deepcopy(self.volumes)
         scratch.snapshot = True
         if not fresh:
@@ -157,7 +174,9 @@ class PodFiles:
                 root = self.volume_dir(vol["name"])
                 copied = _host_node(_Mount("/", host=root, root=root), [])
                 self.volumes[vol["name"]] = copied if copied is not None else Dir(mode=0o777, mtime=now)
-            tree = self.volumes.setdefault(vol["name"], Dir(mode=0o777, mtime=now))
+            tree = volume = self.volumes.setdefault(vol["name"], Dir(mode=0o777, mtime=now))
+            tmpfs = kind == "emptyDir" and (vol.get("emptyDir") or {}).get("medium") == "Memory"
+            limit = self.tmpfs_size(vol) if tmpfs and self.tmpfs_size else 0
             if isinstance(tree, File):  # a hostPath of a file, mounted as that file
                 if not sub:
                     mounts.append(_Mount(path, tree=tree, read_only=read_only))
@@ -167,7 +186,8 @@ class PodFiles:
                 if not isinstance(tree, Dir):
                     break
             else:
-                mounts.append(_Mount(path, tree=tree, read_only=read_only))
+                mounts.append(_Mount(path, tree=tree, read_only=read_only, volume=volume if limit else None,
+                                     limit=limit))
         edits = self.cdi(name) if self.cdi and c else None
         for host, target, read_only in edits.mounts if edits else ():
             host = os.path.normpath(host)
@@ -318,11 +338,27 @@ class ContainerFS:
         node = parent.entries.get(name)
         if isinstance(node, Dir):
             raise FsError(IS_DIR)
+        room = self._room(mount, node, append)
         if node is None:
             node = parent.entries[name] = File(mode=0o644)
             parent.mtime = self.now
+        if room is not None and len(data) > room:
+            self._write_node(node, data[:room], append, mode, mtime)
+            self._done("write", path, data[:room], append=append, mode=mode, mtime=mtime)
+            raise NoSpace(room)
         self._write_node(node, data, append, mode, mtime)
         self._done("write", path, data, append=append, mode=mode, mtime=mtime)
+
+    @staticmethod
+    def _room(mount: _Mount | None, node: File | None, append: bool) -> int | None:
+        """How many bytes a write to `node` (None: a new file) in `mount` can put in before its
+        tmpfs is full: the pages the other files leave, less what the file keeps; None where the
+        mount has no size (not a tmpfs, or one of unknown size)."""
+        if mount is None or not mount.limit or mount.volume is None:
+            return None
+        kept = len(node.data) if node is not None and append else 0
+        others = tmpfs_bytes(mount.volume) - (_pages(len(node.data)) if node is not None else 0)
+        return max((mount.limit // PAGE) * PAGE - others - kept, 0)
 
     def _write_mounted_file(self, mount: _Mount, path: str, data: bytes, append: bool, mode: int | None,
                             mtime: float | None) -> None:
@@ -387,6 +423,23 @@ class ContainerFS:
         del parent.entries[name]
         parent.mtime = self.now
         self._done("remove", path, recursive=True)
+
+
+def tmpfs_bytes(tree: Dir | File | None) -> int:
+    """What a tmpfs holding `tree` uses: its files' data in whole pages; its directories take none."""
+    used = 0
+    stack: list = [tree] if tree is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Dir):
+            stack.extend(node.entries.values())
+        else:
+            used += _pages(len(node.data))
+    return used
+
+
+def _pages(size: int) -> int:
+    return -(-size // PAGE) * PAGE
 
 
 @contextlib.contextmanager

@@ -79,6 +79,7 @@ from .simulated_command import stream as filter_of
 from .simulated_filters import Filter
 from .simulated_fs import ContainerFS, PodFiles
 from .streaming import no_log
+from .volumes.stats import quantity_or_none, tmpfs_size
 
 LOG = "sim.nanokube.io/log"
 EXEC_PREFIX = "sim.nanokube.io/exec."
@@ -182,8 +183,13 @@ class SimulatedIO:
                                    lambda name: volumes.read_only(uid, name), self.worker.agent.name,
                                    lambda name: self.worker.agent.claims.cdi_edits(self.worker.pod, name),
                                    lambda c: simulated_net.etc_files(self.worker.pod, c, self.worker.agent.name,
-                                                                     self.worker.ip))
+                                                                     self.worker.ip), self._tmpfs_size)
         return self._files.container(container, self.worker.pod)
+
+    def _tmpfs_size(self, vol: dict) -> int:
+        """The size the kubelet mounts memory-backed emptyDir `vol`'s tmpfs with (stats.tmpfs_size)."""
+        allocatable = quantity_or_none(self.worker.agent.spec.allocatable.get("memory"))
+        return tmpfs_size(self.worker.pod, vol, int(allocatable.value) if allocatable is not None else 0)
 
     def draft(self, container: str, fresh: bool = True) -> ContainerFS:
         """A copy of what a new instance of `container` will see (`fresh`), or the running one sees,

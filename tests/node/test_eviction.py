@@ -431,8 +431,7 @@ async def test_a_memory_backed_emptydir_is_charged_to_the_pods_memory_and_sized_
         summary = {p["podRef"]["name"]: p for p in (await stats_summary(mgr))["pods"]}
         node_obj = await client.resource("", "v1", "nodes").get("small-0")
         allocatable = parse_quantity(node_obj["status"]["allocatable"]["memory"])
-        for name, used, size in (("sized", 2 * MI + 4096, 8 * MI), ("limited", MI + 4096, 64 * MI),
-                                 ("unlimited", 4096, allocatable)):
+        for name, used, size in (("sized", 2 * MI, 8 * MI), ("limited", MI, 64 * MI), ("unlimited", 0, allocatable)):
             [cache] = summary[name]["volume"]
             assert (cache["name"], cache["usedBytes"], cache["capacityBytes"], cache["availableBytes"]) == \
                 ("cache", used, size, size - used), name
@@ -444,22 +443,25 @@ async def test_a_memory_backed_emptydir_is_charged_to_the_pods_memory_and_sized_
         assert await evictions(mgr) == {}
 
 
-async def test_a_memory_backed_emptydir_past_its_size_limit_is_evicted():
-    """localStorageEviction's emptyDir check ignores the medium: a tmpfs's files past its sizeLimit
-    evict the pod as a disk emptyDir's do."""
+async def test_a_write_past_a_memory_backed_emptydirs_size_fails_and_nothing_is_evicted():
+    """The kubelet mounts a medium Memory emptyDir as a tmpfs of its size (the sizeLimit here), so a
+    write past it fails with ENOSPC once the free pages are filled, as `dd` and the shell report
+    it; its files never exceed the sizeLimit, so the eviction manager's emptyDir check (usage over
+    the limit) never evicts the pod."""
     async with node() as (client, clock, mgr):
         pods = client.resource("", "v1", "pods")
-        await pods.create(tmpfs_writer("ram-hog", "sleep 5; dd if=/dev/zero of=/cache/blob bs=1M count=2; sleep 3600",
-                                       size_limit="1Mi"))
+        script = ("sleep 5; dd if=/dev/zero of=/cache/blob bs=1M count=2; echo dd=$?; echo more >> /cache/blob; "
+                  "echo echo=$?; rm /cache/blob; echo small > /cache/note; cat /cache/note; sleep 3600")
+        await pods.create(tmpfs_writer("ram-hog", script, size_limit="1Mi"))
         await eventually(phase_is(pods, "ram-hog", "Running"))
-        await clock.advance(4)
-        assert await evictions(mgr) == {}
-        for _ in range(2):
+        for _ in range(3):
             await clock.advance(5)
-        why = 'Usage of EmptyDir volume "cache" exceeds the limit "1Mi". '
-        p = await eventually(phase_is(pods, "ram-hog", "Failed"))
-        assert (p["status"]["reason"], p["status"]["message"]) == ("Evicted", why)
-        assert await evictions(mgr) == {"emptydirfs.limit": 1}
+        log = (await mgr.read_log("default", "ram-hog", "app", {})).decode()
+        assert log == ("dd: error writing '/cache/blob': No space left on device\n2+0 records in\n1+0 records out\n"
+                       "1048576 bytes (1.0MB) copied, 0.000000 seconds, 0B/s\ndd=1\n"
+                       "sh: write error: No space left on device\necho=1\nsmall\n")
+        assert (await pods.get("ram-hog", "default"))["status"]["phase"] == "Running"
+        assert await evictions(mgr) == {}
 
 
 async def test_files_in_a_memory_backed_emptydir_count_in_memory_pressure():

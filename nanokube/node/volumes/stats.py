@@ -78,18 +78,20 @@ class StatCache:
                 self._latest.pop(key, None)
 
 
-def tree_usage(tree: Dir | None) -> tuple[int, int]:
-    """(bytes, inodes) du counts of an in-memory volume (simulated_fs): each directory one block,
-    each file its data in whole blocks; none yet (no container looked) is an empty directory."""
+def tree_usage(tree: Dir | None, tmpfs: bool = False) -> tuple[int, int]:
+    """(bytes, inodes) du counts of an in-memory volume (simulated_fs): each directory one block
+    (none on a `tmpfs`, whose directories take no pages), each file its data in whole blocks; none
+    yet (no container looked) is an empty directory."""
+    directory = 0 if tmpfs else _BLOCK
     if tree is None:
-        return _BLOCK, 1
+        return directory, 1
     used = inodes = 0
     stack: list = [tree]
     while stack:
         node = stack.pop()
         inodes += 1
         if isinstance(node, Dir):
-            used += _BLOCK
+            used += directory
             stack.extend(node.entries.values())
         else:
             used += _blocks(len(node.data))
@@ -150,8 +152,8 @@ def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> LocalUsage
     if mgr.host_paths:
         return LocalUsage()
     hosts = worker.etc_hosts()
-    dirs = {name: tree_usage(worker.empty_dir(name))[0] for name in in_memory_volumes(mgr, pod)}
     tmpfs = memory_backed(pod)
+    dirs = {name: tree_usage(worker.empty_dir(name), name in tmpfs)[0] for name in in_memory_volumes(mgr, pod)}
     return LocalUsage({name: used for name, used in dirs.items() if name not in tmpfs},
                       {name: writable_layer(worker.container_root(name)) for name in containers},
                       {name: sum(_blocks(size) for size in worker.log_sizes(name)) for name in containers},
