@@ -22,6 +22,7 @@ from typing import Any, Iterable
 import orjson
 
 from nanokube import schema
+from nanokube.metrics import openapi as metrics_openapi
 from nanokube.registry.base import Resource
 
 V2_PREFIX = "#/definitions/"
@@ -203,6 +204,11 @@ _PARAM_DOCS = {
                                                 "it is connecting to."),
     "limitBytes": ("integer", "If set, the number of bytes to read from the server before terminating the log output."),
     "stream": ("string", "Specify which container log stream to return to the client."),
+    "namespace": ("string", "object name and auth scope, such as for teams and projects"),
+    # the metrics adapters' routes' (metrics/openapi.ROUTES)
+    "resource": ("string", "the name of the resource"),
+    "subresource": ("string", "the name of the subresource"),
+    "metricLabelSelector": ("string", "A selector to restrict the list of returned metrics by their labels"),
 }
 _LIST_Q = ("allowWatchBookmarks", "continue", "fieldSelector", "labelSelector", "limit", "resourceVersion",
            "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds", "watch")
@@ -297,12 +303,14 @@ class _PathBuilder:
         return op
 
     def _path(self, path: str, path_params: tuple[str, ...], ops: dict[str, dict[str, Any]],
-              pretty: bool = True) -> None:
+              pretty: bool = True, described: dict[str, tuple[str, str]] | None = None) -> None:
+        """`described`: (type, description) of the path parameters not described as `_PARAM_DOCS` does."""
         if not ops:
             return
         entry = self.paths.setdefault(path, {})
         entry.update(ops)
-        entry["parameters"] = [_param(p, "path", self.v3, required=True) for p in path_params] + (
+        entry["parameters"] = [_param(p, "path", self.v3, required=True, described=(described or {}).get(p))
+                               for p in path_params] + (
             [_param("pretty", "query", self.v3)] if pretty else [])
 
     def add(self, r: Resource) -> None:
@@ -311,6 +319,8 @@ class _PathBuilder:
         if kind_def is None:
             return
         self.roots.update((kind_def, list_def or kind_def))
+        if (r.group, r.kind) in metrics_openapi.ROUTES:
+            self._metric_routes(r.group, r.kind, list_def)
         gvk = _gvk(self.group, self.version, r.kind)
         verbs = set(r.verbs)
         if list_def is None:  # create-only kinds (Binding, TokenReview) have no list type
@@ -365,6 +375,15 @@ class _PathBuilder:
 
         for sub in r.subresources:
             self._subresource(r, sub, base + "/{name}/" + sub, item_params, name, kind_def, gvk)
+
+    def _metric_routes(self, group: str, kind: str, list_def: str) -> None:
+        """A metrics adapter's metric-named routes, whose operations, outside its resources' REST
+        installer, carry no x-kubernetes-action or group-version-kind."""
+        for path, params, op_id, desc, query in metrics_openapi.ROUTES[group, kind]:
+            op = self._op("list", op_id, desc, {}, query=_LIST_Q + query, response=list_def)
+            del op["x-kubernetes-action"], op["x-kubernetes-group-version-kind"]
+            self._path(f"{self.root}/{path}", params, {"get": op},
+                       described={"name": ("string", "name of the described resource")})
 
     def _subresource(self, r: Resource, sub: str, path: str, params: tuple[str, ...], name: str,
                      kind_def: str, gvk: dict[str, str]) -> None:

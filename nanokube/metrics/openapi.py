@@ -20,13 +20,30 @@ _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 DURATION = _META + "Duration"
 #: the kinds described, (group, version, plural, kind, namespaced, verbs): metrics-server's two
 #: as its REST storage registers them; the adapters' two with no verbs, as their metric-named
-#: routes are no resource's paths (the documents carry the definitions, not those routes)
+#: routes are no resource's paths (ROUTES describes them)
 KINDS = ((GROUP, VERSION, "nodes", "NodeMetrics", False, ("get", "list")),
          (GROUP, VERSION, "pods", "PodMetrics", True, ("get", "list")),
          (CUSTOM, CUSTOM_VERSION, "metricvalues", "MetricValue", True, ()),
          (EXTERNAL, VERSION, "externalmetrics", "ExternalMetricValue", True, ()))
 #: the group-versions whose documents /openapi/v3 serves though no stored resource is in them
 GROUP_VERSIONS = frozenset((group, version) for group, version, *_ in KINDS)
+_DESCRIBED = "list custom metrics describing an object or objects"
+#: the adapters' metric-named GET routes, as custom-metrics-apiserver's installer registers them (its
+#: CMHandlers and EMHandlers), by group and kind: (the path after the group-version, the path parameters the
+#: route declares (the external one names `name`, though its path holds `{resource}`), its operation
+#: id, description and query parameters beside ListOptions'); each answers the kind's List
+ROUTES = {
+    (CUSTOM, "MetricValue"): (
+        ("{resource}/{name}/{subresource}", ("resource", "name", "subresource"), "listMetricValue", _DESCRIBED,
+         ("metricLabelSelector",)),
+        ("namespaces/{namespace}/{resource}/{name}/{subresource}", ("namespace", "resource", "name", "subresource"),
+         "listNamespacedMetricValue", _DESCRIBED, ("metricLabelSelector",)),
+        ("namespaces/{namespace}/metrics/{name}", ("namespace", "name"), "readMetricValueForNamespace", _DESCRIBED,
+         ("metricLabelSelector",))),
+    (EXTERNAL, "ExternalMetricValue"): (
+        ("namespaces/{namespace}/{resource}", ("namespace", "name"), "listExternalMetricValue",
+         "list external metrics", ()),),
+}
 
 
 def _ref(name: str, description: str = "") -> dict:

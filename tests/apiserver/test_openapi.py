@@ -246,3 +246,26 @@ async def test_the_v3_index_is_built_off_the_event_loop(tmp_path, monkeypatch):
             pytest.fail("the CRD's versions were never published")
     assert {f"apis/example.com/v{i}" for i in range(1, 31)} <= set(index["paths"])
     assert threads and threading.main_thread() not in threads
+
+
+async def test_the_external_metrics_document_holds_the_adapters_route(tmp_path):
+    """/openapi/v3's external.metrics.k8s.io/v1beta1 document has the path a custom-metrics adapter's installer
+    registers (it had none): one GET per namespace and metric name, listing ExternalMetricValues with
+    ListOptions' query parameters, its operation outside any resource's REST (no x-kubernetes-action)."""
+    async with served(tmp_path) as (_, c):
+        code, index = await send(c, "GET", "/openapi/v3")
+        assert code == 200
+        code, doc = await send(c, "GET", index["paths"]["apis/external.metrics.k8s.io/v1beta1"]["serverRelativeURL"])
+        assert code == 200
+    root = "/apis/external.metrics.k8s.io/v1beta1"
+    assert list(doc["paths"]) == [f"{root}/namespaces/{{namespace}}/{{resource}}"]
+    route = doc["paths"][f"{root}/namespaces/{{namespace}}/{{resource}}"]
+    assert [(p["name"], p["in"]) for p in route["parameters"]] == [("namespace", "path"), ("name", "path"),
+                                                                    ("pretty", "query")]
+    op = route["get"]
+    assert (op["operationId"], op["description"]) == ("listExternalMetricValue", "list external metrics")
+    assert {"labelSelector", "fieldSelector", "limit", "continue", "watch"} <= {p["name"] for p in op["parameters"]}
+    assert "x-kubernetes-action" not in op and "x-kubernetes-group-version-kind" not in op
+    listed = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    assert listed == "io.k8s.metrics.pkg.apis.external_metrics.v1beta1.ExternalMetricValueList"
+    assert listed in doc["components"]["schemas"]

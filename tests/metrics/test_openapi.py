@@ -30,8 +30,9 @@ def test_the_swagger_document_holds_the_metrics_kinds_and_their_paths():
     assert doc["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.Duration"]["type"] == "string"
 
 
-def test_the_adapters_kinds_are_defined_without_paths():
-    """custom.metrics.k8s.io and external.metrics.k8s.io are answered on metric-named routes, not a resource's."""
+def test_the_adapters_kinds_are_defined_with_their_metric_named_routes():
+    """custom.metrics.k8s.io and external.metrics.k8s.io are answered on metric-named routes, not a resource's:
+    the paths custom-metrics-apiserver's installer registers, each listing its kind."""
     metrics_openapi.define()
     doc = orjson.loads(openapi.build_v2(all_resources() + _METRICS_RESOURCES))
     external = doc["definitions"]["io.k8s.metrics.pkg.apis.external_metrics.v1beta1.ExternalMetricValue"]
@@ -42,4 +43,10 @@ def test_the_adapters_kinds_are_defined_without_paths():
     assert value["properties"]["metric"]["$ref"] == "#/definitions/io.k8s.metrics.pkg.apis.custom_metrics.v1beta2.MetricIdentifier"
     assert value["x-kubernetes-group-version-kind"] == [
         {"group": "custom.metrics.k8s.io", "kind": "MetricValue", "version": "v1beta2"}]
-    assert not [p for p in doc["paths"] if p.startswith(("/apis/custom.metrics.k8s.io/", "/apis/external.metrics.k8s.io/"))]
+    ops = {p: v["get"]["operationId"] for p, v in doc["paths"].items()
+           if p.startswith(("/apis/custom.metrics.k8s.io/", "/apis/external.metrics.k8s.io/"))}
+    custom = "/apis/custom.metrics.k8s.io/v1beta2"
+    assert ops == {f"{custom}/{{resource}}/{{name}}/{{subresource}}": "listMetricValue",
+                   f"{custom}/namespaces/{{namespace}}/{{resource}}/{{name}}/{{subresource}}": "listNamespacedMetricValue",
+                   f"{custom}/namespaces/{{namespace}}/metrics/{{name}}": "readMetricValueForNamespace",
+                   "/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{resource}": "listExternalMetricValue"}
