@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..client.record import CoreEventRecorder
 from ..machinery.errors import APIError
 from .base import Controller
 
@@ -30,6 +31,8 @@ IGNORED = frozenset({"events", "events.events.k8s.io"})
 #: the resources whose objects add served resources: a change of one looks for new resources at once
 #: instead of at the next `MONITOR_PERIOD` (a custom resource's dependents are collected from its start)
 SERVING = frozenset({"customresourcedefinitions.apiextensions.k8s.io"})
+#: what an owner reference points at, as classifyReferences sorts them
+SOLID, DANGLING, WAITING = "solid", "dangling", "waiting"
 
 
 @dataclass(slots=True)
@@ -60,6 +63,7 @@ class GarbageCollector(Controller):
         self._infs = []
         self._monitored: set[str] = set()
         self._started = False
+        self.recorder = CoreEventRecorder(client, "garbage-collector-controller", self.clock)
         self._add_monitors()
 
     def _add_monitors(self) -> list:
@@ -149,32 +153,77 @@ class GarbageCollector(Controller):
         if n.owners and not n.deleting:
             await self._maybe_collect(n)
 
-    async def _owner_gone(self, n: Node, ref: dict) -> bool:
-        owner = self.nodes.get(ref["uid"])
-        if owner is not None:
-            return False
-        # the graph may lag: confirm with the server by name (and uid)
+    async def _owner_state(self, n: Node, ref: dict) -> str | None:
+        """isDangling and classifyReferences for one reference: SOLID, DANGLING or WAITING (the owner
+        is deleting in the foreground), None where it cannot be resolved (a kind nobody serves, or a
+        namespaced kind named by a cluster-scoped dependent: upstream leaves such a dependent as it is).
+        A graph node of the reference's uid answers only where it is the object named (its kind, name
+        and namespace: the dependent's own, for a namespaced owner); else the server is asked by name
+        in the dependent's namespace, so that an owner of another namespace is absent here, as upstream."""
         group = ref["apiVersion"].split("/")[0] if "/" in ref["apiVersion"] else ""
         res = self.client.index.by_kind(group, ref["kind"])
-        if res is None:
-            return False
+        if res is None or res.namespaced and not n.namespace:
+            return None
+        namespace = n.namespace if res.namespaced else None
+        owner = self.nodes.get(ref["uid"])
+        if owner is not None and owner.namespace and owner.namespace != n.namespace:
+            await self._report_invalid_namespace(n, ref)
+        elif owner is not None and owner.rc.res.group_resource == res.group_resource and owner.name == ref["name"]:
+            return WAITING if owner.deleting and "foregroundDeletion" in owner.finalizers else SOLID
+        # the graph may lag, or hold that uid under other coordinates: confirm with the server by name (and uid)
         rc = self.client.resource(res.group, res.versions[0], res.plural)
         try:
-            live = await rc.get(ref["name"], n.namespace if res.namespaced else None)
+            live = await rc.get(ref["name"], namespace)
         except APIError as e:
             if e.code == 404:
-                return True
+                return DANGLING
             raise
-        return live["metadata"]["uid"] != ref["uid"]
+        md = live["metadata"]
+        if md["uid"] != ref["uid"]:
+            return DANGLING
+        return WAITING if md.get("deletionTimestamp") and "foregroundDeletion" in (md.get("finalizers") or ()) else SOLID
+
+    async def _report_invalid_namespace(self, n: Node, ref: dict) -> None:
+        """reportInvalidNamespaceOwnerRef: the owner was seen in another namespace than its dependent's."""
+        res = n.rc.res
+        obj = {"kind": res.kind, "apiVersion": res.api_version(n.rc.version),
+               "metadata": {"name": n.name, "namespace": n.namespace, "uid": n.uid}}
+        owner = f"[{ref['apiVersion']}/{ref['kind']}, namespace: {n.namespace}, name: {ref['name']}, uid: {ref['uid']}]"
+        await self.recorder.emit(obj, "Warning", "OwnerRefInvalidNamespace",
+                                 f'ownerRef {owner} does not exist in namespace "{n.namespace}"')
 
     async def _maybe_collect(self, n: Node) -> None:
-        gone = [await self._owner_gone(n, ref) for ref in n.owners]
-        if not all(gone):
-            owners_deleting = [self.nodes.get(r["uid"]) for r in n.owners]
-            if any(o and o.deleting and "foregroundDeletion" in o.finalizers for o in owners_deleting):
-                await self._delete(n, "Foreground")
+        """attemptToDeleteItem: a dependent with a solid owner loses its references to the owners that
+        are gone or deleting in the foreground; else one waiting on an owner's foreground deletion that
+        has dependents of its own is deleted in the foreground, and one whose owners are all gone in the
+        background. One reference that cannot be resolved leaves it as it is."""
+        states = [await self._owner_state(n, ref) for ref in n.owners]
+        if None in states:
             return
-        await self._delete(n, "Background")
+        if SOLID in states:
+            stale = {ref["uid"] for ref, st in zip(n.owners, states) if st != SOLID}
+            if stale:
+                await self._strip_owners(n, stale)
+            return
+        await self._delete(n, "Foreground" if WAITING in states and self.dependents.get(n.uid) else "Background")
+
+    async def _strip_owners(self, n: Node, uids: set[str]) -> None:
+        try:
+            cur = await n.rc.get(n.name, n.namespace)
+        except APIError as e:
+            if e.code == 404:
+                return
+            raise
+        md = cur["metadata"]
+        if md["uid"] != n.uid:
+            return
+        refs = [r for r in md.get("ownerReferences") or [] if r["uid"] not in uids]
+        try:  # (a conflict is raised: the sync is retried on the object as it is now)
+            await n.rc.patch(n.name, {"metadata": {"ownerReferences": refs or None,
+                                                   "resourceVersion": md["resourceVersion"]}}, namespace=n.namespace)
+        except APIError as e:
+            if e.code != 404:
+                raise
 
     async def _delete(self, n: Node, policy: str) -> None:
         try:

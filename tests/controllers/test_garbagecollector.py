@@ -123,3 +123,67 @@ async def test_a_graph_node_keeps_its_objects_owner_references_and_no_instance_d
     finally:
         await gc.stop()
         await s.close()
+
+
+async def test_an_owner_of_another_namespace_is_absent_and_reported(env):
+    """A dependent naming, by uid, an owner that lives in another namespace: upstream's graph builder
+    reports OwnerRefInvalidNamespace on the dependent and its collector, asking the dependent's own
+    namespace for the owner, finds it absent and deletes the dependent; the owner stays."""
+    cms = env
+    await cms.c.resource("", "v1", "namespaces").create({"metadata": {"name": "other"}})
+    owner = await cms.create({"metadata": {"name": "owner", "namespace": "other"}})
+    uid = owner["metadata"]["uid"]
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}
+    await cms.create({"metadata": {"name": "dep", "namespace": NS, "ownerReferences": [ref]}})
+    assert await eventually(gone(cms, "dep"))
+    assert (await cms.get("owner", "other"))["metadata"]["uid"] == uid
+
+    async def reported():
+        items, _ = await cms.c.resource("", "v1", "events").list(NS)
+        return [e for e in items if e["reason"] == "OwnerRefInvalidNamespace"]
+    (ev,) = await eventually(reported)
+    assert (ev["type"], ev["involvedObject"]["name"], ev["source"]["component"]) == (
+        "Warning", "dep", "garbage-collector-controller")
+    assert ev["message"] == (f'ownerRef [v1/ConfigMap, namespace: {NS}, name: owner, uid: {uid}] '
+                             f'does not exist in namespace "{NS}"')
+
+
+async def test_an_owner_named_by_the_wrong_kind_is_absent(env):
+    """An owner reference whose uid is a ConfigMap's but whose kind says Secret: upstream looks the
+    Secret up by name, finds none, and collects the dependent."""
+    cms = env
+    owner = await cms.create({"metadata": {"name": "owner", "namespace": NS}})
+    ref = {"apiVersion": "v1", "kind": "Secret", "name": "owner", "uid": owner["metadata"]["uid"]}
+    await cms.create({"metadata": {"name": "dep", "namespace": NS, "ownerReferences": [ref]}})
+    assert await eventually(gone(cms, "dep"))
+    assert await cms.get("owner", NS)
+
+
+async def test_a_dangling_reference_beside_a_solid_owner_is_removed(env):
+    """attemptToDeleteItem: a dependent with one owner alive keeps living, and loses its reference to
+    the owner that is gone."""
+    cms = env
+    owner = await cms.create({"metadata": {"name": "owner", "namespace": NS}})
+    solid = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    ghost = {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000002"}
+    await cms.create({"metadata": {"name": "dep", "namespace": NS, "ownerReferences": [ghost, solid]}})
+
+    async def stripped():
+        refs = (await cms.get("dep", NS))["metadata"].get("ownerReferences")
+        return refs if refs == [solid] else None
+    assert await eventually(stripped)
+
+
+async def test_a_cluster_scoped_dependent_of_a_namespaced_kind_is_left_alone(env):
+    """A cluster-scoped object cannot name a namespaced owner (an owner reference has no namespace):
+    upstream's collector leaves it as it is, even beside an owner that is gone."""
+    cms = env
+    owner = await cms.create({"metadata": {"name": "owner", "namespace": NS}})
+    refs = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]},
+            {"apiVersion": "v1", "kind": "Namespace", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000003"}]
+    roles = cms.c.resource("rbac.authorization.k8s.io", "v1", "clusterroles")
+    await roles.create({"metadata": {"name": "dep", "ownerReferences": refs}, "rules": []})
+    # a namespaced dependent of the same gone owner is collected: the collector has looked
+    await cms.create({"metadata": {"name": "probe", "namespace": NS, "ownerReferences": refs[1:]}})
+    assert await eventually(gone(cms, "probe"))
+    assert (await roles.get("dep"))["metadata"]["ownerReferences"] == refs
