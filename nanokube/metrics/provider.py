@@ -8,7 +8,9 @@ Sources (all values are Kubernetes quantities):
   metrics-server reports them: measured for pods a usage source knows (the
   process runtime), else the usage model of `usage.py` (a share of the
   requests; the pod annotations `sim.nanokube.io/cpu-usage` and
-  `sim.nanokube.io/memory-usage` override it).
+  `sim.nanokube.io/memory-usage` override it), plus what a running node
+  manager charges to a container's memory (`memory_charges`: the pages of a
+  memory-backed emptyDir it mounts, as the kubelet's summary counts them).
 - Custom metrics (custom.metrics.k8s.io): the annotation
   `metrics.sim.nanokube.io/<metric>` on a pod (Pods metrics) or on any other
   object (Object metrics).
@@ -121,6 +123,11 @@ class MetricsProvider:
     #: (the process runtime's, or none) and clears them as it stops, so a later cluster in the same
     #: process measures nothing of an earlier one's runtime
     usage_sources: tuple = ()
+    #: memory charged to a container beyond what its processes use: `charge(pod) -> {container:
+    #: bytes}` or None for pods it does not know, those of every provider of this process (a node
+    #: manager adds its agents' while it runs: the pages of a memory-backed emptyDir, which count
+    #: in the working set of the container that mounts it)
+    memory_charges: tuple = ()
 
     def __init__(self, client, clock: Clock = REAL, source=None, usage_sources: tuple | None = None):
         self.client = client
@@ -138,12 +145,15 @@ class MetricsProvider:
     # --- metrics.k8s.io ---------------------------------------------------
 
     def usage(self, pod: dict) -> dict[str, Usage]:
-        """A pod's usage per running container: measured, or the usage model's."""
-        for source in self.usage_sources:
-            got = source(pod)
-            if got is not None:
-                return got
-        return simulated_usage(pod)
+        """A pod's usage per running container: measured, or the usage model's; with what is
+        charged to their memory besides (`memory_charges`)."""
+        got = next((got for source in self.usage_sources if (got := source(pod)) is not None), None)
+        if got is None:
+            got = simulated_usage(pod)
+        for charge in self.memory_charges:
+            if extra := charge(pod):
+                got = {name: Usage(u.cpu, u.memory + extra.get(name, 0)) for name, u in got.items()}
+        return got
 
     def _stamp(self) -> tuple[str, str]:
         return self.clock.rfc3339(scraped_at(self.clock.now())), f"{WINDOW:g}s"

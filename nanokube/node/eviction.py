@@ -54,7 +54,7 @@ from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_MEMORY, with_leak
 from .admission import is_critical, requests
 from .lifecycle import Eviction
-from .volumes.stats import disk_empty_dirs, local_usage, memory_backed, quantity_or_none
+from .volumes.stats import disk_empty_dirs, local_usage, memory_backed, quantity_or_none, tmpfs_charges
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,8 @@ class PodStats:
     processes: int = 0
     volumes: dict[str, int] = field(default_factory=dict)
     rootfs: dict[str, int] = field(default_factory=dict)
-    #: its memory-backed emptyDirs' pages, which count in the pod's working set (and the node's)
+    #: the pages of its memory-backed emptyDirs that no running container mounts, which count in the
+    #: pod's working set (and the node's) beside its containers' (whose own tmpfs pages `memory` holds)
     tmpfs: int = 0
 
 
@@ -383,7 +384,7 @@ class EvictionManager:
             self._provider = MetricsProvider(self.agent.client, self.clock)
         uid = pod["metadata"]["uid"]
         cached = self._usage_cache.get(uid)
-        if cached is not None and cached[0] is pod and not MetricsProvider.usage_sources:
+        if cached is not None and cached[0] is pod and not MetricsProvider.usage_sources and not memory_backed(pod):
             return cached[1]
         got = self._provider.usage(pod)
         self._usage_cache[uid] = (pod, got)
@@ -402,7 +403,7 @@ class EvictionManager:
             out[uid] = PodStats({name: u.memory for name, u in usage.items()}, local.total, len(usage),
                                 local.empty_dirs | local.tmpfs,
                                 {name: used + local.logs[name] for name, used in local.rootfs.items()},
-                                sum(local.tmpfs.values()))
+                                tmpfs_charges(pod, local.tmpfs, usage).get("", 0))
         for uid in [u for u in self._usage_cache if u not in self.agent.workers]:
             del self._usage_cache[uid]
         return out

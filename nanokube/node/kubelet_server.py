@@ -35,7 +35,7 @@ from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, 
 from . import simulated_net
 from .containerlog import cri_line
 from .volumes.stats import (AGG_PERIOD, LocalUsage, StatCache, ephemeral_volumes, in_memory_volumes, local_usage,
-                            memory_backed, pod_volume_stats, tree_usage)
+                            memory_backed, pod_volume_stats, tmpfs_charges, tree_usage)
 from .streaming import log_options
 
 if TYPE_CHECKING:
@@ -399,9 +399,11 @@ class KubeletServer:
             worker = self.agent.workers.get(md.get("uid", ""))
             local = local_usage(self.agent.volumes, worker, pod, [c[0] for c in containers]) \
                 if worker is not None else LocalUsage()
-            # a memory-backed emptyDir's pages count in the pod cgroup's working set, not its containers'
+            # a memory-backed emptyDir's pages count in its container's working set (MetricsProvider.memory_charges),
+            # those of one no running container mounts in the pod cgroup's alone
             cpu = sum(u.cpu for _, u, _, _ in containers)
-            mem = sum(u.memory for _, u, _, _ in containers) + sum(local.tmpfs.values())
+            mem = sum(u.memory for _, u, _, _ in containers) + \
+                tmpfs_charges(pod, local.tmpfs, [c[0] for c in containers]).get("", 0)
             core_s = sum(s for _, _, _, s in containers)
             node_cpu, node_mem, node_core_s = node_cpu + cpu, node_mem + mem, node_core_s + core_s
             pods.append({"podRef": {"name": md["name"], "namespace": md.get("namespace", ""), "uid": md.get("uid", "")},

@@ -19,11 +19,13 @@ from ..machinery import envknob
 from ..machinery.user import User
 from ..client.informer import Informer, key_of
 from ..clock import REAL, Clock
+from ..metrics.provider import MetricsProvider
+from ..metrics.usage import running_containers
 from .agent import NodeAgent, Throttle
 from .kubelet_server import KubeletServer
 from .lifecycle import SYNC_RETRY
 from .streaming import NodeStreamingServer, log_options
-from .volumes.stats import AGG_PERIOD
+from .volumes.stats import AGG_PERIOD, memory_backed, tmpfs_charges, tmpfs_usage
 from .volumes.watch_based_manager import WatchBasedManager
 from .cluster import Cluster
 from .simulated_cluster import WatchedCluster
@@ -164,9 +166,11 @@ class NodeManager:
             self._node_informer = asyncio.create_task(self.nodes.run())
             await self.nodes.synced.wait()
         _freeze(len(self.agents))
+        MetricsProvider.memory_charges = (*MetricsProvider.memory_charges, self.tmpfs_charge)
         log.info("%d simulated nodes registered", len(self.agents))
 
     async def stop(self) -> None:
+        MetricsProvider.memory_charges = tuple(c for c in MetricsProvider.memory_charges if c != self.tmpfs_charge)
         for t in (self._informer, self._node_informer, *self._fault_tasks):
             if t:
                 t.cancel()
@@ -217,6 +221,15 @@ class NodeManager:
             return None
         return await agent.streaming.logs(namespace, name, pod["metadata"]["uid"], container,
                                           log_options(query, self.clock.now(), name))
+
+    def tmpfs_charge(self, pod: dict) -> dict[str, int] | None:
+        """MetricsProvider.memory_charges: the pages of the memory-backed emptyDirs of a pod these
+        agents run, by the running container they count in (stats.tmpfs_charges); None for others."""
+        agent = self._agent(pod) if memory_backed(pod) else None
+        worker = agent.workers.get(pod["metadata"].get("uid", "")) if agent is not None else None
+        if worker is None:
+            return None
+        return tmpfs_charges(pod, tmpfs_usage(agent.volumes, worker, pod), [c["name"] for c in running_containers(pod)])
 
     def _agent(self, pod: dict) -> NodeAgent | None:
         return self.agents.get((pod.get("spec") or {}).get("nodeName") or "")

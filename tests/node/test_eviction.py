@@ -5,10 +5,15 @@ import contextlib
 import json
 from types import SimpleNamespace
 
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
 from nanokube.apiserver.loopback import connector
 from nanokube.clock import parse_time
 from nanokube.machinery.quantity import parse_quantity
+from nanokube.metrics.api import MetricsAPI
 from nanokube.metrics.provider import MetricsProvider
+from nanokube.metrics.usage import simulated_usage
 from nanokube.node.cluster import parse_cluster
 from nanokube.node.eviction import (HARD, MEMORY, NODEFS, PIDS, Observation, PodStats, message,
                                     rank_disk_pressure, rank_memory_pressure, rank_pid_pressure,
@@ -417,7 +422,8 @@ def tmpfs_writer(name: str, script: str, size_limit: str = "", memory_limit: str
 async def test_a_memory_backed_emptydir_is_charged_to_the_pods_memory_and_sized_as_its_tmpfs():
     """The summary lists a medium Memory emptyDir among the pod's volumes (du of its files), its
     capacity the tmpfs's size: the sizeLimit, else the pod's memory limit, else the node's
-    allocatable memory; its pages count in the pod's memory working set, not its ephemeral storage."""
+    allocatable memory; its pages count in the memory working set of the container mounting it
+    (and so its pod's), as `kubectl top pod` (metrics.k8s.io) shows it, not in its ephemeral storage."""
     async with node() as (client, clock, mgr):
         pods = client.resource("", "v1", "pods")
         await pods.create(tmpfs_writer("sized", "dd if=/dev/zero of=/cache/blob bs=1M count=2; sleep 3600",
@@ -429,14 +435,21 @@ async def test_a_memory_backed_emptydir_is_charged_to_the_pods_memory_and_sized_
             await eventually(phase_is(pods, name, "Running"))
         await clock.advance(1)
         summary = {p["podRef"]["name"]: p for p in (await stats_summary(mgr))["pods"]}
+        app = web.Application()
+        MetricsAPI(MetricsProvider(client, clock)).add_routes(app)
+        async with TestClient(TestServer(app)) as http:
+            top = {name: (await (await http.get(f"/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/{name}")).json())
+                   ["containers"][0]["usage"]["memory"] for name in ("sized", "limited", "unlimited")}
         node_obj = await client.resource("", "v1", "nodes").get("small-0")
         allocatable = parse_quantity(node_obj["status"]["allocatable"]["memory"])
         for name, used, size in (("sized", 2 * MI, 8 * MI), ("limited", MI, 64 * MI), ("unlimited", 0, allocatable)):
             [cache] = summary[name]["volume"]
             assert (cache["name"], cache["usedBytes"], cache["capacityBytes"], cache["availableBytes"]) == \
                 ("cache", used, size, size - used), name
-            containers = sum(c["memory"]["workingSetBytes"] for c in summary[name]["containers"])
-            assert summary[name]["memory"]["workingSetBytes"] == containers + used, name
+            [app] = summary[name]["containers"]
+            model = simulated_usage(await pods.get(name, "default"))["app"].memory
+            assert app["memory"]["workingSetBytes"] == summary[name]["memory"]["workingSetBytes"] == model + used, name
+            assert parse_quantity(top[name]) == model + used, name
             # its ephemeral storage: its container's writable layer and logs, and the etc-hosts file's block
             own = sum(c["rootfs"]["usedBytes"] + c["logs"]["usedBytes"] for c in summary[name]["containers"])
             assert summary[name]["ephemeral-storage"]["usedBytes"] == own + 4096, name

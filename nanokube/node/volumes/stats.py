@@ -16,7 +16,8 @@ pod, from its directory (its files are there); on the simulated runtime, where i
 the pod's memory (simulated_fs), from that tree (`tree_usage`, as du would count it on the node's
 filesystem), with statfs of its directory on the node for the totals. One with medium Memory is
 a tmpfs upstream, measured by du as well: on the simulated runtime its tree's count, its capacity
-the tmpfs's size (`tmpfs_size`); the process runtime, which mounts no tmpfs, leaves it out. Volumes without a claim come first, then the claims with
+the tmpfs's size (`tmpfs_size`), its directories taking no pages; the process runtime, which
+mounts no tmpfs, leaves it out. Volumes without a claim come first, then the claims with
 their `pvcRef` (upstream walks a map, so its order is not fixed).
 
 Each volume's measurement stands for the kubelet's volumeStatsAggPeriod (1 minute) on the node's
@@ -26,7 +27,8 @@ run once a period, not at each scrape): its `time` says when it was made.
 A simulated pod's ephemeral storage (calcEphemeralStorage) adds what it holds on the node's disk
 outside these (`local_usage`: its containers' writable layers and log files, its etc-hosts file)
 to its local ephemeral volumes' (`ephemeral_volumes`). A memory-backed emptyDir's pages are
-charged to the pod's memory (shmem counts in its cgroup's working set) instead: `LocalUsage.tmpfs`."""
+charged to memory instead (`LocalUsage.tmpfs`; shmem counts in a cgroup's working set): to the
+running container that mounts it (`tmpfs_charges`), so to its pod's too."""
 
 from __future__ import annotations
 
@@ -152,13 +154,35 @@ def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> LocalUsage
     if mgr.host_paths:
         return LocalUsage()
     hosts = worker.etc_hosts()
-    tmpfs = memory_backed(pod)
-    dirs = {name: tree_usage(worker.empty_dir(name), name in tmpfs)[0] for name in in_memory_volumes(mgr, pod)}
-    return LocalUsage({name: used for name, used in dirs.items() if name not in tmpfs},
+    tmpfs = tmpfs_usage(mgr, worker, pod)
+    return LocalUsage({name: tree_usage(worker.empty_dir(name))[0] for name in in_memory_volumes(mgr, pod)
+                       if name not in tmpfs},
                       {name: writable_layer(worker.container_root(name)) for name in containers},
                       {name: sum(_blocks(size) for size in worker.log_sizes(name)) for name in containers},
-                      0 if hosts is None else _blocks(len(hosts)),
-                      {name: used for name, used in dirs.items() if name in tmpfs})
+                      0 if hosts is None else _blocks(len(hosts)), tmpfs)
+
+
+def tmpfs_usage(mgr: VolumeManager, worker, pod: dict) -> dict[str, int]:
+    """The pages each of a simulated pod's memory-backed emptyDirs holds, by volume; none on the
+    process runtime, which mounts no tmpfs."""
+    return {} if mgr.host_paths else {name: tree_usage(worker.empty_dir(name), True)[0] for name in memory_backed(pod)}
+
+
+def tmpfs_charges(pod: dict, tmpfs: dict[str, int], running) -> dict[str, int]:
+    """Each memory-backed emptyDir's pages (`tmpfs`, by volume) by the container whose memory they
+    count in: the first of the `running` ones (init, app, then ephemeral containers) that mounts
+    it, as a tmpfs page counts in the cgroup of the process that wrote it and the one mounting it
+    is where its writes come from; "" for the pages no running container mounts, which the pod's
+    cgroup keeps."""
+    spec, running = pod.get("spec") or {}, set(running)
+    mounting = [(c["name"], {m.get("name") for m in c.get("volumeMounts") or ()})
+                for key in ("initContainers", "containers", "ephemeralContainers") for c in spec.get(key) or ()
+                if c.get("name") in running]
+    out: dict[str, int] = {}
+    for volume, used in tmpfs.items():
+        who = next((name for name, mounts in mounting if volume in mounts), "")
+        out[who] = out.get(who, 0) + used
+    return out
 
 
 def _blocks(size: int) -> int:
