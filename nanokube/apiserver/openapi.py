@@ -304,12 +304,17 @@ class _PathBuilder:
 
     def _path(self, path: str, path_params: tuple[str, ...], ops: dict[str, dict[str, Any]],
               pretty: bool = True, described: dict[str, tuple[str, str]] | None = None) -> None:
-        """`described`: (type, description) of the path parameters not described as `_PARAM_DOCS` does."""
+        """`described`: (type, description) of the path parameters not described as `_PARAM_DOCS` does;
+        `name` is the name of the kind the operations serve (PodExecOptions, Scale, Pod), as upstream's."""
         if not ops:
             return
+        described = dict(described or {})
+        kind = next(iter(ops.values())).get("x-kubernetes-group-version-kind", {}).get("kind")
+        if kind:
+            described.setdefault("name", ("string", f"name of the {kind}"))
         entry = self.paths.setdefault(path, {})
         entry.update(ops)
-        entry["parameters"] = [_param(p, "path", self.v3, required=True, described=(described or {}).get(p))
+        entry["parameters"] = [_param(p, "path", self.v3, required=True, described=described.get(p))
                                for p in path_params] + (
             [_param("pretty", "query", self.v3)] if pretty else [])
 
@@ -438,7 +443,7 @@ class _PathBuilder:
             ops = {m: self._op("connect", f"connect{self.tag}{m.title()}{name.removeprefix(self.tag)}Proxy{suffix}",
                                f"connect {m.upper()} requests to proxy of {r.kind}", gvk, query=("path",))
                    for m in ("delete", "get", "head", "options", "patch", "post", "put")}
-            self._path(at, path_params, ops)
+            self._path(at, path_params, ops, described={"path": ("string", "path to the resource")})
 
 
 # --- documents ----------------------------------------------------------------

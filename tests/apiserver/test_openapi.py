@@ -84,6 +84,27 @@ def test_v2_paths_and_operations():
     assert paths["/apis/scheduling.k8s.io/v1/watch/priorityclasses"]["get"]["x-kubernetes-action"] == "watchlist"
 
 
+def test_v2_path_parameters_name_the_kind_each_operation_serves():
+    """As upstream's (and the clients generated from it: "name of the PodExecOptions")."""
+    rs = RESOURCES + [Resource("", "pods", "Pod", ["v1"], True, subresources=("exec", "proxy"))]
+    paths = orjson.loads(openapi.build_v2(rs))["paths"]
+
+    def described(path: str) -> dict[str, str]:
+        return {p["name"]: p["description"] for p in paths[path]["parameters"] if p["in"] == "path"}
+
+    pod = "/api/v1/namespaces/{namespace}/pods/{name}"
+    assert described(pod) == {"name": "name of the Pod",
+                              "namespace": "object name and auth scope, such as for teams and projects"}
+    assert described("/api/v1/watch/namespaces/{namespace}/pods/{name}")["name"] == "name of the Pod"
+    assert described(pod + "/log")["name"] == "name of the Pod"
+    assert described(pod + "/eviction")["name"] == "name of the Eviction"
+    assert described(pod + "/exec")["name"] == "name of the PodExecOptions"
+    assert described(pod + "/proxy/{path}") == {**described(pod + "/proxy"), "path": "path to the resource"}
+    assert described(pod + "/proxy")["name"] == "name of the PodProxyOptions"
+    assert described("/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale")["name"] == "name of the Scale"
+    assert described("/apis/scheduling.k8s.io/v1/priorityclasses/{name}") == {"name": "name of the PriorityClass"}
+
+
 def test_v2_honours_verbs():
     rs = [Resource("", "bindings", "Binding", ["v1"], True, verbs=("create",))]
     paths = orjson.loads(openapi.build_v2(rs))["paths"]
