@@ -119,6 +119,11 @@ class GarbageCollector(Controller):
         if n is not None:
             for ref in n.owners:
                 self.dependents.get(ref["uid"], set()).discard(uid)
+            # addUnblockedOwnersToDeleteQueue: an owner waiting on this object may go once it no longer blocks
+            blocking = {r["uid"] for r in owners if r.get("blockOwnerDeletion")}
+            for ref in n.owners:
+                if ref.get("blockOwnerDeletion") and ref["uid"] not in blocking and ref["uid"] in self.nodes:
+                    self.queue.add(ref["uid"])
         n = Node(rc, md.get("namespace"), md["name"], uid, owners, deleting, finalizers)
         self.nodes[uid] = n
         for ref in n.owners:
@@ -205,7 +210,29 @@ class GarbageCollector(Controller):
             if stale:
                 await self._strip_owners(n, stale)
             return
-        await self._delete(n, "Foreground" if WAITING in states and self.dependents.get(n.uid) else "Background")
+        if WAITING in states and self.dependents.get(n.uid):
+            if any(self._deleting_dependents(d) for d in self.dependents[n.uid]):
+                # upstream's cycle breaking: a dependent of ours already waits on us, so that our owner
+                # waiting on us and we on it would never end: our references stop blocking first
+                await self._unblock_owners(n)
+            await self._delete(n, "Foreground")
+            return
+        await self._delete(n, "Background")
+
+    def _deleting_dependents(self, uid: str) -> bool:
+        d = self.nodes.get(uid)
+        return d is not None and d.deleting and "foregroundDeletion" in d.finalizers
+
+    async def _unblock_owners(self, n: Node) -> None:
+        """unblockOwnerReferences: every reference of `n` set to blockOwnerDeletion false."""
+        cur = await n.rc.get(n.name, n.namespace)
+        refs = cur["metadata"].get("ownerReferences") or []
+        if cur["metadata"]["uid"] != n.uid or not any(r.get("blockOwnerDeletion") for r in refs):
+            return
+        refs = [{**r, "blockOwnerDeletion": False} if r.get("blockOwnerDeletion") else r for r in refs]
+        await n.rc.patch(n.name, {"metadata": {"ownerReferences": refs,
+                                               "resourceVersion": cur["metadata"]["resourceVersion"]}},
+                         namespace=n.namespace)
 
     async def _strip_owners(self, n: Node, uids: set[str]) -> None:
         try:
@@ -233,10 +260,12 @@ class GarbageCollector(Controller):
                 raise
 
     async def _foreground(self, n: Node) -> None:
+        """processDeletingDependentsItem: each dependent not deleting yet gets attemptToDeleteItem's look
+        (one with another live owner only loses its reference to `n`); `n` goes once none blocks it."""
         deps = [self.nodes[d] for d in self.dependents.get(n.uid, ()) if d in self.nodes]
         for d in deps:
             if not d.deleting:
-                await self._delete(d, "Foreground")
+                await self._maybe_collect(d)
         blocking = [d for d in deps if any(r["uid"] == n.uid and r.get("blockOwnerDeletion") for r in d.owners)]
         if blocking:
             return

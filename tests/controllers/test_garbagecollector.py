@@ -187,3 +187,34 @@ async def test_a_cluster_scoped_dependent_of_a_namespaced_kind_is_left_alone(env
     await cms.create({"metadata": {"name": "probe", "namespace": NS, "ownerReferences": refs[1:]}})
     assert await eventually(gone(cms, "probe"))
     assert (await roles.get("dep"))["metadata"]["ownerReferences"] == refs
+
+
+async def test_a_foreground_deletion_of_an_ownership_cycle_ends(env):
+    """a owned by b, b by c, c by a, each reference blocking: a deleted in the foreground waits on c,
+    c on b, b on a. Upstream's attemptToDeleteItem breaks the cycle (b's dependent a is already
+    waiting on its own dependents, so b's references stop blocking) and all three go."""
+    cms = env
+    made = {n: await cms.create({"metadata": {"name": n, "namespace": NS}}) for n in "abc"}
+    for dep, owner in (("a", "b"), ("b", "c"), ("c", "a")):
+        ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": made[owner]["metadata"]["uid"],
+               "blockOwnerDeletion": True}
+        await cms.patch(dep, {"metadata": {"ownerReferences": [ref]}}, namespace=NS)
+    await cms.delete("a", NS, propagation_policy="Foreground")
+    for n in "abc":
+        assert await eventually(gone(cms, n))
+
+
+async def test_a_foreground_deletion_spares_a_dependent_with_another_owner(env):
+    """A dependent of an owner deleted in the foreground that has a second, live owner is not deleted:
+    it loses its reference to the deleting owner, which then goes."""
+    cms = env
+    owner = await owner_and_dependent(cms, block=True)
+    other = await cms.create({"metadata": {"name": "other", "namespace": NS}})
+    second = {"apiVersion": "v1", "kind": "ConfigMap", "name": "other", "uid": other["metadata"]["uid"]}
+    first = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"],
+             "blockOwnerDeletion": True}
+    await cms.patch("dep", {"metadata": {"ownerReferences": [first, second]}}, namespace=NS)
+    await cms.delete("owner", NS, propagation_policy="Foreground")
+    assert await eventually(gone(cms, "owner"))
+    dep = await cms.get("dep", NS)
+    assert not dep["metadata"].get("deletionTimestamp") and dep["metadata"]["ownerReferences"] == [second]
