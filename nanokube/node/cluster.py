@@ -138,7 +138,9 @@ def _gpus(node: str, g: dict | None) -> list[Device]:
         if g.get("sharing"):
             attrs["sharing"] = True
         if g.get("driver") == "nvidia":
-            attrs.update(driver="nvidia", minor=i, mig=g["mig"], productName=f"NVIDIA {g['model']}",
+            from .dra.nvidia import PRODUCTS
+
+            attrs.update(driver="nvidia", minor=i, mig=g["mig"], productName=PRODUCTS[g["model"]].product_name,
                          pcieBusID=f"0000:{0x10 + i:02x}:00.0")
             if i < g.get("migGPUs", 0):
                 attrs["migDevices"] = g["migDevices"]

@@ -1,11 +1,15 @@
 """`nvidia-smi` in a simulated container, as an ML engineer's first command in a GPU pod runs it:
-the summary table (driver 5xx / CUDA 12.x layout), `-L`, and `--query-gpu=... --format=csv`.
+the summary table (driver 5xx / CUDA 12.x layout, a MIG devices table where the container was
+given MIG devices), `-L`, `-q` (the detailed report), `--query-gpu=... --format=csv`, each for the
+GPUs `-i` names (by index, UUID or PCI bus id; a list of them) or all.
 
 The GPUs it sees are the container's (`GPUS`, by container, set by simulated_io for the commands
 about to run):
 those its DRA claims were prepared with, and those NVIDIA_VISIBLE_DEVICES names (the device
 plugin's Allocate sets it for `nvidia.com/gpu`), numbered from 0 in PCI bus order, with
-the model, UUID and memory the node publishes. A container given none has no `nvidia-smi`: the
+the product name NVML gives the model ("NVIDIA H100 80GB HBM3"), UUID and memory the node
+publishes, and the MIG devices of each that the container's NVIDIA-personality claims gave it
+(their profiles' memory and engines: dra/nvidia.py). A container given none has no `nvidia-smi`: the
 NVIDIA container runtime mounts the binary and the driver's libraries in only for a container it
 hands GPUs to, and CUDA images do not ship it, so on a real GPU node such a pod's shell says
 `nvidia-smi: not found` (exec: executable file not found in $PATH). Where `GPUS` is unset (a
@@ -14,19 +18,36 @@ command worked out with no node at hand) the command is not interpreted.
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from fractions import Fraction
 
 from ..machinery.quantity import parse_quantity
+from .dra.nvidia import PRODUCTS
 from .simulated_applets import NotFound, Process, Unknown
 from .simulated_fs import ContainerFS
 
 
 @dataclass(frozen=True)
+class Mig:
+    """One MIG device a container sees: its profile's memory, multiprocessors and engines."""
+
+    profile: str
+    uuid: str
+    memory_mib: int
+    sm: int = 0
+    ce: int = 0
+    dec: int = 0
+    enc: int = 0
+    jpeg: int = 0
+    ofa: int = 0
+
+
+@dataclass(frozen=True)
 class Gpu:
-    """One GPU a container sees."""
+    """One GPU a container sees, with the MIG devices of it the container was given (none: whole)."""
 
     name: str
     uuid: str
@@ -34,6 +55,8 @@ class Gpu:
     memory_mib: int
     driver: str
     cuda: str
+    architecture: str = ""
+    migs: tuple[Mig, ...] = ()
 
 
 #: the GPUs of each container whose commands are being worked out; one not there has no node at hand
@@ -51,16 +74,38 @@ _QUERY = {  # field: (header, unit, value of GPU i)
     "memory.free": ("memory.free", "MiB", lambda i, g: str(g.memory_mib - IDLE_MIB)),
     "utilization.gpu": ("utilization.gpu", "%", lambda i, g: "0"),
     "utilization.memory": ("utilization.memory", "%", lambda i, g: "0"),
+    "count": ("count", "", lambda i, g: ""),  # (filled in with how many GPUs are listed)
+    "mig.mode.current": ("mig.mode.current", "", lambda i, g: "Enabled" if g.migs else "Disabled"),
+    "temperature.gpu": ("temperature.gpu", "", lambda i, g: "30"),
+    "compute_mode": ("compute_mode", "", lambda i, g: "Default"),
+    "persistence_mode": ("persistence_mode", "", lambda i, g: "Enabled"),
 }
+#: nvidia-smi's exit code where `-i` names no GPU it sees (NVML_ERROR_NOT_FOUND)
+NOT_FOUND_CODE = 6
 
 
-def gpu(attributes: dict, capacity: dict, index: int) -> Gpu:
-    """A node's GPU (cluster.Device attributes and capacity) as nvidia-smi names it."""
-    name = attributes.get("productName") or f"NVIDIA {attributes.get('model', 'GPU')}"
+def gpu(attributes: dict, capacity: dict, index: int, migs=()) -> Gpu:
+    """A node's GPU (cluster.Device attributes and capacity) as nvidia-smi names it, with the MIG
+    devices of it a container was given (`migs`: their profile and UUID, as the NVIDIA driver
+    prepared them)."""
+    product = PRODUCTS.get(attributes.get("model", ""))
+    name = attributes.get("productName") or (product.product_name if product else f"NVIDIA {attributes.get('model', 'GPU')}")
     memory = int(parse_quantity(str(capacity.get("memory", "0"))) / Fraction(2**20))
     bus = attributes.get("pcieBusID") or f"0000:{0x10 + index:02x}:00.0"
+    profiles = {p.name: p for p in product.mig} if product else {}
     return Gpu(name, attributes.get("uuid", ""), "0000" + bus.upper(), memory,
-               attributes.get("driverVersion", "550.54.15"), str(attributes.get("cudaVersion", "12.4")))
+               attributes.get("driverVersion", "550.54.15"), str(attributes.get("cudaVersion", "12.4")),
+               attributes.get("architecture", ""), tuple(_mig(m["profile"], m["uuid"], profiles) for m in migs))
+
+
+def _mig(profile: str, uuid: str, profiles: dict) -> Mig:
+    """A MIG device of `profile`: its figures from the model's profile table, else its memory from
+    the profile's name (`1g.10gb`: 10 GiB)."""
+    p = profiles.get(profile)
+    if p is not None:
+        return Mig(profile, uuid, p.memory_mib, p.sm, p.ce, p.dec, p.enc, p.jpeg, p.ofa)
+    gb = re.search(r"\.(\d+)gb", profile)
+    return Mig(profile, uuid, int(gb.group(1)) * 1024 if gb else 0)
 
 
 def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
@@ -69,11 +114,24 @@ def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> in
         raise Unknown
     if not gpus:
         raise NotFound
+    args, ids = _ids(args)
+    listed = list(enumerate(gpus))  # (nvidia-smi keeps each GPU's own index when -i picks some)
+    if ids is not None:
+        listed = [(i, g) for i, g in listed if any(_names(i, g, x) for x in ids)]
+        if not listed:
+            proc.out("No devices were found\n")
+            return NOT_FOUND_CODE
+    now = getattr(proc, "started", 0.0) + getattr(proc, "now", 0.0)
     if not args:
-        proc.out(_table(gpus, getattr(proc, "started", 0.0) + getattr(proc, "now", 0.0)))
+        proc.out(_table(listed, now))
         return 0
     if args in (["-L"], ["--list-gpus"]):
-        proc.out("".join(f"GPU {i}: {g.name} (UUID: {g.uuid})\n" for i, g in enumerate(gpus)))
+        proc.out("".join(f"GPU {i}: {g.name} (UUID: {g.uuid})\n" + "".join(
+            f"  MIG {m.profile:<11} Device {j:>2}: (UUID: {m.uuid})\n" for j, m in enumerate(g.migs))
+            for i, g in listed))
+        return 0
+    if args in (["-q"], ["--query"]):
+        proc.out(_report(listed, len(gpus), now))
         return 0
     query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
     form = next((a.split("=", 1)[1] for a in args if a.startswith("--format=")), None)
@@ -91,18 +149,84 @@ def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> in
     # `nounits` drops the units from the values only: the header still names them
     lines = [] if "noheader" in opts else [", ".join(
         _QUERY[f][0] + (f" [{_QUERY[f][1]}]" if _QUERY[f][1] else "") for f in fields)]
-    for i, g in enumerate(gpus):
-        lines.append(", ".join(_QUERY[f][2](i, g) + (f" {_QUERY[f][1]}" if units and _QUERY[f][1] else "")
-                               for f in fields))
+    for i, g in listed:
+        lines.append(", ".join((str(len(listed)) if f == "count" else _QUERY[f][2](i, g))
+                               + (f" {_QUERY[f][1]}" if units and _QUERY[f][1] else "") for f in fields))
     proc.out("".join(line + "\n" for line in lines))
     return 0
 
 
-def _table(gpus: tuple[Gpu, ...], now: float) -> str:
-    """The summary `nvidia-smi` prints: the header, a block per GPU, then the processes table
-    (none: a container sees no other's processes, and its own run no CUDA work)."""
+def _ids(args: list[str]) -> tuple[list[str], list[str] | None]:
+    """The arguments less `-i ID[,ID...]` / `--id=...`, and the IDs it names (None: no -i)."""
+    rest, ids = [], None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-i", "--id") and i + 1 < len(args):
+            ids, i = [*(ids or []), *args[i + 1].split(",")], i + 2
+            continue
+        if a.startswith(("--id=", "-i=")):
+            ids = [*(ids or []), *a.split("=", 1)[1].split(",")]
+        else:
+            rest.append(a)
+        i += 1
+    return rest, ids
+
+
+def _names(i: int, g: Gpu, x: str) -> bool:
+    """Whether `-i` value `x` names GPU `g` (index `i`): its index, its UUID, or its PCI bus id
+    (with the 8- or 4-digit domain, any case)."""
+    x = x.strip()
+    return x == str(i) or x == g.uuid or x.upper() in (g.bus_id.upper(), g.bus_id[4:].upper())
+
+
+def _report(listed: list[tuple[int, Gpu]], attached: int, now: float) -> str:
+    """`nvidia-smi -q`: the NVSMI log, a section per GPU of what this simulation knows of it (its
+    product, mode, PCI address, memory, utilisation; its MIG devices), each key padded to the
+    column the real report puts its colons at."""
     d = datetime.fromtimestamp(now, timezone.utc)
-    first = gpus[0]
+    first = listed[0][1]
+    out = ["", "==============NVSMI LOG==============", "",
+           _kv(0, "Timestamp", f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} {d.year}"),
+           _kv(0, "Driver Version", first.driver), _kv(0, "CUDA Version", first.cuda), "",
+           _kv(0, "Attached GPUs", str(attached))]
+    for i, g in listed:
+        mig = "Enabled" if g.migs else "Disabled"
+        bus = g.bus_id.split(":")
+        out += [f"GPU {g.bus_id}", _kv(1, "Product Name", g.name), _kv(1, "Product Brand", "NVIDIA"),
+                _kv(1, "Product Architecture", g.architecture or "N/A"), _kv(1, "Display Mode", "Disabled"),
+                _kv(1, "Display Active", "Disabled"), _kv(1, "Persistence Mode", "Enabled"),
+                "    MIG Mode", _kv(2, "Current", mig), _kv(2, "Pending", mig)]
+        out += ["    MIG Devices"] if g.migs else []
+        for j, m in enumerate(g.migs):
+            out += ["        MIG Device", _kv(3, "Index", str(j)), _kv(3, "GPU Instance ID", str(j + 1)),
+                    _kv(3, "Compute Instance ID", "0"), "            Device Attributes", "                Shared",
+                    *(_kv(5, k, str(v)) for k, v in (("Multiprocessor count", m.sm), ("Copy Engine count", m.ce),
+                                                     ("Encoder count", m.enc), ("Decoder count", m.dec),
+                                                     ("OFA count", m.ofa), ("JPG count", m.jpeg))),
+                    "            FB Memory Usage", _kv(4, "Total", f"{m.memory_mib} MiB"),
+                    _kv(4, "Used", f"{IDLE_MIB} MiB"), _kv(4, "Free", f"{m.memory_mib - IDLE_MIB} MiB")]
+        out += [_kv(1, "GPU UUID", g.uuid), _kv(1, "Minor Number", str(i)), "    PCI", _kv(2, "Bus", f"0x{bus[1]}"),
+                _kv(2, "Device", f"0x{bus[2].split('.')[0]}"), _kv(2, "Domain", f"0x{bus[0][-4:]}"),
+                _kv(2, "Bus Id", g.bus_id), "    FB Memory Usage", _kv(2, "Total", f"{g.memory_mib} MiB"),
+                _kv(2, "Used", f"{IDLE_MIB} MiB"), _kv(2, "Free", f"{g.memory_mib - IDLE_MIB} MiB"),
+                _kv(1, "Compute Mode", "Default"), "    Utilization",
+                *(_kv(2, k, "N/A" if g.migs else "0 %") for k in ("Gpu", "Memory", "Encoder", "Decoder")),
+                "    Temperature", _kv(2, "GPU Current Temp", "30 C"), _kv(1, "Processes", "None"), ""]
+    return "".join(line + "\n" for line in out)
+
+
+def _kv(depth: int, key: str, value: str) -> str:
+    """One line of `-q`'s report: the key indented 4 spaces a level, padded to column 42, then its value."""
+    return f"{'    ' * depth + key:<42}: {value}"
+
+
+def _table(listed: list[tuple[int, Gpu]], now: float) -> str:
+    """The summary `nvidia-smi` prints: the header, a block per GPU, a MIG devices table where the
+    container has MIG devices, then the processes table (none: a container sees no other's
+    processes, and its own run no CUDA work)."""
+    d = datetime.fromtimestamp(now, timezone.utc)
+    first = listed[0][1]
     rule = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
     wide = "+" + "-" * 89 + "+"
     out = [f"{d:%a %b} {d.day:2d} {d:%H:%M:%S} {d.year}       ", wide,
@@ -112,12 +236,26 @@ def _table(gpus: tuple[Gpu, ...], now: float) -> str:
            "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
            "|                                         |                        |               MIG M. |",
            "|" + "=" * 41 + "+" + "=" * 24 + "+" + "=" * 22 + "|"]
-    for i, g in enumerate(gpus):
+    for i, g in listed:
         name = g.name if len(g.name) <= 29 else g.name[:26] + "..."
         memory = f"{IDLE_MIB:>7}MiB / {g.memory_mib:>6}MiB"
+        util = "N/A" if g.migs else "0%"
         out += [f"| {i:>3}  {name:<29}  On  |{g.bus_id:>19} Off |{0:>21} |",
-                f"| N/A   30C    P0             70W /  700W | {memory} |      0%      Default |",
-                f"|{'':41}|{'':24}|{'Disabled':>21} |", rule]
+                f"| N/A   30C    P0             70W /  700W | {memory} |{util:>8}      Default |",
+                f"|{'':41}|{'':24}|{'Enabled' if g.migs else 'Disabled':>21} |", rule]
+    migs = [(i, j, m) for i, g in listed for j, m in enumerate(g.migs)]
+    if migs:
+        cells = "+" + "-" * 18 + "+" + "-" * 34 + "+" + "-" * 11 + "+" + "-" * 23 + "+"
+        out += [" " * 91, wide, f"| {'MIG devices:':<88}|", cells,
+                "| GPU  GI  CI  MIG |                     Memory-Usage |        Vol|        Shared         |",
+                "|      ID  ID  Dev |                       BAR1-Usage | SM     Unc| CE ENC  DEC  OFA  JPG |",
+                "|                  |                                  |        ECC|                       |",
+                "|" + "=" * 18 + "+" + "=" * 34 + "+" + "=" * 11 + "+" + "=" * 23 + "|"]
+        for i, j, m in migs:
+            memory = f"{IDLE_MIB}MiB / {m.memory_mib}MiB"
+            out += [f"| {i:>2}  {j + 1:>3}   0  {j:>2}  | {memory:>31}  | {m.sm:>2}      0 |"
+                    f" {m.ce:>2} {m.enc:>3} {m.dec:>4} {m.ofa:>4} {m.jpeg:>4} |",
+                    f"|{'':18}| {'0MiB / 65535MiB':>31}  |{'':11}|{'':23}|", cells]
     out += [" " * 91, wide, f"| {'Processes:':<88}|",
             "|  GPU   GI   CI        PID   Type   Process name                              GPU Memory |",
             "|        ID   ID                                                               Usage      |",

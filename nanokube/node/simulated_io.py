@@ -24,7 +24,7 @@ port-forward, declared on the pod with annotations.
   in-memory root, its volume mounts): `cat`, `ls`, `tar` and redirections
   work on them, so `kubectl cp` (`tar cf -`, `tar xmf -`) copies to and from
   the pod. A command that reads stdin (`tar xmf -`) gets all the client sends.
-- GPUs: `nvidia-smi` (its table, `-L`, `--query-gpu`) answers for the GPUs the container was
+- GPUs: `nvidia-smi` (its table, `-L`, `-q`, `-i`, `--query-gpu`) answers for the GPUs the container was
   given, its DRA claims' and NVIDIA_VISIBLE_DEVICES' (simulated_gpu), in exec, a shell and a
   container's own command; `nproc`, `free` and `df` for its node's machine (simulated_system).
   On a node with NVIDIA-personality GPUs `nvidia-smi -L` lists the MIG devices too, answered by
@@ -604,7 +604,8 @@ class SimulatedIO:
     async def _gpus(self, container: str) -> tuple[simulated_gpu.Gpu, ...]:
         """The node's GPUs container `container` sees (simulated_gpu): those of its DRA claims and
         those NVIDIA_VISIBLE_DEVICES names (the device plugin's Allocate sets it; `all`: every one),
-        each once, in the node's PCI bus order, as nvidia-smi enumerates them."""
+        each once, in the node's PCI bus order, as nvidia-smi enumerates them; with the MIG devices
+        of each its NVIDIA-personality claims gave it."""
         agent = self.worker.agent
         node = [d for d in getattr(getattr(agent, "spec", None), "devices", ()) if d.kind == "gpu"]
         by_name = {d.name: d for d in node}
@@ -617,7 +618,13 @@ class SimulatedIO:
         visible = (await self._environment_made(container)).get("NVIDIA_VISIBLE_DEVICES", "").split(",")
         by_id = {d.attributes.get("uuid"): d for d in node} | {str(d.attributes.get("index")): d for d in node}
         seen += node if visible == ["all"] else [by_id[v] for v in visible if v in by_id]
-        return tuple(simulated_gpu.gpu(d.attributes, d.capacity, d.attributes.get("index", 0))
+        migs: dict[str, list[dict]] = {}  # the NVIDIA driver's MIG devices it was given, by their GPU's UUID
+        nvidia = getattr(agent.claims, "container_devices", None)
+        for d in (nvidia(self.worker.pod, container) or ()) if nvidia and seen else ():
+            if d["type"] == "mig":
+                migs.setdefault(d["parentUUID"], []).append(d)
+        return tuple(simulated_gpu.gpu(d.attributes, d.capacity, d.attributes.get("index", 0),
+                                       migs.get(d.attributes.get("uuid"), ()))
                      for d in sorted({d.name: d for d in seen}.values(), key=lambda d: d.attributes.get("index", 0)))
 
     async def exec(self, container: str, command: list[str], session: StreamSession) -> int:
@@ -640,8 +647,6 @@ class SimulatedIO:
     async def _exec(self, container: str, command: list[str], session: StreamSession,
                     terminal: Terminal | None) -> int:
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
-        if declared is None and os.path.basename(command[0]) == "nvidia-smi" and command[1:] in (["-L"], ["--list-gpus"]):
-            declared = self._smi_list(container)  # NVIDIA-personality GPUs: their MIG devices too
         await self._machine(container, declared is None and ("nvidia-smi" in " ".join(command)
                                                              or reads_stdin(command, "")))
         if declared is None and reads_stdin(command, ""):

@@ -70,7 +70,7 @@ def smi_uuids(text: str) -> list[str]:
 def test_slices_and_device_classes_are_the_drivers(cluster):
     devs = wait_for(lambda: (d := slice_devices(cluster)) and len({p for p, _ in d}) == 3 and d)
     whole = devs[("h100-0", "gpu-3")]
-    assert attr(whole, "productName") == "NVIDIA H100-SXM5-80GB" and attr(whole, "index") == 3
+    assert attr(whole, "productName") == "NVIDIA H100 80GB HBM3" and attr(whole, "index") == 3
     assert whole["attributes"]["cudaComputeCapability"] == {"version": "9.0.0"}
     assert whole["capacity"]["memory"] == {"value": "80Gi"}
     assert attr(devs[("a100-0", "gpu-0-mig-3g20gb-9-4")], "profile") == "3g.20gb"
@@ -210,7 +210,7 @@ spec:
     logs = cluster.kubectl("logs", "-n", "gpu-test1", "-l", "app=pod").stdout
     assert sorted(smi_uuids(logs)) == sorted(attr(devs[p], "uuid") for p in picked)
     out = cluster.kubectl("exec", "-n", "gpu-test1", "pod1", "--", "nvidia-smi", "-L").stdout
-    assert re.fullmatch(r"GPU 0: NVIDIA [AH]100-SXM\d-\d+GB \(UUID: GPU-[0-9a-f-]+\)\n", out)
+    assert re.fullmatch(r"GPU 0: NVIDIA (A100-SXM4-40GB|H100 80GB HBM3) \(UUID: GPU-[0-9a-f-]+\)\n", out)
 
 
 def test_two_containers_share_one_gpu(cluster):

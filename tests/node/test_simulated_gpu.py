@@ -45,8 +45,8 @@ async def test_nvidia_smi_prints_the_table_of_the_gpus_the_claim_gave_the_contai
     assert lines[2] == ("| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      "
                         "CUDA Version: 12.4     |")
     rows = [line for line in lines if re.match(r"\|\s+\d  NVIDIA", line)]
-    assert rows == ["|   0  NVIDIA H100-SXM5-80GB          On  |   00000000:10:00.0 Off |                    0 |",
-                    "|   1  NVIDIA H100-SXM5-80GB          On  |   00000000:11:00.0 Off |                    0 |"]
+    assert rows == ["|   0  NVIDIA H100 80GB HBM3          On  |   00000000:10:00.0 Off |                    0 |",
+                    "|   1  NVIDIA H100 80GB HBM3          On  |   00000000:11:00.0 Off |                    0 |"]
     assert out.count("|       1MiB /  81920MiB |      0%      Default |") == 2
     assert "|  No running processes found" in out and lines[-1] == "+" + "-" * 89 + "+"
     assert {len(line) for line in lines[1:]} == {91}, "every line of the boxes is as wide as the real one's"
@@ -57,11 +57,11 @@ async def test_list_and_query_name_the_claims_gpus_by_their_published_uuids(env)
     await running_trainer(client, clock)
     g0, g1 = (d.attributes["uuid"] for d in node_gpus(mgr, "gpu-0", "gpu-1"))
     assert await exec_(mgr, "trainer", ["nvidia-smi", "-L"]) == (
-        0, f"GPU 0: NVIDIA H100-SXM5-80GB (UUID: {g0})\nGPU 1: NVIDIA H100-SXM5-80GB (UUID: {g1})\n")
+        0, f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {g0})\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: {g1})\n")
     assert await exec_(mgr, "trainer", ["nvidia-smi", QUERY, "--format=csv"]) == (0, (
         "index, name, uuid, memory.total [MiB], memory.used [MiB], utilization.gpu [%]\n"
-        f"0, NVIDIA H100-SXM5-80GB, {g0}, 81920 MiB, 1 MiB, 0 %\n"
-        f"1, NVIDIA H100-SXM5-80GB, {g1}, 81920 MiB, 1 MiB, 0 %\n"))
+        f"0, NVIDIA H100 80GB HBM3, {g0}, 81920 MiB, 1 MiB, 0 %\n"
+        f"1, NVIDIA H100 80GB HBM3, {g1}, 81920 MiB, 1 MiB, 0 %\n"))
     # as scripts read it: in a shell, no header, no units
     assert await exec_(mgr, "trainer", ["sh", "-c", "nvidia-smi --query-gpu=uuid,memory.total "
                                         "--format=csv,noheader,nounits | grep -c 81920"]) == (0, "2\n")
@@ -85,7 +85,7 @@ async def test_a_container_running_nvidia_smi_prints_its_table_and_succeeds(env)
     assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     agent = mgr.agents["gpu-0"]
     log = (await agent.streaming.logs("default", "smi", p["metadata"]["uid"], "app", LogOptions())).decode()
-    assert "| NVIDIA-SMI 550.54.15" in log and log.count("NVIDIA H100-SXM5-80GB") == 2
+    assert "| NVIDIA-SMI 550.54.15" in log and log.count("NVIDIA H100 80GB HBM3") == 2
 
 
 async def test_a_container_without_gpus_has_no_nvidia_smi(env):
@@ -146,3 +146,64 @@ async def test_a_shell_typed_into_by_attach_runs_nvidia_smi_and_nproc():
     log = io.serve_log("main", LogOptions())
     assert log == b"GPU 0: NVIDIA L4 (UUID: GPU-3)\n16\n"
     attached.cancel()
+
+
+def mig_worker():
+    """A container on an H100 node of the NVIDIA personality, given two MIG devices of GPU 0 by its
+    claim and GPU 1 whole by NVIDIA_VISIBLE_DEVICES."""
+    w = worker(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-1"}])
+    migs = [{"type": "mig", "uuid": f"MIG-{p}", "parentUUID": "GPU-0", "productName": "NVIDIA H100 80GB HBM3",
+             "profile": p} for p in ("3g.40gb", "1g.10gb")]
+    w.agent.claims.container_devices = lambda pod, container: migs
+    w.agent.claims.prepared_devices = lambda pod, container: [
+        (None, "gpu.nvidia.com", SimpleNamespace(device=d)) for d in ("gpu-0-mig-3g40gb-9-0", "gpu-0-mig-1g10gb-19-6")]
+    w.agent.spec = SimpleNamespace(capacity={"cpu": "16", "memory": "64Gi"}, devices=[
+        Device("gpu", f"gpu-{i}", {"model": "H100-SXM5-80GB", "uuid": f"GPU-{i}", "index": i, "architecture": "Hopper",
+                                   "driverVersion": "570.124.06", "cudaVersion": "12.8"}, {"memory": "80Gi"})
+        for i in range(4)])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    return io
+
+
+async def run_smi(io, *args: str) -> tuple[int, str]:
+    out: list[bytes] = []
+    code = await io.exec("main", ["nvidia-smi", *args], session(out))
+    return code, b"".join(out).decode()
+
+
+async def test_nvidia_smi_lists_mig_devices_and_picks_gpus_with_i():
+    """The forms ML engineers script: `-L` lists each GPU by its NVML product name with its MIG
+    devices under it; `-i` picks GPUs by index, UUID or bus id, keeping their numbers, and one it
+    does not see is "No devices were found" (exit 6); --query-gpu says which GPU is in MIG mode."""
+    io = mig_worker()
+    assert await run_smi(io, "-L") == (0, (
+        "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n  MIG 3g.40gb     Device  0: (UUID: MIG-3g.40gb)\n"
+        "  MIG 1g.10gb     Device  1: (UUID: MIG-1g.10gb)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"))
+    assert await run_smi(io, "-i", "1", "-L") == (0, "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n")
+    assert await run_smi(io, "--query-gpu=index,uuid,mig.mode.current,count", "--format=csv,noheader", "-i",
+                         "GPU-1,0000:10:00.0") == (0, "0, GPU-0, Enabled, 2\n1, GPU-1, Disabled, 2\n")
+    assert await run_smi(io, "-i", "3") == (6, "No devices were found\n")
+    io.stop()
+
+
+async def test_nvidia_smi_table_and_report_show_the_mig_devices():
+    """The summary table gains a MIG devices table (GPU, GI, CI and device numbers, the profile's
+    memory, multiprocessors and engines; the GPU's own row in MIG mode); `-q` reports each GPU
+    (`-i` one of them) with its MIG devices, keys padded to the real report's colon column."""
+    io = mig_worker()
+    code, table = await run_smi(io)
+    lines = table.splitlines()
+    assert code == 0 and {len(line) for line in lines[1:]} == {91}
+    assert "| MIG devices:" in table and lines.count(
+        "|  0    1   0   0  |                 1MiB / 40448MiB  | 60      0 |  3   0    3    0    3 |") == 1
+    assert "|  0    2   0   1  |                  1MiB / 9984MiB  | 16      0 |  1   0    1    0    1 |" in lines
+    assert "|                                         |                        |              Enabled |" in lines
+    code, report = await run_smi(io, "-q", "-i", "0")
+    assert code == 0 and report.startswith("\n==============NVSMI LOG==============\n\n")
+    assert "Attached GPUs                             : 2\nGPU 00000000:10:00.0\n" in report
+    assert "    Product Name                          : NVIDIA H100 80GB HBM3\n" in report
+    assert "    MIG Mode\n        Current                           : Enabled\n" in report
+    assert "                    Multiprocessor count  : 60\n" in report
+    assert report.count("        MIG Device\n") == 2 and "GPU 00000000:11:00.0" not in report
+    io.stop()

@@ -78,10 +78,12 @@ class Product:
     architecture: str
     compute_capability: str
     mig: tuple[MigProfile, ...] = ()
+    #: the name NVML gives it (nvidia-smi's, the productName attribute), where it is not "NVIDIA <model>"
+    nvml_name: str = ""
 
     @property
     def product_name(self) -> str:
-        return f"NVIDIA {self.model}"
+        return self.nvml_name or f"NVIDIA {self.model}"
 
 
 _ALL7 = tuple(range(7))
@@ -106,8 +108,8 @@ H100_80GB_MIG = (
 PRODUCTS = {p.model: p for p in (
     Product("A100-SXM4-40GB", "40Gi", "Ampere", "8.0", A100_40GB_MIG),
     Product("A100-PCIE-40GB", "40Gi", "Ampere", "8.0", A100_40GB_MIG),
-    Product("H100-SXM5-80GB", "80Gi", "Hopper", "9.0", H100_80GB_MIG),
-    Product("H100-80GB-HBM3", "80Gi", "Hopper", "9.0", H100_80GB_MIG),
+    Product("H100-SXM5-80GB", "80Gi", "Hopper", "9.0", H100_80GB_MIG, "NVIDIA H100 80GB HBM3"),
+    Product("H100-80GB-HBM3", "80Gi", "Hopper", "9.0", H100_80GB_MIG, "NVIDIA H100 80GB HBM3"),
     Product("L4", "23034Mi", "Ada Lovelace", "8.9"),
     Product("A10", "23028Mi", "Ampere", "8.6"),
 )}
