@@ -376,6 +376,15 @@ class GenericREST:
             out = {**out, "apiVersion": api_version, "kind": res.kind}
         return out
 
+    async def _as_requested(self, res: Resource, version: str, *objs: dict) -> tuple[dict, ...]:
+        """What a custom resource's validation reads: the objects at the request's version, whose
+        schema and rules are that version's (upstream's CR handler holds the request's version in
+        memory and converts only to store), not the storage version's."""
+        if not res.strategy.unstructured or version == res.storage_version:
+            return objs
+        await res.strategy.prepare_conversion(list(objs), version)
+        return tuple(self._external(res, o, version) for o in objs)
+
     def _decode_checks(self, res: Resource, version: str, obj: Any, opts: WriteOptions,
                        changed: set[str] | None = None, held: list | None = None,
                        patched: _Patched | None = None) -> list[str]:
@@ -974,7 +983,8 @@ class GenericREST:
         md = obj["metadata"]
         # a large custom resource is validated in a worker thread (a built-in kind's validation may
         # allocate, as a Service's begin_create does, and stays on the loop)
-        errs = await _computed(large and res.strategy.unstructured, res.validate_create, obj)
+        errs = await _computed(large and res.strategy.unstructured, res.validate_create,
+                               *await self._as_requested(res, version, obj))
         if errs:
             raise self._invalid(res, obj, errs)
         if held:
@@ -1221,9 +1231,11 @@ class GenericREST:
         new = self._merge_subresource(res, old, new, subresource)
         nm = new["metadata"]
         _set_managed_fields(nm, managed_fields)
+        checked = (new, old)  # what the strategy validates and warns of: a custom resource's at `version`
         if subresource == "status":
             res.strategy.prepare_for_status_update(new, old)
-            errs = await _computed(large and res.strategy.unstructured, res.strategy.validate_status_update, new, old)
+            checked = await self._as_requested(res, version, new, old)
+            errs = await _computed(large and res.strategy.unstructured, res.strategy.validate_status_update, *checked)
         elif subresource == "approval":
             res.strategy.prepare_for_approval_update(new, old)
             errs = res.strategy.validate_approval_update(new, old)
@@ -1247,18 +1259,19 @@ class GenericREST:
             # validation runs once (no empty lists held, which it would read both without and with)
             meta = await asyncio.to_thread(res.update_meta_errors, new, old) \
                 if large and not res.strategy.unstructured and not held else None
+            checked = await self._as_requested(res, version, new, old)
             errs = await _computed(large and res.strategy.unstructured, omitempty.validated, held, new,
-                                   lambda: res.validate_update(new, old, meta))
+                                   lambda: res.validate_update(*checked, meta))
         if meta_errs:
             errs = meta_errs + list(errs or [])
         if errs:
             raise self._invalid(res, new, errs)
         if subresource == "status":
-            warned = self._warned(admission, res.strategy.warnings_on_status_update(new, old))
+            warned = self._warned(admission, res.strategy.warnings_on_status_update(*checked))
         elif subresource in ("approval", "finalize") or subresource in res.strategy.spec_subresources:
             warned = []
         else:
-            warned = self._warned(admission, res.strategy.warnings_on_update(new, old))
+            warned = self._warned(admission, res.strategy.warnings_on_update(*checked))
         await self._validating_admission(admission, new)
         nm["resourceVersion"] = om.get("resourceVersion")
         if new == old:

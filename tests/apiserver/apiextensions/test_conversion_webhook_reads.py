@@ -160,3 +160,49 @@ async def test_each_versions_scale_reads_and_writes_its_own_replicas_path(tmp_pa
             assert (await call(c, "GET", f"{v1}/c/scale"))["spec"] == {"replicas": 5}
     finally:
         hook.stop()
+
+
+async def test_a_write_is_validated_by_the_schema_and_rules_of_its_own_version(tmp_path):
+    """A write at v2 is validated as v2 declares (upstream's CR handler holds the request's version
+    and converts only to store): v2's rule refuses an odd sizeV2 and v1's maximum does not apply
+    to it. Before, the object converted to the storage version v1 was validated: v1's maximum
+    refused sizeV2 8 under v1's field name, and v2's rule never ran."""
+    hook = WebhookServer().start()
+    hook.handlers["/convert"] = converter()
+    schemas = {"v1": {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                   "size": {"type": "integer", "maximum": 5}}}}},
+               "v2": {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                   "sizeV2": {"type": "integer"}},
+                   "x-kubernetes-validations": [{"rule": "self.sizeV2 % 2 == 0", "message": "sizeV2 must be even"}]}}}}
+    try:
+        async with served(tmp_path) as (_, c):
+            await call(c, "POST", CRDS, {
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"bins.{GROUP}"},
+                "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "bins", "kind": "Bin"},
+                         "versions": [{"name": v, "served": True, "storage": v == "v1",
+                                       "schema": {"openAPIV3Schema": s}} for v, s in schemas.items()],
+                         "conversion": {"strategy": "Webhook", "webhook": {
+                             "conversionReviewVersions": ["v1"],
+                             "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca.bundle}}}}})
+            v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/bins" for v in ("v1", "v2"))
+            made = await create_when_served(c, v2, {"apiVersion": f"{GROUP}/v2", "kind": "Bin",
+                                                    "metadata": {"name": "b"}, "spec": {"sizeV2": 8}})
+            assert made["spec"] == {"sizeV2": 8}
+            assert (await call(c, "GET", f"{v1}/b"))["spec"] == {"size": 8}
+            with pytest.raises(ApiException) as odd:
+                await call(c, "POST", v2, {"apiVersion": f"{GROUP}/v2", "kind": "Bin",
+                                           "metadata": {"name": "odd"}, "spec": {"sizeV2": 3}})
+            assert odd.value.status == 422
+            assert json.loads(odd.value.body)["details"]["causes"] == [
+                {"reason": "FieldValueInvalid", "message": "Invalid value: sizeV2 must be even", "field": "spec"}]
+            with pytest.raises(ApiException) as update:
+                await call(c, "PUT", f"{v2}/b", {**made, "spec": {"sizeV2": 7}})
+            assert json.loads(update.value.body)["message"] == \
+                f'Bin.{GROUP} "b" is invalid: spec: Invalid value: sizeV2 must be even'
+            with pytest.raises(ApiException) as at_v1:  # v1's own maximum still holds for a write at v1
+                await call(c, "PATCH", f"{v1}/b", {"spec": {"size": 6}}, content_type="application/merge-patch+json")
+            assert "spec.size: Invalid value: 6: spec.size in body should be less than or equal to 5" in \
+                json.loads(at_v1.value.body)["message"]
+    finally:
+        hook.stop()
