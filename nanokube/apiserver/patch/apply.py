@@ -116,6 +116,9 @@ class _Shape:
     list_type: str = "atomic"
     keys: tuple[str, ...] = ()
     key_defaults: dict[str, Any] = dc_field(default_factory=dict)
+    #: keys an item may leave out (neither required nor defaulted: a ResourceClaim's status.devices[].shareID),
+    #: whose items are keyed by the others, as the library's optional map keys
+    optional_keys: frozenset[str] = frozenset()
     #: a struct's omitempty value fields (value_fields.py), whose zeros an Update's comparison leaves out
     omit: tuple[str, ...] = ()
     #: its value fields tagged without omitempty, whose zeros the empty struct a create is compared with holds
@@ -138,11 +141,14 @@ def _list_shape(raw: dict[str, Any], resolved: dict[str, Any]) -> _Shape:
         return _Shape("list", atomic=True)
     ref = (items or {}).get("$ref", "")
     defaults = _KEY_DEFAULTS.get(ref[len(sch.REF_PREFIX) :])
+    item = sch.resolve(items)
     if defaults is None:  # a CRD's schema keeps its defaults, as the library's schema does
-        props = sch.resolve(items).get("properties") or {}
+        props = item.get("properties") or {}
         defaults = {k: props[k]["default"] for k in keys if "default" in (props.get(k) or {})}
+    required = item.get("required") or ()
     return _Shape(
-        "list", elem=items, list_type=list_type, keys=tuple(keys), key_defaults=defaults
+        "list", elem=items, list_type=list_type, keys=tuple(keys), key_defaults=defaults,
+        optional_keys=frozenset(k for k in keys if k not in required and k not in defaults),
     )
 
 

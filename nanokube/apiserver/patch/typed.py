@@ -113,7 +113,7 @@ def _item_problem(shape: _Shape, item: Any) -> str | None:
         if not isinstance(item, dict):
             return "associative list with keys may not have non-map elements"
         for name in shape.keys:
-            if name not in item and name not in shape.key_defaults:
+            if name not in item and name not in shape.key_defaults and name not in shape.optional_keys:
                 return f"associative list with keys has an element that omits key field {fp.encode_json(name)} " \
                        "(and doesn't have default value)"
     elif shape.list_type == "set":
