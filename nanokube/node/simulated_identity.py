@@ -21,8 +21,12 @@ from .simulated_host import KERNEL_BUILD, KERNEL_VERSION
 
 USERS = {0: "root", 65534: "nobody"}
 GROUPS = {0: "root", 65534: "nogroup"}
-#: the home directories of busybox's /etc/passwd; runc sets HOME to "/" for a uid it lacks
-HOMES = {0: "/root", 65534: "/home"}
+#: the home directories of each image family's /etc/passwd: busybox's, Alpine's, distroless's and
+#: Debian's (Ubuntu's alike: the base of most others, python, pytorch and nvidia/cuda among them);
+#: runc sets HOME to "/" for a uid its image lacks
+HOMES = {"busybox": {0: "/root", 65534: "/home"}, "alpine": {0: "/root", 65534: "/"},
+         "distroless": {0: "/root", 65532: "/home/nonroot", 65534: "/nonexistent"},
+         "debian": {0: "/root", 65534: "/nonexistent"}}
 #: what the images whose default command is a shell run without a command
 DEFAULT_COMMANDS = {"busybox": "sh", "alpine": "/bin/sh", "ubuntu": "/bin/bash", "debian": "bash"}
 
@@ -48,8 +52,24 @@ def run_as(pod: dict, name: str) -> tuple[int, int, tuple[int, ...]]:
 
 
 def home(pod: dict, name: str) -> str:
-    """HOME of container `name`: its user's home in the image's /etc/passwd, "/" for an unknown uid."""
-    return HOMES.get(run_as(pod, name)[0], "/")
+    """HOME of container `name`: its user's home in its image's /etc/passwd, "/" for an unknown uid."""
+    spec = pod.get("spec") or {}
+    container = next((c for key in ("initContainers", "containers", "ephemeralContainers") for c in spec.get(key) or ()
+                      if c.get("name") == name), {})
+    return HOMES[image_family(container.get("image") or "")].get(run_as(pod, name)[0], "/")
+
+
+def image_family(image: str) -> str:
+    """Whose /etc/passwd an image has (HOMES): busybox's, Alpine's (an `alpine` image or tag),
+    distroless's, else Debian's."""
+    reference = image.split("@")[0]
+    repository, tag = reference.rsplit(":", 1) if ":" in reference.rsplit("/", 1)[-1] else (reference, "")
+    base = repository.rsplit("/", 1)[-1]
+    if base == "busybox":
+        return "busybox"
+    if base == "alpine" or "alpine" in tag:
+        return "alpine"
+    return "distroless" if "distroless" in repository else "debian"
 
 
 def _main_process(container: dict) -> str:

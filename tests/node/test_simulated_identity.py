@@ -102,23 +102,31 @@ async def test_a_shell_on_a_terminal_prompts_with_dollar_for_a_user_other_than_r
     assert await asyncio.wait_for(attached, 5) == 0
 
 
-async def test_home_is_the_users_home_in_busyboxs_passwd_unless_the_container_sets_it():
-    """runc sets HOME from the image's /etc/passwd: root's /root, nobody's /home, "/" for a uid the
+async def test_home_is_the_users_home_in_its_images_passwd_unless_the_container_sets_it():
+    """runc sets HOME from the image's /etc/passwd: root's /root in every image, nobody's /home in
+    busybox's, / in Alpine's, /nonexistent in Debian's (python, pytorch...), "/" for a uid the
     image lacks; the container's own HOME wins, and its command's $(HOME) sees the same."""
-    w = worker(securityContext={"runAsUser": 65534})
-    w.pod["spec"]["securityContext"] = {"runAsUser": 1000}
-    io = SimulatedIO(w)
-    io.started({"main": "busybox"})
-    assert io.environment("main")["HOME"] == "/home"
-    assert await exec_(io, "echo $HOME") == (0, b"/home\n")
-    io.stop()
-    w = worker()
+    for image, want in (("busybox:1.36", b"/home\n"), ("python:3.12-alpine", b"/\n"), ("python:3.12", b"/nonexistent\n"),
+                        ("gcr.io/distroless/base", b"/nonexistent\n")):
+        w = worker(image=image, securityContext={"runAsUser": 65534})
+        w.pod["spec"]["securityContext"] = {"runAsUser": 1000}
+        io = SimulatedIO(w)
+        io.started({"main": image})
+        assert io.environment("main")["HOME"] == want.decode().strip(), image
+        assert await exec_(io, "echo $HOME") == (0, want), image
+        io.stop()
+    for image in ("busybox", "pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime"):
+        io = SimulatedIO(worker(image=image))
+        io.started({"main": image})
+        assert await exec_(io, "echo $HOME") == (0, b"/root\n"), image
+        io.stop()
+    w = worker(image="busybox")
     w.pod["spec"]["securityContext"] = {"runAsUser": 1000}
     io = SimulatedIO(w)
     io.started({"main": "busybox"})
     assert await exec_(io, "echo $HOME") == (0, b"/\n")
     io.stop()
-    w = worker(securityContext={"runAsUser": 1000}, env=[{"name": "HOME", "value": "/data"}])
+    w = worker(image="busybox", securityContext={"runAsUser": 1000}, env=[{"name": "HOME", "value": "/data"}])
     io = SimulatedIO(w)
     io.started({"main": "busybox"})
     assert await exec_(io, "echo $HOME; id -u") == (0, b"/data\n1000\n")
