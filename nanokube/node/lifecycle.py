@@ -655,13 +655,12 @@ class PodWorker:
         return [log.size for log in self.io.logs.get(name, ())]
 
     def etc_hosts(self) -> str | None:
-        """The pod's etc-hosts file as the kubelet writes it (hosts_file), None where none of its
-        containers mounts one."""
+        """The pod's etc-hosts file as the kubelet writes it (hosts_file; a hostNetwork pod's the
+        copy of its node's), None where none of its containers mounts one."""
         spec = self.pod.get("spec") or {}
-        if not any(hosts_file.managed(self.pod, c) for c in spec.get("containers") or ()):
-            return None
-        return hosts_file.content(container_env.hostname(self.pod, self.agent.name), [self.ip] if self.ip else [],
-                                  spec.get("hostAliases"), hosts_file.domain(self.pod, simulated_net.ZONE))
+        hostname = container_env.hostname(self.pod, self.agent.name)
+        return next((hosts for c in spec.get("containers") or () if (hosts := hosts_file.simulated(
+            self.pod, c, hostname, self.ip, simulated_net.ZONE, self.agent.name)) is not None), None)
 
     def container_logs(self) -> dict:
         """Each container's current log and its restart count (the log file's name), as the

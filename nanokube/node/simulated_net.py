@@ -399,9 +399,8 @@ def etc_files(pod: dict, container: dict, node: str, ip: str) -> dict[str, str]:
     files = {"resolv.conf": (f"search {' '.join(search)}\n" if search else "")
              + "".join(f"nameserver {s}\n" for s in nameservers)
              + (f"options {' '.join(options)}\n" if options else "")}
-    if hosts_file.managed(pod, container):
-        files["hosts"] = hosts_file.content(pod_hostname(pod, node), [ip] if ip else [],
-                                            (pod.get("spec") or {}).get("hostAliases"), hosts_file.domain(pod, ZONE))
+    if (hosts := hosts_file.simulated(pod, container, pod_hostname(pod, node), ip, ZONE, node)) is not None:
+        files["hosts"] = hosts
     return files
 
 

@@ -375,6 +375,27 @@ async def test_the_summary_counts_logs_configmaps_and_etc_hosts_in_a_pods_epheme
         assert await condition(client, "DiskPressure") == "False"
 
 
+async def test_a_host_network_pods_etc_hosts_is_its_nodes_copy_and_counts_in_its_ephemeral_storage():
+    """ensureHostsFile gives a hostNetwork pod a copy of its node's /etc/hosts (nodeHostsFileContent:
+    the host-network header, the node's lines, then spec.hostAliases); calcEphemeralStorage counts
+    that file as it counts any pod's etc-hosts."""
+    async with node() as (client, clock, mgr):
+        pods = client.resource("", "v1", "pods")
+        p = writer("host", "cat /etc/hosts; sleep 3600")
+        p["spec"] |= {"hostNetwork": True, "hostAliases": [{"ip": "192.0.2.7", "hostnames": ["db"]}]}
+        await pods.create(p)
+        running = await eventually(phase_is(pods, "host", "Running"))
+        await clock.advance(1)
+        hosts = (await mgr.read_log("default", "host", "app", {})).decode()
+        assert hosts.startswith("# Kubernetes-managed hosts file (host network).\n127.0.0.1\tlocalhost\n")
+        assert hosts.endswith(f"{running['status']['podIP']}\tsmall-0\n\n# Entries added by HostAliases.\n"
+                              "192.0.2.7\tdb\n")
+        [host] = (await stats_summary(mgr))["pods"]
+        container = host["containers"][0]
+        assert host["ephemeral-storage"]["usedBytes"] == (container["rootfs"]["usedBytes"] + container["logs"]["usedBytes"]
+                                                          + host["volume"][0]["usedBytes"] + 4096)
+
+
 async def test_a_local_storage_eviction_stops_the_pod_in_two_seconds_whatever_its_own_grace():
     """localStorageEviction kills with immediateEvictionGracePeriodSeconds (1; before kubernetes
     PR 124063 it passed 0, which the pod workers' calculateEffectiveGracePeriod read as no override

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nanokube.clock import Clock
+from nanokube.node import hosts_file
 from nanokube.node import simulated_net as sn
 from nanokube.node.simulated_command import interpret
 from nanokube.node.simulated_fs import PodFiles
@@ -192,7 +193,9 @@ def test_resolv_conf_and_hosts_are_the_kubelets():
     assert sn.etc_files(none, {}, "n1", "")["resolv.conf"] == \
         "search corp.example\nnameserver 1.1.1.1\noptions ndots:2\n"
     host_net = {**pod, "spec": {"hostNetwork": True}}  # dnsPolicy ClusterFirst falls back to Default
-    assert sn.etc_files(host_net, {}, "n1", "") == {"resolv.conf": ""}  # and the node's hosts file stays
+    # and its hosts file is the kubelet's copy of the node's (a simulated node's: localhost, its own name)
+    assert sn.etc_files(host_net, {}, "n1", "10.0.0.3") == {"resolv.conf": "", "hosts": (
+        "# Kubernetes-managed hosts file (host network).\n" + hosts_file.LOCALHOST + "10.0.0.3\tn1\n")}
 
 
 def test_a_simulated_containers_files_hold_its_resolv_conf(tmp_path):
