@@ -41,6 +41,7 @@ from .simulated_cluster import WatchedCluster
 from .simulated_host import apparmor_enabled, system_info
 from .streaming import NodeStreamingServer
 from .volumes import VolumeManager
+from .volumes.stats import quantity_or_none
 
 log = logging.getLogger(__name__)
 
@@ -332,6 +333,8 @@ class NodeAgent:
         self.volumes = VolumeManager(client, spec.name, os.path.join(pods_dir, spec.name), clock, self.recorder,
                                      watched)
         self.volumes.host_paths = self.runtime.name == "process"
+        memory = quantity_or_none(spec.allocatable.get("memory"))
+        self.volumes.allocatable_memory = int(memory.value) if memory is not None else 0
         #: the osImage and kernelVersion it reports: the host's where its containers run on it
         self.os_image, self.kernel_version = system_info(self.volumes.host_paths)
         #: whether it can enforce AppArmor profiles (the host's kernel, for containers run on it)

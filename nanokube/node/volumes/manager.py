@@ -28,7 +28,8 @@ from .nfs import nfs
 from .persistent import persistent_volume_claim
 from .projected import downward_api, projected
 from .sources import MountError, config_map, empty_dir, secret
-from .stats import ClaimVolume
+from . import tmpfs
+from .stats import ClaimVolume, tmpfs_size
 from .watch_based_manager import WatchBasedManager
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,10 @@ class VolumeManager:
         self._read_only: dict[str, set[str]] = {}
         #: pod uid -> volume name -> the claim behind it as last mounted (stats.py measures it)
         self.claims: dict[str, dict[str, ClaimVolume]] = {}
+        #: the node's allocatable memory in bytes: a memory-backed emptyDir's size where no limit is smaller
+        self.allocatable_memory = 0
+        #: pod uid -> the tmpfs mounts of its memory-backed emptyDirs (the process runtime's)
+        self._tmpfs: dict[str, list[str]] = {}
 
     def pod_dir(self, uid: str) -> str:
         return os.path.join(self.root, uid)
@@ -105,6 +110,13 @@ class VolumeManager:
             out[vol["name"]] = target
         return out
 
+    def mount_tmpfs(self, pod: dict, vol: dict, target: str) -> None:
+        """Mount memory-backed emptyDir `vol`'s tmpfs at `target` (once), of the size the kubelet
+        gives it (stats.tmpfs_size)."""
+        mounted = self._tmpfs.setdefault(pod["metadata"]["uid"], [])
+        if target not in mounted and tmpfs.mount(target, tmpfs_size(pod, vol, self.allocatable_memory)):
+            mounted.append(target)
+
     async def _refresh(self, pod: dict, vol: dict, kind: str, target: str, when: float) -> None:
         """Set the volume up again whenever its source asks to; a failure keeps
         the last good files and is reported at each try (the recorder counts repeats)."""
@@ -127,10 +139,16 @@ class VolumeManager:
         self.state.pop(uid, None)
         self._read_only.pop(uid, None)
         self.claims.pop(uid, None)
+        for target in self._tmpfs.pop(uid, ()):
+            tmpfs.unmount(target)
         shutil.rmtree(self.pod_dir(uid), ignore_errors=True)
 
     async def close(self) -> None:
-        """Stop the watches of a manager of this node's own."""
+        """Unmount the tmpfs mounts left (pods still running as the node stops) and stop the
+        watches of a manager of this node's own."""
+        for uid in list(self._tmpfs):
+            for target in self._tmpfs.pop(uid):
+                tmpfs.unmount(target)
         if self._own_watched:
             for manager in self.watched.values():
                 await manager.close()

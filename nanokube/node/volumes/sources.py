@@ -79,4 +79,8 @@ async def secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float
 
 
 async def empty_dir(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
+    """An emptyDir's directory (a kind a simulated node cannot provide gets one too); on the
+    process runtime one of medium Memory is a tmpfs of its size (VolumeManager.mount_tmpfs)."""
     os.makedirs(target, exist_ok=True)
+    if mgr.host_paths and (vol.get("emptyDir") or {}).get("medium") == "Memory":
+        mgr.mount_tmpfs(pod, vol, target)

@@ -16,8 +16,9 @@ pod, from its directory (its files are there); on the simulated runtime, where i
 the pod's memory (simulated_fs), from that tree (`tree_usage`, as du would count it on the node's
 filesystem), with statfs of its directory on the node for the totals. One with medium Memory is
 a tmpfs upstream, measured by du as well: on the simulated runtime its tree's count, its capacity
-the tmpfs's size (`tmpfs_size`), its directories taking no pages; the process runtime, which
-mounts no tmpfs, leaves it out. Volumes without a claim come first, then the claims with
+the tmpfs's size (`tmpfs_size`), its directories taking no pages; on the process runtime, which
+mounts it (tmpfs.py), as a disk emptyDir is measured (du, and statfs of the tmpfs). Volumes
+without a claim come first, then the claims with
 their `pvcRef` (upstream walks a map, so its order is not fixed).
 
 Each volume's measurement stands for the kubelet's volumeStatsAggPeriod (1 minute) on the node's
@@ -163,9 +164,13 @@ def local_usage(mgr: VolumeManager, worker, pod: dict, containers) -> LocalUsage
 
 
 def tmpfs_usage(mgr: VolumeManager, worker, pod: dict) -> dict[str, int]:
-    """The pages each of a simulated pod's memory-backed emptyDirs holds, by volume; none on the
-    process runtime, which mounts no tmpfs."""
-    return {} if mgr.host_paths else {name: tree_usage(worker.empty_dir(name), True)[0] for name in memory_backed(pod)}
+    """The pages each of a pod's memory-backed emptyDirs holds, by volume: a simulated pod's trees
+    counted, a process runtime pod's tmpfs measured as du measures it (blocking, but a tmpfs is
+    small and in memory)."""
+    if not mgr.host_paths:
+        return {name: tree_usage(worker.empty_dir(name), True)[0] for name in memory_backed(pod)}
+    uid = pod["metadata"]["uid"]
+    return {name: _disk_usage(path)[0] for name in memory_backed(pod) if os.path.isdir(path := mgr.volume_dir(uid, name))}
 
 
 def tmpfs_charges(pod: dict, tmpfs: dict[str, int], running) -> dict[str, int]:
@@ -287,7 +292,7 @@ def _volume(mgr: VolumeManager, pod: dict, vol: dict, claim: ClaimVolume | None,
     kind = next((k for k in vol if k != "name"), "emptyDir")
     path = mgr.volume_dir(pod["metadata"]["uid"], name)
     tmpfs = kind == "emptyDir" and (vol.get("emptyDir") or {}).get("medium") == "Memory"
-    if kind in _DU_KINDS or kind == "emptyDir" and not (tmpfs and mgr.host_paths):
+    if kind in _DU_KINDS or kind == "emptyDir":
         if not mgr.host_paths and kind == "emptyDir":
             if name not in in_memory or (fs := _measure(path, walk=False)) is None:
                 return None

@@ -1,0 +1,59 @@
+"""A memory-backed emptyDir on the process runtime: a tmpfs of its size at the volume's directory,
+as the kubelet's emptyDir plugin mounts it, gone with the pod."""
+
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from nanokube.node.streaming import log_options
+from tests.controllers import eventually
+from tests.node.runtime.test_process import phase, pod, process_agents, status_of
+
+
+@pytest.fixture
+async def env(tmp_path):
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, mgr):
+        yield client, rt, mgr, tmp_path
+
+
+def mounted(path: str) -> bool:
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+async def test_a_memory_emptydir_is_a_tmpfs_of_its_size_limit_and_a_write_past_it_fails(env):
+    """dd past the 1Mi sizeLimit gets ENOSPC with 1 MiB written; the summary measures the volume
+    as the tmpfs it is (its capacity the sizeLimit) and charges its pages to the container's
+    memory; the mount goes when the pod does."""
+    client, rt, mgr, tmp = env
+    target = str(tmp / "cache")
+    script = (f"dd if=/dev/zero of={target}/blob bs=1M count=2 2>&1 | head -1; wc -c < {target}/blob; "
+              f"echo ready; sleep 300")
+    p = pod("ram", ["sh", "-c", script], grace=1, volumeMounts=[{"name": "cache", "mountPath": target}])
+    p["spec"]["volumes"] = [{"name": "cache", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
+    pods = client.resource("", "v1", "pods")
+    created = await pods.create(p)
+    await eventually(status_of(pods, "ram", phase("Running")))
+    worker = rt.pods[("default", "ram")]
+
+    async def written():
+        data = await worker.logs("main", log_options({}, time.time()))
+        return data if isinstance(data, bytes) and data.endswith(b"ready\n") else None
+    log = (await eventually(written)).decode().splitlines()
+    assert "No space left on device" in log[0] and log[1:] == ["1048576", "ready"]
+    volume = worker.agent.volumes.volume_dir(created["metadata"]["uid"], "cache")
+    assert mounted(volume)
+    summary = json.loads((await mgr.kubelet_for("gpu-0").serve(
+        SimpleNamespace(method="GET", query={}, headers={}), "/stats/summary")).text)
+    [ram] = [s for s in summary["pods"] if s["podRef"]["name"] == "ram"]
+    [cache] = ram["volume"]
+    assert (cache["capacityBytes"], cache["usedBytes"]) == (2**20, 2**20)
+    assert ram["containers"][0]["memory"]["workingSetBytes"] >= 2**20
+    await pods.delete("ram", "default")
+
+    async def unmounted():
+        return not mounted(volume)
+    await eventually(unmounted)
+
