@@ -25,6 +25,12 @@ from typing import Protocol
 from .simulated_fs import NOT_FOUND, ContainerFS, Dir, File, FsError, NoSpace
 
 
+#: how many bytes one run writes (captures included) and one command's words hold at most: a run
+#: past it (`seq 1 100000000`, `x="$x$x"` in a loop) is not interpreted, rather than the node agent
+#: holding what a real container's memory limit would have stopped
+WRITE_BUDGET = 64 << 20
+
+
 class Unknown(Exception):
     """The command is not one simulated_command interprets."""
 

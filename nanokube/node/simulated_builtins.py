@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .simulated_applets import NoTerminal, Unknown
+from .simulated_applets import WRITE_BUDGET, NoTerminal, Unknown
 from .simulated_script import _NAME
 
 if TYPE_CHECKING:
@@ -85,6 +85,8 @@ def _printf(run: _Run, name: str, args: list[str]) -> int:
             flags, width, precision, kind = m.groups()
             if kind == "%":
                 return "%"
+            if int(width or 0) > WRITE_BUDGET or int(precision[1:] or 0) > WRITE_BUDGET:
+                raise Unknown  # padding past what a run may write (`%0999999999d`)
             used = True
             arg = args.pop(0) if args else ""
             if kind == "b":

@@ -102,7 +102,7 @@ from . import simulated_gpu as gpu
 from . import simulated_identity as identity
 from . import simulated_net as net
 from . import simulated_system as system
-from .simulated_applets import APPLETS, TERMINAL_APPLETS, Terminal, reads_data
+from .simulated_applets import APPLETS, TERMINAL_APPLETS, WRITE_BUDGET, Terminal, reads_data
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
 from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Return
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError, NoSpace
@@ -193,7 +193,7 @@ class Endless:
                     run._condition(self.node.cond)
                     run.script(self.node.body)
                 done = run.now <= at
-            except (_Unknown, _Exit, _Jump, _Forever):
+            except (_Unknown, _Exit, _Jump, _Forever, RecursionError):
                 done = True
             journal = run.fs.journal[mark:] if isinstance(run.fs, ContainerFS) and run.fs.journal else []
             changes = [(t - self.started, change, a, kw) for t, change, a, kw in journal]
@@ -350,7 +350,7 @@ def written_so_far(argv: list[str], now: float, fs: Files, stdin: bytes, env: di
         return run.program().writes(), run.reads_to_eof
     except (_Exit, _Forever, _Jump):
         return None
-    except (_Unknown, _Waiting):
+    except (_Unknown, _Waiting, RecursionError):
         return [], True
     return None
 
@@ -544,6 +544,8 @@ def _execute(script: Script, run: _Run) -> _Run:
         run.exited = True
     except (_Forever, _Jump):
         pass
+    except RecursionError:  # (a function calling itself without end: a real shell's stack overflows)
+        raise _Unknown from None
     run.rest = []
     if run.wait is None and not math.isinf(run.now) and (run.exited or not run.interactive):
         _on_exit(run)
@@ -606,6 +608,7 @@ class _Run:
         self.captured_read = self.reads_to_eof = False
         self.now = 0.0
         self.output: list[tuple[float, str | bytes]] = []
+        self.written = 0  # bytes written to stdout and stderr: WRITE_BUDGET's
         self.status = status
         self.exited = False
         self.fs = fs
@@ -672,12 +675,19 @@ class _Run:
 
     def err(self, text: str) -> None:
         """Write to stderr."""
+        self._spend(len(text))
         self.errors.append((len(self.output), self.now, text))
 
     def out(self, data: str | bytes) -> None:
         """Write to stdout."""
         if data:
+            self._spend(len(data))
             self.output.append((self.now, data))
+
+    def _spend(self, size: int) -> None:
+        self.written += size
+        if self.written > WRITE_BUDGET:
+            raise _Unknown
 
     def defers(self, and_or: list) -> bool:
         """Whether the run, some time after it started, leaves the top-level list `and_or` for its
@@ -1076,6 +1086,8 @@ class _Run:
         self.substituted = False
         words = [f for w in node.words for f in self.expand(w)]
         assigns = [(name, self._string(value)) for name, value in node.assigns]
+        if sum(map(len, words)) + sum(len(v) for _, v in assigns) > WRITE_BUDGET:
+            raise _Unknown
         redirects = [(fd, kind, self._string(target)) for fd, kind, target in node.redirects]
         if "x" in self.options:  # `set -x`: each command as it runs, on stderr
             self.err("+ " + " ".join([*(_quoted(f"{n}={v}") for n, v in assigns), *map(_quoted, words)]) + "\n")
@@ -1252,8 +1264,11 @@ class _Run:
         elif name == "seq" and 1 <= len(args) <= 3 and all(re.fullmatch(r"-?\d+", a) for a in args):
             n = [int(a) for a in args]
             first, step, last = (1, 1, n[0]) if len(n) == 1 else (n[0], 1, n[1]) if len(n) == 2 else n
-            if step:
-                self.out("".join(f"{i}\n" for i in range(first, last + (1 if step > 0 else -1), step)))
+            numbers = range(first, last + (1 if step > 0 else -1), step) if step else range(0)
+            if len(numbers) * (max(len(str(first)), len(str(last))) + 1) > WRITE_BUDGET - self.written:
+                raise _Unknown
+            if numbers:
+                self.out("".join(f"{i}\n" for i in numbers))
             self.status = 0
         elif name in TERMINAL_APPLETS:
             self.status = TERMINAL_APPLETS[name](self, name, args)

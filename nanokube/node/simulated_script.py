@@ -523,4 +523,7 @@ class _Parser:
 def parse(script: str) -> Script:
     """The commands of `script`; Unknown for what is not simulated, Incomplete where it ends too soon."""
     parser = _Parser(lex(script))
-    return parser.script()
+    try:
+        return parser.script()
+    except RecursionError:  # nested deeper than Python's stack goes (`$(` 300 times)
+        raise Unknown from None

@@ -444,3 +444,24 @@ def test_a_first_process_outlives_sigterm_unless_it_may_handle_it(argv, outlives
     """Whether the kubelet's SIGTERM leaves a container's first process running (to be killed when
     the grace period is up), as runc's PID 1 would, from its command and whether it is interpreted."""
     assert outlives_sigterm(argv, interpret(argv) is not None) is outlives
+
+
+@pytest.mark.parametrize("script", [
+    "f() { f; }; f",  # recursion without end: a real shell's stack overflows
+    "echo " + "$(echo " * 3000 + "x" + ")" * 3000,  # nested deeper than the interpreter's stack
+    "if true; then " * 4000 + "echo y" + "; fi" * 4000,
+    "seq 1 100000000 | tail -1",  # 900 MB at one instant
+    "x=a; while true; do x=\"$x$x\"; done",  # a variable doubling each pass
+    "printf '%0999999999d\\n' 1",
+])
+def test_a_script_past_the_interpreters_stack_or_write_budget_is_not_interpreted(script, pod_files):
+    """Found by fuzz54: each of these, as a pod's command, took the node agent down (a RecursionError
+    failing the pod's worker; tens of GB of memory until the kernel killed `nanokube up`). Each is
+    left uninterpreted, as any command that is not simulated, at once."""
+    assert interpret(["sh", "-c", script], 0.0, lambda: pod_files.draft("main")) is None
+
+
+def test_the_write_budget_leaves_ordinary_output_alone(pod_files):
+    program = interpret(["sh", "-c", "seq 3; seq 1 0 5; seq 100000 | tail -1; n=0; f() { n=$((n + 1)); "
+                         "[ $n -lt 50 ] && f; }; f; echo $n"], 0.0, lambda: pod_files.draft("main"))
+    assert "".join(x if isinstance(x, str) else x.decode() for _, x in program.output) == "1\n2\n3\n100000\n50\n"
