@@ -89,6 +89,16 @@ class Eviction:
     grace: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class KillGrace:
+    """The grace period a pod's containers stop with (`seconds`), and when (wall clock) the request
+    that set it came (`asked`): the simulated runtime counts it from then, the process runtime from
+    its kill's start, as killPod does."""
+
+    seconds: float
+    asked: float
+
+
 #: spec.activeDeadlineSeconds ran out (activeDeadlineHandler)
 DEADLINE = Eviction("DeadlineExceeded", DEADLINE_MESSAGE)
 #: the state the status manager's TerminatePod gives a container that had not finished when its pod ended
@@ -2234,14 +2244,14 @@ class PodWorker:
         self.terminating = True
         if self.eviction is DEADLINE and not self.deleting():
             await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
-        grace, asked = self._kill_grace()
+        grace = self._kill_grace()
         apps = [c for c in self._containers() if c["name"] in self.io.running and c["name"] not in self.ended]
         sidecars = [c for c in self._sidecars() if c["name"] in self.io.running]
         stopped = {c["name"]: asyncio.Event() for c in apps + sidecars}
         turns = {c["name"]: [stopped[x["name"]] for x in apps + sidecars[i + 1:]] for i, c in enumerate(sidecars)}
-        await asyncio.gather(*(self._stop(c, asked + grace, turns.get(c["name"], []), stopped[c["name"]])
+        await asyncio.gather(*(self._stop(c, grace.asked + grace.seconds, turns.get(c["name"], []), stopped[c["name"]])
                                for c in apps + sidecars))
-        code = stop_exit_code(self.pod, grace)
+        code = stop_exit_code(self.pod, grace.seconds)
         now = self.clock.rfc3339()
         term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                 "startedAt": self.started_at or now, "finishedAt": now}
@@ -2251,8 +2261,8 @@ class PodWorker:
             if e.code != 404:
                 raise
 
-    def _kill_grace(self) -> tuple[float, float]:
-        """The grace period the pod's containers stop with and when (wall clock) it counts from, as
+    def _kill_grace(self) -> KillGrace:
+        """The grace period the pod's containers stop with and when (wall clock) it was asked for, as
         the pod workers' calculateEffectiveGracePeriod settles it from the requests in the order
         they came: the deletion's (deletionGracePeriodSeconds, from when this worker saw it) and the
         kubelet's own (an eviction; node shutdown's gracePeriodOverride; from their request) -- the
@@ -2273,7 +2283,7 @@ class PodWorker:
                 grace, asked = max(given, 1), at
         if grace is None:
             grace = max((self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30), 1)
-        return grace, asked
+        return KillGrace(grace, asked)
 
     async def _stop(self, c: dict, deadline: float, turn: list[asyncio.Event], done: asyncio.Event) -> None:
         """killContainer for container `c` as the pod stops by `deadline` (wall clock): its preStop

@@ -293,8 +293,8 @@ class ProcessPodWorker(PodWorker):
             self.terminating = True
             if self.eviction is DEADLINE and not self.deleting():
                 await self._event("Normal", "DeadlineExceeded", DEADLINE_MESSAGE)
-            grace, _ = self._kill_grace()
-            await self._kill_gracefully([*self._all(), *self.debug.values()], self.clock.now() + grace)
+            await self._kill_gracefully([*self._all(), *self.debug.values()],
+                                        self.clock.now() + self._kill_grace().seconds)
         for c in self.debug.values():  # the app containers are done: what is left of a debug session goes
             _kill(c, signal.SIGKILL)
         await asyncio.gather(*self._children)
