@@ -136,6 +136,12 @@ def _converts(strategy: Strategy) -> bool:
     return type(strategy).prepare_conversion is not Strategy.prepare_conversion
 
 
+def _stored_before(res: Resource, version: str, obj: dict) -> bool:
+    """A custom resource stored at another version than `version`, the storage version's (written
+    before the CRD's storage version changed): it converts from the version it was stored at."""
+    return _converts(res.strategy) and obj.get("apiVersion") != res.api_version(version)
+
+
 def _in_stored_order(res: Resource, obj: dict) -> dict:
     """A dry run's object in the order its write would have stored and served it (stored_json's:
     Go's struct order, a custom resource's maps sorted), as upstream encodes the same struct either
@@ -380,7 +386,8 @@ class GenericREST:
         """What a custom resource's validation reads: the objects at the request's version, whose
         schema and rules are that version's (upstream's CR handler holds the request's version in
         memory and converts only to store), not the storage version's."""
-        if not res.strategy.unstructured or version == res.storage_version:
+        if not res.strategy.unstructured or (version == res.storage_version
+                                             and not any(_stored_before(res, version, o) for o in objs)):
             return objs
         await res.strategy.prepare_conversion(list(objs), version)
         return tuple(self._external(res, o, version) for o in objs)
@@ -483,6 +490,8 @@ class GenericREST:
             new = sent if sent is not None else res.strategy.from_storage(new, version)
             if old is not None:
                 old = sent_old if sent_old is not None else res.strategy.from_storage(old, version)
+        elif old is not None and _stored_before(res, version, old):
+            old = res.strategy.from_storage(old, version)
         ignore_status = "status" in res.subresources
         manager, now, api_version = self._manager(opts, "unknown"), self.clock.rfc3339(), res.api_version(version)
         if old is None:
@@ -1183,8 +1192,8 @@ class GenericREST:
                 tracked = res.strategy.prepare_for_subresource_update(subresource, new, old)
             else:
                 tracked = new
-            if _converts(res.strategy) and version != res.storage_version:  # fields are tracked at `version`
-                await res.strategy.prepare_conversion([old, tracked], version)
+            if _converts(res.strategy) and (version != res.storage_version or _stored_before(res, version, old)):
+                await res.strategy.prepare_conversion([old, tracked], version)  # fields are tracked at `version`
             live, patched = sent if sent is not None and tracked is new else (None, None)
             managed_fields = await _computed(large or _large(tracked, size), self._track_fields, res, version, old, tracked, opts,
                                              subresource, sent=patched, sent_old=live)

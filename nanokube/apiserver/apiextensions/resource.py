@@ -395,8 +395,9 @@ class CustomResourceStrategy(Strategy):
     def from_storage(self, obj: Obj, version: str) -> Obj:
         """Conversion to the version asked for, pruned by its schema when converted (as on the
         way in), then read-time defaults and pruning: a schema change shows on objects written
-        before it."""
-        converted = version != self.storage
+        before it. An object converts from the version it was stored at, which is an earlier
+        storage version for one written before the CRD's storage version changed."""
+        converted = obj.get("apiVersion") != f"{self.group}/{version}"
         if self.webhook and converted:
             obj = self._webhook_converted(obj, version)
         info = self._info(version)

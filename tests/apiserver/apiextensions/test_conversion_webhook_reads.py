@@ -206,3 +206,35 @@ async def test_a_write_is_validated_by_the_schema_and_rules_of_its_own_version(t
                 json.loads(at_v1.value.body)["message"]
     finally:
         hook.stop()
+
+
+async def test_objects_stored_before_a_storage_version_change_are_converted_from_their_own_version(boxes):
+    """An operator moves storage to v2 and migrates (reads each object at v2 and writes it back,
+    as kube-storage-version-migrator or `kubectl get -o json | kubectl replace` does): an object
+    still stored at v1 is converted from v1 by the webhook, as upstream decodes what it stored by
+    the stored object's own apiVersion. It was taken for a v2 object: the read served v1's fields
+    as v2's (where v2's schema has defaults, pruned and defaulted: a replicas of 9 read as the
+    default 1), and the migration wrote that back."""
+    hook, c = boxes
+    v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/boxes" for v in ("v1", "v2"))
+    await create_when_served(c, f"{v1}?fieldManager=maker", {"apiVersion": f"{GROUP}/v1", "kind": "Box", "metadata": {"name": "old"},
+                                     "spec": {"size": 3}})
+    crd = await call(c, "GET", f"{CRDS}/boxes.{GROUP}")
+    for v in crd["spec"]["versions"]:
+        v["storage"] = v["name"] == "v2"
+    await call(c, "PUT", f"{CRDS}/boxes.{GROUP}", crd)
+    for _ in range(200):  # the new storage version is served once the CRD's storage is rebuilt
+        if (await call(c, "GET", f"{CRDS}/boxes.{GROUP}"))["status"]["storedVersions"] == ["v1", "v2"]:
+            break
+        await asyncio.sleep(0.05)
+    hook.calls.clear()
+    old = await call(c, "GET", f"{v2}/old")
+    assert old["spec"] == {"sizeV2": 3}
+    assert [r["request"]["desiredAPIVersion"] for r in hook.calls_to("/convert")] == [f"{GROUP}/v2"]
+    migrated = await call(c, "PUT", f"{v2}/old", old, "migrator")
+    assert migrated["spec"] == {"sizeV2": 3}
+    assert (await call(c, "GET", f"{v1}/old"))["spec"] == {"size": 3}
+    # nothing changed: the field stays its writer's, at the version it wrote (it was the migrator's,
+    # the object at v1 compared with it at v2)
+    assert [(m["manager"], m["apiVersion"], m["fieldsV1"]) for m in migrated["metadata"]["managedFields"]] == [
+        ("maker", f"{GROUP}/v1", {"f:spec": {"f:size": {}}})]
