@@ -416,16 +416,15 @@ async def view(worker, text: str, image: str = "") -> Network | None:
         log.warning("the network of pod %s/%s: Services, EndpointSlices and Pods not listed yet",
                     worker.namespace, worker.name)
         return None
-    spec = worker.pod.get("spec") or {}
     pod = cluster.pods.get(f"{worker.namespace}/{worker.name}")  # its status as the server has it
     if pod is None or pod["metadata"].get("uid") != worker.uid:
         pod = worker.pod
     if worker.ip and not (pod.get("status") or {}).get("podIP"):
         pod = {**pod, "status": {**(pod.get("status") or {}), "podIP": worker.ip}}
     nameservers, search, options = resolver(worker.pod)
-    hosts = "" if spec.get("hostNetwork") else hosts_file.content(
-        pod_hostname(worker.pod, worker.agent.name), [worker.ip] if worker.ip else [], spec.get("hostAliases"),
-        hosts_file.domain(worker.pod, ZONE))
+    # names resolve through the /etc/hosts the container has (a hostNetwork pod's: the node's copy)
+    hosts = hosts_file.simulated(worker.pod, {}, pod_hostname(worker.pod, worker.agent.name), worker.ip, ZONE,
+                                 worker.agent.name) or ""
     return Network(worker.namespace, pod, worker.agent.name, cluster, hosts, nameservers, search,
                    DNS_SERVER in nameservers, ndots(options), image)
 

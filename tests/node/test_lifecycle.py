@@ -734,6 +734,21 @@ async def test_a_term_traps_output_as_the_running_command_ends_with_the_signal_i
         await pods.patch("deleted", {"metadata": {"finalizers": None}}, namespace="default")
 
 
+async def test_a_host_network_pod_resolves_names_through_its_copy_of_the_nodes_hosts_file():
+    """A hostNetwork pod's /etc/hosts is the kubelet's copy of its node's: localhost and the node's
+    own name resolve through it (busybox's ping looks them up there), as they do on the node."""
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        pods = s.client.resource("", "v1", "pods")
+        p = pod("hn", restart="Never")
+        p["spec"]["hostNetwork"] = True
+        p["spec"]["containers"][0]["command"] = ["sh", "-c", "ping -c 1 localhost >/dev/null && ping -c 1 gpu-0"]
+        await pods.create(p)
+        done = await eventually(phase_is(pods, "hn", "Succeeded"))
+        log = (await mgr.read_log("default", "hn", "app", {})).decode()
+        assert log.startswith(f"PING gpu-0 ({done['status']['hostIP']}): ") and "1 packets received" in log, log
+
+
 async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
     """activeDeadlineHandler: once spec.activeDeadlineSeconds have passed since the pod started (running
     or crash-looping), the kubelet records DeadlineExceeded, stops the containers and the pod is Failed
