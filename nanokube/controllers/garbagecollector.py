@@ -190,12 +190,12 @@ class GarbageCollector(Controller):
 
     async def _report_invalid_namespace(self, n: Node, ref: dict) -> None:
         """reportInvalidNamespaceOwnerRef: the owner was seen in another namespace than its dependent's."""
-        res = n.rc.res
+        res, namespace = n.rc.res, n.namespace or ""  # (a cluster-scoped dependent's: none, "")
         obj = {"kind": res.kind, "apiVersion": res.api_version(n.rc.version),
                "metadata": {"name": n.name, "namespace": n.namespace, "uid": n.uid}}
-        owner = f"[{ref['apiVersion']}/{ref['kind']}, namespace: {n.namespace}, name: {ref['name']}, uid: {ref['uid']}]"
+        owner = f"[{ref['apiVersion']}/{ref['kind']}, namespace: {namespace}, name: {ref['name']}, uid: {ref['uid']}]"
         await self.recorder.emit(obj, "Warning", "OwnerRefInvalidNamespace",
-                                 f'ownerRef {owner} does not exist in namespace "{n.namespace}"')
+                                 f'ownerRef {owner} does not exist in namespace "{namespace}"')
 
     async def _maybe_collect(self, n: Node) -> None:
         """attemptToDeleteItem: a dependent with a solid owner loses its references to the owners that

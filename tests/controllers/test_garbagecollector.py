@@ -218,3 +218,31 @@ async def test_a_foreground_deletion_spares_a_dependent_with_another_owner(env):
     assert await eventually(gone(cms, "owner"))
     dep = await cms.get("dep", NS)
     assert not dep["metadata"].get("deletionTimestamp") and dep["metadata"]["ownerReferences"] == [second]
+
+
+async def test_a_cluster_scoped_dependent_naming_a_namespaced_objects_uid_is_reported_without_a_namespace(env):
+    """A ClusterRole whose owner reference names a ClusterRole by the uid of a ConfigMap: upstream's
+    graph builder reports OwnerRefInvalidNamespace with the dependent's namespace, none (its Event in
+    "default"), and the collector, finding no such ClusterRole, deletes the dependent."""
+    cms = env
+    owner = await cms.create({"metadata": {"name": "owner", "namespace": NS}})
+    uid = owner["metadata"]["uid"]
+    ref = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "owner", "uid": uid}
+    roles = cms.c.resource("rbac.authorization.k8s.io", "v1", "clusterroles")
+    await roles.create({"metadata": {"name": "dep", "ownerReferences": [ref]}, "rules": []})
+
+    async def role_gone():
+        try:
+            await roles.get("dep")
+        except APIError as e:
+            return e.code == 404
+        return False
+    assert await eventually(role_gone)
+
+    async def reported():
+        items, _ = await cms.c.resource("", "v1", "events").list("default")
+        return [e for e in items if e["reason"] == "OwnerRefInvalidNamespace"]
+    (ev,) = await eventually(reported)
+    assert ev["involvedObject"]["kind"] == "ClusterRole" and "namespace" not in ev["involvedObject"]
+    assert ev["message"] == (f'ownerRef [rbac.authorization.k8s.io/v1/ClusterRole, namespace: , name: owner, '
+                             f'uid: {uid}] does not exist in namespace ""')
