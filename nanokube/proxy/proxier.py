@@ -140,9 +140,13 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
             if port is None:
                 continue
             for ep in sl.get("endpoints") or []:
-                ready = ep.get("conditions", {}).get("ready") is not False
+                conditions = ep.get("conditions") or {}
+                ready = conditions.get("ready") is not False  # (unset: ready and serving, not terminating)
+                serving_terminating = not ready and conditions.get("serving") is not False and \
+                    conditions.get("terminating") is True
                 for addr in ep.get("addresses", [])[:1]:
-                    eps[(addr, port)] = Endpoint(addr, port, ready, bool(node_name) and ep.get("nodeName") == node_name)
+                    eps[(addr, port)] = Endpoint(addr, port, ready, bool(node_name) and ep.get("nodeName") == node_name,
+                                                 serving_terminating)
         out.append(ServicePort(md["namespace"], md["name"], name or str(p["port"]), proto.lower(), ip,
                                p["port"], p.get("nodePort", 0), tuple(eps[k] for k in sorted(eps)), affinity,
                                spec.get("internalTrafficPolicy") == "Local", external, external_ips, vips, ranges))
@@ -381,13 +385,13 @@ class Proxier:
                       if e.local and e.ready}) for key in self.health_check_ports})
 
     async def _sync_table(self, t: FamilyTable, full: bool, triggers: dict[str, list[float]]) -> SyncReport:
-        """One family's sync, with its metrics: the services of a Local policy with no local ready
-        endpoint, set whatever the outcome; once it succeeded, each change it carried's network
+        """One family's sync, with its metrics: the services of a Local policy with no local endpoint
+        to use (ready, else serving while terminating), set whatever the outcome; once it succeeded, each change it carried's network
         programming latency (since the trigger time its slice was stamped with)."""
         family = IP_FAMILIES[t.family]
         for policy, local in (("internal", lambda sp: sp.internal_local), ("external", lambda sp: sp.external_local)):
             self.metrics.no_local.labels(policy, family).set(sum(
-                1 for sp in t.flat.values() if local(sp) and not any(e.local and e.ready for e in sp.endpoints)))
+                1 for sp in t.flat.values() if local(sp) and not sp.local_endpoints))
         start = self.clock.monotonic()
         report = await asyncio.to_thread(t.syncer.sync, dict(t.flat), full)
         elapsed = self.clock.monotonic() - start

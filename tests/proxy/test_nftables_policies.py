@@ -102,3 +102,22 @@ def test_nodeport_ips_set_restricts_nodeports(nft):
     plain = Syncer(nft, CFG)
     assert plain.sync(services(sp(node_port=30080))).ok
     assert "nodeport-ips" not in sets(Kernel(nft))
+
+
+def test_serving_terminating_endpoints_carry_traffic_where_none_is_ready(nft):
+    """A Service whose every endpoint is terminating but still serving is balanced over them (not
+    rejected), and an externalTrafficPolicy Local NodePort sends outside traffic to this node's
+    serving terminating endpoint where it has no ready one, as upstream's CategorizeEndpoints."""
+    s = Syncer(nft, CFG)
+    eps = (Endpoint("10.244.1.1", 8080, ready=False, local=True, serving_terminating=True),
+           Endpoint("10.244.1.2", 8080, ready=False, serving_terminating=True),
+           Endpoint("10.244.1.3", 8080, ready=False))
+    web = ServicePort("default", "web", "http", "tcp", "10.96.0.10", 80, node_port=30080, endpoints=eps,
+                      external_local=True)
+    assert s.sync(services(web)).ok
+    k = Kernel(nft)
+    base = chain_base(web.key)
+    assert vmap_keys(k, "no-endpoint-services") == {} and vmap_keys(k, "no-endpoint-nodeports") == {}
+    assert k.rules(f"service-{base}")[-1][0]["vmap"]["key"]["numgen"]["mod"] == 2
+    assert k.rules(f"local-{base}")[-1][0]["vmap"]["key"]["numgen"]["mod"] == 1
+    assert k.rules(f"external-{base}")[-1] == [{"goto": {"target": f"local-{base}"}}]

@@ -278,3 +278,28 @@ def http_get_in(netns: str, address: str, path: str) -> str:
         while chunk := sock.recv(65536):
             chunks.append(chunk)
     return b"".join(chunks).decode()
+
+
+def test_endpoints_serving_while_terminating_are_used_where_none_is_ready():
+    """KEP-1669 (GA in 1.28), upstream's CategorizeEndpoints: a Cluster policy uses the ready endpoints,
+    else, none being ready anywhere, those serving while they terminate; a Local policy this node's
+    ready ones, else its serving terminating ones. Found by fuzz54: they were never used, so a
+    Service whose pods were all terminating (a rollout's end, an ETP Local node draining) lost its
+    traffic while they still served."""
+    svc = service()
+    svc["spec"] |= {"type": "NodePort", "externalTrafficPolicy": "Local"}
+    svc["spec"]["ports"][0]["nodePort"] = 30080
+    sl = endpoint_slice(["10.244.0.2", "10.244.1.2", "10.244.1.3", "10.244.1.4"])
+    sl["endpoints"][0] |= {"nodeName": "node-0"}
+    sl["endpoints"][1] |= {"nodeName": "node-1", "conditions": {"ready": False, "serving": True, "terminating": True}}
+    sl["endpoints"][2] |= {"nodeName": "node-1", "conditions": {"ready": False, "serving": False, "terminating": True}}
+    sl["endpoints"][3] |= {"nodeName": "node-1", "conditions": {"ready": False}}
+    (sp,) = service_ports(svc, [sl], "node-1")
+    assert [e.ip for e in sp.cluster_endpoints] == ["10.244.0.2"]  # a ready one elsewhere wins
+    assert [e.ip for e in sp.local_endpoints] == ["10.244.1.2"]  # no ready one here: the serving terminating one
+    sl["endpoints"][0]["conditions"] = {"ready": False, "serving": True, "terminating": True}
+    (sp,) = service_ports(svc, [sl], "node-1")
+    assert [e.ip for e in sp.cluster_endpoints] == ["10.244.0.2", "10.244.1.2"]
+    sl["endpoints"][1]["conditions"] = {"ready": True}
+    (sp,) = service_ports(svc, [sl], "node-1")
+    assert [e.ip for e in sp.cluster_endpoints] == [e.ip for e in sp.local_endpoints] == ["10.244.1.2"]

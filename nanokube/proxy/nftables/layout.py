@@ -49,6 +49,8 @@ class Endpoint:
     port: int
     ready: bool = True
     local: bool = False  # on this proxy's node: the only ones a Local traffic policy uses
+    #: not ready but still serving while it terminates: used where no ready one is (KEP-1669)
+    serving_terminating: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,18 @@ class ServicePort:
     @property
     def ready_endpoints(self) -> tuple[Endpoint, ...]:
         return tuple(e for e in self.endpoints if e.ready)
+
+    @property
+    def cluster_endpoints(self) -> tuple[Endpoint, ...]:
+        """CategorizeEndpoints' for a Cluster policy: the ready ones, else, none being ready
+        anywhere, those serving while they terminate (a rollout's last pods keep their traffic)."""
+        return self.ready_endpoints or tuple(e for e in self.endpoints if e.serving_terminating)
+
+    @property
+    def local_endpoints(self) -> tuple[Endpoint, ...]:
+        """CategorizeEndpoints' for a Local policy: this node's ready ones, else its serving terminating ones."""
+        return tuple(e for e in self.endpoints if e.local and e.ready) or \
+            tuple(e for e in self.endpoints if e.local and e.serving_terminating)
 
     @property
     def ordinary(self) -> bool:
@@ -182,7 +196,7 @@ def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
         fw = firewall_chain(sp)
         out.chains[fw] = (f"{ip} saddr != {{ {', '.join(sp.source_ranges)} }} drop",)
         out.elements["firewall-ips"] = {f"{a} . {port}": f"goto {fw}" for a in sp.lb_ips}
-    eps = sp.ready_endpoints
+    eps = sp.cluster_endpoints
     if not eps:
         out.elements["no-endpoint-services"] = {k: "goto reject-chain" for k in (svc_key, *ext_keys)}
         if sp.node_port:
@@ -201,7 +215,7 @@ def service_rules(cfg: Config, sp: ServicePort) -> ServiceRules:
                                                       for i, e in enumerate(eps)}
         out.elements["hairpin-endpoints"] = {f"{e.ip} . {e.ip}": "" for e in eps}
         return out
-    local_eps = tuple(e for e in eps if e.local)
+    local_eps = sp.local_endpoints
     base = chain_base(sp.key)
     cluster_chain, local_chain, ext_chain = "service-" + base, "local-" + base, "external-" + base
     external_local = sp.external_local and sp.externally_accessible
