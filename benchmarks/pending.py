@@ -29,7 +29,8 @@ worth of one event loop, so its creates/s is the CPU it gets divided by the CPU 
 on one port and one SQLite database, the kernel spreading connections over them by SO_REUSEPORT):
 the server's CPU is then that of `up` and its workers together, with the busiest one's share of it
 and a census of which process holds which client's connections (a progress line); the rate can
-then grow with the cores the server gets, which the CPU ratio does not show.
+then grow with the cores the server gets, which the CPU ratio does not show, up to what this
+process (the client, one core at most) can send: its CPU per create is a row too.
 The scheduler process's CPU is read over the same two spans; "until idle" waits for both. The
 server's CPU per bound pod create, read over the creates alone (what lags past the last one is left
 out), is what a create costs with no scheduler write after it: against `none`'s, what handing the
@@ -71,6 +72,7 @@ METRICS = (
     "pending pod create p99 (ms)",
     "server CPU per pending create, during the creates (ms)",
     "server CPU per pending pod, until idle (ms)",
+    "benchmark client CPU per pending create (ms)",
     "server idle after last create (s)",
     "setup: node creates (nodes/s)",
     "setup: bound pod creates (pods/s)",
@@ -209,10 +211,10 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         # span, else a slower machine measures it inside the span and the ratio moves with its speed.
         settled, _ = await _idle(api, procs, 0)
         progress(f"  {cfg.pending_pods} pending pods, {cfg.concurrency} in flight")
-        cpu0 = procs.cpu()
+        cpu0, client0 = procs.cpu(), time.process_time()
         rate, latencies = await _rate(cfg.pending_pods, cfg.concurrency,
                                       lambda i: api.call("POST", api.pods, pending(i)))
-        last_create, cpu1 = time.perf_counter(), procs.cpu()
+        last_create, cpu1, client = time.perf_counter(), procs.cpu(), time.process_time() - client0
         clients = {"benchmark": os.getpid()} | ({"scheduler": procs.scheduler} if procs.scheduler else {})
         census = connections(list(procs.server), urllib.parse.urlsplit(server.url).port, clients)
         progress(f"  connections at the last create, per server process: {census}")
@@ -230,6 +232,7 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         "pending pod create p99 (ms)": percentile(latencies, 0.99) * 1000,
         "server CPU per pending create, during the creates (ms)": per_pod(cpu1),
         "server CPU per pending pod, until idle (ms)": per_pod(cpu2),
+        "benchmark client CPU per pending create (ms)": client / cfg.pending_pods * 1000,
         "server idle after last create (s)": max(idle - last_create, 0.0),
         "setup: node creates (nodes/s)": node_rate,
         "setup: bound pod creates (pods/s)": bound_rate,
