@@ -269,3 +269,28 @@ def test_pre_enqueue_messages():
     q["metadata"]["uid"] = "u1"
     handle.podgroups.observe_pod(q)
     assert plugin.pre_enqueue(info(p)) is None
+
+
+async def test_a_gang_asking_only_for_dra_backed_extended_resources_is_placed(schedulers):
+    """Found by fuzz54: members of a PodGroup asking for a DRA-backed extended resource (a
+    DeviceClass's extendedResourceName), with no resourceClaims of their own, failed DynamicResources'
+    PreFilter with a KeyError at every attempt: the group never scheduled and nothing said why."""
+    client, start = schedulers
+    await start(node("a", "4"))
+    driver = "fpga.example.com"
+    await client.resource("resource.k8s.io", "v1", "deviceclasses").create({
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "fpga"},
+        "spec": {"extendedResourceName": "example.com/fpga",
+                 "selectors": [{"cel": {"expression": f"device.driver == '{driver}'"}}]}})
+    await client.resource("resource.k8s.io", "v1", "resourceslices").create({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "a-fpgas"},
+        "spec": {"driver": driver, "nodeName": "a", "pool": {"name": "a", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "fpga-0"}, {"name": "fpga-1"}]}})
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 2))
+    pods = client.resource("", "v1", "pods")
+    for n in ("w-0", "w-1"):
+        body = member(n, "g")
+        body["spec"]["containers"][0]["resources"] = {"requests": {"example.com/fpga": "1"},
+                                                      "limits": {"example.com/fpga": "1"}}
+        await pods.create(body)
+    assert [await eventually(node_of(pods, n)) for n in ("w-0", "w-1")] == ["a", "a"]

@@ -494,7 +494,7 @@ class DynamicResources:
         pg = self.handle.podgroups.get(key) if key else None
         if pg is None:
             return
-        names = {claim_name(pod, pc)[0] for pc in pod["spec"]["resourceClaims"] if group_entry(pg, pc) is not None}
+        names = {claim_name(pod, pc)[0] for pc in pod["spec"].get("resourceClaims") or () if group_entry(pg, pc) is not None}
         cyc.shared = {c["metadata"].get("uid", "") for c in cyc.claims if c["metadata"]["name"] in names}
         cyc.group = pg if cyc.shared else None
 
