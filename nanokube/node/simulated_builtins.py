@@ -353,8 +353,25 @@ def escapes(text: str, octal: str) -> str:
     return re.sub(r"\\(" + octal + r"|x[0-9a-fA-F]{1,2}|.)", one, text, flags=re.S)
 
 
+def _wait(run: _Run, name: str, args: list[str]) -> int:
+    """`wait`: until every background job (`sleep N &`) has ended, 0; a SIGTERM the shell traps
+    coming meanwhile ends it at once with 143 (128 + 15), its trap running then, as a shell's
+    wait is interrupted where a foreground command is waited out. Waiting on one job (`wait
+    PID`) is not simulated."""
+    if args:
+        raise Unknown
+    end, run.jobs = max(run.jobs, default=run.now), []
+    if run.signal is not None and not run.signal_taken and run.traps.get("TERM") and run.signal < end:
+        run.now = max(run.now, run.signal)
+        run.status = 143
+        run._take_signal()  # (its trap runs now: its `exit` ends the shell)
+        return 143
+    run.now = max(run.now, end)
+    return 0
+
+
 BUILTINS: dict[str, Callable[[_Run, str, list[str]], int]] = {
     "true": _true, ":": _true, "false": _false, "echo": _echo, "printf": _printf, "exit": _exit,
     "break": _jump, "continue": _jump, "return": _return, "local": _local, "set": _set, "exec": _exec, "read": _read,
-    "trap": _trap,
+    "trap": _trap, "wait": _wait,
     **dict.fromkeys(("export", "unset", "env", "printenv"), _environment), "xargs": _xargs}

@@ -106,7 +106,7 @@ from .simulated_applets import APPLETS, TERMINAL_APPLETS, WRITE_BUDGET, Terminal
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
 from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Return
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError, NoSpace
-from .simulated_script import (PATTERN_OPS, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
+from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
                                Simple, Script, Word, literal, parse)
 
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
@@ -649,6 +649,8 @@ class _Run:
         self.signal: float | None = None
         self.signal_taken = False
         self.taken: tuple[int, int] | None = None
+        #: when each background job (`sleep N &`) ends, seconds since the start, until `wait` takes them
+        self.jobs: list[float] = []
 
     def snapshot(self) -> tuple:
         """The shell's state a later run goes on from (`restore`): its variables, positional
@@ -726,6 +728,9 @@ class _Run:
     def script(self, script: Script) -> None:
         """And-or lists, one after the other: `&&` runs its pipeline after a success, `||` after a failure."""
         for and_or in script:
+            if isinstance(and_or, Background):
+                self._background(and_or.items)
+                continue
             for i, (op, pipeline) in enumerate(and_or):
                 if op == ";" or (op == "&&") == (self.status == 0):
                     self.pipeline(pipeline)
@@ -734,6 +739,22 @@ class _Run:
                     if self.status and "e" in self.options and not self.conditions and not pipeline.negate and \
                             i == len(and_or) - 1:  # `set -e`: a failure that is no condition ends the shell
                         raise _Exit
+
+    def _background(self, items: list) -> None:
+        """`sleep N &`: a job that ends N seconds from now, which `wait` waits for (the pattern
+        that lets a TERM trap run at once: `trap ... TERM; sleep infinity & wait`); any other
+        background command, or one typed at an interactive shell (its job would outlive the
+        line), is not simulated."""
+        [(_, pipeline)] = items if len(items) == 1 else [(None, None)]
+        simple = pipeline.commands[0] if pipeline is not None and len(pipeline.commands) == 1 else None
+        if self.interactive or not isinstance(simple, Simple) or simple.assigns or simple.redirects or pipeline.negate:
+            raise _Unknown
+        self._take_signal()
+        words = [f for w in simple.words for f in self.expand(w)]
+        if len(words) != 2 or os.path.basename(words[0]) != "sleep":
+            raise _Unknown
+        self.jobs.append(self.now + _seconds(words[1]))
+        self.status = 0
 
     def node(self, node) -> None:
         if isinstance(node, Simple):

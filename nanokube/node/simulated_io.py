@@ -602,10 +602,11 @@ class SimulatedIO:
             simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: await self._gpus(container)})
 
     async def _gpus(self, container: str) -> tuple[simulated_gpu.Gpu, ...]:
-        """The node's GPUs container `container` sees (simulated_gpu): those of its DRA claims and
-        those NVIDIA_VISIBLE_DEVICES names (the device plugin's Allocate sets it; `all`: every one),
-        each once, in the node's PCI bus order, as nvidia-smi enumerates them; with the MIG devices
-        of each its NVIDIA-personality claims gave it."""
+        """The node's GPUs container `container` sees (simulated_gpu): those of its DRA claims (the
+        NVIDIA driver's too, an extended resource's claim among them) and those
+        NVIDIA_VISIBLE_DEVICES names (the device plugin's Allocate sets it; `all`: every one), each
+        once, in the node's PCI bus order, as nvidia-smi enumerates them; with the MIG devices of
+        each its NVIDIA-personality claims gave it."""
         agent = self.worker.agent
         node = [d for d in getattr(getattr(agent, "spec", None), "devices", ()) if d.kind == "gpu"]
         by_name = {d.name: d for d in node}
@@ -620,7 +621,9 @@ class SimulatedIO:
         seen += node if visible == ["all"] else [by_id[v] for v in visible if v in by_id]
         migs: dict[str, list[dict]] = {}  # the NVIDIA driver's MIG devices it was given, by their GPU's UUID
         nvidia = getattr(agent.claims, "container_devices", None)
-        for d in (nvidia(self.worker.pod, container) or ()) if nvidia and seen else ():
+        for d in (nvidia(self.worker.pod, container) or ()) if nvidia and node else ():
+            if (gpu := by_id.get(d["parentUUID"] or d["uuid"])) is not None:
+                seen.append(gpu)
             if d["type"] == "mig":
                 migs.setdefault(d["parentUUID"], []).append(d)
         return tuple(simulated_gpu.gpu(d.attributes, d.capacity, d.attributes.get("index", 0),

@@ -12,8 +12,9 @@ text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `
 `$0`...`$9`, `$@`, `$*`, `$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]`
 (case's and those of `${NAME%pattern}`; as a command's glob they are not simulated). A command,
 simple or compound, may redirect its descriptors 0 to 2: `<`, `>`, `>>`, `N>&M` (`2>&1`, `>&2`).
-Anything else a shell would do (`~`, backquotes, subshells, background jobs, other descriptors)
-is `Unknown`: the script is not interpreted. A script that ends inside a compound command or
+A command may run in the background (`&`: a `Background` list; the interpreter runs only
+`sleep N &`, for `wait`). Anything else a shell would do (`~`, backquotes, subshells, `$!`, other
+descriptors) is `Unknown`: the script is not interpreted. A script that ends inside a compound command or
 after an operator is `Incomplete` (an interactive shell asks for more)."""
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ class Simple:
     assigns: list[tuple[str, Word]]
     words: list[Word]
     redirects: list[Redirect]
+
+
+@dataclass
+class Background:
+    """An and-or list run in the background (`sleep 300 &`)."""
+    items: list
 
 
 @dataclass
@@ -346,6 +353,10 @@ class _Parser:
                 return lists
             lists.append(self.and_or())
             token = self.peek()
+            if token == Op("&"):  # (a separator too: what follows is the next list)
+                lists[-1] = Background(lists[-1])
+                self.i += 1
+                continue
             if token is not None and token not in (Op("\n"), Op(";")) and self.keyword() not in until and \
                     not (token == Op(";;") and ";;" in until):
                 raise Unknown  # `&`, `)`, or a keyword out of place

@@ -56,12 +56,27 @@ def test_date_prints_the_time_it_runs_at_as_busybox_does():
 @pytest.mark.parametrize("argv", [
     [], ["sh"], ["nginx", "-g", "daemon off;"], ["sleep"], ["exit", "3"], ["tail", "-f", "/var/log/x"],
     ["sh", "-c", "echo $$"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
-    ["sh", "-c", "echo hi | cat"], ["sh", "-c", "sleep 10 &"], ["sh", "-c", "ls *"], ["sh", "-c", "exit x"],
+    ["sh", "-c", "echo hi | cat"], ["sh", "-c", "echo hi &"], ["sh", "-c", "ls *"], ["sh", "-c", "exit x"],
     ["sh", "-c", "echo 'unterminated"], ["sh", "-c", "&& true"], ["sh", "-c", "(exit 1)"], ["python", "-c", "1"],
     ["sh", "-c", "nvidia-smi -L; sleep 9999 & wait"], ["sh", "-x", "exit 1"],
 ])
 def test_anything_else_is_not_interpreted(argv):
     assert interpret(argv) is None
+
+
+def test_wait_waits_for_the_background_sleeps_and_a_trapped_sigterm_cuts_it_short():
+    """`sleep N &` is a job `wait` waits for (the shell exits at once without a wait); SIGTERM
+    (`Program.signalled`) ends a wait at once where TERM is trapped (its trap runs then, the wait's
+    status 143), as a shell's wait is interrupted where a foreground sleep is waited out."""
+    assert interpret(["sh", "-c", "sleep 10 &"]) == Program((), 0, 0)
+    waited = interpret(["sh", "-c", "sleep 3 & sleep 5 & wait; echo $?"])
+    assert (waited.output, waited.seconds) == (((5, "0\n"),), 5)
+    trapped = interpret(["sh", "-c", "trap 'echo bye' TERM; sleep infinity & wait; echo $?"])
+    assert math.isinf(trapped.seconds)
+    later = trapped.signalled(2.5, None)
+    assert (later.output, later.seconds, later.exit_code) == (((2.5, "bye\n"), (2.5, "143\n")), 2.5, 0)
+    untrapped = interpret(["sh", "-c", "sleep 9 & wait; echo done"]).signalled
+    assert untrapped is None  # no TERM trap: the signal changes nothing
 
 
 def test_tty_and_stty_size_read_the_terminal_the_command_runs_on():
