@@ -749,6 +749,26 @@ async def test_a_host_network_pod_resolves_names_through_its_copy_of_the_nodes_h
         assert log.startswith(f"PING gpu-0 ({done['status']['hostIP']}): ") and "1 packets received" in log, log
 
 
+async def test_a_term_trap_cuts_a_wait_for_a_background_sleep_short():
+    """`trap ...; sleep infinity & wait`, the way a script lets its trap run at once: the kubelet's
+    SIGTERM interrupts the wait, the trap's output is in the log (`kubectl logs`) and its `exit 0`
+    ends the container (Completed), where a foreground sleep would be waited out until the kill."""
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        pods = s.client.resource("", "v1", "pods")
+        p = pod("waiting", grace=30, restart="Never", finalizers=["test.nanokube.io/keep"])
+        p["spec"]["containers"][0]["command"] = ["sh", "-c", "trap 'echo bye; exit 0' TERM; echo hi; "
+                                                 "sleep infinity & wait"]
+        await pods.create(p)
+        await eventually(phase_is(pods, "waiting", "Running"))
+        await clock.advance(2.5)
+        await pods.delete("waiting", "default")
+        done = await eventually(phase_is(pods, "waiting", "Succeeded"))
+        assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+        assert await mgr.read_log("default", "waiting", "app", {}) == b"hi\nbye\n"
+        await pods.patch("waiting", {"metadata": {"finalizers": None}}, namespace="default")
+
+
 async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(env):
     """activeDeadlineHandler: once spec.activeDeadlineSeconds have passed since the pod started (running
     or crash-looping), the kubelet records DeadlineExceeded, stops the containers and the pod is Failed
