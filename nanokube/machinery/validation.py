@@ -425,7 +425,38 @@ def label_value(value: str) -> list[str]:
     ))
 
 
+#: label and annotation maps found valid, by their items (4096 at most, of 64 items and 16 KiB of
+#: annotations at most): a pod's labels are checked again on each of its writes (status patches
+#: too), and a workload's pods share theirs; each key and value is remembered already
+#: (`remembers_valid`), but not walking them was ~20% of the metadata checks of a status patch
+_VALID_MAPS: set[tuple] = set()
+_MAP_ITEMS_MAX = 64
+_ANNOTATIONS_MAX = 16 << 10
+
+
+def _known_valid(m: Any, kind: str) -> tuple | None:
+    """The memo key of a label (`kind` "l") or annotation ("a") map, or None when it is valid
+    already; `(kind,)`, never remembered, for a map without a key (not a dict, too many items,
+    a value that is not hashable)."""
+    if type(m) is not dict or len(m) > _MAP_ITEMS_MAX:
+        return (kind,)
+    key = (kind, *m.items())
+    try:
+        return None if key in _VALID_MAPS else key
+    except TypeError:
+        return (kind,)
+
+
+def _remember_valid(key: tuple) -> None:
+    if len(key) > 1:
+        if len(_VALID_MAPS) >= 4096:
+            _VALID_MAPS.clear()
+        _VALID_MAPS.add(key)
+
+
 def validate_labels(labels: Any, path: str) -> list[FieldError]:
+    if (key := _known_valid(labels, "l")) is None:
+        return []
     errs: list[FieldError] = []
     for k, v in (labels or {}).items():
         for msg in qualified_name(k):
@@ -435,6 +466,8 @@ def validate_labels(labels: Any, path: str) -> list[FieldError]:
             continue
         for msg in label_value(v):
             errs.append(invalid(path, v, msg))
+    if not errs:
+        _remember_valid(key)
     return errs
 
 
@@ -464,6 +497,8 @@ def validate_label_selector(sel: Any, path: str, allow_invalid_values: bool = Fa
 
 
 def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
+    if (key := _known_valid(annotations, "a")) is None:
+        return []
     errs: list[FieldError] = []
     total = 0
     for k, v in (annotations or {}).items():
@@ -472,6 +507,8 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
         total += len(k) + len(v or "")
     if total > 256 * 1024:
         errs.append(too_long(path, 256 * 1024))
+    if not errs and total <= _ANNOTATIONS_MAX:
+        _remember_valid(key)
     return errs
 
 
@@ -545,9 +582,10 @@ def validate_object_meta(
         errs += validate_annotations(annotations, f"{path}.annotations")
     if refs := meta.get("ownerReferences"):
         errs += _owner_reference_errors(refs, f"{path}.ownerReferences")
-    for i, fin in enumerate(meta.get("finalizers") or []):
-        for msg in qualified_name(fin):
-            errs.append(invalid(f"{path}.finalizers[{i}]", fin, msg))
+    if fins := meta.get("finalizers"):
+        for i, fin in enumerate(fins):
+            for msg in qualified_name(fin):
+                errs.append(invalid(f"{path}.finalizers[{i}]", fin, msg))
     return errs + managed_fields_errors(meta.get("managedFields"), f"{path}.managedFields")
 
 

@@ -131,6 +131,22 @@ def test_remembered_dns_names_keep_rejecting():
     assert len(dns1123_subdomain("x" * 254)) == 1 and dns1123_label("x" * 64) == ["must be no more than 63 characters"]
 
 
+def test_remembered_label_and_annotation_maps_are_known_by_their_items_not_their_identity():
+    """A map found valid is remembered by what it holds: the same dict changed in place, or one
+    holding the same keys with another value, is checked again."""
+    labels = {"app": "web", "example.com/tier": "front"}
+    annotations = {"example.com/note": "x"}
+    meta = {"name": "p", "namespace": "ns", "labels": labels, "annotations": annotations}
+    assert validate_object_meta(meta, True) == [] == validate_object_meta(meta, True)
+    labels["app"] = "-web"
+    annotations["bad key"] = "y"
+    assert [e.field for e in validate_object_meta(meta, True)] == ["metadata.labels", "metadata.annotations"]
+    meta = {"name": "p", "namespace": "ns", "labels": {"app": "web"}}
+    assert validate_object_meta(meta, True) == []
+    assert [e.field for e in validate_object_meta({**meta, "labels": {"app": 1}}, True)] == ["metadata.labels.app"]
+    assert [e.field for e in validate_object_meta({**meta, "labels": {"app": ["web"]}}, True)] == ["metadata.labels.app"]
+
+
 def test_owner_references_are_checked_only_when_present_and_then_fully():
     meta = {"name": "p", "namespace": "ns"}
     assert validate_object_meta(meta, True) == []
