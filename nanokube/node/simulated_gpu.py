@@ -25,24 +25,17 @@ from datetime import datetime, timezone
 from fractions import Fraction
 
 from ..machinery.quantity import parse_quantity
-from .dra.nvidia import PRODUCTS
+from .dra.nvidia import PRODUCTS, MigProfile
 from .simulated_applets import NotFound, Process, Unknown
 from .simulated_fs import ContainerFS
 
 
 @dataclass(frozen=True)
 class Mig:
-    """One MIG device a container sees: its profile's memory, multiprocessors and engines."""
+    """One MIG device a container sees: its profile (memory, multiprocessors and engines) and UUID."""
 
-    profile: str
+    profile: MigProfile
     uuid: str
-    memory_mib: int
-    sm: int = 0
-    ce: int = 0
-    dec: int = 0
-    enc: int = 0
-    jpeg: int = 0
-    ofa: int = 0
 
 
 @dataclass(frozen=True)
@@ -100,12 +93,11 @@ def gpu(attributes: dict, capacity: dict, index: int, migs=()) -> Gpu:
 
 def _mig(profile: str, uuid: str, profiles: dict) -> Mig:
     """A MIG device of `profile`: its figures from the model's profile table, else its memory from
-    the profile's name (`1g.10gb`: 10 GiB)."""
-    p = profiles.get(profile)
-    if p is not None:
-        return Mig(profile, uuid, p.memory_mib, p.sm, p.ce, p.dec, p.enc, p.jpeg, p.ofa)
-    gb = re.search(r"\.(\d+)gb", profile)
-    return Mig(profile, uuid, int(gb.group(1)) * 1024 if gb else 0)
+    the profile's name (`1g.10gb`: 10 GiB) and no engines known."""
+    if profile not in profiles:
+        gb = re.search(r"\.(\d+)gb", profile)
+        return Mig(MigProfile(profile, 0, 0, (), int(gb.group(1)) * 1024 if gb else 0, 0, 0, 0), uuid)
+    return Mig(profiles[profile], uuid)
 
 
 def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
@@ -127,7 +119,7 @@ def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> in
         return 0
     if args in (["-L"], ["--list-gpus"]):
         proc.out("".join(f"GPU {i}: {g.name} (UUID: {g.uuid})\n" + "".join(
-            f"  MIG {m.profile:<11} Device {j:>2}: (UUID: {m.uuid})\n" for j, m in enumerate(g.migs))
+            f"  MIG {m.profile.name:<11} Device {j:>2}: (UUID: {m.uuid})\n" for j, m in enumerate(g.migs))
             for i, g in listed))
         return 0
     if args in (["-q"], ["--query"]):
@@ -199,13 +191,14 @@ def _report(listed: list[tuple[int, Gpu]], attached: int, now: float) -> str:
                 "    MIG Mode", _kv(2, "Current", mig), _kv(2, "Pending", mig)]
         out += ["    MIG Devices"] if g.migs else []
         for j, m in enumerate(g.migs):
+            p = m.profile
             out += ["        MIG Device", _kv(3, "Index", str(j)), _kv(3, "GPU Instance ID", str(j + 1)),
                     _kv(3, "Compute Instance ID", "0"), "            Device Attributes", "                Shared",
-                    *(_kv(5, k, str(v)) for k, v in (("Multiprocessor count", m.sm), ("Copy Engine count", m.ce),
-                                                     ("Encoder count", m.enc), ("Decoder count", m.dec),
-                                                     ("OFA count", m.ofa), ("JPG count", m.jpeg))),
-                    "            FB Memory Usage", _kv(4, "Total", f"{m.memory_mib} MiB"),
-                    _kv(4, "Used", f"{IDLE_MIB} MiB"), _kv(4, "Free", f"{m.memory_mib - IDLE_MIB} MiB")]
+                    *(_kv(5, k, str(v)) for k, v in (("Multiprocessor count", p.sm), ("Copy Engine count", p.ce),
+                                                     ("Encoder count", p.enc), ("Decoder count", p.dec),
+                                                     ("OFA count", p.ofa), ("JPG count", p.jpeg))),
+                    "            FB Memory Usage", _kv(4, "Total", f"{p.memory_mib} MiB"),
+                    _kv(4, "Used", f"{IDLE_MIB} MiB"), _kv(4, "Free", f"{p.memory_mib - IDLE_MIB} MiB")]
         out += [_kv(1, "GPU UUID", g.uuid), _kv(1, "Minor Number", str(i)), "    PCI", _kv(2, "Bus", f"0x{bus[1]}"),
                 _kv(2, "Device", f"0x{bus[2].split('.')[0]}"), _kv(2, "Domain", f"0x{bus[0][-4:]}"),
                 _kv(2, "Bus Id", g.bus_id), "    FB Memory Usage", _kv(2, "Total", f"{g.memory_mib} MiB"),
@@ -252,9 +245,10 @@ def _table(listed: list[tuple[int, Gpu]], now: float) -> str:
                 "|                  |                                  |        ECC|                       |",
                 "|" + "=" * 18 + "+" + "=" * 34 + "+" + "=" * 11 + "+" + "=" * 23 + "|"]
         for i, j, m in migs:
-            memory = f"{IDLE_MIB}MiB / {m.memory_mib}MiB"
-            out += [f"| {i:>2}  {j + 1:>3}   0  {j:>2}  | {memory:>31}  | {m.sm:>2}      0 |"
-                    f" {m.ce:>2} {m.enc:>3} {m.dec:>4} {m.ofa:>4} {m.jpeg:>4} |",
+            p = m.profile
+            memory = f"{IDLE_MIB}MiB / {p.memory_mib}MiB"
+            out += [f"| {i:>2}  {j + 1:>3}   0  {j:>2}  | {memory:>31}  | {p.sm:>2}      0 |"
+                    f" {p.ce:>2} {p.enc:>3} {p.dec:>4} {p.ofa:>4} {p.jpeg:>4} |",
                     f"|{'':18}| {'0MiB / 65535MiB':>31}  |{'':11}|{'':23}|", cells]
     out += [" " * 91, wide, f"| {'Processes:':<88}|",
             "|  GPU   GI   CI        PID   Type   Process name                              GPU Memory |",
