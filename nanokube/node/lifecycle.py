@@ -2134,11 +2134,14 @@ class PodWorker:
         command = ((c.get("livenessProbe") or {}).get("exec") or {}).get("command") or []
         if not command or _net_probe(c, "livenessProbe") or interpret(command, self.clock.now(), lambda: self.io.draft(c["name"])) is None:
             return None
+        timeout = c["livenessProbe"].get("timeoutSeconds") or prober.TIMEOUT_SECONDS
 
         def check(t: float) -> tuple[bool, str]:
             fs = self.io.draft(c["name"])
             fs.replay([change for change in program.changes if change[0] <= t])
             probe = interpret(command, self.clock.now() + t, fs, env=self.io.environment(c["name"]))
+            if probe.seconds > timeout:  # (ExecProbeTimeout: cut at its deadline, what it wrote not given)
+                return False, f"command {go_quote(' '.join(command))} timed out"
             text = "".join(x if isinstance(x, str) else x.decode(errors="replace") for _, _, x in probe.writes())
             return probe.exit_code == 0, text
         return prober.failing(c["livenessProbe"], check, max((change[0] for change in program.changes), default=0.0))

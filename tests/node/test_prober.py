@@ -201,3 +201,22 @@ async def test_a_liveness_kill_gives_the_probes_grace_period_and_a_term_trap_its
     await clock.advance(5)
     t = await eventually(last("pod-grace"))
     assert t["exitCode"] == 137 and parse_time(t["finishedAt"]) - parse_time(t["startedAt"]) == 23
+
+
+async def test_an_exec_liveness_probe_past_its_timeout_fails(env):
+    """Found by fuzz54: an exec liveness probe the runtime works out (`sleep 100000`) passed however
+    long it ran. Upstream's exec probes time out (ExecProbeTimeout, GA): the run past timeoutSeconds
+    is a failure in the runtime's words, and failureThreshold of them a kill to restart."""
+    pods, clock = env
+    await pods.create(probed_pod("slow-probe", args=["sleep", "600"], livenessProbe={
+        "exec": {"command": ["sleep", "100000"]}, "timeoutSeconds": 2, "periodSeconds": 5, "failureThreshold": 2}))
+    await eventually(status(pods, "slow-probe", lambda c: c["ready"]))
+    await clock.advance(5)
+    await eventually(killing(pods, "slow-probe"))
+
+    async def reported():
+        items, _ = await pods.c.resource("", "v1", "events").list(namespace="default")
+        return [e for e in items if e["reason"] == "Unhealthy" and e["involvedObject"]["name"] == "slow-probe"]
+    (unhealthy,) = await eventually(reported)
+    assert unhealthy["message"] == 'Liveness probe failed: command "sleep 100000" timed out'
+    assert unhealthy["count"] == 2
