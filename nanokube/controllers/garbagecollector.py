@@ -14,7 +14,7 @@ resource, as kube-controller-manager's GC does with metadata informers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..client.record import CoreEventRecorder
@@ -225,32 +225,39 @@ class GarbageCollector(Controller):
 
     async def _unblock_owners(self, n: Node) -> None:
         """unblockOwnerReferences: every reference of `n` set to blockOwnerDeletion false."""
-        cur = await n.rc.get(n.name, n.namespace)
-        refs = cur["metadata"].get("ownerReferences") or []
-        if cur["metadata"]["uid"] != n.uid or not any(r.get("blockOwnerDeletion") for r in refs):
-            return
-        refs = [{**r, "blockOwnerDeletion": False} if r.get("blockOwnerDeletion") else r for r in refs]
-        await n.rc.patch(n.name, {"metadata": {"ownerReferences": refs,
-                                               "resourceVersion": cur["metadata"]["resourceVersion"]}},
-                         namespace=n.namespace)
+        def unblocked(refs: list[dict]) -> list[dict] | None:
+            if not any(r.get("blockOwnerDeletion") for r in refs):
+                return None
+            return [{**r, "blockOwnerDeletion": False} if r.get("blockOwnerDeletion") else r for r in refs]
+        await self._edit_owners(n, unblocked)
 
     async def _strip_owners(self, n: Node, uids: set[str]) -> None:
-        try:
-            cur = await n.rc.get(n.name, n.namespace)
-        except APIError as e:
-            if e.code == 404:
-                return
-            raise
-        md = cur["metadata"]
-        if md["uid"] != n.uid:
+        await self._edit_owners(n, lambda refs: [r for r in refs if r["uid"] not in uids])
+
+    async def _edit_owners(self, n: Node, edit: Callable[[list[dict]], list[dict] | None]) -> None:
+        """`n`'s ownerReferences patched to what `edit` makes of those it has now (None: left as
+        they are), at the resourceVersion read: a conflict is raised, so the sync is retried on the
+        object as it is then; an object gone, or another of its name, is left alone."""
+        cur = await self._current(n)
+        md = cur["metadata"] if cur is not None else {}
+        refs = edit(md.get("ownerReferences") or []) if md.get("uid") == n.uid else None
+        if refs is None:
             return
-        refs = [r for r in md.get("ownerReferences") or [] if r["uid"] not in uids]
-        try:  # (a conflict is raised: the sync is retried on the object as it is now)
+        try:
             await n.rc.patch(n.name, {"metadata": {"ownerReferences": refs or None,
                                                    "resourceVersion": md["resourceVersion"]}}, namespace=n.namespace)
         except APIError as e:
             if e.code != 404:
                 raise
+
+    async def _current(self, n: Node) -> dict | None:
+        """`n`'s object as the server has it now (by name: it may be another of that name); None where none is."""
+        try:
+            return await n.rc.get(n.name, n.namespace)
+        except APIError as e:
+            if e.code == 404:
+                return None
+            raise
 
     async def _delete(self, n: Node, policy: str) -> None:
         try:
@@ -273,26 +280,14 @@ class GarbageCollector(Controller):
 
     async def _orphan(self, n: Node) -> None:
         for d in [self.nodes[d] for d in self.dependents.get(n.uid, ()) if d in self.nodes]:
-            try:
-                cur = await d.rc.get(d.name, d.namespace)
-            except APIError as e:
-                if e.code == 404:
-                    continue
-                raise
-            refs = [r for r in cur["metadata"].get("ownerReferences") or [] if r["uid"] != n.uid]
-            await d.rc.patch(d.name, {"metadata": {"ownerReferences": refs or None,
-                                                   "resourceVersion": cur["metadata"]["resourceVersion"]}},
-                             namespace=d.namespace)
+            await self._strip_owners(d, {n.uid})
         await self._remove_finalizer(n, "orphan")
 
     async def _remove_finalizer(self, n: Node, fin: str) -> None:
         for _ in range(5):
-            try:
-                cur = await n.rc.get(n.name, n.namespace)
-            except APIError as e:
-                if e.code == 404:
-                    return
-                raise
+            cur = await self._current(n)
+            if cur is None:
+                return
             fins = [f for f in cur["metadata"].get("finalizers") or [] if f != fin]
             if len(fins) == len(cur["metadata"].get("finalizers") or []):
                 return
