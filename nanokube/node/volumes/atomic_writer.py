@@ -12,6 +12,21 @@ import tempfile
 DATA = "..data"
 
 
+class Moded(bytes):
+    """A file's content with the mode its own item asks for (KeyToPath's and DownwardAPIVolumeFile's
+    `mode`), which wins over the volume's defaultMode."""
+
+    def __new__(cls, data: bytes, mode: int):
+        obj = super().__new__(cls, data)
+        obj.mode = mode
+        return obj
+
+
+def item(data: bytes, spec: dict) -> bytes:
+    """`data` as item `spec` projects it: with its own mode, if it has one."""
+    return Moded(data, spec["mode"]) if spec.get("mode") is not None else data
+
+
 def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644) -> bool:
     """Make `target` hold exactly `files` (relative paths); False if it already did."""
     os.makedirs(target, exist_ok=True)
@@ -24,7 +39,7 @@ def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644) -> boo
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(data)
-        os.chmod(path, mode)
+        os.chmod(path, getattr(data, "mode", mode))
     os.chmod(ts, 0o755)
     old = os.readlink(current) if os.path.islink(current) else None
     tmp_link = os.path.join(target, "..data_tmp")

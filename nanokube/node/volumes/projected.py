@@ -24,7 +24,7 @@ from ...machinery.selectors import matches_labels, selector_from_object
 from ...pki.trustbundle import certificates
 from ...machinery.quantity import parse_quantity
 from . import pod_certificate
-from .atomic_writer import DATA, write_atomic
+from .atomic_writer import DATA, item, write_atomic
 from .sources import DEFAULT_MODE, RESYNC, MountError, config_map_files, secret_files
 
 if TYPE_CHECKING:
@@ -151,9 +151,9 @@ async def downward_files(mgr: VolumeManager, pod: dict, items: list[dict]) -> di
     out = {}
     for it in items:
         if "fieldRef" in it:
-            out[it["path"]] = _field(pod, it["fieldRef"]["fieldPath"]).encode()
+            out[it["path"]] = item(_field(pod, it["fieldRef"]["fieldPath"]).encode(), it)
         elif "resourceFieldRef" in it:
-            out[it["path"]] = (await _resource(mgr, pod, it["resourceFieldRef"])).encode()
+            out[it["path"]] = item((await _resource(mgr, pod, it["resourceFieldRef"])).encode(), it)
     return out
 
 

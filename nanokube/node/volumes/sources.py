@@ -7,7 +7,7 @@ import base64
 import os
 from typing import TYPE_CHECKING
 
-from .atomic_writer import write_atomic
+from .atomic_writer import item, write_atomic
 
 if TYPE_CHECKING:
     from .manager import VolumeManager
@@ -33,7 +33,7 @@ def _select(data: dict[str, bytes], items: list[dict] | None, kind: str, volume:
         if it["key"] not in data:
             raise MountError(volume, f'configmap references non-existent config key: {it["key"]}'
                              if kind == "configmap" else f'references non-existent secret key: {it["key"]}')
-        out[it["path"]] = data[it["key"]]
+        out[it["path"]] = item(data[it["key"]], it)
     return out
 
 

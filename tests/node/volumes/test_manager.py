@@ -88,3 +88,29 @@ async def test_a_mount_refused_again_and_again_is_one_event_with_a_count(env):
     [ev] = await eventually(lambda: failed_mount(3))
     assert ev["count"] == 3
     assert ev["message"] == 'MountVolume.SetUp failed for volume "conf" : configmap "absent" not found'
+
+
+async def test_an_items_own_mode_wins_over_the_volumes_default_mode(env):
+    """Found by fuzz54: every file of a configMap, secret, downwardAPI or projected volume took the
+    volume's defaultMode, its item's own `mode` ignored; upstream's KeyToPath and
+    DownwardAPIVolumeFile modes win (a script item of 0755 in a 0644 volume is executable)."""
+    client, _, root = env
+    await client.resource("", "v1", "configmaps").create({"metadata": {"name": "scripts", "namespace": "default"},
+                                                          "data": {"run.sh": "echo hi", "conf": "x"}})
+    p = await client.resource("", "v1", "pods").create({"metadata": {"name": "moded", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}],
+        "volumes": [{"name": "cm", "configMap": {"name": "scripts", "defaultMode": 0o644, "items": [
+                        {"key": "run.sh", "path": "run.sh", "mode": 0o755}, {"key": "conf", "path": "conf"}]}},
+                    {"name": "down", "downwardAPI": {"defaultMode": 0o644, "items": [
+                        {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}, "mode": 0o400}]}},
+                    {"name": "proj", "projected": {"defaultMode": 0o644, "sources": [{"configMap": {
+                        "name": "scripts", "items": [{"key": "run.sh", "path": "bin/run.sh", "mode": 0o700}]}}]}}]}})
+    vol = root / "gpu-0" / p["metadata"]["uid"] / "volumes"
+
+    async def written():
+        return (vol / "proj" / "bin" / "run.sh").exists() and (vol / "down" / "name").exists()
+    await eventually(written)
+    modes = {f: oct(os.stat(vol / f).st_mode & 0o777) for f in
+             ("cm/run.sh", "cm/conf", "down/name", "proj/bin/run.sh")}
+    assert modes == {"cm/run.sh": oct(0o755), "cm/conf": oct(0o644), "down/name": oct(0o400),
+                     "proj/bin/run.sh": oct(0o700)}
