@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ from multidict import CIMultiDict
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ..machinery import healthz
-from ..metrics.exposition import content_type, render
+from ..metrics.exposition import gzip_preferred, gzipped, render, scrape_headers
 
 log = logging.getLogger("nanokube.healthz")
 
@@ -39,61 +38,25 @@ Checks = Callable[[], list[Check]]
 def exposition(request: web.Request, *collectors) -> web.Response:
     """`collectors` in the text format, with the escaping scheme `request` asks for (exposition.content_type),
     gzipped on the loop (a component's few series) where the client prefers it (`scraped`)."""
-    body, gzip = render(*collectors), gzip_preferred(request)
+    body, gzip = render(*collectors), _prefers_gzip(request)
     return scraped(request, gzipped(body) if gzip else body, gzip)
 
 
 async def exposition_of(request: web.Request, body: bytes) -> web.Response:
     """`exposition` of a rendered `body` (the API server's, of many series), gzipped in a worker thread:
     zlib lets go of the GIL, and a megabyte would hold the loop some 10 ms."""
-    gzip = gzip_preferred(request)
+    gzip = _prefers_gzip(request)
     return scraped(request, await asyncio.to_thread(gzipped, body) if gzip else body, gzip)
 
 
-def gzip_preferred(request: web.Request) -> bool:
-    """Whether promhttp's handler answers `request` gzipped: of its offers, identity and gzip in that
-    order, the one an Accept-Encoding coding (or `*`) gives the highest quality, the first on a tie
-    (gddo's NegotiateContentEncoding), and gzip only at a quality above 0 (a 0 falls back to identity).
-    Whatever the answer's size: promhttp has no threshold."""
-    specs = []
-    for coding in request.headers.getall("Accept-Encoding", ()):
-        for clause in coding.split(","):  # (ParseAccept stops at what it cannot read)
-            value, *params = (p.strip() for p in clause.split(";"))
-            if not value:
-                break
-            q = 1.0
-            if params:
-                key, _, number = params[0].partition("=")
-                try:
-                    q = float(number) if key == "q" and 0 <= float(number) <= 1 else -1
-                except ValueError:
-                    q = -1
-                if q < 0:
-                    break
-            specs.append((value, q))
-    best, best_q = "identity", -1.0
-    for offer in ("identity", "gzip"):
-        for value, q in specs:
-            if q > best_q and value in ("*", offer):
-                best, best_q = offer, q
-    return best == "gzip" and best_q > 0
-
-
-def gzipped(body: bytes) -> bytes:
-    """`body` gzipped at gzip's default level, as promhttp's pooled gzip.Writer writes it."""
-    z = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    return z.compress(body) + z.flush()
+def _prefers_gzip(request: web.Request) -> bool:
+    """Whether promhttp's handler answers `request` gzipped (exposition.gzip_preferred)."""
+    return gzip_preferred(request.headers.getall("Accept-Encoding", ()))
 
 
 def scraped(request: web.Request, body: bytes, gzip: bool) -> web.Response:
-    """A metrics answer as promhttp writes one: `Vary: Accept` and `Vary: Accept-Encoding` whatever
-    was negotiated, `Content-Encoding: gzip` where `body` is gzipped."""
-    headers = CIMultiDict({"Content-Type": content_type(request.headers.get("Accept"))})
-    headers.add("Vary", "Accept")
-    headers.add("Vary", "Accept-Encoding")
-    if gzip:
-        headers["Content-Encoding"] = "gzip"
-    return web.Response(body=body, headers=headers)
+    """A metrics answer as promhttp writes one (exposition.scrape_headers), `body` gzipped where `gzip`."""
+    return web.Response(body=body, headers=CIMultiDict(scrape_headers(request.headers.get("Accept"), gzip)))
 
 
 class HealthSLIs:

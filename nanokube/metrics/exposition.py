@@ -17,6 +17,8 @@ Nothing here imports prometheus_client: a process pays for it only where it keep
 from __future__ import annotations
 
 import math
+import zlib
+from collections.abc import Iterable
 
 #: the text format as client_golang (1.20+, prometheus/common's expfmt.Negotiate) names it to a scrape
 #: that asks for no escaping of names: its default scheme, underscores (every name here is a legacy one,
@@ -48,6 +50,49 @@ def content_type(accept: str | None) -> str:
         if kind == "text/plain" and values.get("version", "0.0.4") == "0.0.4":
             break
     return f"text/plain; version=0.0.4; charset=utf-8; escaping={escaping}"
+
+def gzip_preferred(accept_encodings: Iterable[str]) -> bool:
+    """Whether promhttp's handler answers gzipped to these Accept-Encoding headers: of its offers,
+    identity and gzip in that order, the one an Accept-Encoding coding (or `*`) gives the highest
+    quality, the first on a tie (gddo's NegotiateContentEncoding), and gzip only at a quality
+    above 0 (a 0 falls back to identity). Whatever the answer's size: promhttp has no threshold."""
+    specs = []
+    for coding in accept_encodings:
+        for clause in coding.split(","):  # (ParseAccept stops at what it cannot read)
+            value, *params = (p.strip() for p in clause.split(";"))
+            if not value:
+                break
+            q = 1.0
+            if params:
+                key, _, number = params[0].partition("=")
+                try:
+                    q = float(number) if key == "q" and 0 <= float(number) <= 1 else -1
+                except ValueError:
+                    q = -1
+                if q < 0:
+                    break
+            specs.append((value, q))
+    best, best_q = "identity", -1.0
+    for offer in ("identity", "gzip"):
+        for value, q in specs:
+            if q > best_q and value in ("*", offer):
+                best, best_q = offer, q
+    return best == "gzip" and best_q > 0
+
+
+def gzipped(body: bytes) -> bytes:
+    """`body` gzipped at gzip's default level, as promhttp's pooled gzip.Writer writes it."""
+    z = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return z.compress(body) + z.flush()
+
+
+def scrape_headers(accept: str | None, gzip: bool) -> list[tuple[str, str]]:
+    """A metrics answer's headers as promhttp writes them: its Content-Type (`content_type`),
+    `Vary: Accept` and `Vary: Accept-Encoding` whatever was negotiated, `Content-Encoding: gzip`
+    where the body is gzipped."""
+    return [("Content-Type", content_type(accept)), ("Vary", "Accept"), ("Vary", "Accept-Encoding"),
+            *([("Content-Encoding", "gzip")] if gzip else [])]
+
 
 #: OpenMetrics' type names as the text format has them (prometheus_client's generate_latest's mapping)
 _TYPES = {"unknown": "untyped", "info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram"}

@@ -9,8 +9,9 @@ from __future__ import annotations
 import socket
 
 from aiohttp import web
+from multidict import CIMultiDict
 from ..metrics.process import PROCESS
-from ..metrics.exposition import content_type, render
+from ..metrics.exposition import gzip_preferred, gzipped, render, scrape_headers
 from .health import ProxyHealth
 
 
@@ -44,7 +45,10 @@ def metrics_app(registry, mode: str) -> web.Application:
     """`registry`: anything with `collect()` (a CollectorRegistry or a collector)."""
 
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=render(registry, PROCESS), headers={"Content-Type": content_type(request.headers.get("Accept"))})
+        """promhttp's: the text format, gzipped where the scrape prefers it (its few series, on the loop)."""
+        body, gzip = render(registry, PROCESS), gzip_preferred(request.headers.getall("Accept-Encoding", ()))
+        return web.Response(body=gzipped(body) if gzip else body,
+                            headers=CIMultiDict(scrape_headers(request.headers.get("Accept"), gzip)))
 
     async def proxy_mode(request: web.Request) -> web.Response:
         return web.Response(text=mode)

@@ -1,4 +1,5 @@
 import socket
+import zlib
 
 import aiohttp
 import orjson
@@ -98,5 +99,28 @@ async def test_servers_answer_healthz_livez_metrics_and_proxy_mode():
                 assert "\nprocess_cpu_seconds_total " in text  # legacyregistry's process collector
             async with s.get(f"http://127.0.0.1:{mport}/proxyMode") as r:
                 assert await r.text() == "nftables"
+    finally:
+        await servers.stop()
+
+
+async def test_metrics_are_gzipped_for_a_scrape_that_prefers_gzip():
+    """kube-proxy serves /metrics through promhttp's handler, as every component: gzipped where
+    Accept-Encoding prefers gzip (Prometheus's Go transport asks for it), identity otherwise, and
+    `Vary` on both negotiated headers either way."""
+    registry = CollectorRegistry()
+    ProxyHealth(60, StepClock(), registry).healthz()
+    servers = Servers()
+    msock, mport = _listening()
+    await servers.serve(metrics_app(registry, "nftables"), msock)
+    try:
+        async with aiohttp.ClientSession() as s:
+            for encoding, gzip in (("gzip", True), ("gzip;q=0", False), ("", False)):
+                async with s.get(f"http://127.0.0.1:{mport}/metrics", headers={"Accept-Encoding": encoding},
+                                 auto_decompress=False) as r:
+                    raw = await r.read()
+                    assert r.headers.getall("Vary") == ["Accept", "Accept-Encoding"]
+                    assert r.headers.get("Content-Encoding") == ("gzip" if gzip else None), encoding
+                    text = (zlib.decompress(raw, 16 + zlib.MAX_WBITS) if gzip else raw).decode()
+                    assert 'kubeproxy_proxy_healthz_total{code="200"} 1\n' in text
     finally:
         await servers.stop()
