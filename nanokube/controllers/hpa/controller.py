@@ -15,6 +15,7 @@ from ...client.informer import key_of
 from ...client.record import CoreEventRecorder
 from ...metrics.provider import MetricsProvider
 from ...machinery.quantity import parse_quantity
+from ...machinery.selectors import matches_labels, parse_label_selector
 from ..base import Controller
 from . import normalize
 from . import replica_calculator as calc
@@ -60,6 +61,9 @@ class HPAController(Controller):
         self.inf = self.informer_factory.informer(self.hpas)
         self.inf.add_handlers(on_add=self._enqueue, on_update=self._spec_changed, on_delete=self._forget)
         self.history: dict[str, normalize.History] = {}
+        #: each HPA's target's selector as its last sync read it (upstream's hpaSelectors): pods two
+        #: HPAs select are an AmbiguousSelector
+        self.selectors: dict[str, list] = {}
 
     def informers(self):
         return [self.inf]
@@ -74,6 +78,7 @@ class HPAController(Controller):
 
     def _forget(self, hpa: dict) -> None:
         self.history.pop(key_of(hpa), None)
+        self.selectors.pop(key_of(hpa), None)
 
     async def start(self) -> None:
         await super().start()
@@ -150,8 +155,16 @@ class HPAController(Controller):
                 status["currentMetrics"] = None
                 await self._write_status(hpa, status, conds)
                 return
-            target = Target(md["namespace"], current, status["currentReplicas"],
-                            await self._pods(md["namespace"], selector), selector)
+            pods = await self._pods(md["namespace"], selector)
+            if (others := self._controlling(key, selector, pods)) is not None:
+                msg = f"pods by selector {selector} are controlled by multiple HPAs: [{' '.join(others)}]"
+                await self._event(hpa, "Warning", "AmbiguousSelector", msg)
+                conds["ScalingActive"] = ("False", "AmbiguousSelector", msg)
+                await self._event(hpa, "Warning", "FailedComputeMetricsReplicas", msg)
+                status["currentMetrics"] = None
+                await self._write_status(hpa, status, conds)
+                return
+            target = Target(md["namespace"], current, status["currentReplicas"], pods, selector)
             computed = await self._compute(hpa, metric_specs, target, conds, status)
             if computed is None:
                 await self._write_status(hpa, status, conds)
@@ -188,6 +201,18 @@ class HPAController(Controller):
             status["currentReplicas"] = current
         status["desiredReplicas"] = desired
         await self._write_status(hpa, status, conds)
+
+    def _controlling(self, key: str, selector: str, pods: list[dict]) -> list[str] | None:
+        """validateAndParseSelector's check: the HPAs (`key`'s included, its selector kept now) whose
+        targets select any of `pods`, sorted, where they are more than one; else None."""
+        try:
+            self.selectors[key] = parse_label_selector(selector)
+        except ValueError:
+            return None
+        namespace = key.split("/", 1)[0]
+        hpas = sorted(k for k, reqs in self.selectors.items() if k.split("/", 1)[0] == namespace and
+                      any(matches_labels(reqs, p["metadata"].get("labels")) for p in pods))
+        return hpas if len(hpas) > 1 else None
 
     async def _compute(self, hpa: dict, metric_specs: list[dict], target: Target, conds: dict, status: dict):
         """computeReplicasForMetrics: the largest proposal and its metric name, or

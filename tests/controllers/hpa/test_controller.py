@@ -323,3 +323,29 @@ async def test_a_sync_that_changes_nothing_writes_no_status(env, tmp_path):
     writes = [line for line in (tmp_path / "audit.log").read_text().splitlines()
               if '"horizontalpodautoscalers"' in line and '"subresource":"status"' in line]
     assert len(writes) == 1, writes
+
+
+async def test_two_hpas_of_one_target_are_an_ambiguous_selector(env):
+    """Found by fuzz54: two HPAs scaling the same Deployment both acted on it. Upstream's
+    validateAndParseSelector (1.27+) refuses pods that more than one HPA's target selects: an
+    AmbiguousSelector Warning and ScalingActive False naming both, and no rescale."""
+    await env.set_metric(queue=100)
+    first = hpa([external(value="5")])
+    second = copy.deepcopy(first)
+    second["metadata"]["name"] = "web-too"
+    await env.hpas.create(first)
+    await env.hpas.create(second)
+    # each HPA's selector is known once it synced: the first to sync, alone so far, scales
+    await env.ctrl.reconcile(await env.hpas.get("web-too", NS))
+    scaled = await env.replicas()
+    h = await env.sync()
+    msg = "pods by selector app=web are controlled by multiple HPAs: [default/web default/web-too]"
+    assert cond(h, "ScalingActive") == ("False", "AmbiguousSelector")
+    assert next(c for c in h["status"]["conditions"] if c["type"] == "ScalingActive")["message"] == msg
+    assert await env.replicas() == scaled
+    events = await env.reported("AmbiguousSelector")
+    assert msg in [e["message"] for e in events if e["reason"] == "AmbiguousSelector"]
+    await env.hpas.delete("web-too", NS)
+    env.ctrl._forget(second)  # (the informer's delete handler, not started here)
+    await env.sync()
+    assert await env.replicas() > scaled
