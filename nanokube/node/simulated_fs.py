@@ -97,6 +97,14 @@ class _Mount:
     read_only: bool = False
     volume: Dir | None = None  # a tmpfs's whole tree (a subPath mount's too), its size `limit` bytes
     limit: int = 0
+    #: the tmpfs's pages in use as last counted, and the `_changes` they were counted at
+    used: tuple[int, int] | None = None
+
+
+#: in-memory files' changes (a write, a removal), in any tree: a tmpfs's count of its pages
+#: (`_Mount.used`) holds while none came since, so a loop writing file after file into one does
+#: not walk it again at each write
+_changes = 0
 
 
 class PodFiles:
@@ -338,27 +346,32 @@ class ContainerFS:
         node = parent.entries.get(name)
         if isinstance(node, Dir):
             raise FsError(IS_DIR)
-        room = self._room(mount, node, append)
+        others = self._others(mount, node)
+        room = None if others is None else max((mount.limit // PAGE) * PAGE - others - (
+            len(node.data) if node is not None and append else 0), 0)
         if node is None:
             node = parent.entries[name] = File(mode=0o644)
             parent.mtime = self.now
         if room is not None and len(data) > room:
-            self._write_node(node, data[:room], append, mode, mtime)
-            self._done("write", path, data[:room], append=append, mode=mode, mtime=mtime)
-            raise NoSpace(room)
+            data, full = data[:room], True
+        else:
+            full = False
         self._write_node(node, data, append, mode, mtime)
+        if others is not None:
+            mount.used = others + _pages(len(node.data)), _changes
         self._done("write", path, data, append=append, mode=mode, mtime=mtime)
+        if full:
+            raise NoSpace(room)
 
     @staticmethod
-    def _room(mount: _Mount | None, node: File | None, append: bool) -> int | None:
-        """How many bytes a write to `node` (None: a new file) in `mount` can put in before its
-        tmpfs is full: the pages the other files leave, less what the file keeps; None where the
-        mount has no size (not a tmpfs, or one of unknown size)."""
+    def _others(mount: _Mount | None, node: File | None) -> int | None:
+        """The pages of `mount`'s tmpfs that files other than `node` (None: a new file) use, so
+        what a write to it can put in before the tmpfs is full; None where the mount has no size
+        (not a tmpfs, or one of unknown size)."""
         if mount is None or not mount.limit or mount.volume is None:
             return None
-        kept = len(node.data) if node is not None and append else 0
-        others = tmpfs_bytes(mount.volume) - (_pages(len(node.data)) if node is not None else 0)
-        return max((mount.limit // PAGE) * PAGE - others - kept, 0)
+        used = mount.used[0] if mount.used is not None and mount.used[1] == _changes else tmpfs_bytes(mount.volume)
+        return used - (_pages(len(node.data)) if node is not None else 0)
 
     def _write_mounted_file(self, mount: _Mount, path: str, data: bytes, append: bool, mode: int | None,
                             mtime: float | None) -> None:
@@ -373,6 +386,8 @@ class ContainerFS:
 
     def _write_node(self, node: File, data: bytes, append: bool, mode: int | None, mtime: float | None) -> None:
         """Write an in-memory file."""
+        global _changes
+        _changes += 1
         node.data = node.data + data if append else data
         node.mtime = self.now if mtime is None else mtime
         if mode is not None:
@@ -419,6 +434,8 @@ class ContainerFS:
                     os.unlink(real)
             self._done("remove", path, recursive=True)
             return
+        global _changes
+        _changes += 1
         parent, name = self._parent(path)
         del parent.entries[name]
         parent.mtime = self.now

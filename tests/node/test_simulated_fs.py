@@ -391,3 +391,19 @@ def test_dd_and_fallocate_fill_a_volume_with_zeros_that_cost_no_memory(pod_files
     assert run(main, "fallocate", "-l", "1M", "/nope/f") == (
         1, b"", "fallocate: can't open '/nope/f': No such file or directory\n")
     assert interpret(["dd", "if=/dev/zero", "of=/data/f"], T0, main) is None  # until the disk is full
+
+
+def test_a_memory_emptydirs_size_counts_what_every_container_sharing_it_wrote(tmp_path):
+    """A tmpfs of 4 pages shared by two containers: `main` fills 3 with a loop of writes (its
+    count of the pages kept from write to write, not walked again), `side` takes the last, and
+    `main`'s next write gets ENOSPC; once `side` removes its file, `main` writes again."""
+    pod = {"metadata": {"name": "ram"}, "spec": {
+        "volumes": [{"name": "cache", "emptyDir": {"medium": "Memory"}}],
+        "containers": [{"name": n, "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]} for n in ("main", "side")]}}
+    files = PodFiles(pod, lambda name: str(tmp_path / name), _Clock(), tmpfs_size=lambda vol: 4 * 4096)
+    main, side = files.container("main"), files.container("side")
+    assert run(main, "sh", "-c", "for f in a b c; do echo $f > /cache/$f; done") == (0, b"", "")
+    assert run(side, "sh", "-c", "echo d > /cache/d") == (0, b"", "")
+    assert run(main, "sh", "-c", "echo e > /cache/e") == (1, b"", "sh: write error: No space left on device\n")
+    assert run(side, "rm", "/cache/d")[0] == 0
+    assert run(main, "sh", "-c", "echo e > /cache/e; cat /cache/a /cache/e") == (0, b"a\ne\n", "")
