@@ -7,7 +7,8 @@ for the commands about to run): `nproc` counts the CPUs its affinity allows, whi
 (a CFS quota) does not narrow (nanokube has no static CPU manager to pin CPUs), so it is the
 node's CPU count; `free` reads /proc/meminfo, the node's memory, not the container's cgroup; `df`
 lists the container's mounts: the overlay root on the node's disk (its ephemeral storage), the
-runtime's tmpfs /dev and 64 MiB /dev/shm, and the files the kubelet mounts from the node's disk.
+runtime's tmpfs /dev and 64 MiB /dev/shm, each memory-backed emptyDir's tmpfs (its size, its
+files' pages used), and the files the kubelet mounts from the node's disk.
 Where no node is at hand the commands are not interpreted.
 """
 
@@ -18,7 +19,7 @@ from contextvars import ContextVar
 
 from ..machinery.quantity import parse_quantity
 from .simulated_applets import Process, Unknown
-from .simulated_fs import ContainerFS
+from .simulated_fs import ContainerFS, tmpfs_bytes
 
 #: the capacity (cpu, memory, ephemeral-storage) of the node whose container's commands are being
 #: worked out; None where no node is at hand
@@ -71,7 +72,9 @@ def df(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         raise Unknown
     disk = _capacity("ephemeral-storage") >> 10
     used = int(disk * DISK_USED)
+    tmpfs = sorted((m.path, m.limit >> 10, tmpfs_bytes(m.volume) >> 10) for m in fs.mounts if m.limit)
     rows = [("overlay", disk, used, "/"), *((dev, size, 0, at) for dev, size, at in _RUNTIME_MOUNTS),
+            *(("tmpfs", size, taken, at) for at, size, taken in tmpfs),
             *(("/dev/sda1", disk, used, at) for at in _NODE_FILES)]
     out = [f"{'Filesystem':<20} {'1K-blocks':>9} {'Used':>9} {'Available':>9} Use% Mounted on\n"]
     for dev, size, taken, at in rows:

@@ -480,12 +480,13 @@ async def test_a_memory_backed_emptydir_is_charged_to_the_pods_memory_and_sized_
 async def test_a_write_past_a_memory_backed_emptydirs_size_fails_and_nothing_is_evicted():
     """The kubelet mounts a medium Memory emptyDir as a tmpfs of its size (the sizeLimit here), so a
     write past it fails with ENOSPC once the free pages are filled, as `dd` and the shell report
-    it; its files never exceed the sizeLimit, so the eviction manager's emptyDir check (usage over
-    the limit) never evicts the pod."""
+    it and `df` shows the tmpfs full; its files never exceed the sizeLimit, so the eviction
+    manager's emptyDir check (usage over the limit) never evicts the pod."""
     async with node() as (client, clock, mgr):
         pods = client.resource("", "v1", "pods")
         script = ("sleep 5; dd if=/dev/zero of=/cache/blob bs=1M count=2; echo dd=$?; echo more >> /cache/blob; "
-                  "echo echo=$?; rm /cache/blob; echo small > /cache/note; cat /cache/note; sleep 3600")
+                  "echo echo=$?; df | grep /cache; rm /cache/blob; echo small > /cache/note; cat /cache/note; "
+                  "sleep 3600")
         await pods.create(tmpfs_writer("ram-hog", script, size_limit="1Mi"))
         await eventually(phase_is(pods, "ram-hog", "Running"))
         for _ in range(3):
@@ -493,7 +494,8 @@ async def test_a_write_past_a_memory_backed_emptydirs_size_fails_and_nothing_is_
         log = (await mgr.read_log("default", "ram-hog", "app", {})).decode()
         assert log == ("dd: error writing '/cache/blob': No space left on device\n2+0 records in\n1+0 records out\n"
                        "1048576 bytes (1.0MB) copied, 0.000000 seconds, 0B/s\ndd=1\n"
-                       "sh: write error: No space left on device\necho=1\nsmall\n")
+                       "sh: write error: No space left on device\necho=1\n"
+                       "tmpfs                     1024      1024         0 100% /cache\nsmall\n")
         assert (await pods.get("ram-hog", "default"))["status"]["phase"] == "Running"
         assert await evictions(mgr) == {}
 
