@@ -572,12 +572,13 @@ def _resumption(run: _Run) -> Callable[..., _Run | None]:
     SIGTERM coming `signal` seconds in, if given)."""
     rest, state = run.rest, (run.status, run.snapshot(), run.stdin, run.fs.cwd)
     interactive, terminal, trapped, not_found = run.interactive, run.terminal, set(run.trapped), run.not_found
+    jobs = [run.started + end for end in run.jobs]  # (when its background jobs end, on the node's clock)
 
     def go_on(fs: ContainerFS, now: float, signal: float | None = None) -> _Run | None:
         status, shell, stdin, cwd = state
         later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive, terminal=terminal, not_found=not_found)
         later.restore(shell)
-        later.trapped, later.signal = set(trapped), signal
+        later.trapped, later.signal, later.jobs = set(trapped), signal, [end - now for end in jobs]
         fs.cwd = cwd
         try:
             return _execute(rest, later)

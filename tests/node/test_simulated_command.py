@@ -307,6 +307,17 @@ def test_a_loop_waiting_for_a_file_goes_on_on_the_files_as_they_are_later(pod_fi
     assert went_on.writes() == [(0, "stdout", "go\n")]
 
 
+def test_a_background_sleep_started_before_a_wait_for_a_file_is_still_waited_for_after_it(pod_files):
+    """`sleep 100 &`, then a loop waiting for a file, then `wait`: resumed once the file is there
+    (10 s in), the `wait` lasts until the job ends, 100 s after the start, not at once."""
+    script = "sleep 100 & until [ -f /tmp/ready ]; do sleep 1; done; echo ready; wait; echo done"
+    program = interpret(["sh", "-c", script], 100.0, lambda: pod_files.draft("main"))
+    assert program.seconds == math.inf and program.wait is not None
+    pod_files.container("main").write("/tmp/ready", b"")
+    went_on = program.wait.resume(pod_files.draft("main", fresh=False), 110.0)
+    assert (went_on.seconds, went_on.writes()) == (90.0, [(0, "stdout", "ready\n"), (90.0, "stdout", "done\n")])
+
+
 def test_sigterm_during_a_wait_that_went_on_is_worked_out_from_its_last_pass(pod_files):
     """A script trapping TERM and waiting for a file, resumed at a pass, still takes the kubelet's
     SIGTERM as its trap says: its action runs once the `sleep` running then ends, whenever in the
