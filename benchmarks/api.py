@@ -341,8 +341,9 @@ class Connections:
 
 
 def connections(servers: list[int], port: int, clients: dict[str, int]) -> Connections:
-    """Counts, for each server process, its established connections on `port` by the named client
-    processes' (pid) that opened them (SO_REUSEPORT: the kernel picks a worker per connection)."""
+    """Each server process's established connections on `port`, counted by which of the named client
+    processes (name -> pid) opened them, "other" for the rest (SO_REUSEPORT: the kernel picks the
+    worker of each connection)."""
     sockets = _tcp_sockets(servers[0])
     opened_by = {}
     for name, pid in clients.items():
