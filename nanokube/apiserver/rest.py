@@ -142,6 +142,12 @@ def _stored_before(res: Resource, version: str, obj: dict) -> bool:
     return _converts(res.strategy) and obj.get("apiVersion") != res.api_version(version)
 
 
+def _event_objects(ev: CacheEvent, with_prev: bool) -> list[dict]:
+    """What a watch converts of `ev`: its object, and the one before it where a selector matches
+    that at the watch's version too."""
+    return [ev.entry.obj, ev.prev.obj] if with_prev and ev.prev is not None else [ev.entry.obj]
+
+
 def _in_stored_order(res: Resource, obj: dict) -> dict:
     """A dry run's object in the order its write would have stored and served it (stored_json's:
     Go's struct order, a custom resource's maps sorted), as upstream encodes the same struct either
@@ -622,6 +628,10 @@ class GenericREST:
         return self._external(res, obj, version)
 
     def _filters(self, res: Resource, version: str, label_selector: str, field_selector: str):
+        """(ok, everything, at_version): `ok` matches an object as `version` has it; `at_version`:
+        the selectors read more than a name, of a kind whose conversion may change it (a CRD's
+        webhook), so each object is matched converted to `version`, as upstream's per-version CR
+        storage matches the object it decoded to that version."""
         lreqs = parse_label_selector(label_selector) if label_selector else None
         freqs = None
         if field_selector:
@@ -637,7 +647,19 @@ class GenericREST:
                 return False
             return True
 
-        return ok, lreqs is None and freqs is None
+        at_version = res.strategy.converts_fields and (lreqs is not None or any(
+            fn not in _META_FIELDS.values() for fn, _, _ in freqs or ()))
+        return ok, lreqs is None and freqs is None, at_version
+
+    async def _at_version(self, res: Resource, version: str, objs: list[dict]) -> list[dict]:
+        """`objs` as the selectors of a list at `version` read them: converted (in one webhook
+        call) where stored at another version, the others as they are."""
+        api = res.api_version(version)
+        todo = [o for o in objs if o.get("apiVersion") != api]
+        if not todo:
+            return objs
+        await res.strategy.prepare_conversion(todo, version)
+        return [self._external(res, o, version) if o.get("apiVersion") != api else o for o in objs]
 
     async def list(
         self, res: Resource, version: str, namespace: str | None, *, label_selector: str = "",
@@ -647,7 +669,7 @@ class GenericREST:
         """Returns (items at `version`, list metadata). `encoded`, when given, receives each item's
         cached JSON (None for an item converted for `version`), so a response joins bytes."""
         # (the selectors first: upstream decodes them with the list options, before any resourceVersion check)
-        ok, everything = self._filters(res, version, label_selector, field_selector)
+        ok, everything, at_version = self._filters(res, version, label_selector, field_selector)
         errs = options.list_options_errors(False, resource_version, resource_version_match, send_initial_events, continue_)
         if errs:
             raise options.options_invalid("ListOptions", errs)
@@ -691,6 +713,11 @@ class GenericREST:
         remaining = 0
         more = False
         last_key = ""
+        objs = views = None
+        chosen: list[int] = []  # with `views`: the indexes of the entries matched
+        if at_version:
+            objs = [e.obj for _, e in entries]
+            views = await self._at_version(res, version, objs)
         if everything:  # the entries are the page, and one more when there are more
             page = entries[:limit] if limit else entries
             out = [e for _, e in page]
@@ -704,19 +731,24 @@ class GenericREST:
                 # and no remainingItemCount, which it counts only for a list without selectors
                 more = True
                 break
-            if not ok(e.obj):
+            if not ok(e.obj if views is None else views[i]):
                 continue
             out.append(e)
             last_key = key
+            if views is not None:
+                chosen.append(i)
         self.cache.stats.listed(prefix, len(entries), len(out))
         meta: dict[str, Any] = {"resourceVersion": str(rev)}
         if remaining or more:
             meta["continue"] = continuetoken.next_after(last_key, prefix, rev)
         if remaining:
             meta["remainingItemCount"] = remaining
-        objs = Entry.objects(out)
-        await res.strategy.prepare_conversion(objs, version)
-        items = [self._external(res, o, version) for o in objs]
+        if views is None:
+            objs = Entry.objects(out)
+            await res.strategy.prepare_conversion(objs, version)
+            items = [self._external(res, o, version) for o in objs]
+        else:  # those converted to be matched are served as they are
+            items = [views[i] if views[i] is not objs[i] else self._external(res, objs[i], version) for i in chosen]
         if encoded is not None:
             encoded.extend(Entry.kept_json(out, items))
         return items, meta
@@ -733,7 +765,10 @@ class GenericREST:
         arrive as DELETED (ADDED), as upstream does. A `forced` watch (a legacy /watch/ path without
         ?watch) has a list's options, as ListResource's forceWatch: no watch-list defaults, a list's rules.
         `timeout`: the seconds the watch is served, for its last bookmark just before it ends."""
-        ok, everything = self._filters(res, version, label_selector, field_selector)
+        ok, everything, at_version = self._filters(res, version, label_selector, field_selector)
+        if at_version:  # matched on the object `_stream` had converted (`_external` then reads its conversion)
+            selects = ok
+            ok = lambda o: selects(self._external(res, o, version))  # noqa: E731
         match = resource_version_match
         if not forced:
             match, send_initial_events = options.watch_list_defaults(resource_version, match, send_initial_events)
@@ -748,7 +783,7 @@ class GenericREST:
         def accept(ev: CacheEvent) -> bool:
             if not ev.key.startswith(prefix):
                 return False
-            if everything and not name:
+            if (everything and not name) or at_version:  # (an object to convert is judged in `_stream`)
                 return True
             # an event whose object matches neither before nor after is one `_translate` drops: it is
             # not queued, so the watch's task is not woken for it (the node agents' and taint
@@ -791,21 +826,22 @@ class GenericREST:
             else:
                 translate = lambda ev: self._translate(res, version, ev, ok, self._external_once)  # noqa: E731
         gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
-                           translate)
+                           translate, at_version)
         return WatchStream(gen, self.cache, w, translate)
 
     async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
-                      translate):
+                      translate, at_version=False):
         """`translate`: WatchStream.translate, which the live events of a kind without asynchronous
         conversion take too: the watches of a resource that the cache woke for one event (every
-        in-process informer of pods) then share its translation, made by the first."""
+        in-process informer of pods) then share its translation, made by the first. `at_version`:
+        `ok` matches an event's previous object converted too."""
         timer = None
         try:
             last = 0
             for ev in initial:
                 if ev.type != ADDED or ev.prev is not None:
                     last = max(last, ev.rev)
-                await res.strategy.prepare_conversion([ev.entry.obj], version)
+                await res.strategy.prepare_conversion(_event_objects(ev, at_version), version)
                 out = self._translate(res, version, ev, ok, self._external)
                 if out:
                     w.stored = ev.entry.obj
@@ -831,7 +867,7 @@ class GenericREST:
                 if translate is not None:
                     out = translate(ev)
                 else:
-                    await res.strategy.prepare_conversion([ev.entry.obj], version, reuse=True)
+                    await res.strategy.prepare_conversion(_event_objects(ev, at_version), version, reuse=True)
                     out = self._translate(res, version, ev, ok, self._external)
                 if out:
                     w.stored = ev.entry.obj

@@ -76,6 +76,9 @@ class Strategy:
     unstructured: bool = False
     #: fields (beyond metadata.name / metadata.namespace) usable in fieldSelector
     field_selectors: dict[str, Callable[[Obj], Any]] = {}
+    #: may converting an object change what selectors read (a CRD's conversion webhook renames a
+    #: selectable field)? A list or watch then selects on each object converted to its version.
+    converts_fields: bool = False
     #: the metadata fields a fieldSelector may name (the kind's field label conversion: Namespace's
     #: and Node's leave out metadata.namespace)
     metadata_field_selectors: tuple[str, ...] = ("metadata.name", "metadata.namespace")

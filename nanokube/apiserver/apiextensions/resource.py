@@ -295,7 +295,7 @@ class CustomResourceStrategy(Strategy):
 
     def field_selectors_at(self, version: str) -> dict[str, Callable[[Obj], Any]]:
         """The version's own selectableFields, as the CR converter keeps them per group version (read
-        on the stored object: the same values unless a webhook converts them)."""
+        on the object converted to the version where a webhook converts it: `converts_fields`)."""
         info = self.versions.get(version)
         return info.field_selectors if info is not None else self.field_selectors
 
@@ -314,6 +314,7 @@ class CustomResourceStrategy(Strategy):
         self.terminating = bool((crd.get("metadata") or {}).get("deletionTimestamp"))
         self._read_memo: dict[int, tuple[Obj, str, Obj]] = {}
         self.webhook = ((crd["spec"].get("conversion") or {}).get("strategy")) == "Webhook"
+        self.converts_fields = self.webhook
         #: (id(object), apiVersion) -> (object, the webhook's conversion of it)
         self._converted: dict[tuple[int, str], tuple[Obj, Obj]] = {}
         #: the object last validated and the errors ratcheting made warnings of, for the
