@@ -7,7 +7,8 @@ the Service's targetPorts against each pod's container ports. Reconciling
 keeps endpoints in the slice they already sit in and rewrites only slices
 whose content changed, so a pod coming or going touches one slice. The
 `v1/Endpoints` object of the same name is written for older clients, as
-upstream's endpoints controller does.
+upstream's endpoints controller does. A Service's spec.trafficDistribution
+gives each ready endpoint topology hints (see `endpoint_hints`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ MAX_ENDPOINTS_PER_SLICE = 100
 MAX_ENDPOINTS_ADDRESSES = 1000
 OVER_CAPACITY_ANNOTATION = "endpoints.kubernetes.io/over-capacity"
 TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
+TOPOLOGY_MODE_ANNOTATION = "service.kubernetes.io/topology-mode"
+TOPOLOGY_HINTS_ANNOTATION = "service.kubernetes.io/topology-aware-hints"
 
 
 # --- what the service wants ----------------------------------------------------
@@ -122,8 +125,36 @@ def _target_ref(pod: dict) -> dict:
     return {"kind": "Pod", "namespace": md["namespace"], "name": md["name"], "uid": md["uid"]}
 
 
-def slice_endpoint(svc: dict, pod: dict, ip: str, zone_of: Callable[[str], str | None]) -> dict:
-    """One endpoint as upstream's podToEndpoint writes it; `zone_of` reads a node's zone label."""
+def hint_mode(svc: dict) -> str | None:
+    """Which hints the Service's endpoints carry: "zone" (trafficDistribution PreferClose or
+    PreferSameZone), "node" (PreferSameNode: zone and node), or None. The topology-mode annotation
+    set to Auto asks for upstream's proportional hints instead, which are not written here: such a
+    Service gets none, as upstream's do whenever its topology cache's safeguards are not met."""
+    annotations = svc["metadata"].get("annotations") or {}
+    if annotations.get(TOPOLOGY_MODE_ANNOTATION, annotations.get(TOPOLOGY_HINTS_ANNOTATION)) in ("Auto", "auto"):
+        return None
+    td = (svc.get("spec") or {}).get("trafficDistribution")
+    return "node" if td == "PreferSameNode" else "zone" if td in ("PreferClose", "PreferSameZone") else None
+
+
+def endpoint_hints(mode: str | None, ep: dict) -> dict | None:
+    """Upstream's trafficdist heuristics: a ready endpoint is hinted for its own zone, and under
+    PreferSameNode also for its own node; one not ready, or with nothing to hint, carries none,
+    which makes kube-proxy fall back to all endpoints."""
+    if mode is None or not ep["conditions"]["ready"]:
+        return None
+    hints = {}
+    if ep.get("zone"):
+        hints["forZones"] = [{"name": ep["zone"]}]
+    if mode == "node" and ep.get("nodeName"):
+        hints["forNodes"] = [{"name": ep["nodeName"]}]
+    return hints or None
+
+
+def slice_endpoint(svc: dict, pod: dict, ip: str, zone_of: Callable[[str], str | None],
+                   mode: str | None = None) -> dict:
+    """One endpoint as upstream's podToEndpoint writes it, with `mode`'s hints (hint_mode);
+    `zone_of` reads a node's zone label."""
     publish = (svc.get("spec") or {}).get("publishNotReadyAddresses", False)
     terminating = bool(pod["metadata"].get("deletionTimestamp"))
     serving = publish or pod_is_ready(pod)
@@ -137,6 +168,8 @@ def slice_endpoint(svc: dict, pod: dict, ip: str, zone_of: Callable[[str], str |
             ep["zone"] = zone
     if is_headless(svc) and spec.get("hostname") and spec.get("subdomain") == svc["metadata"]["name"]:
         ep["hostname"] = spec["hostname"]
+    if hints := endpoint_hints(mode, ep):
+        ep["hints"] = hints
     return ep
 
 
@@ -154,13 +187,14 @@ async def desired_endpoints(svc: dict, pods: list[dict], address_type: str,
     (not finished, with an IP of this family; terminating ones included). A pass in turns
     (in_turns), as the controllers share the API server's loop."""
     out: dict[bytes, dict[str, dict]] = {}
+    mode = hint_mode(svc)
     async for part in in_turns(pods):
         for pod in part:
             ip = pod_ip(pod, address_type)
             if ip is None or pod_is_terminal(pod):
                 continue
             key = _ports_key(endpoint_ports(svc, pod))
-            out.setdefault(key, {})[ip] = slice_endpoint(svc, pod, ip, zone_of)
+            out.setdefault(key, {})[ip] = slice_endpoint(svc, pod, ip, zone_of, mode)
     return out
 
 

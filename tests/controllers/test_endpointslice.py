@@ -136,6 +136,39 @@ async def test_a_nodes_new_zone_reaches_its_endpoints_at_their_services_next_syn
     assert await eventually(rezoned) == {"n1": "zone-a", "n2": "zone-c"}
 
 
+async def test_traffic_distribution_hints_follow_the_field(env):
+    """spec.trafficDistribution hints each ready endpoint for its zone (PreferClose, PreferSameZone)
+    and also its node (PreferSameNode); a pod not ready or on a node without a zone gets none;
+    topology-mode Auto (proportional hints, not done) and removing the field clear them."""
+    c, _ = env
+    await c.resource("", "v1", "nodes").create({"metadata": {"name": "n2"}})
+    svcs = c.resource("", "v1", "services")
+    await svcs.create({**service(), "spec": {**service()["spec"], "trafficDistribution": "PreferClose"}})
+    await add_pod(c, "a", "10.244.1.2")
+    await add_pod(c, "b", "10.244.1.3", ready=False)
+    await add_pod(c, "c", "10.244.2.2", node="n2")
+    await wait_addresses(c, "web", ["10.244.1.2", "10.244.1.3", "10.244.2.2"])
+
+    def waiting_for(want):
+        async def check():
+            got = {ep["addresses"][0]: ep.get("hints") for sl in await slices_of(c, "web") for ep in sl["endpoints"]}
+            return got if got == want else None
+        return eventually(check)
+    zone_a = {"forZones": [{"name": "zone-a"}]}
+    assert await waiting_for({"10.244.1.2": zone_a, "10.244.1.3": None, "10.244.2.2": None})
+    await svcs.patch("web", {"spec": {"trafficDistribution": "PreferSameNode"}}, namespace="default")
+    assert await waiting_for({"10.244.1.2": {**zone_a, "forNodes": [{"name": "n1"}]}, "10.244.1.3": None,
+                              "10.244.2.2": {"forNodes": [{"name": "n2"}]}})
+    await svcs.patch("web", {"metadata": {"annotations": {"service.kubernetes.io/topology-mode": "Auto"}}},
+                     namespace="default")
+    assert await waiting_for({"10.244.1.2": None, "10.244.1.3": None, "10.244.2.2": None})
+    await svcs.patch("web", {"metadata": {"annotations": {"service.kubernetes.io/topology-mode": None}},
+                             "spec": {"trafficDistribution": "PreferSameZone"}}, namespace="default")
+    assert await waiting_for({"10.244.1.2": zone_a, "10.244.1.3": None, "10.244.2.2": None})
+    await svcs.patch("web", {"spec": {"trafficDistribution": None}}, namespace="default")
+    assert await waiting_for({"10.244.1.2": None, "10.244.1.3": None, "10.244.2.2": None})
+
+
 async def test_endpoints_mirror_the_service(env):
     c, _ = env
     await c.resource("", "v1", "services").create(service())
