@@ -118,9 +118,7 @@ def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> in
         proc.out(_table(listed, now))
         return 0
     if args in (["-L"], ["--list-gpus"]):
-        proc.out("".join(f"GPU {i}: {g.name} (UUID: {g.uuid})\n" + "".join(
-            f"  MIG {m.profile.name:<11} Device {j:>2}: (UUID: {m.uuid})\n" for j, m in enumerate(g.migs))
-            for i, g in listed))
+        proc.out(_list(listed))
         return 0
     if args in (["-q"], ["--query"]):
         proc.out(_report(listed, len(gpus), now))
@@ -146,6 +144,19 @@ def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> in
                                + (f" {_QUERY[f][1]}" if units and _QUERY[f][1] else "") for f in fields))
     proc.out("".join(line + "\n" for line in lines))
     return 0
+
+
+def listing(container: str) -> str:
+    """What `nvidia-smi -L` prints in `container` (none where it has no GPUs), for a script the
+    shell cannot interpret: its output at start is logged all the same."""
+    return _list(list(enumerate(GPUS.get().get(container) or ())))
+
+
+def _list(listed: list[tuple[int, Gpu]]) -> str:
+    """`-L`: each GPU by its product name and UUID, its MIG devices under it."""
+    return "".join(f"GPU {i}: {g.name} (UUID: {g.uuid})\n" + "".join(
+        f"  MIG {m.profile.name:<11} Device {j:>2}: (UUID: {m.uuid})\n" for j, m in enumerate(g.migs))
+        for i, g in listed)
 
 
 def _ids(args: list[str]) -> tuple[list[str], list[str] | None]:

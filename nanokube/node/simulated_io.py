@@ -27,9 +27,8 @@ port-forward, declared on the pod with annotations.
 - GPUs: `nvidia-smi` (its table, `-L`, `-q`, `-i`, `--query-gpu`) answers for the GPUs the container was
   given, its DRA claims' and NVIDIA_VISIBLE_DEVICES' (simulated_gpu), in exec, a shell and a
   container's own command; `nproc`, `free` and `df` for its node's machine (simulated_system).
-  On a node with NVIDIA-personality GPUs `nvidia-smi -L` lists the MIG devices too, answered by
-  exec and printed at start by a container whose command runs it (as the NVIDIA DRA driver's
-  quickstart examples do).
+  On a node with NVIDIA-personality GPUs `nvidia-smi -L` lists the MIG devices too; a container
+  whose command runs it in a script not interpreted as a whole logs that same listing at start.
 - Attach: streams what the container writes as it writes it (a prompt with no
   new line after it too, which its log keeps until the line ends), until it exits.
   A `stdin: true` container is a process reading its stdin until EOF (a
@@ -264,9 +263,8 @@ class SimulatedIO:
                 self._write(f"nanokube: container {name} is ready", [name])
             if name in self.shells and spec.get("tty"):  # the shell's first prompt, as busybox's sh on a terminal
                 self._emit(name, self.shells[name].prompt())
-            if SMI_LIST.search(" ".join(self._command(name))):
-                listing = self._smi_list(name)
-                for line in (listing or "").splitlines():
+            if SMI_LIST.search(" ".join(self._command(name))):  # the GPUs `prepare` found for it
+                for line in simulated_gpu.listing(name).splitlines():
                     self._write(line, [name])
         declared = []
         for raw in (self._annotations().get(LOG) or "").splitlines():
@@ -585,13 +583,6 @@ class SimulatedIO:
     def _command(self, container: str) -> list[str]:
         spec = self._spec(container)
         return [*(spec.get("command") or []), *(spec.get("args") or [])]
-
-    def _smi_list(self, container: str) -> str | None:
-        """`nvidia-smi -L` for the container, None where the node has no NVIDIA GPUs or it got none."""
-        from .dra.nvidia import smi_list
-
-        devices = self.worker.agent.claims.container_devices(self.worker.pod, container)
-        return smi_list(devices) if devices else None
 
     async def _machine(self, container: str, gpus: bool) -> None:
         """What the commands about to be worked out in `container` (in this task and those it

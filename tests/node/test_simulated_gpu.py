@@ -11,6 +11,7 @@ import pytest
 
 from nanokube.machinery.streaming import LogOptions, StreamFailed
 from nanokube.node.devices import Device
+from nanokube.node.simulated_command import interpret
 from nanokube.node.simulated_io import SimulatedIO
 from tests.controllers import eventually
 from tests.node.dra.test_prepare import allocate, claim_body, env, phase, pod_body, running_trainer
@@ -148,10 +149,10 @@ async def test_a_shell_typed_into_by_attach_runs_nvidia_smi_and_nproc():
     attached.cancel()
 
 
-def mig_worker():
+def mig_worker(**main):
     """A container on an H100 node of the NVIDIA personality, given two MIG devices of GPU 0 by its
     claim and GPU 1 whole by NVIDIA_VISIBLE_DEVICES."""
-    w = worker(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-1"}])
+    w = worker(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-1"}], **main)
     migs = [{"type": "mig", "uuid": f"MIG-{p}", "parentUUID": "GPU-0", "productName": "NVIDIA H100 80GB HBM3",
              "profile": p} for p in ("3g.40gb", "1g.10gb")]
     w.agent.claims.container_devices = lambda pod, container: migs
@@ -161,9 +162,7 @@ def mig_worker():
         Device("gpu", f"gpu-{i}", {"model": "H100-SXM5-80GB", "uuid": f"GPU-{i}", "index": i, "architecture": "Hopper",
                                    "driverVersion": "570.124.06", "cudaVersion": "12.8"}, {"memory": "80Gi"})
         for i in range(4)])
-    io = SimulatedIO(w)
-    io.started({"main": "busybox"})
-    return io
+    return SimulatedIO(w)
 
 
 async def run_smi(io, *args: str) -> tuple[int, str]:
@@ -177,6 +176,7 @@ async def test_nvidia_smi_lists_mig_devices_and_picks_gpus_with_i():
     devices under it; `-i` picks GPUs by index, UUID or bus id, keeping their numbers, and one it
     does not see is "No devices were found" (exit 6); --query-gpu says which GPU is in MIG mode."""
     io = mig_worker()
+    io.started({"main": "busybox"})
     assert await run_smi(io, "-L") == (0, (
         "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n  MIG 3g.40gb     Device  0: (UUID: MIG-3g.40gb)\n"
         "  MIG 1g.10gb     Device  1: (UUID: MIG-1g.10gb)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"))
@@ -187,11 +187,27 @@ async def test_nvidia_smi_lists_mig_devices_and_picks_gpus_with_i():
     io.stop()
 
 
+async def test_a_script_not_interpreted_logs_the_same_listing_as_nvidia_smi_l():
+    """A container whose script the simulator cannot run (its model trainer) logs what its first
+    `nvidia-smi -L` prints as one it runs does: the GPU the device plugin gave it as well as the
+    claim's MIG devices (a second path listed the claim's devices only)."""
+    io = mig_worker(command=["sh", "-c", "nvidia-smi -L; exec python train.py"])
+    await io.prepare(io._spec("main"))
+    io.started({"main": "busybox"})
+    assert interpret(io._command("main")) is None
+    _, listed = await run_smi(io, "-L")
+    assert io.serve_log("main", LogOptions()).decode() == (
+        "nanokube: container main started (image busybox)\nnanokube: container main is ready\n" + listed)
+    assert listed.count("GPU ") == 2
+    io.stop()
+
+
 async def test_nvidia_smi_table_and_report_show_the_mig_devices():
     """The summary table gains a MIG devices table (GPU, GI, CI and device numbers, the profile's
     memory, multiprocessors and engines; the GPU's own row in MIG mode); `-q` reports each GPU
     (`-i` one of them) with its MIG devices, keys padded to the real report's colon column."""
     io = mig_worker()
+    io.started({"main": "busybox"})
     code, table = await run_smi(io)
     lines = table.splitlines()
     assert code == 0 and {len(line) for line in lines[1:]} == {91}

@@ -403,18 +403,3 @@ def prepare_configs(claim: dict, results: list[dict]) -> list[dict]:
         _apply(normalized[i], [r["uuid"] for r, j in zip(results, chosen) if j == i])
     return [normalized[i] for i in chosen]
 
-
-# --- what a container sees ------------------------------------------------------------
-
-def smi_list(devices: list[dict]) -> str:
-    """`nvidia-smi -L` for the devices a container was given: each parent GPU
-    once, numbered as the container sees them, its MIG devices under it."""
-    lines: list[str] = []
-    seen: dict[str, list[dict]] = {}
-    for d in devices:
-        seen.setdefault(d["parentUUID"] or d["uuid"], []).append(d)
-    for i, (gpu_uuid, devs) in enumerate(seen.items()):
-        lines.append(f"GPU {i}: {devs[0]['productName']} (UUID: {gpu_uuid})")
-        for j, d in enumerate(x for x in devs if x["type"] == "mig"):
-            lines.append(f"  MIG {d['profile']:<11} Device {j:>2}: (UUID: {d['uuid']})")
-    return "".join(line + "\n" for line in lines)

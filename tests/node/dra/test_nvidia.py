@@ -173,18 +173,6 @@ def test_config_precedence_defaults_and_device_types():
         nvidia.prepare_configs(bad_kind, [])
 
 
-def test_nvidia_smi_list_groups_mig_devices_under_their_gpu():
-    gpu = {"type": "gpu", "uuid": "GPU-1", "parentUUID": "", "productName": "NVIDIA H100 80GB HBM3", "profile": ""}
-    migs = [{"type": "mig", "uuid": f"MIG-{i}", "parentUUID": "GPU-2", "productName": "NVIDIA A100-SXM4-40GB",
-             "profile": p} for i, p in enumerate(("1g.5gb", "3g.20gb"))]
-    assert nvidia.smi_list([gpu, *migs]).splitlines() == [
-        "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)",
-        "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-2)",
-        "  MIG 1g.5gb      Device  0: (UUID: MIG-0)",
-        "  MIG 3g.20gb     Device  1: (UUID: MIG-1)",
-    ]
-
-
 async def test_node_driver_publishes_gpu_nvidia_com_and_a_fault_on_a_static_mig_gpu_taints_its_devices(stack):
     from nanokube.node.dra.deviceclasses import ensure_device_classes
     from nanokube.node.dra.driver import NodeDriver
