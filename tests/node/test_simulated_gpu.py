@@ -191,10 +191,11 @@ async def test_a_script_not_interpreted_logs_the_same_listing_as_nvidia_smi_l():
     """A container whose script the simulator cannot run (its model trainer) logs what its first
     `nvidia-smi -L` prints as one it runs does: the GPU the device plugin gave it as well as the
     claim's MIG devices (a second path listed the claim's devices only)."""
-    io = mig_worker(command=["sh", "-c", "nvidia-smi -L; exec python train.py"])
-    await io.prepare(io._spec("main"))
+    script = ["sh", "-c", "nvidia-smi -L; exec python train.py"]
+    assert interpret(script) is None
+    io = mig_worker(command=script)
+    await io.prepare(io.worker.pod["spec"]["containers"][0])
     io.started({"main": "busybox"})
-    assert interpret(io._command("main")) is None
     _, listed = await run_smi(io, "-L")
     assert io.serve_log("main", LogOptions()).decode() == (
         "nanokube: container main started (image busybox)\nnanokube: container main is ready\n" + listed)
