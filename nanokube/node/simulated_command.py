@@ -41,7 +41,7 @@ read as one of a small, closed set; anything else is left to the annotations
   as they are then (another container or an exec may make the file), and
   what follows once it ends.
   A script with a glob outside case's patterns, `~`, a backquote, a
-  background job, a subshell, a descriptor past stderr's redirection,
+  background job other than `sleep N &` (`$!` its PID, for `wait PID`), a subshell, a descriptor past stderr's redirection,
   another command, or a loop that may end but neither ends nor repeats
   itself within `BUDGET` commands is not interpreted at all.
 
@@ -572,13 +572,15 @@ def _resumption(run: _Run) -> Callable[..., _Run | None]:
     SIGTERM coming `signal` seconds in, if given)."""
     rest, state = run.rest, (run.status, run.snapshot(), run.stdin, run.fs.cwd)
     interactive, terminal, trapped, not_found = run.interactive, run.terminal, set(run.trapped), run.not_found
-    jobs = [run.started + end for end in run.jobs]  # (when its background jobs end, on the node's clock)
+    jobs = {pid: run.started + end for pid, end in run.jobs.items()}  # (when its jobs end, on the node's clock)
+    last_job = run.last_job
 
     def go_on(fs: ContainerFS, now: float, signal: float | None = None) -> _Run | None:
         status, shell, stdin, cwd = state
         later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive, terminal=terminal, not_found=not_found)
         later.restore(shell)
-        later.trapped, later.signal, later.jobs = set(trapped), signal, [end - now for end in jobs]
+        later.trapped, later.signal, later.last_job = set(trapped), signal, last_job
+        later.jobs = {pid: end - now for pid, end in jobs.items()}
         fs.cwd = cwd
         try:
             return _execute(rest, later)
@@ -650,8 +652,10 @@ class _Run:
         self.signal: float | None = None
         self.signal_taken = False
         self.taken: tuple[int, int] | None = None
-        #: when each background job (`sleep N &`) ends, seconds since the start, until `wait` takes them
-        self.jobs: list[float] = []
+        #: when each background job (`sleep N &`) ends, seconds since the start, by its PID (kept
+        #: once waited for: `wait` answers for it again); the last one's PID (`$!`)
+        self.jobs: dict[int, float] = {}
+        self.last_job: int | None = None
 
     def snapshot(self) -> tuple:
         """The shell's state a later run goes on from (`restore`): its variables, positional
@@ -754,7 +758,9 @@ class _Run:
         words = [f for w in simple.words for f in self.expand(w)]
         if len(words) != 2 or os.path.basename(words[0]) != "sleep":
             raise _Unknown
-        self.jobs.append(self.now + _seconds(words[1]))
+        # its PID: the next after the last job's, counted as `ps` numbers the container's processes
+        self.last_job = (self.last_job or 1) + 6
+        self.jobs[self.last_job] = self.now + _seconds(words[1])
         self.status = 0
 
     def node(self, node) -> None:
@@ -1037,6 +1043,8 @@ class _Run:
             value: str | None = str(self.status)
         elif name == "#":
             value = str(len(self.args) - 1)
+        elif name == "!":  # (unset before the first background job)
+            value = None if self.last_job is None else str(self.last_job)
         elif name.isdigit():
             value = self.args[int(name)] if int(name) < len(self.args) else None
         elif name in ("@", "*"):

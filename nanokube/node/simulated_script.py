@@ -9,11 +9,11 @@ commands: a simple command (`NAME=value` assignments, words, `>`, `>>`, `<`), or
 definition, `NAME() { ...; }` (or another compound command). A word is made of parts: literal
 text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `:=`, `=`),
 `${NAME%pattern}` (and `%%`, `#`, `##`), `${#NAME}`, the special parameters `$?`, `$#`,
-`$0`...`$9`, `$@`, `$*`, `$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]`
+`$0`...`$9`, `$@`, `$*`, `$!`, `$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]`
 (case's and those of `${NAME%pattern}`; as a command's glob they are not simulated). A command,
 simple or compound, may redirect its descriptors 0 to 2: `<`, `>`, `>>`, `N>&M` (`2>&1`, `>&2`).
 A command may run in the background (`&`: a `Background` list; the interpreter runs only
-`sleep N &`, for `wait`). Anything else a shell would do (`~`, backquotes, subshells, `$!`, other
+`sleep N &`, for `wait`). Anything else a shell would do (`~`, backquotes, subshells, `$$`, other
 descriptors) is `Unknown`: the script is not interpreted. A script that ends inside a compound command or
 after an operator is `Incomplete` (an interactive shell asks for more)."""
 
@@ -35,7 +35,7 @@ Part = tuple
 Word = tuple  # of parts
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SPECIAL = "?#@*0123456789"
+_SPECIAL = "?#@*!0123456789"
 _OPERATORS = ("&&", "||", ">>", ";;", "<<", ">&", "<&", ";", "&", "|", "<", ">", "(", ")")
 _BRACE_OPS = ("%%", "##", ":-", ":+", ":=", "%", "#", "-", "+", "=")
 #: the operators whose word is a pattern (`${path##*/}`): its unquoted text matches as a glob
@@ -309,8 +309,8 @@ def dollar(script: str, i: int, parts: list, quoted: bool) -> int:
     if rest[:1] and rest[0] in _SPECIAL:
         parts.append(("var", rest[0], "", (), quoted))
         return i + 2
-    if rest[:1] and rest[0] in "$!-":
-        raise Unknown  # the shell's pid, a background job's, its options
+    if rest[:1] and rest[0] in "$-":
+        raise Unknown  # the shell's pid, its options
     parts.append(("lit", "$", quoted))
     return i + 1
 

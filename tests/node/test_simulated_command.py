@@ -79,6 +79,20 @@ def test_wait_waits_for_the_background_sleeps_and_a_trapped_sigterm_cuts_it_shor
     assert untrapped is None  # no TERM trap: the signal changes nothing
 
 
+def test_wait_for_a_pid_waits_for_that_job_alone():
+    """`$!` is the last background job's PID (unset before one); `wait PID` waits for that job
+    only, its status 0 (again for a job waited for before), and 127 for a PID that is no job of
+    the shell's, with nothing said, as busybox's ash and dash do."""
+    assert interpret(["sh", "-c", 'echo "[$!]"; sleep 1 & echo $!']).output == ((0, "[]\n"), (0, "7\n"))
+    script = "sleep 8 & long=$!; sleep 2 & wait $!; echo $? at 2; wait $long; echo $?; wait $long 2; echo $?"
+    waited = interpret(["sh", "-c", script])
+    assert (waited.output, waited.seconds) == (((2, "0 at 2\n"), (8, "0\n"), (8, "127\n")), 8)
+    trapped = interpret(["sh", "-c", "trap 'echo bye; exit 0' TERM; sleep 1 & sleep infinity & wait $!"])
+    assert math.isinf(trapped.seconds)
+    assert trapped.signalled(3, None).output == ((3, "bye\n"),)
+    assert interpret(["sh", "-c", "sleep 1 & wait %1"]) is None  # a job spec is not simulated
+
+
 def test_tty_and_stty_size_read_the_terminal_the_command_runs_on():
     """busybox: `tty` names the terminal or prints `not a tty` (status 1; `-s` only the status);
     `stty size` is its rows and columns as last resized, and fails its ioctl without one."""
@@ -316,6 +330,12 @@ def test_a_background_sleep_started_before_a_wait_for_a_file_is_still_waited_for
     pod_files.container("main").write("/tmp/ready", b"")
     went_on = program.wait.resume(pod_files.draft("main", fresh=False), 110.0)
     assert (went_on.seconds, went_on.writes()) == (90.0, [(0, "stdout", "ready\n"), (90.0, "stdout", "done\n")])
+    # `$!` and the job's PID carry over too
+    script = "sleep 100 & job=$!; until [ -f /tmp/go ]; do sleep 1; done; wait $!; echo $? $job"
+    program = interpret(["sh", "-c", script], 100.0, lambda: pod_files.draft("main"))
+    pod_files.container("main").write("/tmp/go", b"")
+    went_on = program.wait.resume(pod_files.draft("main", fresh=False), 110.0)
+    assert (went_on.seconds, went_on.writes()) == (90.0, [(90.0, "stdout", "0 7\n")])
 
 
 def test_sigterm_during_a_wait_that_went_on_is_worked_out_from_its_last_pass(pod_files):
