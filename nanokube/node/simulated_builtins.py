@@ -355,15 +355,15 @@ def escapes(text: str, octal: str) -> str:
 
 def _wait(run: _Run, name: str, args: list[str]) -> int:
     """`wait`: until every background job (`sleep N &`) has ended, 0; `wait PID...` until those
-    jobs (`$!`) have, 0 (a job waited for before too), or 127 where the last PID is no job of the
+    jobs (`$!`) have, the last one's status (a job waited for before too), or 127 where the last PID is no job of the
     shell's (and nothing said, as ash). A SIGTERM the shell traps coming meanwhile ends it at once
     with 143 (128 + 15), its trap running then, as a shell's wait is interrupted where a foreground
     command is waited out. A job spec (`%1`) is not simulated."""
     if not all(a.isdigit() for a in args):
         raise Unknown
     pids = [int(a) for a in args] if args else list(run.jobs)
-    end = max([run.now, *(run.jobs[p] for p in pids if p in run.jobs)])
-    status = 0 if not args or int(args[-1]) in run.jobs else 127
+    end = max([run.now, *(run.jobs[p][0] for p in pids if p in run.jobs)])
+    status = 0 if not args else run.jobs[pids[-1]][1] if pids[-1] in run.jobs else 127
     if run.signal is not None and not run.signal_taken and run.traps.get("TERM") and run.signal < end:
         run.now = max(run.now, run.signal)
         run.status = 143

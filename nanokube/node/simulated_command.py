@@ -41,7 +41,8 @@ read as one of a small, closed set; anything else is left to the annotations
   as they are then (another container or an exec may make the file), and
   what follows once it ends.
   A script with a glob outside case's patterns, `~`, a backquote, a
-  background job other than `sleep N &` (`$!` its PID, for `wait PID`), a subshell, a descriptor past stderr's redirection,
+  background job that changes the shell or writes after its start (`sleep N &`, `tail -f
+  /dev/null &` are jobs; `$!` the last one's PID, for `wait PID`), a subshell, a descriptor past stderr's redirection,
   another command, or a loop that may end but neither ends nor repeats
   itself within `BUDGET` commands is not interpreted at all.
 
@@ -114,6 +115,8 @@ SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
 _SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+#: the builtins a background job may run (`_job`): they only write, changing nothing of the shell
+_WRITERS = frozenset({"echo", "printf", "true", "false", ":"})
 #: how many passes of a loop that cannot end, each different, are worked out ahead (`Endless`)
 LAZY_AFTER = 50
 #: the mark a loop's later passes give, at its time, before each is worked out where the command
@@ -572,7 +575,7 @@ def _resumption(run: _Run) -> Callable[..., _Run | None]:
     SIGTERM coming `signal` seconds in, if given)."""
     rest, state = run.rest, (run.status, run.snapshot(), run.stdin, run.fs.cwd)
     interactive, terminal, trapped, not_found = run.interactive, run.terminal, set(run.trapped), run.not_found
-    jobs = {pid: run.started + end for pid, end in run.jobs.items()}  # (when its jobs end, on the node's clock)
+    jobs = {pid: (run.started + end, status) for pid, (end, status) in run.jobs.items()}  # (on the node's clock)
     last_job = run.last_job
 
     def go_on(fs: ContainerFS, now: float, signal: float | None = None) -> _Run | None:
@@ -580,7 +583,7 @@ def _resumption(run: _Run) -> Callable[..., _Run | None]:
         later = _Run(now, status, fs=fs, stdin=stdin, interactive=interactive, terminal=terminal, not_found=not_found)
         later.restore(shell)
         later.trapped, later.signal, later.last_job = set(trapped), signal, last_job
-        later.jobs = {pid: end - now for pid, end in jobs.items()}
+        later.jobs = {pid: (end - now, code) for pid, (end, code) in jobs.items()}
         fs.cwd = cwd
         try:
             return _execute(rest, later)
@@ -652,9 +655,9 @@ class _Run:
         self.signal: float | None = None
         self.signal_taken = False
         self.taken: tuple[int, int] | None = None
-        #: when each background job (`sleep N &`) ends, seconds since the start, by its PID (kept
-        #: once waited for: `wait` answers for it again); the last one's PID (`$!`)
-        self.jobs: dict[int, float] = {}
+        #: when each background job (`sleep N &`) ends, seconds since the start, and its status, by
+        #: its PID (kept once waited for: `wait` answers for it again); the last one's PID (`$!`)
+        self.jobs: dict[int, tuple[float, int]] = {}
         self.last_job: int | None = None
 
     def snapshot(self) -> tuple:
@@ -747,21 +750,43 @@ class _Run:
 
     def _background(self, items: list) -> None:
         """`sleep N &`: a job that ends N seconds from now, which `wait` waits for (the pattern
-        that lets a TERM trap run at once: `trap ... TERM; sleep infinity & wait`); any other
-        background command, or one typed at an interactive shell (its job would outlive the
-        line), is not simulated."""
+        that lets a TERM trap run at once: `trap ... TERM; sleep infinity & wait`); another command
+        as `_job` runs it. A pipeline, an and-or list, redirections, assignments, or a job typed
+        at an interactive shell (it would outlive the line) are not simulated."""
         [(_, pipeline)] = items if len(items) == 1 else [(None, None)]
         simple = pipeline.commands[0] if pipeline is not None and len(pipeline.commands) == 1 else None
         if self.interactive or not isinstance(simple, Simple) or simple.assigns or simple.redirects or pipeline.negate:
             raise _Unknown
         self._take_signal()
         words = [f for w in simple.words for f in self.expand(w)]
-        if len(words) != 2 or os.path.basename(words[0]) != "sleep":
+        if not words:
             raise _Unknown
+        job = (self.now + _seconds(words[1]), 0) if len(words) == 2 and os.path.basename(words[0]) == "sleep" \
+            else self._job(words)
         # its PID: the next after the last job's, counted as `ps` numbers the container's processes
         self.last_job = (self.last_job or 1) + 6
-        self.jobs[self.last_job] = self.now + _seconds(words[1])
+        self.jobs[self.last_job] = job
         self.status = 0
+
+    def _job(self, words: list[str]) -> tuple[float, int]:
+        """A background command other than `sleep`, worked out now (its stdin /dev/null, as a
+        non-interactive shell's job has it): when it ends and its status. Only one that cannot
+        change the shell (no function, no builtin but those that only write) and that writes and
+        changes nothing after its start, where it would interleave with what the shell goes on
+        with: `tail -f /dev/null &` (never ends), `touch /tmp/started &`, `echo hi &`."""
+        name = os.path.basename(words[0])
+        if name in BUILTINS and name not in _WRITERS or words[0] in self.functions:
+            raise _Unknown
+        began, stdin, marks = self.now, self.stdin, (len(self.output), len(self.errors), self._journal())
+        self.stdin = b""
+        try:
+            self._command_or_not_found(words)
+        finally:
+            self.stdin = stdin
+        end, self.now = self.now, began
+        if end != began and (len(self.output), len(self.errors), self._journal()) != marks:
+            raise _Unknown
+        return end, self.status
 
     def node(self, node) -> None:
         if isinstance(node, Simple):

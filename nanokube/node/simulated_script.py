@@ -12,8 +12,8 @@ text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `
 `$0`...`$9`, `$@`, `$*`, `$!`, `$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]`
 (case's and those of `${NAME%pattern}`; as a command's glob they are not simulated). A command,
 simple or compound, may redirect its descriptors 0 to 2: `<`, `>`, `>>`, `N>&M` (`2>&1`, `>&2`).
-A command may run in the background (`&`: a `Background` list; the interpreter runs only
-`sleep N &`, for `wait`). Anything else a shell would do (`~`, backquotes, subshells, `$$`, other
+A command may run in the background (`&`: a `Background` list; the interpreter runs a simple
+command there, `sleep N &` or one that writes nothing once started, for `wait`). Anything else a shell would do (`~`, backquotes, subshells, `$$`, other
 descriptors) is `Unknown`: the script is not interpreted. A script that ends inside a compound command or
 after an operator is `Incomplete` (an interactive shell asks for more)."""
 

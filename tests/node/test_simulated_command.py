@@ -56,7 +56,7 @@ def test_date_prints_the_time_it_runs_at_as_busybox_does():
 @pytest.mark.parametrize("argv", [
     [], ["sh"], ["nginx", "-g", "daemon off;"], ["sleep"], ["exit", "3"], ["tail", "-f", "/var/log/x"],
     ["sh", "-c", "echo $$"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
-    ["sh", "-c", "echo hi | cat"], ["sh", "-c", "echo hi &"], ["sh", "-c", "ls *"], ["sh", "-c", "exit x"],
+    ["sh", "-c", "echo hi | cat"], ["sh", "-c", "echo hi | cat &"], ["sh", "-c", "ls *"], ["sh", "-c", "exit x"],
     ["sh", "-c", "echo 'unterminated"], ["sh", "-c", "&& true"], ["sh", "-c", "(exit 1)"], ["python", "-c", "1"],
     ["sh", "-c", "nvidia-smi -L; sleep 9999 & wait"], ["sh", "-x", "exit 1"],
 ])
@@ -91,6 +91,21 @@ def test_wait_for_a_pid_waits_for_that_job_alone():
     assert math.isinf(trapped.seconds)
     assert trapped.signalled(3, None).output == ((3, "bye\n"),)
     assert interpret(["sh", "-c", "sleep 1 & wait %1"]) is None  # a job spec is not simulated
+
+
+def test_a_background_command_that_writes_nothing_once_started_is_a_job():
+    """`tail -f /dev/null &` (the keep-alive that lets a TERM trap run at once) is a job that never
+    ends; one that ends at once (`echo`, a command not found) writes as it starts and `wait $!`
+    has its status. One that would change the shell (`cd`, `exit`, an assignment), or write
+    later, on into what the shell goes on with (test_simulated_net: `ping -c 2`), is not simulated."""
+    kept = interpret(["sh", "-c", "trap 'echo bye; exit 0' TERM; tail -f /dev/null & wait"])
+    assert math.isinf(kept.seconds)
+    assert kept.signalled(4, None).output == ((4, "bye\n"),)
+    quick = interpret(["sh", "-c", "echo hi & nosuch & wait $!; echo $?"], not_found=True)
+    assert (quick.output, quick.errors, quick.seconds) == (((0, "hi\n"), (0, "127\n")),
+                                                           ((1, 0, "sh: nosuch: not found\n"),), 0)
+    for script in ("cd /tmp &", "exit 3 &", "x=1 &"):
+        assert interpret(["sh", "-c", script]) is None, script
 
 
 def test_tty_and_stty_size_read_the_terminal_the_command_runs_on():

@@ -225,6 +225,14 @@ def test_hostname_f_d_and_i_read_the_pods_names_in_its_hosts_file(tmp_path):
         0, "db-5\n", "")
 
 
+def test_a_background_ping_is_a_job_only_where_it_writes_all_at_its_start(network, files):
+    """`ping -c 1 POD &` writes all it does as it starts, and `wait $!` has its status; `ping -c 2`
+    writes a second later, in among what the shell goes on with: not simulated."""
+    once = interpret(["sh", "-c", "ping -q -c 1 10.244.0.5 & echo started; wait $!; echo $?"], 0.0, files)
+    assert [text for _, text in once.output][-2:] == ["started\n", "0\n"] and once.seconds == 0
+    assert interpret(["sh", "-c", "ping -c 2 10.244.0.5 & wait"], 0.0, files) is None
+
+
 def test_without_a_cluster_nameserver_nslookup_times_out(network, files):
     network.cluster_dns, network.nameservers, network.search = False, [], []
     assert run(["nslookup", "web"], files) == (1, ";; connection timed out; no servers could be reached\n\n", "")
