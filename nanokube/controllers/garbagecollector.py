@@ -201,7 +201,7 @@ class GarbageCollector(Controller):
         """attemptToDeleteItem: a dependent with a solid owner loses its references to the owners that
         are gone or deleting in the foreground; else one waiting on an owner's foreground deletion that
         has dependents of its own is deleted in the foreground, and one whose owners are all gone in the
-        background. One reference that cannot be resolved leaves it as it is."""
+        background (orphaning, or in the foreground, where it carries that finalizer already). One reference that cannot be resolved leaves it as it is."""
         states = [await self._owner_state(n, ref) for ref in n.owners]
         if None in states:
             return
@@ -217,7 +217,9 @@ class GarbageCollector(Controller):
                 await self._unblock_owners(n)
             await self._delete(n, "Foreground")
             return
-        await self._delete(n, "Background")
+        # no owner waits on it: a finalizer it already carries picks the propagation, as upstream's
+        await self._delete(n, "Orphan" if "orphan" in n.finalizers
+                           else "Foreground" if "foregroundDeletion" in n.finalizers else "Background")
 
     def _deleting_dependents(self, uid: str) -> bool:
         d = self.nodes.get(uid)

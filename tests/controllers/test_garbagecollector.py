@@ -246,3 +246,37 @@ async def test_a_cluster_scoped_dependent_naming_a_namespaced_objects_uid_is_rep
     assert ev["involvedObject"]["kind"] == "ClusterRole" and "namespace" not in ev["involvedObject"]
     assert ev["message"] == (f'ownerRef [rbac.authorization.k8s.io/v1/ClusterRole, namespace: , name: owner, '
                              f'uid: {uid}] does not exist in namespace ""')
+
+
+async def test_a_dependent_of_a_gone_owner_with_the_orphan_finalizer_is_deleted_orphaning(env):
+    """attemptToDeleteItem honours a finalizer the dependent already carries: with `orphan` it is
+    deleted with propagationPolicy Orphan, so its own dependent stays, losing its reference to it."""
+    cms = env
+    ghost = {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000004"}
+    dep = await cms.create({"metadata": {"name": "dep", "namespace": NS, "finalizers": ["orphan"],
+                                         "ownerReferences": [ghost]}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "dep", "uid": dep["metadata"]["uid"]}
+    await cms.create({"metadata": {"name": "grandchild", "namespace": NS, "ownerReferences": [ref]}})
+    assert await eventually(gone(cms, "dep"))
+    assert not (await cms.get("grandchild", NS))["metadata"].get("ownerReferences")
+
+
+async def test_a_dependent_of_a_gone_owner_with_the_foreground_finalizer_is_deleted_in_the_foreground(env):
+    """With `foregroundDeletion` the dependent is deleted in the foreground: it waits, deleting, on
+    its own blocking dependent (held here by a finalizer), which is deleted first."""
+    cms = env
+    ghost = {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000005"}
+    dep = await cms.create({"metadata": {"name": "dep", "namespace": NS, "finalizers": ["foregroundDeletion"],
+                                         "ownerReferences": [ghost]}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "dep", "uid": dep["metadata"]["uid"],
+           "blockOwnerDeletion": True}
+    await cms.create({"metadata": {"name": "grandchild", "namespace": NS, "finalizers": ["example.com/hold"],
+                                   "ownerReferences": [ref]}})
+
+    async def held():
+        child = await cms.get("grandchild", NS)
+        return child if child["metadata"].get("deletionTimestamp") else None
+    assert await eventually(held)
+    assert (await cms.get("dep", NS))["metadata"]["deletionTimestamp"]
+    await cms.patch("grandchild", {"metadata": {"finalizers": None}}, namespace=NS)
+    assert await eventually(gone(cms, "dep"))
