@@ -6,6 +6,7 @@ again, so a webhook that is redeployed, or goes down, is seen at once as on kube
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -42,24 +43,34 @@ def converter(factor: int = 1):
     return review
 
 
-@pytest.fixture
-async def boxes(tmp_path):
+def crd(hook: WebhookServer, plural: str, kind: str, versions: list[dict]) -> dict:
+    """A namespaced CRD of GROUP whose versions `hook`'s /convert converts."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{GROUP}"},
+            "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": plural, "kind": kind},
+                     "versions": versions, "conversion": {"strategy": "Webhook", "webhook": {
+                         "conversionReviewVersions": ["v1"],
+                         "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca.bundle}}}}}
+
+
+@contextlib.asynccontextmanager
+async def serving(tmp_path, plural: str, kind: str, versions: list[dict]):
+    """(webhook, client) of an API server with a CRD that `converter()` converts."""
     hook = WebhookServer().start()
     hook.handlers["/convert"] = converter()
     try:
         async with served(tmp_path) as (_, c):
-            await call(c, "POST", CRDS, {
-                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"boxes.{GROUP}"},
-                "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "boxes", "kind": "Box"},
-                         "versions": [{"name": v, "served": True, "storage": v == "v1",
-                                       "schema": {"openAPIV3Schema": s}} for v, s in SCHEMAS.items()],
-                         "conversion": {"strategy": "Webhook", "webhook": {
-                             "conversionReviewVersions": ["v1"],
-                             "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca.bundle}}}}})
+            await call(c, "POST", CRDS, crd(hook, plural, kind, versions))
             yield hook, c
     finally:
         hook.stop()
+
+
+@pytest.fixture
+async def boxes(tmp_path):
+    async with serving(tmp_path, "boxes", "Box", [{"name": v, "served": True, "storage": v == "v1",
+                                                   "schema": {"openAPIV3Schema": s}} for v, s in SCHEMAS.items()]) as x:
+        yield x
 
 
 def _fields(obj: dict) -> list[tuple[str, str, str, dict]]:
@@ -136,14 +147,7 @@ async def test_each_versions_scale_reads_and_writes_its_own_replicas_path(tmp_pa
                 for v, path in (("v1", ".spec.size"), ("v2", ".spec.sizeV2"))]
     try:
         async with served(tmp_path) as (_, c):
-            await call(c, "POST", CRDS, {
-                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"crates.{GROUP}"},
-                "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "crates", "kind": "Crate"},
-                         "versions": versions,
-                         "conversion": {"strategy": "Webhook", "webhook": {
-                             "conversionReviewVersions": ["v1"],
-                             "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca.bundle}}}}})
+            await call(c, "POST", CRDS, crd(hook, "crates", "Crate", versions))
             v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/crates" for v in ("v1", "v2"))
             await create_when_served(c, f"{v2}?fieldManager=maker", {
                 "apiVersion": f"{GROUP}/v2", "kind": "Crate", "metadata": {"name": "c"}, "spec": {"sizeV2": 3}})
@@ -176,15 +180,9 @@ async def test_a_write_is_validated_by_the_schema_and_rules_of_its_own_version(t
                    "x-kubernetes-validations": [{"rule": "self.sizeV2 % 2 == 0", "message": "sizeV2 must be even"}]}}}}
     try:
         async with served(tmp_path) as (_, c):
-            await call(c, "POST", CRDS, {
-                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"bins.{GROUP}"},
-                "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "bins", "kind": "Bin"},
-                         "versions": [{"name": v, "served": True, "storage": v == "v1",
-                                       "schema": {"openAPIV3Schema": s}} for v, s in schemas.items()],
-                         "conversion": {"strategy": "Webhook", "webhook": {
-                             "conversionReviewVersions": ["v1"],
-                             "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca.bundle}}}}})
+            await call(c, "POST", CRDS, crd(hook, "bins", "Bin", [
+                {"name": v, "served": True, "storage": v == "v1", "schema": {"openAPIV3Schema": s}}
+                for v, s in schemas.items()]))
             v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/bins" for v in ("v1", "v2"))
             made = await create_when_served(c, v2, {"apiVersion": f"{GROUP}/v2", "kind": "Bin",
                                                     "metadata": {"name": "b"}, "spec": {"sizeV2": 8}})

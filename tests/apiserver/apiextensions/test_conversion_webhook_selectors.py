@@ -12,11 +12,9 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.apiserver.admission.server import WebhookServer
 from tests.apiserver.apiextensions.test_conversion_pruning import create_when_served
-from tests.apiserver.apiextensions.test_conversion_webhook_reads import CRDS, GROUP, SCHEMAS, converter
+from tests.apiserver.apiextensions.test_conversion_webhook_reads import GROUP, SCHEMAS, serving
 from tests.apiserver.test_rest_managedfields import call
-from tests.served import served
 
 PATHS = {"v1": ".spec.size", "v2": ".spec.sizeV2"}
 
@@ -24,27 +22,14 @@ PATHS = {"v1": ".spec.size", "v2": ".spec.sizeV2"}
 @pytest.fixture
 async def dials(tmp_path):
     """Dials stored at v1: a 3 labelled small and a 5; each version selects on its own field."""
-    hook = WebhookServer().start()
-    hook.handlers["/convert"] = converter()
-    try:
-        async with served(tmp_path) as (_, c):
-            await call(c, "POST", CRDS, {
-                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"dials.{GROUP}"},
-                "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "dials", "kind": "Dial"},
-                         "versions": [{"name": v, "served": True, "storage": v == "v1",
-                                       "schema": {"openAPIV3Schema": s},
-                                       "selectableFields": [{"jsonPath": PATHS[v]}]} for v, s in SCHEMAS.items()],
-                         "conversion": {"strategy": "Webhook", "webhook": {
-                             "conversionReviewVersions": ["v1"],
-                             "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca.bundle}}}}})
-            for name, size, labels in (("small", 3, {"size": "small"}), ("big", 5, {})):
-                await create_when_served(c, _at("v1"), {"apiVersion": f"{GROUP}/v1", "kind": "Dial",
-                                                        "metadata": {"name": name, "labels": labels},
-                                                        "spec": {"size": size}})
-            yield hook, c
-    finally:
-        hook.stop()
+    async with serving(tmp_path, "dials", "Dial", [
+            {"name": v, "served": True, "storage": v == "v1", "schema": {"openAPIV3Schema": s},
+             "selectableFields": [{"jsonPath": PATHS[v]}]} for v, s in SCHEMAS.items()]) as (hook, c):
+        for name, size, labels in (("small", 3, {"size": "small"}), ("big", 5, {})):
+            await create_when_served(c, _at("v1"), {"apiVersion": f"{GROUP}/v1", "kind": "Dial",
+                                                    "metadata": {"name": name, "labels": labels},
+                                                    "spec": {"size": size}})
+        yield hook, c
 
 
 def _at(version: str) -> str:
