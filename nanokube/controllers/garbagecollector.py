@@ -60,6 +60,8 @@ class GarbageCollector(Controller):
         super().__init__(client, **kw)
         self.nodes: dict[str, Node] = {}
         self.dependents: dict[str, set[str]] = {}
+        #: dependent uid → the uid of an owner the graph saw in another namespace, reported at its next sync
+        self._misplaced: dict[str, str] = {}
         self._infs = []
         self._monitored: set[str] = set()
         self._started = False
@@ -113,7 +115,7 @@ class GarbageCollector(Controller):
         uid = md["uid"]
         owners = md.get("ownerReferences") or ()
         deleting, finalizers = bool(md.get("deletionTimestamp")), tuple(md.get("finalizers") or ())
-        n = self.nodes.get(uid)
+        n = old = self.nodes.get(uid)
         if n is not None and n.owners == owners and n.deleting == deleting and n.finalizers == finalizers:
             return
         if n is not None:
@@ -128,8 +130,26 @@ class GarbageCollector(Controller):
         self.nodes[uid] = n
         for ref in n.owners:
             self.dependents.setdefault(ref["uid"], set()).add(uid)
+        self._note_misplaced(n, old)
         if n.owners or (n.deleting and {"foregroundDeletion", "orphan"} & set(n.finalizers)):
             self.queue.add(uid)
+
+    def _note_misplaced(self, n: Node, old: Node | None) -> None:
+        """The graph builder's OwnerRefInvalidNamespace, once per observation that shows it, not at
+        every attempt to collect: a reference `n` gained to an owner seen in another namespace
+        (addDependentToOwners), or dependents of other namespaces naming `n` when it is first seen."""
+        had = {r["uid"] for r in old.owners} if old is not None else set()
+        for ref in n.owners:
+            owner = self.nodes.get(ref["uid"])
+            if ref["uid"] not in had and owner is not None and owner.namespace and owner.namespace != n.namespace:
+                self._misplaced[n.uid] = ref["uid"]
+                break
+        if old is None and n.namespace:
+            for dep in self.dependents.get(n.uid, ()):
+                d = self.nodes.get(dep)
+                if d is not None and d.namespace != n.namespace:
+                    self._misplaced.setdefault(dep, n.uid)
+                    self.queue.add(dep)
 
     def _forget(self, obj: dict) -> None:
         uid = obj["metadata"]["uid"]
@@ -147,8 +167,12 @@ class GarbageCollector(Controller):
 
     async def sync(self, uid: str) -> None:
         n = self.nodes.get(uid)
+        misplaced = self._misplaced.pop(uid, None)
         if n is None:
             return
+        for ref in n.owners:
+            if ref["uid"] == misplaced:
+                await self._report_invalid_namespace(n, ref)
         if n.deleting and "orphan" in n.finalizers:
             await self._orphan(n)
             return
@@ -171,9 +195,8 @@ class GarbageCollector(Controller):
             return None
         namespace = n.namespace if res.namespaced else None
         owner = self.nodes.get(ref["uid"])
-        if owner is not None and owner.namespace and owner.namespace != n.namespace:
-            await self._report_invalid_namespace(n, ref)
-        elif owner is not None and owner.rc.res.group_resource == res.group_resource and owner.name == ref["name"]:
+        if owner is not None and (not owner.namespace or owner.namespace == n.namespace) \
+                and owner.rc.res.group_resource == res.group_resource and owner.name == ref["name"]:
             return WAITING if owner.deleting and "foregroundDeletion" in owner.finalizers else SOLID
         # the graph may lag, or hold that uid under other coordinates: confirm with the server by name (and uid)
         rc = self.client.resource(res.group, res.versions[0], res.plural)

@@ -280,3 +280,32 @@ async def test_a_dependent_of_a_gone_owner_with_the_foreground_finalizer_is_dele
     assert (await cms.get("dep", NS))["metadata"]["deletionTimestamp"]
     await cms.patch("grandchild", {"metadata": {"finalizers": None}}, namespace=NS)
     assert await eventually(gone(cms, "dep"))
+
+
+async def test_an_owner_of_another_namespace_is_reported_once_not_at_every_attempt(env):
+    """Upstream's graph builder records OwnerRefInvalidNamespace when it sees the reference (the
+    dependent's add, or a reference added later), not at each attemptToDeleteItem: a dependent kept
+    by a reference nobody resolves, and then looked at again (its references changed: the other
+    namespace's one stays), has one Event of count 1."""
+    cms = env
+    await cms.c.resource("", "v1", "namespaces").create({"metadata": {"name": "other"}})
+    owner = await cms.create({"metadata": {"name": "owner", "namespace": "other"}})
+    misplaced = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    unserved = {"apiVersion": "example.com/v1", "kind": "Nothing", "name": "x", "uid": "00000000-0000-0000-0000-000000000006"}
+    await cms.create({"metadata": {"name": "dep", "namespace": NS, "ownerReferences": [misplaced, unserved]}})
+
+    async def reported(name):
+        items, _ = await cms.c.resource("", "v1", "events").list(NS)
+        return [e for e in items if e["reason"] == "OwnerRefInvalidNamespace" and e["involvedObject"]["name"] == name]
+    assert await eventually(lambda: reported("dep"))
+    solid = await cms.create({"metadata": {"name": "solid", "namespace": NS}})
+    kept = {"apiVersion": "v1", "kind": "ConfigMap", "name": "solid", "uid": solid["metadata"]["uid"]}
+    await cms.patch("dep", {"metadata": {"ownerReferences": [misplaced, kept]}}, namespace=NS)
+
+    async def stripped():  # the second look has run: the reference to the other namespace is gone
+        return (await cms.get("dep", NS))["metadata"]["ownerReferences"] == [kept]
+    assert await eventually(stripped)
+    # the recorder writes in order: once a later Event is there, a repeat of dep's would be too
+    await cms.create({"metadata": {"name": "later", "namespace": NS, "ownerReferences": [misplaced]}})
+    assert await eventually(lambda: reported("later"))
+    assert [e["count"] for e in await reported("dep")] == [1]
