@@ -37,7 +37,7 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -50,6 +50,7 @@ from ..machinery.services import health_check_node_port
 from .events import ACTION_SYNC, node_ref
 from .health import ProxyHealth
 from .service_health import ServiceHealthServer
+from .topology import ZONE_LABEL, Hints, available, hints_of, topology_mode
 from .nftables.layout import TABLE, Config, Endpoint, ServicePort
 from .nftables.nft import Nft
 from .nftables.sync import Syncer, SyncReport
@@ -112,10 +113,12 @@ def source_ranges(spec: dict, lb_ips: tuple[str, ...], node_ip: str, family: str
 
 
 def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: str = "ip",
-                  node_ip: str = "") -> list[ServicePort]:
+                  node_ip: str = "", zone: str = "") -> list[ServicePort]:
     """The typed structures of one Service in nftables `family` from its
     EndpointSlices of that family's addressType; endpoints on `node_name`
-    are the local ones. A Service with no ClusterIP of the family has none."""
+    are the local ones, and their hints, read for `node_name` in `zone`, say
+    which the cluster traffic uses (topology.py). A Service with no ClusterIP
+    of the family has none."""
     spec, md = svc.get("spec", {}), svc["metadata"]
     ip = cluster_ip(spec, family)
     if not ip:
@@ -132,6 +135,7 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
     for p in spec.get("ports", []):
         name, proto = p.get("name", ""), p.get("protocol", "TCP")
         eps: dict[tuple[str, int], Endpoint] = {}
+        hints: dict[tuple[str, int], Hints] = {}
         for sl in slices:
             if sl.get("addressType") != IP_FAMILIES[family]:
                 continue
@@ -147,6 +151,9 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
                 for addr in ep.get("addresses", [])[:1]:
                     eps[(addr, port)] = Endpoint(addr, port, ready, bool(node_name) and ep.get("nodeName") == node_name,
                                                  serving_terminating)
+                    hints[(addr, port)] = hints_of(ep)
+        if mode := topology_mode((hints[k] for k, e in eps.items() if e.ready), node_name, zone):
+            eps = {k: replace(e, close=available(hints[k], mode, node_name, zone)) for k, e in eps.items()}
         out.append(ServicePort(md["namespace"], md["name"], name or str(p["port"]), proto.lower(), ip,
                                p["port"], p.get("nodePort", 0), tuple(eps[k] for k in sorted(eps)), affinity,
                                spec.get("internalTrafficPolicy") == "Local", external, external_ips, vips, ranges))
@@ -234,6 +241,10 @@ class Proxier:
         self.health_check_ports: dict[str, int] = {}  # service key -> its healthCheckNodePort
         self.services = Informer(client.resource("", "v1", "services"), clock=clock)
         self.slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"), clock=clock)
+        #: this node, for its zone label (upstream's NodeTopologyConfig)
+        self.node = Informer(client.resource("", "v1", "nodes"), field_selector=f"metadata.name={node_name}",
+                             clock=clock)
+        self.zone = ""
         self.syncs = 0
         self._dirty: set[str] = set()
         #: the services changed since the last sync, and how many EndpointSlice changes (the trackers' pending)
@@ -247,6 +258,15 @@ class Proxier:
         self._tasks: list[asyncio.Task] = []
         self.services.add_handlers(self._on_service, lambda old, new: self._on_service(new), self._on_service)
         self.slices.add_handlers(lambda sl: self._on_slice(None, sl), self._on_slice, lambda sl: self._on_slice(sl, None))
+        self.node.add_handlers(self._on_node, lambda old, new: self._on_node(new), lambda n: self._on_node(None))
+
+    def _on_node(self, node: dict | None) -> None:
+        """OnTopologyChange: a new zone label re-reads every Service's hints."""
+        zone = ((node or {}).get("metadata", {}).get("labels") or {}).get(ZONE_LABEL, "")
+        if zone != self.zone:
+            self.zone = zone
+            for svc in self.services.list():
+                self._mark(f"{svc['metadata']['namespace']}/{svc['metadata']['name']}")
 
     def _on_service(self, svc: dict) -> None:
         """ServiceChangeTracker.Update: every event counts once per family's proxier, as upstream's
@@ -313,10 +333,10 @@ class Proxier:
 
     async def start(self) -> None:
         self.broadcaster.start()
-        for inf in (self.services, self.slices):
+        for inf in (self.services, self.slices, self.node):
             self._tasks.append(asyncio.create_task(inf.run()))
-        await self.services.synced.wait()
-        await self.slices.synced.wait()
+        for inf in (self.services, self.slices, self.node):
+            await inf.synced.wait()
         self._tasks.append(asyncio.create_task(self._loop()))
 
     async def stop(self) -> None:
@@ -352,7 +372,7 @@ class Proxier:
                     t.flat.pop(sp.key, None)
                 if svc is not None:
                     t.ports[key] = service_ports(svc, by_service.get(key, []), self.node_name, t.family,
-                                                 self.node_ip)
+                                                 self.node_ip, self.zone)
                     t.flat.update((sp.key, sp) for sp in t.ports[key])
 
     async def sync_once(self, full: bool = False) -> list[SyncReport]:

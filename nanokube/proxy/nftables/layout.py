@@ -51,6 +51,9 @@ class Endpoint:
     local: bool = False  # on this proxy's node: the only ones a Local traffic policy uses
     #: not ready but still serving while it terminates: used where no ready one is (KEP-1669)
     serving_terminating: bool = False
+    #: cluster traffic from this node may use it: hinted for this node or its zone, or the
+    #: Service's hints are not usable here (proxy/topology.py)
+    close: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +85,12 @@ class ServicePort:
         return bool(self.node_port or self.external_ips or self.lb_ips)
 
     @property
-    def ready_endpoints(self) -> tuple[Endpoint, ...]:
-        return tuple(e for e in self.endpoints if e.ready)
-
-    @property
     def cluster_endpoints(self) -> tuple[Endpoint, ...]:
-        """CategorizeEndpoints' for a Cluster policy: the ready ones, else, none being ready
-        anywhere, those serving while they terminate (a rollout's last pods keep their traffic)."""
-        return self.ready_endpoints or tuple(e for e in self.endpoints if e.serving_terminating)
+        """CategorizeEndpoints' for a Cluster policy: the ready ones topology lets this node use
+        (`close`), else, none being ready anywhere, those serving while they terminate (a rollout's
+        last pods keep their traffic)."""
+        return tuple(e for e in self.endpoints if e.ready and e.close) or \
+            tuple(e for e in self.endpoints if e.serving_terminating)
 
     @property
     def local_endpoints(self) -> tuple[Endpoint, ...]:
