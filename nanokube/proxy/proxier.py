@@ -37,7 +37,7 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -50,7 +50,7 @@ from ..machinery.services import health_check_node_port
 from .events import ACTION_SYNC, node_ref
 from .health import ProxyHealth
 from .service_health import ServiceHealthServer
-from .topology import ZONE_LABEL, Hints, available, hints_of, topology_mode
+from .topology import NONE, ZONE_LABEL, Hints, available, hints_of, topology_mode
 from .nftables.layout import TABLE, Config, Endpoint, ServicePort
 from .nftables.nft import Nft
 from .nftables.sync import Syncer, SyncReport
@@ -151,9 +151,13 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
                 for addr in ep.get("addresses", [])[:1]:
                     eps[(addr, port)] = Endpoint(addr, port, ready, bool(node_name) and ep.get("nodeName") == node_name,
                                                  serving_terminating)
-                    hints[(addr, port)] = hints_of(ep)
-        if mode := topology_mode((hints[k] for k, e in eps.items() if e.ready), node_name, zone):
-            eps = {k: replace(e, close=available(hints[k], mode, node_name, zone)) for k, e in eps.items()}
+                    if ep.get("hints"):
+                        hints[(addr, port)] = hints_of(ep)
+        if hints and (mode := topology_mode((hints.get(k, NONE) for k, e in eps.items() if e.ready), node_name,
+                                            zone)):
+            for k, e in eps.items():
+                if not available(hints.get(k, NONE), mode, node_name, zone):
+                    eps[k] = Endpoint(e.ip, e.port, e.ready, e.local, e.serving_terminating, close=False)
         out.append(ServicePort(md["namespace"], md["name"], name or str(p["port"]), proto.lower(), ip,
                                p["port"], p.get("nodePort", 0), tuple(eps[k] for k in sorted(eps)), affinity,
                                spec.get("internalTrafficPolicy") == "Local", external, external_ips, vips, ranges))
