@@ -345,7 +345,15 @@ async def test_two_hpas_of_one_target_are_an_ambiguous_selector(env):
     assert await env.replicas() == scaled
     events = await env.reported("AmbiguousSelector")
     assert msg in [e["message"] for e in events if e["reason"] == "AmbiguousSelector"]
-    await env.hpas.delete("web-too", NS)
-    env.ctrl._forget(second)  # (the informer's delete handler, not started here)
-    await env.sync()
-    assert await env.replicas() > scaled
+    # the informer's delete handler forgets web-too's selector: web alone rescales again
+    env.ctrl.informer_factory.start(env.ctrl.informers())
+    try:
+        await env.ctrl.inf.synced.wait()
+        await env.hpas.delete("web-too", NS)
+
+        async def rescaled():
+            await env.sync()
+            return await env.replicas() > scaled
+        assert await eventually(rescaled)
+    finally:
+        await env.ctrl.informer_factory.stop()
