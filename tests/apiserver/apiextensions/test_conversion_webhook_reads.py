@@ -138,32 +138,26 @@ async def test_each_versions_scale_reads_and_writes_its_own_replicas_path(tmp_pa
     specReplicasPath (v1 .spec.size, v2 .spec.sizeV2), as on kube-apiserver: a write through v2's
     was answered 200 and lost (v2's object got the storage version's path set, which the
     conversion back to v1 overwrote), and its writer owns v2's path."""
-    hook = WebhookServer().start()
-    hook.handlers["/convert"] = converter()
     status = {"type": "object", "properties": {"replicas": {"type": "integer"}}}
     versions = [{"name": v, "served": True, "storage": v == "v1",
                  "subresources": {"scale": {"specReplicasPath": path, "statusReplicasPath": ".status.replicas"}},
                  "schema": {"openAPIV3Schema": {**SCHEMAS[v], "properties": {**SCHEMAS[v]["properties"], "status": status}}}}
                 for v, path in (("v1", ".spec.size"), ("v2", ".spec.sizeV2"))]
-    try:
-        async with served(tmp_path) as (_, c):
-            await call(c, "POST", CRDS, crd(hook, "crates", "Crate", versions))
-            v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/crates" for v in ("v1", "v2"))
-            await create_when_served(c, f"{v2}?fieldManager=maker", {
-                "apiVersion": f"{GROUP}/v2", "kind": "Crate", "metadata": {"name": "c"}, "spec": {"sizeV2": 3}})
-            assert (await call(c, "GET", f"{v2}/c/scale"))["spec"] == {"replicas": 3}
-            out = await call(c, "PATCH", f"{v2}/c/scale", {"spec": {"replicas": 5}}, "scaler",
-                             "application/merge-patch+json")
-            assert out["spec"] == {"replicas": 5}
-            assert (await call(c, "GET", f"{v1}/c"))["spec"] == {"size": 5}
-            crate = await call(c, "GET", f"{v2}/c")
-            assert crate["spec"] == {"sizeV2": 5}
-            assert [(m["manager"], m["apiVersion"], m.get("subresource"), m["fieldsV1"])
-                    for m in crate["metadata"]["managedFields"]] == [  # maker's one field is the scaler's now
-                ("scaler", f"{GROUP}/v2", "scale", {"f:spec": {"f:sizeV2": {}}})]
-            assert (await call(c, "GET", f"{v1}/c/scale"))["spec"] == {"replicas": 5}
-    finally:
-        hook.stop()
+    async with serving(tmp_path, "crates", "Crate", versions) as (_, c):
+        v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/crates" for v in ("v1", "v2"))
+        await create_when_served(c, f"{v2}?fieldManager=maker", {
+            "apiVersion": f"{GROUP}/v2", "kind": "Crate", "metadata": {"name": "c"}, "spec": {"sizeV2": 3}})
+        assert (await call(c, "GET", f"{v2}/c/scale"))["spec"] == {"replicas": 3}
+        out = await call(c, "PATCH", f"{v2}/c/scale", {"spec": {"replicas": 5}}, "scaler",
+                         "application/merge-patch+json")
+        assert out["spec"] == {"replicas": 5}
+        assert (await call(c, "GET", f"{v1}/c"))["spec"] == {"size": 5}
+        crate = await call(c, "GET", f"{v2}/c")
+        assert crate["spec"] == {"sizeV2": 5}
+        assert [(m["manager"], m["apiVersion"], m.get("subresource"), m["fieldsV1"])
+                for m in crate["metadata"]["managedFields"]] == [  # maker's one field is the scaler's now
+            ("scaler", f"{GROUP}/v2", "scale", {"f:spec": {"f:sizeV2": {}}})]
+        assert (await call(c, "GET", f"{v1}/c/scale"))["spec"] == {"replicas": 5}
 
 
 async def test_a_write_is_validated_by_the_schema_and_rules_of_its_own_version(tmp_path):
@@ -171,39 +165,33 @@ async def test_a_write_is_validated_by_the_schema_and_rules_of_its_own_version(t
     and converts only to store): v2's rule refuses an odd sizeV2 and v1's maximum does not apply
     to it. Before, the object converted to the storage version v1 was validated: v1's maximum
     refused sizeV2 8 under v1's field name, and v2's rule never ran."""
-    hook = WebhookServer().start()
-    hook.handlers["/convert"] = converter()
     schemas = {"v1": {"type": "object", "properties": {"spec": {"type": "object", "properties": {
                    "size": {"type": "integer", "maximum": 5}}}}},
                "v2": {"type": "object", "properties": {"spec": {"type": "object", "properties": {
                    "sizeV2": {"type": "integer"}},
                    "x-kubernetes-validations": [{"rule": "self.sizeV2 % 2 == 0", "message": "sizeV2 must be even"}]}}}}
-    try:
-        async with served(tmp_path) as (_, c):
-            await call(c, "POST", CRDS, crd(hook, "bins", "Bin", [
-                {"name": v, "served": True, "storage": v == "v1", "schema": {"openAPIV3Schema": s}}
-                for v, s in schemas.items()]))
-            v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/bins" for v in ("v1", "v2"))
-            made = await create_when_served(c, v2, {"apiVersion": f"{GROUP}/v2", "kind": "Bin",
-                                                    "metadata": {"name": "b"}, "spec": {"sizeV2": 8}})
-            assert made["spec"] == {"sizeV2": 8}
-            assert (await call(c, "GET", f"{v1}/b"))["spec"] == {"size": 8}
-            with pytest.raises(ApiException) as odd:
-                await call(c, "POST", v2, {"apiVersion": f"{GROUP}/v2", "kind": "Bin",
-                                           "metadata": {"name": "odd"}, "spec": {"sizeV2": 3}})
-            assert odd.value.status == 422
-            assert json.loads(odd.value.body)["details"]["causes"] == [
-                {"reason": "FieldValueInvalid", "message": "Invalid value: sizeV2 must be even", "field": "spec"}]
-            with pytest.raises(ApiException) as update:
-                await call(c, "PUT", f"{v2}/b", {**made, "spec": {"sizeV2": 7}})
-            assert json.loads(update.value.body)["message"] == \
-                f'Bin.{GROUP} "b" is invalid: spec: Invalid value: sizeV2 must be even'
-            with pytest.raises(ApiException) as at_v1:  # v1's own maximum still holds for a write at v1
-                await call(c, "PATCH", f"{v1}/b", {"spec": {"size": 6}}, content_type="application/merge-patch+json")
-            assert "spec.size: Invalid value: 6: spec.size in body should be less than or equal to 5" in \
-                json.loads(at_v1.value.body)["message"]
-    finally:
-        hook.stop()
+    versions = [{"name": v, "served": True, "storage": v == "v1", "schema": {"openAPIV3Schema": s}}
+                for v, s in schemas.items()]
+    async with serving(tmp_path, "bins", "Bin", versions) as (_, c):
+        v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/bins" for v in ("v1", "v2"))
+        made = await create_when_served(c, v2, {"apiVersion": f"{GROUP}/v2", "kind": "Bin",
+                                                "metadata": {"name": "b"}, "spec": {"sizeV2": 8}})
+        assert made["spec"] == {"sizeV2": 8}
+        assert (await call(c, "GET", f"{v1}/b"))["spec"] == {"size": 8}
+        with pytest.raises(ApiException) as odd:
+            await call(c, "POST", v2, {"apiVersion": f"{GROUP}/v2", "kind": "Bin",
+                                       "metadata": {"name": "odd"}, "spec": {"sizeV2": 3}})
+        assert odd.value.status == 422
+        assert json.loads(odd.value.body)["details"]["causes"] == [
+            {"reason": "FieldValueInvalid", "message": "Invalid value: sizeV2 must be even", "field": "spec"}]
+        with pytest.raises(ApiException) as update:
+            await call(c, "PUT", f"{v2}/b", {**made, "spec": {"sizeV2": 7}})
+        assert json.loads(update.value.body)["message"] == \
+            f'Bin.{GROUP} "b" is invalid: spec: Invalid value: sizeV2 must be even'
+        with pytest.raises(ApiException) as at_v1:  # v1's own maximum still holds for a write at v1
+            await call(c, "PATCH", f"{v1}/b", {"spec": {"size": 6}}, content_type="application/merge-patch+json")
+        assert "spec.size: Invalid value: 6: spec.size in body should be less than or equal to 5" in \
+            json.loads(at_v1.value.body)["message"]
 
 
 async def test_objects_stored_before_a_storage_version_change_are_converted_from_their_own_version(boxes):
