@@ -466,7 +466,8 @@ class Proxier:
             if self._dirty:
                 continue
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.sync_period)
+            try:  # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that comes as the wake does
+                async with asyncio.timeout(self.sync_period):
+                    await self._wake.wait()
             except TimeoutError:
                 pass

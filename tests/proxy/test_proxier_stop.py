@@ -9,6 +9,7 @@ from nanokube.clock import Clock
 from nanokube.proxy.nftables.nft import Nft, NftError
 from nanokube.proxy.proxier import Proxier
 from tests.controllers import eventually, make_stack
+from tests.proxy.test_proxier import endpoint_slice, endpoints_of, service
 
 
 class BrokenNft(Nft):
@@ -64,3 +65,25 @@ async def test_stop_leaves_no_event_write_behind():
 
 async def _settled(p: Proxier) -> bool:
     return p.syncs >= 1 and all(not t.last_report.ok for t in p.tables.values())
+
+
+async def test_stop_right_after_a_change_ends_the_sync_loop(netns, nft):
+    """A change that wakes the loop just as stop() cancels it: Python 3.11's asyncio.wait_for, which the
+    loop waited in, returned the wake and dropped the cancellation, so the loop went on and stop()
+    never returned (found by topo54's test, which deleted its Service just before stopping)."""
+    s = await make_stack()
+    svcs = s.client.resource("", "v1", "services")
+    await svcs.create(service("10.96.0.55"))
+    await s.client.resource("discovery.k8s.io", "v1", "endpointslices").create(endpoint_slice(["10.244.1.1"]))
+    p = Proxier(s.client, "node-1", "", netns=netns, min_sync_period=0.01)
+    before = _running()
+    await p.start()
+    try:
+        async def programmed():
+            return endpoints_of(nft, "10.96.0.55") == 1
+        assert await eventually(programmed)
+    finally:
+        await svcs.delete("web", "default")  # releases the ClusterIP, which outlives the stack in the process
+        await p.stop()
+    assert _running() - before == set()
+    await s.close()
