@@ -4,9 +4,9 @@ security-context docs' `id`, `ps` in `kubectl debug --target`), which a shell wo
 answer `sh: id: not found`.
 
 The identity is the pod's security context's (`run_as`: runAsUser, runAsGroup, fsGroup,
-supplementalGroups; root without). Names come from the accounts every image has (root,
-nobody), not from the image's /etc/passwd: another uid is shown as a number, as busybox shows
-one its image does not name. `uname` answers for the simulated node's kernel (simulated_host).
+supplementalGroups; root without). Names and homes come from the accounts of the image's
+family's /etc/passwd and /etc/group (`image_family`): another uid is shown as a number, as
+busybox shows one its image does not name. `uname` answers for the simulated node's kernel (simulated_host).
 `ps` lists the container's PID namespace (`processes`): its own main process, or with
 `shareProcessNamespace` the pod's pause and every running container's, or for an ephemeral
 container with `targetContainerName` the target's; each container one process (its command,
@@ -19,14 +19,16 @@ from .simulated_applets import Process, Unknown, _flags
 from .simulated_fs import ContainerFS
 from .simulated_host import KERNEL_BUILD, KERNEL_VERSION
 
-USERS = {0: "root", 65534: "nobody"}
-GROUPS = {0: "root", 65534: "nogroup"}
-#: the home directories of each image family's /etc/passwd: busybox's, Alpine's, distroless's and
-#: Debian's (Ubuntu's alike: the base of most others, python, pytorch and nvidia/cuda among them);
-#: runc sets HOME to "/" for a uid its image lacks
-HOMES = {"busybox": {0: "/root", 65534: "/home"}, "alpine": {0: "/root", 65534: "/"},
-         "distroless": {0: "/root", 65532: "/home/nonroot", 65534: "/nonexistent"},
-         "debian": {0: "/root", 65534: "/nonexistent"}}
+#: the accounts (uid: name, home) of each image family's /etc/passwd: busybox's, Alpine's,
+#: distroless's and Debian's (Ubuntu's alike: the base of most others, python, pytorch and
+#: nvidia/cuda among them); runc sets HOME to "/" for a uid its image lacks
+PASSWD = {"busybox": {0: ("root", "/root"), 65534: ("nobody", "/home")},
+          "alpine": {0: ("root", "/root"), 65534: ("nobody", "/")},
+          "distroless": {0: ("root", "/root"), 65532: ("nonroot", "/home/nonroot"), 65534: ("nobody", "/nonexistent")},
+          "debian": {0: ("root", "/root"), 65534: ("nobody", "/nonexistent")}}
+#: the groups of each family's /etc/group (65534 is nogroup in busybox and Debian, nobody elsewhere)
+GROUP = {"busybox": {0: "root", 65534: "nogroup"}, "alpine": {0: "root", 65534: "nobody"},
+         "distroless": {0: "root", 65532: "nonroot", 65534: "nobody"}, "debian": {0: "root", 65534: "nogroup"}}
 #: what the images whose default command is a shell run without a command
 DEFAULT_COMMANDS = {"busybox": "sh", "alpine": "/bin/sh", "ubuntu": "/bin/bash", "debian": "bash"}
 
@@ -51,16 +53,28 @@ def run_as(pod: dict, name: str) -> tuple[int, int, tuple[int, ...]]:
     return uid, gid, tuple(sorted({gid, *extra, *(ctx.get("supplementalGroups") or ())}))
 
 
-def home(pod: dict, name: str) -> str:
-    """HOME of container `name`: its user's home in its image's /etc/passwd, "/" for an unknown uid."""
+def _family(pod: dict, name: str) -> str:
     spec = pod.get("spec") or {}
     container = next((c for key in ("initContainers", "containers", "ephemeralContainers") for c in spec.get(key) or ()
                       if c.get("name") == name), {})
-    return HOMES[image_family(container.get("image") or "")].get(run_as(pod, name)[0], "/")
+    return image_family(container.get("image") or "")
+
+
+def home(pod: dict, name: str) -> str:
+    """HOME of container `name`: its user's home in its image's /etc/passwd, "/" for an unknown uid."""
+    account = PASSWD[_family(pod, name)].get(run_as(pod, name)[0])
+    return account[1] if account else "/"
+
+
+def names(fs: ContainerFS) -> tuple[dict[int, str], dict[int, str]]:
+    """(user names, group names) by id, as the container's own image's /etc/passwd and /etc/group
+    have them: those a command run there shows, whoever's processes it lists."""
+    family = _family(fs.pod, fs.container)
+    return {uid: account[0] for uid, account in PASSWD[family].items()}, GROUP[family]
 
 
 def image_family(image: str) -> str:
-    """Whose /etc/passwd an image has (HOMES): busybox's, Alpine's (an `alpine` image or tag),
+    """Whose /etc/passwd an image has (PASSWD): busybox's, Alpine's (an `alpine` image or tag),
     distroless's, else Debian's."""
     reference = image.split("@")[0]
     repository, tag = reference.rsplit(":", 1) if ":" in reference.rsplit("/", 1)[-1] else (reference, "")
@@ -104,18 +118,19 @@ def _id(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     if rest or len(flags & {"u", "g", "G"}) > 1 or ("n" in flags and not flags & {"u", "g", "G"}):
         raise Unknown
     uid, gid, groups = run_as(fs.pod, fs.container)
+    users, group_names = names(fs)
     if not flags & {"u", "g", "G"}:
         def named(n: int, names: dict[int, str]) -> str:
             return f"{n}({names[n]})" if n in names else str(n)
 
-        run.out(f"uid={named(uid, USERS)} gid={named(gid, GROUPS)} "
-                f"groups={','.join(named(g, GROUPS) for g in groups)}\n")
+        run.out(f"uid={named(uid, users)} gid={named(gid, group_names)} "
+                f"groups={','.join(named(g, group_names) for g in groups)}\n")
         return 0
-    ids, names = ([uid], USERS) if "u" in flags else ([gid], GROUPS) if "g" in flags else (list(groups), GROUPS)
+    ids, known = ([uid], users) if "u" in flags else ([gid], group_names) if "g" in flags else (list(groups), group_names)
     status, words = 0, []
     for n in ids:
-        if "n" in flags and n in names:
-            words.append(names[n])
+        if "n" in flags and n in known:
+            words.append(known[n])
             continue
         words.append(str(n))
         if "n" in flags:
@@ -128,11 +143,11 @@ def _id(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 def _whoami(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     if args:
         raise Unknown
-    uid = run_as(fs.pod, fs.container)[0]
-    if uid not in USERS:
+    uid, users = run_as(fs.pod, fs.container)[0], names(fs)[0]
+    if uid not in users:
         run.err(f"whoami: unknown uid {uid}\n")
         return 1
-    run.out(USERS[uid] + "\n")
+    run.out(users[uid] + "\n")
     return 0
 
 
@@ -156,9 +171,9 @@ def _ps(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     if any(a.startswith("-") and "o" in a for a in args):
         raise Unknown
     rows = processes(fs.pod, fs.container) + [(run_as(fs.pod, fs.container)[0], " ".join([name, *args]))]
-    lines = ["PID   USER     TIME  COMMAND"]
+    users, lines = names(fs)[0], ["PID   USER     TIME  COMMAND"]
     for i, (uid, command) in enumerate(rows):
-        lines.append(f"{1 + 6 * i:5d} {USERS.get(uid, str(uid)):<8.8s}  0:00 {command}")
+        lines.append(f"{1 + 6 * i:5d} {users.get(uid, str(uid)):<8.8s}  0:00 {command}")
     run.out("\n".join(lines) + "\n")
     return 0
 

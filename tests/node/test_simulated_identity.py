@@ -38,6 +38,26 @@ async def test_a_containers_own_security_context_wins_and_root_is_named():
     io.stop()
 
 
+async def test_names_come_from_the_containers_own_images_accounts():
+    """`id`, `whoami` and `ps` name users and groups as the image's /etc/passwd and /etc/group do:
+    distroless's nonroot (65532, its debug images' busybox), nobody's group nogroup in busybox but
+    nobody in Alpine; an image without the account shows the number."""
+    for image, want in (
+            ("gcr.io/distroless/static:debug-nonroot", b"uid=65532(nonroot) gid=65532(nonroot) groups=65532(nonroot)\nnonroot\n"),
+            ("busybox:1.36", b"uid=65532 gid=65534(nogroup) groups=65534(nogroup)\n"),
+            ("alpine:3.20", b"uid=65532 gid=65534(nobody) groups=65534(nobody)\n")):
+        gid = 65532 if "distroless" in image else 65534
+        io = SimulatedIO(worker(image=image, securityContext={"runAsUser": 65532, "runAsGroup": gid}))
+        io.started({"main": image})
+        out = (await exec_(io, "id; whoami"))[1]
+        assert out.startswith(want), (image, out)
+        io.stop()
+    io = SimulatedIO(worker(image="gcr.io/distroless/base:debug", securityContext={"runAsUser": 65532}))
+    io.started({"main": "gcr.io/distroless/base:debug"})
+    assert (await exec_(io, "ps"))[1].splitlines()[1:] == [b"    1 nonroot   0:00 base", b"    7 nonroot   0:00 ps"]
+    io.stop()
+
+
 async def test_uname_answers_for_the_simulated_nodes_kernel_and_the_pods_hostname():
     io = SimulatedIO(worker())
     io.started({"main": "busybox"})
