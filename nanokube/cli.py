@@ -107,6 +107,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .cli_scheduler import ElectedScheduler
     from .component_cli import stop_on_signals
     from .client.leaderelection import LeaderElector, elector_for
+    from .client.ratelimit import limited
     from .apiserver.loopback import connector
     from .controllers.manager import LEASE_NAME, ControllerManager
     from .machinery.user import CONTROLLER_USER, SCHEDULER_USER
@@ -240,10 +241,14 @@ async def _up(args: argparse.Namespace) -> int:
     provisioner = LocalPathProvisioner(connect(PROVISIONER_USER, PROVISIONER), os.path.join(data_dir, "volumes"),
                                        server.clock)
     await provisioner.start()
-    sched_client = connect(SCHEDULER_USER, "default-scheduler")
+    sched = sched_cfg or SchedulerConfig([])
+    # kube-scheduler's clientsets (its own, its events', its lease's), each with its own clientConnection limit
+    sched_client, sched_events, sched_lease = (
+        limited(connect(SCHEDULER_USER, "default-scheduler"), sched.qps, sched.burst, server.clock) for _ in range(3))
     scheduler = ElectedScheduler(
-        lambda metrics: Scheduler(sched_client, clock=server.clock, config=sched_cfg, metrics=metrics),
-        elector_for(sched_client, (sched_cfg or SchedulerConfig([])).leader_election, _identity(data_dir), server.clock))
+        lambda metrics: Scheduler(sched_client, clock=server.clock, config=sched_cfg, metrics=metrics,
+                                  event_client=sched_events),
+        elector_for(sched_lease, sched.leader_election, _identity(data_dir), server.clock))
     server.component_metrics.append(scheduler.metrics.registry)
     if args.scheduler == "in-process":
         await scheduler.start()

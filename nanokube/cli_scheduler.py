@@ -19,7 +19,7 @@ from .apiserver.healthz import Check
 from .client import kubeconfig
 from .client.leaderelection import LeaderElector, add_arguments, config_from_arguments, from_arguments
 from .machinery.version import user_agent
-from .scheduler.config import LEASE_NAME, ConfigError
+from .scheduler.config import LEASE_NAME, ConfigError, SchedulerConfig
 from .scheduler.config import load as load_config
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ async def _run(args: argparse.Namespace, config) -> int:
     # controllers and the scheduler's plugins, 0.4 of a refusal's 0.6 CPU-s
     from . import configz as component_configz
     from .client.http import HTTPClient
+    from .client.ratelimit import limited
     from .scheduler.scheduler import Scheduler
 
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="default-scheduler",
@@ -149,13 +150,16 @@ async def _run(args: argparse.Namespace, config) -> int:
     await client.start()
     election = config_from_arguments(args, LEASE_NAME, config.leader_election if config else None)
     # kube-scheduler's clients: '.../scheduler' (createClients) and '.../leader-election' (the lock's)
-    elector = from_arguments(client.named("leader-election"), args, LEASE_NAME,
+    # each a clientset of its own, with its own clientConnection.qps/burst token bucket
+    qps, burst = (config.qps, config.burst) if config else (SchedulerConfig.qps, SchedulerConfig.burst)
+    elector = from_arguments(limited(client.named("leader-election"), qps, burst, client.clock), args, LEASE_NAME,
                              config.leader_election if config else None)
     configz = component_configz.scheduler(config, election, args.kubeconfig or "")
-    scheduling = client.named("scheduler")
+    scheduling = limited(client.named("scheduler"), qps, burst, client.clock)
     # and its events client, createClients' eventClient: the configuration as it is, no user agent suffix
+    events = limited(client, qps, burst, client.clock)
     scheduler = ElectedScheduler(lambda metrics: Scheduler(scheduling, config=config, metrics=metrics,
-                                                           event_client=client), elector)
+                                                           event_client=events), elector)
     stop = component_cli.stop_on_signals()
     try:
         runner = await component_server.serve(args, _endpoints(args, client, scheduler, stop, configz),

@@ -52,6 +52,15 @@ def test_a_configuration_file_is_served_defaulted_under_go_names():
     assert args["NodeAffinity"] == {"AddedAffinity": None}, "NodeAffinityArgs is defaulted for the profile too"
 
 
+def test_client_connection_zeros_take_the_defaults_and_set_values_are_kept():
+    doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+    for conn, want in (({"qps": 0, "burst": 0}, (50, 100)), ({"qps": 2.5, "burst": 3}, (2.5, 3)),
+                       ({"qps": -1}, (-1, 100))):
+        cfg = parse({**doc, "clientConnection": conn})
+        got = configz.scheduler(cfg, ELECTION, "")["componentconfig"]["ClientConnection"]
+        assert (got["QPS"], got["Burst"]) == want == (cfg.qps, cfg.burst)
+
+
 def test_core_typed_args_keep_their_json_names():
     """AddedAffinity and DefaultConstraints are core/v1 types inside the internal args: their own
     fields are encoded under the v1 JSON names."""

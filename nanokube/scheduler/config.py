@@ -52,6 +52,9 @@ _LEADER_ELECTION_DEFAULTS = {"leaderElect": _LE.leader_elect, "leaseDuration": f
                              "renewDeadline": f"{_LE.renew_deadline:g}s", "retryPeriod": f"{_LE.retry_period:g}s",
                              "resourceLock": "leases", "resourceName": LEASE_NAME,
                              "resourceNamespace": _LE.resource_namespace}
+#: kube-scheduler's defaults for the clientConnection section (RecommendedDefaultClientConnectionConfiguration)
+_CLIENT_CONNECTION_DEFAULTS = {"kubeconfig": "", "acceptContentTypes": "",
+                               "contentType": "application/vnd.kubernetes.protobuf", "qps": 50, "burst": 100}
 _DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
 
 
@@ -70,6 +73,10 @@ class SchedulerConfig:
         default_factory=lambda: LeaderElectionConfig(resource_name=LEASE_NAME))
     #: the file's object after v1 defaulting (what /configz renders)
     document: dict = field(default_factory=dict)
+    #: clientConnection.qps and burst: the rate limit of the scheduler's client, and of its event
+    #: client apart (`client/ratelimit.py`); a negative qps sets none
+    qps: float = float(_CLIENT_CONNECTION_DEFAULTS["qps"])
+    burst: int = _CLIENT_CONNECTION_DEFAULTS["burst"]
 
 
 def load(path: str | Path) -> SchedulerConfig:
@@ -103,8 +110,9 @@ def parse(doc: dict) -> SchedulerConfig:
     le = cfg["leaderElection"]
     election = LeaderElectionConfig(le["leaderElect"], _seconds(le["leaseDuration"]), _seconds(le["renewDeadline"]),
                                     _seconds(le["retryPeriod"]), le["resourceName"], le["resourceNamespace"])
+    conn = cfg["clientConnection"]
     return SchedulerConfig(profiles, float(cfg["podInitialBackoffSeconds"]), float(cfg["podMaxBackoffSeconds"]),
-                           election, cfg)
+                           election, cfg, float(conn["qps"]), conn["burst"])
 
 
 # --- decoding and defaults ------------------------------------------------------------
@@ -112,6 +120,8 @@ def parse(doc: dict) -> SchedulerConfig:
 def _strict(doc: dict) -> None:
     unknown = [f for f in doc if f not in _TOP_FIELDS]
     unknown += [f"leaderElection.{f}" for f in doc.get("leaderElection") or {} if f not in _LEADER_ELECTION_DEFAULTS]
+    conn = doc.get("clientConnection") or {}
+    unknown += [f"clientConnection.{f}" for f in conn if f not in _CLIENT_CONNECTION_DEFAULTS]
     for i, prof in enumerate(doc.get("profiles") or []):
         unknown += [f"profiles[{i}].{f}" for f in prof or {} if f not in _PROFILE_FIELDS]
         for point, ps in ((prof or {}).get("plugins") or {}).items():
@@ -121,6 +131,12 @@ def _strict(doc: dict) -> None:
             unknown += [f"profiles[{i}].plugins.{point}.{f}" for f in ps or {} if f not in _SET_FIELDS]
     if unknown:
         raise ConfigError("strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown))
+    for f, go_type in (("qps", "float32"), ("burst", "int32")):
+        v = conn.get(f)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int if f == "burst" else (int, float))):
+            what = {str: "string", dict: "object", list: "array", bool: "bool"}.get(type(v), f"number {v}")
+            raise ConfigError(f"json: cannot unmarshal {what} into Go struct field "
+                              f"ClientConnectionConfiguration.clientConnection.{f} of type {go_type}")
 
 
 def _defaulted(doc: dict) -> dict:
@@ -129,6 +145,9 @@ def _defaulted(doc: dict) -> dict:
     cfg.setdefault("podInitialBackoffSeconds", 1)
     cfg.setdefault("podMaxBackoffSeconds", 10)
     cfg["leaderElection"] = {**_LEADER_ELECTION_DEFAULTS, **(cfg.get("leaderElection") or {})}
+    # a zero (or absent) qps or burst takes the default, as component-base's defaulting
+    cfg["clientConnection"] = {**_CLIENT_CONNECTION_DEFAULTS,
+                               **{k: v for k, v in (cfg.get("clientConnection") or {}).items() if v}}
     profiles = cfg.get("profiles") or [{}]
     cfg["profiles"] = profiles = [p or {} for p in profiles]
     if len(profiles) == 1 and profiles[0].get("schedulerName") is None:
@@ -180,6 +199,8 @@ def _percentage(path: str, v) -> list[str]:
 
 def _validate(cfg: dict) -> list[str]:
     errs: list[str] = []
+    if cfg["clientConnection"]["burst"] < 0:  # component-base's ValidateClientConnectionConfiguration
+        errs.append(_invalid("clientConnection.burst", cfg["clientConnection"]["burst"], "must be non-negative"))
     if cfg["parallelism"] <= 0:
         errs.append(_invalid("parallelism", cfg["parallelism"], "should be an integer value greater than zero"))
     seen: dict[str, int] = {}

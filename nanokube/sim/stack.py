@@ -28,6 +28,7 @@ from ..apiserver.controlplane import bootstrap
 from ..apiserver.eventttl import DEFAULT_TTL
 from ..apiserver.loopback import LocalClient, connector
 from ..apiserver.rest import NAME_CHARS
+from ..client.ratelimit import RateLimitedClient, TokenBucket
 from ..clock import Clock
 from ..controllers.manager import ControllerManager
 from ..machinery.user import SCHEDULER_USER, User
@@ -117,9 +118,18 @@ class SimulatedControlPlane:
         self.nodes = NodeManager(self.connect, self.cluster, self.clock, renew_interval=self.heartbeat,
                                  status_interval=self.heartbeat, pods_dir=self._dir.name, plugin_registry=False)
         await self.nodes.start()
-        self.scheduler = Scheduler(self.connect(SCHEDULER_USER, "default-scheduler"), clock=self.clock,
-                                   config=self.config, seed=self.seed)
+        clients = [RateLimitedClient(self.connect(SCHEDULER_USER, "default-scheduler"), None) for _ in range(2)]
+        self.scheduler = Scheduler(clients[0], clock=self.clock, config=self.config, seed=self.seed,
+                                   event_client=clients[1])
         await self.scheduler.start()
+        # the scheduler's clientConnection limit (default 50/s, bursts of 100), its own client's and its
+        # events' apart, holds in virtual time as kube-scheduler's would on a cluster the trace's arrivals
+        # came to; from the trace's start (its informers' first lists, before virtual time runs, would
+        # wait for ever)
+        cfg = self.config or SchedulerConfig([])
+        if cfg.qps > 0:
+            for c in clients:
+                c.bucket = TokenBucket(cfg.qps, cfg.burst, self.clock)
         self._gc_thresholds = gcsettle.settle(young_only=True)
 
     async def stop(self) -> None:

@@ -113,6 +113,13 @@ def test_most_allocated_profile_packs_pods():
     ({"profiles": [{"pluginConfig": [{"name": "InterPodAffinity"}, {"name": "InterPodAffinity"}]}]},
      'profiles[0].pluginConfig[1]: Duplicate value: "InterPodAffinity"'),
     ({"profiles": [{"schedulerName": "a", "foo": 1}]}, 'strict decoding error: unknown field "profiles[0].foo"'),
+    # component-base's ValidateClientConnectionConfiguration: only burst is checked (a negative qps is no limit)
+    ({"clientConnection": {"qps": 5, "burst": -1}}, "clientConnection.burst: Invalid value: -1: must be non-negative"),
+    ({"clientConnection": {"qps": "fast"}}, ("json: cannot unmarshal string into Go struct field "
+                                             "ClientConnectionConfiguration.clientConnection.qps of type float32")),
+    ({"clientConnection": {"burst": 1.5}}, ("json: cannot unmarshal number 1.5 into Go struct field "
+                                            "ClientConnectionConfiguration.clientConnection.burst of type int32")),
+    ({"clientConnection": {"qpss": 5}}, 'strict decoding error: unknown field "clientConnection.qpss"'),
 ])
 def test_validation_messages(fields, want):
     assert error(**fields) == want
