@@ -112,8 +112,9 @@ class WebhookBackend:
 
     async def _batches(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.max_wait)
+            try:  # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel (close) that comes as the wake does
+                async with asyncio.timeout(self.max_wait):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()

@@ -243,3 +243,16 @@ async def test_blocking_mode_sends_a_watchs_response_started_while_it_streams(tm
             assert [e["stage"] for e in sink.events()] == ["RequestReceived", "ResponseStarted"]
     finally:
         await server.stop()
+
+
+async def test_close_returns_when_a_batch_fills_as_it_is_called(tmp_path, sink):
+    """A batch that fills in the turn close() cancels the batch loop: Python 3.11's asyncio.wait_for,
+    which the loop waited in, returned the wake and dropped the cancellation, so the loop went on
+    waiting for the next batch and close(), which awaits it, never returned (the server's stop hung)."""
+    webhook = WebhookBackend(str(tmp_path / "webhook.yaml"), "batch", max_batch=1, max_wait=3600, throttle=None)
+    webhook.start()
+    for _ in range(3):  # the loop is waiting for a batch
+        await asyncio.sleep(0)
+    webhook.add(b'{"user":{"username":"kubernetes-admin"},"verb":"create"}\n')  # wakes the loop ...
+    await webhook.close()  # ... in the turn this cancels it
+    assert [e["verb"] for e in sink.events()] == ["create"]
