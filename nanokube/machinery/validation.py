@@ -425,13 +425,16 @@ def label_value(value: str) -> list[str]:
     ))
 
 
-#: label and annotation maps found valid, by their items (4096 at most, of 64 items and 16 KiB of
-#: annotations at most): a pod's labels are checked again on each of its writes (status patches
-#: too), and a workload's pods share theirs; each key and value is remembered already
-#: (`remembers_valid`), but not walking them was ~20% of the metadata checks of a status patch
+#: label and annotation maps found valid, by their items (maps of 64 items and 16 KiB at most,
+#: 4096 maps and 4 MiB of keys and values in all, so a client writing distinct maps cannot pin much
+#: memory): a pod's labels are checked again on each of its writes (status patches too), and a
+#: workload's pods share theirs; each key and value is remembered already (`remembers_valid`), but
+#: not walking them was ~20% of the metadata checks of a status patch
 _VALID_MAPS: set[tuple] = set()
+_valid_maps_bytes = 0
 _MAP_ITEMS_MAX = 64
-_ANNOTATIONS_MAX = 16 << 10
+_MAP_BYTES_MAX = 16 << 10
+_VALID_MAPS_BYTES = 4 << 20
 
 
 def _known_valid(m: Any, kind: str) -> tuple | None:
@@ -447,27 +450,33 @@ def _known_valid(m: Any, kind: str) -> tuple | None:
         return (kind,)
 
 
-def _remember_valid(key: tuple) -> None:
-    if len(key) > 1:
-        if len(_VALID_MAPS) >= 4096:
+def _remember_valid(key: tuple, size: int) -> None:
+    """`size`: the map's keys' and values' characters."""
+    global _valid_maps_bytes
+    if len(key) > 1 and size <= _MAP_BYTES_MAX:
+        if len(_VALID_MAPS) >= 4096 or _valid_maps_bytes + size > _VALID_MAPS_BYTES:
             _VALID_MAPS.clear()
+            _valid_maps_bytes = 0
         _VALID_MAPS.add(key)
+        _valid_maps_bytes += size
 
 
 def validate_labels(labels: Any, path: str) -> list[FieldError]:
     if (key := _known_valid(labels, "l")) is None:
         return []
     errs: list[FieldError] = []
+    size = 0
     for k, v in (labels or {}).items():
         for msg in qualified_name(k):
             errs.append(invalid(path, k, msg))
         if not isinstance(v, str):
             errs.append(invalid(f"{path}.{k}", v, "must be a string"))
             continue
+        size += len(k) + len(v)
         for msg in label_value(v):
             errs.append(invalid(path, v, msg))
     if not errs:
-        _remember_valid(key)
+        _remember_valid(key, size)
     return errs
 
 
@@ -507,8 +516,8 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
         total += len(k) + len(v or "")
     if total > 256 * 1024:
         errs.append(too_long(path, 256 * 1024))
-    if not errs and total <= _ANNOTATIONS_MAX:
-        _remember_valid(key)
+    if not errs:
+        _remember_valid(key, total)
     return errs
 
 

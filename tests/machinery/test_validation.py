@@ -3,13 +3,14 @@ one is rejected every time with a fresh list of errors; object metadata."""
 
 import asyncio
 import json
+import tracemalloc
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from nanokube.machinery.validation import (dns1123_label, dns1123_subdomain, field_manager_errors, label_value, qualified_name,
-                                          validate_object_meta)
+                                          validate_annotations, validate_object_meta)
 from tests.served import served
 
 NAME_EMPTY = "name part must be non-empty"
@@ -129,6 +130,20 @@ def test_remembered_dns_names_keep_rejecting():
     assert dns1123_label("App_1") and dns1123_label("App_1") == dns1123_label("App_1")
     assert dns1123_subdomain("a.b") == [] == dns1123_subdomain("a.b")
     assert len(dns1123_subdomain("x" * 254)) == 1 and dns1123_label("x" * 64) == ["must be no more than 63 characters"]
+
+
+def test_remembered_maps_pin_a_bounded_amount_of_memory():
+    """A client writing many distinct large annotation maps (15 MB of them here) leaves at most a
+    few MiB remembered."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1000):
+            assert validate_annotations({"example.com/note": f"{i:08d}" + "x" * 15_000}, "metadata.annotations") == []
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 6 << 20, held
 
 
 def test_remembered_label_and_annotation_maps_are_known_by_their_items_not_their_identity():
