@@ -335,8 +335,9 @@ class Batches:
                 await self._wake.wait()
             if len(self.pending) < self.max_batch and self.max_wait > 0:  # a batch fills, or its wait ends
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self.max_wait)
+                try:  # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel (close) that comes as the wake does
+                    async with asyncio.timeout(self.max_wait):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
             if self._throttle is not None:
