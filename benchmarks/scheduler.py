@@ -28,7 +28,8 @@ from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.client.informer import InformerFactory
-from nanokube.clock import Clock
+from nanokube.client.ratelimit import limited
+from nanokube.clock import REAL, Clock
 from nanokube.controllers.resourceclaim import ResourceClaimController
 from nanokube.registry.base import all_resources
 from nanokube.scheduler.scheduler import Scheduler
@@ -380,6 +381,10 @@ async def _create_pods(client: LocalClient, w: Workload, prefix: str, count: int
     return names
 
 
+#: scheduler_perf's client QPS and burst (test/integration/scheduler_perf mustSetupCluster)
+SCHEDULER_PERF_QPS = 5000
+
+
 async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict:
     stack = _Stack()
     client = await stack.start()
@@ -387,7 +392,9 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict:
     # mustSetupCluster hands the scheduler's to the controllers it runs (a second pod and claim
     # watch would cost every pod three more event deliveries and every claim three)
     informers = InformerFactory()
-    sched = Scheduler(client, seed=1, informers=informers)
+    # scheduler_perf's mustSetupCluster gives the scheduler's client QPS 5000 / burst 5000, not the
+    # component's clientConnection default (50 / 100): the rows measure the scheduler, not that limit
+    sched = Scheduler(limited(client, SCHEDULER_PERF_QPS, SCHEDULER_PERF_QPS, REAL), seed=1, informers=informers)
     ctrl = ResourceClaimController(client, informers=informers) if w.kind.startswith("dra") else None
     tracker = _BindTracker()
     tracker.share(sched.pods)
