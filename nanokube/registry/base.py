@@ -8,7 +8,7 @@ The API server is generic over these; it never special-cases a kind.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..machinery import gofmt
@@ -244,6 +244,11 @@ class Strategy:
         """Rebuild allocation state from stored objects: all of them at startup (`replace`: forget
         what the strategy held before), or some more later."""
 
+    def own(self) -> Strategy:
+        """The strategy of one server's resource: this one, shared by every server in the process,
+        unless it keeps state of the server's (a Service's allocators), when each gets a fresh one."""
+        return self
+
     def finish_update(self, new: Obj, old: Obj, written: bool) -> None:
         """After an update prepare_for_update prepared: stored (or deleted) when `written`; refused,
         failed or a dry run when not (a Service frees what only the old one held, or only the new)."""
@@ -389,7 +394,8 @@ def register(*resources: Resource) -> None:
 
 
 def all_resources() -> list[Resource]:
-    """Every served resource; importing the group modules registers them."""
+    """Every served resource, for one server (its strategies' state its own); importing the group
+    modules registers them."""
     from . import GROUP_MODULES  # noqa: F401  (import side effect)
 
-    return list(_RESOURCES)
+    return [r if (s := r.strategy.own()) is r.strategy else replace(r, strategy=s) for r in _RESOURCES]

@@ -690,6 +690,7 @@ class ServiceStrategy(Strategy):
         self.ips = ServiceIPAllocator(service_cidr)
         self.node_ports = NodePortAllocator(node_ports)
         self.clock = clock
+        self._ranges = service_cidr, node_ports
         self._picks: dict[str, set] = {}
         self.columns = [
             Column("Name", "string", lambda o: o["metadata"]["name"], NAME_DOC, format="name"),
@@ -702,6 +703,11 @@ class ServiceStrategy(Strategy):
             Column("Selector", "string", lambda o: format_labels(_spec(o).get("selector")),
                    doc("ServiceSpec", "selector"), priority=1),
         ]
+
+    def own(self) -> ServiceStrategy:
+        """Allocations are a server's: another server in the process (a test's, an operator's) starts
+        with none of them."""
+        return ServiceStrategy(*self._ranges, clock=self.clock)
 
     # allocation ----------------------------------------------------------------
 
