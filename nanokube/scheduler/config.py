@@ -77,6 +77,8 @@ class SchedulerConfig:
     #: client apart (`client/ratelimit.py`); a negative qps sets none
     qps: float = float(_CLIENT_CONNECTION_DEFAULTS["qps"])
     burst: int = _CLIENT_CONNECTION_DEFAULTS["burst"]
+    #: whether the file set qps or burst itself (`nanokube simulate` applies only such a limit)
+    limit_set: bool = False
 
 
 def load(path: str | Path) -> SchedulerConfig:
@@ -112,7 +114,8 @@ def parse(doc: dict) -> SchedulerConfig:
                                     _seconds(le["retryPeriod"]), le["resourceName"], le["resourceNamespace"])
     conn = cfg["clientConnection"]
     return SchedulerConfig(profiles, float(cfg["podInitialBackoffSeconds"]), float(cfg["podMaxBackoffSeconds"]),
-                           election, cfg, float(conn["qps"]), conn["burst"])
+                           election, cfg, float(conn["qps"]), conn["burst"],
+                           bool({"qps", "burst"} & set(doc.get("clientConnection") or {})))
 
 
 # --- decoding and defaults ------------------------------------------------------------

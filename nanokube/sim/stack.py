@@ -122,12 +122,12 @@ class SimulatedControlPlane:
         self.scheduler = Scheduler(clients[0], clock=self.clock, config=self.config, seed=self.seed,
                                    event_client=clients[1])
         await self.scheduler.start()
-        # the scheduler's clientConnection limit (default 50/s, bursts of 100), its own client's and its
-        # events' apart, holds in virtual time as kube-scheduler's would on a cluster the trace's arrivals
-        # came to; from the trace's start (its informers' first lists, before virtual time runs, would
-        # wait for ever)
-        cfg = self.config or SchedulerConfig([])
-        if cfg.qps > 0:
+        # a clientConnection.qps/burst the configuration sets holds in virtual time, its own client's and
+        # its events' apart, from the trace's start (its informers' first lists, before virtual time runs,
+        # would wait for ever). Not the default (50/s, bursts of 100): it would measure the limit, not
+        # the policy (an openb inflation binds 84 of 1,105 pods in its 11 virtual seconds, 880 without)
+        cfg = self.config
+        if cfg is not None and cfg.limit_set and cfg.qps > 0:
             for c in clients:
                 c.bucket = TokenBucket(cfg.qps, cfg.burst, self.clock)
         self._gc_thresholds = gcsettle.settle(young_only=True)
