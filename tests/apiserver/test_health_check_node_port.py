@@ -30,7 +30,7 @@ async def core(tmp_path):
     server = APIServer(MemoryStore(), pki, port=0)
     strategy = server.index.get("", "v1", "services").strategy
     whole = strategy.node_ports
-    strategy.node_ports = NodePortAllocator("30000-30004")  # the process's one Service strategy
+    strategy.node_ports = NodePortAllocator("30000-30004")  # the server's own Service strategy
     try:
         await server.start()
         kubeconfig = str(tmp_path / "kubeconfig")

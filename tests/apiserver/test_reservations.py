@@ -45,12 +45,6 @@ async def workers():
     for w in out:
         await w.cache.stop()
     await store.close()
-    # the Service strategy is the process's one: later tests' Services must not be reserved in this
-    # closed store (their creates waited on it for good) nor picked from a worker's share
-    strategy = out[0].index.get("", "v1", "services").strategy
-    strategy.reservations = None
-    strategy.ips.share(1, 0)
-    strategy.node_ports.share(1, 0)
 
 
 def svc(name: str, **spec) -> dict:
@@ -297,7 +291,7 @@ async def test_a_request_cancelled_while_its_service_is_written_keeps_the_record
     if taken:
         await services(a).create(svc("s"))
     before = await _records(a)
-    ip, port = f"10.96.9.{11 + taken}", 30997 - taken  # (the allocators are the process's: a value each)
+    ip, port = f"10.96.9.{11 + taken}", 30997 - taken
     store, writing, answer = a.store, asyncio.Event(), asyncio.Event()
     create = store.create
 
@@ -422,7 +416,7 @@ async def test_a_dual_stack_services_secondary_picked_that_the_other_worker_reco
     """The secondary ClusterIP is recorded too; picked and found recorded by the other worker, another
     of its family is picked in its place, the primary kept."""
     a, b = workers
-    ips = a.index.get("", "v1", "services").strategy.ips  # the process's allocator, both workers'
+    ips = a.index.get("", "v1", "services").strategy.ips  # worker 0's allocator
     ips.set_extra_ranges({"v6": ["fd00:10:96::/108"]})
     try:
         dual = {"ipFamilyPolicy": "RequireDualStack"}

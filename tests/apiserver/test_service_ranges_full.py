@@ -26,7 +26,7 @@ async def core(tmp_path):
     server = APIServer(MemoryStore(), pki, port=0)
     strategy = server.index.get("", "v1", "services").strategy
     whole = strategy.ips, strategy.node_ports
-    # the process's one Service strategy: the kubernetes Service takes 10.96.0.1, five addresses are left
+    # the server's own Service strategy: the kubernetes Service takes 10.96.0.1, five addresses are left
     strategy.ips, strategy.node_ports = ServiceIPAllocator("10.96.0.0/29"), NodePortAllocator("30000-30002")
     try:
         await server.start()

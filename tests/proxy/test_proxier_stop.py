@@ -83,7 +83,7 @@ async def test_stop_right_after_a_change_ends_the_sync_loop(netns, nft):
             return endpoints_of(nft, "10.96.0.55") == 1
         assert await eventually(programmed)
     finally:
-        await svcs.delete("web", "default")  # releases the ClusterIP, which outlives the stack in the process
+        await svcs.delete("web", "default")  # a change that wakes the sync loop as stop() cancels it
         await p.stop()
     assert _running() - before == set()
     await s.close()

@@ -75,8 +75,6 @@ async def test_a_node_in_zone_a_programs_only_zone_a_endpoints(netns, nft):
     nodes = s.client.resource("", "v1", "nodes")
     slices = s.client.resource("discovery.k8s.io", "v1", "endpointslices")
     await nodes.create({"metadata": {"name": "node-1", "labels": {ZONE: "zone-a"}}})
-    # ClusterIP allocations outlive a stack in the process (the registry's strategies are shared): an
-    # address of its own, released at the end, keeps other files' Services on a worker allocatable
     svcs = s.client.resource("", "v1", "services")
     await svcs.create(service(VIP))
     await slices.create(hinted({"10.244.1.1": zones("zone-a"), "10.244.2.1": zones("zone-b"),

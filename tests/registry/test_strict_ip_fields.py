@@ -264,7 +264,7 @@ async def test_dual_stack_services_get_an_address_of_each_family(cluster):
     dual = {"ipFamilyPolicy": "PreferDualStack", "ports": [{"port": 80}]}
     made = await _call(core.create_namespaced_service, "default", {"metadata": {"name": "single"}, "spec": dual})
     assert (made.spec.ip_families, len(made.spec.cluster_ips)) == (["IPv4"], 1)
-    ips = cluster.server.index.get("", "v1", "services").strategy.ips  # the allocator is the process's
+    ips = cluster.server.index.get("", "v1", "services").strategy.ips  # the server's allocator
     ips.set_extra_ranges({"v6": ["fd00:10:96::/108"]})
     try:
         asked = {"ipFamilyPolicy": "RequireDualStack", "clusterIPs": ["10.96.0.50", "fd00:10:96::50"], "ports": [{"port": 80}]}
