@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 
 from ..machinery import healthz
 from ..machinery.goduration import string as go_duration
@@ -29,7 +30,7 @@ from ..clock import parse_time
 from ..machinery.errors import APIError
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.streaming import StreamFailed, StreamSession
-from ..metrics.exposition import CONTENT_TYPE, content_type, go_float as _float
+from ..metrics.exposition import CONTENT_TYPE, go_float as _float, gzip_preferred, gzipped, scrape_headers
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
 from . import simulated_net
@@ -123,8 +124,10 @@ class KubeletServer:
         response = handler()
         if inspect.isawaitable(response):  # volumes are measured off the event loop
             response = await response
-        if path.startswith("/metrics"):  # promhttp's text format, with the escaping scheme the scrape asks for
-            response.headers["Content-Type"] = content_type(request.headers.get("Accept"))
+        if path.startswith("/metrics"):  # as promhttp answers: its text format's escaping, gzip where preferred
+            gzip = gzip_preferred(request.headers.getall("Accept-Encoding", ()))
+            response = web.Response(status=response.status, body=gzipped(response.body) if gzip else response.body,
+                                    headers=CIMultiDict(scrape_headers(request.headers.get("Accept"), gzip)))
         return response
 
     async def _container_logs(self, request: web.Request, parts: list[str]) -> web.StreamResponse:

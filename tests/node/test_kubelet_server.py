@@ -2,10 +2,11 @@
 usage (the model `kubectl top` reads) integrated into cumulative CPU seconds, the node's
 system share added, and the kubelet's answers for what it does not serve."""
 
+import gzip
 from types import SimpleNamespace
 
 import orjson
-from multidict import MultiDict
+from multidict import CIMultiDict, MultiDict
 
 from nanokube.clock import VirtualClock
 from nanokube.node.devicemanager.manager import DeviceManager
@@ -52,7 +53,7 @@ def agent(clock):
                            eviction=SimpleNamespace(evictions={}), faults=Faults())
 
 
-GET = SimpleNamespace(method="GET", query=MultiDict(), headers={})
+GET = SimpleNamespace(method="GET", query=MultiDict(), headers=CIMultiDict())
 
 
 async def body(server, path, request=GET):
@@ -87,12 +88,17 @@ async def test_cpu_seconds_are_the_usage_integrated_since_each_start():
     assert sample(text, 'container_cpu_usage_seconds_total{container="main",cpu="total",id="/kubepods/podu1/abc",'
                         'image="docker.io/library/trainer:1",name="abc",namespace="ml",pod="train"}') == 10
     assert sample(text, 'machine_cpu_cores{boot_id="b",machine_id="m",system_uuid="s"}') == 8
-    prometheus3 = SimpleNamespace(method="GET", query={}, headers={
-        "Accept": "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2"})
-    for path in ("/metrics", "/metrics/resource", "/metrics/cadvisor"):  # promhttp's text format
-        assert (await server.serve(GET, path)).headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
-        assert (await server.serve(prometheus3, path)).headers["Content-Type"] == \
-            "text/plain; version=0.0.4; charset=utf-8; escaping=allow-utf-8"
+    prometheus3 = SimpleNamespace(method="GET", query={}, headers=CIMultiDict({
+        "Accept": "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2",
+        "Accept-Encoding": "gzip"}))
+    for path in ("/metrics", "/metrics/resource", "/metrics/cadvisor"):  # promhttp's answers
+        plain, scraped = await server.serve(GET, path), await server.serve(prometheus3, path)
+        assert plain.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
+        assert scraped.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=allow-utf-8"
+        # gzipped for a scrape that accepts it (Prometheus's does), Vary on both either way
+        assert "Content-Encoding" not in plain.headers and scraped.headers["Content-Encoding"] == "gzip"
+        assert plain.headers.getall("Vary") == scraped.headers.getall("Vary") == ["Accept", "Accept-Encoding"]
+        assert gzip.decompress(scraped.body) == plain.body
     _, text = await body(server, "/metrics")
     assert "\nkubelet_running_pods 1\n" in text and 'kubelet_running_containers{container_state="running"} 1' in text
     # families by name: the DRA claims gauge (no claims in use) before the kubelet_* ones; the
