@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 from types import SimpleNamespace
 
+from multidict import CIMultiDict
+
 from nanokube.apiserver.loopback import connector
 from nanokube.node import admission
 from nanokube.node.admission import (Admitted, Candidate, Rejection, apparmor_rejection, eviction_rejection,
@@ -311,7 +313,7 @@ async def agents(s, clock):
 
 async def rejections(mgr) -> dict[str, float]:
     """kubelet_admission_rejections_total on the node's /metrics, by reason."""
-    text = (await mgr.kubelet_for("small-0").serve(SimpleNamespace(method="GET", query={}, headers={}),
+    text = (await mgr.kubelet_for("small-0").serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()),
                                                    "/metrics")).text
     return {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
             if line.startswith("kubelet_admission_rejections_total{")}
@@ -417,7 +419,7 @@ async def test_a_pod_for_another_os_is_rejected():
 
 async def preemptions(mgr) -> dict[str, float]:
     """kubelet_preemptions_total on the node's /metrics, by preemption signal."""
-    text = (await mgr.kubelet_for("small-0").serve(SimpleNamespace(method="GET", query={}, headers={}),
+    text = (await mgr.kubelet_for("small-0").serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()),
                                                    "/metrics")).text
     return {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
             if line.startswith("kubelet_preemptions_total{")}

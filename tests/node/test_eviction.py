@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from multidict import CIMultiDict
 
 from nanokube.apiserver.loopback import connector
 from nanokube.clock import parse_time
@@ -153,7 +154,7 @@ def phase_in(pods, name: str, phases: set[str]):
 
 
 async def evictions(mgr) -> dict[str, float]:
-    text = (await mgr.kubelet_for("small-0").serve(SimpleNamespace(method="GET", query={}, headers={}),
+    text = (await mgr.kubelet_for("small-0").serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()),
                                                    "/metrics")).text
     assert ("# HELP kubelet_evictions [ALPHA] Cumulative number of pod evictions by eviction signal" in text) == \
         ("kubelet_evictions{" in text)
@@ -214,7 +215,7 @@ async def test_a_memory_pressure_fault_evicts_one_pod_per_pass_in_rank_and_never
         assert await evictions(mgr) == {"memory.available": 1}
         # the leak shows where `kubectl top node` and the summary look: 50Mi of the 8Gi left
         summary = json.loads((await mgr.kubelet_for("small-0").serve(
-            SimpleNamespace(method="GET", query={}, headers={}), "/stats/summary")).text)
+            SimpleNamespace(method="GET", query={}, headers=CIMultiDict()), "/stats/summary")).text)
         assert (summary["node"]["memory"]["availableBytes"], summary["node"]["memory"]["workingSetBytes"]) == \
             (50 * MI, 8 * GI - 50 * MI)
         [top] = await MetricsProvider(client, clock).node_metrics()
@@ -324,7 +325,7 @@ async def test_pods_past_their_local_storage_limits_are_evicted_without_node_pre
 async def stats_summary(mgr) -> dict:
     """small-0's /stats/summary, as its kubelet serves it."""
     return json.loads((await mgr.kubelet_for("small-0").serve(
-        SimpleNamespace(method="GET", query={}, headers={}), "/stats/summary")).text)
+        SimpleNamespace(method="GET", query={}, headers=CIMultiDict()), "/stats/summary")).text)
 
 
 async def test_a_containers_logs_count_toward_its_ephemeral_storage_limit():

@@ -130,10 +130,10 @@ async def test_healthz_lists_excludes_and_serves_each_check():
     clock = VirtualClock(start=START)
     node = agent(clock)
     server = KubeletServer(node, START)
-    verbose = SimpleNamespace(method="GET", query=MultiDict(verbose=""), headers={})
+    verbose = SimpleNamespace(method="GET", query=MultiDict(verbose=""), headers=CIMultiDict())
     assert await body(server, "/healthz", verbose) == (200, "[+]ping ok\n[+]log ok\n[+]syncloop ok\nhealthz check passed\n")
     excluded = SimpleNamespace(method="GET", query=MultiDict([("verbose", "1"), ("exclude", "log"), ("exclude", "nope")]),
-                               headers={})
+                               headers=CIMultiDict())
     assert await body(server, "/healthz", excluded) == (200, '[+]ping ok\n[+]log excluded: ok\n[+]syncloop ok\n'
                                                              'warn: some health checks cannot be excluded: no matches '
                                                              'for "nope"\nhealthz check passed\n')
@@ -149,7 +149,7 @@ async def test_healthz_lists_excludes_and_serves_each_check():
     assert await body(server, "/healthz/syncloop") == (500, "internal server error: sync Loop took longer than expected\n")
     assert await body(server, "/healthz") == (500, "[+]ping ok\n[+]log ok\n[-]syncloop failed: reason withheld\n"
                                                    "healthz check failed\n")
-    excluded = SimpleNamespace(method="GET", query=MultiDict(exclude="syncloop"), headers={})
+    excluded = SimpleNamespace(method="GET", query=MultiDict(exclude="syncloop"), headers=CIMultiDict())
     assert await body(server, "/healthz", excluded) == (200, "ok")
 
 

@@ -5,6 +5,7 @@ events, states and grace-period accounting."""
 from types import SimpleNamespace
 
 import pytest
+from multidict import CIMultiDict
 
 from nanokube.clock import Clock, parse_time
 from nanokube.node.lifecycle import STOP_EXIT_CODE, STOP_SECONDS
@@ -175,7 +176,7 @@ async def test_an_https_http_get_hook_falls_back_to_the_simulated_servers_plain_
         return ev if told in ev else None
     assert "FailedPostStartHook" not in [e[1] for e in await eventually(events)]
     server = mgr.kubelet_for(p["spec"]["nodeName"])
-    text = (await server.serve(SimpleNamespace(method="GET", query={}, headers={}), "/metrics")).text
+    text = (await server.serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()), "/metrics")).text
     assert "\nkubelet_lifecycle_handler_http_fallbacks_total 1\n" in text
 
 
@@ -237,7 +238,7 @@ async def test_a_pre_stop_sleep_the_grace_period_cuts_off_is_counted_on_the_kube
     pods, clock, mgr = env
 
     async def cut() -> float:
-        text = (await mgr.kubelet_for("gpu-0").serve(SimpleNamespace(method="GET", query={}, headers={}),
+        text = (await mgr.kubelet_for("gpu-0").serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()),
                                                      "/metrics")).text
         assert "# TYPE kubelet_sleep_action_terminated_early_total counter\n" in text
         return float(text.split("\nkubelet_sleep_action_terminated_early_total ", 1)[1].split("\n", 1)[0])

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import grpc
 import pytest
+from multidict import CIMultiDict
 
 from nanokube.node.devicemanager.manager import DeviceManager
 from nanokube.node import kubelet_socket
@@ -63,7 +64,7 @@ async def test_a_registered_plugins_devices_are_advertised_allocated_and_listed(
             assert {(FPGA, "fpga-a"), (FPGA, "fpga-b")} <= listed
 
             # the kubelet's device plugin metrics on the node's /metrics
-            text = (await mgr.kubelet_for(NODE).serve(SimpleNamespace(method="GET", query={}, headers={}),
+            text = (await mgr.kubelet_for(NODE).serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()),
                                                       "/metrics")).text
             samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                        if line.startswith("kubelet_device_plugin_")}
@@ -210,7 +211,7 @@ async def test_registration_refusals_are_upstreams(version, resource, message, n
             await plugin.register(version, resource)
         assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNKNOWN, message)
         # counted all the same, as upstream counts a request before checking it
-        text = (await mgr.kubelet_for(NODE).serve(SimpleNamespace(method="GET", query={}, headers={}),
+        text = (await mgr.kubelet_for(NODE).serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()),
                                                   "/metrics")).text
         assert f'kubelet_device_plugin_registration_total{{resource_name="{resource}"}} 1' in text.splitlines()
 

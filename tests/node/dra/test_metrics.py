@@ -10,6 +10,7 @@ import re
 from types import SimpleNamespace
 
 import grpc
+from multidict import CIMultiDict
 
 from tests.controllers import eventually
 from tests.node.dra.test_plugin_registration import (DRIVER, NODE, _claimed_pod, _events, _true, env, registered,
@@ -18,7 +19,7 @@ from tests.node.dra.test_prepare import phase, running_trainer
 
 __all__ = ["env"]  # the fixture, shared with the plugin registration tests
 
-GET = SimpleNamespace(method="GET", query={}, headers={})
+GET = SimpleNamespace(method="GET", query={}, headers=CIMultiDict())
 V1 = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin"
 _SAMPLE = re.compile(r"([a-z_]+)(?:\{(.*)\})? (\S+)")
 

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import grpc
 import pytest
+from multidict import CIMultiDict
 
 from nanokube.apiserver.loopback import connector
 from nanokube.node import kubelet_socket
@@ -329,7 +330,7 @@ async def test_the_nodes_metrics_count_the_calls_served(env):
     kubelet = mgr.kubelet_for(NODE)
 
     async def scrape() -> dict[str, float]:
-        text = (await kubelet.serve(SimpleNamespace(method="GET", query={}, headers={}), "/metrics")).text
+        text = (await kubelet.serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()), "/metrics")).text
         return {line.split("{")[0]: float(line.split()[-1]) for line in text.splitlines()
                 if line.startswith("kubelet_pod_resources_endpoint_")}
 

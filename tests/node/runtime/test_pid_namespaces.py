@@ -14,6 +14,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from multidict import CIMultiDict
 
 from nanokube.node.kubelet_server import KubeletServer
 from nanokube.node.runtime import stdio
@@ -42,7 +43,7 @@ async def started(pods, rt, p: dict):
 
 async def run(server, name: str, container: str, cmd: str) -> str:
     """The kubelet's /run: `cmd` (split at spaces) in the container, as `kubectl exec` runs it."""
-    r = await server.serve(SimpleNamespace(method="POST", query={"cmd": cmd}, headers={}),
+    r = await server.serve(SimpleNamespace(method="POST", query={"cmd": cmd}, headers=CIMultiDict()),
                            f"/run/default/{name}/{container}")
     assert r.status == 200, r.text
     return r.text

@@ -10,6 +10,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from multidict import CIMultiDict
 
 from nanokube.apiserver.loopback import connector
 from nanokube.machinery.errors import APIError
@@ -544,7 +545,7 @@ async def test_each_probe_run_is_counted_on_the_kubelets_metrics_probes(env):
     labels = f'container="main",namespace="default",pod="probed",pod_uid="{uid}"'
 
     async def counted():
-        text = (await server.serve(SimpleNamespace(method="GET", query={}, headers={}), "/metrics/probes")).text
+        text = (await server.serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()), "/metrics/probes")).text
         series = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                   if line.startswith("prober_probe_total{")}
         want = [f'prober_probe_total{{{labels},probe_type="Readiness",result="successful"}}',
@@ -554,7 +555,7 @@ async def test_each_probe_run_is_counted_on_the_kubelets_metrics_probes(env):
     await pods.delete("probed", "default", grace_period_seconds=0)
 
     async def dropped():
-        text = (await server.serve(SimpleNamespace(method="GET", query={}, headers={}), "/metrics/probes")).text
+        text = (await server.serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()), "/metrics/probes")).text
         return "prober_probe_total{" not in text
     assert await eventually(dropped)
 

@@ -9,6 +9,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from multidict import CIMultiDict
 
 from nanokube.node.kubelet_server import KubeletServer
 from nanokube.node.streaming import log_options
@@ -385,7 +386,7 @@ async def test_an_https_hook_whose_server_answers_in_plain_http_falls_back_to_ht
                          "Connection: close | X-Warm: yes"]
     await eventually(served)
     agent = rt.pods[("default", "fallback")].agent
-    text = (await KubeletServer(agent, time.time()).serve(SimpleNamespace(method="GET", query={}, headers={}),
+    text = (await KubeletServer(agent, time.time()).serve(SimpleNamespace(method="GET", query={}, headers=CIMultiDict()),
                                                           "/metrics")).text
     assert "\nkubelet_lifecycle_handler_http_fallbacks_total 1\n" in text
     for name in ("fallback", "unanswered", "html"):

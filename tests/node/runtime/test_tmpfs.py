@@ -6,6 +6,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from multidict import CIMultiDict
 
 from nanokube.node.streaming import log_options
 from tests.controllers import eventually
@@ -46,7 +47,7 @@ async def test_a_memory_emptydir_is_a_tmpfs_of_its_size_limit_and_a_write_past_i
     volume = worker.agent.volumes.volume_dir(created["metadata"]["uid"], "cache")
     assert mounted(volume)
     summary = json.loads((await mgr.kubelet_for("gpu-0").serve(
-        SimpleNamespace(method="GET", query={}, headers={}), "/stats/summary")).text)
+        SimpleNamespace(method="GET", query={}, headers=CIMultiDict()), "/stats/summary")).text)
     [ram] = [s for s in summary["pods"] if s["podRef"]["name"] == "ram"]
     [cache] = ram["volume"]
     assert (cache["capacityBytes"], cache["usedBytes"]) == (2**20, 2**20)

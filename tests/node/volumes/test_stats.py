@@ -8,12 +8,13 @@ from types import SimpleNamespace
 
 import orjson
 import pytest
+from multidict import CIMultiDict
 
 from tests.controllers import eventually
 from tests.node import ManualClock
 from tests.node.test_lifecycle import node_agents, phase_is
 
-GET = SimpleNamespace(method="GET", query={}, headers={})
+GET = SimpleNamespace(method="GET", query={}, headers=CIMultiDict())
 #: writes 5000 bytes into the emptyDir at once, another file 30 s later, then runs on
 SCRIPT = "printf '%5000s' x > /cache/a && sleep 30 && echo b > /cache/b && sleep 3600"
 
