@@ -8,7 +8,9 @@ keeps endpoints in the slice they already sit in and rewrites only slices
 whose content changed, so a pod coming or going touches one slice. The
 `v1/Endpoints` object of the same name is written for older clients, as
 upstream's endpoints controller does. A Service's spec.trafficDistribution
-gives each ready endpoint topology hints (see `endpoint_hints`).
+gives each ready endpoint topology hints (see `endpoint_hints`); its topology-mode annotation set
+to Auto gives hints in proportion to each zone's CPU instead (topologycache), recomputed as
+upstream's node handlers do when a node comes, goes, or changes its readiness or zone.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from ..machinery.errors import APIError
 from ..machinery.podphase import pod_is_terminal
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
+from ..client.record import CoreEventRecorder
 from ..clock import Clock, format_time
 from ..machinery.gotime import parse_rfc3339
 from .base import TURN, Controller, in_turns
 from .replicaset import owner_reference, pod_is_ready
+from .topologycache import HINTS_DISABLED, Event, TopologyCache, disabled, hints_enabled, node_ready, node_zone
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
@@ -38,8 +42,8 @@ MAX_ENDPOINTS_PER_SLICE = 100
 MAX_ENDPOINTS_ADDRESSES = 1000
 OVER_CAPACITY_ANNOTATION = "endpoints.kubernetes.io/over-capacity"
 TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
-TOPOLOGY_MODE_ANNOTATION = "service.kubernetes.io/topology-mode"
-TOPOLOGY_HINTS_ANNOTATION = "service.kubernetes.io/topology-aware-hints"
+#: the work queue's key for a recount of the zones' CPU (upstream's topologyQueue has only this key)
+TOPOLOGY_KEY = "topologyQueueItemKey"
 
 
 # --- what the service wants ----------------------------------------------------
@@ -128,10 +132,9 @@ def _target_ref(pod: dict) -> dict:
 def hint_mode(svc: dict) -> str | None:
     """Which hints the Service's endpoints carry: "zone" (trafficDistribution PreferClose or
     PreferSameZone), "node" (PreferSameNode: zone and node), or None. The topology-mode annotation
-    set to Auto asks for upstream's proportional hints instead, which are not written here: such a
-    Service gets none, as upstream's do whenever its topology cache's safeguards are not met."""
-    annotations = svc["metadata"].get("annotations") or {}
-    if annotations.get(TOPOLOGY_MODE_ANNOTATION, annotations.get(TOPOLOGY_HINTS_ANNOTATION)) in ("Auto", "auto"):
+    set to Auto takes precedence: its proportional hints are the topology cache's, given after the
+    slices are planned (EndpointSliceController._sync_slices)."""
+    if hints_enabled(svc):
         return None
     td = (svc.get("spec") or {}).get("trafficDistribution")
     return "node" if td == "PreferSameNode" else "zone" if td in ("PreferClose", "PreferSameZone") else None
@@ -380,6 +383,11 @@ class EndpointSliceController(Controller):
         # (kind, object key) -> (service key, resourceVersion written, or None once deleted)
         self._written: dict[tuple[str, str], tuple[str, int | None]] = {}
         self.trigger_times = TriggerTimeTracker()
+        self.recorder = CoreEventRecorder(client, "endpoint-slice-controller", self.clock)
+        self.topology = TopologyCache()
+        #: a node came, went or changed readiness or zone since the zones' CPU was last counted
+        self._topology_stale = False
+        self.node_inf.add_handlers(self._node_changed, self._node_updated, self._node_changed)
         self.svc_inf.add_handlers(self._enqueue, lambda o, n: self._enqueue(n), self._enqueue)
         self.pod_inf.add_handlers(self._pod_changed, self._pod_updated, self._pod_changed)
         self.slice_inf.add_handlers(lambda o: self._slice_seen(o), lambda o, n: self._slice_seen(n),
@@ -392,6 +400,24 @@ class EndpointSliceController(Controller):
 
     def _enqueue(self, obj: dict) -> None:
         self.queue.add(key_of(obj))
+
+    def _node_changed(self, _node: dict | None = None) -> None:
+        """addNode, deleteNode: the zones' CPU is counted again, at once (TOPOLOGY_KEY) where some
+        Service has topology hints, which are synced again if now overloaded; otherwise when a
+        Service next asks for hints, so thousands of nodes coming cost no recount each."""
+        self._topology_stale = True
+        if self.topology.by_service:
+            self.queue.add(TOPOLOGY_KEY)
+
+    def _node_updated(self, old: dict, new: dict) -> None:
+        """updateNode: only a change of readiness or zone recounts (not allocatable CPU alone)."""
+        if node_zone(old) != node_zone(new) or node_ready(old) != node_ready(new):
+            self._node_changed()
+
+    def _count_zones(self) -> None:
+        if self._topology_stale:
+            self._topology_stale = False
+            self.topology.set_nodes(self.node_inf.list())
 
     def _pod_changed(self, pod: dict) -> None:
         """A pod that comes or goes is synced into the services selecting it, unless it has no
@@ -474,12 +500,18 @@ class EndpointSliceController(Controller):
                 if (sl["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL) == name]
 
     async def sync(self, key: str) -> None:
+        if key == TOPOLOGY_KEY:  # checkNodeTopologyDistribution
+            self._count_zones()
+            for svc_key in self.topology.overloaded():
+                self.queue.add(svc_key)
+            return
         if self._cache_stale(key):
             return
         ns, name = key.split("/", 1)
         svc = self.svc_inf.get(key)
         if svc is None or (svc.get("spec") or {}).get("type") == "ExternalName":
             self.trigger_times.forget(key)
+            self.topology.forget(key)
             await self._delete_all(self._service_slices(ns, name), key)
             ep = self.ep_inf.get(key)
             if svc is None and ep is not None and (ep["metadata"].get("labels") or {}).get(SKIP_MIRROR_LABEL) == "true":
@@ -505,16 +537,30 @@ class EndpointSliceController(Controller):
         owner = owner_reference(svc, "v1", "Service")
         families = address_types(svc)
         svc_key = key_of(svc)
-        await self._delete_all([sl for sl in existing if sl.get("addressType") not in families], svc_key)
+        dropped = [sl for sl in existing if sl.get("addressType") not in families]
+        for at in {sl.get("addressType") for sl in dropped}:
+            self.topology.remove_hints(svc_key, at)
+        await self._delete_all(dropped, svc_key)
         wanted = {at: await desired_endpoints(svc, pods, at, self._zone) for at in families}
+        allocations, events = self._hint_allocations(svc, wanted)
         if not any(wanted.values()):
             await self._placeholder(svc, [sl for sl in existing if sl.get("addressType") in families], labels, owner,
                                     trigger)
+            await self._record_events(svc, events)
             return
         for at, desired in wanted.items():
             mine = [sl for sl in existing if sl.get("addressType") == at]
+            if (allocs := allocations.get(at)) is not None:
+                _carry_hints(mine, desired)
             updates, creates, deletes = await plan_slices(mine, desired, self.max_per_slice)
             touched = {sl["metadata"]["name"] for sl in updates + deletes}
+            if allocs is not None:
+                moved, enabled = self.topology.add_hints(
+                    svc_key, at, allocs, [eps for _, eps in creates] + [sl["endpoints"] for sl in updates],
+                    [sl for sl in mine if sl["metadata"]["name"] not in touched])
+                updates += moved
+                events += enabled
+                touched |= {sl["metadata"]["name"] for sl in moved}
             relabel = [sl for sl in mine if sl["metadata"]["name"] not in touched
                        and not _meta_current(sl, labels, owner)]
             for ports, eps in creates:
@@ -522,6 +568,33 @@ class EndpointSliceController(Controller):
             for sl in updates + relabel:
                 await self._update(_with_trigger(_with_meta(sl, labels, owner), trigger))
             await self._delete_all(deletes, svc_key)
+        await self._record_events(svc, events)
+
+    def _hint_allocations(self, svc: dict, wanted: dict[str, dict[bytes, dict[str, dict]]]
+                          ) -> tuple[dict[str, dict], list[Event]]:
+        """Per address type, the topology cache's allocations for a Service with topology-mode Auto
+        whose safeguards pass, and the events of those that fail. For any other Service, hints it
+        had from the annotation are forgotten, with a Disabled event (once, as upstream's first
+        address type drops the Service from the cache)."""
+        key, events = key_of(svc), []
+        if not hints_enabled(svc):
+            for at in wanted:
+                if key in self.topology.populated:
+                    events.append(disabled(HINTS_DISABLED, at))
+                self.topology.remove_hints(key, at)
+            return {}, events
+        self._count_zones()
+        allocations = {}
+        for at, desired in wanted.items():
+            allocs, failed = self.topology.check(key, at, [ep for group in desired.values() for ep in group.values()])
+            events += failed
+            if allocs is not None:
+                allocations[at] = allocs
+        return allocations, events
+
+    async def _record_events(self, svc: dict, events: list[Event]) -> None:
+        for e in events:
+            await self.recorder.emit({**svc, "kind": "Service", "apiVersion": "v1"}, e.type, e.reason, e.message)
 
     async def _placeholder(self, svc: dict, existing: list[dict], labels: dict, owner: dict,
                            trigger: str | None = None) -> None:
@@ -566,6 +639,19 @@ class EndpointSliceController(Controller):
         meta = {**cmd, "labels": labels, "annotations": annotations or None}
         self._record("ep", key_of(svc), await self.endpoints.update(
             _with_trigger({**cur, "metadata": meta, "subsets": subsets}, trigger)))
+
+
+def _carry_hints(existing: list[dict], desired: dict[bytes, dict[str, dict]]) -> None:
+    """Give each ready desired endpoint the hints its copy in the slices has, so that planning
+    compares endpoints without their hints, as upstream's reconciler does: a slice left alone keeps
+    its topology hints if the topology cache finds them still good (TopologyCache.add_hints)."""
+    hints = {ep["addresses"][0]: ep["hints"] for sl in existing for ep in sl.get("endpoints") or ()
+             if ep.get("hints") and ep.get("addresses")}
+    if hints:
+        for group in desired.values():
+            for addr, ep in group.items():
+                if ep["conditions"]["ready"] and addr in hints:
+                    ep["hints"] = hints[addr]
 
 
 def _meta_current(sl: dict, labels: dict, owner: dict) -> bool:

@@ -139,7 +139,7 @@ async def test_a_nodes_new_zone_reaches_its_endpoints_at_their_services_next_syn
 async def test_traffic_distribution_hints_follow_the_field(env):
     """spec.trafficDistribution hints each ready endpoint for its zone (PreferClose, PreferSameZone)
     and also its node (PreferSameNode); a pod not ready or on a node without a zone gets none;
-    topology-mode Auto (proportional hints, not done) and removing the field clear them."""
+    topology-mode Auto (here without hints: no node is ready) and removing the field clear them."""
     c, _ = env
     await c.resource("", "v1", "nodes").create({"metadata": {"name": "n2"}})
     svcs = c.resource("", "v1", "services")
