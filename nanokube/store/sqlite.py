@@ -145,15 +145,17 @@ class Doorbell:
         self._refresh()
 
     async def greet(self, timeout: float = 5.0) -> None:
-        """Tells every peer of this worker; returns once each has answered (or after `timeout`:
-        one that is stopped answers later)."""
+        """Tells every peer of this worker; returns once each has answered, or after `timeout` (one
+        that is stopped answers later), or once the bell is closed. It waits in its caller's task:
+        wait_for's task of its own was left pending by a store closed meanwhile."""
         self._unwelcomed = set(self.peers)
         for name in list(self.peers):
             self._send(name, b"h" + self.name.encode())
         self._unwelcomed &= set(self.peers)
         if self._unwelcomed:
             try:
-                await asyncio.wait_for(self._welcomed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._welcomed.wait()
             except TimeoutError:
                 pass
 
@@ -236,6 +238,7 @@ class Doorbell:
                 self._remove(name)
 
     def close(self) -> None:
+        self._welcomed.set()  # a greeting still waiting ends
         self._loop.remove_reader(self.sock.fileno())
         self.sock.close()
         for sock, flag in self.peers.values():
@@ -368,6 +371,8 @@ class SQLiteStore(Store):
             self._log_start = db.execute("SELECT min(rev) FROM changes").fetchone()[0] or self._rev
             self._bell = Doorbell(self.path, self._catch_up)
             await self._bell.greet()
+            if self._db is None:  # closed while it greeted
+                return
             self._catch_up()  # what the others committed before they knew of this worker
 
     async def close(self) -> None:

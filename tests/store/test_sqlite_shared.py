@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -207,3 +208,33 @@ async def test_two_processes_writing_at_once_interleave_in_one_order(tmp_path):
     revs = [r for _, _, r in follower.events]
     assert revs == list(range(revs[0], revs[0] + 800))
     await store.close()
+
+
+async def test_a_worker_closed_while_it_greets_ends_its_start_and_leaves_no_task(tmp_path):
+    """A peer that does not answer (a stopped worker) holds a starting worker's greeting for up to
+    five seconds; a close meanwhile ends the start at once, with no task of the greeting left
+    pending (wait_for's was, and was destroyed pending when its loop closed)."""
+    path = str(tmp_path / "state.db")
+    first = await _open(path)
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    silent_path = os.path.join(first._bell.dir, "silent")
+    silent.bind(silent_path)
+    silent.setblocking(False)
+    with open(silent_path + ".flag", "wb") as f:
+        f.write(b"\0")
+    await first.close()
+    store = SQLiteStore(path, shared=True)
+    try:
+        starting = asyncio.create_task(store.start())
+        async with asyncio.timeout(30):
+            hello = await asyncio.get_running_loop().sock_recv(silent, 256)  # it greets, and waits for an answer
+        assert hello.startswith(b"h") and not starting.done()
+        await store.close()
+        assert asyncio.all_tasks() == {asyncio.current_task(), starting}
+        async with asyncio.timeout(30):
+            await starting
+        assert asyncio.all_tasks() == {asyncio.current_task()}
+    finally:
+        silent.close()
+        for p in (silent_path, silent_path + ".flag"):
+            os.unlink(p)
