@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 
 #: volume kinds the kubelet always mounts read-only, whose files it writes on the node
 WRITTEN_BY_KUBELET = frozenset({"configMap", "secret", "downwardAPI", "projected"})
+#: volume kinds the kubelet writes to a tmpfs (a memory-backed emptyDir it wraps), not to its disk
+ON_TMPFS = frozenset({"secret", "downwardAPI", "projected"})
 #: volume kinds that are a directory on the node, written where they are
 ON_NODE = frozenset({"persistentVolumeClaim", "ephemeral", "hostPath", "nfs"})
 #: the directories of a busybox image's root
@@ -97,6 +99,9 @@ class _Mount:
     read_only: bool = False
     volume: Dir | None = None  # a tmpfs's whole tree (a subPath mount's too), its size `limit` bytes
     limit: int = 0
+    kind: str = ""  # the volume's kind (emptyDir, secret, persistentVolumeClaim...); "" for a CDI mount
+    #: the size of the tmpfs the kubelet mounts a secret, projected or downwardAPI volume on (df's)
+    size: int = 0
     #: the tmpfs's pages in use as last counted, and the `_changes` they were counted at
     used: tuple[int, int] | None = None
 
@@ -175,8 +180,9 @@ class PodFiles:
                 root = self.volume_dir(vol["name"])
                 if kind in ON_NODE and not read_only:  # the kubelet makes a missing subPath directory
                     _make_sub(root, sub)
+                size = self.tmpfs_size(vol) if kind in ON_TMPFS and self.tmpfs_size else 0
                 mounts.append(_Mount(path, host=os.path.join(root, *sub), root=root,
-                                     read_only=read_only or kind in WRITTEN_BY_KUBELET))
+                                     read_only=read_only or kind in WRITTEN_BY_KUBELET, kind=kind, size=size))
                 continue
             if kind in ON_NODE and vol["name"] not in self.volumes:
                 root = self.volume_dir(vol["name"])
@@ -187,7 +193,7 @@ class PodFiles:
             limit = self.tmpfs_size(vol) if tmpfs and self.tmpfs_size else 0
             if isinstance(tree, File):  # a hostPath of a file, mounted as that file
                 if not sub:
-                    mounts.append(_Mount(path, tree=tree, read_only=read_only))
+                    mounts.append(_Mount(path, tree=tree, read_only=read_only, kind=kind))
                 continue
             for part in sub:  # the kubelet makes a missing subPath directory
                 tree = tree.entries.setdefault(part, Dir(mtime=now))
@@ -195,7 +201,7 @@ class PodFiles:
                     break
             else:
                 mounts.append(_Mount(path, tree=tree, read_only=read_only, volume=volume if limit else None,
-                                     limit=limit))
+                                     limit=limit, kind=kind))
         edits = self.cdi(name) if self.cdi and c else None
         for host, target, read_only in edits.mounts if edits else ():
             host = os.path.normpath(host)

@@ -7,19 +7,26 @@ for the commands about to run): `nproc` counts the CPUs its affinity allows, whi
 (a CFS quota) does not narrow (nanokube has no static CPU manager to pin CPUs), so it is the
 node's CPU count; `free` reads /proc/meminfo, the node's memory, not the container's cgroup; `df`
 lists the container's mounts: the overlay root on the node's disk (its ephemeral storage), the
-runtime's tmpfs /dev and 64 MiB /dev/shm, each memory-backed emptyDir's tmpfs (its size, its
-files' pages used), and the files the kubelet mounts from the node's disk.
-Where no node is at hand the commands are not interpreted.
+runtime's tmpfs /dev and 64 MiB /dev/shm, each volume's mount (a memory-backed emptyDir's tmpfs,
+its size and its files' pages used; the tmpfs of a secret, projected or downwardAPI volume; the
+node's disk for the rest, a claim's hostPath volume too, as a checkpoint directory shows it), and
+the files the kubelet mounts from the node's disk; in 1K blocks, 1M blocks (`-m`) or busybox's
+human units (`-h`), all of them or those holding the paths named (`df -h /models`).
+Where no node is at hand, or the node has no ephemeral-storage capacity, the commands are not
+interpreted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import stat
 from contextvars import ContextVar
 
 from ..machinery.quantity import parse_quantity
 from .simulated_applets import Process, Unknown
-from .simulated_fs import ContainerFS, tmpfs_bytes
+from .simulated_fs import PAGE, ContainerFS, tmpfs_bytes
 
 #: the capacity (cpu, memory, ephemeral-storage) of the node whose container's commands are being
 #: worked out; None where no node is at hand
@@ -68,20 +75,79 @@ def free(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 
 
 def df(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
-    if args and args != ["-k"]:
+    paths = [a for a in args if not a.startswith("-") or a == "-"]
+    flags = "".join(a[1:] for a in args if a not in paths)
+    if not set(flags) <= set("khm") or "-" in paths:
         raise Unknown
+    unit = "h" if "h" in flags else "m" if "m" in flags else "k"
+    rows, status = _mounts(fs), 0
+    proc.out(f"Filesystem           {_UNITS[unit]:<15}Used Available Use% Mounted on\n")
+    for path in paths or [None]:
+        shown = rows
+        if path is not None:
+            at = fs.normal(path)
+            if fs.lookup(at) is None:
+                proc.err(f"df: {path}: can't find mount point\n")
+                status = 1
+                continue
+            shown = [max((r for r in rows if at == r[3] or at.startswith(r[3].rstrip("/") + "/")),
+                         key=lambda r: len(r[3]))]
+        for dev, size, taken, point in shown:
+            percent = (taken * 100 + size // 2) // size if size else 0  # busybox's rounding
+            proc.out(f"{dev:<20} {_shown(size, unit):>9} {_shown(taken, unit):>9} {_shown(size - taken, unit):>9}"
+                     f" {percent:>3}% {point}\n")
+    return status
+
+
+#: df's size column's header by its unit: 1K blocks (the default, -k), 1M blocks (-m), human (-h)
+_UNITS = {"k": "1K-blocks", "m": "1M-blocks", "h": "     Size"}
+
+
+def _mounts(fs: ContainerFS) -> list[tuple[str, int, int, str]]:
+    """The container's filesystems as /proc/mounts lists them, each (device, KiB, KiB used, mount
+    point): the overlay root, the runtime's tmpfs, each volume's mount (a memory-backed emptyDir's
+    tmpfs, the kubelet's tmpfs of a secret, projected or downwardAPI volume, anything else a bind
+    mount of the node's disk: a claim's hostPath volume, a configMap's or an emptyDir's directory),
+    and the files the kubelet mounts from its disk."""
     disk = _capacity("ephemeral-storage") >> 10
     used = int(disk * DISK_USED)
-    tmpfs = sorted((m.path, m.limit >> 10, tmpfs_bytes(m.volume) >> 10) for m in fs.mounts if m.limit)
-    rows = [("overlay", disk, used, "/"), *((dev, size, 0, at) for dev, size, at in _RUNTIME_MOUNTS),
-            *(("tmpfs", size, taken, at) for at, size, taken in tmpfs),
-            *(("/dev/sda1", disk, used, at) for at in _NODE_FILES)]
-    out = [f"{'Filesystem':<20} {'1K-blocks':>9} {'Used':>9} {'Available':>9} Use% Mounted on\n"]
-    for dev, size, taken, at in rows:
-        percent = (taken * 100 + size // 2) // size  # busybox's rounding
-        out.append(f"{dev:<20} {size:>9} {taken:>9} {size - taken:>9} {percent:>3}% {at}\n")
-    proc.out("".join(out))
-    return 0
+    volumes = []
+    for m in sorted((m for m in fs.mounts if m.kind), key=lambda m: m.path):
+        if m.limit:
+            volumes.append(("tmpfs", m.limit >> 10, tmpfs_bytes(m.volume) >> 10, m.path))
+        elif m.size:
+            volumes.append(("tmpfs", m.size >> 10, _pages(m.root) >> 10, m.path))
+        else:
+            volumes.append(("/dev/sda1", disk, used, m.path))
+    return [("overlay", disk, used, "/"), *((dev, size, 0, at) for dev, size, at in _RUNTIME_MOUNTS),
+            *volumes, *(("/dev/sda1", disk, used, at) for at in _NODE_FILES)]
+
+
+def _pages(root: str | None) -> int:
+    """The bytes the regular files under a tmpfs's directory on the node take, in whole pages (the
+    atomic writer's links take none)."""
+    total = 0
+    for top, _, files in os.walk(root or ""):
+        for f in files:
+            with contextlib.suppress(OSError):
+                info = os.lstat(os.path.join(top, f))
+                total += -(-info.st_size // PAGE) * PAGE if stat.S_ISREG(info.st_mode) else 0
+    return total
+
+
+def _shown(kib: int, unit: str) -> str:
+    """busybox's make_human_readable_str of `kib` KiB: whole 1K or 1M blocks (rounded), or with
+    `h` one decimal and a unit suffix (`102.4G`; `0` alone)."""
+    if unit != "h":
+        return str(kib if unit == "k" else (kib + 512) >> 10)
+    value, frac, suffix = kib << 10, 0, ""
+    for letter in "KMGTPE":
+        if value < 1024:
+            break
+        value, frac, suffix = value >> 10, ((value % 1024) * 10 + 512) // 1024, letter
+    if frac >= 10:
+        value, frac = value + 1, 0
+    return f"{value}.{frac}{suffix}" if suffix else str(value)
 
 
 APPLETS = {"nproc": nproc, "free": free, "df": df}

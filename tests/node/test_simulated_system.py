@@ -50,3 +50,47 @@ async def test_df_lists_the_overlay_root_the_runtimes_tmpfs_and_the_kubelets_fil
         "shm                      65536         0     65536   0% /dev/shm"]
     assert [line.split()[-1] for line in out.splitlines()[4:]] == [
         "/etc/hosts", "/dev/termination-log", "/etc/hostname", "/etc/resolv.conf"]
+
+
+async def test_df_h_shows_a_checkpoint_claim_a_secret_and_a_tmpfs_by_path(env, tmp_path):
+    """An inference server's first look at its checkpoint volume (`df -h /models`): a claim on a
+    hostPath PersistentVolume is a bind mount of the node's disk; a secret's volume is the
+    kubelet's tmpfs (the pod's 2Gi memory limit), a memory-backed emptyDir its own; `-h` is
+    busybox's human units; a missing path is refused as busybox refuses it."""
+    client, clock, mgr = env
+    core = lambda kind: client.resource("", "v1", kind)  # noqa: E731
+    await core("persistentvolumes").create({"metadata": {"name": "ckpt"}, "spec": {
+        "capacity": {"storage": "50Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": str(tmp_path)},
+        "claimRef": {"namespace": "default", "name": "ckpt"}}})
+    claim = await core("persistentvolumeclaims").create({"metadata": {"name": "ckpt", "namespace": "default"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "volumeName": "ckpt", "resources": {"requests": {"storage": "50Gi"}}}})
+    await core("persistentvolumeclaims").update({**claim, "status": {"phase": "Bound"}}, subresource="status")
+    await core("secrets").create({"metadata": {"name": "hf-token", "namespace": "default"}, "data": {"token": "aGY="}})
+    await core("pods").create({"metadata": {"name": "infer", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "volumes": [
+            {"name": "models", "persistentVolumeClaim": {"claimName": "ckpt"}},
+            {"name": "token", "secret": {"secretName": "hf-token"}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
+        "containers": [{"name": "app", "image": "busybox", "resources": {"limits": {"memory": "2Gi"}},
+                        "volumeMounts": [{"name": "models", "mountPath": "/models"},
+                                         {"name": "token", "mountPath": "/var/run/hf"},
+                                         {"name": "shm", "mountPath": "/cache"}]}]}})
+    await eventually(phase(core("pods"), "infer", "Running", clock))
+    code, out = await exec_(mgr, "infer", ["df", "-h"])
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[:2] == ["Filesystem                Size      Used Available Use% Mounted on",
+                         "overlay                   1.0T    102.4G    921.6G  10% /"]
+    assert lines[4:7] == ["tmpfs                     1.0G         0      1.0G   0% /cache",
+                          "/dev/sda1                 1.0T    102.4G    921.6G  10% /models",
+                          "tmpfs                     2.0G      4.0K      2.0G   0% /var/run/hf"]
+    code, out = await exec_(mgr, "infer", ["sh", "-c", "df -h /models/step-100 /models; df -m /cache; df /nope"])
+    assert out.splitlines() == [
+        "Filesystem                Size      Used Available Use% Mounted on",
+        "df: /models/step-100: can't find mount point",
+        "/dev/sda1                 1.0T    102.4G    921.6G  10% /models",
+        "Filesystem           1M-blocks      Used Available Use% Mounted on",
+        "tmpfs                     1024         0      1024   0% /cache",
+        "Filesystem           1K-blocks      Used Available Use% Mounted on",
+        "df: /nope: can't find mount point"]
+    assert code == 1
