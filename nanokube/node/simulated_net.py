@@ -22,8 +22,9 @@ not found.
   cluster names at all. The container's /etc/resolv.conf and /etc/hosts say as much (`etc_files`).
 - A connection goes as kube-proxy would send it: to a ClusterIP, on one of the Service's ports,
   to a ready endpoint it picks (a serving, terminating one when none is ready), at the port the
-  EndpointSlice resolved the targetPort (a named one too) to; with no endpoint, or to a port the
-  Service does not have, it is refused (the nftables proxy's reject). A pod IP answers as
+  EndpointSlice resolved the targetPort (a named one too) to, among those the endpoints' topology
+  hints leave to the pod's node and its zone label (machinery/topology, kube-proxy's filter); with no
+  endpoint, or to a port the Service does not have, it is refused (the nftables proxy's reject). A pod IP answers as
   port-forward and pods/proxy do (`listening`, `answer`): any port while a container runs, but a
   port only containers not running declare, which refuses. Any other address (the internet, a
   node) is unreachable: the simulation gives a pod no real network. The runtime is the whole
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from ..machinery.topology import ZONE_LABEL, available, hints_of, topology_mode
 from . import hosts_file
 from .container_env import hostname as pod_hostname
 from .simulated_applets import NotFound, Process, Unknown
@@ -205,6 +207,8 @@ class Network:
     ndots: int = 1
     #: the container's image: which of these commands it has (`has`)
     image: str = ""
+    #: the node's topology.kubernetes.io/zone label, which topology hints are read for
+    zone: str = ""
 
     def has(self, command: str) -> bool:
         """Whether the container's image has `command` (`image_lacks`)."""
@@ -340,11 +344,13 @@ class Network:
                 chosen = ready if cond.get("ready") is not False else \
                     terminating if cond.get("serving") and cond.get("terminating") else None
                 if chosen is not None:
-                    chosen += [(ip, target) for ip in ep.get("addresses") or ()]
+                    chosen += [(ip, target, hints_of(ep)) for ip in ep.get("addresses") or ()]
+        if not local and (mode := topology_mode((h for _, _, h in ready), self.node, self.zone)):
+            ready = [r for r in ready if available(r[2], mode, self.node, self.zone)]
         pool = ready or terminating
         if not pool:
             raise Refused
-        ip, target = pool[rng.randrange(len(pool))]
+        ip, target, _ = pool[rng.randrange(len(pool))]
         pod = self.cluster.pod_at(ip)
         if pod is None:
             raise Refused
@@ -425,8 +431,9 @@ async def view(worker, text: str, image: str = "") -> Network | None:
     # names resolve through the /etc/hosts the container has (a hostNetwork pod's: the node's copy)
     hosts = hosts_file.simulated(worker.pod, {}, pod_hostname(worker.pod, worker.agent.name), worker.ip, ZONE,
                                  worker.agent.name) or ""
+    zone = (worker.agent.node["metadata"].get("labels") or {}).get(ZONE_LABEL, "")
     return Network(worker.namespace, pod, worker.agent.name, cluster, hosts, nameservers, search,
-                   DNS_SERVER in nameservers, ndots(options), image)
+                   DNS_SERVER in nameservers, ndots(options), image, zone)
 
 
 def _net(command: str) -> Network:

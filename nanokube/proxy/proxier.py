@@ -47,10 +47,10 @@ from ..clock import REAL, Clock
 from ..machinery.gotime import TimeParseError, parse_rfc3339
 from ..machinery.metrics import exponential_buckets
 from ..machinery.services import health_check_node_port
+from ..machinery.topology import NONE, ZONE_LABEL, Hints, available, hints_of, topology_mode
 from .events import ACTION_SYNC, node_ref
 from .health import ProxyHealth
 from .service_health import ServiceHealthServer
-from .topology import NONE, ZONE_LABEL, Hints, available, hints_of, topology_mode
 from .nftables.layout import TABLE, Config, Endpoint, ServicePort
 from .nftables.nft import Nft
 from .nftables.sync import Syncer, SyncReport
@@ -117,7 +117,7 @@ def service_ports(svc: dict, slices: list[dict], node_name: str = "", family: st
     """The typed structures of one Service in nftables `family` from its
     EndpointSlices of that family's addressType; endpoints on `node_name`
     are the local ones, and their hints, read for `node_name` in `zone`, say
-    which the cluster traffic uses (topology.py). A Service with no ClusterIP
+    which the cluster traffic uses (machinery/topology.py). A Service with no ClusterIP
     of the family has none."""
     spec, md = svc.get("spec", {}), svc["metadata"]
     ip = cluster_ip(spec, family)

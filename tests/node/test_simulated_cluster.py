@@ -9,10 +9,12 @@ import asyncio
 
 import pytest
 
+from nanokube.controllers.endpointslice import EndpointSliceController
 from nanokube.machinery.streaming import LogOptions
 from nanokube.node.cluster import default_cluster
 from nanokube.node.manager import NodeManager
 from tests.controllers import eventually
+from tests.controllers.test_endpointslice import stop
 from tests.node import metric_totals, nodes_over_http
 
 
@@ -74,6 +76,45 @@ async def test_an_endless_wget_loop_sees_the_service_come_through_shared_watches
     for plural in ("services", "endpointslices"):
         assert after[plural][1] == 1 and after[plural][0] <= 1, (plural, after)
     assert after["pods"] == before["pods"], "the node manager's pod watch serves the network too"
+
+
+async def test_a_pod_in_zone_a_reaches_the_endpoints_the_auto_topology_hints_give_zone_a(cluster):
+    """A Service with topology-mode Auto over a pod in each zone (gpu-1 relabelled zone-b, the same
+    CPU): the EndpointSlice controller hints each for its own zone, and a client on gpu-0 (zone-a)
+    reaches only zone-a's, as its node's kube-proxy rules would send it. Found by topo56: the
+    simulated network picked endpoints ignoring hints."""
+    client, nodes, clock, _ = cluster
+    pods = client.resource("", "v1", "pods")
+    await client.resource("", "v1", "nodes").patch("gpu-1", {"metadata": {"labels": {
+        "topology.kubernetes.io/zone": "zone-b"}}})
+    ctrl = EndpointSliceController(client)
+    await ctrl.start()
+    try:
+        for name, node in (("web-a", "gpu-0"), ("web-b", "gpu-1")):
+            made = pod(name, node, "sleep", "infinity", image="nginx")
+            made["metadata"]["labels"] = {"app": "web"}
+            await pods.create(made)
+        await client.resource("", "v1", "services").create({
+            "metadata": {"name": "web", "namespace": "default",
+                         "annotations": {"service.kubernetes.io/topology-mode": "Auto"}},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]}})
+
+        async def hinted():
+            items, _ = await client.resource("discovery.k8s.io", "v1", "endpointslices").list("default")
+            got = {ep["zone"]: ep.get("hints") for sl in items for ep in sl.get("endpoints") or ()}
+            return got == {z: {"forZones": [{"name": z}]} for z in ("zone-a", "zone-b")}
+        await eventually(hinted)
+        made = await pods.create(pod("client", "gpu-0", "sh", "-c",
+                                     "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do wget -qO- web; done; sleep infinity"))
+        worker = await eventually(lambda: _worker(nodes, "gpu-0", made["metadata"]["uid"]))
+
+        async def log() -> str:
+            return worker.io.serve_log("main", LogOptions()).decode() if worker.io.logs.get("main") else ""
+        served = "nanokube simulated pod default/web-a port 8080\n"
+        await eventually(lambda: _has(log, served * 12))
+        assert "web-b" not in await log()
+    finally:
+        await stop(ctrl)
 
 
 async def test_a_readiness_probe_that_wgets_a_service_passes_once_its_endpoint_is_ready(cluster):

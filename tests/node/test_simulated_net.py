@@ -160,6 +160,30 @@ def test_kube_proxy_prefers_ready_endpoints_and_honours_the_local_traffic_policy
                                                      "Connection refused\n"  # its endpoint is on another node
 
 
+def test_connections_follow_the_topology_hints_for_the_nodes_zone(network, files):
+    """As kube-proxy's rules (machinery/topology): the endpoints hinted for the node's zone, all of
+    them where no ready one is hinted for it or one lacks a hint, and hints ignored by a Local
+    internalTrafficPolicy. Found by topo56: a pod in zone-a reached zone-b's endpoints."""
+    eps = network.cluster.endpoint_slices[0]["endpoints"]
+    eps[0]["hints"] = {"forZones": [{"name": "zone-a"}]}
+    eps.append({"addresses": ["10.244.0.6"], "nodeName": "n1", "conditions": {"ready": True},
+                "hints": {"forZones": [{"name": "zone-b"}]}})
+    slow = "nanokube simulated pod default/slow-1 port 8080\n"
+
+    def reached(zone):  # one shell's passes, which draw from one generator
+        network.zone = zone
+        out = run(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do wget -qO- web; done"], files)[1]
+        return set(out.splitlines(keepends=True))
+    assert reached("zone-a") == {WEB}
+    assert reached("zone-b") == {slow}
+    assert reached("zone-c") == reached("") == {WEB, slow}  # no endpoint for the zone, or no zone: all
+    network.cluster.services[1]["spec"]["internalTrafficPolicy"] = "Local"
+    assert reached("zone-a") == {slow}  # the node's endpoint, hinted for another zone
+    network.cluster.services[1]["spec"]["internalTrafficPolicy"] = "Cluster"
+    del eps[1]["hints"]
+    assert reached("zone-a") == {WEB, slow}  # a ready endpoint without hints: all of them
+
+
 def test_without_a_network_or_with_options_not_simulated_the_command_is_not_interpreted(network, files):
     assert interpret(["wget", "--no-check-certificate", "web"], 0.0, files) is None
     assert interpret(["curl", "--trace", "-", "web"], 0.0, files) is None

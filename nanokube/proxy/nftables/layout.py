@@ -52,7 +52,7 @@ class Endpoint:
     #: not ready but still serving while it terminates: used where no ready one is (KEP-1669)
     serving_terminating: bool = False
     #: cluster traffic from this node may use it: hinted for this node or its zone, or the
-    #: Service's hints are not usable here (proxy/topology.py)
+    #: Service's hints are not usable here (machinery/topology.py)
     close: bool = True
 
 

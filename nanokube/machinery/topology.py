@@ -1,6 +1,8 @@
 """Topology-aware routing, as upstream's pkg/proxy/topology.go: which ready endpoints a
-Service's cluster traffic from this node goes to, from the hints the EndpointSlice
-controller writes for spec.trafficDistribution.
+Service's cluster traffic from a node goes to, from the hints the EndpointSlice controller writes
+(spec.trafficDistribution, or the topology-mode annotation's proportional hints). kube-proxy's
+rules follow it, and so does the simulated pod network (node/simulated_net), so a connection from
+a simulated pod reaches the endpoints the node's nftables rules would send it to.
 
 Hints are used only when every ready endpoint carries the kind needed and one of them names
 this node (PreferSameNode) or its zone (PreferSameZone, the node's
