@@ -355,6 +355,10 @@ class SQLiteStore(Store):
 
     async def start(self) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        # a clean close checkpoints the WAL and removes it: one left with frames means the last
+        # process was killed, and opening the database replays its committed transactions
+        wal = self.path + "-wal"
+        left = 0 if self.shared or not os.path.exists(wal) else os.path.getsize(wal)
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                              timeout=BUSY_WAIT if self.shared else 5.0)
         db.execute("PRAGMA journal_mode=WAL")
@@ -367,6 +371,9 @@ class SQLiteStore(Store):
         self._rev = self._committed = max(db.execute("SELECT value FROM meta WHERE name='revision'").fetchone()[0],
                                           db.execute("SELECT max(mod_rev) FROM kv").fetchone()[0] or 0)
         self._history = History(self._rev)
+        if left:
+            log.warning("%s was not closed cleanly: recovered its write-ahead log (%d KiB of committed "
+                        "writes), at revision %d", self.path, left >> 10, self._rev)
         if self.shared:
             self._log_start = db.execute("SELECT min(rev) FROM changes").fetchone()[0] or self._rev
             self._bell = Doorbell(self.path, self._catch_up)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -56,15 +57,20 @@ def _run_and_kill(path: str, after_lines: int) -> list[tuple[str, str, int]]:
     return acked
 
 
-async def test_acknowledged_writes_survive_kill_9(tmp_path):
+async def test_acknowledged_writes_survive_kill_9(tmp_path, caplog):
     path = str(tmp_path / "state.db")
     acked = _run_and_kill(path, after_lines=600)
     assert len(acked) >= 600
     revs = [rev for _, _, rev in acked]
     assert revs == list(range(1, len(revs) + 1))
 
+    wal_kib = os.path.getsize(path + "-wal") >> 10
     store = SQLiteStore(path)
-    await store.start()
+    with caplog.at_level(logging.WARNING, "nanokube.store.sqlite"):
+        await store.start()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path} was not closed cleanly: recovered its write-ahead log "
+        f"({wal_kib} KiB of committed writes), at revision {await store.current_revision()}"]
     try:
         deleted = {key for op, key, _ in acked if op == "DEL"}
         # the kill may land between a delete's commit and its acknowledgement:
@@ -84,3 +90,9 @@ async def test_acknowledged_writes_survive_kill_9(tmp_path):
         assert nxt.mod_revision == current + 1
     finally:
         await store.close()
+    caplog.clear()
+    again = SQLiteStore(path)
+    with caplog.at_level(logging.WARNING, "nanokube.store.sqlite"):
+        await again.start()  # after a clean close: nothing to recover, nothing said
+    await again.close()
+    assert caplog.records == []
