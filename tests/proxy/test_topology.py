@@ -3,10 +3,14 @@ proxier sends cluster traffic from its node to the endpoints hinted for the node
 falls back to all of them when the hints do not cover every ready endpoint or none matches. Found
 by fuzz54: kube-proxy ignored hints."""
 
+from nanokube.controllers.endpointslice import EndpointSliceController
 from nanokube.proxy.nftables.layout import TABLE
 from nanokube.proxy.nftables.nft import NftError
 from nanokube.proxy.proxier import Proxier, service_ports
 from tests.controllers import eventually, make_stack
+from tests.controllers.test_endpointslice import add_pod, stop
+from tests.controllers.test_endpointslice import service as es_service
+from tests.controllers.test_topologycache import add_node, set_node
 from tests.proxy.test_proxier import endpoint_slice, service
 
 ZONE = "topology.kubernetes.io/zone"
@@ -98,4 +102,40 @@ async def test_a_node_in_zone_a_programs_only_zone_a_endpoints(netns, nft):
         assert await kernel(None)
     finally:
         await p.stop()
+        await s.close()
+
+
+async def test_topology_mode_auto_programs_the_zones_share_of_the_endpoints(netns, nft):
+    """topology-mode Auto end to end (topo56): zone-a has 3/4 of the CPU, so the EndpointSlice
+    controller hints one of zone-b's two endpoints for zone-a too, and node a1's rules balance over
+    those three. Once zone-b's node is not ready, nodes are ready in one zone only: the hints go,
+    and the rules use all four."""
+    s = await make_stack()
+    c = s.client
+    await add_node(c, "a1", "zone-a", cpu="3")
+    await add_node(c, "b1", "zone-b", cpu="1")
+    ctrl = EndpointSliceController(c)
+    await ctrl.start()
+    svc = es_service(cluster_ip=VIP)
+    svc["metadata"]["annotations"] = {"service.kubernetes.io/topology-mode": "Auto"}
+    await c.resource("", "v1", "services").create(svc)
+    for name, ip, node in (("a-1", "10.244.1.1", "a1"), ("a-2", "10.244.1.2", "a1"),
+                           ("b-1", "10.244.2.1", "b1"), ("b-2", "10.244.2.2", "b1")):
+        await add_pod(c, name, ip, node=node)
+    p = Proxier(c, "a1", "192.168.0.1", netns=netns, min_sync_period=0.01)
+    await p.start()
+
+    async def programmed():
+        got = kernel_endpoints(nft, VIP) or []
+        return got if len(got) == 3 and got[:2] == ["10.244.1.1", "10.244.1.2"] else None
+    try:
+        assert await eventually(programmed)
+        await set_node(c, "b1", cpu="1", ready=False)
+
+        async def all_four():
+            return kernel_endpoints(nft, VIP) == ["10.244.1.1", "10.244.1.2", "10.244.2.1", "10.244.2.2"]
+        assert await eventually(all_four)
+    finally:
+        await p.stop()
+        await stop(ctrl)
         await s.close()
