@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ..machinery.conditions import find_condition
 from ..machinery.quantity import QuantityError, parse_quantity
@@ -75,11 +76,11 @@ def node_zone(node: dict) -> str:
     return (node["metadata"].get("labels") or {}).get(ZONE_LABEL, "")
 
 
-def _cpu(node: dict):
+def _cpu(quantity: str) -> Fraction:
     try:
-        return parse_quantity(((node.get("status") or {}).get("allocatable") or {}).get("cpu") or "0")
+        return parse_quantity(quantity or "0")
     except QuantityError:
-        return 0
+        return Fraction(0)
 
 
 def _ready(ep: dict) -> bool:
@@ -103,17 +104,22 @@ class TopologyCache:
 
     def set_nodes(self, nodes: Iterable[dict]) -> None:
         """SetNodes: the shares of the ready nodes not excluded; none at all where one of those lacks
-        a zone or allocatable CPU, or they are all in one zone."""
-        cpu_by_zone: dict[str, object] = {}
+        a zone or allocatable CPU, or they are all in one zone. The nodes are counted by zone and
+        CPU quantity first, so thousands of alike nodes parse and add a few quantities."""
+        counts: dict[tuple[str, str], int] = {}
         for node in nodes:
             labels = node["metadata"].get("labels") or {}
             if any(k in labels for k in EXCLUDED_LABELS) or not node_ready(node):
                 continue
-            zone, cpu = labels.get(ZONE_LABEL, ""), _cpu(node)
+            key = (labels.get(ZONE_LABEL, ""), ((node.get("status") or {}).get("allocatable") or {}).get("cpu") or "")
+            counts[key] = counts.get(key, 0) + 1
+        cpu_by_zone: dict[str, Fraction] = {}
+        for (zone, quantity), n in counts.items():
+            cpu = _cpu(quantity)
             if not zone or not cpu:
                 cpu_by_zone = {}
                 break
-            cpu_by_zone[zone] = cpu_by_zone.get(zone, 0) + cpu
+            cpu_by_zone[zone] = cpu_by_zone.get(zone, 0) + cpu * n
         milli = {zone: math.ceil(cpu * 1000) for zone, cpu in cpu_by_zone.items()}
         total = math.ceil(sum(cpu_by_zone.values()) * 1000)
         self.ratios = {zone: m / total for zone, m in milli.items()} if total and len(milli) >= 2 else None
