@@ -39,6 +39,8 @@ class Recorder:
         self.started: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.evicted: dict[str, str] = {}
+        #: the scheduler's last word on a pod before any node took it (its PodScheduled condition's message)
+        self.why: dict[str, str] = {}
         self.groups: dict[str, list[str]] = {}
         self.allocated = 0
         self.arrived = 0
@@ -92,6 +94,11 @@ class Recorder:
             self._sample()
             self._arrival()
         node = (pod.get("spec") or {}).get("nodeName")
+        status = pod.get("status") or {}
+        if not node and k not in self.bound:
+            for c in status.get("conditions") or []:
+                if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message"):
+                    self.why[k] = c["message"]
         if node and k not in self.bound:
             self.bound[k] = self._t()
             self.placements[k] = node
@@ -102,7 +109,6 @@ class Recorder:
             self.cpu_used[node] = self.cpu_used.get(node, 0) + self._pod_cpu[k]
             self._refrag(node)
             self._sample()
-        status = pod.get("status") or {}
         if k not in self.started and status.get("phase") == "Running":
             self.started[k] = self._t()
         if k not in self.evicted:
@@ -199,6 +205,7 @@ class Recorder:
             "timeline": {k: [self.created[k], self.bound.get(k), self.started.get(k), self.ended.get(k)]
                          for k in sorted(self.created)},
             "gang_wait_s": gang,
+            "unschedulable": dict(sorted(self.why.items())),
             "unscheduled_groups": sorted(g for g, ms in self.groups.items() if not all(m in self.bound for m in ms)),
             "evictions": [{"pod": k, "reason": r, "t": self.ended.get(k)} for k, r in sorted(self.evicted.items())],
         }

@@ -83,6 +83,8 @@ pending); all in virtual time.</p>
 <div><h3>Evictions and preemptions</h3><canvas id="evict"></canvas></div>
 </div>
 <h3>Evicted pods</h3><table><tr><th>configuration</th><th>pod</th><th>reason</th><th>ended (s)</th></tr>{evicted}</table>
+<h3>Why pods were not scheduled, or waited: the scheduler's last reason (a pod counts under each reason a node gave it)</h3>
+<table><tr><th>configuration</th><th>reason</th><th>pods never scheduled</th><th>pods that waited</th></tr>{why}</table>
 <script id="data" type="application/json">{data}</script>
 <script>
 const D = JSON.parse(document.getElementById('data').textContent);
@@ -122,11 +124,12 @@ def render(doc: dict) -> str:
     evicted = "".join(f"<tr><td>{e(r['name'])}</td><td>{e(v['pod'])}</td><td>{e(v['reason'])}</td>"
                       f"<td>{'' if v['t'] is None else round(v['t'])}</td></tr>"
                       for r in doc["runs"] for v in r["evictions"])
+    why = "".join(_why(r) for r in doc["runs"])
     data = json.dumps(chart_data(doc)).replace("</", "<\\/")
     inputs = doc["inputs"]
     return PAGE.format(title=e(os.path.basename(str(inputs.get("trace", "")))), chartjs=chartjs,
                        cluster=e(str(inputs.get("cluster"))), edits=e(_edits(inputs)), how=e(_how(inputs)), trace=e(str(inputs.get("trace"))),
-                       seed=e(str(inputs.get("seed"))), rows=rows, evicted=evicted, data=data)
+                       seed=e(str(inputs.get("seed"))), rows=rows, evicted=evicted, why=why, data=data)
 
 
 def _edits(inputs: dict) -> str:
@@ -156,6 +159,13 @@ def _row(r: dict) -> str:
              duration(r["virtual_s"]), f"{r['wall_s']:.1f}", f"{r['events_per_s']:,.0f}",
              f"<code>{r['placement_hash']}</code>"]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _why(r: dict) -> str:
+    h = r.get("summary") or headline(r)
+    never, waited = h["unschedulable_reasons"], h["waited_reasons"]
+    return "".join(f"<tr><td>{html.escape(r['name'])}</td><td>{html.escape(why)}</td><td>{never.get(why, 0)}</td>"
+                   f"<td>{waited.get(why, 0)}</td></tr>" for why in dict.fromkeys([*never, *waited]))
 
 
 def write_report(out: str, results, inputs: dict) -> dict:

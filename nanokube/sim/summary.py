@@ -6,6 +6,8 @@ end; and the table `nanokube simulate` prints of them, every unit named."""
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 
 #: scheduling delay percentiles reported (nearest rank)
 PERCENTILES = (50, 90, 99)
@@ -15,6 +17,32 @@ PERCENTILES = (50, 90, 99)
 WAITED_S = 1.0
 #: arrived GPU workload (share of the cluster's GPUs) at which an inflation run's allocation is reported
 ARRIVED = (1.0, 1.3)
+
+
+#: the node reasons of the scheduler's FitError message, before what PostFilter (preemption) adds
+_FIT = re.compile(r"0/\d+ nodes are available: (.*?)\.(?: |$)")
+#: a pod the scheduler gave no unschedulable message (deleted before its first attempt, or bound after a gang's wait)
+NO_REASON = "no reason recorded"
+
+
+def reasons(message: str) -> list[str]:
+    """The reasons in the scheduler's word on a pod it could not place, without their node counts: '0/31 nodes
+    are available: 26 cannot allocate all claims, 5 Insufficient cpu. preemption: ...' gives the two; a message
+    of another form (a pre-filter's, scheduling gates) is one reason."""
+    m = _FIT.match(message)
+    if not m:
+        return [message]
+    out = []
+    for part in m.group(1).split(", "):
+        count, _, reason = part.partition(" ")
+        out.append(reason if count.isdigit() and reason else part)
+    return out
+
+
+def by_reason(why: dict[str, str], pods) -> dict[str, int]:
+    """Pods per reason of their last unschedulable message (a pod under each reason a node gave it), most first."""
+    counts = Counter(r for k in pods for r in (dict.fromkeys(reasons(why[k])) if k in why else (NO_REASON,)))
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def arrival_points(inflate: float | None) -> tuple[float, ...]:
@@ -53,6 +81,7 @@ def headline(run: dict, arrived: tuple[float, ...] = ()) -> dict:
     pending = sum(1 for v in timeline.values() if v[1] is None and v[3] is None)
     # gone before any node took them (the trace deleted them waiting): no delay counts them, so they are said apart
     deleted_waiting = sum(1 for v in timeline.values() if v[1] is None and v[3] is not None)
+    why = run.get("unschedulable") or {}
     arrival = {round(a, 2): v for a, v in zip(run["by_arrival"]["arrived_ratio"], run["by_arrival"]["gpu_alloc_ratio"])}
     gpus = bool(run.get("total_gpu_milli"))  # a cluster without GPUs has no GPU ratios (not 0%)
     return {
@@ -63,6 +92,10 @@ def headline(run: dict, arrived: tuple[float, ...] = ()) -> dict:
         "fragmentation_ratio_mean": time_mean(s["t"], s["fragmentation_ratio"], end) if gpus else None,
         "gpu_alloc_ratio_at_arrived": {str(a): arrival.get(a) for a in arrived},
         "waited": sum(1 for d in delays if d >= WAITED_S),
+        # why: the scheduler's last word on each, the pods never scheduled and the ones that waited
+        "unschedulable_reasons": by_reason(why, (k for k, v in timeline.items() if v[1] is None)),
+        "waited_reasons": by_reason(why, (k for k, v in timeline.items()
+                                          if v[1] is not None and v[1] - v[0] >= WAITED_S)),
         "scheduling_delay_s": {**{f"p{p}": percentile(delays, p) for p in PERCENTILES},
                                "max": delays[-1] if delays else None,
                                "mean": sum(delays) / len(delays) if delays else None},
@@ -143,4 +176,9 @@ def table(runs: list[dict], inflate: float | None = None, width: int | None = No
         f"WAITED: scheduled pods whose delay was {WAITED_S:g}s or more",
         "MAKESPAN: first pod created to last pod ended, in virtual time ('-': pods still running or pending at the end)",
     ]
+    for key, what in (("unschedulable_reasons", "NOT SCHEDULED"), ("waited_reasons", "WAITED")):
+        if any(h[key] for h in heads):
+            lines.append(f"{what}, pods by the scheduler's last reason (a pod counts under each reason a node gave it):")
+            lines += [f"  {r['name']}: " + (", ".join(f"{n} {why}" for why, n in h[key].items()) or "none")
+                      for r, h in zip(runs, heads)]
     return "\n".join(lines)
