@@ -50,6 +50,9 @@ class Gpu:
     cuda: str
     architecture: str = ""
     migs: tuple[Mig, ...] = ()
+    #: the board's power limit and idle draw, watts (its product's; an H100 SXM's for one not known)
+    power_cap: int = 700
+    idle_power: int = 70
 
 
 #: the GPUs of each container whose commands are being worked out; one not there has no node at hand
@@ -72,6 +75,8 @@ _QUERY = {  # field: (header, unit, value of GPU i)
     "temperature.gpu": ("temperature.gpu", "", lambda i, g: "30"),
     "compute_mode": ("compute_mode", "", lambda i, g: "Default"),
     "persistence_mode": ("persistence_mode", "", lambda i, g: "Enabled"),
+    "power.draw": ("power.draw", "W", lambda i, g: f"{g.idle_power:.2f}"),
+    "power.limit": ("power.limit", "W", lambda i, g: f"{g.power_cap:.2f}"),
 }
 #: nvidia-smi's exit code where `-i` names no GPU it sees (NVML_ERROR_NOT_FOUND)
 NOT_FOUND_CODE = 6
@@ -88,7 +93,8 @@ def gpu(attributes: dict, capacity: dict, index: int, migs=()) -> Gpu:
     profiles = {p.name: p for p in product.mig} if product else {}
     return Gpu(name, attributes.get("uuid", ""), "0000" + bus.upper(), memory,
                attributes.get("driverVersion", "550.54.15"), str(attributes.get("cudaVersion", "12.4")),
-               attributes.get("architecture", ""), tuple(_mig(m["profile"], m["uuid"], profiles) for m in migs))
+               attributes.get("architecture", ""), tuple(_mig(m["profile"], m["uuid"], profiles) for m in migs),
+               *((product.power_cap, product.idle_power) if product else ()))
 
 
 def _mig(profile: str, uuid: str, profiles: dict) -> Mig:
@@ -245,7 +251,7 @@ def _table(listed: list[tuple[int, Gpu]], now: float) -> str:
         memory = f"{IDLE_MIB:>7}MiB / {g.memory_mib:>6}MiB"
         util = "N/A" if g.migs else "0%"
         out += [f"| {i:>3}  {name:<29}  On  |{g.bus_id:>19} Off |{0:>21} |",
-                f"| N/A   30C    P0             70W /  700W | {memory} |{util:>8}      Default |",
+                f"| N/A   30C    P0           {g.idle_power:>4}W / {g.power_cap:>4}W | {memory} |{util:>8}      Default |",
                 f"|{'':41}|{'':24}|{'Enabled' if g.migs else 'Disabled':>21} |", rule]
     migs = [(i, j, m) for i, g in listed for j, m in enumerate(g.migs)]
     if migs:

@@ -224,3 +224,24 @@ async def test_nvidia_smi_table_and_report_show_the_mig_devices():
     assert "                    Multiprocessor count  : 60\n" in report
     assert report.count("        MIG Device\n") == 2 and "GPU 00000000:11:00.0" not in report
     io.stop()
+
+
+async def test_nvidia_smi_shows_each_products_power_limit():
+    """Pwr:Usage/Cap is the board's: an A100 SXM4's 400 W (an H100 SXM's 700 W), its idle draw
+    beside it; --query-gpu's power.draw and power.limit say the same in watts."""
+    w = worker(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-0"}])
+    w.agent.spec = SimpleNamespace(capacity={"cpu": "16", "memory": "64Gi"}, devices=[
+        Device("gpu", "gpu-0", {"model": "A100-SXM4-40GB", "uuid": "GPU-0", "index": 0, "architecture": "Ampere",
+                                "driverVersion": "570.124.06", "cudaVersion": "12.8"}, {"memory": "40Gi"})])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    code, table = await run_smi(io)
+    assert code == 0 and "| N/A   30C    P0             52W /  400W |       1MiB /  40960MiB |" in table
+    assert {len(line) for line in table.splitlines()[1:]} == {91}
+    assert await run_smi(io, "--query-gpu=name,power.draw,power.limit", "--format=csv") == (0, (
+        "name, power.draw [W], power.limit [W]\nNVIDIA A100-SXM4-40GB, 52.00 W, 400.00 W\n"))
+    io.stop()
+    io = mig_worker()
+    io.started({"main": "busybox"})
+    assert "| N/A   30C    P0             70W /  700W |" in (await run_smi(io))[1]
+    io.stop()
