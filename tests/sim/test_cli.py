@@ -252,7 +252,8 @@ def test_limit_pods_replays_the_first_pods_created(tmp_path):
 
 def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path):
     """Each is one line naming what is wrong, exit status 2, no traceback and no run: a negative
-    --speed used to hang, --speed 0 ran as fast as possible, an unwritable --out failed after the run."""
+    --speed used to hang, --speed 0 ran as fast as possible, an unwritable --out failed after the run,
+    an unknown --controllers name failed at the run's start with a traceback."""
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
     (tmp_path / "trace.jsonl").write_text("")
     (tmp_path / "blocker").write_text("")
@@ -272,6 +273,8 @@ def test_bad_arguments_and_unreadable_files_are_refused_before_the_run(tmp_path)
          f"{tmp_path / 'nope.yaml'}: cannot read: No such file or directory"),
         (("--scheduler-config", str(tmp_path / "cluster.yaml")),
          f'{tmp_path / "cluster.yaml"}: no kind "" is registered for version ""'),
+        # a traceback from the controller manager's start, inside the run
+        (("--controllers", "job,bogus"), '--controllers: "bogus" is not in the list of known controllers'),
     ]:
         proc = simulate(tmp_path, *args)
         assert proc.returncode == 2, (args, proc.stderr[-2000:])
