@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
+import aiohttp
+
 from ..machinery.errors import APIError
 from ..clock import REAL, Clock, parse_time
 
@@ -61,7 +63,17 @@ class LeaderElector:
                 return
 
     async def try_acquire_or_renew(self) -> bool:
-        """One attempt; True if this identity holds the lease afterwards."""
+        """One attempt; True if this identity holds the lease afterwards. An API server that does
+        not answer (killed, restarting) fails the attempt like a refusal, as client-go's: a leader
+        keeps leading until its renewals have failed for the renew deadline, a standby retries."""
+        try:
+            return await self._attempt()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            log.warning("%s: error retrieving resource lock %s/%s: %s", self.name, self.namespace, self.name,
+                        e or type(e).__name__)
+            return False
+
+    async def _attempt(self) -> bool:
         now = self.clock.rfc3339_micro()
         try:
             lease = await self.leases.get(self.name, self.namespace)

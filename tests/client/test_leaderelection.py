@@ -94,3 +94,44 @@ async def test_health_check_fails_a_leader_whose_renewals_stopped():
     a.leading = False
     assert a.check() is None
     await s.close()
+
+
+async def test_an_api_server_that_does_not_answer_fails_attempts_without_ending_leader_or_standby():
+    """A restart of the API server (connections refused for a few seconds) is a failed renewal, not
+    a lost lease, and a standby keeps campaigning through it."""
+    import aiohttp
+
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-system"}})
+    clock = ManualClock()
+    a = LeaderElector(s.client, "sched", "a", clock=clock)
+    b = LeaderElector(s.client, "sched", "b", clock=clock)
+    running = asyncio.Event()
+
+    async def lead():
+        running.set()
+        await asyncio.Event().wait()
+
+    ta = asyncio.create_task(a.run(lead))
+    await settle()
+    assert running.is_set()
+    tb = asyncio.create_task(b.run(lead))
+    await settle()
+
+    async def refused(*_args, **_kw):
+        raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443: Connection refused")
+    get = a.leases.get
+    a.leases.get = b.leases.get = refused
+    for _ in range(3):  # 6 s down: under the renew deadline
+        await clock.advance(2)
+        await settle()
+    assert not ta.done() and a.leading, "a leader keeps leading through a short outage"
+    assert not tb.done() and not b.leading, "a standby keeps campaigning"
+    a.leases.get = b.leases.get = get
+    await clock.advance(2)
+    await settle()
+    assert a.leading and not tb.done()
+    for t in (ta, tb):
+        t.cancel()
+    await asyncio.gather(ta, tb, return_exceptions=True)
+    await s.close()
