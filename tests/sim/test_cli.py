@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import signal
 import subprocess
 import sys
@@ -388,3 +389,16 @@ def test_the_scheduler_s_reasons_say_why_pods_waited_or_never_ran(tmp_path):
     assert run["summary"]["waited_reasons"] == {"Insufficient cpu": 1}
     assert run["unschedulable"]["default/big"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
     assert "<td>default</td><td>Insufficient cpu</td><td>1</td><td>1</td>" in (out / "report.html").read_text()
+
+
+def test_a_served_openb_run_replays_as_an_unserved_one(tmp_path):
+    """--serve-port gives the API server PKI, which turned ServiceAccount admission on: every pod of
+    an openb trace (whose controllers make no `default` ServiceAccount) was refused. Served or not,
+    the same pods are placed alike."""
+    served = simulate_csv(tmp_path, NODES, PODS, "--until", "20", "--speed", "40", "--serve-port", "0")
+    assert served.returncode == 0, served.stderr[-2000:]
+    assert "forbidden" not in served.stderr and "refused" not in served.stdout, served.stderr[-2000:]
+    assert served.stdout.startswith("default: 2/2 pods scheduled"), served.stdout
+    unserved = simulate_csv(tmp_path, NODES, PODS, "--until", "20")
+    hashes = [re.search(r"placements (\w+)", p.stdout).group(1) for p in (served, unserved)]
+    assert hashes[0] == hashes[1]
