@@ -1,7 +1,8 @@
 """`nvidia-smi` in a simulated container, as an ML engineer's first command in a GPU pod runs it:
 the summary table (driver 5xx / CUDA 12.x layout, a MIG devices table where the container was
 given MIG devices), `-L`, `-q` (the detailed report), `--query-gpu=... --format=csv`, each for the
-GPUs `-i` names (by index, UUID or PCI bus id; a list of them) or all.
+GPUs `-i` names (by index, UUID or PCI bus id; a list of them) or all; `topo -m`, their NVLink
+and PCIe matrix with each GPU's CPU and NUMA affinity.
 
 The GPUs it sees are the container's (`GPUS`, by container, set by simulated_io for the commands
 about to run):
@@ -18,6 +19,7 @@ command worked out with no node at hand) the command is not interpreted.
 
 from __future__ import annotations
 
+import math
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 
 from ..machinery.quantity import parse_quantity
+from . import simulated_system
 from .dra.nvidia import PRODUCTS, MigProfile
 from .simulated_applets import NotFound, Process, Unknown
 from .simulated_fs import ContainerFS
@@ -53,6 +56,11 @@ class Gpu:
     #: the board's power limit and idle draw, watts (its product's; an H100 SXM's for one not known)
     power_cap: int = 700
     idle_power: int = 70
+    #: NVLinks to each peer (0: PCIe only), its PCIe root, its NUMA node (None: not known) of the node's
+    nvlinks: int = 0
+    pcie_root: str = ""
+    numa: int | None = None
+    numa_nodes: int = 1
 
 
 #: the GPUs of each container whose commands are being worked out; one not there has no node at hand
@@ -82,10 +90,10 @@ _QUERY = {  # field: (header, unit, value of GPU i)
 NOT_FOUND_CODE = 6
 
 
-def gpu(attributes: dict, capacity: dict, index: int, migs=()) -> Gpu:
+def gpu(attributes: dict, capacity: dict, index: int, migs=(), numa_nodes: int = 1) -> Gpu:
     """A node's GPU (cluster.Device attributes and capacity) as nvidia-smi names it, with the MIG
     devices of it a container was given (`migs`: their profile and UUID, as the NVIDIA driver
-    prepared them)."""
+    prepared them); `numa_nodes`: how many its node has."""
     product = PRODUCTS.get(attributes.get("model", ""))
     name = attributes.get("productName") or (product.product_name if product else f"NVIDIA {attributes.get('model', 'GPU')}")
     memory = int(parse_quantity(str(capacity.get("memory", "0"))) / Fraction(2**20))
@@ -94,7 +102,8 @@ def gpu(attributes: dict, capacity: dict, index: int, migs=()) -> Gpu:
     return Gpu(name, attributes.get("uuid", ""), "0000" + bus.upper(), memory,
                attributes.get("driverVersion", "550.54.15"), str(attributes.get("cudaVersion", "12.4")),
                attributes.get("architecture", ""), tuple(_mig(m["profile"], m["uuid"], profiles) for m in migs),
-               *((product.power_cap, product.idle_power) if product else ()))
+               *((product.power_cap, product.idle_power, product.nvlinks) if product else (700, 70, 0)),
+               attributes.get("pcieRoot", ""), attributes.get("numaNode"), numa_nodes)
 
 
 def _mig(profile: str, uuid: str, profiles: dict) -> Mig:
@@ -128,6 +137,9 @@ def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> in
         return 0
     if args in (["-q"], ["--query"]):
         proc.out(_report(listed, len(gpus), now))
+        return 0
+    if args in (["topo", "-m"], ["topo", "--matrix"]):
+        proc.out(_topology(listed))
         return 0
     query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
     form = next((a.split("=", 1)[1] for a in args if a.startswith("--format=")), None)
@@ -224,6 +236,48 @@ def _report(listed: list[tuple[int, Gpu]], attached: int, now: float) -> str:
                 *(_kv(2, k, "N/A" if g.migs else "0 %") for k in ("Gpu", "Memory", "Encoder", "Decoder")),
                 "    Temperature", _kv(2, "GPU Current Temp", "30 C"), _kv(1, "Processes", "None"), ""]
     return "".join(line + "\n" for line in out)
+
+
+_LEGEND = """
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+
+def _topology(listed: list[tuple[int, Gpu]]) -> str:
+    """`nvidia-smi topo -m`: the GPUs' matrix, tab-separated, as NCCL users read it before a run.
+    SXM boards reach each other over their bonded NVLinks (NV12 on an A100, NV18 on an H100,
+    through the NVSwitches); PCIe cards through the host bridges of one NUMA node (NODE), or across
+    the sockets (SYS). Each GPU's CPU and NUMA affinity is its NUMA node's share of the node's CPUs,
+    numbered in blocks (no hyperthread siblings). The node's NICs are not listed."""
+    node = simulated_system.NODE.get() or {}
+    cpus = math.ceil(parse_quantity(str(node.get("cpu", "1"))))
+
+    def link(a: Gpu, b: Gpu) -> str:
+        if a.nvlinks and b.nvlinks:
+            return f"NV{min(a.nvlinks, b.nvlinks)}"
+        if a.pcie_root and a.pcie_root == b.pcie_root:
+            return "PIX"
+        return "NODE" if a.numa is not None and a.numa == b.numa else "SYS"
+
+    def affinity(g: Gpu) -> str:
+        if g.numa is None:
+            return f"0-{cpus - 1}\tN/A"
+        share = max(cpus // max(g.numa_nodes, 1), 1)
+        return f"{g.numa * share}-{(g.numa + 1) * share - 1}\t{g.numa}"
+
+    out = ["\t" + "".join(f"GPU{i}\t" for i, _ in listed) + "CPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    for i, g in listed:
+        cells = (" X " if j == i else link(g, h) for j, h in listed)
+        out.append(f"GPU{i}\t" + "".join(f"{c}\t" for c in cells) + f"{affinity(g)}\t\tN/A")
+    return "".join(line + "\n" for line in out) + _LEGEND
 
 
 def _kv(depth: int, key: str, value: str) -> str:

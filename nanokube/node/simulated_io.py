@@ -617,8 +617,9 @@ class SimulatedIO:
                 seen.append(gpu)
             if d["type"] == "mig":
                 migs.setdefault(d["parentUUID"], []).append(d)
+        numa_nodes = 1 + max((d.attributes.get("numaNode") or 0 for d in node), default=0)
         return tuple(simulated_gpu.gpu(d.attributes, d.capacity, d.attributes.get("index", 0),
-                                       migs.get(d.attributes.get("uuid"), ()))
+                                       migs.get(d.attributes.get("uuid"), ()), numa_nodes)
                      for d in sorted({d.name: d for d in seen}.values(), key=lambda d: d.attributes.get("index", 0)))
 
     async def exec(self, container: str, command: list[str], session: StreamSession) -> int:

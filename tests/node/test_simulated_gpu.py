@@ -245,3 +245,41 @@ async def test_nvidia_smi_shows_each_products_power_limit():
     io.started({"main": "busybox"})
     assert "| N/A   30C    P0             70W /  700W |" in (await run_smi(io))[1]
     io.stop()
+
+
+def _node_of(model: str, count: int = 4) -> SimulatedIO:
+    """A container given every GPU (NVIDIA_VISIBLE_DEVICES=all) of a 16-CPU node whose `count` GPUs
+    of `model` sit two NUMA nodes apart, half on each, one PCIe root each."""
+    w = worker(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    w.agent.spec = SimpleNamespace(capacity={"cpu": "16", "memory": "64Gi"}, devices=[
+        Device("gpu", f"gpu-{i}", {"model": model, "uuid": f"GPU-{i}", "index": i, "numaNode": i * 2 // count,
+                                   "pcieRoot": f"pci0000:{0x10 + i:02x}"}, {"memory": "24Gi"})
+        for i in range(count)])
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    return io
+
+
+async def test_nvidia_smi_topo_m_shows_nvlinks_between_sxm_boards_and_numa_affinity():
+    """`nvidia-smi topo -m`, what a distributed-training user checks before NCCL runs: H100 SXM
+    boards reach each other over 18 bonded NVLinks, each GPU's CPUs are its NUMA node's half of
+    the node's 16; L4 PCIe cards go through a NUMA node's host bridges (NODE) or across the
+    sockets (SYS); `-i` keeps the GPUs it names."""
+    io = _node_of("H100-SXM5-80GB")
+    code, out = await run_smi(io, "topo", "-m")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[:5] == ["\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID",
+                         "GPU0\t X \tNV18\tNV18\tNV18\t0-7\t0\t\tN/A",
+                         "GPU1\tNV18\t X \tNV18\tNV18\t0-7\t0\t\tN/A",
+                         "GPU2\tNV18\tNV18\t X \tNV18\t8-15\t1\t\tN/A",
+                         "GPU3\tNV18\tNV18\tNV18\t X \t8-15\t1\t\tN/A"]
+    assert "Legend:" in lines and "  NV#  = Connection traversing a bonded set of # NVLinks" in lines
+    io.stop()
+    io = _node_of("L4")
+    assert (await run_smi(io, "topo", "-m", "-i", "1,2"))[1].splitlines()[:3] == [
+        "\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID",
+        "GPU1\t X \tSYS\t0-7\t0\t\tN/A",
+        "GPU2\tSYS\t X \t8-15\t1\t\tN/A"]
+    assert (await run_smi(io, "topo", "-m"))[1].splitlines()[1] == "GPU0\t X \tNODE\tSYS\tSYS\t0-7\t0\t\tN/A"
+    io.stop()

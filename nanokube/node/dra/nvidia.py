@@ -83,6 +83,8 @@ class Product:
     #: its board's power limit and what it draws idle, in watts (nvidia-smi's Pwr:Usage/Cap)
     power_cap: int = 700
     idle_power: int = 70
+    #: the NVLinks an SXM board bonds to each peer through the NVSwitches (none: a PCIe card)
+    nvlinks: int = 0
 
     @property
     def product_name(self) -> str:
@@ -109,10 +111,10 @@ H100_80GB_MIG = (
     MigProfile("7g.80gb", 0, 8, (0,), 81152, 132, 8, 7, 0, 7, 1),
 )
 PRODUCTS = {p.model: p for p in (
-    Product("A100-SXM4-40GB", "40Gi", "Ampere", "8.0", A100_40GB_MIG, power_cap=400, idle_power=52),
+    Product("A100-SXM4-40GB", "40Gi", "Ampere", "8.0", A100_40GB_MIG, power_cap=400, idle_power=52, nvlinks=12),
     Product("A100-PCIE-40GB", "40Gi", "Ampere", "8.0", A100_40GB_MIG, power_cap=250, idle_power=35),
-    Product("H100-SXM5-80GB", "80Gi", "Hopper", "9.0", H100_80GB_MIG, "NVIDIA H100 80GB HBM3"),
-    Product("H100-80GB-HBM3", "80Gi", "Hopper", "9.0", H100_80GB_MIG, "NVIDIA H100 80GB HBM3"),
+    Product("H100-SXM5-80GB", "80Gi", "Hopper", "9.0", H100_80GB_MIG, "NVIDIA H100 80GB HBM3", nvlinks=18),
+    Product("H100-80GB-HBM3", "80Gi", "Hopper", "9.0", H100_80GB_MIG, "NVIDIA H100 80GB HBM3", nvlinks=18),
     Product("L4", "23034Mi", "Ada Lovelace", "8.9", power_cap=72, idle_power=16),
     Product("A10", "23028Mi", "Ampere", "8.6", power_cap=150, idle_power=21),
 )}
