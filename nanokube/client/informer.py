@@ -21,6 +21,8 @@ import random
 import sys
 from collections.abc import Callable
 
+import aiohttp
+
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from . import mutation
@@ -188,6 +190,10 @@ class Informer:
                         d.keep(obj, origin)
                     self._handle(typ, obj)
                     self.last_sync_rv = obj["metadata"].get("resourceVersion") or self.last_sync_rv
+            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as e:
+                # the connection ended mid-stream (the server was killed, or restarts): client-go's
+                # stream watcher ends such a watch as if closed, and the reflector watches again
+                log.debug("informer for %s: watch cut: %s", self.rc.res.plural, e)
             finally:
                 await stream.aclose()
             stream = None
