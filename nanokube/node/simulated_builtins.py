@@ -8,13 +8,14 @@ its exit status; one that ends the shell, a loop or a function raises `Exit`, `J
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .simulated_applets import WRITE_BUDGET, NoTerminal, Unknown
-from .simulated_script import _NAME
+from .simulated_script import _NAME, Script, parse
 
 if TYPE_CHECKING:
     from .simulated_command import _Run
@@ -32,8 +33,21 @@ SHELL_ONLY = frozenset({"exit", "export", "unset", "break", "continue", "cd", "p
                         "return", "local", "trap"})
 
 
+#: the shells a command line may name (`sh -c SCRIPT`)
+SHELLS = frozenset({"sh", "ash", "bash", "dash"})
+
+
 class Exit(Exception):
     """`exit`: the shell ends (its status is the run's)."""
+
+
+class Replaced(Exit):
+    """`exec sh -c SCRIPT`: the shell ends, and another takes its place running `script` (where
+    nothing runs it, as the shell ending)."""
+
+    def __init__(self, script: Script):
+        super().__init__("exec")
+        self.script = script
 
 
 class Return(Exception):
@@ -216,11 +230,24 @@ def _set(run: _Run, name: str, args: list[str]) -> int:
 
 
 def _exec(run: _Run, name: str, args: list[str]) -> int:
-    """The command in the shell's place: the shell ends with it."""
-    if args:
-        run.command(args, in_shell=False)
-        raise Exit
-    return 0
+    """The command in the shell's place: the shell ends with it, its EXIT trap not run (the process
+    is another program). A shell's `-c` script starts afresh: the exported variables alone, no
+    functions, options nor traps, its own positional parameters (it ran forever: `sh` alone is
+    no command run outside a shell)."""
+    if not args:
+        return 0
+    run.traps.clear()
+    if os.path.basename(args[0]) in SHELLS and args[1:2] == ["-c"] and len(args) >= 3:
+        if run.captured or run.loops or run.frames:  # (in a pipe, a `$(...)`, a loop, a function: not simulated)
+            raise Unknown
+        script = parse(args[2])
+        run.vars = {k: v for k, v in run.vars.items() if k in run.exported}
+        run.functions.clear()
+        run.options.clear()
+        run.args = args[3:] or args[:1]
+        raise Replaced(script)
+    run.command(args, in_shell=False)
+    raise Exit
 
 
 def _read(run: _Run, name: str, args: list[str]) -> int:

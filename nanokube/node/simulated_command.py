@@ -105,12 +105,11 @@ from . import simulated_net as net
 from . import simulated_system as system
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, WRITE_BUDGET, Terminal, reads_data
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
-from .simulated_builtins import BUILTINS, SHELL_ONLY, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Return
+from .simulated_builtins import BUILTINS, SHELL_ONLY, SHELLS, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Replaced, Return
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError, NoSpace
 from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
                                Simple, Script, Word, literal, parse)
 
-SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
 SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
 _SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
@@ -535,11 +534,16 @@ class _Waiting(Exception):
 
 def _execute(script: Script, run: _Run) -> _Run:
     try:
-        for i, and_or in enumerate(script):
+        i = 0
+        while i < len(script):
             run.rest = script[i:]
-            if run.now > 0 and run.defers(and_or):
+            if run.now > 0 and run.defers(script[i]):
                 raise _Waiting  # (`sleep 5; wget -qO- web`: the wget sees the cluster 5 s on)
-            run.script([and_or])
+            try:
+                run.script([script[i]])
+                i += 1
+            except Replaced as e:  # `exec sh -c SCRIPT`: the new shell's script from its start
+                script, i = e.script, 0
     except _Waiting:
         run.wait = Wait(run.now, run.period, _resumption(run))
         run.now = math.inf
@@ -761,8 +765,8 @@ class _Run:
         words = [f for w in simple.words for f in self.expand(w)]
         if not words:
             raise _Unknown
-        job = (self.now + _seconds(words[1]), 0) if len(words) == 2 and os.path.basename(words[0]) == "sleep" \
-            else self._job(words)
+        seconds = _seconds(words[1]) if len(words) == 2 and os.path.basename(words[0]) == "sleep" else None
+        job = (self.now + seconds, 0) if seconds is not None else self._job(words)
         # its PID: the next after the last job's, counted as `ps` numbers the container's processes
         self.last_job = (self.last_job or 1) + 6
         self.jobs[self.last_job] = job
@@ -1313,9 +1317,14 @@ class _Run:
         elif name == "tail" and args == ["-f", "/dev/null"]:
             self.now = math.inf
         elif name == "sleep" and args:
-            self.now += sum(_seconds(a) for a in args)
-            self.status = 0
-            self._take_signal()
+            seconds = [_seconds(a) for a in args]
+            if None in seconds:  # busybox's: what is not a number of seconds (`-1`, `nan`) ends it at once
+                self.err(f"sleep: invalid number '{args[seconds.index(None)]}'\n")
+                self.status = 1
+            else:
+                self.now += sum(seconds)
+                self.status = 0
+                self._take_signal()
         elif name == "seq" and 1 <= len(args) <= 3 and all(re.fullmatch(r"-?\d+", a) for a in args):
             n = [int(a) for a in args]
             first, step, last = (1, 1, n[0]) if len(n) == 1 else (n[0], 1, n[1]) if len(n) == 2 else n
@@ -1394,33 +1403,72 @@ def _quoted(word: str) -> str:
     return "'" + word.replace("'", "'\\''") + "'"
 
 
-_ARITH_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Constant, ast.Add, ast.Sub,
-                ast.Mult, ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd, ast.Not, ast.And, ast.Or, ast.Lt, ast.LtE,
-                ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+_ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+          ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+          ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
+_EQUALITY = (ast.Eq, ast.NotEq)
+
+
+def _int64(n: int) -> int:
+    """`n` wrapped to a 64-bit signed integer, as dash's and bash's intmax_t arithmetic holds it."""
+    return (n + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def _arithmetic(expression: str, variables: dict[str, str]) -> int:
-    """`$((expression))` on integers: + - * / % and comparisons, `&&`, `||`, `!`, parentheses, and
-    variables by name or `$NAME` (unset or empty: 0); anything else (assignments) is not simulated."""
+    """`$((expression))` on 64-bit signed integers, as dash and bash work it out: + - * / % (each
+    result wrapped, a quotient and remainder truncated toward zero as C's), comparisons and `!`
+    (1 or 0; < > <= >= before == !=, each left to right), `&&`, `||`, parentheses, and variables
+    by name or `$NAME` (unset or empty: 0); anything else (assignments) is not simulated."""
     def name(m: re.Match) -> str:
         value = (variables.get(m.group(1) or m.group(2) or m.group(3)) or "0").strip()
         if not re.fullmatch(r"-?\d+", value):
             raise _Unknown
         return f"({value})"
+    if "~" in expression:  # (bitwise, not simulated; `!` is parsed as Python's `~`, C's precedence)
+        raise _Unknown
     text = re.sub(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\b", name, expression)
     text = text.replace("&&", " and ").replace("||", " or ").replace("/", "//")
-    text = re.sub(r"!(?!=)", " not ", text)
+    text = re.sub(r"!(?!=)", "~", text)
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError:
         raise _Unknown from None
-    if not all(isinstance(n, _ARITH_NODES) for n in ast.walk(tree)) or any(
-            isinstance(n, ast.Constant) and type(n.value) is not int for n in ast.walk(tree)):
-        raise _Unknown
-    try:
-        return int(eval(compile(tree, "<arithmetic>", "eval"), {"__builtins__": {}}))  # noqa: S307 - checked above
-    except ZeroDivisionError:
-        raise _Unknown from None
+    return _evaluate(tree.body)
+
+
+def _evaluate(node: ast.expr) -> int:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return _int64(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
+        value = _evaluate(node.operand)
+        return int(not value) if isinstance(node.op, ast.Invert) else _int64(-value) if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BoolOp):  # short-circuit, as && and || are
+        if isinstance(node.op, ast.And):
+            return int(all(_evaluate(v) for v in node.values))
+        return int(any(_evaluate(v) for v in node.values))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)):
+        a, b = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+            if b == 0:
+                raise _Unknown  # (the shell's "division by zero" error, not simulated)
+            q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+            return _int64(q if isinstance(node.op, ast.FloorDiv) else a - b * q)
+        return _int64(_ARITH[type(node.op)](a, b))
+    if isinstance(node, ast.Compare) and all(type(op) in _ARITH for op in node.ops):
+        # Python chains `a < b < c`; C compares (a < b) with c, its relations before its equalities
+        values, ops = [_evaluate(node.left)], []
+        for op, right in zip(node.ops, node.comparators):
+            value = _evaluate(right)
+            if isinstance(op, _EQUALITY):
+                values.append(value)
+                ops.append(op)
+            else:
+                values[-1] = int(_ARITH[type(op)](values[-1], value))
+        result = values[0]
+        for op, value in zip(ops, values[1:]):
+            result = int(_ARITH[type(op)](result, value))
+        return result
+    raise _Unknown
 
 
 def _glob_regex(text: str) -> str:
@@ -1461,13 +1509,21 @@ def _trimmed(value: str, pattern: str, op: str) -> str:
     return value
 
 
-def _seconds(arg: str) -> float:
+def _seconds(arg: str) -> float | None:
+    """`sleep`'s argument in seconds; None for one busybox's sleep refuses (a sign, `nan`). A
+    number GNU's sleep reads and busybox's not (`1e3`, `0x10`) is not simulated."""
     if arg in ("inf", "infinity"):
         return math.inf
     m = _SLEEP.fullmatch(arg)
-    if not m:
+    if m:
+        return float(m.group(1)) * _UNITS[m.group(2)]
+    try:
+        value = float(arg)
+    except ValueError:
+        return None
+    if value >= 0:
         raise _Unknown
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    return None
 
 
 @dataclass(frozen=True)

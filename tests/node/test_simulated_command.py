@@ -320,6 +320,43 @@ def test_exec_runs_a_command_in_the_shells_place():
     assert interpret(["exec", "true"]) is None  # the shell's own: no binary of that name
 
 
+def test_exec_of_a_shell_runs_its_script_in_the_shells_place():
+    """`exec sh -c SCRIPT` (it ran forever): the new shell has the exported variables alone, its own
+    positional parameters and traps; the old shell's EXIT trap does not run, nothing after the exec."""
+    script = ("trap 'echo old trap' EXIT; X=1; export Y=2; f() { echo f; }; "
+              "exec sh -c 'trap \"echo new trap\" EXIT; echo $0 $1 \"[$X]\" $Y; f; sleep 2; exit 4' zero one; echo never")
+    assert interpret(["sh", "-c", script], not_found=True) == Program(
+        ((0, "zero one [] 2\n"), (2, "new trap\n")), 2, 4, ((1, 0, "sh: f: not found\n"),))
+    assert interpret(["sh", "-c", "echo a; exec bash -c 'echo b'; echo never"]) == Program(((0, "a\n"), (0, "b\n")), 0, 0)
+
+
+@pytest.mark.parametrize("argv, errors, code", [
+    (["sleep", "-1"], "sleep: invalid number '-1'\n", 1),
+    (["sleep", "nan"], "sleep: invalid number 'nan'\n", 1),
+    (["sleep", "1", "x"], "sleep: invalid number 'x'\n", 1),  # refused before it sleeps at all
+    (["sh", "-c", "sleep -5m; echo $?"], "sleep: invalid number '-5m'\n", 0),
+    (["sh", "-c", "sleep nan & wait $!; echo $?"], "sleep: invalid number 'nan'\n", 0),
+])
+def test_sleep_refuses_what_is_not_a_number_of_seconds_as_busybox_does(argv, errors, code):
+    """They ran forever (a sleep not interpreted); busybox's sleep refuses them at once."""
+    program = interpret(argv)
+    assert (program.seconds, program.exit_code, [e[2] for e in program.errors]) == (0, code, [errors])
+    assert [text for _, text in program.output] == (["1\n"] if argv[0] == "sh" else [])
+    assert interpret(["sleep", "1e3"]) is None  # GNU's sleep reads it, busybox's not: not simulated
+
+
+@pytest.mark.parametrize("expression, value", [
+    ("9223372036854775807 + 1", "-9223372036854775808"), ("-9223372036854775807 - 2", "9223372036854775807"),
+    ("(9223372036854775807 + 1) / 2", "-4611686018427387904"),  # wrapped at each step, not at the end
+    ("4611686018427387904 * 2", "-9223372036854775808"), ("-(-9223372036854775807 - 1)", "-9223372036854775808"),
+    ("-7 / 2", "-3"), ("-7 % 2", "-1"), ("7 % -2", "1"),  # truncated toward zero, as C's
+    ("2 && 3", "1"), ("0 || 5", "1"), ("!5", "0"), ("!0 + 1", "2"),  # 1 or 0; `!` before `+`
+    ("3 > 2 > 1", "0"), ("2 == 1 < 3", "0"), ("1 < 2 == 1", "1"),  # not chained; relations first
+])
+def test_arithmetic_is_on_64_bit_signed_integers_as_dash_and_bash_work_it_out(expression, value):
+    assert interpret(["sh", "-c", f"echo $(({expression}))"]).output == ((0, value + "\n"),)
+
+
 def test_a_loop_waiting_for_a_file_goes_on_on_the_files_as_they_are_later(pod_files):
     """`until [ -f F ]` repeating itself on the files it was worked out on waits (`Program.wait`):
     resumed on the files as they are at a later pass, it waits again while F is missing, then
