@@ -41,7 +41,7 @@ OVER_THRESHOLD = "Unable to allocate minimum required endpoints to each zone wit
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """An event for the Service, with the address type its slices are of."""
+    """An event for the Service (its message names the address type of the slices it is about)."""
 
     type: str
     reason: str
