@@ -123,7 +123,7 @@ class NamespaceController(Controller):
             if left:
                 remaining[group_resource] = len(left)
                 finalizers.update(f for it in left for f in it["metadata"].get("finalizers") or ())
-        await self._report(ns, deletion_conditions(remaining, finalizers, failures))
+        ns = await self._report(ns, deletion_conditions(remaining, finalizers, failures))
         if remaining or failures:
             self.queue.add_after(name, 0.5)
             return
@@ -136,14 +136,18 @@ class NamespaceController(Controller):
                 if e.code != 404:
                     raise
 
-    async def _report(self, ns: dict, bad: dict[str, tuple]) -> None:
-        """Write this pass's conditions to the namespace's status when they changed."""
+    async def _report(self, ns: dict, bad: dict[str, tuple]) -> dict:
+        """Write this pass's conditions to the namespace's status when they changed; the namespace
+        as written, which the finalize then updates (as upstream's deleter goes on with the object
+        its status update returned: the informer's copy is one write behind, and its finalize
+        failed with a conflict, a warning and a retry for every namespace deleted)."""
         status = ns.get("status") or {}
         conditions = updated_conditions(status.get("conditions"), bad, self.clock.rfc3339())
         if conditions is None:
-            return
+            return ns
         try:
-            await self.ns.update({**ns, "status": {**status, "conditions": conditions}}, subresource="status")
+            return await self.ns.update({**ns, "status": {**status, "conditions": conditions}}, subresource="status")
         except APIError as e:
             if e.code not in (404, 409):  # gone, or changed: the next pass reports again
                 raise
+            return ns

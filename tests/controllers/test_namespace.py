@@ -82,3 +82,14 @@ async def test_a_namespace_held_by_finalizers_says_so_in_its_conditions(env):
     for name in ("a", "b"):
         await cms.patch(name, {"metadata": {"finalizers": None}}, namespace="stuck")
     assert await eventually(absent(namespaces, "stuck"))
+
+
+async def test_an_emptied_namespace_is_finalized_over_its_new_conditions_without_a_conflict(env, caplog):
+    """The pass that writes the deletion conditions finalizes the namespace it wrote, not the
+    informer's older copy (which failed with a conflict and a warning, then took another pass)."""
+    namespaces = env.resource("", "v1", "namespaces")
+    await namespaces.create({"metadata": {"name": "brief"}})
+    await env.resource("", "v1", "configmaps").create({"metadata": {"name": "a", "namespace": "brief"}})
+    await namespaces.delete("brief")
+    assert await eventually(absent(namespaces, "brief"))
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= 30]
