@@ -176,3 +176,62 @@ async def test_upstreams_field_validation_cases(api, ctype, body, texts):
     assert code == 200 and warnings == ['299 - "' + t.replace('"', '\\"') + '"' for t in texts]
     code, _, warnings = await asyncio.to_thread(send, "?fieldValidation=Ignore")
     assert (code, warnings) == (200, [])
+
+
+_TEMPLATE = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}
+_POD_TEMPLATE = {**_TEMPLATE, "spec": {**_TEMPLATE["spec"], "restartPolicy": "Never"}}
+_SPECS = {
+    "statefulsets": {"serviceName": "x", "selector": {"matchLabels": {"app": "x"}}, "template": _TEMPLATE},
+    "deployments": {"selector": {"matchLabels": {"app": "x"}}, "template": _TEMPLATE},
+    "replicasets": {"selector": {"matchLabels": {"app": "x"}}, "template": _TEMPLATE},
+    "daemonsets": {"selector": {"matchLabels": {"app": "x"}}, "template": _TEMPLATE},
+    "jobs": {"template": _POD_TEMPLATE, "completionMode": "Indexed", "completions": 2},
+    "cronjobs": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": _POD_TEMPLATE}}},
+}
+_KINDS = {"statefulsets": ("apps", "StatefulSet"), "deployments": ("apps", "Deployment"),
+          "replicasets": ("apps", "ReplicaSet"), "daemonsets": ("apps", "DaemonSet"), "jobs": ("batch", "Job"),
+          "cronjobs": ("batch", "CronJob")}
+
+
+@pytest.mark.parametrize("plural,path,go_type", [
+    ("statefulsets", "replicas", "StatefulSetSpec"), ("statefulsets", "ordinals.start", "StatefulSetOrdinals"),
+    ("statefulsets", "minReadySeconds", "StatefulSetSpec"), ("statefulsets", "revisionHistoryLimit", "StatefulSetSpec"),
+    ("statefulsets", "updateStrategy.rollingUpdate.partition", "RollingUpdateStatefulSetStrategy"),
+    ("deployments", "replicas", "DeploymentSpec"), ("deployments", "progressDeadlineSeconds", "DeploymentSpec"),
+    ("deployments", "minReadySeconds", "DeploymentSpec"), ("deployments", "revisionHistoryLimit", "DeploymentSpec"),
+    ("replicasets", "replicas", "ReplicaSetSpec"), ("replicasets", "minReadySeconds", "ReplicaSetSpec"),
+    ("daemonsets", "minReadySeconds", "DaemonSetSpec"), ("daemonsets", "revisionHistoryLimit", "DaemonSetSpec"),
+    ("jobs", "parallelism", "JobSpec"), ("jobs", "completions", "JobSpec"), ("jobs", "backoffLimit", "JobSpec"),
+    ("jobs", "backoffLimitPerIndex", "JobSpec"), ("jobs", "maxFailedIndexes", "JobSpec"),
+    ("jobs", "ttlSecondsAfterFinished", "JobSpec"),
+    ("cronjobs", "successfulJobsHistoryLimit", "CronJobSpec"), ("cronjobs", "failedJobsHistoryLimit", "CronJobSpec"),
+])
+async def test_an_int32_field_of_apps_and_batch_past_its_range_is_refused_and_not_stored(tmp_path, plural, path, go_type):
+    """2**31 in an apps/v1 or batch/v1 int32 field (a StatefulSet's ordinals.start and replicas, a
+    Job's parallelism...): Go's decoder refuses it naming the field, a create or update's 400 and a
+    merge patch's 422 at `patch`, and nothing is stored."""
+    group, kind = _KINDS[plural]
+    base = f"/apis/{group}/v1/namespaces/default/{plural}"
+    error = f"json: cannot unmarshal number 2147483648 into Go struct field {go_type}.spec.{path} of type int32"
+
+    def spec_with(value) -> dict:
+        spec = json.loads(json.dumps(_SPECS[plural]))
+        *outer, last = path.split(".")
+        at = spec
+        for name in outer:
+            at = at.setdefault(name, {})
+        at[last] = value
+        return spec
+    async with served(tmp_path) as (_, api):
+        body = {"apiVersion": f"{group}/v1", "kind": kind, "metadata": {"name": "big"}, "spec": spec_with(2**31)}
+        code, status = await _send(api, "POST", base, body)
+        assert (code, status["message"]) == (400, f'{kind} in version "v1" cannot be handled as a {kind}: {error}')
+        assert (await _send(api, "GET", f"{base}/big", None))[0] == 404
+
+        code, made = await _send(api, "POST", base, {**body, "spec": _SPECS[plural]})
+        assert code == 201, made
+        code, status = await _send(api, "PUT", f"{base}/big", {**made, "spec": {**made["spec"], **spec_with(2**31)}})
+        assert (code, status["message"]) == (400, f'{kind} in version "v1" cannot be handled as a {kind}: {error}')
+        code, status = await _send(api, "PATCH", f"{base}/big", {"spec": spec_with(2**31)}, MERGE)
+        assert code == 422 and _invalid(status)[1] == error
+        assert (await _send(api, "GET", f"{base}/big", None))[1] == made
