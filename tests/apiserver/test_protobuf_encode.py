@@ -329,6 +329,19 @@ async def test_apiservices_and_crds_are_protobuf(server):
 # --- lists, watches and errors on the wire -------------------------------------------
 
 
+async def _frames(r: aiohttp.ClientResponse, done) -> list[dict]:
+    """The watch events of `r` (each frame's fields), read as they arrive until `done(events)` holds
+    or the stream ends: a watch's timeoutSeconds is then only a ceiling, not a wait the events race."""
+    events: list[dict] = []
+    try:
+        while not done(events):
+            (n,) = struct.unpack(">I", await r.content.readexactly(4))
+            events.append(dict(fields(await r.content.readexactly(n))))
+    except asyncio.IncompleteReadError:  # the stream ended
+        pass
+    return events
+
+
 async def test_list_watch_and_errors_on_the_wire(server):
     base = f"http://127.0.0.1:{server.port}/api/v1/namespaces/default/configmaps"
     async with aiohttp.ClientSession() as c:
@@ -345,18 +358,13 @@ async def test_list_watch_and_errors_on_the_wire(server):
         assert names == [b"a", b"b"]
         rv = dict(fields(listed[0][1]))[2].decode()
 
-        watch = f"{base}?watch=1&resourceVersion={rv}&timeoutSeconds=1&allowWatchBookmarks=true"
+        watch = f"{base}?watch=1&resourceVersion={rv}&timeoutSeconds=30&allowWatchBookmarks=true"
         async with c.get(watch, headers={"Accept": f"{PB};stream=watch"}) as r:
             assert r.headers["Content-Type"] == f"{PB};stream=watch"
             await c.put(f"{base}/a", json={"metadata": {"name": "a"}, "data": {"k": "changed"}})
-            stream = await r.read()
-        frames = []
-        while stream:
-            (n,) = struct.unpack(">I", stream[:4])
-            frames.append(dict(fields(stream[4:4 + n])))
-            stream = stream[4 + n:]
+            frames = await _frames(r, lambda events: any(e[1] == b"MODIFIED" for e in events))
         modified = [f for f in frames if f[1] == b"MODIFIED"]
-        assert len(modified) == 1
+        assert len(modified) == 1 and {f[1] for f in frames} <= {b"MODIFIED", b"BOOKMARK"}, frames
         obj = protobuf.decode(dict(fields(modified[0][2]))[1])
         assert (obj["kind"], obj["metadata"]["name"], obj["data"]) == ("ConfigMap", "a", {"k": "changed"})
 
@@ -372,24 +380,18 @@ async def test_list_watch_and_errors_on_the_wire(server):
 
         # client-go 1.37's informers stream their list (WatchListClient): the objects, then a bookmark
         # that marks the initial events' end
-        watchlist = f"{base}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"
+        watchlist = f"{base}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=30"
         async with c.get(watchlist, headers={"Accept": f"{PB}, application/json"}) as r:
-            stream = await r.read()
-        events = []
-        while stream:
-            (n,) = struct.unpack(">I", stream[:4])
-            event = dict(fields(stream[4:4 + n]))
-            events.append((event[1].decode(), protobuf.decode(dict(fields(event[2]))[1])))
-            stream = stream[4 + n:]
+            frames = await _frames(r, lambda events: any(e[1] == b"BOOKMARK" for e in events))
+        events = [(f[1].decode(), protobuf.decode(dict(fields(f[2]))[1])) for f in frames]
         assert [(t, o["metadata"].get("name")) for t, o in events] == [("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None)]
         assert events[-1][1]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
         # a metadata informer's watch (the garbage collector's, the namespace controller's)
-        async with c.get(f"{base}?watch=1&resourceVersion=0&timeoutSeconds=1", headers={"Accept": partial}) as r:
+        async with c.get(f"{base}?watch=1&resourceVersion=0&timeoutSeconds=30", headers={"Accept": partial}) as r:
             assert r.headers["Content-Type"] == f"{PB};stream=watch"
-            stream = await r.read()
-        (n,) = struct.unpack(">I", stream[:4])
-        added = protobuf.decode(dict(fields(dict(fields(stream[4:4 + n]))[2]))[1])
+            frames = await _frames(r, len)
+        added = protobuf.decode(dict(fields(frames[0][2]))[1])
         assert (added["apiVersion"], added["kind"]) == ("meta.k8s.io/v1", "PartialObjectMetadata") and "data" not in added
 
         table = f"{PB};as=Table;g=meta.k8s.io;v=v1"  # a Table is JSON or YAML only

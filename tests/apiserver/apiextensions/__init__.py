@@ -1,5 +1,6 @@
 """What the CRD tests share: installing a CRD until its resource is served, a CRD as a server of
-another version stored it, and the official client's watch of a custom resource run in a thread."""
+another version stored it, the official client's watch of a custom resource run in a thread, and
+a raw watch read until the events a test waits for have arrived."""
 
 from __future__ import annotations
 
@@ -67,3 +68,30 @@ async def watched(api, group: str, plural: str) -> tuple[list[tuple[str, str]], 
     while not seen:
         await asyncio.sleep(0.02)
     return seen, done
+
+
+async def open_watch(api, path: str):
+    """A watch of `path` over the client's connection pool, returned once its headers have come: the
+    server has registered it by then, so a write that follows is a live event of it."""
+    return await asyncio.to_thread(api.rest_client.pool_manager.request, "GET", api.configuration.host + path,
+                                   preload_content=False)
+
+
+async def lines_until(r, done: Callable[[list[bytes]], bool]) -> list[bytes]:
+    """The event lines of watch `r`, read as they arrive until `done(lines)` holds or the stream ends,
+    then its connection closed: the watch's timeoutSeconds is only a ceiling, not a deadline the
+    writes that make the events race (under load they lost it)."""
+    def read() -> list[bytes]:
+        lines: list[bytes] = []
+        rest = b""
+        try:
+            for chunk in r.read_chunked():
+                *complete, rest = (rest + chunk).split(b"\n")
+                lines += [line for line in complete if line.strip()]
+                if done(lines):
+                    break
+        finally:
+            r.close()
+            r.release_conn()
+        return lines
+    return await asyncio.to_thread(read)

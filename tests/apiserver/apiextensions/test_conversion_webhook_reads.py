@@ -13,6 +13,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from tests.apiserver.admission.server import WebhookServer
+from tests.apiserver.apiextensions import lines_until, open_watch
 from tests.apiserver.apiextensions.test_conversion_pruning import create_when_served
 from tests.apiserver.test_rest_managedfields import call
 from tests.served import served
@@ -120,15 +121,9 @@ async def test_a_watch_at_a_non_storage_version_gets_live_events_through_the_web
                                             "spec": {"size": 3}})
     rv = made["metadata"]["resourceVersion"]
 
-    def watch() -> list[dict]:
-        r = c.rest_client.pool_manager.request(
-            "GET", f"{c.configuration.host}{v2}?watch=1&resourceVersion={rv}&timeoutSeconds=3", preload_content=False)
-        return [json.loads(line) for line in r.read().splitlines() if line.strip()]
-
-    watching = asyncio.create_task(asyncio.to_thread(watch))
-    await asyncio.sleep(1)  # (the watch is open by then; a slower start replays the event instead, converted alike)
+    watching = await open_watch(c, f"{v2}?watch=1&resourceVersion={rv}&timeoutSeconds=30")
     await call(c, "PUT", f"{v1}/b", {**made, "spec": {"size": 5}})
-    events = await watching
+    events = [json.loads(line) for line in await lines_until(watching, len)]
     assert [(e["type"], e["object"]["apiVersion"], e["object"]["spec"]) for e in events] == [
         ("MODIFIED", f"{GROUP}/v2", {"sizeV2": 5})]
 

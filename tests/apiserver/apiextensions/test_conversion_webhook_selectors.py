@@ -6,12 +6,12 @@ per-version custom resource storage does. It was matched on the object as stored
 
 from __future__ import annotations
 
-import asyncio
 import json
 from urllib.parse import quote
 
 import pytest
 
+from tests.apiserver.apiextensions import lines_until, open_watch
 from tests.apiserver.apiextensions.test_conversion_pruning import create_when_served
 from tests.apiserver.apiextensions.test_conversion_webhook_reads import GROUP, SCHEMAS, serving
 from tests.apiserver.test_rest_managedfields import call
@@ -64,18 +64,12 @@ async def test_a_watch_selects_each_event_on_the_object_at_its_version(dials):
     rv = listed["metadata"]["resourceVersion"]
     selector = quote("spec.sizeV2=5")
 
-    def watch() -> list[dict]:
-        r = c.rest_client.pool_manager.request(
-            "GET", f"{c.configuration.host}{_at('v2')}?watch=1&resourceVersion={rv}&fieldSelector={selector}"
-                   "&timeoutSeconds=2", preload_content=False)
-        return [json.loads(line) for line in r.read().splitlines() if line.strip()]
-
-    watching = asyncio.create_task(asyncio.to_thread(watch))
+    watching = await open_watch(c, f"{_at('v2')}?watch=1&resourceVersion={rv}&fieldSelector={selector}&timeoutSeconds=30")
     for name, size, labels in (("small", 5, {}), ("big", 4, {}), ("small", 5, {"a": "b"}), ("small", 6, {"a": "b"})):
         dial = await call(c, "GET", f"{_at('v1')}/{name}")
         await call(c, "PUT", f"{_at('v1')}/{name}", {**dial, "metadata": {**dial["metadata"], "labels": labels},
                                                      "spec": {"size": size}})
-    events = await watching
+    events = [json.loads(line) for line in await lines_until(watching, lambda lines: len(lines) == 4)]
     assert [(e["type"], e["object"]["metadata"]["name"], e["object"]["spec"]) for e in events] == [
         ("ADDED", "small", {"sizeV2": 5}), ("DELETED", "big", {"sizeV2": 4}), ("MODIFIED", "small", {"sizeV2": 5}),
         ("DELETED", "small", {"sizeV2": 6})]

@@ -11,7 +11,7 @@ import json
 
 import orjson
 
-from tests.apiserver.apiextensions import install
+from tests.apiserver.apiextensions import install, lines_until, open_watch
 from tests.served import served
 
 GROUP = "order.example.com"
@@ -68,7 +68,7 @@ async def test_a_custom_resource_is_written_stored_and_served_with_every_map_sor
         stored = await server.store.get(f"/registry/things.{GROUP}/default/a")
         assert stored.value == go_json(orjson.loads(stored.value)), stored.value
 
-        watch = asyncio.create_task(_raw(api, "GET", f"{THINGS}?watch=1&timeoutSeconds=1&resourceVersion=0"))
+        watch = await open_watch(api, f"{THINGS}?watch=1&timeoutSeconds=30&resourceVersion=0")
         code, dry = await _raw(api, "POST", f"{THINGS}?dryRun=All", thing("b"))
         assert code == 201 and as_go_writes(dry), dry
         for path in (f"{THINGS}/a", f"{THINGS}/a?pretty=true"):
@@ -110,9 +110,8 @@ async def test_a_custom_resource_is_written_stored_and_served_with_every_map_sor
         assert code == 200 and as_go_writes(limited) and list(json.loads(limited)["metadata"]) == [
             "continue", "remainingItemCount", "resourceVersion"], limited
 
-        code, events = await watch
-        lines = events.splitlines()
-        assert code == 200 and len(lines) > 5, events
+        lines = await lines_until(watch, lambda seen: json.loads(seen[-1])["object"]["metadata"]["name"] == "c")
+        assert watch.status == 200 and len(lines) > 5, lines
         for line in lines:  # the event itself is a struct (type, object); its object a map
             ev = json.loads(line)
             assert line == b'{"type":"%s","object":%s}' % (ev["type"].encode(), go_json(ev["object"])), line

@@ -62,6 +62,10 @@ async def test_an_edit_reaches_every_pods_files_through_one_watch_without_a_get(
     assert nodes.watched["configmaps"].watching() == [("default", "root-ca")]
 
     await cms.patch("root-ca", {"data": {"ca.crt": "two"}}, namespace="default")
+
+    async def watched_two():  # the watch brought the change (3 resyncs 50 ms apart raced it under load)
+        return (await nodes.watched["configmaps"].get("default", "root-ca"))["data"]["ca.crt"] == "two"
+    await eventually(watched_two)
     for _ in range(3):  # pod resyncs come and go: the files change at the next one, read from the watch
         await clock.advance(RESYNC)
         await asyncio.sleep(0.05)
