@@ -27,6 +27,18 @@ async def env():
     await store.close()
 
 
+@pytest.fixture
+async def virtual():
+    """A cache whose waits count a virtual clock's seconds: (the clock, the store, the cache)."""
+    clock = VirtualClock()
+    store = MemoryStore()
+    cache = WatchCache(store, clock=clock)
+    await cache.start()
+    yield clock, store, cache
+    await cache.stop()
+    await store.close()
+
+
 async def test_start_lists_existing_objects_with_their_revision(env):
     store, cache = env
     e = cache.get(PREFIX + "ns/pre")
@@ -46,16 +58,18 @@ async def test_follows_the_store_and_reads_your_writes(env):
     assert cache.count("/registry/secrets/") == 1
 
 
-async def test_a_wait_fails_at_its_own_deadline_and_leaves_the_others_waiting(env):
-    store, cache = env
+async def test_a_wait_fails_at_its_own_deadline_and_leaves_the_others_waiting(virtual):
+    """On the cache's clock, a virtual one: the deadline comes when the test moves it, after the create
+    reached the cache (a real second raced the create on a loaded machine)."""
+    clock, store, cache = virtual
     long = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=5))
-    # one deadline for both: its timer fails the one and forgets the other, met before it (a second leaves a
-    # loaded machine time to get the create into the cache first)
+    # one deadline for both: its timer fails the one and forgets the other, met before it
     short = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=1))
     met = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=1))
-    await asyncio.sleep(0)
+    await clock.advance(0)
     await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
-    await met  # met before its deadline: no error when the deadline passes
+    await met
+    await clock.advance(1)  # met before its deadline: no error when the deadline passes
     with pytest.raises(TimeoutError):
         await short
     assert not long.done()
@@ -650,33 +664,26 @@ async def test_a_watcher_that_falls_behind_is_ended_and_counted_as_terminated(en
     assert [s.value for s in fams["apiserver_watch_cache_events_received"].samples] == [2]
 
 
-async def test_a_wait_times_out_on_the_cache_s_clock_and_one_met_leaves_no_timer():
+async def test_a_wait_times_out_on_the_cache_s_clock_and_one_met_leaves_no_timer(virtual):
     """wait_for counts the injected clock's seconds (virtual ones here), as upstream's waitUntilFreshAndBlock
     takes its clock; its one timer is gone once nobody waits, so a virtual clock has nothing due for it."""
-    clock = VirtualClock()
-    store = MemoryStore()
-    cache = WatchCache(store, clock=clock)
-    await cache.start()
-    try:
-        late = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=5))
-        met = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=5))
-        await clock.advance(0)
-        assert clock.next_due() == clock.monotonic() + 5
-        await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
-        await met
-        await clock.advance(4.5)
-        assert not late.done()
-        await clock.advance(0.5)
-        with pytest.raises(TimeoutError):
-            await late
-        assert clock.next_due() is None
+    clock, store, cache = virtual
+    late = asyncio.create_task(cache.wait_for(cache.rev + 2, timeout=5))
+    met = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=5))
+    await clock.advance(0)
+    assert clock.next_due() == clock.monotonic() + 5
+    await store.create(PREFIX + "ns/a", b'{"metadata":{"name":"a"}}')
+    await met
+    await clock.advance(4.5)
+    assert not late.done()
+    await clock.advance(0.5)
+    with pytest.raises(TimeoutError):
+        await late
+    assert clock.next_due() is None
 
-        again = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=5))
-        await clock.advance(1)
-        assert clock.next_due() == clock.monotonic() + 5 - 1
-        await store.create(PREFIX + "ns/b", b'{"metadata":{"name":"b"}}')
-        await again
-        assert clock.next_due() is None
-    finally:
-        await cache.stop()
-        await store.close()
+    again = asyncio.create_task(cache.wait_for(cache.rev + 1, timeout=5))
+    await clock.advance(1)
+    assert clock.next_due() == clock.monotonic() + 5 - 1
+    await store.create(PREFIX + "ns/b", b'{"metadata":{"name":"b"}}')
+    await again
+    assert clock.next_due() is None
