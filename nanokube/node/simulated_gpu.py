@@ -328,4 +328,42 @@ def _table(listed: list[tuple[int, Gpu]], now: float) -> str:
     return "".join(line + "\n" for line in out)
 
 
-APPLETS = {"nvidia-smi": nvidia_smi}
+#: what CUDA's vectorAdd sample prints where it runs on a GPU, and where the container has none (the
+#: NVIDIA runtime mounted no driver: the CUDA runtime finds no libcuda and says so at its first call)
+_VECTOR_ADD = ("[Vector addition of 50000 elements]\nCopy input data from the host memory to the CUDA device\n"
+               "CUDA kernel launch with 196 blocks of 256 threads\nCopy output data from the CUDA device to the host "
+               "memory\nTest PASSED\nDone\n")
+_NO_DRIVER = ("Failed to allocate device vector A (error code CUDA driver version is insufficient for CUDA runtime "
+              "version)!\n")
+#: NVIDIA's CUDA sample images, whose `vectoradd-*` tags run the vectorAdd sample by default
+SAMPLE_REPOSITORY = "nvcr.io/nvidia/k8s/cuda-sample"
+
+
+def image_command(image: str) -> list[str]:
+    """The default command of a CUDA vectorAdd sample image (`nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0`,
+    the GPU Operator's and the DRA driver's smoke test); [] for any other image."""
+    repository, _, tag = image.split("@")[0].rpartition(":")
+    return ["/cuda-samples/vectorAdd"] if repository == SAMPLE_REPOSITORY and tag.startswith("vectoradd") else []
+
+
+def uses_gpus(argv: list[str]) -> bool:
+    """Whether `argv` may run one of the GPU programs simulated here (its GPUs are worked out for it)."""
+    line = " ".join(argv)
+    return "nvidia-smi" in line or "vectorAdd" in line
+
+
+def vector_add(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """CUDA's vectorAdd sample: adds two vectors on the container's first GPU, checks the sum and
+    passes; in a container given no GPU the CUDA runtime finds no driver and it fails (exit 1)."""
+    gpus = GPUS.get().get(fs.container) if fs is not None else None
+    if gpus is None or args:
+        raise Unknown
+    proc.out(_VECTOR_ADD.split("\n", 1)[0] + "\n")
+    if not gpus:
+        proc.err(_NO_DRIVER)
+        return 1
+    proc.out(_VECTOR_ADD.split("\n", 1)[1])
+    return 0
+
+
+APPLETS = {"nvidia-smi": nvidia_smi, "vectorAdd": vector_add}

@@ -142,10 +142,11 @@ class SimulatedIO:
         exec or an attached shell first does (`_environment_made`), so that a pod whose command
         reads no variable costs its node no list of Services."""
         self.environments.pop(spec["name"], None)
-        argv = [*(spec.get("command") or ()), *(spec.get("args") or ())]
+        argv = [*(spec.get("command") or ()), *(spec.get("args") or ())] or \
+            simulated_gpu.image_command(spec.get("image", ""))
         # the network its command (`wget -qO- web`) sees as it starts, for the start in this task that follows
         simulated_net.NETWORK.set(await simulated_net.view(self.worker, " ".join(argv), spec.get("image", "")))
-        await self._machine(spec["name"], "nvidia-smi" in " ".join(argv))
+        await self._machine(spec["name"], simulated_gpu.uses_gpus(argv))
         if uses_environment(argv) or reads_stdin(argv, spec.get("image", "")):
             self.environments[spec["name"]] = await container_env.environment(
                 self.worker, spec, simulated_identity.home(self.worker.pod, spec["name"]))
@@ -171,7 +172,8 @@ class SimulatedIO:
         name, key = spec["name"], (self.environments.get(spec["name"]), spec.get("command"), spec.get("args"))
         cached = self._commands.get(name)
         if cached is None or any(a is not b for a, b in zip(cached[0], key)):
-            self._commands[name] = cached = key, container_env.command(spec, self.environment(name))
+            self._commands[name] = cached = key, container_env.command(spec, self.environment(name)) or \
+                simulated_gpu.image_command(spec.get("image", ""))
         return cached[1]
 
     def files(self, container: str) -> ContainerFS:
@@ -642,7 +644,7 @@ class SimulatedIO:
     async def _exec(self, container: str, command: list[str], session: StreamSession,
                     terminal: Terminal | None) -> int:
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
-        await self._machine(container, declared is None and ("nvidia-smi" in " ".join(command)
+        await self._machine(container, declared is None and (simulated_gpu.uses_gpus(command)
                                                              or reads_stdin(command, "")))
         if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session, container, terminal)

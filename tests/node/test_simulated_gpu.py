@@ -283,3 +283,33 @@ async def test_nvidia_smi_topo_m_shows_nvlinks_between_sxm_boards_and_numa_affin
         "GPU2\tSYS\t X \t8-15\t1\t\tN/A"]
     assert (await run_smi(io, "topo", "-m"))[1].splitlines()[1] == "GPU0\t X \tNODE\tSYS\tSYS\t0-7\t0\t\tN/A"
     io.stop()
+
+
+VECTOR_ADD = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+
+
+async def test_the_cuda_vectoradd_sample_passes_on_a_gpu_and_fails_without_one(env):
+    """NVIDIA's smoke test, the sample image with no command: given a GPU it prints the sample's
+    run and `Test PASSED` and the pod Succeeds (it ran forever); given none, the CUDA runtime
+    finds no driver and it fails, exit 1, as it does on a node the NVIDIA runtime gave nothing."""
+    client, clock, mgr = env
+    claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
+    await claims.create(claim_body("va"))
+    body = pod_body("va", "va", restartPolicy="Never")
+    body["spec"]["containers"][0]["image"] = VECTOR_ADD
+    await allocate(claims, "va", await pods.create(body))
+    await pods.create({"metadata": {"name": "no-gpu", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "restartPolicy": "Never", "containers": [{"name": "app", "image": VECTOR_ADD}]}})
+    await eventually(phase(pods, "va", "Succeeded", clock))
+    await eventually(phase(pods, "no-gpu", "Failed", clock))
+    agent = mgr.agents["gpu-0"]
+    logs = {}
+    for name in ("va", "no-gpu"):
+        p = await pods.get(name, "default")
+        logs[name] = (p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+                      (await agent.streaming.logs("default", name, p["metadata"]["uid"], "app", LogOptions())).decode())
+    assert logs["va"] == (0, "[Vector addition of 50000 elements]\nCopy input data from the host memory to the CUDA "
+                             "device\nCUDA kernel launch with 196 blocks of 256 threads\nCopy output data from the CUDA "
+                             "device to the host memory\nTest PASSED\nDone\n")
+    assert logs["no-gpu"] == (1, "[Vector addition of 50000 elements]\nFailed to allocate device vector A (error code "
+                                 "CUDA driver version is insufficient for CUDA runtime version)!\n")
