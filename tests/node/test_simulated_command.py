@@ -10,6 +10,9 @@ from nanokube.node.simulated_applets import Terminal
 from nanokube.node.simulated_command import (Program, Shell, Step, interpret, outlives_sigterm, reads_stdin,
                                              written_so_far)
 from nanokube.node.simulated_fs import PodFiles
+from tests.controllers import eventually
+from tests.node import ManualClock
+from tests.node.test_lifecycle import node_agents, phase_is, pod
 
 
 @pytest.fixture
@@ -563,3 +566,26 @@ def test_the_write_budget_leaves_ordinary_output_alone(pod_files):
     program = interpret(["sh", "-c", "seq 3; seq 1 0 5; seq 100000 | tail -1; n=0; f() { n=$((n + 1)); "
                          "[ $n -lt 50 ] && f; }; f; echo $n"], 0.0, lambda: pod_files.draft("main"))
     assert "".join(x if isinstance(x, str) else x.decode() for _, x in program.output) == "1\n2\n3\n100000\n50\n"
+
+
+@pytest.mark.parametrize("script, log, code", [
+    ("echo $((9223372036854775807 + 1)) $((-7 / 2)); sleep -1", b"-9223372036854775808 -3\nsleep: invalid number '-1'\n", 1),
+    ("sleep nan", b"sleep: invalid number 'nan'\n", 1),
+    ("export A=a; B=b; exec sh -c 'echo in $A \"[$B]\"; sleep 2; exit 4'; echo never", b"in a []\n", 4),
+])
+async def test_a_pods_command_ends_with_its_log_and_exit_code(script, log, code):
+    """Through a node agent: the pod's `sh -c` command (these ran forever) ends in its time with the
+    exit code and log a shell gives."""
+    clock = ManualClock()
+    async with node_agents(clock) as (s, mgr):
+        pods = s.client.resource("", "v1", "pods")
+        p = pod("run", restart="Never")
+        p["spec"]["containers"][0]["command"] = ["sh", "-c", script]
+        await pods.create(p)
+
+        async def ended():
+            await clock.advance(1)
+            return await phase_is(pods, "run", "Failed")()
+        done = await eventually(ended)
+        assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == code
+        assert await mgr.read_log("default", "run", "app", {}) == log
