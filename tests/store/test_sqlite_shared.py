@@ -238,3 +238,4 @@ async def test_a_worker_closed_while_it_greets_ends_its_start_and_leaves_no_task
         silent.close()
         for p in (silent_path, silent_path + ".flag"):
             os.unlink(p)
+        os.rmdir(os.path.dirname(silent_path))  # (the last worker's close found the silent peer's files there)
