@@ -42,6 +42,7 @@ class Recorder:
         #: the scheduler's last word on a pod before any node took it (its PodScheduled condition's message)
         self.why: dict[str, str] = {}
         self.groups: dict[str, list[str]] = {}
+        #: GPU thousandths the claims' allocations hold
         self.allocated = 0
         self.arrived = 0
         self.pending: set[str] = set()
@@ -104,7 +105,6 @@ class Recorder:
             self.placements[k] = node
             self._running += 1
             self.pending.discard(k)
-            self.allocated += self.trace.gpu_milli.get(k, 0)
             self._pod_cpu[k] = _cpu_request(pod)
             self.cpu_used[node] = self.cpu_used.get(node, 0) + self._pod_cpu[k]
             self._refrag(node)
@@ -125,7 +125,6 @@ class Recorder:
         self.pending.discard(k)
         if k in self.bound:
             self._running -= 1
-            self.allocated -= self.trace.gpu_milli.get(k, 0)
             node = self.placements[k]
             self.cpu_used[node] -= self._pod_cpu.get(k, 0)
             self._refrag(node)
@@ -146,7 +145,7 @@ class Recorder:
             self.by_arrival.append((round(self._next_pct, 4), self.allocated / self.total_gpu))
             self._next_pct += 0.01
 
-    # --- claims: which GPU shares are taken, for fragmentation ---------------------------
+    # --- claims: which GPU shares are taken, for allocation and fragmentation ------------
 
     def watch_claims(self, informer) -> None:
         informer.add_handlers(on_add=self._claim, on_update=lambda _o, n: self._claim(n),
@@ -161,6 +160,9 @@ class Recorder:
         old = self._claim_results.get(k, [])
         if results == old:
             return
+        # what the GPUs hold, however the pod asked (a Job's template, a claim of its own, an extended
+        # resource): a trace's own count knows only the pods it creates, so a Job's GPUs read 0%
+        self.allocated += sum(r[2] for r in results) - sum(r[2] for r in old)
         touched = set()
         for node, dev, m in old:
             self.used.setdefault(node, {})[dev] = self.used.get(node, {}).get(dev, 0) - m

@@ -29,7 +29,7 @@ class Trace:
     events: list[TraceEvent]
     #: what a GPU-fragmentation-aware policy measures against: ((GPUs, milli per GPU, CPU millicores), share of tasks)
     task_sizes: list[tuple[tuple[int, int, int], float]] = field(default_factory=list)
-    #: GPUs each pod asks for (in thousandths), by namespace/name, for the allocation metrics
+    #: GPUs each pod the trace creates asks for (in thousandths), by namespace/name: the arrived workload
     gpu_milli: dict[str, int] = field(default_factory=dict)
 
     @property

@@ -13,6 +13,11 @@ pools:
     count: 2
     capacity: {cpu: "4", memory: 16Gi}
 """
+#: eight GPUs for each of CLUSTER's nodes (CLUSTER + GPUS)
+GPUS = """\
+    gpus: {count: 8, model: A100, memory: 80Gi, architecture: Ampere, driverVersion: "550.54.15", cudaVersion: "12.4",
+           computeCapability: "8.0"}
+"""
 MOST_ALLOCATED = """\
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration

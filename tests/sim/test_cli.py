@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from .simulate import CLUSTER, MOST_ALLOCATED, NODES, PODS, simulate, simulate_csv
+from .simulate import CLUSTER, GPUS, MOST_ALLOCATED, NODES, PODS, simulate, simulate_csv
 
 
 def test_output_and_exit_status_survive_the_fast_exit(tmp_path):
@@ -402,3 +402,28 @@ def test_a_served_openb_run_replays_as_an_unserved_one(tmp_path):
     unserved = simulate_csv(tmp_path, NODES, PODS, "--until", "20")
     hashes = [re.search(r"placements (\w+)", p.stdout).group(1) for p in (served, unserved)]
     assert hashes[0] == hashes[1]
+
+
+def test_gpu_allocation_counts_the_gpus_a_job_s_pods_claim(tmp_path):
+    """One 8-GPU node, a Job of four pods each claiming a GPU through a ResourceClaimTemplate for
+    100 of the run's 200 s: half the GPUs for half the time. It read 0.0%: the allocation counted
+    only the GPUs of pods the trace itself creates, not of those a controller makes."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace("count: 2", "count: 1") + GPUS)
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-gpu", "namespace": "default"}, "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nanokube.io", "count": 1}}]}}}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "default"}, "spec": {
+        "parallelism": 4, "completions": 4, "template": {
+            "metadata": {"annotations": {"sim.nanokube.io/run-seconds": "100"}},
+            "spec": {"restartPolicy": "Never", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                     "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}}}
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps({"time": 0, "object": o}) + "\n" for o in (template, job)))
+    out = tmp_path / "out"
+    proc = simulate(tmp_path, "--until", "200", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
+    row = dict(zip(lines[header].split("   "), lines[header + 1].split()))
+    assert row["PODS"] == "4" and row["GPU ALLOC MAX"] == "50.0%", lines[header:header + 2]
+    summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
+    assert 0.24 < summary["gpu_alloc_ratio_mean"] < 0.26, summary
