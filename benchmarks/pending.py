@@ -16,9 +16,13 @@ scheduling attempt over every node, a `PodScheduled=False` status write and a
 FailedScheduling Event, all in the server process that also answers the creates (in-process),
 or only the two writes and their watch events there, the attempt in the scheduler's process.
 
-The node lifecycle controller is left out of every server (`--controllers
-*,-node-lifecycle-controller`): fake nodes renew no Lease, and marking 5000 of them
-unreachable mid-run would measure that controller instead.
+The node lifecycle and TTL controllers are left out of every server (`--controllers
+*,-node-lifecycle-controller,-ttl-controller`): fake nodes renew no Lease, and marking 5000 of them
+unreachable mid-run would measure that controller instead; the TTL controller annotates every
+node anew each time the cluster grows past one of its size thresholds (~4,000 node patches at
+5,000 nodes), which under kube-controller-manager's client limit (20/s) lasts minutes at a
+few percent of a core, below what `_idle` counts as busy, and so would go on inside the measured
+spans (in the scheduler modes with the scheduler's cache, snapshot and node watch following each).
 
 The server's CPU (from /proc) is read over two spans: the creates alone (what the creates/s row
 competes with), and from the first create until the server has gone idle with every pending pod
@@ -219,9 +223,8 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
         bound_rate, _ = await _rate(cfg.bound_pods, cfg.concurrency, lambda i: api.call("POST", api.pods, bound(i)))
         bound_done, bound_cpu = time.perf_counter(), procs.server_cpu(procs.cpu()) - bound_cpu
         await asyncio.sleep(cfg.settle_s)
-        # What the nodes set off (the TTL controller annotating each node anew as the cluster grew past
-        # its size thresholds: ~4,000 node patches at 5,000 nodes) must be over before the measured
-        # span, else a slower machine measures it inside the span and the ratio moves with its speed.
+        # What the nodes and bound pods set off must be over before the measured span, else a slower
+        # machine measures it inside the span and the ratio moves with its speed.
         settled, _, _ = await _idle(api, procs, 0)
         progress(f"  {cfg.pending_pods} pending pods, {cfg.concurrency} in flight")
         cpu0, client0 = procs.cpu(), time.process_time()
@@ -286,7 +289,7 @@ def run(cfg: PendingConfig, progress: Progress) -> dict[str, dict[str, float]]:
     """Each of cfg.modes on a fresh server in its own temporary directory, keyed by MODES' heading."""
     results = {}
     for mode in cfg.modes:
-        extra = ("--controllers", "*,-node-lifecycle-controller", "--scheduler",
+        extra = ("--controllers", "*,-node-lifecycle-controller,-ttl-controller", "--scheduler",
                  "in-process" if mode == "in-process" else "none", "--api-workers", str(cfg.api_workers))
         with contextlib.ExitStack() as stack:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nanokube-bench-pending-")))
