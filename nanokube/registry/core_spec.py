@@ -1368,8 +1368,12 @@ def _validate_trust_bundle_projection(body: dict, p: str) -> list[FieldError]:
             errs.append(required(f"{p}.name", "must be a valid object name"))
         if body.get("labelSelector") is not None:
             errs.append(invalid(f"{p}.labelSelector", body["labelSelector"], "labelSelector must be unset if name is specified"))
-        if name and ":" in name:
-            errs.append(invalid(f"{p}.name", name, "ClusterTrustBundle without signer name must not have \":\" in its name"))
+        if name:
+            # A colon names a signer-linked bundle (`example.com:foo:ca`): checked against the signer it spells.
+            from .certificates import bundle_name
+            head, colon, _ = name.rpartition(":")
+            errs += [invalid(f"{p}.name", name, f"not a valid clustertrustbundlename: {m}")
+                     for m in bundle_name(name, head.replace(":", "/") if colon else "")]
     elif signer is not None:
         if not signer:
             errs.append(required(f"{p}.signerName", "must be a valid signer name"))

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from nanokube.apiserver.auth.serviceaccount import ServiceAccountTokens
+from nanokube.machinery.errors import APIError
 from nanokube.node.volumes import MountError, VolumeManager
 from nanokube.pki import trustbundle
 from nanokube.pki.signer import SIGNER_NAME, PodCertificateSigner
@@ -185,6 +186,15 @@ async def test_trust_bundle_selectors(env):
     p = await pod(client, "d", {"clusterTrustBundle": {"name": "missing", "path": "ca.pem"}})
     with pytest.raises(MountError, match='"missing" not found'):
         await mgr.mount(p)
+    # a signer-linked bundle by its name, as kube-apiserver accepts it; a name that spells no signer is refused
+    p = await pod(client, "e", {"clusterTrustBundle": {"name": "nanokube.io:pod-identity:ca", "path": "ca.pem"}})
+    vol = (await mgr.mount(p))["identity"]
+    assert read(vol, "ca.pem").decode() == signed["spec"]["trustBundle"]
+    with pytest.raises(APIError) as e:
+        await pod(client, "f", {"clusterTrustBundle": {"name": "example.com/x:ca", "path": "ca.pem"}})
+    assert e.value.code == 422 and ('spec.volumes[0].projected.sources[0].clusterTrustBundle.name: Invalid value: '
+                                     '"example.com/x:ca": not a valid clustertrustbundlename: ClusterTrustBundle for '
+                                     'signerName example.com/x must be named with prefix example.com:x:') in e.value.message
 
 
 async def test_downward_api_fields_and_resources(env):
