@@ -109,7 +109,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .client.leaderelection import LeaderElector, elector_for
     from .client.ratelimit import limited
     from .apiserver.loopback import connector
-    from .controllers.manager import LEASE_NAME, ControllerManager
+    from .controllers.manager import KCM_CLIENT_LIMIT, LEASE_NAME, ControllerManager
     from .machinery.user import CONTROLLER_USER, SCHEDULER_USER
     from .node.manager import NodeManager
     from .node.manager import options_from_env as node_options
@@ -190,11 +190,13 @@ async def _up(args: argparse.Namespace) -> int:
     write_kubeconfig(kubeconfig, server.url, pki)
     connect = connector(server.rest)
     try:
+        # kube-controller-manager's --kube-api-qps/--kube-api-burst defaults: each controller's client,
+        # the shared informers' and the lease's a bucket of 20/s after a burst of 30
         controllers = ControllerManager.in_process(
             connect, server.clock, data_dir, controllers=args.controllers, load_balancer_pool=args.load_balancer_pool,
-            signing_duration=signing_duration,
-            elector=LeaderElector(connect(CONTROLLER_USER, "kube-controller-manager"), LEASE_NAME, _identity(data_dir),
-                                  clock=server.clock))
+            signing_duration=signing_duration, client_limit=KCM_CLIENT_LIMIT,
+            elector=LeaderElector(limited(connect(CONTROLLER_USER, "kube-controller-manager"), *KCM_CLIENT_LIMIT,
+                                          server.clock), LEASE_NAME, _identity(data_dir), clock=server.clock))
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         if workers is not None:

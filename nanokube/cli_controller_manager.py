@@ -16,9 +16,10 @@ from .apiserver.healthz import PING, Check
 from .client import kubeconfig
 from .client.http import HTTPClient
 from .client.leaderelection import add_arguments, config_from_arguments, from_arguments
+from .client.ratelimit import limited, rest_limit
 from .controllers import csrsigning
 from .controllers.clientbuilder import ServiceAccountClients
-from .controllers.manager import CONTROLLERS, LEASE_NAME, ControllerManager, enabled
+from .controllers.manager import CONTROLLERS, KCM_CLIENT_LIMIT, LEASE_NAME, ControllerManager, enabled
 from .controllers.service_lb import DEFAULT_POOL, parse_pool
 from .controllers.serviceaccount_token import TokensController
 from .machinery import goduration
@@ -39,6 +40,11 @@ def add_parser(sub) -> None:
     p.add_argument("--controllers", default="*",
                    help="'*' for all, NAME to enable, -NAME to disable (comma-separated), as kube-controller-manager")
     add_arguments(p, LEASE_NAME, "acting")
+    p.add_argument("--kube-api-qps", type=float, default=KCM_CLIENT_LIMIT[0], metavar="QPS",
+                   help="requests a second each controller's client may send (a token bucket of its own; watches "
+                        "are not limited; 0: client-go's 5, negative: no limit; default 20)")
+    p.add_argument("--kube-api-burst", type=int, default=KCM_CLIENT_LIMIT[1], metavar="N",
+                   help="the requests each such client may send at once before --kube-api-qps holds (default 30)")
     p.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
                    help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL}, as `nanokube up`)")
     p.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
@@ -118,13 +124,15 @@ async def _run(args: argparse.Namespace) -> int:
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="kube-controller-manager",
                                         user_agent=user_agent("kube-controller-manager"))
     await client.start()
-    elector = from_arguments(client.named("leader-election"), args, LEASE_NAME)
+    # the leader-election clientset, and each controller's (ControllerManager), with its own bucket
+    elector = from_arguments(limited(client.named("leader-election"), *args.client_limit, client.clock), args,
+                             LEASE_NAME)
     manager = ControllerManager(client, controllers=args.controllers, elector=elector,
                                 load_balancer_pool=args.load_balancer_pool, signers=args.signers,
                                 signing_duration=args.signing_duration,
                                 controller_clients=ServiceAccountClients(client)
                                 if args.use_service_account_credentials else None, root_ca=client.creds.ca,
-                                service_account_key=args.service_account_key)
+                                service_account_key=args.service_account_key, client_limit=args.client_limit)
     stop = component_cli.stop_on_signals()
     try:
         runner = await component_server.serve(args, _endpoints(args, client, manager), "kube-controller-manager")
@@ -156,5 +164,6 @@ def run(args: argparse.Namespace) -> int:
         args.service_account_key = _service_account_key(args.service_account_private_key_file)
         args.signers = _signers(args)
         args.signing_duration = goduration.parse(args.cluster_signing_duration, "--cluster-signing-duration")
+        args.client_limit = rest_limit(args.kube_api_qps, args.kube_api_burst)
         return asyncio.run(_run(args))
     return component_cli.run("controller-manager", main, (component_server.ServeError,))

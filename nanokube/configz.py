@@ -96,9 +96,10 @@ def leader_election(cfg: LeaderElectionConfig) -> dict:
             "ResourceNamespace": cfg.resource_namespace}
 
 
-def _client_connection(kubeconfig: str, qps: int, burst: int) -> dict:
-    return {"Kubeconfig": kubeconfig, "AcceptContentTypes": "", "ContentType": _PROTOBUF, "QPS": qps,
-            "Burst": burst}
+def _client_connection(kubeconfig: str, qps: float, burst: int) -> dict:
+    """ClientConnectionConfiguration; QPS a float32, which Go writes without a fraction when whole."""
+    return {"Kubeconfig": kubeconfig, "AcceptContentTypes": "", "ContentType": _PROTOBUF,
+            "QPS": int(qps) if float(qps).is_integer() else qps, "Burst": burst}
 
 
 def _plugin_list(entries) -> list[dict] | None:
@@ -246,7 +247,7 @@ def controller_manager(args, election: LeaderElectionConfig) -> dict:
         "Generic": {
             **serving,
             "MinResyncPeriod": "12h0m0s",
-            "ClientConnection": _client_connection("", 20, 30),
+            "ClientConnection": _client_connection("", args.kube_api_qps, args.kube_api_burst),
             "ControllerStartInterval": "0s",
             "LeaderElection": leader_election(election),
             "Controllers": [c.strip() for c in args.controllers.split(",") if c.strip()],

@@ -84,9 +84,16 @@ def test_the_controller_manager_serves_its_flags(monkeypatch):
              for part in ("cert", "key")}
     args = argparse.Namespace(bind_address="127.0.0.1", secure_port=10257, controllers="*,-job", **files,
                               cluster_signing_cert_file="/ca.crt", cluster_signing_key_file="/ca.key",
-                              signing_duration=8760 * 3600.0, use_service_account_credentials=True)
+                              signing_duration=8760 * 3600.0, use_service_account_credentials=True,
+                              kube_api_qps=20.0, kube_api_burst=30)
     got = configz.controller_manager(args, LeaderElectionConfig(resource_name="kube-controller-manager"))
     generic = got["kubecontrollermanager.config.k8s.io"]["Generic"]
+    # --kube-api-qps/--kube-api-burst, upstream's defaults or as given (a float32, whole ones without a fraction)
+    assert generic["ClientConnection"] == {"Kubeconfig": "", "AcceptContentTypes": "",
+                                           "ContentType": "application/vnd.kubernetes.protobuf", "QPS": 20, "Burst": 30}
+    given = configz.controller_manager(argparse.Namespace(**{**vars(args), "kube_api_qps": 2.5, "kube_api_burst": 4}),
+                                       LeaderElectionConfig(resource_name="kube-controller-manager"))
+    assert given["kubecontrollermanager.config.k8s.io"]["Generic"]["ClientConnection"]["QPS"] == 2.5
     assert (generic["Address"], generic["Port"], generic["Controllers"]) == ("127.0.0.1", 10257, ["*", "-job"])
     assert generic["LeaderElection"]["RetryPeriod"] == "2s" and generic["MinResyncPeriod"] == "12h0m0s"
     hpa = got["kubecontrollermanager.config.k8s.io"]["HPAController"]

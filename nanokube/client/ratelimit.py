@@ -77,3 +77,36 @@ def limited(client, qps: float, burst: int, clock: Clock):
     """`client` behind a bucket of its own; as client-go's, a negative qps sets no limit (a
     configuration defaults 0 to its own default first)."""
     return RateLimitedClient(client, TokenBucket(qps, burst, clock)) if qps > 0 else client
+
+
+#: rest.DefaultQPS and DefaultBurst: the limit of a client whose rest.Config leaves QPS (and Burst) zero
+DEFAULT_QPS, DEFAULT_BURST = 5.0, 10
+BURST_REQUIRED = "burst is required to be greater than 0 when RateLimiter is not set and QPS is set to greater than 0"
+
+
+def rest_limit(qps: float, burst: int) -> tuple[float, int]:
+    """The limit client-go makes of a rest.Config's QPS and Burst as a component's flags set them:
+    NewForConfig refuses a positive qps without a burst (ValueError, its words); a zero qps leaves
+    the bucket to each REST client, rest's 5/s (a burst of 10 if that is zero too; upstream one
+    bucket per API group, here one per clientset); a negative one none."""
+    if qps > 0 and burst <= 0:
+        raise ValueError(BURST_REQUIRED)
+    if qps == 0:
+        return DEFAULT_QPS, burst if burst > 0 else DEFAULT_BURST
+    return qps, burst
+
+
+class ClientBuilder:
+    """kube-controller-manager's client builder under its --kube-api-qps/--kube-api-burst: every
+    `named` client is a clientset of its own (ClientOrDie calls NewForConfig each time), so each
+    has a bucket of its own; `builder` is the root client or the service-account client builder."""
+
+    def __init__(self, builder, qps: float, burst: int, clock: Clock,
+                 scaled: dict[str, tuple[int, int]] | None = None) -> None:
+        """`scaled`: a client name's factors for qps and burst (a controller that raises its own)."""
+        self.builder, self.qps, self.burst, self.clock = builder, qps, burst, clock
+        self.scaled = scaled or {}
+
+    def named(self, name: str):
+        q, b = self.scaled.get(name, (1, 1))
+        return limited(self.builder.named(name), self.qps * q, self.burst * b, self.clock)

@@ -9,6 +9,7 @@ import os
 from ..machinery.user import CONTROLLER_USER, User
 from ..client.informer import InformerFactory
 from ..client.leaderelection import LeaderElector
+from ..client.ratelimit import ClientBuilder
 from ..clock import REAL, Clock
 from ..pki.signer import PodCertificateSigner
 from ..pki.jwt import load_key
@@ -61,6 +62,11 @@ from .validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusCon
 
 #: the Lease (in kube-system) whose holder runs the controllers
 LEASE_NAME = "kube-controller-manager"
+#: kube-controller-manager's client limit by default (--kube-api-qps 20, --kube-api-burst 30)
+KCM_CLIENT_LIMIT = (20.0, 30)
+#: the clients that raise it: the namespace controller's qps 20 times, its burst 100 times (one
+#: deletecollection and one list per namespaced resource make it the chattiest; startNamespaceController)
+_SCALED_LIMITS = {NamespaceController.name: (20, 100)}
 
 #: the pod-identity signer acts as its own service account, bound by the
 #: default policy to `sign` and `attest` for its signer name only
@@ -190,7 +196,8 @@ class ControllerManager:
                  data_dir: str | None = None, elector: LeaderElector | None = None,
                  load_balancer_pool: str = DEFAULT_POOL, certificate_client=None, aggregation_client=None,
                  signers: dict[str, Files] | None = None, signing_duration: int = SIGNING_DURATION,
-                 controller_clients=None, root_ca: bytes = b"", service_account_key=None):
+                 controller_clients=None, root_ca: bytes = b"", service_account_key=None,
+                 client_limit: tuple[float, int] | None = None):
         """`signer_client` and `data_dir` (the signer's CA) run the pod-identity signer too;
         `signers` (each CSR signer's CA files) and `signing_duration` the CSR signer;
         `load_balancer_pool` is the IPv4 CIDR LoadBalancer Services get their address from;
@@ -198,10 +205,16 @@ class ControllerManager:
         builder's) the ClusterRole aggregation controller's; `controller_clients`
         (else `client`) names each controller's client (clientbuilder's service-account clients);
         `root_ca` is what kube-root-ca.crt publishes; `service_account_key` (the API server's signing
-        key) runs the token controller; the shared informers read through `client`."""
+        key) runs the token controller; the shared informers read through `client`. `client_limit`
+        (--kube-api-qps, --kube-api-burst; None: none) gives each controller's client, the shared
+        informers' and the token controller's a token bucket of its own, as upstream's builder makes
+        each a clientset (the pod-identity signer, not kube-controller-manager's, has none)."""
         self.client = client
         #: kept across terms of leadership, as one process's counters are
         self.metrics = ControllerMetrics(clock=clock)
+
+        def clientsets(c):
+            return c if c is None or client_limit is None else ClientBuilder(c, *client_limit, clock, _SCALED_LIMITS)
 
         def build() -> list[Controller]:
             """A term's controllers over a fresh shared informer factory, stopped with them."""
@@ -210,23 +223,25 @@ class ControllerManager:
             tokens = [TokensController] if service_account_key is not None else []
             on = [k for k in enabled([*CONTROLLERS, CSRSigningController, *signer, *tokens], controllers)
                   if k is not CSRSigningController or signers]
-            self.informers = InformerFactory(clock, client.named("shared-informers"))
+            root = clientsets(client)
+            self.informers = InformerFactory(clock, root.named("shared-informers"))
             own = (PodCertificateSigner, CSRSigningController, TokensController, *_CERTIFICATE_CONTROLLERS)
-            builder = controller_clients or client
+            builder = clientsets(controller_clients or client)
             kinds = [k for k in on if k not in own]
             if aggregation_client is not None:
                 kinds = [k for k in kinds if k is not ClusterRoleAggregationController]
             out = build_controllers(builder, clock, load_balancer_pool, self.metrics, self.informers, kinds, root_ca)
             if aggregation_client is not None and ClusterRoleAggregationController in on:
-                out.append(ClusterRoleAggregationController(controller_client(aggregation_client, ClusterRoleAggregationController),
+                out.append(ClusterRoleAggregationController(controller_client(clientsets(aggregation_client),
+                                                                              ClusterRoleAggregationController),
                                                             clock, self.informers))
-            certs = certificate_client or builder
+            certs = clientsets(certificate_client) or builder
             out += [k(controller_client(certs, k), clock, self.informers) for k in on if k in _CERTIFICATE_CONTROLLERS]
             if CSRSigningController in on:
                 out.append(CSRSigningController(controller_client(certs, CSRSigningController), signers, clock,
                                                 self.informers, signing_duration))
             if TokensController in on:
-                out.append(TokensController(controller_client(client, TokensController), service_account_key, root_ca,
+                out.append(TokensController(controller_client(root, TokensController), service_account_key, root_ca,
                                             clock, self.informers))
             if PodCertificateSigner in on:
                 out.append(PodCertificateSigner(signer_client, data_dir, clock=clock))

@@ -179,3 +179,41 @@ async def test_a_term_cut_short_while_its_controllers_start_stops_those_started(
     assert all(t.done() for t in first._tasks), "its workers are stopped"
     assert stack.cache.watcher_count == watchers, "and the term's informers"
     assert not manager.started.is_set()
+
+
+async def test_each_controllers_client_waits_for_its_own_token_bucket(stack):
+    """--kube-api-qps/--kube-api-burst: each controller's client is a clientset of its own with a token
+    bucket on the manager's clock (client-go's), so a ReplicaSet of ten creates its pods no faster than
+    the limit lets its controller; the other controllers' and the shared informers' buckets are others."""
+    clock = ManualClock()
+    clock.t = stack.rest.clock.now()
+    # the namespace controller's own: 20 times the qps, 100 times the burst (startNamespaceController)
+    ns = ControllerManager(stack.client, clock, controllers="namespace", client_limit=(2.0, 3)).controllers[0]
+    assert (ns.client.bucket.qps, ns.client.bucket.burst) == (40.0, 300)
+    manager = ControllerManager(stack.client, clock, controllers="replicaset,deployment", client_limit=(2.0, 3))
+    buckets = [c.client.bucket for c in manager.controllers]
+    assert len({id(b) for b in [*buckets, manager.informers.client.bucket]}) == 3
+    await manager.start()
+    pods = stack.client.resource("", "v1", "pods")
+    await stack.client.resource("apps", "v1", "replicasets").create({**replicaset("web"), "spec": {
+        **replicaset("web")["spec"], "replicas": 10}})
+
+    async def created_at_least(n):
+        return await created() >= n
+
+    async def created():
+        items, _ = await pods.list("default")
+        return len(items)
+    # the burst of three (a request or two of the sync's besides its creates); then none while the clock stands
+    await eventually(lambda: created_at_least(2))
+    await asyncio.sleep(0.2)
+    assert await created() <= 3, "no token, no request, however long the frozen clock waits"
+    # then two a second of the manager's clock: ten creates take 3.5 s at least
+    elapsed = 0.0
+    while (n := await created()) < 10 and elapsed < 30:
+        assert n <= 3 + 2 * elapsed, (n, elapsed)
+        await clock.advance(0.5)
+        elapsed += 0.5
+        await asyncio.sleep(0.02)
+    assert n == 10 and elapsed >= 3.5, (n, elapsed)
+    await manager.stop()

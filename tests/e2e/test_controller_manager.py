@@ -114,6 +114,16 @@ def test_unknown_controller_is_refused(bare):
                                          '"bootstrapsigner" is not in the list of known controllers')
 
 
+def test_a_client_limit_without_a_burst_is_refused(bare):
+    """client-go's NewForConfig refuses a positive --kube-api-qps with no --kube-api-burst."""
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "controller-manager", "--kubeconfig", bare.kubeconfig,
+                        "--kube-api-qps", "10", "--kube-api-burst", "0"], check=False, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[-1] == ("nanokube controller-manager: burst is required to be greater than 0 when "
+                                         "RateLimiter is not set and QPS is set to greater than 0")
+
+
 def test_metrics_cli_sets_series_the_metrics_api_serves(bare):
     """(On the module's cluster: the API server serves the metrics, with or without controllers.)"""
     def metrics(*args):
