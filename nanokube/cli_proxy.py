@@ -35,6 +35,7 @@ from .client import kubeconfig
 from .clock import REAL
 from .client.http import HTTPClient
 from .client.informer import Informer
+from .client.ratelimit import limited, rest_limit
 from .proxy import config as proxy_config
 from .proxy.detect_local import CLUSTER_CIDR, NODE_CIDR, DetectLocal
 from .proxy.events import ACTION_START
@@ -111,6 +112,11 @@ def add_parser(sub) -> None:
                         "InterfaceNamePrefix." + ignored)
     p.add_argument("--masquerade-all", action="store_const", const=True, default=None,
                    help="masquerade (SNAT) all traffic sent to Service ClusterIPs." + ignored)
+    p.add_argument("--kube-api-qps", type=float, default=None, metavar="QPS",
+                   help="requests a second to the API server, a token bucket's (watches are not limited; 0: "
+                        "client-go's 5, negative: no limit; default 5)." + ignored)
+    p.add_argument("--kube-api-burst", type=int, default=None, metavar="N",
+                   help="the requests sent at once before --kube-api-qps holds (default 10)." + ignored)
     p.add_argument("--cleanup", action="store_true", help="remove kube-proxy's nftables tables (ip and ip6) and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
@@ -118,7 +124,7 @@ def add_parser(sub) -> None:
 #: the flags that map into a KubeProxyConfiguration, by their argparse names: ignored with --config
 CONFIG_FLAGS = ("proxy_mode", "bind_address", "healthz_bind_address", "metrics_bind_address", "sync_period",
                 "min_sync_period", "detect_local_mode", "cluster_cidr", "pod_bridge_interface",
-                "pod_interface_name_prefix", "masquerade_all")
+                "pod_interface_name_prefix", "masquerade_all", "kube_api_qps", "kube_api_burst")
 
 
 def _from_flags(args: argparse.Namespace) -> ProxyConfig:
@@ -135,7 +141,8 @@ def _from_flags(args: argparse.Namespace) -> ProxyConfig:
                        metrics_bind_address=given("metrics_bind_address", d.metrics_bind_address),
                        sync_period=given("sync_period", d.sync_period),
                        min_sync_period=given("min_sync_period", d.min_sync_period),
-                       masquerade_all=given("masquerade_all", False), detect_local=local)
+                       masquerade_all=given("masquerade_all", False), detect_local=local,
+                       qps=given("kube_api_qps", d.qps), burst=given("kube_api_burst", d.burst))
 
 
 def configuration(args: argparse.Namespace) -> ProxyConfig:
@@ -158,6 +165,7 @@ def configuration(args: argparse.Namespace) -> ProxyConfig:
     errs = [str(e) for e in cfg.validate()]
     if errs:
         raise ValueError("failed validate: " + (errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"))
+    rest_limit(cfg.qps, cfg.burst)  # a qps without a burst: client-go's refusal, before connecting
     return cfg
 
 
@@ -236,9 +244,11 @@ async def _watch_config(path: str, updated) -> None:
 
 async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: list[str]) -> int:
     node, local = node_name(cfg), cfg.detect_local
-    client = HTTPClient.from_kubeconfig(cfg.kubeconfig or args.kubeconfig, args.context, field_manager="kube-proxy",
-                                        user_agent="nanokube-proxy")
-    await client.start()
+    http = HTTPClient.from_kubeconfig(cfg.kubeconfig or args.kubeconfig, args.context, field_manager="kube-proxy",
+                                      user_agent="nanokube-proxy")
+    await http.start()
+    # kube-proxy's one clientset (its informers' lists and its events) behind clientConnection.qps/burst
+    client = limited(http, *rest_limit(cfg.qps, cfg.burst), http.clock)
     nodes = Informer(client.resource("", "v1", "nodes"), field_selector=f"metadata.name={node}")
     servers = Servers()
     stop = component_cli.stop_on_signals()
@@ -284,7 +294,7 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
         await servers.stop()
         if proxier:
             await proxier.stop()
-        await client.close()
+        await http.close()
     log.info("kube-proxy stopped; its nftables rules stay in place (--cleanup removes them)")
     return exit_code
 

@@ -6,7 +6,7 @@ masqueradeAll of the mode's own section; clusterCIDR split into the detector's C
 validated with upstream's words under its internal field paths.
 
 Only the fields nanokube acts on reach `ProxyConfig`: mode, bindAddress, healthzBindAddress,
-metricsBindAddress, hostnameOverride, clientConnection.kubeconfig, clusterCIDR, detectLocalMode,
+metricsBindAddress, hostnameOverride, clientConnection.{kubeconfig,qps,burst}, clusterCIDR, detectLocalMode,
 detectLocal.*, {nftables,iptables}.{syncPeriod,minSyncPeriod,masqueradeAll} and configSyncPeriod
 (validated); the rest of the file (conntrack, ipvs, winkernel, logging, ...) is read and left
 alone, as a kube-proxy in nftables mode leaves most of it."""
@@ -53,10 +53,15 @@ class ProxyConfig:
     masquerade_all: bool = False
     detect_local: DetectLocal = field(default_factory=DetectLocal)
     kubeconfig: str = ""
+    #: clientConnection.qps and burst: the client's token bucket (client/ratelimit.py)
+    qps: float = 5.0
+    burst: int = 10
 
     def validate(self) -> list[FieldError]:
         """Upstream's Validate for the fields nanokube acts on, in its order."""
         errs: list[FieldError] = []
+        if self.burst < 0:
+            errs.append(invalid(f"{_PATH}.ClientConnection.Burst", self.burst, "must be greater than or equal to 0"))
         if self.config_sync_period <= 0:
             errs.append(invalid(f"{_PATH}.ConfigSyncPeriod", _duration(self.config_sync_period),
                                 "must be greater than 0"))
@@ -159,6 +164,11 @@ def defaulted(doc: dict) -> dict:
     return out
 
 
+def _json_type(v) -> str:
+    """How encoding/json names a value it cannot put in a field."""
+    return {str: "string", dict: "object", list: "array", bool: "bool"}.get(type(v), f"number {v}")
+
+
 def _seconds_of(value, path: str = "") -> float:
     """A metav1.Duration's JSON ("30s", "1m0s"); unset is 0."""
     if value in (None, ""):
@@ -187,7 +197,8 @@ def from_v1alpha1(doc: dict) -> ProxyConfig:
         min_sync_period=_seconds_of(section["minSyncPeriod"], f"{KIND}.minSyncPeriod"),
         config_sync_period=_seconds_of(d["configSyncPeriod"], f"{KIND}.configSyncPeriod"),
         masquerade_all=bool(section.get("masqueradeAll")), detect_local=local,
-        kubeconfig=d["clientConnection"].get("kubeconfig") or "")
+        kubeconfig=d["clientConnection"].get("kubeconfig") or "", qps=float(d["clientConnection"]["qps"]),
+        burst=d["clientConnection"]["burst"])
 
 
 def to_v1alpha1(cfg: ProxyConfig) -> dict:
@@ -200,7 +211,8 @@ def to_v1alpha1(cfg: ProxyConfig) -> dict:
            "clusterCIDR": ",".join(cfg.detect_local.cluster_cidrs), "detectLocalMode": cfg.detect_local.mode,
            "detectLocal": {"bridgeInterface": cfg.detect_local.bridge_interface,
                            "interfaceNamePrefix": cfg.detect_local.interface_name_prefix},
-           "clientConnection": {"kubeconfig": cfg.kubeconfig},
+           "clientConnection": {"kubeconfig": cfg.kubeconfig, "burst": cfg.burst,
+                                "qps": int(cfg.qps) if cfg.qps.is_integer() else cfg.qps},
            section: {"syncPeriod": str(_duration(cfg.sync_period)), "minSyncPeriod": str(_duration(cfg.min_sync_period)),
                      "masqueradeAll": cfg.masquerade_all}}
     out = defaulted(doc)
@@ -255,4 +267,9 @@ def load(path: str | Path) -> ProxyConfig:
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise ConfigError(f"failed to decode: json: cannot unmarshal {type(doc[key]).__name__} into Go struct "
                               f"field {KIND}.{key}")
+    for key, go_type in (("qps", "float32"), ("burst", "int32")):
+        v = (doc.get("clientConnection") or {}).get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int if key == "burst" else (int, float))):
+            raise ConfigError(f"failed to decode: json: cannot unmarshal {_json_type(v)} into Go struct field "
+                              f"{KIND}.clientConnection.{key} of type {go_type}")
     return from_v1alpha1(doc)

@@ -22,10 +22,12 @@ import logging
 import socket
 from collections.abc import Mapping, Sequence
 
+from ..client.ratelimit import limited
 from ..machinery.user import User
 from ..clock import REAL, Clock
 from ..node.runtime.netns import open_in_netns
 from .aggregate import NodeLabelledMetrics
+from .config import ProxyConfig
 from .events import ACTION_START
 from .nftables.layout import Config
 from .proxier import DUAL_STACK, Proxier
@@ -109,7 +111,9 @@ class NodeProxies:
         self.warnings = warnings
         self.mode = mode
         self.netns = {name: netns for name, _, netns in nodes}
-        self.proxiers = [Proxier(self.client, name, node_ip, netns=netns, clock=clock,
+        # each node's kube-proxy a clientset of its own, at clientConnection's default limit (5/s, bursts of 10)
+        self.proxiers = [Proxier(limited(self.client, ProxyConfig.qps, ProxyConfig.burst, clock), name, node_ip,
+                                 netns=netns, clock=clock,
                                  configs=configs[name] if isinstance(configs, Mapping) else configs,
                                  min_sync_period=min_sync_period, health_check_listen=health_check_listener(netns))
                          for name, node_ip, netns in nodes]

@@ -87,6 +87,8 @@ def test_write_config_to_writes_the_flags_configuration_defaulted_as_v1alpha1(tm
     assert (doc["healthzBindAddress"], doc["metricsBindAddress"], doc["bindAddress"]) == (
         "0.0.0.0:10256", "0.0.0.0:10249", "0.0.0.0")
     assert doc["configSyncPeriod"] == "15m0s" and doc["conntrack"]["tcpEstablishedTimeout"] == "24h0m0s"
+    assert doc["clientConnection"] == {"acceptContentTypes": "", "burst": 10, "contentType":
+                                       "application/vnd.kubernetes.protobuf", "kubeconfig": "", "qps": 5}
     again = tmp_path / "again.yaml"  # the file read back with --config writes the same configuration
     assert main(["proxy", "--config", str(out), "--write-config-to", str(again)]) == 0
     assert again.read_text() == out.read_text()
@@ -105,7 +107,28 @@ def test_a_config_file_is_defaulted_and_its_modes_section_taken(tmp_path):
     assert (doc["detectLocalMode"], doc["detectLocal"]["bridgeInterface"]) == ("BridgeInterface", "cbr0")
 
 
+def test_the_client_limit_comes_from_the_flags_or_the_file_defaulted(tmp_path):
+    """clientConnection.qps/burst (--kube-api-qps/--kube-api-burst): what the proxy's client is limited to."""
+    out = tmp_path / "out.yaml"
+    assert main(["proxy", "--kube-api-qps", "2.5", "--kube-api-burst", "4", "--write-config-to", str(out)]) == 0
+    assert {k: v for k, v in yaml.safe_load(out.read_text())["clientConnection"].items() if k in ("qps", "burst")} \
+        == {"qps": 2.5, "burst": 4}
+    # a zero takes the default, as v1alpha1's defaulting has it
+    path = _config(tmp_path, HEAD + "clientConnection: {qps: 50, burst: 0}\n")
+    assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
+    assert {k: v for k, v in yaml.safe_load(out.read_text())["clientConnection"].items() if k in ("qps", "burst")} \
+        == {"qps": 50, "burst": 10}
+
+
+def test_a_qps_without_a_burst_is_refused_as_client_go_refuses_it(capsys):
+    assert main(["proxy", "--kube-api-qps", "5", "--kube-api-burst", "0", "--kubeconfig", "/nonexistent"]) == 2
+    assert capsys.readouterr().err == ("nanokube proxy: burst is required to be greater than 0 when RateLimiter is "
+                                       "not set and QPS is set to greater than 0\n")
+
+
 @pytest.mark.parametrize(("body", "error"), [
+    ("clientConnection: {burst: -1}\n",
+     "KubeProxyConfiguration.ClientConnection.Burst: Invalid value: -1: must be greater than or equal to 0"),
     ("mode: nftables\nnftables: {syncPeriod: 5s, minSyncPeriod: 10s}\n",
      "KubeProxyConfiguration.SyncPeriod: Invalid value: 10s: must be greater than or equal to "
      "KubeProxyConfiguration.MinSyncPeriod"),
@@ -131,6 +154,8 @@ def test_bad_values_in_a_config_file_are_refused_with_upstreams_validation_error
      'failed to decode: no kind "KubeletConfiguration" is registered for version "kubeproxy.config.k8s.io/v1alpha1"'),
     (HEAD + "nftables: {syncPeriod: 30}\n", "failed to decode: json: cannot unmarshal int into Go struct field"),
     (HEAD + "nftables: {syncPeriod: 30x}\n", 'failed to decode: time: unknown unit "x" in duration "30x"'),
+    (HEAD + "clientConnection: {qps: fast}\n", "failed to decode: json: cannot unmarshal string into Go struct "
+                                               "field KubeProxyConfiguration.clientConnection.qps of type float32"),
 ])
 def test_a_config_file_that_does_not_decode_is_refused(tmp_path, capsys, text, error):
     path = str(tmp_path / "kube-proxy.yaml") if text is None else _config(tmp_path, text)
