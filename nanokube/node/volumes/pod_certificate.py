@@ -181,16 +181,14 @@ class PodCertificates:
         return Pending(created["metadata"]["name"], keys.private_pem(key), abandon)
 
     async def _report(self, pod: dict, creds: Credentials) -> None:
-        """CertificateOverdueForRefresh and CertificateExpired, once each per certificate."""
+        """CertificateOverdueForRefresh and CertificateExpired, once each per certificate, in the kubelet's words."""
         now = self.mgr.clock.now()
         if now >= creds.not_after and "expired" not in creds.reported:
             creds.reported.add("expired")
-            await self.mgr.event(pod, "Warning", "CertificateExpired",
-                                 "The pod certificate has expired and has not been refreshed")
+            await self.mgr.event(pod, "Warning", "CertificateExpired", "PodCertificate expired")
         elif now >= creds.refresh_at + OVERDUE_AFTER and "overdue" not in creds.reported:
             creds.reported.add("overdue")
-            await self.mgr.event(pod, "Warning", "CertificateOverdueForRefresh",
-                                 "The pod certificate is overdue for refresh")
+            await self.mgr.event(pod, "Warning", "CertificateOverdueForRefresh", "PodCertificate refresh overdue")
 
 
 def files(src: dict, creds: Credentials) -> dict[str, bytes]:

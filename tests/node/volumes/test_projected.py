@@ -233,11 +233,12 @@ async def test_unanswered_refresh_is_reported_overdue_then_expired(env):
 
     async def reasons():
         items, _ = await client.resource("", "v1", "events").list(namespace="default")
-        return [e["reason"] for e in items if e["involvedObject"]["name"] == "late"]
+        return [(e["reason"], e["message"]) for e in items if e["involvedObject"]["name"] == "late"]
+    overdue = ("CertificateOverdueForRefresh", "PodCertificate refresh overdue")
     await clock.advance(1800 + 90 + 600 + 1)
-    assert await eventually(lambda: _equal(reasons, ["CertificateOverdueForRefresh"]))
+    assert await eventually(lambda: _equal(reasons, [overdue]))
     await clock.advance(1200)
-    assert await eventually(lambda: _equal(reasons, ["CertificateOverdueForRefresh", "CertificateExpired"]))
+    assert await eventually(lambda: _equal(reasons, [overdue, ("CertificateExpired", "PodCertificate expired")]))
     assert read(vol, "tls.crt") == issued, "the last credentials stay while a refresh is pending"
 
 
