@@ -3,7 +3,9 @@ kubeconfig, for one node. Its nftables rules go into `--netns` (a node's
 network namespace) or the namespace it runs in; its healthz and metrics
 servers listen in the namespace it runs in, on upstream's default addresses.
 As upstream's kube-proxy, it leaves its rules in place on exit (traffic
-keeps flowing while it restarts); `--cleanup` removes them and exits. Its
+keeps flowing while it restarts); `--cleanup` removes them, and any an
+iptables- or ipvs-mode kube-proxy left, and exits; starting, it removes those
+(proxy/nftables/leftovers.py). Its
 rules are the `ip` and `ip6` `kube-proxy` tables, one per IP family. Local
 traffic is told from the rest as upstream's --detect-local-mode says
 (proxy/detect_local.py); --masquerade-all masquerades every ClusterIP
@@ -40,6 +42,7 @@ from .proxy import config as proxy_config
 from .proxy.detect_local import CLUSTER_CIDR, NODE_CIDR, DetectLocal
 from .proxy.events import ACTION_START
 from .proxy.modes import select_mode
+from .proxy.nftables import leftovers
 from .proxy.nftables.layout import TABLE
 from .proxy.nftables.nft import Nft, NftError
 from .proxy.proxier import IP_FAMILIES, Proxier
@@ -212,13 +215,29 @@ def _restart_on_new_pod_cidrs(nodes: Informer, pod_cidrs: list[str], restart) ->
 
 
 def _cleanup(netns: str | None) -> int:
+    """Every mode's rules, as kube-proxy's --cleanup: our tables and what an iptables or ipvs mode left."""
     try:
         Nft(netns).apply("".join(f"add table {f} {TABLE}\ndelete table {f} {TABLE}\n" for f in IP_FAMILIES))
+        chains = leftovers.remove(netns)
     except NftError as e:
         print(f"nanokube proxy: cleanup failed: {e}", file=sys.stderr)
         return 1
     log.info("removed tables %s%s", ", ".join(f"{f} {TABLE}" for f in IP_FAMILIES), f" in {netns}" if netns else "")
+    if chains:
+        log.info("removed %d chains of an iptables- or ipvs-mode kube-proxy", chains)
     return 0
+
+
+async def _remove_other_modes(netns: str | None) -> None:
+    """Switching to nftables: the iptables and ipvs modes' rules go first (upstream's platformCleanup),
+    a failure logged and the proxy started all the same, as upstream."""
+    try:
+        chains = await asyncio.to_thread(leftovers.remove, netns)
+    except NftError as e:
+        log.error("Failed to clean up the rules of other proxy modes: %s", e)
+        return
+    if chains:
+        log.info("removed %d chains an iptables- or ipvs-mode kube-proxy left", chains)
 
 
 def _file_state(path: str) -> tuple[int, int, int] | None:
@@ -278,6 +297,7 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
                            lambda gone: proxier.health.sync_node(None))
         await servers.serve(health_app(proxier.health), cfg.healthz_bind_address)
         await servers.serve(metrics_app(proxier.registry, mode), cfg.metrics_bind_address)
+        await _remove_other_modes(args.netns)
         await proxier.start()
         proxier.node_event("Normal", "Starting", ACTION_START, "")  # upstream's birthCry
         for w in warnings:

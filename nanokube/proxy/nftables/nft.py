@@ -126,3 +126,10 @@ class Nft:
         if p.returncode != 0:
             raise NftError(p.stderr.decode(errors="replace").strip())
         return [o for o in orjson.loads(p.stdout)["nftables"] if "metainfo" not in o]
+
+    def list_ruleset(self) -> list[dict]:
+        """Every table of the namespace as `nft -j` objects (start-up and --cleanup, never a sync)."""
+        p = subprocess.run(self._argv("-j", "list", "ruleset"), check=False, capture_output=True)
+        if p.returncode != 0:
+            raise NftError(p.stderr.decode(errors="replace").strip())
+        return [o for o in orjson.loads(p.stdout or b'{"nftables": []}')["nftables"] if "metainfo" not in o]
