@@ -36,9 +36,8 @@ def test_kill_9_keeps_acknowledged_writes_and_an_external_scheduler_resumes(stor
     sched = subprocess.Popen([sys.executable, "-m", "nanokube.cli", "scheduler", "--kubeconfig", c.kubeconfig,
                               "--leader-elect-retry-period", "0.5", "--secure-port", "0"],
                              stdout=open(d / "sched.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    pod = {"metadata": {"name": "before"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
     try:
-        c.kubectl("run", "before", "--image=nginx")
-        wait_for(lambda: c.kubectl("get", "pod", "before", "-o", "jsonpath={.spec.nodeName}").stdout, what="before bound")
         api = client.CoreV1Api(c.client())
         stop = threading.Event()
 
@@ -54,6 +53,9 @@ def test_kill_9_keeps_acknowledged_writes_and_an_external_scheduler_resumes(stor
 
         t = threading.Thread(target=writer)
         t.start()
+        # the burst goes on while the scheduler starts and binds a pod: its watches are open at the kill
+        api.create_namespaced_pod("default", pod)
+        wait_for(lambda: api.read_namespaced_pod("before", "default").spec.node_name, what="before bound", every=0.05)
         while len(acked) < 150:
             t.join(0.05)
         c.proc.send_signal(signal.SIGKILL)
@@ -72,9 +74,8 @@ def test_kill_9_keeps_acknowledged_writes_and_an_external_scheduler_resumes(stor
                 assert items[name].metadata.resource_version == rv
             fresh = api2.create_namespaced_config_map("default", {"metadata": {"name": "after-restart"}})
             assert int(fresh.metadata.resource_version) > last_rv
-            c2.kubectl("run", "after", "--image=nginx")
-            wait_for(lambda: c2.kubectl("get", "pod", "after", "-o", "jsonpath={.spec.nodeName}").stdout,
-                     what="after bound")
+            api2.create_namespaced_pod("default", {**pod, "metadata": {"name": "after"}})
+            wait_for(lambda: api2.read_namespaced_pod("after", "default").spec.node_name, what="after bound", every=0.05)
             log = (d / "sched.log").read_text()
             assert "lost the lease" not in log and "Traceback" not in log, log
             if STORE == "sqlite":
