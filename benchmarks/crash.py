@@ -69,12 +69,12 @@ def api(c):
     return ac
 
 
-def writer(stop, ac, ledger, kind, rnd, errors):
+def writer(stop, ac, ledger, kind, rnd, errors, tag=0):
     core, custom = client.CoreV1Api(ac), client.CustomObjectsApi(ac)
     n = 0
     while not stop.is_set():
         n += 1
-        name = f"{kind}-{rnd.randrange(12)}"
+        name = f"{kind}-{tag}-{rnd.randrange(12)}"
         key = (kind, name)
         state = ledger.known.get(key, ("absent", None))[0] if key not in ledger.uncertain else None
         ledger.inflight(key)
@@ -324,9 +324,11 @@ def check(ac, ledger, seen, before, problems):
         left += [f"replicaset/{r.metadata.name}" for r in client.AppsV1Api(ac).list_namespaced_replica_set(NS).items
                  if r.metadata.deletion_timestamp]
         left += [f"crd/{c.metadata.name}" for c in ext.list_custom_resource_definition().items if c.metadata.deletion_timestamp]
+        left += [f"pod/{p.metadata.name}" for p in core.list_namespaced_pod(NS).items
+                 if p.metadata.deletion_timestamp and FINALIZER not in (p.metadata.finalizers or [])]
         return left
     try:
-        wait(lambda: not stuck(), 60, "foreground deletions and CRD deletions done")
+        wait(lambda: not stuck(), 60, "graceful, foreground and CRD deletions done")
     except AssertionError as e:
         problems.append(f"{e}: {stuck()}")
     # CRDs established and served
@@ -416,6 +418,7 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=10)
     ap.add_argument("--store", default="sqlite")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--writers", type=int, default=1, help="writers of each kind")
     ap.add_argument("--api-workers", type=int, default=1, help="`up --api-workers N` (kill -9 hits worker 0)")
     ap.add_argument("--clients", action="store_true", help="only the clients' check (one kill)")
     ap.add_argument("--startup", type=int, default=0, help="only kills during start-up, this many rounds")
@@ -453,8 +456,8 @@ def main() -> None:
             ac = api(c)
             stop = threading.Event()
             errors: list[str] = []
-            threads = [threading.Thread(target=writer, args=(stop, api(c), ledger, k, random.Random(rnd.random()), errors))
-                       for k in ("cm", "ssa", "svc", "pod", "cr")]
+            threads = [threading.Thread(target=writer, args=(stop, api(c), ledger, k, random.Random(rnd.random()), errors, t))
+                       for k in ("cm", "ssa", "svc", "pod", "cr") for t in range(args.writers)]
             threads.append(threading.Thread(target=churn, args=(stop, api(c), ledger, random.Random(rnd.random()), cycle)))
             threads.append(threading.Thread(target=watcher, args=(stop, api(c), seen)))
             for th in threads:
