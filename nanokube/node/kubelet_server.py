@@ -35,6 +35,7 @@ from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
 from . import simulated_net
 from .containerlog import cri_line
+from .volumes import pod_certificate
 from .volumes.stats import (AGG_PERIOD, LocalUsage, StatCache, ephemeral_volumes, in_memory_volumes, local_usage,
                             memory_backed, pod_volume_stats, tmpfs_charges, tree_usage)
 from .streaming import log_options
@@ -438,8 +439,8 @@ class KubeletServer:
         """The kubelet's own metrics that an agent keeps: its DRA metrics (dra/metrics.py), the pods
         it rejected at admission, preempted for critical ones or evicted under node pressure, its
         device plugins' registrations and Allocate durations (devicemanager), its lifecycle hooks'
-        HTTP fallbacks and sleeps cut short, its node's name, its pod resources endpoint's calls, the
-        pods and containers it runs, the volume stats collector's series of each claim in use (once,
+        HTTP fallbacks and sleeps cut short, its node's name, its pod resources endpoint's calls, its
+        pod certificates' states, the pods and containers it runs, the volume stats collector's series of each claim in use (once,
         however many pods here use it) and its plugin manager's plugins; families by name, as
         client_golang gathers them."""
         running = self._running()
@@ -466,6 +467,7 @@ class KubeletServer:
                  "# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.",
                  "# TYPE kubelet_node_name gauge", f'kubelet_node_name{{node="{self.agent.name}"}} 1',
                  *(self.agent.pod_resources.metrics() if self.agent.pod_resources else ()),
+                 *pod_certificate.metrics(self.agent.volumes.state, self.agent.clock.now()),
                  *(["# HELP kubelet_preemptions_total [ALPHA] Cumulative number of pod preemptions by preemption "
                     "resource", "# TYPE kubelet_preemptions_total counter"] if preempted else []),
                  *(f'kubelet_preemptions_total{{preemption_signal="{r}"}} {n}' for r, n in sorted(preempted.items())),

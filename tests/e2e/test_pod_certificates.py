@@ -120,6 +120,11 @@ def running(cluster, name: str) -> dict:
     return wait_for(check, timeout=90)
 
 
+def kubelet_metrics(cluster, p: dict) -> list[str]:
+    """The lines of the /metrics of the kubelet running `p`, through nodes/proxy."""
+    return cluster.kubectl("get", "--raw", f"/api/v1/nodes/{p['spec']['nodeName']}/proxy/metrics").stdout.splitlines()
+
+
 def request_of(cluster, p: dict) -> dict:
     items = cluster.kubectl_json("get", "podcertificaterequests", "-n", "default")["items"]
     return next(r for r in items if r["spec"]["podUID"] == p["metadata"]["uid"])
@@ -172,6 +177,7 @@ def test_denied_request_keeps_pod_from_starting(cluster, e2e_signer):
     pcrs = [r for r in cluster.kubectl_json("get", "podcertificaterequests")["items"]
             if r["spec"]["podUID"] == p["metadata"]["uid"]]
     assert len(pcrs) == 1, "a denial is final: no second request"
+    assert f'kubelet_podcertificate_states{{signer_name="{DENY}",state="denied"}} 1' in kubelet_metrics(cluster, p)
     cluster.kubectl("delete", "pod", "refused", "--grace-period=0")
 
 
@@ -185,4 +191,5 @@ def test_an_out_of_tree_signer_issues_through_the_api(cluster, e2e_signer):
     assert (cert.not_valid_after_utc - cert.not_valid_before_utc).total_seconds() == 3600
     assert trustbundle.verify_chain((vol / "tls.crt").read_text(), (vol / "ca.pem").read_text()) is not None, \
         "the bundle selected by signerName is the out-of-tree signer's"
+    assert f'kubelet_podcertificate_states{{signer_name="{FAST}",state="fresh"}} 1' in kubelet_metrics(cluster, p)
     cluster.kubectl("delete", "pod", "outside", "--grace-period=0")

@@ -6,7 +6,8 @@ Issued -> `fresh` (key, cleaned chain, refresh time = beginRefreshAt plus
 jitter). At the refresh time a new key and request are made while the old
 credentials stay in service (`waitRefresh`). Denied or Failed is permanent:
 the volume never sets up again. A request that vanishes for longer than
-`ABANDON_AFTER` is taken as deleted and made again.
+`ABANDON_AFTER` is taken as deleted and made again. The kubelet's
+`kubelet_podcertificate_states` gauge counts the sources by signer and state.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -62,6 +64,9 @@ class State:
     pending: Pending | None = None
     #: the reason a Denied or Failed request gave; set once, never cleared
     terminal: str = ""
+    #: "denied" or "failed" once terminal
+    outcome: str = ""
+    signer: str = ""
 
 
 def _clean_chain(pem: str) -> bytes:
@@ -92,6 +97,7 @@ class PodCertificates:
         """(credentials in service, when to look again). Waits up to `wait`
         seconds for a first issuance; MountError while there is nothing to serve."""
         st = self._state(pod, volume, index)
+        st.signer = src["signerName"]
         clock = self.mgr.clock
         deadline = clock.monotonic() + wait
         while True:
@@ -132,6 +138,7 @@ class PodCertificates:
             return
         if cond["type"] != "Issued":
             st.pending = None
+            st.outcome = cond["type"].lower()
             st.terminal = (f"PodCertificateRequest {ns}/{pcr['metadata']['name']} was {cond['type'].lower()} "
                            f"by signer {src['signerName']}: {cond.get('reason', '')}: {cond.get('message', '')}")
             await self.mgr.event(pod, "Warning", cond.get("reason") or cond["type"], st.terminal)
@@ -202,3 +209,31 @@ def files(src: dict, creds: Credentials) -> dict[str, bytes]:
     if src.get("certificateChainPath"):
         out[src["certificateChainPath"]] = creds.chain_pem
     return out
+
+
+STATES = "kubelet_podcertificate_states"
+
+
+def _metric_state(st: State, now: float) -> str:
+    """The kubelet's metricsState: its state machine's state, an issued one by the clock."""
+    if st.outcome:
+        return st.outcome
+    if st.creds is None:
+        return "not_yet_issued"
+    if now > st.creds.not_after:
+        return "expired"
+    if now > st.creds.refresh_at + OVERDUE_AFTER:
+        return "overdue_for_refresh"
+    return "fresh"
+
+
+def metrics(state: dict[str, dict], now: float) -> list[str]:
+    """The kubelet's `kubelet_podcertificate_states{signer_name,state}` lines: the podCertificate
+    sources in a VolumeManager's `state`, counted by signer and state (none: no family, as its collector)."""
+    counts = Counter((st.signer, _metric_state(st, now)) for sources in state.values()
+                     for key, st in sources.items() if key[0] == "podCertificate" and st.signer)
+    if not counts:
+        return []
+    return [f"# HELP {STATES} [ALPHA] Gauge vector reporting the number of pod certificate projected volume "
+            "sources, faceted by signer_name and state.", f"# TYPE {STATES} gauge",
+            *(f'{STATES}{{signer_name="{signer}",state="{state}"}} {n}' for (signer, state), n in sorted(counts.items()))]

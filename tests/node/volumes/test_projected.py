@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from nanokube.apiserver.auth.serviceaccount import ServiceAccountTokens
 from nanokube.machinery.errors import APIError
-from nanokube.node.volumes import MountError, VolumeManager
+from nanokube.node.volumes import MountError, VolumeManager, pod_certificate
 from nanokube.pki import trustbundle
 from nanokube.pki.signer import SIGNER_NAME, PodCertificateSigner
 from tests.controllers import becomes, eventually, make_stack
@@ -221,6 +221,12 @@ async def test_downward_api_fields_and_resources(env):
     assert (read(vol, "cpu"), read(vol, "mem")) == (b"250", b"128")
 
 
+def states(mgr, clock) -> list[str]:
+    """The kubelet_podcertificate_states series the node's /metrics would serve now, less the name."""
+    return [line.removeprefix(pod_certificate.STATES) for line in pod_certificate.metrics(mgr.state, clock.now())
+            if not line.startswith("#")]
+
+
 async def test_unanswered_refresh_is_reported_overdue_then_expired(env):
     client, clock, mgr, signer = env
     sg = await signer()
@@ -237,8 +243,10 @@ async def test_unanswered_refresh_is_reported_overdue_then_expired(env):
     overdue = ("CertificateOverdueForRefresh", "PodCertificate refresh overdue")
     await clock.advance(1800 + 90 + 600 + 1)
     assert await eventually(lambda: _equal(reasons, [overdue]))
+    assert states(mgr, clock) == [f'{{signer_name="{SIGNER_NAME}",state="overdue_for_refresh"}} 1']
     await clock.advance(1200)
     assert await eventually(lambda: _equal(reasons, [overdue, ("CertificateExpired", "PodCertificate expired")]))
+    assert states(mgr, clock) == [f'{{signer_name="{SIGNER_NAME}",state="expired"}} 1']
     assert read(vol, "tls.crt") == issued, "the last credentials stay while a refresh is pending"
 
 
