@@ -270,6 +270,28 @@ def test_authz_library_checks_through_the_bound_authorizer():
         env.compile("authorizer.group('').resource(' ').check('get').allowed()").evaluate({"authorizer": value})
 
 
+def test_an_api_server_dropped_is_freed_with_its_cel_authorizer():
+    """The authz library's registry of bound authorizers held each API server's, and through it the
+    server (admission, REST stack, watch cache), for the life of the process: `nanokube simulate`
+    comparing three configurations kept every run's. Its token then binds nothing."""
+    import gc
+    import weakref
+
+    from nanokube.apiserver.app import APIServer
+    from nanokube.cel.library.authz import AUTHORIZER
+    from nanokube.store.memory import MemoryStore
+
+    server = APIServer(MemoryStore(), None, port=0)
+    value = server.rest.admission.authz.authorizer({"username": "alice"})
+    gone = weakref.ref(server)
+    del server
+    gc.collect()
+    assert gone() is None
+    program = Environment({"authorizer": AUTHORIZER}).compile("authorizer.path('/healthz').check('get').allowed()")
+    with pytest.raises(CELError, match="no authorizer is bound"):
+        program.evaluate({"authorizer": value})
+
+
 def test_built_in_kinds_are_typed_through_their_definitions():
     from nanokube import schema as definitions
 
