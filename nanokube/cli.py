@@ -111,7 +111,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .apiserver.loopback import connector
     from .controllers.manager import KCM_CLIENT_LIMIT, LEASE_NAME, ControllerManager
     from .machinery.user import CONTROLLER_USER, SCHEDULER_USER
-    from .node.manager import NodeManager
+    from .node.manager import KUBELET_CLIENT_LIMITS, NodeManager
     from .node.manager import options_from_env as node_options
     from .node.storage import PROVISIONER, PROVISIONER_USER, LocalPathProvisioner
     from .pki.ca import ensure_pki
@@ -212,7 +212,7 @@ async def _up(args: argparse.Namespace) -> int:
 
         runtime = ProcessRuntime(os.path.join(data_dir, "runtime"), cluster_tag(data_dir))
     nodes = NodeManager(connect, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
-                        runtime=runtime, **node_opts)
+                        runtime=runtime, client_limits=KUBELET_CLIENT_LIMITS, **node_opts)
     server.handlers.sub.log_readers.append(nodes.read_log)
     server.handlers.streams.node_servers.append(nodes.streaming_for)
     server.handlers.proxies.kubelets.append(nodes.kubelet_for)

@@ -20,6 +20,7 @@ from collections import deque
 
 from ..machinery.errors import APIError
 from ..client.http import EXPECTED
+from ..client.ratelimit import limited
 from ..client.record import CoreEventRecorder
 from ..clock import REAL, Clock
 from . import admission, csinode
@@ -251,7 +252,8 @@ class NodeAgent:
                  lease_duration: int = 40, status_interval: float = 300.0,
                  pods_dir: str = "", runtime=None, throttle: Throttle | None = None, watched: dict | None = None,
                  plugin_registry: bool = True, sync_retry: float = SYNC_RETRY,
-                 max_container_restart_period: float | None = None, cluster: WatchedCluster | None = None):
+                 max_container_restart_period: float | None = None, cluster: WatchedCluster | None = None,
+                 api_limit: tuple[float, int] | None = None, event_limit: tuple[float, int] | None = None):
         """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
         `throttle`, `watched` (the ConfigMap and Secret watches volumes read, see
         volumes/watch_based_manager.py) and `cluster` (what simulated pods' network commands reach,
@@ -262,7 +264,13 @@ class NodeAgent:
         none does; 1000 nodes' start-up took ~8% more CPU with it). `sync_retry`: how soon a pod whose
         sync failed is synced again (lifecycle.SYNC_RETRY; tests on real time shorten it).
         `max_container_restart_period`: the longest crash-loop back-off (KubeletConfiguration's
-        crashLoopBackOff.maxContainerRestartPeriod; None: 5 min, lifecycle.crash_backoff)."""
+        crashLoopBackOff.maxContainerRestartPeriod; None: 5 min, lifecycle.crash_backoff).
+        `api_limit` (kubeAPIQPS, kubeAPIBurst) and `event_limit` (eventRecordQPS, eventBurst): the
+        token buckets of the kubelet's client and of its events' (None: none); its Lease and Node
+        writes go unlimited, as the kubelet's heartbeat client (QPS -1) sends them."""
+        heartbeat = client
+        self.api_limit, self.event_limit = api_limit, event_limit
+        client = limited(client, *api_limit, clock) if api_limit else client
         self.client = client
         self._csi_node = plugin_registry
         self.runtime = runtime or SimulatedRuntime()
@@ -277,14 +285,15 @@ class NodeAgent:
         self.pod_cidr = pod_cidr(spec.index)
         self.host_ip = node_ip(spec.index)
         self.ips = IPPool(self.pod_cidr)
-        self.nodes = client.resource("", "v1", "nodes")
-        self.leases = client.resource("coordination.k8s.io", "v1", "leases")
+        self.nodes = heartbeat.resource("", "v1", "nodes")
+        self.leases = heartbeat.resource("coordination.k8s.io", "v1", "leases")
         #: clear while the kubelet is down (lease-stop): its pod writes and events wait (`_WhileUp`)
         self.up = asyncio.Event()
         self.up.set()
         self.pods = _WhileUp(client.resource("", "v1", "pods"), self.up)
         #: the kubelet's Node events, on its nodeRef: no apiVersion, and the node's name for a uid
-        self.recorder = _WhileUp(CoreEventRecorder(client, "kubelet", clock, host=spec.name), self.up)
+        events = limited(heartbeat, *event_limit, clock) if event_limit else heartbeat
+        self.recorder = _WhileUp(CoreEventRecorder(events, "kubelet", clock, host=spec.name), self.up)
         self._node_ref = {"kind": "Node", "metadata": {"name": spec.name, "uid": spec.name}}
         #: each condition's status as the events last announced it, or as the server's copy has it
         #: otherwise (then the next post announces ours again, as the setters compare with that copy)

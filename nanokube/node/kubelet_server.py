@@ -367,6 +367,10 @@ class KubeletServer:
             "crashLoopBackOff": {} if a.max_container_restart_period is None else
             {"maxContainerRestartPeriod": go_duration(round(a.max_container_restart_period * 1e9))},
         }
+        if a.api_limit:  # the limits it applies (`nanokube simulate`'s agents apply none)
+            cfg |= {"kubeAPIQPS": int(a.api_limit[0]), "kubeAPIBurst": a.api_limit[1]}
+        if a.event_limit:
+            cfg |= {"eventRecordQPS": int(a.event_limit[0]), "eventBurst": a.event_limit[1]}
         if a.runtime.name != "process":  # a simulated node's pods resolve through the cluster's DNS (simulated_net)
             cfg |= {"clusterDomain": simulated_net.ZONE, "clusterDNS": [simulated_net.DNS_SERVER]}
         return _json({"kubeletconfig": cfg}, headers={"X-Content-Type-Options": "nosniff"})

@@ -92,18 +92,26 @@ def _freeze(nodes: int) -> None:
         gc.freeze()
 
 
+#: KubeletConfiguration v1beta1's defaults for its client's limit (kubeAPIQPS 50, kubeAPIBurst 100) and
+#: its event client's (eventRecordQPS 50, eventBurst 100)
+KUBELET_CLIENT_LIMITS = {"api_limit": (50.0, 100), "event_limit": (50.0, 100)}
+
+
 class NodeManager:
     def __init__(self, connect, cluster: Cluster, clock: Clock = REAL, *, renew_interval: float = 10.0,
                  status_interval: float = 300.0, pods_dir: str | None = None, runtime=None,
                  plugin_registry: bool = True, volume_stats_agg_period: float = AGG_PERIOD,
-                 sync_retry: float = SYNC_RETRY, max_container_restart_period: float | None = None):
+                 sync_retry: float = SYNC_RETRY, max_container_restart_period: float | None = None,
+                 client_limits: dict | None = None):
         """`connect(user, field_manager)` gives the client the agents act through (the loopback
         client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
         node's containers (default: simulated). `plugin_registry=False`: the agents watch no
         plugins_registry directory (NodeAgent). `volume_stats_agg_period`: how long the kubelet
         endpoints' volume measurements stand (volumeStatsAggPeriod). `sync_retry`,
-        `max_container_restart_period`: NodeAgent's."""
+        `max_container_restart_period`: NodeAgent's. `client_limits`: NodeAgent's `api_limit` and
+        `event_limit` for every agent, each its own buckets as each kubelet's clientsets are (`up`:
+        KUBELET_CLIENT_LIMITS; None: none, as `nanokube simulate` has it)."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         self._own_pods_dir = pods_dir is None
@@ -124,7 +132,7 @@ class NodeManager:
                                   pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle,
                                   watched=self.watched, plugin_registry=plugin_registry, sync_retry=sync_retry,
                                   max_container_restart_period=max_container_restart_period,
-                                  cluster=self.watched_cluster)
+                                  cluster=self.watched_cluster, **(client_limits or {}))
                 for s in cluster.nodes()
             }
         _freeze(len(self.agents))
