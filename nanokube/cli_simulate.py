@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import shutil
 import signal
@@ -211,6 +212,10 @@ def run(args: argparse.Namespace) -> int:
     results: list = []
     for i, (name, cfg) in enumerate(configs):
         last = i == len(configs) - 1
+        if i:
+            # the run before is garbage now that its loop has closed, much of it in cycles (components,
+            # caches) that only a full collection frees: freed before this run builds its own, not after
+            gc.collect()
         if rc := asyncio.run(_run(args, name, cfg, cluster, trace, args.controllers, results, last=last)):
             return rc
     return 0
