@@ -375,3 +375,23 @@ def test_top_pod_reports_measured_usage(c):
     row = wait_for(busy, 30, "measured CPU")
     assert int(row[2].rstrip("Mi")) >= 64, "resident memory includes the 64 MiB buffer"
     c.kubectl("delete", "pod", "burner", "--wait=false")
+
+
+def test_an_exec_binds_a_mount_target_removed_on_the_host_meanwhile(c):
+    """Containers see the host's file system with their volumes bound over it: a mount target
+    some other process removed while the pod runs (a temp-file cleaner, another cluster on the
+    host) is made again for the next exec, not its "bind ... No such file or directory"."""
+    top = Path(tempfile.gettempdir()) / f"nanokube-e2e-mount-{os.getpid()}"
+    target = top / "scratch"
+    c.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mounts", "namespace": "default"},
+        "spec": {"terminationGracePeriodSeconds": 1, "automountServiceAccountToken": False,
+                 "volumes": [{"name": "scratch", "emptyDir": {}}],
+                 "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "3600"],
+                                 "volumeMounts": [{"name": "scratch", "mountPath": str(target)}]}]}}))
+    wait_for(lambda: c.kubectl_json("get", "pod", "mounts")["status"].get("phase") == "Running", 90, "mounts running")
+    shutil.rmtree(top)
+    r = c.kubectl("exec", "mounts", "--", "sh", "-c", f"echo kept > {target}/f; cat {target}/f", check=False)
+    assert (r.returncode, r.stdout) == (0, "kept\n"), r.stderr
+    c.kubectl("delete", "pod", "mounts", "--wait=true", "--timeout=60s")
+    assert not top.exists(), "what was made again goes with the pod"

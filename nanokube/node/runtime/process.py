@@ -108,18 +108,21 @@ class ProcessRuntime:
         with self._record() as record:
             entry = record.setdefault(target, {"users": {}, "created": []})
             entry["users"][self._user] = entry["users"].get(self._user, 0) + 1
-            created, d = [], os.path.dirname(target)
-            while not os.path.exists(d):
-                created.append(d)
-                d = os.path.dirname(d)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if not os.path.exists(target):
-                if is_file:
-                    open(target, "a").close()
-                else:
-                    os.mkdir(target)
-                created.insert(0, target)
-            entry["created"] = sorted({*entry["created"], *created}, key=len, reverse=True)
+            _make(entry, target, is_file)
+
+    def restore_mountpoints(self, targets: list[tuple[str, bool]]) -> None:
+        """Make again the claimed (target, is_file) pairs that are gone, before a command of a
+        running container (an exec, a probe, a restart) binds them: another process on the host
+        may have removed a target, or the record, while our pods use it. Made again, a target is
+        ours to remove with its last use, as one claimed is."""
+        missing = [(t, f) for t, f in targets if not os.path.lexists(t)]
+        if not missing:
+            return
+        with self._record() as record:
+            for target, is_file in missing:
+                entry = record.setdefault(target, {"users": {}, "created": []})
+                entry["users"].setdefault(self._user, 1)  # a lost record lost our use of it too
+                _make(entry, target, is_file)
 
     def release_mountpoint(self, target: str) -> None:
         with self._record() as record:
@@ -139,6 +142,22 @@ class ProcessRuntime:
                 entry["users"] = {user: n for user, n in entry["users"].items()
                                   if user != self._user and _alive(int(user.split(":")[0]))}
             _remove_unused(record)
+
+
+def _make(entry: dict, target: str, is_file: bool) -> None:
+    """Create `target` and its missing parents, adding what was created to `entry`'s."""
+    created, d = [], os.path.dirname(target)
+    while not os.path.exists(d):
+        created.append(d)
+        d = os.path.dirname(d)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if not os.path.exists(target):
+        if is_file:
+            open(target, "a").close()
+        else:
+            os.mkdir(target)
+        created.insert(0, target)
+    entry["created"] = sorted({*entry["created"], *created}, key=len, reverse=True)
 
 
 def _alive(pid: int) -> bool:

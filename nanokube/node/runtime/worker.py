@@ -504,9 +504,10 @@ class ProcessPodWorker(PodWorker):
                      pid: str | None = "") -> list[str]:
         """launch.py's command line for `argv` in `c`'s context: its PID namespace (`pid`, for
         launch.py) is `c`'s own unless named, as an exec joins the container's."""
-        spec = {"hostname": self._hostname(), "mounts": self._mounts[c.name] + self._cdi_mounts.get(c.name, []),
-                "workdir": c.spec.get("workingDir") or "/", "env": env or self._env[c.name], "argv": argv,
-                "pid": self._joined(c.proc) if pid == "" else pid}
+        mounts = self._mounts[c.name] + self._cdi_mounts.get(c.name, [])
+        self.runtime.restore_mountpoints([(target, not os.path.isdir(src)) for src, target, _ in mounts])
+        spec = {"hostname": self._hostname(), "mounts": mounts, "workdir": c.spec.get("workingDir") or "/",
+                "env": env or self._env[c.name], "argv": argv, "pid": self._joined(c.proc) if pid == "" else pid}
         return self._launch(spec)
 
     def _launch(self, spec: dict) -> list[str]:

@@ -1,6 +1,8 @@
 """Mount points the process runtime creates are removed once no pod uses
 them, including a new parent that two mount paths share."""
 
+import shutil
+
 from nanokube.node.runtime.process import ProcessRuntime
 
 
@@ -38,3 +40,22 @@ def test_a_target_another_runtime_still_uses_stays(tmp_path):
     assert target.is_dir()
     second.release_mountpoint(str(target))
     assert not (tmp_path / "run").exists(), "what the first runtime made goes with the last user"
+
+
+def test_targets_and_record_removed_under_running_pods_are_made_again(tmp_path):
+    """Another process removed a target and the host-wide record while a pod uses it: made
+    again before the pod's next command binds it, and removed with its last use all the same."""
+    record = tmp_path / "mountpoints.json"
+    rt = ProcessRuntime(str(tmp_path / "state"), "mtest", mountpoints=str(record))
+    target, hosts = tmp_path / "run" / "secrets" / "serviceaccount", tmp_path / "etc" / "hosts"
+    rt.claim_mountpoint(str(target), False)
+    rt.claim_mountpoint(str(hosts), True)
+    shutil.rmtree(tmp_path / "run")
+    shutil.rmtree(tmp_path / "etc")
+    record.unlink()
+
+    rt.restore_mountpoints([(str(target), False), (str(hosts), True)])
+    assert target.is_dir() and hosts.is_file()
+    rt.release_mountpoint(str(target))
+    rt.release_mountpoint(str(hosts))
+    assert not (tmp_path / "run").exists() and not (tmp_path / "etc").exists()
