@@ -112,6 +112,8 @@ def test_the_controller_manager_serves_its_flags(monkeypatch):
     # the worker counts and periods nanokube's controllers run with, upstream's fields
     assert kcm["DeploymentController"] == {"ConcurrentDeploymentSyncs": 2}
     assert kcm["ReplicationController"] == {"ConcurrentRCSyncs": 2} and kcm["DeprecatedController"] == {}
+    # upstream's --concurrent-namespace-syncs default
+    assert kcm["NamespaceController"] == {"NamespaceSyncPeriod": "5m0s", "ConcurrentNamespaceSyncs": 10}
     assert kcm["GarbageCollectorController"] == {
         "EnableGarbageCollector": True, "ConcurrentGCSyncs": 2,
         "GCIgnoredResources": [{"Group": "", "Resource": "events"}, {"Group": "events.k8s.io", "Resource": "events"}]}

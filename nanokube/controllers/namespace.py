@@ -76,6 +76,9 @@ def updated_conditions(conditions: list[dict] | None, bad: dict[str, tuple], now
 class NamespaceController(Controller):
     name = "namespace-controller"
     queue_name = "namespace"
+    #: upstream's --concurrent-namespace-syncs default: emptying a namespace is many slow API calls,
+    #: so one large namespace must not hold back the deletion of others
+    workers = 10
 
     def __init__(self, client, clock=None, **kw):
         super().__init__(client, **({"clock": clock} if clock else {}), **kw)
