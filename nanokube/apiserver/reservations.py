@@ -278,20 +278,30 @@ def _ended(task: asyncio.Task) -> None:
 class NodePortRepair(BackgroundLoop):
     """Worker 0's loop (with several workers): a node port recorded for a Service that does not hold
     it (its worker ended between the record and the write) is freed once the record is older than
-    `grace`, as upstream's node port repair loop frees what no Service holds."""
+    `grace`, as upstream's node port repair loop frees what no Service holds. As upstream's, it
+    passes once at start, before the server serves (its post-start hook holds readiness for that
+    pass), so a restart after a kill frees what the kill left at once; then every `every` seconds
+    (upstream's RepairServicesInterval, 3 minutes)."""
 
-    def __init__(self, server, grace: float, every: float = 60.0) -> None:
+    def __init__(self, server, grace: float, every: float = 180.0) -> None:
         self.store, self.cache, self.clock = server.store, server.cache, server.clock
         self.prefix = server.index.get("", "v1", "services").key_prefix()
         self.grace, self.every = grace, every
 
+    async def start(self) -> None:
+        await self._pass()
+        await super().start()
+
     async def _loop(self) -> None:
         while True:
             await self.clock.sleep(self.every)
-            try:
-                await self.repair()
-            except Exception:
-                log.exception("node port repair failed")
+            await self._pass()
+
+    async def _pass(self) -> None:
+        try:
+            await self.repair()
+        except Exception:
+            log.exception("node port repair failed")
 
     async def repair(self) -> list[int]:
         """Frees the stale records; returns their ports."""

@@ -19,7 +19,7 @@ from nanokube.apiserver import reservations
 from nanokube.apiserver.reservations import NODE_PORTS, NodePortRepair
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
 from nanokube.apiserver.workers import share_service_allocations
-from nanokube.clock import Clock
+from nanokube.clock import Clock, VirtualClock
 from nanokube.machinery.errors import APIError
 from nanokube.registry.base import all_resources
 from nanokube.store.memory import MemoryStore
@@ -145,6 +145,25 @@ async def test_node_port_repair_frees_only_stale_records_no_service_holds(worker
     kvs, _ = await a.store.list(NODE_PORTS)
     assert [kv.key for kv in kvs] == [f"{NODE_PORTS}30100", f"{NODE_PORTS}30102"]
     assert orjson.loads(kvs[0].value)["uid"] == made["metadata"]["uid"]
+
+
+async def test_node_port_repair_passes_at_start_then_every_interval(workers):
+    """As upstream's repair loop: a record a killed worker left is freed by the pass at start, not
+    an interval later; one left after that by the next pass, RepairServicesInterval (3 minutes) on."""
+    a, _ = workers
+    clock = VirtualClock()
+    await a.store.create(f"{NODE_PORTS}30101", orjson.dumps({"uid": "gone", "at": clock.now() - 60}))
+    repair = NodePortRepair(SimpleNamespace(store=a.store, cache=a.cache, clock=clock, index=a.index), grace=10)
+    await repair.start()
+    try:
+        assert await a.store.get(f"{NODE_PORTS}30101") is None
+        await a.store.create(f"{NODE_PORTS}30102", orjson.dumps({"uid": "gone", "at": clock.now() - 60}))
+        await clock.advance(179)
+        assert await a.store.get(f"{NODE_PORTS}30102") is not None
+        await clock.advance(1)
+        assert await a.store.get(f"{NODE_PORTS}30102") is None
+    finally:
+        await repair.stop()
 
 
 async def test_node_port_records_are_deleted_with_the_kv_read_so_sqlite_reads_no_row(workers, monkeypatch):
