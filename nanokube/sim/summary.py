@@ -21,6 +21,8 @@ ARRIVED = (1.0, 1.3)
 
 #: the node reasons of the scheduler's FitError message, before what PostFilter (preemption) adds
 _FIT = re.compile(r"0/\d+ nodes are available: (.*?)\.(?: |$)")
+#: a gang's (or composite group's) members that fit are too few; how many did, which varies, is left out
+_GANG = re.compile(r"(min\w*Count \(\d+\) cannot be satisfied)")
 #: a pod the scheduler gave no unschedulable message (deleted before its first attempt, or bound after a gang's wait)
 NO_REASON = "no reason recorded"
 
@@ -28,10 +30,11 @@ NO_REASON = "no reason recorded"
 def reasons(message: str) -> list[str]:
     """The reasons in the scheduler's word on a pod it could not place, without their node counts: '0/31 nodes
     are available: 26 cannot allocate all claims, 5 Insufficient cpu. preemption: ...' gives the two; a message
-    of another form (a pre-filter's, scheduling gates) is one reason."""
+    of another form (a gang's too few members, scheduling gates) is one reason, without how many fit."""
     m = _FIT.match(message)
     if not m:
-        return [message]
+        gang = _GANG.match(message)
+        return [gang.group(1) if gang else message]
     out = []
     for part in m.group(1).split(", "):
         count, _, reason = part.partition(" ")

@@ -366,29 +366,35 @@ def test_a_terminal_too_narrow_for_the_rows_gets_the_configurations_side_by_side
 
 def test_the_scheduler_s_reasons_say_why_pods_waited_or_never_ran(tmp_path):
     """Two 4-CPU nodes, each held by a 3-CPU hog: an 8-CPU pod fits no node, one selecting a label
-    no node has matches none, and a 3-CPU pod waits until a hog goes at 30 s. The table names the
-    scheduler's reasons, without their node counts, under it; results.json keeps each pod's message."""
+    no node has matches none, a gang of three 1-CPU pods finds room for two, and a 3-CPU pod waits
+    until a hog goes at 30 s. The table names the scheduler's reasons, without their node counts,
+    under it; results.json keeps each pod's message."""
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
     pod = lambda name, cpu, **spec: {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {  # noqa: E731
         "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}], **spec}}
     events = [{"time": 0, "object": pod("hog-a", "3")}, {"time": 0, "object": pod("hog-b", "3")},
               {"time": 1, "object": pod("big", "8")}, {"time": 1, "object": pod("picky", "1", nodeSelector={"gpu": "a100"})},
               {"time": 2, "object": pod("waits", "3")}, {"time": 30, "verb": "delete", "object": pod("hog-a", "3")}]
+    # a gang of three 1-CPU pods where two fit: the members that fit say how many did, which is left out
+    events.append({"time": 3, "object": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gang"}, "spec": {
+        "parallelism": 3, "completions": 3, "scheduling": {"schedulingPolicy": {"gang": {}}},
+        "template": {"spec": {**pod("x", "1")["spec"], "restartPolicy": "Never"}}}}})
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     out = tmp_path / "out"
     proc = simulate(tmp_path, "--until", "60", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     at = lines.index("NOT SCHEDULED, pods by the scheduler's last reason (a pod counts under each reason a node gave it):")
-    assert lines[at + 1] == "  default: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector"
+    assert lines[at + 1] == ("  default: 2 Insufficient cpu, 2 minCount (3) cannot be satisfied, 1 node(s) didn't match "
+                             "Pod's node affinity/selector")
     assert lines[at + 2] == "WAITED, pods by the scheduler's last reason (a pod counts under each reason a node gave it):"
     assert lines[at + 3] == "  default: 1 Insufficient cpu"
     run = json.loads((out / "results.json").read_text())["runs"][0]
-    assert run["summary"]["unschedulable_reasons"] == {"Insufficient cpu": 1,
+    assert run["summary"]["unschedulable_reasons"] == {"Insufficient cpu": 2, "minCount (3) cannot be satisfied": 2,
                                                        "node(s) didn't match Pod's node affinity/selector": 1}
     assert run["summary"]["waited_reasons"] == {"Insufficient cpu": 1}
     assert run["unschedulable"]["default/big"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
-    assert "<td>default</td><td>Insufficient cpu</td><td>1</td><td>1</td>" in (out / "report.html").read_text()
+    assert "<td>default</td><td>Insufficient cpu</td><td>2</td><td>1</td>" in (out / "report.html").read_text()
 
 
 def test_a_served_openb_run_replays_as_an_unserved_one(tmp_path):
