@@ -65,13 +65,32 @@ class LeaderElector:
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True if this identity holds the lease afterwards. An API server that does
         not answer (killed, restarting) fails the attempt like a refusal, as client-go's: a leader
-        keeps leading until its renewals have failed for the renew deadline, a standby retries."""
+        keeps leading until its renewals have failed for the renew deadline, a standby retries. One
+        that never answers (stopped, its packets dropped) fails it at the renew deadline, the
+        timeout kube-controller-manager and kube-scheduler give their leader-election client: a
+        leader waiting on it for ever would go on leading past the lease the others see expire."""
+        attempt = asyncio.ensure_future(self._attempt())
+        timed_out = False
+
+        def expire() -> None:
+            nonlocal timed_out
+            timed_out = True
+            attempt.cancel()
+        timer = self.clock.call_later(self.renew_deadline, expire)
         try:
-            return await self._attempt()
+            return await attempt
+        except asyncio.CancelledError:
+            if not timed_out:
+                raise
+            log.warning("%s: error retrieving resource lock %s/%s: no answer within %gs", self.name, self.namespace,
+                        self.name, self.renew_deadline)
+            return False
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             log.warning("%s: error retrieving resource lock %s/%s: %s", self.name, self.namespace, self.name,
                         e or type(e).__name__)
             return False
+        finally:
+            timer.cancel()
 
     async def _attempt(self) -> bool:
         now = self.clock.rfc3339_micro()

@@ -135,3 +135,40 @@ async def test_an_api_server_that_does_not_answer_fails_attempts_without_ending_
         t.cancel()
     await asyncio.gather(ta, tb, return_exceptions=True)
     await s.close()
+
+
+async def test_an_api_server_that_never_answers_fails_the_attempt_at_the_renew_deadline():
+    """A renewal the API server never answers (stopped, its packets dropped) is given up at the renew
+    deadline, as client-go's leader-election client times out: the leader stops leading before the
+    lease the others see expires, rather than wait on it for ever; a standby campaigns on."""
+    s = await make_stack()
+    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-system"}})
+    clock = ManualClock()
+    a = LeaderElector(s.client, "sched", "a", clock=clock)
+    b = LeaderElector(s.client, "sched", "b", clock=clock)
+    running = asyncio.Event()
+
+    async def lead():
+        running.set()
+        await asyncio.Event().wait()
+
+    ta = asyncio.create_task(a.run(lead))
+    await settle()
+    assert running.is_set() and a.leading
+
+    async def hangs(*_args, **_kw):
+        await asyncio.Event().wait()
+    a.leases.get = b.leases.get = hangs
+    tb = asyncio.create_task(b.run(lead))
+    for _ in range(5):  # the renewal at 2 s hangs: 10 s on, the attempt still waits
+        await clock.advance(2)
+        await settle()
+    assert a.leading and not ta.done()
+    await clock.advance(2)  # 12 s: the attempt failed at its deadline, 12 s past the last renewal
+    await settle()
+    assert ta.done() and not a.leading, "the leader stopped leading before its lease expired (15 s)"
+    assert not tb.done() and not b.leading, "the standby's hung attempts fail too; it campaigns on"
+    tb.cancel()
+    await asyncio.gather(tb, return_exceptions=True)
+    assert clock.next_due() is None, "no deadline timer is left behind"
+    await s.close()
