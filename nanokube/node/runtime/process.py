@@ -54,12 +54,12 @@ class ProcessRuntime:
         self._user = f"{os.getpid()}:{id(self):x}"
 
     def start(self, nodes: list[tuple[str, int, str, str]], api: tuple[str, int] | None = None) -> socket.socket | None:
-        """Remove what a crashed run left, then build the network of `nodes`
-        (name, index, node IP, podCIDR). `api` (advertised address, port): returns a
+        """Remove what a crashed run left but its containers' logs (the agent's adopted pods count
+        on from them, worker.py `_count_on`; a clean stop removes them), then build the network of
+        `nodes` (name, index, node IP, podCIDR). `api` (advertised address, port): returns a
         socket listening there for pods, which the API server serves (None where pods
         cannot reach that address)."""
         self._remove_mountpoints()
-        shutil.rmtree(os.path.join(self.state_dir, "logs"), ignore_errors=True)
         os.makedirs(self.state_dir, exist_ok=True)
         self.cgroups.create()
         self.net.create(nodes)

@@ -259,13 +259,16 @@ class ProcessPodWorker(PodWorker):
 
     async def _run_containers(self, adopted: bool) -> None:
         """Start every container and wait until they are all done for good or the pod is deleted.
-        A pod adopted from an earlier run starts its containers again: the processes died with it."""
+        A pod adopted from an earlier run starts its containers again (the runtime's start ended
+        what the crashed run left), each counting on from the instances it logged (`_count_on`)."""
         if not await self._retry(self._sandbox, NetnsError, "FailedCreatePodSandBox",
                                  "Failed to create pod sandbox: {}"):
             await self._teardown()
             await self._delete()
             return
         await self._prepare()
+        if adopted:
+            self._count_on()
         flow = asyncio.create_task(self._pod_flow())
         self._children.append(flow)
         while not self.deleting() and not flow.done():
@@ -319,6 +322,26 @@ class ProcessPodWorker(PodWorker):
         self.agent.volumes.unmount(self.uid)
         if self.deleting():
             await self._delete()
+
+    def _count_on(self) -> None:
+        """An adopted pod's containers count on from the instances their log directories kept
+        (which outlive a crash, as the kubelet's calcRestartCountByLogDir counts them): the instance
+        about to start is a restart, the last logged one its previous (`kubectl logs --previous`),
+        and the one the status last showed running its lastState, ended by the runtime's start."""
+        st = self.pod.get("status") or {}
+        shown = {s["name"]: s for s in [*(st.get("initContainerStatuses") or ()), *(st.get("containerStatuses") or ())]}
+        for c in self._all():
+            logged = [int(n[:-4]) for n in os.listdir(c.log_dir) if n.endswith(".log") and n[:-4].isdigit()]
+            if not logged:
+                continue
+            c.instances = c.restarts = max(logged) + 1
+            c.logs = [FileContainerLog(c.log_path(max(logged)), self.runtime.log_max_size, self.runtime.log_max_files)]
+            status = shown.get(c.name) or {}
+            state = status.get("state") or {}
+            if running := state.get("running"):
+                state = {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": running.get("startedAt"),
+                                        "finishedAt": self.clock.rfc3339(), "containerID": status.get("containerID", "")}}
+            c.last_state = state if "terminated" in state else status.get("lastState") or {}
 
     async def _pod_flow(self) -> None:
         """The pod's containers (`_containers_flow`) in its sandbox. Where the sandbox's pause

@@ -1,0 +1,77 @@
+"""`nanokube up --runtime process` killed with SIGKILL and started again on its data dir: the
+restarted node agent starts the running container again (the runtime's start ends what the crash
+left) and counts that restart on from the instances it had logged, as the kubelet counts from a
+container's log files where its runtime lost the container: restartCount never goes back, the
+killed instance is the lastState, and `kubectl logs --previous` still serves its output.
+
+Skipped (loudly) only without root, `ip` or `nft`, as the other process-runtime tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import PROCESS_RUNTIME, STORE, start_cluster, wait_for
+
+pytestmark = [PROCESS_RUNTIME, pytest.mark.skipif(STORE == "memory", reason="the memory store is not durable by design")]
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: survivor, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "echo started at $(date +%s%N); trap 'exit 143' TERM; sleep 3600 & wait"]
+"""
+
+
+def _running(c) -> dict | None:
+    st = c.kubectl_json("get", "pod", "survivor")["status"]
+    cs = (st.get("containerStatuses") or [{}])[0]
+    return cs if "running" in (cs.get("state") or {}) else None
+
+
+def test_a_crashed_agent_counts_the_restart_on_and_keeps_the_previous_log(store_url):
+    from nanokube.node.runtime.cgroup import own_cgroup_dir
+    from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
+
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-crash-"))
+    c = start_cluster(d, store_url, ("--runtime", "process"))
+    c2 = None
+    try:
+        c.kubectl("apply", "-f", "-", input=POD)
+        before = wait_for(lambda: _running(c), what="survivor running")
+        assert before["restartCount"] == 0
+        first = wait_for(lambda: c.kubectl("logs", "survivor").stdout.strip(), what="its first line")
+        c.proc.send_signal(signal.SIGKILL)
+        c.proc.wait()
+
+        c2 = start_cluster(d, store_url, ("--runtime", "process"))
+        after = wait_for(lambda: (s := _running(c2)) and s["state"]["running"]["startedAt"] !=
+                         before["state"]["running"]["startedAt"] and s, what="survivor started again")
+        assert after["restartCount"] == 1
+        ended = after["lastState"]["terminated"]
+        assert (ended["exitCode"], ended["startedAt"]) == (137, before["state"]["running"]["startedAt"])
+        assert ended["containerID"] == before["containerID"] != after["containerID"]
+        assert c2.kubectl("logs", "survivor", "--previous").stdout.strip() == first
+        assert wait_for(lambda: c2.kubectl("logs", "survivor").stdout.strip(), what="its new line") != first
+    finally:
+        c.stop()
+        if c2 is not None:
+            c2.stop()
+        prefix = f"{PREFIX}{cluster_tag(str(d))}-"
+        leftovers = [n for n in list_netns() if n.startswith(prefix)]
+        base = own_cgroup_dir()
+        cgroup = os.path.join(base, f"nanokube-{cluster_tag(str(d))}") if base else None
+        if cgroup and os.path.isdir(cgroup):
+            leftovers.append(cgroup)
+        shutil.rmtree(d, ignore_errors=True)
+        assert leftovers == [], f"namespaces or cgroup left after shutdown: {leftovers}"
