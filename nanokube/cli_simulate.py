@@ -202,6 +202,9 @@ def run(args: argparse.Namespace) -> int:
         except TraceError as e:
             print(f"nanokube simulate: {e}", file=sys.stderr)
             return 2
+    if problem := _unscheduled(configs, args.scheduler_config, trace):
+        print(f"nanokube simulate: {problem}", file=sys.stderr)
+        return 2
     for _, cfg in configs:
         if cfg is not None:
             _fill_workload(cfg, trace)
@@ -313,6 +316,22 @@ def _known_controllers(spec: str) -> None:
     from .controllers.manager import CONTROLLERS, enabled
 
     enabled([*CONTROLLERS, CSRSigningController], spec)
+
+
+def _unscheduled(configs, paths: list[str], trace) -> str | None:
+    """A configuration none of whose profiles takes a schedulerName the trace's pods ask for (a profile
+    renamed as in a cluster of two schedulers) leaves them waiting for a scheduler the run lacks, with
+    nothing said: refused, naming the names on both sides."""
+    from .scheduler.config import DEFAULT_SCHEDULER
+    from .sim.trace import scheduler_names
+
+    wanted = scheduler_names(trace)
+    for (_, cfg), path in zip(configs, paths or ["the default configuration"]):
+        have = {p.scheduler_name for p in cfg.profiles} if cfg is not None else {DEFAULT_SCHEDULER}
+        if missing := sorted(wanted - have):
+            return (f"{path}: no profile for schedulerName {', '.join(missing)}, which the trace's pods ask for "
+                    f"(its profiles: {', '.join(sorted(have))})")
+    return None
 
 
 def _writable(out: str) -> None:

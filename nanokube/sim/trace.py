@@ -37,6 +37,27 @@ class Trace:
         return self.events[-1].time if self.events else 0.0
 
 
+#: where a kind that makes pods keeps their spec (a Deployment's, a Job's... template; a CronJob's Job's)
+_POD_SPECS = (("spec",), ("spec", "template", "spec"), ("spec", "jobTemplate", "spec", "template", "spec"))
+
+
+def scheduler_names(trace: Trace) -> set[str]:
+    """The schedulerNames the pods the trace creates, or has made, ask for (a pod spec's default when unset)."""
+    from ..scheduler.config import DEFAULT_SCHEDULER
+
+    names = set()
+    for e in trace.events:
+        if e.verb != "create":
+            continue
+        for path in _POD_SPECS[1:] if e.obj["kind"] != "Pod" else _POD_SPECS[:1]:
+            spec = e.obj
+            for key in path:
+                spec = spec.get(key) if isinstance(spec, dict) else None
+            if isinstance(spec, dict) and "containers" in spec:
+                names.add(spec.get("schedulerName") or DEFAULT_SCHEDULER)
+    return names
+
+
 def first_pods(trace: Trace, n: int) -> Trace:
     """The trace cut to its first `n` pods created, for a quick run: their writes (creation,
     deletion) and every write of another kind (claim templates, Jobs...) stay."""

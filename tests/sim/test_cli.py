@@ -433,3 +433,23 @@ def test_gpu_allocation_counts_the_gpus_a_job_s_pods_claim(tmp_path):
     assert row["PODS"] == "4" and row["GPU ALLOC MAX"] == "50.0%", lines[header:header + 2]
     summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
     assert 0.24 < summary["gpu_alloc_ratio_mean"] < 0.26, summary
+
+
+def test_a_configuration_without_a_profile_for_the_trace_s_pods_is_refused(tmp_path):
+    """A profile renamed (as in a cluster running two schedulers) left every pod of the trace
+    waiting for a scheduler the run lacks: '0/2 pods scheduled' and nothing said why."""
+    (tmp_path / "renamed.yaml").write_text(MOST_ALLOCATED.replace("default-scheduler", "gpu-scheduler"))
+    proc = simulate_csv(tmp_path, NODES, PODS, "--scheduler-config", str(tmp_path / "renamed.yaml"))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr == (f"nanokube simulate: {tmp_path / 'renamed.yaml'}: no profile for schedulerName "
+                           "default-scheduler, which the trace's pods ask for (its profiles: gpu-scheduler)\n")
+    # a Job's pods asking for that scheduler by name: the default configuration has no such profile
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {
+        "schedulerName": "gpu-scheduler", "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    (tmp_path / "trace.jsonl").write_text(json.dumps({"time": 0, "object": job}) + "\n")
+    proc = simulate(tmp_path, "--until", "5")
+    assert proc.returncode == 2
+    assert "the default configuration: no profile for schedulerName gpu-scheduler" in proc.stderr, proc.stderr
+    proc = simulate(tmp_path, "--until", "5", "--scheduler-config", str(tmp_path / "renamed.yaml"))
+    assert proc.returncode == 0 and proc.stdout.startswith("renamed: 1/1 pods scheduled"), proc.stderr[-2000:]
