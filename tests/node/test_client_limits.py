@@ -13,7 +13,6 @@ from multidict import CIMultiDict
 
 from nanokube.apiserver.loopback import connector
 from nanokube.node.manager import KUBELET_CLIENT_LIMITS, NodeManager
-from tests.controllers import eventually
 from tests.node import api_on_manual_clock
 from tests.node.test_admission import CLUSTER, bound
 
