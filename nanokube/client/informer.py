@@ -170,7 +170,7 @@ class Informer:
         stream = await self._watch_list(d, origin) if getattr(self.rc, "watch_list", False) else None
         if stream is None:
             items, rv = await self._list()
-            self._replace(items, d, origin)
+            self._replace({key_of(o): o for o in items}, d, origin)
             self.last_sync_rv = rv
         while True:
             if stream is None:
@@ -238,7 +238,7 @@ class Informer:
                             initial[key_of(obj)] = obj
                     elif (obj["metadata"].get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
                         self._rv_unavailable = False
-                        self._replace(list(initial.values()), d, origin)
+                        self._replace(initial, d, origin)
                         self.last_sync_rv = obj["metadata"]["resourceVersion"]
                         return stream
                 error = APIError(500, "InternalError", "the stream ended before its initial events did")
@@ -286,11 +286,11 @@ class Informer:
         self._rv_unavailable = False
         return items, synced
 
-    def _replace(self, items: list[dict], d, origin: str) -> None:
-        """A list's items become the store; the handlers hear what changed since the last one."""
+    def _replace(self, fresh: dict[str, dict], d, origin: str) -> None:
+        """A list's items, by key, become the store; the handlers hear what changed since the last one
+        (a streaming list's are keyed as they come, so not twice)."""
         if d is not None:
-            d.keep_all(items, origin)
-        fresh = {key_of(o): o for o in items}
+            d.keep_all(fresh.values(), origin)
         old = self.store
         self.store = fresh
         self._index(fresh)

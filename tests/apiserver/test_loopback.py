@@ -250,3 +250,27 @@ async def test_a_create_hands_the_server_its_json_as_an_http_body_does(stack, mo
         await configmaps.create(sent)
     assert sizes == [(len(orjson.dumps(small)), True), (len(orjson.dumps(large)), True)]
     assert (await configmaps.get("large", "default"))["data"] == large["data"]
+
+
+async def test_a_streaming_list_ends_its_initial_events_with_a_bookmark_and_goes_on_losing_nothing(stack):
+    """A watch with sendInitialEvents, as an informer over the in-process client asks for its list: the
+    objects as ADDED, the initial-events-end bookmark at their resourceVersion, then the changes made
+    since (those made before the next event is asked for included), and no watcher left once closed."""
+    pods = stack.client.resource("", "v1", "pods")
+    for name in ("a", "b"):
+        await new_pod(stack.client, name)
+    before = stack.cache.watcher_count
+    stream = await pods.watch(send_initial_events=True)
+    try:
+        got = [await anext(stream) for _ in range(3)]
+        assert [(t, o["metadata"]["name"]) for t, o in got[:2]] == [("ADDED", "a"), ("ADDED", "b")]
+        typ, mark = got[2]
+        assert typ == "BOOKMARK" and mark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+        assert mark["metadata"]["resourceVersion"] == (await pods.list())[1]
+        await new_pod(stack.client, "c")
+        await pods.delete("a", "default", grace_period_seconds=0)
+        later = [await anext(stream) for _ in range(2)]
+        assert [(t, o["metadata"]["name"]) for t, o in later] == [("ADDED", "c"), ("DELETED", "a")]
+    finally:
+        await stream.aclose()
+    assert stack.cache.watcher_count == before

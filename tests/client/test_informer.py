@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from nanokube.client.informer import Backoff, Informer, InformerFactory
+from nanokube.client.ratelimit import limited
 from nanokube.clock import VirtualClock
 from tests.controllers import eventually, make_stack
 
@@ -68,12 +69,12 @@ async def test_a_failing_handler_does_not_keep_the_event_from_the_others_or_rest
     s, factory = env
     pods = s.client.resource("", "v1", "pods")
     inf = factory.informer(pods)
-    lists, real_list = [], inf.rc.list_page
+    watches, real_watch = [], inf.rc.watch
 
-    async def counted(*a, **kw):
-        lists.append(1)
-        return await real_list(*a, **kw)
-    inf.rc.list_page = counted
+    async def counted(*a, **kw):  # the streaming list that syncs it is its one watch
+        watches.append(1)
+        return await real_watch(*a, **kw)
+    inf.rc.watch = counted
 
     def broken(o):
         raise RuntimeError("a controller's bug")
@@ -89,7 +90,38 @@ async def test_a_failing_handler_does_not_keep_the_event_from_the_others_or_rest
     async def both():
         return seen == ["p", "p'"]
     await eventually(both)
-    assert lists == [1]
+    assert watches == [1]
+
+
+async def test_an_in_process_informer_syncs_by_a_streaming_list_that_its_spent_bucket_does_not_hold(env):
+    """client-go's WatchListClient (on since 1.35): an informer's initial list is a watch with
+    sendInitialEvents, which no client bucket limits, so informers over an in-process client whose
+    bucket is spent sync at once, as over HTTP; a LIST through the same client waits for its token."""
+    s, _ = env
+    await s.client.resource("", "v1", "pods").create(pod("a"))
+    await s.client.resource("", "v1", "pods").create(pod("b"))
+    clock = VirtualClock()
+    client = limited(s.client, 1.0, 1, clock)
+    client.bucket.reserve()  # the burst spent: the next request waits a second
+    pods = client.resource("", "v1", "pods")
+    inf = Informer(pods, clock=clock)
+    added: list[str] = []
+    inf.add_handlers(on_add=lambda o: added.append(o["metadata"]["name"]))
+    task = asyncio.create_task(inf.run())
+    listed = None
+    try:
+        await clock.advance(0)
+        assert inf.synced.is_set() and sorted(added) == ["a", "b"] and clock.monotonic() == 0
+        listed = asyncio.create_task(pods.list())
+        await clock.advance(0)
+        assert not listed.done()
+        await clock.advance(1.0)
+        assert sorted(o["metadata"]["name"] for o in listed.result()[0]) == ["a", "b"]
+    finally:
+        for t in (task, listed):
+            if t is not None:
+                t.cancel()
+        await asyncio.gather(task, *([listed] if listed else []), return_exceptions=True)
 
 
 async def test_a_failed_list_is_retried_after_the_reflectors_backoff_on_the_injected_clock():
