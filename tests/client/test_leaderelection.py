@@ -96,11 +96,8 @@ async def test_health_check_fails_a_leader_whose_renewals_stopped():
     await s.close()
 
 
-async def test_an_api_server_that_does_not_answer_fails_attempts_without_ending_leader_or_standby():
-    """A restart of the API server (connections refused for a few seconds) is a failed renewal, not
-    a lost lease, and a standby keeps campaigning through it."""
-    import aiohttp
-
+async def leading_a_and_standby_b():
+    """A stack and two electors on one manual clock, `a` already leading (its task running `lead`)."""
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-system"}})
     clock = ManualClock()
@@ -114,7 +111,16 @@ async def test_an_api_server_that_does_not_answer_fails_attempts_without_ending_
 
     ta = asyncio.create_task(a.run(lead))
     await settle()
-    assert running.is_set()
+    assert running.is_set() and a.leading
+    return s, clock, a, b, ta, lead
+
+
+async def test_an_api_server_that_does_not_answer_fails_attempts_without_ending_leader_or_standby():
+    """A restart of the API server (connections refused for a few seconds) is a failed renewal, not
+    a lost lease, and a standby keeps campaigning through it."""
+    import aiohttp
+
+    s, clock, a, b, ta, lead = await leading_a_and_standby_b()
     tb = asyncio.create_task(b.run(lead))
     await settle()
 
@@ -141,20 +147,7 @@ async def test_an_api_server_that_never_answers_fails_the_attempt_at_the_renew_d
     """A renewal the API server never answers (stopped, its packets dropped) is given up at the renew
     deadline, as client-go's leader-election client times out: the leader stops leading before the
     lease the others see expires, rather than wait on it for ever; a standby campaigns on."""
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-system"}})
-    clock = ManualClock()
-    a = LeaderElector(s.client, "sched", "a", clock=clock)
-    b = LeaderElector(s.client, "sched", "b", clock=clock)
-    running = asyncio.Event()
-
-    async def lead():
-        running.set()
-        await asyncio.Event().wait()
-
-    ta = asyncio.create_task(a.run(lead))
-    await settle()
-    assert running.is_set() and a.leading
+    s, clock, a, b, ta, lead = await leading_a_and_standby_b()
 
     async def hangs(*_args, **_kw):
         await asyncio.Event().wait()
