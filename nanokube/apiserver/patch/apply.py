@@ -1482,7 +1482,8 @@ def _typed_create_shape(obj: dict[str, Any], raw: dict[str, Any]) -> bytes:
 
 def _blank(v: Any, raw: dict[str, Any] | None) -> Any:
     """`v` blanked for `_typed_create_shape` (a container; scalars are blanked in place, to whether they
-    are zeros: an Update's field set leaves some of those out)."""
+    are zeros: an Update's field set leaves some of those out). Plain loops: a comprehension or a
+    generator is a frame of its own, and they were a quarter of a pod's walk."""
     shape = _shape(raw, v)
     if shape.kind == "leaf":
         return _blank_scalars(v)
@@ -1499,7 +1500,9 @@ def _blank(v: Any, raw: dict[str, Any] | None) -> Any:
             if type(item) is dict:
                 blanked = _blank(item, elem)
                 if type(blanked) is dict:
-                    blanked.update((k, item[k]) for k in keys if k in item)
+                    for k in keys:
+                        if k in item:
+                            blanked[k] = item[k]
                 item = blanked
             out.append(item)
         return out
@@ -1507,8 +1510,10 @@ def _blank(v: Any, raw: dict[str, Any] | None) -> Any:
         return _blank_scalars(v)
     fields = shape.fields if shape.kind == "struct" else _NO_FIELDS
     elem = shape.elem
-    return {k: _blank(x, fields.get(k, elem)) if isinstance(x, _CONTAINERS) else None if x is None else bool(x)
-            for k, x in v.items()}
+    blanked_map: dict[str, Any] = {}
+    for k, x in v.items():
+        blanked_map[k] = _blank(x, fields.get(k, elem)) if isinstance(x, _CONTAINERS) else None if x is None else bool(x)
+    return blanked_map
 
 
 _NO_FIELDS: dict[str, Any] = {}
