@@ -8,8 +8,8 @@ validated with upstream's words under its internal field paths.
 Only the fields nanokube acts on reach `ProxyConfig`: mode, bindAddress, healthzBindAddress,
 metricsBindAddress, hostnameOverride, clientConnection.{kubeconfig,qps,burst}, clusterCIDR, detectLocalMode,
 detectLocal.*, {nftables,iptables}.{syncPeriod,minSyncPeriod,masqueradeAll} and configSyncPeriod
-(validated); the rest of the file (conntrack, ipvs, winkernel, logging, ...) is read and left
-alone, as a kube-proxy in nftables mode leaves most of it."""
+(validated); the rest of the file (conntrack, ipvs, winkernel, logging, ...) is read, left alone,
+as a kube-proxy in nftables mode leaves most of it, and written back by --write-config-to."""
 
 from __future__ import annotations
 
@@ -56,6 +56,9 @@ class ProxyConfig:
     #: clientConnection.qps and burst: the client's token bucket (client/ratelimit.py)
     qps: float = 5.0
     burst: int = 10
+    #: the defaulted v1alpha1 file it came from (None: the flags'), for --write-config-to to write
+    #: back the fields nanokube only carries (conntrack, ipvs, masqueradeBit, ...)
+    document: dict | None = field(default=None, compare=False, repr=False)
 
     def validate(self) -> list[FieldError]:
         """Upstream's Validate for the fields nanokube acts on, in its order."""
@@ -198,25 +201,32 @@ def from_v1alpha1(doc: dict) -> ProxyConfig:
         config_sync_period=_seconds_of(d["configSyncPeriod"], f"{KIND}.configSyncPeriod"),
         masquerade_all=bool(section.get("masqueradeAll")), detect_local=local,
         kubeconfig=d["clientConnection"].get("kubeconfig") or "", qps=float(d["clientConnection"]["qps"]),
-        burst=d["clientConnection"]["burst"])
+        burst=d["clientConnection"]["burst"], document=d)
 
 
 def to_v1alpha1(cfg: ProxyConfig) -> dict:
-    """The settings as the defaulted v1alpha1 object kube-proxy's --write-config-to writes (the
-    sync periods and masqueradeAll in the mode's section)."""
-    section = "nftables" if cfg.mode == "nftables" else "iptables"
-    doc = {"mode": cfg.mode, "hostnameOverride": cfg.hostname_override, "bindAddress": cfg.bind_address,
-           "healthzBindAddress": cfg.healthz_bind_address, "metricsBindAddress": cfg.metrics_bind_address,
-           "configSyncPeriod": str(_duration(cfg.config_sync_period)),
-           "clusterCIDR": ",".join(cfg.detect_local.cluster_cidrs), "detectLocalMode": cfg.detect_local.mode,
-           "detectLocal": {"bridgeInterface": cfg.detect_local.bridge_interface,
-                           "interfaceNamePrefix": cfg.detect_local.interface_name_prefix},
-           "clientConnection": {"kubeconfig": cfg.kubeconfig, "burst": cfg.burst,
-                                "qps": int(cfg.qps) if cfg.qps.is_integer() else cfg.qps},
-           section: {"syncPeriod": str(_duration(cfg.sync_period)), "minSyncPeriod": str(_duration(cfg.min_sync_period)),
-                     "masqueradeAll": cfg.masquerade_all}}
-    out = defaulted(doc)
-    out["healthzBindAddress"] = cfg.healthz_bind_address  # empty: off, which defaulting would undo
+    """The configuration as kube-proxy's --write-config-to encodes its internal one: the file it
+    loaded (defaulted, unknown fields dropped) with the settings run put back. The internal
+    configuration holds one syncPeriod, minSyncPeriod and masqueradeAll, so only the mode's
+    section gets them; the other modes' come out zero ("0s", false), as upstream writes them."""
+    out = {k: v for k, v in defaulted(cfg.document or {}).items() if k in _KNOWN}
+    mode_section = cfg.mode if cfg.mode in ("nftables", "ipvs") else "iptables"
+    masquerade_section = "nftables" if cfg.mode == "nftables" else "iptables"
+    for name in ("iptables", "ipvs", "nftables"):
+        run = name == mode_section
+        out[name].update(syncPeriod=str(_duration(cfg.sync_period if run else 0)),
+                         minSyncPeriod=str(_duration(cfg.min_sync_period if run else 0)))
+        if name != "ipvs":
+            out[name]["masqueradeAll"] = cfg.masquerade_all and name == masquerade_section
+    out.update({"mode": cfg.mode, "hostnameOverride": cfg.hostname_override, "bindAddress": cfg.bind_address,
+                "healthzBindAddress": cfg.healthz_bind_address,  # empty: off, which defaulting would undo
+                "metricsBindAddress": cfg.metrics_bind_address,
+                "configSyncPeriod": str(_duration(cfg.config_sync_period)),
+                "clusterCIDR": ",".join(cfg.detect_local.cluster_cidrs), "detectLocalMode": cfg.detect_local.mode})
+    out["detectLocal"].update(bridgeInterface=cfg.detect_local.bridge_interface,
+                              interfaceNamePrefix=cfg.detect_local.interface_name_prefix)
+    out["clientConnection"].update(kubeconfig=cfg.kubeconfig, burst=cfg.burst,
+                                   qps=int(cfg.qps) if cfg.qps.is_integer() else cfg.qps)
     return _sorted(out)
 
 

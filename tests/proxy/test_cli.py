@@ -102,9 +102,34 @@ def test_a_config_file_is_defaulted_and_its_modes_section_taken(tmp_path):
     assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
     doc = yaml.safe_load(out.read_text())
     assert doc["nftables"] == {"masqueradeAll": True, "masqueradeBit": 14, "minSyncPeriod": "1s", "syncPeriod": "1m0s"}
-    assert doc["iptables"]["syncPeriod"] == "30s"  # not the mode's section: not what runs
     assert doc["metricsBindAddress"] == "127.0.0.1:10249" and doc["healthzBindAddress"] == "0.0.0.0:10256"
     assert (doc["detectLocalMode"], doc["detectLocal"]["bridgeInterface"]) == ("BridgeInterface", "cbr0")
+
+
+def test_write_config_to_writes_the_files_other_fields_back(tmp_path):
+    """As kube-proxy encodes the configuration it loaded: the fields nanokube only carries come back
+    as the file has them; the other modes' sync periods and masqueradeAll, which its internal
+    configuration holds once (the mode's), come back zero."""
+    path = _config(tmp_path, HEAD + "mode: nftables\noomScoreAdj: -500\nnodePortAddresses: [primary]\n"
+                               "iptables: {syncPeriod: 5s, minSyncPeriod: 2s, masqueradeAll: true, masqueradeBit: 15, "
+                               "localhostNodePorts: false}\nipvs: {scheduler: rr, syncPeriod: 7s, strictARP: true}\n"
+                               "nftables: {masqueradeBit: 13}\nconntrack: {min: 5, maxPerCore: 0}\n"
+                               "featureGates: {SomeGate: true}\nnotAField: 1\n")
+    out = tmp_path / "out.yaml"
+    assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["iptables"] == {"localhostNodePorts": False, "masqueradeAll": False, "masqueradeBit": 15,
+                               "minSyncPeriod": "0s", "syncPeriod": "0s"}
+    assert doc["ipvs"] == {"minSyncPeriod": "0s", "scheduler": "rr", "strictARP": True, "syncPeriod": "0s"}
+    assert doc["nftables"] == {"masqueradeAll": False, "masqueradeBit": 13, "minSyncPeriod": "1s", "syncPeriod": "30s"}
+    assert (doc["conntrack"]["min"], doc["conntrack"]["maxPerCore"], doc["conntrack"]["tcpCloseWaitTimeout"]) == (
+        5, 0, "1h0m0s")
+    assert (doc["oomScoreAdj"], doc["nodePortAddresses"], doc["featureGates"]) == (-500, ["primary"],
+                                                                                   {"SomeGate": True})
+    assert "notAField" not in doc
+    again = tmp_path / "again.yaml"  # read back, the same file again
+    assert main(["proxy", "--config", str(out), "--write-config-to", str(again)]) == 0
+    assert again.read_text() == out.read_text()
 
 
 def test_the_client_limit_comes_from_the_flags_or_the_file_defaulted(tmp_path):
