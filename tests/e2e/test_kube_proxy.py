@@ -145,6 +145,38 @@ def test_proxy_refuses_ipvs_before_touching_anything(cluster, netns):
     assert nft(netns, "list", "tables").stdout.strip() == ""
 
 
+#: what an iptables-mode kube-proxy left (as iptables-nft keeps it), beside a rule of someone else's
+IPTABLES_MODE_LEFTOVERS = """
+table ip nat {
+  chain PREROUTING {
+    type nat hook prerouting priority dstnat; policy accept;
+    jump KUBE-SERVICES
+    ip daddr 192.0.2.1 accept
+  }
+  chain KUBE-SERVICES {
+    ip daddr 10.96.0.10 tcp dport 53 jump KUBE-SVC-ERIFXISQEP7F7OF4
+  }
+  chain KUBE-SVC-ERIFXISQEP7F7OF4 {
+    meta l4proto tcp dnat to 10.244.0.5:53
+  }
+}
+"""
+
+
+def test_an_nftables_proxy_removes_an_iptables_mode_proxys_rules_when_it_starts(cluster, netns):
+    """upstream's platformCleanup: a node moved from iptables mode loses the old proxy's DNATs
+    (which would sit in front of the new table) when the nftables proxy starts, not only with --cleanup."""
+    subprocess.run(["ip", "netns", "exec", netns, "nft", "-f", "-"], input=IPTABLES_MODE_LEFTOVERS.encode(),
+                   check=True)
+    with running_proxy(cluster, netns, "--proxy-mode", "nftables") as (proc, _, healthz, _):
+        wait_for(lambda: get(f"{healthz}/healthz")[0] == 200, 30, "the proxy's first sync")
+        nat = nft(netns, "list", "table", "ip", "nat").stdout
+        assert "KUBE-" not in nat and "ip daddr 192.0.2.1 accept" in nat, nat
+        assert nft(netns, "list", "table", "ip", "kube-proxy").returncode == 0 and proc.poll() is None
+    assert "removed 2 chains an iptables- or ipvs-mode kube-proxy left" in \
+        (cluster.data_dir / f"proxy-{netns}.log").read_text()
+
+
 @pytest.mark.parametrize(("flags", "not_local"), [
     ((), None),
     (("--cluster-cidr", "10.244.0.0/16,fd00:10:244::/56"), "ip saddr != 10.244.0.0/16"),
