@@ -26,6 +26,7 @@ import aiohttp
 from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from . import mutation
+from .http import EXPECTED
 from .pager import PAGE_SIZE, list_pages
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,9 @@ class Informer:
         long as the server keeps ending watches normally. It ends after a 410 (the version left the
         server's window), an error, or a watch that ended within a second with nothing in it
         (client-go's "very short watch"); a watch the server refuses with a 429, or a connection it
-        refuses, is tried again from the same resourceVersion after a backoff's wait, without a list."""
+        refuses, is tried again from the same resourceVersion after a backoff's wait, without a list.
+        A server's refusal or a connection's failure (a list refused while the server is down, a
+        stream cut) is one warning line, as the reflector's; anything else, a bug, keeps its traceback."""
         origin = f"the informer for {self.rc.res.plural}"
         while True:
             try:
@@ -161,6 +164,11 @@ class Informer:
             except APIError as e:
                 if e.code != 410:
                     log.warning("informer for %s: %s", self.rc.res.plural, e.message)
+            except EXPECTED as e:
+                # a server that is down or went away mid-stream: one line, as the reflector's
+                # "failed to list" warning; the backoff's retry is the whole remedy
+                log.warning("informer for %s: list and watch failed, backing off: %s", self.rc.res.plural,
+                            str(e) or type(e).__name__)
             except Exception:
                 log.exception("informer for %s failed", self.rc.res.plural)
             await self.clock.sleep(self.backoff.next())

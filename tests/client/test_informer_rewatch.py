@@ -7,6 +7,7 @@ server has none, by a list."""
 
 import asyncio
 import contextlib
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -347,3 +348,87 @@ async def test_a_watch_cut_mid_stream_is_reopened_from_the_last_resource_version
             assert [c[0] for c in r.calls] == ["stream", "watch"]
             assert r.calls[1][1] == a["metadata"]["resourceVersion"]
             assert not [rec for rec in caplog.records if rec.levelno >= 30]
+
+
+def _informer_lines(caplog) -> list[logging.LogRecord]:
+    return [rec for rec in caplog.records if rec.name == "nanokube.client.informer" and rec.levelno >= logging.WARNING]
+
+
+async def test_a_list_refused_while_the_server_is_down_is_one_warning_line_and_is_tried_again(tmp_path, caplog):
+    """As the reflector's "failed to list ...: connection refused": no traceback, no error, and the
+    backoff's retry."""
+    pki = ensure_pki(str(tmp_path))
+    clock = VirtualClock()
+    server = APIServer(MemoryStore(), pki, port=0, clock=clock)
+    await server.start()
+    write_kubeconfig(str(tmp_path / "kubeconfig"), server.url, pki)
+    client = HTTPClient.from_kubeconfig(str(tmp_path / "kubeconfig"), field_manager="tester")
+    await client.start()
+    await server.stop()  # nothing answers on its port now
+    cms = client.resource("", "v1", "configmaps")
+    cms.watch_list = False  # a plain list, refused
+    inf = Informer(cms, namespace="default", clock=clock, draw=lambda: 0.5)
+    task = asyncio.create_task(inf.run())
+    try:
+        for want in (1, 2):
+            for _ in tries():
+                if len(_informer_lines(caplog)) == want and clock.next_due() is not None:
+                    break
+                await asyncio.sleep(0.01)
+            lines = _informer_lines(caplog)
+            assert len(lines) == want, lines
+            assert all(rec.levelno == logging.WARNING and rec.exc_info is None for rec in lines)
+            assert "list and watch failed" in lines[-1].getMessage()
+            await clock.advance(clock.next_due() - clock.monotonic())  # the backoff's wait: a second try
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+
+
+class _CutStreamer:
+    """A client that streams lists: its first stream is cut (the server went away) after one of its
+    initial events; the next one sends them all."""
+
+    watch_list = True
+
+    def __init__(self):
+        self.res = SimpleNamespace(plural="configmaps")
+        self.streams = 0
+
+    async def watch(self, namespace, rv, label_selector, field_selector, timeout_seconds=None, send_initial_events=False):
+        import aiohttp
+        self.streams += 1
+        first = self.streams == 1
+
+        async def events():
+            yield "ADDED", _cm("a", "7")
+            if first:
+                raise aiohttp.ClientPayloadError("Response payload is not completed")
+            yield "BOOKMARK", {"metadata": {"resourceVersion": "7", "annotations": {"k8s.io/initial-events-end": "true"}}}
+            await asyncio.Event().wait()
+            yield  # pragma: no cover
+        return events()
+
+
+async def test_a_streaming_list_cut_in_its_initial_events_is_one_warning_line_and_is_tried_again(caplog):
+    clock = VirtualClock()
+    rc = _CutStreamer()
+    inf = Informer(rc, clock=clock, draw=lambda: 0.5)
+    task = asyncio.create_task(inf.run())
+    try:
+        for _ in tries():
+            if clock.next_due() is not None:
+                break
+            await asyncio.sleep(0.01)
+        lines = _informer_lines(caplog)
+        assert [(rec.levelno, rec.exc_info) for rec in lines] == [(logging.WARNING, None)]
+        assert "Response payload is not completed" in lines[0].getMessage()
+        assert rc.streams == 1 and inf.list() == []  # nothing until the backoff's retry
+        await clock.advance(2)  # past the backoff (0.8 s, jittered by half)
+        await asyncio.wait_for(inf.synced.wait(), 10)
+        assert rc.streams == 2 and [o["metadata"]["name"] for o in inf.list()] == ["a"]
+        assert len(_informer_lines(caplog)) == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
