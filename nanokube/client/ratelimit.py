@@ -6,6 +6,8 @@ bucket runs on the component's clock, so a simulated component is throttled in v
 
 from __future__ import annotations
 
+import asyncio
+
 from ..clock import Clock
 
 #: the requests that wait for a token (everything but `watch`)
@@ -16,23 +18,52 @@ LIMITED = ("get", "list", "list_page", "create", "update", "patch", "delete", "d
 class TokenBucket:
     """golang.org/x/time/rate's Limiter as Wait uses it: `burst` tokens at first, `qps` more a
     second up to `burst`; each request reserves one, and when none is left it waits for the
-    refill its reservation ran ahead of (so waiting requests go in the order they came)."""
+    refill its reservation ran ahead of (so waiting requests go in the order they came). A wait
+    cancelled before its time gives its token back, as Wait's Reservation.Cancel does."""
 
     def __init__(self, qps: float, burst: int, clock: Clock) -> None:
         self.qps, self.burst, self.clock = qps, burst, clock
         self.tokens = float(burst)
         self.last = clock.monotonic()
+        #: the instant the latest reservation's token is there (the Limiter's lastEvent)
+        self.last_event = self.last
+
+    def _advance(self, now: float) -> float:
+        """The tokens at `now`: those left at `last` and the refill since, up to `burst`."""
+        return min(self.burst, self.tokens + max(0.0, now - self.last) * self.qps)
+
+    def _take(self, now: float) -> float:
+        """Takes a token at `now`; the instant it is there."""
+        self.tokens = self._advance(now) - 1
+        self.last = max(self.last, now)
+        self.last_event = now - self.tokens / self.qps if self.tokens < 0 else now
+        return self.last_event
 
     def reserve(self) -> float:
         """Takes a token; the seconds until it is there (0: at once)."""
         now = self.clock.monotonic()
-        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.last) * self.qps) - 1
+        return self._take(now) - now
+
+    def cancel(self, at: float) -> None:
+        """Reservation.Cancel: a token reserved for `at`, not yet there, comes back, less the part
+        the reservations made after it already counted on (they keep their times)."""
+        now = self.clock.monotonic()
+        restore = 1 - (self.last_event - at) * self.qps
+        if at < now or restore <= 0:
+            return
+        self.tokens = min(self.burst, self._advance(now) + restore)
         self.last = max(self.last, now)
-        return -self.tokens / self.qps if self.tokens < 0 else 0.0
+        if at == self.last_event and at - 1 / self.qps >= now:
+            self.last_event = at - 1 / self.qps
 
     async def wait(self) -> None:
-        if (delay := self.reserve()) > 0:
-            await self.clock.sleep(delay)
+        now = self.clock.monotonic()
+        if (at := self._take(now)) > now:
+            try:
+                await self.clock.sleep(at - now)
+            except asyncio.CancelledError:
+                self.cancel(at)
+                raise
 
 
 class RateLimitedClient:
