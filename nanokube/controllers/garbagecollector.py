@@ -33,6 +33,9 @@ IGNORED = frozenset({"events", "events.events.k8s.io"})
 SERVING = frozenset({"customresourcedefinitions.apiextensions.k8s.io"})
 #: what an owner reference points at, as classifyReferences sorts them
 SOLID, DANGLING, WAITING = "solid", "dangling", "waiting"
+#: the first and the longest wait before a dependent whose owner only the server has shown is looked at
+#: again (the attemptToDelete queue's rate limiter upstream: 5 ms, doubling, at most 1000 s)
+RECHECK_BASE, RECHECK_MAX = 0.005, 1000.0
 
 
 @dataclass(slots=True)
@@ -62,6 +65,8 @@ class GarbageCollector(Controller):
         self.dependents: dict[str, set[str]] = {}
         #: dependent uid → the uid of an owner the graph saw in another namespace, reported at its next sync
         self._misplaced: dict[str, str] = {}
+        #: dependent uid → how often an owner of it was found only by asking the server (see `_recheck`)
+        self._unobserved: dict[str, int] = {}
         self._infs = []
         self._monitored: set[str] = set()
         self._started = False
@@ -153,6 +158,7 @@ class GarbageCollector(Controller):
 
     def _forget(self, obj: dict) -> None:
         uid = obj["metadata"]["uid"]
+        self._unobserved.pop(uid, None)
         n = self.nodes.pop(uid, None)
         if n:
             for ref in n.owners:
@@ -182,34 +188,50 @@ class GarbageCollector(Controller):
         if n.owners and not n.deleting:
             await self._maybe_collect(n)
 
-    async def _owner_state(self, n: Node, ref: dict) -> str | None:
+    async def _owner_state(self, n: Node, ref: dict) -> tuple[str | None, bool]:
         """isDangling and classifyReferences for one reference: SOLID, DANGLING or WAITING (the owner
         is deleting in the foreground), None where it cannot be resolved (a kind nobody serves, or a
-        namespaced kind named by a cluster-scoped dependent: upstream leaves such a dependent as it is).
-        A graph node of the reference's uid answers only where it is the object named (its kind, name
-        and namespace: the dependent's own, for a namespaced owner); else the server is asked by name
-        in the dependent's namespace, so that an owner of another namespace is absent here, as upstream."""
+        namespaced kind named by a cluster-scoped dependent: upstream leaves such a dependent as it is);
+        and whether the graph answered. A graph node of the reference's uid answers only where it is
+        the object named (its kind, name and namespace: the dependent's own, for a namespaced owner);
+        else the server is asked by name in the dependent's namespace, so that an owner of another
+        namespace is absent here, as upstream."""
         group = ref["apiVersion"].split("/")[0] if "/" in ref["apiVersion"] else ""
         res = self.client.index.by_kind(group, ref["kind"])
         if res is None or res.namespaced and not n.namespace:
-            return None
+            return None, False
         namespace = n.namespace if res.namespaced else None
         owner = self.nodes.get(ref["uid"])
         if owner is not None and (not owner.namespace or owner.namespace == n.namespace) \
                 and owner.rc.res.group_resource == res.group_resource and owner.name == ref["name"]:
-            return WAITING if owner.deleting and "foregroundDeletion" in owner.finalizers else SOLID
+            return WAITING if owner.deleting and "foregroundDeletion" in owner.finalizers else SOLID, True
         # the graph may lag, or hold that uid under other coordinates: confirm with the server by name (and uid)
         rc = self.client.resource(res.group, res.versions[0], res.plural)
         try:
             live = await rc.get(ref["name"], namespace)
         except APIError as e:
             if e.code == 404:
-                return DANGLING
+                return DANGLING, False
             raise
         md = live["metadata"]
         if md["uid"] != ref["uid"]:
-            return DANGLING
-        return WAITING if md.get("deletionTimestamp") and "foregroundDeletion" in (md.get("finalizers") or ()) else SOLID
+            return DANGLING, False
+        deleting = md.get("deletionTimestamp") and "foregroundDeletion" in (md.get("finalizers") or ())
+        return WAITING if deleting else SOLID, False
+
+    def _recheck(self, n: Node, unobserved: bool) -> None:
+        """attemptToDeleteWorker's requeue of an item "not observed via informer yet" (kubernetes
+        issue 56121): an owner only the server has shown may go before its monitor ever sees it (a
+        custom resource whose monitor starts late, an add and a delete inside a watch gap, a kind
+        never monitored), and then no deletion of it queues `n`. So `n` is looked at again, each
+        time twice as late, until the graph answers for its owners or they are gone; the count is
+        dropped then, or when `n` goes, so it holds one entry per such dependent at most."""
+        if not unobserved:
+            self._unobserved.pop(n.uid, None)
+            return
+        k = self._unobserved.get(n.uid, 0)
+        self._unobserved[n.uid] = min(k + 1, 18)  # 5 ms · 2¹⁸ passes the longest wait
+        self.queue.add_after(n.uid, min(RECHECK_BASE * 2 ** k, RECHECK_MAX))
 
     async def _report_invalid_namespace(self, n: Node, ref: dict) -> None:
         """reportInvalidNamespaceOwnerRef: the owner was seen in another namespace than its dependent's."""
@@ -225,7 +247,9 @@ class GarbageCollector(Controller):
         are gone or deleting in the foreground; else one waiting on an owner's foreground deletion that
         has dependents of its own is deleted in the foreground, and one whose owners are all gone in the
         background (orphaning, or in the foreground, where it carries that finalizer already). One reference that cannot be resolved leaves it as it is."""
-        states = [await self._owner_state(n, ref) for ref in n.owners]
+        looks = [await self._owner_state(n, ref) for ref in n.owners]
+        states = [st for st, _ in looks]
+        self._recheck(n, None not in states and any(st == SOLID and not seen for st, seen in looks))
         if None in states:
             return
         if SOLID in states:

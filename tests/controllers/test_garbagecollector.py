@@ -1,8 +1,14 @@
+import asyncio
+
 import pytest
 
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.loopback import LocalClient
 from nanokube.machinery.errors import APIError
+from nanokube.store.memory import MemoryStore
 from nanokube.controllers.garbagecollector import GarbageCollector
-from tests.controllers import eventually, make_stack
+from tests.controllers import eventually, make_stack, tries
+from tests.node import ManualClock
 
 NS = "default"
 
@@ -309,3 +315,53 @@ async def test_an_owner_of_another_namespace_is_reported_once_not_at_every_attem
     await cms.create({"metadata": {"name": "later", "namespace": NS, "ownerReferences": [misplaced]}})
     assert await eventually(lambda: reported("later"))
     assert [e["count"] for e in await reported("dep")] == [1]
+
+
+
+async def test_a_dependent_of_an_owner_gone_unobserved_is_collected():
+    """An owner the graph has not observed (upstream's issue 56121; here a custom resource whose
+    monitor starts only at the collector's next look for resources, 30 s on) is found by asking the
+    server; its deletion then queues nothing, so the dependent is looked at again, later each time,
+    until the owner is observed or gone."""
+    server = APIServer(MemoryStore(), None, port=0)  # its CRD controllers serve the custom resource
+    server.rest.admission.disable("ServiceAccount")
+    await server.start()
+    client, clock = LocalClient(server.rest), ManualClock()
+    gc = GarbageCollector(client, clock=clock)  # before the CRD: its resource is not monitored yet
+    crds = client.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    await crds.create({"metadata": {"name": "things.gc.example.com"}, "spec": {
+        "group": "gc.example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+            "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    for _ in tries():
+        if client.index.by_kind("gc.example.com", "Thing") is not None:
+            break
+        await asyncio.sleep(0.05)
+    await gc.start()
+    try:
+        things, cms = client.resource("gc.example.com", "v1", "things"), client.resource("", "v1", "configmaps")
+        thing = await things.create({"apiVersion": "gc.example.com/v1", "kind": "Thing",
+                                     "metadata": {"name": "owner", "namespace": NS}})
+        owner = {"apiVersion": "gc.example.com/v1", "kind": "Thing", "name": "owner", "uid": thing["metadata"]["uid"]}
+        ghost = {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000002"}
+        dep = await cms.create({"metadata": {"name": "dep", "namespace": NS, "ownerReferences": [owner, ghost]}})
+        uid = dep["metadata"]["uid"]
+
+        async def looked():  # the ghost's reference dropped beside a solid owner, and the look that saw that done
+            n = gc.nodes.get(uid)
+            return n is not None and len(n.owners) == 1 and not gc.queue._dirty and not gc.queue._processing
+        assert await eventually(looked)
+        await clock.advance(10)
+        assert (await cms.get("dep", NS))["metadata"]["ownerReferences"] == [owner]  # a solid owner keeps it
+        assert thing["metadata"]["uid"] not in gc.nodes
+
+        await things.delete("owner", NS)
+        await clock.advance(10)  # still before the monitor's start
+        assert await eventually(gone(cms, "dep"))
+
+        async def dropped():
+            return uid not in gc._unobserved and uid not in gc.nodes
+        assert await eventually(dropped)
+    finally:
+        await gc.stop()
+        await server.stop()
