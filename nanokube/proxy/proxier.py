@@ -23,7 +23,9 @@ sync failed"), counted in kubeproxy_sync_proxy_rules_nftables_sync_failures_tota
 and retried as a full sync of that family's table (at once for a partial
 sync, after `sync_period` when the full sync failed too). Upstream records
 no Event for it; the pending change turns `/healthz` unhealthy once it waits
-past the health timeout (twice `sync_period`).
+past the health timeout (twice `sync_period`). A stale chain the kernel will not delete
+(syncer's own transaction before the sync) is counted in
+kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total and the sync goes on.
 
 Given `health_check_listen`, the proxier also serves upstream's per-Service health checks
 (service_health.py) on the `healthCheckNodePort` of each LoadBalancer with
@@ -189,6 +191,9 @@ class ProxyMetrics:
                               buckets=_SYNC_BUCKETS, registry=registry)
         self.failures = Counter("kubeproxy_sync_proxy_rules_nftables_sync_failures",
                                 "[ALPHA] Cumulative proxy nftables sync failures", family, registry=registry)
+        self.cleanup_failures = Counter("kubeproxy_sync_proxy_rules_nftables_cleanup_failures",
+                                        "[ALPHA] Cumulative proxy nftables cleanup failures", family,
+                                        registry=registry)
         self.last_sync = Gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds",
                                "[ALPHA] The last time proxy rules were successfully synced", family, registry=registry)
         self.last_queued = Gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
@@ -425,6 +430,8 @@ class Proxier:
                 self.metrics.programming.labels(family).observe(now - t0)
         self.metrics.sync.labels(family).observe(elapsed)
         (self.metrics.full if report.full else self.metrics.partial).labels(family).observe(elapsed)
+        if report.cleanup_failures:
+            self.metrics.cleanup_failures.labels(family).inc(report.cleanup_failures)
         if report.failures:
             self.metrics.failures.labels(family).inc(report.failures)
             await self._report_failure(t, report)

@@ -7,6 +7,7 @@ the network programming latency of a change stamped with its trigger time."""
 import asyncio
 import re
 import socket
+import subprocess
 import threading
 from datetime import datetime, timezone
 
@@ -147,3 +148,86 @@ async def _settled(scrape, p):
     text = await scrape()
     return text if _series(text, "kubeproxy_sync_proxy_rules_no_local_endpoints_total", ip_family="IPv4",
                            traffic_policy="internal") == 0 else None
+
+
+def _nft(netns: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", "netns", "exec", netns, "nft", *args], input=input, capture_output=True, text=True,
+                          check=False)
+
+
+def _slice_of(service: str, addresses: list[str]) -> dict:
+    return {"metadata": {"name": f"{service}-1", "namespace": "default",
+                         "labels": {"kubernetes.io/service-name": service}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in addresses]}
+
+
+async def test_a_stale_chain_that_cannot_be_deleted_counts_a_cleanup_failure_and_the_sync_goes_on(netns):
+    """kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total: upstream's nftables proxier
+    deletes the chains a sync left unused in a transaction of its own, counts its failure there and
+    syncs all the same. A jump into the stale chain (here from a chain the test adds) makes the
+    kernel refuse the delete; once it is gone the next sync deletes the chain."""
+    s = await make_stack()
+    services = s.client.resource("", "v1", "services")
+    slices = s.client.resource("discovery.k8s.io", "v1", "endpointslices")
+    p = Proxier(s.client, "node-1", "", netns=netns, min_sync_period=0, sync_period=1000)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    servers = Servers()
+    await servers.serve(metrics_app(p.registry, "nftables"), sock)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/metrics"
+
+    async def add(name: str) -> str:  # one change, one sync: no endpoints yet
+        svc = await services.create({"metadata": {"name": name, "namespace": "default"},
+                                     "spec": {"ports": [{"name": "http", "port": 80}]}})
+        return svc["spec"]["clusterIP"]
+
+    async def chain(name: str) -> str | None:
+        r = await asyncio.to_thread(_nft, netns, "list", "chain", "ip", "kube-proxy", name)
+        return r.stdout if r.returncode == 0 else None
+
+    await p.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            async def scrape() -> str:
+                async with http.get(url) as r:
+                    return await r.text()
+
+            await add("a")
+            await slices.create(_slice_of("a", ["10.244.0.2", "10.244.0.3"]))
+            assert await eventually(lambda: chain("lb-tcp-2"))
+            await slices.delete("a-1", namespace="default")
+            assert await eventually(lambda: _flushed(chain("lb-tcp-2")))  # flushed; deleted by the next sync
+            held = _nft(netns, "-f", "-", input="add chain ip kube-proxy holder\n"
+                                                "add rule ip kube-proxy holder jump lb-tcp-2\n")
+            assert held.returncode == 0, held.stderr
+            ip = await add("b")
+            cleanup = "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total"
+            text = await eventually(lambda: _counted(scrape, cleanup, 1))
+            assert _series(text, "kubeproxy_sync_proxy_rules_nftables_sync_failures_total", ip_family="IPv4") in (None, 0)
+            assert _series(text, cleanup, ip_family="IPv6") in (None, 0)
+            rejected = _nft(netns, "list", "map", "ip", "kube-proxy", "no-endpoint-services").stdout
+            assert ip in rejected and await chain("lb-tcp-2") is not None, "the sync went on; the chain stays"
+
+            assert _nft(netns, "delete", "chain", "ip", "kube-proxy", "holder").returncode == 0
+            await add("c")
+            assert await eventually(lambda: _gone(chain("lb-tcp-2")))
+            assert _series(await scrape(), cleanup, ip_family="IPv4") == 1
+    finally:
+        await p.stop()
+        await servers.stop()
+        await s.close()
+
+
+async def _flushed(listing) -> bool:
+    text = await listing
+    return text is not None and "jump" not in text and "goto" not in text and "dnat" not in text
+
+
+async def _gone(listing) -> bool:
+    return await listing is None
+
+
+async def _counted(scrape, name: str, value: float):
+    text = await scrape()
+    return text if _series(text, name, ip_family="IPv4") == value else None

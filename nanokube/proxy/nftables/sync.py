@@ -8,8 +8,11 @@ table inside one transaction, so the kernel never holds half a ruleset.
 Chains and elements are counted by the services using them (the `lb-`
 chains, ClusterIPs and hairpin pairs are shared), so a change writes only
 what appears or disappears. Chains a sync drops are flushed at once and
-deleted by the next sync: the kernel refuses (EBUSY) to delete a chain in
-the transaction that removes the last vmap reference to it. Stale affinity
+deleted by the next partial sync, in a transaction of its own before the
+sync's (the kernel refuses, EBUSY, to delete a chain in the transaction that
+removes the last vmap reference to it): as upstream's stale-chain cleanup, a
+failure is counted (`cleanup_failures`), the chains are tried again by the
+following sync, and the sync goes on. Stale affinity
 sets are deleted at once, after the flushes that drop the rules using them.
 An affinity set keeps the timeout it was created with until the next full
 sync.
@@ -45,6 +48,8 @@ class SyncReport:
     full: bool = False
     ok: bool = True
     failures: int = 0
+    #: failed stale-chain deletions (kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total)
+    cleanup_failures: int = 0
     #: the last failed transaction's message (also when a full retry then succeeded)
     error: str = ""
     services_changed: list[str] = field(default_factory=list)
@@ -74,7 +79,9 @@ class Syncer:
         """Make the kernel match `services` (service-port key -> structure)."""
         failures, error = 0, ""
         if not (full or self.need_full):
+            cleanup_failures = self._delete_stale()
             report, text = self._plan(services, full=False)
+            report.cleanup_failures = cleanup_failures
             try:
                 if report.lines:
                     self.nft.apply(text)
@@ -93,6 +100,21 @@ class Syncer:
             self.need_full = True
             log.error("full nftables sync failed: %s", e)
         return report
+
+    def _delete_stale(self) -> int:
+        """The chains the last sync flushed, deleted in a transaction of their own; 1 when it
+        failed (they stay stale, for the next sync to try again)."""
+        self._stale = [name for name in self._stale if name not in self._chains]
+        if not self._stale:
+            return 0
+        t = f"{self.cfg.family} {TABLE}"
+        try:
+            self.nft.apply("".join(f"delete chain {t} {name}\n" for name in self._stale))
+        except NftError as e:
+            log.warning("unable to delete %d stale nftables chains, will retry: %s", len(self._stale), e)
+            return 1
+        self._stale = []
+        return 0
 
     def _plan(self, services: Mapping[str, ServicePort], full: bool) -> tuple[SyncReport, str]:
         """Update the remembered state to `services` and return the transaction that gets there."""
@@ -190,10 +212,9 @@ class Syncer:
 
         lines = head + new_sets + [f"add chain {t} {name}" for name in new_chains] + rule_lines
         lines += _element_lines("delete", t, dels) + _element_lines("add", t, adds)
-        lines += [f"delete chain {t} {name}" for name in self._stale if name not in self._chains]
         lines += [f"flush chain {t} {name}" for name in removed_chains]
         lines += [f"delete set {t} {name}" for name in removed_sets]
-        self._stale = removed_chains
+        self._stale += [name for name in removed_chains if name not in self._stale]
         report.lines = len(lines)
         return report, "\n".join(lines) + "\n"
 
