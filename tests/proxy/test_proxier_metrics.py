@@ -50,6 +50,22 @@ class SetClock(Clock):
         await (asyncio.sleep(0) if seconds < 60 else asyncio.Event().wait())
 
 
+async def _metrics_server(p: Proxier) -> tuple[Servers, str]:
+    """The proxier's /metrics served on a free local port, and its URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    servers = Servers()
+    await servers.serve(metrics_app(p.registry, "nftables"), sock)
+    return servers, f"http://127.0.0.1:{sock.getsockname()[1]}/metrics"
+
+
+def _scraper(http: aiohttp.ClientSession, url: str):
+    async def scrape() -> str:
+        async with http.get(url) as r:
+            return await r.text()
+    return scrape
+
+
 def _series(text: str, name: str, **labels) -> float | None:
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     m = re.search(rf"^{re.escape(name)}{re.escape('{' + want + '}') if want else ''} (\S+)$", text, re.MULTILINE)
@@ -79,17 +95,11 @@ async def test_change_policy_and_programming_metrics_at_kube_proxys_metrics_serv
     await slices.create(_slice("web-a", "web", "node-0"))  # on another node: web has no local endpoint
     nft, clock = GatedNft(), SetClock()
     p = Proxier(s.client, "node-1", "", nft=nft, clock=clock, min_sync_period=0, sync_period=1000)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    servers = Servers()
-    await servers.serve(metrics_app(p.registry, "nftables"), sock)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/metrics"
+    servers, url = await _metrics_server(p)
     await p.start()
     try:
         async with aiohttp.ClientSession() as http:
-            async def scrape() -> str:
-                async with http.get(url) as r:
-                    return await r.text()
+            scrape = _scraper(http, url)
 
             assert await eventually(lambda: _async(p.syncs >= 1))
             text = await scrape()
@@ -171,11 +181,7 @@ async def test_a_stale_chain_that_cannot_be_deleted_counts_a_cleanup_failure_and
     services = s.client.resource("", "v1", "services")
     slices = s.client.resource("discovery.k8s.io", "v1", "endpointslices")
     p = Proxier(s.client, "node-1", "", netns=netns, min_sync_period=0, sync_period=1000)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    servers = Servers()
-    await servers.serve(metrics_app(p.registry, "nftables"), sock)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/metrics"
+    servers, url = await _metrics_server(p)
 
     async def add(name: str) -> str:  # one change, one sync: no endpoints yet
         svc = await services.create({"metadata": {"name": name, "namespace": "default"},
@@ -189,9 +195,7 @@ async def test_a_stale_chain_that_cannot_be_deleted_counts_a_cleanup_failure_and
     await p.start()
     try:
         async with aiohttp.ClientSession() as http:
-            async def scrape() -> str:
-                async with http.get(url) as r:
-                    return await r.text()
+            scrape = _scraper(http, url)
 
             await add("a")
             await slices.create(_slice_of("a", ["10.244.0.2", "10.244.0.3"]))
