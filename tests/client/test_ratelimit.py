@@ -21,13 +21,19 @@ class _Lists:
         return [], "1"
 
 
-async def test_a_request_cancelled_while_it_waits_gives_its_token_back():
-    """As x/time/rate's Wait cancels its reservation when its context ends: a request reserves no
-    token it never used, so the next one goes as soon as the first would have."""
+async def _spent():
+    """A pods client at 1 qps with a burst of 1, its burst spent at 0 by one list."""
     clock = VirtualClock()
     backend = _Lists(clock)
     pods = limited(backend, 1.0, 1, clock).resource("", "v1", "pods")
-    await pods.list()  # the burst spent at 0
+    await pods.list()
+    return clock, backend, pods
+
+
+async def test_a_request_cancelled_while_it_waits_gives_its_token_back():
+    """As x/time/rate's Wait cancels its reservation when its context ends: a request reserves no
+    token it never used, so the next one goes as soon as the first would have."""
+    clock, backend, pods = await _spent()
     first = asyncio.create_task(pods.list())  # due at 1
     await clock.advance(0.5)
     first.cancel()
@@ -45,10 +51,7 @@ async def test_a_request_cancelled_while_it_waits_gives_its_token_back():
 async def test_a_cancelled_request_leaves_the_times_of_those_reserved_after_it():
     """Reservation.Cancel gives back only what the reservations after it have not counted on: a
     request that reserved behind the cancelled one keeps its time, and so does the next."""
-    clock = VirtualClock()
-    backend = _Lists(clock)
-    pods = limited(backend, 1.0, 1, clock).resource("", "v1", "pods")
-    await pods.list()
+    clock, backend, pods = await _spent()
     first = asyncio.create_task(pods.list())  # due at 1
     second = asyncio.create_task(pods.list())  # due at 2
     await clock.advance(0.5)
