@@ -78,8 +78,11 @@ def test_simulate_gang_wait_and_device_taint_eviction(tmp_path):
 
 
 def test_paced_run_can_be_watched_with_a_kubernetes_client(tmp_path):
-    """--speed with --serve-port: the simulated cluster answers a real client over HTTPS while it runs."""
+    """--speed with --serve-port: the simulated cluster answers a real client over HTTPS while it runs.
+    The run lasts until the test has seen what it needs and stops it with Ctrl-C: a short --until
+    ended it, and removed its kubeconfig, before a client slowed by a loaded machine read it."""
     import re
+    import signal
     import time
 
     from kubernetes import client, config
@@ -92,7 +95,7 @@ def test_paced_run_can_be_watched_with_a_kubernetes_client(tmp_path):
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in pods))
     cmd = [sys.executable, "-c", "import sys; from nanokube.cli import main; sys.exit(main(sys.argv[1:]))",
            "simulate", "--cluster", str(tmp_path / "cluster.yaml"), "--trace", str(tmp_path / "trace.jsonl"),
-           "--until", "6", "--speed", "1", "--serve-port", "0", "--quiet"]  # (the last pod comes at 2)
+           "--until", "600", "--speed", "1", "--serve-port", "0", "--quiet"]  # (the last pod comes at 2)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         kubeconfig = None
@@ -108,8 +111,9 @@ def test_paced_run_can_be_watched_with_a_kubernetes_client(tmp_path):
             running = {p.metadata.name for p in api.list_namespaced_pod("default").items if p.status.phase == "Running"}
             time.sleep(0.3)
         assert running == {"watched-0", "watched-1", "watched-2"}
+        proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=90)
-        assert proc.returncode == 0 and "3/3 pods scheduled" in out
+        assert proc.returncode == 130 and "3/3 pods scheduled (interrupted at virtual " in out, out
     finally:
         if proc.poll() is None:
             proc.kill()
