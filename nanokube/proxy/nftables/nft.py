@@ -121,15 +121,15 @@ class Nft:
 
     def list_table(self, family: str, table: str) -> list[dict]:
         """The table as `nft -j` objects (tests and debugging; never on the sync path)."""
-        p = subprocess.run(self._argv("-j", "list", "table", family, table), check=False,
-                           capture_output=True)
-        if p.returncode != 0:
-            raise NftError(p.stderr.decode(errors="replace").strip())
-        return [o for o in orjson.loads(p.stdout)["nftables"] if "metainfo" not in o]
+        return self._list("table", family, table)
 
     def list_ruleset(self) -> list[dict]:
         """Every table of the namespace as `nft -j` objects (start-up and --cleanup, never a sync)."""
-        p = subprocess.run(self._argv("-j", "list", "ruleset"), check=False, capture_output=True)
+        return self._list("ruleset")
+
+    def _list(self, *what: str) -> list[dict]:
+        """`nft -j list WHAT`'s objects but its metainfo (an empty ruleset prints nothing)."""
+        p = subprocess.run(self._argv("-j", "list", *what), check=False, capture_output=True)
         if p.returncode != 0:
             raise NftError(p.stderr.decode(errors="replace").strip())
         return [o for o in orjson.loads(p.stdout or b'{"nftables": []}')["nftables"] if "metainfo" not in o]
