@@ -24,7 +24,7 @@ and retried as a full sync of that family's table (at once for a partial
 sync, after `sync_period` when the full sync failed too). Upstream records
 no Event for it; the pending change turns `/healthz` unhealthy once it waits
 past the health timeout (twice `sync_period`). A stale chain the kernel will not delete
-(syncer's own transaction before the sync) is counted in
+(the syncer's own transaction before a sync, a second after the chain was flushed) is counted in
 kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total and the sync goes on.
 
 Given `health_check_listen`, the proxier also serves upstream's per-Service health checks
@@ -237,7 +237,7 @@ class Proxier:
         self.node_name, self.node_ip, self.clock = node_name, node_ip, clock
         self.client = client
         self.nft = nft or Nft(netns)
-        self.tables = {c.family: FamilyTable(c.family, Syncer(self.nft, c)) for c in configs}
+        self.tables = {c.family: FamilyTable(c.family, Syncer(self.nft, c, clock)) for c in configs}
         self.min_sync_period, self.sync_period, self.full_sync_period = min_sync_period, sync_period, full_sync_period
         self.registry = registry or CollectorRegistry()
         self.metrics = ProxyMetrics(self.registry)

@@ -18,7 +18,7 @@ from tests.controllers import eventually, make_stack
 from tests.proxy.hosts import NODE4 as NODE
 from tests.proxy.hosts import attached, serve, sh
 from tests.proxy.test_nftables_policies import text, vmap_keys
-from tests.proxy.test_nftables_sync import CFG, Kernel, service_ip_keys, services
+from tests.proxy.test_nftables_sync import CFG, Kernel, StepClock, service_ip_keys, services
 
 EXT, LB = "192.0.2.10", "203.0.113.5"
 POD = "10.244.1.1"
@@ -49,7 +49,8 @@ def test_external_and_lb_ips_go_to_the_external_chain_with_masquerade(nft):
 
 
 def test_source_ranges_firewall_the_lb_ips_only_and_survive_losing_the_endpoints(nft):
-    s = Syncer(nft, CFG)
+    clock = StepClock()
+    s = Syncer(nft, CFG, clock)
     web = sp(external_ips=(EXT,), lb_ips=(LB,), source_ranges=("198.51.100.0/28", "10.0.0.0/8"))
     assert s.sync(services(web)).ok
     k = Kernel(nft)
@@ -71,6 +72,7 @@ def test_source_ranges_firewall_the_lb_ips_only_and_survive_losing_the_endpoints
     assert s.sync(services(sp(lb_ips=(LB,)))).ok  # ranges dropped: no firewall
     k = Kernel(nft)
     assert vmap_keys(k, "firewall-ips") == {} and k.rules(fw) == []
+    clock.step()
     assert s.sync({}).ok
     assert fw not in Kernel(nft).chains()
 

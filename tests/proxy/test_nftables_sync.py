@@ -1,10 +1,11 @@
+from nanokube.clock import Clock
 from nanokube.proxy.nftables.layout import (
     TABLE,
     Config,
     Endpoint,
     ServicePort,
 )
-from nanokube.proxy.nftables.sync import Syncer
+from nanokube.proxy.nftables.sync import STALE_CHAIN_DELAY, Syncer
 
 CFG = Config(cluster_cidr="10.244.0.0/16", service_cidrs=("10.96.0.0/12",))
 
@@ -16,6 +17,19 @@ def svc(name, ip, n_eps, port=80):
 
 def services(*sps):
     return {sp.key: sp for sp in sps}
+
+
+class StepClock(Clock):
+    """Monotonic time the test moves on (`step`): how long a flushed chain has been stale."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def monotonic(self):
+        return self.t
+
+    def step(self, seconds=STALE_CHAIN_DELAY + 0.001):
+        self.t += seconds
 
 
 class Kernel:
@@ -99,7 +113,8 @@ def test_masquerade_all_marks_every_service_connection(nft):
 
 
 def test_lb_chains_are_shared_and_deleted_with_their_last_user(nft):
-    s = Syncer(nft, CFG)
+    clock = StepClock()
+    s = Syncer(nft, CFG, clock)
     a, b, c = svc("a", "10.96.0.1", 2), svc("b", "10.96.0.2", 2), svc("c", "10.96.0.3", 4)
     dns = ServicePort("default", "dns", "dns", "udp", "10.96.0.4", 53, endpoints=b.endpoints)
     assert s.sync(services(a, b, c, dns)).ok
@@ -113,8 +128,9 @@ def test_lb_chains_are_shared_and_deleted_with_their_last_user(nft):
     assert len(Kernel(nft).rules("lb-tcp-2")) == 2  # still serving a
     r = s.sync(services(c, dns))
     assert r.chains_deleted == ["lb-tcp-2"] and Kernel(nft).rules("lb-tcp-2") == []  # flushed now,
+    clock.step()
     s.sync(services(c, dns))
-    assert "lb-tcp-2" not in Kernel(nft).chains()  # deleted by the next sync
+    assert "lb-tcp-2" not in Kernel(nft).chains()  # deleted by a sync a second later
     r = s.sync(services(c, dns, svc("a", "10.96.0.1", 2)))
     assert r.chains_written == ["lb-tcp-2"] and len(Kernel(nft).rules("lb-tcp-2")) == 2
 
@@ -148,7 +164,8 @@ def test_partial_sync_touches_only_the_changed_service(nft):
 
 
 def test_endpoints_going_away_switch_to_reject_and_delete_removes_everything(nft):
-    s = Syncer(nft, CFG)
+    clock = StepClock()
+    s = Syncer(nft, CFG, clock)
     a, b = svc("a", "10.96.0.1", 2, port=81), svc("b", "10.96.0.2", 3)
     s.sync(services(a, b))
     r = s.sync(services(a, svc("b", "10.96.0.2", 0)))
@@ -157,6 +174,7 @@ def test_endpoints_going_away_switch_to_reject_and_delete_removes_everything(nft
                                   "service-endpoints-tcp": [f"10.96.0.2 . 80 . {i}" for i in range(3)],
                                   "hairpin-endpoints": ["10.244.1.3 . 10.244.1.3"]}  # .1 and .2 still serve a
     assert r.chains_deleted == ["lb-tcp-3"]
+    clock.step()
     r = s.sync(services(a))
     assert r.ok and not r.full
     assert s.sync(services(a)).services_changed == []
@@ -169,8 +187,50 @@ def test_endpoints_going_away_switch_to_reject_and_delete_removes_everything(nft
     s.sync({})
     k = Kernel(nft)
     assert not k.map_elems("service-ips") and not k.map_elems("service-endpoints-tcp") and not hairpins(k)
+    clock.step()
     s.sync({})
     assert not any(c.startswith("lb-") for c in Kernel(nft).chains())
+
+
+def test_a_stale_chain_is_flushed_at_once_and_deleted_more_than_a_second_later(nft):
+    """Upstream's staleChains: a chain no service uses any more is flushed by the sync that drops
+    it and deleted, in a transaction of its own, by the first sync more than a second later (a
+    kernel before 6.2 holds it referenced a moment after its last vmap element goes). A chain
+    written again before then is kept; a refused deletion is counted once and tried again only a
+    second after it failed."""
+    clock = StepClock()
+    s = Syncer(nft, CFG, clock)
+    a, b = svc("a", "10.96.0.1", 2), svc("b", "10.96.0.2", 3)
+    assert s.sync(services(a, b)).full
+    r = s.sync(services(a))
+    assert r.chains_deleted == ["lb-tcp-3"] and Kernel(nft).rules("lb-tcp-3") == []
+    clock.step(STALE_CHAIN_DELAY)
+    assert s.sync(services(a)).cleanup_failures == 0
+    assert "lb-tcp-3" in Kernel(nft).chains(), "not more than a second yet"
+    clock.step(0.001)
+    s.sync(services(a))
+    assert "lb-tcp-3" not in Kernel(nft).chains()
+
+    s.sync(services(a, b))
+    s.sync(services(a))
+    clock.step(0.5)
+    assert s.sync(services(a, b)).chains_written == ["lb-tcp-3"]  # back before its delay was up
+    rules = Kernel(nft).rules("lb-tcp-3")
+    clock.step()
+    s.sync(services(a, b))
+    assert rules and Kernel(nft).rules("lb-tcp-3") == rules, "kept, with its rules"
+
+    s.sync(services(a))
+    nft.apply(f"add chain ip {TABLE} holder\nadd rule ip {TABLE} holder jump lb-tcp-3\n")  # the kernel refuses
+    clock.step()
+    r = s.sync(services(a, svc("c", "10.96.0.3", 2)))
+    assert r.ok and r.cleanup_failures == 1 and not r.full, "counted; the sync goes on"
+    assert service_ip_keys(Kernel(nft))[("10.96.0.3", "tcp", 80)] == {"goto": {"target": "lb-tcp-2"}}
+    nft.apply(f"delete chain ip {TABLE} holder\n")
+    assert s.sync(services(a)).cleanup_failures == 0 and "lb-tcp-3" in Kernel(nft).chains(), "a delay after failing"
+    clock.step()
+    assert s.sync(services(a)).cleanup_failures == 0
+    assert "lb-tcp-3" not in Kernel(nft).chains()
 
 
 def test_failed_partial_sync_is_retried_as_full(nft):

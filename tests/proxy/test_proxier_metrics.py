@@ -172,15 +172,29 @@ def _slice_of(service: str, addresses: list[str]) -> dict:
             "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in addresses]}
 
 
+class Later(Clock):
+    """Real time, with monotonic time the test moves ahead (`skip`): a stale chain waits a second."""
+
+    skipped = 0.0
+
+    def monotonic(self) -> float:
+        return super().monotonic() + self.skipped
+
+    def skip(self) -> None:
+        self.skipped += 2.0
+
+
 async def test_a_stale_chain_that_cannot_be_deleted_counts_a_cleanup_failure_and_the_sync_goes_on(netns):
     """kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total: upstream's nftables proxier
-    deletes the chains a sync left unused in a transaction of its own, counts its failure there and
-    syncs all the same. A jump into the stale chain (here from a chain the test adds) makes the
-    kernel refuse the delete; once it is gone the next sync deletes the chain."""
+    deletes the chains a sync left unused a second later, in a transaction of its own, counts its
+    failure there and syncs all the same. A jump into the stale chain (here from a chain the test
+    adds) makes the kernel refuse the delete; once it is gone, a sync a second after the failure
+    deletes the chain."""
     s = await make_stack()
     services = s.client.resource("", "v1", "services")
     slices = s.client.resource("discovery.k8s.io", "v1", "endpointslices")
-    p = Proxier(s.client, "node-1", "", netns=netns, min_sync_period=0, sync_period=1000)
+    clock = Later()
+    p = Proxier(s.client, "node-1", "", netns=netns, clock=clock, min_sync_period=0, sync_period=1000)
     servers, url = await _metrics_server(p)
 
     async def add(name: str) -> str:  # one change, one sync: no endpoints yet
@@ -201,10 +215,11 @@ async def test_a_stale_chain_that_cannot_be_deleted_counts_a_cleanup_failure_and
             await slices.create(_slice_of("a", ["10.244.0.2", "10.244.0.3"]))
             assert await eventually(lambda: chain("lb-tcp-2"))
             await slices.delete("a-1", namespace="default")
-            assert await eventually(lambda: _flushed(chain("lb-tcp-2")))  # flushed; deleted by the next sync
+            assert await eventually(lambda: _flushed(chain("lb-tcp-2")))  # flushed; deleted a second later
             held = _nft(netns, "-f", "-", input="add chain ip kube-proxy holder\n"
                                                 "add rule ip kube-proxy holder jump lb-tcp-2\n")
             assert held.returncode == 0, held.stderr
+            clock.skip()
             ip = await add("b")
             cleanup = "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total"
             text = await eventually(lambda: _counted(scrape, cleanup, 1))
@@ -214,6 +229,7 @@ async def test_a_stale_chain_that_cannot_be_deleted_counts_a_cleanup_failure_and
             assert ip in rejected and await chain("lb-tcp-2") is not None, "the sync went on; the chain stays"
 
             assert _nft(netns, "delete", "chain", "ip", "kube-proxy", "holder").returncode == 0
+            clock.skip()
             await add("c")
             assert await eventually(lambda: _gone(chain("lb-tcp-2")))
             assert _series(await scrape(), cleanup, ip_family="IPv4") == 1

@@ -7,12 +7,14 @@ is retried at once as a full sync, which deletes and re-creates the whole
 table inside one transaction, so the kernel never holds half a ruleset.
 Chains and elements are counted by the services using them (the `lb-`
 chains, ClusterIPs and hairpin pairs are shared), so a change writes only
-what appears or disappears. Chains a sync drops are flushed at once and
-deleted by the next partial sync, in a transaction of its own before the
-sync's (the kernel refuses, EBUSY, to delete a chain in the transaction that
-removes the last vmap reference to it): as upstream's stale-chain cleanup, a
-failure is counted (`cleanup_failures`), the chains are tried again by the
-following sync, and the sync goes on. Stale affinity
+what appears or disappears. Chains a sync drops are flushed at once and, as
+upstream's staleChains, deleted only by a partial sync more than
+`STALE_CHAIN_DELAY` later: on kernels before 6.2 a chain whose last vmap
+element was just deleted counts as referenced a moment longer, and deleting it
+then fails (EBUSY). The deletion is a transaction of its own before the
+sync's; a failed one is counted (`cleanup_failures`), its chains wait another
+delay before the next try, and the sync goes on. A stale chain a sync writes
+again is kept. Stale affinity
 sets are deleted at once, after the flushes that drop the rules using them.
 An affinity set keeps the timeout it was created with until the next full
 sync.
@@ -24,6 +26,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ...clock import REAL, Clock
 from .layout import (
     BASE_CHAINS,
     TABLE,
@@ -39,6 +42,8 @@ from .nft import Nft, NftError
 log = logging.getLogger(__name__)
 
 _ELEMENTS_PER_LINE = 1000
+#: seconds a flushed chain stays before a sync deletes it (upstream's one second)
+STALE_CHAIN_DELAY = 1.0
 
 
 @dataclass
@@ -61,9 +66,10 @@ class SyncReport:
 
 
 class Syncer:
-    def __init__(self, nft: Nft, cfg: Config | None = None):
+    def __init__(self, nft: Nft, cfg: Config | None = None, clock: Clock = REAL):
         self.nft = nft
         self.cfg = cfg or Config()
+        self.clock = clock
         self.need_full = True
         self._reset()
 
@@ -73,7 +79,7 @@ class Syncer:
         self._chains: dict[str, list] = {}  # name -> [rules, users]; lb- chains are shared
         self._sets: dict[str, str] = {}  # affinity sets
         self._elems: dict[tuple[str, str], list] = {}  # (map, key) -> [value, refcount]
-        self._stale: list[str] = []  # flushed by the last sync, deleted by the next
+        self._stale: dict[str, float] = {}  # chain -> when a sync flushed it (monotonic)
 
     def sync(self, services: Mapping[str, ServicePort], full: bool = False) -> SyncReport:
         """Make the kernel match `services` (service-port key -> structure)."""
@@ -102,18 +108,21 @@ class Syncer:
         return report
 
     def _delete_stale(self) -> int:
-        """The chains the last sync flushed, deleted in a transaction of their own; 1 when it
-        failed (they stay stale, for the next sync to try again)."""
-        self._stale = [name for name in self._stale if name not in self._chains]
-        if not self._stale:
+        """The chains flushed more than STALE_CHAIN_DELAY ago, deleted in a transaction of their
+        own; 1 when it failed (they are stale from now, for a sync a delay later to try again)."""
+        now = self.clock.monotonic()
+        due = [name for name, at in self._stale.items() if now - at > STALE_CHAIN_DELAY]
+        if not due:
             return 0
         t = f"{self.cfg.family} {TABLE}"
         try:
-            self.nft.apply("".join(f"delete chain {t} {name}\n" for name in self._stale))
+            self.nft.apply("".join(f"delete chain {t} {name}\n" for name in due))
         except NftError as e:
-            log.warning("unable to delete %d stale nftables chains, will retry: %s", len(self._stale), e)
+            log.warning("unable to delete %d stale nftables chains, will retry later: %s", len(due), e)
+            self._stale.update(dict.fromkeys(due, now))
             return 1
-        self._stale = []
+        for name in due:
+            del self._stale[name]
         return 0
 
     def _plan(self, services: Mapping[str, ServicePort], full: bool) -> tuple[SyncReport, str]:
@@ -190,6 +199,7 @@ class Syncer:
                 continue
             if before is None:
                 new_chains.append(name)
+                self._stale.pop(name, None)
             else:
                 rule_lines.append(f"flush chain {t} {name}")
             rule_lines += [f"add rule {t} {name} {r}" for r in after]
@@ -214,7 +224,8 @@ class Syncer:
         lines += _element_lines("delete", t, dels) + _element_lines("add", t, adds)
         lines += [f"flush chain {t} {name}" for name in removed_chains]
         lines += [f"delete set {t} {name}" for name in removed_sets]
-        self._stale += [name for name in removed_chains if name not in self._stale]
+        now = self.clock.monotonic()
+        self._stale.update((name, now) for name in removed_chains)
         report.lines = len(lines)
         return report, "\n".join(lines) + "\n"
 
