@@ -33,7 +33,7 @@ from ..machinery.streaming import StreamFailed, StreamSession
 from ..metrics.exposition import CONTENT_TYPE, go_float as _float, gzip_preferred, gzipped, scrape_headers
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import MEMORY_THRESHOLD, SYSTEM_CPU, SYSTEM_MEMORY, Usage, with_leak
-from . import simulated_net
+from . import dns
 from .containerlog import cri_line
 from .volumes import pod_certificate
 from .volumes.stats import (AGG_PERIOD, LocalUsage, StatCache, ephemeral_volumes, in_memory_volumes, local_usage,
@@ -371,8 +371,8 @@ class KubeletServer:
             cfg |= {"kubeAPIQPS": int(a.api_limit[0]), "kubeAPIBurst": a.api_limit[1]}
         if a.event_limit:
             cfg |= {"eventRecordQPS": int(a.event_limit[0]), "eventBurst": a.event_limit[1]}
-        if a.runtime.name != "process":  # a simulated node's pods resolve through the cluster's DNS (simulated_net)
-            cfg |= {"clusterDomain": simulated_net.ZONE, "clusterDNS": [simulated_net.DNS_SERVER]}
+        if a.runtime.cluster_dns:  # the runtime's pods resolve through the cluster's DNS server (dns)
+            cfg |= {"clusterDomain": dns.ZONE, "clusterDNS": list(a.runtime.cluster_dns)}
         return _json({"kubeletconfig": cfg}, headers={"X-Content-Type-Options": "nosniff"})
 
     async def _volume_stats(self, pods: list[dict], stamp: str, claims_only: bool = False) -> list[list[dict]]:

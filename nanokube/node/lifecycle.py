@@ -54,7 +54,7 @@ from ..machinery.errors import APIError
 from ..machinery.streaming import StreamFailed, StreamSession, executable_not_found, start_not_found
 from ..client.http import EXPECTED
 from ..clock import parse_time
-from . import container_env, hooks, hosts_file, prober, simulated_net
+from . import container_env, dns, hooks, hosts_file, prober, simulated_net
 from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
 from . import inplace
@@ -670,7 +670,7 @@ class PodWorker:
         spec = self.pod.get("spec") or {}
         hostname = container_env.hostname(self.pod, self.agent.name)
         return next((hosts for c in spec.get("containers") or () if (hosts := hosts_file.simulated(
-            self.pod, c, hostname, self.ip, simulated_net.ZONE, self.agent.name)) is not None), None)
+            self.pod, c, hostname, self.ip, dns.ZONE, self.agent.name)) is not None), None)
 
     def container_logs(self) -> dict:
         """Each container's current log and its restart count (the log file's name), as the
@@ -2407,6 +2407,8 @@ class SimulatedRuntime:
     """The default runtime: containers are timers driven by the pod's annotations."""
 
     name = "simulated"
+    #: the kubelet's clusterDNS: simulated pods' names are answered as the cluster's DNS server answers (dns)
+    cluster_dns = (dns.DNS_SERVER,)
 
     def worker(self, agent, pod: dict) -> PodWorker:
         return PodWorker(agent, pod)

@@ -1,4 +1,4 @@
-"""The cluster a simulated pod's network commands reach (simulated_net.Cluster), kept by watches:
+"""The cluster a simulated pod's network commands reach (dns.Cluster), kept by watches:
 one informer each of Services and EndpointSlices, and one of the bound pods (the node manager's,
 which already feeds every agent), shared by the node agents of one process. They start when a
 command first names `wget`, `curl`, `nslookup`, `getent`, `ping` or `nc`, so a cluster that never
@@ -13,7 +13,7 @@ import contextlib
 
 from ..client.informer import Informer
 from ..clock import REAL, Clock
-from .simulated_net import SERVICE_NAME, cluster_ips, pod_ips, slice_addresses
+from .dns import SERVICE_NAME, cluster_ips, pod_ips, slice_addresses
 
 #: how long a command waits for the first lists, on the node's clock, before it is left
 #: uninterpreted (as where the server cannot be reached)
@@ -62,7 +62,7 @@ class WatchedCluster:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    # --- simulated_net.Cluster ---------------------------------------------------------------
+    # --- dns.Cluster -----------------------------------------------------------------------
     def service(self, namespace: str, name: str) -> dict | None:
         return self.services.get(f"{namespace}/{name}")
 

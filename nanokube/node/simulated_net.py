@@ -11,15 +11,11 @@ interpreted, as before. An image known to lack one (`LACKING`: curl in busybox a
 not found.
 
 - Names resolve as in a pod with dnsPolicy ClusterFirst: its /etc/hosts first (the kubelet's,
-  hosts_file), then the cluster's DNS server (the tenth address of the Service range, as kubeadm
-  gives kube-dns) through the search path the kubelet writes into resolv.conf
-  (`<ns>.svc.cluster.local svc.cluster.local cluster.local`, ndots:5, then spec.dnsConfig's; its
-  options replace those of the same name), a name with at least ndots dots asked as it is first,
-  answered as CoreDNS's kubernetes plugin answers: a Service's ClusterIP, a headless Service's
-  ready endpoints (and `hostname.subdomain` and dashed-IP names for each), and
-  `a-b-c-d.<ns>.pod.cluster.local`. A name outside the cluster domain would be forwarded to the
-  node's resolver, which the simulation does not have: SERVFAIL. dnsPolicy Default has no
-  cluster names at all. The container's /etc/resolv.conf and /etc/hosts say as much (`etc_files`).
+  hosts_file), then the cluster's DNS server through the search path the kubelet writes into
+  resolv.conf, a name with at least ndots dots asked as it is first, answered as the process
+  runtime's pods have them answered by the real server (dns: CoreDNS's kubernetes plugin's
+  answers, SERVFAIL outside the cluster domain). dnsPolicy Default has no cluster names at all.
+  The container's /etc/resolv.conf and /etc/hosts say as much (`etc_files`).
 - A connection goes as kube-proxy would send it: to a ClusterIP, on one of the Service's ports,
   to a ready endpoint it picks (a serving, terminating one when none is ready), at the port the
   EndpointSlice resolved the targetPort (a named one too) to, among those the endpoints' topology
@@ -29,7 +25,7 @@ not found.
   port only containers not running declare, which refuses. Any other address (the internet, a
   node) is unreachable: the simulation gives a pod no real network. The runtime is the whole
   cluster's (`nanokube up --runtime`), so every pod reached is a simulated one; the process
-  runtime's pods have real network namespaces, kube-proxy and tools, and none of this.
+  runtime's pods have real network namespaces, kube-proxy, tools and DNS server, and none of this.
 """
 
 from __future__ import annotations
@@ -41,26 +37,16 @@ import random
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol
 from urllib.parse import urlsplit
 
 from ..machinery.topology import ZONE_LABEL, available, hints_of, topology_mode
-from . import hosts_file
+from . import dns, hosts_file
 from .container_env import hostname as pod_hostname
 from .simulated_applets import NotFound, Process, Unknown
 from .simulated_fs import ContainerFS, FsError
 
 log = logging.getLogger(__name__)
 
-ZONE = "cluster.local"
-#: kube-dns's ClusterIP, as kubeadm gives it: the tenth address of the Service range (nanokube's is
-#: 10.96.0.0/12, the `kubernetes` Service's 10.96.0.1 its first)
-DNS_SERVER = "10.96.0.10"
-NDOTS = 5
-#: the most ndots a resolver takes (RES_MAXNDOTS)
-RES_MAXNDOTS = 15
-#: the label an EndpointSlice names its Service with
-SERVICE_NAME = "kubernetes.io/service-name"
 #: the applets here: a command naming one gets the network worked out before it runs
 NAMES = ("nslookup", "getent", "wget", "curl", "ping", "nc")
 _NAMED = re.compile(r"(?:^|[\s/;|&(`$'\"])(?:" + "|".join(NAMES) + r")(?=[\s;|&)'\"]|$)")
@@ -133,64 +119,6 @@ class Unreachable(Exception):
     """No route to the address from a simulated pod (ENETUNREACH)."""
 
 
-class Cluster(Protocol):
-    """What a simulated pod's network is worked out from: the cluster's Services, EndpointSlices
-    and Pods as they are now (simulated_cluster.WatchedCluster: watch-fed caches; `Listed`: lists)."""
-
-    def service(self, namespace: str, name: str) -> dict | None: ...
-
-    def service_at(self, ip: str) -> dict | None: ...
-
-    def slices(self, namespace: str, service: str) -> list[dict]: ...
-
-    def slices_with(self, ip: str) -> list[dict]: ...
-
-    def pod_at(self, ip: str) -> dict | None: ...
-
-
-@dataclass
-class Listed:
-    """A cluster given as lists of its Services, EndpointSlices and Pods."""
-
-    services: list[dict]
-    endpoint_slices: list[dict]
-    pods: list[dict]
-
-    def service(self, namespace: str, name: str) -> dict | None:
-        return next((s for s in self.services if s["metadata"]["namespace"] == namespace
-                     and s["metadata"]["name"] == name), None)
-
-    def service_at(self, ip: str) -> dict | None:
-        return next((s for s in self.services if ip in cluster_ips(s)), None)
-
-    def slices(self, namespace: str, service: str) -> list[dict]:
-        return [es for es in self.endpoint_slices if es["metadata"]["namespace"] == namespace
-                and (es["metadata"].get("labels") or {}).get(SERVICE_NAME) == service]
-
-    def slices_with(self, ip: str) -> list[dict]:
-        return [es for es in self.endpoint_slices if ip in slice_addresses(es)]
-
-    def pod_at(self, ip: str) -> dict | None:
-        return next((p for p in self.pods if ip in pod_ips(p)), None)
-
-
-def cluster_ips(svc: dict) -> tuple[str, ...]:
-    """The Service's ClusterIPs (none for a headless one)."""
-    spec = svc.get("spec") or {}
-    return tuple(ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None")
-
-
-def slice_addresses(es: dict) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(ip for ep in es.get("endpoints") or () for ip in ep.get("addresses") or ()))
-
-
-def pod_ips(pod: dict) -> tuple[str, ...]:
-    """The pod's IPs (its node's, for a pod on the node's network)."""
-    status = pod.get("status") or {}
-    return tuple(a["ip"] for a in status.get("podIPs") or () if a.get("ip")) or \
-        ((status["podIP"],) if status.get("podIP") else ())
-
-
 @dataclass
 class Network:
     """What one pod's container can reach: the cluster as it is when asked (`cluster`), and the
@@ -199,7 +127,7 @@ class Network:
     namespace: str
     pod: dict
     node: str
-    cluster: Cluster
+    cluster: dns.Cluster
     hosts: str = ""
     nameservers: list[str] = field(default_factory=list)
     search: list[str] = field(default_factory=list)
@@ -223,50 +151,15 @@ class Network:
         return [name, *searched] if name.count(".") >= self.ndots else [*searched, name]
 
     def query(self, name: str) -> tuple[str, list[str]]:
-        """The DNS server's answer for `name`: its rcode and addresses."""
-        name = name.lower().rstrip(".")
+        """The DNS server's answer to an A query for `name`: its rcode and addresses."""
         if not self.cluster_dns:
             return "SERVFAIL", []
-        if name != ZONE and not name.endswith("." + ZONE):
-            return "SERVFAIL", []  # forwarded upstream: no network outside the simulation
-        labels = name[:-len(ZONE) - 1].split(".") if name != ZONE else []
-        if len(labels) == 3 and labels[2] == "pod":
-            try:
-                return "NOERROR", [str(ipaddress.IPv4Address(labels[0].replace("-", ".")))]
-            except ValueError:
-                return "NXDOMAIN", []
-        if len(labels) in (3, 4) and labels[-1] == "svc":
-            svc = self.cluster.service(labels[-2], labels[-3])
-            if svc is None:
-                return "NXDOMAIN", []
-            spec = svc.get("spec") or {}
-            if len(labels) == 3 and spec.get("clusterIP") not in (None, "", "None"):
-                return "NOERROR", list(spec.get("clusterIPs") or [spec["clusterIP"]])
-            ready = self._endpoints(svc, all_=bool(spec.get("publishNotReadyAddresses")))
-            if len(labels) == 3:
-                return ("NOERROR" if ready else "NXDOMAIN"), [ip for ip, _ in ready]
-            ips = [ip for ip, host in ready if labels[0] in (host, ip.replace(".", "-"))]
-            return ("NOERROR" if ips else "NXDOMAIN"), ips
-        return "NXDOMAIN", []
+        got = dns.answer(self.cluster, name, "A")
+        return got.rcode, [r.data for r in got.records if r.type == "A"]
 
     def reverse(self, ip: str) -> list[str]:
-        """The names a PTR query for `ip` answers (CoreDNS's in-addr.arpa): a Service's for its
-        ClusterIP, an endpoint's (its hostname, else its dashed address, under its Service)."""
-        svc = self.cluster.service_at(ip)
-        if svc is not None:
-            return [f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.{ZONE}"]
-        names = []
-        for es in self.cluster.slices_with(ip):
-            meta = es["metadata"]
-            svc = self.cluster.service(meta["namespace"], (meta.get("labels") or {}).get(SERVICE_NAME) or "")
-            if svc is not None and (svc.get("spec") or {}).get("clusterIP") == "None":
-                names += [f"{host or ip.replace('.', '-')}.{svc['metadata']['name']}.{meta['namespace']}.svc.{ZONE}"
-                          for address, host in _ready([es]) if address == ip]
-        return list(dict.fromkeys(names))
-
-    def _endpoints(self, svc: dict, all_: bool = False) -> list[tuple[str, str]]:
-        """The addresses (with their hostnames) of the Service's endpoints that are ready."""
-        return _ready(self._slices(svc), all_)
+        """The names a PTR query for `ip` answers (dns.reverse)."""
+        return dns.reverse(self.cluster, ip)
 
     def _slices(self, svc: dict) -> list[dict]:
         return self.cluster.slices(svc["metadata"]["namespace"], svc["metadata"]["name"])
@@ -357,55 +250,11 @@ class Network:
         return self._at_pod(pod, target)
 
 
-def _ready(slices: list[dict], all_: bool = False) -> list[tuple[str, str]]:
-    """The addresses (with their hostnames) of the slices' endpoints that are ready (`all_`: all)."""
-    out = []
-    for es in slices:
-        for ep in es.get("endpoints") or ():
-            if all_ or (ep.get("conditions") or {}).get("ready") is not False:
-                out += [(ip, ep.get("hostname") or "") for ip in ep.get("addresses") or ()]
-    return out
-
-
-def resolver(pod: dict) -> tuple[list[str], list[str], list[str]]:
-    """The pod's nameservers, search path and options, as the kubelet works them out of its
-    dnsPolicy and dnsConfig (ClusterFirst: the cluster's DNS; Default: the node's resolver, which
-    a simulated node has not; None: dnsConfig alone)."""
-    spec = pod.get("spec") or {}
-    ns = (pod.get("metadata") or {}).get("namespace") or "default"
-    policy = spec.get("dnsPolicy") or "ClusterFirst"
-    cluster = policy == "ClusterFirstWithHostNet" or (policy == "ClusterFirst" and not spec.get("hostNetwork"))
-    nameservers = [DNS_SERVER] if cluster else []
-    search = [f"{ns}.svc.{ZONE}", f"svc.{ZONE}", ZONE] if cluster else []
-    options = {"ndots": str(NDOTS)} if cluster else {}
-    config = spec.get("dnsConfig") or {}
-    nameservers += [s for s in config.get("nameservers") or () if s not in nameservers]
-    search += [s for s in config.get("searches") or () if s not in search]
-    for o in config.get("options") or ():  # the kubelet's mergeDNSOptions: one of the same name replaces it
-        if o.get("name"):
-            options[o["name"]] = o.get("value") or ""
-    return nameservers, search, [name + (f":{value}" if value else "") for name, value in options.items()]
-
-
-def ndots(options: list[str]) -> int:
-    """The resolver's ndots from resolv.conf's options (musl's and glibc's reading: the last one's
-    leading digits, at most 15; 1 without one)."""
-    found = 1
-    for option in options:
-        name, _, value = option.partition(":")
-        if name == "ndots" and (digits := re.match(r"\d+", value)):
-            found = min(int(digits.group()), RES_MAXNDOTS)
-    return found
-
-
 def etc_files(pod: dict, container: dict, node: str, ip: str) -> dict[str, str]:
     """/etc/resolv.conf (as the kubelet writes it) and /etc/hosts (the kubelet-managed one,
     hosts_file) of a simulated container."""
-    nameservers, search, options = resolver(pod)
-    files = {"resolv.conf": (f"search {' '.join(search)}\n" if search else "")
-             + "".join(f"nameserver {s}\n" for s in nameservers)
-             + (f"options {' '.join(options)}\n" if options else "")}
-    if (hosts := hosts_file.simulated(pod, container, pod_hostname(pod, node), ip, ZONE, node)) is not None:
+    files = {"resolv.conf": dns.resolv_conf(pod)}
+    if (hosts := hosts_file.simulated(pod, container, pod_hostname(pod, node), ip, dns.ZONE, node)) is not None:
         files["hosts"] = hosts
     return files
 
@@ -427,13 +276,13 @@ async def view(worker, text: str, image: str = "") -> Network | None:
         pod = worker.pod
     if worker.ip and not (pod.get("status") or {}).get("podIP"):
         pod = {**pod, "status": {**(pod.get("status") or {}), "podIP": worker.ip}}
-    nameservers, search, options = resolver(worker.pod)
+    nameservers, search, options = dns.resolver(worker.pod)
     # names resolve through the /etc/hosts the container has (a hostNetwork pod's: the node's copy)
-    hosts = hosts_file.simulated(worker.pod, {}, pod_hostname(worker.pod, worker.agent.name), worker.ip, ZONE,
+    hosts = hosts_file.simulated(worker.pod, {}, pod_hostname(worker.pod, worker.agent.name), worker.ip, dns.ZONE,
                                  worker.agent.name) or ""
     zone = (worker.agent.node["metadata"].get("labels") or {}).get(ZONE_LABEL, "")
     return Network(worker.namespace, pod, worker.agent.name, cluster, hosts, nameservers, search,
-                   DNS_SERVER in nameservers, ndots(options), image, zone)
+                   dns.DNS_SERVER in nameservers, dns.ndots(options), image, zone)
 
 
 def _net(command: str) -> Network:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nanokube.clock import Clock
-from nanokube.node import hosts_file
+from nanokube.node import dns, hosts_file
 from nanokube.node import simulated_net as sn
 from nanokube.node.simulated_command import interpret
 from nanokube.node.simulated_fs import PodFiles
@@ -45,8 +45,8 @@ def network():
                 _service("slow", "10.96.0.60", target=8080), _service("db", "None", 5432, 5432)]
     slices = [_slice("web", 8080, ("10.244.0.5", True)), _slice("slow", 8080, ("10.244.0.6", False)),
               _slice("db", 5432, ("10.244.0.7", True), hostname="db-0")]
-    net = sn.Network("default", pods[-1], "n1", sn.Listed(services, slices, pods),
-                     "127.0.0.1\tlocalhost\n10.244.0.9\tclient\n", [sn.DNS_SERVER], SEARCH, ndots=5)
+    net = sn.Network("default", pods[-1], "n1", dns.Listed(services, slices, pods),
+                     "127.0.0.1\tlocalhost\n10.244.0.9\tclient\n", [dns.DNS_SERVER], SEARCH, ndots=5)
     token = sn.NETWORK.set(net)
     yield net
     sn.NETWORK.reset(token)
@@ -282,11 +282,11 @@ def test_ping_gets_a_pods_echo_but_not_a_cluster_ips(network, files):
 def test_dns_config_options_merge_into_the_kubelets_and_ndots_orders_the_search():
     pod = {"metadata": {"name": "p", "namespace": "ml"}, "spec": {"dnsConfig": {"options": [
         {"name": "ndots", "value": "2"}, {"name": "edns0"}, {"name": "timeout", "value": "1"}]}}}
-    _, _, options = sn.resolver(pod)  # mergeDNSOptions: the pod's ndots replaces the kubelet's 5
-    assert options == ["ndots:2", "edns0", "timeout:1"] and sn.ndots(options) == 2
+    _, _, options = dns.resolver(pod)  # mergeDNSOptions: the pod's ndots replaces the kubelet's 5
+    assert options == ["ndots:2", "edns0", "timeout:1"] and dns.ndots(options) == 2
     assert sn.etc_files(pod, {}, "n1", "")["resolv.conf"].endswith("options ndots:2 edns0 timeout:1\n")
-    assert sn.ndots(["ndots:5"]) == 5 and sn.ndots([]) == 1 and sn.ndots(["ndots:99"]) == 15
-    net = sn.Network("ml", pod, "n1", sn.Listed([], [], []), search=["ml.svc.cluster.local"], ndots=2)
+    assert dns.ndots(["ndots:5"]) == 5 and dns.ndots([]) == 1 and dns.ndots(["ndots:99"]) == 15
+    net = sn.Network("ml", pod, "n1", dns.Listed([], [], []), search=["ml.svc.cluster.local"], ndots=2)
     assert net.candidates("web.ml") == ["web.ml.ml.svc.cluster.local", "web.ml"]  # fewer dots: the search first
     assert net.candidates("web.ml.svc") == ["web.ml.svc", "web.ml.svc.ml.svc.cluster.local"]  # as it is first
     net.ndots = 5

@@ -52,6 +52,9 @@ class ProcessRuntime:
         #: the host-wide mount target record, and this runtime's name in it (pid: a crashed runtime's entries are found)
         self.mountpoints = mountpoints
         self._user = f"{os.getpid()}:{id(self):x}"
+        #: the kubelet's clusterDNS: the cluster DNS server's address where one serves the pods
+        #: (`up`'s clusterdns), else none and dnsPolicy ClusterFirst falls back to the node's resolver
+        self.cluster_dns: tuple[str, ...] = ()
 
     def start(self, nodes: list[tuple[str, int, str, str]], api: tuple[str, int] | None = None) -> socket.socket | None:
         """Remove what a crashed run left but its containers' logs (the agent's adopted pods count
