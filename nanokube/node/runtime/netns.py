@@ -98,15 +98,16 @@ def open_in_netns(netns: str, family: int = socket.AF_INET, kind: int = socket.S
         os.close(target)
 
 
-def listen_in_netns(netns: str, address: str, port: int) -> socket.socket:
-    """A socket listening at `address:port` in `netns`. SO_REUSEPORT: every API
-    server worker binds it, and the kernel spreads connections over them."""
-    sock = open_in_netns(netns)
+def listen_in_netns(netns: str, address: str, port: int, kind: int = socket.SOCK_STREAM) -> socket.socket:
+    """A socket listening at `address:port` in `netns` (of `kind`: a datagram one is bound). SO_REUSEPORT:
+    every API server worker binds it, and the kernel spreads connections over them."""
+    sock = open_in_netns(netns, socket.AF_INET, kind)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((address, port))
-        sock.listen(1024)
+        if kind == socket.SOCK_STREAM:
+            sock.listen(1024)
     except OSError:
         sock.close()
         raise
@@ -155,6 +156,12 @@ class ClusterNetwork:
         self.prefix = f"{PREFIX}{tag}-"
         self.cluster_ns = self.prefix + "c"
         self.nodes: dict[str, tuple[str, str, str]] = {}  # node -> (netns, node ip, pod cidr)
+
+    @property
+    def gateway(self) -> str:
+        """The bridge's address in the cluster namespace, every node's default gateway: where a
+        server of the cluster's own (its DNS server) listens for every node and pod."""
+        return GATEWAY.split("/")[0]
 
     def node_ns(self, index: int) -> str:
         return f"{self.prefix}n{index}"

@@ -1,0 +1,203 @@
+"""The cluster's DNS server, as kubeadm's CoreDNS addon gives a cluster one: the `kube-dns` Service
+in kube-system at the tenth address of the Service range (dns.DNS_SERVER, kubeadm's manifest),
+and a server on UDP and TCP port 53 answering as CoreDNS's kubernetes plugin does (dns.answer)
+from its own informers on Services, EndpointSlices and Pods (simulated_cluster.WatchedCluster):
+it acts only through the API, as CoreDNS does. The wire format is dnslib's.
+
+Under `nanokube up --runtime process` the server listens in the cluster network namespace at its
+bridge's address (netns.ClusterNetwork.gateway), every node's default gateway, as the API server
+listens at its advertised address there. An EndpointSlice of the Service's, this server's own (the
+EndpointSlice controller keeps only those it manages), names that address, so kube-proxy's rules
+carry a pod's queries to it as they carry them to CoreDNS's pods. The simulated runtime works its
+pods' answers out itself (simulated_net, with the same dns module): there the Service is made the
+same, and has no endpoint, as nothing listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+
+from dnslib import AAAA, CNAME, EDNS0, NS, OPCODE, PTR, QTYPE, RCODE, RR, SOA, SRV, TXT, A, DNSError, DNSHeader, \
+    DNSRecord
+
+from ..clock import REAL, Clock
+from ..machinery.errors import APIError
+from ..machinery.user import User
+from . import dns
+from .runtime.netns import listen_in_netns
+from .simulated_cluster import WatchedCluster
+
+log = logging.getLogger(__name__)
+
+#: the identity the server acts as: kubeadm's CoreDNS runs as kube-system's `coredns` ServiceAccount
+DNS_USER = User("system:serviceaccount:kube-system:coredns",
+                ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+NAME, NAMESPACE = "kube-dns", "kube-system"
+PORT = 53
+#: the EndpointSlice naming this server, and the manager its label names
+SLICE_NAME, MANAGED_BY = "kube-dns-nanokube", "clusterdns.nanokube.io"
+MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+#: the largest UDP answer to a query without EDNS0 (RFC 1035); a larger one is truncated (TC), and
+#: the resolver asks again over TCP
+UDP_LIMIT = 512
+
+
+def service() -> dict:
+    """kubeadm's kube-dns Service: the DNS ports, UDP and TCP, and CoreDNS's metrics port."""
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": NAME, "namespace": NAMESPACE,
+                         "labels": {"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true",
+                                    "kubernetes.io/name": "CoreDNS"},
+                         "annotations": {"prometheus.io/port": "9153", "prometheus.io/scrape": "true"}},
+            "spec": {"clusterIP": dns.DNS_SERVER, "selector": {"k8s-app": "kube-dns"},
+                     "ports": [{"name": "dns", "port": PORT, "protocol": "UDP", "targetPort": PORT},
+                               {"name": "dns-tcp", "port": PORT, "protocol": "TCP", "targetPort": PORT},
+                               {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]}}
+
+
+def endpoint_slice(address: str) -> dict:
+    """The Service's EndpointSlice naming the server at `address` (its DNS ports; it serves no metrics)."""
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": SLICE_NAME, "namespace": NAMESPACE,
+                         "labels": {dns.SERVICE_NAME: NAME, MANAGED_BY_LABEL: MANAGED_BY}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "ports": [{"name": "dns", "port": PORT, "protocol": "UDP"},
+                      {"name": "dns-tcp", "port": PORT, "protocol": "TCP"}]}
+
+
+def respond(cluster: dns.Cluster, data: bytes, udp: bool = False) -> bytes | None:
+    """The answer to the DNS message `data` (None for one that is not a DNS message). `udp`: cut to
+    what the asker takes over UDP (512 bytes, or its EDNS0 size), the TC bit set where cut."""
+    try:
+        request = DNSRecord.parse(data)
+    except DNSError:
+        return None
+    if request.header.qr:
+        return None  # an answer, not a question
+    reply = request.reply(ra=0, aa=1)
+    edns = next((r for r in request.ar if r.rtype == QTYPE.OPT), None)
+    if edns is not None:
+        reply.add_ar(EDNS0(udp_len=1232))
+    if request.header.opcode != OPCODE.QUERY or len(request.questions) != 1:
+        reply.header.rcode = RCODE.NOTIMP if request.header.opcode != OPCODE.QUERY else RCODE.FORMERR
+        return reply.pack()
+    question = request.q
+    name, qtype = str(question.qname).lower().rstrip("."), QTYPE.get(question.qtype, "")
+    got = dns.answer(cluster, name, qtype)
+    reply.header.rcode = getattr(RCODE, got.rcode)
+    reply.header.aa = int(got.authoritative)
+    for r in got.records:
+        reply.add_answer(_rr(r))
+    if name == dns.ZONE and qtype in ("SOA", "NS"):
+        reply.add_answer(_soa() if qtype == "SOA" else RR(f"{dns.ZONE}.", QTYPE.NS, rdata=NS(f"ns.dns.{dns.ZONE}."),
+                                                           ttl=dns.TTL))
+    elif got.authoritative and not got.records:  # NXDOMAIN or no data: the zone's SOA, for negative caching
+        reply.add_auth(_soa())
+    for r in got.additional:
+        reply.add_ar(_rr(r))
+    packed = reply.pack()
+    limit = max(UDP_LIMIT, edns.rclass) if edns is not None else UDP_LIMIT
+    if udp and len(packed) > limit:
+        cut = DNSRecord(DNSHeader(id=reply.header.id, bitmap=reply.header.bitmap, tc=1), q=request.q)
+        packed = cut.pack()
+    return packed
+
+
+def _soa() -> RR:
+    """The zone's SOA, as CoreDNS's kubernetes plugin gives it (its negative answers' TTL the records')."""
+    return RR(f"{dns.ZONE}.", QTYPE.SOA, ttl=dns.TTL, rdata=SOA(
+        f"ns.dns.{dns.ZONE}.", f"hostmaster.{dns.ZONE}.", (1, 7200, 1800, 86400, dns.TTL)))
+
+
+def _rr(r: dns.Record) -> RR:
+    if r.type == "SRV":
+        rdata = SRV(0, r.weight, r.port, f"{r.data}.")
+    elif r.type == "TXT":
+        rdata = TXT(r.data)
+    else:
+        rdata = {"A": A, "AAAA": AAAA, "CNAME": CNAME, "PTR": PTR}[r.type](
+            r.data if r.type in ("A", "AAAA") else f"{r.data}.")
+    return RR(f"{r.name}.", getattr(QTYPE, r.type), rdata=rdata, ttl=dns.TTL)
+
+
+class _Datagrams(asyncio.DatagramProtocol):
+    def __init__(self, cluster: dns.Cluster):
+        self.cluster = cluster
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def datagram_received(self, data: bytes, addr) -> None:
+        if (reply := respond(self.cluster, data, udp=True)) is not None:
+            self.transport.sendto(reply, addr)
+
+
+class ClusterDNS:
+    """The kube-dns Service, and where `netns` is given, the server in it at `address`."""
+
+    def __init__(self, client, clock: Clock = REAL, netns: str = "", address: str = ""):
+        self.client = client
+        self.netns, self.address = netns, address
+        self.cluster = WatchedCluster(client, clock)
+        self._udp: asyncio.DatagramTransport | None = None
+        self._tcp: asyncio.Server | None = None
+        self._streams: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        """Make the Service (kubeadm's addon step: one a user made or changed is left as it is);
+        where it serves, listen in its namespace and publish the address."""
+        try:
+            await self.client.resource("", "v1", "services").create(service())
+        except APIError as e:
+            if e.code != 409:
+                log.warning("the %s Service was not made: %s", NAME, e.message)
+        if not self.netns:
+            return
+        await self.serve(listen_in_netns(self.netns, self.address, PORT, socket.SOCK_DGRAM),
+                         listen_in_netns(self.netns, self.address, PORT))
+        await self.client.resource("discovery.k8s.io", "v1", "endpointslices").patch(
+            SLICE_NAME, endpoint_slice(self.address), "application/apply-patch+yaml", namespace=NAMESPACE,
+            field_manager=MANAGED_BY, force=True)
+
+    async def serve(self, udp: socket.socket, tcp: socket.socket) -> None:
+        """Answer queries on a bound UDP socket and a listening TCP one, once the informers have
+        listed the cluster (or SYNC_WAIT is up: then from what they have, as it comes)."""
+        if not await self.cluster.ready():
+            log.warning("cluster DNS: Services, EndpointSlices and Pods not listed yet; answering from what is")
+        loop = asyncio.get_running_loop()
+        self._udp, _ = await loop.create_datagram_endpoint(lambda: _Datagrams(self.cluster), sock=udp)
+        self._tcp = await asyncio.start_server(self._stream, sock=tcp)
+
+    async def stop(self) -> None:
+        if self._udp is not None:
+            self._udp.close()
+        if self._tcp is not None:
+            self._tcp.close()
+            for writer in list(self._streams):
+                writer.close()
+            await self._tcp.wait_closed()
+        await self.cluster.close()
+
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """DNS over TCP: each message after its two-byte length, as many as the asker sends (RFC 7766)."""
+        self._streams.add(writer)
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(2), "big")
+                reply = respond(self.cluster, await reader.readexactly(size))
+                if reply is None:
+                    break
+                writer.write(len(reply).to_bytes(2, "big") + reply)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self._streams.discard(writer)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
