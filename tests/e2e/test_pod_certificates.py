@@ -161,12 +161,13 @@ def test_denied_request_keeps_pod_from_starting(cluster, e2e_signer):
 
     def denied_events():
         evs = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=refused")["items"]
-        return [e for e in evs if e["reason"] == "PolicyRefused"] and \
+        return [e for e in evs if e["reason"] == "Denied"] and \
             [e for e in evs if e["reason"] == "FailedMount" and "denied" in e["message"]]
     wait_for(denied_events, timeout=60)
     evs = cluster.kubectl_json("get", "events", "--field-selector", "involvedObject.name=refused")["items"]
-    mine = next(e for e in evs if e["reason"] == "PolicyRefused")
-    assert mine["type"] == "Warning" and "e2e signer refuses every request" in mine["message"]
+    mine = next(e for e in evs if e["reason"] == "Denied")  # upstream's kubelet: the condition's type
+    assert mine["type"] == "Warning" and mine["message"].startswith("PolicyRefused%!(EXTRA string=PodCertificateRequest ")
+    assert 'reason="PolicyRefused", message="e2e signer refuses every request")' in mine["message"]
     # the kubelet sets the volume up again (backing off from 1 s): where a second request would be made
     wait_for(lambda: [e for e in cluster.kubectl_json("get", "events", "--field-selector",
                                                       "involvedObject.name=refused,reason=FailedMount")["items"]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from cryptography.hazmat.primitives import serialization
 
 from ...machinery.errors import APIError
+from ...machinery.gofmt import quote
 from ...clock import parse_time
 from ...pki import keys
 from ...pki.trustbundle import certificates
@@ -72,6 +73,15 @@ class State:
 def _clean_chain(pem: str) -> bytes:
     """Only the CERTIFICATE blocks, re-encoded: headers and text between blocks are dropped."""
     return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certificates(pem))
+
+
+def _refusal_message(pcr: str, cond: dict) -> str:
+    """The message of the kubelet's Denied or Failed Event, as Go prints it: upstream hands Eventf
+    the condition's reason as the format and its own message as the argument, so fmt writes the
+    reason (a validated word, no verb in it) and then the message as an unused operand."""
+    reason, outcome = cond.get("reason") or "", "was denied" if cond["type"] == "Denied" else "failed"
+    message = f"PodCertificateRequest {pcr} {outcome}, reason={quote(reason)}, message={quote(cond.get('message') or '')}"
+    return f"{reason}%!(EXTRA string={message})"
 
 
 def _condition(pcr: dict) -> dict | None:
@@ -141,7 +151,7 @@ class PodCertificates:
             st.outcome = cond["type"].lower()
             st.terminal = (f"PodCertificateRequest {ns}/{pcr['metadata']['name']} was {cond['type'].lower()} "
                            f"by signer {src['signerName']}: {cond.get('reason', '')}: {cond.get('message', '')}")
-            await self.mgr.event(pod, "Warning", cond.get("reason") or cond["type"], st.terminal)
+            await self.mgr.event(pod, "Warning", cond["type"], _refusal_message(f"{ns}/{pcr['metadata']['name']}", cond))
             raise MountError(volume, st.terminal)
         status = pcr["status"]
         nb, begin = parse_time(status["notBefore"]), parse_time(status["beginRefreshAt"])

@@ -159,11 +159,44 @@ async def test_denied_request_is_final_and_reported(env):
     assert str(again.value) == str(e.value)
     pcrs, _ = await client.resource("certificates.k8s.io", "v1", "podcertificaterequests").list(namespace="default")
     assert len(pcrs) == 1, "a denial is permanent: no second request"
+    (cond,) = pcrs[0]["status"]["conditions"]
+    # upstream's kubelet: reason Denied; its message passed to Eventf after the condition's reason as the format
+    said = (f'PodCertificateRequest default/{pcrs[0]["metadata"]["name"]} was denied, reason="UnsupportedKeyType", '
+            f'message="{cond["message"]}"')
+    await becomes(lambda: refusals(client, "Denied"), [("Warning", f"UnsupportedKeyType%!(EXTRA string={said})")])
 
-    async def denials():  # written from the recorder's queue
-        events, _ = await client.resource("", "v1", "events").list(namespace="default")
-        return [ev["type"] for ev in events if ev["reason"] == "UnsupportedKeyType"]
-    await becomes(denials, ["Warning"])
+
+async def refusals(client, reason: str) -> list[tuple[str, str]]:
+    """The pod's Events of `reason` (written from the recorder's queue)."""
+    events, _ = await client.resource("", "v1", "events").list(namespace="default")
+    return [(ev["type"], ev["message"]) for ev in events if ev["reason"] == reason]
+
+
+async def test_a_failed_request_is_final_and_reported_as_upstreams_kubelet_does(env):
+    """A signer that sets Failed: the kubelet's Warning Event has reason Failed and the message as Go
+    prints upstream's Eventf call; the volume stays failed, with no second request."""
+    client, clock, mgr, _ = env
+    pcrs = client.resource("certificates.k8s.io", "v1", "podcertificaterequests")
+    p = await pod(client, "db", {"podCertificate": {"signerName": "example.com/flaky", "keyType": "ECDSAP256",
+                                                     "credentialBundlePath": "bundle.pem"}})
+    with pytest.raises(MountError, match="has not been issued yet"):
+        await in_virtual_time(clock, mgr.mount(p))
+    (pcr,) = await _listed(pcrs)
+    when = dt.datetime.fromtimestamp(clock.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await pcrs.update({**pcr, "status": {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "BackendDown", "message": 'HSM "a" unreachable',
+         "lastTransitionTime": when}]}}, subresource="status")
+    with pytest.raises(MountError, match="was failed by signer example.com/flaky: BackendDown"):
+        await mgr.mount(p)
+    said = (f'PodCertificateRequest default/{pcr["metadata"]["name"]} failed, reason="BackendDown", '
+            'message="HSM \\"a\\" unreachable"')
+    await becomes(lambda: refusals(client, "Failed"), [("Warning", f"BackendDown%!(EXTRA string={said})")])
+    assert len(await _listed(pcrs)) == 1
+
+
+async def _listed(pcrs) -> list[dict]:
+    items, _ = await pcrs.list(namespace="default")
+    return items
 
 
 async def test_trust_bundle_selectors(env):
