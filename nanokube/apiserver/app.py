@@ -44,7 +44,7 @@ from .auth.reviews import Reviews
 from .auth.node import ChainAuthorizer, NodeAuthorizer, cache_reader
 from .auth.rbac import CachePolicySource, reconcile_binding, reconcile_role
 from .auth.serviceaccount import LAST_USED_LABEL, ServiceAccountTokens, load_or_create_key
-from . import componentstatus, controlplane, discovery, expect, healthz, timeout, warning
+from . import componentstatus, controlplane, discovery, expect, healthz, serving, timeout, warning
 from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzipped, sized
@@ -299,7 +299,7 @@ class APIServer:
         ssl_ctx = self._ssl()
         listeners, self._listeners = self._listeners, []  # the sites' now, closed with them
         for sock in listeners:
-            await web.SockSite(self._runner, sock, ssl_context=ssl_ctx, backlog=1024).start()
+            await serving.Site(self._runner, sock, ssl_context=ssl_ctx, backlog=1024).start()
         if self.workers > 1:  # a loopback port: worker 0's takes the others' relays to node agents; each one's, the scrape of its /metrics
             relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
             await relay.start()
@@ -312,7 +312,7 @@ class APIServer:
         """Called once started. Serve on `sock` too, a listening socket made elsewhere: under the
         process runtime one at the advertised address in the cluster network namespace, where pods
         reach the server, which then sees their addresses (audit sourceIPs) as kube-apiserver does."""
-        await web.SockSite(self._runner, sock, ssl_context=self._ssl(), backlog=1024).start()
+        await serving.Site(self._runner, sock, ssl_context=self._ssl(), backlog=1024).start()
 
     async def dial_services_from(self, socket_factory) -> None:
         """Open connections to the endpoints that webhooks' Services (admission and CRD conversion)

@@ -23,6 +23,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from ..machinery import errors
 from ..machinery.responses import error_response
+from . import serving
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def _message(status: int, text: str | None) -> str:
     return first[:256] or HTTPStatus(status).phrase
 
 
-class _StatusRequestHandler(RequestHandler):
+class _StatusRequestHandler(serving.HeaderDeadline):
     def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
         if status >= 500:
@@ -78,6 +79,7 @@ class StatusAppRunner(web.AppRunner):
         kwargs.setdefault("max_line_size", MAX_HEADER_BYTES)
         kwargs.setdefault("max_field_size", MAX_HEADER_BYTES)
         kwargs.setdefault("auto_decompress", False)  # (as Go's net/http: the handler decompresses what it reads)
+        kwargs.setdefault("keepalive_timeout", serving.IDLE_TIMEOUT)
         super().__init__(app, **kwargs)
         self._handler = handler
         self._request_class = request_class

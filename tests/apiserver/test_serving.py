@@ -1,0 +1,115 @@
+"""Connections that send nothing useful are closed, as kube-apiserver's http.Server closes them: a
+request's headers not all sent within the read-header timeout after the TLS handshake (slowloris), a
+connection idle past the idle timeout between requests, a TLS handshake never finished. The
+timeouts (32 s, 90 s) are shortened here; what is asserted is that the server closes the connection
+unanswered, and that a request or a watch that goes on past them is not cut."""
+
+import asyncio
+import contextlib
+import socket
+
+import orjson
+import pytest
+
+from nanokube.apiserver import serving
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.rest import SYSTEM, WriteOptions
+from nanokube.pki.ca import ensure_pki
+from nanokube.store.memory import MemoryStore
+from tests.apiserver.test_request_body import admin_context
+
+#: the most seconds a test waits for the server to close a connection (the timeouts are a fraction of it)
+CLOSED_WITHIN = 20
+
+
+@pytest.fixture
+def short_timeouts(monkeypatch):
+    monkeypatch.setattr(serving, "READ_HEADER_TIMEOUT", 0.5)
+    monkeypatch.setattr(serving, "IDLE_TIMEOUT", 1.0)
+
+
+@contextlib.asynccontextmanager
+async def served(tmp_path):
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    try:
+        yield server, admin_context(pki, tmp_path)
+    finally:
+        await server.stop()
+
+
+async def _connect(server, ctx):
+    return await asyncio.open_connection("127.0.0.1", server.port, ssl=ctx, server_hostname="localhost")
+
+
+async def _read_to_end(reader: asyncio.StreamReader) -> bytes:
+    """What the server sends until it closes the connection."""
+    try:
+        return await asyncio.wait_for(reader.read(), CLOSED_WITHIN)
+    except ConnectionResetError:
+        return b""
+
+
+async def test_headers_that_never_end_and_silence_close_the_connection_unanswered(tmp_path, short_timeouts):
+    async with served(tmp_path) as (server, ctx):
+        slow_reader, slow = await _connect(server, ctx)
+        slow.write(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+        silent_reader, silent = await _connect(server, ctx)
+        for _ in range(3):  # a header byte now and then does not keep it open
+            await asyncio.sleep(0.2)
+            slow.write(b"a")
+        assert await _read_to_end(slow_reader) == b""
+        assert await _read_to_end(silent_reader) == b""
+        slow.close()
+        silent.close()
+
+
+async def test_a_kept_connection_idle_past_the_idle_timeout_is_closed(tmp_path, short_timeouts):
+    async with served(tmp_path) as (server, ctx):
+        reader, writer = await _connect(server, ctx)
+        await asyncio.sleep(0.3)  # a first request in time, past the point the header timeout was due
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")).split(b":")[1])
+        await reader.readexactly(length)
+        assert await _read_to_end(reader) == b""
+        writer.close()
+
+
+async def test_a_tls_handshake_never_finished_is_dropped(tmp_path, short_timeouts):
+    async with served(tmp_path) as (server, _):
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)  # no ClientHello ever
+        writer.write(b"\x16\x03\x01")  # (the first bytes of one)
+        assert await _read_to_end(reader) == b""
+        writer.close()
+
+
+async def test_a_watch_goes_on_past_the_header_and_idle_timeouts(tmp_path, short_timeouts):
+    async with served(tmp_path) as (server, ctx):
+        reader, writer = await _connect(server, ctx)
+        writer.write(b"GET /api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=30 HTTP/1.1\r\n"
+                     b"Host: localhost\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        await asyncio.sleep(1.5)  # past both
+        await server.rest.create(server.index.get("", "v1", "configmaps"), "v1", "default", {"metadata": {"name": "late"}},
+                                 WriteOptions(user=SYSTEM))
+        size = int(await asyncio.wait_for(reader.readline(), 10), 16)
+        event = orjson.loads(await reader.readexactly(size))
+        assert (event["type"], event["object"]["metadata"]["name"]) == ("ADDED", "late")
+        writer.close()
+
+
+async def test_listening_sockets_take_the_handshake_timeout(tmp_path, short_timeouts):
+    """The sockets `listen_on` is handed serve with the same bounds as the server's own."""
+    async with served(tmp_path) as (server, _):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        await server.listen_on(sock)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await _read_to_end(reader) == b""
+        writer.close()
