@@ -96,18 +96,22 @@ class GarbageCollector(Controller):
         return self._infs
 
     def _rediscover(self) -> None:
+        """Monitors for the resources served since the last look, started at once; before `start`
+        has started the others it does nothing, and `start` looks itself then (upstream's GC Sync
+        looks at discovery as it starts): a CRD established while the monitors sync, whose events
+        came too early, is not left to the next `MONITOR_PERIOD`."""
         if self._started:
             self.informer_factory.start(self._add_monitors())
 
     async def start(self) -> None:
         await super().start()
         self._started = True
+        self._rediscover()
         self._tasks.append(asyncio.create_task(self._resync_monitors()))
 
     async def _resync_monitors(self) -> None:
-        """Rediscovers resources every `MONITOR_PERIOD`, as upstream's GC Sync does: a custom
-        resource's monitor starts at the next look. A monitor of a resource no longer served
-        just sees no events."""
+        """Rediscovers resources every `MONITOR_PERIOD`, as upstream's GC Sync does (a CRD's events
+        look at once besides, `SERVING`). A monitor of a resource no longer served just sees no events."""
         while True:
             await self.clock.sleep(MONITOR_PERIOD)
             self.informer_factory.start(self._add_monitors())
