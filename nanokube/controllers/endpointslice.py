@@ -10,13 +10,15 @@ whose content changed, so a pod coming or going touches one slice. The
 upstream's endpoints controller does. A Service's spec.trafficDistribution
 gives each ready endpoint topology hints (see `endpoint_hints`); its topology-mode annotation set
 to Auto gives hints in proportion to each zone's CPU instead (topologycache), recomputed as
-upstream's node handlers do when a node comes, goes, or changes its readiness or zone.
+upstream's node handlers do when a node comes, goes, or changes its readiness or zone. What the
+syncs do is counted in upstream's endpoint_slice_controller_* metrics (endpointslice_metrics).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from operator import itemgetter
+from typing import NamedTuple
 
 import orjson
 
@@ -29,6 +31,8 @@ from ..client.record import CoreEventRecorder
 from ..clock import Clock, format_time
 from ..machinery.gotime import parse_rfc3339
 from .base import TURN, Controller, in_turns
+from .endpointslice_metrics import SliceCounts
+from .metrics import ControllerMetrics
 from .replicaset import owner_reference, pod_is_ready
 from .topologycache import HINTS_DISABLED, Event, TopologyCache, disabled, hints_enabled, node_ready, node_zone
 
@@ -212,11 +216,22 @@ def managed_labels(svc: dict, extra: dict[str, str]) -> dict[str, str]:
 
 # --- slice planning --------------------------------------------------------------
 
+class SlicePlan(NamedTuple):
+    updates: list[dict]
+    #: (ports, endpoints) of each new slice
+    creates: list[tuple[list[dict], list[dict]]]
+    deletes: list[dict]
+    #: desired endpoints no slice of their port set holds, and endpoints dropped from the slices of a
+    #: port set still desired (upstream's endpoints_added/removed_per_sync: a port set no longer
+    #: desired goes with its slices uncounted)
+    added: int
+    removed: int
+
+
 async def plan_slices(existing: list[dict], desired: dict[bytes, dict[str, dict]],
-                      max_per_slice: int = MAX_ENDPOINTS_PER_SLICE
-                      ) -> tuple[list[dict], list[tuple[list[dict], list[dict]]], list[dict]]:
-    """Given one family's existing slices and desired endpoints, return
-    (slices to update, (ports, endpoints) of new slices, slices to delete).
+                      max_per_slice: int = MAX_ENDPOINTS_PER_SLICE) -> SlicePlan:
+    """Given one family's existing slices and desired endpoints, the slices to update, create and
+    delete.
 
     Endpoints stay in the slice that already holds them; new ones fill slices
     already being rewritten, then others with room, then slices that would be
@@ -224,6 +239,7 @@ async def plan_slices(existing: list[dict], desired: dict[bytes, dict[str, dict]
     updates: list[dict] = []
     deletes: list[dict] = []
     creates: list[tuple[list[dict], list[dict]]] = []
+    added = removed = 0
     by_ports: dict[bytes, list[dict]] = {}
     for sl in existing:
         by_ports.setdefault(_ports_key(sl.get("ports")), []).append(sl)
@@ -241,12 +257,14 @@ async def plan_slices(existing: list[dict], desired: dict[bytes, dict[str, dict]
                     new = remaining.pop(addr, None)
                     if new is None:
                         changed = True
+                        removed += 1
                         continue
                     changed |= new != ep
                     eps.append(new)
                 kept.append((sl, eps, changed))
         fill_order = sorted(range(len(kept)), key=lambda i: not kept[i][2])
         pending = list(remaining.values())
+        added += len(pending)
         for i in fill_order:
             sl, eps, changed = kept[i]
             room = max_per_slice - len(eps)
@@ -265,7 +283,7 @@ async def plan_slices(existing: list[dict], desired: dict[bytes, dict[str, dict]
     while creates and deletes:  # recycle a slice that would go rather than create one
         ports, eps = creates.pop()
         updates.append({**deletes.pop(), "ports": ports, "endpoints": eps})
-    return updates, creates, deletes
+    return SlicePlan(updates, creates, deletes, added, removed)
 
 
 async def endpoints_subsets(svc: dict, pods: list[dict]) -> tuple[list[dict], bool]:
@@ -368,11 +386,15 @@ class EndpointSliceController(Controller):
     workers = 2
 
     def __init__(self, client, clock: Clock | None = None, informers: InformerFactory | None = None,
-                 max_endpoints_per_slice: int = MAX_ENDPOINTS_PER_SLICE, endpoints_client=None):
+                 max_endpoints_per_slice: int = MAX_ENDPOINTS_PER_SLICE, endpoints_client=None,
+                 metrics: ControllerMetrics | None = None):
         """`endpoints_client` (else `client`) writes the Endpoints: upstream's endpoints controller,
         whose client is endpoint-controller's, not this controller's."""
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.max_per_slice = max_endpoints_per_slice
+        self.stats = (metrics or ControllerMetrics()).endpointslice
+        #: the numbers of the endpoint_slice_controller gauges, kept by this controller's syncs
+        self.counts = SliceCounts(self.stats, max_endpoints_per_slice)
         self.slices = client.resource("discovery.k8s.io", "v1", "endpointslices")
         self.endpoints = (endpoints_client or client).resource("", "v1", "endpoints")
         self.svc_inf = self.informer_factory.informer(client.resource("", "v1", "services"))
@@ -483,10 +505,12 @@ class EndpointSliceController(Controller):
     async def _create(self, sl: dict) -> None:
         md = sl["metadata"]
         self._record("slice", f"{md['namespace']}/{md['labels'][SERVICE_NAME_LABEL]}", await self.slices.create(sl))
+        self.stats.changes.labels("create").inc()
 
     async def _update(self, sl: dict) -> None:
         md = sl["metadata"]
         self._record("slice", f"{md['namespace']}/{md['labels'][SERVICE_NAME_LABEL]}", await self.slices.update(sl))
+        self.stats.changes.labels("update").inc()
 
     def _zone(self, node_name: str) -> str | None:
         """The zone label of the node, read from the cache when a sync writes the node's endpoints (as
@@ -505,29 +529,42 @@ class EndpointSliceController(Controller):
             for svc_key in self.topology.overloaded():
                 self.queue.add(svc_key)
             return
+        try:
+            result = await self._sync_service(key)
+        except Exception:
+            self.stats.syncs.labels("error").inc()
+            raise
+        self.stats.syncs.labels(result).inc()  # upstream's trackSync
+
+    async def _sync_service(self, key: str) -> str:
+        """syncService; "stale" when it waits for the informers to show the controller's own writes
+        (upstream's StaleInformerCache error), else "success"."""
         if self._cache_stale(key):
-            return
+            return "stale"
         ns, name = key.split("/", 1)
         svc = self.svc_inf.get(key)
         if svc is None or (svc.get("spec") or {}).get("type") == "ExternalName":
             self.trigger_times.forget(key)
             self.topology.forget(key)
+            self.counts.forget(key)
             await self._delete_all(self._service_slices(ns, name), key)
             ep = self.ep_inf.get(key)
             if svc is None and ep is not None and (ep["metadata"].get("labels") or {}).get(SKIP_MIRROR_LABEL) == "true":
                 await _ignore_missing(self.endpoints.delete(name, ns))  # ours; one a user wrote stays
-            return
+            return "success"
         if not (svc.get("spec") or {}).get("selector") or svc["metadata"].get("deletionTimestamp"):
-            return
+            return "success"
         reqs = service_selector(svc)
         pods = [p async for part in in_turns(self.pod_inf.list_namespace(ns)) for p in part if selects(svc, reqs, p)]
         trigger = self.trigger_times.compute(svc, pods)
         await self._sync_slices(svc, pods, trigger)
         await self._sync_endpoints(svc, pods, trigger)
+        return "success"
 
     async def _delete_all(self, slices: list[dict], svc_key: str) -> None:
         for sl in slices:
-            await _ignore_missing(self.slices.delete(sl["metadata"]["name"], sl["metadata"]["namespace"]))
+            if await _ignore_missing(self.slices.delete(sl["metadata"]["name"], sl["metadata"]["namespace"])):
+                self.stats.changes.labels("delete").inc()
             self._record("slice", svc_key, sl, deleted=True)
 
     async def _sync_slices(self, svc: dict, pods: list[dict], trigger: str | None = None) -> None:
@@ -543,16 +580,29 @@ class EndpointSliceController(Controller):
         await self._delete_all(dropped, svc_key)
         wanted = {at: await desired_endpoints(svc, pods, at, self._zone) for at in families}
         allocations, events = self._hint_allocations(svc, wanted)
+        mode = hint_mode(svc)
+        td = (svc.get("spec") or {}).get("trafficDistribution") if mode else None
+        self.counts.traffic_distribution(svc_key, td)
+        changed = self.stats.changed_per_sync.labels("Auto" if hints_enabled(svc) else "Disabled", td or "")
         if not any(wanted.values()):
-            await self._placeholder(svc, [sl for sl in existing if sl.get("addressType") in families], labels, owner,
-                                    trigger)
+            written = await self._placeholder(svc, [sl for sl in existing if sl.get("addressType") in families],
+                                              labels, owner, trigger)
+            for i in range(len(families)):  # one observation per family, as upstream's reconcileByAddressType
+                self.stats.added.labels().observe(0)
+                self.stats.removed.labels().observe(0)
+                changed.observe(0 if i else written)
+            self.counts.update(svc_key, [], 1)
             await self._record_events(svc, events)
             return
+        slices, endpoints = 0, []
         for at, desired in wanted.items():
             mine = [sl for sl in existing if sl.get("addressType") == at]
             if (allocs := allocations.get(at)) is not None:
                 _carry_hints(mine, desired)
-            updates, creates, deletes = await plan_slices(mine, desired, self.max_per_slice)
+            plan = await plan_slices(mine, desired, self.max_per_slice)
+            updates, creates, deletes = plan.updates, plan.creates, plan.deletes
+            self.stats.added.labels().observe(plan.added)
+            self.stats.removed.labels().observe(plan.removed)
             touched = {sl["metadata"]["name"] for sl in updates + deletes}
             if allocs is not None:
                 moved, enabled = self.topology.add_hints(
@@ -568,6 +618,10 @@ class EndpointSliceController(Controller):
             for sl in updates + relabel:
                 await self._update(_with_trigger(_with_meta(sl, labels, owner), trigger))
             await self._delete_all(deletes, svc_key)
+            changed.observe(len(creates) + len(updates) + len(relabel) + len(deletes))
+            slices += len(mine) + len(creates) - len(deletes)
+            endpoints += [len(group) for group in desired.values()]
+        self.counts.update(svc_key, endpoints, slices)
         await self._record_events(svc, events)
 
     def _hint_allocations(self, svc: dict, wanted: dict[str, dict[bytes, dict[str, dict]]]
@@ -597,16 +651,20 @@ class EndpointSliceController(Controller):
             await self.recorder.emit({**svc, "kind": "Service", "apiVersion": "v1"}, e.type, e.reason, e.message)
 
     async def _placeholder(self, svc: dict, existing: list[dict], labels: dict, owner: dict,
-                           trigger: str | None = None) -> None:
-        """A Service with no endpoints keeps exactly one empty slice."""
+                           trigger: str | None = None) -> int:
+        """A Service with no endpoints keeps exactly one empty slice; the number of slices written."""
         keep = next((sl for sl in existing if not sl.get("endpoints") and not sl.get("ports")),
                     existing[0] if existing else None)
-        await self._delete_all([sl for sl in existing if sl is not keep], key_of(svc))
+        others = [sl for sl in existing if sl is not keep]
+        await self._delete_all(others, key_of(svc))
         md = svc["metadata"]
         if keep is None:
             await self._create(_with_trigger(self._new_slice(md, address_types(svc)[0], [], [], labels, owner), trigger))
         elif keep.get("endpoints") or keep.get("ports") or not _meta_current(keep, labels, owner):
             await self._update(_with_trigger(_with_meta({**keep, "ports": [], "endpoints": []}, labels, owner), trigger))
+        else:
+            return len(others)
+        return len(others) + 1
 
     @staticmethod
     def _new_slice(md: dict, address_type: str, ports: list, endpoints: list, labels: dict, owner: dict) -> dict:
@@ -672,9 +730,12 @@ def _rv(obj: dict) -> int:
     return int(obj["metadata"].get("resourceVersion") or 0)
 
 
-async def _ignore_missing(coro) -> None:
+async def _ignore_missing(coro) -> bool:
+    """Await a delete; False when the object was already gone."""
     try:
         await coro
     except APIError as e:
         if e.code != 404:
             raise
+        return False
+    return True

@@ -157,7 +157,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
     metrics = metrics or ControllerMetrics()
     options = {
         ServiceLBController: {"pool": load_balancer_pool},
-        EndpointSliceController: {"endpoints_client": client.named("endpoint-controller")},
+        EndpointSliceController: {"endpoints_client": client.named("endpoint-controller"), "metrics": metrics},
         CronJobController: {"metrics": metrics},
         JobController: {"metrics": metrics, **job_options()},
         HPAController: options_from_env(),

@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from ..client.workqueue import WorkQueueMetrics
 from ..clock import REAL, Clock
+from .endpointslice_metrics import EndpointSliceMetrics
 
 
 class ControllerMetrics:
@@ -24,6 +25,7 @@ class ControllerMetrics:
             "job_controller_job_pods_creation",
             "[ALPHA] The number of Pods created by the Job controller labelled with a reason for the Pod creation.",
             ["reason", "status"], registry=self.registry)
+        self.endpointslice = EndpointSliceMetrics(self.registry)
 
     def meter(self, controllers) -> None:
         """Keep each controller's queue's workqueue metrics under its upstream queue name."""

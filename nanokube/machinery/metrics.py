@@ -52,9 +52,12 @@ class Family:
     several per attempt."""
 
     def __init__(self, kind: str, name: str, documentation: str, labelnames: list[str], registry: CollectorRegistry,
-                 buckets: tuple[float, ...] | None = None) -> None:
+                 buckets: tuple[float, ...] | None = None, total: bool = True) -> None:
+        """`total=False`: a counter exposed under its bare name, as client_golang's counters whose
+        upstream name has no `_total` (endpoint_slice_controller_changes)."""
         self.kind = kind
         self.name = name[:-6] if kind == "counter" and name.endswith("_total") else name
+        self._counter_sample = self.name + "_total" if total else self.name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
         self.bounds = tuple(float(b) for b in buckets) if kind == "histogram" else None
@@ -100,7 +103,7 @@ class Family:
                 continue
             labels = dict(zip(self.labelnames, values))
             if self.kind == "counter":
-                m.add_sample(name + "_total", labels, s.value)
+                m.add_sample(self._counter_sample, labels, s.value)
             elif self.kind == "gauge":
                 m.add_sample(name, labels, s.value)
             else:

@@ -288,12 +288,14 @@ async def test_plan_keeps_endpoints_in_place_and_fills_rewritten_slices_first():
     other = {"metadata": {"name": "s2"}, "ports": ports, "endpoints": [ep("3")]}
     from nanokube.controllers.endpointslice import _ports_key
     desired = {_ports_key(ports): {ip: ep(ip) for ip in ("2", "3", "4")}}
-    updates, creates, deletes = await plan_slices([full, other], desired, max_per_slice=2)
+    updates, creates, deletes, added, removed = await plan_slices([full, other], desired, max_per_slice=2)
     assert [u["metadata"]["name"] for u in updates] == ["s1"]
     assert [e["addresses"][0] for e in updates[0]["endpoints"]] == ["2", "4"]
     assert creates == [] and deletes == []
-    updates, creates, deletes = await plan_slices([full], {}, max_per_slice=2)
+    assert (added, removed) == (1, 1), "4 comes, 1 goes"
+    updates, creates, deletes, added, removed = await plan_slices([full], {}, max_per_slice=2)
     assert deletes == [full] and updates == [] and creates == []
+    assert (added, removed) == (0, 0), "as upstream's, a port set no longer desired goes uncounted"
 
 
 async def test_user_endpoints_without_a_service_are_left_alone(env):
