@@ -410,17 +410,31 @@ class _Index:
                 self.keys.setdefault(v, {})[k] = None
 
 
+#: the API groups client-go's typed informers serve (informers.SharedInformerFactory's ForResource):
+#: kube-controller-manager's informers of any other group's resources (custom resources, CRDs and
+#: APIServices themselves) are metadata informers (ObjectOrMetadataInformerFactory)
+TYPED_GROUPS = frozenset({
+    "", "admissionregistration.k8s.io", "internal.apiserver.k8s.io", "apps", "autoscaling", "batch",
+    "certificates.k8s.io", "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io", "extensions",
+    "flowcontrol.apiserver.k8s.io", "networking.k8s.io", "node.k8s.io", "policy", "rbac.authorization.k8s.io",
+    "resource.k8s.io", "scheduling.k8s.io", "storage.k8s.io", "storagemigration.k8s.io"})
+
+
 class InformerFactory:
     """client-go's SharedInformerFactory: one informer, so one list and one watch, per resource,
     namespace and selectors, however many controllers ask for it, each adding its handlers. Every
     pod watcher costs each pod event its queue, wake-up and store (~38 k instructions) before
     any handler runs; kube-controller-manager's controllers share one."""
 
-    def __init__(self, clock: Clock = REAL, client=None):
+    def __init__(self, clock: Clock = REAL, client=None, metadata_client=None):
         """With `client`, informers list and watch through it (kube-controller-manager's informers have
-        a client of their own, '.../shared-informers'), else through the first asker's resource client."""
+        a client of their own, '.../shared-informers'), else through the first asker's resource client;
+        with `metadata_client`, those of resources outside `TYPED_GROUPS` through that one instead
+        (its metadata informers' clientset, '.../metadata-informers', with a rate limit of its own:
+        the garbage collector's and quota's monitors of custom resources do not spend the typed ones')."""
         self.clock = clock
         self.client = client
+        self.metadata_client = metadata_client
         self._informers: dict[tuple, Informer] = {}
         self._tasks: dict[Informer, asyncio.Task] = {}
 
@@ -429,8 +443,11 @@ class InformerFactory:
         key = (rc.res.group, rc.version, rc.res.plural, namespace, label_selector, field_selector)
         inf = self._informers.get(key)
         if inf is None:
-            if self.client is not None:
-                rc = self.client.resource(rc.res.group, rc.version, rc.res.plural)
+            client = self.client
+            if self.metadata_client is not None and rc.res.group not in TYPED_GROUPS:
+                client = self.metadata_client
+            if client is not None:
+                rc = client.resource(rc.res.group, rc.version, rc.res.plural)
             inf = self._informers[key] = Informer(rc, namespace, label_selector, field_selector, self.clock)
         return inf
 

@@ -205,10 +205,12 @@ class ControllerManager:
         builder's) the ClusterRole aggregation controller's; `controller_clients`
         (else `client`) names each controller's client (clientbuilder's service-account clients);
         `root_ca` is what kube-root-ca.crt publishes; `service_account_key` (the API server's signing
-        key) runs the token controller; the shared informers read through `client`. `client_limit`
-        (--kube-api-qps, --kube-api-burst; None: none) gives each controller's client, the shared
-        informers' and the token controller's a token bucket of its own, as upstream's builder makes
-        each a clientset (the pod-identity signer, not kube-controller-manager's, has none)."""
+        key) runs the token controller; the shared informers read through `client`, as
+        'shared-informers', those of resources client-go has no typed informers for (custom resources:
+        the garbage collector's and quota's monitors) as 'metadata-informers'. `client_limit`
+        (--kube-api-qps, --kube-api-burst; None: none) gives each controller's client, each of those
+        two and the token controller's a token bucket of its own, as upstream's builder makes each a
+        clientset (the pod-identity signer, not kube-controller-manager's, has none)."""
         self.client = client
         #: kept across terms of leadership, as one process's counters are
         self.metrics = ControllerMetrics(clock=clock)
@@ -224,7 +226,7 @@ class ControllerManager:
             on = [k for k in enabled([*CONTROLLERS, CSRSigningController, *signer, *tokens], controllers)
                   if k is not CSRSigningController or signers]
             root = clientsets(client)
-            self.informers = InformerFactory(clock, root.named("shared-informers"))
+            self.informers = InformerFactory(clock, root.named("shared-informers"), root.named("metadata-informers"))
             own = (PodCertificateSigner, CSRSigningController, TokensController, *_CERTIFICATE_CONTROLLERS)
             builder = clientsets(controller_clients or client)
             kinds = [k for k in on if k not in own]

@@ -89,6 +89,23 @@ async def test_each_controller_has_a_client_named_as_upstream_names_it(stack):
     assert stack.client.user_agent == "kube-controller-manager", "the manager's own client keeps its name"
 
 
+async def test_custom_resource_informers_list_through_a_client_and_bucket_of_their_own(stack):
+    """kube-controller-manager's metadata informers (ObjectOrMetadataInformerFactory): the informers of
+    resources client-go has no typed informer for (the garbage collector's monitors of custom resources
+    and CRDs, the quota controller's of custom resources) read through '.../metadata-informers', a
+    clientset of its own: with the shared informers' burst spent on a clock that stands, theirs is whole."""
+    clock = ManualClock()
+    manager = ControllerManager(stack.client, clock, controllers="garbagecollector", client_limit=(2.0, 3))
+    monitors = {inf.rc.res.group_resource: inf.rc for inf in manager.controllers[0].informers()}
+    crds, pods = monitors["customresourcedefinitions.apiextensions.k8s.io"], monitors["pods"]
+    assert crds.owner.user_agent == "kube-controller-manager/metadata-informers"
+    assert pods.owner.user_agent == "kube-controller-manager/shared-informers"
+    for _ in range(3):
+        await pods.list()
+    assert pods.owner.bucket.reserve() > 0, "the shared informers' burst is spent: a fourth request waits"
+    assert crds.owner.bucket.reserve() == 0, "the metadata informers' request goes at once"
+
+
 def replicaset(name):
     labels = {"app": name}
     return {"metadata": {"name": name, "namespace": "default"},
