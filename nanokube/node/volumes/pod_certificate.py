@@ -76,12 +76,12 @@ def _clean_chain(pem: str) -> bytes:
 
 
 def _refusal_message(pcr: str, cond: dict) -> str:
-    """The message of the kubelet's Denied or Failed Event, as Go prints it: upstream hands Eventf
-    the condition's reason as the format and its own message as the argument, so fmt writes the
-    reason (a validated word, no verb in it) and then the message as an unused operand."""
-    reason, outcome = cond.get("reason") or "", "was denied" if cond["type"] == "Denied" else "failed"
-    message = f"PodCertificateRequest {pcr} {outcome}, reason={quote(reason)}, message={quote(cond.get('message') or '')}"
-    return f"{reason}%!(EXTRA string={message})"
+    """The message of the kubelet's Denied or Failed Event, the one upstream's kubelet composes.
+    (Its Eventf call passes the condition's reason as the format string, so Go prints the reason
+    followed by `%!(EXTRA string=...)` around this message: a slip, not a format worth copying.)"""
+    outcome = "was denied" if cond["type"] == "Denied" else "failed"
+    return (f"PodCertificateRequest {pcr} {outcome}, reason={quote(cond.get('reason') or '')}, "
+            f"message={quote(cond.get('message') or '')}")
 
 
 def _condition(pcr: dict) -> dict | None:
