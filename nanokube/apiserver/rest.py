@@ -63,8 +63,10 @@ def name_suffix(prefix: str) -> str:
 
 log = logging.getLogger(__name__)
 SYSTEM = User("system:apiserver", ("system:masters",))
-#: how often a patch is re-applied after losing a race with another write (upstream retries
-#: until it wins; every round some writer wins, so this bound is only a guard)
+#: how often a patch, an update naming no resourceVersion or a delete is made again after losing
+#: a race with another write (upstream's GuaranteedUpdate and conditionalDelete retry until they
+#: win; every round some writer wins, so this bound is only a guard: five rounds were lost in a row
+#: to two clients patching one object on etcd)
 PATCH_ATTEMPTS = 64
 #: entries a list scans (and decodes, the first time) between yields to the event loop
 LIST_CHUNK = 1024
@@ -1593,7 +1595,7 @@ class GenericREST:
     ) -> Result:
         options = options or {}
         key = res.key(namespace, name)
-        for attempt in range(5):
+        for attempt in range(PATCH_ATTEMPTS):
             entry = self._entry(res, namespace, name)
             obj = entry.obj
             md = obj["metadata"]

@@ -26,7 +26,7 @@ from .patch import PatchError
 from .patch import apply as ssa
 from .patch import strict
 from .patch import fieldpath as fp
-from .rest import GenericREST, WriteOptions, check_target, decode_patched, patch_out_of_range
+from .rest import PATCH_ATTEMPTS, GenericREST, WriteOptions, check_target, decode_patched, patch_out_of_range
 from ..machinery.selectors import matches_labels, selector_from_object, selector_to_string
 from ..store.interface import KeyNotFound, RevisionMismatch
 from .cache import stored_json
@@ -421,8 +421,9 @@ class Subresources:
     async def put_scale(self, res: Resource, version: str, namespace: str, name: str, scale: dict, opts: WriteOptions,
                         applied: bool = False) -> dict:
         """A write of the Scale (with `applied`, `scale` is a server-side apply configuration of it);
-        its managedFields are tracked on the Scale and mapped to the parent's (ssa.scale_write)."""
-        for _ in range(5):
+        its managedFields are tracked on the Scale and mapped to the parent's (ssa.scale_write). One
+        naming no resourceVersion that loses a race is made again on the newer object."""
+        for _ in range(PATCH_ATTEMPTS):
             entry = self.rest._entry(res, namespace, name)
             rv = ((scale.get("metadata") or {}).get("resourceVersion"))
             if rv and rv != str(entry.rev):
