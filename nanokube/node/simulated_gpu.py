@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from fractions import Fraction
 
@@ -39,6 +39,8 @@ class Mig:
 
     profile: MigProfile
     uuid: str
+    #: the memory slice its GPU instance's placement starts at
+    start: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,25 @@ class Gpu:
     pcie_root: str = ""
     numa: int | None = None
     numa_nodes: int = 1
+    #: its minor number on the node (/dev/nvidiaN): the driver's, its index there
+    minor: int = 0
+
+
+@dataclass(frozen=True)
+class Nic:
+    """One of the node's RDMA NICs as `topo -m` lists it: its verbs device name (a ConnectX's
+    `mlx5_N`), PCIe root and NUMA node (None: not known)."""
+
+    name: str
+    pcie_root: str = ""
+    numa: int | None = None
 
 
 #: the GPUs of each container whose commands are being worked out; one not there has no node at hand
 GPUS: ContextVar[dict[str, tuple[Gpu, ...]]] = ContextVar("simulated_gpus", default={})
+#: the node's RDMA NICs, in order, for the commands being worked out: `topo -m` lists every one
+#: (the host's /sys/class/infiniband, which a container sees whole)
+NICS: ContextVar[tuple[Nic, ...]] = ContextVar("simulated_nics", default=())
 #: what an idle GPU shows as used: the driver's reservation on a GPU no process uses
 IDLE_MIB = 1
 _QUERY = {  # field: (header, unit, value of GPU i)
@@ -101,18 +118,45 @@ def gpu(attributes: dict, capacity: dict, index: int, migs=(), numa_nodes: int =
     profiles = {p.name: p for p in product.mig} if product else {}
     return Gpu(name, attributes.get("uuid", ""), "0000" + bus.upper(), memory,
                attributes.get("driverVersion", "550.54.15"), str(attributes.get("cudaVersion", "12.4")),
-               attributes.get("architecture", ""), tuple(_mig(m["profile"], m["uuid"], profiles) for m in migs),
+               attributes.get("architecture", ""), tuple(_mig(m["profile"], m["uuid"], profiles, m.get("device", "")) for m in migs),
                *((product.power_cap, product.idle_power, product.nvlinks) if product else (700, 70, 0)),
-               attributes.get("pcieRoot", ""), attributes.get("numaNode"), numa_nodes)
+               attributes.get("pcieRoot", ""), attributes.get("numaNode"), numa_nodes, index)
 
 
-def _mig(profile: str, uuid: str, profiles: dict) -> Mig:
+def nics(devices: list) -> tuple[Nic, ...]:
+    """The node's RDMA NICs (cluster.Device, kind "nic") as `topo -m` names them: numbered in the
+    node's order, `mlx5_N` for the ConnectX family's mlx5 driver, else their interface's name."""
+    rdma = [d for d in devices if d.kind == "nic" and d.attributes.get("rdma")]
+    return tuple(Nic(f"mlx5_{i}" if str(d.attributes.get("model", "")).startswith("ConnectX") else
+                     d.attributes.get("interfaceName", f"nic{i}"), d.attributes.get("pcieRoot", ""),
+                     d.attributes.get("numaNode")) for i, d in enumerate(rdma))
+
+
+#: the driver's device nodes the NVIDIA runtime gives a container along with its GPUs' own
+CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
+
+
+def with_device_nodes(edits, container: str):
+    """`edits` (a container's CDI edits, dra/cdi.ContainerEdits) with the device nodes of the GPUs
+    the container sees (`GPUS`, where known), as the NVIDIA runtime's CDI spec adds them:
+    /dev/nvidiaN (N the GPU's minor number) and the driver's control nodes (character devices,
+    0666), so `ls /dev/nvidia*` lists them."""
+    gpus = GPUS.get().get(container)
+    if not gpus:
+        return edits
+    paths = [f"/dev/nvidia{g.minor}" for g in gpus] + list(CONTROL_NODES)
+    return replace(edits, device_nodes=[*edits.device_nodes, *((p, p, 0o666) for p in paths)])
+
+
+def _mig(profile: str, uuid: str, profiles: dict, device: str = "") -> Mig:
     """A MIG device of `profile`: its figures from the model's profile table, else its memory from
-    the profile's name (`1g.10gb`: 10 GiB) and no engines known."""
+    the profile's name (`1g.10gb`: 10 GiB) and no engines known; its placement's start from the
+    driver's name for it (`gpu-0-mig-1g10gb-19-3`: slice 3)."""
+    start = int(m.group(1)) if (m := re.search(r"-(\d+)$", device)) else 0
     if profile not in profiles:
         gb = re.search(r"\.(\d+)gb", profile)
-        return Mig(MigProfile(profile, 0, 0, (), int(gb.group(1)) * 1024 if gb else 0, 0, 0, 0), uuid)
-    return Mig(profiles[profile], uuid)
+        return Mig(MigProfile(profile, 0, 0, (), int(gb.group(1)) * 1024 if gb else 0, 0, 0, 0), uuid, start)
+    return Mig(profiles[profile], uuid, start)
 
 
 def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
@@ -140,6 +184,11 @@ def nvidia_smi(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> in
         return 0
     if args in (["topo", "-m"], ["topo", "--matrix"]):
         proc.out(_topology(listed))
+        return 0
+    if args[:1] == ["dmon"]:
+        return _dmon(proc, listed, args[1:])
+    if args == ["mig", "-lgi"] and any(g.migs for _, g in listed):
+        proc.out(_instances(listed))
         return 0
     query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
     form = next((a.split("=", 1)[1] for a in args if a.startswith("--format=")), None)
@@ -252,16 +301,19 @@ Legend:
 
 
 def _topology(listed: list[tuple[int, Gpu]]) -> str:
-    """`nvidia-smi topo -m`: the GPUs' matrix, tab-separated, as NCCL users read it before a run.
-    SXM boards reach each other over their bonded NVLinks (NV12 on an A100, NV18 on an H100,
-    through the NVSwitches); PCIe cards through the host bridges of one NUMA node (NODE), or across
-    the sockets (SYS). Each GPU's CPU and NUMA affinity is its NUMA node's share of the node's CPUs,
-    numbered in blocks (no hyperthread siblings). The node's NICs are not listed."""
+    """`nvidia-smi topo -m`: the matrix of the GPUs and the node's RDMA NICs, tab-separated, as
+    NCCL users read it before a run. SXM boards reach each other over their bonded NVLinks (NV12
+    on an A100, NV18 on an H100, through the NVSwitches); other pairs through the PCIe switch of
+    their root (PIX: a NIC beside its GPU), the host bridges of one NUMA node (NODE), or across the
+    sockets (SYS). Each GPU's CPU and NUMA affinity is its NUMA node's share of the node's CPUs,
+    numbered in blocks (no hyperthread siblings); a NIC's row has none. The NICs' names follow
+    the legend."""
     node = simulated_system.NODE.get() or {}
     cpus = math.ceil(parse_quantity(str(node.get("cpu", "1"))))
+    nics = NICS.get()
 
-    def link(a: Gpu, b: Gpu) -> str:
-        if a.nvlinks and b.nvlinks:
+    def link(a: Gpu | Nic, b: Gpu | Nic) -> str:
+        if getattr(a, "nvlinks", 0) and getattr(b, "nvlinks", 0):
             return f"NV{min(a.nvlinks, b.nvlinks)}"
         if a.pcie_root and a.pcie_root == b.pcie_root:
             return "PIX"
@@ -273,11 +325,57 @@ def _topology(listed: list[tuple[int, Gpu]]) -> str:
         share = max(cpus // max(g.numa_nodes, 1), 1)
         return f"{g.numa * share}-{(g.numa + 1) * share - 1}\t{g.numa}"
 
-    out = ["\t" + "".join(f"GPU{i}\t" for i, _ in listed) + "CPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    devices = [(f"GPU{i}", g) for i, g in listed] + [(f"NIC{i}", n) for i, n in enumerate(nics)]
+    out = ["\t" + "".join(f"{name}\t" for name, _ in devices) + "CPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    for name, a in devices:
+        cells = "\t".join(" X " if b is a else link(a, b) for _, b in devices)
+        out.append(f"{name}\t{cells}" + (f"\t{affinity(a)}\t\tN/A" if isinstance(a, Gpu) else ""))
+    legend = "\nNIC Legend:\n\n" + "".join(f"  NIC{i}: {n.name}\n" for i, n in enumerate(nics)) + "\n" if nics else ""
+    return "".join(line + "\n" for line in out) + _LEGEND + legend
+
+
+#: dmon's metric groups (`-s`, default "puc"), each its columns: (name, unit, value for an idle GPU)
+_DMON = {
+    "p": (("pwr", "W", lambda g: str(g.idle_power)), ("gtemp", "C", lambda g: "30"), ("mtemp", "C", lambda g: "-")),
+    "u": tuple((name, "%", lambda g: "0") for name in ("sm", "mem", "enc", "dec", "jpg", "ofa")),
+    "c": (("mclk", "MHz", lambda g: str(_IDLE_CLOCKS.get(g.architecture, (405, 210))[0])),
+          ("pclk", "MHz", lambda g: str(_IDLE_CLOCKS.get(g.architecture, (405, 210))[1]))),
+}
+#: an idle board's memory and graphics clocks (MHz) by architecture: HBM3, HBM2e; else a GDDR card's P8
+_IDLE_CLOCKS = {"Hopper": (2619, 345), "Ampere": (1215, 210)}
+
+
+def _dmon(proc: Process, listed: list[tuple[int, Gpu]], args: list[str]) -> int:
+    """`nvidia-smi dmon -c N [-d SECONDS] [-s puc]`: its two header lines, then N samples of each
+    GPU, `-d` seconds apart (1 by default) on the command's clock, as a run watching its GPUs
+    logs them: idle (no process here uses a GPU). Without `-c` it samples until stopped: not
+    simulated, nor are the other metric groups and options."""
+    opts = dict(zip(args[::2], args[1::2]))
+    if len(args) % 2 or not set(opts) <= {"-c", "-d", "-s"} or not hasattr(proc, "now") or \
+            not re.fullmatch(r"[1-9]\d{0,3}", opts.get("-c", "")) or not re.fullmatch(r"[1-9]\d*", opts.get("-d", "1")) or \
+            not re.fullmatch(r"[puc]+", opts.get("-s", "puc")):
+        raise Unknown
+    columns = [c for group in "puc" if group in opts.get("-s", "puc") for c in _DMON[group]]
+    proc.out("# gpu" + "".join(f" {name:>6}" for name, _, _ in columns) + " \n"
+             + "# Idx" + "".join(f" {unit:>6}" for _, unit, _ in columns) + " \n")
+    for n in range(int(opts["-c"])):
+        if n:
+            proc.now += int(opts.get("-d", "1"))
+        proc.out("".join(f"{i:>5}" + "".join(f" {value(g):>6}" for _, _, value in columns) + " \n" for i, g in listed))
+    return 0
+
+
+def _instances(listed: list[tuple[int, Gpu]]) -> str:
+    """`nvidia-smi mig -lgi`: the GPU instances of the container's MIG devices, each its profile's
+    name and ID, its instance ID (as the MIG devices table numbers them) and placement."""
+    rule = "+" + "-" * 55 + "+"
+    out = [rule, f"| {'GPU instances:':<54}|", "| GPU   Name             Profile  Instance   Placement  |",
+           "|                          ID       ID       Start:Size |", "|" + "=" * 55 + "|"]
     for i, g in listed:
-        cells = (" X " if j == i else link(g, h) for j, h in listed)
-        out.append(f"GPU{i}\t" + "".join(f"{c}\t" for c in cells) + f"{affinity(g)}\t\tN/A")
-    return "".join(line + "\n" for line in out) + _LEGEND
+        for j, m in enumerate(g.migs):
+            out += [f"| {i:>3}  {'MIG ' + m.profile.name:<16}{m.profile.id:>6}{j + 1:>9}{m.start:>11}:{m.profile.size:<6}|",
+                    rule]
+    return "".join(line + "\n" for line in out)
 
 
 def _kv(depth: int, key: str, value: str) -> str:
@@ -347,9 +445,10 @@ def image_command(image: str) -> list[str]:
 
 
 def uses_gpus(argv: list[str]) -> bool:
-    """Whether `argv` may run one of the GPU programs simulated here (its GPUs are worked out for it)."""
+    """Whether `argv` may run one of the GPU programs simulated here or look at the GPUs' device
+    nodes (its GPUs are worked out for it)."""
     line = " ".join(argv)
-    return "nvidia-smi" in line or "vectorAdd" in line
+    return "nvidia" in line or "vectorAdd" in line or "/dev" in line
 
 
 def vector_add(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:

@@ -182,7 +182,8 @@ class SimulatedIO:
             volumes, uid = self.worker.agent.volumes, self.worker.uid
             self._files = PodFiles(self.worker.pod, lambda name: volumes.volume_dir(uid, name), self.worker.clock,
                                    lambda name: volumes.read_only(uid, name), self.worker.agent.name,
-                                   lambda name: self.worker.agent.claims.cdi_edits(self.worker.pod, name),
+                                   lambda name: simulated_gpu.with_device_nodes(
+                                       self.worker.agent.claims.cdi_edits(self.worker.pod, name), name),
                                    lambda c: simulated_net.etc_files(self.worker.pod, c, self.worker.agent.name,
                                                                      self.worker.ip), self._tmpfs_size)
         return self._files.container(container, self.worker.pod)
@@ -589,10 +590,12 @@ class SimulatedIO:
     async def _machine(self, container: str, gpus: bool) -> None:
         """What the commands about to be worked out in `container` (in this task and those it
         starts) see of the node's machine: its capacity (simulated_system) and, where they may run
-        nvidia-smi (`gpus`), the GPUs the container was given."""
-        simulated_system.NODE.set(getattr(getattr(self.worker.agent, "spec", None), "capacity", None))
+        nvidia-smi (`gpus`), the GPUs the container was given and the node's RDMA NICs."""
+        spec = getattr(self.worker.agent, "spec", None)
+        simulated_system.NODE.set(getattr(spec, "capacity", None))
         if gpus:
             simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: await self._gpus(container)})
+            simulated_gpu.NICS.set(simulated_gpu.nics(getattr(spec, "devices", ())))
 
     async def _gpus(self, container: str) -> tuple[simulated_gpu.Gpu, ...]:
         """The node's GPUs container `container` sees (simulated_gpu): those of its DRA claims (the

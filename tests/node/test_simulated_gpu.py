@@ -154,7 +154,7 @@ def mig_worker(**main):
     claim and GPU 1 whole by NVIDIA_VISIBLE_DEVICES."""
     w = worker(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-1"}], **main)
     migs = [{"type": "mig", "uuid": f"MIG-{p}", "parentUUID": "GPU-0", "productName": "NVIDIA H100 80GB HBM3",
-             "profile": p} for p in ("3g.40gb", "1g.10gb")]
+             "profile": p, "device": d} for p, d in (("3g.40gb", "gpu-0-mig-3g40gb-9-0"), ("1g.10gb", "gpu-0-mig-1g10gb-19-6"))]
     w.agent.claims.container_devices = lambda pod, container: migs
     w.agent.claims.prepared_devices = lambda pod, container: [
         (None, "gpu.nvidia.com", SimpleNamespace(device=d)) for d in ("gpu-0-mig-3g40gb-9-0", "gpu-0-mig-1g10gb-19-6")]

@@ -1,0 +1,92 @@
+"""What ML engineers' launch scripts do in a GPU pod's simulated shell, through the kubelet's exec
+(what `kubectl exec` reaches): nvidia-smi's topology and monitors, the GPUs' device nodes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.controllers import eventually
+from tests.node.dra.test_prepare import env, phase, running_trainer
+from tests.node.test_simulated_gpu import exec_, mig_worker, run_smi
+
+__all__ = ["env"]  # the fixture: an API server and the default cluster's node agents
+
+
+async def exec_over(mgr, clock, command: list[str]) -> tuple[int, str]:
+    """`exec_` in pod trainer, the node's clock moved on a second at a time until the command ends."""
+    task = asyncio.ensure_future(exec_(mgr, "trainer", command))
+    for _ in range(600):
+        if task.done():
+            break
+        await clock.advance(1)
+    return await task
+
+
+async def test_topo_m_lists_the_nodes_rdma_nics_beside_the_gpus(env):
+    """`nvidia-smi topo -m` before an NCCL run: the node's eight ConnectX-7s as NIC0-7 (each on its
+    GPU's PCIe root: PIX; NODE within that NUMA node, SYS across), NIC rows with no affinity, and
+    the NIC legend a script turns into NCCL_IB_HCA."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    code, out = await exec_(mgr, "trainer", ["nvidia-smi", "topo", "-m"])
+    lines = out.splitlines()
+    nics = "".join(f"NIC{i}\t" for i in range(8))
+    assert code == 0 and lines[:4] == [
+        f"\tGPU0\tGPU1\t{nics}CPU Affinity\tNUMA Affinity\tGPU NUMA ID",
+        "GPU0\t X \tNV18\tPIX\tNODE\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\t0-31\t0\t\tN/A",
+        "GPU1\tNV18\t X \tNODE\tPIX\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\t0-31\t0\t\tN/A",
+        "NIC0\tPIX\tNODE\t X \tNODE\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS"]
+    assert lines[8] == "NIC5\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\tNODE\t X \tNODE\tNODE"
+    assert out.endswith("  NV#  = Connection traversing a bonded set of # NVLinks\n\nNIC Legend:\n\n"
+                        "  NIC0: mlx5_0\n  NIC1: mlx5_1\n  NIC2: mlx5_2\n  NIC3: mlx5_3\n  NIC4: mlx5_4\n"
+                        "  NIC5: mlx5_5\n  NIC6: mlx5_6\n  NIC7: mlx5_7\n\n")
+    script = ("HCAS=$(nvidia-smi topo -m | grep -E '^  NIC[0-9]+:' | awk '{print $2}' | tr '\\n' ',')\n"
+              'export NCCL_IB_HCA="${HCAS%,}"; echo "$NCCL_IB_HCA"')
+    assert await exec_(mgr, "trainer", ["bash", "-c", script]) == (
+        0, "mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7\n")
+
+
+async def test_the_runtime_gives_the_container_its_gpus_device_nodes(env):
+    """The NVIDIA runtime's CDI edits: the device nodes of the container's two GPUs (their minor
+    numbers on the node) and the driver's control nodes, in /dev; none in a container without GPUs."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    assert await exec_(mgr, "trainer", ["ls", "/dev"]) == (
+        0, "nvidia-modeset\nnvidia-uvm\nnvidia-uvm-tools\nnvidia0\nnvidia1\nnvidiactl\n")
+    pods = client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "cpu", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}]}})
+    await eventually(phase(pods, "cpu", "Running", clock))
+    assert await exec_(mgr, "cpu", ["ls", "/dev"]) == (0, "")
+
+
+async def test_dmon_samples_the_gpus_on_the_commands_clock(env):
+    """`nvidia-smi dmon -c N`, as a run logs its GPUs: the two header lines, then each GPU idle,
+    `-d` seconds apart; a script picks a column out of it."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    header = ("# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk   pclk \n"
+              "# Idx      W      C      C      %      %      %      %      %      %    MHz    MHz \n")
+    sample = "".join(f"    {i}     70     30      -      0      0      0      0      0      0   2619    345 \n"
+                     for i in (0, 1))
+    assert await exec_over(mgr, clock, ["nvidia-smi", "dmon", "-c", "2"]) == (0, header + sample * 2)
+    script = "date +%s; nvidia-smi dmon -c 3 -d 5 -s p > /dev/null; nvidia-smi dmon -c 1 -s u | sed 's/#//' | " \
+             "awk '{print $2}' | tail -n 1; date +%s"
+    code, out = await exec_over(mgr, clock, ["sh", "-c", script])
+    started, util, ended = out.split()
+    assert (code, util, int(ended) - int(started)) == (0, "0", 10)
+
+
+async def test_mig_lgi_lists_the_gpu_instances_of_the_containers_mig_devices():
+    """`nvidia-smi mig -lgi` in a container given two MIG devices of GPU 0 (and GPU 1 whole): each
+    GPU instance with its profile's name and ID, its instance ID and placement (start:slices)."""
+    io = mig_worker()
+    io.started({"main": "busybox"})
+    rule = "+" + "-" * 55 + "+"
+    assert await run_smi(io, "mig", "-lgi") == (0, "\n".join([
+        rule, "| GPU instances:                                        |",
+        "| GPU   Name             Profile  Instance   Placement  |",
+        "|                          ID       ID       Start:Size |", "|" + "=" * 55 + "|",
+        "|   0  MIG 3g.40gb          9        1          0:4     |", rule,
+        "|   0  MIG 1g.10gb         19        2          6:1     |", rule]) + "\n")
+    io.stop()
