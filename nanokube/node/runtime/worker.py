@@ -51,7 +51,7 @@ from .. import inplace
 from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, DEADLINE, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from ..lifecycle import volume_mount_statuses
-from .. import container_env, hooks, hosts_file
+from .. import container_env, dns, hooks, hosts_file
 from .netns import NetnsError
 from .probes import http_get, run_probe
 from . import cgroup as cgroups, stdio
@@ -166,6 +166,7 @@ class ProcessPodWorker(PodWorker):
         init_specs = (self.pod.get("spec") or {}).get("initContainers") or []
         self._initializing = bool(init_specs)
         self._write_hosts_file()
+        self._write_resolv_conf()
         for spec in init_specs + self._containers():
             c = await self._set_up(Container(spec))
             if spec in init_specs:
@@ -196,6 +197,8 @@ class ProcessPodWorker(PodWorker):
                            or self.agent.volumes.read_only(self.uid, vm["name"])))
         if hosts_file.managed(self.pod, spec):
             mounts.append((self._hosts_path(), hosts_file.PATH, False))
+        if dns.mounted(spec) and os.path.exists(dns.RESOLV_CONF):
+            mounts.append((self._resolv_path(), dns.RESOLV_CONF, False))
         self._env[c.name] = await self._environment(spec)
         return c
 
@@ -211,6 +214,22 @@ class ProcessPodWorker(PodWorker):
         os.makedirs(os.path.dirname(self._hosts_path()), exist_ok=True)
         with open(self._hosts_path(), "w") as f:
             f.write(hosts_file.content(self._hostname(), [self.ip], spec.get("hostAliases")))
+
+    def _resolv_path(self) -> str:
+        """The pod's resolv.conf, in its directory (the runtime's sandbox copy, bound in each container)."""
+        return os.path.join(self.agent.volumes.pod_dir(self.uid), "resolv.conf")
+
+    def _write_resolv_conf(self) -> None:
+        """What the kubelet's DNS configurer gives the pod (dns.resolv_conf), from the node's own
+        /etc/resolv.conf (the kubelet's --resolv-conf) and the cluster's DNS server."""
+        try:
+            with open(dns.RESOLV_CONF) as f:
+                host = f.read()
+        except OSError:
+            host = ""
+        os.makedirs(os.path.dirname(self._resolv_path()), exist_ok=True)
+        with open(self._resolv_path(), "w") as f:
+            f.write(dns.resolv_conf(self.pod, self.runtime.cluster_dns, host))
 
     async def _environment(self, spec: dict) -> dict[str, str]:
         return await container_env.environment(self, spec)
