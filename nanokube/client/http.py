@@ -204,6 +204,12 @@ class HTTPClient:
             except (APIError, aiohttp.ClientError, asyncio.TimeoutError) as e:
                 log.warning("rereading discovery failed: %s", e)
 
+    async def discover(self) -> None:
+        """Read discovery now, for this client and every client sharing it: for a component that looks
+        for new resources on its own schedule (the garbage collector's Sync reads discovery each time),
+        so that what it finds is not up to a `REDISCOVERY_PERIOD` older."""
+        self._root.index = await self._discover()
+
     async def close(self) -> None:
         if self._rediscovery is not None:
             self._rediscovery.cancel()

@@ -14,12 +14,16 @@ resource, as kube-controller-manager's GC does with metadata informers.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..client.http import EXPECTED
 from ..client.record import CoreEventRecorder
 from ..machinery.errors import APIError
 from .base import Controller
+
+log = logging.getLogger(__name__)
 
 #: seconds between looks for resources to monitor: kube-controller-manager's garbage collector Sync
 #: period (syncPeriod = 30 s in startGarbageCollectorController), which resyncs its monitors
@@ -111,9 +115,17 @@ class GarbageCollector(Controller):
 
     async def _resync_monitors(self) -> None:
         """Rediscovers resources every `MONITOR_PERIOD`, as upstream's GC Sync does (a CRD's events
-        look at once besides, `SERVING`). A monitor of a resource no longer served just sees no events."""
+        look at once besides, `SERVING`), reading discovery afresh as it does where the client keeps
+        a copy (over HTTP, reread every 30 s at another phase: else a new resource could wait for both
+        periods). A monitor of a resource no longer served just sees no events."""
         while True:
             await self.clock.sleep(MONITOR_PERIOD)
+            discover = getattr(self.client, "discover", None)
+            if discover is not None:
+                try:
+                    await discover()
+                except EXPECTED as e:  # upstream's Sync skips a look whose discovery failed; here the copy serves
+                    log.warning("garbage collector: reading discovery failed: %s", e)
             self.informer_factory.start(self._add_monitors())
 
     def _observe(self, rc, obj: dict) -> None:

@@ -2,6 +2,8 @@ import pytest
 
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.loopback import LocalClient
+from nanokube.client.http import HTTPClient
+from nanokube.client.kubeconfig import Credentials
 from nanokube.machinery.errors import APIError
 from nanokube.store.memory import MemoryStore
 from nanokube.controllers.garbagecollector import GarbageCollector
@@ -365,27 +367,38 @@ async def test_a_dependent_of_an_owner_gone_unobserved_is_collected():
         await s.close()
 
 
-async def test_a_crd_established_while_the_collector_starts_is_monitored_from_its_start():
-    """A CRD served after the collector first looked for resources, whose events reach it while its
-    monitors sync, gets its monitor when the start is done (upstream's GC Sync looks at discovery as it
-    starts), not at the next look 30 s on: the clock never moves here, and a custom resource's
-    dependents go with it."""
-    server = APIServer(MemoryStore(), None, port=0)  # its CRD controllers serve the custom resource
+async def crd_server() -> APIServer:
+    """An API server whose CRD controllers serve custom resources."""
+    server = APIServer(MemoryStore(), None, port=0)
     server.rest.admission.disable("ServiceAccount")
     await server.start()
-    client, clock = LocalClient(server.rest), ManualClock()
-    gc = GarbageCollector(client, clock=clock)  # before the CRD: its resource is not monitored yet
-    crds = client.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    return server
+
+
+async def establish_things(server: APIServer) -> None:
+    """The CRD of `things.gc.example.com`, served and its status settled: no event of it comes after."""
+    crds = LocalClient(server.rest).resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
     await crds.create({"metadata": {"name": "things.gc.example.com"}, "spec": {
         "group": "gc.example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
         "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
             "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
 
-    async def established():  # served, and its status settled: no event of it comes after this
+    async def established():
         crd = await crds.get("things.gc.example.com")
         conds = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
-        return conds.get("Established") == "True" and client.index.by_kind("gc.example.com", "Thing") is not None
+        return conds.get("Established") == "True" and server.rest.index.by_kind("gc.example.com", "Thing") is not None
     assert await eventually(established)
+
+
+async def test_a_crd_established_while_the_collector_starts_is_monitored_from_its_start():
+    """A CRD served after the collector first looked for resources, whose events reach it while its
+    monitors sync, gets its monitor when the start is done (upstream's GC Sync looks at discovery as it
+    starts), not at the next look 30 s on: the clock never moves here, and a custom resource's
+    dependents go with it."""
+    server = await crd_server()
+    client, clock = LocalClient(server.rest), ManualClock()
+    gc = GarbageCollector(client, clock=clock)  # before the CRD: its resource is not monitored yet
+    await establish_things(server)
     assert "things.gc.example.com" not in gc._monitored
     await gc.start()
     try:
@@ -403,4 +416,35 @@ async def test_a_crd_established_while_the_collector_starts_is_monitored_from_it
         assert await eventually(gone(cms, "dep"))
     finally:
         await gc.stop()
+        await server.stop()
+
+
+async def test_over_http_each_periodic_look_reads_discovery_afresh():
+    """Over HTTP the client keeps discovery's answer, reread every 30 s at its own phase: a CRD served
+    just after a reread reaches the collector (its events) while that copy lacks it, so the collector's
+    next periodic look reads discovery itself, as upstream's GC Sync does, and monitors it then, not
+    at the look after the client's next reread."""
+    server, clock = await crd_server(), ManualClock()
+    client = HTTPClient(Credentials(f"http://127.0.0.1:{server.port}", None), "test", clock=clock)
+    await client.start()
+    await clock.advance(29)
+    gc = GarbageCollector(client, clock=clock)  # its looks at 59 s, 89 s, ...; the client's rereads at 30 s, 60 s
+    await gc.start()
+    try:
+        before = client.index
+        await clock.advance(1)
+
+        async def reread():
+            return client.index is not before
+        assert await eventually(reread)
+        await establish_things(server)
+        assert "things.gc.example.com" not in gc._monitored
+        await clock.advance(29)
+
+        async def monitored():
+            return "things.gc.example.com" in gc._monitored
+        assert await eventually(monitored)
+    finally:
+        await gc.stop()
+        await client.close()
         await server.stop()
