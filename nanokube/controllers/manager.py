@@ -65,8 +65,10 @@ LEASE_NAME = "kube-controller-manager"
 #: kube-controller-manager's client limit by default (--kube-api-qps 20, --kube-api-burst 30)
 KCM_CLIENT_LIMIT = (20.0, 30)
 #: the clients that raise it: the namespace controller's qps 20 times, its burst 100 times (one
-#: deletecollection and one list per namespaced resource make it the chattiest; startNamespaceController)
-_SCALED_LIMITS = {NamespaceController.name: (20, 100)}
+#: deletecollection and one list per namespaced resource make it the chattiest; startNamespaceController);
+#: the garbage collector's qps twice (a collection takes two requests: startGarbageCollectorController's
+#: metadata client, which sends its reads and writes; upstream's Events alone go through a 1x clientset)
+_SCALED_LIMITS = {NamespaceController.name: (20, 100), "generic-garbage-collector": (2, 1)}
 
 #: the pod-identity signer acts as its own service account, bound by the
 #: default policy to `sign` and `attest` for its signer name only

@@ -207,6 +207,9 @@ async def test_each_controllers_client_waits_for_its_own_token_bucket(stack):
     # the namespace controller's own: 20 times the qps, 100 times the burst (startNamespaceController)
     ns = ControllerManager(stack.client, clock, controllers="namespace", client_limit=(2.0, 3)).controllers[0]
     assert (ns.client.bucket.qps, ns.client.bucket.burst) == (40.0, 300)
+    # the garbage collector's twice the qps (each collection two requests: startGarbageCollectorController)
+    gc = ControllerManager(stack.client, clock, controllers="garbagecollector", client_limit=(2.0, 3)).controllers[0]
+    assert (gc.client.bucket.qps, gc.client.bucket.burst) == (4.0, 3)
     manager = ControllerManager(stack.client, clock, controllers="replicaset,deployment", client_limit=(2.0, 3))
     buckets = [c.client.bucket for c in manager.controllers]
     assert len({id(b) for b in [*buckets, manager.informers.client.bucket]}) == 3
