@@ -92,7 +92,9 @@ def test_wget_reaches_the_service_by_name_and_lands_on_one_of_its_pods(net):
 
 def test_nslookup_answers_as_cluster_dns_through_the_search_path(net):
     ip = net.kubectl_json("get", "service", "web")["spec"]["clusterIP"]
-    dns = net.kubectl_json("get", "service", "kubernetes")["spec"]["clusterIP"].rsplit(".", 1)[0] + ".10"
+    # the nameserver is the kube-dns Service's ClusterIP, the Service range's tenth address, as under kubeadm
+    dns = net.kubectl_json("get", "service", "kube-dns", "-n", "kube-system")["spec"]["clusterIP"]
+    assert dns == net.kubectl_json("get", "service", "kubernetes")["spec"]["clusterIP"].rsplit(".", 1)[0] + ".10"
     out = net.kubectl("exec", "client", "--", "nslookup", "web.default.svc.cluster.local").stdout
     assert out == (f"Server:\t\t{dns}\nAddress:\t{dns}:53\n\nName:\tweb.default.svc.cluster.local\nAddress: {ip}\n\n"
                    "*** Can't find web.default.svc.cluster.local: No answer\n\n")  # the AAAA query
