@@ -1,8 +1,8 @@
 """The kubelet-managed /etc/hosts of a pod (kubelet_pods.go: makeHostsMount, managedHostsFileContent):
 one file per pod, bound over /etc/hosts in each of its containers, that names the pod's own IP
 by its hostname. Without it, a lookup of the pod's hostname (Python's socket.getfqdn, as
-http.server's bind makes) goes to a DNS server the pod's network namespace cannot reach and
-waits out the resolver's timeouts. A hostNetwork pod's file is a copy of its node's
+http.server's bind makes) would go to the cluster's DNS server, which has no name for it (a
+pod's hostname is a name only under a headless Service, as `hostname.subdomain`). A hostNetwork pod's file is a copy of its node's
 (nodeHostsFileContent: its own header, then spec.hostAliases); on the process runtime it keeps the
 node's own. A container that mounts something at /etc/hosts itself gets no managed file."""
 
