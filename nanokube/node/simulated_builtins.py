@@ -245,6 +245,7 @@ def _exec(run: _Run, name: str, args: list[str]) -> int:
         run.functions.clear()
         run.options.clear()
         run.args = args[3:] or args[:1]
+        run.shell = os.path.basename(args[0])
         raise Replaced(script)
     run.command(args, in_shell=False)
     raise Exit

@@ -108,7 +108,7 @@ from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound,
 from .simulated_builtins import BUILTINS, SHELL_ONLY, SHELLS, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Replaced, Return
 from .simulated_fs import NOT_FOUND, ContainerFS, FsError, NoSpace
 from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
-                               Simple, Script, Word, literal, parse)
+                               Simple, Script, Word, expansions, literal, parse)
 
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
 SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
@@ -195,7 +195,7 @@ class Endless:
                     run._condition(self.node.cond)
                     run.script(self.node.body)
                 done = run.now <= at
-            except (_Unknown, _Exit, _Jump, _Forever, RecursionError):
+            except (_Unknown, _Exit, _Jump, _Forever, _Aborted, RecursionError):
                 done = True
             journal = run.fs.journal[mark:] if isinstance(run.fs, ContainerFS) and run.fs.journal else []
             changes = [(t - self.started, change, a, kw) for t, change, a, kw in journal]
@@ -308,15 +308,16 @@ def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes 
         if os.path.basename(argv[0]) in SHELLS:
             if len(argv) < 3 or argv[1] != "-c":
                 return None
+            shell = os.path.basename(argv[0])
             run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2], terminal=terminal,
-                       not_found=not_found)
+                       not_found=not_found, shell=shell)
             program = _execute(parse(argv[2]), run).program()
             if "TERM" not in run.trapped:
                 return program
 
             def signalled(at: float, files: Files) -> Program | None:
                 later = _Run(now, fs=files, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2],
-                             terminal=terminal, not_found=not_found)
+                             terminal=terminal, not_found=not_found, shell=shell)
                 later.signal = at
                 try:
                     return _execute(parse(argv[2]), later).program()
@@ -340,7 +341,8 @@ def written_so_far(argv: list[str], now: float, fs: Files, stdin: bytes, env: di
     first: its program is `interpret`'s on that stdin); nothing, waiting for the EOF, where it is
     not worked out so (the network read later, a loop waiting for its files: all is worked out
     at EOF). Changes to its files are made once it is worked out whole."""
-    run = _Run(now, fs=fs, stdin=Open(stdin), env=env, args=argv[3:] or argv[:1], seed=argv[2], terminal=terminal)
+    run = _Run(now, fs=fs, stdin=Open(stdin), env=env, args=argv[3:] or argv[:1], seed=argv[2], terminal=terminal,
+               shell=os.path.basename(argv[0]))
     marks = 0, 0
     try:
         for and_or in parse(argv[2]):
@@ -352,7 +354,7 @@ def written_so_far(argv: list[str], now: float, fs: Files, stdin: bytes, env: di
         return run.program().writes(), run.reads_to_eof
     except (_Exit, _Forever, _Jump):
         return None
-    except (_Unknown, _Waiting, RecursionError):
+    except (_Unknown, _Waiting, _Aborted, RecursionError):
         return [], True
     return None
 
@@ -528,6 +530,10 @@ class _Forever(Exception):
     """The run reached the end of time (`sleep infinity`, an endless loop): nothing after runs."""
 
 
+class _Aborted(Exception):
+    """An interactive shell's line ends at an error of the shell's own (the shell goes on)."""
+
+
 class _Waiting(Exception):
     """A loop at the script's top level, reading files, repeats itself: the run waits (`Wait`)."""
 
@@ -544,12 +550,18 @@ def _execute(script: Script, run: _Run) -> _Run:
                 i += 1
             except Replaced as e:  # `exec sh -c SCRIPT`: the new shell's script from its start
                 script, i = e.script, 0
+            except _Aborted:  # (bash's error: the rest of that line is dropped, the script goes on)
+                if run.interactive:
+                    raise
+                end, i = max(_lines(script[i])), i + 1
+                while i < len(script) and min(_lines(script[i])) <= end:
+                    i += 1
     except _Waiting:
         run.wait = Wait(run.now, run.period, _resumption(run))
         run.now = math.inf
     except _Exit:
         run.exited = True
-    except (_Forever, _Jump):
+    except (_Forever, _Jump, _Aborted):
         pass
     except RecursionError:  # (a function calling itself without end: a real shell's stack overflows)
         raise _Unknown from None
@@ -557,6 +569,12 @@ def _execute(script: Script, run: _Run) -> _Run:
     if run.wait is None and not math.isinf(run.now) and (run.exited or not run.interactive):
         _on_exit(run)
     return run
+
+
+def _lines(and_or: list | Background) -> list[int]:
+    """The lines a top-level list's simple commands start on."""
+    items = and_or.items if isinstance(and_or, Background) else and_or
+    return [c.line for c in _simple_commands([items])] or [0]
 
 
 def _on_exit(run: _Run) -> None:
@@ -569,7 +587,7 @@ def _on_exit(run: _Run) -> None:
         run.script(parse(action))
     except _Exit:
         return
-    except (_Forever, _Jump):
+    except (_Forever, _Jump, _Aborted):
         pass
     run.status = status
 
@@ -608,11 +626,16 @@ class _Run:
     def __init__(self, started: float, status: int = 0, fs: Files = None,
                  stdin: bytes | None = b"", interactive: bool = False, env: dict[str, str] | None = None,
                  args: list[str] | None = None, seed: str = "", terminal: Terminal | None = None,
-                 not_found: bool = False):
+                 not_found: bool = False, shell: str = "sh"):
         self.started = started
+        #: the shell running (sh, ash, bash, dash): whose wording an error of its own has; the line
+        #: of the script the command running starts on
+        self.shell, self.line = shell, 1
         self.terminal = terminal
         #: how many captures of stdout the command running is inside (a pipe, `$(...)`, a redirection)
         self.captured = 0
+        #: how many subshells (a pipe's commands, `$(...)`) the command running is inside
+        self.subshells = 0
         #: whether the read that waits for stdin still to come is inside one, and reads all to the
         #: EOF (`cat`, not `read`): `written_so_far`
         self.captured_read = self.reads_to_eof = False
@@ -668,10 +691,10 @@ class _Run:
         """The shell's state a later run goes on from (`restore`): its variables, positional
         parameters, options, `$RANDOM`'s generator, its functions and traps."""
         return (dict(self.vars), set(self.exported), list(self.args), set(self.options), self.random.getstate(),
-                self.drawn, dict(self.functions), dict(self.traps))
+                self.drawn, dict(self.functions), dict(self.traps), self.shell)
 
     def restore(self, snapshot: tuple) -> None:
-        variables, exported, args, options, random_state, self.drawn, functions, traps = snapshot
+        variables, exported, args, options, random_state, self.drawn, functions, traps, self.shell = snapshot
         self.vars, self.exported, self.args, self.options = dict(variables), set(exported), list(args), set(options)
         self.random.setstate(random_state)
         self.functions, self.traps = dict(functions), dict(traps)
@@ -932,7 +955,7 @@ class _Run:
                     for _ in range(passes):
                         run._condition(node.cond)
                         run.script(node.body)
-                except (_Unknown, _Exit, _Jump, _Forever):
+                except (_Unknown, _Exit, _Jump, _Forever, _Aborted):
                     return None
                 return run.program().writes()
             self.repeat = Repeat(self.now, period, iteration, paced())
@@ -985,14 +1008,16 @@ class _Run:
                     self.stdin = piped
                 mark = len(self.output)
                 self.captured += not last
+                self.subshells += 1
                 try:
                     self.node(node)
-                except _Exit:
+                except (_Exit, _Aborted):  # (a subshell's end)
                     pass
                 except _Forever:
                     raise _Unknown from None  # an endless command in a pipe is not simulated
                 finally:
                     self.captured -= not last
+                    self.subshells -= 1
                 if i == 0:
                     rest = self.stdin
                 failed = self.status or failed
@@ -1064,7 +1089,10 @@ class _Run:
     def _value(self, part: tuple) -> str:
         kind = part[0]
         if kind == "arith":
-            return str(_arithmetic(part[1], self.vars))
+            try:  # (its parameters and substitutions expanded first, as a shell does)
+                return str(_arithmetic(self._string(expansions(part[1])) if "$" in part[1] else part[1], self.vars))
+            except _DivisionByZero as e:
+                self._division_by_zero(e)
         if kind == "cmd":
             return self._substitute(part[1])
         _, name, op, arg, _ = part
@@ -1083,6 +1111,8 @@ class _Run:
             self.drawn += 1
         else:
             value = self.vars.get(name)
+        if op in ("?", ":?") and (value is None or op == ":?" and not value):
+            self._unset(name, self._string(arg), op == ":?")
         if value is None and "u" in self.options and op not in ("-", ":-", "=", ":=", "+", ":+") and \
                 name not in ("@", "*"):
             self.err(f"sh: {name}: parameter not set\n")
@@ -1100,6 +1130,29 @@ class _Run:
             value = self._string(arg) if (value if op == ":+" else value is not None) else ""
         return value or ""
 
+    def _shell_error(self, text: str, status: int, fatal: bool = True) -> None:
+        """An expansion's error, the shell's own: `text` on stderr after the shell's name (and the
+        line, bash's and dash's, but at an interactive shell); the shell ends with `status` (an
+        interactive one ends the line typed), or, not `fatal`, drops the rest of the line (bash's)."""
+        where = {"bash": f"line {self.line}: ", "dash": f"{self.line}: "}.get(self.shell, "")
+        self.err(f"{self.shell}: {'' if self.interactive else where}{text}\n")
+        self.status = status
+        raise _Aborted if self.interactive or not fatal else _Exit
+
+    def _division_by_zero(self, e: _DivisionByZero) -> None:
+        """`$((x / 0))`: dash and busybox's sh end (status 2), bash drops the rest of the line and
+        goes on (status 1); each words it its way."""
+        self._shell_error({"bash": f'{e.expression.lstrip()}: division by 0 (error token is "{e.token}")',
+                           "dash": f'arithmetic expression: division by zero: "{e.expression}"'}.get(
+            self.shell, "divide by zero"), 1 if self.shell == "bash" else 2, fatal=self.shell != "bash")
+
+    def _unset(self, name: str, message: str, null: bool) -> None:
+        """`${NAME?message}` (`:?`: or empty) of a variable unset: `message`, else the shell's own
+        words; the shell ends (bash's status 127, 1 a subshell's; dash's and busybox's 2)."""
+        if not message:
+            message = "parameter " + ({"bash": "null or not set"}.get(self.shell, "not set or null") if null else "not set")
+        self._shell_error(f"{name}: {message}", (1 if self.subshells else 127) if self.shell == "bash" else 2)
+
     def _glob(self, parts: tuple) -> str:
         """A pattern word (`${x%.*}`'s) as a regular expression: its unquoted `*`, `?` and `[...]`
         match as a glob's (an expansion's value too), its quoted text is itself."""
@@ -1116,14 +1169,16 @@ class _Run:
         saved = dict(self.vars), set(self.exported), self.fs.cwd if isinstance(self.fs, ContainerFS) else None
         mark = len(self.output)
         self.captured += 1
+        self.subshells += 1
         try:
             self.script(parse(script))
-        except _Exit:
+        except (_Exit, _Aborted):  # (a subshell's end)
             pass
         except _Forever:
             raise _Unknown from None
         finally:
             self.captured -= 1
+            self.subshells -= 1
             self.vars, self.exported = saved[0], saved[1]
             if saved[2] is not None:
                 self.fs.cwd = saved[2]
@@ -1142,7 +1197,7 @@ class _Run:
         if self.steps > BUDGET:
             raise _Unknown
         self._take_signal()
-        self.substituted = False
+        self.substituted, self.line = False, node.line
         words = [f for w in node.words for f in self.expand(w)]
         assigns = [(name, self._string(value)) for name, value in node.assigns]
         if sum(map(len, words)) + sum(len(v) for _, v in assigns) > WRITE_BUDGET:
@@ -1414,26 +1469,53 @@ def _int64(n: int) -> int:
     return (n + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
+class _DivisionByZero(Exception):
+    """`$((x / 0))`: the expression, and its text from the divisor on (bash's "error token")."""
+
+    def __init__(self, at: int, expression: str = "", token: str = ""):
+        super().__init__(expression)
+        self.at, self.expression, self.token = at, expression, token
+
+
+#: what `_arithmetic` rewrites for Python's parser: a variable (`${x}`, `$x`, `x`), `&&`, `||`, `/`, `!`
+_ARITH_TOKEN = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\b|&&|\|\||/|!(?!=)")
+_ARITH_OPS = {"&&": " and ", "||": " or ", "/": "//", "!": "~"}  # (`!` as Python's `~`: C's precedence)
+
+
 def _arithmetic(expression: str, variables: dict[str, str]) -> int:
     """`$((expression))` on 64-bit signed integers, as dash and bash work it out: + - * / % (each
     result wrapped, a quotient and remainder truncated toward zero as C's), comparisons and `!`
     (1 or 0; < > <= >= before == !=, each left to right), `&&`, `||`, parentheses, and variables
-    by name or `$NAME` (unset or empty: 0); anything else (assignments) is not simulated."""
-    def name(m: re.Match) -> str:
-        value = (variables.get(m.group(1) or m.group(2) or m.group(3)) or "0").strip()
-        if not re.fullmatch(r"-?\d+", value):
-            raise _Unknown
-        return f"({value})"
-    if "~" in expression:  # (bitwise, not simulated; `!` is parsed as Python's `~`, C's precedence)
+    by name or `$NAME` (unset or empty: 0); anything else (assignments) is not simulated. A zero
+    divisor is `_DivisionByZero`, its token found in `expression` through where each character of
+    the rewritten text came from."""
+    if "~" in expression:  # (bitwise, not simulated)
         raise _Unknown
-    text = re.sub(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\b", name, expression)
-    text = text.replace("&&", " and ").replace("||", " or ").replace("/", "//")
-    text = re.sub(r"!(?!=)", "~", text)
+    text, origin, last = "", [], 0
+    for m in _ARITH_TOKEN.finditer(expression):
+        if m.group(0) in _ARITH_OPS:
+            piece = _ARITH_OPS[m.group(0)]
+        else:
+            piece = (variables.get(m.group(1) or m.group(2) or m.group(3)) or "0").strip()
+            if not re.fullmatch(r"-?\d+", piece):
+                raise _Unknown
+            piece = f"({piece})"
+        text += expression[last:m.start()] + piece
+        origin += [*range(last, m.start()), *[m.start()] * len(piece)]
+        last = m.end()
+    text += expression[last:]
+    origin += range(last, len(expression))
+    lead = len(text) - len(text.lstrip())
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError:
         raise _Unknown from None
-    return _evaluate(tree.body)
+    try:
+        return _evaluate(tree.body)
+    except _DivisionByZero as e:
+        at = origin[lead + e.at]
+        operator = max(expression.rfind("/", 0, at), expression.rfind("%", 0, at))
+        raise _DivisionByZero(at, expression, expression[operator + 1:].lstrip()) from None
 
 
 def _evaluate(node: ast.expr) -> int:
@@ -1450,7 +1532,7 @@ def _evaluate(node: ast.expr) -> int:
         a, b = _evaluate(node.left), _evaluate(node.right)
         if isinstance(node.op, (ast.FloorDiv, ast.Mod)):
             if b == 0:
-                raise _Unknown  # (the shell's "division by zero" error, not simulated)
+                raise _DivisionByZero(node.right.col_offset)
             q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
             return _int64(q if isinstance(node.op, ast.FloorDiv) else a - b * q)
         return _int64(_ARITH[type(node.op)](a, b))

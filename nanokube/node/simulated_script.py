@@ -7,7 +7,7 @@ commands: a simple command (`NAME=value` assignments, words, `>`, `>>`, `<`), or
 ...; do ...; done`, `for NAME [in WORD...]; do ...; done`, `if ...; then ...; [elif ...; then ...;]
 [else ...;] fi`, `case WORD in [(]PATTERN[|PATTERN]...) ...;; esac`, `{ ...; }`, or a function's
 definition, `NAME() { ...; }` (or another compound command). A word is made of parts: literal
-text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `:=`, `=`),
+text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `:=`, `=`, `:?`, `?`),
 `${NAME%pattern}` (and `%%`, `#`, `##`), `${#NAME}`, the special parameters `$?`, `$#`,
 `$0`...`$9`, `$@`, `$*`, `$!`, `$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]`
 (case's and those of `${NAME%pattern}`; as a command's glob they are not simulated). A command,
@@ -19,6 +19,7 @@ after an operator is `Incomplete` (an interactive shell asks for more)."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -37,7 +38,7 @@ Word = tuple  # of parts
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPECIAL = "?#@*!0123456789"
 _OPERATORS = ("&&", "||", ">>", ";;", "<<", ">&", "<&", ";", "&", "|", "<", ">", "(", ")")
-_BRACE_OPS = ("%%", "##", ":-", ":+", ":=", "%", "#", "-", "+", "=")
+_BRACE_OPS = ("%%", "##", ":-", ":+", ":=", ":?", "%", "#", "-", "+", "=", "?")
 #: the operators whose word is a pattern (`${path##*/}`): its unquoted text matches as a glob
 PATTERN_OPS = frozenset({"%", "%%", "#", "##"})
 _PLAIN = re.compile(r"[^\s;&|<>()'\"\\$`*?\[~#]+")
@@ -60,6 +61,8 @@ class Simple:
     assigns: list[tuple[str, Word]]
     words: list[Word]
     redirects: list[Redirect]
+    #: the script's line it starts on (bash and dash name it in an error)
+    line: int = field(default=1, compare=False)
 
 
 @dataclass
@@ -132,10 +135,12 @@ def literal(word: Word) -> str | None:
     return None
 
 
-def lex(script: str) -> list:
-    """The tokens of `script`: Op, or a word (a tuple of parts)."""
+def lex(script: str) -> tuple[list, list[int]]:
+    """The tokens of `script` (Op, or a word: a tuple of parts), and the line each starts on."""
     tokens: list = []
+    starts: list[int] = []  # where each token starts
     parts: list | None = None
+    start = 0  # where the word being read started
     i, n = 0, len(script)
     while i < n:
         c = script[i]
@@ -150,16 +155,20 @@ def lex(script: str) -> list:
                         raise Unknown
                     op = next(o for o in (">>", ">&", "<&", ">", "<") if script.startswith(o, i))
                     tokens.append(Op(parts[0][1] + op))
+                    starts.append(start)
                     parts = None
                     i += len(op)
                     continue
                 tokens.append(tuple(parts))
+                starts.append(start)
                 parts = None
             if c == "\n":
                 tokens.append(Op("\n"))
+                starts.append(i)
             elif c not in " \t\r":
                 op = next(o for o in _OPERATORS if script.startswith(o, i))
                 tokens.append(Op(op))
+                starts.append(i)
                 i += len(op)
                 continue
             i += 1
@@ -169,7 +178,7 @@ def lex(script: str) -> list:
             i = n if end < 0 else end
             continue
         if parts is None:
-            parts = []
+            parts, start = [], i
         if c == "`" or (c == "~" and not parts):
             raise Unknown  # a command's substitution the old way, a home directory
         if c in "*?" or c == "[" and (m := re.match(r"\[!?\]?[^\s\]]*\]", script[i:])):
@@ -199,19 +208,25 @@ def lex(script: str) -> list:
             i += len(text)
     if parts is not None:
         tokens.append(tuple(parts))
-    return tokens
+        starts.append(start)
+    newlines = [m.start() for m in re.finditer("\n", script)]
+    return tokens, [bisect.bisect_left(newlines, at) + 1 for at in starts]
 
 
-def _double_quoted(script: str, i: int, parts: list) -> int:
-    """The parts of a double-quoted string from `i` (past its `"`); where it ends."""
+def _double_quoted(script: str, i: int, parts: list, closing: str | None = '"') -> int:
+    """The parts of a double-quoted string from `i` (past its `"`); where it ends. With no
+    `closing`, all the rest of `script`, a `"` in it itself (`$((...))`'s text)."""
     text = ""
+    escaped = '$`"\\\n' if closing else '$`\\\n'
     while True:
         if i >= len(script):
+            if closing is None:
+                break
             raise Incomplete
         c = script[i]
-        if c == '"':
+        if c == closing:
             break
-        if c == "\\" and i + 1 < len(script) and script[i + 1] in '$`"\\\n':
+        if c == "\\" and i + 1 < len(script) and script[i + 1] in escaped:
             text += "" if script[i + 1] == "\n" else script[i + 1]
             i += 2
         elif c == "$":
@@ -226,6 +241,14 @@ def _double_quoted(script: str, i: int, parts: list) -> int:
             i += 1
     parts.append(("lit", text, True))
     return i + 1
+
+
+def expansions(text: str) -> Word:
+    """`text` as a word whose `$` expansions are made as in double quotes: what `$((text))`
+    expands before its arithmetic is worked out (`$n`, `${n:-1}`, `$(nproc)`)."""
+    parts: list = []
+    _double_quoted(text, 0, parts, closing=None)
+    return tuple(parts)
 
 
 def _closing(script: str, i: int, opening: str, closing: str) -> int:
@@ -318,6 +341,7 @@ def dollar(script: str, i: int, parts: list, quoted: bool) -> int:
 @dataclass
 class _Parser:
     tokens: list
+    lines: list[int]
     i: int = 0
     stops: list = field(default_factory=list)
 
@@ -510,6 +534,7 @@ class _Parser:
         assigns: list[tuple[str, Word]] = []
         words: list[Word] = []
         redirects: list[Redirect] = []
+        line = self.lines[self.i] if self.i < len(self.lines) else 1
         while True:
             token = self.peek()
             if isinstance(token, tuple):
@@ -528,12 +553,12 @@ class _Parser:
             break
         if not (assigns or words or redirects):
             raise Incomplete if self.peek() is None else Unknown  # `&& true`, `|` with nothing before it
-        return Simple(assigns, words, redirects)
+        return Simple(assigns, words, redirects, line)
 
 
 def parse(script: str) -> Script:
     """The commands of `script`; Unknown for what is not simulated, Incomplete where it ends too soon."""
-    parser = _Parser(lex(script))
+    parser = _Parser(*lex(script))
     try:
         return parser.script()
     except RecursionError:  # nested deeper than Python's stack goes (`$(` 300 times)

@@ -1,9 +1,12 @@
 """What ML engineers' launch scripts do in a GPU pod's simulated shell, through the kubelet's exec
-(what `kubectl exec` reaches): nvidia-smi's topology and monitors, the GPUs' device nodes."""
+(what `kubectl exec` reaches): nvidia-smi's topology and monitors, the GPUs' device nodes, and
+what the scripts ask of the shell itself, each as bash, dash or busybox's sh answers it."""
 
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from tests.controllers import eventually
 from tests.node.dra.test_prepare import env, phase, running_trainer
@@ -20,6 +23,25 @@ async def exec_over(mgr, clock, command: list[str]) -> tuple[int, str]:
             break
         await clock.advance(1)
     return await task
+
+
+@pytest.mark.parametrize("shell, error, after, code", [
+    ("sh", "sh: divide by zero\n", "", 2),
+    ("bash", 'bash: line {}: {} / 0: division by 0 (error token is "0")\n', "next 1\n", 0),
+    ("dash", 'dash: {}: arithmetic expression: division by zero: "{} / 0"\n', "", 2),
+])
+async def test_a_division_by_zero_is_the_shells_error(env, shell, error, after, code):
+    """A launcher working out the processes per node with NNODES unset: the shell's own error, each
+    in its words (naming the line and the expression as expanded); busybox's sh and dash end there,
+    bash drops the rest of that line and goes on (status 1). In a command's substitution it ends
+    that subshell only."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = "WORLD_SIZE=$(nvidia-smi -L | wc -l)\nPER_NODE=$(($WORLD_SIZE / ${NNODES:-0})); echo same\necho next $?"
+    assert await exec_(mgr, "trainer", [shell, "-c", script]) == (code, error.format(2, 2) + after)
+    script = "n=$(echo $((WORLD / 0))); echo after $? ${n:-empty}"
+    assert await exec_(mgr, "trainer", [shell, "-c", script]) == (
+        0, error.format(1, "WORLD") + f"after {1 if shell == 'bash' else 2} empty\n")
 
 
 async def test_topo_m_lists_the_nodes_rdma_nics_beside_the_gpus(env):
@@ -90,3 +112,24 @@ async def test_mig_lgi_lists_the_gpu_instances_of_the_containers_mig_devices():
         "|   0  MIG 3g.40gb          9        1          0:4     |", rule,
         "|   0  MIG 1g.10gb         19        2          6:1     |", rule]) + "\n")
     io.stop()
+
+
+@pytest.mark.parametrize("shell, error, code", [
+    ("sh", "sh: MASTER_ADDR: set MASTER_ADDR to the rank-0 pod\n", 2),
+    ("bash", "bash: line 4: MASTER_ADDR: set MASTER_ADDR to the rank-0 pod\n", 127),
+    ("dash", "dash: 4: MASTER_ADDR: set MASTER_ADDR to the rank-0 pod\n", 2),
+])
+async def test_a_required_variable_unset_ends_the_launcher(env, shell, error, code):
+    """`: "${MASTER_ADDR:?...}"`, a multi-node launcher's check: the script goes on where the
+    variable is set; unset (or empty, for `:?`), the shell says the message (or its own words)
+    and ends."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = ('NNODES="${NNODES:-1}"\n: "${NODE_RANK:?}"\n: "${MASTER_ADDR:?set MASTER_ADDR to the rank-0 pod}"\n'
+              'echo "torchrun --nnodes=$NNODES --node_rank=$NODE_RANK --master_addr=$MASTER_ADDR"')
+    assert await exec_(mgr, "trainer", [shell, "-c", "export NODE_RANK=0 MASTER_ADDR=trainer-0\n" + script]) == (
+        0, "torchrun --nnodes=1 --node_rank=0 --master_addr=trainer-0\n")
+    assert await exec_(mgr, "trainer", [shell, "-c", "export NODE_RANK=0\n" + script]) == (code, error)
+    bare = {"sh": "sh: NODE_RANK: parameter not set or null\n", "dash": "dash: 3: NODE_RANK: parameter not set or null\n",
+            "bash": "bash: line 3: NODE_RANK: parameter null or not set\n"}[shell]
+    assert await exec_(mgr, "trainer", [shell, "-c", "export NODE_RANK=\n" + script]) == (code, bare)
