@@ -42,12 +42,14 @@ class Exit(Exception):
 
 
 class Replaced(Exit):
-    """`exec sh -c SCRIPT`: the shell ends, and another takes its place running `script` (where
-    nothing runs it, as the shell ending)."""
+    """`exec sh -c SCRIPT [NAME ARG...]`: the shell ends, and another (`shell`: sh, bash...) takes
+    its place running `script` with positional parameters `args` (where nothing runs it, as the
+    shell ending): the shell, or the subshell it ran in (a pipe's command, `$(...)`), catching
+    this, goes on as the new one (`_Run.replaced`)."""
 
-    def __init__(self, script: Script):
+    def __init__(self, script: Script, args: list[str], shell: str):
         super().__init__("exec")
-        self.script = script
+        self.script, self.args, self.shell = script, args, shell
 
 
 class Return(Exception):
@@ -236,17 +238,11 @@ def _exec(run: _Run, name: str, args: list[str]) -> int:
     no command run outside a shell)."""
     if not args:
         return 0
-    run.traps.clear()
     if os.path.basename(args[0]) in SHELLS and args[1:2] == ["-c"] and len(args) >= 3:
-        if run.captured or run.loops or run.frames:  # (in a pipe, a `$(...)`, a loop, a function: not simulated)
+        if run.redirected:  # (the new shell's output where a redirection sends it: not simulated)
             raise Unknown
-        script = parse(args[2])
-        run.vars = {k: v for k, v in run.vars.items() if k in run.exported}
-        run.functions.clear()
-        run.options.clear()
-        run.args = args[3:] or args[:1]
-        run.shell = os.path.basename(args[0])
-        raise Replaced(script)
+        raise Replaced(parse(args[2]), args[3:] or args[:1], os.path.basename(args[0]))
+    run.traps.clear()
     run.command(args, in_shell=False)
     raise Exit
 

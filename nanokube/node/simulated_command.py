@@ -549,6 +549,7 @@ def _execute(script: Script, run: _Run) -> _Run:
                 run.script([script[i]])
                 i += 1
             except Replaced as e:  # `exec sh -c SCRIPT`: the new shell's script from its start
+                run.replaced(e)
                 script, i = e.script, 0
             except _Aborted:  # (bash's error: the rest of that line is dropped, the script goes on)
                 if run.interactive:
@@ -632,8 +633,9 @@ class _Run:
         #: of the script the command running starts on
         self.shell, self.line = shell, 1
         self.terminal = terminal
-        #: how many captures of stdout the command running is inside (a pipe, `$(...)`, a redirection)
-        self.captured = 0
+        #: how many captures of stdout the command running is inside (a pipe, `$(...)`, a redirection),
+        #: and how many redirections of its stdout or stderr
+        self.captured = self.redirected = 0
         #: how many subshells (a pipe's commands, `$(...)`) the command running is inside
         self.subshells = 0
         #: whether the read that waits for stdin still to come is inside one, and reads all to the
@@ -1011,6 +1013,8 @@ class _Run:
                 self.subshells += 1
                 try:
                     self.node(node)
+                except Replaced as e:
+                    self._subshell_replaced(e)
                 except (_Exit, _Aborted):  # (a subshell's end)
                     pass
                 except _Forever:
@@ -1172,6 +1176,8 @@ class _Run:
         self.subshells += 1
         try:
             self.script(parse(script))
+        except Replaced as e:
+            self._subshell_replaced(e)
         except (_Exit, _Aborted):  # (a subshell's end)
             pass
         except _Forever:
@@ -1225,6 +1231,30 @@ class _Run:
         finally:
             if saved is not None:
                 self.vars, self.exported = saved
+
+    def replaced(self, e: Replaced) -> None:
+        """The shell as the one `exec sh -c` started in its place (`Replaced`): the exported
+        variables alone, no functions, options nor traps (its EXIT trap never runs: the process
+        is another program), its own positional parameters."""
+        self.vars = {k: v for k, v in self.vars.items() if k in self.exported}
+        self.functions, self.traps, self.args, self.shell = {}, {}, list(e.args), e.shell
+        self.options.clear()
+
+    def _subshell_replaced(self, e: Replaced) -> None:
+        """`exec sh -c SCRIPT` in a subshell (a pipe's command, `$(...)`): the new shell runs its
+        script there, which ends with it; the shell around it is as it was."""
+        saved = dict(self.vars), set(self.exported), dict(self.functions), dict(self.traps), self.args, \
+            set(self.options), self.shell
+        try:
+            self.replaced(e)
+            self.script(e.script)
+        except Replaced as again:
+            self._subshell_replaced(again)
+        except (_Exit, _Aborted):
+            pass
+        finally:
+            (self.vars, self.exported, self.functions, self.traps, self.args, self.options,
+             self.shell) = saved
 
     def _take_signal(self) -> None:
         """SIGTERM, come by now, is taken once the command running as it came has ended (a real
@@ -1290,11 +1320,14 @@ class _Run:
                 return
         marks = len(self.output), len(self.errors)
         captured = table[1] not in (_STDOUT, _STDERR)  # stdout into a file or /dev/null
+        redirected = table != {1: _STDOUT, 2: _STDERR}
         self.captured += captured
+        self.redirected += redirected
         try:
             run()
         finally:
             self.captured -= captured
+            self.redirected -= redirected
             if table != {1: _STDOUT, 2: _STDERR}:
                 self._route(marks, table, fs)
             if any(kind == "<" for _, kind, _ in redirects):

@@ -114,6 +114,20 @@ async def test_mig_lgi_lists_the_gpu_instances_of_the_containers_mig_devices():
     io.stop()
 
 
+async def test_exec_of_a_shell_in_a_loop_a_function_or_a_pipe(env):
+    """A wrapper that waits for its GPUs, then `exec`s the launcher's shell from inside its loop
+    (or a function): the new shell runs with the exported variables alone and the wrapper never
+    goes on; in a pipe's command (a subshell) it replaces that command only."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = ("export RANK=0; LOCAL=x\nlaunch() { exec sh -c 'echo \"rank $RANK [$LOCAL] $0: $(nvidia-smi -L | wc -l) GPUs\"; "
+              "exit 3' \"$1\"; }\nfor try in 1 2 3; do\n  if [ -e /dev/nvidia1 ]; then launch try$try; fi\n  sleep 1\ndone\n"
+              "echo never")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (3, "rank 0 [] try1: 2 GPUs\n")
+    script = "exec bash -c 'nvidia-smi -L; exit 4' | wc -l; echo \"status $?\"; v=$(exec sh -c 'echo sub'); echo $v"
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, "2\nstatus 0\nsub\n")
+
+
 @pytest.mark.parametrize("shell, error, code", [
     ("sh", "sh: MASTER_ADDR: set MASTER_ADDR to the rank-0 pod\n", 2),
     ("bash", "bash: line 4: MASTER_ADDR: set MASTER_ADDR to the rank-0 pod\n", 127),
