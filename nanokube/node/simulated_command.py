@@ -1039,17 +1039,17 @@ class _Run:
 
     def expand(self, word: tuple, split: bool = True) -> list[str]:
         """The fields a word expands to: its parameters and substitutions, and, unquoted, their
-        values split at blanks (`split`: as a command's words; else one field, as an assignment's)."""
-        fields: list[str] = []
-        current, has = "", False
+        values split at blanks (`split`: as a command's words, each then the pathnames its unquoted
+        `*`, `?` and `[...]` match: `_pathnames`; else one field, as an assignment's)."""
+        fields: list[tuple[str, list[tuple[int, int]]]] = []  # each with where its globs are
+        current, has, globs = "", False, []
         for part in word:
             if part[0] == "lit":
                 current += part[1]
                 has = has or part[2] or bool(part[1])
                 continue
             if part[0] == "glob":
-                if split:
-                    raise _Unknown  # a glob: filenames are not generated
+                globs.append((len(current), len(current) + len(part[1])))
                 current, has = current + part[1], True
                 continue
             value = self._value(part)
@@ -1059,20 +1059,60 @@ class _Run:
                 continue
             pieces = value.split()
             if value[:1].isspace() and has:
-                fields.append(current)
-                current, has = "", False
+                fields.append((current, globs))
+                current, has, globs = "", False, []
             for i, piece in enumerate(pieces):
                 if i:
-                    fields.append(current)
-                    current = ""
+                    fields.append((current, globs))
+                    current, globs = "", []
                 current += piece
                 has = True
             if pieces and value[-1:].isspace():
-                fields.append(current)
-                current, has = "", False
+                fields.append((current, globs))
+                current, has, globs = "", False, []
         if not split:
             return [current]
-        return [*fields, current] if has else fields
+        if has:
+            fields.append((current, globs))
+        return [path for text, at in fields for path in (self._pathnames(text, at) if at else [text])]
+
+    def _pathnames(self, text: str, globs: list[tuple[int, int]]) -> list[str]:
+        """The paths of the container's files a field matches, sorted, its globs at `globs` (spans of
+        `text`) matching as a shell's: a name starting with `.` only where the pattern's component
+        does, each component but the last a directory; none matching, the field itself."""
+        fs = self._files()
+        components: list[tuple[str, str | None]] = []  # (its text, its regular expression if a pattern)
+        start, pattern, globbed = 0, "", False
+        for i, c in enumerate(text + "/"):
+            glob = next(((a, b) for a, b in globs if a <= i < b), None)
+            if c == "/" and glob is None:
+                components.append((text[start:i], pattern if globbed else None))
+                start, pattern, globbed = i + 1, "", False
+            elif glob is not None:
+                if i == glob[0]:
+                    pattern += _glob_regex(text[glob[0]:glob[1]])
+                globbed = True
+            else:
+                pattern += re.escape(c)
+        paths = ["/" if text.startswith("/") else ""]
+        for k, (name, regex) in enumerate(components):
+            if not name and k < len(components) - 1:
+                continue  # (the root's, or `//`)
+            if regex is None:
+                paths = [p + name + ("/" if k < len(components) - 1 else "") for p in paths]
+                continue
+            paths = [f"{p}{n}{'/' if k < len(components) - 1 else ''}" for p in paths
+                     for n in self._listing(fs, p) if re.fullmatch(regex, n, re.S) and
+                     (not n.startswith(".") or name.startswith("."))]
+        found = sorted(p for p in paths if fs.lookup(p) is not None)
+        return found or [text]
+
+    @staticmethod
+    def _listing(fs: ContainerFS, directory: str) -> list[str]:
+        try:
+            return fs.listdir(directory or ".")
+        except FsError:
+            return []
 
     def _pattern(self, word: tuple) -> str:
         """A case pattern as a regular expression: its `*`, `?` and `[...]` match, the rest is itself."""

@@ -10,7 +10,7 @@ definition, `NAME() { ...; }` (or another compound command). A word is made of p
 text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `:=`, `=`, `:?`, `?`),
 `${NAME%pattern}` (and `%%`, `#`, `##`), `${#NAME}`, the special parameters `$?`, `$#`,
 `$0`...`$9`, `$@`, `$*`, `$!`, `$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]`
-(case's and those of `${NAME%pattern}`; as a command's glob they are not simulated). A command,
+(case's, those of `${NAME%pattern}`, and a command's word's, which matches filenames). A command,
 simple or compound, may redirect its descriptors 0 to 2: `<`, `>`, `>>`, `N>&M` (`2>&1`, `>&2`).
 A command may run in the background (`&`: a `Background` list; the interpreter runs a simple
 command there, `sleep N &` or one that writes nothing once started, for `wait`). Anything else a shell would do (`~`, backquotes, subshells, `$$`, other
@@ -183,7 +183,7 @@ def lex(script: str) -> tuple[list, list[int]]:
             raise Unknown  # a command's substitution the old way, a home directory
         if c in "*?" or c == "[" and (m := re.match(r"\[!?\]?[^\s\]]*\]", script[i:])):
             glob = c if c in "*?" else m.group(0)
-            parts.append(("glob", glob))  # a pattern: case's, or a glob no command's word may hold
+            parts.append(("glob", glob))  # a pattern: case's, or a glob matching filenames
             i += len(glob)
             continue
         if c == "'":

@@ -290,7 +290,7 @@ def test_case_runs_the_list_of_the_first_pattern_that_matches(args, out, code):
 def test_a_pattern_is_a_glob_only_in_case():
     assert interpret(["sh", "-c", 'A=*; echo "$A"; case "*" in "*") echo quoted;; esac']).output == (
         (0, "*\n"), (0, "quoted\n"))
-    assert interpret(["sh", "-c", "echo /data/*.pt"]) is None  # filenames are not generated
+    assert interpret(["sh", "-c", "echo /data/*.pt"]) is None  # no files to match it against
 
 
 def test_a_loop_that_cannot_end_and_does_not_repeat_itself_is_worked_out_as_its_passes_come(pod_files):

@@ -82,6 +82,21 @@ async def test_the_runtime_gives_the_container_its_gpus_device_nodes(env):
     assert await exec_(mgr, "cpu", ["ls", "/dev"]) == (0, "")
 
 
+async def test_globs_match_the_containers_files_the_gpus_device_nodes_among_them(env):
+    """`ls /dev/nvidia[0-9]*`, a launcher's GPU count before NVML: the runtime gave the container
+    its two GPUs' device nodes (the node's minor numbers) and the driver's; a glob matches the
+    container's files, sorted, and one matching nothing stays as it is written (ls fails on it)."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    assert await exec_(mgr, "trainer", ["sh", "-c", "ls /dev/nvidia[0-9]*"]) == (0, "/dev/nvidia0\n/dev/nvidia1\n")
+    script = ('NGPUS=$(ls -1 /dev/nvidia[0-9]* | wc -l); echo "gpus: $NGPUS"; echo /dev/nvidia*\n'
+              "mkdir -p /ckpt && touch /ckpt/step-20.pt /ckpt/step-100.pt /ckpt/.tmp.pt\n"
+              'for f in /ckpt/*.pt; do echo "found ${f##*/}"; done; ls /ckpt/*.bin; echo "ls: $?"; echo "*.pt"')
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
+        "gpus: 2\n/dev/nvidia-modeset /dev/nvidia-uvm /dev/nvidia-uvm-tools /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl\n"
+        "found step-100.pt\nfound step-20.pt\nls: /ckpt/*.bin: No such file or directory\nls: 1\n*.pt\n"))
+
+
 async def test_dmon_samples_the_gpus_on_the_commands_clock(env):
     """`nvidia-smi dmon -c N`, as a run logs its GPUs: the two header lines, then each GPU idle,
     `-d` seconds apart; a script picks a column out of it."""
