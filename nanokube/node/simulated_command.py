@@ -509,10 +509,10 @@ def _reads(script: Script) -> bool:
             if isinstance(node, Simple):
                 words = [_plain(w) or "" for w in node.words]
                 if words and (reads_data(words) or filters.reads_stdin(words) or words[0] in ("read", "xargs")) and \
-                        not any(kind == "<" for _, kind, _ in node.redirects):
+                        not any(kind.startswith("<") for _, kind, _ in node.redirects):
                     return True
             elif isinstance(node, Redirected):
-                if _reads([[(";", Pipeline([node.node]))]]) and not any(k == "<" for _, k, _ in node.redirects):
+                if _reads([[(";", Pipeline([node.node]))]]) and not any(k.startswith("<") for _, k, _ in node.redirects):
                     return True
             elif isinstance(node, Loop | Group):
                 if _reads(getattr(node, "cond", [])) or _reads(node.body):
@@ -1331,7 +1331,7 @@ class _Run:
     def _redirected(self, redirects: list[tuple[int, str, str]], run: Callable[[], None]) -> None:
         """`run` with its redirections applied in order, as a shell opens them before it runs: a
         descriptor's output into a file (`>` empties it first, `>>` adds to it), /dev/null, or where
-        another's goes (`2>&1`, `>&2`); stdin from a file (`<`)."""
+        another's goes (`2>&1`, `>&2`); stdin from a file (`<`) or a here-document (`<<`)."""
         saved, fs = self.stdin, None
         table: dict[int, str | None] = {1: _STDOUT, 2: _STDERR}  # where each goes: a file's path, or None
         for fd, kind, target in redirects:
@@ -1339,6 +1339,11 @@ class _Run:
                 if target == "0":
                     raise _Unknown
                 table[fd] = table[int(target)]
+                continue
+            if kind.startswith("<<"):  # a here-document: its body, expanded, is stdin
+                if fd != 0:
+                    raise _Unknown
+                self.stdin = target.encode()
                 continue
             fs = fs or self._files()
             try:
@@ -1370,7 +1375,7 @@ class _Run:
             self.redirected -= redirected
             if table != {1: _STDOUT, 2: _STDERR}:
                 self._route(marks, table, fs)
-            if any(kind == "<" for _, kind, _ in redirects):
+            if any(kind.startswith("<") for _, kind, _ in redirects):
                 self.stdin = saved
 
     def _route(self, marks: tuple[int, int], table: dict[int, str | None], fs: ContainerFS | None) -> None:

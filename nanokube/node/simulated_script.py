@@ -11,7 +11,8 @@ text (quoted or not), `$NAME`, `${NAME}`, `${NAME:-word}` (and `-`, `:+`, `+`, `
 `${NAME%pattern}` (and `%%`, `#`, `##`), `${#NAME}`, the special parameters `$?`, `$#`,
 `$0`...`$9`, `$@`, `$*`, `$!`, `$((arithmetic))`, `$(command)`, and the patterns `*`, `?`, `[...]`
 (case's, those of `${NAME%pattern}`, and a command's word's, which matches filenames). A command,
-simple or compound, may redirect its descriptors 0 to 2: `<`, `>`, `>>`, `N>&M` (`2>&1`, `>&2`).
+simple or compound, may redirect its descriptors 0 to 2: `<`, `>`, `>>`, `N>&M` (`2>&1`, `>&2`), and
+read a here-document (`<<WORD`, `<<-WORD`: the lines after its own up to WORD's).
 A command may run in the background (`&`: a `Background` list; the interpreter runs a simple
 command there, `sleep N &` or one that writes nothing once started, for `wait`). Anything else a shell would do (`~`, backquotes, subshells, `$$`, other
 descriptors) is `Unknown`: the script is not interpreted. A script that ends inside a compound command or
@@ -37,7 +38,7 @@ Word = tuple  # of parts
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPECIAL = "?#@*!0123456789"
-_OPERATORS = ("&&", "||", ">>", ";;", "<<", ">&", "<&", ";", "&", "|", "<", ">", "(", ")")
+_OPERATORS = ("&&", "||", ">>", ";;", "<<-", "<<", ">&", "<&", ";", "&", "|", "<", ">", "(", ")")
 _BRACE_OPS = ("%%", "##", ":-", ":+", ":=", ":?", "%", "#", "-", "+", "=", "?")
 #: the operators whose word is a pattern (`${path##*/}`): its unquoted text matches as a glob
 PATTERN_OPS = frozenset({"%", "%%", "#", "##"})
@@ -141,6 +142,7 @@ def lex(script: str) -> tuple[list, list[int]]:
     starts: list[int] = []  # where each token starts
     parts: list | None = None
     start = 0  # where the word being read started
+    heredocs: list[int] = []  # the `<<` operators whose here-documents start after this line
     i, n = 0, len(script)
     while i < n:
         c = script[i]
@@ -165,8 +167,14 @@ def lex(script: str) -> tuple[list, list[int]]:
             if c == "\n":
                 tokens.append(Op("\n"))
                 starts.append(i)
+                if heredocs:  # their bodies: the lines after this one
+                    i = _here_documents(script, i + 1, tokens, heredocs)
+                    heredocs = []
+                    continue
             elif c not in " \t\r":
                 op = next(o for o in _OPERATORS if script.startswith(o, i))
+                if op.startswith("<<"):
+                    heredocs.append(len(tokens))
                 tokens.append(Op(op))
                 starts.append(i)
                 i += len(op)
@@ -209,13 +217,45 @@ def lex(script: str) -> tuple[list, list[int]]:
     if parts is not None:
         tokens.append(tuple(parts))
         starts.append(start)
+    if heredocs:
+        raise Incomplete  # (a here-document with no line after its command's)
     newlines = [m.start() for m in re.finditer("\n", script)]
     return tokens, [bisect.bisect_left(newlines, at) + 1 for at in starts]
 
 
+def _here_documents(script: str, i: int, tokens: list, operators: list[int]) -> int:
+    """The bodies of the here-documents the `<<` operators at `operators` (in `tokens`) start, each
+    from `i` to its delimiter's line (`<<-`: its lines' leading tabs removed), put in the place of
+    their delimiter word: quoted (`<<'EOF'`), the body as it is; else its `$` expansions made, as
+    in double quotes but for the quotes themselves. Where the last one ends."""
+    for k in operators:
+        word = tokens[k + 1] if k + 1 < len(tokens) else None
+        if not isinstance(word, tuple) or any(p[0] != "lit" for p in word):
+            raise Unknown  # (a delimiter with an expansion in it, or none)
+        delimiter, quoted = "".join(p[1] for p in word), any(p[2] for p in word)
+        lines = []
+        while True:
+            if i >= len(script):
+                raise Incomplete
+            end = script.find("\n", i) % (len(script) + 1)  # (the script's end ends its last line)
+            line = script[i:end].lstrip("\t") if tokens[k].text == "<<-" else script[i:end]
+            i = end + 1
+            if line == delimiter:
+                break
+            lines.append(line + "\n")
+        body = "".join(lines)
+        parts: list = []
+        if quoted:
+            parts.append(("lit", body, True))
+        else:
+            _double_quoted(body, 0, parts, closing=None)
+        tokens[k + 1] = tuple(parts)
+    return i
+
+
 def _double_quoted(script: str, i: int, parts: list, closing: str | None = '"') -> int:
     """The parts of a double-quoted string from `i` (past its `"`); where it ends. With no
-    `closing`, all the rest of `script`, a `"` in it itself (`$((...))`'s text)."""
+    `closing`, all the rest of `script`, a `"` in it itself (a here-document's body)."""
     text = ""
     escaped = '$`"\\\n' if closing else '$`\\\n'
     while True:
@@ -517,7 +557,7 @@ class _Parser:
     def redirect(self) -> Redirect | None:
         """The redirection at the cursor, if there is one."""
         token = self.peek()
-        m = re.fullmatch(r"([012]?)(>>|>&|<&|>|<)", token.text) if isinstance(token, Op) else None
+        m = re.fullmatch(r"([012]?)(<<-|<<|>>|>&|<&|>|<)", token.text) if isinstance(token, Op) else None
         if m is None:
             return None
         self.i += 1
@@ -528,7 +568,7 @@ class _Parser:
         op = m.group(2)
         if op == "<&" or op == ">&" and literal(target) not in ("0", "1", "2"):
             raise Unknown  # `<&`, `>&-`, `>&file`: not simulated
-        return int(m.group(1) or (0 if op == "<" else 1)), op, target
+        return int(m.group(1) or (0 if op.startswith("<") else 1)), op, target
 
     def simple(self) -> Simple:
         assigns: list[tuple[str, Word]] = []

@@ -162,3 +162,17 @@ async def test_a_required_variable_unset_ends_the_launcher(env, shell, error, co
     bare = {"sh": "sh: NODE_RANK: parameter not set or null\n", "dash": "dash: 3: NODE_RANK: parameter not set or null\n",
             "bash": "bash: line 3: NODE_RANK: parameter null or not set\n"}[shell]
     assert await exec_(mgr, "trainer", [shell, "-c", "export NODE_RANK=\n" + script]) == (code, bare)
+
+
+async def test_a_here_document_is_the_commands_stdin(env):
+    """A launcher writing its DeepSpeed config and hostfile with here-documents: `<<EOF` expands its
+    body (quotes in it are text), `<<'EOF'` keeps it as written, `<<-` drops the lines' tabs."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = ("GPUS=$(nvidia-smi -L | wc -l)\ncat > /tmp/ds.json <<EOF\n"
+              '{"train_batch_size": $((GPUS * 16)), "note": "per \\$GPU"}\nEOF\n'
+              "cat /tmp/ds.json; cat <<'RAW'\nkeep $GPUS\nRAW\n"
+              "while read host slots; do\n\techo \"$host has ${slots#slots=}\"\ndone <<-HOSTS\n"
+              "\tworker-0 slots=$GPUS\n\tworker-1 slots=$GPUS\n\tHOSTS\necho end")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
+        '{"train_batch_size": 32, "note": "per $GPU"}\nkeep $GPUS\nworker-0 has 2\nworker-1 has 2\nend\n'))
