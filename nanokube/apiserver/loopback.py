@@ -142,13 +142,14 @@ class ResourceClient:
         """`timeout_seconds` is taken as the HTTP client's is, and ignored: an in-process watch is no
         request for the server to time out, and runs until closed (ending every informer's watch each
         5 to 10 minutes would wake an idle simulated day thousands of times). `send_initial_events`:
-        a streaming list, as the HTTP client's (`_streamed`)."""
+        a streaming list, as the HTTP client's (`_streamed`): its initial-events-end bookmark, but no
+        periodic ones after it (each would wake a simulated run once a minute a watch), so the same
+        watch goes on as a plain one."""
         await asyncio.sleep(0)
         if send_initial_events:
-            stream = self._streamed(await self._watch(namespace, resource_version, label_selector, field_selector,
-                                                      send_initial_events=True, allow_bookmarks=True,
-                                                      resource_version_match=options.NOT_OLDER_THAN),
-                                    namespace, label_selector, field_selector)
+            stream = await self._watch(namespace, resource_version, label_selector, field_selector,
+                                       send_initial_events=True, allow_bookmarks=True, periodic_bookmarks=False,
+                                       resource_version_match=options.NOT_OLDER_THAN)
         else:
             stream = await self._watch(namespace, resource_version, label_selector, field_selector)
         d = mutation.DETECTOR
@@ -159,28 +160,6 @@ class ResourceClient:
     def _watch(self, namespace: str | None, resource_version: str, label_selector: str, field_selector: str, **kw):
         return self.c.rest.watch(self.res, self.version, namespace, resource_version=resource_version,
                                  label_selector=label_selector, field_selector=field_selector, **kw)
-
-    async def _streamed(self, stream, namespace: str | None, label_selector: str, field_selector: str):
-        """A streaming list's initial events and its initial-events-end bookmark, then a watch from
-        that bookmark's resourceVersion: in-process watches ask for no periodic bookmarks (each would
-        wake a simulated run once a minute a watch), and only one that allows bookmarks gets the
-        one marking the initial events' end, so that watch ends there (before it schedules its first
-        periodic one) and the plain watch resumes it from the cache's event window, losing nothing."""
-        try:
-            async for typ, obj in stream:
-                yield typ, obj
-                if typ == "BOOKMARK":  # the first bookmark is the initial-events-end one
-                    break
-            else:
-                return
-        finally:
-            await stream.aclose()
-        live = await self._watch(namespace, obj["metadata"]["resourceVersion"], label_selector, field_selector)
-        try:
-            async for event in live:
-                yield event
-        finally:
-            await live.aclose()
 
     async def create(self, obj: dict, namespace: str | None = None, response: bool = True) -> dict | None:
         """`response` False: the caller drops the created object (an Event recorder), so the server

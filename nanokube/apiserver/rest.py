@@ -760,14 +760,16 @@ class GenericREST:
         self, res: Resource, version: str, namespace: str | None, *, resource_version: str = "",
         label_selector: str = "", field_selector: str = "", send_initial_events: bool | None = None,
         allow_bookmarks: bool = False, timeout: float | None = None, name: str | None = None,
-        resource_version_match: str = "", continue_: str = "", forced: bool = False,
+        resource_version_match: str = "", continue_: str = "", forced: bool = False, periodic_bookmarks: bool = True,
     ) -> AsyncIterator[tuple[str, dict]]:
         """Validates the request and registers the watcher (raising APIError
         before anything is streamed), then returns the stream of (type, object
         at `version`) pairs. Objects that stop (start) matching the selectors
         arrive as DELETED (ADDED), as upstream does. A `forced` watch (a legacy /watch/ path without
         ?watch) has a list's options, as ListResource's forceWatch: no watch-list defaults, a list's rules.
-        `timeout`: the seconds the watch is served, for its last bookmark just before it ends."""
+        `timeout`: the seconds the watch is served, for its last bookmark just before it ends.
+        `periodic_bookmarks` False: a watch allowing bookmarks gets only the initial-events-end one
+        (the in-process client's streaming lists, which a simulated run's clock would otherwise wake)."""
         ok, everything, at_version = self._filters(res, version, label_selector, field_selector)
         if at_version:  # matched on the object `_stream` had converted (`_external` then reads its conversion)
             selects = ok
@@ -829,11 +831,11 @@ class GenericREST:
             else:
                 translate = lambda ev: self._translate(res, version, ev, ok, self._external_once)  # noqa: E731
         gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
-                           translate, at_version)
+                           translate, at_version, periodic_bookmarks)
         return WatchStream(gen, self.cache, w, translate)
 
     async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
-                      translate, at_version=False):
+                      translate, at_version=False, periodic_bookmarks=True):
         """`translate`: WatchStream.translate, which the live events of a kind without asynchronous
         conversion take too: the watches of a resource that the cache woke for one event (every
         in-process informer of pods) then share its translation, made by the first. `at_version`:
@@ -854,7 +856,7 @@ class GenericREST:
                 # the revision the initial events show, not the cache's by now: writes made while they went
                 # out are queued, and come after the bookmark with newer revisions
                 yield ("BOOKMARK", self._bookmark(res, version, high, initial_end=True))
-            if allow_bookmarks:
+            if allow_bookmarks and periodic_bookmarks:
                 timer = self._schedule_bookmark(w, deadline)
             while True:
                 ev = await w.queue.get()
