@@ -459,11 +459,10 @@ class Subresources:
                     await self.rest.cache.sync()
                     continue
                 raise
-            if opts.dry_run:  # the object as it would have been written (the cache holds the one before)
-                await res.strategy.prepare_conversion([r.obj], res.storage_version)
-                return _scale_of(res, await self._at_version(res, res.strategy.to_storage(r.obj, version), version))
-            stored = self.rest.cache.get(res.key(namespace, name))
-            return _scale_of(res, await self._at_version(res, stored.obj if stored else r.obj, version))
+            # the Scale of the object this write stored, as upstream's of what its Update returns: the
+            # cache may hold a later write by now (a dry run's object, never the cache's)
+            await res.strategy.prepare_conversion([r.obj], res.storage_version)
+            return _scale_of(res, await self._at_version(res, res.strategy.to_storage(r.obj, version), version))
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
 
 

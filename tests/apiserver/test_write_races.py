@@ -84,3 +84,32 @@ async def test_a_scale_update_without_a_resource_version_that_keeps_losing_races
         code, out = await send(api, "PUT", f"{DEPLOYMENTS}/d/scale", scale)
         assert code == 200 and out["spec"]["replicas"] == 4 and store.races == 0
         assert (await send(api, "GET", f"{DEPLOYMENTS}/d"))[1]["spec"]["replicas"] == 4
+
+
+class FollowedStore(MemoryStore):
+    """Another writer rewrites `key` right after the next write to it, before its writer answers."""
+
+    key = ""
+
+    async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
+        kv = await super().update(key, value, expected_mod_revision, prev)
+        if key == self.key:
+            self.key = ""
+            await super().update(key, value.replace(b'"replicas":4', b'"replicas":7'), kv.mod_revision)
+        return kv
+
+
+async def test_a_scale_update_answers_the_scale_it_wrote_not_a_later_one(tmp_path):
+    store = FollowedStore()
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+                           "template": {"metadata": {"labels": {"app": "d"}},
+                                        "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    async with served(tmp_path, store=store) as (_, api):
+        assert (await send(api, "POST", DEPLOYMENTS, deployment))[0] == 201
+        store.key = "/registry/deployments.apps/default/d"
+        scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"}, "spec": {"replicas": 4}}
+        code, out = await send(api, "PUT", f"{DEPLOYMENTS}/d/scale", scale)
+        code, now = await send(api, "GET", f"{DEPLOYMENTS}/d")
+        assert now["spec"]["replicas"] == 7  # the later write
+        assert out["spec"]["replicas"] == 4 and int(out["metadata"]["resourceVersion"]) == int(now["metadata"]["resourceVersion"]) - 1
