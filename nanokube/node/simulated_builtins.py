@@ -1,7 +1,7 @@
 """The shell's own commands (its builtins) for simulated_command's interpreter: `:`, `true`,
 `false`, `echo [-neE]`, `printf`, `exit`, `break`, `continue`, `return`, `local`, `set`, `exec`,
-`read`, `trap`, `export` and `unset`, with busybox's `env` and `printenv`, which read the same variables,
-and `xargs`, which runs commands as `env` does. Each takes the running shell (simulated_command's
+`read`, `trap`, `export` and `unset`, `command -v`, with busybox's `env` and `printenv`, which read the
+same variables, `xargs`, which runs commands as `env` does, and `which`. Each takes the running shell (simulated_command's
 run: its variables, options, arguments, stdin and output), its name and its arguments, and gives
 its exit status; one that ends the shell, a loop or a function raises `Exit`, `Jump` or
 `Return`, one used in a way not simulated `Unknown`, as an applet does."""
@@ -30,7 +30,7 @@ class Open(bytes):
     (NoTerminal, as for a stdin still to come), as a real process blocks in read(2)."""
 #: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
 SHELL_ONLY = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec",
-                        "return", "local", "trap"})
+                        "return", "local", "trap", "command"})
 
 
 #: the shells a command line may name (`sh -c SCRIPT`)
@@ -268,6 +268,27 @@ def _read(run: _Run, name: str, args: list[str]) -> int:
     return 0 if newline else 1
 
 
+#: busybox ash's builtins among the commands simulated (`command -v` names them, not a path)
+ASH_BUILTINS = frozenset({"echo", "printf", "true", "false", ":", "exit", "export", "unset", "break", "continue",
+                          "return", "local", "set", "exec", "read", "trap", "wait", "cd", "pwd", "test", "[", "command"})
+
+
+def _command_v(run: _Run, name: str, args: list[str]) -> int:
+    """`command -v NAME...`: how each would run, a builtin or function by its name, a command by
+    its path (`run.located`); `which NAME...`: each command's path. Status 1 where one is not found."""
+    names = args[1:] if name == "command" and args[:1] == ["-v"] else args if name == "which" else None
+    if not names or any(n.startswith("-") for n in names):
+        raise Unknown  # (`command NAME`, `command -V`, `which -a`: not simulated)
+    status = 0
+    for n in names:
+        found = n if name == "command" and (n in ASH_BUILTINS or n in run.functions) else run.located(n)
+        if found is None:
+            status = 1
+        else:
+            run.out(found + "\n")
+    return status
+
+
 def _environment(run: _Run, name: str, args: list[str]) -> int:
     """The shell's `export` and `unset`, and busybox's `env` and `printenv`: the environment is
     the exported variables, in the order they were set."""
@@ -400,5 +421,5 @@ def _wait(run: _Run, name: str, args: list[str]) -> int:
 BUILTINS: dict[str, Callable[[_Run, str, list[str]], int]] = {
     "true": _true, ":": _true, "false": _false, "echo": _echo, "printf": _printf, "exit": _exit,
     "break": _jump, "continue": _jump, "return": _return, "local": _local, "set": _set, "exec": _exec, "read": _read,
-    "trap": _trap, "wait": _wait,
+    "trap": _trap, "wait": _wait, "command": _command_v, "which": _command_v,
     **dict.fromkeys(("export", "unset", "env", "printenv"), _environment), "xargs": _xargs}

@@ -106,7 +106,7 @@ from . import simulated_system as system
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, WRITE_BUDGET, Terminal, reads_data
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
 from .simulated_builtins import BUILTINS, SHELL_ONLY, SHELLS, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Replaced, Return
-from .simulated_fs import NOT_FOUND, ContainerFS, FsError, NoSpace
+from .simulated_fs import NOT_FOUND, ContainerFS, File, FsError, NoSpace
 from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
                                Simple, Script, Word, expansions, literal, parse)
 
@@ -1295,6 +1295,28 @@ class _Run:
         finally:
             (self.vars, self.exported, self.functions, self.traps, self.args, self.options,
              self.shell) = saved
+
+    def located(self, name: str) -> str | None:
+        """Where the command `name` runs from, as the shell's PATH search finds it: a path naming a
+        file, itself; a busybox applet simulated here, in /bin (the image's); nvidia-smi, where the
+        container was given GPUs, in /usr/bin (the NVIDIA runtime mounts it there). None where
+        it is not found: a command simulated nowhere is, at an exec's shell (`not_found`), as
+        everywhere else it is; elsewhere (the image's own programs unknown) not simulated."""
+        fs = self._files()
+        if "/" in name:
+            return name if isinstance(fs.lookup(name), File) else None
+        if name == "nvidia-smi":
+            gpus = gpu.GPUS.get().get(fs.container)
+            if gpus is None:
+                raise _Unknown
+            return "/usr/bin/nvidia-smi" if gpus else None
+        known = {*BUILTINS, *APPLETS, *TERMINAL_APPLETS, *filters.APPLETS, *net.APPLETS, *identity.APPLETS,
+                 *system.APPLETS, "basename", "dirname", "date", "sleep", "seq"} - SHELL_ONLY - {":", "wait"}
+        if name in known:
+            return f"/bin/{name}"
+        if not self.not_found:
+            raise _Unknown
+        return None
 
     def _take_signal(self) -> None:
         """SIGTERM, come by now, is taken once the command running as it came has ended (a real

@@ -164,6 +164,18 @@ async def test_a_required_variable_unset_ends_the_launcher(env, shell, error, co
     assert await exec_(mgr, "trainer", [shell, "-c", "export NODE_RANK=\n" + script]) == (code, bare)
 
 
+async def test_command_v_and_which_find_what_the_image_and_the_runtime_hold(env):
+    """A launcher's `command -v nvidia-smi`: the NVIDIA runtime's binary in a GPU container, busybox's
+    applets in /bin, the shell's builtins and functions by name; torchrun is not in a busybox image."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = ("if command -v nvidia-smi >/dev/null 2>&1; then GPUS=$(nvidia-smi -L | wc -l); else GPUS=1; fi\n"
+              "echo \"gpus=$GPUS\"; f() { :; }; command -v nvidia-smi echo f ls; command -v torchrun || echo none $?\n"
+              "which awk nvidia-smi")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
+        "gpus=2\n/usr/bin/nvidia-smi\necho\nf\n/bin/ls\nnone 1\n/bin/awk\n/usr/bin/nvidia-smi\n"))
+
+
 async def test_a_here_document_is_the_commands_stdin(env):
     """A launcher writing its DeepSpeed config and hostfile with here-documents: `<<EOF` expands its
     body (quotes in it are text), `<<'EOF'` keeps it as written, `<<-` drops the lines' tabs."""
