@@ -247,9 +247,58 @@ def _exec(run: _Run, name: str, args: list[str]) -> int:
     raise Exit
 
 
+#: the field separators where IFS is unset: blanks and new lines
+DEFAULT_IFS = " \t\n"
+
+
+def _delimiter(ifs: str) -> re.Pattern | None:
+    """What separates two fields by `ifs`: one of its other characters with its white space around,
+    or a run of its white space; None for an empty IFS (no splitting)."""
+    ws, other = "".join(c for c in ifs if c in DEFAULT_IFS), "".join(c for c in ifs if c not in DEFAULT_IFS)
+    around = f"[{re.escape(ws)}]*" if ws else ""
+    alternatives = [f"{around}[{re.escape(other)}]{around}"] if other else []
+    alternatives += [f"[{re.escape(ws)}]+"] if ws else []
+    return re.compile("|".join(alternatives)) if alternatives else None
+
+
+def split_fields(value: str, ifs: str) -> tuple[list[str], bool, bool]:
+    """An unquoted expansion's value split at IFS's characters (POSIX field splitting): its fields
+    (an empty one between two non-white separators; a last separator ends the last field), and
+    whether a separator starts and ends it (ending the field before it, starting a new one after)."""
+    delimiter = _delimiter(ifs)
+    if delimiter is None or not value:
+        return [value] if value else [], False, False
+    core = value.strip("".join(c for c in ifs if c in DEFAULT_IFS))
+    pieces = delimiter.split(core) if core else []
+    if pieces and pieces[-1] == "":
+        pieces.pop()
+    return pieces, value[0] in ifs, value[-1] in ifs
+
+
+def _read_fields(text: str, ifs: str, names: int) -> list[str]:
+    """A line `read` splits among `names` names: at IFS's separators, its white space trimmed, the
+    last name taking the rest (less a separator that only ends it: "b," of "a,b,")."""
+    text = text.strip("".join(c for c in ifs if c in DEFAULT_IFS))
+    delimiter = _delimiter(ifs)
+    if delimiter is None:
+        return [text]
+    fields, at = [], 0
+    for _ in range(names - 1):
+        m = delimiter.search(text, at)
+        if m is None:
+            break
+        fields.append(text[at:m.start()])
+        at = m.end()
+    rest = text[at:]
+    ends = list(delimiter.finditer(rest))
+    if len(ends) == 1 and ends[0].end() == len(rest):
+        rest = rest[:ends[0].start()]
+    return [*fields, rest]
+
+
 def _read(run: _Run, name: str, args: list[str]) -> int:
-    """`read [-r] [NAME...]`: one line of stdin into the names (split at blanks, the last taking
-    the rest; REPLY without names); 1 at the end of stdin."""
+    """`read [-r] [NAME...]`: one line of stdin into the names (split at IFS's separators, blanks
+    where it is unset, the last taking the rest; REPLY without names); 1 at the end of stdin."""
     raw = args[:1] == ["-r"]
     names = args[1:] if raw else args
     if any(n.startswith("-") or not re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
@@ -261,10 +310,9 @@ def _read(run: _Run, name: str, args: list[str]) -> int:
     text = line.decode(errors="replace")
     if not raw:
         text = re.sub(r"\\(.)", r"\1", text)
-    names = names or ["REPLY"]
-    fields = text.split(None, len(names) - 1) if len(names) > 1 else [text.strip()]
-    for i, n in enumerate(names):
-        run.vars[n] = fields[i].strip() if i < len(fields) else ""
+    fields = _read_fields(text, run.vars.get("IFS", DEFAULT_IFS), len(names)) if names else [text.strip()]
+    for i, n in enumerate(names or ["REPLY"]):
+        run.vars[n] = fields[i] if i < len(fields) else ""
     return 0 if newline else 1
 
 

@@ -105,7 +105,8 @@ from . import simulated_net as net
 from . import simulated_system as system
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, WRITE_BUDGET, Terminal, reads_data
 from .simulated_applets import NoTerminal as _NoTerminal, NotFound as _NotFound, Unknown as _Unknown
-from .simulated_builtins import BUILTINS, SHELL_ONLY, SHELLS, TERMINAL as _TERMINAL, Exit as _Exit, Jump as _Jump, Open, Replaced, Return
+from .simulated_builtins import (BUILTINS, DEFAULT_IFS, SHELL_ONLY, SHELLS, TERMINAL as _TERMINAL, Exit as _Exit,
+                                 Jump as _Jump, Open, Replaced, Return, split_fields)
 from .simulated_fs import NOT_FOUND, ContainerFS, File, FsError, NoSpace
 from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Group, If, Incomplete, Loop, Pipeline, Redirected,
                                Simple, Script, Word, expansions, literal, parse)
@@ -656,6 +657,7 @@ class _Run:
         self.errors: list[tuple[int, float, str]] = []  # (its place in `output`, when, text)
         self.vars: dict[str, str] = dict(env or {})
         self.exported: set[str] = set(self.vars)
+        self.vars["IFS"] = DEFAULT_IFS  # (a shell sets it at its start, whatever its environment says)
         self.args = list(args or ["sh"])  # $0, $1...
         self.loops = 0  # how deep in loops the command running is
         self.conditions = 0  # how deep in conditions
@@ -998,7 +1000,8 @@ class _Run:
     def pipeline(self, pipeline: Pipeline) -> None:
         """Commands joined by `|`, one after the other: what each writes to stdout is the next one's
         stdin; the pipeline's status is the last one's (negated by `!`). Each command of a longer
-        pipeline runs as in a subshell: its `exit` ends only it."""
+        pipeline runs in a subshell, as bash and busybox's sh run it: its `exit` ends only it, and
+        what it sets (variables, `cd`, functions) is gone after it (`... | while read x`)."""
         stages = pipeline.commands
         if len(stages) == 1:
             self.node(stages[0])
@@ -1011,6 +1014,8 @@ class _Run:
                 mark = len(self.output)
                 self.captured += not last
                 self.subshells += 1
+                shell = dict(self.vars), set(self.exported), dict(self.functions), dict(self.traps), list(self.args), \
+                    set(self.options), self.fs.cwd if isinstance(self.fs, ContainerFS) else None
                 try:
                     self.node(node)
                 except Replaced as e:
@@ -1022,6 +1027,9 @@ class _Run:
                 finally:
                     self.captured -= not last
                     self.subshells -= 1
+                    self.vars, self.exported, self.functions, self.traps, self.args, self.options, cwd = shell
+                    if cwd is not None and isinstance(self.fs, ContainerFS):
+                        self.fs.cwd = cwd
                 if i == 0:
                     rest = self.stdin
                 failed = self.status or failed
@@ -1057,17 +1065,19 @@ class _Run:
                 current += value
                 has = has or part[-1]
                 continue
-            pieces = value.split()
-            if value[:1].isspace() and has:
+            pieces, lead, trail = split_fields(value, self.vars.get("IFS", DEFAULT_IFS))
+            if lead and has:
                 fields.append((current, globs))
                 current, has, globs = "", False, []
+                if pieces and pieces[0] == "":  # (the separator that ended that field)
+                    pieces.pop(0)
             for i, piece in enumerate(pieces):
                 if i:
                     fields.append((current, globs))
                     current, globs = "", []
                 current += piece
                 has = True
-            if pieces and value[-1:].isspace():
+            if pieces and trail:
                 fields.append((current, globs))
                 current, has, globs = "", False, []
         if not split:
@@ -1259,8 +1269,8 @@ class _Run:
                 self._redirected(redirects, lambda: None)
             return
         saved = None
-        if assigns:  # `NAME=value command`: in its environment only
-            saved = dict(self.vars), set(self.exported)
+        if assigns:  # `NAME=value command`: in its environment only (what it sets itself stays: `IFS=, read a b`)
+            saved = {name: self.vars.get(name) for name, _ in assigns}, {n for n, _ in assigns if n in self.exported}
             self.vars.update(assigns)
             self.exported.update(name for name, _ in assigns)
         try:
@@ -1269,8 +1279,13 @@ class _Run:
             else:
                 self._command_or_not_found(words)
         finally:
-            if saved is not None:
-                self.vars, self.exported = saved
+            for name, value in saved[0].items() if saved is not None else ():
+                if value is None:
+                    self.vars.pop(name, None)
+                else:
+                    self.vars[name] = value
+                if name not in saved[1]:
+                    self.exported.discard(name)
 
     def replaced(self, e: Replaced) -> None:
         """The shell as the one `exec sh -c` started in its place (`Replaced`): the exported
@@ -1737,6 +1752,7 @@ class Shell:
         self.cwd = cwd
         self.vars = dict(env or {})
         self.exported = set(self.vars)
+        self.vars["IFS"] = DEFAULT_IFS
         self.functions: dict[str, object] = {}
         self.traps: dict[str, str] = {}
         self.pending = ""

@@ -188,3 +188,17 @@ async def test_a_here_document_is_the_commands_stdin(env):
               "\tworker-0 slots=$GPUS\n\tworker-1 slots=$GPUS\n\tHOSTS\necho end")
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
         '{"train_batch_size": 32, "note": "per $GPU"}\nkeep $GPUS\nworker-0 has 2\nworker-1 has 2\nend\n'))
+
+
+async def test_ifs_splits_what_read_and_unquoted_expansions_give(env):
+    """Parsing `--format=csv,noheader,nounits` in shell: `IFS=', ' read -r idx total used` splits at
+    the commas and the blanks around them (the variables it reads stay set, IFS alone is as it was);
+    an IFS of commas splits CUDA_VISIBLE_DEVICES in a `for`, an empty field between two commas kept."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = ("nvidia-smi --query-gpu=index,memory.total,memory.used --format=csv,noheader,nounits |\n"
+              "while IFS=', ' read -r idx total used; do echo \"GPU $idx: $((total - used)) MiB free\"; done\n"
+              "echo \"last: [$idx] IFS: [$IFS]\"; echo 'a,b,' | { IFS=, read x y; echo \"[$x][$y]\"; }\n"
+              "IFS=,; DEVICES=0,1,,3; for d in $DEVICES; do printf '<%s>' \"$d\"; done; echo")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
+        "GPU 0: 81919 MiB free\nGPU 1: 81919 MiB free\nlast: [] IFS: [ \t\n]\n[a][b]\n<0><1><><3>\n"))
