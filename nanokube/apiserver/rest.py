@@ -1677,8 +1677,8 @@ class GenericREST:
             except KeyNotFound:
                 raise errors.not_found(res.group, res.plural, name) from None
             await self._write_wait(kv.mod_revision)
-            e = self.cache.get(key)
-            return Result(self._external(res, e.obj if e else new, version), pending)
+            # the object written, as upstream's GuaranteedUpdate returns it (the cache may hold a later write)
+            return await self._written(res, key, new, (value, at, kv.mod_revision), version, pending, [])
         raise errors.conflict(res.group, res.plural, name, errors.STALE)
 
     async def admit_subresource_create(self, res: Resource, version: str, subresource: str, kind: dict,

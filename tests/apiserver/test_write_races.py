@@ -87,15 +87,20 @@ async def test_a_scale_update_without_a_resource_version_that_keeps_losing_races
 
 
 class FollowedStore(MemoryStore):
-    """Another writer rewrites `key` right after the next write to it, before its writer answers."""
+    """Another writer rewrites `key` right after the next write to it, before its writer answers,
+    replacing `old` with `new` in its bytes."""
 
     key = ""
+    old = new = b""
+
+    def follow(self, key: str, old: bytes, new: bytes) -> None:
+        self.key, self.old, self.new = key, old, new
 
     async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
         kv = await super().update(key, value, expected_mod_revision, prev)
         if key == self.key:
             self.key = ""
-            await super().update(key, value.replace(b'"replicas":4', b'"replicas":7'), kv.mod_revision)
+            await super().update(key, value.replace(self.old, self.new), kv.mod_revision)
         return kv
 
 
@@ -107,9 +112,21 @@ async def test_a_scale_update_answers_the_scale_it_wrote_not_a_later_one(tmp_pat
                                         "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
     async with served(tmp_path, store=store) as (_, api):
         assert (await send(api, "POST", DEPLOYMENTS, deployment))[0] == 201
-        store.key = "/registry/deployments.apps/default/d"
+        store.follow("/registry/deployments.apps/default/d", b'"replicas":4', b'"replicas":7')
         scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"}, "spec": {"replicas": 4}}
         code, out = await send(api, "PUT", f"{DEPLOYMENTS}/d/scale", scale)
-        code, now = await send(api, "GET", f"{DEPLOYMENTS}/d")
+        now = (await send(api, "GET", f"{DEPLOYMENTS}/d"))[1]
         assert now["spec"]["replicas"] == 7  # the later write
-        assert out["spec"]["replicas"] == 4 and int(out["metadata"]["resourceVersion"]) == int(now["metadata"]["resourceVersion"]) - 1
+        assert code == 200 and out["spec"]["replicas"] == 4 and int(out["metadata"]["resourceVersion"]) == int(now["metadata"]["resourceVersion"]) - 1
+
+
+async def test_a_graceful_delete_answers_the_object_it_wrote_not_a_later_one(tmp_path):
+    store = FollowedStore()
+    async with served(tmp_path, store=store) as (_, api):
+        assert (await send(api, "POST", CMS, cm("held", finalizers=["example.com/hold"])))[0] == 201
+        store.follow("/registry/configmaps/default/held", b'"data":{"k":"v"}', b'"data":{"k":"later"}')
+        code, out = await send(api, "DELETE", f"{CMS}/held")
+        now = (await send(api, "GET", f"{CMS}/held"))[1]
+        assert now["data"] == {"k": "later"} and now["metadata"]["deletionTimestamp"]
+        assert code == 200 and out["data"] == {"k": "v"} and out["metadata"]["deletionTimestamp"]
+        assert int(out["metadata"]["resourceVersion"]) == int(now["metadata"]["resourceVersion"]) - 1
