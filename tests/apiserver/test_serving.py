@@ -5,18 +5,14 @@ timeouts (32 s, 90 s) are shortened here; what is asserted is that the server cl
 unanswered, and that a request or a watch that goes on past them is not cut."""
 
 import asyncio
-import contextlib
 import socket
 
 import orjson
 import pytest
 
 from nanokube.apiserver import serving
-from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.rest import SYSTEM, WriteOptions
-from nanokube.pki.ca import ensure_pki
-from nanokube.store.memory import MemoryStore
-from tests.apiserver.test_request_body import admin_context
+from tests.apiserver.test_expect import served
 
 #: the most seconds a test waits for the server to close a connection (the timeouts are a fraction of it)
 CLOSED_WITHIN = 20
@@ -26,17 +22,6 @@ CLOSED_WITHIN = 20
 def short_timeouts(monkeypatch):
     monkeypatch.setattr(serving, "READ_HEADER_TIMEOUT", 0.5)
     monkeypatch.setattr(serving, "IDLE_TIMEOUT", 1.0)
-
-
-@contextlib.asynccontextmanager
-async def served(tmp_path):
-    pki = ensure_pki(str(tmp_path))
-    server = APIServer(MemoryStore(), pki, port=0)
-    await server.start()
-    try:
-        yield server, admin_context(pki, tmp_path)
-    finally:
-        await server.stop()
 
 
 async def _connect(server, ctx):
