@@ -7,10 +7,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from aiohttp import web
-
 from nanokube import gcsettle
-from nanokube.apiserver import workers
+from nanokube.apiserver import serving, workers
 from nanokube.apiserver.aggregator.aggregator import Aggregator
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.webhook.client import WebhookClient
@@ -61,7 +59,7 @@ async def test_a_worker_dials_services_from_the_cluster_namespace_before_it_serv
     monkeypatch.setattr(gcsettle, "defer", lambda: None)
     monkeypatch.setattr(gcsettle, "settle", lambda young_only=False: (700, 10, 10))
     monkeypatch.setattr(workers, "share_service_allocations", lambda server: None)
-    start, listen = APIServer.start, web.SockSite.start
+    start, listen = APIServer.start, serving.Site.start
     webhooks_dial, aggregator_dial = WebhookClient.dial_services_from, Aggregator.dial_services_from
 
     async def recorded_start(self: APIServer) -> None:
@@ -81,7 +79,7 @@ async def test_a_worker_dials_services_from_the_cluster_namespace_before_it_serv
         await aggregator_dial(self, socket_factory)
 
     monkeypatch.setattr(APIServer, "start", recorded_start)
-    monkeypatch.setattr(web.SockSite, "start", recorded_listen)
+    monkeypatch.setattr(serving.Site, "start", recorded_listen)
     monkeypatch.setattr(WebhookClient, "dial_services_from", recorded_webhooks_dial)
     monkeypatch.setattr(Aggregator, "dial_services_from", recorded_aggregator_dial)
     args = argparse.Namespace(worker=1, workers=2, data_dir=str(tmp_path), store="sqlite", address="127.0.0.1",
