@@ -52,10 +52,20 @@ async def backend_app(request: web.Request) -> web.StreamResponse:
         async for msg in ws:
             await ws.send_str(f"echo {msg.data} {request.query_string or 'no query'}")
         return ws
+    if request.path == "/ws-deaf":  # upgrades, then reads nothing until the test lets it end
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        DEAF.append(asyncio.Event())
+        await DEAF[-1].wait()
+        return ws
     body = await request.read()
     return web.json_response({"method": request.method, "path": request.path, "query": request.rel_url.raw_query_string,
                               "headers": dict(request.headers), "body": body.decode()},
                              headers={"Connection": "close, X-Hop", "X-Hop": "dropped"})
+
+
+#: what the /ws-deaf handlers wait for
+DEAF: list[asyncio.Event] = []
 
 
 class FakeNode:
@@ -328,6 +338,32 @@ async def test_websocket_upgrades_are_joined_to_the_pod(env):
     assert (code, json.loads(out)["message"]) == (
         500, "error dialing backend: dial tcp 10.244.0.5:9090: connect: connection refused")
     assert "reason" not in json.loads(out), "an error that is not a Status: no reason"
+
+
+async def test_a_client_that_floods_an_upgraded_connection_is_slowed_to_the_backend(env):
+    """What a client sends over an upgraded connection waits for the pod to read it: the proxy stops
+    reading the client (as upstream's copy blocks) instead of holding everything it sent. Frames of
+    1 MiB stall once the buffers between are full, well before the 256 MiB the client has."""
+    send, _ = env
+    reader, writer = await asyncio.open_connection("127.0.0.1", send.server.port)
+    try:
+        writer.write(b"GET /api/v1/namespaces/default/pods/web/proxy/ws-deaf HTTP/1.1\r\nHost: x\r\n"
+                     b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                     b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
+        assert head.startswith("HTTP/1.1 101 "), head
+        frame = b"\x82\xff" + (1 << 20).to_bytes(8, "big") + b"\0\0\0\0" + b"x" * (1 << 20)  # masked with zeros
+        sent = 0
+        with pytest.raises(asyncio.TimeoutError):
+            while sent < 256 << 20:
+                writer.write(frame)
+                await asyncio.wait_for(writer.drain(), 3)
+                sent += 1 << 20
+        assert sent < 128 << 20, f"{sent >> 20} MiB taken from a client whose pod reads nothing"
+    finally:
+        for released in DEAF:  # the pod's end ends the proxied connection (the proxy reads the client no more)
+            released.set()
+        writer.transport.abort()
 
 
 async def test_proxy_requests_are_counted_under_connect(env):

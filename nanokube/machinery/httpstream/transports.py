@@ -169,9 +169,12 @@ class _Feed:
 async def splice(request: web.Request, resp: web.StreamResponse, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> web.StreamResponse:
     """Answer `resp` (an upgrade) and join the client's connection to a backend's until either
-    side ends: the upgraded proxy's and a relaying worker's byte pipe."""
+    side ends: the upgraded proxy's and a relaying worker's byte pipe. The client's connection is
+    paused while what it sent waits for a backend that does not read (a StreamReader pauses its
+    transport at twice its limit), as upstream's copy blocks, instead of all of it held here."""
     resp.force_close()
     client = asyncio.StreamReader()
+    client.set_transport(request.transport)
     request.protocol.set_parser(_Feed(client))
     await resp.prepare(request)
 
