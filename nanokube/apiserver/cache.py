@@ -253,6 +253,12 @@ class EventQueue(asyncio.Queue):
         return q.popleft()
 
 
+#: events a watch's queue holds for a client that does not keep up before the watch is ended as
+#: unresponsive (apiserver_terminated_watchers_total; upstream's cacheWatcher holds 10 to 1000, and
+#: waits a dispatch budget for one that is full)
+WATCH_QUEUE = 50_000
+
+
 @dataclass(eq=False)
 class Watcher:
     """One client watch: a queue fed by the cache, filtered by `accept`.
@@ -267,8 +273,10 @@ class Watcher:
 
     prefix: str
     accept: Callable[[CacheEvent], bool]
-    queue: asyncio.Queue = field(default_factory=lambda: EventQueue(maxsize=50_000))
+    queue: asyncio.Queue = field(default_factory=lambda: EventQueue(maxsize=WATCH_QUEUE))
     overflowed: bool = False
+    #: called once the watch is ended as unresponsive (its queue full)
+    terminated: Callable[[], None] | None = None
     direct: Callable[[CacheEvent], bool] | None = None
     #: the stored object of the event the stream yielded last: a Table's cells read it, as a list's do
     stored: dict | None = None
@@ -555,6 +563,8 @@ class WatchCache:
             w.overflowed = True
             self.stats.add(self.stats.terminated, _bucket(w.prefix), 1)
             self._end(w)
+            if w.terminated is not None:
+                w.terminated()
 
     @staticmethod
     def _end(w: Watcher) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import zlib
@@ -965,6 +966,8 @@ class APIHandlers:
         columns_sent = False
         transport = request.transport
         batch = _Batch(transport)
+        if transport is not None:
+            stream.watcher.terminated = functools.partial(_cut_if_unread, transport)
         if kind == "object" and not pb and stream.translate is not None and request.version == HttpVersion11 and transport:
             stream.watcher.direct = self._direct(stream.translate, batch, sent)
 
@@ -1032,6 +1035,15 @@ class APIHandlers:
         await self.clock.sleep(seconds)
         with contextlib.suppress(asyncio.QueueFull):  # a watch whose queue overflowed is ending anyway
             w.queue.put_nowait(None)
+
+
+def _cut_if_unread(transport) -> None:
+    """An unresponsive watch's end (WatchCache._offer): a connection whose client does not read what
+    it was sent (its unsent bytes over the transport's high-water mark, so the watch's task waits in a
+    write that would never end) is aborted, which frees it and the megabyte its buffer holds, instead of
+    both being kept until the client goes away; a client that reads gets the stream's end after them."""
+    if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+        transport.abort()
 
 
 class _Batch:

@@ -1,0 +1,74 @@
+"""A watch whose client reads nothing is ended as unresponsive once its queue is full, as upstream's
+cacher closes a watcher whose buffer stays full (apiserver_terminated_watchers_total), and its
+connection is cut then: its task waits in a write the client will never let end, which held the
+connection and the megabyte buffered for it until the client went away. The queue's length is
+shortened here from 50,000 events."""
+
+import asyncio
+import socket
+
+import aiohttp
+import pytest
+
+from nanokube.apiserver import cache
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.rest import SYSTEM, WriteOptions
+from nanokube.pki.ca import ensure_pki
+from nanokube.store.memory import MemoryStore
+from tests.apiserver.test_request_body import admin_context
+
+WATCHES = ("apiserver_longrunning_requests{", 'resource="configmaps"', 'verb="WATCH"')
+TERMINATED = ("apiserver_terminated_watchers_total{", 'resource="configmaps"')
+
+
+@pytest.fixture
+def short_queue(monkeypatch):
+    monkeypatch.setattr(cache, "WATCH_QUEUE", 20)
+
+
+def _sample(metrics: str, series: tuple[str, ...]) -> float:
+    """The sum of the samples of the series whose lines begin with series[0] and hold the rest."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith(series[0]) and all(part in line for part in series[1:]))
+
+
+async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut(tmp_path, short_queue):
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    ctx = admin_context(pki, tmp_path)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", server.port))
+    sock.setblocking(False)
+    reader, writer = await asyncio.open_connection(sock=sock, ssl=ctx, server_hostname="localhost")
+    try:
+        async with aiohttp.ClientSession(f"https://127.0.0.1:{server.port}",
+                                         connector=aiohttp.TCPConnector(ssl=ctx)) as http:
+            async def metrics() -> str:
+                async with http.get("/metrics") as r:
+                    return await r.text()
+
+            writer.write(b"GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            assert _sample(await metrics(), WATCHES) == 1
+            cms = server.index.get("", "v1", "configmaps")
+            for i in range(200):  # 13 MB, past every buffer between the watch and its client
+                await server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"},
+                                                                 "data": {"k": "x" * 65536}}, WriteOptions(user=SYSTEM))
+            for _ in range(100):  # its task ends though the client reads nothing
+                if _sample(await metrics(), WATCHES) == 0:
+                    break
+                await asyncio.sleep(0.1)
+            text = await metrics()
+            assert _sample(text, WATCHES) == 0
+            assert _sample(text, TERMINATED) == 1
+        try:  # what the client then reads ends with the connection, not with the stream's last chunk
+            rest = await asyncio.wait_for(reader.read(), 20)
+        except ConnectionResetError:
+            rest = b""
+        assert not rest.endswith(b"\r\n0\r\n\r\n")
+    finally:
+        writer.transport.abort()
+        await server.stop()
