@@ -1,5 +1,5 @@
 """The busybox filters a simulated container runs on a stream: `cat`, `tr`, `grep`, `head`, `wc`,
-`sed`, `awk` and `cut` (the forms people type: `sed 's/a/b/g'`, `sed -n '2p'`, `awk '{print $1}'`,
+`sed`, `awk`, `cut` and `sort` (the forms people type: `sed 's/a/b/g'`, `sed -n '2p'`, `awk '{print $1}'`,
 `cut -d: -f1`).
 
 Each is a `Filter`: fed its input as it comes (`feed`, what it writes then: a line filter writes
@@ -216,6 +216,45 @@ class _Wc(Filter):
         return (" ".join(str(counts[f]) for f in "lwc" if f in self.flags) + "\n").encode(), 0
 
 
+class _Sort(Filter):
+    """`sort [-rnu] [-t SEP] [-k N[,N]]`: its lines in byte order (C's), or by the number each key
+    starts with (-n: none is 0), equal keys by the whole line; reversed (-r); one of each key (-u).
+    A key is field N (to the line's end, or N alone with `N,N`), fields split at SEP or blanks."""
+
+    def __init__(self, reverse: bool, numeric: bool, unique: bool, separator: str | None, key: str | None):
+        m = re.fullmatch(r"([1-9]\d*)(?:,([1-9]\d*))?", key or "1")
+        if m is None or m.group(2) and m.group(2) != m.group(1) or separator is not None and len(separator) != 1:
+            raise Unknown  # (character positions, key options, other ranges: not simulated)
+        self.field, self.alone = int(m.group(1)), bool(m.group(2))
+        self.reverse, self.numeric, self.unique, self.separator = reverse, numeric, unique, separator
+        self.data = b""
+
+    def feed(self, data: bytes) -> bytes:
+        self.data += data
+        return b""
+
+    def _key(self, line: bytes):
+        if self.field > 1 or self.alone:
+            fields = line.split(self.separator.encode()) if self.separator else line.split()
+            rest = fields[self.field - 1:self.field] if self.alone else fields[self.field - 1:]
+            key = (self.separator.encode() if self.separator else b" ").join(rest)
+        else:
+            key = line
+        if not self.numeric:
+            return key
+        m = re.match(rb"\s*(-?\d+(?:\.\d*)?|-?\.\d+)", key)
+        return float(m.group(1)) if m else 0.0
+
+    def end(self) -> tuple[bytes, int]:
+        lines = self.data.split(b"\n")
+        if lines[-1] == b"":
+            lines.pop()
+        ordered = sorted(lines, key=lambda line: (self._key(line), line), reverse=self.reverse)
+        if self.unique:
+            ordered = [line for i, line in enumerate(ordered) if i == 0 or self._key(line) != self._key(ordered[i - 1])]
+        return b"".join(line + b"\n" for line in ordered), 0
+
+
 def _regex(pattern: str, extended: bool) -> re.Pattern:
     """A grep/sed regular expression as Python's: a basic one's `\\(`, `\\)`, `\\{`, `\\}`, `\\|`, `\\+`,
     `\\?` are the extended one's operators, and those characters alone are themselves."""
@@ -377,6 +416,9 @@ def parse(argv: list[str]) -> tuple[Filter, list[str]] | None:
         if len(kinds) != 1 or len(opts.get("d", "\t")) != 1 or "d" in opts and kinds != ["f"]:
             raise Unknown
         return _Cut(_cut_list(opts[kinds[0]]), kinds == ["f"], opts.get("d", "\t"), "s" in opts), files
+    if name == "sort":
+        opts, files = _options(args, "rnu", "tk")
+        return _Sort("r" in opts, "n" in opts, "u" in opts, opts.get("t"), opts.get("k")), files
     if name == "awk":
         opts, rest = _options(args, "", "F")
         if not rest:
@@ -429,4 +471,4 @@ def applet(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 
 
 #: the filters as applets of scripts (cat, head and wc are simulated_applets' own there)
-APPLETS = {name: applet for name in ("tr", "grep", "sed", "awk", "cut")}
+APPLETS = {name: applet for name in ("tr", "grep", "sed", "awk", "cut", "sort")}

@@ -202,3 +202,14 @@ async def test_ifs_splits_what_read_and_unquoted_expansions_give(env):
               "IFS=,; DEVICES=0,1,,3; for d in $DEVICES; do printf '<%s>' \"$d\"; done; echo")
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
         "GPU 0: 81919 MiB free\nGPU 1: 81919 MiB free\nlast: [] IFS: [ \t\n]\n[a][b]\n<0><1><><3>\n"))
+
+
+async def test_sort_as_an_nccl_check_uses_it(env):
+    """An NCCL environment check's `env | grep ^NCCL_ | sort`, and `sort -t, -k2 -n -u` of a CSV,
+    as busybox's sort prints them."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = ("export NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO NCCL_IB_HCA=mlx5_0; env | grep '^NCCL_' | sort\n"
+              "printf 'b,10\\na,9\\nc,100\\na,9\\n' | sort -t, -k2 -n -u")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (
+        0, "NCCL_DEBUG=INFO\nNCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME=eth0\na,9\nb,10\nc,100\n")
