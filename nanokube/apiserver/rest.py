@@ -799,6 +799,7 @@ class GenericREST:
                 return True
 
         w = Watcher(prefix, accept)
+        listed: list[Entry] = []  # the state a watch from "" or "0" (or a watch-list) starts with, as ADDED events
         initial: list[CacheEvent] = []
         if resource_version in ("", "0") or send_initial_events:
             if resource_version == "":
@@ -812,8 +813,7 @@ class GenericREST:
             self.cache.add_watcher(w)
             rev = self.cache.rev
             if send_initial_events is not False:
-                for key, e in self.cache.list(prefix):
-                    initial.append(CacheEvent(ADDED, key, e, None, e.rev))
+                listed = [e for _, e in self.cache.list(prefix)]
         else:
             rev = _revision(resource_version)
             try:
@@ -822,7 +822,7 @@ class GenericREST:
                 raise errors.gone(f"too old resource version: {rev} ({c.compacted})") from None
             self.cache.add_watcher(w)
             # events that raced in between are in both; skip by revision below
-        self.cache.stats.watched(prefix, len(initial))
+        self.cache.stats.watched(prefix, len(listed) + len(initial))
         deadline = self.clock.monotonic() + timeout if timeout else None
         translate = None
         if not _converts(res.strategy):
@@ -830,18 +830,27 @@ class GenericREST:
                 translate = lambda ev: self._translate_unfiltered(res, version, ev)  # noqa: E731
             else:
                 translate = lambda ev: self._translate(res, version, ev, ok, self._external_once)  # noqa: E731
-        gen = self._stream(res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
+        gen = self._stream(res, version, w, listed, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
                            translate, at_version, periodic_bookmarks)
         return WatchStream(gen, self.cache, w, translate)
 
-    async def _stream(self, res, version, w, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
+    async def _stream(self, res, version, w, listed, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
                       translate, at_version=False, periodic_bookmarks=True):
         """`translate`: WatchStream.translate, which the live events of a kind without asynchronous
         conversion take too: the watches of a resource that the cache woke for one event (every
         in-process informer of pods) then share its translation, made by the first. `at_version`:
-        `ok` matches an event's previous object converted too."""
+        `ok` matches an event's previous object converted too. `listed`: entries sent as ADDED events
+        first, each read, matched and served as a LIST's item (a streaming list of 10,000 pods was an
+        event made and translated per object); `initial`: the events since the revision asked for."""
         timer = None
         try:
+            converts = translate is None  # a CRD's webhook: still one conversion an object, as an event's
+            for obj in Entry.objects(listed):
+                if converts:
+                    await res.strategy.prepare_conversion([obj], version)
+                if ok(obj):
+                    w.stored = obj
+                    yield ADDED, self._external(res, obj, version)
             last = 0
             for ev in initial:
                 if ev.type != ADDED or ev.prev is not None:
