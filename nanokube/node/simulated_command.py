@@ -1495,14 +1495,15 @@ class _Run:
                 self.now += sum(seconds)
                 self.status = 0
                 self._take_signal()
-        elif name == "seq" and 1 <= len(args) <= 3 and all(re.fullmatch(r"-?\d+", a) for a in args):
-            n = [int(a) for a in args]
+        elif name == "seq" and (seq := _seq(args)) is not None:
+            separator, wide, n = seq
             first, step, last = (1, 1, n[0]) if len(n) == 1 else (n[0], 1, n[1]) if len(n) == 2 else n
             numbers = range(first, last + (1 if step > 0 else -1), step) if step else range(0)
-            if len(numbers) * (max(len(str(first)), len(str(last))) + 1) > WRITE_BUDGET - self.written:
+            width = max(len(str(first)), len(str(last)))
+            if len(numbers) * (width + len(separator)) > WRITE_BUDGET - self.written:
                 raise _Unknown
             if numbers:
-                self.out("".join(f"{i}\n" for i in numbers))
+                self.out(separator.join(f"{i:0{width}d}" if wide else str(i) for i in numbers) + "\n")
             self.status = 0
         elif name in TERMINAL_APPLETS:
             self.status = TERMINAL_APPLETS[name](self, name, args)
@@ -1520,6 +1521,24 @@ class _Run:
             self.status = system.APPLETS[name](self, self._files(), name, args)
         else:
             raise _Unknown
+
+
+def _seq(args: list[str]) -> tuple[str, bool, list[int]] | None:
+    """`seq [-w] [-s SEP] [FIRST [INC]] LAST` (integers): the separator (a new line by default),
+    whether -w pads the numbers with zeros to one width, and the numbers; None for another use."""
+    separator, wide = "\n", False
+    while args and re.match(r"-[ws]", args[0]):
+        if args[0] == "-w":
+            wide, args = True, args[1:]
+        elif args[0] == "-s" and len(args) > 1:
+            separator, args = args[1], args[2:]
+        elif args[0].startswith("-s") and len(args[0]) > 2:
+            separator, args = args[0][2:], args[1:]
+        else:
+            return None
+    if not 1 <= len(args) <= 3 or not all(re.fullmatch(r"-?\d+", a) for a in args):
+        return None
+    return separator, wide, [int(a) for a in args]
 
 
 def _cannot_end(node: Loop) -> bool:

@@ -213,3 +213,14 @@ async def test_sort_as_an_nccl_check_uses_it(env):
               "printf 'b,10\\na,9\\nc,100\\na,9\\n' | sort -t, -k2 -n -u")
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (
         0, "NCCL_DEBUG=INFO\nNCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME=eth0\na,9\nb,10\nc,100\n")
+
+
+async def test_seq_s_and_w_build_a_device_list(env):
+    """`CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((N - 1)))` and zero-padded rank names, as busybox's seq
+    prints them."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = ("N=$(nvidia-smi -L | wc -l); echo \"CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((N - 1)))\"\n"
+              "for r in $(seq -w 9 10); do echo \"worker-$r\"; done")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (
+        0, "CUDA_VISIBLE_DEVICES=0,1\nworker-09\nworker-10\n")
