@@ -21,8 +21,8 @@ LOCALHOST = ("127.0.0.1\tlocalhost\n"
 
 def domain(pod: dict, cluster_domain: str) -> str:
     """GeneratePodHostNameAndDomain's domain: `<subdomain>.<namespace>.svc.<cluster domain>` for a
-    pod with spec.subdomain (a StatefulSet's serviceName) on a kubelet with a cluster domain (a
-    simulated node's), else none."""
+    pod with spec.subdomain (a StatefulSet's serviceName) on a kubelet with a cluster domain (every
+    node's, of either runtime, is `cluster.local` as under kubeadm), else none."""
     sub = (pod.get("spec") or {}).get("subdomain")
     if not (sub and cluster_domain):
         return ""

@@ -63,6 +63,8 @@ def test_a_pods_process_resolves_services_and_pods_through_kube_dns(dns_cluster)
     resolv = c.kubectl("exec", "client", "--", "cat", "/etc/resolv.conf").stdout
     assert resolv.startswith("search default.svc.cluster.local svc.cluster.local cluster.local")
     assert "nameserver 10.96.0.10\n" in resolv and resolv.endswith("options ndots:5\n")
+    # the kubelet's /etc/hosts names a pod with a subdomain by its FQDN (an Indexed Job's rank, a StatefulSet's pod)
+    assert c.kubectl("exec", "db-0", "--", "hostname", "-f").stdout == "db-0.db.default.svc.cluster.local\n"
     web = c.kubectl_json("get", "svc", "web")["spec"]["clusterIP"]
     db = c.kubectl_json("get", "pod", "db-0")["status"]["podIP"]
 

@@ -207,13 +207,16 @@ class ProcessPodWorker(PodWorker):
         return os.path.join(self.agent.volumes.pod_dir(self.uid), "etc-hosts")
 
     def _write_hosts_file(self) -> None:
-        """ensureHostsFile: written once the pod has its IP, before any container starts."""
+        """ensureHostsFile: written once the pod has its IP, before any container starts; a pod
+        with a subdomain (an Indexed Job's or a StatefulSet's under its headless Service) is named
+        by its FQDN first, so `hostname -f` answers `<hostname>.<subdomain>.<ns>.svc.cluster.local`."""
         spec = self.pod.get("spec") or {}
         if spec.get("hostNetwork"):
             return
         os.makedirs(os.path.dirname(self._hosts_path()), exist_ok=True)
         with open(self._hosts_path(), "w") as f:
-            f.write(hosts_file.content(self._hostname(), [self.ip], spec.get("hostAliases")))
+            f.write(hosts_file.content(self._hostname(), [self.ip], spec.get("hostAliases"),
+                                       hosts_file.domain(self.pod, dns.ZONE)))
 
     def _resolv_path(self) -> str:
         """The pod's resolv.conf, in its directory (the runtime's sandbox copy, bound in each container)."""
