@@ -343,7 +343,9 @@ class WatchStream:
         self.translate = translate
 
     def __aiter__(self):
-        return self
+        """The generator itself, whose `__anext__` is C: an `async for` (an informer's) calls no
+        Python method per event."""
+        return self._gen
 
     def __anext__(self) -> Awaitable[tuple[str, dict]]:
         """The generator's own awaitable, not a coroutine around it: one frame less per event."""
