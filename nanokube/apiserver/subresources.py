@@ -198,9 +198,10 @@ class Subresources:
                           resource: str, dry_run: bool = False) -> int | None:
         """A subresource's optimistic read-modify-write of its pod (GuaranteedUpdate): `change` builds
         the new pod from the stored one, or raises to refuse; a write that loses a race is tried again
-        on the pod that won it, and the fifth loss is a 409 on `resource`. The revision written; None
-        for a dry run, which writes nothing once `change` has judged the pod."""
-        for _ in range(5):
+        on the pod that won it (PATCH_ATTEMPTS times: upstream's GuaranteedUpdate tries until it wins),
+        then a 409 on `resource`. The revision written; None for a dry run, which writes nothing once
+        `change` has judged the pod."""
+        for _ in range(PATCH_ATTEMPTS):
             entry = self.rest._entry(pods, namespace, name)
             new = change(entry.obj)
             if dry_run:

@@ -6,7 +6,7 @@ import pytest
 
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.fieldorder import in_upstream_order
-from nanokube.apiserver.rest import WriteOptions
+from nanokube.apiserver.rest import PATCH_ATTEMPTS, WriteOptions
 from nanokube.apiserver.subresources import Subresources
 from nanokube.store.sqlite import SQLiteStore
 from tests.controllers import make_stack
@@ -98,7 +98,7 @@ def race(monkeypatch, s, name: str, times: int) -> None:
 
 async def test_a_binding_that_loses_a_race_binds_the_pod_that_won_and_a_dry_run_writes_nothing(env, monkeypatch):
     """GuaranteedUpdate: a write between the binding's read and its own is read again and bound with
-    the other write kept; a pod that changes under every one of its five tries is a 409."""
+    the other write kept; a pod that changes under every one of its PATCH_ATTEMPTS tries is a 409."""
     s, sub, pods = env
     pods_res = s.rest.index.get("", "v1", "pods")
     for name in ("p", "q"):
@@ -110,7 +110,7 @@ async def test_a_binding_that_loses_a_race_binds_the_pod_that_won_and_a_dry_run_
     await sub.bind(pods_res, "default", "p", binding("p", "n1"), WriteOptions())
     got = await pods.get("p", "default")
     assert (got["spec"]["nodeName"], got["metadata"]["labels"]) == ("n1", {"raced": "0"})
-    race(monkeypatch, s, "q", 5)
+    race(monkeypatch, s, "q", PATCH_ATTEMPTS)
     with pytest.raises(APIError) as e:
         await sub.bind(pods_res, "default", "q", binding("q", "n1"), WriteOptions())
     assert (e.value.code, e.value.message) == (409, 'Operation cannot be fulfilled on pods/binding "q": the object has '

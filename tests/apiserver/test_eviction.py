@@ -4,7 +4,7 @@ kube-apiserver decides them."""
 import pytest
 
 from nanokube.machinery.errors import APIError
-from nanokube.apiserver.rest import WriteOptions
+from nanokube.apiserver.rest import PATCH_ATTEMPTS, WriteOptions
 from nanokube.apiserver.subresources import Subresources
 from nanokube.store.sqlite import SQLiteStore
 from tests.apiserver.test_binding import race
@@ -142,7 +142,7 @@ async def test_an_evicted_pod_is_marked_disruption_target_before_it_goes(env):
 
 async def test_an_eviction_that_loses_a_race_marks_the_pod_that_won(env, monkeypatch):
     """The DisruptionTarget write is read-modify-write: another write before it is kept and the pod
-    marked again; a pod that changes under every one of its five tries is a 409 and stays."""
+    marked again; a pod that changes under every one of its PATCH_ATTEMPTS tries is a 409 and stays."""
     s, sub = env
     pods = s.client.resource("", "v1", "pods")
     await running_pod(s, "a")
@@ -152,7 +152,7 @@ async def test_an_eviction_that_loses_a_race_marks_the_pod_that_won(env, monkeyp
     pod = await pods.get("a", "default")
     assert pod["metadata"]["labels"]["raced"] == "0" and pod["metadata"].get("deletionTimestamp")
     assert "DisruptionTarget" in [c["type"] for c in pod["status"]["conditions"]]
-    race(monkeypatch, s, "b", 5)
+    race(monkeypatch, s, "b", PATCH_ATTEMPTS)
     with pytest.raises(APIError) as e:
         await evict(sub, "b")
     assert (e.value.code, e.value.message) == (409, 'Operation cannot be fulfilled on pods "b": the object has been '

@@ -10,6 +10,7 @@ from nanokube.store.memory import MemoryStore
 from tests.served import send, served
 
 CMS = "/api/v1/namespaces/default/configmaps"
+PODS = "/api/v1/namespaces/default/pods"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 #: more rounds lost in a row than the server used to try
 RACES = 8
@@ -58,6 +59,20 @@ async def test_a_delete_that_keeps_losing_races_is_made_on_the_newer_object(tmp_
         code, out = await send(api, "DELETE", f"{CMS}/plain")
         assert code == 200 and store.races == 0
         assert (await send(api, "GET", f"{CMS}/plain"))[0] == 404
+
+
+async def test_a_binding_that_keeps_losing_races_is_made_on_the_newer_pod(tmp_path):
+    store = RacingStore()
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    async with served(tmp_path, store=store) as (_, api):
+        assert (await send(api, "POST", PODS, pod))[0] == 201
+        store.race("/registry/pods/default/p")
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+        code, out = await send(api, "POST", f"{PODS}/p/binding", binding)
+        assert code == 201 and store.races == 0
+        assert (await send(api, "GET", f"{PODS}/p"))[1]["spec"]["nodeName"] == "n1"
 
 
 async def test_a_delete_naming_the_resource_version_it_read_is_refused_once_another_write_moved_it(tmp_path):
