@@ -181,3 +181,21 @@ async def test_only_a_pod_with_a_claim_to_bind_is_nominated_before_prebind(env):
     await pods.create(claim_pod("second", "data"))
     assert await eventually(bound(pods, "second")) == node_name
     assert not nominated_by_scheduler(await pods.get("second", "default"))
+
+
+async def test_pods_sharing_a_claim_to_provision_go_where_the_first_selected(env):
+    """Training ranks that share one WaitForFirstConsumer claim (a checkpoint directory), created
+    at once: the first pod's Reserve selects its node for the claim (upstream's assume cache holds
+    the annotated claim), so the others, scheduled while it binds, go to that node too instead of
+    selecting another node for the claim the provisioner already made a volume for there."""
+    client = env
+    await client.resource("", "v1", "persistentvolumeclaims").create(claim("ckpt"))
+    pods = client.resource("", "v1", "pods")
+    for i in range(3):
+        await pods.create(claim_pod(f"rank-{i}", "ckpt", cpu="1"))
+    nodes = {await eventually(bound(pods, f"rank-{i}")) for i in range(3)}
+    pvc = await client.resource("", "v1", "persistentvolumeclaims").get("ckpt", "default")
+    pv = await client.resource("", "v1", "persistentvolumes").get(pvc["spec"]["volumeName"])
+    [term] = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert nodes == {pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"]} == set(
+        term["matchExpressions"][0]["values"])

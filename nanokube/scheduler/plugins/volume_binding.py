@@ -5,7 +5,10 @@ Filter keeps nodes where each bound volume's node affinity admits the node
 and each WaitForFirstConsumer claim can take an available volume there or
 be provisioned there (the class has a provisioner and its allowedTopologies
 admit the node); Reserve remembers the choice, so two pods in flight never
-take one volume; PreBind writes it (a volume's claimRef for a static volume,
+take one volume and pods that share a claim to provision go to the node the
+first one selected for it (upstream's assume cache holds the claim with that
+node until the informer has it), a selected node restricting a claim as the
+annotation does; PreBind writes it (a volume's claimRef for a static volume,
 `volume.kubernetes.io/selected-node` on a claim to provision) and waits for
 the PV controller and provisioner to bind every claim."""
 
@@ -70,6 +73,7 @@ class _Cycle:
     #: node -> {claim key: volume name to bind, or "" to provision}
     found: dict[str, dict[str, str]] = field(default_factory=dict)
     assumed: list[str] = field(default_factory=list)  # volume names reserved in flight
+    selected: list[str] = field(default_factory=list)  # claim keys whose node this pod selected in flight
 
 
 class VolumeBinding:
@@ -85,6 +89,8 @@ class VolumeBinding:
         self.classes = handle.informer("storage.k8s.io", "v1", "storageclasses")
         #: volume names chosen by pods between Reserve and their binding, shared by every profile
         self.in_flight: set[str] = handle.shared.setdefault(self.name, set())
+        #: claim key -> the node a pod between Reserve and PreBind's end selected for it to be provisioned on
+        self.selecting: dict[str, str] = handle.shared.setdefault(f"{self.name}/selected-node", {})
         self.pvcs = handle.client.resource("", "v1", "persistentvolumeclaims")
         self.pvs = handle.client.resource("", "v1", "persistentvolumes")
         for inf, kind in ((self.claims, PVC), (self.volumes, PV), (self.classes, STORAGE_CLASS)):
@@ -113,8 +119,7 @@ class VolumeBinding:
             if _bound(pvc):
                 cyc.bound.append(pvc)
                 continue
-            sc = self.classes.get(claim_class(pvc))
-            if binding_mode(sc) != WAIT_FOR_FIRST_CONSUMER or (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE):
+            if binding_mode(self.classes.get(claim_class(pvc))) != WAIT_FOR_FIRST_CONSUMER:
                 return None, unschedulable(UNBOUND_IMMEDIATE, resolvable=False)
             cyc.delayed.append(pvc)
         state[_STATE] = cyc
@@ -131,7 +136,10 @@ class VolumeBinding:
         taken = set(self.in_flight)
         for pvc in cyc.delayed:
             key = f"{pvc['metadata']['namespace']}/{pvc['metadata']['name']}"
-            pv = find_matching_volume(pvc, self.volumes.list(), node=n, taken=taken)
+            selected = (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE) or self.selecting.get(key)
+            if selected and selected != node.name:
+                return unschedulable(NO_VOLUMES, resolvable=False)
+            pv = None if selected else find_matching_volume(pvc, self.volumes.list(), node=n, taken=taken)
             if pv is not None:
                 choice[key] = pv["metadata"]["name"]
                 taken.add(pv["metadata"]["name"])
@@ -148,10 +156,16 @@ class VolumeBinding:
         cyc: _Cycle | None = state.get(_STATE)
         if cyc is None:
             return None
-        for name in (cyc.found.get(node) or {}).values():
-            if name:
-                if name in self.in_flight:
+        for key, name in (cyc.found.get(node) or {}).items():
+            if not name:
+                if key not in self.selecting:
+                    self.selecting[key] = node
+                    cyc.selected.append(key)
+                elif self.selecting[key] != node:
                     return Status(Code.UNSCHEDULABLE, [NO_VOLUMES])
+            elif name in self.in_flight:
+                return Status(Code.UNSCHEDULABLE, [NO_VOLUMES])
+            else:
                 self.in_flight.add(name)
                 cyc.assumed.append(name)
         return None
@@ -160,9 +174,7 @@ class VolumeBinding:
         cyc: _Cycle | None = state.get(_STATE)
         if cyc is None:
             return
-        for name in cyc.assumed:
-            self.in_flight.discard(name)
-        cyc.assumed.clear()
+        self._forget(cyc)
 
     def pre_bind_pre_flight(self, state, info, node: str) -> bool:
         """PreBind has work unless all the pod's claims are bound (upstream's allBound)."""
@@ -184,8 +196,17 @@ class VolumeBinding:
         except APIError as e:
             return Status(Code.ERROR, [f"binding volumes: {e.message}"])
         finally:
-            for name in cyc.assumed:
-                self.in_flight.discard(name)
+            self._forget(cyc)
+
+    def _forget(self, cyc: _Cycle) -> None:
+        """Release what the pod reserved: its volumes, and the nodes it selected for claims (the
+        claims carry them by then, or the pod failed and another may select)."""
+        for name in cyc.assumed:
+            self.in_flight.discard(name)
+        for key in cyc.selected:
+            self.selecting.pop(key, None)
+        cyc.assumed.clear()
+        cyc.selected.clear()
 
     async def _bind_volume(self, volume: str, pvc: dict) -> None:
         """Pre-bind the volume to the claim; the PV controller completes the claim's side."""
