@@ -20,7 +20,9 @@ SO_REUSEPORT spreads them), in the namespace `race`:
   answer shows the write it made;
 - watchers of the ConfigMaps, pods and custom resources: from a list's resourceVersion without end,
   resuming from their last resourceVersion every few seconds (server-side timeouts), relisting every
-  few seconds, some with a label selector that objects enter and leave; each checks the order
+  few seconds, streaming lists (sendInitialEvents) every few seconds, some with a label selector
+  that objects enter and leave, and each unending one replayed from a past revision on another
+  connection (and listed exactly at its revision) now and then; each checks the order
   (revisions strictly increasing, ADDED/MODIFIED/DELETED as its view allows), and at the end its view
   must equal a final LIST, and the unending unfiltered ones must have seen every acknowledged write's
   resourceVersion.
@@ -442,8 +444,8 @@ async def tally_rmw(c: Client, reader: Client, part: str, done: collections.Coun
 class Watcher:
     """A view of one collection kept from a list and a watch; `mode`: "steady" (resumes from its last
     revision only when the server ends the watch), "resume" (the server ends it every few seconds),
-    "relist" (a fresh list and watch every few seconds). With a label `selector`, objects that start
-    (stop) matching it arrive as ADDED (DELETED)."""
+    "relist" (a fresh list and watch every few seconds), "watchlist" (a streaming list every few
+    seconds). With a label `selector`, objects that start (stop) matching it arrive as ADDED (DELETED)."""
 
     def __init__(self, run: Run, coll: str, mode: str, n: int, selector: str = "") -> None:
         self.run, self.coll, self.mode, self.selector = run, coll, mode, selector
@@ -455,7 +457,10 @@ class Watcher:
         self.seen: set[int] = set()
         self.since = 0  # the revision this watcher's unbroken record starts at
         self.events = self.relists = self.gone = 0
-        self.stopping = False
+        self.stopping = self.initial = False
+        self.last_list = 0  # a watch-list's: the revision its previous one listed at
+        #: every event applied: (revision, type, name)
+        self.log: list[tuple[int, str, str]] = []
 
     async def relist(self) -> None:
         status, out = await self.client.req("GET", self.coll, **self.params)
@@ -467,6 +472,8 @@ class Watcher:
         self.relists += 1
 
     async def run_(self) -> None:
+        if self.mode == "watchlist":
+            return await self.watch_lists()
         await self.relist()
         while not self.stopping:
             timeout = random.randint(2, 6) if self.mode == "resume" else 3600
@@ -480,8 +487,20 @@ class Watcher:
             if ended in ("gone", "relist"):
                 await self.relist()
 
-    async def stream(self, timeout: int) -> str:
-        params = {"watch": "1", "resourceVersion": str(self.rv), "allowWatchBookmarks": "true",
+    async def watch_lists(self) -> None:
+        """Streaming lists (sendInitialEvents, as client-go's WatchList), each served a few seconds: the
+        initial ADDED events in any revision order, then the initial-events-end bookmark at the list's
+        revision (not older than the last one's), then events after it."""
+        while not self.stopping:
+            self.initial, self.view, self.last_list = True, {}, self.rv
+            params = {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
+            ended = await self.stream(random.randint(3, 8), params)
+            if self.initial and ended == "ended":
+                self.run.violation(f"{self.name}: a watch-list ended before its initial-events-end bookmark")
+            self.relists += 1
+
+    async def stream(self, timeout: int, first: dict | None = None) -> str:
+        params = {"watch": "1", **(first or {"resourceVersion": str(self.rv)}), "allowWatchBookmarks": "true",
                   "timeoutSeconds": str(timeout), **self.params}
         async with self.client.session.get(self.run.url + self.coll, params=params) as r:
             if r.status != 200:
@@ -505,6 +524,17 @@ class Watcher:
 
     def apply(self, typ: str, obj: dict) -> None:
         rv, name = int(obj["metadata"]["resourceVersion"]), obj["metadata"].get("name")
+        if self.initial:  # a watch-list's initial state
+            if typ == "ADDED" and name not in self.view:
+                self.view[name] = rv
+            elif typ == "BOOKMARK" and (obj["metadata"].get("annotations") or {}).get("k8s.io/initial-events-end") == "true":
+                if rv < max(self.view.values(), default=0) or rv < self.last_list:
+                    self.run.violation(f"{self.name}: initial-events-end at {rv}, before its objects' "
+                                       f"{max(self.view.values(), default=0)} or the last list's {self.last_list}")
+                self.initial, self.rv, self.since = False, rv, rv
+            elif typ != "BOOKMARK":
+                self.run.violation(f"{self.name}: {typ} {name}@{rv} among a watch-list's initial events")
+            return
         if typ == "BOOKMARK":
             if rv < self.rv:
                 self.run.violation(f"{self.name}: bookmark at {rv} after an event at {self.rv}")
@@ -515,6 +545,7 @@ class Watcher:
             self.run.violation(f"{self.name}: {typ} {name} at rv {rv} after rv {self.rv} (out of order or again)")
         self.rv = max(self.rv, rv)
         self.seen.add(rv)
+        self.log.append((rv, typ, name))
         had = name in self.view
         if (typ == "ADDED") == had:
             self.run.violation(f"{self.name}: {typ} {name}@{rv} but the view {'has' if had else 'lacks'} it")
@@ -522,6 +553,53 @@ class Watcher:
             self.view.pop(name, None)
         else:
             self.view[name] = rv
+
+
+async def replays(run: Run, w: Watcher, stats: collections.Counter) -> None:
+    """Every few seconds, on a connection of its own (another worker's, likely): a watch from a revision
+    `w` passed a few seconds ago must replay exactly the events `w` had after it, and an exact list at
+    `w`'s revision now must hold `w`'s view."""
+    c = run.client(f"replay-{w.name}")
+    marks: list[int] = []
+    try:
+        while run.going():
+            await asyncio.sleep(random.uniform(2, 4))
+            marks.append(w.rv)
+            if len(marks) < 2:
+                continue
+            start, end, view = marks[-2], w.rv, dict(w.view)
+            status, out = await c.req("GET", w.coll, resourceVersion=str(end), resourceVersionMatch="Exact")
+            listed = {o["metadata"]["name"]: int(o["metadata"]["resourceVersion"]) for o in out.get("items", ())}
+            if status == 410:
+                stats["replay list 410"] += 1
+            elif status != 200 or listed != view:
+                diff = {n: (view.get(n), listed.get(n)) for n in {*view, *listed} if view.get(n) != listed.get(n)}
+                run.violation(f"{c.name}: exact list at {end}: {status}, differs from the watcher's view in {diff}")
+            want = [e for e in w.log if start < e[0] <= end]
+            got: list[tuple[int, str, str]] = []
+            params = {"watch": "1", "resourceVersion": str(start), "timeoutSeconds": "20"}
+            async with c.session.get(run.url + w.coll, params=params) as r:
+                if r.status != 200:
+                    run.violation(f"{c.name}: watch from {start} -> {r.status} {(await r.read())[:300]!r}")
+                    continue
+                async for line in r.content:
+                    ev = json.loads(line)
+                    if ev["type"] == "ERROR":
+                        stats["replay 410"] += 1
+                        break
+                    rv = int(ev["object"]["metadata"]["resourceVersion"])
+                    if rv > end:
+                        break
+                    got.append((rv, ev["type"], ev["object"]["metadata"]["name"]))
+                    if rv == end:
+                        break
+            if got != want:
+                first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+                run.violation(f"{c.name}: replay of ({start}, {end}] differs at event {first}: "
+                              f"{got[first:first + 3]} against {want[first:first + 3]} ({len(got)}/{len(want)})")
+            stats["replays"] += 1
+    finally:
+        await c.close()
 
 
 # --- set-up and checks ------------------------------------------------------------------------
@@ -572,10 +650,14 @@ async def drive(run: Run, clients: int) -> dict:
     watchers = [Watcher(run, coll, mode, i) for coll in (CM, TALLIES) for i, mode in
                 enumerate(("steady", "steady", "resume", "relist") if coll == CM else ("steady", "resume"))]
     # objects enter these as other clients label them (`touched`, h0), and leave as they are deleted
-    watchers += [Watcher(run, PODS, "steady", 7), Watcher(run, PODS, "resume", 8)]
+    watchers += [Watcher(run, PODS, "steady", 7), Watcher(run, PODS, "resume", 8), Watcher(run, CM, "watchlist", 9),
+                 Watcher(run, PODS, "watchlist", 10)]
     watchers += [Watcher(run, CM, "steady", 4, "touched"), Watcher(run, CM, "resume", 5, "h0"),
                  Watcher(run, CM, "relist", 6, "touched")]
     wtasks = [asyncio.create_task(w.run_()) for w in watchers]
+    stats: collections.Counter = collections.Counter()
+    replayed = [w for w in watchers if w.mode == "steady" and not w.selector and w.name.startswith("watch-steady-0")]
+    rtasks = [asyncio.create_task(replays(run, w, stats)) for w in replayed]
     await asyncio.sleep(1)
     done: collections.Counter = collections.Counter()
     patched_last: dict = {}
@@ -583,7 +665,6 @@ async def drive(run: Run, clients: int) -> dict:
     contested: list = []
     gen_names: dict = {}
     gen_gone: set = set()
-    stats: collections.Counter = collections.Counter()
     made: list[Client] = []
 
     def cl(kind: str, i: int) -> Client:
@@ -603,7 +684,7 @@ async def drive(run: Run, clients: int) -> dict:
              for p in ("main", "status", "scale") for i in range(max(1, share // 2))]
     start = time.monotonic()
     run.deadline = start + run.seconds
-    results = await asyncio.gather(*jobs, return_exceptions=True)
+    results = await asyncio.gather(*jobs, *rtasks, return_exceptions=True)
     for r in results:
         if isinstance(r, BaseException):
             run.violation(f"a client failed: {r!r}")
@@ -619,14 +700,14 @@ async def drive(run: Run, clients: int) -> dict:
         status, out = await admin.req(method, path, body, MERGE if method == "PATCH" else JSON)
         end_rv[coll] = admin.acked(coll, out, "sentinel")
     settle = time.monotonic() + SETTLE
-    while any(w.rv < end_rv[w.coll] for w in watchers) and time.monotonic() < settle:
+    while any(w.rv < end_rv[w.coll] or w.initial for w in watchers) and time.monotonic() < settle:
         await asyncio.sleep(0.2)
+    for w in watchers:  # none starts over now (a watch-list's view would be empty)
+        w.stopping = True
     finals = {}
     for coll, selector in {(w.coll, w.selector) for w in watchers}:
         status, out = await admin.req("GET", coll, **({"labelSelector": selector} if selector else {}))
         finals[(coll, selector)] = out
-    for w in watchers:
-        w.stopping = True
     await asyncio.sleep(0.5)
     for t in wtasks:
         t.cancel()
@@ -681,7 +762,7 @@ def check(run: Run, watchers: list[Watcher], finals: dict, end_rv: dict, done, p
         if w.view != final:
             diff = {n: (w.view.get(n), final.get(n)) for n in {*w.view, *final} if w.view.get(n) != final.get(n)}
             run.violation(f"{w.name}: view differs from the final list in {len(diff)}: {dict(list(diff.items())[:5])}")
-        if w.mode != "relist" and not w.gone and not w.selector:
+        if w.mode in ("steady", "resume") and not w.gone and not w.selector:
             missed = sorted(rv for (coll, _), rvs in run.acked.items() if coll == w.coll for rv in rvs
                             if rv > w.since and rv not in w.seen)
             if missed:
