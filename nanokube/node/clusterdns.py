@@ -43,6 +43,12 @@ MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
 #: the largest UDP answer to a query without EDNS0 (RFC 1035); a larger one is truncated (TC), and
 #: the resolver asks again over TCP
 UDP_LIMIT = 512
+#: CoreDNS's server timeouts over TCP (the defaults its `timeouts` plugin changes): a connection's
+#: first query must have come whole READ_TIMEOUT after it opened, each later one IDLE_TIMEOUT after
+#: the answer before, and an answer must be taken within WRITE_TIMEOUT, else the connection is
+#: closed (a pod's idle or stalled connections are not kept, each a descriptor and a task here, for
+#: as long as the pod holds them)
+READ_TIMEOUT, WRITE_TIMEOUT, IDLE_TIMEOUT = 3.0, 5.0, 10.0
 
 
 def service() -> dict:
@@ -179,21 +185,30 @@ class ClusterDNS:
         if self._tcp is not None:
             self._tcp.close()
             for writer in list(self._streams):
-                writer.close()
+                writer.transport.abort()
             await self._tcp.wait_closed()
         await self.cluster.close()
 
     async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """DNS over TCP: each message after its two-byte length, as many as the asker sends (RFC 7766)."""
+        """DNS over TCP: each message after its two-byte length, as many as the asker sends (RFC 7766),
+        each within READ_TIMEOUT (the first) or IDLE_TIMEOUT (the later ones), each answer taken within
+        WRITE_TIMEOUT."""
         self._streams.add(writer)
+        timeout = READ_TIMEOUT
         try:
             while True:
-                size = int.from_bytes(await reader.readexactly(2), "big")
-                reply = respond(self.cluster, await reader.readexactly(size))
+                async with asyncio.timeout(timeout):
+                    size = int.from_bytes(await reader.readexactly(2), "big")
+                    query = await reader.readexactly(size)
+                reply = respond(self.cluster, query)
                 if reply is None:
                     break
                 writer.write(len(reply).to_bytes(2, "big") + reply)
-                await writer.drain()
+                async with asyncio.timeout(WRITE_TIMEOUT):
+                    await writer.drain()
+                timeout = IDLE_TIMEOUT
+        except TimeoutError:
+            writer.transport.abort()  # (closed at once: an answer it never took would hold the close)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:

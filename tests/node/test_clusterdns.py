@@ -4,12 +4,13 @@ over UDP and TCP, from the server's own informers on an in-process API server.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 
 import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSRecord
 
-from nanokube.node import dns
+from nanokube.node import clusterdns, dns
 from nanokube.node.clusterdns import ClusterDNS, respond
 from tests.controllers import eventually, make_stack
 
@@ -119,3 +120,76 @@ async def test_the_server_makes_kube_dns_and_answers_over_udp_and_tcp_what_its_i
         await server.stop()
         await stack.close()
 
+
+
+@contextlib.asynccontextmanager
+async def _tcp_server(send_buffer: int = 0):
+    """A server on an in-process API server; its TCP port (`send_buffer`: its connections' send
+    buffer, small so that answers nobody reads back up to the server soon)."""
+    stack = await make_stack()
+    server = ClusterDNS(stack.client)
+    udp, tcp = _listening()
+    if send_buffer:
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    try:
+        await server.serve(udp, tcp)
+        yield tcp.getsockname()[1]
+    finally:
+        await server.stop()
+        await stack.close()
+
+
+def _framed(name: str) -> bytes:
+    query = DNSRecord.question(name).pack()
+    return len(query).to_bytes(2, "big") + query
+
+
+async def _closed(reader: asyncio.StreamReader) -> bytes:
+    """What the server sends until it closes the connection (the test fails if it keeps it)."""
+    try:
+        return await asyncio.wait_for(reader.read(), 20)
+    except ConnectionResetError:
+        return b""
+
+
+async def test_a_tcp_connection_that_sends_no_query_in_time_is_closed(monkeypatch):
+    """As CoreDNS's server: the first query must come within its read timeout, a later one within
+    its idle timeout (shortened here), else the connection is closed; one that asks in time is answered."""
+    monkeypatch.setattr(clusterdns, "READ_TIMEOUT", 0.3)
+    monkeypatch.setattr(clusterdns, "IDLE_TIMEOUT", 0.6)
+    async with _tcp_server() as port:
+        silent_reader, silent = await asyncio.open_connection("127.0.0.1", port)
+        partial_reader, partial = await asyncio.open_connection("127.0.0.1", port)
+        partial.write(_framed(f"kubernetes.default.svc.{ZONE}")[:5])  # a query that never ends
+        asked_reader, asked = await asyncio.open_connection("127.0.0.1", port)
+        asked.write(_framed(f"nope.default.svc.{ZONE}"))
+        assert await _closed(silent_reader) == b"" and await _closed(partial_reader) == b""
+        answered = await _closed(asked_reader)  # its answer, then nothing more asked: closed
+        assert DNSRecord.parse(answered[2:]).header.rcode == RCODE.NXDOMAIN
+        for writer in (silent, partial, asked):
+            writer.close()
+
+
+async def test_a_tcp_connection_that_takes_no_answers_is_dropped(monkeypatch):
+    """A client that asks and never reads the answers: once they back up to the server, it waits
+    its write timeout (shortened here) and drops the connection, rather than hold them for ever."""
+    monkeypatch.setattr(clusterdns, "WRITE_TIMEOUT", 0.3)
+    async with _tcp_server(send_buffer=4096) as port:
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.connect(("127.0.0.1", port))
+        client.setblocking(False)
+        reader, writer = await asyncio.open_connection(sock=client, limit=1024)  # (reads ahead 2 KiB at most)
+        writer.write(_framed(f"kubernetes.default.svc.{ZONE}") * 3000)  # ~250 kB of answers
+
+        async def dropped() -> bool:
+            try:
+                writer.write(_framed(f"kubernetes.default.svc.{ZONE}"))
+                await asyncio.wait_for(writer.drain(), 1)
+            except ConnectionError:
+                return True
+            except TimeoutError:  # (the server reads no more queries while its answers wait)
+                return False
+            return writer.transport.is_closing()
+        assert await eventually(dropped)
+        writer.close()
