@@ -22,6 +22,7 @@ from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller, in_turns
 from .deployment_scale import DESIRED, MAX_REPLICAS, is_scaling_event, scaled_sizes
+from .own_writes import OwnWrites
 from ..client.record import CoreEventRecorder
 from .replicaset import ignore_missing, owner_reference, pod_updated, resolving, selecting
 
@@ -147,8 +148,8 @@ class DeploymentController(Controller):
         self.rs_inf = self.informer_factory.informer(self.rs)
         #: the key of the Deployment a ReplicaSet's controller reference names, while it has the reference's uid
         self._owner_key = resolving(self.dep_inf, "Deployment")
-        self.dep_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
-                                  on_delete=self._enqueue)
+        self.own_writes = OwnWrites()
+        self.dep_inf.add_handlers(on_add=self._enqueue, on_update=self._dep_updated, on_delete=self._enqueue)
         self.rs_inf.add_handlers(on_add=self._rs_added, on_update=self._rs_updated, on_delete=self._rs_deleted)
         self.pod_inf = self.informer_factory.informer(client.resource("", "v1", "pods"))
         self.pod_inf.add_handlers(on_delete=self._pod_deleted)
@@ -158,6 +159,10 @@ class DeploymentController(Controller):
 
     def _enqueue(self, d: dict) -> None:
         self.queue.add(key_of(d))
+
+    def _dep_updated(self, old: dict, d: dict) -> None:
+        self.own_writes.seen(key_of(old), old)
+        self._enqueue(d)
 
     def _rs_added(self, rs: dict) -> None:
         """addReplicaSet: the Deployment controlling it, or every one selecting an orphan."""
@@ -209,8 +214,11 @@ class DeploymentController(Controller):
         return lambda p: (controller_ref(p) or {}).get("uid") in uids and matches_labels(sel, p["metadata"].get("labels"))
 
     async def sync(self, key: str) -> None:
-        d = self.dep_inf.get(key)
-        if d is None or d["metadata"].get("deletionTimestamp"):
+        d = self.own_writes.latest(key, self.dep_inf.get(key))
+        if d is None:
+            self.own_writes.forget(key)
+            return
+        if d["metadata"].get("deletionTimestamp"):
             return
         owned = await self._claim(d)
         new_rs, old = self._split(d, owned)
@@ -300,8 +308,7 @@ class DeploymentController(Controller):
             raise
         if body["spec"]["replicas"] > 0:
             await self._scaled_event(d, name, 0, body["spec"]["replicas"])
-        await self._set_deployment_revision(d, rev)
-        await self._set_progressing(d, "True", "NewReplicaSetCreated", f'Created new replica set "{name}"')
+        await self._set_deployment_revision(d, rev, created=name)
         return created
 
     async def _bump_collisions(self, d: dict, name: str) -> None:
@@ -309,18 +316,35 @@ class DeploymentController(Controller):
         existing = await self.rs.get(name, d["metadata"]["namespace"])
         if _without_hash(existing["spec"]["template"]) == _without_hash(d["spec"]["template"]):
             return
-        status = dict(d.get("status") or {})
+        cur = self._current(d)
+        status = dict(cur.get("status") or {})
         status["collisionCount"] = status.get("collisionCount", 0) + 1
-        await self.deps.update({**d, "status": status}, subresource="status")
+        await self._write_status(cur, {**cur, "status": status})
 
-    async def _set_deployment_revision(self, d: dict, rev: int) -> None:
+    def _current(self, d: dict) -> dict:
+        """The newest copy of `d` this controller knows: its informer's, with its own writes since."""
+        return self.own_writes.latest(key_of(d), self.dep_inf.get(key_of(d))) or d
+
+    async def _write_status(self, cur: dict, new: dict) -> None:
+        """UpdateStatus of `new`, changed from `cur` (its resourceVersion the precondition, so another
+        writer's change in between is a conflict), the object it returns read by the next sync."""
+        self.own_writes.wrote(key_of(cur), cur, await self.deps.update(new, subresource="status"))
+
+    async def _set_deployment_revision(self, d: dict, rev: int, created: str = "") -> None:
         """The revision annotation, written through /status as upstream's UpdateStatus writes it
-        (the deployment-controller role may update deployments/status, not patch Deployments)."""
-        if revision(d) != rev:
-            cur = await self.deps.get(d["metadata"]["name"], d["metadata"]["namespace"])
+        (the deployment-controller role may update deployments/status, not patch Deployments); for a
+        ReplicaSet just `created`, its Progressing condition in the same write, as upstream's getNewReplicaSet."""
+        cur = new = self._current(d)
+        if revision(cur) != rev:
             md = cur["metadata"]
-            await self.deps.update({**cur, "metadata": {**md, "annotations": {
-                **(md.get("annotations") or {}), REVISION: str(rev)}}}, subresource="status")
+            new = {**cur, "metadata": {**md, "annotations": {**(md.get("annotations") or {}), REVISION: str(rev)}}}
+        if created:
+            st = dict(cur.get("status") or {})
+            st["conditions"] = self._with_condition(st, "Progressing", "True", "NewReplicaSetCreated",
+                                                    f'Created new replica set "{created}"')
+            new = {**new, "status": st}
+        if new is not cur:
+            await self._write_status(cur, new)
 
     async def _scale(self, d: dict, rs: dict, replicas: int) -> None:
         """Resize, recording the Deployment size (and ceiling) the ReplicaSet was sized for; on the
@@ -428,12 +452,6 @@ class DeploymentController(Controller):
             await ignore_missing(self.rs.delete(rs["metadata"]["name"], rs["metadata"]["namespace"],
                                                 preconditions={"uid": rs["metadata"]["uid"]}))
 
-    async def _set_progressing(self, d: dict, status: str, reason: str, message: str) -> None:
-        cur = await self.deps.get(d["metadata"]["name"], d["metadata"]["namespace"])
-        st = dict(cur.get("status") or {})
-        st["conditions"] = self._with_condition(st, "Progressing", status, reason, message)
-        await self.deps.update({**cur, "status": st}, subresource="status")
-
     def _with_condition(self, st: dict, ctype: str, status: str, reason: str, message: str,
                         touch: bool = False) -> list[dict]:
         """Conditions with one set. As upstream's SetDeploymentCondition, one with the same status
@@ -453,7 +471,7 @@ class DeploymentController(Controller):
         new_rs = fresh_new or new_rs
         all_rs = old + ([new_rs] if new_rs else [])
         want = d["spec"].get("replicas", 1)
-        cur = self.dep_inf.get(key_of(d)) or d
+        cur = self._current(d)
         st = dict(cur.get("status") or {})
         available = sum(_st(r, "availableReplicas") for r in all_rs)
         st.update({"observedGeneration": d["metadata"].get("generation", 1),
@@ -482,7 +500,7 @@ class DeploymentController(Controller):
             st["conditions"] = self._progress(d, st, new_rs, old)
         if st != (cur.get("status") or {}):
             try:
-                await self.deps.update({**cur, "status": st}, subresource="status")
+                await self._write_status(cur, {**cur, "status": st})
             except APIError as e:
                 if e.code != 404:
                     raise

@@ -21,6 +21,7 @@ from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
 from .base import Controller, in_turns
+from .own_writes import OwnWrites
 from ..client.record import CoreEventRecorder
 from .slow_start import slow_start_batch
 
@@ -348,9 +349,9 @@ class ReplicaSetController(Controller):
         self.rs_inf = self.informer_factory.informer(self.rs)
         self.pod_inf = self.informer_factory.informer(self.pods)
         self.expectations = UIDTrackingExpectations(self.clock)
+        self.own_writes = OwnWrites()
         self._owner_key = resolving(self.rs_inf, self.kind)
-        self.rs_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n),
-                                 on_delete=self._enqueue)
+        self.rs_inf.add_handlers(on_add=self._enqueue, on_update=self._rs_updated, on_delete=self._enqueue)
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
 
     def informers(self):
@@ -358,6 +359,10 @@ class ReplicaSetController(Controller):
 
     def _enqueue(self, rs: dict) -> None:
         self.queue.add(key_of(rs))
+
+    def _rs_updated(self, old: dict, rs: dict) -> None:
+        self.own_writes.seen(key_of(old), old)
+        self._enqueue(rs)
 
     def selector(self, rs: dict):
         """The parsed label selector of `rs`."""
@@ -391,9 +396,10 @@ class ReplicaSetController(Controller):
     async def sync(self, key: str) -> None:
         """syncReplicaSet: a set being deleted creates and deletes no pods but still reports them (its
         status follows its pods until it is gone); its expectations go with the set itself."""
-        rs = self.rs_inf.get(key)
+        rs = self.own_writes.latest(key, self.rs_inf.get(key))
         if rs is None:
             self.expectations.forget(key)
+            self.own_writes.forget(key)
             return
         needs_sync = self.expectations.satisfied(key)  # before the list, as upstream's (in_turns)
         pods = self.pod_inf.list_namespace(rs["metadata"]["namespace"])
@@ -480,8 +486,28 @@ class ReplicaSetController(Controller):
                 status.pop(f)
         if status == (rs.get("status") or {}):
             return
-        try:
-            await self.rs.update({**rs, "status": status}, subresource="status")
-        except APIError as e:
-            if e.code != 404:
-                raise  # a conflict retries with backoff once the informer has caught up
+        await self._write_status(rs, status)
+
+    async def _write_status(self, rs: dict, status: dict) -> None:
+        """updateReplicaSetStatus: a conflict (another writer, the Deployment controller scaling the set)
+        reads the set again and tries once more (upstream's statusUpdateRetries) before the sync fails
+        and retries with backoff; the status stays the one computed, its observedGeneration that of the
+        set it was computed from. A set gone, or replaced by another of its name, needs none."""
+        key, uid = key_of(rs), rs["metadata"]["uid"]
+        for last in (False, True):
+            try:
+                self.own_writes.wrote(key, rs, await self.rs.update({**rs, "status": status}, subresource="status"))
+                return
+            except APIError as e:
+                if e.code == 404:
+                    return
+                if e.code != 409 or last:
+                    raise
+            try:
+                rs = await self.rs.get(rs["metadata"]["name"], rs["metadata"]["namespace"])
+            except APIError as e:
+                if e.code != 404:
+                    raise
+                return
+            if rs["metadata"]["uid"] != uid:
+                return

@@ -22,6 +22,7 @@ from .base import Controller
 from .deployment import resolve_int_or_percent
 from ..client.record import CoreEventRecorder
 from .history import HASH_LABEL, POD_REVISION_LABEL, History, hash_revision, revision_name, template_patch
+from .own_writes import OwnWrites
 from .slow_start import slow_start_batch
 from .replicaset import (claim_objects, owner_reference, pod_available_in, pod_is_ready,
                          pod_added, pod_updated, resolving, selecting)
@@ -102,7 +103,9 @@ class StatefulSetController(Controller):
         self.claim_inf = self.informer_factory.informer(self.claims)
         self.rev_inf = self.informer_factory.informer(client.resource("apps", "v1", "controllerrevisions"))
         self.history = History(client, self.rev_inf, "apps/v1", "StatefulSet")
-        self.set_inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
+        self.own_writes = OwnWrites()
+        self.set_inf.add_handlers(on_add=self._enqueue, on_update=self._set_updated,
+                                  on_delete=lambda sts: self.own_writes.forget(key_of(sts)))
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
         self.claim_inf.add_handlers(on_update=lambda o, n: self._claim_changed(n), on_delete=self._claim_gone)
 
@@ -111,6 +114,10 @@ class StatefulSetController(Controller):
 
     def _enqueue(self, sts: dict) -> None:
         self.queue.add(key_of(sts))
+
+    def _set_updated(self, old: dict, sts: dict) -> None:
+        self.own_writes.seen(key_of(old), old)
+        self._enqueue(sts)
 
     def _pod_added(self, pod: dict) -> None:
         pod_added(pod, self._owner_key, self.queue.add, self._enqueue_selecting, self._pod_deleted)
@@ -146,7 +153,7 @@ class StatefulSetController(Controller):
     # --- sync ---------------------------------------------------------------------
 
     async def sync(self, key: str) -> None:
-        sts = self.set_inf.get(key)
+        sts = self.own_writes.latest(key, self.set_inf.get(key))
         if sts is None or sts["metadata"].get("deletionTimestamp"):
             return
         pods = await self._claim_pods(sts)
@@ -491,7 +498,7 @@ class StatefulSetController(Controller):
         if status == old:
             return
         try:
-            await self.sets.update({**sts, "status": status}, subresource="status")
+            self.own_writes.wrote(key_of(sts), sts, await self.sets.update({**sts, "status": status}, subresource="status"))
         except APIError as e:
             if e.code != 404:
                 raise

@@ -4,11 +4,14 @@ admission without the ServiceAccount plugin, no sockets) shared by the core and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import json
 import time
 from dataclasses import dataclass
 
 from nanokube.apiserver.admission import Admission
+from nanokube.apiserver.audit import AuditLog
 from nanokube.apiserver.cache import WatchCache
 from nanokube.apiserver.rest import GenericREST, ResourceIndex
 from nanokube.apiserver.loopback import LocalClient
@@ -158,3 +161,27 @@ async def event_counts(client, kind: str, namespace: str = "default") -> dict[st
         if e["involvedObject"]["kind"] == kind:
             out[e["reason"]] = out.get(e["reason"], 0) + e.get("count", 1)
     return out
+
+
+@contextlib.contextmanager
+def audited(client, path):
+    """The in-process server's writes audited (Metadata level) to the file `path` while the block runs."""
+    client.rest.audit = audit = AuditLog(str(path))
+    try:
+        yield
+    finally:
+        audit.close()
+        client.rest.audit = None
+
+
+def conflicts(path) -> dict[tuple[str, str, str], int]:
+    """The audit log `path`'s 409 answers by user agent, resource and subresource: optimistic-concurrency
+    conflicts, each a write wasted and its sync retried."""
+    out: dict[tuple[str, str, str], int] = {}
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        if e["responseStatus"]["code"] == 409:
+            k = (e["userAgent"], e["objectRef"]["resource"], e["objectRef"].get("subresource", ""))
+            out[k] = out.get(k, 0) + 1
+    return out
+

@@ -1,0 +1,40 @@
+"""A controller's own writes, until its informer shows them.
+
+In process the informer hears of a write several turns of the loop after the write returned
+(the store's commit, the watch cache, the watcher's queue, the informer's task), while a key
+made dirty during a sync (its pods' events) is synced again on the next turn: that sync read the
+copy its own write replaced, and its next write from it was a conflict (a wasted write, a requeue
+and a warning) every time. The object a write returned is that copy with the write applied, so a
+controller reads it instead; whatever anyone writes after it still makes the next write a conflict.
+"""
+
+from __future__ import annotations
+
+
+class OwnWrites:
+    """By key: the resourceVersion each write of this controller replaced, to the object it returned."""
+
+    def __init__(self) -> None:
+        self._after: dict[str, dict[str, dict]] = {}
+
+    def wrote(self, key: str, before: dict, after: dict) -> None:
+        """`before` (the copy written from) became `after` (what the write returned)."""
+        self._after.setdefault(key, {})[before["metadata"]["resourceVersion"]] = after
+
+    def latest(self, key: str, obj: dict | None) -> dict | None:
+        """`obj` (the informer's copy) with the writes made from it since applied."""
+        chain = self._after.get(key)
+        while obj is not None and chain and (after := chain.get(obj["metadata"]["resourceVersion"])) is not None:
+            obj = after
+        return obj
+
+    def seen(self, key: str, old: dict) -> None:
+        """The informer moved on from `old`: the write made from it is the informer's now, or lost to another."""
+        chain = self._after.get(key)
+        if chain is not None:
+            chain.pop(old["metadata"]["resourceVersion"], None)
+            if not chain:
+                del self._after[key]
+
+    def forget(self, key: str) -> None:
+        self._after.pop(key, None)
