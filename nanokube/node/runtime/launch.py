@@ -3,7 +3,9 @@ by `ip netns exec` (which already gives it a private mount namespace):
 set the pod's hostname in a UTS namespace of its own, bind its volumes at
 their mount paths, change to its working directory, and exec the command
 as the leader of a session of its own (a terminal on stdin becomes its
-controlling one).
+controlling one), as the user the security context names (`"user"`: uid, gid
+and supplementary groups, runAsUser/runAsGroup/fsGroup/supplementalGroups;
+root without), which it becomes last, after the mounts, /proc and its cgroup.
 
 The command runs in a PID namespace, as runc runs it: a new one (`"pid":
 "new"`: the command is its PID 1, which sees its own PIDs under a /proc
@@ -99,8 +101,22 @@ def _session() -> None:
             pass
 
 
+def _become(user) -> None:
+    """Drop root for the user (uid, gid, groups), groups first, as runc does before the exec."""
+    if not user:
+        return
+    uid, gid, groups = user
+    try:
+        os.setgroups(groups)
+        os.setgid(gid)
+        os.setuid(uid)
+    except OSError as e:
+        _fail(f"become user {uid}:{gid}", e.errno)
+
+
 def _exec(spec: dict) -> None:
-    """The command, with the signals Python ignores at start (SIGPIPE, SIGXFSZ) put back."""
+    """The command, as its user, with the signals Python ignores at start (SIGPIPE, SIGXFSZ) put back."""
+    _become(spec.get("user"))
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     argv = spec["argv"]

@@ -39,6 +39,7 @@ import hashlib
 import json
 import logging
 import os
+import pwd
 import shutil
 import signal
 import sys
@@ -52,6 +53,7 @@ from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, DEADLINE, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from ..lifecycle import volume_mount_statuses
 from .. import container_env, dns, hooks, hosts_file
+from ..simulated_identity import run_as
 from .netns import NetnsError
 from .probes import http_get, run_probe
 from . import cgroup as cgroups, stdio
@@ -235,7 +237,14 @@ class ProcessPodWorker(PodWorker):
             f.write(dns.resolv_conf(self.pod, self.runtime.cluster_dns, host))
 
     async def _environment(self, spec: dict) -> dict[str, str]:
-        return await container_env.environment(self, spec)
+        """The container's environment, HOME its user's home in the node's /etc/passwd (the
+        process runtime's image), "/" for a uid it lacks, as runc sets it."""
+        uid = run_as(self.pod, spec["name"])[0]
+        try:
+            home = pwd.getpwuid(uid).pw_dir if uid else "/root"
+        except KeyError:
+            home = "/"
+        return await container_env.environment(self, spec, home)
 
     async def _teardown(self) -> None:
         """Kill what is left, the pause process last, each reaped; remove the pod's namespace and
@@ -552,7 +561,8 @@ class ProcessPodWorker(PodWorker):
         mounts = self._mounts[c.name] + self._cdi_mounts.get(c.name, [])
         self.runtime.restore_mountpoints([(target, not os.path.isdir(src)) for src, target, _ in mounts])
         spec = {"hostname": self._hostname(), "mounts": mounts, "workdir": c.spec.get("workingDir") or "/",
-                "env": env or self._env[c.name], "argv": argv, "pid": self._joined(c.proc) if pid == "" else pid}
+                "env": env or self._env[c.name], "argv": argv, "pid": self._joined(c.proc) if pid == "" else pid,
+                "user": run_as(self.pod, c.name)}
         return self._launch(spec)
 
     def _launch(self, spec: dict) -> list[str]:

@@ -4,6 +4,7 @@ pod network namespaces; statuses, logs, probes and termination come from them.""
 import asyncio
 import contextlib
 import os
+import pwd
 import secrets
 import shutil
 import time
@@ -137,6 +138,30 @@ async def test_container_gets_env_workdir_hostname_and_volumes(env):
     async def target_removed():
         return not os.path.exists(os.path.dirname(target))
     await eventually(target_removed)  # what the runtime created for the mount goes with the pod
+
+
+async def test_processes_run_as_the_security_contexts_user(env):
+    """runAsUser, runAsGroup (the container's over the pod's), fsGroup and supplementalGroups are the
+    identity of the container's processes and of what probes exec in it, HOME that user's ("/" for
+    a uid the node's /etc/passwd lacks); without them, root's."""
+    client, rt, _ = env
+    p = pod("nonroot", ["sh", "-c", 'id -u; id -g; id -G; echo "$HOME"; sleep 30'], restart="Always",
+            securityContext={"runAsGroup": 3000},
+            readinessProbe={"exec": {"command": ["sh", "-c", "test $(id -u) = 1000"]}, "periodSeconds": 1})
+    p["spec"]["securityContext"] = {"runAsUser": 1000, "runAsGroup": 5, "fsGroup": 2000, "supplementalGroups": [4000]}
+    p["spec"]["containers"].append({"name": "root", "image": "busybox:1.36", "command": ["sh", "-c", "id -u; sleep 30"],
+                                    "securityContext": {"runAsUser": 0}})
+    pods = client.resource("", "v1", "pods")
+    await pods.create(p)
+    await eventually(status_of(pods, "nonroot", lambda st: any(
+        c.get("ready") for c in st.get("containerStatuses") or () if c["name"] == "main")))
+    try:
+        home = pwd.getpwuid(1000).pw_dir
+    except KeyError:
+        home = "/"
+    assert (await log_of(rt, "nonroot")).decode().splitlines() == ["1000", "3000", "3000 2000 4000", home]
+    root = await rt.pods[("default", "nonroot")].logs("root", log_options({}, time.time()))
+    assert (root if isinstance(root, bytes) else b"".join([chunk async for chunk in root])) == b"0\n"
 
 
 async def test_containers_get_the_kubelet_managed_hosts_file(env):
