@@ -827,11 +827,11 @@ class GenericREST:
         self.cache.stats.watched(prefix, len(listed) + len(initial))
         deadline = self.clock.monotonic() + timeout if timeout else None
         translate = None
-        if not _converts(res.strategy):
+        if not _converts(res.strategy):  # (partials, not lambdas: no Python frame of their own per watch and event)
             if everything and not name:
-                translate = lambda ev: self._translate_unfiltered(res, version, ev)  # noqa: E731
+                translate = functools.partial(self._translate_unfiltered, res, version)
             else:
-                translate = lambda ev: self._translate(res, version, ev, ok, self._external_once)  # noqa: E731
+                translate = functools.partial(self._translate, res, version, ok=ok, external=self._external_once)
         gen = self._stream(res, version, w, listed, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
                            translate, at_version, periodic_bookmarks)
         return WatchStream(gen, self.cache, w, translate)
@@ -886,7 +886,8 @@ class GenericREST:
                     await res.strategy.prepare_conversion(_event_objects(ev, at_version), version, reuse=True)
                     out = self._translate(res, version, ev, ok, self._external)
                 if out:
-                    w.stored = ev.entry.obj
+                    e = ev.entry
+                    w.stored = e._obj or e.obj  # (the slot straight: the property's frame only where it decodes)
                     yield out
         finally:
             if timer is not None:
