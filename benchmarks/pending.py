@@ -306,9 +306,17 @@ def run(cfg: PendingConfig, progress: Progress) -> dict[str, dict[str, float]]:
     return results
 
 
+#: the benchmark client's CPU per create in a scheduler mode against `none`'s, outside which the
+#: machine's load is taken to have moved between the columns (pend57: -12% to +25% in ten pairs of columns)
+CLIENT_AGREES = (0.8, 1.25)
+
+
 def format_table(cfg: PendingConfig, results: dict[str, dict[str, float]]) -> str:
     """One column per mode run ('-' for a row a mode has not); with `none` among them, each
-    scheduler mode's create rate and server CPU per create against it."""
+    scheduler mode's create rate and server CPU per create against it, and a warning where the
+    client's CPU per create disagrees with `none`'s: the client sends the same creates in every
+    mode, so its CPU moving means the machine's load did, and CPU seconds per create inflate with
+    contention (pend57: a run with the client at +68% had the server's at +22% for no more work)."""
     modes = list(results)
 
     def cell(mode: str, metric: str) -> str:
@@ -324,7 +332,7 @@ def format_table(cfg: PendingConfig, results: dict[str, dict[str, float]]) -> st
             f"{cfg.pending_pods} pods that fit nowhere, {cfg.concurrency} creates in flight"
             + (f", {cfg.api_workers} API server workers" if cfg.api_workers > 1 else ""))
     base = results.get(MODES["none"])
-    rate, cpu = METRICS[0], METRICS[3]
+    rate, cpu, client = METRICS[0], METRICS[3], METRICS[5]
     for mode in modes:
         if base is None or mode == MODES["none"]:
             continue
@@ -332,4 +340,8 @@ def format_table(cfg: PendingConfig, results: dict[str, dict[str, float]]) -> st
         cpu_ratio = base[cpu] / results[mode][cpu] * 100 if results[mode][cpu] else math.nan
         lines += [f"creates with the {mode}: {ratio:.0f}% of the rate without it",
                   f"server CPU per create during the creates, without / with the {mode}: {cpu_ratio:.0f}%"]
+        moved = results[mode][client] / base[client] if base[client] else math.nan
+        if not CLIENT_AGREES[0] <= moved <= CLIENT_AGREES[1]:
+            lines.append(f"  the benchmark client's CPU per create with the {mode} is {moved:.0%} of its own without "
+                         "it (the same creates): the load moved between the columns, so these ratios did too")
     return "\n".join([head, *lines])

@@ -60,6 +60,22 @@ def test_every_mode_reports_every_metric():
     assert [cell.strip() for cell in in_process_rows[0].split("|")[1:3]] == ["-", "-"]
 
 
+def test_a_client_cpu_that_moved_between_columns_is_flagged():
+    """The lead's full-size run of session 38's end (pend57): the same creates cost the client 68% more
+    CPU in the in-process column than without a scheduler, so that column ran on a busier machine."""
+    def column(rate: float, server: float, client: float) -> dict[str, float]:
+        return {METRICS[0]: rate, METRICS[3]: server, METRICS[5]: client}
+
+    results = {MODES["none"]: column(1496, 0.68, 0.19), MODES["in-process"]: column(918, 1.09, 0.32),
+               MODES["own-process"]: column(1002, 0.94, 0.22)}
+    lines = format_table(PendingConfig(), results).splitlines()
+    flagged = [line for line in lines if "the load moved between the columns" in line]
+    assert flagged == ["  the benchmark client's CPU per create with the scheduler is 168% of its own without it "
+                       "(the same creates): the load moved between the columns, so these ratios did too"]
+    assert lines.index(flagged[0]) == lines.index("server CPU per create during the creates, without / with the "
+                                                  "scheduler: 62%") + 1
+
+
 def test_pending_modes_are_checked(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--pending", "1,1,1", "--pending-modes", "none,elsewhere"])
