@@ -114,6 +114,8 @@ from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Gro
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
 SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
 _SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
+#: the globs in an unquoted expansion's value (the lexer's, in a word's text): they match filenames too
+_GLOBS = re.compile(r"[*?]|\[!?\]?[^\s\]]*\]")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 #: the builtins a background job may run (`_job`): they only write, changing nothing of the shell
 _WRITERS = frozenset({"echo", "printf", "true", "false", ":"})
@@ -1048,7 +1050,8 @@ class _Run:
     def expand(self, word: tuple, split: bool = True) -> list[str]:
         """The fields a word expands to: its parameters and substitutions, and, unquoted, their
         values split at blanks (`split`: as a command's words, each then the pathnames its unquoted
-        `*`, `?` and `[...]` match: `_pathnames`; else one field, as an assignment's)."""
+        `*`, `?` and `[...]` match, written or from an unquoted expansion's value (`P=/ckpt/*.pt;
+        ls $P`): `_pathnames`; else one field, as an assignment's)."""
         fields: list[tuple[str, list[tuple[int, int]]]] = []  # each with where its globs are
         current, has, globs = "", False, []
         for part in word:
@@ -1075,6 +1078,7 @@ class _Run:
                 if i:
                     fields.append((current, globs))
                     current, globs = "", []
+                globs += [(len(current) + m.start(), len(current) + m.end()) for m in _GLOBS.finditer(piece)]
                 current += piece
                 has = True
             if pieces and trail:

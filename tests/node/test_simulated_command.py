@@ -216,6 +216,19 @@ def test_an_endless_loop_writes_on_its_clock_each_pass_worked_out_as_it_comes():
     assert list(itertools.islice(program.timeline(), 20002, 20003)) == [(50000, "stdout", "step\n")]
 
 
+@pytest.mark.parametrize("script, output", [
+    ("mkdir -p /ckpt && touch /ckpt/a.pt /ckpt/b.pt; P='/ckpt/*.pt'; ls $P", "/ckpt/a.pt\n/ckpt/b.pt\n"),
+    ("mkdir -p /ckpt && touch /ckpt/a.pt; for f in $(echo '/ckpt/*'); do echo $f; done", "/ckpt/a.pt\n"),
+    ("mkdir -p /ckpt && touch /ckpt/a.pt; P='/ckpt/*'; echo \"$P\" ${P}.none", "/ckpt/* /ckpt/*.none\n"),
+])
+def test_the_globs_an_unquoted_expansion_gives_match_filenames(pod_files, script, output):
+    """As a shell's pathname expansion: the `*` in a variable's or a substitution's unquoted value
+    matches the container's files as one written in the word does; a quoted value, or one whose
+    pattern matches nothing, stays as it is."""
+    program = interpret(["sh", "-c", script], 0, pod_files.draft("main"))
+    assert ("".join(x for _, x in program.output), program.exit_code) == (output, 0)
+
+
 @pytest.mark.parametrize("script", [
     "while true; do echo flood; done", "i=0; while true; do i=$((i+1)); echo $i; done",  # without end at one instant
     "while [ -d /tmp ]; do echo x >> /tmp/log; sleep 1; done",  # may end, and never repeats itself
