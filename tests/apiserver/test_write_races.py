@@ -14,6 +14,10 @@ PODS = "/api/v1/namespaces/default/pods"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 #: more rounds lost in a row than the server used to try
 RACES = 8
+DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+              "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+                       "template": {"metadata": {"labels": {"app": "d"}},
+                                    "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
 
 
 class RacingStore(MemoryStore):
@@ -88,12 +92,8 @@ async def test_a_delete_naming_the_resource_version_it_read_is_refused_once_anot
 
 async def test_a_scale_update_without_a_resource_version_that_keeps_losing_races_is_made(tmp_path):
     store = RacingStore()
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
-                           "template": {"metadata": {"labels": {"app": "d"}},
-                                        "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
     async with served(tmp_path, store=store) as (_, api):
-        assert (await send(api, "POST", DEPLOYMENTS, deployment))[0] == 201
+        assert (await send(api, "POST", DEPLOYMENTS, DEPLOYMENT))[0] == 201
         store.race("/registry/deployments.apps/default/d")
         scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"}, "spec": {"replicas": 4}}
         code, out = await send(api, "PUT", f"{DEPLOYMENTS}/d/scale", scale)
@@ -121,12 +121,8 @@ class FollowedStore(MemoryStore):
 
 async def test_a_scale_update_answers_the_scale_it_wrote_not_a_later_one(tmp_path):
     store = FollowedStore()
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
-                           "template": {"metadata": {"labels": {"app": "d"}},
-                                        "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
     async with served(tmp_path, store=store) as (_, api):
-        assert (await send(api, "POST", DEPLOYMENTS, deployment))[0] == 201
+        assert (await send(api, "POST", DEPLOYMENTS, DEPLOYMENT))[0] == 201
         store.follow("/registry/deployments.apps/default/d", b'"replicas":4', b'"replicas":7')
         scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"}, "spec": {"replicas": 4}}
         code, out = await send(api, "PUT", f"{DEPLOYMENTS}/d/scale", scale)
