@@ -144,6 +144,10 @@ class WorkQueue:
     def forget(self, key: Hashable) -> None:
         self._failures.pop(key, None)
 
+    def num_requeues(self, key: Hashable) -> int:
+        """How many rate-limited retries of `key` since it was last forgotten (client-go's NumRequeues)."""
+        return self._failures.get(key, 0)
+
     async def get(self) -> Hashable:
         key = await self._queue.get()
         self._dirty.discard(key)

@@ -11,10 +11,16 @@ from ..client.http import EXPECTED
 from ..client.informer import InformerFactory
 from ..client.record import CoreEventRecorder
 from ..client.workqueue import WorkQueue
+from ..machinery.errors import APIError
 from ..clock import REAL, Clock
 
 log = logging.getLogger(__name__)
 
+#: conflicts in a row a key's syncs end with before one is a warning: a conflict is retried (the copy read
+#: again) and the next sync mostly succeeds, nothing for whoever reads the log to act on, and upstream's
+#: Deployment controller logs one at V(2) until its maxRetries (15); one that keeps coming back means some
+#: writer keeps changing the object
+CONFLICT_RETRIES = 15
 #: the objects a controller's pass over many (a namespace's pods) reads between two turns of the loop
 TURN = 1024
 
@@ -93,7 +99,8 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except EXPECTED + self.retriable as e:
-                log.warning("%s: sync %s failed: %s", self.name, key, e)
+                quiet = isinstance(e, APIError) and e.code == 409 and self.queue.num_requeues(key) < CONFLICT_RETRIES
+                log.log(logging.INFO if quiet else logging.WARNING, "%s: sync %s failed: %s", self.name, key, e)
                 self.queue.add_rate_limited(key)
             except Exception:  # a bug: its traceback, at ERROR as upstream's HandleError logs, for whoever reads the log
                 log.exception("%s: sync %s failed", self.name, key)
