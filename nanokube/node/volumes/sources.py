@@ -80,7 +80,14 @@ async def secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float
 
 async def empty_dir(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
     """An emptyDir's directory (a kind a simulated node cannot provide gets one too); on the
-    process runtime one of medium Memory is a tmpfs of its size (VolumeManager.mount_tmpfs)."""
+    process runtime one of medium Memory is a tmpfs of its size (VolumeManager.mount_tmpfs).
+    Anyone may write there (the kubelet's 0777, so a runAsUser container can); with the pod's
+    fsGroup it is that group's and setgid, so what is made inside is the group's too
+    (SetVolumeOwnership)."""
     os.makedirs(target, exist_ok=True)
     if mgr.host_paths and (vol.get("emptyDir") or {}).get("medium") == "Memory":
         mgr.mount_tmpfs(pod, vol, target)
+    group = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
+    if group is not None:
+        os.chown(target, -1, group)
+    os.chmod(target, 0o2777 if group is not None else 0o777)

@@ -143,12 +143,16 @@ async def test_container_gets_env_workdir_hostname_and_volumes(env):
 async def test_processes_run_as_the_security_contexts_user(env):
     """runAsUser, runAsGroup (the container's over the pod's), fsGroup and supplementalGroups are the
     identity of the container's processes and of what probes exec in it, HOME that user's ("/" for
-    a uid the node's /etc/passwd lacks); without them, root's."""
+    a uid the node's /etc/passwd lacks); without them, root's. An emptyDir is writable by that
+    user and the fsGroup's (setgid), as the kubelet sets it up."""
     client, rt, _ = env
-    p = pod("nonroot", ["sh", "-c", 'id -u; id -g; id -G; echo "$HOME"; sleep 30'], restart="Always",
-            securityContext={"runAsGroup": 3000},
+    scratch = f"/tmp/nk-scratch-{secrets.token_hex(4)}"  # pytest's tmp is root's alone (0700): the user could not reach it
+    p = pod("nonroot", ["sh", "-c", f'id -u; id -g; id -G; echo "$HOME"; touch {scratch}/ckpt && '
+                        f"stat -c '%u %g %a' {scratch} {scratch}/ckpt; sleep 30"], restart="Always",
+            securityContext={"runAsGroup": 3000}, volumeMounts=[{"name": "scratch", "mountPath": scratch}],
             readinessProbe={"exec": {"command": ["sh", "-c", "test $(id -u) = 1000"]}, "periodSeconds": 1})
     p["spec"]["securityContext"] = {"runAsUser": 1000, "runAsGroup": 5, "fsGroup": 2000, "supplementalGroups": [4000]}
+    p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
     p["spec"]["containers"].append({"name": "root", "image": "busybox:1.36", "command": ["sh", "-c", "id -u; sleep 30"],
                                     "securityContext": {"runAsUser": 0}})
     pods = client.resource("", "v1", "pods")
@@ -159,7 +163,9 @@ async def test_processes_run_as_the_security_contexts_user(env):
         home = pwd.getpwuid(1000).pw_dir
     except KeyError:
         home = "/"
-    assert (await log_of(rt, "nonroot")).decode().splitlines() == ["1000", "3000", "3000 2000 4000", home]
+    # the emptyDir is writable by the user, the fsGroup's and setgid: the checkpoint is the group's
+    assert (await log_of(rt, "nonroot")).decode().splitlines() == [
+        "1000", "3000", "3000 2000 4000", home, "0 2000 2777", "1000 2000 644"]
     root = await rt.pods[("default", "nonroot")].logs("root", log_options({}, time.time()))
     assert (root if isinstance(root, bytes) else b"".join([chunk async for chunk in root])) == b"0\n"
 
