@@ -8,7 +8,7 @@ import html
 import json
 import os
 
-from .summary import arrival_points, duration, headline, ratio
+from .summary import PERCENTILES, arrival_points, duration, headline, ratio
 
 CHART_JS = os.path.join(os.path.dirname(__file__), "static", "chart-4.4.7.umd.min.js")
 #: points per line a chart draws at most (series are thinned evenly, keeping the last point)
@@ -66,7 +66,7 @@ const consoleError = console.error; console.error = (...a) => {{ pageErrors.push
 <h1>nanokube simulate</h1>
 <p>cluster <code>{cluster}</code>{edits}, trace <code>{trace}</code>{how}, seed {seed}</p>
 <table><tr><th>configuration</th><th>pods</th><th>scheduled</th><th>pending at end</th><th>deleted waiting</th>
-<th>GPU alloc mean</th><th>GPU frag mean</th><th>waited</th><th>delay p50</th><th>delay p90</th><th>delay p99</th>
+<th>GPU alloc mean</th><th>GPU frag mean</th><th>waited</th><th>delay p50</th><th>delay p90</th><th>delay p95</th><th>delay p99</th>
 <th>delay max</th><th>makespan</th><th>evicted</th>
 <th>virtual time</th><th>wall s</th><th>events/s</th><th>placements</th></tr>{rows}</table>
 <p>deleted waiting: pods the trace deleted before any node took them (not in the delays); GPU alloc / frag:
@@ -154,7 +154,7 @@ def _row(r: dict) -> str:
     cells = [html.escape(r["name"]) + (" (interrupted)" if r.get("interrupted") else ""), h["pods"], h["scheduled"],
              h["pending_at_end"], h["deleted_waiting"], ratio(h["gpu_alloc_ratio_mean"]),
              ratio(h["fragmentation_ratio_mean"]), h["waited"],
-             duration(d["p50"]), duration(d["p90"]), duration(d["p99"]), duration(d["max"]),
+             *(duration(d[f"p{p}"]) for p in PERCENTILES), duration(d["max"]),
              duration(h["makespan_s"]), h["evicted"],
              duration(r["virtual_s"]), f"{r['wall_s']:.1f}", f"{r['events_per_s']:,.0f}",
              f"<code>{r['placement_hash']}</code>"]

@@ -128,17 +128,42 @@ def test_the_table_compares_configurations_with_units(tmp_path):
                                               "GPU ALLOC MEAN"]
     assert "DELAY P50" in lines[header] and "DELAY P99" in lines[header] and "MAKESPAN" in lines[header]
     assert lines[header + 1].split() == ["most", "3", "3", "0", "0", "-", "-", "-", "2", "1m39s", "2m28s", "2m28s",
-                                         "2m28s", "3m20s", "0"]
+                                         "2m28s", "2m28s", "3m20s", "0"]
     assert any(line.endswith("; WAITED: scheduled pods whose delay was 1s or more") for line in lines)
     assert any(line.startswith("DELAY: a scheduled pod's creation to its binding") for line in lines)
     assert "GPU ALLOC / GPU FRAG: '-', the cluster has no GPUs" in lines
     summary = json.loads((out / "results.json").read_text())["runs"][0]["summary"]
-    assert summary["scheduling_delay_s"] == {"p50": 99.0, "p90": 148.0, "p99": 148.0, "max": 148.0,
+    assert summary["scheduling_delay_s"] == {"p50": 99.0, "p90": 148.0, "p95": 148.0, "p99": 148.0, "max": 148.0,
                                              "mean": (0 + 99 + 148) / 3}
     assert summary["makespan_s"] == 200.0 and summary["pending_at_end"] == summary["running_at_end"] == 0
     assert summary["waited"] == 2  # a and b; the hog was bound at once
     page = (out / "report.html").read_text()
-    assert "<th>waited</th>" in page and "<td>2</td><td>1m39s</td><td>2m28s</td><td>2m28s</td><td>2m28s</td>" in page
+    assert "<th>waited</th>" in page and "<td>2</td><td>1m39s</td><td>2m28s</td><td>2m28s</td><td>2m28s</td><td>2m28s</td>" in page
+
+
+def test_the_table_has_the_delays_95th_percentile(tmp_path):
+    """p95 beside p50/p90/p99 (a planner computed it from results.json; sim56): twenty 3-CPU pods
+    at once on one 4-CPU node, each running 10 s, wait 0, 10, ... 190 s in turn. Nearest rank of
+    twenty: p90 the 18th (2m50s), p95 the 19th (3m00s), p99 the 20th (3m10s)."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER.replace("count: 2", "count: 1"))
+    pods = [{"time": 0, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"p{i:02d}", "annotations": {"sim.nanokube.io/run-seconds": "10"}}, "spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+                                                  "resources": {"requests": {"cpu": "3"}}}]}}} for i in range(20)]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
+    out = tmp_path / "out"
+    proc = simulate(tmp_path, "--until", "400", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("CONFIGURATION"))
+    cols = lines[header].split("   ")
+    delays = [c.strip() for c in cols if c.strip().startswith("DELAY")]
+    assert delays == ["DELAY P50", "DELAY P90", "DELAY P95", "DELAY P99", "DELAY MAX"]
+    row = lines[header + 1].split()
+    assert row[-7:-2] == ["1m30s", "2m50s", "3m00s", "3m10s", "3m10s"]
+    delay = json.loads((out / "results.json").read_text())["runs"][0]["summary"]["scheduling_delay_s"]
+    assert (delay["p90"], delay["p95"], delay["p99"]) == (170.0, 180.0, 190.0)
+    assert "<th>delay p95</th>" in (out / "report.html").read_text()
 
 
 @pytest.mark.parametrize("signum, status, said", [(signal.SIGINT, 130, "interrupted"),
