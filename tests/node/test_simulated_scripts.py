@@ -224,3 +224,15 @@ async def test_seq_s_and_w_build_a_device_list(env):
               "for r in $(seq -w 9 10); do echo \"worker-$r\"; done")
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (
         0, "CUDA_VISIBLE_DEVICES=0,1\nworker-09\nworker-10\n")
+
+
+async def test_a_script_the_shell_cannot_run_says_so_not_that_there_is_no_shell(env):
+    """A launcher using what the simulated shell does not run (`$$`, a bash array): the exec's shell
+    says it cannot run the script (status 2), as a line typed at its interactive shell does; it
+    said `exec: "sh": executable file not found`, as if the image had no shell."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    assert await exec_(mgr, "trainer", ["sh", "-c", "echo \"pid $$\" > /tmp/launcher.pid"]) == (
+        2, "sh: nanokube's simulated shell cannot run this script\n")
+    assert await exec_(mgr, "trainer", ["bash", "-c", "GPUS=($(nvidia-smi -L)); echo ${#GPUS[@]}"]) == (
+        2, "bash: nanokube's simulated shell cannot run this script\n")
