@@ -1,12 +1,16 @@
 """The kubelet's AtomicWriter: a volume's files live in a timestamped
 directory that a `..data` symlink points at, and each visible name is a
 symlink through `..data`. Swapping the one link replaces every file at
-once, so a reader never sees a new certificate with an old key."""
+once, so a reader never sees a new certificate with an old key. With the
+pod's fsGroup every file and directory is that group's (SetVolumeOwnership
+for a read-only volume: files readable by the group, directories setgid and
+searchable), so a runAsUser container reads a 0440 Secret key through it."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 
 DATA = "..data"
@@ -27,8 +31,9 @@ def item(data: bytes, spec: dict) -> bytes:
     return Moded(data, spec["mode"]) if spec.get("mode") is not None else data
 
 
-def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644) -> bool:
-    """Make `target` hold exactly `files` (relative paths); False if it already did."""
+def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644, group: int | None = None) -> bool:
+    """Make `target` hold exactly `files` (relative paths), of the fsGroup `group` if given; False
+    if it already did."""
     os.makedirs(target, exist_ok=True)
     current = os.path.join(target, DATA)
     if os.path.islink(current) and _same(os.path.join(target, os.readlink(current)), files):
@@ -41,6 +46,8 @@ def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644) -> boo
             f.write(data)
         os.chmod(path, getattr(data, "mode", mode))
     os.chmod(ts, 0o755)
+    if group is not None:
+        _own(target, ts, group)
     old = os.readlink(current) if os.path.islink(current) else None
     tmp_link = os.path.join(target, "..data_tmp")
     if os.path.lexists(tmp_link):
@@ -58,6 +65,16 @@ def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644) -> boo
     if old:
         shutil.rmtree(os.path.join(target, old), ignore_errors=True)
     return True
+
+
+def _own(target: str, ts: str, group: int) -> None:
+    """The volume's directory and the new timestamped tree the fsGroup's, as SetVolumeOwnership
+    leaves a read-only volume: group-readable files, setgid group-searchable directories."""
+    paths = [target, ts] + [os.path.join(root, n) for root, dirs, names in os.walk(ts) for n in dirs + names]
+    for path in paths:
+        os.chown(path, -1, group)
+        extra = stat.S_ISGID | 0o550 if os.path.isdir(path) else 0o440
+        os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) | extra)
 
 
 def _same(directory: str, files: dict[str, bytes]) -> bool:

@@ -25,7 +25,7 @@ from ...pki.trustbundle import certificates
 from ...machinery.quantity import parse_quantity
 from . import pod_certificate
 from .atomic_writer import DATA, item, write_atomic
-from .sources import DEFAULT_MODE, RESYNC, MountError, config_map_files, secret_files
+from .sources import DEFAULT_MODE, RESYNC, MountError, config_map_files, fs_group, secret_files
 
 if TYPE_CHECKING:
     from .manager import VolumeManager
@@ -58,7 +58,7 @@ async def projected(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> fl
     mode = src.get("defaultMode", DEFAULT_MODE)
     digest = _digest(out, mode)
     if state.get(written) != digest or not os.path.lexists(os.path.join(target, DATA)):
-        write_atomic(target, out, mode)
+        write_atomic(target, out, mode, fs_group(pod))
         state[written] = digest
     return min(again) if again else None
 
@@ -144,7 +144,8 @@ async def _trust_bundle(mgr: VolumeManager, volume: str, src: dict) -> dict[str,
 
 async def downward_api(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
     src = vol["downwardAPI"]
-    write_atomic(target, await downward_files(mgr, pod, src.get("items") or []), src.get("defaultMode", DEFAULT_MODE))
+    write_atomic(target, await downward_files(mgr, pod, src.get("items") or []), src.get("defaultMode", DEFAULT_MODE),
+                 fs_group(pod))
 
 
 async def downward_files(mgr: VolumeManager, pod: dict, items: list[dict]) -> dict[str, bytes]:

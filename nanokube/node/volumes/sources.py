@@ -18,6 +18,11 @@ DEFAULT_MODE = 0o644
 RESYNC = 60.0
 
 
+def fs_group(pod: dict) -> int | None:
+    """The pod's fsGroup, the group the kubelet gives the volumes that support ownership."""
+    return ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
+
+
 class MountError(Exception):
     def __init__(self, volume: str, message: str):
         super().__init__(f'MountVolume.SetUp failed for volume "{volume}" : {message}')
@@ -67,14 +72,14 @@ async def config_map(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> f
     """The ConfigMap's keys as files, projected again every RESYNC (files rewritten only when changed)."""
     src = vol["configMap"]
     write_atomic(target, await config_map_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
-                 src.get("defaultMode", DEFAULT_MODE))
+                 src.get("defaultMode", DEFAULT_MODE), fs_group(pod))
     return mgr.clock.now() + RESYNC
 
 
 async def secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float:
     src = vol["secret"]
     write_atomic(target, await secret_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
-                 src.get("defaultMode", DEFAULT_MODE))
+                 src.get("defaultMode", DEFAULT_MODE), fs_group(pod))
     return mgr.clock.now() + RESYNC
 
 
@@ -87,7 +92,6 @@ async def empty_dir(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> No
     os.makedirs(target, exist_ok=True)
     if mgr.host_paths and (vol.get("emptyDir") or {}).get("medium") == "Memory":
         mgr.mount_tmpfs(pod, vol, target)
-    group = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
-    if group is not None:
+    if (group := fs_group(pod)) is not None:
         os.chown(target, -1, group)
     os.chmod(target, 0o2777 if group is not None else 0o777)

@@ -144,28 +144,38 @@ async def test_processes_run_as_the_security_contexts_user(env):
     """runAsUser, runAsGroup (the container's over the pod's), fsGroup and supplementalGroups are the
     identity of the container's processes and of what probes exec in it, HOME that user's ("/" for
     a uid the node's /etc/passwd lacks); without them, root's. An emptyDir is writable by that
-    user and the fsGroup's (setgid), as the kubelet sets it up."""
+    user and the fsGroup's (setgid), a Secret's files the fsGroup's, as the kubelet sets them up."""
     client, rt, _ = env
-    scratch = f"/tmp/nk-scratch-{secrets.token_hex(4)}"  # pytest's tmp is root's alone (0700): the user could not reach it
+    # pytest's tmp is root's alone (0700): the user could not reach mounts there
+    scratch, key = (f"/tmp/nk-{what}-{secrets.token_hex(4)}" for what in ("scratch", "key"))
     p = pod("nonroot", ["sh", "-c", f'id -u; id -g; id -G; echo "$HOME"; touch {scratch}/ckpt && '
-                        f"stat -c '%u %g %a' {scratch} {scratch}/ckpt; sleep 30"], restart="Always",
-            securityContext={"runAsGroup": 3000}, volumeMounts=[{"name": "scratch", "mountPath": scratch}],
+                        f"stat -c '%u %g %a' {scratch} {scratch}/ckpt; cat {key}/token; echo; sleep 30"], restart="Always",
+            securityContext={"runAsGroup": 3000}, volumeMounts=[{"name": "scratch", "mountPath": scratch},
+                                                                {"name": "key", "mountPath": key}],
             readinessProbe={"exec": {"command": ["sh", "-c", "test $(id -u) = 1000"]}, "periodSeconds": 1})
     p["spec"]["securityContext"] = {"runAsUser": 1000, "runAsGroup": 5, "fsGroup": 2000, "supplementalGroups": [4000]}
-    p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}},
+                            {"name": "key", "secret": {"secretName": "hf-token", "defaultMode": 0o440}}]
+    await client.resource("", "v1", "secrets").create(
+        {"metadata": {"name": "hf-token", "namespace": "default"}, "data": {"token": "aGY="}})
     p["spec"]["containers"].append({"name": "root", "image": "busybox:1.36", "command": ["sh", "-c", "id -u; sleep 30"],
                                     "securityContext": {"runAsUser": 0}})
     pods = client.resource("", "v1", "pods")
     await pods.create(p)
     await eventually(status_of(pods, "nonroot", lambda st: any(
         c.get("ready") for c in st.get("containerStatuses") or () if c["name"] == "main")))
+
+    async def printed():
+        return (await log_of(rt, "nonroot")).decode().count("\n") == 7
+    await eventually(printed)
     try:
         home = pwd.getpwuid(1000).pw_dir
     except KeyError:
         home = "/"
-    # the emptyDir is writable by the user, the fsGroup's and setgid: the checkpoint is the group's
+    # the emptyDir is writable by the user, the fsGroup's and setgid: the checkpoint is the group's;
+    # the 0440 Secret key is the fsGroup's, so the user reads it
     assert (await log_of(rt, "nonroot")).decode().splitlines() == [
-        "1000", "3000", "3000 2000 4000", home, "0 2000 2777", "1000 2000 644"]
+        "1000", "3000", "3000 2000 4000", home, "0 2000 2777", "1000 2000 644", "hf"]
     root = await rt.pods[("default", "nonroot")].logs("root", log_options({}, time.time()))
     assert (root if isinstance(root, bytes) else b"".join([chunk async for chunk in root])) == b"0\n"
 
