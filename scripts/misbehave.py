@@ -8,10 +8,10 @@ misbehaving clients").
 
 Phases: `connections` (idle TLS connections, TLS handshakes never finished, headers a byte a second,
 bodies sent slowly, never finished, chunked never terminated: which the server closed or answered
-by 40 s and by 70 s), `bodies` (over the 3 MiB limit, just under it, JSON nested 10,000 deep),
+by 40 s and by 70 s), `bodies` (over the 3 MiB limit, near an object's, JSON nested 10,000 deep),
 `pipelined` (requests pipelined on one connection, read and never read), `watchers` (watches of
 pods that never read while pods change, and one that reads), `list` (every pod, no limit, while
-the prober writes)."""
+the prober writes), `unread` (LISTs of 8 MB whose answers are never read)."""
 
 from __future__ import annotations
 
@@ -321,7 +321,28 @@ def phase_list(target: Target, notes: list[str], scale: int) -> None:
     notes.append(f"the same as a Table: {status}, {len(data) / 1e6:.1f} MB in {time.monotonic() - t0:.2f} s")
 
 
-PHASES = ("connections", "bodies", "pipelined", "watchers", "list")
+def phase_unread(target: Target, notes: list[str], scale: int, pid: int) -> None:
+    conn = target.conn()
+    for i in range(8):
+        call(conn, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": f"big-{i}"},
+                                                                      "data": {"k": "x" * 1_000_000}})
+    socks = []
+    for _ in range(scale):
+        s = target.tls()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n")
+        socks.append(s)
+    for wait in (10, 65):
+        time.sleep(wait)
+        rss, fds = usage(pid)
+        notes.append(f"{scale} LISTs of 8 MB never read, {wait} s later: server RSS {rss:.0f} MiB, {fds} fds")
+    for s in socks:
+        s.close()
+    for i in range(8):
+        call(target.conn(), "DELETE", f"/api/v1/namespaces/default/configmaps/big-{i}")
+
+
+PHASES = ("connections", "bodies", "pipelined", "watchers", "list", "unread")
 
 
 def main() -> int:
@@ -330,6 +351,7 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=2000, help="idle TLS connections (and half as many handshakes)")
     ap.add_argument("--watchers", type=int, default=200)
     ap.add_argument("--pipelined", type=int, default=2000)
+    ap.add_argument("--unread", type=int, default=20, help="LISTs of 8 MB sent on connections that read nothing")
     ap.add_argument("--changes", type=int, default=10_000, help="pod changes the watchers are sent (a fifth of them creates)")
     args = ap.parse_args()
     cluster = start_cluster(Path(tempfile.mkdtemp(prefix="nanokube-misbehave-")), "sqlite")
@@ -357,6 +379,8 @@ def main() -> int:
                 phase_watchers(target, notes, args.watchers, pid, args.changes)
             elif name == "list":
                 phase_list(target, notes, 0)
+            elif name == "unread":
+                phase_unread(target, notes, args.unread, pid)
             after = usage(pid)
             rows.append((name, time.monotonic() - t0, before, after, dict(prober.worst[name]), notes))
             print(f"## {name}: {time.monotonic() - t0:.0f} s, RSS {before[0]:.0f} -> {after[0]:.0f} MiB, "
