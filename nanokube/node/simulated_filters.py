@@ -161,22 +161,26 @@ class _Sed(_Lines):
 
 
 class _Awk(_Lines):
-    """`awk '{print $1}'`, `awk '{print $2, $NF}'`, `awk '/RE/ {print}'`: fields split at blanks."""
+    """`awk '{print $1}'`, `awk '{print $2, $NF}'`, `awk '/RE/ {print}'`, `awk 'NR==2 {print $2}'`:
+    fields split at blanks (or -F's separator)."""
 
     def __init__(self, program: str, separator: str | None):
         super().__init__()
-        m = re.fullmatch(r"\s*(?:/(.*)/)?\s*\{\s*print\s*((?:\$(?:\d+|NF)(?:\s*,?\s*\$(?:\d+|NF))*)?)\s*;?\s*\}\s*",
-                         program)
+        m = re.fullmatch(r"\s*(?:/(.*)/|NR\s*==\s*(\d+))?\s*\{\s*print\s*((?:\$(?:\d+|NF)(?:\s*,?\s*\$(?:\d+|NF))*)?)"
+                         r"\s*;?\s*\}\s*", program)
         if not m:
             raise Unknown
         self.pattern = _regex(m.group(1), extended=True) if m.group(1) else None
-        self.fields = re.findall(r"\$(\d+|NF)", m.group(2)) or ["0"]
-        self.joined = [bool(re.match(r"\s*,", rest)) for rest in re.split(r"\$(?:\d+|NF)", m.group(2))[1:-1]]
+        self.record = int(m.group(2)) if m.group(2) else None
+        self.fields = re.findall(r"\$(\d+|NF)", m.group(3)) or ["0"]
+        self.joined = [bool(re.match(r"\s*,", rest)) for rest in re.split(r"\$(?:\d+|NF)", m.group(3))[1:-1]]
         self.separator = separator
+        self.records = 0  # NR
 
     def line(self, text: bytes, newline: bytes) -> bytes:
         s = text.decode(errors="replace")
-        if self.pattern and not self.pattern.search(s):
+        self.records += 1
+        if self.pattern and not self.pattern.search(s) or self.record is not None and self.records != self.record:
             return b""
         fields = s.split(self.separator) if self.separator else s.split()
         values = [s if f == "0" else (fields[-1] if fields else "") if f == "NF" else
@@ -185,6 +189,36 @@ class _Awk(_Lines):
         for value, comma in zip(values[1:], self.joined):
             out += (" " if comma else "") + value
         return out.encode() + b"\n"
+
+
+class _AwkSum(_Lines):
+    """`awk '{s += $2} END {print s}'`: the sum of a field over the lines (its leading number, else
+    0), printed at the end as awk prints a number (an integer as one, else to 6 significant digits);
+    nothing summed, an empty line."""
+
+    def __init__(self, program: str, separator: str | None):
+        super().__init__()
+        m = re.fullmatch(r"\s*\{\s*([A-Za-z_]\w*)\s*\+=\s*\$(\d+|NF)\s*;?\s*\}\s*END\s*\{\s*print\s+(\w+)\s*;?\s*\}\s*",
+                         program)
+        if not m or m.group(3) != m.group(1):
+            raise Unknown
+        self.field, self.separator, self.total = m.group(2), separator, None
+
+    def line(self, text: bytes, newline: bytes) -> bytes:
+        s = text.decode(errors="replace")
+        fields = s.split(self.separator) if self.separator else s.split()
+        value = (fields[-1] if fields else "") if self.field == "NF" else \
+            (fields[int(self.field) - 1] if 0 < int(self.field) <= len(fields) else s if self.field == "0" else "")
+        number = re.match(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", value)
+        self.total = (self.total or 0) + (float(number.group(1)) if number else 0)
+        return b""
+
+    def end(self) -> tuple[bytes, int]:
+        super().end()
+        if self.total is None:
+            return b"\n", 0
+        total = self.total
+        return (f"{int(total)}" if total == int(total) and abs(total) < 1e16 else f"{total:.6g}").encode() + b"\n", 0
 
 
 class _Tr(Filter):
@@ -423,7 +457,10 @@ def parse(argv: list[str]) -> tuple[Filter, list[str]] | None:
         opts, rest = _options(args, "", "F")
         if not rest:
             raise Unknown
-        return _Awk(rest[0], opts.get("F")), rest[1:]
+        try:
+            return _Awk(rest[0], opts.get("F")), rest[1:]
+        except Unknown:
+            return _AwkSum(rest[0], opts.get("F")), rest[1:]
     return None
 
 

@@ -236,3 +236,14 @@ async def test_a_script_the_shell_cannot_run_says_so_not_that_there_is_no_shell(
         2, "sh: nanokube's simulated shell cannot run this script\n")
     assert await exec_(mgr, "trainer", ["bash", "-c", "GPUS=($(nvidia-smi -L)); echo ${#GPUS[@]}"]) == (
         2, "bash: nanokube's simulated shell cannot run this script\n")
+
+
+async def test_awk_sums_a_column_and_picks_a_record(env):
+    """`awk '{s+=$1} END {print s}'` summing the GPUs' memory, and `awk 'NR==2 {print $2}'`, as
+    launchers size their batches: awk's sum (an integer printed as one) and the second record."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = ("nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | awk '{s+=$1} END {print s}'\n"
+              "nvidia-smi --query-gpu=index,power.draw --format=csv,noheader,nounits | awk -F, '{ w += $2 } END { print w }'\n"
+              "nvidia-smi -L | awk 'NR==2 {print $2}'")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, "163840\n140\n1:\n")
