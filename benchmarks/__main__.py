@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--services", type=int, default=150, metavar="N",
                    help="with --proxy: services x 5 endpoints (default 150; see python -m benchmarks.proxy)")
     p.add_argument("--pki", type=int, metavar="N", help="instead: pod certificate issuance with N requests")
+    p.add_argument("--informer", type=int, metavar="N",
+                   help="instead: an in-process pod informer over N pods: its sync by streaming list and by LIST, "
+                        "and a live pod event's CPU per informer")
     p.add_argument("--scheduler", nargs="?", const="all", metavar="NAMES",
                    help="instead: scheduler_perf-style workloads (comma-separated names, default all)")
     p.add_argument("--scale", type=float, default=1.0, help="with --scheduler: multiply the default sizes")
@@ -107,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         from . import pki
 
         print(pki.format_table(pki.run(args.pki)))
+        return 0
+    if args.informer:
+        from . import informer
+
+        print(informer.format_table(informer.run(args.informer)))
         return 0
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = sorted(set(backends) - set(BACKENDS))
