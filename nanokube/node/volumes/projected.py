@@ -58,7 +58,7 @@ async def projected(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> fl
     mode = src.get("defaultMode", DEFAULT_MODE)
     digest = _digest(out, mode)
     if state.get(written) != digest or not os.path.lexists(os.path.join(target, DATA)):
-        write_atomic(target, out, mode, fs_group(pod))
+        write_atomic(target, out, mode, fs_group(mgr, pod))
         state[written] = digest
     return min(again) if again else None
 
@@ -145,7 +145,7 @@ async def _trust_bundle(mgr: VolumeManager, volume: str, src: dict) -> dict[str,
 async def downward_api(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
     src = vol["downwardAPI"]
     write_atomic(target, await downward_files(mgr, pod, src.get("items") or []), src.get("defaultMode", DEFAULT_MODE),
-                 fs_group(pod))
+                 fs_group(mgr, pod))
 
 
 async def downward_files(mgr: VolumeManager, pod: dict, items: list[dict]) -> dict[str, bytes]:

@@ -18,8 +18,12 @@ DEFAULT_MODE = 0o644
 RESYNC = 60.0
 
 
-def fs_group(pod: dict) -> int | None:
-    """The pod's fsGroup, the group the kubelet gives the volumes that support ownership."""
+def fs_group(mgr: VolumeManager, pod: dict) -> int | None:
+    """The pod's fsGroup, the group the kubelet gives the volumes that support ownership, where
+    the containers are processes that the files' owners bear on (the process runtime, as root);
+    a simulated node's files stay its user's, who may not give them another group."""
+    if not mgr.host_paths:
+        return None
     return ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
 
 
@@ -72,14 +76,14 @@ async def config_map(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> f
     """The ConfigMap's keys as files, projected again every RESYNC (files rewritten only when changed)."""
     src = vol["configMap"]
     write_atomic(target, await config_map_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
-                 src.get("defaultMode", DEFAULT_MODE), fs_group(pod))
+                 src.get("defaultMode", DEFAULT_MODE), fs_group(mgr, pod))
     return mgr.clock.now() + RESYNC
 
 
 async def secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float:
     src = vol["secret"]
     write_atomic(target, await secret_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
-                 src.get("defaultMode", DEFAULT_MODE), fs_group(pod))
+                 src.get("defaultMode", DEFAULT_MODE), fs_group(mgr, pod))
     return mgr.clock.now() + RESYNC
 
 
@@ -87,11 +91,11 @@ async def empty_dir(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> No
     """An emptyDir's directory (a kind a simulated node cannot provide gets one too); on the
     process runtime one of medium Memory is a tmpfs of its size (VolumeManager.mount_tmpfs).
     Anyone may write there (the kubelet's 0777, so a runAsUser container can); with the pod's
-    fsGroup it is that group's and setgid, so what is made inside is the group's too
+    fsGroup (`fs_group`) it is that group's and setgid, so what is made inside is the group's too
     (SetVolumeOwnership)."""
     os.makedirs(target, exist_ok=True)
     if mgr.host_paths and (vol.get("emptyDir") or {}).get("medium") == "Memory":
         mgr.mount_tmpfs(pod, vol, target)
-    if (group := fs_group(pod)) is not None:
+    if (group := fs_group(mgr, pod)) is not None:
         os.chown(target, -1, group)
     os.chmod(target, 0o2777 if group is not None else 0o777)
