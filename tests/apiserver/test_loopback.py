@@ -8,6 +8,7 @@ import copy
 import orjson
 import pytest
 
+from nanokube.clock import VirtualClock
 from nanokube.machinery.errors import APIError
 
 
@@ -274,3 +275,25 @@ async def test_a_streaming_list_ends_its_initial_events_with_a_bookmark_and_goes
     finally:
         await stream.aclose()
     assert stack.cache.watcher_count == before
+
+
+async def test_a_streaming_list_goes_on_without_periodic_bookmarks(stack):
+    """After its initial-events-end bookmark an in-process streaming list is a plain watch: no
+    bookmark a minute on the server's clock (each would wake a simulated run), and the next event is
+    the next change, however long that takes."""
+    clock = stack.rest.clock = VirtualClock()
+    pods = stack.client.resource("", "v1", "pods")
+    await new_pod(stack.client, "a")
+    stream = await pods.watch(send_initial_events=True)
+    assert [typ for typ, _ in [await anext(stream) for _ in range(2)]] == ["ADDED", "BOOKMARK"]
+    following = asyncio.ensure_future(anext(stream))  # the watch goes on, waiting for its next event
+    try:
+        await clock.advance(600)
+        assert clock.wakeups == 0 and not following.done()
+        await new_pod(stack.client, "b")
+        typ, obj = await asyncio.wait_for(following, 5)
+        assert (typ, obj["metadata"]["name"]) == ("ADDED", "b")
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        await stream.aclose()
