@@ -161,7 +161,7 @@ class DeploymentController(Controller):
         self.queue.add(key_of(d))
 
     def _dep_updated(self, old: dict, d: dict) -> None:
-        self.own_writes.seen(key_of(old), old)
+        self.own_writes.seen(key_of(d), d)
         self._enqueue(d)
 
     def _rs_added(self, rs: dict) -> None:

@@ -28,13 +28,16 @@ class OwnWrites:
             obj = after
         return obj
 
-    def seen(self, key: str, old: dict) -> None:
-        """The informer moved on from `old`: the write made from it is the informer's now, or lost to another."""
-        chain = self._after.get(key)
-        if chain is not None:
-            chain.pop(old["metadata"]["resourceVersion"], None)
-            if not chain:
-                del self._after[key]
+    def seen(self, key: str, now: dict) -> None:
+        """The informer holds `now`: only the writes made from it or from what they returned are
+        still ahead of it. The rest are the informer's now, or lost to another writer; a relist
+        that skipped versions leaves no entry behind."""
+        chain = self._after.pop(key, None)
+        rv, ahead = now["metadata"]["resourceVersion"], {}
+        while chain and (after := chain.pop(rv, None)) is not None:
+            ahead[rv], rv = after, after["metadata"]["resourceVersion"]
+        if ahead:
+            self._after[key] = ahead
 
     def forget(self, key: str) -> None:
         self._after.pop(key, None)

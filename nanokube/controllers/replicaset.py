@@ -361,7 +361,7 @@ class ReplicaSetController(Controller):
         self.queue.add(key_of(rs))
 
     def _rs_updated(self, old: dict, rs: dict) -> None:
-        self.own_writes.seen(key_of(old), old)
+        self.own_writes.seen(key_of(rs), rs)
         self._enqueue(rs)
 
     def selector(self, rs: dict):

@@ -116,7 +116,7 @@ class StatefulSetController(Controller):
         self.queue.add(key_of(sts))
 
     def _set_updated(self, old: dict, sts: dict) -> None:
-        self.own_writes.seen(key_of(old), old)
+        self.own_writes.seen(key_of(sts), sts)
         self._enqueue(sts)
 
     def _pod_added(self, pod: dict) -> None:
