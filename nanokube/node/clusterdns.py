@@ -8,7 +8,10 @@ Under `nanokube up --runtime process` the server listens in the cluster network 
 bridge's address (netns.ClusterNetwork.gateway), every node's default gateway, as the API server
 listens at its advertised address there. An EndpointSlice of the Service's, this server's own (the
 EndpointSlice controller keeps only those it manages), names that address, so kube-proxy's rules
-carry a pod's queries to it as they carry them to CoreDNS's pods. The simulated runtime works its
+carry a pod's queries to it as they carry them to CoreDNS's pods. Names outside the cluster it
+forwards to the host's resolvers (dns_forward), as kubeadm's CoreDNS forwards them to the node's
+(`forward . /etc/resolv.conf`): a UDP query each in a task of its own, as the upstream may take
+seconds; the cluster's names are answered at once, as they come. The simulated runtime works its
 pods' answers out itself (simulated_net, with the same dns module): there the Service is made the
 same, and has no endpoint, as nothing listens.
 """
@@ -27,6 +30,7 @@ from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from ..machinery.user import User
 from . import dns
+from .dns_forward import Forwarder, upstreams
 from .runtime.netns import listen_in_netns
 from .simulated_cluster import WatchedCluster
 
@@ -75,15 +79,25 @@ def endpoint_slice(address: str) -> dict:
                       {"name": "dns-tcp", "port": PORT, "protocol": "TCP"}]}
 
 
-def respond(cluster: dns.Cluster, data: bytes, udp: bool = False) -> bytes | None:
-    """The answer to the DNS message `data` (None for one that is not a DNS message). `udp`: cut to
-    what the asker takes over UDP (512 bytes, or its EDNS0 size), the TC bit set where cut."""
+def query(data: bytes) -> DNSRecord | None:
+    """The DNS query `data` holds (None for what is no DNS message, or an answer)."""
     try:
         request = DNSRecord.parse(data)
     except DNSError:
         return None
-    if request.header.qr:
-        return None  # an answer, not a question
+    return None if request.header.qr else request
+
+
+def respond(cluster: dns.Cluster, data: bytes, udp: bool = False) -> bytes | None:
+    """The answer to the DNS message `data` (None for one that is not a DNS query) from the
+    cluster. `udp`: cut to what the asker takes over UDP (512 bytes, or its EDNS0 size), the TC
+    bit set where cut."""
+    request = query(data)
+    return None if request is None else reply(cluster, request, udp)
+
+
+def reply(cluster: dns.Cluster, request: DNSRecord, udp: bool = False) -> bytes:
+    """The answer to a query from the cluster (`respond`)."""
     reply = request.reply(ra=0, aa=1)
     edns = next((r for r in request.ar if r.rtype == QTYPE.OPT), None)
     if edns is not None:
@@ -105,7 +119,30 @@ def respond(cluster: dns.Cluster, data: bytes, udp: bool = False) -> bytes | Non
         reply.add_auth(_soa())
     for r in got.additional:
         reply.add_ar(_rr(r))
+    return _fit(reply, request, udp)
+
+
+def forwarded(cluster: dns.Cluster, request: DNSRecord) -> bool:
+    """Whether kubeadm's Corefile forwards the query: one question, of a name outside the zone or
+    a reverse name the cluster has none for (the kubernetes plugin's `fallthrough in-addr.arpa
+    ip6.arpa`)."""
+    if request.header.opcode != OPCODE.QUERY or len(request.questions) != 1:
+        return False
+    name = str(request.q.qname).lower().rstrip(".")
+    if name.endswith(".in-addr.arpa"):
+        return not dns.reverse(cluster, dns.reversed_address(name))
+    return not dns.in_zone(name)
+
+
+async def forward(forwarder: Forwarder, request: DNSRecord, udp: bool = False) -> bytes:
+    """The upstream's answer to a forwarded query (`forwarded`), cut as `respond`'s."""
+    return _fit(await forwarder.forward(request, tcp=not udp), request, udp)
+
+
+def _fit(reply: DNSRecord, request: DNSRecord, udp: bool) -> bytes:
+    """The answer packed; over UDP, past the asker's size, only its header and question, with TC."""
     packed = reply.pack()
+    edns = next((r for r in request.ar if r.rtype == QTYPE.OPT), None)
     limit = max(UDP_LIMIT, edns.rclass) if edns is not None else UDP_LIMIT
     if udp and len(packed) > limit:
         cut = DNSRecord(DNSHeader(id=reply.header.id, bitmap=reply.header.bitmap, tc=1), q=request.q)
@@ -131,25 +168,45 @@ def _rr(r: dns.Record) -> RR:
 
 
 class _Datagrams(asyncio.DatagramProtocol):
-    def __init__(self, cluster: dns.Cluster):
-        self.cluster = cluster
+    def __init__(self, server: ClusterDNS):
+        self.server = server
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
     def datagram_received(self, data: bytes, addr) -> None:
-        if (reply := respond(self.cluster, data, udp=True)) is not None:
-            self.transport.sendto(reply, addr)
+        if (request := query(data)) is None:
+            return
+        server = self.server
+        if server.forwarder is None or not forwarded(server.cluster, request):
+            self.transport.sendto(reply(server.cluster, request, udp=True), addr)
+            return
+        task = asyncio.ensure_future(forward(server.forwarder, request, udp=True))
+        server.forwarding.add(task)
+        task.add_done_callback(lambda t: self._sent(t, addr))
+
+    def _sent(self, task: asyncio.Task, addr) -> None:
+        self.server.forwarding.discard(task)
+        if not task.cancelled() and not self.transport.is_closing():
+            self.transport.sendto(task.result(), addr)
 
 
 class ClusterDNS:
-    """The kube-dns Service, and where `netns` is given, the server in it at `address`."""
+    """The kube-dns Service, and where `netns` is given, the server in it at `address`, which
+    forwards names outside the cluster (dns_forward) to `forwarder`, by default the host's
+    resolv.conf's nameservers."""
 
-    def __init__(self, client, clock: Clock = REAL, netns: str = "", address: str = ""):
+    def __init__(self, client, clock: Clock = REAL, netns: str = "", address: str = "",
+                 forwarder: Forwarder | None = None):
         self.client = client
         self.netns, self.address = netns, address
         self.cluster = WatchedCluster(client, clock)
+        self.forwarder = forwarder
+        if forwarder is None and netns:
+            self.forwarder = Forwarder(upstreams(), clock)
+        #: the UDP queries being forwarded (each a task until the upstream answers)
+        self.forwarding: set[asyncio.Task] = set()
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.Server | None = None
         self._streams: set[asyncio.StreamWriter] = set()
@@ -176,12 +233,14 @@ class ClusterDNS:
         if not await self.cluster.ready():
             log.warning("cluster DNS: Services, EndpointSlices and Pods not listed yet; answering from what is")
         loop = asyncio.get_running_loop()
-        self._udp, _ = await loop.create_datagram_endpoint(lambda: _Datagrams(self.cluster), sock=udp)
+        self._udp, _ = await loop.create_datagram_endpoint(lambda: _Datagrams(self), sock=udp)
         self._tcp = await asyncio.start_server(self._stream, sock=tcp)
 
     async def stop(self) -> None:
         if self._udp is not None:
             self._udp.close()
+        for task in list(self.forwarding):
+            task.cancel()
         if self._tcp is not None:
             self._tcp.close()
             for writer in list(self._streams):
@@ -199,11 +258,12 @@ class ClusterDNS:
             while True:
                 async with asyncio.timeout(timeout):
                     size = int.from_bytes(await reader.readexactly(2), "big")
-                    query = await reader.readexactly(size)
-                reply = respond(self.cluster, query)
-                if reply is None:
+                    message = await reader.readexactly(size)
+                if (request := query(message)) is None:
                     break
-                writer.write(len(reply).to_bytes(2, "big") + reply)
+                answer = await forward(self.forwarder, request) if self.forwarder is not None and \
+                    forwarded(self.cluster, request) else reply(self.cluster, request)
+                writer.write(len(answer).to_bytes(2, "big") + answer)
                 async with asyncio.timeout(WRITE_TIMEOUT):
                     await writer.drain()
                 timeout = IDLE_TIMEOUT

@@ -21,10 +21,12 @@ with `pods insecure` and `ttl 30`), after the Kubernetes DNS-Based Service Disco
 
 A name that exists without a record of the type asked is NOERROR with no answer (NODATA), never
 NXDOMAIN: resolvers ask A and AAAA together, and musl's gives the name up at either's NXDOMAIN.
-A name outside the zone is SERVFAIL: kubeadm's Corefile forwards it to the node's resolver, which
-nanokube's pod network cannot reach (it has no way out of the cluster), and SERVFAIL is what
-CoreDNS's forward plugin answers when no upstream does. REFUSED would say the server will not
-serve the name, which is not the case; on either, a resolver goes on to its next search domain.
+A name outside the zone, and a reverse name the cluster has none for (the kubernetes plugin's
+`fallthrough in-addr.arpa ip6.arpa`), kubeadm's Corefile forwards to the node's resolvers: the
+process runtime's server does (dns_forward). `answer` has no resolver to ask, so it answers a name
+outside the zone SERVFAIL, what the forward plugin answers when no upstream does (on it, a
+resolver goes on to its next search domain), and an unknown reverse name NXDOMAIN: a simulated
+pod's lookups, which have no way out of the cluster.
 """
 
 from __future__ import annotations
@@ -140,7 +142,7 @@ def answer(cluster: Cluster, name: str, qtype: str) -> Answer:
     """The answer to a question for `name` of type `qtype` (A, AAAA, SRV, PTR, CNAME, TXT, ANY)."""
     name = name.lower().rstrip(".")
     if name.endswith(".in-addr.arpa"):
-        names = reverse(cluster, _reversed_address(name))
+        names = reverse(cluster, reversed_address(name))
         if not names:
             return Answer("NXDOMAIN")
         return Answer("NOERROR", [Record(name, "PTR", n) for n in names if qtype in ("PTR", "ANY")])
@@ -162,7 +164,7 @@ def in_zone(name: str) -> bool:
     return name == ZONE or name.endswith("." + ZONE)
 
 
-def _reversed_address(name: str) -> str:
+def reversed_address(name: str) -> str:
     """The IPv4 address an in-addr.arpa name is for ("" if none)."""
     octets = name.removesuffix(".in-addr.arpa").split(".")
     try:

@@ -14,7 +14,9 @@ not found.
   hosts_file), then the cluster's DNS server through the search path the kubelet writes into
   resolv.conf, a name with at least ndots dots asked as it is first, answered as the process
   runtime's pods have them answered by the real server (dns: CoreDNS's kubernetes plugin's
-  answers, SERVFAIL outside the cluster domain). dnsPolicy Default has no cluster names at all.
+  answers), but outside the cluster domain: SERVFAIL, where the real server forwards the name to
+  the host's resolvers (dns_forward), as no upstream answers a simulated pod. dnsPolicy Default
+  has no cluster names at all.
   The container's /etc/resolv.conf and /etc/hosts say as much (`etc_files`).
 - A connection goes as kube-proxy would send it: to a ClusterIP, on one of the Service's ports,
   to a ready endpoint it picks (a serving, terminating one when none is ready), at the port the
