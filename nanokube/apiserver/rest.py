@@ -38,6 +38,7 @@ from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
 from .patch import typed
+from .turns import Turn, Turns
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 MERGE_PATCH = "application/merge-patch+json"
@@ -356,6 +357,12 @@ class WatchStream:
         await self._gen.aclose()
 
 
+def _everything(obj: dict) -> bool:
+    """The filter of a list or watch without selectors (`_filters`), which a watch's initial state
+    then skips calling per object."""
+    return True
+
+
 #: the metadata fields a fieldSelector may name (Strategy.metadata_field_selectors)
 _META_FIELDS = {"metadata.name": lambda o: o["metadata"].get("name"),
                 "metadata.namespace": lambda o: o["metadata"].get("namespace")}
@@ -381,6 +388,8 @@ class GenericREST:
         self._served: tuple = (None, None, None, None)
         #: the last event `_translate_unfiltered` translated: (cache event, resource, version, result)
         self._unfiltered: tuple = (None, None, None, None)
+        #: the writes of each object that lost a race, taking turns (turns.py)
+        self.turns = Turns()
 
     # --- helpers ---------------------------------------------------------
 
@@ -637,6 +646,8 @@ class GenericREST:
         the selectors read more than a name, of a kind whose conversion may change it (a CRD's
         webhook), so each object is matched converted to `version`, as upstream's per-version CR
         storage matches the object it decoded to that version."""
+        if not label_selector and not field_selector:
+            return _everything, True, False
         lreqs = parse_label_selector(label_selector) if label_selector else None
         freqs = None
         if field_selector:
@@ -847,10 +858,11 @@ class GenericREST:
         timer = None
         try:
             converts = translate is None  # a CRD's webhook: still one conversion an object, as an event's
+            everything = ok is _everything
             for obj in Entry.objects(listed):
                 if converts:
                     await res.strategy.prepare_conversion([obj], version)
-                if ok(obj):
+                if everything or ok(obj):
                     w.stored = obj
                     yield ADDED, self._external(res, obj, version)
             last = 0
@@ -1193,16 +1205,25 @@ class GenericREST:
         inside the server, as upstream's GuaranteedUpdate does, instead of a 409 to a client that set
         no precondition (several API server workers make such races likelier)."""
         sent = orjson.dumps(new)  # the update mutates `new` as it goes
-        for attempt in range(PATCH_ATTEMPTS):
-            try:
-                return await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev,
-                                               held=held, size=len(opts.body))
-            except errors.APIError as e:
-                if e.code != 409 or not e.message.endswith(errors.STALE) or attempt == PATCH_ATTEMPTS - 1:
-                    raise
-            await self.cache.sync()
-            entry = _as_decoded(res, self._entry(res, namespace, name), subresource)
-            new = orjson.loads(sent)
+        turn = self.turns.of(res.key(namespace, name))
+        try:
+            if turn.taken:  # its turn first; the entry read before may be stale by then
+                await turn.lost()
+                await self.cache.sync()
+                entry = _as_decoded(res, self._entry(res, namespace, name), subresource)
+            for attempt in range(PATCH_ATTEMPTS):
+                try:
+                    return await self._update_from(res, version, entry, new, opts, subresource, expected_rev=entry.rev,
+                                                   held=held, size=len(opts.body))
+                except errors.APIError as e:
+                    if e.code != 409 or not e.message.endswith(errors.STALE) or attempt == PATCH_ATTEMPTS - 1:
+                        raise
+                await turn.lost()
+                await self.cache.sync()
+                entry = _as_decoded(res, self._entry(res, namespace, name), subresource)
+                new = orjson.loads(sent)
+        finally:
+            turn.done()
 
     def _merge_subresource(self, res: Resource, old: dict, new: dict, subresource: str) -> dict:
         """Which parts of `new` a write through `subresource` may change."""
@@ -1419,6 +1440,18 @@ class GenericREST:
         """`duplicates`: under fieldValidation=Strict, the patch's own strict errors (the keys a
         merge or strategic merge patch repeats, a json patch's unknown and repeated op fields),
         strict errors of its result."""
+        turn = self.turns.of(res.key(namespace, name))
+        try:
+            if turn.taken:
+                await turn.lost()
+            return await self._patch(res, version, namespace, name, patch_type, patch, opts, subresource, duplicates,
+                                     turn)
+        finally:
+            turn.done()
+
+    async def _patch(self, res: Resource, version: str, namespace: str | None, name: str, patch_type: str,
+                     patch: bytes, opts: WriteOptions, subresource: str, duplicates: list[str] | tuple[str, ...],
+                     turn: Turn) -> Result:
         key = res.key(namespace, name)
         sch = schemas.kind_schema(res.group, version, res.kind)
         seen = version == res.storage_version and status_patch.seen(patch_type, patch)
@@ -1563,6 +1596,7 @@ class GenericREST:
                 # lost a race with another write: apply the patch again to the newer object (a patch
                 # that names a resourceVersion then fails the precondition above, as upstream)
                 if e.code == 409 and e.message.endswith(errors.STALE) and attempt < PATCH_ATTEMPTS - 1:
+                    await turn.lost()
                     await self.cache.sync()
                     continue
                 raise
@@ -1607,7 +1641,16 @@ class GenericREST:
     async def _delete(
         self, res: Resource, version: str, namespace: str | None, name: str, options: dict | None, opts: WriteOptions,
     ) -> Result:
-        options = options or {}
+        turn = self.turns.of(res.key(namespace, name))
+        try:
+            if turn.taken:
+                await turn.lost()
+            return await self._deleted(res, version, namespace, name, options or {}, opts, turn)
+        finally:
+            turn.done()
+
+    async def _deleted(self, res: Resource, version: str, namespace: str | None, name: str, options: dict,
+                       opts: WriteOptions, turn: Turn) -> Result:
         key = res.key(namespace, name)
         for attempt in range(PATCH_ATTEMPTS):
             entry = self._entry(res, namespace, name)
@@ -1644,6 +1687,7 @@ class GenericREST:
                 try:
                     kv = await self._delete_written(res, key, entry.rev, entry.kv, obj, obj)
                 except RevisionMismatch:
+                    await turn.lost()
                     await self.cache.sync()
                     continue
                 except KeyNotFound:
@@ -1676,6 +1720,7 @@ class GenericREST:
                 try:
                     await self._delete_written(res, key, entry.rev, entry.kv, new, new)
                 except RevisionMismatch:
+                    await turn.lost()
                     await self.cache.sync()
                     continue
                 return Result(self._deleted_result(res, version, new), 200)
@@ -1684,6 +1729,7 @@ class GenericREST:
                 self.cache.expect(key, value, handed, at)
                 kv = await self.store.update(key, value, entry.rev, entry.kv)
             except RevisionMismatch:
+                await turn.lost()
                 await self.cache.sync()
                 continue
             except KeyNotFound:

@@ -5,8 +5,12 @@ rounds while two clients patched the object); one that names a resourceVersion i
 
 from __future__ import annotations
 
-from nanokube.store.interface import KV
+import asyncio
+
+from nanokube.store.interface import KV, RevisionMismatch
 from nanokube.store.memory import MemoryStore
+from nanokube.store.sqlite import SQLiteStore
+from tests.controllers import make_stack
 from tests.served import send, served
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -20,14 +24,12 @@ DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name"
                                     "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
 
 
-class RacingStore(MemoryStore):
-    """Another writer rewrites `key` just before each of the next `races` writes to it, so that each
-    of them finds the key moved on from the revision it read."""
+class Racing:
+    """A store where another writer rewrites `key` just before each of the next `races` writes to it,
+    so that each of them finds the key moved on from the revision it read; `lost` counts those."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.key = ""
-        self.races = 0
+    key = ""
+    races = lost = 0
 
     def race(self, key: str, times: int = RACES) -> None:
         self.key, self.races = key, times
@@ -35,16 +37,24 @@ class RacingStore(MemoryStore):
     async def _moved_on(self, key: str) -> None:
         if key == self.key and self.races:
             self.races -= 1
-            now = self._data[key]
+            now = await self.get(key)
             await super().update(key, now.value, now.mod_revision)
 
     async def update(self, key: str, value: bytes, expected_mod_revision: int, prev: KV | None = None) -> KV:
         await self._moved_on(key)
-        return await super().update(key, value, expected_mod_revision, prev)
+        try:
+            return await super().update(key, value, expected_mod_revision, prev)
+        except RevisionMismatch:
+            self.lost += key == self.key
+            raise
 
     async def delete(self, key: str, expected_mod_revision: int | None = None, prev: KV | None = None) -> KV:
         await self._moved_on(key)
         return await super().delete(key, expected_mod_revision, prev)
+
+
+class RacingStore(Racing, MemoryStore):
+    pass
 
 
 def cm(name: str, **md) -> dict:
@@ -141,3 +151,23 @@ async def test_a_graceful_delete_answers_the_object_it_wrote_not_a_later_one(tmp
         assert now["data"] == {"k": "later"} and now["metadata"]["deletionTimestamp"]
         assert code == 200 and out["data"] == {"k": "v"} and out["metadata"]["deletionTimestamp"]
         assert int(out["metadata"]["resourceVersion"]) == int(now["metadata"]["resourceVersion"]) - 1
+
+
+class RacingSQLite(Racing, SQLiteStore):
+    pass
+
+
+async def test_patches_that_lost_a_race_take_turns_instead_of_losing_to_each_other_again(tmp_path):
+    """Eight patches of one object each lose their first try; then each tries again in its turn and
+    wins, instead of all eight trying again at once and seven losing again, then six, ... (SQLite: a
+    write waits for its commit, so each retry reads the object before the others' writes land)."""
+    store = RacingSQLite(str(tmp_path / "db.sqlite"))
+    stack = await make_stack(store=store)
+    cms = stack.client.resource("", "v1", "configmaps")
+    await cms.create({"metadata": {"name": "c", "namespace": "default"}, "data": {}})
+    store.race("/registry/configmaps/default/c", 8)
+    await asyncio.gather(*(cms.patch("c", {"data": {f"k{i}": "v"}}, namespace="default") for i in range(8)))
+    assert (await cms.get("c", "default"))["data"] == {f"k{i}": "v" for i in range(8)}
+    assert store.lost == 8 and stack.rest.turns._keys == {}
+    await stack.cache.stop()
+    await store.close()
