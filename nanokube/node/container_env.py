@@ -19,7 +19,7 @@ import base64
 import os
 import re
 
-from . import service_env
+from . import dns, hosts_file, service_env
 from .volumes.projected import _resource
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -46,11 +46,21 @@ def hostname(pod: dict, node: str) -> str:
     return spec.get("hostname") or pod["metadata"]["name"]
 
 
+def kernel_hostname(pod: dict, node: str) -> str:
+    """The name the containers' UTS namespace and HOSTNAME carry (GetNodenameForKernel): with
+    setHostnameAsFQDN the pod's FQDN (`hostname.subdomain.ns.svc.cluster.local`, where it has a
+    subdomain), else `hostname`, which the hosts file keeps as the short name."""
+    name, spec = hostname(pod, node), pod.get("spec") or {}
+    if spec.get("setHostnameAsFQDN") and not spec.get("hostNetwork") and (domain := hosts_file.domain(pod, dns.ZONE)):
+        return f"{name}.{domain}"
+    return name
+
+
 async def environment(worker, spec: dict, home: str = "/root") -> dict[str, str]:
     """Container `spec`'s environment in pod `worker` (a PodWorker: its agent, pod, uid and IP),
     `home` its user's home directory (HOME, unless its own env sets one)."""
     agent, pod = worker.agent, worker.pod
-    env = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname(pod, agent.name), "HOME": home}
+    env = {"PATH": DEFAULT_PATH, "HOSTNAME": kernel_hostname(pod, agent.name), "HOME": home}
     if spec.get("tty"):  # containerd's WithTTY, before the image's and the container's own env
         env["TERM"] = "xterm"
     # device plugins' Allocate envs come before the kubelet's (GenerateRunContainerOptions), so the

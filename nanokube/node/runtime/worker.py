@@ -154,7 +154,7 @@ class ProcessPodWorker(PodWorker):
 
     async def _start_pause(self) -> tuple[asyncio.subprocess.Process, int]:
         """The sandbox's pause process, the PID 1 of the pod's shared PID namespace."""
-        proc, pid = await stdio.launch(self._launch({"hostname": self._hostname(), "pid": "new", "pause": True}),
+        proc, pid = await stdio.launch(self._launch({"hostname": self._kernel_hostname(), "pid": "new", "pause": True}),
                                        self.runtime.cgroups.path(self.uid, "pause"), stdin=asyncio.subprocess.DEVNULL,
                                        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         if not pid:
@@ -226,12 +226,15 @@ class ProcessPodWorker(PodWorker):
 
     def _write_resolv_conf(self) -> None:
         """What the kubelet's DNS configurer gives the pod (dns.resolv_conf), from the node's own
-        /etc/resolv.conf (the kubelet's --resolv-conf) and the cluster's DNS server."""
+        /etc/resolv.conf (the kubelet's --resolv-conf, its nameservers the runtime's node_dns where
+        it has them) and the cluster's DNS server."""
         try:
             with open(dns.RESOLV_CONF) as f:
                 host = f.read()
         except OSError:
             host = ""
+        if self.runtime.node_dns:
+            host = dns.with_nameservers(host, self.runtime.node_dns)
         os.makedirs(os.path.dirname(self._resolv_path()), exist_ok=True)
         with open(self._resolv_path(), "w") as f:
             f.write(dns.resolv_conf(self.pod, self.runtime.cluster_dns, host))
@@ -554,13 +557,17 @@ class ProcessPodWorker(PodWorker):
         """The pod's hostname: its node's for a hostNetwork pod, which shares the node's UTS namespace."""
         return container_env.hostname(self.pod, self.agent.name)
 
+    def _kernel_hostname(self) -> str:
+        """What its UTS namespace is named: the FQDN with setHostnameAsFQDN (container_env.kernel_hostname)."""
+        return container_env.kernel_hostname(self.pod, self.agent.name)
+
     def _launch_argv(self, c: Container, argv: list[str], env: dict[str, str] | None = None,
                      pid: str | None = "") -> list[str]:
         """launch.py's command line for `argv` in `c`'s context: its PID namespace (`pid`, for
         launch.py) is `c`'s own unless named, as an exec joins the container's."""
         mounts = self._mounts[c.name] + self._cdi_mounts.get(c.name, [])
         self.runtime.restore_mountpoints([(target, not os.path.isdir(src)) for src, target, _ in mounts])
-        spec = {"hostname": self._hostname(), "mounts": mounts, "workdir": c.spec.get("workingDir") or "/",
+        spec = {"hostname": self._kernel_hostname(), "mounts": mounts, "workdir": c.spec.get("workingDir") or "/",
                 "env": env or self._env[c.name], "argv": argv, "pid": self._joined(c.proc) if pid == "" else pid,
                 "user": run_as(self.pod, c.name)}
         return self._launch(spec)
