@@ -444,11 +444,16 @@ def image_command(image: str) -> list[str]:
     return ["/cuda-samples/vectorAdd"] if repository == SAMPLE_REPOSITORY and tag.startswith("vectoradd") else []
 
 
-def uses_gpus(argv: list[str]) -> bool:
-    """Whether `argv` may run one of the GPU programs simulated here or look at the GPUs' device
-    nodes (its GPUs are worked out for it)."""
-    line = " ".join(argv)
-    return "nvidia" in line or "vectorAdd" in line or "/dev" in line
+def uses_gpus(spec: dict) -> bool:
+    """Whether container `spec` may have been given GPUs: DRA claims, an extended resource (the
+    device plugin's `nvidia.com/gpu`, or DRA's claim for one) or NVIDIA_VISIBLE_DEVICES set. Its
+    GPUs are worked out (its environment made) for any command it runs (`sh /launch.sh`); a
+    container given none of these sees none, at no cost (its environment lists the Services)."""
+    resources = spec.get("resources") or {}
+    return bool(resources.get("claims")) or any(
+        "/" in name and not name.startswith("kubernetes.io/")
+        for key in ("limits", "requests") for name in resources.get(key) or {}) or any(
+        e.get("name") == "NVIDIA_VISIBLE_DEVICES" for e in spec.get("env") or ())
 
 
 def vector_add(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:

@@ -147,7 +147,7 @@ class SimulatedIO:
             simulated_gpu.image_command(spec.get("image", ""))
         # the network its command (`wget -qO- web`) sees as it starts, for the start in this task that follows
         simulated_net.NETWORK.set(await simulated_net.view(self.worker, " ".join(argv), spec.get("image", "")))
-        await self._machine(spec["name"], simulated_gpu.uses_gpus(argv))
+        await self._machine(spec["name"])
         if uses_environment(argv) or reads_stdin(argv, spec.get("image", "")):
             self.environments[spec["name"]] = await container_env.environment(
                 self.worker, spec, simulated_identity.home(self.worker.pod, spec["name"]))
@@ -588,15 +588,17 @@ class SimulatedIO:
         spec = self._spec(container)
         return [*(spec.get("command") or []), *(spec.get("args") or [])]
 
-    async def _machine(self, container: str, gpus: bool) -> None:
+    async def _machine(self, container: str, commands: bool = True) -> None:
         """What the commands about to be worked out in `container` (in this task and those it
-        starts) see of the node's machine: its capacity (simulated_system) and, where they may run
-        nvidia-smi (`gpus`), the GPUs the container was given and the node's RDMA NICs."""
+        starts) see of the node's machine: its capacity (simulated_system) and, where commands are
+        worked out, the GPUs the container was given (none where its spec asks for none:
+        simulated_gpu.uses_gpus) and the node's RDMA NICs."""
         spec = getattr(self.worker.agent, "spec", None)
         simulated_system.NODE.set(getattr(spec, "capacity", None))
-        if gpus:
-            simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: await self._gpus(container)})
-            simulated_gpu.NICS.set(simulated_gpu.nics(getattr(spec, "devices", ())))
+        if commands:
+            gpus = await self._gpus(container) if simulated_gpu.uses_gpus(self._spec(container)) else ()
+            simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: gpus})
+            simulated_gpu.NICS.set(simulated_gpu.nics(getattr(spec, "devices", ())) if gpus else ())
 
     async def _gpus(self, container: str) -> tuple[simulated_gpu.Gpu, ...]:
         """The node's GPUs container `container` sees (simulated_gpu): those of its DRA claims (the
@@ -648,8 +650,7 @@ class SimulatedIO:
     async def _exec(self, container: str, command: list[str], session: StreamSession,
                     terminal: Terminal | None) -> int:
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
-        await self._machine(container, declared is None and (simulated_gpu.uses_gpus(command)
-                                                             or reads_stdin(command, "")))
+        await self._machine(container, declared is None)
         if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session, container, terminal)
         if declared is None and session.stdin and not session.tty and (stream := filter_of(command)):
@@ -833,7 +834,7 @@ class SimulatedIO:
         spec = self._spec(container)
         shell = self.shells.get(container)
         if shell is not None:  # the lines it is sent are worked out in the reader's task
-            await self._machine(container, True)
+            await self._machine(container)
         reader = None
         async with _following(session, shell.terminal if shell is not None and session.tty else None):
             if session.stdin and spec.get("stdin"):

@@ -9,7 +9,8 @@ import asyncio
 import pytest
 
 from tests.controllers import eventually
-from tests.node.dra.test_prepare import env, phase, running_trainer
+from nanokube.machinery.streaming import LogOptions
+from tests.node.dra.test_prepare import allocate, claim_body, env, phase, pod_body, running_trainer
 from tests.node.test_simulated_gpu import exec_, mig_worker, run_smi
 
 __all__ = ["env"]  # the fixture: an API server and the default cluster's node agents
@@ -247,3 +248,29 @@ async def test_awk_sums_a_column_and_picks_a_record(env):
               "nvidia-smi --query-gpu=index,power.draw --format=csv,noheader,nounits | awk -F, '{ w += $2 } END { print w }'\n"
               "nvidia-smi -L | awk 'NR==2 {print $2}'")
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, "163840\n140\n1:\n")
+
+
+
+async def test_a_launcher_given_in_a_variable_sees_the_gpus_its_container_was_given(env):
+    """`sh -c "$(LAUNCH)"`, the launch script kept in the pod's env (from a ConfigMap): it sees the
+    container's GPUs and their device nodes though its command line names neither (what the
+    container was given decides, not what it runs); the same in a container given no GPU finds no
+    nvidia-smi and no device nodes."""
+    client, clock, mgr = env
+    claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
+    launch = {"command": ["sh", "-c", "$(LAUNCH)"], "env": [{"name": "LAUNCH", "value": (
+        "nvidia-smi -L | wc -l; ls /dev/nvidia* | wc -l; echo status $?; sleep 3600")}]}
+    await claims.create(claim_body("train"))
+    body = pod_body("trainer", "train")
+    body["spec"]["containers"][0].update(launch)
+    await allocate(claims, "train", await pods.create(body))
+    await pods.create({"metadata": {"name": "cpu", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", **launch}]}})
+    for name in ("trainer", "cpu"):
+        await eventually(phase(pods, name, "Running", clock))
+    agent = mgr.agents["gpu-0"]
+
+    def log(pod: str) -> str:
+        return next(w for w in agent.workers.values() if w.name == pod).io.serve_log("app", LogOptions()).decode()
+    assert log("trainer") == "2\n6\nstatus 0\n"
+    assert log("cpu") == "sh: nvidia-smi: not found\n0\nls: /dev/nvidia*: No such file or directory\n0\nstatus 0\n"
