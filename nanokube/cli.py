@@ -112,7 +112,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .controllers.manager import KCM_CLIENT_LIMIT, LEASE_NAME, ControllerManager
     from .machinery.user import CONTROLLER_USER, SCHEDULER_USER
     from .node.clusterdns import DNS_USER, ClusterDNS
-    from .node.dns import DNS_SERVER
+    from .node.dns import DNS_SERVER, NODE_RESOLVER
     from .node.manager import KUBELET_CLIENT_LIMITS, NodeManager
     from .node.manager import options_from_env as node_options
     from .node.storage import PROVISIONER, PROVISIONER_USER, LocalPathProvisioner
@@ -238,11 +238,12 @@ async def _up(args: argparse.Namespace) -> int:
         netpol = NetworkPolicyEnforcer(connect(AGENT_USER, "network-policy-agent"),
                                        [(a.name, runtime.net.node_ns(a.spec.index)) for a in agents], server.clock)
         log.info("process runtime: %d node namespaces; kube-proxy mode %s", len(agents), proxy_mode)
-        runtime.cluster_dns = (DNS_SERVER,)
+        runtime.cluster_dns, runtime.node_dns = (DNS_SERVER,), (NODE_RESOLVER,)
     # kubeadm's DNS addon: the kube-dns Service, and for the process runtime's pods the server, in the
     # cluster namespace, which kube-proxy sends kube-dns's ClusterIP to (simulated pods are answered by their node)
     cluster_dns = ClusterDNS(connect(DNS_USER, "coredns"), server.clock,
-                             *((runtime.net.cluster_ns, runtime.net.gateway) if runtime is not None else ()))
+                             *((runtime.net.cluster_ns, runtime.net.gateway) if runtime is not None else ()),
+                             node_address=NODE_RESOLVER if runtime is not None else "")
     await cluster_dns.start()
     await nodes.start()
     if proxies is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 
@@ -31,7 +32,7 @@ from ..machinery.errors import APIError
 from ..machinery.user import User
 from . import dns
 from .dns_forward import Forwarder, upstreams
-from .runtime.netns import listen_in_netns
+from .runtime.netns import ip, listen_in_netns
 from .simulated_cluster import WatchedCluster
 
 log = logging.getLogger(__name__)
@@ -168,8 +169,8 @@ def _rr(r: dns.Record) -> RR:
 
 
 class _Datagrams(asyncio.DatagramProtocol):
-    def __init__(self, server: ClusterDNS):
-        self.server = server
+    def __init__(self, server: ClusterDNS, cluster: bool):
+        self.server, self.cluster = server, cluster
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport) -> None:
@@ -179,7 +180,7 @@ class _Datagrams(asyncio.DatagramProtocol):
         if (request := query(data)) is None:
             return
         server = self.server
-        if server.forwarder is None or not forwarded(server.cluster, request):
+        if not server.forwards(request, self.cluster):
             self.transport.sendto(reply(server.cluster, request, udp=True), addr)
             return
         task = asyncio.ensure_future(forward(server.forwarder, request, udp=True))
@@ -195,20 +196,22 @@ class _Datagrams(asyncio.DatagramProtocol):
 class ClusterDNS:
     """The kube-dns Service, and where `netns` is given, the server in it at `address`, which
     forwards names outside the cluster (dns_forward) to `forwarder`, by default the host's
-    resolv.conf's nameservers."""
+    resolv.conf's nameservers; and at `node_address` (where given), a server that forwards every
+    name there, the cluster's too: the node's resolvers, as the process runtime's pods reach them
+    (dns.NODE_RESOLVER)."""
 
     def __init__(self, client, clock: Clock = REAL, netns: str = "", address: str = "",
-                 forwarder: Forwarder | None = None):
+                 forwarder: Forwarder | None = None, node_address: str = ""):
         self.client = client
-        self.netns, self.address = netns, address
+        self.netns, self.address, self.node_address = netns, address, node_address
         self.cluster = WatchedCluster(client, clock)
         self.forwarder = forwarder
         if forwarder is None and netns:
             self.forwarder = Forwarder(upstreams(), clock)
         #: the UDP queries being forwarded (each a task until the upstream answers)
         self.forwarding: set[asyncio.Task] = set()
-        self._udp: asyncio.DatagramTransport | None = None
-        self._tcp: asyncio.Server | None = None
+        self._udp: list[asyncio.DatagramTransport] = []
+        self._tcp: list[asyncio.Server] = []
         self._streams: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
@@ -223,32 +226,46 @@ class ClusterDNS:
             return
         await self.serve(listen_in_netns(self.netns, self.address, PORT, socket.SOCK_DGRAM),
                          listen_in_netns(self.netns, self.address, PORT))
+        if self.node_address:
+            ip("addr", "add", f"{self.node_address}/32", "dev", "lo", netns=self.netns)
+            await self.serve(listen_in_netns(self.netns, self.node_address, PORT, socket.SOCK_DGRAM),
+                             listen_in_netns(self.netns, self.node_address, PORT), cluster=False)
         await self.client.resource("discovery.k8s.io", "v1", "endpointslices").patch(
             SLICE_NAME, endpoint_slice(self.address), "application/apply-patch+yaml", namespace=NAMESPACE,
             field_manager=MANAGED_BY, force=True)
 
-    async def serve(self, udp: socket.socket, tcp: socket.socket) -> None:
+    async def serve(self, udp: socket.socket, tcp: socket.socket, cluster: bool = True) -> None:
         """Answer queries on a bound UDP socket and a listening TCP one, once the informers have
-        listed the cluster (or SYNC_WAIT is up: then from what they have, as it comes)."""
+        listed the cluster (or SYNC_WAIT is up: then from what they have, as it comes). Not
+        `cluster`: forward every query (to `forwarder`, which must be given)."""
         if not await self.cluster.ready():
             log.warning("cluster DNS: Services, EndpointSlices and Pods not listed yet; answering from what is")
         loop = asyncio.get_running_loop()
-        self._udp, _ = await loop.create_datagram_endpoint(lambda: _Datagrams(self), sock=udp)
-        self._tcp = await asyncio.start_server(self._stream, sock=tcp)
+        transport, _ = await loop.create_datagram_endpoint(lambda: _Datagrams(self, cluster), sock=udp)
+        self._udp.append(transport)
+        self._tcp.append(await asyncio.start_server(functools.partial(self._stream, cluster=cluster), sock=tcp))
+
+    def forwards(self, request: DNSRecord, cluster: bool = True) -> bool:
+        """Whether the query goes to the upstream resolvers: one `forwarded` (at the node's
+        address, any single question)."""
+        if not cluster:
+            return request.header.opcode == OPCODE.QUERY and len(request.questions) == 1
+        return self.forwarder is not None and forwarded(self.cluster, request)
 
     async def stop(self) -> None:
-        if self._udp is not None:
-            self._udp.close()
+        for transport in self._udp:
+            transport.close()
         for task in list(self.forwarding):
             task.cancel()
-        if self._tcp is not None:
-            self._tcp.close()
-            for writer in list(self._streams):
-                writer.transport.abort()
-            await self._tcp.wait_closed()
+        for server in self._tcp:
+            server.close()
+        for writer in list(self._streams):
+            writer.transport.abort()
+        for server in self._tcp:
+            await server.wait_closed()
         await self.cluster.close()
 
-    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, cluster: bool) -> None:
         """DNS over TCP: each message after its two-byte length, as many as the asker sends (RFC 7766),
         each within READ_TIMEOUT (the first) or IDLE_TIMEOUT (the later ones), each answer taken within
         WRITE_TIMEOUT."""
@@ -261,8 +278,8 @@ class ClusterDNS:
                     message = await reader.readexactly(size)
                 if (request := query(message)) is None:
                     break
-                answer = await forward(self.forwarder, request) if self.forwarder is not None and \
-                    forwarded(self.cluster, request) else reply(self.cluster, request)
+                answer = await forward(self.forwarder, request) if self.forwards(request, cluster) \
+                    else reply(self.cluster, request)
                 writer.write(len(answer).to_bytes(2, "big") + answer)
                 async with asyncio.timeout(WRITE_TIMEOUT):
                     await writer.drain()

@@ -45,6 +45,11 @@ DNS_SERVER = "10.96.0.10"
 SCHEMA_VERSION = "1.1.0"
 #: the records' time to live: kubeadm's Corefile sets the kubernetes plugin's `ttl 30`
 TTL = 30
+#: where the process runtime's pods reach the node's resolvers (dnsPolicy Default, and a
+#: hostNetwork pod's ClusterFirst): the host's own addresses are out of every pod's and node's
+#: namespace, so the cluster DNS server listens at this one too and forwards every name asked
+#: there to them, the cluster's names too (NodeLocal DNSCache's link-local address)
+NODE_RESOLVER = "169.254.20.10"
 NDOTS = 5
 #: the most ndots a resolver takes (RES_MAXNDOTS)
 RES_MAXNDOTS = 15
@@ -293,6 +298,12 @@ def parse_resolv_conf(text: str) -> tuple[list[str], list[str], list[str]]:
         elif words[0] == "options":
             options += words[1:]
     return nameservers, search, options
+
+
+def with_nameservers(text: str, nameservers: Sequence[str]) -> str:
+    """A resolv.conf with `nameservers` for its own (its search path and options kept)."""
+    kept = [line for line in text.splitlines() if line.split()[:1] != ["nameserver"]]
+    return "".join(f"{line}\n" for line in [*kept, *(f"nameserver {s}" for s in nameservers)])
 
 
 def resolver(pod: dict, cluster_dns: Sequence[str] = (DNS_SERVER,), host: str = "") -> tuple[

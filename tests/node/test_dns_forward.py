@@ -12,7 +12,7 @@ import pytest
 from dnslib import QTYPE, RCODE, RR, SOA, A, DNSRecord
 
 from nanokube.clock import Clock
-from nanokube.node import dns_forward
+from nanokube.node import dns, dns_forward
 from nanokube.node.clusterdns import ClusterDNS
 from nanokube.node.dns_forward import Forwarder
 from tests.controllers import make_stack
@@ -198,3 +198,31 @@ def test_the_upstreams_are_the_host_resolv_confs_nameservers(tmp_path, text, exp
     path.write_text(text)
     assert dns_forward.upstreams(str(path)) == expected
     assert dns_forward.upstreams(str(tmp_path / "none")) == []
+
+
+async def test_at_the_nodes_address_every_name_is_forwarded_the_clusters_too():
+    """The node's resolvers as the process runtime's pods reach them (dnsPolicy Default): a server
+    that forwards every query; such a pod's resolv.conf is the host's with that address for its
+    nameservers."""
+    stack = await make_stack()
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    async with _upstream() as upstream:
+        server = ClusterDNS(stack.client, forwarder=Forwarder([("127.0.0.1", upstream.port)]))
+        try:
+            await server.serve(udp, tcp, cluster=False)
+            name = "kube-dns.kube-system.svc.cluster.local"
+            assert (await _ask(udp.getsockname()[1], name)).header.rcode == RCODE.NXDOMAIN
+            got = await _ask(tcp.getsockname()[1], "pypi.org", tcp=True)
+            assert [str(r.rdata) for r in got.rr] == ["151.101.0.223"]
+            assert upstream.asked == [name, "pypi.org"]
+        finally:
+            await server.stop()
+            await stack.close()
+    host = "nameserver 10.0.0.2\nsearch corp.example\nnameserver 10.0.0.3\noptions edns0\n"
+    pod = {"metadata": {"namespace": "default"}, "spec": {"dnsPolicy": "Default"}}
+    assert dns.resolv_conf(pod, host=dns.with_nameservers(host, [dns.NODE_RESOLVER])) == (
+        "search corp.example\nnameserver 169.254.20.10\noptions edns0\n")

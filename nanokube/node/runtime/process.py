@@ -55,6 +55,9 @@ class ProcessRuntime:
         #: the kubelet's clusterDNS: the cluster DNS server's address where one serves the pods
         #: (`up`'s clusterdns), else none and dnsPolicy ClusterFirst falls back to the node's resolver
         self.cluster_dns: tuple[str, ...] = ()
+        #: where its pods reach the node's resolvers, for the node's resolv.conf's own (`up`'s
+        #: clusterdns forwards there, dns.NODE_RESOLVER), else those (which no pod reaches)
+        self.node_dns: tuple[str, ...] = ()
 
     def start(self, nodes: list[tuple[str, int, str, str]], api: tuple[str, int] | None = None) -> socket.socket | None:
         """Remove what a crashed run left but its containers' logs (the agent's adopted pods count
