@@ -31,7 +31,7 @@ from ..clock import REAL, Clock
 from ..machinery.errors import APIError
 from ..machinery.user import User
 from . import dns
-from .dns_forward import Forwarder, upstreams
+from .dns_forward import EDNS_SIZE, Forwarder, upstreams
 from .runtime.netns import ip, listen_in_netns
 from .simulated_cluster import WatchedCluster
 
@@ -102,7 +102,7 @@ def reply(cluster: dns.Cluster, request: DNSRecord, udp: bool = False) -> bytes:
     reply = request.reply(ra=0, aa=1)
     edns = next((r for r in request.ar if r.rtype == QTYPE.OPT), None)
     if edns is not None:
-        reply.add_ar(EDNS0(udp_len=1232))
+        reply.add_ar(EDNS0(udp_len=EDNS_SIZE))
     if request.header.opcode != OPCODE.QUERY or len(request.questions) != 1:
         reply.header.rcode = RCODE.NOTIMP if request.header.opcode != OPCODE.QUERY else RCODE.FORMERR
         return reply.pack()

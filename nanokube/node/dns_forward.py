@@ -30,7 +30,7 @@ import socket
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from dnslib import QTYPE, RCODE, DNSError, DNSRecord
+from dnslib import EDNS0, QTYPE, RCODE, DNSError, DNSRecord
 
 from ..clock import REAL, Clock
 from . import dns
@@ -46,6 +46,8 @@ MAX_UPSTREAMS = 15
 #: `cache 30`: the longest an answer is kept; the shortest (the cache plugin's minttl and
 #: denial minttl); how many answers (its default capacity)
 CACHE_TTL, MIN_TTL, CACHE_SIZE = 30, 5, 9984
+#: the UDP size the server's EDNS0 offers (clusterdns's, the DNS flag day's 1232)
+EDNS_SIZE = 1232
 
 
 def upstreams(resolv_conf: str = dns.RESOLV_CONF) -> list[tuple[str, int]]:
@@ -76,7 +78,7 @@ class Cache:
             del self._answers[key]
             return None
         self._answers.move_to_end(key)
-        return _with_ttl(reply, request.header.id, left)
+        return _with_ttl(reply, request, left)
 
     def put(self, request: DNSRecord, reply: DNSRecord) -> DNSRecord:
         """Keep a NOERROR or NXDOMAIN answer that is whole; returns it as the asker gets it (its TTLs
@@ -88,7 +90,7 @@ class Cache:
         self._answers.move_to_end(_key(request))
         while len(self._answers) > self.size:
             self._answers.popitem(last=False)
-        return _with_ttl(reply, request.header.id, ttl)
+        return _with_ttl(reply, request, ttl)
 
 
 def _key(request: DNSRecord) -> tuple:
@@ -107,12 +109,16 @@ def _ttl(reply: DNSRecord) -> int:
     return max(MIN_TTL, min(CACHE_TTL, least))
 
 
-def _with_ttl(reply: DNSRecord, id_: int, ttl: int) -> DNSRecord:
+def _with_ttl(reply: DNSRecord, request: DNSRecord, ttl: int) -> DNSRecord:
+    """The answer as `request` gets it: its id, every record's TTL `ttl`, and EDNS0 (the
+    server's) only where it asked with it, whichever query the answer was kept for."""
     out = DNSRecord.parse(reply.pack())
-    out.header.id = id_
+    out.header.id = request.header.id
+    out.ar = [r for r in out.ar if r.rtype != QTYPE.OPT]
     for r in (*out.rr, *out.auth, *out.ar):
-        if r.rtype != QTYPE.OPT:
-            r.ttl = ttl
+        r.ttl = ttl
+    if any(r.rtype == QTYPE.OPT for r in request.ar):
+        out.add_ar(EDNS0(udp_len=EDNS_SIZE))
     return out
 
 

@@ -9,7 +9,7 @@ import contextlib
 import socket
 
 import pytest
-from dnslib import QTYPE, RCODE, RR, SOA, A, DNSRecord
+from dnslib import EDNS0, QTYPE, RCODE, RR, SOA, A, DNSRecord
 
 from nanokube.clock import Clock
 from nanokube.node import dns, dns_forward
@@ -34,6 +34,8 @@ class Upstream:
         name = str(request.q.qname).rstrip(".")
         self.asked.append(name)
         reply = request.reply()
+        if any(r.rtype == QTYPE.OPT for r in request.ar):
+            reply.add_ar(EDNS0(udp_len=4096))
         if name == "silent.example":
             return None
         if name == "pypi.org":
@@ -146,8 +148,14 @@ async def test_answers_are_cached_for_their_ttl_within_cache_30():
         q = DNSRecord.question("pypi.org")
         kept = await forwarder.forward(q)
         assert (kept.header.id, kept.rr[0].ttl, first.rr[0].ttl) == (q.header.id, 18, 30)
+        with_edns = DNSRecord.question("pypi.org")
+        with_edns.add_ar(EDNS0(udp_len=4096))
+        assert [QTYPE[r.rtype] for r in (await forwarder.forward(with_edns)).ar] == ["OPT"]
+        with_edns = DNSRecord.question("nope.example")
+        with_edns.add_ar(EDNS0(udp_len=4096))
+        assert [QTYPE[r.rtype] for r in (await forwarder.forward(with_edns)).ar] == ["OPT"]  # the upstream's
         denied = await forwarder.forward(DNSRecord.question("nope.example"))
-        assert denied.auth[0].ttl == 20  # the SOA's minimum
+        assert denied.auth[0].ttl == 20 and denied.ar == []  # the SOA's minimum; EDNS0 only to a query with it
         clock.t = 33
         assert (await forwarder.forward(DNSRecord.question("nope.example"))).header.rcode == RCODE.NXDOMAIN
         await forwarder.forward(DNSRecord.question("pypi.org"))  # 33 s on: asked again
