@@ -113,6 +113,11 @@ from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Gro
 
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
 SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
+#: the shells the images people exec into lack, by repository: busybox's and alpine's sh is busybox's
+#: ash (no bash, no dash), the distributions' is dash (bash beside it, no ash); a distroless image
+#: has no shell at all. An image not named here (python, a CUDA image) has them.
+_LACKING_SHELLS = {"busybox": frozenset({"bash", "dash"}), "alpine": frozenset({"bash", "dash"}),
+                   "ubuntu": frozenset({"ash"}), "debian": frozenset({"ash"})}
 _SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
 #: the globs in an unquoted expansion's value (the lexer's, in a word's text): they match filenames too
 _GLOBS = re.compile(r"[*?]|\[!?\]?[^\s\]]*\]")
@@ -369,6 +374,12 @@ def reads_stdin(argv: list[str], image: str) -> bool:
         return len(argv) == 1 and os.path.basename(argv[0]) in SHELLS
     name = image.split("@")[0].rsplit("/", 1)[-1].split(":")[0]
     return name in SHELL_IMAGES
+
+
+def has_shell(image: str, shell: str) -> bool:
+    """Whether image `image` holds shell `shell` (sh, ash, bash, dash: `_LACKING_SHELLS`)."""
+    repository = net.repository(image)
+    return not repository.startswith("distroless/") and shell not in _LACKING_SHELLS.get(repository, ())
 
 
 def outlives_sigterm(argv: list[str], interpreted: bool) -> bool:

@@ -74,7 +74,7 @@ from . import container_env, simulated_gpu, simulated_identity, simulated_net, s
 from .containerlog import ContainerLog
 from .simulated_applets import Terminal
 from .simulated_builtins import SHELLS
-from .simulated_command import PASS, Program, Shell, interpret, reads_stdin, uses_environment, wants_stdin, written_so_far
+from .simulated_command import PASS, Program, Shell, has_shell, interpret, reads_stdin, uses_environment, wants_stdin, written_so_far
 from .simulated_command import stream as filter_of
 from .simulated_filters import Filter
 from .simulated_fs import ContainerFS, PodFiles
@@ -651,6 +651,10 @@ class SimulatedIO:
                     terminal: Terminal | None) -> int:
         declared = self._annotations().get(EXEC_PREFIX + os.path.basename(command[0]))
         await self._machine(container, declared is None)
+        exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
+        shell = os.path.basename(command[0])
+        if declared is None and shell in SHELLS and not has_shell(self._spec(container).get("image", ""), shell):
+            raise executable_not_found(exec_id, command[0])  # `bash` in busybox: runc cannot start it
         if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session, container, terminal)
         if declared is None and session.stdin and not session.tty and (stream := filter_of(command)):
@@ -666,14 +670,13 @@ class SimulatedIO:
                                 await self._exec_environment(container, session), terminal, not_found=True)
             if program is not None:
                 return await self._exec_program(program, session, container, " ".join(command))
-            if os.path.basename(command[0]) in SHELLS and command[1:2] == ["-c"]:
-                # the shell is in the image; its script is past what the simulation runs (`$$`, arrays): it
+            if shell in SHELLS and command[1:2] == ["-c"]:
+                # the shell is in the image (above); its script is past what the simulation runs (`$$`, arrays): it
                 # says so, as a line typed at its interactive shell does, not that there is no shell
-                text = f"{os.path.basename(command[0])}: nanokube's simulated shell cannot run this script\n".encode()
+                text = f"{shell}: nanokube's simulated shell cannot run this script\n".encode()
                 await (session.write_stderr if session.stderr and not session.tty else session.write_stdout)(text)
                 return 2
         if declared is None:
-            exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
             raise executable_not_found(exec_id, command[0])
         out = {"stdout": declared}
         if declared.lstrip().startswith("{"):

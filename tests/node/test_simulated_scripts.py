@@ -9,11 +9,13 @@ import asyncio
 import pytest
 
 from tests.controllers import eventually
-from nanokube.machinery.streaming import LogOptions
+from nanokube.machinery.streaming import LogOptions, StreamFailed
 from tests.node.dra.test_prepare import allocate, claim_body, env, phase, pod_body, running_trainer
 from tests.node.test_simulated_gpu import exec_, mig_worker, run_smi
 
 __all__ = ["env"]  # the fixture: an API server and the default cluster's node agents
+#: an image each shell is in: busybox's sh, the distributions' bash and dash
+IMAGE = {"sh": "busybox", "bash": "ubuntu", "dash": "debian"}
 
 
 async def exec_over(mgr, clock, command: list[str]) -> tuple[int, str]:
@@ -37,7 +39,7 @@ async def test_a_division_by_zero_is_the_shells_error(env, shell, error, after, 
     bash drops the rest of that line and goes on (status 1). In a command's substitution it ends
     that subshell only."""
     client, clock, mgr = env
-    await running_trainer(client, clock)
+    await running_trainer(client, clock, IMAGE[shell])
     script = "WORLD_SIZE=$(nvidia-smi -L | wc -l)\nPER_NODE=$(($WORLD_SIZE / ${NNODES:-0})); echo same\necho next $?"
     assert await exec_(mgr, "trainer", [shell, "-c", script]) == (code, error.format(2, 2) + after)
     script = "n=$(echo $((WORLD / 0))); echo after $? ${n:-empty}"
@@ -50,7 +52,7 @@ async def test_topo_m_lists_the_nodes_rdma_nics_beside_the_gpus(env):
     GPU's PCIe root: PIX; NODE within that NUMA node, SYS across), NIC rows with no affinity, and
     the NIC legend a script turns into NCCL_IB_HCA."""
     client, clock, mgr = env
-    await running_trainer(client, clock)
+    await running_trainer(client, clock, "ubuntu")
     code, out = await exec_(mgr, "trainer", ["nvidia-smi", "topo", "-m"])
     lines = out.splitlines()
     nics = "".join(f"NIC{i}\t" for i in range(8))
@@ -154,7 +156,7 @@ async def test_a_required_variable_unset_ends_the_launcher(env, shell, error, co
     variable is set; unset (or empty, for `:?`), the shell says the message (or its own words)
     and ends."""
     client, clock, mgr = env
-    await running_trainer(client, clock)
+    await running_trainer(client, clock, IMAGE[shell])
     script = ('NNODES="${NNODES:-1}"\n: "${NODE_RANK:?}"\n: "${MASTER_ADDR:?set MASTER_ADDR to the rank-0 pod}"\n'
               'echo "torchrun --nnodes=$NNODES --node_rank=$NODE_RANK --master_addr=$MASTER_ADDR"')
     assert await exec_(mgr, "trainer", [shell, "-c", "export NODE_RANK=0 MASTER_ADDR=trainer-0\n" + script]) == (
@@ -228,15 +230,25 @@ async def test_seq_s_and_w_build_a_device_list(env):
 
 
 async def test_a_script_the_shell_cannot_run_says_so_not_that_there_is_no_shell(env):
-    """A launcher using what the simulated shell does not run (`$$`, a bash array): the exec's shell
-    says it cannot run the script (status 2), as a line typed at its interactive shell does; it
-    said `exec: "sh": executable file not found`, as if the image had no shell."""
+    """A launcher using what the simulated shell does not run (a bash array): the exec's shell says
+    it cannot run the script (status 2), as a line typed at its interactive shell does, where the
+    image has that shell; where it has not (bash in busybox, any shell in a distroless image) the
+    runtime cannot start it, whatever its script, as containerd says."""
     client, clock, mgr = env
-    await running_trainer(client, clock)
-    assert await exec_(mgr, "trainer", ["sh", "-c", "echo \"pid $$\" > /tmp/launcher.pid"]) == (
-        2, "sh: nanokube's simulated shell cannot run this script\n")
-    assert await exec_(mgr, "trainer", ["bash", "-c", "GPUS=($(nvidia-smi -L)); echo ${#GPUS[@]}"]) == (
-        2, "bash: nanokube's simulated shell cannot run this script\n")
+    await running_trainer(client, clock, "ubuntu")
+    for shell in ("sh", "bash"):
+        assert await exec_(mgr, "trainer", [shell, "-c", "GPUS=($(nvidia-smi -L)); echo ${#GPUS[@]}"]) == (
+            2, f"{shell}: nanokube's simulated shell cannot run this script\n")
+    pods = client.resource("", "v1", "pods")
+    for name, image in (("cpu", "busybox:1.36"), ("static", "gcr.io/distroless/static-debian12")):
+        await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "nodeName": "gpu-0", "containers": [{"name": "app", "image": image}]}})
+        await eventually(phase(pods, name, "Running", clock))
+    for pod, command in (("cpu", ["bash", "-c", "echo hi"]), ("cpu", ["/bin/bash", "-c", "a=(1); echo $a"]),
+                         ("static", ["sh", "-c", "echo hi"])):
+        with pytest.raises(StreamFailed, match=f'exec: "{command[0]}": executable file not found in \\$PATH'):
+            await exec_(mgr, pod, command)
+    assert await exec_(mgr, "cpu", ["sh", "-c", "echo hi"]) == (0, "hi\n")
 
 
 async def test_awk_sums_a_column_and_picks_a_record(env):

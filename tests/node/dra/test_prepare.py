@@ -19,10 +19,10 @@ def claim_body(name):
         {"name": "nic", "exactly": {"deviceClassName": "rdma.nanokube.io"}}]}}}
 
 
-def pod_body(name, claim, node="gpu-0", **extra):
+def pod_body(name, claim, node="gpu-0", image="busybox", **extra):
     return {"metadata": {"name": name, "namespace": "default"},
             "spec": {"nodeName": node, "resourceClaims": [{"name": "acc", "resourceClaimName": claim}],
-                     "containers": [{"name": "app", "image": "busybox", "resources": {"claims": [{"name": "acc"}]}}],
+                     "containers": [{"name": "app", "image": image, "resources": {"claims": [{"name": "acc"}]}}],
                      **extra}}
 
 
@@ -52,11 +52,11 @@ def phase(pods, name, want, clock=None):
     return check
 
 
-async def running_trainer(client, clock) -> None:
-    """Claim `train` allocated to pod `trainer` on the built-in devices, and the pod Running."""
+async def running_trainer(client, clock, image="busybox") -> None:
+    """Claim `train` allocated to pod `trainer` (of `image`) on the built-in devices, and the pod Running."""
     claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
     await claims.create(claim_body("train"))
-    pod = await pods.create(pod_body("trainer", "train"))
+    pod = await pods.create(pod_body("trainer", "train", image=image))
     await allocate(claims, "train", pod)
     await eventually(phase(pods, "trainer", "Running", clock))
 
