@@ -505,9 +505,22 @@ class APIServer:
             if self.audit is not None:
                 await self.audit.refused(request, attrs, e)
             return expect.answered(request, await as_negotiated(request, error_response(e)))
-        response = await self.deadlines.within(request, seconds, self._handled(request, attrs, routed))
+        response = await self.deadlines.within(request, seconds, self._written(request, attrs, routed))
         if timeout.TIMED_OUT in request:  # the timeout filter's postTimeoutFn
             self.metrics.terminated(request, attrs, 504)
+        return response
+
+    async def _written(self, request: web.Request, attrs, routed: bool) -> web.StreamResponse:
+        """`_handled`'s response, sent: under the request's deadline, as upstream's handler writes its
+        body under the timeout filter, so an answer its client does not read ends with the connection
+        cut at the deadline instead of held as long as the client keeps it open (aiohttp's own write,
+        after the handler, then finds it sent). A client gone meanwhile is aiohttp's to notice."""
+        response = await self._handled(request, attrs, routed)
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except ConnectionError:
+            pass
         return response
 
     async def _handled(self, request: web.Request, attrs, routed: bool) -> web.StreamResponse:

@@ -99,9 +99,12 @@ class Deadlines:
             queue = self._queue
             while queue and queue[0].done:
                 queue.popleft()
-        writer = request.writer
-        if writer is not None and writer.output_size > 0 and request.transport is not None:
-            request.transport.close()
+        writer, transport = request.writer, request.transport
+        if writer is not None and writer.output_size > 0 and transport is not None:
+            if transport.get_write_buffer_size():  # unsent, for a client that reads nothing: held forever by a close
+                transport.abort()
+            else:
+                transport.close()
         return web.Response(status=504, body=_BODY, content_type="text/plain", charset="utf-8")
 
     def _expire(self) -> None:

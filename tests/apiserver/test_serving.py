@@ -5,6 +5,7 @@ timeouts (32 s, 90 s) are shortened here; what is asserted is that the server cl
 unanswered, and that a request or a watch that goes on past them is not cut."""
 
 import asyncio
+import contextlib
 import socket
 
 import orjson
@@ -98,3 +99,31 @@ async def test_listening_sockets_take_the_handshake_timeout(tmp_path, short_time
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         assert await _read_to_end(reader) == b""
         writer.close()
+
+
+async def test_an_answer_its_client_does_not_read_is_cut_at_the_requests_deadline(tmp_path):
+    """A LIST of 8 MB to a client that reads none of it: the answer is written under the request's
+    deadline (its `timeout`, 1 s here; else 60 s), past which the connection is cut, as upstream's
+    timeout filter cuts a handler still writing; it was held as long as the client kept it open."""
+    async with served(tmp_path) as (server, ctx):
+        cms = server.index.get("", "v1", "configmaps")
+        for i in range(8):
+            await server.rest.create(cms, "v1", "default", {"metadata": {"name": f"big-{i}"}, "data": {"k": "x" * 1_000_000}},
+                                     WriteOptions(user=SYSTEM))
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        sock.setblocking(False)
+        reader, writer = await asyncio.open_connection(sock=sock, ssl=ctx, server_hostname="localhost")
+        writer.write(b"GET /api/v1/namespaces/default/configmaps?timeout=1s HTTP/1.1\r\nHost: localhost\r\n"
+                     b"Accept: application/json\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")).split(b":")[1])
+        await asyncio.sleep(3)  # reading nothing, past the deadline
+        body = b""
+        with contextlib.suppress(ConnectionResetError, asyncio.IncompleteReadError):
+            while chunk := await asyncio.wait_for(reader.read(1 << 20), CLOSED_WITHIN):
+                body += chunk
+        assert 0 < length and len(body) < length
+        writer.transport.abort()
