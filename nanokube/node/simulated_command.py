@@ -115,7 +115,8 @@ from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Gro
 SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
 #: the shells the images people exec into lack, by repository: busybox's and alpine's sh is busybox's
 #: ash (no bash, no dash), the distributions' is dash (bash beside it, no ash); a distroless image
-#: has no shell at all. An image not named here (python, a CUDA image) has them.
+#: has no shell at all but in its `debug` tags (busybox's). An image not named here (python, a CUDA
+#: image) has them.
 _LACKING_SHELLS = {"busybox": frozenset({"bash", "dash"}), "alpine": frozenset({"bash", "dash"}),
                    "ubuntu": frozenset({"ash"}), "debian": frozenset({"ash"})}
 _SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
@@ -379,7 +380,10 @@ def reads_stdin(argv: list[str], image: str) -> bool:
 def has_shell(image: str, shell: str) -> bool:
     """Whether image `image` holds shell `shell` (sh, ash, bash, dash: `_LACKING_SHELLS`)."""
     repository = net.repository(image)
-    return not repository.startswith("distroless/") and shell not in _LACKING_SHELLS.get(repository, ())
+    if repository.startswith("distroless/"):
+        tag = image.split("@")[0].rsplit("/", 1)[-1].partition(":")[2]
+        return "debug" in tag and shell not in _LACKING_SHELLS["busybox"]
+    return shell not in _LACKING_SHELLS.get(repository, ())
 
 
 def outlives_sigterm(argv: list[str], interpreted: bool) -> bool:

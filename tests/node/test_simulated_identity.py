@@ -127,7 +127,7 @@ async def test_home_is_the_users_home_in_its_images_passwd_unless_the_container_
     busybox's, / in Alpine's, /nonexistent in Debian's (python, pytorch...), "/" for a uid the
     image lacks; the container's own HOME wins, and its command's $(HOME) sees the same."""
     for image, want in (("busybox:1.36", b"/home\n"), ("python:3.12-alpine", b"/\n"), ("python:3.12", b"/nonexistent\n"),
-                        ("gcr.io/distroless/base", b"/nonexistent\n")):
+                        ("gcr.io/distroless/base:debug", b"/nonexistent\n")):
         w = worker(image=image, securityContext={"runAsUser": 65534})
         w.pod["spec"]["securityContext"] = {"runAsUser": 1000}
         io = SimulatedIO(w)
