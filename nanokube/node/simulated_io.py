@@ -922,6 +922,17 @@ class SimulatedIO:
                     for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
         return bool(self.running) and port not in tcp(False) - tcp(True)
 
+    def serves(self, port: int) -> bool:
+        """Whether a process of the pod listens on TCP `port`, as its own commands reach it
+        (localhost): `listens`, but a container running a command worked out here (a shell script,
+        `sleep`: none of them listens) serves no port it does not declare; only where a running
+        container's program is not known may any port answer."""
+        spec = self.worker.pod.get("spec") or {}
+        declared = {p.get("containerPort") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+                    if c["name"] in self.running for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
+        known = {*self.programs, *self.shells, *self.streams, *self.scripts}
+        return self.listens(port) and (port in declared or any(name not in known for name in self.running))
+
     async def port_forward(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A connection to `port` in the pod, as a real runtime dials localhost in its network
         namespace: the simulated server where one `listens`, containerd's refusal elsewhere."""

@@ -37,6 +37,7 @@ import logging
 import posixpath
 import random
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -139,6 +140,8 @@ class Network:
     image: str = ""
     #: the node's topology.kubernetes.io/zone label, which topology hints are read for
     zone: str = ""
+    #: whether a process of the pod itself listens on a port (SimulatedIO.serves), where known
+    serves: Callable[[int], bool] | None = None
 
     def has(self, command: str) -> bool:
         """Whether the container's image has `command` (`image_lacks`)."""
@@ -193,6 +196,8 @@ class Network:
     def connect(self, ip: str, port: int, rng: random.Random) -> tuple[dict, int]:
         """The pod (and its port) a TCP connection to ip:port reaches; Refused or Unreachable."""
         if ip.startswith("127.") or ip == self.pod_ip:
+            if self.serves is not None and not self.serves(port):
+                raise Refused
             return self._at_pod(self.pod, port)
         svc = self.cluster.service_at(ip)
         if svc is not None:
@@ -284,7 +289,8 @@ async def view(worker, text: str, image: str = "") -> Network | None:
                                  worker.agent.name) or ""
     zone = (worker.agent.node["metadata"].get("labels") or {}).get(ZONE_LABEL, "")
     return Network(worker.namespace, pod, worker.agent.name, cluster, hosts, nameservers, search,
-                   dns.DNS_SERVER in nameservers, dns.ndots(options), image, zone)
+                   dns.DNS_SERVER in nameservers, dns.ndots(options), image, zone,
+                   getattr(getattr(worker, "io", None), "serves", None))
 
 
 def _net(command: str) -> Network:

@@ -286,3 +286,26 @@ async def test_a_launcher_given_in_a_variable_sees_the_gpus_its_container_was_gi
         return next(w for w in agent.workers.values() if w.name == pod).io.serve_log("app", LogOptions()).decode()
     assert log("trainer") == "2\n6\nstatus 0\n"
     assert log("cpu") == "sh: nvidia-smi: not found\n0\nls: /dev/nvidia*: No such file or directory\n0\nstatus 0\n"
+
+
+async def test_nc_z_waits_for_a_port_a_process_of_the_pod_listens_on(env):
+    """A worker's wait-for-master loop, `until nc -z HOST 29500`: in a pod whose container runs a
+    script (`sleep`, listening on nothing) localhost's port is closed (nc -z: 1, `-vv` says it is
+    refused); the master's, declared by its running container, is open at its address and on its
+    own localhost. (Through a Service's name: test_simulated_net.)"""
+    client, clock, mgr = env
+    pods = client.resource("", "v1", "pods")
+    for name, ports in (("worker", []), ("master", [{"containerPort": 29500}])):
+        await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"],
+                                                 "ports": ports}]}})
+        await eventually(phase(pods, name, "Running", clock))
+    ips = {w.name: w.ip for w in mgr.agents["gpu-0"].workers.values()}
+    script = "nc -z localhost 29500; echo $?; nc -z -vv 127.0.0.1 29500; nc -z {} 29500 || echo closed"
+    assert await exec_(mgr, "worker", ["sh", "-c", script.format(ips["worker"])]) == (
+        0, "1\nnc: 127.0.0.1 (127.0.0.1:29500): Connection refused\nclosed\n")
+
+    async def open_() -> bool:
+        return await exec_(mgr, "worker", ["sh", "-c", f"nc -z {ips['master']} 29500 && echo open"]) == (0, "open\n")
+    await eventually(open_)
+    assert await exec_(mgr, "master", ["nc", "-z", "localhost", "29500"]) == (0, "")
