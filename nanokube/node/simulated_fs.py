@@ -211,6 +211,7 @@ class PodFiles:
         if root is None:
             root = self.roots[name] = Dir(entries={d: Dir(mtime=now) for d in IMAGE_DIRS}, mtime=now)
             root.entries["tmp"].mode = 0o1777
+            root.entries["dev"].entries["shm"] = Dir(mode=0o1777, mtime=now)  # the runtime's shm mount
             host = self.node if spec.get("hostNetwork") and self.node else \
                 spec.get("hostname") or (self.pod.get("metadata") or {}).get("name", "")
             root.entries["etc"].entries["hostname"] = File(f"{host}\n".encode(), mtime=now)

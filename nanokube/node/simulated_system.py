@@ -105,7 +105,7 @@ _UNITS = {"k": "1K-blocks", "m": "1M-blocks", "h": "     Size"}
 
 def _mounts(fs: ContainerFS) -> list[tuple[str, int, int, str]]:
     """The container's filesystems as /proc/mounts lists them, each (device, KiB, KiB used, mount
-    point): the overlay root, the runtime's tmpfs, each volume's mount (a memory-backed emptyDir's
+    point): the overlay root, the runtime's tmpfs (but where a volume is mounted instead), each volume's mount (a memory-backed emptyDir's
     tmpfs, the kubelet's tmpfs of a secret, projected or downwardAPI volume, anything else a bind
     mount of the node's disk: a claim's hostPath volume, a configMap's or an emptyDir's directory),
     and the files the kubelet mounts from its disk."""
@@ -119,7 +119,8 @@ def _mounts(fs: ContainerFS) -> list[tuple[str, int, int, str]]:
             volumes.append(("tmpfs", m.size >> 10, _pages(m.root) >> 10, m.path))
         else:
             volumes.append(("/dev/sda1", disk, used, m.path))
-    return [("overlay", disk, used, "/"), *((dev, size, 0, at) for dev, size, at in _RUNTIME_MOUNTS),
+    over = {v[3] for v in volumes}  # a volume at /dev/shm takes the runtime's place (containerd's user mounts)
+    return [("overlay", disk, used, "/"), *((dev, size, 0, at) for dev, size, at in _RUNTIME_MOUNTS if at not in over),
             *volumes, *(("/dev/sda1", disk, used, at) for at in _NODE_FILES)]
 
 

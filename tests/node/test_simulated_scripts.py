@@ -73,16 +73,17 @@ async def test_topo_m_lists_the_nodes_rdma_nics_beside_the_gpus(env):
 
 async def test_the_runtime_gives_the_container_its_gpus_device_nodes(env):
     """The NVIDIA runtime's CDI edits: the device nodes of the container's two GPUs (their minor
-    numbers on the node) and the driver's control nodes, in /dev; none in a container without GPUs."""
+    numbers on the node) and the driver's control nodes, in /dev beside the runtime's shm; none in a
+    container without GPUs."""
     client, clock, mgr = env
     await running_trainer(client, clock)
     assert await exec_(mgr, "trainer", ["ls", "/dev"]) == (
-        0, "nvidia-modeset\nnvidia-uvm\nnvidia-uvm-tools\nnvidia0\nnvidia1\nnvidiactl\n")
+        0, "nvidia-modeset\nnvidia-uvm\nnvidia-uvm-tools\nnvidia0\nnvidia1\nnvidiactl\nshm\n")
     pods = client.resource("", "v1", "pods")
     await pods.create({"metadata": {"name": "cpu", "namespace": "default"}, "spec": {
         "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}]}})
     await eventually(phase(pods, "cpu", "Running", clock))
-    assert await exec_(mgr, "cpu", ["ls", "/dev"]) == (0, "")
+    assert await exec_(mgr, "cpu", ["ls", "/dev"]) == (0, "shm\n")
 
 
 async def test_globs_match_the_containers_files_the_gpus_device_nodes_among_them(env):
@@ -309,3 +310,23 @@ async def test_nc_z_waits_for_a_port_a_process_of_the_pod_listens_on(env):
         return await exec_(mgr, "worker", ["sh", "-c", f"nc -z {ips['master']} 29500 && echo open"]) == (0, "open\n")
     await eventually(open_)
     assert await exec_(mgr, "master", ["nc", "-z", "localhost", "29500"]) == (0, "")
+
+
+async def test_df_shows_dev_shm_the_runtimes_or_a_memory_emptydirs(env):
+    """`df -h /dev/shm`, as a PyTorch DataLoader's workers are sized: the runtime's 64M shm, or where
+    an emptyDir of medium Memory is mounted there (the usual fix for its bus errors) a tmpfs of its
+    sizeLimit in its place."""
+    client, clock, mgr = env
+    pods = client.resource("", "v1", "pods")
+    for name, shm in (("plain", {}), ("torch", {
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}]})):
+        mounts = [{"name": "dshm", "mountPath": "/dev/shm"}] if shm else []
+        await pods.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "nodeName": "gpu-0", **shm,
+            "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"], "volumeMounts": mounts}]}})
+        await eventually(phase(pods, name, "Running", clock))
+    header = "Filesystem                Size      Used Available Use% Mounted on\n"
+    assert await exec_(mgr, "plain", ["df", "-h", "/dev/shm"]) == (
+        0, header + "shm                      64.0M         0     64.0M   0% /dev/shm\n")
+    code, out = await exec_(mgr, "torch", ["sh", "-c", "df -h /dev/shm; df | grep -c shm"])
+    assert (code, out) == (0, header + "tmpfs                     8.0G         0      8.0G   0% /dev/shm\n1\n")
