@@ -757,6 +757,14 @@ class _Run:
         self._files()
         return True
 
+    def _pid(self) -> int:
+        """The shell's PID (`$$`, its subshells' too), as `ps` numbers the container's processes: 1,
+        its container's first process; an exec's (`not_found`) the next after those it sees."""
+        if not self.not_found or self.fs is None:
+            return 1
+        fs = self._files()
+        return 1 + 6 * len(identity.processes(fs.pod, fs.container))
+
     def _files(self) -> ContainerFS:
         if self.fs is None:
             raise _Unknown
@@ -812,7 +820,7 @@ class _Run:
         seconds = _seconds(words[1]) if len(words) == 2 and os.path.basename(words[0]) == "sleep" else None
         job = (self.now + seconds, 0) if seconds is not None else self._job(words)
         # its PID: the next after the last job's, counted as `ps` numbers the container's processes
-        self.last_job = (self.last_job or 1) + 6
+        self.last_job = (self.last_job or self._pid()) + 6
         self.jobs[self.last_job] = job
         self.status = 0
 
@@ -1175,6 +1183,8 @@ class _Run:
             value = str(len(self.args) - 1)
         elif name == "!":  # (unset before the first background job)
             value = None if self.last_job is None else str(self.last_job)
+        elif name == "$":
+            value = str(self._pid())
         elif name.isdigit():
             value = self.args[int(name)] if int(name) < len(self.args) else None
         elif name in ("@", "*"):

@@ -372,8 +372,11 @@ def dollar(script: str, i: int, parts: list, quoted: bool) -> int:
     if rest[:1] and rest[0] in _SPECIAL:
         parts.append(("var", rest[0], "", (), quoted))
         return i + 2
-    if rest[:1] and rest[0] in "$-":
-        raise Unknown  # the shell's pid, its options
+    if rest[:1] == "$":
+        parts.append(("var", "$", "", (), quoted))  # the shell's PID
+        return i + 2
+    if rest[:1] == "-":
+        raise Unknown  # the shell's options
     parts.append(("lit", "$", quoted))
     return i + 1
 

@@ -58,7 +58,7 @@ def test_date_prints_the_time_it_runs_at_as_busybox_does():
 
 @pytest.mark.parametrize("argv", [
     [], ["sh"], ["nginx", "-g", "daemon off;"], ["sleep"], ["exit", "3"], ["tail", "-f", "/var/log/x"],
-    ["sh", "-c", "echo $$"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
+    ["sh", "-c", "echo $-"], ["sh", "-c", "echo `date`"], ["sh", "-c", "echo hi > /tmp/x"],
     ["sh", "-c", "echo hi | cat"], ["sh", "-c", "echo hi | cat &"], ["sh", "-c", "ls *"], ["sh", "-c", "exit x"],
     ["sh", "-c", "echo 'unterminated"], ["sh", "-c", "&& true"], ["sh", "-c", "(exit 1)"], ["python", "-c", "1"],
     ["sh", "-c", "nvidia-smi -L; sleep 9999 & wait"], ["sh", "-x", "exit 1"],
@@ -144,7 +144,7 @@ def test_a_command_a_shell_does_not_know_is_not_found_and_the_line_goes_on():
 
 def test_a_shell_line_ends_the_shell_with_exit_and_does_not_simulate_expansions():
     shell = Shell()
-    assert shell.line("echo $$", 0).output[0][1] == "stderr" and shell.status == 2
+    assert shell.line("echo $-", 0).output[0][1] == "stderr" and shell.status == 2
     assert shell.line("exit 3; echo never", 0) == Step((), 0, True) and shell.status == 3
 
 

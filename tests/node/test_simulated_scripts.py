@@ -330,3 +330,19 @@ async def test_df_shows_dev_shm_the_runtimes_or_a_memory_emptydirs(env):
         0, header + "shm                      64.0M         0     64.0M   0% /dev/shm\n")
     code, out = await exec_(mgr, "torch", ["sh", "-c", "df -h /dev/shm; df | grep -c shm"])
     assert (code, out) == (0, header + "tmpfs                     8.0G         0      8.0G   0% /dev/shm\n1\n")
+
+
+async def test_dollar_dollar_is_the_shells_pid(env):
+    """`echo $$ > /tmp/launcher.pid`, a launcher's PID file: a container's own shell is its PID 1, an
+    exec'd one the next process after the container's main one (as `ps` numbers them); a command
+    substitution's subshell gives its shell's, and a background job's PID (`$!`) comes after it."""
+    client, clock, mgr = env
+    pods = client.resource("", "v1", "pods")
+    script = 'echo "pid $$$$"; sleep 1 & echo "job $!"; wait; sleep 3600'  # ($$: the kubelet's escaped $)
+    await pods.create({"metadata": {"name": "launcher", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "command": ["sh", "-c", script]}]}})
+    await eventually(phase(pods, "launcher", "Running", clock))
+    worker = next(w for w in mgr.agents["gpu-0"].workers.values() if w.name == "launcher")
+    assert worker.io.serve_log("app", LogOptions()) == b"pid 1\njob 7\n"
+    script = 'echo $$ > /tmp/launcher.pid; read p < /tmp/launcher.pid; sleep 5 & echo "$p $(echo $$) $!"'
+    assert await exec_(mgr, "launcher", ["sh", "-c", script]) == (0, "7 7 13\n")
