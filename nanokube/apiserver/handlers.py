@@ -686,7 +686,7 @@ class APIHandlers:
                 r = await self.rest.delete(res, version, namespace, name, options, opts)
                 if r.obj.get("kind") == "Status" or _accept(request) == "object":  # (a Status is never transformed)
                     return json_response(r.obj, r.code)
-                return self._render_one(request, res, r.obj, version, r.code)
+                return self._render_one(request, res, r.obj, version, r.code, r.internal)
             meta: dict = {}
             deleted = await self.rest.delete_collection(
                 res, version, namespace, options, opts, label_selector=q.get("labelSelector", ""),
@@ -792,12 +792,16 @@ class APIHandlers:
         opts.duplicates = tuple(texts)
         opts.body = raw if ctype == _JSON else b""
 
-    def _render_one(self, request: web.Request, res: Resource, obj: dict, version: str, code: int = 200) -> web.Response:
+    def _render_one(self, request: web.Request, res: Resource, obj: dict, version: str, code: int = 200,
+                    internal: dict | None = None) -> web.Response:
+        """`internal`: a write's object as stored, whose cells its Table shows; a read's is the cache's."""
         kind = _accept(request)
         if kind == "table":
             include = _include_object(request.query)
-            stored = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
-            t = tables.table(res, [(obj, stored.obj if stored else obj)], self.clock, include,
+            if internal is None:
+                entry = self.rest.cache.get(res.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
+                internal = entry.obj if entry else obj
+            t = tables.table(res, [(obj, internal)], self.clock, include,
                              {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, meta_version=_meta_version(request))
             return json_response(t, code)
         if kind == "partial":
@@ -836,7 +840,7 @@ class APIHandlers:
         """A write's object, converted as a read's is when the Accept header asks for a Table or
         PartialObjectMetadata (transformResponseObject serves both)."""
         if _accept(request) != "object":
-            resp = self._render_one(request, res, r.obj, version, r.code)
+            resp = self._render_one(request, res, r.obj, version, r.code, r.internal)
         else:
             body = served_json(*r.stored) if r.stored is not None else None
             resp = json_response(r.obj, r.code) if body is None else web.Response(body=body, status=r.code,

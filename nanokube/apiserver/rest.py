@@ -131,6 +131,9 @@ class Result:
     #: when `obj` is served as cached: the bytes stored, where their resourceVersion goes and the
     #: revision (`served_json` of them is `obj`'s JSON)
     stored: tuple[bytes, int, int] | None = None
+    #: the object as stored that `obj` is served from: a Table's cells read it (transformResponseObject
+    #: renders the write's own object, never the cache's, which may already hold a later write)
+    internal: dict | None = None
 
 
 def _converts(strategy: Strategy) -> bool:
@@ -400,6 +403,10 @@ class GenericREST:
         if out.get("apiVersion") != api_version or out.get("kind") != res.kind:
             out = {**out, "apiVersion": api_version, "kind": res.kind}
         return out
+
+    def _result(self, res: Resource, obj: dict, version: str, code: int, warnings: list[str] | None = None) -> Result:
+        """A write's response: the stored `obj` as the client asked for it."""
+        return Result(self._external(res, obj, version), code, warnings or [], internal=obj)
 
     async def _as_requested(self, res: Resource, version: str, *objs: dict) -> tuple[dict, ...]:
         """What a custom resource's validation reads: the objects at the request's version, whose
@@ -1079,7 +1086,7 @@ class GenericREST:
             res.strategy.release(obj)
             if await self.store.get(key) is not None:  # DryRunnableStorage.Create: a name taken is taken
                 raise self._name_taken(res, key, md["name"], generated)
-            return Result(self._external(res, await _computed(large, _in_stored_order, res, obj), version), 201, warnings)
+            return self._result(res, await _computed(large, _in_stored_order, res, obj), version, 201, warnings)
         held = res.strategy.reservations
         made = await self._reserve(res, obj, None) if held is not None else None
         try:
@@ -1121,11 +1128,11 @@ class GenericREST:
         cached = entry is not None and entry.rev == rev
         written = entry.obj if cached else {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rev)}}
         if not convert:
-            return Result(written, code, warnings)
+            return Result(written, code, warnings, internal=written)
         if _converts(res.strategy):
             await res.strategy.prepare_conversion([written], version)
         out = self._external(res, written, version)
-        return Result(out, code, warnings, stored if cached and out is written else None)
+        return Result(out, code, warnings, stored if cached and out is written else None, written)
 
     def _name_taken(self, res: Resource, key: str, name: str, generated: bool) -> errors.APIError:
         """Store.create's AlreadyExists: CheckGeneratedNameError's conflict where the name was generated
@@ -1386,9 +1393,9 @@ class GenericREST:
         if new == old:
             if _converts(res.strategy):
                 await res.strategy.prepare_conversion([old], version)
-            return Result(self._external(res, old, version), 200, warned)
+            return self._result(res, old, version, 200, warned)
         if opts.dry_run:
-            return Result(self._external(res, await _computed(large, _in_stored_order, res, new), version), 200, warned)
+            return self._result(res, await _computed(large, _in_stored_order, res, new), version, 200, warned)
         key = res.key(nm.get("namespace"), nm["name"])
         if nm.get("deletionTimestamp") and not nm.get("finalizers") and not res.strategy.blocks_deletion(new) \
                 and not nm.get("deletionGracePeriodSeconds"):
@@ -1398,7 +1405,7 @@ class GenericREST:
                 raise errors.conflict(res.group, res.plural, nm["name"], errors.STALE) from None
             except KeyNotFound:
                 raise errors.not_found(res.group, res.plural, nm["name"]) from None
-            return Result(self._external(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version), 200, warned)
+            return self._result(res, {**new, "metadata": {**nm, "resourceVersion": str(kv.mod_revision)}}, version, 200, warned)
         held = res.strategy.reservations
         made = await self._reserve(res, new, old) if held is not None else None
         try:
@@ -1713,9 +1720,9 @@ class GenericREST:
             # orphanDependents=false (a Foreground propagationPolicy is a 200, as any other)
             pending = 202 if options.get("orphanDependents") is False else 200
             if new == obj:
-                return Result(self._external(res, obj, version), pending)
+                return self._result(res, obj, version, pending)
             if opts.dry_run:
-                return Result(self._external(res, new, version), pending)
+                return self._result(res, new, version, pending)
             if grace == 0 and not finalizers and not res.strategy.blocks_deletion(new):
                 try:
                     await self._delete_written(res, key, entry.rev, entry.kv, new, new)

@@ -6,6 +6,7 @@ rounds while two clients patched the object); one that names a resourceVersion i
 from __future__ import annotations
 
 import asyncio
+import json
 
 from nanokube.store.interface import KV, RevisionMismatch
 from nanokube.store.memory import MemoryStore
@@ -151,6 +152,27 @@ async def test_a_graceful_delete_answers_the_object_it_wrote_not_a_later_one(tmp
         assert now["data"] == {"k": "later"} and now["metadata"]["deletionTimestamp"]
         assert code == 200 and out["data"] == {"k": "v"} and out["metadata"]["deletionTimestamp"]
         assert int(out["metadata"]["resourceVersion"]) == int(now["metadata"]["resourceVersion"]) - 1
+
+
+async def test_a_write_answered_as_a_table_shows_the_object_it_wrote_not_a_later_one(tmp_path):
+    """kubectl asks for a Table on apply, edit, scale ...: its cells are the write's object's, as
+    upstream's transformResponseObject renders it, not the cache's (here already the later write's)."""
+    store = FollowedStore()
+    async with served(tmp_path, store=store) as (_, api):
+        assert (await send(api, "POST", CMS, cm("c")))[0] == 201
+        store.follow("/registry/configmaps/default/c", b'"data":{"k":"v"}', b'"data":{"k":"v","k2":"v"}')
+
+        def patched():
+            r = api.rest_client.pool_manager.request(
+                "PATCH", f"{api.configuration.host}{CMS}/c", body=json.dumps({"metadata": {"labels": {"a": "b"}}}),
+                headers={"Content-Type": "application/merge-patch+json",
+                         "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+            return r.status, json.loads(r.data)
+        code, table = await asyncio.to_thread(patched)
+        now = (await send(api, "GET", f"{CMS}/c"))[1]
+        assert len(now["data"]) == 2  # the later write
+        names = [c["name"] for c in table["columnDefinitions"]]
+        assert code == 200 and table["rows"][0]["cells"][names.index("Data")] == 1
 
 
 class RacingSQLite(Racing, SQLiteStore):
