@@ -5,6 +5,7 @@ resources."""
 from __future__ import annotations
 
 import copy
+import random
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 #: log, or a stream of chunks for `follow`; None when the pod is not theirs
 #: kube-apiserver refuses evictions while this many are unconfirmed by the disruption controller
 MAX_DISRUPTED_PODS = 2000
+#: eviction.go's EvictionsRetry for the budget's update: 20 tries, ~0.5 s apart (10% jitter), so an
+#: eviction outlasts a busy PDB controller's writes instead of a 409 after a few lost races
+EVICTION_TRIES, EVICTION_PAUSE, EVICTION_JITTER = 20, 0.5, 0.1
 #: the kinds admission sees for creates through pods/binding and pods/eviction
 BINDING_KIND = {"group": "", "version": "v1", "kind": "Binding"}
 EVICTION_KIND = {"group": "policy", "version": "v1", "kind": "Eviction"}
@@ -242,7 +246,10 @@ class Subresources:
         if pdbs is not None and phase not in ("Succeeded", "Failed", "Pending") \
                 and not pod["metadata"].get("deletionTimestamp"):
             labels = pod["metadata"].get("labels") or {}
-            for _ in range(5):
+            for tried in range(EVICTION_TRIES):
+                if tried:
+                    await self.rest.clock.sleep(EVICTION_PAUSE * (1 + EVICTION_JITTER * random.random()))
+                    await self.rest.cache.sync()
                 matching = [e for _, e in self.rest.cache.list(pdbs.key_prefix(namespace))
                             if (e.obj.get("spec") or {}).get("selector") is not None
                             and matches_labels(selector_from_object(e.obj["spec"]["selector"]), labels)]
@@ -252,7 +259,6 @@ class Subresources:
                 if not matching or self._unhealthy_evictable(pod, matching[0].obj) or \
                         await self._decrement(pdbs, namespace, name, matching[0], opts):
                     break
-                await self.rest.cache.sync()
             else:
                 raise errors.conflict("policy", "poddisruptionbudgets", matching[0].obj["metadata"]["name"],
                                       errors.STALE)

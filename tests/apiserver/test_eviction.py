@@ -161,6 +161,39 @@ async def test_an_eviction_that_loses_a_race_marks_the_pod_that_won(env, monkeyp
     assert not await gone(s, "b")
 
 
+async def test_a_budget_update_that_loses_races_is_tried_as_often_as_evictions_retry(env, monkeypatch):
+    """eviction.go's RetryOnConflict(EvictionsRetry): 20 tries of the budget's update, ~0.5 s apart
+    (10% jitter); the pod is evicted on the 20th, and a budget changed under all 20 is a 409 naming it."""
+    s, sub = env
+    pdbs = s.client.resource("policy", "v1", "poddisruptionbudgets")
+    await running_pod(s, "a")
+    await running_pod(s, "b")
+    await budget(s, status={"disruptionsAllowed": 2})
+    key, real, left, pauses = s.rest.index.get("policy", "v1", "poddisruptionbudgets").key("default", "db"), \
+        s.rest.store.update, [0], []
+
+    async def raced(k, value, rev, prev=None):  # another writer's write of the budget lands first
+        if k == key and left[0]:
+            left[0] -= 1
+            await real(k, (await s.rest.store.get(k)).value, rev)
+        return await real(k, value, rev, prev)
+
+    async def paused(seconds):
+        pauses.append(seconds)
+
+    monkeypatch.setattr(s.rest.store, "update", raced)
+    monkeypatch.setattr(s.rest.clock, "sleep", paused)
+    left[0] = 19
+    assert (await evict(sub, "a"))["code"] == 201 and await gone(s, "a")
+    assert len(pauses) == 19 and all(0.5 <= p <= 0.55 for p in pauses)
+    assert (await pdbs.get("db", "default"))["status"]["disruptionsAllowed"] == 1
+    left[0], pauses[:] = 20, []
+    with pytest.raises(APIError) as e:
+        await evict(sub, "b")
+    assert e.value.code == 409 and 'poddisruptionbudgets.policy "db"' in e.value.message and len(pauses) == 19
+    assert not await gone(s, "b")
+
+
 async def test_a_pod_under_two_budgets_gets_the_eviction_rests_own_status_over_http():
     """eviction.go answers a pod more than one budget selects with a Status of its own: failure, code 500
     (the documented "500 Internal Server Error"), no reason (was reason InternalError, which kubectl shows as
