@@ -49,7 +49,7 @@ from .cache import WatchCache
 from .eventttl import DEFAULT_TTL, EventTTL
 from .handlers import APIHandlers, accepts_gzip, as_negotiated, compressed, gzipped, sized
 from .http_errors import StatusAppRunner, http_exceptions, status_response
-from .loophold import LoopHolds
+from .loophold import LoopHolds, answered
 from ..machinery.responses import error_response, json_response
 from ..machinery.user import SPACED_BEARER_WARNING, bearer_token, spaced_bearer
 from ..machinery.version import BUILD_VERSION, GO_VERSION
@@ -514,14 +514,8 @@ class APIServer:
         """`_handled`'s response, sent: under the request's deadline, as upstream's handler writes its
         body under the timeout filter, so an answer its client does not read ends with the connection
         cut at the deadline instead of held as long as the client keeps it open (aiohttp's own write,
-        after the handler, then finds it sent). A client gone meanwhile is aiohttp's to notice."""
-        response = await self._handled(request, attrs, routed)
-        try:
-            await response.prepare(request)
-            await response.write_eof()
-        except ConnectionError:
-            pass
-        return response
+        after the handler, then finds it sent)."""
+        return await answered(request, lambda r: self._handled(r, attrs, routed))
 
     async def _handled(self, request: web.Request, attrs, routed: bool) -> web.StreamResponse:
         """`_serve`'s request past its deadline's filter: `routed`, through the application."""

@@ -32,7 +32,7 @@ class LoopHolds:
         """`handler(request)` and the writing of its answer, each of their steps on the loop timed."""
         held = [0.0]
         try:
-            return await _stepped(_answered(request, handler), held)
+            return await _stepped(answered(request, handler), held)
         finally:
             if held[0] > self.longest:
                 self.longest, self.longest_request = held[0], f"{request.method} {request.rel_url}"
@@ -40,7 +40,7 @@ class LoopHolds:
                 log.warning("%s %s held the event loop for %.2f CPU s", request.method, request.rel_url, held[0])
 
 
-async def _answered(request, handler: Callable[[Any], Awaitable]) -> Any:
+async def answered(request, handler: Callable[[Any], Awaitable]) -> Any:
     """`handler(request)`, its answer written here rather than by the connection after it returns:
     a large list's body (its compression, its copy into the transport) holds the loop as its
     encoding does. A write the client cut off is left to the connection, which closes it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 
 import aiohttp
 
@@ -71,3 +72,13 @@ async def metric_totals(server, *queries: tuple[str, str]) -> list[float]:
         text = await r.text()
     return [sum(float(m.group(1)) for m in re.finditer(rf"^{series}{{{labels}}} (\S+)$", text, re.M))
             for series, labels in queries]
+
+
+def listening() -> tuple[socket.socket, socket.socket]:
+    """A UDP and a listening TCP socket on loopback's free ports, for a DNS server under test."""
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    return udp, tcp

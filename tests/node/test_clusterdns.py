@@ -13,6 +13,7 @@ from dnslib import EDNS0, QTYPE, RCODE, DNSRecord
 from nanokube.node import clusterdns, dns
 from nanokube.node.clusterdns import ClusterDNS, respond
 from tests.controllers import eventually, make_stack
+from tests.node import listening
 
 ZONE = "cluster.local"
 
@@ -78,15 +79,6 @@ def test_what_is_no_query_is_not_answered_or_not_implemented(cluster):
     assert respond(cluster, DNSRecord.question("x").reply().pack()) is None  # an answer
 
 
-def _listening() -> tuple[socket.socket, socket.socket]:
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
-    tcp = socket.socket()
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen()
-    return udp, tcp
-
-
 async def _query(name: str, port: int, tcp: bool = False, qtype: str = "A") -> DNSRecord:
     q = DNSRecord.question(name, qtype)
     return DNSRecord.parse(await asyncio.to_thread(q.send, "127.0.0.1", port, tcp=tcp, timeout=10))
@@ -103,7 +95,7 @@ async def test_the_server_makes_kube_dns_and_answers_over_udp_and_tcp_what_its_i
         assert [(p["name"], p["port"], p["protocol"]) for p in svc["spec"]["ports"]] == [
             ("dns", 53, "UDP"), ("dns-tcp", 53, "TCP"), ("metrics", 9153, "TCP")]
         await server.start()  # a second start (a restarted `up`) leaves it be
-        udp, tcp = _listening()
+        udp, tcp = listening()
         port_udp, port_tcp = udp.getsockname()[1], tcp.getsockname()[1]
         await server.serve(udp, tcp)
         got = await _query(f"kube-dns.kube-system.svc.{ZONE}", port_udp)
@@ -128,7 +120,7 @@ async def _tcp_server(send_buffer: int = 0):
     buffer, small so that answers nobody reads back up to the server soon)."""
     stack = await make_stack()
     server = ClusterDNS(stack.client)
-    udp, tcp = _listening()
+    udp, tcp = listening()
     if send_buffer:
         tcp.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
     try:

@@ -16,6 +16,7 @@ from nanokube.node import dns, dns_forward
 from nanokube.node.clusterdns import ClusterDNS
 from nanokube.node.dns_forward import Forwarder
 from tests.controllers import make_stack
+from tests.node import listening
 
 SOA_RR = RR("example.", QTYPE.SOA, ttl=600, rdata=SOA("ns.example.", "root.example.", (1, 2, 3, 4, 20)))
 
@@ -109,11 +110,7 @@ async def test_the_server_forwards_names_outside_the_cluster_and_answers_its_own
     its NXDOMAIN, a truncated answer over UDP that TCP takes whole, a reverse name the cluster
     has none for; the cluster's own names, a missing one too, never reach it."""
     stack = await make_stack()
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
-    tcp = socket.socket()
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen()
+    udp, tcp = listening()
     port_udp, port_tcp = udp.getsockname()[1], tcp.getsockname()[1]
     async with _upstream() as upstream:
         server = ClusterDNS(stack.client, forwarder=Forwarder([("127.0.0.1", upstream.port)]))
@@ -213,11 +210,7 @@ async def test_at_the_nodes_address_every_name_is_forwarded_the_clusters_too():
     that forwards every query; such a pod's resolv.conf is the host's with that address for its
     nameservers."""
     stack = await make_stack()
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
-    tcp = socket.socket()
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen()
+    udp, tcp = listening()
     async with _upstream() as upstream:
         server = ClusterDNS(stack.client, forwarder=Forwarder([("127.0.0.1", upstream.port)]))
         try:
