@@ -392,7 +392,7 @@ class GenericREST:
         #: the last event `_translate_unfiltered` translated: (cache event, resource, version, result)
         self._unfiltered: tuple = (None, None, None, None)
         #: the writes of each object that lost a race, taking turns (turns.py)
-        self.turns = Turns()
+        self.turns = Turns(clock)
 
     # --- helpers ---------------------------------------------------------
 

@@ -12,19 +12,29 @@ none of them (only with writes of other kinds: an update naming a resourceVersio
 another worker's). Upstream's retries are not ordered (each takes etcd's current object at once and
 tries again); every write is still a compare-and-swap, so no guarantee changes, and a write of a key
 that nobody else writes at once takes no turn.
+
+A write keeps its turn through admission, so a webhook that itself writes the object would wait for
+the turn of the write that called it until the webhook's timeout (10 s by default): a write waits at
+most WAIT for its turn, then tries without one, competing as upstream's retries do.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from ..clock import Clock
+
+#: seconds a write waits for its turn (a storm's queue passes in ~0.1 s: 24 writers of one object)
+WAIT = 1.0
+
 
 class Turns:
     """The writes of each key that lost a race (`of` a key: one write's `Turn`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         #: per key: its lock, and how many writes hold or wait for it
         self._keys: dict[str, list] = {}
+        self.clock = clock or Clock()
 
     def of(self, key: str) -> Turn:
         return Turn(self, key)
@@ -49,7 +59,8 @@ class Turn:
         return self._key in self._turns._keys
 
     async def lost(self) -> None:
-        """The write lost a round: returns once it is its turn to try again."""
+        """The write lost a round: returns once it is its turn to try again, or WAIT later without
+        one (its later tries then do not wait)."""
         if self._joined:
             return
         keys = self._turns._keys
@@ -58,8 +69,14 @@ class Turn:
             entry = keys[self._key] = [asyncio.Lock(), 0]
         entry[1] += 1
         self._joined = True
-        await entry[0].acquire()
-        self._holds = True
+        waiting = asyncio.ensure_future(entry[0].acquire())
+        timer = self._turns.clock.call_later(WAIT, waiting.cancel)
+        try:
+            await asyncio.wait((waiting,))
+        finally:  # (also when the request is cancelled: a lock acquired meanwhile is released by `done`)
+            timer.cancel()
+            waiting.cancel()  # a no-op once acquired; an acquire cancelled leaves the lock to the next
+            self._holds = waiting.done() and not waiting.cancelled()
 
     def done(self) -> None:
         if not self._joined:

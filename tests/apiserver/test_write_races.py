@@ -11,6 +11,7 @@ import json
 from nanokube.store.interface import KV, RevisionMismatch
 from nanokube.store.memory import MemoryStore
 from nanokube.store.sqlite import SQLiteStore
+from tests.apiserver.admission.server import WebhookServer, allow
 from tests.controllers import make_stack
 from tests.served import send, served
 
@@ -193,3 +194,39 @@ async def test_patches_that_lost_a_race_take_turns_instead_of_losing_to_each_oth
     assert store.lost == 8 and stack.rest.turns._keys == {}
     await stack.cache.stop()
     await store.close()
+
+
+async def test_a_webhook_that_writes_the_object_it_admits_waits_a_moment_for_the_turn_of_the_write(tmp_path):
+    """A write keeps its turn through admission: a mutating webhook that itself writes the object (its
+    first call makes the write lose a round, so the write holds the turn at the second) waits a second
+    for that turn, then writes without it, instead of until its own timeout (the write then failed)."""
+    loop = asyncio.get_running_loop()
+    stack = await make_stack()
+    cms = stack.client.resource("", "v1", "configmaps")
+    await cms.create({"metadata": {"name": "c", "namespace": "default"}, "data": {"k": "v"}})
+    calls: list[int] = []
+
+    def hooked(review):
+        calls.append(1)
+        if len(calls) <= 2:
+            label = {"metadata": {"labels": {f"hook{len(calls)}": "y"}}}
+            asyncio.run_coroutine_threadsafe(cms.patch("c", label, namespace="default"), loop).result(30)
+        return allow(review)
+
+    server = WebhookServer().start()
+    try:
+        server.handlers["/w"] = hooked
+        await stack.client.resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations").create(
+            {"metadata": {"name": "w"}, "webhooks": [{
+                "name": "w.example.com", "clientConfig": {"url": server.url("/w"), "caBundle": server.ca.bundle},
+                "rules": [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 10,
+                # the write admitted, not the webhook's own
+                "matchConditions": [{"name": "outer", "expression": "object.data.k == 'outer'"}]}]})
+        await cms.patch("c", {"data": {"k": "outer"}}, namespace="default")
+        got = await cms.get("c", "default")
+        assert got["data"] == {"k": "outer"} and got["metadata"]["labels"] == {"hook1": "y", "hook2": "y"}
+        assert len(calls) == 3 and stack.rest.turns._keys == {}
+    finally:
+        server.stop()
+        await stack.close()
