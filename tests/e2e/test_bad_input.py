@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import ssl
 import urllib.error
 import urllib.request
 
 import pytest
-import yaml
+
+from tests.e2e.admin_tls import admin_context
 
 #: the outcome depends on the store: this module runs again on etcd
 pytestmark = pytest.mark.store
@@ -20,20 +20,7 @@ class HTTP:
     """A raw HTTPS client with the admin certificate from the kubeconfig."""
 
     def __init__(self, kubeconfig: str):
-        import base64
-        import tempfile
-
-        cfg = yaml.safe_load(open(kubeconfig))
-        self.server = cfg["clusters"][0]["cluster"]["server"]
-        user = cfg["users"][0]["user"]
-        d = tempfile.mkdtemp()
-        files = {}
-        for k in ("client-certificate-data", "client-key-data"):
-            p = f"{d}/{k}"
-            open(p, "wb").write(base64.b64decode(user[k]))
-            files[k] = p
-        self.ctx = ssl.create_default_context(cadata=base64.b64decode(cfg["clusters"][0]["cluster"]["certificate-authority-data"]).decode())
-        self.ctx.load_cert_chain(files["client-certificate-data"], files["client-key-data"])
+        self.server, self.ctx = admin_context(kubeconfig)
 
     def request(self, method: str, path: str, body: bytes | None = None, ctype: str = "application/json") -> tuple[int, dict]:
         req = urllib.request.Request(self.server + path, data=body, method=method, headers={"Content-Type": ctype, "Accept": "application/json"})

@@ -3,16 +3,14 @@ refusal, nothing stored that upstream refuses, and the server keeps serving."""
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
-import ssl
-import tempfile
 import time
 import urllib.parse
 
 import pytest
-import yaml
+
+from tests.e2e.admin_tls import admin_context
 
 NS = "harden"
 
@@ -30,15 +28,9 @@ class Raw:
     the socket waits for the server."""
 
     def __init__(self, kubeconfig: str, timeout: float = 10):
-        cfg = yaml.safe_load(open(kubeconfig))
-        cluster, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
-        url = urllib.parse.urlsplit(cluster["server"])
+        server, self.ctx = admin_context(kubeconfig)
+        url = urllib.parse.urlsplit(server)
         self.host, self.port = url.hostname, url.port
-        d = tempfile.mkdtemp()
-        for k in ("client-certificate-data", "client-key-data"):
-            open(f"{d}/{k}", "wb").write(base64.b64decode(user[k]))
-        self.ctx = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
-        self.ctx.load_cert_chain(f"{d}/client-certificate-data", f"{d}/client-key-data")
         self.conn, self.timeout = None, timeout
 
     def connect(self) -> http.client.HTTPSConnection:

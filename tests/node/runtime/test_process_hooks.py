@@ -251,12 +251,12 @@ async def test_sigterm_goes_to_the_first_process_and_what_it_left_goes_with_it(e
 
 TLS_SERVER = """
 import http.server, os, signal, ssl, sys, tempfile
-d = tempfile.mkdtemp()
-for part in ("crt", "key"):
-    with open(os.path.join(d, part), "w") as f:
-        f.write(os.environ["TLS_" + part.upper()])
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(os.path.join(d, "crt"), os.path.join(d, "key"))
+with tempfile.TemporaryDirectory() as d:
+    for part in ("crt", "key"):
+        with open(os.path.join(d, part), "w") as f:
+            f.write(os.environ["TLS_" + part.upper()])
+    ctx.load_cert_chain(os.path.join(d, "crt"), os.path.join(d, "key"))
 seen = []
 class Drain(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
