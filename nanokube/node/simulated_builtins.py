@@ -1,5 +1,5 @@
 """The shell's own commands (its builtins) for simulated_command's interpreter: `:`, `true`,
-`false`, `echo [-neE]`, `printf`, `exit`, `break`, `continue`, `return`, `local`, `set`, `exec`,
+`false`, `echo [-neE]`, `printf`, `exit`, `break`, `continue`, `return`, `shift`, `local`, `set`, `exec`,
 `read`, `trap`, `export` and `unset`, `command -v`, with busybox's `env` and `printenv`, which read the
 same variables, `xargs`, which runs commands as `env` does, and `which`. Each takes the running shell (simulated_command's
 run: its variables, options, arguments, stdin and output), its name and its arguments, and gives
@@ -30,7 +30,7 @@ class Open(bytes):
     (NoTerminal, as for a stdin still to come), as a real process blocks in read(2)."""
 #: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
 SHELL_ONLY = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec",
-                        "return", "local", "trap", "command"})
+                        "return", "local", "trap", "command", "shift"})
 
 
 #: the shells a command line may name (`sh -c SCRIPT`)
@@ -148,11 +148,21 @@ def _jump(run: _Run, name: str, args: list[str]) -> int:
 
 def _return(run: _Run, name: str, args: list[str]) -> int:
     """`return [N]`: out of the function running, with status N (else the last command's)."""
-    if not run.frames or len(args) > 1 or args and not args[0].isdigit():
-        raise Unknown  # outside a function: not simulated
+    if not (run.frames or run.sourcing) or len(args) > 1 or args and not args[0].isdigit():
+        raise Unknown  # outside a function or a sourced file: not simulated
     if args:
         run.status = int(args[0]) & 255
     raise Return
+
+
+def _shift(run: _Run, name: str, args: list[str]) -> int:
+    """`shift [N]`: the positional parameters from `$N+1` on become `$1...` (a launcher's loop over
+    its options)."""
+    n = int(args[0]) if len(args) == 1 and args[0].isdigit() else 1 if not args else -1
+    if not 0 <= n < len(run.args):
+        raise Unknown  # shifting more than there are: each shell's own answer, not simulated
+    run.args[1:] = run.args[1 + n:]
+    return 0
 
 
 def _local(run: _Run, name: str, args: list[str]) -> int:
@@ -468,6 +478,6 @@ def _wait(run: _Run, name: str, args: list[str]) -> int:
 
 BUILTINS: dict[str, Callable[[_Run, str, list[str]], int]] = {
     "true": _true, ":": _true, "false": _false, "echo": _echo, "printf": _printf, "exit": _exit,
-    "break": _jump, "continue": _jump, "return": _return, "local": _local, "set": _set, "exec": _exec, "read": _read,
+    "break": _jump, "continue": _jump, "return": _return, "shift": _shift, "local": _local, "set": _set, "exec": _exec, "read": _read,
     "trap": _trap, "wait": _wait, "command": _command_v, "which": _command_v,
     **dict.fromkeys(("export", "unset", "env", "printenv"), _environment), "xargs": _xargs}

@@ -315,24 +315,30 @@ def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes 
         return None
     try:
         if os.path.basename(argv[0]) in SHELLS:
-            if len(argv) < 3 or argv[1] != "-c":
-                return None
             shell = os.path.basename(argv[0])
-            run = _Run(now, fs=fs, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2], terminal=terminal,
-                       not_found=not_found, shell=shell)
-            program = _execute(parse(argv[2]), run).program()
+            if len(argv) >= 3 and argv[1] == "-c":
+                seed, args = argv[2], argv[3:] or argv[:1]
+            elif len(argv) >= 2 and not argv[1].startswith("-") and fs is not None:  # `sh FILE ARGS`
+                seed, args = argv[1], argv[1:]
+            else:
+                return None
+
+            def started(files: Files, signal: float | None = None) -> _Run:
+                run = _Run(now, fs=files, stdin=stdin, env=env, args=args, seed=seed, terminal=terminal,
+                           not_found=not_found, shell=shell)
+                run.signal = signal
+                script = parse(seed) if argv[1] == "-c" else run.script_file(seed, shell)
+                return _execute(script or [], run)
+            run = started(fs)
             if "TERM" not in run.trapped:
-                return program
+                return run.program()
 
             def signalled(at: float, files: Files) -> Program | None:
-                later = _Run(now, fs=files, stdin=stdin, env=env, args=argv[3:] or argv[:1], seed=argv[2],
-                             terminal=terminal, not_found=not_found, shell=shell)
-                later.signal = at
                 try:
-                    return _execute(parse(argv[2]), later).program()
+                    return started(files, at).program()
                 except _Unknown:
                     return None
-            return replace(program, signalled=signalled)
+            return replace(run.program(), signalled=signalled)
         run = _Run(now, fs=fs, stdin=stdin, env=env, seed=" ".join(argv), terminal=terminal)
         run.command(argv, in_shell=False)
         return run.program()
@@ -694,6 +700,7 @@ class _Run:
         #: `local` variables had before (None: unset), given back as it returns
         self.functions: dict[str, object] = {}
         self.frames: list[dict[str, str | None]] = []
+        self.sourcing = 0  # how many sourced files (`. FILE`) are running: `return` ends the last
         #: `trap`'s actions by condition (EXIT, TERM...): EXIT's runs as the shell ends (`_on_exit`),
         #: TERM's as the signal is taken (`_take_signal`); the conditions ever trapped
         self.traps: dict[str, str] = {}
@@ -1548,8 +1555,100 @@ class _Run:
             self.status = gpu.APPLETS[name](self, self._files(), name, args)
         elif name in system.APPLETS:
             self.status = system.APPLETS[name](self, self._files(), name, args)
+        elif name in (".", "source") and in_shell and args:
+            self._source(args[0])
+        elif name in SHELLS and args[:1] == ["-c"] and len(args) >= 2:
+            self._child_shell(parse(args[1]), args[2:] or [words[0]], name)
+        elif name in SHELLS and args and not args[0].startswith("-"):
+            script = self.script_file(args[0], name)
+            if script is not None:
+                self._child_shell(script, args, name)
+        elif "/" in words[0]:
+            self._executable(words[0], args)
         else:
             raise _Unknown
+
+    def script_file(self, path: str, shell: str) -> Script | None:
+        """The script in the container's file `path` (`sh FILE`), or None where there is none: the
+        shell `shell` that was to run it says so (busybox's and dash's status 2, bash's 127)."""
+        try:
+            return parse(self._files().read(path).decode(errors="replace"))
+        except FsError as e:
+            if e.reason != NOT_FOUND:
+                raise _Unknown from None
+        self.err({"bash": f"bash: {path}: No such file or directory\n",
+                  "dash": f"dash: 0: cannot open {path}: No such file\n"}.get(
+            shell, f"{shell}: can't open '{path}': No such file or directory\n"))
+        self.status = 127 if shell == "bash" else 2
+        return None
+
+    def _source(self, path: str) -> None:
+        """`. FILE` (`source`): its commands run in this shell, what they set staying set; `return`
+        ends them. A missing file: busybox's sh and dash end (status 2), bash says so and goes on (1)."""
+        try:
+            script = parse(self._files().read(path).decode(errors="replace"))
+        except FsError as e:
+            if e.reason != NOT_FOUND:
+                raise _Unknown from None
+            where = {"bash": f"line {self.line}: ", "dash": f"{self.line}: .: "}.get(self.shell, ".: ")
+            words = {"bash": f"{path}: No such file or directory", "dash": f"cannot open {path}: No such file"}.get(
+                self.shell, f"can't open '{path}': No such file or directory")
+            self.err(f"{self.shell}: {where}{words}\n")
+            self.status = 1 if self.shell == "bash" else 2
+            if self.shell != "bash":
+                raise _Exit from None
+            return
+        self.status = 0
+        self.sourcing += 1
+        try:
+            self.script(script)
+        except Return:
+            pass
+        finally:
+            self.sourcing -= 1
+
+    def _executable(self, path: str, args: list[str]) -> None:
+        """A script file run by its path (`./run.sh`, `/scripts/launch.sh`): without the exec bit the
+        shell cannot (126); with it, the shell its `#!` line names runs it (`#!/usr/bin/env bash`)."""
+        node = self._files().lookup(path)
+        if not isinstance(node, File):
+            raise _Unknown
+        if not node.mode & 0o111:
+            where = {"bash": f"line {self.line}: ", "dash": f"{self.line}: "}.get(self.shell, "")
+            self.err(f"{self.shell}: {'' if self.interactive else where}{path}: Permission denied\n")
+            self.status = 126
+            return
+        line = node.data.split(b"\n", 1)[0].decode(errors="replace")
+        interpreter = line[2:].split() if line.startswith("#!") else []
+        if interpreter[:1] == ["/usr/bin/env"]:
+            interpreter = interpreter[1:]
+        if len(interpreter) != 1 or os.path.basename(interpreter[0]) not in SHELLS:
+            raise _Unknown  # (python, or a script with no `#!` line: not simulated)
+        self._child_shell(parse(node.data.decode(errors="replace")), [path, *args], os.path.basename(interpreter[0]))
+
+    def _child_shell(self, script: Script, args: list[str], shell: str) -> None:
+        """A shell run as a command (`sh FILE ARGS`, `./run.sh`, `bash -c SCRIPT`): `script` runs with
+        the exported variables alone and `args` as `$0, $1...`; its status is the command's, and
+        what it sets (variables, functions, traps, `cd`) is gone after it."""
+        saved = dict(self.vars), set(self.exported), dict(self.functions), dict(self.traps), self.args, \
+            set(self.options), self.shell, self.fs.cwd if isinstance(self.fs, ContainerFS) else None
+        self.subshells += 1
+        try:
+            self.replaced(Replaced(script, args, shell))
+            self.status = 0
+            try:
+                self.script(script)
+            except Replaced as e:
+                self._subshell_replaced(e)
+            except (_Exit, _Aborted):
+                pass
+            _on_exit(self)
+        finally:
+            self.subshells -= 1
+            (self.vars, self.exported, self.functions, self.traps, self.args, self.options, self.shell,
+             cwd) = saved
+            if cwd is not None and isinstance(self.fs, ContainerFS):
+                self.fs.cwd = cwd
 
 
 def _seq(args: list[str]) -> tuple[str, bool, list[int]] | None:

@@ -670,7 +670,7 @@ class SimulatedIO:
                                 await self._exec_environment(container, session), terminal, not_found=True)
             if program is not None:
                 return await self._exec_program(program, session, container, " ".join(command))
-            if shell in SHELLS and command[1:2] == ["-c"]:
+            if shell in SHELLS and len(command) >= 2:  # (`sh -c SCRIPT`, `sh FILE`)
                 # the shell is in the image (above); its script is past what the simulation runs (`$$`, arrays): it
                 # says so, as a line typed at its interactive shell does, not that there is no shell
                 text = f"{shell}: nanokube's simulated shell cannot run this script\n".encode()

@@ -346,3 +346,79 @@ async def test_dollar_dollar_is_the_shells_pid(env):
     assert worker.io.serve_log("app", LogOptions()) == b"pid 1\njob 7\n"
     script = 'echo $$ > /tmp/launcher.pid; read p < /tmp/launcher.pid; sleep 5 & echo "$p $(echo $$) $!"'
     assert await exec_(mgr, "launcher", ["sh", "-c", script]) == (0, "7 7 13\n")
+
+
+LAUNCH = """#!/bin/sh
+. /scripts/env.sh
+echo "$0 [$#] $@: rank $RANK of $WORLD, $(nvidia-smi -L | wc -l) GPUs"
+[ -n "$1" ] && shift && echo "then $1"
+exit 3
+"""
+SCRIPTS = {"launch.sh": LAUNCH, "env.sh": "RANK=0\nWORLD=${NNODES:-1}\nreturn\necho never\n",
+           "run.sh": "#!/usr/bin/env bash\necho \"bash: $0 $1\"\n", "plain.sh": "echo plain\n"}
+
+
+async def scripts_pod(client, clock, command: list[str] | None = None, image: str = "busybox",
+                      want: str = "Running") -> dict:
+    """Pod `trainer` given the node's GPUs, its launch scripts mounted at /scripts from ConfigMap
+    `launch` (defaultMode 0755, plain.sh 0644 as its item's mode says), running `command` (not
+    restarted) until its phase is `want`."""
+    await client.resource("", "v1", "configmaps").create(
+        {"metadata": {"name": "launch", "namespace": "default"}, "data": SCRIPTS})
+    claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
+    await claims.create(claim_body("train"))
+    items = [{"key": k, "path": k, **({"mode": 0o644} if k == "plain.sh" else {})} for k in SCRIPTS]
+    body = pod_body("trainer", "train", image=image, restartPolicy="Never", volumes=[
+        {"name": "scripts", "configMap": {"name": "launch", "defaultMode": 0o755, "items": items}}])
+    body["spec"]["containers"][0]["volumeMounts"] = [{"name": "scripts", "mountPath": "/scripts"}]
+    if command:
+        body["spec"]["containers"][0]["command"] = command
+    await allocate(claims, "train", await pods.create(body))
+    return await eventually(phase(pods, "trainer", want, clock))
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+async def test_a_launch_script_from_a_configmap_runs_as_a_file(env, shell):
+    """`sh /scripts/launch.sh ARGS`, `/scripts/launch.sh` by its `#!` line, `./run.sh`: the file read
+    from the ConfigMap's volume, `$0`, `$#`, `$@` its command line's; `. env.sh` sets variables in
+    the shell that sources it (`return` ends it); the script's exit status is the command's."""
+    client, clock, mgr = env
+    await scripts_pod(client, clock, image="ubuntu")
+    script = (f"export NNODES=2; {shell} /scripts/launch.sh a b; echo \"status $? rank [$RANK]\"\n"
+              "cd /scripts && ./run.sh x; /scripts/launch.sh; . ./env.sh; echo \"sourced $RANK $WORLD\"")
+    assert await exec_(mgr, "trainer", [shell, "-c", script]) == (0, (
+        "/scripts/launch.sh [2] a b: rank 0 of 2, 2 GPUs\nthen b\nstatus 3 rank []\nbash: ./run.sh x\n"
+        "/scripts/launch.sh [0] : rank 0 of 2, 2 GPUs\nsourced 0 2\n"))
+    assert await exec_(mgr, "trainer", [shell, "/scripts/launch.sh", "one"]) == (
+        3, "/scripts/launch.sh [1] one: rank 0 of 1, 2 GPUs\nthen \n")
+
+
+@pytest.mark.parametrize("shell, missing, code", [
+    ("sh", "sh: can't open '/x.sh': No such file or directory\n", 2),
+    ("bash", "bash: /x.sh: No such file or directory\n", 127),
+    ("dash", "dash: 0: cannot open /x.sh: No such file\n", 2),
+])
+async def test_a_script_file_missing_or_not_executable_is_the_shells_error(env, shell, missing, code):
+    """A script file that is not there: the shell that was to run it says so, in its words and
+    status; one without the exec bit (its item's mode 0644) run by its path cannot be (126)."""
+    client, clock, mgr = env
+    await scripts_pod(client, clock, image=IMAGE[shell])
+    assert await exec_(mgr, "trainer", [shell, "/x.sh"]) == (code, missing)
+    where = {"bash": "line 1: ", "dash": "1: "}.get(shell, "")
+    assert await exec_(mgr, "trainer", [shell, "-c", f"{shell} /x.sh; echo $?; /scripts/plain.sh; echo $?"]) == (
+        0, f"{missing}{code}\n{shell}: {where}/scripts/plain.sh: Permission denied\n126\n")
+
+
+@pytest.mark.parametrize("command, want, code, log", [
+    (["sh", "/scripts/launch.sh", "--epochs=1"], "Failed", 3, "/scripts/launch.sh [1] --epochs=1: rank 0 of 1, 2 GPUs\nthen \n"),
+    (["/scripts/run.sh", "--epochs=1"], "Succeeded", 0, "bash: /scripts/run.sh --epochs=1\n"),
+])
+async def test_a_containers_command_runs_its_launch_script(env, command, want, code, log):
+    """A container whose command is its launch script (`sh FILE ARG`, or the file itself by its
+    `#!/usr/bin/env bash` line), as ML jobs mount theirs: its log is what the script writes, its
+    exit code the script's."""
+    client, clock, mgr = env
+    pod = await scripts_pod(client, clock, command, image="ubuntu", want=want)
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == code
+    worker = next(w for w in mgr.agents["gpu-0"].workers.values() if w.name == "trainer")
+    assert worker.io.serve_log("app", LogOptions()).decode() == log
