@@ -1557,6 +1557,8 @@ class _Run:
             self.status = system.APPLETS[name](self, self._files(), name, args)
         elif name in (".", "source") and in_shell and args:
             self._source(args[0])
+        elif name in SHELLS and self._lacks(name):
+            raise _NotFound
         elif name in SHELLS and args[:1] == ["-c"] and len(args) >= 2:
             self._child_shell(parse(args[1]), args[2:] or [words[0]], name)
         elif name in SHELLS and args and not args[0].startswith("-"):
@@ -1624,7 +1626,17 @@ class _Run:
             interpreter = interpreter[1:]
         if len(interpreter) != 1 or os.path.basename(interpreter[0]) not in SHELLS:
             raise _Unknown  # (python, or a script with no `#!` line: not simulated)
+        if self._lacks(os.path.basename(interpreter[0])):
+            raise _NotFound  # (`#!/bin/bash` in busybox: the kernel finds no interpreter)
         self._child_shell(parse(node.data.decode(errors="replace")), [path, *args], os.path.basename(interpreter[0]))
+
+    def _lacks(self, shell: str) -> bool:
+        """Whether the container's image lacks `shell` (bash in busybox's: `has_shell`)."""
+        fs = self._files()
+        spec = fs.pod.get("spec") or {}
+        image = next((c.get("image", "") for key in ("containers", "initContainers", "ephemeralContainers")
+                      for c in spec.get(key) or () if c.get("name") == fs.container), None)
+        return image is not None and not has_shell(image, shell)
 
     def _child_shell(self, script: Script, args: list[str], shell: str) -> None:
         """A shell run as a command (`sh FILE ARGS`, `./run.sh`, `bash -c SCRIPT`): `script` runs with

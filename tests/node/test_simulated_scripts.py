@@ -409,6 +409,15 @@ async def test_a_script_file_missing_or_not_executable_is_the_shells_error(env, 
         0, f"{missing}{code}\n{shell}: {where}/scripts/plain.sh: Permission denied\n126\n")
 
 
+async def test_bash_scripts_in_an_image_without_bash_are_not_found(env):
+    """In busybox's image (no bash): `bash FILE` is not found, and so is a `#!/usr/bin/env bash`
+    script run by its path (its interpreter is not there), as busybox's sh says."""
+    client, clock, mgr = env
+    await scripts_pod(client, clock)
+    assert await exec_(mgr, "trainer", ["sh", "-c", "bash /scripts/run.sh; echo $?; /scripts/run.sh; sh /scripts/run.sh"]) == (
+        0, "sh: bash: not found\n127\nsh: /scripts/run.sh: not found\nbash: /scripts/run.sh \n")
+
+
 @pytest.mark.parametrize("command, want, code, log", [
     (["sh", "/scripts/launch.sh", "--epochs=1"], "Failed", 3, "/scripts/launch.sh [1] --epochs=1: rank 0 of 1, 2 GPUs\nthen \n"),
     (["/scripts/run.sh", "--epochs=1"], "Succeeded", 0, "bash: /scripts/run.sh --epochs=1\n"),
