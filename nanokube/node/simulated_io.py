@@ -911,25 +911,15 @@ class SimulatedIO:
         self.worker.changed.set()
 
     def listens(self, port: int) -> bool:
-        """Whether the pod's simulated servers answer on TCP `port`. What listens in a container is
-        not known (a spec's ports are informational), so any port answers while a container runs,
-        but one that only containers not running now declare is closed (a finished init container's,
-        a sidecar's hook to the app's port before the app starts), and all are once none runs."""
-        def tcp(running: bool) -> set[int]:
-            spec = self.worker.pod.get("spec") or {}
-            return {p.get("containerPort") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
-                    if (c["name"] in self.running) == running
-                    for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
-        return bool(self.running) and port not in tcp(False) - tcp(True)
+        """Whether the pod's simulated servers answer on TCP `port` (simulated_net.answers)."""
+        return simulated_net.answers(self.worker.pod.get("spec") or {}, self.running, port)
 
     def serves(self, port: int) -> bool:
         """Whether a process of the pod listens on TCP `port`, as its own commands reach it
         (localhost): `listens`, but a container running a command worked out here (a shell script,
         `sleep`: none of them listens) serves no port it does not declare; only where a running
         container's program is not known may any port answer."""
-        spec = self.worker.pod.get("spec") or {}
-        declared = {p.get("containerPort") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
-                    if c["name"] in self.running for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
+        declared = simulated_net.declared(self.worker.pod.get("spec") or {}, self.running)
         known = {*self.programs, *self.shells, *self.streams, *self.scripts}
         return self.listens(port) and (port in declared or any(name not in known for name in self.running))
 

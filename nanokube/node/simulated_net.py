@@ -100,18 +100,26 @@ def response(namespace: str, name: str, port: int, head: bool = False) -> bytes:
             + b"\r\nConnection: close\r\n\r\n" + (b"" if head else body))
 
 
+def declared(spec: dict, running, up: bool = True) -> set[int]:
+    """The TCP containerPorts the containers of `spec` that are (`up`) or are not in `running` declare."""
+    return {p.get("containerPort") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+            if (c["name"] in running) == up for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
+
+
+def answers(spec: dict, running, port: int) -> bool:
+    """Whether a pod whose containers `running` run answers on TCP `port`. What listens in a container
+    is not known (a spec's ports are informational), so any port answers while a container runs, but
+    one that only containers not running now declare is closed (a finished init container's, a
+    sidecar's hook to the app's port before the app starts), and all are once none runs."""
+    return bool(running) and port not in declared(spec, running, False) - declared(spec, running)
+
+
 def listening(pod: dict, port: int) -> bool:
-    """Whether `pod` (as the API shows it) answers on TCP `port`: SimulatedIO.listens' rule, from its
-    container statuses."""
+    """Whether `pod` (as the API shows it) answers on TCP `port`: `answers`, from its container statuses."""
     status = pod.get("status") or {}
     running = {s["name"] for key in ("containerStatuses", "initContainerStatuses")
                for s in status.get(key) or () if "running" in (s.get("state") or {})}
-    spec = pod.get("spec") or {}
-
-    def tcp(up: bool) -> set[int]:
-        return {p.get("containerPort") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
-                if (c["name"] in running) == up for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
-    return bool(running) and port not in tcp(False) - tcp(True)
+    return answers(pod.get("spec") or {}, running, port)
 
 
 class Refused(Exception):
