@@ -1212,10 +1212,8 @@ class GenericREST:
         inside the server, as upstream's GuaranteedUpdate does, instead of a 409 to a client that set
         no precondition (several API server workers make such races likelier)."""
         sent = orjson.dumps(new)  # the update mutates `new` as it goes
-        turn = self.turns.of(res.key(namespace, name))
-        try:
-            if turn.taken:  # its turn first; the entry read before may be stale by then
-                await turn.lost()
+        async with self.turns.of(res.key(namespace, name)) as turn:
+            if turn.joined:  # it waited for its turn: the entry read before may be stale by then
                 await self.cache.sync()
                 entry = _as_decoded(res, self._entry(res, namespace, name), subresource)
             for attempt in range(PATCH_ATTEMPTS):
@@ -1229,8 +1227,6 @@ class GenericREST:
                 await self.cache.sync()
                 entry = _as_decoded(res, self._entry(res, namespace, name), subresource)
                 new = orjson.loads(sent)
-        finally:
-            turn.done()
 
     def _merge_subresource(self, res: Resource, old: dict, new: dict, subresource: str) -> dict:
         """Which parts of `new` a write through `subresource` may change."""
@@ -1447,14 +1443,9 @@ class GenericREST:
         """`duplicates`: under fieldValidation=Strict, the patch's own strict errors (the keys a
         merge or strategic merge patch repeats, a json patch's unknown and repeated op fields),
         strict errors of its result."""
-        turn = self.turns.of(res.key(namespace, name))
-        try:
-            if turn.taken:
-                await turn.lost()
+        async with self.turns.of(res.key(namespace, name)) as turn:
             return await self._patch(res, version, namespace, name, patch_type, patch, opts, subresource, duplicates,
                                      turn)
-        finally:
-            turn.done()
 
     async def _patch(self, res: Resource, version: str, namespace: str | None, name: str, patch_type: str,
                      patch: bytes, opts: WriteOptions, subresource: str, duplicates: list[str] | tuple[str, ...],
@@ -1648,13 +1639,8 @@ class GenericREST:
     async def _delete(
         self, res: Resource, version: str, namespace: str | None, name: str, options: dict | None, opts: WriteOptions,
     ) -> Result:
-        turn = self.turns.of(res.key(namespace, name))
-        try:
-            if turn.taken:
-                await turn.lost()
+        async with self.turns.of(res.key(namespace, name)) as turn:
             return await self._deleted(res, version, namespace, name, options or {}, opts, turn)
-        finally:
-            turn.done()
 
     async def _deleted(self, res: Resource, version: str, namespace: str | None, name: str, options: dict,
                        opts: WriteOptions, turn: Turn) -> Result:

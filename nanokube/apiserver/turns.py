@@ -78,6 +78,20 @@ class Turn:
             waiting.cancel()  # a no-op once acquired; an acquire cancelled leaves the lock to the next
             self._holds = waiting.done() and not waiting.cancelled()
 
+    @property
+    def joined(self) -> bool:
+        """Whether the write has waited for a turn (what it read before may be stale by now)."""
+        return self._joined
+
+    async def __aenter__(self) -> Turn:
+        """A write's start: where writes of its key take turns (`taken`), its first try waits too."""
+        if self.taken:
+            await self.lost()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.done()
+
     def done(self) -> None:
         if not self._joined:
             return
