@@ -1,7 +1,7 @@
 """The cluster's DNS server, as kubeadm's CoreDNS addon gives a cluster one: the `kube-dns` Service
 in kube-system at the tenth address of the Service range (dns.DNS_SERVER, kubeadm's manifest),
 and a server on UDP and TCP port 53 answering as CoreDNS's kubernetes plugin does (dns.answer)
-from its own informers on Services, EndpointSlices and Pods (simulated_cluster.WatchedCluster):
+from its own informers on Services and EndpointSlices (simulated_cluster.WatchedCluster):
 it acts only through the API, as CoreDNS does. The wire format is dnslib's.
 
 Under `nanokube up --runtime process` the server listens in the cluster network namespace at its
@@ -204,7 +204,7 @@ class ClusterDNS:
                  forwarder: Forwarder | None = None, node_address: str = ""):
         self.client = client
         self.netns, self.address, self.node_address = netns, address, node_address
-        self.cluster = WatchedCluster(client, clock)
+        self.cluster = WatchedCluster(client, clock, watch_pods=False)
         self.forwarder = forwarder
         if forwarder is None and netns:
             self.forwarder = Forwarder(upstreams(), clock)

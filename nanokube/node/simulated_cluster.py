@@ -25,14 +25,15 @@ class WatchedCluster:
     network looks them up: a Service by name and by ClusterIP, a Service's slices, the slices
     holding an address, a pod by IP."""
 
-    def __init__(self, client, clock: Clock = REAL, pods: Informer | None = None):
-        """`pods`: an informer of the bound pods already running (the node manager's), else one is made."""
+    def __init__(self, client, clock: Clock = REAL, pods: Informer | None = None, watch_pods: bool = True):
+        """`pods`: an informer of the bound pods already running (the node manager's), else one is
+        made unless `watch_pods` is False (cluster DNS: its answers read no pod, `pods insecure`)."""
         self.clock = clock
         self.services = Informer(client.resource("", "v1", "services"), clock=clock)
         self.endpoint_slices = Informer(client.resource("discovery.k8s.io", "v1", "endpointslices"), clock=clock)
-        self._own_pods = pods is None
-        self.pods = pods or Informer(client.resource("", "v1", "pods"), field_selector="spec.nodeName!=",
-                                     clock=clock)
+        self._own_pods = pods is None and watch_pods
+        self.pods = pods or (Informer(client.resource("", "v1", "pods"), field_selector="spec.nodeName!=", clock=clock)
+                             if watch_pods else None)
         self._tasks: list[asyncio.Task] = []
 
     async def ready(self) -> bool:
@@ -42,10 +43,11 @@ class WatchedCluster:
             self.services.add_index("ip", cluster_ips)
             self.endpoint_slices.add_index("service", _service_key)
             self.endpoint_slices.add_index("address", slice_addresses)
-            self.pods.add_index("ip", pod_ips)
+            if self.pods is not None:
+                self.pods.add_index("ip", pod_ips)
             informers = [self.services, self.endpoint_slices] + ([self.pods] if self._own_pods else [])
             self._tasks = [asyncio.ensure_future(i.run()) for i in informers]
-        synced = [i.synced for i in (self.services, self.endpoint_slices, self.pods)]
+        synced = [i.synced for i in (self.services, self.endpoint_slices, self.pods) if i is not None]
         if all(e.is_set() for e in synced):
             return True
         waiting = asyncio.ensure_future(asyncio.gather(*(e.wait() for e in synced)))
@@ -77,8 +79,8 @@ class WatchedCluster:
 
     def pod_at(self, ip: str) -> dict | None:
         """The pod with address `ip`: a running one before one that has ended (whose IP may be
-        another's by now)."""
-        pods = self.pods.by_index("ip", ip)
+        another's by now); None where no pods are watched."""
+        pods = self.pods.by_index("ip", ip) if self.pods is not None else ()
         return next((p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")),
                     next(iter(pods), None))
 
