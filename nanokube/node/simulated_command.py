@@ -459,7 +459,7 @@ def _reaches_network(script: Script, functions: dict[str, object]) -> bool:
             if any(part[0] == "cmd" and net.names_network(part[1]) for w in words for part in w):
                 return True
             first = _static(command.words[0]) if command.words else ""
-            if first is None or os.path.basename(first) in net.NAMES:
+            if first in (None, "eval") or os.path.basename(first) in net.NAMES:
                 return True
             if first in functions and first not in called:
                 called.add(first)
@@ -1706,7 +1706,7 @@ def _may_leave(script: Script, depth: int) -> bool:
                     command = command.node
                 if isinstance(command, Simple):
                     first = literal(command.words[0]) if command.words else ""
-                    if first in (None, "exit", "set", "exec", "return") or \
+                    if first in (None, "exit", "set", "exec", "return", "eval") or \
                             first == "break" and (depth == 0 or len(command.words) > 1) or \
                             first == "continue" and depth > 0 and len(command.words) > 1:
                         return True

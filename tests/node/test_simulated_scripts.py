@@ -431,3 +431,20 @@ async def test_a_containers_command_runs_its_launch_script(env, command, want, c
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == code
     worker = next(w for w in mgr.agents["gpu-0"].workers.values() if w.name == "trainer")
     assert worker.io.serve_log("app", LogOptions()).decode() == log
+
+
+EVAL = ('N=2; CMD="echo torchrun --nproc $N"; eval "$CMD"; eval "$(echo RANK=3; echo WORLD=8)"; echo "$RANK/$WORLD"\n'
+        'eval; echo "empty $?"; f() { eval "return 4"; }; f; echo "f $?"; for i in 1 2; do eval break; done; echo "i $i"\n'
+        'eval false; echo "st $?"; command -v eval; eval "exit 5"; echo never')
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash", "dash"])
+async def test_eval_runs_its_arguments_as_a_script_in_the_shell(env, shell):
+    """A launcher's command line built in a variable, variables set from a command's output: `eval`
+    runs its arguments joined as a script in this shell (what it sets stays set, its `return`,
+    `break` and `exit` act on the shell's function, loop and the shell), its status the last
+    command's, 0 for none; as busybox's sh, bash and dash run it."""
+    client, clock, mgr = env
+    await running_trainer(client, clock, IMAGE[shell])
+    assert await exec_(mgr, "trainer", [shell, "-c", EVAL]) == (
+        5, "torchrun --nproc 2\n3/8\nempty 0\nf 4\ni 1\nst 1\neval\n")
