@@ -863,7 +863,7 @@ class _Run:
             subject = self._string(node.word)
             self.status = 0
             for patterns, body in node.items:
-                if any(re.fullmatch(self._pattern(p), subject, re.S) for p in patterns):
+                if any(re.fullmatch(self._glob(p), subject, re.S) for p in patterns):
                     self.script(body)
                     break
         elif isinstance(node, For):
@@ -1158,19 +1158,6 @@ class _Run:
         except FsError:
             return []
 
-    def _pattern(self, word: tuple) -> str:
-        """A case pattern as a regular expression: its `*`, `?` and `[...]` match, the rest is itself."""
-        out = ""
-        for part in word:
-            if part[0] != "glob":
-                out += re.escape(self._string((part,)))
-            elif part[1] in "*?":
-                out += ".*" if part[1] == "*" else "."
-            else:
-                inner = part[1][1:-1]
-                out += "[" + ("^" + inner[1:] if inner.startswith("!") else inner).replace("\\", "\\\\") + "]"
-        return out
-
     def _string(self, parts: tuple) -> str:
         return self.expand(parts, split=False)[0]
 
@@ -1244,10 +1231,14 @@ class _Run:
         self._shell_error(f"{name}: {message}", (1 if self.subshells else 127) if self.shell == "bash" else 2)
 
     def _glob(self, parts: tuple) -> str:
-        """A pattern word (`${x%.*}`'s) as a regular expression: its unquoted `*`, `?` and `[...]`
-        match as a glob's (an expansion's value too), its quoted text is itself."""
+        """A pattern word (case's, `${x%.*}`'s) as a regular expression: its unquoted `*`, `?` and
+        `[...]` match as a glob's (`_glob_regex`; an unquoted expansion's value too), its quoted
+        text is itself."""
         out = ""
         for part in parts:
+            if part[0] == "glob":
+                out += _glob_regex(part[1])
+                continue
             quoted = part[2] if part[0] == "lit" else part[-1]
             text = part[1] if part[0] == "lit" else self._value(part)
             out += re.escape(text) if quoted else _glob_regex(text)

@@ -448,3 +448,16 @@ async def test_eval_runs_its_arguments_as_a_script_in_the_shell(env, shell):
     await running_trainer(client, clock, IMAGE[shell])
     assert await exec_(mgr, "trainer", [shell, "-c", EVAL]) == (
         5, "torchrun --nproc 2\n3/8\nempty 0\nf 4\ni 1\nst 1\neval\n")
+
+
+async def test_case_patterns_match_as_globs_an_unquoted_expansions_value_too(env):
+    """case's patterns are globs as `${x%pattern}`'s are: an unquoted expansion's value in one
+    matches as a pattern (`$p` with `a*` in it), a quoted one as itself; `[...]`, `[!...]` and a
+    backslash's character as the shells match them."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    script = ('p="a*"; case abc in $p) echo glob;; *) echo lit;; esac; case abc in "$p") echo no;; *) echo quoted;; esac\n'
+              'case "x[y" in x[y) echo bracket;; esac; case "a\\b" in a\\\\b) echo backslash;; esac\n'
+              'case ab in [!x]b) echo negated;; esac; case "${HOSTNAME%%-*}" in tr?in*) echo host;; esac')
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (
+        0, "glob\nquoted\nbracket\nbackslash\nnegated\nhost\n")
