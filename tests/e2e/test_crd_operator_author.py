@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -352,7 +353,10 @@ def holder(c) -> str | None:
 
 
 def test_leader_election_through_a_lease_fails_over(c):
-    env = {**os.environ, "KUBECONFIG": c.kubeconfig}
+    # the candidates are killed, so the client's atexit never removes the PEM files it wrote
+    # from the kubeconfig: they go in a directory of this test's, removed with it
+    tmp = tempfile.TemporaryDirectory(prefix="nanokube-candidates-")
+    env = {**os.environ, "KUBECONFIG": c.kubeconfig, "TMPDIR": tmp.name}
     candidate = [sys.executable, str(OPERATORS / "lease_candidate.py")]
     first = subprocess.Popen([*candidate, "first"], env=env, stdout=subprocess.PIPE, text=True)
     second = None
@@ -375,6 +379,7 @@ def test_leader_election_through_a_lease_fails_over(c):
             if p and p.poll() is None:
                 p.kill()
                 p.wait()
+        tmp.cleanup()
 
 
 def test_kopf_managed_admission_webhooks_validate_and_mutate(c, tmp_path):
