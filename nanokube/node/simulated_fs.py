@@ -212,9 +212,10 @@ class PodFiles:
             root = self.roots[name] = Dir(entries={d: Dir(mtime=now) for d in IMAGE_DIRS}, mtime=now)
             root.entries["tmp"].mode = 0o1777
             root.entries["dev"].entries["shm"] = Dir(mode=0o1777, mtime=now)  # the runtime's shm mount
-            host = self.node if spec.get("hostNetwork") and self.node else \
+            from .container_env import kernel_hostname  # (here: container_env's volumes import this module)
+            host = kernel_hostname(self.pod, self.node) if self.node or not spec.get("hostNetwork") else \
                 spec.get("hostname") or (self.pod.get("metadata") or {}).get("name", "")
-            root.entries["etc"].entries["hostname"] = File(f"{host}\n".encode(), mtime=now)
+            root.entries["etc"].entries["hostname"] = File(f"{host}\n".encode(), mtime=now)  # (the UTS name)
             for file, text in (self.etc(c) if self.etc else {}).items():
                 root.entries["etc"].entries[file] = File(text.encode(), mtime=now)
             for path in [m.path for m in mounts] + [workdir]:  # the runtime makes each mount point, and workingDir

@@ -151,3 +151,24 @@ async def test_home_is_the_users_home_in_its_images_passwd_unless_the_container_
     io.started({"main": "busybox"})
     assert await exec_(io, "echo $HOME; id -u") == (0, b"/data\n1000\n")
     io.stop()
+
+
+async def test_set_hostname_as_fqdn_names_the_container_by_its_fqdn():
+    """setHostnameAsFQDN: the kubelet gives the sandbox the pod's FQDN as its hostname, so `hostname`
+    and $HOSTNAME are the FQDN (as under the process runtime), `hostname -s` its first label;
+    without it, or without a subdomain to make an FQDN of, the short name."""
+    w = worker()
+    w.pod["spec"] |= {"hostname": "db-5", "subdomain": "db", "setHostnameAsFQDN": True}
+    io = SimulatedIO(w)
+    io.started({"main": "busybox"})
+    fqdn = b"db-5.db.ns.svc.cluster.local"
+    assert await exec_(io, "hostname; hostname -s; hostname -f; echo $HOSTNAME; cat /etc/hostname") == (
+        0, b"\n".join([fqdn, b"db-5", fqdn, fqdn, fqdn, b""]))
+    io.stop()
+    for spec in ({"hostname": "db-5", "subdomain": "db"}, {"hostname": "db-5", "setHostnameAsFQDN": True}):
+        w = worker()
+        w.pod["spec"] |= spec
+        io = SimulatedIO(w)
+        io.started({"main": "busybox"})
+        assert await exec_(io, "hostname; echo $HOSTNAME") == (0, b"db-5\ndb-5\n")
+        io.stop()
