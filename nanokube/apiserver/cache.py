@@ -272,7 +272,10 @@ class Watcher:
     interval however busy it is (as upstream's cacher sends them: by time, not by quiet)."""
 
     prefix: str
-    accept: Callable[[CacheEvent], bool]
+    #: the event as this watch takes it, or a false value to skip it; True: the event as it is. A watch
+    #: with selectors answers with the event retyped where the object came to match them (ADDED) or
+    #: stopped matching (DELETED), so that its selectors are matched once an event, here
+    accept: Callable[[CacheEvent], CacheEvent | bool | None]
     queue: asyncio.Queue = field(default_factory=lambda: EventQueue(maxsize=WATCH_QUEUE))
     overflowed: bool = False
     #: called once the watch is ended as unresponsive (its queue full)
@@ -548,15 +551,21 @@ class WatchCache:
         if cev.entry._obj is not None:
             recent[id(cev.entry._obj)] = cev.entry
         for w in list(self._watchers.get(prefix, ())):
-            if w.direct is None or not self._hand(w, cev):
-                self._offer(w, cev)
+            if w.overflowed:
+                continue
+            ev = w.accept(cev)
+            if not ev:
+                continue
+            if ev is True:
+                ev = cev
+            if w.direct is None or not self._hand(w, ev):
+                self._offer(w, ev)
         for cb in self.on_event:
             cb(cev)
         self._wake()
 
     def _offer(self, w: Watcher, cev: CacheEvent) -> None:
-        if w.overflowed or not w.accept(cev):
-            return
+        """Queues an event `w` accepted (`accept`'s answer) for its task."""
         try:
             w.queue.put_nowait(cev)
         except asyncio.QueueFull:
@@ -749,8 +758,8 @@ class WatchCache:
         return v
 
     def _hand(self, w: Watcher, cev: CacheEvent) -> bool:
-        """Whether `w.direct` took the event: only while the watch's task waits on an empty queue."""
-        if w.overflowed or not w.parked or not w.accept(cev):
+        """Whether `w.direct` took an event `w` accepted: only while the watch's task waits on an empty queue."""
+        if not w.parked:
             return False
         try:
             return w.direct(cev)

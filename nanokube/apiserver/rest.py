@@ -360,6 +360,25 @@ class WatchStream:
         await self._gen.aclose()
 
 
+#: the type of an event whose selectors failed in a watch's `accept`: its stream matches them again
+_UNJUDGED = "UNJUDGED"
+
+
+def _verdict(ev: CacheEvent, ok) -> str | None:
+    """The type a cache event is for a watch with the filter `ok` (an object that came to match it
+    is ADDED, one that stopped matching DELETED), None when it drops it."""
+    now_ok = ok(ev.entry.obj)
+    typ = ev.type
+    if typ == ADDED:
+        return ADDED if now_ok else None
+    if typ == DELETED:
+        return DELETED if (ok(ev.prev.obj) if ev.prev else now_ok) else None
+    was_ok = ok(ev.prev.obj) if ev.prev else False
+    if now_ok:
+        return MODIFIED if was_ok else ADDED
+    return DELETED if was_ok else None
+
+
 def _everything(obj: dict) -> bool:
     """The filter of a list or watch without selectors (`_filters`), which a watch's initial state
     then skips calling per object."""
@@ -805,18 +824,22 @@ class GenericREST:
             ok = lambda o: o["metadata"].get("name") == name and base_ok(o)  # noqa: E731
         prefix = res.key_prefix(namespace)
 
-        def accept(ev: CacheEvent) -> bool:
+        def accept(ev: CacheEvent) -> CacheEvent | bool | None:
             if not ev.key.startswith(prefix):
                 return False
             if (everything and not name) or at_version:  # (an object to convert is judged in `_stream`)
                 return True
-            # an event whose object matches neither before nor after is one `_translate` drops: it is
-            # not queued, so the watch's task is not woken for it (the node agents' and taint
-            # eviction's `spec.nodeName!=` watches were handed every write of every pending pod)
+            # the event as the selectors make it, judged here once (`_translate_judged` takes its type):
+            # one whose object matches neither before nor after is dropped, so the watch's task is not
+            # woken for it (the node agents' and taint eviction's `spec.nodeName!=` watches were handed
+            # every write of every pending pod)
             try:
-                return ok(ev.entry.obj) or (ev.prev is not None and ok(ev.prev.obj))
-            except Exception:  # the stream meets the same error, as before
-                return True
+                typ = _verdict(ev, ok)
+            except Exception:  # judged again in the stream, which meets the same error, as before
+                return CacheEvent(_UNJUDGED, ev.key, ev.entry, ev.prev, ev.rev)
+            if typ is None or typ == ev.type:
+                return typ is not None
+            return CacheEvent(typ, ev.key, ev.entry, ev.prev, ev.rev)
 
         w = Watcher(prefix, accept)
         listed: list[Entry] = []  # the state a watch from "" or "0" (or a watch-list) starts with, as ADDED events
@@ -849,7 +872,7 @@ class GenericREST:
             if everything and not name:
                 translate = functools.partial(self._translate_unfiltered, res, version)
             else:
-                translate = functools.partial(self._translate, res, version, ok=ok, external=self._external_once)
+                translate = functools.partial(self._translate_judged, res, version, ok=ok, external=self._external_once)
         gen = self._stream(res, version, w, listed, initial, rev, ok, send_initial_events, allow_bookmarks, deadline,
                            translate, at_version, periodic_bookmarks)
         return WatchStream(gen, self.cache, w, translate)
@@ -972,20 +995,15 @@ class GenericREST:
     def _translate(self, res: Resource, version: str, ev: CacheEvent, ok, external) -> tuple[str, dict] | None:
         """The (type, object) a cache event is for a watch with the filter `ok`, None when it drops
         it; `external` is `_external` or `_external_once`."""
-        now_ok = ok(ev.entry.obj)
-        if ev.type == ADDED:
-            return (ADDED, external(res, ev.entry.obj, version)) if now_ok else None
-        if ev.type == DELETED:
-            was_ok = ok(ev.prev.obj) if ev.prev else now_ok
-            return (DELETED, external(res, ev.entry.obj, version)) if was_ok else None
-        was_ok = ok(ev.prev.obj) if ev.prev else False
-        if now_ok and was_ok:
-            return (MODIFIED, external(res, ev.entry.obj, version))
-        if now_ok:
-            return (ADDED, external(res, ev.entry.obj, version))
-        if was_ok:
-            return (DELETED, external(res, ev.entry.obj, version))
-        return None
+        typ = _verdict(ev, ok)
+        return None if typ is None else (typ, external(res, ev.entry.obj, version))
+
+    def _translate_judged(self, res: Resource, version: str, ev: CacheEvent, ok, external) -> tuple[str, dict] | None:
+        """`_translate` of a live event that the watch's `accept` has judged already (its type is the
+        one the selectors make it), so they are not matched again."""
+        if ev.type is _UNJUDGED:
+            return self._translate(res, version, ev, ok, external)
+        return ev.type, external(res, ev.entry.obj, version)
 
     # --- create ----------------------------------------------------------
 
