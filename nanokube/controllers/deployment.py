@@ -349,7 +349,9 @@ class DeploymentController(Controller):
     async def _scale(self, d: dict, rs: dict, replicas: int) -> None:
         """Resize, recording the Deployment size (and ceiling) the ReplicaSet was sized for; on the
         ReplicaSet as read (its resourceVersion a precondition, as upstream's Update), so a stale
-        copy scales nothing and records no second ScalingReplicaSet event for one change."""
+        copy scales nothing and records no second ScalingReplicaSet event for one change: its
+        conflict ends the sync, which the work queue retries (rate limited) on the newer copy, as
+        upstream's sync returns scaleReplicaSet's error."""
         old = _replicas(rs)
         want = d["spec"].get("replicas", 1)
         ann = {DESIRED: str(want), MAX_REPLICAS: str(want + surge_and_unavailable(d)[0])}
@@ -362,7 +364,7 @@ class DeploymentController(Controller):
                                                          "spec": {"replicas": replicas}},
                                 namespace=rs["metadata"]["namespace"])
         except APIError as e:
-            if e.code not in (404, 409):
+            if e.code != 404:
                 raise
             return
         if old != replicas:

@@ -393,10 +393,11 @@ async def test_recreate_passes_over_many_pods_in_turns():
         await s.close()
 
 
-async def test_scaling_from_a_stale_replicaset_copy_changes_nothing_and_records_no_event():
+async def test_scaling_from_a_stale_replicaset_copy_changes_nothing_records_no_event_and_fails_the_sync():
     """The size is written on the ReplicaSet as read (its resourceVersion a precondition, as
     upstream's Update): a copy the informer has not yet replaced scales nothing, so one scaling
-    is not recorded twice."""
+    is not recorded twice; its conflict is raised, for the work queue to retry the sync (it was
+    dropped, the sync going on to write the status from the stale copies)."""
     s = await make_stack()
     ctrl = DeploymentController(s.client)
     rs_api = s.client.resource("apps", "v1", "replicasets")
@@ -408,8 +409,10 @@ async def test_scaling_from_a_stale_replicaset_copy_changes_nothing_and_records_
     await ctrl._scale(d, stale, 2)
     fresh = await rs_api.get("web-1", "default")
     assert fresh["spec"]["replicas"] == 2
-    await ctrl._scale(d, stale, 2)  # the copy from before that scaling: refused
-    await ctrl._scale(d, {**stale, "spec": {**stale["spec"], "replicas": 2}}, 3)
+    for copy, replicas in ((stale, 2), ({**stale, "spec": {**stale["spec"], "replicas": 2}}, 3)):
+        with pytest.raises(APIError) as refused:  # the copy from before that scaling
+            await ctrl._scale(d, copy, replicas)
+        assert refused.value.code == 409
     assert (await rs_api.get("web-1", "default"))["metadata"]["resourceVersion"] == fresh["metadata"]["resourceVersion"]
     events = await eventually(lambda: _scaling_events(s.client))
     assert [e["message"] for e in events] == ["Scaled up replica set web-1 from 1 to 2"]
