@@ -121,3 +121,21 @@ def test_serving_terminating_endpoints_carry_traffic_where_none_is_ready(nft):
     assert k.rules(f"service-{base}")[-1][0]["vmap"]["key"]["numgen"]["mod"] == 2
     assert k.rules(f"local-{base}")[-1][0]["vmap"]["key"]["numgen"]["mod"] == 1
     assert k.rules(f"external-{base}")[-1] == [{"goto": {"target": f"local-{base}"}}]
+
+
+def test_affinity_sets_keep_their_clients_across_full_syncs_and_restarts(nft):
+    """As upstream, a full sync keeps the table: a client stays with its endpoint through the
+    periodic full sync and a kube-proxy restart; a changed timeout re-creates the sets."""
+    web = sp(affinity_timeout=300)
+    s = Syncer(nft, CFG)
+    assert s.sync(services(web)).ok
+    name = affinity_set(web, web.endpoints[1])
+    nft.apply(f"add element ip kube-proxy {name} {{ 10.0.0.7 }}\n")  # what the endpoint chain's update writes
+
+    def clients():
+        return [e["elem"]["val"] for e in sets(Kernel(nft))[name].get("elem", [])]
+
+    assert s.sync(services(web), full=True).ok and clients() == ["10.0.0.7"]
+    assert Syncer(nft, CFG).sync(services(web)).ok and clients() == ["10.0.0.7"]
+    assert Syncer(nft, CFG).sync(services(sp(affinity_timeout=60))).ok
+    assert sets(Kernel(nft))[name]["timeout"] == 60 and clients() == []

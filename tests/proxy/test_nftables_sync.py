@@ -269,3 +269,55 @@ def test_periodic_full_resync_rebuilds_the_same_table(nft):
     r = s.sync(sps, full=True)
     assert r.ok and r.full and len(r.services_changed) == 2
     assert {o.get("chain", {}).get("name") for o in Kernel(nft).objs} == before
+
+
+def test_a_full_sync_flushes_what_it_did_not_write_and_deletes_it_a_second_later(nft):
+    """Upstream's full sync lists the table: a kube-proxy restarted over its predecessor's table
+    (or a periodic full sync over chains someone added) flushes every chain it does not write,
+    deletes them with the stale ones a delay later, and deletes the sets nobody declares; its
+    first full sync re-creates base chains whose priority changed."""
+    a = svc("a", "10.96.0.1", 2)
+    b = ServicePort("default", "b", "http", "tcp", "10.96.0.2", 80, node_port=30080,
+                    endpoints=(Endpoint("10.244.1.9", 8080),))
+    assert Syncer(nft, CFG).sync(services(a, b)).ok
+    gone = {c for c in Kernel(nft).chains() if "default/b/" in c} | {"lb-tcp-2"}
+    assert len(gone) == 4  # service-, external-, endpoint- and the lb- chain
+    nft.apply(f"add chain ip {TABLE} leftover\nadd rule ip {TABLE} leftover drop\n"
+              f"add set ip {TABLE} old-set {{ type ipv4_addr ; }}\n"
+              f"add map ip {TABLE} old-map {{ type ipv4_addr : verdict ; }}\n"
+              f"delete chain ip {TABLE} nat-output\n"
+              f"add chain ip {TABLE} nat-output {{ type nat hook output priority -90 ; }}\n")
+    gone.add("leftover")
+
+    clock = StepClock()
+    s = Syncer(nft, CFG, clock)  # the restarted kube-proxy
+    r = s.sync(services(svc("c", "10.96.0.3", 1)))
+    assert r.ok and r.full and set(r.chains_deleted) == gone
+    k = Kernel(nft)
+    assert gone <= k.chains() and all(k.rules(c) == [] for c in gone), "flushed, not deleted yet"
+    assert not {"old-set", "old-map"} & {(o.get("set") or o.get("map") or {}).get("name") for o in k.objs}
+    assert next(o["chain"] for o in k.objs if o.get("chain", {}).get("name") == "nat-output")["prio"] == -100
+    assert set(service_ip_keys(k)) == {("10.96.0.3", "tcp", 80)}
+    clock.step()
+    assert s.sync(services(svc("c", "10.96.0.3", 1))).cleanup_failures == 0
+    assert not gone & Kernel(nft).chains()
+
+    nft.apply(f"add chain ip {TABLE} added-later\n")
+    assert s.sync(services(svc("c", "10.96.0.3", 1))).lines == 0, "a partial sync never lists the table"
+    assert s.sync(services(svc("c", "10.96.0.3", 1)), full=True).chains_deleted == ["added-later"]
+    clock.step()
+    s.sync(services(svc("c", "10.96.0.3", 1)))
+    assert "added-later" not in Kernel(nft).chains()
+
+
+def test_the_full_sync_after_a_failed_one_recreates_the_table(nft):
+    """A table a full sync cannot load into (here a map of another type under one of our names,
+    as an older kube-proxy might leave) fails that sync; the next deletes and re-creates it."""
+    nft.apply(f"add table ip {TABLE}\nadd map ip {TABLE} service-ips {{ type ipv4_addr : verdict ; }}\n")
+    s = Syncer(nft, CFG)
+    a = svc("a", "10.96.0.1", 2)
+    r = s.sync(services(a))
+    assert not r.ok and r.full and r.failures == 1 and s.need_full
+    r = s.sync(services(a))
+    assert r.ok and r.full and r.failures == 0
+    assert service_ip_keys(Kernel(nft)) == {("10.96.0.1", "tcp", 80): {"goto": {"target": "lb-tcp-2"}}}

@@ -22,6 +22,8 @@ import threading
 import orjson
 
 _CLONE_NEWNET = 0x40000000
+#: libnftables' NFT_CTX_OUTPUT_JSON and NFT_CTX_OUTPUT_TERSE (declarations without set elements)
+_OUTPUT_JSON, _OUTPUT_TERSE = 1 << 4, 1 << 11
 
 
 class NftError(RuntimeError):
@@ -40,6 +42,8 @@ def _load_libnftables() -> ctypes.CDLL | None:
     lib.nft_ctx_get_error_buffer.restype, lib.nft_ctx_get_error_buffer.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
     lib.nft_ctx_get_output_buffer.restype, lib.nft_ctx_get_output_buffer.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
     lib.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.nft_ctx_output_get_flags.restype, lib.nft_ctx_output_get_flags.argtypes = ctypes.c_uint, [ctypes.c_void_p]
+    lib.nft_ctx_output_set_flags.argtypes = [ctypes.c_void_p, ctypes.c_uint]
     return lib
 
 
@@ -108,6 +112,27 @@ class Nft:
             if rc != 0:
                 raise NftError(err or "nft transaction failed")
 
+    def declarations(self, what: str, family: str) -> list[dict]:
+        """`nft -j -t list WHAT FAMILY` ("chains", "sets" or "maps"): the family's declarations,
+        without rules or elements, on the sync's own context (a full sync reads its table's
+        chains and sets this way); the JSON output is switched on only for the listing, as with
+        it on the context would try to read transactions as JSON first."""
+        if _LIB is None:
+            return self._list("-t", "list", what, family)
+        with self._lock:
+            ctx = self._context()
+            flags = _LIB.nft_ctx_output_get_flags(ctx)
+            _LIB.nft_ctx_output_set_flags(ctx, flags | _OUTPUT_JSON | _OUTPUT_TERSE)
+            try:
+                rc = _LIB.nft_run_cmd_from_buffer(ctx, f"list {what} {family}".encode())
+            finally:
+                _LIB.nft_ctx_output_set_flags(ctx, flags)
+            out = _LIB.nft_ctx_get_output_buffer(ctx) or b""
+            err = (_LIB.nft_ctx_get_error_buffer(ctx) or b"").decode(errors="replace").strip()
+            if rc != 0:
+                raise NftError(err or f"nft list {what} {family} failed")
+        return _objects(out)
+
     def close(self) -> None:
         """Free the context and its socket (the next `apply` opens a new one)."""
         with self._lock:
@@ -121,15 +146,20 @@ class Nft:
 
     def list_table(self, family: str, table: str) -> list[dict]:
         """The table as `nft -j` objects (tests and debugging; never on the sync path)."""
-        return self._list("table", family, table)
+        return self._list("list", "table", family, table)
 
     def list_ruleset(self) -> list[dict]:
         """Every table of the namespace as `nft -j` objects (start-up and --cleanup, never a sync)."""
-        return self._list("ruleset")
+        return self._list("list", "ruleset")
 
-    def _list(self, *what: str) -> list[dict]:
-        """`nft -j list WHAT`'s objects but its metainfo (an empty ruleset prints nothing)."""
-        p = subprocess.run(self._argv("-j", "list", *what), check=False, capture_output=True)
+    def _list(self, *args: str) -> list[dict]:
+        """`nft -j ARGS`' objects (ARGS: a list command)."""
+        p = subprocess.run(self._argv("-j", *args), check=False, capture_output=True)
         if p.returncode != 0:
             raise NftError(p.stderr.decode(errors="replace").strip())
-        return [o for o in orjson.loads(p.stdout or b'{"nftables": []}')["nftables"] if "metainfo" not in o]
+        return _objects(p.stdout)
+
+
+def _objects(output: bytes) -> list[dict]:
+    """A JSON listing's objects but its metainfo (an empty ruleset prints nothing)."""
+    return [o for o in orjson.loads(output or b'{"nftables": []}')["nftables"] if "metainfo" not in o]

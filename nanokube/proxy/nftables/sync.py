@@ -2,21 +2,32 @@
 
 The syncer remembers what it last wrote (chains and every map element), so a
 partial sync diffs only the services whose structures changed and never lists
-the kernel table. Each sync is one nft transaction; a failed partial sync
-is retried at once as a full sync, which deletes and re-creates the whole
-table inside one transaction, so the kernel never holds half a ruleset.
+the kernel table. Each sync is one nft transaction, so the kernel never holds
+half a ruleset; a failed partial sync is retried at once as a full sync.
 Chains and elements are counted by the services using them (the `lb-`
 chains, ClusterIPs and hairpin pairs are shared), so a change writes only
-what appears or disappears. Chains a sync drops are flushed at once and, as
-upstream's staleChains, deleted only by a partial sync more than
-`STALE_CHAIN_DELAY` later: on kernels before 6.2 a chain whose last vmap
-element was just deleted counts as referenced a moment longer, and deleting it
-then fails (EBUSY). The deletion is a transaction of its own before the
-sync's; a failed one is counted (`cleanup_failures`), its chains wait another
-delay before the next try, and the sync goes on. A stale chain a sync writes
-again is kept. Stale affinity
+what appears or disappears.
+
+A full sync (the first, the periodic one, the retry) does as upstream's: it
+lists the table's chains and sets, declares and empties the fixed chains,
+sets and maps, writes every service again, flushes every other chain it
+found (one a previous kube-proxy or anyone else left there included) and
+deletes the sets nobody declares. The table itself stays, so the affinity
+sets keep their clients across full syncs and restarts; an affinity set
+whose timeout changed is re-created there. The first full sync of a syncer
+also re-creates the base chains (one of another priority cannot be changed
+in place), and the full sync after a failed one deletes and re-creates the
+whole table, whatever the kernel holds that kept the other from loading.
+
+Chains a sync drops are flushed at once and, as upstream's staleChains,
+deleted only by a sync more than `STALE_CHAIN_DELAY` later: on kernels
+before 6.2 a chain whose last vmap element was just deleted counts as
+referenced a moment longer, and deleting it then fails (EBUSY). The deletion
+is a transaction of its own before the sync's; a failed one is counted
+(`cleanup_failures`), its chains wait another delay before the next try, and
+the sync goes on. A stale chain a sync writes again is kept. Stale affinity
 sets are deleted at once, after the flushes that drop the rules using them.
-An affinity set keeps the timeout it was created with until the next full
+A partial sync leaves an affinity set's timeout as it was until the next full
 sync.
 """
 
@@ -71,6 +82,10 @@ class Syncer:
         self.cfg = cfg or Config()
         self.clock = clock
         self.need_full = True
+        #: no full sync has succeeded yet: the next one re-creates the base chains
+        self._fresh = True
+        #: a full sync failed: the next one deletes and re-creates the table, whatever it holds
+        self._recreate = False
         self._reset()
 
     def _reset(self) -> None:
@@ -84,8 +99,8 @@ class Syncer:
     def sync(self, services: Mapping[str, ServicePort], full: bool = False) -> SyncReport:
         """Make the kernel match `services` (service-port key -> structure)."""
         failures, error = 0, ""
+        cleanup_failures = self._delete_stale()
         if not (full or self.need_full):
-            cleanup_failures = self._delete_stale()
             report, text = self._plan(services, full=False)
             report.cleanup_failures = cleanup_failures
             try:
@@ -95,17 +110,36 @@ class Syncer:
             except NftError as e:
                 failures, error = 1, str(e)
                 log.warning("partial nftables sync failed, retrying as a full sync: %s", e)
-        report, text = self._plan(services, full=True)
-        report.failures, report.error = failures, error
+        kernel = None if self._recreate else self._kernel()
+        report, text = self._plan(services, full=True, kernel=kernel)
+        report.failures, report.error, report.cleanup_failures = failures, error, cleanup_failures
         try:
             self.nft.apply(text)
-            self.need_full = False
+            self.need_full = self._fresh = self._recreate = False
         except NftError as e:
             report.failures += 1
             report.ok, report.error = False, str(e)
-            self.need_full = True
-            log.error("full nftables sync failed: %s", e)
+            self.need_full = self._recreate = True
+            self._stale.clear()  # not flushed after all; the next full sync deletes the table anyway
+            log.error("full nftables sync failed (the next one re-creates the table): %s", e)
         return report
+
+    def _kernel(self) -> _Kernel:
+        """The table's chains and sets as the kernel has them (none when it has no table); a failed
+        listing is logged and the sync goes on, leaving what it did not see (as upstream)."""
+        kernel = _Kernel()
+        try:
+            for o in self.nft.declarations("chains", self.cfg.family):
+                if o["chain"]["table"] == TABLE:
+                    kernel.chains.add(o["chain"]["name"])
+            for what in ("sets", "maps"):
+                for o in self.nft.declarations(what, self.cfg.family):
+                    decl = o[what[:-1]]
+                    if decl["table"] == TABLE:
+                        kernel.sets[decl["name"]] = decl.get("timeout")
+        except NftError as e:
+            log.error("unable to list the nftables table's chains and sets: stale ones stay: %s", e)
+        return kernel
 
     def _delete_stale(self) -> int:
         """The chains flushed more than STALE_CHAIN_DELAY ago, deleted in a transaction of their
@@ -125,27 +159,16 @@ class Syncer:
             del self._stale[name]
         return 0
 
-    def _plan(self, services: Mapping[str, ServicePort], full: bool) -> tuple[SyncReport, str]:
-        """Update the remembered state to `services` and return the transaction that gets there."""
+    def _plan(self, services: Mapping[str, ServicePort], full: bool,
+              kernel: _Kernel | None = None) -> tuple[SyncReport, str]:
+        """Update the remembered state to `services` and return the transaction that gets there;
+        a full one keeps the table `kernel` lists, or re-creates it when there is no listing."""
         report = SyncReport(full=full)
+        stale_since = self._stale
         if full:
             self._reset()
         t = f"{self.cfg.family} {TABLE}"
-        head: list[str] = []
-        if full:
-            head += [f"add table {t}", f"delete table {t}", f"add table {t} {{ comment \"rules for kube-proxy\" ; }}"]
-            for name, body in maps(self.cfg).items():
-                head.append(f"add {'set' if ' : ' not in body else 'map'} {t} {name} {{ {body} }}")
-            for name, typ, hook, prio in BASE_CHAINS:
-                head.append(f"add chain {t} {name} {{ type {typ} hook {hook} priority {prio} ; }}")
-            for name, rules in static_chains(self.cfg).items():
-                if not name.startswith(("filter-", "nat-")):
-                    head.append(f"add chain {t} {name}")
-            for name, rules in static_chains(self.cfg).items():
-                head += [f"add rule {t} {name} {r}" for r in rules]
-            if self.cfg.nodeport_ips:
-                head.append(f"add element {t} nodeport-ips {{ {', '.join(self.cfg.nodeport_ips)} }}")
-
+        head = self._head(kernel) if full else []
         touched: dict[tuple[str, str], object] = {}  # (map, key) -> value before this sync
         chains_before: dict[str, tuple[str, ...] | None] = {}  # chain -> rules before this sync
         new_sets: list[str] = []
@@ -220,14 +243,66 @@ class Syncer:
         report.elements_deleted = {m: [e.split(" : ")[0] for e in v] for m, v in dels.items()}
         report.chains_deleted = removed_chains
 
-        lines = head + new_sets + [f"add chain {t} {name}" for name in new_chains] + rule_lines
+        now = self.clock.monotonic()
+        if full:
+            # everything else in the kernel's table is stale: its chains flushed now (deleted a
+            # delay later, or when already stale, a delay after they first were), sets no one
+            # declares and affinity sets of another timeout deleted once the flushes dropped their users
+            static = {name for name, *_ in BASE_CHAINS} | set(static_chains(self.cfg))
+            removed_chains = sorted(c for c in (kernel.chains if kernel else ()) if c not in static and c not in self._chains)
+            report.chains_deleted = removed_chains
+            self._stale = {c: stale_since.get(c, now) for c in removed_chains}
+            declared = maps(self.cfg)
+            removed_sets = [name for name, timeout in (kernel.sets.items() if kernel else ()) if name not in declared
+                            and not (name in self._sets and f"timeout {timeout}s ;" in self._sets[name])]
+            lines = head + [f"add chain {t} {name}\nflush chain {t} {name}" for name in new_chains]
+            lines += [f"flush chain {t} {name}" for name in removed_chains]
+            lines += [f"delete set {t} {name}" for name in removed_sets] + new_sets
+            lines += [f"add rule {t} {name} {r}" for name, rules in static_chains(self.cfg).items() for r in rules]
+            if self.cfg.nodeport_ips:
+                lines.append(f"add element {t} nodeport-ips {{ {', '.join(self.cfg.nodeport_ips)} }}")
+            lines += rule_lines + _element_lines("add", t, adds)
+            report.lines = len(lines)
+            return report, "\n".join(lines) + "\n"
+        lines = new_sets + [f"add chain {t} {name}" for name in new_chains] + rule_lines
         lines += _element_lines("delete", t, dels) + _element_lines("add", t, adds)
         lines += [f"flush chain {t} {name}" for name in removed_chains]
         lines += [f"delete set {t} {name}" for name in removed_sets]
-        now = self.clock.monotonic()
         self._stale.update((name, now) for name in removed_chains)
         report.lines = len(lines)
         return report, "\n".join(lines) + "\n"
+
+    def _head(self, kernel: _Kernel | None) -> list[str]:
+        """A full sync's table, sets, maps and fixed chains, declared and emptied. With `kernel`
+        the table stays (the affinity sets keep their clients, as upstream's full sync keeps them)
+        and the Syncer's first full sync deletes its base chains before declaring them again,
+        so that one of another priority or hook is re-created; without, the table is deleted and
+        re-created, whatever it held."""
+        t = f"{self.cfg.family} {TABLE}"
+        lines = [f"add table {t}", f"delete table {t}"] if kernel is None else []
+        lines.append(f"add table {t} {{ comment \"rules for kube-proxy\" ; }}")
+        if kernel is not None and self._fresh:
+            lines += [f"add chain {t} {name}\ndelete chain {t} {name}" for name, *_ in BASE_CHAINS]
+        for name, body in maps(self.cfg).items():
+            kind = "map" if " : " in body else "set"
+            lines.append(f"add {kind} {t} {name} {{ {body} }}")
+            if kernel is not None:
+                lines.append(f"flush {kind} {t} {name}")
+        chains = [f"{name} {{ type {typ} hook {hook} priority {prio} ; }}" for name, typ, hook, prio in BASE_CHAINS]
+        chains += [name for name in static_chains(self.cfg) if not name.startswith(("filter-", "nat-"))]
+        for chain in chains:
+            lines.append(f"add chain {t} {chain}")
+            if kernel is not None:
+                lines.append(f"flush chain {t} {chain.split()[0]}")
+        return lines
+
+
+@dataclass
+class _Kernel:
+    """What a full sync lists of its table: chain names, and set and map names with their timeouts."""
+
+    chains: set[str] = field(default_factory=set)
+    sets: dict[str, int | None] = field(default_factory=dict)
 
 
 def _count(live: dict, before: dict, key, value, delta: int) -> None:
