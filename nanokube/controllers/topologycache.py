@@ -187,6 +187,8 @@ class TopologyCache:
                 if not (giving and receiving):
                     break
                 if _ready(ep) and giving.get(ep["zone"], 0) > 0:
+                    # upstream's redistributeHints takes whichever receiving zone Go's map order gives
+                    # (as getMost breaks ties): the counts are fixed, the pick arbitrary; ours, the first by name
                     to = min(receiving)
                     ep["hints"] = {"forZones": [{"name": to}]}
                     for zones, zone in ((giving, ep["zone"]), (receiving, to)):

@@ -166,3 +166,59 @@ async def test_the_annotation_removed_or_deprecated_and_unchanged_slices(stack):
                                 "Topology Aware Hints has been disabled, addressType: IPv4"))
     finally:
         await stop(ctrl)
+
+
+def _per_zone(got: dict) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for zones in got.values():
+        for z in zones or ():
+            counts[z] = counts.get(z, 0) + 1
+    return counts
+
+
+async def test_zones_over_their_share_give_to_zones_under_it_by_whole_endpoints(stack):
+    """getGivingAndReceivingZones: endpoints move from the zone most over its desired share to
+    the one most under it, one at a time, while both are at least half an endpoint off and one of
+    them a whole one. zone-a has half the CPU and two of eight endpoints: zone-b and zone-c, one
+    over each, give it one each. Which endpoint of a giving zone moves, and to which of several
+    receiving zones, upstream leaves to Go's map order: only the counts are fixed."""
+    c = stack.client
+    await add_node(c, "a1", "zone-a", cpu="2")
+    await add_node(c, "b1", "zone-b", cpu="1")
+    await add_node(c, "c1", "zone-c", cpu="1")
+    ctrl = await start(c, per_slice=100)
+    try:
+        await auto_service(c)
+        pods = [("a1", "10.244.1.1"), ("a1", "10.244.1.2"), ("b1", "10.244.2.1"), ("b1", "10.244.2.2"),
+                ("b1", "10.244.2.3"), ("c1", "10.244.3.1"), ("c1", "10.244.3.2"), ("c1", "10.244.3.3")]
+        for i, (node, ip) in enumerate(pods):
+            await add_pod(c, f"p{i}", ip, node=node)
+
+        async def counts():
+            got = {ep["addresses"][0]: [z["name"] for z in (ep.get("hints") or {}).get("forZones") or []]
+                   for sl in await slices_of(c, "web") for ep in sl["endpoints"]}
+            return got if len(got) == 8 and _per_zone(got) == {"zone-a": 4, "zone-b": 2, "zone-c": 2} else None
+        got = await eventually(counts)
+        assert got and all(got[ip] == ["zone-a"] for _, ip in pods[:2]), "zone-a's own stay"
+    finally:
+        await stop(ctrl)
+
+
+async def test_a_zone_less_than_one_endpoint_off_both_ways_keeps_its_own(stack):
+    """zone-a's share of ten endpoints is 6.6 and zone-b's 3.4: with six and four, zone-b is 0.6
+    over and zone-a 0.6 under, neither a whole endpoint, so nothing moves (moving one would leave
+    them 0.4 off the other way)."""
+    c = stack.client
+    await add_node(c, "a1", "zone-a", cpu="33")
+    await add_node(c, "b1", "zone-b", cpu="17")
+    ctrl = await start(c, per_slice=100)
+    try:
+        await auto_service(c)
+        want = {}
+        for i in range(10):
+            ip = f"10.244.{1 if i < 6 else 2}.{i + 1}"
+            await add_pod(c, f"p{i}", ip, node="a1" if i < 6 else "b1")
+            want[ip] = ["zone-a" if i < 6 else "zone-b"]
+        assert await hints(c, want)
+    finally:
+        await stop(ctrl)
