@@ -113,12 +113,14 @@ from .simulated_script import (PATTERN_OPS, Background, Case, For, Function, Gro
 
 #: images whose default command is a shell (`kubectl debug -it pod --image=busybox` runs it)
 SHELL_IMAGES = frozenset({"busybox", "alpine", "ubuntu", "debian"})
-#: the shells the images people exec into lack, by repository: busybox's and alpine's sh is busybox's
-#: ash (no bash, no dash), the distributions' is dash (bash beside it, no ash); a distroless image
-#: has no shell at all but in its `debug` tags (busybox's). An image not named here (python, a CUDA
+_PYTHON = frozenset({"python", "python3"})
+#: the shells and interpreters the images people exec into lack, by repository: busybox's and
+#: alpine's sh is busybox's ash (no bash, no dash), the distributions' is dash (bash beside it, no
+#: ash), and none has python; a distroless image has no shell at all but in its `debug` tags
+#: (busybox's), python3 only in distroless/python3. An image not named here (python, a CUDA
 #: image) has them.
-_LACKING_SHELLS = {"busybox": frozenset({"bash", "dash"}), "alpine": frozenset({"bash", "dash"}),
-                   "ubuntu": frozenset({"ash"}), "debian": frozenset({"ash"})}
+_LACKING = {"busybox": frozenset({"bash", "dash", *_PYTHON}), "alpine": frozenset({"bash", "dash", *_PYTHON}),
+            "ubuntu": frozenset({"ash", *_PYTHON}), "debian": frozenset({"ash", *_PYTHON})}
 _SLEEP = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
 #: the globs in an unquoted expansion's value (the lexer's, in a word's text): they match filenames too
 _GLOBS = re.compile(r"[*?]|\[!?\]?[^\s\]]*\]")
@@ -315,19 +317,16 @@ def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes 
         return None
     try:
         if os.path.basename(argv[0]) in SHELLS:
-            shell = os.path.basename(argv[0])
-            if len(argv) >= 3 and argv[1] == "-c":
-                seed, args = argv[2], argv[3:] or argv[:1]
-            elif len(argv) >= 2 and not argv[1].startswith("-") and fs is not None:  # `sh FILE ARGS`
-                seed, args = argv[1], argv[1:]
-            else:
+            shell, called = os.path.basename(argv[0]), invocation(argv)
+            if called is None or called[1] is None and fs is None:  # (`sh FILE` reads the container's files)
                 return None
+            options, seed, args = called
 
             def started(files: Files, signal: float | None = None) -> _Run:
-                run = _Run(now, fs=files, stdin=stdin, env=env, args=args, seed=seed, terminal=terminal,
+                run = _Run(now, fs=files, stdin=stdin, env=env, args=args, seed=seed or args[0], terminal=terminal,
                            not_found=not_found, shell=shell)
-                run.signal = signal
-                script = parse(seed) if argv[1] == "-c" else run.script_file(seed, shell)
+                run.signal, run.options = signal, set(options)
+                script = parse(seed) if seed is not None else run.script_file(args[0], shell)
                 return _execute(script or [], run)
             run = started(fs)
             if "TERM" not in run.trapped:
@@ -374,6 +373,37 @@ def written_so_far(argv: list[str], now: float, fs: Files, stdin: bytes, env: di
     return None
 
 
+def invocation(argv: list[str]) -> tuple[set[str], str | None, list[str]] | None:
+    """What a shell's command line asks of it (`sh -c SCRIPT [NAME ARG...]`, `sh FILE [ARG...]`, after
+    options: `-e`, `-u`, `-x`, `-o pipefail`, bundled or not, `+` turning one off, `-l` and
+    `--login` (no profile is simulated), `--`, and `-c` among them: `bash -ec`, `bash -lc`): its
+    options, the `-c` script (None for a file's), and its positional parameters from `$0` (the
+    file's path, or NAME, else the shell's own). None for another option, or nothing to run."""
+    options: set[str] = set()
+    command, i = False, 1
+    while i < len(argv) and argv[i][:1] in "-+" and len(argv[i]) > 1 and argv[i] != "--":
+        word, i = argv[i], i + 1
+        if word == "--login":
+            continue
+        for letter in word[1:]:
+            if letter == "o" and argv[i:i + 1] == ["pipefail"]:
+                option, i = "pipefail", i + 1
+            elif letter in "eux":
+                option = letter
+            elif letter in "cl" and word[0] == "-":
+                command = command or letter == "c"
+                continue
+            else:
+                return None
+            (options.add if word[0] == "-" else options.discard)(option)
+    operands = argv[i + (argv[i:i + 1] == ["--"]):]
+    if not operands:
+        return None
+    if command:
+        return options, operands[0], operands[1:] or argv[:1]
+    return options, None, operands
+
+
 def reads_stdin(argv: list[str], image: str) -> bool:
     """Whether the container runs a shell reading its commands from stdin: a shell named alone, or no
     command in an image whose default is one."""
@@ -383,13 +413,16 @@ def reads_stdin(argv: list[str], image: str) -> bool:
     return name in SHELL_IMAGES
 
 
-def has_shell(image: str, shell: str) -> bool:
-    """Whether image `image` holds shell `shell` (sh, ash, bash, dash: `_LACKING_SHELLS`)."""
+def has_program(image: str, program: str) -> bool:
+    """Whether image `image` holds `program`, a shell (sh, ash, bash, dash) or python
+    (`_LACKING`); any other, or in an image not known here, it may."""
     repository = net.repository(image)
     if repository.startswith("distroless/"):
+        if program in _PYTHON:
+            return repository.startswith("distroless/python3") and program == "python3"
         tag = image.split("@")[0].rsplit("/", 1)[-1].partition(":")[2]
-        return "debug" in tag and shell not in _LACKING_SHELLS["busybox"]
-    return shell not in _LACKING_SHELLS.get(repository, ())
+        return program not in SHELLS or "debug" in tag and program not in _LACKING["busybox"]
+    return program not in _LACKING.get(repository, ())
 
 
 def outlives_sigterm(argv: list[str], interpreted: bool) -> bool:
@@ -1287,7 +1320,8 @@ class _Run:
             raise _Unknown
         redirects = [(fd, kind, self._string(target)) for fd, kind, target in node.redirects]
         if "x" in self.options:  # `set -x`: each command as it runs, on stderr
-            self.err("+ " + " ".join([*(_quoted(f"{n}={v}") for n, v in assigns), *map(_quoted, words)]) + "\n")
+            quoted = str if self.shell == "dash" else _quoted  # (dash traces the words as they are)
+            self.err("+ " + " ".join([*(quoted(f"{n}={v}") for n, v in assigns), *map(quoted, words)]) + "\n")
         if not words:
             self.vars.update(assigns)
             if not self.substituted:
@@ -1547,15 +1581,14 @@ class _Run:
         elif name in system.APPLETS:
             self.status = system.APPLETS[name](self, self._files(), name, args)
         elif name in (".", "source") and in_shell and args:
-            self._source(args[0])
+            self._source(args[0], args[1:])
         elif name in SHELLS and self._lacks(name):
             raise _NotFound
-        elif name in SHELLS and args[:1] == ["-c"] and len(args) >= 2:
-            self._child_shell(parse(args[1]), args[2:] or [words[0]], name)
-        elif name in SHELLS and args and not args[0].startswith("-"):
-            script = self.script_file(args[0], name)
+        elif name in SHELLS and (called := invocation(words)) is not None:
+            options, seed, args = called
+            script = parse(seed) if seed is not None else self.script_file(args[0], name)
             if script is not None:
-                self._child_shell(script, args, name)
+                self._child_shell(script, args, name, options)
         elif "/" in words[0]:
             self._executable(words[0], args)
         else:
@@ -1575,9 +1608,11 @@ class _Run:
         self.status = 127 if shell == "bash" else 2
         return None
 
-    def _source(self, path: str) -> None:
-        """`. FILE` (`source`): its commands run in this shell, what they set staying set; `return`
-        ends them. A missing file: busybox's sh and dash end (status 2), bash says so and goes on (1)."""
+    def _source(self, path: str, args: list[str]) -> None:
+        """`. FILE [ARG...]` (`source`): its commands run in this shell, what they set staying set;
+        `return` ends them. Its ARGs are the positional parameters while it runs, the shell's again
+        after (busybox's sh and bash; dash ignores them). A missing file: busybox's sh and dash end
+        (status 2), bash says so and goes on (1)."""
         try:
             script = parse(self._files().read(path).decode(errors="replace"))
         except FsError as e:
@@ -1593,16 +1628,27 @@ class _Run:
             return
         self.status = 0
         self.sourcing += 1
+        saved = self.args
+        if args and self.shell != "dash":
+            self.args = [self.args[0], *args]
         try:
             self.script(script)
         except Return:
             pass
         finally:
             self.sourcing -= 1
+            if args and self.shell != "dash":
+                self.args = saved
 
     def _executable(self, path: str, args: list[str]) -> None:
         """A script file run by its path (`./run.sh`, `/scripts/launch.sh`): without the exec bit the
-        shell cannot (126); with it, the shell its `#!` line names runs it (`#!/usr/bin/env bash`)."""
+        shell cannot (126); with it, the kernel runs the interpreter its `#!` line names, given the
+        rest of the line as one argument, then the path and ARGs: a shell, with its options
+        (`#!/bin/bash -e`), or, through env, the program env finds (`#!/usr/bin/env bash`). An
+        interpreter the image lacks (bash in busybox's, python in any image known here, and
+        /usr/bin/env in busybox's) is not found; one env cannot find, env says so as alpine's
+        busybox or GNU's words it (127). Another
+        interpreter (python where the image may have it), or no `#!` line: not simulated."""
         node = self._files().lookup(path)
         if not isinstance(node, File):
             raise _Unknown
@@ -1611,33 +1657,51 @@ class _Run:
             self.err(f"{self.shell}: {'' if self.interactive else where}{path}: Permission denied\n")
             self.status = 126
             return
-        line = node.data.split(b"\n", 1)[0].decode(errors="replace")
-        interpreter = line[2:].split() if line.startswith("#!") else []
-        if interpreter[:1] == ["/usr/bin/env"]:
-            interpreter = interpreter[1:]
-        if len(interpreter) != 1 or os.path.basename(interpreter[0]) not in SHELLS:
-            raise _Unknown  # (python, or a script with no `#!` line: not simulated)
-        if self._lacks(os.path.basename(interpreter[0])):
-            raise _NotFound  # (`#!/bin/bash` in busybox: the kernel finds no interpreter)
-        self._child_shell(parse(node.data.decode(errors="replace")), [path, *args], os.path.basename(interpreter[0]))
+        m = re.fullmatch(r"#![ \t]*(\S+)[ \t]*(.*?)\s*", node.data.split(b"\n", 1)[0].decode(errors="replace"))
+        if m is None:
+            raise _Unknown  # (no `#!` line: the shell would run it itself, not simulated)
+        interpreter, arg = m.groups()
+        program = os.path.basename(interpreter)
+        if program == "env" and arg:
+            repository = net.repository(self._image() or "")
+            if repository.startswith("distroless/") or repository == "busybox" and interpreter != "/bin/env":
+                raise _NotFound  # (busybox's image has its applets in /bin alone; distroless has no env)
+            if re.search(r"\s", arg) or self._lacks(arg):
+                self.err(f"env: can't execute '{arg}': No such file or directory\n" if repository == "alpine" else
+                         f"{interpreter}: '{arg}': No such file or directory\n" +
+                         (f"{interpreter}: use -[v]S to pass options in shebang lines\n" if " " in arg else ""))
+                self.status = 127
+                return
+            interpreter, program, arg = arg, arg, ""
+        if self._lacks(program):
+            raise _NotFound  # (the kernel finds no interpreter)
+        called = invocation([interpreter, *([arg] if arg else []), path, *args]) if program in SHELLS else None
+        if called is None or called[1] is not None:
+            raise _Unknown  # (python in an image that may have it, another interpreter)
+        self._child_shell(parse(node.data.decode(errors="replace")), called[2], program, called[0])
 
-    def _lacks(self, shell: str) -> bool:
-        """Whether the container's image lacks `shell` (bash in busybox's: `has_shell`)."""
+    def _image(self) -> str | None:
+        """The container's image, as its pod's spec names it."""
         fs = self._files()
         spec = fs.pod.get("spec") or {}
-        image = next((c.get("image", "") for key in ("containers", "initContainers", "ephemeralContainers")
-                      for c in spec.get(key) or () if c.get("name") == fs.container), None)
-        return image is not None and not has_shell(image, shell)
+        return next((c.get("image", "") for key in ("containers", "initContainers", "ephemeralContainers")
+                     for c in spec.get(key) or () if c.get("name") == fs.container), None)
 
-    def _child_shell(self, script: Script, args: list[str], shell: str) -> None:
-        """A shell run as a command (`sh FILE ARGS`, `./run.sh`, `bash -c SCRIPT`): `script` runs with
-        the exported variables alone and `args` as `$0, $1...`; its status is the command's, and
-        what it sets (variables, functions, traps, `cd`) is gone after it."""
+    def _lacks(self, program: str) -> bool:
+        """Whether the container's image lacks `program` (bash in busybox's: `has_program`)."""
+        image = self._image()
+        return image is not None and not has_program(image, program)
+
+    def _child_shell(self, script: Script, args: list[str], shell: str, options: set[str] = frozenset()) -> None:
+        """A shell run as a command (`sh FILE ARGS`, `./run.sh`, `bash -ec SCRIPT`): `script` runs with
+        the exported variables alone, `options` set (`invocation`) and `args` as `$0, $1...`; its
+        status is the command's, and what it sets (variables, functions, traps, `cd`) is gone after it."""
         saved = dict(self.vars), set(self.exported), dict(self.functions), dict(self.traps), self.args, \
             set(self.options), self.shell, self.fs.cwd if isinstance(self.fs, ContainerFS) else None
         self.subshells += 1
         try:
             self.replaced(Replaced(script, args, shell))
+            self.options |= options
             self.status = 0
             try:
                 self.script(script)

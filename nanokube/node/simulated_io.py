@@ -74,7 +74,7 @@ from . import container_env, simulated_gpu, simulated_identity, simulated_net, s
 from .containerlog import ContainerLog
 from .simulated_applets import Terminal
 from .simulated_builtins import SHELLS
-from .simulated_command import PASS, Program, Shell, has_shell, interpret, reads_stdin, uses_environment, wants_stdin, written_so_far
+from .simulated_command import PASS, Program, Shell, has_program, interpret, reads_stdin, uses_environment, wants_stdin, written_so_far
 from .simulated_command import stream as filter_of
 from .simulated_filters import Filter
 from .simulated_fs import ContainerFS, PodFiles
@@ -653,7 +653,7 @@ class SimulatedIO:
         await self._machine(container, declared is None)
         exec_id = hashlib.sha256(f"{self.worker.uid}/{container}/{command}".encode()).hexdigest()
         shell = os.path.basename(command[0])
-        if declared is None and shell in SHELLS and not has_shell(self._spec(container).get("image", ""), shell):
+        if declared is None and shell in SHELLS and not has_program(self._spec(container).get("image", ""), shell):
             raise executable_not_found(exec_id, command[0])  # `bash` in busybox: runc cannot start it
         if declared is None and reads_stdin(command, ""):
             return await self._exec_shell(session, container, terminal)

@@ -355,7 +355,10 @@ echo "$0 [$#] $@: rank $RANK of $WORLD, $(nvidia-smi -L | wc -l) GPUs"
 exit 3
 """
 SCRIPTS = {"launch.sh": LAUNCH, "env.sh": "RANK=0\nWORLD=${NNODES:-1}\nreturn\necho never\n",
-           "run.sh": "#!/usr/bin/env bash\necho \"bash: $0 $1\"\n", "plain.sh": "echo plain\n"}
+           "run.sh": "#!/usr/bin/env bash\necho \"bash: $0 $1\"\n", "plain.sh": "echo plain\n",
+           "strict.sh": '#!/bin/bash -e\necho "in [$#] $1"\nfalse\necho after\n', "args.sh": 'echo "sourced [$#] $1"\n',
+           "train.py": "#!/usr/bin/env python3\nprint(1)\n", "direct.py": "#!/usr/bin/python3\nprint(1)\n",
+           "opts.sh": "#!/usr/bin/env bash -e\necho never\n"}
 
 
 async def scripts_pod(client, clock, command: list[str] | None = None, image: str = "busybox",
@@ -461,3 +464,50 @@ async def test_case_patterns_match_as_globs_an_unquoted_expansions_value_too(env
               'case ab in [!x]b) echo negated;; esac; case "${HOSTNAME%%-*}" in tr?in*) echo host;; esac')
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (
         0, "glob\nquoted\nbracket\nbackslash\nnegated\nhost\n")
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash", "dash"])
+async def test_a_shells_options_before_its_script_or_file_are_set(env, shell):
+    """`sh -e FILE ARGS`, `bash -ex FILE`, `sh -ec SCRIPT`, `bash -lc SCRIPT`, as a container's command
+    or a command of a script: the options are set as the script starts (`-e` ends it at `false`,
+    `-x` traces), the file's ARGs its positional parameters; as busybox's sh, bash and dash run them."""
+    client, clock, mgr = env
+    await scripts_pod(client, clock, image=IMAGE[shell])
+    assert await exec_(mgr, "trainer", [shell, "-e", "/scripts/strict.sh", "a", "b"]) == (1, "in [2] a\n")
+    assert await exec_(mgr, "trainer", [shell, "/scripts/strict.sh", "a"]) == (0, "in [1] a\nafter\n")
+    traced = "+ echo 'in [1] a'" if shell != "dash" else "+ echo in [1] a"
+    assert await exec_(mgr, "trainer", ["sh", "-c", f"{shell} -ex -- /scripts/strict.sh a; echo $?"]) == (
+        0, f"{traced}\nin [1] a\n+ false\n1\n")
+    assert await exec_(mgr, "trainer", [shell, "-ec", "false; echo no"]) == (1, "")
+    assert await exec_(mgr, "trainer", [shell, "-lc", 'echo "login $0 $1"', "name", "one"]) == (0, "login name one\n")
+
+
+@pytest.mark.parametrize("shell, sourced", [("sh", "sourced [2] p"), ("bash", "sourced [2] p"),
+                                            ("dash", "sourced [2] x")])
+async def test_a_sourced_files_arguments_are_its_positional_parameters_while_it_runs(env, shell, sourced):
+    """`. FILE ARGS`: busybox's sh and bash give the file ARGS as `$1...` while it runs, the shell's
+    own after; dash ignores them."""
+    client, clock, mgr = env
+    await scripts_pod(client, clock, image=IMAGE[shell])
+    script = 'set -- x y; . /scripts/args.sh p q; echo "back [$#] $1"; . /scripts/args.sh; echo "again [$#] $1"'
+    assert await exec_(mgr, "trainer", [shell, "-c", script]) == (
+        0, f"{sourced}\nback [2] x\nsourced [2] x\nagain [2] x\n")
+
+
+@pytest.mark.parametrize("image, python, options", [
+    ("ubuntu", "/usr/bin/env: 'python3': No such file or directory\n",
+     "/usr/bin/env: 'bash -e': No such file or directory\n/usr/bin/env: use -[v]S to pass options in shebang lines\n"),
+    ("alpine", "env: can't execute 'python3': No such file or directory\n",
+     "env: can't execute 'bash -e': No such file or directory\n"),
+])
+async def test_a_scripts_interpreter_line_runs_it_with_its_option_or_fails_as_real(env, image, python, options):
+    """`#!/bin/bash -e`: bash runs the file with `-e` (where the image has bash); `#!/usr/bin/env
+    python3` in an image without python: env says it cannot run it (GNU's words in Ubuntu's, busybox's
+    in Alpine's), 127; `#!/usr/bin/env bash -e` asks env for a program named `bash -e`; `#!/usr/bin/python3`
+    is not found, as the kernel finds no interpreter."""
+    client, clock, mgr = env
+    await scripts_pod(client, clock, image=image)
+    script = "/scripts/strict.sh a; echo $?; /scripts/train.py; echo $?; /scripts/opts.sh; echo $?; /scripts/direct.py"
+    strict = "in [1] a\n1\n" if image == "ubuntu" else "sh: /scripts/strict.sh: not found\n127\n"
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (
+        127, f"{strict}{python}127\n{options}127\nsh: /scripts/direct.py: not found\n")
