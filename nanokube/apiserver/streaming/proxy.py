@@ -269,7 +269,22 @@ class ProxySubresources:
         target = join_preserving_trailing_slash("", sub)
         if not target and request.method in ("GET", "HEAD"):
             return _redirect_to_slash(request)
-        return await kubelet.serve(request, target or "/")
+        return await _relayed(request, await kubelet.serve(request, target or "/"))
+
+
+async def _relayed(request: web.Request, answer: web.StreamResponse) -> web.StreamResponse:
+    """A kubelet's whole answer sent on as a backend's is: as it came. The API server's own answers
+    are negotiated (YAML, protobuf, pretty-printed for curl) and gzipped; a proxied one never is."""
+    if type(answer) is not web.Response:
+        return answer
+    resp = web.StreamResponse(status=answer.status, reason=answer.reason, headers=CIMultiDict(answer.headers))
+    body = answer.body or b""
+    resp.content_length = len(body)
+    await resp.prepare(request)
+    if request.method != "HEAD":
+        await resp.write(body)
+    await resp.write_eof()
+    return resp
 
 
 def _global_unicast(ip: str) -> bool:
