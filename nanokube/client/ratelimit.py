@@ -141,3 +141,8 @@ class ClientBuilder:
     def named(self, name: str):
         q, b = self.scaled.get(name, (1, 1))
         return limited(self.builder.named(name), self.qps * q, self.burst * b, self.clock)
+
+    def unscaled(self, name: str):
+        """`name`'s clientset at the builder's own limit, where `named` raises it: the garbage
+        collector raises only its metadata client's qps, its Events go through a clientset at 1x."""
+        return limited(self.builder.named(name), self.qps, self.burst, self.clock)

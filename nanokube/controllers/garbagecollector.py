@@ -63,7 +63,9 @@ class GarbageCollector(Controller):
     queue_name = "garbage_collector_attempt_to_delete"
     workers = 2
 
-    def __init__(self, client, **kw):
+    def __init__(self, client, events_client=None, **kw):
+        """`client` reads and writes the objects (upstream's metadata client); `events_client`
+        (else `client`) sends the Events, as upstream's recorder sinks into a clientset of its own."""
         super().__init__(client, **kw)
         self.nodes: dict[str, Node] = {}
         self.dependents: dict[str, set[str]] = {}
@@ -74,7 +76,7 @@ class GarbageCollector(Controller):
         self._infs = []
         self._monitored: set[str] = set()
         self._started = False
-        self.recorder = CoreEventRecorder(client, "garbage-collector-controller", self.clock)
+        self.recorder = CoreEventRecorder(events_client or client, "garbage-collector-controller", self.clock)
         self._add_monitors()
 
     def _add_monitors(self) -> list:

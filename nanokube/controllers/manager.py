@@ -64,10 +64,11 @@ from .validatingadmissionpolicy_status import ValidatingAdmissionPolicyStatusCon
 LEASE_NAME = "kube-controller-manager"
 #: kube-controller-manager's client limit by default (--kube-api-qps 20, --kube-api-burst 30)
 KCM_CLIENT_LIMIT = (20.0, 30)
-#: the clients that raise it: the namespace controller's qps 20 times, its burst 100 times (one
-#: deletecollection and one list per namespaced resource make it the chattiest; startNamespaceController);
-#: the garbage collector's qps twice (a collection takes two requests: startGarbageCollectorController's
-#: metadata client, which sends its reads and writes; upstream's Events alone go through a 1x clientset)
+#: the clients that raise it: the namespace controller's qps 20 times, its burst 100 times, both of its
+#: clientsets (one deletecollection and one list per namespaced resource make it the chattiest;
+#: startNamespaceController); the garbage collector's qps twice (a collection takes two requests:
+#: startGarbageCollectorController's metadata client, which sends its reads and writes; its Events
+#: go through a clientset at 1x, `unscaled_client`)
 _SCALED_LIMITS = {NamespaceController.name: (20, 100), "generic-garbage-collector": (2, 1)}
 
 #: the pod-identity signer acts as its own service account, bound by the
@@ -130,8 +131,15 @@ def _service_account_key(data_dir: str | None):
 
 def controller_client(client, kind: type[Controller]):
     """The client `kind` runs over: `client` named for it, as kube-controller-manager's client
-    builder makes one per controller (user agent '.../<name>')."""
+    builder makes one per controller (user agent '.../<name>'); each call another clientset, with
+    a token bucket of its own under a limit."""
     return client.named(CLIENT_NAMES.get(kind.name, kind.name))
+
+
+def unscaled_client(client, kind: type[Controller]):
+    """`kind`'s clientset at the manager's own limit where `_SCALED_LIMITS` raises its main one."""
+    name = CLIENT_NAMES.get(kind.name, kind.name)
+    return client.unscaled(name) if isinstance(client, ClientBuilder) else client.named(name)
 
 
 #: every controller of kube-controller-manager that nanokube runs, in start order
@@ -167,6 +175,10 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         PodGCController: pod_gc_options(),
         DeviceTaintEvictionController: device_taint_options(),
         RootCACertPublisher: {"root_ca": root_ca},
+        # upstream's GC: a 1x clientset for its Events beside its 2x metadata client; the namespace
+        # controller: a typed clientset (namespaces, discovery) and a metadata client (the contents)
+        GarbageCollector: {"events_client": unscaled_client(client, GarbageCollector)},
+        NamespaceController: {"metadata_client": controller_client(client, NamespaceController)},
     }
     return [kind(controller_client(client, kind), clock=clock, informers=informers, **options.get(kind, {}))
             for kind in kinds]

@@ -80,8 +80,12 @@ class NamespaceController(Controller):
     #: so one large namespace must not hold back the deletion of others
     workers = 10
 
-    def __init__(self, client, clock=None, **kw):
+    def __init__(self, client, clock=None, metadata_client=None, **kw):
+        """`client` reads discovery and writes the namespaces; `metadata_client` (else `client`) lists
+        and deletes their contents, a clientset with a token bucket of its own as upstream's
+        metadata client."""
         super().__init__(client, **({"clock": clock} if clock else {}), **kw)
+        self.metadata = metadata_client or client
         self.ns = client.resource("", "v1", "namespaces")
         self.inf = self.informer_factory.informer(self.ns)
         self.inf.add_handlers(on_add=self._enqueue, on_update=lambda o, n: self._enqueue(n))
@@ -100,7 +104,7 @@ class NamespaceController(Controller):
             if not r.namespaced or r.storage_alias or r.group_resource in seen or not {"list", "delete"} <= set(r.verbs):
                 continue
             seen.add(r.group_resource)
-            yield f"{r.plural}.{r.group}", self.client.resource(r.group, r.versions[0], r.plural)
+            yield f"{r.plural}.{r.group}", self.metadata.resource(r.group, r.versions[0], r.plural)
 
     async def sync(self, name: str) -> None:
         ns = self.inf.get(name)

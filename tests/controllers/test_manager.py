@@ -204,12 +204,19 @@ async def test_each_controllers_client_waits_for_its_own_token_bucket(stack):
     the limit lets its controller; the other controllers' and the shared informers' buckets are others."""
     clock = ManualClock()
     clock.t = stack.rest.clock.now()
-    # the namespace controller's own: 20 times the qps, 100 times the burst (startNamespaceController)
+    # the namespace controller's own: 20 times the qps, 100 times the burst (startNamespaceController), for
+    # its typed clientset and for the metadata client that lists and deletes the contents, each a bucket
     ns = ControllerManager(stack.client, clock, controllers="namespace", client_limit=(2.0, 3)).controllers[0]
-    assert (ns.client.bucket.qps, ns.client.bucket.burst) == (40.0, 300)
-    # the garbage collector's twice the qps (each collection two requests: startGarbageCollectorController)
+    contents = dict(ns._namespaced())["pods."].owner
+    assert (ns.client.bucket.qps, ns.client.bucket.burst) == (contents.bucket.qps, contents.bucket.burst) == (40.0, 300)
+    assert contents.bucket is not ns.client.bucket and contents.user_agent == ns.client.user_agent
+    # the garbage collector's twice the qps (each collection two requests: startGarbageCollectorController);
+    # its Events through a clientset at the manager's limit, as its recorder's upstream
     gc = ControllerManager(stack.client, clock, controllers="garbagecollector", client_limit=(2.0, 3)).controllers[0]
     assert (gc.client.bucket.qps, gc.client.bucket.burst) == (4.0, 3)
+    events = gc.recorder.events.owner
+    assert (events.bucket.qps, events.bucket.burst) == (2.0, 3)
+    assert events.user_agent == gc.client.user_agent == "kube-controller-manager/generic-garbage-collector"
     manager = ControllerManager(stack.client, clock, controllers="replicaset,deployment", client_limit=(2.0, 3))
     buckets = [c.client.bucket for c in manager.controllers]
     assert len({id(b) for b in [*buckets, manager.informers.client.bucket]}) == 3
