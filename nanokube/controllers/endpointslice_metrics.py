@@ -48,8 +48,10 @@ class EndpointSliceMetrics:
 class SliceCounts:
     """Per Service, its endpoints, its slices and the slices a perfect packing would need (at least
     one: the placeholder), kept summed in the gauges; and the Services by the trafficDistribution
-    they use (PreferClose, else ImplementationSpecific). Unlike upstream's cache, whose entry for
-    a Service is its last address type's, a dual-stack Service counts both of its families."""
+    they use (PreferClose, else ImplementationSpecific). A dual-stack Service is one Service there,
+    as in upstream's set of them, and both of its families in the endpoint and slice gauges, where
+    upstream's cache keeps only its last address type's entry (kubernetes/kubernetes#126004, a bug
+    whose fix sums them)."""
 
     def __init__(self, metrics: EndpointSliceMetrics, max_per_slice: int) -> None:
         self.metrics = metrics

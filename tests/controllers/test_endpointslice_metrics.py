@@ -85,3 +85,36 @@ async def test_endpoints_slices_syncs_and_traffic_distribution_on_metrics():
     finally:
         await stop(ctrl)
         await s.close()
+
+
+async def test_a_dual_stack_service_counts_once_by_traffic_distribution_and_both_families_in_the_gauges():
+    """services_count_by_traffic_distribution counts Services (upstream's set of them, which both of a
+    dual-stack Service's reconcileByAddressType calls update), so such a Service is one; the endpoint and
+    slice gauges count both families' (upstream's cache keeps the last family's only, the bug of
+    kubernetes/kubernetes#126004, whose fix sums them)."""
+    s = await make_stack()
+    c = s.client
+    s.rest.index.get("", "v1", "services").strategy.ips.set_extra_ranges({"v6": ["fd00:10:96::/112"]})
+    await c.resource("", "v1", "nodes").create({"metadata": {"name": "n1"}})
+    metrics = ControllerMetrics()
+    ctrl = EndpointSliceController(c, metrics=metrics)
+    await ctrl.start()
+    app = component_server.app(component_server.DelegatedAuth(AllowAll()), metrics.registry, {}, list)
+    try:
+        async with TestClient(TestServer(app)) as http:
+            async def scrape() -> tuple:
+                text = await (await http.get("/metrics")).text()
+                return (series(text, "services_count_by_traffic_distribution", traffic_distribution="PreferClose"),
+                        *(series(text, g) for g in ("endpoints_desired", "num_endpoint_slices", "desired_endpoint_slices")))
+
+            svc = service()
+            await c.resource("", "v1", "services").create({**svc, "spec": {
+                **svc["spec"], "ipFamilyPolicy": "RequireDualStack", "trafficDistribution": "PreferClose"}})
+            await add_pod(c, "p0", "10.244.1.2")
+            await c.resource("", "v1", "pods").patch("p0", {"status": {"podIPs": [{"ip": "10.244.1.2"}, {"ip": "fd00:244::2"}]}},
+                                                      namespace="default", subresource="status")
+            assert await becomes(scrape, (1, 2, 2, 2)) == (1, 2, 2, 2), "one Service; an endpoint and a slice per family"
+            assert sorted(sl["addressType"] for sl in await slices_of(c, "web")) == ["IPv4", "IPv6"]
+    finally:
+        await stop(ctrl)
+        await s.close()
