@@ -61,6 +61,22 @@ print(" ".join(seen))
 """
 
 
+#: connects once to each IP[:PORT] (port 80 unless given), printing OK and the answer or ERR and why
+REACH_CLIENT = r"""
+import socket, sys
+for target in sys.argv[1:]:
+    ip, _, port = target.partition(":")
+    c = socket.socket()
+    c.settimeout(1.5)
+    try:
+        c.connect((ip, int(port or 80)))
+        print("OK", target, c.recv(100).decode().replace(" ", "/"), flush=True)
+    except OSError as e:
+        print("ERR", target, type(e).__name__, flush=True)
+    c.close()
+"""
+
+
 def sh(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True)
 
@@ -99,6 +115,15 @@ def attached(node_ns: str, addresses: list[tuple[str, str | None]], prefix: str 
             subprocess.run(["ip", "netns", "del", name], check=False)
 
 
+def uplink(node_ns: str) -> None:
+    """A default route out of `node_ns` (into a veth whose peer stays down), as a node has, so
+    packets no rule translated reach the forward hook instead of failing the route lookup."""
+    node = ("ip", "netns", "exec", node_ns)
+    sh(*node, "ip", "link", "add", "uplink", "type", "veth", "peer", "name", "uplink-peer")
+    sh(*node, "ip", "link", "set", "uplink", "up")
+    sh(*node, "ip", "route", "add", "default", "dev", "uplink")
+
+
 def serve(ns: str, proto: str) -> subprocess.Popen:
     """The echo server in `ns`, once it listens; the caller kills it."""
     server = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", ECHO_SERVER, proto],
@@ -114,3 +139,12 @@ def answers(ns: str, proto: str, ip: str, port: int) -> set[tuple[str, str]]:
     assert out.returncode == 0, out.stderr
     words = out.stdout.split()
     return {(words[i], words[i + 1]) for i in range(0, len(words), 2)}
+
+
+def connect(ns: str, *targets: str) -> dict[str, list[str]]:
+    """One TCP connection from `ns` to each IP[:PORT]: target -> ["OK", "PORT/PEER"] (what the
+    echo server answered) or ["ERR", the exception's name]."""
+    out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", REACH_CLIENT, *targets],
+                         check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return {line.split()[1]: line.split()[0::2] for line in out.stdout.splitlines()}

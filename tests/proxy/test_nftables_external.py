@@ -4,8 +4,6 @@ loadBalancerSourceRanges firewall (`firewall-ips` to a `firewall-` chain,
 before DNAT), no-endpoint verdicts for them; the kernel state in a private
 namespace and real packets from clients inside and outside the ranges."""
 
-import subprocess
-import sys
 
 import pytest
 
@@ -16,7 +14,7 @@ from nanokube.proxy.nftables.sync import Syncer
 from nanokube.proxy.proxier import Proxier, service_ports
 from tests.controllers import eventually, make_stack
 from tests.proxy.hosts import NODE4 as NODE
-from tests.proxy.hosts import attached, serve, sh
+from tests.proxy.hosts import attached, connect, serve, uplink
 from tests.proxy.test_nftables_policies import text, vmap_keys
 from tests.proxy.test_nftables_sync import CFG, Kernel, StepClock, service_ip_keys, services
 
@@ -119,38 +117,14 @@ def test_external_ips_only_in_their_family_table(nft):
 
 # --- packets ------------------------------------------------------------------------
 
-CLIENT = r"""
-import socket, sys
-for ip in sys.argv[1:]:
-    c = socket.socket()
-    c.settimeout(1.5)
-    try:
-        c.connect((ip, 80))
-        print("OK", ip, c.recv(100).decode().replace(" ", "/"), flush=True)
-    except OSError as e:
-        print("ERR", ip, type(e).__name__, flush=True)
-    c.close()
-"""
-
 
 @pytest.fixture
 def hosts(netns):
     """Namespaces routed through `netns` (the node) by a veth each: the pod
     POD and the outside clients INSIDE and OUTSIDE."""
-    node = ("ip", "netns", "exec", netns)
-    # a default route, as a node has, so packets left unDNATed reach the forward hook (the peer stays down)
-    sh(*node, "ip", "link", "add", "uplink", "type", "veth", "peer", "name", "uplink-peer")
-    sh(*node, "ip", "link", "set", "uplink", "up")
-    sh(*node, "ip", "route", "add", "default", "dev", "uplink")
+    uplink(netns)
     with attached(netns, [(POD, None), (INSIDE, None), (OUTSIDE, None)], "nk-host") as names:
         yield names
-
-
-def connect(ns, *ips):
-    out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", CLIENT, *ips],
-                         check=False, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return {line.split()[1]: line.split()[0::2] for line in out.stdout.splitlines()}
 
 
 def test_source_ranges_drop_outsiders_and_external_traffic_is_masqueraded(nft, hosts):
