@@ -1,6 +1,6 @@
 """The shell's own commands (its builtins) for simulated_command's interpreter: `:`, `true`,
 `false`, `echo [-neE]`, `printf`, `exit`, `break`, `continue`, `return`, `shift`, `local`, `set`, `exec`,
-`read`, `trap`, `eval`, `export` and `unset`, `command -v`, with busybox's `env` and `printenv`, which read the
+`read`, `trap`, `eval`, `ulimit` (simulated_limits), `export` and `unset`, `command -v`, with busybox's `env` and `printenv`, which read the
 same variables, `xargs`, which runs commands as `env` does, and `which`. Each takes the running shell (simulated_command's
 run: its variables, options, arguments, stdin and output), its name and its arguments, and gives
 its exit status; one that ends the shell, a loop or a function raises `Exit`, `Jump` or
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .simulated_applets import WRITE_BUDGET, NoTerminal, Unknown
+from .simulated_limits import ulimit
 from .simulated_script import _NAME, Script, parse
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class Open(bytes):
     (NoTerminal, as for a stdin still to come), as a real process blocks in read(2)."""
 #: the commands that are the shell's own (no binary runs them, `exit` as a container's command is not found)
 SHELL_ONLY = frozenset({"exit", "export", "unset", "break", "continue", "cd", "pwd", "set", "read", "exec",
-                        "return", "local", "trap", "command", "shift", "eval"})
+                        "return", "local", "trap", "command", "shift", "eval", "ulimit"})
 
 
 #: the shells a command line may name (`sh -c SCRIPT`)
@@ -338,7 +339,7 @@ def _read(run: _Run, name: str, args: list[str]) -> int:
 #: busybox ash's builtins among the commands simulated (`command -v` names them, not a path)
 ASH_BUILTINS = frozenset({"echo", "printf", "true", "false", ":", "exit", "export", "unset", "break", "continue",
                           "return", "local", "set", "exec", "read", "trap", "wait", "cd", "pwd", "test", "[", "command",
-                          "eval", "shift"})
+                          "eval", "shift", "ulimit"})
 
 
 def _command_v(run: _Run, name: str, args: list[str]) -> int:
@@ -489,5 +490,5 @@ def _wait(run: _Run, name: str, args: list[str]) -> int:
 BUILTINS: dict[str, Callable[[_Run, str, list[str]], int]] = {
     "true": _true, ":": _true, "false": _false, "echo": _echo, "printf": _printf, "exit": _exit,
     "break": _jump, "continue": _jump, "return": _return, "shift": _shift, "local": _local, "set": _set, "exec": _exec, "read": _read,
-    "trap": _trap, "eval": _eval, "wait": _wait, "command": _command_v, "which": _command_v,
+    "trap": _trap, "eval": _eval, "ulimit": ulimit, "wait": _wait, "command": _command_v, "which": _command_v,
     **dict.fromkeys(("export", "unset", "env", "printenv"), _environment), "xargs": _xargs}

@@ -101,6 +101,7 @@ from datetime import datetime, timezone
 from . import simulated_filters as filters
 from . import simulated_gpu as gpu
 from . import simulated_identity as identity
+from . import simulated_limits as limits
 from . import simulated_net as net
 from . import simulated_system as system
 from .simulated_applets import APPLETS, TERMINAL_APPLETS, WRITE_BUDGET, Terminal, reads_data
@@ -1350,9 +1351,10 @@ class _Run:
 
     def replaced(self, e: Replaced) -> None:
         """The shell as the one `exec sh -c` started in its place (`Replaced`): the exported
-        variables alone, no functions, options nor traps (its EXIT trap never runs: the process
-        is another program), its own positional parameters."""
-        self.vars = {k: v for k, v in self.vars.items() if k in self.exported}
+        variables alone (and the limits `ulimit` set, the process's own), no functions, options
+        nor traps (its EXIT trap never runs: the process is another program), its own positional
+        parameters."""
+        self.vars = {k: v for k, v in self.vars.items() if k in self.exported or k == limits.KEY}
         self.functions, self.traps, self.args, self.shell = {}, {}, list(e.args), e.shell
         self.options.clear()
 

@@ -94,3 +94,26 @@ async def test_df_h_shows_a_checkpoint_claim_a_secret_and_a_tmpfs_by_path(env, t
         "Filesystem           1K-blocks      Used Available Use% Mounted on",
         "df: /nope: can't find mount point"]
     assert code == 1
+
+
+async def test_ulimit_shows_containerds_limits_and_raises_a_hard_one_only_with_sys_resource(small, env):
+    """A container inherits containerd 2's limits (open files 1024, hard 524288; locked memory 8192
+    KiB): `ulimit` shows them, lowers either and raises the soft one, the change kept for the
+    shell and the commands it runs; raising a hard one (NCCL's `ulimit -l unlimited`) takes
+    CAP_SYS_RESOURCE: refused in the words of busybox's sh, passing in a privileged container."""
+    script = ('ulimit; ulimit -n; ulimit -Hn; ulimit -l; ulimit -n 65536; echo "n $? $(ulimit -n) $(ulimit -Hn)"\n'
+              'ulimit -l unlimited; echo "l $?"; ulimit -Sn 999999; echo "soft $?"; sh -c "ulimit -n"')
+    assert await exec_(small, "small", ["sh", "-c", script]) == (0, (
+        "unlimited\n1024\n524288\n8192\nn 0 65536 65536\nsh: error setting limit: Operation not permitted\nl 1\n"
+        "sh: error setting limit: Invalid argument\nsoft 1\n65536\n"))
+    assert (await exec_(small, "small", ["sh", "-c", "ulimit -a"]))[1].splitlines()[7] == \
+        "open files                      (-n) 1024"
+    client, clock, mgr = env
+    pods = client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "nccl", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "ubuntu", "command": ["sleep", "infinity"],
+                                             "securityContext": {"privileged": True}}]}})
+    await eventually(phase(pods, "nccl", "Running", clock))
+    assert await exec_(mgr, "nccl", ["bash", "-c", "ulimit -l unlimited && ulimit -l"]) == (0, "unlimited\n")
+    assert await exec_(mgr, "nccl", ["dash", "-c", "ulimit -a | head -n 2; ulimit -n 5; ulimit -Hn 6; echo $?"]) == (
+        0, "time(seconds)        unlimited\nfile(blocks)         unlimited\n0\n")
