@@ -1,7 +1,7 @@
 """The busybox applets a simulated container runs on its files (simulated_fs), for
 simulated_command's interpreter: `cat`, `ls`, `mkdir`, `rm`, `touch`, `test`/`[`,
 `tar` (real archives through tarfile, as `kubectl cp` sends and reads them), `wc`,
-`md5sum`, `sha256sum`, `head`, `tail`, `tee`, `cp`, `mv`, `hostname`, and `dd` and `fallocate`
+`md5sum`, `sha256sum`, `head`, `tail`, `tee`, `cp`, `mv`, `hostname`, `readlink`, `stat -c`, and `dd` and `fallocate`
 (which write zeros that take no memory: a container filling its disk), their output and errors worded as
 busybox's, and `tty` and `stty size`, which read the command's terminal (`Terminal`), if it has one. Each takes the running command (`Process`: its stdout, stderr and stdin),
 the container's files, its name and its arguments, and gives its exit status; `Unknown`
@@ -200,13 +200,9 @@ def _ls_line(name: str, node, long: bool, colour: bool = False) -> str:
         return name
     if colour:
         name = _coloured(name, node)
-    kind = "d" if isinstance(node, Dir) else "-"
-    bits = "".join(c if node.mode & (1 << (8 - i)) else "-" for i, c in enumerate("rwxrwxrwx"))
-    if node.mode & 0o1000:
-        bits = bits[:8] + ("t" if bits[8] == "x" else "T")
     size = 4096 if isinstance(node, Dir) else len(node.data)
     d = datetime.fromtimestamp(node.mtime, timezone.utc)
-    return f"{kind}{bits}    1 root     root     {size:>9} {d:%b} {d.day:2d} {d:%H:%M} {name}"
+    return f"{_mode_string(node)}    1 root     root     {size:>9} {d:%b} {d.day:2d} {d:%H:%M} {name}"
 
 
 def _mkdir(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
@@ -744,6 +740,64 @@ def _hostname(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     return 0
 
 
+def _readlink(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox readlink [-fn] FILE: where link FILE points; -f: FILE's canonical path, through its
+    links (`ContainerFS.resolved`), its last part need not be there. Status 1, silent, where there
+    is none (FILE no link, or a directory on its way missing)."""
+    flags, rest = _flags(args, "fn")
+    if len(rest) != 1:
+        raise Unknown
+    found = fs.resolved(rest[0]) if "f" in flags else fs.link(rest[0])
+    if found is None:
+        return 1
+    run.out(found + ("" if "n" in flags else "\n"))
+    return 0
+
+
+def _mode_string(node: File | Dir) -> str:
+    """The mode as `ls -l` and `stat -c %A` show it (`drwxrwxrwt`)."""
+    mode, out = node.mode, "d" if isinstance(node, Dir) else "-"
+    for shift, special, letter in ((6, 0o4000, "s"), (3, 0o2000, "s"), (0, 0o1000, "t")):
+        bits = mode >> shift & 7
+        x = "x" if bits & 1 else "-"
+        if mode & special:
+            x = letter if bits & 1 else letter.upper()
+        out += ("r" if bits & 4 else "-") + ("w" if bits & 2 else "-") + x
+    return out
+
+
+def _stat(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox stat [-L] -c FORMAT FILE...: for each FILE, FORMAT's %n (its name), %s (size), %a and
+    %A (its mode in octal and as ls shows it), %F (its type), %h (links), %x %y %z and %X %Y %Z (its
+    time, as the simulation keeps one), %%; a link (a ConfigMap's file) itself, unless -L follows
+    it. Owners (%u %U %g %G) and the rest are not simulated. A FILE not there: busybox's error, 1."""
+    follow = args[:1] == ["-L"]
+    args = args[follow:]
+    if len(args) < 3 or args[0] not in ("-c", "--format") or "\n" in args[1]:
+        raise Unknown
+    fmt, status = args[1], 0
+    if re.search(r"%[^nsaAFhxyzXYZ%]", fmt.replace("%%", "")):
+        raise Unknown
+    for path in args[2:]:
+        node, target = fs.lookup(path), None if follow else fs.link(path)
+        if target is not None:  # (its time: the volume's last update, its files')
+            node = File(target.encode(), 0o777, node.mtime if node else 0.0)
+        if node is None:
+            run.err(f"stat: can't stat '{path}': {NOT_FOUND}\n")
+            status = 1
+            continue
+        when = datetime.fromtimestamp(node.mtime, timezone.utc)
+        shown = f"{when:%Y-%m-%d %H:%M:%S}.{round(node.mtime % 1 * 1e9):09d} +0000"
+        kind = "directory" if isinstance(node, Dir) else "symbolic link" if target is not None else \
+            "regular file" if node.data else "regular empty file"
+        links = 2 + sum(isinstance(n, Dir) for n in node.entries.values()) if isinstance(node, Dir) else 1
+        fields = {"n": path, "s": str(4096 if isinstance(node, Dir) else len(node.data)), "a": f"{node.mode & 0o7777:o}",
+                  "A": ("l" if target is not None else "") + _mode_string(node)[target is not None:], "F": kind, "h": str(links), "%": "%",
+                  **dict.fromkeys("xyz", shown), **dict.fromkeys("XYZ", str(int(node.mtime)))}
+        run.out(re.sub(r"%(.)", lambda m: fields[m.group(1)], fmt) + "\n")
+    return status
+
+
 def _cd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     """The shell's `cd` (to root's home without a directory), the working directory kept for the
     script's (or interactive shell's) next commands."""
@@ -792,4 +846,4 @@ APPLETS: dict[str, Callable[[Process, ContainerFS, str, list[str]], int]] = {
     "cat": _cat, "ls": _ls, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "test": _test, "[": _test, "tar": _tar,
     "wc": _wc, "md5sum": _digest, "sha256sum": _digest, "head": _head_tail, "tail": _head_tail,
     "hostname": _hostname, "cd": _cd, "pwd": _pwd, "tee": _tee, "cp": _cp_mv, "mv": _cp_mv, "dd": _dd,
-    "fallocate": _fallocate}
+    "fallocate": _fallocate, "readlink": _readlink, "stat": _stat}

@@ -52,7 +52,8 @@ run too, as busybox's do (simulated_applets): `cat`, `ls [-1aAl]`, `mkdir [-p]`,
 `touch`, `test`/`[` (-e -f -d -s -n -z, =, !=, -eq and the integer comparisons, !), `tar` (c, x, t; `f -`
 for stdin or stdout, `-C DIR`; real archives, through tarfile), `wc`,
 `md5sum`, `sha256sum`, `tee [-a]`, `cp [-rap]`, `mv`, `head`/`tail` (-n, -c, tail's +N: `kubectl cp
---retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, `dd` (if=, of=, bs=, count=,
+--retries` resumes with `tar cf - SRC | tail -c+N`), `hostname`, `readlink [-f]`, `stat -c`,
+`timeout SECONDS PROGRAM`, `dd` (if=, of=, bs=, count=,
 status=) and `fallocate [-o N] -l N` (zeros that take no memory, to fill a volume or the
 writable layer up to its storage limits), the
 filters `tr`, `grep`, `sed`, `awk` and `cut` in the forms people type
@@ -1389,7 +1390,7 @@ class _Run:
                 raise _Unknown
             return "/usr/bin/nvidia-smi" if gpus else None
         known = {*BUILTINS, *APPLETS, *TERMINAL_APPLETS, *filters.APPLETS, *net.APPLETS, *identity.APPLETS,
-                 *system.APPLETS, "basename", "dirname", "date", "sleep", "seq"} - SHELL_ONLY - {":", "wait"}
+                 *system.APPLETS, "basename", "dirname", "date", "sleep", "seq", "timeout"} - SHELL_ONLY - {":", "wait"}
         if name in known:
             return f"/bin/{name}"
         if not self.not_found:
@@ -1582,6 +1583,8 @@ class _Run:
             self.status = gpu.APPLETS[name](self, self._files(), name, args)
         elif name in system.APPLETS:
             self.status = system.APPLETS[name](self, self._files(), name, args)
+        elif name == "timeout" and len(args) >= 2:
+            self.status = self._timeout(args)
         elif name in (".", "source") and in_shell and args:
             self._source(args[0], args[1:])
         elif name in SHELLS and self._lacks(name):
@@ -1681,6 +1684,56 @@ class _Run:
         if called is None or called[1] is not None:
             raise _Unknown  # (python in an image that may have it, another interpreter)
         self._child_shell(parse(node.data.decode(errors="replace")), called[2], program, called[0])
+
+    def _timeout(self, args: list[str]) -> int:
+        """`timeout [-s SIGNAL] [-k SECONDS] SECONDS PROGRAM [ARG...]`: PROGRAM, ended by SIGNAL (TERM)
+        if it has not ended SECONDS later: what it would write or change after then never is, and
+        its status is the signal's: busybox's timeout execs PROGRAM, so the shell sees it killed
+        (128 + the signal's number); GNU's (ubuntu's and debian's images) says 124, or 137 for KILL.
+        A program that is not there is timeout's error (127). An endless loop's passes before then
+        are written; one changing files or reaching the network in them is not simulated."""
+        args, signal = list(args), 15
+        while args and args[0].startswith("-") and len(args[0]) > 1:
+            option = args.pop(0)
+            if option in ("-s", "-k") and args:
+                value = args.pop(0).upper().removeprefix("SIG")
+                signal = {"TERM": 15, "15": 15, "KILL": 9, "9": 9, "INT": 2, "2": 2}.get(value, 0) \
+                    if option == "-s" else signal
+            elif option != "--foreground":
+                raise _Unknown  # (--preserve-status, a bundled option...: not simulated)
+        seconds = _seconds(args[0]) if len(args) >= 2 and signal else None
+        if seconds is None:
+            raise _Unknown
+        gnu = self.fs is not None and net.repository(self._image() or "") in ("ubuntu", "debian")
+        deadline, marks = self.now + seconds, (len(self.output), len(self.errors), self._journal())
+        try:
+            self.command(args[1:], in_shell=False)
+        except _Unknown as e:
+            if not self.not_found and not isinstance(e, _NotFound):
+                raise
+            self.err(f"timeout: failed to run command '{args[1]}': No such file or directory\n" if gnu else
+                     f"timeout: can't execute '{args[1]}': No such file or directory\n")
+            return 127
+        except _Forever:
+            self.now, repeat, self.repeat = math.inf, self.repeat, None
+            for t, stream, x in repeat.timeline() if repeat is not None else ():
+                if t >= deadline:
+                    break
+                if stream not in ("stdout", "stderr"):
+                    raise _Unknown from None
+                if stream == "stdout":
+                    self.output.append((t, x))
+                else:
+                    self.errors.append((len(self.output), t, x if isinstance(x, str) else x.decode(errors="replace")))
+        if self.now < deadline:
+            return self.status
+        self.now = deadline  # (what would come at the deadline itself is cut off too)
+        self.output[marks[0]:] = [(t, x) for t, x in self.output[marks[0]:] if t < deadline]
+        self.errors[marks[1]:] = [(min(place, len(self.output)), t, x) for place, t, x in self.errors[marks[1]:]
+                                  if t < deadline]
+        if isinstance(self.fs, ContainerFS) and self.fs.journal:
+            self.fs.journal[marks[2]:] = [c for c in self.fs.journal[marks[2]:] if c[0] < self.started + deadline]
+        return 124 if gnu and signal != 9 else 128 + signal
 
     def _image(self) -> str | None:
         """The container's image, as its pod's spec names it."""

@@ -288,6 +288,29 @@ class ContainerFS:
             node = node.entries.get(part)
         return node
 
+    def resolved(self, path: str) -> str | None:
+        """`path` as `readlink -f` gives it: absolute, normalised, and through the links of a volume the
+        kubelet wrote (a ConfigMap's file is a link through `..data` to its timestamped directory);
+        None where a directory on the way is not there."""
+        path = self.normal(path)
+        if not isinstance(self.lookup(posixpath.dirname(path)), Dir):
+            return None
+        mount, parts = self._mount(path)
+        if mount is None or mount.host is None:
+            return path
+        rel = os.path.relpath(os.path.realpath(os.path.join(mount.host, *parts)), os.path.realpath(mount.host))
+        outside = rel == ".." or rel.startswith("../")  # (not `..2026_...`: the volume's own directory)
+        return path if outside else posixpath.normpath(posixpath.join(mount.path, rel))
+
+    def link(self, path: str) -> str | None:
+        """What the link at `path` points to (`readlink`), None where it is no link: only a volume the
+        kubelet wrote has any."""
+        mount, parts = self._mount(self.normal(path))
+        if mount is None or mount.host is None or not parts:
+            return None
+        real = os.path.join(mount.host, *parts)
+        return os.readlink(real) if os.path.islink(real) else None
+
     def read(self, path: str) -> bytes:
         node = self.lookup(path)
         if node is None:

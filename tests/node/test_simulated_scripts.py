@@ -5,6 +5,7 @@ what the scripts ask of the shell itself, each as bash, dash or busybox's sh ans
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -511,3 +512,39 @@ async def test_a_scripts_interpreter_line_runs_it_with_its_option_or_fails_as_re
     strict = "in [1] a\n1\n" if image == "ubuntu" else "sh: /scripts/strict.sh: not found\n127\n"
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (
         127, f"{strict}{python}127\n{options}127\nsh: /scripts/direct.py: not found\n")
+
+
+async def test_readlink_and_stat_see_a_configmaps_files_as_links_through_its_data_directory(env):
+    """A ConfigMap's file is a link through `..data` to the kubelet's timestamped directory:
+    busybox's `readlink` shows the link, `readlink -f` the file it ends at (a path whose last part
+    is missing too, not one whose directory is: status 1), `stat -c` the link itself (-L: its
+    file, with its item's mode) and a directory."""
+    client, clock, mgr = env
+    await scripts_pod(client, clock)
+    code, out = await exec_(mgr, "trainer", ["sh", "-c", "readlink -f /scripts/launch.sh; readlink /scripts/launch.sh"])
+    real, link = out.splitlines()
+    assert code == 0 and re.fullmatch(r"/scripts/\.\.[^/.][^/]*/launch\.sh", real) and link == "..data/launch.sh"
+    script = ("cd /tmp; readlink -f ../tmp/./new; readlink -f /nope/x; echo $?; readlink /tmp; echo $?\n"
+              "stat -c '%n %a %A %F %s' /scripts/plain.sh; stat -L -c '%a %A %F %s %h' /scripts/plain.sh /tmp\n"
+              "stat -c %n /nope; echo $?")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
+        "/tmp/new\n1\n1\n/scripts/plain.sh 777 lrwxrwxrwx symbolic link 15\n644 -rw-r--r-- regular file 11 1\n"
+        "1777 drwxrwxrwt directory 4096 2\nstat: can't stat '/nope': No such file or directory\n1\n"))
+
+
+@pytest.mark.parametrize("image, timed_out, missing", [
+    ("busybox", 143, "timeout: can't execute 'nosuch': No such file or directory\n"),
+    ("ubuntu", 124, "timeout: failed to run command 'nosuch': No such file or directory\n"),
+])
+async def test_timeout_ends_a_program_at_its_deadline(env, image, timed_out, missing):
+    """`timeout SECONDS PROGRAM`: a program still running at the deadline is ended there, what it
+    would write later never written: busybox's timeout execs it, so the shell sees it killed by
+    TERM (143; -s KILL: 137), GNU's says 124; one ending first has its own status; a program not
+    there is timeout's error (127)."""
+    client, clock, mgr = env
+    await running_trainer(client, clock, image)
+    script = ("timeout 3 sh -c 'while true; do echo tick; sleep 1; done'; echo $?; timeout 10 sh -c 'exit 4'; echo $?\n"
+              "timeout -s KILL 2 sleep 9; echo $?; timeout 2 sh -c 'echo a; sleep 5; echo b'; echo $?; timeout 1 nosuch\n"
+              "echo $?")
+    assert await exec_over(mgr, clock, ["sh", "-c", script]) == (0, (
+        f"tick\ntick\ntick\n{timed_out}\n4\n137\na\n{timed_out}\n{missing}127\n"))
