@@ -107,13 +107,13 @@ async def _up(args: argparse.Namespace) -> int:
     from .cli_scheduler import ElectedScheduler
     from .component_cli import stop_on_signals
     from .client.leaderelection import LeaderElector, elector_for
-    from .client.ratelimit import limited
+    from .client.ratelimit import limited, rest_limit
     from .apiserver.loopback import connector
     from .controllers.manager import KCM_CLIENT_LIMIT, LEASE_NAME, ControllerManager
     from .machinery.user import CONTROLLER_USER, SCHEDULER_USER
     from .node.clusterdns import DNS_USER, ClusterDNS
     from .node.dns import DNS_SERVER, NODE_RESOLVER
-    from .node.manager import KUBELET_CLIENT_LIMITS, NodeManager
+    from .node.manager import KUBELET_CLIENT_LIMITS, NodeManager, kubelet_client_limits
     from .node.manager import options_from_env as node_options
     from .node.storage import PROVISIONER, PROVISIONER_USER, LocalPathProvisioner
     from .pki.ca import ensure_pki
@@ -123,8 +123,12 @@ async def _up(args: argparse.Namespace) -> int:
     from .store.backends import open_store
     from .apiserver.admission import admission_flag_problem
     from .zpages import flags
-    try:  # the nodes' knobs from the environment, judged before anything starts
+    try:  # the nodes' knobs from the environment and the client limits, judged before anything starts
         node_opts = node_options()
+        kcm_limit = rest_limit(*_given(args, "controller_manager_kube_api_", KCM_CLIENT_LIMIT))
+        kubelet_limits = kubelet_client_limits(*_given(args, "kubelet_kube_api_", KUBELET_CLIENT_LIMITS["api_limit"]),
+                                               *_given(args, "kubelet_event_", KUBELET_CLIENT_LIMITS["event_limit"]),
+                                               flag_prefix="--kubelet-")
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
@@ -192,12 +196,12 @@ async def _up(args: argparse.Namespace) -> int:
     write_kubeconfig(kubeconfig, server.url, pki)
     connect = connector(server.rest)
     try:
-        # kube-controller-manager's --kube-api-qps/--kube-api-burst defaults: each controller's client,
-        # the shared informers' and the lease's a bucket of 20/s after a burst of 30
+        # kube-controller-manager's --kube-api-qps/--kube-api-burst: each controller's client, the shared
+        # informers' and the lease's a bucket of its own (by default 20/s after a burst of 30)
         controllers = ControllerManager.in_process(
             connect, server.clock, data_dir, controllers=args.controllers, load_balancer_pool=args.load_balancer_pool,
-            signing_duration=signing_duration, client_limit=KCM_CLIENT_LIMIT,
-            elector=LeaderElector(limited(connect(CONTROLLER_USER, "kube-controller-manager"), *KCM_CLIENT_LIMIT,
+            signing_duration=signing_duration, client_limit=kcm_limit,
+            elector=LeaderElector(limited(connect(CONTROLLER_USER, "kube-controller-manager"), *kcm_limit,
                                           server.clock), LEASE_NAME, _identity(data_dir), clock=server.clock))
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
@@ -214,7 +218,7 @@ async def _up(args: argparse.Namespace) -> int:
 
         runtime = ProcessRuntime(os.path.join(data_dir, "runtime"), cluster_tag(data_dir))
     nodes = NodeManager(connect, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
-                        runtime=runtime, client_limits=KUBELET_CLIENT_LIMITS, **node_opts)
+                        runtime=runtime, client_limits=kubelet_limits, **node_opts)
     server.handlers.sub.log_readers.append(nodes.read_log)
     server.handlers.streams.node_servers.append(nodes.streaming_for)
     server.handlers.proxies.kubelets.append(nodes.kubelet_for)
@@ -286,6 +290,12 @@ async def _up(args: argparse.Namespace) -> int:
     await server.stop()
     print("nanokube stopped", flush=True)
     return 0
+
+
+def _given(args: argparse.Namespace, prefix: str, default: tuple[float, int]) -> tuple[float, int]:
+    """The qps and burst flags of `prefix` (None where not given: the component's `default`)."""
+    qps, burst = getattr(args, prefix + "qps"), getattr(args, prefix + "burst")
+    return (default[0] if qps is None else qps), (default[1] if burst is None else burst)
 
 
 def _identity(data_dir: str) -> str:
@@ -376,6 +386,26 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--cluster-signing-duration", default="8760h", metavar="DURATION",
                     help="the longest lifetime of a certificate the CSR signer issues with the cluster CA "
                          "(Go duration; default 8760h, as kube-controller-manager)")
+    up.add_argument("--controller-manager-kube-api-qps", type=float, default=None, metavar="QPS",
+                    help="kube-controller-manager's --kube-api-qps: requests a second each controller's client may "
+                         "send (a token bucket of its own; watches are not limited; 0: client-go's 5, negative: no "
+                         "limit; default 20)")
+    up.add_argument("--controller-manager-kube-api-burst", type=int, default=None, metavar="N",
+                    help="kube-controller-manager's --kube-api-burst: the requests each such client may send at once "
+                         "before the qps holds (default 30)")
+    up.add_argument("--kubelet-kube-api-qps", type=int, default=None, metavar="QPS",
+                    help="the kubelet's --kube-api-qps: requests a second each node's agent may send (>= 0; 0: "
+                         "client-go's 5); its Events and its heartbeat (Lease, Node status) are limited apart "
+                         "(default 50)")
+    up.add_argument("--kubelet-kube-api-burst", type=int, default=None, metavar="N",
+                    help="the kubelet's --kube-api-burst: the requests each node's agent may send at once before the "
+                         "qps holds (>= 0; 0: client-go's 10; default 100)")
+    up.add_argument("--kubelet-event-qps", type=int, default=None, metavar="QPS",
+                    help="the kubelet's --event-qps: Event creations a second of each node's agent (>= 0; 0: "
+                         "client-go's 5; default 50)")
+    up.add_argument("--kubelet-event-burst", type=int, default=None, metavar="N",
+                    help="the kubelet's --event-burst: the Events each node's agent may create at once before the "
+                         "event qps holds (>= 0; 0: client-go's 10; default 100)")
     up.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
                     help="where custom and external metrics come from: the built-in store (default) or a Prometheus "
                          "server, whose answers take precedence for the metrics its rules cover")

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterable, Mapping
 from ..machinery import envknob
 from ..machinery.user import User
 from ..client.informer import Informer, key_of
+from ..client.ratelimit import DEFAULT_BURST, DEFAULT_QPS, rest_limit
 from ..clock import REAL, Clock
 from ..metrics.provider import MetricsProvider
 from ..metrics.usage import running_containers
@@ -95,6 +96,22 @@ def _freeze(nodes: int) -> None:
 #: KubeletConfiguration v1beta1's defaults for its client's limit (kubeAPIQPS 50, kubeAPIBurst 100) and
 #: its event client's (eventRecordQPS 50, eventBurst 100)
 KUBELET_CLIENT_LIMITS = {"api_limit": (50.0, 100), "event_limit": (50.0, 100)}
+
+
+def kubelet_client_limits(api_qps: int, api_burst: int, event_qps: int, event_burst: int,
+                          flag_prefix: str = "--") -> dict[str, tuple[float, int]]:
+    """NodeManager's `client_limits` from the kubelet's kubeAPIQPS, kubeAPIBurst, eventRecordQPS and
+    eventBurst (their flags `flag_prefix` + kube-api-qps, ...): none may be negative (ValueError,
+    the kubelet's validation words); a zero one is client-go's default (5 a second, a burst of 10).
+    The API client is a clientset, so a qps without a burst is refused as NewForConfig does; the event
+    client a CoreV1 client, which takes the default burst instead."""
+    given = (("kubeAPIQPS", "kube-api-qps", api_qps), ("kubeAPIBurst", "kube-api-burst", api_burst),
+             ("eventRecordQPS", "event-qps", event_qps), ("eventBurst", "event-burst", event_burst))
+    for field, flag, value in given:
+        if value < 0:
+            raise ValueError(f"invalid configuration: {field} ({flag_prefix}{flag}) {value} must not be a negative number")
+    return {"api_limit": rest_limit(api_qps, api_burst),
+            "event_limit": (float(event_qps or DEFAULT_QPS), event_burst or DEFAULT_BURST)}
 
 
 class NodeManager:
