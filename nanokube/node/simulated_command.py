@@ -341,7 +341,10 @@ def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes 
                     return None
             return replace(run.program(), signalled=signalled)
         run = _Run(now, fs=fs, stdin=stdin, env=env, seed=" ".join(argv), terminal=terminal)
-        run.command(argv, in_shell=False)
+        try:
+            run.command(argv, in_shell=False)
+        except _Forever:  # (`nvidia-smi dmon`: its later writes are `repeat`'s)
+            pass
         return run.program()
     except _Unknown:
         return None
@@ -773,6 +776,15 @@ class _Run:
         """The terminal stdout is, if it is one (not captured: a pipe, `$(...)`, a file)."""
         return None if self.captured else self.terminal
 
+    def repeats(self, period: float, text: str) -> None:
+        """Write `text` to stdout now and each `period` seconds after, until the command is stopped
+        (`nvidia-smi dmon` without -c): the run ends here, each later write worked out as its time
+        comes (`Repeat`)."""
+        self.out(text)
+        self.repeat = Repeat(self.now + period, period, lambda at: [(at, "stdout", text)])
+        self.now = math.inf
+        raise _Forever
+
     def err(self, text: str) -> None:
         """Write to stderr."""
         self._spend(len(text))
@@ -879,6 +891,8 @@ class _Run:
         self.stdin = b""
         try:
             self._command_or_not_found(words)
+        except _Forever:
+            raise _Unknown from None  # (one writing forever in among what the shell goes on with)
         finally:
             self.stdin = stdin
         end, self.now = self.now, began

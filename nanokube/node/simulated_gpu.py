@@ -346,22 +346,27 @@ _IDLE_CLOCKS = {"Hopper": (2619, 345), "Ampere": (1215, 210)}
 
 
 def _dmon(proc: Process, listed: list[tuple[int, Gpu]], args: list[str]) -> int:
-    """`nvidia-smi dmon -c N [-d SECONDS] [-s puc]`: its two header lines, then N samples of each
+    """`nvidia-smi dmon [-c N] [-d SECONDS] [-s puc]`: its two header lines, then N samples of each
     GPU, `-d` seconds apart (1 by default) on the command's clock, as a run watching its GPUs
-    logs them: idle (no process here uses a GPU). Without `-c` it samples until stopped: not
-    simulated, nor are the other metric groups and options."""
+    logs them: idle (no process here uses a GPU). Without `-c` it samples until stopped, each
+    sample written as its time comes (`repeats`). The other metric groups and options are not
+    simulated."""
     opts = dict(zip(args[::2], args[1::2]))
     if len(args) % 2 or not set(opts) <= {"-c", "-d", "-s"} or not hasattr(proc, "now") or \
-            not re.fullmatch(r"[1-9]\d{0,3}", opts.get("-c", "")) or not re.fullmatch(r"[1-9]\d*", opts.get("-d", "1")) or \
+            not re.fullmatch(r"[1-9]\d{0,3}", opts.get("-c", "1")) or not re.fullmatch(r"[1-9]\d*", opts.get("-d", "1")) or \
             not re.fullmatch(r"[puc]+", opts.get("-s", "puc")):
         raise Unknown
     columns = [c for group in "puc" if group in opts.get("-s", "puc") for c in _DMON[group]]
     proc.out("# gpu" + "".join(f" {name:>6}" for name, _, _ in columns) + " \n"
              + "# Idx" + "".join(f" {unit:>6}" for _, unit, _ in columns) + " \n")
+    sample, period = "".join(f"{i:>5}" + "".join(f" {value(g):>6}" for _, _, value in columns) + " \n"
+                             for i, g in listed), int(opts.get("-d", "1"))
+    if "-c" not in opts:
+        proc.repeats(period, sample)
     for n in range(int(opts["-c"])):
         if n:
-            proc.now += int(opts.get("-d", "1"))
-        proc.out("".join(f"{i:>5}" + "".join(f" {value(g):>6}" for _, _, value in columns) + " \n" for i, g in listed))
+            proc.now += period
+        proc.out(sample)
     return 0
 
 

@@ -548,3 +548,17 @@ async def test_timeout_ends_a_program_at_its_deadline(env, image, timed_out, mis
               "echo $?")
     assert await exec_over(mgr, clock, ["sh", "-c", script]) == (0, (
         f"tick\ntick\ntick\n{timed_out}\n4\n137\na\n{timed_out}\n{missing}127\n"))
+
+
+async def test_dmon_without_a_count_samples_until_stopped(env):
+    """`nvidia-smi dmon` with no `-c`, as a container's sidecar or an exec watching the GPUs: a
+    sample each `-d` seconds on the node's clock until it is stopped (here by `timeout`: its
+    samples before the deadline); piped or in the background, it is not simulated."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    code, out = await exec_over(mgr, clock, ["sh", "-c", "timeout 7 nvidia-smi dmon -s u -d 2; echo $?"])
+    assert code == 0 and out.splitlines() == [
+        "# gpu     sm    mem    enc    dec    jpg    ofa ", "# Idx      %      %      %      %      %      % ",
+        *["    0      0      0      0      0      0      0 ", "    1      0      0      0      0      0      0 "] * 4,
+        "143"]
+    assert (await exec_(mgr, "trainer", ["sh", "-c", "nvidia-smi dmon | head -n 1"]))[0] == 2
