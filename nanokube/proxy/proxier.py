@@ -27,6 +27,11 @@ past the health timeout (twice `sync_period`). A stale chain the kernel will not
 (the syncer's own transaction before a sync, a second after the chain was flushed) is counted in
 kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total and the sync goes on.
 
+Each table drops traffic to the addresses of the ServiceCIDRs of its family that no Service
+holds (`cluster-ips-check`): the ranges start as the configs give them and follow the
+ServiceCIDR objects once those are listed (upstream's ServiceCIDRConfig and
+OnServiceCIDRsChanged), a change written by a full sync of the table it concerns.
+
 Given `health_check_listen`, the proxier also serves upstream's per-Service health checks
 (service_health.py) on the `healthCheckNodePort` of each LoadBalancer with
 `externalTrafficPolicy: Local`, after each successful sync, as upstream does.
@@ -39,7 +44,7 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -254,6 +259,9 @@ class Proxier:
         self.node = Informer(client.resource("", "v1", "nodes"), field_selector=f"metadata.name={node_name}",
                              clock=clock)
         self.zone = ""
+        #: every ServiceCIDR's ranges, for each table's unallocated-ClusterIP drop
+        self.service_cidrs = Informer(client.resource("networking.k8s.io", "v1", "servicecidrs"), clock=clock)
+        self._cidrs_changed = False
         self.syncs = 0
         self._dirty: set[str] = set()
         #: the services changed since the last sync, and how many EndpointSlice changes (the trackers' pending)
@@ -268,6 +276,24 @@ class Proxier:
         self.services.add_handlers(self._on_service, lambda old, new: self._on_service(new), self._on_service)
         self.slices.add_handlers(lambda sl: self._on_slice(None, sl), self._on_slice, lambda sl: self._on_slice(sl, None))
         self.node.add_handlers(self._on_node, lambda old, new: self._on_node(new), lambda n: self._on_node(None))
+        self.service_cidrs.add_handlers(*[lambda *_: self._on_service_cidrs()] * 3)
+
+    def _on_service_cidrs(self) -> None:
+        """OnServiceCIDRsChanged: the ranges are read again before the next sync."""
+        self._cidrs_changed = True
+        self._wake.set()
+
+    def _apply_service_cidrs(self) -> None:
+        """Each table's drop covers the ServiceCIDRs' ranges of its family (whether Ready or being
+        deleted, as upstream's); a table whose ranges changed gets a full sync, as only full syncs
+        write the fixed chains. Set between syncs, never while one of them plans."""
+        self._cidrs_changed = False
+        cidrs = sorted({c for sc in self.service_cidrs.list() for c in (sc.get("spec") or {}).get("cidrs") or ()})
+        for t in self.tables.values():
+            mine = tuple(c for c in cidrs if _of_family(c, t.family))
+            if mine != t.syncer.cfg.service_cidrs:
+                t.syncer.cfg = replace(t.syncer.cfg, service_cidrs=mine)
+                t.syncer.need_full = True
 
     def _on_node(self, node: dict | None) -> None:
         """OnTopologyChange: a new zone label re-reads every Service's hints."""
@@ -342,9 +368,9 @@ class Proxier:
 
     async def start(self) -> None:
         self.broadcaster.start()
-        for inf in (self.services, self.slices, self.node):
+        for inf in (self.services, self.slices, self.node, self.service_cidrs):
             self._tasks.append(asyncio.create_task(inf.run()))
-        for inf in (self.services, self.slices, self.node):
+        for inf in (self.services, self.slices, self.node):  # the ServiceCIDRs only refine a drop: not waited for
             await inf.synced.wait()
         self._tasks.append(asyncio.create_task(self._loop()))
 
@@ -387,6 +413,8 @@ class Proxier:
     async def sync_once(self, full: bool = False) -> list[SyncReport]:
         """Rebuild dirty services and sync each family's table (also what the
         loop calls); the changes count as written when every sync succeeded."""
+        if self._cidrs_changed:
+            self._apply_service_cidrs()
         self._rebuild()
         triggers = {f: self._trigger_times[f] for f in self.tables}
         self._trigger_times = {f: {} for f in self.tables}
@@ -470,7 +498,7 @@ class Proxier:
             if all(r.full and r.ok for r in reports):
                 last_full = self.clock.monotonic()
             await self.clock.sleep(self.min_sync_period)
-            if self._dirty:
+            if self._dirty or self._cidrs_changed:
                 continue
             self._wake.clear()
             try:  # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that comes as the wake does

@@ -234,3 +234,28 @@ async def test_both_cluster_ips_of_a_dual_stack_service_reach_its_pods(netns, po
         await s.close()
         server.kill()
         server.wait()
+
+
+async def test_each_table_drops_the_unallocated_addresses_of_its_familys_service_cidrs(netns, nft):
+    """OnServiceCIDRsChanged: a ServiceCIDR's ranges join the drop of unallocated ClusterIPs in
+    the table of their family (a full sync of that table), and leave it with the object."""
+    s = await make_stack()
+    cidrs = s.client.resource("networking.k8s.io", "v1", "servicecidrs")
+    await cidrs.create({"metadata": {"name": "kubernetes"}, "spec": {"cidrs": ["10.96.0.0/12"]}})  # kube-apiserver's
+    p = Proxier(s.client, "node-1", "", netns=netns, configs=proxy_configs(), min_sync_period=0.01)
+    await p.start()
+
+    def drops(family: str) -> str:
+        return nft_in(netns, "list", "chain", family, TABLE, "cluster-ips-check").split("reject")[1]
+    try:
+        assert await eventually(lambda: _async(p.syncs >= 1))
+        assert "10.96.0.0/12" in drops("ip") and "drop" not in drops("ip6")
+        await cidrs.create({"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.200.0.0/16", "fd00:100::/108"]}})
+        assert await eventually(lambda: _async("10.200.0.0/16" in drops("ip") and "fd00:100::/108" in drops("ip6")))
+        assert "10.96.0.0/12" in drops("ip")
+        await cidrs.delete("extra")
+        assert await eventually(lambda: _async("10.200.0.0/16" not in drops("ip") and "drop" not in drops("ip6")))
+        assert "10.96.0.0/12" in drops("ip")
+    finally:
+        await p.stop()
+        await s.close()

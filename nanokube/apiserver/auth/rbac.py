@@ -341,6 +341,7 @@ _COMPONENT_ROLES = [
         _rule(_RO, [""], ["nodes"]),
         _EVENTS,
         _rule(["list", "watch"], ["discovery.k8s.io"], ["endpointslices"]),
+        _rule(["list", "watch"], ["networking.k8s.io"], ["servicecidrs"]),
     ]),
     _cluster_role("system:kube-dns", [_rule(["list", "watch"], [""], ["endpoints", "services"])]),
     _cluster_role("system:kube-aggregator", [_rule(_RO, [""], ["services", "endpoints"])]),
