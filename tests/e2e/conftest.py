@@ -245,23 +245,24 @@ PROCESS_RUNTIME = pytest.mark.skipif(
 @contextlib.contextmanager
 def process_cluster(store_url: str, name: str, extra: tuple[str, ...] = ()):
     """`nanokube up --runtime process` in a fresh data dir; once it stops, none of its network
-    namespaces (`cluster.prefix`...) may be left, nor its cgroup (made in this process's, which
-    `up` inherits)."""
+    namespaces (`cluster.prefix`...) may be left, nor its cgroups (made in this process's, which
+    `up` inherits: cgroup.py's, and limits.py's of cgroup v1 controllers)."""
     from nanokube.node.runtime.cgroup import own_cgroup_dir
+    from nanokube.node.runtime.limits import CONTROLLERS
     from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
 
     d = Path(tempfile.mkdtemp(prefix=f"nanokube-e2e-{name}-"))
     c = start_cluster(d, store_url, ("--runtime", "process", *extra))
     c.prefix = f"{PREFIX}{cluster_tag(str(d))}-"
     base = own_cgroup_dir()
-    cgroup = os.path.join(base, f"nanokube-{cluster_tag(str(d))}") if base else None
+    cgroups = [os.path.join(b, f"nanokube-{cluster_tag(str(d))}")
+               for b in (base, *map(own_cgroup_dir, CONTROLLERS)) if b]
     try:
         yield c
     finally:
         c.stop()
         leftovers = [n for n in list_netns() if n.startswith(c.prefix)]
-        if cgroup and os.path.isdir(cgroup):
-            leftovers.append(cgroup)
+        leftovers += [cgroup for cgroup in cgroups if os.path.isdir(cgroup)]
         shutil.rmtree(d, ignore_errors=True)
         assert leftovers == [], f"namespaces or cgroup left after shutdown: {leftovers}"
 

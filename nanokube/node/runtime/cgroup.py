@@ -30,18 +30,22 @@ import time
 log = logging.getLogger(__name__)
 
 
-def own_cgroup_dir() -> str | None:
-    """Where this process's cgroup of the cgroup2 hierarchy is in the file system, if mounted."""
+def own_cgroup_dir(controller: str | None = None) -> str | None:
+    """Where this process's cgroup of the cgroup2 hierarchy (or of `controller`'s cgroup v1
+    hierarchy, limits.py's) is in the file system, if mounted."""
+    def ours(names: str) -> bool:
+        return controller in names.split(",") if controller else names == ""
     try:
         with open("/proc/self/cgroup") as f:
-            own = next((line.split(":", 2)[2].strip() for line in f if line.startswith("0::")), None)
+            own = next((line.split(":", 2)[2].strip() for line in f if ours(line.split(":", 2)[1])), None)
         with open("/proc/self/mountinfo") as f:
             mounts = [line.split() for line in f]
     except OSError:
         return None
     for fields in mounts:
-        sep = fields.index("-")
-        if fields[sep + 1] == "cgroup2" and own is not None and fields[3] == "/":
+        fstype = fields[fields.index("-") + 1]
+        if own is not None and fields[3] == "/" and (fstype == "cgroup" and ours(fields[-1]) if controller
+                                                     else fstype == "cgroup2"):
             return os.path.join(fields[4], own.lstrip("/"))
     return None
 

@@ -26,13 +26,13 @@ kill its process group (in a new namespace, the namespace), and a namespace
 to join is the command's (/proc/SHIM/ns/pid_for_children), never the one the
 shim started in.
 
-A third argument, where given, is an open cgroup.procs (cgroup.py): the
-command's process joins that cgroup before it runs anything, so all it starts
-is in it; the shim stays out, as containerd's does, so that a kill of the
+Further arguments, where given, are open cgroup.procs files (cgroup.py's, and
+on a cgroup v1 host limits.py's of each controller): the command's process
+joins those cgroups before it runs anything, so all it starts is in them; the shim stays out, as containerd's does, so that a kill of the
 cgroup leaves it to reap the command and end as it did (137).
 
 Run as a plain script (stdlib only) so a container starts without
-importing nanokube: `python3 -I launch.py SPEC_JSON READY_FD [CGROUP_FD]`.
+importing nanokube: `python3 -I launch.py SPEC_JSON READY_FD [CGROUP_FD...]`.
 """
 
 import ctypes
@@ -76,8 +76,8 @@ def _enter_pid_namespace(pid: str) -> None:
     os.close(fd)
 
 
-def _join_cgroup(fd: int | None) -> None:
-    if fd is not None:
+def _join_cgroups(fds: list[int]) -> None:
+    for fd in fds:
         try:
             os.write(fd, b"0")
         except OSError as e:
@@ -172,7 +172,7 @@ def _shim(child: int) -> None:
 
 def main() -> None:
     spec, ready_fd = json.loads(sys.argv[1]), int(sys.argv[2])
-    cgroup_fd = int(sys.argv[3]) if len(sys.argv) > 3 else None
+    cgroup_fds = [int(fd) for fd in sys.argv[3:]]
     _check(libc.unshare(CLONE_NEWUTS), "unshare UTS namespace")
     name = spec["hostname"].encode()
     _check(libc.sethostname(name, len(name)), "sethostname")
@@ -186,7 +186,7 @@ def main() -> None:
         sys.stderr.write(f"nanokube launch: workingDir {spec['workdir']}: {e.strerror}\n")
         sys.exit(128)
     if spec.get("pid") is None:
-        _join_cgroup(cgroup_fd)
+        _join_cgroups(cgroup_fds)
         _session()
         _ready(ready_fd, os.getpid())
         _exec(spec)
@@ -198,10 +198,10 @@ def main() -> None:
         _fail("start in the PID namespace", e.errno)
     if child == 0:
         os.close(ready_fd)
-        _join_cgroup(cgroup_fd)
+        _join_cgroups(cgroup_fds)
         _child(spec)
-    if cgroup_fd is not None:
-        os.close(cgroup_fd)
+    for fd in cgroup_fds:
+        os.close(fd)
     _ready(ready_fd, child)
     _shim(child)
 

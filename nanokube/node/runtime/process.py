@@ -1,6 +1,7 @@
 """The process runtime: pods as real processes in network namespaces, one
 runtime per `nanokube up`. It builds the cluster's namespaces (netns.py) and
-its cgroup, each container's processes in one below it (cgroup.py),
+its cgroup, each container's processes in one below it (cgroup.py), limited
+to the container's requests and limits (limits.py),
 hands each bound pod to a ProcessPodWorker (worker.py), keeps the mount
 targets it had to create so they go away with their pods (and after a
 crash, on the next start). Each worker serves its containers' logs and
@@ -25,6 +26,7 @@ import tempfile
 
 from ..containerlog import MAX_FILES, MAX_SIZE
 from .cgroup import Cgroups
+from .limits import Limits
 from .netns import ClusterNetwork, reachable_from_pods
 from .usage import measure
 from .worker import ProcessPodWorker
@@ -47,6 +49,7 @@ class ProcessRuntime:
         self.log_max_size, self.log_max_files = log_max_size, log_max_files
         self.net = ClusterNetwork(tag)
         self.cgroups = Cgroups(tag)
+        self.limits = Limits(tag)
         self.backoff_initial = backoff_initial
         self.pods: dict[tuple[str, str], ProcessPodWorker] = {}
         #: the host-wide mount target record, and this runtime's name in it (pid: a crashed runtime's entries are found)
@@ -68,11 +71,13 @@ class ProcessRuntime:
         self._remove_mountpoints()
         os.makedirs(self.state_dir, exist_ok=True)
         self.cgroups.create()
+        self.limits.create(self.cgroups.root)
         self.net.create(nodes)
         return self.net.listen(*api) if api and reachable_from_pods(api[0]) else None
 
     def close(self) -> None:
         self.cgroups.close()
+        self.limits.close()
         self.net.close()
         self._remove_mountpoints()
         shutil.rmtree(os.path.join(self.state_dir, "logs"), ignore_errors=True)

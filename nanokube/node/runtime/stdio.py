@@ -19,7 +19,7 @@ import signal
 import socket
 import struct
 import termios
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from ...machinery.hostport import join_host_port
 from ...machinery.streaming import StreamFailed, StreamSession
@@ -51,14 +51,16 @@ class ContainerIO:
             q.put_nowait(None)
 
 
-async def launch(argv: list[str], cgroup: str | None = None, **streams) -> tuple[asyncio.subprocess.Process, int]:
-    """Start launch.py's `argv` in a session of its own (in `cgroup`, where given) with `streams`:
+async def launch(argv: list[str], cgroup: str | None = None, joins: Sequence[str] = (),
+                 **streams) -> tuple[asyncio.subprocess.Process, int]:
+    """Start launch.py's `argv` in a session of its own (in `cgroup`, where given, and the v1 cgroups
+    of limits.py `joins` names) with `streams`:
     the process and, once the command's process exists, that one's PID (0: it never started; see
     launch.py). Cancelled, it kills what it started."""
     loop = asyncio.get_running_loop()
     r, w = os.pipe()
     procs = cgroups.open_procs(cgroup)
-    fds = (w,) if procs is None else (w, procs)
+    fds = (w, *(() if procs is None else (procs,)), *map(cgroups.open_procs, joins))
     try:
         proc = await asyncio.create_subprocess_exec(*argv, *map(str, fds), pass_fds=fds, start_new_session=True,
                                                     **streams)
@@ -136,7 +138,7 @@ def ending(proc: asyncio.subprocess.Process, pid: int) -> bool:
     return fields[0] in "ZX" or bool(int(fields[6]) & PF_EXITING)
 
 
-async def run_to_end(argv: list[str], cgroup: str | None, timeout: float | None,
+async def run_to_end(argv: list[str], cgroup: str | None, timeout: float | None, joins: Sequence[str] = (),
                      **streams) -> tuple[int | None, bytes, bytes]:
     """Launch `argv` in `cgroup` (an exec's own, removed after) and collect its output to its end:
     its launcher's return code, stdout and stderr. Past `timeout` seconds, or cancelled, it is
@@ -145,7 +147,7 @@ async def run_to_end(argv: list[str], cgroup: str | None, timeout: float | None,
     raised), whatever still holds its output open. What a finished command left running stays,
     in its container's cgroup."""
     try:
-        proc, pid = await launch(argv, cgroup, stdin=asyncio.subprocess.DEVNULL, **streams)
+        proc, pid = await launch(argv, cgroup, joins, stdin=asyncio.subprocess.DEVNULL, **streams)
     except BaseException:
         await asyncio.to_thread(cgroups.remove, cgroup)
         raise
@@ -173,13 +175,13 @@ async def _collect(reader: asyncio.StreamReader, into: list[bytes]) -> None:
 
 
 async def spawn(argv: list[str], spec: dict, log: ContainerLog, io: ContainerIO, now: Callable[[], float],
-                cgroup: str | None = None) -> tuple[asyncio.subprocess.Process, int]:
-    """Start a container process (in `cgroup`) whose output goes to `log` and attached clients (launch)."""
+                cgroup: str | None = None, joins: Sequence[str] = ()) -> tuple[asyncio.subprocess.Process, int]:
+    """Start a container process (in `cgroup`, and `joins`) whose output goes to `log` and attached clients (launch)."""
     loop = asyncio.get_running_loop()
     if spec.get("tty"):
         master, slave = os.openpty()
         try:
-            proc, pid = await launch(argv, cgroup, stdin=slave, stdout=slave, stderr=slave)
+            proc, pid = await launch(argv, cgroup, joins, stdin=slave, stdout=slave, stderr=slave)
         finally:
             os.close(slave)
         io.pty = master
@@ -188,7 +190,7 @@ async def spawn(argv: list[str], spec: dict, log: ContainerLog, io: ContainerIO,
         io.stdin = _PtyWriter(master) if spec.get("stdin") else None
         io.pumps = [asyncio.ensure_future(_pump(reader, "stdout", log, io, now, transport))]
         return proc, pid
-    proc, pid = await launch(argv, cgroup,
+    proc, pid = await launch(argv, cgroup, joins,
                              stdin=asyncio.subprocess.PIPE if spec.get("stdin") else asyncio.subprocess.DEVNULL,
                              stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     io.stdin = proc.stdin
@@ -286,16 +288,16 @@ async def attach(io: ContainerIO, proc: asyncio.subprocess.Process, session: Str
 
 
 async def run(argv: list[str], session: StreamSession, exit_code: Callable[[int], int],
-              cgroup: str | None = None) -> int:
+              cgroup: str | None = None, joins: Sequence[str] = ()) -> int:
     """An exec: `argv` with the client's streams, in its container's `cgroup` (a kill of the
-    container takes what it started too); its exit code (the process is killed if the client leaves)."""
+    container takes what it started too) and `joins` (its limits count what it uses); its exit code (the process is killed if the client leaves)."""
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Future] = []
     outputs: list[asyncio.Future] = []
     if session.tty:
         master, slave = os.openpty()
         try:
-            proc, pid = await launch(argv, cgroup, stdin=slave, stdout=slave, stderr=slave)
+            proc, pid = await launch(argv, cgroup, joins, stdin=slave, stdout=slave, stderr=slave)
         finally:
             os.close(slave)
         reader = asyncio.StreamReader()
@@ -309,7 +311,7 @@ async def run(argv: list[str], session: StreamSession, exit_code: Callable[[int]
     else:
         transport = None
         proc, pid = await launch(
-            argv, cgroup, stdin=asyncio.subprocess.PIPE if session.stdin else asyncio.subprocess.DEVNULL,
+            argv, cgroup, joins, stdin=asyncio.subprocess.PIPE if session.stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE if session.stdout else asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE if session.stderr else asyncio.subprocess.DEVNULL)
         if session.stdout:

@@ -26,7 +26,8 @@ container sees the others; were the pause process to die, the pod is killed
 and its sandbox made anew, SandboxChanged), or the host's (hostPID); an exec,
 probe or hook joins the container's (launch.py). Each container's processes are in a
 cgroup of their own, an exec's in one below it (cgroup.py), which a kill
-empties.
+empties, below its pod's by QoS class and limited to its requests and limits
+(limits.py): an instance OOM-killed there ends OOMKilled.
 Images are recorded, not pulled: a container with neither command nor args
 runs ENTRYPOINT in place of the image's.
 """
@@ -57,8 +58,9 @@ from ..simulated_identity import run_as
 from .netns import NetnsError
 from .probes import http_get, run_probe
 from . import cgroup as cgroups, stdio
+from .limits import container_settings, over_limit, pod_settings, qos_parent
 from .stdio import ContainerIO
-from .usage import CPUSamples
+from .usage import CPUSamples, session_stats
 from ..containerlog import FileContainerLog
 
 if TYPE_CHECKING:
@@ -91,6 +93,9 @@ class Container:
     proc: asyncio.subprocess.Process | None = None  # the launcher: the command's shim, or the command (hostPID)
     pid: int = 0  # the command's process (the host's numbering), which leads its process group and session
     cgroup: str | None = None  # its cgroup, the one of each instance and its execs (None: no cgroups)
+    joins: list[str] = field(default_factory=list)  # its cgroups of v1 controllers (limits.py), its execs' too
+    oom_kills: int = 0  # the kernel's OOM kills in its cgroup before its current instance
+    oom_killed: bool = False  # its current instance was killed by the runtime's memory watchdog
     log_dir: str = ""
     logs: list[FileContainerLog] = field(default_factory=list)  # one per instance, the last is current
     io: ContainerIO = field(default_factory=ContainerIO)
@@ -135,6 +140,8 @@ class ProcessPodWorker(PodWorker):
         self._cdi_mounts: dict[str, list[tuple[str, str, bool]]] = {}  # the same, of its DRA devices' CDI specs
         self._env: dict[str, dict[str, str]] = {}
         self._log_root = ""
+        #: the pod's cgroup below the runtime's, by its QoS class (limits.py)
+        self._cgroup = qos_parent(pod)
 
     # --- set-up and tear-down -------------------------------------------------------
 
@@ -155,7 +162,7 @@ class ProcessPodWorker(PodWorker):
     async def _start_pause(self) -> tuple[asyncio.subprocess.Process, int]:
         """The sandbox's pause process, the PID 1 of the pod's shared PID namespace."""
         proc, pid = await stdio.launch(self._launch({"hostname": self._kernel_hostname(), "pid": "new", "pause": True}),
-                                       self.runtime.cgroups.path(self.uid, "pause"), stdin=asyncio.subprocess.DEVNULL,
+                                       self.runtime.cgroups.path(self._cgroup, "pause"), stdin=asyncio.subprocess.DEVNULL,
                                        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         if not pid:
             await proc.wait()
@@ -177,8 +184,9 @@ class ProcessPodWorker(PodWorker):
                 self.containers[c.name] = c
                 if init_specs:
                     c.state = {"waiting": {"reason": "PodInitializing"}}
-        # what the containers start with is allocated to them (the processes run unconfined)
+        # what the containers start with is allocated to them, their pod's cgroup limited to it
         self.allocated = inplace.desired(self.pod)
+        self.runtime.limits.pod(self._cgroup, pod_settings(self.pod, self.allocated))
         self._actuate()
         self.runtime.pods[(self.namespace, self.name)] = self
 
@@ -260,7 +268,8 @@ class ProcessPodWorker(PodWorker):
             stdio.kill(*self._pause, signal.SIGKILL)
             await self._pause[0].wait()
             self._pause = None
-        await asyncio.to_thread(cgroups.remove, self.runtime.cgroups.path(self.uid, create=False))
+        await asyncio.to_thread(cgroups.remove, self.runtime.cgroups.path(self._cgroup, create=False))
+        await asyncio.to_thread(self.runtime.limits.remove_pod, self._cgroup)
         if self._creating is not None:
             await asyncio.gather(self._creating, return_exceptions=True)
             await asyncio.to_thread(self.runtime.net.remove_pod, self.agent.name, self.uid)
@@ -606,9 +615,11 @@ class ProcessPodWorker(PodWorker):
         # may have just written an env file, a ConfigMap or Secret it names may have appeared or changed
         self._env[c.name] = await self._environment(c.spec)
         self._set_cdi_mounts(c)
-        c.cgroup = self.runtime.cgroups.path(self.uid, c.name)
+        c.cgroup = self.runtime.cgroups.path(self._cgroup, c.name)
+        c.joins = self.runtime.limits.container(self._cgroup, c.name, container_settings(self.actuated.get(c.name) or {}))
+        c.oom_kills, c.oom_killed = self.runtime.limits.oom_kills(self._cgroup, c.name), False
         c.proc, c.pid = await stdio.spawn(self._launch_argv(c, self._argv(c), pid=self._pid_namespace(c)), c.spec, log,
-                                          c.io, self.clock.now, c.cgroup)
+                                          c.io, self.clock.now, c.cgroup, c.joins)
         c.instances += 1
 
     def _set_cdi_mounts(self, c: Container) -> None:
@@ -650,16 +661,18 @@ class ProcessPodWorker(PodWorker):
                 if c.started:
                     c.up.set()
                 probe = asyncio.create_task(self._probes(c)) if probed else None
+            watchdog = None if self.runtime.limits.memory else asyncio.create_task(self._memory_watchdog(c))
             try:
                 await stdio.exited(c.proc)
                 _kill_rest(c)
                 code = exit_code(await c.proc.wait())
             finally:
-                if probe:
-                    probe.cancel()
+                for task in (probe, watchdog):
+                    if task:
+                        task.cancel()
             await stdio.finished(c.io, c.logs[-1])
             c.ready = c.started = False
-            term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
+            term = {"exitCode": code, "reason": self._end_reason(c, code), "startedAt": started,
                     "finishedAt": self.clock.rfc3339(), "containerID": self._container_id(c)}
             c.state = {"terminated": term}
             if c.resize_restart and not self._stopping.is_set():
@@ -689,6 +702,37 @@ class ProcessPodWorker(PodWorker):
             except TimeoutError:
                 # counted as it starts again: while it waited, its status was the instance that ended
                 c.restarts += 1
+
+    def _end_reason(self, c: Container, code: int) -> str:
+        """How an instance ended, as containerd tells it: OOMKilled where the kernel OOM-killed a
+        process in its cgroup while it ran (or the runtime's watchdog killed it), whatever it
+        exited with; else Completed or Error."""
+        if c.oom_killed or self.runtime.limits.oom_kills(self._cgroup, c.name) > c.oom_kills:
+            return "OOMKilled"
+        return "Completed" if code == 0 else "Error"
+
+    async def _memory_watchdog(self, c: Container) -> None:
+        """Without a memory controller (limits.py): the container is killed once its processes'
+        resident memory exceeds its memory limit, checked every second."""
+        settings = container_settings(self.actuated.get(c.name) or {})
+        while settings.memory is not None:
+            await self.clock.sleep(1.0)
+            rss = session_stats({c.pid}).get(c.pid, (0, 0))[1]
+            if over_limit(settings, rss):
+                log.warning("pod %s/%s: container %s over its memory limit (%d > %d bytes): killed",
+                            self.namespace, self.name, c.name, rss, settings.memory)
+                c.oom_killed = True
+                _kill(c, signal.SIGKILL)
+                return
+            settings = container_settings(self.actuated.get(c.name) or {})
+
+    def _actuate(self) -> None:
+        """The containers run with what was allocated to them: their cgroups (and their pod's) are
+        limited to it (a resize's new limits, set in place)."""
+        super()._actuate()
+        if self.containers or self.inits:
+            self.runtime.limits.resize(self._cgroup, pod_settings(self.pod, self.actuated),
+                                       {name: container_settings(a) for name, a in self.actuated.items()})
 
     async def _probes(self, c: Container) -> None:
         """A startup probe first (until it passes nothing else probes; failing
@@ -758,7 +802,7 @@ class ProcessPodWorker(PodWorker):
         if not argv:
             return -1, ""
         code, out, _ = await stdio.run_to_end(self._launch_argv(c, argv), self.runtime.cgroups.exec_path(c.cgroup),
-                                              timeout, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+                                              timeout, c.joins, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         if code is None:
             return -1, f'command "{" ".join(argv)}" timed out'
         return exit_code(code), out[:10240].decode(errors="replace")
@@ -768,7 +812,7 @@ class ProcessPodWorker(PodWorker):
         code, stdout and stderr; cancelled (cut off), it is killed."""
         self._running(c.name)
         code, out, err = await stdio.run_to_end(self._launch_argv(c, argv), self.runtime.cgroups.exec_path(c.cgroup),
-                                                None, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                                                None, c.joins, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         return exit_code(code), out, err
 
     # --- what changes of a running pod's spec (PodWorker._sync_spec decides) --------------
@@ -827,7 +871,7 @@ class ProcessPodWorker(PodWorker):
             exec_id = hashlib.sha256(f"{self.uid}/{container}/{command}/{self.clock.now()}".encode()).hexdigest()
             raise executable_not_found(exec_id, command[0])
         env = {**self._env[c.name], "TERM": "xterm"} if session.tty else None  # containerd's exec with a tty
-        return await stdio.run(self._launch_argv(c, command, env), session, exit_code, c.cgroup)
+        return await stdio.run(self._launch_argv(c, command, env), session, exit_code, c.cgroup, c.joins)
 
     async def attach(self, container: str, session):
         c = self._running(container)

@@ -69,7 +69,8 @@ async def test_killing_a_container_kills_what_left_its_process_group(env):
     await eventually(status_of(pods, "escape", lambda st: st.get("phase") == "Running"))
     [[escaped]] = await written(record)
     with open(f"/proc/{escaped}/cgroup") as f:
-        assert f.read().strip().endswith(f"/nanokube-{rt.net.tag}/{created['metadata']['uid']}/main")
+        own = next(line for line in f if line.startswith("0::"))
+        assert own.strip().endswith(f"/nanokube-{rt.net.tag}/kubepods/besteffort/pod{created['metadata']['uid']}/main")
 
     async def own_session():
         return os.getsid(escaped) == escaped
@@ -167,8 +168,8 @@ async def test_without_a_cgroup2_hierarchy_the_runtime_says_so_and_its_pods_run_
         await eventually(status_of(pods, "plain", lambda st: st["containerStatuses"][0]["ready"]))
         assert (await run(server, "plain", "main", "echo exec")).strip() == "exec"
         [[child]] = await written(record)
-        with open(f"/proc/{child}/cgroup") as f:
-            assert "nanokube-" not in f.read()
+        with open(f"/proc/{child}/cgroup") as f:  # (a cgroup v1 controller's limits.py may still use)
+            assert "nanokube-" not in next(line for line in f if line.startswith("0::"))
         await pods.delete("plain", "default")
         await eventually(gone(pods, "plain"))
         assert not alive(child)

@@ -1,0 +1,144 @@
+"""Resource limits on the process runtime, as the kubelet and runc set them in cgroups: a
+container over its memory limit is OOM-killed by the kernel and reported OOMKilled (exit 137),
+restarted per its restartPolicy; a cpu limit is a CFS quota that throttles; each pod's cgroup
+sits below its QoS class's, and goes with the pod."""
+
+import os
+
+import pytest
+
+from nanokube.node.runtime import limits
+from nanokube.node.runtime.limits import Limits, Settings, qos_parent
+from tests.controllers import eventually
+from tests.node.runtime.test_process import SERVE, pod, process_agents, status_of
+from tests.node.test_lifecycle import gone
+
+
+@pytest.fixture
+async def env(tmp_path):
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, _):
+        roots = [h.root for h in rt.limits.hierarchies]
+        yield client, rt
+    assert [r for r in roots if os.path.exists(r)] == []
+
+
+def controller(rt, name: str):
+    """The hierarchy that limits with controller `name` (skipped loudly where this host has none)."""
+    h = next((h for h in rt.limits.hierarchies if name in h.controllers), None)
+    if h is None:
+        pytest.skip(f"SKIPPED LOUDLY: no writable {name} cgroup controller here")
+    return h
+
+
+def read(h, *names: str) -> str:
+    with open(os.path.join(h.root, *names)) as f:
+        return f.read()
+
+
+HOG = ["python3", "-c", "import time; b = b'x' * (256 << 20); time.sleep(300)"]
+
+
+async def test_a_container_over_its_memory_limit_is_oom_killed_and_restarted(env):
+    """Guaranteed (requests equal limits): the pod's cgroup is kubepods/pod<uid>, its container's
+    holds the 64Mi limit; the container asks for 256Mi, the kernel kills it in its cgroup, and its
+    status says so as upstream's: lastState terminated OOMKilled, 137, restartCount counted on."""
+    client, rt = env
+    h = controller(rt, "memory")
+    pods = client.resource("", "v1", "pods")
+    res = {"cpu": "500m", "memory": "64Mi"}
+    created = await pods.create(pod("hog", HOG, restart="Always", resources={"requests": res, "limits": res}))
+    assert created["status"]["qosClass"] == "Guaranteed"
+    parent = f"kubepods/pod{created['metadata']['uid']}"
+    assert qos_parent(created) == parent
+
+    def oom_killed(st):
+        cs = (st.get("containerStatuses") or [{}])[0]
+        return cs.get("restartCount", 0) >= 1 and (cs.get("lastState") or {}).get("terminated", {}).get("reason")
+    st = (await eventually(status_of(pods, "hog", oom_killed), timeout=30))["status"]
+    ended = st["containerStatuses"][0]["lastState"]["terminated"]
+    assert (ended["reason"], ended["exitCode"]) == ("OOMKilled", 137)
+    limit = read(h, parent, "main", "memory.max" if h.version == 2 else "memory.limit_in_bytes").strip()
+    assert limit == str(64 << 20)
+    assert read(h, parent, "memory.max" if h.version == 2 else "memory.limit_in_bytes").strip() == str(64 << 20)
+    await pods.delete("hog", "default")
+    await eventually(gone(pods, "hog"))
+    assert not os.path.exists(os.path.join(h.root, parent))
+
+
+async def test_a_cpu_limit_throttles_and_each_qos_class_has_its_parent(env):
+    """A Burstable container limited to 100m that spins is throttled by its CFS quota (10 ms each
+    100 ms period); a BestEffort pod's cgroup is under kubepods/besteffort, with the least cpu
+    shares; both go with their pods."""
+    client, rt = env
+    h = controller(rt, "cpu")
+    pods = client.resource("", "v1", "pods")
+    spin = await pods.create(pod("spin", ["sh", "-c", "while :; do :; done"], grace=0,
+                                 resources={"requests": {"cpu": "50m"}, "limits": {"cpu": "100m"}}))
+    # (a grace of 1 s: its shell, starved by the spinning one as BestEffort is, may not have set its trap yet)
+    idle = await pods.create(pod("idle", SERVE, grace=1))
+    assert (spin["status"]["qosClass"], idle["status"]["qosClass"]) == ("Burstable", "BestEffort")
+    spin_dir = f"kubepods/burstable/pod{spin['metadata']['uid']}"
+    idle_dir = f"kubepods/besteffort/pod{idle['metadata']['uid']}"
+    for name in ("spin", "idle"):
+        await eventually(status_of(pods, name, lambda st: st.get("phase") == "Running"))
+    if h.version == 2:
+        assert read(h, spin_dir, "main", "cpu.max").split() == ["10000", "100000"]
+        assert read(h, idle_dir, "main", "cpu.weight").strip() == "1"
+    else:
+        assert read(h, spin_dir, "main", "cpu.cfs_quota_us").strip() == "10000"
+        assert read(h, spin_dir, "main", "cpu.shares").strip() == "51"
+        assert read(h, "kubepods/besteffort", "cpu.shares").strip() == "2"
+
+    async def throttled():
+        stat = dict(line.split() for line in read(h, spin_dir, "main", "cpu.stat").splitlines())
+        return int(stat["nr_throttled"]) > 0
+    await eventually(throttled, timeout=10)
+    for name in ("spin", "idle"):
+        await pods.delete(name, "default")
+        await eventually(gone(pods, name))
+
+    async def removed():  # (a grace-0 deletion is gone from the API before the node tears the pod down)
+        return not os.path.exists(os.path.join(h.root, spin_dir)) and not os.path.exists(os.path.join(h.root, idle_dir))
+    await eventually(removed)
+
+
+def test_settings_are_the_kubelets_conversions():
+    """MilliCPUToShares, MilliCPUToQuota (100 ms period, 1 ms floor) and the v2 weight of those shares."""
+    s = Settings(memory=128 << 20, cpu_limit=5, cpu_request=250)
+    assert s.files(1, "cpu") == {"cpu.cfs_period_us": "100000", "cpu.shares": "256", "cpu.cfs_quota_us": "1000"}
+    assert s.files(2, "cpu") == {"cpu.weight": "10", "cpu.max": "1000 100000"}
+    assert Settings().files(2, "memory") == {"memory.max": "max"}
+    assert Settings().files(1, "memory") == {"memory.limit_in_bytes": "-1"}
+    p = {"metadata": {"uid": "u"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}
+    both = {"a": {"limits": {"memory": "1Mi", "cpu": "1"}}, "b": {"limits": {"memory": "2Mi"}}}
+    assert limits.pod_settings(p, both) == Settings(memory=3 << 20, cpu_limit=None, cpu_request=0)
+
+
+def test_without_a_memory_controller_the_runtime_says_so(monkeypatch, caplog):
+    """Where no hierarchy offers memory or cpu, the runtime logs what it falls back to."""
+    monkeypatch.setattr(limits, "own_cgroup_dir", lambda _c: None)
+    lim = Limits("t")
+    lim.create(None)
+    assert not lim.memory and lim.hierarchies == []
+    told = " ".join(r.getMessage() for r in caplog.records)
+    assert "once-a-second check of its resident memory" in told and "cpu limits are not enforced" in told
+
+
+async def test_without_a_memory_controller_the_watchdog_kills_over_the_limit(tmp_path, monkeypatch):
+    """No memory controller (none here stands for a host without one): the runtime's once-a-second
+    check of resident memory kills the container over its limit, reported as the kernel's kill is."""
+    monkeypatch.setattr(limits, "own_cgroup_dir", lambda _c: None)
+    monkeypatch.setattr(limits, "v2_controllers", lambda _root: ())
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, _):
+        assert not rt.limits.memory
+        pods = client.resource("", "v1", "pods")
+        await pods.create(pod("hog", HOG, restart="OnFailure", resources={"limits": {"memory": "64Mi"}}))
+
+        def ended(st):
+            cs = (st.get("containerStatuses") or [{}])[0]
+            return (cs.get("lastState") or {}).get("terminated")
+        st = (await eventually(status_of(pods, "hog", ended), timeout=30))["status"]
+        ended = st["containerStatuses"][0]["lastState"]["terminated"]
+        assert (ended["reason"], ended["exitCode"]) == ("OOMKilled", 137)
+        await pods.delete("hog", "default")
+        await eventually(gone(pods, "hog"))
