@@ -24,7 +24,7 @@ from ...machinery.selectors import matches_labels, selector_from_object
 from ...pki.trustbundle import certificates
 from ...machinery.quantity import parse_quantity
 from . import pod_certificate
-from .atomic_writer import DATA, item, write_atomic
+from .atomic_writer import DATA, Moded, item, write_atomic
 from .sources import DEFAULT_MODE, RESYNC, MountError, config_map_files, fs_group, secret_files
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ TOKEN_EXPIRATION = 3600
 TOKEN_REFRESH_SHARE = 0.8
 #: a token is renewed once this old even when its lifetime is longer (the token manager's maxTTL)
 TOKEN_MAX_AGE = 24 * 3600
+#: the sources whose files are 0600 whatever the defaultMode where the pod has an fsGroup (which then
+#: makes them 0640, the group's to read: projected.go's token, bundle and key files)
+PRIVATE = frozenset({"serviceAccountToken", "clusterTrustBundle", "podCertificate"})
 _KEYED = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
 
 
@@ -52,6 +55,8 @@ async def projected(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> fl
         if "podCertificate" in s and certs is None:
             certs = pod_certificate.PodCertificates(mgr)
         files, when = await _one(mgr, certs, pod, vol["name"], i, s, written not in state)
+        if fs_group(mgr, pod) is not None and not PRIVATE.isdisjoint(s):
+            files = {path: Moded(data, 0o600) for path, data in files.items()}
         out |= files
         if when is not None:
             again.append(when)

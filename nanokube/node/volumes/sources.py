@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import stat
 from typing import TYPE_CHECKING
 
 from .atomic_writer import item, write_atomic
@@ -90,12 +91,18 @@ async def secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float
 async def empty_dir(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> None:
     """An emptyDir's directory (a kind a simulated node cannot provide gets one too); on the
     process runtime one of medium Memory is a tmpfs of its size (VolumeManager.mount_tmpfs).
-    Anyone may write there (the kubelet's 0777, so a runAsUser container can); with the pod's
-    fsGroup (`fs_group`) it is that group's and setgid, so what is made inside is the group's too
-    (SetVolumeOwnership)."""
+    Anyone may write there (the kubelet's 0777, so a runAsUser container can); a Memory one is
+    sticky too (1777: the kubelet mounts its tmpfs with no mode, and the kernel makes a tmpfs's root
+    so, as /tmp), its files each writer's own to remove; with the pod's fsGroup (`fs_group`) it is
+    that group's and setgid, so what is made inside is the group's too (SetVolumeOwnership, which
+    keeps the sticky bit)."""
     os.makedirs(target, exist_ok=True)
-    if mgr.host_paths and (vol.get("emptyDir") or {}).get("medium") == "Memory":
-        mgr.mount_tmpfs(pod, vol, target)
+    mode = 0o777
+    if (vol.get("emptyDir") or {}).get("medium") == "Memory":
+        mode |= stat.S_ISVTX
+        if mgr.host_paths:
+            mgr.mount_tmpfs(pod, vol, target)
     if (group := fs_group(mgr, pod)) is not None:
         os.chown(target, -1, group)
-    os.chmod(target, 0o2777 if group is not None else 0o777)
+        mode |= stat.S_ISGID
+    os.chmod(target, mode)

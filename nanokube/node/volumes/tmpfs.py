@@ -20,9 +20,10 @@ MNT_DETACH = 2
 
 
 def mount(target: str, size: int) -> bool:
-    """Mount a tmpfs of `size` bytes (0: the kernel's default) at directory `target`, writable by
-    everyone as an emptyDir is; False where it could not be mounted."""
-    options = f"mode=0777,size={size}" if size else "mode=0777"
+    """Mount a tmpfs of `size` bytes (0: the kernel's default) at directory `target`, its root
+    1777 as the kernel makes one the kubelet mounts without a mode; False where it could not be
+    mounted."""
+    options = f"mode=1777,size={size}" if size else "mode=1777"
     if _libc.mount(b"tmpfs", target.encode(), b"tmpfs", 0, options.encode()) == 0:
         return True
     log.warning("memory-backed emptyDir %s left on disk: mounting a tmpfs failed: %s", target,

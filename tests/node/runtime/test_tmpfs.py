@@ -6,7 +6,10 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 from multidict import CIMultiDict
+
+from nanokube.apiserver.auth.serviceaccount import ServiceAccountTokens
 
 from nanokube.node.streaming import log_options
 from tests.controllers import eventually
@@ -58,3 +61,42 @@ async def test_a_memory_emptydir_is_a_tmpfs_of_its_size_limit_and_a_write_past_i
         return not mounted(volume)
     await eventually(unmounted)
 
+
+
+async def test_volume_modes_are_the_kubelets(env):
+    """A Memory emptyDir is sticky as the tmpfs root the kubelet mounts (1777), a disk one 0777;
+    with an fsGroup both are its setgid too (3777, 2777), and a projected token is 0600 before the
+    group's read bit (0640) where a downwardAPI file keeps its 0644."""
+    client, rt, _, tmp = env
+    rest = client.rest
+
+    def lookup(plural, namespace, name):
+        e = rest.cache.get(rest.index.get("", "v1", plural).key(namespace, name))
+        return e.obj if e else None
+    rest.tokens = ServiceAccountTokens(ec.generate_private_key(ec.SECP256R1()), lookup)
+    await client.resource("", "v1", "serviceaccounts").create({"metadata": {"name": "runner", "namespace": "default"}})
+    pods = client.resource("", "v1", "pods")
+    for name, group in (("plain", None), ("grouped", 2000)):
+        where = tmp / name
+        script = (f"stat -c %a {where}/mem {where}/disk; stat -Lc '%a %g' {where}/proj/token {where}/proj/name; "
+                  "echo ready; sleep 300")
+        p = pod(name, ["sh", "-c", script], grace=1, volumeMounts=[
+            {"name": v, "mountPath": f"{where}/{v}"} for v in ("mem", "disk", "proj")])
+        p["spec"]["serviceAccountName"] = "runner"
+        if group:
+            p["spec"]["securityContext"] = {"fsGroup": group}
+        p["spec"]["volumes"] = [
+            {"name": "mem", "emptyDir": {"medium": "Memory"}}, {"name": "disk", "emptyDir": {}},
+            {"name": "proj", "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token"}},
+                {"downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}}]}}]
+        await pods.create(p)
+    expected = {"plain": ["1777", "777", "644 0", "644 0"], "grouped": ["3777", "2777", "640 2000", "644 2000"]}
+    for name, lines in expected.items():
+        await eventually(status_of(pods, name, phase("Running")))
+        worker = rt.pods[("default", name)]
+
+        async def written():
+            data = await worker.logs("main", log_options({}, time.time()))
+            return data if isinstance(data, bytes) and data.endswith(b"ready\n") else None
+        assert (await eventually(written)).decode().splitlines() == [*lines, "ready"]
