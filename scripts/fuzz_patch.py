@@ -54,6 +54,7 @@ from tests.e2e.fuzz_seeds import CREATE_ONLY, KINDS  # noqa: E402
 from tests.e2e.fuzzing import (  # noqa: E402
     CUSTOM, NO_ANSWER, NS, SCALED, SUBRESOURCES, Fuzzer, _changes, _get, _ours, _paths, _pointer, _stable, seed_object,
 )
+from tests.e2e.logscan import component_failures, read_from  # noqa: E402
 from tests.e2e.test_hardening import Raw  # noqa: E402
 
 #: the reason upstream's errors give each code (k8s.io/apimachinery/pkg/api/errors)
@@ -113,7 +114,7 @@ STATUS_KINDS = {"pods", "services", "nodes", "namespaces", "deployments", "state
                 "validatingadmissionpolicies", "networkpolicies", "storageversions", "podgroups", "workloads",
                 "resourcepoolstatusrequests", "compositepodgroups"}
 FAMILIES = ("strategic", "strategic", "strategic", "json", "json", "apply", "conflict", "merge", "subresource", "validation",
-            "query", "query", "stream", "accept", "create", "update", "cbor", "missing")
+            "query", "query", "stream", "accept", "create", "update", "cbor", "missing", "stale")
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 #: the annotation of the bookmark that ends a watch-list's initial events
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
@@ -224,8 +225,8 @@ class PatchFuzzer(Fuzzer):
 class Draw:
     """Requests drawn from a seeded random.Random against the stored object of a kind."""
 
-    def __init__(self, fz: PatchFuzzer, rng: random.Random, unseeded: list[tuple[str, str]]):
-        self.fz, self.r = fz, rng
+    def __init__(self, fz: PatchFuzzer, rng: random.Random, unseeded: list[tuple[str, str]], families=FAMILIES):
+        self.fz, self.r, self.families = fz, rng, families
         self.kinds = [k for k in fz.kinds if k[1] not in CREATE_ONLY]
         self.unseeded = unseeded
 
@@ -402,11 +403,11 @@ class Draw:
 
     def draw(self):
         """One request: (family, a callable that sends it and judges its answers)."""
-        family = self.pick(FAMILIES)
+        family = self.pick(self.families)
         if family == "missing" and self.unseeded:
             return family, self.missing()
         if family == "missing":
-            family = "query"
+            family = "strategic"
         gv, plural, kind, spec = self.pick(self.kinds)
         base = self.fz.base(gv, plural)
         name = self.fz.seed_name(gv, plural)
@@ -652,14 +653,14 @@ class Case:
             assert code in (400, 422), f"resourceVersionMatch alone answered {code}: {str(got)[:300]}"
 
     def stream(self, fz, stored):
-        """A watch read to its end (timeoutSeconds=1): every line an event of upstream's types, an ERROR's object a
+        """A watch read to its end (timeoutSeconds=1; a watch-list's 2, time for its initial events on a loaded
+        machine, within --slow): every line an event of upstream's types, an ERROR's object a
         Status, and a watch-list (sendInitialEvents with bookmarks) ends its initial events with the bookmark that
         says so, after an ADDED event of the seed."""
         d = self.d
         q = {"watch": "1", "timeoutSeconds": "1"}
-        listing = d.r.random() < .5
-        if listing:
-            q.update(sendInitialEvents="true", resourceVersionMatch="NotOlderThan", allowWatchBookmarks="true")
+        if d.r.random() < .5:
+            q.update(timeoutSeconds="2", sendInitialEvents="true", resourceVersionMatch="NotOlderThan", allowWatchBookmarks="true")
         for k in ("resourceVersion", "resourceVersionMatch", "allowWatchBookmarks", "sendInitialEvents", "labelSelector",
                   "fieldSelector"):
             if d.r.random() < .2:
@@ -745,6 +746,34 @@ class Case:
                 assert c3 in (200, 409), f"created {url} does not re-validate: {c3} {str(again)[:400]}"
             fz.send("DELETE", url, None, None, {"gracePeriodSeconds": "0"})
 
+    def stale(self, fz, stored):
+        """The seed updated at a resourceVersion long gone and created again: upstream's Conflict and AlreadyExists,
+        whose details name the object and its resource (group and plural), and whose message says which."""
+        group = self.gv.split("/")[1] if self.gv.startswith("apis/") else ""
+        resource = f"{self.plural}.{group}" if group else self.plural
+        body = copy.deepcopy(stored)
+        body["metadata"]["resourceVersion"] = "1"
+        code, got = self.write(fz, "PUT", self.url, body, "application/json", {"dryRun": "All"}, stored)
+        if code == 409:
+            fz.judged["stale update's Conflict"] += 1
+            self.names(got, "Conflict", group, f'Operation cannot be fulfilled on {resource} "{self.name}": ')
+        for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "deletionTimestamp"):
+            body["metadata"].pop(k, None)
+        code, got = fz.send("POST", self.base, dumps(body), "application/json", {"dryRun": "All"})
+        if code == 409:
+            fz.judged["create's AlreadyExists"] += 1
+            self.names(got, "AlreadyExists", group, f'{resource} "{self.name}" already exists')
+        code, got = fz.send("GET", f"{self.base}/fuzz58-none")
+        if code == 404:
+            fz.judged["NotFound"] += 1
+            self.names(got, "NotFound", group, f'{resource} "fuzz58-none" not found', "fuzz58-none")
+
+    def names(self, got: dict, reason: str, group: str, message: str, name: str | None = None) -> None:
+        details = got.get("details") or {}
+        want = {"name": name or self.name, "kind": self.plural, **({"group": group} if group else {})}
+        assert got.get("reason") == reason and {k: details.get(k) for k in want} == want and \
+            got.get("message", "").startswith(message), f"{reason} of {self.url} is not upstream's: {str(got)[:400]}"
+
     def update(self, fz, stored):
         """A PUT of the stored object with a value changed and odd managedFields."""
         d = self.d
@@ -788,9 +817,11 @@ def main() -> int:
     target.add_argument("--kubeconfig", help="the server to fuzz")
     target.add_argument("--up", action="store_true", help="start `nanokube up` (sqlite, a free port) and fuzz it")
     ap.add_argument("--minutes", type=float, default=5.0, help="how long to fuzz")
+    ap.add_argument("--cases", type=int, default=0, help="stop after this many cases (0: only --minutes bounds the run)")
     ap.add_argument("--seed", type=int, default=0, help="the random seed: the same seed draws the same requests")
     ap.add_argument("--slow", type=float, default=5.0, help="the most seconds an answer may take")
     ap.add_argument("--kinds", default=None, help="comma-separated plurals to fuzz (default: every seeded kind)")
+    ap.add_argument("--families", default=None, help=f"comma-separated families to draw (default all: {', '.join(sorted(set(FAMILIES)))})")
     ap.add_argument("--failures", default="fuzz-patch-failures.jsonl", help="where broken requests are recorded")
     ap.add_argument("--stop", action="store_true", help="stop at the first broken request")
     args = ap.parse_args()
@@ -800,14 +831,21 @@ def main() -> int:
         print(f"nanokube up (pid {server.proc.pid}) at {server.url}, data and log in {server.data_dir}", flush=True)
         args.kubeconfig = server.kubeconfig
     try:
-        return fuzz(args)
+        broken, _ = fuzz(args)
     finally:
         if server is not None:
+            time.sleep(2)  # (what the last requests set going is logged)
             server.log_read = True
             server.stop()
+    # a failure no answer shows: a traceback or ERROR line in the server's log (a component's, a handler's)
+    logged = component_failures(read_from(server.log_path, server.log_start)) if server is not None else []
+    for f in logged:
+        print(f"{f.count:6d}  logged: {f.signature}\n{f.example[:2000]}")
+    return 1 if broken or logged else 0
 
 
-def fuzz(args) -> int:
+def fuzz(args) -> tuple[collections.Counter, PatchFuzzer]:
+    """Run cases until --minutes pass (or --cases are run): the broken ones' signatures counted, and the fuzzer."""
     raw = Watched(args.kubeconfig, timeout=NO_ANSWER)
     fz = PatchFuzzer(raw, args.slow, args.kinds.split(",") if args.kinds else None)
     fz.ensure_seeds()
@@ -816,17 +854,19 @@ def fuzz(args) -> int:
     print(f"{len(fz.kinds)} seeded kinds; discovery lists {len(unseeded)} more: "
           f"{', '.join(sorted({p.rsplit('/', 1)[-1] for p, _ in unseeded}))}", flush=True)
     rng = random.Random(args.seed)
-    d = Draw(fz, rng, unseeded)
+    families = tuple(f for f in FAMILIES if not args.families or f in args.families.split(","))
+    d = Draw(fz, rng, unseeded, families)
     broken: collections.Counter = collections.Counter()
     start = time.monotonic()
     deadline = start + args.minutes * 60
     n = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and n < (args.cases or float("inf")):
         family, case = d.draw()
         n += 1
         try:
             case(fz)
-        except AssertionError as e:
+        # (a dropped or cut connection, a stream that is not JSON: as broken as a wrong answer)
+        except (AssertionError, ValueError, OSError, http.client.HTTPException) as e:
             sig = re.sub(r"fuzz-[0-9]+|[0-9]+", "N", f"{family} {case!r}: {str(e)[:140]}")
             broken[sig] += 1
             with open(args.failures, "a") as f:
@@ -842,7 +882,7 @@ def fuzz(args) -> int:
     print("judged: " + ", ".join(f"{k} {v}" for k, v in sorted(fz.judged.items())))
     for sig, count in broken.most_common():
         print(f"{count:6d}  {sig}")
-    return 1 if broken else 0
+    return broken, fz
 
 
 if __name__ == "__main__":
