@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
+
+from . import ownership
 
 DATA = "..data"
 
@@ -72,9 +73,7 @@ def _own(target: str, ts: str, group: int) -> None:
     leaves a read-only volume: group-readable files, setgid group-searchable directories."""
     paths = [target, ts] + [os.path.join(root, n) for root, dirs, names in os.walk(ts) for n in dirs + names]
     for path in paths:
-        os.chown(path, -1, group)
-        extra = stat.S_ISGID | 0o550 if os.path.isdir(path) else 0o440
-        os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) | extra)
+        ownership.change(path, group, read_only=True)
 
 
 def _same(directory: str, files: dict[str, bytes]) -> bool:

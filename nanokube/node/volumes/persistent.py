@@ -2,7 +2,9 @@
 `<pod>-<volume>` the ephemeral volume controller made): the claim must be bound; its volume's
 directory (hostPath, local path, the built-in CSI driver's, or an NFS export: nfs.py) is linked
 at the pod's volume directory, so the runtime binds the volume itself at each container's mount
-path and what the pod writes outlives it.
+path and what the pod writes outlives it. With the pod's fsGroup, a volume whose plugin supports
+ownership (`_supports_fs_group`) is given to the group as it is mounted for the pod, as the pod's
+fsGroupChangePolicy says (ownership.py).
 
 A claim whose volume the external resizer grew (NodeResizePending) has its
 filesystem expanded here, as the kubelet's NodeExpander does when it mounts
@@ -13,6 +15,7 @@ A directory has no filesystem of its own to grow, so that step always succeeds."
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import TYPE_CHECKING
 
@@ -21,7 +24,8 @@ from ...volume.resize import (NODE_RESIZE_IN_PROGRESS, NODE_RESIZE_PENDING, capa
                               volume_capacity, with_storage_status)
 from ..storage.provisioner import CSI_DRIVER, local_path
 from .nfs import export_dir, link
-from .sources import RESYNC, MountError
+from . import ownership
+from .sources import RESYNC, MountError, fs_group
 from .stats import claim_volume
 
 if TYPE_CHECKING:
@@ -74,6 +78,29 @@ async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: st
     return path, pvc, pv
 
 
+async def _supports_fs_group(mgr: VolumeManager, pv: dict) -> bool:
+    """Whether the volume's plugin gives it to the pod's fsGroup: a local volume's does, a hostPath or
+    NFS one's does not; the CSI driver's as its CSIDriver's fsGroupPolicy says (File: always;
+    ReadWriteOnceWithFSType, the default: a volume with an fsType and ReadWriteOnce among its
+    access modes; None: never), as csi_mounter's supportsFSGroup."""
+    spec = pv.get("spec") or {}
+    if "local" in spec:
+        return True
+    if "csi" not in spec:
+        return False
+    try:
+        driver = await mgr.client.resource("storage.k8s.io", "v1", "csidrivers").get(spec["csi"].get("driver", ""))
+    except APIError as e:
+        if e.code != 404:
+            raise
+        driver = {}
+    policy = (driver.get("spec") or {}).get("fsGroupPolicy") or "ReadWriteOnceWithFSType"
+    if policy == "File":
+        return True
+    return policy == "ReadWriteOnceWithFSType" and bool(spec["csi"].get("fsType")) \
+        and "ReadWriteOnce" in (spec.get("accessModes") or ())
+
+
 async def node_expand(mgr: VolumeManager, pod: dict, pvc: dict, pv: dict) -> None:
     """NodeExpander.expandOnPlugin for a volume the resizer left to the node."""
     size, have = volume_capacity(pv), capacity(pvc)
@@ -105,7 +132,14 @@ async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, targ
     path, pvc, pv = await volume_path(mgr, pod["metadata"]["namespace"], claim, vol["name"], owner)
     link(path, target)
     mgr.claims.setdefault(pod["metadata"]["uid"], {})[vol["name"]] = claim_volume(pod["metadata"]["namespace"], claim, pv)
-    mgr.set_read_only(pod, vol["name"], bool((vol.get("persistentVolumeClaim") or {}).get("readOnly")
-                                             or ((pv.get("spec") or {}).get("nfs") or {}).get("readOnly")))
+    read_only = bool((vol.get("persistentVolumeClaim") or {}).get("readOnly")
+                     or ((pv.get("spec") or {}).get("nfs") or {}).get("readOnly"))
+    mgr.set_read_only(pod, vol["name"], read_only)
+    mounted = mgr.state.setdefault(pod["metadata"]["uid"], {})
+    if ("owned", vol["name"]) not in mounted and not read_only and (group := fs_group(mgr, pod)) is not None \
+            and await _supports_fs_group(mgr, pv):  # as the volume is mounted for the pod, not at each resync
+        policy = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroupChangePolicy")
+        await asyncio.to_thread(ownership.set_volume_ownership, path, group, policy)
+        mounted["owned", vol["name"]] = True
     await node_expand(mgr, pod, pvc, pv)
     return mgr.clock.now() + RESYNC
