@@ -32,6 +32,10 @@ holds (`cluster-ips-check`): the ranges start as the configs give them and follo
 ServiceCIDR objects once those are listed (upstream's ServiceCIDRConfig and
 OnServiceCIDRsChanged), a change written by a full sync of the table it concerns.
 
+After a sync that changed a UDP Service, the UDP flows still translated to an endpoint the Service
+no longer serves from are deleted from the node's conntrack table (conntrack.py), so a client
+keeping its socket moves on instead of sending into the void.
+
 Given `health_check_listen`, the proxier also serves upstream's per-Service health checks
 (service_health.py) on the `healthCheckNodePort` of each LoadBalancer with
 `externalTrafficPolicy: Local`, after each successful sync, as upstream does.
@@ -55,6 +59,7 @@ from ..machinery.gotime import TimeParseError, parse_rfc3339
 from ..machinery.metrics import exponential_buckets
 from ..machinery.services import health_check_node_port
 from ..machinery.topology import NONE, ZONE_LABEL, Hints, available, hints_of, topology_mode
+from .conntrack import Conntrack
 from .events import ACTION_SYNC, node_ref
 from .health import ProxyHealth
 from .service_health import ServiceHealthServer
@@ -242,6 +247,7 @@ class Proxier:
         self.node_name, self.node_ip, self.clock = node_name, node_ip, clock
         self.client = client
         self.nft = nft or Nft(netns)
+        self.conntrack = Conntrack(netns)
         self.tables = {c.family: FamilyTable(c.family, Syncer(self.nft, c, clock)) for c in configs}
         self.min_sync_period, self.sync_period, self.full_sync_period = min_sync_period, sync_period, full_sync_period
         self.registry = registry or CollectorRegistry()
@@ -476,7 +482,25 @@ class Proxier:
                 self.node_name, "full" if report.full else "partial", t.family, TABLE, len(t.flat),
                 len(report.services_changed), report.lines, elapsed,
                 f" after {report.failures} failed transaction(s)" if report.failures else "")
+        await self._clean_conntrack(t, report)
         return report
+
+    async def _clean_conntrack(self, t: FamilyTable, report: SyncReport) -> None:
+        """After a sync that changed a UDP service port (or a full one), the table's family's UDP
+        flows to an endpoint its Service no longer serves from are deleted (conntrack.py); upstream
+        reconciles after every sync, which with no UDP change finds nothing to delete."""
+        udp = [sp for sp in t.flat.values() if sp.protocol == "udp"]
+        if not udp or not (report.full or any(k in t.flat and t.flat[k].protocol == "udp"
+                                              for k in report.services_changed)):
+            return
+        try:
+            deleted = await asyncio.to_thread(self.conntrack.reconcile, t.family, udp)
+        except OSError as e:
+            log.error("node %s: failed to clean stale UDP conntrack entries of table %s %s: %s", self.node_name,
+                      t.family, TABLE, e)
+            return
+        if deleted:
+            log.info("node %s: deleted %d stale UDP conntrack entries (%s)", self.node_name, deleted, t.family)
 
     async def _report_failure(self, t: FamilyTable, report: SyncReport) -> None:
         """A Warning Event on the Node for each distinct nft failure of a table, so a user sees it in

@@ -78,7 +78,8 @@ def kill_netns(name: str) -> None:
     ip("netns", "del", name, check=False)
 
 
-def open_in_netns(netns: str, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM) -> socket.socket:
+def open_in_netns(netns: str, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM,
+                  proto: int = 0) -> socket.socket:
     """A socket that belongs to `netns`: the calling thread enters the
     namespace for the `socket()` call only (setns is per thread), and the
     socket keeps its namespace wherever it is used afterwards."""
@@ -89,7 +90,7 @@ def open_in_netns(netns: str, family: int = socket.AF_INET, kind: int = socket.S
         if libc.setns(target, _CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), f"setns {netns}")
         try:
-            return socket.socket(family, kind)
+            return socket.socket(family, kind, proto)
         finally:
             if libc.setns(own, _CLONE_NEWNET) != 0:
                 raise OSError(ctypes.get_errno(), "setns back to the agent's namespace")
