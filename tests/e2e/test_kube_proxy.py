@@ -169,10 +169,11 @@ def test_an_nftables_proxy_removes_an_iptables_mode_proxys_rules_when_it_starts(
     subprocess.run(["ip", "netns", "exec", netns, "nft", "-f", "-"], input=IPTABLES_MODE_LEFTOVERS.encode(),
                    check=True)
     with running_proxy(cluster, netns, "--proxy-mode", "nftables") as (proc, _, healthz, _):
-        wait_for(lambda: get(f"{healthz}/healthz")[0] == 200, 30, "the proxy's first sync")
+        # /healthz answers 200 before the first sync too (nothing pending yet): wait for the table
+        wait_for(lambda: nft(netns, "list", "table", "ip", "kube-proxy").returncode == 0, 30, "the proxy's first sync")
         nat = nft(netns, "list", "table", "ip", "nat").stdout
         assert "KUBE-" not in nat and "ip daddr 192.0.2.1 accept" in nat, nat
-        assert nft(netns, "list", "table", "ip", "kube-proxy").returncode == 0 and proc.poll() is None
+        assert get(f"{healthz}/healthz")[0] == 200 and proc.poll() is None
     assert "removed 2 chains an iptables- or ipvs-mode kube-proxy left" in \
         (cluster.data_dir / f"proxy-{netns}.log").read_text()
 
