@@ -197,14 +197,31 @@ def start_error(argv: list[str], image: str) -> str:
 PROBES = {"startupProbe": "Startup", "readinessProbe": "Readiness", "livenessProbe": "Liveness"}
 
 
-def _net_probe(c: dict, kind: str = "readinessProbe") -> dict | None:
-    """Container `c`'s probe of `kind` (PROBES) where it execs a network tool (`wget -qO-
-    http://web`, or a shell running one): it passes as the command does on the cluster's simulated
-    network, run each period with its thresholds and timeout (`PodWorker._net_probes`), not on
-    timing alone as other simulated probes."""
+def _net_probe(c: dict, kind: str, spec: dict) -> dict | None:
+    """Container `c`'s probe of `kind` (PROBES) where it reaches the network: it execs a network
+    tool (`wget -qO- http://web`, or a shell running one), or it is an httpGet or tcpSocket probe
+    of a port the pod `spec` is known not to answer on once its containers run (`probe_port`):
+    it passes as the command does on the cluster's simulated network, or as the port answers
+    (`simulated_net.answers`: what the containers' programs listen on), run each period with its
+    thresholds and timeout (`PodWorker._net_probes`), not on timing alone as other simulated
+    probes."""
     probe = c.get(kind) or {}
     command = (probe.get("exec") or {}).get("command") or []
-    return probe if command and simulated_net.names_network(" ".join(command)) else None
+    if command:
+        return probe if simulated_net.names_network(" ".join(command)) else None
+    port = probe_port(c, probe)
+    running = {x["name"] for x in spec.get("containers") or ()} | \
+        {x["name"] for x in spec.get("initContainers") or () if x.get("restartPolicy") == "Always"}
+    return probe if port is not None and not simulated_net.answers(spec, running, port) else None
+
+
+def probe_port(c: dict, probe: dict) -> int | None:
+    """The TCP port an httpGet or tcpSocket probe of container `c` dials (a name: its containerPort's)."""
+    action = probe.get("httpGet") or probe.get("tcpSocket")
+    port = (action or {}).get("port")
+    if isinstance(port, str) and not port.isdigit():
+        port = next((p.get("containerPort") for p in c.get("ports") or () if p.get("name") == port), None)
+    return int(port) if port is not None else None
 
 
 def invalid_annotations(pod: dict) -> list[str]:
@@ -831,7 +848,7 @@ class PodWorker:
                 up = running and c["name"] not in self.waiting  # not while waiting out its back-off
                 started, ready = self.probed.get(c["name"], (at, at))
                 worker = self.net.get((c["name"], "readinessProbe"))
-                ready = ready <= at and (not _net_probe(c) or worker is not None and worker.result is True)
+                ready = ready <= at and (not self._net_probe(c) or worker is not None and worker.result is True)
                 out.append(self._status_of(c, state, up and ready, up and started <= at))
             else:
                 started, finished = self.init_ran.get(c["name"], (now, now))
@@ -998,7 +1015,7 @@ class PodWorker:
         def passed(c: dict, probe: int) -> bool:
             worker = self.net.get((c["name"], "readinessProbe"))
             return c["name"] not in self.waiting and self.probed.get(c["name"], (at, at))[probe] <= at and \
-                (probe == 0 or not _net_probe(c) or worker is not None and worker.result is True)
+                (probe == 0 or not self._net_probe(c) or worker is not None and worker.result is True)
         statuses = [self._status_of(c, state(c), passed(c, 1), passed(c, 0)) for c in self._containers()]
         inits = self._init_statuses(now, True, at) if (self.pod.get("spec") or {}).get("initContainers") else None
         sidecars = {c["name"] for c in self._sidecars()}
@@ -1937,6 +1954,10 @@ class PodWorker:
                     await self._event("Warning", "BackOff", f"Back-off restarting failed container {name} in pod "
                                       f"{self.name}_{self.namespace}({self.uid})", field_path(self.pod, name))
 
+    def _net_probe(self, c: dict, kind: str = "readinessProbe") -> dict | None:
+        """Container `c`'s probe of `kind` where it reaches the network (`_net_probe`)."""
+        return _net_probe(c, kind, self.pod.get("spec") or {})
+
     def _passing(self, c: dict) -> tuple[float, float]:
         """When (monotonic) container `c` (an app container or sidecar), starting now, is Started and
         Ready as far as its probes' timing goes (prober.passing); one whose startup probe reaches the
@@ -1944,7 +1965,7 @@ class PodWorker:
         self.began[c["name"]] = start = self.clock.monotonic()
         for kind in PROBES:
             self.net.pop((c["name"], kind), None)
-        return (math.inf, math.inf) if _net_probe(c, "startupProbe") else prober.passing(c, start)
+        return (math.inf, math.inf) if self._net_probe(c, "startupProbe") else prober.passing(c, start)
 
     def _adopt_probes(self, containers: list[dict]) -> None:
         """The agent restarted and adopted `containers` running: their probes run again, as a
@@ -1958,7 +1979,7 @@ class PodWorker:
             self._passing(c)
             started = self.own_started.get(name) or self.started_at
             self.began[name] = began = now - max(wall - parse_time(started), 0.0) if started else now
-            if _net_probe(c, "startupProbe"):
+            if self._net_probe(c, "startupProbe"):
                 self.probed[name] = now, now
                 self.net[name, "startupProbe"] = prober.Worker(now, result=True, held=True)
             else:
@@ -1968,7 +1989,7 @@ class PodWorker:
         """When (monotonic) running container or sidecar `c`'s probe of `kind` that reaches the network
         (`_net_probe`) runs next: a startup probe from the start, the others from the first tick
         after the container is Started, then each periodSeconds; None while it has none to run."""
-        probe, name = _net_probe(c, kind), c["name"]
+        probe, name = self._net_probe(c, kind), c["name"]
         running = name in self.lifetimes or name in self.io.running  # (a sidecar may have no end of its own)
         if probe is None or not running or name not in self.began or name in self.waiting:
             return None
@@ -1994,7 +2015,7 @@ class PodWorker:
                 end = self.lifetimes.get(name, (None,))[0]
                 if (tick := self._net_tick(c, kind)) is None or tick > at or end is not None and end <= at:
                     continue  # (not one ending now)
-                probe, worker = _net_probe(c, kind), self.net[name, kind]
+                probe, worker = self._net_probe(c, kind), self.net[name, kind]
                 ok, output = await self._exec_probe(c, probe)
                 if ok is None:  # an error, not a result: thrown away (doProbe), the state unchanged
                     worker.ran(probe, at)
@@ -2024,6 +2045,8 @@ class PodWorker:
         stderr, as ExecSync gives them). One that runs past timeoutSeconds fails with the runtime's
         words; one not interpreted passes, as other simulated probes do. A tool the image lacks,
         exec'd directly, cannot run at all: None, and the runtime's error."""
+        if "exec" not in probe:
+            return self._port_probe(c, probe)
         command, name = probe["exec"]["command"], c["name"]
         if command[0].rpartition("/")[2] in simulated_net.image_lacks(c.get("image", "")):
             exec_id = hashlib.sha256(f"{self.uid}/{name}/{command}".encode()).hexdigest()
@@ -2052,6 +2075,19 @@ class PodWorker:
         text = "".join(x if isinstance(x, str) else x.decode(errors="replace")
                        for stream in ("stdout", "stderr") for _, s, x in writes if s == stream)
         return program.exit_code == 0, text
+
+    def _port_probe(self, c: dict, probe: dict) -> tuple[bool, str]:
+        """Run httpGet or tcpSocket probe `probe` of container `c`, dialled from the node as the
+        kubelet dials it: it passes where the pod answers on its port now (a plain HTTP server, as
+        the simulated pod's), else the connection is refused, in the kubelet's words."""
+        port, action = probe_port(c, probe), probe.get("httpGet")
+        host = (action or probe.get("tcpSocket") or {}).get("host") or self.ip
+        if host == self.ip and self.io.listens(port):
+            return True, ""
+        refused = f"dial tcp {host}:{port}: connect: connection refused"
+        if action is None:
+            return False, refused
+        return False, f'Get "{(action.get("scheme") or "HTTP").lower()}://{host}:{port}{action.get("path") or "/"}": {refused}'
 
     def _restart_count(self, name: str) -> int:
         return self.restarts + self.own_restarts.get(name, 0)
@@ -2102,7 +2138,7 @@ class PodWorker:
         Killing."""
         for name, output in outputs.items():
             path = field_path(self.pod, name)
-            for _ in range(0 if _net_probe(specs[name], kinds[name]) else
+            for _ in range(0 if self._net_probe(specs[name], kinds[name]) else
                            specs[name]["livenessProbe"].get("failureThreshold") or prober.FAILURE_THRESHOLD):
                 await self._event("Warning", "Unhealthy", f"Liveness probe failed: {output}", path)
             await self._event("Normal", "Killing", f"Container {name} failed {PROBES[kinds[name]].lower()} probe, "
@@ -2132,7 +2168,7 @@ class PodWorker:
         command changes its files, and the probe's output then; None if it never does, or is not
         an exec of a command simulated_command interprets."""
         command = ((c.get("livenessProbe") or {}).get("exec") or {}).get("command") or []
-        if not command or _net_probe(c, "livenessProbe") or interpret(command, self.clock.now(), lambda: self.io.draft(c["name"])) is None:
+        if not command or self._net_probe(c, "livenessProbe") or interpret(command, self.clock.now(), lambda: self.io.draft(c["name"])) is None:
             return None
         timeout = c["livenessProbe"].get("timeoutSeconds") or prober.TIMEOUT_SECONDS
 

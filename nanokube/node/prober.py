@@ -1,7 +1,9 @@
 """When a simulated container's startup and readiness probes first pass.
 
-A simulated container has no process to probe, so every probe succeeds; what is left of the
-kubelet's prober is its timing, on the injected clock. A probe worker ticks every
+A simulated container has no process to probe, so a probe succeeds (but an httpGet or
+tcpSocket probe of a port its pod's programs are known not to listen on, which lifecycle.py runs
+each period and which is refused: simulated_net.answers); what is left of the kubelet's prober
+is its timing, on the injected clock. A probe worker ticks every
 periodSeconds from the container's start (the first tick at once: the kubelet triggers a
 readiness probe that has no result yet), skips the ticks before initialDelaySeconds, and
 needs successThreshold successes in a row; readiness probes only count once the startup

@@ -914,15 +914,6 @@ class SimulatedIO:
         """Whether the pod's simulated servers answer on TCP `port` (simulated_net.answers)."""
         return simulated_net.answers(self.worker.pod.get("spec") or {}, self.running, port)
 
-    def serves(self, port: int) -> bool:
-        """Whether a process of the pod listens on TCP `port`, as its own commands reach it
-        (localhost): `listens`, but a container running a command worked out here (a shell script,
-        `sleep`: none of them listens) serves no port it does not declare; only where a running
-        container's program is not known may any port answer."""
-        declared = simulated_net.declared(self.worker.pod.get("spec") or {}, self.running)
-        known = {*self.programs, *self.shells, *self.streams, *self.scripts}
-        return self.listens(port) and (port in declared or any(name not in known for name in self.running))
-
     async def port_forward(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A connection to `port` in the pod, as a real runtime dials localhost in its network
         namespace: the simulated server where one `listens`, containerd's refusal elsewhere."""

@@ -32,11 +32,13 @@ not found.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import posixpath
 import random
 import re
+import shlex
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -106,12 +108,66 @@ def declared(spec: dict, running, up: bool = True) -> set[int]:
             if (c["name"] in running) == up for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
 
 
+#: a server a command starts, by its program's name: how it names its port (after the option, else
+#: its last number), and the port it listens on where it names none
+_SERVERS = {"nc": ("-p", None), "ncat": ("-p", None), "netcat": ("-p", None), "httpd": ("-p", 80)}
+
+
+def _servers(argv: tuple[str, ...]) -> set[int]:
+    """The ports the servers a command line starts listen on, its `sh -c` script's commands too:
+    `python -m http.server [PORT]` (8000), `nc -l [-p] PORT` (any option with l), busybox's `httpd
+    [-p [ADDR:]PORT]` (80)."""
+    ports: set[int] = set()
+    script = len(argv) >= 3 and posixpath.basename(argv[0]) in ("sh", "ash", "bash", "dash") and \
+        re.fullmatch(r"-\w*c\w*", argv[1])
+    for segment in re.split(r"[;&|\n()]+", argv[2] if script else shlex.join(argv)):
+        try:
+            words = shlex.split(segment)
+        except ValueError:
+            continue
+        while words and (words[0] in ("exec", "nohup", "busybox") or re.fullmatch(r"\w+=\S*", words[0])):
+            words = words[1:]
+        name = posixpath.basename(words[0]) if words else ""
+        numbers = [w for w in words[1:] if w.isdigit()]
+        if re.fullmatch(r"python[\d.]*", name) and "http.server" in words and "-m" in words:
+            ports.add(int(next((w for w in words[words.index("http.server") + 1:] if w.isdigit()), 8000)))
+        elif name in _SERVERS and (name == "httpd" or any(re.fullmatch(r"-\w*l\w*", w) for w in words[1:])):
+            option, default = _SERVERS[name]
+            given = next((words[i + 1] for i, w in enumerate(words[:-1]) if re.fullmatch(r"-\w*p", w)), None)
+            port = (given or "").rpartition(":")[2] or (numbers[-1] if numbers and name != "httpd" else default)
+            if port is not None and str(port).isdigit():
+                ports.add(int(port))
+    return ports
+
+
+@functools.lru_cache(maxsize=1024)
+def _listened(argv: tuple[str, ...], ports: frozenset[int]) -> frozenset[int] | None:
+    from .simulated_command import interpret  # (here: simulated_command imports this module)
+    if servers := _servers(argv):
+        return frozenset(servers)
+    return ports if argv and interpret(list(argv)) is not None else None
+
+
+def listened(c: dict) -> frozenset[int] | None:
+    """The TCP ports container `c`'s program listens on, where that is known: those of the servers
+    its command starts (`_servers`); for a command the simulation interprets (a shell script,
+    `sleep`: none of them listens) its declared containerPorts, which stay open as a long-running
+    image's would; None for another program (the image's own, `python train.py`): any port may."""
+    ports = frozenset(p.get("containerPort") for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP")
+    return _listened(tuple((c.get("command") or []) + (c.get("args") or [])) if c.get("command") else (), ports)
+
+
 def answers(spec: dict, running, port: int) -> bool:
-    """Whether a pod whose containers `running` run answers on TCP `port`. What listens in a container
-    is not known (a spec's ports are informational), so any port answers while a container runs, but
-    one that only containers not running now declare is closed (a finished init container's, a
-    sidecar's hook to the app's port before the app starts), and all are once none runs."""
-    return bool(running) and port not in declared(spec, running, False) - declared(spec, running)
+    """Whether a pod whose containers `running` run answers on TCP `port`: one of them listens there
+    (`listened`). Where what a container's program listens on is not known, any port answers but
+    one that only containers not running now declare (a finished init container's, a sidecar's hook
+    to the app's port before the app starts); none does once no container runs."""
+    closed = port in declared(spec, running, False) - declared(spec, running)
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        ports = listened(c) if c["name"] in running else frozenset()
+        if port in (ports or ()) or ports is None and not closed:
+            return True
+    return False
 
 
 def listening(pod: dict, port: int) -> bool:
@@ -148,7 +204,7 @@ class Network:
     image: str = ""
     #: the node's topology.kubernetes.io/zone label, which topology hints are read for
     zone: str = ""
-    #: whether a process of the pod itself listens on a port (SimulatedIO.serves), where known
+    #: whether a process of the pod itself listens on a port (SimulatedIO.listens), where known
     serves: Callable[[int], bool] | None = None
 
     def has(self, command: str) -> bool:
@@ -298,7 +354,7 @@ async def view(worker, text: str, image: str = "") -> Network | None:
     zone = (worker.agent.node["metadata"].get("labels") or {}).get(ZONE_LABEL, "")
     return Network(worker.namespace, pod, worker.agent.name, cluster, hosts, nameservers, search,
                    dns.DNS_SERVER in nameservers, dns.ndots(options), image, zone,
-                   getattr(getattr(worker, "io", None), "serves", None))
+                   getattr(getattr(worker, "io", None), "listens", None))
 
 
 def _net(command: str) -> Network:

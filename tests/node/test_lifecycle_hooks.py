@@ -125,15 +125,22 @@ async def test_a_failed_post_start_under_restart_policy_never_fails_the_pod_with
 
 async def test_an_http_get_hook_reaches_any_port_of_the_pod_not_left_to_a_stopped_container(env):
     """A real hook reaches whatever listens at the pod's IP, declared or not: the simulated pod's
-    servers answer on its own declared port and on an undeclared one alike. What it can know is
-    closed is: a port only a container not running declares (a sidecar's postStart to the app's
-    port, before the app starts: refused, the sidecar killed, the app never started), and
-    localhost, which from the kubelet is the node's own (refused: the pod fails)."""
+    servers answer on its own declared port, and on an undeclared one where what its program
+    listens on is not known (an image's own command). What it can know is closed is: a port no
+    process listens on (`sleep infinity` declaring none: refused, the pod fails), a port only a
+    container not running declares (a sidecar's postStart to the app's port, before the app
+    starts: refused, the sidecar killed, the app never started), and localhost, which from the
+    kubelet is the node's own (refused: the pod fails)."""
     pods, clock, _ = env
     ok = hooked("served", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": "http"}})
     ok["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8000}]
     await pods.create(ok)
-    await pods.create(hooked("undeclared", ["sleep", "infinity"], postStart={"httpGet": {"path": "/warm", "port": 9}}))
+    undeclared = hooked("undeclared", [], postStart={"httpGet": {"path": "/warm", "port": 9}})
+    del undeclared["spec"]["containers"][0]["command"]
+    undeclared["spec"]["containers"][0]["image"] = "nginx:1.27"
+    await pods.create(undeclared)
+    await pods.create(hooked("closed", ["sleep", "infinity"], annotations=ENDS_ON_SIGTERM,
+                             postStart={"httpGet": {"path": "/warm", "port": 9}}))
     await pods.create(hooked("loopback", ["sleep", "infinity"], annotations=ENDS_ON_SIGTERM, postStart={"httpGet": {
         "path": "/warm", "port": 9, "host": "localhost"}}))
     early = with_sidecar("early", {"httpGet": {"path": "/warm", "port": 8080}}, "true")
@@ -144,6 +151,7 @@ async def test_an_http_get_hook_reaches_any_port_of_the_pod_not_left_to_a_stoppe
         await eventually(phase_is(pods, name, "Running"))
         assert "FailedPostStartHook" not in [e[1] for e in await pod_events(pods, name)]
     await eventually(phase_is(pods, "loopback", "Failed"))
+    await eventually(phase_is(pods, "closed", "Failed"))
 
     def hook_failed(name, path):
         async def told():
@@ -151,6 +159,7 @@ async def test_an_http_get_hook_reaches_any_port_of_the_pod_not_left_to_a_stoppe
                 [e[:4] for e in await pod_events(pods, name)]
         return told
     await eventually(hook_failed("loopback", "spec.containers{app}"))
+    await eventually(hook_failed("closed", "spec.containers{app}"))
     await eventually(hook_failed("early", "spec.initContainers{side}"))
     p = await pods.get("early", "default")
     assert p["status"]["phase"] == "Pending"

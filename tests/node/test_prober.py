@@ -220,3 +220,40 @@ async def test_an_exec_liveness_probe_past_its_timeout_fails(env):
     (unhealthy,) = await eventually(reported)
     assert unhealthy["message"] == 'Liveness probe failed: command "sleep 100000" timed out'
     assert unhealthy["count"] == 2
+
+
+async def test_a_probe_of_a_port_no_process_listens_on_is_refused(env):
+    """What a simulated container listens on comes from its program: `python3 -m http.server 8000`
+    on 8000; `sleep infinity` on nothing but its declared containerPort (kept open, as a
+    long-running image's). An httpGet or tcpSocket probe of another port fails each period as the
+    kubelet reports a refused connection (Unhealthy): readiness never comes, liveness restarts
+    the container; a probe of a port it listens on passes."""
+    from tests.node.test_container_events import pod_events
+    pods, clock = env
+    idle = probed_pod("idle", readinessProbe={"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 5},
+                      livenessProbe={"tcpSocket": {"port": "web"}, "periodSeconds": 5})
+    idle["spec"]["containers"][0] |= {"image": "busybox:1.36", "command": ["sleep", "infinity"],
+                                      "ports": [{"name": "web", "containerPort": 80}]}
+    server = probed_pod("server", readinessProbe={"httpGet": {"path": "/", "port": 8000}, "periodSeconds": 5},
+                        livenessProbe={"tcpSocket": {"port": 9000}, "periodSeconds": 5, "failureThreshold": 2})
+    server["spec"]["containers"][0] |= {"image": "python:3.12", "command": ["python3", "-m", "http.server", "8000"]}
+    await pods.create(idle)
+    await pods.create(server)
+    await eventually(status(pods, "idle", lambda c: c["started"]))
+    await eventually(status(pods, "server", lambda c: c["ready"]))
+
+    async def restarted():
+        await clock.advance(5)
+        p = await pods.get("server", "default")
+        return p if p["status"]["containerStatuses"][0]["restartCount"] >= 1 else None
+    ip = (await eventually(restarted))["status"]["podIP"]
+    assert ("Warning", "Unhealthy", "spec.containers{app}",
+            f"Liveness probe failed: dial tcp {ip}:9000: connect: connection refused") in \
+        [e[:4] for e in await pod_events(pods, "server")]
+    p = await pods.get("idle", "default")
+    assert not p["status"]["containerStatuses"][0]["ready"] and p["status"]["containerStatuses"][0]["restartCount"] == 0
+    ip = p["status"]["podIP"]
+    events = [e[:4] for e in await pod_events(pods, "idle")]
+    assert ("Warning", "Unhealthy", "spec.containers{app}", f'Readiness probe failed: Get "http://{ip}:8080/healthz": '
+            f"dial tcp {ip}:8080: connect: connection refused") in events
+    assert not any(e[3].startswith("Liveness") for e in events)

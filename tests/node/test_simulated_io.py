@@ -149,9 +149,24 @@ async def test_attach_streams_new_lines_until_exit():
     assert out == [b"working\n", b"nanokube: container main exited with code 7\n"]
 
 
+async def test_port_forward_reaches_only_the_ports_a_known_program_listens_on():
+    """A container whose program is known listens where it does: `python3 -m http.server 8080` on
+    8080 alone (its declared 8000 is refused), `sleep infinity` on its declared ports alone."""
+    for command, open_, closed in ((["sh", "-c", "cd /srv && exec python3 -m http.server 8080"], 8080, 8000),
+                                   (["sleep", "infinity"], 8000, 8080)):
+        io = SimulatedIO(worker(ports=(8000,), command=command))
+        io.started({"main": "python:3.12"})
+        reader, writer = await io.port_forward(open_)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await reader.read()).endswith(f"port {open_}\n".encode())
+        with pytest.raises(StreamFailed, match=f"dial tcp4 127.0.0.1:{closed}: connect: connection refused"):
+            await io.port_forward(closed)
+        io.stop()
+
+
 async def test_port_forward_reaches_any_port_but_one_only_stopped_containers_declare():
-    """What listens in a container is not known: a declared port and an undeclared one answer
-    alike, as httpGet hooks find them; a finished init container's port is closed, and every port
+    """What listens in a container running an image's own program is not known: a declared port
+    and an undeclared one answer alike, as httpGet hooks find them; a finished init container's port is closed, and every port
     once no container runs. The refusal is containerd's, which the kubelet reports."""
     w = worker(ports=(8000,))
     w.pod["spec"]["initContainers"] = [{"name": "setup", "ports": [{"containerPort": 7000}]}]
