@@ -29,8 +29,21 @@ spec:
   containers:
   - name: main
     image: busybox
-    command: ["sh", "-c", "echo started at $(date +%s%N); trap 'exit 143' TERM; sleep 3600 & wait"]
+    command: ["sh", "-c", "echo started at $(date +%s%N); trap 'exit 143' TERM; sleep 4799 & wait"]
+    resources: {limits: {memory: 64Mi}}
 """
+
+
+def sleepers() -> int:
+    """How many of the pod's `sleep 4799` run on the host."""
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                count += f.read() == b"sleep\x004799\x00"
+        except OSError:
+            pass
+    return count
 
 
 def _running(c) -> dict | None:
@@ -41,6 +54,7 @@ def _running(c) -> dict | None:
 
 def test_a_crashed_agent_counts_the_restart_on_and_keeps_the_previous_log(store_url):
     from nanokube.node.runtime.cgroup import own_cgroup_dir
+    from nanokube.node.runtime.limits import CONTROLLERS
     from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
 
     d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-crash-"))
@@ -63,15 +77,15 @@ def test_a_crashed_agent_counts_the_restart_on_and_keeps_the_previous_log(store_
         assert ended["containerID"] == before["containerID"] != after["containerID"]
         assert c2.kubectl("logs", "survivor", "--previous").stdout.strip() == first
         assert wait_for(lambda: c2.kubectl("logs", "survivor").stdout.strip(), what="its new line") != first
+        # the crashed run's process was killed (its cgroups removed), not left running beside the new one
+        wait_for(lambda: sleepers() == 1, what="one sleeper")
     finally:
         c.stop()
         if c2 is not None:
             c2.stop()
         prefix = f"{PREFIX}{cluster_tag(str(d))}-"
         leftovers = [n for n in list_netns() if n.startswith(prefix)]
-        base = own_cgroup_dir()
-        cgroup = os.path.join(base, f"nanokube-{cluster_tag(str(d))}") if base else None
-        if cgroup and os.path.isdir(cgroup):
-            leftovers.append(cgroup)
+        leftovers += [cgroup for base in (own_cgroup_dir(), *map(own_cgroup_dir, CONTROLLERS)) if base
+                      and os.path.isdir(cgroup := os.path.join(base, f"nanokube-{cluster_tag(str(d))}"))]
         shutil.rmtree(d, ignore_errors=True)
         assert leftovers == [], f"namespaces or cgroup left after shutdown: {leftovers}"
