@@ -3,11 +3,13 @@ container over its memory limit is OOM-killed by the kernel and reported OOMKill
 restarted per its restartPolicy; a cpu limit is a CFS quota that throttles; each pod's cgroup
 sits below its QoS class's, and goes with the pod."""
 
+import asyncio
 import os
+import sys
 
 import pytest
 
-from nanokube.node.runtime import limits
+from nanokube.node.runtime import limits, stdio
 from nanokube.node.runtime.limits import Limits, Settings, qos_parent
 from tests.controllers import eventually
 from tests.node.runtime.test_process import SERVE, pod, process_agents, status_of
@@ -142,3 +144,35 @@ async def test_without_a_memory_controller_the_watchdog_kills_over_the_limit(tmp
         assert (ended["reason"], ended["exitCode"]) == ("OOMKilled", 137)
         await pods.delete("hog", "default")
         await eventually(gone(pods, "hog"))
+
+
+async def test_a_launch_into_a_cgroup_that_is_gone_fails_leaking_no_descriptor(tmp_path):
+    """A container's v1 cgroup removed with its pod as an exec starts: the launch fails, and neither
+    its pipe nor a cgroup.procs it had opened before stays open."""
+    (tmp_path / "cgroup.procs").write_text("")  # (a file standing for a cgroup it can open)
+    before = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(FileNotFoundError):
+        await stdio.launch([sys.executable, "-c", "pass"], None, [str(tmp_path), str(tmp_path / "gone")],
+                           stdin=asyncio.subprocess.DEVNULL)
+    assert set(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_cgroup_v2_tree_gets_its_files_and_controllers(tmp_path):
+    """On a v2 hierarchy (a plain directory stands for one: none here offers controllers) each level
+    enables the controllers for the next, the pod's and the container's cgroups get memory.max,
+    cpu.max and cpu.weight, the container's memory.oom.group (one OOM kill takes it whole, as the
+    kubelet sets it on v2), and the OOM count is read from memory.events; no v1 cgroup to join."""
+    lim = Limits("t", [limits.Hierarchy(str(tmp_path), 2, ("memory", "cpu"))])
+    parent = "kubepods/burstable/podu"
+    lim.pod(parent, Settings(memory=3 << 20, cpu_limit=None, cpu_request=100))
+    assert lim.container(parent, "main", Settings(memory=1 << 20, cpu_limit=250, cpu_request=100)) == []
+    for level in ("", "kubepods", "kubepods/burstable", parent):
+        assert (tmp_path / level / "cgroup.subtree_control").read_text() == "+memory +cpu"
+    assert (tmp_path / "kubepods/besteffort").exists() is False
+    pod_dir, main = tmp_path / parent, tmp_path / parent / "main"
+    assert [(pod_dir / f).read_text() for f in ("memory.max", "cpu.max", "cpu.weight")] == [
+        str(3 << 20), "max 100000", "4"]
+    assert [(main / f).read_text() for f in ("memory.max", "cpu.max", "memory.oom.group")] == [
+        str(1 << 20), "25000 100000", "1"]
+    (main / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert lim.oom_kills(parent, "main") == 1
