@@ -602,6 +602,10 @@ class APIHandlers:
             else:
                 raise errors.route_not_found()
         if not sub and _verb(m, name, watch) not in res.verbs:
+            if watch and m == "GET" and "list" in res.verbs:  # the list's route takes it, and its storage cannot
+                # watch (ListResource's rw == nil): refused once the options are read and judged, naming the resource
+                _collection_options(q)
+                raise errors.method_not_supported(group, plural, "watch")
             raise errors.method_not_allowed()
         if (sub not in _UNNEGOTIATED or group) and _accept(request) == "table" and (
                 sub in _NO_TABLES and not group or res.verbs == ("create",)):

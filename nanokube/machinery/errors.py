@@ -142,6 +142,14 @@ def method_not_allowed() -> APIError:
     return APIError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
 
 
+def method_not_supported(group: str, plural: str, action: str) -> APIError:
+    """An action the resource's storage does not serve, though its route is there (NewMethodNotSupported): a
+    list's ?watch where the storage lists but does not watch."""
+    gr = f"{plural}.{group}" if group else plural
+    return APIError(405, "MethodNotAllowed", f'{action} is not supported on resources of kind "{gr}"',
+                    _details("", group, plural))
+
+
 def gone(message: str) -> APIError:
     return APIError(410, "Expired", message)
 

@@ -13,6 +13,7 @@ from aiohttp import web
 from ..machinery import errors
 from ..machinery.responses import error_response, json_response
 from ..machinery.quantity import parse_quantity
+from ..machinery.selectors import parse_label_selector
 from .provider import MetricsProvider, MetricsUnavailable, cpu_quantity, memory_quantity
 
 EXTERNAL = "external.metrics.k8s.io"
@@ -104,6 +105,7 @@ class MetricsAPI:
         pod (a get reads no selector)."""
         ns, name = request.match_info.get("namespace"), request.match_info.get("name", "")
         try:
+            _no_watch(request, name, "pods")
             items = await self.provider.pod_metrics(ns, "" if name else request.query.get("labelSelector", ""), name)
         except errors.APIError as e:
             return error_response(e)
@@ -120,6 +122,7 @@ class MetricsAPI:
         """NodeMetrics: a list (label selector, its parse error a 400) or one node (no selector)."""
         name = request.match_info.get("name", "")
         try:
+            _no_watch(request, name, "nodes")
             items = await self.provider.node_metrics("" if name else request.query.get("labelSelector", ""), name)
         except errors.APIError as e:
             return error_response(e)
@@ -132,6 +135,18 @@ class MetricsAPI:
             return json_response(items[0])
         return json_response({"kind": "NodeMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {},
                               "items": items})
+
+
+def _no_watch(request: web.Request, name: str, plural: str) -> None:
+    """metrics-server's storage lists but does not watch: a list's ?watch (a named get reads none) is refused
+    once its label selector is read, as ListResource refuses it (405, naming the resource), not answered as a
+    list that a watching client cannot decode."""
+    watch = request.query.get("watch")
+    if name or watch is None or watch == "0" or watch.lower() == "false":
+        return
+    if request.query.get("labelSelector"):
+        parse_label_selector(request.query["labelSelector"])
+    raise errors.method_not_supported(RESOURCE, plural, "watch")
 
 
 def _wants_table(request: web.Request) -> bool:
