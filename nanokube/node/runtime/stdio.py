@@ -59,9 +59,11 @@ async def launch(argv: list[str], cgroup: str | None = None, joins: Sequence[str
     launch.py). Cancelled, it kills what it started."""
     loop = asyncio.get_running_loop()
     r, w = os.pipe()
-    procs = cgroups.open_procs(cgroup)
-    fds = (w, *(() if procs is None else (procs,)), *map(cgroups.open_procs, joins))
+    fds = [w]
     try:
+        for path in (cgroup, *joins):  # (each opened as the list holds it: one that fails leaks no other)
+            if path is not None:
+                fds.append(cgroups.open_procs(path))
         proc = await asyncio.create_subprocess_exec(*argv, *map(str, fds), pass_fds=fds, start_new_session=True,
                                                     **streams)
     except BaseException:
