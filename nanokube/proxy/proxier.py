@@ -222,6 +222,12 @@ class ProxyMetrics:
         self.no_local = Gauge("kubeproxy_sync_proxy_rules_no_local_endpoints_total",
                               "[ALPHA] Number of services with a Local traffic policy and no endpoints",
                               ["traffic_policy", "ip_family"], registry=registry)
+        self.conntrack_sync = Histogram("kubeproxy_conntrack_reconciler_sync_duration_seconds",
+                                        "[ALPHA] ReconcileConntrackFlowsLatency latency in seconds", family,
+                                        buckets=_SYNC_BUCKETS, registry=registry)
+        self.conntrack_deleted = Counter("kubeproxy_conntrack_reconciler_deleted_entries",
+                                         "[ALPHA] Cumulative conntrack flows deleted by conntrack reconciler", family,
+                                         registry=registry)
 
 
 @dataclass
@@ -488,17 +494,24 @@ class Proxier:
     async def _clean_conntrack(self, t: FamilyTable, report: SyncReport) -> None:
         """After a sync that changed a UDP service port (or a full one), the table's family's UDP
         flows to an endpoint its Service no longer serves from are deleted (conntrack.py); upstream
-        reconciles after every sync, which with no UDP change finds nothing to delete."""
+        reconciles after every sync, which with no UDP change finds nothing to delete. Each
+        reconcile that could read the table is timed in
+        kubeproxy_conntrack_reconciler_sync_duration_seconds and what it deleted counted in
+        kubeproxy_conntrack_reconciler_deleted_entries_total, both by ip_family."""
         udp = [sp for sp in t.flat.values() if sp.protocol == "udp"]
         if not udp or not (report.full or any(k in t.flat and t.flat[k].protocol == "udp"
                                               for k in report.services_changed)):
             return
+        family = IP_FAMILIES[t.family]
+        start = self.clock.monotonic()
         try:
             deleted = await asyncio.to_thread(self.conntrack.reconcile, t.family, udp)
         except OSError as e:
             log.error("node %s: failed to clean stale UDP conntrack entries of table %s %s: %s", self.node_name,
                       t.family, TABLE, e)
             return
+        self.metrics.conntrack_sync.labels(family).observe(self.clock.monotonic() - start)
+        self.metrics.conntrack_deleted.labels(family).inc(deleted)
         if deleted:
             log.info("node %s: deleted %d stale UDP conntrack entries (%s)", self.node_name, deleted, t.family)
 

@@ -1,11 +1,13 @@
 """Stale UDP conntrack entries on the real kernel: a client keeping one UDP socket to a
 Service is moved off an endpoint the Service no longer has once the entry is deleted, at the
-ClusterIP and at the NodePort, while the flows to its serving endpoints stay."""
+ClusterIP and at the NodePort, while the flows to its serving endpoints stay; the proxier's
+reconciles are timed and counted on its /metrics."""
 
 import asyncio
 import subprocess
 import sys
 
+import aiohttp
 import pytest
 
 from nanokube.proxy.conntrack import Conntrack, Flow, stale
@@ -16,6 +18,7 @@ from tests.controllers import eventually, make_stack
 from tests.proxy.hosts import NODE4 as NODE
 from tests.proxy.hosts import attached, serve, uplink
 from tests.proxy.test_nftables_sync import services
+from tests.proxy.test_proxier_metrics import _metrics_server, _series
 from tests.proxy.test_nftables_traffic_policies import CFG
 
 POD, OTHER, OUTSIDE = "10.244.1.1", "10.244.1.2", "198.51.100.200"
@@ -87,7 +90,8 @@ def test_a_flow_to_an_endpoint_gone_is_deleted_and_the_next_datagram_balanced_ag
 
 
 async def test_the_proxier_cleans_the_flows_of_a_udp_service_its_slices_moved(netns, hosts):
-    """Through the API: the EndpointSlice's port changes, the proxier syncs and deletes the flow."""
+    """Through the API: the EndpointSlice's port changes, the proxier syncs and deletes the flow,
+    which its /metrics counts (kubeproxy_conntrack_reconciler_*, upstream's names and labels)."""
     s = await make_stack()
     slices = s.client.resource("discovery.k8s.io", "v1", "endpointslices")
     await s.client.resource("", "v1", "services").create(
@@ -101,15 +105,32 @@ async def test_the_proxier_cleans_the_flows_of_a_udp_service_its_slices_moved(ne
     await slices.create(endpoint_slice(8080))
     p = Proxier(s.client, "node-1", "", netns=netns, configs=(CFG,), min_sync_period=0.01)
     await p.start()
+    servers, url = await _metrics_server(p)
     client = Client(hosts[OTHER], CLUSTER_IP, 53)
     try:
         async def answer(want):
             return await asyncio.to_thread(client.ask) == want
+
+        async def scrape() -> str:
+            async with aiohttp.ClientSession() as http, http.get(url) as r:
+                return await r.text()
         assert await eventually(lambda: answer("8080"))
+        text = await scrape()
+        assert _series(text, "kubeproxy_conntrack_reconciler_deleted_entries_total", ip_family="IPv4") == 0
+        reconciles = _series(text, "kubeproxy_conntrack_reconciler_sync_duration_seconds_count", ip_family="IPv4")
+        assert reconciles >= 1, "the first sync wrote the UDP Service: its family was reconciled"
         await slices.patch("dns-abc", {"ports": endpoint_slice(8081)["ports"]}, namespace="default")
         assert await eventually(lambda: answer("8081"))
+
+        async def counted() -> bool:
+            text = await scrape()
+            return _series(text, "kubeproxy_conntrack_reconciler_deleted_entries_total", ip_family="IPv4") == 1 and \
+                _series(text, "kubeproxy_conntrack_reconciler_sync_duration_seconds_count", ip_family="IPv4") > reconciles
+        assert await eventually(counted)
+        assert "# TYPE kubeproxy_conntrack_reconciler_sync_duration_seconds histogram" in text
     finally:
         client.close()
+        await servers.stop()
         await p.stop()
         await s.close()
 
