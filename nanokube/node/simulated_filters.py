@@ -1,6 +1,6 @@
 """The busybox filters a simulated container runs on a stream: `cat`, `tr`, `grep`, `head`, `wc`,
-`sed`, `awk`, `cut` and `sort` (the forms people type: `sed 's/a/b/g'`, `sed -n '2p'`, `awk '{print $1}'`,
-`cut -d: -f1`).
+`sed`, `awk`, `cut` and `sort` (the forms people type: `sed 's/a/b/g'`, `sed -n '2p'`, `cut -d: -f1`;
+awk's programs as simulated_awk runs them).
 
 Each is a `Filter`: fed its input as it comes (`feed`, what it writes then: a line filter writes
 each line once it has ended, `cat` and `tr` all they got at once), then ended at EOF (`end`: what
@@ -16,6 +16,7 @@ import os
 import re
 
 from .simulated_applets import Process, Unknown
+from .simulated_awk import Awk, awk_escapes
 from .simulated_fs import ContainerFS, FsError
 
 
@@ -161,64 +162,24 @@ class _Sed(_Lines):
 
 
 class _Awk(_Lines):
-    """`awk '{print $1}'`, `awk '{print $2, $NF}'`, `awk '/RE/ {print}'`, `awk 'NR==2 {print $2}'`:
-    fields split at blanks (or -F's separator)."""
+    """awk PROGRAM on each line as it comes (simulated_awk), END's output at the end; a program of
+    BEGIN alone reads nothing (done at once)."""
 
-    def __init__(self, program: str, separator: str | None):
+    def __init__(self, program: str, separator: str | None, assigned: dict[str, str]):
         super().__init__()
-        m = re.fullmatch(r"\s*(?:/(.*)/|NR\s*==\s*(\d+))?\s*\{\s*print\s*((?:\$(?:\d+|NF)(?:\s*,?\s*\$(?:\d+|NF))*)?)"
-                         r"\s*;?\s*\}\s*", program)
-        if not m:
-            raise Unknown
-        self.pattern = _regex(m.group(1), extended=True) if m.group(1) else None
-        self.record = int(m.group(2)) if m.group(2) else None
-        self.fields = re.findall(r"\$(\d+|NF)", m.group(3)) or ["0"]
-        self.joined = [bool(re.match(r"\s*,", rest)) for rest in re.split(r"\$(?:\d+|NF)", m.group(3))[1:-1]]
-        self.separator = separator
-        self.records = 0  # NR
+        self.awk = Awk(program, separator, assigned)
+        self.done = not (self.awk.main or self.awk.ends)
+
+    def feed(self, data: bytes) -> bytes:
+        return self.awk.taken().encode() + super().feed(data)  # (BEGIN's output first)
 
     def line(self, text: bytes, newline: bytes) -> bytes:
-        s = text.decode(errors="replace")
-        self.records += 1
-        if self.pattern and not self.pattern.search(s) or self.record is not None and self.records != self.record:
-            return b""
-        fields = s.split(self.separator) if self.separator else s.split()
-        values = [s if f == "0" else (fields[-1] if fields else "") if f == "NF" else
-                  (fields[int(f) - 1] if int(f) <= len(fields) else "") for f in self.fields]
-        out = values[0] if values else ""
-        for value, comma in zip(values[1:], self.joined):
-            out += (" " if comma else "") + value
-        return out.encode() + b"\n"
-
-
-class _AwkSum(_Lines):
-    """`awk '{s += $2} END {print s}'`: the sum of a field over the lines (its leading number, else
-    0), printed at the end as awk prints a number (an integer as one, else to 6 significant digits);
-    nothing summed, an empty line."""
-
-    def __init__(self, program: str, separator: str | None):
-        super().__init__()
-        m = re.fullmatch(r"\s*\{\s*([A-Za-z_]\w*)\s*\+=\s*\$(\d+|NF)\s*;?\s*\}\s*END\s*\{\s*print\s+(\w+)\s*;?\s*\}\s*",
-                         program)
-        if not m or m.group(3) != m.group(1):
-            raise Unknown
-        self.field, self.separator, self.total = m.group(2), separator, None
-
-    def line(self, text: bytes, newline: bytes) -> bytes:
-        s = text.decode(errors="replace")
-        fields = s.split(self.separator) if self.separator else s.split()
-        value = (fields[-1] if fields else "") if self.field == "NF" else \
-            (fields[int(self.field) - 1] if 0 < int(self.field) <= len(fields) else s if self.field == "0" else "")
-        number = re.match(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", value)
-        self.total = (self.total or 0) + (float(number.group(1)) if number else 0)
-        return b""
+        return self.awk.record(text.decode(errors="replace")).encode()
 
     def end(self) -> tuple[bytes, int]:
-        super().end()
-        if self.total is None:
-            return b"\n", 0
-        total = self.total
-        return (f"{int(total)}" if total == int(total) and abs(total) < 1e16 else f"{total:.6g}").encode() + b"\n", 0
+        out, _ = super().end()
+        text, code = self.awk.end()
+        return out + text.encode(), code
 
 
 class _Tr(Filter):
@@ -454,13 +415,23 @@ def parse(argv: list[str]) -> tuple[Filter, list[str]] | None:
         opts, files = _options(args, "rnu", "tk")
         return _Sort("r" in opts, "n" in opts, "u" in opts, opts.get("t"), opts.get("k")), files
     if name == "awk":
-        opts, rest = _options(args, "", "F")
-        if not rest:
-            raise Unknown
-        try:
-            return _Awk(rest[0], opts.get("F")), rest[1:]
-        except Unknown:
-            return _AwkSum(rest[0], opts.get("F")), rest[1:]
+        separator, assigned = None, {}
+        while args and args[0].startswith("-") and len(args[0]) > 1:
+            arg = args.pop(0)
+            if arg == "--":
+                break
+            if arg[1] not in "Fv" or len(arg) == 2 and not args:
+                raise Unknown  # (-f FILE, another option: not simulated)
+            value = awk_escapes(arg[2:] or args.pop(0))
+            if arg[1] == "F":
+                separator = "\t" if value == "t" else value
+            elif re.fullmatch(r"[A-Za-z_]\w*=.*", value, re.S):
+                assigned.__setitem__(*value.split("=", 1))
+            else:
+                raise Unknown
+        if not args or any(re.fullmatch(r"[A-Za-z_]\w*=.*", a, re.S) for a in args[1:]):
+            raise Unknown  # (no program; an assignment among the files)
+        return _Awk(args[0], separator, assigned), args[1:]
     return None
 
 

@@ -562,3 +562,19 @@ async def test_dmon_without_a_count_samples_until_stopped(env):
         *["    0      0      0      0      0      0      0 ", "    1      0      0      0      0      0      0 "] * 4,
         "143"]
     assert (await exec_(mgr, "trainer", ["sh", "-c", "nvidia-smi dmon | head -n 1"]))[0] == 2
+
+
+async def test_awk_programs_launchers_feed_nvidia_smi_through(env):
+    """awk beyond sums, as busybox's runs it (checked against busybox 1.35): -F, NR/NF, printf,
+    BEGIN/END, arrays and `for (k in a)`, `split`, field assignment, `next`, `-v`, `!seen[$1]++`."""
+    client, clock, mgr = env
+    await running_trainer(client, clock)
+    query = "nvidia-smi --query-gpu=index,name,memory.total --format=csv"
+    script = (f"{query} | awk -F', ' 'NR > 1 {{split($3, m, \" \"); total += m[1]; printf \"gpu%d %s\\n\", $1, $2}}\n"
+              "  END {printf \"%d GPUs, %d MiB\\n\", NR - 1, total}'\n"
+              f"{query} | awk -F', ' -v want=1 'BEGIN {{OFS = \"|\"}} NR == 1 {{next}} $1 == want {{$2 = \"picked\"; print; print NF}}'\n"
+              "printf 'a 1\\nb 2\\na 3\\n' | awk '{s[$1] += $2} !seen[$1]++ {order = order $1} END {for (k in s) n++; "
+              "print n, order, s[\"a\"], length(order)}'")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
+        "gpu0 NVIDIA H100 80GB HBM3\ngpu1 NVIDIA H100 80GB HBM3\n2 GPUs, 163840 MiB\n1|picked|81920 MiB\n3\n"
+        "2 ab 4 2\n"))
