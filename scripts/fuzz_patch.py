@@ -225,7 +225,7 @@ class PatchFuzzer(Fuzzer):
 class Draw:
     """Requests drawn from a seeded random.Random against the stored object of a kind."""
 
-    def __init__(self, fz: PatchFuzzer, rng: random.Random, unseeded: list[tuple[str, str]], families=FAMILIES):
+    def __init__(self, fz: PatchFuzzer, rng: random.Random, unseeded: list[tuple[str, tuple]], families=FAMILIES):
         self.fz, self.r, self.families = fz, rng, families
         self.kinds = [k for k in fz.kinds if k[1] not in CREATE_ONLY]
         self.unseeded = unseeded
@@ -414,13 +414,21 @@ class Draw:
         return family, Case(self, family, gv, plural, kind, spec, base, name)
 
     def missing(self):
-        """A kind discovery lists without a seed: its collection read with odd options, an object that is not there patched."""
-        path = self.pick(self.unseeded)[0]
+        """A kind discovery lists without a seed: its collection read (or watched) with odd options, an object that is
+        not there patched. A watch of a resource that lists but does not watch is refused (upstream's ListResource:
+        405 once the options are judged, or their 400 or 422), never answered."""
+        path, verbs = self.pick(self.unseeded)
 
         def run(fz: PatchFuzzer):
             fz.families["missing"] += 1
             q = {k: self.pick(v) for k, v in QUERY.items() if self.r.random() < .3 and k != "watch"}
-            fz.send("GET", path, None, None, q)
+            if self.r.random() < .3:
+                q.update(watch="1", timeoutSeconds="1")
+            code, got = fz.send("GET", path, None, None, q)
+            if "watch" in q and "list" in verbs and "watch" not in verbs:
+                fz.judged["watch of a list-only resource"] += 1
+                assert code in (400, 405, 422), f"watch of {path} (verbs {verbs}) answered {code}: {str(got)[:300]}"
+                assert code != 405 or got["message"].startswith("watch is not supported on resources of kind"), got
             body = self.pick([{"metadata": {"labels": {"a": "b"}}}, [{"op": "add", "path": "/metadata/labels", "value": {}}]])
             ctype = "application/json-patch+json" if isinstance(body, list) else self.pick(
                 ["application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"])
@@ -794,8 +802,8 @@ class Case:
         self.write(fz, "PUT", self.url, text, ctype, self.query_for_write(), stored)
 
 
-def discovered(raw: Raw) -> list[tuple[str, str]]:
-    """(collection path, kind) of every resource discovery lists (subresources aside)."""
+def discovered(raw: Raw) -> list[tuple[str, tuple[str, ...]]]:
+    """(collection path, verbs) of every resource discovery lists (subresources aside)."""
     out = []
     groups = [("api/v1", raw.request("GET", "/api/v1")[2])]
     for g in raw.request("GET", "/apis")[2]["groups"]:
@@ -807,7 +815,7 @@ def discovered(raw: Raw) -> list[tuple[str, str]]:
             if "/" in r["name"]:
                 continue
             path = f"/{gv}/{r['name']}" if not r.get("namespaced") else f"/{gv}/namespaces/{NS}/{r['name']}"
-            out.append((path, r["kind"]))
+            out.append((path, tuple(r.get("verbs") or ())))
     return out
 
 
