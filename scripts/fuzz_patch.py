@@ -824,6 +824,8 @@ def main() -> int:
     target = ap.add_mutually_exclusive_group(required=True)
     target.add_argument("--kubeconfig", help="the server to fuzz")
     target.add_argument("--up", action="store_true", help="start `nanokube up` (sqlite, a free port) and fuzz it")
+    ap.add_argument("--store", default="sqlite", choices=("sqlite", "memory", "etcd"),
+                    help="--up's store (etcd: a server of its own, in the temporary directory)")
     ap.add_argument("--minutes", type=float, default=5.0, help="how long to fuzz")
     ap.add_argument("--cases", type=int, default=0, help="stop after this many cases (0: only --minutes bounds the run)")
     ap.add_argument("--seed", type=int, default=0, help="the random seed: the same seed draws the same requests")
@@ -833,9 +835,18 @@ def main() -> int:
     ap.add_argument("--failures", default="fuzz-patch-failures.jsonl", help="where broken requests are recorded")
     ap.add_argument("--stop", action="store_true", help="stop at the first broken request")
     args = ap.parse_args()
-    server = None
+    server = etcd = None
     if args.up:
-        server = start_cluster(Path(tempfile.mkdtemp(prefix="nanokube-fuzz-patch-")), "sqlite")
+        data_dir = Path(tempfile.mkdtemp(prefix="nanokube-fuzz-patch-"))
+        store = args.store
+        if store == "etcd":
+            from tests.conftest import EtcdServer, etcd_binary
+
+            (data_dir / "etcd").mkdir()
+            etcd = EtcdServer(etcd_binary(), data_dir / "etcd")
+            etcd.start()
+            store = f"etcd://{etcd.endpoint}"
+        server = start_cluster(data_dir, store)
         print(f"nanokube up (pid {server.proc.pid}) at {server.url}, data and log in {server.data_dir}", flush=True)
         args.kubeconfig = server.kubeconfig
     try:
@@ -845,6 +856,8 @@ def main() -> int:
             time.sleep(2)  # (what the last requests set going is logged)
             server.log_read = True
             server.stop()
+        if etcd is not None:
+            etcd.stop()
     # a failure no answer shows: a traceback or ERROR line in the server's log (a component's, a handler's)
     logged = component_failures(read_from(server.log_path, server.log_start)) if server is not None else []
     for f in logged:
