@@ -3,7 +3,7 @@ and runc set them and enforced by the kernel: each container's cgroup of the mem
 controllers holds its limits (memory.max or memory.limit_in_bytes from limits.memory; cpu.max
 or cpu.cfs_quota_us from limits.cpu, which throttles; cpu.weight or cpu.shares from
 requests.cpu), below its pod's cgroup, below its QoS class's: kubepods/pod<uid> (Guaranteed),
-kubepods/burstable/pod<uid>, kubepods/besteffort/pod<uid>. A pod's cgroup has the sum of its
+kubepods/burstable/pod<uid>, kubepods/besteffort/pod<uid> (QOS_LEVELS). A pod's cgroup has the sum of its
 containers' limits where each of them has one (ResourceConfigForPod: PodLimits), its cpu
 shares their requests'. A container over its memory limit is OOM-killed in its cgroup; the
 runtime reads the cgroup's oom_kill count (memory.events, or memory.oom_control on v1) to
@@ -97,6 +97,12 @@ def pod_settings(pod: dict, allocation: dict[str, dict]) -> Settings:
     return Settings(capped("memory"), capped("cpu"), pod_requests(spec, INTEGERS).get("cpu") or 0)
 
 
+#: the QoS levels' own settings: kubepods the shares of the host's CPUs (the kubelet's: its node's
+#: allocatable; every node here is this host, and without them the whole tree would weigh as one
+#: process against the host's), besteffort the least; burstable keeps the default
+QOS_LEVELS = {"kubepods": Settings(cpu_request=(os.cpu_count() or 1) * 1000), "besteffort": Settings()}
+
+
 @dataclass
 class Hierarchy:
     """One cgroup hierarchy the runtime limits with: its tree's root, its version, the
@@ -165,8 +171,8 @@ class Limits:
                 path = os.path.join(path, name)
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(path)
-                if name == "besteffort":
-                    _apply(h, path, Settings())  # upstream's besteffort: the least cpu shares
+                if name in QOS_LEVELS:
+                    _apply(h, path, QOS_LEVELS[name])
             if h.version == 2:
                 _write(path, "cgroup.subtree_control", " ".join(f"+{c}" for c in h.controllers))
             _apply(h, path, settings)

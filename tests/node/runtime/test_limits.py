@@ -90,6 +90,7 @@ async def test_a_cpu_limit_throttles_and_each_qos_class_has_its_parent(env):
         assert read(h, spin_dir, "main", "cpu.cfs_quota_us").strip() == "10000"
         assert read(h, spin_dir, "main", "cpu.shares").strip() == "51"
         assert read(h, "kubepods/besteffort", "cpu.shares").strip() == "2"
+        assert read(h, "kubepods", "cpu.shares").strip() == str((os.cpu_count() or 1) * 1024)
 
     async def throttled():
         stat = dict(line.split() for line in read(h, spin_dir, "main", "cpu.stat").splitlines())
@@ -169,6 +170,7 @@ def test_a_cgroup_v2_tree_gets_its_files_and_controllers(tmp_path):
     for level in ("", "kubepods", "kubepods/burstable", parent):
         assert (tmp_path / level / "cgroup.subtree_control").read_text() == "+memory +cpu"
     assert (tmp_path / "kubepods/besteffort").exists() is False
+    assert (tmp_path / "kubepods/cpu.weight").read_text() == str(1 + ((os.cpu_count() or 1) * 1024 - 2) * 9999 // 262142)
     pod_dir, main = tmp_path / parent, tmp_path / parent / "main"
     assert [(pod_dir / f).read_text() for f in ("memory.max", "cpu.max", "cpu.weight")] == [
         str(3 << 20), "max 100000", "4"]
