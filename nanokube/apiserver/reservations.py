@@ -132,7 +132,7 @@ class Reservations:
             if attempt == _REPICKS - 1:
                 break
             try:
-                ip = s.ips.allocate(uid, None, version)
+                ip = s.ips.allocate(uid, None, version, after=ip)
             except AllocationError:
                 break
             s.pick(uid, ip)
@@ -159,7 +159,7 @@ class Reservations:
             if not s.picked(uid, port) or attempt == _REPICKS - 1:
                 return None
             try:
-                port = s.node_ports.allocate(uid)
+                port = s.node_ports.allocate(uid, after=port)
             except AllocationError:
                 return None
             s.pick(uid, port)

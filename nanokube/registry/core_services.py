@@ -17,7 +17,7 @@ once at startup so allocations survive restarts.
 from __future__ import annotations
 
 import ipaddress
-import itertools
+import random
 import time
 from typing import Any
 
@@ -64,6 +64,10 @@ def _scans(stride: int) -> tuple[bool, ...]:
     return (True, False) if stride > 1 else (True,)
 
 
+#: where a dynamic pick starts its scan of a band (upstream's rand.Intn): one source for every allocator
+PICKS = random.Random()
+
+
 class _RangeAllocator:
     """Integers in [lo, hi] owned by keys; explicit picks anywhere in the range,
     dynamic picks from the upper band first (upstream keeps the low band for
@@ -73,7 +77,6 @@ class _RangeAllocator:
         self.lo, self.hi = lo, hi
         self._dynamic_lo = min(hi, lo + static_band)
         self._owners: dict[int, str] = {}
-        self._cursor = self._dynamic_lo
         #: dynamic picks only of values equal to `offset` modulo `stride`: each of several API server
         #: processes allocates from a share of its own (apiserver/workers.py)
         self.stride, self.offset = 1, 0
@@ -84,7 +87,6 @@ class _RangeAllocator:
     def clear(self) -> None:
         """Forget every owner (the store is about to be read again)."""
         self._owners.clear()
-        self._cursor = self._dynamic_lo
 
     def in_range(self, value: int) -> bool:
         return self.lo <= value <= self.hi
@@ -95,20 +97,23 @@ class _RangeAllocator:
             raise AllocationError("allocated")
         self._owners[value] = owner
 
-    def next_free(self, owner: str, shared: bool = True) -> int:
-        """Scan the dynamic band from a moving cursor, then the static band; in this process's
-        share of the values alone, unless not `shared`."""
-        band = self.hi - self._dynamic_lo + 1
-        candidates = itertools.chain(
-            ((self._cursor - self._dynamic_lo + i) % band + self._dynamic_lo for i in range(band)),
-            range(self.lo, self._dynamic_lo),
-        )
+    def next_free(self, owner: str, shared: bool = True, after: int | None = None) -> int:
+        """The first free value of the dynamic band from a random place in it, going round, then
+        likewise of the static band, as upstream's randomScanStrategyWithOffset (and the IPAddress
+        allocator) pick: a cluster's ClusterIPs and node ports read 10.96.183.20 and 31652, not
+        10.96.1.1, 10.96.1.2. `after`: a value just picked and found taken elsewhere; its band's
+        scan goes on past it, as upstream's iterator goes on to the next address. In this
+        process's share of the values alone, unless not `shared`."""
         stride, offset = (self.stride, self.offset) if shared else (1, 0)
-        for value in candidates:
-            if value not in self._owners and (stride == 1 or value % stride == offset):
-                self._owners[value] = owner
-                self._cursor = value + 1 if value < self.hi else self._dynamic_lo
-                return value
+        for lo, size in ((self._dynamic_lo, self.hi - self._dynamic_lo + 1), (self.lo, self._dynamic_lo - self.lo)):
+            if size <= 0:
+                continue
+            start = after - lo + 1 if after is not None and lo <= after < lo + size else PICKS.randrange(size)
+            for i in range(size):
+                value = lo + (start + i) % size
+                if value not in self._owners and (stride == 1 or value % stride == offset):
+                    self._owners[value] = owner
+                    return value
         raise AllocationError("range is full")
 
     def release(self, value: int, owner: str) -> None:
@@ -171,16 +176,17 @@ class ServiceIPAllocator:
                 return int(addr), rng
         return None
 
-    def allocate(self, owner: str, ip: str | None = None, version: int | None = None) -> str:
-        """Allocate `ip` (or the next free one, of IP `version` if given) to `owner`;
-        AllocationError says why not."""
+    def allocate(self, owner: str, ip: str | None = None, version: int | None = None, after: str | None = None) -> str:
+        """Allocate `ip` (or a free one, of IP `version` if given, past `after`: see next_free) to
+        `owner`; AllocationError says why not."""
         if ip is None:
+            past = int(ipaddress.ip_address(after)) if after else None
             for shared in _scans(self._share[0]):
                 for network, rng in self.ranges.values():
                     if version is not None and network.version != version:
                         continue
                     try:
-                        return str(ipaddress.ip_address(rng.next_free(owner, shared)))
+                        return str(ipaddress.ip_address(rng.next_free(owner, shared, past)))
                     except AllocationError:
                         continue
             raise AllocationError("range is full")
@@ -229,11 +235,12 @@ class NodePortAllocator:
         """Forget every allocation."""
         self._range.clear()
 
-    def allocate(self, owner: str, port: int | None = None) -> int:
+    def allocate(self, owner: str, port: int | None = None, after: int | None = None) -> int:
+        """Allocate `port` (or a free one, past `after`: see next_free) to `owner`."""
         if port is None:
             for shared in _scans(self._range.stride):
                 try:
-                    return self._range.next_free(owner, shared)
+                    return self._range.next_free(owner, shared, after)
                 except AllocationError:
                     continue
             raise AllocationError("range is full")

@@ -21,6 +21,7 @@ from nanokube.apiserver.rest import GenericREST, ResourceIndex
 from nanokube.apiserver.workers import share_service_allocations
 from nanokube.clock import Clock, VirtualClock
 from nanokube.machinery.errors import APIError
+from nanokube.registry import core_services
 from nanokube.registry.base import all_resources
 from nanokube.store.memory import MemoryStore
 from tests.controllers import tries
@@ -29,7 +30,10 @@ NS = "default"
 
 
 @pytest.fixture
-async def workers():
+async def workers(monkeypatch):
+    """Two workers whose dynamic picks scan their bands from the start (not a random place, as
+    served), so that a test knows worker 0's next pick: its first plus its share's stride."""
+    monkeypatch.setattr(core_services.PICKS, "randrange", lambda size: 0)
     store = MemoryStore()
     await store.start()
     out = []

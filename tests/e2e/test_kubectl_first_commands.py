@@ -4,6 +4,7 @@ cluster, on the session's shared cluster."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import subprocess
@@ -59,3 +60,20 @@ def test_the_kubelets_json_through_kubectl_proxy_is_as_the_kubelet_wrote_it(clus
     # the API server's own answers stay negotiated: pretty for curl, YAML where asked
     assert _fetch(f"{proxy}/api/v1/nodes/{node}", **{"User-Agent": "curl/8.5.0"})[1].startswith(b'{\n  "kind": "Node"')
     assert _fetch(f"{proxy}/api/v1/nodes/{node}", Accept="application/yaml")[1].startswith(b"apiVersion: v1\n")
+
+
+def test_cluster_ips_and_node_ports_are_picked_at_random_in_their_upper_bands(cluster):
+    """`kubectl create service nodeport` three times: the ClusterIPs and node ports are each a random
+    pick of the range's upper (dynamic) band, as upstream's allocators make them (10.96.183.20,
+    31652), where nanokube handed out 10.96.1.1, 10.96.1.2, ... and 30086, 30087, ... in turn."""
+    for name in ("np-one", "np-two", "np-three"):
+        cluster.kubectl("-n", NS, "create", "service", "nodeport", name, "--tcp=80:8080")
+    out = cluster.kubectl("-n", NS, "get", "services", "np-one", "np-two", "np-three", "-o",
+                          "jsonpath={range .items[*]}{.spec.clusterIP} {.spec.ports[0].nodePort}{'\\n'}{end}").stdout
+    picks = [line.split() for line in out.splitlines()]
+    ips = [int(ipaddress.ip_address(ip)) for ip, _ in picks]
+    ports = [int(port) for _, port in picks]
+    first, last = int(ipaddress.ip_address("10.96.0.0")), int(ipaddress.ip_address("10.111.255.255"))
+    assert all(first + 256 < ip < last for ip in ips) and all(30086 <= p <= 32767 for p in ports), picks
+    assert sorted(ips) != list(range(min(ips), min(ips) + 3)), picks
+    assert sorted(ports) != list(range(min(ports), min(ports) + 3)), picks

@@ -11,8 +11,9 @@ import pytest
 
 @pytest.fixture(scope="module")
 def cluster(session_cluster):
-    """The session's cluster (conftest.session_cluster): it leaves the Services np-a (NodePort 31234) and
-    ip-a (10.96.7.7), a port and an address no other module asks for."""
+    """The session's cluster (conftest.session_cluster): it leaves the Services np-a (NodePort 30034) and
+    ip-a (10.96.7.7), a port and an address no other module asks for; the port is of the range's static
+    band, which dynamic picks (random, as upstream's) reach only once the rest is full."""
     return session_cluster
 
 
@@ -35,9 +36,9 @@ def test_node_port_outside_the_range(cluster):
 
 
 def test_node_port_already_allocated(cluster):
-    cluster.kubectl("create", "-f", "-", input=svc("np-a", type="NodePort", ports=[{"port": 80, "nodePort": 31234}]))
-    err = refused(cluster, svc("np-b", type="NodePort", ports=[{"port": 80, "nodePort": 31234}]))
-    assert 'The Service "np-b" is invalid: spec.ports[0].nodePort: Invalid value: 31234: provided port is ' \
+    cluster.kubectl("create", "-f", "-", input=svc("np-a", type="NodePort", ports=[{"port": 80, "nodePort": 30034}]))
+    err = refused(cluster, svc("np-b", type="NodePort", ports=[{"port": 80, "nodePort": 30034}]))
+    assert 'The Service "np-b" is invalid: spec.ports[0].nodePort: Invalid value: 30034: provided port is ' \
            'already allocated' in err
 
 
