@@ -154,11 +154,7 @@ class _Parser:
         if self.at("{"):
             return ("block", self.block())
         if self.at("if"):
-            self.take()
-            self.take("(")
-            cond = self.expr()
-            self.take(")")
-            self.newlines()
+            cond = self._condition()
             then = self.statement()
             k = self.i
             while self.peek()[0] == "newline" or self.at(";"):
@@ -170,12 +166,7 @@ class _Parser:
             self.i = k
             return ("if", cond, then, None)
         if self.at("while"):
-            self.take()
-            self.take("(")
-            cond = self.expr()
-            self.take(")")
-            self.newlines()
-            return ("while", cond, self.statement())
+            return ("while", self._condition(), self.statement())
         if self.at("for"):
             self.take()
             self.take("(")
@@ -228,6 +219,15 @@ class _Parser:
         self.simple_end()
         return ("expr", expression)
 
+    def _condition(self):
+        """`if`'s or `while`'s `(EXPR)` after its keyword, and the new lines before its statement."""
+        self.take()
+        self.take("(")
+        cond = self.expr()
+        self.take(")")
+        self.newlines()
+        return cond
+
     def _closes_list(self) -> bool:
         """Whether the `(` at the cursor encloses print's whole list (`print("a", b)`)."""
         depth = 0
@@ -269,21 +269,22 @@ class _Parser:
             return ("assign", op, cond, self.ternary(no_gt))
         return cond
 
-    def or_(self, no_gt):
-        left = self.and_(no_gt)
-        while self.at("||"):
-            self.take()
-            self.newlines()
-            left = ("||", left, self.and_(no_gt))
+    def _left(self, ops: tuple[str, ...], operand, node) -> tuple:
+        """Operands joined left to right by one of `ops` (`operand()` each), as `node(op, left, right)`;
+        a new line may follow `&&` and `||`."""
+        left = operand()
+        while self.at(*ops):
+            op = self.take()[1]
+            if op in ("&&", "||"):
+                self.newlines()
+            left = node(op, left, operand())
         return left
 
+    def or_(self, no_gt):
+        return self._left(("||",), lambda: self.and_(no_gt), lambda op, a, b: (op, a, b))
+
     def and_(self, no_gt):
-        left = self.in_(no_gt)
-        while self.at("&&"):
-            self.take()
-            self.newlines()
-            left = ("&&", left, self.in_(no_gt))
-        return left
+        return self._left(("&&",), lambda: self.in_(no_gt), lambda op, a, b: (op, a, b))
 
     def in_(self, no_gt):
         left = self.match(no_gt)
@@ -293,11 +294,7 @@ class _Parser:
         return left
 
     def match(self, no_gt):
-        left = self.compare(no_gt)
-        while self.at("~", "!~"):
-            op = self.take()[1]
-            left = (op, left, self.compare(no_gt))
-        return left
+        return self._left(("~", "!~"), lambda: self.compare(no_gt), lambda op, a, b: (op, a, b))
 
     def compare(self, no_gt):
         left = self.concat(no_gt)
@@ -316,18 +313,10 @@ class _Parser:
                 return left
 
     def additive(self):
-        left = self.multiplicative()
-        while self.at("+", "-"):
-            op = self.take()[1]
-            left = ("arith", op, left, self.multiplicative())
-        return left
+        return self._left(("+", "-"), self.multiplicative, lambda op, a, b: ("arith", op, a, b))
 
     def multiplicative(self):
-        left = self.unary()
-        while self.at("*", "/", "%"):
-            op = self.take()[1]
-            left = ("arith", op, left, self.unary())
-        return left
+        return self._left(("*", "/", "%"), self.unary, lambda op, a, b: ("arith", op, a, b))
 
     def unary(self):
         if self.at("!"):

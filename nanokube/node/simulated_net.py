@@ -108,9 +108,9 @@ def declared(spec: dict, running, up: bool = True) -> set[int]:
             if (c["name"] in running) == up for p in c.get("ports") or () if p.get("protocol", "TCP") == "TCP"}
 
 
-#: a server a command starts, by its program's name: how it names its port (after the option, else
-#: its last number), and the port it listens on where it names none
-_SERVERS = {"nc": ("-p", None), "ncat": ("-p", None), "netcat": ("-p", None), "httpd": ("-p", 80)}
+#: a server a command starts, by its program's name (it names its port after -p, else nc as its last
+#: number): the port it listens on where it names none
+_SERVERS = {"nc": None, "ncat": None, "netcat": None, "httpd": 80}
 
 
 def _servers(argv: tuple[str, ...]) -> set[int]:
@@ -132,7 +132,7 @@ def _servers(argv: tuple[str, ...]) -> set[int]:
         if re.fullmatch(r"python[\d.]*", name) and "http.server" in words and "-m" in words:
             ports.add(int(next((w for w in words[words.index("http.server") + 1:] if w.isdigit()), 8000)))
         elif name in _SERVERS and (name == "httpd" or any(re.fullmatch(r"-\w*l\w*", w) for w in words[1:])):
-            option, default = _SERVERS[name]
+            default = _SERVERS[name]
             given = next((words[i + 1] for i, w in enumerate(words[:-1]) if re.fullmatch(r"-\w*p", w)), None)
             port = (given or "").rpartition(":")[2] or (numbers[-1] if numbers and name != "httpd" else default)
             if port is not None and str(port).isdigit():
