@@ -75,5 +75,7 @@ def test_cluster_ips_and_node_ports_are_picked_at_random_in_their_upper_bands(cl
     ports = [int(port) for _, port in picks]
     first, last = int(ipaddress.ip_address("10.96.0.0")), int(ipaddress.ip_address("10.111.255.255"))
     assert all(first + 256 < ip < last for ip in ips) and all(30086 <= p <= 32767 for p in ports), picks
+    # (a cursor hands out consecutive values; three random picks of either band almost never are)
+    assert sorted(ips) != list(range(min(ips), min(ips) + 3)) and sorted(ports) != list(range(min(ports), min(ports) + 3)), picks
     assert sorted(ips) != list(range(min(ips), min(ips) + 3)), picks
     assert sorted(ports) != list(range(min(ports), min(ports) + 3)), picks
