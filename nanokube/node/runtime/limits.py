@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import time
@@ -67,10 +68,18 @@ class Settings:
             key = "memory.max" if version == 2 else "memory.limit_in_bytes"
             return {key: str(self.memory) if self.memory is not None else "max" if version == 2 else "-1"}
         if version == 2:
-            return {"cpu.weight": str(1 + (shares - 2) * 9999 // 262142),
+            return {"cpu.weight": str(weight(shares)),
                     "cpu.max": f"{quota if quota is not None else 'max'} {PERIOD}"}
         return {"cpu.cfs_period_us": str(PERIOD), "cpu.shares": str(shares),
                 "cpu.cfs_quota_us": str(quota if quota is not None else -1)}
+
+
+def weight(shares: int) -> int:
+    """cgroup v2's cpu.weight for v1 cpu shares, as runc and crun convert them since 2025 (the
+    Kubernetes blog's "new conversion"): log-scaled so that 2, 1024 and 262144 shares are weights
+    1, 100 (v2's default, as 1024 is v1's) and 10000."""
+    log2 = math.log2(shares)
+    return math.ceil(10 ** ((log2 * log2 + 125 * log2) / 612 - 7 / 34))
 
 
 def container_settings(allocated: dict) -> Settings:

@@ -106,10 +106,12 @@ async def test_a_cpu_limit_throttles_and_each_qos_class_has_its_parent(env):
 
 
 def test_settings_are_the_kubelets_conversions():
-    """MilliCPUToShares, MilliCPUToQuota (100 ms period, 1 ms floor) and the v2 weight of those shares."""
+    """MilliCPUToShares, MilliCPUToQuota (100 ms period, 1 ms floor) and the v2 weight of those
+    shares (the runtimes' log-scaled conversion: v1's default 1024 is v2's default 100)."""
     s = Settings(memory=128 << 20, cpu_limit=5, cpu_request=250)
     assert s.files(1, "cpu") == {"cpu.cfs_period_us": "100000", "cpu.shares": "256", "cpu.cfs_quota_us": "1000"}
-    assert s.files(2, "cpu") == {"cpu.weight": "10", "cpu.max": "1000 100000"}
+    assert s.files(2, "cpu") == {"cpu.weight": "35", "cpu.max": "1000 100000"}
+    assert [limits.weight(shares) for shares in (2, 1024, 262144)] == [1, 100, 10000]
     assert Settings().files(2, "memory") == {"memory.max": "max"}
     assert Settings().files(1, "memory") == {"memory.limit_in_bytes": "-1"}
     p = {"metadata": {"uid": "u"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}
@@ -170,10 +172,10 @@ def test_a_cgroup_v2_tree_gets_its_files_and_controllers(tmp_path):
     for level in ("", "kubepods", "kubepods/burstable", parent):
         assert (tmp_path / level / "cgroup.subtree_control").read_text() == "+memory +cpu"
     assert (tmp_path / "kubepods/besteffort").exists() is False
-    assert (tmp_path / "kubepods/cpu.weight").read_text() == str(1 + ((os.cpu_count() or 1) * 1024 - 2) * 9999 // 262142)
+    assert (tmp_path / "kubepods/cpu.weight").read_text() == str(limits.weight((os.cpu_count() or 1) * 1024))
     pod_dir, main = tmp_path / parent, tmp_path / parent / "main"
     assert [(pod_dir / f).read_text() for f in ("memory.max", "cpu.max", "cpu.weight")] == [
-        str(3 << 20), "max 100000", "4"]
+        str(3 << 20), "max 100000", "17"]
     assert [(main / f).read_text() for f in ("memory.max", "cpu.max", "memory.oom.group")] == [
         str(1 << 20), "25000 100000", "1"]
     (main / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
