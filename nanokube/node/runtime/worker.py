@@ -76,6 +76,11 @@ ENTRYPOINT = ["sh", "-c", "trap 'exit 143' TERM; sleep infinity & wait"]
 def exit_code(returncode: int) -> int:
     """A process killed by signal N exits 128+N, as container runtimes report it."""
     return 128 - returncode if returncode < 0 else returncode
+#: the lastState the kubelet gives a container whose status was running and that its runtime no longer
+#: knows (convertToAPIContainerStatuses), its restartCount one more
+LOST = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown", "startedAt": None, "finishedAt": None,
+                       "message": "The container could not be located when the pod was deleted.  "
+                                  "The container used to be Running"}}
 
 
 @dataclass
@@ -370,7 +375,9 @@ class ProcessPodWorker(PodWorker):
         """An adopted pod's containers count on from the instances their log directories kept
         (which outlive a crash, as the kubelet's calcRestartCountByLogDir counts them): the instance
         about to start is a restart, the last logged one its previous (`kubectl logs --previous`),
-        and the one the status last showed running its lastState, ended by the runtime's start."""
+        and the one the status last showed running its lastState, as the kubelet reports a running
+        container its runtime lost (`LOST`: the crashed run's, its runtime with it, which this run's
+        start killed)."""
         st = self.pod.get("status") or {}
         shown = {s["name"]: s for s in [*(st.get("initContainerStatuses") or ()), *(st.get("containerStatuses") or ())]}
         for c in self._all():
@@ -381,9 +388,8 @@ class ProcessPodWorker(PodWorker):
             c.logs = [FileContainerLog(c.log_path(max(logged)), self.runtime.log_max_size, self.runtime.log_max_files)]
             status = shown.get(c.name) or {}
             state = status.get("state") or {}
-            if running := state.get("running"):
-                state = {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": running.get("startedAt"),
-                                        "finishedAt": self.clock.rfc3339(), "containerID": status.get("containerID", "")}}
+            if "running" in state:
+                state = LOST
             c.last_state = state if "terminated" in state else status.get("lastState") or {}
 
     async def _pod_flow(self) -> None:
