@@ -597,37 +597,57 @@ class _Aborted(Exception):
 
 
 class _Waiting(Exception):
-    """A loop at the script's top level, reading files, repeats itself: the run waits (`Wait`)."""
+    """A loop at the script's top level, reading files, repeats itself: the run waits (`Wait`).
+    Where it waits in a script a shell of the script runs (`sh wait.sh && echo up`), `frames`
+    says how to go on: (the script's lists from the one waiting on, the shell's state, its working
+    directory) of the inner shell, then of each shell it goes back to (`_Run._child_shell`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.frames: list[tuple[Script, tuple, str | None]] = []
 
 
 def _execute(script: Script, run: _Run) -> _Run:
-    try:
-        i = 0
-        while i < len(script):
-            run.rest = script[i:]
-            if run.now > 0 and run.defers(script[i]):
-                raise _Waiting  # (`sleep 5; wget -qO- web`: the wget sees the cluster 5 s on)
-            try:
-                run.script([script[i]])
-                i += 1
-            except Replaced as e:  # `exec sh -c SCRIPT`: the new shell's script from its start
-                run.replaced(e)
-                script, i = e.script, 0
-            except _Aborted:  # (bash's error: the rest of that line is dropped, the script goes on)
-                if run.interactive:
-                    raise
-                end, i = max(_lines(script[i])), i + 1
-                while i < len(script) and min(_lines(script[i])) <= end:
+    """Run `script`'s top-level lists; then, where the run went on from a wait in a shell the
+    script ran (`run.outer`), the lists of each shell it goes back to, with that shell's status."""
+    while True:
+        try:
+            i = 0
+            while i < len(script):
+                run.rest = script[i:]
+                if run.now > 0 and run.defers(script[i]):
+                    raise _Waiting  # (`sleep 5; wget -qO- web`: the wget sees the cluster 5 s on)
+                try:
+                    run.script([script[i]])
                     i += 1
-    except _Waiting:
-        run.wait = Wait(run.now, run.period, _resumption(run))
-        run.now = math.inf
-    except _Exit:
-        run.exited = True
-    except (_Forever, _Jump, _Aborted):
-        pass
-    except RecursionError:  # (a function calling itself without end: a real shell's stack overflows)
-        raise _Unknown from None
+                except Replaced as e:  # `exec sh -c SCRIPT`: the new shell's script from its start
+                    run.replaced(e)
+                    script, i = e.script, 0
+                except _Aborted:  # (bash's error: the rest of that line is dropped, the script goes on)
+                    if run.interactive:
+                        raise
+                    end, i = max(_lines(script[i])), i + 1
+                    while i < len(script) and min(_lines(script[i])) <= end:
+                        i += 1
+        except _Waiting as waiting:
+            here = waiting.frames or [(run.rest, run.snapshot(), run.fs.cwd)]
+            run.wait = Wait(run.now, run.period, _resumption(run, here + run.outer))
+            run.now = math.inf
+        except _Exit:
+            run.exited = True
+        except (_Forever, _Jump, _Aborted):
+            pass
+        except RecursionError:  # (a function calling itself without end: a real shell's stack overflows)
+            raise _Unknown from None
+        if not run.outer or run.wait is not None or math.isinf(run.now):
+            break
+        _on_exit(run)  # (the inner shell ends: its EXIT trap; the shell that ran it goes on)
+        script, shell, cwd = run.outer.pop(0)
+        status, run.exited = run.status, False
+        run.restore(shell)
+        run.status = status
+        if cwd is not None and isinstance(run.fs, ContainerFS):
+            run.fs.cwd = cwd
     run.rest = []
     if run.wait is None and not math.isinf(run.now) and (run.exited or not run.interactive):
         _on_exit(run)
@@ -655,10 +675,12 @@ def _on_exit(run: _Run) -> None:
     run.status = status
 
 
-def _resumption(run: _Run) -> Callable[..., _Run | None]:
-    """How `run`, waiting in the loop that starts its `rest`, goes on later on other files (with
-    SIGTERM coming `signal` seconds in, if given)."""
-    rest, state = run.rest, (run.status, run.snapshot(), run.stdin, run.fs.cwd)
+def _resumption(run: _Run, frames: list[tuple[Script, tuple, str | None]]) -> Callable[..., _Run | None]:
+    """How `run`, waiting in the loop that starts the lists the first of `frames` gives (with the
+    shell's state then), goes on later on other files (with SIGTERM coming `signal` seconds in, if
+    given), going back to each shell the others say once the one before it ends."""
+    (rest, shell, cwd), *outer = frames
+    state = run.status, shell, run.stdin, cwd
     interactive, terminal, trapped, not_found = run.interactive, run.terminal, set(run.trapped), run.not_found
     jobs = {pid: (run.started + end, status) for pid, (end, status) in run.jobs.items()}  # (on the node's clock)
     last_job = run.last_job
@@ -669,6 +691,7 @@ def _resumption(run: _Run) -> Callable[..., _Run | None]:
         later.restore(shell)
         later.trapped, later.signal, later.last_job = set(trapped), signal, last_job
         later.jobs = {pid: (end - now, code) for pid, (end, code) in jobs.items()}
+        later.outer = list(outer)
         fs.cwd = cwd
         try:
             return _execute(rest, later)
@@ -726,8 +749,15 @@ class _Run:
         self.steps = 0
         self.substituted = False  # a command's substitution ran in the words just expanded
         self.repeat: Repeat | None = None
-        #: the script's top-level lists from the one running on (a loop starting them may wait: `Wait`)
+        #: the script's top-level lists from the one running on (a loop starting them may wait: `Wait`),
+        #: and, for each shell a script runs (`_child_shell`), whether a wait in its script can go back
+        #: to the lists of the shell that ran it (`_resumable`); where the run went on from such a
+        #: wait, the shells to go back to as each ends (`_Waiting.frames`)
         self.rest: Script = []
+        self.resumable: list[bool] = []
+        self.outer: list[tuple[Script, tuple, str | None]] = []
+        #: the simple command running, its words expanded
+        self.simple_running: Simple | None = None
         self.wait: Wait | None = None
         self.period = 0.0  # how often a waiting loop reads its files again
         #: `$RANDOM`'s numbers: seeded by what runs, where and when (the node's clock), so the same
@@ -1006,7 +1036,8 @@ class _Run:
         the container's files (a line typed at a shell too: the shell goes on with it, `Shell.resume`)."""
         pipeline = self.rest[0][0][1] if self.rest else None
         return pipeline is not None and len(pipeline.commands) == 1 and pipeline.commands[0] is node and \
-            not pipeline.negate and isinstance(self.fs, ContainerFS) and not self._cannot_end(node)
+            not pipeline.negate and isinstance(self.fs, ContainerFS) and not self._cannot_end(node) and \
+            all(self.resumable)
 
     def _cannot_end(self, node: Loop) -> bool:
         """`_cannot_end`, where no function is defined (one called in the loop might leave it)."""
@@ -1053,7 +1084,8 @@ class _Run:
         list: where the loop starts the top-level list running (not nested in a loop, condition,
         function or capture) and reaches the cluster's network, so each pass sees the cluster as
         it is then, not as at the loop's start."""
-        if self.now <= 0 or self.loops != 1 or self.conditions or self.captured or self.frames or not self.rest:
+        if self.now <= 0 or self.loops != 1 or self.conditions or self.captured or self.frames or not self.rest or \
+                not all(self.resumable):
             return False
         pipeline = self.rest[0][0][1]
         return len(pipeline.commands) == 1 and pipeline.commands[0] is node and self.defers(self.rest[0])
@@ -1350,6 +1382,7 @@ class _Run:
             saved = {name: self.vars.get(name) for name, _ in assigns}, {n for n, _ in assigns if n in self.exported}
             self.vars.update(assigns)
             self.exported.update(name for name, _ in assigns)
+        self.simple_running = node
         try:
             if redirects:
                 self._redirected(redirects, lambda: self._command_or_not_found(words))
@@ -1756,6 +1789,18 @@ class _Run:
         return next((c.get("image", "") for key in ("containers", "initContainers", "ephemeralContainers")
                      for c in spec.get(key) or () if c.get("name") == fs.container), None)
 
+    def _resumable(self) -> bool:
+        """Whether a wait in the script of a shell the command running runs can go on later and
+        then back to this shell's lists: the command is the first of a top-level list of a shell
+        that can itself, alone in its pipeline, without redirections or assignments, and in no
+        loop, condition, function, sourced file or capture."""
+        node, rest = self.simple_running, self.rest
+        if not rest or isinstance(rest[0], Background) or not all(self.resumable):
+            return False
+        pipeline = rest[0][0][1]
+        return pipeline.commands == [node] and not pipeline.negate and not node.redirects and not node.assigns and \
+            not (self.loops or self.conditions or self.captured or self.frames or self.sourcing)
+
     def _lacks(self, program: str) -> bool:
         """Whether the container's image lacks `program` (bash in busybox's: `has_program`)."""
         image = self._image()
@@ -1767,19 +1812,32 @@ class _Run:
         status is the command's, and what it sets (variables, functions, traps, `cd`) is gone after it."""
         saved = dict(self.vars), set(self.exported), dict(self.functions), dict(self.traps), self.args, \
             set(self.options), self.shell, self.fs.cwd if isinstance(self.fs, ContainerFS) else None
+        rest, parent = self.rest, self.snapshot()
+        self.resumable.append(self._resumable())
         self.subshells += 1
         try:
             self.replaced(Replaced(script, args, shell))
             self.options |= options
             self.status = 0
             try:
-                self.script(script)
+                for i, and_or in enumerate(script):  # (its top-level lists: a loop starting one may wait)
+                    self.rest = script[i:]
+                    if self.now > 0 and all(self.resumable) and self.defers(and_or):
+                        raise _Waiting
+                    self.script([and_or])
             except Replaced as e:
                 self._subshell_replaced(e)
             except (_Exit, _Aborted):
                 pass
+            except _Waiting as waiting:  # (the wait goes on in it, then back here: `_execute`)
+                if not waiting.frames:
+                    waiting.frames.append((self.rest, self.snapshot(), self.fs.cwd))
+                waiting.frames.append((([rest[0][1:]] if rest[0][1:] else []) + rest[1:], parent, saved[-1]))
+                raise
             _on_exit(self)
         finally:
+            self.rest = rest
+            self.resumable.pop()
             self.subshells -= 1
             (self.vars, self.exported, self.functions, self.traps, self.args, self.options, self.shell,
              cwd) = saved

@@ -359,7 +359,8 @@ SCRIPTS = {"launch.sh": LAUNCH, "env.sh": "RANK=0\nWORLD=${NNODES:-1}\nreturn\ne
            "run.sh": "#!/usr/bin/env bash\necho \"bash: $0 $1\"\n", "plain.sh": "echo plain\n",
            "strict.sh": '#!/bin/bash -e\necho "in [$#] $1"\nfalse\necho after\n', "args.sh": 'echo "sourced [$#] $1"\n',
            "train.py": "#!/usr/bin/env python3\nprint(1)\n", "direct.py": "#!/usr/bin/python3\nprint(1)\n",
-           "opts.sh": "#!/usr/bin/env bash -e\necho never\n"}
+           "opts.sh": "#!/usr/bin/env bash -e\necho never\n",
+           "wait.sh": '#!/bin/sh\ncd /tmp\nuntil [ -f ready ]; do sleep 1; done\necho "ready: $(cat ready) in $(pwd)"\nexit 3\n'}
 
 
 async def scripts_pod(client, clock, command: list[str] | None = None, image: str = "busybox",
@@ -578,3 +579,21 @@ async def test_awk_programs_launchers_feed_nvidia_smi_through(env):
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
         "gpu0 NVIDIA H100 80GB HBM3\ngpu1 NVIDIA H100 80GB HBM3\n2 GPUs, 163840 MiB\n1|picked|81920 MiB\n3\n"
         "2 ab 4 2\n"))
+
+
+async def test_a_script_run_by_the_containers_script_waits_for_its_file_then_goes_back(env):
+    """A loop waiting for a file in a script the container's script runs (`sh wait.sh && ...`,
+    `/scripts/wait.sh`) waits, as one at the top level does: the file an exec makes later ends it,
+    the rest of that script runs, then the rest of the script that ran it, with its status and its
+    own variables and directory."""
+    client, clock, mgr = env
+    command = ["sh", "-c", 'X=outer; echo start; sh /scripts/wait.sh && echo never || echo "wait.sh said $? $X $(pwd)"\n'
+               '/scripts/wait.sh; echo "again $?"']
+    await scripts_pod(client, clock, command)
+    await clock.advance(5)
+    assert await exec_(mgr, "trainer", ["sh", "-c", "echo go > /tmp/ready"]) == (0, "")
+    pod = await eventually(phase(client.resource("", "v1", "pods"), "trainer", "Succeeded", clock))
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    worker = next(w for w in mgr.agents["gpu-0"].workers.values() if w.name == "trainer")
+    assert worker.io.serve_log("app", LogOptions()).decode() == (
+        "start\nready: go in /tmp\nwait.sh said 3 outer /\nready: go in /tmp\nagain 3\n")
