@@ -18,6 +18,7 @@ import ipaddress
 import json
 import math
 import re
+import struct
 import uuid
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -42,8 +43,9 @@ _TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", 
 
 @dataclass(slots=True)
 class JunctorError(FieldError):
-    """An anyOf/oneOf/allOf/not error: it stands at the root, as upstream prints it, but the node at
-    `node` raised it, and that node's value is what ratcheting judges unchanged or not."""
+    """An error kube-openapi raises as no Validation (an anyOf/oneOf/allOf/not's, a number past its format's
+    range): it stands at the root, as upstream prints it, but the node at `node` raised it, and that node's
+    value is what ratcheting judges unchanged or not."""
     node: str = ""
 
 
@@ -220,6 +222,8 @@ def _validate(v: Any, node: dict[str, Any], path: str, errs: list[FieldError], r
                 errs.append(invalid(path, v, f"{path} in body must be of type {fmt}: \"{v}\""))
     elif isinstance(v, (int, float)) and not isinstance(v, bool):
         count += 2
+        if not _in_range(v, t, node.get("format")):
+            errs.append(JunctorError("FieldValueInvalid", root, _range_error(t, node.get("format"), path), "", True, path))
         _number(v, node, path, errs)
     elif isinstance(v, list):
         count += 2 + _array(v, node, path, errs, root, later)
@@ -245,6 +249,34 @@ def _string(v: str, node: dict[str, Any], path: str, errs: list[FieldError]) -> 
             matched = True
         if not matched:
             errs.append(invalid(path, v, f"{path} in body should match '{pat}'"))
+
+
+#: the integers each integer format holds (IsValueValidAgainstRange; any other format is int64's)
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1)}
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _in_range(v: float | int, t: str | None, fmt: str | None) -> bool:
+    """IsValueValidAgainstRange: whether the number, written as Go writes it, parses as its type and format's
+    native type (an integer type's value must be whole; a float or float32 number must not overflow float32)."""
+    if t == "integer":
+        if isinstance(v, float):
+            if not v.is_integer():
+                return False
+            v = int(v)
+        lo, hi = _INT_RANGES.get(fmt or "", _INT64)
+        return lo <= v <= hi
+    if fmt in ("float", "float32"):
+        try:
+            struct.pack("<f", v)  # (OverflowError where the value rounds past float32's largest)
+        except OverflowError:
+            return False
+    return True
+
+
+def _range_error(t: str | None, fmt: str | None, path: str) -> str:
+    kind = f"with format {fmt}" if fmt else "(default format)"
+    return f"Checked value must be of type {t or ''} {kind} in {path}"
 
 
 def _number(v: float | int, node: dict[str, Any], path: str, errs: list[FieldError]) -> None:
