@@ -11,6 +11,11 @@ traffic is told from the rest as upstream's --detect-local-mode says
 (proxy/detect_local.py); --masquerade-all masquerades every ClusterIP
 connection.
 
+The node's IPs come from its Node (the one --hostname-override names, else the host's name):
+its InternalIP, else ExternalIP, of each family, waited for up to 30 s as kube-proxy waits, a
+non-0.0.0.0 --bind-address winning for its family (proxy/node_ips.py); other IPs on the Node
+later exit the proxy (1), to be restarted with them.
+
 `--config FILE` reads a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1,
 proxy/config.py) instead: as kube-proxy, the file is then the whole
 configuration and the flags that map into it are ignored (a warning names
@@ -40,8 +45,10 @@ from .client.informer import Informer
 from .client.ratelimit import limited, rest_limit
 from .proxy import config as proxy_config
 from .proxy.detect_local import CLUSTER_CIDR, NODE_CIDR, DetectLocal
+from .proxy import node_ips
 from .proxy.events import ACTION_START
 from .proxy.modes import select_mode
+from .proxy.node_ips import host_ips
 from .proxy.nftables import leftovers
 from .proxy.nftables.layout import TABLE
 from .proxy.nftables.nft import Nft, NftError
@@ -54,6 +61,8 @@ log = logging.getLogger("nanokube.proxy")
 
 #: how long NodeCIDR mode waits for the Node's podCIDRs (upstream's timeoutForNodePodCIDR)
 POD_CIDR_TIMEOUT = 300.0
+#: how long the proxy waits for its Node to have addresses before going on without (upstream's node manager)
+NODE_IPS_TIMEOUT = 30.0
 #: how often --config's file is looked at (kube-proxy watches it with fsnotify)
 CONFIG_POLL = 1.0
 CONFIG_UPDATED = "content of the proxy server's configuration file was updated"
@@ -93,7 +102,8 @@ def add_parser(sub) -> None:
     p.add_argument("--netns", default=None, metavar="NAME",
                    help="program nftables in this network namespace (default: the current one)")
     p.add_argument("--bind-address", default=None, metavar="IP",
-                   help="the node's primary IP, when not 0.0.0.0 (default 0.0.0.0)." + ignored)
+                   help="the node's primary IP, over its Node's address of that family, when not 0.0.0.0 "
+                        "(default 0.0.0.0)." + ignored)
     p.add_argument("--healthz-bind-address", type=address, default=None, metavar="HOST:PORT",
                    help=f"/healthz and /livez (default {HEALTHZ_ADDRESS}; '' disables)." + ignored)
     p.add_argument("--metrics-bind-address", type=address, default=None, metavar="HOST:PORT",
@@ -177,14 +187,13 @@ def node_name(cfg: ProxyConfig) -> str:
     return (cfg.hostname_override or socket.gethostname()).strip().lower()
 
 
-async def _pod_cidrs(nodes: Informer, node: str, timeout: float, stop: asyncio.Event) -> list[str] | None:
-    """The Node's spec.podCIDRs once it has them (upstream's waitForPodCIDR, for NodeCIDR); None
+async def _node_seen(nodes: Informer, ready, timeout: float, stop: asyncio.Event) -> bool | None:
+    """Whether the Node came to satisfy `ready` (and is not being deleted) within `timeout`; None
     when the proxy is stopped first."""
-    log.info("watching for node %s, awaiting podCIDR allocation", node)
     seen = asyncio.Event()
 
     def check(obj: dict) -> None:
-        if (obj.get("spec") or {}).get("podCIDRs") and not obj["metadata"].get("deletionTimestamp"):
+        if ready(obj) and not obj["metadata"].get("deletionTimestamp"):
             seen.set()
     nodes.add_handlers(check, lambda old, new: check(new))
     waits = [asyncio.create_task(seen.wait()), asyncio.create_task(stop.wait())]
@@ -193,12 +202,47 @@ async def _pod_cidrs(nodes: Informer, node: str, timeout: float, stop: asyncio.E
     finally:
         for w in waits:
             w.cancel()
-    if stop.is_set():
+    return None if stop.is_set() else seen.is_set()
+
+
+async def _node_ips(nodes: Informer, node: str, stop: asyncio.Event) -> list[str] | None:
+    """The Node's host IPs (node_ips.host_ips), waited for up to NODE_IPS_TIMEOUT as upstream's
+    node manager waits; none once that passed (kube-proxy goes on without); None when stopped."""
+    seen = await _node_seen(nodes, lambda obj: bool(host_ips(obj)), NODE_IPS_TIMEOUT, stop)
+    if seen is None:
         return None
-    if not seen.is_set():
+    if not seen:
+        log.error("Timed out waiting for node to %s: node %s",
+                  "be assigned IPs" if nodes.get(node) is not None else "exist", node)
+        return []
+    ips = host_ips(nodes.get(node))
+    log.info("Successfully retrieved NodeIPs: NodeIPs %s", ips)
+    return ips
+
+
+async def _pod_cidrs(nodes: Informer, node: str, timeout: float, stop: asyncio.Event) -> list[str] | None:
+    """The Node's spec.podCIDRs once it has them (upstream's waitForPodCIDR, for NodeCIDR); None
+    when the proxy is stopped first."""
+    log.info("watching for node %s, awaiting podCIDR allocation", node)
+    seen = await _node_seen(nodes, lambda obj: bool((obj.get("spec") or {}).get("podCIDRs")), timeout, stop)
+    if seen is None:
+        return None
+    if not seen:
         raise TimeoutError(f"timeout waiting for PodCIDR allocation to configure detect-local-mode {NODE_CIDR}: "
                            "timed out waiting for the condition")
     return nodes.get(node)["spec"]["podCIDRs"]
+
+
+def _restart_on_new_node_ips(nodes: Informer, node_ips: list[str], restart) -> None:
+    """upstream's node manager: the rules were written for the IPs the Node had when the proxy
+    started, so other ones exit it, to be restarted with them."""
+    def check(obj: dict) -> None:
+        now = host_ips(obj)
+        if now != node_ips:
+            log.info("NodeIPs changed for the node: node %s, newNodeIPs %s, oldNodeIPs %s", obj["metadata"]["name"],
+                     now, node_ips)
+            restart()
+    nodes.add_handlers(check, lambda old, new: check(new))
 
 
 def _restart_on_new_pod_cidrs(nodes: Informer, pod_cidrs: list[str], restart) -> None:
@@ -281,15 +325,21 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
         stop.set()
     watch = asyncio.create_task(_watch_config(args.config, restart)) if args.config else None
     try:
+        raw_ips = await _node_ips(nodes, node, stop)
+        if raw_ips is None:
+            return exit_code
+        primary, ips = node_ips.detect(raw_ips, cfg.bind_address)
+        if ipaddress.ip_address(ips[primary]).is_loopback:
+            log.info("Can't determine this node's IP, assuming loopback; if this is incorrect, please set the "
+                     "--bind-address flag")
+        _restart_on_new_node_ips(nodes, raw_ips, restart)
         pod_cidrs: list[str] | None = []
         if local.mode == NODE_CIDR:
             pod_cidrs = await _pod_cidrs(nodes, node, POD_CIDR_TIMEOUT, stop)
             if pod_cidrs is None:
                 return exit_code
             _restart_on_new_pod_cidrs(nodes, pod_cidrs, restart)
-        # a bindAddress that is not 0.0.0.0 (or ::) is the node's primary IP, as upstream takes it
-        node_ip = "" if ipaddress.ip_address(cfg.bind_address).is_unspecified else cfg.bind_address
-        proxier = Proxier(client, node, node_ip, netns=args.netns,
+        proxier = Proxier(client, node, node_ips.known(ips), netns=args.netns,
                           configs=local.configs(proxy_configs(), pod_cidrs, cfg.masquerade_all),
                           min_sync_period=cfg.min_sync_period, sync_period=cfg.sync_period,
                           health_check_listen=health_check_listener(args.netns))

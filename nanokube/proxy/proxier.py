@@ -243,14 +243,16 @@ class FamilyTable:
 
 
 class Proxier:
-    def __init__(self, client, node_name: str, node_ip: str, netns: str | None = None, clock: Clock = REAL,
-                 configs: Sequence[Config] = DUAL_STACK, min_sync_period: float = 1.0, sync_period: float = 30.0,
-                 full_sync_period: float = 3600.0, registry: CollectorRegistry | None = None, nft: Nft | None = None,
-                 health_check_listen: Callable[[int], socket.socket] | None = None):
-        """`configs`: one per table, `ip` and/or `ip6`; both tables load through one nft context.
+    def __init__(self, client, node_name: str, node_ip: str | Sequence[str], netns: str | None = None,
+                 clock: Clock = REAL, configs: Sequence[Config] = DUAL_STACK, min_sync_period: float = 1.0,
+                 sync_period: float = 30.0, full_sync_period: float = 3600.0, registry: CollectorRegistry | None = None,
+                 nft: Nft | None = None, health_check_listen: Callable[[int], socket.socket] | None = None):
+        """`node_ip`: the node's IP, or one per family (node_ips.py), "" where unknown;
+        `configs`: one per table, `ip` and/or `ip6`; both tables load through one nft context.
         `health_check_listen(port)`: a socket bound to `port` on the node's addresses, for the
         Services' health checks (none served without it)."""
-        self.node_name, self.node_ip, self.clock = node_name, node_ip, clock
+        self.node_name, self.clock = node_name, clock
+        self.node_ips = (node_ip,) if isinstance(node_ip, str) else tuple(node_ip)
         self.client = client
         self.nft = nft or Nft(netns)
         self.conntrack = Conntrack(netns)
@@ -418,8 +420,9 @@ class Proxier:
                 for sp in t.ports.pop(key, []):
                     t.flat.pop(sp.key, None)
                 if svc is not None:
+                    node_ip = next((ip for ip in self.node_ips if ip and _of_family(ip, t.family)), "")
                     t.ports[key] = service_ports(svc, by_service.get(key, []), self.node_name, t.family,
-                                                 self.node_ip, self.zone)
+                                                 node_ip, self.zone)
                     t.flat.update((sp.key, sp) for sp in t.ports[key])
 
     async def sync_once(self, full: bool = False) -> list[SyncReport]:

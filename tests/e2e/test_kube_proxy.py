@@ -214,7 +214,8 @@ def test_node_cidr_mode_waits_for_the_nodes_pod_cidrs_and_exits_when_they_change
     def make_node(pod_cidr: str = "") -> None:
         spec = {"podCIDR": pod_cidr, "podCIDRs": [pod_cidr]} if pod_cidr else {}
         cluster.kubectl("apply", "-f", "-", input=json.dumps(
-            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "spec": spec}))
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "spec": spec,
+             "status": {"addresses": [{"type": "InternalIP", "address": "198.51.100.70"}]}}))
 
     make_node()
     try:
@@ -233,6 +234,45 @@ def test_node_cidr_mode_waits_for_the_nodes_pod_cidrs_and_exits_when_they_change
             assert proc.wait(timeout=30) == 1
             assert "current PodCIDRs are different than previous PodCIDRs, restarting" in log.read_text()
     finally:
+        cluster.kubectl("delete", "node", node, "--ignore-not-found")
+
+
+def test_the_node_ip_is_the_nodes_internal_ip_unless_bind_address_says_otherwise(cluster, netns):
+    """Upstream's node manager: with bindAddress 0.0.0.0 the node's IP is its Node's InternalIP, so a
+    LoadBalancer source range holding it lets the node reach the LB IP (the firewall allows the LB IP
+    too); other IPs on the Node exit the proxy (1), to be restarted with them; a --bind-address is the
+    node's IP instead. A Node and a classed LoadBalancer (whose ingress the test writes) of its own."""
+    node, lb_ip = f"kp-ip-{netns[-8:]}", "203.0.113.50"
+
+    def set_node_ip(ip: str) -> None:
+        cluster.kubectl("patch", "node", node, "--subresource=status", "--type", "merge", "-p",
+                        json.dumps({"status": {"addresses": [{"type": "Hostname", "address": node},
+                                                             {"type": "InternalIP", "address": ip}]}}))
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}))
+    svc, sl = (json.loads(m) for m in service_and_slice("kp-lb"))
+    svc["spec"] |= {"type": "LoadBalancer", "loadBalancerClass": "example.com/other",
+                    "loadBalancerSourceRanges": ["198.51.100.0/24"]}
+    try:
+        set_node_ip("198.51.100.77")
+        for manifest in (svc, sl):
+            cluster.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+        cluster.kubectl("patch", "service", "kp-lb", "--subresource=status", "--type", "merge", "-p",
+                        json.dumps({"status": {"loadBalancer": {"ingress": [{"ip": lb_ip}]}}}))
+
+        def firewall() -> str:
+            table = nft(netns, "list", "table", "ip", "kube-proxy").stdout
+            return next((line.strip() for line in table.splitlines() if "ip saddr != " in line), "")
+        with running_proxy(cluster, netns, "--proxy-mode", "nftables", node=node) as (proc, _, _, _):
+            rule = wait_for(lambda: "198.51.100.0/24" in (r := firewall()) and r, 60, "the LB's source-range firewall")
+            assert rule == f"ip saddr != {{ 198.51.100.0/24, {lb_ip} }} drop", rule
+            set_node_ip("198.51.100.78")
+            assert proc.wait(timeout=30) == 1
+        assert "NodeIPs changed for the node" in (cluster.data_dir / f"proxy-{netns}.log").read_text()
+        with running_proxy(cluster, netns, "--proxy-mode", "nftables", "--bind-address", "192.0.2.9", node=node):
+            rule = wait_for(lambda: lb_ip not in (r := firewall()) and r, 60, "the firewall rewritten")
+            assert rule == "ip saddr != 198.51.100.0/24 drop", rule
+    finally:
+        cluster.kubectl("delete", "service", "kp-lb", "--ignore-not-found")
         cluster.kubectl("delete", "node", node, "--ignore-not-found")
 
 
