@@ -120,8 +120,10 @@ def _cat(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
 
 def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     """busybox ls: one name a line, or, with stdout a terminal, in columns as wide as the terminal
-    (`-1`: one a line still) and coloured by type, as its LS_COLOR_IS_DEFAULT build does."""
-    flags, paths = _flags(args, "1aAl")
+    (`-1`: one a line still) and coloured by type, as its LS_COLOR_IS_DEFAULT build does. `-R`
+    lists each subdirectory after its parent, every directory under a `path:` line, as
+    scan_and_display_dirs_recur does."""
+    flags, paths = _flags(args, "1aAlR")
     status, listed = 0, []
     terminal = run.out_terminal
 
@@ -131,6 +133,23 @@ def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         if terminal is None:
             return [n for n, _ in entries]
         return [_coloured(n, node) for n, node in entries] if "1" in flags else _columns(entries, terminal)
+
+    def directory(path: str, node: Dir, first: bool) -> None:
+        if len(paths) > 1 or "R" in flags:
+            listed.extend([f"{path}:"] if first else ["", f"{path}:"])
+        names = sorted(node.entries)
+        if "a" in flags:
+            names = [".", "..", *names]
+        elif "A" not in flags:
+            names = [n for n in names if not n.startswith(".")]
+        if "l" in flags:
+            listed.append(f"total {sum(1 for _ in names)}")
+        listed.extend(group([(n, node.entries.get(n, node)) for n in names]))
+        if "R" in flags:
+            for n in names:
+                if n not in (".", "..") and isinstance(node.entries[n], Dir):
+                    directory(path.rstrip("/") + "/" + n, node.entries[n], False)
+
     files, dirs = [], []
     for path in paths or ["."]:
         node = fs.lookup(path)
@@ -142,19 +161,8 @@ def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         else:
             files.append((path, node))
     listed.extend(group(files))
-    if files and dirs:
-        listed.append("")
     for i, (path, node) in enumerate(dirs):
-        if len(paths) > 1:
-            listed.append(("" if i == 0 else "\n") + f"{path}:")
-        names = sorted(node.entries)
-        if "a" in flags:
-            names = [".", "..", *names]
-        elif "A" not in flags:
-            names = [n for n in names if not n.startswith(".")]
-        if "l" in flags:
-            listed.append(f"total {sum(1 for _ in names)}")
-        listed.extend(group([(n, node.entries.get(n, node)) for n in names]))
+        directory(path, node, i == 0 and not files)
     run.out("".join(line + "\n" for line in listed))
     return status
 

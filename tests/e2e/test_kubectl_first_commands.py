@@ -79,3 +79,19 @@ def test_cluster_ips_and_node_ports_are_picked_at_random_in_their_upper_bands(cl
     assert sorted(ips) != list(range(min(ips), min(ips) + 3)) and sorted(ports) != list(range(min(ports), min(ports) + 3)), picks
     assert sorted(ips) != list(range(min(ips), min(ips) + 3)), picks
     assert sorted(ports) != list(range(min(ports), min(ports) + 3)), picks
+
+
+def test_a_directory_copied_in_lists_with_ls_r(cluster, tmp_path):
+    """`kubectl cp DIR pod:/tmp/site`, then `kubectl exec pod -- ls -R /tmp/site` as one checks the
+    copy: busybox's listing, every directory under its `path:` line (the simulated ls refused -R as
+    a command it lacked: `sh: ls: not found`)."""
+    cluster.kubectl("-n", NS, "run", "box", "--image=busybox", "--", "sleep", "3600")
+    cluster.kubectl("-n", NS, "wait", "--for=condition=Ready", "pod/box", "--timeout=60s")
+    (tmp_path / "site" / "css").mkdir(parents=True)
+    (tmp_path / "site" / "index.html").write_text("<p>hi</p>\n")
+    (tmp_path / "site" / "css" / "main.css").write_text("p {}\n")
+    cluster.kubectl("-n", NS, "cp", str(tmp_path / "site"), "box:/tmp/site")
+    out = cluster.kubectl("-n", NS, "exec", "box", "--", "ls", "-R", "/tmp/site").stdout
+    assert out == "/tmp/site:\ncss\nindex.html\n\n/tmp/site/css:\nmain.css\n"
+    out = cluster.kubectl("-n", NS, "exec", "box", "--", "sh", "-c", "cd /tmp && ls -R site/css site/index.html").stdout
+    assert out == "site/index.html\n\nsite/css:\nmain.css\n"
