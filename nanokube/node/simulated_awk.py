@@ -36,6 +36,10 @@ _KEYWORDS = frozenset({"BEGIN", "END", "if", "else", "while", "for", "in", "dele
 _CLASSES = {"[:digit:]": "0-9", "[:alpha:]": "A-Za-z", "[:alnum:]": "0-9A-Za-z", "[:upper:]": "A-Z",
             "[:lower:]": "a-z", "[:space:]": " \\t\\n\\r\\f\\v", "[:blank:]": " \\t", "[:xdigit:]": "0-9A-Fa-f"}
 _NUMERIC = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+#: the work a run may do (statements and expressions, a unit per 64 characters of a string it builds,
+#: prints or stores, one per field it makes) before it is taken for a loop without end: it runs in the
+#: agent's event loop, where `while (1) x = x x` or `$1e9 = 1` would stall or exhaust the whole process
+STEPS = 1_000_000
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "/": "/", "r": "\r", "a": "\a", "b": "\b", "f": "\f",
             "v": "\v"}
 
@@ -496,6 +500,7 @@ class Awk:
         if n == 0:
             self._set_record(value)
             return
+        self._spend(max(n + 1 - len(self.fields), 0))
         while len(self.fields) <= n:
             self.fields.append("")
         self.fields[n] = value
@@ -507,10 +512,19 @@ class Awk:
         for statement in body:
             self.statement(statement)
 
+    def _spend(self, steps: int) -> None:
+        """Count `steps` of work (STEPS): past the budget the program is not simulated."""
+        self.steps += steps
+        if self.steps > STEPS:
+            raise Unknown  # (a loop without end, or ever longer strings or more fields)
+
+    def _built(self, text: str) -> str:
+        """`text`, a string the program made, its length counted as work."""
+        self._spend(len(text) >> 6)
+        return text
+
     def statement(self, s) -> None:
-        self.steps += 1
-        if self.steps > 1_000_000:
-            raise Unknown  # (a loop without end)
+        self._spend(1)
         kind = s[0]
         if kind == "block":
             self.run(s[1])
@@ -518,9 +532,10 @@ class Awk:
             self.eval(s[1])
         elif kind == "print":
             values = [self.eval(a) for a in s[1]] or [self.fields[0]]
-            self.out.append(_string(self.vars["OFS"]).join(_string(v) for v in values) + _string(self.vars["ORS"]))
+            self.out.append(self._built(_string(self.vars["OFS"]).join(_string(v) for v in values)
+                                        + _string(self.vars["ORS"])))
         elif kind == "printf":
-            self.out.append(self._format([self.eval(a) for a in s[1]]))
+            self.out.append(self._built(self._format([self.eval(a) for a in s[1]])))
         elif kind == "if":
             if _true(self.eval(s[1])):
                 self.statement(s[2])
@@ -575,6 +590,7 @@ class Awk:
                 return "%"
             if "*" in spec:
                 raise Unknown
+            self._spend(sum(int(n) for n in re.findall(r"\d+", spec)) >> 6)  # (before a width's padding is made)
             value = args.pop(0) if args else ""
             if kind == "s":
                 return ("%" + spec + "s") % _string(value)
@@ -593,6 +609,7 @@ class Awk:
 
     # --- expressions ---------------------------------------------------------------------
     def eval(self, e):
+        self.steps += 1  # (an expression's work counts too: `while (1) print x x x x` is all expressions)
         kind = e[0]
         if kind == "num":
             return e[1]
@@ -624,7 +641,7 @@ class Awk:
         if kind == "arith":
             return self._arith(e[1], self.eval(e[2]), self.eval(e[3]))
         if kind == "concat":
-            return _string(self.eval(e[1])) + _string(self.eval(e[2]))
+            return self._built(_string(self.eval(e[1])) + _string(self.eval(e[2])))
         if kind == "cmp":
             left, right = self.eval(e[2]), self.eval(e[3])
             if _looks_numeric(left) and _looks_numeric(right):
@@ -650,12 +667,15 @@ class Awk:
         raise Unknown
 
     def _store(self, target, value):
+        if isinstance(value, str):
+            self._built(value)
         if target[0] == "var":
             if target[1] in self.arrays:
                 raise Unknown
             self.vars[target[1]] = value
             if target[1] == "NF":
                 n = int(_number(value))
+                self._spend(max(n + 1 - len(self.fields), 0))
                 self.fields = self.fields[:n + 1] + [""] * (n + 1 - len(self.fields))
                 self.fields[0] = _string(self.vars["OFS"]).join(self.fields[1:])
         elif target[0] == "field":

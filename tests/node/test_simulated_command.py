@@ -602,3 +602,19 @@ async def test_a_pods_command_ends_with_its_log_and_exit_code(script, log, code)
         done = await eventually(ended)
         assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == code
         assert await mgr.read_log("default", "run", "app", {}) == log
+
+
+@pytest.mark.parametrize("program", [
+    'BEGIN { x = "ab"; while (1) x = x x }',
+    "BEGIN { $10000000 = 1; print NF }",
+    'BEGIN { x = sprintf("%99999999s", "x"); print length(x) }',
+])
+def test_an_awk_program_past_its_budget_of_work_is_not_simulated(pod_files, program):
+    """An awk program runs in the agent's event loop: one that builds ever longer strings, makes ten
+    million fields or pads to 100 MB is given up once past its work (simulated_awk.STEPS, which counts
+    the characters and fields it makes), where it would take the whole process's memory or time; one
+    within it still runs."""
+    def run(text: str):
+        return interpret(["sh", "-c", f"awk '{text}'"], 0.0, lambda: pod_files.draft("main"))
+    assert run(program) is None
+    assert run('BEGIN { x = "ab"; x = x x; $3 = x; printf "%-6s|%s\\n", NF, $0 }').output == ((0, b"3     |  abab\n"),)
