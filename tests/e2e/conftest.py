@@ -294,3 +294,13 @@ def session_cluster():
     devices left behind, and no assertion on a cluster-wide list that another's objects join."""
     with running_cluster("session") as c:
         yield c
+
+
+@contextlib.contextmanager
+def own_namespace(cluster: Cluster, name: str):
+    """A namespace of a module's own on the session's cluster, deleted (not waited for) after it."""
+    cluster.kubectl("create", "namespace", name)
+    try:
+        yield cluster
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false")

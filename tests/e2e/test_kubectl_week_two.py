@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.conftest import own_namespace
+
 NS = "week-two"
 
 
 @pytest.fixture(scope="module")
 def cluster(session_cluster):
-    """The session's cluster (conftest.session_cluster): this module works in a namespace of its
-    own, deleted at the end."""
-    session_cluster.kubectl("create", "namespace", NS)
-    yield session_cluster
-    session_cluster.kubectl("delete", "namespace", NS, "--wait=false")
+    """The session's cluster (conftest.session_cluster), in a namespace of this module's own."""
+    with own_namespace(session_cluster, NS) as c:
+        yield c
 
 
 def _table(out: str) -> list[dict[str, str]]:
