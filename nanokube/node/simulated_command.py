@@ -350,6 +350,15 @@ def interpret(argv: list[str], now: float = 0.0, fs: Files = None, stdin: bytes 
         return None
 
 
+def _interpreted(argv: list[str]) -> bool:
+    """Whether `argv` is a command interpreted here, its files aside (simulated_net.interprets: what a
+    container running it listens on is then known)."""
+    return interpret(argv) is not None
+
+
+net.interprets = _interpreted
+
+
 def written_so_far(argv: list[str], now: float, fs: Files, stdin: bytes, env: dict[str, str] | None = None,
                    terminal: Terminal | None = None) -> tuple[list[tuple[float, str, str | bytes]], bool] | None:
     """What the `sh -c` script `argv`, started at `now`, has written (when, "stdout" or "stderr",

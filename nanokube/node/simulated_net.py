@@ -140,12 +140,21 @@ def _servers(argv: tuple[str, ...]) -> set[int]:
     return ports
 
 
+def _interprets(argv: list[str]) -> bool:
+    """Whether the simulation interprets command line `argv`: simulated_command, which imports this
+    module, puts its own answer here as it is imported."""
+    return False
+
+
+#: see `_interprets`
+interprets: Callable[[list[str]], bool] = _interprets
+
+
 @functools.lru_cache(maxsize=1024)
 def _listened(argv: tuple[str, ...], ports: frozenset[int]) -> frozenset[int] | None:
-    from .simulated_command import interpret  # (here: simulated_command imports this module)
     if servers := _servers(argv):
         return frozenset(servers)
-    return ports if argv and interpret(list(argv)) is not None else None
+    return ports if argv and interprets(list(argv)) else None
 
 
 def listened(c: dict) -> frozenset[int] | None:
