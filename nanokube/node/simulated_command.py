@@ -369,11 +369,15 @@ def written_so_far(argv: list[str], now: float, fs: Files, stdin: bytes, env: di
     first: its program is `interpret`'s on that stdin); nothing, waiting for the EOF, where it is
     not worked out so (the network read later, a loop waiting for its files: all is worked out
     at EOF). Changes to its files are made once it is worked out whole."""
-    run = _Run(now, fs=fs, stdin=Open(stdin), env=env, args=argv[3:] or argv[:1], seed=argv[2], terminal=terminal,
+    options, script, args = invocation(argv) or (set(), None, [])
+    if script is None:
+        return [], True
+    run = _Run(now, fs=fs, stdin=Open(stdin), env=env, args=args, seed=script, terminal=terminal,
                shell=os.path.basename(argv[0]))
+    run.options = set(options)
     marks = 0, 0
     try:
-        for and_or in parse(argv[2]):
+        for and_or in parse(script):
             marks = len(run.output), len(run.errors)
             run.script([and_or])
     except _NoTerminal:
@@ -449,8 +453,9 @@ def outlives_sigterm(argv: list[str], interpreted: bool) -> bool:
     its handlers unknown."""
     if not argv or os.path.basename(argv[0]) not in SHELLS:
         return interpreted
+    called = invocation(argv)
     try:
-        script = parse(argv[2]) if len(argv) >= 3 and argv[1] == "-c" else None
+        script = parse(called[1]) if called is not None and called[1] is not None else None
     except _Unknown:
         return False
     if script is None:
@@ -528,8 +533,9 @@ def stream(argv: list[str]) -> filters.Filter | None:
     a `sh -c` script that is one pipeline of them with plain words (`grep x | tr a b`); None else."""
     if not argv or os.path.basename(argv[0]) not in SHELLS:
         return filters.stream(argv)
+    called = invocation(argv)
     try:
-        script = parse(argv[2]) if len(argv) >= 3 and argv[1] == "-c" else None
+        script = parse(called[1]) if called is not None and called[1] is not None and not called[0] else None
     except _Unknown:
         return None
     if not script or len(script) != 1 or len(script[0]) != 1 or script[0][0][1].negate:
@@ -561,7 +567,8 @@ def wants_stdin(argv: list[str]) -> bool:
     /f'`): exec reads what the client sends to its end before running it."""
     try:
         if os.path.basename(argv[0]) in SHELLS:
-            return len(argv) >= 3 and argv[1] == "-c" and _reads(parse(argv[2]))
+            called = invocation(argv)
+            return called is not None and called[1] is not None and _reads(parse(called[1]))
         return reads_data(list(argv)) or filters.reads_stdin(list(argv)) or os.path.basename(argv[0]) == "xargs"
     except (_Unknown, IndexError):
         return False

@@ -562,3 +562,20 @@ async def test_an_ephemeral_containers_script_reads_what_kubectl_debug_i_sends()
     await clock.advance(1)
     assert io.ephemeral_ended == {"debug": 2} and io.serve_log("debug", LogOptions()) == b"3\n"
     assert await asyncio.wait_for(attached, 5) == 2
+
+
+async def test_exec_of_a_shell_with_options_reads_the_stdin_its_script_reads():
+    """`kubectl exec -i pod -- sh -ec 'cat > /tmp/f; ...'` (options before -c, as `bash -ec`): the
+    script gets what the client sends, as `sh -c` does; `sh -xc 'grep x'` traces, so it is a script
+    worked out at the EOF, not a bare filter."""
+    io = SimulatedIO(worker())
+    io.started({"main": "busybox"})
+    for argv, want in ((["sh", "-ec", "cat > /tmp/f; wc -c < /tmp/f"], b"6\n"),
+                       (["sh", "-xc", "grep x"], b"+ grep x\nx 1\n")):
+        out = []
+        s = session(out, stdin=True)
+        ran = asyncio.ensure_future(io.exec("main", argv, s))
+        s.stdin_data.put_nowait(b"x 1\ny\n")
+        s.stdin_data.put_nowait(None)
+        assert await asyncio.wait_for(ran, 5) == 0 and b"".join(out) == want, argv
+    io.stop()
