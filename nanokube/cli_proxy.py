@@ -14,7 +14,9 @@ connection.
 The node's IPs come from its Node (the one --hostname-override names, else the host's name):
 its InternalIP, else ExternalIP, of each family, waited for up to 30 s as kube-proxy waits, a
 non-0.0.0.0 --bind-address winning for its family (proxy/node_ips.py); other IPs on the Node
-later exit the proxy (1), to be restarted with them.
+later exit the proxy (1), to be restarted with them. NodePorts answer on the node's IP of each
+family (nodePortAddresses `primary`, the nftables mode's default) or on the node's addresses in
+--nodeport-addresses' CIDRs (proxy/nodeport_addresses.py).
 
 `--config FILE` reads a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1,
 proxy/config.py) instead: as kube-proxy, the file is then the whole
@@ -45,7 +47,7 @@ from .client.informer import Informer
 from .client.ratelimit import limited, rest_limit
 from .proxy import config as proxy_config
 from .proxy.detect_local import CLUSTER_CIDR, NODE_CIDR, DetectLocal
-from .proxy import node_ips
+from .proxy import node_ips, nodeport_addresses
 from .proxy.events import ACTION_START
 from .proxy.modes import select_mode
 from .proxy.node_ips import host_ips
@@ -112,6 +114,9 @@ def add_parser(sub) -> None:
                    help="longest time between syncs; health fails after twice this (default 30s)." + ignored)
     p.add_argument("--min-sync-period", type=duration, default=None,
                    help="shortest time between syncs, batching changes (default 1s)." + ignored)
+    p.add_argument("--nodeport-addresses", default=None, metavar="CIDR[,CIDR...]|primary",
+                   help="the node addresses NodePorts answer on: those in these CIDRs, or 'primary' (the default): "
+                        "the node's IP of each family." + ignored)
     p.add_argument("--detect-local-mode", default=None, metavar="MODE",
                    help="how local (pod) traffic is told from the rest: ClusterCIDR (default), NodeCIDR (the "
                         "Node's podCIDRs), BridgeInterface or InterfaceNamePrefix." + ignored)
@@ -136,7 +141,7 @@ def add_parser(sub) -> None:
 
 #: the flags that map into a KubeProxyConfiguration, by their argparse names: ignored with --config
 CONFIG_FLAGS = ("proxy_mode", "bind_address", "healthz_bind_address", "metrics_bind_address", "sync_period",
-                "min_sync_period", "detect_local_mode", "cluster_cidr", "pod_bridge_interface",
+                "min_sync_period", "nodeport_addresses", "detect_local_mode", "cluster_cidr", "pod_bridge_interface",
                 "pod_interface_name_prefix", "masquerade_all", "kube_api_qps", "kube_api_burst")
 
 
@@ -155,6 +160,8 @@ def _from_flags(args: argparse.Namespace) -> ProxyConfig:
                        sync_period=given("sync_period", d.sync_period),
                        min_sync_period=given("min_sync_period", d.min_sync_period),
                        masquerade_all=given("masquerade_all", False), detect_local=local,
+                       nodeport_addresses=tuple(a.strip() for a in args.nodeport_addresses.split(",") if a.strip())
+                       if args.nodeport_addresses else (),
                        qps=given("kube_api_qps", d.qps), burst=given("kube_api_burst", d.burst))
 
 
@@ -339,8 +346,10 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
             if pod_cidrs is None:
                 return exit_code
             _restart_on_new_pod_cidrs(nodes, pod_cidrs, restart)
-        proxier = Proxier(client, node, node_ips.known(ips), netns=args.netns,
-                          configs=local.configs(proxy_configs(), pod_cidrs, cfg.masquerade_all),
+        nodeports = nodeport_addresses.resolve(cfg.nodeport_addresses, node_ips.known(ips))
+        configs = [replace(c, nodeport_cidrs=nodeport_addresses.of_family(c.family, nodeports))
+                   for c in local.configs(proxy_configs(), pod_cidrs, cfg.masquerade_all)]
+        proxier = Proxier(client, node, node_ips.known(ips), netns=args.netns, configs=configs,
                           min_sync_period=cfg.min_sync_period, sync_period=cfg.sync_period,
                           health_check_listen=health_check_listener(args.netns))
         nodes.add_handlers(proxier.health.sync_node, lambda old, new: proxier.health.sync_node(new),
@@ -387,6 +396,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:  # ModeError included
         print(f"nanokube proxy: {e}", file=sys.stderr)
         return 2
+    if mode == "nftables" and not cfg.nodeport_addresses:  # upstream's platformApplyDefaults
+        cfg = replace(cfg, nodeport_addresses=(nodeport_addresses.PRIMARY,))
     if args.write_config_to:  # the mode as it runs: unset is nftables, nanokube's one
         return _write_config(replace(cfg, mode=mode), args.write_config_to)
     if args.cleanup:

@@ -6,9 +6,9 @@ masqueradeAll of the mode's own section; clusterCIDR split into the detector's C
 validated with upstream's words under its internal field paths.
 
 Only the fields nanokube acts on reach `ProxyConfig`: mode, bindAddress, healthzBindAddress,
-metricsBindAddress, hostnameOverride, clientConnection.{kubeconfig,qps,burst}, clusterCIDR, detectLocalMode,
-detectLocal.*, {nftables,iptables}.{syncPeriod,minSyncPeriod,masqueradeAll} and configSyncPeriod
-(validated); the rest of the file (conntrack, ipvs, winkernel, logging, ...) is read, left alone,
+metricsBindAddress, hostnameOverride, clientConnection.{kubeconfig,qps,burst}, nodePortAddresses,
+clusterCIDR, detectLocalMode, detectLocal.*, {nftables,iptables}.{syncPeriod,minSyncPeriod,masqueradeAll}
+and configSyncPeriod (validated); the rest of the file (conntrack, ipvs, winkernel, logging, ...) is read, left alone,
 as a kube-proxy in nftables mode leaves most of it, and written back by --write-config-to."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import yaml
 from ..machinery import goduration
 from ..machinery.validation import FieldError, Stringer, invalid
 from .detect_local import CLUSTER_CIDR, DetectLocal
+from .nodeport_addresses import PRIMARY
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class ProxyConfig:
     min_sync_period: float = 1.0
     config_sync_period: float = 900.0
     masquerade_all: bool = False
+    #: nodePortAddresses: CIDRs or ["primary"] (nodeport_addresses.py); empty: every local address
+    nodeport_addresses: tuple[str, ...] = ()
     detect_local: DetectLocal = field(default_factory=DetectLocal)
     kubeconfig: str = ""
     #: clientConnection.qps and burst: the client's token bucket (client/ratelimit.py)
@@ -82,7 +85,7 @@ class ProxyConfig:
         if self.healthz_bind_address:
             errs += _host_port(self.healthz_bind_address, f"{_PATH}.HealthzBindAddress")
         errs += _host_port(self.metrics_bind_address, f"{_PATH}.MetricsBindAddress")
-        return errs + self.detect_local.validate()
+        return errs + _nodeport_addresses(self.nodeport_addresses) + self.detect_local.validate()
 
 
 def _duration(seconds: float) -> Stringer:
@@ -108,6 +111,24 @@ def _host_port(text: str, path: str) -> list[FieldError]:
     errs = [] if _is_ip(host) else [invalid(path, host, "must be a valid IP")]
     if not (port.isdigit() and 1 <= int(port) <= 65535):
         errs.append(invalid(path, port, "must be a valid port"))
+    return errs
+
+
+def _nodeport_addresses(addresses: tuple[str, ...]) -> list[FieldError]:
+    """validateKubeProxyNodePortAddress: CIDRs, or `primary` alone."""
+    errs = []
+    for i, a in enumerate(addresses):
+        path = f"{_PATH}.NodePortAddresses[{i}]"
+        if a == PRIMARY:
+            if i != 0 or len(addresses) != 1:
+                errs.append(invalid(path, a, "can't use both 'primary' and CIDRs"))
+            break
+        try:
+            valid = "/" in a and bool(ipaddress.ip_network(a, strict=False))
+        except ValueError:
+            valid = False
+        if not valid:
+            errs.append(invalid(path, a, "must be a valid CIDR"))
     return errs
 
 
@@ -200,6 +221,7 @@ def from_v1alpha1(doc: dict) -> ProxyConfig:
         min_sync_period=_seconds_of(section["minSyncPeriod"], f"{KIND}.minSyncPeriod"),
         config_sync_period=_seconds_of(d["configSyncPeriod"], f"{KIND}.configSyncPeriod"),
         masquerade_all=bool(section.get("masqueradeAll")), detect_local=local,
+        nodeport_addresses=tuple(d.get("nodePortAddresses") or ()),
         kubeconfig=d["clientConnection"].get("kubeconfig") or "", qps=float(d["clientConnection"]["qps"]),
         burst=d["clientConnection"]["burst"], document=d)
 
@@ -222,6 +244,7 @@ def to_v1alpha1(cfg: ProxyConfig) -> dict:
                 "healthzBindAddress": cfg.healthz_bind_address,  # empty: off, which defaulting would undo
                 "metricsBindAddress": cfg.metrics_bind_address,
                 "configSyncPeriod": str(_duration(cfg.config_sync_period)),
+                "nodePortAddresses": list(cfg.nodeport_addresses) or None,
                 "clusterCIDR": ",".join(cfg.detect_local.cluster_cidrs), "detectLocalMode": cfg.detect_local.mode})
     out["detectLocal"].update(bridgeInterface=cfg.detect_local.bridge_interface,
                               interfaceNamePrefix=cfg.detect_local.interface_name_prefix)
@@ -277,6 +300,12 @@ def load(path: str | Path) -> ProxyConfig:
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise ConfigError(f"failed to decode: json: cannot unmarshal {type(doc[key]).__name__} into Go struct "
                               f"field {KIND}.{key}")
+    addresses = doc.get("nodePortAddresses")
+    if addresses is not None and (not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses)):
+        bad = addresses if not isinstance(addresses, list) else next(a for a in addresses if not isinstance(a, str))
+        of = "[]string" if bad is addresses else "string"
+        raise ConfigError(f"failed to decode: json: cannot unmarshal {_json_type(bad)} into Go struct field "
+                          f"{KIND}.nodePortAddresses of type {of}")
     for key, go_type in (("qps", "float32"), ("burst", "int32")):
         v = (doc.get("clientConnection") or {}).get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int if key == "burst" else (int, float))):

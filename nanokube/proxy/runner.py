@@ -13,6 +13,9 @@ each LoadBalancer Service with `externalTrafficPolicy: Local` on
 host, `metrics` (a `NodeLabelledMetrics`) adds every proxier's kubeproxy_*
 families to the API server's `/metrics`, one family per name with a `node`
 label.
+
+NodePorts answer on each node's IP only (nodePortAddresses `primary`, upstream's nftables-mode
+default), not on the node's other addresses (its pods' gateway among them).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import errno
 import logging
 import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ..client.ratelimit import limited
 from ..machinery.user import User
@@ -30,6 +34,7 @@ from .aggregate import NodeLabelledMetrics
 from .config import ProxyConfig
 from .events import ACTION_START
 from .nftables.layout import Config
+from .nodeport_addresses import PRIMARY, of_family, resolve
 from .proxier import DUAL_STACK, Proxier
 from .server import Servers, health_app, metrics_app, split_address
 
@@ -99,6 +104,14 @@ def health_check_listener(netns: str | None):
     return lambda port: listen_any_in_netns(netns, port)
 
 
+def primary_nodeports(configs: Sequence[Config], node_ip: str) -> tuple[Config, ...]:
+    """The tables' settings with nodePortAddresses `primary`, the nftables mode's default: NodePorts
+    answer on the node's IP in its family's table, on every local address in the other's (and in
+    both when the node's IP is unknown)."""
+    cidrs = resolve((PRIMARY,), [node_ip] if node_ip else [])
+    return tuple(replace(c, nodeport_cidrs=of_family(c.family, cidrs)) for c in configs)
+
+
 class NodeProxies:
     def __init__(self, connect, nodes: list[tuple[str, str, str]], warnings: list[str], clock: Clock = REAL, *,
                  configs: Sequence[Config] | Mapping[str, Sequence[Config]] = DUAL_STACK, min_sync_period: float = 1.0,
@@ -114,7 +127,8 @@ class NodeProxies:
         # each node's kube-proxy a clientset of its own, at clientConnection's default limit (5/s, bursts of 10)
         self.proxiers = [Proxier(limited(self.client, ProxyConfig.qps, ProxyConfig.burst, clock), name, node_ip,
                                  netns=netns, clock=clock,
-                                 configs=configs[name] if isinstance(configs, Mapping) else configs,
+                                 configs=primary_nodeports(configs[name] if isinstance(configs, Mapping) else configs,
+                                                           node_ip),
                                  min_sync_period=min_sync_period, health_check_listen=health_check_listener(netns))
                          for name, node_ip, netns in nodes]
         self.metrics = NodeLabelledMetrics({p.node_name: p.registry for p in self.proxiers})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -240,9 +241,19 @@ def test_node_cidr_mode_waits_for_the_nodes_pod_cidrs_and_exits_when_they_change
 def test_the_node_ip_is_the_nodes_internal_ip_unless_bind_address_says_otherwise(cluster, netns):
     """Upstream's node manager: with bindAddress 0.0.0.0 the node's IP is its Node's InternalIP, so a
     LoadBalancer source range holding it lets the node reach the LB IP (the firewall allows the LB IP
-    too); other IPs on the Node exit the proxy (1), to be restarted with them; a --bind-address is the
-    node's IP instead. A Node and a classed LoadBalancer (whose ingress the test writes) of its own."""
+    too), and NodePorts answer on it alone of the namespace's addresses (nodePortAddresses `primary`,
+    the default); other IPs on the Node exit the proxy (1), to be restarted with them; a
+    --bind-address is the node's IP instead. A Node and a classed LoadBalancer (whose ingress the
+    test writes) of its own."""
     node, lb_ip = f"kp-ip-{netns[-8:]}", "203.0.113.50"
+    subprocess.run(["ip", "-n", netns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer"], check=True)
+    for address in ("198.51.100.77/24", "192.0.2.5/32"):
+        subprocess.run(["ip", "-n", netns, "address", "add", address, "dev", "eth0"], check=True)
+
+    def nodeport_ips() -> list[str]:
+        listed = nft(netns, "list", "set", "ip", "kube-proxy", "nodeport-ips").stdout
+        return sorted(m.group(1).replace(" ", "").split(",")) if (m := re.search(r"elements = \{ ([^}]*) \}", listed)) \
+            else []
 
     def set_node_ip(ip: str) -> None:
         cluster.kubectl("patch", "node", node, "--subresource=status", "--type", "merge", "-p",
@@ -265,12 +276,14 @@ def test_the_node_ip_is_the_nodes_internal_ip_unless_bind_address_says_otherwise
         with running_proxy(cluster, netns, "--proxy-mode", "nftables", node=node) as (proc, _, _, _):
             rule = wait_for(lambda: "198.51.100.0/24" in (r := firewall()) and r, 60, "the LB's source-range firewall")
             assert rule == f"ip saddr != {{ 198.51.100.0/24, {lb_ip} }} drop", rule
+            assert nodeport_ips() == ["198.51.100.77"]
             set_node_ip("198.51.100.78")
             assert proc.wait(timeout=30) == 1
         assert "NodeIPs changed for the node" in (cluster.data_dir / f"proxy-{netns}.log").read_text()
-        with running_proxy(cluster, netns, "--proxy-mode", "nftables", "--bind-address", "192.0.2.9", node=node):
+        with running_proxy(cluster, netns, "--proxy-mode", "nftables", "--bind-address", "192.0.2.5", node=node):
             rule = wait_for(lambda: lb_ip not in (r := firewall()) and r, 60, "the firewall rewritten")
             assert rule == "ip saddr != 198.51.100.0/24 drop", rule
+            assert nodeport_ips() == ["192.0.2.5"]
     finally:
         cluster.kubectl("delete", "service", "kp-lb", "--ignore-not-found")
         cluster.kubectl("delete", "node", node, "--ignore-not-found")

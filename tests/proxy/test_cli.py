@@ -87,6 +87,7 @@ def test_write_config_to_writes_the_flags_configuration_defaulted_as_v1alpha1(tm
     assert (doc["healthzBindAddress"], doc["metricsBindAddress"], doc["bindAddress"]) == (
         "0.0.0.0:10256", "0.0.0.0:10249", "0.0.0.0")
     assert doc["configSyncPeriod"] == "15m0s" and doc["conntrack"]["tcpEstablishedTimeout"] == "24h0m0s"
+    assert doc["nodePortAddresses"] == ["primary"], "the nftables mode's default (upstream's platformApplyDefaults)"
     assert doc["clientConnection"] == {"acceptContentTypes": "", "burst": 10, "contentType":
                                        "application/vnd.kubernetes.protobuf", "kubeconfig": "", "qps": 5}
     again = tmp_path / "again.yaml"  # the file read back with --config writes the same configuration
@@ -167,6 +168,10 @@ def test_a_qps_without_a_burst_is_refused_as_client_go_refuses_it(capsys):
                                 'values: "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix", ""'),
     ("clusterCIDR: 10.244.0.0\n", 'KubeProxyConfiguration.DetectLocal.ClusterCIDRs[0]: Invalid value: '
                                   '"10.244.0.0": must be a valid CIDR block (e.g. 10.100.0.0/16 or fde4:8dba:82e1::/48)'),
+    ("nodePortAddresses: [10.0.0.0/8, 10.0.0.1, fd00::/64]\n",
+     'KubeProxyConfiguration.NodePortAddresses[1]: Invalid value: "10.0.0.1": must be a valid CIDR'),
+    ("nodePortAddresses: [10.0.0.0/8, primary]\n",
+     "KubeProxyConfiguration.NodePortAddresses[1]: Invalid value: \"primary\": can't use both 'primary' and CIDRs"),
 ])
 def test_bad_values_in_a_config_file_are_refused_with_upstreams_validation_errors(tmp_path, capsys, body, error):
     assert main(["proxy", "--config", _config(tmp_path, HEAD + body), "--kubeconfig", "/nonexistent"]) == 2
@@ -181,6 +186,8 @@ def test_bad_values_in_a_config_file_are_refused_with_upstreams_validation_error
     (HEAD + "nftables: {syncPeriod: 30x}\n", 'failed to decode: time: unknown unit "x" in duration "30x"'),
     (HEAD + "clientConnection: {qps: fast}\n", "failed to decode: json: cannot unmarshal string into Go struct "
                                                "field KubeProxyConfiguration.clientConnection.qps of type float32"),
+    (HEAD + "nodePortAddresses: primary\n", "failed to decode: json: cannot unmarshal string into Go struct "
+                                            "field KubeProxyConfiguration.nodePortAddresses of type []string"),
 ])
 def test_a_config_file_that_does_not_decode_is_refused(tmp_path, capsys, text, error):
     path = str(tmp_path / "kube-proxy.yaml") if text is None else _config(tmp_path, text)
@@ -213,3 +220,17 @@ def test_unknown_fields_in_a_config_file_are_decoded_leniently_with_a_warning(tm
     assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
     assert 'strict decoding error: unknown field "notAField"' in caplog.text
     assert "notAField" not in out.read_text()
+
+
+def test_nodeport_addresses_come_from_the_flag_or_the_file_primary_alone(tmp_path, capsys):
+    """--nodeport-addresses (a comma-separated list) is the file's nodePortAddresses; `primary`
+    goes alone, as upstream validates it."""
+    out = tmp_path / "out.yaml"
+    assert main(["proxy", "--nodeport-addresses", "10.0.0.0/8,fd00::/64", "--write-config-to", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["nodePortAddresses"] == ["10.0.0.0/8", "fd00::/64"]
+    path = _config(tmp_path, HEAD + "nodePortAddresses: [192.0.2.0/24]\n")
+    assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["nodePortAddresses"] == ["192.0.2.0/24"]
+    assert main(["proxy", "--nodeport-addresses", "primary,10.0.0.0/8", "--kubeconfig", "/nonexistent"]) == 2
+    assert capsys.readouterr().err == ("nanokube proxy: failed validate: KubeProxyConfiguration.NodePortAddresses[0]: "
+                                       "Invalid value: \"primary\": can't use both 'primary' and CIDRs\n")

@@ -1,6 +1,8 @@
 """Kernel state for ClientIP affinity, Local traffic policies and
 `nodeport-ips`, each in a small private namespace."""
 
+import subprocess
+
 import orjson
 
 from nanokube.proxy.nftables.layout import (
@@ -91,9 +93,14 @@ def test_external_traffic_policy_local_nodeport(nft):
     assert set(service_ip_keys(k)) == {("10.96.0.10", "tcp", 80)}  # ClusterIP traffic still served
 
 
-def test_nodeport_ips_set_restricts_nodeports(nft):
+def test_nodeport_ips_set_restricts_nodeports(nft, netns):
+    """nodePortAddresses CIDRs: the set holds the namespace's addresses in them (its loopback one
+    left out, localhost NodePorts being unsupported), not the CIDRs."""
+    subprocess.run(["ip", "-n", netns, "link", "set", "lo", "up"], check=True)  # 127.0.0.1 on it
+    for address in ("192.168.7.10/24", "192.168.7.11/32", "10.1.2.3/8"):
+        subprocess.run(["ip", "-n", netns, "address", "add", address, "dev", "lo"], check=True)
     cfg = Config(cluster_cidr=CFG.cluster_cidr, service_cidrs=CFG.service_cidrs,
-                 nodeport_ips=("192.168.7.10", "192.168.7.11"))
+                 nodeport_cidrs=("192.168.7.0/24", "127.0.0.0/8"))
     s = Syncer(nft, cfg)
     assert s.sync(services(sp(node_port=30080))).ok
     k = Kernel(nft)

@@ -118,7 +118,9 @@ class Config:
     local_interface: str = ""
     masquerade_all: bool = False  # --masquerade-all: every ClusterIP connection is masqueraded
     service_cidrs: tuple[str, ...] = ()
-    nodeport_ips: tuple[str, ...] = ()  # --nodeport-addresses; empty means every local address
+    #: the family's nodePortAddresses CIDRs (nodeport_addresses.py): NodePorts answer on the
+    #: local addresses in them (`nodeport-ips`); empty: on every local address
+    nodeport_cidrs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -309,7 +311,7 @@ def maps(cfg: Config) -> dict[str, str]:
     } | {
         "hairpin-endpoints": f"type {addr} . {addr} ; "
                              "comment \"endpoint . endpoint: an endpoint reaching itself through its service\" ;",
-    } | ({"nodeport-ips": f"type {addr} ; comment \"IPs that accept NodePort traffic\" ;"} if cfg.nodeport_ips else {})
+    } | ({"nodeport-ips": f"type {addr} ; comment \"IPs that accept NodePort traffic\" ;"} if cfg.nodeport_cidrs else {})
 
 
 def static_chains(cfg: Config) -> dict[str, tuple[str, ...]]:
@@ -332,7 +334,7 @@ def static_chains(cfg: Config) -> dict[str, tuple[str, ...]]:
         "nat-postrouting": ("jump masquerading",),
         "services": (
             f"{lookup} vmap @service-ips",
-            f"{ip} daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports" if cfg.nodeport_ips else
+            f"{ip} daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports" if cfg.nodeport_cidrs else
             f"fib daddr type local {ip} daddr != {loopback} meta l4proto . th dport vmap @service-nodeports",
         ),
         "service-endpoints-check": (f"{lookup} vmap @no-endpoint-services",),

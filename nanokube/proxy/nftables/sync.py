@@ -12,7 +12,8 @@ A full sync (the first, the periodic one, the retry) does as upstream's: it
 lists the table's chains and sets, declares and empties the fixed chains,
 sets and maps, writes every service again, flushes every other chain it
 found (one a previous kube-proxy or anyone else left there included) and
-deletes the sets nobody declares. The table itself stays, so the affinity
+deletes the sets nobody declares; with nodePortAddresses CIDRs it fills `nodeport-ips` with the
+namespace's addresses in them as they are then. The table itself stays, so the affinity
 sets keep their clients across full syncs and restarts; an affinity set
 whose timeout changed is re-created there. The first full sync of a syncer
 also re-creates the base chains (one of another priority cannot be changed
@@ -38,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ...clock import REAL, Clock
+from ..nodeport_addresses import nodeport_ips
 from .layout import (
     BASE_CHAINS,
     TABLE,
@@ -259,8 +261,8 @@ class Syncer:
             lines += [f"flush chain {t} {name}" for name in removed_chains]
             lines += [f"delete set {t} {name}" for name in removed_sets] + new_sets
             lines += [f"add rule {t} {name} {r}" for name, rules in static_chains(self.cfg).items() for r in rules]
-            if self.cfg.nodeport_ips:
-                lines.append(f"add element {t} nodeport-ips {{ {', '.join(self.cfg.nodeport_ips)} }}")
+            if self.cfg.nodeport_cidrs and (ips := nodeport_ips(self.nft.netns, self.cfg.nodeport_cidrs)):
+                lines.append(f"add element {t} nodeport-ips {{ {', '.join(ips)} }}")
             lines += rule_lines + _element_lines("add", t, adds)
             report.lines = len(lines)
             return report, "\n".join(lines) + "\n"
