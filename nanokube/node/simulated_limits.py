@@ -42,6 +42,9 @@ LIMITS: dict[str, tuple[str, str, float, float]] = {
     "v": ("virtual memory", "kb", UNLIMITED, UNLIMITED),
     "x": ("file locks", "", UNLIMITED, UNLIMITED),
 }
+#: bash's words for the units busybox's list names, and the limits only its `ulimit -a` lists
+_BASH_UNITS = {"kb": "kbytes"}
+_BASH_ONLY = {"R": ("real-time non-blocking time", "microseconds", "unlimited"), "p": ("pipe size", "512 bytes", "8")}
 #: dash's letters (it has no -e, -i, -q; its locks are -w, not -x) and its words for each, in its order
 _DASH = {"t": "time(seconds)", "f": "file(blocks)", "d": "data(kbytes)", "s": "stack(kbytes)",
          "c": "coredump(blocks)", "m": "memory(kbytes)", "l": "locked memory(kbytes)", "u": "process",
@@ -74,7 +77,7 @@ def _may_raise(run: _Run) -> bool:
 
 def ulimit(run: _Run, name: str, args: list[str]) -> int:
     """`ulimit [-SH] [-a | -LETTER [VALUE]]`: a limit (-f by default; the soft one, or -H's hard one)
-    or all of them (-a, as busybox's sh and dash list them); with VALUE (a number in the limit's unit, or
+    or all of them (-a, as each shell lists them); with VALUE (a number in the limit's unit, or
     `unlimited`) both, or the one -S or -H names, set. A value past the hard limit without
     CAP_SYS_RESOURCE, or a soft one past the hard one, is the shell's error (status 1, dash's 2)."""
     kinds, letter, show_all, value = set(), None, False, None
@@ -96,8 +99,15 @@ def ulimit(run: _Run, name: str, args: list[str]) -> int:
     limits = _limits(run)
     hard = kinds == {"H"}
     if show_all:
-        if letter or value is not None or run.shell == "bash":
-            raise Unknown  # (bash's own listing: not simulated)
+        if letter or value is not None:
+            raise Unknown
+        if run.shell == "bash":  # (its format: the description, then "(unit, -c) " right-aligned)
+            rows = {c: (words, _BASH_UNITS.get(unit, unit), _shown(limits[c][hard])) for c, (words, unit, _, _)
+                    in LIMITS.items()}
+            for c in sorted({**rows, **_BASH_ONLY}, key=lambda c: (c != "R", c.lower())):
+                words, unit, shown = {**rows, **_BASH_ONLY}[c]
+                run.out(f"{words:<20} {f'({unit}, -{c}) ' if unit else f'(-{c}) ':>20}{shown}\n")
+            return 0
         for c, (words, unit, _, _) in LIMITS.items() if run.shell != "dash" else ():
             run.out(f"{f'{words} ({unit})' if unit else words:<32}(-{c}) {_shown(limits[c][hard])}\n")
         for c, words in _DASH.items() if run.shell == "dash" else ():

@@ -114,6 +114,8 @@ async def test_ulimit_shows_containerds_limits_and_raises_a_hard_one_only_with_s
         "nodeName": "gpu-0", "containers": [{"name": "app", "image": "ubuntu", "command": ["sleep", "infinity"],
                                              "securityContext": {"privileged": True}}]}})
     await eventually(phase(pods, "nccl", "Running", clock))
-    assert await exec_(mgr, "nccl", ["bash", "-c", "ulimit -l unlimited && ulimit -l"]) == (0, "unlimited\n")
+    assert await exec_(mgr, "nccl", ["bash", "-c", "ulimit -l unlimited && ulimit -l; ulimit -a | head -n 2"]) == (
+        0, "unlimited\nreal-time non-blocking time  (microseconds, -R) unlimited\n"
+           "core file size              (blocks, -c) unlimited\n")
     assert await exec_(mgr, "nccl", ["dash", "-c", "ulimit -a | head -n 2; ulimit -n 5; ulimit -Hn 6; echo $?"]) == (
         0, "time(seconds)        unlimited\nfile(blocks)         unlimited\n0\n")
