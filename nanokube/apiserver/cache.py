@@ -18,6 +18,8 @@ import functools
 import heapq
 import itertools
 import logging
+import math
+import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -221,12 +223,11 @@ class EventQueue(asyncio.Queue):
     """A watch's queue: asyncio.Queue with a lighter put_nowait and get. The cache puts each event
     into the queue of every watch of its resource (every in-process pod informer), and the stock
     methods' helper calls and join() bookkeeping (nothing joins or puts awaiting into a watch's
-    queue) were a third of handing an event over."""
+    queue) were a third of handing an event over. It takes every event it is handed: how far a
+    watch may fall behind is the cache's to judge (`Watcher.size`)."""
 
     def put_nowait(self, item) -> None:
         q = self._queue
-        if 0 < self._maxsize <= len(q):
-            raise asyncio.QueueFull
         q.append(item)
         getters = self._getters
         while getters:
@@ -253,10 +254,29 @@ class EventQueue(asyncio.Queue):
         return q.popleft()
 
 
-#: events a watch's queue holds for a client that does not keep up before the watch is ended as
-#: unresponsive (apiserver_terminated_watchers_total; upstream's cacheWatcher holds 10 to 1000, and
-#: waits a dispatch budget for one that is full)
-WATCH_QUEUE = 50_000
+#: a watch's buffer (`Watcher.size`), as upstream's cacheWatcher's channel (suggestedWatchChannelSize):
+#: about a second of its resource's events, those of the last EVENT_FRESH seconds (what upstream's
+#: watch cache grows to hold) over as many seconds, at least WATCH_BUFFER_MIN and at most
+#: WATCH_BUFFER_TRIGGERED for a watch of one value of its resource's trigger field (a node's pods by
+#: spec.nodeName), WATCH_BUFFER_INDEXED for any other watch of such a resource, WATCH_BUFFER_OTHER
+#: for any other resource's
+WATCH_BUFFER_MIN = 10
+WATCH_BUFFER_TRIGGERED = 10
+WATCH_BUFFER_INDEXED = 1000
+WATCH_BUFFER_OTHER = 100
+EVENT_FRESH = 75.0
+#: seconds between the samples of each resource's event count that `buffer_size` reads
+_RATE_SAMPLE = 15.0
+#: seconds a watch whose queue passed its buffer is given to take events again, down to its buffer,
+#: before it is ended as unresponsive (upstream's dispatch blocks on a full watcher for what is left
+#: of its budget, 100 ms at most, then closes it: "Forcing ... watcher close due to
+#: unresponsiveness", apiserver_terminated_watchers_total). An in-process informer's task drains
+#: its queue whenever it runs, and it is woken before this timer is due, so however long the loop
+#: was busy it is never ended; a client that reads less than it is sent is, and watches again.
+WATCH_BLOCK = 0.1
+#: `Watcher.size` of a watch the cache never ends for falling behind (its own: admission's
+#: configuration, the Event TTL's relist watch)
+UNBOUNDED = sys.maxsize
 
 
 @dataclass(eq=False)
@@ -276,13 +296,18 @@ class Watcher:
     #: with selectors answers with the event retyped where the object came to match them (ADDED) or
     #: stopped matching (DELETED), so that its selectors are matched once an event, here
     accept: Callable[[CacheEvent], CacheEvent | bool | None]
-    queue: asyncio.Queue = field(default_factory=lambda: EventQueue(maxsize=WATCH_QUEUE))
+    queue: asyncio.Queue = field(default_factory=EventQueue)
+    #: events the queue may hold for long: past them, the watch is given WATCH_BLOCK seconds to take
+    #: events again before it is ended as unresponsive
+    size: int = UNBOUNDED
     overflowed: bool = False
-    #: called once the watch is ended as unresponsive (its queue full)
+    #: called once the watch is ended as unresponsive (its queue past its buffer for too long)
     terminated: Callable[[], None] | None = None
     direct: Callable[[CacheEvent], bool] | None = None
     #: the stored object of the event the stream yielded last: a Table's cells read it, as a list's do
     stored: dict | None = None
+    #: the timer that ends the watch unless its queue is back within its buffer by then
+    blocked: asyncio.TimerHandle | asyncio.Future | None = None
 
     @property
     def parked(self) -> bool:
@@ -387,6 +412,9 @@ class WatchCache:
         #: per resource prefix, what kube-apiserver's cacher metrics count (collected by metrics.py's
         #: WatchCacheCollector): a dict increment on the paths they count, nothing else
         self.stats = CacheStats()
+        #: (when, a copy of stats.received) every _RATE_SAMPLE seconds at most, taken as watches start,
+        #: the first the newest at least EVENT_FRESH seconds old (see buffer_size)
+        self._samples: deque[tuple[float, dict[str, int]]] = deque([(clock.monotonic(), {})])
 
     async def start(self) -> None:
         kvs, rev = await self.store.list("/registry/")
@@ -565,25 +593,54 @@ class WatchCache:
         self._wake()
 
     def _offer(self, w: Watcher, cev: CacheEvent) -> None:
-        """Queues an event `w` accepted (`accept`'s answer) for its task."""
-        try:
-            w.queue.put_nowait(cev)
-        except asyncio.QueueFull:
-            w.overflowed = True
-            self.stats.add(self.stats.terminated, _bucket(w.prefix), 1)
-            self._end(w)
-            if w.terminated is not None:
-                w.terminated()
+        """Queues an event `w` accepted (`accept`'s answer) for its task; the one that takes its queue
+        past its buffer gives it WATCH_BLOCK seconds to take it (`_unblock`)."""
+        q = w.queue
+        q.put_nowait(cev)
+        if len(q._queue) > w.size and w.blocked is None:
+            w.blocked = self.clock.call_later(WATCH_BLOCK, functools.partial(self._unblock, w, cev))
+
+    def _unblock(self, w: Watcher, last: CacheEvent | None) -> None:
+        """`w`'s WATCH_BLOCK seconds to take `last` (and what came before it) are up: a watch back within
+        its buffer is fine; one that took `last` but is past its buffer again is given as long for what
+        it holds now; one that did not take it is ended as unresponsive."""
+        w.blocked = None
+        q = w.queue._queue
+        if w.overflowed or len(q) <= w.size:
+            return
+        if not any(e is last for e in q):
+            w.blocked = self.clock.call_later(WATCH_BLOCK, functools.partial(self._unblock, w, q[-1]))
+            return
+        w.overflowed = True
+        rp = _bucket(w.prefix)
+        self.stats.add(self.stats.terminated, rp, 1)
+        log.info("Forcing %s watcher close due to unresponsiveness: %d events queued, buffer %d", rp, len(q), w.size)
+        q.clear()  # what it had not taken goes: its client watches again from what it had
+        w.queue.put_nowait(None)
+        if w.terminated is not None:
+            w.terminated()
+
+    def buffer_size(self, prefix: str, indexed: bool = False, triggered: bool = False) -> int:
+        """`Watcher.size` for a watch of `prefix` (see WATCH_BUFFER_MIN): `indexed`, its resource has a
+        trigger field (pods' spec.nodeName, nodes' name), which the watch's field selector names one
+        value of (`triggered`)."""
+        most = WATCH_BUFFER_TRIGGERED if triggered else WATCH_BUFFER_INDEXED if indexed else WATCH_BUFFER_OTHER
+        if most <= WATCH_BUFFER_MIN:
+            return WATCH_BUFFER_MIN
+        now, received, samples = self.clock.monotonic(), self.stats.received, self._samples
+        if now - samples[-1][0] >= _RATE_SAMPLE:
+            samples.append((now, dict(received)))
+        while len(samples) > 1 and now - samples[1][0] >= EVENT_FRESH:
+            samples.popleft()
+        since, counts = samples[0]
+        rp = _bucket(prefix)
+        per_second = (received.get(rp, 0) - counts.get(rp, 0)) / max(now - since, EVENT_FRESH)
+        return max(WATCH_BUFFER_MIN, min(most, math.ceil(per_second)))
 
     @staticmethod
     def _end(w: Watcher) -> None:
-        """End `w`'s stream after what its queue holds; a full queue is dropped for the end alone."""
-        try:
-            w.queue.put_nowait(None)
-        except asyncio.QueueFull:
-            w.overflowed = True
-            w.queue = EventQueue()
-            w.queue.put_nowait(None)
+        """End `w`'s stream after what its queue holds."""
+        w.queue.put_nowait(None)
 
     def decoder(self, prefix: str) -> Callable[[bytes, int], dict]:
         """`decode` for the objects of `prefix` (one function per resource, which the lazily decoded
@@ -967,6 +1024,9 @@ class WatchCache:
 
     def remove_watcher(self, w: Watcher) -> None:
         self._watchers.get(_bucket(w.prefix), {}).pop(w, None)
+        if w.blocked is not None:
+            w.blocked.cancel()
+            w.blocked = None
 
     def end_watches(self, prefix: str) -> None:
         """End every watch of what lies under `prefix` after the events it holds (a custom

@@ -1041,8 +1041,7 @@ class APIHandlers:
         """Ends watch `w` once its `seconds` have passed on the injected clock (serveWatch's timeout):
         the end marker wakes its task, whose loop then sees the deadline passed."""
         await self.clock.sleep(seconds)
-        with contextlib.suppress(asyncio.QueueFull):  # a watch whose queue overflowed is ending anyway
-            w.queue.put_nowait(None)
+        w.queue.put_nowait(None)
 
 
 def _cut_if_unread(transport) -> None:

@@ -360,6 +360,23 @@ class WatchStream:
         await self._gen.aclose()
 
 
+#: the field of each resource that upstream's watch cache indexes its watchers by (its TriggerFunc: a
+#: node's pods, a node by name), on which a watch's buffer depends (WatchCache.buffer_size)
+_TRIGGERS = {("", "pods"): "spec.nodeName", ("", "nodes"): "metadata.name"}
+
+
+def _trigger(res: Resource, field_selector: str) -> tuple[bool, bool]:
+    """Whether `res` has a trigger field, and whether `field_selector` asks for one value of it."""
+    field = _TRIGGERS.get((res.group, res.plural))
+    if field is None:
+        return False, False
+    for term in field_selector.split(","):
+        name, eq, _ = term.partition("=")
+        if eq and not name.endswith("!") and name.strip() == field:
+            return True, True
+    return True, False
+
+
 #: the type of an event whose selectors failed in a watch's `accept`: its stream matches them again
 _UNJUDGED = "UNJUDGED"
 
@@ -841,7 +858,7 @@ class GenericREST:
                 return typ is not None
             return CacheEvent(typ, ev.key, ev.entry, ev.prev, ev.rev)
 
-        w = Watcher(prefix, accept)
+        w = Watcher(prefix, accept, size=self.cache.buffer_size(prefix, *_trigger(res, field_selector)))
         listed: list[Entry] = []  # the state a watch from "" or "0" (or a watch-list) starts with, as ADDED events
         initial: list[CacheEvent] = []
         if resource_version in ("", "0") or send_initial_events:
@@ -951,10 +968,7 @@ class GenericREST:
 
         async def fire() -> None:
             await self.clock.sleep(due - now)
-            try:
-                w.queue.put_nowait(CacheEvent(_BOOKMARK_DUE, "", None, None, self.cache.rev))
-            except asyncio.QueueFull:  # the watch is ending for its overflow anyway
-                pass
+            w.queue.put_nowait(CacheEvent(_BOOKMARK_DUE, "", None, None, self.cache.rev))
 
         return asyncio.get_running_loop().create_task(fire())
 
@@ -2084,10 +2098,8 @@ def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: 
         found = typed.problems(applied, sch)
         if found:
             raise _untyped_apply_configuration(res, version, applied, found)
-        # what only the decoder of the merged object refuses (a range, a format); a custom resource is decoded into
-        # no Go struct, so what its schema's formats and ranges refuse is its validation's 422, as an update's
-        errs = [] if res.strategy.unstructured else structural.check(applied, sch, False, nulls=False)[0]
-        if errs:
+        errs, _ = structural.check(applied, sch, False, nulls=False)
+        if errs:  # what only the decoder of the merged object refuses (a range, a format)
             raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
 
 

@@ -5,8 +5,8 @@ import orjson
 import pytest
 from sortedcontainers import SortedList
 
-from nanokube.apiserver.cache import (ADDED, DELETED, MODIFIED, Entry, WatchCache, Watcher, decode, served_json, stored_json,
-                                      stored_value)
+from nanokube.apiserver.cache import (ADDED, DELETED, MODIFIED, WATCH_BLOCK, Entry, WatchCache, Watcher, decode, served_json,
+                                      stored_json, stored_value)
 from nanokube.clock import VirtualClock
 from nanokube.machinery.fieldorder import in_unstructured_order, in_upstream_order
 from nanokube.store.interface import Compacted
@@ -645,18 +645,26 @@ async def _async(value):
     return value
 
 
-async def test_a_watcher_that_falls_behind_is_ended_and_counted_as_terminated(env):
-    """The cacher's TerminatedWatchersCounter: a watcher whose queue is full is closed, counted under its
-    resource in apiserver_terminated_watchers_total; events received count every write, watched or not."""
+async def test_a_watcher_that_falls_behind_is_ended_and_counted_as_terminated(virtual):
+    """The cacher's TerminatedWatchersCounter: a watcher whose queue stays past its buffer for
+    WATCH_BLOCK seconds (of the cache's clock) is closed, what it had not taken dropped, counted under
+    its resource in apiserver_terminated_watchers_total; one back within its buffer by then is not.
+    Events received count every write, watched or not."""
     from nanokube.apiserver.metrics import WatchCacheCollector
-    store, cache = env
-    w = Watcher(PREFIX + "ns/", lambda ev: True)
-    w.queue = asyncio.Queue(maxsize=1)
+    clock, store, cache = virtual
+    w, kept = Watcher(PREFIX + "ns/", lambda ev: True, size=1), Watcher(PREFIX + "ns/", lambda ev: True, size=1)
     cache.add_watcher(w)
+    cache.add_watcher(kept)
     for name in ("a", "b"):
         await store.create(PREFIX + f"ns/{name}", b"{}")
     await cache.sync()
+    assert kept.queue.get_nowait().key == PREFIX + "ns/a"  # back within its buffer
+    await clock.advance(WATCH_BLOCK / 2)
+    assert not w.overflowed
+    await clock.advance(WATCH_BLOCK / 2)
     assert w.overflowed and cache.stats.terminated == {PREFIX: 1}
+    assert w.queue.get_nowait() is None and w.queue.empty()
+    assert not kept.overflowed and kept.queue.get_nowait().key == PREFIX + "ns/b"
     fams = {m.name: m for m in WatchCacheCollector(cache.stats, lambda: cache.rev).collect()}
     [terminated] = fams["apiserver_terminated_watchers"].samples
     assert (terminated.name, terminated.labels, terminated.value) == (

@@ -1,16 +1,13 @@
-"""A watch whose client reads nothing is ended as unresponsive once its queue is full, as upstream's
-cacher closes a watcher whose buffer stays full (apiserver_terminated_watchers_total), and its
-connection is cut then: its task waits in a write the client will never let end, which held the
-connection and the megabyte buffered for it until the client went away. The queue's length is
-shortened here from 50,000 events."""
+"""A watch whose client reads nothing is ended as unresponsive once its queue stays past its buffer
+(cache.WATCH_BLOCK), as upstream's cacher closes a watcher whose buffer stays full
+(apiserver_terminated_watchers_total), and its connection is cut then: its task waits in a write the
+client will never let end, which held the connection and the megabyte buffered for it until the
+client went away."""
 
 import asyncio
 import socket
 
 import aiohttp
-import pytest
-
-from nanokube.apiserver import cache
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.rest import SYSTEM, WriteOptions
 from nanokube.pki.ca import ensure_pki
@@ -21,18 +18,13 @@ WATCHES = ("apiserver_longrunning_requests{", 'resource="configmaps"', 'verb="WA
 TERMINATED = ("apiserver_terminated_watchers_total{", 'resource="configmaps"')
 
 
-@pytest.fixture
-def short_queue(monkeypatch):
-    monkeypatch.setattr(cache, "WATCH_QUEUE", 20)
-
-
 def _sample(metrics: str, series: tuple[str, ...]) -> float:
     """The sum of the samples of the series whose lines begin with series[0] and hold the rest."""
     return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                if line.startswith(series[0]) and all(part in line for part in series[1:]))
 
 
-async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut(tmp_path, short_queue):
+async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut(tmp_path):
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0)
     await server.start()
