@@ -131,6 +131,7 @@ class HPAController(Controller):
             return
         conds["AbleToScale"] = ("True", "SucceededGetScale", "the HPA controller was able to get the target's current scale")
         current = scale["spec"].get("replicas", 0)
+        self.history.setdefault(key, normalize.History()).seed(now, current)
         lo, hi = spec.get("minReplicas", 1), spec["maxReplicas"]
         metric_specs = spec.get("metrics") or []
         has_obj_or_ext = any(m.get("type") in _ZERO_KINDS for m in metric_specs)

@@ -37,6 +37,15 @@ class History:
     recommendations: list[tuple[float, int]] = field(default_factory=list)
     ups: list[tuple[float, int]] = field(default_factory=list)
     downs: list[tuple[float, int]] = field(default_factory=list)
+    seeded: bool = False
+
+    def seed(self, now: float, current: int) -> None:
+        """recordInitialRecommendation: an HPA's first sync counts the target's replicas as a
+        recommendation, so that a controller that just started (or an HPA just created) does not
+        scale down before a stabilization window of its own recommendations has passed."""
+        if not self.seeded:
+            self.seeded = True
+            self.recommendations.append((now, current))
 
     def record_scale(self, now: float, old: int, new: int) -> None:
         if new > old:

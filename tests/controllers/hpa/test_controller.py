@@ -205,6 +205,22 @@ async def test_downscale_waits_for_the_default_stabilization_window(env):
     assert await env.replicas() == 0 and cond(h, "ScaledToZero") == ("True", "ScaledToZero")
 
 
+@pytest.mark.parametrize("behavior, window", [(None, 300), ({"scaleDown": {"stabilizationWindowSeconds": 60}}, 60)])
+async def test_a_new_hpa_counts_the_current_replicas_as_its_first_recommendation(env, behavior, window):
+    """recordInitialRecommendation: an HPA created on an idle target keeps its replicas for the
+    downscale window (the flag's, or behavior's) instead of scaling down on its first sync."""
+    await env.set_metric(queue=0)
+    await env.hpas.create(hpa([external(value="5")], behavior=behavior))
+    h = await env.sync()
+    assert await env.replicas() == 2 and cond(h, "AbleToScale") == ("True", "ScaleDownStabilized")
+    env.clock.t += window - 1
+    await env.sync()
+    assert await env.replicas() == 2
+    env.clock.t += 2
+    await env.sync()
+    assert await env.replicas() == 1
+
+
 async def test_scale_up_policy_and_disabled(env):
     await env.set_metric(queue=100)
     pods1 = {"selectPolicy": "Max", "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}
