@@ -359,6 +359,23 @@ class SchedulingQueue:
             self._requeue(entry, event)
         self._gauge()
 
+    def regate_group(self, entry: QueuedPodGroupInfo) -> bool:
+        """A group fallen below what PreEnqueue admits (a member deleted,
+        minCount raised) waits there again, as upstream's PreEnqueue on every
+        move to activeQ would keep it, until an event lets it in (member add,
+        minCount decrease); False, the entry left as is, when PreEnqueue
+        admits it."""
+        first = next(iter(entry.members.values()))
+        if self._fwk(first.pod).run_pre_enqueue(first) is None:
+            return False
+        self.done(entry)
+        self.groups.pop(entry.group, None)
+        for info in entry.members.values():
+            if not self._gate(info, "ScheduleAttemptFailure"):
+                self._enter(info, "ScheduleAttemptFailure")
+        self._gauge()
+        return True
+
     def dissolve_group(self, entry: QueuedPodGroupInfo) -> None:
         """The group's PodGroup is gone: its members wait in PreEnqueue again."""
         self.done(entry)

@@ -110,6 +110,10 @@ class WorkloadCycle:
         if parent_name(pg):
             return CompositeCycle(self, entry, pg).run()
         pending = sorted(entry.members.values(), key=lambda i: i.timestamp)
+        need = min_count(pg)
+        if need is not None and len(pending) + len(self.placed(entry.group, pending)) < need and \
+                s.queue.regate_group(entry):
+            return None
         err = consistency_error(pg, pending)
         if err:
             self.reject(entry, pg, SCHEDULER_ERROR, err, {}, error=True)
@@ -118,7 +122,7 @@ class WorkloadCycle:
         s.cache.update_snapshot(s.snapshot)
         algorithm_start = s.clock.monotonic()
         placed = self.placed(entry.group, pending)
-        need = min_count(pg) or 1
+        need = need or 1
         held = self._held_for_others(entry.group, group_priority(pg))
         domains = placements(s.snapshot.nodes, topology_keys(pg), set(placed.values()))
         attempts = [self.try_placement(fwk, nodes, pending, need, len(placed), held) for nodes in domains]

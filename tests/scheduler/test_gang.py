@@ -3,11 +3,13 @@ placed all together or not at all, held until the group and minCount
 members exist, and kept inside one topology domain when asked."""
 
 from nanokube.clock import Clock
+from nanokube.metrics.exposition import render
 from nanokube.scheduler.framework import Code
 from nanokube.scheduler.plugins.gang import GangScheduling
 from nanokube.scheduler.podgroups import PodGroupIndex
 from tests.controllers import eventually
 from tests.scheduler import info, node, pod
+from tests.scheduler.test_metrics import sample
 from tests.scheduler.test_scheduler import add_node
 
 RACK = "nanokube.io/rack"
@@ -198,6 +200,38 @@ async def test_min_count_decrease_releases_the_group(schedulers):
     await pgs.patch("g", {"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}, namespace="default")
     for n in ("w-0", "w-1"):
         assert await eventually(node_of(pods, n)) == "a"
+
+
+async def test_a_gang_that_loses_a_member_waits_in_pre_enqueue_until_it_is_back(schedulers):
+    """A member deleted after the group passed PreEnqueue leaves the rest short of minCount: they
+    wait gated again (no attempt per backoff, each cut short before any pod), and the member's
+    replacement lets the group in at once, as upstream's PreEnqueue on each move to activeQ."""
+    client, start = schedulers
+    sched = await start(node("a", "2"), node("b", "2"))
+    pods = client.resource("", "v1", "pods")
+    for b in ("blk-a", "blk-b"):
+        blocker = pod(b, "2")
+        del blocker["metadata"]["uid"]
+        await pods.create(blocker)
+        await eventually(node_of(pods, b))
+    pods, names = await gang(client, "g", 3)
+    assert (await eventually(condition(client, "g")))["status"] == "False"
+    await pods.delete("w-2", "default", grace_period_seconds=0)
+    for b in ("blk-a", "blk-b"):
+        await pods.delete(b, "default", grace_period_seconds=0)
+
+    async def gated():
+        text = render(sched.metrics.registry).decode()
+        return 'scheduler_pending_pods{queue="gated"} 2\n' in text and "default/g" not in sched.queue.groups
+    await eventually(gated)
+    tried = sample(render(sched.metrics.registry).decode(), 'scheduler_schedule_attempts_total{profile='
+                   '"default-scheduler",result="unschedulable"}')
+    assert {sched.queue.unschedulable[f"default/{n}"].gated_by for n in names[:2]} == {"GangScheduling"}
+    await pods.create(member("w-2", "g"))
+    for n in names:
+        assert await eventually(node_of(pods, n))
+    assert sample(render(sched.metrics.registry).decode(), 'scheduler_schedule_attempts_total{profile='
+                  '"default-scheduler",result="unschedulable"}') == tried
 
 
 async def test_basic_group_places_what_fits(schedulers):
