@@ -347,6 +347,11 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
                 return exit_code
             _restart_on_new_pod_cidrs(nodes, pod_cidrs, restart)
         nodeports = nodeport_addresses.resolve(cfg.nodeport_addresses, node_ips.known(ips))
+        node_pod_cidrs = ((nodes.get(node) or {}).get("spec") or {}).get("podCIDRs") or []
+        dual_stack = any(len({":" in c for c in cidrs}) == 2
+                         for cidrs in (local.cluster_cidrs, nodeports, node_pod_cidrs))
+        if warning := nodeport_addresses.config_warning(nodeports, primary, dual_stack):
+            log.error("Kube-proxy configuration may be incomplete or incorrect: %s", warning)
         configs = [replace(c, nodeport_cidrs=nodeport_addresses.of_family(c.family, nodeports))
                    for c in local.configs(proxy_configs(), pod_cidrs, cfg.masquerade_all)]
         proxier = Proxier(client, node, node_ips.known(ips), netns=args.netns, configs=configs,

@@ -42,6 +42,24 @@ def of_family(family: str, cidrs: Iterable[str]) -> tuple[str, ...]:
     return tuple(str(n) for n in mine)
 
 
+def config_warning(cidrs: Sequence[str], primary: str, dual_stack: bool) -> str:
+    """checkBadConfig's complaint about the resolved CIDRs leaving a family's NodePorts open on every
+    local address ("" when they do not); `primary`: "IPv4" or "IPv6", the node's primary family;
+    `dual_stack`: whether a setting (cluster CIDRs, these, the Node's podCIDRs) has both families."""
+    other = "IPv6" if primary == "IPv4" else "IPv4"
+    mine = sum(1 for c in cidrs if (":" in c) == (primary == "IPv6"))
+    if not cidrs:
+        return ("nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using "
+                "`--nodeport-addresses primary`")
+    if dual_stack and mine == len(cidrs):
+        return (f"cluster appears to be dual-stack but nodePortAddresses contains only {primary} addresses; NodePort "
+                f"connections will be accepted on all local {other} IPs")
+    if not mine:
+        return (f"cluster appears to be {primary}-primary but nodePortAddresses contains only {other} addresses; "
+                f"NodePort connections will be accepted on all local {primary} IPs")
+    return ""
+
+
 def local_addresses(netns: str | None) -> list[str]:
     """Every address of every interface in `netns` (None: this process's namespace)."""
     argv = ["ip", "-j", *(["-n", netns] if netns else []), "address", "show"]

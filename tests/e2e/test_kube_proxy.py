@@ -243,8 +243,8 @@ def test_the_node_ip_is_the_nodes_internal_ip_unless_bind_address_says_otherwise
     LoadBalancer source range holding it lets the node reach the LB IP (the firewall allows the LB IP
     too), and NodePorts answer on it alone of the namespace's addresses (nodePortAddresses `primary`,
     the default); other IPs on the Node exit the proxy (1), to be restarted with them; a
-    --bind-address is the node's IP instead. A Node and a classed LoadBalancer (whose ingress the
-    test writes) of its own."""
+    --bind-address is the node's IP instead; `primary` leaving a dual-stack cluster's IPv6 NodePorts
+    open is logged. A Node and a classed LoadBalancer (whose ingress the test writes) of its own."""
     node, lb_ip = f"kp-ip-{netns[-8:]}", "203.0.113.50"
     subprocess.run(["ip", "-n", netns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer"], check=True)
     for address in ("198.51.100.77/24", "192.0.2.5/32"):
@@ -272,14 +272,19 @@ def test_the_node_ip_is_the_nodes_internal_ip_unless_bind_address_says_otherwise
 
         def firewall() -> str:
             table = nft(netns, "list", "table", "ip", "kube-proxy").stdout
-            return next((line.strip() for line in table.splitlines() if "ip saddr != " in line), "")
-        with running_proxy(cluster, netns, "--proxy-mode", "nftables", node=node) as (proc, _, _, _):
+            return next((line.strip() for line in table.splitlines() if "ip saddr != " in line and
+                         line.endswith(" drop")), "")
+        with running_proxy(cluster, netns, "--proxy-mode", "nftables", "--cluster-cidr", "10.244.0.0/16,fd00:10::/56",
+                           node=node) as (proc, _, _, _):
             rule = wait_for(lambda: "198.51.100.0/24" in (r := firewall()) and r, 60, "the LB's source-range firewall")
             assert rule == f"ip saddr != {{ 198.51.100.0/24, {lb_ip} }} drop", rule
             assert nodeport_ips() == ["198.51.100.77"]
             set_node_ip("198.51.100.78")
             assert proc.wait(timeout=30) == 1
-        assert "NodeIPs changed for the node" in (cluster.data_dir / f"proxy-{netns}.log").read_text()
+        log = (cluster.data_dir / f"proxy-{netns}.log").read_text()
+        assert "NodeIPs changed for the node" in log
+        assert "cluster appears to be dual-stack but nodePortAddresses contains only IPv4 addresses; NodePort " \
+               "connections will be accepted on all local IPv6 IPs" in log, "upstream's checkBadConfig"
         with running_proxy(cluster, netns, "--proxy-mode", "nftables", "--bind-address", "192.0.2.5", node=node):
             rule = wait_for(lambda: lb_ip not in (r := firewall()) and r, 60, "the firewall rewritten")
             assert rule == "ip saddr != 198.51.100.0/24 drop", rule

@@ -12,7 +12,7 @@ import pytest
 from nanokube.apiserver.loopback import connector
 from nanokube.proxy.nftables.layout import Config, Endpoint, ServicePort
 from nanokube.proxy.nftables.sync import Syncer
-from nanokube.proxy.nodeport_addresses import PRIMARY, of_family, resolve
+from nanokube.proxy.nodeport_addresses import PRIMARY, config_warning, of_family, resolve
 from nanokube.proxy.runner import NodeProxies
 from tests.controllers import eventually, make_stack
 from tests.proxy.hosts import NODE4 as NODE
@@ -97,3 +97,17 @@ def test_primary_stands_for_each_familys_node_ip():
     assert resolve(["10.0.0.0/8"], ["10.0.0.5"]) == ("10.0.0.0/8",)
     assert of_family("ip6", resolve([PRIMARY], ["10.0.0.5"])) == (), "the other family is left unrestricted"
     assert of_family("ip", ["10.1.2.3/8", "fd00::/64"]) == ("10.0.0.0/8",)
+
+
+def test_settings_leaving_a_family_open_are_complained_about_as_upstream_does():
+    """checkBadConfig's three cases, on the resolved CIDRs."""
+    assert config_warning([], "IPv4", False).startswith("nodePortAddresses is unset; NodePort connections will be "
+                                                         "accepted on all local IPs")
+    assert config_warning(["10.0.0.5/32"], "IPv4", False) == ""
+    assert config_warning(["10.0.0.5/32"], "IPv4", True) == (
+        "cluster appears to be dual-stack but nodePortAddresses contains only IPv4 addresses; NodePort connections "
+        "will be accepted on all local IPv6 IPs")
+    assert config_warning(["10.0.0.5/32", "fd00::5/128"], "IPv4", True) == ""
+    assert config_warning(["fd00::/64"], "IPv4", False) == (
+        "cluster appears to be IPv4-primary but nodePortAddresses contains only IPv6 addresses; NodePort "
+        "connections will be accepted on all local IPv4 IPs")
