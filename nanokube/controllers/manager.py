@@ -170,7 +170,7 @@ def build_controllers(client, clock: Clock = REAL, load_balancer_pool: str = DEF
         EndpointSliceController: {"endpoints_client": client.named("endpoint-controller"), "metrics": metrics},
         CronJobController: {"metrics": metrics},
         JobController: {"metrics": metrics, **job_options()},
-        HPAController: options_from_env(),
+        HPAController: {**options_from_env(), "metrics": metrics},
         NodeLifecycleController: node_lifecycle_options(),
         PodGCController: pod_gc_options(),
         DeviceTaintEvictionController: device_taint_options(),

@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from ..client.workqueue import WorkQueueMetrics
 from ..clock import REAL, Clock
 from .endpointslice_metrics import EndpointSliceMetrics
+from .hpa.monitor import HPAMetrics
 
 
 class ControllerMetrics:
@@ -26,6 +27,7 @@ class ControllerMetrics:
             "[ALPHA] The number of Pods created by the Job controller labelled with a reason for the Pod creation.",
             ["reason", "status"], registry=self.registry)
         self.endpointslice = EndpointSliceMetrics(self.registry)
+        self.hpa = HPAMetrics(self.registry)
 
     def meter(self, controllers) -> None:
         """Keep each controller's queue's workqueue metrics under its upstream queue name."""

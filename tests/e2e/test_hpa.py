@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import running_cluster, wait_for
 
@@ -72,3 +73,34 @@ def test_metrics_groups_are_discoverable(hpa_cluster):
     assert "external.metrics.k8s.io/v1beta1" in out and "metrics.k8s.io/v1beta1" in out
     resources = hpa_cluster.kubectl("api-resources", "--api-group=metrics.k8s.io").stdout
     assert "pods" in resources and "PodMetrics" in resources
+
+
+def _samples(c, prefix):
+    body = c.kubectl("get", "--raw", "/metrics").stdout
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for fam in text_string_to_metric_families(body)
+            for s in fam.samples if s.name.startswith(prefix)}
+
+
+def test_the_controller_counts_its_reconciles_and_metric_computations(hpa_cluster):
+    """The horizontal_pod_autoscaler_controller_* metrics on `up`'s /metrics: a metric that cannot be read
+    is an internal error that scales nothing, the pass that scales up is counted as scale_up, and the
+    HPA's desired replicas and the number of HPAs are gauges."""
+    c, ns, prefix = hpa_cluster, "metered", "horizontal_pod_autoscaler_controller_"
+    c.kubectl("create", "namespace", ns)
+    deploy = {**DEPLOY, "metadata": {"name": "infer", "namespace": ns}, "spec": {**DEPLOY["spec"], "replicas": 1}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(deploy))
+    metered = hpa([{"type": "External", "external": {"metric": {"name": "tokens"}, "target": {"type": "Value", "value": "1"}}}])
+    metered["metadata"]["namespace"], metered["spec"]["minReplicas"], metered["spec"]["maxReplicas"] = ns, 1, 3
+    c.kubectl("apply", "-f", "-", input=json.dumps(metered))
+    failed = (f"{prefix}metric_computation_total", (("action", "none"), ("error", "internal"), ("metric_type", "External")))
+    wait_for(lambda: _samples(c, prefix).get(failed, 0) >= 1, 30, "a failed External computation counted")
+    assert _samples(c, prefix).get((f"{prefix}reconciliations_total", (("action", "none"), ("error", "internal"))), 0) >= 1
+    c.kubectl("create", "configmap", "nanokube-external-metrics", "-n", ns, "--from-literal=tokens=3")
+    desired = (f"{prefix}desired_replicas", (("hpa_name", "infer"), ("namespace", ns)))
+    wait_for(lambda: _samples(c, prefix).get(desired) == 3, 60, "the HPA's desired replicas at 3")
+    got = _samples(c, prefix)
+    assert got[(f"{prefix}reconciliations_total", (("action", "scale_up"), ("error", "none")))] >= 1
+    assert got[(f"{prefix}reconciliation_duration_seconds_count", (("action", "scale_up"), ("error", "none")))] >= 1
+    assert got[(f"{prefix}metric_computation_total", (("action", "scale_up"), ("error", "none"), ("metric_type", "External")))] >= 1
+    assert got[(f"{prefix}num_horizontal_pod_autoscalers", ())] >= 1
+    c.kubectl("delete", "namespace", ns, "--wait=false")

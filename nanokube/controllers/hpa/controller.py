@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from prometheus_client import CollectorRegistry
+
 from ...machinery.conditions import find_condition, set_condition
 from ...machinery.errors import APIError
 from ...client.informer import key_of
@@ -17,7 +19,7 @@ from ...metrics.provider import MetricsProvider
 from ...machinery.quantity import parse_quantity
 from ...machinery.selectors import matches_labels, parse_label_selector
 from ..base import Controller
-from . import normalize
+from . import monitor, normalize
 from . import replica_calculator as calc
 from .sources import SourceError, Target, propose
 
@@ -26,6 +28,11 @@ log = logging.getLogger(__name__)
 SCALED_TO_ZERO = ("True", "ScaledToZero", "the HPA controller scaled the workload to zero")
 NOT_SCALED_TO_ZERO = ("False", "NotScaledToZero", "the HPA controller did not scale the workload to zero")
 _ZERO_KINDS = ("Object", "External")
+
+
+def _error_label(e: SourceError) -> str:
+    """Only an unknown metric type is the spec's fault (errSpec); a metric that cannot be read is internal."""
+    return monitor.SPEC if e.reason == "InvalidMetricSourceType" else monitor.INTERNAL
 
 
 def _tolerances(spec: dict, default: float) -> calc.Tolerances:
@@ -47,8 +54,10 @@ class HPAController(Controller):
 
     def __init__(self, client, *, sync_period: float = 15.0, downscale_window: float = 300.0, tolerance: float = 0.1,
                  cpu_initialization_period: float = 300.0, initial_readiness_delay: float = 30.0,
-                 provider: MetricsProvider | None = None, **kw):
+                 provider: MetricsProvider | None = None, metrics=None, **kw):
+        """`metrics`: kube-controller-manager's ControllerMetrics, whose `hpa` this controller updates."""
         super().__init__(client, **kw)
+        self.monitor = metrics.hpa if metrics is not None else monitor.HPAMetrics(CollectorRegistry())
         self.sync_period = sync_period
         self.downscale_window = downscale_window
         self.tolerance = tolerance
@@ -59,17 +68,25 @@ class HPAController(Controller):
         self.recorder = CoreEventRecorder(client, self.event_source, self.clock)
         self.pods = client.resource("", "v1", "pods")
         self.inf = self.informer_factory.informer(self.hpas)
-        self.inf.add_handlers(on_add=self._enqueue, on_update=self._spec_changed, on_delete=self._forget)
+        self.inf.add_handlers(on_add=self._added, on_update=self._spec_changed, on_delete=self._forget)
         self.history: dict[str, normalize.History] = {}
         #: each HPA's target's selector as its last sync read it (upstream's hpaSelectors): pods two
         #: HPAs select are an AmbiguousSelector
         self.selectors: dict[str, list] = {}
+        #: the HPAs the controller has seen added and not deleted (num_horizontal_pod_autoscalers)
+        self.tracked: set[str] = set()
 
     def informers(self):
         return [self.inf]
 
     def _enqueue(self, hpa: dict) -> None:
         self.queue.add(key_of(hpa))
+
+    def _added(self, hpa: dict) -> None:
+        if (key := key_of(hpa)) not in self.tracked:
+            self.tracked.add(key)
+            self.monitor.hpas.labels().inc()
+        self._enqueue(hpa)
 
     def _spec_changed(self, old: dict, new: dict) -> None:
         """Status writes (ours) must not retrigger a sync; spec edits do."""
@@ -79,6 +96,9 @@ class HPAController(Controller):
     def _forget(self, hpa: dict) -> None:
         self.history.pop(key_of(hpa), None)
         self.selectors.pop(key_of(hpa), None)
+        if key_of(hpa) in self.tracked:
+            self.tracked.discard(key_of(hpa))
+            self.monitor.hpas.labels().dec()
 
     async def start(self) -> None:
         await super().start()
@@ -114,7 +134,16 @@ class HPAController(Controller):
     # --- reconcile ----------------------------------------------------------------
 
     async def reconcile(self, hpa: dict) -> None:
-        """One pass of reconcileAutoscaler for `hpa`; writes status and maybe rescales."""
+        """One pass of reconcileAutoscaler for `hpa`; writes status and maybe rescales. Counted and
+        timed by what it did and how it failed (the `horizontal_pod_autoscaler_controller_*` metrics)."""
+        start, outcome = self.clock.monotonic(), (monitor.NONE, monitor.INTERNAL)
+        try:
+            outcome = await self._reconcile(hpa)
+        finally:
+            self.monitor.reconciled(*outcome, self.clock.monotonic() - start)
+
+    async def _reconcile(self, hpa: dict) -> tuple[str, str]:
+        """(action, error) labels of the pass."""
         key = key_of(hpa)
         spec, md = hpa["spec"], hpa["metadata"]
         now = self.clock.now()
@@ -128,7 +157,7 @@ class HPAController(Controller):
             conds["AbleToScale"] = ("False", "FailedGetScale", msg)
             await self._event(hpa, "Warning", "FailedGetScale", str(getattr(e, "message", e)))
             await self._write_status(hpa, status, conds)
-            return
+            return monitor.NONE, monitor.INTERNAL
         conds["AbleToScale"] = ("True", "SucceededGetScale", "the HPA controller was able to get the target's current scale")
         current = scale["spec"].get("replicas", 0)
         self.history.setdefault(key, normalize.History()).seed(now, current)
@@ -139,7 +168,7 @@ class HPAController(Controller):
                           or {}).get("status") == "True"
         can_wake = scaled_to_zero and has_obj_or_ext
         status["currentReplicas"] = scale["status"].get("replicas", 0)
-        desired, reason = current, ""
+        desired, reason, error = current, "", monitor.NONE
         if current == 0 and not (can_wake or (lo != 0 and scaled_to_zero)):
             desired = 0
             conds["ScalingActive"] = ("False", "ScalingDisabled", "scaling is disabled since the replica count of the target is zero")
@@ -155,7 +184,7 @@ class HPAController(Controller):
                 await self._event(hpa, "Warning", "FailedComputeMetricsReplicas", "selector is required")
                 status["currentMetrics"] = None
                 await self._write_status(hpa, status, conds)
-                return
+                return monitor.NONE, monitor.INTERNAL
             pods = await self._pods(md["namespace"], selector)
             if (others := self._controlling(key, selector, pods)) is not None:
                 msg = f"pods by selector {selector} are controlled by multiple HPAs: [{' '.join(others)}]"
@@ -164,12 +193,12 @@ class HPAController(Controller):
                 await self._event(hpa, "Warning", "FailedComputeMetricsReplicas", msg)
                 status["currentMetrics"] = None
                 await self._write_status(hpa, status, conds)
-                return
+                return monitor.NONE, monitor.INTERNAL
             target = Target(md["namespace"], current, status["currentReplicas"], pods, selector)
-            computed = await self._compute(hpa, metric_specs, target, conds, status)
+            computed, error = await self._compute(hpa, metric_specs, target, conds, status)
             if computed is None:
                 await self._write_status(hpa, status, conds)
-                return
+                return monitor.NONE, error
             proposed, metric_name = computed
             if proposed > current:
                 reason = f"{metric_name} above target"
@@ -192,7 +221,7 @@ class HPAController(Controller):
                 conds["AbleToScale"] = ("False", "FailedUpdateScale", f"the HPA controller was unable to update the target scale: {e.message}")
                 await self._event(hpa, "Warning", "FailedRescale", f"New size: {desired}; reason: {reason}; error: {e.message}")
                 await self._write_status(hpa, status, conds)
-                return
+                return monitor.NONE, monitor.INTERNAL
             self.history.setdefault(key, normalize.History()).record_scale(now, current, desired)
             conds["AbleToScale"] = ("True", "SucceededRescale", f"the HPA controller was able to update the target scale to {desired}")
             to_zero = current > 0 and desired == 0 and lo == 0 and has_obj_or_ext
@@ -201,7 +230,9 @@ class HPAController(Controller):
             status["lastScaleTime"] = self.clock.rfc3339(now)
             status["currentReplicas"] = current
         status["desiredReplicas"] = desired
+        self.monitor.desired_replicas.labels(md["name"], md["namespace"]).set(desired)
         await self._write_status(hpa, status, conds)
+        return monitor.action(desired, current), error
 
     def _controlling(self, key: str, selector: str, pods: list[dict]) -> list[str] | None:
         """validateAndParseSelector's check: the HPAs (`key`'s included, its selector kept now) whose
@@ -216,20 +247,26 @@ class HPAController(Controller):
         return hpas if len(hpas) > 1 else None
 
     async def _compute(self, hpa: dict, metric_specs: list[dict], target: Target, conds: dict, status: dict):
-        """computeReplicasForMetrics: the largest proposal and its metric name, or
-        None (with ScalingActive False) when metrics failed such that acting is unsafe."""
+        """computeReplicasForMetrics: the largest proposal and its metric name, or None (with
+        ScalingActive False) when metrics failed such that acting is unsafe; with the error label of
+        the first metric that failed (`none` if none did)."""
         tol = _tolerances(hpa["spec"], self.tolerance)
         timing = calc.Timing(self.clock.now(), self.cpu_init, self.readiness_delay)
         best, best_name, statuses, failure, failures = 0, "", [], None, 0
+        recorded = (hpa.get("status") or {}).get("currentReplicas") or 0
         for m in metric_specs:
+            start = self.clock.monotonic()
             try:
                 p = await propose(self.provider, m, target, tol, timing)
             except SourceError as e:
+                self.monitor.computed(monitor.NONE, _error_label(e), self.clock.monotonic() - start, m.get("type", ""))
                 failures += 1
                 failure = failure or e
                 await self._event(hpa, "Warning", e.reason, e.detail)
                 statuses.append({"type": ""})
                 continue
+            self.monitor.computed(monitor.action(p.replicas, recorded), monitor.NONE, self.clock.monotonic() - start,
+                                  m["type"])
             statuses.append(p.status)
             if best == 0 or p.replicas > best:
                 best, best_name = p.replicas, p.name
@@ -240,9 +277,10 @@ class HPAController(Controller):
             conds["ScalingActive"] = ("False", failure.reason, failure.condition_message)
             await self._event(hpa, "Warning", "FailedComputeMetricsReplicas",
                               f"invalid metrics ({failures} invalid out of {len(metric_specs)}), first error is: {failure}")
-            return None
+            return None, _error_label(failure)
         conds["ScalingActive"] = ("True", "ValidMetricFound", f"the HPA was able to successfully calculate a replica count from {best_name}")
-        return best, best_name
+        # a metric failed but the others scale: the pass still reports its error
+        return (best, best_name), monitor.NONE if failure is None else _error_label(failure)
 
     # --- writes -------------------------------------------------------------------
 
