@@ -37,6 +37,7 @@ import os
 import re
 import socket
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 
 from . import component_cli
@@ -50,9 +51,8 @@ from .proxy.detect_local import CLUSTER_CIDR, NODE_CIDR, DetectLocal
 from .proxy import node_ips, nodeport_addresses
 from .proxy.events import ACTION_START
 from .proxy.modes import select_mode
-from .proxy.node_ips import host_ips
 from .proxy.nftables import leftovers
-from .proxy.nftables.layout import TABLE
+from .proxy.nftables.layout import TABLE, Config
 from .proxy.nftables.nft import Nft, NftError
 from .proxy.proxier import IP_FAMILIES, Proxier
 from .proxy.runner import HEALTHZ_ADDRESS, METRICS_ADDRESS, MODE_EVENT_REASON, health_check_listener, proxy_configs
@@ -215,14 +215,14 @@ async def _node_seen(nodes: Informer, ready, timeout: float, stop: asyncio.Event
 async def _node_ips(nodes: Informer, node: str, stop: asyncio.Event) -> list[str] | None:
     """The Node's host IPs (node_ips.host_ips), waited for up to NODE_IPS_TIMEOUT as upstream's
     node manager waits; none once that passed (kube-proxy goes on without); None when stopped."""
-    seen = await _node_seen(nodes, lambda obj: bool(host_ips(obj)), NODE_IPS_TIMEOUT, stop)
+    seen = await _node_seen(nodes, lambda obj: bool(node_ips.host_ips(obj)), NODE_IPS_TIMEOUT, stop)
     if seen is None:
         return None
     if not seen:
         log.error("Timed out waiting for node to %s: node %s",
                   "be assigned IPs" if nodes.get(node) is not None else "exist", node)
         return []
-    ips = host_ips(nodes.get(node))
+    ips = node_ips.host_ips(nodes.get(node))
     log.info("Successfully retrieved NodeIPs: NodeIPs %s", ips)
     return ips
 
@@ -240,14 +240,14 @@ async def _pod_cidrs(nodes: Informer, node: str, timeout: float, stop: asyncio.E
     return nodes.get(node)["spec"]["podCIDRs"]
 
 
-def _restart_on_new_node_ips(nodes: Informer, node_ips: list[str], restart) -> None:
+def _restart_on_new_node_ips(nodes: Informer, ips: list[str], restart) -> None:
     """upstream's node manager: the rules were written for the IPs the Node had when the proxy
     started, so other ones exit it, to be restarted with them."""
     def check(obj: dict) -> None:
-        now = host_ips(obj)
-        if now != node_ips:
+        now = node_ips.host_ips(obj)
+        if now != ips:
             log.info("NodeIPs changed for the node: node %s, newNodeIPs %s, oldNodeIPs %s", obj["metadata"]["name"],
-                     now, node_ips)
+                     now, ips)
             restart()
     nodes.add_handlers(check, lambda old, new: check(new))
 
@@ -263,6 +263,20 @@ def _restart_on_new_pod_cidrs(nodes: Informer, pod_cidrs: list[str], restart) ->
             restart()
     nodes.add_handlers(check, lambda old, new: check(new),
                        lambda gone: log.error("Current Node is being deleted: node %s", gone["metadata"]["name"]))
+
+
+def _with_nodeports(cfg: ProxyConfig, configs: Sequence[Config], primary: str, ips: dict[str, str],
+                    node: dict | None) -> list[Config]:
+    """The tables' settings with nodePortAddresses resolved for the node's IPs (`primary` to
+    them), complaining as upstream's checkBadConfig where a family's NodePorts stay open on every
+    local address."""
+    nodeports = nodeport_addresses.resolve(cfg.nodeport_addresses, node_ips.known(ips))
+    pod_cidrs = ((node or {}).get("spec") or {}).get("podCIDRs") or []
+    dual_stack = any(len({":" in c for c in cidrs}) == 2
+                     for cidrs in (cfg.detect_local.cluster_cidrs, nodeports, pod_cidrs))
+    if warning := nodeport_addresses.config_warning(nodeports, primary, dual_stack):
+        log.error("Kube-proxy configuration may be incomplete or incorrect: %s", warning)
+    return [replace(c, nodeport_cidrs=nodeport_addresses.of_family(c.family, nodeports)) for c in configs]
 
 
 def _cleanup(netns: str | None) -> int:
@@ -346,14 +360,8 @@ async def _run(args: argparse.Namespace, cfg: ProxyConfig, mode: str, warnings: 
             if pod_cidrs is None:
                 return exit_code
             _restart_on_new_pod_cidrs(nodes, pod_cidrs, restart)
-        nodeports = nodeport_addresses.resolve(cfg.nodeport_addresses, node_ips.known(ips))
-        node_pod_cidrs = ((nodes.get(node) or {}).get("spec") or {}).get("podCIDRs") or []
-        dual_stack = any(len({":" in c for c in cidrs}) == 2
-                         for cidrs in (local.cluster_cidrs, nodeports, node_pod_cidrs))
-        if warning := nodeport_addresses.config_warning(nodeports, primary, dual_stack):
-            log.error("Kube-proxy configuration may be incomplete or incorrect: %s", warning)
-        configs = [replace(c, nodeport_cidrs=nodeport_addresses.of_family(c.family, nodeports))
-                   for c in local.configs(proxy_configs(), pod_cidrs, cfg.masquerade_all)]
+        configs = _with_nodeports(cfg, local.configs(proxy_configs(), pod_cidrs, cfg.masquerade_all), primary, ips,
+                                  nodes.get(node))
         proxier = Proxier(client, node, node_ips.known(ips), netns=args.netns, configs=configs,
                           min_sync_period=cfg.min_sync_period, sync_period=cfg.sync_period,
                           health_check_listen=health_check_listener(args.netns))
