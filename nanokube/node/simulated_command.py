@@ -651,23 +651,45 @@ def _execute(script: Script, run: _Run) -> _Run:
             run.now = math.inf
         except _Exit:
             run.exited = True
-        except (_Forever, _Jump, _Aborted):
+        except (_Forever, _Jump, _Aborted, Return):  # (Return: a sourced file's, going on after a wait)
             pass
         except RecursionError:  # (a function calling itself without end: a real shell's stack overflows)
             raise _Unknown from None
-        if not run.outer or run.wait is not None or math.isinf(run.now):
+        if run.wait is not None or math.isinf(run.now) or (script := _back(run)) is None:
             break
-        _on_exit(run)  # (the inner shell ends: its EXIT trap; the shell that ran it goes on)
-        script, shell, cwd = run.outer.pop(0)
-        status, run.exited = run.status, False
-        run.restore(shell)
-        run.status = status
-        if cwd is not None and isinstance(run.fs, ContainerFS):
-            run.fs.cwd = cwd
     run.rest = []
     if run.wait is None and not math.isinf(run.now) and (run.exited or not run.interactive):
         _on_exit(run)
     return run
+
+
+def _back(run: _Run) -> Script | None:
+    """Where `run`, gone on from a wait in a script its script ran (`run.outer`), goes back to once
+    that script ends: the rest of the shell that ran it (its EXIT trap run, that shell's state again,
+    the inner one's status kept), or of the shell that sourced it (its own arguments again; after
+    an `exit`, which ends that shell too, where that shell goes back to); None where none is left."""
+    while run.outer:
+        script, shell, cwd = run.outer.pop(0)
+        if shell[0] == "source":
+            if shell[1] is not None:
+                run.args = shell[1]
+            if run.exited:
+                continue
+        else:
+            _on_exit(run)
+            status, run.exited = run.status, False
+            run.restore(shell)
+            run.status = status
+            if cwd is not None and isinstance(run.fs, ContainerFS):
+                run.fs.cwd = cwd
+        run.sourcing = _sourced(run.outer)
+        return script
+    return None
+
+
+def _sourced(frames: list) -> int:
+    """How many sourced files the script a run goes on in is inside (`. FILE`: `return` ends it)."""
+    return len(list(itertools.takewhile(lambda frame: frame[1][0] == "source", frames)))
 
 
 def _lines(and_or: list | Background) -> list[int]:
@@ -707,7 +729,7 @@ def _resumption(run: _Run, frames: list[tuple[Script, tuple, str | None]]) -> Ca
         later.restore(shell)
         later.trapped, later.signal, later.last_job = set(trapped), signal, last_job
         later.jobs = {pid: (end - now, code) for pid, (end, code) in jobs.items()}
-        later.outer = list(outer)
+        later.outer, later.sourcing = list(outer), _sourced(outer)
         fs.cwd = cwd
         try:
             return _execute(rest, later)
@@ -1700,7 +1722,7 @@ class _Run:
         if args and self.shell != "dash":
             self.args = [self.args[0], *args]
         try:
-            self.script(script)
+            self._lists(script, (("source", saved if args and self.shell != "dash" else None), None))
         except Return:
             pass
         finally:
@@ -1805,17 +1827,39 @@ class _Run:
         return next((c.get("image", "") for key in ("containers", "initContainers", "ephemeralContainers")
                      for c in spec.get(key) or () if c.get("name") == fs.container), None)
 
+    def _lists(self, script: Script, back: tuple) -> None:
+        """The top-level lists of a script the command running runs in a shell, or sources, each as
+        `_execute` runs one (a loop starting it may wait; one reaching the network after time
+        passed defers): a wait in them goes on later from there, then back to the rest of this
+        script's list and lists, in the state `back` gives (`_Waiting.frames`, `_back`)."""
+        rest = self.rest
+        self.resumable.append(self._resumable())
+        try:
+            for i, and_or in enumerate(script):
+                self.rest = script[i:]
+                if self.now > 0 and all(self.resumable) and self.defers(and_or):
+                    raise _Waiting
+                self.script([and_or])
+        except _Waiting as waiting:
+            if not waiting.frames:
+                waiting.frames.append((self.rest, self.snapshot(), self.fs.cwd))
+            waiting.frames.append((([rest[0][1:]] if rest[0][1:] else []) + rest[1:], *back))
+            raise
+        finally:
+            self.rest = rest
+            self.resumable.pop()
+
     def _resumable(self) -> bool:
         """Whether a wait in the script of a shell the command running runs can go on later and
         then back to this shell's lists: the command is the first of a top-level list of a shell
         that can itself, alone in its pipeline, without redirections or assignments, and in no
-        loop, condition, function, sourced file or capture."""
+        loop, condition, function or capture."""
         node, rest = self.simple_running, self.rest
         if not rest or isinstance(rest[0], Background) or not all(self.resumable):
             return False
         pipeline = rest[0][0][1]
         return pipeline.commands == [node] and not pipeline.negate and not node.redirects and not node.assigns and \
-            not (self.loops or self.conditions or self.captured or self.frames or self.sourcing)
+            not (self.loops or self.conditions or self.captured or self.frames)
 
     def _lacks(self, program: str) -> bool:
         """Whether the container's image lacks `program` (bash in busybox's: `has_program`)."""
@@ -1828,32 +1872,20 @@ class _Run:
         status is the command's, and what it sets (variables, functions, traps, `cd`) is gone after it."""
         saved = dict(self.vars), set(self.exported), dict(self.functions), dict(self.traps), self.args, \
             set(self.options), self.shell, self.fs.cwd if isinstance(self.fs, ContainerFS) else None
-        rest, parent = self.rest, self.snapshot()
-        self.resumable.append(self._resumable())
+        parent = self.snapshot()
         self.subshells += 1
         try:
             self.replaced(Replaced(script, args, shell))
             self.options |= options
             self.status = 0
             try:
-                for i, and_or in enumerate(script):  # (its top-level lists: a loop starting one may wait)
-                    self.rest = script[i:]
-                    if self.now > 0 and all(self.resumable) and self.defers(and_or):
-                        raise _Waiting
-                    self.script([and_or])
+                self._lists(script, (parent, saved[-1]))
             except Replaced as e:
                 self._subshell_replaced(e)
             except (_Exit, _Aborted):
                 pass
-            except _Waiting as waiting:  # (the wait goes on in it, then back here: `_execute`)
-                if not waiting.frames:
-                    waiting.frames.append((self.rest, self.snapshot(), self.fs.cwd))
-                waiting.frames.append((([rest[0][1:]] if rest[0][1:] else []) + rest[1:], parent, saved[-1]))
-                raise
             _on_exit(self)
         finally:
-            self.rest = rest
-            self.resumable.pop()
             self.subshells -= 1
             (self.vars, self.exported, self.functions, self.traps, self.args, self.options, self.shell,
              cwd) = saved

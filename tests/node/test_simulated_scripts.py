@@ -360,7 +360,8 @@ SCRIPTS = {"launch.sh": LAUNCH, "env.sh": "RANK=0\nWORLD=${NNODES:-1}\nreturn\ne
            "strict.sh": '#!/bin/bash -e\necho "in [$#] $1"\nfalse\necho after\n', "args.sh": 'echo "sourced [$#] $1"\n',
            "train.py": "#!/usr/bin/env python3\nprint(1)\n", "direct.py": "#!/usr/bin/python3\nprint(1)\n",
            "opts.sh": "#!/usr/bin/env bash -e\necho never\n",
-           "wait.sh": '#!/bin/sh\ncd /tmp\nuntil [ -f ready ]; do sleep 1; done\necho "ready: $(cat ready) in $(pwd)"\nexit 3\n'}
+           "wait.sh": '#!/bin/sh\ncd /tmp\nuntil [ -f ready ]; do sleep 1; done\necho "ready: $(cat ready) in $(pwd)"\nexit 3\n',
+           "waited.sh": 'until [ -f /tmp/ready ]; do sleep 1; done\nV=set; cd /tmp\necho "sourced $1"\nreturn 4\necho never\n'}
 
 
 async def scripts_pod(client, clock, command: list[str] | None = None, image: str = "busybox",
@@ -597,3 +598,18 @@ async def test_a_script_run_by_the_containers_script_waits_for_its_file_then_goe
     worker = next(w for w in mgr.agents["gpu-0"].workers.values() if w.name == "trainer")
     assert worker.io.serve_log("app", LogOptions()).decode() == (
         "start\nready: go in /tmp\nwait.sh said 3 outer /\nready: go in /tmp\nagain 3\n")
+
+
+async def test_a_sourced_file_waits_for_its_file_then_the_shell_goes_on_with_what_it_set(env):
+    """`. waited.sh ARG` whose loop waits for a file: it waits as the script's own loop would; once
+    an exec makes the file, the rest of the sourced file runs in the same shell (its `return`
+    ending it), then the shell goes on with what the file set, its own arguments again."""
+    client, clock, mgr = env
+    command = ["sh", "-c", 'set -- x; . /scripts/waited.sh a; echo "back $? $V $1 $(pwd)"']
+    await scripts_pod(client, clock, command)
+    await clock.advance(5)
+    assert await exec_(mgr, "trainer", ["sh", "-c", "touch /tmp/ready"]) == (0, "")
+    pod = await eventually(phase(client.resource("", "v1", "pods"), "trainer", "Succeeded", clock))
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    worker = next(w for w in mgr.agents["gpu-0"].workers.values() if w.name == "trainer")
+    assert worker.io.serve_log("app", LogOptions()).decode() == "sourced a\nback 4 set x /tmp\n"
