@@ -169,12 +169,15 @@ class HPAController(Controller):
         can_wake = scaled_to_zero and has_obj_or_ext
         status["currentReplicas"] = scale["status"].get("replicas", 0)
         desired, reason, error = current, "", monitor.NONE
-        if current == 0 and not (can_wake or (lo != 0 and scaled_to_zero)):
+        # a target at zero stays paused unless the HPA scaled it there; then its metrics wake it, to at
+        # least a minReplicas raised since (shouldComputeMetricsForZeroReplicas)
+        waking = current == 0 and (can_wake or (lo != 0 and scaled_to_zero))
+        if current == 0 and not waking:
             desired = 0
             conds["ScalingActive"] = ("False", "ScalingDisabled", "scaling is disabled since the replica count of the target is zero")
-        elif current > hi:
+        elif not waking and current > hi:
             desired, reason = hi, "Current number of replicas above Spec.MaxReplicas"
-        elif current < lo:
+        elif not waking and current < lo:
             desired, reason = lo, "Current number of replicas below Spec.MinReplicas"
         else:
             selector = scale["status"].get("selector") or ""
@@ -212,8 +215,8 @@ class HPAController(Controller):
             desired = out.replicas
             conds["AbleToScale"] = ("True", *out.able)
             conds["ScalingLimited"] = ("True" if out.limited else "False", *out.limit)
-            if lo != 0 and scaled_to_zero and desired < lo:
-                desired = lo
+            if waking and lo != 0 and scaled_to_zero and desired < lo:
+                desired, reason = lo, reason or "Current number of replicas below Spec.MinReplicas"
         if desired != current:
             try:
                 await rc.update_scale(ref["name"], desired, namespace=md["namespace"])

@@ -150,6 +150,25 @@ async def test_scale_to_zero_and_wake(env):
     assert cond(h, "ScaledToZero") == ("False", "NotScaledToZero")
 
 
+async def test_a_raised_min_replicas_wakes_the_target_by_its_metrics(env):
+    """A target the HPA scaled to zero whose minReplicas is then raised is woken by its metrics
+    (from zero, ceil(12/5) = 3), not straight to minReplicas."""
+    await env.set_metric(queue=0)
+    await env.hpas.create(hpa([external(value="5")], lo=0, behavior={"scaleDown": {"stabilizationWindowSeconds": 0}}))
+    await env.sync()
+    assert await env.replicas() == 0
+    await env.set_replicas(0)
+    h = copy.deepcopy(await env.hpas.get("web", NS))
+    h["spec"]["minReplicas"] = 1
+    await env.hpas.update(h)
+    await env.set_metric(queue=12)
+    env.clock.t += 15
+    h = await env.sync()
+    assert await env.replicas() == 3 and cond(h, "ScalingActive") == ("True", "ValidMetricFound")
+    events = await env.reported("SuccessfulRescale")
+    assert "New size: 3; reason: external metric queue(nil) above target" in [e["message"] for e in events]
+
+
 async def test_target_scaled_to_zero_by_hand_stays_paused(env):
     await env.set_metric(queue=50)
     await env.hpas.create(hpa([external(value="5")], lo=0))
