@@ -104,3 +104,27 @@ def test_the_controller_counts_its_reconciles_and_metric_computations(hpa_cluste
     assert got[(f"{prefix}metric_computation_total", (("action", "scale_up"), ("error", "none"), ("metric_type", "External")))] >= 1
     assert got[(f"{prefix}num_horizontal_pod_autoscalers", ())] >= 1
     c.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def test_memory_usage_reads_in_binary_si(hpa_cluster):
+    """buildQuantity: a memory metric's current averageValue is written as metrics-server writes memory
+    (544Mi, not 570425344), so `get hpa` and `describe hpa` compare it with a target in the same units."""
+    c, ns = hpa_cluster, "memory"
+    c.kubectl("create", "namespace", ns)
+    template = {"metadata": {"labels": {"app": "infer"}, "annotations": {"sim.nanokube.io/memory-usage": "544Mi"}},
+                "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"memory": "1Gi"}}}]}}
+    deploy = {**DEPLOY, "metadata": {"name": "infer", "namespace": ns},
+              "spec": {**DEPLOY["spec"], "replicas": 1, "template": template}}
+    c.kubectl("apply", "-f", "-", input=json.dumps(deploy))
+    memory = hpa([{"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "1Gi"}}},
+                  {"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 90}}}])
+    memory["metadata"]["namespace"], memory["spec"]["minReplicas"] = ns, 1
+    c.kubectl("apply", "-f", "-", input=json.dumps(memory))
+
+    def current():
+        return [m.get("resource", {}).get("current") for m in
+                (c.kubectl_json("get", "hpa", "infer", "-n", ns).get("status") or {}).get("currentMetrics") or []]
+    got = wait_for(lambda: (m := current()) and all(m) and m, 60, "both memory metrics read")
+    assert got == [{"averageValue": "544Mi"}, {"averageUtilization": 53, "averageValue": "544Mi"}]
+    assert "544Mi/1Gi" in c.kubectl("get", "hpa", "infer", "-n", ns).stdout
+    c.kubectl("delete", "namespace", ns, "--wait=false")

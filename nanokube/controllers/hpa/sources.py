@@ -5,7 +5,9 @@ the metrics provider and applying the replica calculator. Every failure is a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
+from ...machinery.quantity import BINARY_SI, DECIMAL_SI, format_quantity
 from ...machinery.selectors import go_label_selector, selector_to_string
 from ...metrics.provider import MetricsUnavailable, from_milli, milli
 from . import replica_calculator as calc
@@ -99,14 +101,19 @@ async def _resource(provider, spec, target: Target, tol, timing, container: str 
     if t.get("averageUtilization") is not None:
         replicas, util, raw = calc.resource_utilization_replicas(target.spec_replicas, t["averageUtilization"], name,
                                                                  target.pods, metrics, tol, timing, container)
-        label, current = f"{prefix} utilization (percentage of request)", {"averageUtilization": util, "averageValue": from_milli(raw)}
+        label, current = f"{prefix} utilization (percentage of request)", {"averageUtilization": util, "averageValue": _usage(name, raw)}
     else:
         replicas, avg = calc.plain_metric_replicas(target.spec_replicas, milli(t["averageValue"]), target.pods, metrics,
                                                    tol, timing, name)
-        label, current = prefix, {"averageValue": from_milli(avg)}
+        label, current = prefix, {"averageValue": _usage(name, avg)}
     key = "containerResource" if container else "resource"
     body = {"name": name, "current": current, **({"container": container} if container else {})}
     return Proposal(replicas, label, {"type": spec["type"], key: body})
+
+
+def _usage(resource: str, value: int) -> str:
+    """buildQuantity: a resource's average usage as metrics-server writes it, memory in BinarySI (544Mi)."""
+    return format_quantity(Fraction(value, 1000), BINARY_SI if resource == "memory" else DECIMAL_SI)
 
 
 async def _container_resource(provider, spec, target, tol, timing) -> Proposal:
