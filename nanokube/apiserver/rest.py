@@ -38,7 +38,7 @@ from .patch import PatchError, json_copy, jsonpatch, merge, strategic
 from .patch import status as status_patch
 from .patch import apply as ssa
 from .patch import typed
-from .turns import Turn, Turns
+from .turns import HELD, Turn, Turns
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 MERGE_PATCH = "application/merge-patch+json"
@@ -360,6 +360,9 @@ class WatchStream:
         await self._gen.aclose()
 
 
+#: the admission configurations that name webhooks (`_webhooks`)
+_WEBHOOK_CONFIGURATIONS = ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+
 #: the field of each resource that upstream's watch cache indexes its watchers by (its TriggerFunc: a
 #: node's pods, a node by name), on which a watch's buffer depends (WatchCache.buffer_size)
 _TRIGGERS = {("", "pods"): "spec.nodeName", ("", "nodes"): "metadata.name"}
@@ -571,7 +574,8 @@ class GenericREST:
             return obj, None
         a = self.admission.attributes(res, version, subresource, op, obj, old, opts, options)
         try:
-            await self.admission.mutate(a)
+            step = self.admission.mutate(a)
+            await (step if HELD.get() is None else self._admitted(res, step))
         except errors.APIError as e:
             self.admission.publish(a, e)
             raise
@@ -584,11 +588,30 @@ class GenericREST:
             return []
         a.obj = obj
         try:
-            await self.admission.validate(a)
+            step = self.admission.validate(a)
+            await (step if HELD.get() is None else self._admitted(a.res, step))
         except errors.APIError as e:
             self.admission.publish(a, e)
             raise
         return self.admission.publish(a)
+
+    async def _admitted(self, res: Resource, step: Awaitable[None]) -> None:
+        """Awaits an admission `step` of a write holding its turn (turns.py), which it sets aside meanwhile
+        where a webhook may answer (a webhook's wait held every other writer of the key), and waits for
+        again after; where none is configured (policies run in-process), the step keeps the turn."""
+        turn = HELD.get()
+        if not self._webhooks(res):
+            await step
+            return
+        turn.set_aside()
+        await step
+        await turn.take_back()
+
+    def _webhooks(self, res: Resource) -> bool:
+        """Whether admission of a write to `res` may call a webhook (a webhook configuration exists)."""
+        a = self.admission
+        return a.shows_objects(res) and a.configs.derived(
+            "webhooks", lambda: any(a.configs.objects(plural) for plural in _WEBHOOK_CONFIGURATIONS))
 
     @staticmethod
     def _warned(a, warnings: list[str]) -> list[str]:
@@ -1792,7 +1815,8 @@ class GenericREST:
         """DELETE admission: both chains see the object being deleted as oldObject."""
         if self.admission is None:
             return
-        await self.admission.admit(self.admission.attributes(res, version, "", "DELETE", None, obj, opts, options))
+        step = self.admission.admit(self.admission.attributes(res, version, "", "DELETE", None, obj, opts, options))
+        await (step if HELD.get() is None else self._admitted(res, step))
 
     def _deleted_result(self, res: Resource, version: str, obj: dict) -> dict:
         if res.strategy.return_deleted_object:

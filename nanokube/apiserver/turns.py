@@ -13,16 +13,23 @@ another worker's). Upstream's retries are not ordered (each takes etcd's current
 tries again); every write is still a compare-and-swap, so no guarantee changes, and a write of a key
 that nobody else writes at once takes no turn.
 
-A write keeps its turn through admission, so a webhook that itself writes the object would wait for
-the turn of the write that called it until the webhook's timeout (10 s by default): a write waits at
-most WAIT for its turn, then tries without one, competing as upstream's retries do.
+A turn is for the read, the change and the compare-and-swap, which is what upstream's
+GuaranteedUpdate retries: a write sets its turn aside while a webhook may be answering its admission
+(`set_aside`, `take_back`; upstream's webhook calls happen in each try too, but hold no one else), so
+a slow webhook holds no other writer of the key, and a webhook that itself writes the object does not
+wait for the turn of the write that called it. A write waits at most WAIT for its turn, then tries
+without one, competing as upstream's retries do.
 """
 
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 
 from ..clock import Clock
+
+#: the turn that the write running in this task holds, or has set aside (None: none)
+HELD: ContextVar[Turn | None] = ContextVar("turn", default=None)
 
 #: seconds a write waits for its turn (a storm's queue passes in ~0.1 s: 24 writers of one object)
 WAIT = 1.0
@@ -44,11 +51,12 @@ class Turn:
     """One write's place among the writes of its key that lost a race: taken at its first loss
     (`lost`), kept for its later tries, given up when the write ends (`done`)."""
 
-    __slots__ = ("_turns", "_key", "_joined", "_holds")
+    __slots__ = ("_turns", "_key", "_joined", "_holds", "_aside", "_token")
 
     def __init__(self, turns: Turns, key: str) -> None:
         self._turns, self._key = turns, key
-        self._joined = self._holds = False
+        self._joined = self._holds = self._aside = False
+        self._token = None
 
     @property
     def taken(self) -> bool:
@@ -69,7 +77,13 @@ class Turn:
             entry = keys[self._key] = [asyncio.Lock(), 0]
         entry[1] += 1
         self._joined = True
-        waiting = asyncio.ensure_future(entry[0].acquire())
+        await self._wait(entry[0])
+        if self._holds:
+            self._token = HELD.set(self)
+
+    async def _wait(self, lock: asyncio.Lock) -> None:
+        """Waits up to WAIT for `lock`; `_holds` says whether it was taken."""
+        waiting = asyncio.ensure_future(lock.acquire())
         timer = self._turns.clock.call_later(WAIT, waiting.cancel)
         try:
             await asyncio.wait((waiting,))
@@ -77,6 +91,19 @@ class Turn:
             timer.cancel()
             waiting.cancel()  # a no-op once acquired; an acquire cancelled leaves the lock to the next
             self._holds = waiting.done() and not waiting.cancelled()
+
+    def set_aside(self) -> None:
+        """The write waits on something outside the server (a webhook): the next write of its key
+        takes the turn meanwhile."""
+        if self._holds:
+            self._turns._keys[self._key][0].release()
+            self._holds, self._aside = False, True
+
+    async def take_back(self) -> None:
+        """After `set_aside`: waits for the turn again (WAIT at most, as `lost`)."""
+        if self._aside:
+            self._aside = False
+            await self._wait(self._turns._keys[self._key][0])
 
     @property
     def joined(self) -> bool:
@@ -102,4 +129,7 @@ class Turn:
         entry[1] -= 1
         if not entry[1]:
             del keys[self._key]
-        self._joined = self._holds = False
+        if self._token is not None:
+            HELD.reset(self._token)
+            self._token = None
+        self._joined = self._holds = self._aside = False

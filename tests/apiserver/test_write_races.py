@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
+from nanokube.apiserver import turns
 from nanokube.store.interface import KV, RevisionMismatch
 from nanokube.store.memory import MemoryStore
 from nanokube.store.sqlite import SQLiteStore
@@ -196,10 +198,12 @@ async def test_patches_that_lost_a_race_take_turns_instead_of_losing_to_each_oth
     await store.close()
 
 
-async def test_a_webhook_that_writes_the_object_it_admits_waits_a_moment_for_the_turn_of_the_write(tmp_path):
-    """A write keeps its turn through admission: a mutating webhook that itself writes the object (its
-    first call makes the write lose a round, so the write holds the turn at the second) waits a second
-    for that turn, then writes without it, instead of until its own timeout (the write then failed)."""
+async def test_a_webhook_that_writes_the_object_it_admits_does_not_wait_for_the_turn_of_the_write(monkeypatch):
+    """A write sets its turn aside while a webhook answers: a mutating webhook that itself writes the
+    object (its first call makes the write lose a round, so the write holds the turn at the second)
+    writes at once, instead of waiting for that turn (WAIT, made an hour here, then the webhook's
+    timeout: the write failed)."""
+    monkeypatch.setattr(turns, "WAIT", 3600.0)
     loop = asyncio.get_running_loop()
     stack = await make_stack()
     cms = stack.client.resource("", "v1", "configmaps")
@@ -228,5 +232,53 @@ async def test_a_webhook_that_writes_the_object_it_admits_waits_a_moment_for_the
         assert got["data"] == {"k": "outer"} and got["metadata"]["labels"] == {"hook1": "y", "hook2": "y"}
         assert len(calls) == 3 and stack.rest.turns._keys == {}
     finally:
+        server.stop()
+        await stack.close()
+
+
+async def _mutating_webhook(stack, server: WebhookServer, condition: str) -> None:
+    await stack.client.resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations").create(
+        {"metadata": {"name": "w"}, "webhooks": [{
+            "name": "w.example.com", "clientConfig": {"url": server.url("/w"), "caBundle": server.ca.bundle},
+            "rules": [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+            "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 30,
+            "matchConditions": [{"name": "only", "expression": condition}]}]})
+
+
+async def test_a_slow_webhook_of_one_write_does_not_hold_another_write_of_the_object(monkeypatch):
+    """A patch that lost a race holds its object's turn for its next try; while a webhook is slow to
+    admit that try, another patch of the object (which no webhook sees) is made, instead of waiting
+    for the turn until the webhook answers (WAIT, made an hour here, bounded that wait). The slow one
+    then loses to it and is made on its object."""
+    monkeypatch.setattr(turns, "WAIT", 3600.0)
+    loop = asyncio.get_running_loop()
+    store = RacingStore()
+    stack = await make_stack(store=store)
+    cms = stack.client.resource("", "v1", "configmaps")
+    await cms.create({"metadata": {"name": "c", "namespace": "default"}, "data": {"k": "v"}})
+    calls: list[int] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(review):
+        calls.append(1)
+        if len(calls) == 2:  # the try after the lost round, made holding the turn
+            entered.set()
+            release.wait(30)
+        return allow(review)
+
+    server = WebhookServer().start()
+    try:
+        server.handlers["/w"] = slow
+        await _mutating_webhook(stack, server, "object.data.k == 'slow'")
+        store.race("/registry/configmaps/default/c", 1)
+        first = asyncio.ensure_future(cms.patch("c", {"data": {"k": "slow"}}, namespace="default"))
+        assert await loop.run_in_executor(None, entered.wait, 30)
+        other = await asyncio.wait_for(cms.patch("c", {"data": {"b": "1"}}, namespace="default"), 10)
+        assert other["data"] == {"k": "v", "b": "1"} and not first.done()
+        release.set()
+        assert (await asyncio.wait_for(first, 30))["data"] == {"k": "slow", "b": "1"}
+        assert len(calls) == 3 and stack.rest.turns._keys == {}
+    finally:
+        release.set()
         server.stop()
         await stack.close()
