@@ -30,6 +30,7 @@ from .composites import composite_index, parent_name
 from .cycle import FitError
 from .framework import Code, CycleState, Framework, PodInfo
 from .group_placement import Attempt, consistency_error, placements, tightness
+from .plugins.gang import GangScheduling
 from .plugins.workload_preemption import GroupPreemptor
 from ..machinery.conditions import find_condition, remove_condition, transition_time
 from ..machinery.podgroups import group_priority, min_count, topology_keys
@@ -154,8 +155,11 @@ class WorkloadCycle:
                                    lambda nodes: self.try_placement(fwk, nodes, pending, need, len(placed), held), held,
                                    self._own_nominations(entry.group))
         preempted, post = self._post_filter(preemptor)
+        # an attempt cut short before any pod was tried (a member gated or gone) is GangScheduling's
+        # PlacementFeasible verdict: the group waits for a member event, not a backoff as after an error
         self.reject(entry, pg, UNSCHEDULABLE, best.message, best.failures, post, preemptor=preemptor if preempted else None,
-                    fitted={info.key for info, _, _ in best.assigned})
+                    fitted={info.key for info, _, _ in best.assigned},
+                    plugins=() if best.failures else (GangScheduling.name,))
         return (WAITING_ON_PREEMPTION if preempted else "unschedulable"), PODGROUP
 
     def _own_nominations(self, group: str) -> dict[str, str]:
@@ -285,7 +289,7 @@ class WorkloadCycle:
 
     def reject(self, entry: QueuedPodGroupInfo, pg: dict, reason: str, message: str, failures: dict[str, FitError],
                post: str = "", error: bool = False, preemptor: GroupPreemptor | None = None,
-               fitted: frozenset[str] | set[str] = frozenset()) -> None:
+               fitted: frozenset[str] | set[str] = frozenset(), plugins: tuple[str, ...] = ()) -> None:
         """Every member gets FailedScheduling and PodScheduled=False, as
         upstream's submitPodGroupResult: a member that did not fit its own
         FitError; one that fitted (`fitted`) the group's message with the
@@ -293,14 +297,14 @@ class WorkloadCycle:
         which the group's condition carries too; one never tried (the
         attempt stopped early) the group's message as it was before that
         verdict. The group waits for an event its members' rejecting
-        plugins registered. After a preemption
+        plugins (and `plugins`) registered. After a preemption
         (`preemptor`), each member's nomination goes in the same status
         patch, as upstream's updatePod writes it, once the victims are
         evicted."""
         s = self.s
         prof = next(iter(entry.members.values())).spec.get("schedulerName") or "default-scheduler"
         s.metrics.schedule_attempts.labels("error" if error else "unschedulable", prof).inc(len(entry.members))
-        entry.unschedulable_plugins = {p for e in failures.values() for p in e.plugins()}
+        entry.unschedulable_plugins = {p for e in failures.values() for p in e.plugins()} | set(plugins)
         nominated = {info.uid: node for info, node in self.nominated[entry.group]} if preemptor else {}
         verdict = f"{message}, {post}" if post else message
         reports = []

@@ -234,6 +234,32 @@ async def test_a_gang_that_loses_a_member_waits_in_pre_enqueue_until_it_is_back(
                   '"default-scheduler",result="unschedulable"}') == tried
 
 
+async def test_a_gang_short_of_a_gated_member_waits_for_an_event_not_a_backoff(schedulers):
+    """A member held by a scheduling gate still counts for PreEnqueue's minCount, so the others go
+    to the cycle, which stops before trying any pod: the group waits in the unschedulable pool (as
+    upstream's GangScheduling PlacementFeasible rejection), not in backoffQ as after an error, and
+    the gate's removal lets all three in."""
+    client, start = schedulers
+    sched = await start(node("a", "8"))
+    await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 3))
+    pods = client.resource("", "v1", "pods")
+    await pods.create(member("w-0", "g"))
+    await pods.create(member("w-1", "g"))
+    await pods.create(member("w-2", "g", schedulingGates=[{"name": "example.com/hold"}]))
+    cond = await eventually(condition(client, "g"))
+    assert cond["message"] == ("minCount (3) cannot be satisfied: 0 scheduled, 2 remaining, "
+                               "pod group preemption: No preemption victims found for incoming preemptor")
+
+    async def parked():
+        entry = sched.queue.groups.get("default/g")
+        return entry is not None and entry.key in sched.queue.unschedulable and entry
+    entry = await eventually(parked)
+    assert entry.unschedulable_plugins == {"GangScheduling"}
+    await pods.patch("w-2", {"spec": {"schedulingGates": None}}, namespace="default")
+    for n in ("w-0", "w-1", "w-2"):
+        assert await eventually(node_of(pods, n)) == "a"
+
+
 async def test_basic_group_places_what_fits(schedulers):
     client, start = schedulers
     await start(node("a", "2"))
