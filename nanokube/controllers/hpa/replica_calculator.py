@@ -136,7 +136,7 @@ def _adjusted(current: int, metrics: dict[str, PodMetric], groups: PodGroups, ra
     if not up_with_unready and not groups.missing:
         return current if tol.within(ratio) else math.ceil(ratio * groups.ready)
     metrics = dict(metrics)
-    if groups.missing:
+    if groups.missing and ratio != 1.0:  # at exactly the target the missing pods move nothing
         for name in groups.missing:
             metrics[name] = PodMetric(fallback(name) if ratio < 1.0 else 0)
     if up_with_unready:

@@ -313,6 +313,22 @@ async def test_an_external_metric_failure_names_the_metric_in_the_returned_error
                                                       f"missing external metric value: failed to get missing external metric: {cause}")
 
 
+async def test_pods_at_exactly_the_target_keep_the_replicas_whatever_the_missing_ones(env):
+    """Missing pods are filled in only in a direction (the target's value scaling down, 0 scaling up): at
+    a usage ratio of exactly 1 they are left out, and the ratio stays within tolerance."""
+    await env.set_replicas(4)
+    for name in ("web-0", "web-1"):
+        pod = copy.deepcopy(await env.pods.get(name, NS))
+        pod["metadata"]["annotations"] = {"metrics.sim.nanokube.io/tokens_per_second": "100"}
+        await env.pods.update(pod)
+    pods_metric = {"type": "Pods", "pods": {"metric": {"name": "tokens_per_second"},
+                                            "target": {"type": "AverageValue", "averageValue": "100"}}}
+    await env.hpas.create(hpa([pods_metric], behavior={"scaleDown": {"stabilizationWindowSeconds": 0}}))
+    h = await env.sync()
+    assert await env.replicas() == 4 and h["status"]["desiredReplicas"] == 4
+    assert h["status"]["currentMetrics"][0]["pods"]["current"] == {"averageValue": "100"}
+
+
 async def test_a_pods_metric_failure_names_the_metric(env):
     pods_metric = {"type": "Pods", "pods": {"metric": {"name": "tokens_per_second"},
                                             "target": {"type": "AverageValue", "averageValue": "100"}}}
