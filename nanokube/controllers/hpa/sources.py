@@ -143,7 +143,12 @@ def _value_or_average(target: Target, usage: int, t: dict, tol) -> tuple[int, di
 
 async def _object(provider, spec, target: Target, tol, timing) -> Proposal:
     src = spec["object"]
-    usage = await provider.object_metric(target.namespace, src["metric"]["name"], src["describedObject"])
+    ref = src["describedObject"]
+    try:
+        usage = await provider.object_metric(target.namespace, src["metric"]["name"], ref)
+    except MetricsUnavailable as e:
+        raise MetricsUnavailable(f"unable to get metric {src['metric']['name']} on {ref.get('kind')} "
+                                 f"{target.namespace}/{ref.get('name')}: {e}") from None
     replicas, current = _value_or_average(target, usage, src["target"], tol)
     return Proposal(replicas, f"{src['describedObject']['kind']} metric {src['metric']['name']}",
                     {"type": "Object", "object": {"describedObject": src["describedObject"], "metric": src["metric"],

@@ -342,6 +342,20 @@ async def test_a_pods_metric_failure_names_the_metric(env):
         "no metrics returned from custom metrics API")
 
 
+async def test_an_object_metric_failure_names_the_metric_and_its_object(env):
+    """GetObjectMetricReplicas wraps the metrics API's error with the metric and the object it describes."""
+    backlog = {"type": "Object", "object": {"describedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                                            "metric": {"name": "backlog"}, "target": {"type": "Value", "value": "5"}}}
+    await env.hpas.create(hpa([backlog]))
+    h = await env.sync()
+    events = {e["reason"]: e["message"] for e in await env.reported("FailedGetObjectMetric", "FailedComputeMetricsReplicas")}
+    cause = "unable to get metric backlog on Deployment default/web: the server could not find the metric backlog for deployments web"
+    assert events["FailedGetObjectMetric"] == cause
+    assert events["FailedComputeMetricsReplicas"] == \
+        f"invalid metrics (1 invalid out of 1), first error is: failed to get object metric value: {cause}"
+    assert cond(h, "ScalingActive") == ("False", "FailedGetObjectMetric")
+
+
 async def test_a_failed_metric_keeps_its_place_in_current_metrics(env):
     """computeReplicasForMetrics leaves a failed metric's MetricStatus zero ({"type": ""}) at its index,
     so kubectl, pairing spec.metrics[i] with status.currentMetrics[i], still shows the metrics that work."""
