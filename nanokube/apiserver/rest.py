@@ -2122,8 +2122,10 @@ def _check_apply_configuration(res: Resource, version: str, applied: dict, sch: 
         found = typed.problems(applied, sch)
         if found:
             raise _untyped_apply_configuration(res, version, applied, found)
-        errs, _ = structural.check(applied, sch, False, nulls=False)
-        if errs:  # what only the decoder of the merged object refuses (a range, a format)
+        # what only the decoder of the merged object refuses (a range, a format); a custom resource is decoded into
+        # no Go struct, so what its schema's formats and ranges refuse is its validation's 422, as an update's
+        errs = [] if res.strategy.unstructured else structural.check(applied, sch, False, nulls=False)[0]
+        if errs:
             raise errors.bad_request(structural.decode_error_message(res.kind, version, errs[0]))
 
 
