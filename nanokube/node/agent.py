@@ -47,6 +47,9 @@ from .volumes.stats import quantity_or_none
 log = logging.getLogger(__name__)
 
 KUBELET_VERSION = "v1.37.0"
+#: the runtime's handlers as containerd's default configuration reports them: runc, then the
+#: default handler ("") again as itself; a RuntimeClass's handler runs as the default's does
+RUNTIME_HANDLERS = ("runc", "")
 #: how the kubelet stops a pod it preempts for a critical one
 PREEMPTION = Eviction(admission.PREEMPTING, admission.PREEMPTED, (admission.DISRUPTION_TARGET,))
 #: graceful node shutdown (pkg/kubelet/nodeshutdown) as the simulated kubelets are configured for it:
@@ -415,6 +418,10 @@ class NodeAgent:
                 "containerRuntimeVersion": "nanokube-sim://1.37.0", "kubeletVersion": KUBELET_VERSION,
                 "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
             },
+            # the RuntimeHandlers and NodeFeatures setters, from the runtime's status: both runtimes
+            # give a container exactly its declared groups (run_as), so Strict is honoured
+            "runtimeHandlers": [{"name": h, "features": dict(self.runtime.handler_features)} for h in RUNTIME_HANDLERS],
+            "features": {"supplementalGroupsPolicy": True},
         }
 
     async def register(self) -> None:

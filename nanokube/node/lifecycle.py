@@ -2443,6 +2443,9 @@ class SimulatedRuntime:
     """The default runtime: containers are timers driven by the pod's annotations."""
 
     name = "simulated"
+    #: what each of its handlers supports, as the CRI's status reports it: recursive read-only
+    #: mounts (volume_mount_statuses' Enabled); no user namespaces (hostUsers: false runs in the node's)
+    handler_features = {"recursiveReadOnlyMounts": True, "userNamespaces": False}
     #: the kubelet's clusterDNS: simulated pods' names are answered as the cluster's DNS server answers (dns)
     cluster_dns = (dns.DNS_SERVER,)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import running_cluster, wait_for
 
@@ -122,6 +123,17 @@ def test_a_host_network_pod_has_its_nodes_ip(kubelet_cluster):
     ip = wait_for(lambda: c.kubectl_json("get", "pod", "beside")["status"].get("podIP"), 60, "a pod IP")
     assert ip.startswith("10.244.") and ip != node_ip
     c.kubectl("delete", "pod", name, "beside", "--wait=false")
+
+
+def test_a_node_reports_its_runtime_handlers_and_features(kubelet_cluster):
+    """The kubelet copies what its runtime reports into the Node: each handler (runc and the default,
+    "") with what it supports (the simulated runtime's read-only mounts are recursive; it has no user
+    namespaces), and that a pod's supplementalGroupsPolicy Strict is honoured."""
+    out = kubelet_cluster.kubectl("get", "node", "gpu-0", "-o", "yaml").stdout
+    status = yaml.safe_load(out)["status"]
+    features = {"recursiveReadOnlyMounts": True, "userNamespaces": False}
+    assert status["runtimeHandlers"] == [{"name": "runc", "features": features}, {"name": "", "features": features}]
+    assert status["features"] == {"supplementalGroupsPolicy": True}
 
 
 def test_container_statuses_list_the_volume_mounts(kubelet_cluster):

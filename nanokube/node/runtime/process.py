@@ -40,6 +40,9 @@ class ProcessRuntime:
     """Runs pods as processes in network namespaces; one per `nanokube up`."""
 
     name = "process"
+    #: what each of its handlers supports, as the CRI's status reports it: a read-only bind is
+    #: remounted read-only at its top only (launch.py), its submounts stay writable; no user namespaces
+    handler_features = {"recursiveReadOnlyMounts": False, "userNamespaces": False}
 
     def __init__(self, state_dir: str, tag: str, *, backoff_initial: float = 10.0,
                  log_max_size: int = MAX_SIZE, log_max_files: int = MAX_FILES,
