@@ -242,27 +242,33 @@ async def _pod_cidrs(nodes: Informer, node: str, timeout: float, stop: asyncio.E
 
 def _restart_on_new_node_ips(nodes: Informer, ips: list[str], restart) -> None:
     """upstream's node manager: the rules were written for the IPs the Node had when the proxy
-    started, so other ones exit it, to be restarted with them."""
+    started, so other ones exit it, to be restarted with them; so does the Node's deletion, in
+    every mode (OnNodeDelete)."""
     def check(obj: dict) -> None:
         now = node_ips.host_ips(obj)
         if now != ips:
             log.info("NodeIPs changed for the node: node %s, newNodeIPs %s, oldNodeIPs %s", obj["metadata"]["name"],
                      now, ips)
             restart()
-    nodes.add_handlers(check, lambda old, new: check(new))
+
+    def deleted(gone: dict) -> None:
+        log.info("Node is being deleted: node %s", gone["metadata"]["name"])
+        restart()
+    nodes.add_handlers(check, lambda old, new: check(new), deleted)
 
 
 def _restart_on_new_pod_cidrs(nodes: Informer, pod_cidrs: list[str], restart) -> None:
-    """upstream's NodePodCIDRHandler: NodeCIDR mode's rules hold the podCIDRs the proxy started
-    with, so other ones on its Node (recreated with another range) exit it, to be restarted."""
+    """upstream's node manager with watchPodCIDRs: NodeCIDR mode's rules hold the podCIDRs the
+    proxy started with, so other ones exit it, to be restarted with them. The API lets a Node's
+    podCIDRs change only by its recreation, whose deletion exits first; this catches a watch that
+    missed the deletion and relisted the new Node."""
     def check(obj: dict) -> None:
         now = (obj.get("spec") or {}).get("podCIDRs") or []
         if now != pod_cidrs:
-            log.error("Using NodeCIDR LocalDetector mode, current PodCIDRs are different than previous PodCIDRs, "
-                      "restarting: node %s, newPodCIDRs %s, oldPodCIDRs %s", obj["metadata"]["name"], now, pod_cidrs)
+            log.info("PodCIDRs changed for the node: node %s, newPodCIDRs %s, oldPodCIDRs %s", obj["metadata"]["name"],
+                     now, pod_cidrs)
             restart()
-    nodes.add_handlers(check, lambda old, new: check(new),
-                       lambda gone: log.error("Current Node is being deleted: node %s", gone["metadata"]["name"]))
+    nodes.add_handlers(check, lambda old, new: check(new))
 
 
 def _with_nodeports(cfg: ProxyConfig, configs: Sequence[Config], primary: str, ips: dict[str, str],

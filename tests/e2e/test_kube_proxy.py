@@ -206,8 +206,9 @@ def test_detect_local_mode_decides_which_service_traffic_is_masqueraded(cluster,
 
 def test_node_cidr_mode_waits_for_the_nodes_pod_cidrs_and_exits_when_they_change(cluster, netns):
     """Upstream's NodeCIDR mode: nothing is programmed until the Node has spec.podCIDRs; its rules then
-    use them, and a Node that comes back with other ones exits the proxy (NodePodCIDRHandler), to be
-    restarted with them. A Node of the test's own, which no agent runs and no allocator gives a range."""
+    use them. The API changes a Node's podCIDRs only by its recreation, and the Node's deletion exits
+    the proxy (1, the node manager's OnNodeDelete), which restarted uses the new Node's range. A Node
+    of the test's own, which no agent runs and no allocator gives a range."""
     for manifest in service_and_slice("kp-local"):
         cluster.kubectl("apply", "-f", "-", input=manifest)
     node = f"kp-cidr-{netns[-8:]}"
@@ -231,9 +232,14 @@ def test_node_cidr_mode_waits_for_the_nodes_pod_cidrs_and_exits_when_they_change
                              and "dnat" in t and t, 30, "the two-endpoint balancing chain")
             assert "ip saddr != 10.99.0.0/24 jump mark-for-masquerade" in chain
             cluster.kubectl("delete", "node", node)
-            make_node("10.98.0.0/24")
             assert proc.wait(timeout=30) == 1
-            assert "current PodCIDRs are different than previous PodCIDRs, restarting" in log.read_text()
+            assert f"Node is being deleted: node {node}" in log.read_text()
+        make_node("10.98.0.0/24")
+        with running_proxy(cluster, netns, "--proxy-mode", "nftables", "--detect-local-mode", "NodeCIDR",
+                           node=node) as (proc, _, _, _):
+            chain = wait_for(lambda: (t := nft(netns, "list", "chain", "ip", "kube-proxy", "lb-tcp-2").stdout)
+                             and "10.98.0.0/24" in t and t, 30, "the chain with the new range")
+            assert "ip saddr != 10.98.0.0/24 jump mark-for-masquerade" in chain and proc.poll() is None
     finally:
         cluster.kubectl("delete", "node", node, "--ignore-not-found")
 
