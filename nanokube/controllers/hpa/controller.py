@@ -167,7 +167,9 @@ class HPAController(Controller):
         scaled_to_zero = (find_condition((hpa.get("status") or {}).get("conditions"), "ScaledToZero")
                           or {}).get("status") == "True"
         can_wake = scaled_to_zero and has_obj_or_ext
-        status["currentReplicas"] = scale["status"].get("replicas", 0)
+        # the scale's spec, as upstream's setStatus: a target still rolling out (or a custom resource whose
+        # status lags) reads as the replicas it was asked for; the per-pod averages divide by the status'
+        status["currentReplicas"] = current
         desired, reason, error = current, "", monitor.NONE
         # a target at zero stays paused unless the HPA scaled it there; then its metrics wake it, to at
         # least a minReplicas raised since (shouldComputeMetricsForZeroReplicas)
@@ -197,7 +199,7 @@ class HPAController(Controller):
                 status["currentMetrics"] = None
                 await self._write_status(hpa, status, conds)
                 return monitor.NONE, monitor.INTERNAL
-            target = Target(md["namespace"], current, status["currentReplicas"], pods, selector)
+            target = Target(md["namespace"], current, scale["status"].get("replicas", 0), pods, selector)
             computed, error = await self._compute(hpa, metric_specs, target, conds, status)
             if computed is None:
                 await self._write_status(hpa, status, conds)
@@ -231,7 +233,6 @@ class HPAController(Controller):
             conds["ScaledToZero"] = SCALED_TO_ZERO if to_zero else NOT_SCALED_TO_ZERO
             await self._event(hpa, "Normal", "SuccessfulRescale", f"New size: {desired}; reason: {reason}")
             status["lastScaleTime"] = self.clock.rfc3339(now)
-            status["currentReplicas"] = current
         status["desiredReplicas"] = desired
         self.monitor.desired_replicas.labels(md["name"], md["namespace"]).set(desired)
         await self._write_status(hpa, status, conds)

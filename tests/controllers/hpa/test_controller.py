@@ -116,6 +116,19 @@ async def test_external_value_metric_scales_up_with_event_and_status(env):
         "New size: 4; reason: external metric queue(nil) above target"]
 
 
+async def test_current_replicas_are_the_scale_spec_and_averages_divide_by_its_status(env):
+    """setStatus writes the scale's spec replicas as currentReplicas (`kubectl get hpa`'s REPLICAS, describe's
+    "N current"), while an AverageValue metric divides by the replicas the status counts."""
+    d = await env.deploys.get("web", NS)
+    await env.deploys.update({**d, "spec": {**d["spec"], "replicas": 3}})  # status still 2
+    await env.set_metric(queue=30)
+    await env.hpas.create(hpa([external(average="10")]))
+    h = await env.sync()
+    assert await env.replicas() == 3
+    assert (h["status"]["currentReplicas"], h["status"]["desiredReplicas"]) == (3, 3)
+    assert h["status"]["currentMetrics"][0]["external"]["current"] == {"averageValue": "15"}
+
+
 async def test_a_selected_external_metric_is_named_as_go_prints_its_selector(env):
     """The rescale reason names the metric with its selector as Go's %v prints a LabelSelector:
     every matchLabels entry followed by a comma, and the matchExpressions too."""
