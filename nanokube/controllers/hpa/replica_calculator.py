@@ -79,7 +79,7 @@ def group_pods(pods: list[dict], metrics: dict[str, PodMetric], resource: str, t
     for pod in pods:
         name = pod["metadata"]["name"]
         phase = (pod.get("status") or {}).get("phase")
-        if pod["metadata"].get("deletionTimestamp") or phase == "Failed":
+        if pod["metadata"].get("deletionTimestamp") or phase in ("Failed", "Succeeded"):  # IsPodTerminal
             g.ignored.add(name)
         elif phase == "Pending":
             g.unready.add(name)
@@ -92,19 +92,35 @@ def group_pods(pods: list[dict], metrics: dict[str, PodMetric], resource: str, t
     return g
 
 
+def _milli(q) -> int:
+    return math.ceil(parse_quantity(str(q)) * 1000)
+
+
 def pod_requests(pods: list[dict], resource: str, container: str = "") -> dict[str, int]:
-    """Milli-unit requests per pod (summed over containers, or one container)."""
+    """calculateRequests: milli-unit requests per pod. One container's when the metric names one;
+    else the pod-level request (PodLevelResources) where the pod sets it, or the sum over the app
+    containers and the restartable init containers (sidecars), whose usage metrics-server reports too."""
     out = {}
     for pod in pods:
-        total = 0
-        for c in (pod.get("spec") or {}).get("containers") or []:
+        spec, name = pod.get("spec") or {}, pod["metadata"]["name"]
+        pod_level = ((spec.get("resources") or {}).get("requests") or {})
+        if not container and pod_level:
+            if resource not in pod_level:
+                raise MetricError(f"missing pod-level request for {resource} in Pod {name}")
+            out[name] = _milli(pod_level[resource])
+            continue
+        sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+        total, found = 0, False
+        for c in [*(spec.get("containers") or []), *sidecars]:
             if container and c.get("name") != container:
                 continue
             req = ((c.get("resources") or {}).get("requests") or {}).get(resource)
             if req is None:
-                raise MetricError(f"missing request for {resource} in container {c.get('name')} of Pod {pod['metadata']['name']}")
-            total += math.ceil(parse_quantity(str(req)) * 1000)
-        out[pod["metadata"]["name"]] = total
+                raise MetricError(f"missing request for {resource} in container {c.get('name')} of Pod {name}")
+            total, found = total + _milli(req), True
+        if container and not found:
+            raise MetricError(f"container {container} not found in Pod {name}")
+        out[name] = total
     return out
 
 
@@ -205,10 +221,11 @@ def value_replicas(current: int, usage: int, target: int, tol: Tolerances, pods:
 
 
 def per_pod_replicas(status_replicas: int, usage: int, target_average: int, tol: Tolerances) -> tuple[int, int]:
-    """Object and External metrics with an AverageValue target: (replicas, usage per current replica)."""
+    """Object and External metrics with an AverageValue target: (replicas, usage per current replica,
+    0 when none runs: getPerPodUsage)."""
     wanted = math.ceil(usage / target_average)
     if status_replicas == 0:
-        return wanted, usage
+        return wanted, 0
     replicas = status_replicas
     if not tol.within(usage / (target_average * status_replicas)):
         replicas = wanted

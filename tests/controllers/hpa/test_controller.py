@@ -342,6 +342,31 @@ async def test_pods_at_exactly_the_target_keep_the_replicas_whatever_the_missing
     assert h["status"]["currentMetrics"][0]["pods"]["current"] == {"averageValue": "100"}
 
 
+async def test_utilization_counts_sidecar_requests_and_pod_level_requests(env):
+    """calculateRequests sums the app containers and the restartable init containers (native sidecars, whose
+    usage is reported too), or takes the pod-level request where the pod sets one; a Succeeded pod is ignored."""
+    await env.set_replicas(2, ready_pods=0)
+    one_gi = {"requests": {"memory": "1Gi"}}
+    specs = {"web-0": {"containers": [{"name": "c", "image": "pause", "resources": one_gi}],
+                       "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always", "resources": one_gi}]},
+             "web-1": {"resources": {"requests": {"memory": "2Gi"}}, "containers": [{"name": "c", "image": "pause"}]},
+             "web-2": {"containers": [{"name": "c", "image": "pause", "resources": one_gi}]}}
+    running = {"state": {"running": {"startedAt": env.clock.rfc3339()}}}
+    for name, spec in specs.items():
+        pod = await env.pods.create({"metadata": {"name": name, "namespace": NS, "labels": {"app": "web"},
+                                                  "annotations": {"sim.nanokube.io/memory-usage": "1Gi"}}, "spec": spec})
+        status = {"phase": "Succeeded" if name == "web-2" else "Running",
+                  "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": env.clock.rfc3339()}],
+                  "containerStatuses": [{"name": "c", **running}],
+                  "initContainerStatuses": [{"name": c["name"], **running} for c in spec.get("initContainers", [])]}
+        await env.pods.update({**pod, "status": status}, subresource="status")
+    memory = {"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 50}}}
+    await env.hpas.create(hpa([memory]))
+    h = await env.sync()
+    assert h["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 50
+    assert await env.replicas() == 2 and cond(h, "ScalingActive") == ("True", "ValidMetricFound")
+
+
 async def test_a_pods_metric_failure_names_the_metric(env):
     pods_metric = {"type": "Pods", "pods": {"metric": {"name": "tokens_per_second"},
                                             "target": {"type": "AverageValue", "averageValue": "100"}}}

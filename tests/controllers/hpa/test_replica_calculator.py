@@ -38,7 +38,7 @@ def test_value_targets(current, usage_, target, tol, pods, want):
 @pytest.mark.parametrize("status_replicas,usage_,target,want", [
     (2, 30_000, 5_000, (6, 15_000)),         # sum/target, status averageValue = sum/current
     (3, 15_500, 5_000, (3, 5167)),           # |15.5/15 − 1| within tolerance
-    (0, 7_000, 5_000, (2, 7_000)),           # from zero
+    (0, 7_000, 5_000, (2, 0)),               # from zero; no replica to average over (getPerPodUsage)
 ])
 def test_average_value_targets(status_replicas, usage_, target, want):
     assert calc.per_pod_replicas(status_replicas, usage_, target, T) == want
