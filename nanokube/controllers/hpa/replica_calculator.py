@@ -104,9 +104,7 @@ def pod_requests(pods: list[dict], resource: str, container: str = "") -> dict[s
     for pod in pods:
         spec, name = pod.get("spec") or {}, pod["metadata"]["name"]
         pod_level = ((spec.get("resources") or {}).get("requests") or {})
-        if not container and pod_level:
-            if resource not in pod_level:
-                raise MetricError(f"missing pod-level request for {resource} in Pod {name}")
+        if not container and resource in pod_level:  # (PodRequests: a resource the pod leaves out sums its containers')
             out[name] = _milli(pod_level[resource])
             continue
         sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
