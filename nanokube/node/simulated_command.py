@@ -100,6 +100,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from . import simulated_filters as filters
+from . import simulated_find as find
 from . import simulated_gpu as gpu
 from . import simulated_identity as identity
 from . import simulated_limits as limits
@@ -1474,7 +1475,7 @@ class _Run:
             if gpus is None:
                 raise _Unknown
             return "/usr/bin/nvidia-smi" if gpus else None
-        known = {*BUILTINS, *APPLETS, *TERMINAL_APPLETS, *filters.APPLETS, *net.APPLETS, *identity.APPLETS,
+        known = {*BUILTINS, *APPLETS, *TERMINAL_APPLETS, *filters.APPLETS, *find.APPLETS, *net.APPLETS, *identity.APPLETS,
                  *system.APPLETS, "basename", "dirname", "date", "sleep", "seq", "timeout"} - SHELL_ONLY - {":", "wait"}
         if name in known:
             return f"/bin/{name}"
@@ -1660,6 +1661,8 @@ class _Run:
             self.status = APPLETS[name](self, self._files(), name, args)
         elif name in filters.APPLETS:
             self.status = filters.APPLETS[name](self, self._files(), name, args)
+        elif name in find.APPLETS:
+            self.status = find.APPLETS[name](self, self._files(), name, args)
         elif name in net.APPLETS:
             self.status = net.APPLETS[name](self, self._files(), name, args)
         elif name in identity.APPLETS:

@@ -372,6 +372,39 @@ def test_cp_and_mv(pod_files):
         1, b"", "cp: '/data/moved' is not a directory\n")
 
 
+def test_find_walks_each_directory_after_itself_and_words_its_errors_as_busybox(pod_files):
+    """busybox find: each directory, then its entries in the order the files list them (dot files
+    too); -name, -type, -maxdepth/-mindepth, -size in bytes, -newer, `!`, -o and parentheses; -exec
+    once a file (`;`) or once for all (`+`); a ConfigMap's file is a link, not followed; a PATH not
+    there is said and the others searched (1); a bad expression ends it (1)."""
+    fs = pod_files.container("main")
+    setup = "mkdir -p /data/a/b; echo hi > /data/a/x.txt; echo hello > /data/a/b/y.txt; touch /data/.seen; "
+    assert run(fs, "sh", "-c", setup + "find /data") == (
+        0, b"/data\n/data/.seen\n/data/a\n/data/a/b\n/data/a/b/y.txt\n/data/a/x.txt\n", "")
+    assert run(fs, "find", "/data/", "-type", "d", "-maxdepth", "1") == (0, b"/data/\n/data/a\n", "")
+    assert run(fs, "sh", "-c", "cd /data/a; find . -mindepth 1 -depth -print") == (
+        0, b"./b/y.txt\n./b\n./x.txt\n", "")
+    assert run(fs, "sh", "-c", "find /data -name '*.txt' -exec cat {} \\;; find /data -name '*.txt' -exec echo {} +") \
+        == (0, b"hello\nhi\n/data/a/b/y.txt /data/a/x.txt\n", "")
+    assert run(fs, "sh", "-c", "find /data -type f -size -3c; find /data -size +5c -type f") == (
+        0, b"/data/.seen\n/data/a/b/y.txt\n", "")
+    assert run(fs, "sh", "-c", "find /data ! -name '*.txt' \\( -type f -o -name b \\)") == (
+        0, b"/data/.seen\n/data/a/b\n", "")
+    assert run(fs, "sh", "-c", "touch /data/old; sleep 2; touch /data/a/new; find /data/a -newer /data/old") == (
+        0, b"/data/a\n/data/a/new\n", "")
+    assert run(fs, "find", "/etc/app", "-type", "l") == (0, b"/etc/app/mode\n", "")
+    assert run(fs, "find", "/nope", "/data/a/b") == (
+        1, b"/data/a/b\n/data/a/b/y.txt\n", "find: /nope: No such file or directory\n")
+    assert run(fs, "sh", "-c", "find /data -type d -name b -exec rm -r {} \\;") == (
+        1, b"", "find: /data/a/b: No such file or directory\n")
+    for args, error in ((["-type", "x"], "invalid argument 'x' to '-type'"), (["-name"], "-name requires an argument"),
+                        (["-exec", "echo"], "-exec requires an argument"), (["-size", "1x"], "invalid number '1x'"),
+                        (["-newer", "/nope"], "can't stat '/nope': No such file or directory"),
+                        (["(", "-type", "f"], "unpaired '('"),
+                        (["-exec", "echo", "{}", "{}", "+"], "only one '{}' allowed for -exec +")):
+        assert run(fs, "find", "/data", *args) == (1, b"", f"find: {error}\n")
+
+
 def test_dd_and_fallocate_fill_a_volume_with_zeros_that_cost_no_memory(pod_files):
     """What a container writes to fill its disk: dd from /dev/zero (records on stderr, as busybox
     prints them) and fallocate; 4Gi of zeros is a calloc'd buffer, not 4Gi of this process's memory."""
