@@ -399,6 +399,14 @@ def _verdict(ev: CacheEvent, ok) -> str | None:
     return DELETED if was_ok else None
 
 
+def _as_it_matched(ev: CacheEvent) -> Entry:
+    """What a watch is sent for an event whose object stopped matching its selectors (DELETED): the
+    previous object, the one the watch last saw matching, at the event's resourceVersion, as
+    upstream's cacheWatcher sends it."""
+    before = ev.prev.obj
+    return Entry({**before, "metadata": {**before["metadata"], "resourceVersion": str(ev.rev)}}, ev.rev)
+
+
 def _everything(obj: dict) -> bool:
     """The filter of a list or watch without selectors (`_filters`), which a watch's initial state
     then skips calling per object."""
@@ -879,7 +887,7 @@ class GenericREST:
                 return CacheEvent(_UNJUDGED, ev.key, ev.entry, ev.prev, ev.rev)
             if typ is None or typ == ev.type:
                 return typ is not None
-            return CacheEvent(typ, ev.key, ev.entry, ev.prev, ev.rev)
+            return CacheEvent(typ, ev.key, _as_it_matched(ev) if typ == DELETED else ev.entry, ev.prev, ev.rev)
 
         w = Watcher(prefix, accept, size=self.cache.buffer_size(prefix, *_trigger(res, field_selector)))
         listed: list[Entry] = []  # the state a watch from "" or "0" (or a watch-list) starts with, as ADDED events
@@ -1033,7 +1041,11 @@ class GenericREST:
         """The (type, object) a cache event is for a watch with the filter `ok`, None when it drops
         it; `external` is `_external` or `_external_once`."""
         typ = _verdict(ev, ok)
-        return None if typ is None else (typ, external(res, ev.entry.obj, version))
+        if typ is None:
+            return None
+        # (an object a webhook converts is sent as it is now: only the event's own objects were converted)
+        stopped = typ == DELETED and ev.type != DELETED and not _converts(res.strategy)
+        return typ, external(res, (_as_it_matched(ev) if stopped else ev.entry).obj, version)
 
     def _translate_judged(self, res: Resource, version: str, ev: CacheEvent, ok, external) -> tuple[str, dict] | None:
         """`_translate` of a live event that the watch's `accept` has judged already (its type is the

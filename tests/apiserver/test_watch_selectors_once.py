@@ -49,7 +49,9 @@ async def _writes(server: APIServer, calls: list[int]) -> list[int]:
     return spent
 
 
-EXPECTED = [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "b"), ("ADDED", "a"), ("DELETED", "a")]
+#: (the object that stopped matching is sent as it last matched, at the event's resourceVersion, as
+#: upstream's cacheWatcher sends it)
+EXPECTED = [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a"), ("ADDED", "a"), ("DELETED", "a")]
 
 
 async def test_a_selector_is_matched_once_an_event_over_http(monkeypatch):
@@ -62,11 +64,15 @@ async def test_a_selector_is_matched_once_an_event_over_http(monkeypatch):
                                 params={"watch": "1", "labelSelector": "app=a"}) as r:
                 assert r.status == 200
                 spent = await _writes(server, calls)
-                got = []
+                got, versions, data = [], [], []
                 while len(got) < len(EXPECTED):
                     ev = orjson.loads(await asyncio.wait_for(r.content.readline(), 10))
                     got.append((ev["type"], ev["object"]["metadata"]["labels"]["app"]))
+                    versions.append(int(ev["object"]["metadata"]["resourceVersion"]))
+                    data.append((ev["object"].get("data") or {}).get("v"))
         assert got == EXPECTED
+        # the DELETED of the object that left the selector: as it was (data v=0), at its event's revision
+        assert data[1:3] == ["0", "0"] and versions == sorted(set(versions))
         # created: the object; each patch and the delete: the object and the one it replaced
         assert spent == [1, 2, 2, 2, 2, 2]
     finally:
