@@ -7,31 +7,19 @@ struct.spec.count of type int32"), as a built-in kind's apply is (tests/apiserve
 from __future__ import annotations
 
 from tests.apiserver.apiextensions import install
+from tests.apiserver.apiextensions.test_number_format_ranges import CRD, PATH, pool
 from tests.served import send, served
 
-GROUP = "ranges.example.com"
-CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-       "metadata": {"name": f"pools.{GROUP}"},
-       "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "pools", "kind": "Pool"},
-                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                    "type": "object", "properties": {"spec": {"type": "object", "properties": {
-                        "replicas": {"type": "integer", "format": "int32"},
-                        "limit": {"type": "integer", "format": "int32", "maximum": 1000}}}}}}}]}}
-PATH = f"/apis/{GROUP}/v1/namespaces/default/pools"
 APPLY = "application/apply-patch+yaml"
-
-
-def pool(spec: dict) -> dict:
-    return {"apiVersion": f"{GROUP}/v1", "kind": "Pool", "metadata": {"name": "p"}, "spec": spec}
 
 
 async def test_an_applied_value_is_judged_by_the_custom_resources_validation(tmp_path):
     async with served(tmp_path) as (_, api):
         await install(api, CRD, PATH)
-        assert (await send(api, "POST", PATH, pool({"replicas": 1})))[0] == 201
+        assert (await send(api, "POST", PATH, pool("p", {"replicas": 1})))[0] == 201
         for spec, field in [({"limit": 2**31}, "spec.limit"), ({"limit": 2**63}, "spec.limit"),
                             ({"replicas": 1.5}, "spec.replicas")]:
-            applied = await send(api, "PATCH", f"{PATH}/p?fieldManager=m&force=true", pool(spec), APPLY)
+            applied = await send(api, "PATCH", f"{PATH}/p?fieldManager=m&force=true", pool("p", spec), APPLY)
             patched = await send(api, "PATCH", f"{PATH}/p", {"spec": spec}, "application/merge-patch+json")
             for code, got in (applied, patched):
                 assert code == 422 and got["reason"] == "Invalid", (spec, got)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
-from pathlib import Path
 
+from scripts import fuzz_patch
 from tests.served import served
 
 #: kinds of lists keyed by merge keys (a pod's, a workload's template), a custom resource of CEL rules, and one
@@ -20,16 +19,7 @@ KINDS = "configmaps,pods,deployments,serviceaccounts,widgets"
 FAMILIES = "strategic,json,apply,conflict,merge,subresource,validation,create,update,cbor,stale,accept"
 
 
-def _script():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "fuzz_patch.py"
-    spec = importlib.util.spec_from_file_location("fuzz_patch", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 async def test_patch_fuzz_breaks_no_answer(tmp_path):
-    fuzz_patch = _script()
     args = argparse.Namespace(kubeconfig=str(tmp_path / "kubeconfig"), minutes=60.0, cases=200, seed=58, slow=float("inf"),
                               kinds=KINDS, families=FAMILIES, failures=str(tmp_path / "broken.jsonl"), stop=False)
     async with served(tmp_path):

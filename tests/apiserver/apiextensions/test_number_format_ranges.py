@@ -17,6 +17,7 @@ CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitio
                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
                     "type": "object", "properties": {"spec": {"type": "object", "properties": {
                         "replicas": {"type": "integer", "format": "int32"},
+                        "limit": {"type": "integer", "format": "int32", "maximum": 1000},
                         "port": {"type": "integer", "format": "uint32"},
                         "count": {"type": "integer"},
                         "ratio": {"type": "number", "format": "float"},
