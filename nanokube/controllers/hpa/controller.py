@@ -170,6 +170,9 @@ class HPAController(Controller):
         # the scale's spec, as upstream's setStatus: a target still rolling out (or a custom resource whose
         # status lags) reads as the replicas it was asked for; the per-pod averages divide by the status'
         status["currentReplicas"] = current
+        # setStatus: the metrics this pass read, none where it read none (a paused target, one outside
+        # [minReplicas, maxReplicas]), never an earlier pass's
+        status["currentMetrics"] = None
         desired, reason, error = current, "", monitor.NONE
         # a target at zero stays paused unless the HPA scaled it there; then its metrics wake it, to at
         # least a minReplicas raised since (shouldComputeMetricsForZeroReplicas)

@@ -183,13 +183,18 @@ async def test_a_raised_min_replicas_wakes_the_target_by_its_metrics(env):
 
 
 async def test_target_scaled_to_zero_by_hand_stays_paused(env):
-    await env.set_metric(queue=50)
+    await env.set_metric(queue=10)
     await env.hpas.create(hpa([external(value="5")], lo=0))
+    h = await env.sync()
+    assert h["status"]["currentMetrics"] and await env.replicas() == 4
     await env.set_replicas(0)
+    await env.set_metric(queue=50)
     h = await env.sync()
     assert await env.replicas() == 0
     assert cond(h, "ScalingActive") == ("False", "ScalingDisabled")
-    assert "SuccessfulRescale" not in await env.reasons()
+    # setStatus writes the metrics of this pass: none read, none shown (`<unknown>/5`), not the last pass's
+    assert h["status"].get("currentMetrics") is None and format_hpa_metrics(h) == "<unknown>/5"
+    assert [e["reason"] for e in await env.reported("SuccessfulRescale")].count("SuccessfulRescale") == 1
 
 
 async def test_failing_metric_source_never_scales(env):
