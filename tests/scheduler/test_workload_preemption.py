@@ -155,6 +155,36 @@ async def test_gang_preempts_one_whole_all_group_not_pods_of_several(env):
                   {"result": "scheduled", **group_attempt}) == 1
 
 
+async def test_a_lone_pod_preempting_a_member_of_an_all_group_evicts_the_whole_group(env):
+    """KEP-5710's preemption unit holds for a lone preemptor too: a member of a `disruptionMode:
+    all` group goes with its members on other nodes, which the node's candidate counts."""
+    client, _sched, start = env
+    pods = await start([node("n1", "2"), node("n2", "2")], [podgroup("a", 2, 10, "all")],
+                       [member("a-0", "a", 10, cpu="2", on="n1"), member("a-1", "a", 10, on="n2"),
+                        lone("mid", 50, "n2")])
+    solo = pod("solo", "2", terminationGracePeriodSeconds=0, **at_priority(100))
+    del solo["metadata"]["uid"]
+    await pods.create(solo)
+
+    async def victims():
+        got = await doomed(pods)
+        return got if len(got) >= 2 else None
+    assert await eventually(victims) == {"a-0", "a-1"}
+    pg = await client.resource("scheduling.k8s.io", "v1beta1", "podgroups").get("a", "default")
+    cond = next(c for c in pg["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "True", "PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher priority pod")
+    async def nominated():
+        return (await pods.get("solo", "default"))["status"].get("nominatedNodeName")
+    assert await eventually(nominated) == "n1"
+    await release(pods, ["a-0", "a-1"])
+
+    async def bound():
+        return (await pods.get("solo", "default"))["spec"].get("nodeName")
+    assert await eventually(bound) == "n1"
+    assert "mid" not in await doomed(pods)
+
+
 async def test_lowest_priority_unit_goes_and_single_mode_members_go_one_by_one(env):
     client, _sched, start = env
     # n1: two pods of a single-mode group (priority 5); n2: a lone pod (priority 1) and one of priority 50

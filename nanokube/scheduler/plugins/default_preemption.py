@@ -19,7 +19,8 @@ from ...machinery.conditions import observed_generation
 from ..api import SCHEDULER_FIELD_MANAGER, reference
 from ..cache import NodeInfo
 from ..framework import Code, CycleState, PodInfo, Status, unschedulable
-from .workload_preemption import GroupPreemptor, PodGroupPreemption, terminating_by_preemption
+from ...machinery.podgroups import group_key
+from .workload_preemption import GroupPreemptor, PodGroupPreemption, disruption_all, terminating_by_preemption
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,10 @@ class DefaultPreemption:
     def _select_victims(self, fwk, state: CycleState, info: PodInfo, node: NodeInfo, pdbs) -> tuple[Candidate | None, str]:
         """Upstream's selectVictimsOnNode over a copy of the node: remove
         every lower-priority pod, then reprieve them most important first
-        (PDB-violating ones before the rest) while the pod still fits."""
+        (PDB-violating ones before the rest) while the pod still fits. A
+        pod of a `disruptionMode: all` PodGroup goes or stays with its
+        whole group (KEP-5710's preemption unit): reprieved together, and
+        evicted together, its members on other nodes too."""
         lower = sorted((p for p in node.pods.values() if p.priority < info.priority), key=_importance)
         if not lower:
             return None, NO_VICTIMS
@@ -200,17 +204,48 @@ class DefaultPreemption:
         violating, fine = split_by_pdb(lower, pdbs)
         victims: list[PodInfo] = []
         violations = 0
+        units = self._units(lower)
+        decided: set[str] = set()
         for group, counts in ((violating, True), (fine, False)):
             for p in group:
-                trial.add_pod(p)
+                if p.uid in decided:
+                    continue
+                unit = units.get(p.uid, [p])
+                here = [m for m in unit if m.uid in node.pods]
+                decided.update(m.uid for m in here)
+                for m in here:
+                    trial.add_pod(m)
                 if self._fits(fwk, state, info, trial) is not None:
-                    trial.remove_pod(p.uid)
-                    victims.append(p)
+                    for m in here:
+                        trial.remove_pod(m.uid)
+                    victims.extend(unit)
                     violations += counts
         if not victims:
             return None, NO_VICTIMS
         victims.sort(key=_importance)
         return Candidate(node.name, victims, violations), ""
+
+    def _units(self, pods: list[PodInfo]) -> dict[str, list[PodInfo]]:
+        """Pod uid -> the running members of its `disruptionMode: all`
+        PodGroup on every node, for the pods in such a group."""
+        h = self.handle
+        units: dict[str, list[PodInfo]] = {}
+        for p in pods:
+            if p.uid in units or not ((p.pod.get("spec") or {}).get("schedulingGroup")):
+                continue
+            key = group_key(p.pod)
+            if not key or not disruption_all(h.podgroups.get(key)):
+                continue
+            unit = []
+            for member in h.podgroups.members.get(key, {}).values():
+                uid = member["metadata"].get("uid", "")
+                ni = h.snapshot.infos.get(h.cache.pod_nodes.get(uid, ""))
+                held = ni.pods.get(uid) if ni is not None else None
+                if held is not None and not held.pod["metadata"].get("deletionTimestamp"):
+                    unit.append(held)
+            for m in unit:
+                units[m.uid] = unit
+        return units
 
     @staticmethod
     def _fits(fwk, state: CycleState, info: PodInfo, node: NodeInfo) -> str | None:
@@ -233,10 +268,13 @@ class DefaultPreemption:
                                                  field_manager=SCHEDULER_FIELD_MANAGER)))
 
     async def _preempt(self, info: PodInfo, cand: Candidate) -> None:
-        """Marks each victim with DisruptionTarget, records the Preempted
-        event and deletes it."""
+        """Marks each victim (and each victim `all` PodGroup) with
+        DisruptionTarget, records the Preempted event and deletes it."""
         api = self.handle.api
         scheduler = info.spec.get("schedulerName") or "default-scheduler"
+        for key in dict.fromkeys(k for v in cand.victims if (k := group_key(v.pod)) and
+                                 disruption_all(self.handle.podgroups.get(k))):
+            await self.workload.mark_group(key, scheduler, "pod")
         for v in cand.victims:
             md = v.pod["metadata"]
             old = find_condition((v.pod.get("status") or {}).get("conditions"), "DisruptionTarget")

@@ -444,7 +444,7 @@ class PodGroupPreemption:
 
         async def unit(u: Unit) -> None:
             if u.group:
-                await self._mark_group(u.group, scheduler)
+                await self.mark_group(u.group, scheduler)
             await asyncio.gather(*(self._evict(p, scheduler, f"Preempted by {by} ({md.get('uid', '')}) on node "
                                                              f"{h.cache.pod_nodes.get(p.uid, '')}", preemptor)
                                    for p in u.pods))
@@ -469,8 +469,9 @@ class PodGroupPreemption:
                                                    preconditions={"uid": md.get("uid")}))
         await self.plugin._quiet(h.api.event(p.pod, "Normal", "Preempted", note, related=preemptor))
 
-    async def _mark_group(self, key: str, scheduler: str) -> None:
-        """DisruptionTarget=True on a victim PodGroup, other conditions kept."""
+    async def mark_group(self, key: str, scheduler: str, preemptor: str = "pod group") -> None:
+        """DisruptionTarget=True on a victim PodGroup, other conditions kept
+        (`preemptor`: what the message says took its place)."""
         h = self.handle
         pg = h.podgroups.get(key)
         if pg is None:
@@ -478,7 +479,7 @@ class PodGroupPreemption:
         md = pg["metadata"]
         conds = remove_condition((pg.get("status") or {}).get("conditions"), DISRUPTION_TARGET)
         cond = {"type": DISRUPTION_TARGET, "status": "True", "reason": REASON,
-                "message": f"{scheduler}: preempting to accommodate a higher priority pod group",
+                "message": f"{scheduler}: preempting to accommodate a higher priority {preemptor}",
                 "lastTransitionTime": h.clock.rfc3339()}
         if md.get("generation"):
             cond["observedGeneration"] = md["generation"]
