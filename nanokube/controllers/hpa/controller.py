@@ -230,7 +230,8 @@ class HPAController(Controller):
                 await self._event(hpa, "Warning", "FailedRescale", f"New size: {desired}; reason: {reason}; error: {e.message}")
                 await self._write_status(hpa, status, conds)
                 return monitor.NONE, monitor.INTERNAL
-            self.history.setdefault(key, normalize.History()).record_scale(now, current, desired)
+            if spec.get("behavior") is not None:  # storeScaleEvent: only the policies read them
+                self.history.setdefault(key, normalize.History()).record_scale(now, current, desired)
             conds["AbleToScale"] = ("True", "SucceededRescale", f"the HPA controller was able to update the target scale to {desired}")
             to_zero = current > 0 and desired == 0 and lo == 0 and has_obj_or_ext
             conds["ScaledToZero"] = SCALED_TO_ZERO if to_zero else NOT_SCALED_TO_ZERO

@@ -279,6 +279,22 @@ async def test_scale_up_policy_and_disabled(env):
     assert await env.replicas() == 4 and cond(h, "ScalingLimited") == ("True", "ScaleUpLimit")
 
 
+async def test_scale_events_before_behavior_was_set_do_not_count_against_its_policies(env):
+    """storeScaleEvent keeps the scale events of HPAs with behavior only: a legacy rescale (2 -> 4) is not
+    charged to a Pods policy added after it."""
+    await env.set_metric(queue=100)
+    await env.hpas.create(hpa([external(value="10")]))
+    await env.sync()
+    assert await env.replicas() == 4
+    await env.set_replicas(4)
+    h = copy.deepcopy(await env.hpas.get("web", NS))
+    h["spec"]["behavior"] = {"scaleUp": {"policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}}
+    await env.hpas.update(h)
+    env.clock.t += 15
+    h = await env.sync()
+    assert await env.replicas() == 5 and cond(h, "ScalingLimited") == ("True", "ScaleUpLimit")
+
+
 async def test_per_direction_tolerance(env):
     await env.set_metric(queue=12)  # ratio 1.2 on 2 ready pods: 3 with the default 0.1
     await env.hpas.create(hpa([external(value="10")], behavior={"scaleUp": {"tolerance": "0.25"}}))
