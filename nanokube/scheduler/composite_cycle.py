@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from .composites import CONDITION, INVALID, Member
 from .framework import Framework, PodInfo
 from .group_placement import Attempt, consistency_error, placements, scheduler_name_error
+from .plugins.gang import GangScheduling
 from ..machinery.podgroups import topology_keys
 from .queue import QueuedPodGroupInfo
 
@@ -92,14 +93,19 @@ class CompositeCycle:
         for key, e in self.entries.items():
             att = plan.failures.get(key)
             self._finish(e, self._leaf_obj(root, key), message if att is None else f"{message}; {att.message}",
-                         att.failures if att else {})
+                         att.failures if att else {}, gang=True)
         return "unschedulable", COMPOSITE
 
     def _finish(self, e: QueuedPodGroupInfo, pg: dict, message: str, failures: dict | None = None,
-                reason: str = UNSCHEDULABLE, error: bool = False) -> None:
-        """Rejects the entry's members, or hands an emptied entry back."""
+                reason: str = UNSCHEDULABLE, error: bool = False, gang: bool = False) -> None:
+        """Rejects the entry's members, or hands an emptied entry back. With
+        `gang` (the tree refused), a leaf with no pod rejected by a plugin
+        (never tried, or cut short) was rejected by GangScheduling: it waits
+        for a member or group event, or for another leaf's retry to gather
+        it, not a backoff as after an error."""
         if e.members:
-            self.wc.reject(e, pg, reason, message, failures or {}, error=error)
+            self.wc.reject(e, pg, reason, message, failures or {}, error=error,
+                           plugins=(GangScheduling.name,) if gang and not failures and not error else ())
         else:
             self.s.queue.group_done(e)
 
@@ -123,7 +129,7 @@ class CompositeCycle:
 
     def _reject_all(self, reason: str, message: str, error: bool = False) -> None:
         for key, e in self.entries.items():
-            self._finish(e, self.s.podgroups.get(key) or self.pg, message, reason=reason, error=error)
+            self._finish(e, self.s.podgroups.get(key) or self.pg, message, reason=reason, error=error, gang=True)
 
     def _place(self, fwk: Framework, node: Member, plan: Plan) -> tuple[bool, str]:
         if not node.composite:

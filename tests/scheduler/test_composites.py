@@ -91,6 +91,29 @@ async def test_tree_that_does_not_fit_places_nothing(schedulers):
     assert await eventually(lambda: failed_scheduling(client, "a-0"))
 
 
+async def test_a_tree_short_of_a_gated_member_waits_for_an_event_not_a_backoff(schedulers):
+    """A leaf whose gated member still counts toward minCount makes the root ready, and the tree's
+    cycle is cut short: its leaves wait in the unschedulable pool under GangScheduling (not in
+    backoffQ as after an error, retried forever), and the gate's removal places the tree."""
+    client, start = schedulers
+    sched = await start(node("n1", "8"))
+    gated = pod("b-1", "1", schedulingGroup={"podGroupName": "b"}, schedulingGates=[{"name": "example.com/hold"}])
+    del gated["metadata"]["uid"]
+    await create(client, composite("root", 2), leaf("a", "root"), leaf("b", "root"),
+                 member("a-0", "a"), member("a-1", "a"), member("b-0", "b"), gated)
+    cond = await eventually(composite_condition(client, "root"))
+    assert (cond["status"], cond["message"]) == ("False", "minGroupCount (2) cannot be satisfied: 1 scheduled, 0 remaining")
+    q = sched.queue
+
+    async def parked():
+        entries = [q.groups.get(k) for k in ("default/a", "default/b")]
+        return all(e is not None and e.key in q.unschedulable for e in entries) and entries
+    for e in await eventually(parked):
+        assert e.unschedulable_plugins == {"GangScheduling"}
+    await client.resource("", "v1", "pods").patch("b-1", {"spec": {"schedulingGates": None}}, namespace="default")
+    assert set((await eventually(bound_names(client, pods_of("a", "b")))).values()) == {"n1"}
+
+
 async def test_min_group_count_one_places_the_groups_that_fit(schedulers):
     client, start = schedulers
     await start(node("n1", "3"))
