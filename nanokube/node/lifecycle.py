@@ -314,18 +314,29 @@ def pull_error(pod: dict, image: str) -> str:
     return error
 
 
-def volume_mount_statuses(container: dict) -> list[dict]:
+def volume_mount_statuses(container: dict, recursive: bool) -> list[dict]:
     """The kubelet's VolumeMountStatus of each of a container's mounts (convertToAPIContainerStatuses,
     RecursiveReadOnlyMounts GA): a read-only one's recursiveReadOnly is Enabled where asked for
-    (Enabled, or IfPossible: the runtime supports it), else Disabled."""
+    (Enabled or IfPossible) and the runtime's mounts are `recursive`, else Disabled."""
     out = []
     for m in container.get("volumeMounts") or ():
         s = {"name": m.get("name", ""), "mountPath": m.get("mountPath", "")}
         if m.get("readOnly"):
-            rro = m.get("recursiveReadOnly") in ("Enabled", "IfPossible")
+            rro = recursive and m.get("recursiveReadOnly") in ("Enabled", "IfPossible")
             s |= {"readOnly": True, "recursiveReadOnly": "Enabled" if rro else "Disabled"}
         out.append(s)
     return out
+
+
+def recursive_read_only_error(container: dict, recursive: bool) -> str:
+    """Why the kubelet cannot make the container's mounts (makeMounts' resolveRecursiveReadOnly):
+    one asks for recursiveReadOnly Enabled where the runtime's mounts are not `recursive` ('' if none)."""
+    if recursive:
+        return ""
+    name = next((m.get("name", "") for m in container.get("volumeMounts") or ()
+                 if m.get("recursiveReadOnly") == "Enabled"), None)
+    return "" if name is None else f'failed to resolve recursive read-only mode: volume "{name}" requested ' \
+                                   "recursive read-only mode, but it is not supported by the runtime"
 
 
 def field_path(pod: dict, name: str) -> str:
@@ -771,6 +782,11 @@ class PodWorker:
     def _containers(self) -> list[dict]:
         return (self.pod.get("spec") or {}).get("containers") or []
 
+    @property
+    def recursive_mounts(self) -> bool:
+        """Whether the runtime's read-only mounts are recursive (its handlers' feature)."""
+        return self.agent.runtime.handler_features["recursiveReadOnlyMounts"]
+
     def _sidecars(self) -> list[dict]:
         return [c for c in (self.pod.get("spec") or {}).get("initContainers") or [] if c.get("restartPolicy") == "Always"]
 
@@ -783,7 +799,7 @@ class PodWorker:
         s = {"name": name, "state": state, "lastState": self.own_last_state.get(name, self.last_state),
              "ready": ready, "restartCount": restarts, "image": image_ref(c.get("image", "")),
              "imageID": image_id(c.get("image", "")), "started": started}
-        if mounts := volume_mount_statuses(c):
+        if mounts := volume_mount_statuses(c, self.recursive_mounts):
             s["volumeMounts"] = mounts
         if "running" in state or "terminated" in state:
             s["containerID"] = self._container_id(name, restarts)
@@ -985,7 +1001,7 @@ class PodWorker:
             self.ephemeral[name] = {"name": name, "state": state, "lastState": last,
                                     "ready": False, "restartCount": 0, "image": image_ref(image),
                                     "imageID": image_id(image), "containerID": f"containerd://{cid}", "resources": {}}
-            if mounts := volume_mount_statuses(c):
+            if mounts := volume_mount_statuses(c, self.recursive_mounts):
                 self.ephemeral[name]["volumeMounts"] = mounts
             started = True
         return started
@@ -1184,6 +1200,8 @@ class PodWorker:
         while True:
             reason, error = "CreateContainerConfigError", await environment_error(
                 self.agent.volumes.watched, self.namespace, c)
+            if not error:
+                error = recursive_read_only_error(c, self.recursive_mounts)
             if not error:  # the device plugins' PreStartContainer (GetDeviceRunContainerOptions)
                 error = await self.agent.devices.pre_start(self.uid, c["name"])
             if not error:
@@ -2444,7 +2462,8 @@ class SimulatedRuntime:
 
     name = "simulated"
     #: what each of its handlers supports, as the CRI's status reports it: recursive read-only
-    #: mounts (volume_mount_statuses' Enabled); no user namespaces (hostUsers: false runs in the node's)
+    #: mounts (all below a read-only mount's path is read-only, what the node mounted there too);
+    #: no user namespaces (hostUsers: false runs in the node's)
     handler_features = {"recursiveReadOnlyMounts": True, "userNamespaces": False}
     #: the kubelet's clusterDNS: simulated pods' names are answered as the cluster's DNS server answers (dns)
     cluster_dns = (dns.DNS_SERVER,)

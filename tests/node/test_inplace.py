@@ -11,7 +11,7 @@ from nanokube.clock import Clock
 from nanokube.machinery.podresources import QUANTITIES, amounts
 from nanokube.node import inplace
 from nanokube.node.cluster import default_cluster
-from nanokube.node.lifecycle import STOP_EXIT_CODE, PodWorker
+from nanokube.node.lifecycle import STOP_EXIT_CODE, PodWorker, SimulatedRuntime
 from nanokube.node.manager import NodeManager
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -53,7 +53,7 @@ def test_a_container_reports_its_resources_while_it_runs():
     pod = {"metadata": {"name": "p", "namespace": "d", "uid": "u", "resourceVersion": "1"},
            "spec": {"containers": [{"name": "app", "image": "nginx", "resources": res},
                                    {"name": "plain", "image": "nginx", "resources": {}}]}}
-    w = PodWorker(SimpleNamespace(clock=Clock(), ips=None), pod)
+    w = PodWorker(SimpleNamespace(clock=Clock(), ips=None, runtime=SimulatedRuntime()), pod)
     app, plain = pod["spec"]["containers"]
     waiting = w._status_of(app, {"waiting": {"reason": "ContainerCreating"}}, False, False)
     assert "resources" not in waiting and "allocatedResources" not in waiting

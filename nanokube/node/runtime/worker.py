@@ -915,7 +915,7 @@ class ProcessPodWorker(PodWorker):
             s = {"name": c.name, "state": c.state, "lastState": c.last_state, "ready": c.ready,
                  "restartCount": c.restarts, "image": image_ref(c.spec.get("image", "")),
                  "imageID": image_id(c.spec.get("image", "")), "started": c.started}
-            if mounts := volume_mount_statuses(c.spec):
+            if mounts := volume_mount_statuses(c.spec, self.recursive_mounts):
                 s["volumeMounts"] = mounts
             if c.instances:
                 s["containerID"] = self._container_id(c)

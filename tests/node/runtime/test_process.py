@@ -696,3 +696,32 @@ async def test_env_from_config_maps_and_secrets_and_a_missing_one_waits(env):
                                                           "data": {"MODE": "fast", "LEVEL": "3"}})
     await eventually(status_of(pods, "env-from", phase("Succeeded")))
     assert (await log_of(rt, "env-from")) == b"fast override s3cret\n"
+
+
+async def test_recursive_read_only_mounts_are_not_supported_so_enabled_fails_and_if_possible_is_disabled(env):
+    """The process runtime's read-only bind is read-only at its top only, so its Node's handlers say
+    recursiveReadOnlyMounts false; a mount asking for recursiveReadOnly Enabled keeps the container
+    in CreateContainerConfigError (the kubelet's makeMounts), IfPossible runs it read-only with
+    recursiveReadOnly Disabled in its status."""
+    client, rt, tmp = env
+    node = await client.resource("", "v1", "nodes").get("gpu-0")
+    features = {"recursiveReadOnlyMounts": False, "userNamespaces": False}
+    assert node["status"]["runtimeHandlers"] == [{"name": "runc", "features": features},
+                                                 {"name": "", "features": features}]
+    pods = client.resource("", "v1", "pods")
+    for name, mode in (("rro-enabled", "Enabled"), ("rro-if-possible", "IfPossible")):
+        p = pod(name, ["sh", "-c", "echo x > /ro-data/f || echo refused"], volumeMounts=[
+            {"name": "data", "mountPath": "/ro-data", "readOnly": True, "recursiveReadOnly": mode}])
+        p["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+        await pods.create(p)
+
+    def config_error(st):
+        state = (st.get("containerStatuses") or [{}])[0].get("state") or {}
+        return state.get("waiting") == {"reason": "CreateContainerConfigError", "message":
+                                        'failed to resolve recursive read-only mode: volume "data" requested recursive '
+                                        "read-only mode, but it is not supported by the runtime"}
+    await eventually(status_of(pods, "rro-enabled", config_error))
+    done = await eventually(status_of(pods, "rro-if-possible", phase("Succeeded")))
+    assert done["status"]["containerStatuses"][0]["volumeMounts"] == [
+        {"name": "data", "mountPath": "/ro-data", "readOnly": True, "recursiveReadOnly": "Disabled"}]
+    assert (await log_of(rt, "rro-if-possible")).endswith(b"refused\n")
