@@ -150,7 +150,11 @@ async def _object(provider, spec, target: Target, tol, timing) -> Proposal:
         raise MetricsUnavailable(f"unable to get metric {src['metric']['name']} on {ref.get('kind')} "
                                  f"{target.namespace}/{ref.get('name')}: {e}") from None
     replicas, current = _value_or_average(target, usage, src["target"], tol)
-    return Proposal(replicas, f"{src['describedObject']['kind']} metric {src['metric']['name']}",
+    metric = src["metric"]
+    # (upstream names an AverageValue Object metric as it names an External one)
+    name = f"{ref['kind']} metric {metric['name']}" if src["target"].get("value") is not None \
+        else f"external metric {metric['name']}({go_label_selector(metric.get('selector'))})"
+    return Proposal(replicas, name,
                     {"type": "Object", "object": {"describedObject": src["describedObject"], "metric": src["metric"],
                                                   "current": current}})
 

@@ -415,6 +415,25 @@ async def test_an_object_metric_failure_names_the_metric_and_its_object(env):
     assert cond(h, "ScalingActive") == ("False", "FailedGetObjectMetric")
 
 
+async def test_an_average_value_object_metric_is_named_as_upstream_names_it(env):
+    """computeStatusForObjectMetric names a Value target "<Kind> metric <name>" but an AverageValue one
+    "external metric <name>(<selector>)", in ScalingActive's message and the rescale reason."""
+    d = copy.deepcopy(await env.deploys.get("web", NS))
+    d["metadata"]["annotations"] = {"metrics.sim.nanokube.io/backlog": "30"}
+    await env.deploys.update(d)
+    target = {"type": "AverageValue", "averageValue": "5"}
+    await env.hpas.create(hpa([{"type": "Object", "object": {
+        "describedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "metric": {"name": "backlog"}, "target": target}}]))
+    h = await env.sync()
+    assert await env.replicas() == 4  # ceil(30/5) = 6, capped at max(2×2, 4)
+    active = next(c for c in h["status"]["conditions"] if c["type"] == "ScalingActive")
+    assert active["message"] == "the HPA was able to successfully calculate a replica count from external metric backlog(nil)"
+    events = await env.reported("SuccessfulRescale")
+    assert [e["message"] for e in events if e["reason"] == "SuccessfulRescale"] == [
+        "New size: 4; reason: external metric backlog(nil) above target"]
+
+
 async def test_a_failed_metric_keeps_its_place_in_current_metrics(env):
     """computeReplicasForMetrics leaves a failed metric's MetricStatus zero ({"type": ""}) at its index,
     so kubectl, pairing spec.metrics[i] with status.currentMetrics[i], still shows the metrics that work."""
