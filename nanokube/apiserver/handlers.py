@@ -605,6 +605,7 @@ class APIHandlers:
             if watch and m == "GET" and "list" in res.verbs:  # the list's route takes it, and its storage cannot
                 # watch (ListResource's rw == nil): refused once the options are read and judged, naming the resource
                 _collection_options(q)
+                self.rest._filters(res, version, "", q.get("fieldSelector", ""))  # field labels converted: a 400
                 raise errors.method_not_supported(group, plural, "watch")
             raise errors.method_not_allowed()
         if (sub not in _UNNEGOTIATED or group) and _accept(request) == "table" and (

@@ -28,6 +28,12 @@ async def test_watch_of_a_list_only_resource_is_refused_naming_it(tmp_path, path
         # the options are read first: a selector that does not parse is the list's 400
         code, got = await send(api, "GET", f"{path}?watch=1&labelSelector=%C3%A9")
         assert code == 400 and got["reason"] == "BadRequest", got
+        if not group:  # and its field labels are converted, a field the kind does not offer the list's 400
+            code, got = await send(api, "GET", f"{path}?watch=1&fieldSelector=spec.x%3Dy")
+            assert code == 400 and got["reason"] == "BadRequest", got
+            assert got["message"] == '"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"'
+            code, got = await send(api, "GET", f"{path}?watch=1&fieldSelector=metadata.name%3Detcd-0")
+            assert code == 405 and got["reason"] == "MethodNotAllowed", got
         # no watch, or ?watch=false: the list
         for query in ("", "?watch=false", "?watch=0"):
             code, got = await send(api, "GET", path + query)
