@@ -368,21 +368,20 @@ class SchedulingQueue:
         first = next(iter(entry.members.values()))
         if self._fwk(first.pod).run_pre_enqueue(first) is None:
             return False
-        self.done(entry)
-        self.groups.pop(entry.group, None)
-        for info in entry.members.values():
-            if not self._gate(info, "ScheduleAttemptFailure"):
-                self._enter(info, "ScheduleAttemptFailure")
-        self._gauge()
+        self._ungroup(entry, "ScheduleAttemptFailure", self._enter)
         return True
 
     def dissolve_group(self, entry: QueuedPodGroupInfo) -> None:
         """The group's PodGroup is gone: its members wait in PreEnqueue again."""
+        self._ungroup(entry, "PodGroupDelete", self._push_active)
+
+    def _ungroup(self, entry: QueuedPodGroupInfo, event: str, admit: Callable[[PodInfo, str], None]) -> None:
+        """Drops the group's entry; each member goes through PreEnqueue again, `admit` taking those it lets in."""
         self.done(entry)
         self.groups.pop(entry.group, None)
         for info in entry.members.values():
-            if not self._gate(info, "PodGroupDelete"):
-                self._push_active(info, "PodGroupDelete")
+            if not self._gate(info, event):
+                admit(info, event)
         self._gauge()
 
     def _where(self, key: str) -> PodInfo | None:
