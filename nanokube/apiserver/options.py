@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from ..clock import format_time
 from ..machinery import errors, goduration, gotime
 from ..machinery import validation as v
+from ..machinery.queryparams import integer
 from . import structural
 
 _PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
@@ -56,20 +57,6 @@ def request_deadline(query: Mapping[str, str]) -> float:
     except ValueError as e:
         raise errors.bad_request(f"invalid timeout specified in the request URL - {e}") from None
     return seconds if 0 < seconds < REQUEST_TIMEOUT else REQUEST_TIMEOUT
-
-
-def integer(query: Mapping[str, str], name: str) -> int | None:
-    """An int64 query parameter, or None when absent; 400 when it does not parse."""
-    raw = query.get(name)
-    if raw is None:
-        return None
-    digits = raw[1:] if raw[:1] in ("+", "-") else raw
-    if not (digits.isascii() and digits.isdigit()):
-        raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax')
-    value = int(raw) if len(digits) <= 20 else 2**63
-    if not -(2**63) <= value < 2**63:
-        raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": value out of range')
-    return value
 
 
 def boolean(query: Mapping[str, str], name: str) -> bool | None:

@@ -13,6 +13,7 @@ from aiohttp import web
 from ..machinery import errors
 from ..machinery.responses import error_response, json_response
 from ..machinery.quantity import parse_quantity
+from ..machinery.queryparams import integer
 from ..machinery.selectors import parse_label_selector
 from .provider import MetricsProvider, MetricsUnavailable, cpu_quantity, memory_quantity
 
@@ -105,7 +106,7 @@ class MetricsAPI:
         pod (a get reads no selector)."""
         ns, name = request.match_info.get("namespace"), request.match_info.get("name", "")
         try:
-            _no_watch(request, name, "pods")
+            _list_options(request, name, "pods")
             items = await self.provider.pod_metrics(ns, "" if name else request.query.get("labelSelector", ""), name)
         except errors.APIError as e:
             return error_response(e)
@@ -122,7 +123,7 @@ class MetricsAPI:
         """NodeMetrics: a list (label selector, its parse error a 400) or one node (no selector)."""
         name = request.match_info.get("name", "")
         try:
-            _no_watch(request, name, "nodes")
+            _list_options(request, name, "nodes")
             items = await self.provider.node_metrics("" if name else request.query.get("labelSelector", ""), name)
         except errors.APIError as e:
             return error_response(e)
@@ -137,12 +138,17 @@ class MetricsAPI:
                               "items": items})
 
 
-def _no_watch(request: web.Request, name: str, plural: str) -> None:
-    """metrics-server's storage lists but does not watch: a list's ?watch (a named get reads none) is refused
-    once its label selector is read, as ListResource refuses it (405, naming the resource), not answered as a
+def _list_options(request: web.Request, name: str, plural: str) -> None:
+    """A list's options decoded as ListResource decodes them (a named get reads none): an integer that does
+    not parse is a 400 before the selector is read. metrics-server's storage lists but does not watch: a
+    list's ?watch is refused once its label selector is read (405, naming the resource), not answered as a
     list that a watching client cannot decode."""
+    if name:
+        return
+    integer(request.query, "timeoutSeconds")
+    integer(request.query, "limit")
     watch = request.query.get("watch")
-    if name or watch is None or watch == "0" or watch.lower() == "false":
+    if watch is None or watch == "0" or watch.lower() == "false":
         return
     if request.query.get("labelSelector"):
         parse_label_selector(request.query["labelSelector"])

@@ -99,3 +99,24 @@ async def test_resource_metrics_with_a_label_selector_that_does_not_parse(env):
     assert r.status == 200 and (await r.json())["metadata"]["name"] == "a"
     r = await http.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/a", params={"labelSelector": "app=other"})
     assert r.status == 200
+
+
+async def test_resource_metrics_list_integers_that_do_not_parse(env):
+    """A list's limit or timeoutSeconds that is no int64 is the 400 of ListResource's options decoding (they
+    were ignored), before the selector is read (ListOptions' order: timeoutSeconds, then limit); a get
+    decodes GetOptions, which have neither."""
+    client, http = env
+    await running_pod(client, "a", {"sim.nanokube.io/cpu-usage": "300m"})
+    for path in ("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods", "/apis/metrics.k8s.io/v1beta1/pods",
+                 "/apis/metrics.k8s.io/v1beta1/nodes"):
+        for query, bad in (({"limit": "1.5"}, "1.5"), ({"timeoutSeconds": "x", "limit": "y"}, "x"),
+                           ({"limit": "99999999999999999999", "labelSelector": "(("}, "99999999999999999999")):
+            r = await http.get(path, params=query)
+            status = await r.json()
+            why = "value out of range" if bad.isdigit() else "invalid syntax"
+            assert (r.status, status["kind"], status["reason"], status["message"]) == (
+                400, "Status", "BadRequest", f'strconv.ParseInt: parsing "{bad}": {why}'), query
+        r = await http.get(path, params={"limit": "1", "timeoutSeconds": "-3"})
+        assert r.status == 200 and (await r.json())["kind"].endswith("MetricsList")
+    r = await http.get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/a", params={"limit": "x"})
+    assert r.status == 200 and (await r.json())["metadata"]["name"] == "a"
