@@ -6,18 +6,23 @@ that is not a token) and the router's (no route, a method a route does not
 take, a body over the client size limit). Clients of kube-apiserver decode
 every error body as a `metav1.Status`, so these are rewritten: the parser's
 through a request handler whose `handle_error` writes a Status, the router's
-through a middleware. Header and request-line limits are Go's
+through a middleware. A method the parser does not know but that is a token
+(`get`) is a 405, as Go's server routes it case-sensitively to no route (one
+difference: upstream answers paths outside the API's routes, /healthz, by
+their own handlers). Header and request-line limits are Go's
 `MaxHeaderBytes` (1 MiB), which kube-apiserver keeps.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import logging
 import re
 from http import HTTPStatus
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMethod
 from multidict import CIMultiDict, CIMultiDictProxy
 from aiohttp.web_protocol import RequestHandler
 
@@ -58,9 +63,27 @@ class _StatusRequestHandler(serving.HeaderDeadline):
             if request.writer.output_size > 0:
                 raise ConnectionError("a response was sent already")
         text = message if status != 500 else "an error on the server prevented the request from succeeding"
-        resp = error_response(status_error(status, _message(status, text)))
+        error = errors.method_not_allowed() if _unknown_method(exc) else status_error(status, _message(status, text))
+        resp = error_response(error)
         resp.force_close()
         return resp
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def _unknown_method(exc: BaseException | None) -> bool:
+    """Whether the parser refused a method that is a token all the same (`get`, `FOO`): llhttp knows
+    only its own list, in capitals, where Go's server takes any token and its router, matching methods
+    case-sensitively, finds no route for it (go-restful's 405). The parser's message quotes the request
+    line as a bytes literal on its third line; a method that is no token stays the parser's 400."""
+    if not isinstance(exc, BadHttpMethod):
+        return False
+    try:
+        line = ast.literal_eval(exc.message.splitlines()[2].strip())
+    except (IndexError, SyntaxError, ValueError):
+        return False
+    return isinstance(line, bytes) and bool(_TOKEN.fullmatch(line.split(b" ", 1)[0].decode("latin-1")))
 
 
 class _StatusServer(web.Server):
