@@ -54,7 +54,7 @@ from ..machinery.errors import APIError
 from ..machinery.streaming import StreamFailed, StreamSession, executable_not_found, start_not_found
 from ..client.http import EXPECTED
 from ..clock import parse_time
-from . import container_env, dns, hooks, hosts_file, prober, simulated_net
+from . import container_env, dns, hooks, hosts_file, prober, simulated_net, userns
 from .dra.prepare import CDI_CREATE_FAILED, NotReady
 from .envvars import environment_error
 from . import inplace
@@ -1561,6 +1561,14 @@ class PodWorker:
         active deadline meanwhile."""
         return await self._retry(self.agent.volumes.mount, MountError, "FailedMount", "{}")
 
+    async def _sandbox_config(self) -> bool:
+        """Block in ContainerCreating while the sandbox cannot be configured (a user namespace the
+        runtime has not: userns.py); False if deleted or past the active deadline meanwhile."""
+        async def user_namespace(pod: dict) -> None:
+            userns.check(pod, self.agent.runtime.handler_features)
+        return await self._retry(user_namespace, userns.Unsupported, "FailedCreatePodSandBox",
+                                 "Failed to create pod sandbox: {}")
+
     async def _retry(self, step, not_ready: type[Exception], reason: str, message: str) -> bool:
         """Run `step(pod)` until it stops raising `not_ready`, backing off; each refusal is
         reported as a Warning event, which the recorder folds into one with a count."""
@@ -1795,7 +1803,7 @@ class PodWorker:
             await self._write("Pending", [self._status_of(c, self._default_waiting(), False, False)
                                           for c in self._containers()], False, now, "ContainersNotReady",
                               initialized=not inits, inits=self._init_progress(now) if inits else None)
-            if not (await self._prepare_claims() and await self._mount_volumes()):
+            if not (await self._prepare_claims() and await self._mount_volumes() and await self._sandbox_config()):
                 await self._never_started()
                 return
         self.sandboxed = True
@@ -2463,7 +2471,7 @@ class SimulatedRuntime:
     name = "simulated"
     #: what each of its handlers supports, as the CRI's status reports it: recursive read-only
     #: mounts (all below a read-only mount's path is read-only, what the node mounted there too);
-    #: no user namespaces (hostUsers: false runs in the node's)
+    #: no user namespaces (a hostUsers: false pod's sandbox is never made: userns.py)
     handler_features = {"recursiveReadOnlyMounts": True, "userNamespaces": False}
     #: the kubelet's clusterDNS: simulated pods' names are answered as the cluster's DNS server answers (dns)
     cluster_dns = (dns.DNS_SERVER,)

@@ -725,3 +725,34 @@ async def test_recursive_read_only_mounts_are_not_supported_so_enabled_fails_and
     assert done["status"]["containerStatuses"][0]["volumeMounts"] == [
         {"name": "data", "mountPath": "/ro-data", "readOnly": True, "recursiveReadOnly": "Disabled"}]
     assert (await log_of(rt, "rro-if-possible")).endswith(b"refused\n")
+
+
+async def test_a_pod_without_host_users_never_gets_a_sandbox_as_the_runtime_has_no_user_namespaces(env):
+    """The process runtime's handlers have no user namespaces: a `hostUsers: false` pod's sandbox is
+    refused (the kubelet's userns manager), no process of it runs; it waits in ContainerCreating with a
+    FailedCreatePodSandBox event, and goes when deleted."""
+    client, rt, _ = env
+    pods, events = client.resource("", "v1", "pods"), client.resource("", "v1", "events")
+    p = pod("own-users", SERVE)
+    p["spec"]["hostUsers"] = False
+    await pods.create(p)
+
+    async def refused():
+        items, _ = await events.list(namespace="default")
+        return [e for e in items if e["reason"] == "FailedCreatePodSandBox" and e["involvedObject"]["name"] == "own-users"]
+    (ev,) = await eventually(refused)
+    assert (ev["type"], ev["message"]) == ("Warning", "Failed to create pod sandbox: can't set `spec.hostUsers: "
+                                                      "false`, runtime does not support user namespaces")
+    st = (await pods.get("own-users", "default"))["status"]
+    assert st["phase"] == "Pending" and not st.get("podIP")
+    assert st["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert ("default", "own-users") not in rt.pods  # no sandbox: the runtime runs nothing of it
+    await pods.delete("own-users", "default", grace_period_seconds=0)
+
+    async def gone():
+        try:
+            await pods.get("own-users", "default")
+        except APIError:
+            return True
+        return False
+    await eventually(gone)
