@@ -36,6 +36,13 @@ from nanokube.client import mutation  # noqa: E402
 if mutation.on_in_env():
     mutation.enable()
 
+# A suite started in the background of a non-interactive shell (`nohup scripts/test.sh &`, a CI runner's
+# script) begins with SIGINT ignored, and every process it starts would inherit that: the tests that stop
+# `simulate` or `kubectl attach` with Ctrl-C would wait on programs that rightly keep running, as a
+# shell's background jobs do. The suite's processes take Ctrl-C as a terminal would send it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 #: shared fixtures (`core`: the official client on an in-process server)
 pytest_plugins = ["tests.served"]
 
