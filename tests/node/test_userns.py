@@ -3,29 +3,11 @@ runtimeHandlers say userNamespaces false): as upstream's kubelet (the userns man
 config), its sandbox is never made: it stays Pending in ContainerCreating, each try a FailedCreatePodSandBox
 event, and it is deleted as a pod that never started is. A pod with `hostUsers: true` runs."""
 
-import pytest
-
-from nanokube.apiserver.loopback import connector
-from nanokube.node.cluster import default_cluster
-from nanokube.node.manager import NodeManager
-from tests.controllers import eventually, make_stack
-from tests.node import ManualClock
+from tests.controllers import eventually
 from tests.node.test_lifecycle import gone, phase_is
+from tests.node.volumes.test_manager import env  # noqa: F401 (the fixture)
 
 MESSAGE = "Failed to create pod sandbox: can't set `spec.hostUsers: false`, runtime does not support user namespaces"
-
-
-@pytest.fixture
-async def env(tmp_path):
-    s = await make_stack()
-    await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
-    clock = ManualClock()
-    s.rest.clock = clock
-    mgr = NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=str(tmp_path))
-    await mgr.start()
-    yield s.client, clock
-    await mgr.stop()
-    await s.close()
 
 
 def pod(name: str, host_users: bool) -> dict:
@@ -33,8 +15,8 @@ def pod(name: str, host_users: bool) -> dict:
         "nodeName": "gpu-0", "hostUsers": host_users, "containers": [{"name": "app", "image": "busybox"}]}}
 
 
-async def test_a_pod_without_host_users_never_gets_a_sandbox_where_the_runtime_has_no_user_namespaces(env):
-    client, clock = env
+async def test_a_pod_without_host_users_gets_no_sandbox(env):  # noqa: F811 (the fixture)
+    client, clock, _ = env
     node = await client.resource("", "v1", "nodes").get("gpu-0")
     assert {h["features"]["userNamespaces"] for h in node["status"]["runtimeHandlers"]} == {False}
     pods, events = client.resource("", "v1", "pods"), client.resource("", "v1", "events")
