@@ -132,6 +132,20 @@ def serve(ns: str, proto: str) -> subprocess.Popen:
     return server
 
 
+@contextlib.contextmanager
+def serving(node_ns: str, addresses: list[str], proto: str):
+    """Hosts at `addresses` behind `node_ns` (given an uplink), the first running the echo server over
+    `proto`: yields `attached`'s names, the server killed afterwards."""
+    uplink(node_ns)
+    with attached(node_ns, [(a, None) for a in addresses], "nk-host") as names:
+        server = serve(names[addresses[0]], proto)
+        try:
+            yield names
+        finally:
+            server.kill()
+            server.wait()
+
+
 def answers(ns: str, proto: str, ip: str, port: int) -> set[tuple[str, str]]:
     """(server port, peer address the server saw) of every distinct answer from `ns` to IP:PORT."""
     out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", BALANCE_CLIENT, proto, ip, str(port)],

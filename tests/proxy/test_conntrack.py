@@ -16,7 +16,7 @@ from nanokube.proxy.nftables.sync import Syncer
 from nanokube.proxy.proxier import Proxier
 from tests.controllers import eventually, make_stack
 from tests.proxy.hosts import NODE4 as NODE
-from tests.proxy.hosts import attached, serve, uplink
+from tests.proxy.hosts import serving
 from tests.proxy.test_nftables_sync import services
 from tests.proxy.test_proxier_metrics import _metrics_server, _series
 from tests.proxy.test_nftables_traffic_policies import CFG
@@ -56,14 +56,8 @@ class Client:
 
 @pytest.fixture
 def hosts(netns):
-    uplink(netns)
-    with attached(netns, [(POD, None), (OTHER, None), (OUTSIDE, None)], "nk-host") as names:
-        server = serve(names[POD], "udp")
-        try:
-            yield names
-        finally:
-            server.kill()
-            server.wait()
+    with serving(netns, [POD, OTHER, OUTSIDE], "udp") as names:
+        yield names
 
 
 def dns(*eps: Endpoint) -> ServicePort:

@@ -9,7 +9,7 @@ import pytest
 from nanokube.proxy.nftables.layout import Config, Endpoint, ServicePort
 from nanokube.proxy.nftables.sync import Syncer
 from tests.proxy.hosts import NODE4 as NODE
-from tests.proxy.hosts import answers, attached, connect, serve, uplink
+from tests.proxy.hosts import answers, connect, serving
 from tests.proxy.test_nftables_sync import services
 
 POD, OTHER, OUTSIDE = "10.244.1.1", "10.244.1.2", "198.51.100.200"
@@ -19,14 +19,8 @@ CFG = Config(cluster_cidr="10.244.0.0/16", service_cidrs=("10.96.0.0/12",))
 
 @pytest.fixture
 def hosts(netns):
-    uplink(netns)
-    with attached(netns, [(POD, None), (OTHER, None), (OUTSIDE, None)], "nk-host") as names:
-        server = serve(names[POD], "tcp")
-        try:
-            yield names
-        finally:
-            server.kill()
-            server.wait()
+    with serving(netns, [POD, OTHER, OUTSIDE], "tcp") as names:
+        yield names
 
 
 def web(*eps: Endpoint, port=80, **kw) -> ServicePort:

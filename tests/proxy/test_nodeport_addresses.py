@@ -16,7 +16,7 @@ from nanokube.proxy.nodeport_addresses import PRIMARY, config_warning, of_family
 from nanokube.proxy.runner import NodeProxies
 from tests.controllers import eventually, make_stack
 from tests.proxy.hosts import NODE4 as NODE
-from tests.proxy.hosts import attached, connect, serve, uplink
+from tests.proxy.hosts import connect, serving
 
 POD, OUTSIDE = "10.244.1.1", "198.51.100.200"
 OTHER, OTHER2 = "192.0.2.1", "192.0.2.2"
@@ -26,20 +26,14 @@ NODE_PORT = 30080
 @pytest.fixture
 def hosts(netns):
     """The pod (serving) and the outside host behind `netns`, which also holds OTHER and OTHER2."""
-    uplink(netns)
     node = ("ip", "-n", netns)
     subprocess.run([*node, "link", "set", "lo", "up"], check=True)  # kube-proxy's metrics listen on 127.0.0.1
     subprocess.run([*node, "link", "add", "nk-other", "type", "veth", "peer", "name", "nk-other-peer"], check=True)
     subprocess.run([*node, "link", "set", "nk-other", "up"], check=True)
     for address in (OTHER, OTHER2):
         subprocess.run([*node, "address", "add", f"{address}/32", "dev", "nk-other"], check=True)
-    with attached(netns, [(POD, None), (OUTSIDE, None)], "nk-host") as names:
-        server = serve(names[POD], "tcp")
-        try:
-            yield names
-        finally:
-            server.kill()
-            server.wait()
+    with serving(netns, [POD, OUTSIDE], "tcp") as names:
+        yield names
 
 
 def reached(hosts, *addresses: str) -> dict[str, str]:
