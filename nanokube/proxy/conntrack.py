@@ -10,6 +10,12 @@ serving endpoints is deleted (serving: ready, or serving while terminating, what
 policies and topology say, so that a change to those leaves running flows alone, as TCP's).
 A Service without a serving endpoint is left alone: its traffic is refused anyway.
 
+One deliberate difference: upstream compares the reply's source address only, so a flow still
+translated to a serving endpoint's old port (its targetPort changed, the pod kept its IP) stays as
+long as the client keeps sending into a closed port; here the reply's address and port must both be
+a serving endpoint's, which deletes that flow too and leaves every flow upstream keeps that is
+translated where the endpoint now serves.
+
 The entries are dumped and deleted over ctnetlink (NETLINK_NETFILTER) on a socket opened in the
 node's namespace, with no `conntrack` binary.
 """
