@@ -719,11 +719,12 @@ class ProcessPodWorker(PodWorker):
 
     async def _memory_watchdog(self, c: Container) -> None:
         """Without a memory controller (limits.py): the container is killed once its processes'
-        resident memory exceeds its memory limit, checked every second."""
+        resident memory exceeds its memory limit, checked every second (a scan of /proc, in a thread:
+        the node's event loop serves every pod and the API)."""
         settings = container_settings(self.actuated.get(c.name) or {})
         while settings.memory is not None:
             await self.clock.sleep(1.0)
-            rss = session_stats({c.pid}).get(c.pid, (0, 0))[1]
+            rss = (await asyncio.to_thread(session_stats, {c.pid})).get(c.pid, (0, 0))[1]
             if over_limit(settings, rss):
                 log.warning("pod %s/%s: container %s over its memory limit (%d > %d bytes): killed",
                             self.namespace, self.name, c.name, rss, settings.memory)
