@@ -178,13 +178,14 @@ class Limits:
                 if h.version == 2:
                     _write(path, "cgroup.subtree_control", " ".join(f"+{c}" for c in h.controllers))
                 path = os.path.join(path, name)
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(path)
+                if not _made(path, f"pod {parent}", h):
+                    break
                 if name in QOS_LEVELS:
                     _apply(h, path, QOS_LEVELS[name])
-            if h.version == 2:
-                _write(path, "cgroup.subtree_control", " ".join(f"+{c}" for c in h.controllers))
-            _apply(h, path, settings)
+            else:
+                if h.version == 2:
+                    _write(path, "cgroup.subtree_control", " ".join(f"+{c}" for c in h.controllers))
+                _apply(h, path, settings)
 
     def container(self, parent: str, name: str, settings: Settings) -> list[str]:
         """Make the container's cgroups below its pod's and set its limits; the v1 ones, which its
@@ -192,8 +193,8 @@ class Limits:
         joins = []
         for h in self.hierarchies:
             path = os.path.join(h.root, parent, name)
-            with contextlib.suppress(FileExistsError):
-                os.makedirs(path)
+            if not _made(path, f"container {name} of {parent}", h, parents=True):
+                continue
             if h.version == 2:
                 _write(path, "memory.oom.group", "1")  # the kubelet's on v2: an OOM kill takes the whole container
             else:
@@ -203,8 +204,11 @@ class Limits:
 
     def resize(self, parent: str, pod: Settings, containers: dict[str, Settings]) -> None:
         """New limits for a running pod's cgroups: the pod's before its containers' and again after
-        (a v1 parent's cpu quota may not be below a child's, nor a child's above it)."""
+        (a v1 parent's cpu quota may not be below a child's, nor a child's above it); a pod whose
+        cgroup could not be made (`pod`, logged there) is left as it runs."""
         for h in self.hierarchies:
+            if not os.path.isdir(os.path.join(h.root, parent)):
+                continue
             first = _apply(h, os.path.join(h.root, parent), pod)
             for name, s in containers.items():
                 if os.path.isdir(path := os.path.join(h.root, parent, name)):
@@ -266,6 +270,22 @@ def remove_v1(path: str) -> None:
                     time.sleep(0.02)  # killed ones on their way out
             else:
                 log.warning("cgroup %s not removed", target)
+
+
+def _made(path: str, what: str, h: Hierarchy, parents: bool = False) -> bool:
+    """Whether cgroup `path` is there, made where missing; where it cannot be, `what` runs without
+    the hierarchy's limits, said once, as cgroup.py runs a container outside its cgroup."""
+    try:
+        if parents:
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.mkdir(path)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        log.warning("cgroup %s not made (%s): %s runs without its %s limits", path, e, what, " and ".join(h.controllers))
+        return False
+    return True
 
 
 def _apply(h: Hierarchy, path: str, settings: Settings) -> bool:

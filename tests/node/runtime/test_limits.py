@@ -180,3 +180,29 @@ def test_a_cgroup_v2_tree_gets_its_files_and_controllers(tmp_path):
         str(1 << 20), "25000 100000", "1"]
     (main / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
     assert lim.oom_kills(parent, "main") == 1
+
+
+async def test_a_cgroup_that_cannot_be_made_leaves_the_container_running_without_its_limits(tmp_path, caplog):
+    """As cgroup.py runs a container outside a cgroup it cannot make, the limits' cgroups degrade:
+    a hierarchy whose root is no directory (none can be made below it) leaves the pod and its
+    container running without that hierarchy's limits, each said once, and no cgroup is joined."""
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, _):
+        real, blocked = rt.limits.hierarchies, tmp_path / "not-a-directory"
+        blocked.write_text("")
+        rt.limits.hierarchies = [limits.Hierarchy(str(blocked), 1, ("memory", "cpu"))]
+        try:
+            pods = client.resource("", "v1", "pods")
+            res = {"cpu": "100m", "memory": "64Mi"}
+            created = await pods.create(pod("capped", SERVE, grace=0, resources={"requests": res, "limits": res}))
+            await eventually(status_of(pods, "capped", lambda st: st.get("phase") == "Running"))
+            worker = rt.pods[("default", "capped")]
+            assert worker.containers["main"].joins == []
+            parent = f"kubepods/pod{created['metadata']['uid']}"
+            told = [r.getMessage() for r in caplog.records if "runs without" in r.getMessage()]
+            assert [m.rsplit("): ", 1)[1] for m in told] == [
+                f"pod {parent} runs without its memory and cpu limits",
+                f"container main of {parent} runs without its memory and cpu limits"]
+            await pods.delete("capped", "default")
+            await eventually(gone(pods, "capped"))
+        finally:
+            rt.limits.hierarchies = real
