@@ -64,17 +64,15 @@ def _scans(stride: int) -> tuple[bool, ...]:
     return (True, False) if stride > 1 else (True,)
 
 
-#: where a dynamic pick starts its scan of a band (upstream's rand.Intn): one source for every allocator
-PICKS = random.Random()
-
-
 class _RangeAllocator:
     """Integers in [lo, hi] owned by keys; explicit picks anywhere in the range,
     dynamic picks from the upper band first (upstream keeps the low band for
     static assignments such as the DNS service's IP)."""
 
-    def __init__(self, lo: int, hi: int, static_band: int) -> None:
+    def __init__(self, lo: int, hi: int, static_band: int, picks: random.Random) -> None:
         self.lo, self.hi = lo, hi
+        #: where a dynamic pick starts its scan of a band (upstream's rand.Intn)
+        self.picks = picks
         self._dynamic_lo = min(hi, lo + static_band)
         self._owners: dict[int, str] = {}
         #: dynamic picks only of values equal to `offset` modulo `stride`: each of several API server
@@ -108,7 +106,7 @@ class _RangeAllocator:
         for lo, size in ((self._dynamic_lo, self.hi - self._dynamic_lo + 1), (self.lo, self._dynamic_lo - self.lo)):
             if size <= 0:
                 continue
-            start = after - lo + 1 if after is not None and lo <= after < lo + size else PICKS.randrange(size)
+            start = after - lo + 1 if after is not None and lo <= after < lo + size else self.picks.randrange(size)
             for i in range(size):
                 value = lo + (start + i) % size
                 if value not in self._owners and (stride == 1 or value % stride == offset):
@@ -131,8 +129,9 @@ class ServiceIPAllocator:
     first range with a free address.
     """
 
-    def __init__(self, cidr: str = "10.96.0.0/12") -> None:
+    def __init__(self, cidr: str = "10.96.0.0/12", picks: random.Random | None = None) -> None:
         self.network = ipaddress.ip_network(cidr)
+        self.picks = picks or random.Random()
         self.ranges: dict[str, tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, _RangeAllocator]] = {}
         self._share = (1, 0)
         self._add("", self.network)
@@ -152,7 +151,7 @@ class ServiceIPAllocator:
         first = int(network.network_address) + 1
         last = int(network.broadcast_address) - (1 if network.version == 4 else 0)
         size = last - first + 1
-        rng = _RangeAllocator(first, last, min(max(16, size // 16), 256))
+        rng = _RangeAllocator(first, last, min(max(16, size // 16), 256), self.picks)
         rng.stride, rng.offset = self._share
         self.ranges[name] = (network, rng)
 
@@ -221,11 +220,11 @@ class ServiceIPAllocator:
 class NodePortAllocator:
     """Node ports from a range such as 30000-32767."""
 
-    def __init__(self, ports: str = "30000-32767") -> None:
+    def __init__(self, ports: str = "30000-32767", picks: random.Random | None = None) -> None:
         lo, hi = (int(p) for p in ports.split("-"))
         self.ports = ports
         size = hi - lo + 1
-        self._range = _RangeAllocator(lo, hi, min(max(16, size // 32), 128))
+        self._range = _RangeAllocator(lo, hi, min(max(16, size // 32), 128), picks or random.Random())
 
     def share(self, stride: int, offset: int) -> None:
         """Pick dynamically only ports equal to `offset` modulo `stride` (see _RangeAllocator)."""
@@ -694,8 +693,10 @@ class ServiceStrategy(Strategy):
 
     def __init__(self, service_cidr: str = "10.96.0.0/12", node_ports: str = "30000-32767",
                  clock: Clock = time.time) -> None:
-        self.ips = ServiceIPAllocator(service_cidr)
-        self.node_ports = NodePortAllocator(node_ports)
+        #: where the allocators' dynamic picks start, one source for both; a simulation seeds it so its runs repeat
+        self.picks = random.Random()
+        self.ips = ServiceIPAllocator(service_cidr, self.picks)
+        self.node_ports = NodePortAllocator(node_ports, self.picks)
         self.clock = clock
         self._ranges = service_cidr, node_ports
         self._picks: dict[str, set] = {}

@@ -96,6 +96,8 @@ class SimulatedControlPlane:
         self.server.rest.admission.disable("ServiceAccount")
         self.server.rest.name_suffix = SeededNames(seed)
         self.server.rest.new_uid = SeededUIDs(seed)
+        # and the Services' ClusterIPs and node ports, which the allocators pick at random as upstream's
+        self.server.index.get("", "v1", "services").strategy.picks.seed(f"{seed}/picks")
         self.connect = connector(self.server.rest)
         self.client: LocalClient = self.connect(TRACE_USER, "nanokube-simulate")
         self.kubeconfig = os.path.join(self._dir.name, "kubeconfig")

@@ -21,7 +21,6 @@ from nanokube.apiserver.rest import GenericREST, ResourceIndex
 from nanokube.apiserver.workers import share_service_allocations
 from nanokube.clock import Clock, VirtualClock
 from nanokube.machinery.errors import APIError
-from nanokube.registry import core_services
 from nanokube.registry.base import all_resources
 from nanokube.store.memory import MemoryStore
 from tests.controllers import tries
@@ -33,7 +32,6 @@ NS = "default"
 async def workers(monkeypatch):
     """Two workers whose dynamic picks scan their bands from the start (not a random place, as
     served), so that a test knows worker 0's next pick: its first plus its share's stride."""
-    monkeypatch.setattr(core_services.PICKS, "randrange", lambda size: 0)
     store = MemoryStore()
     await store.start()
     out = []
@@ -41,6 +39,7 @@ async def workers(monkeypatch):
         cache = WatchCache(store)
         rest = GenericREST(store, cache, ResourceIndex(all_resources()), Clock())
         rest.admission = Admission(rest)
+        monkeypatch.setattr(rest.index.get("", "v1", "services").strategy.picks, "randrange", lambda size: 0)
         await cache.start()
         share_service_allocations(SimpleNamespace(index=rest.index, rest=rest, cache=cache, workers=2, worker=i))
         out.append(SimpleNamespace(store=store, cache=cache, index=rest.index, client=LocalClient(rest)))

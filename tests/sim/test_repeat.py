@@ -136,3 +136,45 @@ async def test_objects_get_the_same_uids_and_the_names_made_of_them_in_every_run
     assert len(groups[0]) == 1 and groups[0][0].startswith("default/gang-")
     assert groups[1] == groups[0]
     assert runs[1].placements == runs[0].placements and len(runs[0].placements) == 2
+
+
+async def _service_picks(client) -> list[tuple[str, int]]:
+    """The ClusterIP and node port three NodePort Services are given, none asked for."""
+    services, picks = client.resource("", "v1", "services"), []
+    for i in range(3):
+        s = await services.create({"metadata": {"name": f"web-{i}", "namespace": "default"},
+                                   "spec": {"type": "NodePort", "ports": [{"port": 80}]}})
+        picks.append((s["spec"]["clusterIP"], s["spec"]["ports"][0]["nodePort"]))
+    return picks
+
+
+async def test_services_get_the_same_cluster_ips_and_node_ports_in_every_run_and_random_ones_in_up():
+    """The allocators pick at random, as upstream's: a run draws the picks from its seed, a served
+    cluster (`nanokube up`'s APIServer) from the kernel."""
+    from nanokube.apiserver.app import APIServer
+    from nanokube.apiserver.loopback import LocalClient
+    from nanokube.clock import VirtualClock
+    from nanokube.node.cluster import parse_cluster
+    from nanokube.sim.stack import SimulatedControlPlane
+    from nanokube.store.memory import MemoryStore
+
+    cluster = parse_cluster('pools:\n  - name: n\n    count: 1\n    capacity: {cpu: "4", memory: 16Gi}\n')
+    runs = []
+    for seed in (3, 3, 4):
+        plane = SimulatedControlPlane(cluster, VirtualClock(), seed=seed, controllers="resourceclaim")
+        await plane.start()
+        try:
+            runs.append(await _service_picks(plane.client))
+        finally:
+            await plane.stop()
+    assert runs[1] == runs[0] and runs[2] != runs[0]
+    served = []
+    for _ in range(2):
+        server = APIServer(MemoryStore(), None, port=0)
+        server.rest.admission.disable("ServiceAccount")
+        await server.start()
+        try:
+            served.append(await _service_picks(LocalClient(server.rest)))
+        finally:
+            await server.stop()
+    assert served[1] != served[0]  # three picks each from about a million addresses and 2,640 ports
