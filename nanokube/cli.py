@@ -222,74 +222,77 @@ async def _up(args: argparse.Namespace) -> int:
     server.handlers.sub.log_readers.append(nodes.read_log)
     server.handlers.streams.node_servers.append(nodes.streaming_for)
     server.handlers.proxies.kubelets.append(nodes.kubelet_for)
-    if runtime is not None:
-        from .proxy.runner import NodeProxies, proxy_configs
+    # the runtime's cgroup trees and network namespaces outlive the process: closed on every way out
+    try:
+        if runtime is not None:
+            from .proxy.runner import NodeProxies, proxy_configs
 
-        agents = list(nodes.agents.values())
-        pods_listen = runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents],
-                                    api=(server.advertise, server.port))
-        if pods_listen is not None:
-            await server.listen_on(pods_listen)
-        MetricsProvider.usage_sources = (runtime.usage,)
-        from .node.runtime.netns import dialer
+            agents = list(nodes.agents.values())
+            pods_listen = runtime.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in agents],
+                                        api=(server.advertise, server.port))
+            if pods_listen is not None:
+                await server.listen_on(pods_listen)
+            MetricsProvider.usage_sources = (runtime.usage,)
+            from .node.runtime.netns import dialer
 
-        await server.dial_services_from(dialer(runtime.net.cluster_ns, server.advertise if pods_listen else ""))
-        proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
-                              mode_warnings, server.clock, configs={a.name: proxy_configs(a.pod_cidr) for a in agents})
-        server.component_metrics.append(proxies.metrics)
-        from .netpol.enforcer import AGENT_USER, NetworkPolicyEnforcer
+            await server.dial_services_from(dialer(runtime.net.cluster_ns, server.advertise if pods_listen else ""))
+            proxies = NodeProxies(connect, [(a.name, a.host_ip, runtime.net.node_ns(a.spec.index)) for a in agents],
+                                  mode_warnings, server.clock, configs={a.name: proxy_configs(a.pod_cidr) for a in agents})
+            server.component_metrics.append(proxies.metrics)
+            from .netpol.enforcer import AGENT_USER, NetworkPolicyEnforcer
 
-        netpol = NetworkPolicyEnforcer(connect(AGENT_USER, "network-policy-agent"),
-                                       [(a.name, runtime.net.node_ns(a.spec.index)) for a in agents], server.clock)
-        log.info("process runtime: %d node namespaces; kube-proxy mode %s", len(agents), proxy_mode)
-        runtime.cluster_dns, runtime.node_dns = (DNS_SERVER,), (NODE_RESOLVER,)
-    # kubeadm's DNS addon: the kube-dns Service, and for the process runtime's pods the server, in the
-    # cluster namespace, which kube-proxy sends kube-dns's ClusterIP to (simulated pods are answered by their node)
-    cluster_dns = ClusterDNS(connect(DNS_USER, "coredns"), server.clock,
-                             *((runtime.net.cluster_ns, runtime.net.gateway) if runtime is not None else ()),
-                             node_address=NODE_RESOLVER if runtime is not None else "")
-    await cluster_dns.start()
-    await nodes.start()
-    if proxies is not None:
-        await proxies.start()
-        await netpol.start()
-    provisioner = LocalPathProvisioner(connect(PROVISIONER_USER, PROVISIONER), os.path.join(data_dir, "volumes"),
-                                       server.clock)
-    await provisioner.start()
-    sched = sched_cfg or SchedulerConfig([])
-    # kube-scheduler's clientsets (its own, its events', its lease's), each with its own clientConnection limit
-    sched_client, sched_events, sched_lease = (
-        limited(connect(SCHEDULER_USER, "default-scheduler"), sched.qps, sched.burst, server.clock) for _ in range(3))
-    scheduler = ElectedScheduler(
-        lambda metrics: Scheduler(sched_client, clock=server.clock, config=sched_cfg, metrics=metrics,
-                                  event_client=sched_events),
-        elector_for(sched_lease, sched.leader_election, _identity(data_dir), server.clock))
-    server.component_metrics.append(scheduler.metrics.registry)
-    if args.scheduler == "in-process":
-        await scheduler.start()
-    gcsettle.settle()
-    print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
-    print(f"export KUBECONFIG={kubeconfig}", flush=True)
+            netpol = NetworkPolicyEnforcer(connect(AGENT_USER, "network-policy-agent"),
+                                           [(a.name, runtime.net.node_ns(a.spec.index)) for a in agents], server.clock)
+            log.info("process runtime: %d node namespaces; kube-proxy mode %s", len(agents), proxy_mode)
+            runtime.cluster_dns, runtime.node_dns = (DNS_SERVER,), (NODE_RESOLVER,)
+        # kubeadm's DNS addon: the kube-dns Service, and for the process runtime's pods the server, in the
+        # cluster namespace, which kube-proxy sends kube-dns's ClusterIP to (simulated pods are answered by their node)
+        cluster_dns = ClusterDNS(connect(DNS_USER, "coredns"), server.clock,
+                                 *((runtime.net.cluster_ns, runtime.net.gateway) if runtime is not None else ()),
+                                 node_address=NODE_RESOLVER if runtime is not None else "")
+        await cluster_dns.start()
+        await nodes.start()
+        if proxies is not None:
+            await proxies.start()
+            await netpol.start()
+        provisioner = LocalPathProvisioner(connect(PROVISIONER_USER, PROVISIONER), os.path.join(data_dir, "volumes"),
+                                           server.clock)
+        await provisioner.start()
+        sched = sched_cfg or SchedulerConfig([])
+        # kube-scheduler's clientsets (its own, its events', its lease's), each with its own clientConnection limit
+        sched_client, sched_events, sched_lease = (
+            limited(connect(SCHEDULER_USER, "default-scheduler"), sched.qps, sched.burst, server.clock) for _ in range(3))
+        scheduler = ElectedScheduler(
+            lambda metrics: Scheduler(sched_client, clock=server.clock, config=sched_cfg, metrics=metrics,
+                                      event_client=sched_events),
+            elector_for(sched_lease, sched.leader_election, _identity(data_dir), server.clock))
+        server.component_metrics.append(scheduler.metrics.registry)
+        if args.scheduler == "in-process":
+            await scheduler.start()
+        gcsettle.settle()
+        print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
+        print(f"export KUBECONFIG={kubeconfig}", flush=True)
 
-    stop = stop_on_signals()
-    await stop.wait()
-    log.info("shutting down")
-    await scheduler.stop()
-    if proxies is not None:
-        await netpol.stop()
-        await proxies.stop()
-    await provisioner.stop()
-    await nodes.stop()
-    await cluster_dns.stop()
-    if runtime is not None:
-        MetricsProvider.usage_sources = ()
-        runtime.close()
-    await controllers.stop()
-    if workers is not None:
-        await workers.stop()
-    await server.stop()
-    print("nanokube stopped", flush=True)
-    return 0
+        stop = stop_on_signals()
+        await stop.wait()
+        log.info("shutting down")
+        await scheduler.stop()
+        if proxies is not None:
+            await netpol.stop()
+            await proxies.stop()
+        await provisioner.stop()
+        await nodes.stop()
+        await cluster_dns.stop()
+        await controllers.stop()
+        if workers is not None:
+            await workers.stop()
+        await server.stop()
+        print("nanokube stopped", flush=True)
+        return 0
+    finally:
+        if runtime is not None:
+            MetricsProvider.usage_sources = ()
+            runtime.close()
 
 
 def _given(args: argparse.Namespace, prefix: str, default: tuple[float, int]) -> tuple[float, int]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -55,10 +57,6 @@ def _running(c) -> dict | None:
 
 
 def test_a_crashed_agent_counts_the_restart_on_and_keeps_the_previous_log(store_url):
-    from nanokube.node.runtime.cgroup import own_cgroup_dir
-    from nanokube.node.runtime.limits import CONTROLLERS
-    from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
-
     d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-crash-"))
     c = start_cluster(d, store_url, ("--runtime", "process"))
     c2 = None
@@ -86,9 +84,35 @@ def test_a_crashed_agent_counts_the_restart_on_and_keeps_the_previous_log(store_
         c.stop()
         if c2 is not None:
             c2.stop()
-        prefix = f"{PREFIX}{cluster_tag(str(d))}-"
-        leftovers = [n for n in list_netns() if n.startswith(prefix)]
-        leftovers += [cgroup for base in (own_cgroup_dir(), *map(own_cgroup_dir, CONTROLLERS)) if base
-                      and os.path.isdir(cgroup := os.path.join(base, f"nanokube-{cluster_tag(str(d))}"))]
+        left = leftovers(d)
         shutil.rmtree(d, ignore_errors=True)
-        assert leftovers == [], f"namespaces or cgroup left after shutdown: {leftovers}"
+        assert left == [], f"namespaces or cgroup left after shutdown: {left}"
+
+
+def test_an_up_that_fails_after_its_runtime_started_leaves_no_cgroup_or_namespace(store_url):
+    """A start step after the runtime's fails (here the local-path provisioner's: its directory is
+    a file): `up` exits with the error and its runtime closed, not leaving its cgroup trees and
+    namespaces to the next start on the data dir."""
+    d = Path(tempfile.mkdtemp(prefix="nanokube-e2e-failed-up-"))
+    try:
+        (d / "volumes").write_text("")
+        done = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(d), "--port", "0",
+                               "--store", store_url, "--runtime", "process"],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+        assert done.returncode != 0 and b"FileExistsError" in done.stderr, done.stderr.decode()[-2000:]
+        assert b"process runtime: " in done.stderr  # (it failed after the runtime had started)
+        assert leftovers(d) == []
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def leftovers(d: Path) -> list[str]:
+    """The network namespaces and cgroup trees of the cluster on data dir `d` still there."""
+    from nanokube.node.runtime.cgroup import own_cgroup_dir
+    from nanokube.node.runtime.limits import CONTROLLERS
+    from nanokube.node.runtime.netns import PREFIX, cluster_tag, list_netns
+
+    prefix = f"{PREFIX}{cluster_tag(str(d))}-"
+    left = [n for n in list_netns() if n.startswith(prefix)]
+    return left + [cgroup for base in (own_cgroup_dir(), *map(own_cgroup_dir, CONTROLLERS)) if base
+                   and os.path.isdir(cgroup := os.path.join(base, f"nanokube-{cluster_tag(str(d))}"))]
