@@ -73,6 +73,8 @@ STOP_EXIT_CODE = "sim.nanokube.io/stop-exit-code"
 SIGTERM_EXIT = 143
 PULL_SECONDS = "sim.nanokube.io/pull-seconds"
 #: the kubelet's activeDeadlineHandler's message (status.message and its DeadlineExceeded Event)
+#: the kubelet's --sync-frequency: how often it syncs a pod with nothing new (a resize held back again)
+SYNC_FREQUENCY = 60.0
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 
 
@@ -505,6 +507,8 @@ class PodWorker:
         self.reported: dict[str, dict] = {}
         #: the resize conditions the next status write reports
         self.resize_conditions: list[dict] = []
+        #: whether a sync period's retry of a resize held back (`_resize_blocked`) is due
+        self.resize_retry_due = False
         #: the statuses of the ephemeral containers started, by name
         self.ephemeral: dict[str, dict] = {}
         #: the specs of those started since their start events were recorded
@@ -922,6 +926,18 @@ class PodWorker:
             await self._event("Normal", "ResizeStarted", inplace.message("Pod resize started", self.pod, gen))
             await self._write_running(now)
         restarted = inplace.restarts(self.pod, self.actuated, self.allocated)
+        if blocked := await self._resize_blocked(restarted):
+            # the kubelet's best effort against an OOM kill: the resize stays in progress, with the error,
+            # tried again at each sync (and at least each sync period)
+            was = self.resize_conditions[0] if self.resize_conditions else {}
+            if (was.get("type"), was.get("reason"), was.get("message")) != (inplace.IN_PROGRESS, "Error", blocked):
+                self.resize_conditions = [inplace.condition(inplace.IN_PROGRESS, live.get(inplace.IN_PROGRESS), now,
+                                                            gen, "Error", blocked)]
+                await self._write_running(now)
+            if not self.resize_retry_due:
+                self.resize_retry_due = True
+                self.clock.call_later(SYNC_FREQUENCY, self._retry_resize)
+            return
         self._actuate()
         for name in restarted:
             await self._restart_container(name)
@@ -969,6 +985,15 @@ class PodWorker:
         if name in self.lifetimes:  # the new instance runs its command from the start
             self.lifetimes[name] = self._lifetime(spec)
         await self._start_events([spec], interruptible=False)
+
+    def _retry_resize(self) -> None:
+        self.resize_retry_due = False
+        self.changed.set()
+
+    async def _resize_blocked(self, restarted: list[str]) -> str:
+        """Why actuating the allocation must wait (the runtime's own say: a memory limit below what a
+        running container, not `restarted`, uses), or ""; nothing here holds it back."""
+        return ""
 
     def _actuate(self) -> None:
         """The containers run with what was allocated to them."""

@@ -733,6 +733,23 @@ class ProcessPodWorker(PodWorker):
                 return
             settings = container_settings(self.actuated.get(c.name) or {})
 
+    async def _resize_blocked(self, restarted: list[str]) -> str:
+        """A memory limit lowered below what a running container (not `restarted`) uses, its resident
+        memory as the node's stats report it, is not set yet, as the kubelet checks before it lowers
+        one: cgroup v2 would OOM-kill the container, v1 refuses the write."""
+        lowered = []
+        for c in [*self.containers.values(), *(c for c in self.inits.values() if c.sidecar)]:
+            limit = container_settings(self.allocated.get(c.name) or {}).memory
+            was = container_settings(self.actuated.get(c.name) or {}).memory
+            if c.name not in restarted and limit is not None and (was is None or limit < was) \
+                    and c.proc is not None and c.proc.returncode is None:
+                lowered.append((c, limit))
+        stats = await asyncio.to_thread(session_stats, {c.pid for c, _ in lowered}) if lowered else {}
+        for c, limit in lowered:
+            if (used := stats.get(c.pid, (0, 0))[1]) > limit:
+                return f"container {c.name}: memory limit {limit} is below its current usage {used}"
+        return ""
+
     def _actuate(self) -> None:
         """The containers run with what was allocated to them: their cgroups (and their pod's) are
         limited to it (a resize's new limits, set in place)."""

@@ -206,3 +206,53 @@ async def test_a_cgroup_that_cannot_be_made_leaves_the_container_running_without
             await eventually(gone(pods, "capped"))
         finally:
             rt.limits.hierarchies = real
+
+
+async def test_a_memory_limit_lowered_below_usage_waits_with_the_resize_in_progress_and_its_error(env):
+    """The kubelet's best effort against an OOM kill: a resize that lowers a container's memory limit
+    below what it uses is not actuated; PodResizeInProgress says Error with the usage and the limit,
+    the container keeps running with its old limit, and a resize that fits again completes."""
+    client, rt = env
+    pods = client.resource("", "v1", "pods")
+    hold = ["python3", "-c", "import time; b = b'x' * (128 << 20); print('held', flush=True); time.sleep(300)"]
+    big = {"requests": {"memory": "256Mi"}, "limits": {"memory": "256Mi"}}
+    created = await pods.create(pod("hold", hold, grace=0, resources=big))
+
+    async def holding():
+        usage = rt.usage(await pods.get("hold", "default"))
+        return usage and usage["main"].memory > 128 << 20
+    await eventually(holding, timeout=30)
+
+    async def resize(memory: str):
+        await pods.patch("hold", {"spec": {"containers": [{"name": "main", "resources": {
+            "requests": {"memory": memory}, "limits": {"memory": memory}}}]}},
+            "application/strategic-merge-patch+json", namespace="default", subresource="resize")
+    await resize("64Mi")
+
+    def held_back(st):
+        return next((c for c in st.get("conditions") or () if c["type"] == "PodResizeInProgress"
+                     and c.get("reason") == "Error"), None)
+    st = (await eventually(status_of(pods, "hold", held_back), timeout=30))["status"]
+    message = held_back(st)["message"]
+    assert message.startswith(f"container main: memory limit {64 << 20} is below its current usage "), message
+    [main] = st["containerStatuses"]
+    assert "running" in main["state"] and main["restartCount"] == 0
+    assert main["resources"]["limits"]["memory"] == "256Mi"
+    h = next((h for h in rt.limits.hierarchies if "memory" in h.controllers), None)
+    parent = qos_parent(created)
+    if h is not None:
+        assert read(h, parent, "main", "memory.max" if h.version == 2 else "memory.limit_in_bytes").strip() == \
+            str(256 << 20)
+
+    await resize("200Mi")
+
+    def completed(st):
+        [c] = st.get("containerStatuses") or [{}]
+        return c.get("resources", {}).get("limits", {}).get("memory") == "200Mi" and not any(
+            c["type"].startswith("PodResize") for c in st.get("conditions") or ())
+    await eventually(status_of(pods, "hold", completed), timeout=30)
+    if h is not None:
+        assert read(h, parent, "main", "memory.max" if h.version == 2 else "memory.limit_in_bytes").strip() == \
+            str(200 << 20)
+    await pods.delete("hold", "default")
+    await eventually(gone(pods, "hold"))
