@@ -91,13 +91,13 @@ class Cgroups:
         if self.root is None:
             return None
         path = os.path.join(self.root, *names)
-        return _made(path) if create else path
+        return made(path) if create else path
 
     def exec_path(self, container: str | None) -> str | None:
         """A new cgroup for one exec below `container`'s (None without cgroups)."""
         if container is None:
             return None
-        return _made(os.path.join(container, f"exec-{next(self._execs)}"), parents=False)
+        return made(os.path.join(container, f"exec-{next(self._execs)}"), parents=False)
 
 
 def refuses_processes(root: str) -> str | None:
@@ -120,10 +120,10 @@ def refuses_processes(root: str) -> str | None:
     return None if done.returncode == 0 else done.stderr.strip() or "it has no cgroup.procs"
 
 
-def _made(path: str, parents: bool = True) -> str | None:
+def made(path: str, parents: bool = True, without: str = "") -> str | None:
     """`path`, made where missing (with its `parents`: an exec's is made only in its container's
     as it is, never anew after its pod's removal); None (its processes then in nanokube's cgroup)
-    where it cannot be."""
+    where it cannot be, logged with `without`: what then runs without which limits (limits.py)."""
     try:
         if parents:
             os.makedirs(path, exist_ok=True)
@@ -132,7 +132,7 @@ def _made(path: str, parents: bool = True) -> str | None:
     except FileExistsError:
         pass
     except OSError as e:
-        log.warning("cgroup %s not made: %s", path, e)
+        log.warning("cgroup %s not made: %s%s", path, e, without and f": {without}")
         return None
     return path
 

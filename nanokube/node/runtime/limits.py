@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...machinery.podresources import INTEGERS, pod_limits, pod_requests
-from .cgroup import own_cgroup_dir
+from .cgroup import made, own_cgroup_dir
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class Limits:
                 if h.version == 2:
                     _write(path, "cgroup.subtree_control", " ".join(f"+{c}" for c in h.controllers))
                 path = os.path.join(path, name)
-                if not _made(path, f"pod {parent}", h):
+                if made(path, False, f"pod {parent} runs without its {_names(h)} limits") is None:
                     break
                 if name in QOS_LEVELS:
                     _apply(h, path, QOS_LEVELS[name])
@@ -193,7 +193,7 @@ class Limits:
         joins = []
         for h in self.hierarchies:
             path = os.path.join(h.root, parent, name)
-            if not _made(path, f"container {name} of {parent}", h, parents=True):
+            if made(path, True, f"container {name} of {parent} runs without its {_names(h)} limits") is None:
                 continue
             if h.version == 2:
                 _write(path, "memory.oom.group", "1")  # the kubelet's on v2: an OOM kill takes the whole container
@@ -272,20 +272,8 @@ def remove_v1(path: str) -> None:
                 log.warning("cgroup %s not removed", target)
 
 
-def _made(path: str, what: str, h: Hierarchy, parents: bool = False) -> bool:
-    """Whether cgroup `path` is there, made where missing; where it cannot be, `what` runs without
-    the hierarchy's limits, said once, as cgroup.py runs a container outside its cgroup."""
-    try:
-        if parents:
-            os.makedirs(path, exist_ok=True)
-        else:
-            os.mkdir(path)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        log.warning("cgroup %s not made (%s): %s runs without its %s limits", path, e, what, " and ".join(h.controllers))
-        return False
-    return True
+def _names(h: Hierarchy) -> str:
+    return " and ".join(h.controllers)
 
 
 def _apply(h: Hierarchy, path: str, settings: Settings) -> bool:

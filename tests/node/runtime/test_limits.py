@@ -199,7 +199,7 @@ async def test_a_cgroup_that_cannot_be_made_leaves_the_container_running_without
             assert worker.containers["main"].joins == []
             parent = f"kubepods/pod{created['metadata']['uid']}"
             told = [r.getMessage() for r in caplog.records if "runs without" in r.getMessage()]
-            assert [m.rsplit("): ", 1)[1] for m in told] == [
+            assert [m.rsplit(": ", 1)[1] for m in told] == [
                 f"pod {parent} runs without its memory and cpu limits",
                 f"container main of {parent} runs without its memory and cpu limits"]
             await pods.delete("capped", "default")
