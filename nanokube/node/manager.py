@@ -11,7 +11,6 @@ import contextlib
 import gc
 import logging
 import os
-import shutil
 import tempfile
 from collections.abc import AsyncIterable, Mapping
 
@@ -131,8 +130,11 @@ class NodeManager:
         KUBELET_CLIENT_LIMITS; None: none, as `nanokube simulate` has it)."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
-        self._own_pods_dir = pods_dir is None
-        self.pods_dir = pods_dir or tempfile.mkdtemp(prefix="nanokube-pods-")
+        #: the directory of its own when given none: removed on stop, or else when the manager goes (one never
+        #: started, or whose start failed, is only dropped: its directory stayed in /tmp)
+        self._own_pods_dir = None if pods_dir else tempfile.TemporaryDirectory(prefix="nanokube-pods-",
+                                                                               ignore_cleanup_errors=True)
+        self.pods_dir = pods_dir or self._own_pods_dir.name
         self.throttle = Throttle(API_CONCURRENCY)
         #: the agents' kubelet endpoints (nodes/proxy), made when first asked for; they started with this manager
         self._kubelets: dict[str, KubeletServer] = {}
@@ -205,7 +207,7 @@ class NodeManager:
             await manager.close()
         await self.watched_cluster.close()
         if self._own_pods_dir:
-            shutil.rmtree(self.pods_dir, ignore_errors=True)
+            self._own_pods_dir.cleanup()
 
     def _node_changed(self, old: dict | None, node: dict) -> None:
         """Show the agent the server's copy of its Node (see NodeAgent.node_seen),

@@ -75,7 +75,12 @@ def test_a_served_watch_lasts_in_real_time_at_a_high_speed(tmp_path):
         assert answer.status == 201, (answer.status, answer.read()[-2000:])
         conn.close()
     finally:
+        # a SIGTERM, not a kill: simulate stops and removes its directory (kubeconfig, PKI) from /tmp
         for p in (watch, sim):
             if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
+                p.terminate()
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
