@@ -129,7 +129,11 @@ BROKEN_PIPE = 141
 
 
 def _exit(rc: int | None) -> None:
-    """Stops the process; a reader gone from stdout ends it as SIGPIPE would, without a traceback."""
+    """Stops the process, removing what a run not stopped holds in /tmp; a reader gone from stdout ends
+    it as SIGPIPE would, without a traceback."""
+    from .sim.stack import remove_dirs
+
+    remove_dirs()
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -240,7 +244,7 @@ def _on_signal(stopping: _Stop, signum: int) -> None:
     what = STOP_SIGNALS[signum]
     if stopping.is_set():
         print(f"\nnanokube simulate: {what} again; exiting without a report", file=sys.stderr, flush=True)
-        os._exit(128 + signum)
+        _exit(128 + signum)
     print(f"\nnanokube simulate: {what}; stopping at the current virtual time to report what ran "
           "(again to exit at once)", file=sys.stderr, flush=True)
     stopping.status = 128 + signum

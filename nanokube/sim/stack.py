@@ -47,6 +47,8 @@ TRACE_USER = User("nanokube-simulate", ("system:masters", "system:authenticated"
 DEFAULT_CONTROLLERS = "*,-node-lifecycle"
 YEAR = 365 * 86400.0
 KUBELET_HEARTBEAT = 10.0
+#: the directories of this process's planes not yet stopped: an exit that runs no finalizer (os._exit) removes them
+_DIRS: set[tempfile.TemporaryDirectory] = set()
 
 
 class SeededNames:
@@ -88,6 +90,7 @@ class SimulatedControlPlane:
         lifecycle = "node-lifecycle" in controllers.replace("-controller", "").split(",")
         self.heartbeat = heartbeat or (KUBELET_HEARTBEAT if lifecycle else YEAR)
         self._dir = tempfile.TemporaryDirectory(prefix="nanokube-sim-")
+        _DIRS.add(self._dir)
         pki = ensure_pki(self._dir.name) if serve_port is not None else None
         self.server = APIServer(MemoryStore(), pki, port=serve_port or 0, clock=clock, audit_log_path="",
                                 event_ttl=event_ttl)
@@ -149,11 +152,19 @@ class SimulatedControlPlane:
             await self.server.store.close()
         for strategy, now in self._stamps:
             strategy.now = now
-        self._dir.cleanup()
+        self.abandon()
         # what the run froze is garbage now, for the collector (a next run, or the process's end) to free
         gcsettle.restore(self._gc_thresholds)
 
     def abandon(self) -> None:
         """Instead of `stop` when the process ends right after: of what the run holds, only its
         directory lives outside the process."""
+        _DIRS.discard(self._dir)
         self._dir.cleanup()
+
+
+def remove_dirs() -> None:
+    """Before an exit that runs no finalizer: the directories of the planes still running (a second
+    Ctrl-C ends `nanokube simulate` at once)."""
+    while _DIRS:
+        _DIRS.pop().cleanup()

@@ -200,6 +200,36 @@ def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path, signum, status, sai
     assert (out / "report.html").exists()
 
 
+def test_a_second_stop_signal_exits_at_once_and_still_removes_the_runs_directory(tmp_path):
+    """SIGTERM and SIGINT together: the second ends the command without a report (os._exit, which runs
+    no finalizer), and the run's directory goes from the temporary directory all the same."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    pods = [{"time": i * 60, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"},
+                                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+            for i in range(60)]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
+           "--trace", str(tmp_path / "trace.jsonl"), "--speed", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp)})
+    try:
+        seen = ""
+        while "virtual" not in seen:  # the progress line: the run has started
+            ch = proc.stderr.read(1)
+            assert ch, "exited before its first progress line"
+            seen += ch
+        assert [d.name for d in tmp.iterdir() if d.name.startswith("nanokube-sim-")]
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)  # another signal, so that the two are not merged into one
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "again; exiting without a report" in stderr, stderr[-2000:]
+    assert [d.name for d in tmp.iterdir() if d.name.startswith("nanokube-")] == []
+
+
 def test_progress_counts_the_trace_writes_replayed(tmp_path):
     """The ETA follows the writes replayed, not virtual time (most of a trace's time can be empty)."""
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
