@@ -166,31 +166,40 @@ def test_the_table_has_the_delays_95th_percentile(tmp_path):
     assert "<th>delay p95</th>" in (out / "report.html").read_text()
 
 
-@pytest.mark.parametrize("signum, status, said", [(signal.SIGINT, 130, "interrupted"),
-                                                  (signal.SIGTERM, 143, "terminated")])
-def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path, signum, status, said):
-    """--speed 1 over an hour-long trace: the run is still going when the first progress line is out.
-    SIGTERM (a `timeout`, a CI job's end) stops it as Ctrl-C does; it used to end it without a report."""
+def _stopped(tmp_path, *signals: int, args: tuple[str, ...] = (), env: dict | None = None) -> tuple[int, str, str]:
+    """`nanokube simulate --speed 1` over an hour-long trace, sent `signals` once its first progress line
+    is out (the run is going): its exit status, stdout and stderr."""
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
     pods = [{"time": i * 60, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"},
                                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
             for i in range(60)]
     (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
-    out = tmp_path / "out"
     cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
-           "--trace", str(tmp_path / "trace.jsonl"), "--speed", "1", "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           "--trace", str(tmp_path / "trace.jsonl"), "--speed", "1", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
     try:
         seen = ""
         while "virtual" not in seen:  # the progress line: the run has started
             ch = proc.stderr.read(1)
             assert ch, "exited before its first progress line"
             seen += ch
-        proc.send_signal(signum)
+        for signum in signals:
+            proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == status, stderr[-2000:]
+    return proc.returncode, stdout, stderr
+
+
+@pytest.mark.parametrize("signum, status, said", [(signal.SIGINT, 130, "interrupted"),
+                                                  (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path, signum, status, said):
+    """--speed 1 over an hour-long trace: the run is still going when the first progress line is out.
+    SIGTERM (a `timeout`, a CI job's end) stops it as Ctrl-C does; it used to end it without a report."""
+    out = tmp_path / "out"
+    returncode, stdout, stderr = _stopped(tmp_path, signum, args=("--out", str(out)))
+    assert returncode == status, stderr[-2000:]
     assert "Traceback" not in stderr and f"{said}; stopping at the current virtual time" in stderr
     first = stdout.splitlines()[0]
     assert first.startswith("default: 1/1 pods scheduled (interrupted at virtual "), stdout
@@ -201,31 +210,12 @@ def test_ctrl_c_stops_the_run_and_reports_what_ran(tmp_path, signum, status, sai
 
 
 def test_a_second_stop_signal_exits_at_once_and_still_removes_the_runs_directory(tmp_path):
-    """SIGTERM and SIGINT together: the second ends the command without a report (os._exit, which runs
-    no finalizer), and the run's directory goes from the temporary directory all the same."""
-    (tmp_path / "cluster.yaml").write_text(CLUSTER)
-    pods = [{"time": i * 60, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"},
-                                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
-            for i in range(60)]
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
+    """SIGTERM and SIGINT together (two signals, so that the kernel does not merge them into one): the
+    second ends the command without a report (os._exit, which runs no finalizer), and the run's
+    directory goes from the temporary directory all the same."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    cmd = [sys.executable, "-m", "nanokube.cli", "simulate", "--cluster", str(tmp_path / "cluster.yaml"),
-           "--trace", str(tmp_path / "trace.jsonl"), "--speed", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(tmp)})
-    try:
-        seen = ""
-        while "virtual" not in seen:  # the progress line: the run has started
-            ch = proc.stderr.read(1)
-            assert ch, "exited before its first progress line"
-            seen += ch
-        assert [d.name for d in tmp.iterdir() if d.name.startswith("nanokube-sim-")]
-        proc.send_signal(signal.SIGTERM)
-        proc.send_signal(signal.SIGINT)  # another signal, so that the two are not merged into one
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
+    _, _, stderr = _stopped(tmp_path, signal.SIGTERM, signal.SIGINT, env={"TMPDIR": str(tmp)})
     assert "again; exiting without a report" in stderr, stderr[-2000:]
     assert [d.name for d in tmp.iterdir() if d.name.startswith("nanokube-")] == []
 
