@@ -218,7 +218,8 @@ async def _up(args: argparse.Namespace) -> int:
 
         runtime = ProcessRuntime(os.path.join(data_dir, "runtime"), cluster_tag(data_dir))
     nodes = NodeManager(connect, cluster, server.clock, pods_dir=os.path.join(data_dir, "pods"),
-                        runtime=runtime, client_limits=kubelet_limits, **node_opts)
+                        runtime=runtime, client_limits=kubelet_limits, pod_pids_limit=args.kubelet_pod_max_pids,
+                        **node_opts)
     server.handlers.sub.log_readers.append(nodes.read_log)
     server.handlers.streams.node_servers.append(nodes.streaming_for)
     server.handlers.proxies.kubelets.append(nodes.kubelet_for)
@@ -409,6 +410,9 @@ def _add_up_parser(sub) -> None:
     up.add_argument("--kubelet-event-burst", type=int, default=None, metavar="N",
                     help="the kubelet's --event-burst: the Events each node's agent may create at once before the "
                          "event qps holds (>= 0; 0: client-go's 10; default 100)")
+    up.add_argument("--kubelet-pod-max-pids", type=int, default=-1, metavar="N",
+                    help="the kubelet's --pod-max-pids (podPidsLimit): the most processes each pod of the process "
+                         "runtime may have, its cgroup's pids.max (-1, the default, or 0: no limit of the pod's own)")
     up.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
                     help="where custom and external metrics come from: the built-in store (default) or a Prometheus "
                          "server, whose answers take precedence for the metrics its rules cover")

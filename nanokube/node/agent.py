@@ -256,7 +256,8 @@ class NodeAgent:
                  pods_dir: str = "", runtime=None, throttle: Throttle | None = None, watched: dict | None = None,
                  plugin_registry: bool = True, sync_retry: float = SYNC_RETRY,
                  max_container_restart_period: float | None = None, cluster: WatchedCluster | None = None,
-                 api_limit: tuple[float, int] | None = None, event_limit: tuple[float, int] | None = None):
+                 api_limit: tuple[float, int] | None = None, event_limit: tuple[float, int] | None = None,
+                 pod_pids_limit: int = -1):
         """`runtime` runs the containers (lifecycle.SimulatedRuntime by default);
         `throttle`, `watched` (the ConfigMap and Secret watches volumes read, see
         volumes/watch_based_manager.py) and `cluster` (what simulated pods' network commands reach,
@@ -270,7 +271,9 @@ class NodeAgent:
         crashLoopBackOff.maxContainerRestartPeriod; None: 5 min, lifecycle.crash_backoff).
         `api_limit` (kubeAPIQPS, kubeAPIBurst) and `event_limit` (eventRecordQPS, eventBurst): the
         token buckets of the kubelet's client and of its events' (None: none); its Lease and Node
-        writes go unlimited, as the kubelet's heartbeat client (QPS -1) sends them."""
+        writes go unlimited, as the kubelet's heartbeat client (QPS -1) sends them.
+        `pod_pids_limit`: the most processes each pod may have (podPidsLimit, --pod-max-pids; -1, the
+        default, or 0: none of the pod's own), where its runtime's pods are processes."""
         heartbeat = client
         self.api_limit, self.event_limit = api_limit, event_limit
         client = limited(client, *api_limit, clock) if api_limit else client
@@ -283,6 +286,7 @@ class NodeAgent:
         self.renew_interval = renew_interval
         self.sync_retry = sync_retry
         self.max_container_restart_period = max_container_restart_period
+        self.pod_pids_limit = pod_pids_limit
         self.lease_duration = lease_duration
         self.status_interval = status_interval
         self.pod_cidr = pod_cidr(spec.index)

@@ -361,7 +361,7 @@ class KubeletServer:
             "nodeStatusUpdateFrequency": _go_seconds(int(a.renew_interval)),
             "nodeStatusReportFrequency": _go_seconds(int(a.status_interval)),
             "nodeLeaseDurationSeconds": a.lease_duration, "podCIDR": a.pod_cidr,
-            "maxPods": int(a.spec.capacity.get("pods", 110)),
+            "maxPods": int(a.spec.capacity.get("pods", 110)), "podPidsLimit": a.pod_pids_limit,
             "containerLogMaxSize": "10Mi", "containerLogMaxFiles": 5,
             "volumeStatsAggPeriod": go_duration(round(self.volume_stats.period * 1e9)),
             "crashLoopBackOff": {} if a.max_container_restart_period is None else

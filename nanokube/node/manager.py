@@ -118,7 +118,7 @@ class NodeManager:
                  status_interval: float = 300.0, pods_dir: str | None = None, runtime=None,
                  plugin_registry: bool = True, volume_stats_agg_period: float = AGG_PERIOD,
                  sync_retry: float = SYNC_RETRY, max_container_restart_period: float | None = None,
-                 client_limits: dict | None = None):
+                 client_limits: dict | None = None, pod_pids_limit: int = -1):
         """`connect(user, field_manager)` gives the client the agents act through (the loopback
         client in `up`). `pods_dir` holds each node's pod directories (volumes); without one
         a temporary directory is used and removed on stop. `runtime` runs every
@@ -127,7 +127,8 @@ class NodeManager:
         endpoints' volume measurements stand (volumeStatsAggPeriod). `sync_retry`,
         `max_container_restart_period`: NodeAgent's. `client_limits`: NodeAgent's `api_limit` and
         `event_limit` for every agent, each its own buckets as each kubelet's clientsets are (`up`:
-        KUBELET_CLIENT_LIMITS; None: none, as `nanokube simulate` has it)."""
+        KUBELET_CLIENT_LIMITS; None: none, as `nanokube simulate` has it). `pod_pids_limit`: every
+        agent's podPidsLimit (NodeAgent's)."""
         self.client = connect(NODE_USER, "kubelet")
         self.clock = clock
         #: the directory of its own when given none: removed on stop, or else when the manager goes (one never
@@ -151,7 +152,8 @@ class NodeManager:
                                   pods_dir=self.pods_dir, runtime=runtime, throttle=self.throttle,
                                   watched=self.watched, plugin_registry=plugin_registry, sync_retry=sync_retry,
                                   max_container_restart_period=max_container_restart_period,
-                                  cluster=self.watched_cluster, **(client_limits or {}))
+                                  cluster=self.watched_cluster, pod_pids_limit=pod_pids_limit,
+                                  **(client_limits or {}))
                 for s in cluster.nodes()
             }
         _freeze(len(self.agents))

@@ -41,7 +41,7 @@ def agent(clock):
     return SimpleNamespace(client=Client(), clock=clock, name="n1", spec=spec, pod_cidr="10.244.0.0/24",
                            renew_interval=10.0, status_interval=300.0, lease_duration=40,
                            max_container_restart_period=None, runtime=SimpleNamespace(name="simulated", cluster_dns=("10.96.0.10",)),
-                           api_limit=None, event_limit=None,
+                           api_limit=None, event_limit=None, pod_pids_limit=-1,
                            status=lambda: {"nodeInfo": info}, volumes=SimpleNamespace(claims={}, host_paths=False, state={}),
                            claims=SimpleNamespace(metrics=DRAMetrics(clock, lambda: {"<any>": 0})), pod_resources=None,
                            devices=DeviceManager(),
@@ -164,6 +164,7 @@ async def test_what_the_kubelet_does_not_serve():
     config = orjson.loads((await body(server, "/configz"))[1])["kubeletconfig"]
     assert (config["nodeStatusUpdateFrequency"], config["nodeStatusReportFrequency"], config["maxPods"]) == (
         "10s", "5m0s", 110)
+    assert config["podPidsLimit"] == -1, "upstream's default: no limit of a pod's own"
     assert config["crashLoopBackOff"] == {}, "no maxContainerRestartPeriod set"
     # the cluster domain its pods' resolv.conf searches and /etc/hosts names FQDNs in (tools read it here)
     assert (config["clusterDomain"], config["clusterDNS"]) == ("cluster.local", ["10.96.0.10"])

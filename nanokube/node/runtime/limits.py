@@ -5,19 +5,21 @@ or cpu.cfs_quota_us from limits.cpu, which throttles; cpu.weight or cpu.shares f
 requests.cpu), below its pod's cgroup, below its QoS class's: kubepods/pod<uid> (Guaranteed),
 kubepods/burstable/pod<uid>, kubepods/besteffort/pod<uid> (QOS_LEVELS). A pod's cgroup has the sum of its
 containers' limits where each of them has one (ResourceConfigForPod: PodLimits), its cpu
-shares their requests'. A container over its memory limit is OOM-killed in its cgroup; the
+shares their requests', its pids.max the kubelet's podPidsLimit (a pod's processes together, a
+fork bomb's included, never more; none of a container's own, as the CRI passes none). A container over its memory limit is OOM-killed in its cgroup; the
 runtime reads the cgroup's oom_kill count (memory.events, or memory.oom_control on v1) to
 report the instance as OOMKilled, as containerd does.
 
 The controllers are those this host lets the runtime write: a cgroup2 hierarchy's where the
 runtime's cgroup (cgroup.py) is offered them (each level's cgroup.subtree_control then enables
 them), else each controller's own cgroup v1 hierarchy (a hybrid host's /sys/fs/cgroup/memory
-and /sys/fs/cgroup/cpu), below this process's cgroup there, in a nanokube-TAG tree removed as the
+, /sys/fs/cgroup/cpu and /sys/fs/cgroup/pids), below this process's cgroup there, in a nanokube-TAG tree removed as the
 v2 one is (a crashed run's at the next start). A launched process joins the v1 cgroups too
 (launch.py). Without a memory controller the runtime falls back to a watchdog (`over_limit`):
 a container whose processes' resident memory exceeds its limit is killed (SIGKILL, OOMKilled,
 exit 137) within a second; without a cpu controller cpu limits are not enforced. Each missing
-controller is logged as the runtime starts.
+controller is logged as the runtime starts, and a pids limit without a pids controller as a pod
+starts.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from .cgroup import made, own_cgroup_dir
 log = logging.getLogger(__name__)
 
 #: the controllers whose limits the runtime sets
-CONTROLLERS = ("memory", "cpu")
+CONTROLLERS = ("memory", "cpu", "pids")
 #: the CFS period the kubelet sets (100 ms), in microseconds
 PERIOD = 100_000
 #: the quota and shares floors of the kubelet's MilliCPUToQuota and MilliCPUToShares
@@ -53,17 +55,20 @@ def qos_parent(pod: dict) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    """What one cgroup is limited to: bytes of memory and milli-CPU of quota (None: unlimited),
-    milli-CPU of requests for its shares."""
+    """What one cgroup is limited to: bytes of memory, milli-CPU of quota and processes (None:
+    unlimited), milli-CPU of requests for its shares."""
 
     memory: int | None = None
     cpu_limit: int | None = None
     cpu_request: int = 0
+    pids: int | None = None
 
     def files(self, version: int, controller: str) -> dict[str, str]:
         """The controller's files and values in cgroup `version` (the kubelet's conversions)."""
         shares = min(max(self.cpu_request * 1024 // 1000, MIN_SHARES), MAX_SHARES)
         quota = None if self.cpu_limit is None else max(self.cpu_limit * PERIOD // 1000, MIN_QUOTA)
+        if controller == "pids":
+            return {"pids.max": "max" if self.pids is None else str(self.pids)}
         if controller == "memory":
             key = "memory.max" if version == 2 else "memory.limit_in_bytes"
             return {key: str(self.memory) if self.memory is not None else "max" if version == 2 else "-1"}
@@ -89,9 +94,10 @@ def container_settings(allocated: dict) -> Settings:
     return Settings(limits.get("memory"), limits.get("cpu"), requests.get("cpu") or 0)
 
 
-def pod_settings(pod: dict, allocation: dict[str, dict]) -> Settings:
+def pod_settings(pod: dict, allocation: dict[str, dict], pids: int | None = None) -> Settings:
     """The pod cgroup's: its limits (PodLimits) where every container has one or the pod sets it at
-    pod level, its requests' cpu for its shares, with each container's `allocation`."""
+    pod level, its requests' cpu for its shares, with each container's `allocation`; `pids`: the
+    node's podPidsLimit where it sets one."""
     spec = dict(pod.get("spec") or {})
     every = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     for key in ("initContainers", "containers"):
@@ -103,7 +109,7 @@ def pod_settings(pod: dict, allocation: dict[str, dict]) -> Settings:
         limited = name in pod_level or all(name in ((allocation.get(c["name"]) or {}).get("limits") or ())
                                            for c in every)
         return limits.get(name) if limited else None
-    return Settings(capped("memory"), capped("cpu"), pod_requests(spec, INTEGERS).get("cpu") or 0)
+    return Settings(capped("memory"), capped("cpu"), pod_requests(spec, INTEGERS).get("cpu") or 0, pids)
 
 
 #: the QoS levels' own settings: kubepods the shares of the host's CPUs (the kubelet's: its node's
@@ -128,6 +134,7 @@ class Limits:
 
     tag: str
     hierarchies: list[Hierarchy] = field(default_factory=list)
+    _pids_told: bool = False
 
     def create(self, v2_root: str | None) -> None:
         """Find the controllers: v2 ones offered to the runtime's cgroup `v2_root` (made by
@@ -171,7 +178,11 @@ class Limits:
         self.hierarchies = []
 
     def pod(self, parent: str, settings: Settings) -> None:
-        """Make the pod's cgroups (`parent`, qos_parent's) and set its limits."""
+        """Make the pod's cgroups (`parent`, qos_parent's) and set its limits (a pids limit no
+        controller enforces said once)."""
+        if settings.pids is not None and not self._pids_told and not any("pids" in h.controllers for h in self.hierarchies):
+            self._pids_told = True
+            log.warning("no pids cgroup controller: the process runtime's podPidsLimit %d is not enforced", settings.pids)
         for h in self.hierarchies:
             path = h.root
             for name in parent.split("/"):

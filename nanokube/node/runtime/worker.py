@@ -58,7 +58,7 @@ from ..simulated_identity import run_as
 from .netns import NetnsError
 from .probes import http_get, run_probe
 from . import cgroup as cgroups, stdio
-from .limits import container_settings, over_limit, pod_settings, qos_parent
+from .limits import Settings, container_settings, over_limit, pod_settings, qos_parent
 from .stdio import ContainerIO
 from .usage import CPUSamples, session_stats
 from ..containerlog import FileContainerLog
@@ -191,9 +191,15 @@ class ProcessPodWorker(PodWorker):
                     c.state = {"waiting": {"reason": "PodInitializing"}}
         # what the containers start with is allocated to them, their pod's cgroup limited to it
         self.allocated = inplace.desired(self.pod)
-        self.runtime.limits.pod(self._cgroup, pod_settings(self.pod, self.allocated))
+        self.runtime.limits.pod(self._cgroup, self._pod_settings(self.allocated))
         self._actuate()
         self.runtime.pods[(self.namespace, self.name)] = self
+
+    def _pod_settings(self, allocation: dict[str, dict]) -> Settings:
+        """The pod cgroup's limits with its containers' `allocation`, its pids.max the node's
+        podPidsLimit where that is above 0 (-1, the default, and 0 set none)."""
+        pids = self.agent.pod_pids_limit
+        return pod_settings(self.pod, allocation, pids if pids > 0 else None)
 
     async def _set_up(self, c: Container) -> Container:
         """A container's log directory, mount targets and environment."""
@@ -755,7 +761,7 @@ class ProcessPodWorker(PodWorker):
         limited to it (a resize's new limits, set in place)."""
         super()._actuate()
         if self.containers or self.inits:
-            self.runtime.limits.resize(self._cgroup, pod_settings(self.pod, self.actuated),
+            self.runtime.limits.resize(self._cgroup, self._pod_settings(self.actuated),
                                        {name: container_settings(a) for name, a in self.actuated.items()})
 
     async def _probes(self, c: Container) -> None:

@@ -12,7 +12,7 @@ import pytest
 from nanokube.node.runtime import limits, stdio
 from nanokube.node.runtime.limits import Limits, Settings, qos_parent
 from tests.controllers import eventually
-from tests.node.runtime.test_process import SERVE, pod, process_agents, status_of
+from tests.node.runtime.test_process import SERVE, log_of, pod, process_agents, status_of
 from tests.node.test_lifecycle import gone
 
 
@@ -256,3 +256,45 @@ async def test_a_memory_limit_lowered_below_usage_waits_with_the_resize_in_progr
             str(200 << 20)
     await pods.delete("hold", "default")
     await eventually(gone(pods, "hold"))
+
+
+#: forks until the kernel refuses one (at most 100: bounded, whatever the limit), says how many it
+#: made, and waits with its children, which sleep
+FORKS = ["python3", "-c", """
+import os, time
+made = 0
+try:
+    for _ in range(100):
+        if os.fork() == 0:
+            time.sleep(300)
+            os._exit(0)
+        made += 1
+    print(f"forked {made}", flush=True)
+except OSError as e:
+    print(f"forked {made}: {e.strerror}", flush=True)
+time.sleep(300)
+"""]
+
+
+async def test_the_kubelets_pod_pids_limit_keeps_a_fork_bomb_in_its_pod(tmp_path):
+    """podPidsLimit (the kubelet's --pod-max-pids) is the pod cgroup's pids.max: a container forking
+    without end is refused its 17th process (EAGAIN) while a pod beside it still starts; the
+    container's own cgroup has no limit of its own, as the CRI passes none."""
+    async with process_agents(tmp_path, str(tmp_path / "pods"), pod_pids_limit=16) as (client, rt, _):
+        h = controller(rt, "pids")
+        pods = client.resource("", "v1", "pods")
+        bomb = await pods.create(pod("bomb", FORKS, grace=0))
+        await eventually(status_of(pods, "bomb", lambda st: st.get("phase") == "Running"))
+        await eventually(lambda: log_of(rt, "bomb"), timeout=30)
+        said = (await log_of(rt, "bomb")).decode()
+        assert said == "forked 15: Resource temporarily unavailable\n", said
+        parent = qos_parent(bomb)
+        assert read(h, parent, "pids.max").strip() == "16"
+        assert read(h, parent, "main", "pids.max").strip() == "max"
+        assert int(read(h, parent, "pids.current")) == 16
+        await pods.create(pod("beside", SERVE, grace=0))
+        await eventually(status_of(pods, "beside", lambda st: st.get("phase") == "Running"))
+        for name in ("bomb", "beside"):
+            await pods.delete(name, "default")
+            await eventually(gone(pods, name))
+    assert not os.path.exists(h.root)

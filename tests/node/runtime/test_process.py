@@ -32,16 +32,17 @@ def test_variable_expansion_follows_kubernetes():
 
 
 @contextlib.asynccontextmanager
-async def process_agents(tmp_path, pods_dir: str):
+async def process_agents(tmp_path, pods_dir: str, **manager):
     """The default cluster's node agents on the process runtime (root and iproute2), real time:
-    the API client, the runtime and the node manager; none of the runtime's network namespaces,
-    nor its cgroup, left after. A failed sync is tried again after 0.5 s, not 10."""
+    the API client, the runtime and the node manager (`manager`: more of its options); none of the
+    runtime's network namespaces, nor its cgroup, left after. A failed sync is tried again after
+    0.5 s, not 10."""
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("SKIPPED LOUDLY: the process runtime needs root and iproute2")
     s = await make_stack()
     await s.client.resource("", "v1", "namespaces").create({"metadata": {"name": "kube-node-lease"}})
     rt = ProcessRuntime(str(tmp_path / "runtime"), "u" + secrets.token_hex(3), backoff_initial=0.05)
-    mgr = NodeManager(connector(s.rest), default_cluster(), runtime=rt, pods_dir=pods_dir, sync_retry=0.5)
+    mgr = NodeManager(connector(s.rest), default_cluster(), runtime=rt, pods_dir=pods_dir, sync_retry=0.5, **manager)
     cgroup = None
     try:
         rt.start([(a.name, a.spec.index, a.host_ip, a.pod_cidr) for a in mgr.agents.values()])
