@@ -422,9 +422,10 @@ class CustomResourceStrategy(Strategy):
     # --- create / update -----------------------------------------------------------
 
     def prepare_for_create(self, obj: Obj) -> None:
-        if self.terminating:
-            raise errors.forbidden(self.group, self.plural, (obj.get("metadata") or {}).get("name", ""),
-                                   "create not allowed while custom resource definition is terminating")
+        if self.terminating:  # crdHandler's serveResource: a 405 naming the verb, its message replaced
+            err = errors.method_not_supported(self.group, self.plural, "create")
+            err.message = "create not allowed while custom resource definition is terminating"
+            raise err
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
         if not self._info(self.storage).status and new.get("status") != old.get("status") \

@@ -124,7 +124,8 @@ async def test_deletion_removes_objects_then_the_crd(env):
     w = env.stack.client.resource(GROUP, "v1", "widgets")  # the index now serves the terminating CRD's resource
     with pytest.raises(APIError) as e:
         await w.create({"metadata": {"name": "late", "namespace": "default"}, "spec": {"size": 1}})
-    assert e.value.code == 403 and e.value.message.endswith("create not allowed while custom resource definition is terminating")
+    assert (e.value.code, e.value.reason, e.value.message) == (
+        405, "MethodNotAllowed", "create not allowed while custom resource definition is terminating")
     await w.patch("held", {"metadata": {"finalizers": None}}, namespace="default")
 
     async def gone():
