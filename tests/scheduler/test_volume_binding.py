@@ -140,6 +140,31 @@ async def test_read_write_once_pod_claim_serves_one_pod(env):
     assert await eventually(bound(pods, "second"))
 
 
+async def test_read_write_once_pod_claim_is_freed_by_preemption(env):
+    """Upstream's VolumeRestrictions rejects every node in Filter while the claim's holder runs,
+    so a pod of higher priority evicts the holder and gets the claim; each node counts the
+    conflict in the FailedScheduling message."""
+    client = env
+    await create_rwop_claim(client, "ckpt")
+    await client.resource("scheduling.k8s.io", "v1", "priorityclasses").create(
+        {"metadata": {"name": "high"}, "value": 1000})
+    pods = client.resource("", "v1", "pods")
+    await pods.create(claim_pod("holder", "ckpt", terminationGracePeriodSeconds=0))
+    await eventually(bound(pods, "holder"))
+    await pods.create(claim_pod("peer", "ckpt"))
+    assert await eventually(unschedulable(pods, "peer")) == (
+        "0/3 nodes are available: 3 node has pod using PersistentVolumeClaim with the same name and "
+        "ReadWriteOncePod access mode. preemption: 0/3 nodes are available: 3 No preemption victims found "
+        "for incoming pod.")
+    await pods.create(claim_pod("urgent", "ckpt", priorityClassName="high"))
+
+    async def holder_gone():
+        return "holder" not in {p["metadata"]["name"] for p in (await pods.list("default"))[0]}
+    assert await eventually(holder_gone)
+    assert await eventually(bound(pods, "urgent"))
+    assert (await pods.get("peer", "default"))["spec"].get("nodeName") is None
+
+
 async def test_zonal_volume_keeps_its_pod_in_the_zone(env):
     client = env
     nodes = client.resource("", "v1", "nodes")
