@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 from .apiserver.auth.authorizer import Attributes, attributes_for, forbidden
 from .metrics.process import PROCESS
 from .apiserver.healthz import TEXT, Checks, HealthSLIs, exposition, install
-from .machinery import errors
+from .machinery import errors, featuregates
 from .machinery.responses import error_response
 from .machinery.user import User, bearer_token
 from .pki.ca import issue, new_ca
@@ -51,16 +51,21 @@ def add_arguments(parser, port: int) -> None:
     g.add_argument("--tls-private-key-file", default="", metavar="FILE", help="the serving certificate's key")
     g.add_argument("--authorization-always-allow-paths", default=ALWAYS_ALLOW_PATHS, metavar="PATHS",
                    help=f"paths anyone may reach, '*' ending a prefix (default {ALWAYS_ALLOW_PATHS})")
+    parser.add_argument("--feature-gates", default="", metavar="Name=true,...",
+                        help="feature gates to set, as Name=bool pairs: on top of nanokube's defaults (`nanokube up` "
+                             "prints them), an unknown or locked gate refused")
     zpages.register(parser)
 
 
 def validate(args) -> None:
-    """ValueError for flags the component would refuse at start."""
+    """ValueError for flags the component would refuse at start; the --feature-gates set."""
     if not 0 <= args.secure_port <= 65535:
         raise ValueError(f"--secure-port {args.secure_port} must be between 0 and 65535, inclusive. "
                          "0 for turning off secure port")
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         raise ValueError("--tls-cert-file and --tls-private-key-file go together")
+    for text in featuregates.set_flag(args.feature_gates):
+        log.warning("%s", text)
 
 
 class ServeError(Exception):
@@ -158,7 +163,7 @@ def app(auth: DelegatedAuth, registry, configz: dict, healthz: Checks, livez: Ch
         if request.method == "DELETE" and reset is not None:
             reset()
             return web.Response(text="metrics reset\n", headers=TEXT)
-        return exposition(request, registry, PROCESS)
+        return exposition(request, registry, featuregates.GATES, PROCESS)
 
     async def metrics_resources(request: web.Request) -> web.Response:
         served = resources()
