@@ -6,9 +6,10 @@ requests.cpu), below its pod's cgroup, below its QoS class's: kubepods/pod<uid> 
 kubepods/burstable/pod<uid>, kubepods/besteffort/pod<uid> (QOS_LEVELS). A pod's cgroup has the sum of its
 containers' limits where each of them has one (ResourceConfigForPod: PodLimits), its cpu
 shares their requests', its pids.max the kubelet's podPidsLimit (a pod's processes together, a
-fork bomb's included, never more; none of a container's own, as the CRI passes none). A container over its memory limit is OOM-killed in its cgroup; the
-runtime reads the cgroup's oom_kill count (memory.events, or memory.oom_control on v1) to
-report the instance as OOMKilled, as containerd does.
+fork bomb's included, never more; none of a container's own, as the CRI passes none). The
+burstable QoS cgroup's shares are its pods' cpu requests together. A container over its memory
+limit is OOM-killed in its cgroup; the runtime reads the cgroup's oom_kill count (memory.events,
+or memory.oom_control on v1) to report the instance as OOMKilled, as containerd does.
 
 The controllers are those this host lets the runtime write: a cgroup2 hierarchy's where the
 runtime's cgroup (cgroup.py) is offered them (each level's cgroup.subtree_control then enables
@@ -114,7 +115,7 @@ def pod_settings(pod: dict, allocation: dict[str, dict], pids: int | None = None
 
 #: the QoS levels' own settings: kubepods the shares of the host's CPUs (the kubelet's: its node's
 #: allocatable; every node here is this host, and without them the whole tree would weigh as one
-#: process against the host's), besteffort the least; burstable keeps the default
+#: process against the host's), besteffort the least; burstable's follow its pods (`Limits.burstable`)
 QOS_LEVELS = {"kubepods": Settings(cpu_request=(os.cpu_count() or 1) * 1000), "besteffort": Settings()}
 
 
@@ -197,6 +198,16 @@ class Limits:
                 if h.version == 2:
                     _write(path, "cgroup.subtree_control", " ".join(f"+{c}" for c in h.controllers))
                 _apply(h, path, settings)
+
+    def burstable(self, cpu_request: int) -> None:
+        """The burstable QoS cgroup's cpu shares: the milli-CPU its pods request together, as the
+        kubelet's QoS container manager sets them as pods come and go (MilliCPUToShares; none: 2).
+        Its memory is left unlimited: 1.37's MemoryQoS, on by default, writes memory.min and
+        memory.high only where the node's memoryReservationPolicy and memoryThrottlingFactor ask."""
+        for h in self.hierarchies:
+            if "cpu" in h.controllers and os.path.isdir(path := os.path.join(h.root, "kubepods", "burstable")):
+                for name, value in Settings(cpu_request=cpu_request).files(h.version, "cpu").items():
+                    _write(path, name, value)
 
     def container(self, parent: str, name: str, settings: Settings) -> list[str]:
         """Make the container's cgroups below its pod's and set its limits; the v1 ones, which its

@@ -85,6 +85,11 @@ class ProcessRuntime:
         self._remove_mountpoints()
         shutil.rmtree(os.path.join(self.state_dir, "logs"), ignore_errors=True)
 
+    def update_qos(self) -> None:
+        """The burstable QoS cgroup weighs as its pods' cpu requests together (limits.py), set again
+        as one is added, resized or goes."""
+        self.limits.burstable(sum(w.burstable_cpu() for w in self.pods.values()))
+
     def worker(self, agent, pod: dict) -> ProcessPodWorker:
         return ProcessPodWorker(agent, pod, self)
 

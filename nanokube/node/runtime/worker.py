@@ -192,8 +192,8 @@ class ProcessPodWorker(PodWorker):
         # what the containers start with is allocated to them, their pod's cgroup limited to it
         self.allocated = inplace.desired(self.pod)
         self.runtime.limits.pod(self._cgroup, self._pod_settings(self.allocated))
-        self._actuate()
         self.runtime.pods[(self.namespace, self.name)] = self
+        self._actuate()
 
     def _pod_settings(self, allocation: dict[str, dict]) -> Settings:
         """The pod cgroup's limits with its containers' `allocation`, its pids.max the node's
@@ -298,6 +298,7 @@ class ProcessPodWorker(PodWorker):
         await self._teardown()
         if self.runtime.pods.get((self.namespace, self.name)) is self:
             del self.runtime.pods[(self.namespace, self.name)]
+            self.runtime.update_qos()
         if self._log_root:
             shutil.rmtree(self._log_root, ignore_errors=True)
 
@@ -763,6 +764,12 @@ class ProcessPodWorker(PodWorker):
         if self.containers or self.inits:
             self.runtime.limits.resize(self._cgroup, self._pod_settings(self.actuated),
                                        {name: container_settings(a) for name, a in self.actuated.items()})
+            self.runtime.update_qos()
+
+    def burstable_cpu(self) -> int:
+        """The milli-CPU the pod requests as its containers run, where it is Burstable (else 0)."""
+        burstable = self._cgroup.startswith("kubepods/burstable/")
+        return self._pod_settings(self.actuated).cpu_request if burstable and self.actuated else 0
 
     async def _probes(self, c: Container) -> None:
         """A startup probe first (until it passes nothing else probes; failing

@@ -298,3 +298,45 @@ async def test_the_kubelets_pod_pids_limit_keeps_a_fork_bomb_in_its_pod(tmp_path
             await pods.delete(name, "default")
             await eventually(gone(pods, name))
     assert not os.path.exists(h.root)
+
+
+async def test_the_burstable_qos_cgroup_weighs_as_its_pods_requests(env):
+    """The kubelet's QoS container manager: kubepods/burstable's cpu shares are its pods' cpu requests
+    together (MilliCPUToShares), set again as one comes, is resized and goes (2 with none); a
+    BestEffort or Guaranteed pod changes nothing there."""
+    client, rt = env
+    h = controller(rt, "cpu")
+    pods = client.resource("", "v1", "pods")
+
+    def shares():
+        value = read(h, "kubepods/burstable", "cpu.weight" if h.version == 2 else "cpu.shares").strip()
+        return int(value)
+
+    def expect(millicpu):
+        return limits.weight(max(millicpu * 1024 // 1000, 2)) if h.version == 2 else max(millicpu * 1024 // 1000, 2)
+    for name, cpu in (("small", "100m"), ("large", "300m")):
+        await pods.create(pod(name, SERVE, grace=0, resources={"requests": {"cpu": cpu}}))
+    guaranteed = {"cpu": "1", "memory": "64Mi"}
+    await pods.create(pod("fixed", SERVE, grace=0, resources={"requests": guaranteed, "limits": guaranteed}))
+    for name in ("small", "large", "fixed"):
+        await eventually(status_of(pods, name, lambda st: st.get("phase") == "Running"))
+    assert shares() == expect(400)  # (409 shares on v1)
+    await pods.patch("large", {"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "500m"}}}]}},
+                     "application/strategic-merge-patch+json", namespace="default", subresource="resize")
+
+    async def resized():
+        return shares() == expect(600)
+    await eventually(resized)
+    await pods.delete("large", "default")
+    await eventually(gone(pods, "large"))
+
+    async def one_left():
+        return shares() == expect(100)
+    await eventually(one_left)
+    for name in ("small", "fixed"):
+        await pods.delete(name, "default")
+        await eventually(gone(pods, name))
+
+    async def none_left():
+        return shares() == expect(0)
+    await eventually(none_left)
