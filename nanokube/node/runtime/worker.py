@@ -741,21 +741,29 @@ class ProcessPodWorker(PodWorker):
             settings = container_settings(self.actuated.get(c.name) or {})
 
     async def _resize_blocked(self, restarted: list[str]) -> str:
-        """A memory limit lowered below what a running container (not `restarted`) uses, its resident
-        memory as the node's stats report it, is not set yet, as the kubelet checks before it lowers
-        one: cgroup v2 would OOM-kill the container, v1 refuses the write."""
-        lowered = []
-        for c in [*self.containers.values(), *(c for c in self.inits.values() if c.sidecar)]:
-            limit = container_settings(self.allocated.get(c.name) or {}).memory
-            was = container_settings(self.actuated.get(c.name) or {}).memory
-            if c.name not in restarted and limit is not None and (was is None or limit < was) \
-                    and c.proc is not None and c.proc.returncode is None:
-                lowered.append((c, limit))
-        stats = await asyncio.to_thread(session_stats, {c.pid for c, _ in lowered}) if lowered else {}
-        for c, limit in lowered:
-            if (used := stats.get(c.pid, (0, 0))[1]) > limit:
-                return f"container {c.name}: memory limit {limit} is below its current usage {used}"
-        return ""
+        """A memory limit lowered below what is in use, the pod's (its cgroup's limit: a pod-level one,
+        or its containers' summed) or a running container's (not `restarted`), resident memory as the
+        node's stats report it, is not set yet, as the kubelet checks before it lowers one (cgroup v2
+        would OOM-kill, v1 refuses the write): its errors in its words, aggregated as Go's are."""
+        def lowered(limit: int | None, was: int | None) -> bool:
+            return limit is not None and (was is None or limit < was)
+        running = [c for c in [*self.containers.values(), *(c for c in self.inits.values() if c.sidecar)]
+                   if c.name not in restarted and c.proc is not None and c.proc.returncode is None]
+        pod = self._pod_settings(self.allocated).memory
+        checked = [(c, limit) for c in running if lowered(limit := container_settings(self.allocated.get(c.name) or {}).memory,
+                                                          container_settings(self.actuated.get(c.name) or {}).memory)]
+        pod_lowered = lowered(pod, self._pod_settings(self.actuated).memory)
+        if not checked and not pod_lowered:
+            return ""
+        stats = await asyncio.to_thread(session_stats, {c.pid for c in running})
+        errors = []
+        if pod_lowered and (used := sum(stats.get(c.pid, (0, 0))[1] for c in running)) > pod:
+            errors.append(f"attempting to set pod memory limit ({pod}) below current usage ({used})")
+        errors += [f'attempting to set container "{c.name}" memory limit ({limit}) below current usage ({used})'
+                   for c, limit in checked if (used := stats.get(c.pid, (0, 0))[1]) > limit]
+        if not errors:
+            return ""
+        return "cannot decrease memory limits: " + (errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
 
     def _actuate(self) -> None:
         """The containers run with what was allocated to them: their cgroups (and their pod's) are

@@ -5,6 +5,7 @@ sits below its QoS class's, and goes with the pod."""
 
 import asyncio
 import os
+import re
 import sys
 
 import pytest
@@ -234,7 +235,10 @@ async def test_a_memory_limit_lowered_below_usage_waits_with_the_resize_in_progr
                      and c.get("reason") == "Error"), None)
     st = (await eventually(status_of(pods, "hold", held_back), timeout=30))["status"]
     message = held_back(st)["message"]
-    assert message.startswith(f"container main: memory limit {64 << 20} is below its current usage "), message
+    # the kubelet's words: the pod's cgroup (its one container's limit) and the container's, aggregated
+    assert re.fullmatch(rf"cannot decrease memory limits: \[attempting to set pod memory limit \({64 << 20}\) below "
+                        rf"current usage \((\d+)\), attempting to set container \"main\" memory limit \({64 << 20}\) "
+                        rf"below current usage \(\1\)\]", message), message
     [main] = st["containerStatuses"]
     assert "running" in main["state"] and main["restartCount"] == 0
     assert main["resources"]["limits"]["memory"] == "256Mi"
