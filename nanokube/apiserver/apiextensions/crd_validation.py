@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
+from ...machinery import gofmt
 from ...machinery.validation import (
     FieldError, dns1035_label, dns1123_subdomain, duplicate, forbidden, immutable, invalid, mixed_case_label,
     not_supported, required, too_many,
@@ -189,36 +191,47 @@ _APPROVAL_PATH = f"metadata.annotations[{APPROVAL}]"
 _SEE = "see https://github.com/kubernetes/enhancements/pull/1111"
 
 
-def _protected(group: str) -> bool:
+def protected_group(group: str) -> bool:
+    """IsProtectedCommunityGroup: the groups under k8s.io and kubernetes.io are the community's."""
     return group in ("k8s.io", "kubernetes.io") or group.endswith((".k8s.io", ".kubernetes.io"))
 
 
+def _approval_url(v: str) -> bool:
+    """url.ParseRequestURI's answer has a scheme and a host (no blank or control character parses)."""
+    if any(ch.isspace() or not ch.isprintable() for ch in v):
+        return False
+    try:
+        u = urlsplit(v)
+    except ValueError:
+        return False
+    return bool(u.scheme and u.netloc)
+
+
+def api_approval_state(crd: dict[str, Any]) -> tuple[str, str]:
+    """GetAPIApprovalState: (missing | bypassed | approved | invalid, the reason's words)."""
+    v = ((crd.get("metadata") or {}).get("annotations") or {}).get(APPROVAL) or ""
+    if not v:
+        return "missing", f'protected groups must have approval annotation "{APPROVAL}", {_SEE}'
+    if v.startswith("unapproved"):
+        return "bypassed", f"not approved: {gofmt.quote(v)}"
+    if _approval_url(v):
+        return "approved", f"approved in {v}"
+    return "invalid", (f'protected groups must have approval annotation "{APPROVAL}" with either a URL or a reason '
+                       f'starting with "unapproved", {_SEE}')
+
+
 def _api_approval(crd: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
-    """Groups under k8s.io and kubernetes.io are the community's: a CRD there names its
-    approval (a URL) or says it is `unapproved...` (KEP-1111); an unchanged state never fails."""
-    group = (crd.get("spec") or {}).get("group") or ""
-    if not _protected(group):
+    """A CRD of a protected group names its approval (a URL) or says it is `unapproved...`
+    (KEP-1111); an unchanged state never fails."""
+    if not protected_group((crd.get("spec") or {}).get("group") or ""):
         return []
-
-    def state(obj: dict[str, Any] | None) -> str:
-        if obj is None:
-            return "none"
-        v = ((obj.get("metadata") or {}).get("annotations") or {}).get(APPROVAL)
-        if v is None:
-            return "missing"
-        if v.startswith("unapproved"):
-            return "bypassed"
-        return "approved" if v.startswith(("http://", "https://")) else "invalid"
-
-    new = state(crd)
-    if new == state(old):
+    new, why = api_approval_state(crd)
+    if old is not None and new == api_approval_state(old)[0]:
         return []
     if new == "missing":
-        return [required(_APPROVAL_PATH, f'protected groups must have approval annotation "{APPROVAL}", {_SEE}')]
+        return [required(_APPROVAL_PATH, why)]
     if new == "invalid":
-        value = crd["metadata"]["annotations"][APPROVAL]
-        return [invalid(_APPROVAL_PATH, value, f'protected groups must have approval annotation "{APPROVAL}" with '
-                                               f'either a URL or a reason starting with "unapproved", {_SEE}')]
+        return [invalid(_APPROVAL_PATH, crd["metadata"]["annotations"][APPROVAL], why)]
     return []
 
 

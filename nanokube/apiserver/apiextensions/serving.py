@@ -6,8 +6,8 @@ waiters): the CRD's `Resource` is added to, replaced in or removed from the inde
 its kinds' OpenAPI definitions are (re)defined, and discovery and OpenAPI documents
 are rebuilt on next request. So a schema change takes effect at once, without a
 restart, and after a restart the stored CRDs are served before the first request.
-The naming, establishing and finalizer controllers run beside it, as upstream runs
-them inside the apiextensions-apiserver.
+The naming, establishing, API approval and finalizer controllers run beside it, as
+upstream runs them inside the apiextensions-apiserver.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ... import schema
 from ...registry.apiextensions import CRD
 from ..cache import DELETED, CacheEvent
 from . import conversion
+from .apiapproval import APIApprovalController
 from .establishing import EstablishingController
 from .finalizer import CRDFinalizer
 from .naming import NamingController
@@ -43,6 +44,7 @@ class CustomResources:
             conversion.use_client(admission.client)
         self.controllers = [NamingController(client, clock=server.clock),
                             EstablishingController(client, clock=server.clock),
+                            APIApprovalController(client, clock=server.clock),
                             CRDFinalizer(client, clock=server.clock)]
 
     async def start(self) -> None:

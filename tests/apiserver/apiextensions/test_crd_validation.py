@@ -187,6 +187,10 @@ def test_protected_groups_need_the_api_approval_annotation():
     assert msgs(c) == []
     c["metadata"]["annotations"] = {"api-approved.kubernetes.io": "yes"}
     assert len(msgs(c)) == 1 and 'with either a URL or a reason starting with "unapproved"' in msgs(c)[0]
+    c["metadata"]["annotations"] = {"api-approved.kubernetes.io": ""}  # empty is missing (GetAPIApprovalState)
+    assert len(msgs(c)) == 1 and "Required value" in msgs(c)[0]
+    c["metadata"]["annotations"] = {"api-approved.kubernetes.io": "git://example.com/kep"}  # any scheme with a host
+    assert msgs(c) == []
 
 
 def _go_schema(**fields) -> str:

@@ -241,3 +241,26 @@ async def test_an_invalid_conversion_ca_bundle_keeps_the_crd_from_being_establis
         return condition(got, "Established") == ("False", "InvalidCABundle", "The conversion webhook CABundle is invalid")
 
     assert await eventually(refused)
+
+
+async def test_a_protected_groups_crd_says_whether_its_api_is_approved(env):
+    gated = crd(plural="gates", kind="Gate", short=())
+    gated["metadata"] = {"name": "gates.networking.k8s.io",
+                         "annotations": {"api-approved.kubernetes.io": "unapproved, experimental"}}
+    gated["spec"]["group"] = "networking.k8s.io"
+    await env.crds.create(gated)
+    await env.crds.create(crd())
+    approval = "KubernetesAPIApprovalPolicyConformant"
+
+    async def conformance(want):
+        got = await env.crds.get("gates.networking.k8s.io")
+        return got if condition(got, approval) == want else None
+
+    got = copy.deepcopy(await eventually(lambda: conformance(
+        ("False", "UnapprovedAnnotation", 'not approved: "unapproved, experimental"'))))
+    url = "https://github.com/kubernetes/enhancements/pull/1111"
+    got["metadata"]["annotations"]["api-approved.kubernetes.io"] = url
+    await env.crds.update(got)
+    await eventually(lambda: conformance(("True", "ApprovedAnnotation", f"approved in {url}")))
+    ours = await established(env, f"widgets.{GROUP}")
+    assert condition(ours, approval) is None  # a group of its own: never the condition
