@@ -54,6 +54,7 @@ from ..machinery.responses import error_response, json_response
 from ..machinery.user import SPACED_BEARER_WARNING, bearer_token, spaced_bearer
 from ..machinery.version import BUILD_VERSION, GO_VERSION
 from .. import debugflags, zpages
+from ..ui import serving as console
 from .metrics import APIMetrics
 from .options import MIN_REQUEST_TIMEOUT, request_deadline
 from .rest import SYSTEM, GenericREST, ResourceIndex, User, WriteOptions
@@ -81,6 +82,8 @@ _VERSION_BODY = orjson.dumps(VERSION, option=orjson.OPT_INDENT_2)
 #: gziphandler's DefaultMinSize: a smaller /openapi/v2 answer is sent as it is
 GZIP_MIN_SIZE = 1400
 
+#: who a request without credentials is (--anonymous-auth)
+ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
 PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
 #: kube-apiserver's --etcd-count-metric-poll-period default: how often the stored objects are counted
@@ -290,6 +293,7 @@ class APIServer:
         metrics_openapi.define()
         zpages.install(app, "kube-apiserver", self.flags, now=self.clock.now)
         debugflags.install(app)
+        console.install(app)
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.handlers.dispatch)  # names may hold any character
         self._app = app
         self._routed_groups = frozenset(r.canonical.split("/")[2] for r in app.router.resources()
@@ -566,6 +570,8 @@ class APIServer:
                 return refused
             if request.path in PUBLIC_PATHS:
                 return await handler(request)
+            if console.is_console(request.path):  # RBAC decides, as for any anonymous request upstream
+                return await self._anonymous(request, handler)
             return error_response(forbidden("system:anonymous", request_attributes(request)))
         request[AUDIT_REQUESTER] = user  # the audit's user, whoever it impersonates
         if warned:  # on whatever answers it, streams included, as upstream's recorder sets the header
@@ -588,6 +594,17 @@ class APIServer:
             return error_response(forbidden(user.name, attrs, decision.reason))
         if self.flow_control is not None:
             return await self.flow_control.serve(request, user, attrs, handler)
+        return await handler(request)
+
+    async def _anonymous(self, request: web.Request, handler) -> web.StreamResponse:
+        """A request without credentials, as system:anonymous: authorized (the console's bootstrap
+        binding lets system:unauthenticated read its static page) and through APF."""
+        attrs = request_attributes(request)
+        if not self.authorizer.authorize(ANONYMOUS.name, ANONYMOUS.groups, attrs).allowed:
+            return error_response(forbidden(ANONYMOUS.name, attrs))
+        request[USER] = ANONYMOUS
+        if self.flow_control is not None:
+            return await self.flow_control.serve(request, ANONYMOUS, attrs, handler)
         return await handler(request)
 
     def _cert_identity(self, cert: dict | None) -> tuple[bool, User | None]:
@@ -630,7 +647,7 @@ class APIServer:
         h = self.handlers
         groups = discovery.with_extra_groups(discovery.api_group_list(self.index), h.extra_groups + h.aggregated_groups)
         paths = {"/api", "/api/v1", "/apis", "/apis/", "/metrics", "/metrics/slis", "/openapi/v2", "/openapi/v3",
-                 "/openapi/v3/", "/statusz", "/version", *self._issuer_discovery(), *(["/flagz"] if self.flags else [])}
+                 "/openapi/v3/", "/statusz", "/ui/", "/version", *self._issuer_discovery(), *(["/flagz"] if self.flags else [])}
         for g in groups["groups"]:
             paths.add(f"/apis/{g['name']}")
             paths.update(f"/apis/{v['groupVersion']}" for v in g["versions"])

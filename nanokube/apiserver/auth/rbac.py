@@ -419,6 +419,9 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
             _rule(["update", "patch"], ["certificates.k8s.io"], ["podcertificaterequests/status"]),
             _rule(_RO + ["create", "update"], ["certificates.k8s.io"], ["clustertrustbundles"]),
         ]),
+        # the web console's static page (nanokube/ui), which a browser loads before it holds a token; what the
+        # page then shows, it reads under the user's token
+        _cluster_role("nanokube:console", [_urls(["get"], ["/ui", "/ui/*"])]),
         _cluster_role("system:cluster-trust-bundle-discovery", [_rule(_RO, ["certificates.k8s.io"], ["clustertrustbundles"])]),
         # what an extension API server or an auth proxy binds to delegate authentication and authorization
         _cluster_role("system:auth-delegator", [_rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
@@ -432,6 +435,8 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
         _binding("system:discovery", "system:discovery", ("Group", "system:authenticated")),
         _binding("system:basic-user", "system:basic-user", ("Group", "system:authenticated")),
         _binding("system:public-info-viewer", "system:public-info-viewer",
+                 ("Group", "system:authenticated"), ("Group", "system:unauthenticated")),
+        _binding("nanokube:console", "nanokube:console",
                  ("Group", "system:authenticated"), ("Group", "system:unauthenticated")),
         _binding("system:monitoring", "system:monitoring", ("Group", "system:monitoring")),
         _binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery",
