@@ -1716,6 +1716,8 @@ class GenericREST:
             entry = self._entry(res, namespace, name)
             obj = entry.obj
             md = obj["metadata"]
+            if attempt == 0 and _converts(res.strategy):  # Store.Delete's Get decodes it at the request's
+                await res.strategy.prepare_conversion([obj], version)  # version: a failed conversion fails it
             pre = options.get("preconditions") or {}
             if pre.get("uid") is not None and pre["uid"] != md.get("uid"):
                 raise errors.conflict(res.group, res.plural, name,
