@@ -272,6 +272,7 @@ async def _up(args: argparse.Namespace) -> int:
             await scheduler.start()
         gcsettle.settle()
         print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
+        print(f"nanokube console: {server.url}/ui/ (sign in with a token; README: Web console)", flush=True)
         print(f"export KUBECONFIG={kubeconfig}", flush=True)
 
         stop = stop_on_signals()
