@@ -356,8 +356,41 @@ async def test_claim_cloned_from_another_starts_as_a_copy(env):
     async def refused():
         evs, _ = await client.resource("", "v1", "events").list("default")
         return [e["message"] for e in evs if e["reason"] == "ProvisioningFailed"]
-    assert (await eventually(refused))[0] == ("error getting handle for DataSource Type PersistentVolumeClaim by Name "
-                                              "dataset: requested PV size is smaller than the source volume")
+    assert (await eventually(refused))[0] == (
+        'failed to provision volume with StorageClass "now": error getting handle for DataSource Type '
+        "PersistentVolumeClaim by Name dataset: requested PV size is smaller than the source volume")
+
+
+async def test_a_claim_the_driver_cannot_make_as_asked_is_not_provisioned_empty(env):
+    """As the CSI external-provisioner: a claim restored from a VolumeSnapshot fails (the driver
+    takes no snapshots), so does one with a selector (a new volume has no labels to match), and
+    one whose data source is another kind waits for that kind's populator; none gets an empty
+    volume."""
+    client, root = env
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "now"}, "provisioner": PROVISIONER, "volumeBindingMode": "Immediate"})
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("restored", storageClassName="now", dataSource={
+        "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "ckpt-step-1000"}))
+    await pvcs.create(claim("picky", storageClassName="now", selector={"matchLabels": {"tier": "gold"}}))
+    await pvcs.create(claim("populated", storageClassName="now", dataSourceRef={
+        "apiGroup": "populator.example.com", "kind": "ModelWeights", "name": "llama"}))
+    failed = 'failed to provision volume with StorageClass "now": '
+    assert await eventually(lambda: _message_about(client, "restored", "ProvisioningFailed")) == (
+        failed + "CSI driver does not support snapshot restore: controller CREATE_DELETE_SNAPSHOT capability is "
+        "not reported")
+    assert await eventually(lambda: _message_about(client, "picky", "ProvisioningFailed")) == (
+        failed + "claim Selector is not supported")
+
+    async def populator_assumed():
+        evs, _ = await client.resource("", "v1", "events").list("default")
+        return [e for e in evs if e["involvedObject"]["name"] == "populated"
+                and e["message"] == "Assuming an external populator will provision the volume"]
+    assert (await eventually(populator_assumed))[0]["reason"] == "Provisioning"
+    for name in ("restored", "picky", "populated"):
+        got = await pvcs.get(name, "default")
+        assert got["status"]["phase"] == "Pending" and not got["spec"].get("volumeName")
+    assert not list(root.iterdir())
 
 
 async def test_pvc_protection_passes_over_many_pods_in_turns():

@@ -11,7 +11,10 @@ Every node of a cluster runs on this one host, so a volume's directory is
 reachable from all of them; the node affinity of a WaitForFirstConsumer volume
 keeps the local-volume semantics users expect. A claim cloned from another
 claim of the class (`dataSource` kind PersistentVolumeClaim) starts as a copy of
-its directory. Its resizers (`resizer.LocalPathResizer`, one per driver name,
+its directory; one restored from a VolumeSnapshot fails, as the driver takes no
+snapshots, one with a selector fails, and one whose data source is another kind
+is left to that kind's populator, as the CSI external-provisioner does. Its
+resizers (`resizer.LocalPathResizer`, one per driver name,
 started and stopped with it, as a CSI driver's deployment runs the
 external-resizer beside its provisioner) expand and modify the volumes it made.
 
@@ -50,6 +53,7 @@ PROVISIONERS = (PROVISIONER, CSI_DRIVER)
 PROVISIONER_USER = User("system:serviceaccount:kube-system:local-path-provisioner",
                         ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
 DEFAULT_CLASS = "standard"
+SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
 
 
 def default_class_object() -> dict:
@@ -174,16 +178,25 @@ class LocalPathProvisioner(Controller):
         claim_obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}
         await self.recorder.emit(claim_obj, "Normal", "Provisioning",
                                  f'External provisioner is provisioning volume for claim "{md["namespace"]}/{md["name"]}"')
-        source, problem = self._clone_source(pvc, sc)
+        src = spec.get("dataSourceRef") or spec.get("dataSource")
+        if src and src.get("kind") != "VolumeSnapshot" and (src.get("apiGroup") or "", src.get("kind")) != \
+                ("", "PersistentVolumeClaim"):  # a volume populator's kind
+            await self.recorder.emit(claim_obj, "Normal", "Provisioning",
+                                     "Assuming an external populator will provision the volume")
+            return
+        failed = f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\""
+        source, problem = self._clone_source(pvc, src)
+        if problem:
+            problem = f"{failed}: {problem}"
+        elif spec.get("selector"):
+            problem = f"{failed}: claim Selector is not supported"
         vac_name = spec.get("volumeAttributesClassName")
         if vac_name and not problem:
             vac = self.vacs.get(vac_name)
             if vac is None:
-                message = (f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\": "
-                           f'volumeattributesclass.storage.k8s.io "{vac_name}" not found')
+                message = f'{failed}: volumeattributesclass.storage.k8s.io "{vac_name}" not found'
                 await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed", message)
                 raise AttributesClassMissing(message)
-            failed = f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\""
             if driver != CSI_DRIVER or vac.get("driverName") != driver:
                 problem = (f"{failed}: VAC {vac_name} referenced in PVC is for driver {vac.get('driverName')} which "
                            f"does not match driver name {driver}")
@@ -230,18 +243,25 @@ class LocalPathProvisioner(Controller):
             return
         await self.recorder.emit(claim_obj, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {name}")
 
-    def _clone_source(self, pvc: dict, sc: dict) -> tuple[str | None, str]:
-        """(the source volume's directory, why it cannot be cloned) for a claim cloned from
-        another (`dataSource` kind PersistentVolumeClaim); (None, '') without a source."""
-        src = (pvc.get("spec") or {}).get("dataSourceRef") or (pvc.get("spec") or {}).get("dataSource")
-        if not src or src.get("apiGroup") or src.get("kind") != "PersistentVolumeClaim":
+    def _clone_source(self, pvc: dict, src: dict | None) -> tuple[str | None, str]:
+        """(the source volume's directory, why the claim cannot be made from its data source):
+        another claim of the class is copied; a VolumeSnapshot cannot be restored, the driver
+        taking no snapshots (the external-provisioner's capability check); (None, '') without a
+        source."""
+        if not src:
             return None, ""
+        if src.get("kind") == "VolumeSnapshot":
+            if src.get("apiGroup") != SNAPSHOT_GROUP:
+                return None, (f"the PVC source does not belong to the right APIGroup. Expected {SNAPSHOT_GROUP}, "
+                              f"Got {src.get('apiGroup') or ''}")
+            return None, ("CSI driver does not support snapshot restore: controller CREATE_DELETE_SNAPSHOT "
+                          "capability is not reported")
         ns, name = pvc["metadata"]["namespace"], src.get("name", "")
         what = f"error getting handle for DataSource Type PersistentVolumeClaim by Name {name}"
         source = self.claims.get(f"{ns}/{name}")
         if source is None:
             return None, f"{what}: claim in dataSource not found"
-        if claim_class(source) != sc["metadata"]["name"]:
+        if claim_class(source) != claim_class(pvc):
             return None, f"{what}: the source PVC and destination PVCs must be in the same storage class for cloning"
         pv = self.volumes.get((source.get("spec") or {}).get("volumeName") or "")
         path = local_path(pv or {})
