@@ -165,6 +165,27 @@ async def test_read_write_once_pod_claim_is_freed_by_preemption(env):
     assert (await pods.get("peer", "default"))["spec"].get("nodeName") is None
 
 
+async def test_an_immediate_volume_is_made_where_its_class_allows(env):
+    """An Immediate class's allowedTopologies pin the volume provisioned before any pod (as a
+    topology-aware driver's accessible topology does), so the claim's pods go there."""
+    client = env
+    await client.resource("storage.k8s.io", "v1", "storageclasses").create({
+        "metadata": {"name": "n3-only"}, "provisioner": "nanokube.io/local-path", "volumeBindingMode": "Immediate",
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": "kubernetes.io/hostname", "values": ["n3"]}]}]})
+    pvcs = client.resource("", "v1", "persistentvolumeclaims")
+    await pvcs.create(claim("pinned", storageClassName="n3-only"))
+
+    async def volume_name():
+        return (await pvcs.get("pinned", "default"))["spec"].get("volumeName")
+    pv = await client.resource("", "v1", "persistentvolumes").get(await eventually(volume_name))
+    assert pv["spec"]["nodeAffinity"] == {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n3"]}]}]}}
+    pods = client.resource("", "v1", "pods")
+    for i in range(3):
+        await pods.create(claim_pod(f"reader-{i}", "pinned"))
+    assert [await eventually(bound(pods, f"reader-{i}")) for i in range(3)] == ["n3"] * 3
+
+
 async def test_zonal_volume_keeps_its_pod_in_the_zone(env):
     client = env
     nodes = client.resource("", "v1", "nodes")

@@ -4,7 +4,8 @@ PV controller annotated with `volume.kubernetes.io/storage-provisioner:
 nanokube.io/local-path` gets a directory `<root>/<pv-name>` and a hostPath
 PersistentVolume pre-bound to it; for a WaitForFirstConsumer class it waits
 for the scheduler's `volume.kubernetes.io/selected-node` and pins the volume
-to that node. A Released volume of ours with reclaim policy Delete has its
+to that node; an Immediate one is pinned to its class's allowedTopologies, if
+any. A Released volume of ours with reclaim policy Delete has its
 directory removed, then its PersistentVolume deleted.
 
 Every node of a cluster runs on this one host, so a volume's directory is
@@ -231,6 +232,10 @@ class LocalPathProvisioner(Controller):
         if node:
             pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
+        elif sc.get("allowedTopologies"):  # an Immediate volume is made where its class allows
+            pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": e["key"], "operator": "In", "values": list(e["values"])}
+                for e in term.get("matchLabelExpressions") or []]} for term in sc["allowedTopologies"]]}}
         pv = {"apiVersion": "v1", "kind": "PersistentVolume",
               "metadata": {"name": name, "annotations": {PROVISIONED_BY: driver}}, "spec": pv_spec}
         try:
