@@ -61,12 +61,14 @@ def _cell(path: tuple, typ: str) -> Callable[[Obj], Any]:
     (one of `[*]`'s many), kept only when it is of the column's type (cellForJSONValue: an
     integer column truncates a number, a number column takes an integer; anything else is
     null, which kubectl prints as an empty cell); a string column prints any value, as the
-    JSONPath printer does."""
+    JSONPath printer does, an explicit null as its "<no value>"."""
     def fn(obj: Obj) -> Any:
         found = jsonpath.find(obj, path)
-        if not found or found[0] is None:
+        if not found:
             return None
         v = found[0]
+        if v is None:
+            return "<no value>" if typ == "string" else None
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
         if typ == "string":
             if isinstance(v, (dict, list)):

@@ -1,7 +1,7 @@
 """A CRD's additionalPrinterColumns as kube-apiserver's table convertor fills them, over HTTP with
 kubectl's Table Accept header: the first value a `[*]` path finds, and a value that is not of the
 column's type (or no value) is a null cell, which kubectl prints empty, an integer column
-truncating a number."""
+truncating a number; an explicit null in a string column is the JSONPath printer's "<no value>"."""
 
 from __future__ import annotations
 
@@ -52,19 +52,25 @@ async def test_cells_take_the_first_value_of_the_columns_type(tmp_path):
                 assert e.status == 404
                 await asyncio.sleep(0.05)
 
-        def send():
-            request = c.param_serialize("GET", f"{things}/t", header_params={"Accept": TABLE})
+        def send(path=f"{things}/t"):
+            request = c.param_serialize("GET", path, header_params={"Accept": TABLE})
             response = c.call_api(*request[:4])
             response.read()
             return response
         table = json.loads((await asyncio.to_thread(send)).data)
         assert table["rows"][0]["cells"][1:] == ["http", '["a","b"]', "3", None, 2, None, None]
+        # an explicit null is found: a string column prints it as the JSONPath printer prints no value
+        await call(c, "POST", things, {**body, "metadata": {"name": "nulls"},
+                                       "spec": {"ports": [{"name": None}], "tags": None, "size": None}})
+        got = json.loads((await asyncio.to_thread(send, things)).data)
+        assert [r["cells"][1:] for r in got["rows"] if r["cells"][0] == "nulls"] == [
+            ["<no value>", "<no value>", None, None, None, None, None]]
         # kubectl 1.37 prints a null cell as nothing between its columns' tabs
         out = await asyncio.to_thread(subprocess.run, [
             KUBECTL, "--kubeconfig", str(tmp_path / "kubeconfig"), "get", "things", "-o", "wide"],
             capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        head, row = out.stdout.splitlines()
+        head, _, row = out.stdout.splitlines()
         cut = [head.index(n.upper()) for n, _, _ in COLUMNS]
         cells = [row[a:b].strip() for a, b in zip(cut, cut[1:] + [len(row)])]
         assert cells == ["http", '["a","b"]', "3", "", "2", "", ""]
