@@ -18,8 +18,6 @@ from multidict import CIMultiDict
 from .loopback import LocalClient
 from ..clock import REAL, Clock
 from ..metrics import openapi as metrics_openapi
-from ..metrics.api import MetricsAPI
-from ..metrics.provider import MetricsProvider
 from ..pki.ca import ClusterPKI, ensure_front_proxy
 from ..registry.base import Resource, Strategy, all_resources
 from ..store.instrumented import InstrumentedStore
@@ -287,9 +285,7 @@ class APIServer:
         app.router.add_get("/openapi/v2", self._openapi_v2)
         app.router.add_get("/openapi/v3", self._openapi_v3_index)
         app.router.add_get("/openapi/v3/{path:.*}", self._openapi_v3)
-        metrics_api = MetricsAPI(MetricsProvider(LocalClient(self.rest), self.clock))
-        metrics_api.add_routes(app)
-        self.handlers.extra_groups = metrics_api.discovery()
+        self.handlers.metrics_api.add_routes(app)
         metrics_openapi.define()
         zpages.install(app, "kube-apiserver", self.flags, now=self.clock.now)
         debugflags.install(app)
@@ -488,7 +484,7 @@ class APIServer:
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         """Every request. An API path that no route of the application claims (all of them but
-        the metrics APIs' groups) goes through audit, the HTTP exceptions' Status, authentication,
+        the metrics APIs' groups that no remote APIService serves) goes through audit, the HTTP exceptions' Status, authentication,
         APF and `APIHandlers.dispatch` here, as the application's middlewares and its catch-all
         route would take it, without the router's walk over every route, a match info and a
         coroutine per middleware (about 10% of a GET's instructions and 4% of a create's); any
@@ -497,8 +493,9 @@ class APIServer:
         if self.workers > 1:  # another worker may have written what this request reads or updates
             await self.cache.sync()
         path = request.rel_url.path_safe
-        routed = not (path.startswith("/api/") or path.startswith("/apis/") and path.split("/", 3)[2]
-                      not in self._routed_groups or path in ("/api", "/apis")) or not expect.accepted(request)
+        routed = not (path.startswith("/api/") or path.startswith("/apis/") and (path.split("/", 3)[2]
+                      not in self._routed_groups or self.handlers.aggregates(path))
+                      or path in ("/api", "/apis")) or not expect.accepted(request)
         audit_id(request, routed=routed)
         attrs = request_attributes(request)
         if long_running(attrs):

@@ -23,10 +23,13 @@ from aiohttp.payload import Payload
 from aiohttp.web_protocol import RequestPayloadError
 
 from ..clock import Clock
+from ..metrics.api import GROUPS as METRICS_GROUPS, MetricsAPI
+from ..metrics.provider import MetricsProvider
 from ..registry.base import Resource
 from ..machinery import errors, gofmt, gojson
 from . import discovery, expect, latencytrackers, protobuf, protobuf_encode, serializer, tables, warning
 from .cache import served_json
+from .loopback import LocalClient
 from .metrics import CONNECT_SUBRESOURCES
 from .audit import PANIC, REQUEST_BODY, RESPONSE_OBJECT
 from .auth.authorizer import USER
@@ -395,8 +398,10 @@ class APIHandlers:
         self.reviews = None
         self._discovery_cache: dict[str, bytes] = {}
         #: (APIGroup, APIResourceList) of groups served by in-process adapters
-        #: (metrics APIs), listed in /apis like aggregated API services
+        #: (metrics APIs) and no remote APIService, listed in /apis like aggregated API services
         self.extra_groups: list[tuple[dict, dict]] = []
+        self._metrics_api: MetricsAPI | None = None
+        rest.raw_get = self.get_raw
         #: the aggregator (apiserver/aggregator): proxies the group/versions of remote APIServices
         self.aggregator = None
         #: (APIGroup, APIResourceList) of the remote APIServices' groups
@@ -438,9 +443,38 @@ class APIHandlers:
         return self._cached("apis", lambda: discovery.with_extra_groups(discovery.api_group_list(self.index),
                                                                         self.extra_groups + self.aggregated_groups))
 
+    @property
+    def metrics_api(self) -> MetricsAPI:
+        """The built-in metrics adapter, which serves the metrics groups no remote APIService takes: made
+        on first use, after `nanokube up` has set the provider's sources."""
+        if self._metrics_api is None:
+            self._metrics_api = MetricsAPI(MetricsProvider(LocalClient(self.rest), self.clock))
+            self.extra_groups = self._metrics_api.discovery()
+        return self._metrics_api
+
+    def aggregates(self, path: str) -> bool:
+        """Whether a remote APIService serves `path`'s group/version (its group's document: any version)."""
+        if self.aggregator is None:
+            return False
+        parts = path.split("/", 4)
+        return len(parts) > 2 and self.aggregator.serves(parts[2], parts[3] if len(parts) > 3 and parts[3] else None)
+
+    async def get_raw(self, path: str, query, user: User) -> dict:
+        """A loopback client's GET of a path outside the REST stack, answered as over HTTP: a remote
+        APIService's (the aggregator asks its server as the proxy would), else the built-in metrics
+        adapter's. The document, or the APIError the client would make of the answer."""
+        if self.aggregates(path):
+            return await self.aggregator.get(path, query, user)
+        parts = path.split("/", 3)
+        if len(parts) > 2 and parts[1] == "apis" and parts[2] in METRICS_GROUPS:
+            return await self.metrics_api.get(path, query)
+        raise errors.route_not_found()
+
     def set_aggregated(self, aggregator) -> None:
-        """The remote APIServices changed: rebuild their discovery."""
+        """The remote APIServices changed: rebuild their discovery, in which a remote APIService's
+        group replaces the built-in adapter's."""
         self.aggregated_groups = aggregator.discovery_groups()
+        self.extra_groups = [(g, rl) for g, rl in self.metrics_api.discovery() if not aggregator.serves(g["name"], None)]
         self._discovery_cache.pop("agg", None)
         self._discovery_cache.pop("apis", None)
 

@@ -55,6 +55,15 @@ class LocalClient:
             raise LookupError(f"no resource {plural} in {group or 'core'}/{version}")
         return ResourceClient(self, res, version)
 
+    async def get_raw(self, path: str, params: dict[str, str] | None = None) -> dict:
+        """A GET of a path the REST stack does not serve (the metrics APIs, an aggregated APIService's), as
+        the server answers it over HTTP (`HTTPClient.get_raw`): its document, or the APIError a client makes
+        of its failure."""
+        await asyncio.sleep(0)
+        if self.rest.raw_get is None:
+            raise errors.route_not_found()
+        return await self.rest.raw_get(path, params or {}, self.user)
+
     @property
     def index(self):
         """Resource look-ups by GVR and by kind (`ResourceIndex`; HTTPClient's comes from discovery)."""

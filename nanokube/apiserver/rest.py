@@ -429,6 +429,9 @@ class GenericREST:
         self.audit = None
         #: answers a create of a review resource (auth/reviews.Reviews), for the loopback client as for HTTP; None: none
         self.reviews = None
+        #: answers the loopback client's GET of a path outside this stack (the metrics APIs, an aggregated
+        #: APIService's): `await raw_get(path, query, user)`, the document or an APIError; None: no such path
+        self.raw_get = None
         #: generateName's suffix for a prefix; a simulation puts seeded draws here so its runs repeat
         self.name_suffix = name_suffix
         #: a created object's metadata.uid; a simulation puts seeded draws here too (a Job's PodGroup is named

@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 
 from ..clock import REAL, Clock
-from ..machinery.errors import APIError
+from ..machinery.errors import APIError, response_error
 from . import kubeconfig
 from .kubeconfig import Credentials
 
@@ -229,6 +229,16 @@ class HTTPClient:
             if resp.status >= 400:
                 raise _error(resp.status, raw)
             return orjson.loads(raw) if raw else None
+
+    async def get_raw(self, path: str, params: dict[str, str] | None = None) -> dict:
+        """A GET of `path` (client-go's AbsPath: the metrics APIs, an aggregated APIService's paths): its
+        document, or client-go's error for the answer (a Status's, else the generic one by its code)."""
+        headers = await self._headers()
+        async with self._pool.session.get(self.creds.server + path, params=params, headers=headers) as resp:
+            raw = await resp.read()
+            if resp.status >= 400:
+                raise response_error(resp.status, raw)
+            return orjson.loads(raw)
 
     def resource(self, group: str, version: str, plural: str) -> HTTPResourceClient:
         res = self.index.get(group, version, plural)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from .validation import FieldError
 
 
@@ -135,6 +137,47 @@ def route_not_found() -> APIError:
     """A path no route serves, as upstream's NewGenericServerResponse(404) answers it: its details are there
     and empty (kubectl debug reads them to tell a missing subresource from a missing pod)."""
     return APIError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def generic_status_message(code: int, body: bytes) -> str:
+    """client-go's message for a non-2xx answer that is not a Status."""
+    text = body.decode(errors="replace").strip()
+    if code == 400:
+        return "the server rejected our request for an unknown reason" + (f" ({text})" if text else "")
+    if code == 401:
+        return "Unauthorized"
+    if code == 403:
+        return text or "forbidden"
+    if code == 404:
+        return "the server could not find the requested resource"
+    if code == 500:
+        return f'an error on the server ("{text}") has prevented the request from succeeding' if text else \
+            "an error on the server has prevented the request from succeeding"
+    if code == 503:
+        return "the server is currently unable to handle the request"
+    if code == 504:
+        return "the server was unable to return a response in the time allotted, but may still be processing the request"
+    return f"the server responded with the status code {code} but did not return more information"
+
+
+_GENERIC_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+                    409: "Conflict", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+                    503: "ServiceUnavailable", 504: "Timeout"}
+#: the StatusCause client-go gives an answer that was no Status, holding its body
+UNEXPECTED_RESPONSE = "UnexpectedServerResponse"
+
+
+def response_error(code: int, body: bytes) -> APIError:
+    """client-go's error for a failed answer: the Status its body holds, else NewGenericServerResponse's
+    (its reason and message by the code, the body as an UnexpectedServerResponse cause)."""
+    try:
+        s = orjson.loads(body)
+    except ValueError:
+        s = None
+    if isinstance(s, dict) and s.get("kind") == "Status":
+        return APIError(s.get("code") or code, s.get("reason", ""), s.get("message", ""), s.get("details"))
+    causes = [{"reason": UNEXPECTED_RESPONSE, "message": body.decode(errors="replace")}]
+    return APIError(code, _GENERIC_REASONS.get(code, "Unknown"), generic_status_message(code, body), {"causes": causes})
 
 
 def method_not_allowed() -> APIError:

@@ -8,6 +8,9 @@ documents for each."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 from aiohttp import web
 
 from ..machinery import errors
@@ -46,117 +49,140 @@ def resource_list(group: str) -> dict:
             "resources": resources}
 
 
-def _static(doc: dict):
-    async def handler(request: web.Request) -> web.Response:
-        return json_response(doc)
-    return handler
+#: (path pattern, MetricsAPI method) of every GET the metrics APIs answer; a `{name}` is one path segment
+_ROUTES = [
+    (f"/apis/{EXTERNAL}/{VERSION}/namespaces/{{namespace}}/{{metric}}", "external"),
+    (f"/apis/{CUSTOM}/{CUSTOM_VERSION}/namespaces/{{name}}/metrics/{{metric}}", "custom_namespace"),
+    (f"/apis/{CUSTOM}/{CUSTOM_VERSION}/namespaces/{{namespace}}/{{resource}}/{{name}}/{{metric}}", "custom"),
+    (f"/apis/{CUSTOM}/{CUSTOM_VERSION}/{{resource}}/{{name}}/{{metric}}", "custom"),
+    (f"/apis/{RESOURCE}/{VERSION}/namespaces/{{namespace}}/pods", "pods"),
+    (f"/apis/{RESOURCE}/{VERSION}/namespaces/{{namespace}}/pods/{{name}}", "pods"),
+    (f"/apis/{RESOURCE}/{VERSION}/pods", "pods"),
+    (f"/apis/{RESOURCE}/{VERSION}/nodes", "nodes"),
+    (f"/apis/{RESOURCE}/{VERSION}/nodes/{{name}}", "nodes"),
+]
+
+
+def _pattern(route: str) -> re.Pattern:
+    """A route as aiohttp matches it: each `{name}` one segment."""
+    return re.compile(re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^{}/]+)", re.escape(route)))
 
 
 class MetricsAPI:
+    """The answers, each `(match, query, accept) -> document` raising APIError: served over HTTP by
+    the routes `add_routes` adds, and in-process by `get` (the server's answer to its loopback
+    clients' GETs of these groups)."""
+
     def __init__(self, provider: MetricsProvider):
         self.provider = provider
+        self._documents = {f"/apis/{g}": group_document(g) for g in GROUPS}
+        self._documents.update({f"/apis/{g}/{v}": resource_list(g) for g, v in GROUPS.items()})
+        self._compiled = [(_pattern(route), getattr(self, name)) for route, name in _ROUTES]
 
     def discovery(self) -> list[tuple[dict, dict]]:
         """(APIGroup, APIResourceList) for each group, for the server's /apis."""
         return [(group_document(g), resource_list(g)) for g in GROUPS]
 
     def add_routes(self, app: web.Application) -> None:
-        for group, version in GROUPS.items():
-            app.router.add_get(f"/apis/{group}", _static(group_document(group)))
-            app.router.add_get(f"/apis/{group}/{version}", _static(resource_list(group)))
-        app.router.add_get(f"/apis/{EXTERNAL}/{VERSION}/namespaces/{{namespace}}/{{metric}}", self.external)
-        custom = f"/apis/{CUSTOM}/{CUSTOM_VERSION}"
-        app.router.add_get(custom + "/namespaces/{name}/metrics/{metric}", self.custom_namespace)
-        app.router.add_get(custom + "/namespaces/{namespace}/{resource}/{name}/{metric}", self.custom)
-        app.router.add_get(custom + "/{resource}/{name}/{metric}", self.custom)
-        app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/namespaces/{{namespace}}/pods", self.pods)
-        app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/namespaces/{{namespace}}/pods/{{name}}", self.pods)
-        app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/pods", self.pods)
-        app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/nodes", self.nodes)
-        app.router.add_get(f"/apis/{RESOURCE}/{VERSION}/nodes/{{name}}", self.nodes)
+        for path, doc in self._documents.items():
+            app.router.add_get(path, _http(lambda match, query, accept, doc=doc: _document(doc)))
+        for route, name in _ROUTES:
+            app.router.add_get(route, _http(getattr(self, name)))
 
-    async def external(self, request: web.Request) -> web.Response:
-        ns, metric = request.match_info["namespace"], request.match_info["metric"]
+    async def get(self, path: str, query: Mapping[str, str], accept: str = "") -> dict:
+        """The document a GET of `path` answers; APIError where it fails, route_not_found where no
+        route takes it."""
+        if (doc := self._documents.get(path)) is not None:
+            return doc
+        for pattern, answer in self._compiled:
+            if m := pattern.fullmatch(path):
+                return await answer(m.groupdict(), query, accept)
+        raise errors.route_not_found()
+
+    async def external(self, m: dict, query: Mapping[str, str], accept: str) -> dict:
         try:
-            return json_response(await self.provider.external_metric_list(ns, metric, request.query.get("labelSelector", "")))
+            return await self.provider.external_metric_list(m["namespace"], m["metric"], query.get("labelSelector", ""))
         except MetricsUnavailable as e:
-            return error_response(errors.APIError(404, "NotFound", str(e)))
+            raise errors.APIError(404, "NotFound", str(e)) from None
 
-    async def custom(self, request: web.Request) -> web.Response:
-        m = request.match_info
-        return await self._custom(m.get("namespace"), m["resource"], m["name"], m["metric"], request)
+    async def custom(self, m: dict, query: Mapping[str, str], accept: str) -> dict:
+        return await self._custom(m.get("namespace"), m["resource"], m["name"], m["metric"], query)
 
-    async def custom_namespace(self, request: web.Request) -> web.Response:
+    async def custom_namespace(self, m: dict, query: Mapping[str, str], accept: str) -> dict:
         """A metric about a Namespace object itself."""
-        m = request.match_info
-        return await self._custom(None, "namespaces", m["name"], m["metric"], request)
+        return await self._custom(None, "namespaces", m["name"], m["metric"], query)
 
     async def _custom(self, namespace: str | None, resource: str, name: str, metric: str,
-                      request: web.Request) -> web.Response:
+                      query: Mapping[str, str]) -> dict:
         try:
-            return json_response(await self.provider.custom_metric_list(
-                namespace, resource, name, metric, request.query.get("labelSelector", "")))
+            return await self.provider.custom_metric_list(namespace, resource, name, metric,
+                                                          query.get("labelSelector", ""))
         except MetricsUnavailable as e:
-            return error_response(errors.APIError(404, "NotFound", str(e)))
-        except errors.APIError as e:
-            return error_response(e)
+            raise errors.APIError(404, "NotFound", str(e)) from None
 
-    async def pods(self, request: web.Request) -> web.Response:
+    async def pods(self, m: dict, query: Mapping[str, str], accept: str) -> dict:
         """PodMetrics as metrics-server serves them: a list (label selector, its parse error a 400) or one
         pod (a get reads no selector)."""
-        ns, name = request.match_info.get("namespace"), request.match_info.get("name", "")
-        try:
-            _list_options(request, name, "pods")
-            items = await self.provider.pod_metrics(ns, "" if name else request.query.get("labelSelector", ""), name)
-        except errors.APIError as e:
-            return error_response(e)
+        ns, name = m.get("namespace"), m.get("name", "")
+        _list_options(query, name, "pods")
+        items = await self.provider.pod_metrics(ns, "" if name else query.get("labelSelector", ""), name)
         if name and not items:
-            return error_response(errors.APIError(404, "NotFound", f'podmetrics.metrics.k8s.io "{ns}/{name}" not found',
-                                                  {"name": f"{ns}/{name}", "group": RESOURCE, "kind": "podmetrics"}))
-        if _wants_table(request):
-            return json_response(_table(items, _pod_total))
+            raise errors.APIError(404, "NotFound", f'podmetrics.metrics.k8s.io "{ns}/{name}" not found',
+                                  {"name": f"{ns}/{name}", "group": RESOURCE, "kind": "podmetrics"})
+        if _wants_table(accept):
+            return _table(items, _pod_total)
         if name:
-            return json_response(items[0])
-        return json_response({"kind": "PodMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {}, "items": items})
+            return items[0]
+        return {"kind": "PodMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {}, "items": items}
 
-    async def nodes(self, request: web.Request) -> web.Response:
+    async def nodes(self, m: dict, query: Mapping[str, str], accept: str) -> dict:
         """NodeMetrics: a list (label selector, its parse error a 400) or one node (no selector)."""
-        name = request.match_info.get("name", "")
+        name = m.get("name", "")
+        _list_options(query, name, "nodes")
+        items = await self.provider.node_metrics("" if name else query.get("labelSelector", ""), name)
+        if name and not items:
+            raise errors.APIError(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found',
+                                  {"name": name, "group": RESOURCE, "kind": "nodemetrics"})
+        if _wants_table(accept):
+            return _table(items, lambda nm: {r: parse_quantity(q) for r, q in nm["usage"].items()})
+        if name:
+            return items[0]
+        return {"kind": "NodeMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {}, "items": items}
+
+
+async def _document(doc: dict) -> dict:
+    return doc
+
+
+def _http(answer):
+    """An aiohttp handler of an answer: its document, or its APIError's Status."""
+    async def handler(request: web.Request) -> web.Response:
         try:
-            _list_options(request, name, "nodes")
-            items = await self.provider.node_metrics("" if name else request.query.get("labelSelector", ""), name)
+            return json_response(await answer(dict(request.match_info), request.query, request.headers.get("Accept", "")))
         except errors.APIError as e:
             return error_response(e)
-        if name and not items:
-            return error_response(errors.APIError(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found',
-                                                  {"name": name, "group": RESOURCE, "kind": "nodemetrics"}))
-        if _wants_table(request):
-            return json_response(_table(items, lambda nm: {r: parse_quantity(q) for r, q in nm["usage"].items()}))
-        if name:
-            return json_response(items[0])
-        return json_response({"kind": "NodeMetricsList", "apiVersion": f"{RESOURCE}/{VERSION}", "metadata": {},
-                              "items": items})
+    return handler
 
 
-def _list_options(request: web.Request, name: str, plural: str) -> None:
+def _list_options(query: Mapping[str, str], name: str, plural: str) -> None:
     """A list's options decoded as ListResource decodes them (a named get reads none): an integer that does
     not parse is a 400 before the selector is read. metrics-server's storage lists but does not watch: a
     list's ?watch is refused once its label selector is read (405, naming the resource), not answered as a
     list that a watching client cannot decode."""
     if name:
         return
-    integer(request.query, "timeoutSeconds")
-    integer(request.query, "limit")
-    watch = request.query.get("watch")
+    integer(query, "timeoutSeconds")
+    integer(query, "limit")
+    watch = query.get("watch")
     if watch is None or watch == "0" or watch.lower() == "false":
         return
-    if request.query.get("labelSelector"):
-        parse_label_selector(request.query["labelSelector"])
+    if query.get("labelSelector"):
+        parse_label_selector(query["labelSelector"])
     raise errors.method_not_supported(RESOURCE, plural, "watch")
 
 
-def _wants_table(request: web.Request) -> bool:
-    return "as=Table" in request.headers.get("Accept", "")
+def _wants_table(accept: str) -> bool:
+    return "as=Table" in accept
 
 
 def _pod_total(pm: dict) -> dict:

@@ -11,8 +11,6 @@ import asyncio
 import base64
 import socket
 import ssl
-import tempfile
-from pathlib import Path
 
 import aiohttp
 import orjson
@@ -21,6 +19,7 @@ from aiohttp import web
 
 from nanokube.apiserver.kubernetes_service import host_address
 from nanokube.pki.ca import ensure_front_proxy, issue, new_ca
+from tests.apiserver.metrics_adapter import serving_context
 from tests.apiserver.test_expect import Conn, served
 from tests.controllers import tries
 
@@ -49,13 +48,7 @@ async def extension_server(routes=(), client_ca: bytes | None = None, ip: str | 
     length it got; it never answers 100 Continue itself (its expect handler does nothing). `routes`: more
     (method, path, handler); `client_ca`: the CA whose client certificates it asks for (the front proxy's);
     `ip`: where it listens (by default the host's IPv4 address)."""
-    ca = new_ca("wardle-ca")
-    serving = issue(ca, "api.wardle.svc", dns_names=("api.wardle.svc",), server=True)
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "tls.crt").write_bytes(serving.cert_pem)
-        (Path(tmp) / "tls.key").write_bytes(serving.key_pem)
-        ctx.load_cert_chain(Path(tmp) / "tls.crt", Path(tmp) / "tls.key")
+    ctx = serving_context("wardle-ca", "api.wardle.svc")
     if client_ca is not None:
         ctx.load_verify_locations(cadata=client_ca.decode())
         ctx.verify_mode = ssl.CERT_OPTIONAL

@@ -15,13 +15,14 @@ from aiohttp import web
 from ...client.informer import Informer
 from ...controllers.base import Controller
 from ...machinery.conditions import find_condition, is_condition_true
+from ...machinery import errors
 from ...machinery.errors import APIError
 from ...machinery.hostport import join_host_port
 from ...machinery.user import User
 from ..auth.authorizer import USER
 from ..streaming.proxy import is_upgrade
 from .proxy import (ExpectForwarded, ExtensionServer, InterimRelayed, ResolveError, forward, forward_upgrade,
-                    go_dial_error, proxy_error, resolve_endpoint, tls_context)
+                    go_dial_error, identity_headers, proxy_error, resolve_endpoint, tls_context)
 
 GROUP = "apiregistration.k8s.io"
 PROBE_USER = User("system:kube-aggregator", ("system:masters",))
@@ -259,6 +260,38 @@ class Aggregator(Controller):
             if gv in self.openapi and _available(self.as_inf.get(a["metadata"]["name"]) or a):
                 out[f"apis/{gv[0]}/{gv[1]}"] = self.openapi[gv]
         return out
+
+    async def get(self, path: str, query, user: User) -> dict:
+        """A loopback client's GET of a remote APIService's path, asked of its server as `serve` proxies
+        one (the user's identity, the APIService's TLS): the document, or the APIError client-go makes
+        of the answer, the proxy's 503s included."""
+        parts = path.split("/", 4)
+        group, version = parts[2], parts[3] if len(parts) > 3 and parts[3] else None
+        if version is None:
+            return self.group_document(group)
+        apiservice = self.remote.get((group, version))
+        unavailable = errors.response_error(503, b"service unavailable\n")
+        if apiservice is None or not _available(self.as_inf.get(apiservice["metadata"]["name"]) or apiservice):
+            raise unavailable
+        svc = _spec(apiservice)["service"]
+        try:
+            host, port = await resolve_endpoint(self.client, svc["namespace"], svc["name"], svc.get("port", 443))
+        except ResolveError:
+            raise unavailable from None
+        headers = [*identity_headers(user), ("Accept", "application/json"), ("Accept-Encoding", "identity")]
+        try:
+            async with self.session.get(f"https://{join_host_port(host, port)}{path}", params=dict(query),
+                                        headers=headers, ssl=self._context(apiservice),
+                                        server_hostname=f"{svc['name']}.{svc['namespace']}.svc") as r:
+                status, body = r.status, await r.read()
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
+            raise errors.response_error(503, f"{go_dial_error(join_host_port(host, port), e)}\n".encode()) from None
+        if status >= 400:
+            raise errors.response_error(status, body)
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise errors.response_error(500, body) from None
 
     async def serve(self, request: web.Request, group: str, version: str | None) -> web.StreamResponse:
         if version is None:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
+from ...machinery.errors import generic_status_message
 from ...machinery.hostport import join_host_port
 
 #: (namespace, name, port) -> (host, port) to dial; raises WebhookError when the
@@ -41,27 +42,6 @@ def _ca_bundle(cc: dict) -> bytes:
         return base64.b64decode(raw)
     except ValueError:
         return b""
-
-
-def _generic_status_message(code: int, body: bytes) -> str:
-    """client-go's message for a non-2xx answer that is not a Status."""
-    text = body.decode(errors="replace").strip()
-    if code == 400:
-        return "the server rejected our request for an unknown reason" + (f" ({text})" if text else "")
-    if code == 401:
-        return "Unauthorized"
-    if code == 403:
-        return text or "forbidden"
-    if code == 404:
-        return "the server could not find the requested resource"
-    if code == 500:
-        return f'an error on the server ("{text}") has prevented the request from succeeding' if text else \
-            "an error on the server has prevented the request from succeeding"
-    if code == 503:
-        return "the server is currently unable to handle the request"
-    if code == 504:
-        return "the server was unable to return a response in the time allotted, but may still be processing the request"
-    return f"the server responded with the status code {code} but did not return more information"
 
 
 class WebhookClient:
@@ -184,7 +164,7 @@ def _status_message(code: int, raw: bytes) -> str:
         st = None
     if isinstance(st, dict) and st.get("kind") == "Status" and st.get("message"):
         return st["message"]
-    return _generic_status_message(code, raw)
+    return generic_status_message(code, raw)
 
 
 def _x509_reason(e: aiohttp.ClientConnectorCertificateError, host: str | None) -> str:
