@@ -67,6 +67,8 @@ class Cluster:
     log_start: int = 0
     #: whether `stop` has read that part for the cache mutation detector's reports
     log_read: bool = False
+    #: what `up` printed when it started, up to its `export KUBECONFIG=` line
+    banner: tuple[str, ...] = ()
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": self.kubeconfig, "KUBECACHEDIR": str(self.data_dir / "kubecache")}
@@ -194,7 +196,7 @@ def start_cluster(data_dir: Path, store: str, extra: tuple[str, ...] = (), env: 
     if kubeconfig is None:
         proc.kill()
         raise RuntimeError(f"nanokube up did not start: {''.join(lines)}\n{log_path.read_text()}")
-    return Cluster(proc, data_dir, kubeconfig, url, store, log_path, log_start)
+    return Cluster(proc, data_dir, kubeconfig, url, store, log_path, log_start, banner=tuple(lines))
 
 
 def _forward_lines(stream, into: queue.Queue) -> None:
