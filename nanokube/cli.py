@@ -35,6 +35,16 @@ async def _up(args: argparse.Namespace) -> int:
     from .apiserver.audit_policy import load as load_audit_policy
     from .apiserver import audit_options
 
+    from .machinery import featuregates
+
+    try:
+        gate_warnings = featuregates.set_flag(args.feature_gates)
+        runtime_config = _runtime_config(args.runtime_config)
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
+    for text in gate_warnings:
+        log.warning("%s", text)
     metrics_source = None  # the builtin provider
     if (args.metrics_provider, args.metrics_rules) != ("builtin", None):
         from .metrics.prometheus import load_source
@@ -161,7 +171,8 @@ async def _up(args: argparse.Namespace) -> int:
                        workers=args.api_workers,
                        advertise=advertise,
                        jwks_uri=args.service_account_jwks_uri or "", min_request_timeout=args.min_request_timeout,
-                       audit_policy=audit_policy, audit_webhook=audit_webhook, audit_log_options=audit_log)
+                       audit_policy=audit_policy, audit_webhook=audit_webhook, audit_log_options=audit_log,
+                       runtime_config=runtime_config)
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)
     if args.api_workers > 1:
@@ -186,7 +197,7 @@ async def _up(args: argparse.Namespace) -> int:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
-                          audit_options.worker_argv(args))
+                          audit_options.worker_argv(args), args.feature_gates, args.runtime_config)
         try:
             await workers.start()
         except RuntimeError as e:
@@ -274,6 +285,8 @@ async def _up(args: argparse.Namespace) -> int:
         print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
         print(f"nanokube console: {server.url}/ui/ (sign in with a token; README: Web console)", flush=True)
         print(f"export KUBECONFIG={kubeconfig}", flush=True)
+        print(f"feature gates beyond 1.37's defaults: {featuregates.GATES.overridden() or 'none'}; "
+              f"APIs: {_served_apis(args.runtime_config)}", flush=True)
 
         stop = stop_on_signals()
         await stop.wait()
@@ -295,6 +308,29 @@ async def _up(args: argparse.Namespace) -> int:
         if runtime is not None:
             MetricsProvider.usage_sources = ()
             runtime.close()
+
+
+def _runtime_config(value: str):
+    """--runtime-config's resource config; None (every version served) without one."""
+    if not value:
+        return None
+    from .apiserver import runtime_config
+    from .machinery import featuregates
+    from .registry.base import all_resources
+
+    try:
+        config = runtime_config.from_flag(value, all_resources())
+    except ValueError as e:
+        raise ValueError(f"--runtime-config: {e}") from None
+    if problem := runtime_config.unserved_needs(config, featuregates.enabled):
+        raise ValueError(f"--runtime-config: {problem}")
+    return config
+
+
+def _served_apis(value: str) -> str:
+    from .apiserver.runtime_config import NANOKUBE_DEFAULT
+
+    return f"1.37's GA-only default, then nanokube's {NANOKUBE_DEFAULT}" + (f", then {value}" if value else "")
 
 
 def _given(args: argparse.Namespace, prefix: str, default: tuple[float, int]) -> tuple[float, int]:
@@ -427,6 +463,13 @@ def _add_up_parser(sub) -> None:
                     help="admission plugins to turn off, comma-separated, as kube-apiserver's flag; ServiceAccount is "
                          "the one that can be (without the serviceaccount controller, --controllers '', it refuses a "
                          "pod until its namespace's account exists)")
+    up.add_argument("--feature-gates", default="", metavar="Name=true,...",
+                    help="feature gates to set, as Name=bool pairs, for every component: on top of 1.37's defaults "
+                         "with the alpha gates of the features nanokube implements turned on (printed at start)")
+    up.add_argument("--runtime-config", default="", metavar="KEY=bool,...",
+                    help="kube-apiserver's --runtime-config (api/all, api/ga, api/beta, api/alpha, group/version, "
+                         "group/version/resource): on top of nanokube's api/all=true, which serves every version "
+                         "it implements")
     up.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     up.set_defaults(flag_parser=up)  # for /flagz (zpages.flags)
 

@@ -146,7 +146,7 @@ class APIServer:
                  clock: Clock = REAL, compaction_interval: float = 300.0, audit_log_path: str = "",
                  event_ttl: float = DEFAULT_TTL, workers: int = 1, worker: int = 0, advertise: str | None = None,
                  jwks_uri: str = "", min_request_timeout: float = MIN_REQUEST_TIMEOUT, audit_policy=None,
-                 audit_webhook=None, audit_log_options: LogOptions = LogOptions()):
+                 audit_webhook=None, audit_log_options: LogOptions = LogOptions(), runtime_config=None):
         """`event_ttl`: seconds an Event lives after its last write (kube-apiserver's --event-ttl).
         `advertise`: the address the `kubernetes` Service's endpoints name (--advertise-address);
         by default the listen address, or the host's for a wildcard one, none for loopback.
@@ -154,6 +154,7 @@ class APIServer:
         https:// the advertised address (the listen one when none) and port, then the key set's path.
         `min_request_timeout`: kube-apiserver's --min-request-timeout, in seconds: a watch without
         timeoutSeconds is served a random time from this to twice this.
+        `runtime_config`: the runtime_config.ResourceConfig of --runtime-config; None serves every version.
         `workers` > 1: this is worker `worker` of that many processes serving one port and one
         store (see workers.py); worker 0 alone bootstraps and runs the loops that write."""
         self.metrics = APIMetrics(clock)
@@ -167,9 +168,10 @@ class APIServer:
         self.host, self.port = host, port
         self.advertise = advertise if advertise is not None else advertise_address(host)
         self.jwks_uri = jwks_uri
-        self.index = ResourceIndex(all_resources())
+        resources = all_resources()
+        self.index = ResourceIndex(runtime_config.served(resources) if runtime_config else resources)
         self.cache = WatchCache(self.store, clock=clock)
-        built_in = frozenset(r.key_prefix() for r in self.index.resources)
+        built_in = frozenset(r.key_prefix() for r in resources)
         self.cache.unstructured = lambda prefix: prefix not in built_in  # custom resources' (apiextensions)
         self.metrics.watch_cache(self.cache.stats, lambda: self.cache.rev, _UNSTORED)
         self.event_ttl = EventTTL(self.store, self.cache, clock, event_ttl, self.metrics.registry)

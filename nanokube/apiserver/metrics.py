@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..clock import REAL
+from ..machinery import featuregates
 from ..machinery.metrics import Family, exponential_buckets
 from ..metrics.exposition import render
 from ..metrics.process import PROCESS
@@ -309,9 +310,9 @@ class APIMetrics:
         self.resource_objects.labels(group, resource).set(count)
 
     def render(self, *others) -> bytes:
-        """/metrics: these families, the process's and those of `others` (the components' registries), as
-        one registry's."""
-        return render(self.registry, PROCESS, *others)
+        """/metrics: these families, the process's, its feature gates' and those of `others` (the components'
+        registries), as one registry's."""
+        return render(self.registry, PROCESS, featuregates.GATES, *others)
 
     def reset(self) -> None:
         """DELETE /metrics (MetricsWithReset, installed with profiling): the request, watch event

@@ -40,9 +40,11 @@ def storage_version(res, server_id: str) -> dict:
     gv = (lambda v: f"{res.group}/{v}" if res.group else v)
     encoding = gv(res.storage_version)
     versions = [gv(v) for v in res.versions]
+    # the stored version is decodable even where --runtime-config serves it no more
+    decodable = versions if encoding in versions else [*versions, encoding]
     return {"metadata": {"name": storage_version_name(res.group, res.plural)}, "status": {
         "storageVersions": [{"apiServerID": server_id, "encodingVersion": encoding,
-                             "decodableVersions": versions, "servedVersions": versions}],
+                             "decodableVersions": decodable, "servedVersions": versions}],
         "commonEncodingVersion": encoding,
         "conditions": [{"type": "AllEncodingVersionsEqual", "status": "True", "reason": "CommonEncodingVersionSet",
                         "message": "Common encoding version set"}]}}
@@ -93,6 +95,8 @@ class APIServerIdentity(BackgroundLoop):
 
     async def _publish_storage_versions(self) -> None:
         rest, sv_res = self.server.rest, self.server.index.get(GROUP, "v1alpha1", "storageversions")
+        if sv_res is None:  # --runtime-config turned internal.apiserver.k8s.io/v1alpha1 off: nowhere to publish
+            return
         for res in self.server.index.resources:
             if "create" not in res.verbs or res.verbs == ("create",) or res.storage_alias:
                 continue  # computed or review resources store nothing; aliases share another's storage

@@ -152,7 +152,8 @@ class Workers:
                  audit_log_path: str, ports: dict[int, int] | None = None, flags: dict[str, str] | None = None,
                  disabled_admission: list[str] | tuple[str, ...] = (), advertise: str = "", jwks_uri: str = "",
                  dial_netns: str = "", min_request_timeout: int = MIN_REQUEST_TIMEOUT,
-                 audit_policy_file: str = "", audit_webhook: list[str] | tuple[str, ...] = ()) -> None:
+                 audit_policy_file: str = "", audit_webhook: list[str] | tuple[str, ...] = (), feature_gates: str = "",
+                 runtime_config: str = "") -> None:
         """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports). `flags`:
         `up`'s, which every worker's /flagz shows as worker 0's does. `disabled_admission`: up's
         --disable-admission-plugins, which every worker admits by. `advertise`, `jwks_uri`: worker 0's
@@ -161,7 +162,8 @@ class Workers:
         dials webhooks' and APIServices' Services as worker 0 does (APIServer.dial_services_from), and
         where each listens with it at the advertised address for pods. `min_request_timeout`: up's
         --min-request-timeout, by which every worker times its watches. `audit_policy_file`: up's
-        --audit-policy-file (already validated), by which every worker audits, and its audit webhook flags."""
+        --audit-policy-file (already validated), by which every worker audits, and its audit webhook flags.
+        `feature_gates`, `runtime_config`: up's flags (already validated), which every worker serves by."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
@@ -171,7 +173,8 @@ class Workers:
                      "--advertise-address", advertise, "--service-account-jwks-uri", jwks_uri,
                      *(["--dial-netns", dial_netns] if dial_netns else []),
                      "--min-request-timeout", str(min_request_timeout),
-                     *(["--audit-policy-file", audit_policy_file] if audit_policy_file else []), *audit_webhook]
+                     *(["--audit-policy-file", audit_policy_file] if audit_policy_file else []), *audit_webhook,
+                     "--feature-gates", feature_gates, "--runtime-config", runtime_config]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -233,12 +236,17 @@ async def _serve(args: argparse.Namespace) -> int:
     from .app import APIServer
     from . import audit_options
     from .audit_policy import load as load_audit_policy
+    from ..machinery import featuregates
+    from ..registry.base import all_resources
+    from .runtime_config import from_flag
 
+    featuregates.set_flag(args.feature_gates)
     pki = ensure_pki(args.data_dir)
     server = APIServer(open_store(args.store, args.data_dir, shared=True), pki, host=args.address,
                        port=args.port, audit_log_path=args.audit_log_path,
                        workers=args.workers, worker=args.worker, advertise=args.advertise_address,
                        jwks_uri=args.service_account_jwks_uri, min_request_timeout=args.min_request_timeout,
+                       runtime_config=from_flag(args.runtime_config, all_resources()) if args.runtime_config else None,
                        audit_policy=load_audit_policy(args.audit_policy_file) if args.audit_policy_file else None,
                        # (up's audit flags, already validated; none to read where there is no audit)
                        **({"audit_webhook": audit_options.webhook(args), "audit_log_options": audit_options.log_options(args)}
@@ -305,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--service-account-jwks-uri", default="", help="up's")
     p.add_argument("--min-request-timeout", type=int, default=MIN_REQUEST_TIMEOUT, help="up's")
     p.add_argument("--audit-policy-file", default="", help="up's")
+    p.add_argument("--feature-gates", default="", help="up's")
+    p.add_argument("--runtime-config", default="", help="up's")
     audit_options.add_flags(p)  # up's
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)

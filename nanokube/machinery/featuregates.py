@@ -95,13 +95,19 @@ def parse(value: str) -> dict[str, bool]:
         if not eq:
             raise ValueError(f"missing bool value for {name}")
         raw = raw.strip()
-        if raw not in _BOOLS:
-            raise ValueError(f'invalid value of {name}={raw}, err: strconv.ParseBool: parsing "{raw}": invalid syntax')
-        out[name] = _BOOLS[raw]
+        if raw not in BOOLS:
+            raise ValueError(f'invalid value of {name}={raw}, err: {bool_error(raw)}')
+        out[name] = BOOLS[raw]
     return out
 
 
-_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+def bool_error(raw: str) -> str:
+    """strconv.ParseBool's error for what is not among BOOLS."""
+    return f'strconv.ParseBool: parsing "{raw}": invalid syntax'
+
+
+#: strconv.ParseBool's spellings
+BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
           **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 
 
