@@ -226,6 +226,11 @@ class EventQueue(asyncio.Queue):
     queue) were a third of handing an event over. It takes every event it is handed: how far a
     watch may fall behind is the cache's to judge (`Watcher.size`)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: called as each event is taken while the watch is blocked (`WatchCache._block`)
+        self.taken: Callable[[], None] | None = None
+
     def put_nowait(self, item) -> None:
         q = self._queue
         q.append(item)
@@ -251,7 +256,10 @@ class EventQueue(asyncio.Queue):
                 if q and not getter.cancelled():
                     self._wakeup_next(self._getters)
                 raise
-        return q.popleft()
+        item = q.popleft()
+        if self.taken is not None:
+            self.taken()
+        return item
 
 
 #: a watch's buffer (`Watcher.size`), as upstream's cacheWatcher's channel (suggestedWatchChannelSize):
@@ -267,13 +275,16 @@ WATCH_BUFFER_OTHER = 100
 EVENT_FRESH = 75.0
 #: seconds between the samples of each resource's event count that `buffer_size` reads
 _RATE_SAMPLE = 15.0
-#: seconds a watch whose queue passed its buffer is given to take events again, down to its buffer,
-#: before it is ended as unresponsive (upstream's dispatch blocks on a full watcher for what is left
-#: of its budget, 100 ms at most, then closes it: "Forcing ... watcher close due to
-#: unresponsiveness", apiserver_terminated_watchers_total). An in-process informer's task drains
-#: its queue whenever it runs, and it is woken before this timer is due, so however long the loop
+#: upstream's dispatchTimeoutBudget (a timeBudget per resource): the seconds its dispatch may wait,
+#: all its blocked watchers together, for those whose buffer an event found full, before it closes
+#: the ones still full ("Forcing ... watcher close due to unresponsiveness",
+#: apiserver_terminated_watchers_total). It starts empty, gains WATCH_BUDGET_REFRESH each whole
+#: second of the clock up to WATCH_BUDGET, is taken whole by a dispatch that finds watchers blocked,
+#: and gets back what their wait left unused. An in-process informer's task drains its queue
+#: whenever it runs, and it is woken before the dispatch's timer is due, so however long the loop
 #: was busy it is never ended; a client that reads less than it is sent is, and watches again.
-WATCH_BLOCK = 0.1
+WATCH_BUDGET = 0.1
+WATCH_BUDGET_REFRESH = 0.05
 #: `Watcher.size` of a watch the cache never ends for falling behind (its own: admission's
 #: configuration, the Event TTL's relist watch)
 UNBOUNDED = sys.maxsize
@@ -297,8 +308,8 @@ class Watcher:
     #: stopped matching (DELETED), so that its selectors are matched once an event, here
     accept: Callable[[CacheEvent], CacheEvent | bool | None]
     queue: asyncio.Queue = field(default_factory=EventQueue)
-    #: events the queue may hold for long: past them, the watch is given WATCH_BLOCK seconds to take
-    #: events again before it is ended as unresponsive
+    #: events the queue may hold for long: past them, the watch is blocked (`WatchCache._block`) and
+    #: ended as unresponsive unless it is back within them before its resource's budget runs out
     size: int = UNBOUNDED
     overflowed: bool = False
     #: called once the watch is ended as unresponsive (its queue past its buffer for too long)
@@ -306,14 +317,58 @@ class Watcher:
     direct: Callable[[CacheEvent], bool] | None = None
     #: the stored object of the event the stream yielded last: a Table's cells read it, as a list's do
     stored: dict | None = None
-    #: the timer that ends the watch unless its queue is back within its buffer by then
-    blocked: asyncio.TimerHandle | asyncio.Future | None = None
+    #: the wait this watch is blocked in (its queue past its buffer), which ends it unless its queue
+    #: is back within its buffer by the wait's end
+    blocked: Blocked | None = None
 
     @property
     def parked(self) -> bool:
         """The watch's task waits in `queue.get()` for an event (asyncio.Queue lists its waiting getters)."""
         q = self.queue
         return not q.qsize() and bool(q._getters)
+
+
+class TimeBudget:
+    """Upstream's timeBudget (see WATCH_BUDGET) on the cache's clock: its refresh is counted in the
+    whole seconds passed since the last one, when it is taken, instead of by a ticker."""
+
+    __slots__ = ("clock", "left", "at")
+
+    def __init__(self, clock: Clock, since: float) -> None:
+        """Empty at `since` (its cacher's start, when upstream's starts ticking)."""
+        self.clock = clock
+        self.left = 0.0
+        self.at = since
+
+    def take(self) -> float:
+        """All that is left, which leaves none (takeAvailable)."""
+        ticks = int(self.clock.monotonic() - self.at)
+        if ticks > 0:
+            self.at += ticks
+            self.left = min(WATCH_BUDGET, self.left + ticks * WATCH_BUDGET_REFRESH)
+        left, self.left = self.left, 0.0
+        return left
+
+    def give_back(self, unused: float) -> None:
+        """What a wait did not use (returnUnused)."""
+        if unused > 0:
+            self.left = min(WATCH_BUDGET, self.left + unused)
+
+
+@dataclass(eq=False)
+class Blocked:
+    """The watches of one resource whose queue is past its buffer, sharing one timer, as the blocked
+    watchers of upstream's dispatchEvent share the one its budget sets: those still past it when it
+    fires are ended. A watch taken past its buffer while a wait runs joins it (upstream's next
+    dispatch waits on it with what the running one leaves: at most as long). The last to get back
+    within its buffer ends the wait early, and what it did not use goes back to the budget."""
+
+    bucket: str
+    budget: TimeBudget
+    timeout: float
+    started: float
+    watchers: dict[Watcher, None] = field(default_factory=dict)
+    timer: asyncio.TimerHandle | asyncio.Future | None = None
 
 
 def _resource_prefix(key: str) -> str:
@@ -415,6 +470,11 @@ class WatchCache:
         #: (when, a copy of stats.received) every _RATE_SAMPLE seconds at most, taken as watches start,
         #: the first the newest at least EVENT_FRESH seconds old (see buffer_size)
         self._samples: deque[tuple[float, dict[str, int]]] = deque([(clock.monotonic(), {})])
+        #: per resource prefix, its dispatch's budget, ticking since the cache was made, and the wait its
+        #: blocked watches share (see Blocked)
+        self._born = clock.monotonic()
+        self._budgets: dict[str, TimeBudget] = {}
+        self._blocking: dict[str, Blocked] = {}
 
     async def start(self) -> None:
         kvs, rev = await self.store.list("/registry/")
@@ -444,6 +504,9 @@ class WatchCache:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
+        for b in self._blocking.values():
+            b.timer.cancel()
+        self._blocking.clear()
         for ws in self._watchers.values():
             for w in ws:
                 w.queue.put_nowait(None)
@@ -593,32 +656,64 @@ class WatchCache:
         self._wake()
 
     def _offer(self, w: Watcher, cev: CacheEvent) -> None:
-        """Queues an event `w` accepted (`accept`'s answer) for its task; the one that takes its queue
-        past its buffer gives it WATCH_BLOCK seconds to take it (`_unblock`)."""
+        """Queues an event `w` accepted (`accept`'s answer) for its task; one that takes its queue past
+        its buffer blocks it (`_block`)."""
         q = w.queue
         q.put_nowait(cev)
         if len(q._queue) > w.size and w.blocked is None:
-            w.blocked = self.clock.call_later(WATCH_BLOCK, functools.partial(self._unblock, w, cev))
+            self._block(w)
 
-    def _unblock(self, w: Watcher, last: CacheEvent | None) -> None:
-        """`w`'s WATCH_BLOCK seconds to take `last` (and what came before it) are up: a watch back within
-        its buffer is fine; one that took `last` but is past its buffer again is given as long for what
-        it holds now; one that did not take it is ended as unresponsive."""
-        w.blocked = None
-        q = w.queue._queue
-        if w.overflowed or len(q) <= w.size:
-            return
-        if not any(e is last for e in q):
-            w.blocked = self.clock.call_later(WATCH_BLOCK, functools.partial(self._unblock, w, q[-1]))
-            return
-        w.overflowed = True
+    def _block(self, w: Watcher) -> None:
+        """`w` waits, with the other watches of its resource blocked meanwhile, for what the resource's
+        budget has left (see Blocked, WATCH_BUDGET)."""
         rp = _bucket(w.prefix)
-        self.stats.add(self.stats.terminated, rp, 1)
-        log.info("Forcing %s watcher close due to unresponsiveness: %d events queued, buffer %d", rp, len(q), w.size)
-        q.clear()  # what it had not taken goes: its client watches again from what it had
-        w.queue.put_nowait(None)
-        if w.terminated is not None:
-            w.terminated()
+        b = self._blocking.get(rp)
+        if b is None:
+            budget = self._budgets.get(rp)
+            if budget is None:
+                budget = self._budgets[rp] = TimeBudget(self.clock, self._born)
+            b = self._blocking[rp] = Blocked(rp, budget, budget.take(), self.clock.monotonic())
+            b.timer = self.clock.call_later(b.timeout, functools.partial(self._blocked_out, b))
+        b.watchers[w] = None
+        w.blocked = b
+        w.queue.taken = functools.partial(self._took, w)
+
+    def _took(self, w: Watcher) -> None:
+        """`w`'s task took an event while it was blocked: back within its buffer, it no longer is."""
+        if len(w.queue._queue) <= w.size:
+            self._unblock(w)
+
+    def _unblock(self, w: Watcher) -> None:
+        b = w.blocked
+        w.blocked = None
+        w.queue.taken = None
+        del b.watchers[w]
+        if not b.watchers:  # the wait is over before its timer: what it did not use goes back
+            b.timer.cancel()
+            if self._blocking.get(b.bucket) is b:
+                del self._blocking[b.bucket]
+            b.budget.give_back(b.timeout - (self.clock.monotonic() - b.started))
+
+    def _blocked_out(self, b: Blocked) -> None:
+        """The wait's time is up: a watch back within its buffer is fine; one still past it is ended
+        as unresponsive, what it had not taken dropped (its client watches again from what it had)."""
+        if self._blocking.get(b.bucket) is b:
+            del self._blocking[b.bucket]
+        for w in b.watchers:
+            w.blocked = None
+            w.queue.taken = None
+            q = w.queue._queue
+            if w.overflowed or len(q) <= w.size:
+                continue
+            w.overflowed = True
+            self.stats.add(self.stats.terminated, b.bucket, 1)
+            log.info("Forcing %s watcher close due to unresponsiveness: %d events queued, buffer %d", b.bucket, len(q),
+                     w.size)
+            q.clear()
+            w.queue.put_nowait(None)
+            if w.terminated is not None:
+                w.terminated()
+        b.watchers.clear()
 
     def buffer_size(self, prefix: str, indexed: bool = False, triggered: bool = False) -> int:
         """`Watcher.size` for a watch of `prefix` (see WATCH_BUFFER_MIN): `indexed`, its resource has a
@@ -1025,8 +1120,7 @@ class WatchCache:
     def remove_watcher(self, w: Watcher) -> None:
         self._watchers.get(_bucket(w.prefix), {}).pop(w, None)
         if w.blocked is not None:
-            w.blocked.cancel()
-            w.blocked = None
+            self._unblock(w)
 
     def end_watches(self, prefix: str) -> None:
         """End every watch of what lies under `prefix` after the events it holds (a custom

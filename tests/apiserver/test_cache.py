@@ -5,7 +5,7 @@ import orjson
 import pytest
 from sortedcontainers import SortedList
 
-from nanokube.apiserver.cache import (ADDED, DELETED, MODIFIED, WATCH_BLOCK, Entry, WatchCache, Watcher, decode, served_json,
+from nanokube.apiserver.cache import (ADDED, DELETED, MODIFIED, WATCH_BUDGET, Entry, WatchCache, Watcher, decode, served_json,
                                       stored_json, stored_value)
 from nanokube.clock import VirtualClock
 from nanokube.machinery.fieldorder import in_unstructured_order, in_upstream_order
@@ -646,12 +646,13 @@ async def _async(value):
 
 
 async def test_a_watcher_that_falls_behind_is_ended_and_counted_as_terminated(virtual):
-    """The cacher's TerminatedWatchersCounter: a watcher whose queue stays past its buffer for
-    WATCH_BLOCK seconds (of the cache's clock) is closed, what it had not taken dropped, counted under
-    its resource in apiserver_terminated_watchers_total; one back within its buffer by then is not.
-    Events received count every write, watched or not."""
+    """The cacher's TerminatedWatchersCounter: a watcher whose queue is still past its buffer when its
+    resource's dispatch budget (WATCH_BUDGET here, of the cache's clock) runs out is closed, what it had
+    not taken dropped, counted under its resource in apiserver_terminated_watchers_total; one back
+    within its buffer by then is not. Events received count every write, watched or not."""
     from nanokube.apiserver.metrics import WatchCacheCollector
     clock, store, cache = virtual
+    await clock.advance(2)  # the budget refills to its most
     w, kept = Watcher(PREFIX + "ns/", lambda ev: True, size=1), Watcher(PREFIX + "ns/", lambda ev: True, size=1)
     cache.add_watcher(w)
     cache.add_watcher(kept)
@@ -659,9 +660,9 @@ async def test_a_watcher_that_falls_behind_is_ended_and_counted_as_terminated(vi
         await store.create(PREFIX + f"ns/{name}", b"{}")
     await cache.sync()
     assert kept.queue.get_nowait().key == PREFIX + "ns/a"  # back within its buffer
-    await clock.advance(WATCH_BLOCK / 2)
+    await clock.advance(WATCH_BUDGET / 2)
     assert not w.overflowed
-    await clock.advance(WATCH_BLOCK / 2)
+    await clock.advance(WATCH_BUDGET / 2 + 1e-6)
     assert w.overflowed and cache.stats.terminated == {PREFIX: 1}
     assert w.queue.get_nowait() is None and w.queue.empty()
     assert not kept.overflowed and kept.queue.get_nowait().key == PREFIX + "ns/b"

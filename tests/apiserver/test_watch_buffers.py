@@ -1,6 +1,6 @@
 """A watch's buffer, as upstream's cacheWatcher's: sized by its resource's event rate (10 to 100,
 1000 for a resource with a trigger field, 10 for a watch of one value of it), and a watch whose
-queue stays past it for WATCH_BLOCK seconds is ended as unresponsive, dropping what it had not
+queue is still past it when its resource's budget (WATCH_BUDGET at most) runs out is ended as unresponsive, dropping what it had not
 taken, instead of the server holding every event for it; its client watches again from the last
 resourceVersion it had and misses nothing. An in-process watch that takes its events whenever its
 task runs is never ended, however long the loop was busy."""
@@ -12,7 +12,7 @@ import time
 import orjson
 
 from nanokube.apiserver.app import APIServer
-from nanokube.apiserver.cache import WATCH_BLOCK, WATCH_BUFFER_INDEXED, WATCH_BUFFER_MIN, WATCH_BUFFER_OTHER
+from nanokube.apiserver.cache import WATCH_BUDGET, WATCH_BUFFER_INDEXED, WATCH_BUFFER_MIN, WATCH_BUFFER_OTHER
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.apiserver.rest import SYSTEM, WriteOptions
 from nanokube.client.informer import Informer
@@ -41,7 +41,7 @@ async def test_a_watch_that_reads_nothing_is_ended_and_a_watch_from_its_last_ver
         names = [f"cm-{i}" for i in range(3 * WATCH_BUFFER_MIN)]
         for name in names:  # the watch's task takes none of them
             await server.rest.create(cms, "v1", "default", _cm(name), OPTS)
-        await asyncio.sleep(3 * WATCH_BLOCK)
+        await asyncio.sleep(3 * WATCH_BUDGET)
         assert server.cache.stats.terminated == {"/registry/configmaps/": 1}
         assert [e async for e in stream] == []  # its stream ends: what it had not taken was dropped
         assert server.cache.watcher_count == others
@@ -68,7 +68,7 @@ async def test_an_in_process_informer_keeps_its_watch_through_a_burst_on_a_busy_
         async def burst(k: int) -> None:
             for i in range(k, k + 10 * WATCH_BUFFER_MIN):
                 await server.rest.create(cms, "v1", "default", _cm(f"cm-{i:04d}"), OPTS)
-            time.sleep(2 * WATCH_BLOCK)  # the loop is held past the timer's due time
+            time.sleep(2 * WATCH_BUDGET)  # the loop is held past the timer's due time
 
         for k in range(0, 300, 100):
             await burst(k)
