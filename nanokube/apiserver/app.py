@@ -565,13 +565,15 @@ class APIServer:
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
             if spaced_bearer(headers.get("Authorization", "")):
                 _warn_when_sent(request, [SPACED_BEARER_WARNING])
-            if self.audit_policy is not None and (refused := await audit_authenticated(request)) is not None:
-                return refused
-            if request.path in PUBLIC_PATHS:
-                return await handler(request)
-            if console.is_console(request.path):  # RBAC decides, as for any anonymous request upstream
-                return await self._anonymous(request, handler)
-            return error_response(forbidden("system:anonymous", request_attributes(request)))
+            if not console.is_console(request.path):
+                if self.audit_policy is not None and (refused := await audit_authenticated(request)) is not None:
+                    return refused
+                if request.path in PUBLIC_PATHS:
+                    return await handler(request)
+                return error_response(forbidden("system:anonymous", request_attributes(request)))
+            # the console's page, which a browser loads before it has a token: RBAC decides, and APF and
+            # the audit see system:anonymous, as upstream does for any request without credentials
+            user = ANONYMOUS
         request[AUDIT_REQUESTER] = user  # the audit's user, whoever it impersonates
         if warned:  # on whatever answers it, streams included, as upstream's recorder sets the header
             _warn_when_sent(request, warned)
@@ -593,17 +595,6 @@ class APIServer:
             return error_response(forbidden(user.name, attrs, decision.reason))
         if self.flow_control is not None:
             return await self.flow_control.serve(request, user, attrs, handler)
-        return await handler(request)
-
-    async def _anonymous(self, request: web.Request, handler) -> web.StreamResponse:
-        """A request without credentials, as system:anonymous: authorized (the console's bootstrap
-        binding lets system:unauthenticated read its static page) and through APF."""
-        attrs = request_attributes(request)
-        if not self.authorizer.authorize(ANONYMOUS.name, ANONYMOUS.groups, attrs).allowed:
-            return error_response(forbidden(ANONYMOUS.name, attrs))
-        request[USER] = ANONYMOUS
-        if self.flow_control is not None:
-            return await self.flow_control.serve(request, ANONYMOUS, attrs, handler)
         return await handler(request)
 
     def _cert_identity(self, cert: dict | None) -> tuple[bool, User | None]:

@@ -7,12 +7,17 @@ credentials and open to a token only as far as the token's RBAC goes."""
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import urllib.error
 import urllib.request
 
 from kubernetes import client
 
+from nanokube.apiserver.app import APIServer
+from nanokube.apiserver.audit_policy import load
+from nanokube.pki.ca import ensure_pki
+from nanokube.store.memory import MemoryStore
 from nanokube.ui.serving import STATIC
 from tests.served import send, served
 
@@ -104,3 +109,21 @@ async def test_listed_at_the_root_but_not_in_openapi_and_under_apf(tmp_path):
         text = server.metrics_text().decode()
         assert any(line.startswith("apiserver_flowcontrol_dispatched_requests_total{") and 'flow_schema="global-default"'
                    in line for line in text.splitlines()), "the anonymous page load went through APF"
+
+
+async def test_an_anonymous_page_load_is_audited_with_rbacs_decision(tmp_path):
+    (tmp_path / "policy.yaml").write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: Metadata}]\n")
+    log = tmp_path / "audit.log"
+    server = APIServer(MemoryStore(), ensure_pki(str(tmp_path)), port=0, audit_log_path=str(log),
+                       audit_policy=load(tmp_path / "policy.yaml"))
+    await server.start()
+    try:
+        assert (await get(server, "/ui/console.css"))[0] == 200
+    finally:
+        await server.stop()
+    (event,) = [e for line in log.read_text().splitlines() if (e := json.loads(line))["requestURI"] == "/ui/console.css"
+                and e["stage"] == "ResponseComplete"]
+    assert (event["verb"], event["user"], event["responseStatus"]["code"]) == (
+        "get", {"username": "system:anonymous", "groups": ["system:unauthenticated"]}, 200)
+    assert event["annotations"]["authorization.k8s.io/decision"] == "allow"
+    assert 'ClusterRoleBinding "nanokube:console"' in event["annotations"]["authorization.k8s.io/reason"]
