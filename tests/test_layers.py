@@ -99,6 +99,12 @@ def test_components_do_not_import_the_server_side():
     assert not bad
 
 
+def test_the_console_imports_nothing_of_nanokube():
+    """nanokube/ui is a static page and its file server: the page reaches the cluster only as an
+    API client of the server, under the user's token."""
+    assert not {m: d for m, d in _imports().items() if _package(m) == "ui" and d}
+
+
 def test_controllers_do_not_import_the_scheduler():
     bad = {m: sorted(d) for m, d in _imports().items() if _package(m) == "controllers"
            for d in [{x for x in d if _package(x) == "scheduler"}] if d}
