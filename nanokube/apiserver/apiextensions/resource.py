@@ -442,11 +442,14 @@ class CustomResourceStrategy(Strategy):
             # others): upstream validates the whole object, so the object's must meet them
             md = obj.get("metadata") or {}
             body["metadata"] = {k: md[k] for k in ("name", "generateName") if k in md}
-        errs = validator.validate(body, {**info.schema, "required": [r for r in info.schema.get("required") or []
-                                                                       if r not in ("apiVersion", "kind", "metadata")]})
+        errs, later = validator.validate_passes(body, {**info.schema, "required": [
+            r for r in info.schema.get("required") or [] if r not in ("apiVersion", "kind", "metadata")]})
         if old is not None:
             errs = [e for e in errs if not _unchanged(e, obj, old)]
-        errs += _scale_errors(obj, info.scale, spec)  # not ratcheted
+            later = [e for e in later if not _unchanged(e, obj, old)]
+        # customResourceValidator's scale checks (not ratcheted) follow the schema's, ahead of the
+        # strategy's embedded-resource and list-type passes
+        errs += _scale_errors(obj, info.scale, spec) + later
         if info.rules is not None:
             if cel_rules.has_blocking_errors(errs):
                 errs.append(cel_rules.not_checked_error())

@@ -163,11 +163,19 @@ def validate(obj: Any, node: dict[str, Any] | None, path: str = "", root: str = 
     a custom object, printed <nil>): the junctors' errors stand there, as errors without a field name.
     kube-openapi's errors come first, then the embedded resources' (objectmeta.Validate) and then the
     list-type duplicates' (ValidateListSetsAndMaps), as the custom resource strategy runs those passes."""
+    errs, later = validate_passes(obj, node, path, root)
+    return errs + later
+
+
+def validate_passes(obj: Any, node: dict[str, Any] | None, path: str = "",
+                    root: str = "<nil>") -> tuple[list[FieldError], list[FieldError]]:
+    """validate's errors in two: kube-openapi's, and the later passes' (embedded resources', list
+    types'), between which the custom resource validator puts the scale subresource's."""
     errs: list[FieldError] = []
     later: tuple[list[FieldError], list[FieldError]] = ([], [])
     if isinstance(node, dict):
         _validate(obj, node, path, errs, root, later)
-    return errs + later[0] + later[1]
+    return errs, later[0] + later[1]
 
 
 def validate_default(value: Any, node: dict[str, Any], path: str) -> list[FieldError]:

@@ -26,7 +26,10 @@ CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitio
                                   "specReplicasPath": ".spec.size", "statusReplicasPath": ".status.size",
                                   "labelSelectorPath": ".status.selector"}},
                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                                  "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                                  "spec": {"type": "object", "properties": {
+                                      "size": {"type": "integer"}, "mode": {"type": "string", "enum": ["a"]},
+                                      "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                                               "items": {"type": "string"}}}},
                                   "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
 
 
@@ -55,6 +58,11 @@ async def test_replicas_and_selector_are_checked(tmp_path):
             (".spec.size", "Invalid value: -1: should be a non-negative integer")]
         assert await _refused(c, "POST", THINGS, thing("b", 2147483648)) == [
             (".spec.size", "Invalid value: 2147483648: should be less than or equal to 2147483647")]
+        # the validator's scale checks come after the schema's, before the list types' pass
+        assert await _refused(c, "POST", THINGS, {**thing("b", -1), "spec": {"size": -1, "mode": "b", "tags": ["x", "x"]}}) == [
+            ("spec.mode", 'Unsupported value: "b": supported values: "a"'),
+            (".spec.size", "Invalid value: -1: should be a non-negative integer"),
+            ("spec.tags[1]", 'Duplicate value: "x"')]
 
         a = await call(c, "GET", f"{THINGS}/a")
         a["status"] = {"size": -2, "selector": 5}
