@@ -8,6 +8,8 @@ const TOKEN_KEY = "nanokube.console.token";
 // lasts: five resources are watched, the rest (which seldom change) listed again every POLL_MS.
 const POLL_MS = 15000;
 const WATCH_SECONDS = 300;
+// The most rows a table draws (pending pods first): thousands of nodes or pods would make each redraw slow.
+const MAX_ROWS = 500;
 const $ = (id) => document.getElementById(id);
 
 let token = sessionStorage.getItem(TOKEN_KEY);
@@ -223,6 +225,10 @@ function usage(used, total, format) {
 
 const items = (name) => [...informers[name].items.values()];
 
+// The row that says how many a table left out, if it left any.
+const more = (count, columns) => (count > MAX_ROWS
+  ? [el("tr", {}, el("td", {colspan: columns, class: "note"}, `${count - MAX_ROWS} more not shown; pick a namespace`))] : []);
+
 function drawNodes() {
   const requested = {};
   const podCount = {};
@@ -248,7 +254,8 @@ function drawNodes() {
     }
   }
   $("requests-note").textContent = namespace ? `(requests of the pods in ${namespace} only)` : "";
-  const rows = items("nodes").sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)).map((node) => {
+  const nodes = items("nodes").sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  const rows = nodes.slice(0, MAX_ROWS).map((node) => {
     const name = node.metadata.name;
     const alloc = node.status?.allocatable || {};
     const used = requested[name] || {};
@@ -267,7 +274,7 @@ function drawNodes() {
       el("td", {}, dra.map(([driver, [inUse, all]]) => `${driver} ${inUse}/${all}`).join(", ")),
       el("td", {}, `${podCount[name] || 0} / ${alloc.pods || "?"}`));
   });
-  $("nodes").replaceChildren(...rows);
+  $("nodes").replaceChildren(...rows, ...more(nodes.length, 7));
 }
 
 // Why a pod is not running: the scheduler's PodScheduled condition (else its latest FailedScheduling
@@ -293,7 +300,9 @@ function drawPods() {
       failedScheduling.set(`${e.involvedObject.namespace}/${e.involvedObject.name}`, `FailedScheduling: ${e.message}`);
     }
   }
-  const rows = items("pods").sort((a, b) => keyOf(a).localeCompare(keyOf(b))).map((pod) => {
+  const pending = (pod) => (pod.spec.nodeName ? 1 : 0);
+  const pods = items("pods").sort((a, b) => pending(a) - pending(b) || keyOf(a).localeCompare(keyOf(b)));
+  const rows = pods.slice(0, MAX_ROWS).map((pod) => {
     const phase = pod.metadata.deletionTimestamp ? "Terminating" : pod.status?.phase || "Pending";
     const restarts = (pod.status?.containerStatuses || []).reduce((n, s) => n + (s.restartCount || 0), 0);
     return el("tr", {"data-pod": keyOf(pod), "data-phase": phase},
@@ -302,7 +311,7 @@ function drawPods() {
       el("td", {class: "reason"}, phase === "Running" ? "" : podReason(pod, failedScheduling)),
       el("td", {}, age(pod.metadata.creationTimestamp)));
   });
-  $("pod-rows").replaceChildren(...rows);
+  $("pod-rows").replaceChildren(...rows, ...more(pods.length, 7));
 }
 
 function drawGroups() {
@@ -359,7 +368,7 @@ function draw() {
 }
 
 function changed() {
-  drawTimer ??= setTimeout(draw, 50);
+  drawTimer ??= setTimeout(draw, 100);
 }
 
 // --- signing in and out --------------------------------------------------------------------------
