@@ -1,7 +1,8 @@
 #!/bin/sh
-# Makes sure Debian's headless `chromium` is on PATH for the browser test of the simulation
-# report (tests/sim/test_report_browser.py), installing the package if needed. Silent on
-# success; on failure it prints the package manager's output and exits non-zero.
+# Makes sure Debian's headless `chromium` is on PATH for the browser tests (the simulation
+# report's, tests/sim/test_report_browser.py, and the web console's, tests/e2e/test_console.py),
+# installing the package if needed. Silent on success; on failure it prints the package
+# manager's output and exits non-zero.
 set -eu
 
 command -v chromium >/dev/null 2>&1 && exit 0
