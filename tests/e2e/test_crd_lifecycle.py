@@ -3,7 +3,8 @@ versions (conversion None rewrites apiVersion, the old one deprecated with a War
 printer columns with -o wide priorities, selectable fields, a schema change whose new
 default shows on objects written before it, a names conflict between two CRDs, a
 custom resource owning pods that the garbage collector removes with it, an HPA scaling
-a custom resource to zero and back through /scale, and a cluster-scoped kind."""
+a custom resource to zero and back through /scale, a cluster-scoped kind (a create while it
+is terminating refused), and a CRD of a protected group with its API approval condition."""
 
 from __future__ import annotations
 
@@ -151,9 +152,33 @@ def test_cluster_scoped_kind(c):
     got = c.kubectl_json("get", "gpuclass", "h100")
     assert "namespace" not in got["metadata"]
     assert c.kubectl("get", "gc").stdout.splitlines()[1].split()[:2] == ["h100", "H100"]
-    c.kubectl("delete", "crd", f"gpuclasses.{GROUP}")
+    # an object's finalizer holds the CRD Terminating, and a create meanwhile is a 405 (crdHandler's)
+    c.kubectl("patch", "gpuclass", "h100", "--type", "merge", "-p", '{"metadata":{"finalizers":["example.com/hold"]}}')
+    c.kubectl("delete", "crd", f"gpuclasses.{GROUP}", "--wait=false")
+    r = c.kubectl("create", "-f", "-", input=json.dumps({**obj, "metadata": {"name": "a100"}}), check=False)
+    assert r.stderr.strip() == ('Error from server (MethodNotAllowed): error when creating "STDIN": create not allowed '
+                                "while custom resource definition is terminating")
+    c.kubectl("patch", "gpuclass", "h100", "--type", "merge", "-p", '{"metadata":{"finalizers":null}}')
     wait_for(lambda: c.kubectl("get", "crd", f"gpuclasses.{GROUP}", check=False).returncode != 0, timeout=60,
              what="cluster-scoped CRD and its objects removed")
+
+
+def test_a_crd_in_a_protected_group_reports_its_api_approval(c):
+    gated = crd(plural="gates", kind="Gate", short=(), versions=[version("v1alpha1", True)])
+    gated["metadata"] = {"name": "gates.networking.k8s.io",
+                         "annotations": {"api-approved.kubernetes.io": "unapproved, experimental"}}
+    gated["spec"]["group"] = "networking.k8s.io"
+    c.kubectl("apply", "-f", "-", input=json.dumps(gated))
+    path = '{.status.conditions[?(@.type=="KubernetesAPIApprovalPolicyConformant")].reason}'
+    wait_for(lambda: c.kubectl("get", "crd", "gates.networking.k8s.io", "-o", f"jsonpath={path}").stdout
+             == "UnapprovedAnnotation", timeout=60, what="the API approval condition")
+    c.kubectl("annotate", "crd", "gates.networking.k8s.io", "--overwrite",
+              "api-approved.kubernetes.io=https://github.com/kubernetes/enhancements/pull/1111")
+    wait_for(lambda: c.kubectl("get", "crd", "gates.networking.k8s.io", "-o", f"jsonpath={path}").stdout
+             == "ApprovedAnnotation", timeout=60, what="the API approval condition approved")
+    assert "KubernetesAPIApprovalPolicyConformant" not in c.kubectl("get", "crd", f"inferenceservices.{GROUP}",
+                                                                    "-o", "jsonpath={.status.conditions}").stdout
+    c.kubectl("delete", "crd", "gates.networking.k8s.io")
 
 
 def test_rbac_and_audit_cover_custom_resources(c, tmp_path):
