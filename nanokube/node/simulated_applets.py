@@ -18,7 +18,7 @@ import posixpath
 import re
 import tarfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Protocol
 
@@ -123,13 +123,16 @@ def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     (`-1`: one a line still) and coloured by type, as its LS_COLOR_IS_DEFAULT build does. `-R`
     lists each subdirectory after its parent, every directory under a `path:` line, as
     scan_and_display_dirs_recur does."""
-    flags, paths = _flags(args, "1aAlR")
+    flags, paths = _flags(args, "1aAlnR")
     status, listed = 0, []
     terminal = run.out_terminal
+    if "n" in flags:
+        flags.add("l")
+    owners = _owner_names(fs) if "l" in flags and "n" not in flags else ({}, {})
 
     def group(entries: list[tuple[str, File | Dir]]) -> list[str]:
         if "l" in flags:
-            return [_ls_line(n, node, True, terminal is not None) for n, node in entries]
+            return [_ls_line(n, node, owners, terminal is not None) for n, node in entries]
         if terminal is None:
             return [n for n, _ in entries]
         return [_coloured(n, node) for n, node in entries] if "1" in flags else _columns(entries, terminal)
@@ -144,10 +147,12 @@ def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
             names = [n for n in names if not n.startswith(".")]
         if "l" in flags:
             listed.append(f"total {sum(1 for _ in names)}")
-        listed.extend(group([(n, node.entries.get(n, node)) for n in names]))
+        # `.` and `..`: directories, whatever link led here
+        dots = {".": replace(node, link=None), "..": replace(fs.lookup(fs.normal(path + "/..")) or node, link=None)}
+        listed.extend(group([(n, node.entries.get(n) or dots[n]) for n in names]))
         if "R" in flags:
             for n in names:
-                if n not in (".", "..") and isinstance(node.entries[n], Dir):
+                if n not in (".", "..") and isinstance(node.entries[n], Dir) and node.entries[n].link is None:
                     directory(path.rstrip("/") + "/" + n, node.entries[n], False)
 
     files, dirs = [], []
@@ -167,10 +172,13 @@ def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     return status
 
 
-def _coloured(name: str, node: File | Dir) -> str:
-    """The name in busybox ls's colour for its type: a directory bold blue, an executable bold
-    green, any other file plain (its `0;0`), each reset after."""
-    if isinstance(node, Dir):
+def _coloured(name: str, node: File | Dir, itself: bool = True) -> str:
+    """The name in busybox ls's colour for its type: a link bold cyan (`itself`: the link, not its
+    target), a directory bold blue, an executable bold green, any other file plain (its `0;0`),
+    each reset after."""
+    if itself and node.link is not None:
+        code = "1;36"
+    elif isinstance(node, Dir):
         code = "1;34"
     else:
         code = "1;32" if node.mode & 0o111 else "0;0"
@@ -203,14 +211,24 @@ def _columns(entries: list[tuple[str, File | Dir]], terminal: Terminal) -> list[
     return lines
 
 
-def _ls_line(name: str, node, long: bool, colour: bool = False) -> str:
-    if not long:
-        return name
+def _owner_names(fs: ContainerFS) -> tuple[dict[int, str], dict[int, str]]:
+    """The user and group names of the container's image (simulated_identity's)."""
+    from .simulated_identity import names  # (it imports this module)
+    return names(fs)
+
+
+def _ls_line(name: str, node, owners: tuple[dict[int, str], dict[int, str]], colour: bool = False) -> str:
+    """busybox's `ls -l` line: mode, links, owner and group (by name where the image has one, `-n`
+    none), size, time and name; a link's size is its target's length, shown after ` -> `."""
+    mode = "lrwxrwxrwx" if node.link is not None else _mode_string(node)
+    size = len(node.link) if node.link is not None else 4096 if isinstance(node, Dir) else len(node.data)
     if colour:
         name = _coloured(name, node)
-    size = 4096 if isinstance(node, Dir) else len(node.data)
+    if node.link is not None:
+        name += " -> " + (_coloured(node.link, node, itself=False) if colour else node.link)
+    user, group = owners[0].get(node.uid, str(node.uid)), owners[1].get(node.gid, str(node.gid))
     d = datetime.fromtimestamp(node.mtime, timezone.utc)
-    return f"{_mode_string(node)}    1 root     root     {size:>9} {d:%b} {d.day:2d} {d:%H:%M} {name}"
+    return f"{mode}    1 {user:<8.8} {group:<8.8} {size:>9} {d:%b} {d.day:2d} {d:%H:%M} {name}"
 
 
 def _mkdir(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
@@ -457,13 +475,18 @@ def _tar_create(run: Process, fs: ContainerFS, opts: _TarOptions, base: str) -> 
 
 
 def _tar_add(archive: tarfile.TarFile, fs: ContainerFS, path: str, member: str, verbose) -> None:
-    """`path` as `member`, and what a directory holds, through the mounts below it."""
+    """`path` as `member`, and what a directory holds, through the mounts below it; a link (a
+    ConfigMap's file, its `..data`) as a link, as tar keeps one without -h."""
     node = fs.lookup(path)
     info = tarfile.TarInfo(member)
     info.mode, info.mtime = node.mode, int(node.mtime)
     info.uname = info.gname = "root"
     if verbose:
-        verbose.err(member + ("/" if isinstance(node, Dir) else "") + "\n")
+        verbose.err(member + ("/" if isinstance(node, Dir) and node.link is None else "") + "\n")
+    if node.link is not None:
+        info.type, info.linkname, info.mode = tarfile.SYMTYPE, node.link, 0o777
+        archive.addfile(info)
+        return
     if isinstance(node, Dir):
         info.type = tarfile.DIRTYPE
         archive.addfile(info)
@@ -661,13 +684,17 @@ def _fallocate(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int
 
 
 def _copy(fs: ContainerFS, source: str, target: str, keep: bool) -> None:
-    """`source` (a file, or a directory and all below it) copied to `target` (kept: its mode and time)."""
+    """`source` (a file, or a directory and all below it) copied to `target` (kept: its mode and time).
+    A link below it (a ConfigMap's) cannot be made in memory: a file's is copied as its file, a
+    directory's (`..data`) left out, its files being copied from the directory it points to."""
     node = fs.lookup(source)
     if isinstance(node, Dir):
         if fs.lookup(target) is None:
             fs.mkdir(target, mode=node.mode & 0o7777 if keep else 0o755)
         for child in fs.listdir(source):
-            _copy(fs, posixpath.join(source, child), posixpath.join(target, child), keep)
+            inner = fs.lookup(path := posixpath.join(source, child))
+            if not (isinstance(inner, Dir) and inner.link is not None):
+                _copy(fs, path, posixpath.join(target, child), keep)
         return
     fs.write(target, node.data, mode=node.mode & 0o7777, mtime=node.mtime if keep else None)
 
@@ -776,20 +803,22 @@ def _mode_string(node: File | Dir) -> str:
 
 def _stat(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     """busybox stat [-L] -c FORMAT FILE...: for each FILE, FORMAT's %n (its name), %s (size), %a and
-    %A (its mode in octal and as ls shows it), %F (its type), %h (links), %x %y %z and %X %Y %Z (its
-    time, as the simulation keeps one), %%; a link (a ConfigMap's file) itself, unless -L follows
-    it. Owners (%u %U %g %G) and the rest are not simulated. A FILE not there: busybox's error, 1."""
+    %A (its mode in octal and as ls shows it), %F (its type), %h (links), %u %g and %U %G (its owner
+    and group, by id and by the image's names: UNKNOWN where it has none), %x %y %z and %X %Y %Z
+    (its time, as the simulation keeps one), %%; a link (a ConfigMap's file) itself, unless -L
+    follows it. The rest is not simulated. A FILE not there: busybox's error, 1."""
     follow = args[:1] == ["-L"]
     args = args[follow:]
     if len(args) < 3 or args[0] not in ("-c", "--format") or "\n" in args[1]:
         raise Unknown
     fmt, status = args[1], 0
-    if re.search(r"%[^nsaAFhxyzXYZ%]", fmt.replace("%%", "")):
+    if re.search(r"%[^nsaAFhuUgGxyzXYZ%]", fmt.replace("%%", "")):
         raise Unknown
+    users, groups = _owner_names(fs)
     for path in args[2:]:
         node, target = fs.lookup(path), None if follow else fs.link(path)
         if target is not None:  # (its time: the volume's last update, its files')
-            node = File(target.encode(), 0o777, node.mtime if node else 0.0)
+            node = File(target.encode(), 0o777, *((node.mtime, node.uid, node.gid) if node else ()))
         if node is None:
             run.err(f"stat: can't stat '{path}': {NOT_FOUND}\n")
             status = 1
@@ -798,9 +827,12 @@ def _stat(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         shown = f"{when:%Y-%m-%d %H:%M:%S}.{round(node.mtime % 1 * 1e9):09d} +0000"
         kind = "directory" if isinstance(node, Dir) else "symbolic link" if target is not None else \
             "regular file" if node.data else "regular empty file"
-        links = 2 + sum(isinstance(n, Dir) for n in node.entries.values()) if isinstance(node, Dir) else 1
+        links = 2 + sum(isinstance(n, Dir) and n.link is None for n in node.entries.values()) \
+            if isinstance(node, Dir) else 1
         fields = {"n": path, "s": str(4096 if isinstance(node, Dir) else len(node.data)), "a": f"{node.mode & 0o7777:o}",
                   "A": ("l" if target is not None else "") + _mode_string(node)[target is not None:], "F": kind, "h": str(links), "%": "%",
+                  "u": str(node.uid), "g": str(node.gid), "U": users.get(node.uid, "UNKNOWN"),
+                  "G": groups.get(node.gid, "UNKNOWN"),
                   **dict.fromkeys("xyz", shown), **dict.fromkeys("XYZ", str(int(node.mtime)))}
         run.out(re.sub(r"%(.)", lambda m: fields[m.group(1)], fmt) + "\n")
     return status

@@ -3,7 +3,8 @@
 -newer, -size, the options -maxdepth, -mindepth and -depth, the actions -print, -print0 and
 -exec (`;` once a file, `+` once for all), joined by -a, -o, `!` (-and, -or, -not) and
 parentheses. Each directory is listed after itself (or, with -depth, before), its entries in
-the order the files list them; a link (a ConfigMap's file) is not followed. Its errors are
+the order the files list them; a link (a ConfigMap's file, its `..data`) is not followed, as
+without -L (every one followed) or -H (a PATH that is one). Its errors are
 busybox's: a PATH not there is said and the rest still searched (status 1); a bad expression
 ends it at once (status 1). An option it does not simulate leaves the command uninterpreted
 (`Unknown`)."""
@@ -211,6 +212,9 @@ def _size(value: str) -> Test:
 
 
 def _find(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
+    follow = "P"  # -P: no link followed; -H: a PATH that is one; -L: every one
+    while args and args[0] in ("-P", "-H", "-L"):
+        follow, args = args[0][1], args[1:]
     first = next((i for i, a in enumerate(args) if a.startswith("-") or a in ("!", "(")), len(args))
     paths, expression = args[:first] or ["."], _Expression(run, fs, args[first:])
     try:
@@ -231,7 +235,8 @@ def _find(run: _Run, fs: ContainerFS, name: str, args: list[str]) -> int:
             run.err(f"find: {path}: {NOT_FOUND}\n")
             status = 1
             return
-        found = _Found(path, node, fs.link(path), depth)
+        followed = follow == "L" or follow == "H" and depth == 0
+        found = _Found(path, node, None if followed else fs.link(path), depth)
         if not expression.depth_first:
             act(found)
         if found.kind == "d" and (expression.maxdepth is None or depth < expression.maxdepth):

@@ -36,6 +36,7 @@ import copy
 import os
 import posixpath
 import shutil
+import stat
 from dataclasses import dataclass, field
 
 #: volume kinds the kubelet always mounts read-only, whose files it writes on the node
@@ -78,16 +79,27 @@ class NoSpace(FsError):
 
 @dataclass
 class File:
+    """A file: its owner (`uid`, `gid`) as the process that made it, or the kubelet, left it; `link`:
+    where the link it was reached by points (a volume the kubelet wrote has links), else None."""
+
     data: bytes = b""
     mode: int = 0o644
     mtime: float = 0.0
+    uid: int = 0
+    gid: int = 0
+    link: str | None = field(default=None, compare=False)
 
 
 @dataclass
 class Dir:
+    """A directory, its owner and `link` as File's."""
+
     entries: dict[str, File | Dir] = field(default_factory=dict)
     mode: int = 0o755
     mtime: float = 0.0
+    uid: int = 0
+    gid: int = 0
+    link: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -104,6 +116,8 @@ class _Mount:
     size: int = 0
     #: the tmpfs's pages in use as last counted, and the `_changes` they were counted at
     used: tuple[int, int] | None = None
+    #: the pod's fsGroup, which the kubelet gives a volume it writes (a ConfigMap's...)
+    group: int | None = None
 
 
 #: in-memory files' changes (a write, a removal), in any tree: a tmpfs's count of its pages
@@ -182,14 +196,17 @@ class PodFiles:
                     _make_sub(root, sub)
                 size = self.tmpfs_size(vol) if kind in ON_TMPFS and self.tmpfs_size else 0
                 mounts.append(_Mount(path, host=os.path.join(root, *sub), root=root,
-                                     read_only=read_only or kind in WRITTEN_BY_KUBELET, kind=kind, size=size))
+                                     read_only=read_only or kind in WRITTEN_BY_KUBELET, kind=kind, size=size,
+                                     group=(spec.get("securityContext") or {}).get("fsGroup")))
                 continue
             if kind in ON_NODE and vol["name"] not in self.volumes:
                 root = self.volume_dir(vol["name"])
                 copied = _host_node(_Mount("/", host=root, root=root), [])
                 self.volumes[vol["name"]] = copied if copied is not None else Dir(mode=0o777, mtime=now)
-            tree = volume = self.volumes.setdefault(vol["name"], Dir(mode=0o777, mtime=now))
             tmpfs = kind == "emptyDir" and (vol.get("emptyDir") or {}).get("medium") == "Memory"
+            if vol["name"] not in self.volumes:
+                self.volumes[vol["name"]] = _empty_dir(tmpfs, (spec.get("securityContext") or {}).get("fsGroup"), now)
+            tree = volume = self.volumes[vol["name"]]
             limit = self.tmpfs_size(vol) if tmpfs and self.tmpfs_size else 0
             if isinstance(tree, File):  # a hostPath of a file, mounted as that file
                 if not sub:
@@ -381,7 +398,7 @@ class ContainerFS:
         room = None if others is None else max((mount.limit // PAGE) * PAGE - others - (
             len(node.data) if node is not None and append else 0), 0)
         if node is None:
-            node = parent.entries[name] = File(mode=0o644)
+            node = parent.entries[name] = File(mode=0o644, uid=(owner := self._owner(parent))[0], gid=owner[1])
             parent.mtime = self.now
         if room is not None and len(data) > room:
             data, full = data[:room], True
@@ -446,9 +463,17 @@ class ContainerFS:
         parent, name = self._parent(path)
         if name in parent.entries:
             raise FsError(EXISTS)
-        parent.entries[name] = Dir(mode=mode, mtime=self.now)
+        uid, gid = self._owner(parent)
+        parent.entries[name] = Dir(mode=mode | parent.mode & 0o2000, mtime=self.now, uid=uid, gid=gid)
         parent.mtime = self.now
         self._done("mkdir", path, mode=mode)
+
+    def _owner(self, parent: Dir) -> tuple[int, int]:
+        """Who a file or directory made in `parent` belongs to: the container's user and group or,
+        in a setgid directory (an emptyDir of a pod with an fsGroup), the directory's group."""
+        from .simulated_identity import run_as  # (it imports this module)
+        uid, gid, _ = run_as(self.pod, self.container)
+        return uid, parent.gid if parent.mode & 0o2000 else gid
 
     def remove(self, path: str, recursive: bool = False) -> None:
         node = self.lookup(path)
@@ -499,6 +524,15 @@ def _os_error():
         raise FsError(e.strerror or str(e)) from None
 
 
+def _empty_dir(tmpfs: bool, fs_group: int | None, now: float) -> Dir:
+    """A new emptyDir as the kubelet leaves it: 0777 (a tmpfs 1777, sticky), given the pod's
+    fsGroup where it has one (setgid, so what is made in it is the group's)."""
+    mode = 0o1777 if tmpfs else 0o777
+    if fs_group is None:
+        return Dir(mode=mode, mtime=now)
+    return Dir(mode=mode | 0o2000, mtime=now, gid=fs_group)
+
+
 def _make_sub(root: str, sub: list[str]) -> None:
     """A subPath's directory in a volume on the node, made where it is missing (not through a link
     out of the volume)."""
@@ -511,23 +545,31 @@ def _make_sub(root: str, sub: list[str]) -> None:
 
 
 def _host_node(mount: _Mount, parts: list[str]) -> File | Dir | None:
-    """A copy of what the kubelet wrote at `parts` below a mount of its volume: its links followed
-    only while they stay in the volume, and its own bookkeeping (`..data`, the timestamped
-    directories) left out, as `ls` leaves out dot files."""
+    """A copy of what the kubelet wrote at `parts` below a mount of its volume, with its owners:
+    its links followed only while they stay in the volume, the last one's target kept (`link`;
+    an AtomicWriter volume's files are links through its `..data` link to its timestamped
+    directory, all three listed as `ls -a` lists them)."""
     root = os.path.realpath(mount.root or "")
-    real = os.path.realpath(os.path.join(mount.host or "", *parts))
+    here = os.path.join(mount.host or "", *parts)
+    real = os.path.realpath(here)
     if real != root and not real.startswith(root + os.sep):
         return None
     try:
         st = os.stat(real)
+        own = os.lstat(here) if parts else st
     except OSError:
         return None
+    link = os.readlink(here) if parts and stat.S_ISLNK(own.st_mode) else None
+    mode, uid, gid = st.st_mode & 0o7777, own.st_uid, own.st_gid
+    if mount.kind in WRITTEN_BY_KUBELET:  # (root's, as the kubelet leaves them, whoever runs the simulation)
+        uid, gid = 0, mount.group or 0
+        if mount.group is not None:  # SetVolumeOwnership's, read-only: group-readable, setgid directories
+            mode |= 0o2550 if stat.S_ISDIR(st.st_mode) else 0o440
     if os.path.isdir(real):
-        names = [n for n in os.listdir(real) if not n.startswith("..")]
-        return Dir({n: node for n in names if (node := _host_node(mount, [*parts, n])) is not None},
-                   mode=st.st_mode & 0o7777, mtime=st.st_mtime)
+        return Dir({n: node for n in os.listdir(real) if (node := _host_node(mount, [*parts, n])) is not None},
+                   mode=mode, mtime=own.st_mtime, uid=uid, gid=gid, link=link)
     with open(real, "rb") as f:
-        return File(f.read(), mode=st.st_mode & 0o7777, mtime=st.st_mtime)
+        return File(f.read(), mode=mode, mtime=own.st_mtime, uid=uid, gid=gid, link=link)
 
 
 def _write_real(real: str, data: bytes, append: bool, mode: int | None, mtime: float | None) -> None:

@@ -212,11 +212,15 @@ def test_pipes_and_the_commands_people_check_a_copy_with(pod_files):
 
 
 def test_tar_of_a_directory_holds_the_volumes_mounted_below_it(pod_files):
-    """`kubectl cp pod:/etc ./etc` brings the ConfigMap mounted at /etc/app along."""
+    """`kubectl cp pod:/etc ./etc` brings the ConfigMap mounted at /etc/app along: its timestamped
+    directory's files, and its links (`..data`, the file's) as links, which kubectl skips."""
     code, out, _ = run(pod_files.container("main"), "tar", "cf", "-", "/etc")
     with tarfile.open(fileobj=io.BytesIO(out)) as tar:
-        assert code == 0 and tar.extractfile("etc/app/mode").read() == b"fast"
-        assert sorted(tar.getnames()) == ["etc", "etc/app", "etc/app/mode", "etc/hostname"]
+        assert code == 0 and tar.extractfile("etc/app/..2026_01/mode").read() == b"fast"
+        assert sorted(tar.getnames()) == ["etc", "etc/app", "etc/app/..2026_01", "etc/app/..2026_01/mode",
+                                          "etc/app/..data", "etc/app/mode", "etc/hostname"]
+        assert [(m.issym(), m.linkname) for m in (tar.getmember("etc/app/..data"), tar.getmember("etc/app/mode"))] == [
+            (True, "..2026_01"), (True, "..data/mode")]
 
 
 def test_cd_and_relative_paths_carry_over_an_interactive_shells_lines_and_set_its_prompt(pod_files):
@@ -392,7 +396,13 @@ def test_find_walks_each_directory_after_itself_and_words_its_errors_as_busybox(
         0, b"/data/.seen\n/data/a/b\n", "")
     assert run(fs, "sh", "-c", "touch /data/old; sleep 2; touch /data/a/new; find /data/a -newer /data/old") == (
         0, b"/data/a\n/data/a/new\n", "")
-    assert run(fs, "find", "/etc/app", "-type", "l") == (0, b"/etc/app/mode\n", "")
+    # the kubelet's AtomicWriter layout: links through `..data` to its timestamped directory, followed with -L only
+    assert run(fs, "find", "/etc/app", "-type", "l") == (0, b"/etc/app/..data\n/etc/app/mode\n", "")
+    assert run(fs, "find", "/etc/app", "-type", "f") == (0, b"/etc/app/..2026_01/mode\n", "")
+    assert run(fs, "find", "-L", "/etc/app", "-type", "f") == (
+        0, b"/etc/app/..2026_01/mode\n/etc/app/..data/mode\n/etc/app/mode\n", "")
+    assert run(fs, "find", "-H", "/etc/app/..data", "/etc/app/mode") == (
+        0, b"/etc/app/..data\n/etc/app/..data/mode\n/etc/app/mode\n", "")
     assert run(fs, "find", "/nope", "/data/a/b") == (
         1, b"/data/a/b\n/data/a/b/y.txt\n", "find: /nope: No such file or directory\n")
     assert run(fs, "sh", "-c", "find /data -type d -name b -exec rm -r {} \\;") == (
@@ -440,3 +450,18 @@ def test_a_memory_emptydirs_size_counts_what_every_container_sharing_it_wrote(tm
     assert run(main, "sh", "-c", "echo e > /cache/e") == (1, b"", "sh: write error: No space left on device\n")
     assert run(side, "rm", "/cache/d")[0] == 0
     assert run(main, "sh", "-c", "echo e > /cache/e; cat /cache/a /cache/e") == (0, b"a\ne\n", "")
+
+
+def test_what_a_user_makes_in_an_fsgroup_empty_dir_is_its_own_and_the_groups(tmp_path):
+    """With the pod's fsGroup an emptyDir is that group's and setgid (a Memory one sticky too, 3777),
+    so what runAsUser makes there is the user's and the group's; elsewhere its own group's."""
+    pod = {"metadata": {"name": "p"}, "spec": {
+        "securityContext": {"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000},
+        "volumes": [{"name": "d", "emptyDir": {}}, {"name": "m", "emptyDir": {"medium": "Memory"}}],
+        "containers": [{"name": "main", "image": "busybox", "volumeMounts": [
+            {"name": "d", "mountPath": "/d"}, {"name": "m", "mountPath": "/m"}]}]}}
+    fs = PodFiles(pod, lambda name: str(tmp_path / name), _Clock()).container("main")
+    script = "mkdir /d/sub; touch /d/sub/f /m/f /tmp/f; stat -c '%n %a %u %g' /d /d/sub /d/sub/f /m /m/f /tmp/f"
+    assert run(fs, "sh", "-c", script) == (0, b"/d 2777 0 2000\n/d/sub 2755 1000 2000\n/d/sub/f 644 1000 2000\n"
+                                              b"/m 3777 0 2000\n/m/f 644 1000 2000\n/tmp/f 644 1000 3000\n", "")
+    assert run(fs, "ls", "-ln", "/d")[1].startswith(b"total 1\ndrwxr-sr-x    1 1000     2000          4096 ")

@@ -365,17 +365,17 @@ SCRIPTS = {"launch.sh": LAUNCH, "env.sh": "RANK=0\nWORLD=${NNODES:-1}\nreturn\ne
 
 
 async def scripts_pod(client, clock, command: list[str] | None = None, image: str = "busybox",
-                      want: str = "Running") -> dict:
+                      want: str = "Running", **spec) -> dict:
     """Pod `trainer` given the node's GPUs, its launch scripts mounted at /scripts from ConfigMap
     `launch` (defaultMode 0755, plain.sh 0644 as its item's mode says), running `command` (not
-    restarted) until its phase is `want`."""
+    restarted) until its phase is `want`; `spec`: more of the pod's spec."""
     await client.resource("", "v1", "configmaps").create(
         {"metadata": {"name": "launch", "namespace": "default"}, "data": SCRIPTS})
     claims, pods = client.resource("resource.k8s.io", "v1", "resourceclaims"), client.resource("", "v1", "pods")
     await claims.create(claim_body("train"))
     items = [{"key": k, "path": k, **({"mode": 0o644} if k == "plain.sh" else {})} for k in SCRIPTS]
     body = pod_body("trainer", "train", image=image, restartPolicy="Never", volumes=[
-        {"name": "scripts", "configMap": {"name": "launch", "defaultMode": 0o755, "items": items}}])
+        {"name": "scripts", "configMap": {"name": "launch", "defaultMode": 0o755, "items": items}}], **spec)
     body["spec"]["containers"][0]["volumeMounts"] = [{"name": "scripts", "mountPath": "/scripts"}]
     if command:
         body["spec"]["containers"][0]["command"] = command
@@ -532,6 +532,32 @@ async def test_readlink_and_stat_see_a_configmaps_files_as_links_through_its_dat
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
         "/tmp/new\n1\n1\n/scripts/plain.sh 777 lrwxrwxrwx symbolic link 15\n644 -rw-r--r-- regular file 11 1\n"
         "1777 drwxrwxrwt directory 4096 2\nstat: can't stat '/nope': No such file or directory\n1\n"))
+
+
+async def test_a_configmaps_volume_is_laid_out_as_the_kubelets_atomic_writer_leaves_it(env):
+    """`ls -la` in a ConfigMap's volume: the kubelet's timestamped directory (`..` and the UTC time,
+    then a number), the `..data` link to it and each file a link through `..data`, the pod's
+    fsGroup's; `find` lists the links without following them (-L: through them), `stat` the owners
+    by id and name (ones the image does not name: UNKNOWN); a file the container's user makes in
+    /tmp is its own."""
+    client, clock, mgr = env
+    await scripts_pod(client, clock, securityContext={"runAsUser": 1000, "fsGroup": 2000})
+    code, out = await exec_(mgr, "trainer", ["ls", "-la", "/scripts"])
+    lines = out.splitlines()
+    stamp = re.fullmatch(r"drwxr-sr-x    1 root     2000          4096 \w{3} [ \d]\d \d\d:\d\d (\.\.\d{4}(_\d\d){5}\.\d+)",
+                         lines[3])
+    assert code == 0 and stamp, lines[3]
+    assert re.fullmatch(rf"lrwxrwxrwx    1 root     2000     {len(stamp[1]):>9} .* \.\.data -> {re.escape(stamp[1])}",
+                        lines[4]), lines[4]
+    assert re.fullmatch(r"lrwxrwxrwx    1 root     2000            16 .* launch\.sh -> \.\.data/launch\.sh", lines[8]), out
+    assert lines[2].startswith("drwxr-xr-x    1 root     root          4096 ") and lines[2].endswith(" .."), out
+    code, out = await exec_(mgr, "trainer", ["sh", "-c", "find /scripts -name 'p*'; find -L /scripts -name 'p*'"])
+    assert code == 0 and out == (f"/scripts/{stamp[1]}/plain.sh\n/scripts/plain.sh\n"
+                                 f"/scripts/{stamp[1]}/plain.sh\n/scripts/..data/plain.sh\n/scripts/plain.sh\n")
+    script = "touch /tmp/mine; stat -c '%n %u:%g %U:%G %a' /scripts /scripts/plain.sh /tmp/mine; stat -L -c %a /scripts/plain.sh"
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
+        "/scripts 0:2000 root:UNKNOWN 2755\n/scripts/plain.sh 0:2000 root:UNKNOWN 777\n"
+        "/tmp/mine 1000:0 UNKNOWN:root 644\n644\n"))
 
 
 @pytest.mark.parametrize("image, timed_out, missing", [

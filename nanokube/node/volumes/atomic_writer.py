@@ -9,8 +9,9 @@ searchable), so a runAsUser container reads a 0440 Secret key through it."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
-import tempfile
+import time
 
 from . import ownership
 
@@ -39,7 +40,7 @@ def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644, group:
     current = os.path.join(target, DATA)
     if os.path.islink(current) and _same(os.path.join(target, os.readlink(current)), files):
         return False
-    ts = tempfile.mkdtemp(prefix="..", dir=target)
+    ts = _timestamped(target)
     for rel, data in files.items():
         path = os.path.join(ts, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -60,12 +61,28 @@ def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644, group:
         link = os.path.join(target, name)
         if not os.path.islink(link):
             os.symlink(os.path.join(DATA, name), link)
+    if group is not None:  # (the links the group's too, as SetVolumeOwnership's walk leaves them)
+        for name in [DATA, *tops]:
+            ownership.change(os.path.join(target, name), group, read_only=True)
     for name in os.listdir(target):
         if not name.startswith("..") and name not in tops:
             os.unlink(os.path.join(target, name))
     if old:
         shutil.rmtree(os.path.join(target, old), ignore_errors=True)
     return True
+
+
+def _timestamped(target: str) -> str:
+    """A new directory for the files, named as the kubelet's MkdirTemp names it: `..` and the UTC
+    time to the second (`..2026_12_07_06_59_01.`), then a random decimal number."""
+    prefix = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime())
+    while True:
+        path = os.path.join(target, prefix + str(random.getrandbits(32)))
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            continue
 
 
 def _own(target: str, ts: str, group: int) -> None:
