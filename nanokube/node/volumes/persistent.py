@@ -59,22 +59,27 @@ async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: st
         if e.code != 404:
             raise
         raise MountError(volume, f"{what}: failed to fetch PV {name} from API server: {e.message}") from None
+    # from here on the kubelet names the volume by its PersistentVolume
     spec = pv.get("spec") or {}
-    if (spec.get("csi") or {}).get("driver") == CSI_DRIVER:  # the built-in driver's NodePublishVolume
+    driver = (spec.get("csi") or {}).get("driver")
+    if driver == CSI_DRIVER:  # the built-in driver's NodePublishVolume
         path = local_path(pv) or ""
         if not os.path.isdir(path):
-            raise MountError(volume, f"rpc error: code = NotFound desc = volume {name}: {path} does not exist")
+            raise MountError(name, f"rpc error: code = NotFound desc = volume {name}: {path} does not exist")
         return path, pvc, pv
+    if driver is not None:  # no node plugin of that name registered here
+        raise MountError(name, "kubernetes.io/csi: attacher.MountDevice failed to create newCsiDriverClient: driver "
+                               f"name {driver} not found in the list of registered CSI drivers", "MountDevice")
     if spec.get("nfs"):
-        return export_dir(mgr, spec["nfs"].get("server", ""), spec["nfs"].get("path", "/"), volume), pvc, pv
+        return export_dir(mgr, spec["nfs"].get("server", ""), spec["nfs"].get("path", "/"), name), pvc, pv
     kind = next((k for k in _HOST_DIRS if spec.get(k)), None)
     if kind is None:
-        raise MountError(volume, f"volume {name} has no source a node of this cluster can mount")
+        raise MountError(name, f"volume {name} has no source a node of this cluster can mount")
     path = spec[kind].get("path", "")
     if kind == "hostPath" and spec[kind].get("type") == "DirectoryOrCreate":
         os.makedirs(path, mode=0o755, exist_ok=True)
     if not os.path.isdir(path):
-        raise MountError(volume, f"hostPath type check failed: {path} is not a directory")
+        raise MountError(name, f"hostPath type check failed: {path} is not a directory")
     return path, pvc, pv
 
 

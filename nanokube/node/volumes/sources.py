@@ -29,8 +29,12 @@ def fs_group(mgr: VolumeManager, pod: dict) -> int | None:
 
 
 class MountError(Exception):
-    def __init__(self, volume: str, message: str):
-        super().__init__(f'MountVolume.SetUp failed for volume "{volume}" : {message}')
+    """A volume that cannot be mounted yet, in the kubelet's words: the failed `operation`
+    (SetUp, or MountDevice for a CSI volume's staging) and the volume's spec name (the pod's
+    volume, or for a claim the PersistentVolume's)."""
+
+    def __init__(self, volume: str, message: str, operation: str = "SetUp"):
+        super().__init__(f'MountVolume.{operation} failed for volume "{volume}" : {message}')
         self.volume = volume
 
 

@@ -65,6 +65,36 @@ async def test_claim_volume_is_the_bound_volumes_directory(env):
     assert (target / "kept.txt").read_text() == "kept"
 
 
+async def test_a_claim_on_a_csi_driver_no_node_runs_fails_in_the_kubelets_words(env):
+    """A volume of a CSI driver whose node plugin no node registered (its DaemonSet is not
+    installed) fails MountDevice as the kubelet's CSI plugin says, naming the PersistentVolume;
+    a bound claim's hostPath that is no directory names it too."""
+    client, clock, root = env
+    pvs, pvcs = client.resource("", "v1", "persistentvolumes"), client.resource("", "v1", "persistentvolumeclaims")
+    for pv_name, source in (("efs-weights", {"csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-1"}}),
+                            ("host-weights", {"hostPath": {"path": str(root / "absent"), "type": "Directory"}})):
+        await pvs.create({"metadata": {"name": pv_name}, "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "", **source}})
+        claim = await pvcs.create({"metadata": {"name": pv_name, "namespace": "default"}, "spec": {
+            "accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
+            "resources": {"requests": {"storage": "1Gi"}}}})
+        await pvcs.update({**claim, "status": {"phase": "Bound"}}, subresource="status")
+        await client.resource("", "v1", "pods").create({"metadata": {"name": pv_name, "namespace": "default"}, "spec": {
+            "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}],
+            "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": pv_name}}]}})
+
+    async def failed_mounts():
+        items, _ = await client.resource("", "v1", "events").list(namespace="default")
+        got = {e["involvedObject"]["name"]: e["message"] for e in items if e["reason"] == "FailedMount"}
+        return len(got) == 2 and got
+    assert await eventually(failed_mounts) == {
+        "efs-weights": 'MountVolume.MountDevice failed for volume "efs-weights" : kubernetes.io/csi: '
+                       "attacher.MountDevice failed to create newCsiDriverClient: driver name efs.csi.aws.com not "
+                       "found in the list of registered CSI drivers",
+        "host-weights": f'MountVolume.SetUp failed for volume "host-weights" : hostPath type check failed: '
+                        f"{root / 'absent'} is not a directory"}
+
+
 @pytest.mark.parametrize("driver", [PROVISIONER, CSI_DRIVER])
 async def test_a_running_pod_finishes_its_claims_expansion_at_its_next_resync(env, driver):
     """The resizer grew the volume (hostPath or the built-in CSI driver's) and left its filesystem
