@@ -15,11 +15,11 @@ from ...machinery.conditions import find_condition, set_condition
 from ...machinery.errors import APIError
 from ...client.informer import key_of
 from ...client.record import CoreEventRecorder
-from ...metrics.provider import MetricsProvider
 from ...machinery.quantity import parse_quantity
 from ...machinery.selectors import matches_labels, parse_label_selector
 from ..base import Controller
 from . import monitor, normalize
+from .metrics_client import RESTMetricsClient
 from . import replica_calculator as calc
 from .sources import SourceError, Target, propose
 
@@ -54,7 +54,7 @@ class HPAController(Controller):
 
     def __init__(self, client, *, sync_period: float = 15.0, downscale_window: float = 300.0, tolerance: float = 0.1,
                  cpu_initialization_period: float = 300.0, initial_readiness_delay: float = 30.0,
-                 provider: MetricsProvider | None = None, metrics=None, **kw):
+                 metrics=None, **kw):
         """`metrics`: kube-controller-manager's ControllerMetrics, whose `hpa` this controller updates."""
         super().__init__(client, **kw)
         self.monitor = metrics.hpa if metrics is not None else monitor.HPAMetrics(CollectorRegistry())
@@ -63,7 +63,8 @@ class HPAController(Controller):
         self.tolerance = tolerance
         self.cpu_init = cpu_initialization_period
         self.readiness_delay = initial_readiness_delay
-        self.provider = provider or MetricsProvider(client, self.clock)
+        #: the metrics APIs, read through the API server as upstream's REST metrics client reads them
+        self.metrics_client = RESTMetricsClient(client)
         self.hpas = client.resource("autoscaling", "v2", "horizontalpodautoscalers")
         self.recorder = CoreEventRecorder(client, self.event_source, self.clock)
         self.pods = client.resource("", "v1", "pods")
@@ -265,7 +266,7 @@ class HPAController(Controller):
         for m in metric_specs:
             start = self.clock.monotonic()
             try:
-                p = await propose(self.provider, m, target, tol, timing)
+                p = await propose(self.metrics_client, m, target, tol, timing)
             except SourceError as e:
                 self.monitor.computed(monitor.NONE, _error_label(e), self.clock.monotonic() - start, m.get("type", ""))
                 failures += 1

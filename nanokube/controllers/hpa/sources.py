@@ -1,5 +1,5 @@
 """One metric spec → (replica proposal, metric name, status entry), reading
-the metrics provider and applying the replica calculator. Every failure is a
+the metrics APIs (metrics_client) and applying the replica calculator. Every failure is a
 `SourceError` carrying the ScalingActive reason upstream reports for it."""
 
 from __future__ import annotations
@@ -54,12 +54,12 @@ _REASONS = {"Resource": "FailedGetResourceMetric", "ContainerResource": "FailedG
             "Pods": "FailedGetPodsMetric", "Object": "FailedGetObjectMetric", "External": "FailedGetExternalMetric"}
 
 
-async def propose(provider, spec: dict, target: Target, tol: calc.Tolerances, timing: calc.Timing) -> Proposal:
+async def propose(client, spec: dict, target: Target, tol: calc.Tolerances, timing: calc.Timing) -> Proposal:
     kind = spec.get("type", "")
     if kind not in _REASONS:
         raise SourceError("InvalidMetricSourceType", f'unknown metric source type "{kind}"')
     try:
-        return await _PROPOSERS[kind](provider, spec, target, tol, timing)
+        return await _PROPOSERS[kind](client, spec, target, tol, timing)
     except (MetricsUnavailable, calc.MetricError) as e:
         detail, error = _wordings(spec, str(e))
         raise SourceError(_REASONS[kind], detail, error) from None
@@ -88,11 +88,11 @@ def _wordings(spec: dict, cause: str) -> tuple[str, str]:
     return cause, f"failed to get {name} external metric value: {inner}"
 
 
-async def _resource(provider, spec, target: Target, tol, timing, container: str = "") -> Proposal:
+async def _resource(client, spec, target: Target, tol, timing, container: str = "") -> Proposal:
     src = spec["containerResource" if container else "resource"]
     name, t = src["name"], src["target"]
     try:
-        samples = await provider.resource_metric(target.namespace, target.selector, name, container)
+        samples = await client.resource_metric(target.namespace, target.selector, name, container)
     except MetricsUnavailable as e:
         raise MetricsUnavailable(f"unable to get metrics for resource {name}: {e}") from None
     metrics = {k: calc.PodMetric(s.value, s.timestamp, s.window) for k, s in samples.items()}
@@ -116,15 +116,16 @@ def _usage(resource: str, value: int) -> str:
     return format_quantity(Fraction(value, 1000), BINARY_SI if resource == "memory" else DECIMAL_SI)
 
 
-async def _container_resource(provider, spec, target, tol, timing) -> Proposal:
-    return await _resource(provider, spec, target, tol, timing, spec["containerResource"]["container"])
+async def _container_resource(client, spec, target, tol, timing) -> Proposal:
+    return await _resource(client, spec, target, tol, timing, spec["containerResource"]["container"])
 
 
-async def _pods(provider, spec, target: Target, tol, timing) -> Proposal:
+async def _pods(client, spec, target: Target, tol, timing) -> Proposal:
     src = spec["pods"]
     metric = src["metric"]
     try:
-        samples = await provider.pods_metric(target.namespace, target.selector, metric["name"])
+        samples = await client.pods_metric(target.namespace, target.selector, metric["name"],
+                                             selector_to_string(metric.get("selector")))
     except MetricsUnavailable as e:
         raise MetricsUnavailable(f"unable to get metric {metric['name']}: {e}") from None
     metrics = {k: calc.PodMetric(s.value, s.timestamp, s.window) for k, s in samples.items()}
@@ -141,11 +142,12 @@ def _value_or_average(target: Target, usage: int, t: dict, tol) -> tuple[int, di
     return replicas, {"averageValue": from_milli(avg)}
 
 
-async def _object(provider, spec, target: Target, tol, timing) -> Proposal:
+async def _object(client, spec, target: Target, tol, timing) -> Proposal:
     src = spec["object"]
     ref = src["describedObject"]
     try:
-        usage = await provider.object_metric(target.namespace, src["metric"]["name"], ref)
+        usage = await client.object_metric(target.namespace, src["metric"]["name"], ref,
+                                             selector_to_string(src["metric"].get("selector")))
     except MetricsUnavailable as e:
         raise MetricsUnavailable(f"unable to get metric {src['metric']['name']} on {ref.get('kind')} "
                                  f"{target.namespace}/{ref.get('name')}: {e}") from None
@@ -159,17 +161,15 @@ async def _object(provider, spec, target: Target, tol, timing) -> Proposal:
                                                   "current": current}})
 
 
-async def _external(provider, spec, target: Target, tol, timing) -> Proposal:
+async def _external(client, spec, target: Target, tol, timing) -> Proposal:
     src = spec["external"]
     metric = src["metric"]
     try:
-        series = await provider.external_metric(target.namespace, metric["name"], selector_to_string(metric.get("selector")))
-        if not series:
-            raise MetricsUnavailable("no metrics returned from external metrics API")
+        series = await client.external_metric(target.namespace, metric["name"], selector_to_string(metric.get("selector")))
     except MetricsUnavailable as e:
         raise MetricsUnavailable(f"unable to get external metric {target.namespace}/{metric['name']}/"
                                  f"{go_label_selector(metric.get('selector'))}: {e}") from None
-    usage = sum(s.value for s in series)
+    usage = sum(series)
     replicas, current = _value_or_average(target, usage, src["target"], tol)
     return Proposal(replicas, f"external metric {metric['name']}({go_label_selector(metric.get('selector'))})",
                     {"type": "External", "external": {"metric": metric, "current": current}})

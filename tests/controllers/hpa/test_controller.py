@@ -5,7 +5,10 @@ import copy
 
 import pytest
 
+from nanokube.apiserver.loopback import LocalClient
 from nanokube.controllers.hpa import HPAController, options_from_env
+from nanokube.metrics.api import MetricsAPI
+from nanokube.metrics.provider import MetricsProvider
 from nanokube.registry.autoscaling import format_hpa_metrics
 from tests.controllers import eventually, make_stack
 from tests.node import ManualClock
@@ -89,10 +92,21 @@ def cond(h, typ):
     return next(((c["status"], c["reason"]) for c in h["status"]["conditions"] if c["type"] == typ), None)
 
 
+def serve_metrics(rest, clock) -> None:
+    """The built-in metrics adapter answering the stack's loopback clients' GETs of the metrics APIs, as the
+    API server's `get_raw` does, on the test's clock."""
+    api = MetricsAPI(MetricsProvider(LocalClient(rest), clock))
+
+    async def get_raw(path, query, user):
+        return await api.get(path, query)
+    rest.raw_get = get_raw
+
+
 @pytest.fixture
 async def env():
     s = await make_stack()
     clock = ManualClock()
+    serve_metrics(s.rest, clock)
     e = Env(s, clock)
     await e.deploys.create(deployment(2))
     await e.set_replicas(2)
@@ -395,10 +409,11 @@ async def test_a_pods_metric_failure_names_the_metric(env):
     await env.sync()
     events = {e["reason"]: e["message"] for e in await env.reported("FailedGetPodsMetric",
                                                                     "FailedComputeMetricsReplicas")}
-    assert events["FailedGetPodsMetric"] == "unable to get metric tokens_per_second: no metrics returned from custom metrics API"
-    assert events["FailedComputeMetricsReplicas"].endswith(
-        "first error is: failed to get pods metric value: unable to get metric tokens_per_second: "
-        "no metrics returned from custom metrics API")
+    # the rest metrics client's words around the adapter's 404 for a metric no pod has
+    cause = ("unable to get metric tokens_per_second: unable to fetch metrics from custom metrics API: "
+             "the server could not find the metric tokens_per_second for pods")
+    assert events["FailedGetPodsMetric"] == cause
+    assert events["FailedComputeMetricsReplicas"].endswith(f"first error is: failed to get pods metric value: {cause}")
 
 
 async def test_an_object_metric_failure_names_the_metric_and_its_object(env):
@@ -408,7 +423,8 @@ async def test_an_object_metric_failure_names_the_metric_and_its_object(env):
     await env.hpas.create(hpa([backlog]))
     h = await env.sync()
     events = {e["reason"]: e["message"] for e in await env.reported("FailedGetObjectMetric", "FailedComputeMetricsReplicas")}
-    cause = "unable to get metric backlog on Deployment default/web: the server could not find the metric backlog for deployments web"
+    cause = ("unable to get metric backlog on Deployment default/web: unable to fetch metrics from custom metrics API: "
+             "the server could not find the metric backlog for deployments.apps web")
     assert events["FailedGetObjectMetric"] == cause
     assert events["FailedComputeMetricsReplicas"] == \
         f"invalid metrics (1 invalid out of 1), first error is: failed to get object metric value: {cause}"
