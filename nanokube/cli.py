@@ -45,6 +45,8 @@ async def _up(args: argparse.Namespace) -> int:
         return 2
     for text in gate_warnings:
         log.warning("%s", text)
+    log.info("feature gates beyond 1.37's defaults: %s; APIs: %s", featuregates.GATES.overridden() or "none",
+             _served_apis(args.runtime_config))
     metrics_source = None  # the builtin provider
     if (args.metrics_provider, args.metrics_rules) != ("builtin", None):
         from .metrics.prometheus import load_source
@@ -285,8 +287,6 @@ async def _up(args: argparse.Namespace) -> int:
         print(f"nanokube API server listening on {server.url} (store: {args.store}, data: {data_dir})", flush=True)
         print(f"nanokube console: {server.url}/ui/ (sign in with a token; README: Web console)", flush=True)
         print(f"export KUBECONFIG={kubeconfig}", flush=True)
-        print(f"feature gates beyond 1.37's defaults: {featuregates.GATES.overridden() or 'none'}; "
-              f"APIs: {_served_apis(args.runtime_config)}", flush=True)
 
         stop = stop_on_signals()
         await stop.wait()

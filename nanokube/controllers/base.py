@@ -49,6 +49,8 @@ class Controller:
     aliases: tuple[str, ...] = ()
     #: its work queue's name upstream, the `name` label of the workqueue_* metrics ("" is not metered)
     queue_name = ""
+    #: the feature gates it needs on to run (its ControllerDescriptor's requiredFeatureGates)
+    feature_gates: tuple[str, ...] = ()
     workers = 1
     #: a controller's own exceptions that mean "not yet, retry" (no bug) besides EXPECTED
     retriable: tuple[type[Exception], ...] = ()

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from ..machinery import envknob
 from ..machinery.conditions import find_condition, is_condition_true, remove_condition
 from ..machinery.errors import APIError
+from ..machinery.featuregates import enabled
 from ..machinery.jobindexes import Indexes
 from ..machinery.meta import controller_ref
 from ..machinery.selectors import matches_labels, selector_from_object
@@ -295,13 +296,15 @@ class JobController(Controller):
         self.pod_inf = self.informer_factory.informer(self.pods)
         self.expectations = Expectations(self.clock)
         self.recorder = CoreEventRecorder(client, "job-controller", self.clock)
-        self.workloads = JobWorkloads(client, self.queue.add, self.informer_factory)
+        #: WorkloadWithJob: a Job's Workload and PodGroup; off, none is read (the API drops spec.scheduling)
+        self.workloads = JobWorkloads(client, self.queue.add, self.informer_factory) \
+            if enabled("WorkloadWithJob") else None
         self.job_inf.add_handlers(on_add=self._enqueue, on_update=self._job_updated, on_delete=self._job_deleted)
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated,
                                   on_delete=self._pod_deleted)
 
     def informers(self):
-        return [self.job_inf, self.pod_inf, *self.workloads.informers()]
+        return [self.job_inf, self.pod_inf, *(self.workloads.informers() if self.workloads else ())]
 
     def _enqueue(self, job: dict) -> None:
         """enqueueSyncJobImmediately: a Job's creation, deletion or spec change."""
@@ -672,7 +675,7 @@ class JobController(Controller):
         spec = job["spec"]
         per_index = spec.get("backoffLimitPerIndex") is not None and spec.get("completionMode") == "Indexed"
         group = None
-        if uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
+        if self.workloads and uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
             return 0, [], None
         if failed and not per_index and (wait := await self._backoff_left(pods, failed, now)) > 0:
             self._enqueue_with_delay(key, wait + 0.05)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+from ..machinery.featuregates import enabled as gate_enabled
 from ..machinery.user import CONTROLLER_USER, User
 from ..client.informer import InformerFactory
 from ..client.leaderelection import LeaderElector
@@ -238,7 +239,7 @@ class ControllerManager:
             # a known name also without CA files (then it does not run, as upstream's skips)
             tokens = [TokensController] if service_account_key is not None else []
             on = [k for k in enabled([*CONTROLLERS, CSRSigningController, *signer, *tokens], controllers)
-                  if k is not CSRSigningController or signers]
+                  if (k is not CSRSigningController or signers) and all(map(gate_enabled, k.feature_gates))]
             root = clientsets(client)
             self.informers = InformerFactory(clock, root.named("shared-informers"), root.named("metadata-informers"))
             own = (PodCertificateSigner, CSRSigningController, TokensController, *_CERTIFICATE_CONTROLLERS)

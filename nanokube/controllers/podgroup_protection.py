@@ -16,6 +16,7 @@ from .base import Controller
 class PodGroupProtectionController(Controller):
     name = "podgroup-protection-controller"
     queue_name = "podgroup_protection"
+    feature_gates = ("GenericWorkload",)
 
     def __init__(self, client, **kw):
         super().__init__(client, **kw)

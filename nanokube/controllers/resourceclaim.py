@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..client.record import CoreEventRecorder
 from ..machinery.errors import APIError
+from ..machinery.featuregates import enabled
 from ..dra.extended_resources import claim_name as extended_claim_name
 from ..dra.resourceclaim import ClaimError, claim_name
 from ..dra.resourceclaim import FINALIZER, GROUP, VERSION
@@ -59,15 +60,18 @@ class ResourceClaimController(Controller):
         self.pods_api = client.resource("", "v1", "pods")
         self.claims_api = client.resource(GROUP, VERSION, "resourceclaims")
         self.templates_api = client.resource(GROUP, VERSION, "resourceclaimtemplates")
-        self.podgroups_api = client.resource(API_GROUP, "v1beta1", "podgroups")
         self.pods = self.informer_factory.informer(self.pods_api)
         self.pods.add_index(POD_GROUP_INDEX, group_key)
         self.claims = self.informer_factory.informer(self.claims_api)
-        self.podgroups = self.informer_factory.informer(self.podgroups_api)
         self.pods.add_handlers(self._pod_changed, lambda o, n: self._pod_changed(n), self._pod_changed)
         self.claims.add_handlers(self._claim_added, self._claim_updated, self._claim_deleted)
-        self.podgroups.add_handlers(self._podgroup_changed, lambda o, n: self._podgroup_changed(n),
-                                    self._podgroup_deleted)
+        #: a PodGroup's claims (DRAWorkloadResourceClaims, over GenericWorkload); off, no PodGroup is read
+        self.podgroups = None
+        if enabled("GenericWorkload") and enabled("DRAWorkloadResourceClaims"):
+            self.podgroups_api = client.resource(API_GROUP, "v1beta1", "podgroups")
+            self.podgroups = self.informer_factory.informer(self.podgroups_api)
+            self.podgroups.add_handlers(self._podgroup_changed, lambda o, n: self._podgroup_changed(n),
+                                        self._podgroup_deleted)
         #: generated claims by the uid of the pod or PodGroup that controls them
         self._by_owner: dict[str, dict[str, dict]] = {}
         #: uids of claims deleted whose deletion the informer has not shown yet
@@ -75,7 +79,7 @@ class ResourceClaimController(Controller):
         self.recorder = CoreEventRecorder(client, self.name, self.clock)
 
     def informers(self):
-        return [self.pods, self.claims, self.podgroups]
+        return [self.pods, self.claims, *([self.podgroups] if self.podgroups else [])]
 
     def _podgroup_changed(self, pg: dict) -> None:
         """A group's claims are generated with the group; its members wait for them."""
@@ -160,7 +164,7 @@ class ResourceClaimController(Controller):
             return
         statuses = []
         key = group_key(pod)
-        pg = self.podgroups.get(key) if key else None
+        pg = self.podgroups.get(key) if key and self.podgroups else None
         for pc in (pod.get("spec") or {}).get("resourceClaims") or []:
             if not pc.get("resourceClaimTemplateName"):
                 continue
@@ -261,7 +265,7 @@ class ResourceClaimController(Controller):
                         raise
                     return True
             return pod["metadata"].get("uid") != ref.get("uid") or pod_done(pod)
-        if ref.get("resource") == "podgroups" and ref.get("apiGroup") == "scheduling.k8s.io":
+        if ref.get("resource") == "podgroups" and ref.get("apiGroup") == "scheduling.k8s.io" and self.podgroups:
             try:
                 pg = await self.client.resource("scheduling.k8s.io", "v1beta1", "podgroups").get(ref.get("name", ""), ns)
             except APIError as e:

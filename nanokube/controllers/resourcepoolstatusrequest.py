@@ -99,6 +99,7 @@ class ResourcePoolStatusRequestController(Controller):
     name = "resourcepoolstatusrequest-controller"
     queue_name = "resourcepoolstatusrequest"
     retriable = (IncompletePools,)
+    feature_gates = ("DRAResourcePoolStatus",)
 
     def __init__(self, client, **kw):
         super().__init__(client, **kw)

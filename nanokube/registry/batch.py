@@ -26,6 +26,7 @@ from .apps import (
     template_ips,
 )
 from .base import Column, Obj, Resource, Strategy, register
+from .gated_fields import drop_job_fields
 from .core_printing import human_duration, parse_time
 from ..machinery.conditions import is_condition_true
 from ..machinery.gofmt import Struct, quote
@@ -167,6 +168,7 @@ class JobStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {}
+        drop_job_fields(obj.get("spec") or {})
         if not (obj.get("spec") or {}).get("manualSelector"):
             _generate_selector(obj)
         _labels_from_template(obj)

@@ -73,6 +73,7 @@ from ..machinery.validation import (
     validate_node_selector_term,
 )
 from . import pod_subresources as subresources
+from .gated_fields import drop_pod_fields
 from .pod_disabled_fields import drop_disabled_pod_fields
 from .pod_spec_key import spec_key
 from . import pod_warnings
@@ -1412,6 +1413,7 @@ class PodStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         spec = obj.setdefault("spec", {})
+        drop_pod_fields(spec)
         add_default_tolerations(spec)
         merge_label_keys(spec, (obj.get("metadata") or {}).get("labels") or {})
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}

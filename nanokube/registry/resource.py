@@ -16,6 +16,7 @@ from typing import Callable
 
 from . import resource_validation as rv
 from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
+from .gated_fields import drop_slice_fields
 from ..clock import format_time
 from ..machinery.validation import FieldError, immutable, template_object_meta
 
@@ -269,11 +270,13 @@ class ResourceSliceStrategy(_ClockedStrategy):
 
     def prepare_for_create(self, obj):
         now = self.now()
+        drop_slice_fields(obj.get("spec") or {})
         for d in (obj.get("spec") or {}).get("devices") or []:
             stamp_taints(d.get("taints"), now)
 
     def prepare_for_update(self, new, old):
         now = self.now()
+        drop_slice_fields(new.get("spec") or {}, old.get("spec"))
         old_devices = {d.get("name"): d for d in (old.get("spec") or {}).get("devices") or []}
         for d in (new.get("spec") or {}).get("devices") or []:
             stamp_taints(d.get("taints"), now, (old_devices.get(d.get("name")) or {}).get("taints"))

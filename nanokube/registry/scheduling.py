@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
+from .gated_fields import drop_podgroup_fields, drop_workload_fields
 from .resource_validation import each, each_unique
 from ..machinery.validation import (
     FieldError,
@@ -267,6 +268,7 @@ class PodGroupStrategy(_GroupStrategy):
 
     def prepare_for_create(self, obj):
         obj.pop("status", None)
+        drop_podgroup_fields(obj.get("spec") or {})
 
     def validate(self, obj):
         spec = obj.get("spec") or {}
@@ -390,6 +392,9 @@ def _strip_min_count(templates: Any) -> Any:
 class WorkloadStrategy(Strategy):
     track_generation = False  # workloadStrategy neither sets nor bumps it
     columns = [NAME, AGE_COLUMN]  # upstream's workloadColumnDefinitions
+
+    def prepare_for_create(self, obj):
+        drop_workload_fields(obj.get("spec") or {})
 
     def validate(self, obj):
         spec = obj.get("spec") or {}

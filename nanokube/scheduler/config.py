@@ -468,7 +468,7 @@ def _names(entries) -> list[dict]:
 
 def default_plugins() -> list[dict]:
     """v1's default multiPoint plugins (of those implemented), with their score weights."""
-    return [{"name": n, "weight": registry.DEFAULT_WEIGHTS.get(n, 0)} for n in registry.DEFAULT_PLUGINS]
+    return [{"name": n, "weight": registry.DEFAULT_WEIGHTS.get(n, 0)} for n in registry.default_plugin_names()]
 
 
 def merge_plugin_set(default: list[dict], custom: dict) -> tuple[list[dict], list[dict]]:

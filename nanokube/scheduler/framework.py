@@ -13,6 +13,7 @@ from itertools import repeat
 from operator import add, mul
 
 from .metrics import Metrics
+from ..machinery import featuregates
 from ..machinery.podgroups import group_key
 from ..machinery.podresize import resize_parts, resources_spec
 from .resources import Resources, pod_requests, pod_requests_pair
@@ -155,7 +156,7 @@ class PodInfo:
             self._requests = self._nonzero = None
         self.key = f"{md.get('namespace', '')}/{md['name']}"
         #: the queue key of its PodGroup, or None (asked of each pod at every step of the queue)
-        self.group = group_key(pod) if spec.get("schedulingGroup") else None
+        self.group = group_key(pod) if spec.get("schedulingGroup") and featuregates.enabled("GenericWorkload") else None
         self.uid = md.get("uid", "")
         #: read for every pod of every node a preemption attempt visits: an attribute, not a lookup
         self.priority: int = spec.get("priority") or 0

@@ -32,6 +32,7 @@ from .framework import (
 )
 from .metrics import Metrics
 from .podgroups import PodGroupIndex
+from ..machinery import featuregates
 from ..machinery.meta import object_key
 from ..machinery.podgroups import group_priority, min_count
 from .queue import QueuedPodGroupInfo, SchedulingQueue
@@ -132,12 +133,16 @@ class Scheduler:
         self.queue = SchedulingQueue(self.frameworks, clock, self.metrics)
         if config is not None:
             self.queue.initial_backoff, self.queue.max_backoff = config.pod_initial_backoff, config.pod_max_backoff
+        #: GenericWorkload: PodGroups watched and their pods scheduled together; off, no PodGroup is read
+        #: and a pod's schedulingGroup (one stored while it was on) is no group's
+        self.workloads = featuregates.enabled("GenericWorkload")
         self.podgroups = PodGroupIndex()
-        self.podgroup_client = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
-        self.podgroup_informer = self.informer_factory.informer(self.podgroup_client)
-        self._count_events(self.podgroup_informer)
         self.queue.group_priority = lambda group: group_priority(self.podgroups.get(group) or {})
-        self.workload_cycle = WorkloadCycle(self)
+        if self.workloads:
+            self.podgroup_client = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+            self.podgroup_informer = self.informer_factory.informer(self.podgroup_client)
+            self._count_events(self.podgroup_informer)
+            self.workload_cycle = WorkloadCycle(self)
         self._tasks: list[asyncio.Task] = []
         self._binds: set[asyncio.Task] = set()
         #: (error, framework) -> its attempts counter and duration histogram series, for `_failed`
@@ -193,7 +198,8 @@ class Scheduler:
 
     def _on_pod_add(self, pod: dict) -> None:
         # a pod without schedulingGroup (most) is no group's member: observe_pod would do nothing
-        group = self.podgroups.observe_pod(pod) if (pod.get("spec") or {}).get("schedulingGroup") else None
+        group = self.podgroups.observe_pod(pod) if (pod.get("spec") or {}).get("schedulingGroup") and self.workloads \
+            else None
         self._pod_add(pod)
         if group:
             self.queue.activate_group(group, "PodGroupMemberAdd")
@@ -223,7 +229,7 @@ class Scheduler:
         informers see it enter the assigned-pod view); a pending pod's own
         update is weighed by the queue for that pod alone."""
         spec = new.get("spec") or {}
-        if spec.get("schedulingGroup"):
+        if spec.get("schedulingGroup") and self.workloads:
             self.podgroups.observe_pod(new)
         node = spec.get("nodeName")
         if node:
@@ -275,8 +281,10 @@ class Scheduler:
         the queue fill, nothing is scheduled yet (kube-scheduler does this before it campaigns)."""
         self.nodes.add_handlers(self._on_node_add, self._on_node_update, self._on_node_delete)
         self.pods.add_handlers(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
-        self.podgroup_informer.add_handlers(self._on_podgroup_add, self._on_podgroup_update, self.podgroups.remove_group)
-        for inf in (self.nodes, self.podgroup_informer, self.pods, *self.informers.values()):
+        groups = [self.podgroup_informer] if self.workloads else []
+        for inf in groups:
+            inf.add_handlers(self._on_podgroup_add, self._on_podgroup_update, self.podgroups.remove_group)
+        for inf in (self.nodes, *groups, self.pods, *self.informers.values()):
             self.informer_factory.start([inf])
             await inf.synced.wait()
 

@@ -22,6 +22,7 @@ import asyncio
 import logging
 
 from ..machinery.conditions import observed_generation
+from ..machinery.featuregates import enabled
 from .api import SCHEDULER_FIELD_MANAGER
 from .cache import NodeInfo, Snapshot
 from .composite_cycle import CompositeCycle
@@ -60,8 +61,9 @@ class WorkloadCycle:
     def __init__(self, sched) -> None:
         self.s = sched
         check_post_filters(sched.frameworks)
-        self.composites = composite_index(sched)
-        self.composite_client = sched.client.resource(*COMPOSITE_API)
+        #: CompositePodGroup: trees of groups; off, no CompositePodGroup is read and a group's parent is ignored
+        self.composites = composite_index(sched) if enabled("CompositePodGroup") else None
+        self.composite_client = sched.client.resource(*COMPOSITE_API) if self.composites else None
         self.scheduled_uids: set[str] = set()  # groups already set True: never revert
         self.nominated: dict[str, list[tuple[PodInfo, str]]] = {}  # group -> its pods' nominated nodes
         #: group -> set once its members' failure reports waiting on a preemption are written;
@@ -108,7 +110,7 @@ class WorkloadCycle:
         if not entry.members:
             s.queue.group_done(entry)
             return None
-        if parent_name(pg):
+        if self.composites is not None and parent_name(pg):
             return CompositeCycle(self, entry, pg).run()
         pending = sorted(entry.members.values(), key=lambda i: i.timestamp)
         need = min_count(pg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..framework import Profile
+from ...machinery.featuregates import enabled
 from .default_binder import DefaultBinder
 from .default_preemption import DefaultPreemption
 from .dynamic_resources import DynamicResources
@@ -39,8 +40,13 @@ DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 
                    "ImageLocality": 1}
 
 
+def default_plugin_names() -> list[str]:
+    """DEFAULT_PLUGINS as the feature gates leave them (applyFeatureGates): GangScheduling with GenericWorkload."""
+    return [p for p in DEFAULT_PLUGINS if p != "GangScheduling" or enabled("GenericWorkload")]
+
+
 def default_profile(scheduler_name: str = "default-scheduler") -> Profile:
-    return Profile(scheduler_name, list(DEFAULT_PLUGINS), dict(DEFAULT_WEIGHTS))
+    return Profile(scheduler_name, default_plugin_names(), dict(DEFAULT_WEIGHTS))
 
 
 def build(profile: Profile, handle) -> list:

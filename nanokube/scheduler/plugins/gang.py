@@ -30,7 +30,7 @@ class GangScheduling:
         if pg is None:
             return unschedulable(f'waiting for pod\'s pod group "{group_name(info.pod)}" to appear in scheduling queue',
                                  resolvable=False)
-        if parent_name(pg):
+        if parent_name(pg) and "CompositePodGroups" in self.handle.shared:  # the CompositePodGroup gate's index
             return self._composite(pg)
         need = min_count(pg)
         if need is not None and index.member_count(key) < need:

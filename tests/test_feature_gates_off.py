@@ -1,0 +1,94 @@
+"""What each feature gate nanokube honours switches off: the API server drops the gate's fields on
+create (and on update unless the object uses them already), the scheduler and the controller
+manager leave the feature's objects alone. The process's gates are swapped for each test."""
+
+import copy
+
+import pytest
+
+from nanokube.controllers.manager import ControllerManager
+from nanokube.machinery import featuregates
+from nanokube.machinery.featuregates import NANOKUBE_DEFAULTS, FeatureGates
+from nanokube.scheduler.scheduler import Scheduler
+from tests.controllers import eventually, make_stack
+from tests.scheduler import node, pod
+from tests.scheduler.test_scheduler import add_node
+
+
+@pytest.fixture
+def gates(monkeypatch):
+    """`gates("Name=false,...")`: nanokube's defaults with those set, until the test ends."""
+    def set_gates(value: str) -> None:
+        monkeypatch.setattr(featuregates, "GATES", FeatureGates(NANOKUBE_DEFAULTS))
+        featuregates.set_flag(value)
+    return set_gates
+
+
+@pytest.fixture
+async def stack():
+    s = await make_stack()
+    yield s
+    await s.close()
+
+
+SLICE = {"metadata": {"name": "s"}, "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+         "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+         "devices": [{"name": "d0", "bindsToNode": True, "bindingConditions": ["Ready"],
+                      "bindingFailureConditions": ["Failed"]}]}}
+
+
+async def test_a_disabled_gates_fields_are_dropped_on_create(stack, gates):
+    gates("GenericWorkload=false,WorkloadWithJob=false,CompositePodGroup=false,DRADeviceBindingConditions=false")
+    c = stack.client
+    member = {"metadata": {"name": "m"}, "spec": {"schedulingGroup": {"podGroupName": "g"},
+                                                 "containers": [{"name": "c", "image": "busybox"}]}}
+    assert "schedulingGroup" not in (await c.resource("", "v1", "pods").create(member, "default"))["spec"]
+    job = {"metadata": {"name": "j"}, "spec": {"scheduling": {}, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    assert "scheduling" not in (await c.resource("batch", "v1", "jobs").create(job, "default"))["spec"]
+    group = {"metadata": {"name": "g"}, "spec": {"parentCompositePodGroupName": "fleet",
+                                                "schedulingPolicy": {"basic": {}}}}
+    created = await c.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(group, "default")
+    assert "parentCompositePodGroupName" not in created["spec"]
+    device = (await c.resource("resource.k8s.io", "v1", "resourceslices").create(copy.deepcopy(SLICE)))["spec"]["devices"][0]
+    assert device == {"name": "d0"}
+
+
+async def test_an_update_keeps_the_fields_the_object_uses_already(stack, gates):
+    slices = stack.client.resource("resource.k8s.io", "v1", "resourceslices")
+    created = copy.deepcopy(await slices.create(copy.deepcopy(SLICE)))
+    gates("DRADeviceBindingConditions=false")
+    created["spec"]["devices"][0]["bindingConditions"] = ["Ready", "Attached"]
+    updated = await slices.update(created)
+    assert updated["spec"]["devices"][0]["bindingConditions"] == ["Ready", "Attached"]
+    assert updated["spec"]["devices"][0]["bindsToNode"] is True
+
+
+async def test_with_generic_workload_off_the_scheduler_schedules_a_group_member_alone(stack, gates):
+    """The pod was created while the gate was on; its PodGroup never comes. With the gate on it
+    would wait for the group; off, the scheduler reads no PodGroup (none is served either)."""
+    c = stack.client
+    p = pod("member")
+    del p["metadata"]["uid"]
+    p["spec"]["schedulingGroup"] = {"podGroupName": "never"}
+    await c.resource("", "v1", "pods").create(p)
+    await add_node(c, node("n1", "4", "8Gi"))
+    gates("GenericWorkload=false")
+    sched = Scheduler(c, seed=1)
+    await sched.start()
+    try:
+        async def bound():
+            return (await c.resource("", "v1", "pods").get("member", "default"))["spec"].get("nodeName")
+        assert await eventually(bound) == "n1"
+        assert "GangScheduling" not in sched.frameworks["default-scheduler"].profile.plugins
+    finally:
+        await sched.stop()
+
+
+async def test_the_controller_manager_skips_controllers_whose_gates_are_off(stack, gates):
+    names = {c.name for c in ControllerManager(stack.client).controllers}
+    assert {"podgroup-protection-controller", "resourcepoolstatusrequest-controller"} <= names
+    gates("GenericWorkload=false,DRAResourcePoolStatus=false")
+    names = {c.name for c in ControllerManager(stack.client).controllers}
+    assert not {"podgroup-protection-controller", "resourcepoolstatusrequest-controller"} & names
+    assert "resourceclaim-controller" in names and "job-controller" in names
