@@ -454,24 +454,31 @@ def outlives_sigterm(argv: list[str], interpreted: bool) -> bool:
     its handlers unknown."""
     if not argv or os.path.basename(argv[0]) not in SHELLS:
         return interpreted
-    called = invocation(argv)
+    actions = _term_traps(argv)
+    if actions is None or any(a not in ("", "-") for a in actions):
+        return False
+    return interpreted or "" in actions
+
+
+def _term_traps(argv: list[str]) -> list[str] | None:
+    """The actions a `sh -c` script's `trap`s give TERM, in order; None where that cannot be told
+    (no such script, or one that may set a trap no one can see here: `eval`, `.`)."""
+    called = invocation(argv) if argv and os.path.basename(argv[0]) in SHELLS else None
     try:
         script = parse(called[1]) if called is not None and called[1] is not None else None
     except _Unknown:
-        return False
+        return None
     if script is None:
-        return False
+        return None
     actions = []
     for command in _simple_commands(script):
         words = [_static(w) for w in command.words]
         if words and words[0] in (None, "eval", ".", "source"):
-            return False  # it may set a trap no one can see here
+            return None
         if words and words[0] == "trap" and len(words) > 2 and any(
                 (w or "").upper().removeprefix("SIG") in ("TERM", "15") for w in words[2:]):
             actions.append(words[1])
-    if any(a not in ("", "-") for a in actions):
-        return False
-    return interpreted or "" in actions
+    return actions
 
 
 def _simple_commands(node) -> Iterator[Simple]:
@@ -1778,15 +1785,21 @@ class _Run:
         if it has not ended SECONDS later: what it would write or change after then never is, and
         its status is the signal's: busybox's timeout execs PROGRAM, so the shell sees it killed
         (128 + the signal's number); GNU's (ubuntu's and debian's images) says 124, or 137 for KILL.
-        A program that is not there is timeout's error (127). An endless loop's passes before then
-        are written; one changing files or reaching the network in them is not simulated."""
-        args, signal = list(args), 15
+        A `sh -c` script that ignores TERM (`trap '' TERM`, which the commands it runs inherit) runs
+        on past it: to its end (GNU's status still 124), or with `-k` until the KILL that many
+        seconds later (137). A program that is not there is timeout's error (127). An endless
+        loop's passes before then are written; one changing files or reaching the network in them
+        is not simulated."""
+        args, signal, kill_after = list(args), 15, None
         while args and args[0].startswith("-") and len(args[0]) > 1:
             option = args.pop(0)
-            if option in ("-s", "-k") and args:
+            if option == "-s" and args:
                 value = args.pop(0).upper().removeprefix("SIG")
-                signal = {"TERM": 15, "15": 15, "KILL": 9, "9": 9, "INT": 2, "2": 2}.get(value, 0) \
-                    if option == "-s" else signal
+                signal = {"TERM": 15, "15": 15, "KILL": 9, "9": 9, "INT": 2, "2": 2}.get(value, 0)
+            elif option == "-k" and args:
+                kill_after = _seconds(args.pop(0))
+                if kill_after is None:
+                    raise _Unknown
             elif option != "--foreground":
                 raise _Unknown  # (--preserve-status, a bundled option...: not simulated)
         seconds = _seconds(args[0]) if len(args) >= 2 and signal else None
@@ -1794,6 +1807,13 @@ class _Run:
             raise _Unknown
         gnu = self.fs is not None and net.repository(self._image() or "") in ("ubuntu", "debian")
         deadline, marks = self.now + seconds, (len(self.output), len(self.errors), self._journal())
+        traps = _term_traps(args[1:]) if signal == 15 else None
+        ignored = bool(traps) and traps[-1] == ""
+        if ignored and not kill_after:  # (a kill-after of 0 sends no KILL)
+            self.command(args[1:], in_shell=False)
+            return 124 if gnu and self.now >= deadline else self.status
+        if ignored:
+            deadline, signal = deadline + kill_after, 9
         try:
             self.command(args[1:], in_shell=False)
         except _Unknown as e:

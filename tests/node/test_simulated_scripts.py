@@ -578,6 +578,22 @@ async def test_timeout_ends_a_program_at_its_deadline(env, image, timed_out, mis
         f"tick\ntick\ntick\n{timed_out}\n4\n137\na\n{timed_out}\n{missing}127\n"))
 
 
+@pytest.mark.parametrize("image, ignored", [("busybox", 0), ("ubuntu", 124)])
+async def test_timeout_k_kills_a_program_that_ignores_term(env, image, ignored):
+    """A script that ignores TERM (`trap '' TERM`, inherited by what it runs) outlives timeout's
+    signal: with `-k SECONDS` the KILL that much later ends it (137 from either timeout); without,
+    it runs to its end (busybox's timeout has exec'd it: its own status; GNU's still says 124). One
+    that takes TERM ends at the deadline whatever -k says."""
+    client, clock, mgr = env
+    await running_trainer(client, clock, image)
+    script = ("timeout -k 2 3 sh -c 'trap \"\" TERM; while true; do echo tick; sleep 1; done'; echo $?\n"
+              "timeout 1 sh -c 'trap \"\" TERM; sleep 2; echo done'; echo $?\n"
+              "timeout -k 5s 1 sh -c 'sleep 3; echo never'; echo $?")
+    term = 143 if image == "busybox" else 124
+    assert await exec_over(mgr, clock, ["sh", "-c", script]) == (
+        0, f"tick\ntick\ntick\ntick\ntick\n137\ndone\n{ignored}\n{term}\n")
+
+
 async def test_dmon_without_a_count_samples_until_stopped(env):
     """`nvidia-smi dmon` with no `-c`, as a container's sidecar or an exec watching the GPUs: a
     sample each `-d` seconds on the node's clock until it is stopped (here by `timeout`: its
