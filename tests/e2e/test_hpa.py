@@ -105,7 +105,12 @@ def test_the_controller_counts_its_reconciles_and_metric_computations(hpa_cluste
     got = _samples(c, prefix)
     assert got[(f"{prefix}reconciliation_duration_seconds_count", (("action", "scale_up"), ("error", "none")))] >= 1
     assert got[(f"{prefix}metric_computation_total", (("action", "scale_up"), ("error", "none"), ("metric_type", "External")))] >= 1
-    assert got[(f"{prefix}num_horizontal_pod_autoscalers", ())] >= 1
+    hpas = (f"{prefix}num_horizontal_pod_autoscalers", ())
+    assert got[hpas] >= 1
+    # a deleted HPA leaves the count, but its desired_replicas series stays: upstream's monitor deletes none
+    c.kubectl("delete", "hpa", "infer", "-n", ns)
+    wait_for(lambda: _samples(c, prefix)[hpas] == got[hpas] - 1, 30, "the deleted HPA no longer counted")
+    assert _samples(c, prefix)[desired] == 3
     c.kubectl("delete", "namespace", ns, "--wait=false")
 
 

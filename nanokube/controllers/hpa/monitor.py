@@ -1,7 +1,8 @@
 """The HPA controller's metrics under upstream's names (pkg/controller/podautoscaler/monitor), on
 kube-controller-manager's registry: each reconcile and each metric computation counted and timed by
 what it decided (`action`) and how it failed (`error`), the number of HPAs the controller tracks,
-and each HPA's desired replicas."""
+and each HPA's desired replicas (a deleted HPA's series stays until the process ends: upstream's
+monitor deletes none)."""
 
 from __future__ import annotations
 
