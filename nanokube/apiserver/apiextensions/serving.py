@@ -12,6 +12,7 @@ upstream runs them inside the apiextensions-apiserver.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -93,6 +94,8 @@ class CustomResources:
         if known is not None and known[2] == basis:
             return
         res = resource_for(crd)
+        if res is not None:
+            res = self._unshadowed(res)
         if res is None or self._built_in(res):
             self._unserve(name)
             return
@@ -108,6 +111,20 @@ class CustomResources:
         self.index.add(res)
         self._served[name] = ((res.group, res.plural), list(defs), basis, storage)
         self.changed()
+
+    def _unshadowed(self, res):
+        """`res` without the versions at a group version the server itself serves: kube-apiserver's
+        director hands every path under such a /apis/<group>/<version> to its own routes (a 404 for
+        a kind they lack), and aggregated discovery takes a group version from its built-in source
+        before a CRD's. The CRD is established all the same; its other versions are served."""
+        built_in = {(r.group, v) for r in self.index.resources if r.group == res.group
+                    and not isinstance(r.strategy, CustomResourceStrategy) for v in r.versions}
+        kept = [v for v in res.versions if (res.group, v) not in built_in]
+        if len(kept) == len(res.versions):
+            return res
+        log.warning("CustomResourceDefinition %s.%s not served at %s: the server serves those group versions",
+                    res.plural, res.group, ", ".join(v for v in res.versions if v not in kept))
+        return dataclasses.replace(res, versions=kept) if kept else None
 
     def _built_in(self, res) -> bool:
         """A CRD never shadows a kind the server itself serves (upstream's local APIServices win)."""

@@ -5,16 +5,21 @@ version or after a schema change are converted and defaulted."""
 from __future__ import annotations
 
 import copy
+import json
 from types import SimpleNamespace
 
 import pytest
+from kubernetes.client.rest import ApiException
 
 from nanokube.apiserver.apiextensions.serving import CustomResources
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.apiserver.rest import SYSTEM
 from nanokube.clock import Clock
 from nanokube.machinery.errors import APIError
+from tests.apiserver.apiextensions.test_conversion_pruning import create_when_served
+from tests.apiserver.test_rest_managedfields import call
 from tests.controllers import eventually, make_stack
+from tests.served import served
 
 GROUP = "example.com"
 SCHEMA = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
@@ -264,3 +269,27 @@ async def test_a_protected_groups_crd_says_whether_its_api_is_approved(env):
     await eventually(lambda: conformance(("True", "ApprovedAnnotation", f"approved in {url}")))
     ours = await established(env, f"widgets.{GROUP}")
     assert condition(ours, approval) is None  # a group of its own: never the condition
+
+
+async def test_a_crd_version_at_a_built_in_group_version_is_neither_served_nor_discovered(tmp_path):
+    """kube-apiserver claims every path of a group version it serves: a CRD's version there is a 404
+    and missing from discovery (built-in first), while its other versions are served."""
+    gates = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+             "metadata": {"name": "gates.networking.k8s.io",
+                          "annotations": {"api-approved.kubernetes.io": "unapproved, testing"}},
+             "spec": {"group": "networking.k8s.io", "scope": "Namespaced", "names": {"plural": "gates", "kind": "Gate"},
+                      "versions": [{"name": v, "served": True, "storage": v == "v1",
+                                    "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)}} for v in ("v1", "v1alpha9")]}}
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", gates)
+        made = await create_when_served(c, "/apis/networking.k8s.io/v1alpha9/namespaces/default/gates", {
+            "apiVersion": "networking.k8s.io/v1alpha9", "kind": "Gate", "metadata": {"name": "g"}, "spec": {"size": 1}})
+        assert made["spec"] == {"size": 1, "color": "blue"}
+        with pytest.raises(ApiException) as e:
+            await call(c, "GET", "/apis/networking.k8s.io/v1/namespaces/default/gates/g")
+        assert e.value.status == 404 and json.loads(e.value.body)["message"] == (
+            "the server could not find the requested resource")
+        listed = await call(c, "GET", "/apis/networking.k8s.io/v1")
+        assert "gates" not in [r["name"] for r in listed["resources"]] and "ingresses" in [
+            r["name"] for r in listed["resources"]]
+        assert [r["name"] for r in (await call(c, "GET", "/apis/networking.k8s.io/v1alpha9"))["resources"]] == ["gates"]
