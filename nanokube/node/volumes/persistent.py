@@ -4,7 +4,8 @@ directory (hostPath, local path, the built-in CSI driver's, or an NFS export: nf
 at the pod's volume directory, so the runtime binds the volume itself at each container's mount
 path and what the pod writes outlives it. With the pod's fsGroup, a volume whose plugin supports
 ownership (`_supports_fs_group`) is given to the group as it is mounted for the pod, as the pod's
-fsGroupChangePolicy says (ownership.py).
+fsGroupChangePolicy says (ownership.py). A claim's volume whose volumeMode the pod's containers
+do not use it as (a Block volume in volumeMounts, a Filesystem one in volumeDevices) is refused.
 
 A claim whose volume the external resizer grew (NodeResizePending) has its
 filesystem expanded here, as the kubelet's NodeExpander does when it mounts
@@ -35,10 +36,24 @@ if TYPE_CHECKING:
 _HOST_DIRS = ("hostPath", "local")
 
 
-async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: str, owner: dict | None = None
+def _volume_mode_mismatch(pod: dict, volume: str, mode: str) -> str:
+    """The desired state of world populator's check: a Filesystem volume only in volumeMounts, a
+    Block one only in volumeDevices, in any container of the pod ('' when it holds)."""
+    spec = pod.get("spec") or {}
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or []),
+                  *(spec.get("ephemeralContainers") or [])]
+    for field, wanted in (("volumeMounts", "Filesystem"), ("volumeDevices", "Block")):
+        if mode != wanted and any(m.get("name") == volume for c in containers for m in c.get(field) or []):
+            return f"volume {volume} has volumeMode {mode}, but is specified in {field}"
+    return ""
+
+
+async def volume_path(mgr: VolumeManager, pod: dict, claim: str, volume: str, ephemeral: bool = False
                       ) -> tuple[str, dict, dict]:
     """The host directory behind the claim, with the claim and its volume, or MountError in the
-    kubelet's words; with `owner`, the claim must be that pod's (a generic ephemeral volume)."""
+    kubelet's words; an `ephemeral` volume's claim must be the pod's."""
+    namespace = pod["metadata"]["namespace"]
+    owner = pod if ephemeral else None
     what = f"error processing PVC {namespace}/{claim}"
     try:
         pvc = await mgr.client.resource("", "v1", "persistentvolumeclaims").get(claim, namespace)
@@ -59,6 +74,8 @@ async def volume_path(mgr: VolumeManager, namespace: str, claim: str, volume: st
         if e.code != 404:
             raise
         raise MountError(volume, f"{what}: failed to fetch PV {name} from API server: {e.message}") from None
+    if why := _volume_mode_mismatch(pod, volume, (pv.get("spec") or {}).get("volumeMode") or "Filesystem"):
+        raise MountError(volume, why)
     # from here on the kubelet names the volume by its PersistentVolume
     spec = pv.get("spec") or {}
     driver = (spec.get("csi") or {}).get("driver")
@@ -130,11 +147,9 @@ async def node_expand(mgr: VolumeManager, pod: dict, pvc: dict, pv: dict) -> Non
 
 async def persistent_volume_claim(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float:
     """Link the volume's directory, expand it if the resizer asks; again at every pod resync."""
-    if vol.get("ephemeral"):
-        claim, owner = f"{pod['metadata']['name']}-{vol['name']}", pod
-    else:
-        claim, owner = vol["persistentVolumeClaim"].get("claimName", ""), None
-    path, pvc, pv = await volume_path(mgr, pod["metadata"]["namespace"], claim, vol["name"], owner)
+    ephemeral = bool(vol.get("ephemeral"))
+    claim = f"{pod['metadata']['name']}-{vol['name']}" if ephemeral else vol["persistentVolumeClaim"].get("claimName", "")
+    path, pvc, pv = await volume_path(mgr, pod, claim, vol["name"], ephemeral)
     link(path, target)
     mgr.claims.setdefault(pod["metadata"]["uid"], {})[vol["name"]] = claim_volume(pod["metadata"]["namespace"], claim, pv)
     read_only = bool((vol.get("persistentVolumeClaim") or {}).get("readOnly")

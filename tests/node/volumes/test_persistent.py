@@ -95,6 +95,36 @@ async def test_a_claim_on_a_csi_driver_no_node_runs_fails_in_the_kubelets_words(
                         f"{root / 'absent'} is not a directory"}
 
 
+async def test_a_claim_is_used_only_as_its_volume_mode_says(env):
+    """The kubelet refuses a Block volume in volumeMounts and a Filesystem one in volumeDevices
+    (the desired state of world populator's check), before looking at the volume's source."""
+    client, clock, root = env
+    pvs, pvcs = client.resource("", "v1", "persistentvolumes"), client.resource("", "v1", "persistentvolumeclaims")
+    for name, mode, use in (("raw", "Block", {"volumeMounts": [{"name": "data", "mountPath": "/data"}]}),
+                            ("files", "Filesystem", {"volumeDevices": [{"name": "data", "devicePath": "/dev/xvda"}]})):
+        await pvs.create({"metadata": {"name": f"pv-{name}"}, "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+            "volumeMode": mode, "hostPath": {"path": str(root / name), "type": "DirectoryOrCreate"}}})
+        claim = await pvcs.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": f"pv-{name}", "volumeMode": mode,
+            "resources": {"requests": {"storage": "1Gi"}}}})
+        await pvcs.update({**claim, "status": {"phase": "Bound"}}, subresource="status")
+        await client.resource("", "v1", "pods").create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", **use}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]}})
+
+    async def failed_mounts():
+        items, _ = await client.resource("", "v1", "events").list(namespace="default")
+        got = {e["involvedObject"]["name"]: e["message"] for e in items if e["reason"] == "FailedMount"}
+        return len(got) == 2 and got
+    assert await eventually(failed_mounts) == {
+        "raw": 'MountVolume.SetUp failed for volume "data" : volume data has volumeMode Block, but is specified '
+               "in volumeMounts",
+        "files": 'MountVolume.SetUp failed for volume "data" : volume data has volumeMode Filesystem, but is '
+                 "specified in volumeDevices"}
+    assert not (root / "raw").exists() and not (root / "files").exists()
+
+
 @pytest.mark.parametrize("driver", [PROVISIONER, CSI_DRIVER])
 async def test_a_running_pod_finishes_its_claims_expansion_at_its_next_resync(env, driver):
     """The resizer grew the volume (hostPath or the built-in CSI driver's) and left its filesystem
