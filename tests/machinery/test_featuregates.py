@@ -3,8 +3,10 @@ errors and warnings word for word, AllAlpha/AllBeta, nanokube's defaults on top 
 kubernetes_feature_enabled gauge a standalone component's /metrics serves, and a standalone
 component refusing a bad flag before it starts."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -12,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from nanokube import component_server
 from nanokube.machinery import featuregates
-from nanokube.machinery.featuregates import KNOWN, NANOKUBE_DEFAULTS, FeatureGates
+from nanokube.machinery.featuregates import ALL_ALPHA, ALL_BETA, HONOURED, KNOWN, NANOKUBE_DEFAULTS, FeatureGates
 from tests.test_component_server import AllowAll
 
 
@@ -103,3 +105,11 @@ def test_the_flag_warns_of_gates_nanokube_does_not_switch_yet():
         featuregates.GATES = saved
     assert warned == ["Setting GA feature gate DRAAdminAccess=true. It will be removed in a future release.",
                       "nanokube does not switch these features by their gate yet: HPAScaleToZero"]
+
+
+def test_the_readme_lists_every_gate_nanokube_does_not_switch_yet():
+    """No gate accepted and ignored without the README saying so, nor one listed that switches now."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    listed = text.split("**Accepted and reported, not switched yet**", 1)[1].split("\n- ", 1)[0]
+    inert = {n for n, s in KNOWN.items() if n not in HONOURED and not s.locked and n not in (ALL_ALPHA, ALL_BETA)}
+    assert set(re.findall(r"`(\w+)`", listed)) == inert
