@@ -23,7 +23,7 @@ from ...machinery.validation import (
     not_supported, required, too_many,
 )
 from ..webhook.validation import validate_review_versions, validate_service, validate_url
-from . import cel_rules, internal, jsonpath, structural_schema
+from . import cel_rules, defaulting, internal, jsonpath, structural_schema
 
 PRINTER_TYPES = ("boolean", "date", "integer", "number", "string")
 PRINTER_FORMATS = ("byte", "date", "date-time", "double", "float", "int32", "int64", "password")
@@ -442,6 +442,9 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     for i, v in enumerate(versions):
         if (v.get("schema") or {}).get("openAPIV3Schema") is None:
             errs.append(required(f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required"))
+    if spec.get("preserveUnknownFields") is True and any(
+            defaulting.has_defaults((v.get("schema") or {}).get("openAPIV3Schema")) for v in versions):
+        errs.append(invalid("spec.preserveUnknownFields", True, "must be false in order to use defaults in the schema"))
     folded = _folded(versions)
     stored = _preexisting(old)
     seen: set[str] = set()
@@ -473,7 +476,19 @@ def validate(crd: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     errs.extend(_conversion(spec.get("conversion"), "spec.conversion"))
     errs.extend(_status(crd, versions))
     errs.extend(_api_approval(crd, old))
+    errs.extend(_preserve_unknown_fields(crd, old))
     return errs
+
+
+def _preserve_unknown_fields(crd: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    """validatePreserveUnknownFields: a v1 CRD never turns spec.preserveUnknownFields on (one that
+    had it, from v1beta1 days, keeps it)."""
+    if old is not None and (old.get("spec") or {}).get("preserveUnknownFields") is True:
+        return []
+    if (crd.get("spec") or {}).get("preserveUnknownFields") is True:
+        return [invalid("spec.preserveUnknownFields", True, "cannot set to true, set x-kubernetes-preserve-unknown-fields "
+                                                            "to true in spec.versions[*].schema instead")]
+    return []
 
 
 def validate_status(crd: dict[str, Any]) -> list[FieldError]:

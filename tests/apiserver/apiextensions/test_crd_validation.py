@@ -467,3 +467,17 @@ async def test_over_http_a_conversion_webhooks_client_config_and_review_versions
             code, got = await send(api_client, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body)
             assert code == 422, got
             assert [(c["field"], c["message"]) for c in got["details"]["causes"]] == want
+
+
+def test_preserve_unknown_fields_is_never_turned_on_in_v1():
+    c = crd(preserveUnknownFields=True)
+    why = ("spec.preserveUnknownFields: Invalid value: true: cannot set to true, set "
+           "x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead")
+    assert msgs(c) == [why]
+    c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"] = {
+        "size": {"type": "integer", "default": 1}}
+    assert msgs(c) == ["spec.preserveUnknownFields: Invalid value: true: must be false in order to use defaults in "
+                       "the schema", why]
+    kept = crd(preserveUnknownFields=True)  # a CRD that has it (written as v1beta1) may keep it
+    assert crd_validation.validate_update(kept, copy.deepcopy(kept)) == []
+    assert msgs(crd(preserveUnknownFields=False)) == []
