@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Protocol
 
+from .simulated_accounts import names
 from .simulated_fs import NOT_FOUND, ContainerFS, Dir, File, FsError, NoSpace
 
 
@@ -128,7 +129,7 @@ def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     terminal = run.out_terminal
     if "n" in flags:
         flags.add("l")
-    owners = _owner_names(fs) if "l" in flags and "n" not in flags else ({}, {})
+    owners = names(fs.pod, fs.container) if "l" in flags and "n" not in flags else ({}, {})
 
     def group(entries: list[tuple[str, File | Dir]]) -> list[str]:
         if "l" in flags:
@@ -209,12 +210,6 @@ def _columns(entries: list[tuple[str, File | Dir]], terminal: Terminal) -> list[
             column += len(entries[i][0])
         lines.append(line)
     return lines
-
-
-def _owner_names(fs: ContainerFS) -> tuple[dict[int, str], dict[int, str]]:
-    """The user and group names of the container's image (simulated_identity's)."""
-    from .simulated_identity import names  # (it imports this module)
-    return names(fs)
 
 
 def _ls_line(name: str, node, owners: tuple[dict[int, str], dict[int, str]], colour: bool = False) -> str:
@@ -814,7 +809,7 @@ def _stat(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     fmt, status = args[1], 0
     if re.search(r"%[^nsaAFhuUgGxyzXYZ%]", fmt.replace("%%", "")):
         raise Unknown
-    users, groups = _owner_names(fs)
+    users, groups = names(fs.pod, fs.container)
     for path in args[2:]:
         node, target = fs.lookup(path), None if follow else fs.link(path)
         if target is not None:  # (its time: the volume's last update, its files')

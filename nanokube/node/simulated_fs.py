@@ -39,6 +39,8 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 
+from .simulated_accounts import run_as
+
 #: volume kinds the kubelet always mounts read-only, whose files it writes on the node
 WRITTEN_BY_KUBELET = frozenset({"configMap", "secret", "downwardAPI", "projected"})
 #: volume kinds the kubelet writes to a tmpfs (a memory-backed emptyDir it wraps), not to its disk
@@ -262,7 +264,7 @@ class ContainerFS:
         self.now = now
         self.cwd = "/"
         #: the pod and the container whose view it is (who its processes run as, what they see
-        #: of the pod's: simulated_identity)
+        #: of the pod's: simulated_accounts)
         self.pod: dict = {}
         self.container = ""
         #: the changes made, where they are kept to be done again (`PodFiles.draft`): (when, change,
@@ -471,7 +473,6 @@ class ContainerFS:
     def _owner(self, parent: Dir) -> tuple[int, int]:
         """Who a file or directory made in `parent` belongs to: the container's user and group or,
         in a setgid directory (an emptyDir of a pod with an fsGroup), the directory's group."""
-        from .simulated_identity import run_as  # (it imports this module)
         uid, gid, _ = run_as(self.pod, self.container)
         return uid, parent.gid if parent.mode & 0o2000 else gid
 

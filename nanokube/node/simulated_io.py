@@ -70,7 +70,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..machinery.streaming import LogOptions, StreamFailed, StreamSession, executable_not_found, sandbox_id
-from . import container_env, simulated_gpu, simulated_identity, simulated_net, simulated_system
+from . import container_env, simulated_accounts, simulated_gpu, simulated_net, simulated_system
 from .containerlog import ContainerLog
 from .simulated_applets import Terminal
 from .simulated_builtins import SHELLS
@@ -150,19 +150,19 @@ class SimulatedIO:
         await self._machine(spec["name"])
         if uses_environment(argv) or reads_stdin(argv, spec.get("image", "")):
             self.environments[spec["name"]] = await container_env.environment(
-                self.worker, spec, simulated_identity.home(self.worker.pod, spec["name"]))
+                self.worker, spec, simulated_accounts.home(self.worker.pod, spec["name"]))
 
     async def _environment_made(self, container: str) -> dict[str, str]:
         if container not in self.environments:
             self.environments[container] = await container_env.environment(
-                self.worker, self._spec(container), simulated_identity.home(self.worker.pod, container))
+                self.worker, self._spec(container), simulated_accounts.home(self.worker.pod, container))
         return self.environments[container]
 
     def environment(self, container: str) -> dict[str, str]:
         """Container `container`'s environment; the image's defaults before it was made."""
         made = self.environments.get(container)
         if made is None:
-            return {"PATH": container_env.DEFAULT_PATH, "HOME": simulated_identity.home(self.worker.pod, container),
+            return {"PATH": container_env.DEFAULT_PATH, "HOME": simulated_accounts.home(self.worker.pod, container),
                     "HOSTNAME": container_env.hostname(self.worker.pod, self.worker.agent.name)}
         return made
 

@@ -54,7 +54,7 @@ from ..streaming import no_log
 from ..lifecycle import BACKOFF_MAX, DEADLINE, DEADLINE_MESSAGE, PodWorker, field_path, image_id, image_ref, terminate_pod
 from ..lifecycle import volume_mount_statuses
 from .. import container_env, dns, hooks, hosts_file
-from ..simulated_identity import run_as
+from ..simulated_accounts import run_as
 from .netns import NetnsError
 from .probes import http_get, run_probe
 from . import cgroup as cgroups, stdio
