@@ -24,7 +24,9 @@ PersistentVolume takes read-only (`read_only`) is read-only at every mount. A
 volume that is a file on the node (a hostPath of one) is mounted as that file.
 The CDI devices of a container's DRA claims add theirs (`cdi`): a CDI mount is
 the node's file or directory at its container path, and a device node an empty
-file at its path (its `fileMode`), as the runtime would create it.
+file at its path (its `fileMode`), as the runtime would create it. The
+container sees its own cgroup (cgroup v2 in a namespace of its own) at
+/sys/fs/cgroup, read-only, with its limits, and as its /proc/self/cgroup.
 Nothing here touches the node's disk but those volumes' directories, and a
 link there that leads out of its volume is not followed.
 """
@@ -39,6 +41,7 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 
+from .runtime.limits import container_settings
 from .simulated_accounts import run_as
 
 #: volume kinds the kubelet always mounts read-only, whose files it writes on the node
@@ -49,6 +52,8 @@ ON_TMPFS = frozenset({"secret", "downwardAPI", "projected"})
 ON_NODE = frozenset({"persistentVolumeClaim", "ephemeral", "hostPath", "nfs"})
 #: the directories of a busybox image's root
 IMAGE_DIRS = ("bin", "dev", "etc", "home", "proc", "root", "sys", "tmp", "usr", "var")
+#: where a container sees its cgroup
+CGROUP = "/sys/fs/cgroup"
 
 
 class FsError(Exception):
@@ -225,6 +230,8 @@ class PodFiles:
         for host, target, read_only in edits.mounts if edits else ():
             host = os.path.normpath(host)
             mounts.append(_Mount(posixpath.normpath(target), host=host, root=host, read_only=read_only))
+        if c:
+            mounts.append(_Mount(CGROUP, tree=_cgroup(self.pod, c, now), read_only=True))
         workdir = posixpath.normpath(posixpath.join("/", c.get("workingDir") or "/"))
         root = self.roots.get(name)
         if root is None:
@@ -235,6 +242,8 @@ class PodFiles:
             host = kernel_hostname(self.pod, self.node) if self.node or not spec.get("hostNetwork") else \
                 spec.get("hostname") or (self.pod.get("metadata") or {}).get("name", "")
             root.entries["etc"].entries["hostname"] = File(f"{host}\n".encode(), mtime=now)  # (the UTS name)
+            for pid in ("self", "1"):  # (its cgroup namespace's root: the container's own cgroup)
+                root.entries["proc"].entries[pid] = Dir({"cgroup": File(b"0::/\n", 0o444, now)}, 0o555, now)
             for file, text in (self.etc(c) if self.etc else {}).items():
                 root.entries["etc"].entries[file] = File(text.encode(), mtime=now)
             for path in [m.path for m in mounts] + [workdir]:  # the runtime makes each mount point, and workingDir
@@ -523,6 +532,22 @@ def _os_error():
         yield
     except OSError as e:
         raise FsError(e.strerror or str(e)) from None
+
+
+def _cgroup(pod: dict, container: dict, now: float) -> Dir:
+    """The container's cgroup as it sees it at /sys/fs/cgroup: cgroup v2, mounted read-only in a
+    cgroup namespace of its own (containerd's on a v2 node), its limits as runc sets them from what
+    it runs with (its status's resources, the spec's before the kubelet reports them: limits.py's
+    conversions); no pids limit of its own (the kubelet's podPidsLimit is its pod's, above it)."""
+    status = next((s for key in ("initContainerStatuses", "containerStatuses") for s in
+                   (pod.get("status") or {}).get(key) or () if s.get("name") == container.get("name")), {})
+    settings = container_settings(status.get("resources") or container.get("resources") or {})
+    files = {"cgroup.controllers": "cpuset cpu io memory hugetlb pids rdma misc", "cgroup.type": "domain",
+             "memory.min": "0", "memory.low": "0", "memory.high": "max", "memory.oom.group": "1"}
+    for controller in ("cpu", "memory", "pids"):
+        files |= settings.files(2, controller)
+    return Dir({n: File(f"{v}\n".encode(), 0o444 if n == "cgroup.controllers" else 0o644, now)
+                for n, v in sorted(files.items())}, 0o555, now)
 
 
 def _empty_dir(tmpfs: bool, fs_group: int | None, now: float) -> Dir:

@@ -655,3 +655,27 @@ async def test_a_sourced_file_waits_for_its_file_then_the_shell_goes_on_with_wha
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     worker = next(w for w in mgr.agents["gpu-0"].workers.values() if w.name == "trainer")
     assert worker.io.serve_log("app", LogOptions()).decode() == "sourced a\nback 4 set x /tmp\n"
+
+
+async def test_a_container_reads_its_limits_from_its_cgroup(env):
+    """What a launch script reads to size its workers: /proc/self/cgroup is its cgroup namespace's
+    root (`0::/`), /sys/fs/cgroup its own cgroup v2, read-only, with its limits as runc sets them
+    (cpu.max the CFS quota, cpu.weight from its requests, memory.max) and no pids limit of its own;
+    a resize shows there once the kubelet has actuated it."""
+    client, clock, mgr = env
+    pods = client.resource("", "v1", "pods")
+    res = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+    await pods.create({"metadata": {"name": "trainer", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "resources": res}]}})
+    await eventually(phase(pods, "trainer", "Running", clock))
+    script = ("cat /proc/self/cgroup; cd /sys/fs/cgroup; cat cpu.max cpu.weight memory.max pids.max\n"
+              "echo $(( $(cut -d' ' -f1 cpu.max) / $(cut -d' ' -f2 cpu.max) )) threads; echo 1 > memory.max")
+    assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (1, (
+        "0::/\n200000 100000\n59\n1073741824\nmax\n2 threads\nsh: can't create memory.max: Read-only file system\n"))
+    await pods.patch("trainer", {"spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "4"}}}]}},
+                     "application/strategic-merge-patch+json", namespace="default", subresource="resize")
+
+    async def resized():
+        await clock.advance(1)
+        return (await exec_(mgr, "trainer", ["cat", "/sys/fs/cgroup/cpu.max"]))[1] == "400000 100000\n"
+    await eventually(resized)
