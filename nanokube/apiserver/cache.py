@@ -312,8 +312,6 @@ class Watcher:
     #: ended as unresponsive unless it is back within them before its resource's budget runs out
     size: int = UNBOUNDED
     overflowed: bool = False
-    #: called once the watch is ended as unresponsive (its queue past its buffer for too long)
-    terminated: Callable[[], None] | None = None
     direct: Callable[[CacheEvent], bool] | None = None
     #: the stored object of the event the stream yielded last: a Table's cells read it, as a list's do
     stored: dict | None = None
@@ -709,10 +707,8 @@ class WatchCache:
             self.stats.add(self.stats.terminated, b.bucket, 1)
             log.info("Forcing %s watcher close due to unresponsiveness: %d events queued, buffer %d", b.bucket, len(q),
                      w.size)
-            q.clear()
+            q.clear()  # its task ends the stream after what it was sent; its client watches again
             w.queue.put_nowait(None)
-            if w.terminated is not None:
-                w.terminated()
         b.watchers.clear()
 
     def buffer_size(self, prefix: str, indexed: bool = False, triggered: bool = False) -> int:

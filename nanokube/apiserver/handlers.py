@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 import zlib
@@ -1009,8 +1008,6 @@ class APIHandlers:
         columns_sent = False
         transport = request.transport
         batch = _Batch(transport)
-        if transport is not None:
-            stream.watcher.terminated = functools.partial(_cut_if_unread, transport)
         if kind == "object" and not pb and stream.translate is not None and request.version == HttpVersion11 and transport:
             stream.watcher.direct = self._direct(stream.translate, batch, sent)
 
@@ -1041,7 +1038,7 @@ class APIHandlers:
                 await resp.write(line)
             sent.add(len(line))
 
-        ender = asyncio.get_running_loop().create_task(self._end_watch(stream.watcher, timeout))
+        ender = asyncio.get_running_loop().create_task(self._end_watch(stream.watcher, timeout, transport))
         try:
             while self.clock.monotonic() < deadline:
                 try:
@@ -1072,20 +1069,20 @@ class APIHandlers:
             pass
         return resp
 
-    async def _end_watch(self, w, seconds: float) -> None:
+    async def _end_watch(self, w, seconds: float, transport) -> None:
         """Ends watch `w` once its `seconds` have passed on the injected clock (serveWatch's timeout):
-        the end marker wakes its task, whose loop then sees the deadline passed."""
+        the end marker wakes its task, whose loop then sees the deadline passed. A watch ended before
+        (as unresponsive: WatchCache._blocked_out) ends likewise, after what its connection was sent,
+        which a client that reads, however slowly, gets, and then the stream's last chunk (upstream's
+        cacheWatcher closes its result channel, and the handler ends the response). A client that has
+        not taken what it was sent by then (its connection's unsent bytes over the transport's
+        high-water mark: the task waits in a write that would never end) has its connection aborted,
+        as any answer's not taken by its request's deadline (APIServer._written), instead of keeping
+        it, its task and its buffers until the client goes away."""
         await self.clock.sleep(seconds)
         w.queue.put_nowait(None)
-
-
-def _cut_if_unread(transport) -> None:
-    """An unresponsive watch's end (WatchCache._offer): a connection whose client does not read what
-    it was sent (its unsent bytes over the transport's high-water mark, so the watch's task waits in a
-    write that would never end) is aborted, which frees it and the megabyte its buffer holds, instead of
-    both being kept until the client goes away; a client that reads gets the stream's end after them."""
-    if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
-        transport.abort()
+        if transport is not None and transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+            transport.abort()
 
 
 class _Batch:

@@ -6,7 +6,6 @@ resourceVersion it had and misses nothing. An in-process watch that takes its ev
 task runs is never ended, however long the loop was busy."""
 
 import asyncio
-import socket
 import time
 
 import orjson
@@ -113,35 +112,53 @@ async def test_a_watch_s_buffer_follows_its_resource_s_event_rate_and_trigger():
         await server.stop()
 
 
-async def test_a_watch_that_reads_nothing_over_http_ends_and_its_client_watches_again():
-    """Over HTTP: the client reads its first event, then nothing while 13 MB of changes come; the
-    server ends the watch (cutting the connection: its client left bytes unread), and a watch from the
-    resourceVersion the client had gets every change after it."""
+def _chunked_events(body: bytes) -> tuple[list[dict], bool]:
+    """A chunked watch response's events, and whether it ended with its last (empty) chunk."""
+    events, at, line = [], 0, b""
+    while at < len(body):
+        end = body.index(b"\r\n", at)
+        size = int(body[at:end], 16)
+        if size == 0:
+            return events, body[end:] == b"\r\n\r\n"
+        line += body[end + 2:end + 2 + size]
+        at = end + 4 + size
+        while b"\n" in line:
+            one, line = line.split(b"\n", 1)
+            events.append(orjson.loads(one))
+    return events, False
+
+
+async def test_a_watch_ended_while_its_client_reads_slowly_ends_cleanly_and_its_client_watches_again():
+    """Over HTTP: the client reads its first event, then nothing while 13 MB of changes come, then
+    all it was sent, slowly; the server ends the watch as unresponsive, and the client gets what it
+    was sent and the stream's last chunk, as upstream's handler ends the response once the watcher's
+    result channel is closed; a watch from the resourceVersion it had last gets every change after it."""
     server = APIServer(MemoryStore(), None, port=0)
     await server.start()
     try:
         cms = server.index.get("", "v1", "configmaps")
-        others = server.cache.watcher_count
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         writer.write(b"GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n")
         await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
         await server.rest.create(cms, "v1", "default", _cm("seen"), OPTS)
-        await asyncio.wait_for(reader.readline(), 10)  # the chunk's size
-        last = orjson.loads(await asyncio.wait_for(reader.readline(), 10))["object"]["metadata"]["resourceVersion"]
         names = [f"cm-{i}" for i in range(200)]
         for name in names:
             await server.rest.create(cms, "v1", "default", {"metadata": {"name": name}, "data": {"k": "x" * 65536}}, OPTS)
-        for _ in range(100):
-            if server.cache.watcher_count == others:
+        body = b""
+        while chunk := await asyncio.wait_for(reader.read(65536), 10):  # slowly: 64 KiB each 10 ms
+            body += chunk
+            if body.endswith(b"\r\n0\r\n\r\n"):
                 break
-            await asyncio.sleep(0.1)
-        assert server.cache.watcher_count == others
+            await asyncio.sleep(0.01)
+        writer.close()
         assert server.cache.stats.terminated == {"/registry/configmaps/": 1}
-        writer.transport.abort()
-        again = await server.rest.watch(cms, "v1", "default", resource_version=last)
-        got = [await asyncio.wait_for(again.__anext__(), 10) for _ in names]
-        assert [o["metadata"]["name"] for _, o in got] == names
+        events, ended = _chunked_events(body)
+        assert ended
+        got = [e["object"]["metadata"]["name"] for e in events]
+        assert got == ["seen", *names[:len(got) - 1]] and len(got) <= len(names)
+        again = await server.rest.watch(cms, "v1", "default", resource_version=events[-1]["object"]["metadata"]["resourceVersion"])
+        rest = [await asyncio.wait_for(again.__anext__(), 10) for _ in names[len(got) - 1:]]
+        assert [o["metadata"]["name"] for _, o in rest] == names[len(got) - 1:]
         await again.aclose()
     finally:
         await server.stop()

@@ -1,8 +1,9 @@
 """A watch whose client reads nothing is ended as unresponsive once its queue stays past its buffer
-(cache.WATCH_BLOCK), as upstream's cacher closes a watcher whose buffer stays full
-(apiserver_terminated_watchers_total), and its connection is cut then: its task waits in a write the
-client will never let end, which held the connection and the megabyte buffered for it until the
-client went away."""
+(cache.WATCH_BUDGET), as upstream's cacher closes a watcher whose buffer stays full
+(apiserver_terminated_watchers_total). Its task then waits for the client to take what it was sent,
+as upstream's handler blocks in its write; at the watch's deadline (timeoutSeconds) a connection whose
+client has still not taken it is cut, as any answer's by its request's deadline, instead of keeping
+it and its buffers until the client goes away."""
 
 import asyncio
 import socket
@@ -24,7 +25,7 @@ def _sample(metrics: str, series: tuple[str, ...]) -> float:
                if line.startswith(series[0]) and all(part in line for part in series[1:]))
 
 
-async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut(tmp_path):
+async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut_at_its_deadline(tmp_path):
     pki = ensure_pki(str(tmp_path))
     server = APIServer(MemoryStore(), pki, port=0)
     await server.start()
@@ -41,7 +42,8 @@ async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut(tmp_pa
                 async with http.get("/metrics") as r:
                     return await r.text()
 
-            writer.write(b"GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            writer.write(b"GET /api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=8 HTTP/1.1\r\n"
+                         b"Host: localhost\r\n\r\n")
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             assert head.startswith(b"HTTP/1.1 200"), head
             assert _sample(await metrics(), WATCHES) == 1
@@ -49,13 +51,17 @@ async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut(tmp_pa
             for i in range(200):  # 13 MB, past every buffer between the watch and its client
                 await server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"},
                                                                  "data": {"k": "x" * 65536}}, WriteOptions(user=SYSTEM))
-            for _ in range(100):  # its task ends though the client reads nothing
+            for _ in range(100):
+                if _sample(text := await metrics(), TERMINATED) == 1:
+                    break
+                await asyncio.sleep(0.1)
+            assert _sample(text, TERMINATED) == 1
+            assert _sample(text, WATCHES) == 1  # its task waits for the client
+            for _ in range(100):  # until the watch's deadline, 8 s after it began
                 if _sample(await metrics(), WATCHES) == 0:
                     break
                 await asyncio.sleep(0.1)
-            text = await metrics()
-            assert _sample(text, WATCHES) == 0
-            assert _sample(text, TERMINATED) == 1
+            assert _sample(await metrics(), WATCHES) == 0
         try:  # what the client then reads ends with the connection, not with the stream's last chunk
             rest = await asyncio.wait_for(reader.read(), 20)
         except ConnectionResetError:
