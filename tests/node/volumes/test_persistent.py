@@ -65,59 +65,56 @@ async def test_claim_volume_is_the_bound_volumes_directory(env):
     assert (target / "kept.txt").read_text() == "kept"
 
 
+async def pod_on_static_claim(client, name: str, source: dict, mode: str = "Filesystem", use: dict | None = None) -> None:
+    """A PersistentVolume `pv-<name>` with `source`, its claim `name` (Bound by hand, no binder
+    runs here) and a pod `name` on gpu-0 whose container uses the claim's volume `data` as `use`
+    says (by default not at all)."""
+    pvs, pvcs = client.resource("", "v1", "persistentvolumes"), client.resource("", "v1", "persistentvolumeclaims")
+    await pvs.create({"metadata": {"name": f"pv-{name}"}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+        "volumeMode": mode, **source}})
+    claim = await pvcs.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": f"pv-{name}", "volumeMode": mode,
+        "resources": {"requests": {"storage": "1Gi"}}}})
+    await pvcs.update({**claim, "status": {"phase": "Bound"}}, subresource="status")
+    await client.resource("", "v1", "pods").create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", **(use or {})}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]}})
+
+
+def failed_mounts(client, pods: int):
+    """A check for `eventually`: pod name -> its FailedMount message, once `pods` pods have one."""
+    async def check():
+        items, _ = await client.resource("", "v1", "events").list(namespace="default")
+        got = {e["involvedObject"]["name"]: e["message"] for e in items if e["reason"] == "FailedMount"}
+        return len(got) == pods and got
+    return check
+
+
 async def test_a_claim_on_a_csi_driver_no_node_runs_fails_in_the_kubelets_words(env):
     """A volume of a CSI driver whose node plugin no node registered (its DaemonSet is not
     installed) fails MountDevice as the kubelet's CSI plugin says, naming the PersistentVolume;
     a bound claim's hostPath that is no directory names it too."""
     client, clock, root = env
-    pvs, pvcs = client.resource("", "v1", "persistentvolumes"), client.resource("", "v1", "persistentvolumeclaims")
-    for pv_name, source in (("efs-weights", {"csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-1"}}),
-                            ("host-weights", {"hostPath": {"path": str(root / "absent"), "type": "Directory"}})):
-        await pvs.create({"metadata": {"name": pv_name}, "spec": {
-            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "", **source}})
-        claim = await pvcs.create({"metadata": {"name": pv_name, "namespace": "default"}, "spec": {
-            "accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
-            "resources": {"requests": {"storage": "1Gi"}}}})
-        await pvcs.update({**claim, "status": {"phase": "Bound"}}, subresource="status")
-        await client.resource("", "v1", "pods").create({"metadata": {"name": pv_name, "namespace": "default"}, "spec": {
-            "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}],
-            "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": pv_name}}]}})
-
-    async def failed_mounts():
-        items, _ = await client.resource("", "v1", "events").list(namespace="default")
-        got = {e["involvedObject"]["name"]: e["message"] for e in items if e["reason"] == "FailedMount"}
-        return len(got) == 2 and got
-    assert await eventually(failed_mounts) == {
-        "efs-weights": 'MountVolume.MountDevice failed for volume "efs-weights" : kubernetes.io/csi: '
-                       "attacher.MountDevice failed to create newCsiDriverClient: driver name efs.csi.aws.com not "
-                       "found in the list of registered CSI drivers",
-        "host-weights": f'MountVolume.SetUp failed for volume "host-weights" : hostPath type check failed: '
-                        f"{root / 'absent'} is not a directory"}
+    await pod_on_static_claim(client, "efs", {"csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-1"}})
+    await pod_on_static_claim(client, "host", {"hostPath": {"path": str(root / "absent"), "type": "Directory"}})
+    assert await eventually(failed_mounts(client, 2)) == {
+        "efs": 'MountVolume.MountDevice failed for volume "pv-efs" : kubernetes.io/csi: attacher.MountDevice '
+               "failed to create newCsiDriverClient: driver name efs.csi.aws.com not found in the list of "
+               "registered CSI drivers",
+        "host": f'MountVolume.SetUp failed for volume "pv-host" : hostPath type check failed: {root / "absent"} '
+                "is not a directory"}
 
 
 async def test_a_claim_is_used_only_as_its_volume_mode_says(env):
     """The kubelet refuses a Block volume in volumeMounts and a Filesystem one in volumeDevices
     (the desired state of world populator's check), before looking at the volume's source."""
     client, clock, root = env
-    pvs, pvcs = client.resource("", "v1", "persistentvolumes"), client.resource("", "v1", "persistentvolumeclaims")
     for name, mode, use in (("raw", "Block", {"volumeMounts": [{"name": "data", "mountPath": "/data"}]}),
                             ("files", "Filesystem", {"volumeDevices": [{"name": "data", "devicePath": "/dev/xvda"}]})):
-        await pvs.create({"metadata": {"name": f"pv-{name}"}, "spec": {
-            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
-            "volumeMode": mode, "hostPath": {"path": str(root / name), "type": "DirectoryOrCreate"}}})
-        claim = await pvcs.create({"metadata": {"name": name, "namespace": "default"}, "spec": {
-            "accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": f"pv-{name}", "volumeMode": mode,
-            "resources": {"requests": {"storage": "1Gi"}}}})
-        await pvcs.update({**claim, "status": {"phase": "Bound"}}, subresource="status")
-        await client.resource("", "v1", "pods").create({"metadata": {"name": name, "namespace": "default"}, "spec": {
-            "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", **use}],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]}})
-
-    async def failed_mounts():
-        items, _ = await client.resource("", "v1", "events").list(namespace="default")
-        got = {e["involvedObject"]["name"]: e["message"] for e in items if e["reason"] == "FailedMount"}
-        return len(got) == 2 and got
-    assert await eventually(failed_mounts) == {
+        await pod_on_static_claim(client, name, {"hostPath": {"path": str(root / name), "type": "DirectoryOrCreate"}},
+                                  mode, use)
+    assert await eventually(failed_mounts(client, 2)) == {
         "raw": 'MountVolume.SetUp failed for volume "data" : volume data has volumeMode Block, but is specified '
                "in volumeMounts",
         "files": 'MountVolume.SetUp failed for volume "data" : volume data has volumeMode Filesystem, but is '
