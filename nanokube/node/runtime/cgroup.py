@@ -50,6 +50,32 @@ def own_cgroup_dir(controller: str | None = None) -> str | None:
     return None
 
 
+def views(paths: list[str | None]) -> dict:
+    """How a container sees its cgroups at /sys/fs/cgroup (launch.py mounts them): for each of
+    `paths` (its cgroup v2 one, its v1 ones; None left out) the kind of hierarchy, the mount
+    options that name it (its v1 controllers) and the cgroup's path in it. `ip netns exec` gives
+    the launcher a /sys of its own, so it mounts each hierarchy afresh and binds the cgroup there."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return {}
+    found: dict = {"v1": []}
+    for path in filter(None, paths):
+        fields = max((m for m in mounts if m[m.index("-") + 1] in ("cgroup", "cgroup2")
+                      and (path == m[4] or path.startswith(m[4].rstrip("/") + "/"))), key=lambda m: len(m[4]), default=None)
+        if fields is None:
+            continue
+        kind, options = fields[fields.index("-") + 1], fields[-1].split(",")
+        where = os.path.join(fields[3], os.path.relpath(path, fields[4])).rstrip("/.") or "/"
+        if kind == "cgroup2":
+            found["v2"] = where
+        else:
+            named = ",".join(o for o in options if o not in ("rw", "ro") and "=" not in o or o.startswith("name="))
+            found["v1"].append([named, where])
+    return found
+
+
 class Cgroups:
     """One runtime's cgroup tree."""
 

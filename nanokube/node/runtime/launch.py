@@ -1,7 +1,8 @@
 """Becomes one container's process, run inside its pod's network namespace
 by `ip netns exec` (which already gives it a private mount namespace):
 set the pod's hostname in a UTS namespace of its own, bind its volumes at
-their mount paths, change to its working directory, and exec the command
+their mount paths and its cgroups at /sys/fs/cgroup (read-only, as runc
+does), change to its working directory, and exec the command
 as the leader of a session of its own (a terminal on stdin becomes its
 controlling one), as the user the security context names (`"user"`: uid, gid
 and supplementary groups, runAsUser/runAsGroup/fsGroup/supplementalGroups;
@@ -61,6 +62,32 @@ def _fail(what: str, err: int) -> None:
 def _check(rc: int, what: str) -> None:
     if rc != 0:
         _fail(what, ctypes.get_errno())
+
+
+def _cgroupfs(views: dict) -> None:
+    """The container's cgroups at /sys/fs/cgroup, read-only, as runc mounts them (cgroup.py's
+    `views`): its v2 cgroup there on a v2-only host; else a tmpfs holding each v1 hierarchy's
+    cgroup under the hierarchy's controllers' names (memory, cpu, pids) and the v2 one as
+    `unified`. Each hierarchy is mounted afresh, the cgroup bound over it. One that cannot be is
+    left out: a container starts without the view rather than not at all."""
+    base = "/sys/fs/cgroup"
+    v1, v2 = views.get("v1") or [], views.get("v2")
+    if not v1 and v2 is None:
+        return
+    if v1 and libc.mount(b"tmpfs", base.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"mode=755") != 0:
+        return
+    for kind, options, where, at in [*(("cgroup", o, w, f"{base}/{o}") for o, w in v1),
+                                     *([("cgroup2", "", v2, f"{base}/unified" if v1 else base)] if v2 else [])]:
+        try:
+            os.makedirs(at, exist_ok=True)
+        except OSError:
+            continue
+        if libc.mount(kind.encode(), at.encode(), kind.encode(), MS_NOSUID | MS_NODEV | MS_NOEXEC, options.encode() or None) == 0:
+            inner = f"{at}/{where.strip('/')}".rstrip("/").encode()
+            if libc.mount(inner, at.encode(), None, MS_BIND, None) == 0:
+                libc.mount(None, at.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    if v1:
+        libc.mount(None, base.encode(), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"mode=755")
 
 
 def _enter_pid_namespace(pid: str) -> None:
@@ -180,6 +207,7 @@ def main() -> None:
         _check(libc.mount(src.encode(), dst.encode(), None, MS_BIND | MS_REC, None), f"bind {src} on {dst}")
         if read_only:
             _check(libc.mount(None, dst.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None), f"read-only {dst}")
+    _cgroupfs(spec.get("cgroupfs") or {})
     try:
         os.chdir(spec.get("workdir", "/"))
     except OSError as e:

@@ -591,7 +591,7 @@ class ProcessPodWorker(PodWorker):
         self.runtime.restore_mountpoints([(target, not os.path.isdir(src)) for src, target, _ in mounts])
         spec = {"hostname": self._kernel_hostname(), "mounts": mounts, "workdir": c.spec.get("workingDir") or "/",
                 "env": env or self._env[c.name], "argv": argv, "pid": self._joined(c.proc) if pid == "" else pid,
-                "user": run_as(self.pod, c.name)}
+                "user": run_as(self.pod, c.name), "cgroupfs": cgroups.views([c.cgroup, *c.joins])}
         return self._launch(spec)
 
     def _launch(self, spec: dict) -> list[str]:

@@ -15,6 +15,7 @@ from nanokube.node.runtime.limits import Limits, Settings, qos_parent
 from tests.controllers import eventually
 from tests.node.runtime.test_process import SERVE, log_of, pod, process_agents, status_of
 from tests.node.test_lifecycle import gone
+from tests.node.test_simulated_io import session
 
 
 @pytest.fixture
@@ -344,3 +345,27 @@ async def test_the_burstable_qos_cgroup_weighs_as_its_pods_requests(env):
     async def none_left():
         return shares() == expect(0)
     await eventually(none_left)
+
+
+async def test_a_container_sees_its_own_cgroups_read_only_at_sys_fs_cgroup(tmp_path):
+    """As runc mounts them: an exec (the kubelet's, as `kubectl exec` reaches it) reads its
+    container's limits at /sys/fs/cgroup (v1: a tmpfs with each controller's cgroup, the v2 one as
+    `unified`; v2 only: its cgroup itself), and cannot write there."""
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, mgr):
+        for name in ("memory", "cpu", "pids"):
+            controller(rt, name)
+        pods = client.resource("", "v1", "pods")
+        created = await pods.create(pod("capped", SERVE, grace=0, resources={"limits": {"cpu": "1", "memory": "64Mi"}}))
+        await eventually(status_of(pods, "capped", lambda st: st.get("phase") == "Running"))
+        v1 = any(h.version == 1 for h in rt.limits.hierarchies)
+        files = ("memory/memory.limit_in_bytes", "cpu/cpu.cfs_quota_us", "pids/pids.max") if v1 else \
+            ("memory.max", "cpu.max", "pids.max")
+        out: list[bytes] = []
+        script = f"cd /sys/fs/cgroup; cat {' '.join(files)}; echo 1 > {files[0]}"
+        code = await mgr.agents["gpu-0"].streaming.exec("default", "capped", created["metadata"]["uid"], "main",
+                                                         ["sh", "-c", script], session(out))
+        said = b"".join(out).decode()
+        limits = f"{64 << 20}\n100000\nmax\n" if v1 else f"{64 << 20}\n100000 100000\nmax\n"
+        assert code == 2 and said.startswith(limits) and said.endswith(": Read-only file system\n"), said
+        await pods.delete("capped", "default")
+        await eventually(gone(pods, "capped"))
