@@ -1,7 +1,7 @@
 """The metrics groups and the aggregator: the built-in adapter serves external.metrics.k8s.io behind its
 local APIService until an APIService with a `service` (KEDA's manifest applied over it) takes the
 group/version to an adapter process; the aggregator proxies it there, over HTTPS and for the loopback
-client's GET alike, answers 503 once the adapter is gone, and deleting the APIService gives the group
+client's and an HTTPClient's GET alike, answers 503 once the adapter is gone, and deleting the APIService gives the group
 back to the built-in adapter."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import orjson
 import pytest
 
 from nanokube.apiserver.loopback import LocalClient
+from nanokube.client.http import HTTPClient
 from nanokube.machinery.errors import APIError
+from nanokube.pki.kubeconfig import write_kubeconfig
 from tests.apiserver.metrics_adapter import Adapter
 from tests.apiserver.test_aggregator_proxy import host_ip
 from tests.apiserver.test_expect import served
@@ -57,6 +59,9 @@ async def test_an_apiservice_with_a_service_takes_the_external_metrics_group_and
     async with served(tmp_path) as (server, ctx), aiohttp.ClientSession() as s:
         api = API(s, f"https://127.0.0.1:{server.port}", ctx)
         loopback = LocalClient(server.rest)
+        write_kubeconfig(str(tmp_path / "kubeconfig"), server.url, server.pki)
+        http = HTTPClient.from_kubeconfig(str(tmp_path / "kubeconfig"))
+        await http.start()
         await api.ok("POST", "/api/v1/namespaces/default/configmaps", {
             "metadata": {"name": "nanokube-external-metrics"}, "data": {"queue": "5"}})
         assert value(await api.ok("GET", QUEUE)) == "5"
@@ -78,7 +83,7 @@ async def test_an_apiservice_with_a_service_takes_the_external_metrics_group_and
             await api.until(lambda: _is(api.available(), ("True", "Passed")), "the adapter's APIService Available")
 
             assert value(await api.ok("GET", QUEUE)) == "42"
-            assert value(await loopback.get_raw(QUEUE)) == "42"
+            assert value(await loopback.get_raw(QUEUE)) == "42" and value(await http.get_raw(QUEUE)) == "42"
             # each as its own user: the admin's certificate, the loopback client's identity
             assert {r["user"] for r in adapter.requests() if r["path"] == QUEUE} == {
                 "kubernetes-admin", "system:kube-controller-manager"}
@@ -93,12 +98,14 @@ async def test_an_apiservice_with_a_service_takes_the_external_metrics_group_and
                          MERGE)
             await api.until(lambda: _is(api.available(), ("False", "FailedDiscoveryCheck")), "Available False")
             assert await api.call("GET", QUEUE) == (503, b"service unavailable\n")
-            with pytest.raises(APIError) as e:
-                await loopback.get_raw(QUEUE)
-            assert (e.value.code, e.value.reason, e.value.message) == (
-                503, "ServiceUnavailable", "the server is currently unable to handle the request")
+            for c in (loopback, http):  # client-go's words for an answer that is no Status
+                with pytest.raises(APIError) as e:
+                    await c.get_raw(QUEUE)
+                assert (e.value.code, e.value.reason, e.value.message) == (
+                    503, "ServiceUnavailable", "the server is currently unable to handle the request")
         finally:
             adapter.stop()
+            await http.close()
 
         await api.ok("DELETE", APISERVICE)
         await api.until(lambda: _answered_by_built_in(api), "the built-in adapter's answer again")
