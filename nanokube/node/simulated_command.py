@@ -76,7 +76,7 @@ as they come (`PASS`); so does a pass of a loop that ends (a `for`, a counted `w
 a top-level list, once time has passed in it (`_Run._pass_defers`).
 `id`, `whoami`, `uname` and `ps` answer for the container's security context, the simulated
 node and the pod's containers (simulated_identity); `nvidia-smi` for the GPUs the container was
-given (simulated_gpu); `nproc`, `free` and `df` for its node's machine (simulated_system).
+given (simulated_gpu); `nproc`, `free`, `df` and `du` for its node's machine (simulated_system).
 
 It is not a whole shell: no other command is recognised. A shell started
 without `-c` (`kubectl exec -it pod -- sh`) reads its stdin line by line

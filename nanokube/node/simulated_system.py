@@ -1,5 +1,5 @@
-"""What a simulated container sees of its node's machine, as busybox's `nproc`, `free` and `df`
-print it: the first things people check in a new pod, which a shell would otherwise answer
+"""What a simulated container sees of its node's machine, as busybox's `nproc`, `free`, `df` and
+`du` print it: the first things people check in a new pod, which a shell would otherwise answer
 `sh: nproc: not found`.
 
 A container sees the node's, not its limits' (`NODE`: the node's capacity, set by simulated_io
@@ -26,7 +26,7 @@ from contextvars import ContextVar
 
 from ..machinery.quantity import parse_quantity
 from .simulated_applets import Process, Unknown
-from .simulated_fs import PAGE, ContainerFS, tmpfs_bytes
+from .simulated_fs import PAGE, ContainerFS, Dir, tmpfs_bytes
 
 #: the capacity (cpu, memory, ephemeral-storage) of the node whose container's commands are being
 #: worked out; None where no node is at hand
@@ -151,4 +151,53 @@ def _shown(kib: int, unit: str) -> str:
     return f"{value}.{frac}{suffix}" if suffix else str(value)
 
 
-APPLETS = {"nproc": nproc, "free": free, "df": df}
+def du(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox du [-aschkm] [-d N] [PATH...]: the space each directory below each PATH (`.`) takes
+    with all below it, after its entries (-a: each file too; -s: each PATH only; -d N: N levels
+    down; -c: a `total` after), in 1K blocks (-m: 1M, -h: busybox's human units). A file takes its
+    size in whole 4K blocks, a directory one on disk and none on a tmpfs (a Memory emptyDir, a
+    Secret's volume); a link is not followed and takes none."""
+    flags, paths, depth = set(), [], None
+    words = list(args)
+    while words:
+        word = words.pop(0)
+        if word == "-d" and words and words[0].isdigit():
+            depth = int(words.pop(0))
+        elif word.startswith("-") and len(word) > 1 and set(word[1:]) <= set("aschkm"):
+            flags |= set(word[1:])
+        elif word.startswith("-"):
+            raise Unknown
+        else:
+            paths.append(word)
+    unit = "h" if "h" in flags else "m" if "m" in flags else "k"
+    if "s" in flags:
+        depth = 0
+    status, total = 0, 0
+
+    def size(path: str, level: int) -> int:
+        node = fs.lookup(path)
+        if node.link is not None:
+            kib = 0
+        elif isinstance(node, Dir):
+            mount, _ = fs._mount(fs.normal(path))
+            kib = 0 if mount is not None and (mount.limit or mount.size) else 4
+            for entry in fs.listdir(path):
+                kib += size(path.rstrip("/") + "/" + entry if path != "/" else "/" + entry, level + 1)
+        else:
+            kib = -(-len(node.data) // PAGE) * (PAGE >> 10)
+        if (isinstance(node, Dir) and node.link is None or "a" in flags or level == 0) and (depth is None or level <= depth):
+            proc.out(f"{_shown(kib, unit)}\t{path}\n")
+        return kib
+
+    for path in paths or ["."]:
+        if fs.lookup(path) is None:
+            proc.err(f"du: {path}: No such file or directory\n")
+            status = 1
+            continue
+        total += size(path, 0)
+    if "c" in flags:
+        proc.out(f"{_shown(total, unit)}\ttotal\n")
+    return status
+
+
+APPLETS = {"nproc": nproc, "free": free, "df": df, "du": du}

@@ -1,4 +1,4 @@
-"""`nproc`, `free` and `df` in a pod on the default cluster (64 CPUs, 512Gi of memory, 1Ti of
+"""`nproc`, `free`, `df` and `du` in a pod on the default cluster (64 CPUs, 512Gi of memory, 1Ti of
 ephemeral storage per node), through the kubelet's exec: busybox's formats, for the node's
 machine, as a container sees it whatever its limits."""
 
@@ -94,6 +94,28 @@ async def test_df_h_shows_a_checkpoint_claim_a_secret_and_a_tmpfs_by_path(env, t
         "Filesystem           1K-blocks      Used Available Use% Mounted on",
         "df: /nope: can't find mount point"]
     assert code == 1
+
+
+async def test_du_sums_whole_blocks_and_leaves_links_and_a_tmpfs_directory_out(env):
+    """`du -sh /cache` before a checkpoint is kept: busybox's du counts each file in whole 4K blocks
+    and each directory one block on disk, none on a tmpfs (a Memory emptyDir); a ConfigMap's links
+    take none, its timestamped directory's files do; -s, -a, -c, -d and -h as busybox has them."""
+    client, clock, mgr = env
+    await client.resource("", "v1", "configmaps").create(
+        {"metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "x" * 5000}})
+    pods = client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "job", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "volumes": [{"name": "cfg", "configMap": {"name": "cfg"}},
+                                         {"name": "shm", "emptyDir": {"medium": "Memory"}}],
+        "containers": [{"name": "app", "image": "busybox", "volumeMounts": [
+            {"name": "cfg", "mountPath": "/cfg"}, {"name": "shm", "mountPath": "/cache"}]}]}})
+    await eventually(phase(pods, "job", "Running", clock))
+    script = ("mkdir -p /tmp/ck/s1 /cache/d; dd if=/dev/zero of=/tmp/ck/s1/w bs=1000 count=10 2>/dev/null; "
+              "echo hi > /tmp/ck/note; echo hi > /cache/d/f\n"
+              "du /tmp/ck; du -sh /tmp/ck /nope; du -a -c /cache; du -d 0 -s /cfg")
+    code, out = await exec_(mgr, "job", ["sh", "-c", script])
+    assert (code, out) == (0, "16\t/tmp/ck/s1\n24\t/tmp/ck\n24.0K\t/tmp/ck\ndu: /nope: No such file or directory\n"
+                              "4\t/cache/d/f\n4\t/cache/d\n4\t/cache\n4\ttotal\n16\t/cfg\n")
 
 
 async def test_ulimit_shows_containerds_limits_and_raises_a_hard_one_only_with_sys_resource(small, env):
