@@ -40,6 +40,7 @@ import ctypes
 import fcntl
 import json
 import os
+import resource
 import signal
 import sys
 import termios
@@ -48,6 +49,10 @@ CLONE_NEWUTS, CLONE_NEWPID = 0x04000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC = 32, 4096, 16384
 PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15
+#: the limits a container has under containerd 2, which sets none of its own: those its systemd unit
+#: and systemd's defaults give it (simulated_limits lists them all), here those that differ from what
+#: nanokube's own process may have: open files 1024 (hard 524288), processes unlimited
+RLIMITS = ((resource.RLIMIT_NOFILE, (1024, 524288)), (resource.RLIMIT_NPROC, (resource.RLIM_INFINITY,) * 2))
 #: what the shim passes on to the command (the runtime's stop signal among them)
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -141,8 +146,23 @@ def _become(user) -> None:
         _fail(f"become user {uid}:{gid}", e.errno)
 
 
+def _limit() -> None:
+    """containerd 2's limits (RLIMITS), each as far as this host lets root go: without
+    CAP_SYS_RESOURCE no hard limit is raised, and the soft one stays within the hard."""
+    def at_most(a: int, b: int) -> int:
+        return b if a == resource.RLIM_INFINITY else a if b == resource.RLIM_INFINITY else min(a, b)
+    for limit, (soft, hard) in RLIMITS:
+        try:
+            resource.setrlimit(limit, (soft, hard))
+        except (OSError, ValueError):  # (no CAP_SYS_RESOURCE: the hard limit as it is)
+            have = resource.getrlimit(limit)[1]
+            resource.setrlimit(limit, (at_most(soft, have), at_most(hard, have)))
+
+
 def _exec(spec: dict) -> None:
-    """The command, as its user, with the signals Python ignores at start (SIGPIPE, SIGXFSZ) put back."""
+    """The command, as its user, with the signals Python ignores at start (SIGPIPE, SIGXFSZ) put back
+    and containerd 2's resource limits (RLIMITS)."""
+    _limit()
     _become(spec.get("user"))
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)

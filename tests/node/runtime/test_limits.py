@@ -6,6 +6,7 @@ sits below its QoS class's, and goes with the pod."""
 import asyncio
 import os
 import re
+import resource
 import sys
 
 import pytest
@@ -369,3 +370,22 @@ async def test_a_container_sees_its_own_cgroups_read_only_at_sys_fs_cgroup(tmp_p
         assert code == 2 and said.startswith(limits) and said.endswith(": Read-only file system\n"), said
         await pods.delete("capped", "default")
         await eventually(gone(pods, "capped"))
+
+
+async def test_a_container_has_containerds_open_files_limit(tmp_path):
+    """containerd 2 sets no limits of its own: a container has those systemd gives its unit, open
+    files 1024 (hard 524288, or this host's hard limit where root may not raise it) whatever the
+    node agent's own process has; the container may raise its soft limit up to the hard one."""
+    async with process_agents(tmp_path, str(tmp_path / "pods")) as (client, rt, mgr):
+        pods = client.resource("", "v1", "pods")
+        created = await pods.create(pod("files", SERVE, grace=0))
+        await eventually(status_of(pods, "files", lambda st: st.get("phase") == "Running"))
+        out: list[bytes] = []
+        code = await mgr.agents["gpu-0"].streaming.exec("default", "files", created["metadata"]["uid"], "main",
+                                                         ["sh", "-c", "ulimit -n; ulimit -Hn; ulimit -n 2048; ulimit -n"],
+                                                         session(out))
+        soft, hard, raised = b"".join(out).decode().split()
+        assert (code, soft, raised) == (0, "1024", "2048")
+        assert int(hard) == min(524288, resource.getrlimit(resource.RLIMIT_NOFILE)[1]) or int(hard) == 524288, hard
+        await pods.delete("files", "default")
+        await eventually(gone(pods, "files"))
