@@ -8,6 +8,7 @@ import pytest
 
 from nanokube.controllers.manager import ControllerManager
 from nanokube.machinery import featuregates
+from nanokube.machinery.errors import APIError
 from nanokube.machinery.featuregates import NANOKUBE_DEFAULTS, FeatureGates
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
@@ -62,6 +63,24 @@ async def test_an_update_keeps_the_fields_the_object_uses_already(stack, gates):
     updated = await slices.update(created)
     assert updated["spec"]["devices"][0]["bindingConditions"] == ["Ready", "Attached"]
     assert updated["spec"]["devices"][0]["bindsToNode"] is True
+
+
+async def test_with_hpa_scale_to_zero_off_min_replicas_0_is_refused_unless_stored_already(stack, gates):
+    hpas = stack.client.resource("autoscaling", "v2", "horizontalpodautoscalers")
+
+    def hpa(name: str) -> dict:
+        return {"metadata": {"name": name}, "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 0, "maxReplicas": 3, "metrics": [{"type": "External", "external": {
+                "metric": {"name": "queue"}, "target": {"type": "AverageValue", "averageValue": "5"}}}]}}
+    kept = copy.deepcopy(await hpas.create(hpa("kept"), "default"))
+    gates("HPAScaleToZero=false")
+    with pytest.raises(APIError) as refused:
+        await hpas.create(hpa("new"), "default")
+    assert refused.value.code == 422
+    assert refused.value.message.endswith("spec.minReplicas: Invalid value: 0: must be greater than or equal to 1")
+    kept["spec"]["maxReplicas"] = 4
+    assert (await hpas.update(kept, "default"))["spec"]["minReplicas"] == 0
 
 
 async def test_with_generic_workload_off_the_scheduler_schedules_a_group_member_alone(stack, gates):

@@ -15,6 +15,7 @@ from typing import Any
 from .apps import age_column, api_doc, name_column
 from .base import Column, Obj, Resource, Strategy, register
 from ..machinery import gojson
+from ..machinery.featuregates import enabled
 from ..machinery.quantity import QuantityError, parse_quantity
 from ..machinery.validation import (
     FieldError,
@@ -552,12 +553,13 @@ def _scaling_rules(rules: dict | None, path: str) -> list[FieldError]:
     return errs
 
 
-def validate_hpa_spec(spec: dict) -> list[FieldError]:
-    """validateHorizontalPodAutoscalerSpec with HPAScaleToZero on, so minReplicas may be 0."""
+def validate_hpa_spec(spec: dict, lowest: int) -> list[FieldError]:
+    """validateHorizontalPodAutoscalerSpec; `lowest` minReplicas: 0 with HPAScaleToZero on (or an
+    update of one at 0 already), else 1."""
     errs: list[FieldError] = []
     lo, hi = spec.get("minReplicas"), spec.get("maxReplicas", 0)
-    if lo is not None and lo < 0:
-        errs.append(invalid("spec.minReplicas", lo, "must be greater than or equal to 0"))
+    if lo is not None and lo < lowest:
+        errs.append(invalid("spec.minReplicas", lo, f"must be greater than or equal to {lowest}"))
     if hi < 1:
         errs.append(invalid("spec.maxReplicas", hi, "must be greater than 0"))
     if lo is not None and hi < lo:
@@ -659,10 +661,11 @@ class HorizontalPodAutoscalerStrategy(Strategy):
         obj["status"] = {"currentReplicas": 0, "desiredReplicas": 0}
 
     def validate(self, obj: Obj) -> list[FieldError]:
-        return validate_hpa_spec(obj.get("spec") or {})
+        return validate_hpa_spec(obj.get("spec") or {}, 0 if enabled("HPAScaleToZero") else 1)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return validate_hpa_spec(new.get("spec") or {})
+        zero = enabled("HPAScaleToZero") or (old.get("spec") or {}).get("minReplicas") == 0
+        return validate_hpa_spec(new.get("spec") or {}, 0 if zero else 1)
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         status = new.get("status") or {}

@@ -100,11 +100,11 @@ def test_the_flag_warns_of_gates_nanokube_does_not_switch_yet():
     saved = featuregates.GATES
     featuregates.GATES = FeatureGates(NANOKUBE_DEFAULTS)
     try:
-        warned = featuregates.set_flag("HPAScaleToZero=false,DRAAdminAccess=true,AllBeta=true")
+        warned = featuregates.set_flag("EnvFiles=false,DRAAdminAccess=true,AllBeta=true")
     finally:
         featuregates.GATES = saved
     assert warned == ["Setting GA feature gate DRAAdminAccess=true. It will be removed in a future release.",
-                      "nanokube does not switch these features by their gate yet: HPAScaleToZero"]
+                      "nanokube does not switch these features by their gate yet: EnvFiles"]
 
 
 def test_the_readme_lists_every_gate_nanokube_does_not_switch_yet():
