@@ -3,11 +3,13 @@ protocol as a user would use it: sign in with a token from `kubectl create token
 examples/console/viewer.yaml, as the README says), see the nodes and a pending pod with the
 scheduler's reason, and see the pod become Running, without a reload, once a node takes it; then
 a watch told 410 Gone makes the page relist, as an informer does; no script error or failed load
-on the way. Skipped where no Chromium is installed."""
+on the way; and a token the server stops taking signs the page out. Skipped where no Chromium is
+installed."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import re
@@ -92,6 +94,12 @@ class Page:
         assert "exceptionDetails" not in result, result
         return result["result"].get("value")
 
+    def __enter__(self) -> Page:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         try:
             self.call("Browser.close")
@@ -124,9 +132,25 @@ def _expire_first_watch():
     return answer
 
 
+PICK_NAMESPACE = """(() => { const ns = document.getElementById('namespace'); ns.value = '%s';
+  ns.dispatchEvent(new Event('change')); })()"""
 POD_ERRORS = "document.querySelector('[data-errors-of=\"pods\"]').textContent"
 ROW = """(() => {{ const r = document.querySelector('tr[data-{kind}="{key}"]');
   return r && {{phase: r.dataset.phase || '', text: r.innerText}}; }})()"""
+
+
+INFORMERS = """JSON.stringify(Object.fromEntries(Object.entries(informers).map(
+  ([name, i]) => [name, {error: i.error, resourceVersion: i.resourceVersion, items: i.items.size}])))"""
+
+
+@contextlib.contextmanager
+def _explained(page: Page, cluster):
+    """A failed assertion, with what the page's informers held, what it logged and the server's pods."""
+    try:
+        yield
+    except AssertionError as e:
+        pods = cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        raise AssertionError(f"{e}\ninformers: {page.eval(INFORMERS)}\npage errors: {page.errors}\npods:\n{pods}") from e
 
 
 @pytest.mark.skipif(BROWSER is None, reason="no chromium on PATH (scripts/chromium.sh installs it)")
@@ -138,8 +162,7 @@ def test_sign_in_and_watch_a_pending_pod_start():
         cluster.kubectl("create", "-f", "-", input=POD)
         console = next(line.split()[2] for line in cluster.banner if line.startswith("nanokube console: "))
         assert console == cluster.url + "/ui/"
-        page = Page()
-        try:
+        with Page() as page, _explained(page, cluster):
             page.call("Page.navigate", url=console)
             wait_for(lambda: page.eval("document.readyState") == "complete" and page.eval(
                 "!!document.getElementById('login-form') && !document.getElementById('login').hidden"), 30, "sign-in form")
@@ -147,8 +170,9 @@ def test_sign_in_and_watch_a_pending_pod_start():
                       "document.getElementById('login-form').requestSubmit()")
             assert wait_for(lambda: page.eval("document.getElementById('who').textContent"), 30, "signed in") == \
                 "system:serviceaccount:kube-system:console"
-            node = wait_for(lambda: page.eval(ROW.format(kind="node", key="gpu-0")), 30, "node row")
-            assert "cordoned" in node["text"] and "gpu.nanokube.io 0/8" in node["text"], node
+            node = wait_for(lambda: (r := page.eval(ROW.format(kind="node", key="gpu-0")))
+                            and "gpu.nanokube.io 0/8" in r["text"] and r, 30, "node row with its ResourceSlices' devices")
+            assert "Ready, cordoned" in node["text"], node
             pending = wait_for(lambda: (r := page.eval(ROW.format(kind="pod", key="default/trainer")))
                                and "unschedulable" in r["text"] and r, 30, "pending pod with its reason")
             assert pending["phase"] == "Pending" and "0/2 nodes are available" in pending["text"], pending
@@ -163,8 +187,7 @@ def test_sign_in_and_watch_a_pending_pod_start():
             # lists again, watches on from there, and so sees the pod go
             page.on_request = _expire_first_watch()
             page.call("Fetch.enable", patterns=[{"urlPattern": "*/api/v1/namespaces/default/pods*"}])
-            page.eval("const ns = document.getElementById('namespace'); ns.value = 'default';"
-                      "ns.dispatchEvent(new Event('change'))")
+            page.eval(PICK_NAMESPACE % "default")
 
             def relisted() -> bool:
                 assert page.eval(POD_ERRORS) == "", "410 Gone was taken for an error, not as the signal to relist"
@@ -176,5 +199,9 @@ def test_sign_in_and_watch_a_pending_pod_start():
             assert page.eval(POD_ERRORS) == ""
             page.eval("1")  # (reads what the page logged meanwhile)
             assert page.errors == []
-        finally:
-            page.close()
+
+            # a token the server no longer takes (its ServiceAccount deleted) signs the page out
+            cluster.kubectl("delete", "serviceaccount", "console", "-n", "kube-system")
+            page.eval(PICK_NAMESPACE % "")  # (new requests: the watches open meet no check)
+            wait_for(lambda: "401" in page.eval("document.getElementById('login-error').textContent"), 30, "signed out")
+            assert page.eval("[document.getElementById('login').hidden, sessionStorage.length]") == [False, 0]

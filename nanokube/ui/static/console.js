@@ -78,7 +78,8 @@ class Informer {
       } catch (e) {
         if (signal.aborted) return;
         if (e.status === 401) return signOut("The server no longer accepts this token (401 Unauthorized).");
-        this.error = `${this.plural}: ${e.message}`;
+        const hint = e.status === 403 && this.namespaced && !namespace ? " (pick a namespace)" : "";
+        this.error = `${this.plural}: ${e.message}${hint}`;
         changed();
         await sleep(backoff, signal);
         backoff = Math.min(backoff * 2, 30000);
