@@ -13,6 +13,7 @@ from nanokube.machinery.featuregates import NANOKUBE_DEFAULTS, FeatureGates
 from nanokube.scheduler.scheduler import Scheduler
 from tests.controllers import eventually, make_stack
 from tests.scheduler import node, pod
+from tests.scheduler.test_gang import member, node_of, podgroup
 from tests.scheduler.test_scheduler import add_node
 
 
@@ -53,6 +54,42 @@ async def test_a_disabled_gates_fields_are_dropped_on_create(stack, gates):
     assert "parentCompositePodGroupName" not in created["spec"]
     device = (await c.resource("resource.k8s.io", "v1", "resourceslices").create(copy.deepcopy(SLICE)))["spec"]["devices"][0]
     assert device == {"name": "d0"}
+
+
+async def test_topology_constraints_are_dropped_from_groups_and_workload_templates(stack, gates):
+    gates("TopologyAwareWorkloadScheduling=false")
+    c = stack.client
+    rack = {"topology": [{"key": "example.com/rack"}]}
+    created = await c.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(
+        podgroup("g", 2, topology="example.com/rack"), "default")
+    assert "schedulingConstraints" not in created["spec"]
+    workload = {"metadata": {"name": "w"}, "spec": {"compositePodGroupTemplates": [{
+        "name": "fleet", "schedulingPolicy": {"basic": {}}, "schedulingConstraints": rack,
+        "podGroupTemplates": [{"name": "g", "schedulingPolicy": {"basic": {}}, "schedulingConstraints": rack}]}]}}
+    spec = (await c.resource("scheduling.k8s.io", "v1alpha3", "workloads").create(workload, "default"))["spec"]
+    [fleet] = spec["compositePodGroupTemplates"]
+    assert "schedulingConstraints" not in fleet and "schedulingConstraints" not in fleet["podGroupTemplates"][0]
+
+
+async def test_with_topology_aware_scheduling_off_a_gang_spans_racks(stack, gates):
+    """Two racks of one 2-CPU node each, a gang of two 2-CPU pods kept to one rack: it fits only
+    with the constraint ignored (the group was created while the gate was on)."""
+    c = stack.client
+    for i in range(2):
+        await add_node(c, node(f"n{i}", "2", labels={"example.com/rack": f"rack-{i}"}))
+    await c.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(podgroup("g", 2, topology="example.com/rack"))
+    pods = c.resource("", "v1", "pods")
+    for n in ("w-0", "w-1"):
+        await pods.create(member(n, "g", cpu="2"))
+    gates("TopologyAwareWorkloadScheduling=false")
+    sched = Scheduler(c, seed=1)
+    await sched.start()
+    try:
+        for n in ("w-0", "w-1"):
+            await eventually(node_of(pods, n))
+        assert sorted([(await pods.get(n, "default"))["spec"]["nodeName"] for n in ("w-0", "w-1")]) == ["n0", "n1"]
+    finally:
+        await sched.stop()
 
 
 async def test_an_update_keeps_the_fields_the_object_uses_already(stack, gates):

@@ -81,7 +81,8 @@ NANOKUBE_DEFAULTS: dict[str, bool] = {name: True for name, spec in KNOWN.items()
 #: the gates whose off switch changes what nanokube does (fields dropped, a component's part off);
 #: every other gate is accepted and reported, its feature on whatever it is set to
 HONOURED = frozenset({"GenericWorkload", "CompositePodGroup", "WorkloadWithJob", "DRADeviceBindingConditions",
-                      "DRAResourcePoolStatus", "DRAWorkloadResourceClaims", "HPAScaleToZero"})
+                      "DRAResourcePoolStatus", "DRAWorkloadResourceClaims", "HPAScaleToZero",
+                      "TopologyAwareWorkloadScheduling"})
 
 
 def parse(value: str) -> dict[str, bool]:

@@ -23,15 +23,34 @@ def drop_job_fields(spec: dict) -> None:
 
 
 def drop_podgroup_fields(spec: dict) -> None:
-    """A created PodGroup's spec.parentCompositePodGroupName: CompositePodGroup."""
+    """A created PodGroup's or CompositePodGroup's spec.parentCompositePodGroupName: CompositePodGroup;
+    its schedulingConstraints.topology: TopologyAwareWorkloadScheduling."""
     if "parentCompositePodGroupName" in spec and not enabled("CompositePodGroup"):
         del spec["parentCompositePodGroupName"]
+    _drop_topology(spec)
 
 
 def drop_workload_fields(spec: dict) -> None:
-    """A created Workload's spec.compositePodGroupTemplates: CompositePodGroup."""
+    """A created Workload's spec.compositePodGroupTemplates: CompositePodGroup; its templates'
+    schedulingConstraints.topology, at every depth: TopologyAwareWorkloadScheduling."""
     if "compositePodGroupTemplates" in spec and not enabled("CompositePodGroup"):
         del spec["compositePodGroupTemplates"]
+    templates = [spec]
+    while templates:
+        t = templates.pop()
+        for key in ("podGroupTemplates", "compositePodGroupTemplates"):
+            for inner in t.get(key) or ():
+                if type(inner) is dict:
+                    _drop_topology(inner)
+                    templates.append(inner)
+
+
+def _drop_topology(spec: dict) -> None:
+    constraints = spec.get("schedulingConstraints")
+    if type(constraints) is dict and "topology" in constraints and not enabled("TopologyAwareWorkloadScheduling"):
+        del constraints["topology"]
+        if not constraints:
+            del spec["schedulingConstraints"]
 
 
 def drop_slice_fields(spec: dict, old: dict | None = None) -> None:

@@ -302,6 +302,7 @@ class CompositePodGroupStrategy(_GroupStrategy):
     immutable_spec = ("workloadRef", "schedulingConstraints", "disruptionMode", "priorityClassName", "priority", "preemptionPolicy", "parentCompositePodGroupName")
 
     def prepare_for_create(self, obj):
+        drop_podgroup_fields(obj.get("spec") or {})
         obj.pop("status", None)
 
     def validate(self, obj):

@@ -159,7 +159,8 @@ class CompositeCycle:
         placed = self.wc.placed(leaf.key, pending)
         if not pending:
             return len(placed) >= leaf.need, ""
-        domains = placements(self.s.snapshot.nodes, topology_keys(leaf.obj), set(placed.values()))
+        keys = topology_keys(leaf.obj) if self.wc.topology else []
+        domains = placements(self.s.snapshot.nodes, keys, set(placed.values()))
         attempts = [self.wc.try_placement(fwk, nodes, pending, leaf.need, len(placed)) for nodes in domains]
         feasible = [a for a in attempts if a.feasible]
         if not feasible:

@@ -64,6 +64,8 @@ class WorkloadCycle:
         #: CompositePodGroup: trees of groups; off, no CompositePodGroup is read and a group's parent is ignored
         self.composites = composite_index(sched) if enabled("CompositePodGroup") else None
         self.composite_client = sched.client.resource(*COMPOSITE_API) if self.composites else None
+        #: TopologyAwareWorkloadScheduling: a group placed within one domain of its topology keys; off, anywhere
+        self.topology = enabled("TopologyAwareWorkloadScheduling")
         self.scheduled_uids: set[str] = set()  # groups already set True: never revert
         self.nominated: dict[str, list[tuple[PodInfo, str]]] = {}  # group -> its pods' nominated nodes
         #: group -> set once its members' failure reports waiting on a preemption are written;
@@ -127,7 +129,7 @@ class WorkloadCycle:
         placed = self.placed(entry.group, pending)
         need = need or 1
         held = self._held_for_others(entry.group, group_priority(pg))
-        domains = placements(s.snapshot.nodes, topology_keys(pg), set(placed.values()))
+        domains = placements(s.snapshot.nodes, topology_keys(pg) if self.topology else [], set(placed.values()))
         attempts = [self.try_placement(fwk, nodes, pending, need, len(placed), held) for nodes in domains]
         feasible = [a for a in attempts if a.feasible]
         s.metrics.podgroup_algorithm_duration.labels(fwk.profile.scheduler_name, PODGROUP).observe(
