@@ -1,5 +1,6 @@
-"""Feature gates, as component-base's featuregate: each gate of a 1.37 feature nanokube implements,
-with kube_features.go's stage, default and lock; `--feature-gates Name=true,Other=false` parsed with
+"""Feature gates, as component-base's featuregate: the 1.37 gates of the features nanokube implements
+(and of the DRA alpha features beside them it does not, NOT_IMPLEMENTED), with kube_features.go's
+stage, default and lock; `--feature-gates Name=true,Other=false` parsed with
 upstream's errors and warnings; the `kubernetes_feature_enabled` gauge every component serves.
 
 One set of gates per process (upstream's DefaultFeatureGate): `nanokube up` runs every component in
@@ -73,10 +74,17 @@ KNOWN: dict[str, Spec] = {
     "ClearingNominatedNodeNameAfterBinding": _BETA_ON,
 }
 
+#: DRA's alpha gates of 1.37 whose features nanokube has not: known, so a production-like command line
+#: is taken, but off by default here too, and setting one says it changes nothing
+NOT_IMPLEMENTED = frozenset({"DRADerivedAttributes", "DRADeviceCompatibilityGroups", "DRANodeAllocatableResources",
+                             "DRAOptionalNodePreparation", "DRASharedConsumableCapacity", "ClusterResourceClaimTemplates",
+                             "DRAAdminControlledDeviceAttributes", "DRAResourceSliceMixins"})
+
 #: what `nanokube up` turns on beyond upstream's defaults: the alpha gates of the AI features it exists
-#: to show (workload scheduling, DRA's extensions), as a kind cluster's featureGates would
+#: to show (composite groups, Workloads from Jobs, DRA's list attributes and pool status), as a kind
+#: cluster's featureGates would
 NANOKUBE_DEFAULTS: dict[str, bool] = {name: True for name, spec in KNOWN.items()
-                                      if spec.stage == ALPHA and name != ALL_ALPHA}
+                                      if spec.stage == ALPHA and name not in NOT_IMPLEMENTED and name != ALL_ALPHA}
 
 #: the gates whose off switch changes what nanokube does (fields dropped, a component's part off);
 #: every other gate is accepted and reported, its feature on whatever it is set to
@@ -184,13 +192,19 @@ def enabled(name: str) -> bool:
 
 def set_flag(value: str) -> list[str]:
     """Apply a command line's --feature-gates to this process's gates; its warnings (upstream's, then
-    one for each gate named whose feature nanokube does not switch yet), or a ValueError worded as
+    one naming the gates set whose features nanokube has not, one those it does not switch yet), or a
+    ValueError worded as
     pflag words a refused flag."""
     try:
         warnings = GATES.set(value)
     except ValueError as e:
         raise ValueError(f'invalid argument "{value}" for "--feature-gates" flag: {e}') from None
-    inert = sorted(n for n in parse(value) if n not in HONOURED and not GATES.known[n].locked and n not in (ALL_ALPHA, ALL_BETA))
+    named = parse(value)
+    absent = sorted(n for n in named if n in NOT_IMPLEMENTED)
+    inert = sorted(n for n in named if n not in HONOURED and n not in NOT_IMPLEMENTED and not GATES.known[n].locked
+                   and n not in (ALL_ALPHA, ALL_BETA))
+    if absent:
+        warnings.append(f"nanokube does not implement these features: {', '.join(absent)}")
     if inert:
         warnings.append(f"nanokube does not switch these features by their gate yet: {', '.join(inert)}")
     return warnings

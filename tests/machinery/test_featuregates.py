@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry
 
 from nanokube import component_server
 from nanokube.machinery import featuregates
-from nanokube.machinery.featuregates import ALL_ALPHA, ALL_BETA, HONOURED, KNOWN, NANOKUBE_DEFAULTS, FeatureGates
+from nanokube.machinery.featuregates import (ALL_ALPHA, ALL_BETA, HONOURED, KNOWN, NANOKUBE_DEFAULTS, NOT_IMPLEMENTED,
+                                             FeatureGates)
 from tests.test_component_server import AllowAll
 
 
@@ -25,6 +26,7 @@ def test_upstream_defaults_and_nanokubes():
     assert nanokube.enabled("CompositePodGroup") and nanokube.enabled("WorkloadWithJob")
     assert nanokube.overridden() == ",".join(f"{n}=true" for n in sorted(NANOKUBE_DEFAULTS))
     assert all(KNOWN[n].stage == "ALPHA" for n in NANOKUBE_DEFAULTS)
+    assert not nanokube.enabled("DRAResourceSliceMixins"), "a feature nanokube has not stays off"
 
 
 def test_set_parses_as_featuregate_set():
@@ -100,16 +102,19 @@ def test_the_flag_warns_of_gates_nanokube_does_not_switch_yet():
     saved = featuregates.GATES
     featuregates.GATES = FeatureGates(NANOKUBE_DEFAULTS)
     try:
-        warned = featuregates.set_flag("EnvFiles=false,DRAAdminAccess=true,AllBeta=true")
+        warned = featuregates.set_flag("EnvFiles=false,DRAAdminAccess=true,AllBeta=true,DRAResourceSliceMixins=true")
     finally:
         featuregates.GATES = saved
     assert warned == ["Setting GA feature gate DRAAdminAccess=true. It will be removed in a future release.",
+                      "nanokube does not implement these features: DRAResourceSliceMixins",
                       "nanokube does not switch these features by their gate yet: EnvFiles"]
 
 
 def test_the_readme_lists_every_gate_nanokube_does_not_switch_yet():
     """No gate accepted and ignored without the README saying so, nor one listed that switches now."""
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    listed = text.split("**Accepted and reported, not switched yet**", 1)[1].split("\n- ", 1)[0]
+    def listed(heading: str) -> set[str]:
+        return set(re.findall(r"`(\w+)`", text.split(heading, 1)[1].split("\n- ", 1)[0]))
     inert = {n for n, s in KNOWN.items() if n not in HONOURED and not s.locked and n not in (ALL_ALPHA, ALL_BETA)}
-    assert set(re.findall(r"`(\w+)`", listed)) == inert
+    assert listed("**Accepted and reported, not switched yet**") == inert - NOT_IMPLEMENTED
+    assert listed("**Features nanokube does not implement**") == NOT_IMPLEMENTED
