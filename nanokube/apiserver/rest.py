@@ -1514,8 +1514,15 @@ class GenericREST:
         merge or strategic merge patch repeats, a json patch's unknown and repeated op fields),
         strict errors of its result."""
         async with self.turns.of(res.key(namespace, name)) as turn:
-            return await self._patch(res, version, namespace, name, patch_type, patch, opts, subresource, duplicates,
-                                     turn)
+            if patch_type != "application/apply-patch+yaml" or not res.strategy.unstructured:
+                return await self._patch(res, version, namespace, name, patch_type, patch, opts, subresource,
+                                         duplicates, turn)
+            applied = ssa.APPLIED.set(True)
+            try:
+                return await self._patch(res, version, namespace, name, patch_type, patch, opts, subresource,
+                                         duplicates, turn)
+            finally:
+                ssa.APPLIED.reset(applied)
 
     async def _patch(self, res: Resource, version: str, namespace: str | None, name: str, patch_type: str,
                      patch: bytes, opts: WriteOptions, subresource: str, duplicates: list[str] | tuple[str, ...],
@@ -1565,6 +1572,7 @@ class GenericREST:
                         opts.field_manager, opts.force, sch, self.clock.rfc3339(),
                         res.api_version(version), subresource, ignore_status="status" in res.subresources,
                         convert=self.index.converters.get((res.group, version, res.plural)),
+                        keep_nulls=res.strategy.unstructured,
                     )
                 except PatchError as e:
                     raise _patch_error(e) from None

@@ -30,11 +30,12 @@ def has_defaults(node: dict[str, Any] | None) -> bool:
             or has_defaults(node.get("items")) or has_defaults(node.get("additionalProperties")))
 
 
-def default(obj: Any, node: dict[str, Any] | None) -> Any:
+def default(obj: Any, node: dict[str, Any] | None, drop_nulls: bool = True) -> Any:
     """Fill absent properties that have a default (deep copies), then recurse into
     every present key, so defaults nested in a freshly defaulted object apply too.
     A null in a non-nullable field with a default becomes the default; other
-    non-nullable nulls are dropped. Mutates and returns `obj`."""
+    non-nullable nulls are dropped (`drop_nulls`, as a decoder does before it
+    defaults: prune_nulls). Mutates and returns `obj`."""
     if not isinstance(node, dict):
         return obj
     if isinstance(obj, dict):
@@ -52,10 +53,10 @@ def default(obj: Any, node: dict[str, Any] | None) -> Any:
                 if isinstance(sub, dict) and not sub.get("nullable"):
                     if "default" in sub:
                         obj[k] = copy.deepcopy(sub["default"])
-                    elif sub:
+                    elif sub and drop_nulls:
                         del obj[k]
                 continue
-            default(v, sub)
+            default(v, sub, drop_nulls)
     elif isinstance(obj, list):
         items = node.get("items")
         if isinstance(items, dict):
@@ -63,8 +64,31 @@ def default(obj: Any, node: dict[str, Any] | None) -> Any:
                 if v is None and not items.get("nullable") and "default" in items:
                     obj[i] = copy.deepcopy(items["default"])
                 else:
-                    default(v, items)
+                    default(v, items, drop_nulls)
     return obj
+
+
+def prune_nulls(obj: Any, node: dict[str, Any] | None) -> None:
+    """PruneNonNullableNullsWithoutDefaults, which a custom resource's decoder runs after pruning:
+    a null in a declared, non-nullable field without a default is dropped, in place (list items
+    are kept)."""
+    if not isinstance(node, dict):
+        return
+    if isinstance(obj, dict):
+        props = node.get("properties") or {}
+        ap = node.get("additionalProperties")
+        for k in list(obj):
+            sub = props.get(k) if k in props else (ap if isinstance(ap, dict) else None)
+            if not isinstance(sub, dict):
+                continue
+            if obj[k] is None:
+                if sub and not sub.get("nullable") and "default" not in sub:
+                    del obj[k]
+            else:
+                prune_nulls(obj[k], sub)
+    elif isinstance(obj, list):
+        for v in obj:
+            prune_nulls(v, node.get("items"))
 
 
 def lacks_defaults(obj: Any, node: dict[str, Any] | None) -> bool:

@@ -26,6 +26,7 @@ from ...machinery.fieldorder import go_sorted
 from ...machinery.validation import FieldError, custom_finalizer_warnings, invalid
 from ...registry.base import AGE, STORED_DELETION, Age, Column, Obj, Resource, Strategy
 from .. import structural
+from ..patch import apply as ssa
 from ..rest import version_priority
 from . import cel_rules, defaulting, jsonpath, validator
 
@@ -345,14 +346,16 @@ class CustomResourceStrategy(Strategy):
                 del md[path[len("metadata."):]]
         schema = self._info(version).schema
         unknown += defaulting.prune(obj, schema)
+        if not ssa.APPLIED.get():  # an apply's merged object is not decoded: validation sees its nulls
+            defaulting.prune_nulls(obj, schema)
         if (bad := validator.coerce_error(obj, schema)) is not None:
             raise errors.bad_request(structural.decode_error_message(self.kind, version, str(bad)))
         return unknown + sorted(defaulting.prune_embedded_metadata(obj, schema, _object_meta_fields()))
 
     def default(self, obj: Obj, version: str) -> None:
         info = self._info(version)
-        if info.has_defaults:
-            defaulting.default(obj, info.schema)
+        if info.has_defaults:  # decode dropped the nulls no default fills (an apply's are left to validation)
+            defaulting.default(obj, info.schema, drop_nulls=False)
 
     async def prepare_conversion(self, objs: list[Obj], version: str, reuse: bool = False) -> None:
         """`conversion.strategy: Webhook`: convert what is not yet at `version` in one

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+from contextvars import ContextVar
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from datetime import datetime
@@ -550,6 +551,11 @@ def _remove_below(
     return remove_items(v, raw, sub) if sub else v
 
 
+#: set while a custom resource's apply is written: its merged object keeps the nulls the manager sent
+#: (unstructured, as upstream's is), so defaulting fills those with defaults and validation sees the rest
+APPLIED: ContextVar[bool] = ContextVar("custom_resource_applied", default=False)
+
+
 def _drop_nulls(v: Any) -> Any:
     """Applied nulls mean "unset": typed objects cannot hold them."""
     if isinstance(v, dict):
@@ -993,10 +999,12 @@ def apply(
     subresource: str = "",
     ignore_status: bool = False,
     convert: Convert | None = None,
+    keep_nulls: bool = False,
 ) -> dict[str, Any]:
     """Server-side apply of `applied` (the manager's full intent) onto `live`
     (None to create). Returns the new object with updated managedFields;
-    `convert` shows the objects to managers of other versions (`_reassign`).
+    `convert` shows the objects to managers of other versions (`_reassign`);
+    `keep_nulls`: an unstructured kind's, whose object holds the nulls applied.
 
     Raises ApplyConflict (409) when fields owned by others would change and
     `force` is false, and PatchError (400) for an unusable configuration."""
@@ -1042,7 +1050,7 @@ def apply(
         raise PatchError(f"failed to create typed patch object: {e}", 400) from e
     if manager == KUBECTL:
         merged = _sync_last_applied(merged, applied)
-    result = _encode(_drop_nulls(merged), managers)
+    result = _encode(merged if keep_nulls else _drop_nulls(merged), managers)
     return _keep_times_on_noop(live, result)
 
 
