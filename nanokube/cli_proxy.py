@@ -42,6 +42,7 @@ from dataclasses import replace
 
 from . import component_cli
 from .client import kubeconfig
+from .machinery import featuregates
 from .clock import REAL
 from .client.http import HTTPClient
 from .client.informer import Informer
@@ -128,6 +129,9 @@ def add_parser(sub) -> None:
     p.add_argument("--pod-interface-name-prefix", default=None, metavar="PREFIX",
                    help="the pods' interfaces' name prefix: local traffic with --detect-local-mode "
                         "InterfaceNamePrefix." + ignored)
+    p.add_argument("--feature-gates", default=None, metavar="Name=true,...",
+                   help="feature gates to set, as Name=bool pairs (featureGates), on top of nanokube's defaults."
+                        + ignored)
     p.add_argument("--masquerade-all", action="store_const", const=True, default=None,
                    help="masquerade (SNAT) all traffic sent to Service ClusterIPs." + ignored)
     p.add_argument("--kube-api-qps", type=float, default=None, metavar="QPS",
@@ -142,7 +146,7 @@ def add_parser(sub) -> None:
 #: the flags that map into a KubeProxyConfiguration, by their argparse names: ignored with --config
 CONFIG_FLAGS = ("proxy_mode", "bind_address", "healthz_bind_address", "metrics_bind_address", "sync_period",
                 "min_sync_period", "nodeport_addresses", "detect_local_mode", "cluster_cidr", "pod_bridge_interface",
-                "pod_interface_name_prefix", "masquerade_all", "kube_api_qps", "kube_api_burst")
+                "pod_interface_name_prefix", "masquerade_all", "kube_api_qps", "kube_api_burst", "feature_gates")
 
 
 def _from_flags(args: argparse.Namespace) -> ProxyConfig:
@@ -162,7 +166,16 @@ def _from_flags(args: argparse.Namespace) -> ProxyConfig:
                        masquerade_all=given("masquerade_all", False), detect_local=local,
                        nodeport_addresses=tuple(a.strip() for a in args.nodeport_addresses.split(",") if a.strip())
                        if args.nodeport_addresses else (),
-                       qps=given("kube_api_qps", d.qps), burst=given("kube_api_burst", d.burst))
+                       qps=given("kube_api_qps", d.qps), burst=given("kube_api_burst", d.burst),
+                       feature_gates=tuple(sorted(_gates(args.feature_gates).items())))
+
+
+def _gates(value: str | None) -> dict[str, bool]:
+    """--feature-gates as its flag parses it (names are judged once complete)."""
+    try:
+        return featuregates.parse(value or "")
+    except ValueError as e:
+        raise ValueError(f'invalid argument "{value}" for "--feature-gates" flag: {e}') from None
 
 
 def configuration(args: argparse.Namespace) -> ProxyConfig:
@@ -182,6 +195,11 @@ def configuration(args: argparse.Namespace) -> ProxyConfig:
         if not args.hostname_override.strip():
             raise ValueError("failed complete: empty hostname-override is invalid")
         cfg = replace(cfg, hostname_override=args.hostname_override.strip().lower())
+    try:  # Complete's last step: the configuration's featureGates set on the process's gates
+        for text in featuregates.GATES.set_from_map(dict(cfg.feature_gates)):
+            log.warning("%s", text)
+    except ValueError as e:
+        raise ValueError(f"failed complete: {e}") from None
     errs = [str(e) for e in cfg.validate()]
     if errs:
         raise ValueError("failed validate: " + (errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"))

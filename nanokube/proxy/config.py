@@ -59,6 +59,8 @@ class ProxyConfig:
     #: clientConnection.qps and burst: the client's token bucket (client/ratelimit.py)
     qps: float = 5.0
     burst: int = 10
+    #: featureGates (--feature-gates): (name, value) pairs, set on the process's gates once complete
+    feature_gates: tuple[tuple[str, bool], ...] = ()
     #: the defaulted v1alpha1 file it came from (None: the flags'), for --write-config-to to write
     #: back the fields nanokube only carries (conntrack, ipvs, masqueradeBit, ...)
     document: dict | None = field(default=None, compare=False, repr=False)
@@ -223,7 +225,8 @@ def from_v1alpha1(doc: dict) -> ProxyConfig:
         masquerade_all=bool(section.get("masqueradeAll")), detect_local=local,
         nodeport_addresses=tuple(d.get("nodePortAddresses") or ()),
         kubeconfig=d["clientConnection"].get("kubeconfig") or "", qps=float(d["clientConnection"]["qps"]),
-        burst=d["clientConnection"]["burst"], document=d)
+        burst=d["clientConnection"]["burst"], feature_gates=tuple(sorted((d.get("featureGates") or {}).items())),
+        document=d)
 
 
 def to_v1alpha1(cfg: ProxyConfig) -> dict:
@@ -245,7 +248,8 @@ def to_v1alpha1(cfg: ProxyConfig) -> dict:
                 "metricsBindAddress": cfg.metrics_bind_address,
                 "configSyncPeriod": str(_duration(cfg.config_sync_period)),
                 "nodePortAddresses": list(cfg.nodeport_addresses) or None,
-                "clusterCIDR": ",".join(cfg.detect_local.cluster_cidrs), "detectLocalMode": cfg.detect_local.mode})
+                "clusterCIDR": ",".join(cfg.detect_local.cluster_cidrs), "detectLocalMode": cfg.detect_local.mode,
+                "featureGates": dict(cfg.feature_gates)})
     out["detectLocal"].update(bridgeInterface=cfg.detect_local.bridge_interface,
                               interfaceNamePrefix=cfg.detect_local.interface_name_prefix)
     out["clientConnection"].update(kubeconfig=cfg.kubeconfig, burst=cfg.burst,

@@ -10,6 +10,7 @@ import socket
 
 from aiohttp import web
 from multidict import CIMultiDict
+from ..machinery import featuregates
 from ..metrics.process import PROCESS
 from ..metrics.exposition import gzip_preferred, gzipped, render, scrape_headers
 from .health import ProxyHealth
@@ -46,7 +47,7 @@ def metrics_app(registry, mode: str) -> web.Application:
 
     async def metrics(request: web.Request) -> web.Response:
         """promhttp's: the text format, gzipped where the scrape prefers it (its few series, on the loop)."""
-        body, gzip = render(registry, PROCESS), gzip_preferred(request.headers.getall("Accept-Encoding", ()))
+        body, gzip = render(registry, featuregates.GATES, PROCESS), gzip_preferred(request.headers.getall("Accept-Encoding", ()))
         return web.Response(body=gzipped(body) if gzip else body,
                             headers=CIMultiDict(scrape_headers(request.headers.get("Accept"), gzip)))
 

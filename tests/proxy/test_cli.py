@@ -115,7 +115,7 @@ def test_write_config_to_writes_the_files_other_fields_back(tmp_path):
                                "iptables: {syncPeriod: 5s, minSyncPeriod: 2s, masqueradeAll: true, masqueradeBit: 15, "
                                "localhostNodePorts: false}\nipvs: {scheduler: rr, syncPeriod: 7s, strictARP: true}\n"
                                "nftables: {masqueradeBit: 13}\nconntrack: {min: 5, maxPerCore: 0}\n"
-                               "featureGates: {SomeGate: true}\nnotAField: 1\n")
+                               "featureGates: {EnvFiles: true}\nnotAField: 1\n")
     out = tmp_path / "out.yaml"
     assert main(["proxy", "--config", path, "--write-config-to", str(out)]) == 0
     doc = yaml.safe_load(out.read_text())
@@ -126,7 +126,7 @@ def test_write_config_to_writes_the_files_other_fields_back(tmp_path):
     assert (doc["conntrack"]["min"], doc["conntrack"]["maxPerCore"], doc["conntrack"]["tcpCloseWaitTimeout"]) == (
         5, 0, "1h0m0s")
     assert (doc["oomScoreAdj"], doc["nodePortAddresses"], doc["featureGates"]) == (-500, ["primary"],
-                                                                                   {"SomeGate": True})
+                                                                                   {"EnvFiles": True})
     assert "notAField" not in doc
     again = tmp_path / "again.yaml"  # read back, the same file again
     assert main(["proxy", "--config", str(out), "--write-config-to", str(again)]) == 0
@@ -234,3 +234,47 @@ def test_nodeport_addresses_come_from_the_flag_or_the_file_primary_alone(tmp_pat
     assert main(["proxy", "--nodeport-addresses", "primary,10.0.0.0/8", "--kubeconfig", "/nonexistent"]) == 2
     assert capsys.readouterr().err == ("nanokube proxy: failed validate: KubeProxyConfiguration.NodePortAddresses[0]: "
                                        "Invalid value: \"primary\": can't use both 'primary' and CIDRs\n")
+
+
+@pytest.fixture
+def own_gates(monkeypatch):
+    """The process's feature gates, fresh for the test and put back after it (main() sets them)."""
+    from nanokube.machinery import featuregates
+
+    monkeypatch.setattr(featuregates, "GATES", featuregates.FeatureGates(featuregates.NANOKUBE_DEFAULTS))
+    return featuregates
+
+
+@pytest.mark.parametrize(("value", "error"), [
+    ("Foo=true", "failed complete: unrecognized feature gate: Foo"),
+    ("GenericWorkload", 'invalid argument "GenericWorkload" for "--feature-gates" flag: missing bool value for '
+                        "GenericWorkload"),
+])
+def test_bad_feature_gates_are_refused_before_connecting(own_gates, capsys, value, error):
+    assert main(["proxy", "--kubeconfig", "/nonexistent", "--proxy-mode", "nftables", "--feature-gates", value]) == 2
+    assert capsys.readouterr().err == f"nanokube proxy: {error}\n"
+
+
+def test_feature_gates_come_from_the_flag_or_the_files_feature_gates_and_are_written_back(own_gates, tmp_path):
+    out = tmp_path / "written.yaml"
+    assert main(["proxy", "--proxy-mode", "nftables", "--feature-gates", "GenericWorkload=false",
+                 "--write-config-to", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["featureGates"] == {"GenericWorkload": False}
+    assert not own_gates.enabled("GenericWorkload")
+    own_gates.GATES.set("GenericWorkload=true")
+    again = tmp_path / "again.yaml"
+    assert main(["proxy", "--config", str(out), "--write-config-to", str(again)]) == 0
+    assert again.read_text() == out.read_text() and not own_gates.enabled("GenericWorkload")
+
+
+async def test_kube_proxys_metrics_report_the_feature_gates(own_gates):
+    from aiohttp.test_utils import TestClient, TestServer
+    from prometheus_client import CollectorRegistry
+
+    from nanokube.proxy.server import metrics_app
+
+    own_gates.GATES.set("CompositePodGroup=false")
+    async with TestClient(TestServer(metrics_app(CollectorRegistry(), "nftables"))) as http:
+        text = await (await http.get("/metrics")).text()
+    assert 'kubernetes_feature_enabled{name="CompositePodGroup",stage="ALPHA"} 0\n' in text
+    assert 'kubernetes_feature_enabled{name="GenericWorkload",stage="BETA"} 1\n' in text
