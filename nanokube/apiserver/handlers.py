@@ -66,14 +66,12 @@ _JSON = "application/json"
 _YAML = "application/yaml"
 #: MonitorRequest's read requests, whose responses apiserver_response_sizes observes
 _READS = frozenset(("GET", "LIST"))
-#: bytes a watch's connection may hold unsent before its events go through the watch's task again
-_DIRECT_BUFFER = 1 << 20
 #: a watch event's line longer than this goes through the watch's task, written in slices of this
 #: length with the loop free between them (`_write_sliced`)
 _EVENT_SLICE = 1 << 18
 #: bytes of a loop turn's events a direct watch holds before it writes them (`_Batches`): a burst
 #: still goes out in few writes, and one of thousands of events reaches the connection, and the
-#: check against _DIRECT_BUFFER, in parts instead of as one copy per watcher
+#: check against the transport's high-water mark, in parts instead of as one copy per watcher
 _HELD_MAX = 1 << 16
 #: the raw body and what it decoded to, for the strict decoder's duplicate keys
 _DUPLICATES = web.RequestKey("nanokube.body", tuple)
@@ -733,8 +731,8 @@ class APIHandlers:
                 return self._render_list(request, res, deleted, meta)
             if res.strategy.unstructured:  # an UnstructuredList's keys sorted, as Go writes a map's
                 return json_response({"apiVersion": res.api_version(version), "items": deleted,
-                                      "kind": f"{res.kind}List", "metadata": dict(sorted(meta.items()))})
-            return json_response({"kind": f"{res.kind}List", "apiVersion": res.api_version(version),
+                                      "kind": res.list_kind, "metadata": dict(sorted(meta.items()))})
+            return json_response({"kind": res.list_kind, "apiVersion": res.api_version(version),
                                   "metadata": meta, "items": deleted})
         raise errors.method_not_allowed()
 
@@ -905,7 +903,7 @@ class APIHandlers:
         if "protobuf" in accept and _negotiate(accept, request.get(_UNMARSHALABLE, ""))[0] == _PROTOBUF:
             # encoded from the objects (no JSON to parse again), a long list in a thread: the loop serves
             # other requests meanwhile, as it does while a JoinedPayload is written
-            listed = {"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta, "items": items}
+            listed = {"kind": res.list_kind, "apiVersion": res.api_version(version), "metadata": meta, "items": items}
             encode = protobuf_encode.encode
             large = len(items) > 100 or sum(len(raw) for raw in encoded if raw is not None) >= serializer.OFF_LOOP
             data = await asyncio.to_thread(encode, listed) if large else encode(listed)
@@ -914,9 +912,9 @@ class APIHandlers:
             encoded = [raw if raw is not None else dumps(o) for raw, o in zip(encoded, items)]
         if res.strategy.unstructured:  # an UnstructuredList: its keys sorted as Go writes a map's, items among them
             head = dumps({"apiVersion": res.api_version(version)})[:-1] + b',"items":['
-            tail = b"]," + dumps({"kind": f"{res.kind}List", "metadata": dict(sorted(meta.items()))})[1:] + b"\n"
+            tail = b"]," + dumps({"kind": res.list_kind, "metadata": dict(sorted(meta.items()))})[1:] + b"\n"
             return web.Response(body=JoinedPayload(head, encoded, tail), content_type=_JSON)
-        head = dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version(version), "metadata": meta})
+        head = dumps({"kind": res.list_kind, "apiVersion": res.api_version(version), "metadata": meta})
         return web.Response(body=JoinedPayload(head[:-1] + b',"items":[', encoded, b"]}\n"), content_type=_JSON)
 
     def _render_list(self, request: web.Request, res: Resource, items: list, meta: dict) -> web.Response:
@@ -939,13 +937,18 @@ class APIHandlers:
         """A JSON watch's `Watcher.direct`: each event as one pre-framed chunk (`encode_chunk`, shared
         by every watcher of the event) written to the connection, the turn's later ones together
         (`_Batches`); False, so the event is queued for the watch's task and its flow control, while
-        the client has not read the last _DIRECT_BUFFER bytes."""
+        the connection holds more unsent than its transport's high-water mark (asyncio's flow control:
+        64 KiB, or 512 KiB with TLS), past which the watch's task would wait for the client too: then its
+        events wait in its queue as references to the cache's shared ones, as upstream's cacheWatcher
+        holds a channel of events with the kernel's socket buffer below. (A client that reads nothing
+        held 1 MiB here before, as direct writes went on to that.)"""
         cache = self.rest.cache
         transport = batch.transport
+        high = transport.get_write_buffer_limits()[1]
         batches = self._batches
 
         def direct(cev) -> bool:
-            if transport.is_closing() or transport.get_write_buffer_size() > _DIRECT_BUFFER:
+            if transport.is_closing() or transport.get_write_buffer_size() > high:
                 return False
             out = translate(cev)
             if out is not None:

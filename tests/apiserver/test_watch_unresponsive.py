@@ -70,3 +70,36 @@ async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut_at_its
     finally:
         writer.transport.abort()
         await server.stop()
+
+
+async def test_a_watch_that_reads_nothing_holds_little_more_than_its_connection_s_high_water_mark(tmp_path):
+    """Past its connection's high-water mark (asyncio's flow control, 512 KiB with TLS) a watch's events
+    wait in its queue as references to the cache's shared ones, as upstream's wait in a channel over
+    the kernel's socket buffer: a watch that reads nothing held 1 MiB unsent before (direct writes went
+    on to 1 MiB)."""
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    ctx = admin_context(pki, tmp_path)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", server.port))
+    sock.setblocking(False)
+    reader, writer = await asyncio.open_connection(sock=sock, ssl=ctx, server_hostname="localhost", limit=4096)
+    try:
+        writer.write(b"GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        cms = server.index.get("", "v1", "configmaps")
+        most, high = 0, 0
+        for i in range(200):  # 13 MB in events of 64 KB
+            await server.rest.create(cms, "v1", "default", {"metadata": {"name": f"cm-{i}"}, "data": {"k": "x" * 65536}},
+                                     WriteOptions(user=SYSTEM))
+            await asyncio.sleep(0)
+            for c in server._runner.server.connections:
+                if c.transport is not None and c.transport.get_write_buffer_size() > most:
+                    most, high = c.transport.get_write_buffer_size(), c.transport.get_write_buffer_limits()[1]
+        assert server.cache.stats.terminated == {"/registry/configmaps/": 1}
+        assert high < most < high + 2 * 65536  # the mark, and a turn's batch of events past it
+    finally:
+        writer.transport.abort()
+        await server.stop()
