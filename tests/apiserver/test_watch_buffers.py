@@ -162,3 +162,21 @@ async def test_a_watch_ended_while_its_client_reads_slowly_ends_cleanly_and_its_
         await again.aclose()
     finally:
         await server.stop()
+
+
+async def test_a_watch_keeps_the_buffer_it_started_with_as_its_resource_s_rate_changes():
+    """Upstream sizes a watcher's channels once, as its watch starts (suggestedWatchChannelSize of the
+    watch cache's capacity then); a capacity grown or shrunk later sizes later watches only."""
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    try:
+        pods = server.index.get("", "v1", "pods")
+        early = await server.rest.watch(pods, "v1", None)
+        assert early.watcher.size == WATCH_BUFFER_MIN
+        server.cache.stats.add(server.cache.stats.received, "/registry/pods/", 75 * 400)  # 400 a second
+        late = await server.rest.watch(pods, "v1", None)
+        assert (early.watcher.size, late.watcher.size) == (WATCH_BUFFER_MIN, 400)
+        await early.aclose()
+        await late.aclose()
+    finally:
+        await server.stop()
