@@ -322,6 +322,8 @@ async def test_the_csi_driver_provisions_with_the_claims_attributes_class(env):
         {"metadata": {"name": "fast"}, "driverName": CSI_DRIVER, "parameters": {"throughput": "500"}})
     bound = await eventually(phase_is(client, "persistentvolumeclaims", "ckpt", "Bound", "default"))
     assert bound["status"]["currentVolumeAttributesClassName"] == "fast"
+    sources = await eventually(events_of(client, "ckpt", "Provisioning", "ProvisioningFailed", "ProvisioningSucceeded"))
+    assert {component for component, _ in sources.values()} == {CSI_DRIVER}  # the driver's own provisioner
     pv = await state(client, "persistentvolumes", bound["spec"]["volumeName"])
     assert pv["spec"]["volumeAttributesClassName"] == "fast"
     assert pv["spec"]["csi"] == {"driver": CSI_DRIVER, "volumeHandle": pv["metadata"]["name"],

@@ -107,7 +107,8 @@ class LocalPathProvisioner(Controller):
         self.claims = Informer(self.pvcs, clock=clock)
         self.volumes = Informer(self.pvs, clock=clock)
         self.classes = Informer(client.resource("storage.k8s.io", "v1", "storageclasses"), clock=clock)
-        self.recorder = CoreEventRecorder(client, PROVISIONER, clock)
+        #: events come from the provisioner of the claim's driver name, as each driver runs its own
+        self.recorders = {name: CoreEventRecorder(client, name, clock) for name in PROVISIONERS}
         self.vacs = Informer(client.resource("storage.k8s.io", "v1", "volumeattributesclasses"), clock=clock)
         #: one external resizer per driver name, as each CSI driver's deployment runs its own
         self.resizers = [LocalPathResizer(client, name, self.root, clock) for name in PROVISIONERS]
@@ -174,15 +175,16 @@ class LocalPathProvisioner(Controller):
         name = volume_name(pvc)
         if self.volumes.get(name) is not None:
             return
+        recorder = self.recorders[driver]
         ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": md["namespace"], "name": md["name"],
                "uid": md["uid"], "resourceVersion": md.get("resourceVersion", "")}
         claim_obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **pvc}
-        await self.recorder.emit(claim_obj, "Normal", "Provisioning",
+        await recorder.emit(claim_obj, "Normal", "Provisioning",
                                  f'External provisioner is provisioning volume for claim "{md["namespace"]}/{md["name"]}"')
         src = spec.get("dataSourceRef") or spec.get("dataSource")
         if src and src.get("kind") != "VolumeSnapshot" and (src.get("apiGroup") or "", src.get("kind")) != \
                 ("", "PersistentVolumeClaim"):  # a volume populator's kind
-            await self.recorder.emit(claim_obj, "Normal", "Provisioning",
+            await recorder.emit(claim_obj, "Normal", "Provisioning",
                                      "Assuming an external populator will provision the volume")
             return
         failed = f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\""
@@ -196,7 +198,7 @@ class LocalPathProvisioner(Controller):
             vac = self.vacs.get(vac_name)
             if vac is None:
                 message = f'{failed}: volumeattributesclass.storage.k8s.io "{vac_name}" not found'
-                await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed", message)
+                await recorder.emit(claim_obj, "Warning", "ProvisioningFailed", message)
                 raise AttributesClassMissing(message)
             if driver != CSI_DRIVER or vac.get("driverName") != driver:
                 problem = (f"{failed}: VAC {vac_name} referenced in PVC is for driver {vac.get('driverName')} which "
@@ -207,7 +209,7 @@ class LocalPathProvisioner(Controller):
                 except DriverError as e:
                     problem = f"{failed}: {e}"
         if problem:
-            await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed", problem)
+            await recorder.emit(claim_obj, "Warning", "ProvisioningFailed", problem)
             return
         path = self.path(name)
         if source and not os.path.exists(path):
@@ -242,11 +244,11 @@ class LocalPathProvisioner(Controller):
             await self.pvs.create(pv)
         except APIError as e:
             if e.code != 409:
-                await self.recorder.emit(claim_obj, "Warning", "ProvisioningFailed",
+                await recorder.emit(claim_obj, "Warning", "ProvisioningFailed",
                                          f"failed to provision volume with StorageClass \"{sc['metadata']['name']}\": {e.message}")
                 raise
             return
-        await self.recorder.emit(claim_obj, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {name}")
+        await recorder.emit(claim_obj, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {name}")
 
     def _clone_source(self, pvc: dict, src: dict | None) -> tuple[str | None, str]:
         """(the source volume's directory, why the claim cannot be made from its data source):
