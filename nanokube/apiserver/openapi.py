@@ -320,7 +320,7 @@ class _PathBuilder:
 
     def add(self, r: Resource) -> None:
         kind_def = definition_for(r, self.version)
-        list_def = schema.definition_name(self.group, self.version, r.kind + "List")
+        list_def = schema.definition_name(self.group, self.version, r.list_kind)
         if kind_def is None:
             return
         self.roots.update((kind_def, list_def or kind_def))

@@ -297,10 +297,13 @@ class Resource:
     #: events live in core events' keys and convert to and from that shape
     storage_alias: tuple[str, str] | None = None
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    #: a list's kind: <kind>List, or a CRD's accepted listKind
+    list_kind: str = ""
 
     def __post_init__(self) -> None:
         self.storage_version = self.storage_version or self.versions[0]
         self.singular = self.singular or self.kind.lower()
+        self.list_kind = self.list_kind or self.kind + "List"
 
     @property
     def group_resource(self) -> str:

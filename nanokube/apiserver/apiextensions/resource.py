@@ -542,7 +542,7 @@ def resource_for(crd: Obj) -> Resource | None:
         spec["group"], names["plural"], names["kind"], versions, namespaced=spec.get("scope") == "Namespaced",
         storage_version=storage, singular=names.get("singular") or names["kind"].lower(),
         short_names=tuple(names.get("shortNames") or ()), categories=tuple(names.get("categories") or ()),
-        subresources=tuple(subs), strategy=strategy,
+        subresources=tuple(subs), strategy=strategy, list_kind=names.get("listKind") or "",
     )
 
 
@@ -572,8 +572,8 @@ def definitions(crd: Obj, res: Resource) -> dict[str, dict[str, Any]]:
         schema["x-kubernetes-group-version-kind"] = gvk
         name = f"{prefix}.{v['name']}.{res.kind}"
         out[name] = schema
-        out[f"{name}List"] = {
-            "description": f"{res.kind}List is a list of {res.kind}",
+        out[f"{prefix}.{v['name']}.{res.list_kind}"] = {
+            "description": f"{res.list_kind} is a list of {res.kind}",
             "required": ["items"],
             "type": "object",
             "properties": {
@@ -583,7 +583,7 @@ def definitions(crd: Obj, res: Resource) -> dict[str, dict[str, Any]]:
                 "kind": {"description": _KIND_DOC, "type": "string"},
                 "metadata": {"$ref": f"#/$defs/{_META}ListMeta", "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"},
             },
-            "x-kubernetes-group-version-kind": [{"group": res.group, "kind": f"{res.kind}List", "version": v["name"]}],
+            "x-kubernetes-group-version-kind": [{"group": res.group, "kind": res.list_kind, "version": v["name"]}],
         }
     return out
 

@@ -293,3 +293,25 @@ async def test_a_crd_version_at_a_built_in_group_version_is_neither_served_nor_d
         assert "gates" not in [r["name"] for r in listed["resources"]] and "ingresses" in [
             r["name"] for r in listed["resources"]]
         assert [r["name"] for r in (await call(c, "GET", "/apis/networking.k8s.io/v1alpha9"))["resources"]] == ["gates"]
+
+
+async def test_a_list_is_of_the_crds_accepted_list_kind(tmp_path):
+    """kube-apiserver's list of a custom resource (and its deletecollection's answer, and the list's
+    OpenAPI definition) is of the CRD's listKind, which need not be <kind>List."""
+    named = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+             "metadata": {"name": f"racks.{GROUP}"},
+             "spec": {"group": GROUP, "scope": "Namespaced",
+                      "names": {"plural": "racks", "kind": "Rack", "listKind": "RackCollection"},
+                      "versions": [{"name": "v1", "served": True, "storage": True,
+                                    "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)}}]}}
+    racks = f"/apis/{GROUP}/v1/namespaces/default/racks"
+    async with served(tmp_path) as (_, c):
+        await call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", named)
+        await create_when_served(c, racks, {"apiVersion": f"{GROUP}/v1", "kind": "Rack", "metadata": {"name": "r"},
+                                            "spec": {"size": 1}})
+        listed = await call(c, "GET", racks)
+        assert (listed["kind"], [i["metadata"]["name"] for i in listed["items"]]) == ("RackCollection", ["r"])
+        doc = await call(c, "GET", f"/openapi/v3/apis/{GROUP}/v1")
+        assert doc["components"]["schemas"]["com.example.v1.RackCollection"]["x-kubernetes-group-version-kind"] == [
+            {"group": GROUP, "kind": "RackCollection", "version": "v1"}]
+        assert (await call(c, "DELETE", racks))["kind"] == "RackCollection"
