@@ -26,7 +26,8 @@ The CDI devices of a container's DRA claims add theirs (`cdi`): a CDI mount is
 the node's file or directory at its container path, and a device node an empty
 file at its path (its `fileMode`), as the runtime would create it. The
 container sees its own cgroup (cgroup v2 in a namespace of its own) at
-/sys/fs/cgroup, read-only, with its limits, and as its /proc/self/cgroup.
+/sys/fs/cgroup, read-only, with its limits, and as its /proc/self/cgroup
+(its cgroup namespace's root).
 Nothing here touches the node's disk but those volumes' directories, and a
 link there that leads out of its volume is not followed.
 """
@@ -230,8 +231,10 @@ class PodFiles:
         for host, target, read_only in edits.mounts if edits else ():
             host = os.path.normpath(host)
             mounts.append(_Mount(posixpath.normpath(target), host=host, root=host, read_only=read_only))
-        if c:
-            mounts.append(_Mount(CGROUP, tree=_cgroup(self.pod, c, now), read_only=True))
+        if c:  # (procfs and cgroupfs: not the container's writable layer)
+            own = {pid: Dir({"cgroup": File(b"0::/\n", 0o444, now)}, 0o555, now) for pid in ("self", "1")}
+            mounts += [_Mount(CGROUP, tree=_cgroup(self.pod, c, now), read_only=True),
+                       _Mount("/proc", tree=Dir(own, 0o555, now), read_only=True)]
         workdir = posixpath.normpath(posixpath.join("/", c.get("workingDir") or "/"))
         root = self.roots.get(name)
         if root is None:
@@ -242,8 +245,6 @@ class PodFiles:
             host = kernel_hostname(self.pod, self.node) if self.node or not spec.get("hostNetwork") else \
                 spec.get("hostname") or (self.pod.get("metadata") or {}).get("name", "")
             root.entries["etc"].entries["hostname"] = File(f"{host}\n".encode(), mtime=now)  # (the UTS name)
-            for pid in ("self", "1"):  # (its cgroup namespace's root: the container's own cgroup)
-                root.entries["proc"].entries[pid] = Dir({"cgroup": File(b"0::/\n", 0o444, now)}, 0o555, now)
             for file, text in (self.etc(c) if self.etc else {}).items():
                 root.entries["etc"].entries[file] = File(text.encode(), mtime=now)
             for path in [m.path for m in mounts] + [workdir]:  # the runtime makes each mount point, and workingDir
