@@ -21,13 +21,14 @@ from nanokube.store.memory import MemoryStore
 
 @contextlib.asynccontextmanager
 async def served(tmp_path: Path, disable_admission_plugins: tuple[str, ...] = ("ServiceAccount",),
-                 store: Store | None = None) -> AsyncIterator[tuple[APIServer, client.ApiClient]]:
+                 store: Store | None = None, **options) -> AsyncIterator[tuple[APIServer, client.ApiClient]]:
     """A started server and an ApiClient for it; both closed on exit. No controller manager makes
     namespaces' ServiceAccounts here, so ServiceAccount admission is off unless asked for, as
     upstream's integration tests run kube-apiserver with --disable-admission-plugins=ServiceAccount.
-    `store`: where it keeps its objects, a new memory store by default."""
+    `store`: where it keeps its objects, a new memory store by default; `options`: APIServer's others
+    (an audit log's path)."""
     pki = ensure_pki(str(tmp_path))
-    server = APIServer(store or MemoryStore(), pki, port=0)
+    server = APIServer(store or MemoryStore(), pki, port=0, **options)
     if disable_admission_plugins:
         server.rest.admission.disable(*disable_admission_plugins)
     await server.start()

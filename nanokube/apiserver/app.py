@@ -217,6 +217,7 @@ class APIServer:
         self.flow_control = None
         #: Prometheus registries of in-process components (scheduler...) served on /metrics too
         self.component_metrics: list = [self.rest.admission.webhooks.metrics.registry,
+                                        self.rest.admission.pod_security.metrics.registry,
                                         *([self.tokens.metrics.registry] if self.tokens else [])]
         self.ready = False
         #: set once stop() begins: readyz's `shutdown` check fails from then on, as genericapiserver's

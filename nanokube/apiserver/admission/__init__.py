@@ -31,6 +31,7 @@ from .default_ingress_class import DefaultIngressClass
 from .default_storage_class import DefaultStorageClass
 from .limit_ranger import LimitRanger
 from .persistent_volume_claim_resize import PersistentVolumeClaimResize
+from .pod_security import PodSecurity
 from .resource_quota import ResourceQuota
 from .runtime_class import RuntimeClass
 from .service_account import ServiceAccount
@@ -68,13 +69,15 @@ KNOWN_PLUGINS = frozenset({
 
 def admission_flag_problem(names) -> str | None:
     """Why `names` cannot be given to --disable-admission-plugins: a name kube-apiserver does not
-    know (its own message), or a plugin nanokube always runs (only ServiceAccount can be turned off)."""
+    know (its own message), or a plugin nanokube always runs (only ServiceAccount and PodSecurity
+    can be turned off)."""
     for name in names:
         if name not in KNOWN_PLUGINS:
             return f"disable-admission-plugins plugin {gofmt.quote(name)} is unknown"
-    fixed = sorted(set(names) - {ServiceAccount.name})
+    fixed = sorted(set(names) - {ServiceAccount.name, PodSecurity.name})
     if fixed:
-        return f"disable-admission-plugins: nanokube always runs {', '.join(fixed)}; only ServiceAccount can be turned off"
+        return (f"disable-admission-plugins: nanokube always runs {', '.join(fixed)}; only ServiceAccount and "
+                "PodSecurity can be turned off")
     return None
 
 
@@ -90,8 +93,11 @@ class Admission:
         #: the ServiceAccount plugin, None where disabled (it awaits: a missing account is looked up again)
         self.service_account: ServiceAccount | None = ServiceAccount(rest)
         self.claim_resize = PersistentVolumeClaimResize(rest)
+        #: PodSecurity (Pod Security Standards by namespace labels)
+        self.pod_security = PodSecurity(rest)
         #: in-tree validating plugins after the built-ins, in upstream's order
-        self.validators = [self.limit_ranger, self.claim_resize, self.runtime_class, CertificateSigners(self.plugins)]
+        self.validators = [self.limit_ranger, self.pod_security, self.claim_resize, self.runtime_class,
+                           CertificateSigners(self.plugins)]
         #: RBAC escalation prevention, on the mutated object before the registry validates it
         self.escalation = RBACEscalation(self.plugins)
         #: (mutators, validators) that can act on a (group, plural), in order: most writes are of
@@ -110,11 +116,14 @@ class Admission:
         """kube-apiserver's --disable-admission-plugins, for the plugins that can be turned off:
         `ServiceAccount`, which refuses every pod until the serviceaccount controller has made its
         namespace's account (an API server without a controller manager disables it, as upstream's
-        integration tests do)."""
+        integration tests do), and `PodSecurity`."""
         if problem := admission_flag_problem(names):
             raise ValueError(problem)
-        if names:
+        if ServiceAccount.name in names:
             self.service_account = None
+        if PodSecurity.name in names and self.pod_security in self.validators:
+            self.validators.remove(self.pod_security)
+            self._in_tree.clear()
 
     @property
     def authorizer(self):

@@ -1,0 +1,381 @@
+"""PodSecurity admission (k8s.io/pod-security-admission): each namespace's labels
+`pod-security.kubernetes.io/<mode>[-version]` pick a level of the Pod Security Standards (and the
+version of it) per mode. `enforce` refuses a pod that violates it; `audit` records the violations in
+the request's audit event; `warn` answers with Warning headers. Workload objects with a pod template
+meet only audit and warn, so their pods' refusal is no surprise. Relabelling a namespace's enforce
+level warns of its existing pods that would be refused.
+
+Namespaces without labels take the configured defaults (privileged, as upstream's, unless
+--admission-control-config-file says otherwise): the pod create of an unlabelled namespace costs a
+cache lookup and a dict read. A label of a value it cannot parse enforces the strictest policy
+(restricted:latest) and is refused on the namespace itself."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from ...machinery import errors
+from ...machinery.validation import FieldError
+from .lookup import list_objects, object_name
+from .metrics import _PlainCounter
+from .pod_security_policy import LATEST, LEVELS, PRIVILEGED, RESTRICTED, containers, evaluate, forbidden_detail
+
+PREFIX = "pod-security.kubernetes.io/"
+MODES = ("enforce", "audit", "warn")
+_VERSION = re.compile(r"^v1\.(0|[1-9][0-9]*)$")
+#: upstream's cap on the pods a namespace relabel evaluates
+MAX_PODS_TO_CHECK = 3000
+#: workload resources: where their pod template is
+TEMPLATES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "podtemplates"): ("template",), ("", "replicationcontrollers"): ("spec", "template"),
+    **{("apps", p): ("spec", "template") for p in ("deployments", "replicasets", "statefulsets", "daemonsets")},
+    ("batch", "jobs"): ("spec", "template"), ("batch", "cronjobs"): ("spec", "jobTemplate", "spec", "template")}
+
+
+@dataclass(frozen=True)
+class LevelVersion:
+    level: str
+    #: (1, minor); None: latest
+    version: tuple[int, int] | None = None
+
+    def __str__(self) -> str:
+        return f"{self.level}:{'latest' if self.version is None else f'v{self.version[0]}.{self.version[1]}'}"
+
+    @property
+    def evaluated_at(self) -> tuple[int, int]:
+        return LATEST if self.version is None or self.version > LATEST else self.version
+
+    @property
+    def metric_version(self) -> str:
+        if self.version is None:
+            return "latest"
+        return "future" if self.version > LATEST else f"v1.{self.version[1]}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    enforce: LevelVersion
+    audit: LevelVersion
+    warn: LevelVersion
+
+    @property
+    def privileged(self) -> bool:
+        return self.enforce.level == self.audit.level == self.warn.level == PRIVILEGED
+
+
+def parse_level(value) -> tuple[str, str | None]:
+    if value in LEVELS:
+        return value, None
+    return RESTRICTED, f"must be one of {', '.join(LEVELS)}"
+
+
+def parse_version(value) -> tuple[tuple[int, int] | None, str | None]:
+    if value == "latest":
+        return None, None
+    m = _VERSION.match(value) if isinstance(value, str) else None
+    if m is None:
+        return None, 'must be "latest" or "v1.x"'
+    return (1, int(m.group(1))), None
+
+
+def policy_for(labels: dict, defaults: Policy) -> tuple[Policy, list[FieldError]]:
+    """PolicyToEvaluate: the labels over the defaults; an unparsable value is taken as the strictest
+    (restricted, latest) and reported. Warn follows an enforce level set stricter than it."""
+    errs: list[FieldError] = []
+    chosen: dict[str, LevelVersion] = {}
+    set_level: dict[str, bool] = {}
+    for mode in MODES:
+        default = getattr(defaults, mode)
+        level, version = default.level, default.version
+        if (value := labels.get(PREFIX + mode)) is not None:
+            level, problem = parse_level(value)
+            set_level[mode] = problem is None
+            if problem:
+                errs.append(FieldError("FieldValueInvalid", f"metadata.labels[{PREFIX}{mode}]", problem, value, True))
+        if (value := labels.get(f"{PREFIX}{mode}-version")) is not None:
+            version, problem = parse_version(value)
+            if problem:
+                errs.append(FieldError("FieldValueInvalid", f"metadata.labels[{PREFIX}{mode}-version]", problem, value,
+                                       True))
+        chosen[mode] = LevelVersion(level, version)
+    if set_level.get("enforce") and not set_level.get("warn") \
+            and LEVELS.index(chosen["enforce"].level) > LEVELS.index(chosen["warn"].level):
+        version = chosen["warn"].version if f"{PREFIX}warn-version" in labels else chosen["enforce"].version
+        chosen["warn"] = LevelVersion(chosen["enforce"].level, version)
+    return Policy(**chosen), errs
+
+
+def _aggregate(errs: list[FieldError]) -> str:
+    texts = list(dict.fromkeys(str(e) for e in errs))
+    return texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
+
+
+class Config:
+    """PodSecurityConfiguration (pod-security.admission.config.k8s.io/v1): defaults and exemptions."""
+
+    def __init__(self, defaults: Policy | None = None, usernames=(), runtime_classes=(), namespaces=()) -> None:
+        self.defaults = defaults or Policy(*(LevelVersion(PRIVILEGED),) * 3)
+        self.usernames = frozenset(usernames)
+        self.runtime_classes = frozenset(runtime_classes)
+        self.namespaces = frozenset(namespaces)
+
+    @classmethod
+    def parse(cls, doc: dict) -> Config:
+        """A PodSecurityConfiguration document; ValueError says what is wrong with it."""
+        if doc.get("kind") != "PodSecurityConfiguration" or doc.get("apiVersion") not in (
+                "pod-security.admission.config.k8s.io/v1", "pod-security.admission.config.k8s.io/v1beta1"):
+            raise ValueError("PodSecurity configuration must be a pod-security.admission.config.k8s.io/v1 "
+                             "PodSecurityConfiguration")
+        defaults = doc.get("defaults") or {}
+        labels = {PREFIX + k: v for k, v in defaults.items()}
+        unknown = sorted(set(defaults) - {m + s for m in MODES for s in ("", "-version")})
+        if unknown:
+            raise ValueError(f"PodSecurity configuration: unknown defaults {', '.join(unknown)}")
+        base = Policy(*(LevelVersion(PRIVILEGED),) * 3)
+        policy, errs = policy_for(labels, base)
+        if errs:
+            raise ValueError("PodSecurity configuration: " + "; ".join(
+                str(e).replace(f"metadata.labels[{PREFIX}", "defaults[") for e in errs))
+        ex = doc.get("exemptions") or {}
+        return cls(policy, ex.get("usernames") or (), ex.get("runtimeClasses") or (), ex.get("namespaces") or ())
+
+
+class PodSecurityMetrics:
+    """pod_security_evaluations_total, pod_security_exemptions_total, pod_security_errors_total:
+    plain counters (a label lookup and an add on the pod-create path)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.evaluations = _PlainCounter(
+            "pod_security_evaluations_total",
+            "[ALPHA] Number of policy evaluations that occurred, not counting ignored or exempt requests.",
+            ("decision", "policy_level", "policy_version", "mode", "request_operation", "resource", "subresource"))
+        self.exemptions = _PlainCounter(
+            "pod_security_exemptions_total", "[ALPHA] Number of exempt requests, not counting ignored or out of scope "
+            "requests.", ("request_operation", "resource", "subresource"))
+        self.errors = _PlainCounter(
+            "pod_security_errors_total", "[ALPHA] Number of errors preventing normal evaluation. Non-fatal errors may "
+            "result in the latest restricted profile being used for evaluation.",
+            ("fatal", "request_operation", "resource", "subresource"))
+        for counter in (self.evaluations, self.exemptions, self.errors):
+            self.registry.register(counter)
+
+
+def _resource_label(a) -> str:
+    if a.res.group == "" and a.res.plural in ("pods", "namespaces"):
+        return a.res.plural[:-1]
+    return "controller"
+
+
+def _significant_update(pod: dict, old: dict) -> bool:
+    """isSignificantPodUpdate: a pod's spec is immutable but for images and ephemeral containers
+    (and seccomp annotations): only a change of them is judged again."""
+    spec, was = pod.get("spec") or {}, old.get("spec") or {}
+    ann, old_ann = (pod.get("metadata") or {}).get("annotations") or {}, (old.get("metadata") or {}).get("annotations") or {}
+    if ann.get("seccomp.security.alpha.kubernetes.io/pod") != old_ann.get("seccomp.security.alpha.kubernetes.io/pod"):
+        return True
+    for key in ("containers", "initContainers"):
+        if len(spec.get(key) or ()) != len(was.get(key) or ()):
+            return True
+    before = {c.get("name"): c for c in containers(was)}
+    for c in containers(spec):
+        prev = before.get(c.get("name"))
+        if prev is None or prev.get("image") != c.get("image"):
+            return True
+        key = "container.seccomp.security.alpha.kubernetes.io/" + (c.get("name") or "")
+        if ann.get(key) != old_ann.get(key):
+            return True
+    return False
+
+
+def _template(obj: dict, path: tuple[str, ...]) -> dict | None:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, dict) else None
+
+
+class PodSecurity:
+    name = "PodSecurity"
+    validates = frozenset({("", "pods"), ("", "namespaces"), *TEMPLATES})
+
+    def __init__(self, rest, config: Config | None = None) -> None:
+        self.rest = rest
+        self.config = config or Config()
+        self.metrics = PodSecurityMetrics()
+        self._ns_prefix: str | None = None
+        #: namespace -> (the Namespace object it was parsed from, its policy, the labels' errors)
+        self._policies: dict[str, tuple[dict, Policy, list[FieldError]]] = {}
+
+    def configure(self, config: Config) -> None:
+        self.config = config
+        self._policies.clear()
+
+    def _labels(self, a) -> tuple[str, str, str]:
+        return a.operation.lower(), _resource_label(a), a.subresource
+
+    def _policy(self, namespace: str) -> tuple[Policy, list[FieldError]] | None:
+        """The namespace's policy, parsed once per version of the Namespace object."""
+        if self._ns_prefix is None:
+            self._ns_prefix = self.rest.index.get("", "v1", "namespaces").key_prefix()
+        entry = self.rest.cache.get(self._ns_prefix + namespace)
+        if entry is None:
+            return None
+        ns = entry.obj
+        cached = self._policies.get(namespace)
+        if cached is not None and cached[0] is ns:
+            return cached[1], cached[2]
+        labels = (ns.get("metadata") or {}).get("labels") or {}
+        policy, errs = policy_for(labels, self.config.defaults) if any(k.startswith(PREFIX) for k in labels) \
+            else (self.config.defaults, [])
+        self._policies[namespace] = (ns, policy, errs)
+        return policy, errs
+
+    def _exempt(self, a, why: str) -> None:
+        a.add_annotation(PREFIX + "exempt", why)
+        self.metrics.exemptions.inc(*self._labels(a))
+
+    def _exempt_request(self, a) -> bool:
+        if a.namespace in self.config.namespaces:
+            self._exempt(a, "namespace")
+            return True
+        if self.config.usernames and a.opts.user is not None and a.opts.user.name in self.config.usernames:
+            self._exempt(a, "user")
+            return True
+        return False
+
+    def validate(self, a) -> None:
+        if a.res.plural == "pods" and a.res.group == "":
+            self._validate_pod(a)
+        elif a.res.plural == "namespaces" and a.res.group == "":
+            self._validate_namespace(a)
+        else:
+            self._validate_controller(a)
+
+    def _lookup(self, a) -> tuple[Policy, list[FieldError]] | None:
+        found = self._policy(a.namespace)
+        if found is None:  # no namespace to judge by (NamespaceLifecycle refuses the write before this)
+            self.metrics.errors.inc("true", *self._labels(a))
+        return found
+
+    def _validate_pod(self, a) -> None:
+        if a.subresource not in ("", "ephemeralcontainers") or self._exempt_request(a):
+            return
+        found = self._lookup(a)
+        if found is None:
+            return
+        policy, errs = found
+        if not errs and policy.privileged:
+            self.metrics.evaluations.inc("allow", PRIVILEGED, policy.enforce.metric_version, "enforce", *self._labels(a))
+            return
+        if a.operation == "UPDATE" and a.old is not None and not _significant_update(a.obj, a.old):
+            return
+        spec = a.obj.get("spec") or {}
+        if spec.get("runtimeClassName") in self.config.runtime_classes:
+            self._exempt(a, "runtimeClass")
+            return
+        self._evaluate(a, policy, errs, a.obj.get("metadata") or {}, spec, enforce=True)
+
+    def _validate_controller(self, a) -> None:
+        if a.subresource or self._exempt_request(a):
+            return
+        found = self._lookup(a)
+        if found is None:
+            return
+        policy, errs = found
+        if not errs and policy.warn.level == policy.audit.level == PRIVILEGED:
+            return
+        path = TEMPLATES[(a.res.group, a.res.plural)]
+        template = _template(a.obj, path)
+        if template is None:
+            return
+        if a.operation == "UPDATE" and a.old is not None and _template(a.old, path) == template:
+            return  # the template is unchanged (a replica count, a label): nothing new to judge
+        spec = template.get("spec") or {}
+        if spec.get("runtimeClassName") in self.config.runtime_classes:
+            self._exempt(a, "runtimeClass")
+            return
+        self._evaluate(a, policy, errs, template.get("metadata") or {}, spec, enforce=False)
+
+    def _evaluate(self, a, policy: Policy, errs: list[FieldError], meta: dict, spec: dict, enforce: bool) -> None:
+        """EvaluatePod: enforce (pods only), then audit, then warn, each evaluation reused by the
+        modes that share its level and version."""
+        labels = self._labels(a)
+        results: dict[tuple[str, tuple[int, int]], list] = {}
+
+        def judge(lv: LevelVersion) -> list:
+            key = (lv.level, lv.evaluated_at)
+            if key not in results:
+                results[key] = evaluate(lv.level, lv.evaluated_at, meta, spec)
+            return results[key]
+
+        if errs:
+            a.add_annotation(PREFIX + "error", f"Failed to parse policy: {_aggregate(errs)}")
+            self.metrics.errors.inc("false", *labels)
+        refusal = None
+        if enforce:
+            a.add_annotation(PREFIX + "enforce-policy", str(policy.enforce))
+            violations = judge(policy.enforce)
+            decision = "deny" if violations else "allow"
+            self.metrics.evaluations.inc(decision, policy.enforce.level, policy.enforce.metric_version, "enforce", *labels)
+            if violations:
+                refusal = errors.forbidden(a.res.group, a.res.plural, object_name(a),
+                                           f'violates PodSecurity "{policy.enforce}": {forbidden_detail(violations)}')
+        if violations := judge(policy.audit):
+            a.add_annotation(PREFIX + "audit-violations",
+                             f'would violate PodSecurity "{policy.audit}": {forbidden_detail(violations)}')
+            self.metrics.evaluations.inc("deny", policy.audit.level, policy.audit.metric_version, "audit", *labels)
+        if refusal is not None:
+            raise refusal  # no warnings on a request refused anyway
+        if violations := judge(policy.warn):
+            a.warnings.append(f'would violate PodSecurity "{policy.warn}": {forbidden_detail(violations)}')
+            self.metrics.evaluations.inc("deny", policy.warn.level, policy.warn.metric_version, "warn", *labels)
+
+    def _validate_namespace(self, a) -> None:
+        """Labels are checked on create and on an update that changes their errors; an update that
+        changes the enforce policy warns of the existing pods it would refuse."""
+        if a.subresource:
+            return
+        labels = (a.obj.get("metadata") or {}).get("labels") or {}
+        policy, errs = policy_for(labels, self.config.defaults)
+        if a.operation == "CREATE" or a.old is None:
+            if errs:
+                raise errors.invalid("", "Namespace", a.name, errs)
+            if a.namespace in self.config.namespaces:
+                self._exempt(a, "namespace")
+            return
+        old_policy, old_errs = policy_for((a.old.get("metadata") or {}).get("labels") or {}, self.config.defaults)
+        if errs and (not old_errs or [str(e) for e in errs] != [str(e) for e in old_errs]):
+            raise errors.invalid("", "Namespace", a.name, errs)
+        if policy.enforce == old_policy.enforce:
+            return
+        if a.namespace in self.config.namespaces:
+            self._exempt(a, "namespace")
+            return
+        a.warnings.extend(self._existing_pods(a.namespace, policy.enforce))
+
+    def _existing_pods(self, namespace: str, enforce: LevelVersion) -> list[str]:
+        if enforce.level == PRIVILEGED:
+            return []
+        pods = list_objects(self.rest, "", "pods", namespace)
+        out = []
+        if len(pods) > MAX_PODS_TO_CHECK:
+            out.append(f'namespace "{namespace}" has {len(pods)} pods, limiting validation to {MAX_PODS_TO_CHECK} pods')
+            pods = pods[:MAX_PODS_TO_CHECK]
+        found: dict[str, list] = {}  # warning -> [first pod's name, count]
+        for pod in pods:
+            spec = pod.get("spec") or {}
+            if spec.get("runtimeClassName") in self.config.runtime_classes:
+                continue
+            violations = evaluate(enforce.level, enforce.evaluated_at, pod.get("metadata") or {}, spec)
+            if violations:
+                name = (pod.get("metadata") or {}).get("name", "")
+                seen = found.setdefault(forbidden_detail(violations), [name, 0])
+                seen[0], seen[1] = min(seen[0], name), seen[1] + 1
+        if found:
+            out.append(f'existing pods in namespace "{namespace}" violate the new PodSecurity enforce level "{enforce}"')
+        for text, (first, count) in found.items():
+            out.append(f"{first}: {text}" if count == 1 else f"{first} (and {count - 1} other pods): {text}")
+        return out
