@@ -216,8 +216,9 @@ async def _up(args: argparse.Namespace) -> int:
             signing_duration=signing_duration, client_limit=kcm_limit,
             elector=LeaderElector(limited(connect(CONTROLLER_USER, "kube-controller-manager"), *kcm_limit,
                                           server.clock), LEASE_NAME, _identity(data_dir), clock=server.clock))
-    except ValueError as e:
-        print(f"nanokube: {e}", file=sys.stderr)
+    except (ValueError, LookupError) as e:  # LookupError: --runtime-config left out what a controller reads
+        print(f"nanokube: {e}" if isinstance(e, ValueError) else f"nanokube: --runtime-config: the controllers read "
+              f"what it turns off ({e.args[0]}); --controllers can leave theirs out", file=sys.stderr)
         if workers is not None:
             await workers.stop()
         await server.stop()

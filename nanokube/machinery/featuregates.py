@@ -87,7 +87,7 @@ NANOKUBE_DEFAULTS: dict[str, bool] = {name: True for name, spec in KNOWN.items()
                                       if spec.stage == ALPHA and name not in NOT_IMPLEMENTED and name != ALL_ALPHA}
 
 #: the gates whose off switch changes what nanokube does (fields dropped, a component's part off);
-#: every other gate is accepted and reported, its feature on whatever it is set to
+#: every other gate is only accepted and reported
 HONOURED = frozenset({"GenericWorkload", "CompositePodGroup", "WorkloadWithJob", "DRADeviceBindingConditions",
                       "DRAResourcePoolStatus", "DRAWorkloadResourceClaims", "HPAScaleToZero",
                       "TopologyAwareWorkloadScheduling"})
@@ -118,7 +118,7 @@ def bool_error(raw: str) -> str:
 
 #: strconv.ParseBool's spellings
 BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
-          **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
+         **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 
 
 class FeatureGates:
@@ -164,10 +164,9 @@ class FeatureGates:
         self._on = on
         return warnings
 
-    def overridden(self, base: FeatureGates | None = None) -> str:
-        """`Name=value,...` of the gates whose value differs from `base`'s (upstream's defaults by default)."""
-        base = base or FeatureGates(known=self.known)
-        return ",".join(f"{n}={_go(v)}" for n, v in sorted(self._on.items()) if base._on.get(n) != v)
+    def overridden(self) -> str:
+        """`Name=value,...` of the gates whose value differs from upstream's default."""
+        return ",".join(f"{n}={_go(v)}" for n, v in sorted(self._on.items()) if self.known[n].default != v)
 
     def collect(self):
         """component-base's featuremetrics: one series per gate, 1 where it is on."""
@@ -192,9 +191,8 @@ def enabled(name: str) -> bool:
 
 def set_flag(value: str) -> list[str]:
     """Apply a command line's --feature-gates to this process's gates; its warnings (upstream's, then
-    one naming the gates set whose features nanokube has not, one those it does not switch yet), or a
-    ValueError worded as
-    pflag words a refused flag."""
+    one naming the gates set whose features nanokube has not, one those it does not switch yet), or
+    a ValueError worded as pflag words a refused flag."""
     try:
         warnings = GATES.set(value)
     except ValueError as e:

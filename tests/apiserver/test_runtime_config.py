@@ -89,6 +89,15 @@ def test_up_refuses_a_runtime_config_before_it_starts(tmp_path, flags, error):
     assert not (tmp_path / "kubeconfig").exists()
 
 
+def test_up_stops_when_a_controller_reads_what_the_runtime_config_turns_off(tmp_path):
+    """Upstream's controller manager would fail its lists; `up`'s are built in, so it stops at once."""
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0",
+                        "--runtime-config", "batch/v1=false"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip().endswith("nanokube: --runtime-config: the controllers read what it turns off (no resource "
+                                     "jobs in batch/v1); --controllers can leave theirs out")
+
+
 async def test_a_storage_version_no_longer_served_is_still_decodable(tmp_path):
     async with _server(tmp_path, "certificates.k8s.io/v1beta1=false") as (server, api):
         path = "/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/certificates.k8s.io.podcertificaterequests"
