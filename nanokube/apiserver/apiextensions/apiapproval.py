@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import copy
 
-from ...client.informer import Informer
-from ...controllers.base import Controller
 from ...machinery.errors import APIError
 from .crd_validation import api_approval_state, protected_group
-from .naming import GROUP, condition, set_crd_condition
+from .naming import CRDController, condition, set_crd_condition
 
 TYPE = "KubernetesAPIApprovalPolicyConformant"
 _CONDITIONS = {"approved": ("True", "ApprovedAnnotation"), "bypassed": ("False", "UnapprovedAnnotation"),
@@ -32,17 +30,8 @@ def approval_condition(crd: dict) -> tuple[str, str, str] | None:
     return (*_CONDITIONS[state], message)
 
 
-class APIApprovalController(Controller):
+class APIApprovalController(CRDController):
     name = "crd-api-approval"
-
-    def __init__(self, client, **kw):
-        super().__init__(client, **kw)
-        self.crds = client.resource(GROUP, "v1", "customresourcedefinitions")
-        self.inf = Informer(self.crds, clock=self.clock)
-        self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
-
-    def informers(self):
-        return [self.inf]
 
     def _enqueue(self, crd: dict) -> None:
         if protected_group((crd.get("spec") or {}).get("group") or ""):

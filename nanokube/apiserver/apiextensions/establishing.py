@@ -13,10 +13,8 @@ import copy
 
 from cryptography import x509
 
-from ...client.informer import Informer
-from ...controllers.base import Controller
 from ...machinery.errors import APIError
-from .naming import GROUP, condition, set_crd_condition
+from .naming import CRDController, condition, set_crd_condition
 
 
 def valid_ca_bundle(crd: dict) -> bool:
@@ -30,17 +28,8 @@ def valid_ca_bundle(crd: dict) -> bool:
         return False
 
 
-class EstablishingController(Controller):
+class EstablishingController(CRDController):
     name = "crd-establishing"
-
-    def __init__(self, client, **kw):
-        super().__init__(client, **kw)
-        self.crds = client.resource(GROUP, "v1", "customresourcedefinitions")
-        self.inf = Informer(self.crds, clock=self.clock)
-        self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
-
-    def informers(self):
-        return [self.inf]
 
     def _enqueue(self, crd: dict) -> None:
         names = condition(crd, "NamesAccepted")

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import copy
 
-from ...client.informer import Informer
-from ...controllers.base import Controller
 from ...machinery.errors import APIError
 from ...registry.apiextensions import CLEANUP_FINALIZER
-from .naming import GROUP, condition, set_crd_condition
+from .naming import CRDController, condition, set_crd_condition
 
 POLL_INTERVAL = 0.2
 POLL_TIMEOUT = 60.0
@@ -27,18 +25,9 @@ class InstancesRemain(Exception):
     """Custom objects are left (or deleting them failed): the queue retries the CRD with backoff."""
 
 
-class CRDFinalizer(Controller):
+class CRDFinalizer(CRDController):
     name = "crd-finalizer"
     retriable = (InstancesRemain,)
-
-    def __init__(self, client, **kw):
-        super().__init__(client, **kw)
-        self.crds = client.resource(GROUP, "v1", "customresourcedefinitions")
-        self.inf = Informer(self.crds, clock=self.clock)
-        self.inf.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
-
-    def informers(self):
-        return [self.inf]
 
     def _enqueue(self, crd: dict) -> None:
         md = crd["metadata"]
