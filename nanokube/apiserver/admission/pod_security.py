@@ -21,13 +21,15 @@ from ...machinery import errors
 from ...machinery.validation import FieldError
 from .lookup import list_objects, object_name
 from .metrics import _PlainCounter
-from .pod_security_policy import LATEST, LEVELS, PRIVILEGED, RESTRICTED, containers, evaluate, forbidden_detail
+from .pod_security_policy import LATEST, LEVELS, PRIVILEGED, RESTRICTED, evaluate, forbidden_detail, pluralize
 
 PREFIX = "pod-security.kubernetes.io/"
 MODES = ("enforce", "audit", "warn")
 _VERSION = re.compile(r"^v1\.(0|[1-9][0-9]*)$")
 #: upstream's cap on the pods a namespace relabel evaluates
 MAX_PODS_TO_CHECK = 3000
+#: pod subresources that cannot change what the standards judge (any other is judged, to fail safe)
+IGNORED_POD_SUBRESOURCES = frozenset({"exec", "attach", "binding", "eviction", "log", "portforward", "proxy", "status"})
 #: workload resources: where their pod template is
 TEMPLATES: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "podtemplates"): ("template",), ("", "replicationcontrollers"): ("spec", "template"),
@@ -172,23 +174,21 @@ def _resource_label(a) -> str:
 
 def _significant_update(pod: dict, old: dict) -> bool:
     """isSignificantPodUpdate: a pod's spec is immutable but for images and ephemeral containers
-    (and seccomp annotations): only a change of them is judged again."""
+    (and containers' seccomp annotations): only a change of them is judged again."""
     spec, was = pod.get("spec") or {}, old.get("spec") or {}
     ann, old_ann = (pod.get("metadata") or {}).get("annotations") or {}, (old.get("metadata") or {}).get("annotations") or {}
-    if ann.get("seccomp.security.alpha.kubernetes.io/pod") != old_ann.get("seccomp.security.alpha.kubernetes.io/pod"):
-        return True
-    for key in ("containers", "initContainers"):
-        if len(spec.get(key) or ()) != len(was.get(key) or ()):
-            return True
-    before = {c.get("name"): c for c in containers(was)}
-    for c in containers(spec):
-        prev = before.get(c.get("name"))
-        if prev is None or prev.get("image") != c.get("image"):
-            return True
+
+    def changed(c: dict, prev: dict) -> bool:
         key = "container.seccomp.security.alpha.kubernetes.io/" + (c.get("name") or "")
-        if ann.get(key) != old_ann.get(key):
+        return c.get("image") != prev.get("image") or ann.get(key) != old_ann.get(key)
+
+    for key in ("containers", "initContainers"):
+        now, before = spec.get(key) or (), was.get(key) or ()
+        if len(now) != len(before) or any(changed(c, prev) for c, prev in zip(now, before)):
             return True
-    return False
+    before = {c.get("name"): c for c in was.get("ephemeralContainers") or ()}
+    return any(c.get("name") not in before or changed(c, before[c.get("name")])
+               for c in spec.get("ephemeralContainers") or ())
 
 
 def _template(obj: dict, path: tuple[str, ...]) -> dict | None:
@@ -261,7 +261,7 @@ class PodSecurity:
         return found
 
     def _validate_pod(self, a) -> None:
-        if a.subresource not in ("", "ephemeralcontainers") or self._exempt_request(a):
+        if a.subresource in IGNORED_POD_SUBRESOURCES or self._exempt_request(a):
             return
         found = self._lookup(a)
         if found is None:
@@ -291,8 +291,6 @@ class PodSecurity:
         template = _template(a.obj, path)
         if template is None:
             return
-        if a.operation == "UPDATE" and a.old is not None and _template(a.old, path) == template:
-            return  # the template is unchanged (a replica count, a label): nothing new to judge
         spec = template.get("spec") or {}
         if spec.get("runtimeClassName") in self.config.runtime_classes:
             self._exempt(a, "runtimeClass")
@@ -335,7 +333,7 @@ class PodSecurity:
 
     def _validate_namespace(self, a) -> None:
         """Labels are checked on create and on an update that changes their errors; an update that
-        changes the enforce policy warns of the existing pods it would refuse."""
+        tightens the enforce policy warns of the existing pods it would refuse."""
         if a.subresource:
             return
         labels = (a.obj.get("metadata") or {}).get("labels") or {}
@@ -343,39 +341,50 @@ class PodSecurity:
         if a.operation == "CREATE" or a.old is None:
             if errs:
                 raise errors.invalid("", "Namespace", a.name, errs)
-            if a.namespace in self.config.namespaces:
-                self._exempt(a, "namespace")
             return
         old_policy, old_errs = policy_for((a.old.get("metadata") or {}).get("labels") or {}, self.config.defaults)
         if errs and (not old_errs or [str(e) for e in errs] != [str(e) for e in old_errs]):
             raise errors.invalid("", "Namespace", a.name, errs)
-        if policy.enforce == old_policy.enforce:
-            return
-        if a.namespace in self.config.namespaces:
-            self._exempt(a, "namespace")
+        new, was = policy.enforce, old_policy.enforce
+        if new == was or new.level == PRIVILEGED or a.namespace in self.config.namespaces \
+                or (new.version == was.version and LEVELS.index(new.level) <= LEVELS.index(was.level)):
             return
         a.warnings.extend(self._existing_pods(a.namespace, policy.enforce))
 
+    def _prioritized(self, pods: list[dict]) -> list[dict]:
+        """prioritizePods: pods of exempt runtime classes left out, the first pod of each controller
+        before the other pods of a controller already taken."""
+        first, rest, owners = [], [], set()
+        for pod in pods:
+            if (pod.get("spec") or {}).get("runtimeClassName") in self.config.runtime_classes:
+                continue
+            owner = next((r.get("uid") for r in (pod.get("metadata") or {}).get("ownerReferences") or ()
+                          if r.get("controller")), None)
+            if owner is not None and owner in owners:
+                rest.append(pod)
+            else:
+                owners.add(owner)
+                first.append(pod)
+        return first + rest
+
     def _existing_pods(self, namespace: str, enforce: LevelVersion) -> list[str]:
-        if enforce.level == PRIVILEGED:
-            return []
-        pods = list_objects(self.rest, "", "pods", namespace)
+        """EvaluatePodsInNamespace: the pods' violated checks (reasons only), grouped."""
+        pods = self._prioritized(list_objects(self.rest, "", "pods", namespace))
         out = []
         if len(pods) > MAX_PODS_TO_CHECK:
-            out.append(f'namespace "{namespace}" has {len(pods)} pods, limiting validation to {MAX_PODS_TO_CHECK} pods')
+            out.append(f"new PodSecurity enforce level only checked against the first {MAX_PODS_TO_CHECK} of "
+                       f"{len(pods)} existing pods")
             pods = pods[:MAX_PODS_TO_CHECK]
-        found: dict[str, list] = {}  # warning -> [first pod's name, count]
+        found: dict[str, list] = {}  # reasons -> [the lexically first pod's name, count]
         for pod in pods:
-            spec = pod.get("spec") or {}
-            if spec.get("runtimeClassName") in self.config.runtime_classes:
-                continue
-            violations = evaluate(enforce.level, enforce.evaluated_at, pod.get("metadata") or {}, spec)
+            violations = evaluate(enforce.level, enforce.evaluated_at, pod.get("metadata") or {}, pod.get("spec") or {})
             if violations:
                 name = (pod.get("metadata") or {}).get("name", "")
-                seen = found.setdefault(forbidden_detail(violations), [name, 0])
+                seen = found.setdefault(", ".join(reason for reason, _ in violations), [name, 0])
                 seen[0], seen[1] = min(seen[0], name), seen[1] + 1
         if found:
             out.append(f'existing pods in namespace "{namespace}" violate the new PodSecurity enforce level "{enforce}"')
-        for text, (first, count) in found.items():
-            out.append(f"{first}: {text}" if count == 1 else f"{first} (and {count - 1} other pods): {text}")
+        out += sorted(f"{first}: {text}" if count == 1 else
+                      f"{first} (and {count - 1} other {pluralize('pod', 'pods', count - 1)}): {text}"
+                      for text, (first, count) in found.items())
         return out
