@@ -35,7 +35,7 @@ from ..machinery.meta import controller_ref
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
 from ..clock import Clock, format_time, parse_time
-from . import job_failure_policy
+from . import job_failure_policy, job_metrics
 from .base import Controller, in_turns
 from ..client.record import CoreEventRecorder
 from .job_workload import JobWorkloads, uses_workload
@@ -299,9 +299,9 @@ class JobController(Controller):
         #: WorkloadWithJob: a Job's Workload and PodGroup; off, none is read (the API drops spec.scheduling)
         self.workloads = JobWorkloads(client, self.queue.add, self.informer_factory) \
             if enabled("WorkloadWithJob") else None
-        self.job_inf.add_handlers(on_add=self._enqueue, on_update=self._job_updated, on_delete=self._job_deleted)
+        self.job_inf.add_handlers(on_add=self._job_added, on_update=self._job_updated, on_delete=self._job_deleted)
         self.pod_inf.add_handlers(on_add=self._pod_added, on_update=self._pod_updated,
-                                  on_delete=self._pod_deleted)
+                                  on_delete=self._pod_removed)
 
     def informers(self):
         return [self.job_inf, self.pod_inf, *(self.workloads.informers() if self.workloads else ())]
@@ -318,6 +318,12 @@ class JobController(Controller):
     def _enqueue_with_delay(self, key: str, delay: float) -> None:
         """enqueueSyncJobWithDelay: a delayed sync (a replacement's backoff) never comes sooner than a batch."""
         self.queue.add_after(key, max(delay, SYNC_BATCH_PERIOD))
+
+    def _job_added(self, job: dict) -> None:
+        """addJob: also counts a Job another controller manages, by that controller's name."""
+        self._enqueue(job)
+        if managed_externally(job):
+            self.metrics.job.external.labels(job["spec"]["managedBy"]).inc()
 
     def _job_updated(self, old: dict, job: dict) -> None:
         """updateJob: a spec change (a new generation) is synced at once, a status write batched."""
@@ -344,6 +350,7 @@ class JobController(Controller):
     def _pod_added(self, pod: dict) -> None:
         """addPod: the Job controlling the pod, or every Job selecting an orphan (one may adopt it); a pod
         already being deleted when first seen (after a restart) counts as a deletion, not a creation."""
+        self.metrics.job.pod_changed(None, pod, TRACKING)
         if pod["metadata"].get("deletionTimestamp"):
             self._pod_deleted(pod)
             return
@@ -360,6 +367,7 @@ class JobController(Controller):
         """updatePod: a pod being deleted is handled as a deletion at once (its Job may replace it
         before it is gone); else the Job controlling the pod, the one that did when its reference
         moved, and for an orphan whose labels or reference changed, every Job selecting it."""
+        self.metrics.job.pod_changed(old, pod, TRACKING)
         if pod["metadata"].get("deletionTimestamp"):
             self._pod_deleted(pod)
             return
@@ -371,6 +379,11 @@ class JobController(Controller):
         """enqueueOrphanPod, for an orphan keeping the tracking finalizer (its Job's reference
         removed, say by an orphaning delete): it is removed unless a Job adopts the pod first."""
         self.queue.add(("orphan", key_of(pod)))
+
+    def _pod_removed(self, pod: dict) -> None:
+        """The informer's delete (deletePod's final one): the pod is gone from the cache."""
+        self.metrics.job.pod_changed(pod, None, TRACKING)
+        self._pod_deleted(pod)
 
     def _pod_deleted(self, pod: dict) -> None:
         """deletePod: the controlling Job observes the deletion; a pod whose Job is gone (or another one
@@ -420,7 +433,13 @@ class JobController(Controller):
         # judged before the pods are listed, as upstream's syncJob: a pod that comes while they are
         # claimed (claim_objects lets the loop run) then counts in the next sync, not as missing now
         satisfied = self.expectations.satisfied(key)
-        await self._sync_job(key, job, await self._claim(job), satisfied)
+        start, action, failure = self.clock.now(), job_metrics.RECONCILING, True
+        try:
+            action, failure = await self._sync_job(key, job, await self._claim(job), satisfied)
+        finally:  # syncJob's deferred job_syncs_total and job_sync_duration_seconds
+            self.metrics.job.sync(job["spec"], failure is None, action, self.clock.now() - start)
+        if failure is not None:
+            raise failure
 
     async def _sync_orphan(self, key: str) -> None:
         """syncOrphanPod: the tracking finalizer goes from a pod still without a Job to count it
@@ -445,8 +464,10 @@ class JobController(Controller):
                 "finalizers": fins or None, "resourceVersion": p["metadata"]["resourceVersion"]}},
                 namespace=p["metadata"]["namespace"]))
 
-    async def _sync_job(self, key: str, job: dict, pods: list[dict], satisfied: bool) -> None:
-        """Its passes over the Job's pods let the loop run every TURN pods (in_turns)."""
+    async def _sync_job(self, key: str, job: dict, pods: list[dict],
+                        satisfied: bool) -> tuple[str, Exception | None]:
+        """manageJob's action (job_metrics) and the first failure of its creates or deletes, raised once
+        the status is written. Its passes over the Job's pods let the loop run every TURN pods (in_turns)."""
         spec, now = job["spec"], self.clock.now()
         st = dict(job.get("status") or {})
         uncounted = {k: list(v) for k, v in (st.get("uncountedTerminatedPods") or {}).items()}
@@ -473,6 +494,7 @@ class JobController(Controller):
         #    Once the Job is failing, the pods it stops count as failed.
         failing = is_condition_true(st.get("conditions"), "FailureTarget")
         ignored: list[dict] = []
+        actions: dict[str, int] = {}  # the podFailurePolicy actions on the failures recorded now
         # an Indexed Job's succeeded pods are counted by their index at once, never listed by uid (as
         # upstream's newSucceededIndexes); their finalizers go once the status is written
         released: list[dict] = []
@@ -494,7 +516,7 @@ class JobController(Controller):
                                 new_indexes += 1
                         message = None
                     else:
-                        message = self._record(spec, p, uncounted, ignored)
+                        message = self._record(spec, p, uncounted, ignored, actions)
                     listed = sum(len(v) for v in uncounted.values()) + new_indexes
                     fail_job = fail_job or message
         # 2. count recorded pods whose finalizer is gone
@@ -525,23 +547,24 @@ class JobController(Controller):
             st["startTime"] = format_time(now)
         outcome = self._outcome(key, spec, st, succeeded, failed, active, indexed, done_idx, failed_idx, now,
                                 past_backoff_limit_on_failure(spec, pods))
-        made, removed, manage_failure = 0, [], None  # manage_failure: raised once the status is written
+        made, removed, manage_failure, action = 0, [], None, job_metrics.RECONCILING
         if fail_job and (outcome is None or outcome[0] != "FailureTarget"):
             outcome = ("FailureTarget", job_failure_policy.REASON, fail_job)
         if outcome:
             # a finished Job waits for no replacement: held pods are counted now
             for p in delayed.values():
-                self._record(spec, p, uncounted, ignored)
+                self._record(spec, p, uncounted, ignored, actions)
         st["uncountedTerminatedPods"] = {k: v for k, v in uncounted.items() if v}
         if outcome:  # deleteActivePods: the finalizers stay, so the pods it stops count as failed
             removed, manage_failure = await self._delete_pods(key, job, active)
         elif suspended and satisfied:  # manageJob's, which runs once the expectations are met
             removed, manage_failure = await self._delete_pods(key, job, active, untrack=True)
+            action = job_metrics.PODS_DELETED
         elif satisfied:
             try:
-                made, removed, manage_failure = await self._manage(key, job, active, terminating, pods, succeeded,
-                                                                   failed, done_idx | finishing | failed_idx,
-                                                                   delayed, now)
+                made, removed, manage_failure, action = await self._manage(
+                    key, job, active, terminating, pods, succeeded, failed, done_idx | finishing | failed_idx,
+                    delayed, now)
             except APIError as e:
                 manage_failure = e
         self._set_suspended(st, suspended, now)
@@ -559,24 +582,26 @@ class JobController(Controller):
         elif outcome:
             self._add_condition(st, *outcome[:1], "True", *outcome[1:], now)
         events = transition_events((job.get("status") or {}).get("conditions") or [], st.get("conditions") or [])
-        await self._write_status(job, st)
+        if await self._write_status(job, st):
+            self._count_written(job, st, actions)
         for type_, reason, message in events:
             await self.recorder.emit(job, type_, reason, message)
         recorded = set(st["uncountedTerminatedPods"].get("succeeded", [])) | set(
             st["uncountedTerminatedPods"].get("failed", []))
         await self._remove_finalizers(ignored + released + [p async for part in in_turns(pods) for p in part
                                                            if p["metadata"]["uid"] in recorded])
-        if manage_failure is not None:
-            raise manage_failure
+        return action, manage_failure
 
     @staticmethod
-    def _record(spec: dict, pod: dict, uncounted: dict, ignored: list[dict]) -> str | None:
+    def _record(spec: dict, pod: dict, uncounted: dict, ignored: list[dict], actions: dict[str, int]) -> str | None:
         """Add a finished pod to uncountedTerminatedPods (or to `ignored` when
-        the podFailurePolicy says so); the FailJob message if a rule says that."""
+        the podFailurePolicy says so), its rule's action to `actions`; the FailJob message if a rule says that."""
         uid = pod["metadata"]["uid"]
         if uid in uncounted.get("succeeded", []) + uncounted.get("failed", []):
             return None
         verdict = failure_verdict(spec, pod)
+        if verdict:
+            actions[verdict[0]] = actions.get(verdict[0], 0) + 1
         if verdict and verdict[0] == "Ignore":
             ignored.append(pod)
             return None
@@ -666,28 +691,30 @@ class JobController(Controller):
                 "application/strategic-merge-patch+json", namespace=pod["metadata"]["namespace"]))
 
     async def _manage(self, key, job, active, terminating, pods, succeeded, failed, settled, replaced,
-                      now) -> tuple[int, list[dict], Exception | None]:
+                      now) -> tuple[int, list[dict], Exception | None, str]:
         """Create or delete pods towards the wanted count, at most MAX_POD_CREATE_DELETE_PER_SYNC:
-        how many were created, the pods deleted, and the first failure. `terminating`: the pods being
-        deleted that have not finished. `settled` are the
-        indexes that never run again; `replaced` maps an index to the failed pod its next pod
-        replaces (backoffLimitPerIndex only)."""
+        how many were created, the pods deleted, the first failure, and the action (job_metrics:
+        pods_created also when the pods wanted wait out a backoff). `terminating`: the pods being
+        deleted that have not finished. `settled` are the indexes that never run again; `replaced`
+        maps an index to the failed pod its next pod replaces (backoffLimitPerIndex only)."""
         spec = job["spec"]
         per_index = spec.get("backoffLimitPerIndex") is not None and spec.get("completionMode") == "Indexed"
         group = None
         if self.workloads and uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
-            return 0, [], None
+            return 0, [], None, job_metrics.TRACKING
         if failed and not per_index and (wait := await self._backoff_left(pods, failed, now)) > 0:
             self._enqueue_with_delay(key, wait + 0.05)
-            return 0, [], None
+            return 0, [], None, job_metrics.PODS_CREATED
         # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed
         waited = terminating if replaces_only_failed(spec) else []
         if spec.get("completionMode") == "Indexed":
             if doomed := [p async for part in in_turns(active) for p in part if pod_index(p) in settled]:
-                return 0, *await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC], untrack=True)
+                return 0, *await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC], untrack=True), \
+                    job_metrics.PODS_DELETED
             busy = {pod_index(p) async for part in in_turns(active + waited) for p in part}
             todo = settled.first_missing(max(0, spec.get("parallelism", 1) - len(active)),
                                          spec.get("completions") or 0, busy)
+            action = job_metrics.PODS_CREATED if todo else job_metrics.TRACKING
             if per_index:
                 todo, wait = indexes_ready(todo, replaced, now, self.backoff_base)
                 if wait > 0:
@@ -699,16 +726,17 @@ class JobController(Controller):
                 ranks = [deletion_rank(p) async for part in in_turns(active) for p in part]
                 extra = [active[i] for i in heapq.nsmallest(min(-n, MAX_POD_CREATE_DELETE_PER_SYNC),
                                                             range(len(active)), key=ranks.__getitem__)]
-                return 0, *await self._delete_pods(key, job, extra, untrack=True)
+                return 0, *await self._delete_pods(key, job, extra, untrack=True), job_metrics.PODS_DELETED
             todo = [None] * max(0, n - len(waited))
+            action = job_metrics.PODS_CREATED if n > 0 else job_metrics.TRACKING
         todo = todo[:MAX_POD_CREATE_DELETE_PER_SYNC]
         if not todo:
-            return 0, [], None
+            return 0, [], None, action
         count = self._creations(creation_reason(spec, failed, len(terminating)))
         made, failure = await create_pods(self.pods, self.expectations, key,
                                           [self._pod(job, i, group, replaced.get(i) if per_index else None)
                                            for i in todo], self.recorder, job, answered=count)
-        return made, [], failure
+        return made, [], failure, action
 
     def _creations(self, reason: str) -> Callable[[bool], None]:
         """recordJobPodsCreationTotal, per create the server answered. Upstream's manageJob adds a
@@ -756,14 +784,27 @@ class JobController(Controller):
             pod["spec"] = {**pod["spec"], "schedulingGroup": {"podGroupName": group}}
         return pod
 
-    async def _write_status(self, job: dict, st: dict) -> None:
+    def _count_written(self, job: dict, st: dict, actions: dict[str, int]) -> None:
+        """What upstream records once a status write succeeds: finished pods and indexes, the
+        podFailurePolicy's actions, and a Job that just finished by its condition's reason."""
+        old = job.get("status") or {}
+        self.metrics.job.status_written(job["spec"], old, st)
+        for action, n in actions.items():
+            self.metrics.job.failure_policy.labels(action).inc(n)
+        if (done := finished(job)) is None and (done := finished({"status": st})) is not None:
+            self.metrics.job.finished_job(job["spec"], find_condition(st["conditions"], done))
+
+    async def _write_status(self, job: dict, st: dict) -> bool:
+        """Whether the status was written (not unchanged, nor the Job gone)."""
         for f in ("active", "succeeded", "failed", "completedIndexes"):
             if not st.get(f):
                 st.pop(f, None)
         if st == (job.get("status") or {}):
-            return
+            return False
         try:
             await self.jobs.update({**job, "status": st}, subresource="status")
         except APIError as e:
             if e.code != 404:
                 raise
+            return False
+        return True

@@ -9,6 +9,7 @@ from ..client.workqueue import WorkQueueMetrics
 from ..clock import REAL, Clock
 from .endpointslice_metrics import EndpointSliceMetrics
 from .hpa.monitor import HPAMetrics
+from .job_metrics import JobMetrics
 
 
 class ControllerMetrics:
@@ -26,6 +27,7 @@ class ControllerMetrics:
             "job_controller_job_pods_creation",
             "[ALPHA] The number of Pods created by the Job controller labelled with a reason for the Pod creation.",
             ["reason", "status"], registry=self.registry)
+        self.job = JobMetrics(self.registry)
         self.endpointslice = EndpointSliceMetrics(self.registry)
         self.hpa = HPAMetrics(self.registry)
 
