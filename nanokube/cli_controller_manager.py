@@ -24,8 +24,6 @@ from .controllers.service_lb import DEFAULT_POOL, parse_pool
 from .controllers.serviceaccount_token import TokensController
 from .machinery import goduration
 from .machinery.version import user_agent
-from .metrics.prometheus import load_source
-from .metrics.provider import MetricsProvider
 from .pki.jwt import load_key
 
 log = logging.getLogger("nanokube.controller-manager")
@@ -47,9 +45,6 @@ def add_parser(sub) -> None:
                    help="the requests each such client may send at once before --kube-api-qps holds (default 30)")
     p.add_argument("--load-balancer-pool", default=DEFAULT_POOL, metavar="CIDR",
                    help=f"IPv4 addresses for type LoadBalancer Services (default {DEFAULT_POOL}, as `nanokube up`)")
-    p.add_argument("--metrics-provider", default="builtin", metavar="builtin|prometheus=URL",
-                   help="where the HPA reads custom and external metrics (as `nanokube up`)")
-    p.add_argument("--metrics-rules", default=None, metavar="FILE", help="prometheus-adapter style rules")
     _add_signing_arguments(p)
     p.add_argument("--service-account-private-key-file", default="", metavar="FILE",
                    help="the API server's service-account signing key (PEM; `up` keeps it in DIR/pki/sa.key): "
@@ -120,7 +115,6 @@ def _endpoints(args: argparse.Namespace, client: HTTPClient, manager: Controller
 
 
 async def _run(args: argparse.Namespace) -> int:
-    MetricsProvider.default_source = load_source(args.metrics_provider, args.metrics_rules)
     client = HTTPClient.from_kubeconfig(args.kubeconfig, args.context, field_manager="kube-controller-manager",
                                         user_agent=user_agent("kube-controller-manager"))
     await client.start()
