@@ -355,13 +355,14 @@ class TimeBudget:
 
 @dataclass(eq=False)
 class Blocked:
-    """The watches of one resource whose queue is past its buffer, sharing one timer, as the blocked
+    """The watches one event (`rev`) took past their buffer, sharing one timer, as the blocked
     watchers of upstream's dispatchEvent share the one its budget sets: those still past it when it
-    fires are ended. A watch taken past its buffer while a wait runs joins it (upstream's next
-    dispatch waits on it with what the running one leaves: at most as long). The last to get back
-    within its buffer ends the wait early, and what it did not use goes back to the budget."""
+    fires are ended. The last to get back within its buffer ends the wait early, and what it did not
+    use goes back to the budget. Another event's watches wait with what the budget has left then, as
+    upstream's next dispatch does (nothing, while a wait holds all of it): never on a timer set
+    before the event, which could come due before the tasks the event woke have run."""
 
-    bucket: str
+    rev: int
     budget: TimeBudget
     timeout: float
     started: float
@@ -468,8 +469,8 @@ class WatchCache:
         #: (when, a copy of stats.received) every _RATE_SAMPLE seconds at most, taken as watches start,
         #: the first the newest at least EVENT_FRESH seconds old (see buffer_size)
         self._samples: deque[tuple[float, dict[str, int]]] = deque([(clock.monotonic(), {})])
-        #: per resource prefix, its dispatch's budget, ticking since the cache was made, and the wait its
-        #: blocked watches share (see Blocked)
+        #: per resource prefix, its dispatch's budget, ticking since the cache was made, and the last wait
+        #: an event's blocked watches share (see Blocked)
         self._born = clock.monotonic()
         self._budgets: dict[str, TimeBudget] = {}
         self._blocking: dict[str, Blocked] = {}
@@ -502,11 +503,11 @@ class WatchCache:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
-        for b in self._blocking.values():
-            b.timer.cancel()
         self._blocking.clear()
         for ws in self._watchers.values():
             for w in ws:
+                if w.blocked is not None:
+                    w.blocked.timer.cancel()
                 w.queue.put_nowait(None)
 
     async def _follow(self, rev: int, stream: bool = False) -> None:
@@ -662,16 +663,16 @@ class WatchCache:
             self._block(w)
 
     def _block(self, w: Watcher) -> None:
-        """`w` waits, with the other watches of its resource blocked meanwhile, for what the resource's
-        budget has left (see Blocked, WATCH_BUDGET)."""
+        """`w` waits, with the other watches of its resource the same event blocked, for what the
+        resource's budget has left (see Blocked, WATCH_BUDGET)."""
         rp = _bucket(w.prefix)
         b = self._blocking.get(rp)
-        if b is None:
+        if b is None or b.rev != self.rev:
             budget = self._budgets.get(rp)
             if budget is None:
                 budget = self._budgets[rp] = TimeBudget(self.clock, self._born)
-            b = self._blocking[rp] = Blocked(rp, budget, budget.take(), self.clock.monotonic())
-            b.timer = self.clock.call_later(b.timeout, functools.partial(self._blocked_out, b))
+            b = self._blocking[rp] = Blocked(self.rev, budget, budget.take(), self.clock.monotonic())
+            b.timer = self.clock.call_later(b.timeout, functools.partial(self._blocked_out, rp, b))
         b.watchers[w] = None
         w.blocked = b
         w.queue.taken = functools.partial(self._took, w)
@@ -688,15 +689,11 @@ class WatchCache:
         del b.watchers[w]
         if not b.watchers:  # the wait is over before its timer: what it did not use goes back
             b.timer.cancel()
-            if self._blocking.get(b.bucket) is b:
-                del self._blocking[b.bucket]
             b.budget.give_back(b.timeout - (self.clock.monotonic() - b.started))
 
-    def _blocked_out(self, b: Blocked) -> None:
+    def _blocked_out(self, rp: str, b: Blocked) -> None:
         """The wait's time is up: a watch back within its buffer is fine; one still past it is ended
         as unresponsive, what it had not taken dropped (its client watches again from what it had)."""
-        if self._blocking.get(b.bucket) is b:
-            del self._blocking[b.bucket]
         for w in b.watchers:
             w.blocked = None
             w.queue.taken = None
@@ -704,9 +701,8 @@ class WatchCache:
             if w.overflowed or len(q) <= w.size:
                 continue
             w.overflowed = True
-            self.stats.add(self.stats.terminated, b.bucket, 1)
-            log.info("Forcing %s watcher close due to unresponsiveness: %d events queued, buffer %d", b.bucket, len(q),
-                     w.size)
+            self.stats.add(self.stats.terminated, rp, 1)
+            log.info("Forcing %s watcher close due to unresponsiveness: %d events queued, buffer %d", rp, len(q), w.size)
             q.clear()  # its task ends the stream after what it was sent; its client watches again
             w.queue.put_nowait(None)
         b.watchers.clear()

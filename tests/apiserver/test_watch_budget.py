@@ -5,6 +5,7 @@ budget spent by a wait that runs out and given back by one its watchers all end 
 through GenericREST, their tasks driven by hand; a virtual clock."""
 
 import asyncio
+import time
 
 import pytest
 
@@ -111,15 +112,65 @@ async def test_a_budget_given_back_counts_toward_the_next_wait(server):
     await stuck.aclose()
 
 
-async def test_a_watch_blocked_while_a_wait_runs_shares_its_timer(server):
+async def test_a_watch_another_event_blocks_while_a_wait_runs_waits_for_what_the_budget_has_left(server):
+    """Upstream's next dispatch waits with what the running one left: nothing while it holds the budget.
+    It never shares a timer set before its event, which could come due before the tasks its event woke
+    have run (an in-process informer's, which takes its whole queue when it runs)."""
     clock = server.clock
     await clock.advance(2)
     first, second = await _stuck(server, 2)
     second.watcher.size = 3
-    await _writes(server, 2)  # the first is blocked
+    await _writes(server, 2)  # the first is blocked, its wait holding all the budget
     await clock.advance(0.06)
-    await _writes(server, 2)  # the second too: it joins the first's wait, 40 ms left
-    assert second.watcher.blocked is first.watcher.blocked
+    await _writes(server, 2)  # the second too, by another event
+    assert second.watcher.blocked is not first.watcher.blocked
+    await clock.advance(0)
+    assert server.cache.stats.terminated == {"/registry/configmaps/": 1} and second.watcher.overflowed
     await clock.advance(0.04 + EPS)
     assert server.cache.stats.terminated == {"/registry/configmaps/": 2}
     await asyncio.gather(first.aclose(), second.aclose())
+
+
+async def test_an_in_process_informer_woken_by_an_event_is_not_ended_by_an_earlier_wait_come_due():
+    """An earlier wait's timer comes due in the loop turn that runs a write taking an informer's queue
+    past its buffer, ahead of the informer's task, which that write woke: the informer is not ended
+    (it would be, waiting on that timer), and takes its events. Real time; events handed over as the
+    cache's fan-out hands them."""
+    from nanokube.apiserver.cache import ADDED, CacheEvent, Entry
+    from nanokube.apiserver.loopback import LocalClient
+    from nanokube.client.informer import Informer
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    try:
+        informer = Informer(LocalClient(server.rest).resource("", "v1", "configmaps"), namespace="default")
+        task = asyncio.ensure_future(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        [stuck] = await _stuck(server, 1)
+        [watched] = [w for w in server.cache._watchers["/registry/configmaps/"] if w is not stuck.watcher]
+        cache = server.cache
+
+        def event(i: int) -> CacheEvent:
+            rev = 10 ** 6 + i
+            obj = {"kind": "ConfigMap", "apiVersion": "v1",
+                   "metadata": {"name": f"cm-{i}", "namespace": "default", "resourceVersion": str(rev)}}
+            return CacheEvent(ADDED, f"/registry/configmaps/default/cm-{i}", Entry(obj, rev), None, rev)
+
+        def burst() -> None:  # another event's fan-out
+            cache.rev += 1
+            for i in range(3 * watched.size):
+                cache._offer(watched, event(i))
+
+        cache._offer(stuck.watcher, event(-2))
+        cache._offer(stuck.watcher, event(-1))  # a wait, for what the budget has: nothing at start
+        asyncio.get_running_loop().call_soon(burst)
+        time.sleep(0.01)  # the wait's timer is due as the next turn begins, behind `burst`
+        for _ in range(100):
+            if len(informer.list()) == 3 * watched.size:
+                break
+            await asyncio.sleep(0.01)
+        assert stuck.watcher.overflowed and not watched.overflowed
+        assert len(informer.list()) == 3 * watched.size
+        task.cancel()
+        await asyncio.gather(task, stuck.aclose(), return_exceptions=True)
+    finally:
+        await server.stop()

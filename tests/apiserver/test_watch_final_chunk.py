@@ -109,7 +109,7 @@ async def test_slow_watcher_is_ended_cleanly():
         events = [CacheEvent(ADDED, "/registry/configmaps/default/a", Entry(obj, 999999), None, 999999) for _ in range(3)]
         for ev in events:  # arrive faster than the watcher is served
             server.cache._offer(w, ev)
-        server.cache._blocked_out(w.blocked)  # its time is up before its task ran
+        server.cache._blocked_out("/registry/configmaps/", w.blocked)  # its time is up before its task ran
         assert w.overflowed
         chunks, final = await asyncio.wait_for(_chunks(reader), 10)
         writer.close()
