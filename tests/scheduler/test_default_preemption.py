@@ -141,6 +141,27 @@ async def test_a_pod_deleted_by_its_user_on_the_nominated_node_does_not_hold_pre
     assert await eventually(marked)
 
 
+async def test_a_victim_already_terminating_is_not_evicted_again(stack):
+    """A victim with a deletionTimestamp still frees its room for the preemptor, but upstream's
+    executor skips it: no DisruptionTarget, no second delete, no Preempted event."""
+    client, sched = stack
+    pods = client.resource("", "v1", "pods")
+    # "leaving" outranks "staying": a victim list runs most important first, so its Event would come first
+    await start(client, sched, [node("n1", "2", "8Gi")],
+                [running("leaving", "n1", 2, finalizers=["test/hold"]),
+                 running("staying", "n1", 1, finalizers=["test/hold"])])
+    await pods.delete("leaving", "default")
+    await pods.create(pending("big", 10, cpu="2"))
+
+    async def preempted():
+        events, _ = await client.resource("", "v1", "events").list("default")
+        return sorted(e["involvedObject"]["name"] for e in events if e["reason"] == "Preempted")
+    await becomes(preempted, ["staying"])
+    leaving = await pods.get("leaving", "default")
+    assert not [c for c in leaving["status"].get("conditions", []) if c["type"] == "DisruptionTarget"]
+    assert (await pods.get("big", "default"))["status"].get("nominatedNodeName") == "n1"
+
+
 async def test_a_victim_terminating_on_the_nominated_node_holds_preemption_back(stack):
     client, sched = stack
     pods = client.resource("", "v1", "pods")

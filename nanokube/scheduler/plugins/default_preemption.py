@@ -269,7 +269,10 @@ class DefaultPreemption:
 
     async def _preempt(self, info: PodInfo, cand: Candidate) -> None:
         """Marks each victim (and each victim `all` PodGroup) with
-        DisruptionTarget, records the Preempted event and deletes it."""
+        DisruptionTarget, records the Preempted event and deletes it. A
+        victim already terminating (an earlier cycle's, or its user's) gets
+        none of that, as upstream's executor skips a victim with a
+        deletionTimestamp: a second cycle never evicts it twice."""
         api = self.handle.api
         scheduler = info.spec.get("schedulerName") or "default-scheduler"
         for key in dict.fromkeys(k for v in cand.victims if (k := group_key(v.pod)) and
@@ -277,6 +280,8 @@ class DefaultPreemption:
             await self.workload.mark_group(key, scheduler, "pod")
         for v in cand.victims:
             md = v.pod["metadata"]
+            if md.get("deletionTimestamp"):
+                continue
             old = find_condition((v.pod.get("status") or {}).get("conditions"), "DisruptionTarget")
             cond = {"type": "DisruptionTarget", **observed_generation(v.pod), "status": "True",
                     "reason": "PreemptionByScheduler",
