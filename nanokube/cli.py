@@ -134,6 +134,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .scheduler.scheduler import Scheduler
     from .store.backends import open_store
     from .apiserver.admission import admission_flag_problem
+    from .apiserver.admission.config_file import plugin_configs
     from .zpages import flags
     try:  # the nodes' knobs from the environment and the client limits, judged before anything starts
         node_opts = node_options()
@@ -154,6 +155,11 @@ async def _up(args: argparse.Namespace) -> int:
     disabled = [n.strip() for n in args.disable_admission_plugins.split(",") if n.strip()]
     if problem := admission_flag_problem(disabled):
         print(f"nanokube: {problem}", file=sys.stderr)
+        return 2
+    try:
+        admission_configs = plugin_configs(args.admission_control_config_file) if args.admission_control_config_file else {}
+    except ValueError as e:
+        print(f"nanokube: --admission-control-config-file: {e}", file=sys.stderr)
         return 2
     audit = args.audit_log_path if args.audit_log_path is not None else os.path.join(data_dir, "audit.log")
     if audit:
@@ -177,6 +183,7 @@ async def _up(args: argparse.Namespace) -> int:
                        runtime_config=runtime_config)
     server.flags = flags(args)
     server.rest.admission.disable(*disabled)
+    server.rest.admission.configure(admission_configs)
     if args.api_workers > 1:
         from .apiserver.worker_metrics import WorkerMetrics
         from .apiserver.workers import Workers, share_service_allocations
@@ -199,7 +206,8 @@ async def _up(args: argparse.Namespace) -> int:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
-                          audit_options.worker_argv(args), args.feature_gates, args.runtime_config)
+                          audit_options.worker_argv(args), args.feature_gates, args.runtime_config,
+                          os.path.abspath(args.admission_control_config_file) if args.admission_control_config_file else "")
         try:
             await workers.start()
         except RuntimeError as e:
@@ -461,9 +469,12 @@ def _add_up_parser(sub) -> None:
                     help="API server processes serving the port and the store (default 1; more need sqlite or etcd): "
                          "the first also runs everything else")
     up.add_argument("--disable-admission-plugins", default="", metavar="NAMES",
-                    help="admission plugins to turn off, comma-separated, as kube-apiserver's flag; ServiceAccount is "
-                         "the one that can be (without the serviceaccount controller, --controllers '', it refuses a "
-                         "pod until its namespace's account exists)")
+                    help="admission plugins to turn off, comma-separated, as kube-apiserver's flag; ServiceAccount "
+                         "(without the serviceaccount controller, --controllers '', it refuses a pod until its "
+                         "namespace's account exists) and PodSecurity are the ones that can be")
+    up.add_argument("--admission-control-config-file", default=None, metavar="FILE",
+                    help="kube-apiserver's AdmissionConfiguration (apiserver.config.k8s.io/v1): PodSecurity's "
+                         "PodSecurityConfiguration (defaults, exemptions) is the configuration nanokube reads")
     up.add_argument("--feature-gates", default="", metavar="Name=true,...",
                     help="feature gates to set, as Name=bool pairs, for every component: on top of 1.37's defaults "
                          "with the alpha gates of the features nanokube implements turned on (printed at start)")

@@ -153,7 +153,7 @@ class Workers:
                  disabled_admission: list[str] | tuple[str, ...] = (), advertise: str = "", jwks_uri: str = "",
                  dial_netns: str = "", min_request_timeout: int = MIN_REQUEST_TIMEOUT,
                  audit_policy_file: str = "", audit_webhook: list[str] | tuple[str, ...] = (), feature_gates: str = "",
-                 runtime_config: str = "") -> None:
+                 runtime_config: str = "", admission_config_file: str = "") -> None:
         """`ports`: filled with each worker's private port as it starts (WorkerMetrics.ports). `flags`:
         `up`'s, which every worker's /flagz shows as worker 0's does. `disabled_admission`: up's
         --disable-admission-plugins, which every worker admits by. `advertise`, `jwks_uri`: worker 0's
@@ -163,7 +163,8 @@ class Workers:
         where each listens with it at the advertised address for pods. `min_request_timeout`: up's
         --min-request-timeout, by which every worker times its watches. `audit_policy_file`: up's
         --audit-policy-file (already validated), by which every worker audits, and its audit webhook flags.
-        `feature_gates`, `runtime_config`: up's flags (already validated), which every worker serves by."""
+        `feature_gates`, `runtime_config`, `admission_config_file`: up's flags (already validated), which
+        every worker serves by."""
         self.count = count
         self.ports = {} if ports is None else ports
         self.argv = ["--workers", str(count), "--data-dir", data_dir, "--store", store, "--address", address,
@@ -174,7 +175,8 @@ class Workers:
                      *(["--dial-netns", dial_netns] if dial_netns else []),
                      "--min-request-timeout", str(min_request_timeout),
                      *(["--audit-policy-file", audit_policy_file] if audit_policy_file else []), *audit_webhook,
-                     "--feature-gates", feature_gates, "--runtime-config", runtime_config]
+                     "--feature-gates", feature_gates, "--runtime-config", runtime_config,
+                     *(["--admission-control-config-file", admission_config_file] if admission_config_file else [])]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self._keepers: list[asyncio.Task] = []
 
@@ -253,6 +255,10 @@ async def _serve(args: argparse.Namespace) -> int:
                           if args.audit_log_path or args.audit_webhook_config_file else {}))
     server.flags = json.loads(args.flagz) if args.flagz else None
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
+    if args.admission_control_config_file:
+        from .admission.config_file import plugin_configs
+
+        server.rest.admission.configure(plugin_configs(args.admission_control_config_file))
     relay = NodeRelay(pki, args.relay_port)
     server.handlers.dispatch = relay.wrap(server.handlers.dispatch)
     share_service_allocations(server)
@@ -315,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--audit-policy-file", default="", help="up's")
     p.add_argument("--feature-gates", default="", help="up's")
     p.add_argument("--runtime-config", default="", help="up's")
+    p.add_argument("--admission-control-config-file", default="", help="up's")
     audit_options.add_flags(p)  # up's
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)

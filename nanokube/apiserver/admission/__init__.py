@@ -125,6 +125,11 @@ class Admission:
             self.validators.remove(self.pod_security)
             self._in_tree.clear()
 
+    def configure(self, configs: dict[str, object]) -> None:
+        """Plugins' configurations from --admission-control-config-file (config_file.plugin_configs)."""
+        if "PodSecurity" in configs:
+            self.pod_security.configure(configs["PodSecurity"])
+
     @property
     def authorizer(self):
         return self.plugins.authorizer

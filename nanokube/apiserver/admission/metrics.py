@@ -54,10 +54,11 @@ class AdmissionMetrics:
 class _PlainCounter:
     """A counter exposed under its own name: kube-apiserver's `..._count` counters
     carry no `_total` suffix, which prometheus_client's Counter would add (the exposition
-    names a counter whose samples carry the family's own name by that name)."""
+    names a counter whose samples carry the family's own name by that name). `suffix`: the
+    samples' (`_total` for a family exposed as `name_total`)."""
 
-    def __init__(self, name: str, doc: str, labels: tuple[str, ...]) -> None:
-        self.name, self.doc, self.label_names = name, doc, labels
+    def __init__(self, name: str, doc: str, labels: tuple[str, ...], suffix: str = "") -> None:
+        self.name, self.doc, self.label_names, self.suffix = name, doc, labels, suffix
         self.values: dict[tuple[str, ...], float] = {}
 
     def inc(self, *labels: str) -> None:
@@ -66,5 +67,5 @@ class _PlainCounter:
     def collect(self):
         m = Metric(self.name, self.doc, "counter")
         for labels, v in self.values.items():
-            m.add_sample(self.name, dict(zip(self.label_names, labels)), v)
+            m.add_sample(self.name + self.suffix, dict(zip(self.label_names, labels)), v)
         yield m

@@ -152,16 +152,16 @@ class PodSecurityMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.evaluations = _PlainCounter(
-            "pod_security_evaluations_total",
+            "pod_security_evaluations",
             "[ALPHA] Number of policy evaluations that occurred, not counting ignored or exempt requests.",
-            ("decision", "policy_level", "policy_version", "mode", "request_operation", "resource", "subresource"))
+            ("decision", "policy_level", "policy_version", "mode", "request_operation", "resource", "subresource"), "_total")
         self.exemptions = _PlainCounter(
-            "pod_security_exemptions_total", "[ALPHA] Number of exempt requests, not counting ignored or out of scope "
-            "requests.", ("request_operation", "resource", "subresource"))
+            "pod_security_exemptions", "[ALPHA] Number of exempt requests, not counting ignored or out of scope "
+            "requests.", ("request_operation", "resource", "subresource"), "_total")
         self.errors = _PlainCounter(
-            "pod_security_errors_total", "[ALPHA] Number of errors preventing normal evaluation. Non-fatal errors may "
+            "pod_security_errors", "[ALPHA] Number of errors preventing normal evaluation. Non-fatal errors may "
             "result in the latest restricted profile being used for evaluation.",
-            ("fatal", "request_operation", "resource", "subresource"))
+            ("fatal", "request_operation", "resource", "subresource"), "_total")
         for counter in (self.evaluations, self.exemptions, self.errors):
             self.registry.register(counter)
 

@@ -1,0 +1,50 @@
+"""--admission-control-config-file: kube-apiserver's AdmissionConfiguration
+(apiserver.config.k8s.io/v1), which gives admission plugins their configuration, each embedded
+under `configuration` or in a file of its own under `path` (relative to this one's directory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .pod_security import Config
+
+KINDS = (("apiserver.config.k8s.io/v1", "AdmissionConfiguration"),
+         ("apiserver.config.k8s.io/v1alpha1", "AdmissionConfiguration"),
+         ("apiserver.k8s.io/v1alpha1", "AdmissionConfiguration"))
+
+
+def _read(path: Path) -> dict:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f'failed to read plugin config file "{path}": {e}') from None
+    if not isinstance(doc, dict):
+        raise ValueError(f'failed to read plugin config file "{path}": not an object')
+    return doc
+
+
+def load(path: str | Path) -> dict[str, dict]:
+    """Each plugin's configuration document by plugin name; ValueError says what is wrong."""
+    path = Path(path)
+    doc = _read(path)
+    if (doc.get("apiVersion"), doc.get("kind")) not in KINDS:
+        raise ValueError(f'failed to read plugin config file "{path}": no kind "{doc.get("kind")}" is registered for '
+                         f'version "{doc.get("apiVersion")}"')
+    out: dict[str, dict] = {}
+    for plugin in doc.get("plugins") or ():
+        name = (plugin or {}).get("name")
+        if not name:
+            raise ValueError(f'plugin config file "{path}": a plugin without a name')
+        if plugin.get("configuration") is not None:
+            out[name] = plugin["configuration"]
+        elif plugin.get("path"):
+            out[name] = _read(path.parent / plugin["path"])
+    return out
+
+
+def plugin_configs(path: str | Path) -> dict[str, object]:
+    """The configurations nanokube's plugins take, parsed (PodSecurity's Config)."""
+    docs = load(path)
+    return {"PodSecurity": Config.parse(docs["PodSecurity"])} if "PodSecurity" in docs else {}

@@ -1,0 +1,100 @@
+"""PodSecurity admission in `nanokube up`, driven by kubectl: a namespace labelled for the Pod
+Security Standards refuses a privileged pod with upstream's message, kubectl prints the warn
+mode's warnings and those of a relabel over existing pods; --admission-control-config-file's
+PodSecurityConfiguration exempts a namespace; privileged system pods run under the defaults."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.e2e.conftest import running_cluster
+from tests.e2e.manifests import to_yaml
+
+NS, EXEMPT = "psa-e2e", "psa-exempt"
+CONFIG = """apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  path: pod-security.yaml
+"""
+POD_SECURITY = f"""apiVersion: pod-security.admission.config.k8s.io/v1
+kind: PodSecurityConfiguration
+defaults:
+  enforce: privileged
+exemptions:
+  namespaces: [{EXEMPT}]
+"""
+
+
+def _pod(name: str, namespace: str, **security) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "app", "image": "busybox", **({"securityContext": security} if security else {})}]}}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    d = tmp_path_factory.mktemp("psa")
+    (d / "admission.yaml").write_text(CONFIG)
+    (d / "pod-security.yaml").write_text(POD_SECURITY)
+    with running_cluster("psa", ("--admission-control-config-file", str(d / "admission.yaml"))) as c:
+        yield c
+
+
+def test_kubectl_shows_the_warning_and_the_refusal(cluster):
+    for ns in (NS, EXEMPT):
+        cluster.kubectl("create", "namespace", ns)
+        cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=baseline",
+                        "pod-security.kubernetes.io/warn=restricted")
+    made = cluster.kubectl("apply", "-f", "-", input=to_yaml([_pod("web", NS)]))
+    refused = cluster.kubectl("apply", "-f", "-", input=to_yaml([_pod("priv", NS, privileged=True)]), check=False)
+    exempt = cluster.kubectl("apply", "-f", "-", input=to_yaml([_pod("priv", EXEMPT, privileged=True)]))
+    relabel = cluster.kubectl("label", "--overwrite", "namespace", NS, "pod-security.kubernetes.io/enforce=restricted")
+    bad = cluster.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/audit=strict", check=False)
+
+    assert 'Warning: would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container ' \
+           '"app" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities' in made.stderr
+    assert "pod/web created" in made.stdout
+    assert refused.returncode == 1
+    assert ('pods "priv" is forbidden: violates PodSecurity "baseline:latest": privileged (container "app" must not '
+            'set securityContext.privileged=true)') in refused.stderr
+    assert "pod/priv created" in exempt.stdout and "Warning" not in exempt.stderr
+    assert ('Warning: existing pods in namespace "psa-e2e" violate the new PodSecurity enforce level '
+            '"restricted:latest"') in relabel.stderr
+    assert "Warning: web: allowPrivilegeEscalation != false, unrestricted capabilities, runAsNonRoot != true, " \
+           "seccompProfile" in relabel.stderr
+    assert bad.returncode == 1 and 'Invalid value: "strict": must be one of privileged, baseline, restricted' in bad.stderr
+    metrics = cluster.kubectl("get", "--raw", "/metrics").stdout.splitlines()
+    assert 'pod_security_evaluations_total{decision="deny",mode="enforce",policy_level="baseline",' \
+           'policy_version="latest",request_operation="create",resource="pod",subresource=""} 1' in metrics
+    assert 'pod_security_exemptions_total{request_operation="create",resource="pod",subresource=""} 1' in metrics
+
+
+def test_privileged_system_workloads_run_under_the_defaults(cluster):
+    """kube-system carries no PodSecurity label, as upstream's: the privileged defaults admit a
+    DaemonSet of privileged host-network pods (a node agent's driver), whose controller's pods run."""
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "psa-driver", "namespace": "kube-system"},
+          "spec": {"selector": {"matchLabels": {"app": "psa-driver"}}, "template": {
+              "metadata": {"labels": {"app": "psa-driver"}},
+              "spec": {"hostNetwork": True, "containers": [
+                  {"name": "driver", "image": "busybox", "securityContext": {"privileged": True}}]}}}}
+    made = cluster.kubectl("apply", "-f", "-", input=to_yaml([ds]))
+    deadline = time.monotonic() + 60
+    while not (ready := cluster.kubectl_json("get", "daemonset", "psa-driver", "-n", "kube-system")
+               ["status"].get("numberReady")):
+        assert time.monotonic() < deadline, "the DaemonSet's pods never ran"
+        time.sleep(0.5)
+    assert "Warning" not in made.stderr and ready >= 1
+
+
+def test_a_bad_configuration_stops_up(tmp_path):
+    (tmp_path / "admission.yaml").write_text(CONFIG)
+    (tmp_path / "pod-security.yaml").write_text(POD_SECURITY.replace("enforce: privileged", "enforce: strict"))
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--port", "0", "--data-dir", str(tmp_path / "d"),
+                        "--admission-control-config-file", str(tmp_path / "admission.yaml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "--admission-control-config-file: PodSecurity configuration: defaults[enforce]" in r.stderr, r.stderr
