@@ -170,6 +170,27 @@ def wanted_active(spec: dict, succeeded: int, active: int) -> int:
     return max(0, min(parallelism, completions - succeeded))
 
 
+def indexed_removals(active: list[dict], completions: int, at_least: int) -> list[dict]:
+    """activePodsForRemoval for an Indexed Job: its pods without a valid index or with one past
+    completions (ElasticIndexedJob shrinks them), all but one of each repeated index (the one
+    deleted last stays), then those the ActivePods order deletes first until `at_least` go."""
+    doomed, by_index = [], {}
+    for p in active:
+        i = pod_index(p)
+        if i is None or i >= completions:
+            doomed.append(p)
+        else:
+            by_index.setdefault(i, []).append(p)
+    left = []
+    for same in by_index.values():
+        same.sort(key=deletion_rank)
+        doomed += same[:-1]
+        left.append(same[-1])
+    if len(doomed) < at_least:
+        doomed += heapq.nsmallest(at_least - len(doomed), left, key=deletion_rank)
+    return doomed
+
+
 def pod_succeeded(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") == "Succeeded"
 
@@ -710,6 +731,11 @@ class JobController(Controller):
         if spec.get("completionMode") == "Indexed":
             if doomed := [p async for part in in_turns(active) for p in part if pod_index(p) in settled]:
                 return 0, *await self._delete_pods(key, job, doomed[:MAX_POD_CREATE_DELETE_PER_SYNC], untrack=True), \
+                    job_metrics.PODS_DELETED
+            # a lowered parallelism or completions: the pods over what is wanted go first
+            want = wanted_active(spec, succeeded, len(active))
+            if extra := indexed_removals(active, spec.get("completions") or 0, len(active) - want):
+                return 0, *await self._delete_pods(key, job, extra[:MAX_POD_CREATE_DELETE_PER_SYNC], untrack=True), \
                     job_metrics.PODS_DELETED
             busy = {pod_index(p) async for part in in_turns(active + waited) for p in part}
             todo = settled.first_missing(max(0, spec.get("parallelism", 1) - len(active)),

@@ -484,6 +484,36 @@ async def test_a_spec_change_is_synced_at_once_and_a_status_write_batched(env):
     assert (await jobs.get("pi", "default"))["status"]["active"] == 2
 
 
+async def test_an_indexed_job_scaled_down_deletes_the_pods_over_its_parallelism_and_completions(env):
+    """activePodsForRemoval for Indexed Jobs: a lowered parallelism deletes the pods over it, and
+    ElasticIndexedJob's lowered completions (with parallelism) those of the indexes past it. Both
+    kept running: nanokube's Indexed branch only created pods. The deleted pods lose the tracking
+    finalizer first, so none counts as failed."""
+    client, _, clock = env
+    jobs = client.resource("batch", "v1", "jobs")
+    await jobs.create(job(completions=4, parallelism=4, completionMode="Indexed"))
+    await ticking(clock, lambda: live_pods(client, 4))
+    await jobs.patch("pi", {"spec": {"parallelism": 2}}, namespace="default")
+    two = await ticking(clock, lambda: live_pods(client, 2))
+    assert len({p["metadata"]["annotations"][INDEX] for p in two}) == 2
+    await becomes(lambda: _deletes(client), 2)
+    await jobs.patch("pi", {"spec": {"parallelism": 1, "completions": 1}}, namespace="default")
+    [last] = await ticking(clock, lambda: _live_with_index(client, "0"))
+    await finish(client, last, "Succeeded")
+    j = await ticking(clock, lambda: job_condition(client, "Complete"))
+    assert j["status"]["completedIndexes"] == "0" and j["status"]["succeeded"] == 1
+    assert "failed" not in j["status"]
+
+
+async def _deletes(client) -> int:
+    return (await event_counts(client, "Job")).get("SuccessfulDelete", 0)
+
+
+async def _live_with_index(client, index: str):
+    live = await live_pods(client, 1)
+    return live if live and live[0]["metadata"]["annotations"][INDEX] == index else None
+
+
 async def test_a_deleted_jobs_own_pods_lose_the_tracking_finalizer_others_of_its_name_keep_theirs(env):
     """cleanupPodFinalizers matches the pods a Job controls by uid: a pod naming another Job "pi" (a
     newer one the cache does not show yet) keeps its finalizer when this "pi" goes."""
