@@ -293,7 +293,11 @@ class ResourceIndex:
         return convert
 
     def group_versions(self) -> dict[str, list[str]]:
-        """group → served versions, preferred first (upstream's priority order)."""
+        """group → served versions, preferred first: the aggregator's order of their APIServices,
+        versionPriority first (a CRD's 100 outranks every built-in's, so a CRD version added to a
+        built-in group becomes its preferred one, as upstream), then Kubernetes version order."""
+        from .aggregator.priorities import CRD_VERSION_PRIORITY, priority
+
         out: dict[str, list[str]] = {}
         for r in self.resources:
             vs = out.setdefault(r.group, [])
@@ -301,7 +305,7 @@ class ResourceIndex:
                 if v not in vs:
                     vs.append(v)
         for g, vs in out.items():
-            vs.sort(key=version_priority)
+            vs.sort(key=lambda v: (-(p[1] if (p := priority(g, v)) else CRD_VERSION_PRIORITY), version_priority(v)))
         return out
 
 

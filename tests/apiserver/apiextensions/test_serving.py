@@ -271,15 +271,20 @@ async def test_a_protected_groups_crd_says_whether_its_api_is_approved(env):
     assert condition(ours, approval) is None  # a group of its own: never the condition
 
 
+def gates_crd() -> dict:
+    """A CRD in the built-in networking.k8s.io group, at its v1 and at a v1alpha9 of its own."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "gates.networking.k8s.io",
+                         "annotations": {"api-approved.kubernetes.io": "unapproved, testing"}},
+            "spec": {"group": "networking.k8s.io", "scope": "Namespaced", "names": {"plural": "gates", "kind": "Gate"},
+                     "versions": [{"name": v, "served": True, "storage": v == "v1",
+                                   "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)}} for v in ("v1", "v1alpha9")]}}
+
+
 async def test_a_crd_version_at_a_built_in_group_version_is_neither_served_nor_discovered(tmp_path):
     """kube-apiserver claims every path of a group version it serves: a CRD's version there is a 404
     and missing from discovery (built-in first), while its other versions are served."""
-    gates = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-             "metadata": {"name": "gates.networking.k8s.io",
-                          "annotations": {"api-approved.kubernetes.io": "unapproved, testing"}},
-             "spec": {"group": "networking.k8s.io", "scope": "Namespaced", "names": {"plural": "gates", "kind": "Gate"},
-                      "versions": [{"name": v, "served": True, "storage": v == "v1",
-                                    "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)}} for v in ("v1", "v1alpha9")]}}
+    gates = gates_crd()
     async with served(tmp_path) as (_, c):
         await call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", gates)
         made = await create_when_served(c, "/apis/networking.k8s.io/v1alpha9/namespaces/default/gates", {
@@ -293,6 +298,24 @@ async def test_a_crd_version_at_a_built_in_group_version_is_neither_served_nor_d
         assert "gates" not in [r["name"] for r in listed["resources"]] and "ingresses" in [
             r["name"] for r in listed["resources"]]
         assert [r["name"] for r in (await call(c, "GET", "/apis/networking.k8s.io/v1alpha9"))["resources"]] == ["gates"]
+
+
+async def test_a_crd_version_added_to_a_built_in_group_becomes_its_preferred_version(tmp_path):
+    """The crdregistration controller gives a CRD's group/version an APIService of versionPriority
+    100, above every built-in one's (networking.k8s.io/v1: 15): the aggregator, ordering a group's
+    versions by versionPriority, makes v1alpha9 the group's preferred version everywhere."""
+    async with served(tmp_path) as (_, c):
+        before = await call(c, "GET", "/apis/networking.k8s.io")
+        assert before["preferredVersion"]["version"] == "v1"
+        await call(c, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", gates_crd())
+        await create_when_served(c, "/apis/networking.k8s.io/v1alpha9/namespaces/default/gates", {
+            "apiVersion": "networking.k8s.io/v1alpha9", "kind": "Gate", "metadata": {"name": "g"}, "spec": {"size": 1}})
+        group = await call(c, "GET", "/apis/networking.k8s.io")
+        versions = [v["version"] for v in group["versions"]]
+        assert versions == ["v1alpha9"] + [v["version"] for v in before["versions"]]
+        assert group["preferredVersion"] == {"groupVersion": "networking.k8s.io/v1alpha9", "version": "v1alpha9"}
+        [listed] = [g for g in (await call(c, "GET", "/apis"))["groups"] if g["name"] == "networking.k8s.io"]
+        assert listed["preferredVersion"]["version"] == "v1alpha9"
 
 
 async def test_a_list_is_of_the_crds_accepted_list_kind(tmp_path):
