@@ -97,8 +97,10 @@ class RESTMetricsClient:
             path, what = f"/namespaces/{namespace}/metrics/{metric}", f"namespaces.custom.metrics.k8s.io {namespace}"
         else:
             res = self.client.index.by_kind(group, kind)
-            if res is None:
-                raise MetricsUnavailable(f'no matches for kind "{kind}" in group "{group}"')
+            if res is None:  # the custom metrics client's RESTMapping, under the REST client's words
+                raise MetricsUnavailable(f"unable to fetch metrics from custom metrics API: unable to map kind "
+                                         f"{kind}{'.' + group if group else ''} to resource: no matches for kind "
+                                         f'"{kind}" in group "{group}"')
             resource = f"{res.plural}.{res.group}" if res.group else res.plural
             path = f"/namespaces/{namespace}/{resource}/{ref.get('name', '')}/{metric}"
             what = f"{resource}.custom.metrics.k8s.io {ref.get('name', '')}"

@@ -431,6 +431,20 @@ async def test_an_object_metric_failure_names_the_metric_and_its_object(env):
     assert cond(h, "ScalingActive") == ("False", "FailedGetObjectMetric")
 
 
+async def test_an_object_metric_of_a_kind_the_server_does_not_serve_fails_in_the_clients_words(env):
+    """The custom metrics client maps the described object's kind before it asks, and its REST mapper's
+    error comes wrapped as the API's other failures do."""
+    widget = {"type": "Object", "object": {"describedObject": {"apiVersion": "example.com/v1", "kind": "Widget",
+                                                               "name": "w"},
+                                           "metric": {"name": "backlog"}, "target": {"type": "Value", "value": "5"}}}
+    await env.hpas.create(hpa([widget]))
+    await env.sync()
+    events = {e["reason"]: e["message"] for e in await env.reported("FailedGetObjectMetric")}
+    assert events["FailedGetObjectMetric"] == (
+        "unable to get metric backlog on Widget default/w: unable to fetch metrics from custom metrics API: "
+        'unable to map kind Widget.example.com to resource: no matches for kind "Widget" in group "example.com"')
+
+
 async def test_an_average_value_object_metric_is_named_as_upstream_names_it(env):
     """computeStatusForObjectMetric names a Value target "<Kind> metric <name>" but an AverageValue one
     "external metric <name>(<selector>)", in ScalingActive's message and the rescale reason."""
