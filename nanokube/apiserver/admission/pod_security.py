@@ -206,8 +206,11 @@ class PodSecurity:
         self.config = config or Config()
         self.metrics = PodSecurityMetrics()
         self._ns_prefix: str | None = None
-        #: namespace -> (the Namespace object it was parsed from, its policy, the labels' errors)
-        self._policies: dict[str, tuple[dict, Policy, list[FieldError]]] = {}
+        #: namespace -> (its policy, the labels' errors, the evaluation counter's labels of a pod write
+        #: it admits as fully privileged by (operation, subresource), None where it is not), kept while
+        #: the watch cache's change number of namespaces is `_mark`'s
+        self._policies: dict[str, tuple[Policy, list[FieldError], dict | None]] = {}
+        self._mark: tuple[object, int] | None = None
 
     def configure(self, config: Config) -> None:
         self.config = config
@@ -216,22 +219,27 @@ class PodSecurity:
     def _labels(self, a) -> tuple[str, str, str]:
         return a.operation.lower(), _resource_label(a), a.subresource
 
-    def _policy(self, namespace: str) -> tuple[Policy, list[FieldError]] | None:
-        """The namespace's policy, parsed once per version of the Namespace object."""
+    def _policy(self, namespace: str) -> tuple[Policy, list[FieldError], dict | None] | None:
+        """The namespace's policy, parsed once until a namespace changes (a pod create of an
+        unlabelled namespace reads one dict for it)."""
+        cache = self.rest.cache
         if self._ns_prefix is None:
             self._ns_prefix = self.rest.index.get("", "v1", "namespaces").key_prefix()
-        entry = self.rest.cache.get(self._ns_prefix + namespace)
+        mark = cache.changes(self._ns_prefix)
+        if self._mark is None or mark != self._mark[1] or cache is not self._mark[0]:
+            self._policies.clear()
+            self._mark = (cache, mark)
+        found = self._policies.get(namespace)
+        if found is not None:
+            return found
+        entry = cache.get(self._ns_prefix + namespace)
         if entry is None:
             return None
-        ns = entry.obj
-        cached = self._policies.get(namespace)
-        if cached is not None and cached[0] is ns:
-            return cached[1], cached[2]
-        labels = (ns.get("metadata") or {}).get("labels") or {}
+        labels = (entry.obj.get("metadata") or {}).get("labels") or {}
         policy, errs = policy_for(labels, self.config.defaults) if any(k.startswith(PREFIX) for k in labels) \
             else (self.config.defaults, [])
-        self._policies[namespace] = (ns, policy, errs)
-        return policy, errs
+        found = self._policies[namespace] = (policy, errs, {} if not errs and policy.privileged else None)
+        return found
 
     def _exempt(self, a, why: str) -> None:
         a.add_annotation(PREFIX + "exempt", why)
@@ -254,7 +262,7 @@ class PodSecurity:
         else:
             self._validate_controller(a)
 
-    def _lookup(self, a) -> tuple[Policy, list[FieldError]] | None:
+    def _lookup(self, a) -> tuple[Policy, list[FieldError], dict | None] | None:
         found = self._policy(a.namespace)
         if found is None:  # no namespace to judge by (NamespaceLifecycle refuses the write before this)
             self.metrics.errors.inc("true", *self._labels(a))
@@ -266,9 +274,14 @@ class PodSecurity:
         found = self._lookup(a)
         if found is None:
             return
-        policy, errs = found
-        if not errs and policy.privileged:
-            self.metrics.evaluations.inc("allow", PRIVILEGED, policy.enforce.metric_version, "enforce", *self._labels(a))
+        policy, errs, privileged = found
+        if privileged is not None:  # allowed as it is (counted by labels made once per namespace and kind of write)
+            labels = privileged.get((a.operation, a.subresource))
+            if labels is None:
+                labels = privileged[(a.operation, a.subresource)] = (
+                    "allow", PRIVILEGED, policy.enforce.metric_version, "enforce", *self._labels(a))
+            counts = self.metrics.evaluations.values
+            counts[labels] = counts.get(labels, 0.0) + 1
             return
         if a.operation == "UPDATE" and a.old is not None and not _significant_update(a.obj, a.old):
             return
@@ -284,7 +297,7 @@ class PodSecurity:
         found = self._lookup(a)
         if found is None:
             return
-        policy, errs = found
+        policy, errs, _ = found
         if not errs and policy.warn.level == policy.audit.level == PRIVILEGED:
             return
         path = TEMPLATES[(a.res.group, a.res.plural)]

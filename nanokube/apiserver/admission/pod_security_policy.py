@@ -222,17 +222,18 @@ def windows_host_process(meta: dict, spec: dict) -> Result:
     return "hostProcess", f"{' and '.join(setters)} must not set securityContext.windowsOptions.hostProcess=true"
 
 
-def _hosts(handler: dict | None) -> list[str]:
-    handler = handler or {}
-    return [h for h in ((handler.get("httpGet") or {}).get("host"), (handler.get("tcpSocket") or {}).get("host")) if h]
+def _hosts(handlers: list) -> list[str]:
+    """The hosts set in probes' or lifecycle handlers' httpGet and tcpSocket."""
+    return [h for handler in handlers if handler
+            for h in ((handler.get("httpGet") or {}).get("host"), (handler.get("tcpSocket") or {}).get("host")) if h]
 
 
 def host_probes_and_lifecycle(meta: dict, spec: dict) -> Result:
     bad, hosts = [], set()
     for c in containers(spec):
         lifecycle = c.get("lifecycle") or {}
-        found = [h for k in ("livenessProbe", "readinessProbe", "startupProbe") for h in _hosts(c.get(k))]
-        found += [h for k in ("postStart", "preStop") for h in _hosts(lifecycle.get(k))]
+        found = _hosts([c.get("livenessProbe"), c.get("readinessProbe"), c.get("startupProbe"),
+                        lifecycle.get("postStart"), lifecycle.get("preStop")])
         if found:
             bad.append(c.get("name", ""))
             hosts.update(found)

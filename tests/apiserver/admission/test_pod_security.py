@@ -189,3 +189,30 @@ async def test_disabled_plugin_judges_nothing(tmp_path):
         await sent(api, "POST", NS, namespace("r", enforce="restricted"))
         made = await sent(api, "POST", f"{NS}/r/pods", pod("x", hostPID=True))
     assert made[0] == 201
+
+
+async def test_baseline_checks_in_upstreams_order_and_windows_pods_spared_linux_only_checks(tmp_path):
+    loose = pod("loose", volumes=[{"name": "h", "hostPath": {"path": "/etc"}}],
+                securityContext={"seccompProfile": {"type": "Unconfined"}, "sysctls": [{"name": "kernel.msgmax", "value": "1"}]},
+                containers=[{"name": "c", "image": "busybox", "ports": [{"containerPort": 80, "hostPort": 80}],
+                             "securityContext": {"capabilities": {"add": ["NET_ADMIN", "CHOWN"]},
+                                                 "seLinuxOptions": {"type": "spc_t"}}}])
+    windows = pod("win", os={"name": "windows"})
+    async with served(tmp_path) as (_, api):
+        await sent(api, "POST", NS, namespace("b", enforce="baseline"))
+        await sent(api, "POST", NS, namespace("r", enforce="restricted"))
+        baseline = await sent(api, "POST", f"{NS}/b/pods", loose)
+        spared = await sent(api, "POST", f"{NS}/r/pods", windows)
+        older = await sent(api, "POST", NS, namespace("old", enforce="restricted", enforce_version="v1.24"))
+        unspared = await sent(api, "POST", f"{NS}/old/pods", windows)
+    assert older[0] == 201
+    assert baseline[0] == 403 and baseline[1]["message"] == (
+        'pods "loose" is forbidden: violates PodSecurity "baseline:latest": non-default capabilities (container "c" '
+        'must not include "NET_ADMIN" in securityContext.capabilities.add), hostPath volumes (volume "h"), hostPort '
+        '(container "c" uses hostPort 80), seLinuxOptions (container "c" set forbidden securityContext.seLinuxOptions: '
+        'type "spc_t"), seccompProfile (pod must not set securityContext.seccompProfile.type to "Unconfined"), '
+        'forbidden sysctls (kernel.msgmax)')
+    assert spared[0] == 403 and spared[1]["message"].endswith(
+        'violates PodSecurity "restricted:latest": runAsNonRoot != true (pod or container "c" must set '
+        'securityContext.runAsNonRoot=true)')
+    assert unspared[0] == 403 and "allowPrivilegeEscalation != false" in unspared[1]["message"]
