@@ -4,7 +4,9 @@ the gates on /metrics, drops a pod's schedulingGroup and schedules the pod on it
 
 import json
 
-from tests.e2e.conftest import running_cluster, wait_for
+import pytest
+
+from tests.e2e.conftest import STORE, running_cluster, wait_for
 
 FLAGS = ("--runtime-config", "api/alpha=false,api/beta=false",
          "--feature-gates", "AllAlpha=false,GenericWorkload=false,DRADeviceBindingConditions=false")
@@ -31,3 +33,22 @@ def test_up_as_upstreams_defaults_with_generic_workload_off():
         log = c.log_path.read_text()
     assert ("feature gates beyond 1.37's defaults: DRADeviceBindingConditions=false,GenericWorkload=false; APIs: "
             "1.37's GA-only default, then nanokube's api/all=true, then api/alpha=false,api/beta=false") in log
+
+
+@pytest.mark.skipif(STORE == "memory", reason="the memory store serves one process")
+def test_every_api_server_worker_serves_by_the_flags():
+    """With two workers each request may land on either: every one drops the gate's field and
+    leaves the version out, and /metrics reports the gate once."""
+    flags = ("--api-workers", "2", "--runtime-config", "scheduling.k8s.io/v1alpha3=false",
+             "--feature-gates", "CompositePodGroup=false")
+    with running_cluster("gates-workers", flags) as c:
+        for i in range(6):
+            group = json.loads(c.kubectl("get", "--raw", "/apis/scheduling.k8s.io").stdout)
+            assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1"]
+            pg = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                  "metadata": {"name": f"g{i}", "namespace": "default"},
+                  "spec": {"parentCompositePodGroupName": "fleet", "schedulingPolicy": {"basic": {}}}}
+            created = json.loads(c.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(pg)).stdout)
+            assert "parentCompositePodGroupName" not in created["spec"]
+        metrics = c.kubectl("get", "--raw", "/metrics").stdout
+        assert metrics.count('kubernetes_feature_enabled{name="CompositePodGroup",stage="ALPHA"} 0\n') == 1
