@@ -114,3 +114,30 @@ async def test_an_items_own_mode_wins_over_the_volumes_default_mode(env):
              ("cm/run.sh", "cm/conf", "down/name", "proj/bin/run.sh")}
     assert modes == {"cm/run.sh": oct(0o755), "cm/conf": oct(0o644), "down/name": oct(0o400),
                      "proj/bin/run.sh": oct(0o700)}
+
+
+async def test_a_volumes_directory_has_the_mode_of_the_empty_dir_its_plugin_wraps(env):
+    """Each kubelet plugin sets its volume up in an emptyDir it wraps: a ConfigMap's on disk (0777,
+    as setupDir makes it), a Secret's, projected and downwardAPI volume's in memory (a tmpfs root,
+    1777), so any container user may list them; the timestamped data directory is 0755."""
+    client, _, root = env
+    await client.resource("", "v1", "configmaps").create({"metadata": {"name": "settings", "namespace": "default"},
+                                                          "data": {"a": "alpha"}})
+    await client.resource("", "v1", "secrets").create({"metadata": {"name": "creds", "namespace": "default"},
+                                                       "data": {"token": base64.b64encode(b"s3cret").decode()}})
+    p = await client.resource("", "v1", "pods").create({"metadata": {"name": "modes", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox"}],
+        "volumes": [{"name": "cm", "configMap": {"name": "settings"}},
+                    {"name": "sec", "secret": {"secretName": "creds"}},
+                    {"name": "down", "downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+                    {"name": "proj", "projected": {"sources": [{"configMap": {"name": "settings"}}]}},
+                    {"name": "scratch", "emptyDir": {}}]}})
+    vol = root / "gpu-0" / p["metadata"]["uid"] / "volumes"
+
+    async def written():
+        return all((vol / f).exists() for f in ("cm/a", "sec/token", "down/name", "proj/a"))
+    await eventually(written)
+    modes = {d: oct(os.stat(vol / d).st_mode & 0o7777) for d in ("cm", "sec", "down", "proj", "scratch")}
+    assert modes == {"cm": oct(0o777), "sec": oct(0o1777), "down": oct(0o1777), "proj": oct(0o1777),
+                     "scratch": oct(0o777)}
+    assert oct(os.stat(vol / "cm" / "..data").st_mode & 0o7777) == oct(0o755)
