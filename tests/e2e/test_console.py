@@ -50,18 +50,24 @@ class Page:
         self.paused: list[str] = []
         self.on_request = lambda params: ("Fetch.continueRequest", {"requestId": params["requestId"]})
         self._ids = itertools.count(1)
-        port = None
-        for line in self.proc.stderr:
-            if m := re.match(r"DevTools listening on ws://[^:]+:(\d+)/", line):
-                port = m.group(1)
-                break
-        assert port, "chromium did not open its DevTools port"
-        self.proc.stderr.close()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
-            target = next(t for t in json.load(r) if t["type"] == "page")
-        self.ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=10)
-        for domain in ("Runtime", "Log", "Page"):
-            self.call(f"{domain}.enable")
+        self.ws = None
+        try:
+            port = None
+            for line in self.proc.stderr:
+                if m := re.match(r"DevTools listening on ws://[^:]+:(\d+)/", line):
+                    port = m.group(1)
+                    break
+            assert port, "chromium did not open its DevTools port"
+            self.proc.stderr.close()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+                target = next(t for t in json.load(r) if t["type"] == "page")
+            self.ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=10)
+            for domain in ("Runtime", "Log", "Page"):
+                self.call(f"{domain}.enable")
+        except BaseException:  # no `with` holds it yet: the browser and its profile go here
+            self.proc.kill()
+            self.close()
+            raise
 
     def _send(self, method: str, params: dict) -> int:
         n = next(self._ids)
@@ -101,11 +107,12 @@ class Page:
         self.close()
 
     def close(self) -> None:
-        try:
-            self.call("Browser.close")
-        except (OSError, websocket.WebSocketException):  # it may close the socket before it answers
-            pass
-        self.ws.close()
+        if self.ws is not None:
+            try:
+                self.call("Browser.close")
+            except (OSError, websocket.WebSocketException):  # it may close the socket before it answers
+                pass
+            self.ws.close()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
