@@ -83,6 +83,12 @@ class RateLimitedClient:
     def resource(self, group: str, version: str, plural: str) -> RateLimitedResource:
         return RateLimitedResource(self.client.resource(group, version, plural), self)
 
+    async def get_raw(self, path: str, params: dict[str, str] | None = None) -> dict:
+        """An AbsPath GET (the metrics APIs) waits on the bucket as any request of the clientset."""
+        if self.bucket is not None:
+            await self.bucket.wait()
+        return await self.client.get_raw(path, params)
+
 
 class RateLimitedResource:
     """One resource's client whose requests wait on its client's bucket first."""

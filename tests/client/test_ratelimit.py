@@ -20,6 +20,10 @@ class _Lists:
         self.sent.append(self.clock.monotonic())
         return [], "1"
 
+    async def get_raw(self, path, params=None):
+        self.sent.append(self.clock.monotonic())
+        return {}
+
 
 async def _spent():
     """A pods client at 1 qps with a burst of 1, its burst spent at 0 by one list."""
@@ -63,3 +67,16 @@ async def test_a_cancelled_request_leaves_the_times_of_those_reserved_after_it()
     await clock.advance(0.6)
     assert third.done() and backend.sent == [0.0, 2.0, 3.0]
     await second
+
+
+async def test_a_raw_get_waits_on_the_bucket_too():
+    """An AbsPath GET (the HPA's reads of the metrics APIs) takes a token as any other request."""
+    clock = VirtualClock()
+    backend = _Lists(clock)
+    client = limited(backend, 1.0, 1, clock)
+    await client.get_raw("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue")
+    second = asyncio.create_task(client.get_raw("/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue"))
+    await clock.advance(0.5)
+    assert not second.done()
+    await clock.advance(0.5)
+    assert second.done() and backend.sent == [0.0, 1.0]
