@@ -123,6 +123,8 @@ class Config:
         self.usernames = frozenset(usernames)
         self.runtime_classes = frozenset(runtime_classes)
         self.namespaces = frozenset(namespaces)
+        #: whether a request can be exempt by its namespace or user
+        self.exempts = bool(self.namespaces or self.usernames)
 
     @classmethod
     def parse(cls, doc: dict) -> Config:
@@ -255,23 +257,23 @@ class PodSecurity:
         return False
 
     def validate(self, a) -> None:
-        if a.res.plural == "pods" and a.res.group == "":
+        if a.res.plural == "pods" and not a.res.group:
             self._validate_pod(a)
         elif a.res.plural == "namespaces" and a.res.group == "":
             self._validate_namespace(a)
         else:
             self._validate_controller(a)
 
-    def _lookup(self, a) -> tuple[Policy, list[FieldError], dict | None] | None:
+    def _policy_of(self, a) -> tuple[Policy, list[FieldError], dict | None] | None:
         found = self._policy(a.namespace)
         if found is None:  # no namespace to judge by (NamespaceLifecycle refuses the write before this)
             self.metrics.errors.inc("true", *self._labels(a))
         return found
 
     def _validate_pod(self, a) -> None:
-        if a.subresource in IGNORED_POD_SUBRESOURCES or self._exempt_request(a):
+        if a.subresource in IGNORED_POD_SUBRESOURCES or (self.config.exempts and self._exempt_request(a)):
             return
-        found = self._lookup(a)
+        found = self._policy_of(a)
         if found is None:
             return
         policy, errs, privileged = found
@@ -292,9 +294,9 @@ class PodSecurity:
         self._evaluate(a, policy, errs, a.obj.get("metadata") or {}, spec, enforce=True)
 
     def _validate_controller(self, a) -> None:
-        if a.subresource or self._exempt_request(a):
+        if a.subresource or (self.config.exempts and self._exempt_request(a)):
             return
-        found = self._lookup(a)
+        found = self._policy_of(a)
         if found is None:
             return
         policy, errs, _ = found

@@ -178,10 +178,14 @@ async def test_configured_defaults_and_exemptions(tmp_path):
         defaulted = await sent(api, "POST", f"{NS}/default/pods", pod("x", hostPID=True))
         exempt_ns = await sent(api, "POST", f"{NS}/kube-system/pods", pod("x", hostPID=True))
         exempt_rc = await sent(api, "POST", f"{NS}/default/pods", pod("y", hostPID=True, runtimeClassName="trusted"))
+        server.rest.admission.pod_security.configure(Config.parse({
+            "apiVersion": "pod-security.admission.config.k8s.io/v1", "kind": "PodSecurityConfiguration",
+            "defaults": {"enforce": "baseline"}, "exemptions": {"usernames": ["kubernetes-admin"]}}))
+        exempt_user = await sent(api, "POST", f"{NS}/default/pods", pod("z", hostPID=True))  # the kubeconfig's user
         exemptions = server.rest.admission.pod_security.metrics.exemptions.values
     assert defaulted[0] == 403 and 'violates PodSecurity "baseline:latest"' in defaulted[1]["message"]
-    assert exempt_ns[0] == 201 and exempt_rc[0] == 201
-    assert exemptions[("create", "pod", "")] == 2
+    assert exempt_ns[0] == 201 and exempt_rc[0] == 201 and exempt_user[0] == 201
+    assert exemptions[("create", "pod", "")] == 3
 
 
 async def test_disabled_plugin_judges_nothing(tmp_path):
