@@ -9,6 +9,7 @@ Checks read the pod's JSON form (the storage form is v1's) and return None or a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 PRIVILEGED, BASELINE, RESTRICTED = "privileged", "baseline", "restricted"
 LEVELS = (PRIVILEGED, BASELINE, RESTRICTED)
@@ -299,29 +300,33 @@ def restricted_volumes(meta: dict, spec: dict) -> Result:
             f"{pluralize('restricted volume type', 'restricted volume types', len(kinds))} {join_quote(sorted(kinds))}")
 
 
-def _pod_or_containers(field: str, good: Callable[[dict | None], bool], reason: str, must_not: str,
+def _pod_or_containers(field: str, good: Callable[[Any], bool], reason: str, must_not: Callable[[list], str],
                        must: str) -> CheckFn:
-    """A field every container must have good, set on it or inherited from the pod's securityContext."""
+    """A field every container must have good, set on it or inherited from the pod's securityContext:
+    the pod and containers that set it bad are named first (`must_not` of their values), else the
+    containers that inherit no good value."""
     def check(meta: dict, spec: dict) -> Result:
-        setters, pod_good = [], False
+        setters, values, pod_good = [], [], False
         pod = (spec.get("securityContext") or {}).get(field)
         if pod is not None:
             if good(pod):
                 pod_good = True
             else:
                 setters.append("pod")
+                values.append(pod)
         explicit, implicit = [], []
         for c in containers(spec):
             own = _sc(c).get(field)
             if own is not None:
                 if not good(own):
                     explicit.append(c.get("name", ""))
+                    values.append(own)
             elif not pod_good:
                 implicit.append(c.get("name", ""))
         if explicit:
             setters.append(_named("container", explicit))
         if setters:
-            return reason, f"{' and '.join(setters)} {must_not}"
+            return reason, f"{' and '.join(setters)} {must_not(values)}"
         if implicit:
             return reason, f"pod or {_named('container', implicit)} {must}"
         return None
@@ -329,7 +334,7 @@ def _pod_or_containers(field: str, good: Callable[[dict | None], bool], reason: 
 
 
 run_as_non_root = _pod_or_containers("runAsNonRoot", lambda v: v is True, "runAsNonRoot != true",
-                                     "must not set securityContext.runAsNonRoot=false",
+                                     lambda _: "must not set securityContext.runAsNonRoot=false",
                                      "must set securityContext.runAsNonRoot=true")
 
 
@@ -341,32 +346,11 @@ def run_as_user(meta: dict, spec: dict) -> Result:
     return ("runAsUser=0", f"{' and '.join(setters)} must not set runAsUser=0") if setters else None
 
 
-def seccomp_restricted(meta: dict, spec: dict) -> Result:
-    setters, values, pod_good = [], set(), False
-    pod = (spec.get("securityContext") or {}).get("seccompProfile")
-    if pod is not None:
-        if pod.get("type") in ("RuntimeDefault", "Localhost"):
-            pod_good = True
-        else:
-            setters.append("pod")
-            values.add(pod.get("type", ""))
-    explicit, implicit = [], []
-    for c in containers(spec):
-        own = _sc(c).get("seccompProfile")
-        if own is not None:
-            if own.get("type") not in ("RuntimeDefault", "Localhost"):
-                explicit.append(c.get("name", ""))
-                values.add(own.get("type", ""))
-        elif not pod_good:
-            implicit.append(c.get("name", ""))
-    if explicit:
-        setters.append(_named("container", explicit))
-    if setters:
-        return "seccompProfile", f"{' and '.join(setters)} must not set securityContext.seccompProfile.type to {join_quote(sorted(values))}"
-    if implicit:
-        return ("seccompProfile", f'pod or {_named("container", implicit)} must set securityContext.seccompProfile.type '
-                                  'to "RuntimeDefault" or "Localhost"')
-    return None
+seccomp_restricted = _pod_or_containers(
+    "seccompProfile", lambda p: p.get("type") in ("RuntimeDefault", "Localhost"), "seccompProfile",
+    lambda profiles: "must not set securityContext.seccompProfile.type to "
+                     + join_quote(sorted({p.get("type", "") for p in profiles})),
+    'must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost"')
 
 
 #: (id, level, [(minimum version, check)], ids of the baseline checks it replaces), sorted by id
