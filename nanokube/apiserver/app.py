@@ -750,8 +750,11 @@ class APIServer:
         body = await asyncio.get_running_loop().run_in_executor(
             None, self._openapi_bytes, "v3", lambda: openapi.build_v3_index(self._openapi_resources()))
         aggregator = self.handlers.aggregator
-        if aggregator is not None and (remote := aggregator.openapi_paths()):  # extension servers' documents
-            body = orjson.dumps({"paths": {**orjson.loads(body)["paths"], **remote}})
+        if aggregator is not None and aggregator.remote:  # extension servers' documents
+            # a group/version a remote APIService serves is its server's (a metrics group's built-in adapter's goes)
+            paths = {p: e for p, e in orjson.loads(body)["paths"].items()
+                     if not (p.startswith("apis/") and self.handlers.aggregates("/" + p))}
+            body = orjson.dumps({"paths": {**paths, **aggregator.openapi_paths()}})
         return _etagged(request, body, openapi.content_hash(body), {})
 
     async def _openapi_v3(self, request: web.Request) -> web.Response:

@@ -89,6 +89,9 @@ async def test_an_apiservice_with_a_service_takes_the_external_metrics_group_and
                 "kubernetes-admin", "system:kube-controller-manager"}
             groups = [g["name"] for g in (await api.ok("GET", "/apis"))["groups"]]
             assert groups.count("external.metrics.k8s.io") == 1 and "custom.metrics.k8s.io" in groups
+            # the adapter publishes no OpenAPI: the group/version leaves the index, the built-in ones stay
+            assert {"apis/custom.metrics.k8s.io/v1beta2", "apis/apps/v1"} <= set(await _openapi_index(api))
+            assert "apis/external.metrics.k8s.io/v1beta1" not in await _openapi_index(api)
 
             adapter.stop()
             code, _ = await api.call("GET", QUEUE)
@@ -110,6 +113,7 @@ async def test_an_apiservice_with_a_service_takes_the_external_metrics_group_and
         await api.ok("DELETE", APISERVICE)
         await api.until(lambda: _answered_by_built_in(api), "the built-in adapter's answer again")
         assert value(await loopback.get_raw(QUEUE)) == "5"
+        assert "apis/external.metrics.k8s.io/v1beta1" in await _openapi_index(api)
 
 
 async def _is(got, want) -> bool:
@@ -119,3 +123,7 @@ async def _is(got, want) -> bool:
 async def _answered_by_built_in(api: API) -> bool:
     code, raw = await api.call("GET", QUEUE)
     return code == 200 and value(orjson.loads(raw)) == "5"
+
+
+async def _openapi_index(api: API) -> dict:
+    return (await api.ok("GET", "/openapi/v3"))["paths"]
