@@ -26,6 +26,8 @@ from .pod_security_policy import LATEST, LEVELS, PRIVILEGED, RESTRICTED, evaluat
 PREFIX = "pod-security.kubernetes.io/"
 MODES = ("enforce", "audit", "warn")
 _VERSION = re.compile(r"^v1\.(0|[1-9][0-9]*)$")
+#: Go's int on 64-bit platforms: a minor over it fails ParseVersion's Atoi
+_GO_MAX_INT = 2**63 - 1
 #: upstream's cap on the pods a namespace relabel evaluates
 MAX_PODS_TO_CHECK = 3000
 #: pod subresources that cannot change what the standards judge (any other is judged, to fail safe)
@@ -78,7 +80,7 @@ def parse_version(value) -> tuple[tuple[int, int] | None, str | None]:
     if value == "latest":
         return None, None
     m = _VERSION.match(value) if isinstance(value, str) else None
-    if m is None:
+    if m is None or int(m.group(1)) > _GO_MAX_INT:  # strconv.Atoi's range error is the same refusal
         return None, 'must be "latest" or "v1.x"'
     return (1, int(m.group(1))), None
 
@@ -316,12 +318,13 @@ class PodSecurity:
         """EvaluatePod: enforce (pods only), then audit, then warn, each evaluation reused by the
         modes that share its level and version."""
         labels = self._labels(a)
-        results: dict[tuple[str, tuple[int, int]], list] = {}
+        results: dict[tuple[str, tuple[int, int]], str] = {}
 
-        def judge(lv: LevelVersion) -> list:
+        def judge(lv: LevelVersion) -> str:
+            """The forbidden detail of the pod at `lv`, "" where it passes."""
             key = (lv.level, lv.evaluated_at)
             if key not in results:
-                results[key] = evaluate(lv.level, lv.evaluated_at, meta, spec)
+                results[key] = forbidden_detail(evaluate(lv.level, lv.evaluated_at, meta, spec))
             return results[key]
 
         if errs:
@@ -330,20 +333,19 @@ class PodSecurity:
         refusal = None
         if enforce:
             a.add_annotation(PREFIX + "enforce-policy", str(policy.enforce))
-            violations = judge(policy.enforce)
-            decision = "deny" if violations else "allow"
-            self.metrics.evaluations.inc(decision, policy.enforce.level, policy.enforce.metric_version, "enforce", *labels)
-            if violations:
+            detail = judge(policy.enforce)
+            self.metrics.evaluations.inc("deny" if detail else "allow", policy.enforce.level,
+                                         policy.enforce.metric_version, "enforce", *labels)
+            if detail:
                 refusal = errors.forbidden(a.res.group, a.res.plural, object_name(a),
-                                           f'violates PodSecurity "{policy.enforce}": {forbidden_detail(violations)}')
-        if violations := judge(policy.audit):
-            a.add_annotation(PREFIX + "audit-violations",
-                             f'would violate PodSecurity "{policy.audit}": {forbidden_detail(violations)}')
+                                           f'violates PodSecurity "{policy.enforce}": {detail}')
+        if detail := judge(policy.audit):
+            a.add_annotation(PREFIX + "audit-violations", f'would violate PodSecurity "{policy.audit}": {detail}')
             self.metrics.evaluations.inc("deny", policy.audit.level, policy.audit.metric_version, "audit", *labels)
         if refusal is not None:
             raise refusal  # no warnings on a request refused anyway
-        if violations := judge(policy.warn):
-            a.warnings.append(f'would violate PodSecurity "{policy.warn}": {forbidden_detail(violations)}')
+        if detail := judge(policy.warn):
+            a.warnings.append(f'would violate PodSecurity "{policy.warn}": {detail}')
             self.metrics.evaluations.inc("deny", policy.warn.level, policy.warn.metric_version, "warn", *labels)
 
     def _validate_namespace(self, a) -> None:

@@ -142,6 +142,16 @@ async def test_invalid_labels_are_refused_on_namespaces_and_enforce_the_strictes
     assert errors[("false", "create", "pod", "")] == 1
 
 
+async def test_a_version_minor_past_gos_int_is_refused_as_upstreams_atoi_refuses_it(tmp_path):
+    async with served(tmp_path) as (_, api):
+        widest = await sent(api, "POST", NS, namespace("w", enforce="baseline", enforce_version=f"v1.{2**63 - 1}"))
+        past = await sent(api, "POST", NS, namespace("p", enforce="baseline", enforce_version=f"v1.{2**63}"))
+    assert widest[0] == 201
+    assert past[0] == 422 and past[1]["message"] == (
+        'Namespace "p" is invalid: metadata.labels[pod-security.kubernetes.io/enforce-version]: '
+        f'Invalid value: "v1.{2**63}": must be "latest" or "v1.x"')
+
+
 async def test_versions_judge_by_the_checks_of_their_release(tmp_path):
     """runAsUser=0 is restricted from v1.23; hostProbesAndHostLifecycle is baseline from v1.34."""
     root = restricted_pod("root")
