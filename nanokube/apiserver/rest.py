@@ -95,6 +95,9 @@ FUTURE_RV_WAIT = future_rv_wait()
 #: out (upstream's cacher: defaultBookmarkFrequency, cacheWatcher.nextBookmarkTime's pre-timeout bookmark)
 BOOKMARK_FREQUENCY = 60.0
 BOOKMARK_BEFORE_TIMEOUT = 2.0
+#: how long a watch waits on a conversion webhook that keeps failing before it ends (the cacher's
+#: reflector's MaxInternalErrorRetryDuration)
+WATCH_CONVERSION_RETRY = 30.0
 #: the queued marker of a periodic bookmark that is due (`GenericREST._schedule_bookmark`)
 _BOOKMARK_DUE = "BOOKMARK"
 #: names a create drawn from generateName tries before a 409 (upstream's maxNameGenerationCreateAttempts:
@@ -945,8 +948,8 @@ class GenericREST:
             converts = translate is None  # a CRD's webhook: still one conversion an object, as an event's
             everything = ok is _everything
             for obj in Entry.objects(listed):
-                if converts:
-                    await res.strategy.prepare_conversion([obj], version)
+                if converts and not await self._watch_conversion(res, [obj], version):
+                    return
                 if everything or ok(obj):
                     w.stored = obj
                     yield ADDED, self._external(res, obj, version)
@@ -954,7 +957,8 @@ class GenericREST:
             for ev in initial:
                 if ev.type != ADDED or ev.prev is not None:
                     last = max(last, ev.rev)
-                await res.strategy.prepare_conversion(_event_objects(ev, at_version), version)
+                if not await self._watch_conversion(res, _event_objects(ev, at_version), version):
+                    return
                 out = self._translate(res, version, ev, ok, self._external)
                 if out:
                     w.stored = ev.entry.obj
@@ -980,7 +984,8 @@ class GenericREST:
                 if translate is not None:
                     out = translate(ev)
                 else:
-                    await res.strategy.prepare_conversion(_event_objects(ev, at_version), version, reuse=True)
+                    if not await self._watch_conversion(res, _event_objects(ev, at_version), version, reuse=True):
+                        return
                     out = self._translate(res, version, ev, ok, self._external)
                 if out:
                     e = ev.entry
@@ -990,6 +995,27 @@ class GenericREST:
             if timer is not None:
                 timer.cancel()
             self.cache.remove_watcher(w)
+
+    async def _watch_conversion(self, res, objs: list, version: str, reuse: bool = False) -> bool:
+        """Converts `objs` for a watch (a CRD's webhook), retrying a failure each second; False once
+        it has failed for WATCH_CONVERSION_RETRY, when the watch ends without an ERROR event. So
+        upstream's per-version watch cache behaves: its reflector retries the storage watch whose
+        event it could not convert for 30 s (MaxInternalErrorRetryDuration), the watchers waiting
+        and then getting that event, or else it ends every watch of the version and relists."""
+        failing_since = None
+        while True:
+            try:
+                await res.strategy.prepare_conversion(objs, version, reuse)
+                return True
+            except errors.APIError as e:
+                now = self.clock.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                elif now - failing_since >= WATCH_CONVERSION_RETRY:
+                    log.info("watch of %s at %s ended: conversion failing for %gs: %s", res.plural, version,
+                             WATCH_CONVERSION_RETRY, e.message)
+                    return False
+                await self.clock.sleep(1.0)
 
     def _schedule_bookmark(self, w: Watcher, deadline: float | None) -> asyncio.Task | None:
         """Queues `w`'s next periodic bookmark when it is due on the injected clock, behind the events

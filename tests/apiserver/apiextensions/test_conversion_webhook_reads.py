@@ -134,6 +134,53 @@ async def test_a_watch_at_a_non_storage_version_gets_live_events_through_the_web
         ("MODIFIED", f"{GROUP}/v2", {"sizeV2": 5})]
 
 
+def failing(calls: list) -> callable:
+    """A conversion webhook that answers every review with a Failure, counting them in `calls`."""
+    def review(body: dict) -> dict:
+        calls.append(1)
+        return {"apiVersion": body["apiVersion"], "kind": "ConversionReview",
+                "response": {"uid": body["request"]["uid"], "result": {"status": "Failure", "message": "down"}}}
+    return review
+
+
+async def _watch_then_break(boxes) -> tuple:
+    """A watch at v2 of box b, then the webhook failing and b changed at v1: (watch, calls, v1 path)."""
+    hook, c = boxes
+    v1, v2 = (f"/apis/{GROUP}/{v}/namespaces/default/boxes" for v in ("v1", "v2"))
+    made = await create_when_served(c, v1, {"apiVersion": f"{GROUP}/v1", "kind": "Box", "metadata": {"name": "b"},
+                                            "spec": {"size": 3}})
+    watching = await open_watch(c, f"{v2}?watch=1&resourceVersion={made['metadata']['resourceVersion']}"
+                                   f"&timeoutSeconds=60")
+    calls: list = []
+    hook.handlers["/convert"] = failing(calls)
+    await call(c, "PUT", f"{v1}/b", {**made, "spec": {"size": 5}})
+    return watching, calls
+
+
+async def test_a_watch_waits_out_a_conversion_webhook_that_comes_back(boxes):
+    """Upstream's per-version watch cache retries the event it could not convert (its reflector
+    retries internal errors for 30 s): the watch at v2 gets no ERROR, and the event once the
+    webhook answers again."""
+    hook, _ = boxes
+    watching, calls = await _watch_then_break(boxes)
+    while not calls:  # the event's conversion has been tried and refused
+        await asyncio.sleep(0.02)
+    hook.handlers["/convert"] = converter()
+    events = [json.loads(line) for line in await lines_until(watching, len)]
+    assert [(e["type"], e["object"]["spec"]) for e in events] == [("MODIFIED", {"sizeV2": 5})]
+
+
+async def test_a_watch_ends_without_an_error_event_when_conversion_keeps_failing(boxes, monkeypatch):
+    """Past the retries the cache ends every watch of the version (terminateAllWatchers before it
+    relists): the stream closes, no ERROR event sent. (The 30 s window made 0 here.)"""
+    from nanokube.apiserver import rest
+
+    monkeypatch.setattr(rest, "WATCH_CONVERSION_RETRY", 0.0)
+    watching, calls = await _watch_then_break(boxes)
+    assert await lines_until(watching, lambda lines: False) == []  # read until the server ends the stream
+    assert len(calls) >= 2  # tried again before giving up
+
+
 async def test_each_versions_scale_reads_and_writes_its_own_replicas_path(tmp_path):
     """A version's /scale is served from the object converted to it, at that version's
     specReplicasPath (v1 .spec.size, v2 .spec.sizeV2), as on kube-apiserver: a write through v2's
