@@ -213,6 +213,16 @@ def finish_time(pod: dict) -> float | None:
     return parse_time(ready["lastTransitionTime"]) if ready and ready.get("lastTransitionTime") else None
 
 
+def _ended(pod: dict) -> float | None:
+    """getFinishedTime, for the pod failure backoff: finish_time, else for a pod being deleted when
+    its grace period began; None for one with neither (a status no kubelet wrote)."""
+    if (end := finish_time(pod)) is not None:
+        return end
+    md = pod["metadata"]
+    return parse_time(md["deletionTimestamp"]) - (md.get("deletionGracePeriodSeconds") or 0) \
+        if md.get("deletionTimestamp") else None
+
+
 def options_from_env(env: Mapping[str, str] = os.environ) -> dict[str, float]:
     """The pod failure backoff's base from NANOKUBE_JOB_POD_FAILURE_BACKOFF (its cap stays BACKOFF_MAX).
     A base of 0 or less would start replacements at once, with no backoff at all: refused."""
@@ -311,6 +321,8 @@ class JobController(Controller):
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
         self.metrics = metrics or ControllerMetrics()
         self.backoff_base = backoff_base
+        #: newBackoffRecord's per Job: failures since its last success, and when the last of them ended
+        self.backoffs: dict[str, tuple[int, float]] = {}
         self.jobs = client.resource("batch", "v1", "jobs")
         self.pods = client.resource("", "v1", "pods")
         self.job_inf = self.informer_factory.informer(self.jobs)
@@ -442,10 +454,12 @@ class JobController(Controller):
         job = self.job_inf.get(key)
         if job is None:
             self.expectations.forget(key)  # its pods' finalizers went through the orphan queue
+            self.backoffs.pop(key, None)
             return
         if managed_externally(job):
             return
         if finished(job) or job["metadata"].get("deletionTimestamp"):
+            self.backoffs.pop(key, None)
             controls = self._controls(job)
             await self._remove_finalizers([p async for part in in_turns(self.pod_inf.list_namespace(
                 job["metadata"]["namespace"])) for p in part
@@ -522,10 +536,14 @@ class JobController(Controller):
         fail_job = next((v[1] for v in held_verdicts if v and v[0] == "FailJob"), None)
         new_indexes = 0
         listed = sum(len(v) for v in uncounted.values())
+        before = {uid for v in uncounted.values() for uid in v}
+        ends: tuple[list[float], list[float]] = ([], [])  # the newly finished pods' failures', successes' ends
         async for part in in_turns(pods):
             for p in part:
                 if TRACKING in (p["metadata"].get("finalizers") or []) and p["metadata"]["uid"] not in held and \
                         (pod_succeeded(p) or pod_failed(p, replace_failed and not failing)):
+                    if p["metadata"]["uid"] not in before and (end := _ended(p)) is not None:
+                        ends[pod_succeeded(p)].append(end)
                     if listed >= MAX_UNCOUNTED_PODS:  # left to a later sync, but a FailJob rule is read on
                         message = fail_job_message(failure_verdict(spec, p))  # every failed pod (getFailJobMessage)
                     elif indexed and pod_succeeded(p):
@@ -540,6 +558,7 @@ class JobController(Controller):
                         message = self._record(spec, p, uncounted, ignored, actions)
                     listed = sum(len(v) for v in uncounted.values()) + new_indexes
                     fail_job = fail_job or message
+        self._note_finished(key, *ends)
         # 2. count recorded pods whose finalizer is gone
         tracked = {p["metadata"]["uid"]: p async for part in in_turns(pods) for p in part}
         for kind in ("succeeded", "failed"):
@@ -723,7 +742,7 @@ class JobController(Controller):
         group = None
         if self.workloads and uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
             return 0, [], None, job_metrics.TRACKING
-        if failed and not per_index and (wait := await self._backoff_left(pods, failed, now)) > 0:
+        if failed and not per_index and (wait := self._backoff_left(key, now)) > 0:
             self._enqueue_with_delay(key, wait + 0.05)
             return 0, [], None, job_metrics.PODS_CREATED
         # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed
@@ -776,16 +795,25 @@ class JobController(Controller):
                 self.metrics.job_pods_creation.labels(reason, "failed").inc()
         return count
 
-    async def _backoff_left(self, pods: list[dict], failed: int, now: float) -> float:
-        """Seconds before a replacement may start: `backoff_base` (10s) doubling per failure, from the last failure."""
-        ends = [parse_time(c["lastTransitionTime"]) async for part in in_turns(pods) for p in part
-                if not pod_succeeded(p) and pod_is_terminal(p)
-                for c in (p.get("status") or {}).get("conditions") or []
-                if c.get("type") == "Ready" and c.get("lastTransitionTime")]
-        if not ends:
+    def _note_finished(self, key: str, failures: list[float], successes: list[float]) -> None:
+        """newBackoffRecord: a success starts the count of failures over from the failures that ended
+        after it; a failure the podFailurePolicy ignores counts too, as upstream's."""
+        count, last = self.backoffs.get(key, (0, 0.0))
+        if successes:
+            failures = [t for t in failures if t > max(successes)]
+            count, last = 0, 0.0
+        if failures:
+            self.backoffs[key] = (count + len(failures), max(failures + [last]))
+        elif successes:
+            self.backoffs.pop(key, None)
+
+    def _backoff_left(self, key: str, now: float) -> float:
+        """Seconds before a replacement may start (getRemainingTime): `backoff_base` (10s) doubling per
+        failure since the last success, from the end of the last of them."""
+        count, last = self.backoffs.get(key, (0, 0.0))
+        if not count:
             return 0.0
-        delay = min(self.backoff_base * 2 ** (failed - 1), BACKOFF_MAX)
-        return max(ends) + delay - now
+        return last + min(self.backoff_base * 2 ** min(count - 1, 32), BACKOFF_MAX) - now
 
     def _pod(self, job: dict, index: int | None, group: str | None = None, replaced: dict | None = None) -> dict:
         md = job["metadata"]

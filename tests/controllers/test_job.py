@@ -1,6 +1,6 @@
 import pytest
 
-from nanokube.clock import VirtualClock
+from nanokube.clock import VirtualClock, format_time
 from nanokube.controllers.base import TURN
 from nanokube.machinery.errors import APIError
 from nanokube.machinery.jobindexes import Indexes
@@ -239,6 +239,46 @@ async def test_pod_failure_policy_fail_job_fails_at_once_and_stops_the_rest(env)
     async def none_live():
         return await live_pods(client, 0) == []
     assert await ticking(clock, none_live)
+
+
+async def ended(client, clock, pod, phase):
+    """The pod's one container ended now: its finishedAt and the pod's Ready turning False, as a kubelet writes them."""
+    pods = client.resource("", "v1", "pods")
+    cur = await pods.get(pod["metadata"]["name"], "default")
+    code, now = 0 if phase == "Succeeded" else 1, format_time(clock.now())
+    ready = {"type": "Ready", "status": "False", "reason": "PodCompleted" if code == 0 else "PodFailed",
+             "lastTransitionTime": now}
+    await pods.update({**cur, "status": {"phase": phase, "conditions": [ready], "containerStatuses": [
+        {"name": "c", "image": "busybox", "imageID": "", "ready": False, "restartCount": 0,
+         "state": {"terminated": {"exitCode": code, "finishedAt": now}}}]}}, subresource="status")
+
+
+async def test_the_pod_failure_backoff_starts_over_after_a_success(env):
+    """The replacement backoff doubles per failure since the last success (upstream's backoff record,
+    failuresAfterLastSuccess): 10 s, then 20 s; a success lets the next pod start at once and the
+    failure after it waits 10 s again. nanokube doubled per failure of the Job's life (status.failed),
+    so that third failure waited 40 s."""
+    client, _, clock = env
+    await client.resource("batch", "v1", "jobs").create(job(completions=3, parallelism=1, backoffLimit=6))
+
+    async def replaced(pod) -> float:
+        """Virtual seconds until a pod other than `pod` runs."""
+        start = clock.now()
+        [new] = await ticking(clock, lambda: live_pods(client, 1), step=0.5)
+        assert new["metadata"]["name"] != pod["metadata"]["name"]
+        return clock.now() - start
+
+    [first] = await ticking(clock, lambda: live_pods(client, 1))
+    await ended(client, clock, first, "Failed")
+    [second] = await ticking(clock, lambda: live_pods(client, 1))
+    await ended(client, clock, second, "Failed")
+    assert 19 <= await replaced(second) <= 22
+    [third] = await live_pods(client, 1)
+    await ended(client, clock, third, "Succeeded")
+    assert await replaced(third) <= 2  # the pod batch, no backoff
+    [fourth] = await live_pods(client, 1)
+    await ended(client, clock, fourth, "Failed")
+    assert 9 <= await replaced(fourth) <= 12
 
 
 async def test_pod_failure_policy_ignore_does_not_count_and_replaces_the_pod(env):
