@@ -6,6 +6,7 @@ client has still not taken it is cut, as any answer's by its request's deadline,
 it and its buffers until the client goes away."""
 
 import asyncio
+import contextlib
 import socket
 
 import aiohttp
@@ -19,6 +20,28 @@ WATCHES = ("apiserver_longrunning_requests{", 'resource="configmaps"', 'verb="WA
 TERMINATED = ("apiserver_terminated_watchers_total{", 'resource="configmaps"')
 
 
+@contextlib.asynccontextmanager
+async def _unread(tmp_path, **stream_options):
+    """A TLS API server and a connection to it (its client's TLS context, a reader and writer) from a
+    socket whose receive buffer is 4 KiB, so that a watch its client does not read backs up at once."""
+    pki = ensure_pki(str(tmp_path))
+    server = APIServer(MemoryStore(), pki, port=0)
+    await server.start()
+    writer = None
+    try:
+        ctx = admin_context(pki, tmp_path)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        sock.setblocking(False)
+        reader, writer = await asyncio.open_connection(sock=sock, ssl=ctx, server_hostname="localhost", **stream_options)
+        yield server, ctx, reader, writer
+    finally:
+        if writer is not None:
+            writer.transport.abort()
+        await server.stop()
+
+
 def _sample(metrics: str, series: tuple[str, ...]) -> float:
     """The sum of the samples of the series whose lines begin with series[0] and hold the rest."""
     return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
@@ -26,16 +49,7 @@ def _sample(metrics: str, series: tuple[str, ...]) -> float:
 
 
 async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut_at_its_deadline(tmp_path):
-    pki = ensure_pki(str(tmp_path))
-    server = APIServer(MemoryStore(), pki, port=0)
-    await server.start()
-    ctx = admin_context(pki, tmp_path)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", server.port))
-    sock.setblocking(False)
-    reader, writer = await asyncio.open_connection(sock=sock, ssl=ctx, server_hostname="localhost")
-    try:
+    async with _unread(tmp_path) as (server, ctx, reader, writer):
         async with aiohttp.ClientSession(f"https://127.0.0.1:{server.port}",
                                          connector=aiohttp.TCPConnector(ssl=ctx)) as http:
             async def metrics() -> str:
@@ -67,9 +81,6 @@ async def test_a_watch_that_reads_nothing_is_ended_and_its_connection_cut_at_its
         except ConnectionResetError:
             rest = b""
         assert not rest.endswith(b"\r\n0\r\n\r\n")
-    finally:
-        writer.transport.abort()
-        await server.stop()
 
 
 async def test_a_watch_that_reads_nothing_holds_little_more_than_its_connection_s_high_water_mark(tmp_path):
@@ -77,16 +88,7 @@ async def test_a_watch_that_reads_nothing_holds_little_more_than_its_connection_
     wait in its queue as references to the cache's shared ones, as upstream's wait in a channel over
     the kernel's socket buffer: a watch that reads nothing held 1 MiB unsent before (direct writes went
     on to 1 MiB)."""
-    pki = ensure_pki(str(tmp_path))
-    server = APIServer(MemoryStore(), pki, port=0)
-    await server.start()
-    ctx = admin_context(pki, tmp_path)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", server.port))
-    sock.setblocking(False)
-    reader, writer = await asyncio.open_connection(sock=sock, ssl=ctx, server_hostname="localhost", limit=4096)
-    try:
+    async with _unread(tmp_path, limit=4096) as (server, _, reader, writer):
         writer.write(b"GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
         await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
         cms = server.index.get("", "v1", "configmaps")
@@ -100,6 +102,3 @@ async def test_a_watch_that_reads_nothing_holds_little_more_than_its_connection_
                     most, high = c.transport.get_write_buffer_size(), c.transport.get_write_buffer_limits()[1]
         assert server.cache.stats.terminated == {"/registry/configmaps/": 1}
         assert high < most < high + 2 * 65536  # the mark, and a turn's batch of events past it
-    finally:
-        writer.transport.abort()
-        await server.stop()
