@@ -742,7 +742,7 @@ class JobController(Controller):
         group = None
         if self.workloads and uses_workload(job) and (group := await self.workloads.ensure(job)) is None:
             return 0, [], None, job_metrics.TRACKING
-        if failed and not per_index and (wait := self._backoff_left(key, now)) > 0:
+        if not per_index and (wait := self._backoff_left(key, now)) > 0:
             self._enqueue_with_delay(key, wait + 0.05)
             return 0, [], None, job_metrics.PODS_CREATED
         # with podReplacementPolicy Failed a terminating pod is replaced only once it has failed

@@ -281,6 +281,23 @@ async def test_the_pod_failure_backoff_starts_over_after_a_success(env):
     assert 9 <= await replaced(fourth) <= 12
 
 
+async def test_a_failure_the_policy_ignores_still_backs_off_the_replacement(env):
+    """newBackoffRecord takes every newly failed pod, whatever the podFailurePolicy does with it: a
+    pod whose failure a rule ignores (as a drained pod's, Ignore on DisruptionTarget) is replaced
+    after the 10 s backoff, and counts as no failure. nanokube skipped the backoff while
+    status.failed was 0 and replaced it at once."""
+    client, _, clock = env
+    policy = {"rules": [{"action": "Ignore", "onExitCodes": {"operator": "In", "values": [1]}}]}
+    await client.resource("batch", "v1", "jobs").create(job(backoffLimit=0, podFailurePolicy=policy))
+    [first] = await ticking(clock, lambda: live_pods(client, 1))
+    await ended(client, clock, first, "Failed")
+    start = clock.now()
+    [again] = await ticking(clock, lambda: live_pods(client, 1), step=0.5)
+    assert again["metadata"]["name"] != first["metadata"]["name"] and 9 <= clock.now() - start <= 12
+    j = await client.resource("batch", "v1", "jobs").get("pi", "default")
+    assert "failed" not in j["status"] and not j["status"].get("conditions")
+
+
 async def test_pod_failure_policy_ignore_does_not_count_and_replaces_the_pod(env):
     client, _, clock = env
     await client.resource("batch", "v1", "jobs").create(job(completions=1, backoffLimit=0, podFailurePolicy=POLICY))
