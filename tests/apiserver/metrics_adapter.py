@@ -1,6 +1,6 @@
 """A small external (and custom) metrics adapter, run as its own process as KEDA's metrics server
 or prometheus-adapter run: HTTPS on `--ip`, serving external.metrics.k8s.io/v1beta1 and
-custom.metrics.k8s.io/v1beta2 discovery and values read from a JSON file at each request
+custom.metrics.k8s.io/v1beta1 (as prometheus-adapter's chart registers it) discovery and values read from a JSON file at each request
 (`{"external": {metric: quantity}, "custom": {metric: {pod: quantity}}}`), so a test changes them by
 rewriting it. A metric it has no value for is a 404 Status, as custom-metrics-apiserver answers it.
 Each request's path and X-Remote-User go to `--log` as a JSON line; the port it listens on to
@@ -26,7 +26,7 @@ from aiohttp import web
 from nanokube.pki.ca import issue, new_ca
 
 EXTERNAL = "external.metrics.k8s.io/v1beta1"
-CUSTOM = "custom.metrics.k8s.io/v1beta2"
+CUSTOM = "custom.metrics.k8s.io/v1beta1"
 STAMP = "2026-01-01T00:00:00Z"
 
 

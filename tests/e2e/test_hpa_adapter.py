@@ -3,7 +3,7 @@ server or prometheus-adapter) behind a Service, its EndpointSlice and KEDA's API
 over the built-in adapter's local one. The HPA reads through the API server, so it scales on the adapter's
 values (from zero too), `kubectl get --raw` answers from the adapter, and an adapter that went away is
 upstream's FailedGetExternalMetric with the aggregator's 503 in client-go's words; a Pods metric comes
-from the same adapter's custom.metrics.k8s.io."""
+from the same adapter's custom.metrics.k8s.io at v1beta1, the version its APIService registers."""
 
 from __future__ import annotations
 
@@ -131,8 +131,10 @@ def test_a_pods_metric_from_a_custom_metrics_adapter(cluster, adapter):
         "get", "pods", "-l", "app=web")["items"] if (p.get("status") or {}).get("phase") == "Running"]) and
         len(names) == 2 and names, 60, "web's two pods running")
     adapter.set({"custom": {"requests_per_second": {p: "30" for p in pods}}})
-    register(c, "custom.metrics.k8s.io", "v1beta2")
-    raw = json.loads(c.kubectl("get", "--raw", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/"
+    register(c, "custom.metrics.k8s.io", "v1beta1")  # beside the built-in adapter's v1beta2
+    group = json.loads(c.kubectl("get", "--raw", "/apis/custom.metrics.k8s.io").stdout)
+    assert group["preferredVersion"]["version"] == "v1beta1"
+    raw = json.loads(c.kubectl("get", "--raw", "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/pods/*/"
                                "requests_per_second").stdout)
     assert sorted((i["describedObject"]["name"], i["value"]) for i in raw["items"]) == sorted((p, "30") for p in pods)
 
@@ -144,6 +146,8 @@ def test_a_pods_metric_from_a_custom_metrics_adapter(cluster, adapter):
                               if e["reason"] == "SuccessfulRescale"], 30, "the SuccessfulRescale Event")
     # 30 per pod against 10: ratio 3 on the two pods, within the default scaleUp policies (+4 pods or +100%)
     assert first[0] == "New size: 6; reason: pods metric requests_per_second above target"
-    assert any(r["path"].endswith("/pods/*/requests_per_second") and r["query"].get("labelSelector") == "app=web"
+    # the HPA found v1beta1 preferred in the group's discovery and read the adapter there
+    assert any(r["path"] == "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/pods/*/requests_per_second"
+               and r["query"].get("labelSelector") == "app=web" and r["user"] != "kubernetes-admin"
                for r in adapter.requests())
-    c.kubectl("delete", "apiservice", "v1beta2.custom.metrics.k8s.io")
+    c.kubectl("delete", "apiservice", "v1beta1.custom.metrics.k8s.io")

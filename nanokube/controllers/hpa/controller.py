@@ -66,7 +66,7 @@ class HPAController(Controller):
         self.cpu_init = cpu_initialization_period
         self.readiness_delay = initial_readiness_delay
         #: the metrics APIs, read through the API server as upstream's REST metrics client reads them
-        self.metrics_client = RESTMetricsClient(metrics_api_client or client)
+        self.metrics_client = RESTMetricsClient(metrics_api_client or client, self.clock, sync_period)
         self.hpas = client.resource("autoscaling", "v2", "horizontalpodautoscalers")
         self.recorder = CoreEventRecorder(client, self.event_source, self.clock)
         self.pods = client.resource("", "v1", "pods")

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 
-from ...clock import parse_time
+from ...clock import REAL, Clock, parse_time
 from ...machinery.errors import UNEXPECTED_RESPONSE, APIError
 from ...metrics.provider import MetricsUnavailable, Sample, milli
 
 RESOURCE = "/apis/metrics.k8s.io/v1beta1"
-CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
+CUSTOM_GROUP = "/apis/custom.metrics.k8s.io"
+#: the custom metrics versions the client reads (their MetricValueLists carry the same fields it reads)
+CUSTOM_VERSIONS = ("v1beta2", "v1beta1")
 EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1"
 #: metricServerDefaultMetricWindow: a custom metric's window when its adapter gives none
 DEFAULT_WINDOW = 60.0
@@ -39,10 +41,34 @@ def _message(e: APIError, what: str) -> str:
 
 
 class RESTMetricsClient:
-    """`client`: the controller's API client (LocalClient or HTTPClient), whose `get_raw` GETs a path."""
+    """`client`: the controller's API client (LocalClient or HTTPClient), whose `get_raw` GETs a path.
+    The custom metrics API's version is discovered as the custom metrics client's available-APIs getter
+    does, and found again after `rediscover` seconds (kube-controller-manager invalidates it every
+    HPA sync period)."""
 
-    def __init__(self, client):
+    def __init__(self, client, clock: Clock = REAL, rediscover: float = 15.0):
         self.client = client
+        self.clock = clock
+        self.rediscover = rediscover
+        #: (path of the custom metrics API's preferred version, when to discover it again)
+        self._custom: tuple[str, float] | None = None
+
+    async def _custom_api(self) -> str:
+        """chooseVersion: the group's preferred version if the client reads it, else its first one it does."""
+        now = self.clock.monotonic()
+        if self._custom is not None and now < self._custom[1]:
+            return self._custom[0]
+        try:
+            group = await self.client.get_raw(CUSTOM_GROUP)
+        except APIError as e:
+            cause = "no custom metrics API (custom.metrics.k8s.io) registered" if e.code == 404 else e.message
+            raise MetricsUnavailable(f"unable to fetch metrics from custom metrics API: {cause}") from None
+        versions = [(group.get("preferredVersion") or {}).get("version")] + [v.get("version") for v in group.get("versions") or []]
+        version = next((v for v in versions if v in CUSTOM_VERSIONS), None)
+        if version is None:
+            raise MetricsUnavailable("unable to fetch metrics from custom metrics API: no known available metric versions found")
+        self._custom = (f"{CUSTOM_GROUP}/{version}", now + self.rediscover)
+        return self._custom[0]
 
     async def _get(self, api: str, path: str, params: dict[str, str], what: str, wording: str) -> dict:
         try:
@@ -79,7 +105,7 @@ class RESTMetricsClient:
 
     async def pods_metric(self, namespace: str, selector: str, metric: str, metric_selector: str = "") -> dict[str, Sample]:
         """GetRawMetric: a custom metric of every pod the selector picks."""
-        got = await self._get(CUSTOM, f"/namespaces/{namespace}/pods/*/{metric}",
+        got = await self._get(await self._custom_api(), f"/namespaces/{namespace}/pods/*/{metric}",
                               {"labelSelector": selector, "metricLabelSelector": metric_selector},
                               "pods.custom.metrics.k8s.io *", "custom")
         items = got.get("items") or []
@@ -104,7 +130,7 @@ class RESTMetricsClient:
             resource = f"{res.plural}.{res.group}" if res.group else res.plural
             path = f"/namespaces/{namespace}/{resource}/{ref.get('name', '')}/{metric}"
             what = f"{resource}.custom.metrics.k8s.io {ref.get('name', '')}"
-        got = await self._get(CUSTOM, path, {"metricLabelSelector": metric_selector}, what, "custom")
+        got = await self._get(await self._custom_api(), path, {"metricLabelSelector": metric_selector}, what, "custom")
         items = got.get("items") or []
         if len(items) != 1:
             raise MetricsUnavailable("unable to fetch metrics from custom metrics API: the custom metrics API server "
