@@ -13,6 +13,9 @@ from ..machinery.gofmt import Struct, marshal
 from ..machinery.podresources import QUANTITIES, Arithmetic, amounts, pod_requests
 from ..machinery.quantity import Quantity, canonical
 
+#: the allocation's key of the pod-level resources (spec.resources; no container has an empty name),
+#: resized in place as containers' are (InPlacePodLevelResourcesVerticalScaling, beta since 1.36)
+POD = ""
 PENDING = "PodResizePending"
 IN_PROGRESS = "PodResizeInProgress"
 #: the resources a container's status reports of what runs (convertContainerStatusResources)
@@ -26,9 +29,13 @@ def requirements(c: dict) -> dict:
 
 
 def desired(pod: dict) -> dict[str, dict]:
-    """What the spec asks for each container and init container, by name."""
+    """What the spec asks for each container and init container, by name, and at pod level (POD)
+    where the spec sets it."""
     spec = pod.get("spec") or {}
-    return {c["name"]: requirements(c) for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+    out = {c["name"]: requirements(c) for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+    if spec.get("resources"):
+        out[POD] = requirements(spec)
+    return out
 
 
 def status_resources(actuated: dict) -> dict:
@@ -45,6 +52,8 @@ def requests_with(pod: dict, allocation: dict[str, dict], arith: Arithmetic = QU
     """The pod's requests (PodRequests) with each container's `allocation`, in `arith`'s numbers."""
     spec = pod.get("spec") or {}
     with_alloc = {**spec}
+    if POD in allocation:
+        with_alloc["resources"] = allocation[POD]
     for key in ("initContainers", "containers"):
         if spec.get(key):
             with_alloc[key] = [{**c, "resources": allocation.get(c["name"], {})} for c in spec[key]]

@@ -1144,6 +1144,10 @@ class PodWorker:
             ],
             "containerStatuses": containers,
         }
+        if (pod_level := self.actuated.get(inplace.POD)) is not None:  # what runs and is allocated at pod level
+            if requests := (self.allocated.get(inplace.POD) or {}).get("requests"):
+                st["allocatedResources"] = requests
+            st["resources"] = inplace.status_resources(pod_level)
         if restartrules.restarts_all(self.pod):
             ok, why, message = restartrules.condition_status(self.restarting_all, phase)
             st["conditions"].append(_condition(restartrules.CONDITION, ok, now, kept, gen, why, message))

@@ -243,3 +243,34 @@ async def test_a_container_restarted_for_a_resize_runs_its_command_from_the_star
     finally:
         await mgr.stop()
         await s.close()
+
+
+async def test_a_pod_level_resize_is_allocated_actuated_and_reported_at_pod_level(env):
+    """InPlacePodLevelResourcesVerticalScaling (beta since 1.36): a resize of spec.resources goes
+    through the allocation as a container's does (ResizeStarted, ResizeCompleted) and the pod's
+    status reports it: status.allocatedResources and status.resources."""
+    pods, events = env
+    await pods.create({"metadata": {"name": "web", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "resources": APP, "containers": [{"name": "app", "image": "busybox"}]}})
+
+    async def running():
+        p = await pods.get("web", "default")
+        return p if (p.get("status") or {}).get("phase") == "Running" else None
+    p = await eventually(running)
+    assert p["status"]["allocatedResources"] == APP["requests"] and p["status"]["resources"] == APP
+    await pods.patch("web", {"spec": {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}}, SMP,
+                     namespace="default", subresource="resize")
+    await eventually(_events(events, ["ResizeStarted", "ResizeCompleted"]))
+    want = {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+
+    async def reported():
+        st = (await pods.get("web", "default"))["status"]
+        return st if st.get("resources") == want else None
+    st = await eventually(reported)
+    assert st["allocatedResources"] == want["requests"] and st["observedGeneration"] == 2
+    assert not [c for c in st["conditions"] if c["type"] in (inplace.PENDING, inplace.IN_PROGRESS)]
+    await pods.patch("web", {"spec": {"resources": {"requests": {"cpu": "100"}, "limits": {"cpu": "100"}}}}, SMP,
+                     namespace="default", subresource="resize")
+    [infeasible] = await eventually(_events(events, ["ResizeInfeasible"]))
+    assert infeasible["message"].endswith('"error":"Node didn\'t have enough capacity: cpu, requested: 100000, '
+                                          'capacity: 64000"}')

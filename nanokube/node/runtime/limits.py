@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...machinery.podresources import INTEGERS, pod_limits, pod_requests
+from ..inplace import POD
 from .cgroup import made, own_cgroup_dir
 
 log = logging.getLogger(__name__)
@@ -97,9 +98,12 @@ def container_settings(allocated: dict) -> Settings:
 
 def pod_settings(pod: dict, allocation: dict[str, dict], pids: int | None = None) -> Settings:
     """The pod cgroup's: its limits (PodLimits) where every container has one or the pod sets it at
-    pod level, its requests' cpu for its shares, with each container's `allocation`; `pids`: the
-    node's podPidsLimit where it sets one."""
+    pod level, its requests' cpu for its shares, with each container's `allocation` (and the pod's
+    own, at POD, where it sets pod-level resources); `pids`: the node's podPidsLimit where it sets
+    one."""
     spec = dict(pod.get("spec") or {})
+    if POD in allocation:  # the pod-level resources as allocated (resized in place)
+        spec["resources"] = allocation[POD]
     every = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     for key in ("initContainers", "containers"):
         if spec.get(key):

@@ -771,7 +771,7 @@ class ProcessPodWorker(PodWorker):
         super()._actuate()
         if self.containers or self.inits:
             self.runtime.limits.resize(self._cgroup, self._pod_settings(self.actuated),
-                                       {name: container_settings(a) for name, a in self.actuated.items()})
+                                       {name: container_settings(a) for name, a in self.actuated.items() if name != inplace.POD})
             self.runtime.update_qos()
 
     def burstable_cpu(self) -> int:

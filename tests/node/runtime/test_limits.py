@@ -120,6 +120,11 @@ def test_settings_are_the_kubelets_conversions():
     p = {"metadata": {"uid": "u"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}
     both = {"a": {"limits": {"memory": "1Mi", "cpu": "1"}}, "b": {"limits": {"memory": "2Mi"}}}
     assert limits.pod_settings(p, both) == Settings(memory=3 << 20, cpu_limit=None, cpu_request=0)
+    # a pod-level resize: the pod cgroup takes the pod's allocation (inplace.POD), not its spec's
+    p["spec"]["resources"] = {"limits": {"memory": "4Mi"}}
+    assert limits.pod_settings(p, {}).memory == 4 << 20
+    assert limits.pod_settings(p, {"": {"limits": {"memory": "8Mi", "cpu": "2"}}}) == Settings(
+        memory=8 << 20, cpu_limit=2000, cpu_request=0)
 
 
 def test_without_a_memory_controller_the_runtime_says_so(monkeypatch, caplog):
