@@ -45,7 +45,6 @@ from .replicaset import (
     claim_objects,
     create_pods,
     delete_pods,
-    deletion_rank,
     ignore_missing,
     owned_by,
     owner_reference,
@@ -170,6 +169,23 @@ def wanted_active(spec: dict, succeeded: int, active: int) -> int:
     return max(0, min(parallelism, completions - succeeded))
 
 
+_PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
+
+
+def removal_rank(pod: dict) -> tuple:
+    """controller.ActivePods' order, which activePodsForRemoval deletes from the front of (a Job's
+    pods have no deletion cost or rank, unlike a ReplicaSet's): unscheduled, then pending before
+    unknown before running, not ready before ready, of two ready pods the one ready latest, more
+    container restarts, then the newest."""
+    md, st = pod["metadata"], pod.get("status") or {}
+    ready = pod_is_ready(pod)
+    since = (find_condition(st.get("conditions"), "Ready") or {}).get("lastTransitionTime") if ready else None
+    restarts = max((c.get("restartCount") or 0 for c in st.get("containerStatuses") or ()), default=0)
+    created = md.get("creationTimestamp")
+    return (bool((pod.get("spec") or {}).get("nodeName")), _PHASE_ORDER.get(st.get("phase"), 0), ready,
+            (1, -parse_time(since)) if since else (0,), -restarts, (1, -parse_time(created)) if created else (0,))
+
+
 def indexed_removals(active: list[dict], completions: int, at_least: int) -> list[dict]:
     """activePodsForRemoval for an Indexed Job: its pods without a valid index or with one past
     completions (ElasticIndexedJob shrinks them), all but one of each repeated index (the one
@@ -183,11 +199,11 @@ def indexed_removals(active: list[dict], completions: int, at_least: int) -> lis
             by_index.setdefault(i, []).append(p)
     left = []
     for same in by_index.values():
-        same.sort(key=deletion_rank)
+        same.sort(key=removal_rank)
         doomed += same[:-1]
         left.append(same[-1])
     if len(doomed) < at_least:
-        doomed += heapq.nsmallest(at_least - len(doomed), left, key=deletion_rank)
+        doomed += heapq.nsmallest(at_least - len(doomed), left, key=removal_rank)
     return doomed
 
 
@@ -768,7 +784,7 @@ class JobController(Controller):
             n = wanted_active(spec, succeeded, len(active)) - len(active)
             if n < 0:
                 # activePodsForRemoval: controller.ActivePods' order (unscheduled, pending, not ready, newest first)
-                ranks = [deletion_rank(p) async for part in in_turns(active) for p in part]
+                ranks = [removal_rank(p) async for part in in_turns(active) for p in part]
                 extra = [active[i] for i in heapq.nsmallest(min(-n, MAX_POD_CREATE_DELETE_PER_SYNC),
                                                             range(len(active)), key=ranks.__getitem__)]
                 return 0, *await self._delete_pods(key, job, extra, untrack=True), job_metrics.PODS_DELETED

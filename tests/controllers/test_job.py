@@ -562,6 +562,34 @@ async def test_an_indexed_job_scaled_down_deletes_the_pods_over_its_parallelism_
     assert "failed" not in j["status"]
 
 
+async def test_pods_over_a_lowered_parallelism_go_in_active_pods_order(env):
+    """activePodsForRemoval sorts by controller.ActivePods: of ready pods the one ready latest goes
+    first, then the one whose containers restarted more. nanokube's order stopped at readiness and
+    then took the newest created, and these were made in the same second: it took the first two
+    the controller's cache lists, here the one ActivePods keeps."""
+    client, ctrl, clock = env
+    jobs, pods = client.resource("batch", "v1", "jobs"), client.resource("", "v1", "pods")
+    await jobs.create(job(completions=3, parallelism=3))
+    await ticking(clock, lambda: live_pods(client, 3))
+    a, b, c = ctrl.pod_inf.list_namespace("default")
+    for p, ready_at, restarts in ((a, "2026-01-01T00:00:00Z", 0), (b, "2026-01-01T00:05:00Z", 0),
+                                  (c, "2026-01-01T00:00:00Z", 2)):
+        cur = await pods.get(p["metadata"]["name"], "default")
+        await pods.update({**cur, "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": ready_at}], "containerStatuses": [
+            {"name": "c", "image": "busybox", "imageID": "", "ready": True, "restartCount": restarts,
+             "state": {"running": {}}}]}}, subresource="status")
+    await ticking(clock, lambda: job_ready(client, 3))
+    await jobs.patch("pi", {"spec": {"parallelism": 1}}, namespace="default")
+    [kept] = await ticking(clock, lambda: live_pods(client, 1))
+    assert kept["metadata"]["name"] == a["metadata"]["name"]
+
+
+async def job_ready(client, n):
+    j = await client.resource("batch", "v1", "jobs").get("pi", "default")
+    return j if (j.get("status") or {}).get("ready") == n else None
+
+
 async def _deletes(client) -> int:
     return (await event_counts(client, "Job")).get("SuccessfulDelete", 0)
 
