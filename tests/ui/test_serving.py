@@ -18,6 +18,7 @@ from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.audit_policy import load
 from nanokube.pki.ca import ensure_pki
 from nanokube.store.memory import MemoryStore
+from nanokube.store.sqlite import SQLiteStore
 from nanokube.ui.serving import STATIC
 from tests.served import send, served
 
@@ -127,3 +128,24 @@ async def test_an_anonymous_page_load_is_audited_with_rbacs_decision(tmp_path):
         "get", {"username": "system:anonymous", "groups": ["system:unauthenticated"]}, 200)
     assert event["annotations"]["authorization.k8s.io/decision"] == "allow"
     assert 'ClusterRoleBinding "nanokube:console"' in event["annotations"]["authorization.k8s.io/reason"]
+
+
+async def test_a_console_closed_as_a_bootstrap_binding_is_closed_stays_so_after_a_restart(tmp_path):
+    """Every start reconciles the bootstrap RBAC as kube-apiserver's post-start hook does: a deleted
+    `nanokube:console` binding is made again, while one annotated autoupdate "false" is kept as it is,
+    so the console stays closed to system:anonymous with that group left out of its subjects."""
+    db = str(tmp_path / "db.sqlite")
+    async with served(tmp_path, store=SQLiteStore(db)) as (_, api):
+        await asyncio.to_thread(client.RbacAuthorizationV1Api(api).delete_cluster_role_binding, "nanokube:console")
+    async with served(tmp_path, store=SQLiteStore(db)) as (server, api):
+        assert (await get(server, "/ui/"))[0] == 200
+        rbac = client.RbacAuthorizationV1Api(api)
+        binding = await asyncio.to_thread(rbac.read_cluster_role_binding, "nanokube:console")
+        binding.metadata.annotations["rbac.authorization.kubernetes.io/autoupdate"] = "false"
+        binding.subjects = [s for s in binding.subjects if s.name != "system:unauthenticated"]
+        await asyncio.to_thread(rbac.replace_cluster_role_binding, "nanokube:console", binding)
+    async with served(tmp_path, store=SQLiteStore(db)) as (server, api):
+        code, _, body = await get(server, "/ui/")
+        assert code == 403 and b'User \\"system:anonymous\\" cannot get path \\"/ui/\\"' in body
+        binding = await asyncio.to_thread(client.RbacAuthorizationV1Api(api).read_cluster_role_binding, "nanokube:console")
+        assert [s.name for s in binding.subjects] == ["system:authenticated"]
