@@ -26,8 +26,9 @@ The CDI devices of a container's DRA claims add theirs (`cdi`): a CDI mount is
 the node's file or directory at its container path, and a device node an empty
 file at its path (its `fileMode`), as the runtime would create it. The
 container sees its own cgroup (cgroup v2 in a namespace of its own) at
-/sys/fs/cgroup, read-only, with its limits, and as its /proc/self/cgroup
-(its cgroup namespace's root).
+/sys/fs/cgroup, read-only, with its limits and the usage `kubectl top` shows
+(memory.current, cpu.stat), and as its /proc/self/cgroup (its cgroup
+namespace's root).
 Nothing here touches the node's disk but those volumes' directories, and a
 link there that leads out of its volume is not followed.
 """
@@ -42,7 +43,9 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 
-from .runtime.limits import container_settings
+from ..clock import parse_time
+from ..metrics.usage import simulated_usage
+from .runtime.limits import PERIOD, container_settings
 from .simulated_accounts import run_as
 
 #: volume kinds the kubelet always mounts read-only, whose files it writes on the node
@@ -535,6 +538,10 @@ def _os_error():
         raise FsError(e.strerror or str(e)) from None
 
 
+#: the cgroup files the kernel makes read-only (-r--r--r--): what it reports, not a setting
+_READ_ONLY_FILES = frozenset({"cgroup.controllers", "memory.current", "cpu.stat"})
+
+
 def _cgroup(pod: dict, container: dict, now: float) -> Dir:
     """The container's cgroup as it sees it at /sys/fs/cgroup: cgroup v2, mounted read-only in a
     cgroup namespace of its own (containerd's on a v2 node), its limits as runc sets them from what
@@ -547,8 +554,25 @@ def _cgroup(pod: dict, container: dict, now: float) -> Dir:
              "memory.min": "0", "memory.low": "0", "memory.high": "max", "memory.oom.group": "1"}
     for controller in ("cpu", "memory", "pids"):
         files |= settings.files(2, controller)
-    return Dir({n: File(f"{v}\n".encode(), 0o444 if n == "cgroup.controllers" else 0o644, now)
+    files |= _usage(pod, container.get("name"), status, settings.cpu_limit, now)
+    return Dir({n: File(f"{v}\n".encode(), 0o444 if n in _READ_ONLY_FILES else 0o644, now)
                 for n, v in sorted(files.items())}, 0o555, now)
+
+
+def _usage(pod: dict, name: str | None, status: dict, cpu_limit: int | None, now: float) -> dict[str, str]:
+    """memory.current and cpu.stat from what the usage model (metrics.usage) says the container
+    uses, so they agree with `kubectl top`: its working set, and its CPU at that rate since it
+    started (all user time: the model has no split; CFS periods counted only under a quota, none
+    throttled, as the model never uses more than half its limit)."""
+    usage = simulated_usage(pod).get(name)
+    started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
+    seconds = max(now - parse_time(started), 0) if started and usage else 0
+    cpu_usec = int(usage.cpu * seconds * 1000) if usage else 0
+    periods = int(seconds * 1_000_000 // PERIOD) if cpu_limit is not None else 0
+    stat = {"usage_usec": cpu_usec, "user_usec": cpu_usec, "system_usec": 0, "nr_periods": periods,
+            "nr_throttled": 0, "throttled_usec": 0, "nr_bursts": 0, "burst_usec": 0}
+    return {"memory.current": str(usage.memory if usage else 0),
+            "cpu.stat": "\n".join(f"{k} {v}" for k, v in stat.items())}
 
 
 def _empty_dir(tmpfs: bool, fs_group: int | None, now: float) -> Dir:

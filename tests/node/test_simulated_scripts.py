@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tests.controllers import eventually
+from nanokube.clock import parse_time
 from nanokube.machinery.streaming import LogOptions, StreamFailed
 from tests.node.dra.test_prepare import allocate, claim_body, env, phase, pod_body, running_trainer
 from tests.node.test_simulated_gpu import exec_, mig_worker, run_smi
@@ -679,3 +680,25 @@ async def test_a_container_reads_its_limits_from_its_cgroup(env):
         await clock.advance(1)
         return (await exec_(mgr, "trainer", ["cat", "/sys/fs/cgroup/cpu.max"]))[1] == "400000 100000\n"
     await eventually(resized)
+
+
+async def test_a_containers_cgroup_reports_what_kubectl_top_shows_it_using(env):
+    """memory.current and cpu.stat are the usage model's (what `kubectl top` reads through the
+    kubelet): half its requests, 512Mi, and 250m of CPU for each second since the container
+    started, counted in 100ms CFS periods under its quota; both read-only, as the kernel's."""
+    client, clock, mgr = env
+    pods = client.resource("", "v1", "pods")
+    res = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+    await pods.create({"metadata": {"name": "trainer", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "resources": res}]}})
+    await eventually(phase(pods, "trainer", "Running", clock))
+    await clock.advance(10)
+    started = (await pods.get("trainer", namespace="default"))["status"]["containerStatuses"][0]["state"]
+    seconds = clock.now() - parse_time(started["running"]["startedAt"])
+    code, out = await exec_(mgr, "trainer", ["sh", "-c", "cd /sys/fs/cgroup; cat memory.current cpu.stat; ls -l cpu.stat"])
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[:2] == ["536870912", f"usage_usec {int(250 * seconds * 1000)}"]
+    assert lines[2:9] == [f"user_usec {int(250 * seconds * 1000)}", "system_usec 0", f"nr_periods {int(seconds * 10)}",
+                          "nr_throttled 0", "throttled_usec 0", "nr_bursts 0", "burst_usec 0"]
+    assert lines[9].startswith("-r--r--r--")
