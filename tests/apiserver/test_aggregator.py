@@ -77,3 +77,29 @@ def test_kubernetes_service_objects():
     assert default_advertise_address("127.0.0.1") == default_advertise_address("0.0.0.0") == host_address()
     svc = service("10.96.0.1", 6443)
     assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]
+
+
+async def test_a_remote_groups_versions_of_one_priority_are_in_kubernetes_version_order(tmp_path):
+    """ByVersionPriority breaks a versionPriority tie with CompareKubeAwareVersionStrings: v1beta1
+    is preferred to v1alpha1 (by name v1alpha1 came first)."""
+    from kubernetes.client.rest import ApiException
+
+    from tests.apiserver.test_rest_managedfields import call
+    from tests.controllers import eventually
+    from tests.served import served
+
+    async with served(tmp_path) as (_, c):
+        for v in ("v1alpha1", "v1beta1"):
+            await call(c, "POST", "/apis/apiregistration.k8s.io/v1/apiservices", {
+                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                **apiservice(f"{v}.ties.example.com", group="ties.example.com", version=v,
+                             service={"namespace": "default", "name": "ties"}, insecureSkipTLSVerify=True)})
+        async def both():  # once the aggregator's informer has seen the two
+            try:
+                group = await call(c, "GET", "/apis/ties.example.com")
+            except ApiException:
+                return None
+            return group if len(group["versions"]) == 2 else None
+        group = await eventually(both)
+        assert [v["version"] for v in group["versions"]] == ["v1beta1", "v1alpha1"]
+        assert group["preferredVersion"]["version"] == "v1beta1"

@@ -20,6 +20,7 @@ from ...machinery.errors import APIError
 from ...machinery.hostport import join_host_port
 from ...machinery.user import User
 from ..auth.authorizer import USER
+from ..rest import version_priority
 from ..streaming.proxy import is_upgrade
 from .proxy import (ExpectForwarded, ExtensionServer, InterimRelayed, ResolveError, forward, forward_upgrade,
                     go_dial_error, identity_headers, proxy_error, resolve_endpoint, tls_context)
@@ -234,9 +235,10 @@ class Aggregator(Controller):
         return (group, version) in self.remote
 
     def group_document(self, group: str) -> dict:
-        """The APIGroup of a remote group, versions by versionPriority."""
+        """The APIGroup of a remote group, versions by versionPriority, then in Kubernetes version
+        order (the aggregator's ByVersionPriority: GA before beta before alpha, not by name)."""
         services = sorted((a for (g, _), a in self.remote.items() if g == group),
-                          key=lambda a: (-_spec(a).get("versionPriority", 0), _spec(a)["version"]))
+                          key=lambda a: (-_spec(a).get("versionPriority", 0), version_priority(_spec(a)["version"])))
         versions = [{"groupVersion": f"{group}/{_spec(a)['version']}", "version": _spec(a)["version"]} for a in services]
         return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": versions, "preferredVersion": versions[0]}
 
