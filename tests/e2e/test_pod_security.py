@@ -98,3 +98,26 @@ def test_a_bad_configuration_stops_up(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "--admission-control-config-file: PodSecurity configuration: defaults[enforce]" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("admission, pod_security, said", [
+    (CONFIG.replace("- name: PodSecurity\n  path: pod-security.yaml", "  name: PodSecurity"), POD_SECURITY,
+     "json: cannot unmarshal object into Go struct field AdmissionConfiguration.plugins of type "
+     "[]v1.AdmissionPluginConfiguration"),
+    (CONFIG.replace("path: pod-security.yaml", "path: 5"), POD_SECURITY,
+     "json: cannot unmarshal number into Go struct field AdmissionConfiguration.plugins.path of type string"),
+    (CONFIG, POD_SECURITY.replace(f"namespaces: [{EXEMPT}]", "usernames: admin"),
+     "PodSecurity configuration: json: cannot unmarshal string into Go struct field "
+     "PodSecurityConfiguration.exemptions.usernames of type []string"),
+    (CONFIG, POD_SECURITY.replace("  enforce: privileged", "- enforce"),
+     "PodSecurity configuration: json: cannot unmarshal array into Go struct field PodSecurityConfiguration.defaults "
+     "of type v1.PodSecurityDefaults"),
+])
+def test_a_field_of_another_json_type_stops_up_in_the_decoders_words(tmp_path, admission, pod_security, said):
+    (tmp_path / "admission.yaml").write_text(admission)
+    (tmp_path / "pod-security.yaml").write_text(pod_security)
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--port", "0", "--data-dir", str(tmp_path / "d"),
+                        "--admission-control-config-file", str(tmp_path / "admission.yaml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert said in r.stderr, r.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from .pod_security import Config
+from .pod_security import Config, go_typed
 
 KINDS = (("apiserver.config.k8s.io/v1", "AdmissionConfiguration"),
          ("apiserver.config.k8s.io/v1alpha1", "AdmissionConfiguration"),
@@ -33,14 +33,28 @@ def load(path: str | Path) -> dict[str, dict]:
         raise ValueError(f'failed to read plugin config file "{path}": no kind "{doc.get("kind")}" is registered for '
                          f'version "{doc.get("apiVersion")}"')
     out: dict[str, dict] = {}
-    for plugin in doc.get("plugins") or ():
-        name = (plugin or {}).get("name")
-        if not name:
-            raise ValueError(f'plugin config file "{path}": a plugin without a name')
-        if plugin.get("configuration") is not None:
-            out[name] = plugin["configuration"]
-        elif plugin.get("path"):
-            out[name] = _read(path.parent / plugin["path"])
+    for name, configuration, file in _plugins(doc, path):
+        if configuration is not None:
+            out[name] = configuration
+        elif file:
+            out[name] = _read(path.parent / file)
+    return out
+
+
+def _plugins(doc: dict, path: Path) -> list[tuple[str, object, str | None]]:
+    """Each plugin's name, configuration and path, refused as the decoder refuses a field of another JSON type."""
+    try:
+        plugins = go_typed(doc.get("plugins"), list, "AdmissionConfiguration.plugins", "[]v1.AdmissionPluginConfiguration")
+        out = []
+        for plugin in plugins or ():
+            plugin = go_typed(plugin, dict, "AdmissionConfiguration.plugins", "v1.AdmissionPluginConfiguration") or {}
+            name = go_typed(plugin.get("name"), str, "AdmissionConfiguration.plugins.name", "string")
+            if not name:
+                raise ValueError("a plugin without a name")
+            out.append((name, plugin.get("configuration"),
+                        go_typed(plugin.get("path"), str, "AdmissionConfiguration.plugins.path", "string")))
+    except ValueError as e:
+        raise ValueError(f'plugin config file "{path}": {e}') from None
     return out
 
 

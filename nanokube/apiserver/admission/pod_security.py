@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 
 from ...machinery import errors
+from ...machinery.gojson import value_kind
 from ...machinery.validation import FieldError
 from .lookup import list_objects, object_name
 from .metrics import _PlainCounter
@@ -117,6 +118,26 @@ def _aggregate(errs: list[FieldError]) -> str:
     return texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
 
 
+def go_typed(value, want: type, field: str, go_type: str):
+    """`value` as a configuration file's struct field of `go_type` decodes it: null is the zero
+    value, any other JSON type than the field's is encoding/json's UnmarshalTypeError."""
+    if value is None or isinstance(value, want):
+        return value
+    raise ValueError(f"json: cannot unmarshal {value_kind(value)} into Go struct field {field} of type {go_type}")
+
+
+def _decoded(doc: dict) -> tuple[dict, list]:
+    """A PodSecurityConfiguration's defaults and its usernames, runtimeClasses and namespaces exempt."""
+    defaults = go_typed(doc.get("defaults"), dict, "PodSecurityConfiguration.defaults", "v1.PodSecurityDefaults") or {}
+    ex = go_typed(doc.get("exemptions"), dict, "PodSecurityConfiguration.exemptions", "v1.PodSecurityExemptions") or {}
+    exemptions = []
+    for key in ("usernames", "runtimeClasses", "namespaces"):
+        field = f"PodSecurityConfiguration.exemptions.{key}"
+        names = go_typed(ex.get(key), list, field, "[]string") or ()
+        exemptions.append([go_typed(name, str, field, "string") for name in names])
+    return defaults, exemptions
+
+
 class Config:
     """PodSecurityConfiguration (pod-security.admission.config.k8s.io/v1): defaults and exemptions."""
 
@@ -131,22 +152,24 @@ class Config:
     @classmethod
     def parse(cls, doc: dict) -> Config:
         """A PodSecurityConfiguration document; ValueError says what is wrong with it."""
-        if doc.get("kind") != "PodSecurityConfiguration" or doc.get("apiVersion") not in (
+        if not isinstance(doc, dict) or doc.get("kind") != "PodSecurityConfiguration" or doc.get("apiVersion") not in (
                 "pod-security.admission.config.k8s.io/v1", "pod-security.admission.config.k8s.io/v1beta1"):
             raise ValueError("PodSecurity configuration must be a pod-security.admission.config.k8s.io/v1 "
                              "PodSecurityConfiguration")
-        defaults = doc.get("defaults") or {}
-        labels = {PREFIX + k: v for k, v in defaults.items()}
-        unknown = sorted(set(defaults) - {m + s for m in MODES for s in ("", "-version")})
+        try:
+            defaults, exemptions = _decoded(doc)
+        except ValueError as e:
+            raise ValueError(f"PodSecurity configuration: {e}") from None
+        unknown = sorted(str(k) for k in set(defaults) - {m + s for m in MODES for s in ("", "-version")})
         if unknown:
             raise ValueError(f"PodSecurity configuration: unknown defaults {', '.join(unknown)}")
+        labels = {PREFIX + k: v for k, v in defaults.items()}
         base = Policy(*(LevelVersion(PRIVILEGED),) * 3)
         policy, errs = policy_for(labels, base)
         if errs:
             raise ValueError("PodSecurity configuration: " + "; ".join(
                 str(e).replace(f"metadata.labels[{PREFIX}", "defaults[") for e in errs))
-        ex = doc.get("exemptions") or {}
-        return cls(policy, ex.get("usernames") or (), ex.get("runtimeClasses") or (), ex.get("namespaces") or ())
+        return cls(policy, *exemptions)
 
 
 class PodSecurityMetrics:
