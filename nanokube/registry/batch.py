@@ -8,6 +8,7 @@ another's; `manualSelector: true` opts out.
 from __future__ import annotations
 
 import re
+import time
 from typing import Callable
 
 from ..clock import REAL
@@ -34,6 +35,7 @@ from ..machinery.jobindexes import first_overlap
 from ..machinery.validation import (
     FieldError,
     OMIT,
+    Stringer,
     dns1123_label,
     dns1123_subdomain,
     duplicate,
@@ -222,14 +224,94 @@ class JobStrategy(Strategy):
                 else:
                     seen.add(uid)
         old_status = old.get("status") or {}
+        errs += _validate_outcome(new, old_status) + _validate_index_lists(new, old_status)
+        errs += _validate_success_criteria(new)
         for ctype in ("Failed", "Complete", "FailureTarget"):
             if is_condition_true(old_status.get("conditions"), ctype) and \
                     not is_condition_true(status.get("conditions"), ctype):
                 errs.append(invalid("status.conditions", OMIT, f"cannot disable the terminal {ctype}=True condition"))
-        for f in ("failed", "succeeded"):
+        spec = new.get("spec") or {}
+        scalable = spec.get("completionMode") == "Indexed" and spec.get("completions") == spec.get("parallelism")
+        for f in ("failed",) if scalable else ("failed", "succeeded"):  # an elastic Indexed Job may scale down
             if status.get(f, 0) < old_status.get(f, 0):
                 errs.append(invalid(f"status.{f}", status.get(f, 0), f"cannot decrease the {f} counter"))
-        return errs + _validate_index_lists(new, old_status)
+        done, was_done = status.get("completionTime"), old_status.get("completionTime")
+        if done and was_done and _at(done) != _at(was_done):
+            errs.append(invalid("status.completionTime", _time(done), "completionTime cannot be mutated"))
+        met, was_met = _true(status, "SuccessCriteriaMet"), _true(old_status, "SuccessCriteriaMet")
+        if was_met and not met:
+            errs.append(invalid("status.conditions", OMIT, "cannot disable the SuccessCriteriaMet=True condition"))
+        if _true(old_status, "Complete") and not was_met and met:
+            errs.append(invalid("status.conditions", OMIT,
+                                "cannot set SuccessCriteriaMet=True for Job already has Complete=true conditions"))
+        return errs
+
+
+def _true(status: dict, ctype: str) -> bool:
+    return is_condition_true(status.get("conditions"), ctype)
+
+
+def _at(t: str | None) -> float | None:
+    return parse_time(t) if t else None
+
+
+def _time(t: str) -> Stringer:
+    """A metav1.Time bad value, which ErrorBody prints with time.Time's String."""
+    return Stringer(time.strftime("%Y-%m-%d %H:%M:%S +0000 UTC", time.gmtime(parse_time(t))))
+
+
+def _validate_outcome(job: Obj, old: dict) -> list[FieldError]:
+    """JobManagedBy's status rules on a Job's end (an external controller, MultiKueue's, writes the
+    status): each checked only when a field it reads changed, so a status written before the rules
+    existed can still be updated."""
+    st = job.get("status") or {}
+    complete, failed, target = _true(st, "Complete"), _true(st, "Failed"), _true(st, "FailureTarget")
+    finished = complete or failed
+    changed = {f for f in ("active", "startTime", "completionTime", "uncountedTerminatedPods")
+               if (st.get(f) or None) != (old.get(f) or None)}
+    complete_changed = complete != _true(old, "Complete")
+    finished_changed = finished != (_true(old, "Complete") or _true(old, "Failed"))
+    errs: list[FieldError] = []
+    if complete and failed and (complete_changed or failed != _true(old, "Failed")):
+        errs.append(invalid("status.conditions", OMIT, "cannot set Complete=True and Failed=true conditions"))
+    if complete and target and (complete_changed or target != _true(old, "FailureTarget")):
+        errs.append(invalid("status.conditions", OMIT, "cannot set Complete=True and FailureTarget=true conditions"))
+    if complete_changed or "completionTime" in changed:
+        if st.get("completionTime") and not complete:
+            errs.append(invalid("status.completionTime", _time(st["completionTime"]),
+                                "cannot set completionTime when there is no Complete=True condition"))
+        if not st.get("completionTime") and complete:
+            errs.append(required("status.completionTime", "completionTime is required for Complete jobs"))
+    if changed & {"startTime", "completionTime"} and st.get("startTime") and st.get("completionTime") \
+            and parse_time(st["completionTime"]) < parse_time(st["startTime"]):
+        errs.append(invalid("status.completionTime", _time(st["completionTime"]),
+                            "completionTime cannot be set before startTime"))
+    if finished and (finished_changed or "active" in changed) and st.get("active", 0) > 0:
+        errs.append(invalid("status.active", st["active"], "active>0 is invalid for finished job"))
+    if finished and (finished_changed or "startTime" in changed) and not st.get("startTime"):
+        errs.append(required("status.startTime", "startTime is required for finished job"))
+    uncounted = st.get("uncountedTerminatedPods") or {}
+    if finished and (finished_changed or "uncountedTerminatedPods" in changed) and \
+            (uncounted.get("succeeded") or uncounted.get("failed")):
+        errs.append(invalid("status.uncountedTerminatedPods", Struct(
+            {k: uncounted[k] for k in ("succeeded", "failed") if uncounted.get(k)}),
+            "uncountedTerminatedPods needs to be empty for finished job"))
+    return errs
+
+
+def _validate_success_criteria(job: Obj) -> list[FieldError]:
+    """validateJobStatus' SuccessCriteriaMet rules, checked on every status write."""
+    st = job.get("status") or {}
+    met, errs = _true(st, "SuccessCriteriaMet"), []
+    if met and _true(st, "Failed"):
+        errs.append(invalid("status.conditions", OMIT, "cannot set SuccessCriteriaMet=True and Failed=true conditions"))
+    if met and _true(st, "FailureTarget"):
+        errs.append(invalid("status.conditions", OMIT,
+                            "cannot set SuccessCriteriaMet=True and FailureTarget=true conditions"))
+    if (job.get("spec") or {}).get("successPolicy") is not None and not met and _true(st, "Complete"):
+        errs.append(invalid("status.conditions", OMIT,
+                            "cannot set Complete=True for Job with SuccessPolicy unless SuccessCriteriaMet=True"))
+    return errs
 
 
 def _validate_index_lists(job: Obj, old_status: dict) -> list[FieldError]:
