@@ -672,7 +672,7 @@ class WatchCache:
             if budget is None:
                 budget = self._budgets[rp] = TimeBudget(self.clock, self._born)
             b = self._blocking[rp] = Blocked(self.rev, budget, budget.take(), self.clock.monotonic())
-            b.timer = self.clock.call_later(b.timeout, functools.partial(self._blocked_out, rp, b))
+            b.timer = self.clock.call_later(b.timeout, functools.partial(self._time_up, rp, b))
         b.watchers[w] = None
         w.blocked = b
         w.queue.taken = functools.partial(self._took, w)
@@ -690,6 +690,13 @@ class WatchCache:
         if not b.watchers:  # the wait is over before its timer: what it did not use goes back
             b.timer.cancel()
             b.budget.give_back(b.timeout - (self.clock.monotonic() - b.started))
+
+    def _time_up(self, rp: str, b: Blocked) -> None:
+        """The wait's timer: its end runs after the callbacks already queued, the wake-ups of the tasks
+        the events woke among them. uvloop (`nanokube up`'s loop) runs the timers due before the
+        callbacks queued in the loop's last turn, so a loop busy past the timer's due time ended an
+        in-process informer woken before it was set, which takes its whole queue when it runs."""
+        asyncio.get_running_loop().call_soon(self._blocked_out, rp, b)
 
     def _blocked_out(self, rp: str, b: Blocked) -> None:
         """The wait's time is up: a watch back within its buffer is fine; one still past it is ended

@@ -174,3 +174,43 @@ async def test_an_in_process_informer_woken_by_an_event_is_not_ended_by_an_earli
         await asyncio.gather(task, stuck.aclose(), return_exceptions=True)
     finally:
         await server.stop()
+
+
+def test_under_uvloop_an_informer_woken_before_its_wait_is_due_is_not_ended_however_busy_the_loop():
+    """`nanokube up` runs on uvloop, whose turn runs the timers due before the callbacks the last turn
+    queued: a wait's end, due while the loop was busy, came before the task of the informer the same
+    write woke, and ended its watch (the informer takes its whole queue when it runs)."""
+    import uvloop
+    uvloop.run(_busy_loop_burst())
+
+
+async def _busy_loop_burst() -> None:
+    from nanokube.apiserver.cache import ADDED, CacheEvent, Entry, TimeBudget
+    from nanokube.apiserver.loopback import LocalClient
+    from nanokube.client.informer import Informer
+    server = APIServer(MemoryStore(), None, port=0)
+    await server.start()
+    try:
+        informer = Informer(LocalClient(server.rest).resource("", "v1", "configmaps"), namespace="default")
+        task = asyncio.ensure_future(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        cache = server.cache
+        [watched] = cache._watchers["/registry/configmaps/"]
+        budget = cache._budgets["/registry/configmaps/"] = TimeBudget(cache.clock, cache.clock.monotonic())
+        budget.left = 0.05
+        n = 3 * watched.size
+        for i in range(n):  # one write's fan-out: the informer's task woken, then a wait of 50 ms
+            rev = 10 ** 6 + i
+            obj = {"kind": "ConfigMap", "apiVersion": "v1",
+                   "metadata": {"name": f"cm-{i}", "namespace": "default", "resourceVersion": str(rev)}}
+            cache._offer(watched, CacheEvent(ADDED, f"/registry/configmaps/default/cm-{i}", Entry(obj, rev), None, rev))
+        time.sleep(0.1)  # the loop is busy past the wait's end
+        for _ in range(100):
+            if len(informer.list()) == n:
+                break
+            await asyncio.sleep(0.01)
+        assert not watched.overflowed and len(informer.list()) == n
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    finally:
+        await server.stop()
