@@ -193,11 +193,13 @@ def set_flag(value: str) -> list[str]:
     """Apply a command line's --feature-gates to this process's gates; its warnings (upstream's, then
     one naming the gates set whose features nanokube has not, one those it does not switch yet), or
     a ValueError worded as pflag words a refused flag."""
+    before = {n: GATES.enabled(n) for n in GATES.known}
     try:
         warnings = GATES.set(value)
     except ValueError as e:
         raise ValueError(f'invalid argument "{value}" for "--feature-gates" flag: {e}') from None
-    named = parse(value)
+    # the gates named, and those AllAlpha or AllBeta changed
+    named = parse(value).keys() | {n for n, was in before.items() if GATES.enabled(n) != was}
     absent = sorted(n for n in named if n in NOT_IMPLEMENTED)
     inert = sorted(n for n in named if n not in HONOURED and n not in NOT_IMPLEMENTED and not GATES.known[n].locked
                    and n not in (ALL_ALPHA, ALL_BETA))

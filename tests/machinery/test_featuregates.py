@@ -110,6 +110,25 @@ def test_the_flag_warns_of_gates_nanokube_does_not_switch_yet():
                       "nanokube does not switch these features by their gate yet: EnvFiles"]
 
 
+@pytest.mark.parametrize("value, absent, inert", [
+    ("AllAlpha=true", sorted(NOT_IMPLEMENTED), []),
+    ("AllBeta=false,DRAConsumableCapacity=true", [],
+     ["ClearingNominatedNodeNameAfterBinding", "ContainerRestartRules", "DRAConsumableCapacity",
+      "DRAPartitionableDevices", "DRASchedulerFilterTimeout", "EnvFiles", "InPlacePodLevelResourcesVerticalScaling"]),
+])
+def test_the_gates_a_meta_gate_switches_are_warned_of_as_if_named(value, absent, inert):
+    """AllAlpha turns on the alpha gates of features nanokube has not, AllBeta=false turns off beta gates
+    it does not switch yet: each is named in the warnings, as when the flag names it."""
+    saved = featuregates.GATES
+    featuregates.GATES = FeatureGates(NANOKUBE_DEFAULTS)
+    try:
+        warned = featuregates.set_flag(value)
+    finally:
+        featuregates.GATES = saved
+    assert warned == ([f"nanokube does not implement these features: {', '.join(absent)}"] if absent else []) + (
+        [f"nanokube does not switch these features by their gate yet: {', '.join(inert)}"] if inert else [])
+
+
 def test_the_readme_lists_every_gate_nanokube_does_not_switch_yet():
     """No gate accepted and ignored without the README saying so, nor one listed that switches now."""
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
