@@ -283,6 +283,7 @@ class NodeAgent:
         self.spec = spec
         self.name = spec.name
         self.clock = clock
+        self.booted = clock.now()  # a simulated node's machine boots as its agent starts: its uptime's
         self.renew_interval = renew_interval
         self.sync_retry = sync_retry
         self.max_container_restart_period = max_container_restart_period

@@ -61,9 +61,12 @@ class Terminal:
 
 class Process(Protocol):
     """The running command, as an applet sees it: `terminal` is None without one, and
-    `out_terminal` the terminal its stdout is, None where that is a pipe, a file or none."""
+    `out_terminal` the terminal its stdout is, None where that is a pipe, a file or none;
+    `started + now` the clock's time."""
 
     terminal: Terminal | None
+    started: float
+    now: float
 
     @property
     def out_terminal(self) -> Terminal | None: ...

@@ -590,11 +590,15 @@ class SimulatedIO:
 
     async def _machine(self, container: str, commands: bool = True) -> None:
         """What the commands about to be worked out in `container` (in this task and those it
-        starts) see of the node's machine: its capacity (simulated_system) and, where commands are
-        worked out, the GPUs the container was given (none where its spec asks for none:
-        simulated_gpu.uses_gpus) and the node's RDMA NICs."""
-        spec = getattr(self.worker.agent, "spec", None)
+        starts) see of the node's machine: its capacity, boot and load (simulated_system) and,
+        where commands are worked out, the GPUs the container was given (none where its spec asks
+        for none: simulated_gpu.uses_gpus) and the node's RDMA NICs."""
+        agent = self.worker.agent
+        spec = getattr(agent, "spec", None)
         simulated_system.NODE.set(getattr(spec, "capacity", None))
+        booted = getattr(agent, "booted", None)
+        pods = [w.pod for w in list(getattr(agent, "workers", {}).values())]
+        simulated_system.HOST.set(None if booted is None else simulated_system.Host(booted, simulated_system.load(pods)))
         if commands:
             gpus = await self._gpus(container) if simulated_gpu.uses_gpus(self._spec(container)) else ()
             simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: gpus})

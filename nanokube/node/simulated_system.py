@@ -1,5 +1,5 @@
-"""What a simulated container sees of its node's machine, as busybox's `nproc`, `free`, `df` and
-`du` print it: the first things people check in a new pod, which a shell would otherwise answer
+"""What a simulated container sees of its node's machine, as busybox's `nproc`, `free`, `df`,
+`du` and `uptime` print it: the first things people check in a new pod, which a shell would otherwise answer
 `sh: nproc: not found`.
 
 A container sees the node's, not its limits' (`NODE`: the node's capacity, set by simulated_io
@@ -11,7 +11,10 @@ runtime's tmpfs /dev and 64 MiB /dev/shm, each volume's mount (a memory-backed e
 its size and its files' pages used; the tmpfs of a secret, projected or downwardAPI volume; the
 node's disk for the rest, a claim's hostPath volume too, as a checkpoint directory shows it), and
 the files the kubelet mounts from the node's disk; in 1K blocks, 1M blocks (`-m`) or busybox's
-human units (`-h`), all of them or those holding the paths named (`df -h /models`).
+human units (`-h`), all of them or those holding the paths named (`df -h /models`); `uptime`
+reads the node's, as /proc/uptime and /proc/loadavg are no namespace's: how long since the node
+booted (its agent started), no users (no utmp in an image), and its load, steady at what its
+running pods and system use in cores as `kubectl top node` shows it (metrics.usage).
 Where no node is at hand, or the node has no ephemeral-storage capacity, the commands are not
 interpreted.
 """
@@ -23,14 +26,29 @@ import math
 import os
 import stat
 from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from ..machinery.quantity import parse_quantity
+from ..metrics.usage import SYSTEM_CPU, simulated_usage
 from .simulated_applets import Process, Unknown
 from .simulated_fs import PAGE, ContainerFS, Dir, tmpfs_bytes
 
 #: the capacity (cpu, memory, ephemeral-storage) of the node whose container's commands are being
 #: worked out; None where no node is at hand
 NODE: ContextVar[dict | None] = ContextVar("simulated_node", default=None)
+
+
+@dataclass(frozen=True)
+class Host:
+    """The node's machine beyond its capacity: when it booted, and its load average."""
+
+    booted: float
+    load: float
+
+
+#: the machine of the node whose container's commands are being worked out; None where unknown
+HOST: ContextVar[Host | None] = ContextVar("simulated_host", default=None)
 #: the share of the node's memory an idle node has in use, and in its page cache
 USED, CACHED = 1 / 32, 1 / 16
 #: the share of the node's disk its images and logs take
@@ -47,6 +65,30 @@ def _capacity(name: str) -> int:
     if node is None or name not in node:
         raise Unknown
     return math.ceil(parse_quantity(str(node[name])))
+
+
+def load(pods: list[dict]) -> float:
+    """The node's load average: the cores its system and its pods' running containers keep busy."""
+    return (SYSTEM_CPU + sum(u.cpu for pod in pods for u in simulated_usage(pod).values())) / 1000
+
+
+def uptime(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox uptime: the time (UTC, the container's zone), the node's uptime (days, then `H:MM`
+    or `M min`), no users and its load average (1, 5 and 15 minutes: all the steady load)."""
+    host = HOST.get()
+    if host is None or args:
+        raise Unknown
+    now = proc.started + proc.now
+    up = max(int(now - host.booted), 0)
+    days, hours, minutes = up // 86400, up // 3600 % 24, up // 60 % 60
+    since = (f"{days} day{'s' if days != 1 else ''}, " if days else "") + (
+        f"{hours:2d}:{minutes:02d}" if hours else f"{minutes} min")
+    # the kernel keeps it in 1/65536ths; busybox prints two decimals of that, cut, not rounded
+    fixed = round(host.load * 65536)
+    average = f"{fixed >> 16}.{(fixed & 0xFFFF) * 100 >> 16:02d}"
+    proc.out(f" {datetime.fromtimestamp(now, timezone.utc):%H:%M:%S} up {since},  0 users,  load average: "
+             f"{average}, {average}, {average}\n")
+    return 0
 
 
 def nproc(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
@@ -200,4 +242,4 @@ def du(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     return status
 
 
-APPLETS = {"nproc": nproc, "free": free, "df": df, "du": du}
+APPLETS = {"nproc": nproc, "free": free, "df": df, "du": du, "uptime": uptime}

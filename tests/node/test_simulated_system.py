@@ -1,8 +1,10 @@
-"""`nproc`, `free`, `df` and `du` in a pod on the default cluster (64 CPUs, 512Gi of memory, 1Ti of
+"""`nproc`, `free`, `df`, `du` and `uptime` in a pod on the default cluster (64 CPUs, 512Gi of memory, 1Ti of
 ephemeral storage per node), through the kubelet's exec: busybox's formats, for the node's
 machine, as a container sees it whatever its limits."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -141,3 +143,14 @@ async def test_ulimit_shows_containerds_limits_and_raises_a_hard_one_only_with_s
            "core file size              (blocks, -c) unlimited\n")
     assert await exec_(mgr, "nccl", ["dash", "-c", "ulimit -a | head -n 2; ulimit -n 5; ulimit -Hn 6; echo $?"]) == (
         0, "time(seconds)        unlimited\nfile(blocks)         unlimited\n0\n")
+
+
+async def test_uptime_is_the_nodes_with_the_load_its_pods_keep_busy(small):
+    """/proc/uptime and /proc/loadavg are no namespace's: the node's uptime since its agent
+    started, no users, and a load of its system's 100m and the pod's 750m (half its 1500m limit,
+    what `kubectl top` shows) in cores; past an hour busybox shows `H:MM`."""
+    code, out = await exec_(small, "small", ["uptime"])
+    assert code == 0 and re.fullmatch(r" \d\d:\d\d:\d\d up \d+ min,  0 users,  load average: 0.85, 0.85, 0.85\n", out), out
+    await small.clock.advance(3600 + 5 * 60)
+    code, out = await exec_(small, "small", ["sh", "-c", "uptime | cut -d, -f1"])
+    assert code == 0 and re.fullmatch(r" \d\d:\d\d:\d\d up  1:0[56]\n", out), out
