@@ -283,7 +283,24 @@ class PodSecurity:
 
     def validate(self, a) -> None:
         if a.res.plural == "pods" and not a.res.group:
-            self._validate_pod(a)
+            # a pod write's path, the hot one, in this one frame: its namespace's policy as kept
+            # (the mark unchanged), and an unlabelled namespace's pod counted and let through
+            if a.subresource in IGNORED_POD_SUBRESOURCES or (self.config.exempts and self._exempt_request(a)):
+                return
+            cache, mark = self.rest.cache, self._mark
+            found = self._policies.get(a.namespace) if mark is not None and cache is mark[0] \
+                and cache.changes(self._ns_prefix) == mark[1] else None
+            if found is None and (found := self._policy_of(a)) is None:
+                return
+            if found[2] is None:
+                self._validate_pod(a, found[0], found[1])
+                return
+            labels = found[2].get((a.operation, a.subresource))
+            if labels is None:
+                labels = found[2][(a.operation, a.subresource)] = (
+                    "allow", PRIVILEGED, found[0].enforce.metric_version, "enforce", *self._labels(a))
+            counts = self.metrics.evaluations.values
+            counts[labels] = counts.get(labels, 0.0) + 1
         elif a.res.plural == "namespaces" and a.res.group == "":
             self._validate_namespace(a)
         else:
@@ -295,21 +312,8 @@ class PodSecurity:
             self.metrics.errors.inc("true", *self._labels(a))
         return found
 
-    def _validate_pod(self, a) -> None:
-        if a.subresource in IGNORED_POD_SUBRESOURCES or (self.config.exempts and self._exempt_request(a)):
-            return
-        found = self._policy_of(a)
-        if found is None:
-            return
-        policy, errs, privileged = found
-        if privileged is not None:  # allowed as it is (counted by labels made once per namespace and kind of write)
-            labels = privileged.get((a.operation, a.subresource))
-            if labels is None:
-                labels = privileged[(a.operation, a.subresource)] = (
-                    "allow", PRIVILEGED, policy.enforce.metric_version, "enforce", *self._labels(a))
-            counts = self.metrics.evaluations.values
-            counts[labels] = counts.get(labels, 0.0) + 1
-            return
+    def _validate_pod(self, a, policy: Policy, errs: list[FieldError]) -> None:
+        """A pod write in a namespace that is not fully privileged (or whose labels do not parse)."""
         if a.operation == "UPDATE" and a.old is not None and not _significant_update(a.obj, a.old):
             return
         spec = a.obj.get("spec") or {}
