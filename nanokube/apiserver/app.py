@@ -80,7 +80,8 @@ _VERSION_BODY = orjson.dumps(VERSION, option=orjson.OPT_INDENT_2)
 #: gziphandler's DefaultMinSize: a smaller /openapi/v2 answer is sent as it is
 GZIP_MIN_SIZE = 1400
 
-#: who a request without credentials is (--anonymous-auth)
+#: who a request without credentials is: RBAC decides what it may read past PUBLIC_PATHS (the console's page);
+#: nanokube has no --anonymous-auth to refuse it instead
 ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
 PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
