@@ -1,5 +1,5 @@
 """What a simulated container sees of its node's machine, as busybox's `nproc`, `free`, `df`,
-`du` and `uptime` print it: the first things people check in a new pod, which a shell would otherwise answer
+`du`, `mount` and `uptime` print it: the first things people check in a new pod, which a shell would otherwise answer
 `sh: nproc: not found`.
 
 A container sees the node's, not its limits' (`NODE`: the node's capacity, set by simulated_io
@@ -11,7 +11,8 @@ runtime's tmpfs /dev and 64 MiB /dev/shm, each volume's mount (a memory-backed e
 its size and its files' pages used; the tmpfs of a secret, projected or downwardAPI volume; the
 node's disk for the rest, a claim's hostPath volume too, as a checkpoint directory shows it), and
 the files the kubelet mounts from the node's disk; in 1K blocks, 1M blocks (`-m`) or busybox's
-human units (`-h`), all of them or those holding the paths named (`df -h /models`); `uptime`
+human units (`-h`), all of them or those holding the paths named (`df -h /models`); `mount`
+lists them as /proc/mounts has them, in the order runc mounts them; `uptime`
 reads the node's, as /proc/uptime and /proc/loadavg are no namespace's: how long since the node
 booted (its agent started), no users (no utmp in an image), and its load, steady at what its
 running pods and system use in cores as `kubectl top node` shows it (metrics.usage).
@@ -166,6 +167,64 @@ def _mounts(fs: ContainerFS) -> list[tuple[str, int, int, str]]:
             *volumes, *(("/dev/sda1", disk, used, at) for at in _NODE_FILES)]
 
 
+#: the runtime's own mounts before the pod's, as containerd's default spec has them: (device,
+#: path, type, options); a privileged container's /sys and cgroup are writable
+_SPEC_MOUNTS = (("proc", "/proc", "proc", "rw,nosuid,nodev,noexec,relatime"),
+                ("tmpfs", "/dev", "tmpfs", "rw,nosuid,size=65536k,mode=755,inode64"),
+                ("devpts", "/dev/pts", "devpts", "rw,nosuid,noexec,relatime,gid=5,mode=620,ptmxmode=666"),
+                ("mqueue", "/dev/mqueue", "mqueue", "rw,nosuid,nodev,noexec,relatime"),
+                ("sysfs", "/sys", "sysfs", "ro,nosuid,nodev,noexec,relatime"),
+                ("cgroup", "/sys/fs/cgroup", "cgroup2", "ro,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot"))
+#: what runc makes read-only under /proc, then masks (a directory under a read-only tmpfs, a file
+#: under /dev/null from the container's /dev), in a container not privileged: containerd's
+#: defaults that a 6.8 kernel has
+_READ_ONLY_PATHS = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
+_MASKED_DIRS = frozenset({"/proc/acpi", "/sys/firmware", "/sys/devices/virtual/powercap", "/proc/scsi"})
+_MASKED = ("/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware",
+           "/sys/devices/virtual/powercap", "/proc/scsi")
+_DISK = "/dev/sda1"
+_SNAPSHOTS = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
+
+
+def mount(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox mount without operands: /proc/mounts as `DEV on PATH type TYPE (OPTIONS)`. runc
+    mounts the overlay root (read-only with readOnlyRootFilesystem), the spec's own mounts, then
+    the CRI's (the kubelet's volumes, /etc/hosts and /dev/termination-log, then containerd's
+    /etc/hostname, /etc/resolv.conf and /dev/shm where no volume takes its place) in a stable
+    order by depth, then its read-only and masked /proc and /sys paths. A volume is a bind of the
+    node's disk (ext4) or of the kubelet's tmpfs (a Memory emptyDir, a Secret, projected or
+    downwardAPI volume), read-only where the kubelet mounts it so."""
+    if args:
+        raise Unknown
+    spec = (fs.pod or {}).get("spec") or {}
+    c = next((c for key in ("containers", "initContainers", "ephemeralContainers") for c in spec.get(key) or ()
+              if c.get("name") == fs.container), {})
+    security = c.get("securityContext") or {}
+    privileged = bool(security.get("privileged"))
+    rows = [("overlay", "/", "overlay", f"{'ro' if security.get('readOnlyRootFilesystem') else 'rw'},relatime,"
+             f"lowerdir={_SNAPSHOTS}/1/fs,upperdir={_SNAPSHOTS}/2/fs,workdir={_SNAPSHOTS}/2/work")]
+    rows += [(dev, at, kind, opts.replace("ro,", "rw,", 1) if privileged else opts) for dev, at, kind, opts in _SPEC_MOUNTS]
+    cri = []
+    for m in fs.mounts:
+        if not m.kind and m.host is None:
+            continue  # procfs and cgroupfs: the spec's
+        flags = f"{'ro' if m.read_only else 'rw'},relatime"
+        tmpfs = m.limit or m.size
+        cri.append(("tmpfs", m.path, "tmpfs", f"{flags},size={tmpfs >> 10}k,inode64") if tmpfs else
+                   (_DISK, m.path, "ext4", flags))
+    taken = {row[1] for row in cri}
+    cri += [(_DISK, at, "ext4", "rw,relatime") for at in _NODE_FILES]
+    if "/dev/shm" not in taken:
+        cri.append(("shm", "/dev/shm", "tmpfs", "rw,nosuid,nodev,noexec,relatime,size=65536k,inode64"))
+    rows += sorted(cri, key=lambda row: len([p for p in row[1].split("/") if p]))
+    if not privileged:
+        rows += [("proc", at, "proc", "ro,nosuid,nodev,noexec,relatime") for at in _READ_ONLY_PATHS]
+        rows += [("tmpfs", at, "tmpfs", "ro,relatime,inode64" if at in _MASKED_DIRS else
+                  "rw,nosuid,size=65536k,mode=755,inode64") for at in _MASKED]
+    proc.out("".join(f"{dev} on {at} type {kind} ({opts})\n" for dev, at, kind, opts in rows))
+    return 0
+
+
 def _pages(root: str | None) -> int:
     """The bytes the regular files under a tmpfs's directory on the node take, in whole pages (the
     atomic writer's links take none)."""
@@ -242,4 +301,4 @@ def du(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     return status
 
 
-APPLETS = {"nproc": nproc, "free": free, "df": df, "du": du, "uptime": uptime}
+APPLETS = {"nproc": nproc, "free": free, "df": df, "du": du, "mount": mount, "uptime": uptime}

@@ -154,3 +154,42 @@ async def test_uptime_is_the_nodes_with_the_load_its_pods_keep_busy(small):
     await small.clock.advance(3600 + 5 * 60)
     code, out = await exec_(small, "small", ["sh", "-c", "uptime | cut -d, -f1"])
     assert code == 0 and re.fullmatch(r" \d\d:\d\d:\d\d up  1:0[56]\n", out), out
+
+
+async def test_mount_lists_what_runc_mounts_in_its_order(env):
+    """`mount` is /proc/mounts: the overlay root (read-only here), containerd's spec mounts (a
+    read-only sysfs and cgroup2), then the pod's in a stable order by depth (a node-disk
+    emptyDir, the kubelet's files, a read-only ConfigMap bind, a Memory emptyDir's tmpfs at
+    /dev/shm in place of the runtime's), then runc's read-only and masked /proc and /sys paths."""
+    client, clock, mgr = env
+    core = lambda kind: client.resource("", "v1", kind)  # noqa: E731
+    await core("configmaps").create({"metadata": {"name": "app", "namespace": "default"}, "data": {"a": "1"}})
+    await core("pods").create({"metadata": {"name": "mounts", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "automountServiceAccountToken": False, "volumes": [
+            {"name": "cfg", "configMap": {"name": "app"}}, {"name": "data", "emptyDir": {}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
+        "containers": [{"name": "app", "image": "busybox", "securityContext": {"readOnlyRootFilesystem": True},
+                        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/app"}, {"name": "data", "mountPath": "/data"},
+                                         {"name": "shm", "mountPath": "/dev/shm"}]}]}})
+    await eventually(phase(core("pods"), "mounts", "Running", clock))
+    code, out = await exec_(env[2], "mounts", ["mount"])
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("overlay on / type overlay (ro,relatime,lowerdir="), out
+    assert lines[1:] == [
+        "proc on /proc type proc (rw,nosuid,nodev,noexec,relatime)",
+        "tmpfs on /dev type tmpfs (rw,nosuid,size=65536k,mode=755,inode64)",
+        "devpts on /dev/pts type devpts (rw,nosuid,noexec,relatime,gid=5,mode=620,ptmxmode=666)",
+        "mqueue on /dev/mqueue type mqueue (rw,nosuid,nodev,noexec,relatime)",
+        "sysfs on /sys type sysfs (ro,nosuid,nodev,noexec,relatime)",
+        "cgroup on /sys/fs/cgroup type cgroup2 (ro,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot)",
+        "/dev/sda1 on /data type ext4 (rw,relatime)",
+        "/dev/sda1 on /etc/app type ext4 (ro,relatime)",
+        "tmpfs on /dev/shm type tmpfs (rw,relatime,size=1048576k,inode64)",
+        "/dev/sda1 on /etc/hosts type ext4 (rw,relatime)",
+        "/dev/sda1 on /dev/termination-log type ext4 (rw,relatime)",
+        "/dev/sda1 on /etc/hostname type ext4 (rw,relatime)",
+        "/dev/sda1 on /etc/resolv.conf type ext4 (rw,relatime)",
+        *(f"proc on /proc/{p} type proc (ro,nosuid,nodev,noexec,relatime)" for p in ("bus", "fs", "irq", "sys", "sysrq-trigger")),
+        "tmpfs on /proc/acpi type tmpfs (ro,relatime,inode64)",
+        *(f"tmpfs on /proc/{p} type tmpfs (rw,nosuid,size=65536k,mode=755,inode64)" for p in ("kcore", "keys", "timer_list")),
+        *(f"tmpfs on {p} type tmpfs (ro,relatime,inode64)" for p in ("/sys/firmware", "/sys/devices/virtual/powercap", "/proc/scsi"))]
