@@ -327,6 +327,8 @@ def _runtime_config(value: str):
     from .machinery import featuregates
     from .registry.base import all_resources
 
+    if conflict := runtime_config.apf_conflict(value):
+        raise ValueError(conflict)
     try:
         config = runtime_config.from_flag(value, all_resources())
     except ValueError as e:

@@ -120,9 +120,39 @@ NEEDED_BY_GATE = {
 }
 
 
+#: what the API server itself reads as it starts and runs: its bootstrap (namespaces, the kubernetes
+#: Service and its endpoints, the default ServiceCIDR, RBAC's roles), admission, its leases, the
+#: aggregator's APIServices, the CRDs it serves, the built-in metrics adapter's pods and ConfigMaps
+#: and the ComponentStatuses it keeps
+SERVER_READS = (("", "v1", "namespaces"), ("", "v1", "services"), ("", "v1", "endpoints"), ("", "v1", "pods"),
+                ("", "v1", "configmaps"), ("", "v1", "componentstatuses"),
+                ("discovery.k8s.io", "v1", "endpointslices"), ("networking.k8s.io", "v1", "servicecidrs"),
+                ("networking.k8s.io", "v1", "ipaddresses"), ("coordination.k8s.io", "v1", "leases"),
+                ("apiregistration.k8s.io", "v1", "apiservices"),
+                ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+                *(("rbac.authorization.k8s.io", "v1", p) for p in ("clusterroles", "clusterrolebindings", "roles",
+                                                                    "rolebindings")))
+
+
+def apf_conflict(value: str) -> str | None:
+    """validateAPIPriorityAndFairness: APF's controller reads flowcontrol v1, so the first of these
+    keys the flag's sorted `key=value` pairs turn off (before one turning it on) is refused."""
+    said = ",".join(sorted(f"{k}={v}" for k, v in parse(value).items()))
+    for key in ("flowcontrol.apiserver.k8s.io/v1", "api/ga", "api/all"):
+        if f"{key}=false" in said:
+            return f"--runtime-config={key}=false conflicts with --enable-priority-and-fairness=true"
+        if f"{key}=true" in said:
+            return None
+    return None
+
+
 def unserved_needs(config: ResourceConfig, enabled: Callable[[str], bool]) -> str | None:
-    """Why `config` cannot run with the gates `enabled` says: a component of a gate that is on reads
-    a resource it does not serve (kube-apiserver leaves that to the components, which then fail)."""
+    """Why `config` cannot run with the gates `enabled` says: the API server itself, or a component of
+    a gate that is on, reads a resource it does not serve (kube-apiserver leaves that to the
+    components, which then fail)."""
+    off = [f"{g or 'core'}/{v}/{p}" for g, v, p in SERVER_READS if not config.enabled(g, v, p)]
+    if off:
+        return f"the API server itself reads what it turns off ({', '.join(off)})"
     for gate, needed in NEEDED_BY_GATE.items():
         off = [f"{g}/{v}/{p}" for g, v, p in needed if not config.enabled(g, v, p)]
         if off and enabled(gate):

@@ -79,6 +79,10 @@ def test_refusals_word_upstreams_errors(value, error):
     (["--runtime-config", "api/beta=false", "--feature-gates", "CompositePodGroup=false"],
      "scheduling.k8s.io/v1beta1/podgroups, scheduling.k8s.io/v1beta1/workloads not served while feature gate "
      "GenericWorkload is on: --feature-gates GenericWorkload=false too"),
+    (["--runtime-config", "/v1/namespaces=false,rbac.authorization.k8s.io/v1=false"],
+     "the API server itself reads what it turns off (core/v1/namespaces, rbac.authorization.k8s.io/v1/clusterroles, "
+     "rbac.authorization.k8s.io/v1/clusterrolebindings, rbac.authorization.k8s.io/v1/roles, "
+     "rbac.authorization.k8s.io/v1/rolebindings)"),
 ])
 def test_up_refuses_a_runtime_config_before_it_starts(tmp_path, flags, error):
     """What upstream refuses, and a resource turned off that a component whose gate is on reads."""
@@ -87,6 +91,18 @@ def test_up_refuses_a_runtime_config_before_it_starts(tmp_path, flags, error):
     assert r.returncode == 2
     assert r.stderr.strip().endswith(f"nanokube: --runtime-config: {error}")
     assert not (tmp_path / "kubeconfig").exists()
+
+
+@pytest.mark.parametrize("value, error", [
+    ("flowcontrol.apiserver.k8s.io/v1=false", "flowcontrol.apiserver.k8s.io/v1=false"),
+    ("api/ga=false,api/all=true", "api/ga=false"),
+    ("api/all=false", "api/all=false"),
+])
+def test_up_refuses_turning_off_what_priority_and_fairness_reads_as_kube_apiserver_does(tmp_path, value, error):
+    r = subprocess.run([sys.executable, "-m", "nanokube.cli", "up", "--data-dir", str(tmp_path), "--port", "0",
+                        "--runtime-config", value], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip().endswith(f"nanokube: --runtime-config={error} conflicts with --enable-priority-and-fairness=true")
 
 
 def test_up_stops_when_a_controller_reads_what_the_runtime_config_turns_off(tmp_path):
