@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cmp_to_key
 
 from ..machinery.conditions import find_condition, remove_condition
+from ..machinery.deletioncost import pod_deletion_cost
 from ..machinery.errors import NAMESPACE_TERMINATING, APIError, has_status_cause
 from ..machinery.meta import controller_ref
 from ..machinery.podphase import pod_is_terminal
@@ -212,13 +216,76 @@ def pod_from_template(template: dict, owner: dict, ref: dict, generate_name: str
     return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": dict(template.get("spec") or {})}
 
 
-def deletion_rank(pod: dict) -> tuple:
-    """Pods to delete first sort first: unscheduled, then pending before
-    running, not ready before ready, then the newest."""
-    phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get((pod.get("status") or {}).get("phase"), 0)
-    created = pod["metadata"].get("creationTimestamp") or ""
-    return (bool((pod.get("spec") or {}).get("nodeName")), phase_rank, pod_is_ready(pod),
-            tuple(-ord(ch) for ch in created))
+_PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownRank:
+    """What upstream's ActivePodsWithRanks compares of one pod, read once."""
+    node: str
+    phase: int
+    ready: bool
+    cost: int
+    colocated: int  # active related pods on the pod's node
+    ready_at: float | None
+    restarts: tuple[int, int]  # regular containers', then sidecars'
+    created: float | None
+    uid: str
+
+
+def scale_down_rank(pod: dict, colocated: int) -> ScaleDownRank:
+    md, spec, st = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    ready = find_condition(st.get("conditions"), "Ready")
+    sidecars = {c.get("name") for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"}
+    return ScaleDownRank(
+        spec.get("nodeName") or "", _PHASE_ORDER.get(st.get("phase"), 0), pod_is_ready(pod),
+        pod_deletion_cost(md.get("annotations")), colocated,
+        _at(ready.get("lastTransitionTime")) if ready and ready.get("status") == "True" else None,
+        (max((c.get("restartCount", 0) for c in st.get("containerStatuses") or []), default=0),
+         max((c.get("restartCount", 0) for c in st.get("initContainerStatuses") or [] if c.get("name") in sidecars),
+             default=0)),
+        _at(md.get("creationTimestamp")), md.get("uid") or "")
+
+
+def _at(t: str | None) -> float | None:
+    return parse_time(t) if t else None
+
+
+def _sign(x) -> int:
+    return (x > 0) - (x < 0)
+
+
+def _age_bucket(t: float, now: float) -> int:
+    """floor(log2(age in ns)), -1 for no age: pods whose ages share a bucket count as the same age."""
+    ns = round((now - t) * 1e9)
+    return int(math.log2(ns)) if ns > 0 else -1
+
+
+def _newer_first(a: float | None, b: float | None, uid_a: str, uid_b: str, now: float) -> int:
+    """LogarithmicScaleDown (GA): a missing time first, then the younger by age bucket, a tie in the
+    bucket going to the smaller uid (a random but stable spread)."""
+    if a == b:
+        return 0
+    if a is None or b is None:
+        return -1 if a is None else 1
+    diff = _age_bucket(a, now) - _age_bucket(b, now)
+    return _sign(diff) if diff else (uid_a > uid_b) - (uid_a < uid_b)
+
+
+def scale_down_order(a: ScaleDownRank, b: ScaleDownRank, now: float) -> int:
+    """ActivePodsWithRanks' Less as a comparison (negative: `a` goes first): unassigned before
+    assigned, Pending before Unknown before Running, not ready before ready, lower deletion cost,
+    more colocated related pods, ready for less time, more restarts, newer."""
+    if a.node != b.node and not (a.node and b.node):
+        return -1 if not a.node else 1
+    for x, y in ((a.phase, b.phase), (a.ready, b.ready), (a.cost, b.cost), (b.colocated, a.colocated)):
+        if x != y:
+            return -1 if x < y else 1
+    if a.ready and b.ready and (order := _newer_first(a.ready_at, b.ready_at, a.uid, b.uid, now)):
+        return order
+    if a.restarts != b.restarts:
+        return -1 if a.restarts > b.restarts else 1
+    return _newer_first(a.created, b.created, a.uid, b.uid, now)
 
 
 async def delete_pods(pods, expectations: Expectations, key, victims: list[dict], recorder: CoreEventRecorder,
@@ -437,11 +504,29 @@ class ReplicaSetController(Controller):
             if failure is not None:
                 raise failure
         elif diff > 0:
-            ranks = [deletion_rank(p) async for part in in_turns(active) for p in part]
-            victims = [active[i] for i in heapq.nsmallest(min(diff, BURST), range(len(active)), key=ranks.__getitem__)]
+            victims = await self._pods_to_delete(rs, active, min(diff, BURST))
             _, failure = await delete_pods(self.pods, self.expectations, key, victims, self.recorder, rs)
             if failure is not None:
                 raise failure
+
+    async def _pods_to_delete(self, rs: dict, active: list[dict], n: int) -> list[dict]:
+        """getPodsToDelete: the first `n` of `active` in ActivePodsWithRanks' order, a pod ranked by the
+        active pods on its node that the sets sharing `rs`'s controller (a Deployment's old and new
+        sets) select; a set no controller owns has no related pods, so that rank ties."""
+        on_node: Counter[str] = Counter()
+        if (owner := controller_ref(rs)) is not None:
+            ns = rs["metadata"]["namespace"]
+            selectors = [self.selector(other) for other in self.rs_inf.list_namespace(ns)
+                         if (controller_ref(other) or {}).get("uid") == owner["uid"]]
+            async for part in in_turns(self.pod_inf.list_namespace(ns)):
+                for p in part:
+                    if pod_is_active(p) and any(matches_labels(s, p["metadata"].get("labels")) for s in selectors):
+                        on_node[(p.get("spec") or {}).get("nodeName") or ""] += 1
+        ranks = [scale_down_rank(p, on_node[(p.get("spec") or {}).get("nodeName") or ""])
+                 async for part in in_turns(active) for p in part]
+        now = self.clock.now()
+        order = cmp_to_key(lambda i, j: scale_down_order(ranks[i], ranks[j], now))
+        return [active[i] for i in heapq.nsmallest(n, range(len(active)), key=order)]
 
     def _failure_condition(self, rs: dict, status: dict, active: list[dict], failure: APIError | None) -> list[dict]:
         """ReplicaFailure is set when creating or deleting pods fails and

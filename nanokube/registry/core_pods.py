@@ -38,6 +38,7 @@ from .core_spec import (
     validate_windows_options,
 )
 from ..machinery.conditions import find_condition, is_condition_true
+from ..machinery.deletioncost import POD_DELETION_COST, parse_deletion_cost
 from ..machinery.gofmt import Struct, quote
 from ..machinery.podresources import QUANTITIES, aggregate
 from ..machinery import restartrules
@@ -546,19 +547,10 @@ def _validate_pod_security_context(psc: dict, spec: dict, path: str) -> list[Fie
     return errs
 
 
-_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 _SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
 _SECCOMP_CONTAINER = "container.seccomp.security.alpha.kubernetes.io/"
 _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
-_COST = re.compile(r"-?[0-9]+\Z")
 _CONTAINER_KINDS = ("initContainers", "containers", "ephemeralContainers")
-
-
-def _valid_deletion_cost(value: str) -> bool:
-    """GetDeletionCostFromPodAnnotations: a 32-bit integer without '+' or leading zeros."""
-    if not _COST.match(value) or (value.startswith("0") and value != "0"):
-        return False
-    return -(1 << 31) <= int(value) < 1 << 31
 
 
 def _seccomp_annotation(value: str, path: str) -> list[FieldError]:
@@ -580,8 +572,8 @@ def _pod_specific_annotations(annotations: dict, spec: dict, allow_invalid_cost:
     errs: list[FieldError] = []
     if subresources.MIRROR in annotations and not spec.get("nodeName"):
         errs.append(invalid(f"{path}[{subresources.MIRROR}]", annotations[subresources.MIRROR], "must set spec.nodeName if mirror pod annotation is set"))
-    if not allow_invalid_cost and _DELETION_COST in annotations and not _valid_deletion_cost(annotations[_DELETION_COST]):
-        errs.append(invalid(f"{path}[{_DELETION_COST}]", annotations[_DELETION_COST], "must be a 32bit integer"))
+    if not allow_invalid_cost and POD_DELETION_COST in annotations and parse_deletion_cost(annotations[POD_DELETION_COST]) is None:
+        errs.append(invalid(f"{path}[{POD_DELETION_COST}]", annotations[POD_DELETION_COST], "must be a 32bit integer"))
     if _SECCOMP_POD in annotations:
         errs += _seccomp_annotation(annotations[_SECCOMP_POD], f"{path}.{_SECCOMP_POD}")
     errs += [e for k, v in annotations.items() if k.startswith(_SECCOMP_CONTAINER)
@@ -609,7 +601,7 @@ def _pod_annotation_updates(new: dict, old: dict) -> list[FieldError]:
                 errs.append(forbidden(f"metadata.annotations[{k}]", f"may not {verb} AppArmor annotations"))
             if k == subresources.MIRROR:
                 errs.append(forbidden(f"metadata.annotations[{k}]", f"may not {verb} mirror pod annotation"))
-    invalid_cost = _DELETION_COST in oa and not _valid_deletion_cost(oa[_DELETION_COST])
+    invalid_cost = POD_DELETION_COST in oa and parse_deletion_cost(oa[POD_DELETION_COST]) is None
     return errs + _pod_specific_annotations(na, new.get("spec") or {}, invalid_cost)
 
 
@@ -1452,7 +1444,7 @@ class PodStrategy(Strategy):
         errs += validate_pod_only(spec)
         annotations = (new.get("metadata") or {}).get("annotations") or {}
         old_annotations = (old.get("metadata") or {}).get("annotations") or {}
-        invalid_cost = _DELETION_COST in old_annotations and not _valid_deletion_cost(old_annotations[_DELETION_COST])
+        invalid_cost = POD_DELETION_COST in old_annotations and parse_deletion_cost(old_annotations[POD_DELETION_COST]) is None
         return _pod_specific_annotations(annotations, new.get("spec") or {}, invalid_cost) + errs
 
     def prepare_for_subresource_update(self, subresource, new, old):

@@ -1,4 +1,5 @@
 import asyncio
+import time
 
 import pytest
 
@@ -10,7 +11,6 @@ from nanokube.controllers.replicaset import (
     Expectations,
     ReplicaSetController,
     UIDTrackingExpectations,
-    deletion_rank,
 )
 from tests.controllers import becomes, event_counts, eventually, make_stack, pod_quota, settled, turns_during
 from tests.controllers.test_pod_update_handlers import informing, seen, stopped
@@ -165,12 +165,88 @@ def test_expectations_expire():
     assert e.satisfied("k")
 
 
-def test_deletion_rank_prefers_unscheduled_then_newest():
-    def pod(node, created):
-        return {"metadata": {"creationTimestamp": created}, "spec": {"nodeName": node} if node else {},
-                "status": {"phase": "Running"}}
-    old, new, unscheduled = pod("n1", "2024-01-01T00:00:00Z"), pod("n1", "2024-01-02T00:00:00Z"), pod(None, "2023-01-01T00:00:00Z")
-    assert sorted([old, new, unscheduled], key=deletion_rank) == [unscheduled, new, old]
+LONG_AGO = "2020-01-01T00:00:00Z"
+
+
+async def running_pod(client, ctrl, name, labels=LABELS, node="n1", cost=None, ready_at=LONG_AGO, restarts=0):
+    """An orphan pod bound to `node`, Running and Ready since `ready_at`, once the controller's
+    informer holds it (so a set created next adopts it rather than making a pod of its own)."""
+    pods = client.resource("", "v1", "pods")
+    md = {"name": name, "namespace": "default", "labels": labels}
+    if cost is not None:
+        md["annotations"] = {"controller.kubernetes.io/pod-deletion-cost": str(cost)}
+    pod = await pods.create({"metadata": md, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]}})
+    pod = {**pod, "status": {"phase": "Running",
+                     "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}],
+                     "containerStatuses": [{"name": "c", "image": "nginx", "imageID": "", "ready": True,
+                                            "restartCount": restarts, "state": {"running": {}}}]}}
+    await seen(ctrl.pod_inf, await pods.update(pod, subresource="status"))
+
+
+async def test_scale_down_deletes_the_lowest_pod_deletion_cost_first(env):
+    """PodDeletionCost: among ready pods alike, the lower cost goes first (no annotation: 0); an
+    unscheduled pod still goes before any cost."""
+    client, ctrl = env
+    for name, cost in (("a", 100), ("b", -5), ("c", None), ("d", 10)):
+        await running_pod(client, ctrl, name, cost=cost)
+    pods = client.resource("", "v1", "pods")
+    await pods.create({"metadata": {"name": "e", "namespace": "default", "labels": LABELS,
+                                    "annotations": {"controller.kubernetes.io/pod-deletion-cost": "1000"}},
+                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    rss = client.resource("apps", "v1", "replicasets")
+    await rss.create(replicaset(replicas=5))
+    await eventually(lambda: all_owned(client, 5))
+    await patch_retrying(rss, "web", {"spec": {"replicas": 2}})
+    left = await eventually(lambda: pods_of(client, 2))
+    assert sorted(p["metadata"]["name"] for p in left) == ["a", "d"]
+
+
+async def all_owned(client, n):
+    items, _ = await client.resource("", "v1", "pods").list("default")
+    return len(items) == n and all(p["metadata"].get("ownerReferences") for p in items)
+
+
+async def test_scale_down_deletes_the_pod_ready_for_less_time_then_the_most_restarted(env):
+    """Ready pods of one cost: the one ready for less time goes first; of two ready since the same
+    time, the one whose containers restarted more."""
+    client, ctrl = env
+    await running_pod(client, ctrl, "steady")
+    await running_pod(client, ctrl, "restarted", restarts=5)
+    await running_pod(client, ctrl, "fresh", ready_at=format_time(time.time()))
+    rss = client.resource("apps", "v1", "replicasets")
+    await rss.create(replicaset(replicas=3))
+    await eventually(lambda: all_owned(client, 3))
+    await patch_retrying(rss, "web", {"spec": {"replicas": 2}})
+    left = await eventually(lambda: pods_of(client, 2))
+    assert sorted(p["metadata"]["name"] for p in left) == ["restarted", "steady"]
+    await patch_retrying(rss, "web", {"spec": {"replicas": 1}})
+    left = await eventually(lambda: pods_of(client, 1))
+    assert [p["metadata"]["name"] for p in left] == ["steady"]
+
+
+async def test_a_deployments_set_scales_down_the_pod_doubled_up_with_its_old_sets_pods(env):
+    """A set a Deployment owns ranks its pods by the active pods of all the Deployment's sets on
+    their node: the one sharing n1 with the old set's pods goes, though it has been ready longer."""
+    client, ctrl = env
+    deploy = await client.resource("apps", "v1", "deployments").create(
+        {"metadata": {"name": "web", "namespace": "default"},
+         "spec": {"replicas": 3, "selector": {"matchLabels": LABELS},
+                  "template": {"metadata": {"labels": LABELS}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": deploy["metadata"]["uid"], "controller": True}
+    old, new = {**LABELS, "hash": "old"}, {**LABELS, "hash": "new"}
+    for name in ("old-1", "old-2"):
+        await running_pod(client, ctrl, name, labels=old, node="n1")
+    await running_pod(client, ctrl, "new-n1", labels=new, node="n1")
+    await running_pod(client, ctrl, "new-n2", labels=new, node="n2", ready_at=format_time(time.time()))
+    rss = client.resource("apps", "v1", "replicasets")
+    for name, labels, replicas in (("web-old", old, 2), ("web-new", new, 2)):
+        rs = replicaset(name, replicas, labels)
+        rs["metadata"]["ownerReferences"] = [ref]
+        await rss.create(rs)
+    await eventually(lambda: all_owned(client, 4))
+    await patch_retrying(rss, "web-new", {"spec": {"replicas": 1}})
+    left = await eventually(lambda: pods_of(client, 3))
+    assert sorted(p["metadata"]["name"] for p in left) == ["new-n2", "old-1", "old-2"]
 
 
 async def test_created_and_deleted_pods_are_events_on_the_replicaset(env):
