@@ -17,6 +17,7 @@ import os
 import posixpath
 import re
 import tarfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -149,10 +150,11 @@ def _ls(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
             names = [".", "..", *names]
         elif "A" not in flags:
             names = [n for n in names if not n.startswith(".")]
-        if "l" in flags:
-            listed.append(f"total {sum(1 for _ in names)}")
         # `.` and `..`: directories, whatever link led here
         dots = {".": replace(node, link=None), "..": replace(fs.lookup(fs.normal(path + "/..")) or node, link=None)}
+        if "l" in flags:  # busybox's calculate_blocks: 512-byte blocks, in 1K, rounded up
+            blocks = sum(_blocks(fs, path.rstrip("/") + "/" + n, node.entries.get(n) or dots[n]) for n in names)
+            listed.append(f"total {(blocks + 1) // 2}")
         listed.extend(group([(n, node.entries.get(n) or dots[n]) for n in names]))
         if "R" in flags:
             for n in names:
@@ -226,7 +228,7 @@ def _ls_line(name: str, node, owners: tuple[dict[int, str], dict[int, str]], col
         name += " -> " + (_coloured(node.link, node, itself=False) if colour else node.link)
     user, group = owners[0].get(node.uid, str(node.uid)), owners[1].get(node.gid, str(node.gid))
     d = datetime.fromtimestamp(node.mtime, timezone.utc)
-    return f"{mode}    1 {user:<8.8} {group:<8.8} {size:>9} {d:%b} {d.day:2d} {d:%H:%M} {name}"
+    return f"{mode} {_links(node):>4} {user:<8.8} {group:<8.8} {size:>9} {d:%b} {d.day:2d} {d:%H:%M} {name}"
 
 
 def _mkdir(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
@@ -800,20 +802,27 @@ def _mode_string(node: File | Dir) -> str:
 
 
 def _stat(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
-    """busybox stat [-L] -c FORMAT FILE...: for each FILE, FORMAT's %n (its name), %s (size), %a and
+    """busybox stat [-L] [-c FORMAT] FILE...: for each FILE, FORMAT's %n (its name), %s (size), %a and
     %A (its mode in octal and as ls shows it), %F (its type), %h (links), %u %g and %U %G (its owner
     and group, by id and by the image's names: UNKNOWN where it has none), %x %y %z and %X %Y %Z
     (its time, as the simulation keeps one), %%; a link (a ConfigMap's file) itself, unless -L
-    follows it. The rest is not simulated. A FILE not there: busybox's error, 1."""
+    follows it. Without -c, busybox's default layout (`_default_stat`). The rest is not
+    simulated. A FILE not there: busybox's error, 1."""
     follow = args[:1] == ["-L"]
     args = args[follow:]
-    if len(args) < 3 or args[0] not in ("-c", "--format") or "\n" in args[1]:
+    if args[:1] in (["-c"], ["--format"]):
+        if len(args) < 3 or "\n" in args[1]:
+            raise Unknown
+        fmt, paths = args[1], args[2:]
+        if re.search(r"%[^nsaAFhuUgGxyzXYZ%]", fmt.replace("%%", "")):
+            raise Unknown
+    elif args and not any(a.startswith("-") for a in args):
+        fmt, paths = None, args
+    else:
         raise Unknown
-    fmt, status = args[1], 0
-    if re.search(r"%[^nsaAFhuUgGxyzXYZ%]", fmt.replace("%%", "")):
-        raise Unknown
+    status = 0
     users, groups = names(fs.pod, fs.container)
-    for path in args[2:]:
+    for path in paths:
         node, target = fs.lookup(path), None if follow else fs.link(path)
         if target is not None:  # (its time: the volume's last update, its files')
             node = File(target.encode(), 0o777, *((node.mtime, node.uid, node.gid) if node else ()))
@@ -825,15 +834,61 @@ def _stat(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
         shown = f"{when:%Y-%m-%d %H:%M:%S}.{round(node.mtime % 1 * 1e9):09d} +0000"
         kind = "directory" if isinstance(node, Dir) else "symbolic link" if target is not None else \
             "regular file" if node.data else "regular empty file"
-        links = 2 + sum(isinstance(n, Dir) and n.link is None for n in node.entries.values()) \
-            if isinstance(node, Dir) else 1
         fields = {"n": path, "s": str(4096 if isinstance(node, Dir) else len(node.data)), "a": f"{node.mode & 0o7777:o}",
-                  "A": ("l" if target is not None else "") + _mode_string(node)[target is not None:], "F": kind, "h": str(links), "%": "%",
-                  "u": str(node.uid), "g": str(node.gid), "U": users.get(node.uid, "UNKNOWN"),
-                  "G": groups.get(node.gid, "UNKNOWN"),
+                  "A": ("l" if target is not None else "") + _mode_string(node)[target is not None:], "F": kind,
+                  "h": str(_links(node)), "%": "%", "u": str(node.uid), "g": str(node.gid),
+                  "U": users.get(node.uid, "UNKNOWN"), "G": groups.get(node.gid, "UNKNOWN"),
                   **dict.fromkeys("xyz", shown), **dict.fromkeys("XYZ", str(int(node.mtime)))}
-        run.out(re.sub(r"%(.)", lambda m: fields[m.group(1)], fmt) + "\n")
+        if fmt is None:
+            run.out(_default_stat(fs, path, node, target, fields))
+        else:
+            run.out(re.sub(r"%(.)", lambda m: fields[m.group(1)], fmt) + "\n")
     return status
+
+
+def _links(node: File | Dir) -> int:
+    """Its hard links: a directory's `.`, its parent's entry and each subdirectory's `..`; a file one."""
+    if not isinstance(node, Dir) or node.link is not None:
+        return 1
+    return 2 + sum(isinstance(n, Dir) and n.link is None for n in node.entries.values())
+
+
+def _blocks(fs: ContainerFS, path: str, node: File | Dir) -> int:
+    """Its st_blocks (512 bytes): a file's size in whole 4K pages, a directory one page on disk and
+    none on a tmpfs, a link none (its target fits in its inode)."""
+    if node.link is not None:
+        return 0
+    if isinstance(node, Dir):
+        mount, _ = fs._mount(fs.normal(path))
+        return 0 if mount is not None and (mount.limit or mount.size) else 8
+    return -(-len(node.data) // 4096) * 8
+
+
+#: the st_dev of a bind of the node's disk (/dev/sda1, 8:1), and of the overlay root (an
+#: anonymous device; each tmpfs the next)
+_DISK_DEV, _OVERLAY_DEV = 0x801, 0x2B
+
+
+def _default_stat(fs: ContainerFS, path: str, node: File | Dir, target: str | None, fields: dict[str, str]) -> str:
+    """busybox stat's default layout (its `%N`, `%-10s`, `%-10b`... format): the name (a link's as
+    `'name' -> 'target'`), size, 512-byte blocks (whole 4K pages; none for a link), the device of
+    the mount it is on, an inode number (stable for its path: the simulation keeps none), links,
+    mode, owner and times."""
+    mount, _ = fs._mount(fs.normal(path))
+    if mount is None or not mount.kind:
+        dev = _OVERLAY_DEV
+    elif mount.limit or mount.size:
+        dev = _OVERLAY_DEV + 1 + [m for m in fs.mounts if m.limit or m.size].index(mount)
+    else:
+        dev = _DISK_DEV
+    size, blocks = int(fields["s"]), 0 if target is not None else _blocks(fs, path, node)
+    inode = zlib.crc32(fs.normal(path).encode()) % 1_000_000 + 1000
+    shown = f"'{path}' -> '{target}'" if target is not None else path
+    return (f"  File: {shown}\n  Size: {size:<10}\tBlocks: {blocks:<10} IO Block: {4096:<6} {fields['F']}\n"
+            f"Device: {dev:x}h/{dev}d\tInode: {inode:<10}  Links: {fields['h']}\n"
+            f"Access: ({int(fields['a'], 8):04o}/{fields['A']:10.10})  Uid: ({node.uid:5}/{fields['U']:>8})"
+            f"   Gid: ({node.gid:5}/{fields['G']:>8})\n"
+            f"Access: {fields['x']}\nModify: {fields['y']}\nChange: {fields['z']}\n")
 
 
 def _cd(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:

@@ -464,4 +464,4 @@ def test_what_a_user_makes_in_an_fsgroup_empty_dir_is_its_own_and_the_groups(tmp
     script = "mkdir /d/sub; touch /d/sub/f /m/f /tmp/f; stat -c '%n %a %u %g' /d /d/sub /d/sub/f /m /m/f /tmp/f"
     assert run(fs, "sh", "-c", script) == (0, b"/d 2777 0 2000\n/d/sub 2755 1000 2000\n/d/sub/f 644 1000 2000\n"
                                               b"/m 3777 0 2000\n/m/f 644 1000 2000\n/tmp/f 644 1000 3000\n", "")
-    assert run(fs, "ls", "-ln", "/d")[1].startswith(b"total 1\ndrwxr-sr-x    1 1000     2000          4096 ")
+    assert run(fs, "ls", "-ln", "/d")[1].startswith(b"total 4\ndrwxr-sr-x    2 1000     2000          4096 ")

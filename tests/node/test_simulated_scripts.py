@@ -545,19 +545,19 @@ async def test_a_configmaps_volume_is_laid_out_as_the_kubelets_atomic_writer_lea
     await scripts_pod(client, clock, securityContext={"runAsUser": 1000, "fsGroup": 2000})
     code, out = await exec_(mgr, "trainer", ["ls", "-la", "/scripts"])
     lines = out.splitlines()
-    stamp = re.fullmatch(r"drwxr-sr-x    1 root     2000          4096 \w{3} [ \d]\d \d\d:\d\d (\.\.\d{4}(_\d\d){5}\.\d+)",
+    stamp = re.fullmatch(r"drwxr-sr-x    2 root     2000          4096 \w{3} [ \d]\d \d\d:\d\d (\.\.\d{4}(_\d\d){5}\.\d+)",
                          lines[3])
     assert code == 0 and stamp, lines[3]
     assert re.fullmatch(rf"lrwxrwxrwx    1 root     2000     {len(stamp[1]):>9} .* \.\.data -> {re.escape(stamp[1])}",
                         lines[4]), lines[4]
     assert re.fullmatch(r"lrwxrwxrwx    1 root     2000            16 .* launch\.sh -> \.\.data/launch\.sh", lines[8]), out
-    assert lines[2].startswith("drwxr-xr-x    1 root     root          4096 ") and lines[2].endswith(" .."), out
+    assert re.match(r"drwxr-xr-x +\d+ root     root          4096 ", lines[2]) and lines[2].endswith(" .."), out
     code, out = await exec_(mgr, "trainer", ["sh", "-c", "find /scripts -name 'p*'; find -L /scripts -name 'p*'"])
     assert code == 0 and out == (f"/scripts/{stamp[1]}/plain.sh\n/scripts/plain.sh\n"
                                  f"/scripts/{stamp[1]}/plain.sh\n/scripts/..data/plain.sh\n/scripts/plain.sh\n")
     script = "touch /tmp/mine; stat -c '%n %u:%g %U:%G %a' /scripts /scripts/plain.sh /tmp/mine; stat -L -c %a /scripts/plain.sh"
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (0, (
-        "/scripts 0:2000 root:UNKNOWN 2755\n/scripts/plain.sh 0:2000 root:UNKNOWN 777\n"
+        "/scripts 0:2000 root:UNKNOWN 2777\n/scripts/plain.sh 0:2000 root:UNKNOWN 777\n"
         "/tmp/mine 1000:0 UNKNOWN:root 644\n644\n"))
 
 
@@ -702,3 +702,26 @@ async def test_a_containers_cgroup_reports_what_kubectl_top_shows_it_using(env):
     assert lines[2:9] == [f"user_usec {int(250 * seconds * 1000)}", "system_usec 0", f"nr_periods {int(seconds * 10)}",
                           "nr_throttled 0", "throttled_usec 0", "nr_bursts 0", "burst_usec 0"]
     assert lines[9].startswith("-r--r--r--")
+
+
+async def test_stat_and_ls_l_count_links_and_blocks_as_busybox_does(env):
+    """`stat FILE` without -c is busybox's default layout (a link as `'name' -> 'target'`, its
+    blocks none; the mount's device: the node's disk for a ConfigMap's volume, the overlay for
+    the root); `ls -l` counts a directory's links (2 and one for each subdirectory) and gives
+    `total` in 1K blocks: each file's whole 4K pages, each directory's one."""
+    client, clock, mgr = env
+    await scripts_pod(client, clock)
+    script = ("mkdir -p /w/a/x /w/b; printf hi > /w/f; dd if=/dev/zero of=/w/g bs=5000 count=1 status=none; "
+              "ls -l /w | cut -c1-15; stat /w/f /scripts/plain.sh")
+    code, out = await exec_(mgr, "trainer", ["sh", "-c", script])
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[:5] == ["total 20", "drwxr-xr-x    3", "drwxr-xr-x    2", "-rw-r--r--    1", "-rw-r--r--    1"]
+    assert lines[5:7] == ["  File: /w/f", "  Size: 2         \tBlocks: 8          IO Block: 4096   regular file"]
+    assert re.fullmatch(r"Device: 2bh/43d\tInode: \d{4,7} *  Links: 1", lines[7]), lines[7]
+    assert lines[8] == "Access: (0644/-rw-r--r--)  Uid: (    0/    root)   Gid: (    0/    root)"
+    assert [line[:8] for line in lines[9:12]] == ["Access: ", "Modify: ", "Change: "]
+    assert re.fullmatch(r"Modify: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{9} \+0000", lines[10]), lines[10]
+    assert lines[12:14] == ["  File: '/scripts/plain.sh' -> '..data/plain.sh'",
+                            "  Size: 15        \tBlocks: 0          IO Block: 4096   symbolic link"]
+    assert lines[14].startswith("Device: 801h/2049d\t") and lines[15].startswith("Access: (0777/lrwxrwxrwx)")
