@@ -376,7 +376,7 @@ CHECKS: list[tuple[str, str, list[tuple[tuple[int, int], CheckFn]], tuple[str, .
                                              ((1, 25), _unless_windows(capabilities_restricted))],
      ("capabilities_baseline",)),
     ("procMount_restricted", RESTRICTED, [((1, 30), _proc_mount(False))], ("procMount",)),
-    ("restrictedVolumes", RESTRICTED, [((1, 0), restricted_volumes)], ()),
+    ("restrictedVolumes", RESTRICTED, [((1, 0), restricted_volumes)], ("hostPathVolumes",)),
     ("runAsNonRoot", RESTRICTED, [((1, 0), run_as_non_root)], ()),
     ("runAsUser", RESTRICTED, [((1, 23), run_as_user)], ()),
     ("seccompProfile_restricted", RESTRICTED, [((1, 19), seccomp_restricted),

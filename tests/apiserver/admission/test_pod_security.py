@@ -152,6 +152,18 @@ async def test_a_version_minor_past_gos_int_is_refused_as_upstreams_atoi_refuses
         f'Invalid value: "v1.{2**63}": must be "latest" or "v1.x"')
 
 
+async def test_restricted_names_a_host_path_once_its_restricted_volumes_check_replacing_baselines(tmp_path):
+    host = pod("h", volumes=[{"name": "v", "hostPath": {"path": "/"}}])
+    async with served(tmp_path) as (_, api):
+        await sent(api, "POST", NS, namespace("r", enforce="restricted"))
+        refused = await sent(api, "POST", f"{NS}/r/pods", host)
+    assert refused[0] == 403 and refused[1]["message"].endswith(
+        'restricted volume types (volume "v" uses restricted volume type "hostPath"), runAsNonRoot != true (pod or '
+        'container "c" must set securityContext.runAsNonRoot=true), seccompProfile (pod or container "c" must set '
+        'securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")')
+    assert "hostPath volumes" not in refused[1]["message"]
+
+
 async def test_versions_judge_by_the_checks_of_their_release(tmp_path):
     """runAsUser=0 is restricted from v1.23; hostProbesAndHostLifecycle is baseline from v1.34."""
     root = restricted_pod("root")
