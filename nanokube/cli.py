@@ -45,8 +45,6 @@ async def _up(args: argparse.Namespace) -> int:
         return 2
     for text in gate_warnings:
         log.warning("%s", text)
-    log.info("feature gates beyond 1.37's defaults: %s; APIs: %s", featuregates.GATES.overridden() or "none",
-             _served_apis(args.runtime_config))
     metrics_source = None  # the builtin provider
     if (args.metrics_provider, args.metrics_rules) != ("builtin", None):
         from .metrics.prometheus import load_source
@@ -173,6 +171,9 @@ async def _up(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"nanokube: {e}", file=sys.stderr)
         return 2
+    # once every flag is judged, so a refused one stops `up` with nothing but its own line
+    log.info("feature gates beyond 1.37's defaults: %s; APIs: %s", featuregates.GATES.overridden() or "none",
+             _served_apis(args.runtime_config))
     # --port 0: the server binds port 0 and reports the kernel's pick as server.port (no probe first,
     # which another process could take before the bind)
     server = APIServer(store, pki, host=args.address, port=args.port, audit_log_path=audit, event_ttl=event_ttl,
