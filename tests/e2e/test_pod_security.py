@@ -45,10 +45,11 @@ def cluster(tmp_path_factory):
 
 
 def test_kubectl_shows_the_warning_and_the_refusal(cluster):
+    labelled = {}
     for ns in (NS, EXEMPT):
         cluster.kubectl("create", "namespace", ns)
-        cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=baseline",
-                        "pod-security.kubernetes.io/warn=restricted")
+        labelled[ns] = cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=baseline",
+                                       "pod-security.kubernetes.io/warn=restricted")
     made = cluster.kubectl("apply", "-f", "-", input=to_yaml([_pod("web", NS)]))
     refused = cluster.kubectl("apply", "-f", "-", input=to_yaml([_pod("priv", NS, privileged=True)]), check=False)
     exempt = cluster.kubectl("apply", "-f", "-", input=to_yaml([_pod("priv", EXEMPT, privileged=True)]))
@@ -62,6 +63,9 @@ def test_kubectl_shows_the_warning_and_the_refusal(cluster):
     assert ('pods "priv" is forbidden: violates PodSecurity "baseline:latest": privileged (container "app" must not '
             'set securityContext.privileged=true)') in refused.stderr
     assert "pod/priv created" in exempt.stdout and "Warning" not in exempt.stderr
+    assert "Warning" not in labelled[NS].stderr
+    assert ('Warning: namespace "psa-exempt" is exempt from Pod Security, and the policy (enforce=baseline:latest, '
+            'warn=restricted:latest) will be ignored') in labelled[EXEMPT].stderr
     assert ('Warning: existing pods in namespace "psa-e2e" violate the new PodSecurity enforce level '
             '"restricted:latest"') in relabel.stderr
     assert "Warning: web: allowPrivilegeEscalation != false, unrestricted capabilities, runAsNonRoot != true, " \

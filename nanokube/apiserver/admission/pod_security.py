@@ -385,15 +385,32 @@ class PodSecurity:
         if a.operation == "CREATE" or a.old is None:
             if errs:
                 raise errors.invalid("", "Namespace", a.name, errs)
+            self._warn_exempt(a, policy, labels)
             return
         old_policy, old_errs = policy_for((a.old.get("metadata") or {}).get("labels") or {}, self.config.defaults)
         if errs and (not old_errs or [str(e) for e in errs] != [str(e) for e in old_errs]):
             raise errors.invalid("", "Namespace", a.name, errs)
         new, was = policy.enforce, old_policy.enforce
-        if new == was or new.level == PRIVILEGED or a.namespace in self.config.namespaces \
+        if new == was or new.level == PRIVILEGED \
                 or (new.version == was.version and LEVELS.index(new.level) <= LEVELS.index(was.level)):
             return
+        if a.namespace in self.config.namespaces:
+            self._warn_exempt(a, policy, labels)
+            return
         a.warnings.extend(self._existing_pods(a.namespace, policy.enforce))
+
+    def _warn_exempt(self, a, policy: Policy, labels: dict) -> None:
+        """exemptNamespaceWarning: an exempt namespace labelled for a policy other than the defaults
+        hears that its labels are ignored (the non-privileged modes it sets, listed)."""
+        if a.namespace not in self.config.namespaces or policy.privileged or all(
+                (mine.level == theirs.level == PRIVILEGED) or mine == theirs
+                for mine, theirs in zip((policy.enforce, policy.audit, policy.warn), (
+                    self.config.defaults.enforce, self.config.defaults.audit, self.config.defaults.warn))):
+            return
+        modes = [f"{mode}={getattr(policy, mode)}" for mode in MODES if getattr(policy, mode).level != PRIVILEGED
+                 and (PREFIX + mode in labels or f"{PREFIX}{mode}-version" in labels)]
+        a.warnings.append(f'namespace "{a.namespace}" is exempt from Pod Security, and the policy ({", ".join(modes)}) '
+                          "will be ignored")
 
     def _prioritized(self, pods: list[dict]) -> list[dict]:
         """prioritizePods: pods of exempt runtime classes left out, the first pod of each controller
