@@ -109,10 +109,15 @@ async def test_the_proxier_cleans_the_flows_of_a_udp_service_its_slices_moved(ne
             async with aiohttp.ClientSession() as http, http.get(url) as r:
                 return await r.text()
         assert await eventually(lambda: answer("8080"))
+
+        async def reconciled() -> bool:  # the reconcile follows the rules that already answer, in a thread
+            return _series(await scrape(), "kubeproxy_conntrack_reconciler_sync_duration_seconds_count",
+                           ip_family="IPv4") is not None
+        assert await eventually(reconciled), "the first sync wrote the UDP Service: its family was reconciled"
         text = await scrape()
         assert _series(text, "kubeproxy_conntrack_reconciler_deleted_entries_total", ip_family="IPv4") == 0
         reconciles = _series(text, "kubeproxy_conntrack_reconciler_sync_duration_seconds_count", ip_family="IPv4")
-        assert reconciles >= 1, "the first sync wrote the UDP Service: its family was reconciled"
+        assert reconciles >= 1
         await slices.patch("dns-abc", {"ports": endpoint_slice(8081)["ports"]}, namespace="default")
         assert await eventually(lambda: answer("8081"))
 
