@@ -311,8 +311,10 @@ def test_tty_and_stty_size_tell_a_terminal_from_none(cluster):
         assert exited() == 0
     with _on_a_terminal(cluster, "exec", "-it", "terminal", "--", "sh", size=(33, 111)) as (fd, exited):
         assert b"/ # " in _read_until(fd, b"/ # ")
-        os.write(fd, b"stty size; tty -s && tty\r")
-        assert b"\r\n33 111\r\n/dev/pts/0\r\n/ # " in _read_until(fd, b"/dev/pts/0\r\n/ # ")
+        # kubectl sends its first size from a goroutine of its own, so a line typed at the first prompt
+        # can beat it (a pty is 0 0 until then, on any cluster)
+        wait_for(lambda: os.write(fd, b"stty size; tty -s && tty\r") and
+                 b"\r\n33 111\r\n/dev/pts/0\r\n/ # " in _read_until(fd, b"/dev/pts/0\r\n/ # ", 5), 30, "the first size")
         os.write(fd, b"ls -1 /; ls / | head -1\r")  # on the terminal in colour; through a pipe plain
         assert b"\r\n\x1b[1;34mbin\x1b[m\r\n\x1b[1;34mdev\x1b[m\r\n" in _read_until(fd, b"\r\nbin\r\n/ # ")
         _window(fd, 50, 150)
