@@ -32,20 +32,21 @@ def _main_process(container: dict) -> str:
     return DEFAULT_COMMANDS.get(image, image)
 
 
-def processes(pod: dict, name: str) -> list[tuple[int, str]]:
-    """(uid, command line) of each process container `name` sees, PID 1 first: those of the
-    containers in its PID namespace that run (the pod's status says so; `name` itself always)."""
+def processes(pod: dict, name: str) -> list[tuple[int, str, str]]:
+    """(uid, command line, its container: "" for the pause process) of each process container
+    `name` sees, PID 1 first: those of the containers in its PID namespace that run (the pod's
+    status says so; `name` itself always)."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     running = {s.get("name") for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
                for s in status.get(key) or () if "running" in (s.get("state") or {})}
     beside = containers(spec)
     me = next((c for c in beside if c.get("name") == name), {"name": name})
     if spec.get("shareProcessNamespace"):
-        members, head = beside, [(0, "/pause")]
+        members, head = beside, [(0, "/pause", "")]
     else:
         owner = me.get("targetContainerName") or name
         members, head = [c for c in beside if c.get("name") == owner or c.get("targetContainerName") == owner], []
-    return head + [(run_as(pod, c["name"])[0], _main_process(c)) for c in members
+    return head + [(run_as(pod, c["name"])[0], _main_process(c), c["name"]) for c in members
                    if c.get("name") == name or c.get("name") in running or not status]
 
 
@@ -108,9 +109,9 @@ def _ps(run: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     nothing, but `-o`, a format, is not simulated."""
     if any(a.startswith("-") and "o" in a for a in args):
         raise Unknown
-    rows = processes(fs.pod, fs.container) + [(run_as(fs.pod, fs.container)[0], " ".join([name, *args]))]
+    rows = processes(fs.pod, fs.container) + [(run_as(fs.pod, fs.container)[0], " ".join([name, *args]), fs.container)]
     users, lines = names(fs.pod, fs.container)[0], ["PID   USER     TIME  COMMAND"]
-    for i, (uid, command) in enumerate(rows):
+    for i, (uid, command, _) in enumerate(rows):
         lines.append(f"{1 + 6 * i:5d} {users.get(uid, str(uid)):<8.8s}  0:00 {command}")
     run.out("\n".join(lines) + "\n")
     return 0

@@ -598,7 +598,8 @@ class SimulatedIO:
         simulated_system.NODE.set(getattr(spec, "capacity", None))
         booted = getattr(agent, "booted", None)
         pods = [w.pod for w in list(getattr(agent, "workers", {}).values())]
-        simulated_system.HOST.set(None if booted is None else simulated_system.Host(booted, simulated_system.load(pods)))
+        simulated_system.HOST.set(None if booted is None else simulated_system.Host(
+            booted, simulated_system.load(pods), simulated_system.tasks(pods)))
         if commands:
             gpus = await self._gpus(container) if simulated_gpu.uses_gpus(self._spec(container)) else ()
             simulated_gpu.GPUS.set({**simulated_gpu.GPUS.get(), container: gpus})

@@ -1,5 +1,5 @@
 """What a simulated container sees of its node's machine, as busybox's `nproc`, `free`, `df`,
-`du`, `mount` and `uptime` print it: the first things people check in a new pod, which a shell would otherwise answer
+`du`, `mount`, `uptime` and `top` print it: the first things people check in a new pod, which a shell would otherwise answer
 `sh: nproc: not found`.
 
 A container sees the node's, not its limits' (`NODE`: the node's capacity, set by simulated_io
@@ -15,7 +15,11 @@ human units (`-h`), all of them or those holding the paths named (`df -h /models
 lists them as /proc/mounts has them, in the order runc mounts them; `uptime`
 reads the node's, as /proc/uptime and /proc/loadavg are no namespace's: how long since the node
 booted (its agent started), no users (no utmp in an image), and its load, steady at what its
-running pods and system use in cores as `kubectl top node` shows it (metrics.usage).
+running pods and system use in cores as `kubectl top node` shows it (metrics.usage). `top -b
+-n 1`'s header is the node's too (/proc/meminfo as `free` reads it, /proc/stat's busy share, the
+load); its processes are the container's PID namespace's (as `ps`), each container's process
+as big as the working set the usage model gives it and busy with its CPU, in shares of the
+node's memory and CPUs.
 Where no node is at hand, or the node has no ephemeral-storage capacity, the commands are not
 interpreted.
 """
@@ -32,8 +36,10 @@ from datetime import datetime, timezone
 
 from ..machinery.quantity import parse_quantity
 from ..metrics.usage import SYSTEM_CPU, simulated_usage
+from .simulated_accounts import names, run_as
 from .simulated_applets import Process, Unknown
 from .simulated_fs import PAGE, ContainerFS, Dir, tmpfs_bytes
+from .simulated_identity import processes
 
 #: the capacity (cpu, memory, ephemeral-storage) of the node whose container's commands are being
 #: worked out; None where no node is at hand
@@ -46,6 +52,7 @@ class Host:
 
     booted: float
     load: float
+    tasks: int
 
 
 #: the machine of the node whose container's commands are being worked out; None where unknown
@@ -54,6 +61,10 @@ HOST: ContextVar[Host | None] = ContextVar("simulated_host", default=None)
 USED, CACHED = 1 / 32, 1 / 16
 #: the share of the node's disk its images and logs take
 DISK_USED = 1 / 10
+#: the tasks a node runs besides its pods' (kernel threads, systemd, the kubelet, the runtime)
+SYSTEM_TASKS = 180
+#: the size (KiB) of busybox's own process (`top` itself)
+BUSYBOX_VSZ = 1304
 #: what the runtime mounts of its own, and how big (KiB): tmpfs /dev, the pod's shm
 _RUNTIME_MOUNTS = (("tmpfs", 65536, "/dev"), ("shm", 65536, "/dev/shm"))
 #: the files the kubelet mounts from the node's disk into every container
@@ -73,6 +84,18 @@ def load(pods: list[dict]) -> float:
     return (SYSTEM_CPU + sum(u.cpu for pod in pods for u in simulated_usage(pod).values())) / 1000
 
 
+def tasks(pods: list[dict]) -> int:
+    """The node's tasks (/proc/loadavg's count): its system's, and each pod's shim and pause and
+    its running containers' processes."""
+    return SYSTEM_TASKS + sum(2 + len(simulated_usage(pod)) for pod in pods)
+
+
+def _average(load: float, rounded: bool) -> str:
+    """A load in the kernel's 1/65536ths, two decimals: /proc/loadavg's rounded, sysinfo's (uptime) cut."""
+    fixed = round(load * 65536) + (65536 // 200 if rounded else 0)
+    return f"{fixed >> 16}.{(fixed & 0xFFFF) * 100 >> 16:02d}"
+
+
 def uptime(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     """busybox uptime: the time (UTC, the container's zone), the node's uptime (days, then `H:MM`
     or `M min`), no users and its load average (1, 5 and 15 minutes: all the steady load)."""
@@ -84,12 +107,56 @@ def uptime(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     days, hours, minutes = up // 86400, up // 3600 % 24, up // 60 % 60
     since = (f"{days} day{'s' if days != 1 else ''}, " if days else "") + (
         f"{hours:2d}:{minutes:02d}" if hours else f"{minutes} min")
-    # the kernel keeps it in 1/65536ths; busybox prints two decimals of that, cut, not rounded
-    fixed = round(host.load * 65536)
-    average = f"{fixed >> 16}.{(fixed & 0xFFFF) * 100 >> 16:02d}"
+    average = _average(host.load, False)
     proc.out(f" {datetime.fromtimestamp(now, timezone.utc):%H:%M:%S} up {since},  0 users,  load average: "
              f"{average}, {average}, {average}\n")
     return 0
+
+
+def top(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
+    """busybox top -b -n 1 (`-bn1`; its build's options: CPU and SMP columns, whole percents): the
+    node's memory (MemTotal - MemFree used, as `free` sees them), its CPU time split (all the busy
+    share user time, as cpu.stat), /proc/loadavg; then each process: PID, PPID (0: each was started
+    from outside the namespace), user, state, VSZ (busybox's 5-character sizes), its share of the
+    node's memory, the CPU it last ran on, its share of the node's CPU time, its command line."""
+    words = "".join(a.lstrip("-") for a in args)
+    host = HOST.get()
+    if host is None or sorted(words) != ["1", "b", "n"]:
+        raise Unknown
+    cpus, total = _capacity("cpu"), _capacity("memory") >> 10
+    used, cached = int(total * USED), int(total * CACHED)
+    busy = min(host.load / cpus, 1)
+    usr, idle = int(100 * busy), int(100 * (1 - busy))
+    rows = processes(fs.pod, fs.container) + [(run_as(fs.pod, fs.container)[0], " ".join([name, *args]), None)]
+    last_pid = 1 + 6 * (len(rows) - 1)
+    usage, users = simulated_usage(fs.pod), names(fs.pod, fs.container)[0]
+    lines = [f"Mem: {used + cached}K used, {total - used - cached}K free, 0K shrd, 0K buff, {cached}K cached",
+             f"CPU:{usr:4d}% usr   0% sys   0% nic{idle:4d}% idle   0% io   0% irq   0% sirq",
+             f"Load average: {' '.join([_average(host.load, True)] * 3)} {max(round(host.load), 1)}/{host.tasks} {last_pid}",
+             "  PID  PPID USER     STAT   VSZ %VSZ CPU %CPU COMMAND"]
+    for i, (uid, command, container) in enumerate(rows):
+        pid, own = 1 + 6 * i, usage.get(container) if container else None
+        vsz = BUSYBOX_VSZ if container is None else max(own.memory >> 10, BUSYBOX_VSZ) if own else 0
+        pcpu = round(own.cpu / 10 / cpus) if own else 0
+        lines.append(f"{pid:5d}{0:6d} {users.get(uid, str(uid)):<8.8} {'R' if container is None else 'S':<3}  "
+                     f"{_size5(vsz)}{(vsz * 100 + total // 2) // total:4d}% {pid % cpus:3d}{pcpu:4d}% {command}")
+    proc.out("\n".join(lines) + "\n")
+    return 0
+
+
+def _size5(kib: int) -> str:
+    """busybox's smart_ulltoa5 of a size in KiB: five characters, the number alone up to 99999,
+    else in m, g... with a decimal below 100 (`92.1m`) and none from 100 (` 512m`)."""
+    if kib <= 99999:
+        return f"{kib:5d}"
+    tenths, suffix = kib * 10, 0
+    while True:
+        tenths //= 1024
+        suffix += 1
+        if tenths < 100000:
+            break
+    whole, tenth = divmod(tenths, 10)
+    return f"{whole:4d}{' mgtpezy'[suffix]}" if whole >= 100 else f"{whole:2d}.{tenth}{' mgtpezy'[suffix]}"
 
 
 def nproc(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
@@ -301,4 +368,4 @@ def du(proc: Process, fs: ContainerFS, name: str, args: list[str]) -> int:
     return status
 
 
-APPLETS = {"nproc": nproc, "free": free, "df": df, "du": du, "mount": mount, "uptime": uptime}
+APPLETS = {"nproc": nproc, "free": free, "df": df, "du": du, "mount": mount, "uptime": uptime, "top": top}

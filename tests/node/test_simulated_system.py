@@ -193,3 +193,21 @@ async def test_mount_lists_what_runc_mounts_in_its_order(env):
         "tmpfs on /proc/acpi type tmpfs (ro,relatime,inode64)",
         *(f"tmpfs on /proc/{p} type tmpfs (rw,nosuid,size=65536k,mode=755,inode64)" for p in ("kcore", "keys", "timer_list")),
         *(f"tmpfs on {p} type tmpfs (ro,relatime,inode64)" for p in ("/sys/firmware", "/sys/devices/virtual/powercap", "/proc/scsi"))]
+
+
+async def test_top_shows_the_nodes_header_and_the_containers_processes(small):
+    """`top -bn1`: the node's memory (as `free`), its CPU split and load (the 100m system and the
+    pod's 750m over 64 CPUs: 1% busy), then the container's processes: its main process as big as
+    the working set `kubectl top` shows (512Mi, half its 1Gi limit), busy with 750m (1% of the
+    node's CPU time), and top itself."""
+    code, out = await exec_(small, "small", ["top", "-bn1"])
+    assert code == 0, out
+    assert out.splitlines() == [
+        "Mem: 50331648K used, 486539264K free, 0K shrd, 0K buff, 33554432K cached",
+        "CPU:   1% usr   0% sys   0% nic  98% idle   0% io   0% irq   0% sirq",
+        "Load average: 0.85 0.85 0.85 1/183 7",
+        "  PID  PPID USER     STAT   VSZ %VSZ CPU %CPU COMMAND",
+        "    1     0 root     S     512m   0%   1   1% sh",
+        "    7     0 root     R     1304   0%   7   0% top -bn1"]
+    code, out = await exec_(small, "small", ["sh", "-c", "top -b -n 1 | tail -n 2 | cut -c1-40"])
+    assert (code, out.splitlines()[1]) == (0, "    7     0 root     R     1304   0%   7")
