@@ -658,17 +658,24 @@ async def test_a_sourced_file_waits_for_its_file_then_the_shell_goes_on_with_wha
     assert worker.io.serve_log("app", LogOptions()).decode() == "sourced a\nback 4 set x /tmp\n"
 
 
+async def limited_trainer(env):
+    """Pod `trainer` on gpu-0 requesting 500m and 1Gi, limited to 2 CPUs and 1Gi, running: its pods."""
+    client, clock, _ = env
+    pods = client.resource("", "v1", "pods")
+    res = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+    await pods.create({"metadata": {"name": "trainer", "namespace": "default"}, "spec": {
+        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "resources": res}]}})
+    await eventually(phase(pods, "trainer", "Running", clock))
+    return pods
+
+
 async def test_a_container_reads_its_limits_from_its_cgroup(env):
     """What a launch script reads to size its workers: /proc/self/cgroup is its cgroup namespace's
     root (`0::/`), /sys/fs/cgroup its own cgroup v2, read-only, with its limits as runc sets them
     (cpu.max the CFS quota, cpu.weight from its requests, memory.max) and no pids limit of its own;
     a resize shows there once the kubelet has actuated it."""
     client, clock, mgr = env
-    pods = client.resource("", "v1", "pods")
-    res = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
-    await pods.create({"metadata": {"name": "trainer", "namespace": "default"}, "spec": {
-        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "resources": res}]}})
-    await eventually(phase(pods, "trainer", "Running", clock))
+    pods = await limited_trainer(env)
     script = ("cat /proc/self/cgroup; cd /sys/fs/cgroup; cat cpu.max cpu.weight memory.max pids.max\n"
               "echo $(( $(cut -d' ' -f1 cpu.max) / $(cut -d' ' -f2 cpu.max) )) threads; echo 1 > memory.max")
     assert await exec_(mgr, "trainer", ["sh", "-c", script]) == (1, (
@@ -687,11 +694,7 @@ async def test_a_containers_cgroup_reports_what_kubectl_top_shows_it_using(env):
     kubelet): half its requests, 512Mi, and 250m of CPU for each second since the container
     started, counted in 100ms CFS periods under its quota; both read-only, as the kernel's."""
     client, clock, mgr = env
-    pods = client.resource("", "v1", "pods")
-    res = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
-    await pods.create({"metadata": {"name": "trainer", "namespace": "default"}, "spec": {
-        "nodeName": "gpu-0", "containers": [{"name": "app", "image": "busybox", "resources": res}]}})
-    await eventually(phase(pods, "trainer", "Running", clock))
+    pods = await limited_trainer(env)
     await clock.advance(10)
     started = (await pods.get("trainer", namespace="default"))["status"]["containerStatuses"][0]["state"]
     seconds = clock.now() - parse_time(started["running"]["startedAt"])
