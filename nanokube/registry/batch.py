@@ -225,7 +225,7 @@ class JobStrategy(Strategy):
                     seen.add(uid)
         old_status = old.get("status") or {}
         errs += _validate_outcome(new, old_status) + _validate_index_lists(new, old_status)
-        errs += _validate_success_criteria(new)
+        errs += _validate_pod_counts(status, old_status) + _validate_success_criteria(new)
         for ctype in ("Failed", "Complete", "FailureTarget"):
             if is_condition_true(old_status.get("conditions"), ctype) and \
                     not is_condition_true(status.get("conditions"), ctype):
@@ -238,6 +238,10 @@ class JobStrategy(Strategy):
         done, was_done = status.get("completionTime"), old_status.get("completionTime")
         if done and was_done and _at(done) != _at(was_done):
             errs.append(invalid("status.completionTime", _time(done), "completionTime cannot be mutated"))
+        started, was_started = _at(status.get("startTime")), _at(old_status.get("startTime"))
+        resuming = _true(old_status, "Suspended") and _false(status, "Suspended")
+        if was_started is not None and started != was_started and not resuming and not spec.get("suspend"):
+            errs.append(required("status.startTime", "startTime cannot be removed for unsuspended job"))
         met, was_met = _true(status, "SuccessCriteriaMet"), _true(old_status, "SuccessCriteriaMet")
         if was_met and not met:
             errs.append(invalid("status.conditions", OMIT, "cannot disable the SuccessCriteriaMet=True condition"))
@@ -249,6 +253,10 @@ class JobStrategy(Strategy):
 
 def _true(status: dict, ctype: str) -> bool:
     return is_condition_true(status.get("conditions"), ctype)
+
+
+def _false(status: dict, ctype: str) -> bool:
+    return any(c.get("type") == ctype and c.get("status") == "False" for c in status.get("conditions") or [])
 
 
 def _at(t: str | None) -> float | None:
@@ -271,6 +279,7 @@ def _validate_outcome(job: Obj, old: dict) -> list[FieldError]:
                if (st.get(f) or None) != (old.get(f) or None)}
     complete_changed = complete != _true(old, "Complete")
     finished_changed = finished != (_true(old, "Complete") or _true(old, "Failed"))
+    spec = job.get("spec") or {}
     errs: list[FieldError] = []
     if complete and failed and (complete_changed or failed != _true(old, "Failed")):
         errs.append(invalid("status.conditions", OMIT, "cannot set Complete=True and Failed=true conditions"))
@@ -286,9 +295,17 @@ def _validate_outcome(job: Obj, old: dict) -> list[FieldError]:
             and parse_time(st["completionTime"]) < parse_time(st["startTime"]):
         errs.append(invalid("status.completionTime", _time(st["completionTime"]),
                             "completionTime cannot be set before startTime"))
+    if failed and not target and (failed != _true(old, "Failed") or st.get("failedIndexes") != old.get("failedIndexes")):
+        errs.append(invalid("status.conditions", OMIT,
+                            "cannot set Failed=True condition without the FailureTarget=true condition"))
+    if complete and not _true(st, "SuccessCriteriaMet") and \
+            (complete_changed or _true(old, "SuccessCriteriaMet")):
+        errs.append(invalid("status.conditions", OMIT,
+                            "cannot set Complete=True condition without the SuccessCriteriaMet=true condition"))
     if finished and (finished_changed or "active" in changed) and st.get("active", 0) > 0:
         errs.append(invalid("status.active", st["active"], "active>0 is invalid for finished job"))
-    if finished and (finished_changed or "startTime" in changed) and not st.get("startTime"):
+    if finished and (finished_changed or "startTime" in changed) and not st.get("startTime") \
+            and not (spec.get("suspend") and spec.get("completions") == 0):
         errs.append(required("status.startTime", "startTime is required for finished job"))
     uncounted = st.get("uncountedTerminatedPods") or {}
     if finished and (finished_changed or "uncountedTerminatedPods" in changed) and \
@@ -296,6 +313,20 @@ def _validate_outcome(job: Obj, old: dict) -> list[FieldError]:
         errs.append(invalid("status.uncountedTerminatedPods", Struct(
             {k: uncounted[k] for k in ("succeeded", "failed") if uncounted.get(k)}),
             "uncountedTerminatedPods needs to be empty for finished job"))
+    return errs
+
+
+def _validate_pod_counts(st: dict, old: dict) -> list[FieldError]:
+    """A finished Job has no terminating pods, and no Job more ready pods than active ones; each checked
+    only when a field it reads changed (ready and terminating as pointers: unset is not 0)."""
+    errs: list[FieldError] = []
+    finished = _true(st, "Complete") or _true(st, "Failed")
+    finished_changed = finished != (_true(old, "Complete") or _true(old, "Failed"))
+    terminating, ready, active = st.get("terminating"), st.get("ready"), st.get("active", 0)
+    if finished and (finished_changed or terminating != old.get("terminating")) and (terminating or 0) > 0:
+        errs.append(invalid("status.terminating", terminating, "terminating>0 is invalid for finished job"))
+    if (ready != old.get("ready") or active != old.get("active", 0)) and ready is not None and ready > active:
+        errs.append(invalid("status.ready", ready, "cannot set more ready pods than active"))
     return errs
 
 

@@ -44,7 +44,10 @@ async def test_a_finished_jobs_status_must_be_whole(client):
         "empty for finished job"]
     assert await refused(jobs, cur, {"startTime": start, "completionTime": "2026-12-07T08:10:00Z",
                                      "conditions": [cond("Complete"), cond("Failed")]}) == [
-        "status.conditions: Invalid value: cannot set Complete=True and Failed=true conditions"]
+        "status.conditions: Invalid value: cannot set Complete=True and Failed=true conditions",
+        "status.conditions: Invalid value: cannot set Failed=True condition without the FailureTarget=true condition",
+        "status.conditions: Invalid value: cannot set Complete=True condition without the SuccessCriteriaMet=true "
+        "condition"]
     assert await refused(jobs, cur, {"completionTime": "2026-12-07T08:10:00Z"}) == [
         "status.completionTime: Invalid value: 2026-12-07 08:10:00 +0000 UTC: cannot set completionTime when "
         "there is no Complete=True condition"]
@@ -55,4 +58,44 @@ async def test_a_finished_jobs_status_must_be_whole(client):
         "status.completionTime: Invalid value: 2026-12-07 08:11:00 +0000 UTC: completionTime cannot be mutated"]
     gone = {**cur["status"], "conditions": [cond("Complete")]}
     assert await refused(jobs, cur, gone) == [
+        "status.conditions: Invalid value: cannot set Complete=True condition without the SuccessCriteriaMet=true "
+        "condition",
         "status.conditions: Invalid value: cannot disable the SuccessCriteriaMet=True condition"]
+
+
+async def test_a_job_ends_through_its_interim_condition_with_its_pods_counted(client):
+    """Failed only after FailureTarget, no terminating pods on a finished Job, never more ready pods
+    than active ones: each rule checked only when a field it reads changes."""
+    jobs = client.resource("batch", "v1", "jobs")
+    cur = await jobs.create(job("ext", managedBy="kueue.x-k8s.io/multikueue"))
+    start = "2026-12-07T08:00:00Z"
+    assert await refused(jobs, cur, {"startTime": start, "conditions": [cond("Failed")]}) == [
+        "status.conditions: Invalid value: cannot set Failed=True condition without the FailureTarget=true condition"]
+    assert await refused(jobs, cur, {"startTime": start, "active": 1, "ready": 2}) == [
+        "status.ready: Invalid value: 2: cannot set more ready pods than active"]
+    cur = await jobs.update({**cur, "status": {"startTime": start, "terminating": 1,
+                                               "conditions": [cond("FailureTarget")]}}, subresource="status")
+    assert await refused(jobs, cur, {**cur["status"], "conditions": [cond("FailureTarget"), cond("Failed")]}) == [
+        "status.terminating: Invalid value: 1: terminating>0 is invalid for finished job"]
+    failed = await jobs.update({**cur, "status": {**cur["status"], "terminating": 0,
+                                                  "conditions": [cond("FailureTarget"), cond("Failed")]}},
+                               subresource="status")
+    assert [c["type"] for c in failed["status"]["conditions"]] == ["FailureTarget", "Failed"]
+
+
+async def test_an_unsuspended_jobs_start_time_stays_but_for_a_resume(client):
+    """RejectStartTimeUpdateForUnsuspendedJob: once set, startTime is neither moved nor removed on a
+    running Job, except in the write that resumes it (Suspended True to False), as the Job
+    controller's own resume does."""
+    jobs = client.resource("batch", "v1", "jobs")
+    cur = await jobs.create(job("ext", managedBy="kueue.x-k8s.io/multikueue"))
+    cur = await jobs.update({**cur, "status": {"startTime": "2026-12-07T08:00:00Z"}}, subresource="status")
+    for status in ({"startTime": "2026-12-07T08:05:00Z"}, {}):
+        assert await refused(jobs, cur, status) == [
+            "status.startTime: Required value: startTime cannot be removed for unsuspended job"]
+    suspended = {**cond("Suspended"), "reason": "JobSuspended"}
+    cur = await jobs.update({**cur, "status": {**cur["status"], "conditions": [suspended]}}, subresource="status")
+    resumed = {**suspended, "status": "False", "reason": "JobResumed"}
+    cur = await jobs.update({**cur, "status": {"startTime": "2026-12-07T08:05:00Z", "conditions": [resumed]}},
+                            subresource="status")
+    assert cur["status"]["startTime"] == "2026-12-07T08:05:00Z"
