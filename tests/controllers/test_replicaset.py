@@ -196,14 +196,18 @@ async def test_scale_down_deletes_the_lowest_pod_deletion_cost_first(env):
     rss = client.resource("apps", "v1", "replicasets")
     await rss.create(replicaset(replicas=5))
     await eventually(lambda: all_owned(client, 5))
-    await patch_retrying(rss, "web", {"spec": {"replicas": 2}})
-    left = await eventually(lambda: pods_of(client, 2))
-    assert sorted(p["metadata"]["name"] for p in left) == ["a", "d"]
+    assert await names_left(client, rss, "web", 2, 2) == ["a", "d"]
 
 
 async def all_owned(client, n):
     items, _ = await client.resource("", "v1", "pods").list("default")
     return len(items) == n and all(p["metadata"].get("ownerReferences") for p in items)
+
+
+async def names_left(client, rss, name, replicas: int, left: int) -> list[str]:
+    """Scale set `name` to `replicas`: the names of the `left` pods in the namespace once the others went."""
+    await patch_retrying(rss, name, {"spec": {"replicas": replicas}})
+    return sorted(p["metadata"]["name"] for p in await eventually(lambda: pods_of(client, left)))
 
 
 async def test_scale_down_deletes_the_pod_ready_for_less_time_then_the_most_restarted(env):
@@ -216,12 +220,8 @@ async def test_scale_down_deletes_the_pod_ready_for_less_time_then_the_most_rest
     rss = client.resource("apps", "v1", "replicasets")
     await rss.create(replicaset(replicas=3))
     await eventually(lambda: all_owned(client, 3))
-    await patch_retrying(rss, "web", {"spec": {"replicas": 2}})
-    left = await eventually(lambda: pods_of(client, 2))
-    assert sorted(p["metadata"]["name"] for p in left) == ["restarted", "steady"]
-    await patch_retrying(rss, "web", {"spec": {"replicas": 1}})
-    left = await eventually(lambda: pods_of(client, 1))
-    assert [p["metadata"]["name"] for p in left] == ["steady"]
+    assert await names_left(client, rss, "web", 2, 2) == ["restarted", "steady"]
+    assert await names_left(client, rss, "web", 1, 1) == ["steady"]
 
 
 async def test_a_deployments_set_scales_down_the_pod_doubled_up_with_its_old_sets_pods(env):
@@ -244,9 +244,7 @@ async def test_a_deployments_set_scales_down_the_pod_doubled_up_with_its_old_set
         rs["metadata"]["ownerReferences"] = [ref]
         await rss.create(rs)
     await eventually(lambda: all_owned(client, 4))
-    await patch_retrying(rss, "web-new", {"spec": {"replicas": 1}})
-    left = await eventually(lambda: pods_of(client, 3))
-    assert sorted(p["metadata"]["name"] for p in left) == ["new-n2", "old-1", "old-2"]
+    assert await names_left(client, rss, "web-new", 1, 3) == ["new-n2", "old-1", "old-2"]
 
 
 async def test_created_and_deleted_pods_are_events_on_the_replicaset(env):
