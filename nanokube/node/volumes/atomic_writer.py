@@ -13,6 +13,7 @@ import random
 import shutil
 import time
 
+from ...clock import REAL, Clock
 from . import ownership
 
 DATA = "..data"
@@ -33,14 +34,15 @@ def item(data: bytes, spec: dict) -> bytes:
     return Moded(data, spec["mode"]) if spec.get("mode") is not None else data
 
 
-def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644, group: int | None = None) -> bool:
-    """Make `target` hold exactly `files` (relative paths), of the fsGroup `group` if given; False
-    if it already did."""
+def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644, group: int | None = None,
+                 clock: Clock = REAL) -> bool:
+    """Make `target` hold exactly `files` (relative paths), of the fsGroup `group` if given, in a
+    directory named for `clock`'s time (the kubelet's); False if it already did."""
     os.makedirs(target, exist_ok=True)
     current = os.path.join(target, DATA)
     if os.path.islink(current) and _same(os.path.join(target, os.readlink(current)), files):
         return False
-    ts = _timestamped(target)
+    ts = _timestamped(target, clock.now())
     for rel, data in files.items():
         path = os.path.join(ts, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -72,10 +74,10 @@ def write_atomic(target: str, files: dict[str, bytes], mode: int = 0o644, group:
     return True
 
 
-def _timestamped(target: str) -> str:
+def _timestamped(target: str, now: float) -> str:
     """A new directory for the files, named as the kubelet's MkdirTemp names it: `..` and the UTC
-    time to the second (`..2026_12_07_06_59_01.`), then a random decimal number."""
-    prefix = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime())
+    time `now` to the second (`..2026_12_07_06_59_01.`), then a random decimal number."""
+    prefix = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime(now))
     while True:
         path = os.path.join(target, prefix + str(random.getrandbits(32)))
         try:

@@ -64,7 +64,7 @@ async def projected(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> fl
     digest = _digest(out, mode)
     wrapped_dir(mgr, pod, target, memory=True)
     if state.get(written) != digest or not os.path.lexists(os.path.join(target, DATA)):
-        write_atomic(target, out, mode, fs_group(mgr, pod))
+        write_atomic(target, out, mode, fs_group(mgr, pod), mgr.clock)
         state[written] = digest
     return min(again) if again else None
 
@@ -152,7 +152,7 @@ async def downward_api(mgr: VolumeManager, pod: dict, vol: dict, target: str) ->
     src = vol["downwardAPI"]
     wrapped_dir(mgr, pod, target, memory=True)
     write_atomic(target, await downward_files(mgr, pod, src.get("items") or []), src.get("defaultMode", DEFAULT_MODE),
-                 fs_group(mgr, pod))
+                 fs_group(mgr, pod), mgr.clock)
 
 
 async def downward_files(mgr: VolumeManager, pod: dict, items: list[dict]) -> dict[str, bytes]:

@@ -82,7 +82,7 @@ async def config_map(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> f
     src = vol["configMap"]
     wrapped_dir(mgr, pod, target, memory=False)
     write_atomic(target, await config_map_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
-                 src.get("defaultMode", DEFAULT_MODE), fs_group(mgr, pod))
+                 src.get("defaultMode", DEFAULT_MODE), fs_group(mgr, pod), mgr.clock)
     return mgr.clock.now() + RESYNC
 
 
@@ -90,7 +90,7 @@ async def secret(mgr: VolumeManager, pod: dict, vol: dict, target: str) -> float
     src = vol["secret"]
     wrapped_dir(mgr, pod, target, memory=True)
     write_atomic(target, await secret_files(mgr, pod["metadata"]["namespace"], src, vol["name"]),
-                 src.get("defaultMode", DEFAULT_MODE), fs_group(mgr, pod))
+                 src.get("defaultMode", DEFAULT_MODE), fs_group(mgr, pod), mgr.clock)
     return mgr.clock.now() + RESYNC
 
 

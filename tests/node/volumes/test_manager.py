@@ -141,3 +141,22 @@ async def test_a_volumes_directory_has_the_mode_of_the_empty_dir_its_plugin_wrap
     assert modes == {"cm": oct(0o777), "sec": oct(0o1777), "down": oct(0o1777), "proj": oct(0o1777),
                      "scratch": oct(0o777)}
     assert oct(os.stat(vol / "cm" / "..data").st_mode & 0o7777) == oct(0o755)
+
+
+async def test_a_volumes_timestamped_directory_is_named_for_the_node_agents_clock(env):
+    """The AtomicWriter names the directory `..data` points at for the time it writes it: the kubelet's
+    clock, so under `nanokube simulate` a container's `ls -a` shows the simulated time."""
+    client, clock, root = env
+    clock.t = 1_900_000_000.5  # 2030-03-17 17:46:40 UTC, which no machine running the test reads
+    await client.resource("", "v1", "configmaps").create({"metadata": {"name": "settings", "namespace": "default"},
+                                                          "data": {"a": "alpha"}})
+    p = await client.resource("", "v1", "pods").create({"metadata": {"name": "stamped", "namespace": "default"},
+                                                        "spec": {"nodeName": "gpu-0", "containers": [
+                                                            {"name": "app", "image": "busybox"}],
+                                                            "volumes": [{"name": "cm", "configMap": {"name": "settings"}}]}})
+    data = root / "gpu-0" / p["metadata"]["uid"] / "volumes" / "cm" / "..data"
+
+    async def written():
+        return os.path.islink(data)
+    await eventually(written)
+    assert os.readlink(data).startswith("..2030_03_17_17_46_40.")
