@@ -236,14 +236,16 @@ class ScaleDownRank:
 def scale_down_rank(pod: dict, colocated: int) -> ScaleDownRank:
     md, spec, st = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
     ready = find_condition(st.get("conditions"), "Ready")
-    sidecars = {c.get("name") for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"}
+    is_ready = bool(ready and ready.get("status") == "True")
+    sidecar_restarts = 0
+    if init_statuses := st.get("initContainerStatuses"):
+        sidecars = {c.get("name") for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"}
+        sidecar_restarts = max((c.get("restartCount", 0) for c in init_statuses if c.get("name") in sidecars), default=0)
     return ScaleDownRank(
-        spec.get("nodeName") or "", _PHASE_ORDER.get(st.get("phase"), 0), pod_is_ready(pod),
+        spec.get("nodeName") or "", _PHASE_ORDER.get(st.get("phase"), 0), is_ready,
         pod_deletion_cost(md.get("annotations")), colocated,
-        _at(ready.get("lastTransitionTime")) if ready and ready.get("status") == "True" else None,
-        (max((c.get("restartCount", 0) for c in st.get("containerStatuses") or []), default=0),
-         max((c.get("restartCount", 0) for c in st.get("initContainerStatuses") or [] if c.get("name") in sidecars),
-             default=0)),
+        _at(ready.get("lastTransitionTime")) if is_ready else None,
+        (max((c.get("restartCount", 0) for c in st.get("containerStatuses") or []), default=0), sidecar_restarts),
         _at(md.get("creationTimestamp")), md.get("uid") or "")
 
 
