@@ -358,16 +358,20 @@ class Blocked:
     """The watches one event (`rev`) took past their buffer, sharing one timer, as the blocked
     watchers of upstream's dispatchEvent share the one its budget sets: those still past it when it
     fires are ended. The last to get back within its buffer ends the wait early, and what it did not
-    use goes back to the budget. Another event's watches wait with what the budget has left then, as
-    upstream's next dispatch does (nothing, while a wait holds all of it): never on a timer set
-    before the event, which could come due before the tasks the event woke have run."""
+    use goes back to the budget. Watches another event blocks while a wait runs wait in the `next`
+    one, whose timer starts when this one ends, with what the budget has then: upstream dispatches
+    events one at a time, so a later event reaches its watchers only after the running wait (which
+    the blocked ones can use to catch up). A timer is never set before its event, as one could come
+    due before the tasks the event woke have run."""
 
     rev: int
     budget: TimeBudget
-    timeout: float
-    started: float
+    timeout: float = 0.0
+    started: float = 0.0
     watchers: dict[Watcher, None] = field(default_factory=dict)
+    #: None while it waits for the wait before it (`next` of that one) to end
     timer: asyncio.TimerHandle | asyncio.Future | None = None
+    next: Blocked | None = None
 
 
 def _resource_prefix(key: str) -> str:
@@ -506,7 +510,7 @@ class WatchCache:
         self._blocking.clear()
         for ws in self._watchers.values():
             for w in ws:
-                if w.blocked is not None:
+                if w.blocked is not None and w.blocked.timer is not None:
                     w.blocked.timer.cancel()
                 w.queue.put_nowait(None)
 
@@ -667,13 +671,18 @@ class WatchCache:
         resource's budget has left (see Blocked, WATCH_BUDGET)."""
         rp = _bucket(w.prefix)
         b = self._blocking.get(rp)
-        if b is None or b.rev != self.rev:
+        if b is None or (b.rev != self.rev and b.timer is not None):  # none, or another event's, started
             budget = self._budgets.get(rp)
             if budget is None:
                 budget = self._budgets[rp] = TimeBudget(self.clock, self._born)
-            b = self._blocking[rp] = Blocked(self.rev, budget, budget.take(), self.clock.monotonic())
-            b.timer = self.clock.call_later(b.timeout, functools.partial(self._time_up, rp, b))
-        b.watchers[w] = None
+            running = b if b is not None and b.watchers else None
+            b = self._blocking[rp] = Blocked(self.rev, budget, watchers={w: None})
+            if running is None:
+                self._start(rp, b)
+            else:
+                running.next = b
+        else:
+            b.watchers[w] = None
         w.blocked = b
         w.queue.taken = functools.partial(self._took, w)
 
@@ -687,9 +696,23 @@ class WatchCache:
         w.blocked = None
         w.queue.taken = None
         del b.watchers[w]
-        if not b.watchers:  # the wait is over before its timer: what it did not use goes back
+        if not b.watchers and b.timer is not None:  # the wait is over before its timer: what it did not use goes back
             b.timer.cancel()
             b.budget.give_back(b.timeout - (self.clock.monotonic() - b.started))
+            self._start(_bucket(w.prefix), b.next)
+
+    def _start(self, rp: str, b: Blocked | None) -> None:
+        """`b`'s wait begins, for what its resource's budget has now; one whose watches all caught up
+        while it waited for the one before it is dropped. (The one before can end twice: its last
+        watch catching up after its timer fired, before the wait's end ran.)"""
+        if b is None or b.timer is not None:
+            return
+        if not b.watchers:
+            if self._blocking.get(rp) is b:
+                del self._blocking[rp]
+            return
+        b.timeout, b.started = b.budget.take(), self.clock.monotonic()
+        b.timer = self.clock.call_later(b.timeout, functools.partial(self._time_up, rp, b))
 
     def _time_up(self, rp: str, b: Blocked) -> None:
         """The wait's timer: its end runs after the callbacks already queued, the wake-ups of the tasks
@@ -713,6 +736,7 @@ class WatchCache:
             q.clear()  # its task ends the stream after what it was sent; its client watches again
             w.queue.put_nowait(None)
         b.watchers.clear()
+        self._start(rp, b.next)
 
     def buffer_size(self, prefix: str, indexed: bool = False, triggered: bool = False) -> int:
         """`Watcher.size` for a watch of `prefix` (see WATCH_BUFFER_MIN): `indexed`, its resource has a

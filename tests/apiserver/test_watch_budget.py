@@ -112,22 +112,62 @@ async def test_a_budget_given_back_counts_toward_the_next_wait(server):
     await stuck.aclose()
 
 
-async def test_a_watch_another_event_blocks_while_a_wait_runs_waits_for_what_the_budget_has_left(server):
-    """Upstream's next dispatch waits with what the running one left: nothing while it holds the budget.
-    It never shares a timer set before its event, which could come due before the tasks its event woke
-    have run (an in-process informer's, which takes its whole queue when it runs)."""
+async def test_a_watch_another_event_blocks_while_a_wait_runs_waits_for_that_wait_then_for_what_is_left(server):
+    """Upstream dispatches one event at a time: a later event reaches its watchers only once the
+    running wait is over, and its own wait has what the budget has then (here nothing: the first
+    wait used it all). A timer is never shared with an event before it."""
     clock = server.clock
     await clock.advance(2)
     first, second = await _stuck(server, 2)
     second.watcher.size = 3
     await _writes(server, 2)  # the first is blocked, its wait holding all the budget
     await clock.advance(0.06)
-    await _writes(server, 2)  # the second too, by another event
-    assert second.watcher.blocked is not first.watcher.blocked
+    await _writes(server, 2)  # the second too, by another event: it waits behind the first's wait
+    assert second.watcher.blocked is not first.watcher.blocked and second.watcher.blocked.timer is None
+    await clock.advance(0.04 - EPS)
+    assert server.cache.stats.terminated == {}
+    await clock.advance(2 * EPS)  # the first's wait ran out; the second's had nothing left
     await clock.advance(0)
+    assert server.cache.stats.terminated == {"/registry/configmaps/": 2} and second.watcher.overflowed
+    await asyncio.gather(first.aclose(), second.aclose())
+
+
+async def test_a_wait_that_ends_early_hands_the_next_what_it_did_not_use(server):
+    """The first wait's watch catches up 30 ms in: the 70 ms it leaves are the wait of the watch a
+    later event blocked meanwhile, which starts then."""
+    clock = server.clock
+    await clock.advance(2)
+    first, second = await _stuck(server, 2)
+    second.watcher.size = 3
+    await _writes(server, 2)
+    await clock.advance(0.01)
+    await _writes(server, 2)  # the second waits behind the first's wait
+    await clock.advance(0.02)
+    while first.watcher.blocked is not None:  # back within its buffer at 30 ms
+        await first.__anext__()
+    assert first.watcher.blocked is None and second.watcher.blocked.timer is not None
+    await clock.advance(0.07 - 0.001)
+    assert server.cache.stats.terminated == {}
+    await clock.advance(0.002)
     assert server.cache.stats.terminated == {"/registry/configmaps/": 1} and second.watcher.overflowed
-    await clock.advance(0.04 + EPS)
-    assert server.cache.stats.terminated == {"/registry/configmaps/": 2}
+    await asyncio.gather(first.aclose(), second.aclose())
+
+
+async def test_watches_that_catch_up_before_their_wait_starts_leave_no_wait(server):
+    clock = server.clock
+    await clock.advance(2)
+    first, second = await _stuck(server, 2)
+    second.watcher.size = 3
+    await _writes(server, 2)
+    await _writes(server, 2)
+    pending = second.watcher.blocked
+    for _ in range(3):  # the second takes its events again before the first's wait ends
+        await second.__anext__()
+    assert second.watcher.blocked is None and not pending.watchers
+    await clock.advance(WATCH_BUDGET + EPS)
+    await clock.advance(0)
+    assert server.cache.stats.terminated == {"/registry/configmaps/": 1}
+    assert pending.timer is None and server.cache._blocking.get("/registry/configmaps/") is not pending
     await asyncio.gather(first.aclose(), second.aclose())
 
 
