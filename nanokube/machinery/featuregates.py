@@ -72,6 +72,8 @@ KNOWN: dict[str, Spec] = {
     "EnvFiles": _BETA_ON,
     "InPlacePodLevelResourcesVerticalScaling": _BETA_ON,
     "ClearingNominatedNodeNameAfterBinding": _BETA_ON,
+    # kube-proxy: the ipvs mode's way out (KEP-5495; nanokube's kube-proxy refuses ipvs whatever it says)
+    "KubeProxyIPVS": Spec(True, DEPRECATED),
 }
 
 #: DRA's alpha gates of 1.37 whose features nanokube has not: known, so a production-like command line

@@ -62,6 +62,16 @@ def test_a_ga_gate_set_to_its_value_warns():
         "Setting GA feature gate DRAAdminAccess=true. It will be removed in a future release."]
 
 
+def test_kube_proxys_deprecated_ipvs_gate_is_known_on_and_warned_of():
+    """1.37 adds KubeProxyIPVS (deprecated, default true) for the ipvs mode's removal (KEP-5495): a
+    production kube-proxy's --feature-gates naming it must be taken, with the deprecation warning."""
+    gates = FeatureGates()
+    assert gates.enabled("KubeProxyIPVS")
+    assert gates.set("KubeProxyIPVS=false") == [
+        "Setting deprecated feature gate KubeProxyIPVS=false. It will be removed in a future release."]
+    assert not gates.enabled("KubeProxyIPVS")
+
+
 def test_all_alpha_and_all_beta_set_every_gate_of_their_stage_not_named_beside_them():
     gates = FeatureGates(NANOKUBE_DEFAULTS)
     gates.set("AllAlpha=false,WorkloadWithJob=true,AllBeta=false")
