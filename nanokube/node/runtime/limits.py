@@ -3,19 +3,19 @@ and runc set them and enforced by the kernel: each container's cgroup of the mem
 controllers holds its limits (memory.max or memory.limit_in_bytes from limits.memory; cpu.max
 or cpu.cfs_quota_us from limits.cpu, which throttles; cpu.weight or cpu.shares from
 requests.cpu), below its pod's cgroup, below its QoS class's: kubepods/pod<uid> (Guaranteed),
-kubepods/burstable/pod<uid>, kubepods/besteffort/pod<uid> (QOS_LEVELS). A pod's cgroup has the sum of its
-containers' limits where each of them has one (ResourceConfigForPod: PodLimits), its cpu
-shares their requests', its pids.max the kubelet's podPidsLimit (a pod's processes together, a
-fork bomb's included, never more; none of a container's own, as the CRI passes none). The
+kubepods/burstable/pod<uid>, kubepods/besteffort/pod<uid> (QOS_LEVELS). A pod's cgroup has the
+sum of its containers' limits where each of them has one (ResourceConfigForPod: PodLimits), its
+cpu shares their requests', its pids.max the kubelet's podPidsLimit (a pod's processes together,
+a fork bomb's included, never more; none of a container's own, as the CRI passes none). The
 burstable QoS cgroup's shares are its pods' cpu requests together. A container over its memory
 limit is OOM-killed in its cgroup; the runtime reads the cgroup's oom_kill count (memory.events,
 or memory.oom_control on v1) to report the instance as OOMKilled, as containerd does.
 
 The controllers are those this host lets the runtime write: a cgroup2 hierarchy's where the
 runtime's cgroup (cgroup.py) is offered them (each level's cgroup.subtree_control then enables
-them), else each controller's own cgroup v1 hierarchy (a hybrid host's /sys/fs/cgroup/memory
-, /sys/fs/cgroup/cpu and /sys/fs/cgroup/pids), below this process's cgroup there, in a nanokube-TAG tree removed as the
-v2 one is (a crashed run's at the next start). A launched process joins the v1 cgroups too
+them), else each controller's own cgroup v1 hierarchy (a hybrid host's /sys/fs/cgroup/memory,
+/sys/fs/cgroup/cpu and /sys/fs/cgroup/pids), below this process's cgroup there, in a
+nanokube-TAG tree removed as the v2 one is (a crashed run's at the next start). A launched process joins the v1 cgroups too
 (launch.py). Without a memory controller the runtime falls back to a watchdog (`over_limit`):
 a container whose processes' resident memory exceeds its limit is killed (SIGKILL, OOMKilled,
 exit 137) within a second; without a cpu controller cpu limits are not enforced. Each missing
@@ -185,9 +185,11 @@ class Limits:
     def pod(self, parent: str, settings: Settings) -> None:
         """Make the pod's cgroups (`parent`, qos_parent's) and set its limits (a pids limit no
         controller enforces said once)."""
-        if settings.pids is not None and not self._pids_told and not any("pids" in h.controllers for h in self.hierarchies):
+        if settings.pids is not None and not self._pids_told and \
+                not any("pids" in h.controllers for h in self.hierarchies):
             self._pids_told = True
-            log.warning("no pids cgroup controller: the process runtime's podPidsLimit %d is not enforced", settings.pids)
+            log.warning("no pids cgroup controller: the process runtime's podPidsLimit %d is not enforced",
+                        settings.pids)
         for h in self.hierarchies:
             path = h.root
             for name in parent.split("/"):
