@@ -10,8 +10,10 @@ import time
 import pytest
 
 from nanokube.apiserver.app import APIServer
-from nanokube.apiserver.cache import WATCH_BUDGET, WATCH_BUDGET_REFRESH
+from nanokube.apiserver.cache import ADDED, WATCH_BUDGET, WATCH_BUDGET_REFRESH, CacheEvent, Entry, TimeBudget
+from nanokube.apiserver.loopback import LocalClient
 from nanokube.apiserver.rest import SYSTEM, WriteOptions
+from nanokube.client.informer import Informer
 from nanokube.clock import VirtualClock
 from nanokube.store.memory import MemoryStore
 
@@ -171,45 +173,56 @@ async def test_watches_that_catch_up_before_their_wait_starts_leave_no_wait(serv
     await asyncio.gather(first.aclose(), second.aclose())
 
 
+def _event(i: int) -> CacheEvent:
+    """A ConfigMap's ADDED event as the cache's fan-out hands it to a watcher."""
+    rev = 10 ** 6 + i
+    obj = {"kind": "ConfigMap", "apiVersion": "v1",
+           "metadata": {"name": f"cm-{i}", "namespace": "default", "resourceVersion": str(rev)}}
+    return CacheEvent(ADDED, f"/registry/configmaps/default/cm-{i}", Entry(obj, rev), None, rev)
+
+
+async def _informer(server) -> tuple[Informer, asyncio.Task]:
+    """An in-process informer of the default namespace's ConfigMaps, synced, and its task."""
+    informer = Informer(LocalClient(server.rest).resource("", "v1", "configmaps"), namespace="default")
+    task = asyncio.ensure_future(informer.run())
+    await asyncio.wait_for(informer.synced.wait(), 10)
+    return informer, task
+
+
+async def _until_taken(informer: Informer, n: int) -> int:
+    """How many objects the informer holds once it holds `n`, or after a second."""
+    for _ in range(100):
+        if len(informer.list()) == n:
+            break
+        await asyncio.sleep(0.01)
+    return len(informer.list())
+
+
 async def test_an_in_process_informer_woken_by_an_event_is_not_ended_by_an_earlier_wait_come_due():
     """An earlier wait's timer comes due in the loop turn that runs a write taking an informer's queue
     past its buffer, ahead of the informer's task, which that write woke: the informer is not ended
     (it would be, waiting on that timer), and takes its events. Real time; events handed over as the
     cache's fan-out hands them."""
-    from nanokube.apiserver.cache import ADDED, CacheEvent, Entry
-    from nanokube.apiserver.loopback import LocalClient
-    from nanokube.client.informer import Informer
     server = APIServer(MemoryStore(), None, port=0)
     await server.start()
     try:
-        informer = Informer(LocalClient(server.rest).resource("", "v1", "configmaps"), namespace="default")
-        task = asyncio.ensure_future(informer.run())
-        await asyncio.wait_for(informer.synced.wait(), 10)
+        informer, task = await _informer(server)
         [stuck] = await _stuck(server, 1)
         [watched] = [w for w in server.cache._watchers["/registry/configmaps/"] if w is not stuck.watcher]
         cache = server.cache
 
-        def event(i: int) -> CacheEvent:
-            rev = 10 ** 6 + i
-            obj = {"kind": "ConfigMap", "apiVersion": "v1",
-                   "metadata": {"name": f"cm-{i}", "namespace": "default", "resourceVersion": str(rev)}}
-            return CacheEvent(ADDED, f"/registry/configmaps/default/cm-{i}", Entry(obj, rev), None, rev)
-
         def burst() -> None:  # another event's fan-out
             cache.rev += 1
             for i in range(3 * watched.size):
-                cache._offer(watched, event(i))
+                cache._offer(watched, _event(i))
 
-        cache._offer(stuck.watcher, event(-2))
-        cache._offer(stuck.watcher, event(-1))  # a wait, for what the budget has: nothing at start
+        cache._offer(stuck.watcher, _event(-2))
+        cache._offer(stuck.watcher, _event(-1))  # a wait, for what the budget has: nothing at start
         asyncio.get_running_loop().call_soon(burst)
         time.sleep(0.01)  # the wait's timer is due as the next turn begins, behind `burst`
-        for _ in range(100):
-            if len(informer.list()) == 3 * watched.size:
-                break
-            await asyncio.sleep(0.01)
+        taken = await _until_taken(informer, 3 * watched.size)
         assert stuck.watcher.overflowed and not watched.overflowed
-        assert len(informer.list()) == 3 * watched.size
+        assert taken == 3 * watched.size
         task.cancel()
         await asyncio.gather(task, stuck.aclose(), return_exceptions=True)
     finally:
@@ -221,36 +234,28 @@ def test_under_uvloop_an_informer_woken_before_its_wait_is_due_is_not_ended_howe
     queued: a wait's end, due while the loop was busy, came before the task of the informer the same
     write woke, and ended its watch (the informer takes its whole queue when it runs)."""
     import uvloop
-    uvloop.run(_busy_loop_burst())
+    ended, taken, sent = uvloop.run(_busy_loop_burst())
+    assert not ended and taken == sent
 
 
-async def _busy_loop_burst() -> None:
-    from nanokube.apiserver.cache import ADDED, CacheEvent, Entry, TimeBudget
-    from nanokube.apiserver.loopback import LocalClient
-    from nanokube.client.informer import Informer
+async def _busy_loop_burst() -> tuple[bool, int, int]:
+    """(whether the informer's watch was ended, the objects it took, those one write's fan-out sent it
+    while a wait of 50 ms was set and the loop then stayed busy past its end)."""
     server = APIServer(MemoryStore(), None, port=0)
     await server.start()
     try:
-        informer = Informer(LocalClient(server.rest).resource("", "v1", "configmaps"), namespace="default")
-        task = asyncio.ensure_future(informer.run())
-        await asyncio.wait_for(informer.synced.wait(), 10)
+        informer, task = await _informer(server)
         cache = server.cache
         [watched] = cache._watchers["/registry/configmaps/"]
         budget = cache._budgets["/registry/configmaps/"] = TimeBudget(cache.clock, cache.clock.monotonic())
         budget.left = 0.05
         n = 3 * watched.size
         for i in range(n):  # one write's fan-out: the informer's task woken, then a wait of 50 ms
-            rev = 10 ** 6 + i
-            obj = {"kind": "ConfigMap", "apiVersion": "v1",
-                   "metadata": {"name": f"cm-{i}", "namespace": "default", "resourceVersion": str(rev)}}
-            cache._offer(watched, CacheEvent(ADDED, f"/registry/configmaps/default/cm-{i}", Entry(obj, rev), None, rev))
+            cache._offer(watched, _event(i))
         time.sleep(0.1)  # the loop is busy past the wait's end
-        for _ in range(100):
-            if len(informer.list()) == n:
-                break
-            await asyncio.sleep(0.01)
-        assert not watched.overflowed and len(informer.list()) == n
+        taken = await _until_taken(informer, n)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        return watched.overflowed, taken, n
     finally:
         await server.stop()

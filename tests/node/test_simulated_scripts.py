@@ -630,32 +630,31 @@ async def test_a_script_run_by_the_containers_script_waits_for_its_file_then_goe
     `/scripts/wait.sh`) waits, as one at the top level does: the file an exec makes later ends it,
     the rest of that script runs, then the rest of the script that ran it, with its status and its
     own variables and directory."""
-    client, clock, mgr = env
     command = ["sh", "-c", 'X=outer; echo start; sh /scripts/wait.sh && echo never || echo "wait.sh said $? $X $(pwd)"\n'
                '/scripts/wait.sh; echo "again $?"']
+    assert await _released_log(env, command, "echo go > /tmp/ready") == (
+        "start\nready: go in /tmp\nwait.sh said 3 outer /\nready: go in /tmp\nagain 3\n")
+
+
+async def _released_log(env, command: list[str], release: str) -> str:
+    """The trainer pod runs `command`, waiting for a file; 5 s on an exec runs `release` (making it);
+    the pod succeeds: its log."""
+    client, clock, mgr = env
     await scripts_pod(client, clock, command)
     await clock.advance(5)
-    assert await exec_(mgr, "trainer", ["sh", "-c", "echo go > /tmp/ready"]) == (0, "")
+    assert await exec_(mgr, "trainer", ["sh", "-c", release]) == (0, "")
     pod = await eventually(phase(client.resource("", "v1", "pods"), "trainer", "Succeeded", clock))
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     worker = next(w for w in mgr.agents["gpu-0"].workers.values() if w.name == "trainer")
-    assert worker.io.serve_log("app", LogOptions()).decode() == (
-        "start\nready: go in /tmp\nwait.sh said 3 outer /\nready: go in /tmp\nagain 3\n")
+    return worker.io.serve_log("app", LogOptions()).decode()
 
 
 async def test_a_sourced_file_waits_for_its_file_then_the_shell_goes_on_with_what_it_set(env):
     """`. waited.sh ARG` whose loop waits for a file: it waits as the script's own loop would; once
     an exec makes the file, the rest of the sourced file runs in the same shell (its `return`
     ending it), then the shell goes on with what the file set, its own arguments again."""
-    client, clock, mgr = env
     command = ["sh", "-c", 'set -- x; . /scripts/waited.sh a; echo "back $? $V $1 $(pwd)"']
-    await scripts_pod(client, clock, command)
-    await clock.advance(5)
-    assert await exec_(mgr, "trainer", ["sh", "-c", "touch /tmp/ready"]) == (0, "")
-    pod = await eventually(phase(client.resource("", "v1", "pods"), "trainer", "Succeeded", clock))
-    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
-    worker = next(w for w in mgr.agents["gpu-0"].workers.values() if w.name == "trainer")
-    assert worker.io.serve_log("app", LogOptions()).decode() == "sourced a\nback 4 set x /tmp\n"
+    assert await _released_log(env, command, "touch /tmp/ready") == "sourced a\nback 4 set x /tmp\n"
 
 
 async def limited_trainer(env):
