@@ -64,6 +64,13 @@ async def _up(args: argparse.Namespace) -> int:
     except PolicyError as e:
         print(f"nanokube: --audit-policy-file: {e}", file=sys.stderr)
         return 2
+    from .apiserver import auth_options
+
+    try:
+        auth = auth_options.load(args)
+    except ValueError as e:
+        print(f"nanokube: {e}", file=sys.stderr)
+        return 2
     try:
         audit_log = audit_options.log_options(args, enabled=args.audit_log_path != "")
         audit_webhook = audit_options.webhook(args)
@@ -183,6 +190,7 @@ async def _up(args: argparse.Namespace) -> int:
                        audit_policy=audit_policy, audit_webhook=audit_webhook, audit_log_options=audit_log,
                        runtime_config=runtime_config)
     server.flags = flags(args)
+    auth_options.apply(server, auth)
     server.rest.admission.disable(*disabled)
     server.rest.admission.configure(admission_configs)
     if args.api_workers > 1:
@@ -207,7 +215,7 @@ async def _up(args: argparse.Namespace) -> int:
         workers = Workers(args.api_workers, data_dir, args.store, args.address, server.port, server.relay_port, audit,
                           scrape.ports, server.flags, disabled, server.advertise, server.jwks_uri, dial_netns,
                           args.min_request_timeout, os.path.abspath(args.audit_policy_file) if args.audit_policy_file else "",
-                          audit_options.worker_argv(args), args.feature_gates, args.runtime_config,
+                          audit_options.worker_argv(args) + auth_options.worker_argv(args), args.feature_gates, args.runtime_config,
                           os.path.abspath(args.admission_control_config_file) if args.admission_control_config_file else "")
         try:
             await workers.start()
@@ -393,6 +401,7 @@ def _https_url(value: str) -> str:
 
 def _add_up_parser(sub) -> None:
     from .apiserver.audit_options import add_flags as audit_flags
+    from .apiserver.auth_options import add_flags as auth_flags
     from .controllers.lb_pool import DEFAULT_POOL
 
     up = sub.add_parser("up", help="run the control plane in the foreground until SIGINT/SIGTERM")
@@ -426,6 +435,7 @@ def _add_up_parser(sub) -> None:
                     help="audit.k8s.io/v1 Policy (YAML or JSON): which requests, reads included, the audit log "
                          "records, at which level and stages (default: writes at Metadata)")
     audit_flags(up)
+    auth_flags(up)
     up.add_argument("--scheduler-config", default=None, metavar="FILE",
                     help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for the scheduler")
     up.add_argument("--scheduler", choices=("in-process", "none"), default="in-process",

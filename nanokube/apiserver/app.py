@@ -35,6 +35,7 @@ from .audit import unauthenticated as audit_unauthenticated
 from .audit_file import LogOptions
 from .auth import RBACAuthorizer, bootstrap_policy, forbidden, namespace_policy
 from .apf import long_running
+from .auth.authentication_config import ALLOW_ALL as ANONYMOUS_ALLOWED
 from .auth.authorizer import USER, request_attributes
 from .auth.impersonation import impersonate
 from .auth.requestheader import is_front_proxy, user_from_headers
@@ -80,8 +81,8 @@ _VERSION_BODY = orjson.dumps(VERSION, option=orjson.OPT_INDENT_2)
 #: gziphandler's DefaultMinSize: a smaller /openapi/v2 answer is sent as it is
 GZIP_MIN_SIZE = 1400
 
-#: who a request without credentials is: RBAC decides what it may read past PUBLIC_PATHS (the console's page);
-#: nanokube has no --anonymous-auth to refuse it instead
+#: who a request without credentials is, where --anonymous-auth or the authentication config lets one
+#: through: RBAC decides what it may read past PUBLIC_PATHS (the console's page)
 ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
 PUBLIC_PATHS = {"/healthz", "/livez", "/readyz", "/version", "/version/"}
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
@@ -194,6 +195,8 @@ class APIServer:
             self.authorizer.authorize, self.rbac.rules_for,
             (lambda token, audiences: self.tokens.review(token, audiences, ADMISSION_AUDIT.get())) if self.tokens else None)
         self.handlers.sub.tokens = self.tokens
+        #: who may go without credentials, and where (--anonymous-auth, the authentication config's `anonymous`)
+        self.anonymous = ANONYMOUS_ALLOWED
         #: in-process clients (node agents projecting serviceAccountToken volumes) reach the issuer through rest
         self.rest.tokens = self.tokens
         if self.tokens is None:  # no issuer, no token a pod could mount: ServiceAccount admission is off
@@ -561,12 +564,11 @@ class APIServer:
             # a bearer token that fails fails the chain on every path (union.NewFailOnError); another
             # scheme authenticates nobody, so the request is anonymous's
             if token is not None:
-                if self.audit is not None:
-                    await audit_unauthenticated(request)
-                return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                      "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
+                return await self._unauthorized(request)
             if spaced_bearer(headers.get("Authorization", "")):
                 _warn_when_sent(request, [SPACED_BEARER_WARNING])
+            if not self.anonymous.allows(request.path):  # --anonymous-auth=false, or a path its conditions leave out
+                return await self._unauthorized(request)
             if not console.is_console(request.path):
                 if self.audit_policy is not None and (refused := await audit_authenticated(request)) is not None:
                     return refused
@@ -598,6 +600,14 @@ class APIServer:
         if self.flow_control is not None:
             return await self.flow_control.serve(request, user, attrs, handler)
         return await handler(request)
+
+    async def _unauthorized(self, request: web.Request) -> web.Response:
+        """The 401 of a request no authenticator (anonymous's included) took, audited as upstream's
+        failed authentication is (ResponseStarted only, when the log is on)."""
+        if self.audit is not None:
+            await audit_unauthenticated(request)
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                              "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, 401)
 
     def _cert_identity(self, cert: dict | None) -> tuple[bool, User | None]:
         """(issued by the front-proxy CA, the certificate's own user), worked out once per connection."""

@@ -236,7 +236,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..pki.ca import ensure_pki
     from ..store.backends import open_store
     from .app import APIServer
-    from . import audit_options
+    from . import audit_options, auth_options
     from .audit_policy import load as load_audit_policy
     from ..machinery import featuregates
     from ..registry.base import all_resources
@@ -254,6 +254,7 @@ async def _serve(args: argparse.Namespace) -> int:
                        **({"audit_webhook": audit_options.webhook(args), "audit_log_options": audit_options.log_options(args)}
                           if args.audit_log_path or args.audit_webhook_config_file else {}))
     server.flags = json.loads(args.flagz) if args.flagz else None
+    auth_options.apply(server, auth_options.load(args))  # (up's flags, already validated)
     server.rest.admission.disable(*[n for n in args.disable_admission_plugins.split(",") if n])
     if args.admission_control_config_file:
         from .admission.config_file import plugin_configs
@@ -303,7 +304,7 @@ async def _listen_for_pods(server, netns: str, address: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import audit_options
+    from . import audit_options, auth_options
 
     p = argparse.ArgumentParser(prog="nanokube.apiserver.workers", description="one more API server worker of `up`")
     p.add_argument("--worker", type=int, required=True)
@@ -323,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runtime-config", default="", help="up's")
     p.add_argument("--admission-control-config-file", default="", help="up's")
     audit_options.add_flags(p)  # up's
+    auth_options.add_flags(p)  # up's
     p.add_argument("--dial-netns", default="", help="the cluster network namespace: pods are dialled from it, and served in it")
     args = p.parse_args(argv)
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux

@@ -419,9 +419,10 @@ def bootstrap_policy() -> tuple[list[dict], list[dict]]:
             _rule(["update", "patch"], ["certificates.k8s.io"], ["podcertificaterequests/status"]),
             _rule(_RO + ["create", "update"], ["certificates.k8s.io"], ["clustertrustbundles"]),
         ]),
-        # the web console's static page (nanokube/ui), which a browser loads before it holds a token; what the
-        # page then shows, it reads under the user's token
-        _cluster_role("nanokube:console", [_urls(["get"], ["/ui", "/ui/*"])]),
+        # the web console's static page (nanokube/ui), which a browser loads (or HEADs: a non-resource HEAD is verb
+        # `head`, as upstream's RequestInfo has it) before it holds a token; what the page then shows, it reads
+        # under the user's token
+        _cluster_role("nanokube:console", [_urls(["get", "head"], ["/ui", "/ui/*"])]),
         _cluster_role("system:cluster-trust-bundle-discovery", [_rule(_RO, ["certificates.k8s.io"], ["clustertrustbundles"])]),
         # what an extension API server or an auth proxy binds to delegate authentication and authorization
         _cluster_role("system:auth-delegator", [_rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),

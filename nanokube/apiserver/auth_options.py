@@ -1,0 +1,62 @@
+"""The authentication and authorization flags of kube-apiserver that `nanokube up` takes and hands
+on to its API workers (pkg/kubeapiserver/options/authentication.go and authorization.go):
+--anonymous-auth and --authentication-config, each file read and validated before anything
+starts, so that a bad one stops `up` with upstream's reasons."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .audit_options import go_bool
+from .auth import authentication_config
+from .auth.authentication_config import ALLOW_ALL, Anonymous, ConfigError, Configuration
+
+if TYPE_CHECKING:
+    from .app import APIServer
+
+
+@dataclass(slots=True)
+class AuthOptions:
+    anonymous: Anonymous = ALLOW_ALL
+    #: --authentication-config's path and what it held when read
+    authentication_path: str = ""
+    authentication: Configuration | None = None
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--anonymous-auth", type=go_bool, nargs="?", const=True, default=None, metavar="BOOL",
+                   help="whether a request without credentials is system:anonymous's (default true); false: a 401. "
+                        "Not with an authentication config that sets `anonymous`")
+    p.add_argument("--authentication-config", default=None, metavar="FILE",
+                   help="AuthenticationConfiguration (apiserver.config.k8s.io/v1): JWT issuers and who may go "
+                        "anonymous, where; reloaded when the file changes")
+
+
+def load(args: argparse.Namespace) -> AuthOptions:
+    """The flags' files read and validated: ConfigError with the line `up` stops with. A flag
+    `args` lacks is left at its default."""
+    given = getattr(args, "authentication_config", None)
+    path = os.path.abspath(given) if given else ""
+    try:
+        config, anonymous = authentication_config.load(path or None, getattr(args, "anonymous_auth", None))
+    except ConfigError as e:
+        raise ConfigError(f"--authentication-config: {e}" if path else str(e)) from None
+    return AuthOptions(anonymous, path, config)
+
+
+def apply(server: APIServer, options: AuthOptions) -> None:
+    """Before the server starts."""
+    server.anonymous = options.anonymous
+
+
+def worker_argv(args: argparse.Namespace) -> list[str]:
+    """The flags as given to `up`, for each API worker (files by their absolute paths)."""
+    out = []
+    if args.anonymous_auth is not None:
+        out.append(f"--anonymous-auth={'true' if args.anonymous_auth else 'false'}")
+    if args.authentication_config:
+        out.append(f"--authentication-config={os.path.abspath(args.authentication_config)}")
+    return out
