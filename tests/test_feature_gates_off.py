@@ -148,3 +148,79 @@ async def test_the_controller_manager_skips_controllers_whose_gates_are_off(stac
     names = {c.name for c in ControllerManager(stack.client).controllers}
     assert not {"podgroup-protection-controller", "resourcepoolstatusrequest-controller"} & names
     assert "resourceclaim-controller" in names and "job-controller" in names
+
+
+async def test_an_update_drops_a_disabled_gates_field_the_object_did_not_use(stack, gates):
+    """Upstream's dropDisabledFields on update: a field the stored object lacks is dropped, so the
+    write goes through without it (before, the immutable pod field was refused)."""
+    c = stack.client
+    pods = c.resource("", "v1", "pods")
+    plain = copy.deepcopy(await pods.create({"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox"}]}}, "default"))
+    groups = c.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+    group = copy.deepcopy(await groups.create(podgroup("g", 2), "default"))
+    gates("GenericWorkload=false,DRAWorkloadResourceClaims=false,TopologyAwareWorkloadScheduling=false")
+    plain["spec"]["schedulingGroup"] = {"podGroupName": "g"}
+    assert "schedulingGroup" not in (await pods.update(plain))["spec"]
+    group["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+    group["spec"]["schedulingConstraints"] = {"topology": [{"key": "example.com/rack"}]}
+    group["spec"]["schedulingPolicy"]["gang"]["minCount"] = 3
+    spec = (await groups.update(group))["spec"]
+    assert "resourceClaims" not in spec and "schedulingConstraints" not in spec
+    assert spec["schedulingPolicy"]["gang"]["minCount"] == 3
+
+
+async def test_pod_templates_drop_scheduling_group_unless_the_stored_template_has_it(stack, gates):
+    c = stack.client
+    deployments = c.resource("apps", "v1", "deployments")
+
+    def deployment(name: str) -> dict:
+        return {"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
+            "metadata": {"labels": {"app": name}}, "spec": {"schedulingGroup": {"podGroupName": "g"},
+                                                          "containers": [{"name": "c", "image": "busybox"}]}}}}
+    kept = copy.deepcopy(await deployments.create(deployment("kept"), "default"))
+    gates("GenericWorkload=false,WorkloadWithJob=false")
+    created = await deployments.create(deployment("new"), "default")
+    assert "schedulingGroup" not in created["spec"]["template"]["spec"]
+    kept["spec"]["replicas"] = 2
+    updated = await deployments.update(kept)
+    assert updated["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "g"}
+    assert updated["metadata"]["generation"] == 2
+    template = {"metadata": {"name": "t"}, "template": deployment("t")["spec"]["template"]}
+    assert "schedulingGroup" not in (await c.resource("", "v1", "podtemplates").create(template, "default"))["template"]["spec"]
+    cronjob = {"metadata": {"name": "cj"}, "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {
+        "scheduling": {}, "template": {"spec": {"restartPolicy": "Never", "schedulingGroup": {"podGroupName": "g"},
+                                                "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+    job_spec = (await c.resource("batch", "v1", "cronjobs").create(cronjob, "default"))["spec"]["jobTemplate"]["spec"]
+    assert "scheduling" not in job_spec and "schedulingGroup" not in job_spec["template"]["spec"]
+
+
+async def test_workload_resource_claims_are_dropped_with_their_gate_off(stack, gates):
+    gates("DRAWorkloadResourceClaims=false")
+    c = stack.client
+    claims = [{"name": "gpu", "resourceClaimName": "shared"}]
+    group = await c.resource("scheduling.k8s.io", "v1beta1", "podgroups").create(
+        podgroup("g", 2, resourceClaims=claims), "default")
+    assert "resourceClaims" not in group["spec"]
+    workload = {"metadata": {"name": "w"}, "spec": {"podGroupTemplates": [{
+        "name": "g", "schedulingPolicy": {"basic": {}}, "resourceClaims": claims}]}}
+    spec = (await c.resource("scheduling.k8s.io", "v1beta1", "workloads").create(workload, "default"))["spec"]
+    assert "resourceClaims" not in spec["podGroupTemplates"][0]
+    group = copy.deepcopy(group)
+    group["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "shared"}]}
+    status = (await c.resource("scheduling.k8s.io", "v1beta1", "podgroups").update(group, "status"))["status"]
+    assert "resourceClaimStatuses" not in status
+
+
+async def test_a_claims_allocation_loses_binding_conditions_with_their_gate_off(stack, gates):
+    claims = stack.client.resource("resource.k8s.io", "v1", "resourceclaims")
+    claim = copy.deepcopy(await claims.create({"metadata": {"name": "c"}, "spec": {"devices": {"requests": [
+        {"name": "fpga", "exactly": {"deviceClassName": "fpga.example.com"}}]}}}, "default"))
+    gates("DRADeviceBindingConditions=false")
+    result = {"request": "fpga", "driver": "fpga.example.com", "pool": "n1", "device": "fpga-0",
+              "bindingConditions": ["attached"], "bindingFailureConditions": ["attach-failed"]}
+    claim["status"] = {"allocation": {"devices": {"results": [result]}, "nodeSelector": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
+    status = (await claims.update(claim, "status"))["status"]
+    assert status["allocation"]["devices"]["results"] == [
+        {"request": "fpga", "driver": "fpga.example.com", "pool": "n1", "device": "fpga-0"}]

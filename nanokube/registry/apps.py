@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import schema
 from .base import AGE, Column, Obj, Resource, Strategy, register
+from .gated_fields import drop_template_fields
 from ..machinery.validation import (
     FieldError,
     forbidden,
@@ -274,6 +275,10 @@ class DeploymentStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         _reset_status(obj)
+        drop_template_fields(obj.get("spec") or {})
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        drop_template_fields(new.get("spec") or {}, old.get("spec"))
 
     def warnings_on_create(self, obj):
         return pod_warnings.workload_create(obj)
@@ -356,6 +361,10 @@ class ReplicaSetStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         _reset_status(obj)
+        drop_template_fields(obj.get("spec") or {})
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        drop_template_fields(new.get("spec") or {}, old.get("spec"))
 
     def warnings_on_create(self, obj):
         return pod_warnings.workload_create(obj)

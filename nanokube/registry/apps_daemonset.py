@@ -26,6 +26,7 @@ from .apps import (
     validate_positive_int_or_percent,
 )
 from .base import Column, Obj, Resource, Strategy, register
+from .gated_fields import drop_template_fields
 from .core_printing import format_labels
 from ..machinery.gofmt import Struct
 from ..machinery.validation import (
@@ -86,9 +87,11 @@ class DaemonSetStrategy(Strategy):
                          "numberReady": 0}
         md = obj.setdefault("metadata", {})
         md["annotations"] = {**(md.get("annotations") or {}), TEMPLATE_GENERATION: "1"}
+        drop_template_fields(obj.get("spec") or {})
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
         """The template generation is the server's: it steps when the template changes."""
+        drop_template_fields(new.get("spec") or {}, old.get("spec"))
         old_gen = ((old.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_GENERATION)
         if old_gen is None:
             return

@@ -23,6 +23,7 @@ from .apps import (
     validate_positive_int_or_percent,
 )
 from .base import Column, Obj, Resource, Strategy, register
+from .gated_fields import drop_template_fields
 from ..machinery.gofmt import Struct
 from ..machinery.meta import controller_ref
 from ..machinery.validation import (
@@ -83,6 +84,10 @@ class StatefulSetStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"replicas": 0, "availableReplicas": 0}
+        drop_template_fields(obj.get("spec") or {})
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        drop_template_fields(new.get("spec") or {}, old.get("spec"))
 
     def warnings_on_create(self, obj):
         return pod_warnings.statefulset_create(obj)

@@ -175,6 +175,9 @@ class JobStrategy(Strategy):
             _generate_selector(obj)
         _labels_from_template(obj)
 
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        drop_job_fields(new.get("spec") or {}, old.get("spec"))
+
     def warnings_on_create(self, obj):
         return pod_warnings.job_create(obj)
 

@@ -14,6 +14,7 @@ from ..machinery import cron
 from .apps import age_column, api_doc, default_pod_template, ensure_template, name_column, nonnegative, selector_string, template_ips
 from .base import Column, Obj, Resource, Strategy, register
 from .batch import Clock, validate_job_spec
+from .gated_fields import drop_job_fields
 from .core_printing import since
 from ..machinery.validation import FieldError, invalid, label_selector_value, not_supported, required
 from . import pod_warnings
@@ -71,6 +72,10 @@ class CronJobStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {}
+        drop_job_fields(_job_spec(obj))
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        drop_job_fields(_job_spec(new), _job_spec(old))
 
     def warnings_on_create(self, obj):
         return pod_warnings.cronjob_create(obj)
@@ -154,3 +159,9 @@ def _validate_time_zone(zone: str | None, path: str) -> list[FieldError]:
 
 register(Resource("batch", "cronjobs", "CronJob", ["v1"], namespaced=True, short_names=("cj",), categories=("all",),
                   subresources=("status",), strategy=CronJobStrategy()))
+
+
+def _job_spec(cronjob: Obj) -> dict:
+    """The Job spec a CronJob's jobTemplate holds (empty where it holds none)."""
+    spec = ((cronjob.get("spec") or {}).get("jobTemplate") or {}).get("spec")
+    return spec if type(spec) is dict else {}

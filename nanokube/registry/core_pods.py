@@ -1415,6 +1415,9 @@ class PodStrategy(Strategy):
                 "message": "Scheduling is blocked due to non-empty scheduling gates",
             }]
 
+    def prepare_for_update(self, new, old):
+        drop_pod_fields(new.setdefault("spec", {}), old.get("spec"))
+
     def warnings_on_create(self, obj):
         return pod_warnings.pod_warnings(obj)
 

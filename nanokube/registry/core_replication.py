@@ -11,6 +11,7 @@ from .apps import age_column, containers_column, images_column, name_column, non
 from .base import Column, Obj, Resource, Strategy, register
 from .core_pods import default_pod_spec, validate_pod_template
 from .core_printing import doc, format_labels
+from .gated_fields import drop_template_fields
 from ..machinery.validation import FieldError, forbidden, invalid, not_supported, required, validate_labels
 from . import pod_warnings
 
@@ -51,6 +52,10 @@ class ReplicationControllerStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"replicas": 0}
+        drop_template_fields(obj.get("spec") or {})
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        drop_template_fields(new.get("spec") or {}, old.get("spec"))
 
     def warnings_on_create(self, obj):
         return pod_warnings.workload_create(obj)
@@ -119,6 +124,12 @@ class PodTemplateStrategy(Strategy):
 
     def default(self, obj: Obj, version: str) -> None:
         default_pod_spec(obj.setdefault("template", {}).setdefault("spec", {}))
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        drop_template_fields(obj)
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        drop_template_fields(new, old)
 
     def warnings_on_create(self, obj):
         return pod_warnings.pod_template_create(obj)

@@ -16,7 +16,7 @@ from typing import Callable
 
 from . import resource_validation as rv
 from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
-from .gated_fields import drop_slice_fields
+from .gated_fields import drop_claim_status_fields, drop_slice_fields
 from ..clock import format_time
 from ..machinery.validation import FieldError, immutable, template_object_meta
 
@@ -199,11 +199,12 @@ class ResourceClaimStrategy(Strategy):
 
     def prepare_for_status_update(self, new, old):
         """dropDeallocatedStatusDevices: the status.devices entries of devices the write takes
-        out of the allocation go with them."""
+        out of the allocation go with them; and the results' binding conditions while their gate is off."""
         def ids(status: dict) -> set:
             results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
             return {(r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID")) for r in results}
         status = new.get("status") or {}
+        drop_claim_status_fields(status, old.get("status"))
         freed = ids(old.get("status") or {}) - ids(status)
         devices = status.get("devices")
         if freed and devices:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import AGE, RESET_DELETION, Column, Obj, Resource, Strategy, register
-from .gated_fields import drop_podgroup_fields, drop_workload_fields
+from .gated_fields import drop_podgroup_fields, drop_podgroup_status_fields, drop_workload_fields
 from .resource_validation import each, each_unique
 from ..machinery.validation import (
     FieldError,
@@ -250,6 +250,9 @@ class _GroupStrategy(Strategy):
     status_metadata = ()  # ResetObjectMetaForStatus
     status_deletion_kept = RESET_DELETION
 
+    def prepare_for_update(self, new, old):
+        drop_podgroup_fields(new.get("spec") or {}, old.get("spec"))
+
     def validate_update(self, new, old):
         spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
         errs = self.validate(new) + _immutable_fields(spec, old_spec, "spec", self.immutable_spec)
@@ -269,6 +272,9 @@ class PodGroupStrategy(_GroupStrategy):
     def prepare_for_create(self, obj):
         obj.pop("status", None)
         drop_podgroup_fields(obj.get("spec") or {})
+
+    def prepare_for_status_update(self, new, old):
+        drop_podgroup_status_fields(new.get("status") or {}, old.get("spec"))
 
     def validate(self, obj):
         spec = obj.get("spec") or {}
@@ -396,6 +402,9 @@ class WorkloadStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         drop_workload_fields(obj.get("spec") or {})
+
+    def prepare_for_update(self, new, old):
+        drop_workload_fields(new.get("spec") or {}, old.get("spec"))
 
     def validate(self, obj):
         spec = obj.get("spec") or {}
