@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="N=1000 pods")
     p.add_argument("--api-workers", type=int, default=1, metavar="N",
                    help="run the server as `nanokube up --api-workers N` (sqlite and etcd; CPU and RSS summed over them; "
-                        "with --pending, every mode's server)")
+                        "with --pending, every mode's server; with --scheduler-mode process, SQLite's)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also save the config and results as JSON")
     p.add_argument("--watch-only", action="store_true",
                    help="only the pod creates and the watch phase (100 watchers x 200 updates), once the server settled")
@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
                         "and a live pod event's CPU per informer")
     p.add_argument("--scheduler", nargs="?", const="all", metavar="NAMES",
                    help="instead: scheduler_perf-style workloads (comma-separated names, default all)")
+    p.add_argument("--scheduler-mode", choices=("in-process", "process"), default="in-process",
+                   help="with --scheduler: one process holding the API server, the scheduler and the workload "
+                        "(default), or `nanokube up` and `nanokube scheduler` in processes of their own with "
+                        "the workload over HTTPS (--api-workers applies)")
     p.add_argument("--scale", type=float, default=1.0, help="with --scheduler: multiply the default sizes")
     p.add_argument("--upstream-size", action="store_true",
                    help="with --scheduler: scheduler_perf's sizes (5000 nodes / 10000 pods; DRA 500 nodes / 2500+2500)")
@@ -99,7 +103,15 @@ def main(argv: list[str] | None = None) -> int:
             workloads = [w for w in workloads if w.name in wanted]
             if not workloads:
                 p.error(f"--scheduler: choose from {', '.join(w.name for w in scheduler.default_workloads())}")
-        print(scheduler.format_table(workloads, scheduler.run(workloads, _progress)))
+        if args.scheduler_mode == "in-process":
+            print(scheduler.format_table(workloads, scheduler.run(workloads, _progress)))
+            return 0
+        from . import scheduler_process
+
+        signal.signal(signal.SIGTERM, _interrupt)
+        results = scheduler_process.run(workloads, _progress, api_workers=args.api_workers)
+        print(scheduler.format_table(workloads, results, dict(zip(scheduler_process.HEADINGS,
+                                                                  scheduler_process.PROCESS_METRICS))))
         return 0
     if args.proxy:
         from . import proxy

@@ -268,14 +268,14 @@ async def _measure(server: Server, ssl_ctx, cfg: PendingConfig, with_scheduler: 
 
 
 @contextlib.contextmanager
-def scheduler_process(server: Server, work: Path) -> Iterator[int]:
-    """`nanokube scheduler --kubeconfig` on `server`, with its defaults (leader election on), until
-    the block exits; yields its pid once it schedules: it syncs its informers before it campaigns,
-    and logs its profiles once it leads. SIGTERM stops it, as a supervisor would, and anything but
-    a clean exit then fails the run. No secure port: nothing here reads its metrics."""
+def scheduler_process(server: Server, work: Path, extra: tuple[str, ...] = ("--secure-port", "0")) -> Iterator[int]:
+    """`nanokube scheduler --kubeconfig` on `server` with `extra` flags, else its defaults (leader
+    election on), until the block exits; yields its pid once it schedules: it syncs its informers
+    before it campaigns, and logs its profiles once it leads. SIGTERM stops it, as a supervisor
+    would, and anything but a clean exit then fails the run. By default no secure port: nothing
+    here reads its metrics (`scheduler_process.py` does)."""
     log = work / "scheduler.log"
-    argv = [sys.executable, "-m", "nanokube.cli", "scheduler", "--kubeconfig", str(server.kubeconfig),
-            "--secure-port", "0"]
+    argv = [sys.executable, "-m", "nanokube.cli", "scheduler", "--kubeconfig", str(server.kubeconfig), *extra]
     with _running(argv, log) as proc:
         _wait_for(lambda: "scheduling pods for profiles:" in log.read_text(errors="replace") or None,
                   proc, "nanokube scheduler", log, timeout=120)

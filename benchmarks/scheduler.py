@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -35,7 +36,7 @@ from nanokube.registry.base import all_resources
 from nanokube.scheduler.scheduler import Scheduler
 from nanokube.store.memory import MemoryStore
 
-from .api import percentile
+from .api import _bounded, percentile
 
 NS = "default"
 ZONE = "topology.kubernetes.io/zone"
@@ -336,16 +337,20 @@ async def _sample(tracker: _BindTracker, names: list[str], samples: list[float])
         last_t, last_n, skipped = now, n, 0
 
 
-async def _setup(client: LocalClient, w: Workload) -> None:
+async def _setup(client, w: Workload, concurrency: int = 1) -> None:
+    """The workload's nodes (`concurrency` at a time) and what its pods need."""
     if w.kind == "churn":
         await client.resource("scheduling.k8s.io", "v1", "priorityclasses").create({
             "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": HIGH_PRIORITY},
             "value": 10})
     nodes = client.resource("", "v1", "nodes")
-    for i in range(w.nodes):
+
+    async def node(i: int) -> None:
         n = node_manifest(w, i)
         created = await nodes.create(n)
         await nodes.update({**created, "status": n["status"]}, subresource="status")
+
+    await _bounded(w.nodes, concurrency, node)
     if w.kind.startswith("dra"):
         from nanokube.node.dra.nvidia import DEVICE_CLASSES
 
@@ -361,11 +366,15 @@ async def _setup(client: LocalClient, w: Workload) -> None:
         await client.resource(DRA, "v1", "resourceclaimtemplates").create(_claim_template(w))
 
 
-async def _create_pods(client: LocalClient, w: Workload, prefix: str, count: int, tracker: _BindTracker) -> list[str]:
+async def _create_pods(client, w: Workload, prefix: str, count: int, tracker: _BindTracker,
+                       concurrency: int = 1) -> list[str]:
+    """One after another (the in-process server), or `concurrency` at a time as scheduler_perf's
+    createPods op sends them (30 workers, test/utils CreatePod) over HTTPS; each measured pod of
+    SchedulingWhileUnschedulable is followed by its stuck pod."""
     pods = client.resource("", "v1", "pods")
     groups = client.resource("scheduling.k8s.io", "v1beta1", "podgroups")
-    names = []
-    for i in range(count):
+
+    async def one(i: int) -> None:
         if w.kind == "gang" and i % GANG_SIZE == 0:
             await groups.create({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
                                  "metadata": {"name": f"gang-{i // GANG_SIZE}", "namespace": NS},
@@ -375,10 +384,15 @@ async def _create_pods(client: LocalClient, w: Workload, prefix: str, count: int
         # from the create's answer, as a request's own turn (the loopback client yields first) is no
         # part of the pod's wait; the bind needs later turns, so it is never seen before this stamp
         tracker.created[name] = time.perf_counter()
-        names.append(name)
         if w.kind == "unschedulable" and prefix == "pod":
             await pods.create(pod_manifest(w, f"stuck-{i}", i, nowhere=True))
-    return names
+
+    if concurrency > 1:
+        await _bounded(count, concurrency, one)
+    else:
+        for i in range(count):
+            await one(i)
+    return [f"{prefix}-{i}" for i in range(count)]
 
 
 #: scheduler_perf's client QPS and burst (test/integration/scheduler_perf mustSetupCluster)
@@ -424,11 +438,26 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict:
         await sched.stop()
         await informers.stop()
         await stack.close()
+    registry, labels = sched.metrics.registry, UNSCHEDULABLE
+    tries = registry.get_sample_value(ATTEMPTS + "_count", labels) or 0
+    spent = registry.get_sample_value(ATTEMPTS + "_sum", labels) or 0.0
+    return results(w, tracker, names, samples, elapsed, (tries, spent), cpu)
+
+
+#: the scheduler's attempt histogram, and the labels of its unschedulable attempts
+ATTEMPTS = "scheduler_scheduling_attempt_duration_seconds"
+UNSCHEDULABLE = {"result": "unschedulable", "profile": "default-scheduler"}
+
+
+def results(w: Workload, tracker: _BindTracker, names: list[str], samples: list[float], elapsed: float,
+            unschedulable: tuple[float, float], cpu: float) -> dict:
+    """METRICS and the placement hash from a measured phase; `unschedulable`: the count and the sum
+    (s) of the scheduler's unschedulable attempts."""
+    tries, spent = unschedulable
+    if wrong := misplaced(w, tracker.placed):
+        raise RuntimeError(f"{w.name}: {len(wrong)} pods placed where they cannot be: {', '.join(wrong[:5])}")
     # The last partial second has no full sample; a run shorter than a second is one sample over its length.
     samples = samples or [w.pods / elapsed]
-    registry, labels = sched.metrics.registry, {"result": "unschedulable", "profile": "default-scheduler"}
-    tries = registry.get_sample_value("scheduler_scheduling_attempt_duration_seconds_count", labels) or 0
-    spent = registry.get_sample_value("scheduler_scheduling_attempt_duration_seconds_sum", labels) or 0.0
     latency = [(tracker.bound[n] - tracker.created[n]) * 1000 for n in names]
     return dict(zip(METRICS, (
         sum(samples) / len(samples),
@@ -440,6 +469,16 @@ async def _run(w: Workload, timeout_s: float, progress: Progress) -> dict:
         spent / tries * 1000 if tries else float("nan"),
         cpu,
     ))) | {"placement hash": _placement_hash(tracker.placed)}
+
+
+def misplaced(w: Workload, placed: dict[str, str]) -> list[str]:
+    """What no correct placement has: a pod that fits nowhere (a stuck or churn pod) bound, a node
+    with more pods than its 4 CPU hold (every shape asks 100m) or, for DRA, than it has devices,
+    an affinity pod outside zone1 (the even nodes)."""
+    wrong = [f"{pod} on {node}" for pod, node in placed.items() if not pod.startswith(("init-", "pod-"))
+             or (w.kind == "affinity" and int(node.removeprefix("node-")) % 2)]
+    most = min(40, w.devices_per_node or 40)
+    return wrong + [f"{node} holds {n} pods" for node, n in Counter(placed.values()).items() if n > most]
 
 
 def _placement_hash(placed: dict[str, str]) -> str:
@@ -455,18 +494,23 @@ def run(workloads: list[Workload], progress: Progress = lambda _m: None,
 
 
 def _fmt(v: float) -> str:
+    if isinstance(v, int):
+        return f"{v:,}"
     if v != v:  # NaN: the workload has no such measure
         return "—"
     return f"{v:,.0f}" if v >= 100 else f"{v:.2f}" if v < 1 else f"{v:.1f}"
 
 
-def format_table(workloads: list[Workload], results: dict[str, dict]) -> str:
-    """One row per workload: its size, our numbers, and upstream's CI floor for its full-size shape."""
-    head = ["workload", "nodes", "init", "pods", *HEADINGS, "upstream floor", "placements"]
+def format_table(workloads: list[Workload], results: dict[str, dict], extra: dict[str, str] | None = None) -> str:
+    """One row per workload: its size, our numbers, and upstream's CI floor for its full-size shape;
+    `extra`: more columns, heading -> metric."""
+    extra = extra or {}
+    head = ["workload", "nodes", "init", "pods", *HEADINGS, *extra, "upstream floor", "placements"]
     rows = [head]
     for w in workloads:
         r = results[w.name]
-        rows.append([w.name, str(w.nodes), str(w.init_pods), str(w.pods), *(_fmt(r[m]) for m in METRICS),
+        rows.append([w.name, str(w.nodes), str(w.init_pods), str(w.pods),
+                     *(_fmt(r[m]) for m in (*METRICS, *extra.values())),
                      "—" if w.floor is None else _fmt(w.floor), r["placement hash"]])
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [" | ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)) for row in rows]
