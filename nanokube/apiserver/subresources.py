@@ -5,6 +5,7 @@ resources."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -73,6 +74,13 @@ def _same_namespace(body: dict, namespace: str) -> None:
     theirs = (body.get("metadata") or {}).get("namespace")
     if theirs and theirs != namespace:
         raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+
+
+def _same_dry_run(body: list | None, opts: WriteOptions) -> None:
+    """EvictionREST's propagateDryRun: an Eviction's deleteOptions.dryRun and the request's may
+    not both be set and differ (the query's, cleaned, is ["All"] or nothing)."""
+    if body and opts.dry_run and body != ["All"]:
+        raise errors.internal(f"Non-matching dry-run options in request and content: [All] and [{' '.join(body)}]")
 
 
 def _same_name(body: dict, name: str, kind: str) -> None:
@@ -236,11 +244,16 @@ class Subresources:
             _same_name(eviction, name, "Eviction")
             if eviction.get("deleteOptions") is not None:  # (checked as a DELETE's, after the name)
                 eviction["deleteOptions"] = delete_options({}, eviction["deleteOptions"], [])
+                _same_dry_run(eviction["deleteOptions"].get("dryRun"), opts)
 
         pods = self.rest.index.get("", "v1", "pods")
         pdbs = self.rest.index.get("policy", "v1", "poddisruptionbudgets")
         eviction = await self.rest.admit_subresource_create(pods, "v1", "eviction", EVICTION_KIND, namespace, name,
                                                             eviction, opts, mutated=mutated)
+        if ((eviction or {}).get("deleteOptions") or {}).get("dryRun") and not opts.dry_run:
+            # propagateDryRun: the body's dryRun (kubectl drain --dry-run=server sends it there, not in
+            # the query) makes the budget's check and the pod's delete dry runs too
+            opts = dataclasses.replace(opts, dry_run=True)
         pod = self.rest._entry(pods, namespace, name).obj
         phase = (pod.get("status") or {}).get("phase")
         if pdbs is not None and phase not in ("Succeeded", "Failed", "Pending") \
@@ -263,7 +276,7 @@ class Subresources:
                 raise errors.conflict("policy", "poddisruptionbudgets", matching[0].obj["metadata"]["name"],
                                       errors.STALE)
         options = (eviction or {}).get("deleteOptions") or {}
-        if not opts.dry_run and not options.get("dryRun"):
+        if not opts.dry_run:
             options = await self._mark_disrupted(pods, namespace, name, options)
         await self.rest.delete(pods, "v1", namespace, name, options, opts)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}

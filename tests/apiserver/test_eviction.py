@@ -313,3 +313,52 @@ async def test_evictions_under_one_budget_hand_the_store_the_cached_kvs_and_read
         assert pdb["status"]["disruptionsAllowed"] == 0 and set(pdb["status"]["disruptedPods"]) == {"a", "b"}
     finally:
         await s.close()
+
+
+async def test_an_evictions_own_dry_run_deletes_nothing_and_spends_no_budget(tmp_path):
+    """`kubectl drain --dry-run=server` sends dryRun in the Eviction's deleteOptions, not the query:
+    propagateDryRun makes that a dry run of the budget's check and the pod's delete (was: the pod
+    deleted and the budget spent). A body's dryRun that differs from the query's is a 500."""
+    import asyncio
+
+    from kubernetes import client
+
+    from tests.served import send, served
+
+    async with served(tmp_path) as (_, api_client):
+        core, policy = client.CoreV1Api(api_client), client.PolicyV1Api(api_client)
+
+        def dry_run_eviction():
+            core.create_namespaced_pod("default", {"metadata": {"name": "p", "labels": {"app": "db"}}, "spec": {
+                "nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})
+            core.patch_namespaced_pod_status("p", "default", {"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True"}]}})
+            policy.create_namespaced_pod_disruption_budget("default", {"metadata": {"name": "db"}, "spec": {
+                "selector": {"matchLabels": {"app": "db"}}, "minAvailable": 0}})
+            policy.patch_namespaced_pod_disruption_budget_status("db", "default", {"status": {
+                "observedGeneration": 1, "disruptionsAllowed": 1, "desiredHealthy": 0, "currentHealthy": 1,
+                "expectedPods": 1}})
+            core.create_namespaced_pod_eviction("p", "default", client.V1Eviction(
+                metadata=client.V1ObjectMeta(name="p", namespace="default"),
+                delete_options=client.V1DeleteOptions(dry_run=["All"])))
+            left = core.read_namespaced_pod("p", "default")
+            assert left.metadata.deletion_timestamp is None
+            assert "DisruptionTarget" not in [c.type for c in left.status.conditions]
+            status = policy.read_namespaced_pod_disruption_budget("db", "default").status
+            assert (status.disruptions_allowed, status.disrupted_pods) == (1, None)
+
+        await asyncio.to_thread(dry_run_eviction)
+        code, body = await send(api_client, "POST", "/api/v1/namespaces/default/pods/p/eviction?dryRun=All", {
+            "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"},
+            "deleteOptions": {"dryRun": ["All", "All"]}})
+        assert (code, body["message"]) == (500, "Internal error occurred: Non-matching dry-run options in request "
+                                                "and content: [All] and [All All]"), body
+
+        def eviction():
+            assert core.read_namespaced_pod("p", "default").metadata.deletion_timestamp is None
+            core.create_namespaced_pod_eviction("p", "default", client.V1Eviction(
+                metadata=client.V1ObjectMeta(name="p", namespace="default")))
+            assert core.read_namespaced_pod("p", "default").metadata.deletion_timestamp is not None
+            assert "p" in policy.read_namespaced_pod_disruption_budget("db", "default").status.disrupted_pods
+
+        await asyncio.to_thread(eviction)
