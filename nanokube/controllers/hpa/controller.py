@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from ...machinery.conditions import find_condition, set_condition
 from ...machinery.errors import APIError
+from ...machinery.featuregates import enabled
 from ...client.informer import key_of
 from ...client.record import CoreEventRecorder
 from ...machinery.quantity import parse_quantity
@@ -167,8 +168,11 @@ class HPAController(Controller):
         lo, hi = spec.get("minReplicas", 1), spec["maxReplicas"]
         metric_specs = spec.get("metrics") or []
         has_obj_or_ext = any(m.get("type") in _ZERO_KINDS for m in metric_specs)
-        scaled_to_zero = (find_condition((hpa.get("status") or {}).get("conditions"), "ScaledToZero")
-                          or {}).get("status") == "True"
+        # HPAScaleToZero off: no ScaledToZero written, and one left from before wakes nothing (upstream
+        # reads the gate each pass); minReplicas 0 is then only an HPA stored while it was on
+        zero_gate = enabled("HPAScaleToZero")
+        scaled_to_zero = zero_gate and (find_condition((hpa.get("status") or {}).get("conditions"), "ScaledToZero")
+                                        or {}).get("status") == "True"
         can_wake = scaled_to_zero and has_obj_or_ext
         # the scale's spec, as upstream's setStatus: a target still rolling out (or a custom resource whose
         # status lags) reads as the replicas it was asked for; the per-pod averages divide by the status'
@@ -236,8 +240,9 @@ class HPAController(Controller):
             if spec.get("behavior") is not None:  # storeScaleEvent: only the policies read them
                 self.history.setdefault(key, normalize.History()).record_scale(now, current, desired)
             conds["AbleToScale"] = ("True", "SucceededRescale", f"the HPA controller was able to update the target scale to {desired}")
-            to_zero = current > 0 and desired == 0 and lo == 0 and has_obj_or_ext
-            conds["ScaledToZero"] = SCALED_TO_ZERO if to_zero else NOT_SCALED_TO_ZERO
+            if zero_gate:
+                to_zero = current > 0 and desired == 0 and lo == 0 and has_obj_or_ext
+                conds["ScaledToZero"] = SCALED_TO_ZERO if to_zero else NOT_SCALED_TO_ZERO
             await self._event(hpa, "Normal", "SuccessfulRescale", f"New size: {desired}; reason: {reason}")
             status["lastScaleTime"] = self.clock.rfc3339(now)
         status["desiredReplicas"] = desired

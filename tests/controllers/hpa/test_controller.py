@@ -7,6 +7,8 @@ import pytest
 
 from nanokube.apiserver.loopback import LocalClient
 from nanokube.controllers.hpa import HPAController, options_from_env
+from nanokube.machinery import featuregates
+from nanokube.machinery.featuregates import NANOKUBE_DEFAULTS, FeatureGates
 from nanokube.metrics.api import MetricsAPI
 from nanokube.metrics.provider import MetricsProvider
 from nanokube.registry.autoscaling import format_hpa_metrics
@@ -175,6 +177,26 @@ async def test_scale_to_zero_and_wake(env):
     h = await env.sync()
     assert await env.replicas() == 3  # ceil(12/5) from zero
     assert cond(h, "ScaledToZero") == ("False", "NotScaledToZero")
+
+
+async def test_with_hpa_scale_to_zero_off_a_target_at_zero_stays_paused(env, monkeypatch):
+    """The gate turned off after the HPA scaled its target to zero: the ScaledToZero condition left
+    wakes nothing (upstream's scaledToZeroCondition needs the gate), and no pass writes it anew."""
+    await env.set_metric(queue=0)
+    await env.hpas.create(hpa([external(value="5")], lo=0, behavior={"scaleDown": {"stabilizationWindowSeconds": 0}}))
+    await env.sync()
+    assert await env.replicas() == 0
+    await env.set_replicas(0)
+    monkeypatch.setattr(featuregates, "GATES", FeatureGates(NANOKUBE_DEFAULTS))
+    featuregates.set_flag("HPAScaleToZero=false")
+    await env.set_metric(queue=12)
+    env.clock.t += 15
+    h = await env.sync()
+    assert await env.replicas() == 0 and cond(h, "ScalingActive") == ("False", "ScalingDisabled")
+    await env.set_replicas(2)  # scaled up by hand: a rescale by the HPA leaves the old condition as it was
+    env.clock.t += 15
+    h = await env.sync()
+    assert await env.replicas() == 5 and cond(h, "ScaledToZero") == ("True", "ScaledToZero")
 
 
 async def test_a_raised_min_replicas_wakes_the_target_by_its_metrics(env):
