@@ -250,6 +250,11 @@ async def test_storage_quota_per_class_and_claim_limits(stack):
         await claims.create(claim("d", "512Mi", "slow"))
     assert e.value.message == ('persistentvolumeclaims "d" is forbidden: minimum storage usage per '
                                "PersistentVolumeClaim is 1Gi, but request is 512Mi")
+    with pytest.raises(APIError) as e:
+        await claims.create(claim("e", "20Gi", "slow"))
+    # maxRequestConstraint: a claim's max is held against its request, and says so
+    assert e.value.message == ('persistentvolumeclaims "e" is forbidden: maximum storage usage per '
+                               "PersistentVolumeClaim is 8Gi, but request is 20Gi")
     used = (await rc(stack, "resourcequotas").get("q", NS))["status"]["used"]
     assert used == {"requests.storage": "9Gi", "fast.storageclass.storage.k8s.io/requests.storage": "2Gi",
                     "fast.storageclass.storage.k8s.io/persistentvolumeclaims": "1"}

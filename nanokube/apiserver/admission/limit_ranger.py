@@ -64,6 +64,16 @@ def max_constraint(kind: str, name: str, enforced: Quantity, requests: dict, lim
     return ""
 
 
+def max_request_constraint(kind: str, name: str, enforced: Quantity, requests: dict) -> str:
+    """maxRequestConstraint: a claim's max holds its request (a claim's limits are no user input)."""
+    req = requests.get(name)
+    if req is None:
+        return f"maximum {name} usage per {kind} is {enforced}.  No request is specified"
+    if req.value > enforced.value:
+        return f"maximum {name} usage per {kind} is {enforced}, but request is {req}"
+    return ""
+
+
 def ratio_constraint(kind: str, name: str, enforced: Quantity, requests: dict, limits: dict) -> str:
     req, lim = requests.get(name), limits.get(name)
     if req is None or req.value == 0:
@@ -152,7 +162,7 @@ class LimitRanger:
                     msg = min_constraint("PersistentVolumeClaim", name, enforced, requests, {})
                     problems += [msg] if msg else []
                 for name, enforced in sorted(parse_list(item.get("max")).items()):
-                    msg = max_constraint("PersistentVolumeClaim", name, enforced, {}, requests)
+                    msg = max_request_constraint("PersistentVolumeClaim", name, enforced, requests)
                     problems += [msg] if msg else []
         if problems:
             why = problems[0] if len(problems) == 1 else "[" + ", ".join(dict.fromkeys(problems)) + "]"
