@@ -63,6 +63,9 @@ _INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 _MICRO_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
 _TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+_CRD_SCHEMA = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"
+_SCHEMA_OR_BOOL, _SCHEMA_OR_ARRAY, _SCHEMA_OR_STRINGS = (_CRD_SCHEMA + "OrBool", _CRD_SCHEMA + "OrArray",
+                                                         _CRD_SCHEMA + "OrStringArray")
 #: what a time checker returns for the zero time: Go's Time and MicroTime marshal it as null
 _ZERO = object()
 _ZERO_SECOND = "0001-01-01T00:00:00Z"
@@ -157,6 +160,8 @@ class _Compiler:
             return _go_micro_time
         if name == _TIME:
             return _go_time
+        if name in (_SCHEMA_OR_BOOL, _SCHEMA_OR_ARRAY, _SCHEMA_OR_STRINGS):
+            return _schema_or(name, self.ref(_CRD_SCHEMA)[0])
         from . import omitempty
 
         checker = self.node(k8s.definitions()[name], _go_name(name), omitempty.fields(name), omitempty.empties(name),
@@ -211,6 +216,29 @@ class _Compiler:
             return _zero(_object(fields, go.rpartition(".")[2], go, open_, required, omit - required, empty or {},
                                  hold, null, times), dict), go
         return _accept, "interface {}"
+
+
+def _schema_or(name: str, schema: Checker) -> Checker:
+    """A CRD schema's JSONSchemaPropsOr{Bool,Array,StringArray}: each decodes itself (marshal.go), a
+    schema by a json.Unmarshal of its own, so a type error in it names the JSONSchemaProps field from
+    there. OrBool takes a bool or an object and refuses anything else; the other two take an object or
+    a list (of schemas, of strings) and decode anything else as empty, served as null."""
+    strings = _array(_of_type(str, "string"), "[]string")
+
+    def check(v: Any, path: Path, res: _Result) -> Any:
+        t = type(v)
+        if t is dict:
+            schema(v, None, res)
+        elif t is bool and name == _SCHEMA_OR_BOOL:
+            pass
+        elif name == _SCHEMA_OR_BOOL:
+            res.errors.append("boolean or JSON schema expected")
+        elif t is list:
+            (strings if name == _SCHEMA_OR_STRINGS else _array(schema, "[]v1.JSONSchemaProps"))(v, None, res)
+        else:
+            return _ZERO
+        return None
+    return check
 
 
 #: definitions whose values repeat whole from object to object: every pod of a template (a

@@ -481,3 +481,37 @@ def test_preserve_unknown_fields_is_never_turned_on_in_v1():
     kept = crd(preserveUnknownFields=True)  # a CRD that has it (written as v1beta1) may keep it
     assert crd_validation.validate_update(kept, copy.deepcopy(kept)) == []
     assert msgs(crd(preserveUnknownFields=False)) == []
+
+
+async def test_over_http_schema_or_bool_array_and_string_array_decode_as_upstreams(tmp_path):
+    """marshal.go's UnmarshalJSON of JSONSchemaPropsOrBool refuses what is neither a bool nor an object,
+    OrArray and OrStringArray decode anything but an object or a list as empty (null); a schema inside
+    is decoded by a json.Unmarshal of its own, so its type errors name JSONSchemaProps' field from there.
+    additionalProperties: 5 with two versions of one name was a 500 (the versions printed in the error)."""
+    def body(schema: dict, versions: int = 1) -> dict:
+        b = crd()
+        b["spec"]["versions"] = [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object", "properties": {"s": schema}}}}] * versions
+        return b
+
+    handled = 'CustomResourceDefinition in version "v1" cannot be handled as a CustomResourceDefinition: '
+    refused = [({"type": "object", "additionalProperties": 5}, "boolean or JSON schema expected"),
+               ({"type": "array", "items": [{"type": "x"}], "additionalItems": "x"}, "boolean or JSON schema expected"),
+               ({"type": "object", "additionalProperties": {"type": 5}},
+                "json: cannot unmarshal number into Go struct field JSONSchemaProps.type of type string"),
+               ({"type": "array", "items": {"type": "string", "maxLength": "x"}},
+                "json: cannot unmarshal string into Go struct field JSONSchemaProps.maxLength of type int64"),
+               ({"type": "array", "items": [5]}, "json: cannot unmarshal number into Go value of type v1.JSONSchemaProps"),
+               ({"type": "object", "dependencies": {"a": [5]}}, "json: cannot unmarshal number into Go value of type string")]
+    url = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?dryRun=All"
+    async with served(tmp_path) as (_, api_client):
+        for schema, why in refused:
+            for versions in (1, 2):
+                code, got = await send(api_client, "POST", url, body(schema, versions))
+                assert (code, got["message"]) == (400, handled + why), schema
+        code, got = await send(api_client, "POST", url, body({"type": "array", "items": 5}))
+        assert code == 422, got
+        assert [(c["field"], c["message"]) for c in got["details"]["causes"]] == [
+            ("spec.validation.openAPIV3Schema.properties[s].items", "Required value: must be specified")]
+        code, got = await send(api_client, "POST", url, body({"type": "object", "dependencies": {"a": 5}}, 2))
+        assert code == 422, got
