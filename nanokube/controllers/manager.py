@@ -28,6 +28,7 @@ from .disruption import DisruptionController
 from .endpointslice import EndpointSliceController
 from .endpointslicemirroring import EndpointSliceMirroringController
 from .ephemeral_volume import EphemeralVolumeController
+from .attachdetach import AttachDetachController
 from .expand import ExpandController
 from .garbagecollector import GarbageCollector
 from .hpa import HPAController, options_from_env
@@ -104,6 +105,7 @@ CLIENT_NAMES = {
     "persistentvolumeclaim-protection-controller": "pvc-protection-controller",
     "persistentvolume-protection-controller": "pv-protection-controller",
     "persistentvolume-expander-controller": "expand-controller",
+    "persistentvolume-attach-detach-controller": "attachdetach-controller",
     "pod-garbage-collector-controller": "pod-garbage-collector",
     "endpointslice-mirroring-controller": "endpointslicemirroring-controller",
     "horizontal-pod-autoscaler-controller": "horizontal-pod-autoscaler",
@@ -152,7 +154,8 @@ CONTROLLERS = [
     StatefulSetController, JobController, CronJobController, TTLController, TTLAfterFinishedController,
     DisruptionController,
     PodGroupProtectionController, ResourceQuotaController, PersistentVolumeController, PVCProtectionController,
-    PVProtectionController, VACProtectionController, ExpandController, EphemeralVolumeController, HPAController, NodeLifecycleController,
+    PVProtectionController, VACProtectionController, ExpandController, AttachDetachController,
+    EphemeralVolumeController, HPAController, NodeLifecycleController,
     TaintEvictionController, PodGCController, DeviceTaintEvictionController, ValidatingAdmissionPolicyStatusController,
     StorageVersionMigrator, ServiceCIDRController, ResourcePoolStatusRequestController, CSRApprovingController,
     CSRCleanerController,

@@ -335,6 +335,8 @@ class NodeAgent:
         self.device_registration = RegistrationServer(node_dir, self.devices, spec.name) \
             if node_dir and plugin_registry else None
         self._posted_devices = self.devices.capacity()
+        #: status.volumesInUse as last posted: the attach/detach controller detaches none of them
+        self._posted_in_use: list[str] = []
         #: pods being admitted (their latest copies: the Node read again, their devices allocated),
         #: and those refused at admission: no worker runs them
         self._admitting: dict[str, dict] = {}
@@ -490,6 +492,9 @@ class NodeAgent:
         images = frozenset(self.images)
         if images != self._posted_images:
             status["images"] = image_list(images)
+        in_use = self.volumes.volumes_in_use()
+        if in_use != self._posted_in_use:  # the kubelet's setVolumesInUse
+            status["volumesInUse"] = in_use or None
         devices = self.devices.capacity()
         if devices != self._posted_devices:  # a device plugin's devices or their health changed
             full_status = self.status()
@@ -497,6 +502,7 @@ class NodeAgent:
         node = await self.nodes.patch(self.name, {"status": status}, SMP, subresource="status")
         self._posted_images = images
         self._posted_devices = devices
+        self._posted_in_use = in_use
         self._posted_rv = resource_version(node)
         self._last_status = self.clock.monotonic()
         if self._theirs is theirs:  # else a copy seen meanwhile decides
@@ -590,6 +596,7 @@ class NodeAgent:
                     await self.renew_lease()
                     if self._theirs or self.images != self._posted_images or \
                             self.devices.capacity() != self._posted_devices or \
+                            self.volumes.volumes_in_use() != self._posted_in_use or \
                             self.clock.monotonic() - self._last_status >= self.status_interval:
                         async with self._fault_lock:  # in order with a fault's post
                             await self.post_status()

@@ -131,6 +131,16 @@ RULES: dict[str, list[dict]] = {
         _r(["update"], "", "namespaces/finalize", "namespaces/status"),
         _r(["get", "list", "watch", "delete", "deletecollection"], "*", "*"),
     ],
+    "attachdetach-controller": [
+        _r(["list", "watch"], "", "persistentvolumes", "persistentvolumeclaims"),
+        _r(_RO, "", "nodes"),
+        _r(["patch", "update"], "", "nodes/status"),
+        _r(["list", "watch"], "", "pods"),
+        _EVENTS,
+        _r(["get", "create", "delete", "list", "watch"], "storage.k8s.io", "volumeattachments"),
+        _r(_RO, "storage.k8s.io", "csidrivers"),
+        _r(_RO, "storage.k8s.io", "csinodes"),
+    ],
     "expand-controller": [
         _r(["get", "list", "watch", "update", "patch"], "", "persistentvolumes"),
         _r(["update", "patch"], "", "persistentvolumeclaims/status"),

@@ -20,7 +20,8 @@ started and stopped with it, as a CSI driver's deployment runs the
 external-resizer beside its provisioner) expand and modify the volumes it made.
 
 The same directories are also served as a CSI driver, `local.csi.nanokube.io`
-(a CSIDriver object that needs no attach): a class naming it as provisioner
+(a CSIDriver object that needs no attach; its external-attacher, attacher.py, runs
+beside the resizers for an admin who recreates it with attachRequired): a class naming it as provisioner
 gets `spec.csi` volumes (the directory in volumeAttributes `path`, read by the
 node's volume manager), which, unlike hostPath ones, may carry a
 VolumeAttributesClass: a claim that names one is provisioned with it, if the
@@ -41,6 +42,7 @@ from ...machinery.errors import APIError
 from ...machinery.quantity import QuantityError, parse_quantity
 from ...machinery.user import User
 from ...volume.binding import PROVISIONED_BY, SELECTED_NODE, STORAGE_PROVISIONER
+from .attacher import LocalPathAttacher
 from .resizer import DriverError, LocalPathResizer, check_parameters
 from ...volume.classes import IS_DEFAULT, WAIT_FOR_FIRST_CONSUMER, claim_class
 
@@ -112,6 +114,8 @@ class LocalPathProvisioner(Controller):
         self.vacs = Informer(client.resource("storage.k8s.io", "v1", "volumeattributesclasses"), clock=clock)
         #: one external resizer per driver name, as each CSI driver's deployment runs its own
         self.resizers = [LocalPathResizer(client, name, self.root, clock) for name in PROVISIONERS]
+        #: and the CSI driver's external-attacher, for the VolumeAttachments of an attachRequired CSIDriver
+        self.sidecars = [*self.resizers, LocalPathAttacher(client, CSI_DRIVER, clock)]
         self.claims.add_handlers(on_add=self._claim, on_update=lambda old, new: self._claim(new))
         self.volumes.add_handlers(on_add=self._volume, on_update=lambda old, new: self._volume(new))
         self.vacs.add_handlers(on_add=self._vac)
@@ -123,11 +127,11 @@ class LocalPathProvisioner(Controller):
         os.makedirs(self.root, exist_ok=True)
         await ensure_default_class(self.client)
         await super().start()
-        for r in self.resizers:
+        for r in self.sidecars:
             await r.start()
 
     async def stop(self) -> None:
-        for r in self.resizers:
+        for r in self.sidecars:
             await r.stop()
         await super().stop()
 

@@ -75,6 +75,9 @@ class VolumeManager:
         self.claims: dict[str, dict[str, ClaimVolume]] = {}
         #: the node's allocatable memory in bytes: a memory-backed emptyDir's size where no limit is smaller
         self.allocatable_memory = 0
+        #: pod uid -> the unique names of its volumes that the attach/detach controller attaches
+        #: (the node reports them in status.volumesInUse while the pod may mount them)
+        self.in_use: dict[str, set[str]] = {}
         #: pod uid -> the tmpfs mounts of its memory-backed emptyDirs (the process runtime's)
         self._tmpfs: dict[str, list[str]] = {}
 
@@ -87,6 +90,9 @@ class VolumeManager:
     def read_only(self, uid: str, volume: str) -> bool:
         """Whether the kubelet mounts the pod's volume read-only in every container."""
         return volume in self._read_only.get(uid, ())
+
+    def volumes_in_use(self) -> list[str]:
+        return sorted(set().union(*self.in_use.values())) if self.in_use else []
 
     def set_read_only(self, pod: dict, volume: str, read_only: bool) -> None:
         names = self._read_only.setdefault(pod["metadata"]["uid"], set())
@@ -139,6 +145,7 @@ class VolumeManager:
         self.state.pop(uid, None)
         self._read_only.pop(uid, None)
         self.claims.pop(uid, None)
+        self.in_use.pop(uid, None)
         for target in self._tmpfs.pop(uid, ()):
             tmpfs.unmount(target)
         shutil.rmtree(self.pod_dir(uid), ignore_errors=True)

@@ -7,6 +7,9 @@ ownership (`_supports_fs_group`) is given to the group as it is mounted for the 
 fsGroupChangePolicy says (ownership.py). A claim's volume whose volumeMode the pod's containers
 do not use it as (a Block volume in volumeMounts, a Filesystem one in volumeDevices) is refused.
 
+A CSI volume whose driver needs attaching (attachRequired, or no CSIDriver) waits, reported in
+the Node's status.volumesInUse, until the attach/detach controller lists it as attached.
+
 A claim whose volume the external resizer grew (NodeResizePending) has its
 filesystem expanded here, as the kubelet's NodeExpander does when it mounts
 the volume or, for a running pod, at the pod's next resync (RESYNC):
@@ -21,6 +24,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ...machinery.errors import APIError
+from ...volume.attachment import attach_required, unique_name
 from ...volume.resize import (NODE_RESIZE_IN_PROGRESS, NODE_RESIZE_PENDING, capacity, resize_finished, resize_status,
                               volume_capacity, with_storage_status)
 from ..storage.provisioner import CSI_DRIVER, local_path
@@ -79,6 +83,8 @@ async def volume_path(mgr: VolumeManager, pod: dict, claim: str, volume: str, ep
     # from here on the kubelet names the volume by its PersistentVolume
     spec = pv.get("spec") or {}
     driver = (spec.get("csi") or {}).get("driver")
+    if driver is not None:
+        await _wait_for_attach(mgr, pod, volume, spec["csi"])
     if driver == CSI_DRIVER:  # the built-in driver's NodePublishVolume
         path = local_path(pv) or ""
         if not os.path.isdir(path):
@@ -100,6 +106,40 @@ async def volume_path(mgr: VolumeManager, pod: dict, claim: str, volume: str, ep
     return path, pvc, pv
 
 
+class NotAttached(MountError):
+    """The volume's driver needs it attached and the attach/detach controller has not reported it so."""
+
+    def __init__(self, volume: str):
+        Exception.__init__(self, f"Unable to attach or mount volumes: unmounted volumes=[{volume}], "
+                                 f"unattached volumes=[{volume}]: timed out waiting for the condition")
+        self.volume = volume
+
+
+async def _csi_driver(mgr: VolumeManager, name: str) -> dict | None:
+    try:
+        return await mgr.client.resource("storage.k8s.io", "v1", "csidrivers").get(name)
+    except APIError as e:
+        if e.code != 404:
+            raise
+        return None
+
+
+async def _wait_for_attach(mgr: VolumeManager, pod: dict, volume: str, csi: dict) -> None:
+    """VerifyControllerAttachedVolume: a volume whose driver needs attaching is reported in use
+    (status.volumesInUse, at the node's next status post) and mounted only once the Node lists it
+    among status.volumesAttached, where the attach/detach controller puts it after the attacher
+    attached it; until then NotAttached, in the words the kubelet times out with."""
+    driver = csi.get("driver", "")
+    if not attach_required(await _csi_driver(mgr, driver)):
+        return
+    name = unique_name(driver, csi.get("volumeHandle", ""))
+    mgr.in_use.setdefault(pod["metadata"]["uid"], set()).add(name)
+    status = (await mgr.client.resource("", "v1", "nodes").get(mgr.node_name)).get("status") or {}
+    if name not in (status.get("volumesInUse") or ()) or \
+            not any(v.get("name") == name for v in status.get("volumesAttached") or ()):
+        raise NotAttached(volume)
+
+
 async def _supports_fs_group(mgr: VolumeManager, pv: dict) -> bool:
     """Whether the volume's plugin gives it to the pod's fsGroup: a local volume's does, a hostPath or
     NFS one's does not; the CSI driver's as its CSIDriver's fsGroupPolicy says (File: always;
@@ -110,12 +150,7 @@ async def _supports_fs_group(mgr: VolumeManager, pv: dict) -> bool:
         return True
     if "csi" not in spec:
         return False
-    try:
-        driver = await mgr.client.resource("storage.k8s.io", "v1", "csidrivers").get(spec["csi"].get("driver", ""))
-    except APIError as e:
-        if e.code != 404:
-            raise
-        driver = {}
+    driver = await _csi_driver(mgr, spec["csi"].get("driver", "")) or {}
     policy = (driver.get("spec") or {}).get("fsGroupPolicy") or "ReadWriteOnceWithFSType"
     if policy == "File":
         return True

@@ -57,6 +57,10 @@ def test_roles_grant_what_upstreams_grant():
     assert allowed(sa("pvc-protection-controller"), "update", "", "persistentvolumeclaims")
     assert not allowed(sa("pvc-protection-controller"), "patch", "", "persistentvolumeclaims")
     assert allowed(sa("generic-garbage-collector"), "delete", "batch", "jobs")
+    assert allowed(sa("attachdetach-controller"), "create", "storage.k8s.io", "volumeattachments", namespace="")
+    assert allowed(sa("attachdetach-controller"), "patch", "", "nodes", "status", namespace="")
+    assert not allowed(sa("attachdetach-controller"), "update", "storage.k8s.io", "volumeattachments", "status",
+                       namespace="")
     assert allowed(sa("node-controller"), "delete", "", "pods")
     assert allowed(sa("certificate-controller"), "update", "certificates.k8s.io", "certificatesigningrequests",
                    "approval", namespace="")

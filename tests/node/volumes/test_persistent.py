@@ -96,6 +96,9 @@ async def test_a_claim_on_a_csi_driver_no_node_runs_fails_in_the_kubelets_words(
     installed) fails MountDevice as the kubelet's CSI plugin says, naming the PersistentVolume;
     a bound claim's hostPath that is no directory names it too."""
     client, clock, root = env
+    # the driver's CSIDriver, as its chart installs it: nothing to attach, so the kubelet goes on to staging
+    await client.resource("storage.k8s.io", "v1", "csidrivers").create(
+        {"metadata": {"name": "efs.csi.aws.com"}, "spec": {"attachRequired": False}})
     await pod_on_static_claim(client, "efs", {"csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-1"}})
     await pod_on_static_claim(client, "host", {"hostPath": {"path": str(root / "absent"), "type": "Directory"}})
     assert await eventually(failed_mounts(client, 2)) == {

@@ -1,0 +1,153 @@
+"""The attach/detach controller with the node agents and the built-in CSI driver's attacher, over
+the in-process API on a clock the test moves: a volume of a driver whose CSIDriver asks for
+attaching gets a VolumeAttachment, the attacher attaches it, the Node lists it and the pod runs;
+after the pod the kubelet stops reporting it in use and it is detached. A foreign driver's attacher
+(played by the test) that fails or never answers, and a ReadWriteOnce volume wanted on a second
+node, are told to the pods in upstream's words."""
+
+import pytest
+
+from nanokube.apiserver.loopback import connector
+from nanokube.controllers.attachdetach import AttachDetachController
+from nanokube.machinery.errors import APIError
+from nanokube.node.cluster import default_cluster
+from nanokube.node.manager import NodeManager
+from nanokube.node.storage import CSI_DRIVER, LocalPathProvisioner
+from nanokube.volume.attachment import attachment_name
+from tests.controllers import ticking
+from tests.node import api_on_manual_clock
+from tests.node.test_lifecycle import gone, phase_is
+
+VA = ("storage.k8s.io", "v1", "volumeattachments")
+
+
+@pytest.fixture
+async def env(tmp_path):
+    async with api_on_manual_clock() as (s, clock):
+        parts = [NodeManager(connector(s.rest), default_cluster(), clock, pods_dir=str(tmp_path / "pods")),
+                 LocalPathProvisioner(s.client, str(tmp_path / "volumes"), clock),
+                 AttachDetachController(s.client, clock)]
+        for p in parts:
+            await p.start()
+        drivers = s.client.resource("storage.k8s.io", "v1", "csidrivers")
+        await drivers.delete(CSI_DRIVER)  # attachRequired is immutable: an admin recreates the driver
+        await drivers.create({"metadata": {"name": CSI_DRIVER}, "spec": {"attachRequired": True}})
+        yield s.client, clock, tmp_path
+        for p in reversed(parts):
+            await p.stop()
+
+
+async def claimed_pod(client, name: str, node: str, csi: dict, claim: str = "", modes=("ReadWriteOnce",)) -> None:
+    """A PersistentVolume `pv-<claim>` of `csi`, its claim (bound by hand: no binder runs) unless it
+    exists, and a pod `name` on `node` mounting it."""
+    claim = claim or name
+    pvs, pvcs = client.resource("", "v1", "persistentvolumes"), client.resource("", "v1", "persistentvolumeclaims")
+    try:
+        await pvs.create({"metadata": {"name": f"pv-{claim}"}, "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": list(modes), "storageClassName": "", "csi": csi}})
+        pvc = await pvcs.create({"metadata": {"name": claim, "namespace": "default"}, "spec": {
+            "accessModes": list(modes), "storageClassName": "", "volumeName": f"pv-{claim}",
+            "resources": {"requests": {"storage": "1Gi"}}}})
+        await pvcs.update({**pvc, "status": {"phase": "Bound"}}, subresource="status")
+    except APIError as e:
+        if e.code != 409:
+            raise
+    await client.resource("", "v1", "pods").create({"metadata": {"name": name, "namespace": "default"}, "spec": {
+        "nodeName": node, "containers": [{"name": "app", "image": "busybox",
+                                          "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}})
+
+
+def events(client, reason: str, count: int = 1):
+    async def check():
+        items, _ = await client.resource("", "v1", "events").list(namespace="default")
+        got = sorted((e["involvedObject"]["name"], e["message"]) for e in items if e["reason"] == reason)
+        return len(got) >= count and got
+    return check
+
+
+async def attachment(client, name: str) -> dict | None:
+    try:
+        return await client.resource(*VA).get(name)
+    except APIError as e:
+        if e.code == 404:
+            return None
+        raise
+
+
+async def test_a_volume_is_attached_before_its_pod_mounts_it_and_detached_after_it(env):
+    client, clock, root = env
+    path = root / "volumes" / "disk"
+    path.mkdir(parents=True)
+    await claimed_pod(client, "user", "gpu-0", {"driver": CSI_DRIVER, "volumeHandle": "disk",
+                                                "volumeAttributes": {"path": str(path)}})
+    name = attachment_name("disk", CSI_DRIVER, "gpu-0")
+
+    async def attached():
+        va = await attachment(client, name)
+        return va if (va or {}).get("status", {}).get("attached") else None
+    va = await ticking(clock, attached)
+    assert va["spec"] == {"attacher": CSI_DRIVER, "nodeName": "gpu-0", "source": {"persistentVolumeName": "pv-user"}}
+    assert va["metadata"]["finalizers"] == ["external-attacher/local-csi-nanokube-io"]
+    pods = client.resource("", "v1", "pods")
+    await ticking(clock, phase_is(pods, "user", "Running"))
+    node = await client.resource("", "v1", "nodes").get("gpu-0")
+    unique = f"kubernetes.io/csi/{CSI_DRIVER}^disk"
+    assert node["status"]["volumesAttached"] == [{"name": unique, "devicePath": ""}]
+    assert node["status"]["volumesInUse"] == [unique]
+    assert await ticking(clock, events(client, "SuccessfulAttachVolume")) == [
+        ("user", 'AttachVolume.Attach succeeded for volume "pv-user" ')]
+
+    await pods.delete("user", "default", grace_period_seconds=0)
+    await ticking(clock, gone(pods, "user"))
+
+    async def detached():
+        n = await client.resource("", "v1", "nodes").get("gpu-0")
+        return await attachment(client, name) is None and not n["status"].get("volumesAttached") and \
+            not n["status"].get("volumesInUse")
+    assert await ticking(clock, detached)
+    assert path.is_dir()  # detaching a directory leaves it
+
+
+async def test_a_foreign_attachers_failure_and_silence_are_told_to_the_pod(env):
+    """efs.csi.aws.com has no CSIDriver here, so it needs attaching: the VolumeAttachment waits for
+    an attacher no one runs (the test plays it): 2 minutes of silence, then its attachError, are
+    FailedAttachVolume; the kubelet waits for the attachment before it tries the driver."""
+    client, clock, root = env
+    await claimed_pod(client, "efs", "gpu-0", {"driver": "efs.csi.aws.com", "volumeHandle": "fs-1"})
+    name = attachment_name("fs-1", "efs.csi.aws.com", "gpu-0")
+    assert await ticking(clock, lambda: attachment(client, name))
+    assert await ticking(clock, events(client, "FailedMount")) == [
+        ("efs", "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: "
+                "timed out waiting for the condition")]
+    assert await ticking(clock, events(client, "FailedAttachVolume"), step=10.0) == [
+        ("efs", 'AttachVolume.Attach failed for volume "pv-efs" : timed out waiting for external-attacher of '
+                "efs.csi.aws.com CSI driver to attach volume fs-1")]
+    await client.resource(*VA).patch(name, {"status": {"attachError": {"message": "rpc error: code = Internal"}}},
+                                     subresource="status")
+    assert ("efs", 'AttachVolume.Attach failed for volume "pv-efs" : rpc error: code = Internal') in \
+        await ticking(clock, events(client, "FailedAttachVolume", 2))
+    await client.resource(*VA).patch(name, {"status": {"attached": True, "attachError": None}}, subresource="status")
+    await ticking(clock, events(client, "SuccessfulAttachVolume"))
+
+    async def mount_device_failed():
+        got = await events(client, "FailedMount", 2)()
+        return got and any("MountDevice" in m for _, m in got)
+    assert await ticking(clock, mount_device_failed, step=5.0)
+
+
+async def test_a_read_write_once_volume_is_not_attached_to_a_second_node(env):
+    client, clock, root = env
+    path = root / "volumes" / "shared"
+    path.mkdir(parents=True)
+    csi = {"driver": CSI_DRIVER, "volumeHandle": "shared", "volumeAttributes": {"path": str(path)}}
+    await claimed_pod(client, "first", "gpu-0", csi, claim="shared")
+    pods = client.resource("", "v1", "pods")
+    await ticking(clock, phase_is(pods, "first", "Running"))
+    await claimed_pod(client, "second", "gpu-1", csi, claim="shared")
+    assert await ticking(clock, events(client, "FailedAttachVolume")) == [
+        ("second", 'Multi-Attach error for volume "pv-shared" Volume is already used by pod(s) first')]
+    assert await attachment(client, attachment_name("shared", CSI_DRIVER, "gpu-1")) is None
+    await pods.delete("first", "default", grace_period_seconds=0)
+    await ticking(clock, phase_is(pods, "second", "Running"))
+    assert await attachment(client, attachment_name("shared", CSI_DRIVER, "gpu-0")) is None
