@@ -197,6 +197,8 @@ class APIServer:
         self.handlers.sub.tokens = self.tokens
         #: who may go without credentials, and where (--anonymous-auth, the authentication config's `anonymous`)
         self.anonymous = ANONYMOUS_ALLOWED
+        #: the JWT issuers of --authentication-config (auth_options.apply), tried after ServiceAccount tokens
+        self.authentication = None
         #: in-process clients (node agents projecting serviceAccountToken volumes) reach the issuer through rest
         self.rest.tokens = self.tokens
         if self.tokens is None:  # no issuer, no token a pod could mount: ServiceAccount admission is off
@@ -311,6 +313,8 @@ class APIServer:
             relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
             await relay.start()
             self.relay_port = relay._server.sockets[0].getsockname()[1]
+        if self.authentication is not None:
+            self.authentication.start()
         self._tasks.append(asyncio.create_task(self._compactor()))
         self._tasks.append(asyncio.create_task(self._count_objects()))
         self.ready = True
@@ -338,6 +342,8 @@ class APIServer:
             await loop.stop()
         for t in self._tasks:
             t.cancel()
+        if self.authentication is not None:
+            await self.authentication.stop()
         await self.event_ttl.stop()
         await self.cache.stop()
         await self.handlers.streams.close()
@@ -622,9 +628,13 @@ class APIServer:
 
     async def authenticate_token(self, token: str, audit: dict[str, str] | None = None,
                                  warnings: list[str] | None = None) -> User | None:
-        """Bearer tokens are ServiceAccount tokens this server issued; a legacy one's use leaves
-        its audit annotations in `audit` and its Warning in `warnings`."""
-        return self.tokens.authenticate(token, None, audit, warnings) if self.tokens else None
+        """Bearer tokens are ServiceAccount tokens this server issued (a legacy one's use leaves its
+        audit annotations in `audit` and its Warning in `warnings`), or those of the authentication
+        config's JWT issuers."""
+        user = self.tokens.authenticate(token, None, audit, warnings) if self.tokens else None
+        if user is None and self.authentication is not None:
+            user = await self.authentication.authenticate(token)
+        return user
 
     def _legacy_token_used(self, namespace: str, name: str, day: str) -> None:
         """Label a legacy token's Secret with the day (UTC) of its use, as kube-apiserver's legacy

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,13 @@ def load(args: argparse.Namespace) -> AuthOptions:
 def apply(server: APIServer, options: AuthOptions) -> None:
     """Before the server starts."""
     server.anonymous = options.anonymous
+    if options.authentication is not None:
+        from .auth.authentication_controller import AuthenticationController
+        from .storageversion import identity
+
+        server.authentication = AuthenticationController(options.authentication_path, options.authentication,
+                                                         server.clock, identity(socket.gethostname()))
+        server.component_metrics.append(server.authentication.metrics.registry)
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:

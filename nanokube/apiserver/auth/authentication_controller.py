@@ -1,0 +1,142 @@
+"""The authentication config's JWT authenticators as the server runs them, reloaded when the file
+changes (upstream's authentication config controller): the file is read every RELOAD_PERIOD
+seconds, and a new text that decodes and validates (its `anonymous` section unchanged) replaces
+the authenticators; one that does not is logged and counted, and the last good one stays.
+
+Its metrics are upstream's: apiserver_authentication_config_controller_* (reloads by status, the
+last reload's time, the applied file's hash) and apiserver_authentication_jwks_fetch_* (each
+issuer's last key fetch and the key set's hash), labelled with the server's identity's hash."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from ...clock import REAL, Clock
+from ...machinery.metrics import Family
+from ...machinery.user import User
+from .authentication_config import ConfigError, Configuration, config_hash, parse, reload_problem
+from .oidc import JWTAuthenticators, TokenError, issuer_hash
+
+log = logging.getLogger(__name__)
+
+#: how often the file is read for changes (upstream also watches it with fsnotify, so a change lands at once)
+RELOAD_PERIOD = 1.0
+
+
+def id_hash(apiserver_id: str) -> str:
+    return "sha256:" + hashlib.sha256(apiserver_id.encode()).hexdigest()
+
+
+class AuthenticationMetrics:
+    def __init__(self, apiserver_id: str) -> None:
+        self.registry = CollectorRegistry()
+        self.id = id_hash(apiserver_id)
+        what = "automatic reloads of authentication configuration split by status and apiserver identity."
+        self.reloads = Family("counter", "apiserver_authentication_config_controller_automatic_reloads_total",
+                              f"[BETA] Total number of {what}", ["apiserver_id_hash", "status"], self.registry)
+        self.reload_time = Family(
+            "gauge", "apiserver_authentication_config_controller_automatic_reload_last_timestamp_seconds",
+            "[BETA] Timestamp of the last automatic reload of authentication configuration split by status and "
+            "apiserver identity.", ["apiserver_id_hash", "status"], self.registry)
+        self.config_info = Family(
+            "gauge", "apiserver_authentication_config_controller_last_config_info",
+            "[ALPHA] Information about the last applied authentication configuration with hash as label, split by "
+            "apiserver identity.", ["apiserver_id_hash", "hash"], self.registry)
+        self.fetch_time = Family(
+            "gauge", "apiserver_authentication_jwks_fetch_last_timestamp_seconds",
+            "[ALPHA] Timestamp of the last successful or failed JWKS fetch split by result, api server identity and "
+            "jwt issuer for the JWT authenticator.", ["jwt_issuer_hash", "apiserver_id_hash", "status"], self.registry)
+        self.key_set = Family(
+            "gauge", "apiserver_authentication_jwks_fetch_last_key_set_info",
+            "[ALPHA] Information about the last JWKS fetched by the JWT authenticator with hash as label, split by "
+            "api server identity and jwt issuer.", ["jwt_issuer_hash", "apiserver_id_hash", "hash"], self.registry)
+
+    def applied(self, text: str) -> None:
+        self.config_info.reset()
+        self.config_info.labels(self.id, config_hash(text)).set(1)
+
+    def reloaded(self, ok: bool, now: float) -> None:
+        status = "success" if ok else "failure"
+        self.reloads.labels(self.id, status).inc()
+        self.reload_time.labels(self.id, status).set(now)
+
+
+class AuthenticationController:
+    """The JWT authenticators of --authentication-config, kept current with its file."""
+
+    def __init__(self, path: str, config: Configuration, clock: Clock = REAL, apiserver_id: str = "") -> None:
+        self.path = path
+        self.config = config
+        self.clock = clock
+        self.metrics = AuthenticationMetrics(apiserver_id)
+        self.metrics.applied(config.text)
+        #: the text last judged (good or bad): the file is judged again only once it changes
+        self._tracked = config.text
+        self.authenticators = self._authenticators(config)
+        self._tasks: list[asyncio.Task] = []
+
+    def _authenticators(self, config: Configuration) -> JWTAuthenticators:
+        return JWTAuthenticators(config.jwt, self.clock, self._fetched)
+
+    def _fetched(self, issuer: str, ok: bool, raw: bytes) -> None:
+        m, h = self.metrics, issuer_hash(issuer)
+        m.fetch_time.labels(h, m.id, "success" if ok else "failure").set(self.clock.now())
+        if ok:
+            m.key_set.labels(h, m.id, "sha256:" + hashlib.sha256(raw).hexdigest()).set(1)
+
+    async def authenticate(self, token: str) -> User | None:
+        """The user a configured issuer's token stands for; None when it names none or fails."""
+        try:
+            return await self.authenticators.authenticate(token)
+        except TokenError as e:
+            log.debug("%s", e)
+            return None
+
+    def start(self) -> None:
+        self._tasks = [asyncio.get_running_loop().create_task(self._watch())]
+        self._prefetch()
+
+    def _prefetch(self) -> None:
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks.append(asyncio.get_running_loop().create_task(self.authenticators.prefetch()))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _watch(self) -> None:
+        while True:
+            await self.clock.sleep(RELOAD_PERIOD)
+            await self.reload()
+
+    async def reload(self) -> None:
+        """The file judged once, if it changed since it was last."""
+        try:
+            text = Path(self.path).read_text()
+        except OSError as e:  # (not tracked: a file being replaced may be back at the next read)
+            log.error("failed to read authentication config file: %s", e)
+            self.metrics.reloaded(False, self.clock.now())
+            return
+        if text == self._tracked:
+            return
+        self._tracked = text
+        try:
+            config = parse(text)
+            problem = reload_problem(self.config, config)
+            if problem:
+                raise ConfigError(problem)
+        except ConfigError as e:
+            log.error("failed to load authentication config: %s", e)
+            self.metrics.reloaded(False, self.clock.now())
+            return
+        self.config, self.authenticators = config, self._authenticators(config)
+        self._prefetch()
+        log.info("reloaded authentication config")
+        self.metrics.reloaded(True, self.clock.now())
+        self.metrics.applied(text)

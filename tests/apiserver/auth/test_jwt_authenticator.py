@@ -1,0 +1,217 @@
+"""JWT issuers of --authentication-config, against a real issuer (tests/apiserver/auth/jwt_issuer.py):
+tokens it signs authenticate as the user their claims map to (by claim and prefix, or by CEL),
+which `kubectl auth whoami` and RBAC see; a token for another audience, expired, forged, or failing
+a claim or user validation rule is a 401; the keys are fetched again for a key not held; the file
+is reloaded when it changes (a bad one kept out), and upstream's metrics say so."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from nanokube.cli import main
+from tests.apiserver.auth.jwt_issuer import Issuer, admin_client, served_with, token_client
+from tests.e2e.conftest import KUBECTL
+
+MAPPINGS = """    username:
+      claim: sub
+      prefix: 'oidc:'
+    groups:
+      expression: 'claims.groups.map(g, "team:" + g)'
+    uid:
+      claim: uid
+    extra:
+    - key: example.com/tenant
+      valueExpression: 'has(claims.tenant) ? claims.tenant : ""'
+"""
+RULES = """  claimValidationRules:
+  - claim: hd
+    requiredValue: example.com
+  - expression: 'claims.exp - claims.iat <= 3600'
+    message: tokens may live an hour at most
+  userValidationRules:
+  - expression: "!user.username.startsWith('oidc:system:')"
+    message: no system users
+"""
+RELOADS = r'apiserver_authentication_config_controller_automatic_reloads_total\{{apiserver_id_hash="sha256:\w+",status="{}"\}} 1\n'
+GOOD = {"hd": "example.com", "groups": ["dev", "ops"], "uid": "u-1", "tenant": "blue"}
+
+
+async def _whoami(server, token: str) -> dict:
+    api = token_client(server, token)
+    try:
+        review = await asyncio.to_thread(client.AuthenticationV1Api(api).create_self_subject_review,
+                                         {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        return api.sanitize_for_serialization(review)["status"]["userInfo"]
+    finally:
+        api.close()
+
+
+async def _status(server, token: str) -> int:
+    try:
+        await _whoami(server, token)
+    except ApiException as e:
+        return e.status
+    return 201
+
+
+async def test_a_token_authenticates_as_its_mapped_user_for_kubectl_and_the_client(tmp_path):
+    async with Issuer().served() as issuer, served_with(tmp_path, issuer.config(MAPPINGS, RULES)) as (server, _):
+        token = issuer.token(**GOOD)
+        assert await _whoami(server, token) == {"username": "oidc:alice", "uid": "u-1",
+                                                "groups": ["team:dev", "team:ops", "system:authenticated"],
+                                                "extra": {"example.com/tenant": ["blue"]}}
+        out = await asyncio.to_thread(subprocess.run, [KUBECTL, "--server", server.url, "--certificate-authority",
+                                                       server.pki.ca_path, "--token", token, "auth", "whoami", "-o", "json"],
+                                      capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        info = json.loads(out.stdout)["status"]["userInfo"]
+        assert (info["username"], info["extra"]) == ("oidc:alice", {"example.com/tenant": ["blue"]})
+        # an empty extra value is left out
+        assert "extra" not in await _whoami(server, issuer.token(**{**GOOD, "tenant": ""}))
+
+
+async def test_rbac_decides_for_the_mapped_user(tmp_path):
+    async with Issuer().served() as issuer, served_with(tmp_path, issuer.config(MAPPINGS, RULES)) as (server, kubeconfig):
+        api = token_client(server, issuer.token(**GOOD))
+        core = client.CoreV1Api(api)
+        with pytest.raises(ApiException) as e:
+            await asyncio.to_thread(core.list_namespaced_pod, "default")
+        assert e.value.status == 403
+        assert 'User "oidc:alice" cannot list resource "pods"' in json.loads(e.value.body)["message"]
+        admin = admin_client(kubeconfig)
+        await asyncio.to_thread(client.RbacAuthorizationV1Api(admin).create_cluster_role_binding, {
+            "metadata": {"name": "ops-view"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                         "name": "view"},
+            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "team:ops"}]})
+        for _ in range(100):  # the binding reaches RBAC through the watch cache
+            try:
+                assert (await asyncio.to_thread(core.list_namespaced_pod, "default")).items == []
+                break
+            except ApiException:
+                await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the binding never applied")
+        admin.close()
+        api.close()
+
+
+async def test_tokens_failing_a_check_are_unauthorized(tmp_path):
+    async with Issuer().served() as issuer, served_with(tmp_path, issuer.config(MAPPINGS, RULES)) as (server, _):
+        now = int(time.time())
+        forged = issuer.token(**GOOD)
+        forged = forged[:-8] + ("AAAAAAAA" if not forged.endswith("AAAAAAAA") else "BBBBBBBB")
+        for why, token in [("another audience", issuer.token(**GOOD, aud="other")),
+                           ("expired", issuer.token(**GOOD, iat=now - 900, exp=now - 300)),
+                           ("forged", forged),
+                           ("claim rule: hd", issuer.token(**{**GOOD, "hd": "evil.com"})),
+                           ("claim rule: hd missing", issuer.token(**{k: v for k, v in GOOD.items() if k != "hd"})),
+                           ("claim expression", issuer.token(**GOOD, exp=now + 7200)),
+                           ("user rule", issuer.token(**GOOD, sub="system:admin")),
+                           ("groups of the wrong type", issuer.token(**{**GOOD, "groups": "dev"}))]:
+            assert await _status(server, token) == 401, why
+        assert await _status(server, issuer.token(**GOOD)) == 201
+
+
+async def test_a_new_signing_key_is_fetched_when_a_token_names_it(tmp_path, monkeypatch):
+    from nanokube.apiserver.auth import oidc
+
+    monkeypatch.setattr(oidc, "REFETCH_AFTER", 0.0)
+    async with Issuer().served() as issuer, served_with(tmp_path, issuer.config()) as (server, _):
+        assert (await _whoami(server, issuer.token()))["username"] == "oidc:alice"
+        fetched = issuer.fetches
+        issuer.rotate()
+        assert (await _whoami(server, issuer.token(sub="bob")))["username"] == "oidc:bob"
+        assert issuer.fetches == fetched + 1
+        metrics = server.metrics_text().decode()
+        assert 'apiserver_authentication_jwks_fetch_last_timestamp_seconds{apiserver_id_hash="sha256:' in metrics
+        assert 'status="success"' in metrics and "apiserver_authentication_jwks_fetch_last_key_set_info{" in metrics
+
+
+async def test_the_file_is_reloaded_when_it_changes_and_a_bad_one_is_kept_out(tmp_path):
+    async with Issuer().served() as issuer, served_with(tmp_path, issuer.config()) as (server, _):
+        admin = admin_client(str(tmp_path / "kubeconfig"))
+
+        async def metrics() -> str:
+            return await asyncio.to_thread(lambda: admin.rest_client.pool_manager.request(
+                "GET", admin.configuration.host + "/metrics").data.decode())
+
+        before = await metrics()
+        assert "apiserver_authentication_config_controller_last_config_info{" in before
+        (tmp_path / "authn.yaml").write_text(issuer.config("    username:\n      expression: '\"sso:\" + claims.sub'\n"))
+
+        async def name() -> str:
+            for _ in range(100):
+                got = (await _whoami(server, issuer.token()))["username"]
+                if got != "oidc:alice":
+                    return got
+                await asyncio.sleep(0.1)
+            return got
+        assert await name() == "sso:alice"
+        text = await metrics()
+        assert re.search(RELOADS.format("success"), text), text
+        assert "apiserver_authentication_config_controller_automatic_reload_last_timestamp_seconds{" in text
+        assert text.count("apiserver_authentication_config_controller_last_config_info{") == 1  # the new file's alone
+        (tmp_path / "authn.yaml").write_text(issuer.config("    username:\n      claim: sub\n"))  # no prefix: invalid
+        for _ in range(100):
+            if re.search(RELOADS.format("failure"), text := await metrics()):
+                break
+            await asyncio.sleep(0.1)
+        assert re.search(RELOADS.format("failure"), text), text
+        assert (await _whoami(server, issuer.token()))["username"] == "sso:alice"  # the last good file stands
+        admin.close()
+
+
+CONFIG = """apiVersion: apiserver.config.k8s.io/v1
+kind: AuthenticationConfiguration
+jwt:
+- issuer:
+    url: {url}
+    audiences: {audiences}
+  claimMappings:
+{mappings}
+"""
+PREFIXED = "    username:\n      claim: sub\n      prefix: ''"
+
+
+@pytest.mark.parametrize("url, audiences, mappings, line", [
+    ("http://issuer.example", "[a]", PREFIXED, 'jwt[0].issuer.url: Invalid value: "http://issuer.example": URL scheme must be https'),
+    ("https://issuer.example", "[]", PREFIXED, "jwt[0].issuer.audiences: Required value: at least one jwt[0].issuer.audiences is required"),
+    ("https://issuer.example", "[a, b]", PREFIXED,
+     'jwt[0].issuer.audienceMatchPolicy: Invalid value: "": audienceMatchPolicy must be MatchAny for multiple audiences'),
+    ("https://issuer.example", "[a]", "    username:\n      claim: sub",
+     "jwt[0].claimMappings.username.prefix: Required value: prefix is required when claim is set. It can be set to an "
+     "empty string to disable prefixing"),
+    ("https://issuer.example", "[a]", "    username: {}", "jwt[0].claimMappings.username: Required value: claim or expression is required"),
+    ("https://issuer.example", "[a]", "    username:\n      expression: 'claims.sub +'",
+     "jwt[0].claimMappings.username.expression: Invalid value: \"claims.sub +\": compilation failed: ERROR: <input>:1:13: Syntax error"),
+    ("https://issuer.example", "[a]", PREFIXED + "\n    extra:\n    - key: kubernetes.io/x\n      valueExpression: claims.x",
+     'jwt[0].claimMappings.extra[0].key: Invalid value: "kubernetes.io/x": k8s.io, kubernetes.io and their subdomains are '
+     'reserved for Kubernetes use'),
+    ("https://kubernetes.default.svc.cluster.local", "[a]", PREFIXED,
+     'jwt[0].issuer.url: Invalid value: "https://kubernetes.default.svc.cluster.local": URL must not overlap with '
+     'disallowed issuers: [https://kubernetes.default.svc.cluster.local]'),
+])
+def test_up_stops_on_a_bad_jwt_entry_with_upstreams_reason(tmp_path, capsys, url, audiences, mappings, line):
+    path = tmp_path / "authn.yaml"
+    path.write_text(CONFIG.format(url=url, audiences=audiences, mappings=mappings))
+    assert main(["up", "--data-dir", str(tmp_path / "d"), "--authentication-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nanokube: --authentication-config: invalid authentication configuration: ") and line in err, err
+
+
+def test_up_reports_every_error_at_once(tmp_path, capsys):
+    path = tmp_path / "authn.yaml"
+    path.write_text(CONFIG.format(url="https://a.example", audiences="[a]", mappings=PREFIXED) +
+                    "- issuer:\n    url: https://a.example\n    audiences: ['']\n  claimMappings:\n" + PREFIXED + "\n")
+    assert main(["up", "--data-dir", str(tmp_path / "d"), "--authentication-config", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "nanokube: --authentication-config: invalid authentication configuration: [jwt[1].issuer.audiences[0]: Required "
+        'value, jwt[1].issuer.url: Duplicate value: "https://a.example"]')
