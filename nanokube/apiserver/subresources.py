@@ -330,8 +330,10 @@ class Subresources:
         st = pdb.get("status") or {}
         refused = "Cannot evict pod as it would violate the pod's disruption budget."
         if st.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1):
+            # createTooManyRequestsError's: a suggested 10 s wait (details and Retry-After) that keeps clients from hammering
             raise errors.APIError(429, "TooManyRequests", refused, {"causes": [{
-                "reason": "DisruptionBudget", "message": f"The disruption budget {name} is still being processed by the server."}]})
+                "reason": "DisruptionBudget", "message": f"The disruption budget {name} is still being processed by the server."}],
+                "retryAfterSeconds": 10})
         forbidden = f'poddisruptionbudgets.policy "{name}" is forbidden: '
         details = {"name": name, "group": "policy", "kind": "poddisruptionbudgets"}
         if len(st.get("disruptedPods") or {}) > MAX_DISRUPTED_PODS:

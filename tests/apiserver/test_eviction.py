@@ -1,6 +1,8 @@
 """The Eviction API against PodDisruptionBudgets, case by case as
 kube-apiserver decides them."""
 
+import json
+
 import pytest
 
 from nanokube.machinery.errors import APIError
@@ -362,3 +364,34 @@ async def test_an_evictions_own_dry_run_deletes_nothing_and_spends_no_budget(tmp
             assert "p" in policy.read_namespaced_pod_disruption_budget("db", "default").status.disrupted_pods
 
         await asyncio.to_thread(eviction)
+
+
+async def test_a_budget_the_controller_has_not_judged_asks_for_a_retry_in_ten_seconds(tmp_path):
+    """A budget whose status has not caught up with its generation (the disruption controller has not
+    seen it yet, or failed on it: a Job's pods under maxUnavailable) refuses with createTooManyRequestsError:
+    a 429 whose details and Retry-After header ask for a retry in 10 s (was: neither)."""
+    import asyncio
+
+    from kubernetes import client
+
+    from tests.served import served
+
+    async with served(tmp_path) as (_, api_client):
+        core, policy = client.CoreV1Api(api_client), client.PolicyV1Api(api_client)
+
+        def evict():
+            core.create_namespaced_pod("default", {"metadata": {"name": "p", "labels": {"app": "db"}}, "spec": {
+                "nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})
+            core.patch_namespaced_pod_status("p", "default", {"status": {"phase": "Running"}})
+            policy.create_namespaced_pod_disruption_budget("default", {"metadata": {"name": "db"}, "spec": {
+                "selector": {"matchLabels": {"app": "db"}}, "maxUnavailable": 1}})
+            with pytest.raises(client.ApiException) as e:
+                core.create_namespaced_pod_eviction("p", "default", client.V1Eviction(
+                    metadata=client.V1ObjectMeta(name="p", namespace="default")))
+            return e.value
+
+        e = await asyncio.to_thread(evict)
+        assert (e.status, e.headers["Retry-After"]) == (429, "10")
+        assert json.loads(e.body)["details"] == {"causes": [{
+            "reason": "DisruptionBudget", "message": "The disruption budget db is still being processed by the server."}],
+            "retryAfterSeconds": 10}
