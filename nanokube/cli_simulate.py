@@ -58,6 +58,10 @@ def add_parser(sub) -> None:
                         "their GPUs reach FACTOR x the cluster's (e.g. 1.3)")
     p.add_argument("--event-ttl", default="1h", metavar="DURATION",
                    help="how long an Event lives after its last write, in virtual time (Go duration; default 1h)")
+    p.add_argument("--feature-gates", default="", metavar="Name=true,...",
+                   help="feature gates to set, as Name=bool pairs, for the run's control plane (as `nanokube up`'s: on "
+                        "top of 1.37's defaults with the alpha gates of the features nanokube implements on), e.g. "
+                        "GenericWorkload=false to replay a gang trace with every pod scheduled alone")
     p.add_argument("--out", default=None, metavar="DIR", help="write results.json and report.html here")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
 
@@ -161,6 +165,13 @@ def run(args: argparse.Namespace) -> int:
         if bad:
             print(f"nanokube simulate: {why}", file=sys.stderr)
             return 2
+    from .machinery import featuregates
+
+    try:  # the process's gates, read by the run's components as `up`'s are
+        gate_warnings = featuregates.set_flag(args.feature_gates)
+    except ValueError as e:
+        print(f"nanokube simulate: {e}", file=sys.stderr)
+        return 2
     if os.environ.get("PYTHONHASHSEED") != "0":
         # string hashing decides set order; a fixed seed makes the run repeatable. Re-executed once the arguments
         # are judged (a refusal needs no second interpreter) and before the control plane's modules are
@@ -170,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
         import logging
 
         logging.getLogger().setLevel(logging.WARNING)
+    for text in gate_warnings:
+        print(f"nanokube simulate: {text}", file=sys.stderr)
     # the trace no longer holds the tasks' ends: the run goes on to them
     args.drain = args.drain or args.keep_run_times
     try:
@@ -289,7 +302,8 @@ async def _run(args: argparse.Namespace, name: str, cfg, cluster, trace, control
         inputs = {"cluster": ", ".join(args.cluster), "add_nodes": args.add_nodes, "drop_nodes": args.drop_nodes,
                   "trace": args.trace, "seed": args.seed, "inflate": args.inflate, "until": args.until,
                   "drain": args.drain, "limit_pods": args.limit_pods,
-                  "arrival_rate": args.arrival_rate, "keep_run_times": args.keep_run_times}
+                  "arrival_rate": args.arrival_rate, "keep_run_times": args.keep_run_times,
+                  "feature_gates": args.feature_gates or None}
         doc = write_report(args.out, results, inputs) if args.out else results_doc(results, inputs)
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
         print("\n" + table(doc["runs"], inflate=args.inflate, width=width), flush=True)

@@ -142,8 +142,8 @@ def _edits(inputs: dict) -> str:
 
 def _how(inputs: dict) -> str:
     """How the trace was run, as the options that said so."""
-    parts = [f"--{k.replace('_', '-')} {inputs[k]}" for k in ("limit_pods", "arrival_rate", "inflate", "until")
-             if inputs.get(k) is not None]
+    parts = [f"--{k.replace('_', '-')} {inputs[k]}" for k in ("limit_pods", "arrival_rate", "inflate", "until",
+                                                              "feature_gates") if inputs.get(k) is not None]
     parts += [f"--{k.replace('_', '-')}" for k in ("keep_run_times", "drain") if inputs.get(k)]
     return f" ({' '.join(parts)})" if parts else ""
 

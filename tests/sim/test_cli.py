@@ -498,3 +498,23 @@ def test_a_configuration_without_a_profile_for_the_trace_s_pods_is_refused(tmp_p
     assert "the default configuration: no profile for schedulerName gpu-scheduler" in proc.stderr, proc.stderr
     proc = simulate(tmp_path, "--until", "5", "--scheduler-config", str(tmp_path / "renamed.yaml"))
     assert proc.returncode == 0 and proc.stdout.startswith("renamed: 1/1 pods scheduled"), proc.stderr[-2000:]
+
+
+def test_feature_gates_set_the_runs_control_plane(tmp_path):
+    """Pods of a PodGroup that never comes wait with GenericWorkload on (nanokube's default); with
+    --feature-gates GenericWorkload=false the API server drops their schedulingGroup and the scheduler
+    places each alone. A refused flag is upstream's words before the run."""
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    pods = [{"time": i, "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"}, "spec": {
+        "schedulingGroup": {"podGroupName": "never"}, "containers": [{"name": "c", "image": "busybox"}]}}}
+        for i in range(2)]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pods))
+    out = tmp_path / "out"
+    waiting = simulate(tmp_path, "--until", "5")
+    assert waiting.returncode == 0 and "default: 0/2 pods scheduled" in waiting.stdout, waiting.stderr[-2000:]
+    alone = simulate(tmp_path, "--until", "5", "--feature-gates", "GenericWorkload=false", "--out", str(out))
+    assert alone.returncode == 0 and "default: 2/2 pods scheduled" in alone.stdout, alone.stderr[-2000:]
+    assert json.loads((out / "results.json").read_text())["inputs"]["feature_gates"] == "GenericWorkload=false"
+    refused = simulate(tmp_path, "--feature-gates", "Gang=true")
+    assert refused.returncode == 2 and refused.stderr == (
+        'nanokube simulate: invalid argument "Gang=true" for "--feature-gates" flag: unrecognized feature gate: Gang\n')
