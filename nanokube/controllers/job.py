@@ -34,6 +34,7 @@ from ..machinery.jobindexes import Indexes
 from ..machinery.meta import controller_ref
 from ..machinery.selectors import matches_labels, selector_from_object
 from ..client.informer import InformerFactory, key_of
+from ..client.workqueue import WorkQueue
 from ..clock import Clock, format_time, parse_time
 from . import job_failure_policy, job_metrics
 from .base import Controller, in_turns
@@ -67,6 +68,9 @@ BACKOFF_BASE, BACKOFF_MAX = 10.0, 360.0  # upstream's pod re-creation backoff af
 #: a shorter base of that backoff (seconds) `nanokube up` reads, as upstream's integration tests set
 #: DefaultJobPodFailureBackOff
 BACKOFF_ENV = "NANOKUBE_JOB_POD_FAILURE_BACKOFF"
+#: upstream's DefaultJobApiBackOff and MaxJobApiBackOff: a failed sync (a pod create refused by a quota)
+#: is retried after 1 s, doubling to a minute, not the other controllers' 5 ms
+API_BACKOFF, API_BACKOFF_MAX = 1.0, 60.0
 #: upstream's syncJobBatchPeriod: how long a sync that pod events (or the Job's status writes) ask for waits
 SYNC_BATCH_PERIOD = 1.0
 #: upstream's MaxPodCreateDeletePerSync
@@ -335,6 +339,7 @@ class JobController(Controller):
                  metrics: ControllerMetrics | None = None, backoff_base: float = BACKOFF_BASE):
         """`backoff_base`: the pod failure backoff's first step (BACKOFF_BASE; options_from_env)."""
         super().__init__(client, informers=informers, **({"clock": clock} if clock else {}))
+        self.queue = WorkQueue(self.clock, API_BACKOFF, API_BACKOFF_MAX)
         self.metrics = metrics or ControllerMetrics()
         self.backoff_base = backoff_base
         #: newBackoffRecord's per Job: failures since its last success, and when the last of them ended

@@ -656,6 +656,25 @@ async def test_creates_in_slow_start_batches_then_writes_its_status():
         await s.close()
 
 
+async def test_a_sync_failed_by_a_quota_is_retried_after_a_second_then_less_often(env):
+    """The Job controller's queue backs off as upstream's (DefaultJobApiBackOff 1 s doubling to
+    MaxJobApiBackOff, a minute): a Job whose pods a quota refuses tries again after a second, then 2,
+    4, 8 s..., not every few milliseconds, which wrote ten FailedCreate Events in the first seconds."""
+    client, _, clock = env
+    await pod_quota(client, 1)
+    await client.resource("batch", "v1", "jobs").create(job(parallelism=3, completions=3))
+    await ticking(clock, lambda: live_pods(client, 1), step=0.01)
+    # slow start: a batch of 1 made, then one of 2 refused
+    assert await becomes(lambda: event_counts(client, "Job"), {"SuccessfulCreate": 1, "FailedCreate": 2})
+    for _ in range(9):
+        await clock.advance(0.1)
+    assert (await event_counts(client, "Job"))["FailedCreate"] == 2
+    for _ in range(60):
+        await clock.advance(1)
+    # a batch of 1 refused each retry: about 1, 2, 4, 8, 16, 32 s after the first
+    assert 4 <= (await event_counts(client, "Job"))["FailedCreate"] - 2 <= 7
+
+
 async def test_a_create_refused_in_a_terminating_namespace_is_no_failure(env, caplog):
     """A pod refused because the Job's namespace is being deleted is no failure: no FailedCreate
     Event and nothing logged."""
