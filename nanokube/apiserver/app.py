@@ -199,6 +199,9 @@ class APIServer:
         self.anonymous = ANONYMOUS_ALLOWED
         #: the JWT issuers of --authentication-config (auth_options.apply), tried after ServiceAccount tokens
         self.authentication = None
+        #: --authorization-config's authorizers (use_authorizer), and what decides requests by them
+        self.authorization = None
+        self.authorize_async = None
         #: in-process clients (node agents projecting serviceAccountToken volumes) reach the issuer through rest
         self.rest.tokens = self.tokens
         if self.tokens is None:  # no issuer, no token a pod could mount: ServiceAccount admission is off
@@ -241,6 +244,15 @@ class APIServer:
         #: what a connection's client certificate says (front proxy?, its user), by the certificate dict its
         #: TLS transport hands every request of the connection (held, so the id stays unique)
         self._certs: dict[int, tuple[dict, bool, User | None]] = {}
+
+    def use_authorizer(self, authorizer) -> None:
+        """Decide by `authorizer` (--authorization-config's controller) from now on: requests by its
+        authorize_async, and every synchronous caller (reviews, impersonation, admission, streams)
+        by its authorize; before the server starts."""
+        self.authorization = self.authorizer = self.rest.admission.authorizer = authorizer
+        self.handlers.streams.authorize = self.handlers.reviews.authorize = authorizer.authorize
+        self.handlers.reviews.rules_for = authorizer.rules_for
+        self.authorize_async = authorizer.authorize_async
 
     @property
     def url(self) -> str:
@@ -313,8 +325,9 @@ class APIServer:
             relay = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
             await relay.start()
             self.relay_port = relay._server.sockets[0].getsockname()[1]
-        if self.authentication is not None:
-            self.authentication.start()
+        for controller in (self.authentication, self.authorization):
+            if controller is not None:
+                controller.start()
         self._tasks.append(asyncio.create_task(self._compactor()))
         self._tasks.append(asyncio.create_task(self._count_objects()))
         self.ready = True
@@ -342,8 +355,9 @@ class APIServer:
             await loop.stop()
         for t in self._tasks:
             t.cancel()
-        if self.authentication is not None:
-            await self.authentication.stop()
+        for controller in (self.authentication, self.authorization):
+            if controller is not None:
+                await controller.stop()
         await self.event_ttl.stop()
         await self.cache.stop()
         await self.handlers.streams.close()
@@ -595,7 +609,8 @@ class APIServer:
         except errors.APIError as e:
             return error_response(e)
         attrs = request_attributes(request)
-        decision = self.authorizer.authorize(user.name, user.groups, attrs)
+        decide = self.authorize_async
+        decision = self.authorizer.authorize(user.name, user.groups, attrs) if decide is None else await decide(user, attrs)
         request[USER] = user
         annotations["authorization.k8s.io/decision"] = "allow" if decision.allowed else "forbid"
         if decision.reason:

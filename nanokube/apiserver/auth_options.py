@@ -1,7 +1,7 @@
 """The authentication and authorization flags of kube-apiserver that `nanokube up` takes and hands
 on to its API workers (pkg/kubeapiserver/options/authentication.go and authorization.go):
---anonymous-auth and --authentication-config, each file read and validated before anything
-starts, so that a bad one stops `up` with upstream's reasons."""
+--anonymous-auth, --authentication-config and --authorization-config, each file read and validated
+before anything starts, so that a bad one stops `up` with upstream's reasons."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .audit_options import go_bool
-from .auth import authentication_config
+from ..client import kubeconfig
+from .auth import authentication_config, authorization_config
 from .auth.authentication_config import ALLOW_ALL, Anonymous, ConfigError, Configuration
 
 if TYPE_CHECKING:
@@ -25,6 +26,9 @@ class AuthOptions:
     #: --authentication-config's path and what it held when read
     authentication_path: str = ""
     authentication: Configuration | None = None
+    #: --authorization-config's path, what it held and its authorizers
+    authorization_path: str = ""
+    authorization: tuple[str, list] | None = None
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -34,6 +38,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--authentication-config", default=None, metavar="FILE",
                    help="AuthenticationConfiguration (apiserver.config.k8s.io/v1): JWT issuers and who may go "
                         "anonymous, where; reloaded when the file changes")
+    p.add_argument("--authorization-config", default=None, metavar="FILE",
+                   help="AuthorizationConfiguration (apiserver.config.k8s.io/v1): the authorizers asked in order "
+                        "(Node, RBAC, Webhooks with CEL matchConditions; default Node then RBAC); reloaded when the "
+                        "file changes")
 
 
 def load(args: argparse.Namespace) -> AuthOptions:
@@ -45,19 +53,38 @@ def load(args: argparse.Namespace) -> AuthOptions:
         config, anonymous = authentication_config.load(path or None, getattr(args, "anonymous_auth", None))
     except ConfigError as e:
         raise ConfigError(f"--authentication-config: {e}" if path else str(e)) from None
-    return AuthOptions(anonymous, path, config)
+    options = AuthOptions(anonymous, path, config)
+    given = getattr(args, "authorization_config", None)
+    if given:
+        options.authorization_path = os.path.abspath(given)
+        try:
+            options.authorization = authorization_config.read(options.authorization_path)
+            for spec in options.authorization[1]:  # the webhooks' kubeconfigs, which only building reads
+                if spec.webhook is not None:
+                    kubeconfig.load(spec.webhook.kubeconfig, env={})
+        except (ConfigError, kubeconfig.KubeconfigError) as e:
+            raise ConfigError(f"--authorization-config: {e}") from None
+    return options
 
 
 def apply(server: APIServer, options: AuthOptions) -> None:
     """Before the server starts."""
-    server.anonymous = options.anonymous
-    if options.authentication is not None:
-        from .auth.authentication_controller import AuthenticationController
-        from .storageversion import identity
+    from .auth.authentication_controller import AuthenticationController
+    from .auth.authorization_config import AuthorizationController
+    from .storageversion import identity
 
+    server.anonymous = options.anonymous
+    apiserver_id = identity(socket.gethostname())
+    if options.authentication is not None:
         server.authentication = AuthenticationController(options.authentication_path, options.authentication,
-                                                         server.clock, identity(socket.gethostname()))
+                                                         server.clock, apiserver_id)
         server.component_metrics.append(server.authentication.metrics.registry)
+    if options.authorization is not None:
+        text, specs = options.authorization
+        controller = AuthorizationController(options.authorization_path, text, specs, server.authorizer.node,
+                                             server.rbac, server.clock, apiserver_id)
+        server.use_authorizer(controller)
+        server.component_metrics.append(controller.metrics.registry)
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:
@@ -65,6 +92,7 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
     out = []
     if args.anonymous_auth is not None:
         out.append(f"--anonymous-auth={'true' if args.anonymous_auth else 'false'}")
-    if args.authentication_config:
-        out.append(f"--authentication-config={os.path.abspath(args.authentication_config)}")
+    for flag in ("authentication_config", "authorization_config"):
+        if getattr(args, flag):
+            out.append(f"--{flag.replace('_', '-')}={os.path.abspath(getattr(args, flag))}")
     return out

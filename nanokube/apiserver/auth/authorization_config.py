@@ -1,0 +1,370 @@
+"""kube-apiserver's --authorization-config: an AuthorizationConfiguration (apiserver.config.k8s.io/v1)
+whose `authorizers` are asked in order, the first to allow or deny deciding (upstream's union);
+none deciding is a refusal. Types: Node, RBAC, Webhook (webhook.py; several, by name),
+AlwaysAllow and AlwaysDeny. system:masters is allowed before any of them, as upstream's
+privileged-group authorizer always is.
+
+The file is decoded strictly and validated as pkg/apis/apiserver/validation does (its paths
+and words: a webhook's fields read `authorizers[i].timeout`, as upstream's do), defaulted as v1
+is (authorizedTTL 5m, unauthorizedTTL 30s, both cached), and reloaded when it changes; a bad
+one stops `up`, or on reload is logged and counted while the last good one stays.
+
+Without the flag the server's own chain (Node, then RBAC) runs as before, synchronously; with
+it, a request is decided by `authorize_async`, whose webhooks' round trips run in threads."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from ...cel import CELError, Environment
+from ...cel.types import DYN, STRING, map_of
+from ...clock import REAL, Clock
+from ...machinery import goduration
+from ...machinery.metrics import Family
+from ...machinery.user import User
+from ...machinery.validation import FieldError, dns1123_subdomain, duplicate, invalid, not_supported, required
+from ...machinery.validation import too_many
+from .authentication_config import ConfigError, aggregate, decode
+from .authentication_controller import id_hash
+from .authorizer import Attributes, Decision
+from .node import NodeAuthorizer
+from .webhook import ALLOW, DENY, NO_OPINION, WebhookAuthorizer, WebhookConfigError, WebhookSpec, review_spec
+
+log = logging.getLogger(__name__)
+
+KIND = "AuthorizationConfiguration"
+TYPES = ("ABAC", "AlwaysAllow", "AlwaysDeny", "Node", "RBAC", "Webhook")
+#: how often the file is read for changes
+RELOAD_PERIOD = 1.0
+MASTERS = "system:masters"
+
+_WEBHOOK = {"timeout": None, "authorizedTTL": None, "unauthorizedTTL": None, "cacheAuthorizedRequests": None,
+            "cacheUnauthorizedRequests": None, "subjectAccessReviewVersion": None,
+            "matchConditionSubjectAccessReviewVersion": None, "failurePolicy": None,
+            "connectionInfo": {"type": None, "kubeConfigFile": None}, "matchConditions": [{"expression": None}]}
+_SCHEMA = {"apiVersion": None, "kind": None, "authorizers": [{"type": None, "name": None, "webhook": _WEBHOOK}]}
+#: matchConditions' variable: the SubjectAccessReview's spec
+REQUEST_ENV = Environment({"request": map_of(STRING, DYN)})
+
+
+@dataclass(slots=True)
+class AuthorizerSpec:
+    type: str
+    name: str
+    webhook: WebhookSpec | None = None
+
+
+def _duration(w: dict, key: str, path: str, errs: list[FieldError], default: float = 0.0) -> float:
+    text = w.get(key)
+    if text in (None, "", 0):
+        return default
+    try:
+        return goduration.parse(str(text))
+    except ValueError as e:
+        errs.append(invalid(path, text, str(e)))
+        return -1.0
+
+
+def _webhook(w: dict, path: str, errs: list[FieldError]) -> WebhookSpec:
+    timeout = _duration(w, "timeout", f"{path}.timeout", errs)
+    if timeout == 0:
+        errs.append(required(f"{path}.timeout"))
+    elif timeout > 30 or timeout < 0:
+        errs.append(invalid(f"{path}.timeout", w.get("timeout"), "must be > 0s and <= 30s"))
+    ttls = []
+    for key, default in (("authorizedTTL", 300.0), ("unauthorizedTTL", 30.0)):
+        ttl = _duration(w, key, f"{path}.{key}", errs, default)
+        if ttl < 0:
+            errs.append(invalid(f"{path}.{key}", w.get(key), "must be > 0s"))
+        ttls.append(ttl)
+    version = w.get("subjectAccessReviewVersion") or ""
+    if not version:
+        errs.append(required(f"{path}.subjectAccessReviewVersion"))
+    elif version not in ("v1", "v1beta1"):
+        errs.append(not_supported(f"{path}.subjectAccessReviewVersion", version, ["v1", "v1beta1"]))
+    conditions = w.get("matchConditions") or []
+    mc_version = w.get("matchConditionSubjectAccessReviewVersion") or ""
+    if not mc_version and conditions:
+        errs.append(required(f"{path}.matchConditionSubjectAccessReviewVersion", "required if match conditions are specified"))
+    elif mc_version and mc_version != "v1":
+        errs.append(not_supported(f"{path}.matchConditionSubjectAccessReviewVersion", mc_version, ["v1"]))
+    policy = w.get("failurePolicy") or ""
+    if not policy:
+        errs.append(required(f"{path}.failurePolicy"))
+    elif policy not in ("NoOpinion", "Deny"):
+        errs.append(not_supported(f"{path}.failurePolicy", policy, ["NoOpinion", "Deny"]))
+    info = w.get("connectionInfo") or {}
+    kind, kubeconfig = info.get("type") or "", info.get("kubeConfigFile")
+    p = f"{path}.connectionInfo"
+    if not kind:
+        errs.append(required(f"{p}.type"))
+    elif kind == "InClusterConfig":
+        if kubeconfig is not None:
+            errs.append(invalid(f"{p}.kubeConfigFile", kubeconfig, "can only be set when type=KubeConfigFile"))
+        else:  # (the server runs outside any cluster: there is no in-cluster config to read)
+            errs.append(not_supported(f"{p}.type", kind, ["KubeConfigFile"]))
+    elif kind == "KubeConfigFile":
+        if not kubeconfig:
+            errs.append(required(f"{p}.kubeConfigFile"))
+        elif not os.path.isabs(kubeconfig):
+            errs.append(invalid(f"{p}.kubeConfigFile", kubeconfig, "must be an absolute path"))
+        elif not os.path.exists(kubeconfig):
+            errs.append(invalid(f"{p}.kubeConfigFile", kubeconfig,
+                                f"error loading file: stat {kubeconfig}: no such file or directory"))
+        elif not os.path.isfile(kubeconfig):
+            errs.append(invalid(f"{p}.kubeConfigFile", kubeconfig, "must be a regular file"))
+    else:
+        errs.append(not_supported(f"{p}.type", info, ["InClusterConfig", "KubeConfigFile"]))
+    programs = []
+    if len(conditions) > 64:
+        errs.append(too_many(f"{path}.matchConditions", len(conditions), 64))
+        conditions = []
+    seen: set[str] = set()
+    for i, c in enumerate(conditions):
+        q, expression = f"{path}.matchConditions[{i}].expression", str(c.get("expression") or "")
+        if not expression.strip():
+            errs.append(required(q))
+            continue
+        if expression in seen:
+            errs.append(duplicate(q, expression))
+            continue
+        seen.add(expression)
+        try:
+            program = REQUEST_ENV.compile(expression)
+        except CELError as e:
+            errs.append(invalid(q, expression, f"compilation failed: {e}"))
+            continue
+        if not program.may_be("bool"):
+            errs.append(invalid(q, expression, "must evaluate to bool"))
+            continue
+        programs.append(program)
+    return WebhookSpec(timeout, ttls[0], ttls[1], w.get("cacheAuthorizedRequests", True) is not False,
+                       w.get("cacheUnauthorizedRequests", True) is not False, version, policy, kubeconfig or "", programs)
+
+
+def parse(text: str) -> list[AuthorizerSpec]:
+    """The authorizers of a file's text, validated: ConfigError with upstream's errors."""
+    try:
+        doc = decode(text, _SCHEMA, KIND)
+    except ConfigError as e:
+        raise ConfigError(f"failed to load AuthorizationConfiguration from file: {e}") from None
+    errs: list[FieldError] = []
+    authorizers = doc.get("authorizers") or []
+    if not authorizers:
+        errs.append(required("authorizers", "at least one authorization mode must be defined"))
+    out, types, names = [], set(), set()
+    for i, a in enumerate(authorizers):
+        path, kind, name = f"authorizers[{i}]", str(a.get("type") or ""), str(a.get("name") or "")
+        if not kind:
+            errs.append(required(f"{path}.type"))
+            continue
+        if kind not in TYPES:
+            errs.append(not_supported(f"{path}.type", kind, TYPES))
+            continue
+        if kind in types and kind != "Webhook":
+            errs.append(duplicate(f"{path}.type", kind))
+            continue
+        types.add(kind)
+        if not name:
+            errs.append(required(f"{path}.name"))
+        elif name in names:
+            errs.append(duplicate(f"{path}.name", name))
+        elif problems := dns1123_subdomain(name):
+            errs.append(invalid(f"{path}.name", name, f"authorizer name is invalid: {', '.join(problems)}"))
+        names.add(name)
+        spec = AuthorizerSpec(kind, name)
+        if kind == "Webhook":
+            if a.get("webhook") is None:
+                errs.append(required(f"{path}.webhook", "required when type=Webhook"))
+                continue
+            spec.webhook = _webhook(a["webhook"], path, errs)
+        elif a.get("webhook") is not None:
+            errs.append(invalid(f"{path}.webhook", "non-null", "may only be specified when type=Webhook"))
+        if kind == "ABAC":  # (valid upstream with --authorization-policy-file, which nanokube has not)
+            errs.append(not_supported(f"{path}.type", kind, [t for t in TYPES if t != "ABAC"]))
+        out.append(spec)
+    if errs:
+        raise ConfigError(aggregate(errs))
+    return out
+
+
+def read(path: str) -> tuple[str, list[AuthorizerSpec]]:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"open {path}: {(e.strerror or str(e)).lower()}") from None
+    return text, parse(text)
+
+
+class AuthorizationMetrics:
+    """upstream's apiserver_authorization_* families (k8s.io/apiserver/pkg/authorization/metrics)."""
+
+    def __init__(self, apiserver_id: str) -> None:
+        r = self.registry = CollectorRegistry()
+        self.id = id_hash(apiserver_id)
+        self.decisions = Family("counter", "apiserver_authorization_decisions_total",
+                                "[ALPHA] Total number of terminal decisions made by an authorizer split by authorizer "
+                                "type, name, and decision.", ["type", "name", "decision"], r)
+        self.evaluations = Family("counter", "apiserver_authorization_webhook_evaluations_total",
+                                  "[ALPHA] Round-trips to authorization webhooks.", ["name", "result"], r)
+        self.duration = Family("histogram", "apiserver_authorization_webhook_duration_seconds",
+                               "[ALPHA] Request latency in seconds.", ["name", "result"], r,
+                               buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+        self.fail_opens = Family("counter", "apiserver_authorization_webhook_evaluations_fail_open_total",
+                                 "[ALPHA] NoOpinion results due to webhook timeout or error.", ["name", "result"], r)
+        self.condition_errors = Family("counter", "apiserver_authorization_match_condition_evaluation_errors_total",
+                                       "[ALPHA] Total number of errors when an authorization webhook encounters a match "
+                                       "condition error split by authorizer type and name.", ["type", "name"], r)
+        self.exclusions = Family("counter", "apiserver_authorization_match_condition_exclusions_total",
+                                 "[ALPHA] Total number of exclusions when an authorization webhook is skipped because "
+                                 "match conditions exclude it.", ["type", "name"], r)
+        what = "automatic reloads of authorization configuration split by status and apiserver identity."
+        self.reloads = Family("counter", "apiserver_authorization_config_controller_automatic_reloads_total",
+                              f"[BETA] Total number of {what}", ["apiserver_id_hash", "status"], r)
+        self.reload_time = Family(
+            "gauge", "apiserver_authorization_config_controller_automatic_reload_last_timestamp_seconds",
+            "[BETA] Timestamp of the last automatic reload of authorization configuration split by status and "
+            "apiserver identity.", ["apiserver_id_hash", "status"], r)
+
+    def decided(self, kind: str, name: str, verdict: str) -> None:
+        self.decisions.labels(kind, name, "allowed" if verdict == ALLOW else "denied").inc()
+
+    def webhook(self, name: str, result: str, seconds: float) -> None:
+        self.evaluations.labels(name, result).inc()
+        self.duration.labels(name, result).observe(seconds)
+
+    def fail_open(self, name: str, result: str) -> None:
+        self.fail_opens.labels(name, result).inc()
+
+    def condition_error(self, kind: str, name: str) -> None:
+        self.condition_errors.labels(kind, name).inc()
+
+    def excluded(self, kind: str, name: str) -> None:
+        self.exclusions.labels(kind, name).inc()
+
+    def reloaded(self, ok: bool, now: float) -> None:
+        status = "success" if ok else "failure"
+        self.reloads.labels(self.id, status).inc()
+        self.reload_time.labels(self.id, status).set(now)
+
+
+class ConfiguredAuthorizer:
+    """The authorizers of a configuration, in order (`authorize` for the synchronous callers,
+    `authorize_async` for requests)."""
+
+    def __init__(self, specs: list[AuthorizerSpec], node: NodeAuthorizer, rbac, metrics: AuthorizationMetrics,
+                 clock: Clock = REAL) -> None:
+        self.metrics = metrics
+        self.chain: list[tuple[str, str, object]] = []
+        for s in specs:
+            impl = {"Node": node, "RBAC": rbac}.get(s.type)
+            if s.type == "Webhook":
+                impl = WebhookAuthorizer(s.name, s.webhook, metrics, clock)
+            self.chain.append((s.type, s.name, impl))
+        self.rbac = rbac
+
+    def _static(self, kind: str, impl, user_name: str, groups, a: Attributes) -> tuple[str, str]:
+        if kind == "AlwaysAllow":
+            return ALLOW, ""
+        if kind == "AlwaysDeny":
+            return DENY, "Everything is forbidden."
+        if kind == "Node":
+            d = impl.authorize(user_name, groups, a)
+            return (DENY, d.reason) if d is not None and not d.allowed else (NO_OPINION, "")
+        d = impl.authorize(user_name, groups, a)
+        return (ALLOW if d.allowed else NO_OPINION), d.reason
+
+    def _decision(self, kind: str, name: str, verdict: str, reason: str) -> Decision:
+        self.metrics.decided(kind, name, verdict)
+        return Decision(verdict == ALLOW, reason)
+
+    def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
+        if MASTERS in groups:
+            return Decision(True)
+        reasons = []
+        for kind, name, impl in self.chain:
+            if kind == "Webhook":
+                verdict, reason = impl.decide(review_spec(user_name, groups, a))
+            else:
+                verdict, reason = self._static(kind, impl, user_name, groups, a)
+            if verdict != NO_OPINION:
+                return self._decision(kind, name, verdict, reason)
+            if reason:
+                reasons.append(reason)
+        return Decision(False, "\n".join(reasons))
+
+    async def authorize_async(self, user: User, a: Attributes) -> Decision:
+        if MASTERS in user.groups:
+            return Decision(True)
+        reasons = []
+        for kind, name, impl in self.chain:
+            if kind == "Webhook":
+                verdict, reason = await impl.decide_async(review_spec(user.name, user.groups, a, user.uid, user.extra))
+            else:
+                verdict, reason = self._static(kind, impl, user.name, user.groups, a)
+            if verdict != NO_OPINION:
+                return self._decision(kind, name, verdict, reason)
+            if reason:
+                reasons.append(reason)
+        return Decision(False, "\n".join(reasons))
+
+
+class AuthorizationController:
+    """The server's authorizer built from --authorization-config, rebuilt when the file changes."""
+
+    def __init__(self, path: str, text: str, specs: list[AuthorizerSpec], node: NodeAuthorizer, rbac,
+                 clock: Clock = REAL, apiserver_id: str = "") -> None:
+        self.path, self.clock, self.node, self.rbac = path, clock, node, rbac
+        self.metrics = AuthorizationMetrics(apiserver_id)
+        self.authorizer = ConfiguredAuthorizer(specs, node, rbac, self.metrics, clock)
+        self._tracked = text
+        self._task: asyncio.Task | None = None
+
+    def authorize(self, user_name: str, groups: tuple[str, ...], a: Attributes) -> Decision:
+        return self.authorizer.authorize(user_name, groups, a)
+
+    async def authorize_async(self, user: User, a: Attributes) -> Decision:
+        return await self.authorizer.authorize_async(user, a)
+
+    def rules_for(self, *args):
+        """What SelfSubjectRulesReview lists: RBAC's rules (a webhook's are not enumerable)."""
+        return self.rbac.rules_for(*args)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _watch(self) -> None:
+        while True:
+            await self.clock.sleep(RELOAD_PERIOD)
+            self.reload()
+
+    def reload(self) -> None:
+        try:
+            text = Path(self.path).read_text()
+        except OSError as e:
+            log.error("failed to read authorization config file: %s", e)
+            self.metrics.reloaded(False, self.clock.now())
+            return
+        if text == self._tracked:
+            return
+        self._tracked = text
+        try:
+            authorizer = ConfiguredAuthorizer(parse(text), self.node, self.rbac, self.metrics, self.clock)
+        except (ConfigError, WebhookConfigError) as e:
+            log.error("failed to load authorization config: %s", e)
+            self.metrics.reloaded(False, self.clock.now())
+            return
+        self.authorizer = authorizer
+        log.info("reloaded authorization config")
+        self.metrics.reloaded(True, self.clock.now())

@@ -1,0 +1,171 @@
+"""An authorization webhook of the authorization config (upstream's plugin/pkg/auth/authorizer/webhook):
+a request's attributes as a SubjectAccessReview POSTed to the server a kubeconfig names; its
+`allowed` allows, `denied` denies, anything else has no opinion. The webhook is asked only where
+every matchCondition (CEL on `request`, the review's spec) holds; an answer is cached for
+authorizedTTL or unauthorizedTTL; a webhook that fails or times out (or a matchCondition that
+errs) is failurePolicy's: NoOpinion or Deny.
+
+The review is one blocking HTTPS round trip: the request path runs it in a thread, the
+synchronous callers (SubjectAccessReview, impersonation, admission's authorizer) where they are."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ...cel import CELError, Program
+from ...client import kubeconfig
+from ...clock import REAL, Clock
+from .authorizer import Attributes
+
+log = logging.getLogger(__name__)
+
+ALLOW, DENY, NO_OPINION = "allow", "deny", "no-opinion"
+
+
+class WebhookConfigError(ValueError):
+    """The webhook's kubeconfig cannot be used."""
+
+
+@dataclass(slots=True)
+class WebhookSpec:
+    """A Webhook authorizer's settings, validated (durations in seconds)."""
+
+    timeout: float
+    authorized_ttl: float
+    unauthorized_ttl: float
+    cache_authorized: bool
+    cache_unauthorized: bool
+    version: str
+    failure_policy: str
+    kubeconfig: str
+    conditions: list[Program] = field(default_factory=list)
+
+
+_ATTRIBUTE_FIELDS = {"resourceAttributes": ("namespace", "verb", "group", "version", "resource", "subresource", "name"),
+                     "nonResourceAttributes": ("path", "verb")}
+
+
+def review_spec(user_name: str, groups, a: Attributes, uid: str = "", extra: dict | None = None) -> dict:
+    """The SubjectAccessReview spec (v1) for a user and a request's attributes."""
+    spec: dict[str, Any] = {"user": user_name, "groups": list(groups)}
+    if uid:
+        spec["uid"] = uid
+    if extra:
+        spec["extra"] = extra
+    if a.resource_request:
+        ra = {"namespace": a.namespace, "verb": a.verb, "group": a.group, "version": a.version,
+              "resource": a.resource, "subresource": a.subresource, "name": a.name}
+        spec["resourceAttributes"] = {k: v for k, v in ra.items() if v}
+    else:
+        spec["nonResourceAttributes"] = {"path": a.path, "verb": a.verb}
+    return spec
+
+
+class WebhookAuthorizer:
+    def __init__(self, name: str, spec: WebhookSpec, metrics, clock: Clock = REAL) -> None:
+        self.name = name
+        self.spec = spec
+        self.metrics = metrics
+        self.clock = clock
+        try:
+            creds = kubeconfig.load(spec.kubeconfig, env={})
+        except kubeconfig.KubeconfigError as e:
+            raise WebhookConfigError(f"authorizer {name}: invalid webhook kubeconfig: {e}") from None
+        self.url, self._ssl, self._token = creds.server, creds.ssl, creds.token
+        #: review spec (its JSON) -> (expires at, verdict, reason)
+        self._cache: dict[bytes, tuple[float, str, str]] = {}
+
+    def matches(self, spec: dict) -> tuple[bool, bool]:
+        """(every matchCondition holds, one of them erred). The conditions read the spec as the typed
+        object upstream's do: a field the review's JSON leaves out is there, empty."""
+        if not self.spec.conditions:
+            return True, False
+        typed = {"user": "", "groups": [], "uid": "", "extra": {}, **spec}
+        for key, fields in _ATTRIBUTE_FIELDS.items():
+            if key in typed:
+                typed[key] = {**dict.fromkeys(fields, ""), **typed[key]}
+        for program in self.spec.conditions:
+            try:
+                if program.evaluate({"request": typed}) is not True:
+                    self.metrics.excluded("Webhook", self.name)
+                    return False, False
+            except CELError as e:
+                log.warning("authorizer %s: a matchCondition failed: %s", self.name, e)
+                self.metrics.condition_error("Webhook", self.name)
+                return False, True
+        return True, False
+
+    def cached(self, spec: dict) -> tuple[bytes, tuple[str, str] | None]:
+        key = orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] > self.clock.monotonic():
+            return key, (hit[1], hit[2])
+        return key, None
+
+    def decide(self, spec: dict) -> tuple[str, str]:
+        """(verdict, reason) for a review spec, the webhook asked where needed (blocking)."""
+        matched, erred = self.matches(spec)
+        if erred:
+            return self._failed("matchCondition evaluation failed")
+        if not matched:
+            return NO_OPINION, ""
+        key, hit = self.cached(spec)
+        return hit if hit is not None else self._ask(key, spec)
+
+    async def decide_async(self, spec: dict) -> tuple[str, str]:
+        """`decide`, the round trip in a thread."""
+        matched, erred = self.matches(spec)
+        if erred:
+            return self._failed("matchCondition evaluation failed")
+        if not matched:
+            return NO_OPINION, ""
+        key, hit = self.cached(spec)
+        return hit if hit is not None else await asyncio.to_thread(self._ask, key, spec)
+
+    def _failed(self, why: str) -> tuple[str, str]:
+        if self.spec.failure_policy == "Deny":
+            return DENY, why
+        return NO_OPINION, why
+
+    def _ask(self, key: bytes, spec: dict) -> tuple[str, str]:
+        if self.spec.version == "v1beta1":
+            body_spec = {("group" if k == "groups" else k): v for k, v in spec.items()}
+        else:
+            body_spec = spec
+        body = orjson.dumps({"apiVersion": f"authorization.k8s.io/{self.spec.version}", "kind": "SubjectAccessReview",
+                             "spec": body_spec})
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        started, result = time.monotonic(), "success"
+        try:
+            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+            with urllib.request.urlopen(request, context=self._ssl, timeout=self.spec.timeout) as r:
+                status = orjson.loads(r.read()).get("status") or {}
+        except (OSError, ValueError, orjson.JSONDecodeError, AttributeError) as e:
+            timed_out = isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError)
+            result, error = "timeout" if timed_out else "error", e
+        self.metrics.webhook(self.name, result, time.monotonic() - started)
+        if result != "success":
+            log.warning("authorizer %s: the webhook failed: %s", self.name, error)
+            if self.spec.failure_policy != "Deny":
+                self.metrics.fail_open(self.name, result)
+            return self._failed(f"webhook {self.name} failed: {result}")
+        reason = str(status.get("reason") or "")
+        if status.get("allowed") is True:
+            verdict, ttl, keep = ALLOW, self.spec.authorized_ttl, self.spec.cache_authorized
+        else:
+            verdict = DENY if status.get("denied") is True else NO_OPINION
+            ttl, keep = self.spec.unauthorized_ttl, self.spec.cache_unauthorized
+        if keep:
+            if len(self._cache) >= 8192:
+                self._cache.clear()
+            self._cache[key] = (self.clock.monotonic() + ttl, verdict, reason)
+        return verdict, reason
