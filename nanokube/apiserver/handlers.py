@@ -73,6 +73,9 @@ _EVENT_SLICE = 1 << 18
 #: still goes out in few writes, and one of thousands of events reaches the connection, and the
 #: check against the transport's high-water mark, in parts instead of as one copy per watcher
 _HELD_MAX = 1 << 16
+#: seconds between the checks, from a watch's deadline until its response has ended, of whether its
+#: client has stopped taking what it was sent (`_end_watch`)
+_ENDING_CHECK = 0.1
 #: the raw body and what it decoded to, for the strict decoder's duplicate keys
 _DUPLICATES = web.RequestKey("nanokube.body", tuple)
 #: Warning headers every response to the request carries (a deprecated version's)
@@ -1041,12 +1044,14 @@ class APIHandlers:
                 await resp.write(line)
             sent.add(len(line))
 
-        ender = asyncio.get_running_loop().create_task(self._end_watch(stream.watcher, timeout, transport))
+        ender = asyncio.get_running_loop().create_task(self._end_watch(stream.watcher, timeout, request.protocol, transport))
         try:
             while self.clock.monotonic() < deadline:
                 try:
                     ev = await stream.__anext__()
                 except StopAsyncIteration:
+                    break
+                if self.clock.monotonic() >= deadline:  # taken past it (queued before the end marker): not sent
                     break
                 await emit(ev)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -1061,30 +1066,34 @@ class APIHandlers:
             except (ConnectionResetError, RuntimeError):
                 pass
         finally:
-            ender.cancel()
             stream.watcher.direct = None
-            g.dec()
             await stream.aclose()
         try:
             batch.flush()
             await resp.write_eof()
         except (ConnectionResetError, RuntimeError):
             pass
+        finally:  # the request runs, and its deadline holds, until its response has ended
+            ender.cancel()
+            g.dec()
         return resp
 
-    async def _end_watch(self, w, seconds: float, transport) -> None:
+    async def _end_watch(self, w, seconds: float, protocol, transport) -> None:
         """Ends watch `w` once its `seconds` have passed on the injected clock (serveWatch's timeout):
         the end marker wakes its task, whose loop then sees the deadline passed. A watch ended before
-        (as unresponsive: WatchCache._blocked_out) ends likewise, after what its connection was sent,
-        which a client that reads, however slowly, gets, and then the stream's last chunk (upstream's
-        cacheWatcher closes its result channel, and the handler ends the response). A client that has
-        not taken what it was sent by then (its connection's unsent bytes over the transport's
-        high-water mark: the task waits in a write that would never end) has its connection aborted,
-        as any answer's not taken by its request's deadline (APIServer._written), instead of keeping
-        it, its task and its buffers until the client goes away."""
+        (as unresponsive: WatchCache._blocked_out, or its CRD's storage rebuilt) ends likewise, after
+        what its connection was sent, which a client that reads, however slowly, gets, and then the
+        stream's last chunk (upstream's cacheWatcher closes its result channel, and the handler ends
+        the response). From the deadline until the response has ended (the task cancels this then),
+        a connection whose client is not taking what it was sent (asyncio paused its writes: the
+        task waits, or would, in a write that may never end, its final chunk's too) is aborted, as
+        any answer's not taken by its request's deadline (APIServer._written), instead of keeping
+        it, its task and its buffers for as long as the client keeps it open."""
         await self.clock.sleep(seconds)
         w.queue.put_nowait(None)
-        if transport is not None and transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+        while not protocol.writing_paused:
+            await self.clock.sleep(_ENDING_CHECK)
+        if transport is not None:
             transport.abort()
 
 

@@ -7,9 +7,11 @@ it and its buffers until the client goes away."""
 
 import asyncio
 import contextlib
+import os
 import socket
 
 import aiohttp
+import orjson
 from nanokube.apiserver.app import APIServer
 from nanokube.apiserver.rest import SYSTEM, WriteOptions
 from nanokube.pki.ca import ensure_pki
@@ -102,3 +104,83 @@ async def test_a_watch_that_reads_nothing_holds_little_more_than_its_connection_
                     most, high = c.transport.get_write_buffer_size(), c.transport.get_write_buffer_limits()[1]
         assert server.cache.stats.terminated == {"/registry/configmaps/": 1}
         assert high < most < high + 2 * 65536  # the mark, and a turn's batch of events past it
+
+
+GIZMOS = ("apiserver_longrunning_requests{", 'resource="gizmos"', 'verb="WATCH"')
+
+
+def _gizmo_crd(fields: tuple[str, ...]) -> dict:
+    props = {f: {"type": "string"} for f in fields}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "gizmos.unread.example.com"},
+            "spec": {"group": "unread.example.com", "scope": "Namespaced",
+                     "names": {"plural": "gizmos", "kind": "Gizmo"},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "properties": {"spec": {"type": "object", "properties": props}}}}}]}}
+
+
+def _paused(server: APIServer) -> bool:
+    """Whether a connection's writes wait for its client (asyncio's flow control paused them)."""
+    return any(c.writing_paused for c in server._runner.server.connections)
+
+
+async def test_a_watch_ended_while_its_client_has_stopped_reading_is_cut_at_its_deadline(tmp_path):
+    """The client stops reading just as the server ends the watch (its CRD's schema changed, which
+    rebuilds the resource's storage): small events fill the connection past its high-water mark while
+    the watch's task waits in no write (aiohttp waits on the client once per 64 KiB the task wrote), so
+    it is the stream's last chunk that waits for the client. The request runs on
+    (apiserver_longrunning_requests) until its deadline, where the server cuts the connection (its
+    socket closed: one fd fewer), instead of keeping it, its task and what it holds for as long as the
+    client keeps the connection open, as it did when the deadline's guard ended with the watch's loop.
+    (One time in 16 the event that passed the mark waits in its own write, which the guard covered.)"""
+    async with _unread(tmp_path) as (server, ctx, reader, writer):
+        async with aiohttp.ClientSession(f"https://127.0.0.1:{server.port}",
+                                         connector=aiohttp.TCPConnector(ssl=ctx)) as http:
+            async def metrics() -> str:
+                async with http.get("/metrics") as r:
+                    return await r.text()
+
+            crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+            gizmos = "/apis/unread.example.com/v1/namespaces/default/gizmos"
+            async with http.post(crd, json=_gizmo_crd(("data",))) as r:
+                assert r.status == 201, await r.text()
+            for _ in range(500):
+                async with http.get(gizmos) as r:
+                    if r.status == 200:
+                        break
+                await asyncio.sleep(0.02)
+            others = server.cache.watcher_count
+            writer.write(f"GET {gizmos}?watch=1&timeoutSeconds=8 HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            fds = len(os.listdir("/proc/self/fd"))
+            res = server.index.get("unread.example.com", "v1", "gizmos")
+            for i in range(5000):  # until the connection holds past its mark
+                await server.rest.create(res, "v1", "default", {"apiVersion": "unread.example.com/v1", "kind": "Gizmo",
+                                                                "metadata": {"name": f"g-{i}"}, "spec": {"data": "x" * 4096}},
+                                         WriteOptions(user=SYSTEM))
+                await asyncio.sleep(0)
+                if _paused(server):
+                    break
+            assert _paused(server)
+            async with http.patch(f"{crd}/gizmos.unread.example.com", data=orjson.dumps(
+                    {"spec": _gizmo_crd(("data", "note"))["spec"]}),
+                    headers={"Content-Type": "application/merge-patch+json"}) as r:
+                assert r.status == 200, await r.text()
+            for _ in range(100):  # the watch is gone from the cache
+                if server.cache.watcher_count == others:
+                    break
+                await asyncio.sleep(0.05)
+            assert server.cache.watcher_count == others
+            assert _sample(await metrics(), GIZMOS) == 1  # ended, its last chunk waiting for the client
+            for _ in range(200):  # until its deadline, 8 s after it began
+                if _sample(await metrics(), GIZMOS) == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert _sample(await metrics(), GIZMOS) == 0
+            assert len(os.listdir("/proc/self/fd")) == fds - 1  # the server's end of the connection
+        try:
+            rest = await asyncio.wait_for(reader.read(), 20)
+        except ConnectionResetError:
+            rest = b""
+        assert not rest.endswith(b"\r\n0\r\n\r\n")
