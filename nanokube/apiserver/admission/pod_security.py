@@ -29,8 +29,11 @@ MODES = ("enforce", "audit", "warn")
 _VERSION = re.compile(r"^v1\.(0|[1-9][0-9]*)$")
 #: Go's int on 64-bit platforms: a minor over it fails ParseVersion's Atoi
 _GO_MAX_INT = 2**63 - 1
-#: upstream's cap on the pods a namespace relabel evaluates
+#: upstream's cap on the pods a namespace relabel evaluates, and the seconds it may take (upstream's
+#: defaultNamespacePodCheckTimeout; it is also held to half the request's remaining time, 30 s of the
+#: default 60 s deadline, which only a `timeout` query of under 2 s would make the shorter)
 MAX_PODS_TO_CHECK = 3000
+POD_CHECK_TIMEOUT = 1.0
 #: pod subresources that cannot change what the standards judge (any other is judged, to fail safe)
 IGNORED_POD_SUBRESOURCES = frozenset({"exec", "attach", "binding", "eviction", "log", "portforward", "proxy", "status"})
 #: workload resources: where their pod template is
@@ -429,20 +432,27 @@ class PodSecurity:
         return first + rest
 
     def _existing_pods(self, namespace: str, enforce: LevelVersion) -> list[str]:
-        """EvaluatePodsInNamespace: the pods' violated checks (reasons only), grouped."""
+        """EvaluatePodsInNamespace: the pods' violated checks (reasons only), grouped; at most
+        MAX_PODS_TO_CHECK pods, and none more once POD_CHECK_TIMEOUT has passed on the server's clock
+        (read after each pod, as upstream reads its context's deadline), saying how many were."""
+        clock = self.rest.clock
+        deadline = clock.monotonic() + POD_CHECK_TIMEOUT
         pods = self._prioritized(list_objects(self.rest, "", "pods", namespace))
-        out = []
-        if len(pods) > MAX_PODS_TO_CHECK:
-            out.append(f"new PodSecurity enforce level only checked against the first {MAX_PODS_TO_CHECK} of "
-                       f"{len(pods)} existing pods")
-            pods = pods[:MAX_PODS_TO_CHECK]
+        checked = 0
         found: dict[str, list] = {}  # reasons -> [the lexically first pod's name, count]
-        for pod in pods:
+        for pod in pods[:MAX_PODS_TO_CHECK]:
+            checked += 1
             violations = evaluate(enforce.level, enforce.evaluated_at, pod.get("metadata") or {}, pod.get("spec") or {})
             if violations:
                 name = (pod.get("metadata") or {}).get("name", "")
                 seen = found.setdefault(", ".join(reason for reason, _ in violations), [name, 0])
                 seen[0], seen[1] = min(seen[0], name), seen[1] + 1
+            if clock.monotonic() >= deadline:
+                break
+        out = []
+        if checked < len(pods):
+            out.append(f"new PodSecurity enforce level only checked against the first {checked} of {len(pods)} "
+                       "existing pods")
         if found:
             out.append(f'existing pods in namespace "{namespace}" violate the new PodSecurity enforce level "{enforce}"')
         out += sorted(f"{first}: {text}" if count == 1 else

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 
+from tests.node import ManualClock
 from tests.served import sent, served
 
 NS = "/api/v1/namespaces"
@@ -242,3 +243,32 @@ async def test_baseline_checks_in_upstreams_order_and_windows_pods_spared_linux_
         'violates PodSecurity "restricted:latest": runAsNonRoot != true (pod or container "c" must set '
         'securityContext.runAsNonRoot=true)')
     assert unspared[0] == 403 and "allowPrivilegeEscalation != false" in unspared[1]["message"]
+
+
+class _SlowReads(ManualClock):
+    """Virtual time that a reading of the monotonic clock moves on by `step` seconds (while set):
+    as if each pod a relabel evaluates took that long."""
+
+    step = 0.0
+
+    def monotonic(self) -> float:
+        self._set(self._mono + self.step)
+        return self._mono
+
+
+async def test_a_relabel_stops_evaluating_existing_pods_after_its_time_budget_and_says_so(tmp_path):
+    """Upstream's EvaluatePodsInNamespace gives the existing pods one second: with each pod's
+    evaluation taking 0.3 s, four of six are judged (the fourth ends past the budget)."""
+    clock = _SlowReads()
+    async with served(tmp_path, clock=clock) as (_, api):
+        await sent(api, "POST", NS, namespace("n"))
+        for i in range(6):
+            await sent(api, "POST", f"{NS}/n/pods", pod(f"p{i}", hostNetwork=True))
+        clock.step = 0.3
+        code, _, warnings = await sent(api, "PATCH", f"{NS}/n", {"metadata": {"labels": {PSA + "enforce": "baseline"}}},
+                                       "application/merge-patch+json")
+    assert code == 200
+    assert warnings == [
+        '299 - "new PodSecurity enforce level only checked against the first 4 of 6 existing pods"',
+        '299 - "existing pods in namespace \\"n\\" violate the new PodSecurity enforce level \\"baseline:latest\\""',
+        '299 - "p0 (and 3 other pods): host namespaces"']
